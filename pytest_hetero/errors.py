@@ -69,3 +69,19 @@ class SettingsError(HeteroError):
 
 class BundleError(HeteroError):
     """An evidence bundle is missing, unreadable, tampered or fails verification."""
+
+
+class MatrixInvalid(MatrixError):
+    """Several problems found in one matrix file; ``problems`` keeps each, sorted by line."""
+
+    def __init__(self, problems: list[MatrixError]) -> None:
+        self.problems = sorted(problems, key=lambda p: (p.location.line, p.location.column))
+        first = self.problems[0]
+        super().__init__(first.message, first.location, first.hint)
+
+    def render(self) -> str:
+        """Return every problem, one block each, prefixed with the count."""
+        if len(self.problems) == 1:
+            return self.problems[0].render()
+        head = f"{len(self.problems)} problems in {self.problems[0].location.file}:"
+        return "\n".join([head, *(p.render() for p in self.problems)])

@@ -1,0 +1,117 @@
+"""Expand a matrix into layer items keyed by exactly the dimensions each layer depends on.
+
+discovery: resource; scheduling: resource (× image when the backend places by image);
+startup: resource × image; model and business: resource × image × model@dataset.
+So a resource's discovery is proven once and shared by every combination that uses it.
+The id parts of an item read like the claim it proves, e.g.
+``("cpu-host", "py311", "digits-logreg@digits-test", "model")``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from pytest_hetero.matrix.model import Matrix
+
+DIMENSIONS: dict[str, tuple[str, ...]] = {
+    "discovery": ("resource",),
+    "scheduling": ("resource",),
+    "startup": ("resource", "image"),
+    "model": ("resource", "image", "model", "dataset"),
+    "business": ("resource", "image", "model", "dataset"),
+}
+"""Dimensions each layer's items are keyed by (scheduling gains ``image`` per backend)."""
+
+
+@dataclass(frozen=True)
+class PlannedItem:
+    """One item to run: ``parts`` is its id below the matrix file, ``depends_on`` the parts of its parent."""
+
+    layer: str
+    keys: dict[str, str]
+    parts: tuple[str, ...]
+    depends_on: tuple[str, ...] | None
+
+    @property
+    def id(self) -> str:
+        """``::``-joined parts, e.g. ``cpu-host::py311::startup``."""
+        return "::".join(self.parts)
+
+
+@dataclass(frozen=True)
+class Omitted:
+    """An item the matrix asks not to run: status ``excluded`` (rule) or ``not_applicable`` (incompatible)."""
+
+    layer: str
+    keys: dict[str, str]
+    parts: tuple[str, ...]
+    status: str
+    reason: str
+
+
+@dataclass
+class Plan:
+    """All items of one matrix in dependency order, plus what was omitted and why."""
+
+    items: list[PlannedItem] = field(default_factory=list)
+    omitted: list[Omitted] = field(default_factory=list)
+
+    def by_id(self) -> dict[str, PlannedItem]:
+        """Items by :attr:`PlannedItem.id`."""
+        return {item.id: item for item in self.items}
+
+
+def _combo(model: str, dataset: str) -> str:
+    return f"{model}@{dataset}"
+
+
+def expand(matrix: Matrix, *, scheduling_per_image: bool = False) -> Plan:
+    """Return the :class:`Plan` of ``matrix``.
+
+    ``scheduling_per_image``: the backend places by image (Kubernetes), so scheduling items
+    are keyed resource × image. Exclude rules apply to an item when every dimension the rule
+    names is one of the item's dimensions and matches; images whose ``for`` list lacks the
+    resource type are recorded as ``not_applicable`` (incompatible), with no items below.
+    """
+    plan = Plan()
+
+    def add(layer: str, keys: dict[str, str], parts: tuple[str, ...],
+            parent: tuple[str, ...] | None) -> bool:
+        for rule in matrix.exclude:
+            if set(rule.match) <= set(keys) and rule.matches(keys):
+                plan.omitted.append(Omitted(layer, keys, parts, "excluded",
+                                            f"excluded by rule at line {rule.line}: {rule.reason}"))
+                return False
+        plan.items.append(PlannedItem(layer, keys, parts, parent))
+        return True
+
+    for res in matrix.resources:
+        rk = {"resource": res.name}
+        disc = (res.name, "discovery")
+        has_disc = add("discovery", rk, disc, None)
+        sched = (res.name, "scheduling")
+        if not scheduling_per_image:
+            add("scheduling", rk, sched, disc if has_disc else None)
+        for img in matrix.images:
+            ik = {**rk, "image": img.name}
+            if res.type not in img.for_types:
+                for layer in ("startup", "model", "business"):
+                    plan.omitted.append(Omitted(
+                        layer, ik, (res.name, img.name, layer), "not_applicable",
+                        f"image '{img.name}' is built for {', '.join(img.for_types)}, "
+                        f"not for resource type {res.type}"))
+                continue
+            parent = sched
+            if scheduling_per_image:
+                parent = (res.name, img.name, "scheduling")
+                add("scheduling", ik, parent, disc if has_disc else None)
+            start = (res.name, img.name, "startup")
+            add("startup", ik, start, parent)
+            for mod in matrix.models:
+                for ds in matrix.datasets:
+                    ck = {**ik, "model": mod.name, "dataset": ds.name}
+                    combo = _combo(mod.name, ds.name)
+                    run = (res.name, img.name, combo, "model")
+                    if add("model", ck, run, start):
+                        add("business", ck, (res.name, img.name, combo, "business"), run)
+    return plan

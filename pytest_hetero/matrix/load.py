@@ -1,0 +1,221 @@
+"""Load a ValidationMatrix YAML file: syntax → JSON Schema → references → :class:`Matrix`.
+
+Every problem becomes a :class:`~pytest_hetero.errors.MatrixError` naming file, line, column
+and field, with a hint (``did you mean …`` for unknown keys and names). All problems of a
+file are gathered into one :class:`~pytest_hetero.errors.MatrixInvalid`.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import json
+import re
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+
+from pytest_hetero import LAYERS
+from pytest_hetero.errors import Location, MatrixError, MatrixInvalid
+from pytest_hetero.matrix.model import (
+    DEFAULT_OUTPUT_LIMIT, DEFAULT_OWNERS, DEFAULT_TIMEOUTS_S, Dataset, ExcludeRule, Image,
+    Matrix, Model, Profile, Resource,
+)
+from pytest_hetero.matrix.yamlnodes import Positions, dotted, read_yaml
+
+_DURATION = re.compile(r"([0-9]+(?:\.[0-9]+)?)(ms|s|m|h)")
+_UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+@lru_cache(maxsize=1)
+def matrix_schema() -> dict[str, Any]:
+    """The JSON Schema (draft 2020-12) of ValidationMatrix v1 shipped in the package."""
+    text = resources.files("pytest_hetero.matrix").joinpath("schema.json").read_text("utf-8")
+    return dict(json.loads(text))
+
+
+def parse_duration(value: float | int | str) -> float:
+    """Seconds from a number or a string like ``'90s'``, ``'5m'``, ``'1m30s'``, ``'250ms'``.
+
+    Raises ValueError for anything else (the schema normally catches it first).
+    """
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    text = str(value).strip()
+    parts = _DURATION.findall(text)
+    if not parts or "".join(n + u for n, u in parts) != text:
+        raise ValueError(f"bad duration {value!r}")
+    return sum(float(n) * _UNIT_S[u] for n, u in parts)
+
+
+def _schema_problems(data: Any, pos: Positions, file: str) -> list[MatrixError]:
+    validator = jsonschema.Draft202012Validator(matrix_schema())
+    problems: list[MatrixError] = []
+    for err in validator.iter_errors(data):
+        # oneOf/anyOf: the most specific sub-error reads best
+        best = jsonschema.exceptions.best_match([err])
+        path = tuple(best.absolute_path)
+        field = dotted(path, data)
+        hint = ""
+        message = best.message
+        key_pos = False
+        if best.validator == "additionalProperties":
+            allowed = sorted(best.schema.get("properties", {}))
+            extra = sorted(set(best.instance) - set(allowed)) if isinstance(best.instance, dict) else []
+            if extra:
+                path = (*path, extra[0])
+                field = dotted(path, data)
+                key_pos = True
+                message = f"unknown key '{extra[0]}'"
+                close = difflib.get_close_matches(extra[0], allowed, n=1)
+                hint = f"did you mean '{close[0]}'?" if close else f"allowed keys: {', '.join(allowed)}"
+        elif best.validator == "required":
+            hint = "add the missing field"
+            missing = re.findall(r"'([^']+)' is a required property", best.message)
+            if missing and missing[0] == "sha256":
+                hint = "add sha256: <64 hex digits> (compute it with `sha256sum FILE`)"
+        elif best.validator == "pattern" and "duration" in str(best.schema.get("pattern", "")):
+            hint = "write a duration like 30, '90s', '5m' or '1m30s'"
+        elif best.validator == "oneOf" and path and path[-1] == "timeout":
+            message = f"bad duration {best.instance!r}"
+            hint = "write a duration like 30, '90s', '5m' or '1m30s'"
+        elif best.validator == "pattern" and path and path[-1] == "sha256":
+            message = f"sha256 must be 64 lowercase hex digits, got {best.instance!r}"
+            hint = "compute it with `sha256sum FILE`"
+        elif best.validator == "pattern" and path and path[-1] == "name":
+            hint = "use lowercase letters, digits, '-', '.', '_' (DNS-label style)"
+        elif best.validator in ("const", "enum"):
+            hint = f"use one of: {best.validator_value!r}"
+        line, col = pos.of(path, key=key_pos)
+        problems.append(MatrixError(message, Location(file, line, col, field), hint))
+    return problems
+
+
+def _reference_problems(data: dict[str, Any], pos: Positions, file: str) -> list[MatrixError]:
+    spec = data["spec"]
+    problems: list[MatrixError] = []
+    names: dict[str, list[str]] = {}
+    for dim, key in (("resource", "resources"), ("image", "images"), ("model", "models"),
+                     ("dataset", "datasets")):
+        seen: set[str] = set()
+        names[dim] = []
+        for i, entry in enumerate(spec[key]):
+            if entry["name"] in seen:
+                path = ("spec", key, i, "name")
+                line, col = pos.of(path)
+                problems.append(MatrixError(f"duplicate {dim} name '{entry['name']}'",
+                                            Location(file, line, col, dotted(path, data)),
+                                            f"give each {dim} a unique name"))
+            seen.add(entry["name"])
+            names[dim].append(entry["name"])
+    for i, rule in enumerate(spec.get("exclude", [])):
+        for dim in ("resource", "image", "model", "dataset"):
+            if dim in rule and rule[dim] not in names[dim]:
+                path = ("spec", "exclude", i, dim)
+                line, col = pos.of(path)
+                close = difflib.get_close_matches(rule[dim], names[dim], n=1)
+                hint = f"did you mean '{close[0]}'?" if close else \
+                    f"known {dim}s: {', '.join(names[dim])}"
+                problems.append(MatrixError(f"exclude rule names unknown {dim} '{rule[dim]}'",
+                                            Location(file, line, col, dotted(path, data)), hint))
+    for pname, prof in (spec.get("profiles") or {}).items():
+        for j, layer in enumerate(prof.get("layers", [])):
+            if layer not in LAYERS:
+                path = ("spec", "profiles", pname, "layers", j)
+                line, col = pos.of(path)
+                problems.append(MatrixError(f"unknown layer '{layer}'", Location(file, line, col),
+                                            f"layers are {', '.join(LAYERS)}"))
+    return problems
+
+
+def _hex(digest: str) -> str:
+    return digest.split(":", 1)[-1]
+
+
+def _build(data: dict[str, Any], path: Path, raw_sha: str, pos: Positions) -> Matrix:
+    spec = data["spec"]
+    base = path.parent
+
+    def rel(p: str | None) -> Path | None:
+        return None if p is None else (base / p).resolve()
+
+    def line(*p: Any) -> int:
+        return pos.of(p)[0]
+
+    resources_ = tuple(Resource(
+        name=r["name"], type=r["type"], vendor=r.get("vendor", "any"),
+        requests={k: str(v) for k, v in r["requests"].items()},
+        limits={k: str(v) for k, v in r.get("limits", {}).items()},
+        node_selector=dict(r.get("node_selector", {})), tolerations=tuple(r.get("tolerations", [])),
+        queue=r.get("queue"), priority_class=r.get("priority_class"), expect=dict(r.get("expect", {})),
+        line=line("spec", "resources", i)) for i, r in enumerate(spec["resources"]))
+    images = tuple(Image(
+        name=m["name"], reference=m["reference"], digest=m.get("digest"),
+        for_types=tuple(m.get("for", ["gpu", "npu", "cpu"])), line=line("spec", "images", i))
+        for i, m in enumerate(spec["images"]))
+    models = tuple(Model(
+        name=m["name"], version=str(m["version"]), uri=m["uri"], path=rel(m["uri"]) or base,
+        sha256=_hex(m["sha256"]), entrypoint=tuple(m["entrypoint"]), runtime=m.get("runtime", ""),
+        code=rel(m.get("code")), line=line("spec", "models", i)) for i, m in enumerate(spec["models"]))
+    datasets = tuple(Dataset(
+        name=d["name"], version=str(d["version"]), uri=d["uri"], path=rel(d["uri"]) or base,
+        sha256=_hex(d["sha256"]), acceptance=rel(d.get("acceptance")),
+        sensitive=bool(d.get("sensitive", False)), line=line("spec", "datasets", i))
+        for i, d in enumerate(spec["datasets"]))
+    layers = spec.get("layers", {})
+    timeouts = {layer: parse_duration(layers.get(layer, {}).get("timeout", DEFAULT_TIMEOUTS_S[layer]))
+                for layer in LAYERS}
+    output_limit = max((layers.get(layer, {}).get("output_limit_bytes", DEFAULT_OUTPUT_LIMIT)
+                        for layer in LAYERS), default=DEFAULT_OUTPUT_LIMIT)
+    exclude = tuple(ExcludeRule(match={k: v for k, v in e.items() if k != "reason"},
+                                reason=e["reason"], line=line("spec", "exclude", i))
+                    for i, e in enumerate(spec.get("exclude", [])))
+    profiles = {n: Profile(name=n, layers=tuple(p.get("layers", LAYERS)),
+                           representative=bool(p.get("representative", False)),
+                           repeat=int(p.get("repeat", 1)))
+                for n, p in (spec.get("profiles") or {}).items()}
+    return Matrix(
+        path=path, sha256=raw_sha, name=data["metadata"]["name"],
+        description=data["metadata"].get("description", ""),
+        target=dict(spec.get("target", {"backend": "local"})),
+        owners={**DEFAULT_OWNERS, **spec.get("owners", {})}, timeouts_s=timeouts,
+        output_limit=int(output_limit), resources=resources_, images=images, models=models,
+        datasets=datasets, exclude=exclude, profiles=profiles, source=data)
+
+
+def load_matrix(path: str | Path) -> Matrix:
+    """Read, validate and build the matrix at ``path``.
+
+    Raises MatrixInvalid (a MatrixError) listing every problem with file:line:column, field
+    and hint; never another exception for bad content. OSError-level problems (missing
+    file) are also reported as MatrixError.
+    """
+    path = Path(path).resolve()
+    display = _display(path)
+    try:
+        data, pos = read_yaml(path, MatrixError)
+    except MatrixError as exc:
+        raise MatrixInvalid([MatrixError(exc.message, Location(display, exc.location.line,
+                             exc.location.column, exc.location.field), exc.hint)]) from None
+    except RecursionError:
+        raise MatrixInvalid([MatrixError("document nests too deeply (recursive YAML alias?)",
+                             Location(display), "remove recursive aliases")]) from None
+    if not isinstance(data, dict):
+        raise MatrixInvalid([MatrixError(f"top level is a {type(data).__name__}, not a mapping",
+                             Location(display, 1, 1), "start with apiVersion: pytest-hetero/v1")])
+    problems = _schema_problems(data, pos, display)
+    if not problems:
+        problems = _reference_problems(data, pos, display)
+    if problems:
+        raise MatrixInvalid(problems)
+    return _build(data, path, hashlib.sha256(path.read_bytes()).hexdigest(), pos)
+
+
+def _display(path: Path) -> str:
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)

@@ -1,0 +1,151 @@
+"""Frozen, typed view of a validated ValidationMatrix (apiVersion ``pytest-hetero/v1``).
+
+Built only by :func:`pytest_hetero.matrix.load.load_matrix`, after schema and reference
+checks, so every field here is known to be well-formed. Paths are absolute; durations are
+seconds (float).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+DEFAULT_OWNERS: dict[str, str] = {
+    "discovery": "infrastructure",
+    "scheduling": "platform",
+    "startup": "platform",
+    "model": "algorithm",
+    "business": "business",
+}
+"""Team that owns each layer's conclusion unless the matrix's ``spec.owners`` says otherwise."""
+
+DEFAULT_TIMEOUTS_S: dict[str, float] = {
+    "discovery": 60.0, "scheduling": 120.0, "startup": 300.0, "model": 900.0, "business": 60.0,
+}
+"""Per-layer timeout in seconds when ``spec.layers.<layer>.timeout`` is absent."""
+
+DEFAULT_OUTPUT_LIMIT = 64 * 1024
+"""Bytes of stdout/stderr kept inline in evidence per stream (the full text goes to an artifact)."""
+
+
+@dataclass(frozen=True)
+class Resource:
+    """One resource type to validate: requests such as ``{"nvidia.com/gpu": "1"}`` (quantities as strings)."""
+
+    name: str
+    type: str
+    vendor: str
+    requests: dict[str, str]
+    limits: dict[str, str] = field(default_factory=dict)
+    node_selector: dict[str, str] = field(default_factory=dict)
+    tolerations: tuple[dict[str, Any], ...] = ()
+    queue: str | None = None
+    priority_class: str | None = None
+    expect: dict[str, Any] = field(default_factory=dict)
+    line: int = 0
+
+
+@dataclass(frozen=True)
+class Image:
+    """A container image (or, on the local backend, a Python environment) and the resource types it is built for."""
+
+    name: str
+    reference: str
+    digest: str | None
+    for_types: tuple[str, ...]
+    line: int = 0
+
+
+@dataclass(frozen=True)
+class Model:
+    """A model version: file at ``path`` with ``sha256`` (hex), run by ``entrypoint`` (argv with placeholders)."""
+
+    name: str
+    version: str
+    uri: str
+    path: Path
+    sha256: str
+    entrypoint: tuple[str, ...]
+    runtime: str
+    code: Path | None
+    line: int = 0
+
+
+@dataclass(frozen=True)
+class Dataset:
+    """A dataset version: file at ``path`` with ``sha256``; ``acceptance`` is its business-rules file."""
+
+    name: str
+    version: str
+    uri: str
+    path: Path
+    sha256: str
+    acceptance: Path | None
+    sensitive: bool = False
+    line: int = 0
+
+
+@dataclass(frozen=True)
+class ExcludeRule:
+    """Partial combination (only the named dimensions must match) left out on purpose, with its reason."""
+
+    match: dict[str, str]
+    reason: str
+    line: int = 0
+
+    def matches(self, keys: dict[str, str]) -> bool:
+        """True when every dimension the rule names equals the same dimension in ``keys``."""
+        return all(keys.get(dim) == value for dim, value in self.match.items())
+
+
+@dataclass(frozen=True)
+class Profile:
+    """A graded depth: which layers run, and whether one representative combination per resource."""
+
+    name: str
+    layers: tuple[str, ...]
+    representative: bool = False
+    repeat: int = 1
+
+
+@dataclass(frozen=True)
+class Matrix:
+    """A validated matrix. ``path`` is absolute, ``sha256`` is of the file bytes, ``source`` is the raw dict."""
+
+    path: Path
+    sha256: str
+    name: str
+    description: str
+    target: dict[str, Any]
+    owners: dict[str, str]
+    timeouts_s: dict[str, float]
+    output_limit: int
+    resources: tuple[Resource, ...]
+    images: tuple[Image, ...]
+    models: tuple[Model, ...]
+    datasets: tuple[Dataset, ...]
+    exclude: tuple[ExcludeRule, ...]
+    profiles: dict[str, Profile]
+    source: dict[str, Any] = field(repr=False, default_factory=dict)
+
+    @property
+    def backend(self) -> str:
+        """Backend named by ``spec.target.backend`` (default ``local``)."""
+        return str(self.target.get("backend", "local"))
+
+    def resource(self, name: str) -> Resource:
+        """Return the resource called ``name``; KeyError when absent."""
+        return next(r for r in self.resources if r.name == name)
+
+    def image(self, name: str) -> Image:
+        """Return the image called ``name``; StopIteration when absent."""
+        return next(i for i in self.images if i.name == name)
+
+    def model(self, name: str) -> Model:
+        """Return the model called ``name``; StopIteration when absent."""
+        return next(m for m in self.models if m.name == name)
+
+    def dataset(self, name: str) -> Dataset:
+        """Return the dataset called ``name``; StopIteration when absent."""
+        return next(d for d in self.datasets if d.name == name)

@@ -1,0 +1,137 @@
+"""Safe YAML reading with source positions, for files users write (matrices, acceptance rules).
+
+PyYAML's composer gives a node tree with marks; we build plain Python data from it ourselves
+so that we can (1) remember the line/column of every key and value by JSON path, (2) refuse
+duplicate keys, and (3) bound alias expansion (a "billion laughs" document is refused
+instead of exhausting memory).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from pytest_hetero.errors import HeteroError, Location
+
+MAX_BYTES = 4 * 1024 * 1024
+"""Largest file read, in bytes (4 MiB)."""
+MAX_NODES = 200_000
+"""Most YAML nodes built after alias expansion."""
+
+PathKey = tuple[Any, ...]
+
+
+class Positions:
+    """Maps a JSON path (tuple of keys/indices) to the 1-based (line, column) of its value and key."""
+
+    def __init__(self) -> None:
+        self.values: dict[PathKey, tuple[int, int]] = {}
+        self.keys: dict[PathKey, tuple[int, int]] = {}
+
+    def of(self, path: PathKey, *, key: bool = False) -> tuple[int, int]:
+        """Position of ``path`` (its key when ``key``), else of the nearest ancestor; (0, 0) if none."""
+        table = self.keys if key else self.values
+        probe = tuple(path)
+        while probe:
+            if probe in table:
+                return table[probe]
+            if not key and probe in self.keys:
+                return self.keys[probe]
+            probe = probe[:-1]
+        return self.values.get((), (1, 1))
+
+
+def _pos(node: yaml.Node) -> tuple[int, int]:
+    return node.start_mark.line + 1, node.start_mark.column + 1
+
+
+def read_yaml(path: Path, error: type[HeteroError]) -> tuple[Any, Positions]:
+    """Read ``path`` as one YAML document; return (data, positions).
+
+    Raises ``error`` (a HeteroError subclass) naming file/line/column for: unreadable file,
+    file over MAX_BYTES, YAML syntax errors, duplicate keys, more than MAX_NODES nodes after
+    alias expansion, non-string keys, and an empty document.
+    """
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise error(f"cannot read file: {exc.strerror}", Location(str(path)),
+                    "check the path and its permissions") from None
+    if len(raw) > MAX_BYTES:
+        raise error(f"file is {len(raw)} bytes, more than the {MAX_BYTES} allowed",
+                    Location(str(path)), "split the file; matrices are small") from None
+    try:
+        text = raw.decode("utf-8")
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except UnicodeDecodeError as exc:
+        raise error(f"not UTF-8 text (byte {exc.start})", Location(str(path)),
+                    "save the file as UTF-8") from None
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        loc = Location(str(path), mark.line + 1 if mark else 0, mark.column + 1 if mark else 0)
+        raise error(f"YAML syntax error: {exc.problem or exc.context}", loc,
+                    "fix the indentation or quoting at this position") from None
+    except yaml.YAMLError as exc:
+        raise error(f"YAML error: {exc}", Location(str(path)), "fix the YAML syntax") from None
+    if root is None:
+        raise error("the file is empty", Location(str(path)), "write a YAML mapping") from None
+    positions = Positions()
+    budget = [MAX_NODES]
+    constructor = yaml.SafeLoader("")
+    data = _build(root, (), positions, budget, constructor, path, error)
+    return data, positions
+
+
+def _build(node: yaml.Node, path: PathKey, positions: Positions, budget: list[int],
+           constructor: yaml.SafeLoader, file: Path, error: type[HeteroError]) -> Any:
+    budget[0] -= 1
+    if budget[0] < 0:
+        line, col = _pos(node)
+        raise error(f"document expands to more than {MAX_NODES} nodes (YAML alias bomb?)",
+                    Location(str(file), line, col), "remove recursive or repeated aliases")
+    positions.values.setdefault(path, _pos(node))
+    if isinstance(node, yaml.MappingNode):
+        out: dict[str, Any] = {}
+        constructor.flatten_mapping(node)
+        for key_node, value_node in node.value:
+            key = constructor.construct_object(key_node, deep=True)
+            line, col = _pos(key_node)
+            if not isinstance(key, (str, int, float, bool)):
+                raise error("mapping keys must be plain scalars", Location(str(file), line, col),
+                            "quote the key")
+            key = str(key)
+            if key in out:
+                raise error(f"duplicate key '{key}'", Location(str(file), line, col,
+                            ".".join(str(p) for p in (*path, key))), "remove one of the two entries")
+            positions.keys[(*path, key)] = (line, col)
+            out[key] = _build(value_node, (*path, key), positions, budget, constructor, file, error)
+        return out
+    if isinstance(node, yaml.SequenceNode):
+        return [_build(child, (*path, i), positions, budget, constructor, file, error)
+                for i, child in enumerate(node.value)]
+    try:
+        return constructor.construct_object(node, deep=True)
+    except yaml.constructor.ConstructorError as exc:
+        line, col = _pos(node)
+        raise error(f"cannot read value: {exc.problem}", Location(str(file), line, col),
+                    "quote the value or fix its tag") from None
+
+
+def dotted(path: PathKey, data: Any = None) -> str:
+    """Render a JSON path as ``spec.resources[1].requests`` (names items by ``name`` when ``data`` given)."""
+    out = ""
+    node = data
+    for part in path:
+        if isinstance(part, int):
+            name = node[part].get("name") if isinstance(node, list) and part < len(node) \
+                and isinstance(node[part], dict) else None
+            out += f"[{part}]" if name is None else f"[{part}:{name}]"
+        else:
+            out += ("." if out else "") + str(part)
+        try:
+            node = node[part] if node is not None else None
+        except (KeyError, IndexError, TypeError):
+            node = None
+    return out
