@@ -1,0 +1,103 @@
+"""Reading single field values as vendor tools print them (shared by every parser).
+
+Tools print "not available" in many spellings (``N/A``, ``[N/A]``, ``NA``, ``-``, ``ERR!``,
+``[Unknown Error]``, ``Requested functionality has been deprecated``); some locales print
+decimal commas (``67,03 W``). These helpers turn one printed value into a number or ``None``
+and tell the caller *why* it is ``None`` so errors are not mistaken for "not supported".
+"""
+
+from __future__ import annotations
+
+import re
+
+NOT_AVAILABLE = frozenset(
+    {"", "n/a", "[n/a]", "na", "-", "--", "none", "not supported", "[not supported]",
+     "not available", "unknown"}
+)
+"""Spellings that mean "the tool has no value" (compared lower-case)."""
+
+ERROR_MARKERS = ("err!", "unknown error", "gpu is lost", "requested functionality has been deprecated")
+"""Substrings (lower-case) that mean "the tool tried and failed to read this field"."""
+
+_NUMBER = re.compile(r"[-+]?(?:\d+(?:[.,]\d+)*|[.,]\d+)")
+
+
+def field_error(text: str | None) -> str | None:
+    """Return the raw text when it is an error marker (``ERR!``, ``[Unknown Error]``), else None."""
+    if text is None:
+        return None
+    low = text.strip().lower()
+    return text.strip() if any(m in low for m in ERROR_MARKERS) else None
+
+
+def is_missing(text: str | None) -> bool:
+    """True when ``text`` reports no value (N/A-like) or an error marker."""
+    if text is None:
+        return True
+    low = text.strip().lower()
+    return low in NOT_AVAILABLE or field_error(low) is not None
+
+
+def number(text: str | None, *, integer: bool = False) -> float | None:
+    """Return the first number in ``text`` (units ignored) or None when missing/unreadable.
+
+    ``"67.03 W"`` → 67.03; ``"67,03 W"`` → 67.03 (decimal comma); with ``integer=True``
+    ``"1,232"`` is read as a thousands separator → 1232. ``"N/A"``, ``"ERR!"`` → None.
+    """
+    if is_missing(text):
+        return None
+    assert text is not None
+    match = _NUMBER.search(text)
+    if not match:
+        return None
+    raw = match.group(0)
+    if "," in raw and "." not in raw:
+        if integer and re.fullmatch(r"[-+]?\d{1,3}(,\d{3})+", raw):
+            raw = raw.replace(",", "")
+        elif raw.count(",") == 1:
+            raw = raw.replace(",", ".")
+        else:
+            raw = raw.replace(",", "")
+    elif "," in raw:
+        # "1,234.5" (English thousands) or "1.234,5" (German): the last separator is the decimal one.
+        if raw.rfind(",") > raw.rfind("."):
+            raw = raw.replace(".", "").replace(",", ".")
+        else:
+            raw = raw.replace(",", "")
+    if raw.count(".") > 1:
+        return None
+    try:
+        return float(raw)
+    except ValueError:
+        return None
+
+
+def integer(text: str | None) -> int | None:
+    """Return ``number(text, integer=True)`` rounded to int, or None (``"19968 MiB"`` → 19968)."""
+    value = number(text, integer=True)
+    return None if value is None else int(round(value))
+
+
+def text_or_none(text: str | None) -> str | None:
+    """Return the stripped text, or None when it is N/A-like or an error marker."""
+    return None if is_missing(text) else (text or "").strip()
+
+
+def yes(text: str | None) -> bool | None:
+    """Return True for Yes/Enabled/On, False for No/Disabled/Off, None otherwise."""
+    low = (text or "").strip().lower()
+    if low in {"yes", "enabled", "on", "true"}:
+        return True
+    if low in {"no", "disabled", "off", "false"}:
+        return False
+    return None
+
+
+def mib(text: str | None) -> int | None:
+    """Return a memory size in MiB from ``"81920 MiB"``, ``"80 GiB"``, ``"512 KiB"``, ``"2021MiB"``."""
+    value = number(text, integer=True)
+    if value is None or text is None:
+        return None
+    unit = re.search(r"([KMGT])i?B", text, re.IGNORECASE)
+    scale = {"K": 1 / 1024, "M": 1, "G": 1024, "T": 1024 * 1024}
+    return int(round(value * scale[unit.group(1).upper()])) if unit else int(round(value))

@@ -1,0 +1,172 @@
+"""The shape every probe returns: an :class:`Inventory` of :class:`Device` records.
+
+All records are frozen dataclasses that turn into plain JSON data with ``to_dict()``, so they
+cross process boundaries and land in evidence bundles unchanged. Units are fixed: memory in
+MiB, temperature in °C, power in W, utilisation in %. ``None`` always means "the tool did not
+report it" (N/A, ERR!, missing field); a reported zero stays ``0``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any, Literal
+
+Health = Literal["ok", "warning", "critical", "unknown"]
+"""Normalised device health: ``critical`` means the device must not receive work."""
+
+HEALTH_ORDER: dict[str, int] = {"ok": 0, "unknown": 1, "warning": 2, "critical": 3}
+"""Severity rank of each :data:`Health` value (higher is worse)."""
+
+
+def utc_now() -> str:
+    """Return the current UTC time as ISO 8601 with seconds, e.g. ``2026-11-29T10:30:00Z``."""
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _plain(value: Any) -> Any:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    return value
+
+
+@dataclass(frozen=True)
+class Partition:
+    """A slice of one device: a MIG instance (``kind="mig"``) or an Ascend vNPU (``kind="vnpu"``).
+
+    ``profile`` is the vendor profile name (``"1g.10gb"``, ``"vir04"``) when the source names it,
+    else ``None`` (nvidia-smi XML and tables do not). ``index`` is the MIG device index or vNPU id;
+    ``gpu_instance_id``/``compute_instance_id`` are the MIG GI/CI ids. Memory in MiB.
+    """
+
+    kind: str
+    index: int | None = None
+    profile: str | None = None
+    gpu_instance_id: int | None = None
+    compute_instance_id: int | None = None
+    uuid: str | None = None
+    memory_total_mib: int | None = None
+    memory_used_mib: int | None = None
+    multiprocessors: int | None = None
+    ecc_uncorrectable: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the partition as a JSON-ready dict with exactly the field names above."""
+        return dict(_plain(self))
+
+
+@dataclass(frozen=True)
+class DeviceProcess:
+    """A process holding device memory: ``pid``, ``name``, ``type`` (C/G/C+G), memory in MiB."""
+
+    pid: int | None
+    name: str | None = None
+    type: str | None = None
+    used_memory_mib: int | None = None
+    gpu_instance_id: int | None = None
+    compute_instance_id: int | None = None
+    chip: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the process as a JSON-ready dict."""
+        return dict(_plain(self))
+
+
+@dataclass(frozen=True)
+class Device:
+    """One accelerator (GPU, NPU chip) or CPU socket as the vendor tool reports it.
+
+    ``index`` is the tool's device index (nvidia-smi ``GPU``, npu-smi logical ``Device`` id),
+    ``None`` when the tool could not enumerate it (e.g. "Unable to determine the device handle").
+    ``health`` is normalised; ``health_raw`` keeps the vendor's text (``"Warning"``, ``"Yes"``),
+    and ``errors`` lists every reason that lowered health, in plain words.
+    """
+
+    vendor: str
+    index: int | None
+    name: str | None = None
+    uuid: str | None = None
+    serial: str | None = None
+    bus_id: str | None = None
+    memory_total_mib: int | None = None
+    memory_used_mib: int | None = None
+    health: Health = "unknown"
+    health_raw: str | None = None
+    temperature_c: float | None = None
+    power_w: float | None = None
+    power_limit_w: float | None = None
+    utilisation_pct: float | None = None
+    partitions: tuple[Partition, ...] = ()
+    processes: tuple[DeviceProcess, ...] = ()
+    errors: tuple[str, ...] = ()
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def label(self) -> str:
+        """Return a short human name: ``GPU 00000000:3B:00.0`` / ``NPU 3`` style."""
+        kind = {"nvidia": "GPU", "ascend": "NPU", "cpu": "CPU"}.get(self.vendor, self.vendor)
+        ident = self.bus_id or (str(self.index) if self.index is not None else "?")
+        return f"{kind} {ident}"
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the device as a JSON-ready dict (partitions/processes as lists of dicts)."""
+        return dict(_plain(self))
+
+
+@dataclass(frozen=True)
+class Inventory:
+    """What one probe saw on one host, plus the raw text it parsed (kept as an artifact).
+
+    ``source`` names the reader: ``nvml``, ``nvidia-smi-xml``, ``nvidia-smi-table``, ``npu-smi``,
+    ``proc``, ``kernel-log``, ``device-plugin-log`` or ``none`` (nothing could be run).
+    ``attached_count`` is the count the tool itself declares (``attached_gpus``), which may
+    disagree with ``len(devices)``. ``global_errors`` are host-level failures (no driver, no
+    devices, critical Xid); ``warnings`` are parse warnings (unknown DTD, truncated output).
+    """
+
+    vendor: str
+    source: str
+    collected_at: str = field(default_factory=utc_now)
+    tool_version: str | None = None
+    driver_version: str | None = None
+    cuda_version: str | None = None
+    cann_version: str | None = None
+    firmware_version: str | None = None
+    timestamp: str | None = None
+    attached_count: int | None = None
+    devices: tuple[Device, ...] = ()
+    global_errors: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = ()
+    raw: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def healthy(self) -> bool:
+        """True when no global error was found and no device is ``critical``."""
+        return not self.global_errors and all(d.health != "critical" for d in self.devices)
+
+    def unhealthy_devices(self) -> list[Device]:
+        """Return the devices whose health is ``critical``, in device order."""
+        return [d for d in self.devices if d.health == "critical"]
+
+    def to_dict(self, *, include_raw: bool = True) -> dict[str, Any]:
+        """Return the inventory as a JSON-ready dict; ``include_raw=False`` drops ``raw``."""
+        data = dict(_plain(self))
+        data["healthy"] = self.healthy
+        if not include_raw:
+            data.pop("raw")
+        return data
+
+
+def worst(*values: str) -> Health:
+    """Return the most severe of the given health values (``"ok"`` for none)."""
+    best: Health = "ok"
+    for value in values:
+        if HEALTH_ORDER.get(value, 1) > HEALTH_ORDER[best]:
+            best = value  # type: ignore[assignment]
+    return best

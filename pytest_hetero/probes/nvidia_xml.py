@@ -1,0 +1,211 @@
+"""Reader for ``nvidia-smi -q -x`` XML (DTD ``nvsmi_device_v10`` … ``v12`` and unknown newer).
+
+Source format: the XML log of ``nvidia-smi -q -x`` from drivers ≥ 450; root ``<nvidia_smi_log>``
+with ``timestamp``, ``driver_version``, ``cuda_version``, ``attached_gpus`` and one ``<gpu id=BUS>``
+element per GPU. Power sits in ``<power_readings>`` (≤ 530) or ``<gpu_power_readings>`` (≥ 535);
+ECC counters are ``single_bit``/``double_bit`` (old) or ``sram_*``/``dram_*`` (new). Truncated XML
+is read up to the cut with a warning.
+"""
+
+from __future__ import annotations
+
+import re
+import xml.etree.ElementTree as ET
+
+from pytest_hetero.errors import ParseError
+from pytest_hetero.probes import _values as v
+from pytest_hetero.probes.model import Device, DeviceProcess, Inventory, Partition
+from pytest_hetero.probes.nvidia_common import HealthInputs, verdict
+
+KNOWN_DTD_MAX = 12
+"""Newest ``nvsmi_device_vN.dtd`` whose layout this reader was written against."""
+
+
+class _Gpu:
+    """Field access for one ``<gpu>`` element that records field-read errors as it goes."""
+
+    def __init__(self, el: ET.Element, warnings: list[str]) -> None:
+        self.el = el
+        self.errors: list[str] = []
+        self.warnings = warnings
+
+    def get(self, path: str) -> str | None:
+        node = self.el.find(path)
+        if node is None or node.text is None:
+            return None
+        text = node.text.strip()
+        low = text.lower()
+        if "deprecated" in low:
+            note = f"field {path} reads '{text}'"
+            if note not in self.warnings:
+                self.warnings.append(note)
+            return None
+        err = v.field_error(text)
+        if err:
+            self.errors.append(f"{path} reads {err}")
+            return None
+        return text
+
+
+def _sum_uncorrectable(node: ET.Element | None) -> int | None:
+    if node is None:
+        return None
+    double = node.find("double_bit/total")
+    if double is not None:
+        return v.integer(double.text)
+    values = [v.integer(c.text) for c in node if "uncorrectable" in c.tag]
+    read = [x for x in values if x is not None]
+    return sum(read) if read else None
+
+
+def _partition(el: ET.Element) -> Partition:
+    def text(path: str) -> str | None:
+        node = el.find(path)
+        return None if node is None else node.text
+
+    return Partition(
+        kind="mig",
+        index=v.integer(text("index")),
+        gpu_instance_id=v.integer(text("gpu_instance_id")),
+        compute_instance_id=v.integer(text("compute_instance_id")),
+        memory_total_mib=v.mib(text("fb_memory_usage/total")),
+        memory_used_mib=v.mib(text("fb_memory_usage/used")),
+        multiprocessors=v.integer(text("device_attributes/shared/multiprocessor_count")),
+        ecc_uncorrectable=_sum_uncorrectable(el.find("ecc_error_count/volatile_count")),
+    )
+
+
+def _process(el: ET.Element) -> DeviceProcess:
+    def text(path: str) -> str | None:
+        node = el.find(path)
+        return None if node is None else node.text
+
+    return DeviceProcess(
+        pid=v.integer(text("pid")),
+        name=v.text_or_none(text("process_name")),
+        type=v.text_or_none(text("type")),
+        used_memory_mib=v.mib(text("used_memory")),
+        gpu_instance_id=v.integer(text("gpu_instance_id")),
+        compute_instance_id=v.integer(text("compute_instance_id")),
+    )
+
+
+def _first(gpu: _Gpu, *paths: str) -> str | None:
+    for path in paths:
+        value = gpu.get(path)
+        if value is not None:
+            return value
+    return None
+
+
+def _any_yes(*texts: str | None) -> bool | None:
+    read = [v.yes(t) for t in texts if v.yes(t) is not None]
+    return any(read) if read else None
+
+
+def _device(el: ET.Element, position: int, warnings: list[str]) -> Device:
+    g = _Gpu(el, warnings)
+    power = "gpu_power_readings" if el.find("gpu_power_readings") is not None else "power_readings"
+    remap = el.find("remapped_rows")
+    inputs = HealthInputs(
+        ecc_volatile_uncorrectable=_sum_uncorrectable(el.find("ecc_errors/volatile")),
+        retired_pages_pending=_any_yes(g.get("retired_pages/pending_retirement"),
+                                       g.get("retired_pages/pending_blacklist")),
+        remapped_rows_pending=v.yes(g.get("remapped_rows/remapped_row_pending")) if len(remap or []) else None,
+        remapped_rows_failure=v.yes(g.get("remapped_rows/remapped_row_failure")) if len(remap or []) else None,
+        reset_required=v.yes(g.get("gpu_reset_status/reset_required")),
+    )
+    extra = {
+        "architecture": v.text_or_none(g.get("product_architecture")),
+        "brand": v.text_or_none(g.get("product_brand")),
+        "minor_number": v.integer(g.get("minor_number")),
+        "persistence_mode": v.text_or_none(g.get("persistence_mode")),
+        "performance_state": v.text_or_none(g.get("performance_state")),
+        "compute_mode": v.text_or_none(g.get("compute_mode")),
+        "mig_mode_current": v.text_or_none(g.get("mig_mode/current_mig")),
+        "mig_mode_pending": v.text_or_none(g.get("mig_mode/pending_mig")),
+        "ecc_mode": v.text_or_none(g.get("ecc_mode/current_ecc")),
+        "ecc_volatile_uncorrectable": inputs.ecc_volatile_uncorrectable,
+        "ecc_aggregate_uncorrectable": _sum_uncorrectable(el.find("ecc_errors/aggregate")),
+        "retired_pages_sbe": v.integer(g.get("retired_pages/multiple_single_bit_retirement/retired_count")),
+        "retired_pages_dbe": v.integer(g.get("retired_pages/double_bit_retirement/retired_count")),
+        "remapped_rows_uncorrectable": v.integer(g.get("remapped_rows/remapped_row_unc")),
+        "fan_speed_pct": v.number(g.get("fan_speed")),
+        "memory_reserved_mib": v.mib(g.get("fb_memory_usage/reserved")),
+        "memory_free_mib": v.mib(g.get("fb_memory_usage/free")),
+        "memory_util_pct": v.number(g.get("utilization/memory_util")),
+        "vbios_version": v.text_or_none(g.get("vbios_version")),
+    }
+    name = v.text_or_none(g.get("product_name"))
+    uuid = v.text_or_none(g.get("uuid"))
+    serial = v.text_or_none(g.get("serial"))
+    bus = el.get("id") or v.text_or_none(g.get("pci/pci_bus_id"))
+    total, used = v.mib(g.get("fb_memory_usage/total")), v.mib(g.get("fb_memory_usage/used"))
+    temp = v.number(g.get("temperature/gpu_temp"))
+    draw = v.number(_first(g, f"{power}/power_draw", f"{power}/instant_power_draw",
+                           f"{power}/average_power_draw"))
+    limit = v.number(_first(g, f"{power}/current_power_limit", f"{power}/power_limit",
+                            f"{power}/enforced_power_limit"))
+    util = v.number(g.get("utilization/gpu_util"))
+    inputs.field_errors = tuple(g.errors)
+    health, raw, reasons = verdict(inputs)
+    return Device(
+        vendor="nvidia", index=position, name=name, uuid=uuid, serial=serial, bus_id=bus,
+        memory_total_mib=total, memory_used_mib=used, health=health, health_raw=raw,
+        temperature_c=temp, power_w=draw, power_limit_w=limit, utilisation_pct=util,
+        partitions=tuple(_partition(p) for p in el.iterfind("mig_devices/mig_device")),
+        processes=tuple(_process(p) for p in el.iterfind("processes/process_info")),
+        errors=reasons, extra=extra,
+    )
+
+
+def _tree(text: str, warnings: list[str]) -> ET.Element:
+    parser = ET.XMLPullParser(events=("start",))
+    root: ET.Element | None = None
+    try:
+        parser.feed(text)
+        for _event, elem in parser.read_events():
+            root = elem if root is None else root
+        parser.close()
+    except ET.ParseError as exc:
+        for _event, elem in parser.read_events():
+            root = elem if root is None else root
+        if root is None:
+            raise ParseError(f"not nvidia-smi -q -x XML: {exc}",
+                             hint="expected the output of `nvidia-smi -q -x`") from None
+        warnings.append(f"XML truncated or malformed ({exc}); read up to that point")
+    if root is None or root.tag != "nvidia_smi_log":
+        tag = "none" if root is None else f"<{root.tag}>"
+        raise ParseError(f"not nvidia-smi -q -x XML: root element {tag}, expected <nvidia_smi_log>")
+    return root
+
+
+def parse_nvidia_smi_xml(text: str) -> Inventory:
+    """Parse ``nvidia-smi -q -x`` output into an :class:`Inventory` (source ``nvidia-smi-xml``).
+
+    Returns every ``<gpu>`` found (index = position, as nvidia-smi numbers them), the declared
+    ``attached_gpus`` as ``attached_count`` and parse warnings (unknown DTD, count mismatch,
+    truncation). Raises :class:`ParseError` when ``text`` is not XML with an
+    ``<nvidia_smi_log>`` root.
+    """
+    warnings: list[str] = []
+    root = _tree(text, warnings)
+    dtd = re.search(r"nvsmi_device_v(\d+)\.dtd", text[:500])
+    if dtd and not 10 <= int(dtd.group(1)) <= KNOWN_DTD_MAX:
+        warnings.append(f"DTD nvsmi_device_v{dtd.group(1)}.dtd is outside v10..v{KNOWN_DTD_MAX}; "
+                        "read with the v12 rules")
+
+    def top(tag: str) -> str | None:
+        node = root.find(tag)
+        return None if node is None else v.text_or_none(node.text)
+
+    devices = tuple(_device(el, i, warnings) for i, el in enumerate(root.iterfind("gpu")))
+    attached = v.integer(top("attached_gpus"))
+    if attached is not None and attached != len(devices):
+        warnings.append(f"attached_gpus={attached} but {len(devices)} <gpu> element(s) in the output")
+    return Inventory(
+        vendor="nvidia", source="nvidia-smi-xml", timestamp=top("timestamp"),
+        driver_version=top("driver_version"), cuda_version=top("cuda_version"),
+        attached_count=attached, devices=devices, warnings=tuple(warnings), raw=text,
+        extra={"dtd": f"nvsmi_device_v{dtd.group(1)}.dtd" if dtd else None},
+    )
