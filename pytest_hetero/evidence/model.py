@@ -1,0 +1,117 @@
+"""Evidence records as plain data: built while an item runs, carried on pytest reports, journaled.
+
+Everything here serialises to JSON with :meth:`to_dict` so it survives pytest-xdist (reports
+cross process boundaries as plain data) and is written by the controller only.
+
+Status vocabulary (``STATUSES``): passed, failed, error (the harness or an infrastructure
+call broke), blocked (a dependency failed), not_applicable (the backend cannot prove this
+layer), skipped, excluded (matrix exclude rule), deselected (-k/-m/profile/shard), not_run
+(interrupted before it ran).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+STATUSES: tuple[str, ...] = (
+    "passed", "failed", "error", "blocked", "not_applicable", "skipped", "excluded",
+    "deselected", "not_run",
+)
+UNTESTED_STATUSES: frozenset[str] = frozenset(
+    {"blocked", "not_applicable", "skipped", "excluded", "deselected", "not_run"})
+"""Statuses that put an item into the report's untested scope."""
+SCHEMA = "pytest-hetero/evidence/v1"
+
+
+def utc_now() -> str:
+    """Current UTC time as ISO 8601 with microseconds and ``Z``."""
+    return datetime.now(timezone.utc).isoformat(timespec="microseconds").replace("+00:00", "Z")
+
+
+@dataclass(frozen=True)
+class Failure:
+    """Why an item failed: the ``category`` (closed per layer), a one-line ``message`` and the owning team."""
+
+    layer: str
+    category: str
+    message: str
+    owner: str
+
+    def to_dict(self) -> dict[str, str]:
+        """JSON-ready dict."""
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Artifact:
+    """A captured file: ``path`` relative to the bundle folder, ``size`` in bytes, ``sha256`` hex."""
+
+    name: str
+    path: str
+    size: int
+    sha256: str
+    media_type: str = "text/plain"
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict."""
+        return asdict(self)
+
+
+@dataclass
+class ItemEvidence:
+    """Everything one item proved or failed to prove.
+
+    ``keys`` maps dimension → name (resource, image, model, dataset); ``records`` is a list
+    of ``{"kind": str, "at": ISO time, "data": dict}``; ``duration_s`` is wall seconds.
+    """
+
+    nodeid: str
+    matrix: str
+    layer: str
+    keys: dict[str, str]
+    owner: str
+    status: str = "passed"
+    started_at: str = field(default_factory=utc_now)
+    finished_at: str = ""
+    duration_s: float = 0.0
+    records: list[dict[str, Any]] = field(default_factory=list)
+    failure: Failure | None = None
+    blocked_by: str | None = None
+    reason: str | None = None
+    artifacts: list[Artifact] = field(default_factory=list)
+
+    def record(self, kind: str, **data: Any) -> dict[str, Any]:
+        """Append a timestamped typed record ``{"kind", "at", "data"}`` and return it."""
+        entry = {"kind": kind, "at": utc_now(), "data": data}
+        self.records.append(entry)
+        return entry
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict (failure and artifacts as dicts)."""
+        out = asdict(self)
+        out["failure"] = self.failure.to_dict() if self.failure else None
+        out["artifacts"] = [a.to_dict() for a in self.artifacts]
+        return out
+
+
+def sha256_text(text: str | bytes) -> str:
+    """Hex sha256 of ``text`` (UTF-8 encoded when str)."""
+    data = text.encode("utf-8", "replace") if isinstance(text, str) else text
+    return hashlib.sha256(data).hexdigest()
+
+
+def bounded(text: str, limit: int) -> dict[str, Any]:
+    """Keep at most ``limit`` bytes of ``text`` (head and tail) with the full text's size and sha256.
+
+    Returns ``{"text": str, "truncated": bool, "bytes": int, "sha256": str}``.
+    """
+    raw = text.encode("utf-8", "replace")
+    if len(raw) <= limit:
+        return {"text": text, "truncated": False, "bytes": len(raw), "sha256": sha256_text(raw)}
+    half = limit // 2
+    kept = (raw[:half].decode("utf-8", "ignore") + f"\n… [{len(raw) - 2 * half} bytes cut] …\n"
+            + raw[-half:].decode("utf-8", "ignore"))
+    return {"text": kept, "truncated": True, "bytes": len(raw), "sha256": sha256_text(raw)}

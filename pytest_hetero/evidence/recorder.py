@@ -1,0 +1,163 @@
+"""The append-only evidence journal and its assembly into ``evidence.json``.
+
+Only the pytest controller writes here. Each finished item is one JSON line in
+``<bundle>/journal.jsonl``, flushed and fsynced at once, so a crash or Ctrl-C keeps every
+item that finished. :func:`assemble` rebuilds ``evidence.json`` from the journal alone, which
+is also how an interrupted run is recovered (``hetero report --from-journal``).
+
+Journal line types: ``run`` (first line: run metadata), ``matrix`` (a matrix seen, with the
+data needed to re-plan it), ``item`` (an ItemEvidence dict), ``deselected`` (nodeid, reason),
+``collect_error`` (nodeid, message), ``target`` (a backend fingerprint), ``end`` (exit status).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from pytest_hetero.errors import BundleError, Location, MatrixError
+from pytest_hetero.evidence.model import SCHEMA, utc_now
+from pytest_hetero.evidence.untested import summarise, untested_scope
+from pytest_hetero.matrix.expand import expand
+from pytest_hetero.matrix.load import load_matrix
+
+JOURNAL = "journal.jsonl"
+EVIDENCE = "evidence.json"
+
+
+class Recorder:
+    """Appends journal lines to ``bundle_dir/journal.jsonl``; creates the folder on first write."""
+
+    def __init__(self, bundle_dir: Path, run: dict[str, Any]) -> None:
+        self.bundle_dir = bundle_dir
+        self._run = run
+        self._fh: Any = None
+        self._matrices: set[str] = set()
+
+    @property
+    def started(self) -> bool:
+        """True once anything was written (a run with no matrix items writes no bundle)."""
+        return self._fh is not None
+
+    def _write(self, entry: dict[str, Any]) -> None:
+        if self._fh is None:
+            self.bundle_dir.mkdir(parents=True, exist_ok=True)
+            self._fh = open(self.bundle_dir / JOURNAL, "a", encoding="utf-8")  # noqa: SIM115
+            self._fh_write({"type": "run", **self._run})
+        self._fh_write(entry)
+
+    def _fh_write(self, entry: dict[str, Any]) -> None:
+        self._fh.write(json.dumps(entry, sort_keys=True, default=str) + "\n")
+        self._fh.flush()
+        os.fsync(self._fh.fileno())
+
+    def matrix(self, path: str, prefix: str, name: str, sha256: str, scheduling_per_image: bool) -> None:
+        """Note a matrix once: absolute ``path``, nodeid ``prefix``, file ``sha256``."""
+        if prefix in self._matrices:
+            return
+        self._matrices.add(prefix)
+        self._write({"type": "matrix", "path": path, "prefix": prefix, "name": name, "sha256": sha256,
+                     "scheduling_per_image": scheduling_per_image})
+
+    def item(self, evidence: dict[str, Any]) -> None:
+        """Append one finished item's evidence dict."""
+        self._write({"type": "item", "evidence": evidence})
+
+    def deselected(self, nodeid: str, reason: str) -> None:
+        """Append that ``nodeid`` was deselected, and why."""
+        self._write({"type": "deselected", "nodeid": nodeid, "reason": reason})
+
+    def collect_error(self, nodeid: str, message: str) -> None:
+        """Append a collection error (e.g. an invalid matrix) with its rendered message."""
+        self._write({"type": "collect_error", "nodeid": nodeid, "message": message})
+
+    def target(self, fingerprint: dict[str, Any]) -> None:
+        """Append a backend's target fingerprint (backend, host/cluster, nodes, versions, images)."""
+        self._write({"type": "target", "fingerprint": fingerprint})
+
+    def end(self, exit_status: int, interrupted: bool) -> None:
+        """Append the end line and close the journal."""
+        if self._fh is None:
+            return
+        self._fh_write({"type": "end", "at": utc_now(), "exit_status": exit_status,
+                        "interrupted": interrupted})
+        self._fh.close()
+
+
+def read_journal(bundle_dir: Path) -> list[dict[str, Any]]:
+    """Read every complete line of the journal; a torn last line (crash mid-write) is dropped.
+
+    Raises BundleError when the journal is missing or a middle line is not JSON.
+    """
+    path = bundle_dir / JOURNAL
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        raise BundleError(f"cannot read journal: {exc.strerror}", Location(str(path)),
+                          "point at a report folder written by pytest-hetero") from None
+    entries = []
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            entries.append(json.loads(line))
+        except json.JSONDecodeError:
+            if number == len(lines):
+                break
+            raise BundleError("journal line is not JSON", Location(str(path), number),
+                              "the journal was edited or corrupted") from None
+    return entries
+
+
+def assemble(bundle_dir: Path) -> dict[str, Any]:
+    """Build the evidence document from the journal and write ``evidence.json``; return it.
+
+    A journal without an ``end`` line is an interrupted run: planned items never reported
+    become ``not_run`` in untested scope. Matrices are re-planned from their files; a file
+    whose sha256 changed since the run is noted in ``warnings``.
+    """
+    entries = read_journal(bundle_dir)
+    run = next((e for e in entries if e["type"] == "run"), {})
+    end = next((e for e in entries if e["type"] == "end"), None)
+    interrupted = end is None or bool(end.get("interrupted"))
+    items: dict[str, dict[str, Any]] = {}
+    for e in entries:
+        if e["type"] == "item":
+            items[e["evidence"]["nodeid"]] = e["evidence"]
+    deselected = {e["nodeid"]: e["reason"] for e in entries if e["type"] == "deselected"}
+    warnings: list[str] = []
+    plans = []
+    matrices = []
+    for e in (e for e in entries if e["type"] == "matrix"):
+        matrices.append({k: e[k] for k in ("path", "prefix", "name", "sha256")})
+        try:
+            matrix = load_matrix(e["path"])
+        except MatrixError as exc:
+            warnings.append(f"matrix {e['prefix']} can no longer be loaded: {exc.message}")
+            continue
+        if matrix.sha256 != e["sha256"]:
+            warnings.append(f"matrix {e['prefix']} changed after the run (sha256 {matrix.sha256})")
+        plans.append((matrix, e["prefix"], expand(matrix, scheduling_per_image=e["scheduling_per_image"])))
+    item_list = sorted(items.values(), key=lambda i: i["nodeid"])
+    untested = untested_scope(plans, item_list, deselected, interrupted)
+    fingerprints = [e["fingerprint"] for e in entries if e["type"] == "target"]
+    doc = {
+        "schema": SCHEMA,
+        "run": {**{k: v for k, v in run.items() if k != "type"},
+                "finished_at": end["at"] if end else None,
+                "exit_status": end["exit_status"] if end else None, "interrupted": interrupted},
+        "matrices": matrices,
+        "target": fingerprints,
+        "items": item_list,
+        "untested": untested,
+        "summary": summarise(item_list, untested),
+        "errors": [{"nodeid": e["nodeid"], "message": e["message"]}
+                   for e in entries if e["type"] == "collect_error"],
+        "warnings": warnings,
+    }
+    tmp = bundle_dir / (EVIDENCE + ".tmp")
+    tmp.write_text(json.dumps(doc, indent=1, sort_keys=True), encoding="utf-8")
+    tmp.replace(bundle_dir / EVIDENCE)
+    return doc

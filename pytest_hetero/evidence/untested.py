@@ -1,0 +1,113 @@
+"""Untested scope: everything a run did not prove, each with its reason.
+
+Sources: items that ran with an untested status (blocked, not_applicable, skipped),
+combinations the matrix omitted (excluded, incompatible image), planned items that never
+reached a report (deselected, or not_run when the run was interrupted), and dimension
+values that no passing item covered. Plus, per layer, what even a pass does not prove.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from pytest_hetero import LAYERS
+from pytest_hetero.evidence.model import UNTESTED_STATUSES
+from pytest_hetero.matrix.expand import Plan
+from pytest_hetero.matrix.model import Matrix
+
+DOES_NOT_PROVE: dict[str, str] = {
+    "discovery": "A discovery pass shows the devices and advertised resources seen at that moment on the "
+                 "probed nodes; it does not show that a workload can be scheduled there or that the device "
+                 "works under load.",
+    "scheduling": "A scheduling pass shows that one workload with these requests, queue and priority was "
+                  "placed in the expected pool at that time; it does not show capacity for more workloads, "
+                  "fairness between tenants, or behaviour after quota or node changes.",
+    "startup": "A startup pass shows that this image started on that node with the device visible to the "
+               "runtime and framework; it does not show that any particular model runs correctly.",
+    "model": "A model-execution pass covers this model version on this data-set version on these nodes at "
+             "this time only; other versions, inputs, batch sizes or longer runs are not covered.",
+    "business": "A business-sample pass shows that these outputs met the stated acceptance rules on this "
+                "sample; it does not show that the rules are sufficient, nor behaviour on other data.",
+}
+"""Fixed statement, per layer, of what a pass does not prove (printed in every report)."""
+
+
+def _entry(nodeid: str, layer: str, keys: dict[str, str], status: str, reason: str | None,
+           blocked_by: str | None = None) -> dict[str, Any]:
+    return {"nodeid": nodeid, "layer": layer, "keys": keys, "status": status,
+            "reason": reason or "", "blocked_by": blocked_by}
+
+
+def untested_scope(plans: Iterable[tuple[Matrix, str, Plan]], items: list[dict[str, Any]],
+                   deselected: dict[str, str], interrupted: bool) -> dict[str, Any]:
+    """Compute the ``untested`` section of evidence.json.
+
+    ``plans``: (matrix, matrix nodeid prefix such as ``matrices/x.matrix.yaml``, plan);
+    ``items``: ItemEvidence dicts that reached a report; ``deselected``: nodeid → reason
+    known from pytest (-k/-m, profile, shard); ``interrupted``: the session stopped early.
+    Returns ``{"items": [...], "never_covered": {matrix name: {dimension: [values]}},
+    "does_not_prove": {layer: text}}``; items sorted by nodeid.
+    """
+    out: list[dict[str, Any]] = []
+    reported = {i["nodeid"]: i for i in items}
+    for item in items:
+        if item["status"] in UNTESTED_STATUSES:
+            out.append(_entry(item["nodeid"], item["layer"], item["keys"], item["status"],
+                              item.get("reason"), item.get("blocked_by")))
+    never: dict[str, dict[str, list[str]]] = {}
+    for matrix, prefix, plan in plans:
+        for omitted in plan.omitted:
+            out.append(_entry(f"{prefix}::{'::'.join(omitted.parts)}", omitted.layer, omitted.keys,
+                              omitted.status, omitted.reason))
+        for planned in plan.items:
+            nodeid = f"{prefix}::{planned.id}"
+            if nodeid in reported:
+                continue
+            if nodeid in deselected:
+                out.append(_entry(nodeid, planned.layer, planned.keys, "deselected", deselected[nodeid]))
+            elif interrupted:
+                out.append(_entry(nodeid, planned.layer, planned.keys, "not_run",
+                                  "not_run (interrupted before this item finished)"))
+            else:
+                out.append(_entry(nodeid, planned.layer, planned.keys, "deselected",
+                                  "deselected (not selected in this session)"))
+        passed = [i for i in items if i["status"] == "passed" and i["nodeid"].startswith(prefix + "::")]
+        dims = {"resource": [r.name for r in matrix.resources], "image": [i.name for i in matrix.images],
+                "model": [m.name for m in matrix.models], "dataset": [d.name for d in matrix.datasets]}
+        gaps = {dim: [v for v in values if not any(p["keys"].get(dim) == v for p in passed)]
+                for dim, values in dims.items()}
+        top = [i for i in passed if i["layer"] == LAYERS[-1]]
+        gaps["resource_without_business_pass"] = [
+            r for r in dims["resource"] if not any(p["keys"].get("resource") == r for p in top)]
+        never[matrix.name] = {k: v for k, v in gaps.items() if v}
+    out.sort(key=lambda e: e["nodeid"])
+    return {"items": out, "never_covered": never, "does_not_prove": dict(DOES_NOT_PROVE)}
+
+
+def summarise(items: list[dict[str, Any]], untested: dict[str, Any]) -> dict[str, Any]:
+    """Per-layer status counts over reported and untested items, totals, and the gate verdict.
+
+    Verdict: ``fail`` when any item failed or errored, ``incomplete`` when nothing passed
+    or the run was interrupted (an untested ``not_run`` exists), else ``pass``.
+    Returns ``{"by_layer": {layer: {status: n}}, "totals": {status: n}, "verdict": str}``.
+    """
+    by_layer: dict[str, dict[str, int]] = {layer: {} for layer in LAYERS}
+    seen: set[str] = set()
+    for entry in [*items, *untested["items"]]:
+        if entry["nodeid"] in seen:
+            continue
+        seen.add(entry["nodeid"])
+        counts = by_layer.setdefault(entry["layer"], {})
+        counts[entry["status"]] = counts.get(entry["status"], 0) + 1
+    totals: dict[str, int] = {}
+    for counts in by_layer.values():
+        for status, n in counts.items():
+            totals[status] = totals.get(status, 0) + n
+    if totals.get("failed") or totals.get("error"):
+        verdict = "fail"
+    elif not totals.get("passed") or totals.get("not_run"):
+        verdict = "incomplete"
+    else:
+        verdict = "pass"
+    return {"by_layer": by_layer, "totals": totals, "verdict": verdict}

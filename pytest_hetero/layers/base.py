@@ -1,0 +1,125 @@
+"""What every layer check receives and how it reports: the context, and the outcome exceptions.
+
+A layer check is a function ``check(ctx) -> None``. It records evidence through ``ctx`` and
+ends in one of three ways besides returning (pass): :class:`LayerFailed` (the claim is
+false: status ``failed``), :class:`LayerBroken` (the harness or an infrastructure call
+broke: status ``error``), :class:`NotApplicable` (this backend cannot prove the layer).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pytest_hetero.evidence.model import Artifact, ItemEvidence
+from pytest_hetero.matrix.expand import PlannedItem
+from pytest_hetero.matrix.model import Dataset, Image, Matrix, Model, Resource
+
+if TYPE_CHECKING:
+    from pytest_hetero.backends.base import Backend
+    from pytest_hetero.settings import Settings
+
+
+class LayerOutcome(Exception):
+    """Base of the ways a check ends other than passing."""
+
+    status = "failed"
+
+    def __init__(self, message: str, category: str = "", owner: str | None = None) -> None:
+        self.message = message
+        self.category = category or "unspecified"
+        self.owner = owner
+        super().__init__(message)
+
+
+class LayerFailed(LayerOutcome):
+    """The layer's claim does not hold (``category`` e.g. ``device_missing``; ``owner`` overrides the layer owner)."""
+
+    status = "failed"
+
+
+class LayerBroken(LayerOutcome):
+    """The harness or an infrastructure call broke; the claim is neither proven nor refuted."""
+
+    status = "error"
+
+
+class NotApplicable(LayerOutcome):
+    """This backend cannot prove the layer (e.g. scheduling on the local backend); ``message`` says why."""
+
+    status = "not_applicable"
+
+
+_SAFE = re.compile(r"[^A-Za-z0-9._@-]+")
+
+
+@dataclass
+class LayerContext:
+    """Everything a check needs: the item, its matrix entries, the backend, settings, and evidence.
+
+    ``artifact_dir`` is ``<bundle>/artifacts/<id parts>/``; ``timeout_s`` is the layer
+    timeout after ``--hetero-timeout-scale``.
+    """
+
+    matrix: Matrix
+    planned: PlannedItem
+    backend: Backend
+    settings: Settings
+    evidence: ItemEvidence
+    timeout_s: float
+    output_limit: int
+    state: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def layer(self) -> str:
+        """This item's layer."""
+        return self.planned.layer
+
+    @property
+    def resource(self) -> Resource:
+        """The resource this item is keyed by."""
+        return self.matrix.resource(self.planned.keys["resource"])
+
+    @property
+    def image(self) -> Image:
+        """The image (KeyError on discovery/scheduling items keyed by resource only)."""
+        return self.matrix.image(self.planned.keys["image"])
+
+    @property
+    def model(self) -> Model:
+        """The model (model and business items only)."""
+        return self.matrix.model(self.planned.keys["model"])
+
+    @property
+    def dataset(self) -> Dataset:
+        """The dataset (model and business items only)."""
+        return self.matrix.dataset(self.planned.keys["dataset"])
+
+    @property
+    def artifact_dir(self) -> Path:
+        """Folder for this item's artifacts (created on demand)."""
+        return artifact_dir_for(self.settings.bundle_dir, self.planned.parts)
+
+    def record(self, kind: str, **data: Any) -> None:
+        """Add a timestamped typed record to the item's evidence."""
+        self.evidence.record(kind, **data)
+
+    def artifact(self, name: str, content: str | bytes, media_type: str = "text/plain") -> Artifact:
+        """Write ``content`` as artifact ``name``; return its Artifact (path relative to the bundle)."""
+        folder = self.artifact_dir
+        folder.mkdir(parents=True, exist_ok=True)
+        data = content.encode("utf-8", "replace") if isinstance(content, str) else content
+        target = folder / _SAFE.sub("_", name)
+        target.write_bytes(data)
+        art = Artifact(name=name, path=str(target.relative_to(self.settings.bundle_dir)),
+                       size=len(data), sha256=hashlib.sha256(data).hexdigest(), media_type=media_type)
+        self.evidence.artifacts.append(art)
+        return art
+
+
+def artifact_dir_for(bundle_dir: Path, parts: tuple[str, ...]) -> Path:
+    """``<bundle>/artifacts/<part>/<part>/…`` with unsafe characters replaced by ``_``."""
+    return bundle_dir.joinpath("artifacts", *(_SAFE.sub("_", p) for p in parts))

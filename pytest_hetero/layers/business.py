@@ -1,0 +1,40 @@
+"""Business-sample layer: the model run's outputs meet the dataset's acceptance rules.
+
+Backend-independent: reads the outputs artifact of the model item this item depends on.
+"""
+
+from __future__ import annotations
+
+import json
+
+from pytest_hetero.acceptance import evaluate, load_rules
+from pytest_hetero.errors import CaseError
+from pytest_hetero.layers.base import LayerBroken, LayerContext, LayerFailed, artifact_dir_for
+from pytest_hetero.layers.execution import OUTPUTS
+
+
+def check(ctx: LayerContext) -> None:
+    """Evaluate every rule; record expected/observed/verdict each; LayerFailed naming the failed rules."""
+    dataset = ctx.dataset
+    if dataset.acceptance is None:
+        raise LayerFailed(f"dataset {dataset.name} has no acceptance rules; nothing to prove",
+                          "no_rules", "business")
+    try:
+        rules = load_rules(dataset.acceptance)
+    except CaseError as exc:
+        raise LayerFailed(exc.render(), "bad_rules", "business") from None
+    depends = ctx.planned.depends_on or ()
+    outputs_path = artifact_dir_for(ctx.settings.bundle_dir, depends) / OUTPUTS
+    try:
+        outputs = json.loads(outputs_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise LayerBroken(f"outputs of {'::'.join(depends)} unreadable: {exc}", "outputs_unavailable") from None
+    results = evaluate(rules, outputs if isinstance(outputs, dict) else {})
+    ctx.record("business.rules", file=str(dataset.acceptance), outputs=str(outputs_path),
+               sensitive=dataset.sensitive, results=results)
+    failed = [r for r in results if r["verdict"] != "pass"]
+    if failed:
+        text = "; ".join(f"{r['name']}: expected {r['expected']}, observed {r['observed']}"
+                         + (f" ({r['detail']})" if r["detail"] else "") for r in failed)
+        raise LayerFailed(f"{len(failed)} of {len(results)} acceptance rules failed: {text}",
+                          "acceptance_failed", "business")

@@ -1,0 +1,202 @@
+"""pytest glue only: options, markers, matrix collection, evidence on reports, session finish.
+
+Flow: configure (settings, markers, recorder) → collect (MatrixFile) → each item: setup
+(blocked?) → run (backend, layer check) → makereport (evidence as plain JSON in
+``user_properties``) → controller journals it → session finish (backends close first,
+evidence.json, writers, then signing last).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_hetero import LAYERS, __version__, hookspecs
+from pytest_hetero.collect import MatrixFile
+from pytest_hetero.errors import HeteroError
+from pytest_hetero.evidence.model import utc_now
+from pytest_hetero.evidence.recorder import Recorder, assemble
+from pytest_hetero.item import LayerItem
+from pytest_hetero.reporting.terminal import write_summary
+from pytest_hetero.settings import add_options, build_settings
+from pytest_hetero.stash import BACKENDS, DESELECTED, OUTCOME, PLANS, RECORDER, SETTINGS
+
+EVIDENCE_PROPERTY = "hetero_evidence"
+_FINAL = pytest.StashKey[dict[str, Any]]()
+
+
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    """Register the ``pytest_hetero_*`` hookspecs."""
+    pluginmanager.add_hookspecs(hookspecs)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    """Declare ``--hetero-*`` options and ``hetero_*`` ini keys."""
+    add_options(parser)
+
+
+def _git_commit(cwd: Path) -> str | None:
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True,
+                             timeout=5, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out.stdout.strip() or None
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_configure(config: pytest.Config) -> None:
+    """Resolve settings, register markers and built-in hooks, open the recorder on the controller."""
+    from pytest_hetero import builtin
+
+    if not config.pluginmanager.has_plugin("pytest_hetero.builtin"):
+        config.pluginmanager.register(builtin, "pytest_hetero.builtin")
+    worker = getattr(config, "workerinput", None)
+    try:
+        settings = build_settings(config, run_id=worker.get("hetero_run_id") if worker else None)
+    except HeteroError as exc:
+        raise pytest.UsageError(exc.render()) from None
+    config.stash[SETTINGS] = settings
+    config.stash[PLANS] = {}
+    config.stash[BACKENDS] = {}
+    config.stash[DESELECTED] = {}
+    config.addinivalue_line("markers", "hetero: an item of a pytest-hetero validation matrix")
+    for layer in LAYERS:
+        config.addinivalue_line("markers", f"{layer}: pytest-hetero {layer} layer item")
+    for kind in ("gpu", "npu", "cpu"):
+        config.addinivalue_line("markers", f"{kind}: item for a resource of type {kind}")
+    extra = [str(p) for p in settings.matrices if str(p) not in config.args]
+    config.args.extend(extra)
+    if worker is None:
+        recorder = config.stash[RECORDER] = Recorder(settings.bundle_dir, {
+            "id": settings.run_id, "tool": "pytest-hetero", "tool_version": __version__,
+            "started_at": utc_now(), "host": socket.gethostname(), "python": sys.version.split()[0],
+            "pytest": pytest.__version__, "git_commit": _git_commit(settings.rootdir),
+            "invocation": list(config.invocation_params.args), "profile": settings.profile,
+            "backend_override": settings.backend, "rootdir": str(settings.rootdir)})
+        config.pluginmanager.register(Journaler(recorder), "pytest_hetero.journaler")
+        if hasattr(signal, "SIGTERM"):
+            try:
+                signal.signal(signal.SIGTERM, _sigterm)
+            except ValueError:  # not the main thread (embedded use)
+                pass
+
+
+def _sigterm(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def pytest_configure_node(node: Any) -> None:
+    """pytest-xdist: give every worker the controller's run id (artifacts share one bundle)."""
+    node.workerinput["hetero_run_id"] = node.config.stash[SETTINGS].run_id
+
+
+def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
+    """Collect files matching ``hetero_matrix_glob`` and every ``--hetero-matrix`` path."""
+    settings = parent.config.stash[SETTINGS]
+    if fnmatch.fnmatch(file_path.name, settings.matrix_glob) or file_path.resolve() in settings.matrices:
+        return MatrixFile.from_parent(parent, path=file_path)
+    return None
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Link every layer item to the item it depends on (its parent in the plan)."""
+    by_id = {i.nodeid: i for i in items if isinstance(i, LayerItem)}
+    for item in by_id.values():
+        if item.planned.depends_on:
+            prefix = item.nodeid.split("::", 1)[0]
+            item.dependency = by_id.get(f"{prefix}::{'::'.join(item.planned.depends_on)}")
+
+
+def pytest_deselected(items: list[pytest.Item]) -> None:
+    """Remember deselected layer items (-k/-m) so untested scope names them with the reason."""
+    for item in items:
+        if isinstance(item, LayerItem):
+            item.config.stash[DESELECTED][item.nodeid] = "deselected (-k/-m selection)"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    """Attach the item's evidence, as plain JSON, to the report of the phase that decided it."""
+    outcome = yield
+    report = outcome.get_result()
+    if not isinstance(item, LayerItem) or item.stash.get(_FINAL, None) is not None:
+        return
+    evidence = item.stash.get(OUTCOME, None)
+    if evidence is None and report.failed:
+        ev = item.new_evidence()
+        ev.status = "error"
+        from pytest_hetero.evidence.model import Failure
+        ev.failure = Failure(item.planned.layer, "harness", str(report.longrepr)[-2000:], "platform")
+        evidence = ev.to_dict()
+    if evidence is None or (report.when == "setup" and report.passed):
+        return
+    item.stash[_FINAL] = evidence
+    report.user_properties.append((EVIDENCE_PROPERTY, evidence))
+
+
+class Journaler:
+    """Controller-side plugin object: journals item evidence and collection errors as reports arrive
+    (from this process or from pytest-xdist workers)."""
+
+    def __init__(self, recorder: Recorder) -> None:
+        self.recorder = recorder
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        """Journal each item's evidence the moment its report arrives."""
+        for name, value in report.user_properties:
+            if name == EVIDENCE_PROPERTY:
+                self.recorder.item(value)
+
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        """Journal collection errors of matrix files (invalid matrices) so the bundle shows them."""
+        if report.failed and report.nodeid.endswith(".yaml"):
+            self.recorder.collect_error(report.nodeid, str(report.longrepr))
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Close backends first, then (controller) journal deselections, assemble, write, sign."""
+    config = session.config
+    recorder = config.stash.get(RECORDER, None)
+    for backend in config.stash.get(BACKENDS, {}).values():
+        try:
+            if recorder is not None:
+                recorder.target(backend.fingerprint())
+            backend.close()
+        except Exception as exc:  # noqa: BLE001 - cleanup must go on for the other backends
+            sys.stderr.write(f"pytest-hetero: closing backend {backend.name} failed: {exc}\n")
+    if recorder is None or getattr(config, "workerinput", None) is not None:
+        return
+    for nodeid, reason in config.stash[DESELECTED].items():
+        recorder.deselected(nodeid, reason)
+    if not recorder.started:
+        return
+    interrupted = exitstatus == pytest.ExitCode.INTERRUPTED or session.shouldstop is not False
+    recorder.end(int(exitstatus), bool(interrupted) and exitstatus == pytest.ExitCode.INTERRUPTED)
+    settings = config.stash[SETTINGS]
+    evidence = assemble(settings.bundle_dir)
+    config.hook.pytest_hetero_write_reports(evidence=evidence, bundle_dir=settings.bundle_dir,
+                                            settings=settings)
+    try:
+        config.hook.pytest_hetero_bundle_finished(evidence=evidence, bundle_dir=settings.bundle_dir,
+                                                  settings=settings)
+    except HeteroError as exc:
+        sys.stderr.write(f"pytest-hetero: {exc.render()}\n")
+    config.stash[_SUMMARY] = evidence
+
+
+_SUMMARY = pytest.StashKey[dict[str, Any]]()
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    """Counts per layer and status, the verdict, the bundle path and the untested scope at a glance."""
+    evidence = config.stash.get(_SUMMARY, None)
+    if evidence is not None:
+        write_summary(terminalreporter, evidence, config.stash[SETTINGS].bundle_dir)

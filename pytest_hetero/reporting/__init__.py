@@ -1,0 +1,1 @@
+"""Report writers: every rendering is generated from evidence.json, never from terminal text."""

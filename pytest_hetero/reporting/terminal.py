@@ -1,0 +1,54 @@
+"""The end-of-run terminal summary: per-layer status counts, verdict, bundle path, untested scope."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from pytest_hetero import LAYERS
+
+ORDER = ("passed", "failed", "error", "blocked", "not_applicable", "skipped", "excluded", "deselected",
+         "not_run")
+
+
+def summary_lines(evidence: dict[str, Any], bundle_dir: Path) -> list[str]:
+    """Plain-text lines of the summary (also used by ``hetero`` commands and tests)."""
+    summary = evidence["summary"]
+    lines = [f"verdict: {summary['verdict'].upper()}   evidence: {bundle_dir / 'evidence.json'}"]
+    width = max(len(layer) for layer in LAYERS)
+    for layer in LAYERS:
+        counts = summary["by_layer"].get(layer, {})
+        text = ", ".join(f"{counts[s]} {s}" for s in ORDER if counts.get(s)) or "no items"
+        lines.append(f"  {layer:<{width}}  {text}")
+    failures = [i for i in evidence["items"] if i["status"] in ("failed", "error")]
+    if failures:
+        lines.append("failures by owner:")
+        owners = Counter(i["failure"]["owner"] for i in failures if i.get("failure"))
+        for owner, n in owners.most_common():
+            lines.append(f"  {owner}: {n}")
+            for i in failures:
+                if i.get("failure") and i["failure"]["owner"] == owner:
+                    lines.append(f"    {i['nodeid']}: {i['failure']['category']}: "
+                                 f"{i['failure']['message'].splitlines()[0][:140]}")
+    untested = evidence["untested"]["items"]
+    if untested:
+        kinds = Counter(u["status"] for u in untested)
+        lines.append("untested scope: " + ", ".join(f"{n} {k}" for k, n in kinds.most_common()))
+        for entry in untested[:12]:
+            lines.append(f"  {entry['status']:<14} {entry['nodeid']}  ({entry['reason'][:110]})")
+        if len(untested) > 12:
+            lines.append(f"  … {len(untested) - 12} more in evidence.json")
+    for matrix, gaps in evidence["untested"]["never_covered"].items():
+        for dim, values in gaps.items():
+            lines.append(f"  never covered in {matrix}: {dim}: {', '.join(values)}")
+    for err in evidence.get("errors", []):
+        lines.append(f"collection error: {err['nodeid']}")
+    return lines
+
+
+def write_summary(terminalreporter: Any, evidence: dict[str, Any], bundle_dir: Path) -> None:
+    """Write the summary section to pytest's terminal reporter."""
+    terminalreporter.write_sep("=", "pytest-hetero evidence")
+    for line in summary_lines(evidence, bundle_dir):
+        terminalreporter.write_line(line)

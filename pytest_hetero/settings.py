@@ -1,0 +1,115 @@
+"""Settings resolved once per run (command line over ini over environment over default) into a frozen object.
+
+Every option is prefixed ``--hetero-…``, every ini key ``hetero_…``. Code reads
+``config.stash[SETTINGS]``, never ``getoption``.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+
+from pytest_hetero.errors import SettingsError
+
+OPTIONS: tuple[tuple[str, dict[str, object]], ...] = (
+    ("--hetero-matrix", {"action": "append", "default": [], "metavar": "PATH",
+                         "help": "validation matrix file to collect (repeatable), besides files matching hetero_matrix_glob"}),
+    ("--hetero-report-dir", {"default": None, "metavar": "DIR",
+                             "help": "folder for evidence bundles (default: reports/ under rootdir)"}),
+    ("--hetero-run-id", {"default": None, "metavar": "ID", "help": "run id (default: UTC time + random suffix)"}),
+    ("--hetero-backend", {"default": None, "metavar": "NAME",
+                          "help": "override every matrix's target backend (local, docker, kubernetes, …)"}),
+    ("--hetero-keep", {"action": "store_true", "default": False,
+                       "help": "keep containers/pods the run created, for debugging"}),
+    ("--hetero-parallel", {"type": int, "default": None, "metavar": "N",
+                           "help": "concurrent scheduling/startup probes per backend"}),
+    ("--hetero-sign-key", {"default": None, "metavar": "PEM",
+                           "help": "Ed25519 private key to sign the bundle (or $HETERO_SIGN_KEY)"}),
+    ("--hetero-profile", {"default": None, "metavar": "NAME", "help": "matrix profile (graded depth) to run"}),
+    ("--hetero-timeout-scale", {"type": float, "default": None, "metavar": "X",
+                                "help": "multiply every layer timeout by X"}),
+)
+INI: tuple[tuple[str, str, str], ...] = (
+    ("hetero_matrix_glob", "glob of matrix files collected from test paths", "*.matrix.yaml"),
+    ("hetero_report_dir", "folder for evidence bundles", "reports"),
+    ("hetero_parallel", "concurrent scheduling/startup probes per backend", "4"),
+    ("hetero_timeout_scale", "multiply every layer timeout", "1.0"),
+)
+
+
+def add_options(parser: pytest.Parser) -> None:
+    """Register every ``--hetero-*`` option and ``hetero_*`` ini key on pytest's parser."""
+    group = parser.getgroup("hetero", "pytest-hetero validation gate")
+    for name, kwargs in OPTIONS:
+        group.addoption(name, **kwargs)  # type: ignore[arg-type]
+    for name, help_text, default in INI:
+        parser.addini(name, help_text, default=default)
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The run's settings. Paths are absolute; ``parallel`` ≥ 1; ``timeout_scale`` > 0."""
+
+    rootdir: Path
+    matrix_glob: str
+    matrices: tuple[Path, ...]
+    report_dir: Path
+    run_id: str
+    backend: str | None
+    keep: bool
+    parallel: int
+    sign_key: Path | None
+    profile: str | None
+    timeout_scale: float
+    extra: dict[str, object] = field(default_factory=dict)
+
+    @property
+    def bundle_dir(self) -> Path:
+        """``report_dir / run_id``: this run's evidence bundle folder."""
+        return self.report_dir / self.run_id
+
+
+def new_run_id() -> str:
+    """``YYYYmmddTHHMMSSZ-xxxxxx``: sortable by time, unique by a 24-bit random suffix."""
+    return datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + secrets.token_hex(3)
+
+
+def _number(value: object, name: str, kind: type, minimum: float) -> float:
+    try:
+        number = kind(value)
+    except (TypeError, ValueError):
+        raise SettingsError(f"{name} must be a number, got {value!r}", hint=f"e.g. {name}=4") from None
+    if number < minimum:
+        raise SettingsError(f"{name} must be ≥ {minimum}, got {number}")
+    return float(number)
+
+
+def build_settings(config: pytest.Config, run_id: str | None = None) -> Settings:
+    """Resolve settings from ``config`` once. Raises SettingsError for bad values."""
+    opt = config.getoption
+    rootdir = Path(str(config.rootpath))
+    report = opt("--hetero-report-dir") or config.getini("hetero_report_dir")
+    report_dir = Path(str(report))
+    if not report_dir.is_absolute():
+        report_dir = (Path.cwd() if opt("--hetero-report-dir") else rootdir) / report_dir
+    parallel = opt("--hetero-parallel") or config.getini("hetero_parallel")
+    scale = opt("--hetero-timeout-scale") or config.getini("hetero_timeout_scale")
+    key = opt("--hetero-sign-key") or os.environ.get("HETERO_SIGN_KEY")
+    return Settings(
+        rootdir=rootdir,
+        matrix_glob=str(config.getini("hetero_matrix_glob")),
+        matrices=tuple(Path(p).resolve() for p in opt("--hetero-matrix")),
+        report_dir=report_dir.resolve(),
+        run_id=run_id or opt("--hetero-run-id") or new_run_id(),
+        backend=opt("--hetero-backend"),
+        keep=bool(opt("--hetero-keep")),
+        parallel=int(_number(parallel, "hetero_parallel", int, 1)),
+        sign_key=Path(key).resolve() if key else None,
+        profile=opt("--hetero-profile"),
+        timeout_scale=_number(scale, "hetero_timeout_scale", float, 0.001),
+    )

@@ -1,0 +1,27 @@
+"""Typed keys for pytest's ``config.stash`` / ``item.stash``: all per-run state lives behind these."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+if TYPE_CHECKING:
+    from pytest_hetero.backends.base import Backend
+    from pytest_hetero.evidence.recorder import Recorder
+    from pytest_hetero.matrix.expand import Plan
+    from pytest_hetero.matrix.model import Matrix
+    from pytest_hetero.settings import Settings
+
+SETTINGS = pytest.StashKey["Settings"]()
+"""The frozen run settings."""
+RECORDER = pytest.StashKey["Recorder"]()
+"""The evidence journal; present on the controller (or a run without xdist) only."""
+PLANS = pytest.StashKey[dict[str, tuple["Matrix", "Plan"]]]()
+"""Matrix file nodeid → (matrix, plan), filled at collection."""
+BACKENDS = pytest.StashKey[dict[tuple[str, str], "Backend"]]()
+"""(backend name, canonical target JSON) → live Backend, built on first use, closed at session end."""
+OUTCOME = pytest.StashKey[dict[str, Any]]()
+"""On an item: its finished evidence dict (status, failure, blocked_by…), read by dependents."""
+DESELECTED = pytest.StashKey[dict[str, str]]()
+"""Nodeid → reason for items deselected in this process (-k/-m/profile/shard)."""
