@@ -10,6 +10,9 @@ import pytest
 from pytest_hetero.backends.base import Backend
 from pytest_hetero.settings import Settings
 
+PLUGIN_MODULES: tuple[str, ...] = ()
+"""Modules of built-in hook implementations registered at configure (writers, signing, selection)."""
+
 BACKENDS: dict[str, str] = {
     "local": "pytest_hetero.backends.local:LocalBackend",
     "docker": "pytest_hetero.backends.docker:DockerBackend",

@@ -58,6 +58,8 @@ def pytest_configure(config: pytest.Config) -> None:
 
     if not config.pluginmanager.has_plugin("pytest_hetero.builtin"):
         config.pluginmanager.register(builtin, "pytest_hetero.builtin")
+        for name in builtin.PLUGIN_MODULES:
+            config.pluginmanager.import_plugin(name)
     worker = getattr(config, "workerinput", None)
     try:
         settings = build_settings(config, run_id=worker.get("hetero_run_id") if worker else None)

@@ -31,6 +31,16 @@ OPTIONS: tuple[tuple[str, dict[str, object]], ...] = (
     ("--hetero-sign-key", {"default": None, "metavar": "PEM",
                            "help": "Ed25519 private key to sign the bundle (or $HETERO_SIGN_KEY)"}),
     ("--hetero-profile", {"default": None, "metavar": "NAME", "help": "matrix profile (graded depth) to run"}),
+    ("--hetero-kube-context", {"default": None, "metavar": "NAME", "help": "kubeconfig context for the kubernetes backend"}),
+    ("--hetero-kube-namespace", {"default": None, "metavar": "NS", "help": "namespace for workloads the kubernetes backend creates"}),
+    ("--hetero-affected", {"action": "append", "default": [], "metavar": "DIM=VAL,…",
+                           "help": "run only items whose dimensions match (plus their dependencies); repeatable"}),
+    ("--hetero-affected-from", {"default": None, "metavar": "OLD_MATRIX",
+                                "help": "run only what changed between OLD_MATRIX and the collected matrix"}),
+    ("--hetero-baseline", {"default": None, "metavar": "BUNDLE", "help": "compare this run to a previous verified bundle"}),
+    ("--hetero-fail-on", {"default": None, "metavar": "POLICY",
+                          "help": "what fails the gate: any-failure (default), regression, untested-growth"}),
+    ("--hetero-shard", {"default": None, "metavar": "K/N", "help": "run shard K of N (dependencies kept together)"}),
     ("--hetero-timeout-scale", {"type": float, "default": None, "metavar": "X",
                                 "help": "multiply every layer timeout by X"}),
 )
@@ -66,6 +76,13 @@ class Settings:
     sign_key: Path | None
     profile: str | None
     timeout_scale: float
+    kube_context: str | None = None
+    kube_namespace: str | None = None
+    affected: tuple[str, ...] = ()
+    affected_from: Path | None = None
+    baseline: Path | None = None
+    fail_on: str = "any-failure"
+    shard: str | None = None
     extra: dict[str, object] = field(default_factory=dict)
 
     @property
@@ -112,4 +129,11 @@ def build_settings(config: pytest.Config, run_id: str | None = None) -> Settings
         sign_key=Path(key).resolve() if key else None,
         profile=opt("--hetero-profile"),
         timeout_scale=_number(scale, "hetero_timeout_scale", float, 0.001),
+        kube_context=opt("--hetero-kube-context"),
+        kube_namespace=opt("--hetero-kube-namespace"),
+        affected=tuple(opt("--hetero-affected")),
+        affected_from=Path(opt("--hetero-affected-from")).resolve() if opt("--hetero-affected-from") else None,
+        baseline=Path(opt("--hetero-baseline")).resolve() if opt("--hetero-baseline") else None,
+        fail_on=opt("--hetero-fail-on") or "any-failure",
+        shard=opt("--hetero-shard"),
     )
