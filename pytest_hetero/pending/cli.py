@@ -1,0 +1,72 @@
+"""``hetero explain-pending``: explain a captured pending/unschedulable workload offline.
+
+Reads a file (or ``-`` for stdin) holding ``kubectl describe`` output, an events listing, a
+Workload / PodGroup / Pod / Event as YAML or JSON, or a bare scheduler / apiserver message, and
+prints the normalised reasons as a JSON list of Reason dicts, or one line per reason with ``--text``.
+
+Exit codes: 0 at least one reason was explained; 1 nothing could be explained (the ``unknown``
+fragments are still printed); 2 the input could not be read at all.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from pytest_hetero.errors import HeteroError
+from pytest_hetero.pending.model import Reason
+from pytest_hetero.pending.normalise import explain, summarise
+
+
+def add_parser(subparsers: Any) -> None:
+    """Register ``explain-pending`` on the ``hetero`` sub-parsers (an argparse ``_SubParsersAction``)."""
+    parser = subparsers.add_parser(
+        "explain-pending",
+        help="explain why a workload is pending, from captured kubectl output or objects",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--from", dest="source", default="-", metavar="FILE",
+                        help="file to read, or '-' for standard input (default)")
+    parser.add_argument("--text", action="store_true", help="print one line per reason instead of JSON")
+    parser.set_defaults(func=run)
+
+
+def _read(source: str) -> bytes:
+    if source == "-":
+        return sys.stdin.buffer.read()
+    return Path(source).read_bytes()
+
+
+def _line(reason: Reason) -> str:
+    head = f"{reason.source}/{reason.code} [{reason.owner}]"
+    body = summarise([reason]).rsplit(" [", 1)[0]
+    return f"{head}: {body} -- {reason.message}"
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the command for parsed ``args`` (``source``, ``text``); returns the exit code."""
+    name = "standard input" if args.source == "-" else args.source
+    try:
+        data = _read(args.source)
+    except OSError as exc:
+        print(f"hetero explain-pending: cannot read {name}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
+    try:
+        reasons = explain(data)
+    except HeteroError as exc:
+        print(f"hetero explain-pending: cannot read {name}: {exc.message}", file=sys.stderr)
+        if exc.hint:
+            print(f"  hint: {exc.hint}", file=sys.stderr)
+        return 2
+    if args.text:
+        for reason in reasons:
+            print(_line(reason))
+        if not reasons:
+            print("no reason found")
+    else:
+        print(json.dumps([r.to_dict() for r in reasons], indent=2))
+    return 0 if any(r.code != "unknown" for r in reasons) else 1

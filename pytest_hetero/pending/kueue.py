@@ -1,0 +1,154 @@
+"""Kueue Workload status: why a workload has no quota reserved / is not admitted / was evicted.
+
+Formats (Kueue v0.4-v0.14, ``kueue.x-k8s.io/v1beta1`` Workload): ``status.conditions[]`` of type
+``QuotaReserved``, ``Admitted``, ``Evicted``, ``Preempted``, ``PodsReady`` (a trimmed capture may
+lack ``type``/``status``), and ``status.resourceRequests[].resources``. Messages read:
+
+* ``couldn't assign flavors to pod set <ps>: <reason>, <reason>`` where a reason is
+  ``insufficient unused quota [in cohort ]for <r> in flavor <f>, <q> more needed``,
+  ``insufficient quota for <r> in flavor <f>, request > maximum capacity (<a> > <b>)``,
+  ``insufficient quota for <r> in flavor <f>, previously considered podsets requests (<a>) + current
+  podset request (<b>) > maximum capacity (<c>)``, ``insufficient quota for <r> in flavor <f> in
+  ClusterQueue``, ``borrowing limit for <r> in flavor <f> exceeded``, ``resource <r> unavailable in
+  ClusterQueue``, ``flavor <f> doesn't match node affinity``, ``untolerated taint <t> in flavor <f>``;
+* ``ClusterQueue <cq> is inactive``, ``ClusterQueue <cq> doesn't exist``, ``LocalQueue <lq> doesn't
+  exist``, ``Workload namespace doesn't match ClusterQueue selector``, eviction messages
+  (``Preempted to accommodate ...``, ``Exceeded the PodsReady timeout ...``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from pytest_hetero.errors import ParseError
+from pytest_hetero.pending.model import Reason, make_reason
+
+_R = r"(?P<res>[\w./-]+)"
+_F = r"(?P<flavor>[\w.-]+)"
+_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
+    (re.compile(p, re.I), code)
+    for p, code in (
+        (rf"insufficient unused quota (?P<cohort>in cohort )?for {_R} in flavor {_F}, (?P<more>\S+) more needed",
+         "queue_quota_insufficient"),
+        (rf"insufficient quota for {_R} in flavor {_F}, previously considered podsets requests \((?P<prev>[^)]*)\)"
+         rf" \+ current podset request \((?P<req>[^)]*)\) > maximum capacity \((?P<max>[^)]*)\)",
+         "queue_request_exceeds_max"),
+        (rf"insufficient quota for {_R} in flavor {_F}, request > maximum capacity \((?P<req>\S+) > (?P<max>[^)]+)\)",
+         "queue_request_exceeds_max"),
+        (rf"insufficient quota for {_R} in flavor {_F} in ClusterQueue", "queue_request_exceeds_max"),
+        (rf"borrowing limit for {_R} in flavor {_F} exceeded", "queue_quota_insufficient"),
+        (rf"resource {_R} unavailable in ClusterQueue", "queue_resource_not_covered"),
+        (rf"flavor {_F} doesn't match (?:with )?node affinity", "queue_flavor_mismatch"),
+        (rf"untolerated taint \{{?(?P<taint>[^}}]*?)\}}? in flavor {_F}", "queue_flavor_mismatch"),
+        (r"(?P<kind>ClusterQueue|LocalQueue) (?P<queue>[\w.-]+) is (?:inactive|stopped)", "queue_inactive"),
+        (r"(?P<kind>ClusterQueue|LocalQueue) (?P<queue>[\w.-]+) (?:doesn't|does not) exist", "queue_not_found"),
+        (r"namespace doesn't match ClusterQueue selector", "queue_namespace_mismatch"),
+        (r"The ClusterQueue is stopped", "queue_inactive"),
+        (r"Preempted to accommodate a (?:higher priority )?workload[^\n]*", "workload_evicted"),
+        (r"Exceeded the PodsReady timeout[^\n]*", "workload_evicted"),
+        (r"Workload no longer fits after processing another workload", "queue_quota_insufficient"),
+    )
+)
+_POD_SET = re.compile(r"couldn't assign flavors to pod set (?P<ps>[\w.-]+)")
+
+
+def parse_kueue_message(message: str, *, requests: Mapping[str, str] | None = None,
+                        detail: Mapping[str, str] | None = None) -> list[Reason]:
+    """Reasons from one Kueue condition message, in order of appearance; ``[]`` if none matched.
+
+    ``requests``: ``{resource: quantity}`` from ``status.resourceRequests``; when a reason names one
+    of those resources its ``quantities`` gain ``requested``. Quantities are as written:
+    ``more_needed``, ``requested``, ``maximum``, ``previously_requested``.
+    """
+    text = re.sub(r"\s+", " ", message).strip()
+    hits: list[tuple[int, Reason]] = []
+    taken: list[tuple[int, int]] = []
+    for pattern, code in _PATTERNS:
+        for m in pattern.finditer(text):
+            if any(a <= m.start() < b for a, b in taken):
+                continue
+            taken.append(m.span())
+            hits.append((m.start(), _reason(text, m, code, requests or {}, detail or {})))
+    hits.sort(key=lambda pair: pair[0])
+    return [r for _, r in hits]
+
+
+def _reason(text: str, m: re.Match[str], code: str, requests: Mapping[str, str],
+            base: Mapping[str, str]) -> Reason:
+    g = {k: v for k, v in m.groupdict().items() if v is not None}
+    quantities: dict[str, str] = {}
+    if "more" in g:
+        quantities["more_needed"] = g["more"]
+    if "prev" in g:
+        quantities["previously_requested"] = g["prev"]
+    if "req" in g:
+        quantities["requested"] = g["req"]
+    elif g.get("res") in requests:
+        quantities["requested"] = requests[g["res"]]
+    if "max" in g:
+        quantities["maximum"] = g["max"]
+    detail = dict(base)
+    sets = [p for p in _POD_SET.finditer(text) if p.start() < m.start()]
+    if sets:
+        detail["pod_set"] = sets[-1].group("ps")
+    if "cohort" in g:
+        detail["cohort"] = "true"
+    if "queue" in g:
+        detail[g["kind"].lower()] = g["queue"]
+    if m.group(0).startswith("borrowing limit"):
+        detail["borrowing_limit"] = "exceeded"
+    taint = g.get("taint", "").strip() or None
+    return make_reason("kueue", code, m.group(0), resource=g.get("res"), flavor=g.get("flavor"),
+                       quantities=quantities, taint=taint, detail=detail)
+
+
+def _requests(status: Mapping[str, Any]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for entry in status.get("resourceRequests") or []:
+        if isinstance(entry, Mapping) and isinstance(entry.get("resources"), Mapping):
+            for name, value in entry["resources"].items():
+                out.setdefault(str(name), str(value))
+    return out
+
+
+_BLOCKING_TYPES = {"QuotaReserved", "Admitted"}
+_EVICTION_TYPES = {"Evicted", "Preempted", "Requeued"}
+
+
+def parse_workload(obj: Mapping[str, Any]) -> list[Reason]:
+    """Reasons from a Kueue Workload object (dict from YAML/JSON) or its ``status`` alone.
+
+    Reads conditions ``QuotaReserved``/``Admitted`` with status ``False``, ``Evicted``/``Preempted``
+    with status ``True``, and conditions lacking ``type`` (trimmed captures). A readable message that
+    matches no known wording becomes ``unknown``. Raises :class:`ParseError` when ``status`` or
+    ``status.conditions`` has the wrong shape.
+    """
+    status = obj.get("status", obj)
+    if not isinstance(status, Mapping):
+        raise ParseError("Workload status is not a mapping", hint="pass the Workload object or its status")
+    conditions = status.get("conditions") or []
+    if not isinstance(conditions, list):
+        raise ParseError("Workload status.conditions is not a list")
+    requests = _requests(status)
+    meta = obj.get("metadata") if isinstance(obj.get("metadata"), Mapping) else {}
+    spec = obj.get("spec") if isinstance(obj.get("spec"), Mapping) else {}
+    reasons: list[Reason] = []
+    for cond in conditions:
+        if not isinstance(cond, Mapping):
+            continue
+        ctype, cstatus = str(cond.get("type", "")), str(cond.get("status", ""))
+        blocking = (ctype in _BLOCKING_TYPES and cstatus != "True") or (ctype in _EVICTION_TYPES and cstatus != "False")
+        if ctype and not blocking:
+            continue
+        detail = {k: v for k, v in {"workload": str(meta.get("name", "")), "local_queue": str(spec.get("queueName", "")),
+                                     "condition_type": ctype, "condition_reason": str(cond.get("reason", ""))}.items() if v}
+        message = str(cond.get("message", ""))
+        found = parse_kueue_message(message, requests=requests, detail=detail)
+        if not found and ctype in _EVICTION_TYPES:
+            found = [make_reason("kueue", "workload_evicted", message or ctype, detail=detail)]
+        if not found and message.strip():
+            found = [make_reason("kueue", "unknown", message.strip(), detail=detail)]
+        reasons += [r for r in found if r not in reasons]
+    return reasons

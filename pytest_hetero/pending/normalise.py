@@ -1,0 +1,198 @@
+"""One entry point: detect what was captured, dispatch to the right parser, return normalised reasons.
+
+``explain`` accepts a string (``kubectl describe`` text, a ``kubectl get events`` table, Workload /
+PodGroup / Pod / Event YAML or JSON, ``kubectl`` error output, or one bare scheduler / apiserver /
+queue message), bytes (UTF-8), a dict (one object) or a list (of objects or messages).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Collection, Mapping
+from dataclasses import replace
+from typing import Any
+
+import yaml
+
+from pytest_hetero.errors import ParseError
+from pytest_hetero.pending.describe import (
+    classify_message,
+    parse_describe,
+    parse_event_object,
+    parse_events_table,
+    parse_pod,
+)
+from pytest_hetero.pending.kueue import parse_workload
+from pytest_hetero.pending.model import Reason, apply_owners, make_reason
+from pytest_hetero.pending.volcano import parse_podgroup, parse_podgroup_text
+
+_YAML_START = re.compile(r"^(?:---\s*\n)?(?:#[^\n]*\n)*(?:apiVersion|kind|status|items|metadata|spec|conditions)\s*:",
+                         re.M)
+_UNKNOWN_CAP = 2000
+
+
+def explain(
+    text_or_obj: str | bytes | Mapping[str, Any] | list[Any],
+    *,
+    owners: Mapping[str, str] | None = None,
+    advertised: Collection[str] | None = None,
+) -> list[Reason]:
+    """Return every reason found, in order, without duplicates; ``[]`` only for empty input.
+
+    Text nobody recognises comes back as one ``unknown`` reason holding the (whitespace-squashed,
+    at most 2000 characters) text. ``owners`` (``{code: owner}``) overrides default owners.
+    ``advertised``: resource names some node advertises; ``insufficient_resource`` for a resource
+    outside it becomes ``resource_not_advertised``.
+
+    Raises :class:`ParseError` for bytes that are not UTF-8, text containing NUL bytes, objects of
+    another type, and objects whose status/conditions have the wrong shape; ``ValueError`` for an
+    ``owners`` value outside the owner set.
+    """
+    reasons = _dedupe(_dispatch(text_or_obj))
+    if advertised is not None:
+        reasons = [replace(r, code="resource_not_advertised")
+                   if r.code == "insufficient_resource" and r.resource and r.resource not in advertised else r
+                   for r in reasons]
+    return apply_owners(reasons, owners)
+
+
+def _dedupe(reasons: list[Reason]) -> list[Reason]:
+    out: list[Reason] = []
+    for reason in reasons:
+        if reason not in out:
+            out.append(reason)
+    return out
+
+
+def _dispatch(value: Any) -> list[Reason]:
+    if isinstance(value, bytes):
+        try:
+            value = value.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ParseError(f"input is not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
+    if isinstance(value, str):
+        return _from_text(value)
+    if isinstance(value, Mapping):
+        return _from_object(value)
+    if isinstance(value, list):
+        return [r for item in value for r in _dispatch(item)]
+    raise ParseError(f"cannot explain a {type(value).__name__}",
+                     hint="pass text, bytes, or a Kubernetes object as a dict")
+
+
+def _from_text(text: str) -> list[Reason]:
+    if "\x00" in text:
+        raise ParseError("input contains NUL bytes; it is not captured text")
+    if not text.strip():
+        return []
+    stripped = text.strip()
+    if stripped[0] in "{[":
+        try:
+            return _dispatch(json.loads(stripped))
+        except (json.JSONDecodeError, RecursionError):
+            pass
+    if _YAML_START.match(stripped):
+        try:
+            docs = [d for d in yaml.safe_load_all(stripped) if d is not None]
+        except (yaml.YAMLError, RecursionError):
+            docs = []
+        if docs and all(isinstance(d, (Mapping, list)) for d in docs):
+            return [r for d in docs for r in _dispatch(d)]
+    if re.search(r"^\s*(?:Events|Containers|Init Containers):\s*$", text, re.M) or re.search(
+            r"(?:^|\s{3})(?:Last )?State:\s+(?:Waiting|Terminated|Running)", text, re.M):
+        return parse_describe(text) + parse_podgroup_text(text)
+    if re.search(r"^\s*(?:NAMESPACE\s+)?LAST SEEN\s.*\bREASON\b.*\bMESSAGE\b", text, re.M):
+        return parse_events_table(text)
+    if re.search(r"^\s*Message:", text, re.M):
+        found = parse_podgroup_text(text)
+        if found:
+            return found
+    return _scan(text)
+
+
+def _scan(text: str) -> list[Reason]:
+    """Free text: read each line, then the whole text (a wrapped bare message); else ``unknown``."""
+    found = [r for line in text.splitlines() if line.strip() for r in classify_message(line)]
+    if not found:
+        found = classify_message(re.sub(r"\s+", " ", text).strip())
+    if not found:
+        squashed = re.sub(r"\s+", " ", text).strip()
+        found = [make_reason("scheduler", "unknown", squashed[:_UNKNOWN_CAP])]
+    return found
+
+
+_KINDS = {"Workload": parse_workload, "PodGroup": parse_podgroup, "Pod": parse_pod, "Event": parse_event_object}
+
+
+def _from_object(obj: Mapping[str, Any]) -> list[Reason]:
+    kind = str(obj.get("kind", ""))
+    if isinstance(obj.get("items"), list):
+        return [r for item in obj["items"] for r in _dispatch(item)]
+    if kind in _KINDS:
+        return _KINDS[kind](obj)
+    guessed = _guess(obj)
+    if guessed is not None:
+        return guessed(obj)
+    messages = [str(c.get("message", "")) for c in _conditions(obj) if isinstance(c, Mapping)]
+    if isinstance(obj.get("message"), str):
+        messages.append(obj["message"])
+    return [r for m in messages if m.strip() for r in _scan(m)]
+
+
+def _conditions(obj: Mapping[str, Any]) -> list[Any]:
+    status = obj.get("status", obj)
+    conditions = status.get("conditions") if isinstance(status, Mapping) else None
+    return conditions if isinstance(conditions, list) else []
+
+
+def _guess(obj: Mapping[str, Any]) -> Any:
+    """Kind of an object whose ``kind`` is missing (trimmed captures), from its fields."""
+    if "involvedObject" in obj or "regarding" in obj or obj.get("type") in ("Warning", "Normal"):
+        return parse_event_object
+    status = obj.get("status", obj)
+    status = status if isinstance(status, Mapping) else {}
+    spec = obj.get("spec") if isinstance(obj.get("spec"), Mapping) else {}
+    types = {str(c.get("type", "")) for c in _conditions(obj) if isinstance(c, Mapping)}
+    messages = " ".join(str(c.get("message", "")) for c in _conditions(obj) if isinstance(c, Mapping))
+    if ("resourceRequests" in status or "admission" in status or "podSets" in spec or "queueName" in spec
+            or types & {"QuotaReserved", "Admitted", "Evicted"} or "flavor" in messages):
+        return parse_workload
+    if "containerStatuses" in status or "PodScheduled" in types or "containers" in spec:
+        return parse_pod
+    if "minMember" in spec or "tasks in gang" in messages or "Unschedulable" in types:
+        return parse_podgroup
+    return None
+
+
+def summarise(reasons: list[Reason]) -> str:
+    """One line for humans, filter reasons before preemption verdicts, e.g.
+    ``insufficient_resource nvidia.com/gpu on 1/3 nodes [infrastructure]; preemption: ...``.
+    Returns ``"no reason found"`` for an empty list.
+    """
+    if not reasons:
+        return "no reason found"
+    parts = [_one(r) for r in reasons if not r.preemption]
+    pre = [_one(r) for r in reasons if r.preemption]
+    if pre:
+        parts.append("preemption: " + ", ".join(pre))
+    return "; ".join(parts)
+
+
+def _one(r: Reason) -> str:
+    text = r.code
+    if r.resource:
+        text += f" {r.resource}"
+    if r.flavor:
+        text += f" in flavor {r.flavor}"
+    if r.taint:
+        text += f" ({r.taint})"
+    if "more_needed" in r.quantities:
+        text += f", {r.quantities['more_needed']} more needed"
+    if r.nodes is not None:
+        text += f" on {r.nodes}" + (f"/{r.total_nodes}" if r.total_nodes is not None else "") + " nodes"
+    if r.node_names:
+        text += f" ({','.join(r.node_names)})"
+    if r.code == "unknown":
+        text += f": {r.message[:120]}"
+    return text + f" [{r.owner}]"
