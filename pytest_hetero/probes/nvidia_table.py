@@ -90,7 +90,8 @@ def _gpu(block: list[list[str]], warnings: list[str]) -> Device | None:
     draw = read("power draw", pwr.group("draw")) if pwr else None
     cap = read("power cap", pwr.group("cap")) if pwr else None
     used_text, _, total_text = read("memory usage", cell(1, 1)).partition("/")
-    util_text, _, compute = read("GPU utilisation", cell(1, 2)).partition(" ")
+    util_text, _, compute = cell(1, 2).partition(" ")
+    read("GPU utilisation", util_text)
     name = first.group("name").strip() or None
     truncated = bool(name and name.endswith("..."))
     if truncated:
