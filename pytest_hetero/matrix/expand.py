@@ -112,6 +112,6 @@ def expand(matrix: Matrix, *, scheduling_per_image: bool = False) -> Plan:
                     ck = {**ik, "model": mod.name, "dataset": ds.name}
                     combo = _combo(mod.name, ds.name)
                     run = (res.name, img.name, combo, "model")
-                    if add("model", ck, run, start):
-                        add("business", ck, (res.name, img.name, combo, "business"), run)
+                    add("model", ck, run, start)
+                    add("business", ck, (res.name, img.name, combo, "business"), run)
     return plan

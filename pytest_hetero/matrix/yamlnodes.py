@@ -104,7 +104,7 @@ def _build(node: yaml.Node, path: PathKey, positions: Positions, budget: list[in
             key = str(key)
             if key in out:
                 raise error(f"duplicate key '{key}'", Location(str(file), line, col,
-                            ".".join(str(p) for p in (*path, key))), "remove one of the two entries")
+                            dotted((*path, key))), "remove one of the two entries")
             positions.keys[(*path, key)] = (line, col)
             out[key] = _build(value_node, (*path, key), positions, budget, constructor, file, error)
         return out

@@ -1,0 +1,62 @@
+"""Shared test helpers: repository paths, the real field fixtures, and matrix writers for pytester."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+FIXTURES = REPO.parent / "shared" / "fixtures" / "real"
+"""Real field outputs (nvidia-smi, npu-smi, kubectl…) with FACTS.md; read in place, never copied."""
+DIGITS = REPO / "cases" / "digits"
+MODEL_SHA = "d2230a9096140b09d443879ca3b0d7cb0021917896a8f462f79806de1109b523"
+DATA_SHA = "3678e2fa8f107ffa5d8518cc07a46b9e4ce67e89d65b2f88e4c391638d965bfb"
+
+
+def matrix_text(*, resources: list[dict[str, Any]] | None = None, exclude: list[dict[str, Any]] | None = None,
+                acceptance: Path | None = None, model_sha: str = MODEL_SHA, layers: dict[str, Any] | None = None,
+                images: list[dict[str, Any]] | None = None, name: str = "t", backend: str = "local",
+                extra_spec: dict[str, Any] | None = None) -> str:
+    """A ValidationMatrix document (JSON is valid YAML) on the real digits case, with absolute paths."""
+    spec: dict[str, Any] = {
+        "target": {"backend": backend},
+        "layers": layers or {"model": {"timeout": "2m"}},
+        "resources": resources or [{"name": "cpu-host", "type": "cpu", "requests": {"cpu": 1}}],
+        "images": images or [{"name": "py", "reference": "python:current"}],
+        "models": [{"name": "digits-logreg", "version": "1.0.0",
+                    "uri": str(DIGITS / "model" / "digits-logreg-1.0.0.onnx"), "sha256": model_sha,
+                    "code": str(DIGITS),
+                    "entrypoint": ["{python}", "{code}/infer.py", "--model", "{model}", "--data", "{dataset}",
+                                   "--out", "{outputs}", "--provider", "{provider}"]}],
+        "datasets": [{"name": "digits-test", "version": "1.0.0",
+                      "uri": str(DIGITS / "data" / "digits-test-1.0.0.csv"), "sha256": DATA_SHA,
+                      "acceptance": str(acceptance or DIGITS / "acceptance.yaml")}],
+        **(extra_spec or {}),
+    }
+    if exclude:
+        spec["exclude"] = exclude
+    doc = {"apiVersion": "pytest-hetero/v1", "kind": "ValidationMatrix", "metadata": {"name": name}, "spec": spec}
+    return json.dumps(doc, indent=2)
+
+
+def evidence_of(pytester: pytest.Pytester) -> dict[str, Any]:
+    """The evidence.json of the single bundle a pytester run wrote under reports/."""
+    bundles = sorted((pytester.path / "reports").iterdir())
+    assert len(bundles) == 1, bundles
+    return dict(json.loads((bundles[0] / "evidence.json").read_text()))
+
+
+def statuses(evidence: dict[str, Any]) -> dict[str, str]:
+    """nodeid (without the matrix file prefix) → status, over reported and untested items."""
+    out = {i["nodeid"].split("::", 1)[1]: i["status"] for i in evidence["untested"]["items"]}
+    out.update({i["nodeid"].split("::", 1)[1]: i["status"] for i in evidence["items"]})
+    return out
+
+
+def dedent(text: str) -> str:
+    """textwrap.dedent, stripped of the first newline."""
+    return textwrap.dedent(text).lstrip("\n")

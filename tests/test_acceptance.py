@@ -1,0 +1,75 @@
+"""Business acceptance rules: loading errors and exact evaluation."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from conftest import DIGITS, dedent
+from pytest_hetero.acceptance import evaluate, load_rules, percentile
+from pytest_hetero.errors import CaseError
+
+OUTPUTS = {"indices": [0, 5, 10, 15], "labels": [0, 5, 0, 5], "predictions": [0, 9, 0, 5],
+           "top_probability": [0.9, 0.5, 0.8, 0.7], "latency_ms": [1.0, 2.0, 3.0, 10.0]}
+
+
+def _rules(tmp_path: Path, body: str) -> list[dict[str, object]]:
+    path = tmp_path / "r.yaml"
+    path.write_text("apiVersion: pytest-hetero/v1\nkind: AcceptanceRules\nrules:\n" + body)
+    return load_rules(path)
+
+
+def test_digits_rules_load() -> None:
+    rules = load_rules(DIGITS / "acceptance.yaml")
+    assert [(r["name"], r["kind"]) for r in rules] == [
+        ("accuracy-floor", "metric"), ("golden-samples", "golden"), ("mean-confidence", "metric"),
+        ("latency-p95", "latency")]
+
+
+def test_evaluation_exact(tmp_path: Path) -> None:
+    rules = _rules(tmp_path, dedent("""
+      - {name: acc, metric: accuracy, op: ">=", value: 0.8}
+      - {name: conf, metric: mean(top_probability), op: "==", value: 0.7, tolerance: 0.05}
+      - {name: lat, latency: {percentile: 75, max_ms: 2.5}}
+      - name: gold
+        golden: {samples: [{index: 0, expected: 0}, {index: 5, expected: 5}, {index: 99, expected: 1}]}
+      - {name: n, metric: count(latency_ms), op: "==", value: 4}
+    """))
+    results = {r["name"]: r for r in evaluate(rules, OUTPUTS)}
+    assert results["acc"]["observed"] == 0.75 and results["acc"]["verdict"] == "fail"
+    assert results["conf"]["observed"] == 0.725 and results["conf"]["verdict"] == "pass"
+    assert results["conf"]["expected"] == "mean(top_probability) == 0.7 ± 0.05"
+    assert results["lat"]["observed"] == 3.0 and results["lat"]["verdict"] == "fail"
+    assert results["gold"]["observed"] == "1/3 match"
+    assert results["gold"]["detail"] == "sample 5: expected 5, got 9; sample 99: expected 1, got None"
+    assert results["n"]["verdict"] == "pass"
+
+
+def test_missing_data_fails_the_rule_with_reason(tmp_path: Path) -> None:
+    rules = _rules(tmp_path, "  - {name: f1, metric: f1_macro, op: '>=', value: 0.9}\n")
+    [result] = evaluate(rules, OUTPUTS)
+    assert result["verdict"] == "fail"
+    assert result["detail"] == "cannot evaluate: \"metric 'f1_macro' not in outputs\""
+
+
+@pytest.mark.parametrize(("body", "message"), [
+    ("  - {name: x, metric: accuracy, op: '=>', value: 1}\n", "rule 'x': op '=>' unknown"),
+    ("  - {name: x, metric: accuracy, op: '>=', value: high}\n", "rule 'x': value must be a number"),
+    ("  - {name: x, metric: accuracy, latency: {percentile: 9, max_ms: 1}, op: '>=', value: 1}\n",
+     "rule 'x' must have exactly one of metric, golden, latency"),
+    ("  - {name: x, latency: {percentile: 101, max_ms: 1}}\n",
+     "rule 'x': latency needs percentile (0-100) and max_ms"),
+    ("  - {metric: accuracy}\n", "each rule needs a name"),
+])
+def test_bad_rules(tmp_path: Path, body: str, message: str) -> None:
+    with pytest.raises(CaseError) as info:
+        _rules(tmp_path, body)
+    assert info.value.message == message
+    assert info.value.location.line == 4
+
+
+def test_percentile_nearest_rank() -> None:
+    assert percentile([5.0, 1.0, 3.0, 2.0, 4.0], 95) == 5.0
+    assert percentile([5.0, 1.0, 3.0, 2.0, 4.0], 50) == 3.0
+    assert percentile([7.0], 0) == 7.0

@@ -1,0 +1,155 @@
+"""Matrix loading: the example is valid; every kind of bad matrix gets one clear positioned error."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO, dedent
+from pytest_hetero.errors import MatrixInvalid
+from pytest_hetero.matrix import load_matrix, parse_duration
+
+GOOD = dedent("""
+    apiVersion: pytest-hetero/v1
+    kind: ValidationMatrix
+    metadata: {name: m}
+    spec:
+      resources:
+        - name: cpu-a
+          type: cpu
+          requests: {cpu: 2}
+      images:
+        - name: py
+          reference: python:current
+      models:
+        - name: mod
+          version: "1"
+          uri: model.onnx
+          sha256: %s
+          entrypoint: [run]
+      datasets:
+        - name: ds
+          version: "1"
+          uri: data.csv
+          sha256: %s
+    """) % ("a" * 64, "b" * 64)
+
+
+def load_text(tmp_path: Path, text: str) -> MatrixInvalid:
+    path = tmp_path / "bad.matrix.yaml"
+    path.write_text(text)
+    with pytest.raises(MatrixInvalid) as info:
+        load_matrix(path)
+    return info.value
+
+
+def test_example_matrix_loads_with_resolved_paths_and_seconds() -> None:
+    matrix = load_matrix(REPO / "matrices" / "example-cpu.matrix.yaml")
+    assert matrix.name == "example-cpu"
+    assert [r.name for r in matrix.resources] == ["cpu-host", "gpu-nvidia"]
+    assert matrix.resource("gpu-nvidia").requests == {"nvidia.com/gpu": "1"}
+    assert matrix.model("digits-logreg").path == REPO / "cases/digits/model/digits-logreg-1.0.0.onnx"
+    assert matrix.timeouts_s["model"] == 300.0 and matrix.timeouts_s["discovery"] == 30.0
+    assert matrix.timeouts_s["scheduling"] == 120.0  # default
+    assert matrix.owners["business"] == "business"
+    assert len(matrix.sha256) == 64
+
+
+def test_unknown_key_names_line_column_and_suggests(tmp_path: Path) -> None:
+    err = load_text(tmp_path, GOOD.replace("      type: cpu\n", "      type: cpu\n      requets: {}\n"))
+    assert len(err.problems) == 1
+    p = err.problems[0]
+    assert (p.location.line, p.location.column) == (8, 7)
+    assert p.location.field == "spec.resources[0:cpu-a].requets"
+    assert p.message == "unknown key 'requets'"
+    assert p.hint == "did you mean 'requests'?"
+    assert err.render() == (f"{tmp_path}/bad.matrix.yaml:8:7: field 'spec.resources[0:cpu-a].requets': "
+                            "unknown key 'requets'\n  hint: did you mean 'requests'?")
+
+
+def test_unknown_resource_in_exclude_rule(tmp_path: Path) -> None:
+    text = GOOD + "  exclude:\n    - {resource: cpu-b, image: py, reason: not built yet}\n"
+    err = load_text(tmp_path, text)
+    p = err.problems[0]
+    assert p.message == "exclude rule names unknown resource 'cpu-b'"
+    assert p.hint == "did you mean 'cpu-a'?"
+    assert p.location.line == 24 and p.location.field == "spec.exclude[0].resource"
+
+
+def test_exclude_rule_without_reason(tmp_path: Path) -> None:
+    err = load_text(tmp_path, GOOD + "  exclude:\n    - {resource: cpu-a, image: py}\n")
+    assert err.problems[0].message == "'reason' is a required property"
+    assert err.problems[0].location.line == 24
+
+
+def test_duplicate_names(tmp_path: Path) -> None:
+    text = GOOD.replace("      images:", "").replace(
+        "  images:\n", "  images:\n    - name: py\n      reference: x\n")
+    err = load_text(tmp_path, text)
+    assert [p.message for p in err.problems] == ["duplicate image name 'py'"]
+    assert err.problems[0].location.line == 12
+    assert err.problems[0].hint == "give each image a unique name"
+
+
+def test_missing_sha256_hint(tmp_path: Path) -> None:
+    err = load_text(tmp_path, GOOD.replace("      sha256: " + "b" * 64 + "\n", ""))
+    p = err.problems[0]
+    assert p.message == "'sha256' is a required property"
+    assert p.location.field == "spec.datasets[0:ds]"
+    assert "sha256sum" in p.hint
+
+
+def test_bad_sha256_and_bad_duration_reported_together(tmp_path: Path) -> None:
+    text = GOOD.replace("a" * 64, "xyz") + "  layers:\n    model: {timeout: 5 minutes}\n"
+    err = load_text(tmp_path, text)
+    messages = [p.message for p in err.problems]
+    assert messages == ["sha256 must be 64 lowercase hex digits, got 'xyz'", "bad duration '5 minutes'"]
+    assert [p.location.line for p in err.problems] == [16, 24]
+    assert err.render().splitlines()[0] == f"2 problems in {tmp_path}/bad.matrix.yaml:"
+
+
+def test_yaml_syntax_error_position(tmp_path: Path) -> None:
+    err = load_text(tmp_path, GOOD.replace("requests: {cpu: 2}", "requests: {cpu: 2"))
+    p = err.problems[0]
+    assert p.message.startswith("YAML syntax error")
+    assert p.location.line == 9
+
+
+def test_duplicate_key_refused(tmp_path: Path) -> None:
+    err = load_text(tmp_path, GOOD.replace("      type: cpu\n", "      type: cpu\n      type: gpu\n"))
+    assert err.problems[0].message == "duplicate key 'type'"
+    assert err.problems[0].location.line == 8
+    assert err.problems[0].location.field == "spec.resources[0].type"
+
+
+def test_alias_bomb_refused(tmp_path: Path) -> None:
+    bomb = "a: &a [x, x, x, x, x, x, x, x, x, x]\n"
+    for i in range(1, 8):
+        bomb += f"{'abcdefghij'[i]}: &{'abcdefghij'[i]} [" + ", ".join([f"*{'abcdefghij'[i - 1]}"] * 10) + "]\n"
+    err = load_text(tmp_path, bomb)
+    assert "more than 200000 nodes" in err.problems[0].message
+
+
+def test_top_level_list_and_wrong_kind(tmp_path: Path) -> None:
+    assert load_text(tmp_path, "- 1\n").problems[0].message == "top level is a list, not a mapping"
+    err = load_text(tmp_path, GOOD.replace("kind: ValidationMatrix", "kind: Matrix"))
+    assert err.problems[0].location.field == "kind"
+    assert err.problems[0].location.line == 2
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(MatrixInvalid) as info:
+        load_matrix(tmp_path / "nope.matrix.yaml")
+    assert "cannot read file" in info.value.render()
+
+
+@pytest.mark.parametrize(("text", "seconds"), [(30, 30.0), ("90s", 90.0), ("5m", 300.0), ("1m30s", 90.0),
+                                                ("250ms", 0.25), ("1h", 3600.0)])
+def test_durations(text: object, seconds: float) -> None:
+    assert parse_duration(text) == seconds  # type: ignore[arg-type]
+
+
+def test_bad_duration_raises() -> None:
+    with pytest.raises(ValueError, match="bad duration"):
+        parse_duration("5 minutes")
