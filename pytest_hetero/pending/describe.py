@@ -48,7 +48,7 @@ _LABELS = ("Container ID", "Image ID", "Image", "Port", "Host Port", "Host Ports
            "Priority", "Labels", "Annotations", "Controlled By", "Init Containers", "Containers", "Name",
            "Service Account", "Start Time")
 _LABEL = "|".join(re.escape(label) for label in sorted(_LABELS, key=len, reverse=True))
-_SPLIT = re.compile(rf"\s{{3,}}(?=(?:{_LABEL}):(?:\s|$))")
+_SPLIT = re.compile(rf"(?<=\S)\s{{3,}}(?=(?:{_LABEL}):(?:\s|$))")
 _FIELD = re.compile(rf"^\s*({_LABEL}):\s*(.*?)\s*$")
 _EVENT_ROW = re.compile(r"^\s*(Normal|Warning)\s+(\S+)\s+(.*?)\s{2,}(\S+(?:, \S+)?)\s{2,}(.*?)\s*$")
 

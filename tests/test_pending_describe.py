@@ -1,0 +1,230 @@
+"""kubectl describe pod / get events captures and Pod/Event objects, including startup failures."""
+
+from __future__ import annotations
+
+import pytest
+
+from pytest_hetero.pending.describe import (
+    classify_startup,
+    parse_describe,
+    parse_event_object,
+    parse_events_table,
+    parse_pod,
+    unwrap,
+)
+
+PENDING_1_29 = """\
+Name:             cuda-vectoradd
+Namespace:        default
+Status:           Pending
+Containers:
+  cuda-vectoradd:
+    Image:      nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0
+    Limits:
+      nvidia.com/gpu:  1
+Conditions:
+  Type           Status
+  PodScheduled   False
+Events:
+  Type     Reason            Age                 From               Message
+  ----     ------            ----                ----               -------
+  Warning  FailedScheduling  2m (x3 over 12m)    default-scheduler  0/3 nodes are available: 1 node(s) had untolerated taint {node-role.kubernetes.io/control-plane: }, 2 Insufficient nvidia.com/gpu. preemption: 0/3 nodes are available: 1 Preemption is not helpful for scheduling, 2 No preemption victims found for incoming pod.
+"""
+
+IMAGE_PULL = """\
+Containers:
+  train:
+    Image:          registry.example.com/ml/train:v9
+    State:          Waiting
+      Reason:       ImagePullBackOff
+    Ready:          False
+Events:
+  Type     Reason     Age                From               Message
+  ----     ------     ----               ----               -------
+  Normal   Scheduled  60s                default-scheduler  Successfully assigned ml/train to gpu-node-1
+  Normal   Pulling    20s (x3 over 60s)  kubelet            Pulling image "registry.example.com/ml/train:v9"
+  Warning  Failed     20s (x3 over 60s)  kubelet            Failed to pull image "registry.example.com/ml/train:v9": rpc error: code = NotFound desc = failed to pull and unpack image "registry.example.com/ml/train:v9": failed to resolve reference "registry.example.com/ml/train:v9": registry.example.com/ml/train:v9: not found
+  Warning  Failed     20s (x3 over 60s)  kubelet            Error: ErrImagePull
+  Warning  BackOff    5s (x4 over 59s)   kubelet            Back-off pulling image "registry.example.com/ml/train:v9"
+"""
+
+OOM = """\
+Containers:
+  llm:
+    State:          Waiting
+      Reason:       CrashLoopBackOff
+    Last State:     Terminated
+      Reason:       OOMKilled
+      Exit Code:    137
+      Started:      Mon, 01 Jan 2024 10:00:00 +0000
+      Finished:     Mon, 01 Jan 2024 10:00:40 +0000
+    Ready:          False
+    Restart Count:  4
+"""
+
+
+def _codes(reasons: list) -> list[tuple[str, str, str]]:  # type: ignore[type-arg]
+    return [(r.source, r.code, r.owner) for r in reasons]
+
+
+def test_pending_pod_describe_1_29() -> None:
+    reasons = parse_describe(PENDING_1_29)
+    assert [(r.code, r.nodes, r.total_nodes, r.resource, r.taint, r.preemption) for r in reasons] == [
+        ("untolerated_taint", 1, 3, None, "node-role.kubernetes.io/control-plane", False),
+        ("insufficient_resource", 2, 3, "nvidia.com/gpu", None, False),
+        ("preemption_not_helpful", 1, 3, None, None, True),
+        ("preemption_no_victims", 2, 3, None, None, True),
+    ]
+
+
+def test_image_pull_not_found_is_the_matrix_authors() -> None:
+    reasons = parse_describe(IMAGE_PULL)
+    assert _codes(reasons) == [("kubelet", "image_pull_failed", "matrix-author")] * 4
+    assert reasons[0].detail["container"] == "train"
+    assert reasons[0].message == "ImagePullBackOff"
+    assert reasons[1].message.startswith('Failed to pull image "registry.example.com/ml/train:v9": rpc error')
+
+
+@pytest.mark.parametrize(
+    ("message", "owner"),
+    [
+        ('Failed to pull image "r.local/x:1": dial tcp: lookup r.local on 10.96.0.10:53: no such host',
+         "infrastructure"),
+        ('Failed to pull image "nvcr.io/nvidia/private:1": failed to authorize: 401 Unauthorized', "platform"),
+        ('Failed to pull image "docker.io/libary/pytorch:2": manifest unknown', "matrix-author"),
+    ],
+)
+def test_image_pull_owner_by_cause(message: str, owner: str) -> None:
+    (reason,) = parse_event_object({"type": "Warning", "reason": "Failed", "message": message})
+    assert (reason.code, reason.owner) == ("image_pull_failed", owner)
+
+
+def test_oom_behind_crashloop() -> None:
+    crash, oom = parse_describe(OOM)
+    assert (crash.code, crash.owner, crash.detail["last_state_reason"]) == ("crash_loop", "algorithm", "OOMKilled")
+    assert (oom.code, oom.owner, dict(oom.detail)) == ("oom_killed", "algorithm",
+                                                        {"container": "llm", "exit_code": "137"})
+
+
+@pytest.mark.parametrize(
+    ("reason", "message", "exit_code", "code", "owner"),
+    [
+        ("CreateContainerConfigError", 'secret "hf-token" not found', None, "container_config_error", "platform"),
+        ("RunContainerError", 'failed to start container: Error response from daemon: could not select device '
+         'driver "" with capabilities: [[gpu]]', None, "device_runtime_error", "infrastructure"),
+        ("CreateContainerError", 'failed to get sandbox runtime: no runtime for "nvidia" is configured', None,
+         "device_runtime_error", "infrastructure"),
+        ("StartError", 'exec: "torchrun": executable file not found in $PATH: unknown', "128",
+         "container_start_error", "matrix-author"),
+        ("ContainerCannotRun", "OCI runtime create failed: container_linux.go:380: cgroup error", "128",
+         "container_start_error", "infrastructure"),
+        ("Error", "", "1", "container_exit_nonzero", "algorithm"),
+        ("Completed", "", "0", None, None),
+        ("ContainerCreating", "", None, None, None),
+    ],
+)
+def test_startup_states(reason: str, message: str, exit_code: str | None, code: str | None,
+                        owner: str | None) -> None:
+    found = classify_startup(reason, message, exit_code=exit_code)
+    assert ((found.code, found.owner) if found else (None, None)) == (code, owner)
+
+
+def test_unwrap_splits_pasted_labels_only() -> None:
+    assert unwrap("    Host Port:      <none>          State:          Waiting   ") == [
+        "    Host Port:      <none>", "State:          Waiting"]
+    assert unwrap("    Message:   error running hook #0: x") == ["    Message:   error running hook #0: x"]
+
+
+def test_event_message_wrapped_onto_next_line() -> None:
+    text = ("Events:\n  Type     Reason            Age   From               Message\n"
+            "  ----     ------            ----  ----               -------\n"
+            "  Warning  FailedScheduling  5s    default-scheduler  0/4 nodes are available: 4 Insufficient\n"
+            "nvidia.com/gpu.\n")
+    (reason,) = parse_describe(text)
+    assert (reason.code, reason.nodes, reason.resource) == ("insufficient_resource", 4, "nvidia.com/gpu")
+
+
+def test_unrecognised_warning_event_is_kept_as_unknown() -> None:
+    text = ("Events:\n  Type     Reason   Age   From     Message\n  ----     ------   ----  ----     -------\n"
+            "  Warning  Weird    5s    kubelet  something odd happened\n"
+            "  Normal   Pulled   5s    kubelet  Container image already present\n")
+    (reason,) = parse_describe(text)
+    assert (reason.source, reason.code, reason.message, dict(reason.detail)) == (
+        "kubelet", "unknown", "something odd happened", {"event_reason": "Weird"})
+
+
+def test_get_events_table_with_namespace_column() -> None:
+    text = """\
+NAMESPACE   LAST SEEN   TYPE      REASON             OBJECT                 MESSAGE
+ml          2m          Warning   FailedScheduling   pod/train-0            0/8 nodes are available: 8 node(s) didn't match Pod's node affinity/selector. preemption: 0/8 nodes are available: 8 Preemption is not helpful for scheduling.
+ml          2m          Normal    Scheduled          pod/eval-0             Successfully assigned ml/eval-0 to n1
+ml          30s         Warning   FailedCreate       job/bench              Error creating: pods "bench-x" is forbidden: exceeded quota: gpu, requested: requests.nvidia.com/gpu=1, used: requests.nvidia.com/gpu=4, limited: requests.nvidia.com/gpu=4
+volcano     10s         Normal    Unschedulable      podgroup/pg-1          queue resource quota insufficient
+"""
+    reasons = parse_events_table(text)
+    assert [(r.source, r.code, r.nodes) for r in reasons] == [
+        ("scheduler", "node_selector_mismatch", 8),
+        ("scheduler", "preemption_not_helpful", 8),
+        ("admission", "quota_exceeded", None),
+    ]
+
+
+def test_get_events_table_without_namespace() -> None:
+    text = ("LAST SEEN   TYPE      REASON            OBJECT          MESSAGE\n"
+            "16s         Warning   FilteringFailed   pod/hami-big    1 nodes CardInsufficientCore(gpu-a)\n")
+    (reason,) = parse_events_table(text)
+    assert (reason.source, reason.code, reason.node_names) == ("hami", "device_cores_insufficient", ("gpu-a",))
+
+
+def test_event_objects_core_and_events_k8s_io() -> None:
+    core = {"kind": "Event", "type": "Warning", "reason": "FailedScheduling", "source": {"component": "volcano"},
+            "message": "0/2 nodes are unavailable: 2 Insufficient nvidia.com/gpu."}
+    assert [(r.source, r.code, r.nodes) for r in parse_event_object(core)] == [("volcano", "insufficient_resource", 2)]
+    new = {"type": "Warning", "reason": "OOMKilling", "reportingController": "kernel-monitor",
+           "note": "Memory cgroup out of memory: Killed process 4242 (python)"}
+    assert [r.code for r in parse_event_object(new)] == ["oom_killed"]
+    assert parse_event_object({"type": "Normal", "reason": "Scheduled", "message": "ok"}) == []
+
+
+def _pod(status: dict[str, object], spec: dict[str, object] | None = None) -> dict[str, object]:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": spec or {}, "status": status}
+
+
+def test_pod_scheduled_false_refined_to_affinity() -> None:
+    affinity = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": []}}}
+    cond = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+            "message": "0/3 nodes are available: 3 node(s) didn't match Pod's node affinity/selector."}
+    (reason,) = parse_pod(_pod({"phase": "Pending", "conditions": [cond]}, {"affinity": affinity}))
+    assert (reason.code, reason.nodes, reason.owner) == ("node_affinity_mismatch", 3, "matrix-author")
+    (plain,) = parse_pod(_pod({"phase": "Pending", "conditions": [cond]}, {"nodeSelector": {"gpu": "h100"}}))
+    assert plain.code == "node_selector_mismatch"
+
+
+def test_pod_scheduling_gated_and_kubelet_rejections() -> None:
+    gated = _pod({"conditions": [{"type": "PodScheduled", "status": "False", "reason": "SchedulingGated",
+                                  "message": "Scheduling is blocked due to non-empty scheduling gates"}]},
+                 {"schedulingGates": [{"name": "kueue.x-k8s.io/admission"}]})
+    (reason,) = parse_pod(gated)
+    assert (reason.code, dict(reason.detail)) == ("scheduling_gated", {"gates": "kueue.x-k8s.io/admission"})
+    out_of = _pod({"phase": "Failed", "reason": "OutOfnvidia.com/gpu",
+                   "message": "Pod was rejected: Node didn't have enough resource: nvidia.com/gpu, requested: 1, "
+                              "used: 8, capacity: 8"})
+    (reason,) = parse_pod(out_of)
+    assert (reason.source, reason.code, reason.resource, dict(reason.quantities)) == (
+        "kubelet", "insufficient_resource", "nvidia.com/gpu", {"requested": "1", "used": "8", "capacity": "8"})
+    unexpected = _pod({"phase": "Failed", "reason": "UnexpectedAdmissionError",
+                       "message": "Allocate failed due to rpc error: code = Unknown desc = no healthy devices"})
+    assert [r.code for r in parse_pod(unexpected)] == ["device_allocation_failed"]
+
+
+def test_pod_container_statuses() -> None:
+    status = {"containerStatuses": [
+        {"name": "main", "state": {"terminated": {"reason": "Error", "exitCode": 3, "message": "boom"}}},
+        {"name": "side", "state": {"running": {}}},
+    ], "initContainerStatuses": [
+        {"name": "fetch", "state": {"waiting": {"reason": "CreateContainerConfigError",
+                                                "message": 'configmap "model-cfg" not found'}}}]}
+    reasons = parse_pod(_pod(status))
+    assert [(r.code, r.detail["container"]) for r in reasons] == [
+        ("container_config_error", "fetch"), ("container_exit_nonzero", "main")]
+    assert reasons[1].detail["exit_code"] == "3"
