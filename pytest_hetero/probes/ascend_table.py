@@ -1,0 +1,169 @@
+"""Reader for the ``npu-smi info`` table (Ascend 310/310P/910/910B, npu-smi 20.x … 25.x).
+
+Source format (Huawei Ascend driver docs, "npu-smi info"): version line, a two-line header,
+then for every chip an NPU row (``id name | health | power temp [hugepages]``) followed by its
+chip row (``chip [device] | bus-id | aicore memory [hbm]``); multi-chip cards either repeat the
+NPU row per chip or print it once before several chip rows. Process table optional.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from pytest_hetero.errors import ParseError
+from pytest_hetero.probes import _values as v
+from pytest_hetero.probes.model import Device, DeviceProcess, Health, Inventory
+
+HEALTH: dict[str, Health] = {"ok": "ok", "warning": "warning", "alarm": "critical", "critical": "critical"}
+"""npu-smi health words → normalised health (Warning = minor alarm, Alarm = major, Critical)."""
+
+_VERSION = re.compile(r"npu-smi\s+(?P<smi>\S+)\s+Version:\s*(?P<ver>\S+)")
+_BUS = re.compile(r"^[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f]$")
+_ERRORS = (
+    (re.compile(r"dcmi mod(?:ule|el) initiali[sz]ed? failed[^\n]*"), "npu-smi could not reach the Ascend driver"),
+    (re.compile(r"npu-smi: (?:command )?not found[^\n]*"), "npu-smi not installed"),
+    (re.compile(r"Card number is 0[^\n]*|No NPU device[^\n]*", re.IGNORECASE), "no Ascend devices found"),
+)
+_TOP = ["Power(W)", "Temp(C)", "Hugepages-Usage(page)"]
+_BOTTOM = ["AICore(%)", "Memory-Usage(MB)", "HBM-Usage(MB)"]
+
+
+@dataclass
+class _Npu:
+    npu_id: int
+    name: str | None
+    health_raw: str
+    values: dict[str, str]
+    chips: list[tuple[list[str], str, dict[str, str]]] = field(default_factory=list)
+
+
+def _cells(line: str) -> list[str]:
+    return [c.strip() for c in line.strip().strip("|").split("|")]
+
+
+def _columns(cell: str) -> list[str]:
+    return cell.split()
+
+
+def _values(cell: str, names: list[str], where: str, warnings: list[str]) -> dict[str, str]:
+    tokens = re.sub(r"\s*/\s*", "/", cell).split()
+    if len(tokens) != len(names) and tokens:
+        warnings.append(f"{where}: {len(tokens)} value(s) under {len(names)} column(s) {names}")
+    return dict(zip(names, tokens))
+
+
+def _pair(text: str | None) -> tuple[int | None, int | None]:
+    used, _, total = (text or "").partition("/")
+    return v.integer(used), v.integer(total)
+
+
+def _device(npu: _Npu, chip: tuple[list[str], str, dict[str, str]] | None, id_name: str | None) -> Device:
+    ids, bus, bottom = chip or ([], "", {})
+    chip_id = v.integer(ids[0]) if ids else None
+    second = v.integer(ids[1]) if len(ids) > 1 else None
+    device_id = second if id_name == "device" else None
+    phy_id = second if id_name == "phy-id" else None
+    hp_used, hp_total = _pair(npu.values.get("Hugepages-Usage(page)"))
+    ddr_used, ddr_total = _pair(bottom.get("Memory-Usage(MB)"))
+    hbm_used, hbm_total = _pair(bottom.get("HBM-Usage(MB)"))
+    use_hbm = bool(hbm_total)
+    health = HEALTH.get(npu.health_raw.lower(), "unknown")
+    errors = () if health == "ok" else (f"npu-smi health reads {npu.health_raw or 'nothing'}",)
+    if device_id is not None:
+        index = device_id
+    elif phy_id is not None:
+        index = phy_id
+    else:
+        index = npu.npu_id if len(npu.chips) <= 1 else None
+    return Device(
+        vendor="ascend", index=index, name=npu.name, bus_id=v.text_or_none(bus),
+        memory_total_mib=hbm_total if use_hbm else ddr_total,
+        memory_used_mib=hbm_used if use_hbm else ddr_used,
+        health=health, health_raw=npu.health_raw or None,
+        temperature_c=v.number(npu.values.get("Temp(C)")), power_w=v.number(npu.values.get("Power(W)")),
+        utilisation_pct=v.number(bottom.get("AICore(%)")), errors=errors,
+        extra={"npu_id": npu.npu_id, "chip_id": chip_id, "device_id": device_id, "phy_id": phy_id,
+               "memory_used_mb": ddr_used, "memory_total_mb": ddr_total, "hbm_used_mb": hbm_used,
+               "hbm_total_mb": hbm_total, "hugepages_used": hp_used, "hugepages_total": hp_total},
+    )
+
+
+def parse_npu_smi_info(text: str) -> Inventory:
+    """Parse ``npu-smi info`` output into an :class:`Inventory` (source ``npu-smi``), one Device per chip.
+
+    Device ``index`` is the logical ``Device`` (or ``Phy-ID``) column, else the NPU id for
+    single-chip NPUs; memory is HBM when the HBM column reports a total, else Memory-Usage (MB,
+    as printed, = MiB); ``utilisation_pct`` is AICore %. Health: OK → ok, Warning → warning,
+    Alarm/Critical → critical, anything else → unknown. Raises :class:`ParseError` when the
+    text has no npu-smi version line, no npu-smi header and no npu-smi error message.
+    """
+    warnings: list[str] = []
+    problems = [f"{meaning}: {m.group(0).strip()}" for pattern, meaning in _ERRORS for m in pattern.finditer(text)]
+    if not text.strip():
+        return Inventory(vendor="ascend", source="npu-smi", raw=text,
+                         warnings=("input is empty: npu-smi printed nothing",))
+    version = _VERSION.search(text)
+    lines = text.splitlines()
+    header = next((i for i, ln in enumerate(lines) if "Health" in ln and "NPU" in ln and ln.lstrip().startswith("|")), None)
+    if version is None and header is None and not problems:
+        raise ParseError("not `npu-smi info` output: no 'npu-smi <version>  Version: <driver>' line "
+                         "and no 'NPU | Health | Power(W)' header", hint="expected the output of `npu-smi info`")
+    top, bottom, id_name = _TOP, _BOTTOM, None
+    start = 0
+    if header is not None:
+        head_a = _cells(lines[header])
+        head_b = _cells(lines[header + 1]) if header + 1 < len(lines) else []
+        top = _columns(head_a[2]) if len(head_a) > 2 else _TOP
+        bottom = _columns(head_b[2]) if len(head_b) > 2 else _BOTTOM
+        first = _columns(head_b[0]) if head_b else []
+        id_name = first[1].lower() if len(first) > 1 else None
+        start = header + 2
+    npus: list[_Npu] = []
+    procs: dict[tuple[int, int], list[DeviceProcess]] = {}
+    in_procs = False
+    for number, line in enumerate(lines[start:], start=start + 1):
+        stripped = line.strip()
+        if not stripped.startswith("|") or not stripped.strip("|=-+ "):
+            continue
+        cells = _cells(stripped)
+        if "Process id" in stripped or "Process ID" in stripped:
+            in_procs = True
+            continue
+        if len(cells) < 3:
+            continue
+        if in_procs:
+            ids = cells[0].split()
+            if len(ids) >= 2 and ids[0].isdigit() and ids[1].isdigit():
+                procs.setdefault((int(ids[0]), int(ids[1])), []).append(DeviceProcess(
+                    pid=v.integer(cells[1]), name=v.text_or_none(cells[2]),
+                    used_memory_mib=v.integer(cells[3]) if len(cells) > 3 else None, chip=int(ids[1])))
+            continue
+        ids = cells[0].split()
+        if _BUS.match(cells[1]) or (npus and not npus[-1].chips and not re.fullmatch(r"[A-Za-z_ ]+", cells[1])):
+            if not npus:
+                warnings.append(f"line {number}: chip row before any NPU row ignored")
+                continue
+            npus[-1].chips.append((ids, cells[1], _values(cells[2], bottom, f"line {number}", warnings)))
+        elif ids and ids[0].isdigit():
+            npus.append(_Npu(int(ids[0]), " ".join(ids[1:]) or None, cells[1],
+                             _values(cells[2], top, f"line {number}", warnings)))
+        else:
+            warnings.append(f"line {number}: unrecognised row '{stripped[:60]}'")
+    devices: list[Device] = []
+    for npu in npus:
+        if not npu.chips:
+            warnings.append(f"NPU {npu.npu_id} has no chip row (output truncated?)")
+            devices.append(_device(npu, None, id_name))
+        for chip in npu.chips:
+            dev = _device(npu, chip, id_name)
+            key = (npu.npu_id, dev.extra["chip_id"] if dev.extra["chip_id"] is not None else -1)
+            devices.append(Device(**{**dev.__dict__, "processes": tuple(procs.get(key, []))}))
+    if version and not npus and not problems:
+        warnings.append("no NPU rows found after the header (output truncated?)")
+    return Inventory(
+        vendor="ascend", source="npu-smi", tool_version=version.group("smi") if version else None,
+        driver_version=version.group("ver") if version else None, devices=tuple(devices),
+        global_errors=tuple(problems), warnings=tuple(warnings), raw=text,
+        extra={"npu_count": len({n.npu_id for n in npus}), "chip_count": sum(max(1, len(n.chips)) for n in npus)},
+    )
