@@ -180,8 +180,9 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         recorder.deselected(nodeid, reason)
     if not recorder.started:
         return
-    interrupted = exitstatus == pytest.ExitCode.INTERRUPTED or session.shouldstop is not False
-    recorder.end(int(exitstatus), bool(interrupted) and exitstatus == pytest.ExitCode.INTERRUPTED)
+    interrupted = exitstatus == pytest.ExitCode.INTERRUPTED
+    stopped = session.shouldstop if isinstance(session.shouldstop, str) else ""
+    recorder.end(int(exitstatus), interrupted, stopped)
     settings = config.stash[SETTINGS]
     evidence = assemble(settings.bundle_dir)
     config.hook.pytest_hetero_write_reports(evidence=evidence, bundle_dir=settings.bundle_dir,

@@ -77,12 +77,13 @@ class Recorder:
         """Append a backend's target fingerprint (backend, host/cluster, nodes, versions, images)."""
         self._write({"type": "target", "fingerprint": fingerprint})
 
-    def end(self, exit_status: int, interrupted: bool) -> None:
-        """Append the end line and close the journal."""
+    def end(self, exit_status: int, interrupted: bool, stopped: str = "") -> None:
+        """Append the end line and close the journal; ``stopped`` is pytest's reason for stopping
+        early (``-x``/``--maxfail``), empty when the run went through."""
         if self._fh is None:
             return
         self._fh_write({"type": "end", "at": utc_now(), "exit_status": exit_status,
-                        "interrupted": interrupted})
+                        "interrupted": interrupted, "stopped": stopped})
         self._fh.close()
 
 
@@ -141,13 +142,15 @@ def assemble(bundle_dir: Path) -> dict[str, Any]:
             warnings.append(f"matrix {e['prefix']} changed after the run (sha256 {matrix.sha256})")
         plans.append((matrix, e["prefix"], expand(matrix, scheduling_per_image=e["scheduling_per_image"])))
     item_list = sorted(items.values(), key=lambda i: i["nodeid"])
-    untested = untested_scope(plans, item_list, deselected, interrupted)
+    stopped = "" if end is None else str(end.get("stopped") or "")
+    untested = untested_scope(plans, item_list, deselected, interrupted, stopped)
     fingerprints = [e["fingerprint"] for e in entries if e["type"] == "target"]
     doc = {
         "schema": SCHEMA,
         "run": {**{k: v for k, v in run.items() if k != "type"},
                 "finished_at": end["at"] if end else None,
-                "exit_status": end["exit_status"] if end else None, "interrupted": interrupted},
+                "exit_status": end["exit_status"] if end else None, "interrupted": interrupted,
+                "stopped": stopped},
         "matrices": matrices,
         "target": fingerprints,
         "items": item_list,

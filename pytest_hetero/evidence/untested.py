@@ -40,12 +40,13 @@ def _entry(nodeid: str, layer: str, keys: dict[str, str], status: str, reason: s
 
 
 def untested_scope(plans: Iterable[tuple[Matrix, str, Plan]], items: list[dict[str, Any]],
-                   deselected: dict[str, str], interrupted: bool) -> dict[str, Any]:
+                   deselected: dict[str, str], interrupted: bool, stopped: str = "") -> dict[str, Any]:
     """Compute the ``untested`` section of evidence.json.
 
     ``plans``: (matrix, matrix nodeid prefix such as ``matrices/x.matrix.yaml``, plan);
     ``items``: ItemEvidence dicts that reached a report; ``deselected``: nodeid → reason
-    known from pytest (-k/-m, profile, shard); ``interrupted``: the session stopped early.
+    known from pytest (-k/-m, profile, shard); ``interrupted``: the session was interrupted
+    (Ctrl-C, SIGTERM, crash); ``stopped``: pytest's reason for stopping early (-x, --maxfail).
     Returns ``{"items": [...], "never_covered": {matrix name: {dimension: [values]}},
     "does_not_prove": {layer: text}}``; items sorted by nodeid.
     """
@@ -69,6 +70,9 @@ def untested_scope(plans: Iterable[tuple[Matrix, str, Plan]], items: list[dict[s
             elif interrupted:
                 out.append(_entry(nodeid, planned.layer, planned.keys, "not_run",
                                   "not_run (interrupted before this item finished)"))
+            elif stopped:
+                out.append(_entry(nodeid, planned.layer, planned.keys, "not_run",
+                                  f"not_run (session stopped early: {stopped})"))
             else:
                 out.append(_entry(nodeid, planned.layer, planned.keys, "deselected",
                                   "deselected (not selected in this session)"))
