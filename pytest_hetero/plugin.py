@@ -74,6 +74,9 @@ def pytest_configure(config: pytest.Config) -> None:
         config.addinivalue_line("markers", f"{layer}: pytest-hetero {layer} layer item")
     for kind in ("gpu", "npu", "cpu"):
         config.addinivalue_line("markers", f"{kind}: item for a resource of type {kind}")
+    if getattr(config.option, "dist", "no") == "load":
+        # pytest-xdist: a resource's items must share a worker so gating sees the dependency's outcome
+        config.option.dist = "loadgroup"
     extra = [str(p) for p in settings.matrices if str(p) not in config.args]
     config.args.extend(extra)
     if worker is None:
