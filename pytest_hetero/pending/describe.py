@@ -26,7 +26,7 @@ from typing import Any
 
 from pytest_hetero.pending.admission import parse_admission_message
 from pytest_hetero.pending.kueue import parse_kueue_message
-from pytest_hetero.pending.model import Reason, make_reason
+from pytest_hetero.pending.model import Reason, as_list, as_map, make_reason
 from pytest_hetero.pending.scheduler import parse_hami_message, parse_scheduler_message
 from pytest_hetero.pending.volcano import parse_volcano_message
 
@@ -259,7 +259,7 @@ def parse_event_object(obj: Mapping[str, Any]) -> list[Reason]:
     if str(obj.get("type", "Warning")) == "Normal":
         return []
     message = str(obj.get("message") or obj.get("note") or "")
-    source = obj.get("source") if isinstance(obj.get("source"), Mapping) else {}
+    source = as_map(obj.get("source"), "source")
     component = str(source.get("component") or obj.get("reportingComponent") or obj.get("reportingController") or "")
     found = classify_message(message, reason=str(obj.get("reason", "")), component=component)
     unknown = make_reason(_source_for(component), "unknown", message.strip(), detail={"event_reason": str(obj.get("reason", ""))})
@@ -279,22 +279,24 @@ def _state(entry: Mapping[str, Any]) -> dict[str, str]:
 
 def parse_pod(obj: Mapping[str, Any]) -> list[Reason]:
     """Reasons from a Pod dict: PodScheduled=False, kubelet rejections, container statuses."""
-    status = obj.get("status") if isinstance(obj.get("status"), Mapping) else {}
-    spec = obj.get("spec") if isinstance(obj.get("spec"), Mapping) else {}
+    status = as_map(obj.get("status"), "status")
+    spec = as_map(obj.get("spec"), "spec")
     reasons: list[Reason] = []
-    for cond in status.get("conditions") or []:
+    for cond in as_list(status.get("conditions"), "status.conditions"):
         if not isinstance(cond, Mapping) or cond.get("type") != "PodScheduled" or cond.get("status") == "True":
             continue
         message = str(cond.get("message", ""))
         if cond.get("reason") == "SchedulingGated":
-            gates = ",".join(str(g.get("name")) for g in spec.get("schedulingGates") or [] if isinstance(g, Mapping))
+            gates = ",".join(str(g.get("name")) for g in as_list(spec.get("schedulingGates"), "spec.schedulingGates")
+                             if isinstance(g, Mapping))
             reasons.append(make_reason("scheduler", "scheduling_gated", message or "SchedulingGated",
                                        detail={"gates": gates} if gates else {}))
             continue
         volcano = "volcano" in str(spec.get("schedulerName", ""))
         found = parse_scheduler_message(message, source="volcano" if volcano else "scheduler")
-        affinity = (((spec.get("affinity") or {}).get("nodeAffinity") or {})
-                    .get("requiredDuringSchedulingIgnoredDuringExecution"))
+        node_affinity = as_map(as_map(spec.get("affinity"), "spec.affinity").get("nodeAffinity"),
+                               "spec.affinity.nodeAffinity")
+        affinity = node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution")
         if affinity and not spec.get("nodeSelector"):
             found = [make_reason(r.source, "node_affinity_mismatch", r.message, nodes=r.nodes, total_nodes=r.total_nodes)
                      if r.code == "node_selector_mismatch" else r for r in found]
@@ -303,8 +305,9 @@ def parse_pod(obj: Mapping[str, Any]) -> list[Reason]:
     if kubelet is not None:
         reasons.append(kubelet)
     for key in ("initContainerStatuses", "containerStatuses"):
-        for entry in status.get(key) or []:
+        for entry in as_list(status.get(key), f"status.{key}"):
             if isinstance(entry, Mapping):
-                reasons += container_reasons(str(entry.get("name", "")) or None, _state(entry.get("state") or {}),
-                                             _state(entry.get("lastState") or {}))
+                reasons += container_reasons(str(entry.get("name", "")) or None,
+                                             _state(as_map(entry.get("state"), f"status.{key}[].state")),
+                                             _state(as_map(entry.get("lastState"), f"status.{key}[].lastState")))
     return reasons

@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from pytest_hetero.errors import ParseError
-from pytest_hetero.pending.model import Reason, make_reason
+from pytest_hetero.pending.model import Reason, as_list, as_map, make_reason
 
 _R = r"(?P<res>[\w./-]+)"
 _F = r"(?P<flavor>[\w.-]+)"
@@ -106,9 +106,9 @@ def _reason(text: str, m: re.Match[str], code: str, requests: Mapping[str, str],
 
 def _requests(status: Mapping[str, Any]) -> dict[str, str]:
     out: dict[str, str] = {}
-    for entry in status.get("resourceRequests") or []:
-        if isinstance(entry, Mapping) and isinstance(entry.get("resources"), Mapping):
-            for name, value in entry["resources"].items():
+    for entry in as_list(status.get("resourceRequests"), "status.resourceRequests"):
+        if isinstance(entry, Mapping):
+            for name, value in as_map(entry.get("resources"), "status.resourceRequests[].resources").items():
                 out.setdefault(str(name), str(value))
     return out
 
@@ -128,12 +128,10 @@ def parse_workload(obj: Mapping[str, Any]) -> list[Reason]:
     status = obj.get("status", obj)
     if not isinstance(status, Mapping):
         raise ParseError("Workload status is not a mapping", hint="pass the Workload object or its status")
-    conditions = status.get("conditions") or []
-    if not isinstance(conditions, list):
-        raise ParseError("Workload status.conditions is not a list")
+    conditions = as_list(status.get("conditions"), "status.conditions")
     requests = _requests(status)
-    meta = obj.get("metadata") if isinstance(obj.get("metadata"), Mapping) else {}
-    spec = obj.get("spec") if isinstance(obj.get("spec"), Mapping) else {}
+    meta = as_map(obj.get("metadata"), "metadata")
+    spec = as_map(obj.get("spec"), "spec")
     reasons: list[Reason] = []
     for cond in conditions:
         if not isinstance(cond, Mapping):

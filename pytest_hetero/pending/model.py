@@ -213,3 +213,25 @@ def apply_owners(reasons: list[Reason], owners: Mapping[str, str] | None) -> lis
     if bad:
         raise ValueError(f"unknown owner(s) {sorted(bad)}; expected one of {sorted(OWNERS)}")
     return [replace(r, owner=owners[r.code]) if r.code in owners else r for r in reasons]
+
+
+def as_list(value: Any, what: str) -> list[Any]:
+    """``value`` if it is a list, ``[]`` for None; raises :class:`ParseError` naming ``what`` otherwise."""
+    from pytest_hetero.errors import Location, ParseError
+
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise ParseError(f"{what} is a {type(value).__name__}, expected a list", Location(field=what))
+    return value
+
+
+def as_map(value: Any, what: str) -> Mapping[str, Any]:
+    """``value`` if it is a mapping, ``{}`` for None; raises :class:`ParseError` naming ``what`` otherwise."""
+    from pytest_hetero.errors import Location, ParseError
+
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise ParseError(f"{what} is a {type(value).__name__}, expected a mapping", Location(field=what))
+    return value

@@ -25,6 +25,7 @@ from pytest_hetero.pending.describe import (
 )
 from pytest_hetero.pending.kueue import parse_workload
 from pytest_hetero.pending.model import Reason, apply_owners, make_reason
+from pytest_hetero.pending.scheduler import parse_scheduler_message
 from pytest_hetero.pending.volcano import parse_podgroup, parse_podgroup_text
 
 _YAML_START = re.compile(r"^(?:---\s*\n)?(?:#[^\n]*\n)*(?:apiVersion|kind|status|items|metadata|spec|conditions)\s*:",
@@ -49,7 +50,10 @@ def explain(
     another type, and objects whose status/conditions have the wrong shape; ``ValueError`` for an
     ``owners`` value outside the owner set.
     """
-    reasons = _dedupe(_dispatch(text_or_obj))
+    try:
+        reasons = _dedupe(_dispatch(text_or_obj))
+    except RecursionError as exc:
+        raise ParseError("input is nested too deeply to be a Kubernetes object") from exc
     if advertised is not None:
         reasons = [replace(r, code="resource_not_advertised")
                    if r.code == "insufficient_resource" and r.resource and r.resource not in advertised else r
@@ -89,9 +93,11 @@ def _from_text(text: str) -> list[Reason]:
     stripped = text.strip()
     if stripped[0] in "{[":
         try:
-            return _dispatch(json.loads(stripped))
+            loaded = json.loads(stripped)
         except (json.JSONDecodeError, RecursionError):
-            pass
+            loaded = None
+        if isinstance(loaded, (dict, list)):
+            return _dispatch(loaded)
     if _YAML_START.match(stripped):
         try:
             docs = [d for d in yaml.safe_load_all(stripped) if d is not None]
@@ -116,8 +122,11 @@ def _scan(text: str) -> list[Reason]:
     found = [r for line in text.splitlines() if line.strip() for r in classify_message(line)]
     if not found:
         found = classify_message(re.sub(r"\s+", " ", text).strip())
+    squashed = re.sub(r"\s+", " ", text).strip()
     if not found:
-        squashed = re.sub(r"\s+", " ", text).strip()
+        # A bare fragment without the "0/N nodes" head, e.g. "Too many pods".
+        found = [r for r in parse_scheduler_message(squashed) if r.code != "unknown"]
+    if not found:
         found = [make_reason("scheduler", "unknown", squashed[:_UNKNOWN_CAP])]
     return found
 

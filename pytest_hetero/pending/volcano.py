@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from pytest_hetero.errors import ParseError
-from pytest_hetero.pending.model import Reason, make_reason
+from pytest_hetero.pending.model import Reason, as_list, as_map, make_reason
 from pytest_hetero.pending.scheduler import parse_scheduler_message
 
 _GANG = re.compile(
@@ -101,11 +101,9 @@ def parse_podgroup(obj: Mapping[str, Any]) -> list[Reason]:
     status = obj.get("status", obj)
     if not isinstance(status, Mapping):
         raise ParseError("PodGroup status is not a mapping", hint="pass the PodGroup object or its status")
-    conditions = status.get("conditions") or []
-    if not isinstance(conditions, list):
-        raise ParseError("PodGroup status.conditions is not a list")
-    meta = obj.get("metadata") if isinstance(obj.get("metadata"), Mapping) else {}
-    spec = obj.get("spec") if isinstance(obj.get("spec"), Mapping) else {}
+    conditions = as_list(status.get("conditions"), "status.conditions")
+    meta = as_map(obj.get("metadata"), "metadata")
+    spec = as_map(obj.get("spec"), "spec")
     base = {"phase": str(status.get("phase", "")), "podgroup": str(meta.get("name", "")),
             "queue": str(spec.get("queue", ""))}
     reasons: list[Reason] = []
