@@ -21,7 +21,8 @@ from pytest_hetero.layers import CHECKS
 from pytest_hetero.layers.base import LayerBroken, LayerContext, LayerFailed, LayerOutcome, NotApplicable
 from pytest_hetero.matrix.expand import PlannedItem
 from pytest_hetero.matrix.model import Matrix
-from pytest_hetero.stash import BACKENDS, OUTCOME, SETTINGS
+from pytest_hetero.redact import Redactor
+from pytest_hetero.stash import BACKENDS, OUTCOME, REDACTORS, SETTINGS
 
 BLOCKING = frozenset({"failed", "error", "blocked"})
 
@@ -60,11 +61,18 @@ class LayerItem(pytest.Item):
         return ItemEvidence(nodeid=self.nodeid, matrix=prefix, layer=self.planned.layer,
                             keys=dict(self.planned.keys), owner=self.owner)
 
+    def redactor(self) -> Redactor:
+        """The Redactor of this item's matrix (built once per matrix per process)."""
+        cache = self.config.stash.setdefault(REDACTORS, {})
+        if self.matrix.sha256 not in cache:
+            cache[self.matrix.sha256] = Redactor(extra=self.matrix.redact)
+        return cache[self.matrix.sha256]
+
     def finish(self, evidence: ItemEvidence, started: float) -> None:
-        """Stamp times and store the evidence on the item's stash for dependents and the report."""
+        """Stamp times and store the evidence, secrets redacted, on the item's stash for dependents and the report."""
         evidence.finished_at = utc_now()
         evidence.duration_s = round(time.perf_counter() - started, 4)
-        self.stash[OUTCOME] = evidence.to_dict()
+        self.stash[OUTCOME] = self.redactor().data(evidence.to_dict())
 
     def setup(self) -> None:
         """Skip as blocked when the dependency failed/errored/was blocked in this session."""
@@ -106,7 +114,7 @@ class LayerItem(pytest.Item):
         try:
             ctx = LayerContext(
                 matrix=self.matrix, planned=self.planned, backend=self.backend(), settings=settings,
-                evidence=evidence, output_limit=self.matrix.output_limit,
+                evidence=evidence, output_limit=self.matrix.output_limit, redactor=self.redactor(),
                 timeout_s=self.matrix.timeouts_s[self.planned.layer] * settings.timeout_scale)
             CHECKS[self.planned.layer](ctx)
             self.config.hook.pytest_hetero_layer_check(ctx=ctx)
@@ -129,7 +137,7 @@ class LayerItem(pytest.Item):
         team = self.config.hook.pytest_hetero_failure_owner(
             layer=self.planned.layer, category=category, default=default) or default
         evidence.status = status
-        evidence.failure = Failure(self.planned.layer, category, message, team)
+        evidence.failure = Failure(self.planned.layer, category, self.redactor().text(message), team)
         self.finish(evidence, started)
         raise LayerFailure(evidence.failure, status)
 

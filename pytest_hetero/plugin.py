@@ -24,6 +24,7 @@ from pytest_hetero.errors import HeteroError
 from pytest_hetero.evidence.model import utc_now
 from pytest_hetero.evidence.recorder import Recorder, assemble
 from pytest_hetero.item import LayerItem
+from pytest_hetero.redact import Redactor
 from pytest_hetero.reporting.terminal import write_summary
 from pytest_hetero.settings import add_options, build_settings
 from pytest_hetero.stash import BACKENDS, DESELECTED, OUTCOME, PLANS, RECORDER, SETTINGS
@@ -80,12 +81,12 @@ def pytest_configure(config: pytest.Config) -> None:
     extra = [str(p) for p in settings.matrices if str(p) not in config.args]
     config.args.extend(extra)
     if worker is None:
-        recorder = config.stash[RECORDER] = Recorder(settings.bundle_dir, {
+        recorder = config.stash[RECORDER] = Recorder(settings.bundle_dir, Redactor().data({
             "id": settings.run_id, "tool": "pytest-hetero", "tool_version": __version__,
             "started_at": utc_now(), "host": socket.gethostname(), "python": sys.version.split()[0],
             "pytest": pytest.__version__, "git_commit": _git_commit(settings.rootdir),
             "invocation": list(config.invocation_params.args), "profile": settings.profile,
-            "backend_override": settings.backend, "rootdir": str(settings.rootdir)})
+            "backend_override": settings.backend, "rootdir": str(settings.rootdir)}))
         config.pluginmanager.register(Journaler(recorder), "pytest_hetero.journaler")
         if hasattr(signal, "SIGTERM"):
             try:

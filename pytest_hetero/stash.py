@@ -11,6 +11,7 @@ if TYPE_CHECKING:
     from pytest_hetero.evidence.recorder import Recorder
     from pytest_hetero.matrix.expand import Plan
     from pytest_hetero.matrix.model import Matrix
+    from pytest_hetero.redact import Redactor
     from pytest_hetero.settings import Settings
 
 SETTINGS = pytest.StashKey["Settings"]()
@@ -23,5 +24,7 @@ BACKENDS = pytest.StashKey[dict[tuple[str, str], "Backend"]]()
 """(backend name, canonical target JSON) → live Backend, built on first use, closed at session end."""
 OUTCOME = pytest.StashKey[dict[str, Any]]()
 """On an item: its finished evidence dict (status, failure, blocked_by…), read by dependents."""
+REDACTORS = pytest.StashKey[dict[str, "Redactor"]]()
+"""Matrix sha256 → the Redactor for that matrix's items (environment secrets + spec.redact patterns)."""
 DESELECTED = pytest.StashKey[dict[str, str]]()
 """Nodeid → reason for items deselected in this process (-k/-m/profile/shard)."""

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from pytest_hetero.evidence.model import Artifact, ItemEvidence
 from pytest_hetero.matrix.expand import PlannedItem
 from pytest_hetero.matrix.model import Dataset, Image, Matrix, Model, Resource
+from pytest_hetero.redact import Redactor
 
 if TYPE_CHECKING:
     from pytest_hetero.backends.base import Backend
@@ -71,6 +72,7 @@ class LayerContext:
     evidence: ItemEvidence
     timeout_s: float
     output_limit: int
+    redactor: Redactor = field(default_factory=Redactor)
     state: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -108,10 +110,11 @@ class LayerContext:
         self.evidence.record(kind, **data)
 
     def artifact(self, name: str, content: str | bytes, media_type: str = "text/plain") -> Artifact:
-        """Write ``content`` as artifact ``name``; return its Artifact (path relative to the bundle)."""
+        """Write ``content`` (secrets redacted) as artifact ``name``; return its Artifact (path relative to the bundle)."""
         folder = self.artifact_dir
         folder.mkdir(parents=True, exist_ok=True)
         data = content.encode("utf-8", "replace") if isinstance(content, str) else content
+        data = self.redactor.bytes(data)
         target = folder / _SAFE.sub("_", name)
         target.write_bytes(data)
         art = Artifact(name=name, path=str(target.relative_to(self.settings.bundle_dir)),

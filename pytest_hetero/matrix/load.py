@@ -119,6 +119,14 @@ def _reference_problems(data: dict[str, Any], pos: Positions, file: str) -> list
                     f"known {dim}s: {', '.join(names[dim])}"
                 problems.append(MatrixError(f"exclude rule names unknown {dim} '{rule[dim]}'",
                                             Location(file, line, col, dotted(path, data)), hint))
+    for i, rule in enumerate(spec.get("redact", [])):
+        try:
+            re.compile(rule["pattern"])
+        except re.error as exc:
+            path = ("spec", "redact", i, "pattern")
+            line, col = pos.of(path)
+            problems.append(MatrixError(f"bad regular expression: {exc}", Location(file, line, col, dotted(path, data)),
+                                        "write a Python regular expression"))
     for pname, prof in (spec.get("profiles") or {}).items():
         for j, layer in enumerate(prof.get("layers", [])):
             if layer not in LAYERS:
@@ -181,7 +189,8 @@ def _build(data: dict[str, Any], path: Path, raw_sha: str, pos: Positions) -> Ma
         target=dict(spec.get("target", {"backend": "local"})),
         owners={**DEFAULT_OWNERS, **spec.get("owners", {})}, timeouts_s=timeouts,
         output_limit=int(output_limit), resources=resources_, images=images, models=models,
-        datasets=datasets, exclude=exclude, profiles=profiles, source=data)
+        datasets=datasets, exclude=exclude, profiles=profiles,
+        redact=tuple((r["kind"], r["pattern"]) for r in spec.get("redact", [])), source=data)
 
 
 def load_matrix(path: str | Path) -> Matrix:

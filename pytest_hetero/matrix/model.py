@@ -127,6 +127,7 @@ class Matrix:
     datasets: tuple[Dataset, ...]
     exclude: tuple[ExcludeRule, ...]
     profiles: dict[str, Profile]
+    redact: tuple[tuple[str, str], ...] = ()
     source: dict[str, Any] = field(repr=False, default_factory=dict)
 
     @property
