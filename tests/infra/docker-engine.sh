@@ -16,6 +16,8 @@
 #   HETERO_CACHE            cache root (default: $HOME/.cache/pytest-hetero); tarballs in $HETERO_CACHE/images
 #   HETERO_DOCKER_STATE     state dir for dockerd log/pid (default: /tmp/hetero-docker)
 #   HETERO_DOCKER_WAIT      seconds to wait for dockerd to answer (default: 60)
+#   HETERO_DOCKER_LOCK      lock file serialising concurrent runs, e.g. pytest-xdist workers
+#                           (default: /tmp/hetero-docker.lock); HETERO_DOCKER_LOCK_WAIT seconds (default 1500)
 #   HETERO_DOCKERD_FLAGS    extra dockerd flags, appended verbatim (word-split)
 #   HETERO_DOCKER_STORAGE_DRIVER  overlay2 | vfs | auto (default auto: overlay2 when an overlay mount
 #                           works on the data root's filesystem, else vfs)
@@ -41,10 +43,27 @@ SHELL_IMAGE=pytest-hetero/shell-only:1
 export DEBIAN_FRONTEND=noninteractive PIP_ROOT_USER_ACTION=ignore PIP_DISABLE_PIP_VERSION_CHECK=1
 T0=$SECONDS
 
+LOCK_FILE=${HETERO_DOCKER_LOCK:-/tmp/hetero-docker.lock}
+LOCK_WAIT_S=${HETERO_DOCKER_LOCK_WAIT:-1500}
+LOCKED=0
+
 log() { printf '[docker-engine +%ss] %s\n' "$((SECONDS - T0))" "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
 
 engine_up() { docker info >/dev/null 2>&1; }
+
+take_lock() {
+    # Serialise the slow paths (install/start dockerd, build/import images) across concurrent
+    # invocations; the fast "already there" checks run unlocked. Released when this script exits.
+    [ "$LOCKED" -eq 1 ] && return 0
+    exec 9>>"$LOCK_FILE" || die "cannot open lock file $LOCK_FILE"
+    chmod 0666 "$LOCK_FILE" 2>/dev/null || true
+    if ! flock -n 9; then
+        log "waiting for another docker-engine.sh run (lock $LOCK_FILE, up to ${LOCK_WAIT_S}s)"
+        flock -w "$LOCK_WAIT_S" 9 || die "lock $LOCK_FILE still held after ${LOCK_WAIT_S}s"
+    fi
+    LOCKED=1
+}
 
 need_root() {
     [ "$(id -u)" -eq 0 ] || die "$1 needs root (running as uid $(id -u)); start a Docker engine yourself or rerun as root"
@@ -131,6 +150,11 @@ cmd_ensure() {
         return 0
     fi
     need_root "starting dockerd"
+    take_lock
+    if engine_up; then
+        log "engine came up while we waited for the lock; nothing to do"
+        return 0
+    fi
     local tool
     for tool in dockerd containerd runc iptables; do
         if ! command -v "$tool" >/dev/null 2>&1; then
@@ -151,7 +175,8 @@ cmd_ensure() {
         # but remove it anyway so the log stays clean.
         rm -f "$STATE_DIR/dockerd.pid"
         # setsid + nohup: dockerd must outlive this script and the caller's process group.
-        setsid nohup dockerd "${flags[@]}" >>"$STATE_DIR/dockerd.log" 2>&1 </dev/null &
+        # 9>&-: dockerd must not inherit (and forever hold) our lock.
+        setsid nohup dockerd "${flags[@]}" >>"$STATE_DIR/dockerd.log" 2>&1 </dev/null 9>&- &
         pid=$!
         printf '%s\n' "$pid" >"$STATE_DIR/started-by-us"
     fi
@@ -285,6 +310,11 @@ ensure_image() {
     if [ "$have" = "$key" ]; then
         log "$name (key $key) already in the engine; nothing to do"
         return 0
+    fi
+    if [ "$LOCKED" -eq 0 ]; then
+        take_lock
+        ensure_image "$@" # re-check: a concurrent run may have imported it meanwhile
+        return
     fi
     [ -n "$have" ] && log "$name in the engine has key '$have', want $key: replacing"
 
