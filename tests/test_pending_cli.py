@@ -31,7 +31,11 @@ def test_json_output_for_a_file(tmp_path: Path, capsys: pytest.CaptureFixture[st
     assert (code, err) == (0, "")
     (reason,) = json.loads(out)
     assert (reason["code"], reason["nodes"], reason["resource"], reason["owner"]) == (
-        "insufficient_resource", 4, "nvidia.com/gpu", "infrastructure")
+        "insufficient_resource",
+        4,
+        "nvidia.com/gpu",
+        "infrastructure",
+    )
 
 
 def test_text_output_from_stdin(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
@@ -39,17 +43,22 @@ def test_text_output_from_stdin(monkeypatch: pytest.MonkeyPatch, capsys: pytest.
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(data)))
     code, out, _ = _run(["--text"], capsys)
     assert code == 0
-    assert out == ("kueue/queue_quota_insufficient [platform]: queue_quota_insufficient cpu in flavor x, 2 more "
-                   "needed -- insufficient unused quota for cpu in flavor x, 2 more needed\n")
+    assert out == (
+        "kueue/queue_quota_insufficient [platform]: queue_quota_insufficient cpu in flavor x, 2 more "
+        "needed -- insufficient unused quota for cpu in flavor x, 2 more needed\n"
+    )
 
 
-def test_nothing_explained_exits_1_and_prints_the_fragment(tmp_path: Path,
-                                                           capsys: pytest.CaptureFixture[str]) -> None:
+def test_nothing_explained_exits_1_and_prints_the_fragment(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     src = tmp_path / "odd.txt"
     src.write_text("the scheduler is on holiday\n")
     code, out, _ = _run(["--from", str(src)], capsys)
     assert code == 1
-    assert [(r["code"], r["message"]) for r in json.loads(out)] == [("unknown", "the scheduler is on holiday")]
+    assert [(r["code"], r["message"]) for r in json.loads(out)] == [
+        ("unknown", "the scheduler is on holiday")
+    ]
     code, out, _ = _run(["--from", str(src), "--text"], capsys)
     assert code == 1 and "the scheduler is on holiday" in out
 
@@ -75,10 +84,15 @@ def test_missing_and_unreadable_files_exit_2(tmp_path: Path, capsys: pytest.Capt
 
 @pytest.mark.skipif(not REAL.is_dir(), reason="real fixtures not present")
 def test_real_hami_capture_end_to_end(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = _run(["--from", str(REAL / "event-hami-failedscheduling-cardinsufficientmemory.txt")], capsys)
+    code, out, _ = _run(
+        ["--from", str(REAL / "event-hami-failedscheduling-cardinsufficientmemory.txt")], capsys
+    )
     assert code == 0
-    assert [r["code"] for r in json.loads(out)] == ["device_unfit", "preemption_no_victims",
-                                                     "device_memory_insufficient"]
+    assert [r["code"] for r in json.loads(out)] == [
+        "device_unfit",
+        "preemption_no_victims",
+        "device_memory_insufficient",
+    ]
 
 
 def test_registered_in_the_hetero_command(capsys: pytest.CaptureFixture[str]) -> None:

@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 import pytest
 
+from pytest_hetero.pending import Reason
 from pytest_hetero.pending.describe import (
-    classify_startup,
     parse_describe,
     parse_event_object,
     parse_events_table,
     parse_pod,
     unwrap,
 )
+from pytest_hetero.pending.startup import classify_startup
 
 PENDING_1_29 = """\
 Name:             cuda-vectoradd
@@ -63,7 +67,7 @@ Containers:
 """
 
 
-def _codes(reasons: list) -> list[tuple[str, str, str]]:  # type: ignore[type-arg]
+def _codes(reasons: list[Reason]) -> list[tuple[str, str, str]]:
     return [(r.source, r.code, r.owner) for r in reasons]
 
 
@@ -88,9 +92,14 @@ def test_image_pull_not_found_is_the_matrix_authors() -> None:
 @pytest.mark.parametrize(
     ("message", "owner"),
     [
-        ('Failed to pull image "r.local/x:1": dial tcp: lookup r.local on 10.96.0.10:53: no such host',
-         "infrastructure"),
-        ('Failed to pull image "nvcr.io/nvidia/private:1": failed to authorize: 401 Unauthorized', "platform"),
+        (
+            'Failed to pull image "r.local/x:1": dial tcp: lookup r.local on 10.96.0.10:53: no such host',
+            "infrastructure",
+        ),
+        (
+            'Failed to pull image "nvcr.io/nvidia/private:1": failed to authorize: 401 Unauthorized',
+            "platform",
+        ),
         ('Failed to pull image "docker.io/libary/pytorch:2": manifest unknown', "matrix-author"),
     ],
 )
@@ -101,56 +110,103 @@ def test_image_pull_owner_by_cause(message: str, owner: str) -> None:
 
 def test_oom_behind_crashloop() -> None:
     crash, oom = parse_describe(OOM)
-    assert (crash.code, crash.owner, crash.detail["last_state_reason"]) == ("crash_loop", "algorithm", "OOMKilled")
-    assert (oom.code, oom.owner, dict(oom.detail)) == ("oom_killed", "algorithm",
-                                                        {"container": "llm", "exit_code": "137"})
+    assert (crash.code, crash.owner, crash.detail["last_state_reason"]) == (
+        "crash_loop",
+        "algorithm",
+        "OOMKilled",
+    )
+    assert (oom.code, oom.owner, dict(oom.detail)) == (
+        "oom_killed",
+        "algorithm",
+        {"container": "llm", "exit_code": "137"},
+    )
 
 
 @pytest.mark.parametrize(
     ("reason", "message", "exit_code", "code", "owner"),
     [
-        ("CreateContainerConfigError", 'secret "hf-token" not found', None, "container_config_error", "platform"),
-        ("RunContainerError", 'failed to start container: Error response from daemon: could not select device '
-         'driver "" with capabilities: [[gpu]]', None, "device_runtime_error", "infrastructure"),
-        ("CreateContainerError", 'failed to get sandbox runtime: no runtime for "nvidia" is configured', None,
-         "device_runtime_error", "infrastructure"),
-        ("StartError", 'exec: "torchrun": executable file not found in $PATH: unknown', "128",
-         "container_start_error", "matrix-author"),
-        ("ContainerCannotRun", "OCI runtime create failed: container_linux.go:380: cgroup error", "128",
-         "container_start_error", "infrastructure"),
+        (
+            "CreateContainerConfigError",
+            'secret "hf-token" not found',
+            None,
+            "container_config_error",
+            "platform",
+        ),
+        (
+            "RunContainerError",
+            (
+                "failed to start container: Error response from daemon: could not select device "
+                'driver "" with capabilities: [[gpu]]'
+            ),
+            None,
+            "device_runtime_error",
+            "infrastructure",
+        ),
+        (
+            "CreateContainerError",
+            'failed to get sandbox runtime: no runtime for "nvidia" is configured',
+            None,
+            "device_runtime_error",
+            "infrastructure",
+        ),
+        (
+            "StartError",
+            'exec: "torchrun": executable file not found in $PATH: unknown',
+            "128",
+            "container_start_error",
+            "matrix-author",
+        ),
+        (
+            "ContainerCannotRun",
+            "OCI runtime create failed: container_linux.go:380: cgroup error",
+            "128",
+            "container_start_error",
+            "infrastructure",
+        ),
         ("Error", "", "1", "container_exit_nonzero", "algorithm"),
         ("Completed", "", "0", None, None),
         ("ContainerCreating", "", None, None, None),
     ],
 )
-def test_startup_states(reason: str, message: str, exit_code: str | None, code: str | None,
-                        owner: str | None) -> None:
+def test_startup_states(
+    reason: str, message: str, exit_code: str | None, code: str | None, owner: str | None
+) -> None:
     found = classify_startup(reason, message, exit_code=exit_code)
     assert ((found.code, found.owner) if found else (None, None)) == (code, owner)
 
 
 def test_unwrap_splits_pasted_labels_only() -> None:
     assert unwrap("    Host Port:      <none>          State:          Waiting   ") == [
-        "    Host Port:      <none>", "State:          Waiting"]
+        "    Host Port:      <none>",
+        "State:          Waiting",
+    ]
     assert unwrap("    Message:   error running hook #0: x") == ["    Message:   error running hook #0: x"]
 
 
 def test_event_message_wrapped_onto_next_line() -> None:
-    text = ("Events:\n  Type     Reason            Age   From               Message\n"
-            "  ----     ------            ----  ----               -------\n"
-            "  Warning  FailedScheduling  5s    default-scheduler  0/4 nodes are available: 4 Insufficient\n"
-            "nvidia.com/gpu.\n")
+    text = (
+        "Events:\n  Type     Reason            Age   From               Message\n"
+        "  ----     ------            ----  ----               -------\n"
+        "  Warning  FailedScheduling  5s    default-scheduler  0/4 nodes are available: 4 Insufficient\n"
+        "nvidia.com/gpu.\n"
+    )
     (reason,) = parse_describe(text)
     assert (reason.code, reason.nodes, reason.resource) == ("insufficient_resource", 4, "nvidia.com/gpu")
 
 
 def test_unrecognised_warning_event_is_kept_as_unknown() -> None:
-    text = ("Events:\n  Type     Reason   Age   From     Message\n  ----     ------   ----  ----     -------\n"
-            "  Warning  Weird    5s    kubelet  something odd happened\n"
-            "  Normal   Pulled   5s    kubelet  Container image already present\n")
+    text = (
+        "Events:\n  Type     Reason   Age   From     Message\n  ----     ------   ----  ----     -------\n"
+        "  Warning  Weird    5s    kubelet  something odd happened\n"
+        "  Normal   Pulled   5s    kubelet  Container image already present\n"
+    )
     (reason,) = parse_describe(text)
     assert (reason.source, reason.code, reason.message, dict(reason.detail)) == (
-        "kubelet", "unknown", "something odd happened", {"event_reason": "Weird"})
+        "kubelet",
+        "unknown",
+        "something odd happened",
+        {"event_reason": "Weird"},
+    )
 
 
 def test_get_events_table_with_namespace_column() -> None:
@@ -170,30 +226,59 @@ volcano     10s         Normal    Unschedulable      podgroup/pg-1          queu
 
 
 def test_get_events_table_without_namespace() -> None:
-    text = ("LAST SEEN   TYPE      REASON            OBJECT          MESSAGE\n"
-            "16s         Warning   FilteringFailed   pod/hami-big    1 nodes CardInsufficientCore(gpu-a)\n")
+    text = (
+        "LAST SEEN   TYPE      REASON            OBJECT          MESSAGE\n"
+        "16s         Warning   FilteringFailed   pod/hami-big    1 nodes CardInsufficientCore(gpu-a)\n"
+    )
     (reason,) = parse_events_table(text)
-    assert (reason.source, reason.code, reason.node_names) == ("hami", "device_cores_insufficient", ("gpu-a",))
+    assert (reason.source, reason.code, reason.node_names) == (
+        "hami",
+        "device_cores_insufficient",
+        ("gpu-a",),
+    )
 
 
 def test_event_objects_core_and_events_k8s_io() -> None:
-    core = {"kind": "Event", "type": "Warning", "reason": "FailedScheduling", "source": {"component": "volcano"},
-            "message": "0/2 nodes are unavailable: 2 Insufficient nvidia.com/gpu."}
-    assert [(r.source, r.code, r.nodes) for r in parse_event_object(core)] == [("volcano", "insufficient_resource", 2)]
-    new = {"type": "Warning", "reason": "OOMKilling", "reportingController": "kernel-monitor",
-           "note": "Memory cgroup out of memory: Killed process 4242 (python)"}
+    core = {
+        "kind": "Event",
+        "type": "Warning",
+        "reason": "FailedScheduling",
+        "source": {"component": "volcano"},
+        "message": "0/2 nodes are unavailable: 2 Insufficient nvidia.com/gpu.",
+    }
+    assert [(r.source, r.code, r.nodes) for r in parse_event_object(core)] == [
+        ("volcano", "insufficient_resource", 2)
+    ]
+    new = {
+        "type": "Warning",
+        "reason": "OOMKilling",
+        "reportingController": "kernel-monitor",
+        "note": "Memory cgroup out of memory: Killed process 4242 (python)",
+    }
     assert [r.code for r in parse_event_object(new)] == ["oom_killed"]
     assert parse_event_object({"type": "Normal", "reason": "Scheduled", "message": "ok"}) == []
 
 
-def _pod(status: dict[str, object], spec: dict[str, object] | None = None) -> dict[str, object]:
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": spec or {}, "status": status}
+def _pod(status: Mapping[str, Any], spec: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p"},
+        "spec": spec or {},
+        "status": status,
+    }
 
 
 def test_pod_scheduled_false_refined_to_affinity() -> None:
-    affinity = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": []}}}
-    cond = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
-            "message": "0/3 nodes are available: 3 node(s) didn't match Pod's node affinity/selector."}
+    affinity: dict[str, Any] = {
+        "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": []}}
+    }
+    cond = {
+        "type": "PodScheduled",
+        "status": "False",
+        "reason": "Unschedulable",
+        "message": "0/3 nodes are available: 3 node(s) didn't match Pod's node affinity/selector.",
+    }
     (reason,) = parse_pod(_pod({"phase": "Pending", "conditions": [cond]}, {"affinity": affinity}))
     assert (reason.code, reason.nodes, reason.owner) == ("node_affinity_mismatch", 3, "matrix-author")
     (plain,) = parse_pod(_pod({"phase": "Pending", "conditions": [cond]}, {"nodeSelector": {"gpu": "h100"}}))
@@ -201,30 +286,67 @@ def test_pod_scheduled_false_refined_to_affinity() -> None:
 
 
 def test_pod_scheduling_gated_and_kubelet_rejections() -> None:
-    gated = _pod({"conditions": [{"type": "PodScheduled", "status": "False", "reason": "SchedulingGated",
-                                  "message": "Scheduling is blocked due to non-empty scheduling gates"}]},
-                 {"schedulingGates": [{"name": "kueue.x-k8s.io/admission"}]})
+    gated = _pod(
+        {
+            "conditions": [
+                {
+                    "type": "PodScheduled",
+                    "status": "False",
+                    "reason": "SchedulingGated",
+                    "message": "Scheduling is blocked due to non-empty scheduling gates",
+                }
+            ]
+        },
+        {"schedulingGates": [{"name": "kueue.x-k8s.io/admission"}]},
+    )
     (reason,) = parse_pod(gated)
     assert (reason.code, dict(reason.detail)) == ("scheduling_gated", {"gates": "kueue.x-k8s.io/admission"})
-    out_of = _pod({"phase": "Failed", "reason": "OutOfnvidia.com/gpu",
-                   "message": "Pod was rejected: Node didn't have enough resource: nvidia.com/gpu, requested: 1, "
-                              "used: 8, capacity: 8"})
+    out_of = _pod(
+        {
+            "phase": "Failed",
+            "reason": "OutOfnvidia.com/gpu",
+            "message": "Pod was rejected: Node didn't have enough resource: nvidia.com/gpu, requested: 1, "
+            "used: 8, capacity: 8",
+        }
+    )
     (reason,) = parse_pod(out_of)
     assert (reason.source, reason.code, reason.resource, dict(reason.quantities)) == (
-        "kubelet", "insufficient_resource", "nvidia.com/gpu", {"requested": "1", "used": "8", "capacity": "8"})
-    unexpected = _pod({"phase": "Failed", "reason": "UnexpectedAdmissionError",
-                       "message": "Allocate failed due to rpc error: code = Unknown desc = no healthy devices"})
+        "kubelet",
+        "insufficient_resource",
+        "nvidia.com/gpu",
+        {"requested": "1", "used": "8", "capacity": "8"},
+    )
+    unexpected = _pod(
+        {
+            "phase": "Failed",
+            "reason": "UnexpectedAdmissionError",
+            "message": "Allocate failed due to rpc error: code = Unknown desc = no healthy devices",
+        }
+    )
     assert [r.code for r in parse_pod(unexpected)] == ["device_allocation_failed"]
 
 
 def test_pod_container_statuses() -> None:
-    status = {"containerStatuses": [
-        {"name": "main", "state": {"terminated": {"reason": "Error", "exitCode": 3, "message": "boom"}}},
-        {"name": "side", "state": {"running": {}}},
-    ], "initContainerStatuses": [
-        {"name": "fetch", "state": {"waiting": {"reason": "CreateContainerConfigError",
-                                                "message": 'configmap "model-cfg" not found'}}}]}
+    status = {
+        "containerStatuses": [
+            {"name": "main", "state": {"terminated": {"reason": "Error", "exitCode": 3, "message": "boom"}}},
+            {"name": "side", "state": {"running": {}}},
+        ],
+        "initContainerStatuses": [
+            {
+                "name": "fetch",
+                "state": {
+                    "waiting": {
+                        "reason": "CreateContainerConfigError",
+                        "message": 'configmap "model-cfg" not found',
+                    }
+                },
+            }
+        ],
+    }
     reasons = parse_pod(_pod(status))
     assert [(r.code, r.detail["container"]) for r in reasons] == [
-        ("container_config_error", "fetch"), ("container_exit_nonzero", "main")]
+        ("container_config_error", "fetch"),
+        ("container_exit_nonzero", "main"),
+    ]
     assert reasons[1].detail["exit_code"] == "3"

@@ -37,17 +37,35 @@ def test_kueue_workload_pending_on_hami_vgpu_quota() -> None:
     reasons = explain(_read("kueue-workload-pending-hami-vgpu-quota.yaml"))
     assert [r.to_dict() for r in reasons] == [
         {
-            "source": "kueue", "code": "queue_quota_insufficient", "category": "queue", "owner": "platform",
-            "resource": "nvidia.com/gpu", "nodes": None, "total_nodes": None, "node_names": [],
-            "quantities": {"more_needed": "1", "requested": "1"}, "flavor": "hami-t4", "taint": None,
-            "preemption": False, "detail": {"condition_reason": "Pending", "pod_set": "main"},
+            "source": "kueue",
+            "code": "queue_quota_insufficient",
+            "category": "queue",
+            "owner": "platform",
+            "resource": "nvidia.com/gpu",
+            "nodes": None,
+            "total_nodes": None,
+            "node_names": [],
+            "quantities": {"more_needed": "1", "requested": "1"},
+            "flavor": "hami-t4",
+            "taint": None,
+            "preemption": False,
+            "detail": {"condition_reason": "Pending", "pod_set": "main"},
             "message": "insufficient unused quota for nvidia.com/gpu in flavor hami-t4, 1 more needed",
         },
         {
-            "source": "kueue", "code": "queue_quota_insufficient", "category": "queue", "owner": "platform",
-            "resource": "nvidia.com/total-gpucores", "nodes": None, "total_nodes": None, "node_names": [],
-            "quantities": {"more_needed": "50", "requested": "50"}, "flavor": "hami-t4", "taint": None,
-            "preemption": False, "detail": {"condition_reason": "Pending", "pod_set": "main"},
+            "source": "kueue",
+            "code": "queue_quota_insufficient",
+            "category": "queue",
+            "owner": "platform",
+            "resource": "nvidia.com/total-gpucores",
+            "nodes": None,
+            "total_nodes": None,
+            "node_names": [],
+            "quantities": {"more_needed": "50", "requested": "50"},
+            "flavor": "hami-t4",
+            "taint": None,
+            "preemption": False,
+            "detail": {"condition_reason": "Pending", "pod_set": "main"},
             "message": "insufficient unused quota for nvidia.com/total-gpucores in flavor hami-t4, 50 more needed",
         },
     ]
@@ -56,23 +74,40 @@ def test_kueue_workload_pending_on_hami_vgpu_quota() -> None:
 def test_volcano_podgroup_gang_wrapped_message() -> None:
     (reason,) = explain(_read("volcano-podgroup-gang-unschedulable-vgpu.txt"))
     assert (reason.source, reason.code, reason.owner) == ("volcano", "gang_unschedulable", "infrastructure")
-    assert reason.message == ("1/2 tasks in gang unschedulable: pod group is not ready, 2 Pending, 2 minAvailable; "
-                              "Pending: 1 Schedulable, 1 Unschedulable")
+    assert reason.message == (
+        "1/2 tasks in gang unschedulable: pod group is not ready, 2 Pending, 2 minAvailable; "
+        "Pending: 1 Schedulable, 1 Unschedulable"
+    )
     assert dict(reason.quantities) == {
-        "unschedulable_tasks": "1", "tasks": "2", "pending": "2", "min_available": "2",
-        "pending_schedulable": "1", "pending_unschedulable": "1",
+        "unschedulable_tasks": "1",
+        "tasks": "2",
+        "pending": "2",
+        "min_available": "2",
+        "pending_schedulable": "1",
+        "pending_unschedulable": "1",
     }
-    assert dict(reason.detail) == {"phase": "Inqueue", "condition_reason": "NotEnoughResources",
-                                   "condition_type": "Unschedulable"}
+    assert dict(reason.detail) == {
+        "phase": "Inqueue",
+        "condition_reason": "NotEnoughResources",
+        "condition_type": "Unschedulable",
+    }
 
 
 def test_resourcequota_denial_inside_a_mixed_capture() -> None:
     (reason,) = explain(_read("quota-exceeded-timeslicing-tenancy-l4.txt"))
     assert (reason.source, reason.code, reason.owner, reason.resource) == (
-        "admission", "quota_exceeded", "platform", "nvidia.com/gpu")
+        "admission",
+        "quota_exceeded",
+        "platform",
+        "nvidia.com/gpu",
+    )
     assert dict(reason.quantities) == {"requested": "1", "used": "2", "limited": "2"}
-    assert dict(reason.detail) == {"quota": "gpu", "quota_resource": "requests.nvidia.com/gpu",
-                                   "object_kind": "pods", "object_name": "share-a3"}
+    assert dict(reason.detail) == {
+        "quota": "gpu",
+        "quota_resource": "requests.nvidia.com/gpu",
+        "object_kind": "pods",
+        "object_name": "share-a3",
+    }
 
 
 def test_gfd_crashloop_behind_nvidia_container_cli_rpc_timeout() -> None:

@@ -12,36 +12,65 @@ def _workload(*conditions: dict[str, str], requests: dict[str, str] | None = Non
     status: dict[str, object] = {"conditions": list(conditions)}
     if requests:
         status["resourceRequests"] = [{"name": "main", "resources": requests}]
-    return {"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "Workload",
-            "metadata": {"name": "job-train-3f2a", "namespace": "ml"},
-            "spec": {"queueName": "team-a"}, "status": status}
+    return {
+        "apiVersion": "kueue.x-k8s.io/v1beta1",
+        "kind": "Workload",
+        "metadata": {"name": "job-train-3f2a", "namespace": "ml"},
+        "spec": {"queueName": "team-a"},
+        "status": status,
+    }
 
 
 def test_quota_reserved_false_with_two_flavor_reasons_and_max_capacity() -> None:
-    wl = _workload({"type": "QuotaReserved", "status": "False", "reason": "Pending",
-                    "message": "couldn't assign flavors to pod set workers: insufficient unused quota for cpu in "
-                               "flavor on-demand, 3 more needed, insufficient quota for nvidia.com/gpu in flavor "
-                               "a100, request > maximum capacity (16 > 8)"},
-                   requests={"cpu": "12", "nvidia.com/gpu": "16"})
+    wl = _workload(
+        {
+            "type": "QuotaReserved",
+            "status": "False",
+            "reason": "Pending",
+            "message": "couldn't assign flavors to pod set workers: insufficient unused quota for cpu in "
+            "flavor on-demand, 3 more needed, insufficient quota for nvidia.com/gpu in flavor "
+            "a100, request > maximum capacity (16 > 8)",
+        },
+        requests={"cpu": "12", "nvidia.com/gpu": "16"},
+    )
     cpu, gpu = parse_workload(wl)
     assert (cpu.code, cpu.resource, cpu.flavor, dict(cpu.quantities)) == (
-        "queue_quota_insufficient", "cpu", "on-demand", {"more_needed": "3", "requested": "12"})
+        "queue_quota_insufficient",
+        "cpu",
+        "on-demand",
+        {"more_needed": "3", "requested": "12"},
+    )
     assert (gpu.code, gpu.resource, gpu.flavor, dict(gpu.quantities)) == (
-        "queue_request_exceeds_max", "nvidia.com/gpu", "a100", {"requested": "16", "maximum": "8"})
-    assert dict(gpu.detail) == {"workload": "job-train-3f2a", "local_queue": "team-a",
-                                "condition_type": "QuotaReserved", "condition_reason": "Pending",
-                                "pod_set": "workers"}
+        "queue_request_exceeds_max",
+        "nvidia.com/gpu",
+        "a100",
+        {"requested": "16", "maximum": "8"},
+    )
+    assert dict(gpu.detail) == {
+        "workload": "job-train-3f2a",
+        "local_queue": "team-a",
+        "condition_type": "QuotaReserved",
+        "condition_reason": "Pending",
+        "pod_set": "workers",
+    }
 
 
 def test_newer_max_capacity_wording_and_cohort() -> None:
     (prev,) = parse_kueue_message(
         "couldn't assign flavors to pod set main: insufficient quota for nvidia.com/gpu in flavor h100, previously "
-        "considered podsets requests (4) + current podset request (8) > maximum capacity (8)")
+        "considered podsets requests (4) + current podset request (8) > maximum capacity (8)"
+    )
     assert dict(prev.quantities) == {"previously_requested": "4", "requested": "8", "maximum": "8"}
-    (cohort,) = parse_kueue_message("couldn't assign flavors to pod set main: insufficient unused quota in cohort "
-                                    "for memory in flavor default, 64Gi more needed")
+    (cohort,) = parse_kueue_message(
+        "couldn't assign flavors to pod set main: insufficient unused quota in cohort "
+        "for memory in flavor default, 64Gi more needed"
+    )
     assert (cohort.code, cohort.resource, dict(cohort.quantities), cohort.detail["cohort"]) == (
-        "queue_quota_insufficient", "memory", {"more_needed": "64Gi"}, "true")
+        "queue_quota_insufficient",
+        "memory",
+        {"more_needed": "64Gi"},
+        "true",
+    )
 
 
 @pytest.mark.parametrize(
@@ -51,14 +80,26 @@ def test_newer_max_capacity_wording_and_cohort() -> None:
         ("LocalQueue lq-missing doesn't exist", "queue_not_found", {"localqueue": "lq-missing"}),
         ("ClusterQueue cq-x doesn't exist", "queue_not_found", {"clusterqueue": "cq-x"}),
         ("Workload namespace doesn't match ClusterQueue selector", "queue_namespace_mismatch", {}),
-        ("couldn't assign flavors to pod set main: resource nvidia.com/mig-1g.10gb unavailable in ClusterQueue",
-         "queue_resource_not_covered", {"pod_set": "main"}),
-        ("couldn't assign flavors to pod set main: flavor spot doesn't match node affinity",
-         "queue_flavor_mismatch", {"pod_set": "main"}),
-        ("couldn't assign flavors to pod set main: borrowing limit for nvidia.com/gpu in flavor t4 exceeded",
-         "queue_quota_insufficient", {"pod_set": "main", "borrowing_limit": "exceeded"}),
-        ("couldn't assign flavors to pod set main: insufficient quota for cpu in flavor default in ClusterQueue",
-         "queue_request_exceeds_max", {"pod_set": "main"}),
+        (
+            "couldn't assign flavors to pod set main: resource nvidia.com/mig-1g.10gb unavailable in ClusterQueue",
+            "queue_resource_not_covered",
+            {"pod_set": "main"},
+        ),
+        (
+            "couldn't assign flavors to pod set main: flavor spot doesn't match node affinity",
+            "queue_flavor_mismatch",
+            {"pod_set": "main"},
+        ),
+        (
+            "couldn't assign flavors to pod set main: borrowing limit for nvidia.com/gpu in flavor t4 exceeded",
+            "queue_quota_insufficient",
+            {"pod_set": "main", "borrowing_limit": "exceeded"},
+        ),
+        (
+            "couldn't assign flavors to pod set main: insufficient quota for cpu in flavor default in ClusterQueue",
+            "queue_request_exceeds_max",
+            {"pod_set": "main"},
+        ),
     ],
 )
 def test_queue_messages(message: str, code: str, extra: dict[str, str]) -> None:
@@ -67,21 +108,38 @@ def test_queue_messages(message: str, code: str, extra: dict[str, str]) -> None:
 
 
 def test_untolerated_taint_in_flavor() -> None:
-    (reason,) = parse_kueue_message("couldn't assign flavors to pod set main: untolerated taint "
-                                    "{spot=true:NoSchedule} in flavor spot")
+    (reason,) = parse_kueue_message(
+        "couldn't assign flavors to pod set main: untolerated taint {spot=true:NoSchedule} in flavor spot"
+    )
     assert (reason.code, reason.taint, reason.flavor, reason.owner) == (
-        "queue_flavor_mismatch", "spot=true:NoSchedule", "spot", "matrix-author")
+        "queue_flavor_mismatch",
+        "spot=true:NoSchedule",
+        "spot",
+        "matrix-author",
+    )
 
 
 def test_admitted_workload_has_no_reason_and_eviction_has_one() -> None:
-    admitted = _workload({"type": "QuotaReserved", "status": "True", "reason": "QuotaReserved", "message": "ok"},
-                         {"type": "Admitted", "status": "True", "reason": "Admitted", "message": "ok"},
-                         {"type": "PodsReady", "status": "False", "reason": "PodsReady",
-                          "message": "Not all pods are ready or succeeded"})
+    admitted = _workload(
+        {"type": "QuotaReserved", "status": "True", "reason": "QuotaReserved", "message": "ok"},
+        {"type": "Admitted", "status": "True", "reason": "Admitted", "message": "ok"},
+        {
+            "type": "PodsReady",
+            "status": "False",
+            "reason": "PodsReady",
+            "message": "Not all pods are ready or succeeded",
+        },
+    )
     assert parse_workload(admitted) == []
-    evicted = _workload({"type": "Evicted", "status": "True", "reason": "Preempted",
-                         "message": "Preempted to accommodate a workload (UID: 1234) due to prioritization in the "
-                                    "ClusterQueue"})
+    evicted = _workload(
+        {
+            "type": "Evicted",
+            "status": "True",
+            "reason": "Preempted",
+            "message": "Preempted to accommodate a workload (UID: 1234) due to prioritization in the "
+            "ClusterQueue",
+        }
+    )
     (reason,) = parse_workload(evicted)
     assert (reason.code, reason.detail["condition_reason"]) == ("workload_evicted", "Preempted")
     timeout = _workload({"type": "Evicted", "status": "True", "reason": "PodsReadyTimeout", "message": ""})
@@ -89,10 +147,19 @@ def test_admitted_workload_has_no_reason_and_eviction_has_one() -> None:
 
 
 def test_unknown_message_is_kept() -> None:
-    wl = _workload({"type": "QuotaReserved", "status": "False", "reason": "Pending",
-                    "message": "The workload is waiting for admission check gpu-prov"})
+    wl = _workload(
+        {
+            "type": "QuotaReserved",
+            "status": "False",
+            "reason": "Pending",
+            "message": "The workload is waiting for admission check gpu-prov",
+        }
+    )
     (reason,) = parse_workload(wl)
-    assert (reason.code, reason.message) == ("unknown", "The workload is waiting for admission check gpu-prov")
+    assert (reason.code, reason.message) == (
+        "unknown",
+        "The workload is waiting for admission check gpu-prov",
+    )
 
 
 def test_bad_shapes_raise_parse_error() -> None:

@@ -14,9 +14,19 @@ from pytest_hetero.pending import CODES, Reason, explain, summarise
 from pytest_hetero.pending.model import OWNERS, SOURCES, make_reason
 
 WORKLOAD = {
-    "apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "Workload", "metadata": {"name": "wl"},
-    "status": {"conditions": [{"type": "QuotaReserved", "status": "False", "reason": "Pending",
-                               "message": "ClusterQueue cq-a100 is inactive"}]},
+    "apiVersion": "kueue.x-k8s.io/v1beta1",
+    "kind": "Workload",
+    "metadata": {"name": "wl"},
+    "status": {
+        "conditions": [
+            {
+                "type": "QuotaReserved",
+                "status": "False",
+                "reason": "Pending",
+                "message": "ClusterQueue cq-a100 is inactive",
+            }
+        ]
+    },
 }
 PODGROUP_YAML = """\
 apiVersion: scheduling.volcano.sh/v1beta1
@@ -55,14 +65,19 @@ items:
 
 def test_workload_as_json_text_and_dict() -> None:
     from_text = explain(json.dumps(WORKLOAD))
-    assert [(r.source, r.code, r.detail["clusterqueue"]) for r in from_text] == [("kueue", "queue_inactive", "cq-a100")]
+    assert [(r.source, r.code, r.detail["clusterqueue"]) for r in from_text] == [
+        ("kueue", "queue_inactive", "cq-a100")
+    ]
     assert explain(WORKLOAD) == from_text
 
 
 def test_podgroup_yaml_with_folded_message() -> None:
     (reason,) = explain(PODGROUP_YAML)
     assert (reason.code, reason.quantities["pending_unschedulable"], reason.detail["queue"]) == (
-        "gang_unschedulable", "4", "default")
+        "gang_unschedulable",
+        "4",
+        "default",
+    )
 
 
 def test_event_list_yaml_and_multi_document() -> None:
@@ -73,24 +88,48 @@ def test_event_list_yaml_and_multi_document() -> None:
 
 
 def test_objects_without_kind_are_recognised() -> None:
-    pod = {"status": {"conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
-                                      "message": "0/1 nodes are available: 1 node(s) were unschedulable."}]}}
+    pod = {
+        "status": {
+            "conditions": [
+                {
+                    "type": "PodScheduled",
+                    "status": "False",
+                    "reason": "Unschedulable",
+                    "message": "0/1 nodes are available: 1 node(s) were unschedulable.",
+                }
+            ]
+        }
+    }
     assert [r.code for r in explain(pod)] == ["node_unschedulable"]
-    event = {"involvedObject": {"kind": "Pod"}, "reason": "FilteringFailed",
-             "message": "2 nodes NumaNotFit(a,b)"}
+    event = {
+        "involvedObject": {"kind": "Pod"},
+        "reason": "FilteringFailed",
+        "message": "2 nodes NumaNotFit(a,b)",
+    }
     assert [(r.code, r.nodes) for r in explain(event)] == [("device_numa_unfit", 2)]
-    loose = {"status": {"conditions": [{"message": "Workload namespace doesn't match ClusterQueue selector"}]}}
+    loose = {
+        "status": {"conditions": [{"message": "Workload namespace doesn't match ClusterQueue selector"}]}
+    }
     assert [r.code for r in explain(loose)] == ["queue_namespace_mismatch"]
 
 
 def test_bare_messages_of_each_source() -> None:
     assert [r.code for r in explain("0/3 nodes are available: 3 Insufficient huawei.com/Ascend910.")] == [
-        "insufficient_resource"]
-    assert [r.code for r in explain('pods "x" is forbidden: maximum memory usage per Container is 8Gi, but limit '
-                                    "is 16Gi")] == ["limitrange_violation"]
+        "insufficient_resource"
+    ]
+    assert [
+        r.code
+        for r in explain(
+            'pods "x" is forbidden: maximum memory usage per Container is 8Gi, but limit is 16Gi'
+        )
+    ] == ["limitrange_violation"]
     assert [r.code for r in explain("queue resource quota insufficient")] == ["queue_quota_insufficient"]
-    assert [r.code for r in explain("1/2 tasks in gang unschedulable: pod group is not ready,\n  2 Pending, "
-                                    "2 minAvailable")] == ["gang_unschedulable"]
+    assert [
+        r.code
+        for r in explain(
+            "1/2 tasks in gang unschedulable: pod group is not ready,\n  2 Pending, 2 minAvailable"
+        )
+    ] == ["gang_unschedulable"]
 
 
 def test_a_list_and_bytes() -> None:
@@ -111,8 +150,10 @@ def test_duplicates_are_dropped() -> None:
 
 
 def test_owner_overrides_and_bad_owner() -> None:
-    (reason,) = explain("0/2 nodes are available: 2 node(s) didn't match node selector.",
-                        owners={"node_selector_mismatch": "business"})
+    (reason,) = explain(
+        "0/2 nodes are available: 2 node(s) didn't match node selector.",
+        owners={"node_selector_mismatch": "business"},
+    )
     assert reason.owner == "business"
     with pytest.raises(ValueError, match="unknown owner"):
         explain("Too many pods", owners={"too_many_pods": "nobody"})
@@ -135,20 +176,37 @@ def test_bad_object_shape_raises_parse_error() -> None:
 
 
 def test_summarise() -> None:
-    reasons = explain("0/5 nodes are available: 2 Insufficient nvidia.com/gpu, 3 node(s) had untolerated taint "
-                      "{gpu: a100}. preemption: 0/5 nodes are available: 5 Preemption is not helpful for scheduling.")
+    reasons = explain(
+        "0/5 nodes are available: 2 Insufficient nvidia.com/gpu, 3 node(s) had untolerated taint "
+        "{gpu: a100}. preemption: 0/5 nodes are available: 5 Preemption is not helpful for scheduling."
+    )
     assert summarise(reasons) == (
         "insufficient_resource nvidia.com/gpu on 2/5 nodes [infrastructure]; untolerated_taint (gpu=a100) on 3/5 "
-        "nodes [matrix-author]; preemption: preemption_not_helpful on 5/5 nodes [platform]")
+        "nodes [matrix-author]; preemption: preemption_not_helpful on 5/5 nodes [platform]"
+    )
     assert summarise([]) == "no reason found"
 
 
 def test_reason_dict_shape_and_model_guards() -> None:
-    reason = make_reason("kueue", "queue_quota_insufficient", "m", resource="cpu", flavor="f",
-                         quantities={"more_needed": "1"})
-    assert list(reason.to_dict()) == ["source", "code", "category", "owner", "resource", "nodes", "total_nodes",
-                                      "node_names", "quantities", "flavor", "taint", "preemption", "detail",
-                                      "message"]
+    reason = make_reason(
+        "kueue", "queue_quota_insufficient", "m", resource="cpu", flavor="f", quantities={"more_needed": "1"}
+    )
+    assert list(reason.to_dict()) == [
+        "source",
+        "code",
+        "category",
+        "owner",
+        "resource",
+        "nodes",
+        "total_nodes",
+        "node_names",
+        "quantities",
+        "flavor",
+        "taint",
+        "preemption",
+        "detail",
+        "message",
+    ]
     json.dumps(reason.to_dict())
     for args in (("nowhere", "unknown"), ("kueue", "not_a_code")):
         with pytest.raises(ValueError):
@@ -175,10 +233,41 @@ def test_any_text_gives_reasons_or_parse_error(text: str) -> None:
     assert reasons or not text.strip()
 
 
-_WORDS = st.sampled_from(["0/3 nodes are available:", "Insufficient", "preemption:", "taint {", "}", "exceeded quota:",
-                          "requested:", "used:", "limited:", "in flavor", "more needed", "tasks in gang unschedulable:",
-                          "pod group is not ready,", "Events:", "State:", "Message:", "Warning", "FailedScheduling",
-                          "nodes", "(", ")", ",", ".", " ", "\n", "1", "2/2", "kind: Pod", "status:", "{", "["])
+_WORDS = st.sampled_from(
+    [
+        "0/3 nodes are available:",
+        "Insufficient",
+        "preemption:",
+        "taint {",
+        "}",
+        "exceeded quota:",
+        "requested:",
+        "used:",
+        "limited:",
+        "in flavor",
+        "more needed",
+        "tasks in gang unschedulable:",
+        "pod group is not ready,",
+        "Events:",
+        "State:",
+        "Message:",
+        "Warning",
+        "FailedScheduling",
+        "nodes",
+        "(",
+        ")",
+        ",",
+        ".",
+        " ",
+        "\n",
+        "1",
+        "2/2",
+        "kind: Pod",
+        "status:",
+        "{",
+        "[",
+    ]
+)
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -192,16 +281,40 @@ def test_near_miss_text_never_crashes(text: str) -> None:
 
 _JSON = st.recursive(
     st.none() | st.booleans() | st.integers() | st.text(max_size=30),
-    lambda children: st.lists(children, max_size=4)
-    | st.dictionaries(st.sampled_from(["kind", "status", "conditions", "message", "type", "reason", "items", "spec",
-                                       "metadata", "resourceRequests", "containerStatuses", "state", "waiting"]),
-                      children, max_size=5),
+    lambda children: (
+        st.lists(children, max_size=4)
+        | st.dictionaries(
+            st.sampled_from(
+                [
+                    "kind",
+                    "status",
+                    "conditions",
+                    "message",
+                    "type",
+                    "reason",
+                    "items",
+                    "spec",
+                    "metadata",
+                    "resourceRequests",
+                    "containerStatuses",
+                    "state",
+                    "waiting",
+                ]
+            ),
+            children,
+            max_size=5,
+        )
+    ),
     max_leaves=20,
 )
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.dictionaries(st.sampled_from(["kind", "status", "spec", "items", "message", "type"]), _JSON, max_size=4))
+@given(
+    st.dictionaries(
+        st.sampled_from(["kind", "status", "spec", "items", "message", "type"]), _JSON, max_size=4
+    )
+)
 def test_any_object_gives_reasons_or_parse_error(obj: dict[str, object]) -> None:
     try:
         _check(explain(obj))

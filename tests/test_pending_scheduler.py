@@ -2,19 +2,25 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from pytest_hetero.pending.scheduler import parse_hami_message, parse_scheduler_message
 
 
-def _rows(message: str, **kw: object) -> list[tuple[object, ...]]:
-    return [(r.source, r.code, r.nodes, r.total_nodes, r.resource, r.taint, r.preemption)
-            for r in parse_scheduler_message(message, **kw)]  # type: ignore[arg-type]
+def _rows(message: str, **kw: Any) -> list[tuple[object, ...]]:
+    return [
+        (r.source, r.code, r.nodes, r.total_nodes, r.resource, r.taint, r.preemption)
+        for r in parse_scheduler_message(message, **kw)
+    ]
 
 
 def test_v1_18_insufficient_gpu_and_old_taint_wording() -> None:
-    msg = ("0/5 nodes are available: 1 node(s) had taint {node-role.kubernetes.io/master: }, that the pod "
-           "didn't tolerate, 4 Insufficient nvidia.com/gpu.")
+    msg = (
+        "0/5 nodes are available: 1 node(s) had taint {node-role.kubernetes.io/master: }, that the pod "
+        "didn't tolerate, 4 Insufficient nvidia.com/gpu."
+    )
     assert _rows(msg) == [
         ("scheduler", "untolerated_taint", 1, 5, None, "node-role.kubernetes.io/master", False),
         ("scheduler", "insufficient_resource", 4, 5, "nvidia.com/gpu", None, False),
@@ -23,14 +29,17 @@ def test_v1_18_insufficient_gpu_and_old_taint_wording() -> None:
 
 def test_v1_18_node_selector_wording() -> None:
     assert _rows("0/3 nodes are available: 3 node(s) didn't match node selector.") == [
-        ("scheduler", "node_selector_mismatch", 3, 3, None, None, False)]
+        ("scheduler", "node_selector_mismatch", 3, 3, None, None, False)
+    ]
 
 
 def test_v1_28_full_message_with_preemption_part() -> None:
-    msg = ("0/7 nodes are available: 1 Insufficient nvidia.com/gpu, 2 node(s) didn't match Pod's node "
-           "affinity/selector, 1 node(s) had untolerated taint {nvidia.com/gpu: present}, 3 node(s) had taint "
-           "{dedicated: training}, that the pod didn't tolerate. preemption: 0/7 nodes are available: 1 No "
-           "preemption victims found for incoming pod, 6 Preemption is not helpful for scheduling.")
+    msg = (
+        "0/7 nodes are available: 1 Insufficient nvidia.com/gpu, 2 node(s) didn't match Pod's node "
+        "affinity/selector, 1 node(s) had untolerated taint {nvidia.com/gpu: present}, 3 node(s) had taint "
+        "{dedicated: training}, that the pod didn't tolerate. preemption: 0/7 nodes are available: 1 No "
+        "preemption victims found for incoming pod, 6 Preemption is not helpful for scheduling."
+    )
     assert _rows(msg) == [
         ("scheduler", "insufficient_resource", 1, 7, "nvidia.com/gpu", None, False),
         ("scheduler", "node_selector_mismatch", 2, 7, None, None, False),
@@ -40,13 +49,22 @@ def test_v1_28_full_message_with_preemption_part() -> None:
         ("scheduler", "preemption_not_helpful", 6, 7, None, None, True),
     ]
     owners = [r.owner for r in parse_scheduler_message(msg)]
-    assert owners == ["infrastructure", "matrix-author", "matrix-author", "matrix-author", "platform", "platform"]
+    assert owners == [
+        "infrastructure",
+        "matrix-author",
+        "matrix-author",
+        "matrix-author",
+        "platform",
+        "platform",
+    ]
 
 
 def test_v1_26_double_period_and_dra_note() -> None:
-    msg = ("0/2 nodes are available: 1 node(s) didn't match Pod's node affinity/selector, 1 node(s) had "
-           "untolerated taint {app: webapp}. no new claims to deallocate, preemption: 0/2 nodes are available: "
-           "2 Preemption is not helpful for scheduling..")
+    msg = (
+        "0/2 nodes are available: 1 node(s) didn't match Pod's node affinity/selector, 1 node(s) had "
+        "untolerated taint {app: webapp}. no new claims to deallocate, preemption: 0/2 nodes are available: "
+        "2 Preemption is not helpful for scheduling.."
+    )
     assert _rows(msg) == [
         ("scheduler", "node_selector_mismatch", 1, 2, None, None, False),
         ("scheduler", "untolerated_taint", 1, 2, None, "app=webapp", False),
@@ -73,7 +91,10 @@ def test_v1_26_double_period_and_dra_note() -> None:
         ("node(s) didn't match scheduler-enforced node affinity", "node_affinity_mismatch"),
         ("node(s) had untolerated taint {node.kubernetes.io/not-ready: }", "node_not_ready"),
         ("node(s) had untolerated taint {node.kubernetes.io/unreachable: }", "node_not_ready"),
-        ("node(s) had taint {node.kubernetes.io/unschedulable: }, that the pod didn't tolerate", "node_unschedulable"),
+        (
+            "node(s) had taint {node.kubernetes.io/unschedulable: }, that the pod didn't tolerate",
+            "node_unschedulable",
+        ),
         ("node(s) had untolerated taint {node.kubernetes.io/disk-pressure: }", "node_pressure"),
         ("node(s) had taints that the pod didn't tolerate", "untolerated_taint"),
         ("node(s) were not ready", "node_not_ready"),
@@ -90,15 +111,22 @@ def test_each_plugin_wording(fragment: str, code: str) -> None:
 
 
 def test_not_ready_taint_keeps_key_and_owner() -> None:
-    (reason,) = parse_scheduler_message("0/1 nodes are available: 1 node(s) had untolerated taint "
-                                        "{node.kubernetes.io/not-ready: }. preemption: ")
-    assert (reason.code, reason.taint, reason.owner) == ("node_not_ready", "node.kubernetes.io/not-ready",
-                                                         "infrastructure")
+    (reason,) = parse_scheduler_message(
+        "0/1 nodes are available: 1 node(s) had untolerated taint "
+        "{node.kubernetes.io/not-ready: }. preemption: "
+    )
+    assert (reason.code, reason.taint, reason.owner) == (
+        "node_not_ready",
+        "node.kubernetes.io/not-ready",
+        "infrastructure",
+    )
 
 
 def test_prefilter_rejection_without_counts() -> None:
-    msg = ('0/3 nodes are available: persistentvolumeclaim "rc-missing" not found. preemption: 0/3 nodes are '
-           "available: 3 No preemption victims found for incoming pod..")
+    msg = (
+        '0/3 nodes are available: persistentvolumeclaim "rc-missing" not found. preemption: 0/3 nodes are '
+        "available: 3 No preemption victims found for incoming pod.."
+    )
     assert _rows(msg) == [
         ("scheduler", "volume_binding", None, 3, None, None, False),
         ("scheduler", "preemption_no_victims", 3, 3, None, None, True),
@@ -109,8 +137,13 @@ def test_prefilter_rejection_without_counts() -> None:
     ("message", "code"),
     [
         ("pod has unbound immediate PersistentVolumeClaims", "volume_binding"),
-        ("0/1 nodes are available: 1 pod has unbound immediate PersistentVolumeClaims. preemption: 0/1 nodes "
-         "are available: 1 Preemption is not helpful for scheduling.", "volume_binding"),
+        (
+            (
+                "0/1 nodes are available: 1 pod has unbound immediate PersistentVolumeClaims. preemption: 0/1 nodes "
+                "are available: 1 Preemption is not helpful for scheduling."
+            ),
+            "volume_binding",
+        ),
         ("no nodes available to schedule pods", "no_nodes"),
         ("0/0 nodes are available: ", None),
     ],
@@ -135,24 +168,31 @@ def test_wrapped_message_is_joined() -> None:
 
 
 def test_volcano_failed_scheduling_wording() -> None:
-    msg = ("all nodes are unavailable: 1 plugin InterPodAffinity predicates failed node(s) didn't match pod "
-           "affinity/anti-affinity, node(s) didn't match pod affinity rules, 2 node(s) resource fit failed.")
+    msg = (
+        "all nodes are unavailable: 1 plugin InterPodAffinity predicates failed node(s) didn't match pod "
+        "affinity/anti-affinity, node(s) didn't match pod affinity rules, 2 node(s) resource fit failed."
+    )
     assert _rows(msg, source="volcano") == [
         ("volcano", "pod_affinity", 1, None, None, None, False),
         ("volcano", "insufficient_resource", 2, None, None, None, False),
     ]
     assert _rows("0/3 nodes are unavailable: 3 Insufficient nvidia.com/gpu.", source="volcano") == [
-        ("volcano", "insufficient_resource", 3, 3, "nvidia.com/gpu", None, False)]
-    assert _rows("0/2060 nodes are unavailable: 2053 task node selector does not match node labels, 7 "
-                 "Insufficient cpu", source="volcano") == [
+        ("volcano", "insufficient_resource", 3, 3, "nvidia.com/gpu", None, False)
+    ]
+    assert _rows(
+        "0/2060 nodes are unavailable: 2053 task node selector does not match node labels, 7 "
+        "Insufficient cpu",
+        source="volcano",
+    ) == [
         ("volcano", "node_selector_mismatch", 2053, 2060, None, None, False),
         ("volcano", "insufficient_resource", 7, 2060, "cpu", None, False),
     ]
 
 
 def test_hami_filtering_failed_with_several_nodes_and_reasons() -> None:
-    reasons = parse_hami_message("3 nodes CardInsufficientMemory(node-a,node-b,node-c) "
-                                 "2 nodes CardTimeSlicingExhausted(node-d,node-e)")
+    reasons = parse_hami_message(
+        "3 nodes CardInsufficientMemory(node-a,node-b,node-c) 2 nodes CardTimeSlicingExhausted(node-d,node-e)"
+    )
     assert [(r.code, r.nodes, r.node_names) for r in reasons] == [
         ("device_memory_insufficient", 3, ("node-a", "node-b", "node-c")),
         ("device_count_insufficient", 2, ("node-d", "node-e")),
@@ -173,7 +213,12 @@ def test_hami_filtering_failed_with_several_nodes_and_reasons() -> None:
 )
 def test_hami_reason_names(name: str, code: str, owner: str) -> None:
     (reason,) = parse_hami_message(f"1 nodes {name}(gpu-node-7)")
-    assert (reason.source, reason.code, reason.owner, reason.node_names) == ("hami", code, owner, ("gpu-node-7",))
+    assert (reason.source, reason.code, reason.owner, reason.node_names) == (
+        "hami",
+        code,
+        owner,
+        ("gpu-node-7",),
+    )
 
 
 def test_hami_no_available_node_and_card_tally() -> None:

@@ -15,28 +15,55 @@ from pytest_hetero.pending.volcano import (
 
 
 def test_podgroup_object_old_wording() -> None:
-    pg = {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
-          "metadata": {"name": "job-1"}, "spec": {"minMember": 1, "queue": "test"},
-          "status": {"phase": "Pending", "conditions": [
-              {"type": "Unschedulable", "status": "True", "reason": "NotEnoughResources",
-               "message": "1/0 tasks in gang unschedulable: pod group is not ready, 1 minAvailable."},
-              {"type": "Scheduled", "status": "True", "reason": "tasks in gang are ready to be scheduled"}]}}
+    pg = {
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "PodGroup",
+        "metadata": {"name": "job-1"},
+        "spec": {"minMember": 1, "queue": "test"},
+        "status": {
+            "phase": "Pending",
+            "conditions": [
+                {
+                    "type": "Unschedulable",
+                    "status": "True",
+                    "reason": "NotEnoughResources",
+                    "message": "1/0 tasks in gang unschedulable: pod group is not ready, 1 minAvailable.",
+                },
+                {"type": "Scheduled", "status": "True", "reason": "tasks in gang are ready to be scheduled"},
+            ],
+        },
+    }
     (reason,) = parse_podgroup(pg)
     assert (reason.code, dict(reason.quantities)) == (
-        "gang_unschedulable", {"unschedulable_tasks": "1", "tasks": "0", "min_available": "1"})
-    assert dict(reason.detail) == {"phase": "Pending", "podgroup": "job-1", "queue": "test",
-                                   "condition_reason": "NotEnoughResources"}
+        "gang_unschedulable",
+        {"unschedulable_tasks": "1", "tasks": "0", "min_available": "1"},
+    )
+    assert dict(reason.detail) == {
+        "phase": "Pending",
+        "podgroup": "job-1",
+        "queue": "test",
+        "condition_reason": "NotEnoughResources",
+    }
 
 
 def test_releasing_and_succeeded_stats() -> None:
-    (reason,) = parse_gang_message("3/4 tasks in gang unschedulable: pod group is not ready, 1 Succeeded,\n"
-                                   "      3 Releasing, 4 minAvailable")
-    assert dict(reason.quantities) == {"unschedulable_tasks": "3", "tasks": "4", "succeeded": "1",
-                                       "releasing": "3", "min_available": "4"}
+    (reason,) = parse_gang_message(
+        "3/4 tasks in gang unschedulable: pod group is not ready, 1 Succeeded,\n"
+        "      3 Releasing, 4 minAvailable"
+    )
+    assert dict(reason.quantities) == {
+        "unschedulable_tasks": "3",
+        "tasks": "4",
+        "succeeded": "1",
+        "releasing": "3",
+        "min_available": "4",
+    }
 
 
 def test_condition_without_message_still_names_the_gang() -> None:
-    (reason,) = parse_podgroup({"status": {"conditions": [{"type": "Unschedulable", "reason": "NotEnoughResources"}]}})
+    (reason,) = parse_podgroup(
+        {"status": {"conditions": [{"type": "Unschedulable", "reason": "NotEnoughResources"}]}}
+    )
     assert (reason.code, reason.message) == ("gang_unschedulable", "NotEnoughResources")
     assert parse_podgroup({"status": {"conditions": [{"type": "Unschedulable", "status": "False"}]}}) == []
 
@@ -44,8 +71,14 @@ def test_condition_without_message_still_names_the_gang() -> None:
 def test_queue_refusals() -> None:
     (quota,) = classify_queue_text("queue resource quota insufficient")
     assert (quota.source, quota.code, quota.owner, quota.resource) == (
-        "volcano", "queue_quota_insufficient", "platform", None)
-    named = classify_queue_text("queue resource quota insufficient: insufficient cpu, insufficient nvidia.com/gpu")
+        "volcano",
+        "queue_quota_insufficient",
+        "platform",
+        None,
+    )
+    named = classify_queue_text(
+        "queue resource quota insufficient: insufficient cpu, insufficient nvidia.com/gpu"
+    )
     assert [r.resource for r in named] == ["cpu", "nvidia.com/gpu"]
     (closed,) = classify_queue_text("queue gpu-q is closed")
     assert (closed.code, dict(closed.detail)) == ("queue_inactive", {"queue": "gpu-q"})
@@ -57,13 +90,15 @@ def test_queue_refusals() -> None:
 
 def test_volcano_message_dispatch() -> None:
     assert [r.code for r in parse_volcano_message("0/3 nodes are unavailable: 3 Insufficient cpu.")] == [
-        "insufficient_resource"]
+        "insufficient_resource"
+    ]
     assert parse_volcano_message("nothing here") == []
 
 
 def test_describe_text_with_unknown_message() -> None:
-    (reason,) = parse_podgroup_text("Message: the moon is in the wrong phase\nReason:  NotEnoughPods\n"
-                                    "Type:    Unschedulable\n")
+    (reason,) = parse_podgroup_text(
+        "Message: the moon is in the wrong phase\nReason:  NotEnoughPods\nType:    Unschedulable\n"
+    )
     assert (reason.code, reason.detail["condition_reason"]) == ("gang_unschedulable", "NotEnoughPods")
     assert parse_podgroup_text("Reason: x") == []
 

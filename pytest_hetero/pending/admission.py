@@ -61,7 +61,7 @@ def _bare(resource: str) -> str:
     """``requests.nvidia.com/gpu`` -> ``nvidia.com/gpu``; ``count/pods`` stays."""
     for prefix in ("requests.", "limits."):
         if resource.startswith(prefix):
-            return resource[len(prefix):]
+            return resource[len(prefix) :]
     return resource
 
 
@@ -77,11 +77,25 @@ def _quota(text: str) -> list[tuple[int, Reason]]:
     for m in _QUOTA.finditer(text):
         req, used, lim = _pairs(m.group("req")), _pairs(m.group("used")), _pairs(m.group("lim"))
         for key in req or lim:
-            quantities = {k: v for k, v in (("requested", req.get(key)), ("used", used.get(key)),
-                                            ("limited", lim.get(key))) if v is not None}
+            quantities = {
+                k: v
+                for k, v in (("requested", req.get(key)), ("used", used.get(key)), ("limited", lim.get(key)))
+                if v is not None
+            }
             detail = {"quota": m.group("quota"), "quota_resource": key, **_object(text, m.start())}
-            out.append((m.start(), make_reason("admission", "quota_exceeded", m.group(0), resource=_bare(key),
-                                               quantities=quantities, detail=detail)))
+            out.append(
+                (
+                    m.start(),
+                    make_reason(
+                        "admission",
+                        "quota_exceeded",
+                        m.group(0),
+                        resource=_bare(key),
+                        quantities=quantities,
+                        detail=detail,
+                    ),
+                )
+            )
     for m in _FAILED_QUOTA.finditer(text):
         what = m.group("what").strip()
         for part in re.split(r";\s*", what):
@@ -90,8 +104,18 @@ def _quota(text: str) -> list[tuple[int, Reason]]:
                 detail = {"quota": m.group("quota"), "quota_resource": key, **_object(text, m.start())}
                 if containers:
                     detail["containers"] = containers.strip()
-                out.append((m.start(), make_reason("admission", "quota_requires_limits", m.group(0),
-                                                   resource=_bare(key), detail=detail)))
+                out.append(
+                    (
+                        m.start(),
+                        make_reason(
+                            "admission",
+                            "quota_requires_limits",
+                            m.group(0),
+                            resource=_bare(key),
+                            detail=detail,
+                        ),
+                    )
+                )
     return out
 
 
@@ -100,13 +124,35 @@ def _limitrange(text: str) -> list[tuple[int, Reason]]:
     for m in _LIMIT.finditer(text):
         quantities = {m.group("bound"): m.group("lim"), m.group("kind"): m.group("val")}
         detail = {"scope": m.group("scope"), **_object(text, m.start())}
-        out.append((m.start(), make_reason("admission", "limitrange_violation", m.group(0),
-                                           resource=m.group("res"), quantities=quantities, detail=detail)))
+        out.append(
+            (
+                m.start(),
+                make_reason(
+                    "admission",
+                    "limitrange_violation",
+                    m.group(0),
+                    resource=m.group("res"),
+                    quantities=quantities,
+                    detail=detail,
+                ),
+            )
+        )
     for m in _RATIO.finditer(text):
         quantities = {"max_ratio": m.group("lim"), "ratio": m.group("val")}
         detail = {"scope": m.group("scope"), **_object(text, m.start())}
-        out.append((m.start(), make_reason("admission", "limitrange_violation", m.group(0),
-                                           resource=m.group("res"), quantities=quantities, detail=detail)))
+        out.append(
+            (
+                m.start(),
+                make_reason(
+                    "admission",
+                    "limitrange_violation",
+                    m.group(0),
+                    resource=m.group("res"),
+                    quantities=quantities,
+                    detail=detail,
+                ),
+            )
+        )
     return out
 
 
@@ -124,19 +170,38 @@ def _rbac(text: str) -> list[tuple[int, Reason]]:
         sa = re.match(r"system:serviceaccount:([^:]+):(.+)$", m.group("subject"))
         if sa:
             detail["serviceaccount"] = f"{sa.group(1)}/{sa.group(2)}"
-        out.append((m.start(), make_reason("apiserver", "forbidden_rbac", m.group(0), resource=resource,
-                                           detail=detail)))
+        out.append(
+            (
+                m.start(),
+                make_reason("apiserver", "forbidden_rbac", m.group(0), resource=resource, detail=detail),
+            )
+        )
     return out
 
 
 def _policy(text: str) -> list[tuple[int, Reason]]:
     out: list[tuple[int, Reason]] = []
     for m in _PSA.finditer(text):
-        out.append((m.start(), make_reason("admission", "podsecurity_violation", m.group(0),
-                                           detail={"level": m.group("level"), **_object(text, m.start())})))
+        out.append(
+            (
+                m.start(),
+                make_reason(
+                    "admission",
+                    "podsecurity_violation",
+                    m.group(0),
+                    detail={"level": m.group("level"), **_object(text, m.start())},
+                ),
+            )
+        )
     for m in _PSP.finditer(text):
-        out.append((m.start(), make_reason("admission", "podsecurity_violation", m.group(0),
-                                           detail={"level": "PodSecurityPolicy"})))
+        out.append(
+            (
+                m.start(),
+                make_reason(
+                    "admission", "podsecurity_violation", m.group(0), detail={"level": "PodSecurityPolicy"}
+                ),
+            )
+        )
     for m in _WEBHOOK_DENIED.finditer(text):
         from pytest_hetero.pending.volcano import classify_queue_text
 
@@ -144,11 +209,29 @@ def _policy(text: str) -> list[tuple[int, Reason]]:
         if queue:
             out.extend((m.start(), r) for r in queue)
             continue
-        out.append((m.start(), make_reason("admission", "webhook_denied", m.group(0),
-                                           detail={"webhook": m.group("hook"), "why": m.group("why").strip()})))
+        out.append(
+            (
+                m.start(),
+                make_reason(
+                    "admission",
+                    "webhook_denied",
+                    m.group(0),
+                    detail={"webhook": m.group("hook"), "why": m.group("why").strip()},
+                ),
+            )
+        )
     for m in _WEBHOOK_FAILED.finditer(text):
-        out.append((m.start(), make_reason("admission", "webhook_unavailable", m.group(0),
-                                           detail={"webhook": m.group("hook"), "why": m.group("why").strip()})))
+        out.append(
+            (
+                m.start(),
+                make_reason(
+                    "admission",
+                    "webhook_unavailable",
+                    m.group(0),
+                    detail={"webhook": m.group("hook"), "why": m.group("why").strip()},
+                ),
+            )
+        )
     return out
 
 

@@ -29,8 +29,13 @@ def add_parser(subparsers: Any) -> None:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--from", dest="source", default="-", metavar="FILE",
-                        help="file to read, or '-' for standard input (default)")
+    parser.add_argument(
+        "--from",
+        dest="source",
+        default="-",
+        metavar="FILE",
+        help="file to read, or '-' for standard input (default)",
+    )
     parser.add_argument("--text", action="store_true", help="print one line per reason instead of JSON")
     parser.set_defaults(func=run)
 

@@ -1,4 +1,4 @@
-"""Captured ``kubectl`` output and Pod/Event objects -> reasons, including container startup failures.
+"""Captured ``kubectl`` output and Pod/Event objects -> reasons (startup states via :mod:`.startup`).
 
 Inputs (kubectl 1.18-1.34):
 
@@ -11,11 +11,8 @@ Inputs (kubectl 1.18-1.34):
   ``status.reason`` such as ``OutOfnvidia.com/gpu`` / ``UnexpectedAdmissionError``, and
   ``containerStatuses``).
 
-Startup codes: ``image_pull_failed`` (ErrImagePull, ImagePullBackOff, InvalidImageName),
-``container_config_error`` (CreateContainerConfigError), ``container_start_error``
-(CreateContainerError, RunContainerError, StartError, ContainerCannotRun), ``device_runtime_error``
-(nvidia-container-cli / driver rpc errors, ``could not select device driver``, unknown runtime),
-``crash_loop``, ``oom_killed``, ``container_exit_nonzero``; owners follow the cause.
+Container states and kubelet rejections are classified by :mod:`.startup`; event messages by the
+parser of their source (scheduler, HAMi, admission, Kueue, Volcano).
 """
 
 from __future__ import annotations
@@ -28,25 +25,63 @@ from pytest_hetero.pending.admission import parse_admission_message
 from pytest_hetero.pending.kueue import parse_kueue_message
 from pytest_hetero.pending.model import Reason, as_list, as_map, make_reason
 from pytest_hetero.pending.scheduler import parse_hami_message, parse_scheduler_message
+from pytest_hetero.pending.startup import (
+    PULL,
+    START,
+    classify_startup,
+    container_reasons,
+    container_state,
+    kubelet_admission,
+)
 from pytest_hetero.pending.volcano import parse_volcano_message
 
-_DEVICE_RUNTIME = re.compile(
-    r"nvidia-container-cli|driver rpc error|could not select device driver|unknown runtime|"
-    r"no runtime for \S+ is configured|runtimeclass\S* \"?[\w.-]+\"? not found|nvidia-container-runtime|"
-    r"ascend-docker-runtime|libnvidia-ml\.so|failed to initialize nvml|dcmi", re.I)
-_NETWORK = re.compile(r"i/o timeout|connection refused|dial tcp|tls handshake|no such host|toomanyrequests|"
-                      r"context deadline exceeded|network is unreachable", re.I)
-_NOT_FOUND = re.compile(r"not found|manifest unknown|does not exist|invalid reference format|InvalidImageName", re.I)
-_AUTH = re.compile(r"unauthorized|authentication required|access denied|403 forbidden|denied:", re.I)
-_PULL = {"ErrImagePull", "ImagePullBackOff", "ErrImageNeverPull", "InvalidImageName", "RegistryUnavailable"}
-_START = {"CreateContainerError", "RunContainerError", "StartError", "ContainerCannotRun", "PreStartHookError",
-          "PostStartHookError"}
-_LABELS = ("Container ID", "Image ID", "Image", "Port", "Host Port", "Host Ports", "Ports", "State", "Last State",
-           "Reason", "Message", "Exit Code", "Signal", "Started", "Finished", "Ready", "Restart Count", "Limits",
-           "Requests", "Environment", "Mounts", "Command", "Args", "Liveness", "Readiness", "Events", "Conditions",
-           "Volumes", "QoS Class", "Node-Selectors", "Tolerations", "Status", "IP", "IPs", "Node", "Namespace",
-           "Priority", "Labels", "Annotations", "Controlled By", "Init Containers", "Containers", "Name",
-           "Service Account", "Start Time")
+_LABELS = (
+    "Container ID",
+    "Image ID",
+    "Image",
+    "Port",
+    "Host Port",
+    "Host Ports",
+    "Ports",
+    "State",
+    "Last State",
+    "Reason",
+    "Message",
+    "Exit Code",
+    "Signal",
+    "Started",
+    "Finished",
+    "Ready",
+    "Restart Count",
+    "Limits",
+    "Requests",
+    "Environment",
+    "Mounts",
+    "Command",
+    "Args",
+    "Liveness",
+    "Readiness",
+    "Events",
+    "Conditions",
+    "Volumes",
+    "QoS Class",
+    "Node-Selectors",
+    "Tolerations",
+    "Status",
+    "IP",
+    "IPs",
+    "Node",
+    "Namespace",
+    "Priority",
+    "Labels",
+    "Annotations",
+    "Controlled By",
+    "Init Containers",
+    "Containers",
+    "Name",
+    "Service Account",
+    "Start Time",
+)
 _LABEL = "|".join(re.escape(label) for label in sorted(_LABELS, key=len, reverse=True))
 _SPLIT = re.compile(rf"(?<=\S)\s{{3,}}(?=(?:{_LABEL}):(?:\s|$))")
 _FIELD = re.compile(rf"^\s*({_LABEL}):\s*(.*?)\s*$")
@@ -62,80 +97,6 @@ def _source_for(component: str) -> str:
     return "scheduler" if "scheduler" in low else "kubelet"
 
 
-def _owner_for_pull(message: str) -> str:
-    if _NETWORK.search(message):
-        return "infrastructure"
-    if _NOT_FOUND.search(message):
-        return "matrix-author"
-    if _AUTH.search(message):
-        return "platform"
-    return "matrix-author"
-
-
-def classify_startup(reason: str, message: str = "", *, exit_code: str | None = None,
-                     container: str | None = None) -> Reason | None:
-    """One container state (``reason``, ``message``, ``exit_code``) -> a startup reason, or None.
-
-    None for states that are not failures (``Running``, ``ContainerCreating``, exit 0 ``Completed``).
-    """
-    message = re.sub(r"\s+", " ", message).strip()
-    text = message or reason
-    detail = {"container": container} if container else {}
-    if exit_code is not None:
-        detail["exit_code"] = exit_code
-    if _DEVICE_RUNTIME.search(message) and reason not in _PULL:
-        return make_reason("kubelet", "device_runtime_error", text, detail={**detail, "state_reason": reason})
-    if reason in _PULL or "pull" in reason.lower() and "image" in message.lower():
-        return make_reason("kubelet", "image_pull_failed", text, owner=_owner_for_pull(text + " " + reason),
-                           detail=detail)
-    if reason == "CreateContainerConfigError":
-        return make_reason("kubelet", "container_config_error", text, detail=detail)
-    if reason in _START:
-        owner = "matrix-author" if re.search(r"executable file not found|no such file or directory", message) else None
-        return make_reason("kubelet", "container_start_error", text, owner=owner,
-                           detail={**detail, "state_reason": reason})
-    if reason == "OOMKilled":
-        return make_reason("kubelet", "oom_killed", text, detail=detail)
-    if reason == "CrashLoopBackOff":
-        return make_reason("kubelet", "crash_loop", text, detail=detail)
-    if exit_code not in (None, "", "0"):
-        return make_reason("kubelet", "container_exit_nonzero", text, detail=detail)
-    return None
-
-
-def container_reasons(container: str | None, state: Mapping[str, str], last: Mapping[str, str]) -> list[Reason]:
-    """Reasons from a container's current and last state (``reason``/``message``/``exit_code`` keys).
-
-    A ``crash_loop`` takes the owner of the last termination's cause when that cause is known, and the
-    cause itself is reported too (e.g. ``device_runtime_error`` behind a CrashLoopBackOff).
-    """
-    now = classify_startup(state.get("reason", ""), state.get("message", ""), exit_code=state.get("exit_code"),
-                           container=container)
-    before = classify_startup(last.get("reason", ""), last.get("message", ""), exit_code=last.get("exit_code"),
-                              container=container) if last else None
-    out: list[Reason] = []
-    if now is not None:
-        if now.code == "crash_loop" and before is not None:
-            now = make_reason("kubelet", "crash_loop", now.message, owner=before.owner,
-                              detail={**now.detail, "last_state_reason": last.get("reason", "")})
-        out.append(now)
-    if before is not None and (now is None or now.code == "crash_loop"):
-        out.append(before)
-    return out
-
-
-def _kubelet_admission(reason: str, message: str) -> Reason | None:
-    """Pod-level kubelet rejections: ``OutOf<resource>``, ``UnexpectedAdmissionError``."""
-    if reason.startswith("OutOf"):
-        m = re.search(r"resource: ([^,\s]+), requested: (\S+?), used: (\S+?), capacity: (\S+)", message)
-        quantities = {"requested": m.group(2), "used": m.group(3), "capacity": m.group(4)} if m else {}
-        return make_reason("kubelet", "insufficient_resource", message or reason, resource=reason[5:],
-                           quantities=quantities, detail={"pod_reason": reason})
-    if reason == "UnexpectedAdmissionError" or "allocate failed" in message.lower():
-        return make_reason("kubelet", "device_allocation_failed", message or reason, detail={"pod_reason": reason})
-    return None
-
-
 def classify_message(message: str, *, reason: str = "", component: str = "") -> list[Reason]:
     """Reasons from one event (``reason``, ``message``, reporting ``component``); ``[]`` if not understood."""
     low = component.lower()
@@ -143,16 +104,21 @@ def classify_message(message: str, *, reason: str = "", component: str = "") -> 
         return parse_scheduler_message(message, source="volcano" if "volcano" in low else "scheduler")
     if reason == "FilteringFailed":
         return parse_hami_message(message) or [make_reason("hami", "unknown", message.strip())]
-    admission = _kubelet_admission(reason, message)
+    admission = kubelet_admission(reason, message)
     if admission is not None:
         return [admission]
-    if reason in ("BackOff", "Failed", "FailedCreatePodContainer", "FailedCreatePodSandBox") or reason in _PULL:
+    if (
+        reason in ("BackOff", "Failed", "FailedCreatePodContainer", "FailedCreatePodSandBox")
+        or reason in PULL
+    ):
         if "back-off restarting" in message.lower():
             return [make_reason("kubelet", "crash_loop", message.strip())]
         state = re.search(r"Error: (\w+)", message)
-        known = _PULL | _START | {"CreateContainerConfigError", "CrashLoopBackOff", "OOMKilled"}
+        known = PULL | START | {"CreateContainerConfigError", "CrashLoopBackOff", "OOMKilled"}
         word = state.group(1) if state and state.group(1) in known else ""
-        startup = classify_startup(word or ("ErrImagePull" if "pull" in message.lower() else "StartError"), message)
+        startup = classify_startup(
+            word or ("ErrImagePull" if "pull" in message.lower() else "StartError"), message
+        )
         return [startup] if startup else []
     if reason == "OOMKilling":
         return [make_reason("kubelet", "oom_killed", message.strip())]
@@ -226,8 +192,11 @@ def parse_describe(text: str) -> list[Reason]:
     for reason, component, message, kind in events:
         if kind == "Warning":
             found = classify_message(message, reason=reason, component=component)
-            found = found or [make_reason(_source_for(component), "unknown", message.strip(),
-                                          detail={"event_reason": reason})]
+            found = found or [
+                make_reason(
+                    _source_for(component), "unknown", message.strip(), detail={"event_reason": reason}
+                )
+            ]
             reasons.extend(r for r in found if r not in reasons)
     return reasons
 
@@ -240,16 +209,17 @@ def parse_events_table(text: str) -> list[Reason]:
         return []
     cols = {m.group(0): m.start() for m in re.finditer(r"[A-Z]+(?: [A-Z]+)?", lines[header])}
     reasons: list[Reason] = []
-    for line in lines[header + 1:]:
+    for line in lines[header + 1 :]:
         if "Warning" not in line or len(line) <= cols.get("MESSAGE", 0):
             continue
-        rest = line[cols["REASON"]:].split(None, 1)
+        rest = line[cols["REASON"] :].split(None, 1)
         reason = rest[0] if rest else ""
-        message = line[cols["MESSAGE"]:]
-        component = line[cols["SOURCE"]:cols["MESSAGE"]].strip() if "SOURCE" in cols else ""
+        message = line[cols["MESSAGE"] :]
+        component = line[cols["SOURCE"] : cols["MESSAGE"]].strip() if "SOURCE" in cols else ""
         found = classify_message(message, reason=reason, component=component)
-        found = found or [make_reason(_source_for(component), "unknown", message.strip(),
-                                      detail={"event_reason": reason})]
+        found = found or [
+            make_reason(_source_for(component), "unknown", message.strip(), detail={"event_reason": reason})
+        ]
         reasons.extend(r for r in found if r not in reasons)
     return reasons
 
@@ -260,21 +230,17 @@ def parse_event_object(obj: Mapping[str, Any]) -> list[Reason]:
         return []
     message = str(obj.get("message") or obj.get("note") or "")
     source = as_map(obj.get("source"), "source")
-    component = str(source.get("component") or obj.get("reportingComponent") or obj.get("reportingController") or "")
+    component = str(
+        source.get("component") or obj.get("reportingComponent") or obj.get("reportingController") or ""
+    )
     found = classify_message(message, reason=str(obj.get("reason", "")), component=component)
-    unknown = make_reason(_source_for(component), "unknown", message.strip(), detail={"event_reason": str(obj.get("reason", ""))})
+    unknown = make_reason(
+        _source_for(component),
+        "unknown",
+        message.strip(),
+        detail={"event_reason": str(obj.get("reason", ""))},
+    )
     return found or ([unknown] if message.strip() else [])
-
-
-def _state(entry: Mapping[str, Any]) -> dict[str, str]:
-    for kind in ("waiting", "terminated"):
-        part = entry.get(kind)
-        if isinstance(part, Mapping):
-            out = {"reason": str(part.get("reason", "")), "message": str(part.get("message", ""))}
-            if kind == "terminated" and "exitCode" in part:
-                out["exit_code"] = str(part["exitCode"])
-            return out
-    return {}
 
 
 def parse_pod(obj: Mapping[str, Any]) -> list[Reason]:
@@ -283,31 +249,53 @@ def parse_pod(obj: Mapping[str, Any]) -> list[Reason]:
     spec = as_map(obj.get("spec"), "spec")
     reasons: list[Reason] = []
     for cond in as_list(status.get("conditions"), "status.conditions"):
-        if not isinstance(cond, Mapping) or cond.get("type") != "PodScheduled" or cond.get("status") == "True":
+        if (
+            not isinstance(cond, Mapping)
+            or cond.get("type") != "PodScheduled"
+            or cond.get("status") == "True"
+        ):
             continue
         message = str(cond.get("message", ""))
         if cond.get("reason") == "SchedulingGated":
-            gates = ",".join(str(g.get("name")) for g in as_list(spec.get("schedulingGates"), "spec.schedulingGates")
-                             if isinstance(g, Mapping))
-            reasons.append(make_reason("scheduler", "scheduling_gated", message or "SchedulingGated",
-                                       detail={"gates": gates} if gates else {}))
+            gates = ",".join(
+                str(g.get("name"))
+                for g in as_list(spec.get("schedulingGates"), "spec.schedulingGates")
+                if isinstance(g, Mapping)
+            )
+            reasons.append(
+                make_reason(
+                    "scheduler",
+                    "scheduling_gated",
+                    message or "SchedulingGated",
+                    detail={"gates": gates} if gates else {},
+                )
+            )
             continue
         volcano = "volcano" in str(spec.get("schedulerName", ""))
         found = parse_scheduler_message(message, source="volcano" if volcano else "scheduler")
-        node_affinity = as_map(as_map(spec.get("affinity"), "spec.affinity").get("nodeAffinity"),
-                               "spec.affinity.nodeAffinity")
+        node_affinity = as_map(
+            as_map(spec.get("affinity"), "spec.affinity").get("nodeAffinity"), "spec.affinity.nodeAffinity"
+        )
         affinity = node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution")
         if affinity and not spec.get("nodeSelector"):
-            found = [make_reason(r.source, "node_affinity_mismatch", r.message, nodes=r.nodes, total_nodes=r.total_nodes)
-                     if r.code == "node_selector_mismatch" else r for r in found]
+            found = [
+                make_reason(
+                    r.source, "node_affinity_mismatch", r.message, nodes=r.nodes, total_nodes=r.total_nodes
+                )
+                if r.code == "node_selector_mismatch"
+                else r
+                for r in found
+            ]
         reasons += found
-    kubelet = _kubelet_admission(str(status.get("reason", "")), str(status.get("message", "")))
+    kubelet = kubelet_admission(str(status.get("reason", "")), str(status.get("message", "")))
     if kubelet is not None:
         reasons.append(kubelet)
     for key in ("initContainerStatuses", "containerStatuses"):
         for entry in as_list(status.get(key), f"status.{key}"):
             if isinstance(entry, Mapping):
-                reasons += container_reasons(str(entry.get("name", "")) or None,
-                                             _state(as_map(entry.get("state"), f"status.{key}[].state")),
-                                             _state(as_map(entry.get("lastState"), f"status.{key}[].lastState")))
+                reasons += container_reasons(
+                    str(entry.get("name", "")) or None,
+                    container_state(as_map(entry.get("state"), f"status.{key}[].state")),
+                    container_state(as_map(entry.get("lastState"), f"status.{key}[].lastState")),
+                )
     return reasons

@@ -28,22 +28,33 @@ from pytest_hetero.pending.model import Reason, as_list, as_map, make_reason
 _R = r"(?P<res>[\w./-]+)"
 _F = r"(?P<flavor>[\w.-]+)"
 _PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
-    (re.compile(p, re.I), code)
+    (re.compile(p, re.IGNORECASE), code)
     for p, code in (
-        (rf"insufficient unused quota (?P<cohort>in cohort )?for {_R} in flavor {_F}, (?P<more>\S+) more needed",
-         "queue_quota_insufficient"),
-        (rf"insufficient quota for {_R} in flavor {_F}, previously considered podsets requests \((?P<prev>[^)]*)\)"
-         rf" \+ current podset request \((?P<req>[^)]*)\) > maximum capacity \((?P<max>[^)]*)\)",
-         "queue_request_exceeds_max"),
-        (rf"insufficient quota for {_R} in flavor {_F}, request > maximum capacity \((?P<req>\S+) > (?P<max>[^)]+)\)",
-         "queue_request_exceeds_max"),
+        (
+            rf"insufficient unused quota (?P<cohort>in cohort )?for {_R} in flavor {_F}, (?P<more>\S+) more needed",
+            "queue_quota_insufficient",
+        ),
+        (
+            (
+                rf"insufficient quota for {_R} in flavor {_F}, previously considered podsets requests \((?P<prev>[^)]*)\)"
+                rf" \+ current podset request \((?P<req>[^)]*)\) > maximum capacity \((?P<max>[^)]*)\)"
+            ),
+            "queue_request_exceeds_max",
+        ),
+        (
+            rf"insufficient quota for {_R} in flavor {_F}, request > maximum capacity \((?P<req>\S+) > (?P<max>[^)]+)\)",
+            "queue_request_exceeds_max",
+        ),
         (rf"insufficient quota for {_R} in flavor {_F} in ClusterQueue", "queue_request_exceeds_max"),
         (rf"borrowing limit for {_R} in flavor {_F} exceeded", "queue_quota_insufficient"),
         (rf"resource {_R} unavailable in ClusterQueue", "queue_resource_not_covered"),
         (rf"flavor {_F} doesn't match (?:with )?node affinity", "queue_flavor_mismatch"),
         (rf"untolerated taint \{{?(?P<taint>[^}}]*?)\}}? in flavor {_F}", "queue_flavor_mismatch"),
         (r"(?P<kind>ClusterQueue|LocalQueue) (?P<queue>[\w.-]+) is (?:inactive|stopped)", "queue_inactive"),
-        (r"(?P<kind>ClusterQueue|LocalQueue) (?P<queue>[\w.-]+) (?:doesn't|does not) exist", "queue_not_found"),
+        (
+            r"(?P<kind>ClusterQueue|LocalQueue) (?P<queue>[\w.-]+) (?:doesn't|does not) exist",
+            "queue_not_found",
+        ),
         (r"namespace doesn't match ClusterQueue selector", "queue_namespace_mismatch"),
         (r"The ClusterQueue is stopped", "queue_inactive"),
         (r"Preempted to accommodate a (?:higher priority )?workload[^\n]*", "workload_evicted"),
@@ -54,8 +65,9 @@ _PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
 _POD_SET = re.compile(r"couldn't assign flavors to pod set (?P<ps>[\w.-]+)")
 
 
-def parse_kueue_message(message: str, *, requests: Mapping[str, str] | None = None,
-                        detail: Mapping[str, str] | None = None) -> list[Reason]:
+def parse_kueue_message(
+    message: str, *, requests: Mapping[str, str] | None = None, detail: Mapping[str, str] | None = None
+) -> list[Reason]:
     """Reasons from one Kueue condition message, in order of appearance; ``[]`` if none matched.
 
     ``requests``: ``{resource: quantity}`` from ``status.resourceRequests``; when a reason names one
@@ -75,8 +87,9 @@ def parse_kueue_message(message: str, *, requests: Mapping[str, str] | None = No
     return [r for _, r in hits]
 
 
-def _reason(text: str, m: re.Match[str], code: str, requests: Mapping[str, str],
-            base: Mapping[str, str]) -> Reason:
+def _reason(
+    text: str, m: re.Match[str], code: str, requests: Mapping[str, str], base: Mapping[str, str]
+) -> Reason:
     g = {k: v for k, v in m.groupdict().items() if v is not None}
     quantities: dict[str, str] = {}
     if "more" in g:
@@ -100,8 +113,16 @@ def _reason(text: str, m: re.Match[str], code: str, requests: Mapping[str, str],
     if m.group(0).startswith("borrowing limit"):
         detail["borrowing_limit"] = "exceeded"
     taint = g.get("taint", "").strip() or None
-    return make_reason("kueue", code, m.group(0), resource=g.get("res"), flavor=g.get("flavor"),
-                       quantities=quantities, taint=taint, detail=detail)
+    return make_reason(
+        "kueue",
+        code,
+        m.group(0),
+        resource=g.get("res"),
+        flavor=g.get("flavor"),
+        quantities=quantities,
+        taint=taint,
+        detail=detail,
+    )
 
 
 def _requests(status: Mapping[str, Any]) -> dict[str, str]:
@@ -137,11 +158,21 @@ def parse_workload(obj: Mapping[str, Any]) -> list[Reason]:
         if not isinstance(cond, Mapping):
             continue
         ctype, cstatus = str(cond.get("type", "")), str(cond.get("status", ""))
-        blocking = (ctype in _BLOCKING_TYPES and cstatus != "True") or (ctype in _EVICTION_TYPES and cstatus != "False")
+        blocking = (ctype in _BLOCKING_TYPES and cstatus != "True") or (
+            ctype in _EVICTION_TYPES and cstatus != "False"
+        )
         if ctype and not blocking:
             continue
-        detail = {k: v for k, v in {"workload": str(meta.get("name", "")), "local_queue": str(spec.get("queueName", "")),
-                                     "condition_type": ctype, "condition_reason": str(cond.get("reason", ""))}.items() if v}
+        detail = {
+            k: v
+            for k, v in {
+                "workload": str(meta.get("name", "")),
+                "local_queue": str(spec.get("queueName", "")),
+                "condition_type": ctype,
+                "condition_reason": str(cond.get("reason", "")),
+            }.items()
+            if v
+        }
         message = str(cond.get("message", ""))
         found = parse_kueue_message(message, requests=requests, detail=detail)
         if not found and ctype in _EVICTION_TYPES:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -28,8 +28,9 @@ from pytest_hetero.pending.model import Reason, apply_owners, make_reason
 from pytest_hetero.pending.scheduler import parse_scheduler_message
 from pytest_hetero.pending.volcano import parse_podgroup, parse_podgroup_text
 
-_YAML_START = re.compile(r"^(?:---\s*\n)?(?:#[^\n]*\n)*(?:apiVersion|kind|status|items|metadata|spec|conditions)\s*:",
-                         re.M)
+_YAML_START = re.compile(
+    r"^(?:---\s*\n)?(?:#[^\n]*\n)*(?:apiVersion|kind|status|items|metadata|spec|conditions)\s*:", re.MULTILINE
+)
 _UNKNOWN_CAP = 2000
 
 
@@ -55,9 +56,12 @@ def explain(
     except RecursionError as exc:
         raise ParseError("input is nested too deeply to be a Kubernetes object") from exc
     if advertised is not None:
-        reasons = [replace(r, code="resource_not_advertised")
-                   if r.code == "insufficient_resource" and r.resource and r.resource not in advertised else r
-                   for r in reasons]
+        reasons = [
+            replace(r, code="resource_not_advertised")
+            if r.code == "insufficient_resource" and r.resource and r.resource not in advertised
+            else r
+            for r in reasons
+        ]
     return apply_owners(reasons, owners)
 
 
@@ -81,8 +85,9 @@ def _dispatch(value: Any) -> list[Reason]:
         return _from_object(value)
     if isinstance(value, list):
         return [r for item in value for r in _dispatch(item)]
-    raise ParseError(f"cannot explain a {type(value).__name__}",
-                     hint="pass text, bytes, or a Kubernetes object as a dict")
+    raise ParseError(
+        f"cannot explain a {type(value).__name__}", hint="pass text, bytes, or a Kubernetes object as a dict"
+    )
 
 
 def _from_text(text: str) -> list[Reason]:
@@ -105,12 +110,13 @@ def _from_text(text: str) -> list[Reason]:
             docs = []
         if docs and all(isinstance(d, (Mapping, list)) for d in docs):
             return [r for d in docs for r in _dispatch(d)]
-    if re.search(r"^\s*(?:Events|Containers|Init Containers):\s*$", text, re.M) or re.search(
-            r"(?:^|\s{3})(?:Last )?State:\s+(?:Waiting|Terminated|Running)", text, re.M):
+    if re.search(r"^\s*(?:Events|Containers|Init Containers):\s*$", text, re.MULTILINE) or re.search(
+        r"(?:^|\s{3})(?:Last )?State:\s+(?:Waiting|Terminated|Running)", text, re.MULTILINE
+    ):
         return parse_describe(text) + parse_podgroup_text(text)
-    if re.search(r"^\s*(?:NAMESPACE\s+)?LAST SEEN\s.*\bREASON\b.*\bMESSAGE\b", text, re.M):
+    if re.search(r"^\s*(?:NAMESPACE\s+)?LAST SEEN\s.*\bREASON\b.*\bMESSAGE\b", text, re.MULTILINE):
         return parse_events_table(text)
-    if re.search(r"^\s*Message:", text, re.M):
+    if re.search(r"^\s*Message:", text, re.MULTILINE):
         found = parse_podgroup_text(text)
         if found:
             return found
@@ -131,7 +137,12 @@ def _scan(text: str) -> list[Reason]:
     return found
 
 
-_KINDS = {"Workload": parse_workload, "PodGroup": parse_podgroup, "Pod": parse_pod, "Event": parse_event_object}
+_KINDS: dict[str, Callable[[Mapping[str, Any]], list[Reason]]] = {
+    "Workload": parse_workload,
+    "PodGroup": parse_podgroup,
+    "Pod": parse_pod,
+    "Event": parse_event_object,
+}
 
 
 def _from_object(obj: Mapping[str, Any]) -> list[Reason]:
@@ -145,7 +156,7 @@ def _from_object(obj: Mapping[str, Any]) -> list[Reason]:
         return guessed(obj)
     messages = [str(c.get("message", "")) for c in _conditions(obj) if isinstance(c, Mapping)]
     if isinstance(obj.get("message"), str):
-        messages.append(obj["message"])
+        messages.append(str(obj["message"]))
     return [r for m in messages if m.strip() for r in _scan(m)]
 
 
@@ -155,17 +166,23 @@ def _conditions(obj: Mapping[str, Any]) -> list[Any]:
     return conditions if isinstance(conditions, list) else []
 
 
-def _guess(obj: Mapping[str, Any]) -> Any:
+def _guess(obj: Mapping[str, Any]) -> Callable[[Mapping[str, Any]], list[Reason]] | None:
     """Kind of an object whose ``kind`` is missing (trimmed captures), from its fields."""
     if "involvedObject" in obj or "regarding" in obj or obj.get("type") in ("Warning", "Normal"):
         return parse_event_object
-    status = obj.get("status", obj)
-    status = status if isinstance(status, Mapping) else {}
-    spec = obj.get("spec") if isinstance(obj.get("spec"), Mapping) else {}
+    raw_status, raw_spec = obj.get("status", obj), obj.get("spec")
+    status: Mapping[str, Any] = raw_status if isinstance(raw_status, Mapping) else {}
+    spec: Mapping[str, Any] = raw_spec if isinstance(raw_spec, Mapping) else {}
     types = {str(c.get("type", "")) for c in _conditions(obj) if isinstance(c, Mapping)}
     messages = " ".join(str(c.get("message", "")) for c in _conditions(obj) if isinstance(c, Mapping))
-    if ("resourceRequests" in status or "admission" in status or "podSets" in spec or "queueName" in spec
-            or types & {"QuotaReserved", "Admitted", "Evicted"} or "flavor" in messages):
+    if (
+        "resourceRequests" in status
+        or "admission" in status
+        or "podSets" in spec
+        or "queueName" in spec
+        or types & {"QuotaReserved", "Admitted", "Evicted"}
+        or "flavor" in messages
+    ):
         return parse_workload
     if "containerStatuses" in status or "PodScheduled" in types or "containers" in spec:
         return parse_pod

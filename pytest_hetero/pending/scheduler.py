@@ -35,11 +35,11 @@ from typing import Any
 
 from pytest_hetero.pending.model import Reason, make_reason
 
-_HEAD = re.compile(r"^(?:(\d+)/(\d+)|all) nodes are (?:un)?available:?\s*(.*)$", re.I | re.S)
-_PREEMPTION = re.compile(r"(?:^|[.,]\s*)preemption:\s*", re.I)
+_HEAD = re.compile(r"^(?:(\d+)/(\d+)|all) nodes are (?:un)?available:?\s*(.*)$", re.IGNORECASE | re.DOTALL)
+_PREEMPTION = re.compile(r"(?:^|[.,]\s*)preemption:\s*", re.IGNORECASE)
 _ITEM_SPLIT = re.compile(r",\s+(?=\d+\s)")
-_COUNTED = re.compile(r"^(\d+)\s+(.*)$", re.S)
-_TAINT = re.compile(r"taints?\s*\{([^}]*)\}", re.I)
+_COUNTED = re.compile(r"^(\d+)\s+(.*)$", re.DOTALL)
+_TAINT = re.compile(r"taints?\s*\{([^}]*)\}", re.IGNORECASE)
 _NOISE = ("no new claims to deallocate",)
 
 # Ordered (pattern, code); first match wins. Patterns are searched in the lower-cased fragment.
@@ -50,7 +50,10 @@ _PATTERNS: tuple[tuple[str, str], ...] = (
     (r"persistentvolume|volume|storage|\bpvc", "volume_binding"),
     (r"no preemption victims found", "preemption_no_victims"),
     (r"preemption is not helpful", "preemption_not_helpful"),
-    (r"node affinity/selector|didn't match node selector|node selector does not match", "node_selector_mismatch"),
+    (
+        r"node affinity/selector|didn't match node selector|node selector does not match",
+        "node_selector_mismatch",
+    ),
     (r"node affinity|nodeaffinity", "node_affinity_mismatch"),
     (r"requested node name|requested hostname", "node_name_mismatch"),
     (r"topology spread", "topology_spread"),
@@ -91,7 +94,7 @@ HAMI_CODES: dict[str, str] = {
     "NodeUnfitPod": "device_unfit",
 }
 _HAMI_NAMED = re.compile(r"(\d+)\s+nodes?\s+([A-Z][A-Za-z]+)\(([^)]*)\)")
-_HAMI_NONE = re.compile(r"no available node,\s*(\d+)\s+nodes? do not meet", re.I)
+_HAMI_NONE = re.compile(r"no available node,\s*(\d+)\s+nodes? do not meet", re.IGNORECASE)
 _HAMI_CARDS = re.compile(r"(\d+)/(\d+)\s+([A-Z][A-Za-z]+)")
 
 
@@ -125,9 +128,9 @@ def classify_fragment(
     common: dict[str, Any] = {"nodes": nodes, "total_nodes": total, "preemption": preemption}
     if frag in HAMI_CODES:
         return make_reason("hami", HAMI_CODES[frag], message, **common)
-    plugin = re.match(r"^\d*\s*plugin \S+ predicates failed\s*", frag, re.I)
+    plugin = re.match(r"^\d*\s*plugin \S+ predicates failed\s*", frag, re.IGNORECASE)
     if plugin:  # Volcano wraps the kube plugin message: "plugin X predicates failed <text>"
-        frag = frag[plugin.end():] or frag
+        frag = frag[plugin.end() :] or frag
     low = frag.lower()
     taint = _TAINT.search(frag)
     if taint:
@@ -147,8 +150,9 @@ def classify_fragment(
     return make_reason(source, "unknown", message, **common)
 
 
-def _parse_counted(body: str, *, total: int | None, preemption: bool, source: str,
-                   advertised: Collection[str] | None) -> list[Reason]:
+def _parse_counted(
+    body: str, *, total: int | None, preemption: bool, source: str, advertised: Collection[str] | None
+) -> list[Reason]:
     reasons: list[Reason] = []
     body = body.strip().rstrip(".").strip()
     # A ". " ends the counted list; what follows are PostFilter notes (e.g. DRA's).
@@ -158,11 +162,22 @@ def _parse_counted(body: str, *, total: int | None, preemption: bool, source: st
             continue
         counted = _COUNTED.match(item.strip())
         if counted:
-            reasons.append(classify_fragment(counted.group(2), nodes=int(counted.group(1)), total=total,
-                                             preemption=preemption, source=source, advertised=advertised))
+            reasons.append(
+                classify_fragment(
+                    counted.group(2),
+                    nodes=int(counted.group(1)),
+                    total=total,
+                    preemption=preemption,
+                    source=source,
+                    advertised=advertised,
+                )
+            )
         else:
-            reasons.append(classify_fragment(item, total=total, preemption=preemption, source=source,
-                                             advertised=advertised))
+            reasons.append(
+                classify_fragment(
+                    item, total=total, preemption=preemption, source=source, advertised=advertised
+                )
+            )
     for note in re.split(r"\.\s+|,\s+", notes):
         note = note.strip().rstrip(".")
         if note and note.lower() not in _NOISE:
@@ -190,13 +205,15 @@ def parse_scheduler_message(
     return reasons
 
 
-def _parse_part(text: str, *, preemption: bool, source: str,
-                advertised: Collection[str] | None) -> list[Reason]:
+def _parse_part(
+    text: str, *, preemption: bool, source: str, advertised: Collection[str] | None
+) -> list[Reason]:
     head = _HEAD.match(text)
     if head:
         total = int(head.group(2)) if head.group(2) else None
-        return _parse_counted(head.group(3), total=total, preemption=preemption, source=source,
-                              advertised=advertised)
+        return _parse_counted(
+            head.group(3), total=total, preemption=preemption, source=source, advertised=advertised
+        )
     hami = parse_hami_message(text)
     if hami:
         return hami
@@ -220,8 +237,14 @@ def parse_hami_message(message: str) -> list[Reason]:
     if not reasons:
         for m in _HAMI_CARDS.finditer(text):
             if m.group(3) in HAMI_CODES:
-                reasons.append(make_reason("hami", HAMI_CODES[m.group(3)], m.group(0),
-                                           detail={"cards": f"{m.group(1)}/{m.group(2)}"}))
+                reasons.append(
+                    make_reason(
+                        "hami",
+                        HAMI_CODES[m.group(3)],
+                        m.group(0),
+                        detail={"cards": f"{m.group(1)}/{m.group(2)}"},
+                    )
+                )
     none = _HAMI_NONE.search(text)
     if none and not reasons:
         reasons.append(make_reason("hami", "device_unfit", none.group(0), nodes=int(none.group(1))))

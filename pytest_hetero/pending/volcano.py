@@ -24,17 +24,21 @@ from pytest_hetero.pending.model import Reason, as_list, as_map, make_reason
 from pytest_hetero.pending.scheduler import parse_scheduler_message
 
 _GANG = re.compile(
-    r"(?P<k>\d+)/(?P<n>\d+) tasks in gang unschedulable:\s*(?P<rest>pod group is not ready[^\n]*)", re.I
+    r"(?P<k>\d+)/(?P<n>\d+) tasks in gang unschedulable:\s*(?P<rest>pod group is not ready[^\n]*)",
+    re.IGNORECASE,
 )
 _PAIR = re.compile(r"(\d+)\s+([A-Za-z]+)")
-_QUEUE_QUOTA = re.compile(r"queue resource quota insufficient(?::?\s*(?P<res>[^\n]*))?", re.I)
-_OVERUSED = re.compile(r"(?:queue\s+`?(?P<q>[\w.-]+)`?\s+is\s+)?overused", re.I)
+_QUEUE_QUOTA = re.compile(r"queue resource quota insufficient(?::?\s*(?P<res>[^\n]*))?", re.IGNORECASE)
+_OVERUSED = re.compile(r"(?:queue\s+`?(?P<q>[\w.-]+)`?\s+is\s+)?overused", re.IGNORECASE)
 _CLOSED = re.compile(
-    r"queue\s+`?(?P<q>[\w.-]+)`?\s+(?:status is\s+`?(?:Closed|Closing)`?|is\s+(?:closed|not open))", re.I
+    r"queue\s+`?(?P<q>[\w.-]+)`?\s+(?:status is\s+`?(?:Closed|Closing)`?|is\s+(?:closed|not open))",
+    re.IGNORECASE,
 )
-_NOT_FOUND = re.compile(r"(?:unable to find job queue|queue\s+\"?(?P<q>[\w.-]+)\"?\s+(?:is\s+)?not found)", re.I)
+_NOT_FOUND = re.compile(
+    r"(?:unable to find job queue|queue\s+\"?(?P<q>[\w.-]+)\"?\s+(?:is\s+)?not found)", re.IGNORECASE
+)
 _FIELDS = ("Message", "Reason", "Type", "Phase", "Status", "Queue", "Last Transition Time", "Transition ID")
-_FIELD = re.compile(r"^\s*(%s):\s*(.*)$" % "|".join(_FIELDS))
+_FIELD = re.compile(rf"^\s*({'|'.join(_FIELDS)}):\s*(.*)$")
 
 
 def _snake(word: str) -> str:
@@ -59,8 +63,15 @@ def parse_gang_message(message: str, *, detail: Mapping[str, str] | None = None)
         quantities[_snake(state)] = count
     for count, state in _PAIR.findall(pending):
         quantities["pending_" + _snake(state)] = count
-    return [make_reason("volcano", "gang_unschedulable", m.group(0).rstrip(". "), quantities=quantities,
-                        detail=dict(detail or {}))]
+    return [
+        make_reason(
+            "volcano",
+            "gang_unschedulable",
+            m.group(0).rstrip(". "),
+            quantities=quantities,
+            detail=dict(detail or {}),
+        )
+    ]
 
 
 def classify_queue_text(text: str) -> list[Reason]:
@@ -71,22 +82,29 @@ def classify_queue_text(text: str) -> list[Reason]:
         res = (m.group("res") or "").strip()
         names = re.findall(r"insufficient\s+([\w./-]+)", res)
         if names:
-            out += [make_reason("volcano", "queue_quota_insufficient", m.group(0).strip(), resource=n)
-                    for n in names]
+            out += [
+                make_reason("volcano", "queue_quota_insufficient", m.group(0).strip(), resource=n)
+                for n in names
+            ]
         else:
             out.append(make_reason("volcano", "queue_quota_insufficient", m.group(0).strip()))
-    for pattern, code in ((_OVERUSED, "queue_quota_insufficient"), (_CLOSED, "queue_inactive"),
-                          (_NOT_FOUND, "queue_not_found")):
+    for pattern, code in (
+        (_OVERUSED, "queue_quota_insufficient"),
+        (_CLOSED, "queue_inactive"),
+        (_NOT_FOUND, "queue_not_found"),
+    ):
         m = pattern.search(text)
         if m and not (code == "queue_quota_insufficient" and out):
             queue = m.groupdict().get("q")
-            out.append(make_reason("volcano", code, m.group(0).strip(), detail={"queue": queue} if queue else {}))
+            out.append(
+                make_reason("volcano", code, m.group(0).strip(), detail={"queue": queue} if queue else {})
+            )
     return out
 
 
 def parse_volcano_message(message: str) -> list[Reason]:
     """Parse one Volcano message: gang, queue, or FailedScheduling (``nodes are unavailable``)."""
-    if re.search(r"nodes are unavailable", message, re.I):
+    if re.search(r"nodes are unavailable", message, re.IGNORECASE):
         return parse_scheduler_message(message, source="volcano")
     return parse_gang_message(message) or classify_queue_text(message)
 
@@ -104,8 +122,11 @@ def parse_podgroup(obj: Mapping[str, Any]) -> list[Reason]:
     conditions = as_list(status.get("conditions"), "status.conditions")
     meta = as_map(obj.get("metadata"), "metadata")
     spec = as_map(obj.get("spec"), "spec")
-    base = {"phase": str(status.get("phase", "")), "podgroup": str(meta.get("name", "")),
-            "queue": str(spec.get("queue", ""))}
+    base = {
+        "phase": str(status.get("phase", "")),
+        "podgroup": str(meta.get("name", "")),
+        "queue": str(spec.get("queue", "")),
+    }
     reasons: list[Reason] = []
     for cond in conditions:
         if not isinstance(cond, Mapping) or str(cond.get("status", "True")) == "False":
@@ -122,7 +143,9 @@ def _condition(message: str, detail: dict[str, str]) -> list[Reason]:
     if found:
         return found
     if detail.get("condition_reason") in ("NotEnoughResources", "NotEnoughPods"):
-        return [make_reason("volcano", "gang_unschedulable", message or detail["condition_reason"], detail=detail)]
+        return [
+            make_reason("volcano", "gang_unschedulable", message or detail["condition_reason"], detail=detail)
+        ]
     if message.strip():
         return [make_reason("volcano", "unknown", message.strip(), detail=detail)]
     return []
@@ -146,6 +169,13 @@ def parse_podgroup_text(text: str) -> list[Reason]:
             current = ""
     if "Message" not in fields:
         return []
-    detail = {k: v for k, v in {"phase": fields.get("Phase", ""), "condition_reason": fields.get("Reason", ""),
-                                 "condition_type": fields.get("Type", "")}.items() if v}
+    detail = {
+        k: v
+        for k, v in {
+            "phase": fields.get("Phase", ""),
+            "condition_reason": fields.get("Reason", ""),
+            "condition_type": fields.get("Type", ""),
+        }.items()
+        if v
+    }
     return _condition(fields["Message"], detail)

@@ -1,0 +1,167 @@
+"""Container startup failures and kubelet rejections -> reasons (kubelet 1.18-1.34 wording).
+
+Reads container states as ``kubectl describe pod`` and ``status.containerStatuses`` show them
+(``reason``, ``message``, ``exit_code``) and pod-level kubelet rejections (``status.reason``
+``OutOf<resource>`` with ``Node didn't have enough resource: <r>, requested: <q>, used: <q>, capacity:
+<q>``; ``UnexpectedAdmissionError`` with ``Allocate failed due to ...``).
+
+Codes: ``image_pull_failed`` (ErrImagePull, ImagePullBackOff, InvalidImageName; owner infrastructure
+for network errors, platform for registry auth, else matrix-author), ``container_config_error``
+(CreateContainerConfigError), ``container_start_error`` (CreateContainerError, RunContainerError,
+StartError, ContainerCannotRun; matrix-author when the entrypoint is missing), ``device_runtime_error``
+(nvidia-container-cli / driver rpc errors, ``could not select device driver``, unknown runtime),
+``crash_loop``, ``oom_killed``, ``container_exit_nonzero``, ``insufficient_resource`` and
+``device_allocation_failed`` from the kubelet.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from pytest_hetero.pending.model import Reason, make_reason
+
+_DEVICE_RUNTIME = re.compile(
+    r"nvidia-container-cli|driver rpc error|could not select device driver|unknown runtime|"
+    r"no runtime for \S+ is configured|runtimeclass\S* \"?[\w.-]+\"? not found|nvidia-container-runtime|"
+    r"ascend-docker-runtime|libnvidia-ml\.so|failed to initialize nvml|dcmi",
+    re.IGNORECASE,
+)
+_NETWORK = re.compile(
+    r"i/o timeout|connection refused|dial tcp|tls handshake|no such host|toomanyrequests|"
+    r"context deadline exceeded|network is unreachable",
+    re.IGNORECASE,
+)
+_NOT_FOUND = re.compile(
+    r"not found|manifest unknown|does not exist|invalid reference format|InvalidImageName", re.IGNORECASE
+)
+_AUTH = re.compile(r"unauthorized|authentication required|access denied|403 forbidden|denied:", re.IGNORECASE)
+PULL = {"ErrImagePull", "ImagePullBackOff", "ErrImageNeverPull", "InvalidImageName", "RegistryUnavailable"}
+START = {
+    "CreateContainerError",
+    "RunContainerError",
+    "StartError",
+    "ContainerCannotRun",
+    "PreStartHookError",
+    "PostStartHookError",
+}
+
+
+def _owner_for_pull(message: str) -> str:
+    if _NETWORK.search(message):
+        return "infrastructure"
+    if _NOT_FOUND.search(message):
+        return "matrix-author"
+    if _AUTH.search(message):
+        return "platform"
+    return "matrix-author"
+
+
+def classify_startup(
+    reason: str, message: str = "", *, exit_code: str | None = None, container: str | None = None
+) -> Reason | None:
+    """One container state (``reason``, ``message``, ``exit_code``) -> a startup reason, or None.
+
+    None for states that are not failures (``Running``, ``ContainerCreating``, exit 0 ``Completed``).
+    """
+    message = re.sub(r"\s+", " ", message).strip()
+    text = message or reason
+    detail = {"container": container} if container else {}
+    if exit_code is not None:
+        detail["exit_code"] = exit_code
+    if _DEVICE_RUNTIME.search(message) and reason not in PULL:
+        return make_reason("kubelet", "device_runtime_error", text, detail={**detail, "state_reason": reason})
+    if reason in PULL or "pull" in reason.lower() and "image" in message.lower():
+        return make_reason(
+            "kubelet", "image_pull_failed", text, owner=_owner_for_pull(text + " " + reason), detail=detail
+        )
+    if reason == "CreateContainerConfigError":
+        return make_reason("kubelet", "container_config_error", text, detail=detail)
+    if reason in START:
+        owner = (
+            "matrix-author"
+            if re.search(r"executable file not found|no such file or directory", message)
+            else None
+        )
+        return make_reason(
+            "kubelet", "container_start_error", text, owner=owner, detail={**detail, "state_reason": reason}
+        )
+    if reason == "OOMKilled":
+        return make_reason("kubelet", "oom_killed", text, detail=detail)
+    if reason == "CrashLoopBackOff":
+        return make_reason("kubelet", "crash_loop", text, detail=detail)
+    if exit_code not in (None, "", "0"):
+        return make_reason("kubelet", "container_exit_nonzero", text, detail=detail)
+    return None
+
+
+def container_reasons(
+    container: str | None, state: Mapping[str, str], last: Mapping[str, str]
+) -> list[Reason]:
+    """Reasons from a container's current and last state (``reason``/``message``/``exit_code`` keys).
+
+    A ``crash_loop`` takes the owner of the last termination's cause when that cause is known, and the
+    cause itself is reported too (e.g. ``device_runtime_error`` behind a CrashLoopBackOff).
+    """
+    now = classify_startup(
+        state.get("reason", ""),
+        state.get("message", ""),
+        exit_code=state.get("exit_code"),
+        container=container,
+    )
+    before = (
+        classify_startup(
+            last.get("reason", ""),
+            last.get("message", ""),
+            exit_code=last.get("exit_code"),
+            container=container,
+        )
+        if last
+        else None
+    )
+    out: list[Reason] = []
+    if now is not None:
+        if now.code == "crash_loop" and before is not None:
+            now = make_reason(
+                "kubelet",
+                "crash_loop",
+                now.message,
+                owner=before.owner,
+                detail={**now.detail, "last_state_reason": last.get("reason", "")},
+            )
+        out.append(now)
+    if before is not None and (now is None or now.code == "crash_loop"):
+        out.append(before)
+    return out
+
+
+def kubelet_admission(reason: str, message: str) -> Reason | None:
+    """Pod-level kubelet rejections: ``OutOf<resource>``, ``UnexpectedAdmissionError``."""
+    if reason.startswith("OutOf"):
+        m = re.search(r"resource: ([^,\s]+), requested: (\S+?), used: (\S+?), capacity: (\S+)", message)
+        quantities = {"requested": m.group(2), "used": m.group(3), "capacity": m.group(4)} if m else {}
+        return make_reason(
+            "kubelet",
+            "insufficient_resource",
+            message or reason,
+            resource=reason[5:],
+            quantities=quantities,
+            detail={"pod_reason": reason},
+        )
+    if reason == "UnexpectedAdmissionError" or "allocate failed" in message.lower():
+        return make_reason(
+            "kubelet", "device_allocation_failed", message or reason, detail={"pod_reason": reason}
+        )
+    return None
+
+
+def container_state(entry: Mapping[str, Any]) -> dict[str, str]:
+    for kind in ("waiting", "terminated"):
+        part = entry.get(kind)
+        if isinstance(part, Mapping):
+            out = {"reason": str(part.get("reason", "")), "message": str(part.get("message", ""))}
+            if kind == "terminated" and "exitCode" in part:
+                out["exit_code"] = str(part["exitCode"])
+            return out
+    return {}
