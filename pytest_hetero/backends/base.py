@@ -25,7 +25,10 @@ EXECUTION_PROVIDERS: dict[str, str] = {
 class ExecResult:
     """One model-entrypoint run: ``argv`` as run, ``exit_code`` (None when killed on timeout),
     wall ``duration_s``, full ``stdout``/``stderr`` text, ``outputs`` (the bytes of the outputs
-    file the entrypoint wrote, or None), ``peak_rss_mib`` where measurable, and backend ``details``."""
+    file the entrypoint wrote, or None), ``peak_rss_mib`` where measurable, and backend ``details``.
+    ``failure`` (``{"category", "owner", "message"}``) is the backend's classification of a run that
+    failed for a reason the exit code alone does not tell (OOM kill, container killed); the
+    model layer records the run first, then fails with it."""
 
     argv: list[str]
     exit_code: int | None
@@ -36,6 +39,7 @@ class ExecResult:
     timed_out: bool = False
     peak_rss_mib: float | None = None
     details: dict[str, Any] = field(default_factory=dict)
+    failure: dict[str, str] | None = None
 
 
 def render_entrypoint(entrypoint: tuple[str, ...], values: dict[str, str]) -> list[str]:

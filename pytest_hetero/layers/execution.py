@@ -31,6 +31,8 @@ def check(ctx: LayerContext) -> None:
                stdout_artifact=stdout_art.path, stderr_artifact=stderr_art.path, **result.details)
     if result.timed_out:
         raise LayerFailed(f"model run exceeded the {ctx.timeout_s:g} s timeout", "timeout", "algorithm")
+    if result.failure:
+        raise LayerFailed(result.failure["message"], result.failure["category"], result.failure.get("owner"))
     if result.exit_code != 0:
         last = (result.stderr.strip().splitlines() or ["(no stderr)"])[-1][:300]
         raise LayerFailed(f"entrypoint exited with {result.exit_code}: {last}", "nonzero_exit", "algorithm")
