@@ -10,7 +10,10 @@ import pytest
 from pytest_hetero.backends.base import Backend
 from pytest_hetero.settings import Settings
 
-PLUGIN_MODULES: tuple[str, ...] = ()
+PLUGIN_MODULES: tuple[str, ...] = (
+    "pytest_hetero.selection",
+    "pytest_hetero.baseline",
+)
 """Modules of built-in hook implementations registered at configure (writers, signing, selection)."""
 
 BACKENDS: dict[str, str] = {

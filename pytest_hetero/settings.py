@@ -38,6 +38,8 @@ OPTIONS: tuple[tuple[str, dict[str, object]], ...] = (
     ("--hetero-affected-from", {"default": None, "metavar": "OLD_MATRIX",
                                 "help": "run only what changed between OLD_MATRIX and the collected matrix"}),
     ("--hetero-baseline", {"default": None, "metavar": "BUNDLE", "help": "compare this run to a previous verified bundle"}),
+    ("--hetero-allow-unsigned", {"action": "store_true", "default": False,
+                                 "help": "accept an unsigned --hetero-baseline bundle (the diff says it was unverified)"}),
     ("--hetero-fail-on", {"default": None, "metavar": "POLICY",
                           "help": "what fails the gate: any-failure (default), regression, untested-growth"}),
     ("--hetero-shard", {"default": None, "metavar": "K/N", "help": "run shard K of N (dependencies kept together)"}),
@@ -83,6 +85,7 @@ class Settings:
     baseline: Path | None = None
     fail_on: str = "any-failure"
     shard: str | None = None
+    allow_unsigned: bool = False
     extra: dict[str, object] = field(default_factory=dict)
 
     @property
@@ -136,4 +139,5 @@ def build_settings(config: pytest.Config, run_id: str | None = None) -> Settings
         baseline=Path(opt("--hetero-baseline")).resolve() if opt("--hetero-baseline") else None,
         fail_on=opt("--hetero-fail-on") or "any-failure",
         shard=opt("--hetero-shard"),
+        allow_unsigned=bool(opt("--hetero-allow-unsigned")),
     )
