@@ -1,0 +1,167 @@
+"""Smoke test of the real local Kubernetes plane (tests/infra/kubeplane.sh).
+
+Real etcd/apiserver/scheduler/controller-manager, KWOK fake nodes: a pod
+requesting ``nvidia.com/gpu`` is scheduled onto a fake 8-GPU node and reaches
+Running; a GPU ResourceQuota makes the apiserver refuse a second pod with 403.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+kubernetes = pytest.importorskip("kubernetes")
+from kubernetes import client, config  # noqa: E402
+from kubernetes.client.rest import ApiException  # noqa: E402
+
+_spec = importlib.util.spec_from_file_location(
+    "hetero_kubeplane", Path(__file__).parent / "infra" / "kubeplane.py")
+kubeplane = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(kubeplane)
+
+GPU = "nvidia.com/gpu"
+
+
+@pytest.fixture(scope="session")
+def kube_api() -> client.ApiClient:
+    """ApiClient (admin) for a running plane; skips without Go unless CI=true."""
+    try:
+        kubeconfig = kubeplane.ensure_plane()
+    except kubeplane.PlaneUnavailable as exc:
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(f"CI=true but the Kubernetes plane is unavailable: {exc}")
+        pytest.skip(str(exc))
+    return config.new_client_from_config(config_file=str(kubeconfig))
+
+
+def _wait(predicate, timeout_s: float, what: str, interval_s: float = 0.5):
+    """Poll ``predicate()`` until it returns a truthy value; return it.
+
+    Raises AssertionError naming ``what`` after ``timeout_s`` seconds.
+    """
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
+        time.sleep(interval_s)
+
+
+def gpu_node(name: str, gpus: int = 8) -> client.V1Node:
+    """A KWOK-managed fake node with ``gpus`` nvidia.com/gpu and GFD-like labels."""
+    key, value = kubeplane.KWOK_NODE_ANNOTATION
+    capacity = {"cpu": "64", "memory": "512Gi", "pods": "110", GPU: str(gpus)}
+    return client.V1Node(
+        metadata=client.V1ObjectMeta(
+            name=name,
+            annotations={key: value},
+            labels={
+                "type": "kwok",
+                "kubernetes.io/hostname": name,
+                "nvidia.com/gpu.present": "true",
+                "nvidia.com/gpu.count": str(gpus),
+                "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3",
+                "nvidia.com/gpu.memory": "81559",
+                "nvidia.com/cuda.driver.major": "550",
+                "nvidia.com/gpu.family": "hopper",
+            },
+        ),
+        status=client.V1NodeStatus(capacity=capacity, allocatable=capacity),
+    )
+
+
+def gpu_pod(name: str, gpus: int = 1) -> client.V1Pod:
+    """A pod requesting ``gpus`` nvidia.com/gpu (limit == request), GPU nodes only."""
+    return client.V1Pod(
+        metadata=client.V1ObjectMeta(name=name),
+        spec=client.V1PodSpec(
+            node_selector={"nvidia.com/gpu.present": "true"},
+            containers=[client.V1Container(
+                name="payload",
+                image="registry.invalid/hetero/payload:0",  # never pulled on KWOK
+                resources=client.V1ResourceRequirements(limits={GPU: str(gpus)}),
+            )],
+        ),
+    )
+
+
+@pytest.fixture
+def core(kube_api):
+    """CoreV1Api bound to the plane."""
+    return client.CoreV1Api(kube_api)
+
+
+@pytest.fixture
+def gpu_node_name(core):
+    """Create a ready fake 8-GPU node for one test; delete it afterwards."""
+    name = f"kwok-gpu-{uuid.uuid4().hex[:6]}"
+    core.create_node(gpu_node(name))
+
+    def ready():
+        node = core.read_node(name)
+        return any(c.type == "Ready" and c.status == "True"
+                   for c in (node.status.conditions or []))
+
+    try:
+        _wait(ready, 60, f"node {name} Ready")
+        yield name
+    finally:
+        core.delete_node(name)
+
+
+@pytest.fixture
+def namespace(core):
+    """A fresh namespace (deleted afterwards) whose default SA exists."""
+    name = f"hetero-smoke-{uuid.uuid4().hex[:6]}"
+    core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
+
+    def has_sa():
+        try:
+            return core.read_namespaced_service_account("default", name)
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    try:
+        _wait(has_sa, 60, f"default ServiceAccount in {name}")
+        yield name
+    finally:
+        core.delete_namespace(name)
+
+
+def test_gpu_pod_scheduled_and_running(core, gpu_node_name, namespace):
+    core.create_namespaced_pod(namespace, gpu_pod("gpu-1"))
+
+    def running():
+        pod = core.read_namespaced_pod("gpu-1", namespace)
+        return pod if pod.status.phase == "Running" else None
+
+    pod = _wait(running, 60, "pod gpu-1 Running")
+    assert pod.spec.node_name == gpu_node_name
+    node = core.read_node(gpu_node_name)
+    assert node.status.allocatable[GPU] == "8"
+
+
+def test_gpu_quota_refuses_second_pod(core, gpu_node_name, namespace):
+    quota = client.V1ResourceQuota(
+        metadata=client.V1ObjectMeta(name="gpu-quota"),
+        spec=client.V1ResourceQuotaSpec(hard={f"requests.{GPU}": "1"}),
+    )
+    core.create_namespaced_resource_quota(namespace, quota)
+    # Quota admission refuses everything until the controller fills status.hard.
+    _wait(lambda: core.read_namespaced_resource_quota("gpu-quota", namespace).status.hard,
+          60, "ResourceQuota status")
+
+    core.create_namespaced_pod(namespace, gpu_pod("gpu-first"))
+    with pytest.raises(ApiException) as refused:
+        core.create_namespaced_pod(namespace, gpu_pod("gpu-second"))
+    assert refused.value.status == 403
+    assert "exceeded quota" in refused.value.body
