@@ -350,3 +350,42 @@ def test_pod_container_statuses() -> None:
         ("container_exit_nonzero", "main"),
     ]
     assert reasons[1].detail["exit_code"] == "3"
+
+
+def test_taint_detail_withheld_by_newer_schedulers_and_age_less_rows() -> None:
+    text = (
+        "Events:\n"
+        "  Warning  FailedScheduling  default-scheduler  0/3 nodes are available: \n"
+        "  3 node(s) had untolerated taint(s).\n"
+    )
+    (reason,) = parse_describe(text)
+    assert (reason.code, reason.nodes, reason.total_nodes, reason.taint) == ("untolerated_taint", 3, 3, None)
+
+
+def test_old_kubelet_from_column_with_node_name() -> None:
+    text = (
+        "Events:\n"
+        "  Type     Reason   Age                From                Message\n"
+        "  ----     ------   ----               ----                -------\n"
+        "  Warning  BackOff  2m (x10 over 5m)   kubelet, gpu-node-3  Back-off restarting failed container\n"
+    )
+    (reason,) = parse_describe(text)
+    assert (reason.source, reason.code, reason.owner) == ("kubelet", "crash_loop", "algorithm")
+
+
+def test_pod_json_records_the_image() -> None:
+    status = {
+        "containerStatuses": [
+            {
+                "name": "infer",
+                "image": "nvcr.io/nim/meta/llama3:1.0",
+                "state": {"waiting": {"reason": "ErrImagePull", "message": "401 Unauthorized"}},
+            }
+        ]
+    }
+    (reason,) = parse_pod(_pod(status))
+    assert (reason.code, reason.owner, dict(reason.detail)) == (
+        "image_pull_failed",
+        "platform",
+        {"container": "infer", "image": "nvcr.io/nim/meta/llama3:1.0"},
+    )

@@ -113,9 +113,18 @@ def test_resourcequota_denial_inside_a_mixed_capture() -> None:
 def test_gfd_crashloop_behind_nvidia_container_cli_rpc_timeout() -> None:
     crash, cause = explain(_read("pod-describe-gfd-crashloop-nvidia-container-cli-rpc-timeout.txt"))
     assert (crash.code, crash.owner, crash.message) == ("crash_loop", "infrastructure", "CrashLoopBackOff")
-    assert dict(crash.detail) == {"container": "gpu-feature-discovery", "last_state_reason": "StartError"}
+    image = "nvcr.io/nvidia/gpu-feature-discovery:v0.8.0-ubi8"
+    assert dict(crash.detail) == {
+        "container": "gpu-feature-discovery",
+        "last_state_reason": "StartError",
+        "image": image,
+    }
     assert (cause.source, cause.code, cause.owner) == ("kubelet", "device_runtime_error", "infrastructure")
-    assert dict(cause.detail) == {"container": "gpu-feature-discovery", "state_reason": "StartError"}
+    assert dict(cause.detail) == {
+        "container": "gpu-feature-discovery",
+        "state_reason": "StartError",
+        "image": image,
+    }
     assert cause.message == (
         "failed to create containerd task: failed to create shim task: OCI runtime create failed: runc create "
         "failed: unable to start container process: error during container init: error running hook #0: error "

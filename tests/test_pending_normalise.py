@@ -320,3 +320,24 @@ def test_any_object_gives_reasons_or_parse_error(obj: dict[str, object]) -> None
         _check(explain(obj))
     except ParseError:
         pass
+
+
+def test_describe_workload_text_is_kueue_not_volcano() -> None:
+    text = (
+        "Status:\n"
+        "  Conditions:\n"
+        "    Last Transition Time:  2024-05-01T10:00:00Z\n"
+        "    Message:               couldn't assign flavors to pod set main: insufficient unused quota for\n"
+        "                           nvidia.com/gpu in flavor a100, 2 more needed\n"
+        "    Reason:                Pending\n"
+        "    Status:                False\n"
+        "    Type:                  QuotaReserved\n"
+    )
+    (reason,) = explain(text)
+    assert (reason.source, reason.code, reason.resource, reason.flavor, dict(reason.quantities)) == (
+        "kueue",
+        "queue_quota_insufficient",
+        "nvidia.com/gpu",
+        "a100",
+        {"more_needed": "2"},
+    )

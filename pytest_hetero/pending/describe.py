@@ -85,7 +85,8 @@ _LABELS = (
 _LABEL = "|".join(re.escape(label) for label in sorted(_LABELS, key=len, reverse=True))
 _SPLIT = re.compile(rf"(?<=\S)\s{{3,}}(?=(?:{_LABEL}):(?:\s|$))")
 _FIELD = re.compile(rf"^\s*({_LABEL}):\s*(.*?)\s*$")
-_EVENT_ROW = re.compile(r"^\s*(Normal|Warning)\s+(\S+)\s+(.*?)\s{2,}(\S+(?:, \S+)?)\s{2,}(.*?)\s*$")
+# Age may be missing from trimmed captures; From is one word, or "kubelet, <node>" before 1.20.
+_EVENT_ROW = re.compile(r"^\s*(Normal|Warning)\s+(\S+)\s+(?:(.*?)\s{2,})?(\S+(?:, \S+)?)\s{2,}(.*?)\s*$")
 
 
 def _source_for(component: str) -> str:
@@ -143,12 +144,14 @@ def parse_describe(text: str) -> list[Reason]:
     lines = unwrap(text)
     reasons: list[Reason] = []
     container: str | None = None
+    image: str | None = None
     block, field = "", ""
     state: dict[str, str] = {}
     last: dict[str, str] = {}
 
     def flush() -> None:
-        reasons.extend(r for r in container_reasons(container, state, last) if r not in reasons)
+        found = container_reasons(container, state, last, image=image)
+        reasons.extend(r for r in found if r not in reasons)
         state.clear()
         last.clear()
 
@@ -170,12 +173,14 @@ def parse_describe(text: str) -> list[Reason]:
         header = re.match(r"^\s{1,4}([\w.-]+):\s*$", line)
         if header and header.group(1) not in _LABELS:
             flush()
-            container, block, field = header.group(1), "", ""
+            container, image, block, field = header.group(1), None, "", ""
             continue
         m = _FIELD.match(line)
         if m:
             label, value = m.group(1), m.group(2)
             field = label
+            if label == "Image":
+                image = value or None
             if label in ("State", "Last State"):
                 block = "state" if label == "State" else "last"
                 (state if block == "state" else last)["phase"] = value
@@ -297,5 +302,6 @@ def parse_pod(obj: Mapping[str, Any]) -> list[Reason]:
                     str(entry.get("name", "")) or None,
                     container_state(as_map(entry.get("state"), f"status.{key}[].state")),
                     container_state(as_map(entry.get("lastState"), f"status.{key}[].lastState")),
+                    image=str(entry.get("image", "")) or None,
                 )
     return reasons

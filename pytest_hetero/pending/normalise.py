@@ -118,7 +118,7 @@ def _from_text(text: str) -> list[Reason]:
         return parse_events_table(text)
     if re.search(r"^\s*Message:", text, re.MULTILINE):
         found = parse_podgroup_text(text)
-        if found:
+        if found and all(r.code != "unknown" for r in found):
             return found
     return _scan(text)
 

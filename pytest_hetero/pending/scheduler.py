@@ -25,6 +25,8 @@ except the fixed DRA note ``no new claims to deallocate`` which carries no reaso
 kube-scheduler prints one message for ``nodeSelector`` and required node affinity, so
 ``node affinity/selector`` is reported as ``node_selector_mismatch``; only wordings that name
 affinity alone give ``node_affinity_mismatch`` (:mod:`.describe` refines it from a Pod spec).
+Since about 1.31 the scheduler prints ``node(s) had untolerated taint(s)`` without the taint, so
+``taint`` is None and a NotReady node's taint can no longer be told from any other.
 """
 
 from __future__ import annotations
@@ -51,7 +53,7 @@ _PATTERNS: tuple[tuple[str, str], ...] = (
     (r"no preemption victims found", "preemption_no_victims"),
     (r"preemption is not helpful", "preemption_not_helpful"),
     (
-        r"node affinity/selector|didn't match node selector|node selector does not match",
+        r"node affinity/selector|didn't (?:match|satisfy) node ?selector|node selector does not match",
         "node_selector_mismatch",
     ),
     (r"node affinity|nodeaffinity", "node_affinity_mismatch"),

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from pytest_hetero.pending.model import Reason, make_reason
@@ -97,9 +98,11 @@ def classify_startup(
 
 
 def container_reasons(
-    container: str | None, state: Mapping[str, str], last: Mapping[str, str]
+    container: str | None, state: Mapping[str, str], last: Mapping[str, str], *, image: str | None = None
 ) -> list[Reason]:
     """Reasons from a container's current and last state (``reason``/``message``/``exit_code`` keys).
+
+    ``image`` (as the Pod spec or status names it) is recorded in each reason's ``detail``.
 
     A ``crash_loop`` takes the owner of the last termination's cause when that cause is known, and the
     cause itself is reported too (e.g. ``device_runtime_error`` behind a CrashLoopBackOff).
@@ -133,6 +136,8 @@ def container_reasons(
         out.append(now)
     if before is not None and (now is None or now.code == "crash_loop"):
         out.append(before)
+    if image:
+        out = [replace(r, detail={**r.detail, "image": image}) for r in out]
     return out
 
 
