@@ -274,6 +274,27 @@ build_shell_only() {
 }
 SHELL_PINS="suite=$SUITE busybox-static"
 
+remove_tree() {
+    # Delete a build tree safely: debootstrap mounts proc/sys (and may bind /dev) inside the target
+    # and can leave them mounted when it fails; unmount those first and never cross filesystems.
+    local d=$1 m
+    while read -r m; do
+        umount -l "$m" 2>/dev/null || true
+    done < <(awk -v d="$d/" 'index($2, d) == 1 {print $2}' /proc/mounts | sort -r)
+    rm -rf --one-file-system "$d"
+}
+
+BUILD_DIR=
+on_exit() {
+    if [ -n "$BUILD_DIR" ] && [ -d "$BUILD_DIR" ]; then
+        log "removing unfinished build $BUILD_DIR"
+        remove_tree "$BUILD_DIR" || true
+    fi
+}
+trap on_exit EXIT
+trap 'exit 143' TERM
+trap 'exit 130' INT
+
 image_key() {
     # image_key FUNC PINS -> 12 hex chars
     { declare -f "$1"; printf '%s\n' "$2"; } | sha256sum | cut -c1-12
@@ -323,13 +344,19 @@ ensure_image() {
     else
         need_root "building $name (debootstrap/chroot ownership)"
         mkdir -p "$IMAGE_CACHE"
+        # We hold the lock: build dirs left by an interrupted run are garbage.
+        for rootfs in "$IMAGE_CACHE"/.build-"$short".*; do
+            [ -d "$rootfs" ] && remove_tree "$rootfs"
+        done
         rootfs=$(mktemp -d "$IMAGE_CACHE/.build-$short.XXXXXX")
+        BUILD_DIR=$rootfs
         t=$SECONDS
         log "building $name rootfs in $rootfs"
         "$builder" "$rootfs/root"
         tar --numeric-owner -C "$rootfs/root" -cf "$rootfs/rootfs.tar" .
         mv -f "$rootfs/rootfs.tar" "$tar"
-        rm -rf "$rootfs"
+        remove_tree "$rootfs"
+        BUILD_DIR=
         # Drop tarballs of older keys for this image.
         find "$IMAGE_CACHE" -maxdepth 1 -name "$short-*.tar" ! -name "$short-$key.tar" -delete
         log "built $tar ($(du -h "$tar" | cut -f1)) in $((SECONDS - t))s"

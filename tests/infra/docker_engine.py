@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 from pathlib import Path
 
@@ -40,33 +41,50 @@ class DockerEngineError(RuntimeError):
 def _run(subcommand: str, timeout: float) -> str:
     """Run ``docker-engine.sh SUBCOMMAND``; return its stdout.
 
+    The script runs in its own session; on timeout the whole process group (bash, debootstrap,
+    pip, docker import) gets SIGTERM, then SIGKILL after 15 s. A dockerd it already started is in
+    a session of its own, keeps running, and is reused by the next call.
+
     Raises:
         DockerEngineError: bash is missing, the script exits non-zero, or it runs longer than
-            ``timeout`` seconds (the script is killed then; a dockerd it already started keeps
-            running, and the next call reuses it).
+            ``timeout`` seconds.
     """
     bash = shutil.which("bash")
     if bash is None:
         raise DockerEngineError("bash not found on PATH; docker-engine.sh needs it")
+    proc = subprocess.Popen(
+        [bash, str(SCRIPT), subcommand],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"},
+        start_new_session=True,
+    )
     try:
-        proc = subprocess.run(
-            [bash, str(SCRIPT), subcommand],
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"},
-            check=False,
-        )
-    except subprocess.TimeoutExpired as exc:
-        err = exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else (exc.stderr or "")
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        _kill_group(proc)
+        out, err = proc.communicate()
         raise DockerEngineError(
-            f"{SCRIPT.name} {subcommand} did not finish within {timeout:g}s; last output:\n{_tail(err)}"
-        ) from exc
+            f"{SCRIPT.name} {subcommand} did not finish within {timeout:g}s (killed); last output:\n"
+            f"{_tail(err)}"
+        ) from None
     if proc.returncode != 0:
-        raise DockerEngineError(
-            f"{SCRIPT.name} {subcommand} exited {proc.returncode}:\n{_tail(proc.stderr)}"
-        )
-    return proc.stdout
+        raise DockerEngineError(f"{SCRIPT.name} {subcommand} exited {proc.returncode}:\n{_tail(err)}")
+    return out
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    for sig, grace in ((signal.SIGTERM, 15.0), (signal.SIGKILL, 5.0)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=grace)
+            return
+        except subprocess.TimeoutExpired:
+            continue
 
 
 def _tail(text: str, lines: int = 40) -> str:
