@@ -1,0 +1,149 @@
+"""The in-container payload: its script, the reading of its output, and what is missing.
+
+``payload.sh`` (beside this module) runs inside the workload container with nothing but a POSIX
+shell and prints one JSON object between :data:`BEGIN` and :data:`END` marker lines: device
+nodes, visibility env vars, driver libraries, raw ``nvidia-smi -q -x`` / ``npu-smi info``, and,
+when the image has python3, ONNX Runtime providers, torch CUDA and torch_npu. :func:`assess`
+turns that into findings with an owner: ``infrastructure`` for device nodes, driver libraries
+and runtimes; ``algorithm`` for a framework build without the accelerator.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from importlib import resources
+from typing import Any
+
+from pytest_hetero.errors import ParseError
+from pytest_hetero.probes.model import _plain
+from pytest_hetero.probes.payload_rules import gpu_findings, npu_findings
+
+BEGIN = "---HETERO-PAYLOAD-BEGIN---"
+"""Marker line printed before the payload JSON."""
+END = "---HETERO-PAYLOAD-END---"
+"""Marker line printed after the payload JSON."""
+SCHEMA = "hetero-payload/1"
+"""Value of the ``schema`` key this reader understands."""
+
+
+def payload_script() -> str:
+    """Return the text of ``payload.sh`` (POSIX sh), ready for ``sh -c`` or ``docker exec sh -s``."""
+    return resources.files("pytest_hetero.probes").joinpath("payload.sh").read_text(encoding="utf-8")
+
+
+@dataclass(frozen=True)
+class PayloadReport:
+    """The payload's JSON as typed fields (shapes follow ``payload.sh``).
+
+    ``tools`` maps ``nvidia-smi``/``npu-smi`` to ``{"present", "rc", "output", "error"}``;
+    ``python`` is ``{"present", "path", "rc", "report", "error"}`` where ``report`` holds
+    ``version``, ``onnxruntime``, ``torch``, ``torch_npu`` dicts; ``warnings`` are reading notes.
+    """
+
+    device_nodes: tuple[str, ...] = ()
+    env: dict[str, str | None] = field(default_factory=dict)
+    libraries: tuple[dict[str, str], ...] = ()
+    tools: dict[str, dict[str, Any]] = field(default_factory=dict)
+    python: dict[str, Any] = field(default_factory=dict)
+    hostname: str | None = None
+    arch: str | None = None
+    warnings: tuple[str, ...] = ()
+    raw: str = ""
+
+    def framework(self, name: str) -> dict[str, Any]:
+        """Return the python report entry ``name`` (``torch``, ``onnxruntime``…) or ``{}``."""
+        report = self.python.get("report") or {}
+        value = report.get(name)
+        return value if isinstance(value, dict) else {}
+
+    def has_library(self, prefix: str) -> bool:
+        """True when a library whose file name starts with ``prefix`` was found."""
+        return any(str(lib.get("name", "")).startswith(prefix) for lib in self.libraries)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the report as a JSON-ready dict."""
+        return dict(_plain(self))
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One missing piece: ``category`` (device-node, visibility, driver-library, runtime,
+    framework, payload), ``owner`` (infrastructure | algorithm), a sentence, and evidence."""
+
+    category: str
+    owner: str
+    message: str
+    evidence: str = ""
+
+    def to_dict(self) -> dict[str, str]:
+        """Return the finding as a JSON-ready dict."""
+        return dict(_plain(self))
+
+
+def parse_payload_output(stdout: str) -> PayloadReport:
+    """Read the payload JSON between the marker lines of ``stdout`` (other lines are ignored).
+
+    A missing END marker or unreadable JSON gives a report with ``warnings`` and the fields it
+    could not read left empty. Raises :class:`ParseError` when there is no BEGIN marker (the
+    payload did not run) and names what the output started with.
+    """
+    start = stdout.find(BEGIN)
+    if start < 0:
+        head = stdout.strip()[:120] or "<empty>"
+        raise ParseError(f"payload output has no {BEGIN} marker line; it starts with: {head!r}",
+                         hint="the container did not run payload.sh (no /bin/sh in the image, or it exited early)")
+    body = stdout[start + len(BEGIN):]
+    warnings: list[str] = []
+    end = body.find(END)
+    if end < 0:
+        warnings.append(f"no {END} marker: payload output truncated")
+    else:
+        body = body[:end]
+    try:
+        data = json.loads(body.strip())
+    except ValueError as exc:
+        return PayloadReport(warnings=(*warnings, f"payload JSON unreadable: {exc}"), raw=stdout)
+    if not isinstance(data, dict):
+        return PayloadReport(warnings=(*warnings, "payload JSON is not an object"), raw=stdout)
+    if data.get("schema") != SCHEMA:
+        warnings.append(f"payload schema {data.get('schema')!r}, expected {SCHEMA!r}")
+
+    def dict_of(key: str) -> dict[str, Any]:
+        value = data.get(key)
+        return value if isinstance(value, dict) else {}
+
+    def list_of(key: str) -> list[Any]:
+        value = data.get(key)
+        return value if isinstance(value, list) else []
+
+    return PayloadReport(
+        device_nodes=tuple(str(x) for x in list_of("device_nodes")), env=dict_of("env"),
+        libraries=tuple(x for x in list_of("libraries") if isinstance(x, dict)), tools=dict_of("tools"),
+        python=dict_of("python"), hostname=data.get("hostname"), arch=data.get("arch"),
+        warnings=tuple(warnings), raw=stdout,
+    )
+
+
+def resource_kind(resource_type: str) -> str:
+    """Map a resource name to ``gpu``/``npu``/``cpu`` (``nvidia.com/gpu`` → gpu, ``huawei.com/Ascend910`` → npu)."""
+    low = resource_type.lower()
+    if "gpu" in low or "nvidia" in low or "cuda" in low:
+        return "gpu"
+    if "npu" in low or "ascend" in low or "huawei" in low:
+        return "npu"
+    return "cpu"
+
+
+def assess(report: PayloadReport, resource_type: str) -> list[Finding]:
+    """Say which piece is missing for a container that asked for ``resource_type``.
+
+    ``resource_type`` is ``gpu``/``npu``/``cpu`` or a Kubernetes resource name. Returns
+    findings in dependency order (device node → driver library → runtime/tool → framework);
+    an empty list means every piece the payload can see is in place.
+    """
+    findings = [Finding("payload", "infrastructure", w, "payload output") for w in report.warnings
+                if "unreadable" in w or "truncated" in w or "not an object" in w]
+    kind = resource_kind(resource_type)
+    rules = gpu_findings(report) if kind == "gpu" else npu_findings(report) if kind == "npu" else []
+    return findings + [Finding(*rule) for rule in rules]
