@@ -1,0 +1,313 @@
+"""Docker backend: validates one Docker host (GPU, NPU or CPU) by running the layers inside the real image.
+
+Target keys (``spec.target``): ``docker_host`` (``unix://…``/``tcp://…``; else ``DOCKER_HOST``),
+``tls`` (see :func:`~pytest_hetero.backends.docker_run.connection`), ``pull_policy``
+(``never`` | ``if-not-present`` (default) | ``always``), ``image_owner`` (team owning image
+problems, default ``platform``), ``network`` (default ``none``), ``python`` (``{python}`` inside
+the image, default ``python3``), ``device_ids`` / ``cpuset`` (``{resource: …}`` pinning).
+
+Discovery and scheduling live in :mod:`~pytest_hetero.backends.docker_place`; this module starts
+one container per resource × image (startup) and runs every model × dataset in it with
+``docker exec`` (model). Everything created is labelled with the run id and removed by
+:meth:`DockerBackend.close` unless ``--hetero-keep``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+import uuid
+from typing import Any
+
+import docker
+import docker.errors
+
+from pytest_hetero.backends import docker_place as place
+from pytest_hetero.backends import docker_run as run
+from pytest_hetero.backends.base import EXECUTION_PROVIDERS, Backend, ExecResult, render_entrypoint
+from pytest_hetero.backends.docker_errors import IMAGE_OWNER_DEFAULT, outcome
+from pytest_hetero.backends.docker_translate import EngineRequest
+from pytest_hetero.layers.base import LayerBroken, LayerContext, LayerFailed
+from pytest_hetero.layers.startup import verify_inputs
+from pytest_hetero.settings import Settings
+
+PULL_POLICIES = ("never", "if-not-present", "always")
+
+
+class DockerBackend(Backend):
+    """A Docker Engine reached through the ``docker`` SDK; see the module docstring for target keys."""
+
+    name = "docker"
+
+    def __init__(self, target: dict[str, Any], settings: Settings) -> None:
+        super().__init__(target, settings)
+        self.conn = run.connection(target)
+        self.local = run.engine_is_local(self.conn)
+        self.owner = uuid.uuid4().hex[:12]
+        self.image_owner = str(target.get("image_owner", IMAGE_OWNER_DEFAULT))
+        self.pull_policy = str(target.get("pull_policy", "if-not-present"))
+        self._api: docker.APIClient | None = None
+        self._long: docker.APIClient | None = None
+        self.engine: dict[str, Any] = {}
+        self.workloads: dict[tuple[str, str], dict[str, Any]] = {}
+        self.created: list[str] = []
+        self.digests: dict[str, str] = {}
+        self.probe_image: str | None = None
+
+    @property
+    def api(self) -> docker.APIClient:
+        """Low-level client (calls bounded by :data:`~pytest_hetero.backends.docker_run.API_TIMEOUT_S`).
+
+        Raises LayerBroken (``engine_unreachable``) when the engine does not answer.
+        """
+        if self._api is None:
+            try:
+                api = docker.APIClient(**{**self.conn, "timeout": run.API_TIMEOUT_S})
+                api.ping()
+            except docker.errors.DockerException as exc:
+                raise LayerBroken(f"Docker engine at {self.conn.get('base_url', 'DOCKER_HOST')} does not "
+                                  f"answer: {exc}", "engine_unreachable") from None
+            self._api = api
+            self._long = docker.APIClient(**{**self.conn, "timeout": None})
+            self.engine = {"version": api.version(), "info": api.info()}
+        return self._api
+
+    def fingerprint(self) -> dict[str, Any]:
+        """Engine identity (``info.ID``/name), host, versions (engine, API, kernel, OS) and image digests."""
+        version, info = self.engine.get("version", {}), self.engine.get("info", {})
+        return {"backend": self.name, "identity": info.get("ID") or self.conn.get("base_url", "DOCKER_HOST"),
+                "nodes": [info["Name"]] if info.get("Name") else [],
+                "versions": {"engine": version.get("Version"), "api": version.get("ApiVersion"),
+                             "kernel": version.get("KernelVersion"), "os": info.get("OperatingSystem")},
+                "images": dict(self.digests)}
+
+    def discover(self, ctx: LayerContext) -> None:
+        """Engine version and runtimes, host device nodes, host probe; can the engine satisfy the request?"""
+        self.api  # noqa: B018 - connects and reads version/info
+        place.discover(ctx, self.engine, self.local)
+
+    def schedule(self, ctx: LayerContext) -> None:
+        """Translate the request and have the engine accept it on a placement probe; record requested vs allocated."""
+        place.schedule(ctx, self)
+
+    def translate(self, ctx: LayerContext) -> EngineRequest:
+        """The resource's request in engine terms; LayerFailed (``bad_request``, platform) when malformed."""
+        return place.translate_or_fail(ctx, self.target, self.local)
+
+    def start(self, ctx: LayerContext) -> None:
+        """Resolve the image, verify inputs, start the resource × image container, run the device payload."""
+        image_id = self.resolve_image(ctx)
+        verify_inputs(ctx)
+        workload = self.launch(ctx, image_id)
+        from pytest_hetero.backends.docker_payload import device_init
+
+        device_init(ctx, self.api, workload, self.image_owner)
+        logs = self.api.logs(workload["id"], stdout=True, stderr=True).decode("utf-8", "replace")
+        ctx.artifact("container.log", logs)
+
+    def resolve_image(self, ctx: LayerContext) -> str:
+        """Find or pull ``ctx.image.reference`` per ``pull_policy``; record and check its digest; return its id."""
+        ref, policy = ctx.image.reference, self.pull_policy
+        if policy not in PULL_POLICIES:
+            raise LayerFailed(f"target.pull_policy {policy!r} is not one of {', '.join(PULL_POLICIES)}",
+                              "bad_target", "platform")
+        found = self._inspect_image(ref)
+        pulled = False
+        if policy == "always" or (found is None and policy == "if-not-present"):
+            try:
+                for _ in self.api.pull(ref, stream=True, decode=True):
+                    pass
+            except docker.errors.APIError as exc:
+                raise outcome(exc, f"pulling image {ref}", phase_owner=self.image_owner,
+                              image_owner=self.image_owner) from None
+            found, pulled = self._inspect_image(ref), True
+        if found is None:
+            why = "pull_policy never" if policy == "never" else "the pull reported success"
+            raise LayerFailed(f"image {ref} is not in the engine ({why}); no such image",
+                              "image_not_found", self.image_owner)
+        digests = [d.split("@", 1)[1] for d in found.get("RepoDigests") or []]
+        digest = digests[0] if digests else found["Id"]
+        self.digests[ctx.image.name] = digest
+        ctx.record("startup.image", image=ctx.image.name, reference=ref, pull_policy=policy, pulled=pulled,
+                   id=found["Id"], digest=digest, repo_digests=digests, declared_digest=ctx.image.digest,
+                   created=found.get("Created"), size_bytes=found.get("Size"))
+        declared = ctx.image.digest
+        if declared and declared.split(":")[-1] not in {d.split(":")[-1] for d in [found["Id"], *digests]}:
+            raise LayerFailed(f"image {ref} has digest {digest}, the matrix declares sha256:{declared}",
+                              "image_digest_mismatch", self.image_owner)
+        return str(found["Id"])
+
+    def _inspect_image(self, ref: str) -> dict[str, Any] | None:
+        try:
+            return dict(self.api.inspect_image(ref))
+        except docker.errors.ImageNotFound:
+            return None
+        except docker.errors.APIError as exc:
+            raise outcome(exc, f"inspecting image {ref}", phase_owner=self.image_owner,
+                          image_owner=self.image_owner) from None
+
+    def launch(self, ctx: LayerContext, image_id: str) -> dict[str, Any]:
+        """Create and start the resource × image container; record it; return its workload dict.
+
+        A previous container for the same key (a repeated startup) is removed first. Raises
+        LayerFailed classified by :mod:`docker_errors` (start refused, exited, OOM-killed).
+        """
+        key = (ctx.resource.name, ctx.image.name)
+        if key in self.workloads:
+            self._remove(self.workloads.pop(key)["id"])
+        request = self.translate(ctx)
+        m = ctx.matrix
+        models = [(x.name, x.path, x.code or m.path.parent) for x in m.models]
+        mounts = run.input_mounts(models, [(d.name, d.path) for d in m.datasets]) + request.mounts
+        worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+        name = run.safe_name("hetero", self.settings.run_id, *key, *([worker] if worker else []))
+        labels = run.labels(self.settings.run_id, self.owner, "workload", matrix=m.name, resource=key[0],
+                            image=key[1], **({"worker": worker} if worker else {}))
+        host_config = self.api.create_host_config(
+            **request.host_config(), network_mode=str(self.target.get("network", "none")),
+            mounts=[docker.types.Mount(x["target"], x["source"], type="bind", read_only=x["read_only"])
+                    for x in mounts])
+        try:
+            cid = self.api.create_container(image_id, command=run.KEEP_ALIVE, name=name, labels=labels,
+                                            environment=request.environment, host_config=host_config)["Id"]
+        except docker.errors.APIError as exc:
+            raise outcome(exc, f"creating container {name}", phase_owner=self.image_owner,
+                          image_owner=self.image_owner) from None
+        self.created.append(cid)
+        workload = {"id": cid, "name": name, "labels": labels, "oom_kills": 0,
+                    "limit_bytes": request.mem_limit}
+        self.workloads[key] = workload
+        try:
+            self.api.start(cid)
+        except docker.errors.APIError as exc:
+            raise outcome(exc, f"starting container {name} from {ctx.image.reference}",
+                          phase_owner=self.image_owner, image_owner=self.image_owner) from None
+        state = self.api.inspect_container(cid)
+        ctx.record("startup.container", id=cid, name=name, labels=labels, command=run.KEEP_ALIVE,
+                   mounts=mounts, environment=request.environment, state=state["State"],
+                   allocated=place.allocated(state["HostConfig"]))
+        self.ensure_running(ctx, workload, "after start")
+        workload["oom_kills"] = run.oom_kills(self.api, cid) or 0
+        return workload
+
+    def ensure_running(self, ctx: LayerContext, workload: dict[str, Any], when: str) -> None:
+        """LayerFailed when the container is no longer running: ``oom_killed`` (exit 137 with
+        OOMKilled), ``container_exited`` (non-zero exit; logs kept as artifact)."""
+        try:
+            state = self.api.inspect_container(workload["id"])["State"]
+        except docker.errors.NotFound:
+            raise LayerFailed(f"container {workload['name']} disappeared {when}", "container_removed",
+                              "infrastructure") from None
+        if state.get("Running"):
+            return
+        logs = self.api.logs(workload["id"], stdout=True, stderr=True).decode("utf-8", "replace")
+        ctx.artifact("container.log", logs)
+        code = state.get("ExitCode")
+        if state.get("OOMKilled"):
+            raise LayerFailed(f"container {workload['name']} was OOM-killed {when} (exit {code}, OOMKilled "
+                              f"true, memory limit {workload.get('limit_bytes')} bytes)", "oom_killed", "platform")
+        raise LayerFailed(f"container {workload['name']} exited {when} with {code} ({state.get('Status')}"
+                          f"{', ' + state['Error'] if state.get('Error') else ''}): "
+                          f"{(logs.strip().splitlines() or ['(no output)'])[-1][:200]}", "container_exited",
+                          "infrastructure" if code in (137, 143) else "platform")
+
+    def execute(self, ctx: LayerContext) -> ExecResult:
+        """Run the entrypoint inside the resource × image container (``docker exec``) with the layer timeout.
+
+        Raises LayerFailed: ``entrypoint_missing`` / ``oom_killed`` (algorithm),
+        ``container_killed`` (infrastructure, the container died during the run).
+        """
+        key = (ctx.resource.name, ctx.image.name)
+        workload = self.workloads.get(key)
+        if workload is None:
+            ctx.record("model.container", note="no container from a startup item in this session; started here")
+            workload = self.launch(ctx, self.resolve_image(ctx))
+        self.ensure_running(ctx, workload, "before the model run")
+        model, dataset = ctx.model, ctx.dataset
+        paths = run.container_paths(model.name, model.path, model.code or ctx.matrix.path.parent,
+                                    dataset.name, dataset.path)
+        run_dir = f"/tmp/hetero-run/{run.safe_name(model.name, dataset.name)}-{uuid.uuid4().hex[:8]}"
+        provider = EXECUTION_PROVIDERS[ctx.resource.type]
+        values = {"python": str(self.target.get("python", "python3")), **paths,
+                  "outputs": f"{run_dir}/outputs.json", "provider": provider}
+        try:
+            argv = render_entrypoint(model.entrypoint, values)
+        except (KeyError, ValueError) as exc:
+            raise LayerFailed(f"entrypoint has an unknown placeholder {exc}", "bad_entrypoint", "algorithm") from None
+        try:
+            result = run.run_exec(self.api, self._long or self.api, workload["id"], argv, run_dir,
+                                  {"HETERO_EXECUTION_PROVIDER": provider}, f"/hetero/code/{model.name}",
+                                  ctx.timeout_s)
+        except docker.errors.APIError as exc:
+            self.ensure_running(ctx, workload, "before the model run")
+            raise outcome(exc, f"exec in {workload['name']}", phase_owner="algorithm") from None
+        result.details.update(container=workload["name"], container_id=workload["id"], run_dir=run_dir)
+        result.failure = self.run_failure(ctx, workload, result)
+        if result.failure is None or result.failure["category"] != "container_killed":
+            result.outputs = run.read_file(self.api, workload["id"], values["outputs"])
+        return result
+
+    def run_failure(self, ctx: LayerContext, workload: dict[str, Any], result: ExecResult) -> dict[str, str] | None:
+        """Classify a finished exec the exit code alone does not explain: ``container_killed``
+        (infrastructure), ``oom_killed`` (algorithm), ``entrypoint_missing`` (algorithm); else None."""
+        try:
+            state = self.api.inspect_container(workload["id"])["State"]
+        except docker.errors.NotFound:
+            state = {"Running": False, "Status": "removed"}
+        if not state.get("Running"):
+            oom = ", OOMKilled" if state.get("OOMKilled") else ""
+            return {"category": "container_killed", "owner": "infrastructure",
+                    "message": f"container {workload['name']} stopped during the model run (status "
+                               f"{state.get('Status')}, exit {state.get('ExitCode')}{oom}); the run ended with "
+                               f"exit {result.exit_code}"}
+        if result.exit_code == 137 and not result.timed_out:
+            kills = run.oom_kills(self.api, workload["id"])
+            if kills is not None and kills > workload["oom_kills"]:
+                workload["oom_kills"] = kills
+                return {"category": "oom_killed", "owner": "algorithm",
+                        "message": f"model run OOM-killed (exit 137, cgroup oom_kill count {kills}) under the "
+                                   f"container memory limit of {workload['limit_bytes']} bytes "
+                                   f"({ctx.resource.name})"}
+        missing = re.search(r"exec: (.*): (not found|Permission denied)", result.stderr)
+        if result.exit_code in (126, 127) and missing:
+            return {"category": "entrypoint_missing", "owner": "algorithm",
+                    "message": f"entrypoint program {missing.group(1)} {missing.group(2).lower()} in image "
+                               f"{ctx.image.reference} (exit {result.exit_code})"}
+        return None
+
+    def _remove(self, cid: str) -> None:
+        try:
+            self.api.remove_container(cid, force=True, v=True)
+        except docker.errors.NotFound:
+            pass
+
+    def close(self) -> None:
+        """Remove every container and image this backend created (found by its owner label), or,
+        with ``--hetero-keep``, print how to reach them. Never raises."""
+        if self._api is None:
+            return
+        try:
+            found = self._api.containers(all=True, filters={"label": f"{run.OWNER}={self.owner}"})
+            if self.settings.keep:
+                prefix = "" if self.local else f"DOCKER_HOST={self.conn.get('base_url')} "
+                for c in found:
+                    sys.stderr.write(f"pytest-hetero: kept container {c['Names'][0].lstrip('/')} "
+                                     f"({c['Labels'].get(run.LABEL + 'resource')} × "
+                                     f"{c['Labels'].get(run.LABEL + 'image')}): {prefix}docker exec -it "
+                                     f"{c['Names'][0].lstrip('/')} /bin/sh; remove with: hetero cleanup "
+                                     f"--run-id {self.settings.run_id}\n")
+                return
+            for c in found:
+                self._remove(c["Id"])
+            for image in self._api.images(all=True, filters={"label": f"{run.OWNER}={self.owner}"}):
+                self._api.remove_image(image["Id"], force=True)
+        except docker.errors.DockerException as exc:
+            sys.stderr.write(f"pytest-hetero: docker cleanup of run {self.settings.run_id} incomplete: {exc}; "
+                             f"run: hetero cleanup --run-id {self.settings.run_id}\n")
+        finally:
+            for client in (self._api, self._long):
+                if client is not None:
+                    client.close()
+            self._api = self._long = None
+
