@@ -23,11 +23,11 @@ SCRIPT = Path(__file__).resolve().parents[1] / "pytest_hetero" / "probes" / "pay
 BASIC_TOOLS = ("sh", "sed", "awk", "tr", "cat", "uname", "id", "timeout", "rm")
 
 
-def toolbox(tmp_path: Path, tools: tuple[str, ...] = BASIC_TOOLS) -> Path:
+def toolbox(tmp_path: Path, tools: tuple[str, ...] = BASIC_TOOLS, *, busybox_ok: bool = True) -> Path:
     """A PATH holding only the named tools (busybox applets when busybox exists, else host tools)."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir(exist_ok=True)
-    busybox = shutil.which("busybox")
+    busybox = shutil.which("busybox") if busybox_ok else None
     for name in tools:
         target = busybox or shutil.which(name)
         assert target, f"host lacks {name}"
@@ -170,7 +170,8 @@ def test_inline_python_probe_with_real_interpreter(tmp_path: Path) -> None:
 
 def test_without_sed_and_awk_output_stays_json(tmp_path: Path) -> None:
     touch(tmp_path / "root", "/dev/nvidia0")
-    report = parse_payload_output(run_payload(toolbox(tmp_path, ("sh", "cat")), tmp_path / "root"))
+    # busybox sh runs its own sed/awk applets even off PATH, so this case needs a non-busybox sh
+    report = parse_payload_output(run_payload(toolbox(tmp_path, ("sh", "cat"), busybox_ok=False), tmp_path / "root"))
     assert report.device_nodes == ("(not escaped: sed/awk/tr missing)",)
     assert report.hostname == "(not escaped: sed/awk/tr missing)"
 
