@@ -389,3 +389,91 @@ def test_pod_json_records_the_image() -> None:
         "platform",
         {"container": "infer", "image": "nvcr.io/nim/meta/llama3:1.0"},
     )
+
+
+@pytest.mark.parametrize(
+    ("reason", "message", "code", "resource", "quantities"),
+    [
+        (
+            "UnexpectedAdmissionError",
+            (
+                "Allocate failed due to requested number of devices unavailable for nvidia.com/gpu. Requested: 1, "
+                "Available: 0, which is unexpected"
+            ),
+            "device_allocation_failed",
+            "nvidia.com/gpu",
+            {"requested": "1", "available": "0"},
+        ),
+        (
+            "UnexpectedAdmissionError",
+            "Allocate failed due to rpc error: code = Unknown desc = no healthy Ascend910 devices, which is unexpected",
+            "device_allocation_failed",
+            None,
+            {},
+        ),
+        ("NodeAffinity", "Pod Predicate NodeAffinity failed", "node_affinity_mismatch", None, {}),
+        (
+            "Evicted",
+            "The node was low on resource: ephemeral-storage. Threshold quantity: 10Gi, available: 9Gi.",
+            "node_pressure",
+            "ephemeral-storage",
+            {},
+        ),
+    ],
+)
+def test_kubelet_rejection_events(
+    reason: str, message: str, code: str, resource: str | None, quantities: dict[str, str]
+) -> None:
+    (found,) = parse_event_object({"type": "Warning", "reason": reason, "message": message})
+    assert (found.source, found.code, found.resource, dict(found.quantities), found.owner) == (
+        "kubelet",
+        code,
+        resource,
+        quantities,
+        "matrix-author" if code == "node_affinity_mismatch" else "infrastructure",
+    )
+
+
+def test_ascend_docker_runtime_failure() -> None:
+    found = classify_startup(
+        "RunContainerError",
+        "failed to create containerd task: OCI runtime create failed: ascend-docker-cli: mount device "
+        "/dev/davinci3 failed: no such file or directory: unknown",
+    )
+    assert found is not None
+    assert (found.code, found.owner) == ("device_runtime_error", "infrastructure")
+
+
+def test_events_as_json_event_list() -> None:
+    from pytest_hetero.pending import explain
+
+    doc = {
+        "apiVersion": "v1",
+        "kind": "EventList",
+        "items": [
+            {
+                "kind": "Event",
+                "type": "Warning",
+                "reason": "FailedScheduling",
+                "source": {"component": "default-scheduler"},
+                "message": "0/4 nodes are available: 4 Insufficient nvidia.com/mig-1g.10gb. preemption: 0/4 nodes "
+                "are available: 4 No preemption victims found for incoming pod.",
+            },
+            {
+                "kind": "Event",
+                "type": "Warning",
+                "reason": "FailedCreate",
+                "source": {"component": "job-controller"},
+                "message": 'Error creating: pods "j-1" is forbidden: User "system:serviceaccount:ml:runner" '
+                'cannot create resource "pods" in API group "" in the namespace "ml"',
+            },
+        ],
+    }
+    import json
+
+    got = explain(json.dumps(doc))
+    assert [(r.source, r.code, r.resource, r.nodes) for r in got] == [
+        ("scheduler", "insufficient_resource", "nvidia.com/mig-1g.10gb", 4),
+        ("scheduler", "preemption_no_victims", None, 4),
+        ("apiserver", "forbidden_rbac", "pods", None),
+    ]

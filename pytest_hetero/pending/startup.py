@@ -26,7 +26,7 @@ from pytest_hetero.pending.model import Reason, make_reason
 _DEVICE_RUNTIME = re.compile(
     r"nvidia-container-cli|driver rpc error|could not select device driver|unknown runtime|"
     r"no runtime for \S+ is configured|runtimeclass\S* \"?[\w.-]+\"? not found|nvidia-container-runtime|"
-    r"ascend-docker-runtime|libnvidia-ml\.so|failed to initialize nvml|dcmi",
+    r"ascend-docker|libnvidia-ml\.so|failed to initialize nvml|dcmi",
     re.IGNORECASE,
 )
 _NETWORK = re.compile(
@@ -142,21 +142,47 @@ def container_reasons(
 
 
 def kubelet_admission(reason: str, message: str) -> Reason | None:
-    """Pod-level kubelet rejections: ``OutOf<resource>``, ``UnexpectedAdmissionError``."""
+    """Pod-level kubelet rejections -> a reason, or None.
+
+    ``OutOf<resource>`` (``Node didn't have enough resource: <r>, requested: <q>, used: <q>, capacity:
+    <q>``), ``UnexpectedAdmissionError`` (``Allocate failed due to requested number of devices
+    unavailable for <r>. Requested: <n>, Available: <m>, which is unexpected``), ``NodeAffinity``
+    (``Pod Predicate NodeAffinity failed``) and ``Evicted`` (``The node was low on resource: <r>``).
+    """
+    detail = {"pod_reason": reason}
+    text = message or reason
     if reason.startswith("OutOf"):
         m = re.search(r"resource: ([^,\s]+), requested: (\S+?), used: (\S+?), capacity: (\S+)", message)
         quantities = {"requested": m.group(2), "used": m.group(3), "capacity": m.group(4)} if m else {}
         return make_reason(
             "kubelet",
             "insufficient_resource",
-            message or reason,
+            text,
             resource=reason[5:],
             quantities=quantities,
-            detail={"pod_reason": reason},
+            detail=detail,
         )
     if reason == "UnexpectedAdmissionError" or "allocate failed" in message.lower():
+        m = re.search(
+            r"unavailable for ([^\s.]+(?:\.[^\s.]+)*?)\.? Requested: (\d+), Available: (\d+)", message
+        )
+        if m:
+            quantities = {"requested": m.group(2), "available": m.group(3)}
+            return make_reason(
+                "kubelet",
+                "device_allocation_failed",
+                text,
+                resource=m.group(1),
+                quantities=quantities,
+                detail=detail,
+            )
+        return make_reason("kubelet", "device_allocation_failed", text, detail=detail)
+    if reason == "NodeAffinity":
+        return make_reason("kubelet", "node_affinity_mismatch", text, detail=detail)
+    if reason == "Evicted":
+        m = re.search(r"low on resource: ([\w./-]+)", message)
         return make_reason(
-            "kubelet", "device_allocation_failed", message or reason, detail={"pod_reason": reason}
+            "kubelet", "node_pressure", text, resource=m.group(1).rstrip(".") if m else None, detail=detail
         )
     return None
 
