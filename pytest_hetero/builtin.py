@@ -13,6 +13,7 @@ from pytest_hetero.settings import Settings
 PLUGIN_MODULES: tuple[str, ...] = (
     "pytest_hetero.selection",
     "pytest_hetero.baseline",
+    "pytest_hetero.reporting.writers",
 )
 """Modules of built-in hook implementations registered at configure (writers, signing, selection)."""
 

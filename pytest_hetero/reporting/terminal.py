@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_hetero import LAYERS
+from pytest_hetero.reporting.writers import signature_line
 
 ORDER = ("passed", "failed", "error", "blocked", "not_applicable", "skipped", "excluded", "deselected",
          "not_run")
@@ -52,3 +53,4 @@ def write_summary(terminalreporter: Any, evidence: dict[str, Any], bundle_dir: P
     terminalreporter.write_sep("=", "pytest-hetero evidence")
     for line in summary_lines(evidence, bundle_dir):
         terminalreporter.write_line(line)
+    terminalreporter.write_line(signature_line(bundle_dir))

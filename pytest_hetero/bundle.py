@@ -1,0 +1,164 @@
+"""The evidence bundle's manifest: every file of a report folder with its sha256 and size.
+
+``manifest.json`` (schema ``pytest-hetero/manifest/v1``) lists every regular file under the
+bundle folder except the signature files (:data:`SIGNATURE_FILES`), which cover the manifest
+itself. Entries are sorted by their POSIX relative path compared as UTF-8 bytes, so two builds
+of the same folder give byte-identical manifests. The journal is evidence and is listed.
+
+:func:`check_manifest` compares a manifest with the files on disk and names each problem:
+``modified`` (digest or size differs), ``missing`` (listed, not on disk), ``extra`` (on disk,
+not listed), ``order`` (entries not in the deterministic order, or duplicated), ``malformed``
+(manifest unreadable) and ``unsafe`` (a listed path escaping the bundle, or a symlink).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+MANIFEST = "manifest.json"
+STATEMENT = "statement.intoto.json"
+ATTESTATION = "attestation.intoto.jsonl"
+SIGNATURE_FILES: frozenset[str] = frozenset({MANIFEST, STATEMENT, ATTESTATION})
+"""Top-level files not listed in the manifest: the manifest and the statement/envelope over it."""
+MANIFEST_SCHEMA = "pytest-hetero/manifest/v1"
+_CHUNK = 1 << 20
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One verification failure: ``path`` (bundle-relative file, or a signature's keyid), ``kind``
+    (modified, missing, extra, order, malformed, unsafe, signature, unknown_key, predicate,
+    subject, role, unsigned) and a human ``detail``."""
+
+    path: str
+    kind: str
+    detail: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.kind}: {self.detail}"
+
+
+def sha256_file(path: Path) -> tuple[str, int]:
+    """Return (hex sha256, size in bytes) of ``path``, read in 1 MiB chunks. Raises OSError."""
+    digest = hashlib.sha256()
+    size = 0
+    with open(path, "rb") as fh:
+        while chunk := fh.read(_CHUNK):
+            digest.update(chunk)
+            size += len(chunk)
+    return digest.hexdigest(), size
+
+
+def _sort_key(path: str) -> bytes:
+    return path.encode("utf-8", "surrogateescape")
+
+
+def bundle_files(bundle_dir: Path) -> tuple[list[str], list[str]]:
+    """Walk ``bundle_dir``: (regular files to list, symlinks/special files found), both as sorted
+    POSIX relative paths; signature files at the top level are left out of the first list."""
+    files: list[str] = []
+    odd: list[str] = []
+    for root, dirs, names in os.walk(bundle_dir, followlinks=False):
+        rel_root = Path(root).relative_to(bundle_dir)
+        for name in dirs:
+            if (Path(root) / name).is_symlink():
+                odd.append((rel_root / name).as_posix())
+        for name in names:
+            rel = (rel_root / name).as_posix()
+            full = Path(root) / name
+            if full.is_symlink() or not full.is_file():
+                odd.append(rel)
+            elif rel not in SIGNATURE_FILES:
+                files.append(rel)
+    return sorted(files, key=_sort_key), sorted(odd, key=_sort_key)
+
+
+def build_manifest(bundle_dir: Path) -> dict[str, Any]:
+    """Hash every file of the bundle; return ``{"schema", "algorithm": "sha256", "files":
+    [{"path", "sha256", "size"}]}`` in deterministic order. Symlinks are refused (BundleError),
+    since a link could point outside the signed folder."""
+    from pytest_hetero.errors import BundleError, Location
+
+    files, odd = bundle_files(bundle_dir)
+    if odd:
+        raise BundleError(f"bundle contains {len(odd)} symlink(s) or special file(s): {', '.join(odd[:5])}",
+                          Location(str(bundle_dir)), "capture artifacts as regular files")
+    entries = []
+    for rel in files:
+        digest, size = sha256_file(bundle_dir / rel)
+        entries.append({"path": rel, "sha256": digest, "size": size})
+    return {"schema": MANIFEST_SCHEMA, "algorithm": "sha256", "files": entries}
+
+
+def manifest_bytes(manifest: dict[str, Any]) -> bytes:
+    """Canonical serialisation: sorted keys, indent 1, UTF-8, trailing newline."""
+    return (json.dumps(manifest, sort_keys=True, indent=1, ensure_ascii=False) + "\n").encode("utf-8")
+
+
+def write_manifest(bundle_dir: Path) -> tuple[dict[str, Any], str]:
+    """Build and write ``manifest.json``; return (manifest, its hex sha256)."""
+    manifest = build_manifest(bundle_dir)
+    data = manifest_bytes(manifest)
+    tmp = bundle_dir / (MANIFEST + ".tmp")
+    tmp.write_bytes(data)
+    tmp.replace(bundle_dir / MANIFEST)
+    return manifest, hashlib.sha256(data).hexdigest()
+
+
+def _safe(rel: str) -> bool:
+    pure = PurePosixPath(rel)
+    return bool(rel) and not pure.is_absolute() and ".." not in pure.parts and "\\" not in rel
+
+
+def check_manifest(bundle_dir: Path) -> list[Problem]:
+    """Compare ``manifest.json`` with the files on disk; return every problem (empty = intact).
+
+    Checks, in order: the manifest parses and has the expected shape; entries are in the
+    deterministic order without duplicates; each listed file exists with the listed size and
+    sha256; no unlisted file exists (signature files excepted); no symlink is present.
+    """
+    path = bundle_dir / MANIFEST
+    try:
+        manifest = json.loads(path.read_bytes())
+        entries = manifest["files"]
+        if manifest.get("schema") != MANIFEST_SCHEMA or manifest.get("algorithm") != "sha256":
+            return [Problem(MANIFEST, "malformed", f"unknown schema {manifest.get('schema')!r}")]
+        listed = [(str(e["path"]), str(e["sha256"]), int(e["size"])) for e in entries]
+    except FileNotFoundError:
+        return [Problem(MANIFEST, "missing", "the bundle has no manifest")]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        return [Problem(MANIFEST, "malformed", f"cannot read the manifest ({type(exc).__name__})")]
+    problems: list[Problem] = []
+    paths = [p for p, _, _ in listed]
+    for i in range(1, len(paths)):
+        if _sort_key(paths[i]) <= _sort_key(paths[i - 1]):
+            what = "duplicate entry" if paths[i] == paths[i - 1] else "entries out of order"
+            problems.append(Problem(MANIFEST, "order", f"{what}: {paths[i]!r} listed after {paths[i - 1]!r} "
+                                                       f"(entry {i}); the manifest was re-ordered or edited"))
+            break
+    on_disk, odd = bundle_files(bundle_dir)
+    for rel, digest, size in listed:
+        if not _safe(rel) or rel in SIGNATURE_FILES:
+            problems.append(Problem(rel, "unsafe", "listed path escapes the bundle or names a signature file"))
+            continue
+        full = bundle_dir / rel
+        if full.is_symlink() or not full.is_file():
+            if not full.is_symlink():
+                problems.append(Problem(rel, "missing", "listed in the manifest but not in the bundle"))
+            continue
+        actual, actual_size = sha256_file(full)
+        if actual != digest or actual_size != size:
+            problems.append(Problem(rel, "modified", f"sha256 {actual[:16]}… ({actual_size} bytes) but the "
+                                                     f"manifest says {digest[:16]}… ({size} bytes)"))
+    listed_set = set(paths)
+    for rel in on_disk:
+        if rel not in listed_set:
+            problems.append(Problem(rel, "extra", "file in the bundle is not listed in the manifest"))
+    for rel in odd:
+        problems.append(Problem(rel, "unsafe", "symlink or special file in the bundle"))
+    return problems

@@ -1,0 +1,73 @@
+"""The self-contained HTML report (``report.html``): Jinja2, server-rendered, no script, no network.
+
+The page carries its stylesheet inline and a Content-Security-Policy that forbids scripts and
+any fetch, so it opens offline and prints (print stylesheet in ``report.css``). Every value from
+evidence is autoescaped: a log line with HTML or ``<script>`` renders as text.
+
+Scale: the heat map lists rows one by one up to :data:`~pytest_hetero.reporting.view.HEATMAP_ROW_LIMIT`,
+then summarises per resource × image (worst status, counts). Per-item evidence is collapsed
+(``<details>``) and limited to :data:`ITEM_DETAIL_LIMIT` items, failures first, then untested,
+then passed; untested scope lists at most :data:`UNTESTED_LIMIT` rows. Everything is complete
+in evidence.json, which the manifest covers.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+from pytest_hetero import LAYERS, __version__
+from pytest_hetero.evidence.model import STATUSES
+from pytest_hetero.reporting.view import entries, failures_by_owner, heatmap, layer_counts
+
+ITEM_DETAIL_LIMIT = 1500
+UNTESTED_LIMIT = 1000
+RECORD_CHARS = 4000
+TEMPLATES = Path(__file__).parent / "templates"
+_PRIORITY = {"failed": 0, "error": 0, "not_run": 1, "blocked": 1, "not_applicable": 2, "skipped": 2,
+             "excluded": 3, "deselected": 3, "passed": 4}
+
+
+@lru_cache(maxsize=1)
+def _environment() -> jinja2.Environment:
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)), autoescape=True,
+                             undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+    env.filters["short"] = lambda text, n=160: (str(text or "")[: n - 1] + "…") if len(str(text or "")) > n else str(text or "")
+    return env
+
+
+def _record_text(data: Any) -> str:
+    text = data["text"] if isinstance(data, dict) and set(data) <= {"text"} else json.dumps(data, indent=1, default=str)
+    if len(text) > RECORD_CHARS:
+        text = text[:RECORD_CHARS] + f"\n… [{len(text) - RECORD_CHARS} more characters in evidence.json]"
+    return text
+
+
+def _details(items: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], set[int]]:
+    order = sorted(range(len(items)), key=lambda i: (_PRIORITY.get(items[i]["status"], 5), i))[:ITEM_DETAIL_LIMIT]
+    shown = sorted(order)
+    out = []
+    for index in shown:
+        item = items[index]
+        out.append({"index": index, "item": item,
+                    "records": [{"kind": r.get("kind"), "at": r.get("at"), "text": _record_text(r.get("data"))}
+                                for r in item.get("records", [])]})
+    return out, set(shown)
+
+
+def render_html(evidence: dict[str, Any], signoff: dict[str, Any]) -> str:
+    """Return report.html as text. ``signoff`` comes from :func:`pytest_hetero.reporting.view.signoff_context`."""
+    items = entries(evidence)
+    details, detailed = _details(items)
+    untested = evidence["untested"]["items"]
+    return _environment().get_template("report.html.j2").render(
+        ev=evidence, run=evidence["run"], verdict=evidence["summary"]["verdict"], layers=LAYERS,
+        statuses=[s for s in STATUSES if evidence["summary"]["totals"].get(s)], counts=layer_counts(evidence),
+        heat=heatmap(evidence), failures=failures_by_owner(evidence), untested=untested[:UNTESTED_LIMIT],
+        untested_more=max(0, len(untested) - UNTESTED_LIMIT), details=details, detailed=detailed,
+        detail_more=len(items) - len(details), signoff=signoff, version=__version__,
+        css=(TEMPLATES / "report.css").read_text(encoding="utf-8"))

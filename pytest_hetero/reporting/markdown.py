@@ -1,0 +1,91 @@
+"""Markdown summary (``summary.md``) sized for a PR comment or a meeting agenda.
+
+Sections: verdict and signature state, per-layer counts, failures by owner team (at most
+:data:`MAX_LINES` listed), sign-off status, untested scope by status with the first entries,
+never-covered dimension values. Text from evidence is escaped for Markdown tables and inline HTML.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from pytest_hetero.evidence.model import STATUSES
+from pytest_hetero.reporting.view import failures_by_owner, layer_counts
+
+MAX_LINES = 20
+_SPECIAL = re.compile(r"([\\`*_\[\]|~])")
+
+
+def md(text: Any, limit: int = 160) -> str:
+    """One line of ``text``, at most ``limit`` characters, with Markdown/HTML specials escaped."""
+    line = " ".join(str(text or "").split())
+    if len(line) > limit:
+        line = line[: limit - 1] + "…"
+    return _SPECIAL.sub(r"\\\1", line).replace("<", "&lt;").replace(">", "&gt;")
+
+
+def code(text: Any, limit: int = 200) -> str:
+    """``text`` as an inline code span (backticks inside become quotes; code spans take no escapes)."""
+    line = " ".join(str(text or "").split()).replace("`", "'")
+    return f"`{line[: limit - 1] + '…' if len(line) > limit else line}`"
+
+
+def render_markdown(evidence: dict[str, Any], signoff: dict[str, Any]) -> str:
+    """Return the summary as Markdown text (GitHub-flavoured tables)."""
+    run = evidence["run"]
+    verdict = evidence["summary"]["verdict"].upper()
+    signer = signoff.get("run_signer")
+    sig = f"signed by `{signer[:16]}`" if signer else "**UNSIGNED**"
+    out = [f"## pytest-hetero: {verdict}", "",
+           f"Run {code(run.get('id'))} · matrices: {', '.join(md(m['name']) for m in evidence['matrices']) or 'none'}"
+           f" · bundle {sig}", ""]
+    shown = [s for s in STATUSES if evidence["summary"]["totals"].get(s)]
+    out += ["| layer | " + " | ".join(shown) + " |", "|---|" + "---:|" * len(shown)]
+    for layer, counts in layer_counts(evidence):
+        out.append(f"| {layer} | " + " | ".join(str(counts[s]) for s in shown) + " |")
+    out.append("")
+    groups = failures_by_owner(evidence)
+    if groups:
+        out.append("### Failures by owner")
+        lines = 0
+        for owner, items in groups:
+            out.append(f"- **{md(owner)}** ({len(items)})")
+            for item in items:
+                if lines >= MAX_LINES:
+                    break
+                lines += 1
+                failure = item.get("failure") or {}
+                out.append(f"  - {code(item['nodeid'])}: {md(failure.get('category'))}: "
+                           f"{md(failure.get('message'))}")
+        total = sum(len(i) for _, i in groups)
+        if total > lines:
+            out.append(f"- … {total - lines} more in report.html / evidence.json")
+        out.append("")
+    roles = signoff.get("roles", [])
+    if roles:
+        out.append("### Sign-off")
+        for role in roles:
+            who = ", ".join(f"`{c['keyid'][:16]}` at {md(c['signed_at'])}" for c in role["signed"])
+            out.append(f"- {md(role['role'])} ({', '.join(role['layers'])}): "
+                       + (f"signed by {who}" if role["signed"] else "pending"))
+        out.append("")
+    untested = evidence["untested"]["items"]
+    out.append("### Untested scope")
+    if not untested:
+        out.append("Nothing excluded, blocked, skipped or deselected.")
+    else:
+        counts: dict[str, int] = {}
+        for entry in untested:
+            counts[entry["status"]] = counts.get(entry["status"], 0) + 1
+        out.append(", ".join(f"{n} {s}" for s, n in sorted(counts.items(), key=lambda kv: -kv[1])))
+        out.append("")
+        for entry in untested[:MAX_LINES]:
+            out.append(f"- {entry['status']}: {code(entry['nodeid'])} — {md(entry.get('reason'))}")
+        if len(untested) > MAX_LINES:
+            out.append(f"- … {len(untested) - MAX_LINES} more in report.html / evidence.json")
+    for matrix, gaps in evidence["untested"]["never_covered"].items():
+        for dim, values in gaps.items():
+            out.append(f"- never covered in {md(matrix)}: {md(dim)}: {md(', '.join(values))}")
+    out += ["", "_A pass proves only what report.html's \"What this run does not prove\" section allows._", ""]
+    return "\n".join(out)

@@ -1,0 +1,141 @@
+"""What every rendering shows, computed once from the evidence.json document (never terminal text).
+
+:func:`signoff_context` says who signed (from the settings at run time, or from the bundle's
+envelope when re-rendering); :func:`heatmap` lays the matrix out as rows (resource × image ×
+model × dataset) by the five layers; :func:`failures_by_owner` groups failed/errored items.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from pytest_hetero import LAYERS
+from pytest_hetero.evidence.model import STATUSES
+
+HEATMAP_ROW_LIMIT = 400
+"""Rows shown one by one; beyond this the heat map is summarised per resource × image."""
+DIMENSIONS: tuple[str, ...] = ("resource", "image", "model", "dataset")
+SEVERITY: tuple[str, ...] = ("failed", "error", "not_run", "blocked", "skipped", "not_applicable", "deselected",
+                             "excluded", "passed")
+"""Worst first: a summarised cell takes the colour of its worst status."""
+
+
+def entries(evidence: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every item once (reported items first, then untested-only entries), each with ``owner``
+    (may be empty for never-run items) and ``index`` (its position, used as anchor ``item-N``)."""
+    out: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    for entry in [*evidence["items"], *evidence["untested"]["items"]]:
+        if entry["nodeid"] in seen:
+            continue
+        seen.add(entry["nodeid"])
+        out.append(entry)
+    return out
+
+
+def owners_from_items(evidence: dict[str, Any]) -> dict[str, dict[str, str]]:
+    """{matrix prefix: {layer: owner}} as seen on reported items (fallback when matrices are gone)."""
+    owners: dict[str, dict[str, str]] = {}
+    for item in evidence["items"]:
+        owners.setdefault(item.get("matrix", ""), {}).setdefault(item["layer"], item.get("owner", ""))
+    return owners
+
+
+def signoff_context(owners: dict[str, dict[str, str]], run_signer: str | None, signer_error: str | None,
+                    claims: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """``{"run_signer": keyid|None, "signer_error": str|None, "roles": [{"role", "layers",
+    "signed": [claims], "status": "signed"|"pending"}]}``; roles are the owner teams."""
+    teams: dict[str, set[str]] = {}
+    for per in owners.values():
+        for layer, team in per.items():
+            if team:
+                teams.setdefault(team, set()).add(layer)
+    roles = []
+    for team in sorted(teams):
+        signed = [c for c in claims or [] if c.get("role") == team]
+        roles.append({"role": team, "layers": [x for x in LAYERS if x in teams[team]], "signed": signed,
+                      "status": "signed" if signed else "pending"})
+    return {"run_signer": run_signer, "signer_error": signer_error, "roles": roles}
+
+
+def _key(entry: dict[str, Any]) -> tuple[str, ...]:
+    keys = entry.get("keys", {})
+    out = []
+    for dim in DIMENSIONS:
+        if dim not in keys:
+            break
+        out.append(str(keys[dim]))
+    return tuple(out)
+
+
+def heatmap(evidence: dict[str, Any], limit: int = HEATMAP_ROW_LIMIT) -> dict[str, Any]:
+    """Rows of the matrix heat map.
+
+    Returns ``{"summarised": bool, "total_rows": int, "rows": [{"matrix", "keys": [str, …],
+    "cells": {layer: cell}}]}``. Unsummarised cell: ``{"status", "index", "nodeid", "blocked_by",
+    "reason"}`` or None (no item). Beyond ``limit`` rows, rows are resource × image and each cell
+    is ``{"status": worst, "counts": {status: n}}``.
+    """
+    items = entries(evidence)
+    by_prefix: dict[tuple[str, str, tuple[str, ...]], int] = {}
+    keysets: dict[str, set[tuple[str, ...]]] = {}
+    for index, entry in enumerate(items):
+        matrix = entry.get("matrix") or entry["nodeid"].split("::", 1)[0]
+        key = _key(entry)
+        by_prefix[(matrix, entry["layer"], key)] = index
+        keysets.setdefault(matrix, set()).add(key)
+    rows_keys: list[tuple[str, tuple[str, ...]]] = []
+    for matrix in sorted(keysets):
+        keys = keysets[matrix]
+        prefixes = {k[:n] for k in keys for n in range(len(k))}
+        rows_keys.extend((matrix, k) for k in sorted(keys - prefixes))
+    summarised = len(rows_keys) > limit
+    rows = []
+    if not summarised:
+        for matrix, key in rows_keys:
+            cells: dict[str, Any] = {}
+            for layer in LAYERS:
+                found = next((by_prefix[(matrix, layer, key[:n])] for n in range(len(key), 0, -1)
+                              if (matrix, layer, key[:n]) in by_prefix), None)
+                e = items[found] if found is not None else None
+                cells[layer] = None if e is None else {"status": e["status"], "index": found, "nodeid": e["nodeid"],
+                                                        "blocked_by": e.get("blocked_by"), "reason": e.get("reason")}
+            rows.append({"matrix": matrix, "keys": list(key), "cells": cells})
+    else:
+        groups: dict[tuple[str, tuple[str, ...]], dict[str, Counter[str]]] = {
+            (matrix, k[:2]): {} for matrix, k in rows_keys}
+        by_resource: dict[tuple[str, str], list[tuple[str, tuple[str, ...]]]] = {}
+        for group in groups:
+            by_resource.setdefault((group[0], group[1][0]), []).append(group)
+        for entry in items:
+            matrix = entry.get("matrix") or entry["nodeid"].split("::", 1)[0]
+            key = _key(entry)
+            targets = [(matrix, key[:2])] if len(key) >= 2 else by_resource.get((matrix, key[0]), []) if key else []
+            for group in targets:
+                groups[group].setdefault(entry["layer"], Counter())[entry["status"]] += 1
+        for (matrix, key), per_layer in sorted(groups.items()):
+            cells = {}
+            for layer in LAYERS:
+                counts = per_layer.get(layer)
+                cells[layer] = None if not counts else {
+                    "status": next(s for s in SEVERITY if counts.get(s)) if any(counts.get(s) for s in SEVERITY)
+                    else "passed", "counts": dict(counts)}
+            rows.append({"matrix": matrix, "keys": list(key), "cells": cells})
+    return {"summarised": summarised, "total_rows": len(rows_keys), "rows": rows}
+
+
+def failures_by_owner(evidence: dict[str, Any]) -> list[tuple[str, list[dict[str, Any]]]]:
+    """[(owner team, [failed/errored item dicts])], teams with most failures first."""
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for item in evidence["items"]:
+        if item["status"] in ("failed", "error"):
+            owner = (item.get("failure") or {}).get("owner") or item.get("owner") or "unowned"
+            groups.setdefault(owner, []).append(item)
+    return sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0]))
+
+
+def layer_counts(evidence: dict[str, Any]) -> list[tuple[str, dict[str, int]]]:
+    """[(layer, {status: n for every status in STATUSES})] in layer order."""
+    by_layer = evidence["summary"]["by_layer"]
+    return [(layer, {s: int(by_layer.get(layer, {}).get(s, 0)) for s in STATUSES}) for layer in LAYERS]
