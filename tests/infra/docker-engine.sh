@@ -351,6 +351,10 @@ ensure_image() {
         rootfs=$(mktemp -d "$IMAGE_CACHE/.build-$short.XXXXXX")
         BUILD_DIR=$rootfs
         t=$SECONDS
+        # Host tools (kept out of the recipes so they do not change the cache keys).
+        if [ "$builder" = build_py311_onnx ] && ! python3 -m pip --version >/dev/null 2>&1; then
+            apt_install python3-pip
+        fi
         log "building $name rootfs in $rootfs"
         "$builder" "$rootfs/root"
         tar --numeric-owner -C "$rootfs/root" -cf "$rootfs/rootfs.tar" .
