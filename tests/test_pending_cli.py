@@ -102,3 +102,18 @@ def test_registered_in_the_hetero_command(capsys: pytest.CaptureFixture[str]) ->
     with pytest.raises(SystemExit):
         main(["explain-pending", "--help"])
     assert "--from" in capsys.readouterr().out
+
+
+def test_owner_override_and_bad_override(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    src = tmp_path / "m.txt"
+    src.write_text("0/2 nodes are available: 2 node(s) had untolerated taint {nvidia.com/gpu: }.")
+    code, out, _ = _run(["--from", str(src), "--owner", "untolerated_taint=platform"], capsys)
+    assert code == 0
+    assert [(r["code"], r["owner"], r["taint"]) for r in json.loads(out)] == [
+        ("untolerated_taint", "platform", "nvidia.com/gpu")
+    ]
+    code, out, err = _run(["--from", str(src), "--owner", "untolerated_taint=nobody"], capsys)
+    assert (code, out) == (2, "")
+    assert "unknown owner" in err
+    code, _, err = _run(["--from", str(src), "--owner", "no_such_code=platform"], capsys)
+    assert code == 2 and "unknown reason code" in err

@@ -37,6 +37,13 @@ def add_parser(subparsers: Any) -> None:
         help="file to read, or '-' for standard input (default)",
     )
     parser.add_argument("--text", action="store_true", help="print one line per reason instead of JSON")
+    parser.add_argument(
+        "--owner",
+        action="append",
+        default=[],
+        metavar="CODE=OWNER",
+        help="override the owner of a reason code (repeatable), e.g. untolerated_taint=platform",
+    )
     parser.set_defaults(func=run)
 
 
@@ -53,15 +60,19 @@ def _line(reason: Reason) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run the command for parsed ``args`` (``source``, ``text``); returns the exit code."""
+    """Run the command for parsed ``args`` (``source``, ``text``, ``owner``); returns the exit code."""
     name = "standard input" if args.source == "-" else args.source
     try:
         data = _read(args.source)
     except OSError as exc:
         print(f"hetero explain-pending: cannot read {name}: {exc.strerror or exc}", file=sys.stderr)
         return 2
+    owners = dict(item.partition("=")[::2] for item in args.owner)
     try:
-        reasons = explain(data)
+        reasons = explain(data, owners=owners)
+    except ValueError as exc:
+        print(f"hetero explain-pending: --owner: {exc}", file=sys.stderr)
+        return 2
     except HeteroError as exc:
         print(f"hetero explain-pending: cannot read {name}: {exc.message}", file=sys.stderr)
         if exc.hint:

@@ -205,13 +205,18 @@ def make_reason(source: str, code: str, message: str, *, owner: str | None = Non
 def apply_owners(reasons: list[Reason], owners: Mapping[str, str] | None) -> list[Reason]:
     """Return ``reasons`` with owners replaced per ``owners`` (``{code: owner}``).
 
-    Raises ``ValueError`` when a mapping value is not one of :data:`OWNERS`.
+    Raises ``ValueError`` when a key is not a code in :data:`CODES` or a value not one of :data:`OWNERS`.
     """
     if not owners:
         return list(reasons)
     bad = {o for o in owners.values() if o not in OWNERS}
     if bad:
         raise ValueError(f"unknown owner(s) {sorted(bad)}; expected one of {sorted(OWNERS)}")
+    unknown_codes = {c for c in owners if c not in CODES}
+    if unknown_codes:
+        raise ValueError(
+            f"unknown reason code(s) {sorted(unknown_codes)}; see pytest_hetero.pending.model.CODES"
+        )
     return [replace(r, owner=owners[r.code]) if r.code in owners else r for r in reasons]
 
 
