@@ -18,9 +18,11 @@ The pure part (:func:`select`) is shared by the pytest hook and ``hetero plan``.
 
 from __future__ import annotations
 
+import fnmatch
 import hashlib
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -31,7 +33,7 @@ from pytest_hetero.matrix.diff import changed_items
 from pytest_hetero.matrix.expand import Plan, PlannedItem, expand
 from pytest_hetero.matrix.load import load_matrix
 from pytest_hetero.matrix.model import Matrix, Profile
-from pytest_hetero.stash import DESELECTED, PLANS, SETTINGS
+from pytest_hetero.stash import DESELECTED, PLANS, RECORDER, SETTINGS
 
 BUILTIN_PROFILES: dict[str, Profile] = {
     "quick": Profile("quick", ("discovery", "scheduling", "startup"), representative=True),
@@ -257,13 +259,50 @@ REQUEST = pytest.StashKey[Request]()
 SELECTION = pytest.StashKey[Selection]()
 
 
+def matrices_in_args(config: pytest.Config) -> list[tuple[str, Matrix, Plan]]:
+    """(nodeid prefix, matrix, plan) of the matrix files the session will collect (command-line
+    paths matching ``hetero_matrix_glob`` or given with ``--hetero-matrix``, folders searched),
+    loaded ahead of collection; files that fail to load are left for collection to report."""
+    settings = config.stash[SETTINGS]
+    found: list[Path] = []
+    for arg in config.args:
+        path = Path(str(arg).split("::", 1)[0]).resolve()
+        if path.is_dir():
+            found += sorted(path.rglob(settings.matrix_glob))
+        elif path.is_file() and (fnmatch.fnmatch(path.name, settings.matrix_glob) or path in settings.matrices):
+            found.append(path)
+    out = []
+    for path in dict.fromkeys(found):
+        try:
+            matrix = load_matrix(path)
+            cls = config.hook.pytest_hetero_backend_class(name=settings.backend or matrix.backend)
+        except Exception:  # noqa: BLE001 - collection reports it with file and line
+            continue
+        plan = expand(matrix, scheduling_per_image=bool(getattr(cls, "scheduling_per_image", False)))
+        try:
+            prefix = path.relative_to(config.rootpath).as_posix()
+        except ValueError:
+            prefix = path.as_posix()
+        out.append((prefix, matrix, plan))
+    return out
+
+
 def pytest_sessionstart(session: pytest.Session) -> None:
-    """Parse profile/affected/shard options once; bad values are usage errors before collection."""
+    """Parse profile/affected/shard options and check them against the matrices before collection,
+    so a bad value is a usage error before anything runs. On a pytest-xdist controller, which
+    collects nothing itself, also journal the matrices and the deselections here."""
     config = session.config
     try:
-        config.stash[REQUEST] = build_request(config.stash[SETTINGS])
+        request = config.stash[REQUEST] = build_request(config.stash[SETTINGS])
+        plans = matrices_in_args(config)
+        selection = select(request, plans) if request.active and plans else Selection()
     except HeteroError as exc:
         raise usage_error(exc) from None
+    recorder = config.stash.get(RECORDER, None)
+    if recorder is not None and config.pluginmanager.getplugin("dsession") is not None:
+        for prefix, matrix, plan in plans:
+            recorder.matrix(str(matrix.path), prefix, matrix.name, matrix.sha256, _plan_uses_image(plan))
+        config.stash[DESELECTED].update(selection.deselected)
 
 
 @pytest.hookimpl(trylast=True)
