@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pytest_hetero.pending.scheduler import parse_hami_message, parse_scheduler_message
 
@@ -231,3 +233,20 @@ def test_hami_no_available_node_and_card_tally() -> None:
 
 def test_blank_message_gives_nothing() -> None:
     assert parse_scheduler_message("  \n ") == []
+
+
+def test_volcano_gang_verdict_in_a_pod_condition_is_not_a_node_reason() -> None:
+    msg = "1/2 tasks in gang unschedulable: pod group is not ready, 2 Pending, 2 minAvailable"
+    (reason,) = parse_scheduler_message(msg, source="volcano")
+    assert (reason.source, reason.code, reason.quantities["min_available"]) == (
+        "volcano",
+        "gang_unschedulable",
+        "2",
+    )
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=300))
+def test_any_non_blank_message_gives_at_least_one_reason(message: str) -> None:
+    reasons = parse_scheduler_message(message)
+    assert bool(reasons) == bool(message.split())

@@ -62,7 +62,7 @@ _PATTERNS: tuple[tuple[str, str], ...] = (
     (r"affinity", "pod_affinity"),
     (r"free ports", "port_conflict"),
     (r"were unschedulable", "node_unschedulable"),
-    (r"not ready|unknown condition|network unavailable", "node_not_ready"),
+    (r"(?:were|was|is) not ready|not-ready|unknown condition|network unavailable", "node_not_ready"),
     (r"(memory|disk|pid) pressure|out of disk", "node_pressure"),
     (r"claims?\b|resourceclaim|resource driver", "device_claim_unallocatable"),
     (r"no nodes available", "no_nodes"),
@@ -199,6 +199,13 @@ def parse_scheduler_message(
     text = _squash(message)
     if not text:
         return []
+    if re.search(r"tasks in gang unschedulable|queue resource quota insufficient", text, re.IGNORECASE):
+        # Volcano writes its gang verdict into the pod's PodScheduled condition too.
+        from pytest_hetero.pending.volcano import classify_queue_text, parse_gang_message
+
+        volcano = parse_gang_message(text) or classify_queue_text(text)
+        if volcano:
+            return volcano
     parts = _PREEMPTION.split(text, maxsplit=1)
     main, pre = parts[0], (parts[1] if len(parts) > 1 else "")
     reasons = _parse_part(main, preemption=False, source=source, advertised=advertised)
