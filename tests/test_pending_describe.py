@@ -477,3 +477,63 @@ def test_events_as_json_event_list() -> None:
         ("scheduler", "preemption_no_victims", None, 4),
         ("apiserver", "forbidden_rbac", "pods", None),
     ]
+
+
+FULL_VOLCANO_1_30 = """\
+Name:             mpi-worker-1
+Namespace:        ml
+Priority:         0
+Service Account:  default
+Node:             <none>
+Labels:           volcano.sh/job-name=mpi
+Annotations:      scheduling.k8s.io/group-name: mpi-pg
+                  hami.io/vgpu-devices-to-allocate: ;
+Status:           Pending
+IP:
+IPs:              <none>
+Controlled By:    Job/mpi
+Init Containers:
+  wait-for-master:
+    Image:      busybox:1.36
+    State:      Waiting
+      Reason:   PodInitializing
+    Ready:      False
+Containers:
+  worker:
+    Image:      nvcr.io/nvidia/pytorch:24.05-py3
+    Port:       <none>
+    Host Port:  <none>
+    Limits:
+      nvidia.com/gpu:     1
+      nvidia.com/gpumem:  20000
+    State:      Waiting
+      Reason:   ContainerCreating
+    Environment:  <none>
+    Mounts:
+      /var/run/secrets/kubernetes.io/serviceaccount from kube-api-access-x (ro)
+Conditions:
+  Type           Status
+  PodScheduled   False
+Volumes:
+  kube-api-access-x:
+    Type:                    Projected (a volume that contains injected data from multiple sources)
+QoS Class:                   BestEffort
+Node-Selectors:              nvidia.com/gpu.product=NVIDIA-H100-80GB-HBM3
+Tolerations:                 node.kubernetes.io/not-ready:NoExecute op=Exists for 300s
+                             nvidia.com/gpu:NoSchedule op=Exists
+Events:
+  Type     Reason            Age                 From     Message
+  ----     ------            ----                ----     -------
+  Warning  FailedScheduling  12s (x4 over 2m)    volcano  0/3 nodes are unavailable: 1 node(s) had untolerated taint {node-role.kubernetes.io/control-plane: }, 2 Insufficient nvidia.com/gpu.
+  Warning  Unschedulable     12s (x20 over 2m)   volcano  1/2 tasks in gang unschedulable: pod group is not ready, 2 Pending, 2 minAvailable; Pending: 2 Unschedulable
+"""
+
+
+def test_full_volcano_describe_has_no_spurious_reasons() -> None:
+    reasons = parse_describe(FULL_VOLCANO_1_30)
+    assert [(r.source, r.code, r.nodes, r.total_nodes, r.resource) for r in reasons] == [
+        ("volcano", "untolerated_taint", 1, 3, None),
+        ("volcano", "insufficient_resource", 2, 3, "nvidia.com/gpu"),
+        ("volcano", "gang_unschedulable", None, None, None),
+    ]
+    assert reasons[2].quantities["pending_unschedulable"] == "2"

@@ -40,7 +40,11 @@ def explain(
     owners: Mapping[str, str] | None = None,
     advertised: Collection[str] | None = None,
 ) -> list[Reason]:
-    """Return every reason found, in order, without duplicates; ``[]`` only for empty input.
+    """Return every reason found, in order, without duplicates.
+
+    ``[]`` means there was nothing to explain: empty input, or a recognised capture that holds no
+    failure (a describe/events listing with only Normal events, an admitted Workload, a Pod whose
+    conditions are all True).
 
     Text nobody recognises comes back as one ``unknown`` reason holding the (whitespace-squashed,
     at most 2000 characters) text. ``owners`` (``{code: owner}``) overrides default owners.
