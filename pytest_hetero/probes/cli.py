@@ -1,0 +1,83 @@
+"""``hetero probe nvidia|ascend|cpu [--from FILE] [--root DIR]``: print an Inventory as JSON.
+
+Without ``--from`` the live tools are asked (:func:`pytest_hetero.probes.probe_host`). With
+``--from FILE`` (``-`` for stdin) a captured output is read and its format detected:
+``nvidia-smi -q -x`` XML, plain ``nvidia-smi``, a kernel/dmesg or device-plugin Xid log, or
+``npu-smi info`` / ``npu-smi info -t board``. Exit 0 healthy, 1 an unhealthy device or a
+global error, 2 unreadable input or a bad option.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from pytest_hetero.errors import ParseError
+from pytest_hetero.probes import probe_host
+from pytest_hetero.probes.model import Inventory
+
+
+def add_parser(subparsers: Any) -> None:
+    """Register the ``probe`` sub-command on the ``hetero`` parser's ``subparsers``."""
+    parser = subparsers.add_parser(
+        "probe", help="show what the devices of this host (or a captured tool output) report",
+        description=__doc__.splitlines()[0])
+    parser.add_argument("vendor", choices=("nvidia", "ascend", "cpu"))
+    parser.add_argument("--from", dest="source", metavar="FILE",
+                        help="captured output to read instead of running the tools ('-' = stdin)")
+    parser.add_argument("--root", default="/", metavar="DIR",
+                        help="filesystem root for /dev, /proc and /sys reads (default /)")
+    parser.add_argument("--no-raw", action="store_true", help="leave the parsed raw text out of the JSON")
+    parser.set_defaults(func=run)
+
+
+def _read(source: str) -> str:
+    if source == "-":
+        return sys.stdin.read()
+    with open(source, "rb") as handle:
+        return handle.read().decode("utf-8", errors="replace")
+
+
+def parse_captured(vendor: str, text: str) -> Inventory:
+    """Parse captured ``text`` for ``vendor`` (format detected); raises ParseError if unreadable."""
+    if vendor == "nvidia":
+        from pytest_hetero.probes.nvidia import detect_format, parse_nvidia_smi
+
+        if detect_format(text) == "unknown":
+            raise ParseError("not a known NVIDIA format: expected nvidia-smi -q -x XML, plain nvidia-smi, "
+                             "a kernel log with 'NVRM: Xid' lines or a device-plugin log")
+        return parse_nvidia_smi(text)
+    if vendor == "ascend":
+        from pytest_hetero.probes.ascend import parse_npu_board, parse_npu_smi_info
+
+        if "|" not in text and "NPU ID" in text:
+            board = parse_npu_board(text)
+            return Inventory(vendor="ascend", source="npu-smi-board", firmware_version=board.get("firmware_version"),
+                             driver_version=board.get("software_version"), raw=text, extra={"board": board})
+        return parse_npu_smi_info(text)
+    raise ParseError(f"--from is not supported for {vendor}", hint="use --root DIR to read /proc and /sys under DIR")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``hetero probe``; print the Inventory JSON; return 0 healthy, 1 unhealthy, 2 unreadable."""
+    try:
+        if args.source:
+            try:
+                text = _read(args.source)
+            except OSError as exc:
+                print(f"hetero probe: cannot read {args.source}: {exc.strerror or exc}", file=sys.stderr)
+                return 2
+            inventory = parse_captured(args.vendor, text)
+        else:
+            inventory = probe_host(args.vendor, args.root)
+    except ParseError as exc:
+        where = args.source if args.source and args.source != "-" else "<stdin>"
+        print(f"hetero probe: {where}: {exc.message}", file=sys.stderr)
+        if exc.hint:
+            print(f"  hint: {exc.hint}", file=sys.stderr)
+        return 2
+    json.dump(inventory.to_dict(include_raw=not args.no_raw), sys.stdout, indent=2)
+    sys.stdout.write("\n")
+    return 0 if inventory.healthy else 1
