@@ -341,3 +341,15 @@ def test_describe_workload_text_is_kueue_not_volcano() -> None:
         "a100",
         {"more_needed": "2"},
     )
+
+
+def test_docstring_table_matches_the_code_vocabulary() -> None:
+    from pytest_hetero.pending import model
+
+    assert model.__doc__ is not None
+    rows = {}
+    for line in model.__doc__.splitlines():
+        parts = line.split()
+        if len(parts) >= 3 and parts[0] in CODES:
+            rows[parts[0]] = (parts[1], parts[2])
+    assert rows == dict(CODES)
