@@ -17,7 +17,7 @@ from pytest_hetero.item import LayerItem
 from pytest_hetero.matrix.expand import Plan, PlannedItem, expand
 from pytest_hetero.matrix.load import load_matrix
 from pytest_hetero.matrix.model import Matrix
-from pytest_hetero.stash import PLANS, RECORDER, SETTINGS
+from pytest_hetero.stash import PLANS, SETTINGS
 
 
 def plan_matrix(config: pytest.Config, matrix: Matrix) -> tuple[str, Plan]:
@@ -43,10 +43,6 @@ class MatrixFile(pytest.File):
         matrix = load_matrix(self.path)
         backend, plan = plan_matrix(self.config, matrix)
         self.config.stash[PLANS][self.nodeid] = (matrix, plan)
-        recorder = self.config.stash.get(RECORDER, None)
-        if recorder is not None:
-            recorder.matrix(str(matrix.path), self.nodeid, matrix.name, matrix.sha256,
-                            plan_uses_image(plan))
         tree: dict[str, Any] = {}
         for planned in plan.items:
             node = tree

@@ -103,6 +103,22 @@ class LayerItem(pytest.Item):
             pool[key] = made
         return pool[key]
 
+    def matrix_ref(self) -> dict[str, Any]:
+        """What the controller needs to re-plan this item's matrix: path, nodeid prefix, name, sha256."""
+        return {"path": str(self.matrix.path), "prefix": self.nodeid.split("::", 1)[0], "name": self.matrix.name,
+                "sha256": self.matrix.sha256,
+                "scheduling_per_image": "image" in self.planned.keys if self.planned.layer == "scheduling"
+                else self._per_image()}
+
+    def _per_image(self) -> bool:
+        cls = self.config.hook.pytest_hetero_backend_class(name=self.backend_name)
+        return bool(getattr(cls, "scheduling_per_image", False))
+
+    def live_backend(self) -> Backend | None:
+        """The backend instance if this process built one for this item's target, else None."""
+        key = (self.backend_name, json.dumps(self.matrix.target, sort_keys=True))
+        return self.config.stash[BACKENDS].get(key)
+
     def runtest(self) -> None:
         """Run the layer check; translate its outcome into evidence and a pytest outcome."""
         started = time.perf_counter()

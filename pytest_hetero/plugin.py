@@ -9,6 +9,7 @@ evidence.json, writers, then signing last).
 from __future__ import annotations
 
 import fnmatch
+import importlib
 import signal
 import socket
 import subprocess
@@ -30,6 +31,8 @@ from pytest_hetero.settings import add_options, build_settings
 from pytest_hetero.stash import BACKENDS, DESELECTED, OUTCOME, PLANS, RECORDER, SETTINGS
 
 EVIDENCE_PROPERTY = "hetero_evidence"
+MATRIX_PROPERTY = "hetero_matrix"
+TARGET_PROPERTY = "hetero_target"
 _FINAL = pytest.StashKey[dict[str, Any]]()
 
 
@@ -60,7 +63,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if not config.pluginmanager.has_plugin("pytest_hetero.builtin"):
         config.pluginmanager.register(builtin, "pytest_hetero.builtin")
         for name in builtin.PLUGIN_MODULES:
-            config.pluginmanager.import_plugin(name)
+            config.pluginmanager.register(importlib.import_module(name), name)
     worker = getattr(config, "workerinput", None)
     try:
         settings = build_settings(config, run_id=worker.get("hetero_run_id") if worker else None)
@@ -87,7 +90,8 @@ def pytest_configure(config: pytest.Config) -> None:
             "pytest": pytest.__version__, "git_commit": _git_commit(settings.rootdir),
             "invocation": list(config.invocation_params.args), "profile": settings.profile,
             "backend_override": settings.backend, "rootdir": str(settings.rootdir)}))
-        config.pluginmanager.register(Journaler(recorder), "pytest_hetero.journaler")
+        config.pluginmanager.register(Journaler(recorder, not config.option.collectonly),
+                                      "pytest_hetero.journaler")
         if hasattr(signal, "SIGTERM"):
             try:
                 signal.signal(signal.SIGTERM, _sigterm)
@@ -144,26 +148,41 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         evidence = ev.to_dict()
     if evidence is None or (report.when == "setup" and report.passed):
         return
+    if report.skipped and isinstance(report.longrepr, tuple):
+        # point skips (blocked, not applicable) at the matrix line, not at our source
+        path, lineno, _ = item.reportinfo()
+        report.longrepr = (str(path), (lineno or 0) + 1, report.longrepr[2])
     item.stash[_FINAL] = evidence
     report.user_properties.append((EVIDENCE_PROPERTY, evidence))
+    report.user_properties.append((MATRIX_PROPERTY, item.matrix_ref()))
+    backend = item.live_backend()
+    if backend is not None:
+        report.user_properties.append((TARGET_PROPERTY, backend.fingerprint()))
 
 
 class Journaler:
-    """Controller-side plugin object: journals item evidence and collection errors as reports arrive
-    (from this process or from pytest-xdist workers)."""
+    """Controller-side plugin object: journals what reports carry (item evidence, the matrix it
+    came from, the backend's target fingerprint) and collection errors, as they arrive from this
+    process or from pytest-xdist workers. Inactive under ``--collect-only``."""
 
-    def __init__(self, recorder: Recorder) -> None:
+    def __init__(self, recorder: Recorder, active: bool) -> None:
         self.recorder = recorder
+        self.active = active
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         """Journal each item's evidence the moment its report arrives."""
-        for name, value in report.user_properties:
-            if name == EVIDENCE_PROPERTY:
-                self.recorder.item(value)
+        props = dict(report.user_properties)
+        if not self.active or EVIDENCE_PROPERTY not in props:
+            return
+        if MATRIX_PROPERTY in props:
+            self.recorder.matrix(**props[MATRIX_PROPERTY])
+        if TARGET_PROPERTY in props:
+            self.recorder.target(props[TARGET_PROPERTY])
+        self.recorder.item(props[EVIDENCE_PROPERTY])
 
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         """Journal collection errors of matrix files (invalid matrices) so the bundle shows them."""
-        if report.failed and report.nodeid.endswith(".yaml"):
+        if self.active and report.failed and report.nodeid.endswith(".yaml"):
             self.recorder.collect_error(report.nodeid, str(report.longrepr))
 
 
@@ -173,7 +192,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     recorder = config.stash.get(RECORDER, None)
     for backend in config.stash.get(BACKENDS, {}).values():
         try:
-            if recorder is not None:
+            if recorder is not None and recorder.started:
                 recorder.target(backend.fingerprint())
             backend.close()
         except Exception as exc:  # noqa: BLE001 - cleanup must go on for the other backends
@@ -189,13 +208,14 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     recorder.end(int(exitstatus), interrupted, stopped)
     settings = config.stash[SETTINGS]
     evidence = assemble(settings.bundle_dir)
-    config.hook.pytest_hetero_write_reports(evidence=evidence, bundle_dir=settings.bundle_dir,
-                                            settings=settings)
-    try:
-        config.hook.pytest_hetero_bundle_finished(evidence=evidence, bundle_dir=settings.bundle_dir,
-                                                  settings=settings)
-    except HeteroError as exc:
-        sys.stderr.write(f"pytest-hetero: {exc.render()}\n")
+    for hook in (config.hook.pytest_hetero_write_reports, config.hook.pytest_hetero_bundle_finished):
+        try:
+            hook(evidence=evidence, bundle_dir=settings.bundle_dir, settings=settings)
+        except HeteroError as exc:
+            sys.stderr.write(f"pytest-hetero: {exc.render()}\n")
+        except Exception as exc:  # noqa: BLE001 - evidence.json is written; a writer bug must not hide it
+            sys.stderr.write(f"pytest-hetero: {hook.name} failed: {type(exc).__name__}: {exc}\n")
+            session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
     config.stash[_SUMMARY] = evidence
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from pytest_hetero.layers.base import LayerContext, LayerFailed
+from pytest_hetero.matrix.model import Resource
 
 VENDOR_BY_TYPE: dict[str, str] = {"gpu": "nvidia", "npu": "ascend", "cpu": "cpu"}
 
@@ -22,14 +23,42 @@ def vendor_of(resource_type: str, vendor: str) -> str:
     return VENDOR_BY_TYPE[resource_type]
 
 
+def probe_host(vendor: str) -> Any:
+    """Run the live probe for ``vendor`` (``nvidia``, ``ascend``, ``cpu``) on this host; return its Inventory."""
+    if vendor == "nvidia":
+        from pytest_hetero.probes.nvidia import probe_nvidia
+        return probe_nvidia()
+    if vendor == "ascend":
+        from pytest_hetero.probes.ascend import probe_ascend
+        return probe_ascend()
+    from pytest_hetero.probes.cpu import probe_cpu
+    return probe_cpu()
+
+
+def expectation(resource: Resource, advertised: dict[str, int] | None = None) -> dict[str, Any]:
+    """Translate a matrix resource's ``expect`` (+ advertised capacity/allocatable) to the probe
+    comparator's Expectation mapping (``pytest_hetero.probes.compare``)."""
+    exp = resource.expect
+    names = [k for k in resource.requests if k not in ("cpu", "memory", "ephemeral-storage")]
+    out: dict[str, Any] = {"resource": names[0] if names else resource.type}
+    for ours, theirs in (("devices", "count"), ("product", "product"), ("min_memory_mib", "min_memory_mib"),
+                         ("driver", "driver_version"), ("cuda", "cuda_version"), ("cann", "cann_version")):
+        if ours in exp:
+            out[theirs] = exp[ours]
+    if "mig_profile" in exp:
+        out["mig_profiles"] = (exp["mig_profile"],)
+    out.update(advertised or {})
+    return out
+
+
 def _cpu_differences(inventory: Any, expect: dict[str, Any]) -> list[dict[str, Any]]:
     extra = inventory.extra or {}
     out = []
-    cpus = extra.get("effective_cpus") or extra.get("logical_cpus")
+    cpus = extra.get("cpu_limit_cores") or extra.get("logical_cpus")
     if "min_cpus" in expect and (cpus is None or float(cpus) < float(expect["min_cpus"])):
         out.append({"field": "cpus", "expected": f">= {expect['min_cpus']}", "observed": cpus,
                     "message": f"{cpus} usable CPUs, matrix expects at least {expect['min_cpus']}"})
-    mem = extra.get("effective_memory_mib") or extra.get("memory_total_mib")
+    mem = extra.get("memory_effective_mib") or extra.get("memory_total_mib")
     if "min_memory_total_mib" in expect and (mem is None or int(mem) < int(expect["min_memory_total_mib"])):
         out.append({"field": "memory", "expected": f">= {expect['min_memory_total_mib']} MiB", "observed": mem,
                     "message": f"{mem} MiB usable memory, matrix expects {expect['min_memory_total_mib']} MiB"})
@@ -43,7 +72,6 @@ def discover_host(ctx: LayerContext, advertised: dict[str, int] | None = None) -
     Raises LayerFailed (owner infrastructure) with category ``driver_missing`` (no driver /
     no devices), ``device_unhealthy`` or ``expectation_mismatch``.
     """
-    from pytest_hetero.probes import probe_host
     from pytest_hetero.probes.compare import compare
 
     resource = ctx.resource
@@ -53,7 +81,7 @@ def discover_host(ctx: LayerContext, advertised: dict[str, int] | None = None) -
     if vendor == "cpu":
         differences = _cpu_differences(inventory, resource.expect)
     else:
-        found = compare(inventory, resource.expect, **(advertised or {}))
+        found = compare(inventory, expectation(resource, advertised))
         differences = [d.to_dict() for d in found]
     ctx.record("discovery.snapshot", vendor=vendor, source=inventory.source,
                observed=inventory.to_dict(include_raw=False), expected=dict(resource.expect),

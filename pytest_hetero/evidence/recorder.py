@@ -35,6 +35,7 @@ class Recorder:
         self._run = run
         self._fh: Any = None
         self._matrices: set[str] = set()
+        self._targets: dict[str, str] = {}
 
     @property
     def started(self) -> bool:
@@ -53,7 +54,7 @@ class Recorder:
         self._fh.flush()
         os.fsync(self._fh.fileno())
 
-    def matrix(self, path: str, prefix: str, name: str, sha256: str, scheduling_per_image: bool) -> None:
+    def matrix(self, *, path: str, prefix: str, name: str, sha256: str, scheduling_per_image: bool) -> None:
         """Note a matrix once: absolute ``path``, nodeid ``prefix``, file ``sha256``."""
         if prefix in self._matrices:
             return
@@ -74,7 +75,13 @@ class Recorder:
         self._write({"type": "collect_error", "nodeid": nodeid, "message": message})
 
     def target(self, fingerprint: dict[str, Any]) -> None:
-        """Append a backend's target fingerprint (backend, host/cluster, nodes, versions, images)."""
+        """Append a backend's target fingerprint (backend, host/cluster, nodes, versions, images)
+        when it differs from the last one journaled for the same backend and identity."""
+        key = f"{fingerprint.get('backend')}|{fingerprint.get('identity')}"
+        text = json.dumps(fingerprint, sort_keys=True, default=str)
+        if self._targets.get(key) == text:
+            return
+        self._targets[key] = text
         self._write({"type": "target", "fingerprint": fingerprint})
 
     def end(self, exit_status: int, interrupted: bool, stopped: str = "") -> None:
@@ -144,7 +151,10 @@ def assemble(bundle_dir: Path) -> dict[str, Any]:
     item_list = sorted(items.values(), key=lambda i: i["nodeid"])
     stopped = "" if end is None else str(end.get("stopped") or "")
     untested = untested_scope(plans, item_list, deselected, interrupted, stopped)
-    fingerprints = [e["fingerprint"] for e in entries if e["type"] == "target"]
+    latest: dict[str, dict[str, Any]] = {}
+    for e in (e for e in entries if e["type"] == "target"):
+        latest[f"{e['fingerprint'].get('backend')}|{e['fingerprint'].get('identity')}"] = e["fingerprint"]
+    fingerprints = list(latest.values())
     doc = {
         "schema": SCHEMA,
         "run": {**{k: v for k, v in run.items() if k != "type"},

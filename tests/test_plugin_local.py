@@ -1,0 +1,193 @@
+"""End to end on the local backend through pytester: real model, real data, real evidence."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO, evidence_of, matrix_text, statuses
+
+CPU = {"name": "cpu-host", "type": "cpu", "requests": {"cpu": 1}}
+GPU = {"name": "gpu-nvidia", "type": "gpu", "vendor": "nvidia", "requests": {"nvidia.com/gpu": 1}}
+COMBO = "digits-logreg@digits-test"
+
+
+def _no_nvidia() -> bool:
+    from pytest_hetero.backends.host_discovery import probe_host
+
+    return not probe_host("nvidia").devices
+
+
+def test_example_matrix_end_to_end(pytester: pytest.Pytester) -> None:
+    """The README's main job: CPU row passes all provable layers, GPU row fails discovery honestly."""
+    if not _no_nvidia():
+        pytest.skip("this host has an NVIDIA GPU; the example's failing row assumes none")
+    pytester.makefile(".matrix.yaml", example=matrix_text(resources=[CPU, GPU]))
+    result = pytester.runpytest("-p", "no:cacheprovider", "-rs")
+    result.assert_outcomes(passed=4, failed=1, skipped=5)
+    assert result.ret == 1
+    ev = evidence_of(pytester)
+    assert statuses(ev) == {
+        "cpu-host::discovery": "passed",
+        "cpu-host::scheduling": "not_applicable",
+        "cpu-host::py::startup": "passed",
+        f"cpu-host::py::{COMBO}::model": "passed",
+        f"cpu-host::py::{COMBO}::business": "passed",
+        "gpu-nvidia::discovery": "failed",
+        "gpu-nvidia::scheduling": "blocked",
+        "gpu-nvidia::py::startup": "blocked",
+        f"gpu-nvidia::py::{COMBO}::model": "blocked",
+        f"gpu-nvidia::py::{COMBO}::business": "blocked",
+    }
+    items = {i["nodeid"].split("::", 1)[1]: i for i in ev["items"]}
+    gpu = items["gpu-nvidia::discovery"]
+    assert gpu["failure"]["category"] == "driver_missing"
+    assert gpu["failure"]["owner"] == "infrastructure"
+    assert gpu["failure"]["message"].startswith("nvidia discovery on this host: ")
+    root = "example.matrix.yaml::gpu-nvidia::discovery"
+    for layer in ("scheduling", "py::startup", f"py::{COMBO}::model", f"py::{COMBO}::business"):
+        blocked = items[f"gpu-nvidia::{layer}"]
+        assert blocked["blocked_by"] == root
+        assert blocked["reason"].startswith(f"blocked by {root}: nvidia discovery on this host")
+    result.stdout.fnmatch_lines([f"*SKIPPED*blocked by {root}: nvidia discovery on this host*"])
+    # the model item recorded a real run with its digests and the business rules their verdicts
+    model = items[f"cpu-host::py::{COMBO}::model"]
+    run = next(r["data"] for r in model["records"] if r["kind"] == "model.run")
+    assert run["exit_code"] == 0 and run["timed_out"] is False and run["peak_rss_mib"] > 10
+    assert run["stdout"]["text"].startswith("360 samples, accuracy 0.9639")
+    assert [a["name"] for a in model["artifacts"]] == ["stdout.txt", "stderr.txt", "outputs.json"]
+    outputs = json.loads((pytester.path / "reports" / ev["run"]["id"] / model["artifacts"][2]["path"]).read_text())
+    assert outputs["metrics"]["accuracy"] == 0.963889 and outputs["n"] == 360
+    business = items[f"cpu-host::py::{COMBO}::business"]
+    rules = next(r["data"] for r in business["records"] if r["kind"] == "business.rules")["results"]
+    assert [(r["name"], r["verdict"]) for r in rules] == [
+        ("accuracy-floor", "pass"), ("golden-samples", "pass"), ("mean-confidence", "pass"), ("latency-p95", "pass")]
+    assert rules[0]["observed"] == 0.963889
+    startup = items["cpu-host::py::startup"]
+    digests = [r["data"] for r in startup["records"] if r["kind"] == "artifact.digest"]
+    assert [(d["what"], d["observed"] == d["expected"]) for d in digests] == [("model", True), ("dataset", True)]
+    # untested scope and summary
+    assert ev["summary"]["verdict"] == "fail"
+    assert ev["summary"]["by_layer"]["scheduling"] == {"not_applicable": 1, "blocked": 1}
+    untested = {u["nodeid"].split("::", 1)[1]: u for u in ev["untested"]["items"]}
+    assert untested["cpu-host::scheduling"]["reason"] == "not applicable: the local backend cannot prove scheduling"
+    assert ev["untested"]["never_covered"] == {"t": {"resource": ["gpu-nvidia"],
+                                                     "resource_without_business_pass": ["gpu-nvidia"]}}
+    journal = (pytester.path / "reports" / ev["run"]["id"] / "journal.jsonl").read_text().splitlines()
+    assert [json.loads(line)["type"] for line in journal].count("item") == 10
+    result.stdout.fnmatch_lines(["*pytest-hetero evidence*", "verdict: FAIL*", "  discovery   1 passed, 1 failed"])
+
+
+def test_business_failure_is_owned_by_business_and_model_still_passes(pytester: pytest.Pytester,
+                                                                      tmp_path: Path) -> None:
+    strict = tmp_path / "strict.yaml"
+    strict.write_text("apiVersion: pytest-hetero/v1\nkind: AcceptanceRules\nrules:\n"
+                      "  - {name: accuracy-floor, metric: accuracy, op: '>=', value: 0.99}\n")
+    pytester.makefile(".matrix.yaml", m=matrix_text(acceptance=strict))
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=3, failed=1, skipped=1)
+    ev = evidence_of(pytester)
+    business = next(i for i in ev["items"] if i["layer"] == "business")
+    assert business["status"] == "failed"
+    assert business["failure"] == {"layer": "business", "category": "acceptance_failed", "owner": "business",
+                                   "message": "1 of 1 acceptance rules failed: accuracy-floor: expected "
+                                              "accuracy >= 0.99, observed 0.963889"}
+    assert statuses(ev)[f"cpu-host::py::{COMBO}::model"] == "passed"
+
+
+def test_model_digest_mismatch_fails_startup_and_blocks_above(pytester: pytest.Pytester) -> None:
+    pytester.makefile(".matrix.yaml", m=matrix_text(model_sha="0" * 64))
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1, failed=1, skipped=3)
+    ev = evidence_of(pytester)
+    startup = next(i for i in ev["items"] if i["layer"] == "startup")
+    assert startup["failure"]["category"] == "digest_mismatch"
+    assert startup["failure"]["owner"] == "algorithm"
+    assert startup["failure"]["message"] == (
+        f"model digits-logreg@1.0.0 sha256 mismatch: matrix declares {'0' * 64}, file "
+        f"{REPO}/cases/digits/model/digits-logreg-1.0.0.onnx has d2230a9096140b09d443879ca3b0d7cb0021917896a8f462f79806de1109b523")
+    assert statuses(ev)[f"cpu-host::py::{COMBO}::business"] == "blocked"
+
+
+def test_timeout_and_exclusion_and_incompatible(pytester: pytest.Pytester) -> None:
+    text = matrix_text(resources=[CPU, {**GPU, "name": "gpu-b"}], layers={"model": {"timeout": "10ms"}},
+                       images=[{"name": "py", "reference": "python:current"},
+                               {"name": "cuda", "reference": "python:current", "for": ["gpu"]}],
+                       exclude=[{"resource": "gpu-b", "reason": "no GPU hosts in this lab yet"}])
+    pytester.makefile(".matrix.yaml", m=text)
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=2, failed=1, skipped=2)
+    ev = evidence_of(pytester)
+    model = next(i for i in ev["items"] if i["layer"] == "model")
+    assert model["failure"]["category"] == "timeout"
+    assert model["failure"]["message"] == "model run exceeded the 0.01 s timeout"
+    st = statuses(ev)
+    assert st["gpu-b::discovery"] == "excluded" and st["gpu-b::cuda::startup"] == "excluded"
+    assert st["cpu-host::cuda::startup"] == "not_applicable"
+    reasons = {u["nodeid"].split("::", 1)[1]: u["reason"] for u in ev["untested"]["items"]}
+    assert reasons["gpu-b::discovery"].endswith(": no GPU hosts in this lab yet")
+
+
+def test_markers_keyword_and_deselection_recorded(pytester: pytest.Pytester) -> None:
+    pytester.makefile(".matrix.yaml", m=matrix_text(resources=[CPU, GPU]))
+    result = pytester.runpytest("-p", "no:cacheprovider", "-m", "discovery and gpu")
+    result.assert_outcomes(failed=1)
+    ev = evidence_of(pytester)
+    deselected = [u for u in ev["untested"]["items"] if u["status"] == "deselected"]
+    assert len(deselected) == 9
+    assert {u["reason"] for u in deselected} == {"deselected (-k/-m selection)"}
+
+
+def test_item_whose_dependency_was_not_selected_runs_and_says_so(pytester: pytest.Pytester) -> None:
+    pytester.makefile(".matrix.yaml", m=matrix_text())
+    result = pytester.runpytest("-p", "no:cacheprovider", "-k", "startup")
+    result.assert_outcomes(passed=1)
+    ev = evidence_of(pytester)
+    [startup] = ev["items"]
+    note = next(r["data"]["message"] for r in startup["records"] if r["kind"] == "gating.note")
+    assert note == "dependency m.matrix.yaml::cpu-host::scheduling did not run in this session; this item runs without it"
+
+
+def test_invalid_matrix_is_a_clear_collection_error_and_other_files_still_collect(pytester: pytest.Pytester) -> None:
+    pytester.makefile(".matrix.yaml", good=matrix_text())
+    pytester.makefile(".matrix.yaml", bad=matrix_text().replace('"requests"', '"requets"'))
+    result = pytester.runpytest("-p", "no:cacheprovider", "--collect-only", "-q")
+    result.stdout.fnmatch_lines([
+        "2 problems in bad.matrix.yaml:",
+        "bad.matrix.yaml:17:7: field 'spec.resources[0:cpu-host]': 'requests' is a required property",
+        "  hint: add the missing field",
+        "bad.matrix.yaml:20:9: field 'spec.resources[0:cpu-host].requets': unknown key 'requets'",
+        "  hint: did you mean 'requests'?"])
+    assert "Traceback" not in result.stdout.str()
+    assert "good.matrix.yaml::cpu-host::discovery" in result.stdout.str()
+    assert result.ret == 2
+    assert not (pytester.path / "reports").exists()  # --collect-only writes no bundle
+
+
+def test_unknown_backend_is_named(pytester: pytest.Pytester) -> None:
+    pytester.makefile(".matrix.yaml", m=matrix_text(backend="slurm"))
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    result.stdout.fnmatch_lines(["*field 'spec.target.backend': unknown backend 'slurm'",
+                                 "*hint: use one of local, docker, kubernetes*"])
+
+
+def test_layer_check_hook_and_failure_owner_hook(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest('''
+from pytest_hetero.layers.base import LayerFailed
+
+def pytest_hetero_layer_check(ctx):
+    if ctx.layer == "startup":
+        ctx.record("site.policy", checked="no world-writable model files")
+        raise LayerFailed("site policy: image not on the allow-list", "policy", None)
+
+def pytest_hetero_failure_owner(layer, category, default):
+    return "security" if category == "policy" else None
+''')
+    pytester.makefile(".matrix.yaml", m=matrix_text())
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1, failed=1, skipped=3)
+    startup = next(i for i in evidence_of(pytester)["items"] if i["layer"] == "startup")
+    assert startup["failure"]["owner"] == "security"
+    assert startup["records"][-1]["kind"] == "site.policy"
