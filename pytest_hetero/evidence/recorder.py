@@ -54,7 +54,7 @@ class Recorder:
         self._fh.flush()
         os.fsync(self._fh.fileno())
 
-    def matrix(self, *, path: str, prefix: str, name: str, sha256: str, scheduling_per_image: bool) -> None:
+    def matrix(self, path: str, prefix: str, name: str, sha256: str, scheduling_per_image: bool) -> None:
         """Note a matrix once: absolute ``path``, nodeid ``prefix``, file ``sha256``."""
         if prefix in self._matrices:
             return
