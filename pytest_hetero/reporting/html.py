@@ -34,8 +34,7 @@ _PRIORITY = {"failed": 0, "error": 0, "not_run": 1, "blocked": 1, "not_applicabl
 
 @lru_cache(maxsize=1)
 def _environment() -> jinja2.Environment:
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)), autoescape=True,
-                             undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)), autoescape=True, trim_blocks=True, lstrip_blocks=True)
     env.filters["short"] = lambda text, n=160: (str(text or "")[: n - 1] + "…") if len(str(text or "")) > n else str(text or "")
     return env
 

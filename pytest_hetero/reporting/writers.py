@@ -79,11 +79,11 @@ def bundle_signoff(bundle_dir: Path, evidence: dict[str, Any]) -> dict[str, Any]
                            [s["signoff"] for s in sigs if isinstance(s.get("signoff"), dict)])
 
 
-def _run_signer(settings: Settings) -> tuple[str | None, str | None]:
-    if settings.sign_key is None:
+def _run_signer(key_path: Path | None) -> tuple[str | None, str | None]:
+    if key_path is None:
         return None, "no --hetero-sign-key / HETERO_SIGN_KEY given"
     try:
-        return keyid(load_private_key(settings.sign_key).public_key()), None
+        return keyid(load_private_key(key_path).public_key()), None
     except BundleError as exc:
         return None, f"signing key refused: {exc.message}"
 
@@ -103,17 +103,25 @@ def copy_inputs(evidence: dict[str, Any], bundle_dir: Path) -> list[tuple[str, s
     return out
 
 
-@pytest.hookimpl(trylast=True)
-def pytest_hetero_write_reports(evidence: dict[str, Any], bundle_dir: Path, settings: Settings) -> list[Path]:
-    """Write the matrix copies and every rendering (FORMATS) into ``bundle_dir``."""
+def write_renderings(evidence: dict[str, Any], bundle_dir: Path, key_path: Path | None) -> list[Path]:
+    """Copy the matrix files into ``inputs/`` and write every rendering (FORMATS); return their paths.
+
+    The sign-off section names ``key_path``'s keyid as run signer, or says UNSIGNED and why.
+    """
     copy_inputs(evidence, bundle_dir)
-    signer, why = _run_signer(settings)
+    signer, why = _run_signer(key_path)
     signoff = signoff_context(matrix_owners(evidence), signer, why)
     written = []
     for fmt, name in FORMATS.items():
         (bundle_dir / name).write_bytes(render(fmt, evidence, signoff))
         written.append(bundle_dir / name)
     return written
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_hetero_write_reports(evidence: dict[str, Any], bundle_dir: Path, settings: Settings) -> list[Path]:
+    """Write the matrix copies and every rendering (FORMATS) into ``bundle_dir``."""
+    return write_renderings(evidence, bundle_dir, settings.sign_key)
 
 
 def finish_bundle(evidence: dict[str, Any], bundle_dir: Path, key_path: Path | None) -> str | None:

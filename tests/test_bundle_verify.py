@@ -1,0 +1,250 @@
+"""hetero verify: an intact signed bundle passes; each kind of tampering fails with a precise message."""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import hashlib
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+from bundle_samples import make_bundle, sample_evidence  # noqa: E402
+from conftest import matrix_text  # noqa: E402
+
+from pytest_hetero import signing_cli  # noqa: E402
+from pytest_hetero.bundle import Problem, manifest_bytes  # noqa: E402
+from pytest_hetero.signing import (  # noqa: E402
+    PAYLOAD_TYPE,
+    add_role_signature,
+    envelope_for,
+    generate_keypair,
+    keyid,
+    load_private_key,
+    load_public_key,
+    write_envelope,
+)
+from pytest_hetero.verify import verify_bundle  # noqa: E402
+
+
+def hetero(*argv: str) -> int:
+    """Run a ``hetero`` subcommand registered by signing_cli; returns the exit code."""
+    parser = argparse.ArgumentParser(prog="hetero")
+    sub = parser.add_subparsers(dest="command")
+    signing_cli.add_parser(sub)
+    args = parser.parse_args(list(argv))
+    return int(args.func(args))
+
+
+@pytest.fixture
+def keys(tmp_path: Path) -> dict[str, Path]:
+    out = {}
+    for name in ("run", "business", "other"):
+        assert hetero("keygen", str(tmp_path / f"{name}.key"), "--pub", str(tmp_path / f"{name}.pub")) == 0
+        out[name], out[name + ".pub"] = tmp_path / f"{name}.key", tmp_path / f"{name}.pub"
+    return out
+
+
+@pytest.fixture
+def bundle(tmp_path: Path, keys: dict[str, Path]) -> Path:
+    return make_bundle(tmp_path / "bundle", sample_evidence(), keys["run"])
+
+
+def problems(bundle: Path, *pubs: Path, roles: tuple[str, ...] = ()) -> list[Problem]:
+    return verify_bundle(bundle, [load_public_key(p) for p in pubs], roles).problems
+
+
+def kid(pub: Path) -> str:
+    return keyid(load_public_key(pub))
+
+
+def test_intact_bundle_verifies(bundle: Path, keys: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    assert hetero("verify", str(bundle), "--key", str(keys["run.pub"])) == 0
+    out = capsys.readouterr().out
+    assert out == (f"OK {bundle}: 8 files match the manifest; statement signed by {kid(keys['run.pub'])[:16]}…; "
+                   "role sign-offs: none\n")
+
+
+def test_wrong_key(bundle: Path, keys: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    assert hetero("verify", str(bundle), "--key", str(keys["other.pub"])) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert out == [f"FAIL signature 1 (keyid {kid(keys['run.pub'])[:16]}…): unknown_key: signed by a key not passed "
+                   "with --key", f"verification FAILED: 1 problem(s) in {bundle}"]
+
+
+def test_truncated_envelope(bundle: Path, keys: dict[str, Path]) -> None:
+    path = bundle / "attestation.intoto.jsonl"
+    path.write_bytes(path.read_bytes()[:200])
+    [problem, *rest] = problems(bundle, keys["run.pub"])
+    assert (problem.path, problem.kind) == ("attestation.intoto.jsonl", "malformed")
+    assert problem.detail.startswith("envelope is truncated or malformed: ")
+    assert rest == []
+
+
+def test_edited_evidence(bundle: Path, keys: dict[str, Path]) -> None:
+    path = bundle / "evidence.json"
+    doc = json.loads(path.read_text())
+    doc["summary"]["verdict"] = "pass"
+    path.write_text(json.dumps(doc, indent=1, sort_keys=True))
+    [problem] = problems(bundle, keys["run.pub"])
+    assert (problem.path, problem.kind) == ("evidence.json", "modified")
+
+
+def test_artifact_deleted(bundle: Path, keys: dict[str, Path]) -> None:
+    (bundle / "artifacts/cpu-host/py-current/stdout.txt").unlink()
+    assert problems(bundle, keys["run.pub"]) == [
+        Problem("artifacts/cpu-host/py-current/stdout.txt", "missing", "listed in the manifest but not in the bundle")]
+
+
+def test_artifact_added(bundle: Path, keys: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    (bundle / "artifacts/cpu-host/py-current/forged.txt").write_text("passed")
+    assert hetero("verify", str(bundle), "--key", str(keys["run.pub"])) == 1
+    assert capsys.readouterr().out.splitlines()[0] == (
+        "FAIL artifacts/cpu-host/py-current/forged.txt: extra: file in the bundle is not listed in the manifest")
+
+
+def test_manifest_reordered(bundle: Path, keys: dict[str, Path]) -> None:
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    manifest["files"][0], manifest["files"][1] = manifest["files"][1], manifest["files"][0]
+    (bundle / "manifest.json").write_bytes(manifest_bytes(manifest))
+    found = problems(bundle, keys["run.pub"])
+    assert [(p.path, p.kind) for p in found] == [("manifest.json", "modified"), ("manifest.json", "order")]
+    assert found[0].detail.endswith("does not match the signed statement's subject digest "
+                                    f"{json.loads((bundle / 'statement.intoto.json').read_text())['subject'][0]['digest']['sha256'][:16]}…")
+
+
+def _resign(bundle: Path, key: Path, edit: dict[str, object]) -> None:
+    statement = json.loads((bundle / "statement.intoto.json").read_text())
+    statement.update(edit)
+    data = json.dumps(statement, sort_keys=True, indent=1).encode() + b"\n"
+    (bundle / "statement.intoto.json").write_bytes(data)
+    write_envelope(bundle, envelope_for(data, load_private_key(key)))
+
+
+def test_wrong_predicate_type(bundle: Path, keys: dict[str, Path]) -> None:
+    _resign(bundle, keys["run"], {"predicateType": "https://slsa.dev/provenance/v1"})
+    assert problems(bundle, keys["run.pub"]) == [Problem(
+        "attestation.intoto.jsonl", "predicate", "wrong predicate type 'https://slsa.dev/provenance/v1': not a "
+        "pytest-hetero evidence bundle (expected https://pytest-hetero.dev/attestation/evidence-bundle/v1)")]
+
+
+def test_unknown_predicate_version(bundle: Path, keys: dict[str, Path]) -> None:
+    _resign(bundle, keys["run"], {"predicateType": "https://pytest-hetero.dev/attestation/evidence-bundle/v9"})
+    assert problems(bundle, keys["run.pub"]) == [Problem(
+        "attestation.intoto.jsonl", "predicate", "unknown predicate version 'v9' (this verifier knows v1)")]
+
+
+def test_payload_altered_breaks_the_signature(bundle: Path, keys: dict[str, Path]) -> None:
+    path = bundle / "attestation.intoto.jsonl"
+    envelope = json.loads(path.read_text())
+    statement = json.loads(base64.b64decode(envelope["payload"]))
+    statement["predicate"]["verdict"] = "pass"
+    data = json.dumps(statement, sort_keys=True, indent=1).encode() + b"\n"
+    envelope["payload"] = base64.b64encode(data).decode()
+    path.write_text(json.dumps(envelope))
+    (bundle / "statement.intoto.json").write_bytes(data)
+    assert problems(bundle, keys["run.pub"]) == [Problem(
+        f"signature 1 (keyid {kid(keys['run.pub'])[:16]}…)", "signature",
+        "does not verify: the statement was altered or the signature is corrupt")]
+
+
+def test_statement_copy_edited(bundle: Path, keys: dict[str, Path]) -> None:
+    (bundle / "statement.intoto.json").write_text("{}")
+    assert problems(bundle, keys["run.pub"]) == [
+        Problem("statement.intoto.json", "modified", "differs from the signed payload in the envelope")]
+
+
+def test_matrix_copy_edited(bundle: Path, keys: dict[str, Path]) -> None:
+    path = bundle / "inputs/example-cpu.matrix.yaml"
+    path.write_text(path.read_text().replace("min_cpus: 1", "min_cpus: 0"))
+    kinds = [(p.path, p.kind) for p in problems(bundle, keys["run.pub"])]
+    assert kinds == [("inputs/example-cpu.matrix.yaml", "modified"), ("inputs/example-cpu.matrix.yaml", "modified")]
+
+
+def test_unsigned_bundle_fails_verification(tmp_path: Path, keys: dict[str, Path]) -> None:
+    bundle = make_bundle(tmp_path / "u", sample_evidence(), None)
+    assert problems(bundle, keys["run.pub"]) == [
+        Problem("attestation.intoto.jsonl", "unsigned", "the bundle is UNSIGNED (no signature in the envelope)")]
+
+
+def test_required_roles(bundle: Path, keys: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    pubs = ("--key", str(keys["run.pub"]), "--key", str(keys["business.pub"]))
+    assert hetero("verify", str(bundle), *pubs, "--require-role", "business") == 1
+    assert "FAIL role business: role: required sign-off is missing (pending)" in capsys.readouterr().out
+    assert hetero("sign", str(bundle), "--key", str(keys["business"]), "--role", "business") == 0
+    assert capsys.readouterr().out.startswith(f"signed {bundle} as business for business with key "
+                                              f"{kid(keys['business.pub'])} at ")
+    assert hetero("verify", str(bundle), *pubs, "--require-role", "business") == 0
+    assert capsys.readouterr().out.endswith(f"role sign-offs: business by {kid(keys['business.pub'])[:16]}…\n")
+    assert hetero("verify", str(bundle), "--key", str(keys["run.pub"])) == 1
+    assert capsys.readouterr().out.splitlines()[0] == (
+        f"FAIL signature 2 (keyid {kid(keys['business.pub'])[:16]}…, role business): unknown_key: "
+        "signed by a key not passed with --key")
+    assert problems(bundle, keys["run.pub"], keys["business.pub"], roles=("business", "algorithm")) == [
+        Problem("role algorithm", "role", "required sign-off is missing (pending)")]
+
+
+def test_forged_role_claim(bundle: Path, keys: dict[str, Path]) -> None:
+    add_role_signature(bundle, load_private_key(keys["business"]), "business")
+    path = bundle / "attestation.intoto.jsonl"
+    envelope = json.loads(path.read_text())
+    envelope["signatures"][1]["signoff"]["role"] = "algorithm"
+    envelope["signatures"][1]["signoff"]["layers"] = ["model"]
+    path.write_text(json.dumps(envelope))
+    assert problems(bundle, keys["run.pub"], keys["business.pub"], roles=("algorithm",)) == [
+        Problem(f"signature 2 (keyid {kid(keys['business.pub'])[:16]}…, role algorithm)", "signature",
+                "sign-off claim (role, layers, time) does not verify"),
+        Problem("role algorithm", "role", "required sign-off is missing (pending)")]
+
+
+def test_sign_refuses_foreign_layers_and_bad_keys(bundle: Path, keys: dict[str, Path],
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    assert hetero("sign", str(bundle), "--key", str(keys["business"]), "--role", "business",
+                  "--layer", "model") == 2
+    assert "role 'business' cannot vouch for model: it owns only business" in capsys.readouterr().err
+    os.chmod(keys["business"], 0o604)
+    assert hetero("sign", str(bundle), "--key", str(keys["business"]), "--role", "business") == 2
+    err = capsys.readouterr().err
+    assert err == (f"hetero sign: {keys['business']}: private key file is accessible by group/others (mode 0604)\n"
+                   f"  hint: run: chmod 600 {keys['business']}\n")
+
+
+def test_pytest_run_signs_the_bundle(pytester: pytest.Pytester, tmp_path: Path) -> None:
+    generate_keypair(tmp_path / "run.key", tmp_path / "run.pub")
+    pytester.makefile(".matrix.yaml", t=matrix_text())
+    result = pytester.runpytest_subprocess("t.matrix.yaml", "--hetero-run-id", "r1", "--hetero-report-dir", "reports",
+                                           "--hetero-sign-key", str(tmp_path / "run.key"))
+    result.stdout.fnmatch_lines([f"bundle signed by {kid(tmp_path / 'run.pub')}"])
+    bundle = pytester.path / "reports" / "r1"
+    assert verify_bundle(bundle, [load_public_key(tmp_path / "run.pub")]).problems == []
+    names = sorted(p.relative_to(bundle).as_posix() for p in bundle.rglob("*") if p.is_file())
+    for expected in ("attestation.intoto.jsonl", "ctrf.json", "evidence.json", "inputs/t.matrix.yaml",
+                     "journal.jsonl", "junit.xml", "manifest.json", "report.html", "statement.intoto.json",
+                     "summary.md"):
+        assert expected in names
+    listed = [e["path"] for e in json.loads((bundle / "manifest.json").read_text())["files"]]
+    assert listed == sorted(set(names) - {"manifest.json", "statement.intoto.json", "attestation.intoto.jsonl"})
+    secret = b"".join((tmp_path / "run.key").read_bytes().splitlines()[1:-1])
+    assert secret not in (result.stdout.str() + result.stderr.str()).encode()
+
+
+def test_pytest_run_without_key_is_visibly_unsigned(pytester: pytest.Pytester, tmp_path: Path) -> None:
+    generate_keypair(tmp_path / "run.key", tmp_path / "run.pub")
+    os.chmod(tmp_path / "run.key", 0o644)
+    pytester.makefile(".matrix.yaml", t=matrix_text())
+    result = pytester.runpytest_subprocess("t.matrix.yaml", "--hetero-run-id", "r2", "--hetero-report-dir", "reports",
+                                           "--hetero-sign-key", str(tmp_path / "run.key"))
+    result.stdout.fnmatch_lines(["bundle UNSIGNED"])
+    result.stderr.fnmatch_lines([f"pytest-hetero: {tmp_path / 'run.key'}: private key file is accessible by "
+                                 "group/others (mode 0644)", f"  hint: run: chmod 600 {tmp_path / 'run.key'}"])
+    bundle = pytester.path / "reports" / "r2"
+    assert "signing key refused: private key file is accessible by group/others (mode 0644)" in \
+        (bundle / "report.html").read_text()
+    envelope = json.loads((bundle / "attestation.intoto.jsonl").read_text())
+    assert envelope["signatures"] == [] and envelope["payloadType"] == PAYLOAD_TYPE
+    digest = hashlib.sha256((bundle / "manifest.json").read_bytes()).hexdigest()
+    assert json.loads((bundle / "statement.intoto.json").read_text())["subject"][0]["digest"]["sha256"] == digest
