@@ -147,7 +147,7 @@ def test_prefilter_rejection_without_counts() -> None:
             "volume_binding",
         ),
         ("no nodes available to schedule pods", "no_nodes"),
-        ("0/0 nodes are available: ", None),
+        ("0/0 nodes are available: ", "no_nodes"),
     ],
 )
 def test_messages_without_the_usual_head(message: str, code: str | None) -> None:

@@ -108,3 +108,20 @@ def test_bad_shapes() -> None:
         parse_podgroup({"status": ["x"]})
     with pytest.raises(ParseError):
         parse_podgroup({"status": {"conditions": {"type": "Unschedulable"}}})
+
+
+def test_uninqueueable_condition_is_a_queue_reason() -> None:
+    pg = {
+        "status": {
+            "phase": "Pending",
+            "conditions": [
+                {"type": "Uninqueueable", "status": "True", "reason": "NotInqueueable", "message": ""}
+            ],
+        }
+    }
+    (reason,) = parse_podgroup(pg)
+    assert (reason.code, reason.owner, dict(reason.detail)) == (
+        "queue_quota_insufficient",
+        "platform",
+        {"phase": "Pending", "condition_reason": "NotInqueueable"},
+    )

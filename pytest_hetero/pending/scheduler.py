@@ -211,7 +211,7 @@ def parse_scheduler_message(
     reasons = _parse_part(main, preemption=False, source=source, advertised=advertised)
     if pre:
         reasons += _parse_part(pre, preemption=True, source=source, advertised=advertised)
-    return reasons
+    return reasons or [make_reason(source, "unknown", text)]
 
 
 def _parse_part(
@@ -220,9 +220,14 @@ def _parse_part(
     head = _HEAD.match(text)
     if head:
         total = int(head.group(2)) if head.group(2) else None
-        return _parse_counted(
+        found = _parse_counted(
             head.group(3), total=total, preemption=preemption, source=source, advertised=advertised
         )
+        if not found and total == 0:  # "0/0 nodes are available": the cluster has no node to offer
+            found = [
+                make_reason(source, "no_nodes", text.strip(), nodes=0, total_nodes=0, preemption=preemption)
+            ]
+        return found
     hami = parse_hami_message(text)
     if hami:
         return hami

@@ -112,8 +112,8 @@ def parse_volcano_message(message: str) -> list[Reason]:
 def parse_podgroup(obj: Mapping[str, Any]) -> list[Reason]:
     """Reasons from a PodGroup object (dict from YAML/JSON) or its ``status`` alone.
 
-    Reads every condition whose ``type`` is ``Unschedulable`` (or is missing) and whose ``status``
-    is not ``"False"``. A condition with reason ``NotEnoughResources`` but no readable message still
+    Reads every condition whose ``type`` is ``Unschedulable`` or ``Uninqueueable`` (v1.9+), or is
+    missing, and whose ``status`` is not ``"False"``. A condition with reason ``NotEnoughResources`` but no readable message still
     yields ``gang_unschedulable``. Raises :class:`ParseError` when ``status.conditions`` is not a list.
     """
     status = obj.get("status", obj)
@@ -131,7 +131,7 @@ def parse_podgroup(obj: Mapping[str, Any]) -> list[Reason]:
     for cond in conditions:
         if not isinstance(cond, Mapping) or str(cond.get("status", "True")) == "False":
             continue
-        if str(cond.get("type", "Unschedulable")) != "Unschedulable":
+        if str(cond.get("type", "Unschedulable")) not in ("Unschedulable", "Uninqueueable"):
             continue
         detail = {k: v for k, v in {**base, "condition_reason": str(cond.get("reason", ""))}.items() if v}
         reasons += _condition(str(cond.get("message", "")), detail)
@@ -142,6 +142,9 @@ def _condition(message: str, detail: dict[str, str]) -> list[Reason]:
     found = parse_gang_message(message, detail=detail) or classify_queue_text(message)
     if found:
         return found
+    if detail.get("condition_reason") == "NotInqueueable":
+        text = message or "NotInqueueable"
+        return [make_reason("volcano", "queue_quota_insufficient", text, detail=detail)]
     if detail.get("condition_reason") in ("NotEnoughResources", "NotEnoughPods"):
         return [
             make_reason("volcano", "gang_unschedulable", message or detail["condition_reason"], detail=detail)
