@@ -288,6 +288,8 @@ class DockerBackend(Backend):
         if self._api is None:
             return
         try:
+            for image in self._api.images(all=True, filters={"label": f"{run.OWNER}={self.owner}"}):
+                self._api.remove_image(image["Id"], force=True)
             found = self._api.containers(all=True, filters={"label": f"{run.OWNER}={self.owner}"})
             if self.settings.keep:
                 prefix = "" if self.local else f"DOCKER_HOST={self.conn.get('base_url')} "
@@ -300,8 +302,6 @@ class DockerBackend(Backend):
                 return
             for c in found:
                 self._remove(c["Id"])
-            for image in self._api.images(all=True, filters={"label": f"{run.OWNER}={self.owner}"}):
-                self._api.remove_image(image["Id"], force=True)
         except docker.errors.DockerException as exc:
             sys.stderr.write(f"pytest-hetero: docker cleanup of run {self.settings.run_id} incomplete: {exc}; "
                              f"run: hetero cleanup --run-id {self.settings.run_id}\n")

@@ -32,8 +32,8 @@ API_TIMEOUT_S = 120.0
 """Bound of every engine call except a model run's exec (which the layer timeout bounds)."""
 KEEP_ALIVE = ["/bin/sh", "-c", "trap 'exit 0' TERM INT; while :; do sleep 3600 & wait $!; done"]
 """PID 1 of a workload container: idles, exits 0 on SIGTERM (so ``docker stop`` is immediate)."""
-EXEC_WRAPPER = 'mkdir -p "$0" && echo $$ > "$0/.pid" && exec "$@"'
-"""``sh -c`` script run as ``sh -c WRAPPER RUN_DIR ARGV…``: makes the run folder, then becomes ARGV."""
+EXEC_WRAPPER = 'mkdir -p "$1" && echo $$ > "$1/.pid" && shift && exec "$@"'
+"""``sh -c`` script run as ``sh -c WRAPPER sh RUN_DIR ARGV…``: makes the run folder, then becomes ARGV."""
 KILL_ALL = ["/bin/sh", "-c", "kill -9 -1"]
 """Kills every process of the container but PID 1 (kill(-1) spares init and the caller)."""
 OOM_COUNTERS = "cat /sys/fs/cgroup/memory.events /sys/fs/cgroup/memory/memory.oom_control 2>/dev/null"
@@ -117,7 +117,7 @@ def run_exec(api: docker.APIClient, long_api: docker.APIClient, cid: str, argv: 
     ``exit_code`` None). ``outputs`` is left None; ``details`` holds the exec id.
     Raises docker.errors.APIError when the engine refuses the exec (container not running).
     """
-    ex = api.exec_create(cid, ["/bin/sh", "-c", EXEC_WRAPPER, run_dir, *argv], environment=env,
+    ex = api.exec_create(cid, ["/bin/sh", "-c", EXEC_WRAPPER, "sh", run_dir, *argv], environment=env,
                          workdir=workdir)
     fired = threading.Event()
 

@@ -1,0 +1,122 @@
+"""Helpers of the Docker-backend tests: the infra module, matrices on the digits case, evidence readers."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+docker = pytest.importorskip("docker", reason="docker SDK (pip install docker>=7) is required")
+
+TESTS = Path(__file__).resolve().parents[1]
+REPO = TESTS.parent
+RUN_LABEL = "pytest-hetero.run-id"
+IN_CI = os.environ.get("CI", "").lower() == "true"
+
+
+def _engine_module() -> Any:
+    path = TESTS / "infra" / "docker_engine.py"
+    spec = importlib.util.spec_from_file_location("hetero_tests_docker_engine", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault(spec.name, module)
+    spec.loader.exec_module(module)
+    return module
+
+
+infra = _engine_module()
+ONNX_IMAGE: str = infra.ONNX_IMAGE
+SHELL_IMAGE: str = infra.SHELL_IMAGE
+
+
+def engine_answers() -> bool:
+    try:
+        client = docker.from_env(timeout=10)
+        try:
+            return bool(client.ping())
+        finally:
+            client.close()
+    except docker.errors.DockerException:
+        return False
+
+
+def leftovers(api: Any, run_id: str) -> list[str]:
+    """Names of containers, plus ids of images and volumes, still labelled with ``run_id``."""
+    flt = {"label": f"{RUN_LABEL}={run_id}"}
+    names = [c["Names"][0] for c in api.containers(all=True, filters=flt)]
+    names += [i["Id"] for i in api.images(all=True, filters=flt)]
+    names += [v["Name"] for v in api.volumes(filters=flt).get("Volumes") or []]
+    return names
+
+
+DIGITS = REPO / "cases" / "digits"
+MODEL_SHA = "d2230a9096140b09d443879ca3b0d7cb0021917896a8f462f79806de1109b523"
+DATA_SHA = "3678e2fa8f107ffa5d8518cc07a46b9e4ce67e89d65b2f88e4c391638d965bfb"
+COMBO = "digits-logreg@digits-test"
+CPU = {"name": "cpu", "type": "cpu", "requests": {"cpu": 1, "memory": "512Mi"}}
+ENTRYPOINT = ["{python}", "{code}/infer.py", "--model", "{model}", "--data", "{dataset}", "--out", "{outputs}",
+              "--provider", "{provider}"]
+
+
+def docker_matrix(*, resources: list[dict[str, Any]] | None = None, image: str = ONNX_IMAGE,
+                  entrypoint: list[str] | None = None, model_sha: str = MODEL_SHA, runtime: str = "onnxruntime",
+                  target: dict[str, Any] | None = None, layers: dict[str, Any] | None = None,
+                  datasets: int = 1, name: str = "d", acceptance: Path | None = None) -> str:
+    """A docker-backend ValidationMatrix on the real digits case (absolute paths), as JSON text.
+
+    ``datasets`` > 1 adds copies of the digits dataset under other names (same file), so one
+    container serves several model × dataset items.
+    """
+    ds = [{"name": f"digits-test{'' if i == 0 else i}", "version": "1.0.0",
+           "uri": str(DIGITS / "data" / "digits-test-1.0.0.csv"), "sha256": DATA_SHA,
+           "acceptance": str(acceptance or DIGITS / "acceptance.yaml")} for i in range(datasets)]
+    spec = {
+        "target": {"backend": "docker", "pull_policy": "never", **(target or {})},
+        "layers": layers or {"startup": {"timeout": "60s"}, "model": {"timeout": "60s"}},
+        "resources": resources or [CPU],
+        "images": [{"name": "img", "reference": image, "for": ["cpu", "gpu", "npu"]}],
+        "models": [{"name": "digits-logreg", "version": "1.0.0", "uri": str(DIGITS / "model" /
+                    "digits-logreg-1.0.0.onnx"), "sha256": model_sha, "code": str(DIGITS), "runtime": runtime,
+                    "entrypoint": entrypoint or ENTRYPOINT}],
+        "datasets": ds,
+    }
+    doc = {"apiVersion": "pytest-hetero/v1", "kind": "ValidationMatrix", "metadata": {"name": name}, "spec": spec}
+    return json.dumps(doc, indent=2)
+
+
+def evidence(pytester: pytest.Pytester) -> dict[str, Any]:
+    """The evidence.json of the single bundle a pytester run wrote under ``reports/``."""
+    bundles = sorted((pytester.path / "reports").iterdir())
+    assert len(bundles) == 1, bundles
+    return dict(json.loads((bundles[0] / "evidence.json").read_text()))
+
+
+def items(ev: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Reported items by nodeid without the matrix-file prefix."""
+    return {i["nodeid"].split("::", 1)[1]: i for i in ev["items"]}
+
+
+def statuses(ev: dict[str, Any]) -> dict[str, str]:
+    """nodeid (without the matrix-file prefix) → status, over reported and untested items."""
+    out = {i["nodeid"].split("::", 1)[1]: i["status"] for i in ev["untested"]["items"]}
+    out.update({k: v["status"] for k, v in items(ev).items()})
+    return out
+
+
+def record(item: dict[str, Any], kind: str) -> dict[str, Any]:
+    """The data of the first record of ``kind`` on an item (KeyError naming the kinds present)."""
+    for r in item["records"]:
+        if r["kind"] == kind:
+            return dict(r["data"])
+    raise KeyError(f"{kind} not in {[r['kind'] for r in item['records']]}")
+
+
+def failure(item: dict[str, Any]) -> tuple[str, str, str, str]:
+    """``(status, category, owner, message)`` of an item."""
+    f = item["failure"] or {}
+    return item["status"], f.get("category", ""), f.get("owner", ""), f.get("message", "")

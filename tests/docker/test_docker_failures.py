@@ -1,0 +1,203 @@
+"""Failures on the real engine, each with status, category, owner and the evidence text (pytester, in-process)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import pytest
+from dockerkit import COMBO, ONNX_IMAGE, SHELL_IMAGE, docker_matrix, evidence, failure, items, leftovers, record, \
+    statuses
+
+MATRIX = "d.matrix.yaml"
+GPU = {"name": "gpu", "type": "gpu", "vendor": "nvidia", "requests": {"nvidia.com/gpu": 1}}
+
+
+def run(pytester: pytest.Pytester, run_id: str, *args: str, **matrix: Any) -> dict[str, Any]:
+    pytester.makefile(".matrix.yaml", d=docker_matrix(**matrix))
+    pytester.runpytest("-p", "no:cacheprovider", "--hetero-run-id", run_id, *args)
+    return evidence(pytester)
+
+
+def blocked_above(st: dict[str, str], resource: str = "cpu") -> None:
+    assert st[f"{resource}::img::{COMBO}::model"] == "blocked"
+    assert st[f"{resource}::img::{COMBO}::business"] == "blocked"
+
+
+def test_image_that_does_not_exist(pytester: pytest.Pytester, run_id: str, engine: Any) -> None:
+    ev = run(pytester, run_id, image="pytest-hetero/does-not-exist:0")
+    st = statuses(ev)
+    assert st["cpu::img::startup"] == "failed"
+    blocked_above(st)
+    assert failure(items(ev)["cpu::img::startup"]) == (
+        "failed", "image_not_found", "platform",
+        "image pytest-hetero/does-not-exist:0 is not in the engine (pull_policy never); no such image")
+    assert leftovers(engine, run_id) == []
+
+
+def test_missing_image_owned_by_algorithm_when_configured(pytester: pytest.Pytester, run_id: str) -> None:
+    ev = run(pytester, run_id, "-k", "startup", image="pytest-hetero/does-not-exist:0",
+             target={"image_owner": "algorithm"})
+    assert failure(items(ev)["cpu::img::startup"])[:3] == ("failed", "image_not_found", "algorithm")
+
+
+def test_pull_from_unreachable_registry(pytester: pytest.Pytester, run_id: str) -> None:
+    ev = run(pytester, run_id, "-k", "startup", image="registry.invalid/hetero/none:1",
+             target={"pull_policy": "if-not-present"})
+    status, category, owner, message = failure(items(ev)["cpu::img::startup"])
+    assert (status, category, owner) == ("failed", "registry_unreachable", "infrastructure")
+    assert message.startswith("pulling image registry.invalid/hetero/none:1: ")
+    assert "registry.invalid" in message and "no such host" in message
+
+
+def test_entrypoint_that_does_not_exist(pytester: pytest.Pytester, run_id: str, engine: Any) -> None:
+    ev = run(pytester, run_id, entrypoint=["/opt/model/run-missing", "--model", "{model}"])
+    st = statuses(ev)
+    assert (st["cpu::img::startup"], st[f"cpu::img::{COMBO}::model"], st[f"cpu::img::{COMBO}::business"]) == (
+        "passed", "failed", "blocked")
+    model = items(ev)[f"cpu::img::{COMBO}::model"]
+    assert failure(model) == ("failed", "entrypoint_missing", "algorithm",
+                              f"entrypoint program /opt/model/run-missing not found in image {ONNX_IMAGE} (exit 127)")
+    ran = record(model, "model.run")
+    assert ran["exit_code"] == 127
+    assert ran["stderr"]["text"] == "sh: 1: exec: /opt/model/run-missing: not found\n"
+    assert leftovers(engine, run_id) == []
+
+
+def test_memory_limit_the_model_exceeds_is_oom_killed(pytester: pytest.Pytester, run_id: str) -> None:
+    small = {"name": "cpu", "type": "cpu", "requests": {"cpu": 1}, "limits": {"memory": "128Mi"}}
+    ev = run(pytester, run_id, resources=[small], entrypoint=["{python}", "-c", "b = bytearray(600 * 2**20)"])
+    st = statuses(ev)
+    assert (st["cpu::scheduling"], st["cpu::img::startup"], st[f"cpu::img::{COMBO}::model"]) == (
+        "passed", "passed", "failed")
+    model = items(ev)[f"cpu::img::{COMBO}::model"]
+    assert failure(model) == ("failed", "oom_killed", "algorithm",
+                              "model run OOM-killed (exit 137, cgroup oom_kill count 1) under the container "
+                              "memory limit of 134217728 bytes (cpu)")
+    assert record(model, "model.run")["exit_code"] == 137
+    allocation = record(items(ev)["cpu::scheduling"], "scheduling.allocation")["allocated"]
+    assert (allocation["Memory"], allocation["MemorySwap"]) == (134217728, 134217728)
+
+
+def test_gpu_on_a_host_without_the_nvidia_runtime(pytester: pytest.Pytester, run_id: str, engine: Any) -> None:
+    if "nvidia" in engine.info().get("Runtimes", {}):
+        pytest.skip("this engine has the nvidia runtime")
+    ev = run(pytester, run_id, resources=[GPU])
+    st = statuses(ev)
+    assert st["gpu::discovery"] == "failed"
+    assert {st["gpu::scheduling"], st["gpu::img::startup"]} == {"blocked"}
+    blocked_above(st, "gpu")
+    status, category, owner, message = failure(items(ev)["gpu::discovery"])
+    assert (status, category, owner) == ("failed", "runtime_missing", "infrastructure")
+    runtimes = ", ".join(sorted(engine.info()["Runtimes"]))
+    assert message.startswith(f"no NVIDIA runtime on the engine (runtimes: {runtimes}; no "
+                              "nvidia-container-runtime-hook): GPU device requests cannot be satisfied; install the "
+                              "NVIDIA Container Toolkit; nvidia discovery on this host: ")
+    can = record(items(ev)["gpu::discovery"], "discovery.engine_can_satisfy")
+    assert (can["ok"], [g["category"] for g in can["gaps"]]) == (False, ["runtime_missing"])
+
+
+def test_gpu_request_refused_by_the_engine_at_scheduling(pytester: pytest.Pytester, run_id: str,
+                                                         engine: Any) -> None:
+    """Without discovery (deselected), the engine itself refuses the device request of the placement probe."""
+    if "nvidia" in engine.info().get("Runtimes", {}):
+        pytest.skip("this engine has the nvidia runtime")
+    ev = run(pytester, run_id, "-k", "scheduling", resources=[GPU])
+    sched = items(ev)["gpu::scheduling"]
+    assert failure(sched) == (
+        "failed", "device_driver_missing", "infrastructure",
+        'placement probe for gpu: runtime refused the container: could not select device driver "" with '
+        "capabilities: [[gpu]]")
+    assert record(sched, "scheduling.translation")["engine"]["device_requests"] == [
+        {"Driver": "", "Count": 1, "DeviceIDs": [], "Capabilities": [["gpu"]]}]
+    assert leftovers(engine, run_id) == []
+
+
+def test_gpu_request_refused_by_the_engine_at_startup(pytester: pytest.Pytester, run_id: str, engine: Any) -> None:
+    """Startup alone: the workload container is refused at start, and removed at session end."""
+    if "nvidia" in engine.info().get("Runtimes", {}):
+        pytest.skip("this engine has the nvidia runtime")
+    ev = run(pytester, run_id, "-k", "startup", resources=[GPU])
+    assert failure(items(ev)["gpu::img::startup"]) == (
+        "failed", "device_driver_missing", "infrastructure",
+        f"starting container hetero-{run_id}-gpu-img from {ONNX_IMAGE}: could not select device driver \"\" "
+        "with capabilities: [[gpu]]")
+    assert leftovers(engine, run_id) == []
+
+
+def test_model_file_whose_sha256_does_not_match(pytester: pytest.Pytester, run_id: str, engine: Any) -> None:
+    ev = run(pytester, run_id, model_sha="0" * 64)
+    st = statuses(ev)
+    assert st["cpu::img::startup"] == "failed"
+    blocked_above(st)
+    status, category, owner, message = failure(items(ev)["cpu::img::startup"])
+    assert (status, category, owner) == ("failed", "digest_mismatch", "algorithm")
+    assert message.startswith(f"model digits-logreg@1.0.0 sha256 mismatch: matrix declares {'0' * 64}, file ")
+    assert message.endswith("digits-logreg-1.0.0.onnx has d2230a9096140b09d443879ca3b0d7cb0021917896a8f462f79806de1109b523")
+    # the check runs before any container is created
+    assert "startup.container" not in [r["kind"] for r in items(ev)["cpu::img::startup"]["records"]]
+
+
+def test_container_killed_mid_run(pytester: pytest.Pytester, run_id: str, engine: Any) -> None:
+    killed: list[str] = []
+
+    def killer() -> None:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not killed:
+            for c in engine.containers(filters={"label": f"pytest-hetero.run-id={run_id}"}):
+                procs = engine.top(c["Id"])["Processes"] or []
+                if any("sleep 30" in " ".join(p) for p in procs):
+                    engine.kill(c["Id"])
+                    killed.append(c["Names"][0].lstrip("/"))
+            time.sleep(0.1)
+
+    thread = threading.Thread(target=killer)
+    thread.start()
+    try:
+        ev = run(pytester, run_id, entrypoint=["/bin/sh", "-c", "sleep 30"])
+    finally:
+        thread.join()
+    assert killed == [f"hetero-{run_id}-cpu-img"]
+    st = statuses(ev)
+    assert (st["cpu::img::startup"], st[f"cpu::img::{COMBO}::model"], st[f"cpu::img::{COMBO}::business"]) == (
+        "passed", "failed", "blocked")
+    model = items(ev)[f"cpu::img::{COMBO}::model"]
+    status, category, owner, message = failure(model)
+    assert (status, category, owner) == ("failed", "container_killed", "infrastructure")
+    assert message == (f"container hetero-{run_id}-cpu-img stopped during the model run (status exited, exit 137); "
+                       f"the run ended with exit {record(model, 'model.run')['exit_code']}")
+    assert record(model, "model.run")["duration_s"] < 30
+    assert leftovers(engine, run_id) == []
+
+
+ACCURACY_ONLY = """apiVersion: pytest-hetero/v1
+kind: AcceptanceRules
+metadata: {name: shell}
+rules:
+  - {name: accuracy-floor, metric: accuracy, op: ">=", value: 0.95}
+"""
+
+
+def test_shell_only_image_runs_the_payload_shell_path(pytester: pytest.Pytester, run_id: str) -> None:
+    rules = pytester.makefile(".yaml", rules=ACCURACY_ONLY)
+    ev = run(pytester, run_id, image=SHELL_IMAGE, runtime="shell", acceptance=rules,
+             entrypoint=["/bin/sh", "-c", 'echo \'{{"metrics": {{"accuracy": 1.0}}}}\' > "$0"', "{outputs}"])
+    st = statuses(ev)
+    assert [st[k] for k in ("cpu::discovery", "cpu::scheduling", "cpu::img::startup", f"cpu::img::{COMBO}::model",
+                            f"cpu::img::{COMBO}::business")] == ["passed"] * 5
+    init = record(items(ev)["cpu::img::startup"], "startup.device_init")
+    assert (init["exit_code"], init["shell_only"], init["findings"], init["framework_gaps"]) == (0, True, [], [])
+    assert init["report"]["python"] == {"present": False, "path": None, "rc": None, "report": None,
+                                        "error": "no python3/python on PATH"}
+    outputs = record(items(ev)[f"cpu::img::{COMBO}::model"], "model.outputs")
+    assert outputs["bytes"] == len(b'{"metrics": {"accuracy": 1.0}}\n')
+
+
+def test_shell_only_image_cannot_serve_an_onnx_model(pytester: pytest.Pytester, run_id: str) -> None:
+    ev = run(pytester, run_id, "-k", "startup", image=SHELL_IMAGE)
+    startup = items(ev)["cpu::img::startup"]
+    assert failure(startup) == ("failed", "framework_missing", "algorithm",
+                                f"image {SHELL_IMAGE} has no python3/python; the models need ONNX Runtime "
+                                "(no python3/python on PATH)")
+    assert record(startup, "startup.device_init")["shell_only"] is True
