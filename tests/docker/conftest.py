@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from dockerkit import IN_CI, engine_answers, docker, infra, leftovers
+from dockerkit import IN_CI, docker, engine_answers, infra, leftovers
 
 
 @pytest.fixture(scope="session")

@@ -7,8 +7,18 @@ import time
 from typing import Any
 
 import pytest
-from dockerkit import COMBO, ONNX_IMAGE, SHELL_IMAGE, docker_matrix, evidence, failure, items, leftovers, record, \
-    statuses
+from dockerkit import (
+    COMBO,
+    ONNX_IMAGE,
+    SHELL_IMAGE,
+    docker_matrix,
+    evidence,
+    failure,
+    items,
+    leftovers,
+    record,
+    statuses,
+)
 
 MATRIX = "d.matrix.yaml"
 GPU = {"name": "gpu", "type": "gpu", "vendor": "nvidia", "requests": {"nvidia.com/gpu": 1}}
@@ -73,8 +83,8 @@ def test_memory_limit_the_model_exceeds_is_oom_killed(pytester: pytest.Pytester,
         "passed", "passed", "failed")
     model = items(ev)[f"cpu::img::{COMBO}::model"]
     assert failure(model) == ("failed", "oom_killed", "algorithm",
-                              "model run OOM-killed (exit 137, cgroup oom_kill count 1) under the container "
-                              "memory limit of 134217728 bytes (cpu)")
+                              ("model run OOM-killed (exit 137, cgroup oom_kill count 1) under the container "
+                              "memory limit of 134217728 bytes (cpu)"))
     assert record(model, "model.run")["exit_code"] == 137
     allocation = record(items(ev)["cpu::scheduling"], "scheduling.allocation")["allocated"]
     assert (allocation["Memory"], allocation["MemorySwap"]) == (134217728, 134217728)
@@ -107,8 +117,8 @@ def test_gpu_request_refused_by_the_engine_at_scheduling(pytester: pytest.Pytest
     sched = items(ev)["gpu::scheduling"]
     assert failure(sched) == (
         "failed", "device_driver_missing", "infrastructure",
-        'placement probe for gpu: runtime refused the container: could not select device driver "" with '
-        "capabilities: [[gpu]]")
+        ('placement probe for gpu: runtime refused the container: could not select device driver "" with '
+        "capabilities: [[gpu]]"))
     assert record(sched, "scheduling.translation")["engine"]["device_requests"] == [
         {"Driver": "", "Count": 1, "DeviceIDs": [], "Capabilities": [["gpu"]]}]
     assert leftovers(engine, run_id) == []
@@ -121,8 +131,8 @@ def test_gpu_request_refused_by_the_engine_at_startup(pytester: pytest.Pytester,
     ev = run(pytester, run_id, "-k", "startup", resources=[GPU])
     assert failure(items(ev)["gpu::img::startup"]) == (
         "failed", "device_driver_missing", "infrastructure",
-        f"starting container hetero-{run_id}-gpu-img from {ONNX_IMAGE}: could not select device driver \"\" "
-        "with capabilities: [[gpu]]")
+        (f"starting container hetero-{run_id}-gpu-img from {ONNX_IMAGE}: could not select device driver \"\" "
+        "with capabilities: [[gpu]]"))
     assert leftovers(engine, run_id) == []
 
 
@@ -198,6 +208,6 @@ def test_shell_only_image_cannot_serve_an_onnx_model(pytester: pytest.Pytester, 
     ev = run(pytester, run_id, "-k", "startup", image=SHELL_IMAGE)
     startup = items(ev)["cpu::img::startup"]
     assert failure(startup) == ("failed", "framework_missing", "algorithm",
-                                f"image {SHELL_IMAGE} has no python3/python; the models need ONNX Runtime "
-                                "(no python3/python on PATH)")
+                                (f"image {SHELL_IMAGE} has no python3/python; the models need ONNX Runtime "
+                                "(no python3/python on PATH)"))
     assert record(startup, "startup.device_init")["shell_only"] is True
