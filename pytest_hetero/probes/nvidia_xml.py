@@ -159,7 +159,28 @@ def _device(el: ET.Element, position: int, warnings: list[str]) -> Device:
     )
 
 
+UNUSED_SUBTREES = ("supported_clocks", "clocks_event_reasons", "clocks_throttle_reasons")
+"""Large subtrees no reader here uses (the supported clock table is a third of the text)."""
+
+
+def _slim(text: str) -> str:
+    for tag in UNUSED_SUBTREES:
+        opening, closing = f"<{tag}>", f"</{tag}>"
+        parts, pos = [], 0
+        while (start := text.find(opening, pos)) >= 0 and (end := text.find(closing, start)) >= 0:
+            parts.append(text[pos:start])
+            pos = end + len(closing)
+        parts.append(text[pos:])
+        text = "".join(parts)
+    return text
+
+
 def _tree(text: str, warnings: list[str]) -> ET.Element:
+    slim = _slim(text)
+    try:
+        return _checked(ET.fromstring(slim))
+    except ET.ParseError:
+        pass
     parser = ET.XMLPullParser(events=("start",))
     root: ET.Element | None = None
     try:
@@ -174,6 +195,10 @@ def _tree(text: str, warnings: list[str]) -> ET.Element:
             raise ParseError(f"not nvidia-smi -q -x XML: {exc}",
                              hint="expected the output of `nvidia-smi -q -x`") from None
         warnings.append(f"XML truncated or malformed ({exc}); read up to that point")
+    return _checked(root)
+
+
+def _checked(root: ET.Element | None) -> ET.Element:
     if root is None or root.tag != "nvidia_smi_log":
         tag = "none" if root is None else f"<{root.tag}>"
         raise ParseError(f"not nvidia-smi -q -x XML: root element {tag}, expected <nvidia_smi_log>")
