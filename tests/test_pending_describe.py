@@ -537,3 +537,17 @@ def test_full_volcano_describe_has_no_spurious_reasons() -> None:
         ("volcano", "gang_unschedulable", None, None, None),
     ]
     assert reasons[2].quantities["pending_unschedulable"] == "2"
+
+
+def test_get_events_wide_cuts_the_message_at_its_column() -> None:
+    widths = (12, 10, 18, 13, 12, 20, 70, 13, 8, 0)
+    rows = [
+        ("LAST SEEN", "TYPE", "REASON", "OBJECT", "SUBOBJECT", "SOURCE", "MESSAGE", "FIRST SEEN", "COUNT", "NAME"),
+        ("3m", "Warning", "FailedScheduling", "pod/train-0", "", "default-scheduler",
+         "0/2 nodes are available: 2 Insufficient huawei.com/Ascend910.", "10m", "7", "train-0.17a"),
+        ("3m", "Warning", "Weird", "pod/train-0", "", "kubelet", "two  spaces", "10m", "1", "train-0.17b"),
+    ]  # fmt: skip
+    text = "\n".join("".join(f"{cell:<{w}}" for cell, w in zip(row, widths, strict=True)) for row in rows)
+    first, second = parse_events_table(text)
+    assert (first.code, first.nodes, first.resource) == ("insufficient_resource", 2, "huawei.com/Ascend910")
+    assert (second.source, second.code, second.message) == ("kubelet", "unknown", "two  spaces")

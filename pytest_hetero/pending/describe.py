@@ -207,23 +207,33 @@ def parse_describe(text: str) -> list[Reason]:
 
 
 def parse_events_table(text: str) -> list[Reason]:
-    """Reasons from a ``kubectl get events`` table; only ``Warning`` rows are read."""
+    """Reasons from a ``kubectl get events`` table (plain, ``-A``, or ``-o wide``); Warning rows only.
+
+    Cells are cut at the header's column positions (kubectl aligns every row to them), so a message
+    keeps its inner spaces and the ``-o wide`` columns after MESSAGE are not taken into it.
+    """
     lines = text.splitlines()
     header = next((i for i, line in enumerate(lines) if re.search(r"\bREASON\b.*\bMESSAGE\b", line)), None)
     if header is None:
         return []
-    cols = {m.group(0): m.start() for m in re.finditer(r"[A-Z]+(?: [A-Z]+)?", lines[header])}
+    starts = [(m.start(), m.group(0)) for m in re.finditer(r"[A-Z]+(?: [A-Z]+)?", lines[header])]
+    bounds = {
+        name: (start, starts[i + 1][0] if i + 1 < len(starts) else None)
+        for i, (start, name) in enumerate(starts)
+    }
+
+    def cell(line: str, name: str) -> str:
+        start, end = bounds.get(name, (len(line), None))
+        return line[start:end].strip()
+
     reasons: list[Reason] = []
     for line in lines[header + 1 :]:
-        if "Warning" not in line or len(line) <= cols.get("MESSAGE", 0):
+        if "Warning" not in cell(line, "TYPE") or not cell(line, "MESSAGE"):
             continue
-        rest = line[cols["REASON"] :].split(None, 1)
-        reason = rest[0] if rest else ""
-        message = line[cols["MESSAGE"] :]
-        component = line[cols["SOURCE"] : cols["MESSAGE"]].strip() if "SOURCE" in cols else ""
+        reason, message, component = cell(line, "REASON"), cell(line, "MESSAGE"), cell(line, "SOURCE")
         found = classify_message(message, reason=reason, component=component)
         found = found or [
-            make_reason(_source_for(component), "unknown", message.strip(), detail={"event_reason": reason})
+            make_reason(_source_for(component), "unknown", message, detail={"event_reason": reason})
         ]
         reasons.extend(r for r in found if r not in reasons)
     return reasons
