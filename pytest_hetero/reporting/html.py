@@ -22,7 +22,7 @@ import jinja2
 
 from pytest_hetero import LAYERS, __version__
 from pytest_hetero.evidence.model import STATUSES
-from pytest_hetero.reporting.view import entries, failures_by_owner, heatmap, layer_counts
+from pytest_hetero.reporting.view import DIMENSIONS, entries, failures_by_owner, heatmap, layer_counts
 
 ITEM_DETAIL_LIMIT = 1500
 UNTESTED_LIMIT = 1000
@@ -34,13 +34,14 @@ _PRIORITY = {"failed": 0, "error": 0, "not_run": 1, "blocked": 1, "not_applicabl
 
 @lru_cache(maxsize=1)
 def _environment() -> jinja2.Environment:
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)), autoescape=True, trim_blocks=True, lstrip_blocks=True)
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)), autoescape=True,
+                             trim_blocks=True, lstrip_blocks=True)
     env.filters["short"] = lambda text, n=160: (str(text or "")[: n - 1] + "…") if len(str(text or "")) > n else str(text or "")
     return env
 
 
 def _record_text(data: Any) -> str:
-    text = data["text"] if isinstance(data, dict) and set(data) <= {"text"} else json.dumps(data, indent=1, default=str)
+    text = data["text"] if isinstance(data, dict) and set(data) <= {"text"} else json.dumps(data, indent=1, sort_keys=True, default=str)
     if len(text) > RECORD_CHARS:
         text = text[:RECORD_CHARS] + f"\n… [{len(text) - RECORD_CHARS} more characters in evidence.json]"
     return text
@@ -64,7 +65,7 @@ def render_html(evidence: dict[str, Any], signoff: dict[str, Any]) -> str:
     details, detailed = _details(items)
     untested = evidence["untested"]["items"]
     return _environment().get_template("report.html.j2").render(
-        ev=evidence, run=evidence["run"], verdict=evidence["summary"]["verdict"], layers=LAYERS,
+        ev=evidence, run=evidence["run"], dims=DIMENSIONS, verdict=evidence["summary"]["verdict"], layers=LAYERS,
         statuses=[s for s in STATUSES if evidence["summary"]["totals"].get(s)], counts=layer_counts(evidence),
         heat=heatmap(evidence), failures=failures_by_owner(evidence), untested=untested[:UNTESTED_LIMIT],
         untested_more=max(0, len(untested) - UNTESTED_LIMIT), details=details, detailed=detailed,

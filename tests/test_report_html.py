@@ -1,0 +1,175 @@
+"""report.html in a real headless Chromium: contents, offline, escaping (an injected <script> never runs), PDF."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+from bundle_samples import EVIL, PREFIX, make_bundle, sample_evidence  # noqa: E402
+from test_bundle_verify import hetero  # noqa: E402
+
+from pytest_hetero.reporting.html import render_html  # noqa: E402
+from pytest_hetero.reporting.view import signoff_context  # noqa: E402
+from pytest_hetero.signing import add_role_signature, generate_keypair, load_private_key  # noqa: E402
+
+ENSURE = Path(__file__).parent / "infra" / "chromium.sh"
+CSP = re.compile(r'<meta http-equiv="Content-Security-Policy"[^>]*>')
+
+
+@pytest.fixture(scope="module")
+def chromium() -> str:
+    """Path of a headless Chromium, installed by tests/infra/chromium.sh on a fresh machine."""
+    done = subprocess.run(["sh", str(ENSURE), "ensure"], capture_output=True, text=True, timeout=900, check=False)
+    if done.returncode != 0:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"chromium.sh ensure failed in CI: {done.stderr[-500:]}")
+        pytest.skip(f"no chromium: {done.stderr.strip()[-200:]}")
+    return done.stdout.strip().splitlines()[-1]
+
+
+def dump_dom(browser: str, page: Path, profile: Path) -> str:
+    """The DOM after load (scripts, if any could run, have run) as serialised by Chromium."""
+    cmd = [browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+           "--disable-component-update", "--disable-sync", "--no-first-run", f"--user-data-dir={profile}",
+           "--virtual-time-budget=2000", "--dump-dom", page.resolve().as_uri()]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr[-1000:]
+    return done.stdout
+
+
+class Text(HTMLParser):
+    """Collects the text of elements by id and all <pre class="log"> texts."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stack: list[tuple[str, dict[str, str | None]]] = []
+        self.by_id: dict[str, str] = {}
+        self.logs: list[str] = []
+        self.cells: dict[str, tuple[str, str]] = {}
+        self.title = ""
+        self.scripts = 0
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag == "script":
+            self.scripts += 1
+        if tag not in ("br", "meta", "img", "input", "link"):
+            self.stack.append((tag, dict(attrs)))
+            self._text = getattr(self, "_text", {})
+            self._text[len(self.stack)] = ""
+
+    def handle_endtag(self, tag: str) -> None:
+        if not self.stack:
+            return
+        depth = len(self.stack)
+        name, attrs = self.stack.pop()
+        text = self._text.pop(depth, "")
+        if depth - 1 in self._text:
+            self._text[depth - 1] += text
+        if name == "title":
+            self.title = text
+        if attrs.get("id"):
+            self.by_id[str(attrs["id"])] = text
+        if name == "pre" and attrs.get("class") == "log":
+            self.logs.append(text)
+        if name == "td" and attrs.get("data-nodeid"):
+            self.cells[str(attrs["data-nodeid"])] = (str(attrs.get("class")), text)
+
+    def handle_data(self, data: str) -> None:
+        if self.stack:
+            self._text[len(self.stack)] += data
+
+
+def parse(dom: str) -> Text:
+    parser = Text()
+    parser.feed(dom)
+    return parser
+
+
+@pytest.fixture
+def bundle(tmp_path: Path) -> Path:
+    generate_keypair(tmp_path / "run.key", tmp_path / "run.pub")
+    generate_keypair(tmp_path / "biz.key", tmp_path / "biz.pub")
+    bundle = make_bundle(tmp_path / "b", sample_evidence(log_text="line 1\n" + EVIL + "\nline 3"),
+                         tmp_path / "run.key")
+    add_role_signature(bundle, load_private_key(tmp_path / "biz.key"), "business")
+    return bundle
+
+
+def test_report_contents_in_chromium(chromium: str, bundle: Path, tmp_path: Path) -> None:
+    dom = parse(dump_dom(chromium, bundle / "report.html", tmp_path / "profile"))
+    assert dom.title == "pytest-hetero FAIL: run-1"
+    assert dom.scripts == 0
+    assert dom.by_id["verdict"] == "FAIL"
+    assert dom.by_id["run-id"] == "run-1"
+    assert "Bundle signed by key" in " ".join(dom.by_id["signature"].split())
+    assert dom.cells[f"{PREFIX}::gpu-nvidia::discovery"] == ("cell s-failed", "failed")
+    assert dom.cells[f"{PREFIX}::gpu-nvidia::py-current::model-0@data-0::business"] == (
+        "cell s-blocked", "blockedblocked by gpu-nvidia::discovery")
+    assert dom.cells[f"{PREFIX}::cpu-host::py-old::startup"][0] == "cell s-excluded"
+    assert dom.cells[f"{PREFIX}::cpu-host::py-current::model-0@data-0::model"] == ("cell s-passed", "passed")
+    assert "line 1\n" + EVIL + "\nline 3" in dom.logs
+    report = dump_dom(chromium, bundle / "report.html", tmp_path / "profile")
+    assert "A startup pass shows that this image started on that node" in report
+    assert "excluded by matrix rule (line 40): py-old is retired" in report
+    assert re.search(r"<td>platform</td><td>scheduling, startup</td><td class=\"pending\">pending</td>", report)
+    # rendered at the end of the run, before the business sign-off was added: pending there
+    assert re.search(r"<td>business</td><td>business</td><td class=\"pending\">pending</td>", report)
+
+
+def test_rerendered_report_shows_the_sign_off(chromium: str, bundle: Path, tmp_path: Path) -> None:
+    out = tmp_path / "re.html"
+    assert hetero("render", str(bundle), "--format", "html", "--out", str(out)) == 0
+    report = dump_dom(chromium, out, tmp_path / "profile")
+    assert re.search(r"<td>business</td><td>business</td><td class=\"signed\">signed</td><td><code>[0-9a-f]{16}</code>"
+                     r" at 20\d\d-[^<]+ for business", report)
+
+
+def test_injected_script_does_not_execute_even_without_csp(chromium: str, tmp_path: Path) -> None:
+    evidence = sample_evidence(log_text=EVIL)
+    evidence["items"][0]["failure"] = {"layer": "discovery", "category": EVIL, "owner": EVIL, "message": EVIL}
+    evidence["items"][0]["status"] = "failed"
+    evidence["run"]["host"] = EVIL
+    page = tmp_path / "nocsp.html"
+    html = render_html(evidence, signoff_context({}, None, EVIL))
+    assert CSP.search(html)
+    page.write_text(CSP.sub("", html), encoding="utf-8")
+    dom_text = dump_dom(chromium, page, tmp_path / "profile")
+    dom = parse(dom_text)
+    assert dom.title == "pytest-hetero FAIL: run-1"
+    assert dom.scripts == 0 and "<img src=\"x\"" not in dom_text and "PWNED" in dom_text
+    assert EVIL in dom.logs
+    # control: the same harness does see a script run when one is not escaped
+    control = tmp_path / "control.html"
+    control.write_text("<html><head><title>t</title></head><body>" + EVIL + "</body></html>")
+    assert parse(dump_dom(chromium, control, tmp_path / "profile")).title == "PWNED"
+
+
+def test_report_is_self_contained_and_printable(bundle: Path) -> None:
+    html = (bundle / "report.html").read_text()
+    assert "<link" not in html and "<script" not in html
+    assert not re.search(r"""(src|href)=["']?(https?:)?//""", html)
+    assert "@media print" in html
+    assert CSP.search(html).group(0) == ('<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; '
+                                         'style-src \'unsafe-inline\'; img-src data:">')
+
+
+def test_render_pdf(chromium: str, bundle: Path, tmp_path: Path) -> None:
+    pdf = tmp_path / "report.pdf"
+    assert hetero("render", str(bundle), "--format", "html", "--pdf", "--out", str(pdf)) == 0
+    assert pdf.read_bytes().startswith(b"%PDF-")
+
+
+def test_large_run_stays_usable(tmp_path: Path) -> None:
+    evidence = sample_evidence(models=40, datasets=25)
+    html = render_html(evidence, signoff_context({}, None, "no key"))
+    assert "2001 combinations: summarised per resource × image" in html
+    assert html.count("<details id=\"item-") == 1500
+    assert "2507 more item(s), mostly passed, are in evidence.json only." in html
+    assert len(html) < 3_000_000

@@ -1,0 +1,171 @@
+"""Markdown, JUnit XML (validated against junit-10.xsd), CTRF and the heat-map model, from evidence.json."""
+
+from __future__ import annotations
+
+import json
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+import xmlschema
+
+sys.path.insert(0, str(Path(__file__).parent))
+from bundle_samples import EVIL, PREFIX, make_bundle, sample_evidence  # noqa: E402
+from test_bundle_verify import hetero  # noqa: E402
+
+from pytest_hetero.reporting.ctrf import render_ctrf  # noqa: E402
+from pytest_hetero.reporting.junit import render_junit  # noqa: E402
+from pytest_hetero.reporting.markdown import render_markdown  # noqa: E402
+from pytest_hetero.reporting.view import heatmap, signoff_context  # noqa: E402
+from pytest_hetero.signing import generate_keypair  # noqa: E402
+
+XSD = Path(__file__).parent / "data" / "junit-10.xsd"
+OWNERS = {"example-cpu": {"discovery": "infrastructure", "scheduling": "platform", "startup": "platform",
+                          "model": "algorithm", "business": "business"}}
+
+
+def test_markdown_summary() -> None:
+    evidence = sample_evidence()
+    claims = [{"role": "business", "keyid": "ab" * 32, "signed_at": "2026-11-29T11:00:00Z", "layers": ["business"]}]
+    text = render_markdown(evidence, signoff_context(OWNERS, "cd" * 32, None, claims))
+    assert text.splitlines()[:12] == [
+        "## pytest-hetero: FAIL",
+        "",
+        "Run `run-1` · matrices: example-cpu · bundle signed by `cdcdcdcdcdcdcdcd`",
+        "",
+        "| layer | passed | failed | blocked | excluded |",
+        "|---|---:|---:|---:|---:|",
+        "| discovery | 1 | 1 | 0 | 0 |",
+        "| scheduling | 1 | 0 | 1 | 0 |",
+        "| startup | 1 | 0 | 1 | 1 |",
+        "| model | 1 | 0 | 1 | 0 |",
+        "| business | 1 | 0 | 1 | 0 |",
+        "",
+    ]
+    assert "- **infrastructure** (1)\n  - `matrices/example-cpu.matrix.yaml::gpu-nvidia::discovery`: " \
+           "driver\\_missing: nvidia-smi not found: no NVIDIA driver on vm" in text
+    assert "- business (business): signed by `abababababababab` at 2026-11-29T11:00:00Z" in text
+    assert "- platform (scheduling, startup): pending" in text
+    assert "4 blocked, 1 excluded" in text
+    assert "- excluded: `matrices/example-cpu.matrix.yaml::cpu-host::py-old::startup` — excluded by matrix rule " \
+           "(line 40): py-old is retired" in text
+    assert "- never covered in example-cpu: resource: gpu-nvidia" in text
+
+
+def test_markdown_escapes_html_and_limits_lines() -> None:
+    evidence = sample_evidence(models=30)
+    evidence["items"][0]["status"] = "failed"
+    evidence["items"][0]["failure"] = {"layer": "discovery", "category": "x", "owner": "infrastructure",
+                                       "message": EVIL + "\n| table | break"}
+    text = render_markdown(evidence, signoff_context(OWNERS, None, "no key"))
+    assert "<script" not in text and "&lt;script&gt;" in text
+    assert "\\| table \\| break" in text
+    assert "bundle **UNSIGNED**" in text
+    assert f"- … {len(evidence['untested']['items']) - 20} more in report.html / evidence.json" in text
+
+
+def test_junit_validates_against_junit_10_and_maps_statuses() -> None:
+    evidence = sample_evidence()
+    data = render_junit(evidence)
+    schema = xmlschema.XMLSchema(str(XSD))
+    schema.validate(data.decode())
+    doc = schema.to_dict(data.decode())
+    assert doc["@tests"] == "11" and doc["@failures"] == "1" and doc["@errors"] == "0"
+    suites = {s["@name"]: s for s in doc["testsuite"]}
+    assert list(suites) == ["hetero.discovery", "hetero.scheduling", "hetero.startup", "hetero.model",
+                            "hetero.business"]
+    startup = {c["@name"]: c for c in suites["hetero.startup"]["testcase"]}
+    excluded = startup[f"{PREFIX}::cpu-host::py-old::startup"]
+    assert excluded["@status"] == "excluded"
+    assert excluded["skipped"]["@message"] == "excluded: excluded by matrix rule (line 40): py-old is retired"
+    blocked = startup[f"{PREFIX}::gpu-nvidia::py-current::startup"]
+    assert blocked["skipped"]["@message"].startswith("blocked: blocked by matrices/example-cpu.matrix.yaml::gpu-nvidia")
+    assert blocked["system-out"] == ["\n".join([
+        "[[PROPERTY|layer=startup]]", "[[PROPERTY|image=py-current]]", "[[PROPERTY|resource=gpu-nvidia]]",
+        "[[PROPERTY|owner=platform]]", "[[PROPERTY|status=blocked]]",
+        f"[[PROPERTY|evidence=evidence.json#{PREFIX}::gpu-nvidia::py-current::startup]]",
+        f"[[PROPERTY|blocked_by={PREFIX}::gpu-nvidia::discovery]]"])]
+    failed = {c["@name"]: c for c in suites["hetero.discovery"]["testcase"]}[f"{PREFIX}::gpu-nvidia::discovery"]
+    assert failed["failure"] == [{"@message": "nvidia-smi not found: no NVIDIA driver on vm",
+                                  "@type": "driver_missing"}]
+    assert suites["hetero.discovery"]["properties"]["property"] == [
+        {"@name": "run_id", "@value": "run-1"}, {"@name": "verdict", "@value": "fail"},
+        {"@name": "matrices", "@value": "example-cpu"}]
+    assert suites["hetero.startup"]["@tests"] == "3" and suites["hetero.startup"]["@skipped"] == "2"
+
+
+def test_junit_keeps_control_characters_out() -> None:
+    evidence = sample_evidence()
+    evidence["items"][0]["status"] = "error"
+    evidence["items"][0]["failure"] = {"layer": "discovery", "category": "harness", "owner": "platform",
+                                       "message": "bad\x00byte\x1b[31m " + EVIL}
+    xmlschema.XMLSchema(str(XSD)).validate(render_junit(evidence).decode())
+
+
+def test_ctrf_document() -> None:
+    doc = render_ctrf(sample_evidence())
+    assert doc["reportFormat"] == "CTRF" and doc["specVersion"] == "1.0.0"
+    results = doc["results"]
+    assert results["tool"] == {"name": "pytest-hetero", "version": "0.1.0"}
+    start = int(datetime(2026, 11, 29, 10, 0, tzinfo=timezone.utc).timestamp() * 1000)
+    assert results["summary"] == {"tests": 11, "passed": 5, "failed": 1, "pending": 0, "skipped": 5, "other": 0,
+                                  "start": start, "stop": start + 300_000}
+    tests = {t["name"]: t for t in results["tests"]}
+    model = tests[f"{PREFIX}::cpu-host::py-current::model-0@data-0::model"]
+    assert model["status"] == "passed" and model["duration"] == 1500 and model["suite"] == "hetero.model"
+    assert model["tags"] == ["model", "dataset=data-0", "image=py-current", "model=model-0", "resource=cpu-host"]
+    assert model["attachments"] == [{"name": "stdout.txt", "contentType": "text/plain",
+                                     "path": "artifacts/cpu-host/py-current/stdout.txt"}]
+    blocked = tests[f"{PREFIX}::gpu-nvidia::scheduling"]
+    assert blocked["status"] == "skipped" and blocked["rawStatus"] == "blocked"
+    assert blocked["extra"]["blocked_by"] == f"{PREFIX}::gpu-nvidia::discovery"
+    for test in results["tests"]:
+        assert {"name", "status", "duration"} <= set(test)
+        assert test["status"] in {"passed", "failed", "skipped", "pending", "other"}
+    assert results["extra"]["verdict"] == "fail"
+
+
+def test_heatmap_rows_and_blocked_cells() -> None:
+    heat = heatmap(sample_evidence())
+    assert heat["summarised"] is False and heat["total_rows"] == 3
+    rows = {tuple(r["keys"]): r["cells"] for r in heat["rows"]}
+    assert list(rows) == [("cpu-host", "py-current", "model-0", "data-0"), ("cpu-host", "py-old"),
+                          ("gpu-nvidia", "py-current", "model-0", "data-0")]
+    gpu = rows[("gpu-nvidia", "py-current", "model-0", "data-0")]
+    assert gpu["discovery"]["status"] == "failed"
+    assert gpu["business"]["status"] == "blocked"
+    assert gpu["business"]["blocked_by"] == f"{PREFIX}::gpu-nvidia::discovery"
+    old = rows[("cpu-host", "py-old")]
+    assert old["discovery"]["status"] == "passed" and old["startup"]["status"] == "excluded"
+    assert old["model"] is None
+
+
+def test_heatmap_summarises_beyond_the_limit() -> None:
+    heat = heatmap(sample_evidence(models=10, datasets=5), limit=50)
+    assert heat["summarised"] is True and heat["total_rows"] == 101
+    rows = {tuple(r["keys"]): r["cells"] for r in heat["rows"]}
+    assert rows[("gpu-nvidia", "py-current")]["model"] == {"status": "blocked", "counts": {"blocked": 50}}
+    assert rows[("gpu-nvidia", "py-current")]["discovery"] == {"status": "failed", "counts": {"failed": 1}}
+    assert rows[("cpu-host", "py-current")]["business"] == {"status": "passed", "counts": {"passed": 50}}
+
+
+@pytest.mark.parametrize("fmt", ["html", "md", "junit", "ctrf"])
+def test_render_command_reproduces_the_bundle_files(tmp_path: Path, fmt: str) -> None:
+    generate_keypair(tmp_path / "k", tmp_path / "k.pub")
+    bundle = make_bundle(tmp_path / "b", sample_evidence(), tmp_path / "k")
+    out = tmp_path / f"out.{fmt}"
+    assert hetero("render", str(bundle), "--format", fmt, "--out", str(out)) == 0
+    name = {"html": "report.html", "md": "summary.md", "junit": "junit.xml", "ctrf": "ctrf.json"}[fmt]
+    assert out.read_bytes() == (bundle / name).read_bytes()
+
+
+def test_render_shows_signoffs_added_after_the_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    generate_keypair(tmp_path / "k", tmp_path / "k.pub")
+    bundle = make_bundle(tmp_path / "b", sample_evidence(), tmp_path / "k")
+    assert hetero("sign", str(bundle), "--key", str(tmp_path / "k"), "--role", "algorithm") == 0
+    capsys.readouterr()
+    assert hetero("render", str(bundle), "--format", "md") == 0
+    out = capsys.readouterr().out
+    assert "- algorithm (model): signed by `" in out and "- business (business): pending" in out
+    assert json.loads((bundle / "ctrf.json").read_text())["results"]["summary"]["tests"] == 11
