@@ -353,3 +353,13 @@ def test_docstring_table_matches_the_code_vocabulary() -> None:
         if len(parts) >= 3 and parts[0] in CODES:
             rows[parts[0]] = (parts[1], parts[2])
     assert rows == dict(CODES)
+
+
+def test_wrapped_bare_message_is_read_whole_and_mixed_lines_one_by_one() -> None:
+    wrapped = "0/3 nodes are available: 2 Insufficient\n  nvidia.com/gpu, 1 node(s) were\n  unschedulable."
+    assert [(r.code, r.nodes, r.resource) for r in explain(wrapped)] == [
+        ("insufficient_resource", 2, "nvidia.com/gpu"),
+        ("node_unschedulable", 1, None),
+    ]
+    mixed = "Too many pods\nqueue resource quota insufficient\nsome unrelated line"
+    assert [r.code for r in explain(mixed)] == ["too_many_pods", "queue_quota_insufficient"]

@@ -32,6 +32,7 @@ _YAML_START = re.compile(
     r"^(?:---\s*\n)?(?:#[^\n]*\n)*(?:apiVersion|kind|status|items|metadata|spec|conditions)\s*:", re.MULTILINE
 )
 _UNKNOWN_CAP = 2000
+_BARE_LINES = 10
 
 
 def explain(
@@ -128,17 +129,31 @@ def _from_text(text: str) -> list[Reason]:
 
 
 def _scan(text: str) -> list[Reason]:
-    """Free text: read each line, then the whole text (a wrapped bare message); else ``unknown``."""
-    found = [r for line in text.splitlines() if line.strip() for r in classify_message(line)]
-    if not found:
-        found = classify_message(re.sub(r"\s+", " ", text).strip())
+    """Free text: each line on its own, or the whole text as one (wrapped) message; else ``unknown``.
+
+    The reading with more recognised reasons wins (fewer ``unknown`` breaks a tie; per line on a
+    full tie), so a mixed capture is read line by line and a wrapped message as one.
+    """
     squashed = re.sub(r"\s+", " ", text).strip()
-    if not found:
-        # A bare fragment without the "0/N nodes" head, e.g. "Too many pods".
-        found = [r for r in parse_scheduler_message(squashed) if r.code != "unknown"]
-    if not found:
-        found = [make_reason("scheduler", "unknown", squashed[:_UNKNOWN_CAP])]
-    return found
+    lines = [line for line in text.splitlines() if line.strip()]
+    # Bare fragments ("Too many pods") are only trusted in short texts: in a long capture such
+    # words are more likely part of unrelated output.
+    bare = len(lines) <= _BARE_LINES
+    per_line = [r for line in lines for r in classify_message(line) or (_bare(line) if bare else [])]
+    whole = classify_message(squashed) if "\n" in text.strip() else []
+    whole = whole or _bare(squashed)
+    found = max((per_line, whole), key=_score)
+    return found or [make_reason("scheduler", "unknown", squashed[:_UNKNOWN_CAP])]
+
+
+def _bare(line: str) -> list[Reason]:
+    """A scheduler fragment without the ``0/N nodes`` head, e.g. ``Too many pods``."""
+    return [r for r in parse_scheduler_message(line) if r.code != "unknown"]
+
+
+def _score(reasons: list[Reason]) -> tuple[int, int]:
+    known = sum(r.code != "unknown" for r in reasons)
+    return known, -(len(reasons) - known)
 
 
 _KINDS: dict[str, Callable[[Mapping[str, Any]], list[Reason]]] = {
