@@ -22,6 +22,7 @@ from __future__ import annotations
 import re
 
 from pytest_hetero.pending.model import Reason, make_reason
+from pytest_hetero.pending.volcano import classify_queue_text
 
 _OBJECT = re.compile(r'(?P<kind>[\w.]+) "(?P<name>[^"]+)" is forbidden')
 _QUOTA = re.compile(
@@ -203,8 +204,6 @@ def _policy(text: str) -> list[tuple[int, Reason]]:
             )
         )
     for m in _WEBHOOK_DENIED.finditer(text):
-        from pytest_hetero.pending.volcano import classify_queue_text
-
         queue = classify_queue_text(m.group("why"))
         if queue:
             out.extend((m.start(), r) for r in queue)

@@ -142,7 +142,8 @@ def parse_workload(obj: Mapping[str, Any]) -> list[Reason]:
     """Reasons from a Kueue Workload object (dict from YAML/JSON) or its ``status`` alone.
 
     Reads conditions ``QuotaReserved``/``Admitted`` with status ``False``, ``Evicted``/``Preempted``
-    with status ``True``, and conditions lacking ``type`` (trimmed captures). A readable message that
+    with status ``True``, and conditions lacking ``type`` (trimmed captures). ``PodsReady=False`` is
+    startup progress, not a refusal, and is skipped (its timeout shows up as ``Evicted``). A readable message that
     matches no known wording becomes ``unknown``. Raises :class:`ParseError` when ``status`` or
     ``status.conditions`` has the wrong shape.
     """
