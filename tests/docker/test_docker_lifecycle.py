@@ -1,0 +1,134 @@
+"""Container lifecycle on the real engine: reuse across items, --hetero-keep, `hetero cleanup`, Ctrl-C and SIGTERM."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from dockerkit import (
+    COMBO,
+    ONNX_IMAGE,
+    RUN_LABEL,
+    docker_matrix,
+    evidence,
+    items,
+    leftovers,
+    record,
+    statuses,
+)
+
+from pytest_hetero.backends import docker_cli
+
+
+def cleanup(*argv: str) -> int:
+    """Run ``hetero cleanup ARGV`` through the command's own parser (as ``hetero`` does)."""
+    parser = argparse.ArgumentParser(prog="hetero")
+    docker_cli.add_parser(parser.add_subparsers())
+    args = parser.parse_args(["cleanup", *argv])
+    return int(args.func(args))
+
+
+def test_one_container_serves_every_model_dataset_item(pytester: pytest.Pytester, run_id: str, engine: Any) -> None:
+    pytester.makefile(".matrix.yaml", d=docker_matrix(datasets=3))
+    pytester.runpytest("-p", "no:cacheprovider", "--hetero-run-id", run_id).assert_outcomes(passed=9)
+    it = items(evidence(pytester))
+    started = record(it["cpu::img::startup"], "startup.container")["id"]
+    runs = [record(it[f"cpu::img::digits-logreg@{d}::model"], "model.run")
+            for d in ("digits-test", "digits-test1", "digits-test2")]
+    assert [r["container_id"] for r in runs] == [started] * 3
+    assert len({r["run_dir"] for r in runs}) == 3
+    assert leftovers(engine, run_id) == []
+
+
+def test_keep_leaves_the_container_and_says_how_to_reach_it(pytester: pytest.Pytester, run_id: str,
+                                                           engine: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    pytester.makefile(".matrix.yaml", d=docker_matrix())
+    result = pytester.runpytest("-p", "no:cacheprovider", "--hetero-run-id", run_id, "--hetero-keep")
+    result.assert_outcomes(passed=5)
+    name = f"hetero-{run_id}-cpu-img"
+    assert leftovers(engine, run_id) == [f"/{name}"]
+    assert engine.inspect_container(name)["State"]["Running"] is True
+    result.stderr.fnmatch_lines([(f"pytest-hetero: kept container {name} (cpu × img): docker exec -it {name} "
+                                 f"/bin/sh; remove with: hetero cleanup --run-id {run_id}")])
+    capsys.readouterr()
+    assert cleanup("--run-id", run_id, "--dry-run") == 0
+    assert capsys.readouterr().out == f"would remove docker container {name} (run {run_id}, age 0.0h)\n"
+    assert leftovers(engine, run_id) == [f"/{name}"]
+    assert cleanup("--run-id", run_id) == 0
+    assert capsys.readouterr().out == f"removed docker container {name} (run {run_id}, age 0.0h)\n"
+    assert leftovers(engine, run_id) == []
+
+
+def test_cleanup_older_than_removes_only_old_leftovers(run_id: str, engine: Any,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    made = {}
+    for age, stamp in (("old", "2020-01-01T00:00:00Z"), ("new", time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))):
+        made[age] = engine.create_container(ONNX_IMAGE, command=["true"], name=f"{run_id}-{age}", labels={
+            RUN_LABEL: run_id, "pytest-hetero.created-at": stamp})["Id"]
+    volume = engine.create_volume(name=f"{run_id}-vol", labels={RUN_LABEL: run_id,
+                                                                "pytest-hetero.created-at": "2020-01-01T00:00:00Z"})
+    assert cleanup("--older-than", "2h", "--run-id", run_id, "--backend", "docker", "--json") == 0
+    out = json.loads(capsys.readouterr().out)
+    assert sorted((e["kind"], e["name"], e["removed"], e["error"], e["created_at"]) for e in out) == [
+        ("container", f"{run_id}-old", True, None, "2020-01-01T00:00:00Z"),
+        ("volume", volume["Name"], True, None, "2020-01-01T00:00:00Z")]
+    assert all(e["age_s"] > 2 * 3600 for e in out)
+    assert leftovers(engine, run_id) == [f"/{run_id}-new"]
+
+
+def test_cleanup_refuses_without_a_selection(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cleanup() == 2
+    assert capsys.readouterr().err == ("hetero cleanup: give --older-than DURATION and/or --run-id ID (a bare cleanup "
+                                       "could remove a run that is still going)\n")
+    assert cleanup("--older-than", "soon") == 2
+    assert capsys.readouterr().err == "hetero cleanup: --older-than 'soon' is not a duration (e.g. 2h, 30m)\n"
+
+
+def test_hetero_command_lists_cleanup() -> None:
+    from pytest_hetero.cli import build_parser
+
+    choices = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)).choices
+    assert "cleanup" in choices
+    backend = next(a for a in choices["cleanup"]._actions if a.dest == "backend")
+    assert (backend.choices, backend.default) == (["docker", "all"], "all")
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "Ctrl-C"])
+def test_signal_mid_run_removes_every_container(tmp_path: Path, run_id: str, engine: Any, sig: int) -> None:
+    """A real pytest process, stopped by a signal while the model runs: its containers are gone afterwards."""
+    (tmp_path / "sleepy.matrix.yaml").write_text(docker_matrix(entrypoint=["/bin/sh", "-c", "sleep 45"]))
+    proc = subprocess.Popen([sys.executable, "-m", "pytest", "sleepy.matrix.yaml", "-p", "no:cacheprovider",
+                             "--hetero-run-id", run_id, "--rootdir", str(tmp_path)],
+                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    try:
+        deadline = time.monotonic() + 90
+        running = False
+        while time.monotonic() < deadline and not running and proc.poll() is None:
+            for c in engine.containers(filters={"label": f"{RUN_LABEL}={run_id}"}):
+                running = any("sleep 45" in " ".join(p) for p in engine.top(c["Id"])["Processes"] or [])
+            time.sleep(0.2)
+        assert running, "the model run never started"
+        # the workload container and the empty placement-probe image exist while the run goes on
+        assert [x[0] for x in sorted(leftovers(engine, run_id))] == ["/", "s"]
+        proc.send_signal(sig)
+        out, _ = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 2, out[-2000:]
+    assert leftovers(engine, run_id) == []
+    ev = json.loads((tmp_path / "reports" / run_id / "evidence.json").read_text())
+    st = statuses(ev)
+    assert (st["cpu::discovery"], st["cpu::scheduling"], st["cpu::img::startup"]) == ("passed",) * 3
+    assert st[f"cpu::img::{COMBO}::business"] == "not_run"
+    assert ev["run"]["interrupted"] is True
