@@ -14,6 +14,7 @@ PLUGIN_MODULES: tuple[str, ...] = (
     "pytest_hetero.selection",
     "pytest_hetero.baseline",
     "pytest_hetero.reporting.writers",
+    "pytest_hetero.reporting.pytest_html",
 )
 """Modules of built-in hook implementations registered at configure (writers, signing, selection)."""
 

@@ -1,0 +1,62 @@
+"""pytest-html integration: layer, resource and owner columns plus per-item evidence extras.
+
+Active only when pytest-html is installed and ``--html`` is given; the hooks are optional
+(``optionalhook``) so nothing fails without it. pytest-html's page is a convenience for
+people used to it: the signed artifact remains the bundle's own report.html.
+"""
+
+from __future__ import annotations
+
+import html
+from typing import Any
+
+import pytest
+
+EVIDENCE_PROPERTY = "hetero_evidence"
+COLUMNS: tuple[tuple[str, str], ...] = (("layer", "Layer"), ("resource", "Resource"), ("owner", "Owner"))
+
+
+def evidence_of(report: Any) -> dict[str, Any] | None:
+    """The item evidence dict pytest-hetero put on ``report.user_properties``, or None."""
+    for name, value in getattr(report, "user_properties", ()):
+        if name == EVIDENCE_PROPERTY and isinstance(value, dict):
+            return value
+    return None
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_html_results_table_header(cells: list[str]) -> None:
+    """Insert the Layer, Resource and Owner columns after the test name."""
+    for offset, (key, title) in enumerate(COLUMNS):
+        cells.insert(2 + offset, f'<th class="sortable" data-column-type="hetero-{key}">{title}</th>')
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_html_results_table_row(report: Any, cells: list[str]) -> None:
+    """Fill the three columns from the item's evidence (escaped; empty for non-matrix tests)."""
+    evidence = evidence_of(report) or {}
+    values = {"layer": evidence.get("layer", ""), "resource": evidence.get("keys", {}).get("resource", ""),
+              "owner": (evidence.get("failure") or {}).get("owner") or evidence.get("owner", "")}
+    for offset, (key, _) in enumerate(COLUMNS):
+        cells.insert(2 + offset, f'<td class="col-hetero-{key}">{html.escape(str(values[key]))}</td>')
+
+
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    """Attach the item's evidence (JSON) and status line as pytest-html extras, after pytest-hetero
+    put the evidence on the report (this wrapper is the outermost, so it runs last)."""
+    outcome = yield
+    if not item.config.pluginmanager.hasplugin("html"):
+        return
+    report = outcome.get_result()
+    evidence = evidence_of(report)
+    if evidence is None:
+        return
+    from pytest_html import extras
+
+    found = list(getattr(report, "extras", []))
+    why = evidence.get("reason") or (evidence.get("failure") or {}).get("message")
+    line = f"{evidence['status']}: {why}" if why else evidence["status"]
+    found.append(extras.text(line, name="hetero status"))
+    found.append(extras.json(evidence, name="hetero evidence"))
+    report.extras = found
