@@ -44,8 +44,8 @@ def test_text_output_from_stdin(monkeypatch: pytest.MonkeyPatch, capsys: pytest.
     code, out, _ = _run(["--text"], capsys)
     assert code == 0
     assert out == (
-        "kueue/queue_quota_insufficient [platform]: queue_quota_insufficient cpu in flavor x, 2 more "
-        "needed -- insufficient unused quota for cpu in flavor x, 2 more needed\n"
+        "kueue: queue_quota_insufficient cpu in flavor x, 2 more needed [platform] -- "
+        "insufficient unused quota for cpu in flavor x, 2 more needed\n"
     )
 
 

@@ -54,9 +54,8 @@ def _read(source: str) -> bytes:
 
 
 def _line(reason: Reason) -> str:
-    head = f"{reason.source}/{reason.code} [{reason.owner}]"
-    body = summarise([reason]).rsplit(" [", 1)[0]
-    return f"{head}: {body} -- {reason.message}"
+    """``<source>: <code> <what> [<owner>] -- <original message>``."""
+    return f"{reason.source}: {summarise([reason])} -- {reason.message}"
 
 
 def run(args: argparse.Namespace) -> int:
