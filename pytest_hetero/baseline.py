@@ -26,7 +26,7 @@ import pytest
 from pytest_hetero.errors import BundleError, HeteroError, Location
 from pytest_hetero.stash import PLANS, SETTINGS
 
-from pytest_hetero.selection import usage_error
+from pytest_hetero.selection import matrices_in_args, usage_error
 
 FAILING = frozenset({"failed", "error", "blocked"})
 TESTED = frozenset({"passed", "failed", "error"})
@@ -289,20 +289,23 @@ def pytest_sessionstart(session: pytest.Session) -> None:
                                                     keys=trusted_keys(private=settings.sign_key))
         except HeteroError as exc:
             raise usage_error(exc) from None
+        _check_matrix(config, config.stash[_BASELINE][0], {m.name for _, m, _ in matrices_in_args(config)})
+
+
+def _check_matrix(config: pytest.Config, baseline: dict[str, Any], names: set[str]) -> None:
+    if names and not names & matrix_names(baseline):
+        raise pytest.UsageError(
+            f"--hetero-baseline covers matrix {', '.join(sorted(matrix_names(baseline)))}, "
+            f"this run collects {', '.join(sorted(names))}\n  hint: compare runs of the same matrix")
 
 
 @pytest.hookimpl(trylast=True)
 def pytest_collection_finish(session: pytest.Session) -> None:
-    """A baseline of another matrix is a usage error once the matrices are known."""
+    """Backstop for matrices only known after collection: a baseline of another matrix is a usage error."""
     baseline = session.config.stash.get(_BASELINE, None)
-    plans = session.config.stash.get(PLANS, {})
-    if baseline is None or not plans:
-        return
-    names = {matrix.name for matrix, _ in plans.values()}
-    if not names & matrix_names(baseline[0]):
-        raise pytest.UsageError(
-            f"--hetero-baseline covers matrix {', '.join(sorted(matrix_names(baseline[0])))}, "
-            f"this run collects {', '.join(sorted(names))}\n  hint: compare runs of the same matrix")
+    if baseline is not None:
+        _check_matrix(session.config, baseline[0],
+                      {m.name for m, _ in session.config.stash.get(PLANS, {}).values()})
 
 
 @pytest.hookimpl(tryfirst=True)

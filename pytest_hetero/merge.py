@@ -6,7 +6,8 @@ planned item was run by some bundle unless all bundles left it out for a reason 
 sharding (coverage). The merged bundle is rebuilt the way a run builds its own: a new journal
 (run, matrix, item, deselected, target, end lines) assembled by
 :func:`pytest_hetero.evidence.recorder.assemble`, so untested scope is computed over the whole
-matrix. Artifacts are copied; the bundle is re-signed when a key is given.
+matrix. Artifacts are copied; renderings, manifest and statement are written as a run writes
+them, signed when a key is given (else visibly unsigned).
 """
 
 from __future__ import annotations
@@ -20,11 +21,10 @@ from typing import Any
 from pytest_hetero.baseline import load_evidence, rewrite_evidence
 from pytest_hetero.errors import BundleError, Location
 from pytest_hetero.evidence.model import utc_now
-from pytest_hetero.evidence.recorder import EVIDENCE, JOURNAL, assemble, read_journal
+from pytest_hetero.evidence.recorder import JOURNAL, assemble, read_journal
 from pytest_hetero.selection import SHARD_REASON
 
-_SKIP_TOP = frozenset({EVIDENCE, JOURNAL, "evidence.json.tmp", "manifest.json", "statement.intoto.json",
-                       "attestation.intoto.jsonl"})
+ARTIFACTS = "artifacts"
 
 
 def _matrix_lines(bundle: Path, evidence: dict[str, Any]) -> list[dict[str, Any]]:
@@ -76,9 +76,9 @@ def check_shards(evidences: list[tuple[Path, dict[str, Any]]]) -> dict[str, str]
 
 
 def _copy_artifacts(src: Path, out: Path) -> None:
-    for path in sorted(src.rglob("*")):
+    for path in sorted((src / ARTIFACTS).rglob("*")):
         rel = path.relative_to(src)
-        if not path.is_file() or path.is_symlink() or (len(rel.parts) == 1 and rel.name in _SKIP_TOP):
+        if not path.is_file() or path.is_symlink():
             continue
         dest = out / rel
         if dest.exists():
@@ -103,6 +103,9 @@ def merge_bundles(bundles: list[Path], out: Path, *, allow_unsigned: bool = Fals
     evidences = [(p, ev) for p, ev, _ in loaded]
     deselected = check_shards(evidences)
     matrices = _matrix_lines(*evidences[0])
+    if matrix is None:
+        copy = evidences[0][0] / "inputs" / f"{matrices[0]['name']}.matrix.yaml"
+        matrix = copy if not Path(matrices[0]["path"]).is_file() and copy.is_file() else None
     if matrix is not None:
         from pytest_hetero.bundle import sha256_file
 
@@ -144,16 +147,12 @@ def merge_bundles(bundles: list[Path], out: Path, *, allow_unsigned: bool = Fals
     if first_sel:
         evidence["selection"] = {**first_sel, "shard": None}
     rewrite_evidence(out, evidence)
-    if sign_key is not None:
-        _sign(out, evidence, sign_key)
+    _sign(out, evidence, sign_key)
     return evidence
 
 
-def _sign(out: Path, evidence: dict[str, Any], key: Path) -> None:
-    from pytest_hetero import signing
+def _sign(out: Path, evidence: dict[str, Any], key: Path | None) -> None:
+    from pytest_hetero.reporting.writers import finish_bundle, write_renderings
 
-    sign = getattr(signing, "sign_bundle", None)
-    if sign is None:
-        raise BundleError("this installation cannot sign bundles yet (pytest_hetero.signing.sign_bundle missing)",
-                          hint="merge without --sign-key, then sign with the signing command")
-    sign(out, evidence, key)
+    write_renderings(evidence, out, key)
+    finish_bundle(evidence, out, key)

@@ -1,0 +1,95 @@
+"""``hetero merge``: shard bundles of real runs → one bundle, with digest, overlap, coverage and signature checks."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import matrix_text
+
+from pytest_hetero.cli import main
+from pytest_hetero.signing import generate_keypair, load_public_key
+from pytest_hetero.verify import verify_bundle
+
+
+def three_resources(description: str = "") -> str:
+    doc = json.loads(matrix_text(name="wide", resources=[
+        {"name": f"cpu-{c}", "type": "cpu", "requests": {"cpu": 1}} for c in "abc"]))
+    doc["spec"]["images"] = [{"name": "py-a", "reference": "python:current"},
+                             {"name": "py-b", "reference": "python:current"}]
+    if description:
+        doc["metadata"]["description"] = description
+    return json.dumps(doc, indent=1)
+
+
+def run_shard(pytester: pytest.Pytester, spec: str | None, *extra: str) -> Path:
+    """Run ``w.matrix.yaml`` (quick profile) as shard ``spec``; move its bundle to ``<spec>/``, return it."""
+    args = ["w.matrix.yaml", "-p", "no:cacheprovider", "--hetero-profile", "quick", *extra]
+    if spec:
+        args += ["--hetero-shard", spec]
+    pytester.runpytest(*args)
+    (bundle,) = list((pytester.path / "reports").iterdir())
+    dest = pytester.path / "shards" / (spec or "all").replace("/", "of")
+    dest.parent.mkdir(exist_ok=True)
+    return Path(bundle.rename(dest))
+
+
+def evidence(path: Path) -> dict[str, Any]:
+    return dict(json.loads((path / "evidence.json").read_text()))
+
+
+def test_merge_two_unsigned_shards_covers_whole_matrix(pytester: pytest.Pytester,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    pytester.makefile(".matrix.yaml", w=three_resources())
+    one, two = run_shard(pytester, "1/2"), run_shard(pytester, "2/2")
+    out = pytester.path / "merged"
+    assert main(["merge", str(one), str(two), "-o", str(out)]) == 2
+    assert "bundle is not signed" in capsys.readouterr().err
+    assert main(["merge", str(one), str(two), "-o", str(out), "--allow-unsigned"]) == 0
+    merged = evidence(out)
+    parts = [evidence(one), evidence(two)]
+    assert sorted(i["nodeid"] for i in merged["items"]) == sorted(i["nodeid"] for p in parts for i in p["items"])
+    assert len(merged["items"]) == 3 * 3  # discovery, scheduling, first image's startup per resource (quick)
+    untested = merged["untested"]["items"]
+    assert {u["reason"] for u in untested if u["status"] == "deselected"} == {"deselected (profile quick)"}
+    assert len([u for u in untested if u["status"] == "deselected"]) == 3 * 8 - 9
+    assert merged["merge"]["bundles"][0]["verification"] == "unsigned"
+    assert {b["shard"] for b in merged["merge"]["bundles"]} == {"1/2", "2/2"}
+    assert merged["run"]["merged_from"] == [parts[0]["run"]["id"], parts[1]["run"]["id"]]
+    assert (out / "summary.md").is_file() and (out / "manifest.json").is_file()
+
+
+def test_missing_shard_overlap_and_foreign_digest_are_refused(pytester: pytest.Pytester,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    pytester.makefile(".matrix.yaml", w=three_resources())
+    one, everything = run_shard(pytester, "1/2"), run_shard(pytester, None)
+    out = pytester.path / "merged"
+    assert main(["merge", str(one), "-o", str(out), "--allow-unsigned"]) == 2
+    err = capsys.readouterr().err
+    assert "planned item(s) were run by no bundle" in err and "add the bundle of shard 2/2" in err
+    assert main(["merge", str(one), str(everything), "-o", str(out), "--allow-unsigned"]) == 2
+    assert "shards overlap" in capsys.readouterr().err
+    pytester.makefile(".matrix.yaml", w=three_resources("edited after shard 1"))
+    two = run_shard(pytester, "2/2")
+    assert main(["merge", str(one), str(two), "-o", str(out), "--allow-unsigned"]) == 2
+    assert "was run from matrix" in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_signed_shards_are_verified_and_the_merge_is_re_signed(pytester: pytest.Pytester,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    key, pub = pytester.path / "run.pem", pytester.path / "run.pub"
+    generate_keypair(key, pub)
+    pytester.makefile(".matrix.yaml", w=three_resources())
+    one = run_shard(pytester, "1/2", "--hetero-sign-key", str(key))
+    two = run_shard(pytester, "2/2", "--hetero-sign-key", str(key))
+    out = pytester.path / "merged"
+    assert main(["merge", str(one), str(two), "-o", str(out), "--key", str(pub), "--sign-key", str(key)]) == 0
+    merged = evidence(out)
+    assert [b["verification"] for b in merged["merge"]["bundles"]] == ["verified", "verified"]
+    assert verify_bundle(out, [load_public_key(pub)]).ok
+    (two / "evidence.json").write_text((two / "evidence.json").read_text() + " ")
+    assert main(["merge", str(one), str(two), "-o", str(pytester.path / "m2"), "--key", str(pub)]) == 2
+    assert "bundle does not verify" in capsys.readouterr().err
