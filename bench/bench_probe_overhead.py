@@ -28,9 +28,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from pytest_hetero.probes.ascend import probe_ascend  # noqa: E402
-from pytest_hetero.probes.cpu import probe_cpu  # noqa: E402
-from pytest_hetero.probes.nvidia import probe_nvidia  # noqa: E402
+from pytest_hetero.probes.ascend import probe_ascend
+from pytest_hetero.probes.cpu import probe_cpu
+from pytest_hetero.probes.nvidia import probe_nvidia
 
 REAL = ROOT.parent / "shared" / "fixtures" / "real"
 
@@ -45,7 +45,10 @@ def eight_gpu_xml() -> str:
 def replay_tools(where: Path) -> list[str]:
     """Install replay tools for the vendor tools missing from PATH; return their names."""
     made = []
-    outputs = {"nvidia-smi": eight_gpu_xml(), "npu-smi": (REAL / "npu-smi-info-910a-8npu-warning.txt").read_text()}
+    outputs = {
+        "nvidia-smi": eight_gpu_xml(),
+        "npu-smi": (REAL / "npu-smi-info-910a-8npu-warning.txt").read_text(),
+    }
     for name, text in outputs.items():
         if shutil.which(name):
             continue
@@ -103,8 +106,11 @@ def main() -> int:
         replayed = replay_tools(Path(tmp))
         cpu_files = files_read_by_cpu_probe()
         scenarios: list[tuple[str, Callable[[], object], Callable[[], object]]] = [
-            ("nvidia-smi -q -x, 8 GPUs", lambda: run_tool("nvidia-smi", "-q", "-x"),
-             lambda: probe_nvidia("/", use_nvml=False)),
+            (
+                "nvidia-smi -q -x, 8 GPUs",
+                lambda: run_tool("nvidia-smi", "-q", "-x"),
+                lambda: probe_nvidia("/", use_nvml=False),
+            ),
             ("npu-smi info, 8 NPUs", lambda: run_tool("npu-smi", "info"), lambda: probe_ascend("/", {})),
             ("cpu /proc + /sys + cgroup", lambda: read_files(cpu_files), lambda: probe_cpu("/")),
         ]
@@ -118,12 +124,16 @@ def main() -> int:
                 p_times.append(timed(probe))
             b, p = statistics.median(b_times), statistics.median(p_times)
             base_total, probe_total = base_total + b, probe_total + p
-            print(f"{name:28s} baseline {b * 1000:8.2f} ms  probe {p * 1000:8.2f} ms  "
-                  f"overhead {(p - b) * 1000:7.2f} ms  ratio {p / b:5.2f}")
+            print(
+                f"{name:28s} baseline {b * 1000:8.2f} ms  probe {p * 1000:8.2f} ms  "
+                f"overhead {(p - b) * 1000:7.2f} ms  ratio {p / b:5.2f}"
+            )
         ratio = probe_total / base_total
         note = f" (replayed: {', '.join(replayed)})" if replayed else ""
-        print(f"whole host discovery: baseline {base_total * 1000:.2f} ms, probe {probe_total * 1000:.2f} ms, "
-              f"ratio {ratio:.2f} (target <= 1.10){note}")
+        print(
+            f"whole host discovery: baseline {base_total * 1000:.2f} ms, probe {probe_total * 1000:.2f} ms, "
+            f"ratio {ratio:.2f} (target <= 1.10){note}"
+        )
     return 0
 
 

@@ -16,8 +16,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pytest_hetero.errors import ParseError
-from pytest_hetero.probes.payload import (BEGIN, END, Finding, PayloadReport, assess, parse_payload_output,
-                                          payload_script, resource_kind)
+from pytest_hetero.probes.payload import (
+    BEGIN,
+    END,
+    Finding,
+    PayloadReport,
+    assess,
+    parse_payload_output,
+    payload_script,
+    resource_kind,
+)
 
 SCRIPT = Path(__file__).resolve().parents[1] / "pytest_hetero" / "probes" / "payload.sh"
 BASIC_TOOLS = ("sh", "sed", "awk", "tr", "cat", "uname", "id", "timeout", "rm")
@@ -38,13 +46,21 @@ def toolbox(tmp_path: Path, tools: tuple[str, ...] = BASIC_TOOLS, *, busybox_ok:
 def fake_tool(bin_dir: Path, name: str, stdout: str, rc: int = 0, stderr: str = "") -> None:
     (bin_dir / f"{name}.out").write_text(stdout)
     (bin_dir / f"{name}.err").write_text(stderr)
-    (bin_dir / name).write_text(f"#!/bin/sh\ncat '{bin_dir}/{name}.out'\ncat '{bin_dir}/{name}.err' >&2\nexit {rc}\n")
+    (bin_dir / name).write_text(
+        f"#!/bin/sh\ncat '{bin_dir}/{name}.out'\ncat '{bin_dir}/{name}.err' >&2\nexit {rc}\n"
+    )
     (bin_dir / name).chmod(0o755)
 
 
 def run_payload(bin_dir: Path, root: Path, **env: str) -> str:
-    done = subprocess.run([str(bin_dir / "sh"), str(SCRIPT)], capture_output=True, text=True, timeout=60,
-                          env={"PATH": str(bin_dir), "HETERO_ROOT": str(root), **env}, check=True)
+    done = subprocess.run(
+        [str(bin_dir / "sh"), str(SCRIPT)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={"PATH": str(bin_dir), "HETERO_ROOT": str(root), **env},
+        check=True,
+    )
     return done.stdout
 
 
@@ -67,47 +83,102 @@ def test_busybox_only_container_without_devices(tmp_path: Path) -> None:
     assert (lines[0], lines[-1], len(lines)) == (BEGIN, END, 3)
     report = parse_payload_output("some banner\n" + out)
     assert (report.device_nodes, report.libraries, report.warnings) == ((), (), ())
-    assert report.env == {k: None for k in ("NVIDIA_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES",
-                                            "ASCEND_VISIBLE_DEVICES", "ASCEND_RT_VISIBLE_DEVICES", "LD_LIBRARY_PATH")}
+    assert report.env == {
+        k: None
+        for k in (
+            "NVIDIA_VISIBLE_DEVICES",
+            "CUDA_VISIBLE_DEVICES",
+            "NVIDIA_DRIVER_CAPABILITIES",
+            "ASCEND_VISIBLE_DEVICES",
+            "ASCEND_RT_VISIBLE_DEVICES",
+            "LD_LIBRARY_PATH",
+        )
+    }
     assert report.tools == {
         "nvidia-smi": {"present": False, "rc": None, "output": None, "error": "nvidia-smi not found on PATH"},
-        "npu-smi": {"present": False, "rc": None, "output": None, "error": "npu-smi not found on PATH"}}
-    assert report.python == {"present": False, "path": None, "rc": None, "report": None,
-                             "error": "no python3/python on PATH"}
+        "npu-smi": {"present": False, "rc": None, "output": None, "error": "npu-smi not found on PATH"},
+    }
+    assert report.python == {
+        "present": False,
+        "path": None,
+        "rc": None,
+        "report": None,
+        "error": "no python3/python on PATH",
+    }
     assert [(f.category, f.owner) for f in assess(report, "nvidia.com/gpu")] == [
-        ("visibility", "infrastructure"), ("device-node", "infrastructure"), ("device-node", "infrastructure"),
-        ("driver-library", "infrastructure"), ("driver-library", "infrastructure")]
+        ("visibility", "infrastructure"),
+        ("device-node", "infrastructure"),
+        ("device-node", "infrastructure"),
+        ("driver-library", "infrastructure"),
+        ("driver-library", "infrastructure"),
+    ]
     assert [f.message for f in assess(report, "npu")][:2] == [
-        "no /dev/davinci<N> device node in the container", "/dev/davinci_manager is missing"]
+        "no /dev/davinci<N> device node in the container",
+        "/dev/davinci_manager is missing",
+    ]
     assert assess(report, "cpu") == []
 
 
 def test_gpu_container_with_nodes_libs_and_smi_output(tmp_path: Path) -> None:
     root = tmp_path / "root"
-    touch(root, "/dev/nvidia0", "/dev/nvidia1", "/dev/nvidiactl", "/dev/nvidia-uvm",
-          "/usr/lib/x86_64-linux-gnu/libcuda.so.1", "/usr/lib/x86_64-linux-gnu/libcuda.so.550.54.15",
-          "/opt/lib/libnvidia-ml.so.1")
+    touch(
+        root,
+        "/dev/nvidia0",
+        "/dev/nvidia1",
+        "/dev/nvidiactl",
+        "/dev/nvidia-uvm",
+        "/usr/lib/x86_64-linux-gnu/libcuda.so.1",
+        "/usr/lib/x86_64-linux-gnu/libcuda.so.550.54.15",
+        "/opt/lib/libnvidia-ml.so.1",
+    )
     bin_dir = toolbox(tmp_path)
     xml = '<?xml version="1.0" ?>\n<nvidia_smi_log>\n\t<gpu id="0">"q" \\ é</gpu>\n</nvidia_smi_log>\n'
     fake_tool(bin_dir, "nvidia-smi", xml, 0, "note on stderr\n")
-    report_json = {"version": "3.10.12", "executable": "/usr/bin/python3",
-                   "onnxruntime": {"available": True, "version": "1.18.0", "error": None,
-                                   "providers": ["CUDAExecutionProvider", "CPUExecutionProvider"]},
-                   "torch": {"available": True, "version": "2.3.1+cu121", "cuda_build": "12.1", "cuda_available": True,
-                             "device_count": 2, "error": None},
-                   "torch_npu": {"available": False, "error": "ModuleNotFoundError: No module named 'torch_npu'"}}
+    report_json = {
+        "version": "3.10.12",
+        "executable": "/usr/bin/python3",
+        "onnxruntime": {
+            "available": True,
+            "version": "1.18.0",
+            "error": None,
+            "providers": ["CUDAExecutionProvider", "CPUExecutionProvider"],
+        },
+        "torch": {
+            "available": True,
+            "version": "2.3.1+cu121",
+            "cuda_build": "12.1",
+            "cuda_available": True,
+            "device_count": 2,
+            "error": None,
+        },
+        "torch_npu": {"available": False, "error": "ModuleNotFoundError: No module named 'torch_npu'"},
+    }
     fake_tool(bin_dir, "python3", json.dumps(report_json))
-    out = run_payload(bin_dir, root, NVIDIA_VISIBLE_DEVICES="GPU-1,GPU-2", CUDA_VISIBLE_DEVICES="",
-                      LD_LIBRARY_PATH="/opt/lib:/nonexistent")
+    out = run_payload(
+        bin_dir,
+        root,
+        NVIDIA_VISIBLE_DEVICES="GPU-1,GPU-2",
+        CUDA_VISIBLE_DEVICES="",
+        LD_LIBRARY_PATH="/opt/lib:/nonexistent",
+    )
     report = parse_payload_output(out)
     assert report.device_nodes == ("/dev/nvidia-uvm", "/dev/nvidia0", "/dev/nvidia1", "/dev/nvidiactl")
-    assert (report.env["NVIDIA_VISIBLE_DEVICES"], report.env["CUDA_VISIBLE_DEVICES"],
-            report.env["LD_LIBRARY_PATH"]) == ("GPU-1,GPU-2", "", "/opt/lib:/nonexistent")
+    assert (
+        report.env["NVIDIA_VISIBLE_DEVICES"],
+        report.env["CUDA_VISIBLE_DEVICES"],
+        report.env["LD_LIBRARY_PATH"],
+    ) == ("GPU-1,GPU-2", "", "/opt/lib:/nonexistent")
     assert report.libraries == (
         {"name": "libnvidia-ml.so.1", "path": "/opt/lib/libnvidia-ml.so.1"},
         {"name": "libcuda.so.1", "path": "/usr/lib/x86_64-linux-gnu/libcuda.so.1"},
-        {"name": "libcuda.so.550.54.15", "path": "/usr/lib/x86_64-linux-gnu/libcuda.so.550.54.15"})
-    assert report.tools["nvidia-smi"] == {"present": True, "rc": 0, "output": xml.rstrip("\n"), "error": "note on stderr"}
+        {"name": "libcuda.so.550.54.15", "path": "/usr/lib/x86_64-linux-gnu/libcuda.so.550.54.15"},
+    )
+    assert report.tools["nvidia-smi"] == {
+        "present": True,
+        "rc": 0,
+        "output": xml.rstrip("\n"),
+        "error": "note on stderr",
+    }
     assert report.python["report"] == report_json and report.python["path"] == str(bin_dir / "python3")
     assert assess(report, "gpu") == []
 
@@ -117,45 +188,108 @@ def test_failing_smi_and_cpu_only_frameworks(tmp_path: Path) -> None:
     touch(root, "/dev/nvidia0", "/dev/nvidiactl", "/usr/lib64/libcuda.so.1", "/usr/lib64/libnvidia-ml.so.1")
     bin_dir = toolbox(tmp_path)
     fake_tool(bin_dir, "nvidia-smi", "", 9, "Failed to initialize NVML: Driver/library version mismatch\n")
-    fake_tool(bin_dir, "python3", json.dumps({
-        "version": "3.11.4", "onnxruntime": {"available": True, "providers": ["CPUExecutionProvider"]},
-        "torch": {"available": True, "version": "2.3.1+cpu", "cuda_build": None, "cuda_available": False}}))
+    fake_tool(
+        bin_dir,
+        "python3",
+        json.dumps(
+            {
+                "version": "3.11.4",
+                "onnxruntime": {"available": True, "providers": ["CPUExecutionProvider"]},
+                "torch": {
+                    "available": True,
+                    "version": "2.3.1+cpu",
+                    "cuda_build": None,
+                    "cuda_available": False,
+                },
+            }
+        ),
+    )
     report = parse_payload_output(run_payload(bin_dir, root, NVIDIA_VISIBLE_DEVICES="all"))
     assert assess(report, "nvidia.com/gpu") == [
-        Finding("runtime", "infrastructure", "nvidia-smi fails inside the container",
-                "Failed to initialize NVML: Driver/library version mismatch"),
-        Finding("framework", "algorithm", "torch is a CPU-only build (torch.version.cuda is None)", "torch 2.3.1+cpu"),
-        Finding("framework", "algorithm", "onnxruntime has no CUDA/TensorRT execution provider (CPU build; install "
-                "onnxruntime-gpu)", "providers ['CPUExecutionProvider']")]
+        Finding(
+            "runtime",
+            "infrastructure",
+            "nvidia-smi fails inside the container",
+            "Failed to initialize NVML: Driver/library version mismatch",
+        ),
+        Finding(
+            "framework",
+            "algorithm",
+            "torch is a CPU-only build (torch.version.cuda is None)",
+            "torch 2.3.1+cpu",
+        ),
+        Finding(
+            "framework",
+            "algorithm",
+            "onnxruntime has no CUDA/TensorRT execution provider (CPU build; install onnxruntime-gpu)",
+            "providers ['CPUExecutionProvider']",
+        ),
+    ]
 
 
 def test_python_printing_garbage_is_reported(tmp_path: Path) -> None:
     bin_dir = toolbox(tmp_path)
     fake_tool(bin_dir, "python3", "Segmentation fault", 139)
     report = parse_payload_output(run_payload(bin_dir, tmp_path / "root"))
-    assert report.python == {"present": True, "path": str(bin_dir / "python3"), "rc": 139, "report": None,
-                             "error": "python framework probe printed no JSON (exit 139): Segmentation fault"}
+    assert report.python == {
+        "present": True,
+        "path": str(bin_dir / "python3"),
+        "rc": 139,
+        "report": None,
+        "error": "python framework probe printed no JSON (exit 139): Segmentation fault",
+    }
 
 
 def test_npu_container_findings(tmp_path: Path) -> None:
     root = tmp_path / "root"
-    touch(root, "/dev/davinci3", "/dev/davinci_manager", "/dev/devmm_svm",
-          "/usr/local/Ascend/driver/lib64/driver/libascend_hal.so")
+    touch(
+        root,
+        "/dev/davinci3",
+        "/dev/davinci_manager",
+        "/dev/devmm_svm",
+        "/usr/local/Ascend/driver/lib64/driver/libascend_hal.so",
+    )
     bin_dir = toolbox(tmp_path)
     fake_tool(bin_dir, "npu-smi", "dcmi module initialize failed. ret is -8005\n", 1)
-    fake_tool(bin_dir, "python3", json.dumps({"version": "3.9.9", "torch": {"available": True, "cuda_build": None},
-                                              "torch_npu": {"available": False, "error": "ModuleNotFoundError: torch_npu"}}))
+    fake_tool(
+        bin_dir,
+        "python3",
+        json.dumps(
+            {
+                "version": "3.9.9",
+                "torch": {"available": True, "cuda_build": None},
+                "torch_npu": {"available": False, "error": "ModuleNotFoundError: torch_npu"},
+            }
+        ),
+    )
     report = parse_payload_output(run_payload(bin_dir, root, ASCEND_VISIBLE_DEVICES="3"))
     assert report.device_nodes == ("/dev/davinci3", "/dev/davinci_manager", "/dev/devmm_svm")
     assert assess(report, "huawei.com/Ascend910") == [
-        Finding("device-node", "infrastructure", "/dev/hisi_hdc is missing",
-                "device nodes: ['/dev/davinci3', '/dev/davinci_manager', '/dev/devmm_svm']"),
-        Finding("runtime", "infrastructure", "libascendcl.so not found: no CANN runtime in the image or on "
-                "LD_LIBRARY_PATH", "LD_LIBRARY_PATH=None"),
-        Finding("runtime", "infrastructure", "npu-smi info fails inside the container",
-                "dcmi module initialize failed. ret is -8005"),
-        Finding("framework", "algorithm", "torch is installed without torch_npu: it cannot use the NPU",
-                "ModuleNotFoundError: torch_npu")]
+        Finding(
+            "device-node",
+            "infrastructure",
+            "/dev/hisi_hdc is missing",
+            "device nodes: ['/dev/davinci3', '/dev/davinci_manager', '/dev/devmm_svm']",
+        ),
+        Finding(
+            "runtime",
+            "infrastructure",
+            "libascendcl.so not found: no CANN runtime in the image or on LD_LIBRARY_PATH",
+            "LD_LIBRARY_PATH=None",
+        ),
+        Finding(
+            "runtime",
+            "infrastructure",
+            "npu-smi info fails inside the container",
+            "dcmi module initialize failed. ret is -8005",
+        ),
+        Finding(
+            "framework",
+            "algorithm",
+            "torch is installed without torch_npu: it cannot use the NPU",
+            "ModuleNotFoundError: torch_npu",
+        ),
+    ]
 
 
 def test_inline_python_probe_with_real_interpreter(tmp_path: Path) -> None:
@@ -171,38 +305,65 @@ def test_inline_python_probe_with_real_interpreter(tmp_path: Path) -> None:
 def test_without_sed_and_awk_output_stays_json(tmp_path: Path) -> None:
     touch(tmp_path / "root", "/dev/nvidia0")
     # busybox sh runs its own sed/awk applets even off PATH, so this case needs a non-busybox sh
-    report = parse_payload_output(run_payload(toolbox(tmp_path, ("sh", "cat"), busybox_ok=False), tmp_path / "root"))
+    report = parse_payload_output(
+        run_payload(toolbox(tmp_path, ("sh", "cat"), busybox_ok=False), tmp_path / "root")
+    )
     assert report.device_nodes == ("(not escaped: sed/awk/tr missing)",)
     assert report.hostname == "(not escaped: sed/awk/tr missing)"
 
 
 def test_reader_errors_and_warnings() -> None:
     with pytest.raises(ParseError) as info:
-        parse_payload_output("OCI runtime exec failed: exec: \"sh\": executable file not found in $PATH\n")
-    assert info.value.message.startswith("payload output has no ---HETERO-PAYLOAD-BEGIN--- marker line; it starts "
-                                         "with: 'OCI runtime exec failed")
-    cut = parse_payload_output(f"{BEGIN}\n{{\"schema\":\"hetero-payload/1\",\"device_nodes\":[\"/dev/nv")
+        parse_payload_output('OCI runtime exec failed: exec: "sh": executable file not found in $PATH\n')
+    assert info.value.message.startswith(
+        "payload output has no ---HETERO-PAYLOAD-BEGIN--- marker line; it starts "
+        "with: 'OCI runtime exec failed"
+    )
+    cut = parse_payload_output(f'{BEGIN}\n{{"schema":"hetero-payload/1","device_nodes":["/dev/nv')
     assert cut.warnings[0] == f"no {END} marker: payload output truncated"
     assert cut.warnings[1].startswith("payload JSON unreadable: Unterminated string")
     assert [(f.category, f.owner) for f in assess(cut, "cpu")] == [("payload", "infrastructure")] * 2
-    other = parse_payload_output(f"{BEGIN}\n{{\"schema\":\"x/9\",\"device_nodes\":\"bad\"}}\n{END}\n")
-    assert (other.warnings, other.device_nodes) == (("payload schema 'x/9', expected 'hetero-payload/1'",), ())
+    other = parse_payload_output(f'{BEGIN}\n{{"schema":"x/9","device_nodes":"bad"}}\n{END}\n')
+    assert (other.warnings, other.device_nodes) == (
+        ("payload schema 'x/9', expected 'hetero-payload/1'",),
+        (),
+    )
     assert parse_payload_output(f"{BEGIN}\n[1]\n{END}").warnings == ("payload JSON is not an object",)
 
 
 def test_runtime_finding_for_cuda_build_without_gpu() -> None:
-    report = PayloadReport(device_nodes=("/dev/nvidia0", "/dev/nvidiactl"), env={"NVIDIA_VISIBLE_DEVICES": "0"},
-                           libraries=({"name": "libcuda.so.1"}, {"name": "libnvidia-ml.so.1"}),
-                           python={"report": {"torch": {"available": True, "version": "2.4.0", "cuda_build": "12.4",
-                                                        "cuda_available": False, "error": None}}})
-    assert assess(report, "gpu") == [Finding(
-        "runtime", "infrastructure", "torch was built with CUDA but torch.cuda.is_available() is False (driver too old "
-        "for this CUDA, or no GPU visible)", "torch 2.4.0 cuda 12.4")]
+    report = PayloadReport(
+        device_nodes=("/dev/nvidia0", "/dev/nvidiactl"),
+        env={"NVIDIA_VISIBLE_DEVICES": "0"},
+        libraries=({"name": "libcuda.so.1"}, {"name": "libnvidia-ml.so.1"}),
+        python={
+            "report": {
+                "torch": {
+                    "available": True,
+                    "version": "2.4.0",
+                    "cuda_build": "12.4",
+                    "cuda_available": False,
+                    "error": None,
+                }
+            }
+        },
+    )
+    assert assess(report, "gpu") == [
+        Finding(
+            "runtime",
+            "infrastructure",
+            "torch was built with CUDA but torch.cuda.is_available() is False (driver too old "
+            "for this CUDA, or no GPU visible)",
+            "torch 2.4.0 cuda 12.4",
+        )
+    ]
 
 
 def test_resource_kind() -> None:
-    assert [resource_kind(x) for x in ("nvidia.com/gpu", "nvidia.com/mig-1g.10gb", "huawei.com/Ascend310P",
-                                       "npu", "cpu", "memory")] == ["gpu", "gpu", "npu", "npu", "cpu", "cpu"]
+    assert [
+        resource_kind(x)
+        for x in ("nvidia.com/gpu", "nvidia.com/mig-1g.10gb", "huawei.com/Ascend310P", "npu", "cpu", "memory")
+    ] == ["gpu", "gpu", "npu", "npu", "cpu", "cpu"]
 
 
 @settings(max_examples=300, deadline=None)

@@ -12,8 +12,14 @@ from pytest_hetero.probes.model import Device, Inventory, Partition
 
 __all__ = ["VENDORS", "Device", "Inventory", "Partition", "probe_host"]
 
-VENDORS: dict[str, str] = {"nvidia": "nvidia", "gpu": "nvidia", "ascend": "ascend", "npu": "ascend",
-                           "huawei": "ascend", "cpu": "cpu"}
+VENDORS: dict[str, str] = {
+    "nvidia": "nvidia",
+    "gpu": "nvidia",
+    "ascend": "ascend",
+    "npu": "ascend",
+    "huawei": "ascend",
+    "cpu": "cpu",
+}
 """Accepted vendor names (and aliases) → probe."""
 
 

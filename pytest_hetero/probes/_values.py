@@ -11,8 +11,19 @@ from __future__ import annotations
 import re
 
 NOT_AVAILABLE = frozenset(
-    {"", "n/a", "[n/a]", "na", "-", "--", "none", "not supported", "[not supported]",
-     "not available", "unknown"}
+    {
+        "",
+        "n/a",
+        "[n/a]",
+        "na",
+        "-",
+        "--",
+        "none",
+        "not supported",
+        "[not supported]",
+        "not available",
+        "unknown",
+    }
 )
 """Spellings that mean "the tool has no value" (compared lower-case)."""
 
@@ -75,7 +86,7 @@ def number(text: str | None, *, integer: bool = False) -> float | None:
 def integer(text: str | None) -> int | None:
     """Return ``number(text, integer=True)`` rounded to int, or None (``"19968 MiB"`` → 19968)."""
     value = number(text, integer=True)
-    return None if value is None else int(round(value))
+    return None if value is None else round(value)
 
 
 def text_or_none(text: str | None) -> str | None:
@@ -100,4 +111,4 @@ def mib(text: str | None) -> int | None:
         return None
     unit = re.search(r"([KMGT])i?B", text, re.IGNORECASE)
     scale = {"K": 1 / 1024, "M": 1, "G": 1024, "T": 1024 * 1024}
-    return int(round(value * scale[unit.group(1).upper()])) if unit else int(round(value))
+    return round(value * scale[unit.group(1).upper()]) if unit else round(value)

@@ -28,6 +28,7 @@ CONTROL_NODES = ("davinci_manager", "devmm_svm", "hisi_hdc")
 NPU_SMI_TIMEOUT_S = 60.0
 """Seconds ``npu-smi info`` may run before the probe gives up."""
 
+
 @dataclass(frozen=True)
 class AscendNodes:
     """Ascend device nodes under a root and what ``ASCEND_VISIBLE_DEVICES`` asks for.
@@ -44,8 +45,12 @@ class AscendNodes:
 
     def to_dict(self) -> dict[str, object]:
         """Return the report as a JSON-ready dict."""
-        return {"davinci": list(self.davinci), "control": dict(self.control),
-                "visible": None if self.visible is None else list(self.visible), "missing": list(self.missing)}
+        return {
+            "davinci": list(self.davinci),
+            "control": dict(self.control),
+            "visible": None if self.visible is None else list(self.visible),
+            "missing": list(self.missing),
+        }
 
 
 def parse_visible(value: str | None) -> tuple[int, ...] | None:
@@ -74,7 +79,7 @@ def inspect_device_nodes(root: str = "/", env: dict[str, str] | None = None) -> 
     davinci: list[int] = []
     if dev.is_dir():
         for entry in dev.iterdir():
-            suffix = entry.name[len("davinci"):]
+            suffix = entry.name[len("davinci") :]
             if entry.name.startswith("davinci") and suffix.isdigit():
                 davinci.append(int(suffix))
     control = {name: (dev / name).exists() for name in CONTROL_NODES}
@@ -98,15 +103,19 @@ def parse_npu_board(text: str) -> dict[str, str | None]:
         if sep and key and len(key) < 60:
             found[key] = v.text_or_none(value)
     if text.strip() and not found:
-        raise ParseError("not `npu-smi info -t board` output: no 'key : value' line",
-                         hint="expected lines like 'Firmware Version : 6.4.12.1.241'")
+        raise ParseError(
+            "not `npu-smi info -t board` output: no 'key : value' line",
+            hint="expected lines like 'Firmware Version : 6.4.12.1.241'",
+        )
     return found
 
 
 def _cann_version(root: str) -> str | None:
-    for rel in ("usr/local/Ascend/ascend-toolkit/latest/version.cfg",
-                "usr/local/Ascend/ascend-toolkit/latest/toolkit/version.info",
-                "usr/local/Ascend/cann/version.cfg"):
+    for rel in (
+        "usr/local/Ascend/ascend-toolkit/latest/version.cfg",
+        "usr/local/Ascend/ascend-toolkit/latest/toolkit/version.info",
+        "usr/local/Ascend/cann/version.cfg",
+    ):
         path = Path(root) / rel
         try:
             for line in path.read_text(errors="replace").splitlines():
@@ -128,18 +137,37 @@ def probe_ascend(root: str = "/", env: dict[str, str] | None = None) -> Inventor
     cann = _cann_version(root)
     smi = shutil.which("npu-smi")
     if smi is None:
-        return Inventory(vendor="ascend", source="none", cann_version=cann,
-                         global_errors=("npu-smi not found on PATH (no Ascend driver installed?)",),
-                         extra={"device_nodes": nodes})
+        return Inventory(
+            vendor="ascend",
+            source="none",
+            cann_version=cann,
+            global_errors=("npu-smi not found on PATH (no Ascend driver installed?)",),
+            extra={"device_nodes": nodes},
+        )
     try:
-        done = subprocess.run([smi, "info"], capture_output=True, text=True, errors="replace",
-                              timeout=NPU_SMI_TIMEOUT_S, check=False)
+        done = subprocess.run(
+            [smi, "info"],
+            capture_output=True,
+            text=True,
+            errors="replace",
+            timeout=NPU_SMI_TIMEOUT_S,
+            check=False,
+        )
     except subprocess.TimeoutExpired:
-        return Inventory(vendor="ascend", source="none", cann_version=cann, extra={"device_nodes": nodes},
-                         global_errors=(f"npu-smi info: no answer within {NPU_SMI_TIMEOUT_S:.0f} s",))
+        return Inventory(
+            vendor="ascend",
+            source="none",
+            cann_version=cann,
+            extra={"device_nodes": nodes},
+            global_errors=(f"npu-smi info: no answer within {NPU_SMI_TIMEOUT_S:.0f} s",),
+        )
     try:
         inv = parse_npu_smi_info(done.stdout + done.stderr)
     except ParseError as exc:
-        inv = Inventory(vendor="ascend", source="npu-smi", raw=done.stdout + done.stderr,
-                        global_errors=(f"npu-smi info exited {done.returncode}: {exc.message}",))
+        inv = Inventory(
+            vendor="ascend",
+            source="npu-smi",
+            raw=done.stdout + done.stderr,
+            global_errors=(f"npu-smi info exited {done.returncode}: {exc.message}",),
+        )
     return Inventory(**{**inv.__dict__, "cann_version": cann, "extra": {**inv.extra, "device_nodes": nodes}})

@@ -21,7 +21,10 @@ HEALTH: dict[str, Health] = {"ok": "ok", "warning": "warning", "alarm": "critica
 _VERSION = re.compile(r"npu-smi\s+(?P<smi>\S+)\s+Version:\s*(?P<ver>\S+)")
 _BUS = re.compile(r"^[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f]$")
 _ERRORS = (
-    (re.compile(r"dcmi mod(?:ule|el) initiali[sz]ed? failed[^\n]*"), "npu-smi could not reach the Ascend driver"),
+    (
+        re.compile(r"dcmi mod(?:ule|el) initiali[sz]ed? failed[^\n]*"),
+        "npu-smi could not reach the Ascend driver",
+    ),
     (re.compile(r"npu-smi: (?:command )?not found[^\n]*"), "npu-smi not installed"),
     (re.compile(r"Card number is 0[^\n]*|No NPU device[^\n]*", re.IGNORECASE), "no Ascend devices found"),
 )
@@ -70,6 +73,7 @@ def _device(npu: _Npu, chip: tuple[list[str], str, dict[str, str]] | None, id_na
     use_hbm = bool(hbm_total)
     health = HEALTH.get(npu.health_raw.lower(), "unknown")
     errors = () if health == "ok" else (f"npu-smi health reads {npu.health_raw or 'nothing'}",)
+    index: int | None
     if device_id is not None:
         index = device_id
     elif phy_id is not None:
@@ -77,15 +81,30 @@ def _device(npu: _Npu, chip: tuple[list[str], str, dict[str, str]] | None, id_na
     else:
         index = npu.npu_id if len(npu.chips) <= 1 else None
     return Device(
-        vendor="ascend", index=index, name=npu.name, bus_id=v.text_or_none(bus),
+        vendor="ascend",
+        index=index,
+        name=npu.name,
+        bus_id=v.text_or_none(bus),
         memory_total_mib=hbm_total if use_hbm else ddr_total,
         memory_used_mib=hbm_used if use_hbm else ddr_used,
-        health=health, health_raw=npu.health_raw or None,
-        temperature_c=v.number(npu.values.get("Temp(C)")), power_w=v.number(npu.values.get("Power(W)")),
-        utilisation_pct=v.number(bottom.get("AICore(%)")), errors=errors,
-        extra={"npu_id": npu.npu_id, "chip_id": chip_id, "device_id": device_id, "phy_id": phy_id,
-               "memory_used_mb": ddr_used, "memory_total_mb": ddr_total, "hbm_used_mb": hbm_used,
-               "hbm_total_mb": hbm_total, "hugepages_used": hp_used, "hugepages_total": hp_total},
+        health=health,
+        health_raw=npu.health_raw or None,
+        temperature_c=v.number(npu.values.get("Temp(C)")),
+        power_w=v.number(npu.values.get("Power(W)")),
+        utilisation_pct=v.number(bottom.get("AICore(%)")),
+        errors=errors,
+        extra={
+            "npu_id": npu.npu_id,
+            "chip_id": chip_id,
+            "device_id": device_id,
+            "phy_id": phy_id,
+            "memory_used_mb": ddr_used,
+            "memory_total_mb": ddr_total,
+            "hbm_used_mb": hbm_used,
+            "hbm_total_mb": hbm_total,
+            "hugepages_used": hp_used,
+            "hugepages_total": hp_total,
+        },
     )
 
 
@@ -99,16 +118,25 @@ def parse_npu_smi_info(text: str) -> Inventory:
     text has no npu-smi version line, no npu-smi header and no npu-smi error message.
     """
     warnings: list[str] = []
-    problems = [f"{meaning}: {m.group(0).strip()}" for pattern, meaning in _ERRORS for m in pattern.finditer(text)]
+    problems = [
+        f"{meaning}: {m.group(0).strip()}" for pattern, meaning in _ERRORS for m in pattern.finditer(text)
+    ]
     if not text.strip():
-        return Inventory(vendor="ascend", source="npu-smi", raw=text,
-                         warnings=("input is empty: npu-smi printed nothing",))
+        return Inventory(
+            vendor="ascend", source="npu-smi", raw=text, warnings=("input is empty: npu-smi printed nothing",)
+        )
     version = _VERSION.search(text)
     lines = text.splitlines()
-    header = next((i for i, ln in enumerate(lines) if "Health" in ln and "NPU" in ln and ln.lstrip().startswith("|")), None)
+    header = next(
+        (i for i, ln in enumerate(lines) if "Health" in ln and "NPU" in ln and ln.lstrip().startswith("|")),
+        None,
+    )
     if version is None and header is None and not problems:
-        raise ParseError("not `npu-smi info` output: no 'npu-smi <version>  Version: <driver>' line "
-                         "and no 'NPU | Health | Power(W)' header", hint="expected the output of `npu-smi info`")
+        raise ParseError(
+            "not `npu-smi info` output: no 'npu-smi <version>  Version: <driver>' line "
+            "and no 'NPU | Health | Power(W)' header",
+            hint="expected the output of `npu-smi info`",
+        )
     top, bottom, id_name = _TOP, _BOTTOM, None
     start = 0
     if header is not None:
@@ -135,19 +163,32 @@ def parse_npu_smi_info(text: str) -> Inventory:
         if in_procs:
             ids = cells[0].split()
             if len(ids) >= 2 and ids[0].isdigit() and ids[1].isdigit():
-                procs.setdefault((int(ids[0]), int(ids[1])), []).append(DeviceProcess(
-                    pid=v.integer(cells[1]), name=v.text_or_none(cells[2]),
-                    used_memory_mib=v.integer(cells[3]) if len(cells) > 3 else None, chip=int(ids[1])))
+                procs.setdefault((int(ids[0]), int(ids[1])), []).append(
+                    DeviceProcess(
+                        pid=v.integer(cells[1]),
+                        name=v.text_or_none(cells[2]),
+                        used_memory_mib=v.integer(cells[3]) if len(cells) > 3 else None,
+                        chip=int(ids[1]),
+                    )
+                )
             continue
         ids = cells[0].split()
-        if _BUS.match(cells[1]) or (npus and not npus[-1].chips and not re.fullmatch(r"[A-Za-z_ ]+", cells[1])):
+        if _BUS.match(cells[1]) or (
+            npus and not npus[-1].chips and not re.fullmatch(r"[A-Za-z_ ]+", cells[1])
+        ):
             if not npus:
                 warnings.append(f"line {number}: chip row before any NPU row ignored")
                 continue
             npus[-1].chips.append((ids, cells[1], _values(cells[2], bottom, f"line {number}", warnings)))
         elif ids and ids[0].isdigit():
-            npus.append(_Npu(int(ids[0]), " ".join(ids[1:]) or None, cells[1],
-                             _values(cells[2], top, f"line {number}", warnings)))
+            npus.append(
+                _Npu(
+                    int(ids[0]),
+                    " ".join(ids[1:]) or None,
+                    cells[1],
+                    _values(cells[2], top, f"line {number}", warnings),
+                )
+            )
         else:
             warnings.append(f"line {number}: unrecognised row '{stripped[:60]}'")
     devices: list[Device] = []
@@ -162,8 +203,16 @@ def parse_npu_smi_info(text: str) -> Inventory:
     if version and not npus and not problems:
         warnings.append("no NPU rows found after the header (output truncated?)")
     return Inventory(
-        vendor="ascend", source="npu-smi", tool_version=version.group("smi") if version else None,
-        driver_version=version.group("ver") if version else None, devices=tuple(devices),
-        global_errors=tuple(problems), warnings=tuple(warnings), raw=text,
-        extra={"npu_count": len({n.npu_id for n in npus}), "chip_count": sum(max(1, len(n.chips)) for n in npus)},
+        vendor="ascend",
+        source="npu-smi",
+        tool_version=version.group("smi") if version else None,
+        driver_version=version.group("ver") if version else None,
+        devices=tuple(devices),
+        global_errors=tuple(problems),
+        warnings=tuple(warnings),
+        raw=text,
+        extra={
+            "npu_count": len({n.npu_id for n in npus}),
+            "chip_count": sum(max(1, len(n.chips)) for n in npus),
+        },
     )

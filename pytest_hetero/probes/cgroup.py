@@ -95,7 +95,13 @@ def _v1(base: Path, paths: dict[str, tuple[list[str], str]]) -> tuple[float | No
     mount = _v1_mount(base, "cpu", names)
     for d in _chain(mount, rel) if mount else []:
         quota, period = _read(d / "cpu.cfs_quota_us"), _read(d / "cpu.cfs_period_us")
-        if quota and period and quota.lstrip("-").isdigit() and period.isdigit() and int(quota) > 0 < int(period):
+        if (
+            quota
+            and period
+            and quota.lstrip("-").isdigit()
+            and period.isdigit()
+            and int(quota) > 0 < int(period)
+        ):
             cpus.append(int(quota) / int(period))
     names, rel = paths.get("memory", ([], "/"))
     mount = _v1_mount(base, "memory", names)

@@ -22,13 +22,23 @@ from pytest_hetero.probes.model import Inventory
 def add_parser(subparsers: Any) -> None:
     """Register the ``probe`` sub-command on the ``hetero`` parser's ``subparsers``."""
     parser = subparsers.add_parser(
-        "probe", help="show what the devices of this host (or a captured tool output) report",
-        description=__doc__.splitlines()[0])
+        "probe",
+        help="show what the devices of this host (or a captured tool output) report",
+        description=__doc__.splitlines()[0],
+    )
     parser.add_argument("vendor", choices=("nvidia", "ascend", "cpu"))
-    parser.add_argument("--from", dest="source", metavar="FILE",
-                        help="captured output to read instead of running the tools ('-' = stdin)")
-    parser.add_argument("--root", default="/", metavar="DIR",
-                        help="filesystem root for /dev, /proc and /sys reads (default /)")
+    parser.add_argument(
+        "--from",
+        dest="source",
+        metavar="FILE",
+        help="captured output to read instead of running the tools ('-' = stdin)",
+    )
+    parser.add_argument(
+        "--root",
+        default="/",
+        metavar="DIR",
+        help="filesystem root for /dev, /proc and /sys reads (default /)",
+    )
     parser.add_argument("--no-raw", action="store_true", help="leave the parsed raw text out of the JSON")
     parser.set_defaults(func=run)
 
@@ -46,18 +56,28 @@ def parse_captured(vendor: str, text: str) -> Inventory:
         from pytest_hetero.probes.nvidia import detect_format, parse_nvidia_smi
 
         if detect_format(text) == "unknown":
-            raise ParseError("not a known NVIDIA format: expected nvidia-smi -q -x XML, plain nvidia-smi, "
-                             "a kernel log with 'NVRM: Xid' lines or a device-plugin log")
+            raise ParseError(
+                "not a known NVIDIA format: expected nvidia-smi -q -x XML, plain nvidia-smi, "
+                "a kernel log with 'NVRM: Xid' lines or a device-plugin log"
+            )
         return parse_nvidia_smi(text)
     if vendor == "ascend":
         from pytest_hetero.probes.ascend import parse_npu_board, parse_npu_smi_info
 
         if "|" not in text and "NPU ID" in text:
             board = parse_npu_board(text)
-            return Inventory(vendor="ascend", source="npu-smi-board", firmware_version=board.get("firmware_version"),
-                             driver_version=board.get("software_version"), raw=text, extra={"board": board})
+            return Inventory(
+                vendor="ascend",
+                source="npu-smi-board",
+                firmware_version=board.get("firmware_version"),
+                driver_version=board.get("software_version"),
+                raw=text,
+                extra={"board": board},
+            )
         return parse_npu_smi_info(text)
-    raise ParseError(f"--from is not supported for {vendor}", hint="use --root DIR to read /proc and /sys under DIR")
+    raise ParseError(
+        f"--from is not supported for {vendor}", hint="use --root DIR to read /proc and /sys under DIR"
+    )
 
 
 def run(args: argparse.Namespace) -> int:

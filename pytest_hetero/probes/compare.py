@@ -19,8 +19,13 @@ from pytest_hetero.probes.model import Device, Inventory, Partition, _plain
 OWNER = "infrastructure"
 """Every difference found here is the platform's to fix, not the model's."""
 
-SOURCE_NAMES = {"nvml": "NVML", "nvidia-smi-xml": "nvidia-smi", "nvidia-smi-table": "nvidia-smi",
-                "npu-smi": "npu-smi", "proc": "/proc"}
+SOURCE_NAMES = {
+    "nvml": "NVML",
+    "nvidia-smi-xml": "nvidia-smi",
+    "nvidia-smi-table": "nvidia-smi",
+    "npu-smi": "npu-smi",
+    "proc": "/proc",
+}
 
 
 @dataclass(frozen=True)
@@ -98,9 +103,15 @@ def satisfies(version: str | None, constraint: str) -> bool:
             return False
         op, want = m.group(1) or "==", _key(m.group(2))
         prefix = have[: len(want)]
-        ok = {">=": have >= want, ">": have > want and prefix != want, "<=": have <= want or prefix == want,
-              "<": have < want and prefix != want, "==": prefix == want, "=": prefix == want,
-              "!=": prefix != want}[op]
+        ok = {
+            ">=": have >= want,
+            ">": have > want and prefix != want,
+            "<=": have <= want or prefix == want,
+            "<": have < want and prefix != want,
+            "==": prefix == want,
+            "=": prefix == want,
+            "!=": prefix != want,
+        }[op]
         if not ok:
             return False
     return True
@@ -143,24 +154,49 @@ def _advertised(inv: Inventory, exp: Expectation, seen: int, src: str) -> list[D
         parts.append(f"allocatable={exp.allocatable}")
     parts.append(f"{src} sees {seen} device{'s' if seen != 1 else ''}")
     parts += [f"{d.label} has {'; '.join(d.errors) or 'critical health'}" for d in bad]
-    return [Difference("advertised-count", ", ".join(parts),
-                       expected=f"{seen * exp.replicas} advertised, {healthy} allocatable",
-                       actual=f"capacity={exp.capacity}, allocatable={exp.allocatable}")]
+    return [
+        Difference(
+            "advertised-count",
+            ", ".join(parts),
+            expected=f"{seen * exp.replicas} advertised, {healthy} allocatable",
+            actual=f"capacity={exp.capacity}, allocatable={exp.allocatable}",
+        )
+    ]
 
 
 def _device_checks(dev: Device, exp: Expectation) -> list[Difference]:
     found: list[Difference] = []
     if exp.product and not _name_matches(dev.name, exp.product):
-        found.append(Difference("product", f"{dev.label} is '{dev.name}', expected /{exp.product}/",
-                                exp.product, dev.name, dev.label))
+        found.append(
+            Difference(
+                "product",
+                f"{dev.label} is '{dev.name}', expected /{exp.product}/",
+                exp.product,
+                dev.name,
+                dev.label,
+            )
+        )
     if exp.min_memory_mib is not None and (dev.memory_total_mib or 0) < exp.min_memory_mib:
         have = "not reported" if dev.memory_total_mib is None else f"{dev.memory_total_mib} MiB"
-        found.append(Difference("memory", f"{dev.label} memory {have}, expected >= {exp.min_memory_mib} MiB",
-                                str(exp.min_memory_mib), None if dev.memory_total_mib is None
-                                else str(dev.memory_total_mib), dev.label))
+        found.append(
+            Difference(
+                "memory",
+                f"{dev.label} memory {have}, expected >= {exp.min_memory_mib} MiB",
+                str(exp.min_memory_mib),
+                None if dev.memory_total_mib is None else str(dev.memory_total_mib),
+                dev.label,
+            )
+        )
     if dev.health == "critical":
-        found.append(Difference("device-health", f"{dev.label} is unhealthy: {'; '.join(dev.errors) or dev.health_raw}",
-                                "ok", dev.health, dev.label))
+        found.append(
+            Difference(
+                "device-health",
+                f"{dev.label} is unhealthy: {'; '.join(dev.errors) or dev.health_raw}",
+                "ok",
+                dev.health,
+                dev.label,
+            )
+        )
     return found
 
 
@@ -179,20 +215,36 @@ def compare(inventory: Inventory, expect: Expectation | Mapping[str, Any]) -> li
     else:
         seen = len(inventory.devices)
     if exp.count is not None and seen != exp.count:
-        found.append(Difference("device-count", f"expected {exp.count} {exp.resource}, {src} sees {seen}",
-                                str(exp.count), str(seen)))
+        found.append(
+            Difference(
+                "device-count",
+                f"expected {exp.count} {exp.resource}, {src} sees {seen}",
+                str(exp.count),
+                str(seen),
+            )
+        )
     found += _advertised(inventory, exp, seen, src)
-    for category, have, want in (("driver-version", inventory.driver_version, exp.driver_version),
-                                 ("cuda-version", inventory.cuda_version, exp.cuda_version),
-                                 ("cann-version", inventory.cann_version, exp.cann_version)):
+    for category, have, want in (
+        ("driver-version", inventory.driver_version, exp.driver_version),
+        ("cuda-version", inventory.cuda_version, exp.cuda_version),
+        ("cann-version", inventory.cann_version, exp.cann_version),
+    ):
         if want and not satisfies(have, want):
             what = category.replace("-", " ")
-            found.append(Difference(category, f"{what} {have or 'not reported'}, expected {want}", want, have))
+            found.append(
+                Difference(category, f"{what} {have or 'not reported'}, expected {want}", want, have)
+            )
     parts = [p for d in inventory.devices for p in d.partitions]
     for profile in exp.mig_profiles:
         if not any(_mig_matches(p, profile) for p in parts):
-            found.append(Difference("mig-profile", f"no MIG instance of profile {profile} ({len(parts)} MIG "
-                                    "instance(s) seen)", profile, str(len(parts))))
+            found.append(
+                Difference(
+                    "mig-profile",
+                    f"no MIG instance of profile {profile} ({len(parts)} MIG instance(s) seen)",
+                    profile,
+                    str(len(parts)),
+                )
+            )
     for dev in inventory.devices:
         found += _device_checks(dev, exp)
     return found

@@ -20,10 +20,14 @@ from pytest_hetero.probes.cgroup import CgroupLimits, cpulist_count, read_cgroup
 from pytest_hetero.probes.model import Device, Inventory, _plain
 
 ARM_PARTS: dict[tuple[str, str], str] = {
-    ("0x48", "0xd01"): "HiSilicon Kunpeng-920", ("0x48", "0xd02"): "HiSilicon Kunpeng-930",
-    ("0x41", "0xd0c"): "ARM Neoverse-N1", ("0x41", "0xd40"): "ARM Neoverse-V1",
-    ("0x41", "0xd49"): "ARM Neoverse-N2", ("0x41", "0xd4f"): "ARM Neoverse-V2",
-    ("0x41", "0xd08"): "ARM Cortex-A72", ("0xc0", "0xac3"): "Ampere-1",
+    ("0x48", "0xd01"): "HiSilicon Kunpeng-920",
+    ("0x48", "0xd02"): "HiSilicon Kunpeng-930",
+    ("0x41", "0xd0c"): "ARM Neoverse-N1",
+    ("0x41", "0xd40"): "ARM Neoverse-V1",
+    ("0x41", "0xd49"): "ARM Neoverse-N2",
+    ("0x41", "0xd4f"): "ARM Neoverse-V2",
+    ("0x41", "0xd08"): "ARM Cortex-A72",
+    ("0xc0", "0xac3"): "Ampere-1",
 }
 """arm64 ``(CPU implementer, CPU part)`` → model name, for kernels that print no model name."""
 
@@ -116,8 +120,13 @@ def _numa(root: Path) -> list[dict[str, Any]]:
     base = root / "sys/devices/system/node"
     for node_dir in sorted(base.glob("node[0-9]*"), key=lambda p: int(p.name[4:])) if base.is_dir() else []:
         mem = re.search(r"MemTotal:\s*(\d+)\s*kB", _read(node_dir, "meminfo") or "")
-        nodes.append({"node": int(node_dir.name[4:]), "cpus": cpulist_count(_read(node_dir, "cpulist")),
-                      "memory_total_mib": int(mem.group(1)) // 1024 if mem else None})
+        nodes.append(
+            {
+                "node": int(node_dir.name[4:]),
+                "cpus": cpulist_count(_read(node_dir, "cpulist")),
+                "memory_total_mib": int(mem.group(1)) // 1024 if mem else None,
+            }
+        )
     return nodes
 
 
@@ -146,11 +155,19 @@ def read_cpu(root: str = "/") -> CpuFacts:
     mem_limit = limits.memory_limit_mib
     numa = _numa(base)
     return CpuFacts(
-        model=_model(blocks, cpuinfo or ""), sockets=len(sockets) or None, physical_cores=len(cores) or None,
-        logical_cpus=logical, numa_nodes=len(numa) or None, numa=tuple(numa), memory_total_mib=total,
-        cgroup=limits, cpu_limit_cores=float(min(candidates)) if candidates else None,
+        model=_model(blocks, cpuinfo or ""),
+        sockets=len(sockets) or None,
+        physical_cores=len(cores) or None,
+        logical_cpus=logical,
+        numa_nodes=len(numa) or None,
+        numa=tuple(numa),
+        memory_total_mib=total,
+        cgroup=limits,
+        cpu_limit_cores=float(min(candidates)) if candidates else None,
         memory_limit_mib=mem_limit,
-        memory_effective_mib=min(x for x in (mem_limit, total) if x is not None) if (mem_limit or total) else None,
+        memory_effective_mib=min(x for x in (mem_limit, total) if x is not None)
+        if (mem_limit or total)
+        else None,
         warnings=tuple(warnings),
     )
 
@@ -164,9 +181,21 @@ def probe_cpu(root: str = "/") -> Inventory:
     facts = read_cpu(root)
     count = facts.sockets or (1 if facts.logical_cpus else 0)
     devices = tuple(
-        Device(vendor="cpu", index=i, name=facts.model, memory_total_mib=facts.memory_total_mib, health="ok",
-               extra={"logical_cpus": facts.logical_cpus, "physical_cores": facts.physical_cores})
+        Device(
+            vendor="cpu",
+            index=i,
+            name=facts.model,
+            memory_total_mib=facts.memory_total_mib,
+            health="ok",
+            extra={"logical_cpus": facts.logical_cpus, "physical_cores": facts.physical_cores},
+        )
         for i in range(count)
     )
-    return Inventory(vendor="cpu", source="proc", devices=devices, warnings=facts.warnings,
-                     attached_count=facts.sockets, extra=facts.to_dict())
+    return Inventory(
+        vendor="cpu",
+        source="proc",
+        devices=devices,
+        warnings=facts.warnings,
+        attached_count=facts.sockets,
+        extra=facts.to_dict(),
+    )

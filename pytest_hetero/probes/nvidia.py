@@ -22,8 +22,15 @@ from pytest_hetero.probes.nvidia_table import parse_nvidia_smi_table
 from pytest_hetero.probes.nvidia_xid import parse_xid_log, xid_inventory
 from pytest_hetero.probes.nvidia_xml import parse_nvidia_smi_xml
 
-__all__ = ["detect_format", "parse_nvidia_smi", "parse_nvidia_smi_table", "parse_nvidia_smi_xml",
-           "parse_xid_log", "probe_nvidia", "xid_inventory"]
+__all__ = [
+    "detect_format",
+    "parse_nvidia_smi",
+    "parse_nvidia_smi_table",
+    "parse_nvidia_smi_xml",
+    "parse_xid_log",
+    "probe_nvidia",
+    "xid_inventory",
+]
 
 SMI_TIMEOUT_S = 60.0
 """Seconds ``nvidia-smi -q -x`` may run; a hung GSP can block it for minutes."""
@@ -57,8 +64,12 @@ def parse_nvidia_smi(text: str) -> Inventory:
     """
     kind = detect_format(text)
     if kind == "empty":
-        return Inventory(vendor="nvidia", source="nvidia-smi-table", raw=text,
-                         warnings=("input is empty: nvidia-smi printed nothing",))
+        return Inventory(
+            vendor="nvidia",
+            source="nvidia-smi-table",
+            raw=text,
+            warnings=("input is empty: nvidia-smi printed nothing",),
+        )
     if kind == "nvidia-smi-xml":
         return parse_nvidia_smi_xml(text)
     if kind in {"kernel-log", "device-plugin-log"}:
@@ -75,8 +86,7 @@ Runner = Callable[[list[str], float], "subprocess.CompletedProcess[str]"]
 
 
 def _run(cmd: list[str], timeout: float) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False,
-                          errors="replace")
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False, errors="replace")
 
 
 def probe_nvidia(root: str = "/", *, use_nvml: bool = True, run: Runner = _run) -> Inventory:
@@ -108,10 +118,13 @@ def probe_nvidia(root: str = "/", *, use_nvml: bool = True, run: Runner = _run) 
                     reasons.append(f"nvidia-smi -q -x exited {done.returncode}: {done.stderr.strip()[:300]}")
     extra: dict[str, Any] = {"device_nodes": _device_nodes(root), "fallback_reasons": reasons}
     if inventory is None:
-        return Inventory(vendor="nvidia", source="none", extra=extra,
-                         global_errors=(f"no NVIDIA driver reachable ({'; '.join(reasons)})",))
+        return Inventory(
+            vendor="nvidia",
+            source="none",
+            extra=extra,
+            global_errors=(f"no NVIDIA driver reachable ({'; '.join(reasons)})",),
+        )
     errors = inventory.global_errors
     if inventory.source != "nvml" and reasons and not inventory.devices:
         errors = errors + tuple(r for r in reasons if r.startswith("nvidia-smi"))
-    return Inventory(**{**inventory.__dict__, "global_errors": errors,
-                        "extra": {**inventory.extra, **extra}})
+    return Inventory(**{**inventory.__dict__, "global_errors": errors, "extra": {**inventory.extra, **extra}})

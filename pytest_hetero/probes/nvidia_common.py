@@ -14,8 +14,10 @@ from dataclasses import dataclass
 from pytest_hetero.probes.model import Health, worst
 
 GLOBAL_ERRORS: tuple[tuple[re.Pattern[str], str], ...] = (
-    (re.compile(r"NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver[^\n]*"),
-     "no NVIDIA driver reachable"),
+    (
+        re.compile(r"NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver[^\n]*"),
+        "no NVIDIA driver reachable",
+    ),
     (re.compile(r"NVIDIA-SMI couldn't find libnvidia-ml\.so[^\n]*"), "no NVIDIA driver library"),
     (re.compile(r"Failed to initialize NVML: [^\n]*"), "NVML initialisation failed"),
     (re.compile(r"No devices were found[^\n]*"), "no NVIDIA devices found"),

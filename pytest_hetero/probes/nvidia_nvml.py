@@ -56,14 +56,18 @@ def _partitions(nvml: Any, read: _Reader, handle: Any) -> tuple[Partition, ...]:
         name = _text(read("nvmlDeviceGetName", mig)) or ""
         profile = re.search(r"MIG (\S+)$", name)
         mem = read("nvmlDeviceGetMemoryInfo", mig)
-        found.append(Partition(
-            kind="mig", index=j, profile=profile.group(1) if profile else None,
-            gpu_instance_id=read("nvmlDeviceGetGpuInstanceId", mig),
-            compute_instance_id=read("nvmlDeviceGetComputeInstanceId", mig),
-            uuid=_text(read("nvmlDeviceGetUUID", mig)),
-            memory_total_mib=mem.total // _MIB if mem else None,
-            memory_used_mib=mem.used // _MIB if mem else None,
-        ))
+        found.append(
+            Partition(
+                kind="mig",
+                index=j,
+                profile=profile.group(1) if profile else None,
+                gpu_instance_id=read("nvmlDeviceGetGpuInstanceId", mig),
+                compute_instance_id=read("nvmlDeviceGetComputeInstanceId", mig),
+                uuid=_text(read("nvmlDeviceGetUUID", mig)),
+                memory_total_mib=mem.total // _MIB if mem else None,
+                memory_used_mib=mem.used // _MIB if mem else None,
+            )
+        )
     return tuple(found)
 
 
@@ -71,8 +75,13 @@ def _device(nvml: Any, index: int) -> Device:
     try:
         handle = nvml.nvmlDeviceGetHandleByIndex(index)
     except nvml.NVMLError as exc:
-        return Device(vendor="nvidia", index=index, health="critical", health_raw=str(exc),
-                      errors=(f"Unable to determine the device handle: {exc}",))
+        return Device(
+            vendor="nvidia",
+            index=index,
+            health="critical",
+            health_raw=str(exc),
+            errors=(f"Unable to determine the device handle: {exc}",),
+        )
     read = _Reader(nvml)
     pci = read("nvmlDeviceGetPciInfo", handle)
     mem = read("nvmlDeviceGetMemoryInfo", handle)
@@ -81,8 +90,12 @@ def _device(nvml: Any, index: int) -> Device:
     limit = read("nvmlDeviceGetEnforcedPowerLimit", handle)
     remap = read("nvmlDeviceGetRemappedRows", handle)
     mig_mode = read("nvmlDeviceGetMigMode", handle)
-    ecc = read("nvmlDeviceGetTotalEccErrors", handle, getattr(nvml, "NVML_MEMORY_ERROR_TYPE_UNCORRECTED", 1),
-               getattr(nvml, "NVML_VOLATILE_ECC", 0))
+    ecc = read(
+        "nvmlDeviceGetTotalEccErrors",
+        handle,
+        getattr(nvml, "NVML_MEMORY_ERROR_TYPE_UNCORRECTED", 1),
+        getattr(nvml, "NVML_VOLATILE_ECC", 0),
+    )
     pending = read("nvmlDeviceGetRetiredPagesPendingStatus", handle)
     temp = read("nvmlDeviceGetTemperature", handle, getattr(nvml, "NVML_TEMPERATURE_GPU", 0))
     inputs = HealthInputs(
@@ -94,20 +107,27 @@ def _device(nvml: Any, index: int) -> Device:
     )
     health, raw, reasons = verdict(inputs)
     return Device(
-        vendor="nvidia", index=index, name=_text(read("nvmlDeviceGetName", handle)),
-        uuid=_text(read("nvmlDeviceGetUUID", handle)), serial=_text(read("nvmlDeviceGetSerial", handle)),
+        vendor="nvidia",
+        index=index,
+        name=_text(read("nvmlDeviceGetName", handle)),
+        uuid=_text(read("nvmlDeviceGetUUID", handle)),
+        serial=_text(read("nvmlDeviceGetSerial", handle)),
         bus_id=_text(getattr(pci, "busId", None)) if pci else None,
         memory_total_mib=mem.total // _MIB if mem else None,
         memory_used_mib=mem.used // _MIB if mem else None,
-        health=health, health_raw=raw, temperature_c=None if temp is None else float(temp),
+        health=health,
+        health_raw=raw,
+        temperature_c=None if temp is None else float(temp),
         power_w=None if power is None else power / 1000.0,
         power_limit_w=None if limit is None else limit / 1000.0,
         utilisation_pct=None if util is None else float(util.gpu),
         partitions=_partitions(nvml, read, handle) if mig_mode and mig_mode[0] else (),
         errors=reasons,
-        extra={"mig_mode_current": None if not mig_mode else ("Enabled" if mig_mode[0] else "Disabled"),
-               "ecc_volatile_uncorrectable": ecc,
-               "memory_util_pct": None if util is None else float(util.memory)},
+        extra={
+            "mig_mode_current": None if not mig_mode else ("Enabled" if mig_mode[0] else "Disabled"),
+            "ecc_volatile_uncorrectable": ecc,
+            "memory_util_pct": None if util is None else float(util.memory),
+        },
     )
 
 
@@ -124,7 +144,7 @@ def collect_nvml(module: str = "pynvml") -> tuple[Inventory | None, str | None]:
         return None, f"{module} not importable ({exc})"
     try:
         nvml.nvmlInit()
-    except Exception as exc:  # NVMLError or OSError from a broken libnvidia-ml
+    except Exception as exc:  # noqa: BLE001 - NVMLError, or OSError from a broken libnvidia-ml
         return None, f"nvmlInit failed: {exc}"
     try:
         read = _Reader(nvml)
@@ -132,14 +152,18 @@ def collect_nvml(module: str = "pynvml") -> tuple[Inventory | None, str | None]:
         cuda = read("nvmlSystemGetCudaDriverVersion")
         devices = tuple(_device(nvml, i) for i in range(count or 0))
         return Inventory(
-            vendor="nvidia", source="nvml", driver_version=_text(read("nvmlSystemGetDriverVersion")),
+            vendor="nvidia",
+            source="nvml",
+            driver_version=_text(read("nvmlSystemGetDriverVersion")),
             cuda_version=f"{cuda // 1000}.{cuda % 1000 // 10}" if isinstance(cuda, int) else None,
-            tool_version=_text(read("nvmlSystemGetNVMLVersion")), attached_count=count,
-            devices=devices, global_errors=() if count else ("no NVIDIA devices found (NVML count 0)",),
+            tool_version=_text(read("nvmlSystemGetNVMLVersion")),
+            attached_count=count,
+            devices=devices,
+            global_errors=() if count else ("no NVIDIA devices found (NVML count 0)",),
             warnings=tuple(read.errors),
         ), None
     finally:
         try:
             nvml.nvmlShutdown()
-        except Exception:  # shutdown failure does not change what was read
+        except Exception:  # noqa: BLE001, S110 - a failed shutdown does not change what was read
             pass

@@ -20,7 +20,9 @@ _DRIVER = re.compile(r"(?:Driver|KMD) Version:\s*(?P<v>\S+)")
 _CUDA = re.compile(r"CUDA(?: UMD)? Version:\s*(?P<v>\S+)")
 _STAMP = re.compile(r"^\w{3} \w{3} +\d{1,2} \d\d:\d\d:\d\d \d{4}\s*$")
 _GPU_CELL = re.compile(r"^\s*(?P<idx>\d+)\s+(?P<name>.*?)(?:\s+(?P<pm>On|Off|N/A|WDDM|TCC))?\s*$")
-_PWR_CELL = re.compile(r"^\s*(?P<fan>\S+)\s+(?P<temp>\S+)\s+(?P<perf>\S+)\s+(?P<draw>\S+)\s*/\s*(?P<cap>\S+)\s*$")
+_PWR_CELL = re.compile(
+    r"^\s*(?P<fan>\S+)\s+(?P<temp>\S+)\s+(?P<perf>\S+)\s+(?P<draw>\S+)\s*/\s*(?P<cap>\S+)\s*$"
+)
 _BUS = re.compile(r"[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f]")
 _MIG_CELL = re.compile(r"^\s*(?P<gpu>\d+)\s+(?P<gi>\d+|N/A)\s+(?P<ci>\d+|N/A)\s+(?P<dev>\d+)\s*$")
 
@@ -38,7 +40,7 @@ def _blocks(lines: list[str]) -> tuple[list[list[list[str]]], bool]:
         stripped = line.strip()
         if not stripped or "Processes:" in stripped or "MIG devices:" in stripped:
             break
-        if stripped.startswith("+") or stripped.startswith("|="):
+        if stripped.startswith(("+", "|=")):
             if current:
                 blocks.append(current)
             current, closed = [], True
@@ -58,7 +60,7 @@ def _section(lines: list[str], marker: str) -> list[str]:
         if marker in line:
             for j in range(i, len(lines)):
                 if lines[j].strip().startswith("|="):
-                    return lines[j + 1:]
+                    return lines[j + 1 :]
             return []
     return []
 
@@ -99,15 +101,29 @@ def _gpu(block: list[list[str]], warnings: list[str]) -> Device | None:
     ecc = v.integer(ecc_text) if re.fullmatch(r"\d+", ecc_text) else None
     health, raw, reasons = verdict(HealthInputs(ecc_volatile_uncorrectable=ecc, field_errors=tuple(errors)))
     return Device(
-        vendor="nvidia", index=idx, name=name, bus_id=v.text_or_none(bus),
-        memory_total_mib=v.mib(total_text), memory_used_mib=v.mib(used_text),
-        health=health, health_raw=raw, temperature_c=v.number(temp), power_w=v.number(draw),
-        power_limit_w=v.number(cap), utilisation_pct=v.number(util_text), errors=reasons,
+        vendor="nvidia",
+        index=idx,
+        name=name,
+        bus_id=v.text_or_none(bus),
+        memory_total_mib=v.mib(total_text),
+        memory_used_mib=v.mib(used_text),
+        health=health,
+        health_raw=raw,
+        temperature_c=v.number(temp),
+        power_w=v.number(draw),
+        power_limit_w=v.number(cap),
+        utilisation_pct=v.number(util_text),
+        errors=reasons,
         extra={
-            "persistence_mode": first.group("pm"), "display_active": v.text_or_none(disp),
-            "fan_speed_pct": v.number(fan), "performance_state": v.text_or_none(pwr.group("perf") if pwr else None),
-            "compute_mode": v.text_or_none(compute), "mig_mode_current": v.text_or_none(cell(2, 2)),
-            "ecc_column": ecc_text or None, "ecc_volatile_uncorrectable": ecc, "name_truncated": truncated,
+            "persistence_mode": first.group("pm"),
+            "display_active": v.text_or_none(disp),
+            "fan_speed_pct": v.number(fan),
+            "performance_state": v.text_or_none(pwr.group("perf") if pwr else None),
+            "compute_mode": v.text_or_none(compute),
+            "mig_mode_current": v.text_or_none(cell(2, 2)),
+            "ecc_column": ecc_text or None,
+            "ecc_volatile_uncorrectable": ecc,
+            "name_truncated": truncated,
         },
     )
 
@@ -121,12 +137,18 @@ def _partitions(lines: list[str]) -> dict[int, list[Partition]]:
         mem = block[0][1] if len(block[0]) > 1 else ""
         used, _, total = mem.partition("/")
         sm_ecc = (block[0][2] if len(block[0]) > 2 else "").split()
-        found.setdefault(int(m.group("gpu")), []).append(Partition(
-            kind="mig", index=int(m.group("dev")), gpu_instance_id=v.integer(m.group("gi")),
-            compute_instance_id=v.integer(m.group("ci")), memory_total_mib=v.mib(total),
-            memory_used_mib=v.mib(used), multiprocessors=v.integer(sm_ecc[0]) if sm_ecc else None,
-            ecc_uncorrectable=v.integer(sm_ecc[1]) if len(sm_ecc) > 1 else None,
-        ))
+        found.setdefault(int(m.group("gpu")), []).append(
+            Partition(
+                kind="mig",
+                index=int(m.group("dev")),
+                gpu_instance_id=v.integer(m.group("gi")),
+                compute_instance_id=v.integer(m.group("ci")),
+                memory_total_mib=v.mib(total),
+                memory_used_mib=v.mib(used),
+                multiprocessors=v.integer(sm_ecc[0]) if sm_ecc else None,
+                ecc_uncorrectable=v.integer(sm_ecc[1]) if len(sm_ecc) > 1 else None,
+            )
+        )
     return found
 
 
@@ -142,10 +164,16 @@ def _processes(lines: list[str], header: str) -> dict[int, list[DeviceProcess]]:
             gi, ci = (tokens[1], tokens[2]) if with_gi else (None, None)
             if len(rest) < 3:
                 continue
-            found.setdefault(int(tokens[0]), []).append(DeviceProcess(
-                pid=v.integer(rest[0]), type=rest[1], name=" ".join(rest[2:-1]) or None,
-                used_memory_mib=v.mib(rest[-1]), gpu_instance_id=v.integer(gi),
-                compute_instance_id=v.integer(ci)))
+            found.setdefault(int(tokens[0]), []).append(
+                DeviceProcess(
+                    pid=v.integer(rest[0]),
+                    type=rest[1],
+                    name=" ".join(rest[2:-1]) or None,
+                    used_memory_mib=v.mib(rest[-1]),
+                    gpu_instance_id=v.integer(gi),
+                    compute_instance_id=v.integer(ci),
+                )
+            )
     return found
 
 
@@ -163,8 +191,10 @@ def parse_nvidia_smi_table(text: str) -> Inventory:
     lost = lost_gpus(text)
     header = next((ln for ln in lines if _HEADER.search(ln)), None)
     if header is None and not problems and not lost:
-        raise ParseError("not nvidia-smi output: no 'NVIDIA-SMI <version>' header line",
-                         hint="expected the plain `nvidia-smi` table or `nvidia-smi -q -x` XML")
+        raise ParseError(
+            "not nvidia-smi output: no 'NVIDIA-SMI <version>' header line",
+            hint="expected the plain `nvidia-smi` table or `nvidia-smi -q -x` XML",
+        )
     gpu_lines = _section(lines, "Persistence-M")
     blocks, closed = _blocks(gpu_lines)
     if gpu_lines and not closed:
@@ -178,18 +208,38 @@ def parse_nvidia_smi_table(text: str) -> Inventory:
         if dev is None:
             warnings.append(f"unreadable GPU row: {'|'.join(block[0]).strip()[:80]}")
             continue
-        devices.append(Device(**{**dev.__dict__, "partitions": tuple(mig.get(dev.index or 0, [])),
-                                 "processes": tuple(procs.get(dev.index or 0, []))}))
+        devices.append(
+            Device(
+                **{
+                    **dev.__dict__,
+                    "partitions": tuple(mig.get(dev.index or 0, [])),
+                    "processes": tuple(procs.get(dev.index or 0, [])),
+                }
+            )
+        )
     for bus, why in lost:
-        devices.append(Device(vendor="nvidia", index=None, bus_id=bus, health="critical",
-                              health_raw=why, errors=(f"Unable to determine the device handle: {why}",)))
+        devices.append(
+            Device(
+                vendor="nvidia",
+                index=None,
+                bus_id=bus,
+                health="critical",
+                health_raw=why,
+                errors=(f"Unable to determine the device handle: {why}",),
+            )
+        )
     first = next((ln.strip() for ln in lines if ln.strip()), "")
     return Inventory(
-        vendor="nvidia", source="nvidia-smi-table",
+        vendor="nvidia",
+        source="nvidia-smi-table",
         timestamp=first if _STAMP.match(first) else None,
-        tool_version=_match(_HEADER, header), driver_version=_match(_DRIVER, header),
-        cuda_version=_match(_CUDA, header), devices=tuple(devices),
-        global_errors=tuple(problems), warnings=tuple(warnings), raw=text,
+        tool_version=_match(_HEADER, header),
+        driver_version=_match(_DRIVER, header),
+        cuda_version=_match(_CUDA, header),
+        devices=tuple(devices),
+        global_errors=tuple(problems),
+        warnings=tuple(warnings),
+        raw=text,
         extra={"processes_reported": bool(_section(lines, "Processes:"))},
     )
 

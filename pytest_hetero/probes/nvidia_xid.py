@@ -22,7 +22,9 @@ _KERNEL = re.compile(
     r"(?:pid=(?P<pid>[^,]*),\s*(?:name=(?P<name>[^,]*),\s*)?)?(?P<msg>.*)"
 )
 _PLUGIN = re.compile(r"XidCriticalError: Xid=(?P<xid>\d+) on Device=(?P<dev>[^;,\s]+)(?P<msg>.*)")
-_UNHEALTHY = re.compile(r"(?:marked unhealthy:\s*|marking device\s+)(?P<dev>GPU-[0-9A-Fa-f-]+|MIG-[0-9A-Fa-f/-]+)")
+_UNHEALTHY = re.compile(
+    r"(?:marked unhealthy:\s*|marking device\s+)(?P<dev>GPU-[0-9A-Fa-f-]+|MIG-[0-9A-Fa-f/-]+)"
+)
 _KLOG = re.compile(r"^(?P<ts>[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+)")
 _SYSLOG = re.compile(r"^(?P<ts>\w{3}\s+\d+\s+\d\d:\d\d:\d\d)\s+\S+\s+kernel:")
 
@@ -79,30 +81,41 @@ def parse_xid_log(text: str) -> list[XidEvent]:
             pid = m.group("pid")
             pid = pid.strip().strip("'\"") if pid is not None else None
             xid = int(m.group("xid"))
-            events.append(XidEvent(
-                xid=xid, source="kernel", line=number, pci_bus=m.group("bus"),
-                pid=int(pid) if pid and pid.isdigit() else None,
-                process_name=(m.group("name") or "").strip().strip("'\"<>") or None,
-                timestamp=_timestamp(line[: m.start()]), message=m.group("msg").strip(),
-                critical=xid not in APPLICATION_XIDS,
-            ))
+            events.append(
+                XidEvent(
+                    xid=xid,
+                    source="kernel",
+                    line=number,
+                    pci_bus=m.group("bus"),
+                    pid=int(pid) if pid and pid.isdigit() else None,
+                    process_name=(m.group("name") or "").strip().strip("'\"<>") or None,
+                    timestamp=_timestamp(line[: m.start()]),
+                    message=m.group("msg").strip(),
+                    critical=xid not in APPLICATION_XIDS,
+                )
+            )
             continue
         m = _PLUGIN.search(line)
         if m:
             xid = int(m.group("xid"))
-            events.append(XidEvent(
-                xid=xid, source="device-plugin", line=number, uuid=m.group("dev"),
-                timestamp=_timestamp(line[: m.start()]), message=m.group("msg").strip(" ;."),
-                critical=xid not in APPLICATION_XIDS,
-                marked_unhealthy="marking device as unhealthy" in m.group("msg"),
-            ))
+            events.append(
+                XidEvent(
+                    xid=xid,
+                    source="device-plugin",
+                    line=number,
+                    uuid=m.group("dev"),
+                    timestamp=_timestamp(line[: m.start()]),
+                    message=m.group("msg").strip(" ;."),
+                    critical=xid not in APPLICATION_XIDS,
+                    marked_unhealthy="marking device as unhealthy" in m.group("msg"),
+                )
+            )
             continue
         u = _UNHEALTHY.search(line)
         if u:
             unhealthy.add(u.group("dev"))
     return [
-        XidEvent(**{**e.__dict__, "marked_unhealthy": True}) if e.uuid in unhealthy else e
-        for e in events
+        XidEvent(**{**e.__dict__, "marked_unhealthy": True}) if e.uuid in unhealthy else e for e in events
     ]
 
 
@@ -127,25 +140,36 @@ def xid_inventory(text: str) -> Inventory:
     groups: dict[tuple[int, str], list[XidEvent]] = {}
     for event in events:
         groups.setdefault((event.xid, event.pci_bus or event.uuid or "?"), []).append(event)
-    errors, warnings = [], []
+    errors: list[str] = []
+    warnings: list[str] = []
     for (xid, where), group in groups.items():
         first, last = group[0], group[-1]
         where_text = f"PCI:{where}" if first.pci_bus else where
-        line = (f"Xid {xid} on {where_text} x{len(group)} (first {first.timestamp}, last {last.timestamp})"
-                f": {first.message}")
+        line = (
+            f"Xid {xid} on {where_text} x{len(group)} (first {first.timestamp}, last {last.timestamp})"
+            f": {first.message}"
+        )
         (errors if first.critical else warnings).append(line)
-    source = "device-plugin-log" if events and all(e.source == "device-plugin" for e in events) else "kernel-log"
+    source = (
+        "device-plugin-log" if events and all(e.source == "device-plugin" for e in events) else "kernel-log"
+    )
     if not events and "health.go" in text:
         source = "device-plugin-log"
     bad = unhealthy_devices(text)
     errors.extend(f"device {uuid} marked unhealthy by the device plugin" for uuid in bad)
     return Inventory(
-        vendor="nvidia", source=source, global_errors=tuple(errors), warnings=tuple(warnings),
+        vendor="nvidia",
+        source=source,
+        global_errors=tuple(errors),
+        warnings=tuple(warnings),
         raw=text,
-        extra={"xid_events": [e.to_dict() for e in events], "unhealthy_devices": bad,
-               "reset_recommended": "needs to be reset" in text,
-               "hardware": _first(r"Hardware name: ([^/,\n]+)", text),
-               "kernel": _first(r"Tainted:[^\n]*?\s(\d+\.\d+\.\d+-\S+)", text)},
+        extra={
+            "xid_events": [e.to_dict() for e in events],
+            "unhealthy_devices": bad,
+            "reset_recommended": "needs to be reset" in text,
+            "hardware": _first(r"Hardware name: ([^/,\n]+)", text),
+            "kernel": _first(r"Tainted:[^\n]*?\s(\d+\.\d+\.\d+-\S+)", text),
+        },
     )
 
 

@@ -109,10 +109,15 @@ def _device(el: ET.Element, position: int, warnings: list[str]) -> Device:
     remap = el.find("remapped_rows")
     inputs = HealthInputs(
         ecc_volatile_uncorrectable=_sum_uncorrectable(el.find("ecc_errors/volatile")),
-        retired_pages_pending=_any_yes(g.get("retired_pages/pending_retirement"),
-                                       g.get("retired_pages/pending_blacklist")),
-        remapped_rows_pending=v.yes(g.get("remapped_rows/remapped_row_pending")) if len(remap or []) else None,
-        remapped_rows_failure=v.yes(g.get("remapped_rows/remapped_row_failure")) if len(remap or []) else None,
+        retired_pages_pending=_any_yes(
+            g.get("retired_pages/pending_retirement"), g.get("retired_pages/pending_blacklist")
+        ),
+        remapped_rows_pending=v.yes(g.get("remapped_rows/remapped_row_pending"))
+        if len(remap or [])
+        else None,
+        remapped_rows_failure=v.yes(g.get("remapped_rows/remapped_row_failure"))
+        if len(remap or [])
+        else None,
         reset_required=v.yes(g.get("gpu_reset_status/reset_required")),
     )
     extra = {
@@ -142,20 +147,34 @@ def _device(el: ET.Element, position: int, warnings: list[str]) -> Device:
     bus = el.get("id") or v.text_or_none(g.get("pci/pci_bus_id"))
     total, used = v.mib(g.get("fb_memory_usage/total")), v.mib(g.get("fb_memory_usage/used"))
     temp = v.number(g.get("temperature/gpu_temp"))
-    draw = v.number(_first(g, f"{power}/power_draw", f"{power}/instant_power_draw",
-                           f"{power}/average_power_draw"))
-    limit = v.number(_first(g, f"{power}/current_power_limit", f"{power}/power_limit",
-                            f"{power}/enforced_power_limit"))
+    draw = v.number(
+        _first(g, f"{power}/power_draw", f"{power}/instant_power_draw", f"{power}/average_power_draw")
+    )
+    limit = v.number(
+        _first(g, f"{power}/current_power_limit", f"{power}/power_limit", f"{power}/enforced_power_limit")
+    )
     util = v.number(g.get("utilization/gpu_util"))
     inputs.field_errors = tuple(g.errors)
     health, raw, reasons = verdict(inputs)
     return Device(
-        vendor="nvidia", index=position, name=name, uuid=uuid, serial=serial, bus_id=bus,
-        memory_total_mib=total, memory_used_mib=used, health=health, health_raw=raw,
-        temperature_c=temp, power_w=draw, power_limit_w=limit, utilisation_pct=util,
+        vendor="nvidia",
+        index=position,
+        name=name,
+        uuid=uuid,
+        serial=serial,
+        bus_id=bus,
+        memory_total_mib=total,
+        memory_used_mib=used,
+        health=health,
+        health_raw=raw,
+        temperature_c=temp,
+        power_w=draw,
+        power_limit_w=limit,
+        utilisation_pct=util,
         partitions=tuple(_partition(p) for p in el.iterfind("mig_devices/mig_device")),
         processes=tuple(_process(p) for p in el.iterfind("processes/process_info")),
-        errors=reasons, extra=extra,
+        errors=reasons,
+        extra=extra,
     )
 
 
@@ -181,20 +200,34 @@ def _tree(text: str, warnings: list[str]) -> ET.Element:
         return _checked(ET.fromstring(slim))
     except ET.ParseError:
         pass
-    parser = ET.XMLPullParser(events=("start",))
-    root: ET.Element | None = None
+    parser: ET.XMLPullParser[ET.Element] = ET.XMLPullParser(events=("start",))
+    found: list[ET.Element] = []
+    errors: list[ET.ParseError] = []
+
+    def drain() -> None:
+        try:
+            for event in parser.read_events():
+                elem: object = event[1]  # type: ignore[misc]
+                if not found and isinstance(elem, ET.Element):
+                    found.append(elem)
+        except ET.ParseError as exc:  # feed() queues syntax errors behind the events read so far
+            errors.append(exc)
+
     try:
         parser.feed(text)
-        for _event, elem in parser.read_events():
-            root = elem if root is None else root
-        parser.close()
+        drain()
+        if not errors:
+            parser.close()
     except ET.ParseError as exc:
-        for _event, elem in parser.read_events():
-            root = elem if root is None else root
+        errors.append(exc)
+    drain()
+    root = found[0] if found else None
+    if errors:
         if root is None:
-            raise ParseError(f"not nvidia-smi -q -x XML: {exc}",
-                             hint="expected the output of `nvidia-smi -q -x`") from None
-        warnings.append(f"XML truncated or malformed ({exc}); read up to that point")
+            raise ParseError(
+                f"not nvidia-smi -q -x XML: {errors[0]}", hint="expected the output of `nvidia-smi -q -x`"
+            )
+        warnings.append(f"XML truncated or malformed ({errors[0]}); read up to that point")
     return _checked(root)
 
 
@@ -217,8 +250,9 @@ def parse_nvidia_smi_xml(text: str) -> Inventory:
     root = _tree(text, warnings)
     dtd = re.search(r"nvsmi_device_v(\d+)\.dtd", text[:500])
     if dtd and not 10 <= int(dtd.group(1)) <= KNOWN_DTD_MAX:
-        warnings.append(f"DTD nvsmi_device_v{dtd.group(1)}.dtd is outside v10..v{KNOWN_DTD_MAX}; "
-                        "read with the v12 rules")
+        warnings.append(
+            f"DTD nvsmi_device_v{dtd.group(1)}.dtd is outside v10..v{KNOWN_DTD_MAX}; read with the v12 rules"
+        )
 
     def top(tag: str) -> str | None:
         node = root.find(tag)
@@ -229,8 +263,14 @@ def parse_nvidia_smi_xml(text: str) -> Inventory:
     if attached is not None and attached != len(devices):
         warnings.append(f"attached_gpus={attached} but {len(devices)} <gpu> element(s) in the output")
     return Inventory(
-        vendor="nvidia", source="nvidia-smi-xml", timestamp=top("timestamp"),
-        driver_version=top("driver_version"), cuda_version=top("cuda_version"),
-        attached_count=attached, devices=devices, warnings=tuple(warnings), raw=text,
+        vendor="nvidia",
+        source="nvidia-smi-xml",
+        timestamp=top("timestamp"),
+        driver_version=top("driver_version"),
+        cuda_version=top("cuda_version"),
+        attached_count=attached,
+        devices=devices,
+        warnings=tuple(warnings),
+        raw=text,
         extra={"dtd": f"nvsmi_device_v{dtd.group(1)}.dtd" if dtd else None},
     )

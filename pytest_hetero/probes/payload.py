@@ -91,9 +91,11 @@ def parse_payload_output(stdout: str) -> PayloadReport:
     start = stdout.find(BEGIN)
     if start < 0:
         head = stdout.strip()[:120] or "<empty>"
-        raise ParseError(f"payload output has no {BEGIN} marker line; it starts with: {head!r}",
-                         hint="the container did not run payload.sh (no /bin/sh in the image, or it exited early)")
-    body = stdout[start + len(BEGIN):]
+        raise ParseError(
+            f"payload output has no {BEGIN} marker line; it starts with: {head!r}",
+            hint="the container did not run payload.sh (no /bin/sh in the image, or it exited early)",
+        )
+    body = stdout[start + len(BEGIN) :]
     warnings: list[str] = []
     end = body.find(END)
     if end < 0:
@@ -118,15 +120,23 @@ def parse_payload_output(stdout: str) -> PayloadReport:
         return value if isinstance(value, list) else []
 
     return PayloadReport(
-        device_nodes=tuple(str(x) for x in list_of("device_nodes")), env=dict_of("env"),
-        libraries=tuple(x for x in list_of("libraries") if isinstance(x, dict)), tools=dict_of("tools"),
-        python=dict_of("python"), hostname=data.get("hostname"), arch=data.get("arch"),
-        warnings=tuple(warnings), raw=stdout,
+        device_nodes=tuple(str(x) for x in list_of("device_nodes")),
+        env=dict_of("env"),
+        libraries=tuple(x for x in list_of("libraries") if isinstance(x, dict)),
+        tools=dict_of("tools"),
+        python=dict_of("python"),
+        hostname=data.get("hostname"),
+        arch=data.get("arch"),
+        warnings=tuple(warnings),
+        raw=stdout,
     )
 
 
 def resource_kind(resource_type: str) -> str:
-    """Map a resource name to ``gpu``/``npu``/``cpu`` (``nvidia.com/gpu`` → gpu, ``huawei.com/Ascend910`` → npu)."""
+    """Map a resource name to ``gpu``/``npu``/``cpu``.
+
+    ``nvidia.com/gpu`` → gpu, ``huawei.com/Ascend910`` → npu, anything else → cpu.
+    """
     low = resource_type.lower()
     if "gpu" in low or "nvidia" in low or "cuda" in low:
         return "gpu"
@@ -142,8 +152,11 @@ def assess(report: PayloadReport, resource_type: str) -> list[Finding]:
     findings in dependency order (device node → driver library → runtime/tool → framework);
     an empty list means every piece the payload can see is in place.
     """
-    findings = [Finding("payload", "infrastructure", w, "payload output") for w in report.warnings
-                if "unreadable" in w or "truncated" in w or "not an object" in w]
+    findings = [
+        Finding("payload", "infrastructure", w, "payload output")
+        for w in report.warnings
+        if "unreadable" in w or "truncated" in w or "not an object" in w
+    ]
     kind = resource_kind(resource_type)
     rules = gpu_findings(report) if kind == "gpu" else npu_findings(report) if kind == "npu" else []
     return findings + [Finding(*rule) for rule in rules]

@@ -37,27 +37,68 @@ def _framework(report: PayloadReport, accel: str) -> list[Rule]:
     ort = report.framework("onnxruntime")
     if accel == "gpu":
         if torch.get("available") and not torch.get("cuda_build"):
-            found.append(_finding("framework", ALGO, "torch is a CPU-only build (torch.version.cuda is None)",
-                                  f"torch {torch.get('version')}"))
+            found.append(
+                _finding(
+                    "framework",
+                    ALGO,
+                    "torch is a CPU-only build (torch.version.cuda is None)",
+                    f"torch {torch.get('version')}",
+                )
+            )
         elif torch.get("available") and torch.get("cuda_available") is False:
-            found.append(_finding("runtime", INFRA, "torch was built with CUDA but torch.cuda.is_available() is "
-                                  "False (driver too old for this CUDA, or no GPU visible)",
-                                  f"torch {torch.get('version')} cuda {torch.get('cuda_build')}; {torch.get('error') or ''}".strip("; ")))
-        if ort.get("available") and not any(p in (ort.get("providers") or []) for p in
-                                             ("CUDAExecutionProvider", "TensorrtExecutionProvider")):
-            found.append(_finding("framework", ALGO, "onnxruntime has no CUDA/TensorRT execution provider "
-                                  "(CPU build; install onnxruntime-gpu)", f"providers {ort.get('providers')}"))
+            evidence = (
+                f"torch {torch.get('version')} cuda {torch.get('cuda_build')}; {torch.get('error') or ''}"
+            )
+            found.append(
+                _finding(
+                    "runtime",
+                    INFRA,
+                    "torch was built with CUDA but torch.cuda.is_available() is "
+                    "False (driver too old for this CUDA, or no GPU visible)",
+                    evidence.strip("; "),
+                )
+            )
+        if ort.get("available") and not any(
+            p in (ort.get("providers") or []) for p in ("CUDAExecutionProvider", "TensorrtExecutionProvider")
+        ):
+            found.append(
+                _finding(
+                    "framework",
+                    ALGO,
+                    "onnxruntime has no CUDA/TensorRT execution provider "
+                    "(CPU build; install onnxruntime-gpu)",
+                    f"providers {ort.get('providers')}",
+                )
+            )
     else:
         npu = report.framework("torch_npu")
         if torch.get("available") and not npu.get("available"):
-            found.append(_finding("framework", ALGO, "torch is installed without torch_npu: it cannot use the NPU",
-                                  str(npu.get("error") or "")))
+            found.append(
+                _finding(
+                    "framework",
+                    ALGO,
+                    "torch is installed without torch_npu: it cannot use the NPU",
+                    str(npu.get("error") or ""),
+                )
+            )
         elif npu.get("available") and npu.get("npu_available") is False:
-            found.append(_finding("runtime", INFRA, "torch_npu is installed but torch.npu.is_available() is False",
-                                  str(npu.get("error") or "")))
+            found.append(
+                _finding(
+                    "runtime",
+                    INFRA,
+                    "torch_npu is installed but torch.npu.is_available() is False",
+                    str(npu.get("error") or ""),
+                )
+            )
         if ort.get("available") and "CANNExecutionProvider" not in (ort.get("providers") or []):
-            found.append(_finding("framework", ALGO, "onnxruntime has no CANNExecutionProvider (not an Ascend build)",
-                                  f"providers {ort.get('providers')}"))
+            found.append(
+                _finding(
+                    "framework",
+                    ALGO,
+                    "onnxruntime has no CANNExecutionProvider (not an Ascend build)",
+                    f"providers {ort.get('providers')}",
+                )
+            )
     return found
 
 
@@ -67,18 +108,43 @@ def gpu_findings(report: PayloadReport) -> list[Rule]:
     visible = report.env.get("NVIDIA_VISIBLE_DEVICES")
     gpus = [n for n in report.device_nodes if re.fullmatch(r"/dev/nvidia\d+", n)]
     if visible in (None, "", "void", "none"):
-        found.append(_finding("visibility", INFRA, f"NVIDIA_VISIBLE_DEVICES is {visible!r}: the container runtime "
-                              "was not asked for a GPU (no device plugin allocation / runtimeClass)",
-                              f"NVIDIA_VISIBLE_DEVICES={visible!r}"))
+        found.append(
+            _finding(
+                "visibility",
+                INFRA,
+                f"NVIDIA_VISIBLE_DEVICES is {visible!r}: the container runtime "
+                "was not asked for a GPU (no device plugin allocation / runtimeClass)",
+                f"NVIDIA_VISIBLE_DEVICES={visible!r}",
+            )
+        )
     if not gpus:
-        found.append(_finding("device-node", INFRA, "no /dev/nvidia<N> device node in the container",
-                              f"device nodes: {list(report.device_nodes)}"))
+        found.append(
+            _finding(
+                "device-node",
+                INFRA,
+                "no /dev/nvidia<N> device node in the container",
+                f"device nodes: {list(report.device_nodes)}",
+            )
+        )
     if "/dev/nvidiactl" not in report.device_nodes:
-        found.append(_finding("device-node", INFRA, "/dev/nvidiactl is missing", f"device nodes: {list(report.device_nodes)}"))
+        found.append(
+            _finding(
+                "device-node",
+                INFRA,
+                "/dev/nvidiactl is missing",
+                f"device nodes: {list(report.device_nodes)}",
+            )
+        )
     for lib in ("libcuda.so", "libnvidia-ml.so"):
         if not report.has_library(lib):
-            found.append(_finding("driver-library", INFRA, f"{lib}* not found: driver libraries were not mounted "
-                                  "(nvidia-container-toolkit hook)", "searched LD_LIBRARY_PATH and standard dirs"))
+            found.append(
+                _finding(
+                    "driver-library",
+                    INFRA,
+                    f"{lib}* not found: driver libraries were not mounted (nvidia-container-toolkit hook)",
+                    "searched LD_LIBRARY_PATH and standard dirs",
+                )
+            )
     smi = report.tools.get("nvidia-smi") or {}
     if smi.get("present") and smi.get("rc") not in (0, None):
         found.append(_finding("runtime", INFRA, "nvidia-smi fails inside the container", _tool_error(smi)))
@@ -90,17 +156,39 @@ def npu_findings(report: PayloadReport) -> list[Rule]:
     found: list[Rule] = []
     chips = [n for n in report.device_nodes if re.fullmatch(r"/dev/davinci\d+", n)]
     if not chips:
-        found.append(_finding("device-node", INFRA, "no /dev/davinci<N> device node in the container",
-                              f"ASCEND_VISIBLE_DEVICES={report.env.get('ASCEND_VISIBLE_DEVICES')!r}"))
+        found.append(
+            _finding(
+                "device-node",
+                INFRA,
+                "no /dev/davinci<N> device node in the container",
+                f"ASCEND_VISIBLE_DEVICES={report.env.get('ASCEND_VISIBLE_DEVICES')!r}",
+            )
+        )
     for node in ("/dev/davinci_manager", "/dev/devmm_svm", "/dev/hisi_hdc"):
         if node not in report.device_nodes:
-            found.append(_finding("device-node", INFRA, f"{node} is missing", f"device nodes: {list(report.device_nodes)}"))
+            found.append(
+                _finding(
+                    "device-node", INFRA, f"{node} is missing", f"device nodes: {list(report.device_nodes)}"
+                )
+            )
     if not report.has_library("libascend_hal.so"):
-        found.append(_finding("driver-library", INFRA, "libascend_hal.so not found: the Ascend driver is not mounted "
-                              "(/usr/local/Ascend/driver)", "searched LD_LIBRARY_PATH and standard dirs"))
+        found.append(
+            _finding(
+                "driver-library",
+                INFRA,
+                "libascend_hal.so not found: the Ascend driver is not mounted (/usr/local/Ascend/driver)",
+                "searched LD_LIBRARY_PATH and standard dirs",
+            )
+        )
     if not report.has_library("libascendcl.so"):
-        found.append(_finding("runtime", INFRA, "libascendcl.so not found: no CANN runtime in the image or on "
-                              "LD_LIBRARY_PATH", f"LD_LIBRARY_PATH={report.env.get('LD_LIBRARY_PATH')!r}"))
+        found.append(
+            _finding(
+                "runtime",
+                INFRA,
+                "libascendcl.so not found: no CANN runtime in the image or on LD_LIBRARY_PATH",
+                f"LD_LIBRARY_PATH={report.env.get('LD_LIBRARY_PATH')!r}",
+            )
+        )
     smi = report.tools.get("npu-smi") or {}
     if smi.get("present") and smi.get("rc") not in (0, None):
         found.append(_finding("runtime", INFRA, "npu-smi info fails inside the container", _tool_error(smi)))
