@@ -80,6 +80,15 @@ def test_newer_max_capacity_wording_and_cohort() -> None:
         ("LocalQueue lq-missing doesn't exist", "queue_not_found", {"localqueue": "lq-missing"}),
         ("ClusterQueue cq-x doesn't exist", "queue_not_found", {"clusterqueue": "cq-x"}),
         ("Workload namespace doesn't match ClusterQueue selector", "queue_namespace_mismatch", {}),
+        ("ClusterQueue cq-gone not found", "queue_not_found", {"clusterqueue": "cq-gone"}),
+        ("The workload has failed admission checks", "admission_check_failed", {}),
+        ("Workload didn't fit in the remaining quota", "queue_quota_insufficient", {}),
+        (
+            ("resources didn't satisfy LimitRange constraints: spec.podSets[0].template.spec.containers[0]"
+            '.resources.limits[cpu]: Invalid value: "4": greater than the maximum allowed (2)'),
+            "limitrange_violation",
+            {},
+        ),
         (
             "couldn't assign flavors to pod set main: resource nvidia.com/mig-1g.10gb unavailable in ClusterQueue",
             "queue_resource_not_covered",

@@ -11,8 +11,9 @@ lack ``type``/``status``), and ``status.resourceRequests[].resources``. Messages
   podset request (<b>) > maximum capacity (<c>)``, ``insufficient quota for <r> in flavor <f> in
   ClusterQueue``, ``borrowing limit for <r> in flavor <f> exceeded``, ``resource <r> unavailable in
   ClusterQueue``, ``flavor <f> doesn't match node affinity``, ``untolerated taint <t> in flavor <f>``;
-* ``ClusterQueue <cq> is inactive``, ``ClusterQueue <cq> doesn't exist``, ``LocalQueue <lq> doesn't
-  exist``, ``Workload namespace doesn't match ClusterQueue selector``, eviction messages
+* ``ClusterQueue <cq> is inactive``, ``ClusterQueue <cq> doesn't exist`` / ``not found``, ``LocalQueue
+  <lq> doesn't exist``, ``Workload namespace doesn't match ClusterQueue selector``, ``The workload has
+  failed admission checks``, ``resources didn't satisfy LimitRange constraints: ...``, eviction messages
   (``Preempted to accommodate ...``, ``Exceeded the PodsReady timeout ...``).
 """
 
@@ -55,6 +56,11 @@ _PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
             r"(?P<kind>ClusterQueue|LocalQueue) (?P<queue>[\w.-]+) (?:doesn't|does not) exist",
             "queue_not_found",
         ),
+        (r"(?P<kind>ClusterQueue|LocalQueue) (?P<queue>[\w.-]+) not found", "queue_not_found"),
+        (r"ClusterQueue not found", "queue_not_found"),
+        (r"The workload has failed admission checks", "admission_check_failed"),
+        (r"resources didn't satisfy LimitRange constraints[^\n]*", "limitrange_violation"),
+        (r"Workload didn't fit in the remaining quota", "queue_quota_insufficient"),
         (r"namespace doesn't match ClusterQueue selector", "queue_namespace_mismatch"),
         (r"The ClusterQueue is stopped", "queue_inactive"),
         (r"Preempted to accommodate a (?:higher priority )?workload[^\n]*", "workload_evicted"),

@@ -47,6 +47,7 @@ queue_flavor_mismatch           queue           matrix-author   flavor labels/ta
 queue_inactive                  queue           platform        ClusterQueue / LocalQueue / Volcano queue inactive
 queue_not_found                 queue           platform        the named LocalQueue / ClusterQueue does not exist
 queue_namespace_mismatch        queue           platform        namespace not selected by the ClusterQueue
+admission_check_failed          queue           platform        a Kueue AdmissionCheck rejected / asked to retry
 workload_evicted                queue           platform        the admitted workload was evicted / preempted
 gang_unschedulable              gang            infrastructure  not all gang members (minAvailable) fit at once
 device_memory_insufficient      device          infrastructure  no card has enough free device memory (HAMi)
@@ -118,6 +119,7 @@ CODES: Mapping[str, tuple[str, str]] = {
     "queue_inactive": ("queue", "platform"),
     "queue_not_found": ("queue", "platform"),
     "queue_namespace_mismatch": ("queue", "platform"),
+    "admission_check_failed": ("queue", "platform"),
     "workload_evicted": ("queue", "platform"),
     "gang_unschedulable": ("gang", "infrastructure"),
     "device_memory_insufficient": ("device", "infrastructure"),
