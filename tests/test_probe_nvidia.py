@@ -815,3 +815,50 @@ def test_any_text_gives_inventory_or_parse_error(text: str) -> None:
         except ParseError:
             pass
     assert isinstance(xid_inventory(text), Inventory)
+
+
+def test_xml_after_lost_gpu_line_keeps_both() -> None:
+    text = "Unable to determine the device handle for GPU 0000:9B:00.0: GPU is lost.  Reboot the system to recover this GPU\n"
+    inv = parse_nvidia_smi(
+        text + xml("<fb_memory_usage><total>81559 MiB</total></fb_memory_usage>", attached=2)
+    )
+    assert (inv.source, inv.attached_count, inv.raw.startswith("Unable")) == ("nvidia-smi-xml", 2, True)
+    ok, lost = inv.devices
+    assert (ok.index, ok.memory_total_mib, ok.health) == (0, 81559, "ok")
+    assert (lost.index, lost.bus_id, lost.health, lost.errors) == (
+        None,
+        "0000:9B:00.0",
+        "critical",
+        ("Unable to determine the device handle: GPU is lost.  Reboot the system to recover this GPU",),
+    )
+    assert inv.warnings == ("attached_gpus=2 but 1 <gpu> element(s) in the output",)
+
+
+def test_live_xml_with_lost_gpu_on_stderr(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setitem(sys.modules, "pynvml", None)
+    (tmp_path / "nvidia-smi").write_text("#!/bin/sh\n")
+    (tmp_path / "nvidia-smi").chmod(0o755)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    err = "Unable to determine the device handle for GPU 0000:3B:00.0: Unknown Error\n"
+    inv = probe_nvidia(str(tmp_path), run=lambda c, t: subprocess.CompletedProcess(c, 15, xml(""), err))
+    assert [(d.bus_id, d.health) for d in inv.devices] == [
+        ("00000000:3B:00.0", "ok"),
+        ("0000:3B:00.0", "critical"),
+    ]
+    assert not inv.healthy
+
+
+def test_nvml_count_failure(monkeypatch: pytest.MonkeyPatch) -> None:
+    mod = fake_pynvml()
+
+    def broken_count() -> int:
+        raise mod.NVMLError(999)  # type: ignore[attr-defined]
+
+    mod.nvmlDeviceGetCount = broken_count  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "pynvml", mod)
+    inv = probe_nvidia("/nonexistent")
+    assert (inv.source, inv.devices, inv.global_errors) == (
+        "nvml",
+        (),
+        ("NVML could not count the GPUs (nvmlDeviceGetCount: Unknown Error)",),
+    )

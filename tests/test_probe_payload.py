@@ -25,6 +25,7 @@ from pytest_hetero.probes.payload import (
     parse_payload_output,
     payload_script,
     resource_kind,
+    tool_inventory,
 )
 
 SCRIPT = Path(__file__).resolve().parents[1] / "pytest_hetero" / "probes" / "payload.sh"
@@ -385,3 +386,33 @@ def test_marker_lines_are_alone_on_their_lines() -> None:
     assert re.search(rf'^echo "{re.escape(BEGIN)}"$', text, re.MULTILINE)
     assert re.search(rf'^echo "{re.escape(END)}"$', text, re.MULTILINE)
     assert os.access(SCRIPT, os.R_OK)
+
+
+def test_tool_inventory_from_captured_outputs() -> None:
+    smi_xml = (
+        '<?xml version="1.0" ?>\n<nvidia_smi_log><driver_version>550.54.15</driver_version><attached_gpus>1'
+        '</attached_gpus><gpu id="00000000:19:00.0"><product_name>NVIDIA H100 80GB HBM3</product_name></gpu>'
+        "</nvidia_smi_log>"
+    )
+    report = PayloadReport(
+        tools={
+            "nvidia-smi": {"present": True, "rc": 0, "output": smi_xml, "error": ""},
+            "npu-smi": {"present": True, "rc": 1, "output": "", "error": "segfault in libdrvdsmi"},
+        }
+    )
+    inv = tool_inventory(report, "nvidia")
+    assert inv is not None
+    assert (inv.source, inv.driver_version, [d.name for d in inv.devices]) == (
+        "nvidia-smi-xml",
+        "550.54.15",
+        ["NVIDIA H100 80GB HBM3"],
+    )
+    npu = tool_inventory(report, "ascend")
+    assert npu is not None
+    assert npu.global_errors == (
+        (
+            "npu-smi output in the container is unreadable: not `npu-smi info` output: no 'npu-smi <version>  "
+            "Version: <driver>' line and no 'NPU | Health | Power(W)' header"
+        ),
+    )
+    assert tool_inventory(PayloadReport(), "nvidia") is None

@@ -15,8 +15,8 @@ import subprocess
 from collections.abc import Callable
 from typing import Any
 
-from pytest_hetero.probes.model import Inventory
-from pytest_hetero.probes.nvidia_common import global_errors
+from pytest_hetero.probes.model import Device, Inventory
+from pytest_hetero.probes.nvidia_common import global_errors, lost_gpus
 from pytest_hetero.probes.nvidia_nvml import collect_nvml
 from pytest_hetero.probes.nvidia_table import parse_nvidia_smi_table
 from pytest_hetero.probes.nvidia_xid import parse_xid_log, xid_inventory
@@ -45,7 +45,7 @@ def detect_format(text: str) -> str:
     head = text.lstrip()
     if not head:
         return "empty"
-    if head.startswith("<"):
+    if head.startswith("<") or "<nvidia_smi_log" in text:
         return "nvidia-smi-xml"
     if "NVIDIA-SMI" in text or global_errors(text) or "Unable to determine the device handle" in text:
         return "nvidia-smi-table"
@@ -71,10 +71,37 @@ def parse_nvidia_smi(text: str) -> Inventory:
             warnings=("input is empty: nvidia-smi printed nothing",),
         )
     if kind == "nvidia-smi-xml":
-        return parse_nvidia_smi_xml(text)
+        return _xml_with_preamble(text)
     if kind in {"kernel-log", "device-plugin-log"}:
         return xid_inventory(text)
     return parse_nvidia_smi_table(text)
+
+
+def _xml_with_preamble(text: str) -> Inventory:
+    """XML preceded by nvidia-smi's own error lines (stderr first, or a merged capture)."""
+    start = min((i for i in (text.find("<?xml"), text.find("<nvidia_smi_log")) if i >= 0), default=0)
+    preamble = text[:start]
+    inv = parse_nvidia_smi_xml(text[start:])
+    lost = lost_gpus(preamble)
+    problems = global_errors(preamble)
+    if not lost and not problems:
+        return Inventory(**{**inv.__dict__, "raw": text})
+    devices = list(inv.devices)
+    for bus, why in lost:
+        reason = f"Unable to determine the device handle: {why}"
+        devices.append(
+            Device(
+                vendor="nvidia", index=None, bus_id=bus, health="critical", health_raw=why, errors=(reason,)
+            )
+        )
+    return Inventory(
+        **{
+            **inv.__dict__,
+            "devices": tuple(devices),
+            "raw": text,
+            "global_errors": inv.global_errors + tuple(problems),
+        }
+    )
 
 
 def _device_nodes(root: str) -> list[str]:
@@ -112,7 +139,8 @@ def probe_nvidia(root: str = "/", *, use_nvml: bool = True, run: Runner = _run) 
             except subprocess.TimeoutExpired:
                 reasons.append(f"nvidia-smi -q -x: no answer within {SMI_TIMEOUT_S:.0f} s")
             else:
-                out = done.stdout if done.stdout.lstrip().startswith("<") else done.stdout + done.stderr
+                xml = done.stdout.lstrip().startswith("<")
+                out = done.stderr + done.stdout if xml else done.stdout + done.stderr
                 inventory = parse_nvidia_smi(out)
                 if done.returncode != 0 and not inventory.global_errors:
                     reasons.append(f"nvidia-smi -q -x exited {done.returncode}: {done.stderr.strip()[:300]}")

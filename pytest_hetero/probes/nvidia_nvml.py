@@ -131,6 +131,13 @@ def _device(nvml: Any, index: int) -> Device:
     )
 
 
+def _no_devices(count: int | None, errors: list[str]) -> str:
+    if count is None:
+        failed = next((e for e in errors if e.startswith("nvmlDeviceGetCount")), "nvmlDeviceGetCount failed")
+        return f"NVML could not count the GPUs ({failed})"
+    return "no NVIDIA devices found (NVML count 0)"
+
+
 def collect_nvml(module: str = "pynvml") -> tuple[Inventory | None, str | None]:
     """Read all GPUs through NVML; returns ``(inventory, None)`` or ``(None, why not)``.
 
@@ -159,7 +166,7 @@ def collect_nvml(module: str = "pynvml") -> tuple[Inventory | None, str | None]:
             tool_version=_text(read("nvmlSystemGetNVMLVersion")),
             attached_count=count,
             devices=devices,
-            global_errors=() if count else ("no NVIDIA devices found (NVML count 0)",),
+            global_errors=() if count else (_no_devices(count, read.errors),),
             warnings=tuple(read.errors),
         ), None
     finally:

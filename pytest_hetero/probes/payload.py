@@ -16,7 +16,7 @@ from importlib import resources
 from typing import Any
 
 from pytest_hetero.errors import ParseError
-from pytest_hetero.probes.model import _plain
+from pytest_hetero.probes.model import Inventory, _plain
 from pytest_hetero.probes.payload_rules import gpu_findings, npu_findings
 
 BEGIN = "---HETERO-PAYLOAD-BEGIN---"
@@ -130,6 +130,32 @@ def parse_payload_output(stdout: str) -> PayloadReport:
         warnings=tuple(warnings),
         raw=stdout,
     )
+
+
+def tool_inventory(report: PayloadReport, vendor: str) -> Inventory | None:
+    """Parse the vendor tool output the payload captured in the container.
+
+    ``vendor`` is ``nvidia`` (``nvidia-smi -q -x``) or ``ascend`` (``npu-smi info``). Returns
+    None when the tool is absent from the image; output that is not the tool's gives an
+    Inventory whose ``global_errors`` quotes the reader's complaint (never raises).
+    """
+    from pytest_hetero.probes.ascend_table import parse_npu_smi_info
+    from pytest_hetero.probes.nvidia import parse_nvidia_smi
+
+    name, parse = ("npu-smi", parse_npu_smi_info) if vendor == "ascend" else ("nvidia-smi", parse_nvidia_smi)
+    run = report.tools.get(name) or {}
+    if not run.get("present"):
+        return None
+    text = f"{run.get('error') or ''}\n{run.get('output') or ''}".strip("\n")
+    try:
+        return parse(text)
+    except ParseError as exc:
+        return Inventory(
+            vendor="ascend" if vendor == "ascend" else "nvidia",
+            source=name,
+            raw=text,
+            global_errors=(f"{name} output in the container is unreadable: {exc.message}",),
+        )
 
 
 def resource_kind(resource_type: str) -> str:
