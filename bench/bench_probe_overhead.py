@@ -61,6 +61,7 @@ def replay_tools(where: Path) -> list[str]:
 
 
 def run_tool(*cmd: str) -> str:
+    """Baseline: run the tool once and keep its stdout, nothing else."""
     return subprocess.run(cmd, capture_output=True, text=True, check=False, errors="replace").stdout
 
 
@@ -82,6 +83,7 @@ def files_read_by_cpu_probe() -> list[Path]:
 
 
 def read_files(paths: list[Path]) -> int:
+    """Baseline for the CPU: read the same files the probe reads; returns bytes read."""
     total = 0
     for path in paths:
         try:
@@ -93,12 +95,14 @@ def read_files(paths: list[Path]) -> int:
 
 
 def timed(fn: Callable[[], object]) -> float:
+    """Seconds one call of ``fn`` takes (wall clock)."""
     start = time.perf_counter()
     fn()
     return time.perf_counter() - start
 
 
 def main() -> int:
+    """Run every scenario ``--rounds`` times, interleaved, and print medians and ratios."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=60)
     args = parser.parse_args()

@@ -9,6 +9,7 @@ import platform
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -295,7 +296,7 @@ def test_npu_container_findings(tmp_path: Path) -> None:
 
 def test_inline_python_probe_with_real_interpreter(tmp_path: Path) -> None:
     bin_dir = toolbox(tmp_path)
-    (bin_dir / "python3").symlink_to(shutil.which("python3") or "/usr/bin/python3")
+    (bin_dir / "python3").symlink_to(sys.executable)
     report = parse_payload_output(run_payload(bin_dir, tmp_path / "root"))
     py = report.python["report"]
     assert py["version"] == platform.python_version()
