@@ -45,10 +45,12 @@ class LayerItem(pytest.Item):
         self.matrix = matrix
         self.backend_name = backend
         self.dependency: LayerItem | None = None
+        self.claim_id = f"{self.nodeid.split('::', 1)[0]}::{planned.id}"
+        """Canonical node id fixed at collection (a plugin may later decorate ``nodeid``, as
+        pytest-xdist's loadgroup does); it is the key of the evidence and of baselines."""
         resource = matrix.resource(planned.keys["resource"])
         for mark in ("hetero", planned.layer, resource.type):
             self.add_marker(mark)
-        self.add_marker(pytest.mark.xdist_group(name=f"{matrix.name}::{resource.name}"))
 
     @property
     def owner(self) -> str:
@@ -57,8 +59,8 @@ class LayerItem(pytest.Item):
 
     def new_evidence(self) -> ItemEvidence:
         """Empty evidence for this item (status passed until something says otherwise)."""
-        prefix = self.nodeid.split("::", 1)[0]
-        return ItemEvidence(nodeid=self.nodeid, matrix=prefix, layer=self.planned.layer,
+        prefix = self.claim_id.split("::", 1)[0]
+        return ItemEvidence(nodeid=self.claim_id, matrix=prefix, layer=self.planned.layer,
                             keys=dict(self.planned.keys), owner=self.owner)
 
     def redactor(self) -> Redactor:
@@ -105,7 +107,7 @@ class LayerItem(pytest.Item):
 
     def matrix_ref(self) -> dict[str, Any]:
         """What the controller needs to re-plan this item's matrix: path, nodeid prefix, name, sha256."""
-        return {"path": str(self.matrix.path), "prefix": self.nodeid.split("::", 1)[0], "name": self.matrix.name,
+        return {"path": str(self.matrix.path), "prefix": self.claim_id.split("::", 1)[0], "name": self.matrix.name,
                 "sha256": self.matrix.sha256,
                 "scheduling_per_image": "image" in self.planned.keys if self.planned.layer == "scheduling"
                 else self._per_image()}
@@ -125,7 +127,7 @@ class LayerItem(pytest.Item):
         evidence = self.new_evidence()
         settings = self.config.stash[SETTINGS]
         if self.dependency is not None and OUTCOME not in self.dependency.stash:
-            evidence.record("gating.note", message=f"dependency {self.dependency.nodeid} did not run in "
+            evidence.record("gating.note", message=f"dependency {self.dependency.claim_id} did not run in "
                             "this session; this item runs without it")
         try:
             ctx = LayerContext(

@@ -78,9 +78,6 @@ def pytest_configure(config: pytest.Config) -> None:
         config.addinivalue_line("markers", f"{layer}: pytest-hetero {layer} layer item")
     for kind in ("gpu", "npu", "cpu"):
         config.addinivalue_line("markers", f"{kind}: item for a resource of type {kind}")
-    if getattr(config.option, "dist", "no") == "load":
-        # pytest-xdist: a resource's items must share a worker so gating sees the dependency's outcome
-        config.option.dist = "loadgroup"
     extra = [str(p) for p in settings.matrices if str(p) not in config.args]
     config.args.extend(extra)
     if worker is None:
@@ -108,6 +105,22 @@ def pytest_configure_node(node: Any) -> None:
     node.workerinput["hetero_run_id"] = node.config.stash[SETTINGS].run_id
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """pytest-xdist: keep each resource's items on one worker, in order (see xdist_scheduling)."""
+    from pytest_hetero.xdist_scheduling import make_scheduler
+
+    return make_scheduler(config, log)
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """Never collect inside evidence bundles (they keep copies of matrices) or the report folder."""
+    if collection_path.is_dir() and ((collection_path / "journal.jsonl").exists()
+                                     or collection_path.resolve() == config.stash[SETTINGS].report_dir):
+        return True
+    return None
+
+
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
     """Collect files matching ``hetero_matrix_glob`` and every ``--hetero-matrix`` path."""
     settings = parent.config.stash[SETTINGS]
@@ -118,10 +131,10 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Col
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Link every layer item to the item it depends on (its parent in the plan)."""
-    by_id = {i.nodeid: i for i in items if isinstance(i, LayerItem)}
+    by_id = {i.claim_id: i for i in items if isinstance(i, LayerItem)}
     for item in by_id.values():
         if item.planned.depends_on:
-            prefix = item.nodeid.split("::", 1)[0]
+            prefix = item.claim_id.split("::", 1)[0]
             item.dependency = by_id.get(f"{prefix}::{'::'.join(item.planned.depends_on)}")
 
 
@@ -129,7 +142,7 @@ def pytest_deselected(items: list[pytest.Item]) -> None:
     """Remember deselected layer items (-k/-m) so untested scope names them with the reason."""
     for item in items:
         if isinstance(item, LayerItem):
-            item.config.stash[DESELECTED][item.nodeid] = "deselected (-k/-m selection)"
+            item.config.stash[DESELECTED][item.claim_id] = "deselected (-k/-m selection)"
 
 
 @pytest.hookimpl(hookwrapper=True)

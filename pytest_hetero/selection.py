@@ -255,6 +255,12 @@ def usage_error(exc: HeteroError) -> pytest.UsageError:
     return pytest.UsageError(text)
 
 
+def in_bundle(path: Path, report_dir: Path) -> bool:
+    """True for files inside the report folder or an evidence bundle (bundles keep matrix copies)."""
+    resolved = path.resolve()
+    return report_dir in resolved.parents or any((p / "journal.jsonl").exists() for p in resolved.parents)
+
+
 REQUEST = pytest.StashKey[Request]()
 SELECTION = pytest.StashKey[Selection]()
 
@@ -268,7 +274,7 @@ def matrices_in_args(config: pytest.Config) -> list[tuple[str, Matrix, Plan]]:
     for arg in config.args:
         path = Path(str(arg).split("::", 1)[0]).resolve()
         if path.is_dir():
-            found += sorted(path.rglob(settings.matrix_glob))
+            found += sorted(p for p in path.rglob(settings.matrix_glob) if not in_bundle(p, settings.report_dir))
         elif path.is_file() and (fnmatch.fnmatch(path.name, settings.matrix_glob) or path in settings.matrices):
             found.append(path)
     out = []
@@ -317,13 +323,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     except HeteroError as exc:
         raise usage_error(exc) from None
     config.stash[SELECTION] = selection
-    keep = [i for i in items if i.nodeid not in selection.deselected]
-    dropped = [i for i in items if i.nodeid in selection.deselected]
+    def key(item: pytest.Item) -> str:
+        return str(getattr(item, "claim_id", item.nodeid))  # xdist may decorate nodeid
+
+    keep = [i for i in items if key(i) not in selection.deselected]
+    dropped = [i for i in items if key(i) in selection.deselected]
     if dropped:
         items[:] = keep
         config.hook.pytest_deselected(items=dropped)
         for item in dropped:
-            config.stash[DESELECTED][item.nodeid] = selection.deselected[item.nodeid]
+            config.stash[DESELECTED][key(item)] = selection.deselected[key(item)]
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -191,3 +191,20 @@ def pytest_hetero_failure_owner(layer, category, default):
     startup = next(i for i in evidence_of(pytester)["items"] if i["layer"] == "startup")
     assert startup["failure"]["owner"] == "security"
     assert startup["records"][-1]["kind"] == "site.policy"
+
+
+def test_xdist_gives_the_same_statuses_as_a_serial_run(pytester: pytest.Pytester) -> None:
+    pytester.makefile(".matrix.yaml", m=matrix_text(resources=[CPU, GPU]))
+    serial = pytester.runpytest("-p", "no:cacheprovider", "--hetero-report-dir", "serial")
+    parallel = pytester.runpytest("-p", "no:cacheprovider", "-n", "2", "--hetero-report-dir", "parallel")
+    assert serial.ret == parallel.ret == 1
+
+    def load(folder: str) -> dict[str, object]:
+        [bundle] = (pytester.path / folder).iterdir()
+        return dict(json.loads((bundle / "evidence.json").read_text()))
+
+    s, p = load("serial"), load("parallel")
+    assert statuses(s) == statuses(p)
+    assert [(i["nodeid"], i["blocked_by"], (i["failure"] or {}).get("category")) for i in s["items"]] == \
+        [(i["nodeid"], i["blocked_by"], (i["failure"] or {}).get("category")) for i in p["items"]]
+    assert s["summary"] == p["summary"] and s["untested"]["never_covered"] == p["untested"]["never_covered"]
