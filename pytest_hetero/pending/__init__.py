@@ -6,7 +6,7 @@ code vocabulary and owner table); ``summarise(reasons)`` renders them on one lin
 
 from __future__ import annotations
 
-from pytest_hetero.pending.model import CODES, Reason
+from pytest_hetero.pending.model import CODES, OWNERS, SOURCES, Reason
 from pytest_hetero.pending.normalise import explain, summarise
 
-__all__ = ["CODES", "Reason", "explain", "summarise"]
+__all__ = ["CODES", "OWNERS", "SOURCES", "Reason", "explain", "summarise"]

@@ -48,13 +48,14 @@ def explain(
     conditions are all True).
 
     Text nobody recognises comes back as one ``unknown`` reason holding the (whitespace-squashed,
-    at most 2000 characters) text. ``owners`` (``{code: owner}``) overrides default owners.
+    at most 2000 characters) text, with source ``scheduler`` (the command's usual input) unless the
+    event that carried it names its reporter. ``owners`` (``{code: owner}``) overrides default owners.
     ``advertised``: resource names some node advertises; ``insufficient_resource`` for a resource
     outside it becomes ``resource_not_advertised``.
 
     Raises :class:`ParseError` for bytes that are not UTF-8, text containing NUL bytes, objects of
-    another type, and objects whose status/conditions have the wrong shape; ``ValueError`` for an
-    ``owners`` value outside the owner set.
+    another type, and objects whose status/conditions have the wrong shape; ``ValueError`` when
+    ``owners`` names a code outside :data:`.model.CODES` or an owner outside :data:`.model.OWNERS`.
     """
     try:
         reasons = _dedupe(_dispatch(text_or_obj))
