@@ -424,12 +424,15 @@ def test_xml_error_and_na_fields() -> None:
         gpu.utilisation_pct,
         gpu.extra["fan_speed_pct"],
     ) == (None, None, None, None, None, None, None)
-    assert gpu.health == "warning"
+    assert gpu.health == "critical"
     assert gpu.errors == (
         "uuid reads [Unknown Error]",
         "fb_memory_usage/used reads ERR!",
         "temperature/gpu_temp reads Unknown Error",
+        "3 fields unreadable: the GPU is probably lost or hung",
     )
+    two = parse_nvidia_smi_xml(xml("<uuid>[Unknown Error]</uuid><fan_speed>ERR!</fan_speed>")).devices[0]
+    assert (two.health, two.errors) == ("warning", ("uuid reads [Unknown Error]", "fan_speed reads ERR!"))
     assert inv.warnings == ("field fan_speed reads 'Requested functionality has been deprecated'",)
 
 
@@ -524,7 +527,7 @@ def test_table_unable_to_determine_handle_and_err_fields() -> None:
     assert (g0.index, g0.bus_id, g0.health, g0.temperature_c, g0.power_w, g0.utilisation_pct) == (
         0,
         "00000000:07:00.0",
-        "warning",
+        "critical",
         None,
         None,
         None,
@@ -536,6 +539,7 @@ def test_table_unable_to_determine_handle_and_err_fields() -> None:
         "power draw reads ERR!",
         "power cap reads ERR!",
         "GPU utilisation reads ERR!",
+        "6 fields unreadable: the GPU is probably lost or hung",
     )
     assert (g0.memory_used_mib, g0.processes[0].pid, g0.processes[0].used_memory_mib) == (40326, 88123, 40310)
     assert (g1.health, g1.temperature_c, g1.power_w) == ("ok", 31.0, 54.0)

@@ -45,6 +45,11 @@ def lost_gpus(text: str) -> list[tuple[str | None, str]]:
     return [(m.group("bus"), m.group("why").strip() or "Unknown Error") for m in LOST_GPU.finditer(text)]
 
 
+UNREADABLE_FIELDS_CRITICAL = 3
+"""A GPU with this many fields reading ERR!/Unknown Error is treated as lost (critical): one
+unreadable fan is a warning, but temperature, power and ECC all failing is a GPU off the bus."""
+
+
 @dataclass
 class HealthInputs:
     """Memory-error and field-read facts of one GPU, gathered by any reader (counts or None)."""
@@ -61,8 +66,9 @@ def verdict(inputs: HealthInputs) -> tuple[Health, str, tuple[str, ...]]:
     """Return ``(health, health_raw, reasons)`` for one GPU.
 
     ``critical`` for retired pages pending, row remapping pending or failed, volatile
-    uncorrectable ECC > 0 or a required reset; ``warning`` when only field reads failed
-    (``ERR!``, ``[Unknown Error]``); ``ok`` otherwise. ``health_raw`` summarises the vendor
+    uncorrectable ECC > 0, a required reset, or at least :data:`UNREADABLE_FIELDS_CRITICAL`
+    unreadable fields; ``warning`` when fewer field reads failed (``ERR!``, ``[Unknown Error]``);
+    ``ok`` otherwise. ``health_raw`` summarises the vendor
     facts that were read, e.g. ``"ecc_volatile_uncorrectable=2"``.
     """
     reasons: list[str] = []
@@ -85,6 +91,9 @@ def verdict(inputs: HealthInputs) -> tuple[Health, str, tuple[str, ...]]:
     for err in inputs.field_errors:
         reasons.append(err)
         levels.append("warning")
+    if len(inputs.field_errors) >= UNREADABLE_FIELDS_CRITICAL:
+        reasons.append(f"{len(inputs.field_errors)} fields unreadable: the GPU is probably lost or hung")
+        levels.append("critical")
     raw = [
         f"ecc_volatile_uncorrectable={inputs.ecc_volatile_uncorrectable}",
         f"retired_pages_pending={inputs.retired_pages_pending}",
