@@ -131,3 +131,14 @@ def test_gfd_crashloop_behind_nvidia_container_cli_rpc_timeout() -> None:
         "running hook: exit status 1, stdout: , stderr: nvidia-container-cli.real: initialization error: driver "
         "rpc error: timed out: unknown"
     )
+
+
+def test_non_scheduling_captures_are_not_misread() -> None:
+    for name in (
+        "node-describe-gpu-7-of-8-allocatable.txt",
+        "nvidia-smi-table-h100-8gpu.txt",
+        "npu-smi-info-910b3-8npu-healthy.txt",
+        "dmesg-xid-119-gsp-timeout-h100.txt",
+        "node-hami-register-annotation-rtxpro6000.txt",
+    ):
+        assert [r.code for r in explain(_read(name))] == ["unknown"], name

@@ -142,7 +142,7 @@ def _scan(text: str) -> list[Reason]:
     bare = len(lines) <= _BARE_LINES
     per_line = [r for line in lines for r in classify_message(line) or (_bare(line) if bare else [])]
     whole = classify_message(squashed) if "\n" in text.strip() else []
-    whole = whole or _bare(squashed)
+    whole = whole or (_bare(squashed) if bare else [])
     found = max((per_line, whole), key=_score)
     return found or [make_reason("scheduler", "unknown", squashed[:_UNKNOWN_CAP])]
 

@@ -49,7 +49,7 @@ _PATTERNS: tuple[tuple[str, str], ...] = (
     (r"^insufficient\s+\S+", "insufficient_resource"),
     (r"too many pods|pod number exceeded", "too_many_pods"),
     (r"resource fit failed", "insufficient_resource"),
-    (r"persistentvolume|volume|storage|\bpvc", "volume_binding"),
+    (r"persistentvolume|\bvolume|free storage|\bpvc", "volume_binding"),
     (r"no preemption victims found", "preemption_no_victims"),
     (r"preemption is not helpful", "preemption_not_helpful"),
     (
