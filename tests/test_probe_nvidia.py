@@ -432,7 +432,7 @@ def test_xml_error_and_na_fields() -> None:
         "3 fields unreadable: the GPU is probably lost or hung",
     )
     two = parse_nvidia_smi_xml(xml("<uuid>[Unknown Error]</uuid><fan_speed>ERR!</fan_speed>")).devices[0]
-    assert (two.health, two.errors) == ("warning", ("uuid reads [Unknown Error]", "fan_speed reads ERR!"))
+    assert (two.health, two.errors) == ("warning", ("fan_speed reads ERR!", "uuid reads [Unknown Error]"))
     assert inv.warnings == ("field fan_speed reads 'Requested functionality has been deprecated'",)
 
 
