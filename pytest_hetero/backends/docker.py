@@ -175,6 +175,7 @@ class DockerBackend(Backend):
             raise outcome(exc, f"creating container {name}", phase_owner=self.image_owner,
                           image_owner=self.image_owner) from None
         self.created.append(cid)
+        # a fresh container's cgroup has counted no OOM kill yet; read again only after an exit 137
         workload = {"id": cid, "name": name, "labels": labels, "oom_kills": 0,
                     "limit_bytes": request.mem_limit}
         self.workloads[key] = workload
@@ -188,7 +189,6 @@ class DockerBackend(Backend):
                    mounts=mounts, environment=request.environment, state=state["State"],
                    allocated=place.allocated(state["HostConfig"]))
         self.ensure_running(ctx, workload, "after start")
-        workload["oom_kills"] = run.oom_kills(self.api, cid) or 0
         return workload
 
     def ensure_running(self, ctx: LayerContext, workload: dict[str, Any], when: str) -> None:
