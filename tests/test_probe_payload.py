@@ -110,10 +110,13 @@ def test_busybox_only_container_without_devices(tmp_path: Path) -> None:
     assert [(f.category, f.owner) for f in assess(report, "nvidia.com/gpu")] == [
         ("visibility", "infrastructure"),
         ("device-node", "infrastructure"),
-        ("device-node", "infrastructure"),
         ("driver-library", "infrastructure"),
         ("driver-library", "infrastructure"),
     ]
+    assert assess(report, "gpu")[0].message == (
+        "no /dev/nvidia<N> and NVIDIA_VISIBLE_DEVICES is None: the container runtime was not asked for a GPU "
+        "(no device plugin allocation / runtimeClass)"
+    )
     assert [f.message for f in assess(report, "npu")][:2] == [
         "no /dev/davinci<N> device node in the container",
         "/dev/davinci_manager is missing",
@@ -417,3 +420,47 @@ def test_tool_inventory_from_captured_outputs() -> None:
         ),
     )
     assert tool_inventory(PayloadReport(), "nvidia") is None
+
+
+def _gpu_report(nodes: tuple[str, ...], visible: str | None) -> PayloadReport:
+    return PayloadReport(
+        device_nodes=nodes,
+        env={"NVIDIA_VISIBLE_DEVICES": visible},
+        libraries=({"name": "libcuda.so.1"}, {"name": "libnvidia-ml.so.1"}),
+    )
+
+
+def test_visibility_versus_injected_device_nodes() -> None:
+    ctl = "/dev/nvidiactl"
+    assert assess(_gpu_report(("/dev/nvidia0", ctl), None), "gpu") == []  # CDI: no env, devices present
+    assert assess(_gpu_report((ctl,), "all"), "gpu") == [
+        Finding(
+            "device-node",
+            "infrastructure",
+            "NVIDIA_VISIBLE_DEVICES='all' but no /dev/nvidia<N> device node: the runtime hook did not inject "
+            "the GPUs (is nvidia-container-runtime the container's runtime?)",
+            "device nodes: ['/dev/nvidiactl']",
+        )
+    ]
+    assert assess(_gpu_report(("/dev/nvidia0", ctl), "GPU-a,GPU-b"), "gpu") == [
+        Finding(
+            "device-node",
+            "infrastructure",
+            "2 GPU(s) allocated but 1 /dev/nvidia<N> node(s)",
+            "device nodes: ['/dev/nvidia0', '/dev/nvidiactl']",
+        )
+    ]
+    assert assess(_gpu_report(("/dev/nvidia0", "/dev/nvidia1", ctl), "0-1"), "gpu") == []
+    npu = PayloadReport(
+        device_nodes=("/dev/davinci0", "/dev/davinci_manager", "/dev/devmm_svm", "/dev/hisi_hdc"),
+        env={"ASCEND_VISIBLE_DEVICES": "0-3"},
+        libraries=({"name": "libascend_hal.so"}, {"name": "libascendcl.so"}),
+    )
+    assert assess(npu, "npu") == [
+        Finding(
+            "device-node",
+            "infrastructure",
+            "4 NPU(s) allocated but 1 /dev/davinci<N> node(s)",
+            "ASCEND_VISIBLE_DEVICES='0-3'",
+        )
+    ]

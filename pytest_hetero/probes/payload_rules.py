@@ -102,28 +102,52 @@ def _framework(report: PayloadReport, accel: str) -> list[Rule]:
     return found
 
 
+def _listed(value: str | None) -> int | None:
+    """Number of devices an explicit visibility list names (``"0,1"``, ``"GPU-a,GPU-b"``, ``"0-3"``)."""
+    if value is None or value.strip().lower() in ("", "all", "void", "none"):
+        return None
+    count = 0
+    for item in value.split(","):
+        lo, sep, hi = item.strip().partition("-")
+        count += int(hi) - int(lo) + 1 if sep and lo.isdigit() and hi.isdigit() else 1
+    return count
+
+
 def gpu_findings(report: PayloadReport) -> list[Rule]:
     """Return the missing pieces for an NVIDIA GPU container, most basic first."""
     found: list[Rule] = []
     visible = report.env.get("NVIDIA_VISIBLE_DEVICES")
     gpus = [n for n in report.device_nodes if re.fullmatch(r"/dev/nvidia\d+", n)]
-    if visible in (None, "", "void", "none"):
+    nodes = f"device nodes: {list(report.device_nodes)}"
+    asked = _listed(visible)
+    if not gpus and visible in (None, "", "void", "none"):
+        # with CDI injection the variable may be unset while devices are present: only say it when none are
         found.append(
             _finding(
                 "visibility",
                 INFRA,
-                f"NVIDIA_VISIBLE_DEVICES is {visible!r}: the container runtime "
+                f"no /dev/nvidia<N> and NVIDIA_VISIBLE_DEVICES is {visible!r}: the container runtime "
                 "was not asked for a GPU (no device plugin allocation / runtimeClass)",
-                f"NVIDIA_VISIBLE_DEVICES={visible!r}",
+                f"NVIDIA_VISIBLE_DEVICES={visible!r}; {nodes}",
             )
         )
-    if not gpus:
+    elif not gpus:
         found.append(
             _finding(
                 "device-node",
                 INFRA,
-                "no /dev/nvidia<N> device node in the container",
-                f"device nodes: {list(report.device_nodes)}",
+                f"NVIDIA_VISIBLE_DEVICES={visible!r} but no /dev/nvidia<N> device node: the runtime hook "
+                "did not inject the GPUs (is nvidia-container-runtime the container's runtime?)",
+                nodes,
+            )
+        )
+    elif asked is not None and len(gpus) < asked:
+        found.append(
+            _finding(
+                "device-node",
+                INFRA,
+                f"{asked} GPU(s) allocated but {len(gpus)} /dev/nvidia<N> node(s)",
+                nodes,
             )
         )
     if "/dev/nvidiactl" not in report.device_nodes:
@@ -155,6 +179,16 @@ def npu_findings(report: PayloadReport) -> list[Rule]:
     """Return the missing pieces for a Huawei Ascend NPU container, most basic first."""
     found: list[Rule] = []
     chips = [n for n in report.device_nodes if re.fullmatch(r"/dev/davinci\d+", n)]
+    asked = _listed(report.env.get("ASCEND_VISIBLE_DEVICES"))
+    if chips and asked is not None and len(chips) < asked:
+        found.append(
+            _finding(
+                "device-node",
+                INFRA,
+                f"{asked} NPU(s) allocated but {len(chips)} /dev/davinci<N> node(s)",
+                f"ASCEND_VISIBLE_DEVICES={report.env.get('ASCEND_VISIBLE_DEVICES')!r}",
+            )
+        )
     if not chips:
         found.append(
             _finding(
