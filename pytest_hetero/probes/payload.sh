@@ -64,6 +64,7 @@ printf ',"env":{'
 sep=""
 for v in NVIDIA_VISIBLE_DEVICES CUDA_VISIBLE_DEVICES NVIDIA_DRIVER_CAPABILITIES ASCEND_VISIBLE_DEVICES \
          ASCEND_RT_VISIBLE_DEVICES LD_LIBRARY_PATH; do
+  isset=""; val=""
   eval "isset=\${$v+x}"; eval "val=\${$v-}"
   if [ -n "$isset" ]; then printf '%s"%s":%s' "$sep" "$v" "$(str "$val")"; else printf '%s"%s":null' "$sep" "$v"; fi
   sep=","
