@@ -32,8 +32,10 @@ def scheduling_per_image(matrix: Matrix, backend: str | None = None) -> bool:
     return bool(cls.scheduling_per_image)
 
 
-def lint(paths: list[Path], out: Any = sys.stdout) -> int:
-    """Validate every matrix in ``paths`` without running; print every problem. 1 if any."""
+def lint(paths: list[Path], out: Any = None) -> int:
+    """Validate every matrix in ``paths`` without running; print every problem to ``out`` (default
+    stdout). Returns 1 if any file has a problem, else 0."""
+    out = out or sys.stdout
     bad = 0
     for path in paths:
         try:
