@@ -42,7 +42,11 @@ class DockerBackend(Backend):
 
     def __init__(self, target: dict[str, Any], settings: Settings) -> None:
         super().__init__(target, settings)
-        self.conn = run.connection(target)
+        try:
+            self.conn = run.connection(target)
+            self.conn_error = ""
+        except docker.errors.DockerException as exc:
+            self.conn, self.conn_error = {"base_url": target.get("docker_host")}, str(exc)
         self.local = run.engine_is_local(self.conn)
         self.owner = uuid.uuid4().hex[:12]
         self.image_owner = str(target.get("image_owner", IMAGE_OWNER_DEFAULT))
@@ -59,8 +63,11 @@ class DockerBackend(Backend):
     def api(self) -> docker.APIClient:
         """Low-level client (calls bounded by :data:`~pytest_hetero.backends.docker_run.API_TIMEOUT_S`).
 
-        Raises LayerBroken (``engine_unreachable``) when the engine does not answer.
+        Raises LayerBroken (``engine_unreachable``) when the engine does not answer, LayerFailed
+        (``bad_target``, platform) when the target's TLS files are unusable.
         """
+        if self.conn_error:
+            raise LayerFailed(f"target.tls: {self.conn_error}", "bad_target", "platform")
         if self._api is None:
             try:
                 api = docker.APIClient(**{**self.conn, "timeout": run.API_TIMEOUT_S})
@@ -134,7 +141,7 @@ class DockerBackend(Backend):
                    created=found.get("Created"), size_bytes=found.get("Size"))
         declared = ctx.image.digest
         if declared and declared.split(":")[-1] not in {d.split(":")[-1] for d in [found["Id"], *digests]}:
-            raise LayerFailed(f"image {ref} has digest {digest}, the matrix declares sha256:{declared}",
+            raise LayerFailed(f"image {ref} has digest {digest}, the matrix declares sha256:{declared.split(':')[-1]}",
                               "image_digest_mismatch", self.image_owner)
         return str(found["Id"])
 

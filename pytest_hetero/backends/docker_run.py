@@ -61,8 +61,10 @@ def safe_name(*parts: str) -> str:
 def connection(target: dict[str, Any]) -> dict[str, Any]:
     """``docker.APIClient`` keyword arguments from the target (``docker_host``, ``tls``) or the environment.
 
-    ``tls``: ``{"ca_cert", "client_cert", "client_key", "verify"}`` (paths; verify defaults to true).
-    Without either key, ``DOCKER_HOST``/``DOCKER_TLS_VERIFY``/``DOCKER_CERT_PATH`` apply.
+    ``tls``: ``{"ca_cert", "client_cert", "client_key", "verify"}`` (PEM paths; ``verify`` checks the
+    engine's certificate against ``ca_cert``, default true). Without either key,
+    ``DOCKER_HOST``/``DOCKER_TLS_VERIFY``/``DOCKER_CERT_PATH`` apply. Raises
+    docker.errors.TLSParameterError when a named file does not exist.
     """
     host = target.get("docker_host")
     tls = target.get("tls")
@@ -70,9 +72,9 @@ def connection(target: dict[str, Any]) -> dict[str, Any]:
         return dict(docker.utils.kwargs_from_env())
     kwargs: dict[str, Any] = {"base_url": host or os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"}
     if tls:
-        cert = (tls["client_cert"], tls["client_key"]) if tls.get("client_cert") else None
+        cert = (str(tls["client_cert"]), str(tls["client_key"])) if tls.get("client_cert") else None
         kwargs["tls"] = docker.tls.TLSConfig(client_cert=cert, ca_cert=tls.get("ca_cert"),
-                                             verify=tls.get("ca_cert") if tls.get("verify", True) else False)
+                                             verify=bool(tls.get("verify", True)))
     return kwargs
 
 

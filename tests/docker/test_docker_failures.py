@@ -19,6 +19,9 @@ from dockerkit import (
     record,
     statuses,
 )
+from dockerkit import (
+    CPU as CPU_R,
+)
 
 MATRIX = "d.matrix.yaml"
 GPU = {"name": "gpu", "type": "gpu", "vendor": "nvidia", "requests": {"nvidia.com/gpu": 1}}
@@ -211,3 +214,65 @@ def test_shell_only_image_cannot_serve_an_onnx_model(pytester: pytest.Pytester, 
                                 (f"image {SHELL_IMAGE} has no python3/python; the models need ONNX Runtime "
                                 "(no python3/python on PATH)"))
     assert record(startup, "startup.device_init")["shell_only"] is True
+
+
+def test_model_timeout_kills_the_run_and_keeps_the_container(pytester: pytest.Pytester, run_id: str) -> None:
+    ev = run(pytester, run_id, datasets=2, entrypoint=["/bin/sh", "-c", "sleep 30"],
+             layers={"model": {"timeout": "2s"}})
+    it = items(ev)
+    for ds in ("digits-test", "digits-test1"):
+        model = it[f"cpu::img::digits-logreg@{ds}::model"]
+        assert failure(model) == ("failed", "timeout", "algorithm", "model run exceeded the 2 s timeout")
+        ran = record(model, "model.run")
+        assert (ran["timed_out"], ran["exit_code"], ran["raw_exit_code"]) == (True, None, 137)
+        assert 2 <= ran["duration_s"] < 10
+    # the second run found the container alive: kill -9 -1 spared its PID 1
+    assert record(it["cpu::img::digits-logreg@digits-test1::model"], "model.run")["container"] == \
+        f"hetero-{run_id}-cpu-img"
+
+
+def test_image_digest_that_does_not_match(pytester: pytest.Pytester, run_id: str, engine: Any) -> None:
+    text = docker_matrix()
+    text = text.replace(f'"reference": "{ONNX_IMAGE}",', f'"reference": "{ONNX_IMAGE}", "digest": "sha256:{"0" * 64}",')
+    pytester.makefile(".matrix.yaml", d=text)
+    pytester.runpytest("-p", "no:cacheprovider", "--hetero-run-id", run_id, "-k", "startup")
+    startup = items(evidence(pytester))["cpu::img::startup"]
+    image_id = engine.inspect_image(ONNX_IMAGE)["Id"]
+    assert failure(startup) == ("failed", "image_digest_mismatch", "platform",
+                                f"image {ONNX_IMAGE} has digest {image_id}, the matrix declares sha256:{'0' * 64}")
+
+
+def test_npu_on_a_host_without_ascend_devices(pytester: pytest.Pytester, run_id: str) -> None:
+    npu = {"name": "npu", "type": "npu", "vendor": "huawei", "requests": {"huawei.com/Ascend910": 1}}
+    ev = run(pytester, run_id, "-k", "scheduling", resources=[npu])
+    sched = items(ev)["npu::scheduling"]
+    assert failure(sched) == ("failed", "insufficient_devices", "infrastructure",
+                              "1 Ascend devices requested, the engine host has 0 (/dev/davinci{})")
+    assert record(sched, "scheduling.translation")["engine"]["environment"] == {"ASCEND_VISIBLE_DEVICES": ""}
+
+
+def test_queue_and_priority_class_are_named_as_not_proven(pytester: pytest.Pytester, run_id: str) -> None:
+    queued = {"name": "cpu", "type": "cpu", "requests": {"cpu": 1}, "queue": "team-a", "priority_class": "high",
+              "node_selector": {"pool": "cpu"}}
+    ev = run(pytester, run_id, "-k", "scheduling", resources=[queued])
+    sched = items(ev)["cpu::scheduling"]
+    assert sched["status"] == "passed"
+    notes = [r["data"] for r in sched["records"] if r["kind"] == "scope.not_proven"]
+    assert notes == [
+        {"layer": "scheduling", "part": "queue/quota", "queue": "team-a", "priority_class": "high",
+         "reason": "a Docker host has no queues, quotas or priority classes; admission and quota are not proven "
+                   "here; the resource declares queue 'team-a' and priority_class 'high', which this backend "
+                   "neither enforces nor proves"},
+        {"layer": "scheduling", "part": "placement keys", "ignored": {"node_selector": {"pool": "cpu"}},
+         "untranslated": {}, "reason": "one Docker host: node selectors and tolerations select nothing; "
+                                       "untranslated requests are not enforced"}]
+
+
+def test_under_xdist_each_worker_cleans_up_its_own(pytester: pytest.Pytester, run_id: str, engine: Any) -> None:
+    second = {"name": "cpu2", "type": "cpu", "requests": {"cpu": "500m", "memory": "256Mi"}}
+    pytester.makefile(".matrix.yaml", d=docker_matrix(resources=[{**CPU_R}, second]))
+    result = pytester.runpytest("-p", "no:cacheprovider", "--hetero-run-id", run_id, "-n", "2")
+    result.assert_outcomes(passed=10)
+    st = statuses(evidence(pytester))
+    assert set(st.values()) == {"passed"} and len(st) == 10
+    assert leftovers(engine, run_id) == []
