@@ -335,3 +335,22 @@ def test_any_text_gives_inventory_or_parse_error(text: str) -> None:
         assert isinstance(parse_npu_board(text), dict)
     except ParseError:
         pass
+
+
+def test_910a_v20_legacy_with_hbm_and_critical() -> None:
+    inv = parse_npu_smi_info((DATA / "npu-smi-info-910a-v20-legacy-hbm.txt").read_text())
+    assert (inv.tool_version, inv.warnings) == ("20.1.0", ())
+    assert [
+        (
+            d.index,
+            d.name,
+            d.health,
+            d.memory_used_mib,
+            d.memory_total_mib,
+            d.utilisation_pct,
+            d.extra["memory_total_mb"],
+        )
+        for d in inv.devices
+    ] == [(0, "910A", "ok", 0, 32255, 0.0, 15307), (1, "910A", "critical", 30720, 32255, 37.0, 15307)]
+    assert [d.extra["hugepages_total"] for d in inv.devices] == [None, None]
+    assert inv.devices[1].errors == ("npu-smi health reads Critical",)

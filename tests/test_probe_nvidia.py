@@ -866,3 +866,36 @@ def test_nvml_count_failure(monkeypatch: pytest.MonkeyPatch) -> None:
         (),
         ("NVML could not count the GPUs (nvmlDeviceGetCount: Unknown Error)",),
     )
+
+
+def test_table_windows_driver_model_and_na_process_memory() -> None:
+    inv = parse_nvidia_smi((DATA / "nvidia-smi-table-windows-wddm-na-memory.txt").read_text())
+    (gpu,) = inv.devices
+    assert (
+        gpu.name,
+        gpu.extra["driver_model"],
+        gpu.extra["persistence_mode"],
+        gpu.extra["display_active"],
+    ) == (
+        "NVIDIA GeForce RTX 4090",
+        "WDDM",
+        None,
+        "On",
+    )
+    assert (
+        gpu.extra["fan_speed_pct"],
+        gpu.temperature_c,
+        gpu.power_w,
+        gpu.extra["ecc_column"],
+        gpu.health,
+    ) == (
+        0.0,
+        41.0,
+        19.0,
+        "Off",
+        "ok",
+    )
+    assert [(p.pid, p.type, p.name, p.used_memory_mib) for p in gpu.processes] == [
+        (1460, "C+G", "C:\\Windows\\System32\\dwm.exe", None),
+        (9812, "C+G", "...crosoft\\Edge\\Application\\msedge.exe", None),
+    ]

@@ -115,7 +115,8 @@ def _gpu(block: list[list[str]], warnings: list[str]) -> Device | None:
         utilisation_pct=v.number(util_text),
         errors=reasons,
         extra={
-            "persistence_mode": first.group("pm"),
+            "persistence_mode": None if first.group("pm") in ("WDDM", "TCC") else first.group("pm"),
+            "driver_model": first.group("pm") if first.group("pm") in ("WDDM", "TCC") else None,
             "display_active": v.text_or_none(disp),
             "fan_speed_pct": v.number(fan),
             "performance_state": v.text_or_none(pwr.group("perf") if pwr else None),
@@ -195,7 +196,7 @@ def parse_nvidia_smi_table(text: str) -> Inventory:
             "not nvidia-smi output: no 'NVIDIA-SMI <version>' header line",
             hint="expected the plain `nvidia-smi` table or `nvidia-smi -q -x` XML",
         )
-    gpu_lines = _section(lines, "Persistence-M")
+    gpu_lines = _section(lines, "Disp.A")
     blocks, closed = _blocks(gpu_lines)
     if gpu_lines and not closed:
         warnings.append("output ends inside the GPU table (truncated)")
