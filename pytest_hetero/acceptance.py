@@ -12,6 +12,15 @@ Rules are declarative YAML, evaluated on a model run's outputs JSON object:
 - ``latency``: ``field`` (default ``latency_ms``) at ``percentile`` (nearest-rank, 0–100)
   must be ≤ ``max_ms``.
 
+Service rules, on an inference service's load levels (``outputs.service.levels``, written by
+:mod:`pytest_hetero.serving.checks`); each applies to the level of ``concurrency`` when given,
+else to every level, and names the measured value of each level:
+
+- ``service_latency``: ``percentile`` (0–100) of the level's successful request latencies
+  (``latencies_ms``) must be ≤ ``max_ms``.
+- ``error_rate``: the share of failed requests (0–1) must be ≤ ``max``.
+- ``throughput``: ``min_rps`` (successful requests/s) and/or ``min_sps`` (samples/s) as floors.
+
 Each rule yields ``{"name", "kind", "expected", "observed", "verdict": "pass"|"fail", "detail"}``.
 """
 
@@ -31,6 +40,13 @@ OPS: dict[str, Callable[[Any, Any], bool]] = {
     ">=": operator.ge, "<=": operator.le, ">": operator.gt, "<": operator.lt,
     "==": operator.eq, "!=": operator.ne,
 }
+KINDS: tuple[str, ...] = ("metric", "golden", "latency", "service_latency", "error_rate", "throughput")
+SERVICE_CHECKS: dict[str, tuple[tuple[str, ...], str]] = {
+    "service_latency": (("percentile", "max_ms"), "e.g. service_latency: {percentile: 95, max_ms: 50, concurrency: 8}"),
+    "error_rate": (("max",), "e.g. error_rate: {max: 0.01}"),
+    "throughput": (("min_rps", "min_sps"), "e.g. throughput: {min_rps: 100, concurrency: 8}"),
+}
+"""Service rule kind → (its bound keys: all required, except throughput which needs one; hint)."""
 _AGG = re.compile(r"^(mean|min|max|count)\(([A-Za-z_][A-Za-z0-9_]*)\)$")
 
 
@@ -54,10 +70,13 @@ def load_rules(path: Path) -> list[dict[str, Any]]:
         loc = Location(where, line, col, f"rules[{i}]")
         if not isinstance(rule, dict) or not isinstance(rule.get("name"), str):
             raise CaseError("each rule needs a name", loc, "add name: <short-id>")
-        kinds = [k for k in ("metric", "golden", "latency") if k in rule]
+        kinds = [k for k in KINDS if k in rule]
         if len(kinds) != 1:
             raise CaseError(f"rule '{rule['name']}' must have exactly one of metric, golden, latency",
-                            loc, "split it into separate rules")
+                            loc, "split it into separate rules (inference services also take "
+                            "service_latency, error_rate, throughput)")
+        if kinds[0] in SERVICE_CHECKS:
+            _check_service_rule(rule["name"], kinds[0], rule[kinds[0]], loc)
         if kinds[0] == "metric":
             if rule.get("op") not in OPS:
                 raise CaseError(f"rule '{rule['name']}': op {rule.get('op')!r} unknown", loc,
@@ -78,6 +97,19 @@ def load_rules(path: Path) -> list[dict[str, Any]]:
                                 loc, "e.g. samples: [{index: 0, expected: 7}]")
         out.append({**rule, "kind": kinds[0], "line": line})
     return out
+
+
+def _check_service_rule(name: str, kind: str, body: Any, loc: Location) -> None:
+    keys, hint = SERVICE_CHECKS[kind]
+    numbers = isinstance(body, dict) and all(
+        isinstance(body[k], (int, float)) and not isinstance(body[k], bool) for k in keys if k in body)
+    present = [k for k in keys if isinstance(body, dict) and k in body]
+    enough = bool(present) if kind == "throughput" else len(present) == len(keys)
+    level = body.get("concurrency") if isinstance(body, dict) else None
+    if not numbers or not enough or (level is not None and not isinstance(level, int)) or (
+            kind == "service_latency" and not 0 <= float(body["percentile"]) <= 100):
+        raise CaseError(f"rule '{name}': {kind} needs numeric {' and '.join(keys) if kind != 'throughput' else 'min_rps or min_sps'}",
+                        loc, hint)
 
 
 def percentile(values: list[float], pct: float) -> float:
@@ -143,6 +175,8 @@ def _evaluate(rule: dict[str, Any], outputs: dict[str, Any]) -> dict[str, Any]:
             expected = f"{rule['metric']} {op} {value}"
         return {"expected": expected, "observed": round(observed, 6), "verdict": "pass" if ok else "fail",
                 "detail": ""}
+    if rule["kind"] in SERVICE_CHECKS:
+        return _evaluate_service(rule["kind"], rule[rule["kind"]], outputs)
     if rule["kind"] == "latency":
         lat = rule["latency"]
         observed = percentile(_numbers(outputs, lat.get("field", "latency_ms")), float(lat["percentile"]))
@@ -169,3 +203,40 @@ def _evaluate(rule: dict[str, Any], outputs: dict[str, Any]) -> dict[str, Any]:
             "verdict": "fail" if mismatches else "pass",
             "detail": "; ".join(f"sample {m['index']}: expected {m['expected']!r}, got {m['observed']!r}"
                                 for m in mismatches)}
+
+
+def _evaluate_service(kind: str, body: dict[str, Any], outputs: dict[str, Any]) -> dict[str, Any]:
+    levels = (outputs.get("service") or {}).get("levels")
+    if not isinstance(levels, list) or not levels:
+        raise KeyError("outputs have no service levels (not a served model's run?)")
+    wanted = body.get("concurrency")
+    chosen = [lv for lv in levels if wanted is None or lv["concurrency"] == wanted]
+    if not chosen:
+        raise KeyError(f"no load level at concurrency {wanted} (measured: "
+                       f"{', '.join(str(lv['concurrency']) for lv in levels)})")
+    observed, bad = [], []
+    for lv in chosen:
+        if kind == "service_latency":
+            lat = lv.get("latencies_ms") or []
+            value = round(percentile(lat, float(body["percentile"])), 3) if lat else None
+            ok = value is not None and value <= float(body["max_ms"])
+            text = f"c={lv['concurrency']}: p{body['percentile']} {value} ms"
+        elif kind == "error_rate":
+            value = float(lv["error_rate"])
+            ok = value <= float(body["max"])
+            text = f"c={lv['concurrency']}: {value:.4f} ({lv['errors']}/{lv['requests']})"
+        else:
+            rps, sps = float(lv["requests_per_s"]), float(lv["samples_per_s"])
+            ok = rps >= float(body.get("min_rps", 0)) and sps >= float(body.get("min_sps", 0))
+            text = f"c={lv['concurrency']}: {rps:g} req/s, {sps:g} samples/s"
+        observed.append(text)
+        if not ok:
+            bad.append(text)
+    expected = {"service_latency": lambda: f"p{body['percentile']} ≤ {body['max_ms']} ms",
+                "error_rate": lambda: f"error rate ≤ {body['max']}",
+                "throughput": lambda: " and ".join(
+                    f"{label} ≥ {body[key]}" for key, label in (("min_rps", "req/s"), ("min_sps", "samples/s"))
+                    if key in body)}[kind]()
+    scope = f" at concurrency {wanted}" if wanted is not None else " at every concurrency level"
+    return {"expected": expected + scope, "observed": "; ".join(observed), "verdict": "fail" if bad else "pass",
+            "detail": ("bound missed at " + "; ".join(bad)) if bad else ""}

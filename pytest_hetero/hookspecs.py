@@ -14,6 +14,8 @@ import pluggy
 if TYPE_CHECKING:
     from pytest_hetero.backends.base import Backend
     from pytest_hetero.layers.base import LayerContext
+    from pytest_hetero.matrix.model import Serving
+    from pytest_hetero.serving.protocol import ServingProtocol
     from pytest_hetero.settings import Settings
 
 hookspec = pluggy.HookspecMarker("pytest")
@@ -32,6 +34,16 @@ def pytest_hetero_make_backend(name: str, target: dict[str, Any], settings: Sett
 def pytest_hetero_backend_class(name: str) -> type[Backend] | None:
     """Return the Backend class for ``name`` without building it (used at collection to plan
     items, e.g. ``scheduling_per_image``). First non-None answer wins."""
+
+
+@hookspec(firstresult=True)
+def pytest_hetero_make_protocol(name: str, serving: Serving) -> ServingProtocol | None:
+    """Return the client of inference protocol ``name`` (``serving.protocol``) for one served model, or None.
+
+    Called when a startup or model item of a served model needs it. The first non-None answer
+    wins; the built-ins answer ``oip`` (Open Inference Protocol, KServe V2 REST) and ``openai``
+    (OpenAI-compatible API), see :mod:`pytest_hetero.serving`.
+    """
 
 
 @hookspec

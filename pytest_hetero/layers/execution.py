@@ -16,8 +16,17 @@ OUTPUTS = "outputs.json"
 
 
 def check(ctx: LayerContext) -> None:
-    """Run the model; LayerFailed on timeout, non-zero exit, or missing/invalid outputs."""
+    """Run the model; LayerFailed on timeout, non-zero exit, or missing/invalid outputs.
+
+    A served model (``serving``) is not run but loaded with the dataset's inputs through its
+    service instead: :func:`pytest_hetero.serving.checks.execute` writes the same outputs file.
+    """
     model, dataset = ctx.model, ctx.dataset
+    if model.serving is not None:
+        from pytest_hetero.serving.checks import execute
+
+        execute(ctx)
+        return
     ctx.record("model.identity", model=model.name, version=model.version, sha256=model.sha256,
                dataset=dataset.name, dataset_version=dataset.version, dataset_sha256=dataset.sha256)
     result = ctx.backend.execute(ctx)

@@ -41,13 +41,25 @@ def verify_digest(ctx: LayerContext, what: str, name: str, version: str, path: P
 
 
 def verify_inputs(ctx: LayerContext) -> None:
-    """Verify every model and dataset the image's combinations will use (declared sha256 vs file)."""
+    """Verify every model and dataset the image's combinations will use (declared sha256 vs file).
+
+    A served model without a declared file (empty sha256) has no file to verify; its service
+    proves its version at startup instead (:func:`pytest_hetero.serving.checks.startup`).
+    """
     for model in ctx.matrix.models:
+        if not model.sha256:
+            continue
         verify_digest(ctx, "model", model.name, model.version, model.path, model.sha256)
     for dataset in ctx.matrix.datasets:
         verify_digest(ctx, "dataset", dataset.name, dataset.version, dataset.path, dataset.sha256)
 
 
 def check(ctx: LayerContext) -> None:
-    """Start the image through the backend (which runs the in-container device initialisation)."""
+    """Start the image through the backend (which runs the in-container device initialisation);
+    then, when the matrix serves models, prove each inference service is ready, reports the declared
+    version and enforces its authentication (:func:`pytest_hetero.serving.checks.startup`)."""
     ctx.backend.start(ctx)
+    if any(model.serving is not None for model in ctx.matrix.models):
+        from pytest_hetero.serving.checks import startup
+
+        startup(ctx)

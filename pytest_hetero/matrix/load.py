@@ -22,7 +22,7 @@ from pytest_hetero import LAYERS
 from pytest_hetero.errors import Location, MatrixError, MatrixInvalid
 from pytest_hetero.matrix.model import (
     DEFAULT_OUTPUT_LIMIT, DEFAULT_OWNERS, DEFAULT_TIMEOUTS_S, Dataset, ExcludeRule, Image,
-    Matrix, Model, Profile, Resource,
+    Matrix, Model, Profile, Resource, Serving,
 )
 from pytest_hetero.matrix.yamlnodes import Positions, dotted, read_yaml
 
@@ -127,6 +127,8 @@ def _reference_problems(data: dict[str, Any], pos: Positions, file: str) -> list
             line, col = pos.of(path)
             problems.append(MatrixError(f"bad regular expression: {exc}", Location(file, line, col, dotted(path, data)),
                                         "write a Python regular expression"))
+    for i, model in enumerate(spec["models"]):
+        problems.extend(_model_problems(model, ("spec", "models", i), pos, file, data))
     for pname, prof in (spec.get("profiles") or {}).items():
         for j, layer in enumerate(prof.get("layers", [])):
             if layer not in LAYERS:
@@ -135,6 +137,54 @@ def _reference_problems(data: dict[str, Any], pos: Positions, file: str) -> list
                 problems.append(MatrixError(f"unknown layer '{layer}'", Location(file, line, col),
                                             f"layers are {', '.join(LAYERS)}"))
     return problems
+
+
+def _model_problems(model: dict[str, Any], path: tuple[Any, ...], pos: Positions, file: str,
+                    data: dict[str, Any]) -> list[MatrixError]:
+    """A model is run (entrypoint, uri, sha256) or served (serving with endpoint or deploy)."""
+    def err(message: str, hint: str, *sub: Any) -> MatrixError:
+        line, col = pos.of((*path, *sub))
+        return MatrixError(message, Location(file, line, col, dotted((*path, *sub), data)), hint)
+
+    serving = model.get("serving")
+    if serving is None:
+        missing = [k for k in ("entrypoint", "uri", "sha256") if k not in model]
+        if missing == ["sha256"]:
+            return [err(f"model '{model['name']}' has no sha256", "add sha256: <64 hex digits> "
+                        "(compute it with `sha256sum FILE`)")]
+        if missing:
+            return [err(f"model '{model['name']}' has no {' or '.join(missing)} and no serving",
+                        "give entrypoint, uri and sha256 to run the model, or serving: {protocol, "
+                        "endpoint | deploy, model_name} to validate a running inference service")]
+        return []
+    problems = []
+    if "endpoint" not in serving and "deploy" not in serving:
+        problems.append(err(f"serving of model '{model['name']}' names neither endpoint nor deploy",
+                            "add endpoint: http://HOST:PORT, or deploy: {kind: InferenceService, name: …}",
+                            "serving"))
+    if ("uri" in model) != ("sha256" in model):
+        problems.append(err(f"model '{model['name']}' declares only one of uri and sha256",
+                            "a served model's file is optional, but give both or neither"))
+    rollback = serving.get("rollback")
+    if rollback is not None and "endpoint" not in rollback and "deploy" not in rollback:
+        problems.append(err(f"rollback of model '{model['name']}' has no way to switch",
+                            "add endpoint: (the previous version's URL) or deploy: (the object to patch)",
+                            "serving", "rollback"))
+    return problems
+
+
+def _serving(raw: dict[str, Any] | None, version: str) -> Serving | None:
+    if raw is None:
+        return None
+    load = dict(raw.get("load", {}))
+    for key in ("duration", "request_timeout"):
+        if key in load:
+            load[f"{key}_s"] = parse_duration(load.pop(key))
+    return Serving(
+        protocol=raw["protocol"], model_name=raw["model_name"], version=str(raw.get("version", version)),
+        endpoint=raw.get("endpoint"), deploy=dict(raw["deploy"]) if "deploy" in raw else None,
+        task=raw.get("task", ""), auth=dict(raw.get("auth", {})), load=load,
+        rollback=dict(raw["rollback"]) if "rollback" in raw else None, options=dict(raw.get("options", {})))
 
 
 def _hex(digest: str) -> str:
@@ -163,9 +213,10 @@ def _build(data: dict[str, Any], path: Path, raw_sha: str, pos: Positions) -> Ma
         for_types=tuple(m.get("for", ["gpu", "npu", "cpu"])), line=line("spec", "images", i))
         for i, m in enumerate(spec["images"]))
     models = tuple(Model(
-        name=m["name"], version=str(m["version"]), uri=m["uri"], path=rel(m["uri"]) or base,
-        sha256=_hex(m["sha256"]), entrypoint=tuple(m["entrypoint"]), runtime=m.get("runtime", ""),
-        code=rel(m.get("code")), line=line("spec", "models", i)) for i, m in enumerate(spec["models"]))
+        name=m["name"], version=str(m["version"]), uri=m.get("uri", ""), path=rel(m.get("uri")) or base,
+        sha256=_hex(m.get("sha256", "")), entrypoint=tuple(m.get("entrypoint", ())),
+        runtime=m.get("runtime", ""), code=rel(m.get("code")), line=line("spec", "models", i),
+        serving=_serving(m.get("serving"), str(m["version"]))) for i, m in enumerate(spec["models"]))
     datasets = tuple(Dataset(
         name=d["name"], version=str(d["version"]), uri=d["uri"], path=rel(d["uri"]) or base,
         sha256=_hex(d["sha256"]), acceptance=rel(d.get("acceptance")),

@@ -58,8 +58,35 @@ class Image:
 
 
 @dataclass(frozen=True)
+class Serving:
+    """An online inference service the model version is served by (``spec.models[].serving``).
+
+    ``protocol``: ``oip`` (Open Inference Protocol, KServe V2 REST) or ``openai`` (OpenAI-compatible
+    API), or one a plugin answers in ``pytest_hetero_make_protocol``. ``endpoint`` is a base URL that
+    may hold ``${VAR}`` / ``${VAR:-default}`` (expanded at run time); ``deploy`` names the Kubernetes
+    object behind it (``{"kind": "Deployment"|"Service"|"InferenceService", "name", "namespace"?}``).
+    ``version`` is the version the service must report (the model's version unless given). ``auth``:
+    ``{"token_env": VAR, "protected": bool}``; ``load``: ``{"concurrency": [int], "requests": int,
+    "duration_s": float, "batch": int, "request_timeout_s": float}`` (durations already in seconds);
+    ``rollback``: ``{"version", "endpoint"? , "deploy"?}`` or None; ``options``: protocol options.
+    """
+
+    protocol: str
+    model_name: str
+    version: str
+    endpoint: str | None = None
+    deploy: dict[str, str] | None = None
+    task: str = ""
+    auth: dict[str, Any] = field(default_factory=dict)
+    load: dict[str, Any] = field(default_factory=dict)
+    rollback: dict[str, Any] | None = None
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class Model:
-    """A model version: file at ``path`` with ``sha256`` (hex), run by ``entrypoint`` (argv with placeholders)."""
+    """A model version: file at ``path`` with ``sha256`` (hex), run by ``entrypoint`` (argv with placeholders),
+    or served by ``serving`` (then ``entrypoint`` is empty, and ``sha256`` is empty when no file is declared)."""
 
     name: str
     version: str
@@ -70,6 +97,7 @@ class Model:
     runtime: str
     code: Path | None
     line: int = 0
+    serving: Serving | None = None
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,357 @@
+"""Layer checks of a served model: startup (ready, identity, auth), execute (load, outputs), rollback.
+
+Failure categories and owners: ``endpoint_unreachable`` (no HTTP answer: infrastructure),
+``endpoint_not_ready`` (answers, never ready: platform), ``wrong_model`` / ``wrong_model_version``
+(algorithm), ``auth_token_missing`` / ``auth_refused`` / ``auth_not_enforced`` (platform),
+``service_errors`` (no request succeeded: platform), ``bad_responses`` (algorithm),
+``rollback_*`` (see :func:`rollback`). Latency, throughput and error-rate bounds are business rules
+(:mod:`pytest_hetero.acceptance`), judged on the outputs written here.
+
+Kubernetes hook point: when ``serving.deploy`` names a Deployment/Service/InferenceService, the
+backend is asked through three optional methods (duck-typed, see :class:`ServingBackend`); a
+backend without them leaves the pods unrecorded, says so in evidence, and a ``deploy`` without an
+``endpoint`` is not applicable there.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import time
+from typing import Any, Protocol
+
+import httpx
+
+from pytest_hetero.acceptance import evaluate, load_rules
+from pytest_hetero.errors import CaseError
+from pytest_hetero.layers.base import LayerBroken, LayerContext, LayerFailed, NotApplicable
+from pytest_hetero.matrix.model import Serving
+from pytest_hetero.serving.load import TRANSPORT_ERROR, run_levels, summarise
+from pytest_hetero.serving.plugin import current
+from pytest_hetero.serving.protocol import Answer, ServingProtocol, expand_endpoint, read_samples
+
+OUTPUTS = "outputs.json"
+REQUEST_TIMEOUT_S = 10.0
+REFUSED = (401, 403)
+
+
+class ServingBackend(Protocol):
+    """Optional backend methods for ``serving.deploy`` (TODO(kubernetes backend): implement these).
+
+    ``deploy`` is ``{"kind": "Deployment"|"Service"|"InferenceService", "name", "namespace"?}``.
+    """
+
+    def serving_endpoint(self, ctx: LayerContext, deploy: dict[str, str]) -> str:
+        """Base URL of the service behind ``deploy``."""
+
+    def serving_pods(self, ctx: LayerContext, deploy: dict[str, str]) -> list[dict[str, Any]]:
+        """Backing pods: ``[{"name", "node", "phase", "image", "requests", "limits"}]``."""
+
+    def serving_switch(self, ctx: LayerContext, deploy: dict[str, str], version: str) -> None:
+        """Patch ``deploy`` to serve ``version`` and wait until it is rolled out."""
+
+
+def protocol_for(serving: Serving) -> ServingProtocol:
+    """The protocol client from the ``pytest_hetero_make_protocol`` hook; LayerBroken when none answers."""
+    proto = current().make_protocol(name=serving.protocol, serving=serving)
+    if proto is None:
+        raise LayerBroken(f"no plugin provides serving protocol '{serving.protocol}' (built-ins: oip, openai)",
+                          "protocol_unknown")
+    return proto
+
+
+def endpoint_of(ctx: LayerContext, endpoint: str | None, deploy: dict[str, str] | None) -> str:
+    """Expanded base URL, or the backend's answer for ``deploy``; NotApplicable when it cannot answer."""
+    if endpoint is not None:
+        try:
+            return expand_endpoint(endpoint)
+        except KeyError as exc:
+            raise LayerBroken(f"endpoint {endpoint!r} uses ${{{exc.args[0]}}}, which is unset",
+                              "configuration") from None
+    resolve = getattr(ctx.backend, "serving_endpoint", None)
+    if resolve is None or deploy is None:
+        raise NotApplicable(f"the {ctx.backend.name} backend cannot resolve {deploy} to an endpoint "
+                            "(serving_endpoint not implemented); give serving.endpoint")
+    return str(resolve(ctx, deploy))
+
+
+def auth_headers(serving: Serving) -> dict[str, str]:
+    """``Authorization: Bearer <$token_env>`` when the matrix names a token variable; LayerFailed when unset."""
+    var = serving.auth.get("token_env")
+    if not var:
+        return {}
+    token = os.environ.get(var)
+    if not token:
+        raise LayerFailed(f"${var} is unset or empty; the bearer token for {serving.model_name} comes from it",
+                          "auth_token_missing", "platform")
+    return {"Authorization": f"Bearer {token}"}
+
+
+def wait_ready(ctx: LayerContext, proto: ServingProtocol, base: str, headers: dict[str, str],
+               timeout_s: float, what: str = "serving.ready") -> None:
+    """Poll ``proto.ready_path`` every 0.2 s until 200 or ``timeout_s`` seconds; record the outcome."""
+    start = time.perf_counter()
+    attempts, status, error = 0, None, None
+    with httpx.Client(headers=headers, timeout=min(REQUEST_TIMEOUT_S, max(timeout_s, 0.5))) as client:
+        while True:
+            attempts += 1
+            try:
+                status, error = client.get(base + proto.ready_path).status_code, None
+            except httpx.HTTPError as exc:
+                status, error = None, f"{type(exc).__name__}: {exc}"
+            waited = time.perf_counter() - start
+            if status == 200 or status in REFUSED or waited >= timeout_s:
+                break
+            time.sleep(0.2)
+    ctx.record(what, endpoint=base, path=proto.ready_path, status=status, error=error, attempts=attempts,
+               waited_s=round(waited, 3), timeout_s=timeout_s, authenticated=bool(headers))
+    if status in REFUSED:
+        raise LayerFailed(f"{base}{proto.ready_path} refused the request ({status})"
+                          + (" with the bearer token" if headers else " (no token configured)"),
+                          "auth_refused", "platform")
+    if status is None:
+        raise LayerFailed(f"{base} unreachable for {timeout_s:g} s: {error}", "endpoint_unreachable",
+                          "infrastructure")
+    if status != 200:
+        raise LayerFailed(f"{base}{proto.ready_path} not ready within {timeout_s:g} s (last status {status})",
+                          "endpoint_not_ready", "platform")
+
+
+def verify_identity(ctx: LayerContext, proto: ServingProtocol, base: str, headers: dict[str, str],
+                    version: str, what: str = "serving.identity") -> str | None:
+    """Model metadata and one probe inference must report ``version``; return the reported version.
+
+    LayerFailed ``wrong_model`` / ``wrong_model_version`` (algorithm) otherwise.
+    """
+    serving = proto.serving
+    with httpx.Client(headers=headers, timeout=REQUEST_TIMEOUT_S) as client:
+        ident = proto.identity(lambda path: client.get(base + path))
+        probe_status, probe_version, probe_error = None, None, None
+        try:
+            samples = read_samples(ctx.matrix.datasets[0].path)[:1]
+            request = proto.prepare(samples, 1)[0]
+            response = client.post(base + request.path, content=request.body)
+            probe_status = response.status_code
+            if 200 <= probe_status < 300:
+                probe_version = proto.parse(request, response.content).version
+        except (OSError, ValueError, IndexError, httpx.HTTPError) as exc:
+            probe_error = f"{type(exc).__name__}: {exc}"
+    ctx.record(what, endpoint=base, protocol=proto.name, model_name=serving.model_name, declared_version=version,
+               found=ident.found, reported_name=ident.name, reported_versions=ident.versions,
+               version_served=ident.version_served, probe_status=probe_status, probe_version=probe_version,
+               probe_error=probe_error, metadata=ident.raw)
+    if not ident.found:
+        raise LayerFailed(f"{base} does not serve model '{serving.model_name}'", "wrong_model", "algorithm")
+    wrong = (ident.versions and version not in ident.versions) or ident.version_served is False \
+        or (probe_version is not None and probe_version != version)
+    if wrong:
+        seen = probe_version or ", ".join(ident.versions) or "another version"
+        raise LayerFailed(f"{serving.model_name} at {base} serves {seen}, not the declared {version}",
+                          "wrong_model_version", "algorithm")
+    return probe_version
+
+
+def verify_auth(ctx: LayerContext, proto: ServingProtocol, base: str) -> None:
+    """When ``auth.protected``: an unauthenticated metadata request must be refused (401/403)."""
+    serving = proto.serving
+    if not serving.auth.get("protected", False):
+        ctx.record("serving.auth", protected=False, token_env=serving.auth.get("token_env"))
+        return
+    path = proto.metadata_path()
+    try:
+        status: int | None = httpx.get(base + path, timeout=REQUEST_TIMEOUT_S).status_code
+    except httpx.HTTPError:
+        status = None
+    ctx.record("serving.auth", protected=True, token_env=serving.auth.get("token_env"), path=path,
+               unauthenticated_status=status, refused=status in REFUSED)
+    if status not in REFUSED:
+        raise LayerFailed(f"unauthenticated GET {path} answered {status}, but the matrix says "
+                          f"{serving.model_name} is protected (expected 401 or 403)", "auth_not_enforced", "platform")
+
+
+def record_deploy(ctx: LayerContext, deploy: dict[str, str] | None) -> None:
+    """Record the pods behind ``deploy`` (resources, node) when the backend can list them."""
+    if deploy is None:
+        return
+    pods = getattr(ctx.backend, "serving_pods", None)
+    if pods is None:
+        ctx.record("serving.deploy", deploy=deploy, recorded=False,
+                   reason=f"the {ctx.backend.name} backend does not implement serving_pods")
+        return
+    ctx.record("serving.deploy", deploy=deploy, recorded=True, pods=pods(ctx, deploy))
+
+
+def startup(ctx: LayerContext) -> None:
+    """For every served model of the matrix: ready within the layer timeout, auth, identity, deploy."""
+    for model in ctx.matrix.models:
+        serving = model.serving
+        if serving is None:
+            continue
+        proto = protocol_for(serving)
+        base = endpoint_of(ctx, serving.endpoint, serving.deploy)
+        headers = auth_headers(serving)
+        wait_ready(ctx, proto, base, headers, ctx.timeout_s)
+        verify_identity(ctx, proto, base, headers, serving.version)
+        verify_auth(ctx, proto, base)
+        record_deploy(ctx, serving.deploy)
+
+
+def _parse_level(proto: ServingProtocol, level: Any, requests: list[Any], answers: dict[int, Answer],
+                 versions: dict[str, int], malformed: list[str]) -> None:
+    for r in level.responses:
+        if not 200 <= r.status < 300:
+            continue
+        try:
+            answer = proto.parse(requests[r.request], r.body)
+        except ValueError as exc:
+            malformed.append(str(exc))
+            continue
+        versions[str(answer.version)] = versions.get(str(answer.version), 0) + 1
+        answers.setdefault(r.request, answer)
+
+
+def execute(ctx: LayerContext) -> None:
+    """Send the dataset's inputs at each concurrency level; write outputs.json and raw responses.
+
+    outputs.json: ``{"protocol", "endpoint", "model_name", "version", "n", "indices", "labels",
+    "predictions" (None for a sample never answered), <extra fields>, "latency_ms" ([ms], all
+    levels), "service": {"levels": [summary per level, see load.summarise]}}``.
+    """
+    model, dataset = ctx.model, ctx.dataset
+    serving = model.serving
+    assert serving is not None
+    proto = protocol_for(serving)
+    base = endpoint_of(ctx, serving.endpoint, serving.deploy)
+    headers = {"Content-Type": "application/json", **auth_headers(serving)}
+    ctx.record("model.identity", model=model.name, version=serving.version, serving=serving.protocol,
+               endpoint=base, model_name=serving.model_name, dataset=dataset.name,
+               dataset_version=dataset.version, dataset_sha256=dataset.sha256)
+    try:
+        samples = read_samples(dataset.path)
+    except (OSError, ValueError) as exc:
+        raise LayerFailed(f"dataset {dataset.name}: {exc}", "bad_dataset", "algorithm") from None
+    load = serving.load
+    levels = list(load.get("concurrency", [1]))
+    requests = proto.prepare(samples, int(load.get("batch", 1)))
+    count = load.get("requests", None if "duration_s" in load else len(requests))
+    deadline = min(float(load.get("duration_s", ctx.timeout_s)), ctx.timeout_s / len(levels))
+    runtime = current()
+    progress = None
+    if runtime.progress is not None:
+        show = runtime.progress
+        progress = lambda line: show(f"{serving.model_name}@{serving.version} {line}")  # noqa: E731
+    results = run_levels(base, requests, levels, count, deadline, headers,
+                         float(load.get("request_timeout_s", REQUEST_TIMEOUT_S)), progress)
+    answers: dict[int, Answer] = {}
+    versions: dict[str, int] = {}
+    malformed: list[str] = []
+    summaries = []
+    for level in results:
+        _parse_level(proto, level, requests, answers, versions, malformed)
+        summary = summarise(level, requests)
+        summaries.append(summary)
+        lines = "".join(json.dumps({"request": r.request, "samples": [samples[i].index for i in requests[r.request].samples],
+                                    "status": r.status, "latency_ms": round(r.latency_s * 1000, 3),
+                                    "ttfb_ms": None if r.ttfb_s is None else round(r.ttfb_s * 1000, 3),
+                                    "error": r.error, "body": r.body.decode("utf-8", "replace")}) + "\n"
+                        for r in level.responses)
+        art = ctx.artifact(f"responses-c{level.concurrency}.jsonl", lines, "application/x-ndjson")
+        ctx.record("serving.load", **{k: v for k, v in summary.items() if k != "latencies_ms"},
+                   responses_artifact=art.path)
+    predictions: list[Any] = [None] * len(samples)
+    extra: dict[str, list[Any]] = {}
+    for k, answer in answers.items():
+        for j, pos in enumerate(requests[k].samples):
+            predictions[pos] = answer.predictions[j]
+            for name, values in answer.extra.items():
+                extra.setdefault(name, [None] * len(samples))[pos] = values[j]
+    outputs = {"protocol": proto.name, "endpoint": base, "model_name": serving.model_name,
+               "version": serving.version, "n": len(samples), "indices": [s.index for s in samples],
+               "labels": [s.label for s in samples], "predictions": predictions, **extra,
+               "latency_ms": [v for s in summaries for v in s["latencies_ms"]],  # type: ignore[attr-defined]
+               "versions_reported": versions, "service": {"levels": summaries}}
+    art = ctx.artifact(OUTPUTS, json.dumps(outputs), "application/json")
+    ctx.record("model.outputs", artifact=art.path, sha256=art.sha256, bytes=art.size)
+    _judge(results, summaries, versions, malformed, serving, base)
+    if serving.rollback is not None:
+        rollback(ctx, proto, base, samples, outputs)
+
+
+def _judge(results: list[Any], summaries: list[dict[str, Any]], versions: dict[str, int], malformed: list[str],
+           serving: Serving, base: str) -> None:
+    if not any(s["ok"] for s in summaries):
+        every = [r for level in results for r in level.responses]
+        if every and all(r.status == TRANSPORT_ERROR for r in every):
+            raise LayerFailed(f"{base} unreachable during load: {every[-1].error}", "endpoint_unreachable",
+                              "infrastructure")
+        codes = {k: v for s in summaries for k, v in s["status_counts"].items()}
+        raise LayerFailed(f"no request to {base} succeeded (status counts {codes})", "service_errors", "platform")
+    wrong = {v: n for v, n in versions.items() if v not in (serving.version, "None")}
+    if wrong:
+        raise LayerFailed(f"responses report version(s) {wrong}, not the declared {serving.version}",
+                          "wrong_model_version", "algorithm")
+    if malformed:
+        raise LayerFailed(f"{len(malformed)} responses malformed, first: {malformed[0]}", "bad_responses", "algorithm")
+
+
+def rollback(ctx: LayerContext, proto: ServingProtocol, base: str, samples: list[Any],
+             current_outputs: dict[str, Any]) -> None:
+    """Switch to ``serving.rollback`` (second endpoint, or the backend patches ``deploy``); the service
+    must then report the previous version and answer the dataset's golden samples again.
+
+    Records ``serving.rollback`` with both sides. LayerFailed ``rollback_unreachable``
+    (infrastructure), ``rollback_wrong_version`` or ``rollback_answers_wrong`` (algorithm).
+    """
+    serving = proto.serving
+    assert serving.rollback is not None
+    spec = serving.rollback
+    old = dataclasses.replace(serving, version=str(spec["version"]), endpoint=spec.get("endpoint"),
+                              deploy=spec.get("deploy") or serving.deploy, rollback=None)
+    golden = _golden_rules(ctx)
+    side_now = {"endpoint": base, "version": serving.version, "golden": evaluate(golden, current_outputs)}
+    switch = getattr(ctx.backend, "serving_switch", None)
+    if spec.get("endpoint") is None and switch is None:
+        ctx.record("serving.rollback", status="not_applicable", current=side_now,
+                   reason=f"the {ctx.backend.name} backend does not implement serving_switch")
+        return
+    if spec.get("endpoint") is None:
+        assert switch is not None and old.deploy is not None
+        switch(ctx, old.deploy, old.version)
+    old_proto = protocol_for(old)
+    old_base = endpoint_of(ctx, old.endpoint, old.deploy)
+    headers = {"Content-Type": "application/json", **auth_headers(old)}
+    try:
+        wait_ready(ctx, old_proto, old_base, headers, min(ctx.timeout_s, 60.0), what="serving.rollback.ready")
+    except LayerFailed as exc:
+        raise LayerFailed(f"rollback to {old.version}: {exc.message}", "rollback_unreachable",
+                          exc.owner or "infrastructure") from None
+    try:
+        reported = verify_identity(ctx, old_proto, old_base, headers, old.version, what="serving.rollback.identity")
+    except LayerFailed as exc:
+        raise LayerFailed(f"after rollback: {exc.message}", "rollback_wrong_version", "algorithm") from None
+    requests = old_proto.prepare(samples, 1)
+    level = run_levels(old_base, requests, [1], len(requests), ctx.timeout_s, headers, REQUEST_TIMEOUT_S)[0]
+    answers: dict[int, Answer] = {}
+    _parse_level(old_proto, level, requests, answers, {}, [])
+    old_outputs = {"indices": [s.index for s in samples], "labels": [s.label for s in samples],
+                   "predictions": [answers[k].predictions[0] if k in answers else None for k in range(len(requests))]}
+    side_old = {"endpoint": old_base, "version": old.version, "reported_version": reported,
+                "golden": evaluate(golden, old_outputs), "answered": len(answers), "requests": len(requests)}
+    if spec.get("endpoint") is None and switch is not None and serving.deploy is not None:
+        switch(ctx, serving.deploy, serving.version)
+    ctx.record("serving.rollback", status="verified", previous=side_old, current=side_now,
+               switch="endpoint" if spec.get("endpoint") else "deploy")
+    failed = [r for r in side_old["golden"] if r["verdict"] != "pass"]
+    if failed:
+        raise LayerFailed(f"after rollback to {old.version}: " + "; ".join(
+            f"{r['name']}: {r['observed']} ({r['detail']})" for r in failed), "rollback_answers_wrong", "algorithm")
+
+
+def _golden_rules(ctx: LayerContext) -> list[dict[str, Any]]:
+    if ctx.dataset.acceptance is None:
+        return []
+    try:
+        return [r for r in load_rules(ctx.dataset.acceptance) if r["kind"] == "golden"]
+    except CaseError:
+        return []

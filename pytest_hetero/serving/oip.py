@@ -1,0 +1,99 @@
+"""Open Inference Protocol (KServe V2 inference protocol), REST binding.
+
+Spec: kserve.github.io "Open Inference Protocol (V2 Inference Protocol)", REST API:
+
+- ``GET  /v2/health/ready`` → 200 when the server is ready;
+- ``GET  /v2/models/{name}[/versions/{version}]`` → metadata ``{"name", "versions"?: [str],
+  "platform", "inputs", "outputs"}`` (404 when that model or version is not served);
+- ``POST /v2/models/{name}[/versions/{version}]/infer`` with ``{"inputs": [{"name", "shape",
+  "datatype", "data"}], "outputs"?: [{"name"}]}`` → ``{"model_name", "model_version"?, "id"?,
+  "outputs": [{"name", "shape", "datatype", "data"}]}`` (tensor data row-major, flattened).
+
+Requests carry a batch of samples as one tensor of shape ``[batch, features]``. Options
+(``serving.options``): ``input_name`` (default ``predict``), ``datatype`` (default ``FP64``),
+``output_name`` (default: the first output), ``versioned`` (default false: infer on the unversioned
+path, so the ``model_version`` of every response proves which version answered).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import httpx
+
+from pytest_hetero.serving.protocol import Answer, Get, Identity, PreparedRequest, Sample, ServingProtocol
+
+
+class OpenInferenceProtocol(ServingProtocol):
+    """KServe V2 REST client of one served model."""
+
+    name = "oip"
+    ready_path = "/v2/health/ready"
+
+    def _model_path(self, versioned: bool) -> str:
+        path = f"/v2/models/{self.serving.model_name}"
+        return f"{path}/versions/{self.serving.version}" if versioned else path
+
+    def metadata_path(self) -> str:
+        """``/v2/models/{name}``."""
+        return self._model_path(False)
+
+    def identity(self, get: Get) -> Identity:
+        """Model metadata, then the versioned metadata path (404 there: the version is not served)."""
+        meta = get(self.metadata_path())
+        ident = Identity(found=meta.status_code == 200, raw={self.metadata_path(): _doc(meta)})
+        if not ident.found:
+            return ident
+        doc = ident.raw[self.metadata_path()]
+        ident.name = doc.get("name") if isinstance(doc, dict) else None
+        versions = doc.get("versions") if isinstance(doc, dict) else None
+        ident.versions = [str(v) for v in versions] if isinstance(versions, list) else []
+        versioned = get(self._model_path(True))
+        ident.raw[self._model_path(True)] = _doc(versioned)
+        ident.version_served = versioned.status_code == 200
+        return ident
+
+    def prepare(self, samples: list[Sample], batch: int) -> list[PreparedRequest]:
+        """One ``[batch, features]`` tensor per request, named ``input_name``."""
+        opts = self.serving.options
+        path = self._model_path(bool(opts.get("versioned", False))) + "/infer"
+        out: list[PreparedRequest] = []
+        for start in range(0, len(samples), batch):
+            chunk = samples[start:start + batch]
+            width = len(chunk[0].features)
+            doc: dict[str, Any] = {"inputs": [{
+                "name": opts.get("input_name", "predict"), "shape": [len(chunk), width],
+                "datatype": opts.get("datatype", "FP64"),
+                "data": [v for s in chunk for v in s.features]}]}
+            if "output_name" in opts:
+                doc["outputs"] = [{"name": opts["output_name"]}]
+            out.append(PreparedRequest(path, json.dumps(doc, separators=(",", ":")).encode(),
+                                       tuple(range(start, start + len(chunk)))))
+        return out
+
+    def parse(self, request: PreparedRequest, body: bytes) -> Answer:
+        """Predictions from the named (or first) output: one row per sample, a scalar when the row
+        has one element. Raises ValueError on a malformed document or a row count mismatch."""
+        try:
+            doc = json.loads(body)
+            outputs = doc["outputs"]
+            wanted = self.serving.options.get("output_name")
+            out = next(o for o in outputs if wanted is None or o["name"] == wanted)
+            data, shape = out["data"], out["shape"]
+        except (ValueError, KeyError, TypeError, StopIteration) as exc:
+            raise ValueError(f"not an inference response: {type(exc).__name__}: {exc}") from None
+        rows = int(shape[0]) if shape else 1
+        if rows != len(request.samples) or not isinstance(data, list) or len(data) % max(rows, 1):
+            raise ValueError(f"output has {rows} rows for {len(request.samples)} samples")
+        width = len(data) // rows
+        preds = [data[i] if width == 1 else data[i * width:(i + 1) * width] for i in range(rows)]
+        version = doc.get("model_version")
+        return Answer(preds, str(version) if version is not None else None)
+
+
+def _doc(response: httpx.Response) -> Any:
+    try:
+        return response.json()
+    except ValueError:
+        return {"status": response.status_code, "text": response.text[:500]}

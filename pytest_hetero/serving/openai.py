@@ -1,0 +1,117 @@
+"""OpenAI-compatible API: model list, embeddings and chat completions (optionally streamed).
+
+Spec: the OpenAI API reference, as implemented by compatible servers (vLLM, llama.cpp, …):
+
+- ``GET  /v1/models`` → ``{"object": "list", "data": [{"id", "object": "model", …}]}``;
+- ``POST /v1/embeddings`` with ``{"model", "input": [str]}`` → ``{"data": [{"index",
+  "embedding": [float]}], "model", "usage"}``;
+- ``POST /v1/chat/completions`` with ``{"model", "messages": [{"role", "content"}], "max_tokens",
+  "temperature", "stream"}`` → ``{"choices": [{"message": {"content"}}], "model"}``, or with
+  ``stream: true`` server-sent events ``data: {"choices": [{"delta": {"content"}}]}`` lines ending
+  with ``data: [DONE]``.
+
+The API has no model version: identity is the model id in ``/v1/models``, which must equal
+``serving.model_name`` (put the version in the id when it matters). Readiness is ``/v1/models``
+answering 200. Predictions: embeddings → the vector's dimension, with ``embedding_norm`` (L2) per
+sample as an extra field; chat → the answer text. Options: ``max_tokens`` (default 16),
+``stream`` (default false), ``system`` (a system prompt).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+from pytest_hetero.serving.protocol import Answer, Get, Identity, PreparedRequest, Sample, ServingProtocol
+
+
+class OpenAICompatible(ServingProtocol):
+    """OpenAI-compatible client of one served model (``task``: ``embeddings`` or ``chat``)."""
+
+    name = "openai"
+    ready_path = "/v1/models"
+
+    @property
+    def task(self) -> str:
+        """``embeddings`` or ``chat`` (default ``chat``)."""
+        return self.serving.task or "chat"
+
+    def metadata_path(self) -> str:
+        """``/v1/models``."""
+        return "/v1/models"
+
+    def identity(self, get: Get) -> Identity:
+        """Found when ``model_name`` is one of the listed model ids; versions are not reported."""
+        response = get(self.metadata_path())
+        try:
+            doc = response.json()
+            ids = [str(m["id"]) for m in doc["data"]]
+        except (ValueError, KeyError, TypeError):
+            doc, ids = {"status": response.status_code, "text": response.text[:500]}, []
+        found = response.status_code == 200 and self.serving.model_name in ids
+        return Identity(found=found, name=self.serving.model_name if found else None,
+                        raw={self.metadata_path(): doc, "model_ids": ids})
+
+    def prepare(self, samples: list[Sample], batch: int) -> list[PreparedRequest]:
+        """Embeddings: ``batch`` texts per request; chat: one prompt per request."""
+        model = self.serving.model_name
+        opts = self.serving.options
+        out: list[PreparedRequest] = []
+        if self.task == "embeddings":
+            for start in range(0, len(samples), batch):
+                chunk = samples[start:start + batch]
+                body = {"model": model, "input": [_text(s) for s in chunk]}
+                out.append(PreparedRequest("/v1/embeddings", _encode(body),
+                                           tuple(range(start, start + len(chunk)))))
+            return out
+        stream = bool(opts.get("stream", False))
+        for pos, sample in enumerate(samples):
+            messages = ([{"role": "system", "content": str(opts["system"])}] if "system" in opts else [])
+            messages.append({"role": "user", "content": _text(sample)})
+            body = {"model": model, "messages": messages, "max_tokens": int(opts.get("max_tokens", 16)),
+                    "temperature": 0, "stream": stream}
+            out.append(PreparedRequest("/v1/chat/completions", _encode(body), (pos,), stream=stream))
+        return out
+
+    def parse(self, request: PreparedRequest, body: bytes) -> Answer:
+        """Embedding dimensions and norms, or the chat answer (streamed deltas joined).
+
+        Raises ValueError on a malformed document or a count mismatch.
+        """
+        try:
+            if request.stream:
+                return Answer([_sse_text(body)])
+            doc = json.loads(body)
+            if self.task == "embeddings":
+                rows = sorted(doc["data"], key=lambda d: int(d["index"]))
+                vectors = [[float(v) for v in row["embedding"]] for row in rows]
+                if len(vectors) != len(request.samples):
+                    raise ValueError(f"{len(vectors)} embeddings for {len(request.samples)} inputs")
+                norms = [round(math.sqrt(sum(v * v for v in vec)), 6) for vec in vectors]
+                return Answer([len(vec) for vec in vectors], extra={"embedding_norm": norms})
+            return Answer([str(doc["choices"][0]["message"]["content"])])
+        except (KeyError, TypeError, IndexError, json.JSONDecodeError) as exc:
+            raise ValueError(f"not an OpenAI {self.task} response: {type(exc).__name__}: {exc}") from None
+
+
+def _text(sample: Sample) -> str:
+    return sample.text if sample.text is not None else " ".join(f"{v:g}" for v in sample.features)
+
+
+def _encode(doc: dict[str, Any]) -> bytes:
+    return json.dumps(doc, separators=(",", ":")).encode()
+
+
+def _sse_text(body: bytes) -> str:
+    """Join ``choices[0].delta.content`` of every ``data:`` event until ``[DONE]``."""
+    parts: list[str] = []
+    for line in body.decode("utf-8").splitlines():
+        if not line.startswith("data:"):
+            continue
+        data = line[5:].strip()
+        if data == "[DONE]":
+            break
+        delta = json.loads(data)["choices"][0].get("delta", {})
+        parts.append(delta.get("content") or "")
+    return "".join(parts)
