@@ -1,4 +1,4 @@
-"""Shared test helpers: repository paths, the real field fixtures, and matrix writers for pytester."""
+"""Shared test helpers (import as `from support import …`; tests/ is on pythonpath): repository paths, the real field fixtures, and matrix writers for pytester."""
 
 from __future__ import annotations
 

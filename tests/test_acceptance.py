@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import DIGITS, dedent
+from support import DIGITS, dedent
 from pytest_hetero.acceptance import evaluate, load_rules, percentile
 from pytest_hetero.errors import CaseError
 

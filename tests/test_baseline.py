@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import DIGITS, matrix_text
+from support import DIGITS, matrix_text
 
 from pytest_hetero.baseline import classify, diff_evidence, metric_changes, status_map, target_changes
 from pytest_hetero.cli import main

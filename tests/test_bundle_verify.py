@@ -14,7 +14,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 from bundle_samples import make_bundle, sample_evidence  # noqa: E402
-from conftest import matrix_text  # noqa: E402
+from support import matrix_text  # noqa: E402
 
 from pytest_hetero import signing_cli  # noqa: E402
 from pytest_hetero.bundle import Problem, manifest_bytes  # noqa: E402

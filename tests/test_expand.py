@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from conftest import matrix_text
+from support import matrix_text
 from pytest_hetero.matrix import load_matrix
 from pytest_hetero.matrix.expand import expand
 

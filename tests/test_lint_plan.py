@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import REPO, matrix_text
+from support import REPO, matrix_text
 
 from pytest_hetero.cli import main
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, dedent
+from support import REPO, dedent
 from pytest_hetero.errors import MatrixInvalid
 from pytest_hetero.matrix import load_matrix, parse_duration
 

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import matrix_text
+from support import matrix_text
 
 from pytest_hetero.cli import main
 from pytest_hetero.signing import generate_keypair, load_public_key

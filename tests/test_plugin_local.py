@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, evidence_of, matrix_text, statuses
+from support import REPO, evidence_of, matrix_text, statuses
 
 CPU = {"name": "cpu-host", "type": "cpu", "requests": {"cpu": 1}}
 GPU = {"name": "gpu-nvidia", "type": "gpu", "vendor": "nvidia", "requests": {"nvidia.com/gpu": 1}}

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import evidence_of, matrix_text
+from support import evidence_of, matrix_text
 
 from pytest_hetero.errors import SettingsError
 from pytest_hetero.matrix.expand import expand

@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 import pytest
-from conftest import matrix_text
+from support import matrix_text
 
 pytest.importorskip("xdist")
 
