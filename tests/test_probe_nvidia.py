@@ -442,8 +442,8 @@ def test_xml_newer_dtd_instant_power_and_decimal_comma() -> None:
         "</instant_power_draw><current_power_limit>700,00 W</current_power_limit></gpu_power_readings>"
         "<temperature><gpu_temp>31 C</gpu_temp></temperature>"
     )
-    inv = parse_nvidia_smi_xml(xml(body, dtd=13, attached=2, gpus=2))
-    assert inv.warnings == ("DTD nvsmi_device_v13.dtd is outside v10..v12; read with the v12 rules",)
+    inv = parse_nvidia_smi_xml(xml(body, dtd=14, attached=2, gpus=2))
+    assert inv.warnings == ("DTD nvsmi_device_v14.dtd is outside v10..v13; read with the v13 rules",)
     assert [(d.index, d.power_w, d.power_limit_w, d.temperature_c) for d in inv.devices] == [
         (0, 113.47, 700.0, 31.0),
         (1, 113.47, 700.0, 31.0),
@@ -899,3 +899,33 @@ def test_table_windows_driver_model_and_na_process_memory() -> None:
         (1460, "C+G", "C:\\Windows\\System32\\dwm.exe", None),
         (9812, "C+G", "...crosoft\\Edge\\Application\\msedge.exe", None),
     ]
+
+
+def test_xml_v13_split_sram_counters_and_inaccessible_fields() -> None:
+    body = (
+        "<ecc_errors><volatile><sram_correctable>0</sram_correctable>"
+        "<sram_uncorrectable_parity>1</sram_uncorrectable_parity>"
+        "<sram_uncorrectable_secded>0</sram_uncorrectable_secded><dram_correctable>0</dram_correctable>"
+        "<dram_uncorrectable>0</dram_uncorrectable></volatile><aggregate><sram_uncorrectable>4</sram_uncorrectable>"
+        "<sram_uncorrectable_parity>3</sram_uncorrectable_parity>"
+        "<sram_uncorrectable_secded>1</sram_uncorrectable_secded></aggregate></ecc_errors>"
+        "<gpu_power_readings><average_power_draw>612.20 W</average_power_draw>"
+        "<instant_power_draw>618.35 W</instant_power_draw></gpu_power_readings>"
+        "<serial>GPU is inaccessible</serial>"
+    )
+    inv = parse_nvidia_smi_xml(xml(body, dtd=13))
+    gpu = inv.devices[0]
+    assert inv.warnings == ()
+    assert (
+        gpu.extra["ecc_volatile_uncorrectable"],
+        gpu.extra["ecc_aggregate_uncorrectable"],
+        gpu.power_w,
+    ) == (
+        1,
+        4,
+        618.35,
+    )
+    assert (gpu.health, gpu.errors) == (
+        "critical",
+        ("volatile uncorrectable ECC errors: 1", "serial reads GPU is inaccessible"),
+    )

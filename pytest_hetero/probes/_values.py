@@ -27,7 +27,14 @@ NOT_AVAILABLE = frozenset(
 )
 """Spellings that mean "the tool has no value" (compared lower-case)."""
 
-ERROR_MARKERS = ("err!", "unknown error", "gpu is lost", "requested functionality has been deprecated")
+ERROR_MARKERS = (
+    "err!",
+    "unknown error",
+    "gpu is lost",
+    "gpu is inaccessible",
+    "insufficient permissions",
+    "requested functionality has been deprecated",
+)
 """Substrings (lower-case) that mean "the tool tried and failed to read this field"."""
 
 _NUMBER = re.compile(r"[-+]?(?:\d+(?:[.,]\d+)*|[.,]\d+)")

@@ -1,4 +1,4 @@
-"""Reader for ``nvidia-smi -q -x`` XML (DTD ``nvsmi_device_v10`` … ``v12`` and unknown newer).
+"""Reader for ``nvidia-smi -q -x`` XML (DTD ``nvsmi_device_v10`` … ``v13`` and unknown newer).
 
 Source format: the XML log of ``nvidia-smi -q -x`` from drivers ≥ 450; root ``<nvidia_smi_log>``
 with ``timestamp``, ``driver_version``, ``cuda_version``, ``attached_gpus`` and one ``<gpu id=BUS>``
@@ -17,8 +17,9 @@ from pytest_hetero.probes import _values as v
 from pytest_hetero.probes.model import Device, DeviceProcess, Inventory, Partition
 from pytest_hetero.probes.nvidia_common import HealthInputs, verdict
 
-KNOWN_DTD_MAX = 12
-"""Newest ``nvsmi_device_vN.dtd`` whose layout this reader was written against."""
+KNOWN_DTD_MAX = 13
+"""Newest ``nvsmi_device_vN.dtd`` whose layout this reader was written against (v13: drivers
+≥ 550.163 / 59x, ``average_power_draw``/``instant_power_draw`` only, split SRAM parity/SECDED counts)."""
 
 
 class _Gpu:
@@ -53,7 +54,12 @@ def _sum_uncorrectable(node: ET.Element | None) -> int | None:
     double = node.find("double_bit/total")
     if double is not None:
         return v.integer(double.text)
-    values = [v.integer(c.text) for c in node if "uncorrectable" in c.tag]
+    tags = {c.tag for c in node}
+    # some drivers print both the SRAM total and its parity/SECDED split: count the total only
+    skip = (
+        {"sram_uncorrectable_parity", "sram_uncorrectable_secded"} if "sram_uncorrectable" in tags else set()
+    )
+    values = [v.integer(c.text) for c in node if "uncorrectable" in c.tag and c.tag not in skip]
     read = [x for x in values if x is not None]
     return sum(read) if read else None
 
@@ -251,7 +257,7 @@ def parse_nvidia_smi_xml(text: str) -> Inventory:
     dtd = re.search(r"nvsmi_device_v(\d+)\.dtd", text[:500])
     if dtd and not 10 <= int(dtd.group(1)) <= KNOWN_DTD_MAX:
         warnings.append(
-            f"DTD nvsmi_device_v{dtd.group(1)}.dtd is outside v10..v{KNOWN_DTD_MAX}; read with the v12 rules"
+            f"DTD nvsmi_device_v{dtd.group(1)}.dtd is outside v10..v{KNOWN_DTD_MAX}; read with the v{KNOWN_DTD_MAX} rules"
         )
 
     def top(tag: str) -> str | None:
