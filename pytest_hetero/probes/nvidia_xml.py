@@ -257,7 +257,8 @@ def parse_nvidia_smi_xml(text: str) -> Inventory:
     dtd = re.search(r"nvsmi_device_v(\d+)\.dtd", text[:500])
     if dtd and not 10 <= int(dtd.group(1)) <= KNOWN_DTD_MAX:
         warnings.append(
-            f"DTD nvsmi_device_v{dtd.group(1)}.dtd is outside v10..v{KNOWN_DTD_MAX}; read with the v{KNOWN_DTD_MAX} rules"
+            f"DTD nvsmi_device_v{dtd.group(1)}.dtd is outside v10..v{KNOWN_DTD_MAX}; "
+            f"read with the v{KNOWN_DTD_MAX} rules"
         )
 
     def top(tag: str) -> str | None:
