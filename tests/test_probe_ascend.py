@@ -354,3 +354,31 @@ def test_910a_v20_legacy_with_hbm_and_critical() -> None:
     ] == [(0, "910A", "ok", 0, 32255, 0.0, 15307), (1, "910A", "critical", 30720, 32255, 37.0, 15307)]
     assert [d.extra["hugepages_total"] for d in inv.devices] == [None, None]
     assert inv.devices[1].errors == ("npu-smi health reads Critical",)
+
+
+def test_process_rows_without_name_or_chip_column() -> None:
+    head = (
+        "| npu-smi 24.1.rc3.3               Version: 24.1.rc3.3                |\n"
+        "| NPU   Name                | Health        | Power(W)    Temp(C)           Hugepages-Usage(page)|\n"
+        "| Chip  Phy-ID              | Bus-Id        | AICore(%)   Memory-Usage(MB)  HBM-Usage(MB)        |\n"
+        "+===========================+===============+====================================================+\n"
+        "| 7     Ascend910           | OK            | 182.0       36                0    / 0             |\n"
+        "| 0     14                  | 0000:9D:00.0  | 100         0    / 0          59807/ 65536         |\n"
+        "+===========================+===============+====================================================+\n"
+    )
+    with_chip = head + (
+        "| NPU     Chip              | Process id    | Process name             | Process memory(MB)      |\n"
+        "+===========================+===============+====================================================+\n"
+        "| 7       0                 | 99976         |                          | 27977                   |\n"
+    )
+    (dev,) = parse_npu_smi_info(with_chip).devices
+    assert (dev.index, dev.utilisation_pct, dev.memory_used_mib, dev.memory_total_mib) == (
+        14,
+        100.0,
+        59807,
+        65536,
+    )
+    assert [(p.pid, p.name, p.used_memory_mib, p.chip) for p in dev.processes] == [(99976, None, 27977, 0)]
+    no_chip = head + "| NPU ID | Process id | Process name | Process memory(MB) |\n| 7 | 998 | python | 2 |\n"
+    (dev,) = parse_npu_smi_info(no_chip).devices
+    assert [(p.pid, p.name, p.used_memory_mib, p.chip) for p in dev.processes] == [(998, "python", 2, 0)]

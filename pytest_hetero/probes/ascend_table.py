@@ -162,13 +162,15 @@ def parse_npu_smi_info(text: str) -> Inventory:
             continue
         if in_procs:
             ids = cells[0].split()
-            if len(ids) >= 2 and ids[0].isdigit() and ids[1].isdigit():
-                procs.setdefault((int(ids[0]), int(ids[1])), []).append(
+            if ids and all(i.isdigit() for i in ids[:2]):
+                # a table without a Chip column puts the process on chip 0 of its NPU
+                chip = int(ids[1]) if len(ids) > 1 else 0
+                procs.setdefault((int(ids[0]), chip), []).append(
                     DeviceProcess(
                         pid=v.integer(cells[1]),
                         name=v.text_or_none(cells[2]),
                         used_memory_mib=v.integer(cells[3]) if len(cells) > 3 else None,
-                        chip=int(ids[1]),
+                        chip=chip,
                     )
                 )
             continue
