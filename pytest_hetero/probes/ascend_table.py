@@ -198,8 +198,8 @@ def parse_npu_smi_info(text: str) -> Inventory:
         if not npu.chips:
             warnings.append(f"NPU {npu.npu_id} has no chip row (output truncated?)")
             devices.append(_device(npu, None, id_name))
-        for chip in npu.chips:
-            dev = _device(npu, chip, id_name)
+        for chip_row in npu.chips:
+            dev = _device(npu, chip_row, id_name)
             key = (npu.npu_id, dev.extra["chip_id"] if dev.extra["chip_id"] is not None else -1)
             devices.append(Device(**{**dev.__dict__, "processes": tuple(procs.get(key, []))}))
     if version and not npus and not problems:
