@@ -20,6 +20,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "pytest_hetero.backends.docker_cli",
     "pytest_hetero.workflow_cli",
     "pytest_hetero.signing_cli",
+    "pytest_hetero.evidence.cli",
 )
 """Modules that register subcommands, in help order."""
 

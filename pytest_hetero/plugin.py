@@ -138,6 +138,39 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.dependency = by_id.get(f"{prefix}::{'::'.join(item.planned.depends_on)}")
 
 
+MIN_FREE_BYTES = 64 * 1024 * 1024
+"""Free space (bytes) the report folder needs before a run starts: evidence must not fail at the end."""
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Before anything runs: the report folder must be writable with room to spare, or the run stops
+    with a clear message (exit 4) instead of losing evidence at the end."""
+    if not any(isinstance(i, LayerItem) for i in session.items) or session.config.option.collectonly:
+        return
+    report_dir = session.config.stash[SETTINGS].report_dir
+    problem = check_writable(report_dir)
+    if problem:
+        pytest.exit(f"pytest-hetero: report folder {report_dir} {problem}; fix it or choose another with "
+                    "--hetero-report-dir", returncode=pytest.ExitCode.USAGE_ERROR)
+
+
+def check_writable(folder: Path) -> str:
+    """Empty string when ``folder`` can be created and written with MIN_FREE_BYTES free; else why not."""
+    import shutil
+    import tempfile
+
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".hetero-probe-"):
+            pass
+    except OSError as exc:
+        return f"is not writable ({exc.strerror})"
+    free = shutil.disk_usage(folder).free
+    if free < MIN_FREE_BYTES:
+        return f"has only {free // (1024 * 1024)} MiB free (needs {MIN_FREE_BYTES // (1024 * 1024)} MiB)"
+    return ""
+
+
 def pytest_deselected(items: list[pytest.Item]) -> None:
     """Remember deselected layer items (-k/-m) so untested scope names them with the reason."""
     for item in items:

@@ -1,0 +1,108 @@
+"""Crash safety on real runs: SIGKILL at several points keeps every finished item; SIGTERM closes
+the bundle; ``hetero report --from-journal`` rebuilds a bundle that verifies; a report folder
+that cannot be written stops the run before anything runs."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from support import DIGITS, MODEL_SHA, matrix_text
+
+SLOW = {"name": "slow-model", "version": "1", "uri": str(DIGITS / "model" / "digits-logreg-1.0.0.onnx"),
+        "sha256": MODEL_SHA, "entrypoint": ["{python}", "-c", "import time; time.sleep(120)"]}
+
+
+def _start(tmp_path: Path, *extra: str) -> subprocess.Popen[bytes]:
+    doc = json.loads(matrix_text(name="crash"))
+    doc["spec"]["models"].append(SLOW)
+    (tmp_path / "crash.matrix.yaml").write_text(json.dumps(doc))
+    return subprocess.Popen([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "crash.matrix.yaml",
+                             "--hetero-run-id", "r1", *extra], cwd=tmp_path,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+
+
+def _wait_items(journal: Path, count: int, timeout_s: float = 90.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if journal.exists():
+            lines = [json.loads(x) for x in journal.read_text().splitlines() if x.strip()]
+            if sum(1 for x in lines if x["type"] == "item") >= count:
+                return
+        time.sleep(0.05)
+    raise AssertionError(f"journal never reached {count} items")
+
+
+def _hetero(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "pytest_hetero.cli", *args], capture_output=True, text=True,
+                          check=False, timeout=120)
+
+
+@pytest.mark.parametrize("finished", [1, 3, 5])
+def test_sigkill_keeps_finished_items_and_report_rebuilds_a_verifying_bundle(tmp_path: Path, finished: int) -> None:
+    proc = _start(tmp_path)
+    bundle = tmp_path / "reports" / "r1"
+    try:
+        _wait_items(bundle / "journal.jsonl", finished)
+        if finished == 5:
+            time.sleep(1.0)  # inside the slow model's run
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+    assert not (bundle / "evidence.json").exists()
+    keys = tmp_path / "keys"
+    keys.mkdir()
+    made = _hetero("keygen", str(keys / "run.key"), "--pub", str(keys / "run.pub"))
+    assert made.returncode == 0, made.stderr
+    rebuilt = _hetero("report", "--from-journal", str(bundle), "--sign-key", str(keys / "run.key"))
+    assert rebuilt.returncode == 0, rebuilt.stderr
+    ev = json.loads((bundle / "evidence.json").read_text())
+    assert ev["run"]["interrupted"] is True and ev["run"]["exit_status"] is None
+    done = [i["nodeid"].split("::", 1)[1] for i in ev["items"]]
+    assert len(done) >= finished
+    order = ["cpu-host::discovery", "cpu-host::scheduling", "cpu-host::py::startup",
+             "cpu-host::py::digits-logreg@digits-test::model", "cpu-host::py::digits-logreg@digits-test::business",
+             "cpu-host::py::slow-model@digits-test::model", "cpu-host::py::slow-model@digits-test::business"]
+    assert sorted(done) == sorted(order[:len(done)])
+    not_run = sorted(u["nodeid"].split("::", 1)[1] for u in ev["untested"]["items"] if u["status"] == "not_run")
+    assert not_run == sorted(order[len(done):])
+    assert {u["reason"] for u in ev["untested"]["items"] if u["status"] == "not_run"} == {
+        "not_run (interrupted before this item finished)"}
+    assert ev["summary"]["verdict"] == "incomplete"
+    verified = _hetero("verify", str(bundle), "--key", str(keys / "run.pub"))
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+
+
+def test_sigterm_closes_the_bundle_with_not_run_items(tmp_path: Path) -> None:
+    proc = _start(tmp_path)
+    bundle = tmp_path / "reports" / "r1"
+    _wait_items(bundle / "journal.jsonl", 5)
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 2, out.decode()  # pytest's INTERRUPTED
+    ev = json.loads((bundle / "evidence.json").read_text())
+    assert ev["run"]["interrupted"] is True
+    statuses = {i["nodeid"].split("::", 1)[1]: i["status"] for i in ev["untested"]["items"]}
+    assert statuses["cpu-host::py::slow-model@digits-test::business"] == "not_run"
+    assert (bundle / "manifest.json").exists()
+
+
+
+
+def test_unwritable_report_dir_stops_before_running(tmp_path: Path) -> None:
+    (tmp_path / "m.matrix.yaml").write_text(matrix_text())
+    target = "/proc/hetero-reports"  # not creatable, even for root
+    run = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "m.matrix.yaml",
+                          "--hetero-report-dir", target], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 4
+    assert f"pytest-hetero: report folder {target} is not writable (No such file or directory); fix it or " \
+           "choose another with --hetero-report-dir" in run.stdout + run.stderr
+    assert "passed" not in run.stdout
