@@ -38,14 +38,14 @@ ERROR_MARKERS = (
 """Substrings (lower-case) that mean "the tool tried and failed to read this field"."""
 
 _NUMBER = re.compile(r"[-+]?(?:\d+(?:[.,]\d+)*|[.,]\d+)")
+_ERROR = re.compile("|".join(re.escape(m) for m in ERROR_MARKERS), re.IGNORECASE)
 
 
 def field_error(text: str | None) -> str | None:
     """Return the raw text when it is an error marker (``ERR!``, ``[Unknown Error]``), else None."""
     if text is None:
         return None
-    low = text.strip().lower()
-    return text.strip() if any(m in low for m in ERROR_MARKERS) else None
+    return text.strip() if _ERROR.search(text) else None
 
 
 def is_missing(text: str | None) -> bool:
@@ -53,7 +53,7 @@ def is_missing(text: str | None) -> bool:
     if text is None:
         return True
     low = text.strip().lower()
-    return low in NOT_AVAILABLE or field_error(low) is not None
+    return low in NOT_AVAILABLE or _ERROR.search(low) is not None
 
 
 def number(text: str | None, *, integer: bool = False) -> float | None:
