@@ -1,0 +1,67 @@
+"""Property tests: any matrix text or rules/outputs pair yields a result or one of our documented
+errors — never a traceback, hang or unbounded memory."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from pytest_hetero.acceptance import evaluate, load_rules
+from pytest_hetero.errors import CaseError, MatrixError
+from pytest_hetero.matrix import load_matrix
+from support import REPO
+
+EXAMPLE = (REPO / "matrices" / "example-cpu.matrix.yaml").read_text()
+json_values = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True) | st.text(max_size=20),
+                           lambda kids: st.lists(kids, max_size=4) | st.dictionaries(st.text(max_size=8), kids, max_size=4),
+                           max_leaves=20)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.text(max_size=400))
+def test_arbitrary_text_is_a_matrix_or_a_matrix_error(tmp_path: Path, text: str) -> None:
+    path = tmp_path / "f.matrix.yaml"
+    path.write_bytes(text.encode("utf-8", "surrogatepass"))
+    try:
+        load_matrix(path)
+    except MatrixError as exc:
+        assert exc.render()
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.integers(min_value=0, max_value=len(EXAMPLE) - 1), st.text(max_size=12),
+       st.integers(min_value=0, max_value=20))
+def test_mutated_example_is_a_matrix_or_a_positioned_error(tmp_path: Path, at: int, insert: str, cut: int) -> None:
+    path = tmp_path / "f.matrix.yaml"
+    path.write_bytes((EXAMPLE[:at] + insert + EXAMPLE[at + cut:]).encode("utf-8", "surrogatepass"))
+    try:
+        load_matrix(path)
+    except MatrixError as exc:
+        for problem in getattr(exc, "problems", [exc]):
+            assert problem.location.file.endswith("f.matrix.yaml")
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(json_values, json_values)
+def test_rules_and_outputs_of_any_shape(tmp_path: Path, rules: object, outputs: object) -> None:
+    path = tmp_path / "r.yaml"
+    path.write_text(yaml.safe_dump({"apiVersion": "pytest-hetero/v1", "kind": "AcceptanceRules", "rules": rules}))
+    try:
+        loaded = load_rules(path)
+    except CaseError:
+        return
+    results = evaluate(loaded, outputs if isinstance(outputs, dict) else {})
+    assert {r["verdict"] for r in results} <= {"pass", "fail"}
+    json.dumps(results)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.dictionaries(st.sampled_from(["predictions", "labels", "indices", "latency_ms", "metrics"]), json_values))
+def test_digits_rules_on_any_outputs(outputs: dict[str, object]) -> None:
+    rules = load_rules(REPO / "cases" / "digits" / "acceptance.yaml")
+    results = evaluate(rules, outputs)
+    assert [r["name"] for r in results] == ["accuracy-floor", "golden-samples", "mean-confidence", "latency-p95"]
