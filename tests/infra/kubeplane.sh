@@ -32,7 +32,7 @@ BINARIES=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok)
 have_all_binaries() {
   local b d; d="$(bin_dir)"
   for b in "${BINARIES[@]}"; do [[ -x "$d/$b" ]] || return 1; done
-  [[ -d "$(dirname "$d")/crds" ]]
+  [[ -d "$(dirname "$d")/crds" && -d "$(dirname "$d")/stages" ]]
 }
 
 # go build environment: 2 cores, small static-ish binaries, no VCS stamping.
@@ -113,14 +113,28 @@ build_kwok() {
   mkdir -p "$out" && mv "$tmpbin/kwok" "$out/kwok"; rmdir "$tmpbin"
 }
 
-# KWOK's CRD manifests (Exec, Logs, ...) come from the same module version.
-copy_kwok_crds() {
-  local crds; crds="$(dirname "$1")/crds"
-  [[ -d "$crds" ]] && return
-  local dir
-  dir="$("$GO" mod download -json "sigs.k8s.io/kwok@${KWOK_VERSION}" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",*$/\1/p')"
+# KWOK's CRD manifests (Exec, Logs, ...) and Stage manifests come from the
+# same module version: crds/ and stages/ next to bin/.
+KWOK_STAGE_FILES=(
+  node/fast/node-initialize.yaml     # default: node becomes Ready
+  node/heartbeat/node-heartbeat.yaml # default: condition heartbeats
+  node/chaos/node-not-ready.yaml     # label node-not-ready.stage.kwok.x-k8s.io=true -> Ready=False
+  pod/fast/pod-ready.yaml            # default: pod Running + Ready
+  pod/fast/pod-complete.yaml         # default: Job pods Succeeded
+  pod/fast/pod-delete.yaml           # default: graceful delete finishes
+)
+copy_kwok_assets() {
+  local root; root="$(dirname "$1")"
+  [[ -d "$root/crds" && -d "$root/stages" ]] && return
+  local dir f
+  dir="$(GOFLAGS= "$GO" mod download -json "sigs.k8s.io/kwok@${KWOK_VERSION}" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",*$/\1/p')"
   [[ -d "$dir/kustomize/crd/bases" ]] || die "kwok module has no kustomize/crd/bases"
-  mkdir -p "$crds.tmp" && cp "$dir"/kustomize/crd/bases/*.yaml "$crds.tmp/" && mv "$crds.tmp" "$crds"
+  rm -rf "$root/crds" "$root/stages" "$root/assets.tmp"
+  mkdir -p "$root/assets.tmp/crds" "$root/assets.tmp/stages"
+  cp "$dir"/kustomize/crd/bases/*.yaml "$root/assets.tmp/crds/"
+  for f in "${KWOK_STAGE_FILES[@]}"; do cp "$dir/kustomize/stage/$f" "$root/assets.tmp/stages/"; done
+  chmod 644 "$root"/assets.tmp/*/*.yaml
+  mv "$root/assets.tmp/crds" "$root/crds"; mv "$root/assets.tmp/stages" "$root/stages"; rmdir "$root/assets.tmp"
 }
 
 cmd_build() {
@@ -133,7 +147,7 @@ cmd_build() {
   log "cache: $out"
   build_etcd "$out"
   build_kwok "$out"
-  copy_kwok_crds "$out"
+  copy_kwok_assets "$out"
   build_kubernetes "$out"
   log "build done in $((SECONDS - t0))s"
   ls -la "$out" >&2
@@ -338,6 +352,8 @@ apiVersion: config.kwok.x-k8s.io/v1alpha1
 kind: KwokConfiguration
 options: {}
 KWOKCFG
+  local f
+  for f in "$bd"/../stages/*.yaml; do printf -- '---\n' >> "$STATE/kwok/kwok.yaml"; cat "$f" >> "$STATE/kwok/kwok.yaml"; done
   launch kwok --config "$STATE/kwok/kwok.yaml" --kubeconfig "$STATE/admin.kubeconfig" \
     --manage-nodes-with-annotation-selector "$KWOK_NODE_SELECTOR" \
     --node-ip 127.0.0.1 --node-port "$KWOK_PORT" --server-address "127.0.0.1:$KWOK_PORT" \
