@@ -208,7 +208,7 @@ def _evaluate(rule: dict[str, Any], outputs: dict[str, Any]) -> dict[str, Any]:
 def _evaluate_service(kind: str, body: dict[str, Any], outputs: dict[str, Any]) -> dict[str, Any]:
     levels = (outputs.get("service") or {}).get("levels")
     if not isinstance(levels, list) or not levels:
-        raise KeyError("outputs have no service levels (not a served model's run?)")
+        raise KeyError("outputs have no service levels (not the run of a served model?)")
     wanted = body.get("concurrency")
     chosen = [lv for lv in levels if wanted is None or lv["concurrency"] == wanted]
     if not chosen:

@@ -1,0 +1,171 @@
+"""Serving pieces without a server: endpoint expansion, data set reading, protocol encoding and
+parsing, the service acceptance rules, and the matrix's serving validation."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pytest_hetero.acceptance import evaluate, load_rules
+from pytest_hetero.errors import CaseError, MatrixInvalid
+from pytest_hetero.matrix.load import load_matrix
+from pytest_hetero.matrix.model import Serving
+from pytest_hetero.serving.oip import OpenInferenceProtocol
+from pytest_hetero.serving.openai import OpenAICompatible, _sse_text
+from pytest_hetero.serving.protocol import Sample, expand_endpoint, read_samples
+from serving.helpers import DIGITS, oip, serving_matrix
+
+
+def test_expand_endpoint() -> None:
+    env = {"HOST": "10.0.0.7", "EMPTY": ""}
+    assert expand_endpoint("http://${HOST}:8080/", env) == "http://10.0.0.7:8080"
+    assert expand_endpoint("${URL:-http://127.0.0.1:9}", env) == "http://127.0.0.1:9"
+    assert expand_endpoint("${EMPTY:-http://a}", env) == "http://a"
+    with pytest.raises(KeyError, match="NOPE"):
+        expand_endpoint("http://${NOPE}", env)
+
+
+def test_read_samples_csv_and_jsonl(tmp_path: Path) -> None:
+    digits = read_samples(DIGITS / "data" / "digits-test-1.0.0.csv")
+    assert len(digits) == 360
+    assert (digits[0].index, digits[0].label, len(digits[0].features)) == (0, 0, 64)
+    assert digits[0].features[:6] == (0.0, 0.0, 5.0, 13.0, 9.0, 1.0)
+    assert (digits[1].index, digits[1].label) == (5, 5)
+    texts = tmp_path / "t.jsonl"
+    texts.write_text('{"index": 3, "input": "hello", "label": "greeting"}\n\n{"index": 4, "input": "bye"}\n')
+    assert read_samples(texts) == [Sample(3, "greeting", text="hello"), Sample(4, None, text="bye")]
+    texts.write_text('{"index": 3}\n')
+    with pytest.raises(ValueError, match=r"t.jsonl:1: need \{index, input, label\?\}"):
+        read_samples(texts)
+
+
+def test_oip_prepare_and_parse() -> None:
+    proto = OpenInferenceProtocol(Serving("oip", "digits", "2.0.0", endpoint="http://x"))
+    samples = [Sample(0, 0, (1.0, 2.0)), Sample(5, 5, (3.0, 4.0)), Sample(9, 9, (5.0, 6.0))]
+    reqs = proto.prepare(samples, 2)
+    assert [(r.path, r.samples) for r in reqs] == [("/v2/models/digits/infer", (0, 1)),
+                                                   ("/v2/models/digits/infer", (2,))]
+    assert json.loads(reqs[0].body) == {"inputs": [{"name": "predict", "shape": [2, 2], "datatype": "FP64",
+                                                    "data": [1.0, 2.0, 3.0, 4.0]}]}
+    body = b'{"model_name":"digits","model_version":"2.0.0","outputs":[{"name":"predict","shape":[2,1],' \
+           b'"datatype":"INT64","data":[0,5]}]}'
+    answer = proto.parse(reqs[0], body)
+    assert (answer.predictions, answer.version) == ([0, 5], "2.0.0")
+    with pytest.raises(ValueError, match="output has 2 rows for 1 samples"):
+        proto.parse(reqs[1], body)
+    with pytest.raises(ValueError, match="not an inference response"):
+        proto.parse(reqs[1], b'{"error": "boom"}')
+
+
+def test_openai_chat_stream_and_embeddings() -> None:
+    sse = (b'data: {"choices":[{"delta":{"role":"assistant"}}]}\n\n'
+           b'data: {"choices":[{"delta":{"content":"Hel"}}]}\n\ndata: {"choices":[{"delta":{"content":"lo"}}]}\n\n'
+           b'data: [DONE]\n\n')
+    assert _sse_text(sse) == "Hello"
+    chat = OpenAICompatible(Serving("openai", "tiny", "1", endpoint="http://x", options={"stream": True}))
+    (req,) = chat.prepare([Sample(1, None, text="hi")], 4)
+    assert req.stream and json.loads(req.body) == {"model": "tiny", "messages": [{"role": "user", "content": "hi"}],
+                                                   "max_tokens": 16, "temperature": 0, "stream": True}
+    assert chat.parse(req, sse).predictions == ["Hello"]
+    emb = OpenAICompatible(Serving("openai", "e5", "1", endpoint="http://x", task="embeddings"))
+    (req,) = emb.prepare([Sample(1, None, text="a"), Sample(2, None, text="b")], 8)
+    body = json.dumps({"data": [{"index": 1, "embedding": [0.0, 2.0]}, {"index": 0, "embedding": [3.0, 4.0]}]})
+    answer = emb.parse(req, body.encode())
+    assert (answer.predictions, answer.extra) == ([2, 2], {"embedding_norm": [5.0, 2.0]})
+
+
+LEVELS = {"service": {"levels": [
+    {"concurrency": 1, "requests": 10, "errors": 0, "error_rate": 0.0, "requests_per_s": 50.0,
+     "samples_per_s": 50.0, "latencies_ms": [10.0, 12.0, 11.0, 30.0]},
+    {"concurrency": 8, "requests": 20, "errors": 2, "error_rate": 0.1, "requests_per_s": 180.0,
+     "samples_per_s": 180.0, "latencies_ms": [20.0, 40.0, 35.0, 90.0]},
+]}}
+
+
+def _rules(tmp_path: Path, body: str) -> list[dict[str, object]]:
+    path = tmp_path / "rules.yaml"
+    path.write_text("apiVersion: pytest-hetero/v1\nkind: AcceptanceRules\nrules:\n" + body)
+    return load_rules(path)
+
+
+def test_service_rules_name_measured_values(tmp_path: Path) -> None:
+    rules = _rules(tmp_path, """
+  - {name: p95, service_latency: {percentile: 95, max_ms: 50}}
+  - {name: p95-c1, service_latency: {percentile: 95, max_ms: 50, concurrency: 1}}
+  - {name: errors, error_rate: {max: 0.05}}
+  - {name: rps, throughput: {min_rps: 100, concurrency: 8}}
+  - {name: rps-all, throughput: {min_rps: 100, min_sps: 10}}
+  - {name: c32, throughput: {min_rps: 1, concurrency: 32}}
+""")
+    results = {r["name"]: r for r in evaluate(rules, LEVELS)}
+    assert results["p95"] == {"name": "p95", "kind": "service_latency",
+                              "expected": "p95 ≤ 50 ms at every concurrency level",
+                              "observed": "c=1: p95 30.0 ms; c=8: p95 90.0 ms", "verdict": "fail",
+                              "detail": "bound missed at c=8: p95 90.0 ms"}
+    assert (results["p95-c1"]["verdict"], results["p95-c1"]["observed"]) == ("pass", "c=1: p95 30.0 ms")
+    assert results["errors"]["observed"] == "c=1: 0.0000 (0/10); c=8: 0.1000 (2/20)"
+    assert results["errors"]["detail"] == "bound missed at c=8: 0.1000 (2/20)"
+    assert (results["rps"]["verdict"], results["rps"]["expected"]) == ("pass", "req/s ≥ 100 at concurrency 8")
+    assert results["rps-all"]["expected"] == "req/s ≥ 100 and samples/s ≥ 10 at every concurrency level"
+    assert results["rps-all"]["detail"] == "bound missed at c=1: 50 req/s, 50 samples/s"
+    assert results["c32"]["detail"] == "cannot evaluate: 'no load level at concurrency 32 (measured: 1, 8)'"
+    assert evaluate(rules[:1], {"predictions": []})[0]["detail"] == \
+        "cannot evaluate: 'outputs have no service levels (not the run of a served model?)'"
+
+
+@pytest.mark.parametrize(("body", "message"), [
+    ("  - {name: x, error_rate: {}}\n", "rule 'x': error_rate needs numeric max"),
+    ("  - {name: x, throughput: {concurrency: 8}}\n", "rule 'x': throughput needs numeric min_rps or min_sps"),
+    ("  - {name: x, service_latency: {percentile: 120, max_ms: 5}}\n",
+     "rule 'x': service_latency needs numeric percentile and max_ms"),
+    ("  - {name: x, service_latency: {percentile: 95, max_ms: fast}}\n",
+     "rule 'x': service_latency needs numeric percentile and max_ms"),
+])
+def test_bad_service_rules(tmp_path: Path, body: str, message: str) -> None:
+    with pytest.raises(CaseError) as info:
+        _rules(tmp_path, body)
+    assert info.value.message == message
+
+
+def test_matrix_serving_model(tmp_path: Path) -> None:
+    path = tmp_path / "m.matrix.yaml"
+    path.write_text(serving_matrix(oip("${U:-http://127.0.0.1:1}", auth={"token_env": "TOK", "protected": True},
+                                       load={"concurrency": [1, 8], "duration": "2s", "request_timeout": "500ms"},
+                                       rollback={"version": "1.0.0", "endpoint": "http://127.0.0.1:2"})))
+    model = load_matrix(path).models[0]
+    assert (model.entrypoint, model.sha256) == ((), "")
+    assert model.serving == Serving(
+        protocol="oip", model_name="digits", version="2.0.0", endpoint="${U:-http://127.0.0.1:1}", deploy=None,
+        task="", auth={"token_env": "TOK", "protected": True},
+        load={"concurrency": [1, 8], "duration_s": 2.0, "request_timeout_s": 0.5},
+        rollback={"version": "1.0.0", "endpoint": "http://127.0.0.1:2"}, options={})
+
+
+def _problems(tmp_path: Path, text: str) -> list[str]:
+    path = tmp_path / "m.matrix.yaml"
+    path.write_text(text)
+    with pytest.raises(MatrixInvalid) as info:
+        load_matrix(path)
+    return [f"{p.location.field}: {p.message} | {p.hint}" for p in info.value.problems]
+
+
+def test_matrix_serving_errors(tmp_path: Path) -> None:
+    doc = json.loads(serving_matrix({"protocol": "oip", "model_name": "digits",
+                                     "rollback": {"version": "1.0.0"}}))
+    doc["spec"]["models"].append({"name": "plain", "version": "1"})
+    assert _problems(tmp_path, json.dumps(doc)) == [
+        "spec.models[0:digits-service].serving: serving of model 'digits-service' names neither endpoint nor deploy | "
+        "add endpoint: http://HOST:PORT, or deploy: {kind: InferenceService, name: …}",
+        "spec.models[0:digits-service].serving.rollback: rollback of model 'digits-service' has no way to switch | "
+        "add endpoint: (the previous version's URL) or deploy: (the object to patch)",
+        "spec.models[1:plain]: model 'plain' has no entrypoint or uri or sha256 and no serving | give entrypoint, "
+        "uri and sha256 to run the model, or serving: {protocol, endpoint | deploy, model_name} to validate "
+        "a running inference service",
+    ]
+    doc = json.loads(serving_matrix({"protocol": "oip", "model_name": "digits", "endpoint": "http://x",
+                                     "deploy": {"kind": "Pod", "name": "p"}}))
+    assert _problems(tmp_path, json.dumps(doc)) == [
+        "spec.models[0:digits-service].serving.deploy.kind: 'Pod' is not one of ['Deployment', 'Service', 'InferenceService'] | "
+        "use one of: ['Deployment', 'Service', 'InferenceService']"]
