@@ -165,3 +165,101 @@ def test_gpu_quota_refuses_second_pod(core, gpu_node_name, namespace):
         core.create_namespaced_pod(namespace, gpu_pod("gpu-second"))
     assert refused.value.status == 403
     assert "exceeded quota" in refused.value.body
+
+
+# --- KWOK debugging server: exec / logs through the real apiserver ----------
+
+KWOK_GROUP, KWOK_VERSION = "kwok.x-k8s.io", "v1alpha1"
+
+
+def _running_pod(core, namespace: str, name: str) -> client.V1Pod:
+    """Create a 1-GPU pod and wait (<= 60 s) until it is Running."""
+    core.create_namespaced_pod(namespace, gpu_pod(name))
+    return _wait(lambda: (p := core.read_namespaced_pod(name, namespace)).status.phase == "Running"
+                 and p, 60, f"pod {name} Running")
+
+
+def _exec(core, namespace: str, pod: str, command: list[str]) -> tuple[str, str, dict]:
+    """Exec ``command`` in ``pod`` via the apiserver (websocket).
+
+    Returns (stdout, stderr, status) where status is the decoded error-channel
+    object (``{"status": "Success"}`` on exit 0).
+    """
+    import json
+
+    from kubernetes.stream import stream
+
+    ws = stream(core.connect_get_namespaced_pod_exec, pod, namespace, command=command,
+                stdout=True, stderr=True, stdin=False, tty=False, _preload_content=False)
+    try:
+        ws.run_forever(timeout=30)
+        return ws.read_stdout(), ws.read_stderr(), json.loads(ws.read_channel(3) or "{}")
+    finally:
+        ws.close()
+
+
+def test_exec_runs_local_command_via_exec_resource(kube_api, core, gpu_node_name, namespace,
+                                                   tmp_path):
+    _running_pod(core, namespace, "payload")
+    crd = client.CustomObjectsApi(kube_api)
+    crd.create_namespaced_custom_object(KWOK_GROUP, KWOK_VERSION, namespace, "execs", {
+        "apiVersion": f"{KWOK_GROUP}/{KWOK_VERSION}", "kind": "Exec",
+        "metadata": {"name": "payload"},  # same name as the pod
+        "spec": {"execs": [{"local": {
+            "workDir": str(tmp_path), "envs": [{"name": "HETERO_ROLE", "value": "payload"}]}}]},
+    })
+
+    def exec_ok():  # kwok sees the new Exec through a watch: retry briefly
+        out, err, status = _exec(core, namespace, "payload",
+                                 ["sh", "-c", "echo $HETERO_ROLE; pwd; echo oops >&2"])
+        return (out, err, status) if status.get("status") == "Success" else None
+
+    out, err, _ = _wait(exec_ok, 20, "exec through kwok", interval_s=1)
+    assert out.split() == ["payload", str(tmp_path)]
+    assert err == "oops\n"
+    # Non-zero exit: KWOK reports a 500 InternalError whose message ends in
+    # "exit status N" (no NonZeroExitCode/ExitCode cause like a real kubelet).
+    _, _, status = _exec(core, namespace, "payload", ["sh", "-c", "exit 3"])
+    assert status.get("status") == "Failure"
+    assert status["message"].endswith("exit status 3")
+
+
+def test_logs_served_from_local_file_via_logs_resource(kube_api, core, gpu_node_name, namespace,
+                                                       tmp_path):
+    _running_pod(core, namespace, "payload")
+    log_file = tmp_path / "payload.log"
+    # KWOK parses CRI log lines: "<RFC3339Nano> <stream> <F|P> <text>".
+    log_file.write_text("2026-01-01T00:00:00.000000000Z stdout F hello from payload\n"
+                        "2026-01-01T00:00:01.000000000Z stderr F a warning\n")
+    client.CustomObjectsApi(kube_api).create_namespaced_custom_object(
+        KWOK_GROUP, KWOK_VERSION, namespace, "logs", {
+            "apiVersion": f"{KWOK_GROUP}/{KWOK_VERSION}", "kind": "Logs",
+            "metadata": {"name": "payload"},
+            "spec": {"logs": [{"logsFile": str(log_file)}]},
+        })
+
+    def logs():
+        try:
+            return core.read_namespaced_pod_log("payload", namespace)
+        except ApiException:
+            return None
+
+    assert _wait(logs, 20, "pod logs through kwok", interval_s=1) == \
+        "hello from payload\na warning\n"
+
+
+def test_node_not_ready_stage(core, gpu_node_name):
+    label = "node-not-ready.stage.kwok.x-k8s.io"
+
+    def ready_status():
+        node = core.read_node(gpu_node_name)
+        return next(c for c in node.status.conditions if c.type == "Ready")
+
+    core.patch_node(gpu_node_name, {
+        "metadata": {"labels": {label: "true"},
+                     "annotations": {f"{label}/reason": "XidError",
+                                     f"{label}/message": "GPU has fallen off the bus"}}})
+    cond = _wait(lambda: (c := ready_status()).status == "False" and c, 30, "Ready=False")
+    assert cond.reason == "XidError"
+    core.patch_node(gpu_node_name, {"metadata": {"labels": {label: None}}})
+    _wait(lambda: ready_status().status == "True", 30, "Ready=True again")
