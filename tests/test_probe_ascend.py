@@ -382,3 +382,47 @@ def test_process_rows_without_name_or_chip_column() -> None:
     no_chip = head + "| NPU ID | Process id | Process name | Process memory(MB) |\n| 7 | 998 | python | 2 |\n"
     (dev,) = parse_npu_smi_info(no_chip).devices
     assert [(p.pid, p.name, p.used_memory_mib, p.chip) for p in dev.processes] == [(998, "python", 2, 0)]
+
+
+def test_vnpu_list_and_resources() -> None:
+    from pytest_hetero.probes.ascend import parse_npu_vnpu
+
+    info = parse_npu_vnpu((DATA / "npu-smi-info-vnpu-310p.txt").read_text())
+    assert (info.declared_count, info.warnings) == (3, ())
+    assert [
+        (p.kind, p.index, p.profile, p.extra["vgroup_id"], p.extra["status"]) for p in info.partitions
+    ] == [
+        ("vnpu", 100, "vir01", 0, "1"),
+        ("vnpu", 101, "vir02", 1, "1"),
+        ("vnpu", 102, "vir04", 2, "1"),
+    ]
+    assert (info.resources["AICORE"], info.resources["Memory"], info.resources["PNGD"]) == (
+        {"free": 1, "total": 8},
+        {"free": 0, "total": 21},
+        {"free": None, "total": None},
+    )
+    bare = "4/8  21/42  3/7\nTotal number of vnpu: 2\nVnpu ID | Vgroup ID | Container ID | Status | Template Name\n"
+    bare += "212      |  0             |  000000000000  |  0       |  vir04\n"
+    short = parse_npu_vnpu("AICORE Memory AICPU\n" + bare)
+    assert (short.resources["Memory"], [p.index for p in short.partitions], short.warnings) == (
+        {"free": 21, "total": 42},
+        [212],
+        ("Total number of vnpu: 2 but 1 vNPU row(s) listed",),
+    )
+    with pytest.raises(ParseError):
+        parse_npu_vnpu("| NVIDIA-SMI 550 |")
+
+
+def test_chip_seen_inside_a_vnpu_container() -> None:
+    inv = parse_npu_smi_info((DATA / "npu-smi-info-in-vnpu-container.txt").read_text())
+    (dev,) = inv.devices
+    assert (dev.name, dev.index, dev.extra["npu_id"], dev.extra["vnpu_template"], dev.power_w) == (
+        "310Pvir04",
+        0,
+        7,
+        "vir04",
+        None,
+    )
+    assert [(p.kind, p.profile, p.memory_used_mib, p.memory_total_mib) for p in dev.partitions] == [
+        ("vnpu", "vir04", 995, 10763)
+    ]

@@ -244,7 +244,7 @@ def test_versions_mig_profiles_and_global_errors() -> None:
     ] == [
         ("cuda-version", "cuda version 12.2, expected >=12.4"),
         ("cann-version", "cann version not reported, expected >=8.0"),
-        ("mig-profile", "no MIG instance of profile 3g.40gb (4 MIG instance(s) seen)"),
+        ("mig-profile", "no MIG instance of profile 3g.40gb (4 partition(s) seen)"),
     ]
     broken = parse_nvidia_smi("No devices were found\n")
     assert [(d.category, d.message) for d in compare(broken, {"count": 8})] == [
@@ -304,3 +304,17 @@ def test_ascend_alarm_and_named_mig_profile() -> None:
 )
 def test_version_constraints(version: str | None, constraint: str, ok: bool) -> None:
     assert satisfies(version, constraint) is ok
+
+
+def test_probe_from_vnpu_capture_and_vnpu_profile_expectation(capsys: pytest.CaptureFixture[str]) -> None:
+    assert hetero("probe", "ascend", "--from", str(DATA / "npu-smi-info-vnpu-310p.txt"), "--no-raw") == 0
+    data = json.loads(capsys.readouterr().out)
+    assert (data["source"], [p["profile"] for p in data["devices"][0]["partitions"]]) == (
+        "npu-smi-vnpu",
+        ["vir01", "vir02", "vir04"],
+    )
+    inv = parse_npu_smi_info((DATA / "npu-smi-info-in-vnpu-container.txt").read_text())
+    assert compare(inv, {"mig_profiles": ["vir04"]}) == []
+    assert [d.message for d in compare(inv, {"mig_profiles": ["vir02"]})] == [
+        "no vNPU instance of profile vir02 (1 partition(s) seen)"
+    ]

@@ -10,6 +10,7 @@ an optional process table. Column positions are read from the header, never assu
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 from dataclasses import dataclass
@@ -18,9 +19,17 @@ from pathlib import Path
 from pytest_hetero.errors import ParseError
 from pytest_hetero.probes import _values as v
 from pytest_hetero.probes.ascend_table import parse_npu_smi_info
-from pytest_hetero.probes.model import Inventory
+from pytest_hetero.probes.model import Inventory, Partition
 
-__all__ = ["AscendNodes", "inspect_device_nodes", "parse_npu_board", "parse_npu_smi_info", "probe_ascend"]
+__all__ = [
+    "AscendNodes",
+    "VnpuInfo",
+    "inspect_device_nodes",
+    "parse_npu_board",
+    "parse_npu_smi_info",
+    "parse_npu_vnpu",
+    "probe_ascend",
+]
 
 CONTROL_NODES = ("davinci_manager", "devmm_svm", "hisi_hdc")
 """Device nodes every Ascend container needs besides its ``/dev/davinci<N>``."""
@@ -108,6 +117,60 @@ def parse_npu_board(text: str) -> dict[str, str | None]:
             hint="expected lines like 'Firmware Version : 6.4.12.1.241'",
         )
     return found
+
+
+@dataclass(frozen=True)
+class VnpuInfo:
+    """One chip's vNPU view: ``resources`` maps AICORE, Memory (GB), AICPU, VPC… to
+    ``{"free", "total"}`` (None where npu-smi prints NA); ``partitions`` are the vNPUs
+    (``kind="vnpu"``, ``index`` = Vnpu ID, ``profile`` = template); ``declared_count`` is
+    "Total number of vnpu"."""
+
+    resources: dict[str, dict[str, int | None]]
+    partitions: tuple[Partition, ...]
+    declared_count: int | None
+    warnings: tuple[str, ...] = ()
+
+
+def parse_npu_vnpu(text: str) -> VnpuInfo:
+    """Parse ``npu-smi info -t info-vnpu -i N -c M`` (Ascend 310P/910B virtualisation).
+
+    Source format: a Free/Total resource table (``AICORE Memory AICPU VPC VENC VDEC JPEGD JPEGE
+    PNGD``, memory in GB), "Total number of vnpu: K", then rows ``Vnpu ID | Vgroup ID |
+    Container ID | Status | Template Name``. Raises :class:`ParseError` when non-blank text has
+    none of these markers.
+    """
+    if text.strip() and not re.search(r"Total number of vnpu|Vnpu ID|NPU resource static info|AICORE", text):
+        raise ParseError("not `npu-smi info -t info-vnpu` output: no resource table and no vNPU list")
+    lines = [ln.strip().strip("|").strip() for ln in text.splitlines()]
+    warnings: list[str] = []
+    resources: dict[str, dict[str, int | None]] = {}
+    names = next((ln.split() for ln in lines if ln.startswith("AICORE")), [])
+    values = next((ln.split() for ln in lines if re.match(r"^(\d+|NA)/(\d+|NA)\s", ln + " ")), [])
+    for name, pair in zip(names, values):
+        free, _, total = pair.partition("/")
+        resources[name] = {"free": v.integer(free), "total": v.integer(total)}
+    count = re.search(r"Total number of vnpu:\s*(\d+)", text)
+    partitions: list[Partition] = []
+    for ln in lines:
+        cells = [c.strip() for c in ln.split("|")]
+        if len(cells) >= 5 and cells[0].isdigit():
+            partitions.append(
+                Partition(
+                    kind="vnpu",
+                    index=int(cells[0]),
+                    profile=v.text_or_none(cells[4]),
+                    extra={
+                        "vgroup_id": v.integer(cells[1]),
+                        "container_id": v.text_or_none(cells[2]),
+                        "status": v.text_or_none(cells[3]),
+                    },
+                )
+            )
+    declared = int(count.group(1)) if count else None
+    if declared is not None and declared != len(partitions):
+        warnings.append(f"Total number of vnpu: {declared} but {len(partitions)} vNPU row(s) listed")
+    return VnpuInfo(resources, tuple(partitions), declared, tuple(warnings))
 
 
 def _cann_version(root: str) -> str | None:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from pytest_hetero.errors import ParseError
 from pytest_hetero.probes import _values as v
-from pytest_hetero.probes.model import Device, DeviceProcess, Health, Inventory
+from pytest_hetero.probes.model import Device, DeviceProcess, Health, Inventory, Partition
 
 HEALTH: dict[str, Health] = {"ok": "ok", "warning": "warning", "alarm": "critical", "critical": "critical"}
 """npu-smi health words → normalised health (Warning = minor alarm, Alarm = major, Critical)."""
@@ -80,9 +80,17 @@ def _device(npu: _Npu, chip: tuple[list[str], str, dict[str, str]] | None, id_na
         index = phy_id
     else:
         index = npu.npu_id if len(npu.chips) <= 1 else None
+    template = re.fullmatch(r"(.+?)(vir\d+\S*)", npu.name or "")
+    slices: tuple[Partition, ...] = ()
+    if template:  # inside a vNPU container npu-smi names the chip "<model><template>", e.g. 310Pvir04
+        used, total = (hbm_used, hbm_total) if use_hbm else (ddr_used, ddr_total)
+        slices = (
+            Partition(kind="vnpu", profile=template.group(2), memory_total_mib=total, memory_used_mib=used),
+        )
     return Device(
         vendor="ascend",
         index=index,
+        partitions=slices,
         name=npu.name,
         bus_id=v.text_or_none(bus),
         memory_total_mib=hbm_total if use_hbm else ddr_total,
@@ -104,6 +112,7 @@ def _device(npu: _Npu, chip: tuple[list[str], str, dict[str, str]] | None, id_na
             "hbm_total_mb": hbm_total,
             "hugepages_used": hp_used,
             "hugepages_total": hp_total,
+            "vnpu_template": template.group(2) if template else None,
         },
     )
 

@@ -3,7 +3,7 @@
 Without ``--from`` the live tools are asked (:func:`pytest_hetero.probes.probe_host`). With
 ``--from FILE`` (``-`` for stdin) a captured output is read and its format detected:
 ``nvidia-smi -q -x`` XML, plain ``nvidia-smi``, a kernel/dmesg or device-plugin Xid log, or
-``npu-smi info`` / ``npu-smi info -t board``. Exit 0 healthy, 1 an unhealthy device or a
+``npu-smi info`` / ``npu-smi info -t board`` / ``npu-smi info -t info-vnpu``. Exit 0 healthy, 1 an unhealthy device or a
 global error, 2 unreadable input or a bad option.
 """
 
@@ -16,7 +16,7 @@ from typing import Any
 
 from pytest_hetero.errors import ParseError
 from pytest_hetero.probes import probe_host
-from pytest_hetero.probes.model import Inventory
+from pytest_hetero.probes.model import Device, Inventory
 
 
 def add_parser(subparsers: Any) -> None:
@@ -64,6 +64,19 @@ def parse_captured(vendor: str, text: str) -> Inventory:
     if vendor == "ascend":
         from pytest_hetero.probes.ascend import parse_npu_board, parse_npu_smi_info
 
+        if "Total number of vnpu" in text or "NPU resource static info" in text:
+            from pytest_hetero.probes.ascend import parse_npu_vnpu
+
+            vnpu = parse_npu_vnpu(text)
+            chip = Device(
+                vendor="ascend",
+                index=None,
+                partitions=vnpu.partitions,
+                extra={"vnpu_resources": vnpu.resources, "vnpu_declared": vnpu.declared_count},
+            )
+            return Inventory(
+                vendor="ascend", source="npu-smi-vnpu", devices=(chip,), warnings=vnpu.warnings, raw=text
+            )
         if "|" not in text and "NPU ID" in text:
             board = parse_npu_board(text)
             return Inventory(

@@ -35,8 +35,9 @@ class Expectation:
     ``count`` devices (for ``nvidia.com/mig-<profile>`` resources: MIG instances of that
     profile); ``product`` a regex searched in each device name; ``min_memory_mib`` per device;
     version constraints such as ``">=535"``, ``">=12.2,<13"``, ``"==24.1"``; ``mig_profiles``
-    that must exist (``"1g.10gb"``); ``capacity``/``allocatable`` as advertised by the node;
-    ``replicas`` devices advertised per physical one (time-slicing, HAMi split count).
+    that must exist (MIG ``"1g.10gb"`` or Ascend vNPU template ``"vir04"``);
+    ``capacity``/``allocatable`` as advertised by the node; ``replicas`` devices advertised per
+    physical one (time-slicing, HAMi split count).
     """
 
     resource: str = "nvidia.com/gpu"
@@ -240,7 +241,8 @@ def compare(inventory: Inventory, expect: Expectation | Mapping[str, Any]) -> li
             found.append(
                 Difference(
                     "mig-profile",
-                    f"no MIG instance of profile {profile} ({len(parts)} MIG instance(s) seen)",
+                    f"no {'vNPU' if profile.startswith('vir') else 'MIG'} instance of profile {profile} "
+                    f"({len(parts)} partition(s) seen)",
                     profile,
                     str(len(parts)),
                 )

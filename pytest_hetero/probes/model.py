@@ -41,7 +41,8 @@ class Partition:
 
     ``profile`` is the vendor profile name (``"1g.10gb"``, ``"vir04"``) when the source names it,
     else ``None`` (nvidia-smi XML and tables do not). ``index`` is the MIG device index or vNPU id;
-    ``gpu_instance_id``/``compute_instance_id`` are the MIG GI/CI ids. Memory in MiB.
+    ``gpu_instance_id``/``compute_instance_id`` are the MIG GI/CI ids. Memory in MiB. ``extra``
+    holds vendor specifics (vNPU ``vgroup_id``, ``container_id``, ``status``).
     """
 
     kind: str
@@ -54,6 +55,7 @@ class Partition:
     memory_used_mib: int | None = None
     multiprocessors: int | None = None
     ecc_uncorrectable: int | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """Return the partition as a JSON-ready dict with exactly the field names above."""
