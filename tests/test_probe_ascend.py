@@ -9,7 +9,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pytest_hetero.errors import ParseError
-from pytest_hetero.probes.ascend import inspect_device_nodes, parse_npu_board, parse_visible, probe_ascend
+from pytest_hetero.probes.ascend import (
+    inspect_device_nodes,
+    parse_npu_board,
+    parse_npu_vnpu,
+    parse_visible,
+    probe_ascend,
+)
 from pytest_hetero.probes.ascend_table import parse_npu_smi_info
 from pytest_hetero.probes.model import Inventory
 
@@ -316,6 +322,10 @@ PIECES = st.sampled_from(
         "|",
         "/",
         "| Process id |",
+        "Total number of vnpu: 2",
+        "| 100 | 0 | ff | 1 | vir01 |",
+        "AICORE Memory",
+        "1/8 NA/NA",
         "\n",
         "Alarm",
         "NA",
@@ -333,6 +343,10 @@ def test_any_text_gives_inventory_or_parse_error(text: str) -> None:
         pass
     try:
         assert isinstance(parse_npu_board(text), dict)
+    except ParseError:
+        pass
+    try:
+        assert isinstance(parse_npu_vnpu(text).resources, dict)
     except ParseError:
         pass
 
@@ -385,8 +399,6 @@ def test_process_rows_without_name_or_chip_column() -> None:
 
 
 def test_vnpu_list_and_resources() -> None:
-    from pytest_hetero.probes.ascend import parse_npu_vnpu
-
     info = parse_npu_vnpu((DATA / "npu-smi-info-vnpu-310p.txt").read_text())
     assert (info.declared_count, info.warnings) == (3, ())
     assert [
