@@ -290,3 +290,17 @@ def test_any_file_content_never_raises(cpuinfo: str, meminfo: str, cgroup: str, 
         facts = read_cpu(root)
         assert facts.logical_cpus is None or facts.logical_cpus >= 1
         assert probe_cpu(root).vendor == "cpu"
+
+
+def test_cgroup_path_escaping_the_mount_reads_the_mount_root(tmp_path: Path) -> None:
+    root = write(
+        tmp_path,
+        {
+            "proc/self/cgroup": "0::/../../kubepods.slice/x.scope\n",
+            "sys/fs/cgroup/cgroup.controllers": "cpu memory\n",
+            "sys/fs/cgroup/cpu.max": "100000 100000\n",
+            "kubepods.slice/x.scope/cpu.max": "1 100000\n",
+        },
+    )
+    limits = read_cgroup_limits(root)
+    assert (limits.version, limits.cpu_quota_cores, limits.cpuset_cpus) == (2, 1.0, None)

@@ -36,7 +36,8 @@ def _read(path: Path) -> str | None:
 
 
 def _chain(mount: Path, rel: str) -> list[Path]:
-    leaf = mount / rel.strip("/") if rel.strip("/") else mount
+    inside = rel.strip("/") and ".." not in rel.split("/")
+    leaf = mount / rel.strip("/") if inside else mount
     if not leaf.is_dir():
         leaf = mount
     chain = [leaf]
@@ -82,7 +83,8 @@ def _v2(base: Path, rel: str) -> tuple[float | None, int | None, int | None]:
 
 
 def _v1_mount(base: Path, controller: str, names: list[str]) -> Path | None:
-    for candidate in [",".join(names), controller, "cpu,cpuacct", "cpuacct,cpu"]:
+    aliases = ["cpu,cpuacct", "cpuacct,cpu"] if controller == "cpu" else []
+    for candidate in [",".join(names), controller, *aliases]:
         if candidate and (base / candidate).is_dir():
             return base / candidate
     return None
