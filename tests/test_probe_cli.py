@@ -128,6 +128,13 @@ def test_unreadable_input_exits_2_naming_the_file(
     assert (captured.out, captured.err) == ("", message.format(**names))
 
 
+def test_empty_capture_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    empty = tmp_path / "nvidia-smi.txt"
+    empty.write_text("\n  \n")
+    assert hetero("probe", "nvidia", "--from", str(empty)) == 2
+    assert capsys.readouterr().err == f"hetero probe: {empty}: empty input: no tool output was captured\n"
+
+
 def test_probe_cpu_with_root(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (tmp_path / "proc").mkdir()
     (tmp_path / "proc" / "cpuinfo").write_text(

@@ -102,6 +102,8 @@ def run(args: argparse.Namespace) -> int:
             except OSError as exc:
                 print(f"hetero probe: cannot read {args.source}: {exc.strerror or exc}", file=sys.stderr)
                 return 2
+            if not text.strip():
+                raise ParseError("empty input: no tool output was captured")
             inventory = parse_captured(args.vendor, text)
         else:
             inventory = probe_host(args.vendor, args.root)
