@@ -464,3 +464,10 @@ def test_visibility_versus_injected_device_nodes() -> None:
             "ASCEND_VISIBLE_DEVICES='0-3'",
         )
     ]
+
+
+def test_shell_trace_lines_are_not_markers(tmp_path: Path) -> None:
+    out = run_payload(toolbox(tmp_path), tmp_path / "root")
+    traced = f"+ echo {BEGIN}\n+ printf ...\n{out}+ echo {END}\n"
+    report = parse_payload_output(traced)
+    assert (report.warnings, report.arch) == ((), platform.machine())

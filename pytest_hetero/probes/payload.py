@@ -11,6 +11,7 @@ and runtimes; ``algorithm`` for a framework build without the accelerator.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
@@ -88,7 +89,9 @@ def parse_payload_output(stdout: str) -> PayloadReport:
     could not read left empty. Raises :class:`ParseError` when there is no BEGIN marker (the
     payload did not run) and names what the output started with.
     """
-    start = stdout.find(BEGIN)
+    # the marker alone on its line, so a shell trace ("+ echo ---HETERO-...") is not taken for it
+    line = re.search(rf"^{re.escape(BEGIN)}[ \t\r]*$", stdout, re.MULTILINE)
+    start = line.start() if line else stdout.find(BEGIN)
     if start < 0:
         head = stdout.strip()[:120] or "<empty>"
         raise ParseError(
@@ -97,7 +100,8 @@ def parse_payload_output(stdout: str) -> PayloadReport:
         )
     body = stdout[start + len(BEGIN) :]
     warnings: list[str] = []
-    end = body.find(END)
+    end_line = re.search(rf"^{re.escape(END)}[ \t\r]*$", body, re.MULTILINE)
+    end = end_line.start() if end_line else body.find(END)
     if end < 0:
         warnings.append(f"no {END} marker: payload output truncated")
     else:
