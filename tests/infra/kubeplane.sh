@@ -244,7 +244,8 @@ launch() {
   local name="$1"; shift
   local bin; bin="$(bin_dir)/$name"
   log "starting $name"
-  setsid nohup "$bin" "$@" >> "$STATE/logs/$name.log" 2>&1 < /dev/null &
+  # fds 8/9 are our flock locks: the daemon must not inherit (and hold) them.
+  setsid nohup "$bin" "$@" >> "$STATE/logs/$name.log" 2>&1 < /dev/null 8>&- 9>&- &
   echo $! > "$STATE/run/$name.pid"
 }
 
@@ -412,7 +413,9 @@ cmd_status() {
   done
   if apiserver_ready; then echo "apiserver: https://127.0.0.1:$APISERVER_PORT readyz ok"
   else echo "apiserver: https://127.0.0.1:$APISERVER_PORT NOT ready"; rc=1; fi
-  echo "kwok server (fake kubelet): https://127.0.0.1:$KWOK_PORT"
+  if curl -sk --max-time 3 "https://127.0.0.1:${KWOK_PORT}/healthz" >/dev/null; then
+    echo "kwok server (fake kubelet): https://127.0.0.1:$KWOK_PORT healthz ok"
+  else echo "kwok server (fake kubelet): https://127.0.0.1:$KWOK_PORT NOT healthy"; rc=1; fi
   echo "KUBECONFIG=$(kubeconfig_path)"
   return "$rc"
 }
@@ -421,12 +424,17 @@ cmd_env() {
   echo "export KUBECONFIG=$(kubeconfig_path)"
 }
 
+# Serialize concurrent callers (e.g. pytest-xdist workers all calling
+# ensure_plane): fd 8 locks the binary cache, fd 9 the state dir.
+lock_build() { mkdir -p "$CACHE_ROOT/kube"; exec 8>"$CACHE_ROOT/kube/.build.lock"; flock 8; }
+lock_state() { mkdir -p "$(dirname "$STATE")"; exec 9>"$STATE.lock"; flock 9; }
+
 main() {
   local sub="${1:-}"; shift || true
   case "$sub" in
-    build) cmd_build "$@" ;;
-    start) cmd_start "$@" ;;
-    stop) cmd_stop "$@" ;;
+    build) lock_build; cmd_build "$@" ;;
+    start) lock_state; lock_build; cmd_start "$@" ;;
+    stop) lock_state; cmd_stop "$@" ;;
     status) cmd_status "$@" ;;
     env) cmd_env "$@" ;;
     bindir) bin_dir ;;
