@@ -340,6 +340,7 @@ def test_device_plugin_xid79_marked_unhealthy() -> None:
     )
     inv = parse_nvidia_smi(text)
     assert inv.source == "device-plugin-log" and inv.extra["unhealthy_devices"] == [uuid]
+    assert inv.extra["nvml_events"] == [{"event_type": 8, "event_data": 109}]
     assert inv.global_errors[-1] == f"device {uuid} marked unhealthy by the device plugin"
 
 

@@ -133,8 +133,9 @@ def xid_inventory(text: str) -> Inventory:
 
     Critical Xids become ``global_errors`` (one line per Xid number and device, with count,
     first and last time); application Xids become ``warnings``. ``extra`` holds
-    ``xid_events`` (list of :class:`XidEvent` dicts), ``unhealthy_devices`` (UUIDs) and
-    ``reset_recommended`` (the driver printed "needs to be reset").
+    ``xid_events`` (list of :class:`XidEvent` dicts), ``unhealthy_devices`` (UUIDs),
+    ``nvml_events`` (the device plugin's raw NVML ``EventType``/``EventData`` pairs),
+    ``reset_recommended`` (the driver printed "needs to be reset"), ``hardware`` and ``kernel``.
     """
     events = parse_xid_log(text)
     groups: dict[tuple[int, str], list[XidEvent]] = {}
@@ -166,6 +167,10 @@ def xid_inventory(text: str) -> Inventory:
         extra={
             "xid_events": [e.to_dict() for e in events],
             "unhealthy_devices": bad,
+            "nvml_events": [
+                {"event_type": int(m.group(1)), "event_data": int(m.group(2))}
+                for m in re.finditer(r"EventType:(\d+) EventData:(\d+)", text)
+            ],
             "reset_recommended": "needs to be reset" in text,
             "hardware": _first(r"Hardware name: ([^/,\n]+)", text),
             "kernel": _first(r"Tainted:[^\n]*?\s(\d+\.\d+\.\d+-\S+)", text),
