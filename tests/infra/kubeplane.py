@@ -39,9 +39,13 @@ class PlaneFailed(RuntimeError):
 def go_binary() -> str | None:
     """Return the path of a usable ``go`` binary, or None when there is none.
 
-    Looks at ``$GO``, then ``PATH``, then ``/usr/local/go/bin/go``.
+    ``$GO``, when set, is authoritative (``GO=none`` means "no Go"); otherwise
+    looks at ``PATH``, then ``/usr/local/go/bin/go``.
     """
-    for cand in (os.environ.get("GO"), shutil.which("go"), "/usr/local/go/bin/go"):
+    if "GO" in os.environ:
+        go = os.environ["GO"]
+        return go if go and os.access(go, os.X_OK) else None
+    for cand in (shutil.which("go"), "/usr/local/go/bin/go"):
         if cand and os.access(cand, os.X_OK):
             return cand
     return None
