@@ -24,9 +24,13 @@ def add_parser(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "probe",
         help="show what the devices of this host (or a captured tool output) report",
-        description=__doc__.splitlines()[0],
+        description="Print what the devices of this host, or a captured tool output, report: one Inventory "
+        "as JSON (memory MiB, temperature C, power W, utilisation %).",
+        epilog="--from detects nvidia-smi -q -x XML, plain nvidia-smi, dmesg/kernel Xid logs, device-plugin "
+        "logs, npu-smi info, npu-smi info -t board and -t info-vnpu. Exit status: 0 healthy, 1 an unhealthy "
+        "device or a host-level error, 2 unreadable input.",
     )
-    parser.add_argument("vendor", choices=("nvidia", "ascend", "cpu"))
+    parser.add_argument("vendor", choices=("nvidia", "ascend", "cpu"), help="which probe to run")
     parser.add_argument(
         "--from",
         dest="source",
