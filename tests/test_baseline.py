@@ -73,6 +73,9 @@ def test_regression_fails_the_gate_and_is_named(pytester: pytest.Pytester, basel
     assert diff["transitions"]["regression"] == [{"item": BIZ, "old": "passed", "new": "failed"}]
     assert diff["gate"]["reasons"] == ["1 regression(s)"]
     result.stdout.fnmatch_lines([f"*regression*{BIZ}*(passed → failed)*", "gate (fail-on regression): FAIL*"])
+    summary = (bundle / "summary.md").read_text()
+    assert "### Baseline comparison" in summary and "gate (fail-on regression): FAIL" in summary
+    assert '<h2 id="baseline">' in (bundle / "report.html").read_text()
     assert main(["diff", str(baseline), str(bundle), "--allow-unsigned"]) == 1
     assert main(["diff", str(bundle), str(baseline), "--allow-unsigned", "--json"]) == 0
 

@@ -70,4 +70,14 @@ def render_html(evidence: dict[str, Any], signoff: dict[str, Any]) -> str:
         heat=heatmap(evidence), failures=failures_by_owner(evidence), untested=untested[:UNTESTED_LIMIT],
         untested_more=max(0, len(untested) - UNTESTED_LIMIT), details=details, detailed=detailed,
         detail_more=len(items) - len(details), signoff=signoff, version=__version__,
-        css=(TEMPLATES / "report.css").read_text(encoding="utf-8"))
+        css=(TEMPLATES / "report.css").read_text(encoding="utf-8"), baseline=_baseline_lines(evidence))
+
+
+def _baseline_lines(evidence: dict[str, Any]) -> list[str]:
+    """The ``baseline_diff`` section (written by pytest_hetero.baseline) as lines; empty without one."""
+    diff = evidence.get("baseline_diff")
+    if not diff or "gate" not in diff:
+        return [diff["error"]] if diff and "error" in diff else []
+    from pytest_hetero.baseline import diff_lines
+
+    return diff_lines(diff, limit=50)

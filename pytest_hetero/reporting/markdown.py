@@ -70,6 +70,12 @@ def render_markdown(evidence: dict[str, Any], signoff: dict[str, Any]) -> str:
             out.append(f"- {md(role['role'])} ({', '.join(role['layers'])}): "
                        + (f"signed by {who}" if role["signed"] else "pending"))
         out.append("")
+    diff = evidence.get("baseline_diff")
+    if diff and "gate" in diff:
+        from pytest_hetero.baseline import diff_lines
+
+        out.append("### Baseline comparison")
+        out += [f"- {md(line.strip(), 240)}" for line in diff_lines(diff, limit=MAX_LINES)] + [""]
     untested = evidence["untested"]["items"]
     out.append("### Untested scope")
     if not untested:
