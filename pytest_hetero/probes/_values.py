@@ -49,7 +49,7 @@ def field_error(text: str | None) -> str | None:
 
 
 def is_missing(text: str | None) -> bool:
-    """True when ``text`` reports no value (N/A-like) or an error marker."""
+    """Return True when ``text`` reports no value (N/A-like) or an error marker."""
     if text is None:
         return True
     low = text.strip().lower()

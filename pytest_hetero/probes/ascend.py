@@ -121,10 +121,12 @@ def parse_npu_board(text: str) -> dict[str, str | None]:
 
 @dataclass(frozen=True)
 class VnpuInfo:
-    """One chip's vNPU view: ``resources`` maps AICORE, Memory (GB), AICPU, VPC… to
-    ``{"free", "total"}`` (None where npu-smi prints NA); ``partitions`` are the vNPUs
-    (``kind="vnpu"``, ``index`` = Vnpu ID, ``profile`` = template); ``declared_count`` is
-    "Total number of vnpu"."""
+    """One chip's vNPU view, as ``npu-smi info -t info-vnpu`` prints it.
+
+    ``resources`` maps AICORE, Memory (GB), AICPU, VPC… to ``{"free", "total"}`` (None where
+    npu-smi prints NA); ``partitions`` are the vNPUs (``kind="vnpu"``, ``index`` = Vnpu ID,
+    ``profile`` = template); ``declared_count`` is "Total number of vnpu".
+    """
 
     resources: dict[str, dict[str, int | None]]
     partitions: tuple[Partition, ...]

@@ -67,9 +67,12 @@ class Expectation:
 
 @dataclass(frozen=True)
 class Difference:
-    """One named mismatch: ``category`` (global-error, device-count, advertised-count, product,
-    memory, driver-version, cuda-version, cann-version, mig-profile, device-health), ``owner``,
-    a one-line ``message``, and the expected/actual values as text."""
+    """One named mismatch between what a probe saw and what was expected or advertised.
+
+    ``category``: global-error, device-count, advertised-count, product, memory,
+    driver-version, cuda-version, cann-version, mig-profile, device-health; ``owner``; a
+    one-line ``message``; the expected/actual values as text; the device label if any.
+    """
 
     category: str
     message: str
@@ -89,7 +92,7 @@ def _key(version: str) -> tuple[tuple[int, int | str], ...]:
 
 
 def satisfies(version: str | None, constraint: str) -> bool:
-    """True when ``version`` meets every comma-separated clause of ``constraint``.
+    """Return True when ``version`` meets every comma-separated clause of ``constraint``.
 
     Operators ``>= > <= < == != =``; a bare version or ``==`` matches by leading components
     (``"12.2"`` matches ``"12.2.1"``). Numeric parts compare as numbers, text parts

@@ -59,7 +59,7 @@ class PayloadReport:
         return value if isinstance(value, dict) else {}
 
     def has_library(self, prefix: str) -> bool:
-        """True when a library whose file name starts with ``prefix`` was found."""
+        """Return True when a library whose file name starts with ``prefix`` was found."""
         return any(str(lib.get("name", "")).startswith(prefix) for lib in self.libraries)
 
     def to_dict(self) -> dict[str, Any]:
@@ -69,8 +69,11 @@ class PayloadReport:
 
 @dataclass(frozen=True)
 class Finding:
-    """One missing piece: ``category`` (device-node, visibility, driver-library, runtime,
-    framework, payload), ``owner`` (infrastructure | algorithm), a sentence, and evidence."""
+    """One missing piece in a container, and who has to provide it.
+
+    ``category``: device-node, visibility, driver-library, runtime, framework, payload;
+    ``owner``: ``infrastructure`` or ``algorithm``; a sentence; the evidence it rests on.
+    """
 
     category: str
     owner: str

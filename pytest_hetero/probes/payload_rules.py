@@ -103,7 +103,7 @@ def _framework(report: PayloadReport, accel: str) -> list[Rule]:
 
 
 def _listed(value: str | None) -> int | None:
-    """Number of devices an explicit visibility list names (``"0,1"``, ``"GPU-a,GPU-b"``, ``"0-3"``)."""
+    """Count the devices an explicit visibility list names (``"0,1"``, ``"GPU-a,GPU-b"``, ``"0-3"``)."""
     if value is None or value.strip().lower() in ("", "all", "void", "none"):
         return None
     count = 0
