@@ -153,7 +153,7 @@ def test_cgroup_v2_nested_path_parent_limit_wins(tmp_path: Path) -> None:
         1024,
         None,
     )
-    assert limits.path.endswith("cri-containerd-abc.scope")
+    assert limits.path is not None and limits.path.endswith("cri-containerd-abc.scope")
 
 
 def test_cgroup_v2_unlimited(tmp_path: Path) -> None:
