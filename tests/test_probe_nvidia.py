@@ -857,7 +857,7 @@ def test_nvml_count_failure(monkeypatch: pytest.MonkeyPatch) -> None:
     mod = fake_pynvml()
 
     def broken_count() -> int:
-        raise mod.NVMLError(999)  # type: ignore[attr-defined]
+        raise mod.NVMLError(999)
 
     mod.nvmlDeviceGetCount = broken_count  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "pynvml", mod)
