@@ -52,6 +52,7 @@ def test_xml_a100_mig_facts() -> None:
     )
     assert inv.extra["dtd"] == "nvsmi_device_v12.dtd"
     assert inv.attached_count == 4 and len(inv.devices) == 1
+    assert (inv.devices[0].index, inv.devices[0].extra["position"]) == (None, 0)
     assert inv.warnings == ("attached_gpus=4 but 1 <gpu> element(s) in the output",)
     gpu = inv.devices[0]
     assert (gpu.bus_id, gpu.name, gpu.extra["architecture"], gpu.extra["minor_number"]) == (
@@ -829,7 +830,7 @@ def test_xml_after_lost_gpu_line_keeps_both() -> None:
     )
     assert (inv.source, inv.attached_count, inv.raw.startswith("Unable")) == ("nvidia-smi-xml", 2, True)
     ok, lost = inv.devices
-    assert (ok.index, ok.memory_total_mib, ok.health) == (0, 81559, "ok")
+    assert (ok.index, ok.extra["position"], ok.memory_total_mib, ok.health) == (None, 0, 81559, "ok")
     assert (lost.index, lost.bus_id, lost.health, lost.errors) == (
         None,
         "0000:9B:00.0",

@@ -247,7 +247,8 @@ def _checked(root: ET.Element | None) -> ET.Element:
 def parse_nvidia_smi_xml(text: str) -> Inventory:
     """Parse ``nvidia-smi -q -x`` output into an :class:`Inventory` (source ``nvidia-smi-xml``).
 
-    Returns every ``<gpu>`` found (index = position, as nvidia-smi numbers them), the declared
+    Returns every ``<gpu>`` found (index = position, as nvidia-smi numbers them; None when the
+    listing is partial, i.e. ``attached_gpus`` disagrees, with the position in ``extra``), the declared
     ``attached_gpus`` as ``attached_count`` and parse warnings (unknown DTD, count mismatch,
     truncation). Raises :class:`ParseError` when ``text`` is not XML with an
     ``<nvidia_smi_log>`` root.
@@ -269,6 +270,11 @@ def parse_nvidia_smi_xml(text: str) -> Inventory:
     attached = v.integer(top("attached_gpus"))
     if attached is not None and attached != len(devices):
         warnings.append(f"attached_gpus={attached} but {len(devices)} <gpu> element(s) in the output")
+        # a partial listing (``-i``, or GPUs left out) no longer numbers GPUs as nvidia-smi does
+        devices = tuple(
+            Device(**{**d.__dict__, "index": None, "extra": {**d.extra, "position": d.index}})
+            for d in devices
+        )
     return Inventory(
         vendor="nvidia",
         source="nvidia-smi-xml",
