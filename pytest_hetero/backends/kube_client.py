@@ -1,0 +1,126 @@
+"""Connection and error translation of the Kubernetes backend.
+
+Target keys: ``kubeconfig`` (path; else ``KUBECONFIG``/``~/.kube/config``), ``context`` (overridden
+by ``--hetero-kube-context``), ``namespace`` (overridden by ``--hetero-kube-namespace``; else the
+context's namespace, else ``default``). Inside a pod without a kubeconfig the in-cluster service
+account is used. Every object the backend creates carries :func:`labels`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from datetime import datetime, timezone
+from typing import Any
+
+from kubernetes import client, config
+from kubernetes.client.rest import ApiException
+from kubernetes.config.config_exception import ConfigException
+
+from pytest_hetero.layers.base import LayerBroken, LayerFailed, LayerOutcome
+from pytest_hetero.pending import explain
+
+LABEL = "pytest-hetero."
+RUN_ID = LABEL + "run-id"
+OWNER = LABEL + "owner"
+ROLE = LABEL + "role"
+CREATED_AT = LABEL + "created-at"
+"""An annotation (its ``YYYY-mm-ddTHH:MM:SSZ`` value is no valid label value); same key as the Docker label."""
+PROBE = LABEL + "probe"
+API_TIMEOUT_S = 30.0
+"""Bound (seconds) of every API request except watches and model execs."""
+
+
+def label_value(text: str) -> str:
+    """``text`` made a valid label value: ``[A-Za-z0-9._-]``, at most 63 characters, alphanumeric ends."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", text)[:63].strip("-._") or "x"
+
+
+def dns_name(*parts: str, limit: int = 63) -> str:
+    """A DNS-1123 label from ``parts`` (lower case, ``[a-z0-9-]``, at most ``limit`` characters)."""
+    name = re.sub(r"[^a-z0-9-]+", "-", "-".join(parts).lower()).strip("-")
+    return name[:limit].rstrip("-") or "hetero"
+
+
+def labels(run_id: str, owner: str, role: str, **keys: str) -> dict[str, str]:
+    """Labels of a created object: run id, owner token, role, plus ``keys`` (values sanitised).
+
+    Keys are the Docker backend's (``pytest-hetero.run-id``…), so ``hetero cleanup`` selects alike.
+    """
+    out = {RUN_ID: label_value(run_id), OWNER: owner, ROLE: role}
+    out.update({LABEL + k: label_value(v) for k, v in keys.items()})
+    return out
+
+
+def annotations() -> dict[str, str]:
+    """Annotations of a created object: ``pytest-hetero.created-at`` (UTC, ``YYYY-mm-ddTHH:MM:SSZ``)."""
+    return {CREATED_AT: datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
+
+
+def connect(target: dict[str, Any], context: str | None) -> tuple[client.ApiClient, str, str]:
+    """``(ApiClient, namespace, context name)`` for the target.
+
+    Raises LayerFailed (``bad_target``, platform) when no kubeconfig or in-cluster config exists
+    or the named context is missing.
+    """
+    path = target.get("kubeconfig") or os.environ.get("KUBECONFIG")
+    try:
+        if path or os.path.exists(os.path.expanduser("~/.kube/config")) or context:
+            cfg = client.Configuration()
+            config.load_kube_config(config_file=path, context=context, client_configuration=cfg)
+            contexts, active = config.list_kube_config_contexts(config_file=path)
+            chosen = next((c for c in contexts if c["name"] == context), active) if context else active
+            namespace = str((chosen or {}).get("context", {}).get("namespace") or "default")
+            name = str((chosen or {}).get("name", ""))
+        else:
+            cfg = client.Configuration()
+            config.load_incluster_config(client_configuration=cfg)
+            with open("/var/run/secrets/kubernetes.io/serviceaccount/namespace", encoding="utf-8") as fh:
+                namespace, name = fh.read().strip(), "in-cluster"
+    except (ConfigException, OSError) as exc:
+        raise LayerFailed(f"no usable Kubernetes configuration (kubeconfig {path or '~/.kube/config'}, "
+                          f"context {context or '(current)'}): {exc}", "bad_target", "platform") from None
+    cfg.connection_pool_maxsize = 64
+    return client.ApiClient(cfg), namespace, name
+
+
+def api_outcome(exc: BaseException, action: str) -> LayerOutcome:
+    """Translate an API failure during ``action`` (e.g. ``create pods in ns``) to a layer outcome.
+
+    403 and 422 bodies are explained with :func:`pytest_hetero.pending.explain`: the outcome is
+    LayerFailed with the first reason's code as category and its owner, and ``reasons`` (list of
+    Reason dicts) attached; a permission error names the missing verb and resource. 401 →
+    LayerFailed ``unauthorized`` (platform); anything else (5xx, 429, connection) → LayerBroken
+    ``apiserver_error``.
+    """
+    if isinstance(exc, ApiException):
+        message = status_message(exc)
+        if exc.status in (403, 422, 400):
+            reasons = explain(message)
+            if reasons and reasons[0].code != "unknown":
+                first = reasons[0]
+                text = message
+                if first.code == "forbidden_rbac":
+                    d = first.detail
+                    group = d.get("group") or "core"
+                    text = (f"permission denied: {d.get('subject')} may not '{d.get('verb')}' "
+                            f"{first.resource} (API group {group}) in {d.get('namespace') or 'the cluster'}; "
+                            f"grant it (see deploy/rbac.yaml) — {message}")
+                out = LayerFailed(f"{action}: {text}", first.code, first.owner)
+                out.reasons = [r.to_dict() for r in reasons]  # type: ignore[attr-defined]
+                return out
+            return LayerFailed(f"{action}: HTTP {exc.status}: {message}", "api_rejected", "platform")
+        if exc.status == 401:
+            return LayerFailed(f"{action}: credentials rejected (401): {message}", "unauthorized", "platform")
+        return LayerBroken(f"{action}: HTTP {exc.status}: {message}", "apiserver_error")
+    return LayerBroken(f"{action}: {type(exc).__name__}: {exc}", "apiserver_unreachable")
+
+
+def status_message(exc: ApiException) -> str:
+    """The ``message`` of an API Status body, else the raw body or reason."""
+    import json
+
+    try:
+        return str(json.loads(exc.body or "{}").get("message") or exc.reason)
+    except (ValueError, AttributeError):
+        return str(exc.body or exc.reason)

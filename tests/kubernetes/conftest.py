@@ -1,0 +1,122 @@
+"""Kubernetes-backend tests against the real plane (tests/infra/kubeplane.sh): fake pools, namespaces, kubelet.
+
+The session fixture :func:`cluster` ensures the plane, creates this session's nodes (see
+:mod:`kubekit`; unique suffix, deleted at the end), a validation namespace with a KWOK
+ClusterExec (exec runs on this host) and the simulated kubelet of the ``outcome`` node. Without
+Go (and no cached binaries) the tests skip, except under ``CI=true`` where that is a failure.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from kubekit import IN_CI, POOL, SESSION, FakeKubelet, node_specs
+from kubernetes import client, config
+from kubernetes.client.rest import ApiException
+
+_spec = importlib.util.spec_from_file_location("hetero_kubeplane", Path(__file__).parents[1] / "infra" / "kubeplane.py")
+kubeplane = importlib.util.module_from_spec(_spec)  # type: ignore[arg-type]
+_spec.loader.exec_module(kubeplane)  # type: ignore[union-attr]
+
+
+@dataclass
+class Cluster:
+    """This session's view of the plane: admin ``api``, ``kubeconfig`` path, node name ``suffix``,
+    ``namespace`` (ClusterExec-enabled), ``nodes`` (pool → node names)."""
+
+    api: client.ApiClient
+    kubeconfig: Path
+    suffix: str
+    namespace: str
+    nodes: dict[str, list[str]]
+
+    @property
+    def core(self) -> client.CoreV1Api:
+        """CoreV1Api (admin)."""
+        return client.CoreV1Api(self.api)
+
+    def new_namespace(self, stem: str) -> str:
+        """Create a namespace ``<stem>-<suffix>-<random>`` (deleted at session end); wait for its default SA."""
+        name = f"{stem}-{self.suffix}-{uuid.uuid4().hex[:4]}"
+        self.core.create_namespace({"metadata": {"name": name, "labels": {SESSION: self.suffix}}})
+        client.CustomObjectsApi(self.api).create_cluster_custom_object(
+            "kwok.x-k8s.io", "v1alpha1", "clusterexecs",
+            {"apiVersion": "kwok.x-k8s.io/v1alpha1", "kind": "ClusterExec", "metadata": {"name": name},
+             "spec": {"selector": {"matchNamespaces": [name]}, "execs": [{"local": {"workDir": "/tmp"}}]}})
+        return name
+
+
+def _ready(core: client.CoreV1Api, name: str) -> bool:
+    node = core.read_node(name)
+    return any(c.type == "Ready" and c.status == "True" for c in node.status.conditions or [])
+
+
+@pytest.fixture(scope="session")
+def cluster() -> Iterator[Cluster]:
+    """The plane with this session's pools; everything created is deleted afterwards."""
+    try:
+        kubeconfig = kubeplane.ensure_plane()
+    except kubeplane.PlaneUnavailable as exc:
+        if IN_CI:
+            pytest.fail(f"CI=true but the Kubernetes plane is unavailable: {exc}")
+        pytest.skip(f"Kubernetes plane unavailable: {exc}")
+    api = config.new_client_from_config(config_file=str(kubeconfig))
+    core = client.CoreV1Api(api)
+    suffix = uuid.uuid4().hex[:5]
+    specs = node_specs(suffix)
+    nodes: dict[str, list[str]] = {}
+    kubelet = None
+    made = Cluster(api, kubeconfig, suffix, "", nodes)
+    try:
+        for body in specs:
+            core.create_node(body)
+            core.patch_node_status(body["metadata"]["name"], {"status": body["status"]})
+            nodes.setdefault(body["metadata"]["labels"][POOL], []).append(body["metadata"]["name"])
+        kubelet = FakeKubelet(api, nodes["outcome"][0])
+        made.namespace = made.new_namespace("hetero-k8s")
+        deadline = time.monotonic() + 60
+        pending = [n for pool, names in nodes.items() if pool != "notready" for n in names]
+        while pending and time.monotonic() < deadline:
+            pending = [n for n in pending if not _ready(core, n)]
+            time.sleep(0.3)
+        assert not pending, f"nodes not Ready after 60 s: {pending}"
+        while _ready(core, nodes["notready"][0]) and time.monotonic() < deadline:
+            time.sleep(0.3)
+        yield made
+    finally:
+        if kubelet is not None:
+            kubelet.close()
+        for ns in core.list_namespace(label_selector=f"{SESSION}={suffix}").items:
+            core.delete_namespace(ns.metadata.name)
+            try:
+                client.CustomObjectsApi(api).delete_cluster_custom_object("kwok.x-k8s.io", "v1alpha1",
+                                                                         "clusterexecs", ns.metadata.name)
+            except ApiException:
+                pass
+        for body in specs:
+            try:
+                core.delete_node(body["metadata"]["name"])
+            except ApiException:
+                pass
+
+
+@pytest.fixture
+def run_id(cluster: Cluster) -> Iterator[str]:
+    """A fresh run id; afterwards nothing labelled with it may remain (asserted: cleanup is under test)."""
+    value = "t" + uuid.uuid4().hex[:10]
+    yield value
+    left = cluster.core.list_pod_for_all_namespaces(label_selector=f"pytest-hetero.run-id={value}").items
+    alive = [p.metadata.name for p in left if p.metadata.deletion_timestamp is None]
+    for p in left:
+        try:
+            cluster.core.delete_namespaced_pod(p.metadata.name, p.metadata.namespace, grace_period_seconds=0)
+        except ApiException:
+            pass
+    assert not alive, f"pods of run {value} left behind: {alive}"
+
