@@ -3,8 +3,8 @@
 Without ``--from`` the live tools are asked (:func:`pytest_hetero.probes.probe_host`). With
 ``--from FILE`` (``-`` for stdin) a captured output is read and its format detected:
 ``nvidia-smi -q -x`` XML, plain ``nvidia-smi``, a kernel/dmesg or device-plugin Xid log, or
-``npu-smi info`` / ``npu-smi info -t board`` / ``npu-smi info -t info-vnpu``. Exit 0 healthy, 1 an unhealthy device or a
-global error, 2 unreadable input or a bad option.
+``npu-smi info`` / ``npu-smi info -t board`` / ``npu-smi info -t info-vnpu``. Exit 0 healthy,
+1 an unhealthy device or a global error, 2 unreadable input or a bad option.
 """
 
 from __future__ import annotations
