@@ -36,6 +36,17 @@ class LayerFailure(Exception):
         super().__init__(failure.message)
 
 
+_MARKERS: dict[str, pytest.MarkDecorator] = {}
+
+
+def _marker(name: str) -> pytest.MarkDecorator:
+    """One shared (immutable) MarkDecorator per name: building one per item cost ~40 % of the
+    collection time of a 160,000-item matrix."""
+    if name not in _MARKERS:
+        _MARKERS[name] = getattr(pytest.mark, name)
+    return _MARKERS[name]
+
+
 class LayerItem(pytest.Item):
     """One layer of one combination. ``planned`` gives layer, keys and dependency."""
 
@@ -50,7 +61,7 @@ class LayerItem(pytest.Item):
         pytest-xdist's loadgroup does); it is the key of the evidence and of baselines."""
         resource = matrix.resource(planned.keys["resource"])
         for mark in ("hetero", planned.layer, resource.type):
-            self.add_marker(mark)
+            self.add_marker(_marker(mark))
 
     @property
     def owner(self) -> str:
