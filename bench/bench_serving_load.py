@@ -1,0 +1,102 @@
+"""Benchmark: the serving load generator must not be the bottleneck.
+
+Starts a real MLServer (digits 2.0.0, scikit-learn runtime, Open Inference Protocol) on loopback,
+then at concurrency 1, 8 and 32 sends the same pre-encoded requests (one digits sample each)
+through the plugin (:func:`pytest_hetero.serving.load.run_levels`) and through a plain
+asyncio + httpx client in the same process, ``--rounds`` times, alternating which goes first. Prints the median
+throughput (successful requests/s) of each and their ratio; exits 1 when a ratio is below
+``--floor`` (default 0.9).
+
+Usage: ``python bench/bench_serving_load.py [--requests 400] [--rounds 5]`` (about a minute on 2 cores;
+other load on the machine makes single rounds noisy, hence medians).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tests"))
+
+from pytest_hetero.matrix.model import Serving  # noqa: E402
+from pytest_hetero.serving.load import run_levels  # noqa: E402
+from pytest_hetero.serving.oip import OpenInferenceProtocol  # noqa: E402
+from pytest_hetero.serving.protocol import PreparedRequest, read_samples  # noqa: E402
+from serving.servers import MLSERVER_PINS, build_digits_models, ensure_venv, start_mlserver  # noqa: E402
+
+HEADERS = {"Content-Type": "application/json"}
+
+
+async def plain(base: str, requests: list[PreparedRequest], concurrency: int, count: int) -> float:
+    """A plain httpx.AsyncClient with ``concurrency`` workers sending ``count`` requests; requests/s."""
+    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+    urls = [base + r.path for r in requests]
+    sent = 0
+    async with httpx.AsyncClient(headers=HEADERS, timeout=10.0, limits=limits) as client:
+        async def worker() -> None:
+            nonlocal sent
+            while sent < count:
+                k = sent % len(requests)
+                sent += 1
+                response = await client.post(urls[k], content=requests[k].body)
+                response.raise_for_status()
+
+        start = time.perf_counter()
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+        return count / (time.perf_counter() - start)
+
+
+def plugin(base: str, requests: list[PreparedRequest], concurrency: int, count: int) -> float:
+    """The plugin's load generator on the same requests; its measured successful requests/s."""
+    (level,) = run_levels(base, requests, [concurrency], count, 120.0, HEADERS, 10.0)
+    ok = sum(1 for r in level.responses if r.status == 200)
+    if ok != count:
+        raise RuntimeError(f"{count - ok} requests failed at concurrency {concurrency}")
+    return ok / level.wall_s
+
+
+def main() -> int:
+    """Run the comparison; print one line per concurrency level and the verdict."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--requests", type=int, default=400, help="requests per round and level")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--floor", type=float, default=0.9)
+    args = parser.parse_args()
+    python = ensure_venv("mlserver-venv", MLSERVER_PINS)
+    with tempfile.TemporaryDirectory(prefix="bench-serving-") as tmp:
+        models = build_digits_models(python, Path(tmp) / "build")
+        server = start_mlserver(python, models["2.0.0"], Path(tmp) / "server")
+        try:
+            proto = OpenInferenceProtocol(Serving("oip", "digits", "2.0.0", endpoint=server.url))
+            requests = proto.prepare(read_samples(REPO / "cases" / "digits" / "data" / "digits-test-1.0.0.csv"), 1)
+            plugin(server.url, requests, 8, 200)  # warm both sides up
+            worst = float("inf")
+            for concurrency in (1, 8, 32):
+                ours, theirs = [], []
+                for round_ in range(args.rounds):
+                    if round_ % 2:  # alternate who goes first: neither always meets a cold server
+                        ours.append(plugin(server.url, requests, concurrency, args.requests))
+                    theirs.append(asyncio.run(plain(server.url, requests, concurrency, args.requests)))
+                    if not round_ % 2:
+                        ours.append(plugin(server.url, requests, concurrency, args.requests))
+                ratio = statistics.median(ours) / statistics.median(theirs)
+                worst = min(worst, ratio)
+                print(f"concurrency {concurrency:>2}: plugin {statistics.median(ours):8.1f} req/s, "
+                      f"plain httpx {statistics.median(theirs):8.1f} req/s, ratio {ratio:.3f}", flush=True)
+        finally:
+            server.stop()
+    verdict = "PASS" if worst >= args.floor else "FAIL"
+    print(f"{verdict}: lowest ratio {worst:.3f} (floor {args.floor})")
+    return 0 if worst >= args.floor else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
