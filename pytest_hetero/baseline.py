@@ -167,9 +167,7 @@ def metric_changes(old: dict[str, dict[str, Any]], new: dict[str, dict[str, Any]
     ``tolerance`` relative to the baseline value. Returns ``[{"item", "rule", "old", "new",
     "relative_change"}]`` sorted by item then rule."""
     out = []
-    for key in sorted(set(old) & set(new)):
-        if old[key].get("layer") != "business":
-            continue
+    for key in sorted(k for k, e in new.items() if e.get("layer") == "business" and k in old):
         a, b = _observed(old[key]), _observed(new[key])
         for rule in sorted(set(a) & set(b)):
             scale = max(abs(a[rule]), 1e-12)
