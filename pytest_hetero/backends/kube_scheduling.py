@@ -148,10 +148,48 @@ def explain_pending(pods: list[dict[str, Any]], events: list[dict[str, Any]], qu
     return out
 
 
-def primary(reasons: list[Reason], selector: bool) -> Reason | None:
-    """The reason that decides: not a preemption verdict; a selector mismatch only when nothing else
-    (with a node selector the other pools' nodes always mismatch); then most nodes."""
-    pool = [r for r in reasons if not r.preemption] or list(reasons)
-    if selector:
-        pool = [r for r in pool if r.code != "node_selector_mismatch"] or pool
-    return max(pool, key=lambda r: (r.code != "unknown", r.nodes or 0), default=None)
+def untolerated(taints: list[dict[str, Any]], tolerations: list[dict[str, Any]]) -> list[str]:
+    """``key=value:effect`` of each NoSchedule/NoExecute taint no toleration tolerates (core/v1 rules)."""
+    def tolerates(tol: dict[str, Any], taint: dict[str, Any]) -> bool:
+        if tol.get("effect") and tol["effect"] != taint.get("effect"):
+            return False
+        if tol.get("operator") == "Exists":
+            return not tol.get("key") or tol["key"] == taint.get("key")
+        return tol.get("key") == taint.get("key") and str(tol.get("value", "")) == str(taint.get("value", ""))
+
+    return [f"{t['key']}{'=' + t['value'] if t.get('value') else ''}:{t.get('effect')}" for t in taints
+            if t.get("effect") in ("NoSchedule", "NoExecute") and not any(tolerates(x, t) for x in tolerations)]
+
+
+def applies(reason: Reason, pool: list[dict[str, Any]], tolerations: list[dict[str, Any]]) -> bool:
+    """Could ``reason`` come from a node of ``pool`` (node facts of the nodes the selector picks)?
+    Other nodes' verdicts (their taints, their labels) say nothing about the pool."""
+    if reason.code == "node_selector_mismatch":
+        return not pool
+    if reason.code == "untolerated_taint":
+        return any(untolerated(f.get("taints") or [], tolerations) for f in pool)
+    if reason.code == "node_not_ready":
+        return any(f.get("ready") != "True" for f in pool)
+    return True
+
+
+def primary(reasons: list[Reason], pool: list[dict[str, Any]] | None = None,
+            tolerations: list[dict[str, Any]] | None = None) -> Reason | None:
+    """The reason that decides: not a preemption verdict; with the selector's ``pool`` known, one that
+    can come from a pool node (see :func:`applies`); then most nodes."""
+    candidates = [r for r in reasons if not r.preemption] or list(reasons)
+    if pool is not None:
+        candidates = [r for r in candidates if applies(r, pool, tolerations or [])] or candidates
+    return max(candidates, key=lambda r: (r.code != "unknown", r.nodes or 0), default=None)
+
+
+def name_taints(reasons: list[Reason], pool: list[dict[str, Any]], tolerations: list[dict[str, Any]]) -> list[Reason]:
+    """Fill ``taint`` of an ``untolerated_taint`` reason the scheduler left unnamed (1.34 says only
+    "had untolerated taint(s)") when the pool's nodes carry exactly one untolerated taint."""
+    from dataclasses import replace
+
+    found = sorted({t for f in pool for t in untolerated(f.get("taints") or [], tolerations)})
+    if len(found) != 1:
+        return reasons
+    return [replace(r, taint=found[0], detail={**r.detail, "taint_from": "pool nodes"})
+            if r.code == "untolerated_taint" and not r.taint else r for r in reasons]

@@ -216,18 +216,33 @@ class KubernetesBackend(Backend):
             events += ks.events_for(self.api, self.namespace, workload["name"])
         queue = ks.queue_objects(self.api, self.namespace, uid) if workload["kind"] in ("kueue-job", "volcano-job") else []
         advertised = {n for f in self.nodes.values() for n, v in (f.get("capacity") or {}).items() if v}
-        reasons = ks.explain_pending(pods, events, queue, advertised or None)
+        pool, tolerations = self.pool_nodes(ctx), [dict(t) for t in ctx.resource.tolerations]
+        reasons = ks.name_taints(ks.explain_pending(pods, events, queue, advertised or None), pool or [], tolerations)
         slim = [{k: e.get(k) for k in ("type", "reason", "message", "count", "firstTimestamp", "lastTimestamp",
                                        "source", "reportingComponent")} for e in events]
         ctx.artifact("pending-pod.json", __import__("json").dumps(pods, indent=1), "application/json")
         ctx.record("scheduling.pending", object=workload["name"], submit_as=workload["kind"], timed_out_after_s=timed_out,
                    reasons=[r.to_dict() for r in reasons], events=slim, queue_objects=len(queue),
                    conditions=[(p.get("status") or {}).get("conditions") for p in pods])
-        decisive = ks.primary(reasons, bool(ctx.resource.node_selector))
+        decisive = ks.primary(reasons, pool, tolerations)
         if decisive is None:
             raise LayerFailed(f"{workload['kind']} {workload['name']} not scheduled within {timed_out:g} s and "
                               f"nothing explains why (pods: {len(pods)})", "scheduling_timeout", "platform")
         raise LayerFailed(f"{workload['name']} not scheduled: {summarise(reasons)}", decisive.code, decisive.owner)
+
+    def pool_nodes(self, ctx: LayerContext) -> list[dict[str, Any]] | None:
+        """Facts of the nodes the resource's selector picks (listed when discovery did not); None when unreadable."""
+        selector = ctx.resource.node_selector
+        if not selector:
+            return None
+        try:
+            resp = self.core.list_node(label_selector=",".join(f"{k}={v}" for k, v in sorted(selector.items())),
+                                       _preload_content=False, _request_timeout=kc.API_TIMEOUT_S)
+        except Exception:  # noqa: BLE001 - without list nodes the verdict falls back to node counts
+            return None
+        import json
+
+        return [kube_discovery.node_facts(n, list(ctx.resource.requests)) for n in json.loads(resp.data)["items"]]
 
     def start(self, ctx: LayerContext) -> None:
         """Wait until the workload container runs (or say why not), record image digest, logs, run the payload."""
