@@ -70,13 +70,13 @@ class DockerBackend(Backend):
             raise LayerFailed(f"target.tls: {self.conn_error}", "bad_target", "platform")
         if self._api is None:
             try:
-                api = docker.APIClient(**{**self.conn, "timeout": run.API_TIMEOUT_S})
+                api = run.make_client(self.conn, run.API_TIMEOUT_S)
                 api.ping()
             except docker.errors.DockerException as exc:
                 raise LayerBroken(f"Docker engine at {self.conn.get('base_url', 'DOCKER_HOST')} does not "
                                   f"answer: {exc}", "engine_unreachable") from None
             self._api = api
-            self._long = docker.APIClient(**{**self.conn, "timeout": None})
+            self._long = run.make_client(self.conn, None)
             self.engine = {"version": api.version(), "info": api.info()}
         return self._api
 

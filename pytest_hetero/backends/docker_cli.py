@@ -90,11 +90,11 @@ def cleanup(args: argparse.Namespace) -> list[dict[str, Any]]:
     import docker
     import docker.errors
 
-    from pytest_hetero.backends.docker_run import API_TIMEOUT_S, CREATED_AT, RUN_ID, connection
+    from pytest_hetero.backends.docker_run import API_TIMEOUT_S, CREATED_AT, RUN_ID, connection, make_client
 
     target = {"docker_host": args.docker_host} if args.docker_host else {}
     try:
-        api = docker.APIClient(**{**connection(target), "timeout": API_TIMEOUT_S})
+        api = make_client(connection(target), API_TIMEOUT_S)
         api.ping()
     except docker.errors.DockerException as exc:
         raise CleanupError(f"Docker engine not reachable: {exc}") from None

@@ -10,6 +10,7 @@ from __future__ import annotations
 import io
 import os
 import re
+import signal
 import socket
 import tarfile
 import threading
@@ -78,6 +79,29 @@ def connection(target: dict[str, Any]) -> dict[str, Any]:
     return kwargs
 
 
+class TlsEngineClient(docker.APIClient):
+    """An APIClient whose TLS settings are only the target's: requests' ``trust_env`` (which lets
+    ``REQUESTS_CA_BUNDLE``/``CURL_CA_BUNDLE`` replace the engine's CA, and proxies intercept) is off."""
+
+    @property  # type: ignore[override]
+    def trust_env(self) -> bool:
+        """Always False (requests.Session sets it to True in its constructor; that is ignored)."""
+        return False
+
+    @trust_env.setter
+    def trust_env(self, value: bool) -> None:
+        pass
+
+
+def make_client(conn: dict[str, Any], timeout: float | None) -> docker.APIClient:
+    """An engine client for :func:`connection` kwargs with a read ``timeout`` (seconds, None: none).
+
+    Raises docker.errors.DockerException when the engine does not answer the version request.
+    """
+    cls = TlsEngineClient if conn.get("tls") else docker.APIClient
+    return cls(**{**conn, "timeout": timeout})
+
+
 def engine_is_local(kwargs: dict[str, Any]) -> bool:
     """True when the engine runs on this host (unix socket, or TCP to this host's loopback)."""
     url = str(kwargs.get("base_url") or "unix://")
@@ -110,6 +134,16 @@ def read_file(api: docker.APIClient, cid: str, path: str) -> bytes | None:
         return fh.read() if fh is not None else None
 
 
+class _Watchdog(threading.Timer):
+    """A Timer that never receives SIGINT/SIGTERM, so the kernel delivers them to the main thread
+    (blocked in the exec's socket read), where pytest turns them into KeyboardInterrupt."""
+
+    def run(self) -> None:
+        if hasattr(signal, "pthread_sigmask"):
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+        super().run()
+
+
 def run_exec(api: docker.APIClient, long_api: docker.APIClient, cid: str, argv: list[str], run_dir: str,
              env: dict[str, str], workdir: str | None, timeout_s: float) -> ExecResult:
     """Run ``argv`` in the container through :data:`EXEC_WRAPPER`; return its ExecResult.
@@ -130,7 +164,7 @@ def run_exec(api: docker.APIClient, long_api: docker.APIClient, cid: str, argv: 
         except docker.errors.APIError:
             pass
 
-    timer = threading.Timer(timeout_s, kill)
+    timer = _Watchdog(timeout_s, kill)
     start = time.perf_counter()
     timer.start()
     try:
