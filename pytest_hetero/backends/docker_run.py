@@ -79,11 +79,11 @@ def connection(target: dict[str, Any]) -> dict[str, Any]:
     return kwargs
 
 
-class TlsEngineClient(docker.APIClient):
+class TlsEngineClient(docker.APIClient):  # type: ignore[misc]  # (docker ships no type hints)
     """An APIClient whose TLS settings are only the target's: requests' ``trust_env`` (which lets
     ``REQUESTS_CA_BUNDLE``/``CURL_CA_BUNDLE`` replace the engine's CA, and proxies intercept) is off."""
 
-    @property  # type: ignore[override]
+    @property
     def trust_env(self) -> bool:
         """Always False (requests.Session sets it to True in its constructor; that is ignored)."""
         return False
