@@ -13,9 +13,10 @@ as ``[[PROPERTY|name=value]]`` lines, the convention Jenkins/Testmo-style reader
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
-from junitparser import Attr, Error, Failure, JUnitXml, Skipped, TestCase, TestSuite
+from junitparser import Attr, Error, Failure, JUnitXml, Skipped, SystemOut, TestCase, TestSuite
 
 from pytest_hetero import LAYERS
 from pytest_hetero.evidence.model import UNTESTED_STATUSES
@@ -37,8 +38,12 @@ def _properties(entry: dict[str, Any]) -> list[tuple[str, str]]:
     return props
 
 
+_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
+
+
 def _clean(text: str) -> str:
-    return "".join(ch for ch in text if ch in "\t\n\r" or ord(ch) >= 0x20)
+    """Drop characters XML 1.0 cannot carry (NUL, escape codes…)."""
+    return _CONTROL.sub("", text)
 
 
 def render_junit(evidence: dict[str, Any]) -> bytes:
@@ -51,25 +56,36 @@ def render_junit(evidence: dict[str, Any]) -> bytes:
         suite.add_property("verdict", evidence["summary"]["verdict"])
         suite.add_property("matrices", ",".join(m["name"] for m in evidence["matrices"]))
         suites[layer] = suite
+    stats = {layer: {"tests": 0, "failures": 0, "errors": 0, "skipped": 0, "time": 0.0} for layer in suites}
     for entry in entries(evidence):
         case = _Case(entry["nodeid"], f"hetero.{entry['layer']}", float(entry.get("duration_s") or 0.0))
         case.status = entry["status"]
         failure = entry.get("failure") or {}
         message = _clean(str(failure.get("message") or entry.get("reason") or ""))
+        counts = stats.setdefault(entry["layer"], {"tests": 0, "failures": 0, "errors": 0, "skipped": 0, "time": 0.0})
+        counts["tests"] += 1
+        counts["time"] += float(entry.get("duration_s") or 0.0)
         if entry["status"] == "failed":
-            case.result = [Failure(message[:2000], str(failure.get("category", "failed")))]
+            case.append(Failure(message[:2000], str(failure.get("category", "failed"))))
+            counts["failures"] += 1
         elif entry["status"] == "error":
-            case.result = [Error(message[:2000], str(failure.get("category", "error")))]
+            case.append(Error(message[:2000], str(failure.get("category", "error"))))
+            counts["errors"] += 1
         elif entry["status"] in UNTESTED_STATUSES:
-            case.result = [Skipped(_clean(f"{entry['status']}: {entry.get('reason') or ''}")[:2000])]
-        case.system_out = "\n".join(_clean(f"[[PROPERTY|{k}={v}]]") for k, v in _properties(entry))
-        suites.setdefault(entry["layer"], TestSuite(f"hetero.{entry['layer']}")).add_testcase(case)
-    totals = {"tests": 0, "failures": 0, "errors": 0, "time": 0.0}
-    for suite in suites.values():
-        suite.update_statistics()
-        root.add_testsuite(suite)
-        for key in totals:
-            totals[key] += getattr(suite, key) or 0
-    root.tests, root.failures, root.errors = totals["tests"], totals["failures"], totals["errors"]
-    root.time = round(totals["time"], 3)
+            case.append(Skipped(_clean(f"{entry['status']}: {entry.get('reason') or ''}")[:2000]))
+            counts["skipped"] += 1
+        # append in schema order (result, then system-out); the property setters search children first
+        case.append(SystemOut(_clean("\n".join(f"[[PROPERTY|{k}={v}]]" for k, v in _properties(entry)))))
+        # append, not add_testcase: junitparser recounts the whole suite on every add (quadratic)
+        suites.setdefault(entry["layer"], TestSuite(f"hetero.{entry['layer']}")).append(case)
+    for layer, suite in suites.items():
+        counts = stats[layer]
+        suite.tests, suite.failures, suite.errors, suite.skipped = (counts["tests"], counts["failures"],
+                                                                    counts["errors"], counts["skipped"])
+        suite.time = round(counts["time"], 3)
+        root.append(suite)
+    root.tests = sum(c["tests"] for c in stats.values())
+    root.failures = sum(c["failures"] for c in stats.values())
+    root.errors = sum(c["errors"] for c in stats.values())
+    root.time = round(sum(c["time"] for c in stats.values()), 3)
     return b'<?xml version="1.0" encoding="UTF-8"?>\n' + root.tostring()

@@ -80,9 +80,11 @@ def heatmap(evidence: dict[str, Any], limit: int = HEATMAP_ROW_LIMIT) -> dict[st
     items = entries(evidence)
     by_prefix: dict[tuple[str, str, tuple[str, ...]], int] = {}
     keysets: dict[str, set[tuple[str, ...]]] = {}
+    located: list[tuple[str, tuple[str, ...]]] = []
     for index, entry in enumerate(items):
         matrix = entry.get("matrix") or entry["nodeid"].split("::", 1)[0]
         key = _key(entry)
+        located.append((matrix, key))
         by_prefix[(matrix, entry["layer"], key)] = index
         keysets.setdefault(matrix, set()).add(key)
     rows_keys: list[tuple[str, tuple[str, ...]]] = []
@@ -108,9 +110,7 @@ def heatmap(evidence: dict[str, Any], limit: int = HEATMAP_ROW_LIMIT) -> dict[st
         by_resource: dict[tuple[str, str], list[tuple[str, tuple[str, ...]]]] = {}
         for group in groups:
             by_resource.setdefault((group[0], group[1][0]), []).append(group)
-        for entry in items:
-            matrix = entry.get("matrix") or entry["nodeid"].split("::", 1)[0]
-            key = _key(entry)
+        for entry, (matrix, key) in zip(items, located):
             targets = [(matrix, key[:2])] if len(key) >= 2 else by_resource.get((matrix, key[0]), []) if key else []
             for group in targets:
                 groups[group].setdefault(entry["layer"], Counter())[entry["status"]] += 1

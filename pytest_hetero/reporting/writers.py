@@ -9,9 +9,12 @@ when one is configured, else with no signature (the bundle is marked UNSIGNED).
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import json
 import shutil
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -62,7 +65,8 @@ def render(fmt: str, evidence: dict[str, Any], signoff: dict[str, Any]) -> bytes
     if fmt == "junit":
         return render_junit(evidence)
     if fmt == "ctrf":
-        return (json.dumps(render_ctrf(evidence), indent=1, sort_keys=True) + "\n").encode("utf-8")
+        # compact: the C encoder is several times faster than indented output on 50,000 tests
+        return (json.dumps(render_ctrf(evidence), sort_keys=True) + "\n").encode("utf-8")
     raise ValueError(f"unknown format {fmt!r}; choose from {', '.join(FORMATS)}")
 
 
@@ -103,6 +107,24 @@ def copy_inputs(evidence: dict[str, Any], bundle_dir: Path) -> list[tuple[str, s
     return out
 
 
+@contextlib.contextmanager
+def gc_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector while rendering a large evidence document.
+
+    Rendering allocates millions of short-lived objects next to a heap already holding the
+    whole document; each full collection would walk that heap again (measured: over half
+    the rendering time at 50,000 items). Rendering creates no reference cycles worth
+    collecting; the collector is simply resumed at the end.
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
 def write_renderings(evidence: dict[str, Any], bundle_dir: Path, key_path: Path | None) -> list[Path]:
     """Copy the matrix files into ``inputs/`` and write every rendering (FORMATS); return their paths.
 
@@ -112,9 +134,10 @@ def write_renderings(evidence: dict[str, Any], bundle_dir: Path, key_path: Path 
     signer, why = _run_signer(key_path)
     signoff = signoff_context(matrix_owners(evidence), signer, why)
     written = []
-    for fmt, name in FORMATS.items():
-        (bundle_dir / name).write_bytes(render(fmt, evidence, signoff))
-        written.append(bundle_dir / name)
+    with gc_paused():
+        for fmt, name in FORMATS.items():
+            (bundle_dir / name).write_bytes(render(fmt, evidence, signoff))
+            written.append(bundle_dir / name)
     return written
 
 
