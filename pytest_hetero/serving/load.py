@@ -106,7 +106,12 @@ async def run_level(client: httpx.AsyncClient, base: str, requests: list[Prepare
         await asyncio.gather(*(worker() for _ in range(concurrency)))
     finally:
         tick.cancel()
-    return LevelResult(concurrency, responses, time.perf_counter() - started)
+    wall = time.perf_counter() - started
+    if progress is not None:
+        errors = sum(1 for r in responses if not 200 <= r.status < 300)
+        progress(f"concurrency {concurrency}: done, {len(responses)} requests in {wall:.2f} s, "
+                 f"{len(responses) / wall:.1f} req/s, {errors} errors")
+    return LevelResult(concurrency, responses, wall)
 
 
 def run_levels(base: str, requests: list[PreparedRequest], levels: list[int], count: int | None,

@@ -69,9 +69,9 @@ class OpenAICompatible(ServingProtocol):
         for pos, sample in enumerate(samples):
             messages = ([{"role": "system", "content": str(opts["system"])}] if "system" in opts else [])
             messages.append({"role": "user", "content": _text(sample)})
-            body = {"model": model, "messages": messages, "max_tokens": int(opts.get("max_tokens", 16)),
-                    "temperature": 0, "stream": stream}
-            out.append(PreparedRequest("/v1/chat/completions", _encode(body), (pos,), stream=stream))
+            chat: dict[str, Any] = {"model": model, "messages": messages, "temperature": 0,
+                                    "max_tokens": int(opts.get("max_tokens", 16)), "stream": stream}
+            out.append(PreparedRequest("/v1/chat/completions", _encode(chat), (pos,), stream=stream))
         return out
 
     def parse(self, request: PreparedRequest, body: bytes) -> Answer:

@@ -71,7 +71,7 @@ class Process:
     def __init__(self, argv: list[str], url: str, ready_path: str, log: Path, env: dict[str, str] | None = None,
                  cwd: Path | None = None) -> None:
         self.url, self.log = url, log
-        self._out = open(log, "wb")
+        self._out = open(log, "wb")  # noqa: SIM115 - lives as long as the process, closed by stop()
         self.proc = subprocess.Popen(argv, stdout=self._out, stderr=subprocess.STDOUT, cwd=cwd,
                                      env={**os.environ, **(env or {})}, start_new_session=True)
         self.ready_path = ready_path

@@ -6,8 +6,8 @@ from __future__ import annotations
 import shutil
 
 import pytest
-
 from support import evidence_of, statuses
+
 from serving.conftest import DigitsServers
 from serving.helpers import COMBO, REPO, items_of, records
 
@@ -22,7 +22,8 @@ def test_example_serving_matrix(pytester: pytest.Pytester, monkeypatch: pytest.M
     shutil.copy(REPO / "matrices" / "example-serving.matrix.yaml", pytester.path / "matrices")
     result = pytester.runpytest("matrices/example-serving.matrix.yaml", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=4, skipped=1)
-    result.stdout.fnmatch_lines(["*[[]serving[]] digits@2.0.0 concurrency 1: *360 requests, * req/s, 0 errors"])
+    result.stdout.fnmatch_lines(["*[[]serving[]] digits@2.0.0 concurrency 1: done, 360 requests in * s, * req/s, 0 errors",
+                                 "*[[]serving[]] digits@2.0.0 concurrency 8: done, 360 requests in * s, * req/s, 0 errors"])
     ev = evidence_of(pytester)
     assert statuses(ev) == {
         "cpu-host::discovery": "passed", "cpu-host::scheduling": "not_applicable",

@@ -5,11 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from support import evidence_of, statuses
 
 from serving.conftest import DigitsServers
 from serving.helpers import COMBO, items_of, oip, records, serving_matrix
 from serving.servers import free_port
-from support import evidence_of, statuses
 
 START, MODEL, BUSINESS = "cpu-host::py::startup", f"cpu-host::py::{COMBO}::model", f"cpu-host::py::{COMBO}::business"
 
@@ -84,8 +84,8 @@ def test_protected_service_that_accepts_anyone(pytester: pytest.Pytester, digits
     found, items = _run(pytester, serving_matrix(oip(digits_servers.current, auth={"protected": True})))
     assert found == {START: "failed", **BLOCKED}
     assert _failure(items[START]) == (
-        "auth_not_enforced", "platform", "unauthenticated GET /v2/models/digits answered 200, but the matrix says "
-        "digits is protected (expected 401 or 403)")
+        "auth_not_enforced", "platform", ("unauthenticated GET /v2/models/digits answered 200, but the matrix "
+                                          "says digits is protected (expected 401 or 403)"))
 
 
 def test_service_bounds_missed_owned_by_business(pytester: pytest.Pytester, digits_servers: DigitsServers,

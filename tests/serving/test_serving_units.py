@@ -156,16 +156,16 @@ def test_matrix_serving_errors(tmp_path: Path) -> None:
                                      "rollback": {"version": "1.0.0"}}))
     doc["spec"]["models"].append({"name": "plain", "version": "1"})
     assert _problems(tmp_path, json.dumps(doc)) == [
-        "spec.models[0:digits-service].serving: serving of model 'digits-service' names neither endpoint nor deploy | "
-        "add endpoint: http://HOST:PORT, or deploy: {kind: InferenceService, name: …}",
-        "spec.models[0:digits-service].serving.rollback: rollback of model 'digits-service' has no way to switch | "
-        "add endpoint: (the previous version's URL) or deploy: (the object to patch)",
-        "spec.models[1:plain]: model 'plain' has no entrypoint or uri or sha256 and no serving | give entrypoint, "
-        "uri and sha256 to run the model, or serving: {protocol, endpoint | deploy, model_name} to validate "
-        "a running inference service",
+        ("spec.models[0:digits-service].serving: serving of model 'digits-service' names neither endpoint nor "
+         "deploy | add endpoint: http://HOST:PORT, or deploy: {kind: InferenceService, name: …}"),
+        ("spec.models[0:digits-service].serving.rollback: rollback of model 'digits-service' has no way to switch"
+         " | add endpoint: (the previous version's URL) or deploy: (the object to patch)"),
+        ("spec.models[1:plain]: model 'plain' has no entrypoint or uri or sha256 and no serving | give entrypoint, "
+         "uri and sha256 to run the model, or serving: {protocol, endpoint | deploy, model_name} to validate "
+         "a running inference service"),
     ]
     doc = json.loads(serving_matrix({"protocol": "oip", "model_name": "digits", "endpoint": "http://x",
                                      "deploy": {"kind": "Pod", "name": "p"}}))
     assert _problems(tmp_path, json.dumps(doc)) == [
-        "spec.models[0:digits-service].serving.deploy.kind: 'Pod' is not one of ['Deployment', 'Service', 'InferenceService'] | "
-        "use one of: ['Deployment', 'Service', 'InferenceService']"]
+        ("spec.models[0:digits-service].serving.deploy.kind: 'Pod' is not one of ['Deployment', 'Service', "
+         "'InferenceService'] | use one of: ['Deployment', 'Service', 'InferenceService']")]
