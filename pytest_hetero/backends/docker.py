@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import re
 import sys
+import time
 import uuid
 from typing import Any
 
@@ -33,6 +34,8 @@ from pytest_hetero.layers.startup import verify_inputs
 from pytest_hetero.settings import Settings
 
 PULL_POLICIES = ("never", "if-not-present", "always")
+SETTLE_S = 2.0
+"""Seconds to wait for the engine to record a container's death after an exec ended with 137."""
 
 
 class DockerBackend(Backend):
@@ -256,19 +259,14 @@ class DockerBackend(Backend):
         return result
 
     def run_failure(self, ctx: LayerContext, workload: dict[str, Any], result: ExecResult) -> dict[str, str] | None:
-        """Classify a finished exec the exit code alone does not explain: ``container_killed``
-        (infrastructure), ``oom_killed`` (algorithm), ``entrypoint_missing`` (algorithm); else None."""
-        try:
-            state = self.api.inspect_container(workload["id"])["State"]
-        except docker.errors.NotFound:
-            state = {"Running": False, "Status": "removed"}
-        if not state.get("Running"):
-            oom = ", OOMKilled" if state.get("OOMKilled") else ""
-            return {"category": "container_killed", "owner": "infrastructure",
-                    "message": f"container {workload['name']} stopped during the model run (status "
-                               f"{state.get('Status')}, exit {state.get('ExitCode')}{oom}); the run ended with "
-                               f"exit {result.exit_code}"}
-        if result.exit_code == 137 and not result.timed_out:
+        """Classify a finished exec the exit code alone does not explain: ``oom_killed`` (algorithm),
+        ``container_killed`` (infrastructure), ``entrypoint_missing`` (algorithm); else None.
+
+        After an exit 137 that is no OOM kill, the container's state is polled for up to
+        :data:`SETTLE_S` seconds: the engine records a killed container's exit after the exec ends.
+        """
+        state = self._state(workload)
+        if state.get("Running") and result.exit_code == 137 and not result.timed_out:
             kills = run.oom_kills(self.api, workload["id"])
             if kills is not None and kills > workload["oom_kills"]:
                 workload["oom_kills"] = kills
@@ -276,12 +274,28 @@ class DockerBackend(Backend):
                         "message": f"model run OOM-killed (exit 137, cgroup oom_kill count {kills}) under the "
                                    f"container memory limit of {workload['limit_bytes']} bytes "
                                    f"({ctx.resource.name})"}
+            deadline = time.monotonic() + SETTLE_S
+            while state.get("Running") and time.monotonic() < deadline:
+                time.sleep(0.05)
+                state = self._state(workload)
+        if not state.get("Running"):
+            oom = ", OOMKilled" if state.get("OOMKilled") else ""
+            return {"category": "container_killed", "owner": "infrastructure",
+                    "message": f"container {workload['name']} stopped during the model run (status "
+                               f"{state.get('Status')}, exit {state.get('ExitCode')}{oom}); the run ended with "
+                               f"exit {result.exit_code}"}
         missing = re.search(r"exec: (.*): (not found|Permission denied)", result.stderr)
         if result.exit_code in (126, 127) and missing:
             return {"category": "entrypoint_missing", "owner": "algorithm",
                     "message": f"entrypoint program {missing.group(1)} {missing.group(2).lower()} in image "
                                f"{ctx.image.reference} (exit {result.exit_code})"}
         return None
+
+    def _state(self, workload: dict[str, Any]) -> dict[str, Any]:
+        try:
+            return dict(self.api.inspect_container(workload["id"])["State"])
+        except docker.errors.NotFound:
+            return {"Running": False, "Status": "removed"}
 
     def _remove(self, cid: str) -> None:
         try:
