@@ -134,7 +134,8 @@ def verify_identity(ctx: LayerContext, proto: ServingProtocol, base: str, header
         try:
             samples = read_samples(ctx.matrix.datasets[0].path)[:1]
             request = proto.prepare(samples, 1)[0]
-            response = client.post(base + request.path, content=request.body)
+            response = client.post(base + request.path, content=request.body,
+                                   headers={"Content-Type": "application/json"})
             probe_status = response.status_code
             if 200 <= probe_status < 300:
                 probe_version = proto.parse(request, response.content).version

