@@ -248,3 +248,54 @@ def test_pytest_run_without_key_is_visibly_unsigned(pytester: pytest.Pytester, t
     assert envelope["signatures"] == [] and envelope["payloadType"] == PAYLOAD_TYPE
     digest = hashlib.sha256((bundle / "manifest.json").read_bytes()).hexdigest()
     assert json.loads((bundle / "statement.intoto.json").read_text())["subject"][0]["digest"]["sha256"] == digest
+
+
+def test_standard_dsse_library_verifies_the_envelope(bundle: Path, keys: dict[str, Path]) -> None:
+    """securesystemslib (secure-systems-lab's DSSE implementation) accepts our envelope and keyid."""
+    from cryptography.hazmat.primitives import serialization
+    from securesystemslib.dsse import Envelope
+    from securesystemslib.exceptions import VerificationError
+    from securesystemslib.signer import SSlibKey
+
+    def sslib_key(pub: Path) -> SSlibKey:
+        public = load_public_key(pub)
+        raw = public.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw).hex()
+        return SSlibKey(keyid(public), "ed25519", "ed25519", {"public": raw})
+
+    add_role_signature(bundle, load_private_key(keys["business"]), "business")
+    envelope = Envelope.from_dict(json.loads((bundle / "attestation.intoto.jsonl").read_text()))
+    assert envelope.payload_type == "application/vnd.in-toto+json"
+    accepted = envelope.verify([sslib_key(keys["run.pub"]), sslib_key(keys["business.pub"])], 2)
+    assert set(accepted) == {kid(keys["run.pub"]), kid(keys["business.pub"])}
+    with pytest.raises(VerificationError):
+        envelope.verify([sslib_key(keys["other.pub"])], 1)
+
+
+def _ensure_tools() -> None:
+    import shutil
+    import subprocess
+
+    missing = [t for t in ("jq", "openssl", "sha256sum") if shutil.which(t) is None]
+    if missing and os.geteuid() == 0 and shutil.which("apt-get"):
+        subprocess.run(["apt-get", "install", "-y", "-qq", *missing], capture_output=True, check=False)
+        missing = [t for t in missing if shutil.which(t) is None]
+    if missing:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"missing tools for the documented verification: {missing}")
+        pytest.skip(f"missing {missing}")
+
+
+def test_documented_openssl_verification(bundle: Path, keys: dict[str, Path]) -> None:
+    import subprocess
+
+    _ensure_tools()
+    script = Path(__file__).resolve().parents[1] / "docs" / "verify-bundle.sh"
+    ok = subprocess.run(["bash", str(script), str(bundle), str(keys["run.pub"])], capture_output=True, text=True)
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    assert ok.stdout.splitlines() == ["Signature Verified Successfully", f"OK {bundle}"]
+    wrong = subprocess.run(["bash", str(script), str(bundle), str(keys["other.pub"])], capture_output=True, text=True)
+    assert wrong.returncode != 0 and "Signature Verification Failure" in wrong.stdout + wrong.stderr
+    (bundle / "artifacts/cpu-host/py-current/forged.txt").write_text("x")
+    extra = subprocess.run(["bash", str(script), str(bundle), str(keys["run.pub"])], capture_output=True, text=True)
+    assert extra.returncode == 1 and "FAIL files differ from manifest.json:" in extra.stdout
+    assert "> artifacts/cpu-host/py-current/forged.txt" in extra.stdout
