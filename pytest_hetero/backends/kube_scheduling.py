@@ -140,11 +140,12 @@ def explain_pending(pods: list[dict[str, Any]], events: list[dict[str, Any]], qu
                     advertised: set[str] | None) -> list[Reason]:
     """Normalised reasons from pods, events (of the pods and the Job) and queue objects, deduplicated."""
     out: list[Reason] = []
-    for source in [*queue, *[p for p in pods if not p.get("deleted")],
-                   *[e for e in events if e.get("type") == "Warning"]]:
-        for reason in explain(source, advertised=advertised):
-            if reason not in out and not (reason.code == "unknown" and any(r.code != "unknown" for r in out)):
-                out.append(reason)
+    for source in [*queue, *[p for p in pods if not p.get("deleted")]]:
+        out += [r for r in explain(source, advertised=advertised) if r not in out]
+    # events repeat what the pod status says (kept verbatim in evidence); only new codes are added
+    for event in [e for e in events if e.get("type") == "Warning"]:
+        out += [r for r in explain(event, advertised=advertised)
+                if r.code not in {x.code for x in out} and not (r.code == "unknown" and out)]
     return out
 
 

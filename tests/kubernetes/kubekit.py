@@ -142,7 +142,6 @@ class FakeKubelet:
                                          "lastState": json.loads(json.dumps(outcome["last"]).replace(
                                              "null", json.dumps(now())))}]}
         ns, name = pod.metadata.namespace, pod.metadata.name
-        self.core.patch_namespaced_pod_status(name, ns, {"status": status})
         if outcome["event"]:
             reason, message = outcome["event"]
             self.core.create_namespaced_event(ns, {
@@ -150,6 +149,8 @@ class FakeKubelet:
                 "involvedObject": {"kind": "Pod", "name": name, "namespace": ns, "uid": pod.metadata.uid},
                 "source": {"component": "kubelet", "host": self.node}, "firstTimestamp": now(),
                 "lastTimestamp": now(), "count": 1})
+        # the event first: the backend reads events when it sees the status (a real kubelet races here)
+        self.core.patch_namespaced_pod_status(name, ns, {"status": status})
 
     def close(self) -> None:
         """Stop heartbeats and the pod watch (threads are daemons; they end within 30 s)."""
