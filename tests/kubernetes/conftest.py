@@ -99,6 +99,11 @@ def cluster() -> Iterator[Cluster]:
                                                                          "clusterexecs", ns.metadata.name)
             except ApiException:
                 pass
+        rbac = client.RbacAuthorizationV1Api(api)
+        for binding in rbac.list_cluster_role_binding(label_selector=f"{SESSION}={suffix}").items:
+            rbac.delete_cluster_role_binding(binding.metadata.name)
+        for role in rbac.list_cluster_role(label_selector=f"{SESSION}={suffix}").items:
+            rbac.delete_cluster_role(role.metadata.name)
         for body in specs:
             try:
                 core.delete_node(body["metadata"]["name"])
