@@ -92,8 +92,7 @@ def write_journal(bundle: Path, items: list[dict[str, Any]]) -> None:
     with open(bundle / "journal.jsonl", "w", encoding="utf-8") as fh:
         fh.write(json.dumps({"type": "run", "id": "bench", "tool": "pytest-hetero", "tool_version": "0.1.0",
                              "started_at": "2026-11-29T10:00:00.000000Z", "host": "bench"}) + "\n")
-        for item in items:
-            fh.write(json.dumps({"type": "item", "evidence": item}, sort_keys=True) + "\n")
+        fh.writelines(json.dumps({"type": "item", "evidence": item}, sort_keys=True) + "\n" for item in items)
         fh.write(json.dumps({"type": "end", "at": "2026-11-29T10:10:00.000000Z", "exit_status": 1,
                              "interrupted": False}) + "\n")
 

@@ -225,7 +225,7 @@ def read_envelope(bundle_dir: Path) -> tuple[dict[str, Any], bytes, dict[str, An
         payload = base64.b64decode(envelope["payload"], validate=True)
         statement = json.loads(payload)
         if not isinstance(envelope.get("signatures"), list) or not isinstance(statement, dict):
-            raise ValueError("signatures is not a list or payload is not a JSON object")
+            raise ValueError("signatures is not a list or payload is not a JSON object")  # noqa: TRY004
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise BundleError(f"envelope is truncated or malformed: {exc}", where,
                           "restore the attestation from the original bundle") from None

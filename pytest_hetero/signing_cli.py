@@ -11,6 +11,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 from pytest_hetero import LAYERS
@@ -95,7 +96,9 @@ def _render(args: argparse.Namespace) -> int:
     return 0
 
 
-def _guard(func):  # type: ignore[no-untyped-def]
+def _guard(func: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+    """Turn a HeteroError into one message on stderr and exit code 2."""
+
     def run(args: argparse.Namespace) -> int:
         try:
             return int(func(args))

@@ -13,12 +13,12 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from bundle_samples import make_bundle, sample_evidence  # noqa: E402
-from support import matrix_text  # noqa: E402
+from bundle_samples import make_bundle, sample_evidence
+from support import matrix_text
 
-from pytest_hetero import signing_cli  # noqa: E402
-from pytest_hetero.bundle import Problem, manifest_bytes  # noqa: E402
-from pytest_hetero.signing import (  # noqa: E402
+from pytest_hetero import signing_cli
+from pytest_hetero.bundle import Problem, manifest_bytes
+from pytest_hetero.signing import (
     PAYLOAD_TYPE,
     add_role_signature,
     envelope_for,
@@ -28,7 +28,7 @@ from pytest_hetero.signing import (  # noqa: E402
     load_public_key,
     write_envelope,
 )
-from pytest_hetero.verify import verify_bundle  # noqa: E402
+from pytest_hetero.verify import verify_bundle
 
 
 def hetero(*argv: str) -> int:
@@ -72,8 +72,8 @@ def test_intact_bundle_verifies(bundle: Path, keys: dict[str, Path], capsys: pyt
 def test_wrong_key(bundle: Path, keys: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
     assert hetero("verify", str(bundle), "--key", str(keys["other.pub"])) == 1
     out = capsys.readouterr().out.splitlines()
-    assert out == [f"FAIL signature 1 (keyid {kid(keys['run.pub'])[:16]}…): unknown_key: signed by a key not passed "
-                   "with --key", f"verification FAILED: 1 problem(s) in {bundle}"]
+    assert out == [(f"FAIL signature 1 (keyid {kid(keys['run.pub'])[:16]}…): unknown_key: signed by a key not passed "
+                   "with --key"), f"verification FAILED: 1 problem(s) in {bundle}"]
 
 
 def test_truncated_envelope(bundle: Path, keys: dict[str, Path]) -> None:
@@ -239,8 +239,8 @@ def test_pytest_run_without_key_is_visibly_unsigned(pytester: pytest.Pytester, t
     result = pytester.runpytest_subprocess("t.matrix.yaml", "--hetero-run-id", "r2", "--hetero-report-dir", "reports",
                                            "--hetero-sign-key", str(tmp_path / "run.key"))
     result.stdout.fnmatch_lines(["bundle UNSIGNED"])
-    result.stderr.fnmatch_lines([f"pytest-hetero: {tmp_path / 'run.key'}: private key file is accessible by "
-                                 "group/others (mode 0644)", f"  hint: run: chmod 600 {tmp_path / 'run.key'}"])
+    result.stderr.fnmatch_lines([(f"pytest-hetero: {tmp_path / 'run.key'}: private key file is accessible by "
+                                 "group/others (mode 0644)"), f"  hint: run: chmod 600 {tmp_path / 'run.key'}"])
     bundle = pytester.path / "reports" / "r2"
     assert "signing key refused: private key file is accessible by group/others (mode 0644)" in \
         (bundle / "report.html").read_text()
@@ -290,12 +290,12 @@ def test_documented_openssl_verification(bundle: Path, keys: dict[str, Path]) ->
 
     _ensure_tools()
     script = Path(__file__).resolve().parents[1] / "docs" / "verify-bundle.sh"
-    ok = subprocess.run(["bash", str(script), str(bundle), str(keys["run.pub"])], capture_output=True, text=True)
+    ok = subprocess.run(["bash", str(script), str(bundle), str(keys["run.pub"])], capture_output=True, text=True, check=False)
     assert ok.returncode == 0, ok.stdout + ok.stderr
     assert ok.stdout.splitlines() == ["Signature Verified Successfully", f"OK {bundle}"]
-    wrong = subprocess.run(["bash", str(script), str(bundle), str(keys["other.pub"])], capture_output=True, text=True)
+    wrong = subprocess.run(["bash", str(script), str(bundle), str(keys["other.pub"])], capture_output=True, text=True, check=False)
     assert wrong.returncode != 0 and "Signature Verification Failure" in wrong.stdout + wrong.stderr
     (bundle / "artifacts/cpu-host/py-current/forged.txt").write_text("x")
-    extra = subprocess.run(["bash", str(script), str(bundle), str(keys["run.pub"])], capture_output=True, text=True)
+    extra = subprocess.run(["bash", str(script), str(bundle), str(keys["run.pub"])], capture_output=True, text=True, check=False)
     assert extra.returncode == 1 and "FAIL files differ from manifest.json:" in extra.stdout
     assert "> artifacts/cpu-host/py-current/forged.txt" in extra.stdout

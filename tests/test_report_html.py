@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from bundle_samples import EVIL, PREFIX, make_bundle, sample_evidence  # noqa: E402
-from test_bundle_verify import hetero  # noqa: E402
+from bundle_samples import EVIL, PREFIX, make_bundle, sample_evidence
+from test_bundle_verify import hetero
 
-from pytest_hetero.reporting.html import render_html  # noqa: E402
-from pytest_hetero.reporting.view import signoff_context  # noqa: E402
-from pytest_hetero.signing import add_role_signature, generate_keypair, load_private_key  # noqa: E402
+from pytest_hetero.reporting.html import render_html
+from pytest_hetero.reporting.view import signoff_context
+from pytest_hetero.signing import add_role_signature, generate_keypair, load_private_key
 
 ENSURE = Path(__file__).parent / "infra" / "chromium.sh"
 CSP = re.compile(r'<meta http-equiv="Content-Security-Policy"[^>]*>')

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from support import matrix_text  # noqa: E402
+from support import matrix_text
 
 pytest.importorskip("pytest_html")
 

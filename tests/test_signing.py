@@ -13,11 +13,11 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 
 sys.path.insert(0, str(Path(__file__).parent))
-from bundle_samples import make_bundle, sample_evidence  # noqa: E402
+from bundle_samples import make_bundle, sample_evidence
 
-from pytest_hetero.errors import BundleError  # noqa: E402
-from pytest_hetero.evidence.model import STATUSES  # noqa: E402
-from pytest_hetero.signing import (  # noqa: E402
+from pytest_hetero.errors import BundleError
+from pytest_hetero.evidence.model import STATUSES
+from pytest_hetero.signing import (
     PAYLOAD_TYPE,
     PREDICATE_TYPE,
     SigningKeyError,
@@ -111,10 +111,10 @@ def test_signed_statement_carries_the_predicate(tmp_path: Path, keys: dict[str, 
     assert pred["counts"]["model"]["passed"] == 1 and pred["counts"]["model"]["blocked"] == 1
     assert pred["counts"]["discovery"]["failed"] == 1
     assert pred["untested"]["by_status"] == {"blocked": 4, "excluded": 1}
-    blocked = [e for e in pred["untested"]["items"] if e["status"] == "blocked"][0]
+    blocked = next(e for e in pred["untested"]["items"] if e["status"] == "blocked")
     assert blocked["blocked_by"] == "matrices/example-cpu.matrix.yaml::gpu-nvidia::discovery"
     assert blocked["reason"].startswith("blocked by matrices/example-cpu.matrix.yaml::gpu-nvidia::discovery")
-    excluded = [e for e in pred["untested"]["items"] if e["status"] == "excluded"][0]
+    excluded = next(e for e in pred["untested"]["items"] if e["status"] == "excluded")
     assert excluded["reason"] == "excluded by matrix rule (line 40): py-old is retired"
     assert pred["untested"]["never_covered"] == {"example-cpu": {"resource": ["gpu-nvidia"]}}
     assert set(pred["does_not_prove"]) == {"discovery", "scheduling", "startup", "model", "business"}

@@ -48,44 +48,47 @@ def _clean(text: str) -> str:
 
 def render_junit(evidence: dict[str, Any]) -> bytes:
     """Return the JUnit XML document as UTF-8 bytes (with XML declaration)."""
-    root = JUnitXml(f"pytest-hetero {evidence['run'].get('id', '')}")
-    suites = {}
+    root: Any = JUnitXml(f"pytest-hetero {evidence['run'].get('id', '')}")
+    suites: dict[str, Any] = {}
     for layer in LAYERS:
         suite = TestSuite(f"hetero.{layer}")
         suite.add_property("run_id", str(evidence["run"].get("id", "")))
         suite.add_property("verdict", evidence["summary"]["verdict"])
         suite.add_property("matrices", ",".join(m["name"] for m in evidence["matrices"]))
         suites[layer] = suite
-    stats = {layer: {"tests": 0, "failures": 0, "errors": 0, "skipped": 0, "time": 0.0} for layer in suites}
+    counts: dict[str, dict[str, int]] = {}
+    times: dict[str, float] = {}
     for entry in entries(evidence):
-        case = _Case(entry["nodeid"], f"hetero.{entry['layer']}", float(entry.get("duration_s") or 0.0))
-        case.status = entry["status"]
+        layer, status = entry["layer"], entry["status"]
+        duration = float(entry.get("duration_s") or 0.0)
+        case: Any = _Case(entry["nodeid"], f"hetero.{layer}", duration)
+        case.status = status
         failure = entry.get("failure") or {}
         message = _clean(str(failure.get("message") or entry.get("reason") or ""))
-        counts = stats.setdefault(entry["layer"], {"tests": 0, "failures": 0, "errors": 0, "skipped": 0, "time": 0.0})
-        counts["tests"] += 1
-        counts["time"] += float(entry.get("duration_s") or 0.0)
-        if entry["status"] == "failed":
-            case.append(Failure(message[:2000], str(failure.get("category", "failed"))))
-            counts["failures"] += 1
-        elif entry["status"] == "error":
-            case.append(Error(message[:2000], str(failure.get("category", "error"))))
-            counts["errors"] += 1
-        elif entry["status"] in UNTESTED_STATUSES:
-            case.append(Skipped(_clean(f"{entry['status']}: {entry.get('reason') or ''}")[:2000]))
-            counts["skipped"] += 1
+        tally = counts.setdefault(layer, {"tests": 0, "failures": 0, "errors": 0, "skipped": 0})
+        tally["tests"] += 1
+        times[layer] = times.get(layer, 0.0) + duration
         # append in schema order (result, then system-out); the property setters search children first
+        if status == "failed":
+            case.append(Failure(message[:2000], str(failure.get("category", "failed"))))
+            tally["failures"] += 1
+        elif status == "error":
+            case.append(Error(message[:2000], str(failure.get("category", "error"))))
+            tally["errors"] += 1
+        elif status in UNTESTED_STATUSES:
+            case.append(Skipped(_clean(f"{status}: {entry.get('reason') or ''}")[:2000]))
+            tally["skipped"] += 1
         case.append(SystemOut(_clean("\n".join(f"[[PROPERTY|{k}={v}]]" for k, v in _properties(entry)))))
         # append, not add_testcase: junitparser recounts the whole suite on every add (quadratic)
-        suites.setdefault(entry["layer"], TestSuite(f"hetero.{entry['layer']}")).append(case)
+        suites.setdefault(layer, TestSuite(f"hetero.{layer}")).append(case)
     for layer, suite in suites.items():
-        counts = stats[layer]
-        suite.tests, suite.failures, suite.errors, suite.skipped = (counts["tests"], counts["failures"],
-                                                                    counts["errors"], counts["skipped"])
-        suite.time = round(counts["time"], 3)
+        tally = counts.get(layer, {"tests": 0, "failures": 0, "errors": 0, "skipped": 0})
+        suite.tests, suite.failures = tally["tests"], tally["failures"]
+        suite.errors, suite.skipped = tally["errors"], tally["skipped"]
+        suite.time = round(times.get(layer, 0.0), 3)
         root.append(suite)
-    root.tests = sum(c["tests"] for c in stats.values())
-    root.failures = sum(c["failures"] for c in stats.values())
-    root.errors = sum(c["errors"] for c in stats.values())
-    root.time = round(sum(c["time"] for c in stats.values()), 3)
-    return b'<?xml version="1.0" encoding="UTF-8"?>\n' + root.tostring()
+    root.tests = sum(c["tests"] for c in counts.values())
+    root.failures = sum(c["failures"] for c in counts.values())
+    root.errors = sum(c["errors"] for c in counts.values())
+    root.time = round(sum(times.values()), 3)
+    return b'<?xml version="1.0" encoding="UTF-8"?>\n' + bytes(root.tostring())

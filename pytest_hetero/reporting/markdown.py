@@ -38,8 +38,8 @@ def render_markdown(evidence: dict[str, Any], signoff: dict[str, Any]) -> str:
     signer = signoff.get("run_signer")
     sig = f"signed by `{signer[:16]}`" if signer else "**UNSIGNED**"
     out = [f"## pytest-hetero: {verdict}", "",
-           f"Run {code(run.get('id'))} · matrices: {', '.join(md(m['name']) for m in evidence['matrices']) or 'none'}"
-           f" · bundle {sig}", ""]
+           (f"Run {code(run.get('id'))} · matrices: {', '.join(md(m['name']) for m in evidence['matrices']) or 'none'}"
+           f" · bundle {sig}"), ""]
     shown = [s for s in STATUSES if evidence["summary"]["totals"].get(s)]
     out += ["| layer | " + " | ".join(shown) + " |", "|---|" + "---:|" * len(shown)]
     for layer, counts in layer_counts(evidence):
@@ -81,10 +81,10 @@ def render_markdown(evidence: dict[str, Any], signoff: dict[str, Any]) -> str:
     if not untested:
         out.append("Nothing excluded, blocked, skipped or deselected.")
     else:
-        counts: dict[str, int] = {}
+        by_status: dict[str, int] = {}
         for entry in untested:
-            counts[entry["status"]] = counts.get(entry["status"], 0) + 1
-        out.append(", ".join(f"{n} {s}" for s, n in sorted(counts.items(), key=lambda kv: -kv[1])))
+            by_status[entry["status"]] = by_status.get(entry["status"], 0) + 1
+        out.append(", ".join(f"{n} {s}" for s, n in sorted(by_status.items(), key=lambda kv: -kv[1])))
         out.append("")
         for entry in untested[:MAX_LINES]:
             out.append(f"- {entry['status']}: {code(entry['nodeid'])} — {md(entry.get('reason'))}")
