@@ -30,6 +30,7 @@ from pytest_hetero.matrix.load import parse_duration
 
 CLEANERS: dict[str, str] = {
     "docker": "pytest_hetero.backends.docker_cli",
+    "kubernetes": "pytest_hetero.backends.kube_cleanup",
 }
 """Backend name → module providing ``add_arguments(parser)`` and ``cleanup(args)``."""
 

@@ -10,6 +10,7 @@ Volcano Jobs (when the CRD exists). ``hetero cleanup --backend kubernetes`` sele
 from __future__ import annotations
 
 import argparse
+import os
 from collections.abc import Callable, Iterator
 from datetime import datetime
 from typing import Any
@@ -92,12 +93,18 @@ def _epoch(stamp: Any) -> float | None:
 def cleanup(args: argparse.Namespace) -> list[dict[str, Any]]:
     """Remove (or list) the pods and Jobs of pytest-hetero runs selected by ``args`` (see docker_cli).
 
-    Raises CleanupError when the cluster cannot be reached or the objects cannot be listed.
+    With ``--backend all`` and no Kubernetes configuration at all (no ``KUBECONFIG``, no
+    ``~/.kube/config``, not in a pod) returns [] instead. Raises CleanupError when the cluster
+    cannot be reached or the objects cannot be listed.
     """
     import time
 
     from pytest_hetero.backends.docker_cli import CleanupError, selected
 
+    configured = (os.environ.get("KUBECONFIG") or os.path.exists(os.path.expanduser("~/.kube/config"))
+                  or os.environ.get("KUBERNETES_SERVICE_HOST") or args.kube_context)
+    if getattr(args, "backend", "all") == "all" and not configured:
+        return []  # no cluster configured here: nothing of ours can exist (``--backend all`` stays quiet)
     try:
         api, namespace, _ = connect({}, args.kube_context)
     except LayerOutcome as exc:

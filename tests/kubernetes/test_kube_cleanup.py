@@ -1,0 +1,79 @@
+"""--hetero-keep leaves the workloads; ``hetero cleanup --backend kubernetes`` removes them; a dropped
+watch resumes and a too-old resourceVersion re-lists (faults produced on the real apiserver)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+from conftest import Cluster
+from kubekit import kube_matrix
+from kubernetes import client
+
+from pytest_hetero.backends.kube_watch import PodWatch
+
+
+def hetero(*args: str, kubeconfig: str) -> subprocess.CompletedProcess[str]:
+    """Run the ``hetero`` CLI with ``KUBECONFIG`` set."""
+    return subprocess.run([sys.executable, "-m", "pytest_hetero.cli", *args], capture_output=True, text=True,
+                          env={**os.environ, "KUBECONFIG": kubeconfig}, timeout=120, check=False)
+
+
+def pods_of(cluster: Cluster, run_id: str) -> list[str]:
+    return sorted(p.metadata.name for p in cluster.core.list_pod_for_all_namespaces(
+        label_selector=f"pytest-hetero.run-id={run_id}").items if p.metadata.deletion_timestamp is None)
+
+
+def test_keep_then_hetero_cleanup(pytester: pytest.Pytester, cluster: Cluster, run_id: str) -> None:
+    pytester.makefile(".matrix.yaml", k=kube_matrix(cluster.suffix, cluster.namespace, [
+        {"name": "cpu", "type": "cpu", "requests": {"cpu": "1"}, "pool": "cpu"}]))
+    result = pytester.runpytest("-p", "no:cacheprovider", "--hetero-run-id", run_id, "--hetero-keep", "-k", "scheduling")
+    assert result.ret == 0
+    kept = pods_of(cluster, run_id)
+    assert len(kept) == 1 and kept[0].startswith("hetero-cpu-py-")
+    dry = hetero("cleanup", "--backend", "kubernetes", "--run-id", run_id, "--kube-namespace", cluster.namespace,
+                 "--dry-run", "--json", kubeconfig=str(cluster.kubeconfig))
+    assert dry.returncode == 0, dry.stderr
+    assert [(e["kind"], e["name"], e["run_id"], e["removed"]) for e in json.loads(dry.stdout)] == \
+        [("pod", f"{cluster.namespace}/{kept[0]}", run_id, False)]
+    done = hetero("cleanup", "--backend", "kubernetes", "--run-id", run_id, "--kube-namespace", "all", "--json",
+                  kubeconfig=str(cluster.kubeconfig))
+    assert done.returncode == 0, done.stderr
+    assert [(e["kind"], e["removed"]) for e in json.loads(done.stdout)] == [("pod", True)]
+    assert pods_of(cluster, run_id) == []
+
+
+def test_cleanup_refuses_a_bare_call(cluster: Cluster) -> None:
+    bare = hetero("cleanup", "--backend", "kubernetes", kubeconfig=str(cluster.kubeconfig))
+    assert bare.returncode == 2 and "--older-than" in bare.stderr
+
+
+def _pod(name: str) -> dict:
+    return {"metadata": {"name": name, "labels": {"pytest-hetero.owner": "watchtest", "pytest-hetero.probe": name}},
+            "spec": {"nodeSelector": {"kubernetes.io/hostname": "nowhere"},
+                     "containers": [{"name": "c", "image": "x/y:1"}]}}
+
+
+def test_watch_resumes_after_a_drop_and_relists_when_too_old(cluster: Cluster) -> None:
+    ns = cluster.new_namespace("hetero-watch")
+    watch = PodWatch(cluster.api, ns, "pytest-hetero.owner=watchtest")
+    watch.start()
+    try:
+        cluster.core.create_namespaced_pod(ns, _pod("a"))
+        assert watch.wait("a", lambda pods: pods, 10)
+        watch._resp.shutdown()  # the connection drops mid-stream (as a proxy or apiserver restart does)
+        cluster.core.create_namespaced_pod(ns, _pod("b"))
+        assert watch.wait("b", lambda pods: pods, 10)
+        assert watch.resumes >= 1 and watch.relists == 0
+        watch.rv = "1"  # far older than the apiserver's watch cache: it answers 410 Gone
+        watch._resp.shutdown()
+        cluster.core.create_namespaced_pod(ns, _pod("c"))
+        assert watch.wait("c", lambda pods: pods, 15)
+        assert watch.relists >= 1
+        assert {"a", "b", "c"} <= set(watch.pods)
+    finally:
+        watch.stop()
