@@ -298,14 +298,15 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     so a bad value is a usage error before anything runs. On a pytest-xdist controller, which
     collects nothing itself, also journal the matrices and the deselections here."""
     config = session.config
+    recorder = config.stash.get(RECORDER, None)
+    controller = recorder is not None and config.pluginmanager.getplugin("dsession") is not None
     try:
         request = config.stash[REQUEST] = build_request(config.stash[SETTINGS])
-        plans = matrices_in_args(config)
+        plans = matrices_in_args(config) if request.active or controller else []
         selection = select(request, plans) if request.active and plans else Selection()
     except HeteroError as exc:
         raise usage_error(exc) from None
-    recorder = config.stash.get(RECORDER, None)
-    if recorder is not None and config.pluginmanager.getplugin("dsession") is not None:
+    if controller:
         for prefix, matrix, plan in plans:
             recorder.matrix(str(matrix.path), prefix, matrix.name, matrix.sha256, _plan_uses_image(plan))
         config.stash[DESELECTED].update(selection.deselected)
