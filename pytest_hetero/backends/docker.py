@@ -14,10 +14,7 @@ one container per resource × image (startup) and runs every model × dataset in
 
 from __future__ import annotations
 
-import os
-import re
 import sys
-import time
 import uuid
 from typing import Any
 
@@ -27,15 +24,13 @@ import docker.errors
 from pytest_hetero.backends import docker_place as place
 from pytest_hetero.backends import docker_run as run
 from pytest_hetero.backends.base import EXECUTION_PROVIDERS, Backend, ExecResult, render_entrypoint
-from pytest_hetero.backends.docker_errors import IMAGE_OWNER_DEFAULT, outcome
+from pytest_hetero.backends.docker_errors import IMAGE_OWNER_DEFAULT, outcome, run_failure
 from pytest_hetero.backends.docker_translate import EngineRequest
 from pytest_hetero.layers.base import LayerBroken, LayerContext, LayerFailed
 from pytest_hetero.layers.startup import verify_inputs
 from pytest_hetero.settings import Settings
 
 PULL_POLICIES = ("never", "if-not-present", "always")
-SETTLE_S = 2.0
-"""Seconds to wait for the engine to record a container's death after an exec ended with 137."""
 
 
 class DockerBackend(Backend):
@@ -170,17 +165,23 @@ class DockerBackend(Backend):
         m = ctx.matrix
         models = [(x.name, x.path, x.code or m.path.parent) for x in m.models]
         mounts = run.input_mounts(models, [(d.name, d.path) for d in m.datasets]) + request.mounts
-        worker = os.environ.get("PYTEST_XDIST_WORKER", "")
-        name = run.safe_name("hetero", self.settings.run_id, *key, *([worker] if worker else []))
+        name = run.safe_name("hetero", self.settings.run_id, *key)
         labels = run.labels(self.settings.run_id, self.owner, "workload", matrix=m.name, resource=key[0],
-                            image=key[1], **({"worker": worker} if worker else {}))
+                            image=key[1])
         host_config = self.api.create_host_config(
             **request.host_config(), network_mode=str(self.target.get("network", "none")),
             mounts=[docker.types.Mount(x["target"], x["source"], type="bind", read_only=x["read_only"])
                     for x in mounts])
         try:
-            cid = self.api.create_container(image_id, command=run.KEEP_ALIVE, name=name, labels=labels,
-                                            environment=request.environment, host_config=host_config)["Id"]
+            try:
+                cid = self.api.create_container(image_id, command=run.KEEP_ALIVE, name=name, labels=labels,
+                                                environment=request.environment, host_config=host_config)["Id"]
+            except docker.errors.APIError as exc:
+                if exc.status_code != 409:  # 409: the name is taken (another pytest-xdist worker of this run)
+                    raise
+                name = f"{name}-{self.owner[:6]}"
+                cid = self.api.create_container(image_id, command=run.KEEP_ALIVE, name=name, labels=labels,
+                                                environment=request.environment, host_config=host_config)["Id"]
         except docker.errors.APIError as exc:
             raise outcome(exc, f"creating container {name}", phase_owner=self.image_owner,
                           image_owner=self.image_owner) from None
@@ -253,49 +254,10 @@ class DockerBackend(Backend):
             self.ensure_running(ctx, workload, "before the model run")
             raise outcome(exc, f"exec in {workload['name']}", phase_owner="algorithm") from None
         result.details.update(container=workload["name"], container_id=workload["id"], run_dir=run_dir)
-        result.failure = self.run_failure(ctx, workload, result)
+        result.failure = run_failure(self.api, ctx, workload, result)
         if result.failure is None or result.failure["category"] != "container_killed":
             result.outputs = run.read_file(self.api, workload["id"], values["outputs"])
         return result
-
-    def run_failure(self, ctx: LayerContext, workload: dict[str, Any], result: ExecResult) -> dict[str, str] | None:
-        """Classify a finished exec the exit code alone does not explain: ``oom_killed`` (algorithm),
-        ``container_killed`` (infrastructure), ``entrypoint_missing`` (algorithm); else None.
-
-        After an exit 137 that is no OOM kill, the container's state is polled for up to
-        :data:`SETTLE_S` seconds: the engine records a killed container's exit after the exec ends.
-        """
-        state = self._state(workload)
-        if state.get("Running") and result.exit_code == 137 and not result.timed_out:
-            kills = run.oom_kills(self.api, workload["id"])
-            if kills is not None and kills > workload["oom_kills"]:
-                workload["oom_kills"] = kills
-                return {"category": "oom_killed", "owner": "algorithm",
-                        "message": f"model run OOM-killed (exit 137, cgroup oom_kill count {kills}) under the "
-                                   f"container memory limit of {workload['limit_bytes']} bytes "
-                                   f"({ctx.resource.name})"}
-            deadline = time.monotonic() + SETTLE_S
-            while state.get("Running") and time.monotonic() < deadline:
-                time.sleep(0.05)
-                state = self._state(workload)
-        if not state.get("Running"):
-            oom = ", OOMKilled" if state.get("OOMKilled") else ""
-            return {"category": "container_killed", "owner": "infrastructure",
-                    "message": f"container {workload['name']} stopped during the model run (status "
-                               f"{state.get('Status')}, exit {state.get('ExitCode')}{oom}); the run ended with "
-                               f"exit {result.exit_code}"}
-        missing = re.search(r"exec: (.*): (not found|Permission denied)", result.stderr)
-        if result.exit_code in (126, 127) and missing:
-            return {"category": "entrypoint_missing", "owner": "algorithm",
-                    "message": f"entrypoint program {missing.group(1)} {missing.group(2).lower()} in image "
-                               f"{ctx.image.reference} (exit {result.exit_code})"}
-        return None
-
-    def _state(self, workload: dict[str, Any]) -> dict[str, Any]:
-        try:
-            return dict(self.api.inspect_container(workload["id"])["State"])
-        except docker.errors.NotFound:
-            return {"Running": False, "Status": "removed"}
 
     def _remove(self, cid: str) -> None:
         try:

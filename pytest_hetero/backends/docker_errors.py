@@ -9,11 +9,21 @@ capabilities: [[gpu]]``. Image problems belong to whoever the matrix names as im
 from __future__ import annotations
 
 import re
+import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
-from pytest_hetero.layers.base import LayerBroken, LayerFailed, LayerOutcome
+import docker.errors
+
+from pytest_hetero.backends.docker_run import oom_kills
+from pytest_hetero.layers.base import LayerBroken, LayerContext, LayerFailed, LayerOutcome
+
+if TYPE_CHECKING:
+    from pytest_hetero.backends.base import ExecResult
 
 IMAGE_OWNER_DEFAULT = "platform"
+SETTLE_S = 2.0
+"""Seconds to wait for the engine to record a container's death after an exec ended with 137."""
 
 
 @dataclass(frozen=True)
@@ -76,3 +86,43 @@ def outcome(exc: BaseException, what: str, *, phase_owner: str,
         return LayerBroken(f"{what}: the Docker engine answered: {text}", "engine_error")
     category, owner = found
     return LayerFailed(f"{what}: {text}", category, owner)
+
+
+def run_failure(api: Any, ctx: LayerContext, workload: dict[str, Any], result: ExecResult) -> dict[str, str] | None:
+    """Classify a finished model exec (``api``: a ``docker.APIClient``) the exit code alone does not explain: ``oom_killed`` (algorithm),
+    ``container_killed`` (infrastructure), ``entrypoint_missing`` (algorithm); else None.
+
+    After an exit 137 that is no OOM kill, the container's state is polled for up to
+    :data:`SETTLE_S` seconds: the engine records a killed container's exit after the exec ends.
+    """
+    state = _state(api, workload)
+    if state.get("Running") and result.exit_code == 137 and not result.timed_out:
+        kills = oom_kills(api, workload["id"])
+        if kills is not None and kills > workload["oom_kills"]:
+            workload["oom_kills"] = kills
+            return {"category": "oom_killed", "owner": "algorithm",
+                    "message": f"model run OOM-killed (exit 137, cgroup oom_kill count {kills}) under the "
+                               f"container memory limit of {workload['limit_bytes']} bytes "
+                               f"({ctx.resource.name})"}
+        deadline = time.monotonic() + SETTLE_S
+        while state.get("Running") and time.monotonic() < deadline:
+            time.sleep(0.05)
+            state = _state(api, workload)
+    if not state.get("Running"):
+        oom = ", OOMKilled" if state.get("OOMKilled") else ""
+        return {"category": "container_killed", "owner": "infrastructure",
+                "message": f"container {workload['name']} stopped during the model run (status "
+                           f"{state.get('Status')}, exit {state.get('ExitCode')}{oom}); the run ended with "
+                           f"exit {result.exit_code}"}
+    missing = re.search(r"exec: (.*): (not found|Permission denied)", result.stderr)
+    if result.exit_code in (126, 127) and missing:
+        return {"category": "entrypoint_missing", "owner": "algorithm",
+                "message": f"entrypoint program {missing.group(1)} {missing.group(2).lower()} in image "
+                           f"{ctx.image.reference} (exit {result.exit_code})"}
+    return None
+
+def _state(api: Any, workload: dict[str, Any]) -> dict[str, Any]:
+    try:
+        return dict(api.inspect_container(workload["id"])["State"])
+    except docker.errors.NotFound:
+        return {"Running": False, "Status": "removed"}

@@ -98,7 +98,9 @@ def test_hetero_command_lists_cleanup() -> None:
     choices = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)).choices
     assert "cleanup" in choices
     backend = next(a for a in choices["cleanup"]._actions if a.dest == "backend")
-    assert (backend.choices, backend.default) == (["docker", "all"], "all")
+    # every backend's cleaner (docker_cli.CLEANERS) is a choice, plus "all", the default
+    assert (backend.choices, backend.default) == ([*docker_cli.CLEANERS, "all"], "all")
+    assert "docker" in docker_cli.CLEANERS
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "Ctrl-C"])
