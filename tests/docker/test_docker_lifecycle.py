@@ -59,10 +59,10 @@ def test_keep_leaves_the_container_and_says_how_to_reach_it(pytester: pytest.Pyt
     result.stderr.fnmatch_lines([(f"pytest-hetero: kept container {name} (cpu × img): docker exec -it {name} "
                                  f"/bin/sh; remove with: hetero cleanup --run-id {run_id}")])
     capsys.readouterr()
-    assert cleanup("--run-id", run_id, "--dry-run") == 0
+    assert cleanup("--backend", "docker", "--run-id", run_id, "--dry-run") == 0
     assert capsys.readouterr().out == f"would remove docker container {name} (run {run_id}, age 0.0h)\n"
     assert leftovers(engine, run_id) == [f"/{name}"]
-    assert cleanup("--run-id", run_id) == 0
+    assert cleanup("--backend", "docker", "--run-id", run_id) == 0
     assert capsys.readouterr().out == f"removed docker container {name} (run {run_id}, age 0.0h)\n"
     assert leftovers(engine, run_id) == []
 
