@@ -3,7 +3,8 @@
 Starts a real MLServer (digits 2.0.0, scikit-learn runtime, Open Inference Protocol) on loopback,
 then at concurrency 1, 8 and 32 sends the same pre-encoded requests (one digits sample each)
 through the plugin (:func:`pytest_hetero.serving.load.run_levels`) and through a plain
-asyncio + httpx client in the same process, ``--rounds`` times, alternating which goes first. Prints the median
+asyncio + httpx client in the same process, ``--rounds`` times, alternating which goes first.
+Prints the median
 throughput (successful requests/s) of each and their ratio; exits 1 when a ratio is below
 ``--floor`` (default 0.9).
 
@@ -26,11 +27,12 @@ import httpx
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 
-from pytest_hetero.matrix.model import Serving  # noqa: E402
-from pytest_hetero.serving.load import run_levels  # noqa: E402
-from pytest_hetero.serving.oip import OpenInferenceProtocol  # noqa: E402
-from pytest_hetero.serving.protocol import PreparedRequest, read_samples  # noqa: E402
-from serving.servers import MLSERVER_PINS, build_digits_models, ensure_venv, start_mlserver  # noqa: E402
+from serving.servers import MLSERVER_PINS, build_digits_models, ensure_venv, start_mlserver
+
+from pytest_hetero.matrix.model import Serving
+from pytest_hetero.serving.load import run_levels
+from pytest_hetero.serving.oip import OpenInferenceProtocol
+from pytest_hetero.serving.protocol import PreparedRequest, read_samples
 
 HEADERS = {"Content-Type": "application/json"}
 
@@ -76,7 +78,8 @@ def main() -> int:
         server = start_mlserver(python, models["2.0.0"], Path(tmp) / "server")
         try:
             proto = OpenInferenceProtocol(Serving("oip", "digits", "2.0.0", endpoint=server.url))
-            requests = proto.prepare(read_samples(REPO / "cases" / "digits" / "data" / "digits-test-1.0.0.csv"), 1)
+            data = REPO / "cases" / "digits" / "data" / "digits-test-1.0.0.csv"
+            requests = proto.prepare(read_samples(data), 1)
             plugin(server.url, requests, 8, 200)  # warm both sides up
             worst = float("inf")
             for concurrency in (1, 8, 32):

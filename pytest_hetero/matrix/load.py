@@ -184,7 +184,8 @@ def _serving(raw: dict[str, Any] | None, version: str) -> Serving | None:
         protocol=raw["protocol"], model_name=raw["model_name"], version=str(raw.get("version", version)),
         endpoint=raw.get("endpoint"), deploy=dict(raw["deploy"]) if "deploy" in raw else None,
         task=raw.get("task", ""), auth=dict(raw.get("auth", {})), load=load,
-        rollback=dict(raw["rollback"]) if "rollback" in raw else None, options=dict(raw.get("options", {})))
+        rollback=dict(raw["rollback"]) if "rollback" in raw else None, options=dict(raw.get("options", {})),
+        ready_timeout_s=parse_duration(raw["ready_timeout"]) if "ready_timeout" in raw else None)
 
 
 def _hex(digest: str) -> str:

@@ -68,7 +68,8 @@ class Serving:
     ``version`` is the version the service must report (the model's version unless given). ``auth``:
     ``{"token_env": VAR, "protected": bool}``; ``load``: ``{"concurrency": [int], "requests": int,
     "duration_s": float, "batch": int, "request_timeout_s": float}`` (durations already in seconds);
-    ``rollback``: ``{"version", "endpoint"? , "deploy"?}`` or None; ``options``: protocol options.
+    ``rollback``: ``{"version", "endpoint"? , "deploy"?}`` or None; ``options``: protocol options;
+    ``ready_timeout_s``: seconds the endpoint may take to become ready (None: the startup timeout).
     """
 
     protocol: str
@@ -81,6 +82,7 @@ class Serving:
     load: dict[str, Any] = field(default_factory=dict)
     rollback: dict[str, Any] | None = None
     options: dict[str, Any] = field(default_factory=dict)
+    ready_timeout_s: float | None = None
 
 
 @dataclass(frozen=True)

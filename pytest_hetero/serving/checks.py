@@ -4,8 +4,8 @@ Failure categories and owners: ``endpoint_unreachable`` (no HTTP answer: infrast
 ``endpoint_not_ready`` (answers, never ready: platform), ``wrong_model`` / ``wrong_model_version``
 (algorithm), ``auth_token_missing`` / ``auth_refused`` / ``auth_not_enforced`` (platform),
 ``service_errors`` (no request succeeded: platform), ``bad_responses`` (algorithm),
-``rollback_*`` (see :mod:`pytest_hetero.serving.rollback`). Latency, throughput and error-rate bounds are business rules
-(:mod:`pytest_hetero.acceptance`), judged on the outputs written here.
+``rollback_*`` (see :mod:`pytest_hetero.serving.rollback`). Latency, throughput and error-rate
+bounds are business rules (:mod:`pytest_hetero.acceptance`), judged on the outputs written here.
 
 Kubernetes hook point: when ``serving.deploy`` names a Deployment/Service/InferenceService, the
 backend is asked through three optional methods (duck-typed, see :class:`ServingBackend`); a
@@ -59,8 +59,8 @@ def protocol_for(serving: Serving) -> ServingProtocol:
     """The protocol client from the ``pytest_hetero_make_protocol`` hook; LayerBroken when none answers."""
     proto = current().make_protocol(name=serving.protocol, serving=serving)
     if proto is None:
-        raise LayerBroken(f"no plugin provides serving protocol '{serving.protocol}' (built-ins: oip, openai)",
-                          "protocol_unknown")
+        raise LayerBroken(f"no plugin provides serving protocol '{serving.protocol}' "
+                          "(built-ins: oip, openai)", "protocol_unknown")
     return proto
 
 
@@ -80,14 +80,14 @@ def endpoint_of(ctx: LayerContext, endpoint: str | None, deploy: dict[str, str] 
 
 
 def auth_headers(serving: Serving) -> dict[str, str]:
-    """``Authorization: Bearer <$token_env>`` when the matrix names a token variable; LayerFailed when unset."""
+    """``Authorization: Bearer <$token_env>`` when the matrix names a token variable; LayerFailed if unset."""
     var = serving.auth.get("token_env")
     if not var:
         return {}
     token = os.environ.get(var)
     if not token:
-        raise LayerFailed(f"${var} is unset or empty; the bearer token for {serving.model_name} comes from it",
-                          "auth_token_missing", "platform")
+        raise LayerFailed(f"${var} is unset or empty; the bearer token for {serving.model_name} "
+                          "comes from it", "auth_token_missing", "platform")
     return {"Authorization": f"Bearer {token}"}
 
 
@@ -141,10 +141,11 @@ def verify_identity(ctx: LayerContext, proto: ServingProtocol, base: str, header
                 probe_version = proto.parse(request, response.content).version
         except (OSError, ValueError, IndexError, httpx.HTTPError) as exc:
             probe_error = f"{type(exc).__name__}: {exc}"
-    ctx.record(what, endpoint=base, protocol=proto.name, model_name=serving.model_name, declared_version=version,
-               found=ident.found, reported_name=ident.name, reported_versions=ident.versions,
-               version_served=ident.version_served, probe_status=probe_status, probe_version=probe_version,
-               probe_error=probe_error, metadata=ident.raw)
+    ctx.record(what, endpoint=base, protocol=proto.name, model_name=serving.model_name,
+               declared_version=version, found=ident.found, reported_name=ident.name,
+               reported_versions=ident.versions, version_served=ident.version_served,
+               probe_status=probe_status, probe_version=probe_version, probe_error=probe_error,
+               metadata=ident.raw)
     if not ident.found:
         raise LayerFailed(f"{base} does not serve model '{serving.model_name}'", "wrong_model", "algorithm")
     wrong = (ident.versions and version not in ident.versions) or ident.version_served is False \
@@ -171,7 +172,8 @@ def verify_auth(ctx: LayerContext, proto: ServingProtocol, base: str) -> None:
                unauthenticated_status=status, refused=status in REFUSED)
     if status not in REFUSED:
         raise LayerFailed(f"unauthenticated GET {path} answered {status}, but the matrix says "
-                          f"{serving.model_name} is protected (expected 401 or 403)", "auth_not_enforced", "platform")
+                          f"{serving.model_name} is protected (expected 401 or 403)", "auth_not_enforced",
+                          "platform")
 
 
 def record_deploy(ctx: LayerContext, deploy: dict[str, str] | None) -> None:
@@ -187,7 +189,8 @@ def record_deploy(ctx: LayerContext, deploy: dict[str, str] | None) -> None:
 
 
 def startup(ctx: LayerContext) -> None:
-    """For every served model of the matrix: ready within the layer timeout, auth, identity, deploy."""
+    """For every served model of the matrix: ready within ``ready_timeout`` (default: the layer timeout),
+    auth, identity, deploy."""
     for model in ctx.matrix.models:
         serving = model.serving
         if serving is None:
@@ -195,7 +198,7 @@ def startup(ctx: LayerContext) -> None:
         proto = protocol_for(serving)
         base = endpoint_of(ctx, serving.endpoint, serving.deploy)
         headers = auth_headers(serving)
-        wait_ready(ctx, proto, base, headers, ctx.timeout_s)
+        wait_ready(ctx, proto, base, headers, serving.ready_timeout_s or ctx.timeout_s)
         verify_identity(ctx, proto, base, headers, serving.version)
         verify_auth(ctx, proto, base)
         record_deploy(ctx, serving.deploy)
@@ -257,7 +260,8 @@ def execute(ctx: LayerContext) -> None:
         parse_level(proto, level, requests, answers, versions, malformed)
         summary = summarise(level, requests)
         summaries.append(summary)
-        lines = "".join(json.dumps({"request": r.request, "samples": [samples[i].index for i in requests[r.request].samples],
+        lines = "".join(json.dumps({"request": r.request,
+                                    "samples": [samples[i].index for i in requests[r.request].samples],
                                     "status": r.status, "latency_ms": round(r.latency_s * 1000, 3),
                                     "ttfb_ms": None if r.ttfb_s is None else round(r.ttfb_s * 1000, 3),
                                     "error": r.error, "body": r.body.decode("utf-8", "replace")}) + "\n"
@@ -286,18 +290,20 @@ def execute(ctx: LayerContext) -> None:
         rollback(ctx, proto, base, samples, outputs)
 
 
-def _judge(results: list[Any], summaries: list[dict[str, Any]], versions: dict[str, int], malformed: list[str],
-           serving: Serving, base: str) -> None:
+def _judge(results: list[Any], summaries: list[dict[str, Any]], versions: dict[str, int],
+           malformed: list[str], serving: Serving, base: str) -> None:
     if not any(s["ok"] for s in summaries):
         every = [r for level in results for r in level.responses]
         if every and all(r.status == TRANSPORT_ERROR for r in every):
             raise LayerFailed(f"{base} unreachable during load: {every[-1].error}", "endpoint_unreachable",
                               "infrastructure")
         codes = {k: v for s in summaries for k, v in s["status_counts"].items()}
-        raise LayerFailed(f"no request to {base} succeeded (status counts {codes})", "service_errors", "platform")
+        raise LayerFailed(f"no request to {base} succeeded (status counts {codes})", "service_errors",
+                          "platform")
     wrong = {v: n for v, n in versions.items() if v not in (serving.version, "None")}
     if wrong:
         raise LayerFailed(f"responses report version(s) {wrong}, not the declared {serving.version}",
                           "wrong_model_version", "algorithm")
     if malformed:
-        raise LayerFailed(f"{len(malformed)} responses malformed, first: {malformed[0]}", "bad_responses", "algorithm")
+        raise LayerFailed(f"{len(malformed)} responses malformed, first: {malformed[0]}", "bad_responses",
+                          "algorithm")

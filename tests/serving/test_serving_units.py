@@ -140,7 +140,7 @@ def test_matrix_serving_model(tmp_path: Path) -> None:
         protocol="oip", model_name="digits", version="2.0.0", endpoint="${U:-http://127.0.0.1:1}", deploy=None,
         task="", auth={"token_env": "TOK", "protected": True},
         load={"concurrency": [1, 8], "duration_s": 2.0, "request_timeout_s": 0.5},
-        rollback={"version": "1.0.0", "endpoint": "http://127.0.0.1:2"}, options={})
+        rollback={"version": "1.0.0", "endpoint": "http://127.0.0.1:2"}, options={}, ready_timeout_s=None)
 
 
 def _problems(tmp_path: Path, text: str) -> list[str]:
