@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import io
+import tarfile
 import threading
 import time
 from typing import Any
@@ -276,3 +278,33 @@ def test_under_xdist_each_worker_cleans_up_its_own(pytester: pytest.Pytester, ru
     st = statuses(evidence(pytester))
     assert set(st.values()) == {"passed"} and len(st) == 10
     assert leftovers(engine, run_id) == []
+
+
+def test_pinned_ascend_device_missing_on_the_host(pytester: pytest.Pytester, run_id: str, engine: Any) -> None:
+    """``target.device_ids`` pins /dev/davinci0; the engine cannot find it when starting the placement probe."""
+    npu = {"name": "npu", "type": "npu", "vendor": "huawei", "requests": {"huawei.com/Ascend910": 1}}
+    ev = run(pytester, run_id, "-k", "scheduling", resources=[npu], target={"device_ids": {"npu": [0]}})
+    sched = items(ev)["npu::scheduling"]
+    assert failure(sched) == ("failed", "device_missing", "infrastructure",
+                              ("placement probe for npu: runtime refused the container: error gathering device "
+                              'information while adding custom device "/dev/davinci0": no such file or directory'))
+    assert record(sched, "scheduling.translation")["engine"]["devices"] == [
+        "/dev/davinci0:/dev/davinci0:rwm", "/dev/davinci_manager:/dev/davinci_manager:rwm",
+        "/dev/devmm_svm:/dev/devmm_svm:rwm", "/dev/hisi_hdc:/dev/hisi_hdc:rwm"]
+    assert leftovers(engine, run_id) == []
+
+
+def test_image_without_a_shell_cannot_start(pytester: pytest.Pytester, run_id: str, engine: Any) -> None:
+    """An image with no /bin/sh: runc's OCI error at start, owned by whoever owns images."""
+    empty = io.BytesIO()
+    tarfile.open(fileobj=empty, mode="w").close()
+    ref = f"pytest-hetero-test/no-shell:{run_id}"
+    engine.import_image_from_data(empty.getvalue(), repository=ref.split(":")[0], tag=run_id,
+                                  changes=[f"LABEL pytest-hetero.run-id={run_id}"])
+    ev = run(pytester, run_id, "-k", "startup", image=ref)
+    assert failure(items(ev)["cpu::img::startup"]) == (
+        "failed", "entrypoint_missing", "platform",
+        (f"starting container hetero-{run_id}-cpu-img from {ref}: failed to create shim task: OCI runtime create "
+        'failed: runc create failed: unable to start container process: exec: "/bin/sh": stat /bin/sh: no such '
+        "file or directory: unknown"))
+    assert leftovers(engine, run_id) == [engine.inspect_image(ref)["Id"]]  # only the test's own image
