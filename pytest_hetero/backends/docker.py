@@ -24,7 +24,7 @@ import docker.errors
 from pytest_hetero.backends import docker_place as place
 from pytest_hetero.backends import docker_run as run
 from pytest_hetero.backends.base import EXECUTION_PROVIDERS, Backend, ExecResult, render_entrypoint
-from pytest_hetero.backends.docker_errors import IMAGE_OWNER_DEFAULT, outcome, run_failure
+from pytest_hetero.backends.docker_errors import IMAGE_OWNER_DEFAULT, outcome, outcome_of_text, run_failure
 from pytest_hetero.backends.docker_translate import EngineRequest
 from pytest_hetero.layers.base import LayerBroken, LayerContext, LayerFailed
 from pytest_hetero.layers.startup import verify_inputs
@@ -121,11 +121,13 @@ class DockerBackend(Backend):
         pulled = False
         if policy == "always" or (found is None and policy == "if-not-present"):
             try:
-                for _ in self.api.pull(ref, stream=True, decode=True):
-                    pass
+                errors = [str(p["error"]) for p in self.api.pull(ref, stream=True, decode=True) if p.get("error")]
             except docker.errors.APIError as exc:
                 raise outcome(exc, f"pulling image {ref}", phase_owner=self.image_owner,
                               image_owner=self.image_owner) from None
+            if errors:
+                raise outcome_of_text(errors[-1], f"pulling image {ref}", phase_owner=self.image_owner,
+                                      image_owner=self.image_owner)
             found, pulled = self._inspect_image(ref), True
         if found is None:
             why = "pull_policy never" if policy == "never" else "the pull reported success"

@@ -80,7 +80,11 @@ def outcome(exc: BaseException, what: str, *, phase_owner: str,
             image_owner: str = IMAGE_OWNER_DEFAULT) -> LayerOutcome:
     """Turn a docker SDK exception raised while doing ``what`` into LayerFailed (known failure)
     or LayerBroken (``engine_error``: an engine answer no rule explains, or no answer at all)."""
-    text = explanation(exc)
+    return outcome_of_text(explanation(exc), what, phase_owner=phase_owner, image_owner=image_owner)
+
+
+def outcome_of_text(text: str, what: str, *, phase_owner: str, image_owner: str = IMAGE_OWNER_DEFAULT) -> LayerOutcome:
+    """:func:`outcome` for an engine error text (e.g. an ``error`` entry of a pull's progress stream)."""
     found = classify(text, phase_owner=phase_owner, image_owner=image_owner)
     if found is None:
         return LayerBroken(f"{what}: the Docker engine answered: {text}", "engine_error")

@@ -134,3 +134,10 @@ def test_signal_mid_run_removes_every_container(tmp_path: Path, run_id: str, eng
     assert (st["cpu::discovery"], st["cpu::scheduling"], st["cpu::img::startup"]) == ("passed",) * 3
     assert st[f"cpu::img::{COMBO}::business"] == "not_run"
     assert ev["run"]["interrupted"] is True
+
+
+def test_hetero_cleanup_command_line(run_id: str) -> None:
+    """The installed command: ``python -m pytest_hetero.cli cleanup …`` (what the ``hetero`` script runs)."""
+    proc = subprocess.run([sys.executable, "-m", "pytest_hetero.cli", "cleanup", "--backend", "docker",
+                           "--run-id", run_id], capture_output=True, text=True, timeout=60, check=False)
+    assert (proc.returncode, proc.stdout, proc.stderr) == (0, "nothing to clean up\n", "")
