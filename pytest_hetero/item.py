@@ -47,6 +47,14 @@ def _marker(name: str) -> pytest.MarkDecorator:
     return _MARKERS[name]
 
 
+def _group(name: str) -> pytest.MarkDecorator:
+    """``xdist_group`` per resource, so ``--dist loadgroup`` keeps a resource's subtree on one worker."""
+    key = "xdist_group:" + name
+    if key not in _MARKERS:
+        _MARKERS[key] = pytest.mark.xdist_group(name=name)
+    return _MARKERS[key]
+
+
 class LayerItem(pytest.Item):
     """One layer of one combination. ``planned`` gives layer, keys and dependency."""
 
@@ -62,6 +70,8 @@ class LayerItem(pytest.Item):
         resource = matrix.resource(planned.keys["resource"])
         for mark in ("hetero", planned.layer, resource.type):
             self.add_marker(_marker(mark))
+        if self.config.pluginmanager.hasplugin("xdist"):  # the marker is xdist's; unknown without it
+            self.add_marker(_group(f"{matrix.name}::{resource.name}"))
 
     @property
     def owner(self) -> str:
