@@ -100,6 +100,7 @@ def _sigterm(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt(f"signal {signum}")
 
 
+@pytest.hookimpl(optionalhook=True)
 def pytest_configure_node(node: Any) -> None:
     """pytest-xdist: give every worker the controller's run id (artifacts share one bundle)."""
     node.workerinput["hetero_run_id"] = node.config.stash[SETTINGS].run_id
