@@ -79,6 +79,9 @@ def _render(args: argparse.Namespace) -> int:
         evidence = json.loads((bundle / EVIDENCE).read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise HeteroError(f"cannot read {bundle / EVIDENCE}: {exc}", hint="point at a report folder") from None
+    if args.out and Path(args.out).resolve().is_relative_to(bundle.resolve()):
+        raise HeteroError(f"refusing to write {args.out} inside the signed bundle (verify would report it)",
+                          hint="write the rendering outside the report folder")
     data = render(args.format, evidence, bundle_signoff(bundle, evidence))
     if args.pdf:
         if args.format != "html" or not args.out:

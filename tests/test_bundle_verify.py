@@ -299,3 +299,13 @@ def test_documented_openssl_verification(bundle: Path, keys: dict[str, Path]) ->
     extra = subprocess.run(["bash", str(script), str(bundle), str(keys["run.pub"])], capture_output=True, text=True, check=False)
     assert extra.returncode == 1 and "FAIL files differ from manifest.json:" in extra.stdout
     assert "> artifacts/cpu-host/py-current/forged.txt" in extra.stdout
+
+
+def test_sign_key_from_environment(pytester: pytest.Pytester, tmp_path: Path,
+                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    generate_keypair(tmp_path / "env.key", tmp_path / "env.pub")
+    monkeypatch.setenv("HETERO_SIGN_KEY", str(tmp_path / "env.key"))
+    pytester.makefile(".matrix.yaml", t=matrix_text())
+    result = pytester.runpytest_subprocess("t.matrix.yaml", "--hetero-run-id", "r3", "--hetero-report-dir", "reports")
+    result.stdout.fnmatch_lines([f"bundle signed by {kid(tmp_path / 'env.pub')}"])
+    assert verify_bundle(pytester.path / "reports" / "r3", [load_public_key(tmp_path / "env.pub")]).ok

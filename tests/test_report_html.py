@@ -118,6 +118,10 @@ def test_report_contents_in_chromium(chromium: str, bundle: Path, tmp_path: Path
     report = dump_dom(chromium, bundle / "report.html", tmp_path / "profile")
     assert "A startup pass shows that this image started on that node" in report
     assert "excluded by matrix rule (line 40): py-old is retired" in report
+    failure_row = re.search(r"<h3>infrastructure \(1\)</h3>.*?</table>", report, re.S)
+    assert failure_row and '<td>driver_missing</td>' in failure_row.group(0)
+    anchor = re.search(r'<a href="#item-(\d+)">1 record\(s\)</a>', failure_row.group(0))
+    assert anchor and f'<details id="item-{anchor.group(1)}" class="s-failed">' in report
     assert re.search(r"<td>platform</td><td>scheduling, startup</td><td class=\"pending\">pending</td>", report)
     # rendered at the end of the run, before the business sign-off was added: pending there
     assert re.search(r"<td>business</td><td>business</td><td class=\"pending\">pending</td>", report)

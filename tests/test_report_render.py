@@ -169,3 +169,10 @@ def test_render_shows_signoffs_added_after_the_run(tmp_path: Path, capsys: pytes
     out = capsys.readouterr().out
     assert "- algorithm (model): signed by `" in out and "- business (business): pending" in out
     assert json.loads((bundle / "ctrf.json").read_text())["results"]["summary"]["tests"] == 11
+
+
+def test_render_refuses_to_write_into_the_bundle(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bundle = make_bundle(tmp_path / "b", sample_evidence(), None)
+    assert hetero("render", str(bundle), "--format", "md", "--out", str(bundle / "again.md")) == 2
+    assert "refusing to write" in capsys.readouterr().err
+    assert not (bundle / "again.md").exists()

@@ -126,12 +126,13 @@ def heatmap(evidence: dict[str, Any], limit: int = HEATMAP_ROW_LIMIT) -> dict[st
 
 
 def failures_by_owner(evidence: dict[str, Any]) -> list[tuple[str, list[dict[str, Any]]]]:
-    """[(owner team, [failed/errored item dicts])], teams with most failures first."""
+    """[(owner team, [failed/errored item dicts, each with ``index`` as in :func:`entries`])],
+    teams with most failures first."""
     groups: dict[str, list[dict[str, Any]]] = {}
-    for item in evidence["items"]:
+    for index, item in enumerate(evidence["items"]):
         if item["status"] in ("failed", "error"):
             owner = (item.get("failure") or {}).get("owner") or item.get("owner") or "unowned"
-            groups.setdefault(owner, []).append(item)
+            groups.setdefault(owner, []).append({**item, "index": index})
     return sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0]))
 
 
