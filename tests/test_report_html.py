@@ -118,7 +118,7 @@ def test_report_contents_in_chromium(chromium: str, bundle: Path, tmp_path: Path
     report = dump_dom(chromium, bundle / "report.html", tmp_path / "profile")
     assert "A startup pass shows that this image started on that node" in report
     assert "excluded by matrix rule (line 40): py-old is retired" in report
-    failure_row = re.search(r"<h3>infrastructure \(1\)</h3>.*?</table>", report, re.S)
+    failure_row = re.search(r"<h3>infrastructure \(1\)</h3>.*?</table>", report, re.DOTALL)
     assert failure_row and '<td>driver_missing</td>' in failure_row.group(0)
     anchor = re.search(r'<a href="#item-(\d+)">1 record\(s\)</a>', failure_row.group(0))
     assert anchor and f'<details id="item-{anchor.group(1)}" class="s-failed">' in report

@@ -37,7 +37,7 @@ def render_ctrf(evidence: dict[str, Any]) -> dict[str, Any]:
         failure = entry.get("failure") or {}
         test: dict[str, Any] = {
             "name": entry["nodeid"], "status": status, "rawStatus": entry["status"],
-            "duration": int(round(float(entry.get("duration_s") or 0) * 1000)),
+            "duration": round(float(entry.get("duration_s") or 0) * 1000),
             "suite": f"hetero.{entry['layer']}", "type": entry["layer"],
             "tags": [entry["layer"], *[f"{k}={v}" for k, v in sorted(entry.get("keys", {}).items())]],
             "extra": {"owner": entry.get("owner"), "keys": entry.get("keys", {}), "blocked_by": entry.get("blocked_by"),
