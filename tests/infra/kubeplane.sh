@@ -51,7 +51,7 @@ build_kubernetes() {
   local out="$1" wrap="$CACHE_ROOT/kube/wrap-k8s-${K8S_VERSION}"
   mkdir -p "$wrap"
   local gomod
-  gomod="$(cd "$wrap" && GOFLAGS= "$GO" mod download -json "k8s.io/kubernetes@${K8S_VERSION}" \
+  gomod="$(cd "$wrap" && GOFLAGS='' "$GO" mod download -json "k8s.io/kubernetes@${K8S_VERSION}" \
            | sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",*$/\1/p')"
   [[ -f "$gomod" ]] || die "could not download k8s.io/kubernetes@${K8S_VERSION} go.mod"
   {
@@ -127,7 +127,7 @@ copy_kwok_assets() {
   local root; root="$(dirname "$1")"
   [[ -d "$root/crds" && -d "$root/stages" ]] && return
   local dir f
-  dir="$(GOFLAGS= "$GO" mod download -json "sigs.k8s.io/kwok@${KWOK_VERSION}" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",*$/\1/p')"
+  dir="$(GOFLAGS='' "$GO" mod download -json "sigs.k8s.io/kwok@${KWOK_VERSION}" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",*$/\1/p')"
   [[ -d "$dir/kustomize/crd/bases" ]] || die "kwok module has no kustomize/crd/bases"
   rm -rf "$root/crds" "$root/stages" "$root/assets.tmp"
   mkdir -p "$root/assets.tmp/crds" "$root/assets.tmp/stages"
