@@ -24,9 +24,8 @@ from typing import Any
 import pytest
 
 from pytest_hetero.errors import BundleError, HeteroError, Location
-from pytest_hetero.stash import PLANS, SETTINGS
-
 from pytest_hetero.selection import matrices_in_args, usage_error
+from pytest_hetero.stash import PLANS, SETTINGS
 
 FAILING = frozenset({"failed", "error", "blocked"})
 TESTED = frozenset({"passed", "failed", "error"})
@@ -325,10 +324,16 @@ def pytest_hetero_write_reports(evidence: dict[str, Any], bundle_dir: Path, sett
     settings.extra["baseline_diff"] = diff
 
 
+def _diff_of(config: pytest.Config) -> dict[str, Any] | None:
+    settings = config.stash.get(SETTINGS, None)
+    diff = settings.extra.get("baseline_diff") if settings is not None else None
+    return diff if isinstance(diff, dict) else None
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """Make pytest's exit status follow the gate policy (only when tests ran: 0 or 1)."""
-    diff = session.config.stash[SETTINGS].extra.get("baseline_diff")
+    diff = _diff_of(session.config)
     if diff is None or session.exitstatus not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
         return
     if diff["gate"]["policy"] != "any-failure" or diff["gate"]["failed"]:
@@ -338,7 +343,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 @pytest.hookimpl(trylast=True)
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
     """The baseline comparison and the gate verdict, under the evidence summary."""
-    diff = config.stash[SETTINGS].extra.get("baseline_diff") if SETTINGS in config.stash else None
+    diff = _diff_of(config)
     if diff is None:
         return
     terminalreporter.write_sep("-", "baseline comparison")

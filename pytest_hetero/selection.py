@@ -136,9 +136,7 @@ def _by_profile(profile: Profile, plan: Plan) -> dict[str, str]:
     out: dict[str, str] = {}
     for item in plan.items:
         image, combo = rep.get(item.keys["resource"], (None, None))
-        if item.layer not in profile.layers:
-            out[item.id] = reason
-        elif profile.representative and (
+        if item.layer not in profile.layers or profile.representative and (
                 ("image" in item.keys and item.keys["image"] != image)
                 or ("model" in item.keys and f"{item.keys['model']}@{item.keys['dataset']}" != combo)):
             out[item.id] = reason
@@ -158,7 +156,7 @@ def _with_dependencies(ids: set[str], by_id: dict[str, PlannedItem]) -> set[str]
 def _check_selectors(selectors: tuple[dict[str, str], ...], matrices: list[Matrix]) -> None:
     for sel in selectors:
         for dim, value in sel.items():
-            known = sorted({getattr(v, "name") for m in matrices for v in getattr(m, dim + "s")})
+            known = sorted({v.name for m in matrices for v in getattr(m, dim + "s")})
             if value not in known:
                 raise SettingsError(f"--hetero-affected: unknown {dim} {value!r} (not in any collected matrix)",
                                     hint=f"known {dim}s: {', '.join(known)}")
@@ -282,7 +280,7 @@ def matrices_in_args(config: pytest.Config) -> list[tuple[str, Matrix, Plan]]:
         try:
             matrix = load_matrix(path)
             cls = config.hook.pytest_hetero_backend_class(name=settings.backend or matrix.backend)
-        except Exception:  # noqa: BLE001 - collection reports it with file and line
+        except Exception:  # noqa: BLE001, S112 - collection reports it with file and line
             continue
         plan = expand(matrix, scheduling_per_image=bool(getattr(cls, "scheduling_per_image", False)))
         try:
@@ -306,7 +304,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         selection = select(request, plans) if request.active and plans else Selection()
     except HeteroError as exc:
         raise usage_error(exc) from None
-    if controller:
+    if controller and recorder is not None:
         for prefix, matrix, plan in plans:
             recorder.matrix(str(matrix.path), prefix, matrix.name, matrix.sha256, _plan_uses_image(plan))
         config.stash[DESELECTED].update(selection.deselected)
