@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 kubernetes = pytest.importorskip("kubernetes")
-from kubernetes import client, config  # noqa: E402
-from kubernetes.client.rest import ApiException  # noqa: E402
+from kubernetes import client, config
+from kubernetes.client.rest import ApiException
 
 _spec = importlib.util.spec_from_file_location(
     "hetero_kubeplane", Path(__file__).parent / "infra" / "kubeplane.py")
