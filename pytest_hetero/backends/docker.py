@@ -53,7 +53,6 @@ class DockerBackend(Backend):
         self._long: docker.APIClient | None = None
         self.engine: dict[str, Any] = {}
         self.workloads: dict[tuple[str, str], dict[str, Any]] = {}
-        self.created: list[str] = []
         self.digests: dict[str, str] = {}
         self.probe_image: str | None = None
 
@@ -187,7 +186,6 @@ class DockerBackend(Backend):
         except docker.errors.APIError as exc:
             raise outcome(exc, f"creating container {name}", phase_owner=self.image_owner,
                           image_owner=self.image_owner) from None
-        self.created.append(cid)
         # a fresh container's cgroup has counted no OOM kill yet; read again only after an exit 137
         workload = {"id": cid, "name": name, "labels": labels, "oom_kills": 0,
                     "limit_bytes": request.mem_limit}

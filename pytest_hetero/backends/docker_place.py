@@ -117,8 +117,8 @@ def allocated(host_config: dict[str, Any]) -> dict[str, Any]:
 
 def _not_proven(ctx: LayerContext, request: EngineRequest) -> None:
     res = ctx.resource
-    declared = [f"queue '{res.queue}'" for _ in [1] if res.queue] + \
-        [f"priority_class '{res.priority_class}'" for _ in [1] if res.priority_class]
+    declared = ([f"queue '{res.queue}'"] if res.queue else []) + \
+        ([f"priority_class '{res.priority_class}'"] if res.priority_class else [])
     reason = "a Docker host has no queues, quotas or priority classes; admission and quota are not proven here"
     if declared:
         reason += f"; the resource declares {' and '.join(declared)}, which this backend neither enforces nor proves"
