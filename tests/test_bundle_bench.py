@@ -20,6 +20,6 @@ def test_bench_reports_all_ratios(capsys: pytest.CaptureFixture[str]) -> None:
     assert len(items) == 300 and len({i["nodeid"] for i in items}) == 300
     code = bench.main(["--items", "300", "--repeat", "1"])
     out = capsys.readouterr().out
-    names = re.findall(r"^ratio (\w+): \d+\.\d\dx \(target <= \dx\) (?:ok|MISSED)$", out, re.M)
+    names = re.findall(r"^ratio (\w+): \d+\.\d\dx \(target <= \dx\) (?:ok|MISSED)$", out, re.MULTILINE)
     assert names == ["bundle_time", "bundle_memory", "verify_time", "verify_memory"]
     assert code == (1 if "MISSED" in out else 0)
