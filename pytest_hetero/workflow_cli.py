@@ -126,6 +126,10 @@ def _print_plan(rep: dict[str, Any], out: Any) -> None:
             print(f"  {n} {reason}", file=out)
         for d in rep["deselected"][:30]:
             print(f"    {d['id']}", file=out)
+    if rep["affected"]:
+        print(f"affected: {len(rep['affected'])} items", file=out)
+        for reason, n in Counter(rep["affected"].values()).most_common():
+            print(f"  {n} {reason}", file=out)
     est = rep["estimate"]
     src = ", ".join(f"{n} from {k.replace('_', ' ')}" for k, n in est["source"].items()) or "no items"
     print(f"estimate: {est['seconds']:.0f} s serial ({src})", file=out)
@@ -185,6 +189,9 @@ def _cmd_merge(args: argparse.Namespace) -> int:
     totals = evidence["summary"]["totals"]
     print(f"merged {len(args.bundles)} bundles into {args.output}: verdict {evidence['summary']['verdict']}, "
           + ", ".join(f"{n} {s}" for s, n in sorted(totals.items())))
+    for b in evidence["merge"]["bundles"]:
+        note = " (accepted with --allow-unsigned)" if b["verification"] != "verified" else ""
+        print(f"  {b['path']}: shard {b['shard'] or '-'}, {b['verification']}{note}")
     return 0
 
 
