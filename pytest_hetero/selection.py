@@ -272,7 +272,8 @@ def matrices_in_args(config: pytest.Config) -> list[tuple[str, Matrix, Plan]]:
     for arg in config.args:
         path = Path(str(arg).split("::", 1)[0]).resolve()
         if path.is_dir():
-            found += sorted(p for p in path.rglob(settings.matrix_glob) if not in_bundle(p, settings.report_dir))
+            found += sorted(p for p in path.rglob(settings.matrix_glob)
+                            if not in_bundle(p, settings.report_dir) and p.resolve() != settings.affected_from)
         elif path.is_file() and (fnmatch.fnmatch(path.name, settings.matrix_glob) or path in settings.matrices):
             found.append(path)
     out = []
@@ -308,6 +309,14 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         for prefix, matrix, plan in plans:
             recorder.matrix(str(matrix.path), prefix, matrix.name, matrix.sha256, _plan_uses_image(plan))
         config.stash[DESELECTED].update(selection.deselected)
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """The old matrix of ``--hetero-affected-from`` is a reference, never a matrix to run."""
+    settings = config.stash.get(SETTINGS, None)
+    if settings is not None and settings.affected_from == collection_path.resolve():
+        return True
+    return None
 
 
 @pytest.hookimpl(trylast=True)

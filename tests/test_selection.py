@@ -118,6 +118,17 @@ def test_affected_from_old_matrix_selects_changed_image_and_new_model_version(py
     assert len(untested_reasons(evidence)) == 10
 
 
+def test_old_matrix_in_the_test_folder_is_not_collected(pytester: pytest.Pytester) -> None:
+    pytester.makefile(".matrix.yaml", old=wide_matrix(), w=wide_matrix(image_digest="sha256:" + "cd" * 32))
+    pytester.runpytest("--hetero-affected-from", "old.matrix.yaml", "-p", "no:cacheprovider", "--hetero-profile",
+                       "quick")
+    evidence = evidence_of(pytester)
+    assert [m["prefix"] for m in evidence["matrices"]] == ["w.matrix.yaml"]
+    assert sorted(i["nodeid"] for i in evidence["items"]) == [
+        "w.matrix.yaml::cpu-a::discovery", "w.matrix.yaml::cpu-a::scheduling",
+        "w.matrix.yaml::cpu-b::discovery", "w.matrix.yaml::cpu-b::scheduling"]
+
+
 def test_affected_from_pure_selection_names_the_change(tmp_path: Path) -> None:
     (tmp_path / "old.yaml").write_text(wide_matrix(), encoding="utf-8")
     (tmp_path / "new.yaml").write_text(wide_matrix(model_version="2.0.0", resources=3), encoding="utf-8")
