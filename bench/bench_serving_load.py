@@ -4,12 +4,12 @@ Starts a real MLServer (digits 2.0.0, scikit-learn runtime, Open Inference Proto
 then at concurrency 1, 8 and 32 sends the same pre-encoded requests (one digits sample each)
 through the plugin (:func:`pytest_hetero.serving.load.run_levels`) and through a plain
 asyncio + httpx client in the same process, ``--rounds`` times, alternating which goes first.
-Prints the median
-throughput (successful requests/s) of each and their ratio; exits 1 when a ratio is below
-``--floor`` (default 0.9).
+Prints the best round's throughput (successful requests/s) of each and their ratio, plus the
+medians; exits 1 when a best-round ratio is below ``--floor`` (default 0.9). Best rounds, as
+``timeit`` takes the minimum: other work on the machine only ever lowers a round's throughput.
 
-Usage: ``python bench/bench_serving_load.py [--requests 400] [--rounds 5]`` (about a minute on 2 cores;
-other load on the machine makes single rounds noisy, hence medians).
+Usage: ``python bench/bench_serving_load.py [--requests 400] [--rounds 5]`` (one to two minutes
+on 2 cores).
 """
 
 from __future__ import annotations
@@ -90,10 +90,12 @@ def main() -> int:
                     theirs.append(asyncio.run(plain(server.url, requests, concurrency, args.requests)))
                     if not round_ % 2:
                         ours.append(plugin(server.url, requests, concurrency, args.requests))
-                ratio = statistics.median(ours) / statistics.median(theirs)
+                ratio = max(ours) / max(theirs)
                 worst = min(worst, ratio)
-                print(f"concurrency {concurrency:>2}: plugin {statistics.median(ours):8.1f} req/s, "
-                      f"plain httpx {statistics.median(theirs):8.1f} req/s, ratio {ratio:.3f}", flush=True)
+                mine, plain_ = statistics.median(ours), statistics.median(theirs)
+                print(f"concurrency {concurrency:>2}: plugin {max(ours):8.1f} req/s, plain httpx "
+                      f"{max(theirs):8.1f} req/s, ratio {ratio:.3f} (medians {mine:.1f} / {plain_:.1f}, "
+                      f"ratio {mine / plain_:.3f})", flush=True)
         finally:
             server.stop()
     verdict = "PASS" if worst >= args.floor else "FAIL"
