@@ -91,13 +91,26 @@ def pytest_configure(config: pytest.Config) -> None:
                                       "pytest_hetero.journaler")
         if hasattr(signal, "SIGTERM"):
             try:
-                signal.signal(signal.SIGTERM, _sigterm)
+                config.stash[_PREVIOUS_SIGTERM] = signal.signal(signal.SIGTERM, _sigterm)
             except ValueError:  # not the main thread (embedded use)
                 pass
 
 
 def _sigterm(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt(f"signal {signum}")
+
+
+_PREVIOUS_SIGTERM = pytest.StashKey[Any]()
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Give SIGTERM back to whoever had it (matters when pytest runs in-process, e.g. pytester)."""
+    previous = config.stash.get(_PREVIOUS_SIGTERM, None)
+    if previous is not None:
+        try:
+            signal.signal(signal.SIGTERM, previous)
+        except ValueError:
+            pass
 
 
 @pytest.hookimpl(optionalhook=True)

@@ -33,6 +33,11 @@ DOES_NOT_PROVE: dict[str, str] = {
 """Fixed statement, per layer, of what a pass does not prove (printed in every report)."""
 
 
+NOT_PROVEN = "scope.not_proven"
+"""Record kind a check uses for a part of its layer it could not prove although the item ran
+(data: ``layer``, ``part``, ``reason``), e.g. queue/quota admission on a Docker host."""
+
+
 def _entry(nodeid: str, layer: str, keys: dict[str, str], status: str, reason: str | None,
            blocked_by: str | None = None) -> dict[str, Any]:
     return {"nodeid": nodeid, "layer": layer, "keys": keys, "status": status,
@@ -48,7 +53,8 @@ def untested_scope(plans: Iterable[tuple[Matrix, str, Plan]], items: list[dict[s
     known from pytest (-k/-m, profile, shard); ``interrupted``: the session was interrupted
     (Ctrl-C, SIGTERM, crash); ``stopped``: pytest's reason for stopping early (-x, --maxfail).
     Returns ``{"items": [...], "never_covered": {matrix name: {dimension: [values]}},
-    "does_not_prove": {layer: text}}``; items sorted by nodeid.
+    "not_proven": [{nodeid, layer, part, reason}] (parts of items that ran but could not be
+    proven, from ``scope.not_proven`` records), "does_not_prove": {layer: text}}``.
     """
     out: list[dict[str, Any]] = []
     reported = {i["nodeid"]: i for i in items}
@@ -86,7 +92,11 @@ def untested_scope(plans: Iterable[tuple[Matrix, str, Plan]], items: list[dict[s
             r for r in dims["resource"] if not any(p["keys"].get("resource") == r for p in top)]
         never[matrix.name] = {k: v for k, v in gaps.items() if v}
     out.sort(key=lambda e: e["nodeid"])
-    return {"items": out, "never_covered": never, "does_not_prove": dict(DOES_NOT_PROVE)}
+    not_proven = [{"nodeid": i["nodeid"], "layer": r["data"].get("layer", i["layer"]),
+                   "part": r["data"].get("part", ""), "reason": r["data"].get("reason", "")}
+                  for i in items for r in i.get("records", []) if r.get("kind") == NOT_PROVEN]
+    return {"items": out, "never_covered": never, "not_proven": not_proven,
+            "does_not_prove": dict(DOES_NOT_PROVE)}
 
 
 def summarise(items: list[dict[str, Any]], untested: dict[str, Any]) -> dict[str, Any]:

@@ -40,6 +40,8 @@ def summary_lines(evidence: dict[str, Any], bundle_dir: Path) -> list[str]:
             lines.append(f"  {entry['status']:<14} {entry['nodeid']}  ({entry['reason'][:110]})")
         if len(untested) > 12:
             lines.append(f"  … {len(untested) - 12} more in evidence.json")
+    for entry in evidence["untested"].get("not_proven", []):
+        lines.append(f"  not proven     {entry['nodeid']}: {entry['part']} ({entry['reason'][:100]})")
     for matrix, gaps in evidence["untested"]["never_covered"].items():
         for dim, values in gaps.items():
             lines.append(f"  never covered in {matrix}: {dim}: {', '.join(values)}")
