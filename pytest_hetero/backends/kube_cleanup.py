@@ -53,16 +53,24 @@ def owned(api: client.ApiClient, namespace: str | None, selector: str) -> Iterat
             VOLCANO[0], VOLCANO[1], m["namespace"], VOLCANO[2], m["name"])
 
 
-def delete_owned(api: client.ApiClient, namespace: str, selector: str) -> list[str]:
-    """Delete everything matching ``selector`` in ``namespace``; return problems as text. Never raises."""
+def delete_owned(api: client.ApiClient, namespace: str, selector: str, workers: int = 1) -> list[str]:
+    """Delete everything matching ``selector`` in ``namespace`` with ``workers`` concurrent requests;
+    return problems as text. Never raises."""
+    from concurrent.futures import ThreadPoolExecutor
+
     problems: list[str] = []
+
+    def one(entry: tuple[str, dict[str, Any], Callable[[], Any]]) -> None:
+        kind, meta, delete = entry
+        try:
+            delete()
+        except ApiException as exc:
+            if exc.status != 404:
+                problems.append(f"{kind} {meta['name']}: HTTP {exc.status}")
+
     try:
-        for kind, meta, delete in list(owned(api, namespace, selector)):
-            try:
-                delete()
-            except ApiException as exc:
-                if exc.status != 404:
-                    problems.append(f"{kind} {meta['name']}: HTTP {exc.status}")
+        with ThreadPoolExecutor(max(1, workers)) as pool:
+            list(pool.map(one, list(owned(api, namespace, selector))))
     except Exception as exc:  # noqa: BLE001 - reported, never raised from close()
         problems.append(str(exc))
     if problems:

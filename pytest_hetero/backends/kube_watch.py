@@ -38,6 +38,8 @@ class PodWatch:
         self.namespace, self.selector = namespace, selector
         self.pods: dict[str, Pod] = {}
         self.seen_at: dict[str, float] = {}
+        self.bound_at: dict[str, float] = {}
+        """name → wall time (``time.time()``) the watch first saw the pod with ``spec.nodeName``."""
         self.events: dict[str, threading.Event] = {}
         self.lock = threading.Lock()
         self.rv: str | None = None
@@ -69,6 +71,8 @@ class PodWatch:
             pod = {**pod, "deleted": True}
         self.pods[name] = pod
         self.seen_at[name] = now
+        if name not in self.bound_at and (pod.get("spec") or {}).get("nodeName"):
+            self.bound_at[name] = time.time()
         key = (pod["metadata"].get("labels") or {}).get(PROBE)
         if key is not None:
             self.events.setdefault(key, threading.Event()).set()

@@ -23,7 +23,7 @@ import sys
 import threading
 import time
 import uuid
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from kubernetes import client
@@ -118,8 +118,15 @@ class KubernetesBackend(Backend):
                 return self.workloads[key]
             probe = kc.dns_name(resource, image, self.owner[:6])
             workload: dict[str, Any] = {"probe": probe, "name": kc.dns_name("hetero", resource, image, self.owner[:6]),
-                                        "kind": self.submit_as, "error": None}
+                                        "kind": self.submit_as, "error": None, "created": threading.Event()}
             self.workloads[key] = workload
+        try:
+            return self._create(matrix, resource, image, workload)
+        finally:
+            workload["created"].set()
+
+    def _create(self, matrix: Matrix, resource: str, image: str, workload: dict[str, Any]) -> dict[str, Any]:
+        probe = workload["probe"]
         res, img = matrix.resource(resource), matrix.image(image)
         labels = kc.labels(self.settings.run_id, self.owner, "workload", matrix=matrix.name, resource=resource,
                            image=image, probe=probe)
@@ -146,9 +153,8 @@ class KubernetesBackend(Backend):
         m = ctx.matrix
         keys = [(r.name, i.name) for r in m.resources for i in m.images if r.type in i.for_types
                 and not any(x.matches({"resource": r.name, "image": i.name}) for x in m.exclude)]
-        futures: list[Future[Any]] = [self.pool.submit(self.submit, m, r, i) for r, i in keys]
-        for f in futures:
-            f.exception()
+        for r, i in keys:  # each item waits for its own creation only (place)
+            self.pool.submit(self.submit, m, r, i)
 
     def schedule(self, ctx: LayerContext) -> None:
         """Submit (or find the prefetched) workload, wait until placed; record requested vs allocated.
@@ -164,6 +170,7 @@ class KubernetesBackend(Backend):
         """Submit and wait for the current item's workload; return its scheduled pod (JSON dict)."""
         start = time.perf_counter()
         workload = self.submit(ctx.matrix, ctx.resource.name, ctx.image.name)
+        workload["created"].wait(timeout_s)
         if workload["error"] is not None:
             reasons = getattr(workload["error"], "reasons", [])
             ctx.record("scheduling.pending", object=workload["name"], submit_as=workload["kind"], refused_by="apiserver",
@@ -191,22 +198,30 @@ class KubernetesBackend(Backend):
 
     def _record_placed(self, ctx: LayerContext, workload: dict[str, Any], pod: dict[str, Any], waited: float) -> None:
         node = pod["spec"]["nodeName"]
-        if node not in self.nodes:
-            try:
-                resp = self.core.read_node(node, _preload_content=False, _request_timeout=kc.API_TIMEOUT_S)
-                import json
-
-                self.nodes[node] = kube_discovery.node_facts(json.loads(resp.data), list(ctx.resource.requests))
-            except Exception as exc:  # noqa: BLE001 - allocation evidence is best effort without get nodes
-                self.nodes[node] = {"name": node, "error": str(exc)}
+        if node not in self.nodes or any(n not in (self.nodes[node].get("allocatable") or {})
+                                         for n in ctx.resource.requests):
+            self._refresh_nodes(list(ctx.resource.requests), node)
         cond = next((c for c in pod["status"].get("conditions") or [] if c.get("type") == "PodScheduled"), {})
         workload["pod"] = pod["metadata"]["name"]
         ctx.record("scheduling.placed", pod=pod["metadata"]["name"], node=node, waited_s=round(waited, 4),
                    decided_at=cond.get("lastTransitionTime"), recorded_epoch_s=time.time(),
+                   observed_epoch_s=self.pods().bound_at.get(pod["metadata"]["name"]),
                    requested=ks.resources(ctx.resource),
                    allocated={"node": node, "resources": pod["spec"]["containers"][0].get("resources"),
                               "node_allocatable": self.nodes[node].get("allocatable"),
                               "node_simulated": self.nodes[node].get("simulated")})
+
+    def _refresh_nodes(self, names: list[str], wanted: str) -> None:
+        """One node list (not one read per placement) into :attr:`nodes`; best effort without list nodes."""
+        import json
+
+        try:
+            resp = self.core.list_node(_preload_content=False, _request_timeout=kc.API_TIMEOUT_S)
+            for node in json.loads(resp.data).get("items") or []:
+                known = self.nodes.get(node["metadata"]["name"], {}).get("capacity") or {}
+                self.nodes[node["metadata"]["name"]] = kube_discovery.node_facts(node, sorted({*known, *names}))
+        except Exception as exc:  # noqa: BLE001 - allocation evidence is best effort
+            self.nodes[wanted] = {"name": wanted, "error": str(exc)}
 
     def _unscheduled(self, ctx: LayerContext, workload: dict[str, Any], timed_out: float | None) -> None:
         pods = self.pods().by_key(workload["probe"])
@@ -355,4 +370,4 @@ class KubernetesBackend(Backend):
                     kw.kube_exec.run(self.core, self.namespace, w["pod"], "workload", ["rm", "-rf", w["inputs"]], 30)
                 except Exception:  # noqa: BLE001 - the pod may be gone already
                     pass
-        delete_owned(self._api, self.namespace, f"{kc.OWNER}={self.owner}")
+        delete_owned(self._api, self.namespace, f"{kc.OWNER}={self.owner}", self.settings.parallel)
