@@ -357,5 +357,22 @@ def pytest_hetero_write_reports(evidence: dict[str, Any], bundle_dir: Any, setti
     evidence["selection"] = {
         "profile": settings.profile, "affected": list(settings.affected),
         "affected_from": str(settings.affected_from) if settings.affected_from else None,
-        "shard": settings.shard.replace(" ", "") if settings.shard else None, "deselected": reasons}
+        "shard": settings.shard.replace(" ", "") if settings.shard else None, "deselected": reasons,
+        "profiles": _profiles(evidence, settings.profile)}
     rewrite_evidence(bundle_dir, evidence)
+
+
+def _profiles(evidence: dict[str, Any], name: str | None) -> dict[str, dict[str, Any]]:
+    """Matrix name → the profile that ran (layers, representative, repeat; ``repeat`` > 1 is
+    recorded but not yet executed as repeated samples)."""
+    out: dict[str, dict[str, Any]] = {}
+    if name is None:
+        return out
+    for entry in evidence.get("matrices", []):
+        try:
+            profile = resolve_profile(load_matrix(entry["path"]), name)
+        except HeteroError:
+            continue
+        out[entry["name"]] = {"name": profile.name, "layers": list(profile.layers),
+                              "representative": profile.representative, "repeat": profile.repeat}
+    return out

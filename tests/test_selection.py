@@ -57,6 +57,8 @@ def test_quick_profile_runs_first_combination_of_each_resource_and_records_the_r
     assert evidence["run"]["profile"] == "quick"
     assert evidence["selection"]["profile"] == "quick"
     assert evidence["selection"]["deselected"] == {"deselected (profile quick)": 18}
+    assert evidence["selection"]["profiles"] == {"wide": {
+        "name": "quick", "layers": ["discovery", "scheduling", "startup"], "representative": True, "repeat": 1}}
     result.stdout.fnmatch_lines(["*18 deselected*"])
 
 
