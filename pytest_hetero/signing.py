@@ -162,7 +162,8 @@ def build_predicate(evidence: dict[str, Any], owners: dict[str, dict[str, str]],
         "verdict": summary["verdict"],
         "untested": {"items": [{k: e.get(k) for k in ("nodeid", "layer", "keys", "status", "reason", "blocked_by")}
                                for e in untested["items"]],
-                     "never_covered": untested["never_covered"], "by_status": by_status},
+                     "never_covered": untested["never_covered"], "by_status": by_status,
+                     "not_proven": untested.get("not_proven", [])},
         "does_not_prove": untested["does_not_prove"],
         "run_signer": run_keyid,
     }
