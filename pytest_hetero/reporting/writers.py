@@ -167,7 +167,8 @@ def finish_bundle(evidence: dict[str, Any], bundle_dir: Path, key_path: Path | N
         if (bundle_dir / rel).is_file():
             subjects.append((rel, m["sha256"]))
     run_keyid = keyid(key.public_key()) if key else None
-    write_statement(bundle_dir, build_statement(subjects, build_predicate(evidence, owners, run_keyid)), key)
+    with gc_paused():
+        write_statement(bundle_dir, build_statement(subjects, build_predicate(evidence, owners, run_keyid)), key)
     if refused is not None:
         raise refused
     return run_keyid
