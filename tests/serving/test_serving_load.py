@@ -4,6 +4,7 @@ transport errors, and a service that answers every inference with an error."""
 from __future__ import annotations
 
 import pytest
+from support import evidence_of, statuses
 
 from pytest_hetero.matrix.model import Serving
 from pytest_hetero.serving.load import run_levels, summarise
@@ -12,7 +13,6 @@ from pytest_hetero.serving.protocol import read_samples
 from serving.conftest import DigitsServers
 from serving.helpers import COMBO, DIGITS, items_of, oip, records, serving_matrix
 from serving.servers import free_port
-from support import evidence_of, statuses
 
 JSON = {"Content-Type": "application/json"}
 
@@ -64,5 +64,6 @@ def test_every_inference_failing_is_a_platform_failure(pytester: pytest.Pytester
     (ident,) = records(items["cpu-host::py::startup"], "serving.identity")
     (level,) = records(items[f"cpu-host::py::{COMBO}::model"], "serving.load")
     assert (failure["category"], failure["owner"]) == ("service_errors", "platform")
-    assert failure["message"] == f"no request to {digits_servers.current} succeeded (status counts {{'400': 10}})"
+    assert failure["message"] == (f"no request to {digits_servers.current} succeeded "
+                                  "(status counts {'400': 10})")
     assert (level["ok"], level["status_counts"], ident["probe_status"]) == (0, {"400": 10}, 400)
