@@ -16,15 +16,14 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from junitparser import Attr, Error, Failure, JUnitXml, Skipped, SystemOut, TestCase, TestSuite
+import junitparser.junitparser as _junitparser
+from junitparser import JUnitXml, TestCase, TestSuite
 
 from pytest_hetero import LAYERS
 from pytest_hetero.evidence.model import UNTESTED_STATUSES
 from pytest_hetero.reporting.view import entries
 
-
-class _Case(TestCase):
-    status = Attr()
+etree: Any = getattr(_junitparser, "etree")  # noqa: B009 - the ElementTree junitparser itself uses (lxml if present)
 
 
 def _properties(entry: dict[str, Any]) -> list[tuple[str, str]]:
@@ -61,26 +60,29 @@ def render_junit(evidence: dict[str, Any]) -> bytes:
     for entry in entries(evidence):
         layer, status = entry["layer"], entry["status"]
         duration = float(entry.get("duration_s") or 0.0)
-        case: Any = _Case(entry["nodeid"], f"hetero.{layer}", duration)
-        case.status = status
+        case = etree.Element("testcase", {"name": entry["nodeid"], "classname": f"hetero.{layer}",
+                                          "time": str(duration), "status": status})
         failure = entry.get("failure") or {}
         message = _clean(str(failure.get("message") or entry.get("reason") or ""))
         tally = counts.setdefault(layer, {"tests": 0, "failures": 0, "errors": 0, "skipped": 0})
         tally["tests"] += 1
         times[layer] = times.get(layer, 0.0) + duration
-        # append in schema order (result, then system-out); the property setters search children first
+        # children in schema order: result, then system-out
         if status == "failed":
-            case.append(Failure(message[:2000], str(failure.get("category", "failed"))))
+            etree.SubElement(case, "failure", {"message": message[:2000],
+                                               "type": str(failure.get("category", "failed"))})
             tally["failures"] += 1
         elif status == "error":
-            case.append(Error(message[:2000], str(failure.get("category", "error"))))
+            etree.SubElement(case, "error", {"message": message[:2000], "type": str(failure.get("category", "error"))})
             tally["errors"] += 1
         elif status in UNTESTED_STATUSES:
-            case.append(Skipped(_clean(f"{status}: {entry.get('reason') or ''}")[:2000]))
+            etree.SubElement(case, "skipped", {"message": _clean(f"{status}: {entry.get('reason') or ''}")[:2000]})
             tally["skipped"] += 1
-        case.append(SystemOut(_clean("\n".join(f"[[PROPERTY|{k}={v}]]" for k, v in _properties(entry)))))
-        # append, not add_testcase: junitparser recounts the whole suite on every add (quadratic)
-        suites.setdefault(layer, TestSuite(f"hetero.{layer}")).append(case)
+        out = etree.SubElement(case, "system-out")
+        out.text = _clean("\n".join(f"[[PROPERTY|{k}={v}]]" for k, v in _properties(entry)))
+        # elements built directly and wrapped (TestCase.fromelem): junitparser's per-attribute
+        # descriptors, and add_testcase's recount of the whole suite, are too slow for 50,000 items
+        suites.setdefault(layer, TestSuite(f"hetero.{layer}")).append(TestCase.fromelem(case))  # type: ignore[no-untyped-call]
     for layer, suite in suites.items():
         tally = counts.get(layer, {"tests": 0, "failures": 0, "errors": 0, "skipped": 0})
         suite.tests, suite.failures = tally["tests"], tally["failures"]
