@@ -176,3 +176,17 @@ def test_render_refuses_to_write_into_the_bundle(tmp_path: Path, capsys: pytest.
     assert hetero("render", str(bundle), "--format", "md", "--out", str(bundle / "again.md")) == 2
     assert "refusing to write" in capsys.readouterr().err
     assert not (bundle / "again.md").exists()
+
+
+def test_not_proven_parts_are_rendered() -> None:
+    from pytest_hetero.reporting.html import render_html
+
+    evidence = sample_evidence()
+    evidence["untested"]["not_proven"] = [{"nodeid": f"{PREFIX}::cpu-host::scheduling", "layer": "scheduling",
+                                           "part": "queue/quota", "reason": "docker has no <queue>"}]
+    text = render_markdown(evidence, signoff_context(OWNERS, None, None))
+    assert "- not proven: `matrices/example-cpu.matrix.yaml::cpu-host::scheduling` queue/quota — docker has no " \
+           "&lt;queue&gt;" in text
+    html = render_html(evidence, signoff_context(OWNERS, None, None))
+    assert ("<tr><td><code>matrices/example-cpu.matrix.yaml::cpu-host::scheduling</code></td><td>scheduling</td>"
+            "<td>queue/quota</td><td>docker has no &lt;queue&gt;</td></tr>") in html

@@ -90,6 +90,11 @@ def render_markdown(evidence: dict[str, Any], signoff: dict[str, Any]) -> str:
             out.append(f"- {entry['status']}: {code(entry['nodeid'])} — {md(entry.get('reason'))}")
         if len(untested) > MAX_LINES:
             out.append(f"- … {len(untested) - MAX_LINES} more in report.html / evidence.json")
+    not_proven = evidence["untested"].get("not_proven", [])
+    for entry in not_proven[:MAX_LINES]:
+        out.append(f"- not proven: {code(entry['nodeid'])} {md(entry.get('part'))} — {md(entry.get('reason'))}")
+    if len(not_proven) > MAX_LINES:
+        out.append(f"- … {len(not_proven) - MAX_LINES} more not-proven parts in evidence.json")
     for matrix, gaps in evidence["untested"]["never_covered"].items():
         for dim, values in gaps.items():
             out.append(f"- never covered in {md(matrix)}: {md(dim)}: {md(', '.join(values))}")
