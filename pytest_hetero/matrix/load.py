@@ -166,9 +166,10 @@ def _model_problems(model: dict[str, Any], path: tuple[Any, ...], pos: Positions
         problems.append(err(f"model '{model['name']}' declares only one of uri and sha256",
                             "a served model's file is optional, but give both or neither"))
     rollback = serving.get("rollback")
-    if rollback is not None and "endpoint" not in rollback and "deploy" not in rollback:
+    if rollback is not None and not ({"endpoint", "deploy"} & set(rollback)) and "deploy" not in serving:
         problems.append(err(f"rollback of model '{model['name']}' has no way to switch",
-                            "add endpoint: (the previous version's URL) or deploy: (the object to patch)",
+                            "add endpoint: (the previous version's URL) or deploy: (the object to patch; "
+                            "default: serving.deploy)",
                             "serving", "rollback"))
     return problems
 

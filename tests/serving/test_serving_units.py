@@ -159,7 +159,8 @@ def test_matrix_serving_errors(tmp_path: Path) -> None:
         ("spec.models[0:digits-service].serving: serving of model 'digits-service' names neither endpoint nor "
          "deploy | add endpoint: http://HOST:PORT, or deploy: {kind: InferenceService, name: …}"),
         ("spec.models[0:digits-service].serving.rollback: rollback of model 'digits-service' has no way to switch"
-         " | add endpoint: (the previous version's URL) or deploy: (the object to patch)"),
+         " | add endpoint: (the previous version's URL) or deploy: (the object to patch; default: "
+         "serving.deploy)"),
         ("spec.models[1:plain]: model 'plain' has no entrypoint or uri or sha256 and no serving | give entrypoint, "
          "uri and sha256 to run the model, or serving: {protocol, endpoint | deploy, model_name} to validate "
          "a running inference service"),
