@@ -204,11 +204,19 @@ def diff_evidence(old: dict[str, Any], new: dict[str, Any], *, tolerance: float 
                           hint="compare runs of the same matrix (metadata.name)")
     a, b = status_map(old), status_map(new)
     transitions: dict[str, list[dict[str, Any]]] = {name: [] for name in TRANSITIONS}
-    for key in sorted(set(a) | set(b)):
-        sa, sb = a[key]["status"] if key in a else None, b[key]["status"] if key in b else None
-        name = classify(sa, sb)
+    old_status = {k: e["status"] for k, e in a.items()}
+    for key, entry in b.items():  # unsorted walk; only the (few) transitions are sorted
+        sa, sb = old_status.pop(key, None), entry["status"]
+        if sa != sb or sb in FAILING:
+            name = classify(sa, sb)
+            if name:
+                transitions[name].append({"item": key, "old": sa or "absent", "new": sb})
+    for key, sa in old_status.items():
+        name = classify(sa, None)
         if name:
-            transitions[name].append({"item": key, "old": sa or "absent", "new": sb or "absent"})
+            transitions[name].append({"item": key, "old": sa, "new": "absent"})
+    for entries in transitions.values():
+        entries.sort(key=lambda e: e["item"])
     diff = {
         "baseline": {"run": old.get("run", {}).get("id"), "matrices": sorted(matrix_names(old))},
         "transitions": transitions,
