@@ -16,6 +16,7 @@ from datetime import datetime
 from typing import Any
 
 from kubernetes import client
+from kubernetes.client import BatchV1Api, CoreV1Api, CustomObjectsApi  # noqa: F401 - loaded now, not mid-cleanup
 from kubernetes.client.rest import ApiException
 
 from pytest_hetero.backends.kube_client import CREATED_AT, RUN_ID, connect

@@ -89,12 +89,19 @@ def api_outcome(exc: BaseException, action: str) -> LayerOutcome:
 
     403 and 422 bodies are explained with :func:`pytest_hetero.pending.explain`: the outcome is
     LayerFailed with the first reason's code as category and its owner, and ``reasons`` (list of
-    Reason dicts) attached; a permission error names the missing verb and resource. 401 →
-    LayerFailed ``unauthorized`` (platform); anything else (5xx, 429, connection) → LayerBroken
-    ``apiserver_error``.
+    Reason dicts) attached; a permission error names the missing verb and resource (a refused exec
+    websocket too). 404 → LayerFailed ``api_not_served`` (platform: e.g. the Volcano Job CRD is not
+    installed). 401 → LayerFailed ``unauthorized`` (platform); anything else (5xx, 429) → LayerBroken
+    ``apiserver_error``; no HTTP answer at all → LayerBroken ``apiserver_unreachable``.
     """
     if isinstance(exc, ApiException):
         message = status_message(exc)
+        if exc.status == 0 and "Handshake status 403" in str(exc.reason):
+            exc.status = 403  # a refused exec websocket: the Status body is inside the handshake error
+            message = str(exc.reason).replace("\\", "")
+        if exc.status == 404:
+            return LayerFailed(f"{action}: the apiserver does not serve it (HTTP 404; CRD or API not installed?): "
+                               f"{message}", "api_not_served", "platform")
         if exc.status in (403, 422, 400):
             reasons = explain(message)
             if reasons and reasons[0].code != "unknown":

@@ -19,6 +19,7 @@ removes leftovers.
 
 from __future__ import annotations
 
+import signal
 import sys
 import threading
 import time
@@ -29,7 +30,8 @@ from typing import Any
 from kubernetes import client
 
 from pytest_hetero.backends import kube_client as kc
-from pytest_hetero.backends import kube_discovery, kube_scheduling as ks, kube_workload as kw
+from pytest_hetero.backends import kube_discovery, kube_placement as kp, kube_scheduling as ks
+from pytest_hetero.backends import kube_workload as kw
 from pytest_hetero.backends.base import EXECUTION_PROVIDERS, Backend, ExecResult, render_entrypoint
 from pytest_hetero.backends.kube_watch import PodWatch
 from pytest_hetero.layers.base import LayerContext, LayerFailed
@@ -191,73 +193,9 @@ class KubernetesBackend(Backend):
 
         found = self.pods().wait(workload["probe"], done, timeout_s)
         if isinstance(found, dict):
-            self._record_placed(ctx, workload, found, time.perf_counter() - start)
+            kp.record_placed(self, ctx, workload, found, time.perf_counter() - start)
             return found
-        self._unscheduled(ctx, workload, timeout_s if found is None else None)
-        raise AssertionError("unreachable")
-
-    def _record_placed(self, ctx: LayerContext, workload: dict[str, Any], pod: dict[str, Any], waited: float) -> None:
-        node = pod["spec"]["nodeName"]
-        if node not in self.nodes or any(n not in (self.nodes[node].get("allocatable") or {})
-                                         for n in ctx.resource.requests):
-            self._refresh_nodes(list(ctx.resource.requests), node)
-        cond = next((c for c in pod["status"].get("conditions") or [] if c.get("type") == "PodScheduled"), {})
-        workload["pod"] = pod["metadata"]["name"]
-        ctx.record("scheduling.placed", pod=pod["metadata"]["name"], node=node, waited_s=round(waited, 4),
-                   decided_at=cond.get("lastTransitionTime"), recorded_epoch_s=time.time(),
-                   observed_epoch_s=self.pods().bound_at.get(pod["metadata"]["name"]),
-                   requested=ks.resources(ctx.resource),
-                   allocated={"node": node, "resources": pod["spec"]["containers"][0].get("resources"),
-                              "node_allocatable": self.nodes[node].get("allocatable"),
-                              "node_simulated": self.nodes[node].get("simulated")})
-
-    def _refresh_nodes(self, names: list[str], wanted: str) -> None:
-        """One node list (not one read per placement) into :attr:`nodes`; best effort without list nodes."""
-        import json
-
-        try:
-            resp = self.core.list_node(_preload_content=False, _request_timeout=kc.API_TIMEOUT_S)
-            for node in json.loads(resp.data).get("items") or []:
-                known = self.nodes.get(node["metadata"]["name"], {}).get("capacity") or {}
-                self.nodes[node["metadata"]["name"]] = kube_discovery.node_facts(node, sorted({*known, *names}))
-        except Exception as exc:  # noqa: BLE001 - allocation evidence is best effort
-            self.nodes[wanted] = {"name": wanted, "error": str(exc)}
-
-    def _unscheduled(self, ctx: LayerContext, workload: dict[str, Any], timed_out: float | None) -> None:
-        pods = self.pods().by_key(workload["probe"])
-        events = [e for p in pods for e in ks.events_for(self.api, self.namespace, p["metadata"]["name"])]
-        uid = None
-        if workload["kind"] != "pod":
-            events += ks.events_for(self.api, self.namespace, workload["name"])
-        queue = ks.queue_objects(self.api, self.namespace, uid) if workload["kind"] in ("kueue-job", "volcano-job") else []
-        advertised = {n for f in self.nodes.values() for n, v in (f.get("capacity") or {}).items() if v}
-        pool, tolerations = self.pool_nodes(ctx), [dict(t) for t in ctx.resource.tolerations]
-        reasons = ks.name_taints(ks.explain_pending(pods, events, queue, advertised or None), pool or [], tolerations)
-        slim = [{k: e.get(k) for k in ("type", "reason", "message", "count", "firstTimestamp", "lastTimestamp",
-                                       "source", "reportingComponent")} for e in events]
-        ctx.artifact("pending-pod.json", __import__("json").dumps(pods, indent=1), "application/json")
-        ctx.record("scheduling.pending", object=workload["name"], submit_as=workload["kind"], timed_out_after_s=timed_out,
-                   reasons=[r.to_dict() for r in reasons], events=slim, queue_objects=len(queue),
-                   conditions=[(p.get("status") or {}).get("conditions") for p in pods])
-        decisive = ks.primary(reasons, pool, tolerations)
-        if decisive is None:
-            raise LayerFailed(f"{workload['kind']} {workload['name']} not scheduled within {timed_out:g} s and "
-                              f"nothing explains why (pods: {len(pods)})", "scheduling_timeout", "platform")
-        raise LayerFailed(f"{workload['name']} not scheduled: {summarise(reasons)}", decisive.code, decisive.owner)
-
-    def pool_nodes(self, ctx: LayerContext) -> list[dict[str, Any]] | None:
-        """Facts of the nodes the resource's selector picks (listed when discovery did not); None when unreadable."""
-        selector = ctx.resource.node_selector
-        if not selector:
-            return None
-        try:
-            resp = self.core.list_node(label_selector=",".join(f"{k}={v}" for k, v in sorted(selector.items())),
-                                       _preload_content=False, _request_timeout=kc.API_TIMEOUT_S)
-        except Exception:  # noqa: BLE001 - without list nodes the verdict falls back to node counts
-            return None
-        import json
-
-        return [kube_discovery.node_facts(n, list(ctx.resource.requests)) for n in json.loads(resp.data)["items"]]
+        raise kp.unscheduled(self, ctx, workload, timeout_s if found is None else None)
 
     def start(self, ctx: LayerContext) -> None:
         """Wait until the workload container runs (or say why not), record image digest, logs, run the payload."""
@@ -308,9 +246,14 @@ class KubernetesBackend(Backend):
         ctx.artifact("container.log", kw.read_logs(self.core, self.namespace, name, previous=restarted))
         ctx.record("startup.failed", pod=name, timed_out=timed_out, reasons=[r.to_dict() for r in reasons],
                    events=[{k: e.get(k) for k in ("type", "reason", "message", "count")} for e in events])
+        phase = (pod.get("status") or {}).get("phase")
+        if not reasons and phase in ("Succeeded", "Failed"):
+            raise LayerFailed(f"pod {name} ended ({phase}) instead of idling for the layers after it (a Job's pod "
+                              "completed? on KWOK the pod-complete stage ends Job pods at once)", "container_exited",
+                              "platform")
         if not reasons:
-            raise LayerFailed(f"pod {name} not running after {ctx.timeout_s:g} s (phase "
-                              f"{(pod.get('status') or {}).get('phase')})", "startup_timeout", "platform")
+            raise LayerFailed(f"pod {name} not running after {ctx.timeout_s:g} s (phase {phase})", "startup_timeout",
+                              "platform")
         first = reasons[0]
         raise LayerFailed(f"pod {name} did not start: {summarise(reasons)}", first.code, first.owner)
 
@@ -351,7 +294,22 @@ class KubernetesBackend(Backend):
         return next(((p.get("spec") or {}).get("nodeName", "") for p in pods), "")
 
     def close(self) -> None:
-        """Stop the watch; delete everything this backend created (by owner label) unless ``--hetero-keep``."""
+        """Stop the watch; delete everything this backend created (by owner label) unless ``--hetero-keep``.
+
+        Runs with SIGINT/SIGTERM held off (main thread) so a second Ctrl-C or a SIGTERM cannot cut the
+        deletion short; they are restored afterwards.
+        """
+        held: dict[int, Any] = {}
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                held[sig] = signal.signal(sig, signal.SIG_IGN)
+        try:
+            self._close()
+        finally:
+            for sig, handler in held.items():
+                signal.signal(sig, handler)
+
+    def _close(self) -> None:
         self.pool.shutdown(wait=True, cancel_futures=True)
         if self.watch is not None:
             self.watch.stop()
