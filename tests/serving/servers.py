@@ -4,12 +4,18 @@ Each server runs in its own virtualenv under ``${HETERO_CACHE:-~/.cache/pytest-h
 dependency pins never touch the project's environment; a venv is (re)built when missing or when
 its pins changed (a ``pins.txt`` beside it), under a file lock so parallel workers build it once.
 Servers listen on 127.0.0.1 on free ports and are stopped (process group) when the fixture ends.
+
+By hand, ``python tests/serving/servers.py`` starts what matrices/example-serving.matrix.yaml
+needs (digits 2.0.0 behind the gate, 1.0.0 for rollback), prints the variables to export, and
+stops everything on Ctrl-C.
 """
 
 from __future__ import annotations
 
+import ctypes
 import fcntl
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -68,19 +74,31 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+_PRCTL = ctypes.CDLL(None).prctl if sys.platform.startswith("linux") else None
+"""libc prctl, looked up before any fork so the child only calls it."""
+
+
+def _die_with_parent() -> None:
+    """In the child: get SIGTERM when the process that started it dies (prctl PR_SET_PDEATHSIG = 1),
+    so a killed test run leaves no server behind."""
+    if _PRCTL is not None:
+        _PRCTL(1, signal.SIGTERM)
+
+
 class Process:
     """A server process in its own session; ``url`` is its base URL. Stop kills the whole group."""
 
-    def __init__(self, argv: list[str], url: str, ready_path: str, log: Path, env: dict[str, str] | None = None,
-                 cwd: Path | None = None) -> None:
+    def __init__(self, argv: list[str], url: str, ready_path: str, log: Path,
+                 env: dict[str, str] | None = None, cwd: Path | None = None) -> None:
         self.url, self.log = url, log
         self._out = open(log, "wb")  # noqa: SIM115 - lives as long as the process, closed by stop()
         self.proc = subprocess.Popen(argv, stdout=self._out, stderr=subprocess.STDOUT, cwd=cwd,
-                                     env={**os.environ, **(env or {})}, start_new_session=True)
+                                     env={**os.environ, **(env or {})}, start_new_session=True,
+                                     preexec_fn=_die_with_parent)  # noqa: PLW1509 - only calls prctl
         self.ready_path = ready_path
 
     def wait_ready(self, timeout_s: float = 120.0, headers: dict[str, str] | None = None) -> None:
-        """Poll ``ready_path`` until 200; RuntimeError with the log tail when the process dies or time runs out."""
+        """Poll ``ready_path`` until 200; RuntimeError with the log tail when the process dies or time is up."""
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -168,3 +186,35 @@ def start_tinyq4(python: Path, work: Path) -> Process:
                    f"http://127.0.0.1:{port}", "/health", work / "tinyq4.log", {"RAYON_NUM_THREADS": "1"})
     proc.wait_ready()
     return proc
+
+
+def main() -> int:
+    """Start the example-serving servers, print their variables, wait for Ctrl-C."""
+    import tempfile
+
+    def stop(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, stop)
+    python = ensure_venv("mlserver-venv", MLSERVER_PINS)
+    token = secrets.token_hex(16)
+    with tempfile.TemporaryDirectory(prefix="hetero-serving-") as tmp:
+        work = Path(tmp)
+        models = build_digits_models(python, work / "build")
+        started = [start_mlserver(python, models["2.0.0"], work / "v2")]
+        try:
+            started.append(start_mlserver(python, models["1.0.0"], work / "v1"))
+            started.append(start_gate(started[0].url, token, work / "gate"))
+            print(f"export HETERO_DIGITS_URL={started[2].url} HETERO_DIGITS_PREVIOUS_URL={started[1].url} "
+                  f"HETERO_DIGITS_TOKEN={token}", flush=True)
+            started[0].proc.wait()
+        except KeyboardInterrupt:
+            pass
+        finally:
+            for proc in reversed(started):
+                proc.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
