@@ -98,7 +98,7 @@ class Process:
         self.ready_path = ready_path
 
     def wait_ready(self, timeout_s: float = 120.0, headers: dict[str, str] | None = None) -> None:
-        """Poll ``ready_path`` until 200; RuntimeError with the log tail when the process dies or time is up."""
+        """Poll ``ready_path`` until 200; RuntimeError with the log tail if the process dies or time is up."""
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
