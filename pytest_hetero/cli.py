@@ -27,7 +27,8 @@ COMMAND_MODULES: tuple[str, ...] = (
 
 def build_parser() -> argparse.ArgumentParser:
     """Return the top-level parser with every subcommand registered."""
-    parser = argparse.ArgumentParser(prog="hetero", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="hetero", description="pytest-hetero commands that need no pytest run "
+                                     "(run the gate itself with: pytest MATRIX.matrix.yaml)")
     parser.add_argument("--version", action="version", version=f"pytest-hetero {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMAND_MODULES:
