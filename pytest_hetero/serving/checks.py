@@ -279,7 +279,7 @@ def execute(ctx: LayerContext) -> None:
     outputs = {"protocol": proto.name, "endpoint": base, "model_name": serving.model_name,
                "version": serving.version, "n": len(samples), "indices": [s.index for s in samples],
                "labels": [s.label for s in samples], "predictions": predictions, **extra,
-               "latency_ms": [v for s in summaries for v in s["latencies_ms"]],  # type: ignore[attr-defined]
+               "latency_ms": [v for s in summaries for v in s["latencies_ms"]],
                "versions_reported": versions, "service": {"levels": summaries}}
     art = ctx.artifact(OUTPUTS, json.dumps(outputs), "application/json")
     ctx.record("model.outputs", artifact=art.path, sha256=art.sha256, bytes=art.size)

@@ -16,6 +16,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import httpx
 
@@ -142,7 +143,7 @@ def _pcts(values_ms: list[float]) -> dict[str, float] | None:
             "max": round(max(values_ms), 3), "mean": round(sum(values_ms) / len(values_ms), 3)}
 
 
-def summarise(level: LevelResult, requests: list[PreparedRequest]) -> dict[str, object]:
+def summarise(level: LevelResult, requests: list[PreparedRequest]) -> dict[str, Any]:
     """Statistics of one level as plain data.
 
     ``{"concurrency", "requests", "ok", "errors", "error_rate" (0–1), "status_counts" ({"200": n,

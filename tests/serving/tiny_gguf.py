@@ -16,15 +16,16 @@ import sys
 
 def build(out: str) -> None:
     """Write the model to ``out``."""
-    import gguf
+    import gguf  # type: ignore[import-not-found]  # lives in the tinyq4 venv
     import numpy as np
 
     rng = np.random.default_rng(0)
     words = ["hello", "world", "the", "cat", "sat", "on", "mat", "a", "dog", "ran", "fast", "yes", "no", "ok"]
     tokens = (["<unk>", "<s>", "</s>"] + [f"<0x{b:02X}>" for b in range(256)] + ["▁" + w for w in words]
               + list("abcdefghijklmnopqrstuvwxyz") + ["▁"])
-    types = ([gguf.TokenType.UNKNOWN, gguf.TokenType.CONTROL, gguf.TokenType.CONTROL] + [gguf.TokenType.BYTE] * 256
-             + [gguf.TokenType.NORMAL] * (len(tokens) - 259))
+    kind = gguf.TokenType
+    types = ([kind.UNKNOWN, kind.CONTROL, kind.CONTROL] + [kind.BYTE] * 256
+             + [kind.NORMAL] * (len(tokens) - 259))
     vocab, dim, blocks, heads, ffn = len(tokens), 64, 2, 4, 128
     writer = gguf.GGUFWriter(out, "llama")
     writer.add_name("tiny-chat")
