@@ -1,7 +1,8 @@
 """Benchmark: evidence bundle for a synthetic run of N items (default 50,000) against json.dump alone.
 
-Measured in one process: each step's time is the best of ``--repeat`` untraced runs, then one more
-run under tracemalloc gives its memory:
+Measured in one process: each step's time is the best of ``--repeat`` untraced runs (CPU time of
+this process for the ratios, wall time shown too), then one more run under tracemalloc gives its
+memory:
 
 * baseline: ``json.dump`` of the same item list to a file (the cost of writing the items at all);
 * bundle: assemble evidence.json from the journal (``recorder.assemble``), copy inputs, render
@@ -97,23 +98,25 @@ def write_journal(bundle: Path, items: list[dict[str, Any]]) -> None:
                              "interrupted": False}) + "\n")
 
 
-def measure(step: Callable[[], Any], repeat: int) -> tuple[float, int]:
-    """(best wall seconds of ``repeat`` untraced runs, tracemalloc peak bytes of one traced run).
+def measure(step: Callable[[], Any], repeat: int) -> tuple[float, float, int]:
+    """(best CPU seconds, best wall seconds, tracemalloc peak bytes) of ``step``.
 
-    The best of several runs, as ``timeit`` does, because other processes on a shared machine
-    only ever add time."""
-    elapsed = float("inf")
+    Times are the best of ``repeat`` untraced runs, as ``timeit`` does; the ratios use CPU time
+    of this process (every step is single-threaded), which other processes on a shared machine
+    disturb far less than wall time. One more run under tracemalloc gives the memory peak."""
+    cpu = wall = float("inf")
     for _ in range(repeat):
         gc.collect()
-        start = time.perf_counter()
+        start, start_cpu = time.perf_counter(), time.process_time()
         step()
-        elapsed = min(elapsed, time.perf_counter() - start)
+        cpu = min(cpu, time.process_time() - start_cpu)
+        wall = min(wall, time.perf_counter() - start)
     gc.collect()
     tracemalloc.start()
     step()
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
-    return elapsed, peak
+    return cpu, wall, peak
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -166,24 +169,23 @@ def main(argv: list[str] | None = None) -> int:
             assert result.ok, result.problems[:3]
 
         evidence: dict[str, Any] = {}
-        base_t, base_m = measure(baseline, args.repeat)
-        asm_t, asm_m = measure(assemble_step, args.repeat)
-        bund_t, bund_m = measure(bundle_step, args.repeat)
-        ver_t, ver_m = measure(verify, args.repeat)
-        full_t, full_m = asm_t + bund_t, max(asm_m, bund_m)
+        base_t, base_w, base_m = measure(baseline, args.repeat)
+        asm_t, asm_w, asm_m = measure(assemble_step, args.repeat)
+        bund_t, bund_w, bund_m = measure(bundle_step, args.repeat)
+        ver_t, ver_w, ver_m = measure(verify, args.repeat)
+        full_t, full_w, full_m = asm_t + bund_t, asm_w + bund_w, max(asm_m, bund_m)
         base_m, full_m, asm_m, bund_m, ver_m = (m + resident for m in (base_m, full_m, asm_m, bund_m, ver_m))
         ratios = {"bundle_time": full_t / base_t, "bundle_memory": full_m / base_m,
                   "verify_time": ver_t / base_t, "verify_memory": ver_m / base_m}
         size = sum(p.stat().st_size for p in bundle.rglob("*") if p.is_file())
         print(f"items: {args.items}; bundle: {size / 1e6:.1f} MB in {sum(1 for _ in bundle.rglob('*'))} entries; "
               f"items resident: {resident / 1e6:.1f} MB")
-        print(f"baseline json.dump:            {base_t:6.2f} s, peak {base_m / 1e6:7.1f} MB")
-        print(f"  assemble evidence.json:      {asm_t:6.2f} s, peak {asm_m / 1e6:7.1f} MB  "
-              f"({asm_t / base_t:.2f}x, {asm_m / base_m:.2f}x)")
-        print(f"  renderings+manifest+sign:    {bund_t:6.2f} s, peak {bund_m / 1e6:7.1f} MB  "
-              f"({bund_t / base_t:.2f}x, {bund_m / base_m:.2f}x)")
-        print(f"full bundle:                   {full_t:6.2f} s, peak {full_m / 1e6:7.1f} MB")
-        print(f"verify:                        {ver_t:6.2f} s, peak {ver_m / 1e6:7.1f} MB")
+        rows = [("baseline json.dump", base_t, base_w, base_m), ("  assemble evidence.json", asm_t, asm_w, asm_m),
+                ("  renderings+manifest+sign", bund_t, bund_w, bund_m), ("full bundle", full_t, full_w, full_m),
+                ("verify", ver_t, ver_w, ver_m)]
+        for label, cpu, wall, peak in rows:
+            print(f"{label:<28} cpu {cpu:6.2f} s ({cpu / base_t:5.2f}x)  wall {wall:6.2f} s  "
+                  f"peak {peak / 1e6:7.1f} MB ({peak / base_m:4.2f}x)")
         missed = []
         for name, ratio in ratios.items():
             ok = ratio <= TARGETS[name]

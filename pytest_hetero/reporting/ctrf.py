@@ -3,6 +3,8 @@
 ``{"reportFormat": "CTRF", "specVersion": "1.0.0", "results": {"tool", "summary", "tests",
 "environment", "extra"}}``. CTRF statuses are passed, failed, skipped, pending, other:
 error → failed (``rawStatus`` keeps ours), untested statuses → skipped, not_run → pending.
+``name`` is the node id (the key of the item in evidence.json), ``suite`` ``hetero.<layer>``,
+``tags`` the layer and ``dimension=value`` pairs; ``extra`` has owner and blocked_by.
 Durations are milliseconds; the summary's ``start``/``stop`` are Unix epoch milliseconds (per-test
 start/stop are left out: evidence.json has each item's ISO times).
 """
@@ -38,10 +40,9 @@ def render_ctrf(evidence: dict[str, Any]) -> dict[str, Any]:
         test: dict[str, Any] = {
             "name": entry["nodeid"], "status": status, "rawStatus": entry["status"],
             "duration": round(float(entry.get("duration_s") or 0) * 1000),
-            "suite": f"hetero.{entry['layer']}", "type": entry["layer"],
+            "suite": f"hetero.{entry['layer']}",
             "tags": [entry["layer"], *[f"{k}={v}" for k, v in sorted(entry.get("keys", {}).items())]],
-            "extra": {"owner": entry.get("owner"), "keys": entry.get("keys", {}), "blocked_by": entry.get("blocked_by"),
-                      "evidence": f"evidence.json#{entry['nodeid']}"},
+            "extra": {"owner": entry.get("owner"), "blocked_by": entry.get("blocked_by")},
         }
         if failure:
             test["message"] = failure.get("message", "")

@@ -61,6 +61,11 @@ def signoff_context(owners: dict[str, dict[str, str]], run_signer: str | None, s
 
 def _key(entry: dict[str, Any]) -> tuple[str, ...]:
     keys = entry.get("keys", {})
+    if len(keys) == 4:  # the common case: a model or business item
+        try:
+            return (str(keys["resource"]), str(keys["image"]), str(keys["model"]), str(keys["dataset"]))
+        except KeyError:
+            pass
     out = []
     for dim in DIMENSIONS:
         if dim not in keys:
@@ -78,23 +83,20 @@ def heatmap(evidence: dict[str, Any], limit: int = HEATMAP_ROW_LIMIT) -> dict[st
     is ``{"status": worst, "counts": {status: n}}``.
     """
     items = entries(evidence)
-    by_prefix: dict[tuple[str, str, tuple[str, ...]], int] = {}
+    located = [(entry.get("matrix") or entry["nodeid"].split("::", 1)[0], _key(entry)) for entry in items]
     keysets: dict[str, set[tuple[str, ...]]] = {}
-    located: list[tuple[str, tuple[str, ...]]] = []
-    for index, entry in enumerate(items):
-        matrix = entry.get("matrix") or entry["nodeid"].split("::", 1)[0]
-        key = _key(entry)
-        located.append((matrix, key))
-        by_prefix[(matrix, entry["layer"], key)] = index
+    for matrix, key in located:
         keysets.setdefault(matrix, set()).add(key)
     rows_keys: list[tuple[str, tuple[str, ...]]] = []
     for matrix in sorted(keysets):
         keys = keysets[matrix]
-        prefixes = {k[:n] for k in keys for n in range(len(k))}
+        prefixes = {k[:n] for k in keys for n in range(1, len(k))}
         rows_keys.extend((matrix, k) for k in sorted(keys - prefixes))
     summarised = len(rows_keys) > limit
     rows = []
     if not summarised:
+        by_prefix = {(matrix, entry["layer"], key): index
+                     for index, (entry, (matrix, key)) in enumerate(zip(items, located))}
         for matrix, key in rows_keys:
             cells: dict[str, Any] = {}
             for layer in LAYERS:
