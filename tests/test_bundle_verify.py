@@ -309,3 +309,11 @@ def test_sign_key_from_environment(pytester: pytest.Pytester, tmp_path: Path,
     result = pytester.runpytest_subprocess("t.matrix.yaml", "--hetero-run-id", "r3", "--hetero-report-dir", "reports")
     result.stdout.fnmatch_lines([f"bundle signed by {kid(tmp_path / 'env.pub')}"])
     assert verify_bundle(pytester.path / "reports" / "r3", [load_public_key(tmp_path / "env.pub")]).ok
+
+
+def test_commands_are_registered_in_the_hetero_cli(bundle: Path, keys: dict[str, Path]) -> None:
+    from pytest_hetero.cli import build_parser, main
+
+    names = set(build_parser()._subparsers._group_actions[0].choices)  # type: ignore[union-attr]
+    assert {"keygen", "sign", "verify", "render"} <= names
+    assert main(["verify", str(bundle), "--key", str(keys["run.pub"])]) == 0
