@@ -69,8 +69,14 @@ class Bound:
 
     def _run(self, rv: str) -> None:
         while not self.stop.is_set():
-            resp = self.core.list_namespaced_pod(self.namespace, watch=True, resource_version=rv, timeout_seconds=30,
-                                                 allow_watch_bookmarks=True, _preload_content=False)
+            resp = self.core.list_namespaced_pod(
+                self.namespace,
+                watch=True,
+                resource_version=rv,
+                timeout_seconds=30,
+                allow_watch_bookmarks=True,
+                _preload_content=False,
+            )
             for line in iter_resp_lines(resp):
                 ev = json.loads(line)
                 obj = ev["object"]
@@ -95,13 +101,27 @@ def make_nodes(core: client.CoreV1Api, tag: str, count: int) -> list[str]:
     names = [f"bench-{tag}-{i:03d}" for i in range(count)]
     cap = {"cpu": "64", "memory": "256Gi", "pods": "110"}
     with ThreadPoolExecutor(8) as pool:
-        list(pool.map(lambda n: core.create_node({"metadata": {
-            "name": n, "annotations": {"kwok.x-k8s.io/node": "fake"}, "labels": {"hetero-bench": tag}},
-            "status": {"capacity": cap, "allocatable": cap}}), names))
+        list(
+            pool.map(
+                lambda n: core.create_node(
+                    {
+                        "metadata": {
+                            "name": n,
+                            "annotations": {"kwok.x-k8s.io/node": "fake"},
+                            "labels": {"hetero-bench": tag},
+                        },
+                        "status": {"capacity": cap, "allocatable": cap},
+                    }
+                ),
+                names,
+            )
+        )
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
-        ready = sum(any(c.type == "Ready" and c.status == "True" for c in n.status.conditions or [])
-                    for n in core.list_node(label_selector=f"hetero-bench={tag}").items)
+        ready = sum(
+            any(c.type == "Ready" and c.status == "True" for c in n.status.conditions or [])
+            for n in core.list_node(label_selector=f"hetero-bench={tag}").items
+        )
         if ready == count:
             return names
         time.sleep(1)
@@ -111,19 +131,43 @@ def make_nodes(core: client.CoreV1Api, tag: str, count: int) -> list[str]:
 def matrix_doc(tag: str, namespace: str, probes: int) -> dict[str, Any]:
     """A matrix of ``probes`` CPU resources × one image on the bench nodes."""
     digits = ROOT / "cases" / "digits"
-    return {"apiVersion": "pytest-hetero/v1", "kind": "ValidationMatrix", "metadata": {"name": f"bench-{tag}"},
-            "spec": {"target": {"backend": "kubernetes", "namespace": namespace},
-                     "layers": {"scheduling": {"timeout": "120s"}},
-                     "resources": [{"name": f"r{i:04d}", "type": "cpu", "requests": {"cpu": "100m", "memory": "64Mi"},
-                                    "node_selector": {"hetero-bench": tag}} for i in range(probes)],
-                     "images": [{"name": "idle", "reference": IMAGE, "for": ["cpu"]}],
-                     "models": [{"name": "digits-logreg", "version": "1.0.0",
-                                 "uri": str(digits / "model" / "digits-logreg-1.0.0.onnx"),
-                                 "sha256": "d2230a9096140b09d443879ca3b0d7cb0021917896a8f462f79806de1109b523",
-                                 "code": str(digits), "entrypoint": ["{python}", "{code}/infer.py"]}],
-                     "datasets": [{"name": "digits-test", "version": "1.0.0",
-                                   "uri": str(digits / "data" / "digits-test-1.0.0.csv"),
-                                   "sha256": "3678e2fa8f107ffa5d8518cc07a46b9e4ce67e89d65b2f88e4c391638d965bfb"}]}}
+    return {
+        "apiVersion": "pytest-hetero/v1",
+        "kind": "ValidationMatrix",
+        "metadata": {"name": f"bench-{tag}"},
+        "spec": {
+            "target": {"backend": "kubernetes", "namespace": namespace},
+            "layers": {"scheduling": {"timeout": "120s"}},
+            "resources": [
+                {
+                    "name": f"r{i:04d}",
+                    "type": "cpu",
+                    "requests": {"cpu": "100m", "memory": "64Mi"},
+                    "node_selector": {"hetero-bench": tag},
+                }
+                for i in range(probes)
+            ],
+            "images": [{"name": "idle", "reference": IMAGE, "for": ["cpu"]}],
+            "models": [
+                {
+                    "name": "digits-logreg",
+                    "version": "1.0.0",
+                    "uri": str(digits / "model" / "digits-logreg-1.0.0.onnx"),
+                    "sha256": "d2230a9096140b09d443879ca3b0d7cb0021917896a8f462f79806de1109b523",
+                    "code": str(digits),
+                    "entrypoint": ["{python}", "{code}/infer.py"],
+                }
+            ],
+            "datasets": [
+                {
+                    "name": "digits-test",
+                    "version": "1.0.0",
+                    "uri": str(digits / "data" / "digits-test-1.0.0.csv"),
+                    "sha256": "3678e2fa8f107ffa5d8518cc07a46b9e4ce67e89d65b2f88e4c391638d965bfb",
+                }
+            ],
+        },
+    }
 
 
 class LoopTimer:
@@ -146,10 +190,27 @@ def plugin_run(tmp: Path, doc: dict[str, Any], parallel: int) -> tuple[float, li
     path = tmp / "bench.matrix.yaml"
     path.write_text(json.dumps(doc))
     timer = LoopTimer()
-    code = pytest.main([str(path), "-q", "-p", "no:cacheprovider", "-k", "scheduling", "--hetero-parallel",
-                        str(parallel), "--hetero-report-dir", str(tmp / "reports"), "--rootdir", str(tmp),
-                        "-W", "ignore::pytest.PytestAssertRewriteWarning", "--no-header", "--tb=line"],
-                       plugins=[timer])
+    code = pytest.main(
+        [
+            str(path),
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-k",
+            "scheduling",
+            "--hetero-parallel",
+            str(parallel),
+            "--hetero-report-dir",
+            str(tmp / "reports"),
+            "--rootdir",
+            str(tmp),
+            "-W",
+            "ignore::pytest.PytestAssertRewriteWarning",
+            "--no-header",
+            "--tb=line",
+        ],
+        plugins=[timer],
+    )
     if code != 0:
         raise SystemExit(f"plugin run failed (exit {code})")
     evidence = json.loads(next((tmp / "reports").glob("*/evidence.json")).read_text())
@@ -157,26 +218,48 @@ def plugin_run(tmp: Path, doc: dict[str, Any], parallel: int) -> tuple[float, li
     return timer.seconds, placed
 
 
-def direct_run(api: client.ApiClient, tag: str, namespace: str, probes: int, parallel: int, bound: Bound) -> float:
+def direct_run(
+    api: client.ApiClient, tag: str, namespace: str, probes: int, parallel: int, bound: Bound
+) -> float:
     """Create the same pods with ``parallel`` threads, wait (watch) until all are bound, delete them."""
     core = client.CoreV1Api(api)
     labels = {"hetero-bench-direct": tag}
-    bodies = [manifest("pod", f"direct-{tag}-{i:04d}", namespace, labels,
-                       Resource(name=f"r{i}", type="cpu", vendor="", requests={"cpu": "100m", "memory": "64Mi"},
-                                node_selector={"hetero-bench": tag}), IMAGE) for i in range(probes)]
+    bodies = [
+        manifest(
+            "pod",
+            f"direct-{tag}-{i:04d}",
+            namespace,
+            labels,
+            Resource(
+                name=f"r{i}",
+                type="cpu",
+                vendor="",
+                requests={"cpu": "100m", "memory": "64Mi"},
+                node_selector={"hetero-bench": tag},
+            ),
+            IMAGE,
+        )
+        for i in range(probes)
+    ]
     start = time.perf_counter()
     with ThreadPoolExecutor(parallel) as pool:
         list(pool.map(lambda b: core.create_namespaced_pod(namespace, b, _preload_content=False), bodies))
         bound.wait_for({b["metadata"]["name"] for b in bodies}, 300)
-        list(pool.map(lambda b: core.delete_namespaced_pod(b["metadata"]["name"], namespace, grace_period_seconds=0,
-                                                           _preload_content=False), bodies))
+        list(
+            pool.map(
+                lambda b: core.delete_namespaced_pod(
+                    b["metadata"]["name"], namespace, grace_period_seconds=0, _preload_content=False
+                ),
+                bodies,
+            )
+        )
     return time.perf_counter() - start
 
 
 def p95(values: list[float]) -> float:
     """95th percentile (nearest rank)."""
     ordered = sorted(values)
-    return ordered[max(0, int(round(0.95 * len(ordered))) - 1)]
+    return ordered[max(0, round(0.95 * len(ordered)) - 1)]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -184,9 +267,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--probes", type=int, default=500, help="scheduling probes (default 500)")
     parser.add_argument("--nodes", type=int, default=200, help="simulated nodes (default 200)")
-    parser.add_argument("--parallel", type=int, default=16, help="--hetero-parallel and direct threads (default 16)")
-    parser.add_argument("--rounds", type=int, default=2,
-                        help="measured rounds of each, alternating which goes first (default 2); medians compared")
+    parser.add_argument(
+        "--parallel", type=int, default=16, help="--hetero-parallel and direct threads (default 16)"
+    )
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=2,
+        help="measured rounds of each, alternating which goes first (default 2); medians compared",
+    )
     args = parser.parse_args(argv)
     api = config.new_client_from_config(config_file=str(plane()))
     api.configuration.connection_pool_maxsize = 64
@@ -207,19 +296,31 @@ def main(argv: list[str] | None = None) -> int:
             namespaces.append(namespace)
             core.create_namespace({"metadata": {"name": namespace}})
             bound = Bound(api, namespace)
-            for which in (("direct", "plugin") if round_no % 2 == 0 else ("plugin", "direct")):
+            for which in ("direct", "plugin") if round_no % 2 == 0 else ("plugin", "direct"):
                 if which == "direct":
                     direct_s.append(direct_run(api, tag, namespace, args.probes, args.parallel, bound))
-                    print(f"round {round_no + 1} direct: {args.probes} pods created, watched until bound, deleted "
-                          f"in {direct_s[-1]:.2f} s", flush=True)
+                    print(
+                        f"round {round_no + 1} direct: {args.probes} pods created, watched until bound, deleted "
+                        f"in {direct_s[-1]:.2f} s",
+                        flush=True,
+                    )
                     continue
                 with tempfile.TemporaryDirectory(prefix="hetero-bench-k8s-") as tmp:
-                    seconds, placed = plugin_run(Path(tmp), matrix_doc(tag, namespace, args.probes), args.parallel)
+                    seconds, placed = plugin_run(
+                        Path(tmp), matrix_doc(tag, namespace, args.probes), args.parallel
+                    )
                 plugin_s.append(seconds)
-                print(f"round {round_no + 1} plugin: {len(placed)} scheduling items in {seconds:.2f} s", flush=True)
+                print(
+                    f"round {round_no + 1} plugin: {len(placed)} scheduling items in {seconds:.2f} s",
+                    flush=True,
+                )
                 time.sleep(0.5)  # the independent watch catches up on the last bindings
-                observed += [p["observed_epoch_s"] - bound.at[p["pod"]] for p in placed if p["pod"] in bound.at]
-                recorded += [p["recorded_epoch_s"] - bound.at[p["pod"]] for p in placed if p["pod"] in bound.at]
+                observed += [
+                    p["observed_epoch_s"] - bound.at[p["pod"]] for p in placed if p["pod"] in bound.at
+                ]
+                recorded += [
+                    p["recorded_epoch_s"] - bound.at[p["pod"]] for p in placed if p["pod"] in bound.at
+                ]
             bound.stop.set()
     finally:
         for namespace in namespaces:
@@ -233,10 +334,14 @@ def main(argv: list[str] | None = None) -> int:
     print(f"ran: {args.probes} probes, {args.nodes} nodes, parallel {args.parallel}, {args.rounds} rounds")
     print(f"median plugin {statistics.median(plugin_s):.2f} s, direct {statistics.median(direct_s):.2f} s")
     print(f"ratio plugin/direct = {ratio:.2f} (target <= {RATIO_TARGET})")
-    print(f"decision -> plugin watch observed: p95 {p95(observed):.3f} s, median {statistics.median(observed):.3f} s "
-          f"(target p95 <= {P95_TARGET_S} s; {len(observed)} pods)")
-    print(f"decision -> evidence recorded (item's turn): p95 {p95(recorded):.3f} s, "
-          f"median {statistics.median(recorded):.3f} s")
+    print(
+        f"decision -> plugin watch observed: p95 {p95(observed):.3f} s, median {statistics.median(observed):.3f} s "
+        f"(target p95 <= {P95_TARGET_S} s; {len(observed)} pods)"
+    )
+    print(
+        f"decision -> evidence recorded (item's turn): p95 {p95(recorded):.3f} s, "
+        f"median {statistics.median(recorded):.3f} s"
+    )
     return 0 if ratio <= RATIO_TARGET and p95(observed) <= P95_TARGET_S else 1
 
 

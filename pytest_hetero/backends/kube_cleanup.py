@@ -17,7 +17,7 @@ from typing import Any
 
 from kubernetes import client
 from kubernetes.client import BatchV1Api, CoreV1Api, CustomObjectsApi  # noqa: F401 - loaded now, not mid-cleanup
-from kubernetes.client.rest import ApiException
+from kubernetes.client.exceptions import ApiException
 
 from pytest_hetero.backends.kube_client import CREATED_AT, RUN_ID, connect
 from pytest_hetero.layers.base import LayerOutcome
@@ -25,33 +25,59 @@ from pytest_hetero.layers.base import LayerOutcome
 VOLCANO = ("batch.volcano.sh", "v1alpha1", "jobs")
 
 
-def owned(api: client.ApiClient, namespace: str | None, selector: str) -> Iterator[tuple[str, dict[str, Any],
-                                                                                      Callable[[], Any]]]:
+def owned(
+    api: client.ApiClient, namespace: str | None, selector: str
+) -> Iterator[tuple[str, dict[str, Any], Callable[[], Any]]]:
     """``(kind, metadata dict, delete())`` of every pod, Job and Volcano Job matching ``selector``
     in ``namespace`` (None: all namespaces). Raises ApiException when pods or Jobs cannot be listed."""
     core, batch = client.CoreV1Api(api), client.BatchV1Api(api)
-    pods = (core.list_pod_for_all_namespaces(label_selector=selector) if namespace is None
-            else core.list_namespaced_pod(namespace, label_selector=selector))
-    jobs = (batch.list_job_for_all_namespaces(label_selector=selector) if namespace is None
-            else batch.list_namespaced_job(namespace, label_selector=selector))
+    pods = (
+        core.list_pod_for_all_namespaces(label_selector=selector)
+        if namespace is None
+        else core.list_namespaced_pod(namespace, label_selector=selector)
+    )
+    jobs = (
+        batch.list_job_for_all_namespaces(label_selector=selector)
+        if namespace is None
+        else batch.list_namespaced_job(namespace, label_selector=selector)
+    )
     for job in jobs.items:
-        meta = api.sanitize_for_serialization(job.metadata)
-        yield "job", meta, lambda m=meta: batch.delete_namespaced_job(
-            m["name"], m["namespace"], propagation_policy="Background", grace_period_seconds=0)
+        meta: dict[str, Any] = api.sanitize_for_serialization(job.metadata)  # type: ignore[no-untyped-call]
+        yield (
+            "job",
+            meta,
+            lambda m=meta: batch.delete_namespaced_job(  # type: ignore[misc]
+                m["name"], m["namespace"], propagation_policy="Background", grace_period_seconds=0
+            ),
+        )
     for pod in pods.items:
-        meta = api.sanitize_for_serialization(pod.metadata)
-        yield "pod", meta, lambda m=meta: core.delete_namespaced_pod(m["name"], m["namespace"], grace_period_seconds=0)
+        meta = api.sanitize_for_serialization(pod.metadata)  # type: ignore[no-untyped-call]
+        yield (
+            "pod",
+            meta,
+            lambda m=meta: core.delete_namespaced_pod(m["name"], m["namespace"], grace_period_seconds=0),  # type: ignore[misc]
+        )
     custom = client.CustomObjectsApi(api)
     try:
-        vcjobs = (custom.list_cluster_custom_object(*VOLCANO, label_selector=selector) if namespace is None
-                  else custom.list_namespaced_custom_object(VOLCANO[0], VOLCANO[1], namespace, VOLCANO[2],
-                                                            label_selector=selector))
+        vcjobs = (
+            custom.list_cluster_custom_object(*VOLCANO, label_selector=selector)
+            if namespace is None
+            else custom.list_namespaced_custom_object(
+                VOLCANO[0], VOLCANO[1], namespace, VOLCANO[2], label_selector=selector
+            )
+        )
     except ApiException:
         vcjobs = {"items": []}
+    assert isinstance(vcjobs, dict)
     for obj in vcjobs.get("items") or []:
         meta = obj["metadata"]
-        yield "volcano-job", meta, lambda m=meta: custom.delete_namespaced_custom_object(
-            VOLCANO[0], VOLCANO[1], m["namespace"], VOLCANO[2], m["name"])
+        yield (
+            "volcano-job",
+            meta,
+            lambda m=meta: custom.delete_namespaced_custom_object(  # type: ignore[misc]
+                VOLCANO[0], VOLCANO[1], m["namespace"], VOLCANO[2], m["name"]
+            ),
+        )
 
 
 def delete_owned(api: client.ApiClient, namespace: str, selector: str, workers: int = 1) -> list[str]:
@@ -77,17 +103,27 @@ def delete_owned(api: client.ApiClient, namespace: str, selector: str, workers: 
     if problems:
         import sys
 
-        sys.stderr.write(f"pytest-hetero: kubernetes cleanup incomplete in {namespace}: {'; '.join(problems)}; "
-                         f"run: hetero cleanup --backend kubernetes\n")
+        sys.stderr.write(
+            f"pytest-hetero: kubernetes cleanup incomplete in {namespace}: {'; '.join(problems)}; "
+            f"run: hetero cleanup --backend kubernetes\n"
+        )
     return problems
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The Kubernetes cleaner's options: ``--kube-context``, ``--kube-namespace`` (``all`` for every namespace)."""
-    parser.add_argument("--kube-context", metavar="NAME", default=None,
-                        help="kubeconfig context to clean (default: the current context)")
-    parser.add_argument("--kube-namespace", metavar="NS", default=None,
-                        help="namespace to clean (default: the context's; 'all': every namespace)")
+    parser.add_argument(
+        "--kube-context",
+        metavar="NAME",
+        default=None,
+        help="kubeconfig context to clean (default: the current context)",
+    )
+    parser.add_argument(
+        "--kube-namespace",
+        metavar="NS",
+        default=None,
+        help="namespace to clean (default: the context's; 'all': every namespace)",
+    )
 
 
 def _epoch(stamp: Any) -> float | None:
@@ -110,8 +146,12 @@ def cleanup(args: argparse.Namespace) -> list[dict[str, Any]]:
 
     from pytest_hetero.backends.docker_cli import CleanupError, selected
 
-    configured = (os.environ.get("KUBECONFIG") or os.path.exists(os.path.expanduser("~/.kube/config"))
-                  or os.environ.get("KUBERNETES_SERVICE_HOST") or args.kube_context)
+    configured = (
+        os.environ.get("KUBECONFIG")
+        or os.path.exists(os.path.expanduser("~/.kube/config"))
+        or os.environ.get("KUBERNETES_SERVICE_HOST")
+        or args.kube_context
+    )
     if getattr(args, "backend", "all") == "all" and not configured:
         return []  # no cluster configured here: nothing of ours can exist (``--backend all`` stays quiet)
     try:
@@ -130,9 +170,16 @@ def cleanup(args: argparse.Namespace) -> list[dict[str, Any]]:
         match, age = selected(labels, _epoch(meta.get("creationTimestamp")), args, now)
         if not match:
             continue
-        entry = {"backend": "kubernetes", "kind": kind, "name": f"{meta['namespace']}/{meta['name']}",
-                 "run_id": labels.get(RUN_ID), "created_at": labels.get(CREATED_AT),
-                 "age_s": None if age is None else round(age, 1), "removed": False, "error": None}
+        entry = {
+            "backend": "kubernetes",
+            "kind": kind,
+            "name": f"{meta['namespace']}/{meta['name']}",
+            "run_id": labels.get(RUN_ID),
+            "created_at": labels.get(CREATED_AT),
+            "age_s": None if age is None else round(age, 1),
+            "removed": False,
+            "error": None,
+        }
         if not args.dry_run:
             try:
                 delete()

@@ -14,7 +14,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from kubernetes import client, config
-from kubernetes.client.rest import ApiException
+from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
 
 from pytest_hetero.layers.base import LayerBroken, LayerFailed, LayerOutcome
@@ -52,7 +52,7 @@ def labels(run_id: str, owner: str, role: str, **keys: str) -> dict[str, str]:
     return out
 
 
-def annotations() -> dict[str, str]:
+def created_annotations() -> dict[str, str]:
     """Annotations of a created object: ``pytest-hetero.created-at`` (UTC, ``YYYY-mm-ddTHH:MM:SSZ``)."""
     return {CREATED_AT: datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
 
@@ -67,19 +67,23 @@ def connect(target: dict[str, Any], context: str | None) -> tuple[client.ApiClie
     try:
         if path or os.path.exists(os.path.expanduser("~/.kube/config")) or context:
             cfg = client.Configuration()
-            config.load_kube_config(config_file=path, context=context, client_configuration=cfg)
-            contexts, active = config.list_kube_config_contexts(config_file=path)
+            config.load_kube_config(config_file=path, context=context, client_configuration=cfg)  # type: ignore[no-untyped-call]
+            contexts, active = config.list_kube_config_contexts(config_file=path)  # type: ignore[no-untyped-call]
             chosen = next((c for c in contexts if c["name"] == context), active) if context else active
             namespace = str((chosen or {}).get("context", {}).get("namespace") or "default")
             name = str((chosen or {}).get("name", ""))
         else:
             cfg = client.Configuration()
-            config.load_incluster_config(client_configuration=cfg)
+            config.load_incluster_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
             with open("/var/run/secrets/kubernetes.io/serviceaccount/namespace", encoding="utf-8") as fh:
                 namespace, name = fh.read().strip(), "in-cluster"
     except (ConfigException, OSError) as exc:
-        raise LayerFailed(f"no usable Kubernetes configuration (kubeconfig {path or '~/.kube/config'}, "
-                          f"context {context or '(current)'}): {exc}", "bad_target", "platform") from None
+        raise LayerFailed(
+            f"no usable Kubernetes configuration (kubeconfig {path or '~/.kube/config'}, "
+            f"context {context or '(current)'}): {exc}",
+            "bad_target",
+            "platform",
+        ) from None
     cfg.connection_pool_maxsize = 64
     return client.ApiClient(cfg), namespace, name
 
@@ -100,8 +104,11 @@ def api_outcome(exc: BaseException, action: str) -> LayerOutcome:
             exc.status = 403  # a refused exec websocket: the Status body is inside the handshake error
             message = str(exc.reason).replace("\\", "")
         if exc.status == 404:
-            return LayerFailed(f"{action}: the apiserver does not serve it (HTTP 404; CRD or API not installed?): "
-                               f"{message}", "api_not_served", "platform")
+            return LayerFailed(
+                f"{action}: the apiserver does not serve it (HTTP 404; CRD or API not installed?): {message}",
+                "api_not_served",
+                "platform",
+            )
         if exc.status in (403, 422, 400):
             reasons = explain(message)
             if reasons and reasons[0].code != "unknown":
@@ -110,9 +117,11 @@ def api_outcome(exc: BaseException, action: str) -> LayerOutcome:
                 if first.code == "forbidden_rbac":
                     d = first.detail
                     group = d.get("group") or "core"
-                    text = (f"permission denied: {d.get('subject')} may not '{d.get('verb')}' "
-                            f"{first.resource} (API group {group}) in {d.get('namespace') or 'the cluster'}; "
-                            f"grant it (see deploy/rbac.yaml) — {message}")
+                    text = (
+                        f"permission denied: {d.get('subject')} may not '{d.get('verb')}' "
+                        f"{first.resource} (API group {group}) in {d.get('namespace') or 'the cluster'}; "
+                        f"grant it (see deploy/rbac.yaml) — {message}"
+                    )
                 out = LayerFailed(f"{action}: {text}", first.code, first.owner)
                 out.reasons = [r.to_dict() for r in reasons]  # type: ignore[attr-defined]
                 return out

@@ -29,8 +29,11 @@ from pytest_hetero.layers.base import LayerContext, LayerFailed
 from pytest_hetero.matrix.model import Resource
 
 BASIC = ("cpu", "memory", "ephemeral-storage", "pods")
-VENDOR_LABELS: dict[str, tuple[str, ...]] = {"nvidia": ("nvidia.com/gpu.product",), "ascend": ("accelerator",),
-                                             "huawei": ("accelerator",)}
+VENDOR_LABELS: dict[str, tuple[str, ...]] = {
+    "nvidia": ("nvidia.com/gpu.product",),
+    "ascend": ("accelerator",),
+    "huawei": ("accelerator",),
+}
 """Labels a device node of the vendor must carry (NVIDIA GPU Feature Discovery; Ascend device plugin)."""
 
 
@@ -45,7 +48,7 @@ def quantity(value: str | None) -> float | None:
         return None
     from kubernetes.utils.quantity import parse_quantity
 
-    return float(parse_quantity(value))
+    return float(parse_quantity(value))  # type: ignore[no-untyped-call]
 
 
 def node_facts(node: dict[str, Any], names: list[str]) -> dict[str, Any]:
@@ -53,13 +56,19 @@ def node_facts(node: dict[str, Any], names: list[str]) -> dict[str, Any]:
     meta, status = node["metadata"], node.get("status") or {}
     ready = next((c for c in status.get("conditions") or [] if c.get("type") == "Ready"), None)
     cap, alloc = status.get("capacity") or {}, status.get("allocatable") or {}
-    return {"name": meta["name"], "resource_version": meta.get("resourceVersion"),
-            "ready": (ready or {}).get("status", "Unknown"),
-            "ready_reason": (ready or {}).get("reason"), "ready_message": (ready or {}).get("message"),
-            "unschedulable": bool((node.get("spec") or {}).get("unschedulable")),
-            "taints": (node.get("spec") or {}).get("taints") or [], "labels": meta.get("labels") or {},
-            "capacity": {n: cap.get(n) for n in names}, "allocatable": {n: alloc.get(n) for n in names},
-            "simulated": (meta.get("annotations") or {}).get("kwok.x-k8s.io/node") == "fake"}
+    return {
+        "name": meta["name"],
+        "resource_version": meta.get("resourceVersion"),
+        "ready": (ready or {}).get("status", "Unknown"),
+        "ready_reason": (ready or {}).get("reason"),
+        "ready_message": (ready or {}).get("message"),
+        "unschedulable": bool((node.get("spec") or {}).get("unschedulable")),
+        "taints": (node.get("spec") or {}).get("taints") or [],
+        "labels": meta.get("labels") or {},
+        "capacity": {n: cap.get(n) for n in names},
+        "allocatable": {n: alloc.get(n) for n in names},
+        "simulated": (meta.get("annotations") or {}).get("kwok.x-k8s.io/node") == "fake",
+    }
 
 
 def differences(resource: Resource, facts: dict[str, Any]) -> list[dict[str, Any]]:
@@ -67,39 +76,79 @@ def differences(resource: Resource, facts: dict[str, Any]) -> list[dict[str, Any
     node, out = facts["name"], []
 
     def add(code: str, field: str, expected: Any, observed: Any, message: str) -> None:
-        out.append({"node": node, "code": code, "field": field, "expected": expected, "observed": observed,
-                    "message": f"node {node}: {message}"})
+        out.append(
+            {
+                "node": node,
+                "code": code,
+                "field": field,
+                "expected": expected,
+                "observed": observed,
+                "message": f"node {node}: {message}",
+            }
+        )
 
     if facts["ready"] != "True":
-        add("node_not_ready", "Ready", "True", facts["ready"],
+        add(
+            "node_not_ready",
+            "Ready",
+            "True",
+            facts["ready"],
             f"not Ready (Ready={facts['ready']}, {facts['ready_reason'] or 'no reason'}"
-            f"{': ' + facts['ready_message'] if facts['ready_message'] else ''})")
+            f"{': ' + facts['ready_message'] if facts['ready_message'] else ''})",
+        )
     for name in device_resources(resource):
         cap, alloc = quantity(facts["capacity"][name]), quantity(facts["allocatable"][name])
         if not cap:
-            add("resource_not_advertised", f"capacity[{name}]", "> 0", facts["capacity"][name],
-                f"does not advertise {name} (capacity {facts['capacity'][name] or 'absent'})")
+            add(
+                "resource_not_advertised",
+                f"capacity[{name}]",
+                "> 0",
+                facts["capacity"][name],
+                f"does not advertise {name} (capacity {facts['capacity'][name] or 'absent'})",
+            )
             continue
         if alloc is None or alloc < cap:
-            add("allocatable_below_capacity", f"allocatable[{name}]", facts["capacity"][name],
-                facts["allocatable"][name], f"allocatable {name} {facts['allocatable'][name]} < capacity "
-                f"{facts['capacity'][name]}")
+            add(
+                "allocatable_below_capacity",
+                f"allocatable[{name}]",
+                facts["capacity"][name],
+                facts["allocatable"][name],
+                f"allocatable {name} {facts['allocatable'][name]} < capacity {facts['capacity'][name]}",
+            )
         devices = resource.expect.get("devices")
         if devices is not None and name == device_resources(resource)[0] and cap != float(devices):
-            add("expectation_mismatch", f"capacity[{name}]", devices, facts["capacity"][name],
-                f"capacity {name} {facts['capacity'][name]}, matrix expects {devices}")
+            add(
+                "expectation_mismatch",
+                f"capacity[{name}]",
+                devices,
+                facts["capacity"][name],
+                f"capacity {name} {facts['capacity'][name]}, matrix expects {devices}",
+            )
     labels = facts["labels"]
     for key in VENDOR_LABELS.get(resource.vendor.lower(), ()) if resource.type != "cpu" else ():
         if key not in labels:
             add("label_contract_broken", f"labels[{key}]", "present", None, f"label {key} missing")
-        elif key.endswith("product") and "product" in resource.expect and not re.search(
-                str(resource.expect["product"]), labels[key]):
-            add("label_contract_broken", f"labels[{key}]", resource.expect["product"], labels[key],
-                f"{key}={labels[key]} does not match {resource.expect['product']!r}")
+        elif (
+            key.endswith("product")
+            and "product" in resource.expect
+            and not re.search(str(resource.expect["product"]), labels[key])
+        ):
+            add(
+                "label_contract_broken",
+                f"labels[{key}]",
+                resource.expect["product"],
+                labels[key],
+                f"{key}={labels[key]} does not match {resource.expect['product']!r}",
+            )
     for key, value in (resource.expect.get("labels") or {}).items():
         if labels.get(key) != value:
-            add("label_contract_broken", f"labels[{key}]", value, labels.get(key),
-                f"label {key}={labels.get(key)!r}, matrix expects {value!r}")
+            add(
+                "label_contract_broken",
+                f"labels[{key}]",
+                value,
+                labels.get(key),
+                f"label {key}={labels.get(key)!r}, matrix expects {value!r}",
+            )
     return out
 
 
@@ -114,8 +163,9 @@ def discover(ctx: LayerContext, api: client.ApiClient) -> list[dict[str, Any]]:
     names = list(resource.requests)
     selector = ",".join(f"{k}={v}" for k, v in sorted(resource.node_selector.items()))
     try:
-        resp = client.CoreV1Api(api).list_node(label_selector=selector or None, _preload_content=False,
-                                               _request_timeout=ctx.timeout_s)
+        resp: Any = client.CoreV1Api(api).list_node(
+            label_selector=selector or None, _preload_content=False, _request_timeout=ctx.timeout_s
+        )
     except Exception as exc:  # noqa: BLE001 - translated
         raise api_outcome(exc, "list nodes") from None
     body = json.loads(resp.data)
@@ -124,9 +174,18 @@ def discover(ctx: LayerContext, api: client.ApiClient) -> list[dict[str, Any]]:
     if wanted and not selector:
         facts = [f for f in facts if any(f["capacity"].get(w) for w in wanted)]
     found = [d for f in facts for d in differences(resource, f)]
-    ctx.record("discovery.snapshot", source="kubernetes", resource_version=body["metadata"].get("resourceVersion"),
-               taken_at=utc_now(), label_selector=selector, requested=names, expected=dict(resource.expect),
-               nodes=facts, differences=found, simulated_nodes=[f["name"] for f in facts if f["simulated"]])
+    ctx.record(
+        "discovery.snapshot",
+        source="kubernetes",
+        resource_version=body["metadata"].get("resourceVersion"),
+        taken_at=utc_now(),
+        label_selector=selector,
+        requested=names,
+        expected=dict(resource.expect),
+        nodes=facts,
+        differences=found,
+        simulated_nodes=[f["name"] for f in facts if f["simulated"]],
+    )
     if not facts:
         how = f"label selector {selector}" if selector else f"capacity of {', '.join(wanted)}"
         raise LayerFailed(f"no node matches {how}", "no_nodes", "infrastructure")

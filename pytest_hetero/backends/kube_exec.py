@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from kubernetes import client
 from kubernetes.stream import stream
 from kubernetes.stream.ws_client import ERROR_CHANNEL, STDIN_CHANNEL
+from websocket import WebSocketConnectionClosedException
 
 
 @dataclass
@@ -50,16 +51,33 @@ def exit_code(status_text: str) -> int | None:
     return int(found.group(1)) if found else None
 
 
-def run(core: client.CoreV1Api, namespace: str, pod: str, container: str, argv: list[str],
-        timeout_s: float, stdin: bytes | None = None) -> ExecOutcome:
+def run(
+    core: client.CoreV1Api,
+    namespace: str,
+    pod: str,
+    container: str,
+    argv: list[str],
+    timeout_s: float,
+    stdin: bytes | None = None,
+) -> ExecOutcome:
     """Run ``argv`` in ``pod``/``container``; feed ``stdin`` (then close it); wait up to ``timeout_s`` seconds.
 
     Raises ApiException when the apiserver refuses the exec (403 without ``create pods/exec``,
     400 when the container is not running) and websocket errors when the connection fails.
     """
     start = time.perf_counter()
-    ws = stream(core.connect_get_namespaced_pod_exec, pod, namespace, container=container, command=argv,
-                stdin=stdin is not None, stdout=True, stderr=True, tty=False, _preload_content=False)
+    ws = stream(
+        core.connect_get_namespaced_pod_exec,
+        pod,
+        namespace,
+        container=container,
+        command=argv,
+        stdin=stdin is not None,
+        stdout=True,
+        stderr=True,
+        tty=False,
+        _preload_content=False,
+    )
     out: list[str] = []
     err: list[str] = []
     status = ""
@@ -68,14 +86,17 @@ def run(core: client.CoreV1Api, namespace: str, pod: str, container: str, argv: 
             ws.write_channel(STDIN_CHANNEL, stdin)
             try:
                 ws.close_channel(STDIN_CHANNEL)
-            except Exception:  # noqa: BLE001 - pre-v5 servers: stdin ends with the connection
+            except Exception:  # noqa: BLE001, S110 - pre-v5 servers: stdin ends with the connection
                 pass
         deadline = start + timeout_s
         while ws.is_open():
             left = deadline - time.perf_counter()
             if left <= 0:
                 break
-            ws.update(timeout=min(left, 1.0))
+            try:
+                ws.update(timeout=min(left, 1.0))
+            except WebSocketConnectionClosedException:
+                break  # the server closed between is_open() and the read: what arrived is kept below
             out.append(ws.read_stdout(timeout=0) if ws.peek_stdout() else "")
             err.append(ws.read_stderr(timeout=0) if ws.peek_stderr() else "")
             if ws.peek_channel(ERROR_CHANNEL):
@@ -84,9 +105,14 @@ def run(core: client.CoreV1Api, namespace: str, pod: str, container: str, argv: 
         err.append(ws.read_stderr(timeout=0) if ws.peek_stderr() else "")
         if ws.peek_channel(ERROR_CHANNEL):
             status += ws.read_channel(ERROR_CHANNEL)
-        timed_out = ws.is_open() and not status
+        timed_out = ws.is_open() and not status and time.perf_counter() >= deadline
     finally:
         ws.close()
-    return ExecOutcome(exit_code=None if timed_out else exit_code(status), stdout="".join(out),
-                       stderr="".join(err), duration_s=time.perf_counter() - start, timed_out=timed_out,
-                       status=status)
+    return ExecOutcome(
+        exit_code=None if timed_out else exit_code(status),
+        stdout="".join(out),
+        stderr="".join(err),
+        duration_s=time.perf_counter() - start,
+        timed_out=timed_out,
+        status=status,
+    )

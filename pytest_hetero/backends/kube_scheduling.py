@@ -38,15 +38,29 @@ def resources(resource: Resource) -> dict[str, dict[str, str]]:
     return {"requests": requests, "limits": limits}
 
 
-def pod_spec(resource: Resource, image: str, *, restart: str = "Always", scheduler: str | None = None,
-             pull_policy: str | None = None) -> dict[str, Any]:
+def pod_spec(
+    resource: Resource,
+    image: str,
+    *,
+    restart: str = "Always",
+    scheduler: str | None = None,
+    pull_policy: str | None = None,
+) -> dict[str, Any]:
     """The PodSpec (JSON dict) of the resource × image workload."""
-    container: dict[str, Any] = {"name": "workload", "image": image, "command": KEEP_ALIVE,
-                                 "resources": resources(resource)}
+    container: dict[str, Any] = {
+        "name": "workload",
+        "image": image,
+        "command": KEEP_ALIVE,
+        "resources": resources(resource),
+    }
     if pull_policy:
         container["imagePullPolicy"] = pull_policy
-    spec: dict[str, Any] = {"containers": [container], "restartPolicy": restart,
-                            "terminationGracePeriodSeconds": 2, "automountServiceAccountToken": False}
+    spec: dict[str, Any] = {
+        "containers": [container],
+        "restartPolicy": restart,
+        "terminationGracePeriodSeconds": 2,
+        "automountServiceAccountToken": False,
+    }
     if resource.node_selector:
         spec["nodeSelector"] = dict(resource.node_selector)
     if resource.tolerations:
@@ -58,17 +72,41 @@ def pod_spec(resource: Resource, image: str, *, restart: str = "Always", schedul
     return spec
 
 
-def manifest(submit_as: str, name: str, namespace: str, labels: dict[str, str], resource: Resource,
-             image: str, pull_policy: str | None = None, notes: dict[str, str] | None = None) -> dict[str, Any]:
+def manifest(
+    submit_as: str,
+    name: str,
+    namespace: str,
+    labels: dict[str, str],
+    resource: Resource,
+    image: str,
+    pull_policy: str | None = None,
+    notes: dict[str, str] | None = None,
+) -> dict[str, Any]:
     """The object to create for ``submit_as`` (one of :data:`SUBMIT_AS`; ValueError otherwise);
     ``notes`` become annotations of the object and of its pod template."""
-    meta = {"name": name, "namespace": namespace, "labels": dict(labels), "annotations": dict(notes or {})}
+    meta: dict[str, Any] = {
+        "name": name,
+        "namespace": namespace,
+        "labels": dict(labels),
+        "annotations": dict(notes or {}),
+    }
     if submit_as == "pod":
-        return {"apiVersion": "v1", "kind": "Pod", "metadata": meta,
-                "spec": pod_spec(resource, image, pull_policy=pull_policy)}
-    template = {"metadata": {"labels": dict(labels), "annotations": dict(notes or {})},
-                "spec": pod_spec(resource, image, restart="Never", pull_policy=pull_policy,
-                                 scheduler="volcano" if submit_as == "volcano-job" else None)}
+        return {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": meta,
+            "spec": pod_spec(resource, image, pull_policy=pull_policy),
+        }
+    template = {
+        "metadata": {"labels": dict(labels), "annotations": dict(notes or {})},
+        "spec": pod_spec(
+            resource,
+            image,
+            restart="Never",
+            pull_policy=pull_policy,
+            scheduler="volcano" if submit_as == "volcano-job" else None,
+        ),
+    }
     if submit_as in ("job", "kueue-job"):
         spec: dict[str, Any] = {"backoffLimit": 0, "template": template, "ttlSecondsAfterFinished": 3600}
         if submit_as == "kueue-job":
@@ -76,9 +114,18 @@ def manifest(submit_as: str, name: str, namespace: str, labels: dict[str, str], 
             spec["suspend"] = True
         return {"apiVersion": "batch/v1", "kind": "Job", "metadata": meta, "spec": spec}
     if submit_as == "volcano-job":
-        return {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "metadata": meta,
-                "spec": {"schedulerName": "volcano", "queue": resource.queue or "default", "minAvailable": 1,
-                         "maxRetry": 1, "tasks": [{"name": "workload", "replicas": 1, "template": template}]}}
+        return {
+            "apiVersion": "batch.volcano.sh/v1alpha1",
+            "kind": "Job",
+            "metadata": meta,
+            "spec": {
+                "schedulerName": "volcano",
+                "queue": resource.queue or "default",
+                "minAvailable": 1,
+                "maxRetry": 1,
+                "tasks": [{"name": "workload", "replicas": 1, "template": template}],
+            },
+        }
     raise ValueError(f"target.submit_as {submit_as!r} is not one of {', '.join(SUBMIT_AS)}")
 
 
@@ -86,12 +133,13 @@ def create(api: client.ApiClient, body: dict[str, Any]) -> None:
     """Create ``body`` in its namespace. Raises ApiException (403 quota/RBAC, 404 missing CRD…)."""
     ns = body["metadata"]["namespace"]
     if body["kind"] == "Pod":
-        client.CoreV1Api(api).create_namespaced_pod(ns, body, _request_timeout=30)
+        client.CoreV1Api(api).create_namespaced_pod(ns, body, _request_timeout=30)  # type: ignore[arg-type]
     elif body["apiVersion"] == "batch/v1":
-        client.BatchV1Api(api).create_namespaced_job(ns, body, _request_timeout=30)
+        client.BatchV1Api(api).create_namespaced_job(ns, body, _request_timeout=30)  # type: ignore[arg-type]
     else:
-        client.CustomObjectsApi(api).create_namespaced_custom_object("batch.volcano.sh", "v1alpha1", ns, "jobs",
-                                                                     body, _request_timeout=30)
+        client.CustomObjectsApi(api).create_namespaced_custom_object(
+            "batch.volcano.sh", "v1alpha1", ns, "jobs", body, _request_timeout=30
+        )
 
 
 def scheduled(pods: list[dict[str, Any]]) -> dict[str, Any] | None:
@@ -103,8 +151,12 @@ def unschedulable(pods: list[dict[str, Any]]) -> dict[str, Any] | None:
     """The first live pod whose PodScheduled condition is False with reason Unschedulable, else None."""
     for pod in pods:
         for cond in (pod.get("status") or {}).get("conditions") or []:
-            if cond.get("type") == "PodScheduled" and cond.get("status") == "False" \
-                    and cond.get("reason") == "Unschedulable" and not pod.get("deleted"):
+            if (
+                cond.get("type") == "PodScheduled"
+                and cond.get("status") == "False"
+                and cond.get("reason") == "Unschedulable"
+                and not pod.get("deleted")
+            ):
                 return pod
     return None
 
@@ -112,8 +164,12 @@ def unschedulable(pods: list[dict[str, Any]]) -> dict[str, Any] | None:
 def events_for(api: client.ApiClient, namespace: str, name: str) -> list[dict[str, Any]]:
     """Events of the object ``name`` in ``namespace`` (JSON dicts, oldest first); [] when unreadable."""
     try:
-        resp = client.CoreV1Api(api).list_namespaced_event(
-            namespace, field_selector=f"involvedObject.name={name}", _preload_content=False, _request_timeout=30)
+        resp: Any = client.CoreV1Api(api).list_namespaced_event(
+            namespace,
+            field_selector=f"involvedObject.name={name}",
+            _preload_content=False,
+            _request_timeout=30,
+        )
     except Exception:  # noqa: BLE001 - events are best effort (RBAC may lack them; the pod status holds the verdict)
         return []
     items = json.loads(resp.data).get("items") or []
@@ -124,33 +180,49 @@ def queue_objects(api: client.ApiClient, namespace: str, owner_uid: str | None) 
     """Kueue Workloads and Volcano PodGroups owned by ``owner_uid`` (absent CRDs or RBAC: [])."""
     out: list[dict[str, Any]] = []
     custom = client.CustomObjectsApi(api)
-    for group, version, plural in (("kueue.x-k8s.io", "v1beta1", "workloads"),
-                                   ("scheduling.volcano.sh", "v1beta1", "podgroups")):
+    for group, version, plural in (
+        ("kueue.x-k8s.io", "v1beta1", "workloads"),
+        ("scheduling.volcano.sh", "v1beta1", "podgroups"),
+    ):
         try:
-            items = custom.list_namespaced_custom_object(group, version, namespace, plural,
-                                                         _request_timeout=30).get("items") or []
-        except Exception:  # noqa: BLE001 - CRD not installed or not readable
+            found: Any = custom.list_namespaced_custom_object(
+                group, version, namespace, plural, _request_timeout=30
+            )
+            items = found.get("items") or []
+        except Exception:  # noqa: BLE001, S112 - CRD not installed or not readable
             continue
-        out += [o for o in items if owner_uid is None or any(
-            r.get("uid") == owner_uid for r in o.get("metadata", {}).get("ownerReferences") or [])]
+        out += [
+            o
+            for o in items
+            if owner_uid is None
+            or any(r.get("uid") == owner_uid for r in o.get("metadata", {}).get("ownerReferences") or [])
+        ]
     return out
 
 
-def explain_pending(pods: list[dict[str, Any]], events: list[dict[str, Any]], queue: list[dict[str, Any]],
-                    advertised: set[str] | None) -> list[Reason]:
+def explain_pending(
+    pods: list[dict[str, Any]],
+    events: list[dict[str, Any]],
+    queue: list[dict[str, Any]],
+    advertised: set[str] | None,
+) -> list[Reason]:
     """Normalised reasons from pods, events (of the pods and the Job) and queue objects, deduplicated."""
     out: list[Reason] = []
     for source in [*queue, *[p for p in pods if not p.get("deleted")]]:
         out += [r for r in explain(source, advertised=advertised) if r not in out]
     # events repeat what the pod status says (kept verbatim in evidence); only new codes are added
     for event in [e for e in events if e.get("type") == "Warning"]:
-        out += [r for r in explain(event, advertised=advertised)
-                if r.code not in {x.code for x in out} and not (r.code == "unknown" and out)]
+        out += [
+            r
+            for r in explain(event, advertised=advertised)
+            if r.code not in {x.code for x in out} and not (r.code == "unknown" and out)
+        ]
     return out
 
 
 def untolerated(taints: list[dict[str, Any]], tolerations: list[dict[str, Any]]) -> list[str]:
     """``key=value:effect`` of each NoSchedule/NoExecute taint no toleration tolerates (core/v1 rules)."""
+
     def tolerates(tol: dict[str, Any], taint: dict[str, Any]) -> bool:
         if tol.get("effect") and tol["effect"] != taint.get("effect"):
             return False
@@ -158,8 +230,11 @@ def untolerated(taints: list[dict[str, Any]], tolerations: list[dict[str, Any]])
             return not tol.get("key") or tol["key"] == taint.get("key")
         return tol.get("key") == taint.get("key") and str(tol.get("value", "")) == str(taint.get("value", ""))
 
-    return [f"{t['key']}{'=' + t['value'] if t.get('value') else ''}:{t.get('effect')}" for t in taints
-            if t.get("effect") in ("NoSchedule", "NoExecute") and not any(tolerates(x, t) for x in tolerations)]
+    return [
+        f"{t['key']}{'=' + t['value'] if t.get('value') else ''}:{t.get('effect')}"
+        for t in taints
+        if t.get("effect") in ("NoSchedule", "NoExecute") and not any(tolerates(x, t) for x in tolerations)
+    ]
 
 
 def applies(reason: Reason, pool: list[dict[str, Any]], tolerations: list[dict[str, Any]]) -> bool:
@@ -174,8 +249,11 @@ def applies(reason: Reason, pool: list[dict[str, Any]], tolerations: list[dict[s
     return True
 
 
-def primary(reasons: list[Reason], pool: list[dict[str, Any]] | None = None,
-            tolerations: list[dict[str, Any]] | None = None) -> Reason | None:
+def primary(
+    reasons: list[Reason],
+    pool: list[dict[str, Any]] | None = None,
+    tolerations: list[dict[str, Any]] | None = None,
+) -> Reason | None:
     """The reason that decides: not a preemption verdict; with the selector's ``pool`` known, one that
     can come from a pool node (see :func:`applies`); then most nodes."""
     candidates = [r for r in reasons if not r.preemption] or list(reasons)
@@ -184,7 +262,9 @@ def primary(reasons: list[Reason], pool: list[dict[str, Any]] | None = None,
     return max(candidates, key=lambda r: (r.code != "unknown", r.nodes or 0), default=None)
 
 
-def name_taints(reasons: list[Reason], pool: list[dict[str, Any]], tolerations: list[dict[str, Any]]) -> list[Reason]:
+def name_taints(
+    reasons: list[Reason], pool: list[dict[str, Any]], tolerations: list[dict[str, Any]]
+) -> list[Reason]:
     """Fill ``taint`` of an ``untolerated_taint`` reason the scheduler left unnamed (1.34 says only
     "had untolerated taint(s)") when the pool's nodes carry exactly one untolerated taint."""
     from dataclasses import replace
@@ -192,5 +272,9 @@ def name_taints(reasons: list[Reason], pool: list[dict[str, Any]], tolerations: 
     found = sorted({t for f in pool for t in untolerated(f.get("taints") or [], tolerations)})
     if len(found) != 1:
         return reasons
-    return [replace(r, taint=found[0], detail={**r.detail, "taint_from": "pool nodes"})
-            if r.code == "untolerated_taint" and not r.taint else r for r in reasons]
+    return [
+        replace(r, taint=found[0], detail={**r.detail, "taint_from": "pool nodes"})
+        if r.code == "untolerated_taint" and not r.taint
+        else r
+        for r in reasons
+    ]

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from kubernetes import client
-from kubernetes.client.rest import ApiException
+from kubernetes.client.exceptions import ApiException
 from kubernetes.watch.watch import iter_resp_lines
 
 from pytest_hetero.backends.kube_client import PROBE
@@ -56,8 +56,9 @@ class PodWatch:
         self._thread.start()
 
     def _relist(self) -> None:
-        resp = self.core.list_namespaced_pod(self.namespace, label_selector=self.selector,
-                                             _preload_content=False, _request_timeout=60)
+        resp: Any = self.core.list_namespaced_pod(
+            self.namespace, label_selector=self.selector, _preload_content=False, _request_timeout=60
+        )
         body = json.loads(resp.data)
         now = time.perf_counter()
         with self.lock:
@@ -105,13 +106,19 @@ class PodWatch:
             self._stop.wait(0.5)
 
     def _watch_once(self) -> None:
-        resp = self.core.list_namespaced_pod(
-            self.namespace, label_selector=self.selector, watch=True, resource_version=self.rv,
-            allow_watch_bookmarks=True, timeout_seconds=WATCH_TIMEOUT_S, _preload_content=False,
-            _request_timeout=(10, WATCH_TIMEOUT_S + 30))
+        resp: Any = self.core.list_namespaced_pod(
+            self.namespace,
+            label_selector=self.selector,
+            watch=True,
+            resource_version=self.rv,
+            allow_watch_bookmarks=True,
+            timeout_seconds=WATCH_TIMEOUT_S,
+            _preload_content=False,
+            _request_timeout=(10, WATCH_TIMEOUT_S + 30),
+        )
         self._resp = resp
         try:
-            for line in iter_resp_lines(resp):
+            for line in iter_resp_lines(resp):  # type: ignore[no-untyped-call]
                 event = json.loads(line)
                 kind, obj = event.get("type"), event.get("object") or {}
                 if kind == "ERROR":
@@ -156,5 +163,5 @@ class PodWatch:
         if resp is not None:
             try:
                 resp.shutdown() if hasattr(resp, "shutdown") else resp.close()
-            except Exception:  # noqa: BLE001 - already closed
+            except Exception:  # noqa: BLE001, S110 - already closed
                 pass

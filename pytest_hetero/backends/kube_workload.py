@@ -29,8 +29,18 @@ from pytest_hetero.layers.base import LayerContext, LayerFailed
 from pytest_hetero.matrix.model import Matrix
 from pytest_hetero.probes.payload import assess, parse_payload_output, payload_script
 
-STUCK = frozenset({"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "CreateContainerConfigError",
-                   "CreateContainerError", "RunContainerError", "CrashLoopBackOff", "ErrImageNeverPull"})
+STUCK = frozenset(
+    {
+        "ErrImagePull",
+        "ImagePullBackOff",
+        "InvalidImageName",
+        "CreateContainerConfigError",
+        "CreateContainerError",
+        "RunContainerError",
+        "CrashLoopBackOff",
+        "ErrImageNeverPull",
+    }
+)
 """Waiting reasons after which the container will not start by itself."""
 
 
@@ -47,31 +57,41 @@ def verdict(pods: list[dict[str, Any]]) -> tuple[str, dict[str, Any]] | None:
             state = entry.get("state") or {}
             if (state.get("waiting") or {}).get("reason") in STUCK or "terminated" in state:
                 return "failed", pod
-        if status.get("phase") == "Running" and statuses and all("running" in (e.get("state") or {})
-                                                                 for e in statuses):
+        if (
+            status.get("phase") == "Running"
+            and statuses
+            and all("running" in (e.get("state") or {}) for e in statuses)
+        ):
             return "running", pod
     return None
 
 
 def image_identity(pod: dict[str, Any]) -> dict[str, Any]:
     """``{"image", "image_id", "digest"}`` of the workload container as the node reports it."""
-    entry = next(iter((pod.get("status") or {}).get("containerStatuses") or []), {})
+    entry: dict[str, Any] = next(iter((pod.get("status") or {}).get("containerStatuses") or []), {})
     image_id = str(entry.get("imageID") or "")
-    return {"image": entry.get("image"), "image_id": image_id or None,
-            "digest": image_id.split("@", 1)[1] if "@" in image_id else (image_id or None)}
+    return {
+        "image": entry.get("image"),
+        "image_id": image_id or None,
+        "digest": image_id.split("@", 1)[1] if "@" in image_id else (image_id or None),
+    }
 
 
 def read_logs(core: client.CoreV1Api, namespace: str, pod: str, previous: bool = False) -> str:
     """Container log text, or a line saying why there is none (never raises)."""
     try:
-        return str(core.read_namespaced_pod_log(pod, namespace, container="workload", previous=previous,
-                                                tail_lines=2000, _request_timeout=30))
+        return str(
+            core.read_namespaced_pod_log(
+                pod, namespace, container="workload", previous=previous, tail_lines=2000, _request_timeout=30
+            )
+        )
     except Exception as exc:  # noqa: BLE001 - logs are evidence, not a verdict
         return f"(logs unavailable: {getattr(exc, 'status', '')} {getattr(exc, 'reason', exc)})"
 
 
-def device_init(ctx: LayerContext, core: client.CoreV1Api, namespace: str, pod: str, simulated: bool,
-                image_owner: str) -> dict[str, Any]:
+def device_init(
+    ctx: LayerContext, core: client.CoreV1Api, namespace: str, pod: str, simulated: bool, image_owner: str
+) -> dict[str, Any]:
     """Run and judge the payload by exec; record ``startup.device_init``; return the payload report dict.
 
     Raises LayerFailed like :func:`pytest_hetero.backends.docker_payload.device_init`
@@ -79,29 +99,57 @@ def device_init(ctx: LayerContext, core: client.CoreV1Api, namespace: str, pod: 
     when the exec is refused.
     """
     timeout = str(max(1, int(ctx.timeout_s // 4)))
-    done = kube_exec.run(core, namespace, pod, "workload",
-                         ["/bin/sh", "-c", f"HETERO_TIMEOUT={timeout}; export HETERO_TIMEOUT\n" + payload_script()],
-                         ctx.timeout_s)
-    art = ctx.artifact("payload.txt", done.stdout + ("\n--- stderr ---\n" + done.stderr if done.stderr else ""))
+    done = kube_exec.run(
+        core,
+        namespace,
+        pod,
+        "workload",
+        ["/bin/sh", "-c", f"HETERO_TIMEOUT={timeout}; export HETERO_TIMEOUT\n" + payload_script()],
+        ctx.timeout_s,
+    )
+    art = ctx.artifact(
+        "payload.txt", done.stdout + ("\n--- stderr ---\n" + done.stderr if done.stderr else "")
+    )
     where = "the KWOK host (simulated node: not inside the image)" if simulated else f"pod {pod}"
     try:
         report = parse_payload_output(done.stdout)
     except ParseError as exc:
-        ctx.record("startup.device_init", exit_code=done.exit_code, artifact=art.path, ran_on=where,
-                   simulated=simulated, report=None, findings=[])
-        raise LayerFailed(f"device payload in {pod} gave no report (exit {done.exit_code}): {exc.message}; "
-                          f"stderr: {done.stderr.strip()[-200:]}", "payload_failed", image_owner) from None
+        ctx.record(
+            "startup.device_init",
+            exit_code=done.exit_code,
+            artifact=art.path,
+            ran_on=where,
+            simulated=simulated,
+            report=None,
+            findings=[],
+        )
+        raise LayerFailed(
+            f"device payload in {pod} gave no report (exit {done.exit_code}): {exc.message}; "
+            f"stderr: {done.stderr.strip()[-200:]}",
+            "payload_failed",
+            image_owner,
+        ) from None
     findings = [f.to_dict() for f in assess(report, ctx.resource.type)]
     gaps = framework_gaps(ctx, report)
     data = report.to_dict()
     data.pop("raw", None)
-    ctx.record("startup.device_init", exit_code=done.exit_code, artifact=art.path, ran_on=where,
-               simulated=simulated, findings=findings,
-               framework_gaps=[{"category": c, "message": m} for c, m in gaps], report=data)
+    ctx.record(
+        "startup.device_init",
+        exit_code=done.exit_code,
+        artifact=art.path,
+        ran_on=where,
+        simulated=simulated,
+        findings=findings,
+        framework_gaps=[{"category": c, "message": m} for c, m in gaps],
+        report=data,
+    )
     if findings:
         first = findings[0]
-        raise LayerFailed(f"device initialisation in {pod} (ran on {where}): {first['message']}",
-                          CATEGORY.get(first["category"], first["category"]), first["owner"])
+        raise LayerFailed(
+            f"device initialisation in {pod} (ran on {where}): {first['message']}",
+            CATEGORY.get(first["category"], first["category"]),
+            first["owner"],
+        )
     if gaps:
         raise LayerFailed(gaps[0][1], gaps[0][0], "algorithm")
     return data
@@ -115,44 +163,78 @@ def input_tar(matrix: Matrix) -> bytes:
             if m.path.is_file():
                 tar.add(str(m.path), arcname=f"models/{m.name}/{m.path.name}")
             code = m.code or matrix.path.parent
-            tar.add(str(code), arcname=f"code/{m.name}" + ("" if code.is_dir() else f"/{code.name}"),
-                    filter=lambda t: None if "__pycache__" in t.name else t)
+            tar.add(
+                str(code),
+                arcname=f"code/{m.name}" + ("" if code.is_dir() else f"/{code.name}"),
+                filter=lambda t: None if "__pycache__" in t.name else t,
+            )
         for d in matrix.datasets:
             tar.add(str(d.path), arcname=f"datasets/{d.name}/{d.path.name}")
     return buf.getvalue()
 
 
-def input_paths(root: str, model: str, model_path: Path, code: Path, dataset: str, dataset_path: Path) -> dict[str, str]:
+def input_paths(
+    root: str, model: str, model_path: Path, code: Path, dataset: str, dataset_path: Path
+) -> dict[str, str]:
     """In-pod paths ``{"model", "code", "dataset"}`` under ``root`` (where :func:`input_tar` was unpacked)."""
-    return {"model": f"{root}/models/{model}/{model_path.name}",
-            "code": f"{root}/code/{model}" + ("" if code.is_dir() else f"/{code.name}"),
-            "dataset": f"{root}/datasets/{dataset}/{dataset_path.name}"}
+    return {
+        "model": f"{root}/models/{model}/{model_path.name}",
+        "code": f"{root}/code/{model}" + ("" if code.is_dir() else f"/{code.name}"),
+        "dataset": f"{root}/datasets/{dataset}/{dataset_path.name}",
+    }
 
 
-def copy_inputs(core: client.CoreV1Api, namespace: str, pod: str, matrix: Matrix, root: str,
-                timeout_s: float) -> None:
+def copy_inputs(
+    core: client.CoreV1Api, namespace: str, pod: str, matrix: Matrix, root: str, timeout_s: float
+) -> None:
     """Unpack :func:`input_tar` at ``root`` in the pod (``tar -x`` from exec stdin).
 
     Raises LayerFailed ``inputs_copy_failed`` (platform) when tar fails (no ``tar`` in the image).
     """
-    done = kube_exec.run(core, namespace, pod, "workload",
-                         ["/bin/sh", "-c", f"mkdir -p {shlex.quote(root)} && tar -x -f - -C {shlex.quote(root)}"],
-                         timeout_s, stdin=input_tar(matrix))
+    done = kube_exec.run(
+        core,
+        namespace,
+        pod,
+        "workload",
+        ["/bin/sh", "-c", f"mkdir -p {shlex.quote(root)} && tar -x -f - -C {shlex.quote(root)}"],
+        timeout_s,
+        stdin=input_tar(matrix),
+    )
     if done.exit_code != 0:
-        raise LayerFailed(f"copying model/dataset inputs into {pod}:{root} failed (exit {done.exit_code}): "
-                          f"{done.stderr.strip()[-300:] or done.status[-300:]}", "inputs_copy_failed", "platform")
+        raise LayerFailed(
+            f"copying model/dataset inputs into {pod}:{root} failed (exit {done.exit_code}): "
+            f"{done.stderr.strip()[-300:] or done.status[-300:]}",
+            "inputs_copy_failed",
+            "platform",
+        )
 
 
-def run_model(core: client.CoreV1Api, namespace: str, pod: str, argv: list[str], run_dir: str, workdir: str,
-              env: dict[str, str], timeout_s: float) -> kube_exec.ExecOutcome:
+def run_model(
+    core: client.CoreV1Api,
+    namespace: str,
+    pod: str,
+    argv: list[str],
+    run_dir: str,
+    workdir: str,
+    env: dict[str, str],
+    timeout_s: float,
+) -> kube_exec.ExecOutcome:
     """Run ``argv`` in ``workdir`` with ``env``; kill its process (pid file in ``run_dir``) at ``timeout_s``."""
     exports = "".join(f"{k}={shlex.quote(v)}; export {k}; " for k, v in env.items())
-    script = (f"mkdir -p {shlex.quote(run_dir)} && cd {shlex.quote(workdir)} && echo $$ > "
-              f"{shlex.quote(run_dir)}/.pid && {exports}exec {shlex.join(argv)}")
+    script = (
+        f"mkdir -p {shlex.quote(run_dir)} && cd {shlex.quote(workdir)} && echo $$ > "
+        f"{shlex.quote(run_dir)}/.pid && {exports}exec {shlex.join(argv)}"
+    )
     done = kube_exec.run(core, namespace, pod, "workload", ["/bin/sh", "-c", script], timeout_s)
     if done.timed_out:
-        kube_exec.run(core, namespace, pod, "workload",
-                      ["/bin/sh", "-c", f"kill -9 $(cat {shlex.quote(run_dir)}/.pid) 2>/dev/null"], 30)
+        kube_exec.run(
+            core,
+            namespace,
+            pod,
+            "workload",
+            ["/bin/sh", "-c", f"kill -9 $(cat {shlex.quote(run_dir)}/.pid) 2>/dev/null"],
+            30,
+        )
     return done
 
 

@@ -30,7 +30,9 @@ from typing import Any
 from kubernetes import client
 
 from pytest_hetero.backends import kube_client as kc
-from pytest_hetero.backends import kube_discovery, kube_placement as kp, kube_scheduling as ks
+from pytest_hetero.backends import kube_discovery, kube_exec
+from pytest_hetero.backends import kube_placement as kp
+from pytest_hetero.backends import kube_scheduling as ks
 from pytest_hetero.backends import kube_workload as kw
 from pytest_hetero.backends.base import EXECUTION_PROVIDERS, Backend, ExecResult, render_entrypoint
 from pytest_hetero.backends.kube_watch import PodWatch
@@ -102,10 +104,13 @@ class KubernetesBackend(Backend):
     def fingerprint(self) -> dict[str, Any]:
         """Apiserver host and context, nodes seen, server version, image digests reported by nodes."""
         host = self._api.configuration.host if self._api is not None else None
-        return {"backend": self.name, "identity": f"{host} (context {self.context}, namespace {self.namespace})",
-                "nodes": sorted(self.nodes), "versions": {"server": self.server.get("git_version"),
-                                                          "platform": self.server.get("platform")},
-                "images": dict(self.digests)}
+        return {
+            "backend": self.name,
+            "identity": f"{host} (context {self.context}, namespace {self.namespace})",
+            "nodes": sorted(self.nodes),
+            "versions": {"server": self.server.get("git_version"), "platform": self.server.get("platform")},
+            "images": dict(self.digests),
+        }
 
     def discover(self, ctx: LayerContext) -> None:
         """Nodes of the resource's pool against the matrix (see :mod:`kube_discovery`)."""
@@ -119,8 +124,13 @@ class KubernetesBackend(Backend):
             if key in self.workloads:
                 return self.workloads[key]
             probe = kc.dns_name(resource, image, self.owner[:6])
-            workload: dict[str, Any] = {"probe": probe, "name": kc.dns_name("hetero", resource, image, self.owner[:6]),
-                                        "kind": self.submit_as, "error": None, "created": threading.Event()}
+            workload: dict[str, Any] = {
+                "probe": probe,
+                "name": kc.dns_name("hetero", resource, image, self.owner[:6]),
+                "kind": self.submit_as,
+                "error": None,
+                "created": threading.Event(),
+            }
             self.workloads[key] = workload
         try:
             return self._create(matrix, resource, image, workload)
@@ -130,11 +140,26 @@ class KubernetesBackend(Backend):
     def _create(self, matrix: Matrix, resource: str, image: str, workload: dict[str, Any]) -> dict[str, Any]:
         probe = workload["probe"]
         res, img = matrix.resource(resource), matrix.image(image)
-        labels = kc.labels(self.settings.run_id, self.owner, "workload", matrix=matrix.name, resource=resource,
-                           image=image, probe=probe)
+        labels = kc.labels(
+            self.settings.run_id,
+            self.owner,
+            "workload",
+            matrix=matrix.name,
+            resource=resource,
+            image=image,
+            probe=probe,
+        )
         try:
-            body = ks.manifest(self.submit_as, workload["name"], self.namespace, labels, res, img.reference,
-                               PULL.get(str(self.target.get("pull_policy", ""))), kc.annotations())
+            body = ks.manifest(
+                self.submit_as,
+                workload["name"],
+                self.namespace,
+                labels,
+                res,
+                img.reference,
+                PULL.get(str(self.target.get("pull_policy", ""))),
+                kc.created_annotations(),
+            )
         except ValueError as exc:
             workload["error"] = LayerFailed(str(exc), "bad_target", "platform")
             raise workload["error"] from None
@@ -143,8 +168,9 @@ class KubernetesBackend(Backend):
         try:
             ks.create(self.api, body)
         except Exception as exc:  # noqa: BLE001 - translated, kept for the item that owns it
-            workload["error"] = kc.api_outcome(exc, f"create {body['kind']} {workload['name']} in namespace "
-                                                    f"{self.namespace}")
+            workload["error"] = kc.api_outcome(
+                exc, f"create {body['kind']} {workload['name']} in namespace {self.namespace}"
+            )
             raise workload["error"] from None
         return workload
 
@@ -153,8 +179,13 @@ class KubernetesBackend(Backend):
             return
         self.prefetched.add(ctx.matrix.sha256)
         m = ctx.matrix
-        keys = [(r.name, i.name) for r in m.resources for i in m.images if r.type in i.for_types
-                and not any(x.matches({"resource": r.name, "image": i.name}) for x in m.exclude)]
+        keys = [
+            (r.name, i.name)
+            for r in m.resources
+            for i in m.images
+            if r.type in i.for_types
+            and not any(x.matches({"resource": r.name, "image": i.name}) for x in m.exclude)
+        ]
         for r, i in keys:  # each item waits for its own creation only (place)
             self.pool.submit(self.submit, m, r, i)
 
@@ -175,11 +206,23 @@ class KubernetesBackend(Backend):
         workload["created"].wait(timeout_s)
         if workload["error"] is not None:
             reasons = getattr(workload["error"], "reasons", [])
-            ctx.record("scheduling.pending", object=workload["name"], submit_as=workload["kind"], refused_by="apiserver",
-                       reasons=reasons, message=workload["error"].message)
+            ctx.record(
+                "scheduling.pending",
+                object=workload["name"],
+                submit_as=workload["kind"],
+                refused_by="apiserver",
+                reasons=reasons,
+                message=workload["error"].message,
+            )
             raise workload["error"]
-        ctx.record("scheduling.submitted", submit_as=workload["kind"], name=workload["name"], namespace=self.namespace,
-                   manifest=workload["body"], submitted_at_epoch_s=workload["submitted_at"])
+        ctx.record(
+            "scheduling.submitted",
+            submit_as=workload["kind"],
+            name=workload["name"],
+            namespace=self.namespace,
+            manifest=workload["body"],
+            submitted_at_epoch_s=workload["submitted_at"],
+        )
         grace = float(self.target.get("unschedulable_grace_s", 0))
         first_refusal: list[float] = []
 
@@ -209,27 +252,43 @@ class KubernetesBackend(Backend):
             workload = self.workloads[key]
         found = self.pods().wait(workload["probe"], kw.verdict, ctx.timeout_s)
         pods = self.pods().by_key(workload["probe"])
-        pod = found[1] if found else (pods[-1] if pods else {"metadata": {"name": workload.get("pod")}})
-        name = pod["metadata"]["name"]
+        pod = found[1] if found else (pods[-1] if pods else {"metadata": {"name": workload.get("pod", "")}})
+        name = str(pod["metadata"]["name"])
         node = self.nodes.get((pod.get("spec") or {}).get("nodeName", ""), {})
         simulated = bool(node.get("simulated"))
         ident = kw.image_identity(pod)
         if ident["digest"]:
             self.digests[ctx.image.name] = ident["digest"]
-        ctx.record("startup.pod", pod=name, node=node.get("name"), phase=(pod.get("status") or {}).get("phase"),
-                   container_statuses=(pod.get("status") or {}).get("containerStatuses"), **ident,
-                   declared_digest=ctx.image.digest)
+        ctx.record(
+            "startup.pod",
+            pod=name,
+            node=node.get("name"),
+            phase=(pod.get("status") or {}).get("phase"),
+            container_statuses=(pod.get("status") or {}).get("containerStatuses"),
+            **ident,
+            declared_digest=ctx.image.digest,
+        )
         if simulated:
-            ctx.record("startup.simulation", node=node.get("name"), simulated=["container state (KWOK stage)",
-                       "image pull (none)", "exec (runs on the KWOK host, not in the image)"],
-                       real=["apiserver admission", "scheduler placement", "pod status/events", "exec/log API path"])
+            ctx.record(
+                "startup.simulation",
+                node=node.get("name"),
+                simulated=[
+                    "container state (KWOK stage)",
+                    "image pull (none)",
+                    "exec (runs on the KWOK host, not in the image)",
+                ],
+                real=["apiserver admission", "scheduler placement", "pod status/events", "exec/log API path"],
+            )
         if found is None or found[0] == "failed":
             self._startup_failed(ctx, pod, found is None)
         declared = ctx.image.digest
         if declared and (ident["digest"] or "").split(":")[-1] != declared.split(":")[-1]:
-            raise LayerFailed(f"image {ctx.image.reference} runs as {ident['digest'] or 'an unreported digest'}, the "
-                              f"matrix declares sha256:{declared.split(':')[-1]}", "image_digest_mismatch",
-                              self.image_owner)
+            raise LayerFailed(
+                f"image {ctx.image.reference} runs as {ident['digest'] or 'an unreported digest'}, the "
+                f"matrix declares sha256:{declared.split(':')[-1]}",
+                "image_digest_mismatch",
+                self.image_owner,
+            )
         try:
             kw.device_init(ctx, self.core, self.namespace, name, simulated, self.image_owner)
         except LayerFailed:
@@ -242,18 +301,31 @@ class KubernetesBackend(Backend):
         name = pod["metadata"]["name"]
         events = ks.events_for(self.api, self.namespace, name)
         reasons = ks.explain_pending([pod], events, [], None)
-        restarted = any(e.get("restartCount") for e in (pod.get("status") or {}).get("containerStatuses") or [])
+        restarted = any(
+            e.get("restartCount") for e in (pod.get("status") or {}).get("containerStatuses") or []
+        )
         ctx.artifact("container.log", kw.read_logs(self.core, self.namespace, name, previous=restarted))
-        ctx.record("startup.failed", pod=name, timed_out=timed_out, reasons=[r.to_dict() for r in reasons],
-                   events=[{k: e.get(k) for k in ("type", "reason", "message", "count")} for e in events])
+        ctx.record(
+            "startup.failed",
+            pod=name,
+            timed_out=timed_out,
+            reasons=[r.to_dict() for r in reasons],
+            events=[{k: e.get(k) for k in ("type", "reason", "message", "count")} for e in events],
+        )
         phase = (pod.get("status") or {}).get("phase")
         if not reasons and phase in ("Succeeded", "Failed"):
-            raise LayerFailed(f"pod {name} ended ({phase}) instead of idling for the layers after it (a Job's pod "
-                              "completed? on KWOK the pod-complete stage ends Job pods at once)", "container_exited",
-                              "platform")
+            raise LayerFailed(
+                f"pod {name} ended ({phase}) instead of idling for the layers after it (a Job's pod "
+                "completed? on KWOK the pod-complete stage ends Job pods at once)",
+                "container_exited",
+                "platform",
+            )
         if not reasons:
-            raise LayerFailed(f"pod {name} not running after {ctx.timeout_s:g} s (phase {phase})", "startup_timeout",
-                              "platform")
+            raise LayerFailed(
+                f"pod {name} not running after {ctx.timeout_s:g} s (phase {phase})",
+                "startup_timeout",
+                "platform",
+            )
         first = reasons[0]
         raise LayerFailed(f"pod {name} did not start: {summarise(reasons)}", first.code, first.owner)
 
@@ -262,7 +334,9 @@ class KubernetesBackend(Backend):
         key = (ctx.resource.name, ctx.image.name)
         workload = self.workloads.get(key)
         if workload is None or "pod" not in workload:
-            ctx.record("model.note", message="no started workload from a startup item in this session; started here")
+            ctx.record(
+                "model.note", message="no started workload from a startup item in this session; started here"
+            )
             self.start(ctx)
             workload = self.workloads[key]
         pod, root = workload["pod"], f"/tmp/hetero-{self.owner}"
@@ -273,21 +347,47 @@ class KubernetesBackend(Backend):
         paths = kw.input_paths(root, m.name, m.path, m.code or ctx.matrix.path.parent, d.name, d.path)
         run_dir = f"{root}/runs/{kc.dns_name(m.name, d.name)}-{uuid.uuid4().hex[:8]}"
         provider = EXECUTION_PROVIDERS[ctx.resource.type]
-        values = {"python": str(self.target.get("python", "python3")), **paths, "outputs": f"{run_dir}/outputs.json",
-                  "provider": provider}
+        values = {
+            "python": str(self.target.get("python", "python3")),
+            **paths,
+            "outputs": f"{run_dir}/outputs.json",
+            "provider": provider,
+        }
         try:
             argv = render_entrypoint(m.entrypoint, values)
         except (KeyError, ValueError) as exc:
-            raise LayerFailed(f"entrypoint has an unknown placeholder {exc}", "bad_entrypoint", "algorithm") from None
-        done = kw.run_model(self.core, self.namespace, pod, argv, run_dir, f"{root}/code/{m.name}",
-                            {"HETERO_EXECUTION_PROVIDER": provider}, ctx.timeout_s)
+            raise LayerFailed(
+                f"entrypoint has an unknown placeholder {exc}", "bad_entrypoint", "algorithm"
+            ) from None
+        done = kw.run_model(
+            self.core,
+            self.namespace,
+            pod,
+            argv,
+            run_dir,
+            f"{root}/code/{m.name}",
+            {"HETERO_EXECUTION_PROVIDER": provider},
+            ctx.timeout_s,
+        )
         simulated = bool(self.nodes.get(self._node_of(workload), {}).get("simulated"))
-        return ExecResult(argv=argv, exit_code=done.exit_code, duration_s=done.duration_s, stdout=done.stdout,
-                          stderr=done.stderr, timed_out=done.timed_out,
-                          outputs=None if done.timed_out else kw.read_outputs(self.core, self.namespace, pod,
-                                                                              values["outputs"]),
-                          details={"pod": pod, "namespace": self.namespace, "run_dir": run_dir, "simulated": simulated,
-                                   "ran_on": "the KWOK host (simulated node)" if simulated else f"pod {pod}"})
+        return ExecResult(
+            argv=argv,
+            exit_code=done.exit_code,
+            duration_s=done.duration_s,
+            stdout=done.stdout,
+            stderr=done.stderr,
+            timed_out=done.timed_out,
+            outputs=None
+            if done.timed_out
+            else kw.read_outputs(self.core, self.namespace, pod, values["outputs"]),
+            details={
+                "pod": pod,
+                "namespace": self.namespace,
+                "run_dir": run_dir,
+                "simulated": simulated,
+                "ran_on": "the KWOK host (simulated node)" if simulated else f"pod {pod}",
+            },
+        )
 
     def _node_of(self, workload: dict[str, Any]) -> str:
         pods = self.watch.by_key(workload["probe"]) if self.watch else []
@@ -299,7 +399,7 @@ class KubernetesBackend(Backend):
         Runs with SIGINT/SIGTERM held off (main thread) so a second Ctrl-C or a SIGTERM cannot cut the
         deletion short; they are restored afterwards.
         """
-        held: dict[int, Any] = {}
+        held: dict[signal.Signals, Any] = {}
         if threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGINT, signal.SIGTERM):
                 held[sig] = signal.signal(sig, signal.SIG_IGN)
@@ -319,13 +419,17 @@ class KubernetesBackend(Backend):
 
         if self.settings.keep:
             for w in self.workloads.values():
-                sys.stderr.write(f"pytest-hetero: kept {w['kind']} {w['name']} in namespace {self.namespace}; "
-                                 f"remove with: hetero cleanup --backend kubernetes --run-id {self.settings.run_id}\n")
+                sys.stderr.write(
+                    f"pytest-hetero: kept {w['kind']} {w['name']} in namespace {self.namespace}; "
+                    f"remove with: hetero cleanup --backend kubernetes --run-id {self.settings.run_id}\n"
+                )
             return
         for w in self.workloads.values():
             if w.get("inputs"):  # on a KWOK node the copy lives on the host, not in the pod
                 try:
-                    kw.kube_exec.run(self.core, self.namespace, w["pod"], "workload", ["rm", "-rf", w["inputs"]], 30)
-                except Exception:  # noqa: BLE001 - the pod may be gone already
+                    kube_exec.run(
+                        self.core, self.namespace, w["pod"], "workload", ["rm", "-rf", w["inputs"]], 30
+                    )
+                except Exception:  # noqa: BLE001, S110 - the pod may be gone already
                     pass
         delete_owned(self._api, self.namespace, f"{kc.OWNER}={self.owner}", self.settings.parallel)

@@ -20,7 +20,9 @@ from kubekit import IN_CI, POOL, SESSION, FakeKubelet, node_specs
 from kubernetes import client, config
 from kubernetes.client.rest import ApiException
 
-_spec = importlib.util.spec_from_file_location("hetero_kubeplane", Path(__file__).parents[1] / "infra" / "kubeplane.py")
+_spec = importlib.util.spec_from_file_location(
+    "hetero_kubeplane", Path(__file__).parents[1] / "infra" / "kubeplane.py"
+)
 kubeplane = importlib.util.module_from_spec(_spec)  # type: ignore[arg-type]
 _spec.loader.exec_module(kubeplane)  # type: ignore[union-attr]
 
@@ -46,9 +48,16 @@ class Cluster:
         name = f"{stem}-{self.suffix}-{uuid.uuid4().hex[:4]}"
         self.core.create_namespace({"metadata": {"name": name, "labels": {SESSION: self.suffix}}})
         client.CustomObjectsApi(self.api).create_cluster_custom_object(
-            "kwok.x-k8s.io", "v1alpha1", "clusterexecs",
-            {"apiVersion": "kwok.x-k8s.io/v1alpha1", "kind": "ClusterExec", "metadata": {"name": name},
-             "spec": {"selector": {"matchNamespaces": [name]}, "execs": [{"local": {"workDir": "/tmp"}}]}})
+            "kwok.x-k8s.io",
+            "v1alpha1",
+            "clusterexecs",
+            {
+                "apiVersion": "kwok.x-k8s.io/v1alpha1",
+                "kind": "ClusterExec",
+                "metadata": {"name": name},
+                "spec": {"selector": {"matchNamespaces": [name]}, "execs": [{"local": {"workDir": "/tmp"}}]},
+            },
+        )
         return name
 
 
@@ -95,8 +104,9 @@ def cluster() -> Iterator[Cluster]:
         for ns in core.list_namespace(label_selector=f"{SESSION}={suffix}").items:
             core.delete_namespace(ns.metadata.name)
             try:
-                client.CustomObjectsApi(api).delete_cluster_custom_object("kwok.x-k8s.io", "v1alpha1",
-                                                                         "clusterexecs", ns.metadata.name)
+                client.CustomObjectsApi(api).delete_cluster_custom_object(
+                    "kwok.x-k8s.io", "v1alpha1", "clusterexecs", ns.metadata.name
+                )
             except ApiException:
                 pass
         rbac = client.RbacAuthorizationV1Api(api)
@@ -124,4 +134,3 @@ def run_id(cluster: Cluster) -> Iterator[str]:
         except ApiException:
             pass
     assert not alive, f"pods of run {value} left behind: {alive}"
-

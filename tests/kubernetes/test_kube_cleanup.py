@@ -7,41 +7,78 @@ import json
 import os
 import subprocess
 import sys
-import time
 
 import pytest
 from conftest import Cluster
 from kubekit import kube_matrix
-from kubernetes import client
 
 from pytest_hetero.backends.kube_watch import PodWatch
 
 
 def hetero(*args: str, kubeconfig: str) -> subprocess.CompletedProcess[str]:
     """Run the ``hetero`` CLI with ``KUBECONFIG`` set."""
-    return subprocess.run([sys.executable, "-m", "pytest_hetero.cli", *args], capture_output=True, text=True,
-                          env={**os.environ, "KUBECONFIG": kubeconfig}, timeout=120, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "pytest_hetero.cli", *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "KUBECONFIG": kubeconfig},
+        timeout=120,
+        check=False,
+    )
 
 
 def pods_of(cluster: Cluster, run_id: str) -> list[str]:
-    return sorted(p.metadata.name for p in cluster.core.list_pod_for_all_namespaces(
-        label_selector=f"pytest-hetero.run-id={run_id}").items if p.metadata.deletion_timestamp is None)
+    return sorted(
+        p.metadata.name
+        for p in cluster.core.list_pod_for_all_namespaces(
+            label_selector=f"pytest-hetero.run-id={run_id}"
+        ).items
+        if p.metadata.deletion_timestamp is None
+    )
 
 
 def test_keep_then_hetero_cleanup(pytester: pytest.Pytester, cluster: Cluster, run_id: str) -> None:
-    pytester.makefile(".matrix.yaml", k=kube_matrix(cluster.suffix, cluster.namespace, [
-        {"name": "cpu", "type": "cpu", "requests": {"cpu": "1"}, "pool": "cpu"}]))
-    result = pytester.runpytest("-p", "no:cacheprovider", "--hetero-run-id", run_id, "--hetero-keep", "-k", "scheduling")
+    pytester.makefile(
+        ".matrix.yaml",
+        k=kube_matrix(
+            cluster.suffix,
+            cluster.namespace,
+            [{"name": "cpu", "type": "cpu", "requests": {"cpu": "1"}, "pool": "cpu"}],
+        ),
+    )
+    result = pytester.runpytest(
+        "-p", "no:cacheprovider", "--hetero-run-id", run_id, "--hetero-keep", "-k", "scheduling"
+    )
     assert result.ret == 0
     kept = pods_of(cluster, run_id)
     assert len(kept) == 1 and kept[0].startswith("hetero-cpu-py-")
-    dry = hetero("cleanup", "--backend", "kubernetes", "--run-id", run_id, "--kube-namespace", cluster.namespace,
-                 "--dry-run", "--json", kubeconfig=str(cluster.kubeconfig))
+    dry = hetero(
+        "cleanup",
+        "--backend",
+        "kubernetes",
+        "--run-id",
+        run_id,
+        "--kube-namespace",
+        cluster.namespace,
+        "--dry-run",
+        "--json",
+        kubeconfig=str(cluster.kubeconfig),
+    )
     assert dry.returncode == 0, dry.stderr
-    assert [(e["kind"], e["name"], e["run_id"], e["removed"]) for e in json.loads(dry.stdout)] == \
-        [("pod", f"{cluster.namespace}/{kept[0]}", run_id, False)]
-    done = hetero("cleanup", "--backend", "kubernetes", "--run-id", run_id, "--kube-namespace", "all", "--json",
-                  kubeconfig=str(cluster.kubeconfig))
+    assert [(e["kind"], e["name"], e["run_id"], e["removed"]) for e in json.loads(dry.stdout)] == [
+        ("pod", f"{cluster.namespace}/{kept[0]}", run_id, False)
+    ]
+    done = hetero(
+        "cleanup",
+        "--backend",
+        "kubernetes",
+        "--run-id",
+        run_id,
+        "--kube-namespace",
+        "all",
+        "--json",
+        kubeconfig=str(cluster.kubeconfig),
+    )
     assert done.returncode == 0, done.stderr
     assert [(e["kind"], e["removed"]) for e in json.loads(done.stdout)] == [("pod", True)]
     assert pods_of(cluster, run_id) == []
@@ -53,9 +90,16 @@ def test_cleanup_refuses_a_bare_call(cluster: Cluster) -> None:
 
 
 def _pod(name: str) -> dict:
-    return {"metadata": {"name": name, "labels": {"pytest-hetero.owner": "watchtest", "pytest-hetero.probe": name}},
-            "spec": {"nodeSelector": {"kubernetes.io/hostname": "nowhere"},
-                     "containers": [{"name": "c", "image": "x/y:1"}]}}
+    return {
+        "metadata": {
+            "name": name,
+            "labels": {"pytest-hetero.owner": "watchtest", "pytest-hetero.probe": name},
+        },
+        "spec": {
+            "nodeSelector": {"kubernetes.io/hostname": "nowhere"},
+            "containers": [{"name": "c", "image": "x/y:1"}],
+        },
+    }
 
 
 def test_watch_resumes_after_a_drop_and_relists_when_too_old(cluster: Cluster) -> None:

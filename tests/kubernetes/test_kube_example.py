@@ -22,14 +22,24 @@ def example_pools(cluster: Cluster) -> Iterator[dict[str, str]]:
     extra = {"cpu": ({}, {}), "gpu": ({"nvidia.com/gpu": "8"}, GFD)}
     for pool, name in names.items():
         cap = {**BASE, **extra[pool][0]}
-        cluster.core.create_node({"metadata": {"name": name, "annotations": {"kwok.x-k8s.io/node": "fake"},
-                                               "labels": {"hetero-example.pool": pool, SESSION: cluster.suffix,
-                                                          **extra[pool][1]}},
-                                  "status": {"capacity": cap, "allocatable": cap}})
+        cluster.core.create_node(
+            {
+                "metadata": {
+                    "name": name,
+                    "annotations": {"kwok.x-k8s.io/node": "fake"},
+                    "labels": {"hetero-example.pool": pool, SESSION: cluster.suffix, **extra[pool][1]},
+                },
+                "status": {"capacity": cap, "allocatable": cap},
+            }
+        )
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and not all(
-            any(c.type == "Ready" and c.status == "True" for c in cluster.core.read_node(n).status.conditions or [])
-            for n in names.values()):
+        any(
+            c.type == "Ready" and c.status == "True"
+            for c in cluster.core.read_node(n).status.conditions or []
+        )
+        for n in names.values()
+    ):
         time.sleep(0.3)
     yield names
     for name in names.values():
@@ -39,22 +49,42 @@ def example_pools(cluster: Cluster) -> Iterator[dict[str, str]]:
             pass
 
 
-def test_example_matrix(pytester: pytest.Pytester, cluster: Cluster, example_pools: dict[str, str],
-                        run_id: str) -> None:
+def test_example_matrix(
+    pytester: pytest.Pytester, cluster: Cluster, example_pools: dict[str, str], run_id: str
+) -> None:
     shutil.copytree(REPO / "cases", pytester.path / "cases")
     (pytester.path / "matrices").mkdir()
     shutil.copy(EXAMPLE, pytester.path / "matrices" / EXAMPLE.name)
-    pytester.runpytest("-p", "no:cacheprovider", "--hetero-run-id", run_id, "--hetero-kube-namespace",
-                       cluster.namespace, "matrices")
+    pytester.runpytest(
+        "-p",
+        "no:cacheprovider",
+        "--hetero-run-id",
+        run_id,
+        "--hetero-kube-namespace",
+        cluster.namespace,
+        "matrices",
+    )
     got = {i["nodeid"].split("::", 1)[1]: i for i in evidence_of(pytester)["items"]}
     combo = "digits-logreg@digits-test"
     assert {k: v["status"] for k, v in got.items()} == {
-        "cpu-pool::discovery": "passed", "cpu-pool::py311::scheduling": "passed", "cpu-pool::py311::startup": "passed",
-        f"cpu-pool::py311::{combo}::model": "passed", f"cpu-pool::py311::{combo}::business": "passed",
-        "gpu-h100::discovery": "passed", "gpu-h100::py311::scheduling": "passed", "gpu-h100::py311::startup": "failed",
-        f"gpu-h100::py311::{combo}::model": "blocked", f"gpu-h100::py311::{combo}::business": "blocked"}
+        "cpu-pool::discovery": "passed",
+        "cpu-pool::py311::scheduling": "passed",
+        "cpu-pool::py311::startup": "passed",
+        f"cpu-pool::py311::{combo}::model": "passed",
+        f"cpu-pool::py311::{combo}::business": "passed",
+        "gpu-h100::discovery": "passed",
+        "gpu-h100::py311::scheduling": "passed",
+        "gpu-h100::py311::startup": "failed",
+        f"gpu-h100::py311::{combo}::model": "blocked",
+        f"gpu-h100::py311::{combo}::business": "blocked",
+    }
     gpu = got["gpu-h100::py311::startup"]
     assert (gpu["failure"]["category"], gpu["failure"]["owner"]) == ("device_not_visible", "infrastructure")
     assert "ran on the KWOK host (simulated node: not inside the image)" in gpu["failure"]["message"]
-    placed = [r["data"] for r in got["gpu-h100::py311::scheduling"]["records"] if r["kind"] == "scheduling.placed"][0]
-    assert (placed["node"], placed["allocated"]["node_allocatable"]["nvidia.com/gpu"]) == (example_pools["gpu"], "8")
+    placed = next(
+        r["data"] for r in got["gpu-h100::py311::scheduling"]["records"] if r["kind"] == "scheduling.placed"
+    )
+    assert (placed["node"], placed["allocated"]["node_allocatable"]["nvidia.com/gpu"]) == (
+        example_pools["gpu"],
+        "8",
+    )

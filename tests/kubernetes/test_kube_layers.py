@@ -28,19 +28,43 @@ def data(item: dict[str, Any], kind: str) -> dict[str, Any]:
 
 
 def test_cpu_pool_passes_all_five_layers(pytester: pytest.Pytester, cluster: Cluster, run_id: str) -> None:
-    pytester.makefile(".matrix.yaml", k=kube_matrix(cluster.suffix, cluster.namespace, [
-        {"name": "cpu", "type": "cpu", "requests": {"cpu": "1", "memory": "256Mi"}, "pool": "cpu",
-         "expect": {"min_cpus": 1}}]))
-    result = pytester.runpytest("-p", "no:cacheprovider", "--hetero-run-id", run_id,
-                                "--hetero-kube-context", "hetero", "--hetero-parallel", "2")
+    pytester.makefile(
+        ".matrix.yaml",
+        k=kube_matrix(
+            cluster.suffix,
+            cluster.namespace,
+            [
+                {
+                    "name": "cpu",
+                    "type": "cpu",
+                    "requests": {"cpu": "1", "memory": "256Mi"},
+                    "pool": "cpu",
+                    "expect": {"min_cpus": 1},
+                }
+            ],
+        ),
+    )
+    result = pytester.runpytest(
+        "-p",
+        "no:cacheprovider",
+        "--hetero-run-id",
+        run_id,
+        "--hetero-kube-context",
+        "hetero",
+        "--hetero-parallel",
+        "2",
+    )
     ev = evidence_of(pytester)
     assert result.ret == 0, [i["failure"] for i in ev["items"] if i["failure"]]
     assert set(statuses(ev).values()) == {"passed"} and len(statuses(ev)) == 5
     got = items(ev)
     assert data(got["cpu::py::scheduling"], "scheduling.placed")["node"] in cluster.nodes["cpu"]
     sim = data(got["cpu::py::startup"], "startup.simulation")
-    assert sim["simulated"] == ["container state (KWOK stage)", "image pull (none)",
-                                "exec (runs on the KWOK host, not in the image)"]
+    assert sim["simulated"] == [
+        "container state (KWOK stage)",
+        "image pull (none)",
+        "exec (runs on the KWOK host, not in the image)",
+    ]
     init = data(got["cpu::py::startup"], "startup.device_init")
     assert (init["simulated"], init["exit_code"], init["findings"]) == (True, 0, [])
     assert data(got["cpu::py::startup"], "startup.pod")["digest"] is None  # KWOK reports no imageID
@@ -48,23 +72,56 @@ def test_cpu_pool_passes_all_five_layers(pytester: pytest.Pytester, cluster: Clu
     assert (run["exit_code"], run["simulated"], run["ran_on"]) == (0, True, "the KWOK host (simulated node)")
 
 
-def test_startup_failures_from_container_states(pytester: pytest.Pytester, cluster: Cluster, run_id: str) -> None:
-    images = [{"name": tag, "reference": f"registry.invalid/hetero/missing:{tag}", "for": ["cpu"]}
-              for tag in ("pull-error", "crash", "oom")]
-    pytester.makefile(".matrix.yaml", k=kube_matrix(cluster.suffix, cluster.namespace, [
-        {"name": "node", "type": "cpu", "requests": {"cpu": "1"}, "limits": {"memory": "64Mi"}, "pool": "outcome"}],
-        images=images))
+def test_startup_failures_from_container_states(
+    pytester: pytest.Pytester, cluster: Cluster, run_id: str
+) -> None:
+    images = [
+        {"name": tag, "reference": f"registry.invalid/hetero/missing:{tag}", "for": ["cpu"]}
+        for tag in ("pull-error", "crash", "oom")
+    ]
+    pytester.makefile(
+        ".matrix.yaml",
+        k=kube_matrix(
+            cluster.suffix,
+            cluster.namespace,
+            [
+                {
+                    "name": "node",
+                    "type": "cpu",
+                    "requests": {"cpu": "1"},
+                    "limits": {"memory": "64Mi"},
+                    "pool": "outcome",
+                }
+            ],
+            images=images,
+        ),
+    )
     pytester.runpytest("-p", "no:cacheprovider", "--hetero-run-id", run_id, "-k", "scheduling or startup")
     got = items(evidence_of(pytester))
-    outcome = {tag: (got[f"node::{tag}::startup"]["failure"]["category"], got[f"node::{tag}::startup"]["failure"]["owner"])
-               for tag in ("pull-error", "crash", "oom")}
-    assert outcome == {"pull-error": ("image_pull_failed", "matrix-author"),
-                       "crash": ("crash_loop", "algorithm"), "oom": ("oom_killed", "algorithm")}
+    outcome = {
+        tag: (
+            got[f"node::{tag}::startup"]["failure"]["category"],
+            got[f"node::{tag}::startup"]["failure"]["owner"],
+        )
+        for tag in ("pull-error", "crash", "oom")
+    }
+    assert outcome == {
+        "pull-error": ("image_pull_failed", "matrix-author"),
+        "crash": ("crash_loop", "algorithm"),
+        "oom": ("oom_killed", "algorithm"),
+    }
     pull = data(got["node::pull-error::startup"], "startup.failed")
-    assert [(r["source"], r["code"], r["detail"]["container"]) for r in pull["reasons"]] == \
-        [("kubelet", "image_pull_failed", "workload")]
-    assert [(e["type"], e["reason"]) for e in pull["events"]] == [("Normal", "Scheduled"), ("Warning", "Failed")]
+    assert [(r["source"], r["code"], r["detail"]["container"]) for r in pull["reasons"]] == [
+        ("kubelet", "image_pull_failed", "workload")
+    ]
+    assert [(e["type"], e["reason"]) for e in pull["events"]] == [
+        ("Normal", "Scheduled"),
+        ("Warning", "Failed"),
+    ]
     crash = data(got["node::crash::startup"], "startup.failed")["reasons"]
-    assert [(r["code"], r["detail"].get("exit_code")) for r in crash] == [("crash_loop", None), ("container_exit_nonzero", "1")]
+    assert [(r["code"], r["detail"].get("exit_code")) for r in crash] == [
+        ("crash_loop", None),
+        ("container_exit_nonzero", "1"),
+    ]
     oom = data(got["node::oom::startup"], "startup.failed")["reasons"]
     assert [(r["code"], r["detail"].get("exit_code")) for r in oom] == [("oom_killed", "137")]

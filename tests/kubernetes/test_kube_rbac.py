@@ -41,40 +41,83 @@ def install_rbac(cluster: Cluster, namespace: str, drop: tuple[str, str] | None 
                 rule["verbs"] = [v for v in rule["verbs"] if v != drop[1]]
         utils.create_from_dict(cluster.api, doc)
     token = cluster.core.create_namespaced_service_account_token(
-        "pytest-hetero", namespace, {"spec": {"expirationSeconds": 3600}}).status.token
+        "pytest-hetero", namespace, {"spec": {"expirationSeconds": 3600}}
+    ).status.token
     admin = yaml.safe_load(Path(cluster.kubeconfig).read_text())
-    return {"apiVersion": "v1", "kind": "Config", "clusters": admin["clusters"],
-            "users": [{"name": "sa", "user": {"token": token}}],
-            "contexts": [{"name": "sa", "context": {"cluster": admin["clusters"][0]["name"], "user": "sa",
-                                                    "namespace": namespace}}], "current-context": "sa"}
+    return {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": admin["clusters"],
+        "users": [{"name": "sa", "user": {"token": token}}],
+        "contexts": [
+            {
+                "name": "sa",
+                "context": {"cluster": admin["clusters"][0]["name"], "user": "sa", "namespace": namespace},
+            }
+        ],
+        "current-context": "sa",
+    }
 
 
-def run_as(pytester: pytest.Pytester, cluster: Cluster, run_id: str, kubeconfig: dict[str, Any], namespace: str,
-           select: str | None = None) -> dict[str, dict[str, Any]]:
+def run_as(
+    pytester: pytest.Pytester,
+    cluster: Cluster,
+    run_id: str,
+    kubeconfig: dict[str, Any],
+    namespace: str,
+    select: str | None = None,
+) -> dict[str, dict[str, Any]]:
     path = pytester.path / "sa.kubeconfig"
     path.write_text(yaml.safe_dump(kubeconfig))
-    pytester.makefile(".matrix.yaml", k=kube_matrix(cluster.suffix, namespace, [
-        {"name": "cpu", "type": "cpu", "requests": {"cpu": "1"}, "pool": "cpu"}], target={"kubeconfig": str(path)}))
-    pytester.runpytest("-p", "no:cacheprovider", "--hetero-run-id", run_id, *(["-k", select] if select else []))
+    pytester.makefile(
+        ".matrix.yaml",
+        k=kube_matrix(
+            cluster.suffix,
+            namespace,
+            [{"name": "cpu", "type": "cpu", "requests": {"cpu": "1"}, "pool": "cpu"}],
+            target={"kubeconfig": str(path)},
+        ),
+    )
+    pytester.runpytest(
+        "-p", "no:cacheprovider", "--hetero-run-id", run_id, *(["-k", select] if select else [])
+    )
     return {i["nodeid"].split("::", 1)[1]: i for i in evidence_of(pytester)["items"]}
 
 
-def test_least_privilege_is_enough_for_five_layers(pytester: pytest.Pytester, cluster: Cluster, run_id: str) -> None:
+def test_least_privilege_is_enough_for_five_layers(
+    pytester: pytest.Pytester, cluster: Cluster, run_id: str
+) -> None:
     ns = cluster.new_namespace("hetero-rbac")
     got = run_as(pytester, cluster, run_id, install_rbac(cluster, ns), ns)
     assert {k: v["status"] for k, v in got.items()} == {
-        "cpu::discovery": "passed", "cpu::py::scheduling": "passed", "cpu::py::startup": "passed",
-        "cpu::py::digits-logreg@digits-test::model": "passed", "cpu::py::digits-logreg@digits-test::business": "passed"}
+        "cpu::discovery": "passed",
+        "cpu::py::scheduling": "passed",
+        "cpu::py::startup": "passed",
+        "cpu::py::digits-logreg@digits-test::model": "passed",
+        "cpu::py::digits-logreg@digits-test::business": "passed",
+    }
 
 
 def test_missing_verb_is_named(pytester: pytest.Pytester, cluster: Cluster, run_id: str) -> None:
     ns = cluster.new_namespace("hetero-rbac")
-    got = run_as(pytester, cluster, run_id, install_rbac(cluster, ns, drop=("pods", "create")), ns,
-                 select="scheduling")
+    got = run_as(
+        pytester, cluster, run_id, install_rbac(cluster, ns, drop=("pods", "create")), ns, select="scheduling"
+    )
     item = got["cpu::py::scheduling"]
-    assert (item["status"], item["failure"]["category"], item["failure"]["owner"]) == ("failed", "forbidden_rbac", "platform")
-    assert f"system:serviceaccount:{ns}:pytest-hetero may not 'create' pods (API group core) in {ns}" in \
-        item["failure"]["message"]
-    [reason] = [r["data"] for r in item["records"] if r["kind"] == "scheduling.pending"][0]["reasons"]
-    assert (reason["source"], reason["code"], reason["resource"], reason["detail"]["verb"],
-            reason["detail"]["serviceaccount"]) == ("apiserver", "forbidden_rbac", "pods", "create", f"{ns}/pytest-hetero")
+    assert (item["status"], item["failure"]["category"], item["failure"]["owner"]) == (
+        "failed",
+        "forbidden_rbac",
+        "platform",
+    )
+    assert (
+        f"system:serviceaccount:{ns}:pytest-hetero may not 'create' pods (API group core) in {ns}"
+        in item["failure"]["message"]
+    )
+    [reason] = next(r["data"] for r in item["records"] if r["kind"] == "scheduling.pending")["reasons"]
+    assert (
+        reason["source"],
+        reason["code"],
+        reason["resource"],
+        reason["detail"]["verb"],
+        reason["detail"]["serviceaccount"],
+    ) == ("apiserver", "forbidden_rbac", "pods", "create", f"{ns}/pytest-hetero")

@@ -6,12 +6,11 @@ the workloads are submitted concurrently (``--hetero-parallel``) and judged inde
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pytest
 from conftest import Cluster
-from kubekit import POOL, SESSION, kube_matrix
+from kubekit import kube_matrix
 from support import evidence_of
 
 
@@ -25,12 +24,22 @@ def data(item: dict[str, Any], kind: str) -> dict[str, Any]:
     return [r["data"] for r in item["records"] if r["kind"] == kind][-1]
 
 
-def run(pytester: pytest.Pytester, cluster: Cluster, run_id: str, resources: list[dict[str, Any]],
-        *args: str, namespace: str | None = None, select: str = "discovery or scheduling",
-        **kw: Any) -> dict[str, dict[str, Any]]:
-    pytester.makefile(".matrix.yaml", k=kube_matrix(cluster.suffix, namespace or cluster.namespace, resources, **kw))
-    pytester.runpytest("-p", "no:cacheprovider", "--hetero-run-id", run_id, "--hetero-parallel", "4",
-                       "-k", select, *args)
+def run(
+    pytester: pytest.Pytester,
+    cluster: Cluster,
+    run_id: str,
+    resources: list[dict[str, Any]],
+    *args: str,
+    namespace: str | None = None,
+    select: str = "discovery or scheduling",
+    **kw: Any,
+) -> dict[str, dict[str, Any]]:
+    pytester.makefile(
+        ".matrix.yaml", k=kube_matrix(cluster.suffix, namespace or cluster.namespace, resources, **kw)
+    )
+    pytester.runpytest(
+        "-p", "no:cacheprovider", "--hetero-run-id", run_id, "--hetero-parallel", "4", "-k", select, *args
+    )
     return items(evidence_of(pytester))
 
 
@@ -38,14 +47,39 @@ GPU1 = {"nvidia.com/gpu": "1"}
 
 
 def test_placement_verdicts(pytester: pytest.Pytester, cluster: Cluster, run_id: str) -> None:
-    got = run(pytester, cluster, run_id, [
-        {"name": "gpu-ok", "type": "gpu", "vendor": "nvidia", "requests": GPU1, "pool": "gpu",
-         "expect": {"devices": 8, "product": "H100"}},
-        {"name": "gpu-too-many", "type": "gpu", "vendor": "nvidia", "requests": {"nvidia.com/gpu": "9"}, "pool": "gpu"},
-        {"name": "tainted", "type": "gpu", "vendor": "nvidia", "requests": GPU1, "pool": "tainted"},
-        {"name": "tolerated", "type": "gpu", "vendor": "nvidia", "requests": GPU1, "pool": "tainted",
-         "tolerations": [{"key": "dedicated", "operator": "Equal", "value": "training", "effect": "NoSchedule"}]},
-    ])
+    got = run(
+        pytester,
+        cluster,
+        run_id,
+        [
+            {
+                "name": "gpu-ok",
+                "type": "gpu",
+                "vendor": "nvidia",
+                "requests": GPU1,
+                "pool": "gpu",
+                "expect": {"devices": 8, "product": "H100"},
+            },
+            {
+                "name": "gpu-too-many",
+                "type": "gpu",
+                "vendor": "nvidia",
+                "requests": {"nvidia.com/gpu": "9"},
+                "pool": "gpu",
+            },
+            {"name": "tainted", "type": "gpu", "vendor": "nvidia", "requests": GPU1, "pool": "tainted"},
+            {
+                "name": "tolerated",
+                "type": "gpu",
+                "vendor": "nvidia",
+                "requests": GPU1,
+                "pool": "tainted",
+                "tolerations": [
+                    {"key": "dedicated", "operator": "Equal", "value": "training", "effect": "NoSchedule"}
+                ],
+            },
+        ],
+    )
     ok = got["gpu-ok::py::scheduling"]
     assert ok["status"] == "passed"
     placed = data(ok, "scheduling.placed")
@@ -57,16 +91,24 @@ def test_placement_verdicts(pytester: pytest.Pytester, cluster: Cluster, run_id:
     assert data(got["tolerated::py::scheduling"], "scheduling.placed")["node"] == cluster.nodes["tainted"][0]
 
     many = got["gpu-too-many::py::scheduling"]
-    assert (many["status"], many["failure"]["category"], many["failure"]["owner"]) == \
-        ("failed", "insufficient_resource", "infrastructure")
+    assert (many["status"], many["failure"]["category"], many["failure"]["owner"]) == (
+        "failed",
+        "insufficient_resource",
+        "infrastructure",
+    )
     reasons = data(many, "scheduling.pending")["reasons"]
     insufficient = [r for r in reasons if r["code"] == "insufficient_resource"]
-    assert [(r["resource"], r["nodes"], r["source"]) for r in insufficient] == [("nvidia.com/gpu", 1, "scheduler")]
+    assert [(r["resource"], r["nodes"], r["source"]) for r in insufficient] == [
+        ("nvidia.com/gpu", 1, "scheduler")
+    ]
     total = insufficient[0]["total_nodes"]
     # every other node of the shared plane is excluded by the selector or by its taints: counts add up
     assert sum(r["nodes"] for r in reasons if not r["preemption"]) == total
     assert {r["code"] for r in reasons if not r["preemption"]} <= {
-        "insufficient_resource", "node_selector_mismatch", "untolerated_taint"}
+        "insufficient_resource",
+        "node_selector_mismatch",
+        "untolerated_taint",
+    }
 
     taint = got["tainted::py::scheduling"]
     assert (taint["failure"]["category"], taint["failure"]["owner"]) == ("untolerated_taint", "matrix-author")
@@ -80,61 +122,145 @@ def test_placement_verdicts(pytester: pytest.Pytester, cluster: Cluster, run_id:
 
 
 def test_selector_that_matches_no_node(pytester: pytest.Pytester, cluster: Cluster, run_id: str) -> None:
-    got = run(pytester, cluster, run_id, [{"name": "nomatch", "type": "cpu", "requests": {"cpu": "1"}, "pool": "cpu",
-                                           "node_selector": {"hetero-test.zone": "nowhere"}}], select="nomatch")
+    got = run(
+        pytester,
+        cluster,
+        run_id,
+        [
+            {
+                "name": "nomatch",
+                "type": "cpu",
+                "requests": {"cpu": "1"},
+                "pool": "cpu",
+                "node_selector": {"hetero-test.zone": "nowhere"},
+            }
+        ],
+        select="nomatch",
+    )
     assert got["nomatch::discovery"]["failure"]["category"] == "no_nodes"
     assert got["nomatch::py::scheduling"]["status"] == "blocked"
-    got = run(pytester, cluster, run_id, [{"name": "nomatch", "type": "cpu", "requests": {"cpu": "1"}, "pool": "cpu",
-                                           "node_selector": {"hetero-test.zone": "nowhere"}}], select="scheduling")
+    got = run(
+        pytester,
+        cluster,
+        run_id,
+        [
+            {
+                "name": "nomatch",
+                "type": "cpu",
+                "requests": {"cpu": "1"},
+                "pool": "cpu",
+                "node_selector": {"hetero-test.zone": "nowhere"},
+            }
+        ],
+        select="scheduling",
+    )
     none = got["nomatch::py::scheduling"]
-    assert (none["failure"]["category"], none["failure"]["owner"]) == ("node_selector_mismatch", "matrix-author")
+    assert (none["failure"]["category"], none["failure"]["owner"]) == (
+        "node_selector_mismatch",
+        "matrix-author",
+    )
     # tainted nodes report their taint first (TaintToleration filters before NodeAffinity); all add up
     reasons = [r for r in data(none, "scheduling.pending")["reasons"] if not r["preemption"]]
     assert {r["code"] for r in reasons} <= {"node_selector_mismatch", "untolerated_taint"}
-    assert sum(r["nodes"] for r in reasons) == reasons[0]["total_nodes"] >= sum(map(len, cluster.nodes.values()))
+    assert (
+        sum(r["nodes"] for r in reasons) == reasons[0]["total_nodes"] >= sum(map(len, cluster.nodes.values()))
+    )
 
 
 def test_discovery_differences(pytester: pytest.Pytester, cluster: Cluster, run_id: str) -> None:
-    got = run(pytester, cluster, run_id, [
-        {"name": "notready", "type": "gpu", "vendor": "nvidia", "requests": GPU1, "pool": "notready"},
-        {"name": "mig", "type": "gpu", "vendor": "nvidia", "requests": {"nvidia.com/mig-1g.10gb": "1"}, "pool": "mig",
-         "expect": {"devices": 7, "product": "A100"}},
-        {"name": "ascend", "type": "npu", "vendor": "huawei", "requests": {"huawei.com/Ascend910": "1"},
-         "pool": "ascend", "expect": {"devices": 8, "labels": {"accelerator": "huawei-Ascend910"}}},
-        {"name": "ascend-on-cpu", "type": "npu", "vendor": "huawei", "requests": {"huawei.com/Ascend910": "1"},
-         "pool": "cpu"},
-    ])
+    got = run(
+        pytester,
+        cluster,
+        run_id,
+        [
+            {"name": "notready", "type": "gpu", "vendor": "nvidia", "requests": GPU1, "pool": "notready"},
+            {
+                "name": "mig",
+                "type": "gpu",
+                "vendor": "nvidia",
+                "requests": {"nvidia.com/mig-1g.10gb": "1"},
+                "pool": "mig",
+                "expect": {"devices": 7, "product": "A100"},
+            },
+            {
+                "name": "ascend",
+                "type": "npu",
+                "vendor": "huawei",
+                "requests": {"huawei.com/Ascend910": "1"},
+                "pool": "ascend",
+                "expect": {"devices": 8, "labels": {"accelerator": "huawei-Ascend910"}},
+            },
+            {
+                "name": "ascend-on-cpu",
+                "type": "npu",
+                "vendor": "huawei",
+                "requests": {"huawei.com/Ascend910": "1"},
+                "pool": "cpu",
+            },
+        ],
+    )
     nr = got["notready::discovery"]
-    assert (nr["status"], nr["failure"]["category"], nr["failure"]["owner"]) == \
-        ("failed", "node_not_ready", "infrastructure")
+    assert (nr["status"], nr["failure"]["category"], nr["failure"]["owner"]) == (
+        "failed",
+        "node_not_ready",
+        "infrastructure",
+    )
     snap = data(nr, "discovery.snapshot")
-    assert [(d["node"], d["code"], d["field"], d["expected"], d["observed"]) for d in snap["differences"]] == \
-        [(cluster.nodes["notready"][0], "node_not_ready", "Ready", "True", "False")]
+    assert [
+        (d["node"], d["code"], d["field"], d["expected"], d["observed"]) for d in snap["differences"]
+    ] == [(cluster.nodes["notready"][0], "node_not_ready", "Ready", "True", "False")]
     assert snap["resource_version"] and snap["taken_at"]
     mig = got["mig::discovery"]
     assert mig["failure"]["category"] == "label_contract_broken"
-    assert [(d["field"], d["observed"]) for d in data(mig, "discovery.snapshot")["differences"]] == \
-        [("labels[nvidia.com/gpu.product]", "NVIDIA-H100-80GB-HBM3")]
+    assert [(d["field"], d["observed"]) for d in data(mig, "discovery.snapshot")["differences"]] == [
+        ("labels[nvidia.com/gpu.product]", "NVIDIA-H100-80GB-HBM3")
+    ]
     assert got["ascend::discovery"]["status"] == "passed"
-    assert data(got["ascend::discovery"], "discovery.snapshot")["nodes"][0]["capacity"] == {"huawei.com/Ascend910": "8"}
+    assert data(got["ascend::discovery"], "discovery.snapshot")["nodes"][0]["capacity"] == {
+        "huawei.com/Ascend910": "8"
+    }
     bad = got["ascend-on-cpu::discovery"]
     assert bad["failure"]["category"] == "resource_not_advertised"
     assert sorted((d["node"], d["code"]) for d in data(bad, "discovery.snapshot")["differences"]) == sorted(
-        [(n, "resource_not_advertised") for n in cluster.nodes["cpu"]] + [(n, "label_contract_broken") for n in cluster.nodes["cpu"]])
+        [(n, "resource_not_advertised") for n in cluster.nodes["cpu"]]
+        + [(n, "label_contract_broken") for n in cluster.nodes["cpu"]]
+    )
 
 
-def test_quota_exceeded_is_the_apiservers_403(pytester: pytest.Pytester, cluster: Cluster, run_id: str) -> None:
+def test_quota_exceeded_is_the_apiservers_403(
+    pytester: pytest.Pytester, cluster: Cluster, run_id: str
+) -> None:
     ns = cluster.new_namespace("hetero-quota")
-    cluster.core.create_namespaced_resource_quota(ns, {"metadata": {"name": "gpu-quota"},
-                                                       "spec": {"hard": {"requests.nvidia.com/gpu": "1"}}})
-    got = run(pytester, cluster, run_id, [
-        {"name": "two", "type": "gpu", "vendor": "nvidia", "requests": {"nvidia.com/gpu": "2"}, "pool": "gpu"}],
-        namespace=ns)
+    cluster.core.create_namespaced_resource_quota(
+        ns, {"metadata": {"name": "gpu-quota"}, "spec": {"hard": {"requests.nvidia.com/gpu": "1"}}}
+    )
+    got = run(
+        pytester,
+        cluster,
+        run_id,
+        [
+            {
+                "name": "two",
+                "type": "gpu",
+                "vendor": "nvidia",
+                "requests": {"nvidia.com/gpu": "2"},
+                "pool": "gpu",
+            }
+        ],
+        namespace=ns,
+    )
     item = got["two::py::scheduling"]
-    assert (item["status"], item["failure"]["category"], item["failure"]["owner"]) == ("failed", "quota_exceeded", "platform")
+    assert (item["status"], item["failure"]["category"], item["failure"]["owner"]) == (
+        "failed",
+        "quota_exceeded",
+        "platform",
+    )
     pending = data(item, "scheduling.pending")
     assert pending["refused_by"] == "apiserver"
     [r] = pending["reasons"]
-    assert (r["source"], r["resource"], r["quantities"]) == \
-        ("admission", "nvidia.com/gpu", {"requested": "2", "used": "0", "limited": "1"})
+    assert (r["source"], r["resource"], r["quantities"]) == (
+        "admission",
+        "nvidia.com/gpu",
+        {"requested": "2", "used": "0", "limited": "1"},
+    )
     assert r["detail"]["quota"] == "gpu-quota"
