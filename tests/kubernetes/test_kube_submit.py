@@ -32,46 +32,111 @@ def data(item: dict[str, Any], kind: str) -> dict[str, Any]:
 CPU = {"name": "cpu", "type": "cpu", "requests": {"cpu": "1"}, "pool": "cpu"}
 
 
-def test_job_is_scheduled_through_the_job_controller(pytester: pytest.Pytester, cluster: Cluster, run_id: str) -> None:
-    pytester.makefile(".matrix.yaml", k=kube_matrix(cluster.suffix, cluster.namespace, [CPU],
-                                                    target={"submit_as": "job"}))
+def test_job_is_scheduled_through_the_job_controller(
+    pytester: pytest.Pytester, cluster: Cluster, run_id: str
+) -> None:
+    pytester.makefile(
+        ".matrix.yaml", k=kube_matrix(cluster.suffix, cluster.namespace, [CPU], target={"submit_as": "job"})
+    )
     pytester.runpytest("-p", "no:cacheprovider", "--hetero-run-id", run_id, "-k", "scheduling")
     item = items(pytester)["cpu::py::scheduling"]
     assert item["status"] == "passed"
     submitted = data(item, "scheduling.submitted")
-    assert (submitted["submit_as"], submitted["manifest"]["kind"], submitted["manifest"]["spec"]["backoffLimit"]) == \
-        ("job", "Job", 0)
+    assert (
+        submitted["submit_as"],
+        submitted["manifest"]["kind"],
+        submitted["manifest"]["spec"]["backoffLimit"],
+    ) == ("job", "Job", 0)
     placed = data(item, "scheduling.placed")
     assert placed["pod"].startswith(submitted["name"] + "-") and placed["node"] in cluster.nodes["cpu"]
 
 
-def test_queues_that_are_not_installed_are_named(pytester: pytest.Pytester, cluster: Cluster, run_id: str) -> None:
-    pytester.makefile(".matrix.yaml", k=kube_matrix(cluster.suffix, cluster.namespace, [
-        {**CPU, "queue": "team-a"}], layers={"scheduling": {"timeout": "3s"}}, target={"submit_as": "kueue-job"}))
+def test_queues_that_are_not_installed_are_named(
+    pytester: pytest.Pytester, cluster: Cluster, run_id: str
+) -> None:
+    pytester.makefile(
+        ".matrix.yaml",
+        k=kube_matrix(
+            cluster.suffix,
+            cluster.namespace,
+            [{**CPU, "queue": "team-a"}],
+            layers={"scheduling": {"timeout": "3s"}},
+            target={"submit_as": "kueue-job"},
+        ),
+    )
     pytester.runpytest("-p", "no:cacheprovider", "--hetero-run-id", run_id, "-k", "scheduling")
     item = items(pytester)["cpu::py::scheduling"]
     assert (item["failure"]["category"], item["failure"]["owner"]) == ("scheduling_timeout", "platform")
     assert "is Kueue installed and LocalQueue team-a present" in item["failure"]["message"]
     manifest = data(item, "scheduling.submitted")["manifest"]
-    assert (manifest["metadata"]["labels"]["kueue.x-k8s.io/queue-name"], manifest["spec"]["suspend"]) == ("team-a", True)
+    assert (manifest["metadata"]["labels"]["kueue.x-k8s.io/queue-name"], manifest["spec"]["suspend"]) == (
+        "team-a",
+        True,
+    )
 
-    (pytester.path / "k.matrix.yaml").write_text(kube_matrix(cluster.suffix, cluster.namespace, [
-        {**CPU, "queue": "team-a"}], target={"submit_as": "volcano-job"}))
+    (pytester.path / "k.matrix.yaml").write_text(
+        kube_matrix(
+            cluster.suffix,
+            cluster.namespace,
+            [{**CPU, "queue": "team-a"}],
+            target={"submit_as": "volcano-job"},
+        )
+    )
     pytester.runpytest("-p", "no:cacheprovider", "--hetero-run-id", run_id, "-k", "scheduling")
     item = items(pytester)["cpu::py::scheduling"]
     assert (item["failure"]["category"], item["failure"]["owner"]) == ("api_not_served", "platform")
 
 
-def test_sigterm_mid_run_deletes_the_workloads(pytester: pytest.Pytester, cluster: Cluster, run_id: str) -> None:
-    pytester.makefile(".matrix.yaml", k=kube_matrix(cluster.suffix, cluster.namespace, [
-        CPU, {"name": "gpu", "type": "gpu", "vendor": "nvidia", "requests": {"nvidia.com/gpu": "1"}, "pool": "gpu"}],
-        layers={"scheduling": {"timeout": "60s"}}, target={"unschedulable_grace_s": 60},
-        images=[{"name": "py", "reference": "registry.invalid/hetero/missing:pull-error", "for": ["cpu", "gpu"]}]))
-    proc = subprocess.Popen([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--hetero-run-id", run_id,
-                             "--hetero-parallel", "2", "-k", "gpu and scheduling or cpu and scheduling",
-                             "--hetero-kube-namespace", cluster.namespace],
-                            cwd=pytester.path, env={**os.environ, "KUBECONFIG": str(cluster.kubeconfig)},
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+def test_sigterm_mid_run_deletes_the_workloads(
+    pytester: pytest.Pytester, cluster: Cluster, run_id: str
+) -> None:
+    pytester.makefile(
+        ".matrix.yaml",
+        k=kube_matrix(
+            cluster.suffix,
+            cluster.namespace,
+            [
+                CPU,
+                {
+                    "name": "gpu",
+                    "type": "gpu",
+                    "vendor": "nvidia",
+                    "requests": {"nvidia.com/gpu": "9"},  # never fits: its item waits out the grace
+                    "pool": "gpu",
+                },
+            ],
+            layers={"scheduling": {"timeout": "60s"}},
+            target={"unschedulable_grace_s": 60},
+            images=[
+                {
+                    "name": "py",
+                    "reference": "registry.invalid/hetero/missing:pull-error",
+                    "for": ["cpu", "gpu"],
+                }
+            ],
+        ),
+    )
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-p",
+            "no:cacheprovider",
+            "--hetero-run-id",
+            run_id,
+            "--hetero-parallel",
+            "2",
+            "-k",
+            "gpu and scheduling or cpu and scheduling",
+            "--hetero-kube-namespace",
+            cluster.namespace,
+        ],
+        cwd=pytester.path,
+        env={**os.environ, "KUBECONFIG": str(cluster.kubeconfig)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
     selector = f"pytest-hetero.run-id={run_id}"
     deadline = time.monotonic() + 60
     while len(cluster.core.list_namespaced_pod(cluster.namespace, label_selector=selector).items) < 2:
@@ -79,15 +144,28 @@ def test_sigterm_mid_run_deletes_the_workloads(pytester: pytest.Pytester, cluste
         time.sleep(0.2)
     proc.send_signal(signal.SIGTERM)
     out = proc.communicate(timeout=60)[0].decode()
-    left = [p.metadata.name for p in cluster.core.list_namespaced_pod(cluster.namespace, label_selector=selector).items
-            if p.metadata.deletion_timestamp is None]
+    left = [
+        p.metadata.name
+        for p in cluster.core.list_namespaced_pod(cluster.namespace, label_selector=selector).items
+        if p.metadata.deletion_timestamp is None
+    ]
     assert left == [], out[-3000:]
 
 
-@pytest.mark.parametrize(("status", "expected"), [(429, LayerBroken), (500, LayerBroken), (503, LayerBroken),
-                                                  (401, LayerFailed), (404, LayerFailed)])
+@pytest.mark.parametrize(
+    ("status", "expected"),
+    [(429, LayerBroken), (500, LayerBroken), (503, LayerBroken), (401, LayerFailed), (404, LayerFailed)],
+)
 def test_api_faults_the_plane_cannot_produce(status: int, expected: type) -> None:
     out = api_outcome(ApiException(status=status, reason="x"), "create pods in ns")
     assert type(out) is expected
-    assert out.category == {429: "apiserver_error", 500: "apiserver_error", 503: "apiserver_error",
-                            401: "unauthorized", 404: "api_not_served"}[status]
+    assert (
+        out.category
+        == {
+            429: "apiserver_error",
+            500: "apiserver_error",
+            503: "apiserver_error",
+            401: "unauthorized",
+            404: "api_not_served",
+        }[status]
+    )
