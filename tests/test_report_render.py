@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import xmlschema
+from junitparser import JUnitXml
 
 sys.path.insert(0, str(Path(__file__).parent))
 from bundle_samples import EVIL, PREFIX, make_bundle, sample_evidence
@@ -93,14 +94,20 @@ def test_junit_validates_against_junit_10_and_maps_statuses() -> None:
         {"@name": "run_id", "@value": "run-1"}, {"@name": "verdict", "@value": "fail"},
         {"@name": "matrices", "@value": "example-cpu"}]
     assert suites["hetero.startup"]["@tests"] == "3" and suites["hetero.startup"]["@skipped"] == "2"
+    parsed = JUnitXml.fromstring(data)
+    assert [s.name for s in parsed] == list(suites)
+    assert sum(1 for suite in parsed for _ in suite) == 11
 
 
 def test_junit_keeps_control_characters_out() -> None:
     evidence = sample_evidence()
     evidence["items"][0]["status"] = "error"
     evidence["items"][0]["failure"] = {"layer": "discovery", "category": "harness", "owner": "platform",
-                                       "message": "bad\x00byte\x1b[31m " + EVIL}
-    xmlschema.XMLSchema(str(XSD)).validate(render_junit(evidence).decode())
+                                       "message": "bad\x00byte\x1b[31m \"quoted\"\nnext line " + EVIL}
+    data = render_junit(evidence).decode()
+    xmlschema.XMLSchema(str(XSD)).validate(data)
+    case = next(c for s in JUnitXml.fromstring(data) for c in s if c.name == evidence["items"][0]["nodeid"])
+    assert case.result[0].message == "badbyte[31m \"quoted\"\nnext line " + EVIL
 
 
 def test_ctrf_document() -> None:

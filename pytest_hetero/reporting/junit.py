@@ -15,15 +15,13 @@ from __future__ import annotations
 
 import re
 from typing import Any
+from xml.sax.saxutils import escape, quoteattr
 
-import junitparser.junitparser as _junitparser
-from junitparser import JUnitXml, TestCase, TestSuite
+from junitparser import JUnitXml, TestSuite
 
 from pytest_hetero import LAYERS
 from pytest_hetero.evidence.model import UNTESTED_STATUSES
 from pytest_hetero.reporting.view import entries
-
-etree: Any = getattr(_junitparser, "etree")  # noqa: B009 - the ElementTree junitparser itself uses (lxml if present)
 
 
 def _properties(entry: dict[str, Any]) -> list[tuple[str, str]]:
@@ -45,52 +43,68 @@ def _clean(text: str) -> str:
     return _CONTROL.sub("", text)
 
 
+def _case_xml(entry: dict[str, Any], tally: dict[str, int]) -> str:
+    """One ``<testcase>`` element as text, children in schema order; counts it into ``tally``."""
+    status = entry["status"]
+    failure = entry.get("failure") or {}
+    head = (f"<testcase name={quoteattr(_clean(entry['nodeid']))} classname={quoteattr('hetero.' + entry['layer'])}"
+            f" time=\"{float(entry.get('duration_s') or 0.0)}\" status={quoteattr(status)}>")
+    result = ""
+    if status in ("failed", "error"):
+        message = _clean(str(failure.get("message") or entry.get("reason") or ""))[:2000]
+        kind = "failure" if status == "failed" else "error"
+        result = f"<{kind} message={quoteattr(message)} type={quoteattr(_clean(str(failure.get('category', status))))} />"
+        tally["failures" if status == "failed" else "errors"] += 1
+    elif status in UNTESTED_STATUSES:
+        result = f"<skipped message={quoteattr(_clean(f'{status}: ' + str(entry.get('reason') or ''))[:2000])} />"
+        tally["skipped"] += 1
+    props = "\n".join(f"[[PROPERTY|{k}={v}]]" for k, v in _properties(entry))
+    return f"{head}{result}<system-out>{escape(_clean(props))}</system-out></testcase>"
+
+
+def _open_tag(element: Any) -> str:
+    """junitparser's serialisation of an element without children, as an opening tag."""
+    text = bytes(element.tostring()).decode("utf-8")
+    if not text.endswith("/>"):
+        raise ValueError(f"expected an empty element, got {text[:80]!r}")
+    return text[:-2].rstrip() + ">"
+
+
 def render_junit(evidence: dict[str, Any]) -> bytes:
-    """Return the JUnit XML document as UTF-8 bytes (with XML declaration)."""
-    root: Any = JUnitXml(f"pytest-hetero {evidence['run'].get('id', '')}")
-    suites: dict[str, Any] = {}
-    for layer in LAYERS:
-        suite = TestSuite(f"hetero.{layer}")
-        suite.add_property("run_id", str(evidence["run"].get("id", "")))
-        suite.add_property("verdict", evidence["summary"]["verdict"])
-        suite.add_property("matrices", ",".join(m["name"] for m in evidence["matrices"]))
-        suites[layer] = suite
+    """Return the JUnit XML document as UTF-8 bytes (with XML declaration).
+
+    junitparser builds and serialises the document (``<testsuites>``, each ``<testsuite>`` with
+    its statistics and ``<properties>``); the testcases are written as text by :func:`_case_xml`
+    (escaped with ``xml.sax.saxutils``), because junitparser's per-element objects and
+    ElementTree's pure-Python serialiser cost more than the whole bundle budget at 50,000 items.
+    """
+    cases: dict[str, list[str]] = {layer: [] for layer in LAYERS}
     counts: dict[str, dict[str, int]] = {}
     times: dict[str, float] = {}
     for entry in entries(evidence):
-        layer, status = entry["layer"], entry["status"]
-        duration = float(entry.get("duration_s") or 0.0)
-        case = etree.Element("testcase", {"name": entry["nodeid"], "classname": f"hetero.{layer}",
-                                          "time": str(duration), "status": status})
-        failure = entry.get("failure") or {}
-        message = _clean(str(failure.get("message") or entry.get("reason") or ""))
+        layer = entry["layer"]
         tally = counts.setdefault(layer, {"tests": 0, "failures": 0, "errors": 0, "skipped": 0})
         tally["tests"] += 1
-        times[layer] = times.get(layer, 0.0) + duration
-        # children in schema order: result, then system-out
-        if status == "failed":
-            etree.SubElement(case, "failure", {"message": message[:2000],
-                                               "type": str(failure.get("category", "failed"))})
-            tally["failures"] += 1
-        elif status == "error":
-            etree.SubElement(case, "error", {"message": message[:2000], "type": str(failure.get("category", "error"))})
-            tally["errors"] += 1
-        elif status in UNTESTED_STATUSES:
-            etree.SubElement(case, "skipped", {"message": _clean(f"{status}: {entry.get('reason') or ''}")[:2000]})
-            tally["skipped"] += 1
-        out = etree.SubElement(case, "system-out")
-        out.text = _clean("\n".join(f"[[PROPERTY|{k}={v}]]" for k, v in _properties(entry)))
-        # elements built directly and wrapped (TestCase.fromelem): junitparser's per-attribute
-        # descriptors, and add_testcase's recount of the whole suite, are too slow for 50,000 items
-        suites.setdefault(layer, TestSuite(f"hetero.{layer}")).append(TestCase.fromelem(case))  # type: ignore[no-untyped-call]
-    for layer, suite in suites.items():
-        tally = counts.get(layer, {"tests": 0, "failures": 0, "errors": 0, "skipped": 0})
-        suite.tests, suite.failures = tally["tests"], tally["failures"]
-        suite.errors, suite.skipped = tally["errors"], tally["skipped"]
-        suite.time = round(times.get(layer, 0.0), 3)
-        root.append(suite)
+        times[layer] = times.get(layer, 0.0) + float(entry.get("duration_s") or 0.0)
+        cases.setdefault(layer, []).append(_case_xml(entry, tally))
+    root: Any = JUnitXml(f"pytest-hetero {evidence['run'].get('id', '')}")
     root.tests = sum(c["tests"] for c in counts.values())
     root.failures = sum(c["failures"] for c in counts.values())
     root.errors = sum(c["errors"] for c in counts.values())
     root.time = round(sum(times.values()), 3)
-    return b'<?xml version="1.0" encoding="UTF-8"?>\n' + bytes(root.tostring())
+    out = ['<?xml version="1.0" encoding="UTF-8"?>\n', _open_tag(root)]
+    for layer, texts in cases.items():
+        suite: Any = TestSuite(_clean(f"hetero.{layer}"))
+        tally = counts.get(layer, {"tests": 0, "failures": 0, "errors": 0, "skipped": 0})
+        suite.tests, suite.failures = tally["tests"], tally["failures"]
+        suite.errors, suite.skipped = tally["errors"], tally["skipped"]
+        suite.time = round(times.get(layer, 0.0), 3)
+        suite.add_property("run_id", _clean(str(evidence["run"].get("id", ""))))
+        suite.add_property("verdict", evidence["summary"]["verdict"])
+        suite.add_property("matrices", _clean(",".join(m["name"] for m in evidence["matrices"])))
+        text = bytes(suite.tostring()).decode("utf-8")
+        if not text.endswith("</testsuite>"):
+            raise ValueError(f"unexpected junitparser output {text[-80:]!r}")
+        out += [text[: -len("</testsuite>")], *texts, "</testsuite>"]
+    out.append("</testsuites>")
+    return "".join(out).encode("utf-8")
