@@ -22,7 +22,7 @@ from pytest_hetero.layers.base import LayerBroken, LayerContext, LayerFailed, La
 from pytest_hetero.matrix.expand import PlannedItem
 from pytest_hetero.matrix.model import Matrix
 from pytest_hetero.redact import Redactor
-from pytest_hetero.stash import BACKENDS, OUTCOME, REDACTORS, SETTINGS
+from pytest_hetero.stash import BACKENDS, HANDOFF, OUTCOME, REDACTORS, SETTINGS
 
 BLOCKING = frozenset({"failed", "error", "blocked"})
 
@@ -101,6 +101,13 @@ class LayerItem(pytest.Item):
         """Skip as blocked when the dependency failed/errored/was blocked in this session."""
         dep = self.dependency
         outcome = dep.stash.get(OUTCOME, None) if dep is not None else None
+        if outcome is not None and outcome["status"] == "not_applicable" and self.planned.layer == "business":
+            # business evaluates the model item's outputs: without a model run there is nothing to judge
+            evidence = self.new_evidence()
+            evidence.status = "not_applicable"
+            evidence.reason = f"not applicable: it judges the outputs of {outcome['nodeid']}, which is not applicable"
+            self.finish(evidence, time.perf_counter())
+            pytest.skip(evidence.reason)
         if outcome is None or outcome["status"] not in BLOCKING:
             return
         root = outcome["blocked_by"] or outcome["nodeid"]
@@ -154,6 +161,7 @@ class LayerItem(pytest.Item):
             ctx = LayerContext(
                 matrix=self.matrix, planned=self.planned, backend=self.backend(), settings=settings,
                 evidence=evidence, output_limit=self.matrix.output_limit, redactor=self.redactor(),
+                handoff=self.config.stash.setdefault(HANDOFF, {}),
                 timeout_s=self.matrix.timeouts_s[self.planned.layer] * settings.timeout_scale)
             CHECKS[self.planned.layer](ctx)
             self.config.hook.pytest_hetero_layer_check(ctx=ctx)

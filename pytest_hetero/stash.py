@@ -26,5 +26,7 @@ OUTCOME = pytest.StashKey[dict[str, Any]]()
 """On an item: its finished evidence dict (status, failure, blocked_by…), read by dependents."""
 REDACTORS = pytest.StashKey[dict[str, "Redactor"]]()
 """Matrix sha256 → the Redactor for that matrix's items (environment secrets + spec.redact patterns)."""
+HANDOFF = pytest.StashKey[dict[str, bytes]]()
+"""Model item id → its outputs bytes, for the business item on the same process (see layers.base.keep_outputs)."""
 DESELECTED = pytest.StashKey[dict[str, str]]()
 """Nodeid → reason for items deselected in this process (-k/-m/profile/shard)."""

@@ -208,3 +208,24 @@ def test_xdist_gives_the_same_statuses_as_a_serial_run(pytester: pytest.Pytester
     assert [(i["nodeid"], i["blocked_by"], (i["failure"] or {}).get("category")) for i in s["items"]] == \
         [(i["nodeid"], i["blocked_by"], (i["failure"] or {}).get("category")) for i in p["items"]]
     assert s["summary"] == p["summary"] and s["untested"]["never_covered"] == p["untested"]["never_covered"]
+
+
+def test_sensitive_dataset_keeps_digests_and_verdicts_not_content(pytester: pytest.Pytester) -> None:
+    doc = json.loads(matrix_text())
+    doc["spec"]["datasets"][0]["sensitive"] = True
+    pytester.makefile(".matrix.yaml", m=json.dumps(doc))
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=4, skipped=1)
+    ev = evidence_of(pytester)
+    items = {i["layer"]: i for i in ev["items"]}
+    outputs = next(r["data"] for r in items["model"]["records"] if r["kind"] == "model.outputs")
+    assert outputs["artifact"] is None and len(outputs["sha256"]) == 64 and outputs["bytes"] > 1000
+    run = next(r["data"] for r in items["model"]["records"] if r["kind"] == "model.run")
+    assert run["stdout"]["text"] == "[withheld: sensitive dataset]" and run["stdout"]["bytes"] > 0
+    assert items["model"]["artifacts"] == []
+    rules = next(r["data"] for r in items["business"]["records"] if r["kind"] == "business.rules")
+    assert rules["sensitive"] is True
+    assert [(r["name"], r["verdict"]) for r in rules["results"]][0] == ("accuracy-floor", "pass")
+    bundle = pytester.path / "reports" / ev["run"]["id"]
+    assert not list(bundle.rglob("outputs.json")) and not list(bundle.rglob("stdout.txt"))
+    assert "predictions" not in (bundle / "evidence.json").read_text()

@@ -73,6 +73,9 @@ class LayerContext:
     timeout_s: float
     output_limit: int
     redactor: Redactor = field(default_factory=Redactor)
+    handoff: dict[str, bytes] = field(default_factory=dict)
+    """Outputs passed from a model item to its business item in this process (sensitive datasets
+    keep them out of the bundle), keyed by the model item's id."""
     state: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -121,6 +124,37 @@ class LayerContext:
                        size=len(data), sha256=hashlib.sha256(data).hexdigest(), media_type=media_type)
         self.evidence.artifacts.append(art)
         return art
+
+
+OUTPUTS = "outputs.json"
+"""Name of the model outputs artifact the business layer evaluates."""
+
+
+def keep_outputs(ctx: LayerContext, raw: bytes) -> None:
+    """Hand a model run's outputs (JSON bytes) to the business item and record them.
+
+    Normal datasets: written as the ``outputs.json`` artifact. Sensitive datasets
+    (``datasets[].sensitive``): only sha256 and size are recorded; the content stays in memory
+    for the business item of this process and never reaches the bundle.
+    """
+    if ctx.dataset.sensitive:
+        ctx.handoff[ctx.planned.id] = raw
+        ctx.record("model.outputs", artifact=None, sha256=hashlib.sha256(raw).hexdigest(), bytes=len(raw),
+                   withheld="sensitive dataset: outputs content kept out of the evidence")
+        return
+    art = ctx.artifact(OUTPUTS, raw, "application/json")
+    ctx.record("model.outputs", artifact=art.path, sha256=art.sha256, bytes=art.size)
+
+
+def outputs_of(ctx: LayerContext, parts: tuple[str, ...]) -> bytes:
+    """The outputs of the model item ``parts`` (handed over in this process, else its artifact).
+
+    Raises OSError when neither exists (e.g. a sensitive dataset's model ran in another process).
+    """
+    handed = ctx.handoff.pop("::".join(parts), None)
+    if handed is not None:
+        return handed
+    return (artifact_dir_for(ctx.settings.bundle_dir, parts) / OUTPUTS).read_bytes()
 
 
 def artifact_dir_for(bundle_dir: Path, parts: tuple[str, ...]) -> Path:

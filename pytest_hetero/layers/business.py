@@ -9,8 +9,7 @@ import json
 
 from pytest_hetero.acceptance import evaluate, load_rules
 from pytest_hetero.errors import CaseError
-from pytest_hetero.layers.base import LayerBroken, LayerContext, LayerFailed, artifact_dir_for
-from pytest_hetero.layers.execution import OUTPUTS
+from pytest_hetero.layers.base import LayerBroken, LayerContext, LayerFailed, outputs_of
 
 
 def check(ctx: LayerContext) -> None:
@@ -24,17 +23,23 @@ def check(ctx: LayerContext) -> None:
     except CaseError as exc:
         raise LayerFailed(exc.render(), "bad_rules", "business") from None
     depends = ctx.planned.depends_on or ()
-    outputs_path = artifact_dir_for(ctx.settings.bundle_dir, depends) / OUTPUTS
     try:
-        outputs = json.loads(outputs_path.read_text(encoding="utf-8"))
+        outputs = json.loads(outputs_of(ctx, depends).decode("utf-8"))
     except (OSError, ValueError) as exc:
         raise LayerBroken(f"outputs of {'::'.join(depends)} unreadable: {exc}", "outputs_unavailable") from None
     results = evaluate(rules, outputs if isinstance(outputs, dict) else {})
-    ctx.record("business.rules", file=str(dataset.acceptance), outputs=str(outputs_path),
+    if dataset.sensitive:  # verdicts and aggregates only: no per-sample values
+        for r in results:
+            if r["kind"] == "golden":
+                r["detail"] = "[withheld: sensitive dataset]" if r["detail"] else ""
+    ctx.record("business.rules", file=str(dataset.acceptance), outputs_of="::".join(depends),
                sensitive=dataset.sensitive, results=results)
     failed = [r for r in results if r["verdict"] != "pass"]
     if failed:
         text = "; ".join(f"{r['name']}: expected {r['expected']}, observed {r['observed']}"
                          + (f" ({r['detail']})" if r["detail"] else "") for r in failed)
+        # a served model's wrong answers are the model's (algorithm); missed bounds stay business's
+        answers_wrong = all(r["kind"] in ("metric", "golden") for r in failed)
+        owner = "algorithm" if ctx.model.serving is not None and answers_wrong else "business"
         raise LayerFailed(f"{len(failed)} of {len(results)} acceptance rules failed: {text}",
-                          "acceptance_failed", "business")
+                          "acceptance_failed", owner)

@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import json
 
-from pytest_hetero.evidence.model import bounded
-from pytest_hetero.layers.base import LayerContext, LayerFailed
+from pytest_hetero.evidence.model import bounded, sha256_text
+from pytest_hetero.layers.base import LayerContext, LayerFailed, keep_outputs
 
-OUTPUTS = "outputs.json"
 
 
 def check(ctx: LayerContext) -> None:
@@ -27,23 +26,30 @@ def check(ctx: LayerContext) -> None:
 
         execute(ctx)
         return
+    sensitive = dataset.sensitive
     ctx.record("model.identity", model=model.name, version=model.version, sha256=model.sha256,
                dataset=dataset.name, dataset_version=dataset.version, dataset_sha256=dataset.sha256)
     result = ctx.backend.execute(ctx)
-    stdout_art = ctx.artifact("stdout.txt", result.stdout)
-    stderr_art = ctx.artifact("stderr.txt", result.stderr)
+    if sensitive:  # logs may echo samples: keep sizes and digests only
+        streams = {name: {"text": "[withheld: sensitive dataset]", "truncated": True,
+                          "bytes": len(text.encode("utf-8", "replace")), "sha256": sha256_text(text)}
+                   for name, text in (("stdout", result.stdout), ("stderr", result.stderr))}
+        arts = {"stdout_artifact": None, "stderr_artifact": None}
+    else:
+        streams = {"stdout": bounded(result.stdout, ctx.output_limit),
+                   "stderr": bounded(result.stderr, ctx.output_limit)}
+        arts = {"stdout_artifact": ctx.artifact("stdout.txt", result.stdout).path,
+                "stderr_artifact": ctx.artifact("stderr.txt", result.stderr).path}
     ctx.record("model.run", argv=result.argv, exit_code=result.exit_code,
                duration_s=round(result.duration_s, 4), timed_out=result.timed_out,
-               timeout_s=ctx.timeout_s, peak_rss_mib=result.peak_rss_mib,
-               stdout=bounded(result.stdout, ctx.output_limit),
-               stderr=bounded(result.stderr, ctx.output_limit),
-               stdout_artifact=stdout_art.path, stderr_artifact=stderr_art.path, **result.details)
+               timeout_s=ctx.timeout_s, peak_rss_mib=result.peak_rss_mib, **streams, **arts, **result.details)
     if result.timed_out:
         raise LayerFailed(f"model run exceeded the {ctx.timeout_s:g} s timeout", "timeout", "algorithm")
     if result.failure:
         raise LayerFailed(result.failure["message"], result.failure["category"], result.failure.get("owner"))
     if result.exit_code != 0:
-        last = (result.stderr.strip().splitlines() or ["(no stderr)"])[-1][:300]
+        last = "(stderr withheld: sensitive dataset)" if sensitive else \
+            (result.stderr.strip().splitlines() or ["(no stderr)"])[-1][:300]
         raise LayerFailed(f"entrypoint exited with {result.exit_code}: {last}", "nonzero_exit", "algorithm")
     if result.outputs is None:
         raise LayerFailed("entrypoint wrote no outputs file", "no_outputs", "algorithm")
@@ -52,5 +58,4 @@ def check(ctx: LayerContext) -> None:
         json.loads(raw)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise LayerFailed(f"outputs file is not JSON: {exc}", "bad_outputs", "algorithm") from None
-    art = ctx.artifact(OUTPUTS, raw, "application/json")
-    ctx.record("model.outputs", artifact=art.path, sha256=art.sha256, bytes=art.size)
+    keep_outputs(ctx, raw)

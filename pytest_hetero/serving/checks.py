@@ -22,7 +22,7 @@ from typing import Any, Protocol
 
 import httpx
 
-from pytest_hetero.layers.base import LayerBroken, LayerContext, LayerFailed, NotApplicable
+from pytest_hetero.layers.base import LayerBroken, LayerContext, LayerFailed, NotApplicable, keep_outputs
 from pytest_hetero.matrix.model import Serving
 from pytest_hetero.serving.load import TRANSPORT_ERROR, LevelResult, run_levels, summarise
 from pytest_hetero.serving.plugin import current
@@ -34,7 +34,6 @@ from pytest_hetero.serving.protocol import (
     read_samples,
 )
 
-OUTPUTS = "outputs.json"
 REQUEST_TIMEOUT_S = 10.0
 REFUSED = (401, 403)
 
@@ -281,8 +280,7 @@ def execute(ctx: LayerContext) -> None:
                "labels": [s.label for s in samples], "predictions": predictions, **extra,
                "latency_ms": [v for s in summaries for v in s["latencies_ms"]],
                "versions_reported": versions, "service": {"levels": summaries}}
-    art = ctx.artifact(OUTPUTS, json.dumps(outputs), "application/json")
-    ctx.record("model.outputs", artifact=art.path, sha256=art.sha256, bytes=art.size)
+    keep_outputs(ctx, json.dumps(outputs).encode("utf-8"))
     _judge(results, summaries, versions, malformed, serving, base)
     if serving.rollback is not None:
         from pytest_hetero.serving.rollback import rollback

@@ -127,9 +127,11 @@ def test_rollback_to_a_server_still_on_the_new_version(pytester: pytest.Pytester
 def test_deploy_without_endpoint_is_not_applicable_on_local(pytester: pytest.Pytester) -> None:
     serving = {"protocol": "oip", "model_name": "digits", "deploy": {"kind": "InferenceService", "name": "digits"}}
     found, items = _run(pytester, serving_matrix(serving))
-    # the core business layer is not gated by a not-applicable model item: it finds no outputs
-    assert found == {START: "not_applicable", MODEL: "not_applicable", BUSINESS: "error"}
-    assert _failure(items[BUSINESS])[:2] == ("outputs_unavailable", "business")
+    # business judges the model item's outputs: with no model run it is not applicable either
+    assert found == {START: "not_applicable", MODEL: "not_applicable", BUSINESS: "not_applicable"}
+    assert items[BUSINESS]["reason"] == (
+        "not applicable: it judges the outputs of s.matrix.yaml::cpu-host::py::digits-service@digits-test::model, "
+        "which is not applicable")
     assert items[START]["reason"] == (
         "not applicable: the local backend cannot resolve {'kind': 'InferenceService', 'name': 'digits'} to an "
         "endpoint (serving_endpoint not implemented); give serving.endpoint")
