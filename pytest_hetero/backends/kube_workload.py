@@ -26,8 +26,14 @@ from pytest_hetero.backends import kube_exec
 from pytest_hetero.backends.docker_payload import CATEGORY, framework_gaps
 from pytest_hetero.errors import ParseError
 from pytest_hetero.layers.base import LayerContext, LayerFailed
-from pytest_hetero.matrix.model import Matrix
-from pytest_hetero.probes.payload import assess, parse_payload_output, payload_script
+from pytest_hetero.matrix.model import Matrix, Resource
+from pytest_hetero.probes.payload import (
+    PayloadReport,
+    assess,
+    parse_payload_output,
+    payload_script,
+    tool_inventory,
+)
 
 STUCK = frozenset(
     {
@@ -90,14 +96,22 @@ def read_logs(core: client.CoreV1Api, namespace: str, pod: str, previous: bool =
 
 
 def device_init(
-    ctx: LayerContext, core: client.CoreV1Api, namespace: str, pod: str, simulated: bool, image_owner: str
-) -> dict[str, Any]:
-    """Run and judge the payload by exec; record ``startup.device_init``; return the payload report dict.
+    ctx: LayerContext,
+    core: client.CoreV1Api,
+    namespace: str,
+    pod: str,
+    node: dict[str, Any],
+    image_owner: str,
+) -> PayloadReport:
+    """Run and judge the payload by exec; record ``startup.device_init``; compare the in-pod device
+    inventory (:func:`inventory_check`); return the payload report. ``node`` is the node's facts.
 
     Raises LayerFailed like :func:`pytest_hetero.backends.docker_payload.device_init`
-    (``payload_failed``, a finding's category and owner, ``framework_missing``) and ApiException
+    (``payload_failed``, a finding's category and owner, ``framework_missing``),
+    ``device_inventory_mismatch`` (infrastructure) on an inventory difference, and ApiException
     when the exec is refused.
     """
+    simulated = bool(node.get("simulated"))
     timeout = str(max(1, int(ctx.timeout_s // 4)))
     done = kube_exec.run(
         core,
@@ -152,7 +166,53 @@ def device_init(
         )
     if gaps:
         raise LayerFailed(gaps[0][1], gaps[0][0], "algorithm")
-    return data
+    checked = inventory_check(ctx.resource, report, node)
+    if checked is not None:
+        ctx.record("startup.inventory", **checked)
+    differences = (checked or {}).get("differences") or []
+    if differences:
+        raise LayerFailed(
+            f"device inventory in {pod} (ran on {where}): " + "; ".join(d["message"] for d in differences),
+            "device_inventory_mismatch",
+            "infrastructure",
+        )
+    return report
+
+
+def inventory_check(resource: Resource, report: PayloadReport, node: dict[str, Any]) -> dict[str, Any] | None:
+    """Compare the device inventory the payload read in the pod (``nvidia-smi``/``npu-smi``) with what
+    the pod was allocated and the matrix expects; return the ``startup.inventory`` record data
+    (``differences``: ``[{"category", "message", "expected", "actual", "device", "owner"}]``, see
+    :mod:`pytest_hetero.probes.compare`), or None when there is nothing to compare (CPU resource,
+    image without the vendor tool: the payload findings already say what is missing).
+
+    Expected in the pod: as many devices (MIG: matching instances) as the request of the resource's
+    first device resource, and ``expect``'s product/memory/driver/CUDA/CANN. ``node`` (node facts)
+    gives the advertised capacity/allocatable, recorded beside it.
+    """
+    from pytest_hetero.backends.host_discovery import expectation, vendor_of
+    from pytest_hetero.backends.kube_discovery import device_resources, quantity
+    from pytest_hetero.probes.compare import compare
+
+    vendor = vendor_of(resource.type, resource.vendor)
+    names = device_resources(resource)
+    inventory = tool_inventory(report, vendor) if vendor != "cpu" and names else None
+    if inventory is None:
+        return None
+    exp = expectation(resource)
+    exp["resource"] = names[0]
+    exp["count"] = int(quantity(resource.requests[names[0]]) or 0)
+    return {
+        "node": node.get("name"),
+        "source": inventory.source,
+        "resource": names[0],
+        "allocated": exp["count"],
+        "devices_seen": len(inventory.devices),
+        "node_capacity": (node.get("capacity") or {}).get(names[0]),
+        "node_allocatable": (node.get("allocatable") or {}).get(names[0]),
+        "expected": exp,
+        "differences": [d.to_dict() for d in compare(inventory, exp)],
+    }
 
 
 def input_tar(matrix: Matrix) -> bytes:

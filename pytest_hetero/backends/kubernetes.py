@@ -290,7 +290,7 @@ class KubernetesBackend(Backend):
                 self.image_owner,
             )
         try:
-            kw.device_init(ctx, self.core, self.namespace, name, simulated, self.image_owner)
+            kw.device_init(ctx, self.core, self.namespace, name, node, self.image_owner)
         except LayerFailed:
             raise
         except Exception as exc:  # noqa: BLE001 - translated
