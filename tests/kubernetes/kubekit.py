@@ -12,6 +12,7 @@ pool                  node(s)
 ``hami``              KWOK, 4 × ``nvidia.com/gpu`` + ``nvidia.com/gpumem`` (HAMi-style vGPU), GFD
 ``cpu``               KWOK, 2 nodes, CPU only
 ``tainted``           KWOK, 8 × ``nvidia.com/gpu`` tainted ``dedicated=training:NoSchedule``
+``degraded``          KWOK, 8 × ``nvidia.com/gpu`` capacity but 7 allocatable (one device withheld)
 ``notready``          KWOK with the ``node-not-ready`` stage label: Ready=False
 ``outcome``           not KWOK: :class:`FakeKubelet` (this process) drives its pods' container
                       states from the image tag (``:pull-error``, ``:crash``, ``:oom``)
@@ -87,6 +88,7 @@ def node_specs(suffix: str) -> list[dict[str, Any]]:
         ),
         node("ascend", "ascend", {"huawei.com/Ascend910": "8"}, {"accelerator": "huawei-Ascend910"}),
         node("hami", "hami", {"nvidia.com/gpu": "4", "nvidia.com/gpumem": "81920"}, {**GFD, "gpu": "on"}),
+        node("degraded", "degraded", {"nvidia.com/gpu": "8"}, GFD, allocatable={"nvidia.com/gpu": "7"}),
         node("cpu-a", "cpu", {}),
         node("cpu-b", "cpu", {}),
         node(

@@ -190,6 +190,15 @@ def test_discovery_differences(pytester: pytest.Pytester, cluster: Cluster, run_
                 "pool": "ascend",
                 "expect": {"devices": 8, "labels": {"accelerator": "huawei-Ascend910"}},
             },
+            {"name": "degraded", "type": "gpu", "vendor": "nvidia", "requests": GPU1, "pool": "degraded"},
+            {
+                "name": "hami",
+                "type": "gpu",
+                "vendor": "nvidia",
+                "requests": {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "8000"},
+                "pool": "hami",
+                "expect": {"devices": 4, "labels": {"gpu": "on"}},
+            },
             {
                 "name": "ascend-on-cpu",
                 "type": "npu",
@@ -218,6 +227,18 @@ def test_discovery_differences(pytester: pytest.Pytester, cluster: Cluster, run_
     assert got["ascend::discovery"]["status"] == "passed"
     assert data(got["ascend::discovery"], "discovery.snapshot")["nodes"][0]["capacity"] == {
         "huawei.com/Ascend910": "8"
+    }
+    degraded = got["degraded::discovery"]
+    assert (degraded["failure"]["category"], degraded["failure"]["owner"]) == (
+        "allocatable_below_capacity",
+        "infrastructure",
+    )
+    differences = data(degraded, "discovery.snapshot")["differences"]
+    assert [(d["field"], d["expected"], d["observed"]) for d in differences] == [("allocatable[nvidia.com/gpu]", "8", "7")]
+    assert got["hami::discovery"]["status"] == "passed"
+    assert data(got["hami::discovery"], "discovery.snapshot")["nodes"][0]["allocatable"] == {
+        "nvidia.com/gpu": "4",
+        "nvidia.com/gpumem": "81920",
     }
     bad = got["ascend-on-cpu::discovery"]
     assert bad["failure"]["category"] == "resource_not_advertised"
