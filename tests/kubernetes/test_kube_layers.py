@@ -125,3 +125,41 @@ def test_startup_failures_from_container_states(
     ]
     oom = data(got["node::oom::startup"], "startup.failed")["reasons"]
     assert [(r["code"], r["detail"].get("exit_code")) for r in oom] == [("oom_killed", "137")]
+
+
+def test_model_timeout_kills_the_run(pytester: pytest.Pytester, cluster: Cluster, run_id: str) -> None:
+    import json
+    from pathlib import Path
+
+    doc = json.loads(
+        kube_matrix(
+            cluster.suffix,
+            cluster.namespace,
+            [{"name": "cpu", "type": "cpu", "requests": {"cpu": "1"}, "pool": "cpu"}],
+            layers={"model": {"timeout": "3s"}},
+        )
+    )
+    doc["spec"]["models"][0]["entrypoint"] = ["{python}", "-c", f"import time; time.sleep(60)  # {run_id}"]
+    pytester.makefile(".matrix.yaml", k=json.dumps(doc))
+    pytester.runpytest(
+        "-p", "no:cacheprovider", "--hetero-run-id", run_id, "-k", "scheduling or startup or model"
+    )
+    got = items(evidence_of(pytester))
+    model = got[f"cpu::py::{COMBO}::model"]
+    assert (model["status"], model["failure"]["category"], model["failure"]["owner"]) == (
+        "failed",
+        "timeout",
+        "algorithm",
+    )
+    run = data(model, "model.run")
+    assert (run["timed_out"], run["exit_code"], run["timeout_s"]) == (True, None, 3.0)
+    assert 3.0 <= run["duration_s"] < 10
+    # the exec ran on this host (KWOK): the killed process must be gone
+    alive = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            if run_id.encode() in cmdline.read_bytes():
+                alive.append(cmdline.parent.name)
+        except OSError:
+            pass
+    assert alive == []

@@ -234,7 +234,9 @@ def test_discovery_differences(pytester: pytest.Pytester, cluster: Cluster, run_
         "infrastructure",
     )
     differences = data(degraded, "discovery.snapshot")["differences"]
-    assert [(d["field"], d["expected"], d["observed"]) for d in differences] == [("allocatable[nvidia.com/gpu]", "8", "7")]
+    assert [(d["field"], d["expected"], d["observed"]) for d in differences] == [
+        ("allocatable[nvidia.com/gpu]", "8", "7")
+    ]
     assert got["hami::discovery"]["status"] == "passed"
     assert data(got["hami::discovery"], "discovery.snapshot")["nodes"][0]["allocatable"] == {
         "nvidia.com/gpu": "4",
