@@ -107,22 +107,26 @@ def heatmap(evidence: dict[str, Any], limit: int = HEATMAP_ROW_LIMIT) -> dict[st
                                                         "blocked_by": e.get("blocked_by"), "reason": e.get("reason")}
             rows.append({"matrix": matrix, "keys": list(key), "cells": cells})
     else:
-        groups: dict[tuple[str, tuple[str, ...]], dict[str, Counter[str]]] = {
-            (matrix, k[:2]): {} for matrix, k in rows_keys}
+        groups = sorted({(matrix, k[:2]) for matrix, k in rows_keys})
         by_resource: dict[tuple[str, str], list[tuple[str, tuple[str, ...]]]] = {}
         for group in groups:
             by_resource.setdefault((group[0], group[1][0]), []).append(group)
+        tally: Counter[tuple[str, tuple[str, ...], str, str]] = Counter()
         for entry, (matrix, key) in zip(items, located):
-            targets = [(matrix, key[:2])] if len(key) >= 2 else by_resource.get((matrix, key[0]), []) if key else []
-            for group in targets:
-                groups[group].setdefault(entry["layer"], Counter())[entry["status"]] += 1
-        for (matrix, key), per_layer in sorted(groups.items()):
+            if len(key) >= 2:
+                tally[(matrix, key[:2], entry["layer"], entry["status"])] += 1
+            elif key:
+                for _, group_key in by_resource.get((matrix, key[0]), []):
+                    tally[(matrix, group_key, entry["layer"], entry["status"])] += 1
+        per_group: dict[tuple[str, tuple[str, ...]], dict[str, dict[str, int]]] = {g: {} for g in groups}
+        for (matrix, key, layer, status), n in tally.items():
+            per_group[(matrix, key)].setdefault(layer, {})[status] = n
+        for (matrix, key), per_layer in per_group.items():
             cells = {}
             for layer in LAYERS:
                 counts = per_layer.get(layer)
                 cells[layer] = None if not counts else {
-                    "status": next(s for s in SEVERITY if counts.get(s)) if any(counts.get(s) for s in SEVERITY)
-                    else "passed", "counts": dict(counts)}
+                    "status": next((s for s in SEVERITY if counts.get(s)), "passed"), "counts": counts}
             rows.append({"matrix": matrix, "keys": list(key), "cells": cells})
     return {"summarised": summarised, "total_rows": len(rows_keys), "rows": rows}
 
