@@ -43,6 +43,7 @@ def record_placed(
         (c for c in pod["status"].get("conditions") or [] if c.get("type") == "PodScheduled"), {}
     )
     workload["pod"] = pod["metadata"]["name"]
+    backend.seen_nodes.add(node)
     ctx.record(
         "scheduling.placed",
         pod=pod["metadata"]["name"],

@@ -19,6 +19,7 @@ removes leftovers.
 
 from __future__ import annotations
 
+import hashlib
 import signal
 import sys
 import threading
@@ -63,6 +64,8 @@ class KubernetesBackend(Backend):
         self.watch: PodWatch | None = None
         self.workloads: dict[tuple[str, str], dict[str, Any]] = {}
         self.nodes: dict[str, dict[str, Any]] = {}
+        self.seen_nodes: set[str] = set()
+        """Nodes discovery listed or a workload was placed on (the fingerprint's ``nodes``)."""
         self.digests: dict[str, str] = {}
         self.lock = threading.Lock()
         self.pool = ThreadPoolExecutor(max(1, settings.parallel), thread_name_prefix="hetero-kube")
@@ -107,7 +110,7 @@ class KubernetesBackend(Backend):
         return {
             "backend": self.name,
             "identity": f"{host} (context {self.context}, namespace {self.namespace})",
-            "nodes": sorted(self.nodes),
+            "nodes": sorted(self.seen_nodes),
             "versions": {"server": self.server.get("git_version"), "platform": self.server.get("platform")},
             "images": dict(self.digests),
         }
@@ -116,6 +119,7 @@ class KubernetesBackend(Backend):
         """Nodes of the resource's pool against the matrix (see :mod:`kube_discovery`)."""
         for facts in kube_discovery.discover(ctx, self.api):
             self.nodes[facts["name"]] = facts
+            self.seen_nodes.add(facts["name"])
 
     def submit(self, matrix: Matrix, resource: str, image: str) -> dict[str, Any]:
         """Create the resource × image workload (once); return its record. Raises LayerFailed/LayerBroken."""
@@ -123,10 +127,12 @@ class KubernetesBackend(Backend):
         with self.lock:
             if key in self.workloads:
                 return self.workloads[key]
-            probe = kc.dns_name(resource, image, self.owner[:6])
+            # a digest of the key keeps truncated names of long resource/image names apart
+            tail = f"{hashlib.sha1(f'{resource}/{image}'.encode()).hexdigest()[:5]}-{self.owner[:6]}"
+            probe = f"{kc.dns_name(resource, image, limit=50)}-{tail}"
             workload: dict[str, Any] = {
                 "probe": probe,
-                "name": kc.dns_name("hetero", resource, image, self.owner[:6]),
+                "name": f"{kc.dns_name('hetero', resource, image, limit=50)}-{tail}",
                 "kind": self.submit_as,
                 "error": None,
                 "created": threading.Event(),

@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 
 import pytest
 from conftest import Cluster
@@ -113,11 +114,19 @@ def test_watch_resumes_after_a_drop_and_relists_when_too_old(cluster: Cluster) -
         cluster.core.create_namespaced_pod(ns, _pod("b"))
         assert watch.wait("b", lambda pods: pods, 10)
         assert watch.resumes >= 1 and watch.relists == 0
-        watch.rv = "1"  # far older than the apiserver's watch cache: it answers 410 Gone
-        watch._resp.shutdown()
-        cluster.core.create_namespaced_pod(ns, _pod("c"))
-        assert watch.wait("c", lambda pods: pods, 15)
-        assert watch.relists >= 1
-        assert {"a", "b", "c"} <= set(watch.pods)
     finally:
         watch.stop()
+    # a watch resuming from a resourceVersion older than the apiserver's watch cache gets 410 Gone
+    # (an ERROR event "too old resource version"): it re-lists, then watches on
+    stale = PodWatch(cluster.api, ns, "pytest-hetero.owner=watchtest")
+    stale.rv = "1"
+    stale._thread = threading.Thread(target=stale._loop, daemon=True)
+    stale._thread.start()
+    try:
+        assert stale.wait("a", lambda pods: pods, 15)
+        assert stale.relists >= 1
+        cluster.core.create_namespaced_pod(ns, _pod("c"))
+        assert stale.wait("c", lambda pods: pods, 15)
+        assert {"a", "b", "c"} <= set(stale.pods)
+    finally:
+        stale.stop()
