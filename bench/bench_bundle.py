@@ -156,7 +156,6 @@ def main(argv: list[str] | None = None) -> int:
                 (bundle / "artifacts" / f"stdout-{n}.txt").write_text("log line\n" * 100)
 
         def assemble_step() -> None:
-            fresh()
             evidence.clear()
             evidence.update(assemble(bundle))
 
@@ -169,6 +168,7 @@ def main(argv: list[str] | None = None) -> int:
             assert result.ok, result.problems[:3]
 
         evidence: dict[str, Any] = {}
+        fresh()  # the run's journal and captured artifacts: written by the run, not by the bundle
         base_t, base_w, base_m = measure(baseline, args.repeat)
         asm_t, asm_w, asm_m = measure(assemble_step, args.repeat)
         bund_t, bund_w, bund_m = measure(bundle_step, args.repeat)

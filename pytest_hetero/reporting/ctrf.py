@@ -11,6 +11,7 @@ start/stop are left out: evidence.json has each item's ISO times).
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 from typing import Any
 
@@ -28,7 +29,8 @@ def _epoch_ms(stamp: str | None) -> int:
 
 
 def render_ctrf(evidence: dict[str, Any]) -> dict[str, Any]:
-    """Return the CTRF document as a JSON-ready dict."""
+    """Return the CTRF document as a JSON-ready dict whose key order is deterministic (every dict
+    is built in a fixed order), so it can be serialised without ``sort_keys``."""
     run = evidence["run"]
     tests = []
     summary = {"tests": 0, "passed": 0, "failed": 0, "pending": 0, "skipped": 0, "other": 0}
@@ -59,5 +61,7 @@ def render_ctrf(evidence: dict[str, Any]) -> dict[str, Any]:
             "results": {"tool": {"name": "pytest-hetero", "version": run.get("tool_version")},
                         "summary": summary, "tests": tests,
                         "environment": {"appName": ",".join(m["name"] for m in evidence["matrices"]),
-                                        "buildName": run.get("id"), "extra": {"target": evidence["target"]}},
+                                        "buildName": run.get("id"),
+                                        # canonical key order, so a re-render from evidence.json is identical
+                                        "extra": {"target": json.loads(json.dumps(evidence["target"], sort_keys=True))}},
                         "extra": {"verdict": evidence["summary"]["verdict"], "run_id": run.get("id")}}}

@@ -65,8 +65,8 @@ def render(fmt: str, evidence: dict[str, Any], signoff: dict[str, Any]) -> bytes
     if fmt == "junit":
         return render_junit(evidence)
     if fmt == "ctrf":
-        # compact: the C encoder is several times faster than indented output on 50,000 tests
-        return (json.dumps(render_ctrf(evidence), sort_keys=True) + "\n").encode("utf-8")
+        # compact, keys in the fixed order render_ctrf builds them: the C encoder's fastest path
+        return (json.dumps(render_ctrf(evidence), ensure_ascii=False) + "\n").encode("utf-8")
     raise ValueError(f"unknown format {fmt!r}; choose from {', '.join(FORMATS)}")
 
 
