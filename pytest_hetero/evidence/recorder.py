@@ -12,6 +12,7 @@ data needed to re-plan it), ``item`` (an ItemEvidence dict), ``deselected`` (nod
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 from pathlib import Path
@@ -120,6 +121,18 @@ def read_journal(bundle_dir: Path) -> list[dict[str, Any]]:
 
 
 def assemble(bundle_dir: Path) -> dict[str, Any]:
+    """Build the evidence document from the journal; see :func:`_assemble`. The cyclic garbage
+    collector is paused meanwhile: a large run allocates many small dicts and nothing cyclic."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _assemble(bundle_dir)
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _assemble(bundle_dir: Path) -> dict[str, Any]:
     """Build the evidence document from the journal and write ``evidence.json``; return it.
 
     A journal without an ``end`` line is an interrupted run: planned items never reported
@@ -171,6 +184,7 @@ def assemble(bundle_dir: Path) -> dict[str, Any]:
         "warnings": warnings,
     }
     tmp = bundle_dir / (EVIDENCE + ".tmp")
-    tmp.write_text(json.dumps(doc, indent=1, sort_keys=True), encoding="utf-8")
+    # compact: the C encoder is ~4x faster than indented output on 50,000-item runs
+    tmp.write_text(json.dumps(doc, sort_keys=True, separators=(",", ":")), encoding="utf-8")
     tmp.replace(bundle_dir / EVIDENCE)
     return doc

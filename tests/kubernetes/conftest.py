@@ -9,6 +9,7 @@ Go (and no cached binaries) the tests skip, except under ``CI=true`` where that 
 from __future__ import annotations
 
 import importlib.util
+import os
 import time
 import uuid
 from collections.abc import Iterator
@@ -75,6 +76,10 @@ def cluster() -> Iterator[Cluster]:
         if IN_CI:
             pytest.fail(f"CI=true but the Kubernetes plane is unavailable: {exc}")
         pytest.skip(f"Kubernetes plane unavailable: {exc}")
+    # the backend under test (in pytester runs) reads KUBECONFIG: point it at the test plane, never
+    # at whatever cluster the developer's environment names, and restore it afterwards
+    previous = os.environ.get("KUBECONFIG")
+    os.environ["KUBECONFIG"] = str(kubeconfig)
     api = config.new_client_from_config(config_file=str(kubeconfig))
     core = client.CoreV1Api(api)
     suffix = uuid.uuid4().hex[:5]
@@ -99,6 +104,10 @@ def cluster() -> Iterator[Cluster]:
             time.sleep(0.3)
         yield made
     finally:
+        if previous is None:
+            os.environ.pop("KUBECONFIG", None)
+        else:
+            os.environ["KUBECONFIG"] = previous
         if kubelet is not None:
             kubelet.close()
         for ns in core.list_namespace(label_selector=f"{SESSION}={suffix}").items:

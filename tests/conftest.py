@@ -1,0 +1,23 @@
+"""Suite-wide setup. Shared helpers live in tests/support.py (``from support import …``)."""
+
+from __future__ import annotations
+
+
+def _preload_kubernetes_client() -> None:
+    """Import the kubernetes client's API and model classes before any in-process pytester run.
+
+    pytester drops the modules first imported inside a run when it ends. kubernetes ≥ 35 imports
+    APIs and models lazily, so a model class loaded inside one run and reloaded after it no longer
+    matches the class its API validates against (pydantic "valid instance of V1Node" errors in
+    later tests). Loading them once, up front, keeps one set of classes for the whole session.
+    """
+    try:
+        from kubernetes import client
+    except ImportError:
+        return
+    for name in client.__all__:
+        if name.endswith("Api") or name.startswith(("V1", "V2", "Core", "Rbac")):
+            getattr(client, name, None)
+
+
+_preload_kubernetes_client()
