@@ -41,7 +41,7 @@ class HeteroError(Exception):
 
     def render(self) -> str:
         """Return ``<file>:<line>:<col>: field 'x': message (hint: ...)`` on one or two lines."""
-        text = f"{self.location}: {self.message}"
+        text = f"{self.location}: {self.message}" if self.location != Location() else self.message
         if self.hint:
             text += f"\n  hint: {self.hint}"
         return text

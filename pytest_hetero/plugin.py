@@ -78,8 +78,13 @@ def pytest_configure(config: pytest.Config) -> None:
         config.addinivalue_line("markers", f"{layer}: pytest-hetero {layer} layer item")
     for kind in ("gpu", "npu", "cpu"):
         config.addinivalue_line("markers", f"{kind}: item for a resource of type {kind}")
+    if settings.matrices and config.args_source != pytest.Config.ArgsSource.ARGS:
+        # `pytest --hetero-matrix X` alone runs X, not X plus the default testpaths
+        config.args[:] = []
     extra = [str(p) for p in settings.matrices if str(p) not in config.args]
     config.args.extend(extra)
+    if worker is None:
+        _check_early(config, settings)
     if worker is None:
         recorder = config.stash[RECORDER] = Recorder(settings.bundle_dir, Redactor().data({
             "id": settings.run_id, "tool": "pytest-hetero", "tool_version": __version__,
@@ -94,6 +99,20 @@ def pytest_configure(config: pytest.Config) -> None:
                 config.stash[_PREVIOUS_SIGTERM] = signal.signal(signal.SIGTERM, _sigterm)
             except ValueError:  # not the main thread (embedded use)
                 pass
+
+
+def _check_early(config: pytest.Config, settings: Any) -> None:
+    """Refuse, before anything runs, a backend no plugin provides and a signing key that cannot sign."""
+    if settings.backend and config.hook.pytest_hetero_backend_class(name=settings.backend) is None:
+        raise pytest.UsageError(f"--hetero-backend {settings.backend!r}: no plugin provides this backend "
+                                "(built in: local, docker, kubernetes)")
+    if settings.sign_key is not None:
+        from pytest_hetero.signing import load_private_key
+
+        try:
+            load_private_key(settings.sign_key)
+        except HeteroError as exc:
+            raise pytest.UsageError(f"--hetero-sign-key / HETERO_SIGN_KEY: {exc.render()}") from None
 
 
 def _sigterm(signum: int, frame: Any) -> None:
@@ -189,7 +208,7 @@ def pytest_deselected(items: list[pytest.Item]) -> None:
     """Remember deselected layer items (-k/-m) so untested scope names them with the reason."""
     for item in items:
         if isinstance(item, LayerItem):
-            item.config.stash[DESELECTED][item.claim_id] = "deselected (-k/-m selection)"
+            item.config.stash[DESELECTED][item.claim_id] = "deselected (not selected by -k/-m/--lf in this session)"
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -261,10 +280,17 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         return
     for nodeid, reason in config.stash[DESELECTED].items():
         recorder.deselected(nodeid, reason)
+    if not config.option.collectonly:
+        # matrices whose every combination is excluded still get a bundle that says so
+        from pytest_hetero.collect import plan_uses_image
+
+        for prefix, (matrix, plan) in config.stash[PLANS].items():
+            if not plan.items:
+                recorder.matrix(str(matrix.path), prefix, matrix.name, matrix.sha256, plan_uses_image(plan))
     if not recorder.started:
         return
     interrupted = exitstatus == pytest.ExitCode.INTERRUPTED
-    stopped = session.shouldstop if isinstance(session.shouldstop, str) else ""
+    stopped = next((str(v) for v in (session.shouldfail, session.shouldstop) if isinstance(v, str) and v), "")
     recorder.end(int(exitstatus), interrupted, stopped)
     settings = config.stash[SETTINGS]
     evidence = assemble(settings.bundle_dir)

@@ -7,6 +7,7 @@ Every option is prefixed ``--hetero-…``, every ini key ``hetero_…``. Code re
 from __future__ import annotations
 
 import os
+import re
 import secrets
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -94,6 +95,9 @@ class Settings:
         return self.report_dir / self.run_id
 
 
+RUN_ID = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}")
+
+
 def new_run_id() -> str:
     """``YYYYmmddTHHMMSSZ-xxxxxx``: sortable by time, unique by a 24-bit random suffix."""
     return datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + secrets.token_hex(3)
@@ -116,16 +120,24 @@ def build_settings(config: pytest.Config, run_id: str | None = None) -> Settings
     report = opt("--hetero-report-dir") or config.getini("hetero_report_dir")
     report_dir = Path(str(report))
     if not report_dir.is_absolute():
-        report_dir = (Path.cwd() if opt("--hetero-report-dir") else rootdir) / report_dir
-    parallel = opt("--hetero-parallel") or config.getini("hetero_parallel")
-    scale = opt("--hetero-timeout-scale") or config.getini("hetero_timeout_scale")
+        # relative to the ini file's folder when there is one, else to where pytest was started
+        anchor = Path.cwd() if opt("--hetero-report-dir") or config.inipath is None else rootdir
+        report_dir = anchor / report_dir
+    parallel = opt("--hetero-parallel")
+    parallel = config.getini("hetero_parallel") if parallel is None else parallel
+    scale = opt("--hetero-timeout-scale")
+    scale = config.getini("hetero_timeout_scale") if scale is None else scale
     key = opt("--hetero-sign-key") or os.environ.get("HETERO_SIGN_KEY")
+    run_id = run_id or opt("--hetero-run-id") or new_run_id()
+    if not RUN_ID.fullmatch(run_id):
+        raise SettingsError(f"--hetero-run-id {run_id!r} is not a plain folder name",
+                            hint="use letters, digits, '.', '_' and '-' (no '/' or leading '.')")
     return Settings(
         rootdir=rootdir,
         matrix_glob=str(config.getini("hetero_matrix_glob")),
         matrices=tuple(Path(p).resolve() for p in opt("--hetero-matrix")),
         report_dir=report_dir.resolve(),
-        run_id=run_id or opt("--hetero-run-id") or new_run_id(),
+        run_id=run_id,
         backend=opt("--hetero-backend"),
         keep=bool(opt("--hetero-keep")),
         parallel=int(_number(parallel, "hetero_parallel", int, 1)),

@@ -91,9 +91,6 @@ def load_private_key(path: Path) -> Ed25519PrivateKey:
     The key's content never appears in a message."""
     try:
         mode = path.stat().st_mode
-        if os.name == "posix" and mode & (stat.S_IRWXG | stat.S_IRWXO):
-            raise SigningKeyError(f"private key file is accessible by group/others (mode {stat.S_IMODE(mode):04o})",
-                                  Location(str(path)), f"run: chmod 600 {path}")
         data = path.read_bytes()
     except OSError as exc:
         raise SigningKeyError(f"cannot read private key: {exc.strerror}", Location(str(path)),
@@ -103,8 +100,13 @@ def load_private_key(path: Path) -> Ed25519PrivateKey:
     except (ValueError, TypeError):
         key = None
     if not isinstance(key, Ed25519PrivateKey):
-        raise SigningKeyError("not an unencrypted Ed25519 private key in PEM", Location(str(path)),
-                              "create one with: hetero keygen KEY")
+        what = "a public key, not a private key" if b"PUBLIC KEY" in data else \
+            "not an unencrypted Ed25519 private key in PEM"
+        raise SigningKeyError(what, Location(str(path)), "pass the private key file; create a pair with: "
+                              "hetero keygen KEY")
+    if os.name == "posix" and mode & (stat.S_IRWXG | stat.S_IRWXO):
+        raise SigningKeyError(f"private key file is accessible by group/others (mode {stat.S_IMODE(mode):04o})",
+                              Location(str(path)), f"run: chmod 600 {path}")
     return key
 
 

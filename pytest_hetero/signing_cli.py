@@ -27,7 +27,17 @@ BROWSERS: tuple[str, ...] = ("chromium", "chromium-browser", "google-chrome", "g
 def _keygen(args: argparse.Namespace) -> int:
     private = Path(args.key)
     public = Path(args.pub) if args.pub else private.with_name(private.name + ".pub")
-    kid = generate_keypair(private, public)
+    for path in (private, public):
+        if path.exists():
+            print(f"hetero keygen: {path} already exists; not overwriting a key", file=sys.stderr)
+            return 2
+    try:
+        private.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        public.parent.mkdir(parents=True, exist_ok=True)
+        kid = generate_keypair(private, public)
+    except OSError as exc:
+        print(f"hetero keygen: cannot write {exc.filename}: {exc.strerror}", file=sys.stderr)
+        return 2
     print(f"private key: {private} (mode 0600; keep it secret)\npublic key:  {public}\nkeyid:       {kid}")
     return 0
 

@@ -57,6 +57,8 @@ def test_sigkill_keeps_finished_items_and_report_rebuilds_a_verifying_bundle(tmp
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=30)
     assert not (bundle / "evidence.json").exists()
+    if finished == 5:
+        assert _slow_children(tmp_path) == []  # PR_SET_PDEATHSIG took the model down with pytest
     keys = tmp_path / "keys"
     keys.mkdir()
     made = _hetero("keygen", str(keys / "run.key"), "--pub", str(keys / "run.pub"))
@@ -93,6 +95,21 @@ def test_sigterm_closes_the_bundle_with_not_run_items(tmp_path: Path) -> None:
     statuses = {i["nodeid"].split("::", 1)[1]: i["status"] for i in ev["untested"]["items"]}
     assert statuses["cpu-host::py::slow-model@digits-test::business"] == "not_run"
     assert (bundle / "manifest.json").exists()
+    assert _slow_children(tmp_path) == []  # the model's process group went with the run
+
+
+def _slow_children(cwd: Path) -> list[int]:
+    import psutil
+
+    time.sleep(0.5)
+    found = []
+    for p in psutil.process_iter(["cmdline", "cwd"]):
+        try:
+            if p.info["cwd"] == str(cwd) and "time.sleep(120)" in " ".join(p.info["cmdline"] or []):
+                found.append(p.pid)
+        except (psutil.Error, TypeError):
+            continue
+    return found
 
 
 

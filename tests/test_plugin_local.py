@@ -137,7 +137,7 @@ def test_markers_keyword_and_deselection_recorded(pytester: pytest.Pytester) -> 
     ev = evidence_of(pytester)
     deselected = [u for u in ev["untested"]["items"] if u["status"] == "deselected"]
     assert len(deselected) == 9
-    assert {u["reason"] for u in deselected} == {"deselected (-k/-m selection)"}
+    assert {u["reason"] for u in deselected} == {"deselected (not selected by -k/-m/--lf in this session)"}
 
 
 def test_item_whose_dependency_was_not_selected_runs_and_says_so(pytester: pytest.Pytester) -> None:

@@ -132,6 +132,16 @@ class LocalBackend(Backend):
             return result
 
 
+def _die_with_parent() -> None:
+    """In the child, before exec: ask Linux to SIGKILL it when pytest dies (even by SIGKILL)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, 9)  # PR_SET_PDEATHSIG, SIGKILL
+    except (OSError, AttributeError):
+        pass
+
+
 def run_measured(argv: list[str], tmp: Path, env: dict[str, str], cwd: Path, timeout_s: float) -> ExecResult:
     """Run ``argv``; return its ExecResult with peak RSS (MiB, from wait4) and wall duration (s).
 
@@ -142,7 +152,8 @@ def run_measured(argv: list[str], tmp: Path, env: dict[str, str], cwd: Path, tim
     with open(out_path, "wb") as out, open(err_path, "wb") as err:
         start = time.perf_counter()
         try:
-            proc = subprocess.Popen(argv, stdout=out, stderr=err, env=env, cwd=cwd, start_new_session=True)
+            proc = subprocess.Popen(argv, stdout=out, stderr=err, env=env, cwd=cwd, start_new_session=True,
+                                    preexec_fn=_die_with_parent)
         except FileNotFoundError:
             raise LayerFailed(f"entrypoint program not found: {argv[0]}", "entrypoint_missing",
                               "algorithm") from None
@@ -161,6 +172,12 @@ def run_measured(argv: list[str], tmp: Path, env: dict[str, str], cwd: Path, tim
         timer.start()
         try:
             _, status, usage = os.wait4(proc.pid, 0)
+        except BaseException:
+            # Ctrl-C / SIGTERM reach pytest, not the child's own session: stop the whole group
+            timer.cancel()
+            kill()
+            os.waitpid(proc.pid, 0)
+            raise
         finally:
             timer.cancel()
         proc.returncode = os.waitstatus_to_exitcode(status)

@@ -51,6 +51,10 @@ def parse_duration(value: float | int | str) -> float:
     return sum(float(n) * _UNIT_S[u] for n, u in parts)
 
 
+MAX_DURATION_S = 7 * 24 * 3600.0
+"""Longest layer timeout accepted (seconds); longer ones would overflow timers and hide hangs."""
+
+
 def _schema_problems(data: Any, pos: Positions, file: str) -> list[MatrixError]:
     validator = jsonschema.Draft202012Validator(matrix_schema())
     problems: list[MatrixError] = []
@@ -119,6 +123,15 @@ def _reference_problems(data: dict[str, Any], pos: Positions, file: str) -> list
                     f"known {dim}s: {', '.join(names[dim])}"
                 problems.append(MatrixError(f"exclude rule names unknown {dim} '{rule[dim]}'",
                                             Location(file, line, col, dotted(path, data)), hint))
+    for layer, conf in (spec.get("layers") or {}).items():
+        if isinstance(conf, dict) and "timeout" in conf:
+            seconds = parse_duration(conf["timeout"])
+            if not 0 < seconds <= MAX_DURATION_S:
+                path = ("spec", "layers", layer, "timeout")
+                line, col = pos.of(path)
+                problems.append(MatrixError(f"timeout {conf['timeout']!r} is {seconds:g} s, outside (0, 7 days]",
+                                            Location(file, line, col, dotted(path, data)),
+                                            "write a duration like '90s', '5m' or '2h'"))
     for i, rule in enumerate(spec.get("redact", [])):
         try:
             re.compile(rule["pattern"])
