@@ -77,12 +77,14 @@ def gpu_node(name: str, gpus: int = 8) -> client.V1Node:
     )
 
 
-def gpu_pod(name: str, gpus: int = 1) -> client.V1Pod:
-    """A pod requesting ``gpus`` nvidia.com/gpu (limit == request), GPU nodes only."""
+def gpu_pod(name: str, gpus: int = 1, node: str | None = None) -> client.V1Pod:
+    """A pod requesting ``gpus`` nvidia.com/gpu (limit == request), GPU nodes only; pinned by the
+    hostname label to ``node`` when given (the plane is shared with other tests' GPU nodes)."""
+    selector = {"nvidia.com/gpu.present": "true", **({"kubernetes.io/hostname": node} if node else {})}
     return client.V1Pod(
         metadata=client.V1ObjectMeta(name=name),
         spec=client.V1PodSpec(
-            node_selector={"nvidia.com/gpu.present": "true"},
+            node_selector=selector,
             containers=[client.V1Container(
                 name="payload",
                 image="registry.invalid/hetero/payload:0",  # never pulled on KWOK
@@ -138,7 +140,7 @@ def namespace(core):
 
 
 def test_gpu_pod_scheduled_and_running(core, gpu_node_name, namespace):
-    core.create_namespaced_pod(namespace, gpu_pod("gpu-1"))
+    core.create_namespaced_pod(namespace, gpu_pod("gpu-1", node=gpu_node_name))
 
     def running():
         pod = core.read_namespaced_pod("gpu-1", namespace)
@@ -160,9 +162,9 @@ def test_gpu_quota_refuses_second_pod(core, gpu_node_name, namespace):
     _wait(lambda: core.read_namespaced_resource_quota("gpu-quota", namespace).status.hard,
           60, "ResourceQuota status")
 
-    core.create_namespaced_pod(namespace, gpu_pod("gpu-first"))
+    core.create_namespaced_pod(namespace, gpu_pod("gpu-first", node=gpu_node_name))
     with pytest.raises(ApiException) as refused:
-        core.create_namespaced_pod(namespace, gpu_pod("gpu-second"))
+        core.create_namespaced_pod(namespace, gpu_pod("gpu-second", node=gpu_node_name))
     assert refused.value.status == 403
     assert "exceeded quota" in refused.value.body
 
@@ -172,9 +174,9 @@ def test_gpu_quota_refuses_second_pod(core, gpu_node_name, namespace):
 KWOK_GROUP, KWOK_VERSION = "kwok.x-k8s.io", "v1alpha1"
 
 
-def _running_pod(core, namespace: str, name: str) -> client.V1Pod:
-    """Create a 1-GPU pod and wait (<= 60 s) until it is Running."""
-    core.create_namespaced_pod(namespace, gpu_pod(name))
+def _running_pod(core, namespace: str, name: str, node: str) -> client.V1Pod:
+    """Create a 1-GPU pod on ``node`` and wait (<= 60 s) until it is Running."""
+    core.create_namespaced_pod(namespace, gpu_pod(name, node=node))
     return _wait(lambda: (p := core.read_namespaced_pod(name, namespace)).status.phase == "Running"
                  and p, 60, f"pod {name} Running")
 
@@ -200,7 +202,7 @@ def _exec(core, namespace: str, pod: str, command: list[str]) -> tuple[str, str,
 
 def test_exec_runs_local_command_via_exec_resource(kube_api, core, gpu_node_name, namespace,
                                                    tmp_path):
-    _running_pod(core, namespace, "payload")
+    _running_pod(core, namespace, "payload", gpu_node_name)
     crd = client.CustomObjectsApi(kube_api)
     crd.create_namespaced_custom_object(KWOK_GROUP, KWOK_VERSION, namespace, "execs", {
         "apiVersion": f"{KWOK_GROUP}/{KWOK_VERSION}", "kind": "Exec",
@@ -226,7 +228,7 @@ def test_exec_runs_local_command_via_exec_resource(kube_api, core, gpu_node_name
 
 def test_logs_served_from_local_file_via_logs_resource(kube_api, core, gpu_node_name, namespace,
                                                        tmp_path):
-    _running_pod(core, namespace, "payload")
+    _running_pod(core, namespace, "payload", gpu_node_name)
     log_file = tmp_path / "payload.log"
     # KWOK parses CRI log lines: "<RFC3339Nano> <stream> <F|P> <text>".
     log_file.write_text("2026-01-01T00:00:00.000000000Z stdout F hello from payload\n"
