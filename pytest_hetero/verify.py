@@ -123,13 +123,18 @@ def _check_signatures(envelope: dict[str, Any], payload: bytes, statement: dict[
             result.problems.append(Problem(label, "role", f"role vouches for {claim.get('layers')} but owns {owned}"))
         else:
             result.roles.setdefault(str(claim["role"]), []).append(claim)
+    if not result.run_signers and not result.problems:
+        # team sign-offs confirm a run's conclusions; they do not stand in for the run's own signature
+        result.problems.append(Problem(ATTESTATION, "unsigned", "no run signature: the bundle was written UNSIGNED "
+                                                                "and only team sign-offs were added"))
 
 
 def verify_bundle(bundle_dir: Path, public_keys: list[Ed25519PublicKey],
                   require_roles: list[str] | tuple[str, ...] = ()) -> Verification:
     """Verify ``bundle_dir`` against the trusted ``public_keys``.
 
-    Holds only if: the envelope parses; at least one signature exists and every signature is by
+    Holds only if: the envelope parses; the run's own signature exists (team sign-offs alone do
+    not make an unsigned bundle verify) and every signature is by
     a trusted key and verifies over DSSE PAE; sign-off claims verify and name layers their role
     owns; the statement is in-toto v1 with our predicate type at a known version; each subject
     (manifest.json, matrix copies) matches its digest; statement.intoto.json equals the payload;

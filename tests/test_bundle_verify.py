@@ -232,18 +232,29 @@ def test_pytest_run_signs_the_bundle(pytester: pytest.Pytester, tmp_path: Path) 
     assert secret not in (result.stdout.str() + result.stderr.str()).encode()
 
 
-def test_pytest_run_without_key_is_visibly_unsigned(pytester: pytest.Pytester, tmp_path: Path) -> None:
+def test_refused_signing_key_stops_the_run_before_anything_runs(pytester: pytest.Pytester, tmp_path: Path) -> None:
+    """Asking to sign with a key that cannot sign is a usage error up front, not an unsigned pass."""
     generate_keypair(tmp_path / "run.key", tmp_path / "run.pub")
     os.chmod(tmp_path / "run.key", 0o644)
     pytester.makefile(".matrix.yaml", t=matrix_text())
     result = pytester.runpytest_subprocess("t.matrix.yaml", "--hetero-run-id", "r2", "--hetero-report-dir", "reports",
                                            "--hetero-sign-key", str(tmp_path / "run.key"))
-    result.stdout.fnmatch_lines(["bundle UNSIGNED"])
-    result.stderr.fnmatch_lines([(f"pytest-hetero: {tmp_path / 'run.key'}: private key file is accessible by "
-                                 "group/others (mode 0644)"), f"  hint: run: chmod 600 {tmp_path / 'run.key'}"])
-    bundle = pytester.path / "reports" / "r2"
-    assert "signing key refused: private key file is accessible by group/others (mode 0644)" in \
-        (bundle / "report.html").read_text()
+    assert result.ret == 4
+    result.stderr.fnmatch_lines([(f"ERROR: --hetero-sign-key / HETERO_SIGN_KEY: {tmp_path / 'run.key'}: private key "
+                                  "file is accessible by group/others (mode 0644)"),
+                                 f"  hint: run: chmod 600 {tmp_path / 'run.key'}"])
+    assert not (pytester.path / "reports" / "r2").exists()
+    public = pytester.runpytest_subprocess("t.matrix.yaml", "--hetero-sign-key", str(tmp_path / "run.pub"))
+    assert public.ret == 4
+    public.stderr.fnmatch_lines([f"*{tmp_path / 'run.pub'}: a public key, not a private key",
+                                 "  hint: pass the private key file; create a pair with: hetero keygen KEY"])
+
+
+def test_pytest_run_without_key_is_visibly_unsigned(pytester: pytest.Pytester) -> None:
+    pytester.makefile(".matrix.yaml", t=matrix_text())
+    result = pytester.runpytest_subprocess("t.matrix.yaml", "--hetero-run-id", "r3", "--hetero-report-dir", "reports")
+    result.stdout.fnmatch_lines(["bundle UNSIGNED*"])
+    bundle = pytester.path / "reports" / "r3"
     envelope = json.loads((bundle / "attestation.intoto.jsonl").read_text())
     assert envelope["signatures"] == [] and envelope["payloadType"] == PAYLOAD_TYPE
     digest = hashlib.sha256((bundle / "manifest.json").read_bytes()).hexdigest()
@@ -317,3 +328,18 @@ def test_commands_are_registered_in_the_hetero_cli(bundle: Path, keys: dict[str,
     names = set(build_parser()._subparsers._group_actions[0].choices)  # type: ignore[union-attr]
     assert {"keygen", "sign", "verify", "render"} <= names
     assert main(["verify", str(bundle), "--key", str(keys["run.pub"])]) == 0
+
+
+def test_team_sign_off_alone_does_not_make_an_unsigned_bundle_verify(pytester: pytest.Pytester,
+                                                                       tmp_path: Path) -> None:
+    from pytest_hetero.signing import add_role_signature, load_private_key, load_public_key
+    from pytest_hetero.verify import verify_bundle
+
+    generate_keypair(tmp_path / "biz.key", tmp_path / "biz.pub")
+    pytester.makefile(".matrix.yaml", t=matrix_text())
+    pytester.runpytest_subprocess("t.matrix.yaml", "--hetero-run-id", "r4", "--hetero-report-dir", "reports")
+    bundle = pytester.path / "reports" / "r4"
+    add_role_signature(bundle, load_private_key(tmp_path / "biz.key"), "business", None)
+    result = verify_bundle(bundle, [load_public_key(tmp_path / "biz.pub")])
+    assert [(p.kind, p.detail) for p in result.problems] == [
+        ("unsigned", "no run signature: the bundle was written UNSIGNED and only team sign-offs were added")]
