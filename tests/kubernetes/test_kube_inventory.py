@@ -2,13 +2,13 @@
 
 The plane has no GPU, so the payload output is the field capture ../shared/fixtures/real/
 nvidia-smi-q-x-tesla-t4.xml (one Tesla T4) as the payload would carry it; the comparison is the
-backend's own logic (kube_workload.inventory_check)."""
+backend's own logic (kube_payload.inventory_check)."""
 
 from __future__ import annotations
 
 from support import FIXTURES
 
-from pytest_hetero.backends.kube_workload import inventory_check
+from pytest_hetero.backends.kube_payload import inventory_check
 from pytest_hetero.matrix.model import Resource
 from pytest_hetero.probes.payload import PayloadReport
 

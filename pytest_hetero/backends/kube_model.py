@@ -1,0 +1,189 @@
+"""Model runs in the resource × image workload pod: copy inputs in, exec the entrypoint, read outputs.
+
+Every model file, model code and dataset file of the matrix is copied into the pod once (a tar
+unpacked by ``tar -x`` from exec stdin, under ``/tmp/hetero-<owner>``); each model × dataset run
+then execs the rendered entrypoint in its own run directory with the layer timeout, and its
+outputs file is read back with ``cat``. On a KWOK-simulated node the exec runs on the KWOK host,
+not in the image, and the result says so (``simulated: true``).
+"""
+
+from __future__ import annotations
+
+import io
+import shlex
+import tarfile
+import uuid
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from kubernetes import client
+
+from pytest_hetero.backends import kube_client as kc
+from pytest_hetero.backends import kube_exec
+from pytest_hetero.backends.base import EXECUTION_PROVIDERS, ExecResult, render_entrypoint
+from pytest_hetero.layers.base import LayerContext, LayerFailed
+from pytest_hetero.matrix.model import Matrix
+
+if TYPE_CHECKING:
+    from pytest_hetero.backends.kubernetes import KubernetesBackend
+
+
+def input_tar(matrix: Matrix) -> bytes:
+    """A tar of every model file, model code and dataset file, laid out as in :func:`input_paths`."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for m in matrix.models:
+            if m.path.is_file():
+                tar.add(str(m.path), arcname=f"models/{m.name}/{m.path.name}")
+            code = m.code or matrix.path.parent
+            tar.add(
+                str(code),
+                arcname=f"code/{m.name}" + ("" if code.is_dir() else f"/{code.name}"),
+                filter=lambda t: None if "__pycache__" in t.name else t,
+            )
+        for d in matrix.datasets:
+            tar.add(str(d.path), arcname=f"datasets/{d.name}/{d.path.name}")
+    return buf.getvalue()
+
+
+def input_paths(
+    root: str, model: str, model_path: Path, code: Path, dataset: str, dataset_path: Path
+) -> dict[str, str]:
+    """In-pod paths ``{"model", "code", "dataset"}`` under ``root`` (where :func:`input_tar` was unpacked)."""
+    return {
+        "model": f"{root}/models/{model}/{model_path.name}",
+        "code": f"{root}/code/{model}" + ("" if code.is_dir() else f"/{code.name}"),
+        "dataset": f"{root}/datasets/{dataset}/{dataset_path.name}",
+    }
+
+
+def copy_inputs(
+    core: client.CoreV1Api, namespace: str, pod: str, matrix: Matrix, root: str, timeout_s: float
+) -> None:
+    """Unpack :func:`input_tar` at ``root`` in the pod (``tar -x`` from exec stdin).
+
+    Raises LayerFailed ``inputs_copy_failed`` (platform) when tar fails (no ``tar`` in the image).
+    """
+    done = kube_exec.run(
+        core,
+        namespace,
+        pod,
+        "workload",
+        ["/bin/sh", "-c", f"mkdir -p {shlex.quote(root)} && tar -x -f - -C {shlex.quote(root)}"],
+        timeout_s,
+        stdin=input_tar(matrix),
+    )
+    if done.exit_code != 0:
+        raise LayerFailed(
+            f"copying model/dataset inputs into {pod}:{root} failed (exit {done.exit_code}): "
+            f"{done.stderr.strip()[-300:] or done.status[-300:]}",
+            "inputs_copy_failed",
+            "platform",
+        )
+
+
+def run_model(
+    core: client.CoreV1Api,
+    namespace: str,
+    pod: str,
+    argv: list[str],
+    run_dir: str,
+    workdir: str,
+    env: dict[str, str],
+    timeout_s: float,
+) -> kube_exec.ExecOutcome:
+    """Run ``argv`` in ``workdir`` with ``env``; kill its process (pid file in ``run_dir``) at ``timeout_s``."""
+    exports = "".join(f"{k}={shlex.quote(v)}; export {k}; " for k, v in env.items())
+    script = (
+        f"mkdir -p {shlex.quote(run_dir)} && cd {shlex.quote(workdir)} && echo $$ > "
+        f"{shlex.quote(run_dir)}/.pid && {exports}exec {shlex.join(argv)}"
+    )
+    done = kube_exec.run(core, namespace, pod, "workload", ["/bin/sh", "-c", script], timeout_s)
+    if done.timed_out:
+        kube_exec.run(
+            core,
+            namespace,
+            pod,
+            "workload",
+            ["/bin/sh", "-c", f"kill -9 $(cat {shlex.quote(run_dir)}/.pid) 2>/dev/null"],
+            30,
+        )
+    return done
+
+
+def read_outputs(core: client.CoreV1Api, namespace: str, pod: str, path: str) -> bytes | None:
+    """The outputs file's bytes (``cat`` by exec), or None when it does not exist."""
+    done = kube_exec.run(core, namespace, pod, "workload", ["/bin/sh", "-c", f"cat {shlex.quote(path)}"], 60)
+    return done.stdout.encode("utf-8") if done.exit_code == 0 else None
+
+
+def execute(backend: KubernetesBackend, ctx: LayerContext) -> ExecResult:
+    """Copy inputs into the item's workload pod (once; starting it first when no startup item did),
+    exec the rendered entrypoint with the layer timeout (seconds), read the outputs file.
+
+    Raises LayerFailed ``bad_entrypoint`` (algorithm) on an unknown placeholder, ``inputs_copy_failed``
+    (:func:`copy_inputs`), and whatever :meth:`KubernetesBackend.start` raises.
+    """
+    key = (ctx.resource.name, ctx.image.name)
+    workload = backend.workloads.get(key)
+    if workload is None or "pod" not in workload:
+        ctx.record(
+            "model.note", message="no started workload from a startup item in this session; started here"
+        )
+        backend.start(ctx)
+        workload = backend.workloads[key]
+    pod, root = workload["pod"], f"/tmp/hetero-{backend.owner}"
+    if not workload.get("inputs"):
+        copy_inputs(backend.core, backend.namespace, pod, ctx.matrix, root, ctx.timeout_s)
+        workload["inputs"] = root
+    m, d = ctx.model, ctx.dataset
+    paths = input_paths(root, m.name, m.path, m.code or ctx.matrix.path.parent, d.name, d.path)
+    run_dir = f"{root}/runs/{kc.dns_name(m.name, d.name)}-{uuid.uuid4().hex[:8]}"
+    provider = EXECUTION_PROVIDERS[ctx.resource.type]
+    values = {
+        "python": str(backend.target.get("python", "python3")),
+        **paths,
+        "outputs": f"{run_dir}/outputs.json",
+        "provider": provider,
+    }
+    try:
+        argv = render_entrypoint(m.entrypoint, values)
+    except (KeyError, ValueError) as exc:
+        raise LayerFailed(
+            f"entrypoint has an unknown placeholder {exc}", "bad_entrypoint", "algorithm"
+        ) from None
+    done = run_model(
+        backend.core,
+        backend.namespace,
+        pod,
+        argv,
+        run_dir,
+        f"{root}/code/{m.name}",
+        {"HETERO_EXECUTION_PROVIDER": provider},
+        ctx.timeout_s,
+    )
+    simulated = bool(backend.nodes.get(node_of(backend, workload), {}).get("simulated"))
+    return ExecResult(
+        argv=argv,
+        exit_code=done.exit_code,
+        duration_s=done.duration_s,
+        stdout=done.stdout,
+        stderr=done.stderr,
+        timed_out=done.timed_out,
+        outputs=None
+        if done.timed_out
+        else read_outputs(backend.core, backend.namespace, pod, values["outputs"]),
+        details={
+            "pod": pod,
+            "namespace": backend.namespace,
+            "run_dir": run_dir,
+            "simulated": simulated,
+            "ran_on": "the KWOK host (simulated node)" if simulated else f"pod {pod}",
+        },
+    )
+
+
+def node_of(backend: KubernetesBackend, workload: dict[str, Any]) -> str:
+    """Name of the node the workload's pod runs on, as the run's pod watch saw it ("" when unknown)."""
+    pods = backend.watch.by_key(workload["probe"]) if backend.watch else []
+    return next(((p.get("spec") or {}).get("nodeName", "") for p in pods), "")
