@@ -39,3 +39,43 @@ def test_binary_left_alone_and_text_bytes_redacted() -> None:
     r = Redactor(ENV)
     assert r.bytes(b"\xff\xfe tok-9f8e7d6c5b") == b"\xff\xfe tok-9f8e7d6c5b"
     assert r.bytes(b"x tok-9f8e7d6c5b") == b"x [REDACTED:env:API_TOKEN]"
+
+
+SCRIPT = ("import json, os, sys; t = os.environ['HETERO_TEST_API_TOKEN']; "
+          "print('token', t, 'Authorization: Bearer ' + 'abcdefghij' + 'klmnop1234'); "
+          "print('-----BEGIN RSA PRIVATE KEY-----\\n' + 'MIIE' + 'ow\\n-----END RSA PRIVATE KEY-----'); "
+          "json.dump({{'predictions': [t], 'auths': {{'r.io': {{'auth': 'dXNlcjpwYXNz' + 'd29yZA=='}}}}}}, "
+          "open(sys.argv[1], 'w')); "
+          "print('pulling https://bob:' + 'hunter2' * 2 + '@registry.example.com/v2/ failed with ' + t, "
+          "file=sys.stderr); sys.exit(3)")
+"""Entrypoint code: str.format placeholders, so literal braces are doubled."""
+PLANTED = ("tok-5e3f9a7c1d", "abcdefghijklmnop1234", "MIIEow", "dXNlcjpwYXNzd29yZA==", "hunter2hunter2")
+
+
+def test_no_planted_secret_survives_in_any_bundle_file(pytester: pytest.Pytester,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    import json
+
+    from support import matrix_text
+
+    monkeypatch.setenv("HETERO_TEST_API_TOKEN", "tok-5e3f9a7c1d")
+    doc = json.loads(matrix_text())
+    doc["spec"]["models"][0]["entrypoint"] = ["{python}", "-c", SCRIPT, "{outputs}"]
+    doc["spec"]["redact"] = [{"kind": "customer-id", "pattern": "CUST-[0-9]{6}"}]
+    pytester.makefile(".matrix.yaml", m=json.dumps(doc))
+    result = pytester.runpytest("-p", "no:cacheprovider", "--hetero-run-id", "sec")
+    result.assert_outcomes(passed=2, failed=1, skipped=2)
+    bundle = pytester.path / "reports" / "sec"
+    texts = {p: p.read_bytes().decode("utf-8", "replace") for p in bundle.rglob("*") if p.is_file()}
+    assert len(texts) >= 8
+    leaks = [(p.name, s) for p, text in texts.items() for s in PLANTED if s in text]
+    assert leaks == []
+    evidence = texts[bundle / "evidence.json"]
+    for marker in ("[REDACTED:env:HETERO_TEST_API_TOKEN]", "[REDACTED:bearer-token]", "[REDACTED:private-key]",
+                   "[REDACTED:url-credentials]"):
+        assert marker in evidence
+    model = next(i for i in json.loads(evidence)["items"] if i["layer"] == "model")
+    assert model["failure"]["message"] == (
+        "entrypoint exited with 3: pulling https://[REDACTED:url-credentials]@registry.example.com/v2/ failed with "
+        "[REDACTED:env:HETERO_TEST_API_TOKEN]")
+    assert "tok-5e3f9a7c1d" not in result.stdout.str()
