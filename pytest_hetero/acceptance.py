@@ -26,6 +26,7 @@ Each rule yields ``{"name", "kind", "expected", "observed", "verdict": "pass"|"f
 
 from __future__ import annotations
 
+import difflib
 import math
 import operator
 import re
@@ -34,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_hetero.errors import CaseError, Location
-from pytest_hetero.matrix.yamlnodes import read_yaml
+from pytest_hetero.matrix.yamlnodes import Positions, read_yaml
 
 OPS: dict[str, Callable[[Any, Any], bool]] = {
     ">=": operator.ge, "<=": operator.le, ">": operator.gt, "<": operator.lt,
@@ -50,11 +51,34 @@ SERVICE_CHECKS: dict[str, tuple[tuple[str, ...], str]] = {
 _AGG = re.compile(r"^(mean|min|max|count)\(([A-Za-z_][A-Za-z0-9_]*)\)$")
 
 
+RULE_KEYS: tuple[str, ...] = ("name", "description", *KINDS, "op", "value", "tolerance")
+"""Keys a rule may have; any other is reported as unknown (with a ``did you mean`` hint)."""
+
+
+class RulesInvalid(CaseError):
+    """Several problems found in one AcceptanceRules file; ``problems`` keeps each, sorted by line."""
+
+    def __init__(self, problems: list[CaseError]) -> None:
+        self.problems = sorted(problems, key=lambda p: (p.location.line, p.location.column))
+        first = self.problems[0]
+        super().__init__(first.message, first.location, first.hint)
+
+    def render(self) -> str:
+        """Return every problem, one block each, prefixed with the count (one problem: just it)."""
+        if len(self.problems) == 1:
+            return self.problems[0].render()
+        head = f"{len(self.problems)} problems in {self.problems[0].location.file}:"
+        return "\n".join([head, *(p.render() for p in self.problems)])
+
+
 def load_rules(path: Path) -> list[dict[str, Any]]:
     """Read and check an AcceptanceRules file; return its rules (dicts, each with ``line``).
 
-    Raises CaseError naming file, line and field for bad YAML, wrong kind, a rule with no or
-    several kinds, an unknown op, or a missing value.
+    Raises CaseError naming file, line and field for bad YAML, a wrong kind or no rules (the
+    first problem found). The rules themselves are all checked: a rule with no name, an unknown
+    key (line and column of the key; ``did you mean`` hint), no or several kinds, an unknown op,
+    a missing value, or a kind's bad bounds; several such problems raise :class:`RulesInvalid`
+    (a CaseError) listing each, one alone raises that CaseError.
     """
     data, pos = read_yaml(path, CaseError)
     where = str(path)
@@ -64,39 +88,72 @@ def load_rules(path: Path) -> list[dict[str, Any]]:
     rules = data.get("rules")
     if not isinstance(rules, list) or not rules:
         raise CaseError("no rules", Location(where, *pos.of(("rules",)), "rules"), "list at least one rule")
-    out = []
+    out, problems = [], []
     for i, rule in enumerate(rules):
-        line, col = pos.of(("rules", i))
-        loc = Location(where, line, col, f"rules[{i}]")
-        if not isinstance(rule, dict) or not isinstance(rule.get("name"), str):
-            raise CaseError("each rule needs a name", loc, "add name: <short-id>")
-        kinds = [k for k in KINDS if k in rule]
-        if len(kinds) != 1:
-            raise CaseError(f"rule '{rule['name']}' must have exactly one of metric, golden, latency",
-                            loc, "split it into separate rules (inference services also take "
-                            "service_latency, error_rate, throughput)")
-        if kinds[0] in SERVICE_CHECKS:
-            _check_service_rule(rule["name"], kinds[0], rule[kinds[0]], loc)
-        if kinds[0] == "metric":
-            if rule.get("op") not in OPS:
-                raise CaseError(f"rule '{rule['name']}': op {rule.get('op')!r} unknown", loc,
-                                f"use one of {' '.join(OPS)}")
-            if not isinstance(rule.get("value"), (int, float)) or isinstance(rule.get("value"), bool):
-                raise CaseError(f"rule '{rule['name']}': value must be a number", loc, "e.g. value: 0.95")
-        if kinds[0] == "latency":
-            lat = rule["latency"]
-            if not isinstance(lat, dict) or not isinstance(lat.get("max_ms"), (int, float)) \
-                    or not 0 <= float(lat.get("percentile", -1)) <= 100:
-                raise CaseError(f"rule '{rule['name']}': latency needs percentile (0-100) and max_ms",
-                                loc, "e.g. latency: {percentile: 95, max_ms: 20}")
-        if kinds[0] == "golden":
-            gold = rule["golden"]
-            if not isinstance(gold, dict) or not isinstance(gold.get("samples"), list) or not all(
-                    isinstance(s, dict) and "index" in s and "expected" in s for s in gold["samples"]):
-                raise CaseError(f"rule '{rule['name']}': golden needs samples: [{{index, expected}}]",
-                                loc, "e.g. samples: [{index: 0, expected: 7}]")
-        out.append({**rule, "kind": kinds[0], "line": line})
+        found = _rule_problems(rule, i, pos, where)
+        if found:
+            problems.extend(found)
+            continue
+        kind = next(k for k in KINDS if k in rule)
+        out.append({**rule, "kind": kind, "line": pos.of(("rules", i))[0]})
+    if len(problems) == 1:
+        raise problems[0]
+    if problems:
+        raise RulesInvalid(problems)
     return out
+
+
+def _rule_problems(rule: Any, i: int, pos: Positions, where: str) -> list[CaseError]:
+    """Every problem of rule ``i`` (empty when it is valid)."""
+    line, col = pos.of(("rules", i))
+    loc = Location(where, line, col, f"rules[{i}]")
+    problems = []
+    unknown = [k for k in rule if k not in RULE_KEYS] if isinstance(rule, dict) else []
+    for key in unknown:
+        close = difflib.get_close_matches(key, RULE_KEYS, n=1)
+        key_loc = Location(where, *pos.of(("rules", i, key), key=True), f"rules[{i}].{key}")
+        problems.append(CaseError(
+            f"unknown key '{key}'", key_loc,
+            f"did you mean '{close[0]}'?" if close else f"allowed keys: {', '.join(RULE_KEYS)}"))
+    if not isinstance(rule, dict) or not isinstance(rule.get("name"), str):
+        return [*problems, CaseError("each rule needs a name", loc, "add name: <short-id>")]
+    kinds = [k for k in KINDS if k in rule]
+    if len(kinds) != 1:
+        if kinds or not unknown:  # no kind but a misspelt key: the unknown-key hint says it all
+            problems.append(CaseError(
+                f"rule '{rule['name']}' must have exactly one of metric, golden, latency", loc,
+                "split it into separate rules (inference services also take service_latency, error_rate, "
+                "throughput)"))
+        return problems
+    try:
+        _check_rule(rule, kinds[0], loc)
+    except CaseError as exc:
+        problems.append(exc)
+    return problems
+
+
+def _check_rule(rule: dict[str, Any], kind: str, loc: Location) -> None:
+    if kind in SERVICE_CHECKS:
+        _check_service_rule(rule["name"], kind, rule[kind], loc)
+    if kind == "metric":
+        if rule.get("op") not in OPS:
+            raise CaseError(f"rule '{rule['name']}': op {rule.get('op')!r} unknown", loc,
+                            f"use one of {' '.join(OPS)}")
+        if not isinstance(rule.get("value"), (int, float)) or isinstance(rule.get("value"), bool):
+            raise CaseError(f"rule '{rule['name']}': value must be a number", loc, "e.g. value: 0.95")
+    if kind == "latency":
+        lat = rule["latency"]
+        pct = lat.get("percentile") if isinstance(lat, dict) else None
+        if not isinstance(lat, dict) or not isinstance(lat.get("max_ms"), (int, float)) \
+                or not isinstance(pct, (int, float)) or not 0 <= pct <= 100:
+            raise CaseError(f"rule '{rule['name']}': latency needs percentile (0-100) and max_ms",
+                            loc, "e.g. latency: {percentile: 95, max_ms: 20}")
+    if kind == "golden":
+        gold = rule["golden"]
+        if not isinstance(gold, dict) or not isinstance(gold.get("samples"), list) or not all(
+                isinstance(s, dict) and "index" in s and "expected" in s for s in gold["samples"]):
+            raise CaseError(f"rule '{rule['name']}': golden needs samples: [{{index, expected}}]",
+                            loc, "e.g. samples: [{index: 0, expected: 7}]")
 
 
 def _check_service_rule(name: str, kind: str, body: Any, loc: Location) -> None:

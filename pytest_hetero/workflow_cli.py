@@ -32,21 +32,68 @@ def scheduling_per_image(matrix: Matrix, backend: str | None = None) -> bool:
     return bool(cls.scheduling_per_image)
 
 
-def lint(paths: list[Path], out: Any = None) -> int:
-    """Validate every matrix in ``paths`` without running; print every problem to ``out`` (default
-    stdout). Returns 1 if any file has a problem, else 0."""
+def lint(paths: list[Path], out: Any = None, *, digests: bool = False) -> int:
+    """Validate every file in ``paths`` without running; print every problem to ``out`` (default
+    stdout). Returns 1 if any file has a problem, else 0.
+
+    A ValidationMatrix is loaded and expanded (schema and reference errors as collection gives
+    them); a matrix that loads also has what it points at checked
+    (:func:`~pytest_hetero.matrix.references.reference_problems`: files, code folders, acceptance
+    files, entrypoint placeholders; sha256 of each file too with ``digests``). A file whose
+    ``kind`` is ``AcceptanceRules`` is checked as rules. Raises nothing for bad content.
+    """
+    from pytest_hetero.matrix.references import display, reference_problems
+
     out = out or sys.stdout
     bad = 0
     for path in paths:
+        if _kind(path) == "AcceptanceRules":
+            bad += _lint_rules(path, out)
+            continue
         try:
             matrix = load_matrix(path)
-            plan = expand(matrix, scheduling_per_image=scheduling_per_image(matrix))
         except HeteroError as exc:
             bad += 1
             print(exc.render(), file=out)
             continue
+        problems: list[HeteroError] = []
+        try:
+            plan = expand(matrix, scheduling_per_image=scheduling_per_image(matrix))
+        except HeteroError as exc:
+            problems.extend(getattr(exc, "problems", [exc]))
+        problems.extend(reference_problems(matrix, digests=digests))
+        if problems:
+            bad += 1
+            head = [f"{len(problems)} problems in {display(matrix.path)}:"] if len(problems) > 1 else []
+            print("\n".join([*head, *(p.render() for p in problems)]), file=out)
+            continue
         print(f"ok: {path} ({matrix.name}: {len(plan.items)} items, {len(plan.omitted)} omitted)", file=out)
     return 1 if bad else 0
+
+
+def _kind(path: Path) -> object:
+    """The ``kind`` of the YAML document at ``path``; None when it cannot be read (load_matrix says why)."""
+    from pytest_hetero.matrix.yamlnodes import read_yaml
+
+    try:
+        data, _ = read_yaml(path, MatrixError)
+    except (HeteroError, RecursionError):
+        return None
+    return data.get("kind") if isinstance(data, dict) else None
+
+
+def _lint_rules(path: Path, out: Any) -> int:
+    """Check an AcceptanceRules file; print ok or every problem. Returns 1 on a problem, else 0."""
+    from pytest_hetero.acceptance import load_rules
+    from pytest_hetero.errors import CaseError
+
+    try:
+        rules = load_rules(path)
+    except CaseError as exc:
+        print(exc.render(), file=out)
+        return 1
+    print(f"ok: {path} (AcceptanceRules: {len(rules)} rules)", file=out)
+    return 0
 
 
 def estimate(matrix: Matrix, plan: Plan, run_ids: set[str], bundle: dict[str, Any] | None) -> dict[str, Any]:
@@ -136,7 +183,7 @@ def _print_plan(rep: dict[str, Any], out: Any) -> None:
 
 
 def _cmd_lint(args: argparse.Namespace) -> int:
-    return lint(args.matrices)
+    return lint(args.matrices, digests=args.digests)
 
 
 def _cmd_plan(args: argparse.Namespace) -> int:
@@ -199,8 +246,13 @@ def add_parser(subparsers: Any) -> None:
     """Register ``lint``, ``plan``, ``diff`` and ``merge``."""
     from pytest_hetero.baseline import DEFAULT_TOLERANCE, POLICIES
 
-    p = subparsers.add_parser("lint", help="validate matrices without running (all problems, exit 1 on any)")
+    p = subparsers.add_parser("lint", help="validate matrices (and AcceptanceRules files) without running: "
+                              "schema, referenced files, acceptance rules, entrypoint placeholders "
+                              "(all problems, exit 1 on any)")
     p.add_argument("matrices", nargs="+", type=Path, metavar="MATRIX")
+    p.add_argument("--digests", action="store_true",
+                   help="also compute each model and dataset file's sha256 and compare it with the "
+                   "declared one")
     p.set_defaults(func=_cmd_lint)
     p = subparsers.add_parser("plan", help="what a run would do: items, omissions, untested, duration estimate")
     p.add_argument("matrix", type=Path, metavar="MATRIX")

@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from support import DIGITS, dedent
-from pytest_hetero.acceptance import evaluate, load_rules, percentile
+
+from pytest_hetero.acceptance import RulesInvalid, evaluate, load_rules, percentile
 from pytest_hetero.errors import CaseError
 
 OUTPUTS = {"indices": [0, 5, 10, 15], "labels": [0, 5, 0, 5], "predictions": [0, 9, 0, 5],
@@ -73,3 +73,29 @@ def test_percentile_nearest_rank() -> None:
     assert percentile([5.0, 1.0, 3.0, 2.0, 4.0], 95) == 5.0
     assert percentile([5.0, 1.0, 3.0, 2.0, 4.0], 50) == 3.0
     assert percentile([7.0], 0) == 7.0
+
+
+def test_unknown_rule_key_says_where_and_what_was_meant(tmp_path: Path) -> None:
+    with pytest.raises(CaseError) as info:
+        _rules(tmp_path, "  - name: x\n    metrc: accuracy\n    op: '>='\n    value: 0.9\n")
+    assert info.value.render() == (f"{tmp_path / 'r.yaml'}:5:5: field 'rules[0].metrc': unknown key 'metrc'\n"
+                                   "  hint: did you mean 'metric'?")
+
+
+def test_every_rule_problem_reported_at_once(tmp_path: Path) -> None:
+    with pytest.raises(RulesInvalid) as info:
+        _rules(tmp_path, dedent("""
+          - {name: a, metric: accuracy, op: '>=', value: 1, colour: red}
+          - {name: b, metric: accuracy, op: '=>', value: 1}
+          - {name: c, latency: {percentile: 95}}
+        """))
+    where = tmp_path / "r.yaml"
+    assert info.value.message == "unknown key 'colour'"
+    assert info.value.render() == dedent(f"""
+        3 problems in {where}:
+        {where}:4:51: field 'rules[0].colour': unknown key 'colour'
+          hint: allowed keys: name, description, metric, golden, latency, service_latency, error_rate, throughput, op, value, tolerance
+        {where}:5:3: field 'rules[1]': rule 'b': op '=>' unknown
+          hint: use one of >= <= > < == !=
+        {where}:6:3: field 'rules[2]': rule 'c': latency needs percentile (0-100) and max_ms
+          hint: e.g. latency: {{percentile: 95, max_ms: 20}}""")

@@ -1,0 +1,126 @@
+"""What a loaded matrix points at, checked without running: the files behind its models and
+datasets, the model code folders, the acceptance rules files and the entrypoint placeholders
+(``hetero lint``; a run finds the same problems only when it reaches the layer that needs them).
+
+Each problem is a :class:`~pytest_hetero.errors.MatrixError` naming the matrix file and the
+line of the model or dataset entry (``Model.line`` / ``Dataset.line``), the field, and a hint;
+a broken acceptance rules file gives its own problems, at their lines in that file.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from string import Formatter
+
+from pytest_hetero.acceptance import RulesInvalid, load_rules
+from pytest_hetero.errors import CaseError, HeteroError, Location, MatrixError
+from pytest_hetero.layers.startup import file_sha256
+from pytest_hetero.matrix.model import Matrix
+
+Report = Callable[[str, int, str, str], None]
+"""Records one problem: (message, entry line, field, hint)."""
+PLACEHOLDERS: tuple[str, ...] = ("python", "code", "model", "dataset", "outputs", "provider")
+"""Entrypoint placeholders the backends substitute (see ``backends.base.render_entrypoint``)."""
+KNOWN = " ".join("{" + p + "}" for p in PLACEHOLDERS)
+
+
+def display(path: Path) -> str:
+    """``path`` relative to the working directory when under it, else as given (as load_matrix names it)."""
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
+def reference_problems(matrix: Matrix, *, digests: bool = False) -> list[HeteroError]:
+    """Every problem of what ``matrix`` references, in entry order (empty when all is well).
+
+    Checks: each model file (not for a served model that declares none) and dataset file is a
+    file; each model ``code`` is a folder; each acceptance file exists and loads with
+    :func:`~pytest_hetero.acceptance.load_rules` (its problems are returned as they are, located in
+    that file); each entrypoint placeholder is one of :data:`PLACEHOLDERS`. With ``digests``,
+    each file's sha256 is computed and compared with the declared one (both named). Raises
+    nothing for bad content; an unreadable file is reported as a problem.
+    """
+    file = display(matrix.path)
+    problems: list[HeteroError] = []
+
+    def err(message: str, line: int, field: str, hint: str) -> None:
+        problems.append(MatrixError(message, Location(file, line, 0, field), hint))
+
+    for i, model in enumerate(matrix.models):
+        where = f"spec.models[{i}:{model.name}]"
+        if model.serving is None or model.sha256:
+            _file(err, f"model '{model.name}'", model.path, model.sha256, model.line, f"{where}.uri", digests)
+        if model.code is not None and model.serving is None:
+            if not model.code.exists():
+                err(f"model '{model.name}' code folder not found: {model.code}", model.line, f"{where}.code",
+                    "check code: (relative to the matrix file's folder)")
+            elif not model.code.is_dir():
+                err(f"model '{model.name}' code is a file, not a folder: {model.code}", model.line,
+                    f"{where}.code", "point code: at the folder the entrypoint's {code} stands for")
+        for j, arg in enumerate(model.entrypoint):
+            try:
+                unknown = _unknown_placeholders(arg)
+            except ValueError:
+                err(f"model '{model.name}' entrypoint argument {arg!r} has an unbalanced brace", model.line,
+                    f"{where}.entrypoint[{j}]", "write {{ and }} for a literal brace")
+                continue
+            for name in unknown:
+                err(f"model '{model.name}' entrypoint uses unknown placeholder {name}", model.line,
+                    f"{where}.entrypoint[{j}]",
+                    f"known: {KNOWN}; write {{{{ and }}}} for a literal brace")
+    for i, dataset in enumerate(matrix.datasets):
+        where = f"spec.datasets[{i}:{dataset.name}]"
+        _file(err, f"dataset '{dataset.name}'", dataset.path, dataset.sha256, dataset.line, f"{where}.uri",
+              digests)
+        if dataset.acceptance is None:
+            continue
+        if not dataset.acceptance.is_file():
+            state = "is a folder, not a file" if dataset.acceptance.is_dir() else "not found"
+            err(f"acceptance file of dataset '{dataset.name}' {state}: {dataset.acceptance}", dataset.line,
+                f"{where}.acceptance", "point acceptance: at an AcceptanceRules YAML file "
+                "(relative to the matrix file's folder)")
+            continue
+        try:
+            load_rules(dataset.acceptance)
+        except RulesInvalid as exc:
+            problems.extend(_relocated(p) for p in exc.problems)
+        except CaseError as exc:
+            problems.append(_relocated(exc))
+    return problems
+
+
+def _file(report: Report, what: str, path: Path, declared: str, line: int, field: str, digests: bool) -> None:
+    if not path.exists():
+        report(f"{what} file not found: {path}", line, field,
+               "check uri: (relative to the matrix file's folder)")
+    elif not path.is_file():
+        report(f"{what} uri is a folder, not a file: {path}", line, field,
+               "point uri: at the file itself (its sha256 is of that file)")
+    elif digests and declared:
+        try:
+            observed = file_sha256(path)
+        except OSError as exc:
+            report(f"{what} file cannot be read: {exc.strerror}", line, field, "check its permissions")
+            return
+        if observed != declared:
+            report(f"{what} sha256 mismatch: matrix declares {declared}, file {path} has {observed}", line,
+                   f"{field[:-len('.uri')]}.sha256",
+                   "update sha256 if the file changed on purpose (`sha256sum FILE`), else restore the file")
+
+
+def _unknown_placeholders(arg: str) -> list[str]:
+    """Placeholders of one entrypoint argument that are not in PLACEHOLDERS, as written (``{gpu_id}``).
+
+    Raises ValueError for a lone ``{`` or ``}`` (str.format would fail on it at run time).
+    """
+    fields = [name for _, name, _, _ in Formatter().parse(arg) if name is not None]
+    return ["{" + name + "}" for name in fields if name not in PLACEHOLDERS]
+
+
+def _relocated(exc: CaseError) -> CaseError:
+    loc = exc.location
+    where = Location(display(Path(loc.file)), loc.line, loc.column, loc.field)
+    return CaseError(exc.message, where, exc.hint)
