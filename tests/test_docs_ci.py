@@ -21,7 +21,7 @@ DOCS = REPO / "docs" / "ci"
 # CI expressions replaced by sample values: GitHub ${{ … }}, then shell/GitLab variables
 GITHUB_EXPR = re.compile(r"\$\{\{\s*([^}]*?)\s*\}\}")
 SHELL_VAR = re.compile(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?")
-SAMPLE = {"matrix.shard": "2", "CI_NODE_INDEX": "2", "CI_NODE_TOTAL": "4"}
+SAMPLE = {"matrix.shard": "2", "CI_NODE_INDEX": "2", "CI_NODE_TOTAL": "4", "CI_PIPELINE_ID": "4711"}
 SEPARATORS = re.compile(r";|&&|\|\||\bthen\b|\bdo\b|\belse\b")
 
 

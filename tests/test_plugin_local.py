@@ -229,3 +229,22 @@ def test_sensitive_dataset_keeps_digests_and_verdicts_not_content(pytester: pyte
     bundle = pytester.path / "reports" / ev["run"]["id"]
     assert not list(bundle.rglob("outputs.json")) and not list(bundle.rglob("stdout.txt"))
     assert "predictions" not in (bundle / "evidence.json").read_text()
+
+
+def test_full_profile_repeats_model_runs_and_judges_every_business_sample(pytester: pytest.Pytester) -> None:
+    doc = json.loads(matrix_text())
+    doc["spec"]["profiles"] = {"full": {"layers": ["discovery", "scheduling", "startup", "model", "business"],
+                                        "repeat": 3}}
+    pytester.makefile(".matrix.yaml", m=json.dumps(doc))
+    result = pytester.runpytest("-p", "no:cacheprovider", "--hetero-profile", "full")
+    result.assert_outcomes(passed=4, skipped=1)
+    ev = evidence_of(pytester)
+    items = {i["layer"]: i for i in ev["items"]}
+    assert [r["data"] for r in items["model"]["records"] if r["kind"] == "model.repeat"] == [
+        {"run": 1, "of": 3}, {"run": 2, "of": 3}, {"run": 3, "of": 3}]
+    assert [a["name"] for a in items["model"]["artifacts"]] == [
+        "stdout-r1.txt", "stderr-r1.txt", "outputs-r1.json", "stdout-r2.txt", "stderr-r2.txt", "outputs-r2.json",
+        "stdout-r3.txt", "stderr-r3.txt", "outputs-r3.json"]
+    judged = [r["data"] for r in items["business"]["records"] if r["kind"] == "business.rules"]
+    assert [j["run"] for j in judged] == [1, 2, 3]
+    assert all(r["verdict"] == "pass" for j in judged for r in j["results"])

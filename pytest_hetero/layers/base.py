@@ -130,31 +130,35 @@ OUTPUTS = "outputs.json"
 """Name of the model outputs artifact the business layer evaluates."""
 
 
-def keep_outputs(ctx: LayerContext, raw: bytes) -> None:
+def keep_outputs(ctx: LayerContext, raw: bytes, run: int = 0) -> None:
     """Hand a model run's outputs (JSON bytes) to the business item and record them.
 
     Normal datasets: written as the ``outputs.json`` artifact. Sensitive datasets
     (``datasets[].sensitive``): only sha256 and size are recorded; the content stays in memory
-    for the business item of this process and never reaches the bundle.
+    for the business item of this process and never reaches the bundle. ``run`` ≥ 1 numbers a
+    repeated sample (``outputs-rN.json``); the business item judges every sample.
     """
+    key = ctx.planned.id + (f"#r{run}" if run else "")
     if ctx.dataset.sensitive:
-        ctx.handoff[ctx.planned.id] = raw
+        ctx.handoff[key] = raw
         ctx.record("model.outputs", artifact=None, sha256=hashlib.sha256(raw).hexdigest(), bytes=len(raw),
                    withheld="sensitive dataset: outputs content kept out of the evidence")
         return
-    art = ctx.artifact(OUTPUTS, raw, "application/json")
-    ctx.record("model.outputs", artifact=art.path, sha256=art.sha256, bytes=art.size)
+    art = ctx.artifact(OUTPUTS.replace(".json", f"-r{run}.json") if run else OUTPUTS, raw, "application/json")
+    ctx.record("model.outputs", artifact=art.path, sha256=art.sha256, bytes=art.size, run=run or None)
 
 
-def outputs_of(ctx: LayerContext, parts: tuple[str, ...]) -> bytes:
-    """The outputs of the model item ``parts`` (handed over in this process, else its artifact).
+def outputs_of(ctx: LayerContext, parts: tuple[str, ...], run: int = 0) -> bytes:
+    """The outputs of the model item ``parts`` (handed over in this process, else its artifact);
+    ``run`` ≥ 1 picks a repeated sample.
 
     Raises OSError when neither exists (e.g. a sensitive dataset's model ran in another process).
     """
-    handed = ctx.handoff.pop("::".join(parts), None)
+    handed = ctx.handoff.pop("::".join(parts) + (f"#r{run}" if run else ""), None)
     if handed is not None:
         return handed
-    return (artifact_dir_for(ctx.settings.bundle_dir, parts) / OUTPUTS).read_bytes()
+    name = OUTPUTS.replace(".json", f"-r{run}.json") if run else OUTPUTS
+    return (artifact_dir_for(ctx.settings.bundle_dir, parts) / name).read_bytes()
 
 
 def artifact_dir_for(bundle_dir: Path, parts: tuple[str, ...]) -> Path:

@@ -23,23 +23,32 @@ def check(ctx: LayerContext) -> None:
     except CaseError as exc:
         raise LayerFailed(exc.render(), "bad_rules", "business") from None
     depends = ctx.planned.depends_on or ()
-    try:
-        outputs = json.loads(outputs_of(ctx, depends).decode("utf-8"))
-    except (OSError, ValueError) as exc:
-        raise LayerBroken(f"outputs of {'::'.join(depends)} unreadable: {exc}", "outputs_unavailable") from None
-    results = evaluate(rules, outputs if isinstance(outputs, dict) else {})
-    if dataset.sensitive:  # verdicts and aggregates only: no per-sample values
-        for r in results:
-            if r["kind"] == "golden":
-                r["detail"] = "[withheld: sensitive dataset]" if r["detail"] else ""
-    ctx.record("business.rules", file=str(dataset.acceptance), outputs_of="::".join(depends),
-               sensitive=dataset.sensitive, results=results)
-    failed = [r for r in results if r["verdict"] != "pass"]
-    if failed:
-        text = "; ".join(f"{r['name']}: expected {r['expected']}, observed {r['observed']}"
-                         + (f" ({r['detail']})" if r["detail"] else "") for r in failed)
-        # a served model's wrong answers are the model's (algorithm); missed bounds stay business's
-        answers_wrong = all(r["kind"] in ("metric", "golden") for r in failed)
-        owner = "algorithm" if ctx.model.serving is not None and answers_wrong else "business"
-        raise LayerFailed(f"{len(failed)} of {len(results)} acceptance rules failed: {text}",
-                          "acceptance_failed", owner)
+    from pytest_hetero.layers.execution import repeats
+
+    count = repeats(ctx) if ctx.model.serving is None else 1
+    failures: list[str] = []
+    owners: set[str] = set()
+    for run in range(1, count + 1) if count > 1 else (0,):
+        try:
+            outputs = json.loads(outputs_of(ctx, depends, run).decode("utf-8"))
+        except (OSError, ValueError) as exc:
+            raise LayerBroken(f"outputs of {'::'.join(depends)} unreadable: {exc}", "outputs_unavailable") from None
+        results = evaluate(rules, outputs if isinstance(outputs, dict) else {})
+        if dataset.sensitive:  # verdicts and aggregates only: no per-sample values
+            for r in results:
+                if r["kind"] == "golden":
+                    r["detail"] = "[withheld: sensitive dataset]" if r["detail"] else ""
+        ctx.record("business.rules", file=str(dataset.acceptance), outputs_of="::".join(depends),
+                   sensitive=dataset.sensitive, results=results, run=run or None)
+        failed = [r for r in results if r["verdict"] != "pass"]
+        if failed:
+            text = "; ".join(f"{r['name']}: expected {r['expected']}, observed {r['observed']}"
+                             + (f" ({r['detail']})" if r["detail"] else "") for r in failed)
+            prefix = f"sample {run} of {count}: " if run else ""
+            failures.append(f"{prefix}{len(failed)} of {len(results)} acceptance rules failed: {text}")
+            # a served model's wrong answers are the model's (algorithm); missed bounds stay business's
+            answers_wrong = all(r["kind"] in ("metric", "golden") for r in failed)
+            owners.add("algorithm" if ctx.model.serving is not None and answers_wrong else "business")
+    if failures:
+        raise LayerFailed("; ".join(failures), "acceptance_failed", "business" if "business" in owners
+                          else owners.pop())

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 
+from pytest_hetero.errors import HeteroError
 from pytest_hetero.evidence.model import bounded, sha256_text
 from pytest_hetero.layers.base import LayerContext, LayerFailed, keep_outputs
 
@@ -26,6 +27,28 @@ def check(ctx: LayerContext) -> None:
 
         execute(ctx)
         return
+    repeat = repeats(ctx)
+    for run in range(1, repeat + 1):
+        if repeat > 1:
+            ctx.record("model.repeat", run=run, of=repeat)
+        _run_once(ctx, run if repeat > 1 else 0)
+
+
+def repeats(ctx: LayerContext) -> int:
+    """How many times the profile that runs asks for each model run and business sample (``repeat``)."""
+    if not ctx.settings.profile:
+        return 1
+    from pytest_hetero.selection import resolve_profile
+
+    try:
+        return max(1, resolve_profile(ctx.matrix, ctx.settings.profile).repeat)
+    except HeteroError:
+        return 1
+
+
+def _run_once(ctx: LayerContext, run: int) -> None:
+    """One entrypoint run; ``run`` ≥ 1 numbers a repeated sample (its outputs kept as outputs-rN.json)."""
+    model, dataset = ctx.model, ctx.dataset
     sensitive = dataset.sensitive
     ctx.record("model.identity", model=model.name, version=model.version, sha256=model.sha256,
                dataset=dataset.name, dataset_version=dataset.version, dataset_sha256=dataset.sha256)
@@ -38,8 +61,9 @@ def check(ctx: LayerContext) -> None:
     else:
         streams = {"stdout": bounded(result.stdout, ctx.output_limit),
                    "stderr": bounded(result.stderr, ctx.output_limit)}
-        arts = {"stdout_artifact": ctx.artifact("stdout.txt", result.stdout).path,
-                "stderr_artifact": ctx.artifact("stderr.txt", result.stderr).path}
+        suffix = f"-r{run}" if run else ""
+        arts = {"stdout_artifact": ctx.artifact(f"stdout{suffix}.txt", result.stdout).path,
+                "stderr_artifact": ctx.artifact(f"stderr{suffix}.txt", result.stderr).path}
     ctx.record("model.run", argv=result.argv, exit_code=result.exit_code,
                duration_s=round(result.duration_s, 4), timed_out=result.timed_out,
                timeout_s=ctx.timeout_s, peak_rss_mib=result.peak_rss_mib, **streams, **arts, **result.details)
@@ -58,4 +82,4 @@ def check(ctx: LayerContext) -> None:
         json.loads(raw)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise LayerFailed(f"outputs file is not JSON: {exc}", "bad_outputs", "algorithm") from None
-    keep_outputs(ctx, raw)
+    keep_outputs(ctx, raw, run)
