@@ -363,8 +363,8 @@ def pytest_hetero_write_reports(evidence: dict[str, Any], bundle_dir: Any, setti
 
 
 def _profiles(evidence: dict[str, Any], name: str | None) -> dict[str, dict[str, Any]]:
-    """Matrix name → the profile that ran (layers, representative, repeat; ``repeat`` > 1 is
-    recorded but not yet executed as repeated samples)."""
+    """Matrix name → the profile that ran (layers, representative, repeat: with ``repeat`` > 1 each
+    model item runs that many times and its business item judges every sample)."""
     out: dict[str, dict[str, Any]] = {}
     if name is None:
         return out
