@@ -7,10 +7,13 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from conftest import Cluster
+from typing import TYPE_CHECKING
 from kubekit import BASE, GFD, SESSION
 from kubernetes.client.rest import ApiException
 from support import REPO, evidence_of
+
+if TYPE_CHECKING:  # annotation only: 'conftest' names differ per folder at run time
+    from conftest import Cluster
 
 EXAMPLE = REPO / "matrices" / "example-k8s.matrix.yaml"
 

@@ -10,9 +10,12 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from conftest import Cluster
+from typing import TYPE_CHECKING
 from kubekit import kube_matrix
 from support import evidence_of, statuses
+
+if TYPE_CHECKING:  # annotation only: 'conftest' names differ per folder at run time
+    from conftest import Cluster
 
 COMBO = "digits-logreg@digits-test"
 

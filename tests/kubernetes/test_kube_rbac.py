@@ -12,11 +12,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from typing import TYPE_CHECKING
 import yaml
-from conftest import Cluster
 from kubekit import SESSION, kube_matrix
 from kubernetes import utils
 from support import REPO, evidence_of
+
+if TYPE_CHECKING:  # annotation only: 'conftest' names differ per folder at run time
+    from conftest import Cluster
 
 
 def install_rbac(cluster: Cluster, namespace: str, drop: tuple[str, str] | None = None) -> dict[str, Any]:

@@ -9,9 +9,12 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from conftest import Cluster
+from typing import TYPE_CHECKING
 from kubekit import kube_matrix
 from support import evidence_of
+
+if TYPE_CHECKING:  # annotation only: 'conftest' names differ per folder at run time
+    from conftest import Cluster
 
 
 def items(ev: dict[str, Any]) -> dict[str, dict[str, Any]]:

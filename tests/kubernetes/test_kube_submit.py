@@ -12,13 +12,16 @@ import time
 from typing import Any
 
 import pytest
-from conftest import Cluster
+from typing import TYPE_CHECKING
 from kubekit import kube_matrix
 from kubernetes.client.rest import ApiException
 from support import evidence_of
 
 from pytest_hetero.backends.kube_client import api_outcome
 from pytest_hetero.layers.base import LayerBroken, LayerFailed
+
+if TYPE_CHECKING:  # annotation only: 'conftest' names differ per folder at run time
+    from conftest import Cluster
 
 
 def items(pytester: pytest.Pytester) -> dict[str, dict[str, Any]]:
