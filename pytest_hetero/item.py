@@ -18,7 +18,7 @@ from pytest_hetero.backends.base import Backend
 from pytest_hetero.errors import HeteroError
 from pytest_hetero.evidence.model import Failure, ItemEvidence, utc_now
 from pytest_hetero.layers import CHECKS
-from pytest_hetero.layers.base import LayerBroken, LayerContext, LayerFailed, LayerOutcome, NotApplicable
+from pytest_hetero.layers.base import LayerBroken, LayerContext, LayerOutcome, NotApplicable
 from pytest_hetero.matrix.expand import PlannedItem
 from pytest_hetero.matrix.model import Matrix
 from pytest_hetero.redact import Redactor

@@ -8,11 +8,11 @@ import pytest
 
 if TYPE_CHECKING:
     from pytest_hetero.backends.base import Backend
-    from pytest_hetero.evidence.recorder import Recorder
+    from pytest_hetero.evidence.recorder import Recorder  # noqa: F401 - named in StashKey["…"]
     from pytest_hetero.matrix.expand import Plan
     from pytest_hetero.matrix.model import Matrix
     from pytest_hetero.redact import Redactor
-    from pytest_hetero.settings import Settings
+    from pytest_hetero.settings import Settings  # noqa: F401 - named in StashKey["…"]
 
 SETTINGS = pytest.StashKey["Settings"]()
 """The frozen run settings."""

@@ -21,7 +21,7 @@ def check(ctx: LayerContext) -> None:
     A served model (``serving``) is not run but loaded with the dataset's inputs through its
     service instead: :func:`pytest_hetero.serving.checks.execute` writes the same outputs file.
     """
-    model, dataset = ctx.model, ctx.dataset
+    model = ctx.model
     if model.serving is not None:
         from pytest_hetero.serving.checks import execute
 
