@@ -34,7 +34,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from pytest_hetero.errors import CaseError, Location
+from pytest_hetero.errors import CaseError, Location, RulesInvalid
 from pytest_hetero.matrix.yamlnodes import Positions, read_yaml
 
 OPS: dict[str, Callable[[Any, Any], bool]] = {
@@ -53,22 +53,6 @@ _AGG = re.compile(r"^(mean|min|max|count)\(([A-Za-z_][A-Za-z0-9_]*)\)$")
 
 RULE_KEYS: tuple[str, ...] = ("name", "description", *KINDS, "op", "value", "tolerance")
 """Keys a rule may have; any other is reported as unknown (with a ``did you mean`` hint)."""
-
-
-class RulesInvalid(CaseError):
-    """Several problems found in one AcceptanceRules file; ``problems`` keeps each, sorted by line."""
-
-    def __init__(self, problems: list[CaseError]) -> None:
-        self.problems = sorted(problems, key=lambda p: (p.location.line, p.location.column))
-        first = self.problems[0]
-        super().__init__(first.message, first.location, first.hint)
-
-    def render(self) -> str:
-        """Return every problem, one block each, prefixed with the count (one problem: just it)."""
-        if len(self.problems) == 1:
-            return self.problems[0].render()
-        head = f"{len(self.problems)} problems in {self.problems[0].location.file}:"
-        return "\n".join([head, *(p.render() for p in self.problems)])
 
 
 def load_rules(path: Path) -> list[dict[str, Any]]:

@@ -71,17 +71,26 @@ class BundleError(HeteroError):
     """An evidence bundle is missing, unreadable, tampered or fails verification."""
 
 
-class MatrixInvalid(MatrixError):
-    """Several problems found in one matrix file; ``problems`` keeps each, sorted by line."""
+class ManyProblems(HeteroError):
+    """Mixin for "several problems in one file": ``problems`` keeps each, sorted by line; the
+    error reads as the first one, and :meth:`render` lists them all under a count."""
 
-    def __init__(self, problems: list[MatrixError]) -> None:
+    def __init__(self, problems: list[HeteroError]) -> None:
         self.problems = sorted(problems, key=lambda p: (p.location.line, p.location.column))
         first = self.problems[0]
         super().__init__(first.message, first.location, first.hint)
 
     def render(self) -> str:
-        """Return every problem, one block each, prefixed with the count."""
+        """Return every problem, one block each, prefixed with the count (one problem: just it)."""
         if len(self.problems) == 1:
             return self.problems[0].render()
         head = f"{len(self.problems)} problems in {self.problems[0].location.file}:"
         return "\n".join([head, *(p.render() for p in self.problems)])
+
+
+class MatrixInvalid(ManyProblems, MatrixError):
+    """Several problems found in one matrix file (see :class:`ManyProblems`)."""
+
+
+class RulesInvalid(ManyProblems, CaseError):
+    """Several problems found in one AcceptanceRules file (see :class:`ManyProblems`)."""
