@@ -153,3 +153,27 @@ def test_durations(text: object, seconds: float) -> None:
 def test_bad_duration_raises() -> None:
     with pytest.raises(ValueError, match="bad duration"):
         parse_duration("5 minutes")
+
+
+def test_paths_must_stay_inside_the_project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    project = tmp_path / "proj"
+    (project / "matrices").mkdir(parents=True)
+    (project / "pyproject.toml").write_text("")
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    (outside / "model.onnx").write_bytes(b"x")
+    (project / "data.csv").write_text("x")
+    (project / "link.csv").symlink_to(outside / "model.onnx")
+    text = GOOD.replace("uri: model.onnx", "uri: ../../elsewhere/model.onnx").replace("uri: data.csv", "uri: ../link.csv")
+    path = project / "matrices" / "m.matrix.yaml"
+    path.write_text(text)
+    with pytest.raises(MatrixInvalid) as info:
+        load_matrix(path)
+    assert [(p.location.line, p.location.field, p.message) for p in info.value.problems] == [
+        (15, "spec.models[0:mod].uri",
+         f"path '../../elsewhere/model.onnx' resolves to {outside / 'model.onnx'}, outside the project root {project}"),
+        (21, "spec.datasets[0:ds].uri",
+         f"path '../link.csv' resolves to {outside / 'model.onnx'}, outside the project root {project}")]
+    assert info.value.problems[0].hint.endswith(f"(e.g. HETERO_ALLOW_PATHS={outside})")
+    monkeypatch.setenv("HETERO_ALLOW_PATHS", str(outside))
+    assert load_matrix(path).model("mod").path == outside / "model.onnx"

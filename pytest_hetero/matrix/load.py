@@ -10,6 +10,7 @@ from __future__ import annotations
 import difflib
 import hashlib
 import json
+import os
 import re
 from functools import lru_cache
 from importlib import resources
@@ -202,6 +203,50 @@ def _serving(raw: dict[str, Any] | None, version: str) -> Serving | None:
         ready_timeout_s=parse_duration(raw["ready_timeout"]) if "ready_timeout" in raw else None)
 
 
+PROJECT_MARKERS: tuple[str, ...] = ("pyproject.toml", ".git", ".hetero-root")
+"""Files or folders that mark a project root; a matrix's paths must stay inside its project."""
+
+
+def project_root(matrix_path: Path) -> Path | None:
+    """Nearest ancestor folder of ``matrix_path`` holding a PROJECT_MARKERS entry, or None."""
+    for folder in matrix_path.resolve().parents:
+        if any((folder / marker).exists() for marker in PROJECT_MARKERS):
+            return folder
+    return None
+
+
+def allowed_roots(root: Path) -> list[Path]:
+    """The project root plus folders listed in ``$HETERO_ALLOW_PATHS`` (``os.pathsep``-separated)."""
+    extra = [Path(p).resolve() for p in os.environ.get("HETERO_ALLOW_PATHS", "").split(os.pathsep) if p.strip()]
+    return [root, *extra]
+
+
+def _escaping_paths(data: dict[str, Any], pos: Positions, file: str, matrix_path: Path) -> list[MatrixError]:
+    """Model/dataset/code/acceptance paths that resolve (symlinks followed) outside the project root
+    and every allowed folder; none when the matrix is in no project (no marker above it)."""
+    root = project_root(matrix_path)
+    if root is None:
+        return []
+    roots = allowed_roots(root)
+    problems = []
+    for key, fields in (("models", ("uri", "code")), ("datasets", ("uri", "acceptance"))):
+        for i, entry in enumerate(data["spec"][key]):
+            for field in fields:
+                value = entry.get(field)
+                if not isinstance(value, str) or "://" in value:
+                    continue
+                target = (matrix_path.parent / value).resolve()
+                if not any(target == r or r in target.parents for r in roots):
+                    at = ("spec", key, i, field)
+                    line, col = pos.of(at)
+                    problems.append(MatrixError(
+                        f"path {value!r} resolves to {target}, outside the project root {root}",
+                        Location(file, line, col, dotted(at, data)),
+                        "keep models and data under the project, or allow the folder with "
+                        f"HETERO_ALLOW_PATHS (e.g. HETERO_ALLOW_PATHS={target.parent})"))
+    return problems
+
+
 def _hex(digest: str) -> str:
     return digest.split(":", 1)[-1]
 
@@ -281,7 +326,7 @@ def load_matrix(path: str | Path) -> Matrix:
                              Location(display, 1, 1), "start with apiVersion: pytest-hetero/v1")])
     problems = _schema_problems(data, pos, display)
     if not problems:
-        problems = _reference_problems(data, pos, display)
+        problems = _reference_problems(data, pos, display) + _escaping_paths(data, pos, display, path)
     if problems:
         raise MatrixInvalid(problems)
     return _build(data, path, hashlib.sha256(path.read_bytes()).hexdigest(), pos)
