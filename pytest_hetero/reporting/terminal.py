@@ -13,6 +13,14 @@ ORDER = ("passed", "failed", "error", "blocked", "not_applicable", "skipped", "e
          "not_run")
 
 
+def cut(text: str, limit: int) -> str:
+    """``text`` shortened to at most ``limit`` characters at a word boundary, with ``…`` when cut."""
+    if len(text) <= limit:
+        return text
+    head = text[:limit - 1]
+    return (head.rsplit(" ", 1)[0] if " " in head else head) + "…"
+
+
 def summary_lines(evidence: dict[str, Any], bundle_dir: Path) -> list[str]:
     """Plain-text lines of the summary (also used by ``hetero`` commands and tests)."""
     summary = evidence["summary"]
@@ -31,17 +39,17 @@ def summary_lines(evidence: dict[str, Any], bundle_dir: Path) -> list[str]:
             for i in failures:
                 if i.get("failure") and i["failure"]["owner"] == owner:
                     lines.append(f"    {i['nodeid']}: {i['failure']['category']}: "
-                                 f"{i['failure']['message'].splitlines()[0][:140]}")
+                                 f"{cut(i['failure']['message'].splitlines()[0], 140)}")
     untested = evidence["untested"]["items"]
     if untested:
         kinds = Counter(u["status"] for u in untested)
         lines.append("untested scope: " + ", ".join(f"{n} {k}" for k, n in kinds.most_common()))
         for entry in untested[:12]:
-            lines.append(f"  {entry['status']:<14} {entry['nodeid']}  ({entry['reason'][:110]})")
+            lines.append(f"  {entry['status']:<14} {entry['nodeid']}  ({cut(entry['reason'], 110)})")
         if len(untested) > 12:
             lines.append(f"  … {len(untested) - 12} more in evidence.json")
     for entry in evidence["untested"].get("not_proven", []):
-        lines.append(f"  not proven     {entry['nodeid']}: {entry['part']} ({entry['reason'][:100]})")
+        lines.append(f"  not proven     {entry['nodeid']}: {entry['part']} ({cut(entry['reason'], 100)})")
     for matrix, gaps in evidence["untested"]["never_covered"].items():
         for dim, values in gaps.items():
             lines.append(f"  never covered in {matrix}: {dim}: {', '.join(values)}")

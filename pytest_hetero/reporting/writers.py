@@ -187,4 +187,4 @@ def signature_line(bundle_dir: Path) -> str:
         signer = next((s["keyid"] for s in envelope["signatures"] if "signoff" not in s), None)
     except (OSError, ValueError, KeyError, TypeError):
         signer = None
-    return f"bundle signed by {signer}" if signer else "bundle UNSIGNED"
+    return f"bundle signed by {signer}" if signer else "bundle UNSIGNED (sign runs with --hetero-sign-key KEY)"
