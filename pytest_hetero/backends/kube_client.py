@@ -16,6 +16,7 @@ from typing import Any
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
+from urllib3.util.retry import Retry
 
 from pytest_hetero.layers.base import LayerBroken, LayerFailed, LayerOutcome
 from pytest_hetero.pending import explain
@@ -85,7 +86,22 @@ def connect(target: dict[str, Any], context: str | None) -> tuple[client.ApiClie
             "platform",
         ) from None
     cfg.connection_pool_maxsize = 64
+    cfg.retries = api_retries()
     return client.ApiClient(cfg), namespace, name
+
+
+RETRY_STATUSES: tuple[int, ...] = (429, 502, 503, 504)
+"""Answers that mean "try again later" (apiserver overloaded, restarting, or behind a failing proxy);
+500 is not one: the apiserver uses it for lasting failures too (e.g. a kubelet it cannot reach for logs)."""
+
+
+def api_retries(total: int = 4, backoff_s: float = 0.5) -> Retry:
+    """urllib3 retry policy for every API call: connection errors and RETRY_STATUSES are retried up
+    to ``total`` times with exponential backoff (``backoff_s`` × 2^n seconds: 0.5, 1, 2, 4 by default,
+    honouring ``Retry-After``); non-idempotent requests (POST creates) are not re-sent after a
+    response. The last answer then reaches the caller as usual (ApiException → layer outcome)."""
+    return Retry(total=total, connect=total, read=1, status=total, backoff_factor=backoff_s,
+                 status_forcelist=RETRY_STATUSES, respect_retry_after_header=True, raise_on_status=False)
 
 
 def api_outcome(exc: BaseException, action: str) -> LayerOutcome:
