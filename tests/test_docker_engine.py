@@ -36,21 +36,12 @@ LABEL = "org.pytest-hetero.test"
 IN_CI = os.environ.get("CI", "").lower() == "true"
 
 
-def _engine_answers() -> bool:
-    try:
-        client = docker.from_env(timeout=10)
-        try:
-            return bool(client.ping())
-        finally:
-            client.close()
-    except docker.errors.DockerException:
-        return False
 
 
 @pytest.fixture(scope="module")
 def client():
     """A docker SDK client to a live engine that holds the test images."""
-    if not _engine_answers():
+    if not engine.engine_answers():
         is_root = hasattr(os, "geteuid") and os.geteuid() == 0
         if not is_root:
             reason = "no Docker engine answers and not root, so tests/infra/docker-engine.sh cannot start one"

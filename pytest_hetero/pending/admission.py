@@ -122,38 +122,14 @@ def _quota(text: str) -> list[tuple[int, Reason]]:
 
 def _limitrange(text: str) -> list[tuple[int, Reason]]:
     out: list[tuple[int, Reason]] = []
-    for m in _LIMIT.finditer(text):
-        quantities = {m.group("bound"): m.group("lim"), m.group("kind"): m.group("val")}
-        detail = {"scope": m.group("scope"), **_object(text, m.start())}
-        out.append(
-            (
-                m.start(),
-                make_reason(
-                    "admission",
-                    "limitrange_violation",
-                    m.group(0),
-                    resource=m.group("res"),
-                    quantities=quantities,
-                    detail=detail,
-                ),
-            )
-        )
-    for m in _RATIO.finditer(text):
-        quantities = {"max_ratio": m.group("lim"), "ratio": m.group("val")}
-        detail = {"scope": m.group("scope"), **_object(text, m.start())}
-        out.append(
-            (
-                m.start(),
-                make_reason(
-                    "admission",
-                    "limitrange_violation",
-                    m.group(0),
-                    resource=m.group("res"),
-                    quantities=quantities,
-                    detail=detail,
-                ),
-            )
-        )
+    forms = ((_LIMIT, lambda m: {m.group("bound"): m.group("lim"), m.group("kind"): m.group("val")}),
+             (_RATIO, lambda m: {"max_ratio": m.group("lim"), "ratio": m.group("val")}))
+    for pattern, quantities in forms:
+        for m in pattern.finditer(text):
+            detail = {"scope": m.group("scope"), **_object(text, m.start())}
+            reason = make_reason("admission", "limitrange_violation", m.group(0), resource=m.group("res"),
+                                 quantities=quantities(m), detail=detail)
+            out.append((m.start(), reason))
     return out
 
 

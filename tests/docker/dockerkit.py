@@ -34,15 +34,7 @@ ONNX_IMAGE: str = infra.ONNX_IMAGE
 SHELL_IMAGE: str = infra.SHELL_IMAGE
 
 
-def engine_answers() -> bool:
-    try:
-        client = docker.from_env(timeout=10)
-        try:
-            return bool(client.ping())
-        finally:
-            client.close()
-    except docker.errors.DockerException:
-        return False
+engine_answers = infra.engine_answers
 
 
 def leftovers(api: Any, run_id: str) -> list[str]:

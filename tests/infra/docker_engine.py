@@ -141,3 +141,20 @@ def ensure_images(timeout: float = IMAGES_TIMEOUT_S) -> dict[str, str]:
     if missing:
         raise DockerEngineError(f"{SCRIPT.name} images did not report {sorted(missing)}; stdout:\n{out}")
     return ids
+
+
+def engine_answers() -> bool:
+    """True when a Docker engine answers a ping through the docker SDK (10 s timeout); False when
+    none answers or the SDK is missing. Never raises."""
+    try:
+        import docker
+    except ImportError:
+        return False
+    try:
+        client = docker.from_env(timeout=10)
+        try:
+            return bool(client.ping())
+        finally:
+            client.close()
+    except docker.errors.DockerException:
+        return False
