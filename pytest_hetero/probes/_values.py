@@ -37,8 +37,30 @@ ERROR_MARKERS = (
 )
 """Substrings (lower-case) that mean "the tool tried and failed to read this field"."""
 
+PLAIN_UNITS = frozenset({"", "MiB", "KiB", "GiB", "MB", "W", "C", "%", "MHz", "ms", "us"})
+"""Units after which a plain number needs no further checks (no error marker, no separator)."""
+
 _NUMBER = re.compile(r"[-+]?(?:\d+(?:[.,]\d+)*|[.,]\d+)")
+_THOUSANDS = re.compile(r"[-+]?\d{1,3}(,\d{3})+")
+_UNIT = re.compile(r"([KMGT])i?B", re.IGNORECASE)
+_SCALE = {"K": 1 / 1024, "M": 1, "G": 1024, "T": 1024 * 1024}
 _ERROR = re.compile("|".join(re.escape(m) for m in ERROR_MARKERS), re.IGNORECASE)
+
+
+def _plain(text: str) -> float | None:
+    """Return ``float`` of ``"1232"``, ``"67.03 W"``, ``"19968 MiB"`` (ASCII digits, one known unit).
+
+    The common case, read without regular expressions; anything else (signs, commas, N/A,
+    markers, other units, stray spaces) returns None and takes the general path, which reads
+    these texts the same way.
+    """
+    head, sep, unit = text.partition(" ")
+    if sep and unit not in PLAIN_UNITS:
+        return None
+    whole, dot, frac = head.partition(".")
+    if whole.isdigit() and whole.isascii() and (not dot or (frac.isdigit() and frac.isascii())):
+        return float(head)
+    return None
 
 
 def field_error(text: str | None) -> str | None:
@@ -62,15 +84,19 @@ def number(text: str | None, *, integer: bool = False) -> float | None:
     ``"67.03 W"`` → 67.03; ``"67,03 W"`` → 67.03 (decimal comma); with ``integer=True``
     ``"1,232"`` is read as a thousands separator → 1232. ``"N/A"``, ``"ERR!"`` → None.
     """
+    if text is None:
+        return None
+    plain = _plain(text)
+    if plain is not None:
+        return plain
     if is_missing(text):
         return None
-    assert text is not None
     match = _NUMBER.search(text)
     if not match:
         return None
     raw = match.group(0)
     if "," in raw and "." not in raw:
-        if integer and re.fullmatch(r"[-+]?\d{1,3}(,\d{3})+", raw):
+        if integer and _THOUSANDS.fullmatch(raw):
             raw = raw.replace(",", "")
         elif raw.count(",") == 1:
             raw = raw.replace(",", ".")
@@ -116,6 +142,5 @@ def mib(text: str | None) -> int | None:
     value = number(text, integer=True)
     if value is None or text is None:
         return None
-    unit = re.search(r"([KMGT])i?B", text, re.IGNORECASE)
-    scale = {"K": 1 / 1024, "M": 1, "G": 1024, "T": 1024 * 1024}
-    return round(value * scale[unit.group(1).upper()]) if unit else round(value)
+    unit = _UNIT.search(text)
+    return round(value * _SCALE[unit.group(1).upper()]) if unit else round(value)
