@@ -45,10 +45,22 @@ _THOUSANDS = re.compile(r"[-+]?\d{1,3}(,\d{3})+")
 _UNIT = re.compile(r"([KMGT])i?B", re.IGNORECASE)
 _SCALE = {"K": 1 / 1024, "M": 1, "G": 1024, "T": 1024 * 1024}
 _ERROR = re.compile("|".join(re.escape(m) for m in ERROR_MARKERS), re.IGNORECASE)
+# Every marker holds a space or "!", characters without case variants, so text with neither
+# cannot hold one and skips the (case-insensitive, hence slow) search. Checked here, so that a
+# future marker without them simply turns the shortcut off.
+_GATED = all(" " in m or "!" in m for m in ERROR_MARKERS)
 
 
-def _plain(text: str) -> float | None:
-    """Return ``float`` of ``"1232"``, ``"67.03 W"``, ``"19968 MiB"`` (ASCII digits, one known unit).
+def _unit_scale(unit: str) -> float | None:
+    match = _UNIT.search(unit)
+    return _SCALE[match.group(1).upper()] if match else None
+
+
+_PLAIN_SCALE = {unit: _unit_scale(unit) for unit in PLAIN_UNITS}
+
+
+def _plain(text: str) -> tuple[float, str] | None:
+    """Return ``(value, unit)`` for ``"1232"``, ``"67.03 W"``, ``"19968 MiB"`` (ASCII digits, known unit).
 
     The common case, read without regular expressions; anything else (signs, commas, N/A,
     markers, other units, stray spaces) returns None and takes the general path, which reads
@@ -59,15 +71,21 @@ def _plain(text: str) -> float | None:
         return None
     whole, dot, frac = head.partition(".")
     if whole.isdigit() and whole.isascii() and (not dot or (frac.isdigit() and frac.isascii())):
-        return float(head)
+        return float(head), unit
     return None
+
+
+def _has_marker(text: str) -> bool:
+    if _GATED and " " not in text and "!" not in text:
+        return False
+    return _ERROR.search(text) is not None
 
 
 def field_error(text: str | None) -> str | None:
     """Return the raw text when it is an error marker (``ERR!``, ``[Unknown Error]``), else None."""
     if text is None:
         return None
-    return text.strip() if _ERROR.search(text) else None
+    return text.strip() if _has_marker(text) else None
 
 
 def is_missing(text: str | None) -> bool:
@@ -75,7 +93,7 @@ def is_missing(text: str | None) -> bool:
     if text is None:
         return True
     low = text.strip().lower()
-    return low in NOT_AVAILABLE or _ERROR.search(low) is not None
+    return low in NOT_AVAILABLE or _has_marker(low)
 
 
 def number(text: str | None, *, integer: bool = False) -> float | None:
@@ -88,7 +106,7 @@ def number(text: str | None, *, integer: bool = False) -> float | None:
         return None
     plain = _plain(text)
     if plain is not None:
-        return plain
+        return plain[0]
     if is_missing(text):
         return None
     match = _NUMBER.search(text)
@@ -139,8 +157,14 @@ def yes(text: str | None) -> bool | None:
 
 def mib(text: str | None) -> int | None:
     """Return a memory size in MiB from ``"81920 MiB"``, ``"80 GiB"``, ``"512 KiB"``, ``"2021MiB"``."""
+    if text is None:
+        return None
+    plain = _plain(text)
+    if plain is not None:
+        scale = _PLAIN_SCALE[plain[1]]
+        return round(plain[0] * scale) if scale is not None else round(plain[0])
     value = number(text, integer=True)
-    if value is None or text is None:
+    if value is None:
         return None
     unit = _UNIT.search(text)
     return round(value * _SCALE[unit.group(1).upper()]) if unit else round(value)
