@@ -28,7 +28,8 @@ class ExecResult:
     file the entrypoint wrote, or None), ``peak_rss_mib`` where measurable, and backend ``details``.
     ``failure`` (``{"category", "owner", "message"}``) is the backend's classification of a run that
     failed for a reason the exit code alone does not tell (OOM kill, container killed); the
-    model layer records the run first, then fails with it."""
+    model layer records the run first, then fails with it (status ``error`` instead of ``failed``
+    when ``failure["status"] == "error"``: the infrastructure broke, e.g. the node turned NotReady)."""
 
     argv: list[str]
     exit_code: int | None

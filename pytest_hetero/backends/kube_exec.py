@@ -3,12 +3,14 @@
 The exit code comes from the error channel's Status: ``Success`` → 0; ``ExitCode`` in its causes
 (kubelet wording); else ``exit status N`` in its message (KWOK's local exec wording). A command
 that outlives ``timeout_s`` is left to the caller to kill (it knows the process); the stream is closed.
+So is one abandoned when the caller's ``stop`` event is set (its node turned NotReady): within 0.5 s.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import threading
 import time
 from dataclasses import dataclass
 
@@ -20,8 +22,9 @@ from websocket import WebSocketConnectionClosedException
 
 @dataclass
 class ExecOutcome:
-    """``exit_code`` (None when it timed out or none was reported), ``stdout``/``stderr`` text,
-    wall ``duration_s`` (seconds), ``timed_out``, ``status`` (the error channel's Status text)."""
+    """``exit_code`` (None when it timed out, was abandoned or none was reported), ``stdout``/``stderr``
+    text, wall ``duration_s`` (seconds), ``timed_out``, ``status`` (the error channel's Status text),
+    ``abandoned`` (the caller's stop event ended the wait)."""
 
     exit_code: int | None
     stdout: str
@@ -29,6 +32,7 @@ class ExecOutcome:
     duration_s: float
     timed_out: bool
     status: str
+    abandoned: bool = False
 
 
 def exit_code(status_text: str) -> int | None:
@@ -59,8 +63,10 @@ def run(
     argv: list[str],
     timeout_s: float,
     stdin: bytes | None = None,
+    stop: threading.Event | None = None,
 ) -> ExecOutcome:
-    """Run ``argv`` in ``pod``/``container``; feed ``stdin`` (then close it); wait up to ``timeout_s`` seconds.
+    """Run ``argv`` in ``pod``/``container``; feed ``stdin`` (then close it); wait up to ``timeout_s``
+    seconds, or until ``stop`` is set (then ``abandoned``; the process is left to the caller).
 
     Raises ApiException when the apiserver refuses the exec (403 without ``create pods/exec``,
     400 when the container is not running) and websocket errors when the connection fails.
@@ -89,12 +95,17 @@ def run(
             except Exception:  # noqa: BLE001, S110 - pre-v5 servers: stdin ends with the connection
                 pass
         deadline = start + timeout_s
+        tick = 1.0 if stop is None else 0.5
+        abandoned = False
         while ws.is_open():
             left = deadline - time.perf_counter()
             if left <= 0:
                 break
+            if stop is not None and stop.is_set():
+                abandoned = True
+                break
             try:
-                ws.update(timeout=min(left, 1.0))
+                ws.update(timeout=min(left, tick))
             except WebSocketConnectionClosedException:
                 break  # the server closed between is_open() and the read: what arrived is kept below
             out.append(ws.read_stdout(timeout=0) if ws.peek_stdout() else "")
@@ -105,14 +116,34 @@ def run(
         err.append(ws.read_stderr(timeout=0) if ws.peek_stderr() else "")
         if ws.peek_channel(ERROR_CHANNEL):
             status += ws.read_channel(ERROR_CHANNEL)
-        timed_out = ws.is_open() and not status and time.perf_counter() >= deadline
+        abandoned = abandoned and not status  # finished as the stop came: the answer stands
+        timed_out = not abandoned and ws.is_open() and not status and time.perf_counter() >= deadline
     finally:
         ws.close()
     return ExecOutcome(
-        exit_code=None if timed_out else exit_code(status),
+        exit_code=None if timed_out or abandoned else exit_code(status),
         stdout="".join(out),
         stderr="".join(err),
         duration_s=time.perf_counter() - start,
         timed_out=timed_out,
         status=status,
+        abandoned=abandoned,
     )
+
+
+def try_run(core: client.CoreV1Api, namespace: str, pod: str, argv: list[str], wait_s: float) -> bool:
+    """Best effort :func:`run` of ``argv`` in the ``workload`` container, in a daemon thread; True when
+    it answered (ran to an exit) within ``wait_s`` seconds. Never raises: a NotReady node's kubelet
+    may never answer, and the caller must not wait for it longer than ``wait_s``."""
+    answered = threading.Event()
+
+    def attempt() -> None:
+        try:
+            done = run(core, namespace, pod, "workload", argv, wait_s)
+        except Exception:  # noqa: BLE001 - unreachable kubelet, pod gone: not answered
+            return
+        if not done.timed_out:
+            answered.set()
+
+    threading.Thread(target=attempt, name="hetero-exec-try", daemon=True).start()
+    return answered.wait(wait_s)

@@ -12,6 +12,8 @@ from __future__ import annotations
 import io
 import shlex
 import tarfile
+import threading
+import time
 import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -19,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from kubernetes import client
 
 from pytest_hetero.backends import kube_client as kc
-from pytest_hetero.backends import kube_exec
+from pytest_hetero.backends import kube_exec, kube_node
 from pytest_hetero.backends.base import EXECUTION_PROVIDERS, ExecResult, render_entrypoint
 from pytest_hetero.layers.base import LayerContext, LayerFailed
 from pytest_hetero.matrix.model import Matrix
@@ -91,24 +93,29 @@ def run_model(
     workdir: str,
     env: dict[str, str],
     timeout_s: float,
+    stop: threading.Event | None = None,
 ) -> kube_exec.ExecOutcome:
-    """Run ``argv`` in ``workdir`` with ``env``; kill its process (pid file in ``run_dir``) at ``timeout_s``."""
+    """Run ``argv`` in ``workdir`` with ``env``; kill its process (pid file in ``run_dir``) at ``timeout_s``.
+
+    When ``stop`` is set first the outcome is ``abandoned`` and the process is left running: the caller
+    decides whether its node can still be reached (:func:`kill_run`).
+    """
     exports = "".join(f"{k}={shlex.quote(v)}; export {k}; " for k, v in env.items())
     script = (
         f"mkdir -p {shlex.quote(run_dir)} && cd {shlex.quote(workdir)} && echo $$ > "
         f"{shlex.quote(run_dir)}/.pid && {exports}exec {shlex.join(argv)}"
     )
-    done = kube_exec.run(core, namespace, pod, "workload", ["/bin/sh", "-c", script], timeout_s)
+    done = kube_exec.run(core, namespace, pod, "workload", ["/bin/sh", "-c", script], timeout_s, stop=stop)
     if done.timed_out:
-        kube_exec.run(
-            core,
-            namespace,
-            pod,
-            "workload",
-            ["/bin/sh", "-c", f"kill -9 $(cat {shlex.quote(run_dir)}/.pid) 2>/dev/null"],
-            30,
-        )
+        kill_run(core, namespace, pod, run_dir, 30)
     return done
+
+
+def kill_run(core: client.CoreV1Api, namespace: str, pod: str, run_dir: str, wait_s: float) -> bool:
+    """``kill -9`` the run's process (pid file in ``run_dir``) by exec; True when the exec answered within
+    ``wait_s`` seconds (:func:`kube_exec.try_run`: a NotReady node's kubelet may never answer)."""
+    argv = ["/bin/sh", "-c", f"kill -9 $(cat {shlex.quote(run_dir)}/.pid) 2>/dev/null"]
+    return kube_exec.try_run(core, namespace, pod, argv, wait_s)
 
 
 def read_outputs(core: client.CoreV1Api, namespace: str, pod: str, path: str) -> bytes | None:
@@ -121,8 +128,13 @@ def execute(backend: KubernetesBackend, ctx: LayerContext) -> ExecResult:
     """Copy inputs into the item's workload pod (once; starting it first when no startup item did),
     exec the rendered entrypoint with the layer timeout (seconds), read the outputs file.
 
+    The pod's node is checked first and watched during the run (:mod:`kube_node`): a run whose node
+    turns NotReady is abandoned at once; its result then carries ``failure`` (status ``error``,
+    ``node_not_ready``, owner ``infrastructure``).
+
     Raises LayerFailed ``bad_entrypoint`` (algorithm) on an unknown placeholder, ``inputs_copy_failed``
-    (:func:`copy_inputs`), and whatever :meth:`KubernetesBackend.start` raises.
+    (:func:`copy_inputs`), LayerBroken ``node_not_ready`` (:func:`kube_node.ensure_ready`), and whatever
+    :meth:`KubernetesBackend.start` raises.
     """
     key = (ctx.resource.name, ctx.image.name)
     workload = backend.workloads.get(key)
@@ -133,6 +145,8 @@ def execute(backend: KubernetesBackend, ctx: LayerContext) -> ExecResult:
         backend.start(ctx)
         workload = backend.workloads[key]
     pod, root = workload["pod"], f"/tmp/hetero-{backend.owner}"
+    node = node_of(backend, workload)
+    kube_node.ensure_ready(backend, ctx, workload, node)
     if not workload.get("inputs"):
         copy_inputs(backend.core, backend.namespace, pod, ctx.matrix, root, ctx.timeout_s)
         workload["inputs"] = root
@@ -152,17 +166,29 @@ def execute(backend: KubernetesBackend, ctx: LayerContext) -> ExecResult:
         raise LayerFailed(
             f"entrypoint has an unknown placeholder {exc}", "bad_entrypoint", "algorithm"
         ) from None
-    done = run_model(
-        backend.core,
-        backend.namespace,
-        pod,
-        argv,
-        run_dir,
-        f"{root}/code/{m.name}",
-        {"HETERO_EXECUTION_PROVIDER": provider},
-        ctx.timeout_s,
-    )
-    simulated = bool(backend.nodes.get(node_of(backend, workload), {}).get("simulated"))
+    watch = kube_node.NodeWatch(backend.api, node).start() if node else None
+    started_at, started = kube_node.utc_now(), time.perf_counter()
+    try:
+        done = run_model(
+            backend.core,
+            backend.namespace,
+            pod,
+            argv,
+            run_dir,
+            f"{root}/code/{m.name}",
+            {"HETERO_EXECUTION_PROVIDER": provider},
+            ctx.timeout_s,
+            stop=watch.turned if watch else None,
+        )
+    finally:
+        if watch is not None:
+            watch.stop()
+    failure = None
+    if done.abandoned and watch is not None:
+        killed = kill_run(backend.core, backend.namespace, pod, run_dir, 5)
+        after = time.perf_counter() - started
+        failure = kube_node.abandoned(backend, ctx, workload, watch, started_at, after, killed)
+    simulated = bool(backend.nodes.get(node, {}).get("simulated"))
     return ExecResult(
         argv=argv,
         exit_code=done.exit_code,
@@ -171,14 +197,17 @@ def execute(backend: KubernetesBackend, ctx: LayerContext) -> ExecResult:
         stderr=done.stderr,
         timed_out=done.timed_out,
         outputs=None
-        if done.timed_out
+        if done.timed_out or failure
         else read_outputs(backend.core, backend.namespace, pod, values["outputs"]),
+        failure=failure,
         details={
             "pod": pod,
             "namespace": backend.namespace,
             "run_dir": run_dir,
             "simulated": simulated,
             "ran_on": "the KWOK host (simulated node)" if simulated else f"pod {pod}",
+            "node": node or None,
+            "abandoned": done.abandoned,
         },
     )
 

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from kubernetes import client
 
 from pytest_hetero.backends import kube_client as kc
-from pytest_hetero.backends import kube_payload
+from pytest_hetero.backends import kube_node, kube_payload
 from pytest_hetero.backends import kube_scheduling as ks
 from pytest_hetero.layers.base import LayerContext, LayerFailed
 from pytest_hetero.layers.startup import verify_inputs
@@ -93,7 +93,8 @@ def start(backend: KubernetesBackend, ctx: LayerContext) -> None:
     record ``startup.pod`` (image digest as the node reports it), ``startup.simulation`` on a KWOK
     node, the container log; run the device payload (:func:`kube_payload.device_init`).
 
-    Raises LayerFailed: the first normalised reason's code and owner when the pod will not start
+    Raises LayerBroken ``node_not_ready`` (:func:`kube_node.ensure_ready`) when the pod's node is not
+    Ready. Raises LayerFailed: the first normalised reason's code and owner when the pod will not start
     (``container_exited``/``startup_timeout``, platform, when nothing explains it),
     ``image_digest_mismatch`` (the target's ``image_owner``) when the running digest differs from the
     matrix's, the payload's failures; a refused payload exec translated by
@@ -136,6 +137,7 @@ def start(backend: KubernetesBackend, ctx: LayerContext) -> None:
             ],
             real=["apiserver admission", "scheduler placement", "pod status/events", "exec/log API path"],
         )
+    kube_node.ensure_ready(backend, ctx, workload, (pod.get("spec") or {}).get("nodeName", ""))
     if found is None or found[0] == "failed":
         startup_failed(backend, ctx, pod, found is None)
     declared = ctx.image.digest

@@ -200,11 +200,15 @@ class KubernetesBackend(Backend):
                 )
             return
         for w in self.workloads.values():
-            if w.get("inputs"):  # on a KWOK node the copy lives on the host, not in the pod
-                try:
-                    kube_exec.run(
-                        self.core, self.namespace, w["pod"], "workload", ["rm", "-rf", w["inputs"]], 30
-                    )
-                except Exception:  # noqa: BLE001, S110 - the pod may be gone already
-                    pass
+            if not w.get("inputs"):
+                continue
+            # on a KWOK node the copy lives on the host, not in the pod; a lost node gets 5 s to answer
+            rm = ["rm", "-rf", w["inputs"]]
+            if w.get("node_lost"):
+                kube_exec.try_run(self.core, self.namespace, w["pod"], rm, 5)
+                continue
+            try:
+                kube_exec.run(self.core, self.namespace, w["pod"], "workload", rm, 30)
+            except Exception:  # noqa: BLE001, S110 - the pod may be gone already
+                pass
         delete_owned(self._api, self.namespace, f"{kc.OWNER}={self.owner}", self.settings.parallel)

@@ -11,8 +11,7 @@ import json
 
 from pytest_hetero.errors import HeteroError
 from pytest_hetero.evidence.model import bounded, sha256_text
-from pytest_hetero.layers.base import LayerContext, LayerFailed, keep_outputs
-
+from pytest_hetero.layers.base import LayerBroken, LayerContext, LayerFailed, keep_outputs
 
 
 def check(ctx: LayerContext) -> None:
@@ -70,7 +69,8 @@ def _run_once(ctx: LayerContext, run: int) -> None:
     if result.timed_out:
         raise LayerFailed(f"model run exceeded the {ctx.timeout_s:g} s timeout", "timeout", "algorithm")
     if result.failure:
-        raise LayerFailed(result.failure["message"], result.failure["category"], result.failure.get("owner"))
+        outcome = LayerBroken if result.failure.get("status") == "error" else LayerFailed
+        raise outcome(result.failure["message"], result.failure["category"], result.failure.get("owner"))
     if result.exit_code != 0:
         last = "(stderr withheld: sensitive dataset)" if sensitive else \
             (result.stderr.strip().splitlines() or ["(no stderr)"])[-1][:300]
