@@ -61,7 +61,7 @@ def describe(cond: dict[str, Any]) -> str:
     """``Ready=Unknown since <lastTransitionTime>, NodeStatusUnknown: Kubelet stopped posting node status.``
     for a Ready condition (JSON dict)."""
     since = f" since {cond['lastTransitionTime']}" if cond.get("lastTransitionTime") else ""
-    why = ", ".join(str(cond[k]) for k in ("reason", "message") if cond.get(k))
+    why = ": ".join(str(cond[k]) for k in ("reason", "message") if cond.get(k))
     return f"Ready={cond.get('status', 'Unknown')}{since}" + (f", {why}" if why else "")
 
 

@@ -160,7 +160,7 @@ def test_node_turning_not_ready_mid_run_abandons_the_run(
     assert failure(model) == ("error", "node_not_ready", "infrastructure")
     text = model["failure"]["message"]
     assert text.startswith(f"node {node} turned NotReady during the model run (Ready=False since ")
-    assert f"{REASON}, {MESSAGE}; seen at " in text and "run abandoned after " in text
+    assert f"{REASON}: {MESSAGE}; seen at " in text and "run abandoned after " in text
     (run,) = data(model, "model.run")
     assert (run["abandoned"], run["timed_out"], run["exit_code"], run["node"]) == (True, False, None, node)
     assert run["duration_s"] < 20 and model["duration_s"] < 25  # the entrypoint sleeps 60 s
@@ -242,7 +242,7 @@ def test_node_not_ready_before_the_model_run_fails_fast(
     assert failure(model) == ("error", "node_not_ready", "infrastructure")
     text = model["failure"]["message"]
     assert text.startswith(f"node {node} of pod ") and "is NotReady (Ready=False since " in text
-    assert text.endswith(f", {REASON}, {MESSAGE}); the model layer did not run")
+    assert text.endswith(f", {REASON}: {MESSAGE}); the model layer did not run")
     (lost,) = data(model, "model.node_not_ready")
     assert (lost["node"], lost["condition"]["status"], lost["condition"]["message"]) == (
         node,
@@ -252,3 +252,24 @@ def test_node_not_ready_before_the_model_run_fails_fast(
     assert data(model, "model.run") == [] and model["duration_s"] < 5
     assert got[f"lost::py::{LOGREG}::business"]["status"] == "blocked"
     assert pods_of(cluster, run_id) == []
+
+
+def test_ready_condition_and_its_description() -> None:
+    from pytest_hetero.backends.kube_node import describe, ready_condition
+
+    lost = {
+        "type": "Ready",
+        "status": "Unknown",
+        "reason": "NodeStatusUnknown",
+        "message": "Kubelet stopped posting node status.",
+        "lastTransitionTime": "2025-01-02T12:01:02Z",
+    }
+    node = {"status": {"conditions": [{"type": "MemoryPressure", "status": "False"}, lost]}}
+    assert ready_condition(node) == lost
+    assert describe(lost) == (
+        "Ready=Unknown since 2025-01-02T12:01:02Z, NodeStatusUnknown: Kubelet stopped posting node status."
+    )
+    assert describe(ready_condition({"status": {}})) == (
+        "Ready=Unknown, NoReadyCondition: the node reports no Ready condition"
+    )
+    assert ready_condition({**node, "deleted": True})["reason"] == "NodeDeleted"
