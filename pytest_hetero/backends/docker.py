@@ -15,12 +15,14 @@ one container per resource × image (startup) and runs every model × dataset in
 from __future__ import annotations
 
 import sys
+import time
 import uuid
 from typing import Any
 
 import docker
 import docker.errors
 
+from pytest_hetero.backends import docker_outage as outage
 from pytest_hetero.backends import docker_place as place
 from pytest_hetero.backends import docker_run as run
 from pytest_hetero.backends.base import EXECUTION_PROVIDERS, Backend, ExecResult, render_entrypoint
@@ -55,6 +57,7 @@ class DockerBackend(Backend):
         self.workloads: dict[tuple[str, str], dict[str, Any]] = {}
         self.digests: dict[str, str] = {}
         self.probe_image: str | None = None
+        self.interruptions: list[outage.Interruption] = []
 
     @property
     def api(self) -> docker.APIClient:
@@ -69,13 +72,22 @@ class DockerBackend(Backend):
             try:
                 api = run.make_client(self.conn, run.API_TIMEOUT_S)
                 api.ping()
-            except docker.errors.DockerException as exc:
+            except (docker.errors.DockerException, *run.CONNECTION_LOST) as exc:
+                gone = next((o for o in reversed(self.interruptions) if o.back_at is None), None)
+                since = f" (gone since {gone.lost_at}, during {gone.what})" if gone else ""
                 raise LayerBroken(f"Docker engine at {self.conn.get('base_url', 'DOCKER_HOST')} does not "
-                                  f"answer: {exc}", "engine_unreachable") from None
+                                  f"answer{since}: {exc}", "engine_unreachable", "infrastructure") from None
             self._api = api
             self._long = run.make_client(self.conn, None)
             self.engine = {"version": api.version(), "info": api.info()}
         return self._api
+
+    def drop_clients(self) -> None:
+        """Forget the engine clients (after an outage); the next :attr:`api` use reconnects."""
+        for client in (self._api, self._long):
+            if client is not None:
+                client.close()
+        self._api = self._long = None
 
     def fingerprint(self) -> dict[str, Any]:
         """Engine identity (``info.ID``/name), host, versions (engine, API, kernel, OS) and image digests."""
@@ -86,11 +98,13 @@ class DockerBackend(Backend):
                              "kernel": version.get("KernelVersion"), "os": info.get("OperatingSystem")},
                 "images": dict(self.digests)}
 
+    @outage.engine_guarded
     def discover(self, ctx: LayerContext) -> None:
         """Engine version and runtimes, host device nodes, host probe; can the engine satisfy the request?"""
         self.api  # noqa: B018 - connects and reads version/info
         place.discover(ctx, self.engine, self.local)
 
+    @outage.engine_guarded
     def schedule(self, ctx: LayerContext) -> None:
         """Translate the request and have the engine accept it on a placement probe; record requested vs allocated."""
         place.schedule(ctx, self)
@@ -99,6 +113,7 @@ class DockerBackend(Backend):
         """The resource's request in engine terms; LayerFailed (``bad_request``, platform) when malformed."""
         return place.translate_or_fail(ctx, self.target, self.local)
 
+    @outage.engine_guarded
     def start(self, ctx: LayerContext) -> None:
         """Resolve the image, verify inputs, start the resource × image container, run the device payload."""
         image_id = self.resolve_image(ctx)
@@ -188,7 +203,7 @@ class DockerBackend(Backend):
                           image_owner=self.image_owner) from None
         # a fresh container's cgroup has counted no OOM kill yet; read again only after an exit 137
         workload = {"id": cid, "name": name, "labels": labels, "oom_kills": 0,
-                    "limit_bytes": request.mem_limit}
+                    "limit_bytes": request.mem_limit, "started_monotonic": time.monotonic()}
         self.workloads[key] = workload
         try:
             self.api.start(cid)
@@ -212,6 +227,7 @@ class DockerBackend(Backend):
                               "infrastructure") from None
         if state.get("Running"):
             return
+        outage.raise_if_stopped_by_outage(self, workload, state, when)
         logs = self.api.logs(workload["id"], stdout=True, stderr=True).decode("utf-8", "replace")
         ctx.artifact("container.log", logs)
         code = state.get("ExitCode")
@@ -223,6 +239,7 @@ class DockerBackend(Backend):
                           f"{(logs.strip().splitlines() or ['(no output)'])[-1][:200]}", "container_exited",
                           "infrastructure" if code in (137, 143) else "platform")
 
+    @outage.engine_guarded
     def execute(self, ctx: LayerContext) -> ExecResult:
         """Run the entrypoint inside the resource × image container (``docker exec``) with the layer timeout.
 
@@ -268,12 +285,13 @@ class DockerBackend(Backend):
     def close(self) -> None:
         """Remove every container and image this backend created (found by its owner label), or,
         with ``--hetero-keep``, print how to reach them. Never raises."""
-        if self._api is None:
+        if self._api is None and not self.interruptions:
             return
         try:
-            for image in self._api.images(all=True, filters={"label": f"{run.OWNER}={self.owner}"}):
-                self._api.remove_image(image["Id"], force=True)
-            found = self._api.containers(all=True, filters={"label": f"{run.OWNER}={self.owner}"})
+            api = self.api  # reconnects after an engine outage
+            for image in api.images(all=True, filters={"label": f"{run.OWNER}={self.owner}"}):
+                api.remove_image(image["Id"], force=True)
+            found = api.containers(all=True, filters={"label": f"{run.OWNER}={self.owner}"})
             if self.settings.keep:
                 prefix = "" if self.local else f"DOCKER_HOST={self.conn.get('base_url')} "
                 for c in found:
@@ -285,12 +303,9 @@ class DockerBackend(Backend):
                 return
             for c in found:
                 self._remove(c["Id"])
-        except docker.errors.DockerException as exc:
+        except (docker.errors.DockerException, LayerBroken, *run.CONNECTION_LOST) as exc:
             sys.stderr.write(f"pytest-hetero: docker cleanup of run {self.settings.run_id} incomplete: {exc}; "
                              f"run: hetero cleanup --run-id {self.settings.run_id}\n")
         finally:
-            for client in (self._api, self._long):
-                if client is not None:
-                    client.close()
-            self._api = self._long = None
+            self.drop_clients()
 

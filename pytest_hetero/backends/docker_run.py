@@ -22,6 +22,7 @@ from typing import Any
 import docker
 import docker.errors
 import docker.tls
+import requests.exceptions
 
 from pytest_hetero.backends.base import ExecResult
 
@@ -39,6 +40,20 @@ KILL_ALL = ["/bin/sh", "-c", "kill -9 -1"]
 """Kills every process of the container but PID 1 (kill(-1) spares init and the caller)."""
 OOM_COUNTERS = "cat /sys/fs/cgroup/memory.events /sys/fs/cgroup/memory/memory.oom_control 2>/dev/null"
 """cgroup v2 ``memory.events`` / v1 ``memory.oom_control``: both carry an ``oom_kill N`` line."""
+
+CONNECTION_LOST = (requests.exceptions.ConnectionError, requests.exceptions.ChunkedEncodingError)
+"""What the docker SDK raises (unwrapped ``requests`` errors) when the engine's socket refuses or drops."""
+
+
+class EngineLost(Exception):
+    """The engine stopped answering while doing ``what``: ``error`` (one line) says how it showed.
+
+    ``partial`` is what a model run produced before the engine went away (None elsewhere).
+    """
+
+    def __init__(self, what: str, error: str, partial: ExecResult | None = None) -> None:
+        self.what, self.error, self.partial = what, error, partial
+        super().__init__(f"{what}: {error}")
 
 
 def utc_stamp() -> str:
@@ -151,7 +166,8 @@ def run_exec(api: docker.APIClient, long_api: docker.APIClient, cid: str, argv: 
     ``long_api`` has no read timeout (the run may take the whole layer timeout). At
     ``timeout_s`` seconds every non-init process in the container is killed (``timed_out``,
     ``exit_code`` None). ``outputs`` is left None; ``details`` holds the exec id.
-    Raises docker.errors.APIError when the engine refuses the exec (container not running).
+    Raises docker.errors.APIError when the engine refuses the exec (container not running),
+    :class:`EngineLost` (with the partial output) when the engine went away during the run.
     """
     ex = api.exec_create(cid, ["/bin/sh", "-c", EXEC_WRAPPER, "sh", run_dir, *argv], environment=env,
                          workdir=workdir)
@@ -161,7 +177,7 @@ def run_exec(api: docker.APIClient, long_api: docker.APIClient, cid: str, argv: 
         fired.set()
         try:
             api.exec_start(api.exec_create(cid, KILL_ALL)["Id"])
-        except docker.errors.APIError:
+        except (docker.errors.APIError, *CONNECTION_LOST):
             pass
 
     timer = _Watchdog(timeout_s, kill)
@@ -172,11 +188,23 @@ def run_exec(api: docker.APIClient, long_api: docker.APIClient, cid: str, argv: 
     finally:
         timer.cancel()
     duration = time.perf_counter() - start
-    code = api.exec_inspect(ex["Id"]).get("ExitCode")
-    return ExecResult(argv=argv, exit_code=None if fired.is_set() else code, duration_s=duration,
-                      stdout=(out or b"").decode("utf-8", "replace"),
-                      stderr=(err or b"").decode("utf-8", "replace"), outputs=None,
-                      timed_out=fired.is_set(), details={"exec_id": ex["Id"], "raw_exit_code": code})
+    result = ExecResult(argv=argv, exit_code=None, duration_s=duration,
+                        stdout=(out or b"").decode("utf-8", "replace"),
+                        stderr=(err or b"").decode("utf-8", "replace"), outputs=None,
+                        timed_out=fired.is_set(), details={"exec_id": ex["Id"]})
+    what = f"the model run (exec {ex['Id'][:12]} in container {cid[:12]})"
+    try:
+        found = api.exec_inspect(ex["Id"])
+    except CONNECTION_LOST as exc:
+        raise EngineLost(what, "the exec stream ended and the engine no longer answers", result) from exc
+    except docker.errors.NotFound as exc:  # a restarted engine has forgotten its exec instances
+        raise EngineLost(what, "the engine no longer knows the exec (it restarted)", result) from exc
+    if found.get("Running") and not fired.is_set():
+        raise EngineLost(what, "the exec stream ended while the run was still going", result)
+    code = found.get("ExitCode")
+    result.exit_code = None if fired.is_set() else code
+    result.details["raw_exit_code"] = code
+    return result
 
 
 def container_paths(model_name: str, model_path: Path, code: Path, dataset_name: str,
