@@ -133,8 +133,9 @@ def execute(backend: KubernetesBackend, ctx: LayerContext) -> ExecResult:
     ``node_not_ready``, owner ``infrastructure``).
 
     Raises LayerFailed ``bad_entrypoint`` (algorithm) on an unknown placeholder, ``inputs_copy_failed``
-    (:func:`copy_inputs`), LayerBroken ``node_not_ready`` (:func:`kube_node.ensure_ready`), and whatever
-    :meth:`KubernetesBackend.start` raises.
+    (:func:`copy_inputs`), LayerBroken ``node_not_ready`` (:func:`kube_node.ensure_ready`), a refused or
+    broken exec translated by :func:`kube_client.api_outcome`, and whatever :meth:`KubernetesBackend.start`
+    raises.
     """
     key = (ctx.resource.name, ctx.image.name)
     workload = backend.workloads.get(key)
@@ -148,7 +149,12 @@ def execute(backend: KubernetesBackend, ctx: LayerContext) -> ExecResult:
     node = node_of(backend, workload)
     kube_node.ensure_ready(backend, ctx, workload, node)
     if not workload.get("inputs"):
-        copy_inputs(backend.core, backend.namespace, pod, ctx.matrix, root, ctx.timeout_s)
+        try:
+            copy_inputs(backend.core, backend.namespace, pod, ctx.matrix, root, ctx.timeout_s)
+        except LayerFailed:
+            raise
+        except Exception as exc:  # noqa: BLE001 - translated
+            raise kc.api_outcome(exc, f"copy the inputs into pod {pod}") from None
         workload["inputs"] = root
     m, d = ctx.model, ctx.dataset
     paths = input_paths(root, m.name, m.path, m.code or ctx.matrix.path.parent, d.name, d.path)
@@ -180,14 +186,19 @@ def execute(backend: KubernetesBackend, ctx: LayerContext) -> ExecResult:
             ctx.timeout_s,
             stop=watch.turned if watch else None,
         )
+    except LayerFailed:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a dying node often breaks the exec stream first
+        if watch is None or not watch.turned.wait(2):
+            raise kc.api_outcome(exc, f"exec the model entrypoint in pod {pod}") from None
+        done = kube_exec.ExecOutcome(None, "", "", time.perf_counter() - started, False, "", abandoned=True)
     finally:
         if watch is not None:
             watch.stop()
     failure = None
     if done.abandoned and watch is not None:
         killed = kill_run(backend.core, backend.namespace, pod, run_dir, 5)
-        after = time.perf_counter() - started
-        failure = kube_node.abandoned(backend, ctx, workload, watch, started_at, after, killed)
+        failure = kube_node.abandoned(backend, ctx, workload, watch, started_at, done.duration_s, killed)
     simulated = bool(backend.nodes.get(node, {}).get("simulated"))
     return ExecResult(
         argv=argv,

@@ -53,6 +53,11 @@ def turn_not_ready(cluster: Cluster, name: str) -> None:
     cluster.core.patch_node(name, {"metadata": {"labels": {STAGE: "true"}}})
 
 
+def taints(cluster: Cluster, name: str) -> list[Any]:
+    """The node's taints (V1Taint objects)."""
+    return list(cluster.core.read_node(name).spec.taints or [])
+
+
 @pytest.fixture
 def lost_node(cluster: Cluster) -> Iterator[tuple[str, str]]:
     """``(pool, node name)`` of a Ready KWOK node of this test's own; deleted afterwards."""
@@ -77,6 +82,11 @@ def lost_node(cluster: Cluster) -> Iterator[tuple[str, str]]:
             name, {"status": {"capacity": BASE, "allocatable": BASE, "conditions": []}}
         )
         wait_ready(cluster, name, True)
+        # the node lifecycle controller taints a new node not-ready until it has seen it Ready
+        deadline = time.monotonic() + 60
+        while any(t.key.startswith("node.kubernetes.io/") for t in taints(cluster, name)):
+            assert time.monotonic() < deadline, f"node {name} keeps its node.kubernetes.io taints"
+            time.sleep(0.2)
         yield pool, name
     finally:
         try:
