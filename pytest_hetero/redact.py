@@ -23,7 +23,7 @@ MIN_SECRET_LEN = 4
 
 PATTERNS: tuple[tuple[str, re.Pattern[str], str], ...] = (
     ("private-key", re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----.*?(?:-----END [A-Z0-9 ]*PRIVATE KEY-----|\Z)",
-                               re.S), "[REDACTED:private-key]"),
+                               re.DOTALL), "[REDACTED:private-key]"),
     ("kubeconfig", re.compile(r"((?:client-key-data|client-certificate-data|token|password)\s*:\s*)"
                               r"(?!\[REDACTED)[\"']?[^\s\"']{8,}[\"']?"), r"\1[REDACTED:kubeconfig]"),
     ("registry-auth", re.compile(r"(\"(?:auth|identitytoken|password)\"\s*:\s*\")[^\"]+(\")"),

@@ -5,7 +5,6 @@ that cannot be written stops the run before anything runs."""
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -13,7 +12,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from support import DIGITS, MODEL_SHA, matrix_text
 
 SLOW = {"name": "slow-model", "version": "1", "uri": str(DIGITS / "model" / "digits-logreg-1.0.0.onnx"),
@@ -118,7 +116,8 @@ def test_unwritable_report_dir_stops_before_running(tmp_path: Path) -> None:
     (tmp_path / "m.matrix.yaml").write_text(matrix_text())
     target = "/proc/hetero-reports"  # not creatable, even for root
     run = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "m.matrix.yaml",
-                          "--hetero-report-dir", target], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+                          "--hetero-report-dir", target], cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                         check=False)
     assert run.returncode == 4
     assert f"pytest-hetero: report folder {target} is not writable (No such file or directory); fix it or " \
            "choose another with --hetero-report-dir" in run.stdout + run.stderr

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 from support import matrix_text
+
 from pytest_hetero.matrix import load_matrix
 from pytest_hetero.matrix.expand import expand
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from support import REPO, dedent
+
 from pytest_hetero.errors import MatrixInvalid
 from pytest_hetero.matrix import load_matrix, parse_duration
 

@@ -6,7 +6,6 @@ import json
 from pathlib import Path
 
 import pytest
-
 from support import REPO, evidence_of, matrix_text, statuses
 
 CPU = {"name": "cpu-host", "type": "cpu", "requests": {"cpu": 1}}
@@ -225,7 +224,7 @@ def test_sensitive_dataset_keeps_digests_and_verdicts_not_content(pytester: pyte
     assert items["model"]["artifacts"] == []
     rules = next(r["data"] for r in items["business"]["records"] if r["kind"] == "business.rules")
     assert rules["sensitive"] is True
-    assert [(r["name"], r["verdict"]) for r in rules["results"]][0] == ("accuracy-floor", "pass")
+    assert (rules["results"][0]["name"], rules["results"][0]["verdict"]) == ("accuracy-floor", "pass")
     bundle = pytester.path / "reports" / ev["run"]["id"]
     assert not list(bundle.rglob("outputs.json")) and not list(bundle.rglob("stdout.txt"))
     assert "predictions" not in (bundle / "evidence.json").read_text()

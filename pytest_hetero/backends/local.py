@@ -153,7 +153,7 @@ def run_measured(argv: list[str], tmp: Path, env: dict[str, str], cwd: Path, tim
         start = time.perf_counter()
         try:
             proc = subprocess.Popen(argv, stdout=out, stderr=err, env=env, cwd=cwd, start_new_session=True,
-                                    preexec_fn=_die_with_parent)
+                                    preexec_fn=_die_with_parent)  # noqa: PLW1509 - only prctl(PDEATHSIG), async-signal-safe
         except FileNotFoundError:
             raise LayerFailed(f"entrypoint program not found: {argv[0]}", "entrypoint_missing",
                               "algorithm") from None

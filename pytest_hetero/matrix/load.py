@@ -22,8 +22,17 @@ import jsonschema
 from pytest_hetero import LAYERS
 from pytest_hetero.errors import Location, MatrixError, MatrixInvalid
 from pytest_hetero.matrix.model import (
-    DEFAULT_OUTPUT_LIMIT, DEFAULT_OWNERS, DEFAULT_TIMEOUTS_S, Dataset, ExcludeRule, Image,
-    Matrix, Model, Profile, Resource, Serving,
+    DEFAULT_OUTPUT_LIMIT,
+    DEFAULT_OWNERS,
+    DEFAULT_TIMEOUTS_S,
+    Dataset,
+    ExcludeRule,
+    Image,
+    Matrix,
+    Model,
+    Profile,
+    Resource,
+    Serving,
 )
 from pytest_hetero.matrix.yamlnodes import Positions, dotted, read_yaml
 
@@ -38,7 +47,7 @@ def matrix_schema() -> dict[str, Any]:
     return dict(json.loads(text))
 
 
-def parse_duration(value: float | int | str) -> float:
+def parse_duration(value: float | str) -> float:
     """Seconds from a number or a string like ``'90s'``, ``'5m'``, ``'1m30s'``, ``'250ms'``.
 
     Raises ValueError for anything else (the schema normally catches it first).

@@ -8,11 +8,10 @@ import os
 import subprocess
 import sys
 import threading
+from typing import TYPE_CHECKING
 
 import pytest
-from typing import TYPE_CHECKING
 from kubekit import kube_matrix
-
 from kubernetes.client.rest import ApiException
 
 from pytest_hetero.backends.kube_watch import PodWatch

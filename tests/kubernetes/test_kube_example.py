@@ -5,9 +5,9 @@ from __future__ import annotations
 import shutil
 import time
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import pytest
-from typing import TYPE_CHECKING
 from kubekit import BASE, GFD, SESSION
 from kubernetes.client.rest import ApiException
 from support import REPO, evidence_of

@@ -7,10 +7,9 @@ its container states are worded as a real kubelet words them.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
-from typing import TYPE_CHECKING
 from kubekit import kube_matrix
 from support import evidence_of, statuses
 

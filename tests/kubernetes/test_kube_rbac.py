@@ -9,10 +9,9 @@ from __future__ import annotations
 import copy
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
-from typing import TYPE_CHECKING
 import yaml
 from kubekit import SESSION, kube_matrix
 from kubernetes import utils

@@ -35,7 +35,7 @@ def _serve(failures: list[int]) -> tuple[ThreadingHTTPServer, list[float]]:
     seen: list[float] = []
 
     class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 - http.server API
+        def do_GET(self) -> None:
             seen.append(time.monotonic())
             status = failures.pop(0) if failures else 200
             body = json.dumps(NODES if status == 200 else {"kind": "Status", "code": status}).encode()
@@ -88,7 +88,7 @@ def test_a_briefly_unreachable_apiserver_is_reached_once_it_listens(tmp_path: Pa
         time.sleep(1.0)  # refused connections meanwhile
 
         class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802
+            def do_GET(self) -> None:
                 body = json.dumps(NODES).encode()
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")

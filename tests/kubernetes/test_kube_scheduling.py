@@ -6,10 +6,9 @@ the workloads are submitted concurrently (``--hetero-parallel``) and judged inde
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
-from typing import TYPE_CHECKING
 from kubekit import kube_matrix
 from support import evidence_of
 

@@ -9,10 +9,9 @@ import signal
 import subprocess
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
-from typing import TYPE_CHECKING
 from kubekit import kube_matrix
 from kubernetes.client.rest import ApiException
 from support import evidence_of
