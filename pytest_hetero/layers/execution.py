@@ -56,7 +56,7 @@ def _run_once(ctx: LayerContext, run: int) -> None:
         streams = {name: {"text": "[withheld: sensitive dataset]", "truncated": True,
                           "bytes": len(text.encode("utf-8", "replace")), "sha256": sha256_text(text)}
                    for name, text in (("stdout", result.stdout), ("stderr", result.stderr))}
-        arts = {"stdout_artifact": None, "stderr_artifact": None}
+        arts: dict[str, str | None] = {"stdout_artifact": None, "stderr_artifact": None}
     else:
         streams = {"stdout": bounded(result.stdout, ctx.output_limit),
                    "stderr": bounded(result.stderr, ctx.output_limit)}
