@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from pytest_hetero import LAYERS, __version__, hookspecs
-from pytest_hetero.collect import MatrixFile
+from pytest_hetero.collect import MatrixFile, plan_uses_image
 from pytest_hetero.errors import HeteroError
 from pytest_hetero.evidence.model import utc_now
 from pytest_hetero.evidence.recorder import Recorder, assemble
@@ -177,7 +177,8 @@ MIN_FREE_BYTES = 64 * 1024 * 1024
 
 def pytest_collection_finish(session: pytest.Session) -> None:
     """Before anything runs: the report folder must be writable with room to spare, or the run stops
-    with a clear message (exit 4) instead of losing evidence at the end."""
+    with a clear message (exit 4) instead of losing evidence at the end. Then every collected
+    matrix is journaled, so an interrupted run reports its unfinished items as ``not_run``."""
     if not any(isinstance(i, LayerItem) for i in session.items) or session.config.option.collectonly:
         return
     report_dir = session.config.stash[SETTINGS].report_dir
@@ -185,6 +186,12 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     if problem:
         pytest.exit(f"pytest-hetero: report folder {report_dir} {problem}; fix it or choose another with "
                     "--hetero-report-dir", returncode=pytest.ExitCode.USAGE_ERROR)
+    recorder = session.config.stash.get(RECORDER, None)
+    if recorder is not None:
+        # journal every collected matrix now, not with its first finished item: a run killed,
+        # interrupted or stopped by another file's collection error still lists what it planned
+        for prefix, (matrix, plan) in session.config.stash[PLANS].items():
+            recorder.matrix(str(matrix.path), prefix, matrix.name, matrix.sha256, plan_uses_image(plan))
 
 
 def check_writable(folder: Path) -> str:
@@ -282,8 +289,6 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         recorder.deselected(nodeid, reason)
     if not config.option.collectonly:
         # matrices whose every combination is excluded still get a bundle that says so
-        from pytest_hetero.collect import plan_uses_image
-
         for prefix, (matrix, plan) in config.stash[PLANS].items():
             if not plan.items:
                 recorder.matrix(str(matrix.path), prefix, matrix.name, matrix.sha256, plan_uses_image(plan))

@@ -122,3 +122,27 @@ def test_unwritable_report_dir_stops_before_running(tmp_path: Path) -> None:
     assert f"pytest-hetero: report folder {target} is not writable (No such file or directory); fix it or " \
            "choose another with --hetero-report-dir" in run.stdout + run.stderr
     assert "passed" not in run.stdout
+
+
+def test_sigkill_before_a_second_matrix_ran_lists_its_items_not_run(tmp_path: Path) -> None:
+    """Every collected matrix is journaled before anything runs: a file whose items never started
+    is not missing from the rebuilt bundle, its items are not_run."""
+    (tmp_path / "zz-second.matrix.yaml").write_text(matrix_text(name="second"))
+    proc = _start(tmp_path, "zz-second.matrix.yaml")
+    bundle = tmp_path / "reports" / "r1"
+    try:
+        _wait_items(bundle / "journal.jsonl", 5)
+        time.sleep(1.0)  # inside the slow model's run of the first matrix
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+    rebuilt = _hetero("report", "--from-journal", str(bundle))
+    assert rebuilt.returncode == 0, rebuilt.stderr
+    ev = json.loads((bundle / "evidence.json").read_text())
+    assert [m["name"] for m in ev["matrices"]] == ["crash", "second"]
+    second = sorted((u["nodeid"], u["status"], u["reason"]) for u in ev["untested"]["items"]
+                    if u["nodeid"].startswith("zz-second.matrix.yaml::"))
+    assert second == sorted((f"zz-second.matrix.yaml::{n}", "not_run", "not_run (interrupted before this item finished)")
+                            for n in ("cpu-host::discovery", "cpu-host::scheduling", "cpu-host::py::startup",
+                                      "cpu-host::py::digits-logreg@digits-test::model",
+                                      "cpu-host::py::digits-logreg@digits-test::business"))

@@ -165,6 +165,22 @@ def test_invalid_matrix_is_a_clear_collection_error_and_other_files_still_collec
     assert not (pytester.path / "reports").exists()  # --collect-only writes no bundle
 
 
+def test_collection_error_elsewhere_keeps_the_good_matrix_items_as_not_run(pytester: pytest.Pytester) -> None:
+    """pytest stops before running when another file is invalid; the good file's collected items
+    are still in the bundle (not_run), not silently missing."""
+    pytester.makefile(".matrix.yaml", good=matrix_text())
+    pytester.makefile(".matrix.yaml", bad=matrix_text().replace('"requests"', '"requets"'))
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    assert result.ret == 2
+    ev = evidence_of(pytester)
+    assert [m["name"] for m in ev["matrices"]] == ["t"]
+    assert [e["nodeid"] for e in ev["errors"]] == ["bad.matrix.yaml"]
+    assert statuses(ev) == {n: "not_run" for n in (
+        "cpu-host::discovery", "cpu-host::scheduling", "cpu-host::py::startup",
+        "cpu-host::py::digits-logreg@digits-test::model", "cpu-host::py::digits-logreg@digits-test::business")}
+    assert ev["summary"]["verdict"] == "incomplete"
+
+
 def test_unknown_backend_is_named(pytester: pytest.Pytester) -> None:
     pytester.makefile(".matrix.yaml", m=matrix_text(backend="slurm"))
     result = pytester.runpytest("-p", "no:cacheprovider")
