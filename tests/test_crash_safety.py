@@ -146,3 +146,22 @@ def test_sigkill_before_a_second_matrix_ran_lists_its_items_not_run(tmp_path: Pa
                             for n in ("cpu-host::discovery", "cpu-host::scheduling", "cpu-host::py::startup",
                                       "cpu-host::py::digits-logreg@digits-test::model",
                                       "cpu-host::py::digits-logreg@digits-test::business"))
+
+
+@pytest.mark.parametrize(("line", "problem"), [
+    ("{}", "unknown type None"),
+    ("[]", "a JSON list, not an object"),
+    ("7", "a JSON int, not an object"),
+    ('{"type": "item"}', "item entry lacks 'evidence'"),
+    ('{"type": "item", "evidence": {"nodeid": "x"}}', "item entry lacks 'evidence.matrix'"),
+    ('{"type": "matrix", "path": "/etc/passwd"}', "matrix entry lacks 'prefix'"),
+    ('{"type": "target", "fingerprint": 1}', "target entry field 'fingerprint' is a int"),
+    ('{"type": "end", "at": "t", "exit_status": true, "interrupted": false}', "end entry field 'exit_status' is a bool"),
+])
+def test_report_from_an_edited_journal_names_the_line_not_a_traceback(tmp_path: Path, line: str, problem: str) -> None:
+    journal = tmp_path / "journal.jsonl"
+    journal.write_text('{"type": "run", "id": "r1"}\n' + line + '\n{"type": "deselected", "nodeid": "n", "reason": "r"}\n')
+    rebuilt = _hetero("report", "--from-journal", str(tmp_path))
+    assert (rebuilt.returncode, rebuilt.stderr) == (2, (
+        f"hetero report: {journal}:2: journal line is not a pytest-hetero entry: {problem}\n"
+        "  hint: the journal was edited or corrupted\n"))

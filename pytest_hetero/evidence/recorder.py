@@ -98,7 +98,8 @@ class Recorder:
 def read_journal(bundle_dir: Path) -> list[dict[str, Any]]:
     """Read every complete line of the journal; a torn last line (crash mid-write) is dropped.
 
-    Raises BundleError when the journal is missing or a middle line is not JSON.
+    Raises BundleError when the journal is missing, a middle line is not JSON, or a line is not
+    an entry assembly can use (see ENTRY_FIELDS).
     """
     path = bundle_dir / JOURNAL
     try:
@@ -111,13 +112,52 @@ def read_journal(bundle_dir: Path) -> list[dict[str, Any]]:
         if not line.strip():
             continue
         try:
-            entries.append(json.loads(line))
+            entry = json.loads(line)
         except json.JSONDecodeError:
             if number == len(lines):
                 break
             raise BundleError("journal line is not JSON", Location(str(path), number),
                               "the journal was edited or corrupted") from None
+        problem = entry_problem(entry)
+        if problem:
+            raise BundleError(f"journal line is not a pytest-hetero entry: {problem}", Location(str(path), number),
+                              "the journal was edited or corrupted")
+        entries.append(entry)
     return entries
+
+
+ENTRY_FIELDS: dict[str, dict[str, type | tuple[type, ...]]] = {
+    "run": {},
+    "matrix": {"path": str, "prefix": str, "name": str, "sha256": str, "scheduling_per_image": bool},
+    "item": {"evidence": dict},
+    "deselected": {"nodeid": str, "reason": str},
+    "collect_error": {"nodeid": str, "message": str},
+    "target": {"fingerprint": dict},
+    "end": {"at": str, "exit_status": int, "interrupted": bool},
+}
+"""Journal entry type → the fields assembly reads, with their JSON types."""
+EVIDENCE_FIELDS: dict[str, type | tuple[type, ...]] = {
+    "nodeid": str, "matrix": str, "layer": str, "keys": dict, "owner": str, "status": str, "records": list,
+    "artifacts": list}
+"""Fields every journaled item's evidence must carry, with their JSON types."""
+
+
+def entry_problem(entry: Any) -> str:
+    """Why ``entry`` (one parsed journal line) cannot be assembled; empty string when it can."""
+    if not isinstance(entry, dict):
+        return f"a JSON {type(entry).__name__}, not an object"
+    kind = entry.get("type")
+    if kind not in ENTRY_FIELDS:
+        return f"unknown type {kind!r}"
+    checks = [(entry, name, typ, "") for name, typ in ENTRY_FIELDS[kind].items()]
+    if kind == "item" and isinstance(entry.get("evidence"), dict):
+        checks += [(entry["evidence"], name, typ, "evidence.") for name, typ in EVIDENCE_FIELDS.items()]
+    for obj, name, typ, where in checks:
+        if name not in obj:
+            return f"{kind} entry lacks '{where}{name}'"
+        if not isinstance(obj[name], typ) or (typ is int and isinstance(obj[name], bool)):
+            return f"{kind} entry field '{where}{name}' is a {type(obj[name]).__name__}"
+    return ""
 
 
 def assemble(bundle_dir: Path) -> dict[str, Any]:
