@@ -11,6 +11,7 @@ expressions a matrix adds (``spec.redact``).
 from __future__ import annotations
 
 import fnmatch
+import json
 import os
 import re
 from collections.abc import Iterable, Mapping
@@ -48,6 +49,10 @@ class Redactor:
         globs = SECRET_ENV_GLOBS + tuple(g.strip() for g in env.get("HETERO_REDACT_ENV", "").split(",") if g.strip())
         values = {(name, value) for name, value in env.items()
                   if len(value) >= MIN_SECRET_LEN and any(fnmatch.fnmatchcase(name.upper(), g) for g in globs)}
+        # the same secret as a JSON string spells it (outputs.json, logs of JSON): quotes, backslashes,
+        # control and non-ASCII characters escaped
+        values |= {(name, spelled) for name, value in values
+                   for spelled in (json.dumps(value)[1:-1], json.dumps(value, ensure_ascii=False)[1:-1])}
         # longest first so a secret containing another is replaced whole
         self._literals = sorted(values, key=lambda nv: -len(nv[1]))
         self._extra = [(kind, re.compile(rx)) for kind, rx in extra]

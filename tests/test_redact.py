@@ -28,6 +28,17 @@ def test_each_kind(text: str, expected: str) -> None:
     assert Redactor(ENV).text(text) == expected
 
 
+def test_env_secret_spelled_as_a_json_string_is_redacted() -> None:
+    """A model that json.dumps a secret with quotes, backslashes or non-ASCII writes it escaped."""
+    import json
+
+    r = Redactor({"DB_PASSWORD": 'pl@nted"Pass\\w\u00f6rd'})
+    assert r.text(json.dumps({"pw": 'pl@nted"Pass\\w\u00f6rd'})) == '{"pw": "[REDACTED:env:DB_PASSWORD]"}'
+    assert r.text(json.dumps({"pw": 'pl@nted"Pass\\w\u00f6rd'}, ensure_ascii=False)) == \
+        '{"pw": "[REDACTED:env:DB_PASSWORD]"}'
+    assert r.text('raw pl@nted"Pass\\w\u00f6rd') == "raw [REDACTED:env:DB_PASSWORD]"
+
+
 def test_nested_data_and_matrix_patterns() -> None:
     r = Redactor(ENV, extra=[("customer-id", r"CUST-[0-9]{6}")])
     data = {"records": [{"data": {"stdout": "user CUST-123456 tok-9f8e7d6c5b", "n": 3}}], "k": ("a",)}
