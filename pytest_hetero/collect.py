@@ -52,10 +52,13 @@ class MatrixFile(pytest.File):
         yield from _children(self, tree, matrix, backend)
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:  # type: ignore[override]
-        """Our errors read as ``file:line:col: field '…': message`` plus hint, never a traceback."""
+        """Our errors read as ``file:line:col: field '…': message`` plus hint, never a traceback;
+        secrets a message quotes from the file (a token in the wrong field) are redacted."""
+        from pytest_hetero.redact import Redactor
+
         if isinstance(excinfo.value, HeteroError):
-            return excinfo.value.render()
-        return str(super().repr_failure(excinfo))
+            return Redactor().text(excinfo.value.render())
+        return Redactor().text(str(super().repr_failure(excinfo)))
 
 
 def plan_uses_image(plan: Plan) -> bool:

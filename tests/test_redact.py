@@ -90,3 +90,28 @@ def test_no_planted_secret_survives_in_any_bundle_file(pytester: pytest.Pytester
         "entrypoint exited with 3: pulling https://[REDACTED:url-credentials]@registry.example.com/v2/ failed with "
         "[REDACTED:env:HETERO_TEST_API_TOKEN]")
     assert "tok-5e3f9a7c1d" not in result.stdout.str()
+
+
+def test_secret_quoted_by_a_collection_error_is_redacted(pytester: pytest.Pytester,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    import json
+
+    from support import evidence_of, matrix_text
+
+    monkeypatch.setenv("HETERO_TEST_API_TOKEN", "tok-5e3f9a7c1d")
+    doc = json.loads(matrix_text())
+    doc["spec"]["resources"][0]["expect"] = {"min_cpus": "tok-5e3f9a7c1d"}
+    doc["spec"]["resources"][0]["https://bob:hunter2hunter2@h/"] = 1
+    pytester.makefile(".matrix.yaml", m=json.dumps(doc, indent=2))
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    assert result.ret == 2
+    [error] = evidence_of(pytester)["errors"]
+    assert error["message"] == (
+        "2 problems in m.matrix.yaml:\n"
+        "m.matrix.yaml:24:23: field 'spec.resources[0:cpu-host].expect.min_cpus': "
+        "'[REDACTED:env:HETERO_TEST_API_TOKEN]' is not of type 'number'\n"
+        "m.matrix.yaml:26:9: field 'spec.resources[0:cpu-host].https://[REDACTED:url-credentials]@h/': "
+        "unknown key 'https://[REDACTED:url-credentials]@h/'\n"
+        "  hint: allowed keys: description, expect, limits, name, node_selector, priority_class, queue, requests, "
+        "tolerations, type, vendor")
+    assert "tok-5e3f9a7c1d" not in result.stdout.str() and "hunter2hunter2" not in result.stdout.str()
