@@ -115,3 +115,36 @@ def test_secret_quoted_by_a_collection_error_is_redacted(pytester: pytest.Pytest
         "  hint: allowed keys: description, expect, limits, name, node_selector, priority_class, queue, requests, "
         "tolerations, type, vendor")
     assert "tok-5e3f9a7c1d" not in result.stdout.str() and "hunter2hunter2" not in result.stdout.str()
+
+
+def test_matrix_copy_in_the_bundle_is_redacted_and_still_verifies(pytester: pytest.Pytester,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """inputs/<matrix> holds the matrix with its secrets redacted; the signed statement covers that copy."""
+    import json
+
+    from support import matrix_text
+
+    from pytest_hetero.signing import generate_keypair, load_public_key
+    from pytest_hetero.verify import verify_bundle
+
+    monkeypatch.setenv("HETERO_TEST_API_TOKEN", "tok-5e3f9a7c1d")
+    doc = json.loads(matrix_text(layers={"discovery": {"timeout": "30s"}}))
+    doc["metadata"]["description"] = ("mirror https://carol:matrixdescpw@host/ with Bearer MATRIXBEARERTOKEN123, "
+                                      "token tok-5e3f9a7c1d, customer CUST-123456")
+    doc["spec"]["redact"] = [{"kind": "customer-id", "pattern": "CUST-[0-9]{6}"}]
+    pytester.makefile(".matrix.yaml", m=json.dumps(doc, indent=2))
+    generate_keypair(pytester.path / "run.key", pytester.path / "run.pub")
+    result = pytester.runpytest("-p", "no:cacheprovider", "--hetero-run-id", "sec", "-k", "discovery",
+                                "--hetero-sign-key", str(pytester.path / "run.key"))
+    result.assert_outcomes(passed=1)
+    bundle = pytester.path / "reports" / "sec"
+    copy = json.loads((bundle / "inputs" / "t.matrix.yaml").read_text())
+    assert copy["metadata"]["description"] == (
+        "mirror https://[REDACTED:url-credentials]@host/ with Bearer [REDACTED:bearer-token], "
+        "token [REDACTED:env:HETERO_TEST_API_TOKEN], customer [REDACTED:customer-id]")
+    planted = ("matrixdescpw", "MATRIXBEARERTOKEN123", "tok-5e3f9a7c1d", "CUST-123456")
+    leaks = [(p.name, s) for p in bundle.rglob("*") if p.is_file() for s in planted
+             if s in p.read_bytes().decode("utf-8", "replace")]
+    assert leaks == []
+    verification = verify_bundle(bundle, [load_public_key(pytester.path / "run.pub")])
+    assert verification.problems == []

@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import gc
 import json
-import shutil
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,6 +21,7 @@ import pytest
 
 from pytest_hetero.bundle import ATTESTATION, write_manifest
 from pytest_hetero.errors import BundleError, MatrixError
+from pytest_hetero.evidence.model import sha256_text
 from pytest_hetero.reporting.ctrf import render_ctrf
 from pytest_hetero.reporting.html import render_html
 from pytest_hetero.reporting.junit import render_junit
@@ -92,18 +92,41 @@ def _run_signer(key_path: Path | None) -> tuple[str | None, str | None]:
         return None, f"signing key refused: {exc.message}"
 
 
+def matrix_copy(m: dict[str, Any]) -> tuple[bytes, str]:
+    """The bytes kept in ``inputs/`` for the evidence's matrix line ``m`` and the sha256 the signed
+    statement records for them.
+
+    Secrets in the file (URL credentials or a bearer token in a description, environment
+    secrets, the matrix's own ``spec.redact`` patterns) are redacted. The digest is that of the
+    kept bytes when the file is still the one that ran, else the sha256 recorded at run time (so
+    verification shows a matrix edited after the run). Raises OSError when the file is unreadable.
+    """
+    from pytest_hetero.matrix.load import load_matrix
+    from pytest_hetero.redact import Redactor
+
+    raw = Path(m["path"]).read_bytes()
+    try:
+        extra: tuple[tuple[str, str], ...] = load_matrix(m["path"]).redact
+    except MatrixError:
+        extra = ()
+    kept = Redactor(extra=extra).bytes(raw)
+    return kept, sha256_text(kept) if sha256_text(raw) == m["sha256"] else m["sha256"]
+
+
 def copy_inputs(evidence: dict[str, Any], bundle_dir: Path) -> list[tuple[str, str]]:
-    """Copy each matrix file to ``inputs/<name>.matrix.yaml``; return [(bundle path, sha256 at run)]."""
+    """Copy each matrix file, secrets redacted, to ``inputs/<name>.matrix.yaml``; return
+    [(bundle path, statement digest)] (see :func:`matrix_copy`)."""
     out = []
     for m in evidence["matrices"]:
         rel = f"{INPUTS}/{m['name']}.matrix.yaml"
         (bundle_dir / INPUTS).mkdir(exist_ok=True)
         try:
-            shutil.copyfile(m["path"], bundle_dir / rel)
+            kept, digest = matrix_copy(m)
+            (bundle_dir / rel).write_bytes(kept)
         except OSError as exc:
             sys.stderr.write(f"pytest-hetero: cannot copy matrix {m['path']} into the bundle: {exc.strerror}\n")
             continue
-        out.append((rel, m["sha256"]))
+        out.append((rel, digest))
     return out
 
 
@@ -165,7 +188,11 @@ def finish_bundle(evidence: dict[str, Any], bundle_dir: Path, key_path: Path | N
     for m in evidence["matrices"]:
         rel = f"{INPUTS}/{m['name']}.matrix.yaml"
         if (bundle_dir / rel).is_file():
-            subjects.append((rel, m["sha256"]))
+            try:
+                digest = matrix_copy(m)[1]
+            except OSError:
+                digest = m["sha256"]
+            subjects.append((rel, digest))
     run_keyid = keyid(key.public_key()) if key else None
     with gc_paused():
         write_statement(bundle_dir, build_statement(subjects, build_predicate(evidence, owners, run_keyid)), key)
