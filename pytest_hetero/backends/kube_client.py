@@ -13,6 +13,7 @@ import re
 from datetime import datetime, timezone
 from typing import Any
 
+import yaml
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
@@ -61,8 +62,8 @@ def created_annotations() -> dict[str, str]:
 def connect(target: dict[str, Any], context: str | None) -> tuple[client.ApiClient, str, str]:
     """``(ApiClient, namespace, context name)`` for the target.
 
-    Raises LayerFailed (``bad_target``, platform) when no kubeconfig or in-cluster config exists
-    or the named context is missing.
+    Raises LayerFailed (``bad_target``, platform) when no kubeconfig or in-cluster config exists,
+    the kubeconfig is not YAML or not shaped like one, or the named context is missing.
     """
     path = target.get("kubeconfig") or os.environ.get("KUBECONFIG")
     try:
@@ -78,10 +79,14 @@ def connect(target: dict[str, Any], context: str | None) -> tuple[client.ApiClie
             config.load_incluster_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
             with open("/var/run/secrets/kubernetes.io/serviceaccount/namespace", encoding="utf-8") as fh:
                 namespace, name = fh.read().strip(), "in-cluster"
-    except (ConfigException, OSError) as exc:
+    except (ConfigException, OSError, yaml.YAMLError, TypeError, AttributeError, KeyError, ValueError) as exc:
+        # a kubeconfig that is not YAML, or YAML of the wrong shape, is a bad target, not a harness bug
+        why = str(exc)
+        if not isinstance(exc, (ConfigException, OSError)):
+            why = f"not a kubeconfig ({type(exc).__name__}: {why.splitlines()[0] if why else ''})"
         raise LayerFailed(
             f"no usable Kubernetes configuration (kubeconfig {path or '~/.kube/config'}, "
-            f"context {context or '(current)'}): {exc}",
+            f"context {context or '(current)'}): {why}",
             "bad_target",
             "platform",
         ) from None
