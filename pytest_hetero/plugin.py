@@ -254,9 +254,15 @@ class Journaler:
     def __init__(self, recorder: Recorder, active: bool) -> None:
         self.recorder = recorder
         self.active = active
+        self.session: pytest.Session | None = None
+
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        """Keep the session: a journal that cannot be written any more stops it."""
+        self.session = session
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        """Journal each item's evidence the moment its report arrives."""
+        """Journal each item's evidence the moment its report arrives; when the journal cannot be
+        written (disk full mid-run), stop the session after this item: later results would be lost."""
         props = dict(report.user_properties)
         if not self.active or EVIDENCE_PROPERTY not in props:
             return
@@ -265,6 +271,8 @@ class Journaler:
         if TARGET_PROPERTY in props:
             self.recorder.target(props[TARGET_PROPERTY])
         self.recorder.item(props[EVIDENCE_PROPERTY])
+        if self.recorder.broken and self.session is not None:
+            self.session.shouldstop = f"pytest-hetero: {self.recorder.broken}"
 
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         """Journal collection errors of matrix files (invalid matrices) so the bundle shows them."""
@@ -298,7 +306,13 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     stopped = next((str(v) for v in (session.shouldfail, session.shouldstop) if isinstance(v, str) and v), "")
     recorder.end(int(exitstatus), interrupted, stopped)
     settings = config.stash[SETTINGS]
-    evidence = assemble(settings.bundle_dir)
+    evidence = None if recorder.broken else _assemble_or_none(settings.bundle_dir, recorder)
+    if evidence is None:
+        sys.stderr.write(f"pytest-hetero: the report folder became unwritable during the run: {recorder.broken}; "
+                         f"the run stopped. Items journaled before are kept: free space, then run "
+                         f"hetero report --from-journal {settings.bundle_dir}\n")
+        session.exitstatus = pytest.ExitCode.USAGE_ERROR
+        return
     for hook in (config.hook.pytest_hetero_write_reports, config.hook.pytest_hetero_bundle_finished):
         try:
             hook(evidence=evidence, bundle_dir=settings.bundle_dir, settings=settings)
@@ -311,6 +325,15 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 
 _SUMMARY = pytest.StashKey[dict[str, Any]]()
+
+
+def _assemble_or_none(bundle_dir: Path, recorder: Recorder) -> dict[str, Any] | None:
+    """assemble(), or None with ``recorder.broken`` set when evidence.json cannot be written."""
+    try:
+        return assemble(bundle_dir)
+    except OSError as exc:
+        recorder.broken = f"cannot write {bundle_dir / 'evidence.json'} ({exc.strerror})"
+        return None
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:

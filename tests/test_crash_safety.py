@@ -165,3 +165,45 @@ def test_report_from_an_edited_journal_names_the_line_not_a_traceback(tmp_path: 
     assert (rebuilt.returncode, rebuilt.stderr) == (2, (
         f"hetero report: {journal}:2: journal line is not a pytest-hetero entry: {problem}\n"
         "  hint: the journal was edited or corrupted\n"))
+
+
+DISK_FULL_AFTER_ONE_ITEM = '''
+import errno
+import os
+
+import pytest_hetero.evidence.recorder as recorder
+
+_real_fsync = os.fsync
+_journal_syncs = []
+
+
+def _fsync(fd):
+    if os.readlink(f"/proc/self/fd/{fd}").endswith("journal.jsonl"):
+        _journal_syncs.append(fd)
+        if len(_journal_syncs) > 4:  # run, matrix, target, discovery; scheduling finds the disk full
+            raise OSError(errno.ENOSPC, "No space left on device")
+    return _real_fsync(fd)
+
+
+recorder.os = type("os", (), {"fsync": staticmethod(_fsync)})
+'''
+
+
+def test_report_folder_full_mid_run_stops_with_a_clear_message(pytester: pytest.Pytester) -> None:
+    """A journal that cannot be written any more stops the run after that item (exit 4), says what
+    is kept and how to rebuild; no INTERNALERROR traceback."""
+    pytester.makeconftest(DISK_FULL_AFTER_ONE_ITEM)
+    pytester.makefile(".matrix.yaml", m=matrix_text())
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--hetero-run-id", "r1")
+    bundle = pytester.path / "reports" / "r1"
+    out = result.stdout.str() + result.stderr.str()
+    assert result.ret == 4, out
+    assert "INTERNALERROR" not in out and "Traceback" not in out
+    assert (f"pytest-hetero: the report folder became unwritable during the run: cannot write {bundle}/journal.jsonl "
+            "(No space left on device); the run stopped. Items journaled before are kept: free space, then run "
+            f"hetero report --from-journal {bundle}") in out
+    result.assert_outcomes(passed=1, skipped=1)  # discovery, scheduling (not_applicable); nothing after
+    journal = [json.loads(x) for x in (bundle / "journal.jsonl").read_text().splitlines()]
+    # the scheduling line was written, only its fsync failed
+    assert [e["type"] for e in journal] == ["run", "matrix", "target", "item", "item"]
+    assert not (bundle / "evidence.json").exists()

@@ -37,6 +37,8 @@ class Recorder:
         self._fh: Any = None
         self._matrices: set[str] = set()
         self._targets: dict[str, str] = {}
+        self.broken = ""
+        """Why the journal could not be written (disk full, folder removed…); empty while it can."""
 
     @property
     def started(self) -> bool:
@@ -45,15 +47,25 @@ class Recorder:
 
     def _write(self, entry: dict[str, Any]) -> None:
         if self._fh is None:
-            self.bundle_dir.mkdir(parents=True, exist_ok=True)
-            self._fh = open(self.bundle_dir / JOURNAL, "a", encoding="utf-8")  # noqa: SIM115
+            try:
+                self.bundle_dir.mkdir(parents=True, exist_ok=True)
+                self._fh = open(self.bundle_dir / JOURNAL, "a", encoding="utf-8")  # noqa: SIM115
+            except OSError as exc:
+                self.broken = self.broken or f"cannot write {self.bundle_dir / JOURNAL} ({exc.strerror})"
+                return
             self._fh_write({"type": "run", **self._run})
         self._fh_write(entry)
 
     def _fh_write(self, entry: dict[str, Any]) -> None:
-        self._fh.write(json.dumps(entry, sort_keys=True, default=str) + "\n")
-        self._fh.flush()
-        os.fsync(self._fh.fileno())
+        """Append, flush and fsync one line; on an OSError note why in ``broken`` and write no more."""
+        if self.broken:
+            return
+        try:
+            self._fh.write(json.dumps(entry, sort_keys=True, default=str) + "\n")
+            self._fh.flush()
+            os.fsync(self._fh.fileno())
+        except OSError as exc:
+            self.broken = f"cannot write {self.bundle_dir / JOURNAL} ({exc.strerror})"
 
     def matrix(self, path: str, prefix: str, name: str, sha256: str, scheduling_per_image: bool) -> None:
         """Note a matrix once: absolute ``path``, nodeid ``prefix``, file ``sha256``."""
@@ -92,7 +104,10 @@ class Recorder:
             return
         self._fh_write({"type": "end", "at": utc_now(), "exit_status": exit_status,
                         "interrupted": interrupted, "stopped": stopped})
-        self._fh.close()
+        try:
+            self._fh.close()
+        except OSError as exc:
+            self.broken = self.broken or f"cannot write {self.bundle_dir / JOURNAL} ({exc.strerror})"
 
 
 def read_journal(bundle_dir: Path) -> list[dict[str, Any]]:
