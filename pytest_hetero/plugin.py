@@ -199,6 +199,8 @@ def check_writable(folder: Path) -> str:
     import shutil
     import tempfile
 
+    if folder.exists() and not folder.is_dir():
+        return "is a file, not a folder"
     try:
         folder.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=folder, prefix=".hetero-probe-"):

@@ -207,3 +207,14 @@ def test_report_folder_full_mid_run_stops_with_a_clear_message(pytester: pytest.
     # the scheduling line was written, only its fsync failed
     assert [e["type"] for e in journal] == ["run", "matrix", "target", "item", "item"]
     assert not (bundle / "evidence.json").exists()
+
+
+def test_report_dir_that_is_a_file_is_named_as_such(tmp_path: Path) -> None:
+    (tmp_path / "m.matrix.yaml").write_text(matrix_text())
+    (tmp_path / "out").write_text("")
+    run = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "m.matrix.yaml",
+                          "--hetero-report-dir", "out"], cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                         check=False)
+    assert run.returncode == 4
+    assert f"pytest-hetero: report folder {tmp_path / 'out'} is a file, not a folder; fix it or choose another " \
+           "with --hetero-report-dir" in run.stdout + run.stderr
