@@ -177,3 +177,27 @@ def test_paths_must_stay_inside_the_project(tmp_path: Path, monkeypatch: pytest.
     assert info.value.problems[0].hint.endswith(f"(e.g. HETERO_ALLOW_PATHS={outside})")
     monkeypatch.setenv("HETERO_ALLOW_PATHS", str(outside))
     assert load_matrix(path).model("mod").path == outside / "model.onnx"
+
+
+def test_wrong_type_says_what_to_write(tmp_path: Path) -> None:
+    err = load_text(tmp_path, GOOD.replace("requests: {cpu: 2}", "requests: {cpu: 2}\n      expect: {min_cpus: lots}"))
+    (problem,) = err.problems
+    assert (problem.location.line, problem.location.field) == (9, "spec.resources[0:cpu-a].expect.min_cpus")
+    assert problem.message == "'lots' is not of type 'number'"
+    assert problem.hint == "write a number (e.g. 2 or 0.5, without quotes)"
+
+
+def test_empty_entry_says_it_is_null(tmp_path: Path) -> None:
+    err = load_text(tmp_path, GOOD.replace("  resources:\n", "  resources:\n    -\n"))
+    (problem,) = err.problems
+    assert (problem.location.line, problem.location.field) == (6, "spec.resources[0]")
+    assert problem.hint == ("the value is empty (YAML null); write a mapping: 'key: value' lines indented under "
+                            "this key, or remove the key")
+
+
+def test_deep_nesting_without_alias_is_named_as_nesting(tmp_path: Path) -> None:
+    err = load_text(tmp_path, "a: " + "[" * 5000 + "]" * 5000 + "\n")
+    (problem,) = err.problems
+    assert problem.message == ("document nests too deeply (brackets or indentation thousands of levels deep, "
+                               "or a recursive YAML alias)")
+    assert problem.hint == "flatten the nesting; a matrix needs only a few levels"

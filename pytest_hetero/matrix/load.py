@@ -65,6 +65,27 @@ MAX_DURATION_S = 7 * 24 * 3600.0
 """Longest layer timeout accepted (seconds); longer ones would overflow timers and hide hangs."""
 
 
+
+TYPE_WORDS = {
+    "number": "a number (e.g. 2 or 0.5, without quotes)",
+    "integer": "a whole number (e.g. 4, without quotes)",
+    "string": "a string (quote values YAML reads otherwise, e.g. '1.0', 'yes', 'null')",
+    "object": "a mapping: 'key: value' lines indented under this key",
+    "array": "a list: one '- item' line per entry, or [a, b]",
+    "boolean": "true or false",
+}
+"""JSON Schema type name → how to write it in YAML (for :func:`type_hint`)."""
+
+
+def type_hint(expected: str | list[str], instance: object) -> str:
+    """The fix for a JSON Schema ``type`` error: what to write instead of ``instance``."""
+    names = [expected] if isinstance(expected, str) else list(expected)
+    wanted = " or ".join(TYPE_WORDS.get(n, n) for n in names)
+    if instance is None:
+        return f"the value is empty (YAML null); write {wanted}, or remove the key"
+    return f"write {wanted}"
+
+
 def _schema_problems(data: Any, pos: Positions, file: str) -> list[MatrixError]:
     validator = jsonschema.Draft202012Validator(matrix_schema())
     problems: list[MatrixError] = []
@@ -101,6 +122,10 @@ def _schema_problems(data: Any, pos: Positions, file: str) -> list[MatrixError]:
             hint = "use lowercase letters, digits, '-', '.', '_' (DNS-label style)"
         elif best.validator in ("const", "enum"):
             hint = f"use one of: {best.validator_value!r}"
+        elif best.validator == "type":
+            hint = type_hint(best.validator_value, best.instance)
+        elif best.validator in ("minimum", "exclusiveMinimum", "maximum", "minLength", "minItems", "pattern"):
+            hint = f"change the value to satisfy {best.validator} {best.validator_value!r}"
         line, col = pos.of(path, key=key_pos)
         problems.append(MatrixError(message, Location(file, line, col, field), hint))
     return problems
@@ -328,8 +353,9 @@ def load_matrix(path: str | Path) -> Matrix:
         raise MatrixInvalid([MatrixError(exc.message, Location(display, exc.location.line,
                              exc.location.column, exc.location.field), exc.hint)]) from None
     except RecursionError:
-        raise MatrixInvalid([MatrixError("document nests too deeply (recursive YAML alias?)",
-                             Location(display), "remove recursive aliases")]) from None
+        raise MatrixInvalid([MatrixError("document nests too deeply (brackets or indentation thousands of "
+                                         "levels deep, or a recursive YAML alias)",
+                             Location(display), "flatten the nesting; a matrix needs only a few levels")]) from None
     if not isinstance(data, dict):
         raise MatrixInvalid([MatrixError(f"top level is a {type(data).__name__}, not a mapping",
                              Location(display, 1, 1), "start with apiVersion: pytest-hetero/v1")])
