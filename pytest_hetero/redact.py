@@ -32,8 +32,9 @@ PATTERNS: tuple[tuple[str, re.Pattern[str], str], ...] = (
     ("bearer-token", re.compile(r"(?i)(bearer\s+)(?!\[REDACTED)[A-Za-z0-9\-._~+/]{8,}=*"),
      r"\1[REDACTED:bearer-token]"),
     ("jwt", re.compile(r"\beyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{5,}"), "[REDACTED:jwt]"),
-    ("url-credentials", re.compile(r"([a-zA-Z][a-zA-Z0-9+.-]*://)[^/\s:@\"']+:[^/\s@\"']+@"),
-     r"\1[REDACTED:url-credentials]@"),
+    # anchored on the literal '://' (not on the scheme, whose open-ended run made the search
+    # quadratic on long token-like text: 100 kB of one word took 5 s)
+    ("url-credentials", re.compile(r"(://)[^/\s:@\"']+:[^/\s@\"']+@"), r"\1[REDACTED:url-credentials]@"),
 )
 
 
