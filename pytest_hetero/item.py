@@ -7,6 +7,7 @@ says ``blocked`` with ``blocked_by``. State lives on the items' stash, not in gl
 
 from __future__ import annotations
 
+import errno
 import json
 import time
 import traceback
@@ -25,6 +26,8 @@ from pytest_hetero.redact import Redactor
 from pytest_hetero.stash import BACKENDS, HANDOFF, OUTCOME, REDACTORS, SETTINGS
 
 BLOCKING = frozenset({"failed", "error", "blocked"})
+STORAGE_ERRORS = {errno.ENOSPC: "disk_full", errno.EDQUOT: "disk_full", errno.EROFS: "read_only_filesystem"}
+"""errno of an OSError raised inside a layer → category (owner infrastructure): a disk the run writes to."""
 
 
 class LayerFailure(Exception):
@@ -173,6 +176,15 @@ class LayerItem(pytest.Item):
             self._fail(evidence, started, exc.status, exc.category, exc.message, exc.owner)
         except HeteroError as exc:
             self._fail(evidence, started, "error", "configuration", exc.render(), "platform")
+        except OSError as exc:
+            if exc.errno in STORAGE_ERRORS:  # the host's disk, not our code
+                where = f" writing {exc.filename}" if exc.filename else ""
+                self._fail(evidence, started, "error", STORAGE_ERRORS[exc.errno],
+                           f"{exc.strerror}{where}; free space or choose another --hetero-report-dir",
+                           "infrastructure")
+            else:
+                evidence.record("harness.traceback", text=traceback.format_exc())
+                self._fail(evidence, started, "error", "harness", f"{type(exc).__name__}: {exc}", "platform")
         except Exception as exc:  # noqa: BLE001 - a harness bug is evidence too, then re-raised
             evidence.record("harness.traceback", text=traceback.format_exc())
             self._fail(evidence, started, "error", "harness", f"{type(exc).__name__}: {exc}", "platform")

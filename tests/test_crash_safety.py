@@ -5,6 +5,7 @@ that cannot be written stops the run before anything runs."""
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -218,3 +219,31 @@ def test_report_dir_that_is_a_file_is_named_as_such(tmp_path: Path) -> None:
     assert run.returncode == 4
     assert f"pytest-hetero: report folder {tmp_path / 'out'} is a file, not a folder; fix it or choose another " \
            "with --hetero-report-dir" in run.stdout + run.stderr
+
+
+def test_disk_filling_up_during_a_model_run_is_an_infrastructure_error(pytester: pytest.Pytester) -> None:
+    """A real 70 MiB tmpfs as the report folder (the start check wants 64 MiB free); the model fills it,
+    then prints 300 kB, so the stdout artifact cannot be written: error disk_full, owner
+    infrastructure, then the run stops because the journal cannot be written either."""
+    if os.geteuid() != 0:
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail("mounting a tmpfs needs root; CI runs as root")
+        pytest.skip("mounting a tmpfs needs root")
+    small = pytester.mkdir("small")
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=70m", "tmpfs", str(small)], check=True)
+    try:
+        fill = ["/bin/sh", "-c", (f"dd if=/dev/zero of={small}/filler bs=1M count=100 2>/dev/null; "
+                                  "head -c 300000 /dev/zero | tr '\\0' x")]
+        doc = json.loads(matrix_text())
+        doc["spec"]["models"][0]["entrypoint"] = fill
+        pytester.makefile(".matrix.yaml", m=json.dumps(doc))
+        result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--hetero-run-id", "r1",
+                                               "--hetero-report-dir", str(small / "reports"))
+        out = result.stdout.str() + result.stderr.str()
+    finally:
+        subprocess.run(["umount", "-l", str(small)], check=False)
+    assert result.ret == 4, out
+    assert "Traceback" not in out and "INTERNALERROR" not in out
+    assert ("[error] model/disk_full (owner: infrastructure): No space left on device; free space or choose "
+            "another --hetero-report-dir") in out
+    assert "the report folder became unwritable during the run" in out
