@@ -363,3 +363,22 @@ def test_wrapped_bare_message_is_read_whole_and_mixed_lines_one_by_one() -> None
     ]
     mixed = "Too many pods\nqueue resource quota insufficient\nsome unrelated line"
     assert [r.code for r in explain(mixed)] == ["too_many_pods", "queue_quota_insufficient"]
+
+
+def test_headerless_event_rows_keep_every_reason_and_the_node_total() -> None:
+    """``kubectl get events -A --no-headers``: namespace, age, type, reason and object precede the message."""
+    rows = (
+        "ml-team   2m    Warning   FailedScheduling   pod/train-0   0/3 nodes are available: 1 Insufficient "
+        "nvidia.com/gpu, 2 node(s) had untolerated taint {node-role.kubernetes.io/control-plane: }. preemption: "
+        "0/3 nodes are available: 1 No preemption victims found for incoming pod, 2 Preemption is not helpful "
+        "for scheduling.\n"
+        "ml-team   40s   Warning   FailedScheduling   pod/train-1   0/8 nodes are available: 8 Insufficient "
+        "huawei.com/Ascend910.\n"
+    )
+    assert [(r.code, r.resource, r.nodes, r.total_nodes, r.preemption) for r in explain(rows)] == [
+        ("insufficient_resource", "nvidia.com/gpu", 1, 3, False),
+        ("untolerated_taint", None, 2, 3, False),
+        ("preemption_no_victims", None, 1, 3, True),
+        ("preemption_not_helpful", None, 2, 3, True),
+        ("insufficient_resource", "huawei.com/Ascend910", 8, 8, False),
+    ]

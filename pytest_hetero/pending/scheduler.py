@@ -38,6 +38,10 @@ from typing import Any
 from pytest_hetero.pending.model import Reason, make_reason
 
 _HEAD = re.compile(r"^(?:(\d+)/(\d+)|all) nodes are (?:un)?available:?\s*(.*)$", re.IGNORECASE | re.DOTALL)
+_HEAD_IN = re.compile(r"(?<![\w/])(?:(\d+)/(\d+)|all) nodes are (?:un)?available:?\s*(.*)$",
+                      re.IGNORECASE | re.DOTALL)
+"""The head after a prefix: a headerless ``kubectl get events`` row (namespace, age, type, reason,
+object columns before the message)."""
 _PREEMPTION = re.compile(r"(?:^|[.,]\s*)preemption:\s*", re.IGNORECASE)
 _ITEM_SPLIT = re.compile(r",\s+(?=\d+\s)")
 _COUNTED = re.compile(r"^(\d+)\s+(.*)$", re.DOTALL)
@@ -217,7 +221,7 @@ def parse_scheduler_message(
 def _parse_part(
     text: str, *, preemption: bool, source: str, advertised: Collection[str] | None
 ) -> list[Reason]:
-    head = _HEAD.match(text)
+    head = _HEAD.match(text) or _HEAD_IN.search(text)
     if head:
         total = int(head.group(2)) if head.group(2) else None
         found = _parse_counted(
