@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import fnmatch
 import importlib
-import signal
+import os
 import socket
 import subprocess
 import sys
@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from pytest_hetero import LAYERS, __version__, hookspecs
+from pytest_hetero import LAYERS, __version__, hookspecs, signals
 from pytest_hetero.collect import MatrixFile, plan_uses_image
 from pytest_hetero.errors import HeteroError
 from pytest_hetero.evidence.model import utc_now
@@ -85,6 +85,9 @@ def pytest_configure(config: pytest.Config) -> None:
     config.args.extend(extra)
     if worker is None:
         _check_early(config, settings)
+    else:
+        signals.follow_controller(worker.get("hetero_controller_pid"))
+        signals.catch_sigterm(config)
     if worker is None:
         recorder = config.stash[RECORDER] = Recorder(settings.bundle_dir, Redactor().data({
             "id": settings.run_id, "tool": "pytest-hetero", "tool_version": __version__,
@@ -94,11 +97,7 @@ def pytest_configure(config: pytest.Config) -> None:
             "backend_override": settings.backend, "rootdir": str(settings.rootdir)}))
         config.pluginmanager.register(Journaler(recorder, not config.option.collectonly),
                                       "pytest_hetero.journaler")
-        if hasattr(signal, "SIGTERM"):
-            try:
-                config.stash[_PREVIOUS_SIGTERM] = signal.signal(signal.SIGTERM, _sigterm)
-            except ValueError:  # not the main thread (embedded use)
-                pass
+        signals.catch_sigterm(config)
 
 
 def _check_early(config: pytest.Config, settings: Any) -> None:
@@ -115,27 +114,17 @@ def _check_early(config: pytest.Config, settings: Any) -> None:
             raise pytest.UsageError(f"--hetero-sign-key / HETERO_SIGN_KEY: {exc.render()}") from None
 
 
-def _sigterm(signum: int, frame: Any) -> None:
-    raise KeyboardInterrupt(f"signal {signum}")
-
-
-_PREVIOUS_SIGTERM = pytest.StashKey[Any]()
-
-
 def pytest_unconfigure(config: pytest.Config) -> None:
     """Give SIGTERM back to whoever had it (matters when pytest runs in-process, e.g. pytester)."""
-    previous = config.stash.get(_PREVIOUS_SIGTERM, None)
-    if previous is not None:
-        try:
-            signal.signal(signal.SIGTERM, previous)
-        except ValueError:
-            pass
+    signals.restore_sigterm(config)
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_configure_node(node: Any) -> None:
-    """pytest-xdist: give every worker the controller's run id (artifacts share one bundle)."""
+    """pytest-xdist: give every worker the controller's run id (artifacts share one bundle) and pid
+    (see :func:`~pytest_hetero.signals.follow_controller`)."""
     node.workerinput["hetero_run_id"] = node.config.stash[SETTINGS].run_id
+    node.workerinput["hetero_controller_pid"] = os.getpid()
 
 
 @pytest.hookimpl(optionalhook=True)

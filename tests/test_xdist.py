@@ -3,6 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -41,3 +47,75 @@ def test_two_workers_give_the_serial_statuses(pytester: pytest.Pytester, extra: 
     statuses = {k.split("::", 1)[1]: v[0] for k, v in serial.items()}
     assert statuses["cpu-b::discovery"] == "passed"
     assert statuses["gpu-nvidia::py-b::startup"] in ("blocked", "deselected")
+
+
+def _live(pid: int) -> bool:
+    """True while ``pid`` runs (a zombie waiting for its reaper counts as gone)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        return False
+
+
+def _pids_running(marker: str) -> list[int]:
+    """Live pids whose command line contains ``marker``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if marker in (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode("utf-8", "replace"):
+                    found.append(int(entry.name))
+            except OSError:
+                pass
+    return [p for p in found if _live(p)]
+
+
+def _children(pid: int) -> list[int]:
+    """Live pids whose parent is ``pid``."""
+    out = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                    out.append(int(entry.name))
+            except (OSError, IndexError, ValueError):
+                pass
+    return [p for p in out if _live(p)]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux only")
+def test_workers_and_their_models_stop_when_the_controller_is_killed(pytester: pytest.Pytester) -> None:
+    """kill -9 of the controller: the workers get SIGTERM from the kernel, stop their model runs and
+    exit, instead of running on (and holding containers or pods) until their current model ends."""
+    marker = f"sleep 97.{os.getpid()}"
+    doc = json.loads(matrix_text(resources=RESOURCES[:2]))
+    doc["spec"]["models"][0]["entrypoint"] = ["/bin/sh", "-c", f"{marker}; echo {{{{}}}} > $0", "{outputs}"]
+    pytester.makefile(".matrix.yaml", m=json.dumps(doc))
+    controller = subprocess.Popen([sys.executable, "-m", "pytest", "m.matrix.yaml", "-p", "no:cacheprovider",
+                                   "-n", "2", "--hetero-run-id", "r1"], cwd=pytester.path,
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 90
+        while len(_pids_running(marker)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        models = _pids_running(marker)
+        workers = _children(controller.pid)
+        assert len(models) >= 2 and len(workers) == 2, (models, workers)  # sh -c and its sleep, per worker
+        controller.kill()
+        controller.wait()
+        # with PR_SET_PDEATHSIG they are gone in about 0.25 s; without it xdist's own shutdown took 5 s
+        # here (30 s with a model busy in Python), each worker finishing or killing its model first
+        deadline = time.monotonic() + 3
+        while any(_live(p) for p in workers + models) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert [p for p in workers + models if _live(p)] == []
+    finally:
+        if controller.poll() is None:
+            controller.kill()
+        for pid in _pids_running(marker):
+            os.kill(pid, signal.SIGKILL)
+    # what finished before the kill is in the journal: both resources' discovery passed
+    journal = [json.loads(x) for x in (pytester.path / "reports" / "r1" / "journal.jsonl").read_text().splitlines()]
+    passed = sorted(e["evidence"]["nodeid"].split("::", 1)[1] for e in journal
+                    if e["type"] == "item" and e["evidence"]["status"] == "passed")
+    assert passed == ["cpu-a::discovery", "cpu-a::py::startup", "cpu-b::discovery", "cpu-b::py::startup"]

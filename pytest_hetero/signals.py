@@ -1,0 +1,62 @@
+"""Signals: SIGTERM handled like Ctrl-C, and pytest-xdist workers that die with their controller.
+
+A nightly job's scheduler stops a run with SIGTERM; it then must end like Ctrl-C (items not
+finished are ``not_run (interrupted)``, workloads removed), so SIGTERM raises KeyboardInterrupt
+in the controller and in every worker. A controller killed with SIGKILL cannot tell its
+workers; on Linux each worker asks the kernel for SIGTERM when its parent dies
+(``prctl(PR_SET_PDEATHSIG)``), so it stops its model run and cleans up at once instead of running
+on with containers or pods held.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from typing import Any
+
+import pytest
+
+_PREVIOUS_SIGTERM = pytest.StashKey[Any]()
+PR_SET_PDEATHSIG = 1
+"""``prctl`` option (linux/prctl.h): signal to deliver when the parent thread exits."""
+
+
+def _sigterm(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def catch_sigterm(config: pytest.Config) -> None:
+    """Make SIGTERM raise KeyboardInterrupt; the previous handler is kept for :func:`restore_sigterm`.
+    Does nothing outside the main thread (pytest embedded in another program)."""
+    if hasattr(signal, "SIGTERM"):
+        try:
+            config.stash[_PREVIOUS_SIGTERM] = signal.signal(signal.SIGTERM, _sigterm)
+        except ValueError:
+            pass
+
+
+def restore_sigterm(config: pytest.Config) -> None:
+    """Give SIGTERM back to the handler :func:`catch_sigterm` replaced (matters for in-process pytest)."""
+    previous = config.stash.get(_PREVIOUS_SIGTERM, None)
+    if previous is not None:
+        try:
+            signal.signal(signal.SIGTERM, previous)
+        except ValueError:
+            pass
+
+
+def follow_controller(controller_pid: int | None) -> None:
+    """In a pytest-xdist worker (Linux): have the kernel send SIGTERM when the controller (our parent,
+    pid ``controller_pid``) dies. If it already died, SIGTERM now. No-op elsewhere, without a pid,
+    or where ``prctl`` cannot be called."""
+    if controller_pid is None or not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, int(signal.SIGTERM))
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != controller_pid:
+        os.kill(os.getpid(), signal.SIGTERM)
