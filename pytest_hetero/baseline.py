@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 from pytest_hetero.errors import BundleError, HeteroError, Location
-from pytest_hetero.selection import matrices_in_args, usage_error
+from pytest_hetero.selection_hooks import matrices_in_args, usage_error
 from pytest_hetero.stash import PLANS, SETTINGS
 
 FAILING = frozenset({"failed", "error", "blocked"})

@@ -11,7 +11,7 @@ from pytest_hetero.backends.base import Backend
 from pytest_hetero.settings import Settings
 
 PLUGIN_MODULES: tuple[str, ...] = (
-    "pytest_hetero.selection",
+    "pytest_hetero.selection_hooks",
     "pytest_hetero.baseline",
     "pytest_hetero.reporting.writers",
     "pytest_hetero.reporting.pytest_html",

@@ -61,11 +61,6 @@ class MatrixFile(pytest.File):
         return Redactor().text(str(super().repr_failure(excinfo)))
 
 
-def plan_uses_image(plan: Plan) -> bool:
-    """True when the plan's scheduling items are keyed resource × image."""
-    return any(i.layer == "scheduling" and "image" in i.keys for i in plan.items)
-
-
 class Group(pytest.Collector):
     """One level of the dependency tree (a resource, an image, or a model@dataset combination)."""
 

@@ -20,11 +20,12 @@ from typing import Any
 import pytest
 
 from pytest_hetero import LAYERS, __version__, hookspecs, signals
-from pytest_hetero.collect import MatrixFile, plan_uses_image
+from pytest_hetero.collect import MatrixFile
 from pytest_hetero.errors import HeteroError
 from pytest_hetero.evidence.model import utc_now
 from pytest_hetero.evidence.recorder import Recorder, assemble
 from pytest_hetero.item import LayerItem
+from pytest_hetero.matrix.expand import plan_uses_image
 from pytest_hetero.redact import Redactor
 from pytest_hetero.reporting.terminal import write_summary
 from pytest_hetero.settings import add_options, build_settings

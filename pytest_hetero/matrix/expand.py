@@ -115,3 +115,9 @@ def expand(matrix: Matrix, *, scheduling_per_image: bool = False) -> Plan:
                     add("model", ck, run, start)
                     add("business", ck, (res.name, img.name, combo, "business"), run)
     return plan
+
+
+def plan_uses_image(plan: Plan) -> bool:
+    """True when the plan's scheduling items are keyed resource × image (a backend with
+    ``scheduling_per_image``), False when keyed by resource alone."""
+    return any(i.layer == "scheduling" and "image" in i.keys for i in plan.items)
