@@ -18,11 +18,12 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from pytest_hetero.baseline import load_evidence, rewrite_evidence
+from pytest_hetero.baseline import rewrite_evidence
 from pytest_hetero.errors import BundleError, Location
 from pytest_hetero.evidence.model import utc_now
 from pytest_hetero.evidence.recorder import JOURNAL, assemble, read_journal
 from pytest_hetero.selection import SHARD_REASON
+from pytest_hetero.verify import load_evidence
 
 ARTIFACTS = "artifacts"
 

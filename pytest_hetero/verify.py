@@ -1,13 +1,16 @@
 """Offline verification of an evidence bundle: envelope, signatures, statement, subjects, manifest.
 
 :func:`verify_bundle` never raises for a tampered bundle: it returns every problem found, so
-``hetero verify`` can name each failing file or signature and why.
+``hetero verify`` can name each failing file or signature and why. :func:`load_evidence` is how
+the other commands (baseline diff, merge) read a bundle: only after it verifies against
+:func:`trusted_keys`.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -15,7 +18,7 @@ from typing import Any
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from pytest_hetero.bundle import ATTESTATION, MANIFEST, STATEMENT, Problem, _safe, check_manifest, sha256_file
-from pytest_hetero.errors import BundleError
+from pytest_hetero.errors import BundleError, Location
 from pytest_hetero.signing import (
     PAYLOAD_TYPE,
     PREDICATE_PREFIX,
@@ -163,3 +166,67 @@ def verify_bundle(bundle_dir: Path, public_keys: list[Ed25519PublicKey],
         if role not in result.roles:
             result.problems.append(Problem(f"role {role}", "role", "required sign-off is missing (pending)"))
     return result
+
+
+def trusted_keys(paths: list[Path] | tuple[Path, ...] = (), private: Path | None = None) -> list[Any]:
+    """Ed25519 public keys to verify bundles with: each PEM in ``paths``, every path in
+    ``$HETERO_TRUST_KEYS`` (``os.pathsep``-separated), and the public half of ``private`` (the
+    run's own ``--hetero-sign-key``). Raises BundleError (SigningKeyError) for an unreadable key."""
+    from pytest_hetero.signing import load_private_key, load_public_key
+
+    env = [Path(p) for p in os.environ.get("HETERO_TRUST_KEYS", "").split(os.pathsep) if p]
+    keys = [load_public_key(Path(p)) for p in [*paths, *env]]
+    if private is not None:
+        keys.append(load_private_key(private).public_key())
+    return keys
+
+
+def load_evidence(path: Path, *, allow_unsigned: bool, keys: list[Any] | None = None) -> tuple[dict[str, Any], str]:
+    """Read ``path`` (a bundle folder, or its ``evidence.json``) after verifying its signature
+    against the trusted ``keys`` (see :func:`trusted_keys`).
+
+    Returns (evidence document, ``"verified"``, ``"unsigned"`` or ``"unverified"``). Raises
+    BundleError when the evidence is unreadable or the bundle does not verify (tampered,
+    unknown signer); an unsigned bundle, or a signed one with no trusted key given, is
+    accepted only with ``allow_unsigned`` and is reported as such.
+    """
+    path = Path(path)
+    bundle = path.parent if path.is_file() else path
+    evidence_file = bundle / "evidence.json"
+    try:
+        evidence = json.loads(evidence_file.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise BundleError(f"cannot read evidence: {exc}", Location(str(evidence_file)),
+                          "point at a report folder written by pytest-hetero") from None
+    if not isinstance(evidence, dict) or "items" not in evidence or "untested" not in evidence:
+        raise BundleError("not an evidence document", Location(str(evidence_file)))
+    return evidence, _verify(bundle, allow_unsigned, keys or [])
+
+
+def _signature_count(bundle: Path) -> int:
+    from pytest_hetero.bundle import ATTESTATION
+
+    try:
+        return len(json.loads((bundle / ATTESTATION).read_text(encoding="utf-8")).get("signatures") or [])
+    except (OSError, ValueError, AttributeError):
+        return 0
+
+
+def _verify(bundle: Path, allow_unsigned: bool, keys: list[Any]) -> str:
+    if not _signature_count(bundle):
+        if allow_unsigned:
+            return "unsigned"
+        raise BundleError("bundle is not signed, so it cannot be verified", Location(str(bundle)),
+                          "sign runs with --hetero-sign-key, or pass --allow-unsigned "
+                          "(pytest: --hetero-allow-unsigned) to accept it unverified")
+    if not keys:
+        if allow_unsigned:
+            return "unverified"
+        raise BundleError("bundle is signed but no trusted public key was given", Location(str(bundle)),
+                          "pass --key PUB.pem (pytest: --hetero-sign-key or $HETERO_TRUST_KEYS)")
+    result = verify_bundle(bundle, keys)
+    if result.problems:
+        text = "; ".join(str(p) for p in result.problems[:5])
+        raise BundleError(f"bundle does not verify ({len(result.problems)} problem(s)): {text}",
+                          Location(str(bundle)), "use the bundle exactly as the run wrote it")
+    return "verified"

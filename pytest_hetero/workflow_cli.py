@@ -137,7 +137,7 @@ def plan_report(args: argparse.Namespace) -> dict[str, Any]:
         row[item.keys["resource"]] = row.get(item.keys["resource"], 0) + 1
     bundle = None
     if args.from_bundle:
-        from pytest_hetero.baseline import load_evidence
+        from pytest_hetero.verify import load_evidence
 
         bundle, _ = load_evidence(args.from_bundle, allow_unsigned=True)
     return {
@@ -200,13 +200,14 @@ def _cmd_plan(args: argparse.Namespace) -> int:
 
 
 def _keys(args: argparse.Namespace) -> list[Any]:
-    from pytest_hetero.baseline import trusted_keys
+    from pytest_hetero.verify import trusted_keys
 
     return trusted_keys(args.key)
 
 
 def _cmd_diff(args: argparse.Namespace) -> int:
-    from pytest_hetero.baseline import diff_evidence, diff_lines, load_evidence
+    from pytest_hetero.baseline import diff_evidence, diff_lines
+    from pytest_hetero.verify import load_evidence
 
     try:
         keys = _keys(args)
