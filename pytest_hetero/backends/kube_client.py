@@ -116,14 +116,33 @@ def api_outcome(exc: BaseException, action: str) -> LayerOutcome:
     LayerFailed with the first reason's code as category and its owner, and ``reasons`` (list of
     Reason dicts) attached; a permission error names the missing verb and resource (a refused exec
     websocket too). 404 → LayerFailed ``api_not_served`` (platform: e.g. the Volcano Job CRD is not
-    installed). 401 → LayerFailed ``unauthorized`` (platform); anything else (5xx, 429) → LayerBroken
-    ``apiserver_error``; no HTTP answer at all → LayerBroken ``apiserver_unreachable``.
+    installed), except a missing namespace (``namespace_not_found``, platform) and a pod that no longer
+    exists (``pod_deleted``, infrastructure). 401 → LayerFailed ``unauthorized`` (platform); anything
+    else (5xx, 429) → LayerBroken ``apiserver_error``; no HTTP answer at all → LayerBroken ``apiserver_unreachable``.
     """
     if isinstance(exc, ApiException):
         message = status_message(exc)
-        if exc.status == 0 and "Handshake status 403" in str(exc.reason):
-            exc.status = 403  # a refused exec websocket: the Status body is inside the handshake error
+        handshake = re.search(r"Handshake status (\d{3})", str(exc.reason)) if exc.status == 0 else None
+        if handshake:  # a refused exec websocket: the Status body is inside the handshake error
+            exc.status = int(handshake.group(1))
             message = str(exc.reason).replace("\\", "")
+            body = re.search(r'"message":"((?:[^"\\]|\\.)*)"', str(exc.reason))
+            if exc.status == 404 and body:
+                message = body.group(1).replace("\\", "")
+        kind = not_found_kind(exc)
+        if exc.status == 404 and kind == "namespaces":
+            return LayerFailed(
+                f"{action}: namespace {namespace_of(message)} does not exist: create it (deploy/rbac.yaml "
+                f"creates hetero-validation) or name another with target.namespace / --hetero-kube-namespace",
+                "namespace_not_found",
+                "platform",
+            )
+        if exc.status == 404 and kind == "pods":
+            return LayerFailed(
+                f"{action}: the pod no longer exists (deleted or evicted while the run used it): {message}",
+                "pod_deleted",
+                "infrastructure",
+            )
         if exc.status == 404:
             return LayerFailed(
                 f"{action}: the apiserver does not serve it (HTTP 404; CRD or API not installed?): {message}",
@@ -151,6 +170,27 @@ def api_outcome(exc: BaseException, action: str) -> LayerOutcome:
             return LayerFailed(f"{action}: credentials rejected (401): {message}", "unauthorized", "platform")
         return LayerBroken(f"{action}: HTTP {exc.status}: {message}", "apiserver_error")
     return LayerBroken(f"{action}: {type(exc).__name__}: {exc}", "apiserver_unreachable")
+
+
+def not_found_kind(exc: ApiException) -> str:
+    """``details.kind`` of a 404 Status (``namespaces``, ``pods``…) from the body or, for a refused
+    exec websocket, from the handshake text; "" when it names none."""
+    import json
+
+    try:
+        details = json.loads(exc.body or "{}").get("details") or {}
+        if details.get("kind"):
+            return str(details["kind"])
+    except (ValueError, AttributeError):
+        pass
+    found = re.search(r'"details":\{[^}]*"kind":"([a-z.]+)"', str(exc.reason).replace("\\", ""))
+    return found.group(1) if found else ""
+
+
+def namespace_of(message: str) -> str:
+    """The missing namespace's name from a 404 Status message (``namespaces "x" not found``), else "?"."""
+    found = re.search(r'namespaces "([^"]+)" not found', message)
+    return found.group(1) if found else "?"
 
 
 def status_message(exc: ApiException) -> str:

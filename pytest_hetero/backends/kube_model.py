@@ -200,6 +200,12 @@ def execute(backend: KubernetesBackend, ctx: LayerContext) -> ExecResult:
         killed = kill_run(backend.core, backend.namespace, pod, run_dir, 5)
         failure = kube_node.abandoned(backend, ctx, workload, watch, started_at, done.duration_s, killed)
     simulated = bool(backend.nodes.get(node, {}).get("simulated"))
+    outputs = None
+    if not (done.timed_out or failure):
+        try:
+            outputs = read_outputs(backend.core, backend.namespace, pod, values["outputs"])
+        except Exception as exc:  # noqa: BLE001 - translated (e.g. the pod was deleted during the run)
+            raise kc.api_outcome(exc, f"read the outputs of the model run in pod {pod}") from None
     return ExecResult(
         argv=argv,
         exit_code=done.exit_code,
@@ -207,9 +213,7 @@ def execute(backend: KubernetesBackend, ctx: LayerContext) -> ExecResult:
         stdout=done.stdout,
         stderr=done.stderr,
         timed_out=done.timed_out,
-        outputs=None
-        if done.timed_out or failure
-        else read_outputs(backend.core, backend.namespace, pod, values["outputs"]),
+        outputs=outputs,
         failure=failure,
         details={
             "pod": pod,

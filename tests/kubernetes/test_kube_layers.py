@@ -7,6 +7,7 @@ its container states are worded as a real kubelet words them.
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -165,3 +166,43 @@ def test_model_timeout_kills_the_run(pytester: pytest.Pytester, cluster: Cluster
         except OSError:
             pass
     assert alive == []
+
+
+def test_pod_deleted_during_the_model_run(pytester: pytest.Pytester, cluster: Cluster, run_id: str) -> None:
+    """Someone deletes the workload pod while the model runs: the item fails ``pod_deleted`` owned by
+    infrastructure and names the pod (it was a raw ``ApiException: (0)`` harness error)."""
+    import json
+
+    doc = json.loads(
+        kube_matrix(
+            cluster.suffix,
+            cluster.namespace,
+            [{"name": "cpu", "type": "cpu", "requests": {"cpu": "1"}, "pool": "cpu"}],
+        )
+    )
+    # the entrypoint runs on this host (KWOK exec): it deletes its own pod through the admin kubeconfig
+    delete = (
+        "from kubernetes import client, config; "
+        f"config.load_kube_config('{cluster.kubeconfig}'); "
+        f"client.CoreV1Api().delete_collection_namespaced_pod('{cluster.namespace}', "
+        f"label_selector='pytest-hetero.run-id={run_id}', grace_period_seconds=0)"
+    )
+    doc["spec"]["models"][0]["entrypoint"] = ["{python}", "-c", delete]
+    pytester.makefile(".matrix.yaml", k=json.dumps(doc))
+    pytester.runpytest(
+        "-p", "no:cacheprovider", "--hetero-run-id", run_id, "-k", "scheduling or startup or model"
+    )
+    model = items(evidence_of(pytester))[f"cpu::py::{COMBO}::model"]
+    failure = model["failure"]
+    assert (model["status"], failure["category"], failure["owner"]) == (
+        "failed",
+        "pod_deleted",
+        "infrastructure",
+    )
+    pod = re.fullmatch(
+        r"read the outputs of the model run in pod (hetero-cpu-py-\S+): the pod no longer exists "
+        r'\(deleted or evicted while the run used it\): pods "(\S+)" not found',
+        failure["message"],
+    )
+    assert pod is not None, failure["message"]
+    assert pod.group(1) == pod.group(2)

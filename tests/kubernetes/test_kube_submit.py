@@ -171,3 +171,25 @@ def test_api_faults_the_plane_cannot_produce(status: int, expected: type) -> Non
             404: "api_not_served",
         }[status]
     )
+
+
+def test_namespace_that_does_not_exist_is_named(
+    pytester: pytest.Pytester, cluster: Cluster, run_id: str
+) -> None:
+    """A target namespace that does not exist fails scheduling ``namespace_not_found`` (platform) and
+    says so, instead of 'the apiserver does not serve it (CRD or API not installed?)'."""
+    missing = f"no-such-ns-{run_id}"
+    pytester.makefile(".matrix.yaml", k=kube_matrix(cluster.suffix, missing, [CPU]))
+    pytester.runpytest("-p", "no:cacheprovider", "--hetero-run-id", run_id, "-k", "scheduling")
+    item = items(pytester)["cpu::py::scheduling"]
+    failure = item["failure"]
+    assert (item["status"], failure["category"], failure["owner"]) == (
+        "failed",
+        "namespace_not_found",
+        "platform",
+    )
+    assert failure["message"].startswith("create Pod hetero-cpu-py-")
+    assert failure["message"].endswith(
+        f"in namespace {missing}: namespace {missing} does not exist: create it (deploy/rbac.yaml creates "
+        "hetero-validation) or name another with target.namespace / --hetero-kube-namespace"
+    )
