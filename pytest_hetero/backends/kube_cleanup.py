@@ -3,8 +3,9 @@
 Kinds: Pods (grace period 0), batch/v1 Jobs (background propagation: their pods go too) and
 Volcano Jobs (when the CRD exists). ``hetero cleanup --backend kubernetes`` selects by the same
 ``pytest-hetero.run-id`` label and ``pytest-hetero.created-at`` annotation (else
-``creationTimestamp``) as the Docker cleaner; ``--kube-context``/``--kube-namespace`` choose where
-(``--kube-namespace all``: every namespace, needs cluster-wide list).
+``creationTimestamp``) as the Docker cleaner; ``--kube-context``/``--kube-namespace`` choose where.
+Without ``--kube-namespace`` every namespace is searched (a run's namespace comes from its matrix,
+not from the kubeconfig context), or, when a cluster-wide list is forbidden, the context's namespace.
 """
 
 from __future__ import annotations
@@ -122,7 +123,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--kube-namespace",
         metavar="NS",
         default=None,
-        help="namespace to clean (default: the context's; 'all': every namespace)",
+        help="namespace to clean (default and 'all': every namespace; the context's when listing "
+        "across namespaces is forbidden)",
     )
 
 
@@ -158,11 +160,24 @@ def cleanup(args: argparse.Namespace) -> list[dict[str, Any]]:
         api, namespace, _ = connect({}, args.kube_context)
     except LayerOutcome as exc:
         raise CleanupError(exc.message) from None
-    ns = None if args.kube_namespace == "all" else (args.kube_namespace or namespace)
+    ns = None if args.kube_namespace in (None, "all") else args.kube_namespace
     selector = RUN_ID if args.run_id is None else f"{RUN_ID}={args.run_id}"
     now, out = time.time(), []
     try:
-        found = list(owned(api, ns, selector))
+        try:
+            found = list(owned(api, ns, selector))
+        except ApiException as exc:
+            if args.kube_namespace is not None or exc.status != 403:
+                raise
+            # no cluster-wide list (least-privilege Role): the context's namespace is all we may see
+            import sys
+
+            sys.stderr.write(
+                f"hetero cleanup: kubernetes: may not list across namespaces (HTTP 403); searched only "
+                f"namespace {namespace} (name others with --kube-namespace NS)\n"
+            )
+            ns = namespace
+            found = list(owned(api, ns, selector))
     except Exception as exc:  # noqa: BLE001 - unreachable or forbidden: exit code 2
         raise CleanupError(f"Kubernetes objects not listable in {ns or 'all namespaces'}: {exc}") from None
     for kind, meta, delete in found:

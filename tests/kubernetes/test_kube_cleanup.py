@@ -146,3 +146,66 @@ def test_watch_resumes_after_a_drop_and_relists_when_too_old(cluster: Cluster) -
         assert {"a", "b", "c"} <= set(stale.pods)
     finally:
         stale.stop()
+
+
+def test_cleanup_without_a_namespace_finds_the_runs_namespace(
+    pytester: pytest.Pytester, cluster: Cluster, run_id: str
+) -> None:
+    """The run's namespace comes from its matrix, not the kubeconfig context (here ``default``): a bare
+    ``--run-id`` cleanup searches every namespace (it said 'nothing to clean up' and left the pod)."""
+    pytester.makefile(
+        ".matrix.yaml",
+        k=kube_matrix(
+            cluster.suffix,
+            cluster.namespace,
+            [{"name": "cpu", "type": "cpu", "requests": {"cpu": "1"}, "pool": "cpu"}],
+        ),
+    )
+    pytester.runpytest(
+        "-p", "no:cacheprovider", "--hetero-run-id", run_id, "--hetero-keep", "-k", "scheduling"
+    )
+    [kept] = pods_of(cluster, run_id)
+    done = hetero(
+        "cleanup", "--backend", "kubernetes", "--run-id", run_id, "--json", kubeconfig=str(cluster.kubeconfig)
+    )
+    assert done.returncode == 0, done.stderr
+    assert [(e["kind"], e["name"], e["removed"]) for e in json.loads(done.stdout)] == [
+        ("pod", f"{cluster.namespace}/{kept}", True)
+    ]
+    assert pods_of(cluster, run_id) == []
+
+
+def test_cleanup_as_the_least_privilege_account_searches_its_namespace(
+    pytester: pytest.Pytester, cluster: Cluster, run_id: str
+) -> None:
+    """deploy/rbac.yaml grants no cluster-wide pod list: the cleaner says so and searches the context's
+    namespace, where the account's runs are."""
+    import yaml
+    from test_kube_rbac import install_rbac
+
+    ns = cluster.new_namespace("hetero-clean")
+    sa = pytester.path / "sa.kubeconfig"
+    sa.write_text(yaml.safe_dump(install_rbac(cluster, ns)))
+    pytester.makefile(
+        ".matrix.yaml",
+        k=kube_matrix(
+            cluster.suffix,
+            ns,
+            [{"name": "cpu", "type": "cpu", "requests": {"cpu": "1"}, "pool": "cpu"}],
+            target={"kubeconfig": str(sa)},
+        ),
+    )
+    pytester.runpytest(
+        "-p", "no:cacheprovider", "--hetero-run-id", run_id, "--hetero-keep", "-k", "scheduling"
+    )
+    [kept] = pods_of(cluster, run_id)
+    done = hetero("cleanup", "--backend", "kubernetes", "--run-id", run_id, "--json", kubeconfig=str(sa))
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == (
+        "hetero cleanup: kubernetes: may not list across namespaces (HTTP 403); searched only "
+        f"namespace {ns} (name others with --kube-namespace NS)\n"
+    )
+    assert [(e["kind"], e["name"], e["removed"]) for e in json.loads(done.stdout)] == [
+        ("pod", f"{ns}/{kept}", True)
+    ]
+    assert pods_of(cluster, run_id) == []
