@@ -273,7 +273,13 @@ class DockerBackend(Backend):
         result.details.update(container=workload["name"], container_id=workload["id"], run_dir=run_dir)
         result.failure = run_failure(self.api, ctx, workload, result)
         if result.failure is None or result.failure["category"] != "container_killed":
-            result.outputs = run.read_file(self.api, workload["id"], values["outputs"])
+            try:
+                result.outputs = run.read_file(self.api, workload["id"], values["outputs"], run.MAX_OUTPUTS_BYTES)
+            except run.OutputsTooLarge as exc:
+                result.failure = {"category": "outputs_too_large", "owner": "algorithm",
+                                  "message": f"entrypoint wrote a {exc.size}-byte outputs file "
+                                             f"({values['outputs']}), more than the {run.MAX_OUTPUTS_BYTES} "
+                                             f"bytes read back"}
         return result
 
     def _remove(self, cid: str) -> None:

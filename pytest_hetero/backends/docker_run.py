@@ -137,12 +137,29 @@ def oom_kills(api: docker.APIClient, cid: str) -> int | None:
     return int(found.group(1)) if found else None
 
 
-def read_file(api: docker.APIClient, cid: str, path: str) -> bytes | None:
-    """Copy one file out of the container (``GET /containers/{id}/archive``); None when it does not exist."""
+MAX_OUTPUTS_BYTES = 64 * 1024 * 1024
+"""Largest outputs file copied out of a container (it is held in memory, and a tar copy of it too)."""
+
+
+class OutputsTooLarge(Exception):
+    """The file is larger than the caller's ``max_bytes`` (``size``: its size in bytes); nothing was read."""
+
+    def __init__(self, size: int) -> None:
+        super().__init__(f"{size} bytes")
+        self.size = size
+
+
+def read_file(api: docker.APIClient, cid: str, path: str, max_bytes: int | None = None) -> bytes | None:
+    """Copy one file out of the container (``GET /containers/{id}/archive``); None when it does not exist.
+
+    Raises OutputsTooLarge (before reading it) when the file has more than ``max_bytes`` bytes.
+    """
     try:
-        stream, _ = api.get_archive(cid, path)
+        stream, stat = api.get_archive(cid, path)
     except docker.errors.NotFound:
         return None
+    if max_bytes is not None and int((stat or {}).get("size") or 0) > max_bytes:
+        raise OutputsTooLarge(int(stat["size"]))
     with tarfile.open(fileobj=io.BytesIO(b"".join(stream))) as tar:
         member = tar.next()
         fh = tar.extractfile(member) if member is not None else None

@@ -308,3 +308,16 @@ def test_image_without_a_shell_cannot_start(pytester: pytest.Pytester, run_id: s
         'failed: runc create failed: unable to start container process: exec: "/bin/sh": stat /bin/sh: no such '
         "file or directory: unknown"))
     assert leftovers(engine, run_id) == [engine.inspect_image(ref)["Id"]]  # only the test's own image
+
+
+def test_outputs_file_too_large_is_not_read(pytester: pytest.Pytester, run_id: str, engine: Any) -> None:
+    """A 70 MB outputs file is refused by its size before it is copied out (a 200 MB one took 490 MB
+    of the harness's memory, a larger one could take it all), failed ``outputs_too_large`` (algorithm)."""
+    ev = run(pytester, run_id, entrypoint=["sh", "-c", "head -c 70000000 /dev/zero > {outputs}"])
+    model = items(ev)[f"cpu::img::{COMBO}::model"]
+    status, category, owner, message = failure(model)
+    assert (status, category, owner) == ("failed", "outputs_too_large", "algorithm")
+    assert message.startswith("entrypoint wrote a 70000000-byte outputs file (/tmp/hetero-run/")
+    assert message.endswith("/outputs.json), more than the 67108864 bytes read back")
+    assert statuses(ev)[f"cpu::img::{COMBO}::business"] == "blocked"
+    assert leftovers(engine, run_id) == []
