@@ -25,6 +25,7 @@ import docker.tls
 import requests.exceptions
 
 from pytest_hetero.backends.base import ExecResult
+from pytest_hetero.backends.streams import CappedStream
 
 LABEL = "pytest-hetero."
 RUN_ID = LABEL + "run-id"
@@ -182,7 +183,8 @@ def run_exec(api: docker.APIClient, long_api: docker.APIClient, cid: str, argv: 
 
     ``long_api`` has no read timeout (the run may take the whole layer timeout). At
     ``timeout_s`` seconds every non-init process in the container is killed (``timed_out``,
-    ``exit_code`` None). ``outputs`` is left None; ``details`` holds the exec id.
+    ``exit_code`` None). ``outputs`` is left None; ``details`` holds the exec id and each stream's
+    full size and sha256 (at most :data:`~pytest_hetero.backends.streams.STREAM_CAP_BYTES` of each are kept).
     Raises docker.errors.APIError when the engine refuses the exec (container not running),
     :class:`EngineLost` (with the partial output) when the engine went away during the run.
     """
@@ -198,17 +200,21 @@ def run_exec(api: docker.APIClient, long_api: docker.APIClient, cid: str, argv: 
             pass
 
     timer = _Watchdog(timeout_s, kill)
+    out, err = CappedStream(), CappedStream()
     start = time.perf_counter()
     timer.start()
     try:
-        out, err = long_api.exec_start(ex["Id"], demux=True)
+        for chunk_out, chunk_err in long_api.exec_start(ex["Id"], stream=True, demux=True):
+            out.add(chunk_out)
+            err.add(chunk_err)
+    except OSError:  # requests/urllib3/socket errors: the engine dropped the stream; exec_inspect tells why
+        pass
     finally:
         timer.cancel()
     duration = time.perf_counter() - start
-    result = ExecResult(argv=argv, exit_code=None, duration_s=duration,
-                        stdout=(out or b"").decode("utf-8", "replace"),
-                        stderr=(err or b"").decode("utf-8", "replace"), outputs=None,
-                        timed_out=fired.is_set(), details={"exec_id": ex["Id"]})
+    result = ExecResult(argv=argv, exit_code=None, duration_s=duration, stdout=out.text(), stderr=err.text(),
+                        outputs=None, timed_out=fired.is_set(),
+                        details={"exec_id": ex["Id"], **out.facts("stdout"), **err.facts("stderr")})
     what = f"the model run (exec {ex['Id'][:12]} in container {cid[:12]})"
     try:
         found = api.exec_inspect(ex["Id"])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import io
 import tarfile
 import threading
@@ -320,4 +321,22 @@ def test_outputs_file_too_large_is_not_read(pytester: pytest.Pytester, run_id: s
     assert message.startswith("entrypoint wrote a 70000000-byte outputs file (/tmp/hetero-run/")
     assert message.endswith("/outputs.json), more than the 67108864 bytes read back")
     assert statuses(ev)[f"cpu::img::{COMBO}::business"] == "blocked"
+    assert leftovers(engine, run_id) == []
+
+
+def test_huge_stdout_is_kept_within_the_cap_with_its_full_size_and_digest(
+        pytester: pytest.Pytester, run_id: str, engine: Any) -> None:
+    """40 MB on stdout and 3 bytes on stderr: the harness keeps 16 MiB of stdout (head and tail), and the
+    evidence states the full size and sha256 of what the model printed."""
+    size = 40_000_000
+    ev = run(pytester, run_id, entrypoint=["sh", "-c", f"yes a | head -c {size}; printf err >&2; exit 3"])
+    model = items(ev)[f"cpu::img::{COMBO}::model"]
+    rec = record(model, "model.run")
+    assert (rec["exit_code"], rec["stdout_bytes"], rec["stdout_capped"]) == (3, size, True)
+    assert rec["stdout_sha256"] == hashlib.sha256(b"a\n" * (size // 2)).hexdigest()
+    assert (rec["stderr_bytes"], rec["stderr_capped"], rec["stderr"]["text"]) == (3, False, "err")
+    kept = (pytester.path / "reports" / run_id / rec["stdout_artifact"]).read_text()
+    half = 8 * 1024 * 1024
+    assert kept == "a\n" * (half // 2) + f"\n… [{size - 2 * half} bytes not kept] …\n" + "a\n" * (half // 2)
+    assert failure(model)[:3] == ("failed", "nonzero_exit", "algorithm")
     assert leftovers(engine, run_id) == []
