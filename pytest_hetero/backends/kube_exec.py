@@ -12,19 +12,23 @@ import json
 import re
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from kubernetes import client
 from kubernetes.stream import stream
 from kubernetes.stream.ws_client import ERROR_CHANNEL, STDIN_CHANNEL
 from websocket import WebSocketConnectionClosedException
 
+from pytest_hetero.backends.streams import CappedStream
+
 
 @dataclass
 class ExecOutcome:
     """``exit_code`` (None when it timed out, was abandoned or none was reported), ``stdout``/``stderr``
     text, wall ``duration_s`` (seconds), ``timed_out``, ``status`` (the error channel's Status text),
-    ``abandoned`` (the caller's stop event ended the wait)."""
+    ``abandoned`` (the caller's stop event ended the wait), ``streams`` (each stream's full size,
+    sha256 and whether it was capped: at most :data:`~pytest_hetero.backends.streams.STREAM_CAP_BYTES`
+    of each is kept)."""
 
     exit_code: int | None
     stdout: str
@@ -33,6 +37,7 @@ class ExecOutcome:
     timed_out: bool
     status: str
     abandoned: bool = False
+    streams: dict[str, object] = field(default_factory=dict)
 
 
 def exit_code(status_text: str) -> int | None:
@@ -84,8 +89,7 @@ def run(
         tty=False,
         _preload_content=False,
     )
-    out: list[str] = []
-    err: list[str] = []
+    out, err = CappedStream(), CappedStream()
     status = ""
     try:
         if stdin is not None:
@@ -108,12 +112,10 @@ def run(
                 ws.update(timeout=min(left, tick))
             except WebSocketConnectionClosedException:
                 break  # the server closed between is_open() and the read: what arrived is kept below
-            out.append(ws.read_stdout(timeout=0) if ws.peek_stdout() else "")
-            err.append(ws.read_stderr(timeout=0) if ws.peek_stderr() else "")
+            _drain(ws, out, err)
             if ws.peek_channel(ERROR_CHANNEL):
                 status += ws.read_channel(ERROR_CHANNEL)
-        out.append(ws.read_stdout(timeout=0) if ws.peek_stdout() else "")
-        err.append(ws.read_stderr(timeout=0) if ws.peek_stderr() else "")
+        _drain(ws, out, err)
         if ws.peek_channel(ERROR_CHANNEL):
             status += ws.read_channel(ERROR_CHANNEL)
         abandoned = abandoned and not status  # finished as the stop came: the answer stands
@@ -122,13 +124,22 @@ def run(
         ws.close()
     return ExecOutcome(
         exit_code=None if timed_out or abandoned else exit_code(status),
-        stdout="".join(out),
-        stderr="".join(err),
+        stdout=out.text(),
+        stderr=err.text(),
         duration_s=time.perf_counter() - start,
         timed_out=timed_out,
         status=status,
         abandoned=abandoned,
+        streams={**out.facts("stdout"), **err.facts("stderr")},
     )
+
+
+def _drain(ws: object, out: CappedStream, err: CappedStream) -> None:
+    """Move what the websocket client buffered for stdout/stderr into the capped streams."""
+    if ws.peek_stdout():  # type: ignore[attr-defined]
+        out.add(ws.read_stdout(timeout=0).encode("utf-8", "surrogateescape"))  # type: ignore[attr-defined]
+    if ws.peek_stderr():  # type: ignore[attr-defined]
+        err.add(ws.read_stderr(timeout=0).encode("utf-8", "surrogateescape"))  # type: ignore[attr-defined]
 
 
 def try_run(core: client.CoreV1Api, namespace: str, pod: str, argv: list[str], wait_s: float) -> bool:

@@ -118,10 +118,26 @@ def kill_run(core: client.CoreV1Api, namespace: str, pod: str, run_dir: str, wai
     return kube_exec.try_run(core, namespace, pod, argv, wait_s)
 
 
+MAX_OUTPUTS_BYTES = 64 * 1024 * 1024
+"""Largest outputs file read back from a pod (bytes); a larger one fails ``outputs_too_large``."""
+TOO_LARGE_EXIT = 42
+"""Exit code of :func:`read_outputs`' script when the file is larger than the limit (its size on stderr)."""
+
+
 def read_outputs(core: client.CoreV1Api, namespace: str, pod: str, path: str) -> bytes | None:
-    """The outputs file's bytes (``cat`` by exec), or None when it does not exist."""
-    done = kube_exec.run(core, namespace, pod, "workload", ["/bin/sh", "-c", f"cat {shlex.quote(path)}"], 60)
-    return done.stdout.encode("utf-8") if done.exit_code == 0 else None
+    """The outputs file's bytes (``cat`` by exec), or None when it does not exist.
+
+    Raises LayerFailed ``outputs_too_large`` (algorithm) when it has more than :data:`MAX_OUTPUTS_BYTES`
+    bytes (measured with ``wc -c`` in the pod before anything is copied).
+    """
+    quoted = shlex.quote(path)
+    script = (f"[ -f {quoted} ] || exit 1; n=$(wc -c < {quoted}); "
+              f"if [ \"$n\" -gt {MAX_OUTPUTS_BYTES} ]; then echo \"$n\" >&2; exit {TOO_LARGE_EXIT}; fi; cat {quoted}")
+    done = kube_exec.run(core, namespace, pod, "workload", ["/bin/sh", "-c", script], 60)
+    if done.exit_code == TOO_LARGE_EXIT:
+        raise LayerFailed(f"entrypoint wrote a {done.stderr.strip()}-byte outputs file ({path}), more than the "
+                          f"{MAX_OUTPUTS_BYTES} bytes read back", "outputs_too_large", "algorithm")
+    return done.stdout.encode("utf-8", "surrogateescape") if done.exit_code == 0 else None
 
 
 def execute(backend: KubernetesBackend, ctx: LayerContext) -> ExecResult:
@@ -204,6 +220,8 @@ def execute(backend: KubernetesBackend, ctx: LayerContext) -> ExecResult:
     if not (done.timed_out or failure):
         try:
             outputs = read_outputs(backend.core, backend.namespace, pod, values["outputs"])
+        except LayerFailed as exc:
+            failure = {"category": exc.category, "owner": exc.owner or "algorithm", "message": exc.message}
         except Exception as exc:  # noqa: BLE001 - translated (e.g. the pod was deleted during the run)
             raise kc.api_outcome(exc, f"read the outputs of the model run in pod {pod}") from None
     return ExecResult(
@@ -223,6 +241,7 @@ def execute(backend: KubernetesBackend, ctx: LayerContext) -> ExecResult:
             "ran_on": "the KWOK host (simulated node)" if simulated else f"pod {pod}",
             "node": node or None,
             "abandoned": done.abandoned,
+            **done.streams,
         },
     )
 

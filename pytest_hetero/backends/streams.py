@@ -47,7 +47,7 @@ class CappedStream:
     @property
     def capped(self) -> bool:
         """True when bytes were dropped (more than head + tail came through)."""
-        return self.total > len(self.head) + self.tail_len
+        return self.total > len(self.head) + min(self.tail_len, self.half)
 
     def text(self) -> str:
         """The kept bytes as text (UTF-8, invalid bytes replaced); a dropped middle is marked

@@ -206,3 +206,42 @@ def test_pod_deleted_during_the_model_run(pytester: pytest.Pytester, cluster: Cl
     )
     assert pod is not None, failure["message"]
     assert pod.group(1) == pod.group(2)
+
+
+def test_huge_stdout_is_capped_and_a_huge_outputs_file_refused(
+    pytester: pytest.Pytester, cluster: Cluster, run_id: str
+) -> None:
+    """20 MB on stdout: 16 MiB kept (head and tail), full size and sha256 recorded; a 70 MB outputs
+    file is refused by its size (``wc -c`` in the pod) before it is copied: outputs_too_large."""
+    import hashlib
+    import json
+
+    size = 20_000_000
+    doc = json.loads(
+        kube_matrix(
+            cluster.suffix,
+            cluster.namespace,
+            [{"name": "cpu", "type": "cpu", "requests": {"cpu": "1"}, "pool": "cpu"}],
+        )
+    )
+    doc["spec"]["models"][0]["entrypoint"] = [
+        "/bin/sh",
+        "-c",
+        f'yes a | head -c {size}; head -c 70000000 /dev/zero > "$0"',
+        "{outputs}",
+    ]
+    pytester.makefile(".matrix.yaml", k=json.dumps(doc))
+    pytester.runpytest(
+        "-p", "no:cacheprovider", "--hetero-run-id", run_id, "-k", "scheduling or startup or model"
+    )
+    model = items(evidence_of(pytester))[f"cpu::py::{COMBO}::model"]
+    run = data(model, "model.run")
+    assert (run["exit_code"], run["stdout_bytes"], run["stdout_capped"], run["stderr_bytes"]) == (0, size, True, 0)
+    assert run["stdout_sha256"] == hashlib.sha256(b"a\n" * (size // 2)).hexdigest()
+    failure = model["failure"]
+    assert (model["status"], failure["category"], failure["owner"]) == ("failed", "outputs_too_large", "algorithm")
+    assert re.fullmatch(
+        r"entrypoint wrote a 70000000-byte outputs file \(/tmp/hetero-\S+/outputs.json\), more than the "
+        r"67108864 bytes read back",
+        failure["message"],
+    ), failure["message"]
