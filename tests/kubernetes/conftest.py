@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from kubekit import IN_CI, POOL, SESSION, FakeKubelet, node_specs
+from kubekit import IN_CI, POOL, SESSION, FakeKubelet, node_specs, schedulable
 from kubernetes import client, config
 from kubernetes.client.rest import ApiException
 
@@ -97,9 +97,9 @@ def cluster() -> Iterator[Cluster]:
         deadline = time.monotonic() + 60
         pending = [n for pool, names in nodes.items() if pool != "notready" for n in names]
         while pending and time.monotonic() < deadline:
-            pending = [n for n in pending if not _ready(core, n)]
+            pending = [n for n in pending if not schedulable(core.read_node(n))]
             time.sleep(0.3)
-        assert not pending, f"nodes not Ready after 60 s: {pending}"
+        assert not pending, f"nodes not Ready (or still tainted node.kubernetes.io/*) after 60 s: {pending}"
         while _ready(core, nodes["notready"][0]) and time.monotonic() < deadline:
             time.sleep(0.3)
         yield made

@@ -297,3 +297,11 @@ def kube_matrix(
     )
     doc["spec"]["target"] = {"backend": "kubernetes", "namespace": namespace, **(target or {})}
     return json.dumps(doc, indent=1)
+
+
+def schedulable(node: Any) -> bool:
+    """A node (kubernetes client V1Node) is Ready=True and carries no ``node.kubernetes.io/*`` taint:
+    the node lifecycle controller taints every new node not-ready until it has seen it Ready, and a
+    pod scheduled in between fails with an untolerated taint."""
+    ready = any(c.type == "Ready" and c.status == "True" for c in node.status.conditions or [])
+    return ready and not any(t.key.startswith("node.kubernetes.io/") for t in node.spec.taints or [])

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 import pytest
-from kubekit import BASE, GFD, SESSION
+from kubekit import BASE, GFD, SESSION, schedulable
 from kubernetes.client.rest import ApiException
 from support import REPO, evidence_of
 
@@ -35,14 +35,10 @@ def example_pools(cluster: Cluster) -> Iterator[dict[str, str]]:
                 "status": {"capacity": cap, "allocatable": cap},
             }
         )
+    # Ready, and the node lifecycle controller has lifted the node.kubernetes.io/not-ready taint it puts
+    # on every new node (else scheduling fails now and then with an untolerated taint)
     deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and not all(
-        any(
-            c.type == "Ready" and c.status == "True"
-            for c in cluster.core.read_node(n).status.conditions or []
-        )
-        for n in names.values()
-    ):
+    while time.monotonic() < deadline and not all(schedulable(cluster.core.read_node(n)) for n in names.values()):
         time.sleep(0.3)
     yield names
     for name in names.values():
