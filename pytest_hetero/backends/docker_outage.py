@@ -29,6 +29,7 @@ import docker.errors
 
 from pytest_hetero.backends import docker_run as run
 from pytest_hetero.backends.docker_run import CONNECTION_LOST, EngineLost
+from pytest_hetero.evidence.model import utc_now
 from pytest_hetero.layers.base import LayerBroken, LayerContext
 
 ENGINE_WAIT_S = 60.0
@@ -121,14 +122,14 @@ def engine_lost(backend: Any, ctx: LayerContext, exc: BaseException, what: str) 
         if exc.partial is not None:
             ctx.artifact("model.stdout.partial", exc.partial.stdout)
             ctx.artifact("model.stderr.partial", exc.partial.stderr)
-    outage = Interruption(lost_at=run.utc_stamp(), what=what, error=error)
+    outage = Interruption(lost_at=utc_now(), what=what, error=error)
     backend.interruptions.append(outage)
     backend.drop_clients()
     waited = wait_for_engine(backend.conn, float(backend.target.get("engine_wait_s", ENGINE_WAIT_S)))
     state: dict[str, Any] | None = None
     workload = backend.workloads.get((ctx.resource.name, ctx.image.name))
     if waited is not None:
-        outage.back_at, outage.waited_s = run.utc_stamp(), round(waited, 3)
+        outage.back_at, outage.waited_s = utc_now(), round(waited, 3)
         if workload is not None:
             state = container_state(backend, workload)
     ctx.record("engine.interruption", lost_at=outage.lost_at, back_at=outage.back_at, waited_s=outage.waited_s,

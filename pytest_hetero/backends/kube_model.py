@@ -23,6 +23,7 @@ from kubernetes import client
 from pytest_hetero.backends import kube_client as kc
 from pytest_hetero.backends import kube_exec, kube_node
 from pytest_hetero.backends.base import EXECUTION_PROVIDERS, ExecResult, render_entrypoint
+from pytest_hetero.evidence.model import utc_now
 from pytest_hetero.layers.base import LayerContext, LayerFailed
 from pytest_hetero.matrix.model import Matrix
 
@@ -189,7 +190,7 @@ def execute(backend: KubernetesBackend, ctx: LayerContext) -> ExecResult:
             f"entrypoint has an unknown placeholder {exc}", "bad_entrypoint", "algorithm"
         ) from None
     watch = kube_node.NodeWatch(backend.api, node).start() if node else None
-    started_at, started = kube_node.utc_now(), time.perf_counter()
+    started_at, started = utc_now(), time.perf_counter()
     try:
         done = run_model(
             backend.core,

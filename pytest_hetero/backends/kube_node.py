@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import threading
-from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from kubernetes import client
@@ -25,6 +24,7 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.watch.watch import iter_resp_lines
 
 from pytest_hetero.backends import kube_client as kc
+from pytest_hetero.evidence.model import utc_now
 from pytest_hetero.layers.base import LayerBroken, LayerContext
 
 if TYPE_CHECKING:
@@ -34,11 +34,6 @@ CATEGORY = "node_not_ready"
 OWNER = "infrastructure"
 WATCH_TIMEOUT_S = 60
 """Server-side timeout of one node watch request (seconds); the thread then re-lists and watches again."""
-
-
-def utc_now() -> str:
-    """UTC now as RFC 3339 with milliseconds (``2025-01-02T12:01:03.250Z``)."""
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
 
 
 def ready_condition(node: dict[str, Any]) -> dict[str, Any]:
