@@ -50,13 +50,21 @@ def follow_controller(controller_pid: int | None) -> None:
     """In a pytest-xdist worker (Linux): have the kernel send SIGTERM when the controller (our parent,
     pid ``controller_pid``) dies. If it already died, SIGTERM now. No-op elsewhere, without a pid,
     or where ``prctl`` cannot be called."""
-    if controller_pid is None or not sys.platform.startswith("linux"):
-        return
-    try:
-        import ctypes
-
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, int(signal.SIGTERM))
-    except (OSError, AttributeError):
+    if controller_pid is None or not parent_death_signal(signal.SIGTERM):
         return
     if os.getppid() != controller_pid:
         os.kill(os.getpid(), signal.SIGTERM)
+
+
+def parent_death_signal(sig: int) -> bool:
+    """Ask Linux to send ``sig`` to this process when its parent (thread) exits
+    (``prctl(PR_SET_PDEATHSIG)``). Also used in a forked child before exec. True when set; False on
+    other systems or where prctl cannot be called. Never raises."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        import ctypes
+
+        return ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, int(sig)) == 0
+    except (OSError, AttributeError):
+        return False

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import signal
 import socket
 import subprocess
 import sys
@@ -23,6 +24,7 @@ from pytest_hetero.backends.base import EXECUTION_PROVIDERS, Backend, ExecResult
 from pytest_hetero.backends.host_discovery import discover_host
 from pytest_hetero.layers.base import LayerBroken, LayerContext, LayerFailed
 from pytest_hetero.layers.startup import verify_inputs
+from pytest_hetero.signals import parent_death_signal
 
 ENV_SNIPPET = r"""
 import json, sys, hashlib
@@ -134,12 +136,7 @@ class LocalBackend(Backend):
 
 def _die_with_parent() -> None:
     """In the child, before exec: ask Linux to SIGKILL it when pytest dies (even by SIGKILL)."""
-    try:
-        import ctypes
-
-        ctypes.CDLL(None, use_errno=True).prctl(1, 9)  # PR_SET_PDEATHSIG, SIGKILL
-    except (OSError, AttributeError):
-        pass
+    parent_death_signal(signal.SIGKILL)
 
 
 def run_measured(argv: list[str], tmp: Path, env: dict[str, str], cwd: Path, timeout_s: float) -> ExecResult:
