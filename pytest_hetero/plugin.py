@@ -25,7 +25,6 @@ from pytest_hetero.errors import HeteroError
 from pytest_hetero.evidence.model import utc_now
 from pytest_hetero.evidence.recorder import Recorder, assemble
 from pytest_hetero.item import LayerItem
-from pytest_hetero.matrix.expand import plan_uses_image
 from pytest_hetero.redact import Redactor
 from pytest_hetero.reporting.terminal import write_summary
 from pytest_hetero.settings import add_options, build_settings
@@ -169,7 +168,9 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     """Before anything runs: the report folder must be writable with room to spare, or the run stops
     with a clear message (exit 4) instead of losing evidence at the end. Then every collected
     matrix is journaled, so an interrupted run reports its unfinished items as ``not_run``."""
-    if not any(isinstance(i, LayerItem) for i in session.items) or session.config.option.collectonly:
+    if session.config.option.collectonly:
+        return
+    if not any(isinstance(i, LayerItem) for i in session.items) and not session.config.stash.get(PLANS, {}):
         return
     report_dir = session.config.stash[SETTINGS].report_dir
     problem = check_writable(report_dir)
@@ -181,7 +182,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         # journal every collected matrix now, not with its first finished item: a run killed,
         # interrupted or stopped by another file's collection error still lists what it planned
         for prefix, (matrix, plan) in session.config.stash[PLANS].items():
-            recorder.matrix(str(matrix.path), prefix, matrix.name, matrix.sha256, plan_uses_image(plan))
+            recorder.planned(prefix, matrix, plan)
 
 
 def check_writable(folder: Path) -> str:
@@ -272,6 +273,14 @@ class Journaler:
             self.recorder.collect_error(report.nodeid, str(report.longrepr))
 
 
+def _empty_shard(config: pytest.Config) -> bool:
+    """True when ``--hetero-shard`` left this session nothing to run (other shards run it all)."""
+    from pytest_hetero.selection import SHARD_REASON
+
+    reasons = config.stash[DESELECTED].values()
+    return bool(config.stash[SETTINGS].shard) and any(r.startswith(SHARD_REASON) for r in reasons)
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """Close backends first, then (controller) journal deselections, assemble, write, sign."""
     config = session.config
@@ -291,9 +300,12 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         # matrices whose every combination is excluded still get a bundle that says so
         for prefix, (matrix, plan) in config.stash[PLANS].items():
             if not plan.items:
-                recorder.matrix(str(matrix.path), prefix, matrix.name, matrix.sha256, plan_uses_image(plan))
+                recorder.planned(prefix, matrix, plan)
     if not recorder.started:
         return
+    if exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED and _empty_shard(config):
+        # more shards than resource subtrees: this shard's share is empty, which is not a failure
+        exitstatus = session.exitstatus = pytest.ExitCode.OK
     interrupted = exitstatus == pytest.ExitCode.INTERRUPTED
     stopped = next((str(v) for v in (session.shouldfail, session.shouldstop) if isinstance(v, str) and v), "")
     recorder.end(int(exitstatus), interrupted, stopped)

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from pytest_hetero.errors import HeteroError
-from pytest_hetero.matrix.expand import Plan, expand, plan_uses_image
+from pytest_hetero.matrix.expand import Plan, expand
 from pytest_hetero.matrix.load import load_matrix
 from pytest_hetero.matrix.model import Matrix
 from pytest_hetero.selection import (
@@ -95,7 +95,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         raise usage_error(exc) from None
     if controller and recorder is not None:
         for prefix, matrix, plan in plans:
-            recorder.matrix(str(matrix.path), prefix, matrix.name, matrix.sha256, plan_uses_image(plan))
+            recorder.planned(prefix, matrix, plan)
         config.stash[DESELECTED].update(selection.deselected)
 
 

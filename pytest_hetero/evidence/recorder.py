@@ -21,8 +21,9 @@ from typing import Any
 from pytest_hetero.errors import BundleError, Location, MatrixError
 from pytest_hetero.evidence.model import SCHEMA, utc_now
 from pytest_hetero.evidence.untested import summarise, untested_scope
-from pytest_hetero.matrix.expand import expand
+from pytest_hetero.matrix.expand import Plan, expand, plan_uses_image
 from pytest_hetero.matrix.load import load_matrix
+from pytest_hetero.matrix.model import Matrix
 
 JOURNAL = "journal.jsonl"
 EVIDENCE = "evidence.json"
@@ -74,6 +75,10 @@ class Recorder:
         self._matrices.add(prefix)
         self._write({"type": "matrix", "path": path, "prefix": prefix, "name": name, "sha256": sha256,
                      "scheduling_per_image": scheduling_per_image})
+
+    def planned(self, prefix: str, matrix: Matrix, plan: Plan) -> None:
+        """:meth:`matrix` for a loaded matrix and its expanded plan (the collector's view)."""
+        self.matrix(str(matrix.path), prefix, matrix.name, matrix.sha256, plan_uses_image(plan))
 
     def item(self, evidence: dict[str, Any]) -> None:
         """Append one finished item's evidence dict."""
