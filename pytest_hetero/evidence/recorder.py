@@ -52,7 +52,7 @@ class Recorder:
                 self.bundle_dir.mkdir(parents=True, exist_ok=True)
                 self._fh = open(self.bundle_dir / JOURNAL, "a", encoding="utf-8")  # noqa: SIM115
             except OSError as exc:
-                self.broken = self.broken or f"cannot write {self.bundle_dir / JOURNAL} ({exc.strerror})"
+                self._broke(exc)
                 return
             self._fh_write({"type": "run", **self._run})
         self._fh_write(entry)
@@ -66,7 +66,11 @@ class Recorder:
             self._fh.flush()
             os.fsync(self._fh.fileno())
         except OSError as exc:
-            self.broken = f"cannot write {self.bundle_dir / JOURNAL} ({exc.strerror})"
+            self._broke(exc)
+
+    def _broke(self, exc: OSError) -> None:
+        """Note the first reason the journal cannot be written (later ones add nothing)."""
+        self.broken = self.broken or f"cannot write {self.bundle_dir / JOURNAL} ({exc.strerror})"
 
     def matrix(self, path: str, prefix: str, name: str, sha256: str, scheduling_per_image: bool) -> None:
         """Note a matrix once: absolute ``path``, nodeid ``prefix``, file ``sha256``."""
@@ -112,7 +116,7 @@ class Recorder:
         try:
             self._fh.close()
         except OSError as exc:
-            self.broken = self.broken or f"cannot write {self.bundle_dir / JOURNAL} ({exc.strerror})"
+            self._broke(exc)
 
 
 def read_journal(bundle_dir: Path) -> list[dict[str, Any]]:
