@@ -27,6 +27,7 @@ from pytest_hetero.evidence.recorder import Recorder, assemble
 from pytest_hetero.item import LayerItem
 from pytest_hetero.redact import Redactor
 from pytest_hetero.reporting.terminal import write_summary
+from pytest_hetero.selection import SHARD_REASON
 from pytest_hetero.settings import add_options, build_settings
 from pytest_hetero.stash import BACKENDS, DESELECTED, OUTCOME, PLANS, RECORDER, SETTINGS
 
@@ -275,8 +276,6 @@ class Journaler:
 
 def _empty_shard(config: pytest.Config) -> bool:
     """True when ``--hetero-shard`` left this session nothing to run (other shards run it all)."""
-    from pytest_hetero.selection import SHARD_REASON
-
     reasons = config.stash[DESELECTED].values()
     return bool(config.stash[SETTINGS].shard) and any(r.startswith(SHARD_REASON) for r in reasons)
 

@@ -93,3 +93,32 @@ def test_signed_shards_are_verified_and_the_merge_is_re_signed(pytester: pytest.
     (two / "evidence.json").write_text((two / "evidence.json").read_text() + " ")
     assert main(["merge", str(one), str(two), "-o", str(pytester.path / "m2"), "--key", str(pub)]) == 2
     assert "bundle does not verify" in capsys.readouterr().err
+
+
+def test_more_shards_than_resources_exit_0_and_merge(pytester: pytest.Pytester) -> None:
+    """Three resources in five shards (the CI example's 4 shards of a 2-resource matrix): the empty
+    shards pass, their bundles still name the matrix and its deselections, and the merge equals a
+    single run."""
+    pytester.makefile(".matrix.yaml", w=three_resources())
+    shards = []
+    for k in range(1, 6):
+        result = pytester.runpytest("w.matrix.yaml", "-p", "no:cacheprovider", "--hetero-profile", "quick",
+                                    "--hetero-shard", f"{k}/5")
+        (bundle,) = list((pytester.path / "reports").iterdir())
+        shards.append(Path(bundle.rename(pytester.path / f"shard{k}")))
+        ev = evidence(shards[-1])
+        assert [m["name"] for m in ev["matrices"]] == ["wide"]
+        if not ev["items"]:
+            assert result.ret == pytest.ExitCode.OK
+            assert ev["run"]["exit_status"] == 0
+            assert len(ev["untested"]["items"]) == 3 * 8
+    assert sum(1 for s in shards if not evidence(s)["items"]) == 2
+    whole = run_shard(pytester, None)
+    out = pytester.path / "merged"
+    assert main(["merge", *map(str, shards), "-o", str(out), "--allow-unsigned"]) == 0
+    merged, single = evidence(out), evidence(whole)
+    assert {i["nodeid"]: i["status"] for i in merged["items"]} == \
+        {i["nodeid"]: i["status"] for i in single["items"]}
+    assert merged["summary"] == single["summary"]
+    assert sorted((u["nodeid"], u["reason"]) for u in merged["untested"]["items"]) == \
+        sorted((u["nodeid"], u["reason"]) for u in single["untested"]["items"])
