@@ -23,7 +23,7 @@ from pytest_hetero.layers.base import LayerBroken, LayerContext, LayerOutcome, N
 from pytest_hetero.matrix.expand import PlannedItem
 from pytest_hetero.matrix.model import Matrix
 from pytest_hetero.redact import Redactor
-from pytest_hetero.stash import BACKENDS, HANDOFF, OUTCOME, REDACTORS, SETTINGS
+from pytest_hetero.stash import BACKENDS, HANDOFF, OUTCOME, PLANS, REDACTORS, SETTINGS
 
 BLOCKING = frozenset({"failed", "error", "blocked"})
 STORAGE_ERRORS = {errno.ENOSPC: "disk_full", errno.EDQUOT: "disk_full", errno.EROFS: "read_only_filesystem"}
@@ -152,6 +152,12 @@ class LayerItem(pytest.Item):
         key = (self.backend_name, json.dumps(self.matrix.target, sort_keys=True))
         return self.config.stash[BACKENDS].get(key)
 
+    def _artifact_scope(self) -> tuple[str, ...]:
+        """``(matrix nodeid prefix,)`` when this session collected several matrices, else ``()``."""
+        if len(self.config.stash.get(PLANS, {})) < 2:
+            return ()
+        return (self.claim_id.split("::", 1)[0],)
+
     def runtest(self) -> None:
         """Run the layer check; translate its outcome into evidence and a pytest outcome."""
         started = time.perf_counter()
@@ -164,7 +170,7 @@ class LayerItem(pytest.Item):
             ctx = LayerContext(
                 matrix=self.matrix, planned=self.planned, backend=self.backend(), settings=settings,
                 evidence=evidence, output_limit=self.matrix.output_limit, redactor=self.redactor(),
-                handoff=self.config.stash.setdefault(HANDOFF, {}),
+                handoff=self.config.stash.setdefault(HANDOFF, {}), scope=self._artifact_scope(),
                 timeout_s=self.matrix.timeouts_s[self.planned.layer] * settings.timeout_scale)
             CHECKS[self.planned.layer](ctx)
             self.config.hook.pytest_hetero_layer_check(ctx=ctx)

@@ -263,3 +263,30 @@ def test_full_profile_repeats_model_runs_and_judges_every_business_sample(pytest
     judged = [r["data"] for r in items["business"]["records"] if r["kind"] == "business.rules"]
     assert [j["run"] for j in judged] == [1, 2, 3]
     assert all(r["verdict"] == "pass" for j in judged for r in j["results"])
+
+
+def test_two_matrices_with_the_same_names_keep_their_own_artifacts(pytester: pytest.Pytester) -> None:
+    """prod and staging matrices naming the same resource, image and model: each item's artifacts
+    stay its own (they were written to one folder, the second run overwriting the first's, so the
+    first's recorded sha256 no longer matched the file in the bundle)."""
+    import hashlib
+
+    pytester.makefile(".matrix.yaml", prod=matrix_text(name="prod"))
+    staging = json.loads(matrix_text(name="staging"))
+    staging["spec"]["models"][0]["entrypoint"] = [
+        "{python}", "-c", "import json, sys; json.dump({{'n': 1, 'indices': [0], 'predictions': [7], "
+        "'metrics': {{'accuracy': 0.0}}}}, open(sys.argv[1], 'w'))", "{outputs}"]
+    pytester.makefile(".matrix.yaml", staging=json.dumps(staging))
+    pytester.runpytest("prod.matrix.yaml", "staging.matrix.yaml", "-p", "no:cacheprovider")
+    ev = evidence_of(pytester)
+    bundle = next((pytester.path / "reports").iterdir())
+    business = {i["matrix"]: i["status"] for i in ev["items"] if i["layer"] == "business"}
+    assert business == {"prod.matrix.yaml": "passed", "staging.matrix.yaml": "failed"}
+    outputs = {}
+    for item in ev["items"]:
+        for art in item["artifacts"]:
+            assert hashlib.sha256((bundle / art["path"]).read_bytes()).hexdigest() == art["sha256"], art["path"]
+            if art["name"] == "outputs.json":
+                outputs[item["matrix"]] = art["path"]
+    assert outputs == {m: f"artifacts/{m}/cpu-host/py/{COMBO}/model/outputs.json"
+                       for m in ("prod.matrix.yaml", "staging.matrix.yaml")}

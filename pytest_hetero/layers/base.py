@@ -61,7 +61,7 @@ _SAFE = re.compile(r"[^A-Za-z0-9._@-]+")
 class LayerContext:
     """Everything a check needs: the item, its matrix entries, the backend, settings, and evidence.
 
-    ``artifact_dir`` is ``<bundle>/artifacts/<id parts>/``; ``timeout_s`` is the layer
+    ``artifact_dir`` is ``<bundle>/artifacts/[<scope>/]<id parts>/``; ``timeout_s`` is the layer
     timeout after ``--hetero-timeout-scale``.
     """
 
@@ -77,6 +77,9 @@ class LayerContext:
     """Outputs passed from a model item to its business item in this process (sensitive datasets
     keep them out of the bundle), keyed by the model item's id."""
     state: dict[str, Any] = field(default_factory=dict)
+    scope: tuple[str, ...] = ()
+    """Leading artifact folders: the matrix's nodeid prefix when a session runs several matrices,
+    whose resource/image/model names may repeat (their artifacts would overwrite each other)."""
 
     @property
     def layer(self) -> str:
@@ -106,7 +109,7 @@ class LayerContext:
     @property
     def artifact_dir(self) -> Path:
         """Folder for this item's artifacts (created on demand)."""
-        return artifact_dir_for(self.settings.bundle_dir, self.planned.parts)
+        return artifact_dir_for(self.settings.bundle_dir, self.scope + self.planned.parts)
 
     def record(self, kind: str, **data: Any) -> None:
         """Add a timestamped typed record to the item's evidence."""
@@ -138,7 +141,7 @@ def keep_outputs(ctx: LayerContext, raw: bytes, run: int = 0) -> None:
     for the business item of this process and never reaches the bundle. ``run`` ≥ 1 numbers a
     repeated sample (``outputs-rN.json``); the business item judges every sample.
     """
-    key = ctx.planned.id + (f"#r{run}" if run else "")
+    key = "::".join(ctx.scope + ctx.planned.parts) + (f"#r{run}" if run else "")
     if ctx.dataset.sensitive:
         ctx.handoff[key] = raw
         ctx.record("model.outputs", artifact=None, sha256=hashlib.sha256(raw).hexdigest(), bytes=len(raw),
@@ -154,11 +157,11 @@ def outputs_of(ctx: LayerContext, parts: tuple[str, ...], run: int = 0) -> bytes
 
     Raises OSError when neither exists (e.g. a sensitive dataset's model ran in another process).
     """
-    handed = ctx.handoff.pop("::".join(parts) + (f"#r{run}" if run else ""), None)
+    handed = ctx.handoff.pop("::".join(ctx.scope + parts) + (f"#r{run}" if run else ""), None)
     if handed is not None:
         return handed
     name = OUTPUTS.replace(".json", f"-r{run}.json") if run else OUTPUTS
-    return (artifact_dir_for(ctx.settings.bundle_dir, parts) / name).read_bytes()
+    return (artifact_dir_for(ctx.settings.bundle_dir, ctx.scope + parts) / name).read_bytes()
 
 
 def artifact_dir_for(bundle_dir: Path, parts: tuple[str, ...]) -> Path:
