@@ -73,9 +73,12 @@ def parse_shard(text: str) -> tuple[int, int]:
     if not m:
         raise SettingsError(f"--hetero-shard {text!r} is not K/N", hint="e.g. --hetero-shard 1/4")
     k, n = int(m.group(1)), int(m.group(2))
-    if n < 1 or not 1 <= k <= n:
+    if n < 1:
+        raise SettingsError(f"--hetero-shard {text}: N must be at least 1 (got N={n})",
+                            hint="N is the number of shards, e.g. --hetero-shard 1/4")
+    if not 1 <= k <= n:
         raise SettingsError(f"--hetero-shard {text}: K must be between 1 and N (got K={k}, N={n})",
-                            hint=f"shards are numbered 1..{max(n, 1)}")
+                            hint=f"shards are numbered 1..{n}")
     return k, n
 
 

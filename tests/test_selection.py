@@ -174,6 +174,7 @@ def test_shards_split_by_resource_without_overlap(pytester: pytest.Pytester) -> 
 
 
 @pytest.mark.parametrize("text, message", [("3/2", "K must be between 1 and N"), ("0/2", "K must be"),
+                                           ("0/0", "--hetero-shard 0/0: N must be at least 1 (got N=0)"),
                                            ("1-2", "is not K/N")])
 def test_bad_shard_is_a_usage_error(pytester: pytest.Pytester, text: str, message: str) -> None:
     pytester.makefile(".matrix.yaml", w=wide_matrix())
