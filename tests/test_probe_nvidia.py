@@ -8,7 +8,7 @@ import types
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from pytest_hetero.errors import ParseError
@@ -814,6 +814,7 @@ PIECES = st.sampled_from(
 
 @settings(max_examples=300, deadline=None)
 @given(st.one_of(st.text(), st.lists(st.one_of(PIECES, st.text(max_size=5))).map("".join)))
+@example("|   ²  NVIDIA H100 80GB HBM3  On  | 00000000:18:00.0 Off |  0 |\n[²] NVRM: Xid (PCI:0000:18:00): ²³, pid=²")
 def test_any_text_gives_inventory_or_parse_error(text: str) -> None:
     for parse in (parse_nvidia_smi, parse_nvidia_smi_table, parse_nvidia_smi_xml):
         try:

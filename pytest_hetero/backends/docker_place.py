@@ -53,7 +53,7 @@ def engine_gaps(ctx: LayerContext, info: dict[str, Any], nodes: list[str], local
         gaps.append(("runtime_missing", (f"no NVIDIA runtime on the engine (runtimes: {', '.join(runtimes)}; no "
                      "nvidia-container-runtime-hook): GPU device requests cannot be satisfied; install the "
                      "NVIDIA Container Toolkit")))
-    if vendor == "ascend" and local and not any("davinci" in n and n[-1].isdigit() for n in nodes):
+    if vendor == "ascend" and local and not any("davinci" in n and n[-1].isdecimal() for n in nodes):
         gaps.append(("device_missing", "no /dev/davinci<N> device nodes on the engine host"))
     merged = {**res.requests, **res.limits}
     try:

@@ -103,7 +103,7 @@ def _davinci_index(path: str) -> int:
 
 def host_davinci_ids(dev: Path = Path("/dev")) -> list[str]:
     """Indices of ``/dev/davinci<N>`` nodes on this host, numerically sorted (``[]`` when none)."""
-    nodes = [p.name for p in dev.glob("davinci[0-9]*") if p.name[len("davinci"):].isdigit()]
+    nodes = [p.name for p in dev.glob("davinci[0-9]*") if p.name[len("davinci"):].isdecimal()]
     return [str(i) for i in sorted(_davinci_index(n) for n in nodes)]
 
 

@@ -70,7 +70,7 @@ def _plain(text: str) -> tuple[float, str] | None:
     if sep and unit not in PLAIN_UNITS:
         return None
     whole, dot, frac = head.partition(".")
-    if whole.isdigit() and whole.isascii() and (not dot or (frac.isdigit() and frac.isascii())):
+    if whole.isdecimal() and whole.isascii() and (not dot or (frac.isdecimal() and frac.isascii())):
         return float(head), unit
     return None
 

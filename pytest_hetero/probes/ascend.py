@@ -72,7 +72,7 @@ def parse_visible(value: str | None) -> tuple[int, ...] | None:
     found: list[int] = []
     for item in value.replace(" ", "").split(","):
         lo, sep, hi = item.partition("-")
-        if lo.isdigit() and (not sep or hi.isdigit()):
+        if lo.isdecimal() and (not sep or hi.isdecimal()):
             found.extend(range(int(lo), int(hi if sep else lo) + 1))
     return tuple(found)
 
@@ -89,7 +89,7 @@ def inspect_device_nodes(root: str = "/", env: dict[str, str] | None = None) -> 
     if dev.is_dir():
         for entry in dev.iterdir():
             suffix = entry.name[len("davinci") :]
-            if entry.name.startswith("davinci") and suffix.isdigit():
+            if entry.name.startswith("davinci") and suffix.isdecimal():
                 davinci.append(int(suffix))
     control = {name: (dev / name).exists() for name in CONTROL_NODES}
     visible = parse_visible(env.get("ASCEND_VISIBLE_DEVICES"))
@@ -156,7 +156,7 @@ def parse_npu_vnpu(text: str) -> VnpuInfo:
     partitions: list[Partition] = []
     for ln in lines:
         cells = [c.strip() for c in ln.split("|")]
-        if len(cells) >= 5 and cells[0].isdigit():
+        if len(cells) >= 5 and cells[0].isdecimal():
             partitions.append(
                 Partition(
                     kind="vnpu",

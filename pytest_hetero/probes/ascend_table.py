@@ -190,7 +190,7 @@ def parse_npu_smi_info(text: str) -> Inventory:
             continue
         if in_procs:
             ids = cells[0].split()
-            if ids and all(i.isdigit() for i in ids[:2]):
+            if ids and all(i.isdecimal() for i in ids[:2]):
                 # a table without a Chip column puts the process on chip 0 of its NPU
                 chip = int(ids[1]) if len(ids) > 1 else 0
                 procs.setdefault((int(ids[0]), chip), []).append(
@@ -208,7 +208,7 @@ def parse_npu_smi_info(text: str) -> Inventory:
                 warnings.append(f"line {number}: chip row before any NPU row ignored")
                 continue
             npus[-1].chips.append((ids, cells[1], _values(cells[2], bottom, f"line {number}", warnings)))
-        elif ids and ids[0].isdigit():
+        elif ids and ids[0].isdecimal():
             npus.append(
                 _Npu(
                     int(ids[0]),

@@ -57,7 +57,7 @@ def cpulist_count(text: str | None) -> int | None:
     total = 0
     for item in text.strip().split(","):
         lo, sep, hi = item.strip().partition("-")
-        if not lo.isdigit() or (sep and not hi.isdigit()):
+        if not lo.isdecimal() or (sep and not hi.isdecimal()):
             return None
         total += int(hi) - int(lo) + 1 if sep else 1
     return total
@@ -72,10 +72,10 @@ def _v2(base: Path, rel: str) -> tuple[float | None, int | None, int | None]:
     chain = _chain(base, rel)
     for d in chain:
         quota, _, period = (_read(d / "cpu.max") or "max").partition(" ")
-        if quota.isdigit() and period.strip().isdigit() and int(period) > 0:
+        if quota.isdecimal() and period.strip().isdecimal() and int(period) > 0:
             cpus.append(int(quota) / int(period))
         mem = _read(d / "memory.max")
-        if mem and mem.isdigit():
+        if mem and mem.isdecimal():
             mems.append(int(mem))
     cpuset = _count(_read(chain[0] / "cpuset.cpus.effective"))
     mem_min = _min(mems)
@@ -100,8 +100,8 @@ def _v1(base: Path, paths: dict[str, tuple[list[str], str]]) -> tuple[float | No
         if (
             quota
             and period
-            and quota.lstrip("-").isdigit()
-            and period.isdigit()
+            and quota.lstrip("-").isdecimal()
+            and period.isdecimal()
             and int(quota) > 0 < int(period)
         ):
             cpus.append(int(quota) / int(period))
@@ -109,7 +109,7 @@ def _v1(base: Path, paths: dict[str, tuple[list[str], str]]) -> tuple[float | No
     mount = _v1_mount(base, "memory", names)
     for d in _chain(mount, rel) if mount else []:
         mem = _read(d / "memory.limit_in_bytes")
-        if mem and mem.isdigit() and int(mem) < UNLIMITED_BYTES:
+        if mem and mem.isdecimal() and int(mem) < UNLIMITED_BYTES:
             mems.append(int(mem))
     names, rel = paths.get("cpuset", ([], "/"))
     mount = _v1_mount(base, "cpuset", names)

@@ -88,7 +88,7 @@ class Difference:
 
 def _key(version: str) -> tuple[tuple[int, int | str], ...]:
     parts = [p for p in re.split(r"[.\-_+]", version.strip().lower()) if p]
-    return tuple((1, int(p)) if p.isdigit() else (0, p) for p in parts)
+    return tuple((1, int(p)) if p.isdecimal() else (0, p) for p in parts)
 
 
 def satisfies(version: str | None, constraint: str) -> bool:

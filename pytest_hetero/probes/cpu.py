@@ -81,7 +81,7 @@ def _cpuinfo(text: str) -> list[dict[str, str]]:
             current[key.strip().lower()] = value.strip()
     if current:
         blocks.append(current)
-    return [b for b in blocks if b.get("processor", "").isdigit()] or blocks[:0]
+    return [b for b in blocks if b.get("processor", "").isdecimal()] or blocks[:0]
 
 
 def _model(blocks: list[dict[str, str]], text: str) -> str | None:

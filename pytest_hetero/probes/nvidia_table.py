@@ -159,7 +159,7 @@ def _processes(lines: list[str], header: str) -> dict[int, list[DeviceProcess]]:
     for block in _blocks(lines)[0]:
         for row in block:
             tokens = " ".join(row).split()
-            if len(tokens) < 4 or not tokens[0].isdigit():
+            if len(tokens) < 4 or not tokens[0].isdecimal():
                 continue
             rest = tokens[3:] if with_gi else tokens[1:]
             gi, ci = (tokens[1], tokens[2]) if with_gi else (None, None)

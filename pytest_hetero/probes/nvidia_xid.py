@@ -87,7 +87,7 @@ def parse_xid_log(text: str) -> list[XidEvent]:
                     source="kernel",
                     line=number,
                     pci_bus=m.group("bus"),
-                    pid=int(pid) if pid and pid.isdigit() else None,
+                    pid=int(pid) if pid and pid.isdecimal() else None,
                     process_name=(m.group("name") or "").strip().strip("'\"<>") or None,
                     timestamp=_timestamp(line[: m.start()]),
                     message=m.group("msg").strip(),

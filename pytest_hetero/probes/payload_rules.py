@@ -109,7 +109,7 @@ def _listed(value: str | None) -> int | None:
     count = 0
     for item in value.split(","):
         lo, sep, hi = item.strip().partition("-")
-        count += int(hi) - int(lo) + 1 if sep and lo.isdigit() and hi.isdigit() else 1
+        count += int(hi) - int(lo) + 1 if sep and lo.isdecimal() and hi.isdecimal() else 1
     return count
 
 
