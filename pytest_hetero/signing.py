@@ -190,10 +190,17 @@ def envelope_for(statement_bytes: bytes, key: Ed25519PrivateKey | None) -> dict[
     return {"payloadType": PAYLOAD_TYPE, "payload": _b64(statement_bytes), "signatures": sigs}
 
 
+def envelope_bytes(envelope: dict[str, Any]) -> bytes:
+    """The DSSE envelope as written to ``attestation.intoto.jsonl``: one line of compact JSON with
+    sorted keys (ASCII), then a newline. :func:`~pytest_hetero.verify.verify_bundle` expects exactly
+    these bytes."""
+    return json.dumps(envelope, sort_keys=True, separators=(",", ":")).encode("ascii") + b"\n"
+
+
 def write_envelope(bundle_dir: Path, envelope: dict[str, Any]) -> None:
     """Write ``envelope`` as the single line of ``attestation.intoto.jsonl`` (atomically)."""
     tmp = bundle_dir / (ATTESTATION + ".tmp")
-    tmp.write_bytes(json.dumps(envelope, sort_keys=True, separators=(",", ":")).encode("ascii") + b"\n")
+    tmp.write_bytes(envelope_bytes(envelope))
     tmp.replace(bundle_dir / ATTESTATION)
 
 

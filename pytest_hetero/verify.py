@@ -27,6 +27,7 @@ from pytest_hetero.signing import (
     STATEMENT_TYPE,
     canonical,
     check_signature,
+    envelope_bytes,
     keyid,
     pae,
     read_envelope,
@@ -155,6 +156,9 @@ def verify_bundle(bundle_dir: Path, public_keys: list[Ed25519PublicKey],
         result.problems.append(Problem(ATTESTATION, "malformed", exc.message))
     else:
         result.statement = statement
+        if (bundle_dir / ATTESTATION).read_bytes() != envelope_bytes(envelope):
+            result.problems.append(Problem(ATTESTATION, "edited", "the envelope file is not byte for byte as "
+                                           "pytest-hetero writes it (reformatted or edited after signing)"))
         _check_signatures(envelope, payload, statement, keys, result)
         result.problems.extend(_check_statement(statement, payload, bundle_dir))
     result.problems.extend(check_manifest(bundle_dir))

@@ -21,6 +21,7 @@ from pytest_hetero.bundle import Problem, manifest_bytes
 from pytest_hetero.signing import (
     PAYLOAD_TYPE,
     add_role_signature,
+    envelope_bytes,
     envelope_for,
     generate_keypair,
     keyid,
@@ -145,11 +146,26 @@ def test_payload_altered_breaks_the_signature(bundle: Path, keys: dict[str, Path
     statement["predicate"]["verdict"] = "pass"
     data = json.dumps(statement, sort_keys=True, indent=1).encode() + b"\n"
     envelope["payload"] = base64.b64encode(data).decode()
-    path.write_text(json.dumps(envelope))
+    path.write_bytes(envelope_bytes(envelope))  # as the writer spells it: only the signature can tell
     (bundle / "statement.intoto.json").write_bytes(data)
     assert problems(bundle, keys["run.pub"]) == [Problem(
         f"signature 1 (keyid {kid(keys['run.pub'])[:16]}…)", "signature",
         "does not verify: the statement was altered or the signature is corrupt")]
+
+
+def test_envelope_reformatted_is_named_though_its_signatures_hold(bundle: Path, keys: dict[str, Path]) -> None:
+    """Re-serialising the envelope with spaces, or dropping its final newline, keeps every signature valid; the
+    verifier still names the file as edited (any byte changed after the run is reported)."""
+    path = bundle / "attestation.intoto.jsonl"
+    raw = path.read_bytes()
+    edited = Problem("attestation.intoto.jsonl", "edited",
+                     "the envelope file is not byte for byte as pytest-hetero writes it (reformatted or edited "
+                     "after signing)")
+    for text in (json.dumps(json.loads(raw)).encode() + b"\n", raw[:-1]):  # spaces after separators; no newline
+        path.write_bytes(text)
+        assert problems(bundle, keys["run.pub"]) == [edited]
+    path.write_bytes(raw)
+    assert problems(bundle, keys["run.pub"]) == []
 
 
 def test_statement_copy_edited(bundle: Path, keys: dict[str, Path]) -> None:
@@ -194,7 +210,7 @@ def test_forged_role_claim(bundle: Path, keys: dict[str, Path]) -> None:
     envelope = json.loads(path.read_text())
     envelope["signatures"][1]["signoff"]["role"] = "algorithm"
     envelope["signatures"][1]["signoff"]["layers"] = ["model"]
-    path.write_text(json.dumps(envelope))
+    path.write_bytes(envelope_bytes(envelope))  # as the writer spells it: only the signature can tell
     assert problems(bundle, keys["run.pub"], keys["business.pub"], roles=("algorithm",)) == [
         Problem(f"signature 2 (keyid {kid(keys['business.pub'])[:16]}…, role algorithm)", "signature",
                 "sign-off claim (role, layers, time) does not verify"),
