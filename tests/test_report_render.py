@@ -197,3 +197,23 @@ def test_not_proven_parts_are_rendered() -> None:
     html = render_html(evidence, signoff_context(OWNERS, None, None))
     assert ("<tr><td><code>matrices/example-cpu.matrix.yaml::cpu-host::scheduling</code></td><td>scheduling</td>"
             "<td>queue/quota</td><td>docker has no &lt;queue&gt;</td></tr>") in html
+
+
+def test_terminal_control_codes_from_a_model_reach_no_rendering() -> None:
+    """A model's coloured stderr (ESC sequences), a NUL and a backspace in a failure message: Markdown,
+    HTML and JUnit keep the text and drop the control characters (JUnit stays valid XML)."""
+    from pytest_hetero.reporting.html import render_html
+
+    evidence = sample_evidence()
+    evidence["items"][0]["status"] = "failed"
+    evidence["items"][0]["failure"] = {"layer": "discovery", "category": "x", "owner": "infrastructure",
+                                       "message": "\x1b[31mCUDA error\x1b[0m: out of\x00 memory\x08!"}
+    markdown = render_markdown(evidence, signoff_context(OWNERS, None, "no key"))
+    assert "\\[31mCUDA error\\[0m: out of memory!" in markdown  # [ is escaped in Markdown
+    html = render_html(evidence, signoff_context(OWNERS, None, "no key"))
+    assert "[31mCUDA error[0m: out of memory!" in html
+    junit = render_junit(evidence).decode()
+    assert 'message="[31mCUDA error[0m: out of memory!"' in junit
+    for text in (markdown, html, junit):
+        assert not any(c in text for c in "\x1b\x00\x08")
+    xmlschema.XMLSchema(str(XSD)).validate(junit)

@@ -22,7 +22,14 @@ import jinja2
 
 from pytest_hetero import LAYERS, __version__
 from pytest_hetero.evidence.model import STATUSES
-from pytest_hetero.reporting.view import DIMENSIONS, entries, failures_by_owner, heatmap, layer_counts
+from pytest_hetero.reporting.view import (
+    DIMENSIONS,
+    entries,
+    failures_by_owner,
+    heatmap,
+    layer_counts,
+    printable,
+)
 
 ITEM_DETAIL_LIMIT = 1500
 UNTESTED_LIMIT = 1000
@@ -35,7 +42,8 @@ _PRIORITY = {"failed": 0, "error": 0, "not_run": 1, "blocked": 1, "not_applicabl
 @lru_cache(maxsize=1)
 def _environment() -> jinja2.Environment:
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)), autoescape=True,
-                             trim_blocks=True, lstrip_blocks=True)
+                             trim_blocks=True, lstrip_blocks=True,
+                             finalize=lambda value: printable(value) if isinstance(value, str) else value)
     env.filters["short"] = lambda text, n=160: (str(text or "")[: n - 1] + "…") if len(str(text or "")) > n else str(text or "")
     return env
 

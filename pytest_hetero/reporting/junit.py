@@ -13,7 +13,6 @@ as ``[[PROPERTY|name=value]]`` lines, the convention Jenkins/Testmo-style reader
 
 from __future__ import annotations
 
-import re
 from typing import Any
 from xml.sax.saxutils import escape, quoteattr
 
@@ -21,7 +20,7 @@ from junitparser import JUnitXml, TestSuite
 
 from pytest_hetero import LAYERS
 from pytest_hetero.evidence.model import UNTESTED_STATUSES
-from pytest_hetero.reporting.view import entries
+from pytest_hetero.reporting.view import entries, printable
 
 
 def _properties(entry: dict[str, Any]) -> list[tuple[str, str]]:
@@ -35,31 +34,23 @@ def _properties(entry: dict[str, Any]) -> list[tuple[str, str]]:
     return props
 
 
-_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
-
-
-def _clean(text: str) -> str:
-    """Drop characters XML 1.0 cannot carry (NUL, escape codes…)."""
-    return _CONTROL.sub("", text)
-
-
 def _case_xml(entry: dict[str, Any], tally: dict[str, int]) -> str:
     """One ``<testcase>`` element as text, children in schema order; counts it into ``tally``."""
     status = entry["status"]
     failure = entry.get("failure") or {}
-    head = (f"<testcase name={quoteattr(_clean(entry['nodeid']))} classname={quoteattr('hetero.' + entry['layer'])}"
+    head = (f"<testcase name={quoteattr(printable(entry['nodeid']))} classname={quoteattr('hetero.' + entry['layer'])}"
             f" time=\"{float(entry.get('duration_s') or 0.0)}\" status={quoteattr(status)}>")
     result = ""
     if status in ("failed", "error"):
-        message = _clean(str(failure.get("message") or entry.get("reason") or ""))[:2000]
+        message = printable(str(failure.get("message") or entry.get("reason") or ""))[:2000]
         kind = "failure" if status == "failed" else "error"
-        result = f"<{kind} message={quoteattr(message)} type={quoteattr(_clean(str(failure.get('category', status))))} />"
+        result = f"<{kind} message={quoteattr(message)} type={quoteattr(printable(str(failure.get('category', status))))} />"
         tally["failures" if status == "failed" else "errors"] += 1
     elif status in UNTESTED_STATUSES:
-        result = f"<skipped message={quoteattr(_clean(f'{status}: ' + str(entry.get('reason') or ''))[:2000])} />"
+        result = f"<skipped message={quoteattr(printable(f'{status}: ' + str(entry.get('reason') or ''))[:2000])} />"
         tally["skipped"] += 1
     props = "\n".join(f"[[PROPERTY|{k}={v}]]" for k, v in _properties(entry))
-    return f"{head}{result}<system-out>{escape(_clean(props))}</system-out></testcase>"
+    return f"{head}{result}<system-out>{escape(printable(props))}</system-out></testcase>"
 
 
 def _open_tag(element: Any) -> str:
@@ -94,14 +85,14 @@ def render_junit(evidence: dict[str, Any]) -> bytes:
     root.time = round(sum(times.values()), 3)
     out = ['<?xml version="1.0" encoding="UTF-8"?>\n', _open_tag(root)]
     for layer, texts in cases.items():
-        suite: Any = TestSuite(_clean(f"hetero.{layer}"))
+        suite: Any = TestSuite(printable(f"hetero.{layer}"))
         tally = counts.get(layer, {"tests": 0, "failures": 0, "errors": 0, "skipped": 0})
         suite.tests, suite.failures = tally["tests"], tally["failures"]
         suite.errors, suite.skipped = tally["errors"], tally["skipped"]
         suite.time = round(times.get(layer, 0.0), 3)
-        suite.add_property("run_id", _clean(str(evidence["run"].get("id", ""))))
+        suite.add_property("run_id", printable(str(evidence["run"].get("id", ""))))
         suite.add_property("verdict", evidence["summary"]["verdict"])
-        suite.add_property("matrices", _clean(",".join(m["name"] for m in evidence["matrices"])))
+        suite.add_property("matrices", printable(",".join(m["name"] for m in evidence["matrices"])))
         text = bytes(suite.tostring()).decode("utf-8")
         if not text.endswith("</testsuite>"):
             raise ValueError(f"unexpected junitparser output {text[-80:]!r}")

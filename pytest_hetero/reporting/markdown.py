@@ -11,7 +11,7 @@ import re
 from typing import Any
 
 from pytest_hetero.evidence.model import STATUSES
-from pytest_hetero.reporting.view import failures_by_owner, layer_counts
+from pytest_hetero.reporting.view import failures_by_owner, layer_counts, printable
 
 MAX_LINES = 20
 _SPECIAL = re.compile(r"([\\`*_\[\]|~])")
@@ -19,7 +19,7 @@ _SPECIAL = re.compile(r"([\\`*_\[\]|~])")
 
 def md(text: Any, limit: int = 160) -> str:
     """One line of ``text``, at most ``limit`` characters, with Markdown/HTML specials escaped."""
-    line = " ".join(str(text or "").split())
+    line = " ".join(printable(str(text or "")).split())
     if len(line) > limit:
         line = line[: limit - 1] + "…"
     return _SPECIAL.sub(r"\\\1", line).replace("<", "&lt;").replace(">", "&gt;")
@@ -27,7 +27,7 @@ def md(text: Any, limit: int = 160) -> str:
 
 def code(text: Any, limit: int = 200) -> str:
     """``text`` as an inline code span (backticks inside become quotes; code spans take no escapes)."""
-    line = " ".join(str(text or "").split()).replace("`", "'")
+    line = " ".join(printable(str(text or "")).split()).replace("`", "'")
     return f"`{line[: limit - 1] + '…' if len(line) > limit else line}`"
 
 

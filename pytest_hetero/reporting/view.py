@@ -7,11 +7,22 @@ model × dataset) by the five layers; :func:`failures_by_owner` groups failed/er
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from typing import Any
 
 from pytest_hetero import LAYERS
 from pytest_hetero.evidence.model import STATUSES
+
+_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
+
+
+def printable(text: str) -> str:
+    """``text`` without the control characters XML 1.0 cannot carry and terminals act on (NUL, ESC
+    sequences' ESC, backspace…); tab, newline and carriage return stay. Every rendering uses it on
+    text from evidence (a model's stderr may hold colour codes)."""
+    return _CONTROL.sub("", text)
+
 
 HEATMAP_ROW_LIMIT = 400
 """Rows shown one by one; beyond this the heat map is summarised per resource × image."""
