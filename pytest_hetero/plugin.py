@@ -178,12 +178,28 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     if problem:
         pytest.exit(f"pytest-hetero: report folder {report_dir} {problem}; fix it or choose another with "
                     "--hetero-report-dir", returncode=pytest.ExitCode.USAGE_ERROR)
+    same = duplicate_names(session.config.stash.get(PLANS, {}))
+    if same:
+        pytest.exit(f"pytest-hetero: {same}; the bundle keys matrices by metadata.name (inputs/<name>.matrix.yaml, "
+                    "never-covered values): give each matrix of one run its own name",
+                    returncode=pytest.ExitCode.USAGE_ERROR)
     recorder = session.config.stash.get(RECORDER, None)
     if recorder is not None:
         # journal every collected matrix now, not with its first finished item: a run killed,
         # interrupted or stopped by another file's collection error still lists what it planned
         for prefix, (matrix, plan) in session.config.stash[PLANS].items():
             recorder.planned(prefix, matrix, plan)
+
+
+def duplicate_names(plans: dict[str, tuple[Any, Any]]) -> str:
+    """``'matrix name X is used by A and B'`` for the first metadata.name two collected matrix files
+    share (``plans``: nodeid prefix → (Matrix, Plan)), else an empty string."""
+    seen: dict[str, str] = {}
+    for prefix, (matrix, _plan) in plans.items():
+        if matrix.name in seen:
+            return f"matrix name {matrix.name!r} is used by {seen[matrix.name]} and {prefix}"
+        seen[matrix.name] = prefix
+    return ""
 
 
 def check_writable(folder: Path) -> str:

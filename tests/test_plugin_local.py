@@ -274,8 +274,8 @@ def test_two_matrices_with_the_same_names_keep_their_own_artifacts(pytester: pyt
     pytester.makefile(".matrix.yaml", prod=matrix_text(name="prod"))
     staging = json.loads(matrix_text(name="staging"))
     staging["spec"]["models"][0]["entrypoint"] = [
-        "{python}", "-c", "import json, sys; json.dump({{'n': 1, 'indices': [0], 'predictions': [7], "
-        "'metrics': {{'accuracy': 0.0}}}}, open(sys.argv[1], 'w'))", "{outputs}"]
+        "{python}", "-c", ("import json, sys; json.dump({{'n': 1, 'indices': [0], 'predictions': [7], "
+        "'metrics': {{'accuracy': 0.0}}}}, open(sys.argv[1], 'w'))"), "{outputs}"]
     pytester.makefile(".matrix.yaml", staging=json.dumps(staging))
     pytester.runpytest("prod.matrix.yaml", "staging.matrix.yaml", "-p", "no:cacheprovider")
     ev = evidence_of(pytester)
@@ -290,3 +290,15 @@ def test_two_matrices_with_the_same_names_keep_their_own_artifacts(pytester: pyt
                 outputs[item["matrix"]] = art["path"]
     assert outputs == {m: f"artifacts/{m}/cpu-host/py/{COMBO}/model/outputs.json"
                        for m in ("prod.matrix.yaml", "staging.matrix.yaml")}
+
+
+def test_two_matrices_with_one_name_stop_before_anything_runs(pytester: pytest.Pytester) -> None:
+    """Two files, one metadata.name: the bundle keys matrix copies and never-covered values by name, so
+    the second would overwrite the first's signed copy; the run refuses (exit 4) before running."""
+    pytester.makefile(".matrix.yaml", a=matrix_text(name="gate"))
+    pytester.makefile(".matrix.yaml", b=matrix_text(name="gate", layers={"model": {"timeout": "1m"}}))
+    result = pytester.runpytest("a.matrix.yaml", "b.matrix.yaml", "-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stdout.fnmatch_lines([("*pytest-hetero: matrix name 'gate' is used by a.matrix.yaml and b.matrix.yaml; "
+                                 "the bundle keys matrices by metadata.name*give each matrix of one run its own name*")])
+    result.assert_outcomes()
