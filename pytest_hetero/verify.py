@@ -231,6 +231,9 @@ def _verify(bundle: Path, allow_unsigned: bool, keys: list[Any]) -> str:
     result = verify_bundle(bundle, keys)
     if result.problems:
         text = "; ".join(str(p) for p in result.problems[:5])
+        untrusted = all(p.kind == "unknown_key" for p in result.problems)
+        hint = ("a signer's public key is not trusted here: pass it with --key PUB.pem (pytest: "
+                "$HETERO_TRUST_KEYS)" if untrusted else "use the bundle exactly as the run wrote it")
         raise BundleError(f"bundle does not verify ({len(result.problems)} problem(s)): {text}",
-                          Location(str(bundle)), "use the bundle exactly as the run wrote it")
+                          Location(str(bundle)), hint)
     return "verified"

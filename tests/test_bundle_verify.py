@@ -359,3 +359,24 @@ def test_team_sign_off_alone_does_not_make_an_unsigned_bundle_verify(pytester: p
     result = verify_bundle(bundle, [load_public_key(tmp_path / "biz.pub")])
     assert [(p.kind, p.detail) for p in result.problems] == [
         ("unsigned", "no run signature: the bundle was written UNSIGNED and only team sign-offs were added")]
+
+
+def test_baseline_with_a_sign_off_by_an_untrusted_key_says_which_key_to_trust(
+        bundle: Path, keys: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    """load_evidence (baseline, merge, diff) of an unaltered bundle whose business sign-off key is not
+    trusted: the hint says to trust the key, not that the bundle was altered."""
+    from pytest_hetero.errors import BundleError
+    from pytest_hetero.verify import load_evidence
+
+    assert hetero("sign", str(bundle), "--key", str(keys["business"]), "--role", "business") == 0
+    capsys.readouterr()
+    with pytest.raises(BundleError) as info:
+        load_evidence(bundle, allow_unsigned=False, keys=[load_public_key(keys["run.pub"])])
+    assert info.value.message == (f"bundle does not verify (1 problem(s)): signature 2 (keyid "
+                                  f"{kid(keys['business.pub'])[:16]}…, role business): unknown_key: signed by a key "
+                                  "not passed with --key")
+    assert info.value.hint == ("a signer's public key is not trusted here: pass it with --key PUB.pem (pytest: "
+                               "$HETERO_TRUST_KEYS)")
+    evidence, state = load_evidence(bundle, allow_unsigned=False,
+                                    keys=[load_public_key(keys["run.pub"]), load_public_key(keys["business.pub"])])
+    assert (state, evidence["run"]["id"]) == ("verified", "run-1")
