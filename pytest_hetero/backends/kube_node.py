@@ -17,13 +17,14 @@ from __future__ import annotations
 
 import json
 import threading
+from contextlib import closing
 from typing import TYPE_CHECKING, Any
 
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
-from kubernetes.watch.watch import iter_resp_lines
 
 from pytest_hetero.backends import kube_client as kc
+from pytest_hetero.backends.kube_watch import watch_events
 from pytest_hetero.evidence.model import utc_now
 from pytest_hetero.layers.base import LayerBroken, LayerContext
 
@@ -139,6 +140,10 @@ class NodeWatch:
         threading.Thread(target=self._loop, name=f"hetero-node-watch-{self.name}", daemon=True).start()
         return self
 
+    def _keep(self, resp: Any) -> None:
+        """Hold the open watch response so :meth:`stop` can close it."""
+        self._resp = resp
+
     def _observe(self, node: dict[str, Any]) -> None:
         cond = ready_condition(node)
         status = cond.get("status", "Unknown")
@@ -169,28 +174,16 @@ class NodeWatch:
                     self._observe(node)
                 if not body.get("items"):
                     self._observe({"deleted": True})
-                resp: Any = self.core.list_node(
-                    field_selector=selector,
-                    watch=True,
-                    resource_version=body["metadata"].get("resourceVersion"),
-                    allow_watch_bookmarks=True,
-                    timeout_seconds=WATCH_TIMEOUT_S,
-                    _preload_content=False,
-                    _request_timeout=(10, WATCH_TIMEOUT_S + 30),
-                )
-                self._resp = resp
-                try:
-                    for line in iter_resp_lines(resp):  # type: ignore[no-untyped-call]
-                        event = json.loads(line)
-                        kind, obj = event.get("type"), event.get("object") or {}
+                events = watch_events(self.core.list_node, resource_version=body["metadata"].get("resourceVersion"),
+                                      timeout_s=WATCH_TIMEOUT_S, on_response=self._keep, field_selector=selector)
+                with closing(events):  # releases the connection on break and return too
+                    for kind, obj in events:
                         if kind == "ERROR":
                             break  # e.g. 410 Gone: re-list
                         if kind in ("ADDED", "MODIFIED", "DELETED"):
                             self._observe({**obj, "deleted": True} if kind == "DELETED" else obj)
                         if self._stop.is_set() or self.turned.is_set():
                             return
-                finally:
-                    resp.release_conn()
                 backoff = 0.2
             except Exception as exc:  # noqa: BLE001 - dropped or refused: retried, the run goes on meanwhile
                 if self._stop.is_set():

@@ -12,7 +12,8 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import closing
 from typing import Any
 
 from kubernetes import client
@@ -106,21 +107,13 @@ class PodWatch:
             self._stop.wait(0.5)
 
     def _watch_once(self) -> None:
-        resp: Any = self.core.list_namespaced_pod(
-            self.namespace,
-            label_selector=self.selector,
-            watch=True,
-            resource_version=self.rv,
-            allow_watch_bookmarks=True,
-            timeout_seconds=WATCH_TIMEOUT_S,
-            _preload_content=False,
-            _request_timeout=(10, WATCH_TIMEOUT_S + 30),
-        )
-        self._resp = resp
-        try:
-            for line in iter_resp_lines(resp):  # type: ignore[no-untyped-call]
-                event = json.loads(line)
-                kind, obj = event.get("type"), event.get("object") or {}
+        def keep(resp: Any) -> None:
+            self._resp = resp
+
+        events = watch_events(self.core.list_namespaced_pod, self.namespace, resource_version=self.rv,
+                              timeout_s=WATCH_TIMEOUT_S, on_response=keep, label_selector=self.selector)
+        with closing(events):  # releases the connection on raise and return too
+            for kind, obj in events:
                 if kind == "ERROR":
                     if obj.get("code") == 410:
                         raise ApiException(status=410, reason="Gone")
@@ -132,8 +125,6 @@ class PodWatch:
                         self._store(obj, now, deleted=kind == "DELETED")
                 if self._stop.is_set():
                     return
-        finally:
-            resp.release_conn()
 
     def wait(self, key: str, done: Callable[[list[Pod]], Any], timeout_s: float) -> Any:
         """Block until ``done(pods with probe label key)`` is truthy; return that value, or None after
@@ -165,3 +156,23 @@ class PodWatch:
                 resp.shutdown() if hasattr(resp, "shutdown") else resp.close()
             except Exception:  # noqa: BLE001, S110 - already closed
                 pass
+
+
+def watch_events(list_call: Callable[..., Any], *args: Any, resource_version: str | None, timeout_s: int,
+                 on_response: Callable[[Any], None], **selectors: Any) -> Iterator[tuple[str, dict[str, Any]]]:
+    """One watch request through an official-client list call (``list_call(*args, watch=True, …)``,
+    raw JSON lines, bookmarks allowed): yields ``(type, object)`` per event (``ADDED``, ``MODIFIED``,
+    ``DELETED``, ``BOOKMARK``, ``ERROR`` with a Status object) until the server ends the watch after
+    ``timeout_s`` seconds. ``on_response`` gets the HTTP response first, so another thread can close
+    it to stop the watch; the connection is released when the generator ends. Raises what the
+    client raises for a refused request (ApiException, urllib3 errors)."""
+    resp: Any = list_call(*args, **selectors, watch=True, resource_version=resource_version,
+                          allow_watch_bookmarks=True, timeout_seconds=timeout_s, _preload_content=False,
+                          _request_timeout=(10, timeout_s + 30))
+    on_response(resp)
+    try:
+        for line in iter_resp_lines(resp):  # type: ignore[no-untyped-call]
+            event = json.loads(line)
+            yield event.get("type"), event.get("object") or {}
+    finally:
+        resp.release_conn()
