@@ -24,7 +24,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from pytest_hetero.backends import kube_client as kc
-from pytest_hetero.backends.kube_watch import watch_events
+from pytest_hetero.backends.kube_watch import close_watch, watch_events
 from pytest_hetero.evidence.model import utc_now
 from pytest_hetero.layers.base import LayerBroken, LayerContext
 
@@ -195,12 +195,7 @@ class NodeWatch:
     def stop(self) -> None:
         """Stop the watch (closes its stream). Never raises."""
         self._stop.set()
-        resp = self._resp
-        if resp is not None:
-            try:
-                resp.shutdown() if hasattr(resp, "shutdown") else resp.close()
-            except Exception:  # noqa: BLE001, S110 - already closed
-                pass
+        close_watch(self._resp)
 
 
 def abandoned(

@@ -150,12 +150,16 @@ class PodWatch:
     def stop(self) -> None:
         """Stop the watch thread (closes the stream). Never raises."""
         self._stop.set()
-        resp = self._resp
-        if resp is not None:
-            try:
-                resp.shutdown() if hasattr(resp, "shutdown") else resp.close()
-            except Exception:  # noqa: BLE001, S110 - already closed
-                pass
+        close_watch(self._resp)
+
+
+def close_watch(resp: Any) -> None:
+    """Close an open watch response (urllib3) from another thread, so its reader returns. Never raises."""
+    if resp is not None:
+        try:
+            resp.shutdown() if hasattr(resp, "shutdown") else resp.close()
+        except Exception:  # noqa: BLE001, S110 - already closed
+            pass
 
 
 def watch_events(list_call: Callable[..., Any], *args: Any, resource_version: str | None, timeout_s: int,
