@@ -22,7 +22,6 @@ import tarfile
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
 
 import docker
 import docker.types
@@ -31,28 +30,14 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from loop_timer import LoopTimer
+
 from pytest_hetero.backends import docker_run
 from pytest_hetero.matrix.load import load_matrix
 from pytest_hetero.probes.payload import payload_script
-from pytest_hetero.stash import BACKENDS
 
 MATRIX = ROOT / "matrices" / "example-docker.matrix.yaml"
 TARGET = 1.15
-
-
-class LoopTimer:
-    """pytest plugin: seconds from the run-test loop's start to the end of every backend's close."""
-
-    def __init__(self) -> None:
-        self.seconds = 0.0
-
-    @pytest.hookimpl(hookwrapper=True)
-    def pytest_runtestloop(self, session: pytest.Session) -> Any:
-        start = time.perf_counter()
-        yield
-        for backend in session.config.stash.get(BACKENDS, {}).values():
-            backend.close()  # the plugin's own close at session finish then finds nothing left
-        self.seconds = time.perf_counter() - start
 
 
 def plugin_once(report_dir: Path) -> float:

@@ -39,9 +39,10 @@ from kubernetes.watch.watch import iter_resp_lines
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from loop_timer import LoopTimer
+
 from pytest_hetero.backends.kube_scheduling import manifest
 from pytest_hetero.matrix.model import Resource
-from pytest_hetero.stash import BACKENDS
 
 RATIO_TARGET, P95_TARGET_S = 1.2, 1.0
 IMAGE = "registry.invalid/bench/idle:1"
@@ -168,21 +169,6 @@ def matrix_doc(tag: str, namespace: str, probes: int) -> dict[str, Any]:
             ],
         },
     }
-
-
-class LoopTimer:
-    """pytest plugin: seconds from the run-test loop's start to the end of every backend's close."""
-
-    def __init__(self) -> None:
-        self.seconds = 0.0
-
-    @pytest.hookimpl(hookwrapper=True)
-    def pytest_runtestloop(self, session: pytest.Session) -> Any:
-        start = time.perf_counter()
-        yield
-        for backend in session.config.stash.get(BACKENDS, {}).values():
-            backend.close()
-        self.seconds = time.perf_counter() - start
 
 
 def plugin_run(tmp: Path, doc: dict[str, Any], parallel: int) -> tuple[float, list[dict[str, Any]]]:
