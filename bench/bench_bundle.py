@@ -35,8 +35,8 @@ from typing import Any
 
 from pytest_hetero.evidence.recorder import assemble
 from pytest_hetero.reporting.writers import finish_bundle, write_renderings
-from pytest_hetero.signing import generate_keypair, load_public_key
-from pytest_hetero.verify import verify_bundle
+from pytest_hetero.bundle.signing import generate_keypair, load_public_key
+from pytest_hetero.bundle.verify import verify_bundle
 
 LAYERS = ("discovery", "scheduling", "startup", "model", "business")
 OWNERS = {"discovery": "infrastructure", "scheduling": "platform", "startup": "platform", "model": "algorithm",

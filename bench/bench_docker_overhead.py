@@ -32,7 +32,7 @@ sys.path.insert(0, str(ROOT))
 
 from loop_timer import LoopTimer
 
-from pytest_hetero.backends import docker_run
+from pytest_hetero.backends.docker import client as docker_run
 from pytest_hetero.matrix.load import load_matrix
 from pytest_hetero.probes.payload import payload_script
 

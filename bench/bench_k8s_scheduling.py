@@ -41,7 +41,7 @@ sys.path.insert(0, str(ROOT))
 
 from loop_timer import LoopTimer
 
-from pytest_hetero.backends.kube_scheduling import manifest
+from pytest_hetero.backends.kubernetes.scheduling import manifest
 from pytest_hetero.matrix.model import Resource
 
 RATIO_TARGET, P95_TARGET_S = 1.2, 1.0

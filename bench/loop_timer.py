@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from pytest_hetero.stash import BACKENDS
+from pytest_hetero.pytest_plugin.stash import BACKENDS
 
 
 class LoopTimer:

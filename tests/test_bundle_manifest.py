@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_hetero.bundle import (
+from pytest_hetero.bundle.manifest import (
     MANIFEST,
     Problem,
     build_manifest,

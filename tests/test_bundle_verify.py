@@ -16,9 +16,9 @@ sys.path.insert(0, str(Path(__file__).parent))
 from bundle_samples import make_bundle, sample_evidence
 from support import matrix_text
 
-from pytest_hetero import signing_cli
-from pytest_hetero.bundle import Problem, manifest_bytes
-from pytest_hetero.signing import (
+from pytest_hetero.cli import signing as signing_cli
+from pytest_hetero.bundle.manifest import Problem, manifest_bytes
+from pytest_hetero.bundle.signing import (
     PAYLOAD_TYPE,
     add_role_signature,
     envelope_bytes,
@@ -29,7 +29,7 @@ from pytest_hetero.signing import (
     load_public_key,
     write_envelope,
 )
-from pytest_hetero.verify import verify_bundle
+from pytest_hetero.bundle.verify import verify_bundle
 
 
 def hetero(*argv: str) -> int:
@@ -348,8 +348,8 @@ def test_commands_are_registered_in_the_hetero_cli(bundle: Path, keys: dict[str,
 
 def test_team_sign_off_alone_does_not_make_an_unsigned_bundle_verify(pytester: pytest.Pytester,
                                                                        tmp_path: Path) -> None:
-    from pytest_hetero.signing import add_role_signature, load_private_key, load_public_key
-    from pytest_hetero.verify import verify_bundle
+    from pytest_hetero.bundle.signing import add_role_signature, load_private_key, load_public_key
+    from pytest_hetero.bundle.verify import verify_bundle
 
     generate_keypair(tmp_path / "biz.key", tmp_path / "biz.pub")
     pytester.makefile(".matrix.yaml", t=matrix_text())
@@ -366,7 +366,7 @@ def test_baseline_with_a_sign_off_by_an_untrusted_key_says_which_key_to_trust(
     """load_evidence (baseline, merge, diff) of an unaltered bundle whose business sign-off key is not
     trusted: the hint says to trust the key, not that the bundle was altered."""
     from pytest_hetero.errors import BundleError
-    from pytest_hetero.verify import load_evidence
+    from pytest_hetero.bundle.verify import load_evidence
 
     assert hetero("sign", str(bundle), "--key", str(keys["business"]), "--role", "business") == 0
     capsys.readouterr()

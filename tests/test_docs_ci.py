@@ -12,9 +12,9 @@ import pytest
 import yaml
 from support import REPO
 
-from pytest_hetero.baseline import POLICIES
+from pytest_hetero.bundle.baseline import POLICIES
 from pytest_hetero.cli import build_parser
-from pytest_hetero.selection import parse_selector, parse_shard
+from pytest_hetero.matrix.selection import parse_selector, parse_shard
 from pytest_hetero.settings import build_settings
 
 DOCS = REPO / "docs" / "ci"

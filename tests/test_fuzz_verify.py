@@ -10,8 +10,8 @@ from bundle_samples import make_bundle, sample_evidence
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pytest_hetero.signing import generate_keypair, load_public_key
-from pytest_hetero.verify import verify_bundle
+from pytest_hetero.bundle.signing import generate_keypair, load_public_key
+from pytest_hetero.bundle.verify import verify_bundle
 
 
 def _pristine(root: Path) -> tuple[Path, Path]:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_hetero.pending import cli
+from pytest_hetero.cli import pending as cli
 
 REAL = Path(__file__).resolve().parents[2] / "shared/fixtures/real"
 
@@ -96,7 +96,7 @@ def test_real_hami_capture_end_to_end(capsys: pytest.CaptureFixture[str]) -> Non
 
 
 def test_registered_in_the_hetero_command(capsys: pytest.CaptureFixture[str]) -> None:
-    pytest.importorskip("pytest_hetero.probes.cli")
+    pytest.importorskip("pytest_hetero.cli.probe")
     from pytest_hetero.cli import main
 
     with pytest.raises(SystemExit):

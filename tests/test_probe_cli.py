@@ -13,7 +13,7 @@ import pytest
 from pytest_hetero.errors import SettingsError
 from pytest_hetero.probes import probe_host
 from pytest_hetero.probes.ascend_table import parse_npu_smi_info
-from pytest_hetero.probes.cli import add_parser
+from pytest_hetero.cli.probe import add_parser
 from pytest_hetero.probes.compare import Difference, Expectation, compare, satisfies
 from pytest_hetero.probes.model import Device, Inventory, Partition
 from pytest_hetero.probes.nvidia import parse_nvidia_smi

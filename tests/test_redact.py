@@ -125,8 +125,8 @@ def test_matrix_copy_in_the_bundle_is_redacted_and_still_verifies(pytester: pyte
 
     from support import matrix_text
 
-    from pytest_hetero.signing import generate_keypair, load_public_key
-    from pytest_hetero.verify import verify_bundle
+    from pytest_hetero.bundle.signing import generate_keypair, load_public_key
+    from pytest_hetero.bundle.verify import verify_bundle
 
     monkeypatch.setenv("HETERO_TEST_API_TOKEN", "tok-5e3f9a7c1d")
     doc = json.loads(matrix_text(layers={"discovery": {"timeout": "30s"}}))

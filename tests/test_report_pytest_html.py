@@ -56,7 +56,7 @@ def test_columns_and_extras(pytester: pytest.Pytester) -> None:
 def test_cells_are_escaped() -> None:
     from types import SimpleNamespace
 
-    from pytest_hetero.reporting.pytest_html import pytest_html_results_table_row
+    from pytest_hetero.pytest_plugin.pytest_html import pytest_html_results_table_row
 
     report = SimpleNamespace(user_properties=[("hetero_evidence", {
         "layer": "model", "keys": {"resource": "<img src=x>"}, "owner": "algorithm",

@@ -19,7 +19,7 @@ from pytest_hetero.reporting.ctrf import render_ctrf
 from pytest_hetero.reporting.junit import render_junit
 from pytest_hetero.reporting.markdown import render_markdown
 from pytest_hetero.reporting.view import heatmap, signoff_context
-from pytest_hetero.signing import generate_keypair
+from pytest_hetero.bundle.signing import generate_keypair
 
 XSD = Path(__file__).parent / "data" / "junit-10.xsd"
 OWNERS = {"example-cpu": {"discovery": "infrastructure", "scheduling": "platform", "startup": "platform",

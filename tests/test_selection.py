@@ -12,7 +12,7 @@ from support import evidence_of, matrix_text
 from pytest_hetero.errors import SettingsError
 from pytest_hetero.matrix.expand import expand
 from pytest_hetero.matrix.load import load_matrix
-from pytest_hetero.selection import Request, assign_shards, parse_selector, parse_shard, select
+from pytest_hetero.matrix.selection import Request, assign_shards, parse_selector, parse_shard, select
 
 
 def wide_matrix(*, name: str = "wide", image_digest: str | None = None, model_version: str = "1.0.0",

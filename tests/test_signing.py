@@ -17,7 +17,7 @@ from bundle_samples import make_bundle, sample_evidence
 
 from pytest_hetero.errors import BundleError
 from pytest_hetero.evidence.model import STATUSES
-from pytest_hetero.signing import (
+from pytest_hetero.bundle.signing import (
     PAYLOAD_TYPE,
     PREDICATE_TYPE,
     SigningKeyError,

@@ -20,8 +20,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from pytest_hetero.backends.base import EXECUTION_PROVIDERS, Backend, ExecResult, render_entrypoint
-from pytest_hetero.backends.host_discovery import discover_host
+from pytest_hetero.backends.protocol import EXECUTION_PROVIDERS, Backend, ExecResult, render_entrypoint
+from pytest_hetero.backends.host import discover_host
 from pytest_hetero.layers.base import LayerBroken, LayerContext, LayerFailed
 from pytest_hetero.layers.startup import verify_inputs
 from pytest_hetero.signals import parent_death_signal

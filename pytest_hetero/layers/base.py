@@ -20,7 +20,7 @@ from pytest_hetero.matrix.model import Dataset, Image, Matrix, Model, Resource
 from pytest_hetero.redact import Redactor
 
 if TYPE_CHECKING:
-    from pytest_hetero.backends.base import Backend
+    from pytest_hetero.backends.protocol import Backend
     from pytest_hetero.settings import Settings
 
 

@@ -37,7 +37,7 @@ def repeats(ctx: LayerContext) -> int:
     """How many times the profile that runs asks for each model run and business sample (``repeat``)."""
     if not ctx.settings.profile:
         return 1
-    from pytest_hetero.selection import resolve_profile
+    from pytest_hetero.matrix.selection import resolve_profile
 
     try:
         return max(1, resolve_profile(ctx.matrix, ctx.settings.profile).repeat)

@@ -82,10 +82,10 @@ def render_html(evidence: dict[str, Any], signoff: dict[str, Any]) -> str:
 
 
 def _baseline_lines(evidence: dict[str, Any]) -> list[str]:
-    """The ``baseline_diff`` section (written by pytest_hetero.baseline) as lines; empty without one."""
+    """The ``baseline_diff`` section (written by pytest_hetero.bundle.baseline) as lines; empty without one."""
     diff = evidence.get("baseline_diff")
     if not diff or "gate" not in diff:
         return [diff["error"]] if diff and "error" in diff else []
-    from pytest_hetero.baseline import diff_lines
+    from pytest_hetero.bundle.baseline import diff_lines
 
     return diff_lines(diff, limit=50)

@@ -72,7 +72,7 @@ def render_markdown(evidence: dict[str, Any], signoff: dict[str, Any]) -> str:
         out.append("")
     diff = evidence.get("baseline_diff")
     if diff and "gate" in diff:
-        from pytest_hetero.baseline import diff_lines
+        from pytest_hetero.bundle.baseline import diff_lines
 
         out.append("### Baseline comparison")
         out += [f"- {md(line.strip(), 240)}" for line in diff_lines(diff, limit=MAX_LINES)] + [""]

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from pytest_hetero.bundle import ATTESTATION, write_manifest
+from pytest_hetero.bundle.manifest import ATTESTATION, write_manifest
 from pytest_hetero.errors import BundleError, MatrixError
 from pytest_hetero.evidence.model import sha256_text
 from pytest_hetero.reporting.ctrf import render_ctrf
@@ -28,7 +28,7 @@ from pytest_hetero.reporting.junit import render_junit
 from pytest_hetero.reporting.markdown import render_markdown
 from pytest_hetero.reporting.view import owners_from_items, signoff_context
 from pytest_hetero.settings import Settings
-from pytest_hetero.signing import (
+from pytest_hetero.bundle.signing import (
     build_predicate,
     build_statement,
     keyid,

@@ -25,7 +25,7 @@ import httpx
 from pytest_hetero.layers.base import LayerBroken, LayerContext, LayerFailed, NotApplicable, keep_outputs
 from pytest_hetero.matrix.model import Serving
 from pytest_hetero.serving.load import TRANSPORT_ERROR, LevelResult, run_levels, summarise
-from pytest_hetero.serving.plugin import current
+from pytest_hetero.pytest_plugin.serving import current
 from pytest_hetero.serving.protocol import (
     Answer,
     PreparedRequest,

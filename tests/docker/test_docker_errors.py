@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_hetero.backends.docker_errors import classify, outcome
+from pytest_hetero.backends.docker.errors import classify, outcome
 from pytest_hetero.layers.base import LayerBroken, LayerFailed
 
 

@@ -25,7 +25,7 @@ from dockerkit import (
     statuses,
 )
 
-from pytest_hetero.backends import docker_cli
+from pytest_hetero.cli import cleanup as docker_cli
 
 
 def cleanup(*argv: str) -> int:

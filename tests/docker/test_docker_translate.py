@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_hetero.backends.docker_translate import quantity, translate
+from pytest_hetero.backends.docker.translate import quantity, translate
 from pytest_hetero.matrix.model import Resource
 
 

@@ -14,7 +14,7 @@ import pytest
 from kubekit import kube_matrix
 from kubernetes.client.rest import ApiException
 
-from pytest_hetero.backends.kube_watch import PodWatch
+from pytest_hetero.backends.kubernetes.watch import PodWatch
 
 if TYPE_CHECKING:  # annotation only: 'conftest' names differ per folder at run time
     from conftest import Cluster

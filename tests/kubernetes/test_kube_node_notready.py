@@ -265,7 +265,7 @@ def test_node_not_ready_before_the_model_run_fails_fast(
 
 
 def test_ready_condition_and_its_description() -> None:
-    from pytest_hetero.backends.kube_node import describe, ready_condition
+    from pytest_hetero.backends.kubernetes.nodes import describe, ready_condition
 
     lost = {
         "type": "Ready",

@@ -15,7 +15,7 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from pytest_hetero.backends.kube_client import connect
+from pytest_hetero.backends.kubernetes.client import connect
 
 NODES = {"kind": "NodeList", "apiVersion": "v1", "metadata": {"resourceVersion": "7"}, "items": []}
 

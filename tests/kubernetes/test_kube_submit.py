@@ -16,7 +16,7 @@ from kubekit import kube_matrix
 from kubernetes.client.rest import ApiException
 from support import evidence_of
 
-from pytest_hetero.backends.kube_client import api_outcome
+from pytest_hetero.backends.kubernetes.client import api_outcome
 from pytest_hetero.layers.base import LayerBroken, LayerFailed
 
 if TYPE_CHECKING:  # annotation only: 'conftest' names differ per folder at run time

@@ -1,0 +1,254 @@
+"""Container plumbing of the Docker backend: connection, labels, the workload container, exec with a timeout.
+
+Every container and image the backend creates carries :func:`labels` (``pytest-hetero.run-id``
+and friends) so ``hetero cleanup`` finds leftovers of crashed runs. The workload container runs
+:data:`KEEP_ALIVE` (needs ``/bin/sh``) and every model run is a ``docker exec`` into it.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import re
+import signal
+import socket
+import tarfile
+import threading
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import docker
+import docker.errors
+import docker.tls
+import requests.exceptions
+
+from pytest_hetero.backends.protocol import ExecResult
+from pytest_hetero.backends.streams import CappedStream
+
+LABEL = "pytest-hetero."
+RUN_ID = LABEL + "run-id"
+OWNER = LABEL + "owner"
+CREATED_AT = LABEL + "created-at"
+API_TIMEOUT_S = 120.0
+"""Bound of every engine call except a model run's exec (which the layer timeout bounds)."""
+KEEP_ALIVE = ["/bin/sh", "-c", "trap 'exit 0' TERM INT; while :; do sleep 3600 & wait $!; done"]
+"""PID 1 of a workload container: idles, exits 0 on SIGTERM (so ``docker stop`` is immediate)."""
+EXEC_WRAPPER = 'mkdir -p "$1" && echo $$ > "$1/.pid" && shift && exec "$@"'
+"""``sh -c`` script run as ``sh -c WRAPPER sh RUN_DIR ARGV…``: makes the run folder, then becomes ARGV."""
+KILL_ALL = ["/bin/sh", "-c", "kill -9 -1"]
+"""Kills every process of the container but PID 1 (kill(-1) spares init and the caller)."""
+OOM_COUNTERS = "cat /sys/fs/cgroup/memory.events /sys/fs/cgroup/memory/memory.oom_control 2>/dev/null"
+"""cgroup v2 ``memory.events`` / v1 ``memory.oom_control``: both carry an ``oom_kill N`` line."""
+
+CONNECTION_LOST = (requests.exceptions.ConnectionError, requests.exceptions.ChunkedEncodingError)
+"""What the docker SDK raises (unwrapped ``requests`` errors) when the engine's socket refuses or drops."""
+
+
+class EngineLost(Exception):
+    """The engine stopped answering while doing ``what``: ``error`` (one line) says how it showed.
+
+    ``partial`` is what a model run produced before the engine went away (None elsewhere).
+    """
+
+    def __init__(self, what: str, error: str, partial: ExecResult | None = None) -> None:
+        self.what, self.error, self.partial = what, error, partial
+        super().__init__(f"{what}: {error}")
+
+
+def utc_stamp() -> str:
+    """Now, UTC, ``YYYY-mm-ddTHH:MM:SSZ`` (the ``created-at`` label format)."""
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def labels(run_id: str, owner: str, role: str, **keys: str) -> dict[str, str]:
+    """Labels of a created object: run id, owner token, role, created-at, plus ``keys`` (matrix, resource, image)."""
+    out = {RUN_ID: run_id, OWNER: owner, LABEL + "role": role, CREATED_AT: utc_stamp()}
+    out.update({LABEL + k: v for k, v in keys.items()})
+    return out
+
+
+def safe_name(*parts: str) -> str:
+    """A container name from ``parts``: ``[a-zA-Z0-9][a-zA-Z0-9_.-]*``, at most 120 characters."""
+    name = re.sub(r"[^a-zA-Z0-9_.-]+", "_", "-".join(parts))
+    return name[:120]
+
+
+def connection(target: dict[str, Any]) -> dict[str, Any]:
+    """``docker.APIClient`` keyword arguments from the target (``docker_host``, ``tls``) or the environment.
+
+    ``tls``: ``{"ca_cert", "client_cert", "client_key", "verify"}`` (PEM paths; ``verify`` checks the
+    engine's certificate against ``ca_cert``, default true). Without either key,
+    ``DOCKER_HOST``/``DOCKER_TLS_VERIFY``/``DOCKER_CERT_PATH`` apply. Raises
+    docker.errors.TLSParameterError when a named file does not exist.
+    """
+    host = target.get("docker_host")
+    tls = target.get("tls")
+    if host is None and tls is None:
+        return dict(docker.utils.kwargs_from_env())
+    kwargs: dict[str, Any] = {"base_url": host or os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"}
+    if tls:
+        cert = (str(tls["client_cert"]), str(tls["client_key"])) if tls.get("client_cert") else None
+        kwargs["tls"] = docker.tls.TLSConfig(client_cert=cert, ca_cert=tls.get("ca_cert"),
+                                             verify=bool(tls.get("verify", True)))
+    return kwargs
+
+
+class TlsEngineClient(docker.APIClient):  # type: ignore[misc]  # (docker ships no type hints)
+    """An APIClient whose TLS settings are only the target's: requests' ``trust_env`` (which lets
+    ``REQUESTS_CA_BUNDLE``/``CURL_CA_BUNDLE`` replace the engine's CA, and proxies intercept) is off."""
+
+    @property
+    def trust_env(self) -> bool:
+        """Always False (requests.Session sets it to True in its constructor; that is ignored)."""
+        return False
+
+    @trust_env.setter
+    def trust_env(self, value: bool) -> None:
+        pass
+
+
+def make_client(conn: dict[str, Any], timeout: float | None) -> docker.APIClient:
+    """An engine client for :func:`connection` kwargs with a read ``timeout`` (seconds, None: none).
+
+    Raises docker.errors.DockerException when the engine does not answer the version request.
+    """
+    cls = TlsEngineClient if conn.get("tls") else docker.APIClient
+    return cls(**{**conn, "timeout": timeout})
+
+
+def engine_is_local(kwargs: dict[str, Any]) -> bool:
+    """True when the engine runs on this host (unix socket, or TCP to this host's loopback)."""
+    url = str(kwargs.get("base_url") or "unix://")
+    if url.startswith(("unix:", "npipe:", "http+unix:", "/")):
+        return True
+    host = re.sub(r"^[a-z+]+://", "", url).split(":")[0].strip("[]")
+    return host in ("localhost", "127.0.0.1", "::1", socket.gethostname())
+
+
+def oom_kills(api: docker.APIClient, cid: str) -> int | None:
+    """The container cgroup's ``oom_kill`` counter (read inside it), or None when unreadable."""
+    try:
+        ex = api.exec_create(cid, ["/bin/sh", "-c", OOM_COUNTERS])
+        out = api.exec_start(ex["Id"]) or b""
+    except docker.errors.APIError:
+        return None
+    found = re.search(rb"^oom_kill (\d+)", out, re.MULTILINE)
+    return int(found.group(1)) if found else None
+
+
+MAX_OUTPUTS_BYTES = 64 * 1024 * 1024
+"""Largest outputs file copied out of a container (it is held in memory, and a tar copy of it too)."""
+
+
+class OutputsTooLarge(Exception):
+    """The file is larger than the caller's ``max_bytes`` (``size``: its size in bytes); nothing was read."""
+
+    def __init__(self, size: int) -> None:
+        super().__init__(f"{size} bytes")
+        self.size = size
+
+
+def read_file(api: docker.APIClient, cid: str, path: str, max_bytes: int | None = None) -> bytes | None:
+    """Copy one file out of the container (``GET /containers/{id}/archive``); None when it does not exist.
+
+    Raises OutputsTooLarge (before reading it) when the file has more than ``max_bytes`` bytes.
+    """
+    try:
+        stream, stat = api.get_archive(cid, path)
+    except docker.errors.NotFound:
+        return None
+    if max_bytes is not None and int((stat or {}).get("size") or 0) > max_bytes:
+        raise OutputsTooLarge(int(stat["size"]))
+    with tarfile.open(fileobj=io.BytesIO(b"".join(stream))) as tar:
+        member = tar.next()
+        fh = tar.extractfile(member) if member is not None else None
+        return fh.read() if fh is not None else None
+
+
+class _Watchdog(threading.Timer):
+    """A Timer that never receives SIGINT/SIGTERM, so the kernel delivers them to the main thread
+    (blocked in the exec's socket read), where pytest turns them into KeyboardInterrupt."""
+
+    def run(self) -> None:
+        if hasattr(signal, "pthread_sigmask"):
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+        super().run()
+
+
+def run_exec(api: docker.APIClient, long_api: docker.APIClient, cid: str, argv: list[str], run_dir: str,
+             env: dict[str, str], workdir: str | None, timeout_s: float) -> ExecResult:
+    """Run ``argv`` in the container through :data:`EXEC_WRAPPER`; return its ExecResult.
+
+    ``long_api`` has no read timeout (the run may take the whole layer timeout). At
+    ``timeout_s`` seconds every non-init process in the container is killed (``timed_out``,
+    ``exit_code`` None). ``outputs`` is left None; ``details`` holds the exec id and each stream's
+    full size and sha256 (at most :data:`~pytest_hetero.backends.streams.STREAM_CAP_BYTES` of each are kept).
+    Raises docker.errors.APIError when the engine refuses the exec (container not running),
+    :class:`EngineLost` (with the partial output) when the engine went away during the run.
+    """
+    ex = api.exec_create(cid, ["/bin/sh", "-c", EXEC_WRAPPER, "sh", run_dir, *argv], environment=env,
+                         workdir=workdir)
+    fired = threading.Event()
+
+    def kill() -> None:
+        fired.set()
+        try:
+            api.exec_start(api.exec_create(cid, KILL_ALL)["Id"])
+        except (docker.errors.APIError, *CONNECTION_LOST):
+            pass
+
+    timer = _Watchdog(timeout_s, kill)
+    out, err = CappedStream(), CappedStream()
+    start = time.perf_counter()
+    timer.start()
+    try:
+        for chunk_out, chunk_err in long_api.exec_start(ex["Id"], stream=True, demux=True):
+            out.add(chunk_out)
+            err.add(chunk_err)
+    except OSError:  # requests/urllib3/socket errors: the engine dropped the stream; exec_inspect tells why
+        pass
+    finally:
+        timer.cancel()
+    duration = time.perf_counter() - start
+    result = ExecResult(argv=argv, exit_code=None, duration_s=duration, stdout=out.text(), stderr=err.text(),
+                        outputs=None, timed_out=fired.is_set(),
+                        details={"exec_id": ex["Id"], **out.facts("stdout"), **err.facts("stderr")})
+    what = f"the model run (exec {ex['Id'][:12]} in container {cid[:12]})"
+    try:
+        found = api.exec_inspect(ex["Id"])
+    except CONNECTION_LOST as exc:
+        raise EngineLost(what, "the exec stream ended and the engine no longer answers", result) from exc
+    except docker.errors.NotFound as exc:  # a restarted engine has forgotten its exec instances
+        raise EngineLost(what, "the engine no longer knows the exec (it restarted)", result) from exc
+    if found.get("Running") and not fired.is_set():
+        raise EngineLost(what, "the exec stream ended while the run was still going", result)
+    code = found.get("ExitCode")
+    result.exit_code = None if fired.is_set() else code
+    result.details["raw_exit_code"] = code
+    return result
+
+
+def container_paths(model_name: str, model_path: Path, code: Path, dataset_name: str,
+                    dataset_path: Path) -> dict[str, str]:
+    """In-container paths: ``{"model", "code", "dataset"}`` under ``/hetero`` (the mounts of :func:`input_mounts`)."""
+    code_path = f"/hetero/code/{model_name}" + ("" if code.is_dir() else f"/{code.name}")
+    return {"model": f"/hetero/models/{model_name}/{model_path.name}", "code": code_path,
+            "dataset": f"/hetero/datasets/{dataset_name}/{dataset_path.name}"}
+
+
+def input_mounts(models: list[tuple[str, Path, Path]], datasets: list[tuple[str, Path]]) -> list[dict[str, Any]]:
+    """Read-only bind mounts for ``(name, model file, code path)`` and ``(name, dataset file)``.
+
+    A code file is mounted into its model's code folder; a code folder is the folder.
+    Returns ``[{"source", "target", "read_only": True}]`` with host paths as sources.
+    """
+    out: list[dict[str, Any]] = []
+    for name, path, code in models:
+        out.append({"source": str(path), "target": f"/hetero/models/{name}/{path.name}", "read_only": True})
+        target = f"/hetero/code/{name}" + ("" if code.is_dir() else f"/{code.name}")
+        out.append({"source": str(code), "target": target, "read_only": True})
+    for name, path in datasets:
+        out.append({"source": str(path), "target": f"/hetero/datasets/{name}/{path.name}", "read_only": True})
+    return out

@@ -1,0 +1,132 @@
+"""Classify Docker Engine failures into a layer outcome: category, owning team, readable message.
+
+The patterns are the engine's own error texts (dockerd 20.10–27, runc 1.1, containerd 1.6/1.7),
+e.g. ``Unknown runtime specified nvidia`` or ``could not select device driver "" with
+capabilities: [[gpu]]``. Image problems belong to whoever the matrix names as image owner
+(``target.image_owner``: ``platform`` by default, ``algorithm`` when the model team ships images).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import docker.errors
+
+from pytest_hetero.backends.docker.client import oom_kills
+from pytest_hetero.layers.base import LayerBroken, LayerContext, LayerFailed, LayerOutcome
+
+if TYPE_CHECKING:
+    from pytest_hetero.backends.protocol import ExecResult
+
+IMAGE_OWNER_DEFAULT = "platform"
+SETTLE_S = 2.0
+"""Seconds to wait for the engine to record a container's death after an exec ended with 137."""
+
+
+@dataclass(frozen=True)
+class Rule:
+    """``pattern`` (regular expression, searched case-insensitively) → ``category`` and ``owner``.
+
+    ``owner`` ``"image"`` stands for the configured image owner, ``"phase"`` for the owner of
+    the phase the error happened in (``platform`` for startup, ``algorithm`` for a model run).
+    """
+
+    pattern: str
+    category: str
+    owner: str
+    broken: bool = False
+
+
+RULES: tuple[Rule, ...] = (
+    Rule(r"pull access denied|unauthorized|denied: |authentication required", "pull_denied", "image"),
+    Rule(r"manifest unknown|manifest for .* not found|no such image|repository does not exist|"
+         r"not found: manifest", "image_not_found", "image"),
+    Rule(r"dial tcp|no such host|i/o timeout|connection refused|tls: |x509: |TLS handshake",
+         "registry_unreachable", "infrastructure"),
+    Rule(r"unknown runtime specified", "runtime_missing", "infrastructure"),
+    Rule(r"could not select device driver", "device_driver_missing", "infrastructure"),
+    Rule(r"error gathering device information|no such device", "device_missing", "infrastructure"),
+    Rule(r"requested cpus are not available|range of cpus is from|minimum memory limit|"
+         r"invalid value .* for cpuset", "resource_rejected", "platform"),
+    Rule(r"bind source path does not exist|invalid mount config", "mount_failed", "platform"),
+    Rule(r"exec: .*(no such file or directory|not found)|executable file not found|"
+         r"exec format error|permission denied", "entrypoint_missing", "phase"),
+    Rule(r"oci runtime|runc |shim task|nvidia-container-cli", "oci_runtime_error", "infrastructure"),
+)
+"""First match wins; order puts the specific texts before the generic OCI runtime wrapper."""
+
+
+def explanation(exc: BaseException) -> str:
+    """The engine's own message of a docker SDK error (``explanation``), else ``str(exc)``, one line."""
+    text = getattr(exc, "explanation", None) or str(exc)
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", "replace")
+    return " ".join(str(text).split())
+
+
+def classify(text: str, *, phase_owner: str, image_owner: str = IMAGE_OWNER_DEFAULT) -> tuple[str, str] | None:
+    """Return ``(category, owner)`` for an engine error text, or None when no rule matches."""
+    for rule in RULES:
+        if re.search(rule.pattern, text, re.IGNORECASE):
+            owner = {"image": image_owner, "phase": phase_owner}.get(rule.owner, rule.owner)
+            return rule.category, owner
+    return None
+
+
+def outcome(exc: BaseException, what: str, *, phase_owner: str,
+            image_owner: str = IMAGE_OWNER_DEFAULT) -> LayerOutcome:
+    """Turn a docker SDK exception raised while doing ``what`` into LayerFailed (known failure)
+    or LayerBroken (``engine_error``: an engine answer no rule explains, or no answer at all)."""
+    return outcome_of_text(explanation(exc), what, phase_owner=phase_owner, image_owner=image_owner)
+
+
+def outcome_of_text(text: str, what: str, *, phase_owner: str, image_owner: str = IMAGE_OWNER_DEFAULT) -> LayerOutcome:
+    """:func:`outcome` for an engine error text (e.g. an ``error`` entry of a pull's progress stream)."""
+    found = classify(text, phase_owner=phase_owner, image_owner=image_owner)
+    if found is None:
+        return LayerBroken(f"{what}: the Docker engine answered: {text}", "engine_error")
+    category, owner = found
+    return LayerFailed(f"{what}: {text}", category, owner)
+
+
+def run_failure(api: Any, ctx: LayerContext, workload: dict[str, Any], result: ExecResult) -> dict[str, str] | None:
+    """Classify a finished model exec (``api``: a ``docker.APIClient``) the exit code alone does not explain: ``oom_killed`` (algorithm),
+    ``container_killed`` (infrastructure), ``entrypoint_missing`` (algorithm); else None.
+
+    After an exit 137 that is no OOM kill, the container's state is polled for up to
+    :data:`SETTLE_S` seconds: the engine records a killed container's exit after the exec ends.
+    """
+    state = _state(api, workload)
+    if state.get("Running") and result.exit_code == 137 and not result.timed_out:
+        kills = oom_kills(api, workload["id"])
+        if kills is not None and kills > workload["oom_kills"]:
+            workload["oom_kills"] = kills
+            return {"category": "oom_killed", "owner": "algorithm",
+                    "message": f"model run OOM-killed (exit 137, cgroup oom_kill count {kills}) under the "
+                               f"container memory limit of {workload['limit_bytes']} bytes "
+                               f"({ctx.resource.name})"}
+        deadline = time.monotonic() + SETTLE_S
+        while state.get("Running") and time.monotonic() < deadline:
+            time.sleep(0.05)
+            state = _state(api, workload)
+    if not state.get("Running"):
+        oom = ", OOMKilled" if state.get("OOMKilled") else ""
+        return {"category": "container_killed", "owner": "infrastructure",
+                "message": f"container {workload['name']} stopped during the model run (status "
+                           f"{state.get('Status')}, exit {state.get('ExitCode')}{oom}); the run ended with "
+                           f"exit {result.exit_code}"}
+    missing = re.search(r"exec: (.*): (not found|Permission denied)", result.stderr)
+    if result.exit_code in (126, 127) and missing:
+        return {"category": "entrypoint_missing", "owner": "algorithm",
+                "message": f"entrypoint program {missing.group(1)} {missing.group(2).lower()} in image "
+                           f"{ctx.image.reference} (exit {result.exit_code})"}
+    return None
+
+def _state(api: Any, workload: dict[str, Any]) -> dict[str, Any]:
+    try:
+        return dict(api.inspect_container(workload["id"])["State"])
+    except docker.errors.NotFound:
+        return {"Running": False, "Status": "removed"}

@@ -1,0 +1,166 @@
+"""What the Docker backend does when the engine goes away during a run (daemon restarted, socket gone).
+
+A restarting ``dockerd`` stops every container (unless ``live-restore``), drops open connections
+(a model run's ``docker exec`` stream just ends early) and forgets its exec instances. The
+backend turns this into evidence instead of a harness traceback:
+
+- the item that was talking to the engine waits for it to answer again, for at most
+  ``target.engine_wait_s`` seconds (default :data:`ENGINE_WAIT_S`), pinging with exponential
+  backoff, then ends ``error`` with category ``engine_restarted`` (it came back) or
+  ``engine_unreachable`` (it did not), owner ``infrastructure``, and an ``engine.interruption``
+  record (when it was lost, when it answered again, the container's state afterwards);
+- later model runs for a container the restart stopped end ``error`` (``engine_restarted``)
+  at once, naming the interruption, instead of being blamed on the image;
+- items of other resource × image pairs run normally once the engine answers again, and
+  :meth:`DockerBackend.close` removes what the run created (the restart leaves stopped
+  containers behind, not removed ones).
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import docker
+import docker.errors
+
+from pytest_hetero.backends.docker import client as run
+from pytest_hetero.backends.docker.client import CONNECTION_LOST, EngineLost
+from pytest_hetero.evidence.model import utc_now
+from pytest_hetero.layers.base import LayerBroken, LayerContext
+
+ENGINE_WAIT_S = 60.0
+"""Default seconds to wait for a lost engine to answer again (``target.engine_wait_s``)."""
+FIRST_PING_S = 0.2
+"""First pause between pings of a lost engine; doubles up to :data:`MAX_PING_S`."""
+MAX_PING_S = 2.0
+
+Step = TypeVar("Step", bound=Callable[..., Any])
+
+
+def engine_guarded(step: Step) -> Step:
+    """Wrap a layer step so an engine that goes away mid-step ends the item ``error`` with the
+    outage as reason (:func:`~pytest_hetero.backends.docker.outage.engine_lost`), not a traceback."""
+
+    @functools.wraps(step)
+    def guarded(self: Any, ctx: LayerContext, *args: Any) -> Any:
+        try:
+            return step(self, ctx, *args)
+        except (run.EngineLost, *run.CONNECTION_LOST) as exc:
+            raise engine_lost(self, ctx, exc, f"the {ctx.planned.layer} step") from None
+
+    return guarded  # type: ignore[return-value]
+
+
+@dataclass
+class Interruption:
+    """One engine outage seen by this run: wall-clock ``lost_at``/``back_at`` (UTC, ``…Z``),
+    ``waited_s`` (seconds waited for the engine; None: it never answered within the wait), and
+    ``monotonic`` (the clock when it was lost, for ordering against container starts)."""
+
+    lost_at: str
+    what: str
+    error: str
+    monotonic: float = field(default_factory=time.monotonic)
+    back_at: str | None = None
+    waited_s: float | None = None
+
+    def describe(self) -> str:
+        """One sentence: when the engine went away during what, and whether/when it answered again."""
+        back = (f"it answered again after {self.waited_s:.1f} s ({self.back_at})" if self.back_at
+                else "it did not answer again")
+        return f"the Docker engine went away at {self.lost_at} during {self.what} ({self.error}); {back}"
+
+
+def wait_for_engine(conn: dict[str, Any], wait_s: float) -> float | None:
+    """Ping the engine at ``conn`` (:func:`~pytest_hetero.backends.docker.client.connection` kwargs)
+    until it answers or ``wait_s`` seconds pass; return the seconds waited, or None. Never raises."""
+    start = time.monotonic()
+    pause = FIRST_PING_S
+    while True:
+        try:
+            client = run.make_client(conn, 5.0)
+            try:
+                if client.ping():
+                    return time.monotonic() - start
+            finally:
+                client.close()
+        except (docker.errors.DockerException, *CONNECTION_LOST, OSError):
+            pass
+        left = wait_s - (time.monotonic() - start)
+        if left <= 0:
+            return None
+        time.sleep(min(pause, left))
+        pause = min(pause * 2, MAX_PING_S)
+
+
+def describe_error(exc: BaseException) -> str:
+    """A one-line reason from a connection error or :class:`EngineLost` (no urllib3 object reprs)."""
+    if isinstance(exc, EngineLost):
+        return exc.error
+    text = " ".join(str(exc).split())
+    if "Connection refused" in text or "No such file or directory" in text:
+        return "connection refused (the engine's socket is closed or gone)"
+    if "Connection aborted" in text or "RemoteDisconnected" in text or "reset by peer" in text:
+        return "connection dropped by the engine"
+    return f"{type(exc).__name__}: {text[:200]}"
+
+
+def engine_lost(backend: Any, ctx: LayerContext, exc: BaseException, what: str) -> LayerBroken:
+    """Record an engine outage seen by ``backend`` (a DockerBackend) during ``what`` and return the
+    LayerBroken to raise: ``engine_restarted`` or ``engine_unreachable``, owner ``infrastructure``.
+
+    Waits up to ``target.engine_wait_s`` seconds for the engine; keeps a model run's partial
+    stdout/stderr as artifacts; reads the resource × image container's state once it answers.
+    """
+    error = describe_error(exc)
+    if isinstance(exc, EngineLost):
+        what = exc.what
+        if exc.partial is not None:
+            ctx.artifact("model.stdout.partial", exc.partial.stdout)
+            ctx.artifact("model.stderr.partial", exc.partial.stderr)
+    outage = Interruption(lost_at=utc_now(), what=what, error=error)
+    backend.interruptions.append(outage)
+    backend.drop_clients()
+    waited = wait_for_engine(backend.conn, float(backend.target.get("engine_wait_s", ENGINE_WAIT_S)))
+    state: dict[str, Any] | None = None
+    workload = backend.workloads.get((ctx.resource.name, ctx.image.name))
+    if waited is not None:
+        outage.back_at, outage.waited_s = utc_now(), round(waited, 3)
+        if workload is not None:
+            state = container_state(backend, workload)
+    ctx.record("engine.interruption", lost_at=outage.lost_at, back_at=outage.back_at, waited_s=outage.waited_s,
+               during=what, error=error, engine=backend.conn.get("base_url", "DOCKER_HOST"),
+               container=workload["name"] if workload else None, container_state=state)
+    message = outage.describe()
+    if state is not None:
+        message += (f"; container {workload['name']} is now {state.get('Status')} (exit {state.get('ExitCode')}, "
+                    f"finished {state.get('FinishedAt')})")
+    if waited is None:
+        return LayerBroken(message, "engine_unreachable", "infrastructure")
+    return LayerBroken(message, "engine_restarted", "infrastructure")
+
+
+def container_state(backend: Any, workload: dict[str, Any]) -> dict[str, Any] | None:
+    """``State`` of the workload's container after an outage (``{"Status": "removed"}`` when gone), or None
+    when the engine cannot say."""
+    try:
+        return dict(backend.api.inspect_container(workload["id"])["State"])
+    except docker.errors.NotFound:
+        return {"Status": "removed", "Running": False}
+    except (docker.errors.DockerException, *CONNECTION_LOST):
+        return None
+
+
+def raise_if_stopped_by_outage(backend: Any, workload: dict[str, Any], state: dict[str, Any], when: str) -> None:
+    """Raise LayerBroken (``engine_restarted``, infrastructure) when the workload's container, found
+    not running (``state``: its engine ``State``), has seen an engine outage since it started."""
+    started = workload.get("started_monotonic", 0.0)
+    lost = next((o for o in backend.interruptions if o.monotonic >= started), None)
+    if lost is not None:
+        raise LayerBroken(f"container {workload['name']} was stopped {when}: {lost.describe()} "
+                          f"(status {state.get('Status')}, exit {state.get('ExitCode')}, finished "
+                          f"{state.get('FinishedAt')})", "engine_restarted", "infrastructure")

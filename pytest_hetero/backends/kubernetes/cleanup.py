@@ -1,0 +1,206 @@
+"""Deleting what the Kubernetes backend created: at session end (by owner label) and ``hetero cleanup``.
+
+Kinds: Pods (grace period 0), batch/v1 Jobs (background propagation: their pods go too) and
+Volcano Jobs (when the CRD exists). ``hetero cleanup --backend kubernetes`` selects by the same
+``pytest-hetero.run-id`` label and ``pytest-hetero.created-at`` annotation (else
+``creationTimestamp``) as the Docker cleaner; ``--kube-context``/``--kube-namespace`` choose where.
+Without ``--kube-namespace`` every namespace is searched (a run's namespace comes from its matrix,
+not from the kubeconfig context), or, when a cluster-wide list is forbidden, the context's namespace.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Callable, Iterator
+from datetime import datetime
+from typing import Any
+
+from kubernetes import client
+from kubernetes.client import BatchV1Api, CoreV1Api, CustomObjectsApi  # noqa: F401 - loaded now, not mid-cleanup
+from kubernetes.client.exceptions import ApiException
+
+from pytest_hetero.backends.kubernetes.client import CREATED_AT, RUN_ID, connect
+from pytest_hetero.layers.base import LayerOutcome
+
+VOLCANO = ("batch.volcano.sh", "v1alpha1", "jobs")
+
+
+def owned(
+    api: client.ApiClient, namespace: str | None, selector: str
+) -> Iterator[tuple[str, dict[str, Any], Callable[[], Any]]]:
+    """``(kind, metadata dict, delete())`` of every pod, Job and Volcano Job matching ``selector``
+    in ``namespace`` (None: all namespaces). Raises ApiException when pods or Jobs cannot be listed."""
+    core, batch = client.CoreV1Api(api), client.BatchV1Api(api)
+    pods = (
+        core.list_pod_for_all_namespaces(label_selector=selector)
+        if namespace is None
+        else core.list_namespaced_pod(namespace, label_selector=selector)
+    )
+    jobs = (
+        batch.list_job_for_all_namespaces(label_selector=selector)
+        if namespace is None
+        else batch.list_namespaced_job(namespace, label_selector=selector)
+    )
+    for job in jobs.items:
+        meta: dict[str, Any] = api.sanitize_for_serialization(job.metadata)  # type: ignore[no-untyped-call]
+        yield (
+            "job",
+            meta,
+            lambda m=meta: batch.delete_namespaced_job(  # type: ignore[misc]
+                m["name"], m["namespace"], propagation_policy="Background", grace_period_seconds=0
+            ),
+        )
+    for pod in pods.items:
+        meta = api.sanitize_for_serialization(pod.metadata)  # type: ignore[no-untyped-call]
+        yield (
+            "pod",
+            meta,
+            lambda m=meta: core.delete_namespaced_pod(m["name"], m["namespace"], grace_period_seconds=0),  # type: ignore[misc]
+        )
+    custom = client.CustomObjectsApi(api)
+    try:
+        vcjobs = (
+            custom.list_cluster_custom_object(*VOLCANO, label_selector=selector)
+            if namespace is None
+            else custom.list_namespaced_custom_object(
+                VOLCANO[0], VOLCANO[1], namespace, VOLCANO[2], label_selector=selector
+            )
+        )
+    except ApiException:
+        vcjobs = {"items": []}
+    assert isinstance(vcjobs, dict)
+    for obj in vcjobs.get("items") or []:
+        meta = obj["metadata"]
+        yield (
+            "volcano-job",
+            meta,
+            lambda m=meta: custom.delete_namespaced_custom_object(  # type: ignore[misc]
+                VOLCANO[0], VOLCANO[1], m["namespace"], VOLCANO[2], m["name"]
+            ),
+        )
+
+
+def delete_owned(api: client.ApiClient, namespace: str, selector: str, workers: int = 1) -> list[str]:
+    """Delete everything matching ``selector`` in ``namespace`` with ``workers`` concurrent requests;
+    return problems as text. Never raises."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    problems: list[str] = []
+
+    def one(entry: tuple[str, dict[str, Any], Callable[[], Any]]) -> None:
+        kind, meta, delete = entry
+        try:
+            delete()
+        except ApiException as exc:
+            if exc.status != 404:
+                problems.append(f"{kind} {meta['name']}: HTTP {exc.status}")
+
+    try:
+        with ThreadPoolExecutor(max(1, workers)) as pool:
+            list(pool.map(one, list(owned(api, namespace, selector))))
+    except Exception as exc:  # noqa: BLE001 - reported, never raised from close()
+        problems.append(str(exc))
+    if problems:
+        import sys
+
+        sys.stderr.write(
+            f"pytest-hetero: kubernetes cleanup incomplete in {namespace}: {'; '.join(problems)}; "
+            f"run: hetero cleanup --backend kubernetes\n"
+        )
+    return problems
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The Kubernetes cleaner's options: ``--kube-context``, ``--kube-namespace`` (``all`` for every namespace)."""
+    parser.add_argument(
+        "--kube-context",
+        metavar="NAME",
+        default=None,
+        help="kubeconfig context to clean (default: the current context)",
+    )
+    parser.add_argument(
+        "--kube-namespace",
+        metavar="NS",
+        default=None,
+        help="namespace to clean (default and 'all': every namespace; the context's when listing "
+        "across namespaces is forbidden)",
+    )
+
+
+def _epoch(stamp: Any) -> float | None:
+    if isinstance(stamp, datetime):
+        return stamp.timestamp()
+    try:
+        return datetime.strptime(str(stamp), "%Y-%m-%dT%H:%M:%S%z").timestamp()
+    except ValueError:
+        return None
+
+
+def cleanup(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """Remove (or list) the pods and Jobs of pytest-hetero runs selected by ``args`` (see docker_cli).
+
+    With ``--backend all`` and no Kubernetes configuration at all (no ``KUBECONFIG``, no
+    ``~/.kube/config``, not in a pod) returns [] instead. Raises CleanupError when the cluster
+    cannot be reached or the objects cannot be listed.
+    """
+    import time
+
+    from pytest_hetero.cli.cleanup import CleanupError, selected
+
+    configured = (
+        os.environ.get("KUBECONFIG")
+        or os.path.exists(os.path.expanduser("~/.kube/config"))
+        or os.environ.get("KUBERNETES_SERVICE_HOST")
+        or args.kube_context
+    )
+    if getattr(args, "backend", "all") == "all" and not configured:
+        return []  # no cluster configured here: nothing of ours can exist (``--backend all`` stays quiet)
+    try:
+        api, namespace, _ = connect({}, args.kube_context)
+    except LayerOutcome as exc:
+        raise CleanupError(exc.message) from None
+    ns = None if args.kube_namespace in (None, "all") else args.kube_namespace
+    selector = RUN_ID if args.run_id is None else f"{RUN_ID}={args.run_id}"
+    now, out = time.time(), []
+    try:
+        try:
+            found = list(owned(api, ns, selector))
+        except ApiException as exc:
+            if args.kube_namespace is not None or exc.status != 403:
+                raise
+            # no cluster-wide list (least-privilege Role): the context's namespace is all we may see
+            import sys
+
+            sys.stderr.write(
+                f"hetero cleanup: kubernetes: may not list across namespaces (HTTP 403); searched only "
+                f"namespace {namespace} (name others with --kube-namespace NS)\n"
+            )
+            ns = namespace
+            found = list(owned(api, ns, selector))
+    except Exception as exc:  # noqa: BLE001 - unreachable or forbidden: exit code 2
+        raise CleanupError(f"Kubernetes objects not listable in {ns or 'all namespaces'}: {exc}") from None
+    for kind, meta, delete in found:
+        labels = {**(meta.get("labels") or {}), **(meta.get("annotations") or {})}
+        match, age = selected(labels, _epoch(meta.get("creationTimestamp")), args, now)
+        if not match:
+            continue
+        entry = {
+            "backend": "kubernetes",
+            "kind": kind,
+            "name": f"{meta['namespace']}/{meta['name']}",
+            "run_id": labels.get(RUN_ID),
+            "created_at": labels.get(CREATED_AT),
+            "age_s": None if age is None else round(age, 1),
+            "removed": False,
+            "error": None,
+        }
+        if not args.dry_run:
+            try:
+                delete()
+                entry["removed"] = True
+            except ApiException as exc:
+                entry["removed"] = exc.status == 404
+                entry["error"] = None if exc.status == 404 else f"HTTP {exc.status}: {exc.reason}"
+        out.append(entry)
+    return out

@@ -1,0 +1,241 @@
+"""Readiness of the node a workload pod runs on: a cheap check before a layer, a watch during a model run.
+
+A node whose ``Ready`` condition is ``False`` or ``Unknown`` (kubelet stopped, container runtime or
+network plugin down, the node lifecycle controller lost its heartbeat) cannot be trusted to finish a
+run, nor to answer for one. Before startup's payload and before each model run the node is read once
+(``GET /api/v1/nodes/<name>``); during a model run one :class:`NodeWatch` (``watch`` on nodes with
+field selector ``metadata.name=<node>``) signals the exec loop to abandon the run as soon as Ready
+leaves ``True``. Either way the item ends ``error``, category ``node_not_ready``, owner
+``infrastructure``, naming the node and its condition; the workload is marked lost
+(``workload["node_lost"]``) so later items of the same resource × image fail fast without touching
+the pod. A node that cannot be read (RBAC, apiserver down) is noted, never turned into a verdict.
+Condition fields follow the Kubernetes ``NodeCondition`` (``type``, ``status``, ``reason``,
+``message``, ``lastTransitionTime``, ``lastHeartbeatTime``).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from contextlib import closing
+from typing import TYPE_CHECKING, Any
+
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from pytest_hetero.backends.kubernetes import client as kc
+from pytest_hetero.backends.kubernetes.watch import close_watch, watch_events
+from pytest_hetero.evidence.model import utc_now
+from pytest_hetero.layers.base import LayerBroken, LayerContext
+
+if TYPE_CHECKING:
+    from pytest_hetero.backends.kubernetes.engine import KubernetesBackend
+
+CATEGORY = "node_not_ready"
+OWNER = "infrastructure"
+WATCH_TIMEOUT_S = 60
+"""Server-side timeout of one node watch request (seconds); the thread then re-lists and watches again."""
+
+
+def ready_condition(node: dict[str, Any]) -> dict[str, Any]:
+    """The node's Ready condition (JSON dict of ``status.conditions[]``); a node without one, or one
+    the watch saw deleted (``deleted`` key), reads as ``status: Unknown`` with a reason saying why."""
+    if node.get("deleted"):
+        return unknown("NodeDeleted", "the Node object was deleted")
+    for cond in (node.get("status") or {}).get("conditions") or []:
+        if cond.get("type") == "Ready":
+            return dict(cond)
+    return unknown("NoReadyCondition", "the node reports no Ready condition")
+
+
+def unknown(reason: str, message: str) -> dict[str, Any]:
+    """A Ready condition of status ``Unknown`` with ``reason`` and ``message`` (no timestamps)."""
+    return {"type": "Ready", "status": "Unknown", "reason": reason, "message": message}
+
+
+def describe(cond: dict[str, Any]) -> str:
+    """``Ready=Unknown since <lastTransitionTime>, NodeStatusUnknown: Kubelet stopped posting node status.``
+    for a Ready condition (JSON dict)."""
+    since = f" since {cond['lastTransitionTime']}" if cond.get("lastTransitionTime") else ""
+    why = ": ".join(str(cond[k]) for k in ("reason", "message") if cond.get(k))
+    return f"Ready={cond.get('status', 'Unknown')}{since}" + (f", {why}" if why else "")
+
+
+def read(core: client.CoreV1Api, name: str) -> dict[str, Any]:
+    """The Node ``name`` as a JSON dict (one GET). Raises ApiException / urllib3 errors as the client does."""
+    resp: Any = core.read_node(name, _preload_content=False, _request_timeout=kc.API_TIMEOUT_S)
+    return dict(json.loads(resp.data))
+
+
+def ensure_ready(backend: KubernetesBackend, ctx: LayerContext, workload: dict[str, Any], node: str) -> None:
+    """Before a layer touches the workload pod: raise LayerBroken ``node_not_ready`` (owner
+    ``infrastructure``) when an earlier item lost the workload's node, or when ``node`` (name; "" =
+    unknown, nothing checked) is not Ready now; record ``<layer>.node_not_ready`` with the condition.
+
+    A node that is gone (404) counts as not Ready (``NodeDeleted``); one that cannot be read otherwise
+    is recorded as ``<layer>.node_check`` and the layer goes on.
+    """
+    lost = workload.get("node_lost")
+    if lost:
+        kind = f"{ctx.layer}.node_not_ready"
+        ctx.record(kind, node=lost["node"], earlier_item=lost["item"], condition=lost["condition"])
+        raise LayerBroken(
+            f"node {lost['node']} {lost['said']} {lost['item']} ({describe(lost['condition'])}); "
+            f"its workload pod {workload.get('pod')} is not used again: the {ctx.layer} layer did not run",
+            CATEGORY,
+            OWNER,
+        )
+    if not node:
+        return
+    try:
+        cond = ready_condition(read(backend.core, node))
+    except ApiException as exc:
+        if exc.status != 404:
+            ctx.record(f"{ctx.layer}.node_check", node=node, checked=False, error=f"HTTP {exc.status}")
+            return
+        cond = unknown("NodeDeleted", "the Node object no longer exists")
+    except Exception as exc:  # noqa: BLE001 - no answer is no verdict on the node
+        error = f"{type(exc).__name__}: {exc}"[:300]
+        ctx.record(f"{ctx.layer}.node_check", node=node, checked=False, error=error)
+        return
+    if cond.get("status") == "True":
+        return
+    ctx.record(f"{ctx.layer}.node_not_ready", node=node, condition=cond, checked_at=utc_now())
+    workload["node_lost"] = {
+        "node": node,
+        "said": "was NotReady before",
+        "item": ctx.planned.id,
+        "condition": cond,
+    }
+    raise LayerBroken(
+        f"node {node} of pod {workload.get('pod')} is NotReady ({describe(cond)}); "
+        f"the {ctx.layer} layer did not run",
+        CATEGORY,
+        OWNER,
+    )
+
+
+class NodeWatch:
+    """Watches one node's Ready condition in a daemon thread (list, then watch from its resourceVersion;
+    re-lists after a dropped connection or a watch timeout).
+
+    ``turned`` is set once Ready is not ``True`` (or the node is deleted); ``condition`` is that
+    condition, ``seen_at`` the UTC time (RFC 3339) the watch saw it; ``transitions`` lists every change
+    of the Ready status the watch saw, in order, as ``{"status", "reason", "message",
+    "lastTransitionTime", "seen_at"}``; ``error`` the last watch failure (it retries with backoff).
+    """
+
+    def __init__(self, api: client.ApiClient, name: str) -> None:
+        self.core, self.name = client.CoreV1Api(api), name
+        self.turned = threading.Event()
+        self.condition: dict[str, Any] = {}
+        self.seen_at = ""
+        self.transitions: list[dict[str, Any]] = []
+        self.error: str | None = None
+        self._stop = threading.Event()
+        self._resp: Any = None
+
+    def start(self) -> NodeWatch:
+        """Start the watch thread; return self. Never raises (failures land in ``error``)."""
+        threading.Thread(target=self._loop, name=f"hetero-node-watch-{self.name}", daemon=True).start()
+        return self
+
+    def _keep(self, resp: Any) -> None:
+        """Hold the open watch response so :meth:`stop` can close it."""
+        self._resp = resp
+
+    def _observe(self, node: dict[str, Any]) -> None:
+        cond = ready_condition(node)
+        status = cond.get("status", "Unknown")
+        if not self.transitions or self.transitions[-1]["status"] != status:
+            self.transitions.append(
+                {
+                    "status": status,
+                    "reason": cond.get("reason"),
+                    "message": cond.get("message"),
+                    "lastTransitionTime": cond.get("lastTransitionTime"),
+                    "seen_at": utc_now(),
+                }
+            )
+        if status != "True" and not self.turned.is_set():
+            self.condition, self.seen_at = cond, self.transitions[-1]["seen_at"]
+            self.turned.set()
+
+    def _loop(self) -> None:
+        backoff = 0.2
+        selector = f"metadata.name={self.name}"
+        while not self._stop.is_set() and not self.turned.is_set():
+            try:
+                listed: Any = self.core.list_node(
+                    field_selector=selector, _preload_content=False, _request_timeout=kc.API_TIMEOUT_S
+                )
+                body = json.loads(listed.data)
+                for node in body.get("items") or []:
+                    self._observe(node)
+                if not body.get("items"):
+                    self._observe({"deleted": True})
+                events = watch_events(self.core.list_node, resource_version=body["metadata"].get("resourceVersion"),
+                                      timeout_s=WATCH_TIMEOUT_S, on_response=self._keep, field_selector=selector)
+                with closing(events):  # releases the connection on break and return too
+                    for kind, obj in events:
+                        if kind == "ERROR":
+                            break  # e.g. 410 Gone: re-list
+                        if kind in ("ADDED", "MODIFIED", "DELETED"):
+                            self._observe({**obj, "deleted": True} if kind == "DELETED" else obj)
+                        if self._stop.is_set() or self.turned.is_set():
+                            return
+                backoff = 0.2
+            except Exception as exc:  # noqa: BLE001 - dropped or refused: retried, the run goes on meanwhile
+                if self._stop.is_set():
+                    return
+                self.error = f"{type(exc).__name__}: {exc}"[:300]
+                self._stop.wait(backoff)
+                backoff = min(backoff * 2, 5.0)
+
+    def stop(self) -> None:
+        """Stop the watch (closes its stream). Never raises."""
+        self._stop.set()
+        close_watch(self._resp)
+
+
+def abandoned(
+    backend: KubernetesBackend,
+    ctx: LayerContext,
+    workload: dict[str, Any],
+    watch: NodeWatch,
+    started_at: str,
+    after_s: float,
+    killed: bool | None,
+) -> dict[str, str]:
+    """The model run on ``watch.name`` was abandoned ``after_s`` seconds in (it began at ``started_at``,
+    RFC 3339): record ``model.node_not_ready`` (condition, the transitions the watch saw with
+    timestamps, whether the run's process was killed: None = kill not attempted), mark the workload
+    lost, and return the ExecResult ``failure`` dict (status ``error``)."""
+    cond = watch.condition
+    ctx.record(
+        "model.node_not_ready",
+        node=watch.name,
+        pod=workload.get("pod"),
+        condition=cond,
+        seen_at=watch.seen_at,
+        transitions=watch.transitions,
+        run_started_at=started_at,
+        abandoned_after_s=round(after_s, 3),
+        process_killed=killed,
+        watch_error=watch.error,
+    )
+    workload["node_lost"] = {
+        "node": watch.name,
+        "said": "turned NotReady during",
+        "item": ctx.planned.id,
+        "condition": cond,
+    }
+    return {
+        "status": "error",
+        "category": CATEGORY,
+        "owner": OWNER,
+        "message": (
+            f"node {watch.name} turned NotReady during the model run ({describe(cond)}; seen at "
+            f"{watch.seen_at}); run abandoned after {after_s:.1f} s"
+        ),
+    }

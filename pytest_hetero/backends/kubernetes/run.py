@@ -1,0 +1,254 @@
+"""Model runs in the resource × image workload pod: copy inputs in, exec the entrypoint, read outputs.
+
+Every model file, model code and dataset file of the matrix is copied into the pod once (a tar
+unpacked by ``tar -x`` from exec stdin, under ``/tmp/hetero-<owner>``); each model × dataset run
+then execs the rendered entrypoint in its own run directory with the layer timeout, and its
+outputs file is read back with ``cat``. On a KWOK-simulated node the exec runs on the KWOK host,
+not in the image, and the result says so (``simulated: true``).
+"""
+
+from __future__ import annotations
+
+import io
+import shlex
+import tarfile
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from kubernetes import client
+
+from pytest_hetero.backends.kubernetes import client as kc
+from pytest_hetero.backends.kubernetes import podexec as kube_exec
+from pytest_hetero.backends.kubernetes import nodes as kube_node
+from pytest_hetero.backends.protocol import EXECUTION_PROVIDERS, ExecResult, render_entrypoint
+from pytest_hetero.evidence.model import utc_now
+from pytest_hetero.layers.base import LayerContext, LayerFailed
+from pytest_hetero.matrix.model import Matrix
+
+if TYPE_CHECKING:
+    from pytest_hetero.backends.kubernetes.engine import KubernetesBackend
+
+
+def input_tar(matrix: Matrix) -> bytes:
+    """A tar of every model file, model code and dataset file, laid out as in :func:`input_paths`."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for m in matrix.models:
+            if m.path.is_file():
+                tar.add(str(m.path), arcname=f"models/{m.name}/{m.path.name}")
+            code = m.code or matrix.path.parent
+            tar.add(
+                str(code),
+                arcname=f"code/{m.name}" + ("" if code.is_dir() else f"/{code.name}"),
+                filter=lambda t: None if "__pycache__" in t.name else t,
+            )
+        for d in matrix.datasets:
+            tar.add(str(d.path), arcname=f"datasets/{d.name}/{d.path.name}")
+    return buf.getvalue()
+
+
+def input_paths(
+    root: str, model: str, model_path: Path, code: Path, dataset: str, dataset_path: Path
+) -> dict[str, str]:
+    """In-pod paths ``{"model", "code", "dataset"}`` under ``root`` (where :func:`input_tar` was unpacked)."""
+    return {
+        "model": f"{root}/models/{model}/{model_path.name}",
+        "code": f"{root}/code/{model}" + ("" if code.is_dir() else f"/{code.name}"),
+        "dataset": f"{root}/datasets/{dataset}/{dataset_path.name}",
+    }
+
+
+def copy_inputs(
+    core: client.CoreV1Api, namespace: str, pod: str, matrix: Matrix, root: str, timeout_s: float
+) -> None:
+    """Unpack :func:`input_tar` at ``root`` in the pod (``tar -x`` from exec stdin).
+
+    Raises LayerFailed ``inputs_copy_failed`` (platform) when tar fails (no ``tar`` in the image).
+    """
+    done = kube_exec.run(
+        core,
+        namespace,
+        pod,
+        "workload",
+        ["/bin/sh", "-c", f"mkdir -p {shlex.quote(root)} && tar -x -f - -C {shlex.quote(root)}"],
+        timeout_s,
+        stdin=input_tar(matrix),
+    )
+    if done.exit_code != 0:
+        raise LayerFailed(
+            f"copying model/dataset inputs into {pod}:{root} failed (exit {done.exit_code}): "
+            f"{done.stderr.strip()[-300:] or done.status[-300:]}",
+            "inputs_copy_failed",
+            "platform",
+        )
+
+
+def run_model(
+    core: client.CoreV1Api,
+    namespace: str,
+    pod: str,
+    argv: list[str],
+    run_dir: str,
+    workdir: str,
+    env: dict[str, str],
+    timeout_s: float,
+    stop: threading.Event | None = None,
+) -> kube_exec.ExecOutcome:
+    """Run ``argv`` in ``workdir`` with ``env``; kill its process (pid file in ``run_dir``) at ``timeout_s``.
+
+    When ``stop`` is set first the outcome is ``abandoned`` and the process is left running: the caller
+    decides whether its node can still be reached (:func:`kill_run`).
+    """
+    exports = "".join(f"{k}={shlex.quote(v)}; export {k}; " for k, v in env.items())
+    script = (
+        f"mkdir -p {shlex.quote(run_dir)} && cd {shlex.quote(workdir)} && echo $$ > "
+        f"{shlex.quote(run_dir)}/.pid && {exports}exec {shlex.join(argv)}"
+    )
+    done = kube_exec.run(core, namespace, pod, "workload", ["/bin/sh", "-c", script], timeout_s, stop=stop)
+    if done.timed_out:
+        kill_run(core, namespace, pod, run_dir, 30)
+    return done
+
+
+def kill_run(core: client.CoreV1Api, namespace: str, pod: str, run_dir: str, wait_s: float) -> bool:
+    """``kill -9`` the run's process (pid file in ``run_dir``) by exec; True when the exec answered within
+    ``wait_s`` seconds (:func:`kube_exec.try_run`: a NotReady node's kubelet may never answer)."""
+    argv = ["/bin/sh", "-c", f"kill -9 $(cat {shlex.quote(run_dir)}/.pid) 2>/dev/null"]
+    return kube_exec.try_run(core, namespace, pod, argv, wait_s)
+
+
+MAX_OUTPUTS_BYTES = 64 * 1024 * 1024
+"""Largest outputs file read back from a pod (bytes); a larger one fails ``outputs_too_large``."""
+TOO_LARGE_EXIT = 42
+"""Exit code of :func:`read_outputs`' script when the file is larger than the limit (its size on stderr)."""
+
+
+def read_outputs(core: client.CoreV1Api, namespace: str, pod: str, path: str) -> bytes | None:
+    """The outputs file's bytes (``cat`` by exec), or None when it does not exist.
+
+    Raises LayerFailed ``outputs_too_large`` (algorithm) when it has more than :data:`MAX_OUTPUTS_BYTES`
+    bytes (measured with ``wc -c`` in the pod before anything is copied).
+    """
+    quoted = shlex.quote(path)
+    script = (f"[ -f {quoted} ] || exit 1; n=$(wc -c < {quoted}); "
+              f"if [ \"$n\" -gt {MAX_OUTPUTS_BYTES} ]; then echo \"$n\" >&2; exit {TOO_LARGE_EXIT}; fi; cat {quoted}")
+    done = kube_exec.run(core, namespace, pod, "workload", ["/bin/sh", "-c", script], 60)
+    if done.exit_code == TOO_LARGE_EXIT:
+        raise LayerFailed(f"entrypoint wrote a {done.stderr.strip()}-byte outputs file ({path}), more than the "
+                          f"{MAX_OUTPUTS_BYTES} bytes read back", "outputs_too_large", "algorithm")
+    return done.stdout.encode("utf-8", "surrogateescape") if done.exit_code == 0 else None
+
+
+def execute(backend: KubernetesBackend, ctx: LayerContext) -> ExecResult:
+    """Copy inputs into the item's workload pod (once; starting it first when no startup item did),
+    exec the rendered entrypoint with the layer timeout (seconds), read the outputs file.
+
+    The pod's node is checked first and watched during the run (:mod:`kube_node`): a run whose node
+    turns NotReady is abandoned at once; its result then carries ``failure`` (status ``error``,
+    ``node_not_ready``, owner ``infrastructure``).
+
+    Raises LayerFailed ``bad_entrypoint`` (algorithm) on an unknown placeholder, ``inputs_copy_failed``
+    (:func:`copy_inputs`), LayerBroken ``node_not_ready`` (:func:`kube_node.ensure_ready`), a refused or
+    broken exec translated by :func:`kube_client.api_outcome`, and whatever :meth:`KubernetesBackend.start`
+    raises.
+    """
+    key = (ctx.resource.name, ctx.image.name)
+    workload = backend.workloads.get(key)
+    if workload is None or "pod" not in workload:
+        ctx.record(
+            "model.note", message="no started workload from a startup item in this session; started here"
+        )
+        backend.start(ctx)
+        workload = backend.workloads[key]
+    pod, root = workload["pod"], f"/tmp/hetero-{backend.owner}"
+    node = node_of(backend, workload)
+    kube_node.ensure_ready(backend, ctx, workload, node)
+    if not workload.get("inputs"):
+        try:
+            copy_inputs(backend.core, backend.namespace, pod, ctx.matrix, root, ctx.timeout_s)
+        except LayerFailed:
+            raise
+        except Exception as exc:  # noqa: BLE001 - translated
+            raise kc.api_outcome(exc, f"copy the inputs into pod {pod}") from None
+        workload["inputs"] = root
+    m, d = ctx.model, ctx.dataset
+    paths = input_paths(root, m.name, m.path, m.code or ctx.matrix.path.parent, d.name, d.path)
+    run_dir = f"{root}/runs/{kc.dns_name(m.name, d.name)}-{uuid.uuid4().hex[:8]}"
+    provider = EXECUTION_PROVIDERS[ctx.resource.type]
+    values = {
+        "python": str(backend.target.get("python", "python3")),
+        **paths,
+        "outputs": f"{run_dir}/outputs.json",
+        "provider": provider,
+    }
+    try:
+        argv = render_entrypoint(m.entrypoint, values)
+    except (KeyError, ValueError) as exc:
+        raise LayerFailed(
+            f"entrypoint has an unknown placeholder {exc}", "bad_entrypoint", "algorithm"
+        ) from None
+    watch = kube_node.NodeWatch(backend.api, node).start() if node else None
+    started_at, started = utc_now(), time.perf_counter()
+    try:
+        done = run_model(
+            backend.core,
+            backend.namespace,
+            pod,
+            argv,
+            run_dir,
+            f"{root}/code/{m.name}",
+            {"HETERO_EXECUTION_PROVIDER": provider},
+            ctx.timeout_s,
+            stop=watch.turned if watch else None,
+        )
+    except LayerFailed:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a dying node often breaks the exec stream first
+        if watch is None or not watch.turned.wait(2):
+            raise kc.api_outcome(exc, f"exec the model entrypoint in pod {pod}") from None
+        done = kube_exec.ExecOutcome(None, "", "", time.perf_counter() - started, False, "", abandoned=True)
+    finally:
+        if watch is not None:
+            watch.stop()
+    failure = None
+    if done.abandoned and watch is not None:
+        killed = kill_run(backend.core, backend.namespace, pod, run_dir, 5)
+        failure = kube_node.abandoned(backend, ctx, workload, watch, started_at, done.duration_s, killed)
+    simulated = bool(backend.nodes.get(node, {}).get("simulated"))
+    outputs = None
+    if not (done.timed_out or failure):
+        try:
+            outputs = read_outputs(backend.core, backend.namespace, pod, values["outputs"])
+        except LayerFailed as exc:
+            failure = {"category": exc.category, "owner": exc.owner or "algorithm", "message": exc.message}
+        except Exception as exc:  # noqa: BLE001 - translated (e.g. the pod was deleted during the run)
+            raise kc.api_outcome(exc, f"read the outputs of the model run in pod {pod}") from None
+    return ExecResult(
+        argv=argv,
+        exit_code=done.exit_code,
+        duration_s=done.duration_s,
+        stdout=done.stdout,
+        stderr=done.stderr,
+        timed_out=done.timed_out,
+        outputs=outputs,
+        failure=failure,
+        details={
+            "pod": pod,
+            "namespace": backend.namespace,
+            "run_dir": run_dir,
+            "simulated": simulated,
+            "ran_on": "the KWOK host (simulated node)" if simulated else f"pod {pod}",
+            "node": node or None,
+            "abandoned": done.abandoned,
+            **done.streams,
+        },
+    )
+
+
+def node_of(backend: KubernetesBackend, workload: dict[str, Any]) -> str:
+    """Name of the node the workload's pod runs on, as the run's pod watch saw it ("" when unknown)."""
+    pods = backend.watch.by_key(workload["probe"]) if backend.watch else []
+    return next(((p.get("spec") or {}).get("nodeName", "") for p in pods), "")

@@ -1,0 +1,280 @@
+"""Scheduling on Kubernetes: submit the resource × image workload the way a user's task goes, watch it placed.
+
+``target.submit_as``: ``pod`` (default) — a Pod; ``job`` — a batch/v1 Job (backoffLimit 0);
+``kueue-job`` — a suspended Job labelled ``kueue.x-k8s.io/queue-name: <resource.queue>`` (Kueue
+admits and unsuspends it); ``volcano-job`` — a ``batch.volcano.sh/v1alpha1`` Job with
+``schedulerName: volcano`` and ``queue: <resource.queue>``. Requests/limits, nodeSelector,
+tolerations and priorityClassName come from the resource; extended resources get limit = request.
+
+The workload pod idles (:data:`KEEP_ALIVE`) and is reused by startup and model items. When it does
+not schedule, :func:`explain_pending` gathers the pod's PodScheduled condition, its events, the
+Kueue Workload / Volcano PodGroup, and normalises them with :func:`pytest_hetero.pending.explain`.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from kubernetes import client
+
+from pytest_hetero.backends.kubernetes.inventory import BASIC
+from pytest_hetero.matrix.model import Resource
+from pytest_hetero.pending import Reason, explain
+
+KEEP_ALIVE = ["/bin/sh", "-c", "trap 'exit 0' TERM INT; while :; do sleep 3600 & wait $!; done"]
+"""Command of the workload container: idles, exits 0 on SIGTERM."""
+SUBMIT_AS = ("pod", "job", "kueue-job", "volcano-job")
+KUEUE_QUEUE = "kueue.x-k8s.io/queue-name"
+
+
+def resources(resource: Resource) -> dict[str, dict[str, str]]:
+    """``{"requests", "limits"}`` of the workload container (extended resources: limit = request)."""
+    requests = {k: str(v) for k, v in resource.requests.items()}
+    limits = {k: str(v) for k, v in resource.limits.items()}
+    for name, value in requests.items():
+        if name not in BASIC and not name.startswith("hugepages-"):
+            limits.setdefault(name, value)
+    return {"requests": requests, "limits": limits}
+
+
+def pod_spec(
+    resource: Resource,
+    image: str,
+    *,
+    restart: str = "Always",
+    scheduler: str | None = None,
+    pull_policy: str | None = None,
+) -> dict[str, Any]:
+    """The PodSpec (JSON dict) of the resource × image workload."""
+    container: dict[str, Any] = {
+        "name": "workload",
+        "image": image,
+        "command": KEEP_ALIVE,
+        "resources": resources(resource),
+    }
+    if pull_policy:
+        container["imagePullPolicy"] = pull_policy
+    spec: dict[str, Any] = {
+        "containers": [container],
+        "restartPolicy": restart,
+        "terminationGracePeriodSeconds": 2,
+        "automountServiceAccountToken": False,
+    }
+    if resource.node_selector:
+        spec["nodeSelector"] = dict(resource.node_selector)
+    if resource.tolerations:
+        spec["tolerations"] = [dict(t) for t in resource.tolerations]
+    if resource.priority_class:
+        spec["priorityClassName"] = resource.priority_class
+    if scheduler:
+        spec["schedulerName"] = scheduler
+    return spec
+
+
+def manifest(
+    submit_as: str,
+    name: str,
+    namespace: str,
+    labels: dict[str, str],
+    resource: Resource,
+    image: str,
+    pull_policy: str | None = None,
+    notes: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """The object to create for ``submit_as`` (one of :data:`SUBMIT_AS`; ValueError otherwise);
+    ``notes`` become annotations of the object and of its pod template."""
+    meta: dict[str, Any] = {
+        "name": name,
+        "namespace": namespace,
+        "labels": dict(labels),
+        "annotations": dict(notes or {}),
+    }
+    if submit_as == "pod":
+        return {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": meta,
+            "spec": pod_spec(resource, image, pull_policy=pull_policy),
+        }
+    template = {
+        "metadata": {"labels": dict(labels), "annotations": dict(notes or {})},
+        "spec": pod_spec(
+            resource,
+            image,
+            restart="Never",
+            pull_policy=pull_policy,
+            scheduler="volcano" if submit_as == "volcano-job" else None,
+        ),
+    }
+    if submit_as in ("job", "kueue-job"):
+        spec: dict[str, Any] = {"backoffLimit": 0, "template": template, "ttlSecondsAfterFinished": 3600}
+        if submit_as == "kueue-job":
+            meta["labels"][KUEUE_QUEUE] = resource.queue or "default"
+            spec["suspend"] = True
+        return {"apiVersion": "batch/v1", "kind": "Job", "metadata": meta, "spec": spec}
+    if submit_as == "volcano-job":
+        return {
+            "apiVersion": "batch.volcano.sh/v1alpha1",
+            "kind": "Job",
+            "metadata": meta,
+            "spec": {
+                "schedulerName": "volcano",
+                "queue": resource.queue or "default",
+                "minAvailable": 1,
+                "maxRetry": 1,
+                "tasks": [{"name": "workload", "replicas": 1, "template": template}],
+            },
+        }
+    raise ValueError(f"target.submit_as {submit_as!r} is not one of {', '.join(SUBMIT_AS)}")
+
+
+def create(api: client.ApiClient, body: dict[str, Any]) -> None:
+    """Create ``body`` in its namespace. Raises ApiException (403 quota/RBAC, 404 missing CRD…)."""
+    ns = body["metadata"]["namespace"]
+    if body["kind"] == "Pod":
+        client.CoreV1Api(api).create_namespaced_pod(ns, body, _request_timeout=30)  # type: ignore[arg-type]
+    elif body["apiVersion"] == "batch/v1":
+        client.BatchV1Api(api).create_namespaced_job(ns, body, _request_timeout=30)  # type: ignore[arg-type]
+    else:
+        client.CustomObjectsApi(api).create_namespaced_custom_object(
+            "batch.volcano.sh", "v1alpha1", ns, "jobs", body, _request_timeout=30
+        )
+
+
+def scheduled(pods: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The first live pod with ``spec.nodeName`` set, else None."""
+    return next((p for p in pods if not p.get("deleted") and (p.get("spec") or {}).get("nodeName")), None)
+
+
+def unschedulable(pods: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The first live pod whose PodScheduled condition is False with reason Unschedulable, else None."""
+    for pod in pods:
+        for cond in (pod.get("status") or {}).get("conditions") or []:
+            if (
+                cond.get("type") == "PodScheduled"
+                and cond.get("status") == "False"
+                and cond.get("reason") == "Unschedulable"
+                and not pod.get("deleted")
+            ):
+                return pod
+    return None
+
+
+def events_for(api: client.ApiClient, namespace: str, name: str) -> list[dict[str, Any]]:
+    """Events of the object ``name`` in ``namespace`` (JSON dicts, oldest first); [] when unreadable."""
+    try:
+        resp: Any = client.CoreV1Api(api).list_namespaced_event(
+            namespace,
+            field_selector=f"involvedObject.name={name}",
+            _preload_content=False,
+            _request_timeout=30,
+        )
+    except Exception:  # noqa: BLE001 - events are best effort (RBAC may lack them; the pod status holds the verdict)
+        return []
+    items = json.loads(resp.data).get("items") or []
+    return sorted(items, key=lambda e: str(e.get("lastTimestamp") or e.get("eventTime") or ""))
+
+
+def queue_objects(api: client.ApiClient, namespace: str, owner_uid: str | None) -> list[dict[str, Any]]:
+    """Kueue Workloads and Volcano PodGroups owned by ``owner_uid`` (absent CRDs or RBAC: [])."""
+    out: list[dict[str, Any]] = []
+    custom = client.CustomObjectsApi(api)
+    for group, version, plural in (
+        ("kueue.x-k8s.io", "v1beta1", "workloads"),
+        ("scheduling.volcano.sh", "v1beta1", "podgroups"),
+    ):
+        try:
+            found: Any = custom.list_namespaced_custom_object(
+                group, version, namespace, plural, _request_timeout=30
+            )
+            items = found.get("items") or []
+        except Exception:  # noqa: BLE001, S112 - CRD not installed or not readable
+            continue
+        out += [
+            o
+            for o in items
+            if owner_uid is None
+            or any(r.get("uid") == owner_uid for r in o.get("metadata", {}).get("ownerReferences") or [])
+        ]
+    return out
+
+
+def explain_pending(
+    pods: list[dict[str, Any]],
+    events: list[dict[str, Any]],
+    queue: list[dict[str, Any]],
+    advertised: set[str] | None,
+) -> list[Reason]:
+    """Normalised reasons from pods, events (of the pods and the Job) and queue objects, deduplicated."""
+    out: list[Reason] = []
+    for source in [*queue, *[p for p in pods if not p.get("deleted")]]:
+        out += [r for r in explain(source, advertised=advertised) if r not in out]
+    # events repeat what the pod status says (kept verbatim in evidence); only new codes are added
+    for event in [e for e in events if e.get("type") == "Warning"]:
+        out += [
+            r
+            for r in explain(event, advertised=advertised)
+            if r.code not in {x.code for x in out} and not (r.code == "unknown" and out)
+        ]
+    return out
+
+
+def untolerated(taints: list[dict[str, Any]], tolerations: list[dict[str, Any]]) -> list[str]:
+    """``key=value:effect`` of each NoSchedule/NoExecute taint no toleration tolerates (core/v1 rules)."""
+
+    def tolerates(tol: dict[str, Any], taint: dict[str, Any]) -> bool:
+        if tol.get("effect") and tol["effect"] != taint.get("effect"):
+            return False
+        if tol.get("operator") == "Exists":
+            return not tol.get("key") or tol["key"] == taint.get("key")
+        return tol.get("key") == taint.get("key") and str(tol.get("value", "")) == str(taint.get("value", ""))
+
+    return [
+        f"{t['key']}{'=' + t['value'] if t.get('value') else ''}:{t.get('effect')}"
+        for t in taints
+        if t.get("effect") in ("NoSchedule", "NoExecute") and not any(tolerates(x, t) for x in tolerations)
+    ]
+
+
+def applies(reason: Reason, pool: list[dict[str, Any]], tolerations: list[dict[str, Any]]) -> bool:
+    """Could ``reason`` come from a node of ``pool`` (node facts of the nodes the selector picks)?
+    Other nodes' verdicts (their taints, their labels) say nothing about the pool."""
+    if reason.code == "node_selector_mismatch":
+        return not pool
+    if reason.code == "untolerated_taint":
+        return any(untolerated(f.get("taints") or [], tolerations) for f in pool)
+    if reason.code == "node_not_ready":
+        return any(f.get("ready") != "True" for f in pool)
+    return True
+
+
+def primary(
+    reasons: list[Reason],
+    pool: list[dict[str, Any]] | None = None,
+    tolerations: list[dict[str, Any]] | None = None,
+) -> Reason | None:
+    """The reason that decides: not a preemption verdict; with the selector's ``pool`` known, one that
+    can come from a pool node (see :func:`applies`); then most nodes."""
+    candidates = [r for r in reasons if not r.preemption] or list(reasons)
+    if pool is not None:
+        candidates = [r for r in candidates if applies(r, pool, tolerations or [])] or candidates
+    return max(candidates, key=lambda r: (r.code != "unknown", r.nodes or 0), default=None)
+
+
+def name_taints(
+    reasons: list[Reason], pool: list[dict[str, Any]], tolerations: list[dict[str, Any]]
+) -> list[Reason]:
+    """Fill ``taint`` of an ``untolerated_taint`` reason the scheduler left unnamed (1.34 says only
+    "had untolerated taint(s)") when the pool's nodes carry exactly one untolerated taint."""
+    from dataclasses import replace
+
+    found = sorted({t for f in pool for t in untolerated(f.get("taints") or [], tolerations)})
+    if len(found) != 1:
+        return reasons
+    return [
+        replace(r, taint=found[0], detail={**r.detail, "taint_from": "pool nodes"})
+        if r.code == "untolerated_taint" and not r.taint
+        else r
+        for r in reasons
+    ]

@@ -1,0 +1,195 @@
+"""Startup of the resource × image workload pod: wait until its container runs, or say why not.
+
+Startup waits (on the pod watch) until the workload container runs, or a container state says it
+will not: waiting ``ErrImagePull``/``ImagePullBackOff``/``InvalidImageName``/
+``CreateContainerConfigError``/``CreateContainerError``/``RunContainerError``/``CrashLoopBackOff``,
+terminated (``OOMKilled``, exit codes), or a kubelet rejection (pod ``Failed``). Reasons are
+normalised by :func:`pytest_hetero.pending.explain`; the pod status, its events and logs are kept.
+Then the device-initialisation payload runs through ``pods/exec`` (:mod:`kube_payload`).
+
+On a KWOK-simulated node (annotation ``kwok.x-k8s.io/node: fake``) container states come from KWOK
+stages, no image is pulled, and exec runs on the KWOK host, not in the image: evidence says so in
+``startup.simulation`` and every exec record carries ``simulated: true``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from kubernetes import client
+
+from pytest_hetero.backends.kubernetes import client as kc
+from pytest_hetero.backends.kubernetes import nodes as kube_node
+from pytest_hetero.backends.kubernetes import payload as kube_payload
+from pytest_hetero.backends.kubernetes import scheduling as ks
+from pytest_hetero.layers.base import LayerContext, LayerFailed
+from pytest_hetero.layers.startup import verify_inputs
+from pytest_hetero.pending import summarise
+
+if TYPE_CHECKING:
+    from pytest_hetero.backends.kubernetes.engine import KubernetesBackend
+
+STUCK = frozenset(
+    {
+        "ErrImagePull",
+        "ImagePullBackOff",
+        "InvalidImageName",
+        "CreateContainerConfigError",
+        "CreateContainerError",
+        "RunContainerError",
+        "CrashLoopBackOff",
+        "ErrImageNeverPull",
+    }
+)
+"""Waiting reasons after which the container will not start by itself."""
+
+
+def verdict(pods: list[dict[str, Any]]) -> tuple[str, dict[str, Any]] | None:
+    """``("running", pod)``, ``("failed", pod)`` or None (still starting) for the workload's pods."""
+    for pod in pods:
+        if pod.get("deleted"):
+            continue
+        status = pod.get("status") or {}
+        statuses = status.get("containerStatuses") or []
+        if status.get("phase") in ("Failed", "Succeeded"):
+            return "failed", pod
+        for entry in statuses:
+            state = entry.get("state") or {}
+            if (state.get("waiting") or {}).get("reason") in STUCK or "terminated" in state:
+                return "failed", pod
+        if (
+            status.get("phase") == "Running"
+            and statuses
+            and all("running" in (e.get("state") or {}) for e in statuses)
+        ):
+            return "running", pod
+    return None
+
+
+def image_identity(pod: dict[str, Any]) -> dict[str, Any]:
+    """``{"image", "image_id", "digest"}`` of the workload container as the node reports it."""
+    entry: dict[str, Any] = next(iter((pod.get("status") or {}).get("containerStatuses") or []), {})
+    image_id = str(entry.get("imageID") or "")
+    return {
+        "image": entry.get("image"),
+        "image_id": image_id or None,
+        "digest": image_id.split("@", 1)[1] if "@" in image_id else (image_id or None),
+    }
+
+
+def read_logs(core: client.CoreV1Api, namespace: str, pod: str, previous: bool = False) -> str:
+    """Container log text, or a line saying why there is none (never raises)."""
+    try:
+        return str(
+            core.read_namespaced_pod_log(
+                pod, namespace, container="workload", previous=previous, tail_lines=2000, _request_timeout=30
+            )
+        )
+    except Exception as exc:  # noqa: BLE001 - logs are evidence, not a verdict
+        return f"(logs unavailable: {getattr(exc, 'status', '')} {getattr(exc, 'reason', exc)})"
+
+
+def start(backend: KubernetesBackend, ctx: LayerContext) -> None:
+    """Wait until the item's workload container runs (placing it first when no scheduling item did);
+    record ``startup.pod`` (image digest as the node reports it), ``startup.simulation`` on a KWOK
+    node, the container log; run the device payload (:func:`kube_payload.device_init`).
+
+    Raises LayerBroken ``node_not_ready`` (:func:`kube_node.ensure_ready`) when the pod's node is not
+    Ready. Raises LayerFailed: the first normalised reason's code and owner when the pod will not start
+    (``container_exited``/``startup_timeout``, platform, when nothing explains it),
+    ``image_digest_mismatch`` (the target's ``image_owner``) when the running digest differs from the
+    matrix's, the payload's failures; a refused payload exec translated by
+    :func:`kube_client.api_outcome`.
+    """
+    verify_inputs(ctx)
+    key = (ctx.resource.name, ctx.image.name)
+    workload = backend.workloads.get(key)
+    if workload is None or "pod" not in workload:
+        ctx.record("startup.note", message="no placed workload from a scheduling item; submitted here")
+        backend.pods()
+        backend.place(ctx, ctx.timeout_s)
+        workload = backend.workloads[key]
+    found = backend.pods().wait(workload["probe"], verdict, ctx.timeout_s)
+    pods = backend.pods().by_key(workload["probe"])
+    pod = found[1] if found else (pods[-1] if pods else {"metadata": {"name": workload.get("pod", "")}})
+    name = str(pod["metadata"]["name"])
+    node = backend.nodes.get((pod.get("spec") or {}).get("nodeName", ""), {})
+    simulated = bool(node.get("simulated"))
+    ident = image_identity(pod)
+    if ident["digest"]:
+        backend.digests[ctx.image.name] = ident["digest"]
+    ctx.record(
+        "startup.pod",
+        pod=name,
+        node=node.get("name"),
+        phase=(pod.get("status") or {}).get("phase"),
+        container_statuses=(pod.get("status") or {}).get("containerStatuses"),
+        **ident,
+        declared_digest=ctx.image.digest,
+    )
+    if simulated:
+        ctx.record(
+            "startup.simulation",
+            node=node.get("name"),
+            simulated=[
+                "container state (KWOK stage)",
+                "image pull (none)",
+                "exec (runs on the KWOK host, not in the image)",
+            ],
+            real=["apiserver admission", "scheduler placement", "pod status/events", "exec/log API path"],
+        )
+    kube_node.ensure_ready(backend, ctx, workload, (pod.get("spec") or {}).get("nodeName", ""))
+    if found is None or found[0] == "failed":
+        startup_failed(backend, ctx, pod, found is None)
+    declared = ctx.image.digest
+    if declared and (ident["digest"] or "").split(":")[-1] != declared.split(":")[-1]:
+        raise LayerFailed(
+            f"image {ctx.image.reference} runs as {ident['digest'] or 'an unreported digest'}, the "
+            f"matrix declares sha256:{declared.split(':')[-1]}",
+            "image_digest_mismatch",
+            backend.image_owner,
+        )
+    try:
+        kube_payload.device_init(ctx, backend.core, backend.namespace, name, node, backend.image_owner)
+    except LayerFailed:
+        raise
+    except Exception as exc:  # noqa: BLE001 - translated
+        raise kc.api_outcome(exc, f"exec the device payload in pod {name}") from None
+    ctx.artifact("container.log", read_logs(backend.core, backend.namespace, name))
+
+
+def startup_failed(
+    backend: KubernetesBackend, ctx: LayerContext, pod: dict[str, Any], timed_out: bool
+) -> None:
+    """Record ``startup.failed`` for ``pod`` (JSON dict: reasons, events, the container log) and raise
+    LayerFailed with the first reason's code and owner (``container_exited``/``startup_timeout``,
+    platform, when no reason explains it). Never returns.
+    """
+    name = pod["metadata"]["name"]
+    events = ks.events_for(backend.api, backend.namespace, name)
+    reasons = ks.explain_pending([pod], events, [], None)
+    restarted = any(e.get("restartCount") for e in (pod.get("status") or {}).get("containerStatuses") or [])
+    ctx.artifact("container.log", read_logs(backend.core, backend.namespace, name, previous=restarted))
+    ctx.record(
+        "startup.failed",
+        pod=name,
+        timed_out=timed_out,
+        reasons=[r.to_dict() for r in reasons],
+        events=[{k: e.get(k) for k in ("type", "reason", "message", "count")} for e in events],
+    )
+    phase = (pod.get("status") or {}).get("phase")
+    if not reasons and phase in ("Succeeded", "Failed"):
+        raise LayerFailed(
+            f"pod {name} ended ({phase}) instead of idling for the layers after it (a Job's pod "
+            "completed? on KWOK the pod-complete stage ends Job pods at once)",
+            "container_exited",
+            "platform",
+        )
+    if not reasons:
+        raise LayerFailed(
+            f"pod {name} not running after {ctx.timeout_s:g} s (phase {phase})",
+            "startup_timeout",
+            "platform",
+        )
+    first = reasons[0]
+    raise LayerFailed(f"pod {name} did not start: {summarise(reasons)}", first.code, first.owner)

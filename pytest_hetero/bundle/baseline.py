@@ -1,0 +1,293 @@
+"""Compare two evidence bundles: status transitions, target fingerprint and metric changes, the gate.
+
+Items are matched by matrix name and the node id below the matrix file, so a baseline run from
+another folder still lines up. Transitions (``FAILING`` = failed, error, blocked; ``TESTED`` =
+passed, failed, error):
+
+- ``regression``: passed → failing; ``new_failure``: absent or untested → failing;
+- ``still_failing``: failing → failing; ``fixed``: failing → passed;
+- ``newly_untested``: tested → untested (or absent); ``newly_covered``: untested or absent → passed.
+
+Gate policies (``--hetero-fail-on``): ``any-failure`` (pytest's own status), ``regression``
+(fails on regression or new_failure only, so failures already failing in the baseline do not fail
+the gate), ``untested-growth`` (regression, plus any newly_untested item).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_hetero.errors import BundleError, HeteroError
+from pytest_hetero.pytest_plugin.selection import matrices_in_args, usage_error
+from pytest_hetero.pytest_plugin.stash import PLANS, SETTINGS
+from pytest_hetero.bundle.verify import load_evidence, trusted_keys
+
+FAILING = frozenset({"failed", "error", "blocked"})
+TESTED = frozenset({"passed", "failed", "error"})
+POLICIES = ("any-failure", "regression", "untested-growth")
+TRANSITIONS = ("regression", "new_failure", "still_failing", "fixed", "newly_untested", "newly_covered")
+DEFAULT_TOLERANCE = 0.05
+"""Relative change (5 %) beyond which an observed metric value is reported as changed."""
+
+
+def matrix_names(evidence: dict[str, Any]) -> set[str]:
+    """Names of the matrices a bundle covers."""
+    return {m["name"] for m in evidence.get("matrices", [])}
+
+
+def status_map(evidence: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """``matrix name::id below the file`` → the reported item or untested entry (reported wins)."""
+    names = {m["prefix"]: m["name"] for m in evidence.get("matrices", [])}
+    out: dict[str, dict[str, Any]] = {}
+    for source in (evidence.get("untested", {}).get("items", []), evidence.get("items", [])):
+        for entry in source:
+            prefix, _, rest = entry["nodeid"].partition("::")
+            out[f"{names.get(prefix, prefix)}::{rest}"] = entry
+    return out
+
+
+def _flatten(value: Any, path: str, out: dict[str, Any]) -> None:
+    if isinstance(value, dict):
+        for k, v in value.items():
+            _flatten(v, f"{path}.{k}" if path else str(k), out)
+    else:
+        out[path] = sorted(map(str, value)) if isinstance(value, list) else value
+
+
+def target_changes(old: list[dict[str, Any]], new: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Fields of the target fingerprints (per backend) that differ: driver/runtime versions,
+    image digests, node set (``added``/``removed``), allocatable. Returns ``[{"backend",
+    "field", "old", "new"}]`` (plus ``added``/``removed`` for lists), sorted."""
+    def by_backend(prints: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        out: dict[str, dict[str, Any]] = {}
+        for fp in prints:
+            _flatten(fp, "", out.setdefault(str(fp.get("backend", "?")), {}))
+        return out
+
+    a, b = by_backend(old), by_backend(new)
+    changes = []
+    for backend in sorted(set(a) | set(b)):
+        fa, fb = a.get(backend, {}), b.get(backend, {})
+        for key in sorted(set(fa) | set(fb)):
+            if fa.get(key) != fb.get(key):
+                entry = {"backend": backend, "field": key, "old": fa.get(key), "new": fb.get(key)}
+                if isinstance(fa.get(key), list) or isinstance(fb.get(key), list):
+                    entry["added"] = sorted(set(fb.get(key) or []) - set(fa.get(key) or []))
+                    entry["removed"] = sorted(set(fa.get(key) or []) - set(fb.get(key) or []))
+                changes.append(entry)
+    return changes
+
+
+def _observed(entry: dict[str, Any]) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for record in entry.get("records") or []:
+        if record.get("kind") == "business.rules":
+            for result in record.get("data", {}).get("results", []):
+                value = result.get("observed")
+                if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+                    out[str(result.get("name"))] = float(value)
+    return out
+
+
+def metric_changes(old: dict[str, dict[str, Any]], new: dict[str, dict[str, Any]],
+                   tolerance: float) -> list[dict[str, Any]]:
+    """Observed values of ``business.rules`` results (accuracy, latency…) that moved by more than
+    ``tolerance`` relative to the baseline value. Returns ``[{"item", "rule", "old", "new",
+    "relative_change"}]`` sorted by item then rule."""
+    out = []
+    for key in sorted(k for k, e in new.items() if e.get("layer") == "business" and k in old):
+        a, b = _observed(old[key]), _observed(new[key])
+        for rule in sorted(set(a) & set(b)):
+            scale = max(abs(a[rule]), 1e-12)
+            rel = (b[rule] - a[rule]) / scale
+            if abs(rel) > tolerance:
+                out.append({"item": key, "rule": rule, "old": a[rule], "new": b[rule],
+                            "relative_change": round(rel, 6)})
+    return out
+
+
+def classify(old: str | None, new: str | None) -> str | None:
+    """The transition name from status ``old`` to ``new`` (None = absent), or None for no change."""
+    if new in FAILING:
+        if old == "passed":
+            return "regression"
+        return "still_failing" if old in FAILING else "new_failure"
+    if new == "passed":
+        if old in FAILING:
+            return "fixed"
+        return None if old == "passed" else "newly_covered"
+    if old in TESTED and old != "blocked":
+        return "newly_untested"
+    return None
+
+
+def diff_evidence(old: dict[str, Any], new: dict[str, Any], *, tolerance: float = DEFAULT_TOLERANCE,
+                  policy: str = "regression") -> dict[str, Any]:
+    """The ``baseline_diff`` section: ``{"baseline": {run, matrices}, "transitions": {name:
+    [{"item", "old", "new"}]}, "counts": {name: n}, "target_changes": [...], "metric_changes":
+    [...], "tolerance", "gate": {"policy", "failed", "reasons"}}``. Raises BundleError when the
+    two bundles share no matrix (a baseline of another matrix)."""
+    if not matrix_names(old) & matrix_names(new):
+        raise BundleError(f"baseline covers matrix {', '.join(sorted(matrix_names(old))) or 'none'}, this run "
+                          f"covers {', '.join(sorted(matrix_names(new))) or 'none'}",
+                          hint="compare runs of the same matrix (metadata.name)")
+    a, b = status_map(old), status_map(new)
+    transitions: dict[str, list[dict[str, Any]]] = {name: [] for name in TRANSITIONS}
+    old_status = {k: e["status"] for k, e in a.items()}
+    for key, entry in b.items():  # unsorted walk; only the (few) transitions are sorted
+        sa, sb = old_status.pop(key, None), entry["status"]
+        if sa != sb or sb in FAILING:
+            name = classify(sa, sb)
+            if name:
+                transitions[name].append({"item": key, "old": sa or "absent", "new": sb})
+    for key, sa in old_status.items():
+        name = classify(sa, None)
+        if name:
+            transitions[name].append({"item": key, "old": sa, "new": "absent"})
+    for entries in transitions.values():
+        entries.sort(key=lambda e: e["item"])
+    diff = {
+        "baseline": {"run": old.get("run", {}).get("id"), "matrices": sorted(matrix_names(old))},
+        "transitions": transitions,
+        "counts": {name: len(v) for name, v in transitions.items()},
+        "target_changes": target_changes(old.get("target", []), new.get("target", [])),
+        "metric_changes": metric_changes(a, b, tolerance),
+        "tolerance": tolerance,
+    }
+    diff["gate"] = gate(diff, policy, new)
+    return diff
+
+
+def gate(diff: dict[str, Any], policy: str, new: dict[str, Any]) -> dict[str, Any]:
+    """``{"policy", "failed", "reasons"}`` for ``policy`` (one of :data:`POLICIES`)."""
+    counts = diff["counts"]
+    reasons = []
+    if policy == "any-failure":
+        bad = new.get("summary", {}).get("totals", {})
+        n = bad.get("failed", 0) + bad.get("error", 0)
+        if n:
+            reasons.append(f"{n} item(s) failed or errored")
+    else:
+        for name in ("regression", "new_failure"):
+            if counts[name]:
+                reasons.append(f"{counts[name]} {name.replace('_', ' ')}(s)")
+        if policy == "untested-growth" and counts["newly_untested"]:
+            reasons.append(f"{counts['newly_untested']} item(s) newly untested")
+    return {"policy": policy, "failed": bool(reasons), "reasons": reasons}
+
+
+def diff_lines(diff: dict[str, Any], limit: int = 20) -> list[str]:
+    """Human-readable lines of a ``baseline_diff`` section (terminal, ``hetero diff``)."""
+    g = diff["gate"]
+    lines = [f"baseline {diff['baseline']['run']}: " + ", ".join(
+        f"{n} {k.replace('_', ' ')}" for k, n in diff["counts"].items() if n) or "no status changes"]
+    if diff.get("verification"):
+        lines[0] += f" (baseline {diff['verification']})"
+    for name in TRANSITIONS:
+        if name == "still_failing":
+            continue
+        for entry in diff["transitions"][name][:limit]:
+            lines.append(f"  {name:<14} {entry['item']}  ({entry['old']} → {entry['new']})")
+    for c in diff["target_changes"][:limit]:
+        lines.append(f"  target {c['backend']}.{c['field']}: {c['old']} → {c['new']}")
+    for m in diff["metric_changes"][:limit]:
+        lines.append(f"  metric {m['item']} {m['rule']}: {m['old']:g} → {m['new']:g} "
+                     f"({m['relative_change']:+.1%})")
+    verdict = "FAIL" if g["failed"] else "PASS"
+    lines.append(f"gate (fail-on {g['policy']}): {verdict}" + (f": {'; '.join(g['reasons'])}" if g["reasons"] else ""))
+    return lines
+
+
+def rewrite_evidence(bundle_dir: Path, evidence: dict[str, Any]) -> None:
+    """Write ``evidence`` back to ``bundle_dir/evidence.json`` atomically (same format as assembly)."""
+    tmp = bundle_dir / "evidence.json.tmp"
+    tmp.write_text(json.dumps(evidence, indent=1, sort_keys=True), encoding="utf-8")
+    tmp.replace(bundle_dir / "evidence.json")
+
+
+_BASELINE = pytest.StashKey[tuple[dict[str, Any], str]]()
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Check ``--hetero-fail-on`` and load and verify ``--hetero-baseline`` before collection."""
+    config = session.config
+    settings = config.stash[SETTINGS]
+    if settings.fail_on not in POLICIES:
+        raise pytest.UsageError(f"--hetero-fail-on {settings.fail_on!r}: use one of {', '.join(POLICIES)}")
+    if settings.fail_on != "any-failure" and settings.baseline is None:
+        raise pytest.UsageError(f"--hetero-fail-on {settings.fail_on} compares with a baseline: "
+                                "add --hetero-baseline BUNDLE")
+    if settings.baseline is not None:
+        try:
+            config.stash[_BASELINE] = load_evidence(settings.baseline, allow_unsigned=settings.allow_unsigned,
+                                                    keys=trusted_keys(private=settings.sign_key))
+        except HeteroError as exc:
+            raise usage_error(exc) from None
+        _check_matrix(config, config.stash[_BASELINE][0], {m.name for _, m, _ in matrices_in_args(config)})
+
+
+def _check_matrix(config: pytest.Config, baseline: dict[str, Any], names: set[str]) -> None:
+    if names and not names & matrix_names(baseline):
+        raise pytest.UsageError(
+            f"--hetero-baseline covers matrix {', '.join(sorted(matrix_names(baseline)))}, "
+            f"this run collects {', '.join(sorted(names))}\n  hint: compare runs of the same matrix")
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Backstop for matrices only known after collection: a baseline of another matrix is a usage error."""
+    baseline = session.config.stash.get(_BASELINE, None)
+    if baseline is not None:
+        _check_matrix(session.config, baseline[0],
+                      {m.name for m, _ in session.config.stash.get(PLANS, {}).values()})
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_hetero_write_reports(evidence: dict[str, Any], bundle_dir: Path, settings: Any) -> None:
+    """Add the ``baseline_diff`` section to evidence.json before any writer renders it."""
+    if settings.baseline is None:
+        return
+    try:
+        old, verification = load_evidence(settings.baseline, allow_unsigned=settings.allow_unsigned,
+                                          keys=trusted_keys(private=settings.sign_key))
+        diff = diff_evidence(old, evidence, policy=settings.fail_on)
+    except HeteroError as exc:
+        diff = {"error": exc.render(), "gate": {"policy": settings.fail_on, "failed": True,
+                                                 "reasons": [exc.message]}}
+        verification = "error"
+    diff["verification"] = verification
+    evidence["baseline_diff"] = diff
+    rewrite_evidence(bundle_dir, evidence)
+    settings.extra["baseline_diff"] = diff
+
+
+def _diff_of(config: pytest.Config) -> dict[str, Any] | None:
+    settings = config.stash.get(SETTINGS, None)
+    diff = settings.extra.get("baseline_diff") if settings is not None else None
+    return diff if isinstance(diff, dict) else None
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Make pytest's exit status follow the gate policy (only when tests ran: 0 or 1)."""
+    diff = _diff_of(session.config)
+    if diff is None or session.exitstatus not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
+        return
+    if diff["gate"]["policy"] != "any-failure" or diff["gate"]["failed"]:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED if diff["gate"]["failed"] else pytest.ExitCode.OK
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    """The baseline comparison and the gate verdict, under the evidence summary."""
+    diff = _diff_of(config)
+    if diff is None:
+        return
+    terminalreporter.write_sep("-", "baseline comparison")
+    for line in ([diff["error"]] if "error" in diff else diff_lines(diff)):
+        terminalreporter.write_line(line)

@@ -1,0 +1,159 @@
+"""Merge the bundles of a sharded run (``--hetero-shard K/N``) into one bundle.
+
+Checks, before writing anything: every bundle verifies (or is accepted unsigned on request);
+all come from the same matrix digests; no item was run by two bundles (overlap); and every
+planned item was run by some bundle unless all bundles left it out for a reason other than
+sharding (coverage). The merged bundle is rebuilt the way a run builds its own: a new journal
+(run, matrix, item, deselected, target, end lines) assembled by
+:func:`pytest_hetero.evidence.recorder.assemble`, so untested scope is computed over the whole
+matrix. Artifacts are copied; renderings, manifest and statement are written as a run writes
+them, signed when a key is given (else visibly unsigned).
+"""
+
+from __future__ import annotations
+
+import filecmp
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+from pytest_hetero.bundle.baseline import rewrite_evidence
+from pytest_hetero.errors import BundleError, Location
+from pytest_hetero.evidence.model import utc_now
+from pytest_hetero.evidence.recorder import JOURNAL, assemble, read_journal
+from pytest_hetero.matrix.selection import SHARD_REASON
+from pytest_hetero.bundle.verify import load_evidence
+
+ARTIFACTS = "artifacts"
+
+
+def _matrix_lines(bundle: Path, evidence: dict[str, Any]) -> list[dict[str, Any]]:
+    try:
+        lines = [e for e in read_journal(bundle) if e["type"] == "matrix"]
+    except BundleError:
+        lines = []
+    if lines:
+        return lines
+    per_image = any(i["layer"] == "scheduling" and "image" in i["keys"] for i in evidence["items"])
+    return [{"type": "matrix", **m, "scheduling_per_image": per_image} for m in evidence["matrices"]]
+
+
+def check_shards(evidences: list[tuple[Path, dict[str, Any]]]) -> dict[str, str]:
+    """Check digests, overlap and coverage; return nodeid → reason for items no bundle ran
+    (to journal as deselected). Raises BundleError naming the offending bundles/items."""
+    digests = {p: sorted((m["name"], m["sha256"]) for m in ev["matrices"]) for p, ev in evidences}
+    first_path, first = next(iter(digests.items()))
+    for path, digest in digests.items():
+        if digest != first:
+            raise BundleError(f"{path} was run from matrix {digest}, {first_path} from {first}",
+                              Location(str(path)), "merge shards of one run of the same matrix version")
+    shards = [ev.get("selection", {}).get("shard") for _, ev in evidences]
+    named = [s for s in shards if s]
+    if len(set(named)) != len(named):
+        raise BundleError(f"the same shard appears twice: {', '.join(sorted(named))}",
+                          hint="pass each shard's bundle once")
+    ran: dict[str, Path] = {}
+    for path, ev in evidences:
+        for item in ev["items"]:
+            if item["nodeid"] in ran:
+                raise BundleError(f"item {item['nodeid']} was run by both {ran[item['nodeid']]} and {path}",
+                                  hint="shards overlap: were they run with the same --hetero-shard N "
+                                       "and selection options?")
+            ran[item["nodeid"]] = path
+    left: dict[str, list[str]] = {}
+    for _, ev in evidences:
+        for entry in ev["untested"]["items"]:
+            if entry["nodeid"] not in ran and entry["status"] == "deselected":
+                left.setdefault(entry["nodeid"], []).append(entry["reason"])
+    gaps = sorted(n for n, reasons in left.items() if all(r.startswith(SHARD_REASON) for r in reasons))
+    if gaps:
+        missing = sorted({r.split(": runs in shard ")[-1].rstrip(")") for n in gaps for r in left[n]
+                          if ": runs in shard " in r} - set(named))
+        raise BundleError(f"{len(gaps)} planned item(s) were run by no bundle, e.g. {gaps[0]}",
+                          hint=f"add the bundle of shard {', '.join(missing)}" if missing
+                          else "merge every shard of the run")
+    return {n: next(r for r in reasons if not r.startswith(SHARD_REASON)) for n, reasons in left.items()}
+
+
+def _copy_artifacts(src: Path, out: Path) -> None:
+    for path in sorted((src / ARTIFACTS).rglob("*")):
+        rel = path.relative_to(src)
+        if not path.is_file() or path.is_symlink():
+            continue
+        dest = out / rel
+        if dest.exists():
+            if not filecmp.cmp(path, dest, shallow=False):
+                raise BundleError(f"artifact {rel} differs between shards", Location(str(path)))
+            continue
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(path, dest)
+
+
+def merge_bundles(bundles: list[Path], out: Path, *, allow_unsigned: bool = False, keys: list[Any] | None = None,
+                  sign_key: Path | None = None, matrix: Path | None = None) -> dict[str, Any]:
+    """Merge shard ``bundles`` (folders) into the new folder ``out``; return its evidence.
+
+    ``matrix`` overrides the recorded matrix path (the merge job's checkout) and must have the
+    same sha256. Raises BundleError for any failed check, an existing non-empty ``out``, or a
+    signing failure; nothing is written before every check passed.
+    """
+    if not bundles:
+        raise BundleError("no bundles to merge", hint="hetero merge BUNDLE… -o OUT")
+    loaded = [(Path(b), *load_evidence(Path(b), allow_unsigned=allow_unsigned, keys=keys)) for b in bundles]
+    evidences = [(p, ev) for p, ev, _ in loaded]
+    deselected = check_shards(evidences)
+    matrices = _matrix_lines(*evidences[0])
+    if matrix is None:
+        copy = evidences[0][0] / "inputs" / f"{matrices[0]['name']}.matrix.yaml"
+        matrix = copy if not Path(matrices[0]["path"]).is_file() and copy.is_file() else None
+    if matrix is not None:
+        from pytest_hetero.bundle.manifest import sha256_file
+
+        digest, _ = sha256_file(matrix)
+        for line in matrices:
+            if line["sha256"] == digest:
+                line["path"] = str(matrix.resolve())
+        if not any(line["sha256"] == digest for line in matrices):
+            raise BundleError(f"{matrix} (sha256 {digest[:12]}…) is not the matrix the shards ran",
+                              Location(str(matrix)))
+    if out.exists() and any(out.iterdir()):
+        raise BundleError(f"{out} exists and is not empty", Location(str(out)), "choose a new folder")
+    out.mkdir(parents=True, exist_ok=True)
+    runs = [ev["run"] for _, ev in evidences]
+    run = {**{k: v for k, v in runs[0].items() if k not in ("finished_at", "exit_status", "interrupted")},
+           "type": "run", "id": out.name, "started_at": min(r.get("started_at") or "" for r in runs),
+           "merged_from": [r.get("id") for r in runs]}
+    lines: list[dict[str, Any]] = [run, *matrices]
+    lines += [{"type": "item", "evidence": i} for _, ev in evidences for i in ev["items"]]
+    lines += [{"type": "deselected", "nodeid": n, "reason": r} for n, r in sorted(deselected.items())]
+    seen: set[str] = set()
+    for _, ev in evidences:
+        for fp in ev.get("target", []):
+            key = json.dumps(fp, sort_keys=True)
+            if key not in seen:
+                seen.add(key)
+                lines.append({"type": "target", "fingerprint": fp})
+        lines += [{"type": "collect_error", **e} for e in ev.get("errors", [])]
+    statuses = [r.get("exit_status") or 0 for r in runs]
+    lines.append({"type": "end", "at": max(r.get("finished_at") or utc_now() for r in runs),
+                  "exit_status": max(statuses), "interrupted": any(r.get("interrupted") for r in runs)})
+    (out / JOURNAL).write_text("".join(json.dumps(e, sort_keys=True) + "\n" for e in lines), encoding="utf-8")
+    for path, _ in evidences:
+        _copy_artifacts(path, out)
+    evidence = assemble(out)
+    evidence["merge"] = {"bundles": [{"path": str(p), "run": ev["run"].get("id"), "verification": v,
+                                      "shard": ev.get("selection", {}).get("shard")} for p, ev, v in loaded]}
+    first_sel = evidences[0][1].get("selection")
+    if first_sel:
+        evidence["selection"] = {**first_sel, "shard": None}
+    rewrite_evidence(out, evidence)
+    _sign(out, evidence, sign_key)
+    return evidence
+
+
+def _sign(out: Path, evidence: dict[str, Any], key: Path | None) -> None:
+    from pytest_hetero.reporting.writers import finish_bundle, write_renderings
+
+    write_renderings(evidence, out, key)
+    finish_bundle(evidence, out, key)

@@ -1,0 +1,290 @@
+"""Ed25519 keys, the in-toto Statement over a bundle, and its DSSE envelope.
+
+Formats:
+
+* **in-toto Statement v1** (``_type`` ``https://in-toto.io/Statement/v1``): ``subject`` is the
+  bundle's ``manifest.json`` and each matrix file copied into ``inputs/``, each as
+  ``{"name": bundle-relative path, "digest": {"sha256": hex}}``; ``predicateType`` is
+  :data:`PREDICATE_TYPE` (this project's URI, versioned ``/v1``); ``predicate`` is built by
+  :func:`build_predicate`.
+* **DSSE v1 envelope** ``{"payloadType": "application/vnd.in-toto+json", "payload": base64,
+  "signatures": [{"keyid", "sig"}]}``. Each ``sig`` is Ed25519 over the pre-authentication
+  encoding ``PAE(type, body) = "DSSEv1" SP LEN(type) SP type SP LEN(body) SP body`` (LEN as ASCII
+  decimal byte counts), so any DSSE verifier checks it. A team sign-off adds a signature entry
+  whose extra fields ``signoff`` (role, layers, signed_at, keyid, statement_sha256) and
+  ``signoff_sig`` (Ed25519 over ``PAE(SIGNOFF_TYPE, canonical JSON of signoff)``) bind the claim
+  to the same key; DSSE verifiers ignore the extra fields.
+* **Keys**: PEM, PKCS#8 private (unencrypted, file mode 0600) and SubjectPublicKeyInfo public.
+  ``keyid`` is the hex sha256 of the public key's DER SubjectPublicKeyInfo.
+
+The envelope is written as one line of ``attestation.intoto.jsonl`` (the in-toto bundle
+convention), and the bare statement as ``statement.intoto.json`` for reading.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import stat
+from pathlib import Path
+from typing import Any
+
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+
+from pytest_hetero import LAYERS, __version__
+from pytest_hetero.bundle.manifest import ATTESTATION, STATEMENT
+from pytest_hetero.errors import BundleError, Location
+from pytest_hetero.evidence.model import STATUSES, utc_now
+
+STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
+PAYLOAD_TYPE = "application/vnd.in-toto+json"
+PREDICATE_PREFIX = "https://pytest-hetero.dev/attestation/evidence-bundle/"
+PREDICATE_VERSIONS: tuple[str, ...] = ("v1",)
+PREDICATE_TYPE = PREDICATE_PREFIX + PREDICATE_VERSIONS[-1]
+"""The predicateType URI this version writes; verify accepts every version in PREDICATE_VERSIONS."""
+SIGNOFF_TYPE = "application/vnd.pytest-hetero.signoff+json"
+
+
+class SigningKeyError(BundleError):
+    """A key file is missing, unreadable, not Ed25519, or a private key readable by others."""
+
+
+def keyid(public_key: Ed25519PublicKey) -> str:
+    """Hex sha256 of the DER SubjectPublicKeyInfo of ``public_key`` (64 hex chars)."""
+    der = public_key.public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
+    return hashlib.sha256(der).hexdigest()
+
+
+def pae(payload_type: str, payload: bytes) -> bytes:
+    """DSSE v1 pre-authentication encoding of ``payload`` (bytes) under ``payload_type``."""
+    kind = payload_type.encode("utf-8")
+    return b"DSSEv1 %d %s %d %s" % (len(kind), kind, len(payload), payload)
+
+
+def generate_keypair(private_path: Path, public_path: Path) -> str:
+    """Create a new Ed25519 pair: private PEM at ``private_path`` (mode 0600, created exclusively),
+    public PEM at ``public_path``. Returns the keyid. Raises SigningKeyError if either exists."""
+    for path in (private_path, public_path):
+        if path.exists():
+            raise SigningKeyError("refusing to overwrite an existing key file", Location(str(path)),
+                                  "choose another path or remove the old key first")
+    key = Ed25519PrivateKey.generate()
+    pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                            serialization.NoEncryption())
+    fd = os.open(private_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(pem)
+    os.chmod(private_path, 0o600)  # umask cannot widen it, but an odd umask could narrow the owner bits
+    public = key.public_key()
+    public_path.write_bytes(public.public_bytes(serialization.Encoding.PEM,
+                                                serialization.PublicFormat.SubjectPublicKeyInfo))
+    return keyid(public)
+
+
+def load_private_key(path: Path) -> Ed25519PrivateKey:
+    """Load an Ed25519 private key PEM. Raises SigningKeyError when the file is missing, readable
+    or writable by group/others (``chmod 600`` fixes it), or not an unencrypted Ed25519 key.
+    The key's content never appears in a message."""
+    try:
+        mode = path.stat().st_mode
+        data = path.read_bytes()
+    except OSError as exc:
+        raise SigningKeyError(f"cannot read private key: {exc.strerror}", Location(str(path)),
+                              "create one with: hetero keygen KEY") from None
+    try:
+        key = serialization.load_pem_private_key(data, password=None)
+    except (ValueError, TypeError):
+        key = None
+    if not isinstance(key, Ed25519PrivateKey):
+        what = "a public key, not a private key" if b"PUBLIC KEY" in data else \
+            "not an unencrypted Ed25519 private key in PEM"
+        raise SigningKeyError(what, Location(str(path)), "pass the private key file; create a pair with: "
+                              "hetero keygen KEY")
+    if os.name == "posix" and mode & (stat.S_IRWXG | stat.S_IRWXO):
+        raise SigningKeyError(f"private key file is accessible by group/others (mode {stat.S_IMODE(mode):04o})",
+                              Location(str(path)), f"run: chmod 600 {path}")
+    return key
+
+
+def load_public_key(path: Path) -> Ed25519PublicKey:
+    """Load an Ed25519 public key PEM (or derive it from a private key PEM). Raises SigningKeyError."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise SigningKeyError(f"cannot read public key: {exc.strerror}", Location(str(path))) from None
+    try:
+        key: Any = serialization.load_pem_public_key(data)
+    except ValueError:
+        try:
+            key = serialization.load_pem_private_key(data, password=None).public_key()
+        except (ValueError, TypeError):
+            key = None
+    if not isinstance(key, Ed25519PublicKey):
+        raise SigningKeyError("not an Ed25519 public key in PEM", Location(str(path)),
+                              "pass the .pub file written by hetero keygen")
+    return key
+
+
+def canonical(obj: Any) -> bytes:
+    """Deterministic JSON bytes: sorted keys, no spaces, UTF-8."""
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+
+
+def build_predicate(evidence: dict[str, Any], owners: dict[str, dict[str, str]],
+                    run_keyid: str | None) -> dict[str, Any]:
+    """The signed claim about a run, from the evidence.json document.
+
+    Shape: ``tool {name, version}``, ``run`` (id, times, exit status, interrupted, git commit),
+    ``matrices`` [{name, sha256}], ``owners`` {matrix: {layer: team}}, ``target`` (backend
+    fingerprints: backend, identity, nodes, versions, images), ``counts`` {layer: {status: n}}
+    with every status of STATUSES present, ``totals``, ``verdict``, ``untested`` (every untested
+    entry with status, reason and blocked_by; never-covered dimension values; counts by status),
+    ``does_not_prove`` {layer: text}, ``run_signer`` (keyid or null when unsigned).
+    """
+    summary = evidence["summary"]
+    counts = {layer: {s: int(summary["by_layer"].get(layer, {}).get(s, 0)) for s in STATUSES} for layer in LAYERS}
+    untested = evidence["untested"]
+    by_status: dict[str, int] = {}
+    for entry in untested["items"]:
+        by_status[entry["status"]] = by_status.get(entry["status"], 0) + 1
+    run = evidence["run"]
+    return {
+        "tool": {"name": "pytest-hetero", "version": run.get("tool_version", __version__)},
+        "run": {k: run.get(k) for k in ("id", "started_at", "finished_at", "exit_status", "interrupted",
+                                        "git_commit", "host", "profile")},
+        "matrices": [{"name": m["name"], "sha256": m["sha256"]} for m in evidence["matrices"]],
+        "owners": owners,
+        "target": evidence["target"],
+        "counts": counts,
+        "totals": {s: int(summary["totals"].get(s, 0)) for s in STATUSES},
+        "verdict": summary["verdict"],
+        "untested": {"items": [{k: e.get(k) for k in ("nodeid", "layer", "keys", "status", "reason", "blocked_by")}
+                               for e in untested["items"]],
+                     "never_covered": untested["never_covered"], "by_status": by_status,
+                     "not_proven": untested.get("not_proven", [])},
+        "does_not_prove": untested["does_not_prove"],
+        "run_signer": run_keyid,
+    }
+
+
+def build_statement(subjects: list[tuple[str, str]], predicate: dict[str, Any]) -> dict[str, Any]:
+    """in-toto Statement v1 over ``subjects`` [(bundle-relative name, sha256 hex)]."""
+    return {"_type": STATEMENT_TYPE,
+            "subject": [{"name": name, "digest": {"sha256": digest}} for name, digest in subjects],
+            "predicateType": PREDICATE_TYPE, "predicate": predicate}
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")
+
+
+def envelope_for(statement_bytes: bytes, key: Ed25519PrivateKey | None) -> dict[str, Any]:
+    """DSSE envelope over ``statement_bytes``; signed by ``key``, or with no signature when None."""
+    sigs = []
+    if key is not None:
+        sigs.append({"keyid": keyid(key.public_key()), "sig": _b64(key.sign(pae(PAYLOAD_TYPE, statement_bytes)))})
+    return {"payloadType": PAYLOAD_TYPE, "payload": _b64(statement_bytes), "signatures": sigs}
+
+
+def envelope_bytes(envelope: dict[str, Any]) -> bytes:
+    """The DSSE envelope as written to ``attestation.intoto.jsonl``: one line of compact JSON with
+    sorted keys (ASCII), then a newline. :func:`~pytest_hetero.bundle.verify.verify_bundle` expects exactly
+    these bytes."""
+    return json.dumps(envelope, sort_keys=True, separators=(",", ":")).encode("ascii") + b"\n"
+
+
+def write_envelope(bundle_dir: Path, envelope: dict[str, Any]) -> None:
+    """Write ``envelope`` as the single line of ``attestation.intoto.jsonl`` (atomically)."""
+    tmp = bundle_dir / (ATTESTATION + ".tmp")
+    tmp.write_bytes(envelope_bytes(envelope))
+    tmp.replace(bundle_dir / ATTESTATION)
+
+
+def write_statement(bundle_dir: Path, statement: dict[str, Any], key: Ed25519PrivateKey | None) -> bytes:
+    """Write ``statement.intoto.json`` (the exact payload bytes) and its envelope; return the bytes."""
+    data = json.dumps(statement, sort_keys=True, indent=1, ensure_ascii=False).encode("utf-8") + b"\n"
+    (bundle_dir / STATEMENT).write_bytes(data)
+    write_envelope(bundle_dir, envelope_for(data, key))
+    return data
+
+
+def read_envelope(bundle_dir: Path) -> tuple[dict[str, Any], bytes, dict[str, Any]]:
+    """Parse ``attestation.intoto.jsonl``: (envelope, payload bytes, statement dict).
+
+    Raises BundleError naming the file when it is missing, truncated, not one JSON envelope,
+    not base64 or not an in-toto JSON payload.
+    """
+    path = bundle_dir / ATTESTATION
+    where = Location(str(path))
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise BundleError(f"cannot read the envelope ({type(exc).__name__})", where,
+                          "the bundle is unsigned or incomplete") from None
+    lines = [line for line in text.splitlines() if line.strip()]
+    try:
+        if len(lines) != 1:
+            raise ValueError(f"{len(lines)} envelope lines, expected 1")
+        envelope = json.loads(lines[0])
+        if envelope.get("payloadType") != PAYLOAD_TYPE:
+            raise ValueError(f"payloadType {envelope.get('payloadType')!r}, expected {PAYLOAD_TYPE}")
+        payload = base64.b64decode(envelope["payload"], validate=True)
+        statement = json.loads(payload)
+        if not isinstance(envelope.get("signatures"), list) or not isinstance(statement, dict):
+            raise ValueError("signatures is not a list or payload is not a JSON object")  # noqa: TRY004
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise BundleError(f"envelope is truncated or malformed: {exc}", where,
+                          "restore the attestation from the original bundle") from None
+    return envelope, payload, statement
+
+
+def role_layers(statement: dict[str, Any], role: str) -> list[str]:
+    """Layers (in LAYERS order) that ``role`` owns in any matrix of the signed predicate."""
+    owners = statement.get("predicate", {}).get("owners", {})
+    owned = {layer for per in owners.values() for layer, team in per.items() if team == role}
+    return [layer for layer in LAYERS if layer in owned]
+
+
+def add_role_signature(bundle_dir: Path, key: Ed25519PrivateKey, role: str,
+                       layers: list[str] | None = None) -> dict[str, Any]:
+    """Add ``role``'s sign-off signature to the bundle's envelope; return the new signature entry.
+
+    ``layers`` defaults to every layer the role owns. Raises BundleError when the role owns no
+    layer, asks for a layer it does not own, or this key already signed for this role.
+    """
+    envelope, payload, statement = read_envelope(bundle_dir)
+    owned = role_layers(statement, role)
+    if not owned:
+        teams = sorted({t for per in statement["predicate"].get("owners", {}).values() for t in per.values()})
+        raise BundleError(f"role {role!r} owns no layer in this bundle's matrices",
+                          Location(str(bundle_dir / ATTESTATION)), f"owner roles here: {', '.join(teams)}")
+    chosen = layers or owned
+    foreign = [layer for layer in chosen if layer not in owned]
+    if foreign:
+        raise BundleError(f"role {role!r} cannot vouch for {', '.join(foreign)}: it owns only {', '.join(owned)}",
+                          Location(str(bundle_dir / ATTESTATION)), "each team signs the layers it owns")
+    kid = keyid(key.public_key())
+    for sig in envelope["signatures"]:
+        if sig.get("keyid") == kid and sig.get("signoff", {}).get("role") == role:
+            raise BundleError(f"key {kid[:16]}… already signed for role {role!r}",
+                              Location(str(bundle_dir / ATTESTATION)))
+    claim = {"role": role, "layers": [x for x in LAYERS if x in chosen], "signed_at": utc_now(), "keyid": kid,
+             "statement_sha256": hashlib.sha256(payload).hexdigest()}
+    entry = {"keyid": kid, "sig": _b64(key.sign(pae(PAYLOAD_TYPE, payload))), "signoff": claim,
+             "signoff_sig": _b64(key.sign(pae(SIGNOFF_TYPE, canonical(claim))))}
+    envelope["signatures"].append(entry)
+    write_envelope(bundle_dir, envelope)
+    return entry
+
+
+def check_signature(public: Ed25519PublicKey, sig_b64: str, message: bytes) -> bool:
+    """True when ``sig_b64`` (standard base64) is a valid Ed25519 signature of ``message``."""
+    try:
+        public.verify(base64.b64decode(sig_b64, validate=True), message)
+    except (InvalidSignature, ValueError, TypeError):
+        return False
+    return True

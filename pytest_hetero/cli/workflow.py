@@ -1,0 +1,288 @@
+"""``hetero lint``, ``hetero plan``, ``hetero diff`` and ``hetero merge``: the gate's workflows
+without a pytest run. Exit codes: 0 ok, 1 the check failed (lint problems, gate failed),
+2 usage or input error (unreadable bundle, failed verification, bad option).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from pytest_hetero import LAYERS
+from pytest_hetero.errors import HeteroError, Location, MatrixError
+from pytest_hetero.matrix.expand import Plan, expand
+from pytest_hetero.matrix.load import load_matrix
+from pytest_hetero.matrix.model import Matrix
+
+
+def scheduling_per_image(matrix: Matrix, backend: str | None = None) -> bool:
+    """Whether the matrix's backend (or ``backend``) plans scheduling per image, as collection does.
+    Raises MatrixError for an unknown backend (the same error collection gives)."""
+    from pytest_hetero.hooks import builtin
+
+    name = backend or matrix.backend
+    cls = builtin.pytest_hetero_backend_class(name)
+    if cls is None:
+        raise MatrixError(f"unknown backend '{name}'", Location(str(matrix.path), 0, 0, "spec.target.backend"),
+                          "use one of local, docker, kubernetes, or install the plugin that provides it")
+    return bool(cls.scheduling_per_image)
+
+
+def lint(paths: list[Path], out: Any = None, *, digests: bool = False) -> int:
+    """Validate every file in ``paths`` without running; print every problem to ``out`` (default
+    stdout). Returns 1 if any file has a problem, else 0.
+
+    A ValidationMatrix is loaded and expanded (schema and reference errors as collection gives
+    them); a matrix that loads also has what it points at checked
+    (:func:`~pytest_hetero.matrix.references.reference_problems`: files, code folders, acceptance
+    files, entrypoint placeholders; sha256 of each file too with ``digests``). A file whose
+    ``kind`` is ``AcceptanceRules`` is checked as rules. Raises nothing for bad content.
+    """
+    from pytest_hetero.matrix.references import display, reference_problems
+
+    out = out or sys.stdout
+    bad = 0
+    for path in paths:
+        if _kind(path) == "AcceptanceRules":
+            bad += _lint_rules(path, out)
+            continue
+        try:
+            matrix = load_matrix(path)
+        except HeteroError as exc:
+            bad += 1
+            print(exc.render(), file=out)
+            continue
+        problems: list[HeteroError] = []
+        try:
+            plan = expand(matrix, scheduling_per_image=scheduling_per_image(matrix))
+        except HeteroError as exc:
+            problems.extend(getattr(exc, "problems", [exc]))
+        problems.extend(reference_problems(matrix, digests=digests))
+        if problems:
+            bad += 1
+            head = [f"{len(problems)} problems in {display(matrix.path)}:"] if len(problems) > 1 else []
+            print("\n".join([*head, *(p.render() for p in problems)]), file=out)
+            continue
+        print(f"ok: {path} ({matrix.name}: {len(plan.items)} items, {len(plan.omitted)} omitted)", file=out)
+    return 1 if bad else 0
+
+
+def _kind(path: Path) -> object:
+    """The ``kind`` of the YAML document at ``path``; None when it cannot be read (load_matrix says why)."""
+    from pytest_hetero.matrix.yamlnodes import read_yaml
+
+    try:
+        data, _ = read_yaml(path, MatrixError)
+    except (HeteroError, RecursionError):
+        return None
+    return data.get("kind") if isinstance(data, dict) else None
+
+
+def _lint_rules(path: Path, out: Any) -> int:
+    """Check an AcceptanceRules file; print ok or every problem. Returns 1 on a problem, else 0."""
+    from pytest_hetero.acceptance import load_rules
+    from pytest_hetero.errors import CaseError
+
+    try:
+        rules = load_rules(path)
+    except CaseError as exc:
+        print(exc.render(), file=out)
+        return 1
+    print(f"ok: {path} (AcceptanceRules: {len(rules)} rules)", file=out)
+    return 0
+
+
+def estimate(matrix: Matrix, plan: Plan, run_ids: set[str], bundle: dict[str, Any] | None) -> dict[str, Any]:
+    """Serial duration estimate (seconds) of the items in ``run_ids``: each item's duration in
+    ``bundle`` when it ran there, else that layer's mean there, else the layer timeout (an upper
+    bound). Returns ``{"seconds", "source": {"bundle_item"|"bundle_layer_mean"|"timeout": n}}``."""
+    by_item: dict[str, float] = {}
+    by_layer: dict[str, list[float]] = {}
+    for item in (bundle or {}).get("items", []):
+        by_item[item["nodeid"].split("::", 1)[1]] = float(item.get("duration_s") or 0.0)
+        by_layer.setdefault(item["layer"], []).append(float(item.get("duration_s") or 0.0))
+    total, source = 0.0, Counter[str]()
+    for item in plan.items:
+        if item.id not in run_ids:
+            continue
+        if item.id in by_item:
+            total, kind = total + by_item[item.id], "bundle_item"
+        elif by_layer.get(item.layer):
+            total, kind = total + sum(by_layer[item.layer]) / len(by_layer[item.layer]), "bundle_layer_mean"
+        else:
+            total, kind = total + matrix.timeouts_s[item.layer], "timeout"
+        source[kind] += 1
+    return {"seconds": round(total, 3), "source": dict(source)}
+
+
+def plan_report(args: argparse.Namespace) -> dict[str, Any]:
+    """The plan of ``args.matrix`` under the selection options, as a JSON-ready dict."""
+    from pytest_hetero.matrix.selection import Request, parse_selector, parse_shard, select
+
+    matrix = load_matrix(args.matrix)
+    plan = expand(matrix, scheduling_per_image=scheduling_per_image(matrix, args.backend))
+    request = Request(profile=args.profile, selectors=tuple(parse_selector(s) for s in args.affected),
+                      affected_from=load_matrix(args.affected_from) if args.affected_from else None,
+                      shard=parse_shard(args.shard) if args.shard else None)
+    selection = select(request, [("", matrix, plan)])
+    dropped = {k[2:]: v for k, v in selection.deselected.items()}
+    run = [i for i in plan.items if i.id not in dropped]
+    table: dict[str, dict[str, int]] = {layer: {} for layer in LAYERS}
+    for item in run:
+        row = table[item.layer]
+        row[item.keys["resource"]] = row.get(item.keys["resource"], 0) + 1
+    bundle = None
+    if args.from_bundle:
+        from pytest_hetero.bundle.verify import load_evidence
+
+        bundle, _ = load_evidence(args.from_bundle, allow_unsigned=True)
+    return {
+        "matrix": {"name": matrix.name, "path": str(matrix.path), "sha256": matrix.sha256},
+        "backend": args.backend or matrix.backend, "profile": args.profile, "shard": args.shard,
+        "items": len(run), "planned": len(plan.items), "by_layer_resource": table,
+        "omitted": [{"id": o.id if hasattr(o, "id") else "::".join(o.parts), "status": o.status,
+                     "reason": o.reason} for o in plan.omitted],
+        "deselected": [{"id": i, "reason": r} for i, r in dropped.items()],
+        "affected": {k[2:]: v for k, v in selection.affected.items()},
+        "estimate": estimate(matrix, plan, {i.id for i in run}, bundle),
+    }
+
+
+def _print_plan(rep: dict[str, Any], out: Any) -> None:
+    m = rep["matrix"]
+    print(f"matrix {m['name']} ({m['path']}, sha256 {m['sha256'][:12]}…), backend {rep['backend']}"
+          + (f", profile {rep['profile']}" if rep["profile"] else "")
+          + (f", shard {rep['shard']}" if rep["shard"] else ""), file=out)
+    print(f"items to run: {rep['items']} of {rep['planned']} planned", file=out)
+    resources = sorted({r for row in rep["by_layer_resource"].values() for r in row})
+    width = max([len(r) for r in resources] + [10])
+    print(f"  {'layer':<10}  " + "  ".join(f"{r:>{width}}" for r in resources), file=out)
+    for layer, row in rep["by_layer_resource"].items():
+        print(f"  {layer:<10}  " + "  ".join(f"{row.get(r, 0):>{width}}" for r in resources), file=out)
+    if rep["omitted"]:
+        print(f"excluded/incompatible: {len(rep['omitted'])}", file=out)
+        for o in rep["omitted"]:
+            print(f"  {o['status']:<14} {o['id']}  ({o['reason']})", file=out)
+    if rep["deselected"]:
+        print(f"left untested by this selection: {len(rep['deselected'])}", file=out)
+        for reason, n in Counter(d["reason"] for d in rep["deselected"]).most_common():
+            print(f"  {n} {reason}", file=out)
+        for d in rep["deselected"][:30]:
+            print(f"    {d['id']}", file=out)
+    if rep["affected"]:
+        print(f"affected: {len(rep['affected'])} items", file=out)
+        for reason, n in Counter(rep["affected"].values()).most_common():
+            print(f"  {n} {reason}", file=out)
+    est = rep["estimate"]
+    src = ", ".join(f"{n} from {k.replace('_', ' ')}" for k, n in est["source"].items()) or "no items"
+    print(f"estimate: {est['seconds']:.0f} s serial ({src})", file=out)
+
+
+def _cmd_lint(args: argparse.Namespace) -> int:
+    return lint(args.matrices, digests=args.digests)
+
+
+def _cmd_plan(args: argparse.Namespace) -> int:
+    try:
+        rep = plan_report(args)
+    except HeteroError as exc:
+        print(exc.render(), file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(rep, indent=1, sort_keys=True))
+    else:
+        _print_plan(rep, sys.stdout)
+    return 0
+
+
+def _keys(args: argparse.Namespace) -> list[Any]:
+    from pytest_hetero.bundle.verify import trusted_keys
+
+    return trusted_keys(args.key)
+
+
+def _cmd_diff(args: argparse.Namespace) -> int:
+    from pytest_hetero.bundle.baseline import diff_evidence, diff_lines
+    from pytest_hetero.bundle.verify import load_evidence
+
+    try:
+        keys = _keys(args)
+        old, vo = load_evidence(args.old, allow_unsigned=args.allow_unsigned, keys=keys)
+        new, vn = load_evidence(args.new, allow_unsigned=args.allow_unsigned, keys=keys)
+        diff = diff_evidence(old, new, tolerance=args.tolerance, policy=args.fail_on)
+    except HeteroError as exc:
+        print(exc.render(), file=sys.stderr)
+        return 2
+    diff["verification"] = vo if vo == vn else f"{vo}/{vn}"
+    if args.json:
+        print(json.dumps(diff, indent=1, sort_keys=True))
+    else:
+        print("\n".join(diff_lines(diff, limit=10**9)))
+    return 1 if diff["gate"]["failed"] else 0
+
+
+def _cmd_merge(args: argparse.Namespace) -> int:
+    from pytest_hetero.bundle.merge import merge_bundles
+
+    try:
+        evidence = merge_bundles(args.bundles, args.output, allow_unsigned=args.allow_unsigned, keys=_keys(args),
+                                 sign_key=args.sign_key, matrix=args.matrix)
+    except HeteroError as exc:
+        print(exc.render(), file=sys.stderr)
+        return 2
+    totals = evidence["summary"]["totals"]
+    print(f"merged {len(args.bundles)} bundles into {args.output}: verdict {evidence['summary']['verdict']}, "
+          + ", ".join(f"{n} {s}" for s, n in sorted(totals.items())))
+    for b in evidence["merge"]["bundles"]:
+        note = " (accepted with --allow-unsigned)" if b["verification"] != "verified" else ""
+        print(f"  {b['path']}: shard {b['shard'] or '-'}, {b['verification']}{note}")
+    return 0
+
+
+def add_parser(subparsers: Any) -> None:
+    """Register ``lint``, ``plan``, ``diff`` and ``merge``."""
+    from pytest_hetero.bundle.baseline import DEFAULT_TOLERANCE, POLICIES
+
+    p = subparsers.add_parser("lint", help="validate matrices (and AcceptanceRules files) without running: "
+                              "schema, referenced files, acceptance rules, entrypoint placeholders "
+                              "(all problems, exit 1 on any)")
+    p.add_argument("matrices", nargs="+", type=Path, metavar="MATRIX")
+    p.add_argument("--digests", action="store_true",
+                   help="also compute each model and dataset file's sha256 and compare it with the "
+                   "declared one")
+    p.set_defaults(func=_cmd_lint)
+    p = subparsers.add_parser("plan", help="what a run would do: items, omissions, untested, duration estimate")
+    p.add_argument("matrix", type=Path, metavar="MATRIX")
+    p.add_argument("--profile", default=None, help="profile (graded depth) to plan")
+    p.add_argument("--affected", action="append", default=[], metavar="DIM=VAL,…")
+    p.add_argument("--affected-from", type=Path, default=None, metavar="OLD_MATRIX")
+    p.add_argument("--shard", default=None, metavar="K/N")
+    p.add_argument("--backend", default=None, help="override the matrix's target backend")
+    p.add_argument("--from-bundle", type=Path, default=None, metavar="BUNDLE",
+                   help="estimate from this bundle's item timings instead of the layer timeouts")
+    p.add_argument("--json", action="store_true", help="print the plan as JSON")
+    p.set_defaults(func=_cmd_plan)
+    for name, text in (("diff", "compare two bundles offline (exit 1 when the gate policy fails)"),
+                       ("merge", "merge shard bundles into one verified bundle")):
+        p = subparsers.add_parser(name, help=text)
+        if name == "diff":
+            p.add_argument("old", type=Path, metavar="OLD")
+            p.add_argument("new", type=Path, metavar="NEW")
+            p.add_argument("--fail-on", choices=POLICIES, default="regression")
+            p.add_argument("--tolerance", type=float, default=DEFAULT_TOLERANCE,
+                           help="relative metric change reported (default 0.05 = 5%%)")
+            p.add_argument("--json", action="store_true")
+            p.set_defaults(func=_cmd_diff)
+        else:
+            p.add_argument("bundles", nargs="+", type=Path, metavar="BUNDLE")
+            p.add_argument("-o", "--output", type=Path, required=True, metavar="DIR")
+            p.add_argument("--sign-key", type=Path, default=None, metavar="PEM")
+            p.add_argument("--matrix", type=Path, default=None, help="the matrix file in this checkout")
+            p.set_defaults(func=_cmd_merge)
+        p.add_argument("--key", action="append", type=Path, default=[], metavar="PUB",
+                       help="trusted Ed25519 public key (repeatable; also $HETERO_TRUST_KEYS)")
+        p.add_argument("--allow-unsigned", action="store_true", help="accept unsigned bundles, marked so")

@@ -1,0 +1,85 @@
+"""Matrix file → collectors mirroring the dependency tree → layer items.
+
+``matrices/x.matrix.yaml`` (MatrixFile) → ``cpu-host`` (Group) → ``discovery`` (LayerItem),
+``py311`` (Group) → ``startup``, ``digits-logreg@digits-test`` (Group) → ``model``,
+``business``. So a node id reads like the claim it proves.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from pytest_hetero.errors import HeteroError, Location, MatrixError
+from pytest_hetero.pytest_plugin.item import LayerItem
+from pytest_hetero.matrix.expand import Plan, PlannedItem, expand
+from pytest_hetero.matrix.load import load_matrix
+from pytest_hetero.matrix.model import Matrix
+from pytest_hetero.pytest_plugin.stash import PLANS, SETTINGS
+
+
+def plan_matrix(config: pytest.Config, matrix: Matrix) -> tuple[str, Plan]:
+    """Resolve the backend name (``--hetero-backend`` over the matrix target) and expand.
+
+    Raises MatrixError when no plugin provides that backend.
+    """
+    settings = config.stash[SETTINGS]
+    name = settings.backend or matrix.backend
+    cls = config.hook.pytest_hetero_backend_class(name=name)
+    if cls is None:
+        known = "local, docker, kubernetes"
+        raise MatrixError(f"unknown backend '{name}'", Location(str(matrix.path), 0, 0, "spec.target.backend"),
+                          f"use one of {known}, or install the plugin that provides it")
+    return name, expand(matrix, scheduling_per_image=bool(cls.scheduling_per_image))
+
+
+class MatrixFile(pytest.File):
+    """A ValidationMatrix YAML file; a bad file becomes one collection error with file:line and hint."""
+
+    def collect(self) -> Iterator[pytest.Item | pytest.Collector]:
+        """Load, validate and expand the matrix; yield the tree of Groups and LayerItems."""
+        matrix = load_matrix(self.path)
+        backend, plan = plan_matrix(self.config, matrix)
+        self.config.stash[PLANS][self.nodeid] = (matrix, plan)
+        tree: dict[str, Any] = {}
+        for planned in plan.items:
+            node = tree
+            for part in planned.parts[:-1]:
+                node = node.setdefault(part, {})
+            node[planned.parts[-1]] = planned
+        yield from _children(self, tree, matrix, backend)
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:  # type: ignore[override]
+        """Our errors read as ``file:line:col: field '…': message`` plus hint, never a traceback;
+        secrets a message quotes from the file (a token in the wrong field) are redacted."""
+        from pytest_hetero.redact import Redactor
+
+        if isinstance(excinfo.value, HeteroError):
+            return Redactor().text(excinfo.value.render())
+        return Redactor().text(str(super().repr_failure(excinfo)))
+
+
+class Group(pytest.Collector):
+    """One level of the dependency tree (a resource, an image, or a model@dataset combination)."""
+
+    def __init__(self, *, tree: dict[str, Any], matrix: Matrix, backend: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._tree = tree
+        self._matrix = matrix
+        self._backend = backend
+
+    def collect(self) -> Iterator[pytest.Item | pytest.Collector]:
+        """Yield this level's items first (they are the dependencies), then deeper groups."""
+        yield from _children(self, self._tree, self._matrix, self._backend)
+
+
+def _children(parent: pytest.Collector, tree: dict[str, Any], matrix: Matrix,
+              backend: str) -> Iterator[pytest.Item | pytest.Collector]:
+    for name, value in tree.items():
+        if isinstance(value, PlannedItem):
+            yield LayerItem.from_parent(parent, name=name, planned=value, matrix=matrix, backend=backend)
+    for name, value in tree.items():
+        if isinstance(value, dict):
+            yield Group.from_parent(parent, name=name, tree=value, matrix=matrix, backend=backend)

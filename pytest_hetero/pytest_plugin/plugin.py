@@ -1,0 +1,363 @@
+"""pytest glue only: options, markers, matrix collection, evidence on reports, session finish.
+
+Flow: configure (settings, markers, recorder) → collect (MatrixFile) → each item: setup
+(blocked?) → run (backend, layer check) → makereport (evidence as plain JSON in
+``user_properties``) → controller journals it → session finish (backends close first,
+evidence.json, writers, then signing last).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import importlib
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_hetero import LAYERS, __version__, signals
+from pytest_hetero.hooks import specs as hookspecs
+from pytest_hetero.pytest_plugin.collect import MatrixFile
+from pytest_hetero.errors import HeteroError
+from pytest_hetero.evidence.model import utc_now
+from pytest_hetero.evidence.recorder import Recorder, assemble
+from pytest_hetero.pytest_plugin.item import LayerItem
+from pytest_hetero.redact import Redactor
+from pytest_hetero.reporting.terminal import write_summary
+from pytest_hetero.matrix.selection import SHARD_REASON
+from pytest_hetero.settings import add_options, build_settings
+from pytest_hetero.pytest_plugin.stash import BACKENDS, DESELECTED, OUTCOME, PLANS, RECORDER, SETTINGS
+
+EVIDENCE_PROPERTY = "hetero_evidence"
+MATRIX_PROPERTY = "hetero_matrix"
+TARGET_PROPERTY = "hetero_target"
+_FINAL = pytest.StashKey[dict[str, Any]]()
+
+
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    """Register the ``pytest_hetero_*`` hookspecs."""
+    pluginmanager.add_hookspecs(hookspecs)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    """Declare ``--hetero-*`` options and ``hetero_*`` ini keys."""
+    add_options(parser)
+
+
+def _git_commit(cwd: Path) -> str | None:
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True,
+                             timeout=5, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out.stdout.strip() or None
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_configure(config: pytest.Config) -> None:
+    """Resolve settings, register markers and built-in hooks, open the recorder on the controller."""
+    from pytest_hetero.hooks import builtin
+
+    if not config.pluginmanager.has_plugin("pytest_hetero.hooks.builtin"):
+        config.pluginmanager.register(builtin, "pytest_hetero.hooks.builtin")
+        for name in builtin.PLUGIN_MODULES:
+            config.pluginmanager.register(importlib.import_module(name), name)
+    worker = getattr(config, "workerinput", None)
+    try:
+        settings = build_settings(config, run_id=worker.get("hetero_run_id") if worker else None)
+    except HeteroError as exc:
+        raise pytest.UsageError(exc.render()) from None
+    config.stash[SETTINGS] = settings
+    config.stash[PLANS] = {}
+    config.stash[BACKENDS] = {}
+    config.stash[DESELECTED] = {}
+    config.addinivalue_line("markers", "hetero: an item of a pytest-hetero validation matrix")
+    for layer in LAYERS:
+        config.addinivalue_line("markers", f"{layer}: pytest-hetero {layer} layer item")
+    for kind in ("gpu", "npu", "cpu"):
+        config.addinivalue_line("markers", f"{kind}: item for a resource of type {kind}")
+    if settings.matrices and config.args_source != pytest.Config.ArgsSource.ARGS:
+        # `pytest --hetero-matrix X` alone runs X, not X plus the default testpaths
+        config.args[:] = []
+    extra = [str(p) for p in settings.matrices if str(p) not in config.args]
+    config.args.extend(extra)
+    if worker is None:
+        _check_early(config, settings)
+    else:
+        signals.follow_controller(worker.get("hetero_controller_pid"))
+        signals.catch_sigterm(config)
+    if worker is None:
+        recorder = config.stash[RECORDER] = Recorder(settings.bundle_dir, Redactor().data({
+            "id": settings.run_id, "tool": "pytest-hetero", "tool_version": __version__,
+            "started_at": utc_now(), "host": socket.gethostname(), "python": sys.version.split()[0],
+            "pytest": pytest.__version__, "git_commit": _git_commit(settings.rootdir),
+            "invocation": list(config.invocation_params.args), "profile": settings.profile,
+            "backend_override": settings.backend, "rootdir": str(settings.rootdir)}))
+        config.pluginmanager.register(Journaler(recorder, not config.option.collectonly),
+                                      "pytest_hetero.journaler")
+        signals.catch_sigterm(config)
+
+
+def _check_early(config: pytest.Config, settings: Any) -> None:
+    """Refuse, before anything runs, a backend no plugin provides and a signing key that cannot sign."""
+    if settings.backend and config.hook.pytest_hetero_backend_class(name=settings.backend) is None:
+        raise pytest.UsageError(f"--hetero-backend {settings.backend!r}: no plugin provides this backend "
+                                "(built in: local, docker, kubernetes)")
+    if settings.sign_key is not None:
+        from pytest_hetero.bundle.signing import load_private_key
+
+        try:
+            load_private_key(settings.sign_key)
+        except HeteroError as exc:
+            raise pytest.UsageError(f"--hetero-sign-key / HETERO_SIGN_KEY: {exc.render()}") from None
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Give SIGTERM back to whoever had it (matters when pytest runs in-process, e.g. pytester)."""
+    signals.restore_sigterm(config)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """pytest-xdist: give every worker the controller's run id (artifacts share one bundle) and pid
+    (see :func:`~pytest_hetero.signals.follow_controller`)."""
+    node.workerinput["hetero_run_id"] = node.config.stash[SETTINGS].run_id
+    node.workerinput["hetero_controller_pid"] = os.getpid()
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """pytest-xdist: keep each resource's items on one worker, in order (see xdist_scheduling)."""
+    from pytest_hetero.pytest_plugin.xdist import make_scheduler
+
+    return make_scheduler(config, log)
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """Never collect inside evidence bundles (they keep copies of matrices) or the report folder."""
+    if collection_path.is_dir() and ((collection_path / "journal.jsonl").exists()
+                                     or collection_path.resolve() == config.stash[SETTINGS].report_dir):
+        return True
+    return None
+
+
+def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
+    """Collect files matching ``hetero_matrix_glob`` and every ``--hetero-matrix`` path."""
+    settings = parent.config.stash[SETTINGS]
+    if fnmatch.fnmatch(file_path.name, settings.matrix_glob) or file_path.resolve() in settings.matrices:
+        return MatrixFile.from_parent(parent, path=file_path)
+    return None
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Link every layer item to the item it depends on (its parent in the plan)."""
+    by_id = {i.claim_id: i for i in items if isinstance(i, LayerItem)}
+    for item in by_id.values():
+        if item.planned.depends_on:
+            prefix = item.claim_id.split("::", 1)[0]
+            item.dependency = by_id.get(f"{prefix}::{'::'.join(item.planned.depends_on)}")
+
+
+MIN_FREE_BYTES = 64 * 1024 * 1024
+"""Free space (bytes) the report folder needs before a run starts: evidence must not fail at the end."""
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Before anything runs: the report folder must be writable with room to spare, or the run stops
+    with a clear message (exit 4) instead of losing evidence at the end. Then every collected
+    matrix is journaled, so an interrupted run reports its unfinished items as ``not_run``."""
+    if session.config.option.collectonly:
+        return
+    if not any(isinstance(i, LayerItem) for i in session.items) and not session.config.stash.get(PLANS, {}):
+        return
+    report_dir = session.config.stash[SETTINGS].report_dir
+    problem = check_writable(report_dir)
+    if problem:
+        pytest.exit(f"pytest-hetero: report folder {report_dir} {problem}; fix it or choose another with "
+                    "--hetero-report-dir", returncode=pytest.ExitCode.USAGE_ERROR)
+    same = duplicate_names(session.config.stash.get(PLANS, {}))
+    if same:
+        pytest.exit(f"pytest-hetero: {same}; the bundle keys matrices by metadata.name (inputs/<name>.matrix.yaml, "
+                    "never-covered values): give each matrix of one run its own name",
+                    returncode=pytest.ExitCode.USAGE_ERROR)
+    recorder = session.config.stash.get(RECORDER, None)
+    if recorder is not None:
+        # journal every collected matrix now, not with its first finished item: a run killed,
+        # interrupted or stopped by another file's collection error still lists what it planned
+        for prefix, (matrix, plan) in session.config.stash[PLANS].items():
+            recorder.planned(prefix, matrix, plan)
+
+
+def duplicate_names(plans: dict[str, tuple[Any, Any]]) -> str:
+    """``'matrix name X is used by A and B'`` for the first metadata.name two collected matrix files
+    share (``plans``: nodeid prefix → (Matrix, Plan)), else an empty string."""
+    seen: dict[str, str] = {}
+    for prefix, (matrix, _plan) in plans.items():
+        if matrix.name in seen:
+            return f"matrix name {matrix.name!r} is used by {seen[matrix.name]} and {prefix}"
+        seen[matrix.name] = prefix
+    return ""
+
+
+def check_writable(folder: Path) -> str:
+    """Empty string when ``folder`` can be created and written with MIN_FREE_BYTES free; else why not."""
+    import shutil
+    import tempfile
+
+    if folder.exists() and not folder.is_dir():
+        return "is a file, not a folder"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".hetero-probe-"):
+            pass
+    except OSError as exc:
+        return f"is not writable ({exc.strerror})"
+    free = shutil.disk_usage(folder).free
+    if free < MIN_FREE_BYTES:
+        return f"has only {free // (1024 * 1024)} MiB free (needs {MIN_FREE_BYTES // (1024 * 1024)} MiB)"
+    return ""
+
+
+def pytest_deselected(items: list[pytest.Item]) -> None:
+    """Remember deselected layer items (-k/-m) so untested scope names them with the reason."""
+    for item in items:
+        if isinstance(item, LayerItem):
+            item.config.stash[DESELECTED][item.claim_id] = "deselected (not selected by -k/-m/--lf in this session)"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    """Attach the item's evidence, as plain JSON, to the report of the phase that decided it."""
+    outcome = yield
+    report = outcome.get_result()
+    if not isinstance(item, LayerItem) or item.stash.get(_FINAL, None) is not None:
+        return
+    evidence = item.stash.get(OUTCOME, None)
+    if evidence is None and report.failed:
+        ev = item.new_evidence()
+        ev.status = "error"
+        from pytest_hetero.evidence.model import Failure
+        ev.failure = Failure(item.planned.layer, "harness", str(report.longrepr)[-2000:], "platform")
+        evidence = ev.to_dict()
+    if evidence is None or (report.when == "setup" and report.passed):
+        return
+    if report.skipped and isinstance(report.longrepr, tuple):
+        # point skips (blocked, not applicable) at the matrix line, not at our source
+        path, lineno, _ = item.reportinfo()
+        report.longrepr = (str(path), (lineno or 0) + 1, report.longrepr[2])
+    item.stash[_FINAL] = evidence
+    report.user_properties.append((EVIDENCE_PROPERTY, evidence))
+    report.user_properties.append((MATRIX_PROPERTY, item.matrix_ref()))
+    backend = item.live_backend()
+    if backend is not None:
+        report.user_properties.append((TARGET_PROPERTY, backend.fingerprint()))
+
+
+class Journaler:
+    """Controller-side plugin object: journals what reports carry (item evidence, the matrix it
+    came from, the backend's target fingerprint) and collection errors, as they arrive from this
+    process or from pytest-xdist workers. Inactive under ``--collect-only``."""
+
+    def __init__(self, recorder: Recorder, active: bool) -> None:
+        self.recorder = recorder
+        self.active = active
+        self.session: pytest.Session | None = None
+
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        """Keep the session: a journal that cannot be written any more stops it."""
+        self.session = session
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        """Journal each item's evidence the moment its report arrives; when the journal cannot be
+        written (disk full mid-run), stop the session after this item: later results would be lost."""
+        props = dict(report.user_properties)
+        if not self.active or EVIDENCE_PROPERTY not in props:
+            return
+        if MATRIX_PROPERTY in props:
+            self.recorder.matrix(**props[MATRIX_PROPERTY])
+        if TARGET_PROPERTY in props:
+            self.recorder.target(props[TARGET_PROPERTY])
+        self.recorder.item(props[EVIDENCE_PROPERTY])
+        if self.recorder.broken and self.session is not None:
+            self.session.shouldstop = f"pytest-hetero: {self.recorder.broken}"
+
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        """Journal collection errors of matrix files (invalid matrices) so the bundle shows them."""
+        if self.active and report.failed and report.nodeid.endswith(".yaml"):
+            self.recorder.collect_error(report.nodeid, str(report.longrepr))
+
+
+def _empty_shard(config: pytest.Config) -> bool:
+    """True when ``--hetero-shard`` left this session nothing to run (other shards run it all)."""
+    reasons = config.stash[DESELECTED].values()
+    return bool(config.stash[SETTINGS].shard) and any(r.startswith(SHARD_REASON) for r in reasons)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Close backends first, then (controller) journal deselections, assemble, write, sign."""
+    config = session.config
+    recorder = config.stash.get(RECORDER, None)
+    for backend in config.stash.get(BACKENDS, {}).values():
+        try:
+            if recorder is not None and recorder.started:
+                recorder.target(backend.fingerprint())
+            backend.close()
+        except Exception as exc:  # noqa: BLE001 - cleanup must go on for the other backends
+            sys.stderr.write(f"pytest-hetero: closing backend {backend.name} failed: {exc}\n")
+    if recorder is None or getattr(config, "workerinput", None) is not None:
+        return
+    for nodeid, reason in config.stash[DESELECTED].items():
+        recorder.deselected(nodeid, reason)
+    if not config.option.collectonly:
+        # matrices whose every combination is excluded still get a bundle that says so
+        for prefix, (matrix, plan) in config.stash[PLANS].items():
+            if not plan.items:
+                recorder.planned(prefix, matrix, plan)
+    if not recorder.started:
+        return
+    if exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED and _empty_shard(config):
+        # more shards than resource subtrees: this shard's share is empty, which is not a failure
+        exitstatus = session.exitstatus = pytest.ExitCode.OK
+    interrupted = exitstatus == pytest.ExitCode.INTERRUPTED
+    stopped = next((str(v) for v in (session.shouldfail, session.shouldstop) if isinstance(v, str) and v), "")
+    recorder.end(int(exitstatus), interrupted, stopped)
+    settings = config.stash[SETTINGS]
+    evidence = None if recorder.broken else _assemble_or_none(settings.bundle_dir, recorder)
+    if evidence is None:
+        sys.stderr.write(f"pytest-hetero: the report folder became unwritable during the run: {recorder.broken}; "
+                         f"the run stopped. Items journaled before are kept: free space, then run "
+                         f"hetero report --from-journal {settings.bundle_dir}\n")
+        session.exitstatus = pytest.ExitCode.USAGE_ERROR
+        return
+    for hook in (config.hook.pytest_hetero_write_reports, config.hook.pytest_hetero_bundle_finished):
+        try:
+            hook(evidence=evidence, bundle_dir=settings.bundle_dir, settings=settings)
+        except HeteroError as exc:
+            sys.stderr.write(f"pytest-hetero: {exc.render()}\n")
+        except Exception as exc:  # noqa: BLE001 - evidence.json is written; a writer bug must not hide it
+            sys.stderr.write(f"pytest-hetero: {hook.name} failed: {type(exc).__name__}: {exc}\n")
+            session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
+    config.stash[_SUMMARY] = evidence
+
+
+_SUMMARY = pytest.StashKey[dict[str, Any]]()
+
+
+def _assemble_or_none(bundle_dir: Path, recorder: Recorder) -> dict[str, Any] | None:
+    """assemble(), or None with ``recorder.broken`` set when evidence.json cannot be written."""
+    try:
+        return assemble(bundle_dir)
+    except OSError as exc:
+        recorder.broken = f"cannot write {bundle_dir / 'evidence.json'} ({exc.strerror})"
+        return None
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    """Counts per layer and status, the verdict, the bundle path and the untested scope at a glance."""
+    evidence = config.stash.get(_SUMMARY, None)
+    if evidence is not None:
+        write_summary(terminalreporter, evidence, config.stash[SETTINGS].bundle_dir)

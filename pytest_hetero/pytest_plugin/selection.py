@@ -1,0 +1,166 @@
+"""pytest hooks that apply :mod:`~pytest_hetero.matrix.selection` to a session: parse the options before
+collection (a bad value is a usage error before anything runs), deselect with reasons after
+``-k``/``-m``, and add the ``selection`` section to evidence.json. Also the matrix discovery
+ahead of collection that ``--hetero-baseline`` shares (:func:`matrices_in_args`).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_hetero.errors import HeteroError
+from pytest_hetero.matrix.expand import Plan, expand
+from pytest_hetero.matrix.load import load_matrix
+from pytest_hetero.matrix.model import Matrix
+from pytest_hetero.matrix.selection import (
+    Request,
+    Selection,
+    parse_selector,
+    parse_shard,
+    resolve_profile,
+    select,
+)
+from pytest_hetero.pytest_plugin.stash import DESELECTED, PLANS, RECORDER, SETTINGS
+
+
+def build_request(settings: Any) -> Request:
+    """Parse the run settings into a :class:`Request`. Raises HeteroError (SettingsError for bad
+    values, MatrixError when the old matrix of ``--hetero-affected-from`` is invalid)."""
+    old = load_matrix(settings.affected_from) if settings.affected_from else None
+    return Request(profile=settings.profile, selectors=tuple(parse_selector(s) for s in settings.affected),
+                   affected_from=old, shard=parse_shard(settings.shard) if settings.shard else None)
+
+
+def usage_error(exc: HeteroError) -> pytest.UsageError:
+    """A UsageError with the error's text (file:line prefix only when it has a file)."""
+    text = exc.render() if exc.location.file else exc.message + (f"\n  hint: {exc.hint}" if exc.hint else "")
+    return pytest.UsageError(text)
+
+
+def in_bundle(path: Path, report_dir: Path) -> bool:
+    """True for files inside the report folder or an evidence bundle (bundles keep matrix copies)."""
+    resolved = path.resolve()
+    return report_dir in resolved.parents or any((p / "journal.jsonl").exists() for p in resolved.parents)
+
+
+REQUEST = pytest.StashKey[Request]()
+SELECTION = pytest.StashKey[Selection]()
+
+
+def matrices_in_args(config: pytest.Config) -> list[tuple[str, Matrix, Plan]]:
+    """(nodeid prefix, matrix, plan) of the matrix files the session will collect (command-line
+    paths matching ``hetero_matrix_glob`` or given with ``--hetero-matrix``, folders searched),
+    loaded ahead of collection; files that fail to load are left for collection to report."""
+    settings = config.stash[SETTINGS]
+    found: list[Path] = []
+    for arg in config.args:
+        path = Path(str(arg).split("::", 1)[0]).resolve()
+        if path.is_dir():
+            found += sorted(p for p in path.rglob(settings.matrix_glob)
+                            if not in_bundle(p, settings.report_dir) and p.resolve() != settings.affected_from)
+        elif path.is_file() and (fnmatch.fnmatch(path.name, settings.matrix_glob) or path in settings.matrices):
+            found.append(path)
+    out = []
+    for path in dict.fromkeys(found):
+        try:
+            matrix = load_matrix(path)
+            cls = config.hook.pytest_hetero_backend_class(name=settings.backend or matrix.backend)
+        except Exception:  # noqa: BLE001, S112 - collection reports it with file and line
+            continue
+        plan = expand(matrix, scheduling_per_image=bool(getattr(cls, "scheduling_per_image", False)))
+        try:
+            prefix = path.relative_to(config.rootpath).as_posix()
+        except ValueError:
+            prefix = path.as_posix()
+        out.append((prefix, matrix, plan))
+    return out
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Parse profile/affected/shard options and check them against the matrices before collection,
+    so a bad value is a usage error before anything runs. On a pytest-xdist controller, which
+    collects nothing itself, also journal the matrices and the deselections here."""
+    config = session.config
+    recorder = config.stash.get(RECORDER, None)
+    controller = recorder is not None and config.pluginmanager.getplugin("dsession") is not None
+    try:
+        request = config.stash[REQUEST] = build_request(config.stash[SETTINGS])
+        plans = matrices_in_args(config) if request.active or controller else []
+        selection = select(request, plans) if request.active and plans else Selection()
+    except HeteroError as exc:
+        raise usage_error(exc) from None
+    if controller and recorder is not None:
+        for prefix, matrix, plan in plans:
+            recorder.planned(prefix, matrix, plan)
+        config.stash[DESELECTED].update(selection.deselected)
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """The old matrix of ``--hetero-affected-from`` is a reference, never a matrix to run."""
+    settings = config.stash.get(SETTINGS, None)
+    if settings is not None and settings.affected_from == collection_path.resolve():
+        return True
+    return None
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Deselect what the profile, affected-only and shard leave out, with reasons (after -k/-m)."""
+    request = config.stash[REQUEST]
+    if not request.active:
+        return
+    plans = [(prefix, matrix, plan) for prefix, (matrix, plan) in config.stash[PLANS].items()]
+    try:
+        selection = select(request, plans)
+    except HeteroError as exc:
+        raise usage_error(exc) from None
+    config.stash[SELECTION] = selection
+    def key(item: pytest.Item) -> str:
+        return str(getattr(item, "claim_id", item.nodeid))  # xdist may decorate nodeid
+
+    keep = [i for i in items if key(i) not in selection.deselected]
+    dropped = [i for i in items if key(i) in selection.deselected]
+    if dropped:
+        items[:] = keep
+        config.hook.pytest_deselected(items=dropped)
+        for item in dropped:
+            config.stash[DESELECTED][key(item)] = selection.deselected[key(item)]
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_hetero_write_reports(evidence: dict[str, Any], bundle_dir: Any, settings: Any) -> None:
+    """Add the ``selection`` section (what was asked, deselections by reason) to evidence.json."""
+    if not (settings.profile or settings.affected or settings.affected_from or settings.shard):
+        return
+    from pytest_hetero.bundle.baseline import rewrite_evidence
+
+    reasons: dict[str, int] = {}
+    for entry in evidence["untested"]["items"]:
+        if entry["status"] == "deselected":
+            reasons[entry["reason"]] = reasons.get(entry["reason"], 0) + 1
+    evidence["selection"] = {
+        "profile": settings.profile, "affected": list(settings.affected),
+        "affected_from": str(settings.affected_from) if settings.affected_from else None,
+        "shard": settings.shard.replace(" ", "") if settings.shard else None, "deselected": reasons,
+        "profiles": _profiles(evidence, settings.profile)}
+    rewrite_evidence(bundle_dir, evidence)
+
+
+def _profiles(evidence: dict[str, Any], name: str | None) -> dict[str, dict[str, Any]]:
+    """Matrix name → the profile that ran (layers, representative, repeat: with ``repeat`` > 1 each
+    model item runs that many times and its business item judges every sample)."""
+    out: dict[str, dict[str, Any]] = {}
+    if name is None:
+        return out
+    for entry in evidence.get("matrices", []):
+        try:
+            profile = resolve_profile(load_matrix(entry["path"]), name)
+        except HeteroError:
+            continue
+        out[entry["name"]] = {"name": profile.name, "layers": list(profile.layers),
+                              "representative": profile.representative, "repeat": profile.repeat}
+    return out

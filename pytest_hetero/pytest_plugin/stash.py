@@ -1,0 +1,32 @@
+"""Typed keys for pytest's ``config.stash`` / ``item.stash``: all per-run state lives behind these."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+if TYPE_CHECKING:
+    from pytest_hetero.backends.protocol import Backend
+    from pytest_hetero.evidence.recorder import Recorder  # noqa: F401 - named in StashKey["…"]
+    from pytest_hetero.matrix.expand import Plan
+    from pytest_hetero.matrix.model import Matrix
+    from pytest_hetero.redact import Redactor
+    from pytest_hetero.settings import Settings  # noqa: F401 - named in StashKey["…"]
+
+SETTINGS = pytest.StashKey["Settings"]()
+"""The frozen run settings."""
+RECORDER = pytest.StashKey["Recorder"]()
+"""The evidence journal; present on the controller (or a run without xdist) only."""
+PLANS = pytest.StashKey[dict[str, tuple["Matrix", "Plan"]]]()
+"""Matrix file nodeid → (matrix, plan), filled at collection."""
+BACKENDS = pytest.StashKey[dict[tuple[str, str], "Backend"]]()
+"""(backend name, canonical target JSON) → live Backend, built on first use, closed at session end."""
+OUTCOME = pytest.StashKey[dict[str, Any]]()
+"""On an item: its finished evidence dict (status, failure, blocked_by…), read by dependents."""
+REDACTORS = pytest.StashKey[dict[str, "Redactor"]]()
+"""Matrix sha256 → the Redactor for that matrix's items (environment secrets + spec.redact patterns)."""
+HANDOFF = pytest.StashKey[dict[str, bytes]]()
+"""Model item id → its outputs bytes, for the business item on the same process (see layers.base.keep_outputs)."""
+DESELECTED = pytest.StashKey[dict[str, str]]()
+"""Nodeid → reason for items deselected in this process (-k/-m/profile/shard)."""
