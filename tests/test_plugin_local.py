@@ -14,7 +14,7 @@ COMBO = "digits-logreg@digits-test"
 
 
 def _no_nvidia() -> bool:
-    from pytest_hetero.backends.host import probe_host
+    from pytest_hetero.probes import probe_host
 
     return not probe_host("nvidia").devices
 

@@ -20,10 +20,19 @@ import time
 from pathlib import Path
 from typing import Any
 
-from pytest_hetero.backends.protocol import EXECUTION_PROVIDERS, Backend, ExecResult, render_entrypoint
-from pytest_hetero.backends.host import discover_host
-from pytest_hetero.layers.base import LayerBroken, LayerContext, LayerFailed
-from pytest_hetero.layers.startup import verify_inputs
+from pytest_hetero.backends.host import host_view
+from pytest_hetero.backends.protocol import (
+    EXECUTION_PROVIDERS,
+    ActionFailed,
+    Backend,
+    EngineUnavailable,
+    ExecResult,
+    ImageIdentity,
+    Inventory,
+    Started,
+    Step,
+    render_entrypoint,
+)
 from pytest_hetero.signals import parent_death_signal
 
 ENV_SNIPPET = r"""
@@ -58,77 +67,67 @@ class LocalBackend(Backend):
                              "python": platform.python_version()},
                 "images": dict(self._images)}
 
-    def discover(self, ctx: LayerContext) -> None:
-        """Probe this host for the resource's vendor; see :func:`discover_host`."""
-        discover_host(ctx)
+    def inventory(self, step: Step) -> Inventory:
+        """This host's devices from the resource's vendor probe."""
+        return Inventory(host=host_view(step.resource))
 
-    def interpreter(self, ctx: LayerContext) -> Path:
-        """Resolve the image reference to a Python executable; LayerFailed when it does not exist."""
-        ref = ctx.image.reference
+    def interpreter(self, step: Step) -> Path:
+        """Resolve the image reference to a Python executable; ActionFailed when it does not exist."""
+        ref = step.image.reference
         if ref == "python:current":
             return Path(sys.executable)
         if ref.startswith("python:"):
             path = Path(ref.split(":", 1)[1])
         elif ref.startswith("venv:"):
-            path = (ctx.matrix.path.parent / ref.split(":", 1)[1]).resolve() / "bin" / "python"
+            path = (step.matrix.path.parent / ref.split(":", 1)[1]).resolve() / "bin" / "python"
         else:
-            raise LayerFailed(f"image reference {ref!r} is not a Python environment; the local backend "
-                              "takes python:current, python:/path/to/python or venv:PATH",
-                              "image_not_found", "platform")
+            raise ActionFailed(f"image reference {ref!r} is not a Python environment; the local backend "
+                               "takes python:current, python:/path/to/python or venv:PATH",
+                               "image_not_found", "platform")
         if not path.exists():
-            raise LayerFailed(f"Python environment {ref!r} not found at {path}", "image_not_found", "platform")
+            raise ActionFailed(f"Python environment {ref!r} not found at {path}", "image_not_found", "platform")
         return path
 
-    def start(self, ctx: LayerContext) -> None:
-        """Record interpreter and distributions digest, check the execution provider, verify inputs."""
-        python = self.interpreter(ctx)
+    def identify(self, step: Step) -> ImageIdentity:
+        """Ask the interpreter for its version, distributions digest and ONNX Runtime providers; record
+        ``startup.environment``. The environment digest (sha256 of its sorted ``name==version`` list)
+        identifies the "image"; the framework view comes back as ``environment``."""
+        python = self.interpreter(step)
         try:
             proc = subprocess.run([str(python), "-c", ENV_SNIPPET], capture_output=True, text=True,
-                                  timeout=ctx.timeout_s, check=False)
+                                  timeout=step.timeout_s, check=False)
         except subprocess.TimeoutExpired:
-            raise LayerFailed(f"interpreter {python} did not answer within {ctx.timeout_s:g} s",
-                              "start_timeout") from None
+            raise ActionFailed(f"interpreter {python} did not answer within {step.timeout_s:g} s",
+                               "start_timeout") from None
         except OSError as exc:
-            raise LayerFailed(f"cannot run {python}: {exc.strerror}", "entrypoint_missing") from None
+            raise ActionFailed(f"cannot run {python}: {exc.strerror}", "entrypoint_missing") from None
         if proc.returncode != 0:
-            raise LayerFailed(f"interpreter {python} failed: {proc.stderr.strip()[-300:]}", "start_failed")
+            raise ActionFailed(f"interpreter {python} failed: {proc.stderr.strip()[-300:]}", "start_failed")
         env = json.loads(proc.stdout)
         digest = "sha256:" + env["distributions_sha256"]
-        self._images[ctx.image.name] = digest
-        ctx.record("startup.environment", image=ctx.image.name, reference=ctx.image.reference,
-                   digest=digest, declared_digest=ctx.image.digest, **env)
-        if ctx.image.digest and ctx.image.digest.split(":")[-1] != env["distributions_sha256"]:
-            raise LayerFailed(f"environment digest {digest} differs from the declared {ctx.image.digest}",
-                              "image_digest_mismatch", "platform")
-        wanted = EXECUTION_PROVIDERS[ctx.resource.type]
-        providers = env.get("providers")
-        if providers is None:
-            raise LayerFailed(f"ONNX Runtime not importable in {python}: {env.get('onnxruntime_error')}",
-                              "framework_missing", "algorithm")
-        ctx.record("startup.device_init", framework="onnxruntime", wanted_provider=wanted,
-                   providers=providers, ok=wanted in providers)
-        if wanted not in providers:
-            raise LayerFailed(f"{wanted} not available in this environment's ONNX Runtime "
-                              f"(has {', '.join(providers)}): framework build without the accelerator",
-                              "framework_without_accelerator", "algorithm")
-        verify_inputs(ctx)
+        self._images[step.image.name] = digest
+        step.record("startup.environment", image=step.image.name, reference=step.image.reference,
+                    digest=digest, declared_digest=step.image.digest, **env)
+        return ImageIdentity(digest=digest, known=(digest,), what=f"environment {python}", owner="platform",
+                             environment={"python": str(python), "providers": env.get("providers"),
+                                          "onnxruntime_error": env.get("onnxruntime_error")})
 
-    def execute(self, ctx: LayerContext) -> ExecResult:
+    def start(self, step: Step) -> Started:
+        """Nothing to start: the interpreter runs each model as a child process."""
+        return Started(name=str(self.interpreter(step)), where="this host")
+
+    def execute(self, step: Step) -> ExecResult:
         """Run the entrypoint as a subprocess (cwd: matrix folder) with the layer timeout."""
-        python = self.interpreter(ctx)
-        model = ctx.model
+        python = self.interpreter(step)
+        model = step.model
         with tempfile.TemporaryDirectory(prefix="hetero-run-") as tmp:
             outputs = Path(tmp) / "outputs.json"
-            values = {"python": str(python), "code": str(model.code or ctx.matrix.path.parent),
-                      "model": str(model.path), "dataset": str(ctx.dataset.path),
-                      "outputs": str(outputs), "provider": EXECUTION_PROVIDERS[ctx.resource.type]}
-            try:
-                argv = render_entrypoint(model.entrypoint, values)
-            except (KeyError, ValueError) as exc:
-                raise LayerFailed(f"entrypoint has an unknown placeholder {exc}", "bad_entrypoint",
-                                  "algorithm") from None
+            values = {"python": str(python), "code": str(model.code or step.matrix.path.parent),
+                      "model": str(model.path), "dataset": str(step.dataset.path),
+                      "outputs": str(outputs), "provider": EXECUTION_PROVIDERS[step.resource.type]}
+            argv = render_entrypoint(model.entrypoint, values)
             env = {**os.environ, "HETERO_EXECUTION_PROVIDER": values["provider"]}
-            result = run_measured(argv, Path(tmp), env, ctx.matrix.path.parent, ctx.timeout_s)
+            result = run_measured(argv, Path(tmp), env, step.matrix.path.parent, step.timeout_s)
             if outputs.is_file():
                 result.outputs = outputs.read_bytes()
             return result
@@ -142,8 +141,8 @@ def _die_with_parent() -> None:
 def run_measured(argv: list[str], tmp: Path, env: dict[str, str], cwd: Path, timeout_s: float) -> ExecResult:
     """Run ``argv``; return its ExecResult with peak RSS (MiB, from wait4) and wall duration (s).
 
-    The process group is killed at ``timeout_s``. Raises LayerFailed when the program cannot
-    be started (missing entrypoint), LayerBroken on other OS errors.
+    The process group is killed at ``timeout_s``. Raises ActionFailed when the program cannot
+    be started (missing entrypoint), EngineUnavailable on other OS errors.
     """
     out_path, err_path = tmp / "stdout", tmp / "stderr"
     with open(out_path, "wb") as out, open(err_path, "wb") as err:
@@ -152,10 +151,10 @@ def run_measured(argv: list[str], tmp: Path, env: dict[str, str], cwd: Path, tim
             proc = subprocess.Popen(argv, stdout=out, stderr=err, env=env, cwd=cwd, start_new_session=True,
                                     preexec_fn=_die_with_parent)  # noqa: PLW1509 - only prctl(PDEATHSIG), async-signal-safe
         except FileNotFoundError:
-            raise LayerFailed(f"entrypoint program not found: {argv[0]}", "entrypoint_missing",
-                              "algorithm") from None
+            raise ActionFailed(f"entrypoint program not found: {argv[0]}", "entrypoint_missing",
+                               "algorithm") from None
         except OSError as exc:
-            raise LayerBroken(f"cannot start {argv[0]}: {exc.strerror}", "spawn_failed") from None
+            raise EngineUnavailable(f"cannot start {argv[0]}: {exc.strerror}", "spawn_failed") from None
         timed_out = threading.Event()
 
         def kill() -> None:

@@ -1,17 +1,43 @@
-"""What a backend must answer. One instance per (backend name, target) per pytest process.
+"""What an engine (backend) answers and does — in engine terms, never a verdict.
 
-Built-in backends are the last-resort implementations of the ``pytest_hetero_make_backend``
-hook, so a third-party plugin adds or replaces one the same way.
+An engine is one way to reach compute: this host (``local``), a Docker Engine (``docker``), a
+Kubernetes cluster (``kubernetes``), or a third party's (``pytest_hetero_backend`` hook). Like a
+pytest-testinfra backend it answers questions and performs actions; the layers
+(:mod:`pytest_hetero.layers`) take those answers and write each verdict once for every engine:
+
+========================  ==========================================================  ===========
+verb                      answers / does                                              layer
+========================  ==========================================================  ===========
+:meth:`Backend.inventory` what it sees of the resource: host devices, engine facts,   discovery
+                          or the node pool (:class:`Inventory`)
+:meth:`Backend.place`     place a workload with the resource's requests; what was     scheduling
+                          allocated or why it is pending (:class:`Placement`)
+:meth:`Backend.identify`  the image as the engine resolves it, before it starts       startup
+:meth:`Backend.start`     start the image there (:class:`Started`)                    startup
+:meth:`Backend.run`       run a command inside the started workload (:class:`ExecResult`) startup
+:meth:`Backend.execute`   run the model entrypoint on its inputs, outputs copied out  model
+:meth:`Backend.close`     remove what it created                                      —
+========================  ==========================================================  ===========
+
+An action the engine could not carry out raises an :class:`EngineFault` naming what happened
+in engine terms (image absent, container OOM-killed, apiserver unreachable) with the category
+and owner category of that fact; the layer decides what it means for its claim. Engines record
+the facts they observe on the :class:`Step` (``step.record``) and keep raw output as artifacts.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
-from pytest_hetero.layers.base import LayerContext, NotApplicable
-from pytest_hetero.settings import Settings
+if TYPE_CHECKING:
+    from pytest_hetero.evidence.model import Artifact
+    from pytest_hetero.matrix.expand import PlannedItem
+    from pytest_hetero.matrix.model import Dataset, Image, Matrix, Model, Resource
+    from pytest_hetero.probes.model import Inventory as DeviceInventory
+    from pytest_hetero.settings import Settings
 
 EXECUTION_PROVIDERS: dict[str, str] = {
     "cpu": "CPUExecutionProvider",
@@ -21,15 +47,203 @@ EXECUTION_PROVIDERS: dict[str, str] = {
 """ONNX Runtime execution provider a resource type must run with (substituted for ``{provider}``)."""
 
 
+class Step(Protocol):
+    """What an engine is handed for one item: the matrix entries, the layer's timeout, and where to
+    put what it observes. :class:`pytest_hetero.layers.base.LayerContext` is one."""
+
+    matrix: Matrix
+    planned: PlannedItem
+    settings: Settings
+    timeout_s: float
+
+    @property
+    def layer(self) -> str:
+        """The item's layer."""
+
+    @property
+    def resource(self) -> Resource:
+        """The resource the item is keyed by."""
+
+    @property
+    def image(self) -> Image:
+        """The image (startup, model and business items)."""
+
+    @property
+    def model(self) -> Model:
+        """The model (model and business items)."""
+
+    @property
+    def dataset(self) -> Dataset:
+        """The dataset (model and business items)."""
+
+    def record(self, kind: str, **data: Any) -> None:
+        """Add a timestamped record ``kind`` with ``data`` (JSON values) to the item's evidence."""
+
+    def artifact(self, name: str, content: str | bytes, media_type: str = "text/plain") -> Artifact:
+        """Keep ``content`` (secrets redacted) as artifact ``name`` of the item; return it."""
+
+
+class EngineFault(Exception):
+    """An engine action did not do what was asked. ``category`` names the fact (``image_not_found``,
+    ``oom_killed``, ``engine_unreachable``…); ``owner`` the owner category it points at, when the
+    engine can tell (None: the layer's owner)."""
+
+    status: ClassVar[str] = "failed"
+
+    def __init__(self, message: str, category: str = "", owner: str | None = None) -> None:
+        self.message = message
+        self.category = category or "unspecified"
+        self.owner = owner
+        super().__init__(message)
+
+
+class ActionFailed(EngineFault):
+    """The engine answered, and the action failed or was refused (image absent, container exited,
+    request refused by the apiserver, pod unschedulable)."""
+
+    status = "failed"
+
+
+class EngineUnavailable(EngineFault):
+    """The engine or a call to it broke (unreachable, restarted, 5xx): nothing was learnt about the
+    claim itself."""
+
+    status = "error"
+
+
+class Unsupported(EngineFault):
+    """The engine has no such verb (a single host cannot place workloads); ``message`` says why."""
+
+    status = "not_applicable"
+
+
+@dataclass
+class HostView:
+    """Devices of one host as its vendor tool reports them (local backend; a local Docker engine's host).
+
+    ``vendor`` is the probe that ran (``nvidia``, ``ascend``, ``cpu``); ``devices`` the probe's
+    Inventory (:mod:`pytest_hetero.probes.model`; for ``cpu`` its ``extra`` holds logical CPUs,
+    CPU limit and memory in MiB).
+    """
+
+    vendor: str
+    devices: DeviceInventory
+
+
+@dataclass
+class EngineView:
+    """A container engine's own facts (Docker ``/version`` + ``/info``), and the resource's request in
+    the engine's terms.
+
+    ``facts``: what evidence keeps (``discovery.engine``); ``runtimes``: registered OCI runtimes;
+    ``gpu_runtime``: an NVIDIA runtime or hook is usable; ``device_nodes``: accelerator device nodes
+    on the engine's host (None when the host is remote); ``cpus``/``memory_bytes``: engine capacity;
+    ``requested_cpus``/``requested_memory_bytes``: the resource's limits as the engine would
+    apply them; ``request_error``: why the request cannot be expressed to the engine (None: it can).
+    """
+
+    facts: dict[str, Any]
+    runtimes: list[str]
+    gpu_runtime: bool
+    device_nodes: list[str] | None
+    cpus: float | None
+    memory_bytes: int | None
+    requested_cpus: float | None = None
+    requested_memory_bytes: int | None = None
+    request_error: str | None = None
+    local: bool = True
+
+
+@dataclass
+class NodePool:
+    """The nodes of the resource's pool as an apiserver lists them.
+
+    ``nodes``: per-node facts (``name``, ``ready``/``ready_reason``/``ready_message``,
+    ``unschedulable``, ``taints``, ``labels``, ``capacity``/``allocatable`` of the requested resource
+    names (quantity strings), ``simulated``); ``snapshot``: how it was read (``source``,
+    ``resource_version``, ``taken_at``, ``label_selector``, ``requested``); ``selector``: the label
+    selector used (empty: all nodes, narrowed to those advertising ``wanted``).
+    """
+
+    nodes: list[dict[str, Any]]
+    snapshot: dict[str, Any]
+    selector: str
+    wanted: list[str]
+
+
+@dataclass
+class Inventory:
+    """Everything an engine sees of a resource; each part present where the engine can see it."""
+
+    host: HostView | None = None
+    engine: EngineView | None = None
+    pool: NodePool | None = None
+    host_not_probed: str | None = None
+    """Why no host probe ran (a remote engine's host is out of this process's reach)."""
+
+
+@dataclass
+class Placement:
+    """Where a placement workload landed (``placed``) or why it did not.
+
+    ``requested``/``allocated``: the limits asked and those the engine stored (engine terms);
+    ``reasons``: normalised Pending reasons (:class:`pytest_hetero.pending.Reason` dicts) with the
+    decisive one first in ``decisive`` (None: nothing explains the wait); ``message``: the engine's
+    own summary of a refusal; ``untranslatable``/``short_devices``: the request could not be
+    expressed, or the host has fewer devices than asked (message each).
+    """
+
+    placed: bool
+    requested: dict[str, Any] = field(default_factory=dict)
+    allocated: dict[str, Any] = field(default_factory=dict)
+    decisive: dict[str, Any] | None = None
+    message: str = ""
+    untranslatable: str = ""
+    short_devices: str = ""
+
+
+@dataclass
+class ImageIdentity:
+    """An image as the engine knows it: ``digest`` (the one evidence names) and every digest the
+    engine answers to (``known``: image id, repo digests); ``what`` names it in messages;
+    ``owner``: who owns image problems on this target. An engine that runs no container (local)
+    reports the interpreter's framework view in ``environment`` (``{"python", "providers",
+    "onnxruntime_error"}``) instead of running a device payload. ``handle`` is engine-private."""
+
+    digest: str | None
+    known: tuple[str, ...]
+    what: str
+    owner: str = "platform"
+    environment: dict[str, Any] | None = None
+    handle: Any = None
+
+
+@dataclass
+class Started:
+    """A started workload: ``name`` (container/pod, for messages), ``handle`` (engine-private),
+    ``where`` (where commands run: ``pod x`` / the KWOK host), ``simulated`` (a KWOK node: commands
+    run on its host, not in the image), ``node`` (the node's facts, when the engine has nodes),
+    ``identity`` (the image as it runs, when only known once started), ``image_owner`` (the team
+    that owns problems of the image on this target)."""
+
+    name: str
+    handle: Any = None
+    where: str = ""
+    simulated: bool = False
+    node: dict[str, Any] = field(default_factory=dict)
+    identity: ImageIdentity | None = None
+    image_owner: str = "platform"
+
+
 @dataclass
 class ExecResult:
-    """One model-entrypoint run: ``argv`` as run, ``exit_code`` (None when killed on timeout),
-    wall ``duration_s``, full ``stdout``/``stderr`` text, ``outputs`` (the bytes of the outputs
-    file the entrypoint wrote, or None), ``peak_rss_mib`` where measurable, and backend ``details``.
-    ``failure`` (``{"category", "owner", "message"}``) is the backend's classification of a run that
-    failed for a reason the exit code alone does not tell (OOM kill, container killed); the
-    model layer records the run first, then fails with it (status ``error`` instead of ``failed``
-    when ``failure["status"] == "error"``: the infrastructure broke, e.g. the node turned NotReady)."""
+    """One command run: ``argv`` as run, ``exit_code`` (None when killed on timeout), wall
+    ``duration_s``, full ``stdout``/``stderr`` text, ``outputs`` (the bytes of the outputs file the
+    entrypoint wrote, or None), ``peak_rss_mib`` where measurable, and engine ``details``.
+    ``failure`` (``{"category", "owner", "message"}``) is the engine's account of a run that ended
+    for a reason the exit code alone does not tell (OOM kill, container killed); the model layer
+    records the run first, then fails with it (status ``error`` instead of ``failed`` when
+    ``failure["status"] == "error"``: the infrastructure broke, e.g. the node turned NotReady)."""
 
     argv: list[str]
     exit_code: int | None
@@ -46,14 +260,16 @@ class ExecResult:
 def render_entrypoint(entrypoint: tuple[str, ...], values: dict[str, str]) -> list[str]:
     """Substitute ``{python}``, ``{code}``, ``{model}``, ``{dataset}``, ``{outputs}``, ``{provider}``.
 
-    Raises KeyError naming an unknown placeholder.
+    Raises ActionFailed (``bad_entrypoint``, algorithm) naming an unknown placeholder.
     """
-    return [part.format_map(values) for part in entrypoint]
+    try:
+        return [part.format_map(values) for part in entrypoint]
+    except (KeyError, ValueError) as exc:
+        raise ActionFailed(f"entrypoint has an unknown placeholder {exc}", "bad_entrypoint", "algorithm") from None
 
 
 class Backend(ABC):
-    """Interface of a backend. Methods record evidence on ``ctx`` and raise LayerFailed /
-    LayerBroken / NotApplicable (see :mod:`pytest_hetero.layers.base`)."""
+    """An engine. One instance per (name, target) per pytest process; see the module docstring."""
 
     name: ClassVar[str] = ""
     scheduling_per_image: ClassVar[bool] = False
@@ -68,20 +284,42 @@ class Backend(ABC):
         """Identity of what is validated: ``{"backend", "identity", "nodes", "versions", "images"}``."""
 
     @abstractmethod
-    def discover(self, ctx: LayerContext) -> None:
-        """Discovery: the resource's nodes/devices are visible, healthy and advertised as expected."""
+    def inventory(self, step: Step) -> Inventory:
+        """What the engine sees of ``step.resource``. Raises EngineFault when it cannot look."""
 
-    def schedule(self, ctx: LayerContext) -> None:
-        """Scheduling: a workload with the resource's requests is placed in the right pool."""
-        raise NotApplicable(f"the {self.name} backend cannot prove scheduling")
+    def place(self, step: Step) -> Placement:
+        """Place a workload with ``step.resource``'s requests through the engine's real path.
+
+        Raises Unsupported where the engine places nothing (a single host), EngineFault when the
+        engine cannot be asked.
+        """
+        raise Unsupported(f"the {self.name} backend cannot prove scheduling")
+
+    def identify(self, step: Step) -> ImageIdentity | None:
+        """The image of ``step`` as the engine resolves it before starting it (pulled per the target's
+        policy); None when the engine only knows it once started. Raises EngineFault."""
+        return None
 
     @abstractmethod
-    def start(self, ctx: LayerContext) -> None:
-        """Startup: the image starts with runtime, driver and device initialised inside it."""
+    def start(self, step: Step) -> Started:
+        """Start ``step.image`` for ``step.resource`` (inputs available to it). Raises EngineFault
+        when it does not come up (exited, OOM-killed, will not pull, not placed)."""
+
+    def run(self, started: Started, argv: list[str], timeout_s: float, env: dict[str, str] | None = None
+            ) -> ExecResult:
+        """Run ``argv`` inside the started workload (POSIX sh available for the device payload).
+        Raises Unsupported where the engine runs nothing inside a workload, EngineFault otherwise."""
+        raise Unsupported(f"the {self.name} backend runs no commands inside a workload")
+
+    def logs(self, started: Started) -> str | None:
+        """The started workload's own log (container/pod output so far), or None where there is none."""
+        return None
 
     @abstractmethod
-    def execute(self, ctx: LayerContext) -> ExecResult:
-        """Model execution: run the model entrypoint on the dataset; return the run's result."""
+    def execute(self, step: Step) -> ExecResult:
+        """Run the model entrypoint of ``step`` on its dataset (inputs copied or mounted in, the
+        outputs file copied out, size-bounded); return the run. Raises EngineFault."""
 
     def close(self) -> None:
-        """Release everything this backend created (unless settings.keep). Must not raise."""
+        """Release everything this engine created (unless settings.keep). Must not raise."""
+

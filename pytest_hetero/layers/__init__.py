@@ -1,16 +1,44 @@
-"""The five layers. Each module exposes ``check(ctx)``; :data:`CHECKS` maps layer name → check."""
+"""The five layers. Each module exposes ``check(ctx)`` and writes its layer's verdict once for every
+engine; :data:`CHECKS` maps layer name → check, with an engine's account of an action it could not
+carry out (:class:`~pytest_hetero.backends.protocol.EngineFault`) turned into the layer's outcome
+in one place (:func:`outcome_of`)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
+from pytest_hetero.backends.protocol import EngineFault, EngineUnavailable, Unsupported
 from pytest_hetero.layers import business, discovery, execution, scheduling, startup
-from pytest_hetero.layers.base import LayerContext
+from pytest_hetero.layers.base import LayerBroken, LayerContext, LayerFailed, LayerOutcome, NotApplicable
+
+
+def outcome_of(fault: EngineFault) -> LayerOutcome:
+    """The layer outcome of an engine action that did not happen: the claim is false when the
+    engine answered and the action failed (LayerFailed), unproven when the engine or a call to it
+    broke (LayerBroken), not applicable when the engine has no such verb (NotApplicable). Category
+    and owner are the fault's (None: the layer's owner)."""
+    if isinstance(fault, Unsupported):
+        return NotApplicable(fault.message)
+    if isinstance(fault, EngineUnavailable):
+        return LayerBroken(fault.message, fault.category, fault.owner)
+    return LayerFailed(fault.message, fault.category, fault.owner)
+
+
+def _judging(check: Callable[[LayerContext], None]) -> Callable[[LayerContext], None]:
+    def run(ctx: LayerContext) -> None:
+        try:
+            check(ctx)
+        except EngineFault as fault:
+            raise outcome_of(fault) from None
+
+    run.__doc__ = check.__doc__
+    return run
+
 
 CHECKS: dict[str, Callable[[LayerContext], None]] = {
-    "discovery": discovery.check,
-    "scheduling": scheduling.check,
-    "startup": startup.check,
-    "model": execution.check,
-    "business": business.check,
+    "discovery": _judging(discovery.check),
+    "scheduling": _judging(scheduling.check),
+    "startup": _judging(startup.check),
+    "model": _judging(execution.check),
+    "business": _judging(business.check),
 }

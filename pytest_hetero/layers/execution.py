@@ -52,6 +52,13 @@ def _run_once(ctx: LayerContext, run: int) -> None:
     ctx.record("model.identity", model=model.name, version=model.version, sha256=model.sha256,
                dataset=dataset.name, dataset_version=dataset.version, dataset_sha256=dataset.sha256)
     result = ctx.backend.execute(ctx)
+    started_here = result.details.pop("image", None)
+    if started_here is not None:  # the engine had to start the image itself: its digest is this item's to check
+        from pytest_hetero.backends.protocol import ImageIdentity
+        from pytest_hetero.layers.startup import judge_digest
+
+        judge_digest(ctx, ImageIdentity(digest=started_here["digest"], known=tuple(started_here["known"]),
+                                        what=started_here["what"], owner=started_here["owner"]))
     if sensitive:  # logs may echo samples: keep sizes and digests only
         streams = {name: {"text": "[withheld: sensitive dataset]", "truncated": True,
                           "bytes": len(text.encode("utf-8", "replace")), "sha256": sha256_text(text)}

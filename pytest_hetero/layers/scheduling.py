@@ -1,17 +1,48 @@
 """Scheduling layer: a workload asking for the resource through the real path lands in the right pool.
 
-Backends that cannot prove placement (local) raise NotApplicable, recorded as untested scope.
+The engine places a workload with the resource's requests
+(:meth:`~pytest_hetero.backends.protocol.Backend.place`) and records what it submitted, what the
+scheduler or engine did and why; the verdict is written here once for every engine:
+
+* not placed → failed with the decisive normalised Pending reason's code and owner
+  (:mod:`pytest_hetero.pending`), or ``scheduling_timeout`` (platform) when nothing explains it;
+* a request the engine cannot express for an accelerator → ``request_untranslatable`` (platform);
+  fewer devices on the host than requested → ``insufficient_devices`` (infrastructure);
+* placed with other limits than requested → ``allocation_mismatch`` (platform).
+
+Engines that place nothing (local) answer Unsupported: not applicable, recorded as untested scope.
 """
 
 from __future__ import annotations
 
-from pytest_hetero.layers.base import LayerContext
+from typing import Any
+
+from pytest_hetero.layers.base import LayerContext, LayerFailed
 
 
 def check(ctx: LayerContext) -> None:
-    """Run the backend's scheduling probe; raises LayerFailed with the normalised Pending reasons."""
+    """Record the request, have the engine place it, judge the placement (see the module docstring)."""
     ctx.record("scheduling.request", resource=ctx.resource.name, requests=ctx.resource.requests,
                limits=ctx.resource.limits, node_selector=ctx.resource.node_selector,
                tolerations=list(ctx.resource.tolerations), queue=ctx.resource.queue,
                priority_class=ctx.resource.priority_class)
-    ctx.backend.schedule(ctx)
+    placement = ctx.backend.place(ctx)
+    if placement.untranslatable:
+        raise LayerFailed(placement.untranslatable, "request_untranslatable", "platform")
+    if placement.short_devices:
+        raise LayerFailed(placement.short_devices, "insufficient_devices", "infrastructure")
+    if not placement.placed:
+        decisive = placement.decisive
+        if decisive is None:
+            raise LayerFailed(placement.message, "scheduling_timeout", "platform")
+        raise LayerFailed(placement.message, decisive["code"], decisive["owner"])
+    wrong = allocation_differences(placement.requested, placement.allocated)
+    if wrong:
+        raise LayerFailed("engine stored other limits than requested: " + ", ".join(
+            f"{k} requested {a!r}, allocated {b!r}" for k, (a, b) in wrong.items()), "allocation_mismatch", "platform")
+
+
+def allocation_differences(requested: dict[str, Any], allocated: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
+    """``{field: (requested, allocated)}`` for every requested limit the engine stored otherwise (an
+    absent allocation counts as the requested type's zero value)."""
+    return {k: (v, allocated.get(k)) for k, v in requested.items() if (allocated.get(k) or type(v)()) != v}

@@ -1,17 +1,193 @@
 """Startup layer: the image starts on the target; mounts, runtime, driver and device initialise inside it.
 
-Besides the backend's start, every backend must prove the model and dataset the combinations
-will use are the declared versions: :func:`verify_digest` is the shared check.
+One sequence for every engine, one verdict per rule:
+
+1. the engine resolves the image (:meth:`~pytest_hetero.backends.protocol.Backend.identify`); its
+   digest must be the matrix's (``image_digest_mismatch``, the target's image owner); an engine
+   without containers (local) reports the interpreter's framework view instead of a device payload,
+   judged here (``framework_missing`` / ``framework_without_accelerator``, algorithm);
+2. the model and dataset files the combinations use are the declared versions (:func:`verify_inputs`);
+3. the engine starts the image (:meth:`~pytest_hetero.backends.protocol.Backend.start`); an image
+   only identified once running (Kubernetes) is checked then;
+4. inside a container the device payload (:mod:`pytest_hetero.probes.payload`) runs through the
+   engine's run verb and is judged by :func:`judge_payload`: its findings (device node, driver
+   library, runtime, framework) with their owner, the framework the models need, and the devices
+   visible against those allocated and expected (``device_inventory_mismatch``);
+5. served models must answer as the declared version (:func:`pytest_hetero.serving.checks.startup`).
 """
 
 from __future__ import annotations
 
 import hashlib
 from pathlib import Path
+from typing import Any
 
+from pytest_hetero.backends.protocol import EXECUTION_PROVIDERS, ImageIdentity, Started
+from pytest_hetero.errors import ParseError
 from pytest_hetero.layers.base import LayerContext, LayerFailed
+from pytest_hetero.layers.discovery import expectation
+from pytest_hetero.matrix.model import Resource
+from pytest_hetero.matrix.quantity import quantity_or_none
+from pytest_hetero.probes.payload import PayloadReport, assess, parse_payload_output, payload_script, tool_inventory
 
 CHUNK = 1024 * 1024
+CATEGORY = {"device-node": "device_missing", "visibility": "device_not_visible", "driver-library": "driver_missing",
+            "runtime": "runtime_broken", "framework": "framework_without_accelerator", "payload": "payload_failed"}
+"""Payload finding category → startup failure category."""
+
+
+def check(ctx: LayerContext) -> None:
+    """Identify and start the image through the engine, judge what it reports (see the module
+    docstring); then, when the matrix serves models, prove each inference service is ready, reports
+    the declared version and enforces its authentication."""
+    engine = ctx.backend
+    identity = engine.identify(ctx)
+    if identity is not None:
+        judge_digest(ctx, identity)
+        if identity.environment is not None:
+            judge_environment(ctx, identity.environment)
+    verify_inputs(ctx)
+    started = engine.start(ctx)
+    if started.identity is not None:
+        judge_digest(ctx, started.identity)
+    if identity is None or identity.environment is None:
+        timeout = str(max(1, int(ctx.timeout_s // 4)))
+        done = engine.run(started, ["/bin/sh", "-c", payload_script()], ctx.timeout_s, {"HETERO_TIMEOUT": timeout})
+        judge_payload(ctx, started, done.exit_code, done.stdout, done.stderr)
+    logs = engine.logs(started)
+    if logs is not None:
+        ctx.artifact("container.log", logs)
+    if any(model.serving is not None for model in ctx.matrix.models):
+        from pytest_hetero.serving.checks import startup
+
+        startup(ctx)
+
+
+def judge_digest(ctx: LayerContext, identity: ImageIdentity) -> None:
+    """LayerFailed ``image_digest_mismatch`` (the image's owner) when the matrix declares a digest the
+    image does not answer to (any of its ids/repo digests, algorithm prefix ignored)."""
+    declared = ctx.image.digest
+    if not declared:
+        return
+    wanted = declared.split(":")[-1]
+    if wanted not in {d.split(":")[-1] for d in identity.known if d}:
+        raise LayerFailed(f"{identity.what} has digest {identity.digest or 'an unreported digest'}, the matrix "
+                          f"declares sha256:{wanted}", "image_digest_mismatch", identity.owner)
+
+
+def judge_environment(ctx: LayerContext, env: dict[str, Any]) -> None:
+    """Judge an interpreter's framework view (engines without containers): ONNX Runtime importable
+    with the resource's execution provider. Records ``startup.device_init``; LayerFailed (algorithm)."""
+    wanted = EXECUTION_PROVIDERS[ctx.resource.type]
+    providers = env.get("providers")
+    if providers is None:
+        raise LayerFailed(f"ONNX Runtime not importable in {env.get('python')}: {env.get('onnxruntime_error')}",
+                          "framework_missing", "algorithm")
+    ctx.record("startup.device_init", framework="onnxruntime", wanted_provider=wanted,
+               providers=providers, ok=wanted in providers)
+    if wanted not in providers:
+        raise LayerFailed(f"{wanted} not available in this environment's ONNX Runtime "
+                          f"(has {', '.join(providers)}): framework build without the accelerator",
+                          "framework_without_accelerator", "algorithm")
+
+
+def framework_gaps(ctx: LayerContext, report: PayloadReport) -> list[tuple[str, str]]:
+    """What the matrix's models need from the image that it lacks: ``[(category, message)]``."""
+    if not any(m.runtime == "onnxruntime" for m in ctx.matrix.models):
+        return []
+    wanted = EXECUTION_PROVIDERS[ctx.resource.type]
+    python = report.python or {}
+    if not python.get("present"):
+        return [("framework_missing", (f"image {ctx.image.reference} has no python3/python; the models need "
+                 f"ONNX Runtime ({python.get('error')})"))]
+    ort = report.framework("onnxruntime")
+    if not ort.get("available"):
+        return [("framework_missing", (f"ONNX Runtime not importable in image {ctx.image.reference}: "
+                 f"{ort.get('error') or python.get('error')}"))]
+    if wanted not in (ort.get("providers") or []):
+        return [("framework_without_accelerator", (f"{wanted} not available in the image's ONNX Runtime "
+                 f"{ort.get('version')} (has {', '.join(ort.get('providers') or [])})"))]
+    return []
+
+
+def judge_payload(ctx: LayerContext, started: Started, exit_code: int | None, stdout: str, stderr: str) -> None:
+    """Judge the device payload's output from inside ``started``: record ``startup.device_init`` (and
+    ``startup.inventory`` when the image has the vendor tool); LayerFailed on the first finding.
+
+    Raises LayerFailed: ``payload_failed`` (no readable output: no ``/bin/sh`` or the payload died;
+    the image's owner), a :data:`CATEGORY` value with the finding's owner, ``framework_missing`` /
+    ``framework_without_accelerator`` (algorithm), ``device_inventory_mismatch`` (infrastructure:
+    the devices visible are not those allocated and expected, e.g. more than were allocated).
+    """
+    art = ctx.artifact("payload.txt", stdout + ("\n--- stderr ---\n" + stderr if stderr else ""))
+    where = f" (ran on {started.where})" if started.where else ""
+    placement = {"ran_on": started.where or f"container {started.name}", "simulated": started.simulated}
+    try:
+        report = parse_payload_output(stdout)
+    except ParseError as exc:
+        ctx.record("startup.device_init", exit_code=exit_code, artifact=art.path, report=None, findings=[],
+                   **placement)
+        raise LayerFailed(f"device payload in {started.name} gave no report (exit {exit_code}): {exc.message}; "
+                          f"stderr: {stderr.strip()[-200:]}", "payload_failed", started.image_owner) from None
+    findings = [f.to_dict() for f in assess(report, ctx.resource.type)]
+    gaps = framework_gaps(ctx, report)
+    data = report.to_dict()
+    data.pop("raw", None)
+    ort = report.framework("onnxruntime")
+    ctx.record("startup.device_init", exit_code=exit_code, artifact=art.path,
+               shell_only=not (report.python or {}).get("present"),
+               wanted_provider=EXECUTION_PROVIDERS[ctx.resource.type], providers=ort.get("providers"),
+               findings=findings, framework_gaps=[{"category": c, "message": m} for c, m in gaps], report=data,
+               **placement)
+    if findings:
+        first = findings[0]
+        more = f" (+{len(findings) - 1} more findings)" if len(findings) > 1 else ""
+        raise LayerFailed(f"device initialisation in {started.name}{where}: {first['message']}{more}",
+                          CATEGORY.get(first["category"], first["category"]), first["owner"])
+    if gaps:
+        raise LayerFailed(gaps[0][1], gaps[0][0], "algorithm")
+    checked = inventory_check(ctx.resource, report, started.node)
+    if checked is not None:
+        ctx.record("startup.inventory", **checked)
+    differences = (checked or {}).get("differences") or []
+    if differences:
+        raise LayerFailed(f"device inventory in {started.name}{where}: "
+                          + "; ".join(d["message"] for d in differences), "device_inventory_mismatch",
+                          "infrastructure")
+
+
+def inventory_check(resource: Resource, report: PayloadReport, node: dict[str, Any]) -> dict[str, Any] | None:
+    """Compare the device inventory the payload read inside the workload (``nvidia-smi``/``npu-smi``)
+    with what was allocated and the matrix expects; the ``startup.inventory`` record data
+    (``differences``: ``[{"category", "message", "expected", "actual", "device", "owner"}]``, see
+    :mod:`pytest_hetero.probes.compare`), or None when there is nothing to compare (CPU resource,
+    image without the vendor tool: the payload findings already say what is missing).
+
+    Expected inside: as many devices (MIG: matching instances) as the request of the resource's
+    first device resource, and ``expect``'s product/memory/driver/CUDA/CANN. ``node`` (node facts,
+    empty without nodes) gives the advertised capacity/allocatable, recorded beside it.
+    """
+    from pytest_hetero.probes.compare import compare
+
+    vendor = resource.probe_vendor
+    names = resource.device_resources
+    inventory = tool_inventory(report, vendor) if vendor != "cpu" and names else None
+    if inventory is None:
+        return None
+    exp = expectation(resource)
+    exp["resource"] = names[0]
+    exp["count"] = int(quantity_or_none(resource.requests[names[0]]) or 0)
+    return {
+        "node": node.get("name"),
+        "source": inventory.source,
+        "resource": names[0],
+        "allocated": exp["count"],
+        "devices_seen": len(inventory.devices),
+        "node_capacity": (node.get("capacity") or {}).get(names[0]),
+        "node_allocatable": (node.get("allocatable") or {}).get(names[0]),
+        "expected": exp,
+        "differences": [d.to_dict() for d in compare(inventory, exp)],
+    }
 
 
 def file_sha256(path: Path) -> str:
@@ -52,14 +228,3 @@ def verify_inputs(ctx: LayerContext) -> None:
         verify_digest(ctx, "model", model.name, model.version, model.path, model.sha256)
     for dataset in ctx.matrix.datasets:
         verify_digest(ctx, "dataset", dataset.name, dataset.version, dataset.path, dataset.sha256)
-
-
-def check(ctx: LayerContext) -> None:
-    """Start the image through the backend (which runs the in-container device initialisation);
-    then, when the matrix serves models, prove each inference service is ready, reports the declared
-    version and enforces its authentication (:func:`pytest_hetero.serving.checks.startup`)."""
-    ctx.backend.start(ctx)
-    if any(model.serving is not None for model in ctx.matrix.models):
-        from pytest_hetero.serving.checks import startup
-
-        startup(ctx)

@@ -25,6 +25,9 @@ DEFAULT_TIMEOUTS_S: dict[str, float] = {
 }
 """Per-layer timeout in seconds when ``spec.layers.<layer>.timeout`` is absent."""
 
+BASIC_RESOURCES: tuple[str, ...] = ("cpu", "memory", "ephemeral-storage", "pods")
+"""Resource names every node has; the rest of a request names accelerators (extended resources)."""
+
 DEFAULT_OUTPUT_LIMIT = 64 * 1024
 """Bytes of stdout/stderr kept inline in evidence per stream (the full text goes to an artifact)."""
 
@@ -44,6 +47,21 @@ class Resource:
     priority_class: str | None = None
     expect: dict[str, Any] = field(default_factory=dict)
     line: int = 0
+
+    @property
+    def device_resources(self) -> list[str]:
+        """Requested extended resources (e.g. ``["nvidia.com/gpu"]``), in request order: every request
+        but cpu, memory, ephemeral-storage, pods and hugepages-*."""
+        return [k for k in self.requests if k not in BASIC_RESOURCES and not k.startswith("hugepages-")]
+
+    @property
+    def probe_vendor(self) -> str:
+        """Which device probe reads this resource: its declared vendor when a probe exists for it
+        (``nvidia``; ``ascend`` for ascend/huawei), else by type (gpu → nvidia, npu → ascend, cpu → cpu)."""
+        vendor = self.vendor.lower()
+        if vendor in ("nvidia", "ascend", "huawei"):
+            return "ascend" if vendor == "huawei" else vendor
+        return {"gpu": "nvidia", "npu": "ascend"}.get(self.type, "cpu")
 
 
 @dataclass(frozen=True)

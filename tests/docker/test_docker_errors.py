@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from pytest_hetero.backends.docker.errors import classify, outcome
-from pytest_hetero.layers.base import LayerBroken, LayerFailed
+from pytest_hetero.backends.protocol import ActionFailed, EngineUnavailable
 
 
 @pytest.mark.parametrize(("text", "expected"), [
@@ -40,7 +40,7 @@ def test_unknown_engine_text_is_broken_not_failed() -> None:
         explanation = "something the engine never said before"
 
     result = outcome(Answer(), "starting container x", phase_owner="platform")
-    assert isinstance(result, LayerBroken)
+    assert isinstance(result, EngineUnavailable)
     assert (result.category, result.message) == (
         "engine_error", "starting container x: the Docker engine answered: something the engine never said before")
 
@@ -50,6 +50,6 @@ def test_known_text_fails_with_the_configured_image_owner() -> None:
         explanation = b"pull access denied for x"
 
     result = outcome(Answer(), "pulling image x", phase_owner="platform", image_owner="algorithm")
-    assert isinstance(result, LayerFailed)
+    assert isinstance(result, ActionFailed)
     assert (result.category, result.owner, result.message) == (
         "pull_denied", "algorithm", "pulling image x: pull access denied for x")

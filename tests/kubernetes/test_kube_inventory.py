@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from support import FIXTURES
 
-from pytest_hetero.backends.kubernetes.payload import inventory_check
+from pytest_hetero.layers.startup import inventory_check
 from pytest_hetero.matrix.model import Resource
 from pytest_hetero.probes.payload import PayloadReport
 

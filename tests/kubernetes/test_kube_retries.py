@@ -119,11 +119,11 @@ def test_a_briefly_unreachable_apiserver_is_reached_once_it_listens(tmp_path: Pa
     ('{"clusters": 5}\n', "not a kubeconfig (TypeError: 'int' object is not iterable)"),
 ])
 def test_kubeconfig_that_is_not_one_is_a_bad_target(tmp_path: Path, text: str, why: str) -> None:
-    from pytest_hetero.layers.base import LayerFailed
+    from pytest_hetero.backends.protocol import ActionFailed
 
     path = tmp_path / "kubeconfig"
     path.write_text(text)
-    with pytest.raises(LayerFailed) as caught:
+    with pytest.raises(ActionFailed) as caught:
         connect({"kubeconfig": str(path)}, None)
     assert (caught.value.category, caught.value.owner, str(caught.value)) == (
         "bad_target", "platform", f"no usable Kubernetes configuration (kubeconfig {path}, context (current)): {why}")

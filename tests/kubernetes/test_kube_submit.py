@@ -17,7 +17,7 @@ from kubernetes.client.rest import ApiException
 from support import evidence_of
 
 from pytest_hetero.backends.kubernetes.client import api_outcome
-from pytest_hetero.layers.base import LayerBroken, LayerFailed
+from pytest_hetero.backends.protocol import ActionFailed, EngineUnavailable
 
 if TYPE_CHECKING:  # annotation only: 'conftest' names differ per folder at run time
     from conftest import Cluster
@@ -156,7 +156,7 @@ def test_sigterm_mid_run_deletes_the_workloads(
 
 @pytest.mark.parametrize(
     ("status", "expected"),
-    [(429, LayerBroken), (500, LayerBroken), (503, LayerBroken), (401, LayerFailed), (404, LayerFailed)],
+    [(429, EngineUnavailable), (500, EngineUnavailable), (503, EngineUnavailable), (401, ActionFailed), (404, ActionFailed)],
 )
 def test_api_faults_the_plane_cannot_produce(status: int, expected: type) -> None:
     out = api_outcome(ApiException(status=status, reason="x"), "create pods in ns")

@@ -1,4 +1,4 @@
-"""Classify Docker Engine failures into a layer outcome: category, owning team, readable message.
+"""Classify Docker Engine failures into engine faults: category, owning team, readable message.
 
 The patterns are the engine's own error texts (dockerd 20.10–27, runc 1.1, containerd 1.6/1.7),
 e.g. ``Unknown runtime specified nvidia`` or ``could not select device driver "" with
@@ -16,10 +16,10 @@ from typing import TYPE_CHECKING, Any
 import docker.errors
 
 from pytest_hetero.backends.docker.client import oom_kills
-from pytest_hetero.layers.base import LayerBroken, LayerContext, LayerFailed, LayerOutcome
+from pytest_hetero.backends.protocol import ActionFailed, EngineFault, EngineUnavailable
 
 if TYPE_CHECKING:
-    from pytest_hetero.backends.protocol import ExecResult
+    from pytest_hetero.backends.protocol import ExecResult, Step
 
 IMAGE_OWNER_DEFAULT = "platform"
 SETTLE_S = 2.0
@@ -77,22 +77,22 @@ def classify(text: str, *, phase_owner: str, image_owner: str = IMAGE_OWNER_DEFA
 
 
 def outcome(exc: BaseException, what: str, *, phase_owner: str,
-            image_owner: str = IMAGE_OWNER_DEFAULT) -> LayerOutcome:
-    """Turn a docker SDK exception raised while doing ``what`` into LayerFailed (known failure)
-    or LayerBroken (``engine_error``: an engine answer no rule explains, or no answer at all)."""
+            image_owner: str = IMAGE_OWNER_DEFAULT) -> EngineFault:
+    """Turn a docker SDK exception raised while doing ``what`` into ActionFailed (known failure)
+    or EngineUnavailable (``engine_error``: an engine answer no rule explains, or no answer at all)."""
     return outcome_of_text(explanation(exc), what, phase_owner=phase_owner, image_owner=image_owner)
 
 
-def outcome_of_text(text: str, what: str, *, phase_owner: str, image_owner: str = IMAGE_OWNER_DEFAULT) -> LayerOutcome:
+def outcome_of_text(text: str, what: str, *, phase_owner: str, image_owner: str = IMAGE_OWNER_DEFAULT) -> EngineFault:
     """:func:`outcome` for an engine error text (e.g. an ``error`` entry of a pull's progress stream)."""
     found = classify(text, phase_owner=phase_owner, image_owner=image_owner)
     if found is None:
-        return LayerBroken(f"{what}: the Docker engine answered: {text}", "engine_error")
+        return EngineUnavailable(f"{what}: the Docker engine answered: {text}", "engine_error")
     category, owner = found
-    return LayerFailed(f"{what}: {text}", category, owner)
+    return ActionFailed(f"{what}: {text}", category, owner)
 
 
-def run_failure(api: Any, ctx: LayerContext, workload: dict[str, Any], result: ExecResult) -> dict[str, str] | None:
+def run_failure(api: Any, ctx: Step, workload: dict[str, Any], result: ExecResult) -> dict[str, str] | None:
     """Classify a finished model exec (``api``: a ``docker.APIClient``) the exit code alone does not explain: ``oom_killed`` (algorithm),
     ``container_killed`` (infrastructure), ``entrypoint_missing`` (algorithm); else None.
 

@@ -21,7 +21,6 @@ from __future__ import annotations
 import functools
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import docker
@@ -29,8 +28,10 @@ import docker.errors
 
 from pytest_hetero.backends.docker import client as run
 from pytest_hetero.backends.docker.client import CONNECTION_LOST, EngineLost
+from pytest_hetero.backends.protocol import EngineUnavailable, Step
 from pytest_hetero.evidence.model import utc_now
-from pytest_hetero.layers.base import LayerBroken, LayerContext
+
+from pytest_hetero.backends.docker.session import DockerSession, Interruption
 
 ENGINE_WAIT_S = 60.0
 """Default seconds to wait for a lost engine to answer again (``target.engine_wait_s``)."""
@@ -38,41 +39,21 @@ FIRST_PING_S = 0.2
 """First pause between pings of a lost engine; doubles up to :data:`MAX_PING_S`."""
 MAX_PING_S = 2.0
 
-Step = TypeVar("Step", bound=Callable[..., Any])
+Verb = TypeVar("Verb", bound=Callable[..., Any])
 
 
-def engine_guarded(step: Step) -> Step:
-    """Wrap a layer step so an engine that goes away mid-step ends the item ``error`` with the
-    outage as reason (:func:`~pytest_hetero.backends.docker.outage.engine_lost`), not a traceback."""
+def engine_guarded(verb: Verb) -> Verb:
+    """Wrap an engine verb ``verb(self, step, …)`` (``self.session`` a DockerSession) so an engine that
+    goes away mid-step raises EngineUnavailable with the outage as reason (:func:`engine_lost`)."""
 
-    @functools.wraps(step)
-    def guarded(self: Any, ctx: LayerContext, *args: Any) -> Any:
+    @functools.wraps(verb)
+    def guarded(self: Any, step: Step, *args: Any) -> Any:
         try:
-            return step(self, ctx, *args)
+            return verb(self, step, *args)
         except (run.EngineLost, *run.CONNECTION_LOST) as exc:
-            raise engine_lost(self, ctx, exc, f"the {ctx.planned.layer} step") from None
+            raise engine_lost(self.session, step, exc, f"the {step.planned.layer} step") from None
 
     return guarded  # type: ignore[return-value]
-
-
-@dataclass
-class Interruption:
-    """One engine outage seen by this run: wall-clock ``lost_at``/``back_at`` (UTC, ``…Z``),
-    ``waited_s`` (seconds waited for the engine; None: it never answered within the wait), and
-    ``monotonic`` (the clock when it was lost, for ordering against container starts)."""
-
-    lost_at: str
-    what: str
-    error: str
-    monotonic: float = field(default_factory=time.monotonic)
-    back_at: str | None = None
-    waited_s: float | None = None
-
-    def describe(self) -> str:
-        """One sentence: when the engine went away during what, and whether/when it answered again."""
-        back = (f"it answered again after {self.waited_s:.1f} s ({self.back_at})" if self.back_at
-                else "it did not answer again")
-        return f"the Docker engine went away at {self.lost_at} during {self.what} ({self.error}); {back}"
 
 
 def wait_for_engine(conn: dict[str, Any], wait_s: float) -> float | None:
@@ -109,9 +90,9 @@ def describe_error(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text[:200]}"
 
 
-def engine_lost(backend: Any, ctx: LayerContext, exc: BaseException, what: str) -> LayerBroken:
-    """Record an engine outage seen by ``backend`` (a DockerBackend) during ``what`` and return the
-    LayerBroken to raise: ``engine_restarted`` or ``engine_unreachable``, owner ``infrastructure``.
+def engine_lost(session: DockerSession, ctx: Step, exc: BaseException, what: str) -> EngineUnavailable:
+    """Record an engine outage seen by ``session`` during ``what`` and return the EngineUnavailable to
+    raise: ``engine_restarted`` or ``engine_unreachable``, owner ``infrastructure``.
 
     Waits up to ``target.engine_wait_s`` seconds for the engine; keeps a model run's partial
     stdout/stderr as artifacts; reads the resource × image container's state once it answers.
@@ -123,44 +104,45 @@ def engine_lost(backend: Any, ctx: LayerContext, exc: BaseException, what: str) 
             ctx.artifact("model.stdout.partial", exc.partial.stdout)
             ctx.artifact("model.stderr.partial", exc.partial.stderr)
     outage = Interruption(lost_at=utc_now(), what=what, error=error)
-    backend.interruptions.append(outage)
-    backend.drop_clients()
-    waited = wait_for_engine(backend.conn, float(backend.target.get("engine_wait_s", ENGINE_WAIT_S)))
+    session.interruptions.append(outage)
+    session.drop_clients()
+    waited = wait_for_engine(session.conn, float(session.target.get("engine_wait_s", ENGINE_WAIT_S)))
     state: dict[str, Any] | None = None
-    workload = backend.workloads.get((ctx.resource.name, ctx.image.name))
+    workload = session.workloads.get((ctx.resource.name, ctx.image.name))
     if waited is not None:
         outage.back_at, outage.waited_s = utc_now(), round(waited, 3)
         if workload is not None:
-            state = container_state(backend, workload)
+            state = container_state(session, workload)
     ctx.record("engine.interruption", lost_at=outage.lost_at, back_at=outage.back_at, waited_s=outage.waited_s,
-               during=what, error=error, engine=backend.conn.get("base_url", "DOCKER_HOST"),
+               during=what, error=error, engine=session.conn.get("base_url", "DOCKER_HOST"),
                container=workload["name"] if workload else None, container_state=state)
     message = outage.describe()
     if state is not None:
         message += (f"; container {workload['name']} is now {state.get('Status')} (exit {state.get('ExitCode')}, "
                     f"finished {state.get('FinishedAt')})")
     if waited is None:
-        return LayerBroken(message, "engine_unreachable", "infrastructure")
-    return LayerBroken(message, "engine_restarted", "infrastructure")
+        return EngineUnavailable(message, "engine_unreachable", "infrastructure")
+    return EngineUnavailable(message, "engine_restarted", "infrastructure")
 
 
-def container_state(backend: Any, workload: dict[str, Any]) -> dict[str, Any] | None:
+def container_state(session: DockerSession, workload: dict[str, Any]) -> dict[str, Any] | None:
     """``State`` of the workload's container after an outage (``{"Status": "removed"}`` when gone), or None
     when the engine cannot say."""
     try:
-        return dict(backend.api.inspect_container(workload["id"])["State"])
+        return dict(session.api.inspect_container(workload["id"])["State"])
     except docker.errors.NotFound:
         return {"Status": "removed", "Running": False}
     except (docker.errors.DockerException, *CONNECTION_LOST):
         return None
 
 
-def raise_if_stopped_by_outage(backend: Any, workload: dict[str, Any], state: dict[str, Any], when: str) -> None:
-    """Raise LayerBroken (``engine_restarted``, infrastructure) when the workload's container, found
+def raise_if_stopped_by_outage(session: DockerSession, workload: dict[str, Any], state: dict[str, Any],
+                               when: str) -> None:
+    """Raise EngineUnavailable (``engine_restarted``, infrastructure) when the workload's container, found
     not running (``state``: its engine ``State``), has seen an engine outage since it started."""
     started = workload.get("started_monotonic", 0.0)
-    lost = next((o for o in backend.interruptions if o.monotonic >= started), None)
+    lost = next((o for o in session.interruptions if o.monotonic >= started), None)
     if lost is not None:
-        raise LayerBroken(f"container {workload['name']} was stopped {when}: {lost.describe()} "
+        raise EngineUnavailable(f"container {workload['name']} was stopped {when}: {lost.describe()} "
                           f"(status {state.get('Status')}, exit {state.get('ExitCode')}, finished "
                           f"{state.get('FinishedAt')})", "engine_restarted", "infrastructure")

@@ -21,7 +21,7 @@ from kubernetes.client import BatchV1Api, CoreV1Api, CustomObjectsApi  # noqa: F
 from kubernetes.client.exceptions import ApiException
 
 from pytest_hetero.backends.kubernetes.client import CREATED_AT, RUN_ID, connect
-from pytest_hetero.layers.base import LayerOutcome
+from pytest_hetero.backends.protocol import EngineFault
 
 VOLCANO = ("batch.volcano.sh", "v1alpha1", "jobs")
 
@@ -158,7 +158,7 @@ def cleanup(args: argparse.Namespace) -> list[dict[str, Any]]:
         return []  # no cluster configured here: nothing of ours can exist (``--backend all`` stays quiet)
     try:
         api, namespace, _ = connect({}, args.kube_context)
-    except LayerOutcome as exc:
+    except EngineFault as exc:
         raise CleanupError(exc.message) from None
     ns = None if args.kube_namespace in (None, "all") else args.kube_namespace
     selector = RUN_ID if args.run_id is None else f"{RUN_ID}={args.run_id}"

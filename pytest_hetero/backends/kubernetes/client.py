@@ -19,7 +19,7 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
 from urllib3.util.retry import Retry
 
-from pytest_hetero.layers.base import LayerBroken, LayerFailed, LayerOutcome
+from pytest_hetero.backends.protocol import ActionFailed, EngineFault, EngineUnavailable
 from pytest_hetero.pending import explain
 
 LABEL = "pytest-hetero."
@@ -62,7 +62,7 @@ def created_annotations() -> dict[str, str]:
 def connect(target: dict[str, Any], context: str | None) -> tuple[client.ApiClient, str, str]:
     """``(ApiClient, namespace, context name)`` for the target.
 
-    Raises LayerFailed (``bad_target``, platform) when no kubeconfig or in-cluster config exists,
+    Raises ActionFailed (``bad_target``, platform) when no kubeconfig or in-cluster config exists,
     the kubeconfig is not YAML or not shaped like one, or the named context is missing.
     """
     path = target.get("kubeconfig") or os.environ.get("KUBECONFIG")
@@ -84,7 +84,7 @@ def connect(target: dict[str, Any], context: str | None) -> tuple[client.ApiClie
         why = str(exc)
         if not isinstance(exc, (ConfigException, OSError)):
             why = f"not a kubeconfig ({type(exc).__name__}: {why.splitlines()[0] if why else ''})"
-        raise LayerFailed(
+        raise ActionFailed(
             f"no usable Kubernetes configuration (kubeconfig {path or '~/.kube/config'}, "
             f"context {context or '(current)'}): {why}",
             "bad_target",
@@ -109,16 +109,16 @@ def api_retries(total: int = 4, backoff_s: float = 0.5) -> Retry:
                  status_forcelist=RETRY_STATUSES, respect_retry_after_header=True, raise_on_status=False)
 
 
-def api_outcome(exc: BaseException, action: str) -> LayerOutcome:
-    """Translate an API failure during ``action`` (e.g. ``create pods in ns``) to a layer outcome.
+def api_outcome(exc: BaseException, action: str) -> EngineFault:
+    """Translate an API failure during ``action`` (e.g. ``create pods in ns``) to an engine fault.
 
     403 and 422 bodies are explained with :func:`pytest_hetero.pending.explain`: the outcome is
-    LayerFailed with the first reason's code as category and its owner, and ``reasons`` (list of
+    ActionFailed with the first reason's code as category and its owner, and ``reasons`` (list of
     Reason dicts) attached; a permission error names the missing verb and resource (a refused exec
-    websocket too). 404 → LayerFailed ``api_not_served`` (platform: e.g. the Volcano Job CRD is not
+    websocket too). 404 → ActionFailed ``api_not_served`` (platform: e.g. the Volcano Job CRD is not
     installed), except a missing namespace (``namespace_not_found``, platform) and a pod that no longer
-    exists (``pod_deleted``, infrastructure). 401 → LayerFailed ``unauthorized`` (platform); anything
-    else (5xx, 429) → LayerBroken ``apiserver_error``; no HTTP answer at all → LayerBroken ``apiserver_unreachable``.
+    exists (``pod_deleted``, infrastructure). 401 → ActionFailed ``unauthorized`` (platform); anything
+    else (5xx, 429) → EngineUnavailable ``apiserver_error``; no HTTP answer at all → EngineUnavailable ``apiserver_unreachable``.
     """
     if isinstance(exc, ApiException):
         message = status_message(exc)
@@ -131,20 +131,20 @@ def api_outcome(exc: BaseException, action: str) -> LayerOutcome:
                 message = body.group(1).replace("\\", "")
         kind = not_found_kind(exc)
         if exc.status == 404 and kind == "namespaces":
-            return LayerFailed(
+            return ActionFailed(
                 f"{action}: namespace {namespace_of(message)} does not exist: create it (deploy/rbac.yaml "
                 f"creates hetero-validation) or name another with target.namespace / --hetero-kube-namespace",
                 "namespace_not_found",
                 "platform",
             )
         if exc.status == 404 and kind == "pods":
-            return LayerFailed(
+            return ActionFailed(
                 f"{action}: the pod no longer exists (deleted or evicted while the run used it): {message}",
                 "pod_deleted",
                 "infrastructure",
             )
         if exc.status == 404:
-            return LayerFailed(
+            return ActionFailed(
                 f"{action}: the apiserver does not serve it (HTTP 404; CRD or API not installed?): {message}",
                 "api_not_served",
                 "platform",
@@ -162,14 +162,14 @@ def api_outcome(exc: BaseException, action: str) -> LayerOutcome:
                         f"{first.resource} (API group {group}) in {d.get('namespace') or 'the cluster'}; "
                         f"grant it (see deploy/rbac.yaml) — {message}"
                     )
-                out = LayerFailed(f"{action}: {text}", first.code, first.owner)
+                out = ActionFailed(f"{action}: {text}", first.code, first.owner)
                 out.reasons = [r.to_dict() for r in reasons]  # type: ignore[attr-defined]
                 return out
-            return LayerFailed(f"{action}: HTTP {exc.status}: {message}", "api_rejected", "platform")
+            return ActionFailed(f"{action}: HTTP {exc.status}: {message}", "api_rejected", "platform")
         if exc.status == 401:
-            return LayerFailed(f"{action}: credentials rejected (401): {message}", "unauthorized", "platform")
-        return LayerBroken(f"{action}: HTTP {exc.status}: {message}", "apiserver_error")
-    return LayerBroken(f"{action}: {type(exc).__name__}: {exc}", "apiserver_unreachable")
+            return ActionFailed(f"{action}: credentials rejected (401): {message}", "unauthorized", "platform")
+        return EngineUnavailable(f"{action}: HTTP {exc.status}: {message}", "apiserver_error")
+    return EngineUnavailable(f"{action}: {type(exc).__name__}: {exc}", "apiserver_unreachable")
 
 
 def not_found_kind(exc: ApiException) -> str:

@@ -26,10 +26,10 @@ from kubernetes.client.exceptions import ApiException
 from pytest_hetero.backends.kubernetes import client as kc
 from pytest_hetero.backends.kubernetes.watch import close_watch, watch_events
 from pytest_hetero.evidence.model import utc_now
-from pytest_hetero.layers.base import LayerBroken, LayerContext
+from pytest_hetero.backends.protocol import EngineUnavailable, Step
 
 if TYPE_CHECKING:
-    from pytest_hetero.backends.kubernetes.engine import KubernetesBackend
+    from pytest_hetero.backends.kubernetes.session import KubeSession
 
 CATEGORY = "node_not_ready"
 OWNER = "infrastructure"
@@ -67,8 +67,8 @@ def read(core: client.CoreV1Api, name: str) -> dict[str, Any]:
     return dict(json.loads(resp.data))
 
 
-def ensure_ready(backend: KubernetesBackend, ctx: LayerContext, workload: dict[str, Any], node: str) -> None:
-    """Before a layer touches the workload pod: raise LayerBroken ``node_not_ready`` (owner
+def ensure_ready(session: KubeSession, ctx: Step, workload: dict[str, Any], node: str) -> None:
+    """Before a layer touches the workload pod: raise EngineUnavailable ``node_not_ready`` (owner
     ``infrastructure``) when an earlier item lost the workload's node, or when ``node`` (name; "" =
     unknown, nothing checked) is not Ready now; record ``<layer>.node_not_ready`` with the condition.
 
@@ -79,7 +79,7 @@ def ensure_ready(backend: KubernetesBackend, ctx: LayerContext, workload: dict[s
     if lost:
         kind = f"{ctx.layer}.node_not_ready"
         ctx.record(kind, node=lost["node"], earlier_item=lost["item"], condition=lost["condition"])
-        raise LayerBroken(
+        raise EngineUnavailable(
             f"node {lost['node']} {lost['said']} {lost['item']} ({describe(lost['condition'])}); "
             f"its workload pod {workload.get('pod')} is not used again: the {ctx.layer} layer did not run",
             CATEGORY,
@@ -88,7 +88,7 @@ def ensure_ready(backend: KubernetesBackend, ctx: LayerContext, workload: dict[s
     if not node:
         return
     try:
-        cond = ready_condition(read(backend.core, node))
+        cond = ready_condition(read(session.core, node))
     except ApiException as exc:
         if exc.status != 404:
             ctx.record(f"{ctx.layer}.node_check", node=node, checked=False, error=f"HTTP {exc.status}")
@@ -107,7 +107,7 @@ def ensure_ready(backend: KubernetesBackend, ctx: LayerContext, workload: dict[s
         "item": ctx.planned.id,
         "condition": cond,
     }
-    raise LayerBroken(
+    raise EngineUnavailable(
         f"node {node} of pod {workload.get('pod')} is NotReady ({describe(cond)}); "
         f"the {ctx.layer} layer did not run",
         CATEGORY,
@@ -199,8 +199,8 @@ class NodeWatch:
 
 
 def abandoned(
-    backend: KubernetesBackend,
-    ctx: LayerContext,
+    session: KubeSession,
+    ctx: Step,
     workload: dict[str, Any],
     watch: NodeWatch,
     started_at: str,

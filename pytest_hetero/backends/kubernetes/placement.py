@@ -17,33 +17,33 @@ from typing import TYPE_CHECKING, Any
 from kubernetes import client
 
 from pytest_hetero.backends.kubernetes import client as kc
-from pytest_hetero.backends.kubernetes import inventory as kube_discovery
+from pytest_hetero.backends.kubernetes import inventory
 from pytest_hetero.backends.kubernetes import scheduling as ks
-from pytest_hetero.layers.base import LayerContext, LayerFailed
+from pytest_hetero.backends.protocol import Placement, Step
 from pytest_hetero.pending import summarise
 
 if TYPE_CHECKING:
-    from pytest_hetero.backends.kubernetes.engine import KubernetesBackend
+    from pytest_hetero.backends.kubernetes.session import KubeSession
 
 
 def record_placed(
-    backend: KubernetesBackend,
-    ctx: LayerContext,
+    session: KubeSession,
+    ctx: Step,
     workload: dict[str, Any],
     pod: dict[str, Any],
     waited_s: float,
 ) -> None:
     """Record ``scheduling.placed`` for ``pod`` (JSON dict); ``waited_s`` from submission to the verdict."""
     node = pod["spec"]["nodeName"]
-    known = backend.nodes.get(node, {}).get("allocatable") or {}
+    known = session.nodes.get(node, {}).get("allocatable") or {}
     if any(n not in known for n in ctx.resource.requests):
-        refresh_nodes(backend, list(ctx.resource.requests), node)
-    facts = backend.nodes.get(node, {})
+        refresh_nodes(session, list(ctx.resource.requests), node)
+    facts = session.nodes.get(node, {})
     cond: dict[str, Any] = next(
         (c for c in pod["status"].get("conditions") or [] if c.get("type") == "PodScheduled"), {}
     )
     workload["pod"] = pod["metadata"]["name"]
-    backend.seen_nodes.add(node)
+    session.seen_nodes.add(node)
     ctx.record(
         "scheduling.placed",
         pod=pod["metadata"]["name"],
@@ -51,7 +51,7 @@ def record_placed(
         waited_s=round(waited_s, 4),
         decided_at=cond.get("lastTransitionTime"),
         recorded_epoch_s=time.time(),
-        observed_epoch_s=backend.pods().bound_at.get(pod["metadata"]["name"]),
+        observed_epoch_s=session.pods().bound_at.get(pod["metadata"]["name"]),
         requested=ks.resources(ctx.resource),
         allocated={
             "node": node,
@@ -62,46 +62,46 @@ def record_placed(
     )
 
 
-def refresh_nodes(backend: KubernetesBackend, names: list[str], wanted: str) -> None:
-    """One node list (not one read per placement) into ``backend.nodes``; best effort without list nodes."""
+def refresh_nodes(session: KubeSession, names: list[str], wanted: str) -> None:
+    """One node list (not one read per placement) into ``session.nodes``; best effort without list nodes."""
     try:
-        resp: Any = backend.core.list_node(_preload_content=False, _request_timeout=kc.API_TIMEOUT_S)
+        resp: Any = session.core.list_node(_preload_content=False, _request_timeout=kc.API_TIMEOUT_S)
         for node in json.loads(resp.data).get("items") or []:
-            known = backend.nodes.get(node["metadata"]["name"], {}).get("capacity") or {}
-            backend.nodes[node["metadata"]["name"]] = kube_discovery.node_facts(
+            known = session.nodes.get(node["metadata"]["name"], {}).get("capacity") or {}
+            session.nodes[node["metadata"]["name"]] = inventory.node_facts(
                 node, sorted({*known, *names})
             )
     except Exception as exc:  # noqa: BLE001 - allocation evidence is best effort
-        backend.nodes[wanted] = {"name": wanted, "error": str(exc)}
+        session.nodes[wanted] = {"name": wanted, "error": str(exc)}
 
 
-def pool_nodes(backend: KubernetesBackend, ctx: LayerContext) -> list[dict[str, Any]] | None:
+def pool_nodes(session: KubeSession, ctx: Step) -> list[dict[str, Any]] | None:
     """Facts of the nodes the resource's selector picks; None without a selector or without list nodes."""
     selector = ctx.resource.node_selector
     if not selector:
         return None
     try:
-        resp: Any = backend.core.list_node(
+        resp: Any = session.core.list_node(
             label_selector=",".join(f"{k}={v}" for k, v in sorted(selector.items())),
             _preload_content=False,
             _request_timeout=kc.API_TIMEOUT_S,
         )
     except Exception:  # noqa: BLE001 - the verdict then falls back to node counts
         return None
-    return [kube_discovery.node_facts(n, list(ctx.resource.requests)) for n in json.loads(resp.data)["items"]]
+    return [inventory.node_facts(n, list(ctx.resource.requests)) for n in json.loads(resp.data)["items"]]
 
 
-def owner_uid(backend: KubernetesBackend, workload: dict[str, Any]) -> str | None:
+def owner_uid(session: KubeSession, workload: dict[str, Any]) -> str | None:
     """uid of the Job / Volcano Job behind a workload (None for a plain pod or when unreadable)."""
     try:
         if workload["kind"] in ("job", "kueue-job"):
-            job = client.BatchV1Api(backend.api).read_namespaced_job(
-                workload["name"], backend.namespace, _request_timeout=kc.API_TIMEOUT_S
+            job = client.BatchV1Api(session.api).read_namespaced_job(
+                workload["name"], session.namespace, _request_timeout=kc.API_TIMEOUT_S
             )
             return str(job.metadata.uid) if job.metadata else None
         if workload["kind"] == "volcano-job":
-            obj: Any = client.CustomObjectsApi(backend.api).get_namespaced_custom_object(
-                "batch.volcano.sh", "v1alpha1", backend.namespace, "jobs", workload["name"]
+            obj: Any = client.CustomObjectsApi(session.api).get_namespaced_custom_object(
+                "batch.volcano.sh", "v1alpha1", session.namespace, "jobs", workload["name"]
             )
             return str(obj["metadata"]["uid"])
     except Exception:  # noqa: BLE001 - explained from what can be read
@@ -110,21 +110,21 @@ def owner_uid(backend: KubernetesBackend, workload: dict[str, Any]) -> str | Non
 
 
 def unscheduled(
-    backend: KubernetesBackend, ctx: LayerContext, workload: dict[str, Any], timed_out: float | None
-) -> LayerFailed:
-    """Record ``scheduling.pending``; return the LayerFailed to raise: the decisive reason's code and
-    owner (:func:`kube_scheduling.primary`), or ``scheduling_timeout`` (platform) when nothing explains
-    the wait (for a ``kueue-job`` without a Workload the message asks whether Kueue is installed)."""
-    api, ns = backend.api, backend.namespace
-    pods = backend.pods().by_key(workload["probe"])
+    session: KubeSession, ctx: Step, workload: dict[str, Any], timed_out: float | None
+) -> Placement:
+    """Record ``scheduling.pending``; return the Placement (not placed) with the decisive reason
+    (:func:`.scheduling.primary`; None when nothing explains the wait — for a ``kueue-job`` without a
+    Workload the message then asks whether Kueue is installed)."""
+    api, ns = session.api, session.namespace
+    pods = session.pods().by_key(workload["probe"])
     events = [e for p in pods for e in ks.events_for(api, ns, p["metadata"]["name"])]
     queue: list[dict[str, Any]] = []
     if workload["kind"] != "pod":
         events += ks.events_for(api, ns, workload["name"])
-        uid = owner_uid(backend, workload)
+        uid = owner_uid(session, workload)
         queue = ks.queue_objects(api, ns, uid) if uid and workload["kind"] != "job" else []
-    advertised = {n for f in backend.nodes.values() for n, v in (f.get("capacity") or {}).items() if v}
-    pool, tolerations = pool_nodes(backend, ctx), [dict(t) for t in ctx.resource.tolerations]
+    advertised = {n for f in session.nodes.values() for n, v in (f.get("capacity") or {}).items() if v}
+    pool, tolerations = pool_nodes(session, ctx), [dict(t) for t in ctx.resource.tolerations]
     reasons = ks.name_taints(
         ks.explain_pending(pods, events, queue, advertised or None), pool or [], tolerations
     )
@@ -172,12 +172,8 @@ def unscheduled(
             )
         elif workload["kind"] != "pod" and not pods:
             hint = "; no pod was created for it"
-        return LayerFailed(
+        return Placement(placed=False, message=(
             f"{workload['kind']} {workload['name']} not scheduled within {timed_out or 0:g} s and "
-            f"nothing explains why (pods: {len(pods)}){hint}",
-            "scheduling_timeout",
-            "platform",
-        )
-    return LayerFailed(
-        f"{workload['name']} not scheduled: {summarise(reasons)}", decisive.code, decisive.owner
-    )
+            f"nothing explains why (pods: {len(pods)}){hint}"))
+    return Placement(placed=False, decisive=decisive.to_dict(),
+                     message=f"{workload['name']} not scheduled: {summarise(reasons)}")

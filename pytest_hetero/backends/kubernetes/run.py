@@ -21,15 +21,15 @@ from typing import TYPE_CHECKING, Any
 from kubernetes import client
 
 from pytest_hetero.backends.kubernetes import client as kc
-from pytest_hetero.backends.kubernetes import podexec as kube_exec
 from pytest_hetero.backends.kubernetes import nodes as kube_node
-from pytest_hetero.backends.protocol import EXECUTION_PROVIDERS, ExecResult, render_entrypoint
+from pytest_hetero.backends.kubernetes import podexec as kube_exec
+from pytest_hetero.backends.kubernetes import startup
+from pytest_hetero.backends.protocol import EXECUTION_PROVIDERS, ActionFailed, ExecResult, Step, render_entrypoint
 from pytest_hetero.evidence.model import utc_now
-from pytest_hetero.layers.base import LayerContext, LayerFailed
 from pytest_hetero.matrix.model import Matrix
 
 if TYPE_CHECKING:
-    from pytest_hetero.backends.kubernetes.engine import KubernetesBackend
+    from pytest_hetero.backends.kubernetes.session import KubeSession
 
 
 def input_tar(matrix: Matrix) -> bytes:
@@ -66,7 +66,7 @@ def copy_inputs(
 ) -> None:
     """Unpack :func:`input_tar` at ``root`` in the pod (``tar -x`` from exec stdin).
 
-    Raises LayerFailed ``inputs_copy_failed`` (platform) when tar fails (no ``tar`` in the image).
+    Raises ActionFailed ``inputs_copy_failed`` (platform) when tar fails (no ``tar`` in the image).
     """
     done = kube_exec.run(
         core,
@@ -78,7 +78,7 @@ def copy_inputs(
         stdin=input_tar(matrix),
     )
     if done.exit_code != 0:
-        raise LayerFailed(
+        raise ActionFailed(
             f"copying model/dataset inputs into {pod}:{root} failed (exit {done.exit_code}): "
             f"{done.stderr.strip()[-300:] or done.status[-300:]}",
             "inputs_copy_failed",
@@ -129,7 +129,7 @@ TOO_LARGE_EXIT = 42
 def read_outputs(core: client.CoreV1Api, namespace: str, pod: str, path: str) -> bytes | None:
     """The outputs file's bytes (``cat`` by exec), or None when it does not exist.
 
-    Raises LayerFailed ``outputs_too_large`` (algorithm) when it has more than :data:`MAX_OUTPUTS_BYTES`
+    Raises ActionFailed ``outputs_too_large`` (algorithm) when it has more than :data:`MAX_OUTPUTS_BYTES`
     bytes (measured with ``wc -c`` in the pod before anything is copied).
     """
     quoted = shlex.quote(path)
@@ -137,12 +137,12 @@ def read_outputs(core: client.CoreV1Api, namespace: str, pod: str, path: str) ->
               f"if [ \"$n\" -gt {MAX_OUTPUTS_BYTES} ]; then echo \"$n\" >&2; exit {TOO_LARGE_EXIT}; fi; cat {quoted}")
     done = kube_exec.run(core, namespace, pod, "workload", ["/bin/sh", "-c", script], 60)
     if done.exit_code == TOO_LARGE_EXIT:
-        raise LayerFailed(f"entrypoint wrote a {done.stderr.strip()}-byte outputs file ({path}), more than the "
+        raise ActionFailed(f"entrypoint wrote a {done.stderr.strip()}-byte outputs file ({path}), more than the "
                           f"{MAX_OUTPUTS_BYTES} bytes read back", "outputs_too_large", "algorithm")
     return done.stdout.encode("utf-8", "surrogateescape") if done.exit_code == 0 else None
 
 
-def execute(backend: KubernetesBackend, ctx: LayerContext) -> ExecResult:
+def execute(session: KubeSession, ctx: Step) -> ExecResult:
     """Copy inputs into the item's workload pod (once; starting it first when no startup item did),
     exec the rendered entrypoint with the layer timeout (seconds), read the outputs file.
 
@@ -150,26 +150,29 @@ def execute(backend: KubernetesBackend, ctx: LayerContext) -> ExecResult:
     turns NotReady is abandoned at once; its result then carries ``failure`` (status ``error``,
     ``node_not_ready``, owner ``infrastructure``).
 
-    Raises LayerFailed ``bad_entrypoint`` (algorithm) on an unknown placeholder, ``inputs_copy_failed``
-    (:func:`copy_inputs`), LayerBroken ``node_not_ready`` (:func:`kube_node.ensure_ready`), a refused or
-    broken exec translated by :func:`kube_client.api_outcome`, and whatever :meth:`KubernetesBackend.start`
-    raises.
+    Raises ActionFailed ``bad_entrypoint`` (algorithm) on an unknown placeholder, ``inputs_copy_failed``
+    (:func:`copy_inputs`), EngineUnavailable ``node_not_ready`` (:func:`kube_node.ensure_ready`), a refused or
+    broken exec translated by :func:`.client.api_outcome`, and whatever :func:`.startup.start` raises.
     """
     key = (ctx.resource.name, ctx.image.name)
-    workload = backend.workloads.get(key)
+    workload = session.workloads.get(key)
+    started_here: dict[str, Any] | None = None
     if workload is None or "pod" not in workload:
         ctx.record(
             "model.note", message="no started workload from a startup item in this session; started here"
         )
-        backend.start(ctx)
-        workload = backend.workloads[key]
-    pod, root = workload["pod"], f"/tmp/hetero-{backend.owner}"
-    node = node_of(backend, workload)
-    kube_node.ensure_ready(backend, ctx, workload, node)
+        identity = startup.start(session, ctx).identity
+        workload = session.workloads[key]
+        if identity is not None:
+            started_here = {"digest": identity.digest, "known": list(identity.known), "what": identity.what,
+                            "owner": identity.owner}
+    pod, root = workload["pod"], f"/tmp/hetero-{session.owner}"
+    node = node_of(session, workload)
+    kube_node.ensure_ready(session, ctx, workload, node)
     if not workload.get("inputs"):
         try:
-            copy_inputs(backend.core, backend.namespace, pod, ctx.matrix, root, ctx.timeout_s)
-        except LayerFailed:
+            copy_inputs(session.core, session.namespace, pod, ctx.matrix, root, ctx.timeout_s)
+        except ActionFailed:
             raise
         except Exception as exc:  # noqa: BLE001 - translated
             raise kc.api_outcome(exc, f"copy the inputs into pod {pod}") from None
@@ -179,23 +182,18 @@ def execute(backend: KubernetesBackend, ctx: LayerContext) -> ExecResult:
     run_dir = f"{root}/runs/{kc.dns_name(m.name, d.name)}-{uuid.uuid4().hex[:8]}"
     provider = EXECUTION_PROVIDERS[ctx.resource.type]
     values = {
-        "python": str(backend.target.get("python", "python3")),
+        "python": str(session.target.get("python", "python3")),
         **paths,
         "outputs": f"{run_dir}/outputs.json",
         "provider": provider,
     }
-    try:
-        argv = render_entrypoint(m.entrypoint, values)
-    except (KeyError, ValueError) as exc:
-        raise LayerFailed(
-            f"entrypoint has an unknown placeholder {exc}", "bad_entrypoint", "algorithm"
-        ) from None
-    watch = kube_node.NodeWatch(backend.api, node).start() if node else None
+    argv = render_entrypoint(m.entrypoint, values)
+    watch = kube_node.NodeWatch(session.api, node).start() if node else None
     started_at, started = utc_now(), time.perf_counter()
     try:
         done = run_model(
-            backend.core,
-            backend.namespace,
+            session.core,
+            session.namespace,
             pod,
             argv,
             run_dir,
@@ -204,7 +202,7 @@ def execute(backend: KubernetesBackend, ctx: LayerContext) -> ExecResult:
             ctx.timeout_s,
             stop=watch.turned if watch else None,
         )
-    except LayerFailed:
+    except ActionFailed:
         raise
     except Exception as exc:  # noqa: BLE001 - a dying node often breaks the exec stream first
         if watch is None or not watch.turned.wait(2):
@@ -215,14 +213,14 @@ def execute(backend: KubernetesBackend, ctx: LayerContext) -> ExecResult:
             watch.stop()
     failure = None
     if done.abandoned and watch is not None:
-        killed = kill_run(backend.core, backend.namespace, pod, run_dir, 5)
-        failure = kube_node.abandoned(backend, ctx, workload, watch, started_at, done.duration_s, killed)
-    simulated = bool(backend.nodes.get(node, {}).get("simulated"))
+        killed = kill_run(session.core, session.namespace, pod, run_dir, 5)
+        failure = kube_node.abandoned(session, ctx, workload, watch, started_at, done.duration_s, killed)
+    simulated = bool(session.nodes.get(node, {}).get("simulated"))
     outputs = None
     if not (done.timed_out or failure):
         try:
-            outputs = read_outputs(backend.core, backend.namespace, pod, values["outputs"])
-        except LayerFailed as exc:
+            outputs = read_outputs(session.core, session.namespace, pod, values["outputs"])
+        except ActionFailed as exc:
             failure = {"category": exc.category, "owner": exc.owner or "algorithm", "message": exc.message}
         except Exception as exc:  # noqa: BLE001 - translated (e.g. the pod was deleted during the run)
             raise kc.api_outcome(exc, f"read the outputs of the model run in pod {pod}") from None
@@ -237,18 +235,19 @@ def execute(backend: KubernetesBackend, ctx: LayerContext) -> ExecResult:
         failure=failure,
         details={
             "pod": pod,
-            "namespace": backend.namespace,
+            "namespace": session.namespace,
             "run_dir": run_dir,
             "simulated": simulated,
             "ran_on": "the KWOK host (simulated node)" if simulated else f"pod {pod}",
             "node": node or None,
             "abandoned": done.abandoned,
             **done.streams,
+            **({"image": started_here} if started_here is not None else {}),
         },
     )
 
 
-def node_of(backend: KubernetesBackend, workload: dict[str, Any]) -> str:
+def node_of(session: KubeSession, workload: dict[str, Any]) -> str:
     """Name of the node the workload's pod runs on, as the run's pod watch saw it ("" when unknown)."""
-    pods = backend.watch.by_key(workload["probe"]) if backend.watch else []
+    pods = session.watch.by_key(workload["probe"]) if session.watch else []
     return next(((p.get("spec") or {}).get("nodeName", "") for p in pods), "")

@@ -18,7 +18,7 @@ from typing import Any
 
 from kubernetes import client
 
-from pytest_hetero.backends.kubernetes.inventory import BASIC
+from pytest_hetero.matrix.model import BASIC_RESOURCES as BASIC
 from pytest_hetero.matrix.model import Resource
 from pytest_hetero.pending import Reason, explain
 

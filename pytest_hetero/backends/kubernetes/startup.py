@@ -5,7 +5,7 @@ will not: waiting ``ErrImagePull``/``ImagePullBackOff``/``InvalidImageName``/
 ``CreateContainerConfigError``/``CreateContainerError``/``RunContainerError``/``CrashLoopBackOff``,
 terminated (``OOMKilled``, exit codes), or a kubelet rejection (pod ``Failed``). Reasons are
 normalised by :func:`pytest_hetero.pending.explain`; the pod status, its events and logs are kept.
-Then the device-initialisation payload runs through ``pods/exec`` (:mod:`kube_payload`).
+The device-initialisation payload then runs through ``pods/exec`` (the engine's run verb).
 
 On a KWOK-simulated node (annotation ``kwok.x-k8s.io/node: fake``) container states come from KWOK
 stages, no image is pulled, and exec runs on the KWOK host, not in the image: evidence says so in
@@ -18,16 +18,14 @@ from typing import TYPE_CHECKING, Any
 
 from kubernetes import client
 
-from pytest_hetero.backends.kubernetes import client as kc
 from pytest_hetero.backends.kubernetes import nodes as kube_node
-from pytest_hetero.backends.kubernetes import payload as kube_payload
 from pytest_hetero.backends.kubernetes import scheduling as ks
-from pytest_hetero.layers.base import LayerContext, LayerFailed
-from pytest_hetero.layers.startup import verify_inputs
+from pytest_hetero.backends.kubernetes import submit
+from pytest_hetero.backends.protocol import ActionFailed, ImageIdentity, Placement, Started, Step
 from pytest_hetero.pending import summarise
 
 if TYPE_CHECKING:
-    from pytest_hetero.backends.kubernetes.engine import KubernetesBackend
+    from pytest_hetero.backends.kubernetes.session import KubeSession
 
 STUCK = frozenset(
     {
@@ -89,35 +87,36 @@ def read_logs(core: client.CoreV1Api, namespace: str, pod: str, previous: bool =
         return f"(logs unavailable: {getattr(exc, 'status', '')} {getattr(exc, 'reason', exc)})"
 
 
-def start(backend: KubernetesBackend, ctx: LayerContext) -> None:
+def start(session: KubeSession, ctx: Step) -> Started:
     """Wait until the item's workload container runs (placing it first when no scheduling item did);
-    record ``startup.pod`` (image digest as the node reports it), ``startup.simulation`` on a KWOK
-    node, the container log; run the device payload (:func:`kube_payload.device_init`).
+    record ``startup.pod`` (image digest as the node reports it) and ``startup.simulation`` on a KWOK
+    node; return the Started pod (its node's facts, the image identity as the node reports it).
 
-    Raises LayerBroken ``node_not_ready`` (:func:`kube_node.ensure_ready`) when the pod's node is not
-    Ready. Raises LayerFailed: the first normalised reason's code and owner when the pod will not start
-    (``container_exited``/``startup_timeout``, platform, when nothing explains it),
-    ``image_digest_mismatch`` (the target's ``image_owner``) when the running digest differs from the
-    matrix's, the payload's failures; a refused payload exec translated by
-    :func:`kube_client.api_outcome`.
+    Raises EngineUnavailable ``node_not_ready`` (:func:`.nodes.ensure_ready`) when the pod's node is
+    not Ready; ActionFailed with the first normalised reason's code and owner when the pod will not
+    start (``container_exited``/``startup_timeout``, platform, when nothing explains it), or with the
+    decisive Pending reason when it could not be placed.
     """
-    verify_inputs(ctx)
     key = (ctx.resource.name, ctx.image.name)
-    workload = backend.workloads.get(key)
+    workload = session.workloads.get(key)
     if workload is None or "pod" not in workload:
         ctx.record("startup.note", message="no placed workload from a scheduling item; submitted here")
-        backend.pods()
-        backend.place(ctx, ctx.timeout_s)
-        workload = backend.workloads[key]
-    found = backend.pods().wait(workload["probe"], verdict, ctx.timeout_s)
-    pods = backend.pods().by_key(workload["probe"])
+        session.pods()
+        placed = submit.place(session, ctx, ctx.timeout_s)
+        if isinstance(placed, Placement):
+            code, owner = ((placed.decisive or {}).get("code") or "scheduling_timeout",
+                           (placed.decisive or {}).get("owner") or "platform")
+            raise ActionFailed(placed.message, code, owner)
+        workload = session.workloads[key]
+    found = session.pods().wait(workload["probe"], verdict, ctx.timeout_s)
+    pods = session.pods().by_key(workload["probe"])
     pod = found[1] if found else (pods[-1] if pods else {"metadata": {"name": workload.get("pod", "")}})
     name = str(pod["metadata"]["name"])
-    node = backend.nodes.get((pod.get("spec") or {}).get("nodeName", ""), {})
+    node = session.nodes.get((pod.get("spec") or {}).get("nodeName", ""), {})
     simulated = bool(node.get("simulated"))
     ident = image_identity(pod)
     if ident["digest"]:
-        backend.digests[ctx.image.name] = ident["digest"]
+        session.digests[ctx.image.name] = ident["digest"]
     ctx.record(
         "startup.pod",
         pod=name,
@@ -138,38 +137,28 @@ def start(backend: KubernetesBackend, ctx: LayerContext) -> None:
             ],
             real=["apiserver admission", "scheduler placement", "pod status/events", "exec/log API path"],
         )
-    kube_node.ensure_ready(backend, ctx, workload, (pod.get("spec") or {}).get("nodeName", ""))
+    kube_node.ensure_ready(session, ctx, workload, (pod.get("spec") or {}).get("nodeName", ""))
     if found is None or found[0] == "failed":
-        startup_failed(backend, ctx, pod, found is None)
-    declared = ctx.image.digest
-    if declared and (ident["digest"] or "").split(":")[-1] != declared.split(":")[-1]:
-        raise LayerFailed(
-            f"image {ctx.image.reference} runs as {ident['digest'] or 'an unreported digest'}, the "
-            f"matrix declares sha256:{declared.split(':')[-1]}",
-            "image_digest_mismatch",
-            backend.image_owner,
-        )
-    try:
-        kube_payload.device_init(ctx, backend.core, backend.namespace, name, node, backend.image_owner)
-    except LayerFailed:
-        raise
-    except Exception as exc:  # noqa: BLE001 - translated
-        raise kc.api_outcome(exc, f"exec the device payload in pod {name}") from None
-    ctx.artifact("container.log", read_logs(backend.core, backend.namespace, name))
+        startup_failed(session, ctx, pod, found is None)
+    where = "the KWOK host (simulated node: not inside the image)" if simulated else f"pod {name}"
+    identity = ImageIdentity(digest=ident["digest"], known=(ident["digest"] or "",),
+                             what=f"image {ctx.image.reference}", owner=session.image_owner)
+    return Started(name=name, handle=name, where=where, simulated=simulated, node=node, identity=identity,
+                   image_owner=session.image_owner)
 
 
 def startup_failed(
-    backend: KubernetesBackend, ctx: LayerContext, pod: dict[str, Any], timed_out: bool
+    session: KubeSession, ctx: Step, pod: dict[str, Any], timed_out: bool
 ) -> None:
     """Record ``startup.failed`` for ``pod`` (JSON dict: reasons, events, the container log) and raise
-    LayerFailed with the first reason's code and owner (``container_exited``/``startup_timeout``,
+    ActionFailed with the first reason's code and owner (``container_exited``/``startup_timeout``,
     platform, when no reason explains it). Never returns.
     """
     name = pod["metadata"]["name"]
-    events = ks.events_for(backend.api, backend.namespace, name)
+    events = ks.events_for(session.api, session.namespace, name)
     reasons = ks.explain_pending([pod], events, [], None)
     restarted = any(e.get("restartCount") for e in (pod.get("status") or {}).get("containerStatuses") or [])
-    ctx.artifact("container.log", read_logs(backend.core, backend.namespace, name, previous=restarted))
+    ctx.artifact("container.log", read_logs(session.core, session.namespace, name, previous=restarted))
     ctx.record(
         "startup.failed",
         pod=name,
@@ -179,17 +168,17 @@ def startup_failed(
     )
     phase = (pod.get("status") or {}).get("phase")
     if not reasons and phase in ("Succeeded", "Failed"):
-        raise LayerFailed(
+        raise ActionFailed(
             f"pod {name} ended ({phase}) instead of idling for the layers after it (a Job's pod "
             "completed? on KWOK the pod-complete stage ends Job pods at once)",
             "container_exited",
             "platform",
         )
     if not reasons:
-        raise LayerFailed(
+        raise ActionFailed(
             f"pod {name} not running after {ctx.timeout_s:g} s (phase {phase})",
             "startup_timeout",
             "platform",
         )
     first = reasons[0]
-    raise LayerFailed(f"pod {name} did not start: {summarise(reasons)}", first.code, first.owner)
+    raise ActionFailed(f"pod {name} did not start: {summarise(reasons)}", first.code, first.owner)

@@ -13,32 +13,59 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
+import hashlib
+import threading
+
 from pytest_hetero.backends.kubernetes import client as kc
 from pytest_hetero.backends.kubernetes import placement as kp
 from pytest_hetero.backends.kubernetes import scheduling as ks
-from pytest_hetero.layers.base import LayerContext, LayerFailed
+from pytest_hetero.backends.protocol import ActionFailed, Placement, Step
 from pytest_hetero.matrix.model import Matrix
 
 if TYPE_CHECKING:
-    from pytest_hetero.backends.kubernetes.engine import KubernetesBackend
+    from pytest_hetero.backends.kubernetes.session import KubeSession
 
 PULL = {"never": "Never", "always": "Always", "if-not-present": "IfNotPresent"}
 
 
+def submit(session: KubeSession, matrix: Matrix, resource: str, image: str) -> dict[str, Any]:
+    """Create the resource × image workload once (later calls get the same record); return its record.
+    Raises ActionFailed/EngineUnavailable (also kept on the record, for the item that owns it)."""
+    key = (resource, image)
+    with session.lock:
+        if key in session.workloads:
+            return session.workloads[key]
+        # a digest of the key keeps truncated names of long resource/image names apart
+        tail = f"{hashlib.sha1(f'{resource}/{image}'.encode()).hexdigest()[:5]}-{session.owner[:6]}"
+        probe = f"{kc.dns_name(resource, image, limit=50)}-{tail}"
+        workload: dict[str, Any] = {
+            "probe": probe,
+            "name": f"{kc.dns_name('hetero', resource, image, limit=50)}-{tail}",
+            "kind": session.submit_as,
+            "error": None,
+            "created": threading.Event(),
+        }
+        session.workloads[key] = workload
+    try:
+        return create(session, matrix, resource, image, workload)
+    finally:
+        workload["created"].set()
+
+
 def create(
-    backend: KubernetesBackend, matrix: Matrix, resource: str, image: str, workload: dict[str, Any]
+    session: KubeSession, matrix: Matrix, resource: str, image: str, workload: dict[str, Any]
 ) -> dict[str, Any]:
     """Build the workload's manifest and create it; return ``workload`` with ``body`` and
     ``submitted_at`` (epoch seconds) added.
 
-    Raises LayerFailed ``bad_target`` (platform) when the manifest cannot be built, and the
+    Raises ActionFailed ``bad_target`` (platform) when the manifest cannot be built, and the
     :func:`kube_client.api_outcome` of a refused create; either is also kept in ``workload["error"]``.
     """
     probe = workload["probe"]
     res, img = matrix.resource(resource), matrix.image(image)
     labels = kc.labels(
-        backend.settings.run_id,
-        backend.owner,
+        session.settings.run_id,
+        session.owner,
         "workload",
         matrix=matrix.name,
         resource=resource,
@@ -47,37 +74,37 @@ def create(
     )
     try:
         body = ks.manifest(
-            backend.submit_as,
+            session.submit_as,
             workload["name"],
-            backend.namespace,
+            session.namespace,
             labels,
             res,
             img.reference,
-            PULL.get(str(backend.target.get("pull_policy", ""))),
+            PULL.get(str(session.target.get("pull_policy", ""))),
             kc.created_annotations(),
         )
     except ValueError as exc:
-        workload["error"] = LayerFailed(str(exc), "bad_target", "platform")
+        workload["error"] = ActionFailed(str(exc), "bad_target", "platform")
         raise workload["error"] from None
     workload["body"] = body
     workload["submitted_at"] = time.time()
     try:
-        ks.create(backend.api, body)
+        ks.create(session.api, body)
     except Exception as exc:  # noqa: BLE001 - translated, kept for the item that owns it
         workload["error"] = kc.api_outcome(
-            exc, f"create {body['kind']} {workload['name']} in namespace {backend.namespace}"
+            exc, f"create {body['kind']} {workload['name']} in namespace {session.namespace}"
         )
         raise workload["error"] from None
     return workload
 
 
-def prefetch(backend: KubernetesBackend, ctx: LayerContext) -> None:
+def prefetch(session: KubeSession, ctx: Step) -> None:
     """With ``--hetero-parallel`` > 1, submit every resource × image workload of the item's matrix (not
     excluded, image for the resource's type) on the backend's pool, once per matrix; else nothing.
     """
-    if backend.settings.parallel < 2 or ctx.matrix.sha256 in backend.prefetched:
+    if session.settings.parallel < 2 or ctx.matrix.sha256 in session.prefetched:
         return
-    backend.prefetched.add(ctx.matrix.sha256)
+    session.prefetched.add(ctx.matrix.sha256)
     m = ctx.matrix
     keys = [
         (r.name, i.name)
@@ -87,18 +114,18 @@ def prefetch(backend: KubernetesBackend, ctx: LayerContext) -> None:
         and not any(x.matches({"resource": r.name, "image": i.name}) for x in m.exclude)
     ]
     for r, i in keys:  # each item waits for its own creation only (place)
-        backend.pool.submit(backend.submit, m, r, i)
+        session.pool.submit(submit, session, m, r, i)
 
 
-def place(backend: KubernetesBackend, ctx: LayerContext, timeout_s: float) -> dict[str, Any]:
+def place(session: KubeSession, ctx: Step, timeout_s: float) -> dict[str, Any] | Placement:
     """Submit and wait up to ``timeout_s`` seconds for the current item's workload; record
-    ``scheduling.submitted`` and ``scheduling.placed``; return its scheduled pod (JSON dict).
+    ``scheduling.submitted`` and ``scheduling.placed``; return its scheduled pod (JSON dict), or the
+    Placement of :func:`.placement.unscheduled` (not placed, with the reasons) when it is not placed.
 
-    Raises the workload's creation error (after recording ``scheduling.pending``), else the
-    LayerFailed of :func:`kube_placement.unscheduled` when the pod is not placed.
+    Raises the workload's creation error (after recording ``scheduling.pending``).
     """
     start = time.perf_counter()
-    workload = backend.submit(ctx.matrix, ctx.resource.name, ctx.image.name)
+    workload = submit(session, ctx.matrix, ctx.resource.name, ctx.image.name)
     workload["created"].wait(timeout_s)
     if workload["error"] is not None:
         reasons = getattr(workload["error"], "reasons", [])
@@ -115,11 +142,11 @@ def place(backend: KubernetesBackend, ctx: LayerContext, timeout_s: float) -> di
         "scheduling.submitted",
         submit_as=workload["kind"],
         name=workload["name"],
-        namespace=backend.namespace,
+        namespace=session.namespace,
         manifest=workload["body"],
         submitted_at_epoch_s=workload["submitted_at"],
     )
-    grace = float(backend.target.get("unschedulable_grace_s", 0))
+    grace = float(session.target.get("unschedulable_grace_s", 0))
     first_refusal: list[float] = []
 
     def done(pods: list[dict[str, Any]]) -> Any:
@@ -130,8 +157,8 @@ def place(backend: KubernetesBackend, ctx: LayerContext, timeout_s: float) -> di
             return "unschedulable" if time.monotonic() - first_refusal[0] >= grace else None
         return None
 
-    found = backend.pods().wait(workload["probe"], done, timeout_s)
+    found = session.pods().wait(workload["probe"], done, timeout_s)
     if isinstance(found, dict):
-        kp.record_placed(backend, ctx, workload, found, time.perf_counter() - start)
+        kp.record_placed(session, ctx, workload, found, time.perf_counter() - start)
         return found
-    raise kp.unscheduled(backend, ctx, workload, timeout_s if found is None else None)
+    return kp.unscheduled(session, ctx, workload, timeout_s if found is None else None)

@@ -1,0 +1,114 @@
+"""The state one Docker engine connection holds for a run, shared by the engine's modules.
+
+The engine (:mod:`.engine`) owns one :class:`DockerSession`; placement (:mod:`.place`) and outage
+handling (:mod:`.outage`) receive it instead of the engine object, so no module of the package
+imports another's class.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+import docker
+import docker.errors
+
+from pytest_hetero.backends.docker import client as run
+from pytest_hetero.backends.docker.errors import IMAGE_OWNER_DEFAULT
+from pytest_hetero.backends.protocol import ActionFailed, EngineUnavailable
+from pytest_hetero.settings import Settings
+
+
+
+@dataclass
+class Interruption:
+    """One engine outage seen by this run: wall-clock ``lost_at``/``back_at`` (UTC, ``…Z``),
+    ``waited_s`` (seconds waited for the engine; None: it never answered within the wait), and
+    ``monotonic`` (the clock when it was lost, for ordering against container starts)."""
+
+    lost_at: str
+    what: str
+    error: str
+    monotonic: float = field(default_factory=time.monotonic)
+    back_at: str | None = None
+    waited_s: float | None = None
+
+    def describe(self) -> str:
+        """One sentence: when the engine went away during what, and whether/when it answered again."""
+        back = (f"it answered again after {self.waited_s:.1f} s ({self.back_at})" if self.back_at
+                else "it did not answer again")
+        return f"the Docker engine went away at {self.lost_at} during {self.what} ({self.error}); {back}"
+
+
+@dataclass
+class DockerSession:
+    """Connection and run state: ``conn`` (APIClient kwargs, see :func:`.client.connection`),
+    ``local`` (the engine's host is this host), ``owner`` (this process's label token), the
+    containers it started (``workloads`` by (resource, image)), image ``digests`` by image name,
+    the placement-probe image, and engine outages seen (``interruptions``)."""
+
+    target: dict[str, Any]
+    settings: Settings
+    conn: dict[str, Any] = field(default_factory=dict)
+    conn_error: str = ""
+    local: bool = True
+    owner: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
+    image_owner: str = IMAGE_OWNER_DEFAULT
+    pull_policy: str = "if-not-present"
+    engine: dict[str, Any] = field(default_factory=dict)
+    workloads: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    digests: dict[str, str] = field(default_factory=dict)
+    image_ids: dict[str, str] = field(default_factory=dict)
+    probe_image: str | None = None
+    interruptions: list[Interruption] = field(default_factory=list)
+    _api: docker.APIClient | None = None
+    _long: docker.APIClient | None = None
+
+    @classmethod
+    def open(cls, target: dict[str, Any], settings: Settings) -> DockerSession:
+        """A session for ``target`` (nothing is contacted yet; a bad TLS setup is kept in ``conn_error``)."""
+        try:
+            conn, error = run.connection(target), ""
+        except docker.errors.DockerException as exc:
+            conn, error = {"base_url": target.get("docker_host")}, str(exc)
+        return cls(target=target, settings=settings, conn=conn, conn_error=error, local=run.engine_is_local(conn),
+                   image_owner=str(target.get("image_owner", IMAGE_OWNER_DEFAULT)),
+                   pull_policy=str(target.get("pull_policy", "if-not-present")))
+
+    @property
+    def api(self) -> docker.APIClient:
+        """Low-level client (calls bounded by :data:`~pytest_hetero.backends.docker.client.API_TIMEOUT_S`).
+
+        Raises EngineUnavailable (``engine_unreachable``) when the engine does not answer, ActionFailed
+        (``bad_target``, platform) when the target's TLS files are unusable.
+        """
+        if self.conn_error:
+            raise ActionFailed(f"target.tls: {self.conn_error}", "bad_target", "platform")
+        if self._api is None:
+            try:
+                api = run.make_client(self.conn, run.API_TIMEOUT_S)
+                api.ping()
+            except (docker.errors.DockerException, *run.CONNECTION_LOST) as exc:
+                gone = next((o for o in reversed(self.interruptions) if o.back_at is None), None)
+                since = f" (gone since {gone.lost_at}, during {gone.what})" if gone else ""
+                raise EngineUnavailable(f"Docker engine at {self.conn.get('base_url', 'DOCKER_HOST')} does not "
+                                        f"answer{since}: {exc}", "engine_unreachable", "infrastructure") from None
+            self._api = api
+            self._long = run.make_client(self.conn, None)
+            self.engine = {"version": api.version(), "info": api.info()}
+        return self._api
+
+    @property
+    def long_api(self) -> docker.APIClient:
+        """A client without read timeout, for streams that last a whole model run."""
+        api = self.api
+        return self._long or api
+
+    def drop_clients(self) -> None:
+        """Forget the engine clients (after an outage); the next :attr:`api` use reconnects."""
+        for client in (self._api, self._long):
+            if client is not None:
+                client.close()
+        self._api = self._long = None

@@ -1,0 +1,85 @@
+"""The state one Kubernetes connection holds for a run, shared by the engine's modules.
+
+The engine (:mod:`.engine`) owns one :class:`KubeSession`; submission (:mod:`.submit`), placement
+(:mod:`.placement`), startup (:mod:`.startup`), model runs (:mod:`.run`) and node readiness
+(:mod:`.nodes`) receive it instead of the engine object, so no module of the package imports
+another's class and none reaches into the engine.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from kubernetes import client
+
+from pytest_hetero.backends.kubernetes import client as kc
+from pytest_hetero.backends.kubernetes.watch import PodWatch
+from pytest_hetero.settings import Settings
+
+
+class KubeSession:
+    """Connection and run state: the ApiClient (on first use), ``namespace`` and ``context``, the
+    run's pod watch, the workloads created (by (resource, image)), the node facts seen (``nodes`` by
+    name; ``seen_nodes`` for the fingerprint), image ``digests`` by image name, a thread ``pool`` of
+    ``--hetero-parallel`` submitters, and ``owner`` (this process's label token)."""
+
+    def __init__(self, target: dict[str, Any], settings: Settings) -> None:
+        self.target = target
+        self.settings = settings
+        self.owner = uuid.uuid4().hex[:10]
+        self.context: str | None = settings.kube_context or target.get("context")
+        self.submit_as = str(target.get("submit_as", "pod"))
+        self.image_owner = str(target.get("image_owner", "platform"))
+        self._api: client.ApiClient | None = None
+        self.namespace = ""
+        self.server: dict[str, Any] = {}
+        self.watch: PodWatch | None = None
+        self.workloads: dict[tuple[str, str], dict[str, Any]] = {}
+        self.nodes: dict[str, dict[str, Any]] = {}
+        self.seen_nodes: set[str] = set()
+        """Nodes discovery listed or a workload was placed on (the fingerprint's ``nodes``)."""
+        self.digests: dict[str, str] = {}
+        self.lock = threading.Lock()
+        self.pool = ThreadPoolExecutor(max(1, settings.parallel), thread_name_prefix="hetero-kube")
+        self.prefetched: set[str] = set()
+
+    @property
+    def connected(self) -> bool:
+        """True once the apiserver was reached."""
+        return self._api is not None
+
+    @property
+    def api(self) -> client.ApiClient:
+        """The ApiClient (connects on first use; ActionFailed ``bad_target`` without configuration)."""
+        with self.lock:
+            if self._api is None:
+                api, namespace, context = kc.connect(self.target, self.context)
+                self.namespace = self.settings.kube_namespace or self.target.get("namespace") or namespace
+                self.context = self.context or context
+                try:
+                    self.server = client.VersionApi(api).get_code(_request_timeout=kc.API_TIMEOUT_S).to_dict()
+                except Exception as exc:  # noqa: BLE001 - translated
+                    raise kc.api_outcome(exc, f"reach the apiserver of context {self.context}") from None
+                self._api = api
+            return self._api
+
+    @property
+    def core(self) -> client.CoreV1Api:
+        """CoreV1Api on :attr:`api`."""
+        return client.CoreV1Api(self.api)
+
+    def pods(self) -> PodWatch:
+        """The run's pod watch, started on first use (ActionFailed ``forbidden_rbac`` without list/watch pods)."""
+        api = self.api
+        with self.lock:
+            if self.watch is None:
+                watch = PodWatch(api, self.namespace, f"{kc.OWNER}={self.owner}")
+                try:
+                    watch.start()
+                except Exception as exc:  # noqa: BLE001 - translated
+                    raise kc.api_outcome(exc, f"list pods in namespace {self.namespace}") from None
+                self.watch = watch
+            return self.watch
