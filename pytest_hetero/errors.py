@@ -7,6 +7,7 @@ and the ``hetero`` command turn it into one readable message, never a traceback.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 
@@ -75,7 +76,7 @@ class ManyProblems(HeteroError):
     """Mixin for "several problems in one file": ``problems`` keeps each, sorted by line; the
     error reads as the first one, and :meth:`render` lists them all under a count."""
 
-    def __init__(self, problems: list[HeteroError]) -> None:
+    def __init__(self, problems: Sequence[HeteroError]) -> None:
         self.problems = sorted(problems, key=lambda p: (p.location.line, p.location.column))
         first = self.problems[0]
         super().__init__(first.message, first.location, first.hint)

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from support import DIGITS, dedent
 
-from pytest_hetero.acceptance import RulesInvalid, evaluate, load_rules, percentile
+from pytest_hetero.matrix.acceptance import RulesInvalid, evaluate, load_rules, percentile
 from pytest_hetero.errors import CaseError
 
 OUTPUTS = {"indices": [0, 5, 10, 15], "labels": [0, 5, 0, 5], "predictions": [0, 9, 0, 5],

@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from support import REPO
 
-from pytest_hetero.acceptance import evaluate, load_rules
+from pytest_hetero.matrix.acceptance import evaluate, load_rules
 from pytest_hetero.errors import CaseError, MatrixError
 from pytest_hetero.matrix import load_matrix
 

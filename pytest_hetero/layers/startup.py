@@ -18,7 +18,6 @@ One sequence for every engine, one verdict per rule:
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 from typing import Any
 
@@ -27,10 +26,10 @@ from pytest_hetero.errors import ParseError
 from pytest_hetero.layers.base import LayerContext, LayerFailed
 from pytest_hetero.layers.discovery import expectation
 from pytest_hetero.matrix.model import Resource
+from pytest_hetero.matrix.references import file_sha256
 from pytest_hetero.matrix.quantity import quantity_or_none
 from pytest_hetero.probes.payload import PayloadReport, assess, parse_payload_output, payload_script, tool_inventory
 
-CHUNK = 1024 * 1024
 CATEGORY = {"device-node": "device_missing", "visibility": "device_not_visible", "driver-library": "driver_missing",
             "runtime": "runtime_broken", "framework": "framework_without_accelerator", "payload": "payload_failed"}
 """Payload finding category → startup failure category."""
@@ -188,15 +187,6 @@ def inventory_check(resource: Resource, report: PayloadReport, node: dict[str, A
         "expected": exp,
         "differences": [d.to_dict() for d in compare(inventory, exp)],
     }
-
-
-def file_sha256(path: Path) -> str:
-    """Hex sha256 of a file, read in 1 MiB chunks. Raises OSError when unreadable."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(CHUNK), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def verify_digest(ctx: LayerContext, what: str, name: str, version: str, path: Path, expected: str) -> None:

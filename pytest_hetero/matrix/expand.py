@@ -89,7 +89,7 @@ def expand(matrix: Matrix, *, scheduling_per_image: bool = False) -> Plan:
         rk = {"resource": res.name}
         disc = (res.name, "discovery")
         has_disc = add("discovery", rk, disc, None)
-        sched = (res.name, "scheduling")
+        sched: tuple[str, ...] = (res.name, "scheduling")
         if not scheduling_per_image:
             add("scheduling", rk, sched, disc if has_disc else None)
         for img in matrix.images:

@@ -141,7 +141,7 @@ def _reference_problems(data: dict[str, Any], pos: Positions, file: str) -> list
         names[dim] = []
         for i, entry in enumerate(spec[key]):
             if entry["name"] in seen:
-                path = ("spec", key, i, "name")
+                path: tuple[Any, ...] = ("spec", key, i, "name")
                 line, col = pos.of(path)
                 problems.append(MatrixError(f"duplicate {dim} name '{entry['name']}'",
                                             Location(file, line, col, dotted(path, data)),

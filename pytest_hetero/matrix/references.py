@@ -9,13 +9,15 @@ a broken acceptance rules file gives its own problems, at their lines in that fi
 
 from __future__ import annotations
 
+import hashlib
+
 from collections.abc import Callable
 from pathlib import Path
 from string import Formatter
 
-from pytest_hetero.acceptance import RulesInvalid, load_rules
+from pytest_hetero.errors import RulesInvalid
+from pytest_hetero.matrix.acceptance import load_rules
 from pytest_hetero.errors import CaseError, HeteroError, Location, MatrixError
-from pytest_hetero.layers.startup import file_sha256
 from pytest_hetero.matrix.model import Matrix
 
 Report = Callable[[str, int, str, str], None]
@@ -23,6 +25,18 @@ Report = Callable[[str, int, str, str], None]
 PLACEHOLDERS: tuple[str, ...] = ("python", "code", "model", "dataset", "outputs", "provider")
 """Entrypoint placeholders the backends substitute (see ``backends.base.render_entrypoint``)."""
 KNOWN = " ".join("{" + p + "}" for p in PLACEHOLDERS)
+
+
+CHUNK = 1024 * 1024
+
+
+def file_sha256(path: Path) -> str:
+    """Hex sha256 of a file, read in 1 MiB chunks. Raises OSError when unreadable."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(CHUNK), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def display(path: Path) -> str:
@@ -38,7 +52,7 @@ def reference_problems(matrix: Matrix, *, digests: bool = False) -> list[HeteroE
 
     Checks: each model file (not for a served model that declares none) and dataset file is a
     file; each model ``code`` is a folder; each acceptance file exists and loads with
-    :func:`~pytest_hetero.acceptance.load_rules` (its problems are returned as they are, located in
+    :func:`~pytest_hetero.matrix.acceptance.load_rules` (its problems are returned as they are, located in
     that file); each entrypoint placeholder is one of :data:`PLACEHOLDERS`. With ``digests``,
     each file's sha256 is computed and compared with the declared one (both named). Raises
     nothing for bad content; an unreadable file is reported as a problem.
@@ -120,7 +134,7 @@ def _unknown_placeholders(arg: str) -> list[str]:
     return ["{" + name + "}" for name in fields if name not in PLACEHOLDERS]
 
 
-def _relocated(exc: CaseError) -> CaseError:
+def _relocated(exc: HeteroError) -> HeteroError:
     loc = exc.location
     where = Location(display(Path(loc.file)), loc.line, loc.column, loc.field)
     return CaseError(exc.message, where, exc.hint)

@@ -5,7 +5,7 @@ Failure categories and owners: ``endpoint_unreachable`` (no HTTP answer: infrast
 (algorithm), ``auth_token_missing`` / ``auth_refused`` / ``auth_not_enforced`` (platform),
 ``service_errors`` (no request succeeded: platform), ``bad_responses`` (algorithm),
 ``rollback_*`` (see :mod:`pytest_hetero.serving.rollback`). Latency, throughput and error-rate
-bounds are business rules (:mod:`pytest_hetero.acceptance`), judged on the outputs written here.
+bounds are business rules (:mod:`pytest_hetero.matrix.acceptance`), judged on the outputs written here.
 
 Kubernetes hook point: when ``serving.deploy`` names a Deployment/Service/InferenceService, the
 backend is asked through three optional methods (duck-typed, see :class:`ServingBackend`); a

@@ -20,7 +20,7 @@ from typing import Any
 
 import httpx
 
-from pytest_hetero.acceptance import percentile
+from pytest_hetero.matrix.acceptance import percentile
 from pytest_hetero.serving.protocol import PreparedRequest
 
 TRANSPORT_ERROR = 0

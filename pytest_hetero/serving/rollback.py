@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from pytest_hetero.acceptance import evaluate, load_rules
+from pytest_hetero.matrix.acceptance import evaluate, load_rules
 from pytest_hetero.errors import CaseError
 from pytest_hetero.layers.base import LayerContext, LayerFailed
 from pytest_hetero.serving.checks import (

@@ -86,7 +86,7 @@ def connection(target: dict[str, Any]) -> dict[str, Any]:
     host = target.get("docker_host")
     tls = target.get("tls")
     if host is None and tls is None:
-        return dict(docker.utils.kwargs_from_env())
+        return dict(docker.utils.kwargs_from_env())  # type: ignore[attr-defined]  # (docker.utils is not re-exported in types-docker)
     kwargs: dict[str, Any] = {"base_url": host or os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"}
     if tls:
         cert = (str(tls["client_cert"]), str(tls["client_key"])) if tls.get("client_cert") else None
@@ -95,7 +95,7 @@ def connection(target: dict[str, Any]) -> dict[str, Any]:
     return kwargs
 
 
-class TlsEngineClient(docker.APIClient):  # type: ignore[misc]  # (docker ships no type hints)
+class TlsEngineClient(docker.APIClient):
     """An APIClient whose TLS settings are only the target's: requests' ``trust_env`` (which lets
     ``REQUESTS_CA_BUNDLE``/``CURL_CA_BUNDLE`` replace the engine's CA, and proxies intercept) is off."""
 

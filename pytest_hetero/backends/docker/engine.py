@@ -114,7 +114,7 @@ class DockerBackend(Backend):
     def _inspect_image(self, ref: str) -> dict[str, Any] | None:
         s = self.session
         try:
-            return dict(s.api.inspect_image(ref))
+            return dict(s.api.inspect_image(ref))  # type: ignore[no-untyped-call]  # (untyped in types-docker)
         except docker.errors.ImageNotFound:
             return None
         except docker.errors.APIError as exc:

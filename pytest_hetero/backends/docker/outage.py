@@ -117,7 +117,7 @@ def engine_lost(session: DockerSession, ctx: Step, exc: BaseException, what: str
                during=what, error=error, engine=session.conn.get("base_url", "DOCKER_HOST"),
                container=workload["name"] if workload else None, container_state=state)
     message = outage.describe()
-    if state is not None:
+    if state is not None and workload is not None:
         message += (f"; container {workload['name']} is now {state.get('Status')} (exit {state.get('ExitCode')}, "
                     f"finished {state.get('FinishedAt')})")
     if waited is None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator
 from contextlib import closing
 from typing import Any
 
@@ -163,7 +163,7 @@ def close_watch(resp: Any) -> None:
 
 
 def watch_events(list_call: Callable[..., Any], *args: Any, resource_version: str | None, timeout_s: int,
-                 on_response: Callable[[Any], None], **selectors: Any) -> Iterator[tuple[str, dict[str, Any]]]:
+                 on_response: Callable[[Any], None], **selectors: Any) -> Generator[tuple[str, dict[str, Any]]]:
     """One watch request through an official-client list call (``list_call(*args, watch=True, …)``,
     raw JSON lines, bookmarks allowed): yields ``(type, object)`` per event (``ADDED``, ``MODIFIED``,
     ``DELETED``, ``BOOKMARK``, ``ERROR`` with a Status object) until the server ends the watch after

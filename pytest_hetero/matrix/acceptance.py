@@ -187,7 +187,7 @@ def metric_value(outputs: dict[str, Any], expr: str) -> float:
         preds, labels = outputs["predictions"], outputs.get("labels") or []
         if len(preds) != len(labels) or not preds:
             raise KeyError("predictions and labels differ in length or are empty")
-        return sum(p == t for p, t in zip(preds, labels)) / len(preds)
+        return float(sum(p == t for p, t in zip(preds, labels, strict=True)) / len(preds))
     raise KeyError(f"metric '{expr}' not in outputs")
 
 
