@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 
 from pytest_hetero.errors import HeteroError, Location, MatrixError
-from pytest_hetero.pytest_plugin.item import LayerItem
 from pytest_hetero.matrix.expand import Plan, PlannedItem, expand
 from pytest_hetero.matrix.load import load_matrix
 from pytest_hetero.matrix.model import Matrix
+from pytest_hetero.pytest_plugin.item import LayerItem
 from pytest_hetero.pytest_plugin.stash import PLANS, SETTINGS
 
 
@@ -27,7 +27,7 @@ def plan_matrix(config: pytest.Config, matrix: Matrix) -> tuple[str, Plan]:
     """
     settings = config.stash[SETTINGS]
     name = settings.backend or matrix.backend
-    cls = config.hook.pytest_hetero_backend_class(name=name)
+    cls = config.hook.pytest_hetero_backend(name=name)
     if cls is None:
         known = "local, docker, kubernetes"
         raise MatrixError(f"unknown backend '{name}'", Location(str(matrix.path), 0, 0, "spec.target.backend"),
@@ -51,7 +51,7 @@ class MatrixFile(pytest.File):
             node[planned.parts[-1]] = planned
         yield from _children(self, tree, matrix, backend)
 
-    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:  # type: ignore[override]
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:
         """Our errors read as ``file:line:col: field '…': message`` plus hint, never a traceback;
         secrets a message quotes from the file (a token in the wrong field) are redacted."""
         from pytest_hetero.redact import Redactor
