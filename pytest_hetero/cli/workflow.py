@@ -13,13 +13,14 @@ import json
 import sys
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_hetero import LAYERS
 from pytest_hetero.errors import HeteroError, Location, MatrixError
-from pytest_hetero.matrix.expand import Plan, expand
-from pytest_hetero.matrix.load import load_matrix
-from pytest_hetero.matrix.model import Matrix
+
+if TYPE_CHECKING:
+    from pytest_hetero.matrix.expand import Plan
+    from pytest_hetero.matrix.model import Matrix
 
 
 def scheduling_per_image(matrix: Matrix, hook: Any, backend: str | None = None) -> bool:
@@ -46,6 +47,8 @@ def lint(paths: list[Path], out: Any = None, *, digests: bool = False, hook: Any
     ``kind`` is ``AcceptanceRules`` is checked as rules. Raises nothing for bad content.
     """
     from pytest_hetero.hooks.registry import plugin_manager
+    from pytest_hetero.matrix.expand import expand
+    from pytest_hetero.matrix.load import load_matrix
     from pytest_hetero.matrix.references import display, reference_problems
 
     hook = hook if hook is not None else plugin_manager().hook
@@ -128,6 +131,8 @@ def plan_report(args: argparse.Namespace, hook: Any = None) -> dict[str, Any]:
     """The plan of ``args.matrix`` under the selection options, as a JSON-ready dict; ``hook``
     resolves the backend (default: the registry with ``args.plugins``)."""
     from pytest_hetero.hooks.registry import plugin_manager
+    from pytest_hetero.matrix.expand import expand
+    from pytest_hetero.matrix.load import load_matrix
     from pytest_hetero.matrix.selection import Request, parse_selector, parse_shard, select
 
     hook = hook if hook is not None else plugin_manager(getattr(args, "plugins", ())).hook

@@ -17,7 +17,7 @@ from pytest_hetero.matrix.expand import Plan, PlannedItem, expand
 from pytest_hetero.matrix.load import load_matrix
 from pytest_hetero.matrix.model import Matrix
 from pytest_hetero.pytest_plugin.item import LayerItem
-from pytest_hetero.pytest_plugin.stash import PLANS, SETTINGS
+from pytest_hetero.pytest_plugin.stash import AHEAD, PLANS, SETTINGS
 
 
 def plan_matrix(config: pytest.Config, matrix: Matrix) -> tuple[str, Plan]:
@@ -39,8 +39,13 @@ class MatrixFile(pytest.File):
     """A ValidationMatrix YAML file; a bad file becomes one collection error with file:line and hint."""
 
     def collect(self) -> Iterator[pytest.Item | pytest.Collector]:
-        """Load, validate and expand the matrix; yield the tree of Groups and LayerItems."""
-        matrix = load_matrix(self.path)
+        """Load (unless this session loaded it ahead of collection), validate and expand the matrix;
+        yield the tree of Groups and LayerItems."""
+        ahead = self.config.stash.get(AHEAD, {}).get(self.nodeid)
+        if ahead is not None and ahead[0].path == self.path.resolve():
+            matrix = ahead[0]
+        else:
+            matrix = load_matrix(self.path)
         backend, plan = plan_matrix(self.config, matrix)
         self.config.stash[PLANS][self.nodeid] = (matrix, plan)
         tree: dict[str, Any] = {}
