@@ -7,7 +7,8 @@ of medians:
 * ``python -c pass`` (the interpreter alone) vs ``python -m pytest_hetero.cli --version`` and
   ``--help``. Target: each ≤ 0.3 s (before this layout: 5–7 s on a loaded 2-core machine).
 * ``pytest --co -q`` in an empty project (no matrix) with ``-p no:hetero -p no:hetero_serving``
-  vs with the plugin. Target: ratio ≤ 1.2.
+  vs with the plugin (``hetero_serving`` is the former second entry point, blocked too in case an
+  older install still declares it). Target: ratio ≤ 1.2.
 
 Usage: ``python bench/bench_startup.py [--repeat 15]``; the package under test is the one
 ``python -c "import pytest_hetero"`` finds (set PYTHONPATH to try a working tree).
