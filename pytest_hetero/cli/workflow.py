@@ -27,11 +27,13 @@ def scheduling_per_image(matrix: Matrix, hook: Any, backend: str | None = None) 
     """Whether the matrix's backend (or ``backend``) plans scheduling per image, as collection does,
     asking ``hook.pytest_hetero_backend``. Raises MatrixError for an unknown backend (the same
     error collection gives)."""
+    from pytest_hetero.hooks.builtin import BACKENDS
+
     name = backend or matrix.backend
     cls = hook.pytest_hetero_backend(name=name)
     if cls is None:
         raise MatrixError(f"unknown backend '{name}'", Location(str(matrix.path), 0, 0, "spec.target.backend"),
-                          "use one of local, docker, kubernetes, or install the plugin that provides it")
+                          f"use one of {', '.join(BACKENDS)}, or install the plugin that provides it")
     return bool(cls.scheduling_per_image)
 
 

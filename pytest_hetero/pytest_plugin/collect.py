@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from pytest_hetero.errors import HeteroError, Location, MatrixError
+from pytest_hetero.hooks.builtin import BACKENDS
 from pytest_hetero.matrix.expand import Plan, PlannedItem, expand
 from pytest_hetero.matrix.load import load_matrix
 from pytest_hetero.matrix.model import Matrix
@@ -29,7 +30,7 @@ def plan_matrix(config: pytest.Config, matrix: Matrix) -> tuple[str, Plan]:
     name = settings.backend or matrix.backend
     cls = config.hook.pytest_hetero_backend(name=name)
     if cls is None:
-        known = "local, docker, kubernetes"
+        known = ", ".join(BACKENDS)
         raise MatrixError(f"unknown backend '{name}'", Location(str(matrix.path), 0, 0, "spec.target.backend"),
                           f"use one of {known}, or install the plugin that provides it")
     return name, expand(matrix, scheduling_per_image=bool(cls.scheduling_per_image))

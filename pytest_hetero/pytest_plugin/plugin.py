@@ -24,6 +24,7 @@ import pytest
 
 from pytest_hetero import LAYERS, __version__, signals
 from pytest_hetero.errors import HeteroError
+from pytest_hetero.hooks import builtin
 from pytest_hetero.hooks.registry import register_builtins
 from pytest_hetero.pytest_plugin.options import add_options, settings_of
 from pytest_hetero.pytest_plugin.stash import (
@@ -133,7 +134,7 @@ def _check_early(config: pytest.Config, settings: Settings) -> None:
     """Refuse, before anything runs, a backend no plugin provides and a signing key that cannot sign."""
     if settings.backend and config.hook.pytest_hetero_backend(name=settings.backend) is None:
         raise pytest.UsageError(f"--hetero-backend {settings.backend!r}: no plugin provides this backend "
-                                "(built in: local, docker, kubernetes)")
+                                f"(built in: {', '.join(builtin.BACKENDS)})")
     if settings.sign_key is not None:
         from pytest_hetero.bundle.signing import load_private_key
 
