@@ -33,10 +33,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from pytest_hetero.evidence.recorder import assemble
-from pytest_hetero.reporting.writers import finish_bundle, write_renderings
+from pytest_hetero.bundle.finish import finish_bundle
 from pytest_hetero.bundle.signing import generate_keypair, load_public_key
+from pytest_hetero.bundle.signoff import matrix_owners, run_signoff
 from pytest_hetero.bundle.verify import verify_bundle
+from pytest_hetero.evidence.inputs import RunInputs
+from pytest_hetero.evidence.recorder import assemble, write_evidence
+from pytest_hetero.reporting.writers import write_renderings
 
 LAYERS = ("discovery", "scheduling", "startup", "model", "business")
 OWNERS = {"discovery": "infrastructure", "scheduling": "platform", "startup": "platform", "model": "algorithm",
@@ -158,10 +161,14 @@ def main(argv: list[str] | None = None) -> int:
         def assemble_step() -> None:
             evidence.clear()
             evidence.update(assemble(bundle))
+            write_evidence(bundle, evidence)
 
         def bundle_step() -> None:
-            write_renderings(evidence, bundle, work / "run.key")
-            finish_bundle(evidence, bundle, work / "run.key")
+            inputs = RunInputs()
+            kept = inputs.keep(evidence, bundle)
+            owners = matrix_owners(evidence, inputs)
+            write_renderings(evidence, bundle, run_signoff(owners, work / "run.key"))
+            finish_bundle(evidence, bundle, work / "run.key", owners, kept)
 
         def verify() -> None:
             result = verify_bundle(bundle, [public])

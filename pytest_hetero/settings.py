@@ -1,7 +1,9 @@
 """Settings resolved once per run (command line over ini over environment over default) into a frozen object.
 
-Every option is prefixed ``--hetero-…``, every ini key ``hetero_…``. Code reads
-``config.stash[SETTINGS]``, never ``getoption``.
+Every option is prefixed ``--hetero-…``, every ini key ``hetero_…``. This module holds the option
+and ini tables and the resolution, and imports no pytest: the pytest glue registers the tables
+(:mod:`pytest_hetero.pytest_plugin.options`) and hands :func:`build_settings` its ``getoption`` and
+``getini``. Code reads the frozen :class:`Settings`, never ``getoption``.
 """
 
 from __future__ import annotations
@@ -9,11 +11,11 @@ from __future__ import annotations
 import os
 import re
 import secrets
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-
-import pytest
+from typing import Any
 
 from pytest_hetero.errors import SettingsError
 
@@ -47,21 +49,14 @@ OPTIONS: tuple[tuple[str, dict[str, object]], ...] = (
     ("--hetero-timeout-scale", {"type": float, "default": None, "metavar": "X",
                                 "help": "multiply every layer timeout by X"}),
 )
+"""Command-line options as ``(flag, argparse keyword arguments)``, registered in the group "hetero"."""
 INI: tuple[tuple[str, str, str], ...] = (
     ("hetero_matrix_glob", "glob of matrix files collected from test paths", "*.matrix.yaml"),
     ("hetero_report_dir", "folder for evidence bundles", "reports"),
     ("hetero_parallel", "concurrent scheduling/startup probes per backend", "4"),
     ("hetero_timeout_scale", "multiply every layer timeout", "1.0"),
 )
-
-
-def add_options(parser: pytest.Parser) -> None:
-    """Register every ``--hetero-*`` option and ``hetero_*`` ini key on pytest's parser."""
-    group = parser.getgroup("hetero", "pytest-hetero validation gate")
-    for name, kwargs in OPTIONS:
-        group.addoption(name, **kwargs)  # type: ignore[arg-type]
-    for name, help_text, default in INI:
-        parser.addini(name, help_text, default=default)
+"""Ini keys as ``(name, help, default)``."""
 
 
 @dataclass(frozen=True)
@@ -87,7 +82,6 @@ class Settings:
     fail_on: str = "any-failure"
     shard: str | None = None
     allow_unsigned: bool = False
-    extra: dict[str, object] = field(default_factory=dict)
 
     @property
     def bundle_dir(self) -> Path:
@@ -113,43 +107,55 @@ def _number(value: object, name: str, kind: type, minimum: float) -> float:
     return float(number)
 
 
-def build_settings(config: pytest.Config, run_id: str | None = None) -> Settings:
-    """Resolve settings from ``config`` once. Raises SettingsError for bad values."""
-    opt = config.getoption
-    rootdir = Path(str(config.rootpath))
-    report = opt("--hetero-report-dir") or config.getini("hetero_report_dir")
+def build_settings(option: Callable[[str], Any], ini: Callable[[str], Any], rootdir: Path,
+                   inipath: Path | None, run_id: str | None = None) -> Settings:
+    """Resolve the settings once. ``option(flag)`` answers a command-line option (None/False/[] when
+    not given), ``ini(name)`` an ini key (its default when not set); ``rootdir`` is the rootdir and
+    ``inipath`` the ini file, if any (relative report folders are anchored there). Raises
+    SettingsError for bad values."""
+    report = option("--hetero-report-dir") or ini("hetero_report_dir")
     report_dir = Path(str(report))
     if not report_dir.is_absolute():
         # relative to the ini file's folder when there is one, else to where pytest was started
-        anchor = Path.cwd() if opt("--hetero-report-dir") or config.inipath is None else rootdir
+        anchor = Path.cwd() if option("--hetero-report-dir") or inipath is None else rootdir
         report_dir = anchor / report_dir
-    parallel = opt("--hetero-parallel")
-    parallel = config.getini("hetero_parallel") if parallel is None else parallel
-    scale = opt("--hetero-timeout-scale")
-    scale = config.getini("hetero_timeout_scale") if scale is None else scale
-    key = opt("--hetero-sign-key") or os.environ.get("HETERO_SIGN_KEY")
-    run_id = run_id or opt("--hetero-run-id") or new_run_id()
+    parallel = option("--hetero-parallel")
+    parallel = ini("hetero_parallel") if parallel is None else parallel
+    scale = option("--hetero-timeout-scale")
+    scale = ini("hetero_timeout_scale") if scale is None else scale
+    key = option("--hetero-sign-key") or os.environ.get("HETERO_SIGN_KEY")
+    run_id = run_id or option("--hetero-run-id") or new_run_id()
     if not RUN_ID.fullmatch(run_id):
         raise SettingsError(f"--hetero-run-id {run_id!r} is not a plain folder name",
                             hint="use letters, digits, '.', '_' and '-' (no '/' or leading '.')")
     return Settings(
         rootdir=rootdir,
-        matrix_glob=str(config.getini("hetero_matrix_glob")),
-        matrices=tuple(Path(p).resolve() for p in opt("--hetero-matrix")),
+        matrix_glob=str(ini("hetero_matrix_glob")),
+        matrices=tuple(Path(p).resolve() for p in option("--hetero-matrix")),
         report_dir=report_dir.resolve(),
         run_id=run_id,
-        backend=opt("--hetero-backend"),
-        keep=bool(opt("--hetero-keep")),
+        backend=option("--hetero-backend"),
+        keep=bool(option("--hetero-keep")),
         parallel=int(_number(parallel, "hetero_parallel", int, 1)),
         sign_key=Path(key).resolve() if key else None,
-        profile=opt("--hetero-profile"),
+        profile=option("--hetero-profile"),
         timeout_scale=_number(scale, "hetero_timeout_scale", float, 0.001),
-        kube_context=opt("--hetero-kube-context"),
-        kube_namespace=opt("--hetero-kube-namespace"),
-        affected=tuple(opt("--hetero-affected")),
-        affected_from=Path(opt("--hetero-affected-from")).resolve() if opt("--hetero-affected-from") else None,
-        baseline=Path(opt("--hetero-baseline")).resolve() if opt("--hetero-baseline") else None,
-        fail_on=opt("--hetero-fail-on") or "any-failure",
-        shard=opt("--hetero-shard"),
-        allow_unsigned=bool(opt("--hetero-allow-unsigned")),
+        kube_context=option("--hetero-kube-context"),
+        kube_namespace=option("--hetero-kube-namespace"),
+        affected=tuple(option("--hetero-affected")),
+        affected_from=Path(option("--hetero-affected-from")).resolve() if option("--hetero-affected-from") else None,
+        baseline=Path(option("--hetero-baseline")).resolve() if option("--hetero-baseline") else None,
+        fail_on=option("--hetero-fail-on") or "any-failure",
+        shard=option("--hetero-shard"),
+        allow_unsigned=bool(option("--hetero-allow-unsigned")),
     )
+
+
+def bundle_settings(bundle_dir: Path, sign_key: Path | None) -> Settings:
+    """Settings for finishing an existing bundle folder outside a pytest run (``hetero report``,
+    ``hetero merge``): ``bundle_dir`` is the bundle, ``sign_key`` the run key (None: unsigned);
+    every selection option is unset, so only the writers and the signature apply."""
+    bundle_dir = bundle_dir.resolve()
+    return Settings(rootdir=Path.cwd(), matrix_glob="*.matrix.yaml", matrices=(), report_dir=bundle_dir.parent,
+                    run_id=bundle_dir.name, backend=None, keep=False, parallel=1,
+                    sign_key=sign_key.resolve() if sign_key else None, profile=None, timeout_scale=1.0)

@@ -15,9 +15,6 @@ import signal
 import sys
 from typing import Any
 
-import pytest
-
-_PREVIOUS_SIGTERM = pytest.StashKey[Any]()
 PR_SET_PDEATHSIG = 1
 """``prctl`` option (linux/prctl.h): signal to deliver when the parent thread exits."""
 
@@ -26,19 +23,21 @@ def _sigterm(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt(f"signal {signum}")
 
 
-def catch_sigterm(config: pytest.Config) -> None:
-    """Make SIGTERM raise KeyboardInterrupt; the previous handler is kept for :func:`restore_sigterm`.
-    Does nothing outside the main thread (pytest embedded in another program)."""
-    if hasattr(signal, "SIGTERM"):
-        try:
-            config.stash[_PREVIOUS_SIGTERM] = signal.signal(signal.SIGTERM, _sigterm)
-        except ValueError:
-            pass
+def catch_sigterm() -> Any:
+    """Make SIGTERM raise KeyboardInterrupt; return the handler it replaced (give it back with
+    :func:`restore_sigterm`), or None where nothing was replaced: no SIGTERM on this system, or not
+    the main thread (pytest embedded in another program)."""
+    if not hasattr(signal, "SIGTERM"):
+        return None
+    try:
+        return signal.signal(signal.SIGTERM, _sigterm)
+    except ValueError:
+        return None
 
 
-def restore_sigterm(config: pytest.Config) -> None:
-    """Give SIGTERM back to the handler :func:`catch_sigterm` replaced (matters for in-process pytest)."""
-    previous = config.stash.get(_PREVIOUS_SIGTERM, None)
+def restore_sigterm(previous: Any) -> None:
+    """Give SIGTERM back to ``previous``, the handler :func:`catch_sigterm` returned (None: nothing
+    to give back). Matters for in-process pytest."""
     if previous is not None:
         try:
             signal.signal(signal.SIGTERM, previous)
@@ -65,6 +64,6 @@ def parent_death_signal(sig: int) -> bool:
     try:
         import ctypes
 
-        return ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, int(sig)) == 0
+        return bool(ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, int(sig)) == 0)
     except (OSError, AttributeError):
         return False

@@ -12,8 +12,11 @@ import json
 from pathlib import Path
 from typing import Any
 
+from pytest_hetero.bundle.finish import finish_bundle
+from pytest_hetero.bundle.signoff import matrix_owners, run_signoff
+from pytest_hetero.evidence.inputs import RunInputs
 from pytest_hetero.evidence.untested import DOES_NOT_PROVE, summarise
-from pytest_hetero.reporting.writers import finish_bundle, write_renderings
+from pytest_hetero.reporting.writers import write_renderings
 
 REPO = Path(__file__).resolve().parents[1]
 MATRIX = REPO / "matrices" / "example-cpu.matrix.yaml"
@@ -99,6 +102,9 @@ def make_bundle(bundle_dir: Path, evidence: dict[str, Any], key: Path | None) ->
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text("stdout of the model run\n", encoding="utf-8")
     (bundle_dir / "evidence.json").write_text(json.dumps(evidence, indent=1, sort_keys=True), encoding="utf-8")
-    write_renderings(evidence, bundle_dir, key)
-    finish_bundle(evidence, bundle_dir, key)
+    inputs = RunInputs()
+    kept = inputs.keep(evidence, bundle_dir)
+    owners = matrix_owners(evidence, inputs)
+    write_renderings(evidence, bundle_dir, run_signoff(owners, key))
+    finish_bundle(evidence, bundle_dir, key, owners, kept)
     return bundle_dir

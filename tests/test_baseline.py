@@ -11,8 +11,8 @@ import pytest
 from support import DIGITS, matrix_text
 
 from pytest_hetero.bundle.baseline import classify, diff_evidence, metric_changes, status_map, target_changes
-from pytest_hetero.cli import main
 from pytest_hetero.bundle.signing import generate_keypair
+from pytest_hetero.cli import main
 
 RESOURCES = [{"name": "cpu-host", "type": "cpu", "requests": {"cpu": 1}},
              {"name": "gpu-nvidia", "type": "gpu", "vendor": "nvidia", "requests": {"nvidia.com/gpu": 1},

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import base64
 import hashlib
 import json
@@ -16,7 +15,6 @@ sys.path.insert(0, str(Path(__file__).parent))
 from bundle_samples import make_bundle, sample_evidence
 from support import matrix_text
 
-from pytest_hetero.cli import signing as signing_cli
 from pytest_hetero.bundle.manifest import Problem, manifest_bytes
 from pytest_hetero.bundle.signing import (
     PAYLOAD_TYPE,
@@ -30,14 +28,12 @@ from pytest_hetero.bundle.signing import (
     write_envelope,
 )
 from pytest_hetero.bundle.verify import verify_bundle
+from pytest_hetero.cli import build_parser
 
 
 def hetero(*argv: str) -> int:
-    """Run a ``hetero`` subcommand registered by signing_cli; returns the exit code."""
-    parser = argparse.ArgumentParser(prog="hetero")
-    sub = parser.add_subparsers(dest="command")
-    signing_cli.add_parser(sub)
-    args = parser.parse_args(list(argv))
+    """Run a ``hetero`` subcommand (keygen, sign, verify, render); returns the exit code."""
+    args = build_parser().parse_args(list(argv))
     return int(args.func(args))
 
 
@@ -365,8 +361,8 @@ def test_baseline_with_a_sign_off_by_an_untrusted_key_says_which_key_to_trust(
         bundle: Path, keys: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
     """load_evidence (baseline, merge, diff) of an unaltered bundle whose business sign-off key is not
     trusted: the hint says to trust the key, not that the bundle was altered."""
-    from pytest_hetero.errors import BundleError
     from pytest_hetero.bundle.verify import load_evidence
+    from pytest_hetero.errors import BundleError
 
     assert hetero("sign", str(bundle), "--key", str(keys["business"]), "--role", "business") == 0
     capsys.readouterr()

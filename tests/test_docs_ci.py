@@ -15,7 +15,7 @@ from support import REPO
 from pytest_hetero.bundle.baseline import POLICIES
 from pytest_hetero.cli import build_parser
 from pytest_hetero.matrix.selection import parse_selector, parse_shard
-from pytest_hetero.settings import build_settings
+from pytest_hetero.pytest_plugin.options import settings_of
 
 DOCS = REPO / "docs" / "ci"
 # CI expressions replaced by sample values: GitHub ${{ … }}, then shell/GitLab variables
@@ -83,7 +83,7 @@ def test_pytest_commands_parse(example: Path, pytester: pytest.Pytester) -> None
     assert any("--hetero-shard" in a for a in argvs) and any("--hetero-affected-from" in a for a in argvs)
     for argv in argvs:
         config = pytester.parseconfig(*argv[1:])
-        settings = build_settings(config)
+        settings = settings_of(config)
         if settings.shard:
             assert parse_shard(settings.shard) == (2, 4)
         for selector in settings.affected:

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 from support import matrix_text
 
-from pytest_hetero.cli import main
 from pytest_hetero.bundle.signing import generate_keypair, load_public_key
 from pytest_hetero.bundle.verify import verify_bundle
+from pytest_hetero.cli import main
 
 
 def three_resources(description: str = "") -> str:

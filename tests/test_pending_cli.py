@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import io
 import json
 import sys
@@ -10,15 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from pytest_hetero.cli import pending as cli
+from pytest_hetero.cli import build_parser
 
 REAL = Path(__file__).resolve().parents[2] / "shared/fixtures/real"
 
 
 def _run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    parser = argparse.ArgumentParser(prog="hetero")
-    cli.add_parser(parser.add_subparsers(dest="command"))
-    args = parser.parse_args(["explain-pending", *argv])
+    args = build_parser().parse_args(["explain-pending", *argv])
     code = args.func(args)
     out, err = capsys.readouterr()
     return code, out, err

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import io
 import json
 import sys
@@ -10,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from pytest_hetero.cli import build_parser
 from pytest_hetero.errors import SettingsError
 from pytest_hetero.probes import probe_host
 from pytest_hetero.probes.ascend_table import parse_npu_smi_info
-from pytest_hetero.cli.probe import add_parser
 from pytest_hetero.probes.compare import Difference, Expectation, compare, satisfies
 from pytest_hetero.probes.model import Device, Inventory, Partition
 from pytest_hetero.probes.nvidia import parse_nvidia_smi
@@ -30,9 +29,7 @@ def real(name: str) -> Path:
 
 
 def hetero(*argv: str) -> int:
-    parser = argparse.ArgumentParser(prog="hetero")
-    add_parser(parser.add_subparsers(dest="command"))
-    args = parser.parse_args(list(argv))
+    args = build_parser().parse_args(list(argv))
     return int(args.func(args))
 
 

@@ -15,9 +15,9 @@ sys.path.insert(0, str(Path(__file__).parent))
 from bundle_samples import EVIL, PREFIX, make_bundle, sample_evidence
 from test_bundle_verify import hetero
 
-from pytest_hetero.reporting.html import render_html
-from pytest_hetero.reporting.view import signoff_context
 from pytest_hetero.bundle.signing import add_role_signature, generate_keypair, load_private_key
+from pytest_hetero.bundle.signoff import signoff_context
+from pytest_hetero.reporting.html import render_html
 
 ENSURE = Path(__file__).parent / "infra" / "chromium.sh"
 CSP = re.compile(r'<meta http-equiv="Content-Security-Policy"[^>]*>')

@@ -15,11 +15,12 @@ sys.path.insert(0, str(Path(__file__).parent))
 from bundle_samples import EVIL, PREFIX, make_bundle, sample_evidence
 from test_bundle_verify import hetero
 
+from pytest_hetero.bundle.signing import generate_keypair
+from pytest_hetero.bundle.signoff import signoff_context
 from pytest_hetero.reporting.ctrf import render_ctrf
 from pytest_hetero.reporting.junit import render_junit
 from pytest_hetero.reporting.markdown import render_markdown
-from pytest_hetero.reporting.view import heatmap, signoff_context
-from pytest_hetero.bundle.signing import generate_keypair
+from pytest_hetero.reporting.view import heatmap
 
 XSD = Path(__file__).parent / "data" / "junit-10.xsd"
 OWNERS = {"example-cpu": {"discovery": "infrastructure", "scheduling": "platform", "startup": "platform",

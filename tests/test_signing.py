@@ -15,8 +15,6 @@ from cryptography.hazmat.primitives import serialization
 sys.path.insert(0, str(Path(__file__).parent))
 from bundle_samples import make_bundle, sample_evidence
 
-from pytest_hetero.errors import BundleError
-from pytest_hetero.evidence.model import STATUSES
 from pytest_hetero.bundle.signing import (
     PAYLOAD_TYPE,
     PREDICATE_TYPE,
@@ -30,6 +28,8 @@ from pytest_hetero.bundle.signing import (
     pae,
     read_envelope,
 )
+from pytest_hetero.errors import BundleError
+from pytest_hetero.evidence.model import STATUSES
 
 
 @pytest.fixture

@@ -15,17 +15,10 @@ the gate), ``untested-growth`` (regression, plus any newly_untested item).
 
 from __future__ import annotations
 
-import json
 import math
-from pathlib import Path
 from typing import Any
 
-import pytest
-
 from pytest_hetero.errors import BundleError, HeteroError
-from pytest_hetero.pytest_plugin.selection import matrices_in_args, usage_error
-from pytest_hetero.pytest_plugin.stash import PLANS, SETTINGS
-from pytest_hetero.bundle.verify import load_evidence, trusted_keys
 
 FAILING = frozenset({"failed", "error", "blocked"})
 TESTED = frozenset({"passed", "failed", "error"})
@@ -203,91 +196,15 @@ def diff_lines(diff: dict[str, Any], limit: int = 20) -> list[str]:
     return lines
 
 
-def rewrite_evidence(bundle_dir: Path, evidence: dict[str, Any]) -> None:
-    """Write ``evidence`` back to ``bundle_dir/evidence.json`` atomically (same format as assembly)."""
-    tmp = bundle_dir / "evidence.json.tmp"
-    tmp.write_text(json.dumps(evidence, indent=1, sort_keys=True), encoding="utf-8")
-    tmp.replace(bundle_dir / "evidence.json")
-
-
-_BASELINE = pytest.StashKey[tuple[dict[str, Any], str]]()
-
-
-def pytest_sessionstart(session: pytest.Session) -> None:
-    """Check ``--hetero-fail-on`` and load and verify ``--hetero-baseline`` before collection."""
-    config = session.config
-    settings = config.stash[SETTINGS]
-    if settings.fail_on not in POLICIES:
-        raise pytest.UsageError(f"--hetero-fail-on {settings.fail_on!r}: use one of {', '.join(POLICIES)}")
-    if settings.fail_on != "any-failure" and settings.baseline is None:
-        raise pytest.UsageError(f"--hetero-fail-on {settings.fail_on} compares with a baseline: "
-                                "add --hetero-baseline BUNDLE")
-    if settings.baseline is not None:
-        try:
-            config.stash[_BASELINE] = load_evidence(settings.baseline, allow_unsigned=settings.allow_unsigned,
-                                                    keys=trusted_keys(private=settings.sign_key))
-        except HeteroError as exc:
-            raise usage_error(exc) from None
-        _check_matrix(config, config.stash[_BASELINE][0], {m.name for _, m, _ in matrices_in_args(config)})
-
-
-def _check_matrix(config: pytest.Config, baseline: dict[str, Any], names: set[str]) -> None:
-    if names and not names & matrix_names(baseline):
-        raise pytest.UsageError(
-            f"--hetero-baseline covers matrix {', '.join(sorted(matrix_names(baseline)))}, "
-            f"this run collects {', '.join(sorted(names))}\n  hint: compare runs of the same matrix")
-
-
-@pytest.hookimpl(trylast=True)
-def pytest_collection_finish(session: pytest.Session) -> None:
-    """Backstop for matrices only known after collection: a baseline of another matrix is a usage error."""
-    baseline = session.config.stash.get(_BASELINE, None)
-    if baseline is not None:
-        _check_matrix(session.config, baseline[0],
-                      {m.name for m, _ in session.config.stash.get(PLANS, {}).values()})
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_hetero_write_reports(evidence: dict[str, Any], bundle_dir: Path, settings: Any) -> None:
-    """Add the ``baseline_diff`` section to evidence.json before any writer renders it."""
-    if settings.baseline is None:
-        return
+def baseline_section(old: dict[str, Any], verification: str, new: dict[str, Any], policy: str) -> dict[str, Any]:
+    """The ``baseline_diff`` section of ``new`` against the baseline ``old`` (whose verification
+    :func:`~pytest_hetero.bundle.verify.load_evidence` reported as ``verification``) under gate
+    ``policy``: :func:`diff_evidence` plus ``verification``; when the two cannot be compared,
+    ``{"error", "gate": {"policy", "failed": True, "reasons"}, "verification": "error"}``."""
     try:
-        old, verification = load_evidence(settings.baseline, allow_unsigned=settings.allow_unsigned,
-                                          keys=trusted_keys(private=settings.sign_key))
-        diff = diff_evidence(old, evidence, policy=settings.fail_on)
+        diff = diff_evidence(old, new, policy=policy)
     except HeteroError as exc:
-        diff = {"error": exc.render(), "gate": {"policy": settings.fail_on, "failed": True,
-                                                 "reasons": [exc.message]}}
+        diff = {"error": exc.render(), "gate": {"policy": policy, "failed": True, "reasons": [exc.message]}}
         verification = "error"
     diff["verification"] = verification
-    evidence["baseline_diff"] = diff
-    rewrite_evidence(bundle_dir, evidence)
-    settings.extra["baseline_diff"] = diff
-
-
-def _diff_of(config: pytest.Config) -> dict[str, Any] | None:
-    settings = config.stash.get(SETTINGS, None)
-    diff = settings.extra.get("baseline_diff") if settings is not None else None
-    return diff if isinstance(diff, dict) else None
-
-
-@pytest.hookimpl(trylast=True)
-def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    """Make pytest's exit status follow the gate policy (only when tests ran: 0 or 1)."""
-    diff = _diff_of(session.config)
-    if diff is None or session.exitstatus not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
-        return
-    if diff["gate"]["policy"] != "any-failure" or diff["gate"]["failed"]:
-        session.exitstatus = pytest.ExitCode.TESTS_FAILED if diff["gate"]["failed"] else pytest.ExitCode.OK
-
-
-@pytest.hookimpl(trylast=True)
-def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
-    """The baseline comparison and the gate verdict, under the evidence summary."""
-    diff = _diff_of(config)
-    if diff is None:
-        return
-    terminalreporter.write_sep("-", "baseline comparison")
-    for line in ([diff["error"]] if "error" in diff else diff_lines(diff)):
-        terminalreporter.write_line(line)
+    return diff

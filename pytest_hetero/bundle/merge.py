@@ -6,8 +6,9 @@ planned item was run by some bundle unless all bundles left it out for a reason 
 sharding (coverage). The merged bundle is rebuilt the way a run builds its own: a new journal
 (run, matrix, item, deselected, target, end lines) assembled by
 :func:`pytest_hetero.evidence.recorder.assemble`, so untested scope is computed over the whole
-matrix. Artifacts are copied; renderings, manifest and statement are written as a run writes
-them, signed when a key is given (else visibly unsigned).
+matrix. Artifacts are copied; the bundle is then finished as a run finishes its own
+(:func:`pytest_hetero.bundle.finish.publish`: evidence.json, renderings, manifest and statement),
+signed when a key is given (else visibly unsigned).
 """
 
 from __future__ import annotations
@@ -18,12 +19,14 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from pytest_hetero.bundle.baseline import rewrite_evidence
+from pytest_hetero.bundle.finish import publish
+from pytest_hetero.bundle.verify import load_evidence
 from pytest_hetero.errors import BundleError, Location
+from pytest_hetero.evidence.inputs import RunInputs
 from pytest_hetero.evidence.model import utc_now
 from pytest_hetero.evidence.recorder import JOURNAL, assemble, read_journal
 from pytest_hetero.matrix.selection import SHARD_REASON
-from pytest_hetero.bundle.verify import load_evidence
+from pytest_hetero.settings import bundle_settings
 
 ARTIFACTS = "artifacts"
 
@@ -90,13 +93,16 @@ def _copy_artifacts(src: Path, out: Path) -> None:
         shutil.copy2(path, dest)
 
 
-def merge_bundles(bundles: list[Path], out: Path, *, allow_unsigned: bool = False, keys: list[Any] | None = None,
-                  sign_key: Path | None = None, matrix: Path | None = None) -> dict[str, Any]:
+def merge_bundles(bundles: list[Path], out: Path, *, hook: Any, allow_unsigned: bool = False,
+                  keys: list[Any] | None = None, sign_key: Path | None = None,
+                  matrix: Path | None = None) -> dict[str, Any]:
     """Merge shard ``bundles`` (folders) into the new folder ``out``; return its evidence.
 
-    ``matrix`` overrides the recorded matrix path (the merge job's checkout) and must have the
-    same sha256. Raises BundleError for any failed check, an existing non-empty ``out``, or a
-    signing failure; nothing is written before every check passed.
+    ``hook`` is the ``pytest_hetero_*`` hook relay that finishes the bundle (writers, signature;
+    see :func:`~pytest_hetero.bundle.finish.publish`). ``matrix`` overrides the recorded matrix
+    path (the merge job's checkout) and must have the same sha256. Raises BundleError for any
+    failed check or an existing non-empty ``out`` (nothing is written before every check passed),
+    and the first error of a hook after the bundle is finished (e.g. a refused signing key).
     """
     if not bundles:
         raise BundleError("no bundles to merge", hint="hetero merge BUNDLE… -o OUT")
@@ -141,19 +147,14 @@ def merge_bundles(bundles: list[Path], out: Path, *, allow_unsigned: bool = Fals
     (out / JOURNAL).write_text("".join(json.dumps(e, sort_keys=True) + "\n" for e in lines), encoding="utf-8")
     for path, _ in evidences:
         _copy_artifacts(path, out)
-    evidence = assemble(out)
+    inputs = RunInputs()
+    evidence = assemble(out, inputs)
     evidence["merge"] = {"bundles": [{"path": str(p), "run": ev["run"].get("id"), "verification": v,
                                       "shard": ev.get("selection", {}).get("shard")} for p, ev, v in loaded]}
     first_sel = evidences[0][1].get("selection")
     if first_sel:
         evidence["selection"] = {**first_sel, "shard": None}
-    rewrite_evidence(out, evidence)
-    _sign(out, evidence, sign_key)
+    failed = publish(hook, evidence, bundle_settings(out, sign_key), inputs)
+    if failed:
+        raise failed[0][1]
     return evidence
-
-
-def _sign(out: Path, evidence: dict[str, Any], key: Path | None) -> None:
-    from pytest_hetero.reporting.writers import finish_bundle, write_renderings
-
-    write_renderings(evidence, out, key)
-    finish_bundle(evidence, out, key)

@@ -17,8 +17,15 @@ from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from pytest_hetero.bundle.manifest import ATTESTATION, MANIFEST, STATEMENT, Problem, _safe, check_manifest, sha256_file
-from pytest_hetero.errors import BundleError, Location
+from pytest_hetero.bundle.manifest import (
+    ATTESTATION,
+    MANIFEST,
+    STATEMENT,
+    Problem,
+    _safe,
+    check_manifest,
+    sha256_file,
+)
 from pytest_hetero.bundle.signing import (
     PAYLOAD_TYPE,
     PREDICATE_PREFIX,
@@ -33,6 +40,7 @@ from pytest_hetero.bundle.signing import (
     read_envelope,
     role_layers,
 )
+from pytest_hetero.errors import BundleError, Location
 
 
 @dataclass

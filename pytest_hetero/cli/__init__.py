@@ -1,45 +1,30 @@
-"""The ``hetero`` command: subcommands that do not need a pytest run.
+"""The ``hetero`` command: subcommands that do not need a pytest run. The library never imports this package.
 
-Each subcommand lives in the module of its concern and exposes
-``add_parser(subparsers) -> None``, which registers an ``argparse`` sub-parser whose
-``func`` default is called with the parsed namespace and returns the exit code.
+Every sub-command is declared with plain argparse in :mod:`._parser` and runs from its own module
+(``probe``, ``pending``, ``cleanup``, ``workflow``, ``signing``, ``evidence``), imported only when
+that sub-command runs: ``hetero --version`` and ``hetero --help`` import nothing heavy.
+Sub-commands that resolve backends or call writers (``lint``, ``plan``, ``cleanup``, ``report``,
+``merge``) use the plugin registry (:mod:`pytest_hetero.hooks.registry`; ``-p MODULE`` adds a plugin).
 """
 
 from __future__ import annotations
 
-import argparse
-import importlib
 import sys
 from collections.abc import Sequence
 
-from pytest_hetero import __version__
+from pytest_hetero.cli._parser import build_parser
 
-COMMAND_MODULES: tuple[str, ...] = (
-    "pytest_hetero.cli.probe",
-    "pytest_hetero.cli.pending",
-    "pytest_hetero.cli.cleanup",
-    "pytest_hetero.cli.workflow",
-    "pytest_hetero.cli.signing",
-    "pytest_hetero.cli.evidence",
-)
-"""Modules that register subcommands, in help order."""
-
-
-def build_parser() -> argparse.ArgumentParser:
-    """Return the top-level parser with every subcommand registered."""
-    parser = argparse.ArgumentParser(prog="hetero", description="pytest-hetero commands that need no pytest run "
-                                     "(run the gate itself with: pytest MATRIX.matrix.yaml)")
-    parser.add_argument("--version", action="version", version=f"pytest-hetero {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in COMMAND_MODULES:
-        importlib.import_module(name).add_parser(sub)
-    return parser
+__all__ = ["build_parser", "main"]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``hetero``; returns the process exit code (0 ok, 1 check failed, 2 usage/input error)."""
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if args.command == "cleanup":
+        args.cleanup_args = extra  # cleanup parses its own arguments: backends add options to it
+    elif extra:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
     if not getattr(args, "func", None):
         parser.print_help()
         return 2

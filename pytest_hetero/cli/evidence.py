@@ -2,42 +2,35 @@
 
 For a run that crashed or was killed (even with SIGKILL): every item that finished is in the
 journal; everything planned but unfinished becomes ``not_run (interrupted …)`` in untested
-scope; the renderings, manifest and statement are written (and signed with ``--sign-key``),
-so the recovered bundle verifies like any other.
+scope; the bundle is then finished as a run finishes its own
+(:func:`pytest_hetero.bundle.finish.publish`: evidence.json, renderings, manifest and statement,
+signed with ``--sign-key``), so the recovered bundle verifies like any other. Writers of plugins
+(``-p MODULE``, the ``pytest_hetero`` entry points) run too.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
-from typing import Any
 
+from pytest_hetero.bundle.finish import publish
 from pytest_hetero.errors import HeteroError
+from pytest_hetero.evidence.inputs import RunInputs
 from pytest_hetero.evidence.recorder import assemble
+from pytest_hetero.hooks.registry import plugin_manager
 from pytest_hetero.reporting.terminal import summary_lines
-
-
-def add_parser(subparsers: Any) -> None:
-    """Register ``hetero report``."""
-    parser = subparsers.add_parser("report", help="rebuild a bundle (evidence.json, renderings, signature) "
-                                                  "from a run's journal, e.g. after a crash")
-    parser.add_argument("--from-journal", metavar="DIR", required=True, type=Path,
-                        help="the run's report folder (holding journal.jsonl)")
-    parser.add_argument("--sign-key", metavar="PEM", type=Path, default=None,
-                        help="Ed25519 private key to sign the rebuilt bundle")
-    parser.set_defaults(func=run)
+from pytest_hetero.settings import bundle_settings
 
 
 def run(args: argparse.Namespace) -> int:
-    """Assemble, render, manifest and sign; print the summary. Exit 0 ok, 2 unreadable journal/key."""
-    from pytest_hetero.reporting.writers import finish_bundle, write_renderings
-
+    """Assemble, finish and sign; print the summary. Exit 0 ok, 2 unreadable journal/key."""
     bundle = args.from_journal.resolve()
     try:
-        evidence = assemble(bundle)
-        write_renderings(evidence, bundle, args.sign_key)
-        finish_bundle(evidence, bundle, args.sign_key)
+        inputs = RunInputs()
+        evidence = assemble(bundle, inputs)
+        failed = publish(plugin_manager(args.plugins).hook, evidence, bundle_settings(bundle, args.sign_key), inputs)
+        for _, exc in failed:
+            raise exc
     except HeteroError as exc:
         print(f"hetero report: {exc.render()}", file=sys.stderr)
         return 2

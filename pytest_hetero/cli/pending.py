@@ -1,4 +1,5 @@
-"""``hetero explain-pending``: explain a captured pending/unschedulable workload offline.
+"""``hetero explain-pending``: explain a captured pending/unschedulable workload offline (arguments:
+:mod:`pytest_hetero.cli._parser`).
 
 Reads a file (or ``-`` for stdin) holding ``kubectl describe`` output, an events listing, a
 Workload / PodGroup / Pod / Event as YAML or JSON, or a bare scheduler / apiserver message, and
@@ -14,37 +15,10 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
 
 from pytest_hetero.errors import HeteroError
 from pytest_hetero.pending.model import Reason
 from pytest_hetero.pending.normalise import explain, summarise
-
-
-def add_parser(subparsers: Any) -> None:
-    """Register ``explain-pending`` on the ``hetero`` sub-parsers (an argparse ``_SubParsersAction``)."""
-    parser = subparsers.add_parser(
-        "explain-pending",
-        help="explain why a workload is pending, from captured kubectl output or objects",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument(
-        "--from",
-        dest="source",
-        default="-",
-        metavar="FILE",
-        help="file to read, or '-' for standard input (default)",
-    )
-    parser.add_argument("--text", action="store_true", help="print one line per reason instead of JSON")
-    parser.add_argument(
-        "--owner",
-        action="append",
-        default=[],
-        metavar="CODE=OWNER",
-        help="override the owner of a reason code (repeatable), e.g. untolerated_taint=platform",
-    )
-    parser.set_defaults(func=run)
 
 
 def _read(source: str) -> bytes:

@@ -1,4 +1,5 @@
-"""``hetero probe nvidia|ascend|cpu [--from FILE] [--root DIR]``: print an Inventory as JSON.
+"""``hetero probe nvidia|ascend|cpu [--from FILE] [--root DIR]``: print an Inventory as JSON (arguments:
+:mod:`pytest_hetero.cli._parser`).
 
 Without ``--from`` the live tools are asked (:func:`pytest_hetero.probes.probe_host`). With
 ``--from FILE`` (``-`` for stdin) a captured output is read and its format detected:
@@ -12,39 +13,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
 
 from pytest_hetero.errors import ParseError
 from pytest_hetero.probes import probe_host
 from pytest_hetero.probes.model import Device, Inventory
-
-
-def add_parser(subparsers: Any) -> None:
-    """Register the ``probe`` sub-command on the ``hetero`` parser's ``subparsers``."""
-    parser = subparsers.add_parser(
-        "probe",
-        help="show what the devices of this host (or a captured tool output) report",
-        description="Print what the devices of this host, or a captured tool output, report: one Inventory "
-        "as JSON (memory MiB, temperature C, power W, utilisation %).",
-        epilog="--from detects nvidia-smi -q -x XML, plain nvidia-smi, dmesg/kernel Xid logs, device-plugin "
-        "logs, npu-smi info, npu-smi info -t board and -t info-vnpu. Exit status: 0 healthy, 1 an unhealthy "
-        "device or a host-level error, 2 unreadable input.",
-    )
-    parser.add_argument("vendor", choices=("nvidia", "ascend", "cpu"), help="which probe to run")
-    parser.add_argument(
-        "--from",
-        dest="source",
-        metavar="FILE",
-        help="captured output to read instead of running the tools ('-' = stdin)",
-    )
-    parser.add_argument(
-        "--root",
-        default="/",
-        metavar="DIR",
-        help="filesystem root for /dev, /proc and /sys reads (default /)",
-    )
-    parser.add_argument("--no-raw", action="store_true", help="leave the parsed raw text out of the JSON")
-    parser.set_defaults(func=run)
 
 
 def _read(source: str) -> str:

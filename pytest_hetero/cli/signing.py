@@ -1,4 +1,5 @@
-"""``hetero keygen | sign | verify | render``: key pairs, team sign-off, offline verification, re-rendering.
+"""``hetero keygen | sign | verify | render``: key pairs, team sign-off, offline verification, re-rendering
+(arguments: :mod:`pytest_hetero.cli._parser`).
 
 Exit codes: 0 ok; 1 verification failed; 2 usage or input error (bad key, unreadable bundle).
 """
@@ -14,17 +15,14 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from pytest_hetero import LAYERS
 from pytest_hetero.errors import HeteroError
-from pytest_hetero.evidence.recorder import EVIDENCE
-from pytest_hetero.reporting.writers import FORMATS, bundle_signoff, render
-from pytest_hetero.bundle.signing import add_role_signature, generate_keypair, load_private_key, load_public_key
-from pytest_hetero.bundle.verify import verify_bundle
 
 BROWSERS: tuple[str, ...] = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 
 
 def _keygen(args: argparse.Namespace) -> int:
+    from pytest_hetero.bundle.signing import generate_keypair
+
     private = Path(args.key)
     public = Path(args.pub) if args.pub else private.with_name(private.name + ".pub")
     for path in (private, public):
@@ -43,6 +41,8 @@ def _keygen(args: argparse.Namespace) -> int:
 
 
 def _sign(args: argparse.Namespace) -> int:
+    from pytest_hetero.bundle.signing import add_role_signature, load_private_key
+
     key = load_private_key(Path(args.key))
     entry = add_role_signature(Path(args.bundle), key, args.role, args.layer or None)
     claim = entry["signoff"]
@@ -52,6 +52,9 @@ def _sign(args: argparse.Namespace) -> int:
 
 
 def _verify(args: argparse.Namespace) -> int:
+    from pytest_hetero.bundle.signing import load_public_key
+    from pytest_hetero.bundle.verify import verify_bundle
+
     keys = [load_public_key(Path(k)) for k in args.key]
     result = verify_bundle(Path(args.bundle), keys, args.require_role)
     for problem in result.problems:
@@ -84,6 +87,10 @@ def print_pdf(html_path: Path, pdf_path: Path, timeout_s: float = 120.0) -> None
 
 
 def _render(args: argparse.Namespace) -> int:
+    from pytest_hetero.bundle.signoff import bundle_signoff
+    from pytest_hetero.evidence.recorder import EVIDENCE
+    from pytest_hetero.reporting.writers import render
+
     bundle = Path(args.bundle)
     try:
         evidence = json.loads((bundle / EVIDENCE).read_text(encoding="utf-8"))
@@ -121,31 +128,11 @@ def _guard(func: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Name
     return run
 
 
-def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    """Register ``keygen``, ``sign``, ``verify`` and ``render``."""
-    p = subparsers.add_parser("keygen", help="create an Ed25519 key pair (PEM; private key mode 0600)")
-    p.add_argument("key", help="private key file to create")
-    p.add_argument("--pub", help="public key file (default: KEY.pub)")
-    p.set_defaults(func=_guard(_keygen))
-
-    p = subparsers.add_parser("sign", help="add a team's sign-off signature to a bundle's envelope")
-    p.add_argument("bundle", help="report folder (reports/<run-id>)")
-    p.add_argument("--key", required=True, help="the team's Ed25519 private key (PEM)")
-    p.add_argument("--role", required=True, help="owner team as named in the matrix (e.g. business)")
-    p.add_argument("--layer", action="append", choices=LAYERS,
-                   help="layer to vouch for (repeatable; default: every layer the role owns)")
-    p.set_defaults(func=_guard(_sign))
-
-    p = subparsers.add_parser("verify", help="verify a bundle offline: signatures, statement, manifest")
-    p.add_argument("bundle", help="report folder")
-    p.add_argument("--key", action="append", required=True, help="trusted public key PEM (repeatable)")
-    p.add_argument("--require-role", action="append", default=[], metavar="ROLE",
-                   help="fail unless ROLE has signed off (repeatable)")
-    p.set_defaults(func=_guard(_verify))
-
-    p = subparsers.add_parser("render", help="re-render a bundle's evidence.json (html, md, junit, ctrf)")
-    p.add_argument("bundle", help="report folder")
-    p.add_argument("--format", choices=list(FORMATS), default="html")
-    p.add_argument("--out", help="output file (default: stdout); keep it outside the bundle, which is signed")
-    p.add_argument("--pdf", action="store_true", help="print the HTML to PDF (--out) with headless Chromium")
-    p.set_defaults(func=_guard(_render))
+keygen = _guard(_keygen)
+"""``hetero keygen KEY [--pub PUB]``."""
+sign = _guard(_sign)
+"""``hetero sign BUNDLE --key KEY --role ROLE [--layer L]…``."""
+verify = _guard(_verify)
+"""``hetero verify BUNDLE --key PUB… [--require-role ROLE]…``."""
+render = _guard(_render)
+"""``hetero render BUNDLE [--format F] [--out FILE] [--pdf]``."""

@@ -1,6 +1,9 @@
 """``hetero lint``, ``hetero plan``, ``hetero diff`` and ``hetero merge``: the gate's workflows
-without a pytest run. Exit codes: 0 ok, 1 the check failed (lint problems, gate failed),
-2 usage or input error (unreadable bundle, failed verification, bad option).
+without a pytest run (arguments: :mod:`pytest_hetero.cli._parser`). Backends are resolved, and
+bundles finished, through the plugin registry (:mod:`pytest_hetero.hooks.registry`), so a
+third-party backend plans here as it collects under pytest. Exit codes: 0 ok, 1 the check failed
+(lint problems, gate failed), 2 usage or input error (unreadable bundle, failed verification,
+bad option).
 """
 
 from __future__ import annotations
@@ -10,31 +13,34 @@ import json
 import sys
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_hetero import LAYERS
 from pytest_hetero.errors import HeteroError, Location, MatrixError
-from pytest_hetero.matrix.expand import Plan, expand
-from pytest_hetero.matrix.load import load_matrix
-from pytest_hetero.matrix.model import Matrix
+
+if TYPE_CHECKING:
+    from pytest_hetero.matrix.expand import Plan
+    from pytest_hetero.matrix.model import Matrix
 
 
-def scheduling_per_image(matrix: Matrix, backend: str | None = None) -> bool:
-    """Whether the matrix's backend (or ``backend``) plans scheduling per image, as collection does.
-    Raises MatrixError for an unknown backend (the same error collection gives)."""
-    from pytest_hetero.hooks import builtin
+def scheduling_per_image(matrix: Matrix, hook: Any, backend: str | None = None) -> bool:
+    """Whether the matrix's backend (or ``backend``) plans scheduling per image, as collection does,
+    asking ``hook.pytest_hetero_backend``. Raises MatrixError for an unknown backend (the same
+    error collection gives)."""
+    from pytest_hetero.hooks.builtin import BACKENDS
 
     name = backend or matrix.backend
-    cls = builtin.pytest_hetero_backend_class(name)
+    cls = hook.pytest_hetero_backend(name=name)
     if cls is None:
         raise MatrixError(f"unknown backend '{name}'", Location(str(matrix.path), 0, 0, "spec.target.backend"),
-                          "use one of local, docker, kubernetes, or install the plugin that provides it")
+                          f"use one of {', '.join(BACKENDS)}, or install the plugin that provides it")
     return bool(cls.scheduling_per_image)
 
 
-def lint(paths: list[Path], out: Any = None, *, digests: bool = False) -> int:
+def lint(paths: list[Path], out: Any = None, *, digests: bool = False, hook: Any = None) -> int:
     """Validate every file in ``paths`` without running; print every problem to ``out`` (default
-    stdout). Returns 1 if any file has a problem, else 0.
+    stdout). Returns 1 if any file has a problem, else 0. ``hook`` resolves backends (default:
+    the registry without ``-p`` plugins).
 
     A ValidationMatrix is loaded and expanded (schema and reference errors as collection gives
     them); a matrix that loads also has what it points at checked
@@ -42,8 +48,12 @@ def lint(paths: list[Path], out: Any = None, *, digests: bool = False) -> int:
     files, entrypoint placeholders; sha256 of each file too with ``digests``). A file whose
     ``kind`` is ``AcceptanceRules`` is checked as rules. Raises nothing for bad content.
     """
+    from pytest_hetero.hooks.registry import plugin_manager
+    from pytest_hetero.matrix.expand import expand
+    from pytest_hetero.matrix.load import load_matrix
     from pytest_hetero.matrix.references import display, reference_problems
 
+    hook = hook if hook is not None else plugin_manager().hook
     out = out or sys.stdout
     bad = 0
     for path in paths:
@@ -58,7 +68,7 @@ def lint(paths: list[Path], out: Any = None, *, digests: bool = False) -> int:
             continue
         problems: list[HeteroError] = []
         try:
-            plan = expand(matrix, scheduling_per_image=scheduling_per_image(matrix))
+            plan = expand(matrix, scheduling_per_image=scheduling_per_image(matrix, hook))
         except HeteroError as exc:
             problems.extend(getattr(exc, "problems", [exc]))
         problems.extend(reference_problems(matrix, digests=digests))
@@ -119,12 +129,17 @@ def estimate(matrix: Matrix, plan: Plan, run_ids: set[str], bundle: dict[str, An
     return {"seconds": round(total, 3), "source": dict(source)}
 
 
-def plan_report(args: argparse.Namespace) -> dict[str, Any]:
-    """The plan of ``args.matrix`` under the selection options, as a JSON-ready dict."""
+def plan_report(args: argparse.Namespace, hook: Any = None) -> dict[str, Any]:
+    """The plan of ``args.matrix`` under the selection options, as a JSON-ready dict; ``hook``
+    resolves the backend (default: the registry with ``args.plugins``)."""
+    from pytest_hetero.hooks.registry import plugin_manager
+    from pytest_hetero.matrix.expand import expand
+    from pytest_hetero.matrix.load import load_matrix
     from pytest_hetero.matrix.selection import Request, parse_selector, parse_shard, select
 
+    hook = hook if hook is not None else plugin_manager(getattr(args, "plugins", ())).hook
     matrix = load_matrix(args.matrix)
-    plan = expand(matrix, scheduling_per_image=scheduling_per_image(matrix, args.backend))
+    plan = expand(matrix, scheduling_per_image=scheduling_per_image(matrix, hook, args.backend))
     request = Request(profile=args.profile, selectors=tuple(parse_selector(s) for s in args.affected),
                       affected_from=load_matrix(args.affected_from) if args.affected_from else None,
                       shard=parse_shard(args.shard) if args.shard else None)
@@ -182,11 +197,20 @@ def _print_plan(rep: dict[str, Any], out: Any) -> None:
     print(f"estimate: {est['seconds']:.0f} s serial ({src})", file=out)
 
 
-def _cmd_lint(args: argparse.Namespace) -> int:
-    return lint(args.matrices, digests=args.digests)
+def cmd_lint(args: argparse.Namespace) -> int:
+    """``hetero lint MATRIX… [--digests] [-p MODULE]…``."""
+    from pytest_hetero.hooks.registry import plugin_manager
+
+    try:
+        hook = plugin_manager(args.plugins).hook
+    except HeteroError as exc:
+        print(exc.render(), file=sys.stderr)
+        return 2
+    return lint(args.matrices, digests=args.digests, hook=hook)
 
 
-def _cmd_plan(args: argparse.Namespace) -> int:
+def cmd_plan(args: argparse.Namespace) -> int:
+    """``hetero plan MATRIX [selection options] [--json] [-p MODULE]…``."""
     try:
         rep = plan_report(args)
     except HeteroError as exc:
@@ -205,7 +229,8 @@ def _keys(args: argparse.Namespace) -> list[Any]:
     return trusted_keys(args.key)
 
 
-def _cmd_diff(args: argparse.Namespace) -> int:
+def cmd_diff(args: argparse.Namespace) -> int:
+    """``hetero diff OLD NEW``: exit 1 when the gate policy fails."""
     from pytest_hetero.bundle.baseline import diff_evidence, diff_lines
     from pytest_hetero.bundle.verify import load_evidence
 
@@ -225,12 +250,15 @@ def _cmd_diff(args: argparse.Namespace) -> int:
     return 1 if diff["gate"]["failed"] else 0
 
 
-def _cmd_merge(args: argparse.Namespace) -> int:
+def cmd_merge(args: argparse.Namespace) -> int:
+    """``hetero merge BUNDLE… -o DIR``: one bundle, finished through the plugin registry."""
     from pytest_hetero.bundle.merge import merge_bundles
+    from pytest_hetero.hooks.registry import plugin_manager
 
     try:
-        evidence = merge_bundles(args.bundles, args.output, allow_unsigned=args.allow_unsigned, keys=_keys(args),
-                                 sign_key=args.sign_key, matrix=args.matrix)
+        hook = plugin_manager(args.plugins).hook
+        evidence = merge_bundles(args.bundles, args.output, hook=hook, allow_unsigned=args.allow_unsigned,
+                                 keys=_keys(args), sign_key=args.sign_key, matrix=args.matrix)
     except HeteroError as exc:
         print(exc.render(), file=sys.stderr)
         return 2
@@ -241,48 +269,3 @@ def _cmd_merge(args: argparse.Namespace) -> int:
         note = " (accepted with --allow-unsigned)" if b["verification"] != "verified" else ""
         print(f"  {b['path']}: shard {b['shard'] or '-'}, {b['verification']}{note}")
     return 0
-
-
-def add_parser(subparsers: Any) -> None:
-    """Register ``lint``, ``plan``, ``diff`` and ``merge``."""
-    from pytest_hetero.bundle.baseline import DEFAULT_TOLERANCE, POLICIES
-
-    p = subparsers.add_parser("lint", help="validate matrices (and AcceptanceRules files) without running: "
-                              "schema, referenced files, acceptance rules, entrypoint placeholders "
-                              "(all problems, exit 1 on any)")
-    p.add_argument("matrices", nargs="+", type=Path, metavar="MATRIX")
-    p.add_argument("--digests", action="store_true",
-                   help="also compute each model and dataset file's sha256 and compare it with the "
-                   "declared one")
-    p.set_defaults(func=_cmd_lint)
-    p = subparsers.add_parser("plan", help="what a run would do: items, omissions, untested, duration estimate")
-    p.add_argument("matrix", type=Path, metavar="MATRIX")
-    p.add_argument("--profile", default=None, help="profile (graded depth) to plan")
-    p.add_argument("--affected", action="append", default=[], metavar="DIM=VAL,…")
-    p.add_argument("--affected-from", type=Path, default=None, metavar="OLD_MATRIX")
-    p.add_argument("--shard", default=None, metavar="K/N")
-    p.add_argument("--backend", default=None, help="override the matrix's target backend")
-    p.add_argument("--from-bundle", type=Path, default=None, metavar="BUNDLE",
-                   help="estimate from this bundle's item timings instead of the layer timeouts")
-    p.add_argument("--json", action="store_true", help="print the plan as JSON")
-    p.set_defaults(func=_cmd_plan)
-    for name, text in (("diff", "compare two bundles offline (exit 1 when the gate policy fails)"),
-                       ("merge", "merge shard bundles into one verified bundle")):
-        p = subparsers.add_parser(name, help=text)
-        if name == "diff":
-            p.add_argument("old", type=Path, metavar="OLD")
-            p.add_argument("new", type=Path, metavar="NEW")
-            p.add_argument("--fail-on", choices=POLICIES, default="regression")
-            p.add_argument("--tolerance", type=float, default=DEFAULT_TOLERANCE,
-                           help="relative metric change reported (default 0.05 = 5%%)")
-            p.add_argument("--json", action="store_true")
-            p.set_defaults(func=_cmd_diff)
-        else:
-            p.add_argument("bundles", nargs="+", type=Path, metavar="BUNDLE")
-            p.add_argument("-o", "--output", type=Path, required=True, metavar="DIR")
-            p.add_argument("--sign-key", type=Path, default=None, metavar="PEM")
-            p.add_argument("--matrix", type=Path, default=None, help="the matrix file in this checkout")
-            p.set_defaults(func=_cmd_merge)
-        p.add_argument("--key", action="append", type=Path, default=[], metavar="PUB",
-                       help="trusted Ed25519 public key (repeatable; also $HETERO_TRUST_KEYS)")
-        p.add_argument("--allow-unsigned", action="store_true", help="accept unsigned bundles, marked so")

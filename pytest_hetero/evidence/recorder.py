@@ -2,8 +2,9 @@
 
 Only the pytest controller writes here. Each finished item is one JSON line in
 ``<bundle>/journal.jsonl``, flushed and fsynced at once, so a crash or Ctrl-C keeps every
-item that finished. :func:`assemble` rebuilds ``evidence.json`` from the journal alone, which
-is also how an interrupted run is recovered (``hetero report --from-journal``).
+item that finished. :func:`assemble` rebuilds the evidence document from the journal alone,
+which is also how an interrupted run is recovered (``hetero report --from-journal``);
+:func:`write_evidence` writes it, once, as ``evidence.json``.
 
 Journal line types: ``run`` (first line: run metadata), ``matrix`` (a matrix seen, with the
 data needed to re-plan it), ``item`` (an ItemEvidence dict), ``deselected`` (nodeid, reason),
@@ -15,24 +16,30 @@ from __future__ import annotations
 import gc
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_hetero.errors import BundleError, Location, MatrixError
 from pytest_hetero.evidence.model import SCHEMA, utc_now
-from pytest_hetero.evidence.untested import summarise, untested_scope
-from pytest_hetero.matrix.expand import Plan, expand, plan_uses_image
-from pytest_hetero.matrix.load import load_matrix
-from pytest_hetero.matrix.model import Matrix
+
+if TYPE_CHECKING:
+    from pytest_hetero.evidence.inputs import RunInputs
+    from pytest_hetero.matrix.expand import Plan
+    from pytest_hetero.matrix.model import Matrix
 
 JOURNAL = "journal.jsonl"
 EVIDENCE = "evidence.json"
 
 
 class Recorder:
-    """Appends journal lines to ``bundle_dir/journal.jsonl``; creates the folder on first write."""
+    """Appends journal lines to ``bundle_dir/journal.jsonl``; creates the folder on first write.
 
-    def __init__(self, bundle_dir: Path, run: dict[str, Any]) -> None:
+    ``run`` is the run's metadata, or a function returning it, called once when the first line
+    is written (so a run that writes no bundle pays for none of it, e.g. ``git rev-parse``).
+    """
+
+    def __init__(self, bundle_dir: Path, run: dict[str, Any] | Callable[[], dict[str, Any]]) -> None:
         self.bundle_dir = bundle_dir
         self._run = run
         self._fh: Any = None
@@ -54,7 +61,8 @@ class Recorder:
             except OSError as exc:
                 self._broke(exc)
                 return
-            self._fh_write({"type": "run", **self._run})
+            run = self._run() if callable(self._run) else self._run
+            self._fh_write({"type": "run", **run})
         self._fh_write(entry)
 
     def _fh_write(self, entry: dict[str, Any]) -> None:
@@ -82,6 +90,8 @@ class Recorder:
 
     def planned(self, prefix: str, matrix: Matrix, plan: Plan) -> None:
         """:meth:`matrix` for a loaded matrix and its expanded plan (the collector's view)."""
+        from pytest_hetero.matrix.expand import plan_uses_image
+
         self.matrix(str(matrix.path), prefix, matrix.name, matrix.sha256, plan_uses_image(plan))
 
     def item(self, evidence: dict[str, Any]) -> None:
@@ -184,25 +194,30 @@ def entry_problem(entry: Any) -> str:
     return ""
 
 
-def assemble(bundle_dir: Path) -> dict[str, Any]:
+def assemble(bundle_dir: Path, inputs: RunInputs | None = None) -> dict[str, Any]:
     """Build the evidence document from the journal; see :func:`_assemble`. The cyclic garbage
     collector is paused meanwhile: a large run allocates many small dicts and nothing cyclic."""
     enabled = gc.isenabled()
     gc.disable()
     try:
-        return _assemble(bundle_dir)
+        return _assemble(bundle_dir, inputs)
     finally:
         if enabled:
             gc.enable()
 
 
-def _assemble(bundle_dir: Path) -> dict[str, Any]:
-    """Build the evidence document from the journal and write ``evidence.json``; return it.
+def _assemble(bundle_dir: Path, inputs: RunInputs | None) -> dict[str, Any]:
+    """Build the evidence document from the journal and return it (nothing is written).
 
     A journal without an ``end`` line is an interrupted run: planned items never reported
-    become ``not_run`` in untested scope. Matrices are re-planned from their files; a file
-    whose sha256 changed since the run is noted in ``warnings``.
+    become ``not_run`` in untested scope. Matrices are planned again as collection planned them,
+    from ``inputs`` (matrices the caller holds, others loaded from their files once); a file whose
+    sha256 changed since the run is noted in ``warnings``.
     """
+    from pytest_hetero.evidence.inputs import RunInputs
+    from pytest_hetero.evidence.untested import summarise, untested_scope
+
+    inputs = inputs if inputs is not None else RunInputs()
     entries = read_journal(bundle_dir)
     run = next((e for e in entries if e["type"] == "run"), {})
     end = next((e for e in entries if e["type"] == "end"), None)
@@ -213,18 +228,19 @@ def _assemble(bundle_dir: Path) -> dict[str, Any]:
             items[e["evidence"]["nodeid"]] = e["evidence"]
     deselected = {e["nodeid"]: e["reason"] for e in entries if e["type"] == "deselected"}
     warnings: list[str] = []
-    plans = []
+    plans: list[tuple[Matrix, str, Plan]] = []
     matrices = []
     for e in (e for e in entries if e["type"] == "matrix"):
         matrices.append({k: e[k] for k in ("path", "prefix", "name", "sha256")})
         try:
-            matrix = load_matrix(e["path"])
+            matrix = inputs.matrix(e)
+            plan = inputs.plan(e, e["scheduling_per_image"])
         except MatrixError as exc:
             warnings.append(f"matrix {e['prefix']} can no longer be loaded: {exc.message}")
             continue
         if matrix.sha256 != e["sha256"]:
             warnings.append(f"matrix {e['prefix']} changed after the run (sha256 {matrix.sha256})")
-        plans.append((matrix, e["prefix"], expand(matrix, scheduling_per_image=e["scheduling_per_image"])))
+        plans.append((matrix, e["prefix"], plan))
     item_list = sorted(items.values(), key=lambda i: i["nodeid"])
     stopped = "" if end is None else str(end.get("stopped") or "")
     untested = untested_scope(plans, item_list, deselected, interrupted, stopped)
@@ -247,8 +263,13 @@ def _assemble(bundle_dir: Path) -> dict[str, Any]:
                    for e in entries if e["type"] == "collect_error"],
         "warnings": warnings,
     }
+    return doc
+
+
+def write_evidence(bundle_dir: Path, evidence: dict[str, Any]) -> None:
+    """Write ``evidence`` as ``bundle_dir/evidence.json`` (atomically: a temporary file, then a
+    rename), compact with sorted keys. Raises OSError when the folder cannot be written."""
     tmp = bundle_dir / (EVIDENCE + ".tmp")
     # compact: the C encoder is ~4x faster than indented output on 50,000-item runs
-    tmp.write_text(json.dumps(doc, sort_keys=True, separators=(",", ":")), encoding="utf-8")
+    tmp.write_text(json.dumps(evidence, sort_keys=True, separators=(",", ":")), encoding="utf-8")
     tmp.replace(bundle_dir / EVIDENCE)
-    return doc

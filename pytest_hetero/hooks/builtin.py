@@ -1,49 +1,157 @@
-"""Built-in implementations of the ``pytest_hetero_*`` hooks, registered as the last resort."""
+"""Built-in implementations of the ``pytest_hetero_*`` hooks, each the last resort (``trylast``).
+
+A plugin answering the same hook first replaces or extends them. This module imports nothing
+heavy: each implementation imports the engine, protocol, reporting or bundle module it needs when
+it is called, so ``hetero --help`` and a pytest run without a matrix pay for none of them.
+"""
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+import argparse
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-import pytest
+import pluggy
 
-from pytest_hetero.backends.protocol import Backend
-from pytest_hetero.settings import Settings
+if TYPE_CHECKING:
+    from pytest_hetero.backends.labels import CleanupReport
+    from pytest_hetero.backends.protocol import Backend
+    from pytest_hetero.evidence.inputs import RunInputs
+    from pytest_hetero.matrix.model import Serving
+    from pytest_hetero.serving.protocol import ServingProtocol
+    from pytest_hetero.settings import Settings
 
-PLUGIN_MODULES: tuple[str, ...] = (
-    "pytest_hetero.pytest_plugin.selection",
-    "pytest_hetero.bundle.baseline",
-    "pytest_hetero.reporting.writers",
-    "pytest_hetero.pytest_plugin.pytest_html",
-)
-"""Modules of built-in hook implementations registered at configure (writers, signing, selection)."""
+hookimpl = pluggy.HookimplMarker("pytest")
 
-BACKENDS: dict[str, str] = {
-    "local": "pytest_hetero.backends.local:LocalBackend",
-    "docker": "pytest_hetero.backends.docker.engine:DockerBackend",
-    "kubernetes": "pytest_hetero.backends.kubernetes.engine:KubernetesBackend",
-}
-"""Built-in backend classes by name, imported lazily (``module:Class``)."""
+BACKENDS: tuple[str, ...] = ("local", "docker", "kubernetes")
+"""Names the built-in :func:`pytest_hetero_backend` answers (for messages)."""
 
 
-@pytest.hookimpl(trylast=True)
-def pytest_hetero_backend_class(name: str) -> type[Backend] | None:
-    """Import a built-in backend class; None for unknown names."""
-    spec = BACKENDS.get(name)
-    if spec is None:
-        return None
-    module, cls = spec.split(":")
-    return getattr(importlib.import_module(module), cls)  # type: ignore[no-any-return]
+@hookimpl(trylast=True)
+def pytest_hetero_backend(name: str) -> type[Backend] | None:
+    """The built-in engine class for ``local``, ``docker`` or ``kubernetes``; None for other names."""
+    if name == "local":
+        from pytest_hetero.backends.local import LocalBackend
+
+        return LocalBackend
+    if name == "docker":
+        from pytest_hetero.backends.docker.engine import DockerBackend
+
+        return DockerBackend
+    if name == "kubernetes":
+        from pytest_hetero.backends.kubernetes.engine import KubernetesBackend
+
+        return KubernetesBackend
+    return None
 
 
-@pytest.hookimpl(trylast=True)
-def pytest_hetero_make_backend(name: str, target: dict[str, Any], settings: Settings) -> Backend | None:
-    """Build a built-in backend; None for unknown names."""
-    cls = pytest_hetero_backend_class(name)
-    return cls(target, settings) if cls else None
+@hookimpl(trylast=True)
+def pytest_hetero_make_protocol(name: str, serving: Serving) -> ServingProtocol | None:
+    """The built-in client of ``oip`` or ``openai`` for ``serving``; None for other names."""
+    if name == "oip":
+        from pytest_hetero.serving.oip import OpenInferenceProtocol
+
+        return OpenInferenceProtocol(serving)
+    if name == "openai":
+        from pytest_hetero.serving.openai import OpenAICompatible
+
+        return OpenAICompatible(serving)
+    return None
 
 
-@pytest.hookimpl(trylast=True)
+@hookimpl(trylast=True)
 def pytest_hetero_failure_owner(layer: str, category: str, default: str) -> str | None:
     """The owner the check named, else the matrix's owner of the layer."""
     return default
+
+
+@hookimpl(trylast=True)
+def pytest_hetero_amend_evidence(evidence: dict[str, Any], settings: Settings, inputs: RunInputs) -> None:
+    """Add the ``selection`` section (what was asked, deselections by reason, the profile each
+    matrix ran) when a profile, affected-only or shard option was given."""
+    if not (settings.profile or settings.affected or settings.affected_from or settings.shard):
+        return
+    reasons: dict[str, int] = {}
+    for entry in evidence["untested"]["items"]:
+        if entry["status"] == "deselected":
+            reasons[entry["reason"]] = reasons.get(entry["reason"], 0) + 1
+    evidence["selection"] = {
+        "profile": settings.profile, "affected": list(settings.affected),
+        "affected_from": str(settings.affected_from) if settings.affected_from else None,
+        "shard": settings.shard.replace(" ", "") if settings.shard else None, "deselected": reasons,
+        "profiles": _profiles(evidence, settings.profile, inputs)}
+
+
+def _profiles(evidence: dict[str, Any], name: str | None, inputs: RunInputs) -> dict[str, dict[str, Any]]:
+    """Matrix name → the profile that ran (layers, representative, repeat: with ``repeat`` > 1 each
+    model item runs that many times and its business item judges every sample)."""
+    from pytest_hetero.errors import HeteroError
+    from pytest_hetero.matrix.selection import resolve_profile
+
+    out: dict[str, dict[str, Any]] = {}
+    if name is None:
+        return out
+    for entry in evidence.get("matrices", []):
+        try:
+            profile = resolve_profile(inputs.matrix(entry), name)
+        except HeteroError:
+            continue
+        out[entry["name"]] = {"name": profile.name, "layers": list(profile.layers),
+                              "representative": profile.representative, "repeat": profile.repeat}
+    return out
+
+
+@hookimpl(trylast=True)
+def pytest_hetero_write_reports(evidence: dict[str, Any], bundle_dir: Path, settings: Settings,
+                                inputs: RunInputs) -> list[Path]:
+    """report.html, summary.md, junit.xml and ctrf.json, with the sign-off section naming the run
+    key's keyid (or saying UNSIGNED and why)."""
+    from pytest_hetero.bundle.signoff import matrix_owners, run_signoff
+    from pytest_hetero.reporting.writers import write_renderings
+
+    return write_renderings(evidence, bundle_dir, run_signoff(matrix_owners(evidence, inputs), settings.sign_key))
+
+
+@hookimpl(trylast=True)
+def pytest_hetero_bundle_finished(evidence: dict[str, Any], bundle_dir: Path, settings: Settings,
+                                  inputs: RunInputs) -> None:
+    """Manifest, statement and DSSE envelope, signed with ``settings.sign_key`` when set (last of all)."""
+    from pytest_hetero.bundle.finish import finish_bundle
+    from pytest_hetero.bundle.signoff import matrix_owners
+
+    finish_bundle(evidence, bundle_dir, settings.sign_key, matrix_owners(evidence, inputs), inputs.kept)
+
+
+@hookimpl(trylast=True)
+def pytest_hetero_cleanup_options(parser: argparse.ArgumentParser) -> None:
+    """``--docker-host``; ``--kube-context`` and ``--kube-namespace``."""
+    from pytest_hetero.backends.docker.cleanup import add_arguments as docker_arguments
+    from pytest_hetero.backends.kubernetes.cleanup import add_arguments as kube_arguments
+
+    docker_arguments(parser)
+    kube_arguments(parser)
+
+
+@hookimpl(trylast=True)
+def pytest_hetero_cleanup(backend: str | None, args: argparse.Namespace) -> list[CleanupReport]:
+    """Leftovers of the Docker and Kubernetes backends (each when named, or both for None)."""
+    from pytest_hetero.backends.labels import CleanupError, CleanupReport
+
+    reports = []
+    for name in ("docker", "kubernetes"):
+        if backend not in (None, name):
+            continue
+        report = CleanupReport(name)
+        try:
+            if name == "docker":
+                from pytest_hetero.backends.docker.cleanup import cleanup as docker_cleanup
+
+                report.entries = docker_cleanup(args)
+            else:
+                from pytest_hetero.backends.kubernetes.cleanup import cleanup as kube_cleanup
+
+                report.entries = kube_cleanup(args)
+        except CleanupError as exc:
+            report.error = str(exc)
+        reports.append(report)
+    return reports

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -20,6 +21,8 @@ from pytest_hetero.matrix.model import Dataset, Image, Matrix, Model, Resource
 from pytest_hetero.redact import Redactor
 
 if TYPE_CHECKING:
+    from pluggy import HookRelay
+
     from pytest_hetero.backends.protocol import Backend
     from pytest_hetero.settings import Settings
 
@@ -80,6 +83,12 @@ class LayerContext:
     scope: tuple[str, ...] = ()
     """Leading artifact folders: the matrix's nodeid prefix when a session runs several matrices,
     whose resource/image/model names may repeat (their artifacts would overwrite each other)."""
+    hook: HookRelay | None = None
+    """The ``pytest_hetero_*`` hook relay of the run (e.g. ``hook.pytest_hetero_make_protocol``);
+    None outside a run, where checks fall back to the built-in implementations."""
+    progress: Callable[[str], None] | None = None
+    """Where a long check reports progress lines (the terminal, while output capture is
+    suspended); None: no progress shown."""
 
     @property
     def layer(self) -> str:

@@ -13,11 +13,12 @@ from typing import Any
 import pytest
 
 from pytest_hetero.errors import HeteroError, Location, MatrixError
-from pytest_hetero.pytest_plugin.item import LayerItem
+from pytest_hetero.hooks.builtin import BACKENDS
 from pytest_hetero.matrix.expand import Plan, PlannedItem, expand
 from pytest_hetero.matrix.load import load_matrix
 from pytest_hetero.matrix.model import Matrix
-from pytest_hetero.pytest_plugin.stash import PLANS, SETTINGS
+from pytest_hetero.pytest_plugin.item import LayerItem
+from pytest_hetero.pytest_plugin.stash import AHEAD, PLANS, SETTINGS
 
 
 def plan_matrix(config: pytest.Config, matrix: Matrix) -> tuple[str, Plan]:
@@ -27,9 +28,9 @@ def plan_matrix(config: pytest.Config, matrix: Matrix) -> tuple[str, Plan]:
     """
     settings = config.stash[SETTINGS]
     name = settings.backend or matrix.backend
-    cls = config.hook.pytest_hetero_backend_class(name=name)
+    cls = config.hook.pytest_hetero_backend(name=name)
     if cls is None:
-        known = "local, docker, kubernetes"
+        known = ", ".join(BACKENDS)
         raise MatrixError(f"unknown backend '{name}'", Location(str(matrix.path), 0, 0, "spec.target.backend"),
                           f"use one of {known}, or install the plugin that provides it")
     return name, expand(matrix, scheduling_per_image=bool(cls.scheduling_per_image))
@@ -39,8 +40,13 @@ class MatrixFile(pytest.File):
     """A ValidationMatrix YAML file; a bad file becomes one collection error with file:line and hint."""
 
     def collect(self) -> Iterator[pytest.Item | pytest.Collector]:
-        """Load, validate and expand the matrix; yield the tree of Groups and LayerItems."""
-        matrix = load_matrix(self.path)
+        """Load (unless this session loaded it ahead of collection), validate and expand the matrix;
+        yield the tree of Groups and LayerItems."""
+        ahead = self.config.stash.get(AHEAD, {}).get(self.nodeid)
+        if ahead is not None and ahead[0].path == self.path.resolve():
+            matrix = ahead[0]
+        else:
+            matrix = load_matrix(self.path)
         backend, plan = plan_matrix(self.config, matrix)
         self.config.stash[PLANS][self.nodeid] = (matrix, plan)
         tree: dict[str, Any] = {}
@@ -51,7 +57,7 @@ class MatrixFile(pytest.File):
             node[planned.parts[-1]] = planned
         yield from _children(self, tree, matrix, backend)
 
-    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:  # type: ignore[override]
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:
         """Our errors read as ``file:line:col: field '…': message`` plus hint, never a traceback;
         secrets a message quotes from the file (a token in the wrong field) are redacted."""
         from pytest_hetero.redact import Redactor

@@ -22,8 +22,9 @@ from pytest_hetero.layers import CHECKS
 from pytest_hetero.layers.base import LayerBroken, LayerContext, LayerOutcome, NotApplicable
 from pytest_hetero.matrix.expand import PlannedItem
 from pytest_hetero.matrix.model import Matrix
-from pytest_hetero.redact import Redactor
+from pytest_hetero.pytest_plugin.serving import TerminalProgress
 from pytest_hetero.pytest_plugin.stash import BACKENDS, HANDOFF, OUTCOME, PLANS, REDACTORS, SETTINGS
+from pytest_hetero.redact import Redactor
 
 BLOCKING = frozenset({"failed", "error", "blocked"})
 STORAGE_ERRORS = {errno.ENOSPC: "disk_full", errno.EDQUOT: "disk_full", errno.EROFS: "read_only_filesystem"}
@@ -94,11 +95,15 @@ class LayerItem(pytest.Item):
             cache[self.matrix.sha256] = Redactor(extra=self.matrix.redact)
         return cache[self.matrix.sha256]
 
-    def finish(self, evidence: ItemEvidence, started: float) -> None:
-        """Stamp times and store the evidence, secrets redacted, on the item's stash for dependents and the report."""
+    def finish(self, evidence: ItemEvidence, started: float, ctx: LayerContext | None = None) -> None:
+        """Stamp times, let ``pytest_hetero_evidence`` add to the evidence, and store it, secrets
+        redacted, on the item's stash for dependents and the report. ``ctx`` is the item's
+        LayerContext, None when the item never reached its check."""
         evidence.finished_at = utc_now()
         evidence.duration_s = round(time.perf_counter() - started, 4)
-        self.stash[OUTCOME] = self.redactor().data(evidence.to_dict())
+        data = evidence.to_dict()
+        self.config.hook.pytest_hetero_evidence(ctx=ctx, evidence=data)
+        self.stash[OUTCOME] = self.redactor().data(data)
 
     def setup(self) -> None:
         """Skip as blocked when the dependency failed/errored/was blocked in this session."""
@@ -129,11 +134,10 @@ class LayerItem(pytest.Item):
         pool = self.config.stash[BACKENDS]
         key = (self.backend_name, json.dumps(self.matrix.target, sort_keys=True))
         if key not in pool:
-            made = self.config.hook.pytest_hetero_make_backend(
-                name=self.backend_name, target=self.matrix.target, settings=self.config.stash[SETTINGS])
-            if made is None:
+            cls = self.config.hook.pytest_hetero_backend(name=self.backend_name)
+            if cls is None:
                 raise LayerBroken(f"no plugin provides backend '{self.backend_name}'", "backend_unknown")
-            pool[key] = made
+            pool[key] = cls(self.matrix.target, self.config.stash[SETTINGS])
         return pool[key]
 
     def matrix_ref(self) -> dict[str, Any]:
@@ -144,7 +148,7 @@ class LayerItem(pytest.Item):
                 else self._per_image()}
 
     def _per_image(self) -> bool:
-        cls = self.config.hook.pytest_hetero_backend_class(name=self.backend_name)
+        cls = self.config.hook.pytest_hetero_backend(name=self.backend_name)
         return bool(getattr(cls, "scheduling_per_image", False))
 
     def live_backend(self) -> Backend | None:
@@ -163,6 +167,7 @@ class LayerItem(pytest.Item):
         started = time.perf_counter()
         evidence = self.new_evidence()
         settings = self.config.stash[SETTINGS]
+        ctx: LayerContext | None = None
         if self.dependency is not None and OUTCOME not in self.dependency.stash:
             evidence.record("gating.note", message=f"dependency {self.dependency.claim_id} did not run in "
                             "this session; this item runs without it")
@@ -171,42 +176,43 @@ class LayerItem(pytest.Item):
                 matrix=self.matrix, planned=self.planned, backend=self.backend(), settings=settings,
                 evidence=evidence, output_limit=self.matrix.output_limit, redactor=self.redactor(),
                 handoff=self.config.stash.setdefault(HANDOFF, {}), scope=self._artifact_scope(),
-                timeout_s=self.matrix.timeouts_s[self.planned.layer] * settings.timeout_scale)
+                timeout_s=self.matrix.timeouts_s[self.planned.layer] * settings.timeout_scale,
+                hook=self.config.hook, progress=TerminalProgress(self.config))
             CHECKS[self.planned.layer](ctx)
             self.config.hook.pytest_hetero_layer_check(ctx=ctx)
         except NotApplicable as exc:
             evidence.status, evidence.reason = "not_applicable", f"not applicable: {exc.message}"
-            self.finish(evidence, started)
+            self.finish(evidence, started, ctx)
             pytest.skip(evidence.reason)
         except LayerOutcome as exc:
-            self._fail(evidence, started, exc.status, exc.category, exc.message, exc.owner)
+            self._fail(evidence, started, ctx, exc.status, exc.category, exc.message, exc.owner)
         except HeteroError as exc:
-            self._fail(evidence, started, "error", "configuration", exc.render(), "platform")
+            self._fail(evidence, started, ctx, "error", "configuration", exc.render(), "platform")
         except OSError as exc:
             if exc.errno in STORAGE_ERRORS:  # the host's disk, not our code
                 where = f" writing {exc.filename}" if exc.filename else ""
-                self._fail(evidence, started, "error", STORAGE_ERRORS[exc.errno],
+                self._fail(evidence, started, ctx, "error", STORAGE_ERRORS[exc.errno],
                            f"{exc.strerror}{where}; free space or choose another --hetero-report-dir",
                            "infrastructure")
             else:
                 evidence.record("harness.traceback", text=traceback.format_exc())
-                self._fail(evidence, started, "error", "harness", f"{type(exc).__name__}: {exc}", "platform")
+                self._fail(evidence, started, ctx, "error", "harness", f"{type(exc).__name__}: {exc}", "platform")
         except Exception as exc:  # noqa: BLE001 - a harness bug is evidence too, then re-raised
             evidence.record("harness.traceback", text=traceback.format_exc())
-            self._fail(evidence, started, "error", "harness", f"{type(exc).__name__}: {exc}", "platform")
-        self.finish(evidence, started)
+            self._fail(evidence, started, ctx, "error", "harness", f"{type(exc).__name__}: {exc}", "platform")
+        self.finish(evidence, started, ctx)
 
-    def _fail(self, evidence: ItemEvidence, started: float, status: str, category: str, message: str,
-              owner: str | None) -> None:
+    def _fail(self, evidence: ItemEvidence, started: float, ctx: LayerContext | None, status: str, category: str,
+              message: str, owner: str | None) -> None:
         default = owner or self.owner
         team = self.config.hook.pytest_hetero_failure_owner(
             layer=self.planned.layer, category=category, default=default) or default
         evidence.status = status
         evidence.failure = Failure(self.planned.layer, category, self.redactor().text(message), team)
-        self.finish(evidence, started)
+        self.finish(evidence, started, ctx)
         raise LayerFailure(evidence.failure, status)
 
-    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:  # type: ignore[override]
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:
         """``[failed|error] layer/category (owner): message`` for our failures; default otherwise."""
         if isinstance(excinfo.value, LayerFailure):
             f = excinfo.value.failure

@@ -2,35 +2,48 @@
 
 Flow: configure (settings, markers, recorder) → collect (MatrixFile) → each item: setup
 (blocked?) → run (backend, layer check) → makereport (evidence as plain JSON in
-``user_properties``) → controller journals it → session finish (backends close first,
-evidence.json, writers, then signing last).
+``user_properties``) → controller journals it → session finish (backends close first, then
+:func:`pytest_hetero.bundle.finish.publish`: amend the evidence, evidence.json once, writers,
+signing last).
+
+Start-up cost: this module imports only pytest, pluggy and light modules; collection, items,
+engines, reporting and signing are imported when a matrix file is collected or a bundle written.
 """
 
 from __future__ import annotations
 
 import fnmatch
-import importlib
 import os
 import socket
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from pytest_hetero import LAYERS, __version__, signals
-from pytest_hetero.hooks import specs as hookspecs
-from pytest_hetero.pytest_plugin.collect import MatrixFile
 from pytest_hetero.errors import HeteroError
-from pytest_hetero.evidence.model import utc_now
-from pytest_hetero.evidence.recorder import Recorder, assemble
-from pytest_hetero.pytest_plugin.item import LayerItem
-from pytest_hetero.redact import Redactor
-from pytest_hetero.reporting.terminal import write_summary
-from pytest_hetero.matrix.selection import SHARD_REASON
-from pytest_hetero.settings import add_options, build_settings
-from pytest_hetero.pytest_plugin.stash import BACKENDS, DESELECTED, OUTCOME, PLANS, RECORDER, SETTINGS
+from pytest_hetero.hooks import builtin
+from pytest_hetero.hooks.registry import register_builtins
+from pytest_hetero.pytest_plugin.options import add_options, settings_of
+from pytest_hetero.pytest_plugin.stash import (
+    AHEAD,
+    BACKENDS,
+    DESELECTED,
+    OUTCOME,
+    PLANS,
+    PREVIOUS_SIGTERM,
+    RECORDER,
+    SETTINGS,
+)
+
+if TYPE_CHECKING:
+    from pytest_hetero.evidence.recorder import Recorder
+    from pytest_hetero.matrix.expand import Plan
+    from pytest_hetero.matrix.model import Matrix
+    from pytest_hetero.pytest_plugin.item import LayerItem
+    from pytest_hetero.settings import Settings
 
 EVIDENCE_PROPERTY = "hetero_evidence"
 MATRIX_PROPERTY = "hetero_matrix"
@@ -39,8 +52,9 @@ _FINAL = pytest.StashKey[dict[str, Any]]()
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
-    """Register the ``pytest_hetero_*`` hookspecs."""
-    pluginmanager.add_hookspecs(hookspecs)
+    """Register the ``pytest_hetero_*`` hookspecs, the built-in implementations and the plugins of
+    the ``pytest_hetero`` entry-point group (the same registry the ``hetero`` command uses)."""
+    register_builtins(pluginmanager)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -59,16 +73,15 @@ def _git_commit(cwd: Path) -> str | None:
 
 @pytest.hookimpl(trylast=True)
 def pytest_configure(config: pytest.Config) -> None:
-    """Resolve settings, register markers and built-in hooks, open the recorder on the controller."""
-    from pytest_hetero.hooks import builtin
+    """Resolve settings, register markers and the glue's plugin modules, open the recorder on the controller."""
+    from pytest_hetero.pytest_plugin import baseline, pytest_html, selection
 
-    if not config.pluginmanager.has_plugin("pytest_hetero.hooks.builtin"):
-        config.pluginmanager.register(builtin, "pytest_hetero.hooks.builtin")
-        for name in builtin.PLUGIN_MODULES:
-            config.pluginmanager.register(importlib.import_module(name), name)
+    for module in (selection, baseline, pytest_html):
+        if not config.pluginmanager.is_registered(module):
+            config.pluginmanager.register(module, module.__name__)
     worker = getattr(config, "workerinput", None)
     try:
-        settings = build_settings(config, run_id=worker.get("hetero_run_id") if worker else None)
+        settings = settings_of(config, run_id=worker.get("hetero_run_id") if worker else None)
     except HeteroError as exc:
         raise pytest.UsageError(exc.render()) from None
     config.stash[SETTINGS] = settings
@@ -89,24 +102,39 @@ def pytest_configure(config: pytest.Config) -> None:
         _check_early(config, settings)
     else:
         signals.follow_controller(worker.get("hetero_controller_pid"))
-        signals.catch_sigterm(config)
+        config.stash[PREVIOUS_SIGTERM] = signals.catch_sigterm()
     if worker is None:
-        recorder = config.stash[RECORDER] = Recorder(settings.bundle_dir, Redactor().data({
-            "id": settings.run_id, "tool": "pytest-hetero", "tool_version": __version__,
-            "started_at": utc_now(), "host": socket.gethostname(), "python": sys.version.split()[0],
-            "pytest": pytest.__version__, "git_commit": _git_commit(settings.rootdir),
-            "invocation": list(config.invocation_params.args), "profile": settings.profile,
-            "backend_override": settings.backend, "rootdir": str(settings.rootdir)}))
+        recorder = config.stash[RECORDER] = _recorder(config, settings)
         config.pluginmanager.register(Journaler(recorder, not config.option.collectonly),
                                       "pytest_hetero.journaler")
-        signals.catch_sigterm(config)
+        config.stash[PREVIOUS_SIGTERM] = signals.catch_sigterm()
 
 
-def _check_early(config: pytest.Config, settings: Any) -> None:
+def _recorder(config: pytest.Config, settings: Settings) -> Recorder:
+    """The controller's journal. Its run line (with the git commit, whose lookup runs a
+    subprocess) is made when the first line is written: a session that writes no bundle pays nothing."""
+    from pytest_hetero.evidence.model import utc_now
+    from pytest_hetero.evidence.recorder import Recorder
+
+    run = {"id": settings.run_id, "tool": "pytest-hetero", "tool_version": __version__, "started_at": utc_now(),
+           "host": socket.gethostname(), "python": sys.version.split()[0], "pytest": pytest.__version__,
+           "invocation": list(config.invocation_params.args), "profile": settings.profile,
+           "backend_override": settings.backend, "rootdir": str(settings.rootdir)}
+
+    def run_line() -> dict[str, Any]:
+        from pytest_hetero.redact import Redactor
+
+        line: dict[str, Any] = Redactor().data({**run, "git_commit": _git_commit(settings.rootdir)})
+        return line
+
+    return Recorder(settings.bundle_dir, run_line)
+
+
+def _check_early(config: pytest.Config, settings: Settings) -> None:
     """Refuse, before anything runs, a backend no plugin provides and a signing key that cannot sign."""
-    if settings.backend and config.hook.pytest_hetero_backend_class(name=settings.backend) is None:
+    if settings.backend and config.hook.pytest_hetero_backend(name=settings.backend) is None:
         raise pytest.UsageError(f"--hetero-backend {settings.backend!r}: no plugin provides this backend "
-                                "(built in: local, docker, kubernetes)")
+                                f"(built in: {', '.join(builtin.BACKENDS)})")
     if settings.sign_key is not None:
         from pytest_hetero.bundle.signing import load_private_key
 
@@ -118,7 +146,7 @@ def _check_early(config: pytest.Config, settings: Any) -> None:
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     """Give SIGTERM back to whoever had it (matters when pytest runs in-process, e.g. pytester)."""
-    signals.restore_sigterm(config)
+    signals.restore_sigterm(config.stash.get(PREVIOUS_SIGTERM, None))
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -149,13 +177,25 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Col
     """Collect files matching ``hetero_matrix_glob`` and every ``--hetero-matrix`` path."""
     settings = parent.config.stash[SETTINGS]
     if fnmatch.fnmatch(file_path.name, settings.matrix_glob) or file_path.resolve() in settings.matrices:
+        from pytest_hetero.pytest_plugin.collect import MatrixFile
+
         return MatrixFile.from_parent(parent, path=file_path)
     return None
 
 
+def layer_items(config: pytest.Config, items: list[pytest.Item]) -> list[LayerItem]:
+    """The layer items among ``items``. None can exist before this process collected a matrix
+    file (which fills PLANS), so a session without one never imports the item module."""
+    if not config.stash.get(PLANS, None):
+        return []
+    from pytest_hetero.pytest_plugin.item import LayerItem
+
+    return [i for i in items if isinstance(i, LayerItem)]
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Link every layer item to the item it depends on (its parent in the plan)."""
-    by_id = {i.claim_id: i for i in items if isinstance(i, LayerItem)}
+    by_id = {i.claim_id: i for i in layer_items(config, items)}
     for item in by_id.values():
         if item.planned.depends_on:
             prefix = item.claim_id.split("::", 1)[0]
@@ -170,10 +210,8 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     """Before anything runs: the report folder must be writable with room to spare, or the run stops
     with a clear message (exit 4) instead of losing evidence at the end. Then every collected
     matrix is journaled, so an interrupted run reports its unfinished items as ``not_run``."""
-    if session.config.option.collectonly:
-        return
-    if not any(isinstance(i, LayerItem) for i in session.items) and not session.config.stash.get(PLANS, {}):
-        return
+    if session.config.option.collectonly or not session.config.stash.get(PLANS, {}):
+        return  # no matrix file collected, hence no layer item
     report_dir = session.config.stash[SETTINGS].report_dir
     problem = check_writable(report_dir)
     if problem:
@@ -224,9 +262,10 @@ def check_writable(folder: Path) -> str:
 
 def pytest_deselected(items: list[pytest.Item]) -> None:
     """Remember deselected layer items (-k/-m) so untested scope names them with the reason."""
-    for item in items:
-        if isinstance(item, LayerItem):
-            item.config.stash[DESELECTED][item.claim_id] = "deselected (not selected by -k/-m/--lf in this session)"
+    if not items:
+        return
+    for item in layer_items(items[0].config, items):
+        item.config.stash[DESELECTED][item.claim_id] = "deselected (not selected by -k/-m/--lf in this session)"
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -234,14 +273,17 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     """Attach the item's evidence, as plain JSON, to the report of the phase that decided it."""
     outcome = yield
     report = outcome.get_result()
-    if not isinstance(item, LayerItem) or item.stash.get(_FINAL, None) is not None:
+    found = layer_items(item.config, [item])
+    if not found or item.stash.get(_FINAL, None) is not None:
         return
+    layer_item = found[0]
     evidence = item.stash.get(OUTCOME, None)
     if evidence is None and report.failed:
-        ev = item.new_evidence()
-        ev.status = "error"
         from pytest_hetero.evidence.model import Failure
-        ev.failure = Failure(item.planned.layer, "harness", str(report.longrepr)[-2000:], "platform")
+
+        ev = layer_item.new_evidence()
+        ev.status = "error"
+        ev.failure = Failure(layer_item.planned.layer, "harness", str(report.longrepr)[-2000:], "platform")
         evidence = ev.to_dict()
     if evidence is None or (report.when == "setup" and report.passed):
         return
@@ -251,8 +293,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         report.longrepr = (str(path), (lineno or 0) + 1, report.longrepr[2])
     item.stash[_FINAL] = evidence
     report.user_properties.append((EVIDENCE_PROPERTY, evidence))
-    report.user_properties.append((MATRIX_PROPERTY, item.matrix_ref()))
-    backend = item.live_backend()
+    report.user_properties.append((MATRIX_PROPERTY, layer_item.matrix_ref()))
+    backend = layer_item.live_backend()
     if backend is not None:
         report.user_properties.append((TARGET_PROPERTY, backend.fingerprint()))
 
@@ -263,6 +305,7 @@ class Journaler:
     process or from pytest-xdist workers. Inactive under ``--collect-only``."""
 
     def __init__(self, recorder: Recorder, active: bool) -> None:
+        """Journal into ``recorder``; ``active`` False (``--collect-only``) journals nothing."""
         self.recorder = recorder
         self.active = active
         self.session: pytest.Session | None = None
@@ -274,7 +317,7 @@ class Journaler:
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         """Journal each item's evidence the moment its report arrives; when the journal cannot be
         written (disk full mid-run), stop the session after this item: later results would be lost."""
-        props = dict(report.user_properties)
+        props: dict[str, Any] = dict(report.user_properties)
         if not self.active or EVIDENCE_PROPERTY not in props:
             return
         if MATRIX_PROPERTY in props:
@@ -293,8 +336,11 @@ class Journaler:
 
 def _empty_shard(config: pytest.Config) -> bool:
     """True when ``--hetero-shard`` left this session nothing to run (other shards run it all)."""
-    reasons = config.stash[DESELECTED].values()
-    return bool(config.stash[SETTINGS].shard) and any(r.startswith(SHARD_REASON) for r in reasons)
+    if not config.stash[SETTINGS].shard:
+        return False
+    from pytest_hetero.matrix.selection import SHARD_REASON
+
+    return any(r.startswith(SHARD_REASON) for r in config.stash[DESELECTED].values())
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
@@ -326,38 +372,53 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     stopped = next((str(v) for v in (session.shouldfail, session.shouldstop) if isinstance(v, str) and v), "")
     recorder.end(int(exitstatus), interrupted, stopped)
     settings = config.stash[SETTINGS]
-    evidence = None if recorder.broken else _assemble_or_none(settings.bundle_dir, recorder)
+    evidence = None if recorder.broken else _finish(session, settings, recorder)
     if evidence is None:
         sys.stderr.write(f"pytest-hetero: the report folder became unwritable during the run: {recorder.broken}; "
                          f"the run stopped. Items journaled before are kept: free space, then run "
                          f"hetero report --from-journal {settings.bundle_dir}\n")
         session.exitstatus = pytest.ExitCode.USAGE_ERROR
         return
-    for hook in (config.hook.pytest_hetero_write_reports, config.hook.pytest_hetero_bundle_finished):
-        try:
-            hook(evidence=evidence, bundle_dir=settings.bundle_dir, settings=settings)
-        except HeteroError as exc:
-            sys.stderr.write(f"pytest-hetero: {exc.render()}\n")
-        except Exception as exc:  # noqa: BLE001 - evidence.json is written; a writer bug must not hide it
-            sys.stderr.write(f"pytest-hetero: {hook.name} failed: {type(exc).__name__}: {exc}\n")
-            session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
     config.stash[_SUMMARY] = evidence
 
 
 _SUMMARY = pytest.StashKey[dict[str, Any]]()
 
 
-def _assemble_or_none(bundle_dir: Path, recorder: Recorder) -> dict[str, Any] | None:
-    """assemble(), or None with ``recorder.broken`` set when evidence.json cannot be written."""
+def _finish(session: pytest.Session, settings: Settings, recorder: Recorder) -> dict[str, Any] | None:
+    """Assemble the journal and finish the bundle (:func:`~pytest_hetero.bundle.finish.publish`), the
+    matrices coming from what this process holds; hook failures are reported on stderr (a bug, not a
+    HeteroError, makes the exit status INTERNAL_ERROR). Returns the evidence document, or None with
+    ``recorder.broken`` set when evidence.json cannot be written."""
+    from pytest_hetero.bundle.finish import publish
+    from pytest_hetero.evidence.inputs import RunInputs
+    from pytest_hetero.evidence.recorder import EVIDENCE, assemble
+
+    config = session.config
+    ahead: dict[str, tuple[Matrix, Plan]] = config.stash.get(AHEAD, {})
+    collected: dict[str, tuple[Matrix, Plan]] = config.stash.get(PLANS, {})
+    inputs = RunInputs({**ahead, **collected})  # what was collected here wins over what was loaded ahead
+    evidence = assemble(settings.bundle_dir, inputs)
     try:
-        return assemble(bundle_dir)
+        failed = publish(config.hook, evidence, settings, inputs)
     except OSError as exc:
-        recorder.broken = f"cannot write {bundle_dir / 'evidence.json'} ({exc.strerror})"
+        recorder.broken = f"cannot write {settings.bundle_dir / EVIDENCE} ({exc.strerror})"
         return None
+    for name, error in failed:
+        if isinstance(error, HeteroError):
+            sys.stderr.write(f"pytest-hetero: {error.render()}\n")
+        else:  # evidence.json is written; a writer bug must not hide it
+            sys.stderr.write(f"pytest-hetero: {name} failed: {type(error).__name__}: {error}\n")
+            session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
+    return evidence
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
     """Counts per layer and status, the verdict, the bundle path and the untested scope at a glance."""
     evidence = config.stash.get(_SUMMARY, None)
     if evidence is not None:
-        write_summary(terminalreporter, evidence, config.stash[SETTINGS].bundle_dir)
+        from pytest_hetero.bundle.finish import signature_line
+        from pytest_hetero.reporting.terminal import write_summary
+
+        bundle_dir = config.stash[SETTINGS].bundle_dir
+        write_summary(terminalreporter, evidence, bundle_dir, signature_line(bundle_dir))

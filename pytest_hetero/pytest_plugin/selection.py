@@ -1,35 +1,40 @@
 """pytest hooks that apply :mod:`~pytest_hetero.matrix.selection` to a session: parse the options before
-collection (a bad value is a usage error before anything runs), deselect with reasons after
-``-k``/``-m``, and add the ``selection`` section to evidence.json. Also the matrix discovery
-ahead of collection that ``--hetero-baseline`` shares (:func:`matrices_in_args`).
+collection (a bad value is a usage error before anything runs) and deselect with reasons after
+``-k``/``-m`` (the ``selection`` section of evidence.json is the built-in
+``pytest_hetero_amend_evidence``). Also the matrix discovery ahead of collection that
+``--hetero-baseline`` and the pytest-xdist controller share (:func:`matrices_in_args`). A session
+without selection options, baseline or xdist imports no matrix code here.
 """
 
 from __future__ import annotations
 
 import fnmatch
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import pytest
 
 from pytest_hetero.errors import HeteroError
-from pytest_hetero.matrix.expand import Plan, expand
-from pytest_hetero.matrix.load import load_matrix
-from pytest_hetero.matrix.model import Matrix
-from pytest_hetero.matrix.selection import (
-    Request,
-    Selection,
-    parse_selector,
-    parse_shard,
-    resolve_profile,
-    select,
-)
-from pytest_hetero.pytest_plugin.stash import DESELECTED, PLANS, RECORDER, SETTINGS
+from pytest_hetero.pytest_plugin.stash import AHEAD, DESELECTED, PLANS, RECORDER, SETTINGS
+
+if TYPE_CHECKING:
+    from pytest_hetero.matrix.expand import Plan
+    from pytest_hetero.matrix.model import Matrix
+    from pytest_hetero.matrix.selection import Request, Selection  # noqa: F401 - named in StashKey["…"]
+    from pytest_hetero.settings import Settings
 
 
-def build_request(settings: Any) -> Request:
+def selection_asked(settings: Settings) -> bool:
+    """True when a profile, affected-only or shard option was given (some item may be deselected)."""
+    return bool(settings.profile or settings.affected or settings.affected_from or settings.shard)
+
+
+def build_request(settings: Settings) -> Request:
     """Parse the run settings into a :class:`Request`. Raises HeteroError (SettingsError for bad
     values, MatrixError when the old matrix of ``--hetero-affected-from`` is invalid)."""
+    from pytest_hetero.matrix.load import load_matrix
+    from pytest_hetero.matrix.selection import Request, parse_selector, parse_shard
+
     old = load_matrix(settings.affected_from) if settings.affected_from else None
     return Request(profile=settings.profile, selectors=tuple(parse_selector(s) for s in settings.affected),
                    affected_from=old, shard=parse_shard(settings.shard) if settings.shard else None)
@@ -47,14 +52,20 @@ def in_bundle(path: Path, report_dir: Path) -> bool:
     return report_dir in resolved.parents or any((p / "journal.jsonl").exists() for p in resolved.parents)
 
 
-REQUEST = pytest.StashKey[Request]()
-SELECTION = pytest.StashKey[Selection]()
+REQUEST = pytest.StashKey["Request"]()
+SELECTION = pytest.StashKey["Selection"]()
 
 
 def matrices_in_args(config: pytest.Config) -> list[tuple[str, Matrix, Plan]]:
     """(nodeid prefix, matrix, plan) of the matrix files the session will collect (command-line
     paths matching ``hetero_matrix_glob`` or given with ``--hetero-matrix``, folders searched),
-    loaded ahead of collection; files that fail to load are left for collection to report."""
+    loaded ahead of collection, once per session (kept in ``config.stash[AHEAD]``, where the
+    bundle finds them after the run); files that fail to load are left for collection to report."""
+    if AHEAD in config.stash:
+        return [(prefix, matrix, plan) for prefix, (matrix, plan) in config.stash[AHEAD].items()]
+    from pytest_hetero.matrix.expand import expand
+    from pytest_hetero.matrix.load import load_matrix
+
     settings = config.stash[SETTINGS]
     found: list[Path] = []
     for arg in config.args:
@@ -68,7 +79,7 @@ def matrices_in_args(config: pytest.Config) -> list[tuple[str, Matrix, Plan]]:
     for path in dict.fromkeys(found):
         try:
             matrix = load_matrix(path)
-            cls = config.hook.pytest_hetero_backend_class(name=settings.backend or matrix.backend)
+            cls = config.hook.pytest_hetero_backend(name=settings.backend or matrix.backend)
         except Exception:  # noqa: BLE001, S112 - collection reports it with file and line
             continue
         plan = expand(matrix, scheduling_per_image=bool(getattr(cls, "scheduling_per_image", False)))
@@ -77,6 +88,7 @@ def matrices_in_args(config: pytest.Config) -> list[tuple[str, Matrix, Plan]]:
         except ValueError:
             prefix = path.as_posix()
         out.append((prefix, matrix, plan))
+    config.stash[AHEAD] = {prefix: (matrix, plan) for prefix, matrix, plan in out}
     return out
 
 
@@ -87,6 +99,10 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     config = session.config
     recorder = config.stash.get(RECORDER, None)
     controller = recorder is not None and config.pluginmanager.getplugin("dsession") is not None
+    if not (selection_asked(config.stash[SETTINGS]) or controller):
+        return
+    from pytest_hetero.matrix.selection import Selection, select
+
     try:
         request = config.stash[REQUEST] = build_request(config.stash[SETTINGS])
         plans = matrices_in_args(config) if request.active or controller else []
@@ -110,9 +126,11 @@ def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool 
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Deselect what the profile, affected-only and shard leave out, with reasons (after -k/-m)."""
-    request = config.stash[REQUEST]
-    if not request.active:
+    request = config.stash.get(REQUEST, None)
+    if request is None or not request.active:
         return
+    from pytest_hetero.matrix.selection import select
+
     plans = [(prefix, matrix, plan) for prefix, (matrix, plan) in config.stash[PLANS].items()]
     try:
         selection = select(request, plans)
@@ -129,38 +147,3 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         config.hook.pytest_deselected(items=dropped)
         for item in dropped:
             config.stash[DESELECTED][key(item)] = selection.deselected[key(item)]
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_hetero_write_reports(evidence: dict[str, Any], bundle_dir: Any, settings: Any) -> None:
-    """Add the ``selection`` section (what was asked, deselections by reason) to evidence.json."""
-    if not (settings.profile or settings.affected or settings.affected_from or settings.shard):
-        return
-    from pytest_hetero.bundle.baseline import rewrite_evidence
-
-    reasons: dict[str, int] = {}
-    for entry in evidence["untested"]["items"]:
-        if entry["status"] == "deselected":
-            reasons[entry["reason"]] = reasons.get(entry["reason"], 0) + 1
-    evidence["selection"] = {
-        "profile": settings.profile, "affected": list(settings.affected),
-        "affected_from": str(settings.affected_from) if settings.affected_from else None,
-        "shard": settings.shard.replace(" ", "") if settings.shard else None, "deselected": reasons,
-        "profiles": _profiles(evidence, settings.profile)}
-    rewrite_evidence(bundle_dir, evidence)
-
-
-def _profiles(evidence: dict[str, Any], name: str | None) -> dict[str, dict[str, Any]]:
-    """Matrix name → the profile that ran (layers, representative, repeat: with ``repeat`` > 1 each
-    model item runs that many times and its business item judges every sample)."""
-    out: dict[str, dict[str, Any]] = {}
-    if name is None:
-        return out
-    for entry in evidence.get("matrices", []):
-        try:
-            profile = resolve_profile(load_matrix(entry["path"]), name)
-        except HeteroError:
-            continue
-        out[entry["name"]] = {"name": profile.name, "layers": list(profile.layers),
-                              "representative": profile.representative, "repeat": profile.repeat}
-    return out

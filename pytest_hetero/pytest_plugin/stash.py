@@ -20,6 +20,11 @@ RECORDER = pytest.StashKey["Recorder"]()
 """The evidence journal; present on the controller (or a run without xdist) only."""
 PLANS = pytest.StashKey[dict[str, tuple["Matrix", "Plan"]]]()
 """Matrix file nodeid → (matrix, plan), filled at collection."""
+AHEAD = pytest.StashKey[dict[str, tuple["Matrix", "Plan"]]]()
+"""Nodeid prefix → (matrix, plan) of the matrix files on the command line, loaded before collection
+(selection options, ``--hetero-baseline``, and the pytest-xdist controller, which collects nothing)."""
+PREVIOUS_SIGTERM = pytest.StashKey[Any]()
+"""The SIGTERM handler :func:`pytest_hetero.signals.catch_sigterm` replaced, given back at unconfigure."""
 BACKENDS = pytest.StashKey[dict[tuple[str, str], "Backend"]]()
 """(backend name, canonical target JSON) → live Backend, built on first use, closed at session end."""
 OUTCOME = pytest.StashKey[dict[str, Any]]()

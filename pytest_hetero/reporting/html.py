@@ -68,7 +68,7 @@ def _details(items: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], set[int
 
 
 def render_html(evidence: dict[str, Any], signoff: dict[str, Any]) -> str:
-    """Return report.html as text. ``signoff`` comes from :func:`pytest_hetero.reporting.view.signoff_context`."""
+    """Return report.html as text. ``signoff`` has the shape of :func:`pytest_hetero.bundle.signoff.signoff_context`."""
     items = entries(evidence)
     details, detailed = _details(items)
     untested = evidence["untested"]["items"]
@@ -82,7 +82,7 @@ def render_html(evidence: dict[str, Any], signoff: dict[str, Any]) -> str:
 
 
 def _baseline_lines(evidence: dict[str, Any]) -> list[str]:
-    """The ``baseline_diff`` section (written by pytest_hetero.bundle.baseline) as lines; empty without one."""
+    """The ``baseline_diff`` section (added before evidence.json is written, see pytest_hetero.bundle.baseline) as lines; empty without one."""
     diff = evidence.get("baseline_diff")
     if not diff or "gate" not in diff:
         return [diff["error"]] if diff and "error" in diff else []

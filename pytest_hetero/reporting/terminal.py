@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Any
 
 from pytest_hetero import LAYERS
-from pytest_hetero.reporting.writers import signature_line
 
 ORDER = ("passed", "failed", "error", "blocked", "not_applicable", "skipped", "excluded", "deselected",
          "not_run")
@@ -58,9 +57,10 @@ def summary_lines(evidence: dict[str, Any], bundle_dir: Path) -> list[str]:
     return lines
 
 
-def write_summary(terminalreporter: Any, evidence: dict[str, Any], bundle_dir: Path) -> None:
-    """Write the summary section to pytest's terminal reporter."""
+def write_summary(terminalreporter: Any, evidence: dict[str, Any], bundle_dir: Path, signature: str) -> None:
+    """Write the summary section to pytest's terminal reporter (any object with ``write_sep`` and
+    ``write_line``); ``signature`` is the last line (who signed the bundle, or UNSIGNED)."""
     terminalreporter.write_sep("=", "pytest-hetero evidence")
     for line in summary_lines(evidence, bundle_dir):
         terminalreporter.write_line(line)
-    terminalreporter.write_line(signature_line(bundle_dir))
+    terminalreporter.write_line(signature)

@@ -1,8 +1,8 @@
 """What every rendering shows, computed once from the evidence.json document (never terminal text).
 
-:func:`signoff_context` says who signed (from the settings at run time, or from the bundle's
-envelope when re-rendering); :func:`heatmap` lays the matrix out as rows (resource × image ×
-model × dataset) by the five layers; :func:`failures_by_owner` groups failed/errored items.
+:func:`heatmap` lays the matrix out as rows (resource × image × model × dataset) by the five
+layers; :func:`failures_by_owner` groups failed/errored items. Who signed comes in as plain data,
+the sign-off view built by :mod:`pytest_hetero.bundle.signoff`.
 """
 
 from __future__ import annotations
@@ -43,31 +43,6 @@ def entries(evidence: dict[str, Any]) -> list[dict[str, Any]]:
         seen.add(entry["nodeid"])
         out.append(entry)
     return out
-
-
-def owners_from_items(evidence: dict[str, Any]) -> dict[str, dict[str, str]]:
-    """{matrix prefix: {layer: owner}} as seen on reported items (fallback when matrices are gone)."""
-    owners: dict[str, dict[str, str]] = {}
-    for item in evidence["items"]:
-        owners.setdefault(item.get("matrix", ""), {}).setdefault(item["layer"], item.get("owner", ""))
-    return owners
-
-
-def signoff_context(owners: dict[str, dict[str, str]], run_signer: str | None, signer_error: str | None,
-                    claims: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-    """``{"run_signer": keyid|None, "signer_error": str|None, "roles": [{"role", "layers",
-    "signed": [claims], "status": "signed"|"pending"}]}``; roles are the owner teams."""
-    teams: dict[str, set[str]] = {}
-    for per in owners.values():
-        for layer, team in per.items():
-            if team:
-                teams.setdefault(team, set()).add(layer)
-    roles = []
-    for team in sorted(teams):
-        signed = [c for c in claims or [] if c.get("role") == team]
-        roles.append({"role": team, "layers": [x for x in LAYERS if x in teams[team]], "signed": signed,
-                      "status": "signed" if signed else "pending"})
-    return {"run_signer": run_signer, "signer_error": signer_error, "roles": roles}
 
 
 def _key(entry: dict[str, Any]) -> tuple[str, ...]:

@@ -25,7 +25,6 @@ import httpx
 from pytest_hetero.layers.base import LayerBroken, LayerContext, LayerFailed, NotApplicable, keep_outputs
 from pytest_hetero.matrix.model import Serving
 from pytest_hetero.serving.load import TRANSPORT_ERROR, LevelResult, run_levels, summarise
-from pytest_hetero.pytest_plugin.serving import current
 from pytest_hetero.serving.protocol import (
     Answer,
     PreparedRequest,
@@ -54,9 +53,16 @@ class ServingBackend(Protocol):
         """Patch ``deploy`` to serve ``version`` and wait until it is rolled out."""
 
 
-def protocol_for(serving: Serving) -> ServingProtocol:
-    """The protocol client from the ``pytest_hetero_make_protocol`` hook; LayerBroken when none answers."""
-    proto = current().make_protocol(name=serving.protocol, serving=serving)
+def protocol_for(ctx: LayerContext, serving: Serving) -> ServingProtocol:
+    """The protocol client from the run's ``pytest_hetero_make_protocol`` hook (``ctx.hook``; the
+    built-ins without one); LayerBroken when none answers."""
+    proto: ServingProtocol | None
+    if ctx.hook is not None:
+        proto = ctx.hook.pytest_hetero_make_protocol(name=serving.protocol, serving=serving)
+    else:
+        from pytest_hetero.hooks.builtin import pytest_hetero_make_protocol
+
+        proto = pytest_hetero_make_protocol(name=serving.protocol, serving=serving)
     if proto is None:
         raise LayerBroken(f"no plugin provides serving protocol '{serving.protocol}' "
                           "(built-ins: oip, openai)", "protocol_unknown")
@@ -194,7 +200,7 @@ def startup(ctx: LayerContext) -> None:
         serving = model.serving
         if serving is None:
             continue
-        proto = protocol_for(serving)
+        proto = protocol_for(ctx, serving)
         base = endpoint_of(ctx, serving.endpoint, serving.deploy)
         headers = auth_headers(serving)
         wait_ready(ctx, proto, base, headers, serving.ready_timeout_s or ctx.timeout_s)
@@ -229,7 +235,7 @@ def execute(ctx: LayerContext) -> None:
     model, dataset = ctx.model, ctx.dataset
     serving = model.serving
     assert serving is not None
-    proto = protocol_for(serving)
+    proto = protocol_for(ctx, serving)
     base = endpoint_of(ctx, serving.endpoint, serving.deploy)
     headers = {"Content-Type": "application/json", **auth_headers(serving)}
     ctx.record("model.identity", model=model.name, version=serving.version, serving=serving.protocol,
@@ -244,10 +250,9 @@ def execute(ctx: LayerContext) -> None:
     requests = proto.prepare(samples, int(load.get("batch", 1)))
     count = load.get("requests", None if "duration_s" in load else len(requests))
     deadline = min(float(load.get("duration_s", ctx.timeout_s)), ctx.timeout_s / len(levels))
-    runtime = current()
     progress = None
-    if runtime.progress is not None:
-        show = runtime.progress
+    if ctx.progress is not None:
+        show = ctx.progress
         progress = lambda line: show(f"{serving.model_name}@{serving.version} {line}")
     results = run_levels(base, requests, levels, count, deadline, headers,
                          float(load.get("request_timeout_s", REQUEST_TIMEOUT_S)), progress)

@@ -50,7 +50,7 @@ def rollback(ctx: LayerContext, proto: ServingProtocol, base: str, samples: list
     if spec.get("endpoint") is None:
         assert switch is not None and old.deploy is not None
         switch(ctx, old.deploy, old.version)
-    old_proto = protocol_for(old)
+    old_proto = protocol_for(ctx, old)
     old_base = endpoint_of(ctx, old.endpoint, old.deploy)
     headers = {"Content-Type": "application/json", **auth_headers(old)}
     try:

@@ -25,15 +25,12 @@ from dockerkit import (
     statuses,
 )
 
-from pytest_hetero.cli import cleanup as docker_cli
+from pytest_hetero.cli import main
 
 
 def cleanup(*argv: str) -> int:
-    """Run ``hetero cleanup ARGV`` through the command's own parser (as ``hetero`` does)."""
-    parser = argparse.ArgumentParser(prog="hetero")
-    docker_cli.add_parser(parser.add_subparsers())
-    args = parser.parse_args(["cleanup", *argv])
-    return int(args.func(args))
+    """Run ``hetero cleanup ARGV`` in-process, through the ``hetero`` command's parsers."""
+    return main(["cleanup", *argv])
 
 
 def test_one_container_serves_every_model_dataset_item(pytester: pytest.Pytester, run_id: str, engine: Any) -> None:
@@ -94,13 +91,15 @@ def test_cleanup_refuses_without_a_selection(capsys: pytest.CaptureFixture[str])
 
 def test_hetero_command_lists_cleanup() -> None:
     from pytest_hetero.cli import build_parser
+    from pytest_hetero.cli.cleanup import build_parser as cleanup_parser
+    from pytest_hetero.hooks.registry import plugin_manager
 
     choices = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)).choices
     assert "cleanup" in choices
-    backend = next(a for a in choices["cleanup"]._actions if a.dest == "backend")
-    # every backend's cleaner (docker_cli.CLEANERS) is a choice, plus "all", the default
-    assert (backend.choices, backend.default) == ([*docker_cli.CLEANERS, "all"], "all")
-    assert "docker" in docker_cli.CLEANERS
+    # every installed backend adds its options (pytest_hetero_cleanup_options); "all" is the default
+    actions = {a.dest: a for a in cleanup_parser(plugin_manager().hook)._actions}
+    assert (actions["backend"].choices, actions["backend"].default) == (None, "all")
+    assert {"docker_host", "kube_context", "kube_namespace"} <= set(actions)
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "Ctrl-C"])

@@ -46,11 +46,8 @@ class SwitchingBackend(LocalBackend):
         ctx.record("test.switch", deploy=deploy, version=version)
         type(self).serving_version = version
 
-def pytest_hetero_backend_class(name):
+def pytest_hetero_backend(name):
     return SwitchingBackend if name == "switching" else None
-
-def pytest_hetero_make_backend(name, target, settings):
-    return SwitchingBackend(target, settings) if name == "switching" else None
 '''
 
 

@@ -146,7 +146,7 @@ def cleanup(args: argparse.Namespace) -> list[dict[str, Any]]:
     """
     import time
 
-    from pytest_hetero.cli.cleanup import CleanupError, selected
+    from pytest_hetero.backends.labels import CleanupError, selected
 
     configured = (
         os.environ.get("KUBECONFIG")

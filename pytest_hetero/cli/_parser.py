@@ -1,0 +1,238 @@
+"""Every ``hetero`` sub-command declared with plain argparse, and the functions that run them.
+
+Declaring a sub-command imports nothing: ``hetero --version`` and ``hetero --help`` cost an
+interpreter start. Each ``_run_*`` function imports its implementation module when that
+sub-command runs, so each sub-command pays only for what it uses. ``hetero cleanup`` parses its
+own arguments (:mod:`pytest_hetero.cli.cleanup`), since installed backends add options to it.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from pytest_hetero import LAYERS, __version__
+from pytest_hetero.bundle.baseline import DEFAULT_TOLERANCE, POLICIES
+
+FORMATS = ("html", "md", "junit", "ctrf")
+"""``hetero render --format`` choices (the keys of :data:`pytest_hetero.reporting.writers.FORMATS`)."""
+PLUGIN_HELP = "import MODULE as a pytest-hetero plugin (repeatable), besides the pytest_hetero entry points"
+
+
+def _run_probe(args: argparse.Namespace) -> int:
+    from pytest_hetero.cli.probe import run
+
+    return run(args)
+
+
+def _run_explain_pending(args: argparse.Namespace) -> int:
+    from pytest_hetero.cli.pending import run
+
+    return run(args)
+
+
+def _run_cleanup(args: argparse.Namespace) -> int:
+    from pytest_hetero.cli.cleanup import main
+
+    return main(args.cleanup_args)
+
+
+def _run_lint(args: argparse.Namespace) -> int:
+    from pytest_hetero.cli.workflow import cmd_lint
+
+    return cmd_lint(args)
+
+
+def _run_plan(args: argparse.Namespace) -> int:
+    from pytest_hetero.cli.workflow import cmd_plan
+
+    return cmd_plan(args)
+
+
+def _run_diff(args: argparse.Namespace) -> int:
+    from pytest_hetero.cli.workflow import cmd_diff
+
+    return cmd_diff(args)
+
+
+def _run_merge(args: argparse.Namespace) -> int:
+    from pytest_hetero.cli.workflow import cmd_merge
+
+    return cmd_merge(args)
+
+
+def _run_keygen(args: argparse.Namespace) -> int:
+    from pytest_hetero.cli.signing import keygen
+
+    return keygen(args)
+
+
+def _run_sign(args: argparse.Namespace) -> int:
+    from pytest_hetero.cli.signing import sign
+
+    return sign(args)
+
+
+def _run_verify(args: argparse.Namespace) -> int:
+    from pytest_hetero.cli.signing import verify
+
+    return verify(args)
+
+
+def _run_render(args: argparse.Namespace) -> int:
+    from pytest_hetero.cli.signing import render
+
+    return render(args)
+
+
+def _run_report(args: argparse.Namespace) -> int:
+    from pytest_hetero.cli.evidence import run
+
+    return run(args)
+
+
+def _plugins(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("-p", dest="plugins", action="append", default=[], metavar="MODULE", help=PLUGIN_HELP)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The top-level ``hetero`` parser with every sub-command declared (each sets ``func``)."""
+    parser = argparse.ArgumentParser(prog="hetero", description="pytest-hetero commands that need no pytest run "
+                                     "(run the gate itself with: pytest MATRIX.matrix.yaml)")
+    parser.add_argument("--version", action="version", version=f"pytest-hetero {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    _add_probe(sub)
+    _add_explain_pending(sub)
+    p = sub.add_parser("cleanup", help="remove containers/volumes left behind by crashed runs "
+                       "(hetero cleanup --help lists every installed backend's options)", add_help=False)
+    p.set_defaults(func=_run_cleanup, cleanup_args=[])
+    _add_workflow(sub)
+    _add_signing(sub)
+    p = sub.add_parser("report", help="rebuild a bundle (evidence.json, renderings, signature) "
+                                      "from a run's journal, e.g. after a crash")
+    p.add_argument("--from-journal", metavar="DIR", required=True, type=Path,
+                   help="the run's report folder (holding journal.jsonl)")
+    p.add_argument("--sign-key", metavar="PEM", type=Path, default=None,
+                   help="Ed25519 private key to sign the rebuilt bundle")
+    _plugins(p)
+    p.set_defaults(func=_run_report)
+    return parser
+
+
+def _add_probe(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    parser = sub.add_parser(
+        "probe",
+        help="show what the devices of this host (or a captured tool output) report",
+        description="Print what the devices of this host, or a captured tool output, report: one Inventory "
+        "as JSON (memory MiB, temperature C, power W, utilisation %).",
+        epilog="--from detects nvidia-smi -q -x XML, plain nvidia-smi, dmesg/kernel Xid logs, device-plugin "
+        "logs, npu-smi info, npu-smi info -t board and -t info-vnpu. Exit status: 0 healthy, 1 an unhealthy "
+        "device or a host-level error, 2 unreadable input.",
+    )
+    parser.add_argument("vendor", choices=("nvidia", "ascend", "cpu"), help="which probe to run")
+    parser.add_argument("--from", dest="source", metavar="FILE",
+                        help="captured output to read instead of running the tools ('-' = stdin)")
+    parser.add_argument("--root", default="/", metavar="DIR",
+                        help="filesystem root for /dev, /proc and /sys reads (default /)")
+    parser.add_argument("--no-raw", action="store_true", help="leave the parsed raw text out of the JSON")
+    parser.set_defaults(func=_run_probe)
+
+
+EXPLAIN_PENDING = """\
+Explain a captured pending/unschedulable workload offline.
+
+Reads a file (or ``-`` for stdin) holding ``kubectl describe`` output, an events listing, a
+Workload / PodGroup / Pod / Event as YAML or JSON, or a bare scheduler / apiserver message, and
+prints the normalised reasons as a JSON list of Reason dicts, or one line per reason with ``--text``.
+
+Exit codes: 0 at least one reason was explained; 1 nothing could be explained (the ``unknown``
+fragments are still printed); 2 the input could not be read at all.
+"""
+
+
+def _add_explain_pending(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    parser = sub.add_parser("explain-pending",
+                            help="explain why a workload is pending, from captured kubectl output or objects",
+                            description=EXPLAIN_PENDING, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--from", dest="source", default="-", metavar="FILE",
+                        help="file to read, or '-' for standard input (default)")
+    parser.add_argument("--text", action="store_true", help="print one line per reason instead of JSON")
+    parser.add_argument("--owner", action="append", default=[], metavar="CODE=OWNER",
+                        help="override the owner of a reason code (repeatable), e.g. untolerated_taint=platform")
+    parser.set_defaults(func=_run_explain_pending)
+
+
+def _add_workflow(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("lint", help="validate matrices (and AcceptanceRules files) without running: "
+                       "schema, referenced files, acceptance rules, entrypoint placeholders "
+                       "(all problems, exit 1 on any)")
+    p.add_argument("matrices", nargs="+", type=Path, metavar="MATRIX")
+    p.add_argument("--digests", action="store_true",
+                   help="also compute each model and dataset file's sha256 and compare it with the "
+                   "declared one")
+    _plugins(p)
+    p.set_defaults(func=_run_lint)
+    p = sub.add_parser("plan", help="what a run would do: items, omissions, untested, duration estimate")
+    p.add_argument("matrix", type=Path, metavar="MATRIX")
+    p.add_argument("--profile", default=None, help="profile (graded depth) to plan")
+    p.add_argument("--affected", action="append", default=[], metavar="DIM=VAL,…")
+    p.add_argument("--affected-from", type=Path, default=None, metavar="OLD_MATRIX")
+    p.add_argument("--shard", default=None, metavar="K/N")
+    p.add_argument("--backend", default=None, help="override the matrix's target backend")
+    p.add_argument("--from-bundle", type=Path, default=None, metavar="BUNDLE",
+                   help="estimate from this bundle's item timings instead of the layer timeouts")
+    p.add_argument("--json", action="store_true", help="print the plan as JSON")
+    _plugins(p)
+    p.set_defaults(func=_run_plan)
+    p = sub.add_parser("diff", help="compare two bundles offline (exit 1 when the gate policy fails)")
+    p.add_argument("old", type=Path, metavar="OLD")
+    p.add_argument("new", type=Path, metavar="NEW")
+    p.add_argument("--fail-on", choices=POLICIES, default="regression")
+    p.add_argument("--tolerance", type=float, default=DEFAULT_TOLERANCE,
+                   help="relative metric change reported (default 0.05 = 5%%)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=_run_diff)
+    _trust(p)
+    p = sub.add_parser("merge", help="merge shard bundles into one verified bundle")
+    p.add_argument("bundles", nargs="+", type=Path, metavar="BUNDLE")
+    p.add_argument("-o", "--output", type=Path, required=True, metavar="DIR")
+    p.add_argument("--sign-key", type=Path, default=None, metavar="PEM")
+    p.add_argument("--matrix", type=Path, default=None, help="the matrix file in this checkout")
+    p.set_defaults(func=_run_merge)
+    _trust(p)
+    _plugins(p)
+
+
+def _trust(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--key", action="append", type=Path, default=[], metavar="PUB",
+                   help="trusted Ed25519 public key (repeatable; also $HETERO_TRUST_KEYS)")
+    p.add_argument("--allow-unsigned", action="store_true", help="accept unsigned bundles, marked so")
+
+
+def _add_signing(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("keygen", help="create an Ed25519 key pair (PEM; private key mode 0600)")
+    p.add_argument("key", help="private key file to create")
+    p.add_argument("--pub", help="public key file (default: KEY.pub)")
+    p.set_defaults(func=_run_keygen)
+
+    p = sub.add_parser("sign", help="add a team's sign-off signature to a bundle's envelope")
+    p.add_argument("bundle", help="report folder (reports/<run-id>)")
+    p.add_argument("--key", required=True, help="the team's Ed25519 private key (PEM)")
+    p.add_argument("--role", required=True, help="owner team as named in the matrix (e.g. business)")
+    p.add_argument("--layer", action="append", choices=LAYERS,
+                   help="layer to vouch for (repeatable; default: every layer the role owns)")
+    p.set_defaults(func=_run_sign)
+
+    p = sub.add_parser("verify", help="verify a bundle offline: signatures, statement, manifest")
+    p.add_argument("bundle", help="report folder")
+    p.add_argument("--key", action="append", required=True, help="trusted public key PEM (repeatable)")
+    p.add_argument("--require-role", action="append", default=[], metavar="ROLE",
+                   help="fail unless ROLE has signed off (repeatable)")
+    p.set_defaults(func=_run_verify)
+
+    p = sub.add_parser("render", help="re-render a bundle's evidence.json (html, md, junit, ctrf)")
+    p.add_argument("bundle", help="report folder")
+    p.add_argument("--format", choices=list(FORMATS), default="html")
+    p.add_argument("--out", help="output file (default: stdout); keep it outside the bundle, which is signed")
+    p.add_argument("--pdf", action="store_true", help="print the HTML to PDF (--out) with headless Chromium")
+    p.set_defaults(func=_run_render)
