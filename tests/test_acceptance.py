@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from support import DIGITS, dedent
 
-from pytest_hetero.matrix.acceptance import RulesInvalid, evaluate, load_rules, percentile
 from pytest_hetero.errors import CaseError
+from pytest_hetero.matrix.acceptance import RulesInvalid, evaluate, load_rules, percentile
 
 OUTPUTS = {"indices": [0, 5, 10, 15], "labels": [0, 5, 0, 5], "predictions": [0, 9, 0, 5],
            "top_probability": [0.9, 0.5, 0.8, 0.7], "latency_ms": [1.0, 2.0, 3.0, 10.0]}

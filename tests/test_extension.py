@@ -16,6 +16,7 @@ from pytest_hetero.cli import main as hetero
 
 # Written against the Backend ABC of pytest_hetero.backends.protocol; the model runs for real.
 LAB_PLUGIN = '''
+import os
 import subprocess
 import sys
 import tempfile
@@ -23,10 +24,13 @@ import time
 from pathlib import Path
 
 from pytest_hetero.backends.labels import CleanupReport
-from pytest_hetero.backends.protocol import Backend, ExecResult, render_entrypoint
+from pytest_hetero.backends.protocol import (Backend, ExecResult, Inventory, NodePool, Placement, Started,
+                                             render_entrypoint)
 
 
 class LabBackend(Backend):
+    """A lab cluster of one node whose commands run on this host; it answers in engine terms only."""
+
     name = "lab"
     scheduling_per_image = True
 
@@ -34,23 +38,35 @@ class LabBackend(Backend):
         return {"backend": "lab", "identity": "lab-7", "nodes": ["lab-node-1"], "versions": {"lab": "1.0"},
                 "images": {}}
 
-    def discover(self, ctx):
-        ctx.record("lab.inventory", node="lab-node-1", cpus=4)
+    def inventory(self, step):
+        step.record("lab.inventory", node="lab-node-1", cpus=4)
+        node = {"name": "lab-node-1", "ready": "True", "ready_reason": None, "ready_message": None,
+                "unschedulable": False, "taints": [], "labels": {}, "capacity": {}, "allocatable": {},
+                "simulated": False}
+        return Inventory(pool=NodePool(nodes=[node], snapshot={"source": "lab"}, selector="", wanted=[]))
 
-    def schedule(self, ctx):
-        ctx.record("lab.placement", node="lab-node-1", image=ctx.image.name)
+    def place(self, step):
+        step.record("lab.placement", node="lab-node-1", image=step.image.name)
+        return Placement(placed=True)
 
-    def start(self, ctx):
-        ctx.record("lab.start", image=ctx.image.reference)
+    def start(self, step):
+        step.record("lab.start", image=step.image.reference)
+        return Started(name="lab-slot-1", where="lab-node-1")
 
-    def execute(self, ctx):
+    def run(self, started, argv, timeout_s, env=None):
+        begin = time.perf_counter()
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, check=False,
+                              env={**os.environ, **(env or {})})
+        return ExecResult(argv, done.returncode, time.perf_counter() - begin, done.stdout, done.stderr, None)
+
+    def execute(self, step):
         with tempfile.TemporaryDirectory() as tmp:
             out = Path(tmp) / "outputs.json"
-            argv = render_entrypoint(ctx.model.entrypoint, {
-                "python": sys.executable, "code": str(ctx.model.code), "model": str(ctx.model.path),
-                "dataset": str(ctx.dataset.path), "outputs": str(out), "provider": "CPUExecutionProvider"})
+            argv = render_entrypoint(step.model.entrypoint, {
+                "python": sys.executable, "code": str(step.model.code), "model": str(step.model.path),
+                "dataset": str(step.dataset.path), "outputs": str(out), "provider": "CPUExecutionProvider"})
             started = time.perf_counter()
-            done = subprocess.run(argv, capture_output=True, text=True, timeout=ctx.timeout_s, check=False)
+            done = subprocess.run(argv, capture_output=True, text=True, timeout=step.timeout_s, check=False)
             return ExecResult(argv, done.returncode, time.perf_counter() - started, done.stdout, done.stderr,
                               out.read_bytes() if out.is_file() else None)
 

@@ -11,9 +11,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from support import REPO
 
-from pytest_hetero.matrix.acceptance import evaluate, load_rules
 from pytest_hetero.errors import CaseError, MatrixError
 from pytest_hetero.matrix import load_matrix
+from pytest_hetero.matrix.acceptance import evaluate, load_rules
 
 EXAMPLE = (REPO / "matrices" / "example-cpu.matrix.yaml").read_text()
 json_values = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True) | st.text(max_size=20),

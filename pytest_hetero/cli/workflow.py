@@ -94,8 +94,8 @@ def _kind(path: Path) -> object:
 
 def _lint_rules(path: Path, out: Any) -> int:
     """Check an AcceptanceRules file; print ok or every problem. Returns 1 on a problem, else 0."""
-    from pytest_hetero.matrix.acceptance import load_rules
     from pytest_hetero.errors import CaseError
+    from pytest_hetero.matrix.acceptance import load_rules
 
     try:
         rules = load_rules(path)

@@ -124,12 +124,15 @@ def pytest_hetero_bundle_finished(evidence: dict[str, Any], bundle_dir: Path, se
 
 @hookimpl(trylast=True)
 def pytest_hetero_cleanup_options(parser: argparse.ArgumentParser) -> None:
-    """``--docker-host``; ``--kube-context`` and ``--kube-namespace``."""
-    from pytest_hetero.backends.docker.cleanup import add_arguments as docker_arguments
-    from pytest_hetero.backends.kubernetes.cleanup import add_arguments as kube_arguments
-
-    docker_arguments(parser)
-    kube_arguments(parser)
+    """``--docker-host`` (Docker); ``--kube-context`` and ``--kube-namespace`` (Kubernetes). Declared here,
+    so ``hetero cleanup --help`` loads neither engine's client."""
+    parser.add_argument("--docker-host", metavar="URL", default=None,
+                        help="Docker engine to clean (default: DOCKER_HOST, else the local socket)")
+    parser.add_argument("--kube-context", metavar="NAME", default=None,
+                        help="kubeconfig context to clean (default: the current context)")
+    parser.add_argument("--kube-namespace", metavar="NS", default=None,
+                        help="namespace to clean (default and 'all': every namespace; the context's when listing "
+                        "across namespaces is forbidden)")
 
 
 @hookimpl(trylast=True)

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import json
 
-from pytest_hetero.matrix.acceptance import evaluate, load_rules
 from pytest_hetero.errors import CaseError
 from pytest_hetero.layers.base import LayerBroken, LayerContext, LayerFailed, outputs_of
+from pytest_hetero.matrix.acceptance import evaluate, load_rules
 
 
 def check(ctx: LayerContext) -> None:

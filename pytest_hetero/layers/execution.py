@@ -18,11 +18,11 @@ def check(ctx: LayerContext) -> None:
     """Run the model; LayerFailed on timeout, non-zero exit, or missing/invalid outputs.
 
     A served model (``serving``) is not run but loaded with the dataset's inputs through its
-    service instead: :func:`pytest_hetero.serving.checks.execute` writes the same outputs file.
+    service instead: :func:`pytest_hetero.layers.serving.execute` writes the same outputs file.
     """
     model = ctx.model
     if model.serving is not None:
-        from pytest_hetero.serving.checks import execute
+        from pytest_hetero.layers.serving import execute
 
         execute(ctx)
         return

@@ -13,7 +13,7 @@ One sequence for every engine, one verdict per rule:
    engine's run verb and is judged by :func:`judge_payload`: its findings (device node, driver
    library, runtime, framework) with their owner, the framework the models need, and the devices
    visible against those allocated and expected (``device_inventory_mismatch``);
-5. served models must answer as the declared version (:func:`pytest_hetero.serving.checks.startup`).
+5. served models must answer as the declared version (:func:`pytest_hetero.layers.serving.startup`).
 """
 
 from __future__ import annotations
@@ -26,9 +26,15 @@ from pytest_hetero.errors import ParseError
 from pytest_hetero.layers.base import LayerContext, LayerFailed
 from pytest_hetero.layers.discovery import expectation
 from pytest_hetero.matrix.model import Resource
-from pytest_hetero.matrix.references import file_sha256
 from pytest_hetero.matrix.quantity import quantity_or_none
-from pytest_hetero.probes.payload import PayloadReport, assess, parse_payload_output, payload_script, tool_inventory
+from pytest_hetero.matrix.references import file_sha256
+from pytest_hetero.probes.payload import (
+    PayloadReport,
+    assess,
+    parse_payload_output,
+    payload_script,
+    tool_inventory,
+)
 
 CATEGORY = {"device-node": "device_missing", "visibility": "device_not_visible", "driver-library": "driver_missing",
             "runtime": "runtime_broken", "framework": "framework_without_accelerator", "payload": "payload_failed"}
@@ -57,7 +63,7 @@ def check(ctx: LayerContext) -> None:
     if logs is not None:
         ctx.artifact("container.log", logs)
     if any(model.serving is not None for model in ctx.matrix.models):
-        from pytest_hetero.serving.checks import startup
+        from pytest_hetero.layers.serving import startup
 
         startup(ctx)
 
@@ -210,7 +216,7 @@ def verify_inputs(ctx: LayerContext) -> None:
     """Verify every model and dataset the image's combinations will use (declared sha256 vs file).
 
     A served model without a declared file (empty sha256) has no file to verify; its service
-    proves its version at startup instead (:func:`pytest_hetero.serving.checks.startup`).
+    proves its version at startup instead (:func:`pytest_hetero.layers.serving.startup`).
     """
     for model in ctx.matrix.models:
         if not model.sha256:

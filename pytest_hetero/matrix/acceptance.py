@@ -13,7 +13,7 @@ Rules are declarative YAML, evaluated on a model run's outputs JSON object:
   must be ≤ ``max_ms``.
 
 Service rules, on an inference service's load levels (``outputs.service.levels``, written by
-:mod:`pytest_hetero.serving.checks`); each applies to the level of ``concurrency`` when given,
+:mod:`pytest_hetero.layers.serving`); each applies to the level of ``concurrency`` when given,
 else to every level, and names the measured value of each level:
 
 - ``service_latency``: ``percentile`` (0–100) of the level's successful request latencies

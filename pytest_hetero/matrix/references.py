@@ -10,14 +10,12 @@ a broken acceptance rules file gives its own problems, at their lines in that fi
 from __future__ import annotations
 
 import hashlib
-
 from collections.abc import Callable
 from pathlib import Path
 from string import Formatter
 
-from pytest_hetero.errors import RulesInvalid
+from pytest_hetero.errors import CaseError, HeteroError, Location, MatrixError, RulesInvalid
 from pytest_hetero.matrix.acceptance import load_rules
-from pytest_hetero.errors import CaseError, HeteroError, Location, MatrixError
 from pytest_hetero.matrix.model import Matrix
 
 Report = Callable[[str, int, str, str], None]

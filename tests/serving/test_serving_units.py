@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_hetero.matrix.acceptance import evaluate, load_rules
 from pytest_hetero.errors import CaseError, MatrixInvalid
+from pytest_hetero.matrix.acceptance import evaluate, load_rules
 from pytest_hetero.matrix.load import load_matrix
 from pytest_hetero.matrix.model import Serving
 from pytest_hetero.serving.oip import OpenInferenceProtocol

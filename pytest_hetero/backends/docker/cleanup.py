@@ -16,12 +16,6 @@ from typing import Any
 from pytest_hetero.backends.labels import CREATED_AT, RUN_ID, CleanupError, selected
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The Docker cleaner's option: ``--docker-host`` (else ``DOCKER_HOST`` / the local socket)."""
-    parser.add_argument("--docker-host", metavar="URL", default=None,
-                        help="Docker engine to clean (default: DOCKER_HOST, else the local socket)")
-
-
 def cleanup(args: argparse.Namespace) -> list[dict[str, Any]]:
     """Remove (or list, with ``args.dry_run``) the Docker containers, volumes and images of
     pytest-hetero runs selected by ``args`` (``run_id``, ``older_than_s``, ``docker_host``).

@@ -15,7 +15,6 @@ import socket
 import tarfile
 import threading
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -24,13 +23,10 @@ import docker.errors
 import docker.tls
 import requests.exceptions
 
+from pytest_hetero.backends.labels import CREATED_AT, LABEL, OWNER, RUN_ID, utc_stamp
 from pytest_hetero.backends.protocol import ExecResult
 from pytest_hetero.backends.streams import CappedStream
 
-LABEL = "pytest-hetero."
-RUN_ID = LABEL + "run-id"
-OWNER = LABEL + "owner"
-CREATED_AT = LABEL + "created-at"
 API_TIMEOUT_S = 120.0
 """Bound of every engine call except a model run's exec (which the layer timeout bounds)."""
 KEEP_ALIVE = ["/bin/sh", "-c", "trap 'exit 0' TERM INT; while :; do sleep 3600 & wait $!; done"]
@@ -55,11 +51,6 @@ class EngineLost(Exception):
     def __init__(self, what: str, error: str, partial: ExecResult | None = None) -> None:
         self.what, self.error, self.partial = what, error, partial
         super().__init__(f"{what}: {error}")
-
-
-def utc_stamp() -> str:
-    """Now, UTC, ``YYYY-mm-ddTHH:MM:SSZ`` (the ``created-at`` label format)."""
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def labels(run_id: str, owner: str, role: str, **keys: str) -> dict[str, str]:

@@ -28,10 +28,9 @@ import docker.errors
 
 from pytest_hetero.backends.docker import client as run
 from pytest_hetero.backends.docker.client import CONNECTION_LOST, EngineLost
+from pytest_hetero.backends.docker.session import DockerSession, Interruption
 from pytest_hetero.backends.protocol import EngineUnavailable, Step
 from pytest_hetero.evidence.model import utc_now
-
-from pytest_hetero.backends.docker.session import DockerSession, Interruption
 
 ENGINE_WAIT_S = 60.0
 """Default seconds to wait for a lost engine to answer again (``target.engine_wait_s``)."""

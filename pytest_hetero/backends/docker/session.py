@@ -21,7 +21,6 @@ from pytest_hetero.backends.protocol import ActionFailed, EngineUnavailable
 from pytest_hetero.settings import Settings
 
 
-
 @dataclass
 class Interruption:
     """One engine outage seen by this run: wall-clock ``lost_at``/``back_at`` (UTC, ``…Z``),

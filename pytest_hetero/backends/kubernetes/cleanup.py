@@ -111,22 +111,6 @@ def delete_owned(api: client.ApiClient, namespace: str, selector: str, workers: 
     return problems
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The Kubernetes cleaner's options: ``--kube-context``, ``--kube-namespace`` (``all`` for every namespace)."""
-    parser.add_argument(
-        "--kube-context",
-        metavar="NAME",
-        default=None,
-        help="kubeconfig context to clean (default: the current context)",
-    )
-    parser.add_argument(
-        "--kube-namespace",
-        metavar="NS",
-        default=None,
-        help="namespace to clean (default and 'all': every namespace; the context's when listing "
-        "across namespaces is forbidden)",
-    )
-
 
 def _epoch(stamp: Any) -> float | None:
     if isinstance(stamp, datetime):
@@ -138,7 +122,7 @@ def _epoch(stamp: Any) -> float | None:
 
 
 def cleanup(args: argparse.Namespace) -> list[dict[str, Any]]:
-    """Remove (or list) the pods and Jobs of pytest-hetero runs selected by ``args`` (see docker_cli).
+    """Remove (or list) the pods and Jobs of pytest-hetero runs selected by ``args`` (see :mod:`pytest_hetero.backends.labels`).
 
     With ``--backend all`` and no Kubernetes configuration at all (no ``KUBECONFIG``, no
     ``~/.kube/config``, not in a pod) returns [] instead. Raises CleanupError when the cluster

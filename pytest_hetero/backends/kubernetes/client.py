@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import re
-from datetime import datetime, timezone
 from typing import Any
 
 import yaml
@@ -19,15 +18,10 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
 from urllib3.util.retry import Retry
 
+from pytest_hetero.backends.labels import CREATED_AT, LABEL, OWNER, ROLE, RUN_ID, utc_stamp
 from pytest_hetero.backends.protocol import ActionFailed, EngineFault, EngineUnavailable
 from pytest_hetero.pending import explain
 
-LABEL = "pytest-hetero."
-RUN_ID = LABEL + "run-id"
-OWNER = LABEL + "owner"
-ROLE = LABEL + "role"
-CREATED_AT = LABEL + "created-at"
-"""An annotation (its ``YYYY-mm-ddTHH:MM:SSZ`` value is no valid label value); same key as the Docker label."""
 PROBE = LABEL + "probe"
 API_TIMEOUT_S = 30.0
 """Bound (seconds) of every API request except watches and model execs."""
@@ -56,7 +50,7 @@ def labels(run_id: str, owner: str, role: str, **keys: str) -> dict[str, str]:
 
 def created_annotations() -> dict[str, str]:
     """Annotations of a created object: ``pytest-hetero.created-at`` (UTC, ``YYYY-mm-ddTHH:MM:SSZ``)."""
-    return {CREATED_AT: datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
+    return {CREATED_AT: utc_stamp()}
 
 
 def connect(target: dict[str, Any], context: str | None) -> tuple[client.ApiClient, str, str]:

@@ -25,8 +25,8 @@ from kubernetes.client.exceptions import ApiException
 
 from pytest_hetero.backends.kubernetes import client as kc
 from pytest_hetero.backends.kubernetes.watch import close_watch, watch_events
-from pytest_hetero.evidence.model import utc_now
 from pytest_hetero.backends.protocol import EngineUnavailable, Step
+from pytest_hetero.evidence.model import utc_now
 
 if TYPE_CHECKING:
     from pytest_hetero.backends.kubernetes.session import KubeSession

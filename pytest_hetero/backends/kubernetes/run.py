@@ -24,7 +24,13 @@ from pytest_hetero.backends.kubernetes import client as kc
 from pytest_hetero.backends.kubernetes import nodes as kube_node
 from pytest_hetero.backends.kubernetes import podexec as kube_exec
 from pytest_hetero.backends.kubernetes import startup
-from pytest_hetero.backends.protocol import EXECUTION_PROVIDERS, ActionFailed, ExecResult, Step, render_entrypoint
+from pytest_hetero.backends.protocol import (
+    EXECUTION_PROVIDERS,
+    ActionFailed,
+    ExecResult,
+    Step,
+    render_entrypoint,
+)
 from pytest_hetero.evidence.model import utc_now
 from pytest_hetero.matrix.model import Matrix
 

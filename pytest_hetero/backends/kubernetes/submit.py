@@ -10,11 +10,10 @@ matrix, N at a time. :func:`place` waits on the run's pod watch; ``unschedulable
 
 from __future__ import annotations
 
-import time
-from typing import TYPE_CHECKING, Any
-
 import hashlib
 import threading
+import time
+from typing import TYPE_CHECKING, Any
 
 from pytest_hetero.backends.kubernetes import client as kc
 from pytest_hetero.backends.kubernetes import placement as kp

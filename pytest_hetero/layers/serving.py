@@ -1,10 +1,19 @@
 """Layer checks of a served model: startup (ready, identity, auth), execute (load, outputs), rollback.
 
+The service is reached through a protocol client (:mod:`pytest_hetero.serving`: OIP, OpenAI-compatible,
+or one a plugin answers in ``pytest_hetero_make_protocol``); what it answers is judged here, for the
+startup and model layers.
+
+Rollback: switch to the previous version, which must report itself and answer the data set's golden
+samples again; both sides are recorded as evidence. The switch is a second endpoint
+(``serving.rollback.endpoint``), or the backend patches the Kubernetes object (``serving_switch``, see
+:class:`ServingBackend`) and is patched back to the current version afterwards.
+
 Failure categories and owners: ``endpoint_unreachable`` (no HTTP answer: infrastructure),
 ``endpoint_not_ready`` (answers, never ready: platform), ``wrong_model`` / ``wrong_model_version``
 (algorithm), ``auth_token_missing`` / ``auth_refused`` / ``auth_not_enforced`` (platform),
 ``service_errors`` (no request succeeded: platform), ``bad_responses`` (algorithm),
-``rollback_*`` (see :mod:`pytest_hetero.serving.rollback`). Latency, throughput and error-rate
+``rollback_*`` (see :func:`rollback`). Latency, throughput and error-rate
 bounds are business rules (:mod:`pytest_hetero.matrix.acceptance`), judged on the outputs written here.
 
 Kubernetes hook point: when ``serving.deploy`` names a Deployment/Service/InferenceService, the
@@ -15,6 +24,7 @@ backend without them leaves the pods unrecorded, says so in evidence, and a ``de
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import time
@@ -22,7 +32,9 @@ from typing import Any, Protocol
 
 import httpx
 
+from pytest_hetero.errors import CaseError
 from pytest_hetero.layers.base import LayerBroken, LayerContext, LayerFailed, NotApplicable, keep_outputs
+from pytest_hetero.matrix.acceptance import evaluate, load_rules
 from pytest_hetero.matrix.model import Serving
 from pytest_hetero.serving.load import TRANSPORT_ERROR, LevelResult, run_levels, summarise
 from pytest_hetero.serving.protocol import (
@@ -288,8 +300,6 @@ def execute(ctx: LayerContext) -> None:
     keep_outputs(ctx, json.dumps(outputs).encode("utf-8"))
     _judge(results, summaries, versions, malformed, serving, base)
     if serving.rollback is not None:
-        from pytest_hetero.serving.rollback import rollback
-
         rollback(ctx, proto, base, samples, outputs)
 
 
@@ -310,3 +320,69 @@ def _judge(results: list[Any], summaries: list[dict[str, Any]], versions: dict[s
     if malformed:
         raise LayerFailed(f"{len(malformed)} responses malformed, first: {malformed[0]}", "bad_responses",
                           "algorithm")
+
+
+def rollback(ctx: LayerContext, proto: ServingProtocol, base: str, samples: list[Any],
+             current_outputs: dict[str, Any]) -> None:
+    """Switch to ``serving.rollback`` (second endpoint, or the backend patches ``deploy``); the service
+    must then report the previous version and answer the dataset's golden samples again.
+
+    Records ``serving.rollback`` with both sides. LayerFailed ``rollback_unreachable``
+    (infrastructure), ``rollback_wrong_version`` or ``rollback_answers_wrong`` (algorithm).
+    """
+    serving = proto.serving
+    assert serving.rollback is not None
+    spec = serving.rollback
+    old = dataclasses.replace(serving, version=str(spec["version"]), endpoint=spec.get("endpoint"),
+                              deploy=spec.get("deploy") or serving.deploy, rollback=None)
+    golden = _golden_rules(ctx)
+    side_now = {"endpoint": base, "version": serving.version, "golden": evaluate(golden, current_outputs)}
+    switch = getattr(ctx.backend, "serving_switch", None)
+    if spec.get("endpoint") is None and switch is None:
+        ctx.record("serving.rollback", status="not_applicable", current=side_now,
+                   reason=f"the {ctx.backend.name} backend does not implement serving_switch")
+        return
+    if spec.get("endpoint") is None:
+        assert switch is not None and old.deploy is not None
+        switch(ctx, old.deploy, old.version)
+    old_proto = protocol_for(ctx, old)
+    old_base = endpoint_of(ctx, old.endpoint, old.deploy)
+    headers = {"Content-Type": "application/json", **auth_headers(old)}
+    try:
+        wait_ready(ctx, old_proto, old_base, headers, min(ctx.timeout_s, 60.0), what="serving.rollback.ready")
+    except LayerFailed as exc:
+        raise LayerFailed(f"rollback to {old.version}: {exc.message}", "rollback_unreachable",
+                          exc.owner or "infrastructure") from None
+    try:
+        reported = verify_identity(ctx, old_proto, old_base, headers, old.version,
+                                   what="serving.rollback.identity")
+    except LayerFailed as exc:
+        raise LayerFailed(f"after rollback: {exc.message}", "rollback_wrong_version", "algorithm") from None
+    requests = old_proto.prepare(samples, 1)
+    level = run_levels(old_base, requests, [1], len(requests), ctx.timeout_s, headers, REQUEST_TIMEOUT_S)[0]
+    answers: dict[int, Answer] = {}
+    parse_level(old_proto, level, requests, answers, {}, [])
+    predictions = [answers[k].predictions[0] if k in answers else None for k in range(len(requests))]
+    old_outputs = {"indices": [s.index for s in samples], "labels": [s.label for s in samples],
+                   "predictions": predictions}
+    golden_old = evaluate(golden, old_outputs)
+    side_old = {"endpoint": old_base, "version": old.version, "reported_version": reported,
+                "golden": golden_old, "answered": len(answers), "requests": len(requests)}
+    if spec.get("endpoint") is None and switch is not None and serving.deploy is not None:
+        switch(ctx, serving.deploy, serving.version)
+    ctx.record("serving.rollback", status="verified", previous=side_old, current=side_now,
+               switch="endpoint" if spec.get("endpoint") else "deploy")
+    failed = [r for r in golden_old if r["verdict"] != "pass"]
+    if failed:
+        raise LayerFailed(f"after rollback to {old.version}: " + "; ".join(
+            f"{r['name']}: {r['observed']} ({r['detail']})" for r in failed),
+            "rollback_answers_wrong", "algorithm")
+
+
+def _golden_rules(ctx: LayerContext) -> list[dict[str, Any]]:
+    if ctx.dataset.acceptance is None:
+        return []
+    try:
+        return [r for r in load_rules(ctx.dataset.acceptance) if r["kind"] == "golden"]
+    except CaseError:
+        return []
