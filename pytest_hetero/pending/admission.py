@@ -184,6 +184,15 @@ def _policy(text: str) -> list[tuple[int, Reason]]:
         if queue:
             out.extend((m.start(), r) for r in queue)
             continue
+        violations = _violations(text[m.end("hook") :])
+        if violations:
+            for constraint, container, what in violations:
+                detail = {"webhook": m.group("hook"), "constraint": constraint, "violation": what}
+                if container:
+                    detail["container"] = container
+                out.append((m.start(), make_reason("admission", "webhook_denied", f"[{constraint}] {what}",
+                                                   detail=detail)))
+            continue
         out.append(
             (
                 m.start(),
@@ -207,6 +216,25 @@ def _policy(text: str) -> list[tuple[int, Reason]]:
                 ),
             )
         )
+    return out
+
+
+_VIOLATION = re.compile(r"\[(?P<constraint>[\w.-]+)\]\s*(?P<what>[^\[\n]*?)\s*(?=\[[\w.-]+\]|\n|$)")
+
+
+def _violations(text: str) -> list[tuple[str, str, str]]:
+    """OPA Gatekeeper / Kyverno violations after ``denied the request:``: ``[constraint] message``, one per
+    line or several on one line; returns ``(constraint, container, message)`` with the ``please see <url>``
+    tail dropped. Lines that do not start with ``[`` end the list."""
+    out: list[tuple[str, str, str]] = []
+    for number, line in enumerate(text.split("\n")):
+        body = line.split("denied the request:", 1)[-1] if number == 0 else line
+        if number > 0 and not body.lstrip().startswith("["):
+            break
+        for m in _VIOLATION.finditer(body):
+            what = re.sub(r",?\s*please see \S+\s*$", "", m.group("what")).strip().rstrip(",")
+            container = re.search(r"container <?([\w.-]+)>?", what)
+            out.append((m.group("constraint"), container.group(1) if container else "", what))
     return out
 
 
