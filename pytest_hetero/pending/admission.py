@@ -187,7 +187,8 @@ def _policy(text: str) -> list[tuple[int, Reason]]:
         violations = _violations(text[m.end("hook") :])
         if violations:
             for constraint, container, what in violations:
-                detail = {"webhook": m.group("hook"), "constraint": constraint, "violation": what}
+                detail = {"webhook": m.group("hook"), "why": m.group("why").strip(), "constraint": constraint,
+                          "violation": what}
                 if container:
                     detail["container"] = container
                 out.append((m.start(), make_reason("admission", "webhook_denied", f"[{constraint}] {what}",
