@@ -17,6 +17,7 @@ from pytest_hetero import __version__
 COMMAND_MODULES: tuple[str, ...] = (
     "pytest_hetero.probes.cli",
     "pytest_hetero.pending.cli",
+    "pytest_hetero.explain.cli",
     "pytest_hetero.backends.docker_cli",
     "pytest_hetero.workflow_cli",
     "pytest_hetero.signing_cli",
