@@ -94,6 +94,9 @@ def read_npu_kv(ctx: Ctx, piece: Piece) -> list[Finding]:
             continue
         q: dict[str, Value] = {}
         for key, value in group.values.items():
+            if value.lower().startswith("0x"):
+                q[_key(key)] = value
+                continue
             number = v.number(value) if _NUMBER_KEYS.search(key) or value.replace(".", "").isdecimal() else None
             q[_key(key)] = (int(number) if number is not None and float(number).is_integer() and "." not in value
                             else number) if number is not None else value

@@ -175,7 +175,7 @@ def inventory_findings(ctx: Ctx, piece: Piece, inv: Inventory, kind: str) -> lis
                         lines=ctx.src(idx, base), entity=entity, quantities=q))
         for part in dev.partitions:
             out.append(make(kind, "mig_device", category="gpu", owner=None, severity="ok",
-                            meaning=f"MIG device {part.index} on GPU {dev.index}",
+                            meaning=f"MIG device {part.index} on GPU {dev.index if dev.index is not None else dev.bus_id}",
                             entity={"gpu_index": dev.index, "bus_id": dev.bus_id, "mig_device": part.index},
                             quantities={"gpu_instance_id": part.gpu_instance_id,
                                         "compute_instance_id": part.compute_instance_id,
