@@ -54,14 +54,15 @@ NVSMI_STAMP = re.compile(r"^\s*\S+\s+\S+\s+\d{1,2}\s+\d\d:\d\d:\d\d\s+\d{4}\s*$|
 EVENT_HEADER = re.compile(r"^\s*Type\s+Reason\s+Age\s+From\s+Message\s*$")
 GET_EVENTS_HEADER = re.compile(r"^\s*(?:NAMESPACE\s+)?LAST SEEN\s+TYPE\s+REASON\s+(?:OBJECT|KIND)\b.*MESSAGE")
 EVENT_ROW = re.compile(
-    r"^\s*(?:(?:[\w.-]+\s+)?(?:<unknown>|\d+(?:\.\d+)?[smhdy][\w.]*|<invalid>)\s+)?(?:Normal|Warning)\s+[A-Z]\w+\s+\S"
+    r"^\s*(?:(?:[\w.-]+\s+)?(?:<unknown>|\d+(?:\.\d+)?[smhdy][\w.]*|<invalid>)(?:\s+\(x\d+ over \S+\))?\s+)?"
+    r"(?:Normal|Warning)\s+[A-Z]\w+\s+\S"
 )
 TABLE_HEADER = re.compile(r"^\s*(?:NAMESPACE\s+)?NAME\s+(?:READY|STATUS)\s|^\s*(?:NAMESPACE|NS)\s+NAME\s+USED\s+HARD")
 YAML_START = re.compile(
     r"^\s*(?:apiVersion|kind|status|items|metadata|spec|conditions|allocatable|capacity)\s*:\s*(?:\S.*)?$"
 )
 YAML_LINE = re.compile(r"^\s*(?:- )?(?:[\w./\"'-]+|\"[^\"]*\"|'[^']*'):(?:\s|$)|^\s*- |^\s+\S|^---\s*$|^\s*#")
-KV_LINE = re.compile(r"^\s*[A-Za-z][\w .()/%-]*?\s*[:：]\s*\S")
+KV_LINE = re.compile(r"^\s*[^\s:：|+\[<{#$>][^:：]*?\s*[:：]\s*\S")
 NPU_KV_KEY = re.compile(r"^\s*(?:NPU ID|Chip ID|Chip Count|Chip Name|Board ID|PCIe Bus Info)\s*[:：]")
 LABEL_LINE = re.compile(r"^\s*[\w.-]+(?:/[\w.-]+)?=[^\s=]*\s*(?:\S+=\S*\s*)*$")
 JSON_FRAGMENT = re.compile(r'^\s*"[^"]+"\s*:\s*(?:"[^"]*"|[-\d.]+|true|false|null)\s*,?\s*$')
@@ -189,7 +190,7 @@ def _nvsmi_table(lines: list[str], i: int) -> Claim | None:
         return "nvidia-smi-table", _box_end(lines, i + 1)
     if start_table is not None:
         return "nvidia-smi-table", _box_end(lines, start_table)
-    if _NVSMI_ERRORS.search(line) and "NVRM" not in line:
+    if _NVSMI_ERRORS.match(s) and "NVRM" not in line:
         j = i + 1
         while j < n and (_NVSMI_ERRORS.search(lines[j]) or _blank(lines[j])):
             j += 1

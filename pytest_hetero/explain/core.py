@@ -162,7 +162,8 @@ def explain_text(text: str) -> Report:
     if value is not None:
         findings.append(_lone_value(ctx, value[0], value[1], blocks))
     findings = _attach_ends(correlate(findings))
-    readable = any(b.recognised and b.kind not in ("prompt", "section") for b in blocks)
+    readable = any(b.recognised and b.kind not in ("prompt", "section") for b in blocks) or any(
+        f.severity != "unrecognised" for f in findings)
     return Report(tuple(findings), tuple(blocks), readable=readable,
                   reason=None if readable else "no block of the input was recognised", lines=len(raw))
 

@@ -102,7 +102,7 @@ def read_npu_kv(ctx: Ctx, piece: Piece) -> list[Finding]:
                             else number) if number is not None else value
         chip = group.values.get("Chip ID")
         scope = "mcu" if group.scope == "mcu" else "chip"
-        health = group.values.get("Health Status") or group.values.get("Health")
+        health = next((val for key, val in group.values.items() if re.search(r"Health(?: Status)?$", key)), None)
         bad = health is not None and health.strip().lower() not in ("ok", "healthy")
         hbm = v.number(group.values.get("HBM Usage Rate(%)"))
         core = v.number(group.values.get("Aicore Usage Rate(%)"))

@@ -278,13 +278,12 @@ def read_describe_pod(ctx: Ctx, piece: Piece) -> list[Finding]:
     name = next((m.group(1) for ln in lines[:5] for m in [re.match(r"^Name:\s+(\S+)", ln)] if m), None)
     status = {m.group(1): (m.group(2), i) for i, ln in enumerate(lines[:events_at])
               for m in [re.match(r"^(Status|Reason|Message):\s+(.*\S)", ln)] if m}
-    if "Reason" in status:
-        reason = kubelet_admission(status["Reason"][0], status.get("Message", ("", 0))[0])
-        if reason is not None:
-            idx = [status[k][1] for k in ("Status", "Reason", "Message") if k in status]
-            out.append(reason_finding("describe-pod", reason, ctx.src(idx, piece.start), entity={"pod": name or ""}))
     body = "\n".join(lines[:events_at])
     for reason in parse_describe(body):
+        if reason.detail.get("pod_reason") and "Reason" in status:
+            idx = [status[k][1] for k in ("Status", "Reason", "Message") if k in status]
+            out.append(reason_finding("describe-pod", reason, ctx.src(idx, piece.start), entity={"pod": name or ""}))
+            continue
         idx = [i for i, ln in enumerate(lines[:events_at]) if re.search(
             r"^\s*(?:State|Last State|Reason|Message|Exit Code):", ln) or (
             reason.message[:40] and reason.message[:40] in re.sub(r"\s+", " ", ln))]

@@ -79,11 +79,12 @@ def _device_code(dev: Device) -> tuple[str, str, str | None, str]:
     if dev.health == "critical":
         for needle, code, meaning in (
             ("device handle", "gpu_lost", "nvidia-smi cannot open this GPU (fallen off the bus or hung)"),
+            ("fields unreadable", "gpu_lost", "most fields are unreadable: the GPU is probably lost or hung"),
             ("row remapping pending", "gpu_row_remap_pending",
              "rows are waiting to be remapped: the GPU needs a reset before new work"),
             ("row remapping failure", "gpu_row_remap_failed", "row remapping failed: the GPU needs service"),
             ("retired pages pending", "gpu_retired_pages_pending", "memory pages wait for retirement: reset needed"),
-            ("uncorrectable ecc", "gpu_ecc_uncorrectable", "volatile uncorrectable ECC errors on this GPU"),
+            ("uncorrectable ecc errors", "gpu_ecc_uncorrectable", "volatile uncorrectable ECC errors on this GPU"),
             ("reset required", "gpu_reset_required", "the driver asks for a GPU reset"),
             ("unreadable", "gpu_lost", "most fields are unreadable: the GPU is probably lost or hung"),
         ):
@@ -274,6 +275,18 @@ def read_dcgm(ctx: Ctx, piece: Piece) -> list[Finding]:
                             meaning=f"GPU {gpu.gpu_id}: {gpu.name}", lines=ctx.src(gpu.lines, piece.start),
                             entity={"gpu_index": gpu.gpu_id, "bus_id": gpu.bus_id, "uuid": gpu.uuid, "gpu_name": gpu.name}))
         return out
+    brace = next((i for i, ln in enumerate(lines) if ln.lstrip().startswith("{")), None)
+    if brace is not None:
+        import json
+
+        from pytest_hetero.probes.dcgm import parse_dcgm_json
+
+        try:
+            doc = json.loads("\n".join(lines[brace:]))
+        except ValueError:
+            doc = None
+        if isinstance(doc, dict):
+            return dcgm_json_findings(ctx, piece, parse_dcgm_json(doc))
     start = next((i for i, ln in enumerate(lines) if ln.lstrip().startswith(("+", "|"))), 0)
     diag = parse_dcgm_table(lines[start:])
     for test in diag.tests:
@@ -399,9 +412,9 @@ def read_kernel(ctx: Ctx, piece: Piece) -> list[Finding]:
         r"NVRM: GPU at|Board Serial|Hardware name:|Tainted:|loading NVIDIA UNIX", ln)]
     if log.uuids or log.hardware or log.kernel_release or log.driver_version:
         out.append(make("kernel-log", "kernel_context", category="inventory", owner=None, severity="ok",
-                        meaning="kernel log context: " + ", ".join(
+                        meaning="kernel log context: " + (", ".join(
                             f"{k} {v}" for k, v in (("hardware", log.hardware), ("kernel", log.kernel_release),
-                                                    ("driver", log.driver_version)) if v) or "kernel log context",
+                                                    ("driver", log.driver_version)) if v) or "GPU identities (PCI -> UUID)"),
                         lines=ctx.src(context_idx, piece.start),
                         quantities={"hardware": log.hardware, "kernel_release": log.kernel_release,
                                     "driver_version": log.driver_version,

@@ -213,7 +213,7 @@ def _merge(hits: list[Hit]) -> list[Hit]:
             out.append(hit)
             continue
         same = prev is not None and (
-            prev.code == hit.code or (prev.family == hit.family and hit.family in ("hccl", "vgpu"))
+            (prev.code == hit.code and hit.family not in ("startup", "kube")) or (prev.family == hit.family and hit.family in ("hccl", "vgpu"))
             or (prev.family == "cuda" and hit.count == 0 and prev.code == hit.code)
         )
         if prev is not None and hit.count == 0 and prev.family == "cuda":

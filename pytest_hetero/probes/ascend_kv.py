@@ -49,6 +49,8 @@ def parse_npu_kv(lines: list[str]) -> NpuKv:
         command = re.search(r"npu-smi info\s+-t\s+(\S+)(?:\s+-i\s+(\d+))?", line)
         if command:
             query = command.group(1)
+            if command.group(2):
+                npu_id = int(command.group(2))
             continue
         if not line.strip():
             if current.values:

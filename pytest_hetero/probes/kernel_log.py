@@ -44,7 +44,8 @@ _OFF_BUS = re.compile(r"GPU has fallen off the bus", re.IGNORECASE)
 _INIT = re.compile(r"RmInitAdapter failed!?\s*(?P<code>\([^)]*\))?|rm_init_adapter failed(?:, device minor number (?P<minor>\d+))?")
 _RESET = re.compile(r"(?:likely )?needs? to be reset|reset required", re.IGNORECASE)
 _ASSERT = re.compile(r"Assertion failed: (?P<what>.*?) \[(?P<err>NV_ERR_\w+)\] \((?P<hex>0x[0-9a-fA-F]+)\)")
-_API = re.compile(r"API mismatch: the client has the version (?P<client>[\d.]+), but\s+this kernel module has the version (?P<module>[\d.]+)")
+_API = re.compile(r"API mismatch: the client has the version (?P<client>\d+(?:\.\d+)+), but\s+this kernel module has the "
+                  r"version (?P<module>\d+(?:\.\d+)+)")
 _LOADING = re.compile(r"NVRM: loading NVIDIA UNIX \S+ Kernel Module\s+(?P<version>[\d.]+)")
 _PEERMEM = re.compile(r"nvidia-peermem .*ERROR detected invalid context")
 _OOM = re.compile(r"Out of memory: Kill(?:ed)? process (?P<pid>\d+) \((?P<name>[^)]*)\)")
@@ -173,6 +174,8 @@ def read_kernel_log(lines: list[str]) -> KernelLog:
                 status=m.group("hex"), message=line[max(0, line.find("NVRM")) :].strip())
             continue
         m = _API.search(line)
+        if m is None and "API mismatch" in line and index + 1 < len(lines):
+            m = _API.search(line + " " + lines[index + 1][line_time(lines[index + 1])[2] :].replace("NVRM:", ""))
         if m:
             add("api_mismatch", None, client=m.group("client"), module=m.group("module"))
             continue
