@@ -135,7 +135,7 @@ def explain_text(text: str) -> Report:
     """
     if "\x00" in text:
         return Report((), (), readable=False, reason="binary input (NUL bytes): not captured text")
-    raw, clean = clean_lines(text)
+    raw, clean = clean_lines(text.lstrip("\ufeff"))
     if not any(line.strip() for line in clean):
         return Report((), (), readable=False, reason="empty input", lines=len(raw))
     ctx = Ctx(raw, clean)
