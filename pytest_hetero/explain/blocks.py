@@ -190,7 +190,7 @@ def _nvsmi_table(lines: list[str], i: int) -> Claim | None:
         return "nvidia-smi-table", _box_end(lines, i + 1)
     if start_table is not None:
         return "nvidia-smi-table", _box_end(lines, start_table)
-    if _NVSMI_ERRORS.match(re.sub(r"^(?:[\w/.-]+:\s+)?", "", s)) and "NVRM" not in line:
+    if (_NVSMI_ERRORS.match(s) or _NVSMI_ERRORS.match(re.sub(r"^[\w/.-]+:\s+", "", s))) and "NVRM" not in line:
         j = i + 1
         while j < n and (_NVSMI_ERRORS.search(lines[j]) or _blank(lines[j])):
             j += 1
