@@ -19,7 +19,7 @@ def test_json_output_and_exit_1(capsys: pytest.CaptureFixture[str]) -> None:
     code = main(["explain", "--from", str(REAL / "dmesg-xid-119-gsp-timeout-h100.txt")])
     data = json.loads(capsys.readouterr().out)
     assert code == 1 and data["exit_code"] == 1 and data["owners"] == ["infrastructure"]
-    xid = [f for f in data["findings"] if f["code"] == "xid_119"][0]
+    xid = next(f for f in data["findings"] if f["code"] == "xid_119")
     assert xid["count"] == 5 and xid["lines"][0] == {
         "number": 3,
         "text": "[Sun Feb 23 16:24:18 2025] NVRM: Xid (PCI:0000:9b:00): 119, pid=2024380, name=nvidia-smi, Timeout "

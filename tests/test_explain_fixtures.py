@@ -5,7 +5,7 @@ One test per file; ``test_every_fixture_has_a_test`` fails when a file is added 
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 import pytest
@@ -17,7 +17,7 @@ pytestmark = pytest.mark.skipif(not REAL.is_dir(), reason=f"real fixtures not pr
 COVERED: set[str] = set()
 
 
-@lru_cache(maxsize=None)
+@cache
 def _read(name: str) -> Report:
     COVERED.add(name)
     return explain_bytes((REAL / name).read_bytes())
@@ -631,12 +631,12 @@ def test_notready_unreachable_get_nodes_and_describe() -> None:
     table = _one(r, "node_not_ready")
     assert (dict(table.entity)["node"], table.quantities["roles"], table.quantities["age"], table.quantities["version"]) == (
         "node-a1", "<none>", "17h", "v1.15.11")
-    ready = _one(r, "node") if len(_all(r, "node")) == 1 else [f for f in _all(r, "node") if f.kind == "kubectl-table"][0]
+    ready = _one(r, "node") if len(_all(r, "node")) == 1 else next(f for f in _all(r, "node") if f.kind == "kubectl-table")
     assert dict(ready.entity)["node"] == "node-b1" and ready.quantities["roles"] == "master"
     cut = _one(r, "node_unreachable")
     assert cut.quantities["taints"] == "node.kubernetes.io/unreachable:NoExecute, node.kubernetes.io/unreachable:NoSchedule"
     assert (cut.owner, dict(cut.entity)["node"]) == ("infrastructure", "node-a1")
-    described = [f for f in _all(r, "node") if f.kind == "describe-node"][0]
+    described = next(f for f in _all(r, "node") if f.kind == "describe-node")
     assert described.quantities["unschedulable"] == "false"
     assert described.timestamps == ("Sun, 31 May 2020 19:50:20 +0800",)
     assert described.quantities["lease_renewed_s_after_creation"] == 10

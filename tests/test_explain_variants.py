@@ -109,7 +109,7 @@ def test_pod_level_unexpected_admission_not_read_as_podgroup() -> None:
     pod = [f for f in r.findings if f.kind == "describe-pod"]
     assert [(f.code, f.quantities["requested"], f.quantities["available"]) for f in pod] == [
         ("device_allocation_failed", "1", "0")]
-    event = [f for f in r.findings if f.kind == "events"][0]
+    event = next(f for f in r.findings if f.kind == "events")
     assert (event.age, [line.number for line in event.lines]) == ("41s", [15, 16])
     assert not [f for f in r.findings if f.code in ("gang_unschedulable", "unknown", "unrecognised")]
 
@@ -143,8 +143,8 @@ def test_docker_run_device_mapping() -> None:
 def test_bare_startup_errors_are_not_blamed_on_the_scheduler() -> None:
     """Issue 16 case 1: these were 'scheduler: unknown [platform]'."""
     for text, code in (
-        ("nvidia-container-cli: initialization error: load library failed: libnvidia-ml.so.1: cannot open shared "
-         "object file: no such file or directory: unknown", "device_runtime_error"),
+        (("nvidia-container-cli: initialization error: load library failed: libnvidia-ml.so.1: cannot open shared "
+         "object file: no such file or directory: unknown"), "device_runtime_error"),
         ('could not select device driver "" with capabilities: [[gpu]]', "device_runtime_error"),
         ("Failed to initialize NVML: Driver/library version mismatch", "nvml_version_mismatch"),
     ):

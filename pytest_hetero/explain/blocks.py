@@ -107,7 +107,7 @@ def _next_nonblank(lines: list[str], i: int) -> int:
 
 def _boxed(line: str) -> bool:
     s = line.lstrip()
-    return s.startswith(("|", "+")) or s.startswith("├") or s.startswith("│")
+    return s.startswith(("|", "+", "├", "│"))
 
 
 def _box_end(lines: list[str], i: int) -> int:
@@ -139,7 +139,7 @@ Claim = tuple[str, int]
 
 def _xml(lines: list[str], i: int) -> Claim | None:
     s = lines[i].lstrip()
-    if not (s.startswith("<?xml") or s.startswith("<nvidia_smi_log") or s.startswith("<!DOCTYPE nvidia_smi_log")):
+    if not (s.startswith(("<?xml", "<nvidia_smi_log", "<!DOCTYPE nvidia_smi_log"))):
         return None
     n = len(lines)
     for j in range(i, n):
@@ -180,9 +180,7 @@ def _nvsmi_table(lines: list[str], i: int) -> Claim | None:
     s = line.lstrip()
     n = len(lines)
     start_table = None
-    if s.startswith("+") and i + 1 < n and "NVIDIA-SMI" in lines[i + 1]:
-        start_table = i
-    elif s.startswith("|") and "NVIDIA-SMI" in s:
+    if s.startswith("+") and i + 1 < n and "NVIDIA-SMI" in lines[i + 1] or s.startswith("|") and "NVIDIA-SMI" in s:
         start_table = i
     elif NVSMI_STAMP.match(line) and i + 1 < n and lines[i + 1].lstrip().startswith("+") and (
         i + 2 < n and "NVIDIA-SMI" in lines[i + 2]
@@ -407,13 +405,14 @@ def _describe(lines: list[str], i: int) -> Claim | None:
     head = line.lstrip()
     window = "\n".join(lines[i : i + 40])
     kind = None
-    if head.startswith(("Name:", "Capacity:", "Allocatable:", "Allocated resources:", "Taints:", "Roles:")):
-        if any(k in window for k in _NODE_KEYS) and ("Roles:" in window or "Capacity:" in window
-                                                    or "Allocatable:" in window or "Taints:" in window):
-            kind = "describe-node"
-    if kind is None and head.startswith(("Name:", "Containers:", "Init Containers:", "Namespace:")):
-        if any(k in window for k in _POD_KEYS) and "Roles:" not in window:
-            kind = "describe-pod"
+    node_head = head.startswith(("Name:", "Capacity:", "Allocatable:", "Allocated resources:", "Taints:", "Roles:"))
+    if node_head and any(k in window for k in _NODE_KEYS) and (
+        "Roles:" in window or "Capacity:" in window or "Allocatable:" in window or "Taints:" in window
+    ):
+        kind = "describe-node"
+    pod_head = head.startswith(("Name:", "Containers:", "Init Containers:", "Namespace:"))
+    if kind is None and pod_head and any(k in window for k in _POD_KEYS) and "Roles:" not in window:
+        kind = "describe-pod"
     if kind is None and head.startswith(("Spec:", "Status:", "Name:", "Namespace:")) and re.search(
         r"^\s*(?:Capability|Inqueue|Weight|Reclaimable|Min Member|Min Available|Guarantee|Deserved|State):",
         window,

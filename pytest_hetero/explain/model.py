@@ -18,9 +18,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Union
+from typing import TypeAlias
 
-Value = Union[str, int, float, bool, None]
+Value: TypeAlias = "str | int | float | bool | None"
 """A quantity: numbers as read (units in the key name), strings as printed, booleans for yes/no."""
 
 TEAMS: frozenset[str] = frozenset({"platform", "infrastructure", "algorithm", "business"})

@@ -128,13 +128,13 @@ def inventory_findings(ctx: Ctx, piece: Piece, inv: Inventory, kind: str) -> lis
         m = pattern.search(text)
         if not m:
             continue
-        idx = [i for i, ln in enumerate(lines) if pattern.search(ln)]
+        err_idx = [i for i, ln in enumerate(lines) if pattern.search(ln)]
         exit_line = next((i for i, ln in enumerate(lines) if "command terminated with exit code" in ln), None)
         exit_code = None
         if exit_line is not None:
             found = re.search(r"exit code (\d+)", lines[exit_line])
             exit_code = int(found.group(1)) if found else None
-            idx.append(exit_line)
+            err_idx.append(exit_line)
         in_pod = exit_line is not None or bool(piece.command and "kubectl" in piece.command)
         owner = "platform" if in_pod and code in ("nvidia_driver_not_loaded", "nvidia_driver_library_missing") else (
             "platform" if code == "nvidia_smi_missing" else "infrastructure")
@@ -142,11 +142,11 @@ def inventory_findings(ctx: Ctx, piece: Piece, inv: Inventory, kind: str) -> lis
         scope = " (in a pod: the GPU Operator's driver container did not load the driver)" if owner == "platform" and (
             code == "nvidia_driver_not_loaded") else ""
         out.append(make(kind, code, category="gpu-driver", owner=owner, severity="error",
-                        meaning=meaning + scope + extra, lines=ctx.src(idx, base),
+                        meaning=meaning + scope + extra, lines=ctx.src(err_idx, base),
                         quantities={"exit_code": exit_code, "gpus_readable": len(inv.devices)}))
         break
     for position, dev in enumerate(inv.devices):
-        code, severity, owner, meaning = _device_code(dev)
+        code, severity, dev_owner, meaning = _device_code(dev)
         idx: list[int] = []
         if dev.bus_id:
             short = dev.bus_id[-7:] if kind != "nvidia-smi-table" else dev.bus_id
@@ -171,7 +171,7 @@ def inventory_findings(ctx: Ctx, piece: Piece, inv: Inventory, kind: str) -> lis
                 dev.bus_id or "") in ln]
         entity = {"gpu_index": dev.index, "bus_id": dev.bus_id, "uuid": dev.uuid, "gpu_name": dev.name}
         q = _device_quantities(dev)
-        out.append(make(kind, code, category="gpu" if severity == "ok" else "gpu-hardware", owner=owner,
+        out.append(make(kind, code, category="gpu" if severity == "ok" else "gpu-hardware", owner=dev_owner,
                         severity=severity, meaning=meaning + (f" ({dev.name})" if dev.name and severity == "ok" else ""),
                         lines=ctx.src(idx, base), entity=entity, quantities=q))
         for part in dev.partitions:
@@ -234,7 +234,7 @@ def _dcgm_findings(ctx: Ctx, piece: Piece, diag: DcgmDiag, base: int) -> list[Fi
             for part in parts:
                 code, owner, meaning = classify_warning(part)
                 warnings.setdefault((msg.gpu if msg.gpu is not None else None, code), []).append(
-                    (part.strip().rstrip(","), msg.lines, owner, meaning if msg.level != "Info" else meaning))
+                    (part.strip().rstrip(","), msg.lines, owner, meaning))
         owner_guess = next((w[0][2] for w in warnings.values() if w), "infrastructure")
         if status in ("Fail", "Warn"):
             out.append(make(

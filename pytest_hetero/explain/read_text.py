@@ -127,10 +127,11 @@ def classify_line(line: str) -> Hit | str | None:
                        "CUDA error 2 cudaErrorMemoryAllocation: the program asked for more GPU memory than is free",
                        "cuda", {"cuda_error": "cudaErrorMemoryAllocation", "cuda_error_number": 2,
                                 "tried_to_allocate": tried.group(1) if tried else None})
-        err = match_cuda_error(line)
-        if err is not None:
-            return Hit(err.code, "cuda", err.owner, "error", f"CUDA error {err.number} {err.name}: {err.meaning}",
-                       "cuda", {"cuda_error": err.name, "cuda_error_number": err.number})
+        found_err = match_cuda_error(line)
+        if found_err is not None:
+            return Hit(found_err.code, "cuda", found_err.owner, "error",
+                       f"CUDA error {found_err.number} {found_err.name}: {found_err.meaning}",
+                       "cuda", {"cuda_error": found_err.name, "cuda_error_number": found_err.number})
     if TORCH_NO_DRIVER.search(line):
         return Hit("cuda_no_driver", "cuda", "platform", "error",
                    "the framework finds no usable NVIDIA driver in the container (torch.cuda.is_available() is False)",

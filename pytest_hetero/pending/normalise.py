@@ -161,7 +161,7 @@ def _startup(lines: list[str]) -> list[Reason]:
     for line in lines:
         if _DEVICE_RUNTIME.search(line) or re.search(r"OCI runtime|failed to create (?:containerd|shim) task", line):
             found = classify_startup("StartError", line)
-        elif re.search(r"Failed to pull image|ErrImagePull|ImagePullBackOff|back-off pulling image", line, re.I):
+        elif re.search(r"Failed to pull image|ErrImagePull|ImagePullBackOff|back-off pulling image", line, re.IGNORECASE):
             found = classify_startup("ErrImagePull", line)
         else:
             continue

@@ -93,7 +93,7 @@ def _cells(line: str) -> tuple[str, str, bool] | None:
         raw = rest[: rest.rstrip().rfind("|")]
         right = raw[1:-2] if len(raw) >= 3 else raw.strip()
     else:
-        right = rest[1:] if rest.startswith(" ") else rest
+        right = rest.removeprefix(" ")
     return left.strip(), right, closed
 
 

@@ -119,8 +119,9 @@ def read_kernel_log(lines: list[str]) -> KernelLog:
             continue
         stamp, uptime, _ = line_time(line)
 
-        def add(what: str, bus: str | None = None, **fields: str) -> None:
-            records.append(KernelRecord(what, index, stamp, bus, uptime if stamp != uptime else None, fields))
+        def add(what: str, bus: str | None = None, extra: dict[str, str] | None = None, *, _at: int = index,
+                _ts: str | None = stamp, _up: str | None = uptime, **fields: str) -> None:
+            records.append(KernelRecord(what, _at, _ts, bus, _up if _ts != _up else None, {**(extra or {}), **fields}))
 
         xid = _XID.search(line)
         if xid:
@@ -139,7 +140,7 @@ def read_kernel_log(lines: list[str]) -> KernelLog:
             fn = _FUNCTION.search(line)
             if fn:
                 fields["function"] = f"{fn.group('n')} ({fn.group('name')})"
-            add("xid", bus, **fields)
+            add("xid", bus, fields)
             last_bus = bus
             continue
         m = _GPU_AT.search(line)
@@ -166,7 +167,7 @@ def read_kernel_log(lines: list[str]) -> KernelLog:
                 fields["code"] = m.group("code")
             if m.group("minor"):
                 fields["minor"] = m.group("minor")
-            add("init_failed", _bus(line.split("NVRM:", 1)[-1]), **fields)
+            add("init_failed", _bus(line.split("NVRM:", 1)[-1]), fields)
             continue
         m = _ASSERT.search(line)
         if m:
