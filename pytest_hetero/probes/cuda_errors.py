@@ -31,7 +31,7 @@ class CudaError:
 
 
 def _e(name: str, number: int, message: str, owner: str, meaning: str) -> CudaError:
-    snake = re.sub(r"(?<!^)(?=[A-Z])", "_", name.removeprefix("cudaError")).lower()
+    snake = re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "_", name.removeprefix("cudaError")).lower()
     return CudaError(name, number, message, "cuda_" + snake, owner, meaning)
 
 
