@@ -204,3 +204,16 @@ def test_probe_cli_reads_the_same_tables() -> None:
 
     inv = parse_captured("ascend", (DATA / "npu-smi-dcmi-8020-crlf-ansi-prompt.txt").read_text().replace("\r", ""))
     assert inv.global_errors and "DCMI -8020" in inv.global_errors[0]
+
+
+def test_probe_from_reads_kernel_log_without_xid_and_keeps_wall_clock() -> None:
+    """Issue 16 case 2: 'fallen off the bus' without an Xid was 'not a known NVIDIA format' (exit 2), and syslog
+    wall-clock times were replaced by the kernel uptime."""
+    from pytest_hetero.probes.cli import parse_captured
+
+    inv = parse_captured("nvidia", (DATA / "syslog-fallen-off-bus-rminit-no-xid.txt").read_text())
+    assert inv.source == "kernel-log" and not inv.healthy
+    assert any(e.startswith("fallen off bus on PCI:0000:3b:00 (Mar  3 04:11:53)") for e in inv.global_errors)
+    xid = parse_captured("nvidia", "Mar  3 04:11:52 node kernel: [1234.5] NVRM: Xid (PCI:0000:3b:00): 79, pid=1, "
+                                   "name=x, GPU has fallen off the bus.\n")
+    assert xid.extra["xid_events"][0]["timestamp"] == "Mar  3 04:11:52"
