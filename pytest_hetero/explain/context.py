@@ -28,6 +28,16 @@ def line_timestamp(line: str) -> str | None:
     return m.group("ts") if m else None
 
 
+def first_line(lines: list[str], pid: int | None, template: str) -> list[int]:
+    """``[i]`` for the first line ``i`` where ``template`` (a regex with ``{}`` for the pid) matches, ``[]``
+    when none does or ``pid`` is None. Lines without the pid's digits are skipped before the regex."""
+    if pid is None:
+        return []
+    digits = str(pid)
+    pattern = re.compile(template.format(digits))
+    return next(([i] for i, ln in enumerate(lines) if digits in ln and pattern.search(ln)), [])
+
+
 @dataclass
 class Ctx:
     """The paste being read: ``raw`` lines (exact text) and ``clean`` lines (no ANSI, no trailing space)."""

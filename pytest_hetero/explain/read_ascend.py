@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 from pytest_hetero.errors import ParseError
 from pytest_hetero.explain.blocks import Piece
-from pytest_hetero.explain.context import Ctx, make
+from pytest_hetero.explain.context import Ctx, first_line, make
 from pytest_hetero.explain.model import Finding, Value
 from pytest_hetero.probes import _values as v
 from pytest_hetero.probes.ascend_kv import parse_npu_kv, parse_npu_topo
@@ -66,7 +66,7 @@ def read_npu_table(ctx: Ctx, piece: Piece) -> list[Finding]:
                         entity={"npu_id": npu, "chip": chip, "bus_id": dev.bus_id, "npu_name": dev.name},
                         quantities=q))
         for proc in dev.processes:
-            pidx = [i for i, ln in enumerate(lines) if proc.pid is not None and re.search(rf"\|\s*{proc.pid}\s*\|", ln)]
+            pidx = first_line(lines, proc.pid, r"\|\s*{}\s*\|")
             out.append(make(kind, "npu_process", category="npu", owner=None, severity="ok",
                             meaning=f"process {proc.pid} {proc.name} holds {proc.used_memory_mib} MB on NPU {npu}",
                             lines=ctx.src(pidx[:1], piece.start),

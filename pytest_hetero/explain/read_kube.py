@@ -11,6 +11,7 @@ from typing import Any
 
 import yaml
 
+from pytest_hetero.explain import fast_yaml
 from pytest_hetero.explain.blocks import Piece
 from pytest_hetero.explain.context import Ctx, make
 from pytest_hetero.explain.model import Finding, SourceLine, Value
@@ -27,9 +28,6 @@ from pytest_hetero.pending.node_text import (
 )
 from pytest_hetero.pending.normalise import explain as pending_explain
 from pytest_hetero.pending.volcano import parse_podgroup_text
-
-_LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-"""libyaml's safe loader when PyYAML was built with it (about 10x faster), else the pure-Python one."""
 
 
 def reason_finding(kind: str, reason: Reason, lines: tuple[SourceLine, ...], *, age: str | None = None,
@@ -580,14 +578,22 @@ def _queue(ctx: Ctx, piece: Piece, obj: Mapping[str, Any]) -> list[Finding]:
                  meaning=f"Volcano queue {name} {state}", lines=ctx.span(piece)[:1], entity={"queue": name}, quantities=q)]
 
 
+_ITEM = re.compile(r"^(\s*)- ")
+_ITEMS_KEY = re.compile(r"^\s*items:\s*$")
+_EVENT_FIELD = re.compile(r"^\s*(?:message|reason|type|count):")
+_KEY_LINE = re.compile(r"^\s*\w+:")
+_MESSAGE_KEY = re.compile(r"^\s*message:")
+
+
 def _item_ranges(lines: list[str]) -> list[tuple[int, int]]:
     """Line ranges of the top-level items of a YAML ``items:`` list (or a bare top-level list)."""
     starts: list[int] = []
     indent: int | None = None
+    items_at = next((i for i, x in enumerate(lines) if "items:" in x and _ITEMS_KEY.match(x)), len(lines))
     for i, line in enumerate(lines):
-        m = re.match(r"^(\s*)- ", line)
+        m = _ITEM.match(line)
         if m and (indent is None or len(m.group(1)) == indent):
-            if indent is None and i > 0 and not any(re.match(r"^\s*items:\s*$", x) for x in lines[:i]) and lines[0][:1] != "-":
+            if indent is None and i > 0 and items_at >= i and lines[0][:1] != "-":
                 continue
             indent = len(m.group(1))
             starts.append(i)
@@ -597,7 +603,8 @@ def _item_ranges(lines: list[str]) -> list[tuple[int, int]]:
 def _events_list(ctx: Ctx, piece: Piece, items: list[Any]) -> list[Finding]:
     out: list[Finding] = []
     normal = 0
-    ranges = _item_ranges(ctx.lines(piece))
+    lines = ctx.lines(piece)
+    ranges = _item_ranges(lines)
     if len(ranges) != len(items):
         ranges = []
     for number, item in enumerate(items):
@@ -619,10 +626,10 @@ def _events_list(ctx: Ctx, piece: Piece, items: list[Any]) -> list[Finding]:
             continue
         if ranges:
             lo, hi = ranges[number]
-            mine = [i for i in range(lo, hi) if re.match(r"^\s*(?:message|reason|type|count):", ctx.lines(piece)[i])]
-            follow = [i + 1 for i in mine if re.match(r"^\s*message:", ctx.lines(piece)[i])]
-            more = [j for j in range(min(follow or [hi]), hi) if ctx.lines(piece)[j].startswith(" " * 4)
-                    and not re.match(r"^\s*\w+:", ctx.lines(piece)[j])]
+            mine = [i for i in range(lo, hi) if _EVENT_FIELD.match(lines[i])]
+            follow = [i + 1 for i in mine if _MESSAGE_KEY.match(lines[i])]
+            more = [j for j in range(min(follow or [hi]), hi) if lines[j].startswith(" " * 4)
+                    and not _KEY_LINE.match(lines[j])]
             idx = ctx.src(sorted(set(mine + more)), piece.start)
         else:
             idx = _lines_for(ctx, piece, row.message)
@@ -731,7 +738,7 @@ def read_yaml(ctx: Ctx, piece: Piece) -> list[Finding]:
     indent = min((len(ln) - len(ln.lstrip()) for ln in lines if ln.strip()), default=0)
     text = "\n".join(ln[indent:] for ln in lines)
     try:
-        docs = [d for d in yaml.load_all(text, Loader=_LOADER) if d is not None]
+        docs = [d for d in fast_yaml.load_all(text) if d is not None]
     except (yaml.YAMLError, RecursionError, ValueError):
         from pytest_hetero.explain.read_text import read_text
 

@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 from pytest_hetero.errors import ParseError
 from pytest_hetero.explain.blocks import Piece
-from pytest_hetero.explain.context import Ctx, make
+from pytest_hetero.explain.context import Ctx, first_line, make
 from pytest_hetero.explain.model import Finding, SourceLine, Value
 from pytest_hetero.probes.dcgm import DcgmDiag, classify_warning, parse_dcgm_discovery, parse_dcgm_table
 from pytest_hetero.probes.kernel_log import KernelRecord, read_kernel_log
@@ -183,7 +183,7 @@ def inventory_findings(ctx: Ctx, piece: Piece, inv: Inventory, kind: str) -> lis
                                         "memory_total_mib": part.memory_total_mib, "memory_used_mib": part.memory_used_mib,
                                         "multiprocessors": part.multiprocessors, "profile": part.profile}))
         for proc in dev.processes:
-            pidx = [i for i, ln in enumerate(lines) if proc.pid is not None and re.search(rf"\b{proc.pid}\b", ln)]
+            pidx = first_line(lines, proc.pid, r"\b{}\b")
             out.append(make(kind, "gpu_process", category="gpu", owner=None, severity="ok",
                             meaning=f"process {proc.pid} {proc.name or ''} holds {proc.used_memory_mib} MiB on GPU {dev.index}",
                             lines=ctx.src(pidx[:1], base),

@@ -20,6 +20,7 @@ events (``Error creating: pods "x" is forbidden: ...``) or API status messages:
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 from pytest_hetero.pending.model import Reason, make_reason
 from pytest_hetero.pending.volcano import classify_queue_text
@@ -122,9 +123,13 @@ def _quota(text: str) -> list[tuple[int, Reason]]:
 
 def _limitrange(text: str) -> list[tuple[int, Reason]]:
     out: list[tuple[int, Reason]] = []
-    forms = ((_LIMIT, lambda m: {m.group("bound"): m.group("lim"), m.group("kind"): m.group("val")}),
-             (_RATIO, lambda m: {"max_ratio": m.group("lim"), "ratio": m.group("val")}))
-    for pattern, quantities in forms:
+    forms: tuple[tuple[re.Pattern[str], str, Callable[[re.Match[str]], dict[str, str]]], ...] = (
+        (_LIMIT, " usage per ", lambda m: {m.group("bound"): m.group("lim"), m.group("kind"): m.group("val")}),
+        (_RATIO, " max limit to request ratio per ", lambda m: {"max_ratio": m.group("lim"), "ratio": m.group("val")}),
+    )
+    for pattern, needle, quantities in forms:
+        if needle not in text:  # each pattern needs its literal; _RATIO starts with \S+ (slow to scan)
+            continue
         for m in pattern.finditer(text):
             detail = {"scope": m.group("scope"), **_object(text, m.start())}
             reason = make_reason("admission", "limitrange_violation", m.group(0), resource=m.group("res"),
