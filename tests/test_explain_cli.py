@@ -64,3 +64,23 @@ def test_explain_pending_reads_bare_runtime_error(tmp_path: Path, capsys: pytest
 def test_probe_from_still_reads_tables(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["probe", "nvidia", "--no-raw", "--from", str(REAL / "nvidia-smi-table-h100-8gpu.txt")]) == 0
     assert len(json.loads(capsys.readouterr().out)["devices"]) == 8
+
+
+def test_explain_imports_only_its_readers(tmp_path: Path) -> None:
+    """``hetero explain`` does not load the Docker/Kubernetes/signing stacks of the other commands (seconds
+    of imports); ``hetero --help`` still lists every command."""
+    import subprocess
+
+    paste = tmp_path / "paste.txt"
+    paste.write_text("NVRM: Xid (PCI:0000:9b:00): 79, pid=1, name=x, GPU has fallen off the bus.\n", encoding="utf-8")
+    probe = ("import sys; from pytest_hetero.cli import main; code = main(['explain', '--from', sys.argv[1]]); "
+             "print(code, sorted(m for m in ('kubernetes', 'docker', 'cryptography', 'jinja2', 'pytest') "
+             "if m in sys.modules))")
+    root = str(Path(__file__).resolve().parents[1])
+    out = subprocess.run([sys.executable, "-c", probe, str(paste)], capture_output=True, text=True, check=True,
+                         env={"PYTHONPATH": root, "PATH": "/usr/bin:/bin"}).stdout.strip().splitlines()
+    assert out[-1] == "1 []"
+    names = subprocess.run([sys.executable, "-m", "pytest_hetero.cli", "--help"], capture_output=True, text=True,
+                           check=True, env={"PYTHONPATH": root, "PATH": "/usr/bin:/bin"}).stdout
+    for command in ("explain", "explain-pending", "probe", "report", "verify", "cleanup"):
+        assert command in names
