@@ -281,17 +281,31 @@ def _dcgm_end(lines: list[str], i: int) -> int:
     return j
 
 
+_JSON_SPECIAL = re.compile(r'[\\"{}\[\]]')
+
+
 def _json_end(lines: list[str], i: int) -> int:
-    """Line index after the JSON value starting at line ``i`` (bracket balance outside strings)."""
-    depth, in_string, escape = 0, False, False
+    """Line index after the JSON value starting at line ``i`` (bracket balance outside strings).
+
+    The line that closes the outermost bracket ends the value; so does the end of any line after the
+    first where the balance is back to zero or below; an unclosed value runs to the end. Only backslashes,
+    quotes and brackets are visited (``_JSON_SPECIAL``); ``escaped`` is the index, in the current line, of
+    the character a backslash inside a string escapes (``-1`` when none is pending)."""
+    depth, in_string, escaped = 0, False, -1
     n = len(lines)
     for j in range(i, n):
-        for ch in lines[j]:
+        line = lines[j]
+        for m in _JSON_SPECIAL.finditer(line):
+            at = m.start()
+            if escaped >= 0:
+                consumed = at == escaped
+                escaped = -1  # a plain character at the escaped index ended the escape before this one
+                if consumed:
+                    continue
+            ch = line[at]
             if in_string:
-                if escape:
-                    escape = False
-                elif ch == "\\":
-                    escape = True
+                if ch == "\\":
+                    escaped = at + 1
                 elif ch == '"':
                     in_string = False
             elif ch == '"':
@@ -302,6 +316,7 @@ def _json_end(lines: list[str], i: int) -> int:
                 depth -= 1
                 if depth <= 0:
                     return j + 1
+        escaped = 0 if escaped == len(line) else -1  # a backslash ending the line escapes the next one's first
         if depth <= 0 and j > i:
             return j + 1
     return n
@@ -331,22 +346,35 @@ def _yaml(lines: list[str], i: int) -> Claim | None:
     n = len(lines)
     j = i + 1
     base = len(line) - len(line.lstrip())
+    stop = _YAML_STOP.match
+    yaml_line = YAML_LINE.match
     while j < n:
         cur = lines[j]
-        if _blank(cur):
+        if not cur or cur.isspace():
             k = _next_nonblank(lines, j)
             if k < n and (len(lines[k]) - len(lines[k].lstrip()) > base or YAML_START.match(lines[k])) and YAML_LINE.match(lines[k]):
                 j = k
                 continue
             break
-        if KLOG.match(cur) or KERNEL_PREFIX.match(cur) or PROMPT.match(cur):
+        body = cur.lstrip()
+        if not (body[:1] in _NEVER_STOPS and "@" not in cur) and stop(cur):
             break
-        if len(cur) - len(cur.lstrip()) < base and not cur.lstrip().startswith("- "):
+        if len(cur) - len(body) < base and not body.startswith("- "):
             break
-        if not YAML_LINE.match(cur):
+        if not yaml_line(cur):
             break
         j += 1
     return "yaml", j
+
+
+_YAML_STOP = re.compile("|".join(f"(?:{p.pattern})" for p in (KLOG, KERNEL_PREFIX, PROMPT)))
+"""A klog, kernel or shell-prompt line (any of the three matches): it ends a YAML block."""
+
+_NEVER_STOPS = frozenset("acdefghijlmnopqrtuvwxy-")
+"""First non-blank characters with which no :data:`_YAML_STOP` alternative can match unless the line has an
+``@`` (``user@host`` prompts): KLOG starts with I/W/E/F, kernel prefixes with ``[``, a digit, a capital or
+``kern``, prompts with ``[``, ``$#%>``, ``PS``, ``sh-``/``bash-``/``zsh-``/``ksh-`` or ``word@``. Most YAML
+lines (``key:``, ``- item``) start so and skip the three regexes."""
 
 
 def _kernel(lines: list[str], i: int) -> Claim | None:
