@@ -53,9 +53,18 @@ class Ctx:
         """Source lines for 0-based ``indexes`` relative to ``base`` (sorted, de-duplicated)."""
         return tuple(SourceLine(base + i + 1, self.raw[base + i]) for i in sorted(set(indexes)))
 
-    def span(self, piece: Piece) -> tuple[SourceLine, ...]:
-        """Every non-blank line of ``piece``."""
-        return tuple(SourceLine(i + 1, self.raw[i]) for i in range(piece.start, piece.end) if self.clean[i].strip())
+    def span(self, piece: Piece, limit: int | None = None) -> tuple[SourceLine, ...]:
+        """Every non-blank line of ``piece``, or its first ``limit`` non-blank lines (``span(p)[:limit]``
+        without building the rest)."""
+        if limit is None:
+            return tuple(SourceLine(i + 1, self.raw[i]) for i in range(piece.start, piece.end) if self.clean[i].strip())
+        out: list[SourceLine] = []
+        for i in range(piece.start, piece.end):
+            if len(out) >= limit:
+                break
+            if self.clean[i].strip():
+                out.append(SourceLine(i + 1, self.raw[i]))
+        return tuple(out)
 
 
 def make(

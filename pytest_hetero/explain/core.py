@@ -115,13 +115,16 @@ def _printed_value(ctx: Ctx, value: tuple[Piece, str], found: list[Finding], blo
 def _attach_ends(findings: list[Finding]) -> list[Finding]:
     """``Aborted (core dumped)`` and the like, printed a few lines after an error, end that error's process."""
     out: list[Finding] = []
+    last_error: int | None = None  # index in out of the last error finding with lines
     for f in findings:
-        prev = next((p for p in reversed(out) if p.severity == "error" and p.lines), None)
+        prev = out[last_error] if last_error is not None else None
         if f.code == "process_crashed" and prev is not None and f.lines and prev.lines[-1].number >= f.lines[0].number - 3:
             out[out.index(prev)] = replace(prev, lines=prev.lines + f.lines,
                                            quantities={**prev.quantities, "process_end": f.quantities.get("process_end")})
             continue
         out.append(f)
+        if f.severity == "error" and f.lines:
+            last_error = len(out) - 1
     return out
 
 
@@ -153,7 +156,7 @@ def explain_text(text: str) -> Report:
         except (ValueError, KeyError, IndexError, TypeError, AttributeError, RecursionError) as exc:
             found = [make(piece.kind, "unrecognised", category="unrecognised", owner=None, severity="unrecognised",
                           meaning=f"the {piece.kind} reader could not read this block ({type(exc).__name__})",
-                          lines=ctx.span(piece)[:5])]
+                          lines=ctx.span(piece, 5))]
         recognised = piece.kind in ("prompt", "section") or any(f.severity != "unrecognised" for f in found)
         if value is not None:
             found, value = _printed_value(ctx, value, found, blocks), None

@@ -35,7 +35,7 @@ def read_npu_table(ctx: Ctx, piece: Piece) -> list[Finding]:
                             "warnings": "; ".join(inv.warnings) or None})]
     for problem in inv.global_errors:
         out.append(make(kind, "npu_tool_error", category="npu-driver", owner="infrastructure", severity="error",
-                        meaning=problem, lines=ctx.span(piece)[:1]))
+                        meaning=problem, lines=ctx.span(piece, 1)))
     for dev in inv.devices:
         npu = dev.extra.get("npu_id")
         chip = dev.extra.get("chip_id")

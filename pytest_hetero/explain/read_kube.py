@@ -454,7 +454,7 @@ def _node_object(ctx: Ctx, piece: Piece, obj: Mapping[str, Any]) -> list[Finding
             if (ctype == "Ready" and cstat != "True") or (ctype != "Ready" and cstat == "True" and "Pressure" in ctype):
                 out.append(make("yaml", "node_not_ready" if ctype == "Ready" else "node_pressure", category="node-health",
                                 owner="infrastructure", severity="error",
-                                meaning=f"condition {ctype}={cstat}: {cond.get('message', '')}", lines=ctx.span(piece)[:1],
+                                meaning=f"condition {ctype}={cstat}: {cond.get('message', '')}", lines=ctx.span(piece, 1),
                                 entity={"node": name}))
     ann = meta.get("annotations")
     if isinstance(ann, Mapping):
@@ -514,7 +514,7 @@ def _podgroup(ctx: Ctx, piece: Piece, obj: Mapping[str, Any]) -> list[Finding]:
     entity = {"podgroup": str(meta.get("name", "")), "queue": str(spec.get("queue", ""))}
     out = []
     for r in reasons:
-        out.append(reason_finding("yaml", r, _lines_for(ctx, piece, r.message) or ctx.span(piece)[:1], entity=entity))
+        out.append(reason_finding("yaml", r, _lines_for(ctx, piece, r.message) or ctx.span(piece, 1), entity=entity))
     if out:
         return out
     phase = str(status.get("phase", ""))
@@ -526,9 +526,9 @@ def _podgroup(ctx: Ctx, piece: Piece, obj: Mapping[str, Any]) -> list[Finding]:
         return [make("yaml", "podgroup_pending", category="gang", owner=None, severity="error",
                      meaning=f"PodGroup {phase} with no condition: the reason is only in its events "
                              "(kubectl describe podgroup / get events)", lines=_lines_for(ctx, piece, "phase: " + phase)
-                     or ctx.span(piece)[:1], entity=entity, quantities=q)]
+                     or ctx.span(piece, 1), entity=entity, quantities=q)]
     return [make("yaml", "podgroup", category="gang", owner=None, severity="ok", meaning=f"PodGroup {phase}",
-                 lines=ctx.span(piece)[:1], entity=entity, quantities=q)]
+                 lines=ctx.span(piece, 1), entity=entity, quantities=q)]
 
 
 def _vcjob(ctx: Ctx, piece: Piece, obj: Mapping[str, Any]) -> list[Finding]:
@@ -546,7 +546,7 @@ def _vcjob(ctx: Ctx, piece: Piece, obj: Mapping[str, Any]) -> list[Finding]:
                  severity="error" if bad else "ok",
                  meaning=f"Volcano Job {meta.get('name')} {phase}" + (" (the reason is in its PodGroup and events)"
                                                                      if phase == "Pending" else ""),
-                 lines=_lines_for(ctx, piece, "phase: " + phase) or ctx.span(piece)[:1],
+                 lines=_lines_for(ctx, piece, "phase: " + phase) or ctx.span(piece, 1),
                  entity={"workload": str(meta.get("name", "")), "queue": str(spec.get("queue", ""))}, quantities=q)]
 
 
@@ -575,7 +575,7 @@ def _queue(ctx: Ctx, piece: Piece, obj: Mapping[str, Any]) -> list[Finding]:
     closed = state.lower() in ("closed", "closing")
     return [make("yaml", "queue_inactive" if closed else "volcano_queue", category="queue",
                  owner="platform" if closed else "business", severity="error" if closed else "ok",
-                 meaning=f"Volcano queue {name} {state}", lines=ctx.span(piece)[:1], entity={"queue": name}, quantities=q)]
+                 meaning=f"Volcano queue {name} {state}", lines=ctx.span(piece, 1), entity={"queue": name}, quantities=q)]
 
 
 _ITEM = re.compile(r"^(\s*)- ")
@@ -644,7 +644,7 @@ def _events_list(ctx: Ctx, piece: Piece, items: list[Any]) -> list[Finding]:
                             lines=f.lines, entity=f.entity, count=f.count, timestamps=f.timestamps, quantities=q))
     if normal:
         out.append(make("yaml", "events_normal", category="events", owner=None, severity="ok",
-                        meaning=f"{normal} Normal event(s) reporting progress", lines=ctx.span(piece)[:1], count=normal))
+                        meaning=f"{normal} Normal event(s) reporting progress", lines=ctx.span(piece, 1), count=normal))
     return out
 
 
@@ -725,10 +725,10 @@ def read_object(ctx: Ctx, piece: Piece, obj: object) -> list[Finding] | None:
         return label_findings(ctx, piece, {str(k): str(v) for k, v in obj.items()}, [0], "json", None)
     reasons = pending_explain(dict(obj))
     if reasons:
-        return [reason_finding("yaml", r, _lines_for(ctx, piece, r.message) or ctx.span(piece)[:1]) for r in reasons]
+        return [reason_finding("yaml", r, _lines_for(ctx, piece, r.message) or ctx.span(piece, 1)) for r in reasons]
     if kind or "status" in obj or "conditions" in obj:
         return [make("yaml", "object", category="kubernetes", owner=None, severity="ok",
-                     meaning=f"{kind or 'object'} with nothing blocking", lines=ctx.span(piece)[:1])]
+                     meaning=f"{kind or 'object'} with nothing blocking", lines=ctx.span(piece, 1))]
     return None
 
 
@@ -761,7 +761,7 @@ def read_json(ctx: Ctx, piece: Piece) -> list[Finding]:
     found = read_object(ctx, piece, obj)
     if found is None:
         return [make("json", "unrecognised", category="unrecognised", owner=None, severity="unrecognised",
-                     meaning="a JSON value of a shape no reader knows", lines=ctx.span(piece)[:3])]
+                     meaning="a JSON value of a shape no reader knows", lines=ctx.span(piece, 3))]
     return found
 
 
