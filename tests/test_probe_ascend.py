@@ -201,13 +201,15 @@ def test_header_only_is_truncated_warning() -> None:
     [
         (
             "DrvMngGetConsoleLogLevel failed. (g_conLogLevel=3)\ndcmi module initialize failed. ret is -8005\n",
-            "npu-smi could not reach the Ascend driver: dcmi module initialize failed. ret is -8005",
+            "DCMI -8005 DCMI_ERR_CODE_INNER_ERR: DCMI internal error in the Ascend driver: dcmi module initialize failed. "
+            "ret is -8005",
         ),
         (
             "dcmi model initialized failed, because the device is used. ret is -8020",
             (
-                "npu-smi could not reach the Ascend driver: dcmi model initialized failed, because the device is used. "
-                "ret is -8020"
+                # issue 16: the driver answered -8020 (resource occupied); it is not "could not reach the driver"
+                "DCMI -8020 DCMI_ERR_CODE_RESOURCE_OCCUPIED: the driver answered, but the NPU is held by another process "
+                "or container: dcmi model initialized failed, because the device is used. ret is -8020"
             ),
         ),
         ("bash: npu-smi: command not found", "npu-smi not installed: npu-smi: command not found"),

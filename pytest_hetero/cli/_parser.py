@@ -25,6 +25,12 @@ def _run_probe(args: argparse.Namespace) -> int:
     return run(args)
 
 
+def _run_explain(args: argparse.Namespace) -> int:
+    from pytest_hetero.cli.explain import run
+
+    return run(args)
+
+
 def _run_explain_pending(args: argparse.Namespace) -> int:
     from pytest_hetero.cli.pending import run
 
@@ -101,6 +107,7 @@ def build_parser() -> argparse.ArgumentParser:
                                      "(run the gate itself with: pytest MATRIX.matrix.yaml)")
     parser.add_argument("--version", action="version", version=f"pytest-hetero {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    _add_explain(sub)
     _add_probe(sub)
     _add_explain_pending(sub)
     p = sub.add_parser("cleanup", help="remove containers/volumes left behind by crashed runs "
@@ -138,6 +145,20 @@ def _add_probe(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     parser.set_defaults(func=_run_probe)
 
 
+EXPLAIN = """\
+Read any pasted GPU/NPU cluster output and say what it means: nvidia-smi (table, -q, -q -x), a dmesg or
+syslog excerpt (Xid, fallen off the bus, RmInitAdapter), dcgmi diag/discovery, npu-smi info (and -t …),
+dcmi and CANN/ACL/HCCL errors, kubectl describe node/pod, events, Kueue/Volcano objects, CUDA and
+framework errors from container logs. The paste is split into blocks; each block's kind is detected
+and read by the same readers the runs use.
+
+Prints the report as JSON (exit_code, readable, blocks, findings: kind, code, category, owner, entity,
+timestamps as printed, counts and ages, quantities, source lines, meaning), or one line per finding
+with --text. Exit status: 0 nothing unhealthy, 1 something unhealthy or blocking, 2 nothing in the
+input could be read (empty, binary, or no block recognised; the unrecognised lines are still listed).
+Text that is readable but not recognised is reported as 'unrecognised' with owner none.
+"""
+
 EXPLAIN_PENDING = """\
 Explain a captured pending/unschedulable workload offline.
 
@@ -148,6 +169,19 @@ prints the normalised reasons as a JSON list of Reason dicts, or one line per re
 Exit codes: 0 at least one reason was explained; 1 nothing could be explained (the ``unknown``
 fragments are still printed); 2 the input could not be read at all.
 """
+
+
+def _add_explain(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    parser = sub.add_parser("explain",
+                            help="read pasted nvidia-smi/dmesg/dcgmi/npu-smi/kubectl/log output and explain it",
+                            description=EXPLAIN, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--from", dest="source", default="-", metavar="FILE",
+                        help="file to read, or '-' for standard input (default)")
+    parser.add_argument("--text", action="store_true", help="one line per finding for people, instead of JSON")
+    parser.add_argument("--all", action="store_true",
+                        help="with --text, also list healthy/informational findings (default: only problems "
+                             "and unrecognised text, plus a count of the rest)")
+    parser.set_defaults(func=_run_explain)
 
 
 def _add_explain_pending(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]

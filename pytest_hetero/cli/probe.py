@@ -15,8 +15,7 @@ import json
 import sys
 
 from pytest_hetero.errors import ParseError
-from pytest_hetero.probes import probe_host
-from pytest_hetero.probes.model import Device, Inventory
+from pytest_hetero.probes import parse_captured, probe_host
 
 
 def _read(source: str) -> str:
@@ -24,49 +23,6 @@ def _read(source: str) -> str:
         return sys.stdin.read()
     with open(source, "rb") as handle:
         return handle.read().decode("utf-8", errors="replace")
-
-
-def parse_captured(vendor: str, text: str) -> Inventory:
-    """Parse captured ``text`` for ``vendor`` (format detected); raises ParseError if unreadable."""
-    if vendor == "nvidia":
-        from pytest_hetero.probes.nvidia import detect_format, parse_nvidia_smi
-
-        if detect_format(text) == "unknown":
-            raise ParseError(
-                "not a known NVIDIA format: expected nvidia-smi -q -x XML, plain nvidia-smi, "
-                "a kernel log with 'NVRM: Xid' lines or a device-plugin log"
-            )
-        return parse_nvidia_smi(text)
-    if vendor == "ascend":
-        from pytest_hetero.probes.ascend import parse_npu_board, parse_npu_smi_info
-
-        if "Total number of vnpu" in text or "NPU resource static info" in text:
-            from pytest_hetero.probes.ascend import parse_npu_vnpu
-
-            vnpu = parse_npu_vnpu(text)
-            chip = Device(
-                vendor="ascend",
-                index=None,
-                partitions=vnpu.partitions,
-                extra={"vnpu_resources": vnpu.resources, "vnpu_declared": vnpu.declared_count},
-            )
-            return Inventory(
-                vendor="ascend", source="npu-smi-vnpu", devices=(chip,), warnings=vnpu.warnings, raw=text
-            )
-        if "|" not in text and "NPU ID" in text:
-            board = parse_npu_board(text)
-            return Inventory(
-                vendor="ascend",
-                source="npu-smi-board",
-                firmware_version=board.get("firmware_version"),
-                driver_version=board.get("software_version"),
-                raw=text,
-                extra={"board": board},
-            )
-        return parse_npu_smi_info(text)
-    raise ParseError(
-        f"--from is not supported for {vendor}", hint="use --root DIR to read /proc and /sys under DIR"
-    )
 
 
 def run(args: argparse.Namespace) -> int:

@@ -20,6 +20,7 @@ events (``Error creating: pods "x" is forbidden: ...``) or API status messages:
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 from pytest_hetero.pending.model import Reason, make_reason
 from pytest_hetero.pending.volcano import classify_queue_text
@@ -122,9 +123,13 @@ def _quota(text: str) -> list[tuple[int, Reason]]:
 
 def _limitrange(text: str) -> list[tuple[int, Reason]]:
     out: list[tuple[int, Reason]] = []
-    forms = ((_LIMIT, lambda m: {m.group("bound"): m.group("lim"), m.group("kind"): m.group("val")}),
-             (_RATIO, lambda m: {"max_ratio": m.group("lim"), "ratio": m.group("val")}))
-    for pattern, quantities in forms:
+    forms: tuple[tuple[re.Pattern[str], str, Callable[[re.Match[str]], dict[str, str]]], ...] = (
+        (_LIMIT, " usage per ", lambda m: {m.group("bound"): m.group("lim"), m.group("kind"): m.group("val")}),
+        (_RATIO, " max limit to request ratio per ", lambda m: {"max_ratio": m.group("lim"), "ratio": m.group("val")}),
+    )
+    for pattern, needle, quantities in forms:
+        if needle not in text:  # each pattern needs its literal; _RATIO starts with \S+ (slow to scan)
+            continue
         for m in pattern.finditer(text):
             detail = {"scope": m.group("scope"), **_object(text, m.start())}
             reason = make_reason("admission", "limitrange_violation", m.group(0), resource=m.group("res"),
@@ -184,6 +189,16 @@ def _policy(text: str) -> list[tuple[int, Reason]]:
         if queue:
             out.extend((m.start(), r) for r in queue)
             continue
+        violations = _violations(text[m.end("hook") :])
+        if violations:
+            for constraint, container, what in violations:
+                detail = {"webhook": m.group("hook"), "why": m.group("why").strip(), "constraint": constraint,
+                          "violation": what}
+                if container:
+                    detail["container"] = container
+                out.append((m.start(), make_reason("admission", "webhook_denied", f"[{constraint}] {what}",
+                                                   detail=detail)))
+            continue
         out.append(
             (
                 m.start(),
@@ -207,6 +222,25 @@ def _policy(text: str) -> list[tuple[int, Reason]]:
                 ),
             )
         )
+    return out
+
+
+_VIOLATION = re.compile(r"\[(?P<constraint>[\w.-]+)\]\s*(?P<what>[^\[\n]*?)\s*(?=\[[\w.-]+\]|\n|$)")
+
+
+def _violations(text: str) -> list[tuple[str, str, str]]:
+    """OPA Gatekeeper / Kyverno violations after ``denied the request:``: ``[constraint] message``, one per
+    line or several on one line; returns ``(constraint, container, message)`` with the ``please see <url>``
+    tail dropped. Lines that do not start with ``[`` end the list."""
+    out: list[tuple[str, str, str]] = []
+    for number, line in enumerate(text.split("\n")):
+        body = line.split("denied the request:", 1)[-1] if number == 0 else line
+        if number > 0 and not body.lstrip().startswith("["):
+            break
+        for m in _VIOLATION.finditer(body):
+            what = re.sub(r",?\s*please see \S+\s*$", "", m.group("what")).strip().rstrip(",")
+            container = re.search(r"container <?([\w.-]+)>?", what)
+            out.append((m.group("constraint"), container.group(1) if container else "", what))
     return out
 
 

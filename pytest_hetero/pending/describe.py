@@ -143,6 +143,13 @@ def parse_describe(text: str) -> list[Reason]:
     """Reasons from ``kubectl describe pod`` text: container states first, then Warning events."""
     lines = unwrap(text)
     reasons: list[Reason] = []
+    top = {m.group(1): m.group(2).strip() for line in lines[: next(
+        (i for i, ln in enumerate(lines) if re.match(r"^\s*(?:Init )?Containers:", ln)), len(lines))]
+        for m in [re.match(r"^(Reason|Message):\s+(.*)$", line)] if m}
+    if "Reason" in top:
+        admitted = kubelet_admission(top["Reason"], top.get("Message", ""))
+        if admitted is not None:
+            reasons.append(admitted)
     container: str | None = None
     image: str | None = None
     block, field = "", ""

@@ -68,6 +68,11 @@ _PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
         (r"Workload no longer fits after processing another workload", "queue_quota_insufficient"),
     )
 )
+_ANY = re.compile(
+    r"quota|flavor|ClusterQueue|LocalQueue|admission checks|LimitRange|Preempted|PodsReady|no longer fits", re.IGNORECASE
+)
+"""A literal that every pattern of ``_PATTERNS`` contains (matched as they are, ignoring case): text without
+one of them cannot match any, so the 22 scans are skipped."""
 _POD_SET = re.compile(r"couldn't assign flavors to pod set (?P<ps>[\w.-]+)")
 
 
@@ -81,6 +86,8 @@ def parse_kueue_message(
     ``more_needed``, ``requested``, ``maximum``, ``previously_requested``.
     """
     text = re.sub(r"\s+", " ", message).strip()
+    if not _ANY.search(text):
+        return []
     hits: list[tuple[int, Reason]] = []
     taken: list[tuple[int, int]] = []
     for pattern, code in _PATTERNS:

@@ -64,6 +64,9 @@ device_runtime_error            runtime         infrastructure  NVIDIA/Ascend co
 crash_loop                      workload        algorithm       container keeps exiting (owner of the last cause)
 oom_killed                      workload        algorithm       container killed for exceeding its memory limit
 container_exit_nonzero          workload        algorithm       container exited with a non-zero code
+probe_failed                    workload        algorithm       a startup/liveness/readiness probe failed
+device_node_unregistered        device          platform        HAMi has no registered devices for the node
+queue_status_update_failed      queue           platform        the queue controller cannot write queue status
 unknown                         unknown         platform        not understood; ``message`` keeps the text
 ==============================  ==============  ==============  ====================================================
 
@@ -136,6 +139,9 @@ CODES: Mapping[str, tuple[str, str]] = {
     "crash_loop": ("workload", "algorithm"),
     "oom_killed": ("workload", "algorithm"),
     "container_exit_nonzero": ("workload", "algorithm"),
+    "probe_failed": ("workload", "algorithm"),
+    "device_node_unregistered": ("device", "platform"),
+    "queue_status_update_failed": ("queue", "platform"),
     "unknown": ("unknown", "platform"),
 }
 
@@ -242,3 +248,31 @@ def as_map(value: Any, what: str) -> Mapping[str, Any]:
     if not isinstance(value, Mapping):
         raise ParseError(f"{what} is a {type(value).__name__}, expected a mapping", Location(field=what))
     return value
+
+
+TEAMS: frozenset[str] = frozenset({"platform", "infrastructure", "algorithm", "business"})
+"""The project's team names (``matrix-author`` above is a role, not a team)."""
+
+TEAM_OWNERS: Mapping[str, str] = {
+    "quota_exceeded": "business",
+    "queue_quota_insufficient": "business",
+    "queue_request_exceeds_max": "business",
+    "webhook_denied": "algorithm",
+}
+"""Codes whose team differs from :data:`CODES`' default owner: quota and queue capacity are allocated
+between teams (business); a policy webhook's denial asks the submitter to change the spec (algorithm)."""
+
+
+def team_owner(reason: Reason) -> str | None:
+    """The team that acts first on ``reason``: one of :data:`TEAMS`, or None for ``unknown``.
+
+    ``matrix-author`` becomes ``algorithm`` (the workload's own spec or request); :data:`TEAM_OWNERS`
+    overrides the default owner of quota, queue and webhook codes unless a parser refined the owner
+    from the cause (e.g. an image pull that failed on the network).
+    """
+    if reason.code == "unknown":
+        return None
+    default = CODES[reason.code][1]
+    if reason.code in TEAM_OWNERS and reason.owner == default:
+        return TEAM_OWNERS[reason.code]
+    return "algorithm" if reason.owner == "matrix-author" else reason.owner

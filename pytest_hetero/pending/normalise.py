@@ -26,6 +26,7 @@ from pytest_hetero.pending.describe import (
 from pytest_hetero.pending.kueue import parse_workload
 from pytest_hetero.pending.model import Reason, apply_owners, make_reason
 from pytest_hetero.pending.scheduler import parse_scheduler_message
+from pytest_hetero.pending.startup import _DEVICE_RUNTIME, classify_startup
 from pytest_hetero.pending.volcano import parse_podgroup, parse_podgroup_text
 
 _YAML_START = re.compile(
@@ -119,7 +120,9 @@ def _from_text(text: str) -> list[Reason]:
     if re.search(r"^\s*(?:Events|Containers|Init Containers):\s*$", text, re.MULTILINE) or re.search(
         r"(?:^|\s{3})(?:Last )?State:\s+(?:Waiting|Terminated|Running)", text, re.MULTILINE
     ):
-        return parse_describe(text) + parse_podgroup_text(text)
+        # A pod's own Message:/Reason: fields are not a PodGroup condition; only a gang message is read twice.
+        extra = parse_podgroup_text(text) if "tasks in gang" in text else []
+        return parse_describe(text) + [r for r in extra if r.code != "unknown"]
     if re.search(r"^\s*(?:NAMESPACE\s+)?LAST SEEN\s.*\bREASON\b.*\bMESSAGE\b", text, re.MULTILINE):
         return parse_events_table(text)
     if re.search(r"^\s*Message:", text, re.MULTILINE):
@@ -144,7 +147,27 @@ def _scan(text: str) -> list[Reason]:
     whole = classify_message(squashed) if "\n" in text.strip() else []
     whole = whole or (_bare(squashed) if bare else [])
     found = max((per_line, whole), key=_score)
+    if not any(r.code != "unknown" for r in found):
+        startup = _startup(lines)
+        if startup:
+            return startup
     return found or [make_reason("scheduler", "unknown", squashed[:_UNKNOWN_CAP])]
+
+
+def _startup(lines: list[str]) -> list[Reason]:
+    """Container/device runtime and image-pull errors in bare text (``nvidia-container-cli: …``, ``could
+    not select device driver``, ``Failed to pull image``) read by the startup classifier."""
+    out: list[Reason] = []
+    for line in lines:
+        if _DEVICE_RUNTIME.search(line) or re.search(r"OCI runtime|failed to create (?:containerd|shim) task", line):
+            found = classify_startup("StartError", line)
+        elif re.search(r"Failed to pull image|ErrImagePull|ImagePullBackOff|back-off pulling image", line, re.IGNORECASE):
+            found = classify_startup("ErrImagePull", line)
+        else:
+            continue
+        if found is not None and found not in out:
+            out.append(found)
+    return out
 
 
 def _bare(line: str) -> list[Reason]:

@@ -164,7 +164,7 @@ def kubelet_admission(reason: str, message: str) -> Reason | None:
         )
     if reason == "UnexpectedAdmissionError" or "allocate failed" in message.lower():
         m = re.search(
-            r"unavailable for ([^\s.]+(?:\.[^\s.]+)*?)\.? Requested: (\d+), Available: (\d+)", message
+            r"unavailable for ([^\s.]+(?:\.[^\s.]+)*?)\.?\s*Requested:\s*(\d+),\s*Available:\s*(\d+)", message
         )
         if m:
             quantities = {"requested": m.group(2), "available": m.group(3)}

@@ -27,6 +27,7 @@ _GANG = re.compile(
     r"(?P<k>\d+)/(?P<n>\d+) tasks in gang unschedulable:\s*(?P<rest>pod group is not ready[^\n]*)",
     re.IGNORECASE,
 )
+_GANG_WORD = re.compile(r"gang", re.IGNORECASE)
 _PAIR = re.compile(r"(\d+)\s+([A-Za-z]+)")
 _QUEUE_QUOTA = re.compile(r"queue resource quota insufficient(?::?\s*(?P<res>[^\n]*))?", re.IGNORECASE)
 _OVERUSED = re.compile(r"(?:queue\s+`?(?P<q>[\w.-]+)`?\s+is\s+)?overused", re.IGNORECASE)
@@ -37,6 +38,7 @@ _CLOSED = re.compile(
 _NOT_FOUND = re.compile(
     r"(?:unable to find job queue|queue\s+\"?(?P<q>[\w.-]+)\"?\s+(?:is\s+)?not found)", re.IGNORECASE
 )
+_QUEUE_WORDS = re.compile(r"queue|overused", re.IGNORECASE)
 _FIELDS = ("Message", "Reason", "Type", "Phase", "Status", "Queue", "Last Transition Time", "Transition ID")
 _FIELD = re.compile(rf"^\s*({'|'.join(_FIELDS)}):\s*(.*)$")
 
@@ -52,6 +54,8 @@ def parse_gang_message(message: str, *, detail: Mapping[str, str] | None = None)
     stat as its snake_case name (``pending``, ``min_available``, ``succeeded``...), and the states
     after ``Pending:`` prefixed ``pending_`` (``pending_schedulable``, ``pending_unschedulable``).
     """
+    if not _GANG_WORD.search(message):  # the pattern's one word that wrapping cannot split
+        return []
     text = re.sub(r"\s+", " ", message).strip()
     m = _GANG.search(text)
     if not m:
@@ -77,6 +81,8 @@ def parse_gang_message(message: str, *, detail: Mapping[str, str] | None = None)
 def classify_queue_text(text: str) -> list[Reason]:
     """Volcano queue refusals found in ``text`` (quota insufficient, overused, closed, not found)."""
     out: list[Reason] = []
+    if not _QUEUE_WORDS.search(text):  # each of the four patterns needs one of these words
+        return out
     m = _QUEUE_QUOTA.search(text)
     if m:
         res = (m.group("res") or "").strip()

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from pytest_hetero.errors import ParseError
 from pytest_hetero.probes import _values as v
+from pytest_hetero.probes.ascend_errors import match_dcmi
 from pytest_hetero.probes.model import Device, DeviceProcess, Health, Inventory, Partition
 
 HEALTH: dict[str, Health] = {"ok": "ok", "warning": "warning", "alarm": "critical", "critical": "critical"}
@@ -134,7 +135,13 @@ def _problems(text: str) -> list[str]:
     for pattern, meaning, words in _ERRORS:
         if words and low is not None and not any(word in low for word in words):
             continue
-        found.extend(f"{meaning}: {m.group(0).strip()}" for m in pattern.finditer(text))
+        for m in pattern.finditer(text):
+            line = text[text.rfind("\n", 0, m.start()) + 1 : (text.find("\n", m.end()) + 1 or len(text) + 1) - 1]
+            code = match_dcmi(line) if "dcmi" in meaning or "Ascend driver" in meaning else None
+            if code is not None:
+                found.append(f"DCMI {code.value} {code.name}: {code.meaning}: {line.strip()}")
+            else:
+                found.append(f"{meaning}: {m.group(0).strip()}")
     return found
 
 

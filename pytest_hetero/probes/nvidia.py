@@ -49,8 +49,8 @@ def detect_format(text: str) -> str:
         return "nvidia-smi-xml"
     if "NVIDIA-SMI" in text or global_errors(text) or "Unable to determine the device handle" in text:
         return "nvidia-smi-table"
-    if "NVRM: Xid" in text:
-        return "kernel-log"
+    if "NVRM: Xid" in text or "NVRM:" in text:
+        return "kernel-log"  # also fallen off the bus / RmInitAdapter / reset required without an Xid
     if "XidCriticalError" in text or "marked unhealthy" in text:
         return "device-plugin-log"
     return "unknown"

@@ -95,6 +95,9 @@ def _gpu(block: list[list[str]], warnings: list[str]) -> Device | None:
     util_text, _, compute = cell(1, 2).partition(" ")
     read("GPU utilisation", util_text)
     name = first.group("name").strip() or None
+    if name and v.field_error(name):
+        errors.append(f"name reads {name}")
+        name = None
     truncated = bool(name and name.endswith("..."))
     if truncated:
         warnings.append(f"GPU {idx} name truncated by nvidia-smi: '{name}'")
@@ -229,7 +232,8 @@ def parse_nvidia_smi_table(text: str) -> Inventory:
                 errors=(f"Unable to determine the device handle: {why}",),
             )
         )
-    first = next((ln.strip() for ln in lines if ln.strip()), "")
+    head = [ln.strip() for ln in lines[: next((i for i, ln in enumerate(lines) if _HEADER.search(ln)), 3)] if ln.strip()]
+    first = next((ln for ln in head if _STAMP.match(ln)), head[0] if head else "")
     return Inventory(
         vendor="nvidia",
         source="nvidia-smi-table",

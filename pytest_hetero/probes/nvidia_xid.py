@@ -56,6 +56,11 @@ class XidEvent:
 
 
 def _timestamp(prefix: str) -> str | None:
+    from pytest_hetero.probes.kernel_log import line_time
+
+    wall, _, _ = line_time(prefix)
+    if wall and not re.fullmatch(r"\d+\.\d+", wall):
+        return wall  # syslog/journal/dmesg -T/iso wall clock wins over the uptime stamp after it
     bracket = re.search(r"\[([^\]]+)\]", prefix)
     if bracket:
         return bracket.group(1).strip()
@@ -158,6 +163,18 @@ def xid_inventory(text: str) -> Inventory:
         source = "device-plugin-log"
     bad = unhealthy_devices(text)
     errors.extend(f"device {uuid} marked unhealthy by the device plugin" for uuid in bad)
+    from pytest_hetero.probes.kernel_log import read_kernel_log
+
+    log = read_kernel_log(text.splitlines())
+    xid_buses = {r.bus for r in log.records if r.what == "xid"}
+    for record in log.records:
+        if record.what in ("reset_required", "fallen_off_bus") and record.bus in xid_buses:
+            continue  # already reported by that GPU's Xid line
+        if record.what in ("fallen_off_bus", "init_failed", "reset_required", "assertion", "api_mismatch"):
+            where = f" on PCI:{record.bus}" if record.bus else ""
+            line = f"{record.what.replace('_', ' ')}{where} ({record.timestamp}): {record.fields.get('message', '')}"
+            if not any(record.fields.get("message", "?") in e for e in errors):
+                errors.append(line.rstrip(": "))
     return Inventory(
         vendor="nvidia",
         source=source,

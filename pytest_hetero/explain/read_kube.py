@@ -1,0 +1,823 @@
+"""Kubernetes blocks -> findings: events (any form), describe node/pod/volcano/condition text,
+``kubectl get`` tables, YAML/JSON objects (Node, Pod, Event lists, Kueue Workload, Volcano PodGroup/
+Queue/Job, label maps, HAMi registrations, DCGM JSON, device-plugin settings), label and resource lines."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import yaml
+
+from pytest_hetero.explain import fast_yaml
+from pytest_hetero.explain.blocks import Piece
+from pytest_hetero.explain.context import Ctx, make
+from pytest_hetero.explain.model import Finding, SourceLine, Value
+from pytest_hetero.explain.read_text import _reason_hit
+from pytest_hetero.pending.describe import parse_describe
+from pytest_hetero.pending.events import EventRow, classify_row, parse_event_rows
+from pytest_hetero.pending.model import Reason, team_owner
+from pytest_hetero.pending.node_text import (
+    HamiDevice,
+    handshake,
+    is_hami_register,
+    parse_describe_node,
+    parse_hami_register,
+)
+from pytest_hetero.pending.normalise import explain as pending_explain
+from pytest_hetero.pending.volcano import parse_podgroup_text
+
+
+def reason_finding(kind: str, reason: Reason, lines: tuple[SourceLine, ...], *, age: str | None = None,
+                   count: int | None = None, timestamps: tuple[str, ...] = (),
+                   entity: Mapping[str, str] | None = None) -> Finding:
+    """A finding for one pending/startup :class:`Reason` (owner mapped to a team)."""
+    hit = _reason_hit(reason)
+    ent = {**hit.entity, **(entity or {})}
+    return make(kind, hit.code, category=hit.category, owner=hit.owner, severity=hit.severity,
+                meaning=hit.meaning if hit.code != "unrecognised" else "message no reader understands",
+                lines=lines, entity=ent, age=age, count=count, timestamps=timestamps,
+                quantities={**hit.quantities, "source": reason.source})
+
+
+def event_findings(ctx: Ctx, piece: Piece, rows: list[EventRow], base_index: int) -> list[Finding]:
+    """Findings of event rows: reasons with age/count; Normal progress events -> one summary."""
+    out: list[Finding] = []
+    normal: list[EventRow] = []
+    for row in rows:
+        reasons = classify_row(row)
+        if not reasons:
+            normal.append(row)
+            continue
+        src = ctx.src(row.lines)
+        entity = {"object": row.object, "namespace": row.namespace, "reporter": row.source}
+        for reason in reasons:
+            f = reason_finding("events", reason, src, age=row.age, count=row.count or 1,
+                               entity={k: v for k, v in entity.items() if v})
+            if "hami" in row.source.lower() and reason.code == "insufficient_resource" and re.search(
+                    r"-memory$|gpumem|memory-percentage", reason.resource or ""):
+                f = make(f.kind, f.code, category="device", owner="platform", severity=f.severity,
+                         meaning=f"{f.meaning}: HAMi's device-memory accounting finds no card/NPU with enough free "
+                                 "memory on the node (check the HAMi device plugin's registered memory)",
+                         lines=f.lines, entity=f.entity, age=f.age, count=f.count, quantities=f.quantities)
+            q = dict(f.quantities)
+            q.update({"event_type": row.type, "event_reason": row.reason, "repeated_over": row.over})
+            out.append(make(f.kind, f.code, category=f.category, owner=f.owner, severity=f.severity,
+                            meaning=f.meaning if f.code != "unrecognised" else f"{row.type} {row.reason}: {row.message}",
+                            lines=f.lines, entity=f.entity, age=f.age, count=f.count, quantities=q))
+    if normal:
+        out.append(make("events", "events_normal", category="events", owner=None, severity="ok",
+                        meaning=f"{len(normal)} Normal event(s) reporting progress",
+                        lines=ctx.src([i for r in normal for i in r.lines]),
+                        count=len(normal), quantities={"reasons": ", ".join(dict.fromkeys(r.reason for r in normal))}))
+    return out
+
+
+def read_events(ctx: Ctx, piece: Piece) -> list[Finding]:
+    """Read an events piece (describe ``Events:`` table, ``kubectl get events``, header-less rows)."""
+    lines = ctx.lines(piece)
+    if len(lines) == 1 and re.match(r"^\s*Events:\s*<none>\s*$", lines[0]):
+        return [make("events", "events_none", category="events", owner=None, severity="ok",
+                     meaning="no events", lines=ctx.span(piece))]
+    rows = parse_event_rows(lines)
+    for row in rows:
+        row.lines = [piece.start + i for i in row.lines]
+    return event_findings(ctx, piece, rows, piece.start)
+
+
+# --- nodes -------------------------------------------------------------------------------------------
+
+_GPU_RESOURCE = re.compile(r"(?:^|/)(?:gpu|Ascend|mig-|vgpu|gpumem|gpucores|npu)|nvidia\.com/|huawei\.com/|amd\.com/gpu")
+
+
+def _hami_findings(ctx: Ctx, piece: Piece, devices: list[HamiDevice], idx: list[int], kind: str,
+                   node: str | None) -> list[Finding]:
+    out = []
+    slots = sum(d.count or 0 for d in devices)
+    out.append(make(kind, "hami_devices", category="gpu-sharing", owner=None, severity="ok",
+                    meaning=f"HAMi registered {len(devices)} device(s), {slots} vGPU slot(s)",
+                    lines=ctx.src(idx, piece.start), entity={"node": node},
+                    quantities={"devices": len(devices), "vgpu_slots": slots,
+                                **{f"device{i}.{k}": val for i, d in enumerate(devices) for k, val in (
+                                    ("id", d.id), ("count", d.count), ("devmem_mib", d.devmem), ("devcore", d.devcore),
+                                    ("type", d.type), ("mode", d.mode), ("numa", d.numa), ("health", d.health))}}))
+    for i, d in enumerate(devices):
+        if d.health is False:
+            out.append(make(kind, "hami_device_unhealthy", category="gpu-hardware", owner="infrastructure",
+                            severity="error", meaning=f"HAMi marks device {d.id} unhealthy",
+                            lines=ctx.src(idx, piece.start), entity={"node": node, "uuid": d.id},
+                            quantities={"device": i}))
+    return out
+
+
+def _taint_finding(ctx: Ctx, piece: Piece, taints: list[str], idx: list[int], node: str | None,
+                   kind: str) -> list[Finding]:
+    out: list[Finding] = []
+    keys = [t.split("=")[0].split(":")[0] for t in taints]
+    provisioning = any(k in ("karpenter.sh/not-ready", "node.cloudprovider.kubernetes.io/uninitialized") for k in keys)
+    health = [t for t in taints if t.startswith("node.kubernetes.io/")]
+    other = [t for t in taints if t not in health and not t.startswith(("karpenter.sh/not-ready",
+                                                                         "node.cloudprovider.kubernetes.io/uninitialized"))]
+    unreachable = [t for t in health if "unreachable" in t]
+    not_ready = [t for t in health if "not-ready" in t]
+    if unreachable:
+        out.append(make(kind, "node_unreachable", category="node-health", owner="infrastructure", severity="error",
+                        meaning="the node controller lost contact with the kubelet (unreachable): pods are evicted "
+                                "(NoExecute) and nothing new is scheduled",
+                        lines=ctx.src(idx, piece.start), entity={"node": node},
+                        quantities={"taints": ", ".join(unreachable)}))
+    if not_ready:
+        out.append(make(kind, "node_not_ready", category="node-health",
+                        owner="platform" if provisioning else "infrastructure", severity="error",
+                        meaning=("the node is still being provisioned (not-ready and provisioner startup taints)"
+                                 if provisioning else "the node is NotReady"),
+                        lines=ctx.src(idx, piece.start), entity={"node": node},
+                        quantities={"taints": ", ".join(not_ready + [t for t in taints if t.startswith("karpenter")])}))
+    for t in health:
+        if t in unreachable or t in not_ready:
+            continue
+        code = "node_unschedulable" if "unschedulable" in t else "node_pressure" if "pressure" in t else "node_taint"
+        out.append(make(kind, code, category="node-health", owner="infrastructure", severity="error",
+                        meaning=f"node taint {t}", lines=ctx.src(idx, piece.start), entity={"node": node},
+                        quantities={"taint": t}))
+    if other:
+        out.append(make(kind, "node_taints", category="placement", owner=None, severity="ok",
+                        meaning=f"pods need tolerations for: {', '.join(other)}", lines=ctx.src(idx, piece.start),
+                        entity={"node": node}, quantities={"taints": ", ".join(other), "count": len(other)}))
+    return out
+
+
+_GFD = re.compile(r"^(?:nvidia\.com|feature\.node\.kubernetes\.io)/")
+
+
+def label_findings(ctx: Ctx, piece: Piece, labels: Mapping[str, str], idx: list[int], kind: str,
+                   node: str | None) -> list[Finding]:
+    """A ``node_labels`` finding: accelerator-related labels as quantities, GPU Feature Discovery summary."""
+    node = node or labels.get("kubernetes.io/hostname")
+    interesting = {k: v for k, v in labels.items() if _GFD.match(k) and not k.startswith("feature.node.kubernetes.io/cpu")
+                   or re.search(r"accelerator|ascend|npu|gpu|servertype|instance-type|capacity-type|provisioner|zone|region|"
+                                r"kernel|os_release|hostname", k, re.IGNORECASE)}
+    product = labels.get("nvidia.com/gpu.product")
+    mig = {m.group(1): v for k, v in labels.items() for m in [re.match(r"nvidia\.com/mig-([\w.]+)\.count$", k)] if m}
+    gfd = sum(1 for k in labels if k.startswith("nvidia.com/"))
+    summary = [f"{len(labels)} labels"]
+    if product:
+        summary.append(f"{product} x{labels.get('nvidia.com/gpu.count', '?')}")
+    if mig:
+        summary.append("MIG " + ", ".join(f"{n}x{p}" for p, n in mig.items()))
+    if not gfd and any("instance-type" in k for k in labels):
+        summary.append("no GPU Feature Discovery labels")
+    q: dict[str, Value] = {"labels": len(labels), "gfd_labels": gfd}
+    q.update(dict(interesting))
+    return [make(kind, "node_labels", category="node", owner=None, severity="ok", meaning="; ".join(summary),
+                 lines=ctx.src(idx, piece.start), entity={"node": node}, quantities=q)]
+
+
+def _resources_finding(ctx: Ctx, piece: Piece, capacity: Mapping[str, str], allocatable: Mapping[str, str],
+                       idx: list[int], kind: str, node: str | None,
+                       allocated: Mapping[str, tuple[str, str]] | None = None) -> list[Finding]:
+    q: dict[str, Value] = {}
+    for prefix, data in (("capacity", capacity), ("allocatable", allocatable)):
+        q.update({f"{prefix}.{k}": str(v) for k, v in data.items()})
+    for k, (req, lim) in (allocated or {}).items():
+        q[f"allocated.{k}.requests"] = req
+        q[f"allocated.{k}.limits"] = lim
+    accel = sorted({k for k in list(capacity) + list(allocatable) + list(allocated or {}) if _GPU_RESOURCE.search(k)})
+    parts = [f"{k} {capacity.get(k, '?')}/{allocatable.get(k, '?')}" for k in accel]
+    meaning = "accelerators (capacity/allocatable): " + (", ".join(parts) if parts else "none advertised")
+    zero = [k for k in accel if str(allocatable.get(k, capacity.get(k, ""))).strip() in ("0", "0Ki")]
+    shared = [k for k in accel if k not in zero and k.split("/")[0] in {z.split("/")[0] for z in zero}]
+    if zero and shared:
+        meaning += f"; {', '.join(zero)} is 0 but {', '.join(shared)} is offered (renamed/shared resource)"
+    return [make(kind, "node_resources", category="node", owner=None, severity="ok", meaning=meaning,
+                 lines=ctx.src(idx, piece.start), entity={"node": node}, quantities=q)]
+
+
+def read_describe_node(ctx: Ctx, piece: Piece) -> list[Finding]:
+    """Read ``kubectl describe node`` text (whole or excerpt)."""
+    lines = ctx.lines(piece)
+    node = parse_describe_node(lines)
+    name = node.fields.get("Name") or node.labels.get("kubernetes.io/hostname")
+    kind = "describe-node"
+    out: list[Finding] = []
+    head = node.where.get("Name", []) + node.where.get("Roles", []) + node.where.get("CreationTimestamp", []) + \
+        node.where.get("Unschedulable", [])
+    q: dict[str, Value] = {"roles": node.fields.get("Roles"), "created": node.fields.get("CreationTimestamp"),
+                           "unschedulable": node.fields.get("Unschedulable"),
+                           "lease_renew": node.lease.get("RenewTime"), "internal_ip": node.addresses.get("InternalIP")}
+    created, renewed = node.fields.get("CreationTimestamp", ""), node.lease.get("RenewTime", "")
+    tc, tr = re.search(r"(\d\d):(\d\d):(\d\d)", created), re.search(r"(\d\d):(\d\d):(\d\d)", renewed)
+    if tc and tr and created[:16] == renewed[:16]:
+        q["lease_renewed_s_after_creation"] = (int(tr.group(3)) - int(tc.group(3))) + 60 * (
+            int(tr.group(2)) - int(tc.group(2)))
+    if head or name:
+        out.append(make(kind, "node", category="node", owner=None, severity="ok",
+                        meaning=f"node {name or '?'}" + (f", roles {node.fields['Roles']}" if node.fields.get("Roles") else ""),
+                        lines=ctx.src(head + node.where.get("Lease.RenewTime", []), piece.start), entity={"node": name},
+                        timestamps=[created or None], quantities=q))
+    if node.labels:
+        out += label_findings(ctx, piece, node.labels, node.where.get("Labels", []), kind, name)
+    if node.taints:
+        out += _taint_finding(ctx, piece, node.taints, node.where.get("Taints", []), name, kind)
+    if node.fields.get("Unschedulable", "").lower() == "true":
+        out.append(make(kind, "node_unschedulable", category="node-health", owner="infrastructure", severity="error",
+                        meaning="the node is cordoned (Unschedulable: true)",
+                        lines=ctx.src(node.where.get("Unschedulable", []), piece.start), entity={"node": name}))
+    for row in node.conditions:
+        ctype, status = row.get("Type", ""), row.get("Status", "")
+        bad = (ctype == "Ready" and status != "True") or (ctype != "Ready" and status == "True")
+        if bad:
+            code = "node_not_ready" if ctype == "Ready" else "node_pressure"
+            out.append(make(kind, code, category="node-health", owner="infrastructure", severity="error",
+                            meaning=f"condition {ctype}={status}: {row.get('Reason', '')} {row.get('Message', '')}".strip(),
+                            lines=ctx.src([int(row["_line"])], piece.start), entity={"node": name},
+                            quantities={"condition": ctype, "status": status, "reason": row.get("Reason")}))
+    if node.capacity or node.allocatable or node.allocated:
+        idx = [i for k, v in node.where.items() if k.startswith(("Capacity", "Allocatable", "Allocated")) for i in v]
+        out += _resources_finding(ctx, piece, node.capacity, node.allocatable, idx, kind, name, node.allocated)
+    ann = node.annotations
+    hs = ann.get("hami.io/node-handshake")
+    deleted = [k for k, v in ann.items() if v.startswith("Deleted_")]
+    ann_idx = node.where.get("Annotations", [])
+    for key, value in ann.items():
+        if key.startswith("hami.io/node-") and key.endswith("-register"):
+            idx = [i for i in ann_idx if key in lines[i]]
+            out += _hami_findings(ctx, piece, parse_hami_register(value), idx, kind, name)
+    if hs or deleted:
+        state, when = handshake(hs or "")
+        idx = [i for i in ann_idx if "handshake" in lines[i] or "Deleted_" in lines[i]]
+        if deleted or state == "Requesting":
+            gone = [f"{k} {handshake(ann[k])[1]}" for k in deleted]
+            out.append(make(kind, "hami_devices_deleted" if deleted else "hami_handshake_pending",
+                            category="gpu-sharing", owner="platform", severity="error",
+                            meaning="HAMi's device plugin did not answer the scheduler's handshake "
+                                    f"(Requesting since {when or '?'})"
+                                    + (f"; devices marked Deleted ({', '.join(gone)}): the node is unregistered for "
+                                       "HAMi scheduling" if deleted else ""),
+                            lines=ctx.src(idx, piece.start), entity={"node": name},
+                            timestamps=[when or None] + [handshake(ann[k])[1] for k in deleted],
+                            quantities={"handshake": state or None, "requested_at": when or None,
+                                        "deleted": ", ".join(gone) or None}))
+    if node.event_lines:
+        event_rows = parse_event_rows([lines[i] for i in node.event_lines])
+        for event in event_rows:
+            event.lines = [piece.start + node.event_lines[i] for i in event.lines]
+        out += event_findings(ctx, piece, event_rows, piece.start)
+    return out
+
+
+def read_describe_pod(ctx: Ctx, piece: Piece) -> list[Finding]:
+    """Read ``kubectl describe pod``: pod-level Reason/Message (kubelet admission), container states
+    (via the startup classifier), then events with ages and counts. Pod fields are never re-read as a
+    Volcano condition."""
+    lines = ctx.lines(piece)
+    events_at = next((i for i, ln in enumerate(lines) if re.match(r"^\s*Events:", ln)), len(lines))
+    out: list[Finding] = []
+    name = next((m.group(1) for ln in lines[:5] for m in [re.match(r"^Name:\s+(\S+)", ln)] if m), None)
+    status = {m.group(1): (m.group(2), i) for i, ln in enumerate(lines[:events_at])
+              for m in [re.match(r"^(Status|Reason|Message):\s+(.*\S)", ln)] if m}
+    body = "\n".join(lines[:events_at])
+    for reason in parse_describe(body):
+        if reason.detail.get("pod_reason") and "Reason" in status:
+            idx = [status[k][1] for k in ("Status", "Reason", "Message") if k in status]
+            out.append(reason_finding("describe-pod", reason, ctx.src(idx, piece.start), entity={"pod": name or ""}))
+            continue
+        idx = [i for i, ln in enumerate(lines[:events_at]) if re.search(
+            r"^\s*(?:State|Last State|Reason|Message|Exit Code):", ln) or (
+            reason.message[:40] and reason.message[:40] in re.sub(r"\s+", " ", ln))]
+        out.append(reason_finding("describe-pod", reason, ctx.src(idx, piece.start), entity={"pod": name or ""}))
+    if events_at < len(lines):
+        rows = parse_event_rows(lines[events_at:])
+        for row in rows:
+            row.lines = [piece.start + events_at + i for i in row.lines]
+        out += event_findings(ctx, piece, rows, piece.start)
+    return out
+
+
+def read_describe_volcano(ctx: Ctx, piece: Piece) -> list[Finding]:
+    """Read ``kubectl describe queue`` (Spec Capability/Guarantee/Weight, Status counters) or a podgroup/vcjob."""
+    lines = ctx.lines(piece)
+    section = ""
+    sub = ""
+    q: dict[str, Value] = {}
+    for line in lines:
+        m = re.match(r"^(\s*)([\w ./-]+?):\s*(.*?)\s*$", line)
+        if not m:
+            continue
+        depth, key, value = len(m.group(1)), m.group(2).strip(), m.group(3)
+        if depth == 0:
+            section, sub = key, ""
+            if value:
+                q[key.lower()] = value
+            continue
+        if not value:
+            sub = key
+            continue
+        prefix = f"{section}.{sub}." if sub and depth > 2 else f"{section}."
+        q[(prefix + key).lower().replace(" ", "_")] = value
+    queue = q.get("name") or q.get("metadata.name")
+    cap = {k.split(".capability.", 1)[1]: v for k, v in q.items() if ".capability." in k}
+    state = q.get("status.state")
+    closed = isinstance(state, str) and state.lower() in ("closed", "closing")
+    meaning = "Volcano queue" + (f" {queue}" if queue else "") + (
+        ": capability " + ", ".join(f"{k} {v}" for k, v in cap.items()) if cap else "") + (
+        f"; state {state}" if state else "") + (
+        f"; inqueue {q.get('status.inqueue')}" if q.get("status.inqueue") is not None else "")
+    return [make("describe-volcano", "queue_inactive" if closed else "volcano_queue", category="queue",
+                 owner="business" if not closed else "platform", severity="error" if closed else "ok",
+                 meaning=meaning, lines=ctx.span(piece), entity={"queue": str(queue) if queue else None},
+                 quantities=q)]
+
+
+def read_describe_condition(ctx: Ctx, piece: Piece) -> list[Finding]:
+    """Read a ``Message:/Reason:/Type:/Phase:`` condition excerpt (Volcano PodGroup describe)."""
+    reasons = parse_podgroup_text("\n".join(ctx.lines(piece)))
+    return [reason_finding("describe-condition", r, ctx.span(piece)) for r in reasons]
+
+
+# --- tables ------------------------------------------------------------------------------------------
+
+_POD_BAD = {"CrashLoopBackOff": "crash_loop", "ImagePullBackOff": "image_pull_failed", "ErrImagePull": "image_pull_failed",
+            "OOMKilled": "oom_killed", "Error": "container_exit_nonzero", "CreateContainerConfigError":
+            "container_config_error", "CreateContainerError": "container_start_error", "RunContainerError":
+            "container_start_error", "UnexpectedAdmissionError": "device_allocation_failed", "Evicted": "node_pressure",
+            "ErrImageNeverPull": "image_pull_failed", "InvalidImageName": "image_pull_failed",
+            "ContainerStatusUnknown": "container_start_error", "StartError": "container_start_error"}
+
+
+def read_table(ctx: Ctx, piece: Piece) -> list[Finding]:
+    """Read ``kubectl get nodes|pods|resourcequota`` tables (several tables may follow each other)."""
+    lines = ctx.lines(piece)
+    out: list[Finding] = []
+    cols: list[tuple[str, int]] = []
+    for i, line in enumerate(lines):
+        if re.match(r"^\s*(?:NAMESPACE\s+|NS\s+)?NAME\s+", line):
+            cols = [(m.group(0), m.start()) for m in re.finditer(r"[A-Z][A-Z-]*(?: [A-Z]+)?", line)]
+            continue
+        if not cols:
+            continue
+        row: dict[str, str] = {}
+        for j, (name, start) in enumerate(cols):
+            end = cols[j + 1][1] if j + 1 < len(cols) else None
+            row[name] = line[start:end].strip()
+        if "USED" in row and "HARD" in row:
+            used = dict(re.findall(r"([\w./-]+):(\S+?)(?=[\s\]])", row["USED"]))
+            hard = dict(re.findall(r"([\w./-]+):(\S+?)(?=[\s\]])", row["HARD"]))
+            full = [k for k in hard if used.get(k) == hard[k]]
+            ns = row.get("NS") or row.get("NAMESPACE")
+            out.append(make("kubectl-table", "quota_usage", category="quota", owner=None, severity="ok",
+                            meaning=f"ResourceQuota {row.get('NAME')} in {ns}: " + ", ".join(
+                                f"{k} {used.get(k, '?')}/{v}" for k, v in hard.items())
+                                    + (f" (at the limit: {', '.join(full)})" if full else ""),
+                            lines=ctx.src([i], piece.start), entity={"namespace": ns},
+                            quantities={**{f"used.{k}": v for k, v in used.items()},
+                                        **{f"hard.{k}": v for k, v in hard.items()}}))
+            continue
+        status = row.get("STATUS", "")
+        name = row.get("NAME", "")
+        if "ROLES" in row or "VERSION" in row:
+            ok = status.split(",")[0] == "Ready"
+            extra = [s for s in status.split(",")[1:] if s]
+            q: dict[str, Value] = {k.lower().replace("-", "_").replace(" ", "_"): v for k, v in row.items()
+                                   if k not in ("NAME",) and v}
+            if ok and not extra:
+                out.append(make("kubectl-table", "node", category="node", owner=None, severity="ok",
+                                meaning=f"node {name} Ready", lines=ctx.src([i], piece.start),
+                                entity={"node": name}, quantities=q))
+            else:
+                code = "node_unschedulable" if "SchedulingDisabled" in extra and status.startswith("Ready") else "node_not_ready"
+                out.append(make("kubectl-table", code, category="node-health", owner="infrastructure", severity="error",
+                                meaning=f"node {name} is {status}", lines=ctx.src([i], piece.start),
+                                entity={"node": name}, quantities=q))
+            continue
+        ready = row.get("READY", "")
+        q = {"ready": ready, "status": status, "restarts": row.get("RESTARTS"), "age": row.get("AGE"),
+             "node": row.get("NODE")}
+        entity = {"pod": name, "namespace": row.get("NAMESPACE"), "node": row.get("NODE")}
+        base = status.split(":")[-1]
+        if status in ("Running", "Completed", "Succeeded") and (status != "Running" or (
+                ready.partition("/")[0] == ready.partition("/")[2])):
+            out.append(make("kubectl-table", "pod_running" if status == "Running" else "pod_completed", category="workload",
+                            owner=None, severity="ok", meaning=f"pod {name} {status} {ready}",
+                            lines=ctx.src([i], piece.start), entity=entity, quantities=q))
+        elif status == "Pending":
+            out.append(make("kubectl-table", "pod_pending", category="scheduling", owner=None, severity="error",
+                            meaning=f"pod {name} is Pending (the reason is in its events)", lines=ctx.src([i], piece.start),
+                            entity=entity, quantities=q))
+        elif base in _POD_BAD:
+            from pytest_hetero.pending.model import make_reason
+
+            reason = make_reason("kubelet", _POD_BAD[base], f"pod {name} {status}")
+            out.append(make("kubectl-table", reason.code, category=reason.category, owner=team_owner(reason),
+                            severity="error", meaning=f"pod {name} is {status}", lines=ctx.src([i], piece.start),
+                            entity=entity, quantities=q))
+        else:
+            out.append(make("kubectl-table", "pod_state", category="workload", owner=None,
+                            severity="ok" if status in ("ContainerCreating", "PodInitializing", "Terminating") else "warning",
+                            meaning=f"pod {name} {status}", lines=ctx.src([i], piece.start), entity=entity, quantities=q))
+    return out
+
+
+# --- objects -----------------------------------------------------------------------------------------
+
+
+def _node_object(ctx: Ctx, piece: Piece, obj: Mapping[str, Any]) -> list[Finding]:
+    status = obj.get("status") if isinstance(obj.get("status"), Mapping) else obj
+    assert isinstance(status, Mapping)
+    meta = obj.get("metadata") if isinstance(obj.get("metadata"), Mapping) else {}
+    assert isinstance(meta, Mapping)
+    addresses = {str(a.get("type")): str(a.get("address")) for a in status.get("addresses", []) or []
+                 if isinstance(a, Mapping)}
+    name = str(meta.get("name") or addresses.get("Hostname") or "") or None
+    cap = {str(k): str(v) for k, v in (status.get("capacity") or {}).items()}
+    alloc = {str(k): str(v) for k, v in (status.get("allocatable") or {}).items()}
+    out = _resources_finding(ctx, piece, cap, alloc, [0], "yaml", name)
+    f = out[0]
+    q = dict(f.quantities)
+    q.update({f"address.{k}": v for k, v in addresses.items()})
+    out[0] = make(f.kind, f.code, category=f.category, owner=None, severity="ok", meaning=f.meaning,
+                  lines=ctx.span(piece), entity=f.entity, quantities=q)
+    labels = meta.get("labels")
+    if isinstance(labels, Mapping) and labels:
+        out += label_findings(ctx, piece, {str(k): str(v) for k, v in labels.items()}, [0], "yaml", name)
+    spec = obj.get("spec") if isinstance(obj.get("spec"), Mapping) else {}
+    assert isinstance(spec, Mapping)
+    taints = [f"{t.get('key')}{'=' + str(t['value']) if t.get('value') else ''}:{t.get('effect')}"
+              for t in spec.get("taints", []) or [] if isinstance(t, Mapping)]
+    if taints:
+        out += _taint_finding(ctx, piece, taints, [0], name, "yaml")
+    for cond in status.get("conditions", []) or []:
+        if isinstance(cond, Mapping):
+            ctype, cstat = str(cond.get("type")), str(cond.get("status"))
+            if (ctype == "Ready" and cstat != "True") or (ctype != "Ready" and cstat == "True" and "Pressure" in ctype):
+                out.append(make("yaml", "node_not_ready" if ctype == "Ready" else "node_pressure", category="node-health",
+                                owner="infrastructure", severity="error",
+                                meaning=f"condition {ctype}={cstat}: {cond.get('message', '')}", lines=ctx.span(piece, 1),
+                                entity={"node": name}))
+    ann = meta.get("annotations")
+    if isinstance(ann, Mapping):
+        for key, value in ann.items():
+            if str(key).startswith("hami.io/node-") and str(key).endswith("-register"):
+                out += _hami_findings(ctx, piece, parse_hami_register(str(value)), [0], "yaml", name)
+    return out
+
+
+def _workload(ctx: Ctx, piece: Piece, obj: Mapping[str, Any]) -> list[Finding]:
+    reasons = pending_explain(dict(obj))
+    span = ctx.span(piece)
+    meta = obj.get("metadata") if isinstance(obj.get("metadata"), Mapping) else {}
+    assert isinstance(meta, Mapping)
+    name = str(meta.get("name", "")) or None
+    out = [reason_finding("yaml", r, _lines_for(ctx, piece, r.message) or span[:1], entity={"workload": name or ""})
+           for r in reasons]
+    if out:
+        return out
+    status = obj.get("status") if isinstance(obj.get("status"), Mapping) else {}
+    assert isinstance(status, Mapping)
+    conds = {str(c.get("type")): c for c in status.get("conditions", []) or [] if isinstance(c, Mapping)}
+    admission = status.get("admission") if isinstance(status.get("admission"), Mapping) else {}
+    assert isinstance(admission, Mapping)
+    q: dict[str, Value] = {"cluster_queue": admission.get("clusterQueue")}
+    for ps in admission.get("podSetAssignments", []) or []:
+        if isinstance(ps, Mapping):
+            for res, flavor in (ps.get("flavors") or {}).items():
+                q[f"flavor.{res}"] = str(flavor)
+            for res, used in (ps.get("resourceUsage") or {}).items():
+                q[f"usage.{res}"] = str(used)
+    if "Finished" in conds and conds["Finished"].get("status") == "True":
+        code, meaning = "workload_finished", f"Workload finished: {conds['Finished'].get('reason')} " \
+                                             f"{conds['Finished'].get('message', '')}".strip()
+    elif "Admitted" in conds and conds["Admitted"].get("status") == "True":
+        code, meaning = "workload_admitted", f"Workload admitted: {conds.get('QuotaReserved', {}).get('message', '')}"
+    else:
+        code, meaning = "workload_pending", "Workload not admitted yet (no condition says why)"
+    return [make("yaml", code, category="queue", owner=None, severity="ok" if code != "workload_pending" else "warning",
+                 meaning=meaning.strip(), lines=span[:1], entity={"workload": name}, quantities=q)]
+
+
+def _lines_for(ctx: Ctx, piece: Piece, message: str) -> tuple[SourceLine, ...]:
+    words = [w for w in re.findall(r"[\w./-]{4,}", message)][:6]
+    if not words:
+        return ()
+    idx = [i for i, ln in enumerate(ctx.lines(piece)) if sum(w in ln for w in words) >= min(2, len(words))]
+    return ctx.src(idx[:8], piece.start)
+
+
+def _podgroup(ctx: Ctx, piece: Piece, obj: Mapping[str, Any]) -> list[Finding]:
+    reasons = pending_explain(dict(obj))
+    meta = obj.get("metadata") if isinstance(obj.get("metadata"), Mapping) else {}
+    spec = obj.get("spec") if isinstance(obj.get("spec"), Mapping) else {}
+    status = obj.get("status") if isinstance(obj.get("status"), Mapping) else {}
+    assert isinstance(meta, Mapping) and isinstance(spec, Mapping) and isinstance(status, Mapping)
+    entity = {"podgroup": str(meta.get("name", "")), "queue": str(spec.get("queue", ""))}
+    out = []
+    for r in reasons:
+        out.append(reason_finding("yaml", r, _lines_for(ctx, piece, r.message) or ctx.span(piece, 1), entity=entity))
+    if out:
+        return out
+    phase = str(status.get("phase", ""))
+    mins = spec.get("minResources") if isinstance(spec.get("minResources"), Mapping) else {}
+    assert isinstance(mins, Mapping)
+    q: dict[str, Value] = {"phase": phase, "min_member": spec.get("minMember"),
+                           **{f"min.{k}": str(v) for k, v in mins.items() if not str(k).startswith(("requests.", "limits."))}}
+    if phase in ("Pending", "Inqueue"):
+        return [make("yaml", "podgroup_pending", category="gang", owner=None, severity="error",
+                     meaning=f"PodGroup {phase} with no condition: the reason is only in its events "
+                             "(kubectl describe podgroup / get events)", lines=_lines_for(ctx, piece, "phase: " + phase)
+                     or ctx.span(piece, 1), entity=entity, quantities=q)]
+    return [make("yaml", "podgroup", category="gang", owner=None, severity="ok", meaning=f"PodGroup {phase}",
+                 lines=ctx.span(piece, 1), entity=entity, quantities=q)]
+
+
+def _vcjob(ctx: Ctx, piece: Piece, obj: Mapping[str, Any]) -> list[Finding]:
+    status = obj.get("status") if isinstance(obj.get("status"), Mapping) else {}
+    meta = obj.get("metadata") if isinstance(obj.get("metadata"), Mapping) else {}
+    spec = obj.get("spec") if isinstance(obj.get("spec"), Mapping) else {}
+    assert isinstance(status, Mapping) and isinstance(meta, Mapping) and isinstance(spec, Mapping)
+    state = status.get("state") if isinstance(status.get("state"), Mapping) else {}
+    assert isinstance(state, Mapping)
+    phase = str(state.get("phase", ""))
+    q: dict[str, Value] = {"phase": phase, "min_available": status.get("minAvailable") or spec.get("minAvailable"),
+                           "pending": status.get("pending"), "running": status.get("running"), "queue": spec.get("queue")}
+    bad = phase in ("Pending", "Aborted", "Failed", "Terminated")
+    return [make("yaml", "vcjob_pending" if phase == "Pending" else "vcjob", category="gang", owner=None,
+                 severity="error" if bad else "ok",
+                 meaning=f"Volcano Job {meta.get('name')} {phase}" + (" (the reason is in its PodGroup and events)"
+                                                                     if phase == "Pending" else ""),
+                 lines=_lines_for(ctx, piece, "phase: " + phase) or ctx.span(piece, 1),
+                 entity={"workload": str(meta.get("name", "")), "queue": str(spec.get("queue", ""))}, quantities=q)]
+
+
+def _queue(ctx: Ctx, piece: Piece, obj: Mapping[str, Any]) -> list[Finding]:
+    meta = obj.get("metadata") if isinstance(obj.get("metadata"), Mapping) else {}
+    spec = obj.get("spec") if isinstance(obj.get("spec"), Mapping) else {}
+    status = obj.get("status") if isinstance(obj.get("status"), Mapping) else {}
+    assert isinstance(meta, Mapping) and isinstance(spec, Mapping) and isinstance(status, Mapping)
+    q: dict[str, Value] = {"weight": spec.get("weight"), "reclaimable": spec.get("reclaimable"),
+                           "state": status.get("state")}
+    for part in ("capability", "guarantee", "deserved"):
+        block = spec.get(part)
+        if isinstance(block, Mapping):
+            q.update({f"{part}.{k}": str(v) for k, v in block.items()})
+            if part == "guarantee" and not block:
+                q["guarantee"] = "{}"
+    for part in ("allocated", "reservation"):
+        block = status.get(part)
+        if isinstance(block, Mapping):
+            q.update({f"{part}.{k}": str(v) for k, v in block.items()})
+    for counter in ("pending", "running", "inqueue", "completed", "unknown"):
+        if counter in status:
+            q[counter] = status.get(counter)
+    name = str(meta.get("name", "")) or None
+    state = str(status.get("state", ""))
+    closed = state.lower() in ("closed", "closing")
+    return [make("yaml", "queue_inactive" if closed else "volcano_queue", category="queue",
+                 owner="platform" if closed else "business", severity="error" if closed else "ok",
+                 meaning=f"Volcano queue {name} {state}", lines=ctx.span(piece, 1), entity={"queue": name}, quantities=q)]
+
+
+_ITEM = re.compile(r"^(\s*)- ")
+_ITEMS_KEY = re.compile(r"^\s*items:\s*$")
+_EVENT_FIELD = re.compile(r"^\s*(?:message|reason|type|count):")
+_KEY_LINE = re.compile(r"^\s*\w+:")
+_MESSAGE_KEY = re.compile(r"^\s*message:")
+
+
+def _item_ranges(lines: list[str]) -> list[tuple[int, int]]:
+    """Line ranges of the top-level items of a YAML ``items:`` list (or a bare top-level list)."""
+    starts: list[int] = []
+    indent: int | None = None
+    items_at = next((i for i, x in enumerate(lines) if "items:" in x and _ITEMS_KEY.match(x)), len(lines))
+    for i, line in enumerate(lines):
+        m = _ITEM.match(line)
+        if m and (indent is None or len(m.group(1)) == indent):
+            if indent is None and i > 0 and items_at >= i and lines[0][:1] != "-":
+                continue
+            indent = len(m.group(1))
+            starts.append(i)
+    return [(s, starts[n + 1] if n + 1 < len(starts) else len(lines)) for n, s in enumerate(starts)]
+
+
+def _events_list(ctx: Ctx, piece: Piece, items: list[Any]) -> list[Finding]:
+    out: list[Finding] = []
+    normal = 0
+    lines = ctx.lines(piece)
+    ranges = _item_ranges(lines)
+    if len(ranges) != len(items):
+        ranges = []
+    for number, item in enumerate(items):
+        if not isinstance(item, Mapping):
+            continue
+        involved = item.get("involvedObject") or item.get("regarding") or {}
+        inv: Mapping[str, Any] = involved if isinstance(involved, Mapping) else {}
+        source = item.get("source") if isinstance(item.get("source"), Mapping) else {}
+        assert isinstance(source, Mapping)
+        row = EventRow(str(item.get("type", "Warning")), str(item.get("reason", "")),
+                       str(item.get("message") or item.get("note") or ""),
+                       count=item.get("count") if isinstance(item.get("count"), int) else None,
+                       source=str(source.get("component") or item.get("reportingComponent") or ""),
+                       object=f"{str(inv.get('kind', '')).lower()}/{inv.get('name', '')}" if inv else "",
+                       namespace=str(inv.get("namespace", "")))
+        reasons = classify_row(row)
+        if not reasons:
+            normal += 1
+            continue
+        if ranges:
+            lo, hi = ranges[number]
+            mine = [i for i in range(lo, hi) if _EVENT_FIELD.match(lines[i])]
+            follow = [i + 1 for i in mine if _MESSAGE_KEY.match(lines[i])]
+            more = [j for j in range(min(follow or [hi]), hi) if lines[j].startswith(" " * 4)
+                    and not _KEY_LINE.match(lines[j])]
+            idx = ctx.src(sorted(set(mine + more)), piece.start)
+        else:
+            idx = _lines_for(ctx, piece, row.message)
+        for reason in reasons:
+            f = reason_finding("yaml", reason, idx[:3], count=row.count,
+                               timestamps=tuple(str(t) for t in (item.get("firstTimestamp"), item.get("lastTimestamp")) if t),
+                               entity={"object": row.object, "namespace": row.namespace})
+            q = dict(f.quantities)
+            q.update({"event_type": row.type, "event_reason": row.reason})
+            out.append(make(f.kind, f.code, category=f.category, owner=f.owner, severity=f.severity,
+                            meaning=f.meaning if f.code != "unrecognised" else f"{row.type} {row.reason}: {row.message}",
+                            lines=f.lines, entity=f.entity, count=f.count, timestamps=f.timestamps, quantities=q))
+    if normal:
+        out.append(make("yaml", "events_normal", category="events", owner=None, severity="ok",
+                        meaning=f"{normal} Normal event(s) reporting progress", lines=ctx.span(piece, 1), count=normal))
+    return out
+
+
+def _settings(ctx: Ctx, piece: Piece, obj: Mapping[str, Any]) -> list[Finding]:
+    flat: dict[str, Value] = {}
+
+    def walk(node: object, prefix: str) -> None:
+        if isinstance(node, Mapping):
+            for k, val in node.items():
+                walk(val, f"{prefix}.{k}" if prefix else str(k))
+        elif isinstance(node, list):
+            for i, item in enumerate(node):
+                walk(item, f"{prefix}[{i}]")
+        elif isinstance(node, (str, int, float, bool)):
+            flat[prefix] = node
+
+    walk(obj, "")
+    for key, value in list(flat.items()):
+        if isinstance(value, str) and ("sharing:" in value or "migStrategy" in value):
+            try:
+                walk(yaml.safe_load(value), key)
+            except yaml.YAMLError:
+                pass
+    short = {re.sub(r"^settings\.kubelet-device-plugins\.nvidia\.", "", k): v for k, v in flat.items()}
+    replicas = next((v for k, v in short.items() if k.endswith("replicas")), None)
+    meaning = "NVIDIA device-plugin settings" + (f": sharing replicas {replicas}" if replicas is not None else "")
+    return [make("json", "device_plugin_settings", category="platform-config", owner=None, severity="ok",
+                 meaning=meaning, lines=ctx.span(piece), quantities=short)]
+
+
+def read_object(ctx: Ctx, piece: Piece, obj: object) -> list[Finding] | None:
+    """Findings for a parsed YAML/JSON value, or None when its shape is not one this reader knows."""
+    from pytest_hetero.explain.read_nvidia import dcgm_json_findings
+    from pytest_hetero.probes.dcgm import is_dcgm_json, parse_dcgm_json
+
+    if isinstance(obj, list):
+        if is_hami_register(obj):
+            return _hami_findings(ctx, piece, parse_hami_register([x for x in obj]), list(range(piece.end - piece.start)),
+                                  "json", None)
+        if obj and all(isinstance(x, Mapping) and ("reason" in x and "message" in x) for x in obj):
+            return _events_list(ctx, piece, obj)
+        found: list[Finding] = []
+        for item in obj:
+            sub = read_object(ctx, piece, item)
+            found += sub or []
+        return found or None
+    if not isinstance(obj, Mapping):
+        return None
+    if is_dcgm_json(obj):
+        return dcgm_json_findings(ctx, piece, parse_dcgm_json(obj))
+    kind = str(obj.get("kind", ""))
+    items = obj.get("items")
+    if isinstance(items, list):
+        if kind == "EventList" or all(isinstance(x, Mapping) and x.get("kind") == "Event" for x in items):
+            return _events_list(ctx, piece, items)
+        out: list[Finding] = []
+        for item in items:
+            out += read_object(ctx, piece, item) or []
+        return out
+    api = str(obj.get("apiVersion", ""))
+    if kind == "Node" or (not kind and isinstance(obj.get("status"), Mapping) and (
+            "capacity" in obj["status"] or "allocatable" in obj["status"] or "nodeInfo" in obj["status"])):
+        return _node_object(ctx, piece, obj)
+    if kind == "Workload" or "kueue" in api or (not kind and isinstance(obj.get("status"), Mapping) and (
+            "resourceRequests" in obj["status"] or "admission" in obj["status"])):
+        return _workload(ctx, piece, obj)
+    if kind == "PodGroup":
+        return _podgroup(ctx, piece, obj)
+    if kind == "Queue" and "volcano" in api:
+        return _queue(ctx, piece, obj)
+    if kind == "Job" and "batch.volcano.sh" in api:
+        return _vcjob(ctx, piece, obj)
+    if kind == "Event":
+        return _events_list(ctx, piece, [obj])
+    if "settings" in obj or any(isinstance(v, str) and ("sharing:" in v or "migStrategy" in v) for v in obj.values()):
+        return _settings(ctx, piece, obj)
+    if obj and all(isinstance(k, str) and "/" in k and isinstance(v, str) for k, v in obj.items()):
+        return label_findings(ctx, piece, {str(k): str(v) for k, v in obj.items()}, [0], "json", None)
+    reasons = pending_explain(dict(obj))
+    if reasons:
+        return [reason_finding("yaml", r, _lines_for(ctx, piece, r.message) or ctx.span(piece, 1)) for r in reasons]
+    if kind or "status" in obj or "conditions" in obj:
+        return [make("yaml", "object", category="kubernetes", owner=None, severity="ok",
+                     meaning=f"{kind or 'object'} with nothing blocking", lines=ctx.span(piece, 1))]
+    return None
+
+
+def read_yaml(ctx: Ctx, piece: Piece) -> list[Finding]:
+    """Parse a YAML piece (dedented) and read each document."""
+    lines = ctx.lines(piece)
+    indent = min((len(ln) - len(ln.lstrip()) for ln in lines if ln.strip()), default=0)
+    text = "\n".join(ln[indent:] for ln in lines)
+    try:
+        docs = [d for d in fast_yaml.load_all(text) if d is not None]
+    except (yaml.YAMLError, RecursionError, ValueError):
+        from pytest_hetero.explain.read_text import read_text
+
+        return read_text(ctx, piece)
+    out: list[Finding] = []
+    for doc in docs:
+        out += read_object(ctx, piece, doc) or []
+    return out
+
+
+def read_json(ctx: Ctx, piece: Piece) -> list[Finding]:
+    """Parse a JSON piece and read it; text that does not parse is read as free text."""
+    text = "\n".join(ctx.lines(piece))
+    try:
+        obj = json.loads(text)
+    except (ValueError, RecursionError):
+        from pytest_hetero.explain.read_text import read_text
+
+        return read_text(ctx, piece)
+    found = read_object(ctx, piece, obj)
+    if found is None:
+        return [make("json", "unrecognised", category="unrecognised", owner=None, severity="unrecognised",
+                     meaning="a JSON value of a shape no reader knows", lines=ctx.span(piece, 3))]
+    return found
+
+
+def read_labels(ctx: Ctx, piece: Piece) -> list[Finding]:
+    """``key=value`` label lines or ``"key": "value",`` fragments -> ``node_labels``; ``node=`` context."""
+    lines = ctx.lines(piece)
+    labels: dict[str, str] = {}
+    for line in lines:
+        frag = re.match(r'^\s*"([^"]+)"\s*:\s*"?([^",]*)"?\s*,?\s*$', line)
+        if frag:
+            labels[frag.group(1)] = frag.group(2)
+            continue
+        for key, value in re.findall(r"([\w./-]+)=(\S*)", line):
+            labels[key] = value
+    node = labels.get("node")
+    if set(labels) <= {"captured_at", "node", "namespace", "pod", "cluster"}:
+        return [make("labels", "context", category="context", owner=None, severity="ok",
+                     meaning="capture context: " + ", ".join(f"{k}={v}" for k, v in labels.items()),
+                     lines=ctx.span(piece), entity={"node": node}, timestamps=[labels.get("captured_at")])]
+    return label_findings(ctx, piece, labels, list(range(len(lines))), "labels", node)
+
+
+def read_resources(ctx: Ctx, piece: Piece) -> list[Finding]:
+    """Resource lines grep'd out of ``kubectl describe node``: ``name: N`` (capacity or allocatable, not
+    told apart by the excerpt) and ``name  req  lim`` (Allocated resources)."""
+    lines = ctx.lines(piece)
+    listed: dict[str, str] = {}
+    allocated: dict[str, tuple[str, str]] = {}
+    for line in lines:
+        m = re.match(r"^\s*([\w./-]+):\s+(\S+)\s*$", line)
+        if m:
+            listed[m.group(1)] = m.group(2)
+            continue
+        m = re.match(r"^\s*([\w./-]+)\s+(\S+(?:\s+\(\d+%\))?)\s+(\S+(?:\s+\(\d+%\))?)\s*$", line)
+        if m:
+            allocated[m.group(1)] = (m.group(2), m.group(3))
+    q: dict[str, Value] = {f"listed.{k}": v for k, v in listed.items()}
+    for k, (req, lim) in allocated.items():
+        q[f"allocated.{k}.requests"] = req
+        q[f"allocated.{k}.limits"] = lim
+    meaning = "node resources: " + ", ".join(f"{k} {v}" for k, v in listed.items()) + (
+        "; allocated " + ", ".join(f"{k} {r}/{lim}" for k, (r, lim) in allocated.items()) if allocated else "")
+    return [make("resources", "node_resources", category="node", owner=None, severity="ok", meaning=meaning,
+                 lines=ctx.span(piece), quantities=q)]
+
+
+READERS: dict[str, Callable[[Ctx, Piece], list[Finding]]] = {
+    "events": read_events,
+    "describe-node": read_describe_node,
+    "describe-pod": read_describe_pod,
+    "describe-volcano": read_describe_volcano,
+    "describe-condition": read_describe_condition,
+    "kubectl-table": read_table,
+    "yaml": read_yaml,
+    "json": read_json,
+    "labels": read_labels,
+    "resources": read_resources,
+}
+"""Block kind -> reader, for the Kubernetes kinds."""

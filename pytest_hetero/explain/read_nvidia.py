@@ -1,0 +1,514 @@
+"""NVIDIA blocks -> findings: nvidia-smi (table, ``-q``, ``-q -x``), DCGM, kernel logs, klog."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+from pytest_hetero.errors import ParseError
+from pytest_hetero.explain.blocks import Piece
+from pytest_hetero.explain.context import Ctx, first_line, make
+from pytest_hetero.explain.model import Finding, SourceLine, Value
+from pytest_hetero.probes.dcgm import DcgmDiag, classify_warning, parse_dcgm_discovery, parse_dcgm_table
+from pytest_hetero.probes.kernel_log import KernelRecord, read_kernel_log
+from pytest_hetero.probes.model import Device, Inventory
+from pytest_hetero.probes.nvidia_query import parse_nvidia_smi_query
+from pytest_hetero.probes.nvidia_table import parse_nvidia_smi_table
+from pytest_hetero.probes.nvidia_xid import parse_xid_log
+from pytest_hetero.probes.nvidia_xml import parse_nvidia_smi_xml
+from pytest_hetero.probes.xid_codes import xid_info
+
+SMI_EXIT: dict[int, str] = {
+    2: "invalid argument", 3: "the operation is not available on the target device", 4: "no permission",
+    6: "the query was not successful", 8: "external power cables are not attached", 9: "the NVIDIA driver is not loaded",
+    10: "the NVIDIA kernel detected an interrupt issue with a GPU", 12: "NVML shared library could not be found",
+    13: "the local NVML does not implement this function", 14: "the infoROM is corrupted",
+    15: "the GPU has fallen off the bus or has become inaccessible", 255: "other error or internal driver error",
+}
+"""``nvidia-smi`` exit codes (nvidia-smi(1) man page, RETURN VALUE)."""
+
+_GLOBAL = (
+    (re.compile(r"NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver"),
+     "nvidia_driver_not_loaded", "nvidia-smi cannot reach the NVIDIA driver: the kernel module is not loaded"),
+    (re.compile(r"NVIDIA-SMI couldn't find libnvidia-ml\.so"), "nvidia_driver_library_missing",
+     "libnvidia-ml.so is not found: the driver's user-space libraries are not installed or not mounted"),
+    (re.compile(r"Failed to initialize NVML: Driver/library version mismatch"), "nvml_version_mismatch",
+     "the loaded kernel driver and the NVML library differ (driver upgraded without reboot or reload)"),
+    (re.compile(r"Failed to initialize NVML"), "nvml_init_failed", "NVML could not be initialised"),
+    (re.compile(r"No devices were found"), "no_gpu_found", "the driver sees no NVIDIA GPU"),
+    (re.compile(r"nvidia-smi: (?:command )?not found"), "nvidia_smi_missing", "nvidia-smi is not installed here"),
+)
+
+
+def _index_of(lines: list[str], needle: str, start: int = 0) -> int | None:
+    for i in range(start, len(lines)):
+        if needle in lines[i]:
+            return i
+    return None
+
+
+def _device_quantities(dev: Device) -> dict[str, Value]:
+    q: dict[str, Value] = {
+        "memory_total_mib": dev.memory_total_mib,
+        "memory_used_mib": dev.memory_used_mib,
+        "temperature_c": dev.temperature_c,
+        "power_w": dev.power_w,
+        "power_limit_w": dev.power_limit_w,
+        "utilisation_pct": dev.utilisation_pct,
+        "health_raw": dev.health_raw,
+    }
+    for key, value in dev.extra.items():
+        if isinstance(value, (str, int, float, bool)) or value is None:
+            q.setdefault(key, value)
+        elif isinstance(value, list):
+            q.setdefault(key, ", ".join(str(x) for x in value) or None)
+        elif isinstance(value, dict):
+            for sub, val in value.items():
+                if isinstance(val, (str, int, float, bool)):
+                    q.setdefault(f"{key}.{sub}", val)
+    if dev.processes:
+        q["processes"] = len(dev.processes)
+    if dev.partitions:
+        q["mig_devices"] = len(dev.partitions)
+    return q
+
+
+def _device_code(dev: Device) -> tuple[str, str, str | None, str]:
+    """(code, severity, owner, meaning) for one GPU."""
+    errors = " ".join(dev.errors).lower()
+    if dev.health == "critical":
+        for needle, code, meaning in (
+            ("device handle", "gpu_lost", "nvidia-smi cannot open this GPU (fallen off the bus or hung)"),
+            ("fields unreadable", "gpu_lost", "most fields are unreadable: the GPU is probably lost or hung"),
+            ("row remapping pending", "gpu_row_remap_pending",
+             "rows are waiting to be remapped: the GPU needs a reset before new work"),
+            ("row remapping failure", "gpu_row_remap_failed", "row remapping failed: the GPU needs service"),
+            ("retired pages pending", "gpu_retired_pages_pending", "memory pages wait for retirement: reset needed"),
+            ("uncorrectable ecc errors", "gpu_ecc_uncorrectable", "volatile uncorrectable ECC errors on this GPU"),
+            ("reset required", "gpu_reset_required", "the driver asks for a GPU reset"),
+            ("unreadable", "gpu_lost", "most fields are unreadable: the GPU is probably lost or hung"),
+        ):
+            if needle in errors:
+                return code, "error", "infrastructure", meaning
+        return "gpu_unhealthy", "error", "infrastructure", "; ".join(dev.errors) or "GPU reported unhealthy"
+    if dev.health == "warning":
+        return "gpu_field_unreadable", "warning", "infrastructure", "nvidia-smi could not read: " + "; ".join(dev.errors)
+    return "gpu_ok", "ok", None, "GPU healthy"
+
+
+def inventory_findings(ctx: Ctx, piece: Piece, inv: Inventory, kind: str) -> list[Finding]:
+    """Findings for one nvidia-smi inventory: a report header, each global error, each GPU, each MIG
+    device and each process (``gpu_process``)."""
+    lines = ctx.lines(piece)
+    base = piece.start
+    out: list[Finding] = []
+    header = [i for i, ln in enumerate(lines[:12]) if re.search(
+        r"NVIDIA-SMI \S|Driver Version|CUDA Version|KMD Version|Timestamp|Attached GPUs|<driver_version>|"
+        r"<cuda_version>|<timestamp>|<attached_gpus>|^\s*\w{3} \w{3} +\d", ln)]
+    header += [i for i, ln in enumerate(lines) if "Attached GPUs" in ln or "<attached_gpus>" in ln or "DOCTYPE" in ln]
+    dtd = re.search(r"(nvsmi_device_v\d+\.dtd)", "\n".join(lines[:5]))
+    cuda_printed = inv.extra.get("cuda_version_printed") if isinstance(inv.extra, dict) else None
+    if inv.tool_version or inv.driver_version or inv.devices or inv.timestamp:
+        out.append(make(
+            kind, "gpu_report", category="inventory", owner=None, severity="ok",
+            meaning=f"NVIDIA driver {inv.driver_version or '?'}, CUDA {inv.cuda_version or cuda_printed or '?'}, "
+                    f"{len(inv.devices)} GPU(s) listed"
+                    + (f" of {inv.attached_count} attached" if inv.attached_count not in (None, len(inv.devices)) else ""),
+            lines=ctx.src(header, base), timestamps=[inv.timestamp],
+            quantities={"driver_version": inv.driver_version, "cuda_version": inv.cuda_version or (
+                str(cuda_printed) if cuda_printed else None), "tool_version": inv.tool_version,
+                "attached_gpus": inv.attached_count, "gpus_listed": len(inv.devices),
+                "dtd": dtd.group(1) if dtd else None,
+                "vgpu_driver_capability": ", ".join(f"{k}: {v}" for k, v in inv.extra.get("vgpu_driver_capability", {}).items())
+                if isinstance(inv.extra.get("vgpu_driver_capability"), dict) else None,
+                "processes_section": inv.extra.get("processes_reported") if kind == "nvidia-smi-table" else None},
+        ))
+    text = "\n".join(lines)
+    for pattern, code, meaning in _GLOBAL:
+        m = pattern.search(text)
+        if not m:
+            continue
+        err_idx = [i for i, ln in enumerate(lines) if pattern.search(ln)]
+        exit_line = next((i for i, ln in enumerate(lines) if "command terminated with exit code" in ln), None)
+        exit_code = None
+        if exit_line is not None:
+            found = re.search(r"exit code (\d+)", lines[exit_line])
+            exit_code = int(found.group(1)) if found else None
+            err_idx.append(exit_line)
+        in_pod = exit_line is not None or bool(piece.command and "kubectl" in piece.command)
+        owner = "platform" if in_pod and code in ("nvidia_driver_not_loaded", "nvidia_driver_library_missing") else (
+            "platform" if code == "nvidia_smi_missing" else "infrastructure")
+        extra = f"; exit code {exit_code}: {SMI_EXIT[exit_code]}" if exit_code in SMI_EXIT else ""
+        scope = " (in a pod: the GPU Operator's driver container did not load the driver)" if owner == "platform" and (
+            code == "nvidia_driver_not_loaded") else ""
+        out.append(make(kind, code, category="gpu-driver", owner=owner, severity="error",
+                        meaning=meaning + scope + extra, lines=ctx.src(err_idx, base),
+                        quantities={"exit_code": exit_code, "gpus_readable": len(inv.devices)}))
+        break
+    for position, dev in enumerate(inv.devices):
+        code, severity, dev_owner, meaning = _device_code(dev)
+        idx: list[int] = []
+        if dev.bus_id:
+            short = dev.bus_id[-7:] if kind != "nvidia-smi-table" else dev.bus_id
+            at = _index_of(lines, short) if kind != "nvidia-smi-xml" else _index_of(lines, f'id="{dev.bus_id}"')
+            if at is None:
+                at = _index_of(lines, dev.bus_id)
+            if at is not None:
+                idx.append(at)
+                if kind == "nvidia-smi-table":
+                    idx += [at + 1, at + 2] if at + 2 < len(lines) and lines[at + 1].lstrip().startswith("|") else []
+        if severity != "ok" and kind != "nvidia-smi-table":
+            start = idx[0] if idx else 0
+            for i in range(start, len(lines)):
+                if i > start and ("GPU 0000" in lines[i] or "<gpu id=" in lines[i]):
+                    break
+                if re.search(r"Pending\s*:\s*Yes|Uncorrectable Error\s*:\s*[1-9]|Remapping Failure Occurred\s*:\s*Yes|"
+                             r"Reset Required\s*:\s*Yes|ERR!|Unknown Error|<pending>Yes|<remapping_failure_occurred>Yes",
+                             lines[i]):
+                    idx.append(i)
+        if severity != "ok" and kind == "nvidia-smi-table":
+            idx += [i for i, ln in enumerate(lines) if "Unable to determine the device handle" in ln and (
+                dev.bus_id or "") in ln]
+        entity = {"gpu_index": dev.index, "bus_id": dev.bus_id, "uuid": dev.uuid, "gpu_name": dev.name}
+        q = _device_quantities(dev)
+        out.append(make(kind, code, category="gpu" if severity == "ok" else "gpu-hardware", owner=dev_owner,
+                        severity=severity, meaning=meaning + (f" ({dev.name})" if dev.name and severity == "ok" else ""),
+                        lines=ctx.src(idx, base), entity=entity, quantities=q))
+        for part in dev.partitions:
+            out.append(make(kind, "mig_device", category="gpu", owner=None, severity="ok",
+                            meaning=f"MIG device {part.index} on GPU {dev.index if dev.index is not None else dev.bus_id}",
+                            entity={"gpu_index": dev.index, "bus_id": dev.bus_id, "mig_device": part.index},
+                            quantities={"gpu_instance_id": part.gpu_instance_id,
+                                        "compute_instance_id": part.compute_instance_id,
+                                        "memory_total_mib": part.memory_total_mib, "memory_used_mib": part.memory_used_mib,
+                                        "multiprocessors": part.multiprocessors, "profile": part.profile}))
+        for proc in dev.processes:
+            pidx = first_line(lines, proc.pid, r"\b{}\b")
+            out.append(make(kind, "gpu_process", category="gpu", owner=None, severity="ok",
+                            meaning=f"process {proc.pid} {proc.name or ''} holds {proc.used_memory_mib} MiB on GPU {dev.index}",
+                            lines=ctx.src(pidx[:1], base),
+                            entity={"gpu_index": dev.index, "bus_id": dev.bus_id, "pid": proc.pid, "process": proc.name},
+                            quantities={"used_memory_mib": proc.used_memory_mib, "type": proc.type}))
+        _ = position
+    return out
+
+
+def read_smi(ctx: Ctx, piece: Piece) -> list[Finding]:
+    """Read an nvidia-smi piece of any of the three layouts."""
+    text = "\n".join(ctx.lines(piece))
+    inv: Inventory
+    if piece.kind == "nvidia-smi-xml":
+        try:
+            inv = parse_nvidia_smi_xml(text)
+        except ParseError:
+            return []
+    elif piece.kind == "nvidia-smi-query":
+        inv = parse_nvidia_smi_query(text)
+    else:
+        try:
+            inv = parse_nvidia_smi_table(text)
+        except ParseError:
+            return []
+    return inventory_findings(ctx, piece, inv, piece.kind)
+
+
+def _dcgm_findings(ctx: Ctx, piece: Piece, diag: DcgmDiag, base: int) -> list[Finding]:
+    kind = "dcgmi-diag"
+    out: list[Finding] = []
+    meta_idx = [i for i, ln in enumerate(ctx.lines(piece)) if re.search(r"DCGM Version|Driver Version Detected", ln)]
+    out.append(make(kind, "dcgm_diag_report", category="diagnostic", owner=None, severity="ok",
+                    meaning=f"dcgmi diag: {len(diag.tests)} test(s), {len(diag.failed)} failed"
+                            + (" (table cut off as posted)" if diag.truncated else ""),
+                    lines=ctx.src(meta_idx, base),
+                    quantities={"dcgm_version": diag.metadata.get("DCGM Version"),
+                                "driver_version": diag.metadata.get("Driver Version Detected"),
+                                "gpu_device_ids": diag.metadata.get("GPU Device IDs Detected"),
+                                "tests": len(diag.tests), "failed": len(diag.failed), "layout": diag.layout,
+                                "truncated": diag.truncated or None}))
+    for test in diag.tests:
+        status = test.status.title()
+        failing_gpus = sorted(g for g, s in test.gpus.items() if s.lower() in ("fail", "warn"))
+        warnings: dict[tuple[int | None, str], list[tuple[str, list[int], str | None, str]]] = {}
+        for msg in test.messages:
+            parts = [p for p in re.split(r"(?<=\.),\s*(?=GPU\s*\d|[A-Z])", msg.text) if p.strip()] or [msg.text]
+            for part in parts:
+                code, owner, meaning = classify_warning(part)
+                warnings.setdefault((msg.gpu if msg.gpu is not None else None, code), []).append(
+                    (part.strip().rstrip(","), msg.lines, owner, meaning))
+        owner_guess = next((w[0][2] for w in warnings.values() if w), "infrastructure")
+        if status in ("Fail", "Warn"):
+            out.append(make(
+                kind, "dcgm_test_failed" if status == "Fail" else "dcgm_test_warned", category="diagnostic",
+                owner=owner_guess, severity="error" if status == "Fail" else "warning",
+                meaning=f"DCGM {test.category} test '{test.name}' {test.result}",
+                lines=ctx.src(test.lines[:1], base),
+                entity={"gpu_index": ",".join(map(str, failing_gpus)) if failing_gpus else ("all" if test.all_gpus else None)},
+                quantities={"test": test.name, "category": test.category, "result": test.result,
+                            "error_ids": ",".join(map(str, test.error_ids)) or None}))
+        for (gpu, code), items in warnings.items():
+            level_info = all(code == "persistence_mode_disabled" for _ in items)
+            links = sorted({int(x) for text, _, _, _ in items for x in re.findall(r"link (\d+)", text)})
+            first = items[0]
+            out.append(make(
+                kind, code, category="diagnostic", owner=first[2],
+                severity="warning" if level_info or status not in ("Fail", "Warn") else "error",
+                meaning=first[3] + (f" (links {', '.join(map(str, links))})" if links else ""),
+                lines=ctx.src(sorted({i for _, idx, _, _ in items for i in idx}), base),
+                entity={"gpu_index": gpu}, count=len(items),
+                quantities={"test": test.name, "links_down": ", ".join(map(str, links)) if links else None,
+                            "message": first[0]}))
+    return out
+
+
+def read_dcgm(ctx: Ctx, piece: Piece) -> list[Finding]:
+    """Read a ``dcgmi diag`` table or ``dcgmi discovery`` piece (JSON diag documents go through read_json)."""
+    lines = ctx.lines(piece)
+    if piece.kind == "dcgmi-discovery":
+        disc = parse_dcgm_discovery(lines)
+        out = [make("dcgmi-discovery", "dcgm_discovery", category="inventory", owner=None, severity="ok",
+                    meaning=f"DCGM sees {disc.gpus_declared} GPU(s), {disc.nvswitches} NvSwitch(es)",
+                    lines=ctx.src([i for i, ln in enumerate(lines) if "found" in ln], piece.start),
+                    quantities={"gpus": disc.gpus_declared, "gpus_listed": len(disc.gpus),
+                                "nvswitches": disc.nvswitches, "cpus": disc.cpus})]
+        for gpu in disc.gpus:
+            out.append(make("dcgmi-discovery", "gpu_ok", category="gpu", owner=None, severity="ok",
+                            meaning=f"GPU {gpu.gpu_id}: {gpu.name}", lines=ctx.src(gpu.lines, piece.start),
+                            entity={"gpu_index": gpu.gpu_id, "bus_id": gpu.bus_id, "uuid": gpu.uuid, "gpu_name": gpu.name}))
+        return out
+    brace = next((i for i, ln in enumerate(lines) if ln.lstrip().startswith("{")), None)
+    if brace is not None:
+        import json
+
+        from pytest_hetero.probes.dcgm import parse_dcgm_json
+
+        try:
+            doc = json.loads("\n".join(lines[brace:]))
+        except ValueError:
+            doc = None
+        if isinstance(doc, dict):
+            return dcgm_json_findings(ctx, piece, parse_dcgm_json(doc))
+    start = next((i for i, ln in enumerate(lines) if ln.lstrip().startswith(("+", "|"))), 0)
+    diag = parse_dcgm_table(lines[start:])
+    for test in diag.tests:
+        test.lines = [i + start for i in test.lines]
+        for msg in test.messages:
+            msg.lines = [i + start for i in msg.lines]
+    return _dcgm_findings(ctx, piece, diag, piece.start)
+
+
+def dcgm_json_findings(ctx: Ctx, piece: Piece, diag: DcgmDiag) -> list[Finding]:
+    """Findings of a parsed ``dcgmi diag -j`` document (source lines: the whole piece)."""
+    found = _dcgm_findings(ctx, piece, diag, piece.start)
+    whole = ctx.span(piece)
+    return [f if f.lines else make(f.kind, f.code, category=f.category, owner=f.owner, severity=f.severity,
+                                   meaning=f.meaning, lines=whole[:1], entity=f.entity, count=f.count,
+                                   quantities=f.quantities) for f in found]
+
+
+def _xid_group(ctx: Ctx, piece: Piece, recs: list[KernelRecord], uuids: dict[str, str], reset: set[str],
+               reset_lines: dict[str, list[int]], kind: str = "kernel-log") -> Finding:
+    first = recs[0]
+    number = int(first.fields["xid"])
+    info = xid_info(number)
+    cause = first.fields.get("cause")
+    owner, category, meaning = info.owner, info.category, info.meaning
+    if cause:
+        cause_info = xid_info(int(cause))
+        owner, category = cause_info.owner, cause_info.category
+        meaning = f"{info.meaning}; caused by Xid {cause} ({cause_info.meaning})"
+    pids = list(dict.fromkeys(r.fields["pid"] for r in recs if "pid" in r.fields))
+    procs = list(dict.fromkeys(r.fields["process"] for r in recs if "process" in r.fields))
+    functions = list(dict.fromkeys(r.fields["function"] for r in recs if "function" in r.fields))
+    channels = list(dict.fromkeys(r.fields["channel"] for r in recs if "channel" in r.fields))
+    locations = {m.group(0) for r in recs for m in [re.search(r"\(GPC \d+, TPC \d+, SM \d+\)", r.fields.get("message", ""))] if m}
+    label = first.fields.get("gpu_label")
+    bus = first.bus or ""
+    needs_reset = bus in reset or info.action in ("reset_gpu", "reboot")
+    severity = "error"
+    return make(
+        kind, f"xid_{number}", category=category, owner=owner, severity=severity,
+        meaning=f"Xid {number}: {meaning}" + (f" (GPU {label})" if label else ""),
+        lines=ctx.src([r.index for r in recs] + reset_lines.get(bus, []), piece.start),
+        entity={"bus_id": bus, "uuid": uuids.get(bus), "pid": ",".join(pids) or None, "process": ",".join(procs) or None},
+        timestamps=[recs[0].timestamp, recs[-1].timestamp], count=len(recs),
+        quantities={"xid": number, "caused_by_xid": int(cause) if cause else None, "action": info.action,
+                    "gsp_functions": ", ".join(functions) or None, "channels": ", ".join(channels) or None,
+                    "sm_locations": len(locations) or None, "gpu_label": label,
+                    "reset_recommended": True if bus in reset else None,
+                    "needs_reset": needs_reset, "message": first.fields.get("message")},
+    )
+
+
+_OTHER: dict[str, tuple[str, str, str | None, str, str]] = {
+    "fallen_off_bus": ("gpu_fallen_off_bus", "gpu-bus", "infrastructure", "error",
+                       "the GPU has fallen off the PCIe bus: reboot the node and check the GPU/riser"),
+    "init_failed": ("gpu_init_failed", "gpu-driver", "infrastructure", "error",
+                    "the driver could not initialise the GPU (RmInitAdapter failed)"),
+    "reset_required": ("gpu_reset_required", "gpu-recovery", "infrastructure", "error",
+                       "the driver says the GPU needs a reset"),
+    "api_mismatch": ("nvml_version_mismatch", "gpu-driver", "infrastructure", "error",
+                     "user-space driver and kernel module versions differ (upgrade without reboot)"),
+    "sxid": ("nvswitch_sxid", "nvlink", "infrastructure", "error", "NVSwitch error (SXid)"),
+    "peermem": ("peermem_invalid_context", "noise", None, "ok",
+                "nvidia-peermem skipped an invalid context (RDMA teardown noise, not a GPU fault)"),
+    "oom_kill": ("host_oom_kill", "workload", "algorithm", "error", "the kernel OOM killer killed a process"),
+}
+
+
+def read_kernel(ctx: Ctx, piece: Piece) -> list[Finding]:
+    """Read a kernel-log piece: Xid groups (by number, GPU and cause), other NVRM events, context."""
+    lines = ctx.lines(piece)
+    log = read_kernel_log(lines)
+    out: list[Finding] = []
+    reset = {r.bus for r in log.records if r.what == "reset_required" and r.bus}
+    groups: dict[tuple[str, str, str, str], list[KernelRecord]] = {}
+    for rec in log.records:
+        if rec.what == "xid":
+            key = ("xid", rec.fields["xid"], rec.bus or "", rec.fields.get("cause", ""))
+        elif rec.what == "assertion":
+            key = ("assertion", rec.fields.get("error", ""), rec.bus or "", "")
+        else:
+            key = (rec.what, rec.fields.get("sxid", ""), rec.bus or "", "")
+        groups.setdefault(key, []).append(rec)
+    for (what, _, bus, _), recs in groups.items():
+        if what == "xid":
+            reset_lines: dict[str, list[int]] = {}
+            for r in log.records:
+                if r.what == "reset_required" and r.bus:
+                    reset_lines.setdefault(r.bus, []).append(r.index)
+            out.append(_xid_group(ctx, piece, recs, log.uuids, reset, reset_lines))
+            continue
+        first = recs[0]
+        if what == "assertion":
+            err = first.fields.get("error", "")
+            reset_needed = "RESET_REQUIRED" in err
+            out.append(make("kernel-log", "gpu_reset_required" if reset_needed else "nvrm_assertion",
+                            category="gpu-recovery" if reset_needed else "gpu-driver", owner="infrastructure",
+                            severity="error",
+                            meaning=("the driver reports the GPU needs a reset" if reset_needed else
+                                     f"NVIDIA driver assertion {first.fields.get('assertion')}") + f" ({err})",
+                            lines=ctx.src([r.index for r in recs], piece.start),
+                            entity={"bus_id": bus or None, "uuid": log.uuids.get(bus)},
+                            timestamps=[recs[0].timestamp, recs[-1].timestamp], count=len(recs),
+                            quantities={"nv_error": err, "status": first.fields.get("status"),
+                                        "assertion": first.fields.get("assertion")}))
+            continue
+        code, category, owner, severity, meaning = _OTHER[what]
+        if what == "reset_required" and any(r.what == "xid" and r.bus == bus for r in log.records):
+            continue  # reported on the Xid finding (reset_recommended)
+        q: dict[str, Value] = {}
+        if what == "api_mismatch":
+            q = {"client_version": first.fields.get("client"), "module_version": first.fields.get("module")}
+        if what == "sxid":
+            q = {"sxid": int(first.fields.get("sxid", "0")), "message": first.fields.get("message")}
+        if what == "init_failed":
+            q = {"rm_code": first.fields.get("code"), "minor": first.fields.get("minor")}
+        out.append(make("kernel-log", code, category=category, owner=owner, severity=severity, meaning=meaning,
+                        lines=ctx.src([r.index for r in recs], piece.start),
+                        entity={"bus_id": bus or None, "uuid": log.uuids.get(bus), "pid": first.fields.get("pid"),
+                                "process": first.fields.get("process")},
+                        timestamps=[recs[0].timestamp, recs[-1].timestamp], count=len(recs), quantities=q))
+    context_idx = [i for i, ln in enumerate(lines) if re.search(
+        r"NVRM: GPU at|Board Serial|Hardware name:|Tainted:|loading NVIDIA UNIX", ln)]
+    if log.uuids or log.hardware or log.kernel_release or log.driver_version:
+        out.append(make("kernel-log", "kernel_context", category="inventory", owner=None, severity="ok",
+                        meaning="kernel log context: " + (", ".join(
+                            f"{k} {v}" for k, v in (("hardware", log.hardware), ("kernel", log.kernel_release),
+                                                    ("driver", log.driver_version)) if v) or "GPU identities (PCI -> UUID)"),
+                        lines=ctx.src(context_idx, piece.start),
+                        quantities={"hardware": log.hardware, "kernel_release": log.kernel_release,
+                                    "driver_version": log.driver_version,
+                                    "gpus_mapped": ", ".join(f"{b}={u}" for b, u in log.uuids.items()) or None,
+                                    "serials": ", ".join(f"{b}={s}" for b, s in log.serials.items()) or None,
+                                    "lines_read": log.lines}))
+    out.sort(key=lambda f: f.lines[0].number if f.lines else 0)
+    return out
+
+
+_KLOG = re.compile(r"^\s*(?P<level>[IWEF])(?P<date>\d{4}) (?P<time>\d\d:\d\d:\d\d\.\d+)\s+\d+\s+(?P<src>[\w./-]+:\d+)\]\s?(?P<msg>.*)$")
+
+
+def read_klog(ctx: Ctx, piece: Piece) -> list[Finding]:
+    """Read Kubernetes component log lines: device-plugin Xid health events, Volcano queue status
+    failures, other E/F lines (unrecognised when their text is not understood)."""
+    lines = ctx.lines(piece)
+    out: list[Finding] = []
+    text = "\n".join(lines)
+    events = parse_xid_log(text)
+    unhealthy = [i for i, ln in enumerate(lines) if "marked unhealthy" in ln]
+    nvml = [i for i, ln in enumerate(lines) if re.search(r"EventType:\d+ EventData:\d+", ln)]
+    for event in events:
+        info = xid_info(event.xid)
+        idx = [event.line - 1] + nvml + [i for i in unhealthy if event.uuid and event.uuid in lines[i]]
+        etype = re.search(r"EventType:(\d+) EventData:(\d+)", lines[nvml[0]]) if nvml else None
+        out.append(make("klog", f"xid_{event.xid}", category=info.category, owner=info.owner, severity="error",
+                        meaning=f"Xid {event.xid}: {info.meaning} (reported by the device plugin's health check)",
+                        lines=ctx.src(idx, piece.start), entity={"uuid": event.uuid, "bus_id": event.pci_bus},
+                        timestamps=[event.timestamp], count=1,
+                        quantities={"xid": event.xid, "nvml_event_type": int(etype.group(1)) if etype else None,
+                                    "nvml_event_data": int(etype.group(2)) if etype else None,
+                                    "marked_unhealthy": event.marked_unhealthy}))
+    for i in unhealthy:
+        uuid = re.search(r"(GPU-[0-9a-fA-F-]+|MIG-[0-9a-fA-F/-]+)", lines[i])
+        resource = re.search(r"'([\w./-]+)' device marked unhealthy", lines[i])
+        m = _KLOG.match(lines[i])
+        out.append(make("klog", "device_marked_unhealthy", category="gpu-hardware", owner="infrastructure",
+                        severity="error",
+                        meaning=f"the device plugin took {uuid.group(1) if uuid else 'a device'} out of allocatable "
+                                f"{resource.group(1) if resource else 'resources'} (allocatable drops by 1)",
+                        lines=ctx.src([i], piece.start), entity={"uuid": uuid.group(1) if uuid else None},
+                        timestamps=[f"{m.group('level')}{m.group('date')} {m.group('time')}" if m else None],
+                        quantities={"resource": resource.group(1) if resource else None, "allocatable_change": -1}))
+    handled = {line.number - piece.start - 1 for f in out for line in f.lines}
+    infos: list[int] = []
+    for i, line in enumerate(lines):
+        m = _KLOG.match(line)
+        if not m or i in handled:
+            continue
+        stamp = f"{m.group('level')}{m.group('date')} {m.group('time')}"
+        msg = m.group("msg")
+        queue = re.search(r"Failed to update status of Queue (?P<q>[\w.-]+):\s*(?P<why>.*)", msg)
+        if queue:
+            out.append(make("klog", "queue_status_update_failed", category="queue", owner="platform", severity="error",
+                            meaning=f"the Volcano queue controller cannot write queue {queue.group('q')}'s status "
+                                    "(CRD/controller version mismatch): queue accounting is stuck",
+                            lines=ctx.src([i], piece.start), entity={"queue": queue.group("q")}, timestamps=[stamp],
+                            quantities={"why": queue.group("why"), "source": m.group("src")}))
+            continue
+        if m.group("level") in "EF":
+            from pytest_hetero.explain.read_text import classify_lines
+
+            found = classify_lines(ctx, piece, [i])
+            if found:
+                out.extend(found)
+                continue
+            out.append(make("klog", "unrecognised", category="unrecognised", owner=None, severity="unrecognised",
+                            meaning="an error-level component log line no reader understands",
+                            lines=ctx.src([i], piece.start), timestamps=[stamp]))
+            continue
+        infos.append(i)
+    if infos:
+        stamps = []
+        for i in infos:
+            m = _KLOG.match(lines[i])
+            if m:
+                stamps.append(f"{m.group('level')}{m.group('date')} {m.group('time')}")
+        out.append(make("klog", "component_log", category="log", owner=None, severity="ok",
+                        meaning=f"{len(infos)} informational component log line(s)",
+                        lines=ctx.src(infos, piece.start), timestamps=stamps, count=len(infos)))
+    out.sort(key=lambda f: f.lines[0].number if f.lines else 0)
+    return out
+
+
+READERS: dict[str, Callable[[Ctx, Piece], list[Finding]]] = {
+    "nvidia-smi-xml": read_smi,
+    "nvidia-smi-table": read_smi,
+    "nvidia-smi-query": read_smi,
+    "dcgmi-diag": read_dcgm,
+    "dcgmi-discovery": read_dcgm,
+    "kernel-log": read_kernel,
+    "klog": read_klog,
+}
+"""Block kind -> reader, for the NVIDIA and log kinds."""
+
+_ = SourceLine

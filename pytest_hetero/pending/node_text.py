@@ -1,0 +1,179 @@
+"""Nodes as operators paste them: ``kubectl describe node`` text (whole or excerpts), node objects,
+label dumps, HAMi device registration annotations.
+
+``kubectl describe node`` (kubectl 1.15-1.34): top-level ``Key:  value`` fields (``Name``, ``Roles``,
+``CreationTimestamp``, ``Unschedulable``), multi-line fields whose continuation lines are indented to
+the value column (``Labels``, ``Annotations``, ``Taints``), sections (``Addresses:``, ``Capacity:``,
+``Allocatable:``, ``Lease:``, ``System Info:``, ``Conditions:`` table, ``Allocated resources:`` table with
+``Resource  Requests  Limits``, ``Events:``), and elisions (``....``) from trimmed captures.
+
+HAMi registers devices in the ``hami.io/node-nvidia-register`` (and ``-ascend-…``) annotation: JSON
+(HAMi ≥ 2.4: ``[{"id","count","devmem","devcore","type","mode","health"}]``) or the older text form
+``<uuid>,<count>,<devmem MiB>,<devcore>,<type>,<numa>,<health>:`` per device; ``hami.io/node-handshake``
+reads ``Requesting_<time>`` (scheduler asked), ``Reported_<time>`` (plugin answered) or ``Deleted_<time>``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+
+_TOP = re.compile(r"^(?P<key>[A-Z][\w -]{0,40}):(?:\s+(?P<value>.*?))?\s*$")
+
+
+@dataclass
+class NodeText:
+    """A parsed ``kubectl describe node`` (any excerpt): fields, multi-line lists, sections; every
+    entry keeps its 0-based line indexes in ``where`` (``"Taints"`` -> [12, 13])."""
+
+    fields: dict[str, str] = field(default_factory=dict)
+    labels: dict[str, str] = field(default_factory=dict)
+    annotations: dict[str, str] = field(default_factory=dict)
+    taints: list[str] = field(default_factory=list)
+    capacity: dict[str, str] = field(default_factory=dict)
+    allocatable: dict[str, str] = field(default_factory=dict)
+    allocated: dict[str, tuple[str, str]] = field(default_factory=dict)
+    addresses: dict[str, str] = field(default_factory=dict)
+    lease: dict[str, str] = field(default_factory=dict)
+    conditions: list[dict[str, str]] = field(default_factory=list)
+    event_lines: list[int] = field(default_factory=list)
+    where: dict[str, list[int]] = field(default_factory=dict)
+
+
+def parse_describe_node(lines: list[str]) -> NodeText:
+    """Parse ``kubectl describe node`` lines. Never raises; unknown lines are skipped."""
+    node = NodeText()
+    section = ""
+    multi = ""
+    cond_cols: list[tuple[str, int]] = []
+    for index, line in enumerate(lines):
+        if not line.strip() or line.strip().startswith(("....", "…")):
+            continue
+        top = _TOP.match(line)
+        if top and not line.startswith((" ", "\t")):
+            key, value = top.group("key"), (top.group("value") or "").strip()
+            section, multi = key, ""
+            node.where.setdefault(key, []).append(index)
+            if key in ("Labels", "Annotations", "Taints"):
+                multi = key
+                _multi(node, key, value, index)
+            elif key == "Events":
+                node.event_lines.append(index)
+            elif value:
+                node.fields[key] = value
+            continue
+        if section == "Events":
+            node.event_lines.append(index)
+            continue
+        if multi and line.startswith((" ", "\t")):
+            _multi(node, multi, line.strip(), index)
+            continue
+        body = line.strip()
+        if section in ("Capacity", "Allocatable", "Addresses", "Lease"):
+            key, sep, value = body.partition(":")
+            if sep:
+                target = {"Capacity": node.capacity, "Allocatable": node.allocatable, "Addresses": node.addresses,
+                          "Lease": node.lease}[section]
+                target[key.strip()] = value.strip()
+                node.where.setdefault(f"{section}.{key.strip()}", []).append(index)
+            continue
+        if section == "Allocated resources":
+            cells = body.split()
+            if len(cells) >= 3 and not body.startswith(("Resource", "--------", "(Total")):
+                node.allocated[cells[0]] = (" ".join(cells[1:3]) if "(" in cells[2] else cells[1],
+                                            " ".join(cells[3:5]) if len(cells) > 4 else cells[-1])
+                node.where.setdefault(f"Allocated.{cells[0]}", []).append(index)
+            continue
+        if section == "Conditions":
+            if body.startswith("Type"):
+                cond_cols = [(m.group(0), m.start()) for m in re.finditer(r"\S+", line)]
+                continue
+            if body.startswith("----") or not cond_cols:
+                continue
+            row = {}
+            for i, (name, start) in enumerate(cond_cols):
+                end = cond_cols[i + 1][1] if i + 1 < len(cond_cols) else None
+                row[name] = line[start:end].strip()
+            row["_line"] = str(index)
+            node.conditions.append(row)
+    return node
+
+
+def _multi(node: NodeText, key: str, value: str, index: int) -> None:
+    if not value or value == "<none>":
+        return
+    node.where.setdefault(key, []).append(index)
+    if key == "Taints":
+        node.taints.append(value)
+    elif key == "Labels":
+        k, _, val = value.partition("=")
+        node.labels[k] = val
+    else:
+        k, _, val = value.partition(":")
+        node.annotations[k.strip()] = val.strip()
+
+
+@dataclass
+class HamiDevice:
+    """One device HAMi registered: ``id``, split ``count``, ``devmem`` (MiB), ``devcore`` (%), ``type``,
+    ``mode``, ``numa``, ``health``."""
+
+    id: str
+    count: int | None
+    devmem: int | None
+    devcore: int | None
+    type: str
+    health: bool | None
+    mode: str | None = None
+    numa: int | None = None
+
+
+def _int(value: object) -> int | None:
+    try:
+        return int(str(value))
+    except (TypeError, ValueError):
+        return None
+
+
+def parse_hami_register(value: str | list[object]) -> list[HamiDevice]:
+    """Parse a ``hami.io/node-*-register`` annotation (JSON list or the older ``a,b,c…:`` text). Never raises."""
+    data: object = value
+    if isinstance(value, str):
+        text = value.strip()
+        if text.startswith("["):
+            try:
+                data = json.loads(text)
+            except ValueError:
+                data = None
+        else:
+            devices = []
+            for entry in filter(None, (e.strip() for e in text.split(":"))):
+                parts = entry.split(",")
+                if len(parts) >= 5:
+                    devices.append(HamiDevice(parts[0], _int(parts[1]), _int(parts[2]), _int(parts[3]), parts[4],
+                                              parts[-1].strip().lower() == "true" if len(parts) >= 7 else None,
+                                              numa=_int(parts[5]) if len(parts) >= 7 else None))
+            return devices
+    out = []
+    for item in data if isinstance(data, list) else []:
+        if isinstance(item, dict):
+            health = item.get("health")
+            out.append(HamiDevice(str(item.get("id", "")), _int(item.get("count")), _int(item.get("devmem")),
+                                  _int(item.get("devcore")), str(item.get("type", "")),
+                                  health if isinstance(health, bool) else None, mode=item.get("mode") and str(item.get("mode")),
+                                  numa=_int(item.get("numa"))))
+    return out
+
+
+def is_hami_register(value: object) -> bool:
+    """True for a JSON list of HAMi device registrations."""
+    return isinstance(value, list) and bool(value) and all(
+        isinstance(x, dict) and "devmem" in x and ("count" in x or "devcore" in x) for x in value
+    )
+
+
+def handshake(value: str) -> tuple[str, str]:
+    """``Requesting_2024.03.13 14:41:43`` -> (``Requesting``, ``2024.03.13 14:41:43``)."""
+    state, _, when = value.partition("_")
+    return state, when

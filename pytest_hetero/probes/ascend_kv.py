@@ -1,0 +1,123 @@
+"""Readers for ``npu-smi info -t <type> -i <id>`` key/value output and the ``-t topo`` matrix.
+
+Source format (Huawei "npu-smi command reference", ``info -t common|usages|memory|board|health|
+power|temp|…``): ``Key(unit) : value`` lines, indented or not, in groups separated by blank lines — NPU
+level keys (``NPU ID``, ``Chip Count``), then one group per chip starting or ending with ``Chip ID``,
+and on some boards an ``mcu`` group (``Chip Name : mcu``) whose ``Temperature(C)`` must not overwrite
+the chip's. Full-width colons (``：``) from localized builds are accepted. ``-t topo``: a header row
+``NPU0 NPU1 … CPU Affinity``, one row per NPU with the link type to each other NPU (``X`` self, ``HCCS``,
+``PIX``, ``PXB``, ``PHB``, ``SYS``, ``NA``) and the CPU list, then a legend.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+_KV = re.compile(r"^\s*(?P<key>[^:：]+?)\s*[:：]\s*(?P<value>.*?)\s*$")
+
+
+@dataclass
+class NpuGroup:
+    """One group of keys: ``scope`` (``npu``, ``chip``, ``mcu``), ``values`` as printed, 0-based ``lines``."""
+
+    scope: str
+    values: dict[str, str]
+    lines: list[int] = field(default_factory=list)
+
+
+@dataclass
+class NpuKv:
+    """``npu-smi info -t <type>``: ``query`` type (``common``/``usages``/… or None), ``npu_id``, groups."""
+
+    query: str | None
+    npu_id: int | None
+    groups: list[NpuGroup]
+
+    def chips(self) -> list[NpuGroup]:
+        """The chip groups (those with a ``Chip ID``), in order."""
+        return [g for g in self.groups if g.scope == "chip"]
+
+
+def parse_npu_kv(lines: list[str]) -> NpuKv:
+    """Parse one ``npu-smi info -t`` output (its command line may come first). Never raises."""
+    query = None
+    npu_id = None
+    groups: list[NpuGroup] = []
+    current = NpuGroup("npu", {})
+    for index, line in enumerate(lines):
+        command = re.search(r"npu-smi info\s+-t\s+(\S+)(?:\s+-i\s+(\d+))?", line)
+        if command:
+            query = command.group(1)
+            if command.group(2):
+                npu_id = int(command.group(2))
+            continue
+        if not line.strip():
+            if current.values:
+                groups.append(current)
+            current = NpuGroup("chip" if groups else "npu", {})
+            continue
+        m = _KV.match(line)
+        if not m:
+            continue
+        key, value = m.group("key").strip(), m.group("value").strip()
+        if key == "Chip Name" and value.lower() == "mcu":
+            current.scope = "mcu"
+        if key == "Chip ID":
+            if current.scope == "npu" and len(current.values) > 2 and "NPU ID" in current.values:
+                # an NPU-level group that ends with Chip ID (``-t usages``): the whole group is chip 0
+                current.scope = "chip"
+            elif current.scope != "mcu":
+                current.scope = "chip"
+        if key == "NPU ID" and value.isdecimal():
+            npu_id = int(value)
+        if key in current.values:
+            groups.append(current)
+            current = NpuGroup("chip", {})
+        current.values[key] = value
+        current.lines.append(index)
+    if current.values:
+        groups.append(current)
+    return NpuKv(query, npu_id, groups)
+
+
+@dataclass
+class NpuTopology:
+    """``npu-smi info -t topo``: ``names`` (NPU0…), ``links`` (``(a, b) -> type``), ``affinity`` (NPU -> CPUs)."""
+
+    names: list[str]
+    links: dict[tuple[str, str], str]
+    affinity: dict[str, str]
+    lines: list[int]
+
+    def counts(self) -> dict[str, int]:
+        """Link type -> number of ordered NPU pairs using it (self excluded)."""
+        out: dict[str, int] = {}
+        for (a, b), kind in self.links.items():
+            if a != b:
+                out[kind] = out.get(kind, 0) + 1
+        return out
+
+
+def parse_npu_topo(lines: list[str]) -> NpuTopology:
+    """Parse the ``-t topo`` matrix: rows are read by token (the header does not line up with the body
+    as printed). Never raises."""
+    names: list[str] = []
+    links: dict[tuple[str, str], str] = {}
+    affinity: dict[str, str] = {}
+    used: list[int] = []
+    for index, line in enumerate(lines):
+        tokens = line.split()
+        if not tokens:
+            continue
+        if tokens[0] == "NPU0" and all(t.startswith("NPU") or t in ("CPU", "Affinity") for t in tokens):
+            names = [t for t in tokens if re.fullmatch(r"NPU\d+", t)]
+            used.append(index)
+            continue
+        if names and re.fullmatch(r"NPU\d+", tokens[0]) and len(tokens) >= len(names) + 1:
+            for name, kind in zip(names, tokens[1 : 1 + len(names)]):
+                links[(tokens[0], name)] = kind
+            if len(tokens) > len(names) + 1:
+                affinity[tokens[0]] = tokens[len(names) + 1]
+            used.append(index)
+    return NpuTopology(names, links, affinity, used)

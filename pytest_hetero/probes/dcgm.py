@@ -1,0 +1,371 @@
+"""Readers for NVIDIA DCGM's ``dcgmi diag`` (table and ``-j`` JSON) and ``dcgmi discovery -l``.
+
+Source formats (DCGM user guide, "DCGM Diagnostics" and the ``dcgmi diag`` / ``dcgmi discovery``
+command references, 2.x … 4.x):
+
+* table, DCGM 2.x/3.x: ``+-----  Integration  -------+----+`` category rows, ``| PCIe | Fail - All |``
+  results (``Pass``/``Fail``/``Skip``/``Warn`` then ``- All`` or ``- GPUs: 0, 1`` / ``- GPU: 2``, one
+  line per group), ``| Warning | GPU 0 … |`` and ``| Info | … |`` rows whose message is cut at a fixed
+  width (46 characters in 2.x/3.x) with words split across lines, a ``Metadata`` category (``DCGM
+  Version``, ``Driver Version Detected``, ``GPU Device IDs Detected``);
+* table, DCGM 4.x: lower-case plugin names (``software``, ``pcie``, ``memory``, ``targeted_stress``…),
+  an overall status then one ``GPU0: Pass`` line per entity, and ``Warning: GPU1`` / ``Info: GPU0`` rows;
+* JSON (``-j``): 2.x/3.x ``{"DCGM GPU Diagnostic": {"test_categories": [{"category", "tests": [{"name",
+  "results": [{"gpu_ids", "status", "warnings"/"info"}]}]}], "version", …}}``; 4.x ``{"DCGM Diagnostic":
+  {"test_categories": …}, "metadata": {"version", "Driver Version Detected"}, "entity_groups": …}`` with
+  ``entity_id`` per result and ``warnings: [{"warning", "error_id", "error_category", "error_severity"}]``;
+* discovery: ``8 GPUs found.`` then ``| GPU ID | Device Information |`` rows with ``Name:``, ``PCI Bus
+  ID:``, ``Device UUID:`` lines, ``N NvSwitches found.`` (and 3.x+ ``CPUs found``) with their tables.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+_CATEGORY = re.compile(r"^\s*[+|]-{2,}\s+(?P<cat>[A-Za-z][\w ]*?)\s+-{2,}[+|]")
+_RESULT = re.compile(r"^(?P<status>Pass|Fail|Skip|Warn|Not Run|Running)\b(?:\s*-\s*(?P<who>All|GPUs?:\s*[\d,\s]+))?$",
+                     re.IGNORECASE)
+_ENTITY = re.compile(r"^(?P<kind>GPU|CPU|Switch|NvSwitch)\s*(?P<id>\d+)\s*:\s*(?P<status>\w[\w ]*)$")
+_MESSAGE_ROW = re.compile(r"^(?P<level>Warning|Info|Error)(?::\s*(?P<who>\w+\s*\d+))?$")
+
+
+@dataclass
+class DcgmMessage:
+    """A ``Warning``/``Info`` message of a test, unwrapped; ``gpu`` when the message names one."""
+
+    level: str
+    text: str
+    gpu: int | None
+    lines: list[int] = field(default_factory=list)
+
+
+@dataclass
+class DcgmTest:
+    """One test row: ``category`` (``Integration``), ``name`` (``PCIe``/``pcie``), overall ``status``
+    (``Pass``/``Fail``/``Skip``/``Warn``), ``result`` as printed, per-entity statuses ``gpus``
+    (``{0: "Pass"}``; ``"All"`` results give ``all_gpus``), ``messages``, 0-based ``lines``."""
+
+    category: str
+    name: str
+    status: str
+    result: str
+    gpus: dict[int, str] = field(default_factory=dict)
+    all_gpus: bool = False
+    messages: list[DcgmMessage] = field(default_factory=list)
+    lines: list[int] = field(default_factory=list)
+    error_ids: list[int] = field(default_factory=list)
+
+
+@dataclass
+class DcgmDiag:
+    """A ``dcgmi diag`` result: ``metadata`` rows (version, driver, device ids), ``tests`` in order,
+    ``layout`` (``table`` or ``json``), ``truncated`` when the table has no closing border."""
+
+    metadata: dict[str, str]
+    tests: list[DcgmTest]
+    layout: str
+    truncated: bool = False
+
+    @property
+    def failed(self) -> list[DcgmTest]:
+        """Tests whose status is Fail (or Warn)."""
+        return [t for t in self.tests if t.status.lower() in ("fail", "warn")]
+
+
+def _cells(line: str) -> tuple[str, str, bool] | None:
+    """Left cell (stripped), right cell's text area, closed flag.
+
+    DCGM pads a message cell with one space before and two after a fixed-width text area (45
+    characters in 2.x/3.x); the text area is returned unstripped so cut words can be joined back.
+    """
+    s = line.strip()
+    if not s.startswith("|"):
+        return None
+    parts = s[1:].split("|", 1)
+    if len(parts) < 2:
+        return None
+    left, rest = parts
+    body = rest.rstrip()
+    closed = body.endswith("|")
+    if closed:
+        raw = rest[: rest.rstrip().rfind("|")]
+        right = raw[1:-2] if len(raw) >= 3 else raw.strip()
+    else:
+        right = rest.removeprefix(" ")
+    return left.strip(), right, closed
+
+
+def _gpu_of(text: str) -> int | None:
+    m = re.search(r"\bGPU\s*(\d+)", text)
+    return int(m.group(1)) if m else None
+
+
+def parse_dcgm_table(lines: list[str]) -> DcgmDiag:
+    """Parse a ``dcgmi diag`` table (any layout above). Never raises; unreadable rows are skipped."""
+    metadata: dict[str, str] = {}
+    tests: list[DcgmTest] = []
+    category = ""
+    current: DcgmTest | None = None
+    message: DcgmMessage | None = None
+    chunks: list[str] = []
+    truncated = False
+
+    def flush() -> None:
+        nonlocal message, chunks
+        if message is not None:
+            message.text = re.sub(r"\s+", " ", "".join(chunks)).strip()
+            if message.gpu is None:
+                message.gpu = _gpu_of(message.text)
+        message, chunks = None, []
+
+    for index, line in enumerate(lines):
+        cat = _CATEGORY.match(line)
+        if cat:
+            flush()
+            category = cat.group("cat").strip()
+            current = None
+            continue
+        cells = _cells(line)
+        if cells is None:
+            continue
+        left, right, closed = cells
+        if not closed:
+            truncated = True
+        value = right.strip()
+        if left in ("Diagnostic",) and value == "Result":
+            continue
+        if category.lower() == "metadata" and left:
+            metadata[left] = value
+            continue
+        if left:
+            flush()
+            row = _MESSAGE_ROW.match(left)
+            if row and current is not None:
+                who = row.group("who")
+                message = DcgmMessage(row.group("level"), "", _gpu_of(who) if who else None, [index])
+                chunks = [right]
+                current.messages.append(message)
+                current.lines.append(index)
+                continue
+            result = _RESULT.match(value)
+            current = DcgmTest(category, left, result.group("status").title() if result else value, value,
+                               lines=[index])
+            tests.append(current)
+            if result:
+                _who(current, result.group("status"), result.group("who"))
+            continue
+        if current is None:
+            continue
+        if message is not None:
+            chunks.append(right)
+            message.lines.append(index)
+            current.lines.append(index)
+            continue
+        entity = _ENTITY.match(value)
+        result = _RESULT.match(value)
+        if entity and entity.group("kind") == "GPU":
+            current.gpus[int(entity.group("id"))] = entity.group("status").strip().title()
+            current.lines.append(index)
+        elif result:
+            current.result += "; " + value
+            _who(current, result.group("status"), result.group("who"))
+            current.lines.append(index)
+    flush()
+    return DcgmDiag(metadata, tests, "table", truncated)
+
+
+def _who(test: DcgmTest, status: str, who: str | None) -> None:
+    status = status.title()
+    if who is None:
+        return
+    if who.lower() == "all":
+        test.all_gpus = True
+        return
+    for number in re.findall(r"\d+", who):
+        test.gpus[int(number)] = status
+    if status in ("Fail", "Warn") or test.status not in ("Fail",):
+        test.status = status if status == "Fail" or test.status != "Fail" else test.status
+
+
+def _walk_tests(node: object, category: str, out: list[tuple[str, Mapping[str, object]]]) -> None:
+    if isinstance(node, Mapping):
+        if "name" in node and "results" in node:
+            out.append((category, node))
+            return
+        cat = str(node.get("category", category)) if "category" in node else category
+        for value in node.values():
+            _walk_tests(value, cat, out)
+    elif isinstance(node, list):
+        for item in node:
+            _walk_tests(item, category, out)
+
+
+def _find_key(node: object, *names: str) -> str | None:
+    if isinstance(node, Mapping):
+        for name in names:
+            if name in node and isinstance(node[name], (str, int, float)):
+                return str(node[name])
+        for value in node.values():
+            found = _find_key(value, *names)
+            if found is not None:
+                return found
+    elif isinstance(node, list):
+        for item in node:
+            found = _find_key(item, *names)
+            if found is not None:
+                return found
+    return None
+
+
+def is_dcgm_json(obj: object) -> bool:
+    """True for a ``dcgmi diag -j`` document (any DCGM major version)."""
+    return isinstance(obj, Mapping) and (
+        "DCGM GPU Diagnostic" in obj or "DCGM Diagnostic" in obj
+        or ("tests" in obj and ("version" in obj or "metadata" in obj))
+    )
+
+
+def parse_dcgm_json(obj: Mapping[str, object]) -> DcgmDiag:
+    """Parse a ``dcgmi diag -j`` document (2.x/3.x/4.x shapes). Never raises for any mapping."""
+    found: list[tuple[str, Mapping[str, object]]] = []
+    _walk_tests(obj, "", found)
+    tests: list[DcgmTest] = []
+    for category, raw in found:
+        results = raw.get("results")
+        test = DcgmTest(category, str(raw.get("name", "")), "Pass", "")
+        statuses: list[str] = []
+        for result in results if isinstance(results, list) else []:
+            if not isinstance(result, Mapping):
+                continue
+            status = str(result.get("status", "")).strip().title()
+            statuses.append(status)
+            ids = result.get("gpu_ids", result.get("entity_id"))
+            for number in re.findall(r"\d+", str(ids)) if ids is not None else []:
+                test.gpus[int(number)] = status
+            warnings = result.get("warnings")
+            entries = warnings if isinstance(warnings, list) else ([warnings] if warnings else [])
+            for entry in entries:
+                text = str(entry.get("warning", "")) if isinstance(entry, Mapping) else str(entry)
+                if isinstance(entry, Mapping) and isinstance(entry.get("error_id"), int):
+                    test.error_ids.append(int(str(entry.get("error_id"))))
+                gpu = next(iter(re.findall(r"\d+", str(ids))), None) if ids is not None else None
+                test.messages.append(DcgmMessage("Warning", text, int(gpu) if gpu is not None else _gpu_of(text)))
+            info = result.get("info")
+            for text in info if isinstance(info, list) else ([info] if info else []):
+                test.messages.append(DcgmMessage("Info", str(text), _gpu_of(str(text))))
+        summary = raw.get("test_summary")
+        if isinstance(summary, Mapping) and summary.get("status"):
+            statuses.append(str(summary["status"]).title())
+        for level in ("Fail", "Warn", "Pass", "Skip"):
+            if level in statuses:
+                test.status = level
+                break
+        test.result = ", ".join(f"GPU{g}: {s}" for g, s in sorted(test.gpus.items())) or test.status
+        tests.append(test)
+    metadata = {
+        key: value
+        for key, value in (
+            ("DCGM Version", _find_key(obj, "version", "DCGM Version")),
+            ("Driver Version Detected", _find_key(obj, "Driver Version Detected", "driver_version_detected",
+                                                  "driver_version")),
+        )
+        if value is not None
+    }
+    return DcgmDiag(metadata, tests, "json")
+
+
+@dataclass
+class DcgmGpu:
+    """One GPU of ``dcgmi discovery -l``: id, name, PCI bus id, UUID, 0-based ``lines``."""
+
+    gpu_id: int
+    name: str | None = None
+    bus_id: str | None = None
+    uuid: str | None = None
+    lines: list[int] = field(default_factory=list)
+
+
+@dataclass
+class DcgmDiscovery:
+    """``dcgmi discovery -l``: counts as printed (``gpus_declared``, ``nvswitches``, ``cpus``) and GPUs."""
+
+    gpus_declared: int | None
+    nvswitches: int | None
+    cpus: int | None
+    gpus: list[DcgmGpu]
+
+
+def parse_dcgm_discovery(lines: list[str]) -> DcgmDiscovery:
+    """Parse ``dcgmi discovery -l`` output. Never raises."""
+    declared = switches = cpus = None
+    gpus: list[DcgmGpu] = []
+    section = ""
+    current: DcgmGpu | None = None
+    for index, line in enumerate(lines):
+        count = re.match(r"^\s*(\d+)\s+(GPUs?|NvSwitch\w*|CPUs?)\s+found", line)
+        if count:
+            number, what = int(count.group(1)), count.group(2).lower()
+            section = what
+            if what.startswith("gpu"):
+                declared = number
+            elif what.startswith("nvswitch"):
+                switches = number
+            else:
+                cpus = number
+            current = None
+            continue
+        cells = _cells(line)
+        if cells is None or not section.startswith("gpu"):
+            continue
+        left, right, _ = cells
+        value = right.strip()
+        if left.isdecimal():
+            current = DcgmGpu(int(left), lines=[index])
+            gpus.append(current)
+        if current is None:
+            continue
+        key, sep, val = value.partition(":")
+        if not sep:
+            continue
+        key, val = key.strip().lower(), val.strip()
+        if key == "name":
+            current.name = val
+        elif key == "pci bus id":
+            current.bus_id = val
+        elif key == "device uuid":
+            current.uuid = val
+        if index not in current.lines:
+            current.lines.append(index)
+    return DcgmDiscovery(declared, switches, cpus, gpus)
+
+
+WARNING_CODES: tuple[tuple[re.Pattern[str], str, str, str], ...] = (
+    (re.compile(r"NvLink link \d+ is currently down", re.IGNORECASE), "nvlink_link_down", "infrastructure",
+     "NVLink link down on the GPU: run a field diagnostic"),
+    (re.compile(r"Persistence mode for GPU \d+ is disabled", re.IGNORECASE), "persistence_mode_disabled",
+     "platform", "persistence mode is off (nvidia-smi -pm 1)"),
+    (re.compile(r"system not yet initialized", re.IGNORECASE), "fabric_manager_not_running", "infrastructure",
+     "CUDA reports the system not initialised: NVSwitch fabric manager not running"),
+    (re.compile(r"unsupported display driver / cuda driver combination", re.IGNORECASE),
+     "cuda_system_driver_mismatch", "platform", "kernel driver and user-space CUDA driver differ"),
+    (re.compile(r"pending (?:page )?retire|row remap|remapp", re.IGNORECASE), "gpu_memory_remap", "infrastructure",
+     "GPU memory rows/pages pending retirement or remapping"),
+    (re.compile(r"\bECC\b|uncorrectable", re.IGNORECASE), "gpu_ecc_uncorrectable", "infrastructure",
+     "GPU memory ECC errors"),
+    (re.compile(r"PCIe replay|replay (?:rate|counter)", re.IGNORECASE), "pcie_replay", "infrastructure",
+     "PCIe replay errors on the GPU's link"),
+    (re.compile(r"thermal|temperature|clocks? throttl", re.IGNORECASE), "gpu_thermal", "infrastructure",
+     "thermal or clock-throttling violation"),
+    (re.compile(r"XID|Xid \d+", re.IGNORECASE), "gpu_xid", "infrastructure", "DCGM saw an Xid during the test"),
+)
+"""(pattern, code, owner, meaning) for DCGM warning texts; others become ``dcgm_warning``."""
+
+
+def classify_warning(text: str) -> tuple[str, str | None, str]:
+    """Return ``(code, owner, meaning)`` for one DCGM warning/info message."""
+    for pattern, code, owner, meaning in WARNING_CODES:
+        if pattern.search(text):
+            return code, owner, meaning
+    return "dcgm_warning", "infrastructure", "DCGM reported a problem during the test"

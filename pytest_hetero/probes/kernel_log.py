@@ -1,0 +1,204 @@
+"""Reader for kernel logs as operators paste them: ``dmesg`` (plain, ``-T``, ``--time-format iso``,
+``--decode``), ``journalctl -k`` / ``/var/log/kern.log`` / ``/var/log/messages`` (syslog prefix, often
+followed by the kernel uptime stamp) and ``kernel:``-prefixed greps.
+
+What is read (NVIDIA open and proprietary kernel modules, R450 … R6xx wording):
+
+* ``NVRM: Xid (PCI:0000:9b:00): 119, pid=…, name=…, <message>`` (also the pre-R450 ``Xid (0000:01:00): 13,
+  <hex words>``), newer drivers' ``… caused by previous Xid N`` tail, GSP ``Expected function N (NAME)``;
+* ``NVRM: GPU at PCI:0000:9b:00: GPU-<uuid>`` and ``NVRM: GPU Board Serial Number: …`` (PCI → UUID map);
+* ``GPU has fallen off the bus`` (with or without an Xid 79), ``RmInitAdapter failed`` /
+  ``rm_init_adapter failed``, ``The GPU likely needs to be reset`` / ``needs to be reset``,
+  ``nvAssertOkFailedNoLog: Assertion failed: … [NV_ERR_…] (0x…)``, ``API mismatch: the client has the
+  version X, but this kernel module has the version Y``, ``loading NVIDIA UNIX … Kernel Module  <ver>``;
+* NVSwitch ``SXid (PCI:…): N``; ``nvidia-peermem … ERROR detected invalid context`` (noise, not a GPU
+  fault); the kernel OOM killer; ``Hardware name:`` and the kernel release from a ``Tainted:`` line.
+
+Timestamps are kept as printed; when a syslog wall-clock prefix and a dmesg uptime stamp are both on a
+line, the wall-clock one is the timestamp and the uptime is kept in ``uptime``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+_PREFIX = re.compile(
+    r"^\s*(?:kern\s*:\s*(?P<level>\w+)\s*:\s*)?"
+    r"(?:(?P<syslog>[A-Z][a-z]{2}\s+\d{1,2}\s+\d\d:\d\d:\d\d)\s+\S+\s+kernel:\s*"
+    r"|(?P<isohost>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:[+-]\d\d:?\d\d|Z)?)\s+\S+\s+kernel:\s*"
+    r"|(?P<iso>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[,.]\d+(?:[+-]\d\d:?\d\d|Z)?)\s+"
+    r"|\[(?P<ctime>(?:[A-Z][a-z]{2} ){2}[ \d]?\d \d\d:\d\d:\d\d \d{4})\]\s*"
+    r"|kernel:\s*)?"
+    r"(?:\[\s*(?P<uptime>\d+\.\d+)\]\s*)?"
+)
+_XID = re.compile(
+    r"NVRM: Xid \((?:PCI:)?(?P<bus>[0-9A-Fa-f]{4}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}(?:\.\d)?)\):\s*(?P<xid>\d+),\s*"
+    r"(?:pid=(?P<pid>'[^']*'|[^,\s]*),\s*)?(?:name=(?P<name>[^,]*),\s*)?(?P<msg>.*)$"
+)
+_SXID = re.compile(r"SXid \((?:PCI:)?(?P<bus>[0-9A-Fa-f:.]+)\):\s*(?P<sxid>\d+),\s*(?P<msg>.*)$")
+_GPU_AT = re.compile(r"NVRM: GPU at (?:PCI:)?(?P<bus>[0-9A-Fa-f]{4}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}):\s*(?P<uuid>GPU-[0-9a-fA-F-]+)")
+_SERIAL = re.compile(r"NVRM: GPU Board Serial Number:\s*(?P<serial>\S+)")
+_BUS_IN = re.compile(r"(?:PCI:|GPU )?(?P<bus>[0-9A-Fa-f]{4}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2})(?:\.\d)?")
+_OFF_BUS = re.compile(r"GPU has fallen off the bus", re.IGNORECASE)
+_INIT = re.compile(r"RmInitAdapter failed!?\s*(?P<code>\([^)]*\))?|rm_init_adapter failed(?:, device minor number (?P<minor>\d+))?")
+_RESET = re.compile(r"(?:likely )?needs? to be reset|reset required", re.IGNORECASE)
+_ASSERT = re.compile(r"Assertion failed: (?P<what>.*?) \[(?P<err>NV_ERR_\w+)\] \((?P<hex>0x[0-9a-fA-F]+)\)")
+_API = re.compile(r"API mismatch: the client has the version (?P<client>\d+(?:\.\d+)+), but\s+this kernel module has the "
+                  r"version (?P<module>\d+(?:\.\d+)+)")
+_LOADING = re.compile(r"NVRM: loading NVIDIA UNIX \S+ Kernel Module\s+(?P<version>[\d.]+)")
+_PEERMEM = re.compile(r"nvidia-peermem .*ERROR detected invalid context")
+_OOM = re.compile(r"Out of memory: Kill(?:ed)? process (?P<pid>\d+) \((?P<name>[^)]*)\)")
+_CAUSE = re.compile(r"caused by previous Xid (?P<cause>\d+)")
+_FUNCTION = re.compile(r"Expected function (?P<n>\d+) \((?P<name>\w+)\)")
+_GSP_GPU = re.compile(r"\b(GPU\d+) GSP\b")
+_CHANNEL = re.compile(r"\bCh(?:annel)? (?P<ch>[0-9a-fA-F]{8})\b")
+_HARDWARE = re.compile(r"Hardware name: (?P<hw>[^/,\n]+?)(?:/|,|$)")
+_KERNEL_RELEASE = re.compile(r"Tainted:.*?\s(?P<release>\d+\.\d+\.\d+-\S+)")
+
+
+@dataclass
+class KernelRecord:
+    """One recognised kernel line: ``what`` (``xid``, ``sxid``, ``fallen_off_bus``, ``init_failed``,
+    ``reset_required``, ``assertion``, ``api_mismatch``, ``peermem``, ``oom_kill``), its 0-based
+    ``index`` in the block, time as printed (``timestamp``; ``uptime`` when a wall clock was also
+    printed), PCI ``bus`` (``0000:9b:00``), the parsed ``fields``."""
+
+    what: str
+    index: int
+    timestamp: str | None
+    bus: str | None = None
+    uptime: str | None = None
+    fields: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class KernelLog:
+    """What a kernel log block says: ``records`` in order plus context: ``uuids`` (bus → GPU UUID),
+    ``serials`` (bus → board serial), ``driver_version``, ``hardware``, ``kernel_release``,
+    ``lines`` (number of lines read)."""
+
+    records: list[KernelRecord]
+    uuids: dict[str, str]
+    serials: dict[str, str]
+    driver_version: str | None
+    hardware: str | None
+    kernel_release: str | None
+    lines: int
+
+
+def line_time(line: str) -> tuple[str | None, str | None, int]:
+    """Return ``(timestamp, uptime, end of prefix)`` for one kernel line; the timestamp is the wall
+    clock when one was printed, else the uptime stamp, else None."""
+    m = _PREFIX.match(line)
+    if not m:
+        return None, None, 0
+    wall = m.group("syslog") or m.group("isohost") or m.group("iso") or m.group("ctime")
+    uptime = m.group("uptime")
+    if wall:
+        return wall, uptime, m.end()
+    return uptime, None, m.end()
+
+
+def _bus(text: str) -> str | None:
+    m = _BUS_IN.search(text)
+    return m.group("bus").lower() if m else None
+
+
+def read_kernel_log(lines: list[str]) -> KernelLog:
+    """Read kernel log ``lines`` (one entry per line, 0-based index = position). Never raises."""
+    records: list[KernelRecord] = []
+    uuids: dict[str, str] = {}
+    serials: dict[str, str] = {}
+    driver = hardware = release = None
+    last_bus: str | None = None
+    for index, line in enumerate(lines):
+        if "NVRM" not in line and "nvidia" not in line and "GPU" not in line and "Hardware" not in line and (
+            "Tainted" not in line and "Out of memory" not in line
+        ):
+            continue
+        stamp, uptime, _ = line_time(line)
+
+        def add(what: str, bus: str | None = None, extra: dict[str, str] | None = None, *, _at: int = index,
+                _ts: str | None = stamp, _up: str | None = uptime, **fields: str) -> None:
+            records.append(KernelRecord(what, _at, _ts, bus, _up if _ts != _up else None, {**(extra or {}), **fields}))
+
+        xid = _XID.search(line)
+        if xid:
+            bus = xid.group("bus").lower()[:12]
+            fields = {"xid": xid.group("xid"), "message": xid.group("msg").strip()}
+            pid = (xid.group("pid") or "").strip("'\" ")
+            if pid and pid != "<unknown>":
+                fields["pid"] = pid
+            name = (xid.group("name") or "").strip().strip("<>'\"")
+            if name and name != "unknown":
+                fields["process"] = name
+            for pattern, key in ((_CAUSE, "cause"), (_GSP_GPU, "gpu_label"), (_CHANNEL, "channel")):
+                m = pattern.search(line)
+                if m:
+                    fields[key] = m.group(1)
+            fn = _FUNCTION.search(line)
+            if fn:
+                fields["function"] = f"{fn.group('n')} ({fn.group('name')})"
+            add("xid", bus, fields)
+            last_bus = bus
+            continue
+        m = _GPU_AT.search(line)
+        if m:
+            last_bus = m.group("bus").lower()
+            uuids[last_bus] = m.group("uuid")
+            continue
+        m = _SERIAL.search(line)
+        if m:
+            if last_bus:
+                serials[last_bus] = m.group("serial")
+            continue
+        m = _SXID.search(line)
+        if m:
+            add("sxid", m.group("bus").lower(), sxid=m.group("sxid"), message=m.group("msg").strip())
+            continue
+        if _OFF_BUS.search(line):
+            add("fallen_off_bus", _bus(line.split("NVRM:", 1)[-1]), message=line[line.find("NVRM") :].strip())
+            continue
+        m = _INIT.search(line)
+        if m:
+            fields = {"message": line[max(0, line.find("NVRM")) :].strip()}
+            if m.group("code"):
+                fields["code"] = m.group("code")
+            if m.group("minor"):
+                fields["minor"] = m.group("minor")
+            add("init_failed", _bus(line.split("NVRM:", 1)[-1]), fields)
+            continue
+        m = _ASSERT.search(line)
+        if m:
+            add("assertion", _bus(line.split("NVRM:", 1)[-1]), assertion=m.group("what"), error=m.group("err"),
+                status=m.group("hex"), message=line[max(0, line.find("NVRM")) :].strip())
+            continue
+        m = _API.search(line)
+        if m is None and "API mismatch" in line and index + 1 < len(lines):
+            m = _API.search(line + " " + lines[index + 1][line_time(lines[index + 1])[2] :].replace("NVRM:", ""))
+        if m:
+            add("api_mismatch", None, client=m.group("client"), module=m.group("module"))
+            continue
+        m = _LOADING.search(line)
+        if m:
+            driver = m.group("version")
+            continue
+        if _RESET.search(line) and "NVRM" in line:
+            add("reset_required", _bus(line.split("NVRM:", 1)[-1]) or last_bus, message=line[line.find("NVRM") :].strip())
+            continue
+        if _PEERMEM.search(line):
+            add("peermem")
+            continue
+        m = _OOM.search(line)
+        if m:
+            add("oom_kill", None, pid=m.group("pid"), process=m.group("name"))
+            continue
+        m = _HARDWARE.search(line)
+        if m and hardware is None:
+            hardware = m.group("hw").strip()
+            continue
+        m = _KERNEL_RELEASE.search(line)
+        if m and release is None:
+            release = m.group("release")
+    return KernelLog(records, uuids, serials, driver, hardware, release, len(lines))
