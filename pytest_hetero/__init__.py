@@ -8,5 +8,6 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
-LAYERS: tuple[str, ...] = ("discovery", "scheduling", "startup", "model", "business")
-"""The five layers in dependency order; each layer's items depend on the one before."""
+from pytest_hetero.vocab import LAYERS
+
+__all__ = ["LAYERS", "__version__"]

@@ -19,8 +19,10 @@ import math
 from typing import Any
 
 from pytest_hetero.errors import BundleError, HeteroError
+from pytest_hetero.vocab import BLOCKING
 
-FAILING = frozenset({"failed", "error", "blocked"})
+FAILING = BLOCKING
+"""failed, error, blocked (:data:`pytest_hetero.vocab.BLOCKING`)."""
 TESTED = frozenset({"passed", "failed", "error"})
 POLICIES = ("any-failure", "regression", "untested-growth")
 TRANSITIONS = ("regression", "new_failure", "still_failing", "fixed", "newly_untested", "newly_covered")

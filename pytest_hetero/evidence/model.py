@@ -19,13 +19,13 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-STATUSES: tuple[str, ...] = (
-    "passed", "failed", "error", "blocked", "not_applicable", "skipped", "excluded",
-    "deselected", "not_run",
-)
-UNTESTED_STATUSES: frozenset[str] = frozenset(
-    {"blocked", "not_applicable", "skipped", "excluded", "deselected", "not_run"})
-"""Statuses that put an item into the report's untested scope."""
+from pytest_hetero import vocab
+from pytest_hetero.vocab import Layer, Status
+
+STATUSES = vocab.STATUSES
+"""Every status (defined once in :mod:`pytest_hetero.vocab`)."""
+UNTESTED_STATUSES = vocab.UNTESTED
+"""Statuses that put an item into the report's untested scope (:data:`pytest_hetero.vocab.UNTESTED`)."""
 SCHEMA = "pytest-hetero/evidence/v1"
 
 
@@ -56,7 +56,7 @@ def utc_now() -> str:
 class Failure:
     """Why an item failed: the ``category`` (closed per layer), a one-line ``message`` and the owning team."""
 
-    layer: str
+    layer: Layer
     category: str
     message: str
     owner: str
@@ -91,10 +91,10 @@ class ItemEvidence:
 
     nodeid: str
     matrix: str
-    layer: str
+    layer: Layer
     keys: dict[str, str]
     owner: str
-    status: str = "passed"
+    status: Status = "passed"
     started_at: str = field(default_factory=utc_now)
     finished_at: str = ""
     duration_s: float = 0.0

@@ -13,12 +13,13 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from pytest_hetero.evidence.model import Artifact, ItemEvidence
 from pytest_hetero.matrix.expand import PlannedItem
 from pytest_hetero.matrix.model import Dataset, Image, Matrix, Model, Resource
 from pytest_hetero.redact import Redactor
+from pytest_hetero.vocab import Status
 
 if TYPE_CHECKING:
     from pluggy import HookRelay
@@ -30,7 +31,7 @@ if TYPE_CHECKING:
 class LayerOutcome(Exception):
     """Base of the ways a check ends other than passing."""
 
-    status = "failed"
+    status: ClassVar[Status] = "failed"
 
     def __init__(self, message: str, category: str = "", owner: str | None = None) -> None:
         self.message = message

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from pytest_hetero.matrix.model import Matrix
+from pytest_hetero.vocab import Layer, Status
 
 DIMENSIONS: dict[str, tuple[str, ...]] = {
     "discovery": ("resource",),
@@ -27,7 +28,7 @@ DIMENSIONS: dict[str, tuple[str, ...]] = {
 class PlannedItem:
     """One item to run: ``parts`` is its id below the matrix file, ``depends_on`` the parts of its parent."""
 
-    layer: str
+    layer: Layer
     keys: dict[str, str]
     parts: tuple[str, ...]
     depends_on: tuple[str, ...] | None
@@ -42,10 +43,10 @@ class PlannedItem:
 class Omitted:
     """An item the matrix asks not to run: status ``excluded`` (rule) or ``not_applicable`` (incompatible)."""
 
-    layer: str
+    layer: Layer
     keys: dict[str, str]
     parts: tuple[str, ...]
-    status: str
+    status: Status
     reason: str
 
 
@@ -75,7 +76,7 @@ def expand(matrix: Matrix, *, scheduling_per_image: bool = False) -> Plan:
     """
     plan = Plan()
 
-    def add(layer: str, keys: dict[str, str], parts: tuple[str, ...],
+    def add(layer: Layer, keys: dict[str, str], parts: tuple[str, ...],
             parent: tuple[str, ...] | None) -> bool:
         for rule in matrix.exclude:
             if set(rule.match) <= set(keys) and rule.matches(keys):

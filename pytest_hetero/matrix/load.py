@@ -23,7 +23,6 @@ from pytest_hetero import LAYERS
 from pytest_hetero.errors import Location, MatrixError, MatrixInvalid
 from pytest_hetero.matrix.model import (
     DEFAULT_OUTPUT_LIMIT,
-    DEFAULT_OWNERS,
     DEFAULT_TIMEOUTS_S,
     Dataset,
     ExcludeRule,
@@ -35,6 +34,7 @@ from pytest_hetero.matrix.model import (
     Serving,
 )
 from pytest_hetero.matrix.yamlnodes import Positions, dotted, read_yaml
+from pytest_hetero.vocab import DEFAULT_OWNERS
 
 _DURATION = re.compile(r"([0-9]+(?:\.[0-9]+)?)(ms|s|m|h)")
 _UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
@@ -332,7 +332,7 @@ def _build(data: dict[str, Any], path: Path, raw_sha: str, pos: Positions) -> Ma
         path=path, sha256=raw_sha, name=data["metadata"]["name"],
         description=data["metadata"].get("description", ""),
         target=dict(spec.get("target", {"backend": "local"})),
-        owners={**DEFAULT_OWNERS, **spec.get("owners", {})}, timeouts_s=timeouts,
+        owners={**{str(k): str(v) for k, v in DEFAULT_OWNERS.items()}, **spec.get("owners", {})}, timeouts_s=timeouts,
         output_limit=int(output_limit), resources=resources_, images=images, models=models,
         datasets=datasets, exclude=exclude, profiles=profiles,
         redact=tuple((r["kind"], r["pattern"]) for r in spec.get("redact", [])), source=data)

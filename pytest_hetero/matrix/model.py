@@ -11,16 +11,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-DEFAULT_OWNERS: dict[str, str] = {
-    "discovery": "infrastructure",
-    "scheduling": "platform",
-    "startup": "platform",
-    "model": "algorithm",
-    "business": "business",
-}
-"""Team that owns each layer's conclusion unless the matrix's ``spec.owners`` says otherwise."""
+from pytest_hetero.vocab import Layer
 
-DEFAULT_TIMEOUTS_S: dict[str, float] = {
+DEFAULT_TIMEOUTS_S: dict[Layer, float] = {
     "discovery": 60.0, "scheduling": 120.0, "startup": 300.0, "model": 900.0, "business": 60.0,
 }
 """Per-layer timeout in seconds when ``spec.layers.<layer>.timeout`` is absent."""
@@ -167,7 +160,8 @@ class Matrix:
     description: str
     target: dict[str, Any]
     owners: dict[str, str]
-    timeouts_s: dict[str, float]
+    """Layer → the team that owns its conclusion (the matrix's names; the owner category by default)."""
+    timeouts_s: dict[Layer, float]
     output_limit: int
     resources: tuple[Resource, ...]
     images: tuple[Image, ...]

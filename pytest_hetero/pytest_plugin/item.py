@@ -25,8 +25,8 @@ from pytest_hetero.matrix.model import Matrix
 from pytest_hetero.pytest_plugin.serving import TerminalProgress
 from pytest_hetero.pytest_plugin.stash import BACKENDS, HANDOFF, OUTCOME, PLANS, REDACTORS, SETTINGS
 from pytest_hetero.redact import Redactor
+from pytest_hetero.vocab import BLOCKING, Status
 
-BLOCKING = frozenset({"failed", "error", "blocked"})
 STORAGE_ERRORS = {errno.ENOSPC: "disk_full", errno.EDQUOT: "disk_full", errno.EROFS: "read_only_filesystem"}
 """errno of an OSError raised inside a layer → category (owner infrastructure): a disk the run writes to."""
 
@@ -202,7 +202,7 @@ class LayerItem(pytest.Item):
             self._fail(evidence, started, ctx, "error", "harness", f"{type(exc).__name__}: {exc}", "platform")
         self.finish(evidence, started, ctx)
 
-    def _fail(self, evidence: ItemEvidence, started: float, ctx: LayerContext | None, status: str, category: str,
+    def _fail(self, evidence: ItemEvidence, started: float, ctx: LayerContext | None, status: Status, category: str,
               message: str, owner: str | None) -> None:
         default = owner or self.owner
         team = self.config.hook.pytest_hetero_failure_owner(

@@ -105,8 +105,8 @@ def heatmap(evidence: dict[str, Any], limit: int = HEATMAP_ROW_LIMIT) -> dict[st
                 for _, group_key in by_resource.get((matrix, key[0]), []):
                     tally[(matrix, group_key, entry["layer"], entry["status"])] += 1
         per_group: dict[tuple[str, tuple[str, ...]], dict[str, dict[str, int]]] = {g: {} for g in groups}
-        for (matrix, key, layer, status), n in tally.items():
-            per_group[(matrix, key)].setdefault(layer, {})[status] = n
+        for (matrix, key, layer_name, status), n in tally.items():
+            per_group[(matrix, key)].setdefault(layer_name, {})[status] = n
         for (matrix, key), per_layer in per_group.items():
             cells = {}
             for layer in LAYERS:

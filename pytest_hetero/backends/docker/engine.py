@@ -26,6 +26,7 @@ from pytest_hetero.backends.docker import client as run
 from pytest_hetero.backends.docker import outage, place
 from pytest_hetero.backends.docker.errors import outcome, outcome_of_text, run_failure
 from pytest_hetero.backends.docker.session import DockerSession
+from pytest_hetero.backends.labels import LABEL, OWNER
 from pytest_hetero.backends.protocol import (
     EXECUTION_PROVIDERS,
     ActionFailed,
@@ -285,15 +286,15 @@ class DockerBackend(Backend):
             return
         try:
             api = s.api  # reconnects after an engine outage
-            for image in api.images(all=True, filters={"label": f"{run.OWNER}={s.owner}"}):
+            for image in api.images(all=True, filters={"label": f"{OWNER}={s.owner}"}):
                 api.remove_image(image["Id"], force=True)
-            found = api.containers(all=True, filters={"label": f"{run.OWNER}={s.owner}"})
+            found = api.containers(all=True, filters={"label": f"{OWNER}={s.owner}"})
             if s.settings.keep:
                 prefix = "" if s.local else f"DOCKER_HOST={s.conn.get('base_url')} "
                 for c in found:
                     sys.stderr.write(f"pytest-hetero: kept container {c['Names'][0].lstrip('/')} "
-                                     f"({c['Labels'].get(run.LABEL + 'resource')} × "
-                                     f"{c['Labels'].get(run.LABEL + 'image')}): {prefix}docker exec -it "
+                                     f"({c['Labels'].get(LABEL + 'resource')} × "
+                                     f"{c['Labels'].get(LABEL + 'image')}): {prefix}docker exec -it "
                                      f"{c['Names'][0].lstrip('/')} /bin/sh; remove with: hetero cleanup "
                                      f"--run-id {s.settings.run_id}\n")
                 return

@@ -20,7 +20,8 @@ from kubernetes import client
 from kubernetes.client import BatchV1Api, CoreV1Api, CustomObjectsApi  # noqa: F401 - loaded now, not mid-cleanup
 from kubernetes.client.exceptions import ApiException
 
-from pytest_hetero.backends.kubernetes.client import CREATED_AT, RUN_ID, connect
+from pytest_hetero.backends.kubernetes.client import connect
+from pytest_hetero.backends.labels import CREATED_AT, RUN_ID
 from pytest_hetero.backends.protocol import EngineFault
 
 VOLCANO = ("batch.volcano.sh", "v1alpha1", "jobs")

@@ -33,6 +33,7 @@ from pytest_hetero.backends.kubernetes import inventory, startup, submit
 from pytest_hetero.backends.kubernetes import podexec as kube_exec
 from pytest_hetero.backends.kubernetes import run as kube_model
 from pytest_hetero.backends.kubernetes.session import KubeSession
+from pytest_hetero.backends.labels import OWNER
 from pytest_hetero.backends.protocol import Backend, ExecResult, Inventory, Placement, Started, Step
 from pytest_hetero.settings import Settings
 
@@ -153,7 +154,7 @@ class KubernetesBackend(Backend):
                 kube_exec.run(s.core, s.namespace, w["pod"], "workload", rm, 30)
             except Exception:  # noqa: BLE001, S110 - the pod may be gone already
                 pass
-        delete_owned(s.api, s.namespace, f"{kc.OWNER}={s.owner}", s.settings.parallel)
+        delete_owned(s.api, s.namespace, f"{OWNER}={s.owner}", s.settings.parallel)
 
 
 def _sh_quote(value: str) -> str:

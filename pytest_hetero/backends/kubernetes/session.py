@@ -17,6 +17,7 @@ from kubernetes import client
 
 from pytest_hetero.backends.kubernetes import client as kc
 from pytest_hetero.backends.kubernetes.watch import PodWatch
+from pytest_hetero.backends.labels import OWNER
 from pytest_hetero.settings import Settings
 
 
@@ -76,7 +77,7 @@ class KubeSession:
         api = self.api
         with self.lock:
             if self.watch is None:
-                watch = PodWatch(api, self.namespace, f"{kc.OWNER}={self.owner}")
+                watch = PodWatch(api, self.namespace, f"{OWNER}={self.owner}")
                 try:
                     watch.start()
                 except Exception as exc:  # noqa: BLE001 - translated
