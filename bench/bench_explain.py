@@ -181,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"  grep -c . FILE   {_fmt_ms(reading['grep'])} {_rate(n, reading['grep'])}  (process start included)")
     print(f"  explain_bytes    {_fmt_ms(reading['explain'])} {_rate(n, reading['explain'])}  "
           f"(CPU {statistics.median(reading['explain_cpu']) * 1000:.1f} ms)")
-    ratios = [e / g for e, g in zip(reading["explain"], reading["grep"])]
+    ratios = [e / g for e, g in zip(reading["explain"], reading["grep"], strict=True)]
     print(f"  ratio explain/grep: {_fmt_ratio(ratios)} (aim: within 20x)")
     print(f"  peak Python heap during explain: {peak / 1048576:.1f} MiB ({peak / max(1, size):.1f}x the input)")
     if command:
@@ -193,7 +193,7 @@ def main(argv: list[str] | None = None) -> int:
             rss = command[name + "_rss"]
             mib = f"{rss[0] / 1048576:6.1f} MiB" if rss else "   n/a"
             print(f"  {label:32s} {_fmt_ms(command[name])}  {mib}")
-        ratios = [c / g for c, g in zip(command["command"], command["grep"])]
+        ratios = [c / g for c, g in zip(command["command"], command["grep"], strict=True)]
         start = statistics.median(command["python"])
         imports = statistics.median(command["imports"]) - start
         rest = statistics.median(command["command"]) - statistics.median(command["imports"])

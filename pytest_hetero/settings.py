@@ -21,7 +21,8 @@ from pytest_hetero.errors import SettingsError
 
 OPTIONS: tuple[tuple[str, dict[str, object]], ...] = (
     ("--hetero-matrix", {"action": "append", "default": [], "metavar": "PATH",
-                         "help": "validation matrix file to collect (repeatable), besides files matching hetero_matrix_glob"}),
+                         "help": "validation matrix file to collect (repeatable), besides files matching "
+                                 "hetero_matrix_glob"}),
     ("--hetero-report-dir", {"default": None, "metavar": "DIR",
                              "help": "folder for evidence bundles (default: reports/ under rootdir)"}),
     ("--hetero-run-id", {"default": None, "metavar": "ID", "help": "run id (default: UTC time + random suffix)"}),
@@ -34,15 +35,19 @@ OPTIONS: tuple[tuple[str, dict[str, object]], ...] = (
     ("--hetero-sign-key", {"default": None, "metavar": "PEM",
                            "help": "Ed25519 private key to sign the bundle (or $HETERO_SIGN_KEY)"}),
     ("--hetero-profile", {"default": None, "metavar": "NAME", "help": "matrix profile (graded depth) to run"}),
-    ("--hetero-kube-context", {"default": None, "metavar": "NAME", "help": "kubeconfig context for the kubernetes backend"}),
-    ("--hetero-kube-namespace", {"default": None, "metavar": "NS", "help": "namespace for workloads the kubernetes backend creates"}),
+    ("--hetero-kube-context", {"default": None, "metavar": "NAME",
+                               "help": "kubeconfig context for the kubernetes backend"}),
+    ("--hetero-kube-namespace", {"default": None, "metavar": "NS",
+                                 "help": "namespace for workloads the kubernetes backend creates"}),
     ("--hetero-affected", {"action": "append", "default": [], "metavar": "DIM=VAL,…",
                            "help": "run only items whose dimensions match (plus their dependencies); repeatable"}),
     ("--hetero-affected-from", {"default": None, "metavar": "OLD_MATRIX",
                                 "help": "run only what changed between OLD_MATRIX and the collected matrix"}),
-    ("--hetero-baseline", {"default": None, "metavar": "BUNDLE", "help": "compare this run to a previous verified bundle"}),
+    ("--hetero-baseline", {"default": None, "metavar": "BUNDLE",
+                           "help": "compare this run to a previous verified bundle"}),
     ("--hetero-allow-unsigned", {"action": "store_true", "default": False,
-                                 "help": "accept an unsigned --hetero-baseline bundle (the diff says it was unverified)"}),
+                                 "help": "accept an unsigned --hetero-baseline bundle (the diff says it was "
+                                         "unverified)"}),
     ("--hetero-fail-on", {"default": None, "metavar": "POLICY",
                           "help": "what fails the gate: any-failure (default), regression, untested-growth"}),
     ("--hetero-shard", {"default": None, "metavar": "K/N", "help": "run shard K of N (dependencies kept together)"}),

@@ -11,15 +11,13 @@ input digest differs), or a reader's output changed on purpose, rewrite it with
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
 from bench import bench_explain, explain_snapshot
+
+ROOT = Path(__file__).resolve().parents[1]
 
 pytestmark = pytest.mark.skipif(not bench_explain.REAL.is_dir(),
                                 reason=f"real fixtures not present at {bench_explain.REAL}")
@@ -32,6 +30,6 @@ def test_bench_log_reads_exactly_as_the_snapshot() -> None:
         "the generated log changed (fixtures added or edited): check, then rewrite the snapshot")
     assert (now["blocks"], now["findings"]) == (pinned["blocks"], pinned["findings"])
     assert now["blocks_sha256"] == pinned["blocks_sha256"]
-    first = next((k for k, (a, b) in enumerate(zip(now["chunks"], pinned["chunks"])) if a != b), None)
+    first = next((k for k, (a, b) in enumerate(zip(now["chunks"], pinned["chunks"], strict=False)) if a != b), None)
     assert first is None, f"findings {first * pinned['chunk']}..{(first + 1) * pinned['chunk'] - 1} differ"
     assert now["report_sha256"] == pinned["report_sha256"]

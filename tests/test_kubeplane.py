@@ -14,8 +14,6 @@ import uuid
 from pathlib import Path
 
 import pytest
-
-kubernetes = pytest.importorskip("kubernetes")
 from kubernetes import client, config
 from kubernetes.client.rest import ApiException
 

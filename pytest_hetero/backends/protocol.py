@@ -319,6 +319,6 @@ class Backend(ABC):
         """Run the model entrypoint of ``step`` on its dataset (inputs copied or mounted in, the
         outputs file copied out, size-bounded); return the run. Raises EngineFault."""
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - optional verb: an engine that creates nothing has nothing to release
         """Release everything this engine created (unless settings.keep). Must not raise."""
 

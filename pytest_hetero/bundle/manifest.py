@@ -133,32 +133,38 @@ def check_manifest(bundle_dir: Path) -> list[Problem]:
         return [Problem(MANIFEST, "missing", "the bundle has no manifest")]
     except (OSError, ValueError, KeyError, TypeError) as exc:
         return [Problem(MANIFEST, "malformed", f"cannot read the manifest ({type(exc).__name__})")]
-    problems: list[Problem] = []
     paths = [p for p, _, _ in listed]
+    problems = _order_problems(paths)
+    problems += [p for entry in listed if (p := _entry_problem(bundle_dir, *entry)) is not None]
+    on_disk, odd = bundle_files(bundle_dir)
+    listed_set = set(paths)
+    problems += [Problem(rel, "extra", "file in the bundle is not listed in the manifest")
+                 for rel in on_disk if rel not in listed_set]
+    problems += [Problem(rel, "unsafe", "symlink or special file in the bundle") for rel in odd]
+    return problems
+
+
+def _order_problems(paths: list[str]) -> list[Problem]:
+    """The first entry out of the deterministic order (or a duplicate), as a Problem."""
     for i in range(1, len(paths)):
         if _sort_key(paths[i]) <= _sort_key(paths[i - 1]):
             what = "duplicate entry" if paths[i] == paths[i - 1] else "entries out of order"
-            problems.append(Problem(MANIFEST, "order", f"{what}: {paths[i]!r} listed after {paths[i - 1]!r} "
-                                                       f"(entry {i}); the manifest was re-ordered or edited"))
-            break
-    on_disk, odd = bundle_files(bundle_dir)
-    for rel, digest, size in listed:
-        if not _safe(rel) or rel in SIGNATURE_FILES:
-            problems.append(Problem(rel, "unsafe", "listed path escapes the bundle or names a signature file"))
-            continue
-        full = bundle_dir / rel
-        if full.is_symlink() or not full.is_file():
-            if not full.is_symlink():
-                problems.append(Problem(rel, "missing", "listed in the manifest but not in the bundle"))
-            continue
-        actual, actual_size = sha256_file(full)
-        if actual != digest or actual_size != size:
-            problems.append(Problem(rel, "modified", f"sha256 {actual[:16]}… ({actual_size} bytes) but the "
-                                                     f"manifest says {digest[:16]}… ({size} bytes)"))
-    listed_set = set(paths)
-    for rel in on_disk:
-        if rel not in listed_set:
-            problems.append(Problem(rel, "extra", "file in the bundle is not listed in the manifest"))
-    for rel in odd:
-        problems.append(Problem(rel, "unsafe", "symlink or special file in the bundle"))
-    return problems
+            return [Problem(MANIFEST, "order", f"{what}: {paths[i]!r} listed after {paths[i - 1]!r} "
+                                               f"(entry {i}); the manifest was re-ordered or edited")]
+    return []
+
+
+def _entry_problem(bundle_dir: Path, rel: str, digest: str, size: int) -> Problem | None:
+    """What is wrong with one listed file (unsafe path, missing, modified), or None."""
+    if not _safe(rel) or rel in SIGNATURE_FILES:
+        return Problem(rel, "unsafe", "listed path escapes the bundle or names a signature file")
+    full = bundle_dir / rel
+    if full.is_symlink():
+        return None  # reported once, as a symlink, by the walk of the bundle
+    if not full.is_file():
+        return Problem(rel, "missing", "listed in the manifest but not in the bundle")
+    actual, actual_size = sha256_file(full)
+    if actual != digest or actual_size != size:
+        return Problem(rel, "modified", f"sha256 {actual[:16]}… ({actual_size} bytes) but the "
+                                        f"manifest says {digest[:16]}… ({size} bytes)")
+    return None

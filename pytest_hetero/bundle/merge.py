@@ -93,6 +93,49 @@ def _copy_artifacts(src: Path, out: Path) -> None:
         shutil.copy2(path, dest)
 
 
+def _point_at_matrix(matrices: list[dict[str, Any]], matrix: Path | None, first_bundle: Path) -> None:
+    """Point the matrix lines at ``matrix`` (the merge job's checkout; else the first shard's kept copy
+    when the recorded path is gone). Raises BundleError when it is not the matrix the shards ran."""
+    if matrix is None:
+        copy = first_bundle / "inputs" / f"{matrices[0]['name']}.matrix.yaml"
+        matrix = copy if not Path(matrices[0]["path"]).is_file() and copy.is_file() else None
+    if matrix is None:
+        return
+    from pytest_hetero.bundle.manifest import sha256_file
+
+    digest, _ = sha256_file(matrix)
+    for line in matrices:
+        if line["sha256"] == digest:
+            line["path"] = str(matrix.resolve())
+    if not any(line["sha256"] == digest for line in matrices):
+        raise BundleError(f"{matrix} (sha256 {digest[:12]}…) is not the matrix the shards ran", Location(str(matrix)))
+
+
+def _journal_lines(run_id: str, evidences: list[dict[str, Any]], matrices: list[dict[str, Any]],
+                   deselected: dict[str, str]) -> list[dict[str, Any]]:
+    """The merged run's journal: one run line, the matrices, every shard's items, deselections, each
+    distinct target fingerprint and collection error, and one end line (worst exit status)."""
+    runs = [ev["run"] for ev in evidences]
+    run = {**{k: v for k, v in runs[0].items() if k not in ("finished_at", "exit_status", "interrupted")},
+           "type": "run", "id": run_id, "started_at": min(r.get("started_at") or "" for r in runs),
+           "merged_from": [r.get("id") for r in runs]}
+    lines: list[dict[str, Any]] = [run, *matrices]
+    lines += [{"type": "item", "evidence": i} for ev in evidences for i in ev["items"]]
+    lines += [{"type": "deselected", "nodeid": n, "reason": r} for n, r in sorted(deselected.items())]
+    seen: set[str] = set()
+    for ev in evidences:
+        for fp in ev.get("target", []):
+            key = json.dumps(fp, sort_keys=True)
+            if key not in seen:
+                seen.add(key)
+                lines.append({"type": "target", "fingerprint": fp})
+        lines += [{"type": "collect_error", **e} for e in ev.get("errors", [])]
+    statuses = [r.get("exit_status") or 0 for r in runs]
+    lines.append({"type": "end", "at": max(r.get("finished_at") or utc_now() for r in runs),
+                  "exit_status": max(statuses), "interrupted": any(r.get("interrupted") for r in runs)})
+    return lines
+
+
 def merge_bundles(bundles: list[Path], out: Path, *, hook: Any, allow_unsigned: bool = False,
                   keys: list[Any] | None = None, sign_key: Path | None = None,
                   matrix: Path | None = None) -> dict[str, Any]:
@@ -110,40 +153,11 @@ def merge_bundles(bundles: list[Path], out: Path, *, hook: Any, allow_unsigned: 
     evidences = [(p, ev) for p, ev, _ in loaded]
     deselected = check_shards(evidences)
     matrices = _matrix_lines(*evidences[0])
-    if matrix is None:
-        copy = evidences[0][0] / "inputs" / f"{matrices[0]['name']}.matrix.yaml"
-        matrix = copy if not Path(matrices[0]["path"]).is_file() and copy.is_file() else None
-    if matrix is not None:
-        from pytest_hetero.bundle.manifest import sha256_file
-
-        digest, _ = sha256_file(matrix)
-        for line in matrices:
-            if line["sha256"] == digest:
-                line["path"] = str(matrix.resolve())
-        if not any(line["sha256"] == digest for line in matrices):
-            raise BundleError(f"{matrix} (sha256 {digest[:12]}…) is not the matrix the shards ran",
-                              Location(str(matrix)))
+    _point_at_matrix(matrices, matrix, evidences[0][0])
     if out.exists() and any(out.iterdir()):
         raise BundleError(f"{out} exists and is not empty", Location(str(out)), "choose a new folder")
     out.mkdir(parents=True, exist_ok=True)
-    runs = [ev["run"] for _, ev in evidences]
-    run = {**{k: v for k, v in runs[0].items() if k not in ("finished_at", "exit_status", "interrupted")},
-           "type": "run", "id": out.name, "started_at": min(r.get("started_at") or "" for r in runs),
-           "merged_from": [r.get("id") for r in runs]}
-    lines: list[dict[str, Any]] = [run, *matrices]
-    lines += [{"type": "item", "evidence": i} for _, ev in evidences for i in ev["items"]]
-    lines += [{"type": "deselected", "nodeid": n, "reason": r} for n, r in sorted(deselected.items())]
-    seen: set[str] = set()
-    for _, ev in evidences:
-        for fp in ev.get("target", []):
-            key = json.dumps(fp, sort_keys=True)
-            if key not in seen:
-                seen.add(key)
-                lines.append({"type": "target", "fingerprint": fp})
-        lines += [{"type": "collect_error", **e} for e in ev.get("errors", [])]
-    statuses = [r.get("exit_status") or 0 for r in runs]
-    lines.append({"type": "end", "at": max(r.get("finished_at") or utc_now() for r in runs),
-                  "exit_status": max(statuses), "interrupted": any(r.get("interrupted") for r in runs)})
+    lines = _journal_lines(out.name, [ev for _, ev in evidences], matrices, deselected)
     (out / JOURNAL).write_text("".join(json.dumps(e, sort_keys=True) + "\n" for e in lines), encoding="utf-8")
     for path, _ in evidences:
         _copy_artifacts(path, out)

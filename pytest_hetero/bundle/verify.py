@@ -105,14 +105,16 @@ def _check_signatures(envelope: dict[str, Any], payload: bytes, statement: dict[
                       keys: dict[str, Ed25519PublicKey], result: Verification) -> None:
     sigs = envelope["signatures"]
     if not sigs:
-        result.problems.append(Problem(ATTESTATION, "unsigned", "the bundle is UNSIGNED (no signature in the envelope)"))
+        result.problems.append(Problem(ATTESTATION, "unsigned",
+                                       "the bundle is UNSIGNED (no signature in the envelope)"))
         return
     digest = hashlib.sha256(payload).hexdigest()
     message = pae(PAYLOAD_TYPE, payload)
     for n, sig in enumerate(sigs, 1):
         kid = str(sig.get("keyid", "")) if isinstance(sig, dict) else ""
         claim = sig.get("signoff") if isinstance(sig, dict) else None
-        label = f"signature {n} (keyid {kid[:16]}…{', role ' + str(claim.get('role')) if isinstance(claim, dict) else ''})"
+        role = f", role {claim.get('role')}" if isinstance(claim, dict) else ""
+        label = f"signature {n} (keyid {kid[:16]}…{role})"
         public = keys.get(kid)
         if public is None:
             result.problems.append(Problem(label, "unknown_key", "signed by a key not passed with --key"))

@@ -126,7 +126,8 @@ class LayerContext:
         self.evidence.record(kind, **data)
 
     def artifact(self, name: str, content: str | bytes, media_type: str = "text/plain") -> Artifact:
-        """Write ``content`` (secrets redacted) as artifact ``name``; return its Artifact (path relative to the bundle)."""
+        """Write ``content`` (secrets redacted) as artifact ``name``; return its Artifact (path relative to
+        the bundle)."""
         folder = self.artifact_dir
         folder.mkdir(parents=True, exist_ok=True)
         data = content.encode("utf-8", "replace") if isinstance(content, str) else content

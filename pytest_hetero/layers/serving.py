@@ -28,6 +28,7 @@ import dataclasses
 import json
 import os
 import time
+from collections.abc import Callable
 from typing import Any, Protocol
 
 import httpx
@@ -262,10 +263,14 @@ def execute(ctx: LayerContext) -> None:
     requests = proto.prepare(samples, int(load.get("batch", 1)))
     count = load.get("requests", None if "duration_s" in load else len(requests))
     deadline = min(float(load.get("duration_s", ctx.timeout_s)), ctx.timeout_s / len(levels))
-    progress = None
+    progress: Callable[[str], None] | None = None
     if ctx.progress is not None:
-        show = ctx.progress
-        progress = lambda line: show(f"{serving.model_name}@{serving.version} {line}")
+        show, label = ctx.progress, f"{serving.model_name}@{serving.version}"
+
+        def prefixed(line: str) -> None:
+            show(f"{label} {line}")
+
+        progress = prefixed
     results = run_levels(base, requests, levels, count, deadline, headers,
                          float(load.get("request_timeout_s", REQUEST_TIMEOUT_S)), progress)
     answers: dict[int, Answer] = {}

@@ -149,7 +149,8 @@ def _check_service_rule(name: str, kind: str, body: Any, loc: Location) -> None:
     level = body.get("concurrency") if isinstance(body, dict) else None
     if not numbers or not enough or (level is not None and not isinstance(level, int)) or (
             kind == "service_latency" and not 0 <= float(body["percentile"]) <= 100):
-        raise CaseError(f"rule '{name}': {kind} needs numeric {' and '.join(keys) if kind != 'throughput' else 'min_rps or min_sps'}",
+        needs = " and ".join(keys) if kind != "throughput" else "min_rps or min_sps"
+        raise CaseError(f"rule '{name}': {kind} needs numeric {needs}",
                         loc, hint)
 
 

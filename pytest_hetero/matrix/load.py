@@ -12,6 +12,7 @@ import hashlib
 import json
 import os
 import re
+from collections.abc import Callable
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
@@ -132,59 +133,57 @@ def _schema_problems(data: Any, pos: Positions, file: str) -> list[MatrixError]:
 
 
 def _reference_problems(data: dict[str, Any], pos: Positions, file: str) -> list[MatrixError]:
+    """Problems the schema cannot see: duplicate names, exclude rules naming unknown entries, timeouts
+    out of range, bad redaction patterns, model entrypoints, unknown profile layers."""
     spec = data["spec"]
-    problems: list[MatrixError] = []
-    names: dict[str, list[str]] = {}
-    for dim, key in (("resource", "resources"), ("image", "images"), ("model", "models"),
-                     ("dataset", "datasets")):
-        seen: set[str] = set()
-        names[dim] = []
-        for i, entry in enumerate(spec[key]):
-            if entry["name"] in seen:
-                path: tuple[Any, ...] = ("spec", key, i, "name")
-                line, col = pos.of(path)
-                problems.append(MatrixError(f"duplicate {dim} name '{entry['name']}'",
-                                            Location(file, line, col, dotted(path, data)),
-                                            f"give each {dim} a unique name"))
-            seen.add(entry["name"])
-            names[dim].append(entry["name"])
+
+    def error(path: tuple[Any, ...], message: str, hint: str, field: bool = True) -> MatrixError:
+        line, col = pos.of(path)
+        return MatrixError(message, Location(file, line, col, dotted(path, data) if field else ""), hint)
+
+    problems, names = _name_problems(spec, error)
     for i, rule in enumerate(spec.get("exclude", [])):
         for dim in ("resource", "image", "model", "dataset"):
             if dim in rule and rule[dim] not in names[dim]:
-                path = ("spec", "exclude", i, dim)
-                line, col = pos.of(path)
                 close = difflib.get_close_matches(rule[dim], names[dim], n=1)
-                hint = f"did you mean '{close[0]}'?" if close else \
-                    f"known {dim}s: {', '.join(names[dim])}"
-                problems.append(MatrixError(f"exclude rule names unknown {dim} '{rule[dim]}'",
-                                            Location(file, line, col, dotted(path, data)), hint))
+                hint = f"did you mean '{close[0]}'?" if close else f"known {dim}s: {', '.join(names[dim])}"
+                problems.append(error(("spec", "exclude", i, dim), f"exclude rule names unknown {dim} '{rule[dim]}'",
+                                      hint))
     for layer, conf in (spec.get("layers") or {}).items():
-        if isinstance(conf, dict) and "timeout" in conf:
-            seconds = parse_duration(conf["timeout"])
-            if not 0 < seconds <= MAX_DURATION_S:
-                path = ("spec", "layers", layer, "timeout")
-                line, col = pos.of(path)
-                problems.append(MatrixError(f"timeout {conf['timeout']!r} is {seconds:g} s, outside (0, 7 days]",
-                                            Location(file, line, col, dotted(path, data)),
-                                            "write a duration like '90s', '5m' or '2h'"))
+        seconds = parse_duration(conf["timeout"]) if isinstance(conf, dict) and "timeout" in conf else 1.0
+        if not 0 < seconds <= MAX_DURATION_S:
+            problems.append(error(("spec", "layers", layer, "timeout"),
+                                  f"timeout {conf['timeout']!r} is {seconds:g} s, outside (0, 7 days]",
+                                  "write a duration like '90s', '5m' or '2h'"))
     for i, rule in enumerate(spec.get("redact", [])):
         try:
             re.compile(rule["pattern"])
         except re.error as exc:
-            path = ("spec", "redact", i, "pattern")
-            line, col = pos.of(path)
-            problems.append(MatrixError(f"bad regular expression: {exc}", Location(file, line, col, dotted(path, data)),
-                                        "write a Python regular expression"))
+            problems.append(error(("spec", "redact", i, "pattern"), f"bad regular expression: {exc}",
+                                  "write a Python regular expression"))
     for i, model in enumerate(spec["models"]):
         problems.extend(_model_problems(model, ("spec", "models", i), pos, file, data))
-    for pname, prof in (spec.get("profiles") or {}).items():
-        for j, layer in enumerate(prof.get("layers", [])):
-            if layer not in LAYERS:
-                path = ("spec", "profiles", pname, "layers", j)
-                line, col = pos.of(path)
-                problems.append(MatrixError(f"unknown layer '{layer}'", Location(file, line, col),
-                                            f"layers are {', '.join(LAYERS)}"))
+    problems += [error(("spec", "profiles", pname, "layers", j), f"unknown layer '{layer}'",
+                       f"layers are {', '.join(LAYERS)}", field=False)
+                 for pname, prof in (spec.get("profiles") or {}).items()
+                 for j, layer in enumerate(prof.get("layers", [])) if layer not in LAYERS]
     return problems
+
+
+def _name_problems(spec: dict[str, Any], error: Callable[[tuple[Any, ...], str, str], MatrixError]
+                   ) -> tuple[list[MatrixError], dict[str, list[str]]]:
+    """Duplicate resource/image/model/dataset names; and the names of each dimension, in order."""
+    problems: list[MatrixError] = []
+    names: dict[str, list[str]] = {}
+    for dim, key in (("resource", "resources"), ("image", "images"), ("model", "models"),
+                     ("dataset", "datasets")):
+        names[dim] = []
+        for i, entry in enumerate(spec[key]):
+            if entry["name"] in names[dim]:
+                problems.append(error(("spec", key, i, "name"), f"duplicate {dim} name '{entry['name']}'",
+                                      f"give each {dim} a unique name"))
+            names[dim].append(entry["name"])
+    return problems, names
 
 
 def _model_problems(model: dict[str, Any], path: tuple[Any, ...], pos: Positions, file: str,

@@ -16,7 +16,7 @@ from string import Formatter
 
 from pytest_hetero.errors import CaseError, HeteroError, Location, MatrixError, RulesInvalid
 from pytest_hetero.matrix.acceptance import load_rules
-from pytest_hetero.matrix.model import Matrix
+from pytest_hetero.matrix.model import Matrix, Model
 
 Report = Callable[[str, int, str, str], None]
 """Records one problem: (message, entry line, field, hint)."""
@@ -62,27 +62,7 @@ def reference_problems(matrix: Matrix, *, digests: bool = False) -> list[HeteroE
         problems.append(MatrixError(message, Location(file, line, 0, field), hint))
 
     for i, model in enumerate(matrix.models):
-        where = f"spec.models[{i}:{model.name}]"
-        if model.serving is None or model.sha256:
-            _file(err, f"model '{model.name}'", model.path, model.sha256, model.line, f"{where}.uri", digests)
-        if model.code is not None and model.serving is None:
-            if not model.code.exists():
-                err(f"model '{model.name}' code folder not found: {model.code}", model.line, f"{where}.code",
-                    "check code: (relative to the matrix file's folder)")
-            elif not model.code.is_dir():
-                err(f"model '{model.name}' code is a file, not a folder: {model.code}", model.line,
-                    f"{where}.code", "point code: at the folder the entrypoint's {code} stands for")
-        for j, arg in enumerate(model.entrypoint):
-            try:
-                unknown = _unknown_placeholders(arg)
-            except ValueError:
-                err(f"model '{model.name}' entrypoint argument {arg!r} has an unbalanced brace", model.line,
-                    f"{where}.entrypoint[{j}]", "write {{ and }} for a literal brace")
-                continue
-            for name in unknown:
-                err(f"model '{model.name}' entrypoint uses unknown placeholder {name}", model.line,
-                    f"{where}.entrypoint[{j}]",
-                    f"known: {KNOWN}; write {{{{ and }}}} for a literal brace")
+        _model_references(err, model, f"spec.models[{i}:{model.name}]", digests)
     for i, dataset in enumerate(matrix.datasets):
         where = f"spec.datasets[{i}:{dataset.name}]"
         _file(err, f"dataset '{dataset.name}'", dataset.path, dataset.sha256, dataset.line, f"{where}.uri",
@@ -102,6 +82,29 @@ def reference_problems(matrix: Matrix, *, digests: bool = False) -> list[HeteroE
         except CaseError as exc:
             problems.append(_relocated(exc))
     return problems
+
+
+def _model_references(err: Report, model: Model, where: str, digests: bool) -> None:
+    """Report a model's missing file or code folder and its unknown entrypoint placeholders."""
+    if model.serving is None or model.sha256:
+        _file(err, f"model '{model.name}'", model.path, model.sha256, model.line, f"{where}.uri", digests)
+    if model.code is not None and model.serving is None:
+        if not model.code.exists():
+            err(f"model '{model.name}' code folder not found: {model.code}", model.line, f"{where}.code",
+                "check code: (relative to the matrix file's folder)")
+        elif not model.code.is_dir():
+            err(f"model '{model.name}' code is a file, not a folder: {model.code}", model.line,
+                f"{where}.code", "point code: at the folder the entrypoint's {code} stands for")
+    for j, arg in enumerate(model.entrypoint):
+        try:
+            unknown = _unknown_placeholders(arg)
+        except ValueError:
+            err(f"model '{model.name}' entrypoint argument {arg!r} has an unbalanced brace", model.line,
+                f"{where}.entrypoint[{j}]", "write {{ and }} for a literal brace")
+            continue
+        for name in unknown:
+            err(f"model '{model.name}' entrypoint uses unknown placeholder {name}", model.line,
+                f"{where}.entrypoint[{j}]", f"known: {KNOWN}; write {{{{ and }}}} for a literal brace")
 
 
 def _file(report: Report, what: str, path: Path, declared: str, line: int, field: str, digests: bool) -> None:

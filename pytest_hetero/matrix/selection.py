@@ -159,6 +159,40 @@ def _check_selectors(selectors: tuple[dict[str, str], ...], matrices: list[Matri
                                     hint=f"known {dim}s: {', '.join(known)}")
 
 
+def _affected(request: Request, matrix: Matrix, plan: Plan) -> tuple[dict[str, str] | None, str]:
+    """Items of ``plan`` that ``--hetero-affected`` selectors or ``--hetero-affected-from`` pick, each
+    with why (None: neither option applies to this matrix), and the reason the others are dropped."""
+    hits: dict[str, str] | None = None
+    why = ""
+    if request.selectors:
+        texts = [",".join(f"{k}={v}" for k, v in s.items()) for s in request.selectors]
+        hits = {i.id: "matches --hetero-affected " + t for i in plan.items
+                for s, t in zip(request.selectors, texts, strict=True)
+                if all(i.keys.get(k) == v for k, v in s.items())}
+        why = f"deselected (not affected: {' | '.join(texts)})"
+    old = request.affected_from
+    if old is not None and old.name == matrix.name:
+        hits = hits or {}
+        old_plan = expand(old, scheduling_per_image=plan_uses_image(plan))
+        hits.update({k: v for k, v in changed_items(old, old_plan, matrix, plan).items() if k not in hits})
+        why = (why[:-1] + f" | unchanged since {old.path.name})") if why else \
+            f"deselected (unchanged since {old.path.name})"
+    return hits, why
+
+
+def _shard(out: Selection, shard: tuple[int, int], kept_counts: dict[tuple[str, str], int],
+           plans: list[tuple[str, Matrix, Plan]]) -> None:
+    """Deselect every item whose (matrix, resource) unit runs in another shard than ``shard`` (K, N)."""
+    k, n = shard
+    out.shard_of = assign_shards(kept_counts, n)
+    for prefix, matrix, plan in plans:
+        for item in plan.items:
+            nodeid = f"{prefix}::{item.id}"
+            owner = out.shard_of[(matrix.name, item.keys["resource"])]
+            if owner != k and nodeid not in out.deselected:
+                out.deselected[nodeid] = f"{SHARD_REASON}{k}/{n}: runs in shard {owner}/{n})"
+
+
 def select(request: Request, plans: list[tuple[str, Matrix, Plan]]) -> Selection:
     """Apply ``request`` to ``plans`` (matrix nodeid prefix, matrix, plan). Raises SettingsError
     for an unknown profile, a selector value in no matrix, or an old matrix of another name."""
@@ -176,21 +210,7 @@ def select(request: Request, plans: list[tuple[str, Matrix, Plan]]) -> Selection
             profile = resolve_profile(matrix, request.profile)
             out.profiles[matrix.name] = profile.name
             drop.update(_by_profile(profile, plan))
-        hits: dict[str, str] | None = None
-        why = ""
-        if request.selectors:
-            texts = [",".join(f"{k}={v}" for k, v in s.items()) for s in request.selectors]
-            hits = {i.id: "matches --hetero-affected " + t for i in plan.items
-                    for s, t in zip(request.selectors, texts)
-                    if all(i.keys.get(k) == v for k, v in s.items())}
-            why = f"deselected (not affected: {' | '.join(texts)})"
-        old = request.affected_from
-        if old is not None and old.name == matrix.name:
-            hits = hits or {}
-            old_plan = expand(old, scheduling_per_image=plan_uses_image(plan))
-            hits.update({k: v for k, v in changed_items(old, old_plan, matrix, plan).items() if k not in hits})
-            why = (why[:-1] + f" | unchanged since {old.path.name})") if why else \
-                f"deselected (unchanged since {old.path.name})"
+        hits, why = _affected(request, matrix, plan)
         if hits is not None:
             keep = _with_dependencies(set(hits), by_id)
             for item in plan.items:
@@ -205,14 +225,7 @@ def select(request: Request, plans: list[tuple[str, Matrix, Plan]]) -> Selection
                 kept_counts[unit] += 1
         out.deselected.update({f"{prefix}::{i}": r for i, r in drop.items()})
     if request.shard:
-        k, n = request.shard
-        out.shard_of = assign_shards(kept_counts, n)
-        for prefix, matrix, plan in plans:
-            for item in plan.items:
-                nodeid = f"{prefix}::{item.id}"
-                owner = out.shard_of[(matrix.name, item.keys["resource"])]
-                if owner != k and nodeid not in out.deselected:
-                    out.deselected[nodeid] = f"{SHARD_REASON}{k}/{n}: runs in shard {owner}/{n})"
+        _shard(out, request.shard, kept_counts, plans)
     return out
 
 

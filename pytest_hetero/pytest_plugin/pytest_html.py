@@ -52,7 +52,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     evidence = evidence_of(report)
     if evidence is None:
         return
-    from pytest_html import extras  # type: ignore[import-untyped]
+    from pytest_html import extras
 
     found = list(getattr(report, "extras", []))
     why = evidence.get("reason") or (evidence.get("failure") or {}).get("message")

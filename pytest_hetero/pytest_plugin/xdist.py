@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from xdist.scheduler import LoadScopeScheduling  # type: ignore[import-untyped]  # xdist ships no py.typed
+from xdist.scheduler import LoadScopeScheduling
 
 MATRIX_SUFFIX = ".matrix.yaml::"
 

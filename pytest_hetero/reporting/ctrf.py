@@ -63,5 +63,6 @@ def render_ctrf(evidence: dict[str, Any]) -> dict[str, Any]:
                         "environment": {"appName": ",".join(m["name"] for m in evidence["matrices"]),
                                         "buildName": run.get("id"),
                                         # canonical key order, so a re-render from evidence.json is identical
-                                        "extra": {"target": json.loads(json.dumps(evidence["target"], sort_keys=True))}},
+                                        "extra": {"target": json.loads(json.dumps(evidence["target"],
+                                                                                  sort_keys=True))}},
                         "extra": {"verdict": evidence["summary"]["verdict"], "run_id": run.get("id")}}}

@@ -40,16 +40,23 @@ _PRIORITY = {"failed": 0, "error": 0, "not_run": 1, "blocked": 1, "not_applicabl
 
 
 @lru_cache(maxsize=1)
+def _short(text: Any, n: int = 160) -> str:
+    """``text`` as a string of at most ``n`` characters (cut with an ellipsis)."""
+    value = str(text or "")
+    return value[: n - 1] + "…" if len(value) > n else value
+
+
 def _environment() -> jinja2.Environment:
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)), autoescape=True,
                              trim_blocks=True, lstrip_blocks=True,
                              finalize=lambda value: printable(value) if isinstance(value, str) else value)
-    env.filters["short"] = lambda text, n=160: (str(text or "")[: n - 1] + "…") if len(str(text or "")) > n else str(text or "")
+    env.filters["short"] = _short
     return env
 
 
 def _record_text(data: Any) -> str:
-    text = data["text"] if isinstance(data, dict) and set(data) <= {"text"} else json.dumps(data, indent=1, sort_keys=True, default=str)
+    plain = isinstance(data, dict) and set(data) <= {"text"}
+    text = data["text"] if plain else json.dumps(data, indent=1, sort_keys=True, default=str)
     if len(text) > RECORD_CHARS:
         text = text[:RECORD_CHARS] + f"\n… [{len(text) - RECORD_CHARS} more characters in evidence.json]"
     return text
@@ -82,7 +89,8 @@ def render_html(evidence: dict[str, Any], signoff: dict[str, Any]) -> str:
 
 
 def _baseline_lines(evidence: dict[str, Any]) -> list[str]:
-    """The ``baseline_diff`` section (added before evidence.json is written, see pytest_hetero.bundle.baseline) as lines; empty without one."""
+    """The ``baseline_diff`` section (added before evidence.json is written, see
+    :mod:`pytest_hetero.bundle.baseline`) as lines; empty without one."""
     diff = evidence.get("baseline_diff")
     if not diff or "gate" not in diff:
         return [diff["error"]] if diff and "error" in diff else []

@@ -44,7 +44,8 @@ def _case_xml(entry: dict[str, Any], tally: dict[str, int]) -> str:
     if status in ("failed", "error"):
         message = printable(str(failure.get("message") or entry.get("reason") or ""))[:2000]
         kind = "failure" if status == "failed" else "error"
-        result = f"<{kind} message={quoteattr(message)} type={quoteattr(printable(str(failure.get('category', status))))} />"
+        category = printable(str(failure.get("category", status)))
+        result = f"<{kind} message={quoteattr(message)} type={quoteattr(category)} />"
         tally["failures" if status == "failed" else "errors"] += 1
     elif status in UNTESTED_STATUSES:
         result = f"<skipped message={quoteattr(printable(f'{status}: ' + str(entry.get('reason') or ''))[:2000])} />"
@@ -54,7 +55,7 @@ def _case_xml(entry: dict[str, Any], tally: dict[str, int]) -> str:
 
 
 def _open_tag(element: Any) -> str:
-    """junitparser's serialisation of an element without children, as an opening tag."""
+    """Junitparser's serialisation of an element without children, as an opening tag."""
     text = bytes(element.tostring()).decode("utf-8")
     if not text.endswith("/>"):
         raise ValueError(f"expected an empty element, got {text[:80]!r}")

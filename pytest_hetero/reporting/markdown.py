@@ -45,39 +45,58 @@ def render_markdown(evidence: dict[str, Any], signoff: dict[str, Any]) -> str:
     for layer, counts in layer_counts(evidence):
         out.append(f"| {layer} | " + " | ".join(str(counts[s]) for s in shown) + " |")
     out.append("")
-    groups = failures_by_owner(evidence)
-    if groups:
-        out.append("### Failures by owner")
-        lines = 0
-        for owner, items in groups:
-            out.append(f"- **{md(owner)}** ({len(items)})")
-            for item in items:
-                if lines >= MAX_LINES:
-                    break
-                lines += 1
-                failure = item.get("failure") or {}
-                out.append(f"  - {code(item['nodeid'])}: {md(failure.get('category'))}: "
-                           f"{md(failure.get('message'))}")
-        total = sum(len(i) for _, i in groups)
-        if total > lines:
-            out.append(f"- … {total - lines} more in report.html / evidence.json")
-        out.append("")
-    roles = signoff.get("roles", [])
-    if roles:
-        out.append("### Sign-off")
-        for role in roles:
-            who = ", ".join(f"`{c['keyid'][:16]}` at {md(c['signed_at'])}" for c in role["signed"])
-            out.append(f"- {md(role['role'])} ({', '.join(role['layers'])}): "
-                       + (f"signed by {who}" if role["signed"] else "pending"))
-        out.append("")
-    diff = evidence.get("baseline_diff")
-    if diff and "gate" in diff:
-        from pytest_hetero.bundle.baseline import diff_lines
+    out += _failures(evidence) + _signoff(signoff) + _baseline(evidence) + _untested(evidence)
+    out += ["", "_A pass proves only what report.html's \"What this run does not prove\" section allows._", ""]
+    return "\n".join(out)
 
-        out.append("### Baseline comparison")
-        out += [f"- {md(line.strip(), 240)}" for line in diff_lines(diff, limit=MAX_LINES)] + [""]
+
+def _failures(evidence: dict[str, Any]) -> list[str]:
+    """``### Failures by owner``: at most MAX_LINES failures under their owner (none: no section)."""
+    groups = failures_by_owner(evidence)
+    if not groups:
+        return []
+    out = ["### Failures by owner"]
+    lines = 0
+    for owner, items in groups:
+        out.append(f"- **{md(owner)}** ({len(items)})")
+        for item in items[: max(0, MAX_LINES - lines)]:
+            lines += 1
+            failure = item.get("failure") or {}
+            out.append(f"  - {code(item['nodeid'])}: {md(failure.get('category'))}: {md(failure.get('message'))}")
+    total = sum(len(i) for _, i in groups)
+    if total > lines:
+        out.append(f"- … {total - lines} more in report.html / evidence.json")
+    return [*out, ""]
+
+
+def _signoff(signoff: dict[str, Any]) -> list[str]:
+    """``### Sign-off``: each role with its layers and who signed (none: no section)."""
+    roles = signoff.get("roles", [])
+    if not roles:
+        return []
+    out = ["### Sign-off"]
+    for role in roles:
+        who = ", ".join(f"`{c['keyid'][:16]}` at {md(c['signed_at'])}" for c in role["signed"])
+        out.append(f"- {md(role['role'])} ({', '.join(role['layers'])}): "
+                   + (f"signed by {who}" if role["signed"] else "pending"))
+    return [*out, ""]
+
+
+def _baseline(evidence: dict[str, Any]) -> list[str]:
+    """``### Baseline comparison`` when the run was compared with a baseline."""
+    diff = evidence.get("baseline_diff")
+    if not diff or "gate" not in diff:
+        return []
+    from pytest_hetero.bundle.baseline import diff_lines
+
+    return ["### Baseline comparison", *(f"- {md(line.strip(), 240)}" for line in diff_lines(diff, limit=MAX_LINES)),
+            ""]
+
+
+def _untested(evidence: dict[str, Any]) -> list[str]:
+    """``### Untested scope``: counts by status, the first MAX_LINES items, parts not proven, never covered."""
     untested = evidence["untested"]["items"]
-    out.append("### Untested scope")
+    out = ["### Untested scope"]
     if not untested:
         out.append("Nothing excluded, blocked, skipped or deselected.")
     else:
@@ -86,17 +105,15 @@ def render_markdown(evidence: dict[str, Any], signoff: dict[str, Any]) -> str:
             by_status[entry["status"]] = by_status.get(entry["status"], 0) + 1
         out.append(", ".join(f"{n} {s}" for s, n in sorted(by_status.items(), key=lambda kv: -kv[1])))
         out.append("")
-        for entry in untested[:MAX_LINES]:
-            out.append(f"- {entry['status']}: {code(entry['nodeid'])} — {md(entry.get('reason'))}")
+        out += [f"- {entry['status']}: {code(entry['nodeid'])} — {md(entry.get('reason'))}"
+                for entry in untested[:MAX_LINES]]
         if len(untested) > MAX_LINES:
             out.append(f"- … {len(untested) - MAX_LINES} more in report.html / evidence.json")
     not_proven = evidence["untested"].get("not_proven", [])
-    for entry in not_proven[:MAX_LINES]:
-        out.append(f"- not proven: {code(entry['nodeid'])} {md(entry.get('part'))} — {md(entry.get('reason'))}")
+    out += [f"- not proven: {code(entry['nodeid'])} {md(entry.get('part'))} — {md(entry.get('reason'))}"
+            for entry in not_proven[:MAX_LINES]]
     if len(not_proven) > MAX_LINES:
         out.append(f"- … {len(not_proven) - MAX_LINES} more not-proven parts in evidence.json")
     for matrix, gaps in evidence["untested"]["never_covered"].items():
-        for dim, values in gaps.items():
-            out.append(f"- never covered in {md(matrix)}: {md(dim)}: {md(', '.join(values))}")
-    out += ["", "_A pass proves only what report.html's \"What this run does not prove\" section allows._", ""]
-    return "\n".join(out)
+        out += [f"- never covered in {md(matrix)}: {md(dim)}: {md(', '.join(values))}" for dim, values in gaps.items()]
+    return out

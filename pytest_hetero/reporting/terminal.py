@@ -29,31 +29,39 @@ def summary_lines(evidence: dict[str, Any], bundle_dir: Path) -> list[str]:
         counts = summary["by_layer"].get(layer, {})
         text = ", ".join(f"{counts[s]} {s}" for s in ORDER if counts.get(s)) or "no items"
         lines.append(f"  {layer:<{width}}  {text}")
-    failures = [i for i in evidence["items"] if i["status"] in ("failed", "error")]
-    if failures:
-        lines.append("failures by owner:")
-        owners = Counter(i["failure"]["owner"] for i in failures if i.get("failure"))
-        for owner, n in owners.most_common():
-            lines.append(f"  {owner}: {n}")
-            for i in failures:
-                if i.get("failure") and i["failure"]["owner"] == owner:
-                    lines.append(f"    {i['nodeid']}: {i['failure']['category']}: "
-                                 f"{cut(i['failure']['message'].splitlines()[0], 140)}")
+    lines += _failure_lines(evidence) + _untested_lines(evidence)
+    lines += [f"collection error: {err['nodeid']}" for err in evidence.get("errors", [])]
+    return lines
+
+
+def _failure_lines(evidence: dict[str, Any]) -> list[str]:
+    """``failures by owner:`` then each owner's count and failed items (none: nothing)."""
+    failures = [i for i in evidence["items"] if i["status"] in ("failed", "error") and i.get("failure")]
+    if not failures:
+        return []
+    lines = ["failures by owner:"]
+    for owner, n in Counter(i["failure"]["owner"] for i in failures).most_common():
+        lines.append(f"  {owner}: {n}")
+        lines += [f"    {i['nodeid']}: {i['failure']['category']}: {cut(i['failure']['message'].splitlines()[0], 140)}"
+                  for i in failures if i["failure"]["owner"] == owner]
+    return lines
+
+
+def _untested_lines(evidence: dict[str, Any]) -> list[str]:
+    """The untested scope: counts by status, the first 12 items, parts not proven, never covered."""
+    lines: list[str] = []
     untested = evidence["untested"]["items"]
     if untested:
         kinds = Counter(u["status"] for u in untested)
         lines.append("untested scope: " + ", ".join(f"{n} {k}" for k, n in kinds.most_common()))
-        for entry in untested[:12]:
-            lines.append(f"  {entry['status']:<14} {entry['nodeid']}  ({cut(entry['reason'], 110)})")
+        lines += [f"  {entry['status']:<14} {entry['nodeid']}  ({cut(entry['reason'], 110)})"
+                  for entry in untested[:12]]
         if len(untested) > 12:
             lines.append(f"  … {len(untested) - 12} more in evidence.json")
-    for entry in evidence["untested"].get("not_proven", []):
-        lines.append(f"  not proven     {entry['nodeid']}: {entry['part']} ({cut(entry['reason'], 100)})")
+    lines += [f"  not proven     {entry['nodeid']}: {entry['part']} ({cut(entry['reason'], 100)})"
+              for entry in evidence["untested"].get("not_proven", [])]
     for matrix, gaps in evidence["untested"]["never_covered"].items():
-        for dim, values in gaps.items():
-            lines.append(f"  never covered in {matrix}: {dim}: {', '.join(values)}")
-    for err in evidence.get("errors", []):
-        lines.append(f"collection error: {err['nodeid']}")
+        lines += [f"  never covered in {matrix}: {dim}: {', '.join(values)}" for dim, values in gaps.items()]
     return lines
 
 

@@ -79,42 +79,54 @@ def heatmap(evidence: dict[str, Any], limit: int = HEATMAP_ROW_LIMIT) -> dict[st
         prefixes = {k[:n] for k in keys for n in range(1, len(k))}
         rows_keys.extend((matrix, k) for k in sorted(keys - prefixes))
     summarised = len(rows_keys) > limit
-    rows = []
-    if not summarised:
-        by_prefix = {(matrix, entry["layer"], key): index
-                     for index, (entry, (matrix, key)) in enumerate(zip(items, located))}
-        for matrix, key in rows_keys:
-            cells: dict[str, Any] = {}
-            for layer in LAYERS:
-                found = next((by_prefix[(matrix, layer, key[:n])] for n in range(len(key), 0, -1)
-                              if (matrix, layer, key[:n]) in by_prefix), None)
-                e = items[found] if found is not None else None
-                cells[layer] = None if e is None else {"status": e["status"], "index": found, "nodeid": e["nodeid"],
-                                                        "blocked_by": e.get("blocked_by"), "reason": e.get("reason")}
-            rows.append({"matrix": matrix, "keys": list(key), "cells": cells})
-    else:
-        groups = sorted({(matrix, k[:2]) for matrix, k in rows_keys})
-        by_resource: dict[tuple[str, str], list[tuple[str, tuple[str, ...]]]] = {}
-        for group in groups:
-            by_resource.setdefault((group[0], group[1][0]), []).append(group)
-        tally: Counter[tuple[str, tuple[str, ...], str, str]] = Counter()
-        for entry, (matrix, key) in zip(items, located):
-            if len(key) >= 2:
-                tally[(matrix, key[:2], entry["layer"], entry["status"])] += 1
-            elif key:
-                for _, group_key in by_resource.get((matrix, key[0]), []):
-                    tally[(matrix, group_key, entry["layer"], entry["status"])] += 1
-        per_group: dict[tuple[str, tuple[str, ...]], dict[str, dict[str, int]]] = {g: {} for g in groups}
-        for (matrix, key, layer_name, status), n in tally.items():
-            per_group[(matrix, key)].setdefault(layer_name, {})[status] = n
-        for (matrix, key), per_layer in per_group.items():
-            cells = {}
-            for layer in LAYERS:
-                counts = per_layer.get(layer)
-                cells[layer] = None if not counts else {
-                    "status": next((s for s in SEVERITY if counts.get(s)), "passed"), "counts": counts}
-            rows.append({"matrix": matrix, "keys": list(key), "cells": cells})
+    rows = _summary_rows(items, located, rows_keys) if summarised else _item_rows(items, located, rows_keys)
     return {"summarised": summarised, "total_rows": len(rows_keys), "rows": rows}
+
+
+def _item_rows(items: list[dict[str, Any]], located: list[tuple[str, tuple[str, ...]]],
+               rows_keys: list[tuple[str, tuple[str, ...]]]) -> list[dict[str, Any]]:
+    """One heat-map row per combination; each layer's cell is the item keyed by the longest prefix."""
+    by_prefix = {(matrix, entry["layer"], key): index
+                 for index, (entry, (matrix, key)) in enumerate(zip(items, located, strict=True))}
+    rows = []
+    for matrix, key in rows_keys:
+        cells: dict[str, Any] = {}
+        for layer in LAYERS:
+            found = next((by_prefix[(matrix, layer, key[:n])] for n in range(len(key), 0, -1)
+                          if (matrix, layer, key[:n]) in by_prefix), None)
+            e = items[found] if found is not None else None
+            cells[layer] = None if e is None else {"status": e["status"], "index": found, "nodeid": e["nodeid"],
+                                                    "blocked_by": e.get("blocked_by"), "reason": e.get("reason")}
+        rows.append({"matrix": matrix, "keys": list(key), "cells": cells})
+    return rows
+
+
+def _summary_rows(items: list[dict[str, Any]], located: list[tuple[str, tuple[str, ...]]],
+                  rows_keys: list[tuple[str, tuple[str, ...]]]) -> list[dict[str, Any]]:
+    """One heat-map row per resource × image; each cell counts its items by status (worst shown)."""
+    groups = sorted({(matrix, k[:2]) for matrix, k in rows_keys})
+    by_resource: dict[tuple[str, str], list[tuple[str, tuple[str, ...]]]] = {}
+    for group in groups:
+        by_resource.setdefault((group[0], group[1][0]), []).append(group)
+    tally: Counter[tuple[str, tuple[str, ...], str, str]] = Counter()
+    for entry, (matrix, key) in zip(items, located, strict=True):
+        if len(key) >= 2:
+            tally[(matrix, key[:2], entry["layer"], entry["status"])] += 1
+        elif key:
+            for _, group_key in by_resource.get((matrix, key[0]), []):
+                tally[(matrix, group_key, entry["layer"], entry["status"])] += 1
+    per_group: dict[tuple[str, tuple[str, ...]], dict[str, dict[str, int]]] = {g: {} for g in groups}
+    for (matrix, key, layer_name, status), n in tally.items():
+        per_group[(matrix, key)].setdefault(layer_name, {})[status] = n
+    rows = []
+    for (matrix, key), per_layer in per_group.items():
+        cells: dict[str, Any] = {}
+        for layer in LAYERS:
+            counts = per_layer.get(layer)
+            cells[layer] = None if not counts else {
+                "status": next((s for s in SEVERITY if counts.get(s)), "passed"), "counts": counts}
+        rows.append({"matrix": matrix, "keys": list(key), "cells": cells})
+    return rows
 
 
 def failures_by_owner(evidence: dict[str, Any]) -> list[tuple[str, list[dict[str, Any]]]]:

@@ -26,7 +26,8 @@ as artifacts; rollback. business: the data set's AcceptanceRules on those output
 Modules: :mod:`.protocol` (what a protocol client answers, data set samples, endpoint
 expansion), :mod:`.oip` (Open Inference Protocol / KServe V2 REST), :mod:`.openai`
 (OpenAI-compatible API), :mod:`.load` (concurrent load with per-request latency),
-its layer checks (startup, execute, rollback) are :mod:`pytest_hetero.layers.serving`. The built-in protocols are the last-resort
+its layer checks (startup, execute, rollback) are :mod:`pytest_hetero.layers.serving`. The built-in
+protocols are the last-resort
 ``pytest_hetero_make_protocol`` (:mod:`pytest_hetero.hooks.builtin`); checks reach the run's hook
 and its terminal progress through the LayerContext (``ctx.hook``, ``ctx.progress``).
 """

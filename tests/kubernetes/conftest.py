@@ -15,6 +15,7 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 from kubekit import IN_CI, POOL, SESSION, FakeKubelet, node_specs, schedulable
@@ -94,14 +95,7 @@ def cluster() -> Iterator[Cluster]:
             nodes.setdefault(body["metadata"]["labels"][POOL], []).append(body["metadata"]["name"])
         kubelet = FakeKubelet(api, nodes["outcome"][0])
         made.namespace = made.new_namespace("hetero-k8s")
-        deadline = time.monotonic() + 60
-        pending = [n for pool, names in nodes.items() if pool != "notready" for n in names]
-        while pending and time.monotonic() < deadline:
-            pending = [n for n in pending if not schedulable(core.read_node(n))]
-            time.sleep(0.3)
-        assert not pending, f"nodes not Ready (or still tainted node.kubernetes.io/*) after 60 s: {pending}"
-        while _ready(core, nodes["notready"][0]) and time.monotonic() < deadline:
-            time.sleep(0.3)
+        _wait_until_settled(core, nodes)
         yield made
     finally:
         if previous is None:
@@ -110,24 +104,42 @@ def cluster() -> Iterator[Cluster]:
             os.environ["KUBECONFIG"] = previous
         if kubelet is not None:
             kubelet.close()
-        for ns in core.list_namespace(label_selector=f"{SESSION}={suffix}").items:
-            core.delete_namespace(ns.metadata.name)
-            try:
-                client.CustomObjectsApi(api).delete_cluster_custom_object(
-                    "kwok.x-k8s.io", "v1alpha1", "clusterexecs", ns.metadata.name
-                )
-            except ApiException:
-                pass
-        rbac = client.RbacAuthorizationV1Api(api)
-        for binding in rbac.list_cluster_role_binding(label_selector=f"{SESSION}={suffix}").items:
-            rbac.delete_cluster_role_binding(binding.metadata.name)
-        for role in rbac.list_cluster_role(label_selector=f"{SESSION}={suffix}").items:
-            rbac.delete_cluster_role(role.metadata.name)
-        for body in specs:
-            try:
-                core.delete_node(body["metadata"]["name"])
-            except ApiException:
-                pass
+        _delete_session_objects(api, suffix, specs)
+
+
+def _wait_until_settled(core: client.CoreV1Api, nodes: dict[str, list[str]]) -> None:
+    """Wait (at most 60 s) until every pool's nodes are schedulable and the notready pool's node is not Ready."""
+    deadline = time.monotonic() + 60
+    pending = [n for pool, names in nodes.items() if pool != "notready" for n in names]
+    while pending and time.monotonic() < deadline:
+        pending = [n for n in pending if not schedulable(core.read_node(n))]
+        time.sleep(0.3)
+    assert not pending, f"nodes not Ready (or still tainted node.kubernetes.io/*) after 60 s: {pending}"
+    while _ready(core, nodes["notready"][0]) and time.monotonic() < deadline:
+        time.sleep(0.3)
+
+
+def _delete_session_objects(api: client.ApiClient, suffix: str, specs: list[dict[str, Any]]) -> None:
+    """Delete this session's namespaces (and their KWOK ClusterExecs), RBAC objects and nodes."""
+    core = client.CoreV1Api(api)
+    for ns in core.list_namespace(label_selector=f"{SESSION}={suffix}").items:
+        core.delete_namespace(ns.metadata.name)
+        try:
+            client.CustomObjectsApi(api).delete_cluster_custom_object(
+                "kwok.x-k8s.io", "v1alpha1", "clusterexecs", ns.metadata.name
+            )
+        except ApiException:
+            pass
+    rbac = client.RbacAuthorizationV1Api(api)
+    for binding in rbac.list_cluster_role_binding(label_selector=f"{SESSION}={suffix}").items:
+        rbac.delete_cluster_role_binding(binding.metadata.name)
+    for role in rbac.list_cluster_role(label_selector=f"{SESSION}={suffix}").items:
+        rbac.delete_cluster_role(role.metadata.name)
+    for body in specs:
+        try:
+            core.delete_node(body["metadata"]["name"])
+        except ApiException:
+            pass
 
 
 @pytest.fixture

@@ -93,7 +93,8 @@ def outcome_of_text(text: str, what: str, *, phase_owner: str, image_owner: str 
 
 
 def run_failure(api: Any, ctx: Step, workload: dict[str, Any], result: ExecResult) -> dict[str, str] | None:
-    """Classify a finished model exec (``api``: a ``docker.APIClient``) the exit code alone does not explain: ``oom_killed`` (algorithm),
+    """Classify a finished model exec (``api``: a ``docker.APIClient``) the exit code alone does not explain:
+    ``oom_killed`` (algorithm),
     ``container_killed`` (infrastructure), ``entrypoint_missing`` (algorithm); else None.
 
     After an exit 137 that is no OOM kill, the container's state is polled for up to

@@ -62,8 +62,8 @@ def inventory(step: Step, session: DockerSession) -> Inventory:
              "cgroup_version": info.get("CgroupVersion"), "cgroup_driver": info.get("CgroupDriver"),
              "storage_driver": info.get("Driver"), "engine_host_local": local,
              "device_nodes": nodes if local else None}
-    view = EngineView(facts=facts, runtimes=runtimes,
-                      gpu_runtime="nvidia" in runtimes or (local and bool(shutil.which("nvidia-container-runtime-hook"))),
+    hook = local and bool(shutil.which("nvidia-container-runtime-hook"))
+    view = EngineView(facts=facts, runtimes=runtimes, gpu_runtime="nvidia" in runtimes or hook,
                       device_nodes=nodes if local else None, cpus=info.get("NCPU"), memory_bytes=info.get("MemTotal"),
                       local=local)
     try:

@@ -123,7 +123,8 @@ def _epoch(stamp: Any) -> float | None:
 
 
 def cleanup(args: argparse.Namespace) -> list[dict[str, Any]]:
-    """Remove (or list) the pods and Jobs of pytest-hetero runs selected by ``args`` (see :mod:`pytest_hetero.backends.labels`).
+    """Remove (or list) the pods and Jobs of pytest-hetero runs selected by ``args``
+    (see :mod:`pytest_hetero.backends.labels`).
 
     With ``--backend all`` and no Kubernetes configuration at all (no ``KUBECONFIG``, no
     ``~/.kube/config``, not in a pod) returns [] instead. Raises CleanupError when the cluster

@@ -112,7 +112,8 @@ def api_outcome(exc: BaseException, action: str) -> EngineFault:
     websocket too). 404 → ActionFailed ``api_not_served`` (platform: e.g. the Volcano Job CRD is not
     installed), except a missing namespace (``namespace_not_found``, platform) and a pod that no longer
     exists (``pod_deleted``, infrastructure). 401 → ActionFailed ``unauthorized`` (platform); anything
-    else (5xx, 429) → EngineUnavailable ``apiserver_error``; no HTTP answer at all → EngineUnavailable ``apiserver_unreachable``.
+    else (5xx, 429) → EngineUnavailable ``apiserver_error``; no HTTP answer at all → EngineUnavailable
+    ``apiserver_unreachable``.
     """
     if isinstance(exc, ApiException):
         message = status_message(exc)

@@ -12,7 +12,8 @@ One workload pod per resource × image: placement submits it and waits (on one p
 is placed (:mod:`~pytest_hetero.backends.kubernetes.submit`); start waits until its container runs
 (:mod:`~pytest_hetero.backends.kubernetes.startup`); commands (the device payload) and model runs exec
 into it (:mod:`~pytest_hetero.backends.kubernetes.run`). The modules share one
-:class:`~pytest_hetero.backends.kubernetes.session.KubeSession`; verdicts are the layers'. With ``--hetero-parallel N`` > 1 the first
+:class:`~pytest_hetero.backends.kubernetes.session.KubeSession`; verdicts are the layers'. With
+``--hetero-parallel N`` > 1 the first
 scheduling item submits every resource × image workload of its matrix, N at a time, so the
 scheduler places them concurrently. Everything
 created carries ``pytest-hetero.run-id``/``pytest-hetero.owner`` and is deleted by :meth:`close`

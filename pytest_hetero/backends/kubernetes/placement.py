@@ -92,7 +92,7 @@ def pool_nodes(session: KubeSession, ctx: Step) -> list[dict[str, Any]] | None:
 
 
 def owner_uid(session: KubeSession, workload: dict[str, Any]) -> str | None:
-    """uid of the Job / Volcano Job behind a workload (None for a plain pod or when unreadable)."""
+    """Uid of the Job / Volcano Job behind a workload (None for a plain pod or when unreadable)."""
     try:
         if workload["kind"] in ("job", "kueue-job"):
             job = client.BatchV1Api(session.api).read_namespaced_job(

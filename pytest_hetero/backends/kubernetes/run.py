@@ -152,76 +152,28 @@ def execute(session: KubeSession, ctx: Step) -> ExecResult:
     """Copy inputs into the item's workload pod (once; starting it first when no startup item did),
     exec the rendered entrypoint with the layer timeout (seconds), read the outputs file.
 
-    The pod's node is checked first and watched during the run (:mod:`kube_node`): a run whose node
+    The pod's node is checked first and watched during the run (:mod:`.nodes`): a run whose node
     turns NotReady is abandoned at once; its result then carries ``failure`` (status ``error``,
     ``node_not_ready``, owner ``infrastructure``).
 
     Raises ActionFailed ``bad_entrypoint`` (algorithm) on an unknown placeholder, ``inputs_copy_failed``
-    (:func:`copy_inputs`), EngineUnavailable ``node_not_ready`` (:func:`kube_node.ensure_ready`), a refused or
+    (:func:`copy_inputs`), EngineUnavailable ``node_not_ready`` (:func:`.nodes.ensure_ready`), a refused or
     broken exec translated by :func:`.client.api_outcome`, and whatever :func:`.startup.start` raises.
     """
-    key = (ctx.resource.name, ctx.image.name)
-    workload = session.workloads.get(key)
-    started_here: dict[str, Any] | None = None
-    if workload is None or "pod" not in workload:
-        ctx.record(
-            "model.note", message="no started workload from a startup item in this session; started here"
-        )
-        identity = startup.start(session, ctx).identity
-        workload = session.workloads[key]
-        if identity is not None:
-            started_here = {"digest": identity.digest, "known": list(identity.known), "what": identity.what,
-                            "owner": identity.owner}
+    workload, started_here = _workload(session, ctx)
     pod, root = workload["pod"], f"/tmp/hetero-{session.owner}"
     node = node_of(session, workload)
     kube_node.ensure_ready(session, ctx, workload, node)
-    if not workload.get("inputs"):
-        try:
-            copy_inputs(session.core, session.namespace, pod, ctx.matrix, root, ctx.timeout_s)
-        except ActionFailed:
-            raise
-        except Exception as exc:  # noqa: BLE001 - translated
-            raise kc.api_outcome(exc, f"copy the inputs into pod {pod}") from None
-        workload["inputs"] = root
+    _ensure_inputs(session, ctx, workload, root)
     m, d = ctx.model, ctx.dataset
     paths = input_paths(root, m.name, m.path, m.code or ctx.matrix.path.parent, d.name, d.path)
     run_dir = f"{root}/runs/{kc.dns_name(m.name, d.name)}-{uuid.uuid4().hex[:8]}"
     provider = EXECUTION_PROVIDERS[ctx.resource.type]
-    values = {
-        "python": str(session.target.get("python", "python3")),
-        **paths,
-        "outputs": f"{run_dir}/outputs.json",
-        "provider": provider,
-    }
+    values = {"python": str(session.target.get("python", "python3")), **paths,
+              "outputs": f"{run_dir}/outputs.json", "provider": provider}
     argv = render_entrypoint(m.entrypoint, values)
-    watch = kube_node.NodeWatch(session.api, node).start() if node else None
-    started_at, started = utc_now(), time.perf_counter()
-    try:
-        done = run_model(
-            session.core,
-            session.namespace,
-            pod,
-            argv,
-            run_dir,
-            f"{root}/code/{m.name}",
-            {"HETERO_EXECUTION_PROVIDER": provider},
-            ctx.timeout_s,
-            stop=watch.turned if watch else None,
-        )
-    except ActionFailed:
-        raise
-    except Exception as exc:  # noqa: BLE001 - a dying node often breaks the exec stream first
-        if watch is None or not watch.turned.wait(2):
-            raise kc.api_outcome(exc, f"exec the model entrypoint in pod {pod}") from None
-        done = kube_exec.ExecOutcome(None, "", "", time.perf_counter() - started, False, "", abandoned=True)
-    finally:
-        if watch is not None:
-            watch.stop()
-    failure = None
-    if done.abandoned and watch is not None:
-        killed = kill_run(session.core, session.namespace, pod, run_dir, 5)
-        failure = kube_node.abandoned(session, ctx, workload, watch, started_at, done.duration_s, killed)
-    simulated = bool(session.nodes.get(node, {}).get("simulated"))
+    done, failure = _run_watched(session, ctx, workload, node, argv, run_dir, f"{root}/code/{m.name}",
+                                 {"HETERO_EXECUTION_PROVIDER": provider})
     outputs = None
     if not (done.timed_out or failure):
         try:
@@ -230,15 +182,10 @@ def execute(session: KubeSession, ctx: Step) -> ExecResult:
             failure = {"category": exc.category, "owner": exc.owner or "algorithm", "message": exc.message}
         except Exception as exc:  # noqa: BLE001 - translated (e.g. the pod was deleted during the run)
             raise kc.api_outcome(exc, f"read the outputs of the model run in pod {pod}") from None
+    simulated = bool(session.nodes.get(node, {}).get("simulated"))
     return ExecResult(
-        argv=argv,
-        exit_code=done.exit_code,
-        duration_s=done.duration_s,
-        stdout=done.stdout,
-        stderr=done.stderr,
-        timed_out=done.timed_out,
-        outputs=outputs,
-        failure=failure,
+        argv=argv, exit_code=done.exit_code, duration_s=done.duration_s, stdout=done.stdout,
+        stderr=done.stderr, timed_out=done.timed_out, outputs=outputs, failure=failure,
         details={
             "pod": pod,
             "namespace": session.namespace,
@@ -251,6 +198,60 @@ def execute(session: KubeSession, ctx: Step) -> ExecResult:
             **({"image": started_here} if started_here is not None else {}),
         },
     )
+
+
+def _workload(session: KubeSession, ctx: Step) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """The item's started workload; started here when no startup item did (then also the image
+    identity the model layer checks: ``{"digest", "known", "what", "owner"}``)."""
+    key = (ctx.resource.name, ctx.image.name)
+    workload = session.workloads.get(key)
+    if workload is not None and "pod" in workload:
+        return workload, None
+    ctx.record("model.note", message="no started workload from a startup item in this session; started here")
+    identity = startup.start(session, ctx).identity
+    started_here = None if identity is None else {
+        "digest": identity.digest, "known": list(identity.known), "what": identity.what, "owner": identity.owner}
+    return session.workloads[key], started_here
+
+
+def _ensure_inputs(session: KubeSession, ctx: Step, workload: dict[str, Any], root: str) -> None:
+    """Copy the matrix's inputs into the workload pod under ``root`` once per workload."""
+    if workload.get("inputs"):
+        return
+    try:
+        copy_inputs(session.core, session.namespace, workload["pod"], ctx.matrix, root, ctx.timeout_s)
+    except ActionFailed:
+        raise
+    except Exception as exc:  # noqa: BLE001 - translated
+        raise kc.api_outcome(exc, f"copy the inputs into pod {workload['pod']}") from None
+    workload["inputs"] = root
+
+
+def _run_watched(
+    session: KubeSession, ctx: Step, workload: dict[str, Any], node: str, argv: list[str], run_dir: str,
+    workdir: str, env: dict[str, str],
+) -> tuple[kube_exec.ExecOutcome, dict[str, str] | None]:
+    """Run ``argv`` in the workload pod while watching ``node`` ("" = unknown, not watched); the run's
+    outcome and, when the node turned NotReady, the abandoned run's ``failure`` dict."""
+    pod = workload["pod"]
+    watch = kube_node.NodeWatch(session.api, node).start() if node else None
+    started_at, started = utc_now(), time.perf_counter()
+    try:
+        done = run_model(session.core, session.namespace, pod, argv, run_dir, workdir, env, ctx.timeout_s,
+                         stop=watch.turned if watch else None)
+    except ActionFailed:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a dying node often breaks the exec stream first
+        if watch is None or not watch.turned.wait(2):
+            raise kc.api_outcome(exc, f"exec the model entrypoint in pod {pod}") from None
+        done = kube_exec.ExecOutcome(None, "", "", time.perf_counter() - started, False, "", abandoned=True)
+    finally:
+        if watch is not None:
+            watch.stop()
+    if not (done.abandoned and watch is not None):
+        return done, None
+    killed = kill_run(session.core, session.namespace, pod, run_dir, 5)
+    return done, kube_node.abandoned(session, ctx, workload, watch, started_at, done.duration_s, killed)
 
 
 def node_of(session: KubeSession, workload: dict[str, Any]) -> str:
