@@ -24,6 +24,9 @@
 //	unhealthy       device indices or IDs, one per line: reported Unhealthy in ListAndWatch
 //	allocate-error  if present, Allocate fails with its text as the gRPC error message
 //	extra-devices   an integer N: Allocate hands N more devices than asked (over-allocation)
+//	missing-driver  if present, the driver-folder mounts name host paths that do not exist (as when
+//	                a driver container has not populated its root yet); containerd creates them as
+//	                empty directories, so the container starts and the tool is not executable
 //
 // Each Allocate appends one JSON line to -state/allocations.jsonl.
 package main
@@ -280,6 +283,9 @@ func (p *plugin) Allocate(_ context.Context, req *pluginapi.AllocateRequest) (*p
 		dir, err := p.driverFolder(granted)
 		if err != nil {
 			return nil, err
+		}
+		if _, err := os.Stat(filepath.Join(ctl, "missing-driver")); err == nil {
+			dir = filepath.Join(p.state, "driver", "absent", fmt.Sprintf("%s-%d", p.res.toolName, time.Now().UnixNano()))
 		}
 		cr.Mounts = []*pluginapi.Mount{
 			{ContainerPath: p.res.driverPath, HostPath: dir, ReadOnly: true},
