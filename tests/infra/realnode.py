@@ -16,6 +16,7 @@ Every call is serialised with ``flock`` by the scripts, so pytest-xdist workers 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 from dataclasses import dataclass
@@ -75,9 +76,11 @@ class RealNode:
 
 @dataclass(frozen=True)
 class Kueue:
-    """The running Kueue: ``version`` (e.g. ``v0.19.2``) and its loopback ``webhook_url``."""
+    """The running Kueue: ``version`` (e.g. ``v0.19.2``), its ``feature_gates`` (name -> on) and
+    its loopback ``webhook_url``."""
 
     version: str
+    feature_gates: dict[str, bool]
     webhook_url: str
 
 
@@ -157,7 +160,12 @@ def ensure_kueue(build_timeout_s: float = DEFAULT_BUILD_TIMEOUT_S,
     _run(KUEUE_SH, "start", timeout_s=start_timeout_s)
     version = _run(KUEUE_SH, "version", timeout_s=30).strip()
     status = _run(KUEUE_SH, "status", timeout_s=30)
-    return Kueue(version=version, webhook_url=status.rsplit("webhooks ", 1)[-1].strip())
+    found = re.search(r"feature gates (\S*), webhooks (\S+)", status)
+    if not found:
+        raise RealNodeFailed(f"kueue.sh status said: {status!r}")
+    gates = (g.partition("=") for g in found.group(1).split(",") if g)
+    return Kueue(version=version, feature_gates={k: v == "true" for k, _, v in gates},
+                 webhook_url=found.group(2))
 
 
 def stop_kubelet() -> None:

@@ -402,12 +402,8 @@ def test_a_missing_driver_folder_leaves_the_tool_unusable(realnode: RealNodeClus
 
 
 # ---------------------------------------------------------------------------------- Kueue ------
-def _custom(realnode: RealNodeCluster) -> client.CustomObjectsApi:
-    return client.CustomObjectsApi(realnode.api)
-
-
 def _workload_of(realnode: RealNodeCluster, ns: str, job_uid: str, version: str = "v1beta2") -> Any:
-    items = _custom(realnode).list_namespaced_custom_object(
+    items = client.CustomObjectsApi(realnode.api).list_namespaced_custom_object(
         "kueue.x-k8s.io", version, ns, "workloads", label_selector=f"kueue.x-k8s.io/job-uid={job_uid}")["items"]
     return items[0] if items else None
 
@@ -416,98 +412,186 @@ def _condition(obj: dict[str, Any], kind: str) -> dict[str, Any] | None:
     return next((c for c in obj.get("status", {}).get("conditions", []) if c["type"] == kind), None)
 
 
-def _gpu_job(name: str, queue: str, gpus: int, realnode: RealNodeCluster) -> dict[str, Any]:
-    return {
-        "apiVersion": "batch/v1", "kind": "Job",
-        "metadata": {"name": name, "labels": {"kueue.x-k8s.io/queue-name": queue}},
-        "spec": {"backoffLimit": 0, "template": {"spec": {
-            "restartPolicy": "Never", "terminationGracePeriodSeconds": 1,
-            "containers": [{"name": "train", "image": SHELL,
-                            "command": ["sh", "-c", "echo NVIDIA_VISIBLE_DEVICES=$NVIDIA_VISIBLE_DEVICES"],
-                            "resources": {"limits": {GPU: str(gpus)}}}]}}},
-    }
+def _job(name: str, queue: str, limits: dict[str, str], command: str = "echo NVIDIA_VISIBLE_DEVICES=$NVIDIA_VISIBLE_DEVICES",
+         node_selector: dict[str, str] | None = None) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "restartPolicy": "Never", "terminationGracePeriodSeconds": 1,
+        "containers": [{"name": "train", "image": SHELL, "command": ["sh", "-c", command],
+                        "resources": {"limits": limits}}]}
+    if node_selector:
+        spec["nodeSelector"] = node_selector
+    return {"apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": name, "labels": {"kueue.x-k8s.io/queue-name": queue}},
+            "spec": {"backoffLimit": 0, "template": {"spec": spec}}}
 
 
-def test_kueue_admits_within_quota_and_holds_above_it(realnode: RealNodeCluster, real_kueue: Any) -> None:
-    ns = realnode.new_namespace("kueue")
-    suffix = uuid.uuid4().hex[:5]
-    rf, cq, lq = f"gpu-{suffix}", f"cq-{suffix}", "lq"
-    custom = _custom(realnode)
-    batch = client.BatchV1Api(realnode.api)
-    group, version = KUEUE
-    custom.create_cluster_custom_object(group, version, "resourceflavors", {
-        "apiVersion": f"{group}/{version}", "kind": "ResourceFlavor", "metadata": {"name": rf},
-        "spec": {"nodeLabels": realnode.info.node_selector, "tolerations": [realnode.info.toleration]}})
-    try:
-        custom.create_cluster_custom_object(group, version, "clusterqueues", {
-            "apiVersion": f"{group}/{version}", "kind": "ClusterQueue", "metadata": {"name": cq},
-            "spec": {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns}},
-                     "resourceGroups": [{"coveredResources": [GPU], "flavors": [
-                         {"name": rf, "resources": [{"name": GPU, "nominalQuota": 2}]}]}]}})
-        custom.create_namespaced_custom_object(group, version, ns, "localqueues", {
-            "apiVersion": f"{group}/{version}", "kind": "LocalQueue", "metadata": {"name": lq},
-            "spec": {"clusterQueue": cq}})
-        wait_for(lambda: (_condition(custom.get_cluster_custom_object(group, version, "clusterqueues", cq),
-                                     "Active") or {}).get("status") == "True", 30, "ClusterQueue Active")
+class Queues:
+    """This module's Kueue objects (v1beta2): one ResourceFlavor for the real node (its nodeLabels
+    and toleration), a ClusterQueue with 2 GPUs and 2 NPUs of nominal quota, a LocalQueue ``lq``."""
 
-        fits = batch.create_namespaced_job(ns, _gpu_job("fits", lq, 1, realnode))
-        assert fits.spec.suspend is True  # Kueue's mutating webhook suspended it at creation
-        wl = wait_for(lambda: (w := _workload_of(realnode, ns, fits.metadata.uid))
-                      and (_condition(w, "Admitted") or {}).get("status") == "True" and w, 60, "Workload admitted")
-        admission = wl["status"]["admission"]
-        assert admission["clusterQueue"] == cq
-        assert admission["podSetAssignments"][0]["flavors"] == {GPU: rf}
-        assert admission["podSetAssignments"][0]["resourceUsage"] == {GPU: "1"}
-        done = wait_for(lambda: (j := batch.read_namespaced_job(fits.metadata.name, ns)).status.succeeded and j,
-                        90, "the admitted Job to succeed on the real node")
-        pods = realnode.core.list_namespaced_pod(ns, label_selector=f"job-name={done.metadata.name}").items
-        assert [p.spec.node_name for p in pods] == [realnode.info.node]
-        assert realnode.core.read_namespaced_pod_log(pods[0].metadata.name, ns) == \
-            "NVIDIA_VISIBLE_DEVICES=GPU-00000000-0000-4000-8000-000000000000\n"
+    def __init__(self, realnode: RealNodeCluster, kueue: Any) -> None:
+        self.realnode, self.kueue = realnode, kueue
+        self.ns = realnode.new_namespace("kueue")
+        suffix = uuid.uuid4().hex[:5]
+        self.rf, self.cq, self.lq = f"real-{suffix}", f"cq-{suffix}", "lq"
+        self.custom = client.CustomObjectsApi(realnode.api)
+        self.batch = client.BatchV1Api(realnode.api)
 
-        big = batch.create_namespaced_job(ns, _gpu_job("too-big", lq, 3, realnode))
-        pending = wait_for(lambda: (w := _workload_of(realnode, ns, big.metadata.uid))
-                           and _condition(w, "QuotaReserved") and w, 60, "a QuotaReserved condition")
-        cond = _condition(pending, "QuotaReserved")
-        assert cond["status"] == "False"
-        assert f"insufficient quota for {GPU} in flavor {rf}" in cond["message"]
-        time.sleep(3)
-        assert batch.read_namespaced_job(big.metadata.name, ns).spec.suspend is True
-        assert not realnode.core.list_namespaced_pod(ns, label_selector="job-name=too-big").items
-        v1beta1 = _workload_of(realnode, ns, big.metadata.uid, "v1beta1")
-        assert _condition(v1beta1, "QuotaReserved")["message"] == cond["message"]
-        TRANSCRIPT["kueue"] = {
-            "version": real_kueue.version,
-            "admitted": {"conditions": wl["status"]["conditions"], "admission": admission},
-            "pending": {"conditions": pending["status"]["conditions"],
-                        "events": events(realnode.core, ns, pending["metadata"]["name"]),
-                        "job_events": events(realnode.core, ns, "too-big")},
-            "clusterqueue_status": custom.get_cluster_custom_object(group, version, "clusterqueues", cq)["status"],
-        }
-    finally:
-        for job in batch.list_namespaced_job(ns).items:
-            batch.delete_namespaced_job(job.metadata.name, ns, propagation_policy="Foreground")
-        wait_for(lambda: not batch.list_namespaced_job(ns).items
-                 and not realnode.core.list_namespaced_pod(ns).items, 60, "jobs and pods deleted")
-        for plural, name in (("localqueues", lq),):
-            custom.delete_namespaced_custom_object(group, version, ns, plural, name)
-        for plural, name in (("clusterqueues", cq), ("resourceflavors", rf)):
+    def create(self) -> None:
+        group, version = KUEUE
+        api = f"{group}/{version}"
+        self.custom.create_cluster_custom_object(group, version, "resourceflavors", {
+            "apiVersion": api, "kind": "ResourceFlavor", "metadata": {"name": self.rf},
+            "spec": {"nodeLabels": self.realnode.info.node_selector,
+                     "tolerations": [self.realnode.info.toleration]}})
+        self.custom.create_cluster_custom_object(group, version, "clusterqueues", {
+            "apiVersion": api, "kind": "ClusterQueue", "metadata": {"name": self.cq},
+            "spec": {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": self.ns}},
+                     "resourceGroups": [{"coveredResources": [GPU, NPU], "flavors": [
+                         {"name": self.rf, "resources": [{"name": GPU, "nominalQuota": 2},
+                                                         {"name": NPU, "nominalQuota": 2}]}]}]}})
+        self.custom.create_namespaced_custom_object(group, version, self.ns, "localqueues", {
+            "apiVersion": api, "kind": "LocalQueue", "metadata": {"name": self.lq},
+            "spec": {"clusterQueue": self.cq}})
+        wait_for(lambda: (_condition(self.custom.get_cluster_custom_object(group, version, "clusterqueues",
+                                                                           self.cq), "Active") or {})
+                 .get("status") == "True", 30, "ClusterQueue Active")
+
+    def submit(self, name: str, limits: dict[str, str], **kw: Any) -> Any:
+        return self.batch.create_namespaced_job(self.ns, _job(name, self.lq, limits, **kw))
+
+    def workload(self, job: Any, version: str = "v1beta2") -> Any:
+        return _workload_of(self.realnode, self.ns, job.metadata.uid, version)
+
+    def quota_reserved(self, job: Any, status: str) -> dict[str, Any]:
+        """Wait until the job's Workload has QuotaReserved=``status``; return the Workload."""
+        return wait_for(lambda: (w := self.workload(job)) and (_condition(w, "QuotaReserved") or {})
+                        .get("status") == status and w, 60, f"{job.metadata.name}: QuotaReserved={status}")
+
+    def delete(self) -> None:
+        group, version = KUEUE
+        core = self.realnode.core
+        for job in self.batch.list_namespaced_job(self.ns).items:
+            self.batch.delete_namespaced_job(job.metadata.name, self.ns, propagation_policy="Foreground",
+                                             grace_period_seconds=1)
+        wait_for(lambda: not self.batch.list_namespaced_job(self.ns).items
+                 and not core.list_namespaced_pod(self.ns).items, 60, "jobs and pods deleted")
+        try:
+            self.custom.delete_namespaced_custom_object(group, version, self.ns, "localqueues", self.lq)
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+        for plural, name in (("clusterqueues", self.cq), ("resourceflavors", self.rf)):
             try:
-                custom.delete_cluster_custom_object(group, version, plural, name)
+                self.custom.delete_cluster_custom_object(group, version, plural, name)
             except ApiException as exc:
                 if exc.status != 404:
                     raise
 
         def gone(plural: str, name: str) -> bool:
             try:
-                custom.get_cluster_custom_object(group, version, plural, name)
+                self.custom.get_cluster_custom_object(group, version, plural, name)
                 return False
             except ApiException as exc:
                 return exc.status == 404
 
-        wait_for(lambda: gone("clusterqueues", cq) and gone("resourceflavors", rf), 60,
+        wait_for(lambda: gone("clusterqueues", self.cq) and gone("resourceflavors", self.rf), 60,
                  "ClusterQueue and ResourceFlavor deleted (finalizers cleared)")
-        realnode.core.delete_namespace(ns)
+        core.delete_namespace(self.ns)
+
+
+@pytest.fixture(scope="module")
+def queues(realnode: RealNodeCluster, real_kueue: Any) -> Iterator[Queues]:
+    made = Queues(realnode, real_kueue)
+    try:
+        made.create()
+        yield made
+    finally:
+        made.delete()
+
+
+def _granular(queues: Queues, reason: str) -> str:
+    """The QuotaReserved reason this Kueue writes: granular with UnadmittedWorkloadsObservability."""
+    return reason if queues.kueue.feature_gates.get("UnadmittedWorkloadsObservability") else "Pending"
+
+
+def test_kueue_admits_a_job_within_quota_onto_the_real_node(realnode: RealNodeCluster, queues: Queues) -> None:
+    fits = queues.submit("fits", {GPU: "1"})
+    assert fits.spec.suspend is True  # Kueue's mutating webhook suspended it at creation
+    wl = wait_for(lambda: (w := queues.workload(fits)) and (_condition(w, "Admitted") or {}).get("status") == "True"
+                  and w, 60, "Workload admitted")
+    admission = wl["status"]["admission"]
+    assert admission["clusterQueue"] == queues.cq
+    assert admission["podSetAssignments"][0]["flavors"] == {GPU: queues.rf}
+    assert admission["podSetAssignments"][0]["resourceUsage"] == {GPU: "1"}
+    assert _condition(wl, "QuotaReserved")["message"] == f"Quota reserved in ClusterQueue {queues.cq}"
+    done = wait_for(lambda: (j := queues.batch.read_namespaced_job("fits", queues.ns)).status.succeeded and j,
+                    90, "the admitted Job to succeed on the real node")
+    pods = realnode.core.list_namespaced_pod(queues.ns, label_selector=f"job-name={done.metadata.name}").items
+    assert [p.spec.node_name for p in pods] == [realnode.info.node]
+    assert realnode.core.read_namespaced_pod_log(pods[0].metadata.name, queues.ns) == \
+        "NVIDIA_VISIBLE_DEVICES=GPU-00000000-0000-4000-8000-000000000000\n"
+    TRANSCRIPT.setdefault("kueue", {})["version"] = queues.kueue.version
+    TRANSCRIPT["kueue"]["feature_gates"] = queues.kueue.feature_gates
+    TRANSCRIPT["kueue"]["admitted"] = {"conditions": wl["status"]["conditions"], "admission": admission,
+                                       "events": events(realnode.core, queues.ns, wl["metadata"]["name"])}
+
+
+def test_kueue_holds_a_job_above_the_quota_with_its_own_message(realnode: RealNodeCluster, queues: Queues) -> None:
+    big = queues.submit("too-big", {GPU: "3"})
+    wl = queues.quota_reserved(big, "False")
+    cond = _condition(wl, "QuotaReserved")
+    assert cond["reason"] == _granular(queues, "ExceedsMaxQuota")
+    assert cond["message"] == (
+        f"couldn't assign flavors to pod set main: insufficient quota for {GPU} in flavor {queues.rf}, "
+        "previously considered podsets requests (0) + current podset request (3) > maximum capacity (2)")
+    time.sleep(2)
+    assert queues.batch.read_namespaced_job("too-big", queues.ns).spec.suspend is True
+    assert not realnode.core.list_namespaced_pod(queues.ns, label_selector="job-name=too-big").items
+    # the deprecated v1beta1 is still served by v0.19 and converts to the same condition
+    assert _condition(queues.workload(big, "v1beta1"), "QuotaReserved") == cond
+    evs = events(realnode.core, queues.ns, wl["metadata"]["name"])
+    assert any(e["reason"] == cond["reason"] and e["message"] == cond["message"] for e in evs)
+    TRANSCRIPT.setdefault("kueue", {})["exceeds_max_quota"] = {
+        "conditions": wl["status"]["conditions"], "events": evs,
+        "job_events": events(realnode.core, queues.ns, "too-big")}
+
+
+def test_kueue_keeps_a_job_waiting_while_the_quota_is_used(realnode: RealNodeCluster, queues: Queues) -> None:
+    hold = queues.submit("hold", {GPU: "2"}, command="sleep 30")
+    queues.quota_reserved(hold, "True")
+    waiting = queues.submit("waiting", {GPU: "1"})
+    wl = queues.quota_reserved(waiting, "False")
+    cond = _condition(wl, "QuotaReserved")
+    assert cond["reason"] == _granular(queues, "WaitingForQuota")
+    assert cond["message"] == (f"couldn't assign flavors to pod set main: insufficient unused quota for {GPU} "
+                               f"in flavor {queues.rf}, 1 more needed")
+
+    def reserved() -> Any:
+        status = queues.custom.get_cluster_custom_object(*KUEUE, "clusterqueues", queues.cq)["status"]
+        usage = {r["name"]: r["total"] for f in status.get("flavorsReservation", []) for r in f["resources"]}
+        return usage.get(GPU) == "2" and status
+
+    status = wait_for(reserved, 30, f"ClusterQueue {queues.cq} reporting 2 {GPU} reserved")
+    TRANSCRIPT.setdefault("kueue", {})["waiting_for_quota"] = {
+        "conditions": wl["status"]["conditions"],
+        "events": events(realnode.core, queues.ns, wl["metadata"]["name"]),
+        "clusterqueue_status": status}
+    queues.batch.delete_namespaced_job("hold", queues.ns, propagation_policy="Foreground", grace_period_seconds=1)
+    admitted = queues.quota_reserved(waiting, "True")
+    assert admitted["status"]["admission"]["podSetAssignments"][0]["resourceUsage"] == {GPU: "1"}
+
+
+def test_kueue_finds_no_flavor_for_a_node_selector_it_cannot_meet(realnode: RealNodeCluster, queues: Queues) -> None:
+    label = realnode.info.taint["key"]
+    odd = queues.submit("elsewhere", {NPU: "1"}, node_selector={label: "elsewhere"})
+    wl = queues.quota_reserved(odd, "False")
+    cond = _condition(wl, "QuotaReserved")
+    assert cond["reason"] == _granular(queues, "NoMatchingFlavor")
+    assert cond["message"] == f"couldn't assign flavors to pod set main: flavor {queues.rf} doesn't match node affinity"
+    TRANSCRIPT.setdefault("kueue", {})["no_matching_flavor"] = {
+        "conditions": wl["status"]["conditions"],
+        "events": events(realnode.core, queues.ns, wl["metadata"]["name"])}
 
 
 # ------------------------------------------------------------------------------ node NotReady ---
