@@ -116,6 +116,8 @@ build_deviceplugin() {
      -o "$dir.tmp/hetero-device-plugin" .)
   cp "$HERE/../data/replay/"*.txt "$dir.tmp/replay/"
   rm -rf "$dir"; mv "$dir.tmp" "$dir"
+  # builds of older sources (a running one keeps its deleted binary until `start` replaces it)
+  find "$(rn_cache)" -maxdepth 1 -name 'deviceplugin-*' ! -name "$(basename "$dir")" -exec rm -rf {} +
   log "built device plugin in $((SECONDS - t))s"
 }
 
@@ -188,7 +190,8 @@ exe_of() {
 alive() {
   local pid; pid="$(pid_of "$1")"
   [[ -n "$pid" && -d "/proc/$pid" ]] || return 1
-  [[ "$(basename "$(readlink -f "/proc/$pid/exe" 2>/dev/null)")" == "$(basename "$(exe_of "$1")")" ]]
+  local exe; exe="$(readlink "/proc/$pid/exe" 2>/dev/null)"
+  [[ "$(basename "${exe% (deleted)}")" == "$(basename "$(exe_of "$1")")" ]]
 }
 # current NAME: alive, and running the binary this script would start now.
 current() {

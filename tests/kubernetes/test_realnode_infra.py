@@ -309,8 +309,10 @@ def test_a_one_gpu_pod_sees_exactly_its_device_env_and_nvidia_smi(realnode: Real
         rc, listing, _ = exec_in(realnode, ns, name, ["sh", "-c", "ls /dev | grep nvidia"])
         assert (rc, listing.split()) == (0, ["nvidia-uvm", "nvidia0", "nvidiactl"])
         # the stand-in nodes carry NVIDIA's char major 195 (0xc3); no driver answers them
-        assert exec_in(realnode, ns, name, ["stat", "-c", "%F %t %T", "/dev/nvidia0"])[1] == \
-            "character special file c3 0\n"
+        assert exec_in(realnode, ns, name, ["stat", "-c", "%F %t %T %a", "/dev/nvidia0"])[1] == \
+            "character special file c3 0 666\n"
+        rc, _, err = exec_in(realnode, ns, name, ["cat", "/dev/nvidia0"])
+        assert (rc, err) == (1, "cat: can't open '/dev/nvidia0': No such device or address\n")
         env = exec_in(realnode, ns, name, ["sh", "-c", "echo $NVIDIA_VISIBLE_DEVICES"])[1]
         assert env == "GPU-00000000-0000-4000-8000-000000000000\n"
         rc, smi, _ = exec_in(realnode, ns, name, ["nvidia-smi"])

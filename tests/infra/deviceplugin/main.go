@@ -429,6 +429,10 @@ func makeNodes(state string, rs []*resource) error {
 			if err := syscall.Mknod(path, syscall.S_IFCHR|0o666, int(n.major<<8|n.minor&0xff|(n.minor&^0xff)<<12)); err != nil {
 				return fmt.Errorf("mknod %s: %w", path, err)
 			}
+			// 0666 as the vendors' nodes are (mknod's mode went through the umask)
+			if err := os.Chmod(path, 0o666); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
