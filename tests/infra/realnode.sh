@@ -257,8 +257,10 @@ node_field() {
 }
 node_ready() { [[ "$(node_field "next((c['status'] for c in n['status'].get('conditions',[]) if c['type']=='Ready'),'')")" == "True" ]]; }
 node_allocatable() { node_field "n['status'].get('allocatable',{}).get('$1','0')"; }
+node_capacity() { node_field "n['status'].get('capacity',{}).get('$1','0')"; }
+# Capacity, not allocatable: a device a test marked Unhealthy lowers only allocatable.
 devices_advertised() {
-  [[ "$(node_allocatable nvidia.com/gpu)" == "$GPU_COUNT" && "$(node_allocatable huawei.com/Ascend910)" == "$NPU_COUNT" ]]
+  [[ "$(node_capacity nvidia.com/gpu)" == "$GPU_COUNT" && "$(node_capacity huawei.com/Ascend910)" == "$NPU_COUNT" ]]
 }
 
 ca_fingerprint() { openssl x509 -noout -fingerprint -sha256 -in "$PLANE_STATE/pki/ca.crt" | cut -d= -f2; }
@@ -493,7 +495,7 @@ start_deviceplugin() {
     --kubelet-dir "$DEVICE_PLUGIN_DIR" --nvidia "$GPU_COUNT" --ascend "$NPU_COUNT" \
     --nvidia-smi "$dir/replay/nvidia-smi-table-h100-8gpu.txt" \
     --npu-smi "$dir/replay/npu-smi-info-910b3-8npu-healthy.txt"
-  wait_for "allocatable nvidia.com/gpu=$GPU_COUNT huawei.com/Ascend910=$NPU_COUNT on $NODE_NAME" 60 devices_advertised
+  wait_for "capacity nvidia.com/gpu=$GPU_COUNT huawei.com/Ascend910=$NPU_COUNT on $NODE_NAME" 60 devices_advertised
 }
 
 # fds 6/7 (our locks) are closed: the plane's daemons must not inherit and hold them.
@@ -588,7 +590,7 @@ cmd_status() {
     if alive "$c"; then echo "$c: running (pid $(pid_of "$c"))"; else echo "$c: DOWN"; rc=1; fi
   done
   if [[ -f "$PLANE_STATE/ports.env" ]] && node_ready; then
-    echo "node $NODE_NAME: Ready, allocatable nvidia.com/gpu=$(node_allocatable nvidia.com/gpu) huawei.com/Ascend910=$(node_allocatable huawei.com/Ascend910)"
+    echo "node $NODE_NAME: Ready; nvidia.com/gpu capacity $(node_capacity nvidia.com/gpu) allocatable $(node_allocatable nvidia.com/gpu); huawei.com/Ascend910 capacity $(node_capacity huawei.com/Ascend910) allocatable $(node_allocatable huawei.com/Ascend910)"
   else
     echo "node $NODE_NAME: NOT Ready"; rc=1
   fi
