@@ -2,12 +2,15 @@
 # The project's test command (README, second command). On a fresh Debian machine, as root, it
 # installs and starts everything the tests need, then runs the whole suite:
 #   Python deps (editable install with test extras), a real Docker engine and the offline test
-#   images, the real Kubernetes control plane (built from the Go module proxy, cached under
-#   ~/.cache/pytest-hetero), then pytest. Extra arguments go to pytest.
+#   images, the real Kubernetes control plane with KWOK nodes (built from the Go module proxy, cached
+#   under ~/.cache/pytest-hetero), a real node (kubelet + containerd + CNI + test device plugin) on a
+#   plane of its own with a real Kueue, then pytest. Extra arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export HETERO_CACHE="${HETERO_CACHE:-$HOME/.cache/pytest-hetero}"
 step() { printf '\n==> %s (%s)\n' "$*" "$(date -u +%H:%M:%S)"; }
+# timed LABEL CMD...: run CMD, then print how long it took (the scripts also log TIMING lines)
+timed() { local label="$1" t=$SECONDS; shift; "$@"; printf '    %s: %ss\n' "$label" "$((SECONDS - t))"; }
 
 step "Python dependencies"
 python3 -m pip install --quiet --disable-pip-version-check -e ".[test,nvidia,html,example-build]"
@@ -20,6 +23,14 @@ step "Kubernetes control plane (kube-apiserver, kube-scheduler, kube-controller-
 bash tests/infra/kubeplane.sh build
 bash tests/infra/kubeplane.sh start
 eval "$(bash tests/infra/kubeplane.sh env)"
+
+# Its own plane (state /tmp/hetero-realnode), so the KWOK plane's scheduling messages stay as they
+# are; KUBECONFIG keeps naming the KWOK plane. The tests reach it through the `realnode` fixture.
+step "Real node (kubelet, containerd, CNI, test device plugin) and Kueue on a plane of their own"
+timed "real node build (kubelet, device plugin, pause image)" bash tests/infra/realnode.sh build
+timed "real node start (plane, containerd + images, kubelet, device plugin)" bash tests/infra/realnode.sh start
+timed "Kueue build" bash tests/infra/kueue.sh build
+timed "Kueue start" bash tests/infra/kueue.sh start
 
 if [ -f tests/infra/chromium.sh ]; then
   step "Headless Chromium for the HTML report tests"

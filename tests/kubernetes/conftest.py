@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -155,3 +156,106 @@ def run_id(cluster: Cluster) -> Iterator[str]:
         except ApiException:
             pass
     assert not alive, f"pods of run {value} left behind: {alive}"
+
+
+# --------------------------------------------------------------------------------------------------
+# The real node (opt-in): a kubelet + containerd + CNI + the test device plugin on a plane of its own
+# (tests/infra/realnode.sh), and a real Kueue on that plane (tests/infra/kueue.sh). The KWOK plane and
+# the ``cluster`` fixture above never see it, so their scheduling messages stay as they are.
+
+_rn_spec = importlib.util.spec_from_file_location(
+    "hetero_realnode", Path(__file__).parents[1] / "infra" / "realnode.py"
+)
+realnode_infra = importlib.util.module_from_spec(_rn_spec)  # type: ignore[arg-type]
+sys.modules["hetero_realnode"] = realnode_infra  # its dataclasses look their module up there
+_rn_spec.loader.exec_module(realnode_infra)  # type: ignore[union-attr]
+
+
+@dataclass
+class RealNodeCluster:
+    """The real node's plane as one test session sees it.
+
+    ``api`` is an admin client of the real node's plane (not the KWOK plane's: ``KUBECONFIG`` is
+    left alone, pass ``info.kubeconfig`` to whatever should talk to it); ``info`` is the
+    :class:`realnode.RealNode` (node name, taint, toleration, nodeSelector, containerd socket,
+    device-plugin controls); ``suffix`` tags this session's namespaces (deleted at session end).
+    """
+
+    api: client.ApiClient
+    info: Any
+    suffix: str
+
+    @property
+    def core(self) -> client.CoreV1Api:
+        """CoreV1Api (admin) of the real node's plane."""
+        return client.CoreV1Api(self.api)
+
+    def new_namespace(self, stem: str) -> str:
+        """Create ``<stem>-<suffix>-<random>`` (labelled with the session; deleted at session end)."""
+        name = f"{stem}-{self.suffix}-{uuid.uuid4().hex[:4]}"
+        self.core.create_namespace({"metadata": {"name": name, "labels": {SESSION: self.suffix}}})
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                self.core.read_namespaced_service_account("default", name)
+                break
+            except ApiException:
+                time.sleep(0.2)
+        return name
+
+    def stop_kubelet(self) -> None:
+        """Stop only the kubelet (the node goes NotReady after the plane's grace period)."""
+        realnode_infra.stop_kubelet()
+
+    def ensure(self) -> None:
+        """Start whatever of the real node is down again (e.g. the kubelet after :meth:`stop_kubelet`)."""
+        realnode_infra.ensure_realnode()
+
+    def pod_spec(self, containers: list[dict], **extra: object) -> dict:
+        """A pod spec that lands on the real node: its toleration and nodeSelector added."""
+        info = self.info
+        return {
+            "containers": containers,
+            "tolerations": [info.toleration],
+            "nodeSelector": info.node_selector,
+            "terminationGracePeriodSeconds": 1,
+            **extra,
+        }
+
+
+@pytest.fixture(scope="session")
+def realnode() -> Iterator[RealNodeCluster]:
+    """Opt-in: the real node (built and started on first use, left running afterwards).
+
+    Skips when the node cannot run here (not root, no Go and nothing cached) unless ``CI=true``,
+    where that fails. Namespaces this session created are deleted at the end; the test module
+    asserts their pods are gone.
+    """
+    try:
+        info = realnode_infra.ensure_realnode()
+    except realnode_infra.RealNodeUnavailable as exc:
+        if IN_CI:
+            pytest.fail(f"CI=true but the real node is unavailable: {exc}")
+        pytest.skip(f"real node unavailable: {exc}")
+    api = config.new_client_from_config(config_file=str(info.kubeconfig))
+    made = RealNodeCluster(api, info, uuid.uuid4().hex[:5])
+    try:
+        yield made
+    finally:
+        core = client.CoreV1Api(api)
+        for ns in core.list_namespace(label_selector=f"{SESSION}={made.suffix}").items:
+            try:
+                core.delete_namespace(ns.metadata.name)
+            except ApiException:
+                pass
+
+
+@pytest.fixture(scope="session")
+def real_kueue(realnode: RealNodeCluster) -> Any:
+    """Opt-in: a real Kueue (``realnode.Kueue``: version, webhook URL) on the real node's plane."""
+    try:
+        return realnode_infra.ensure_kueue()
+    except realnode_infra.RealNodeUnavailable as exc:
+        if IN_CI:
+            pytest.fail(f"CI=true but Kueue is unavailable: {exc}")
+        pytest.skip(f"Kueue unavailable: {exc}")
