@@ -15,6 +15,12 @@ timed() { local label="$1" t=$SECONDS; shift; "$@"; printf '    %s: %ss\n' "$lab
 step "Python dependencies"
 python3 -m pip install --quiet --disable-pip-version-check -e ".[test,nvidia,html,example-build]"
 
+# The layout's gates: the import rules run with the suite (tests/test_architecture.py); lint and strict
+# typing run first, so a violation stops CI before anything slow starts.
+step "Static checks (ruff, mypy --strict)"
+python3 -m ruff check pytest_hetero tests bench
+python3 -m mypy
+
 step "Docker engine and offline test images"
 bash tests/infra/docker-engine.sh ensure
 bash tests/infra/docker-engine.sh images
