@@ -62,7 +62,9 @@ def kid(pub: Path) -> str:
 def test_intact_bundle_verifies(bundle: Path, keys: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
     assert hetero("verify", str(bundle), "--key", str(keys["run.pub"])) == 0
     out = capsys.readouterr().out
-    assert out == (f"OK {bundle}: 8 files match the manifest; statement signed by {kid(keys['run.pub'])[:16]}…; "
+    # evidence, journal, 4 renderings, the artifact, the matrix copy and the inputs it names (acceptance
+    # file, code listing, 5 code files)
+    assert out == (f"OK {bundle}: 15 files match the manifest; statement signed by {kid(keys['run.pub'])[:16]}…; "
                    "role sign-offs: none\n")
 
 

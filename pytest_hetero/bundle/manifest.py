@@ -1,9 +1,15 @@
-"""The evidence bundle's manifest: every file of a report folder with its sha256 and size.
+"""The evidence bundle's manifest: every file the gate wrote into a report folder, with its sha256 and size.
 
-``manifest.json`` (schema ``pytest-hetero/manifest/v1``) lists every regular file under the
-bundle folder except the signature files (:data:`SIGNATURE_FILES`), which cover the manifest
-itself. Entries are sorted by their POSIX relative path compared as UTF-8 bytes, so two builds
-of the same folder give byte-identical manifests. The journal is evidence and is listed.
+``manifest.json`` (schema ``pytest-hetero/manifest/v1``) lists the regular files under the bundle
+folder except the signature files (:data:`SIGNATURE_FILES`), which cover the manifest itself.
+Entries are sorted by their POSIX relative path compared as UTF-8 bytes, so two builds of the same
+folder give byte-identical manifests. The journal is evidence and is listed.
+
+A run's manifest is built from the record of what the gate wrote (:func:`recorded_manifest`): the
+journal, every artifact an item's evidence lists with its digest, and every file the finish wrote.
+A file found in the folder that nobody recorded (planted by the code under test, say) is never
+listed: it is moved out of the bundle and named. :func:`build_manifest` (hash everything found)
+remains for folders without such a record.
 
 :func:`check_manifest` compares a manifest with the files on disk and names each problem:
 ``modified`` (digest or size differs), ``missing`` (listed, not on disk), ``extra`` (on disk,
@@ -59,23 +65,28 @@ def _sort_key(path: str) -> bytes:
 
 
 def bundle_files(bundle_dir: Path) -> tuple[list[str], list[str]]:
-    """Walk ``bundle_dir``: (regular files to list, symlinks/special files found), both as sorted
-    POSIX relative paths; signature files at the top level are left out of the first list."""
+    """Walk ``bundle_dir`` with ``os.scandir`` (file types from the directory entries, one ``lstat``
+    only where the type is unknown; links never followed): (regular files to list, symlinks/special
+    files found), both as sorted POSIX relative paths; signature files at the top level are left out
+    of the first list."""
     files: list[str] = []
     odd: list[str] = []
-    for root, dirs, names in os.walk(bundle_dir, followlinks=False):
-        rel_root = Path(root).relative_to(bundle_dir)
-        for name in dirs:
-            if (Path(root) / name).is_symlink():
-                odd.append((rel_root / name).as_posix())
-        for name in names:
-            rel = (rel_root / name).as_posix()
-            full = Path(root) / name
-            if full.is_symlink() or not full.is_file():
-                odd.append(rel)
-            elif rel not in SIGNATURE_FILES:
-                files.append(rel)
-    return sorted(files, key=_sort_key), sorted(odd, key=_sort_key)
+    stack: list[tuple[str, str]] = [(os.fspath(bundle_dir), "")]
+    while stack:
+        folder, prefix = stack.pop()
+        with os.scandir(folder) as it:
+            for entry in it:
+                rel = prefix + entry.name
+                if entry.is_dir(follow_symlinks=False):
+                    stack.append((entry.path, rel + "/"))
+                elif entry.is_file(follow_symlinks=False):
+                    if rel not in SIGNATURE_FILES:
+                        files.append(rel)
+                else:  # a symlink (to a file or folder) or a FIFO, socket, device
+                    odd.append(rel)
+    files.sort(key=_sort_key)
+    odd.sort(key=_sort_key)
+    return files, odd
 
 
 def build_manifest(bundle_dir: Path) -> dict[str, Any]:
@@ -93,6 +104,54 @@ def build_manifest(bundle_dir: Path) -> dict[str, Any]:
         digest, size = sha256_file(bundle_dir / rel)
         entries.append({"path": rel, "sha256": digest, "size": size})
     return {"schema": MANIFEST_SCHEMA, "algorithm": "sha256", "files": entries}
+
+
+def recorded_manifest(bundle_dir: Path, recorded: dict[str, tuple[str, int]], before: set[str]
+                      ) -> tuple[dict[str, Any], list[Problem]]:
+    """The manifest of what the gate wrote, and what was set aside: (manifest, problems).
+
+    ``recorded`` maps a bundle path to the (sha256, size) the gate wrote there; such a file is listed
+    with that digest, unread, when its size still matches (a change of the same size is left for
+    verification to name ``modified``). A file found that is not recorded is listed (hashed now) only
+    when it is absent from ``before``, the folder's files when the finish began, i.e. a file a writer
+    or ``pytest_hetero_bundle_finished`` plugin added. Problems, none of them listed: ``unrecorded``
+    (a file nobody recorded writing), ``modified`` (a recorded file whose size changed), ``missing``
+    (recorded, gone). Symlinks and special files are refused (BundleError).
+    """
+    from pytest_hetero.errors import BundleError, Location
+
+    files, odd = bundle_files(bundle_dir)
+    if odd:
+        raise BundleError(f"bundle contains {len(odd)} symlink(s) or special file(s): {', '.join(odd[:5])}",
+                          Location(str(bundle_dir)), "capture artifacts as regular files")
+    entries: list[dict[str, Any]] = []
+    problems: list[Problem] = []
+    for rel in files:
+        if rel in recorded:
+            digest, size = recorded[rel]
+            actual = os.stat(bundle_dir / rel).st_size
+            if actual != size:
+                problems.append(Problem(rel, "modified", f"{actual} bytes, but the gate wrote {size}"))
+                continue
+            entries.append({"path": rel, "sha256": digest, "size": size})
+        elif rel not in before:
+            digest, size = sha256_file(bundle_dir / rel)
+            entries.append({"path": rel, "sha256": digest, "size": size})
+        else:
+            problems.append(Problem(rel, "unrecorded", "in the bundle folder, but the gate did not write it"))
+    on_disk = set(files)
+    problems += [Problem(rel, "missing", "the gate wrote it, but it is gone")
+                 for rel in sorted(set(recorded) - on_disk, key=_sort_key) if rel not in SIGNATURE_FILES]
+    return {"schema": MANIFEST_SCHEMA, "algorithm": "sha256", "files": entries}, problems
+
+
+def write_manifest_data(bundle_dir: Path, manifest: dict[str, Any]) -> str:
+    """Write ``manifest`` as ``manifest.json`` (atomically); return its hex sha256."""
+    data = manifest_bytes(manifest)
+    tmp = bundle_dir / (MANIFEST + ".tmp")
+    tmp.write_bytes(data)
+    tmp.replace(bundle_dir / MANIFEST)
+    return hashlib.sha256(data).hexdigest()
 
 
 def manifest_bytes(manifest: dict[str, Any]) -> bytes:

@@ -24,7 +24,7 @@ from pytest_hetero.bundle.verify import load_evidence
 from pytest_hetero.errors import BundleError, Location
 from pytest_hetero.evidence.inputs import RunInputs
 from pytest_hetero.evidence.model import utc_now
-from pytest_hetero.evidence.recorder import JOURNAL, assemble, read_journal
+from pytest_hetero.evidence.recorder import Recorder, assemble, read_journal
 from pytest_hetero.matrix.selection import SHARD_REASON
 from pytest_hetero.settings import bundle_settings
 
@@ -158,11 +158,19 @@ def merge_bundles(bundles: list[Path], out: Path, *, hook: Any, allow_unsigned: 
         raise BundleError(f"{out} exists and is not empty", Location(str(out)), "choose a new folder")
     out.mkdir(parents=True, exist_ok=True)
     lines = _journal_lines(out.name, [ev for _, ev in evidences], matrices, deselected)
-    (out / JOURNAL).write_text("".join(json.dumps(e, sort_keys=True) + "\n" for e in lines), encoding="utf-8")
+    # the merged journal is this process's own: numbered and authenticated like a run's
+    recorder = Recorder(out, {k: v for k, v in lines[0].items() if k != "type"})
+    if recorder.claim():
+        raise BundleError(recorder.refused, Location(str(out)), "choose a new folder")
+    recorder.write_entries(lines[1:])
+    recorder.sync()
+    recorder.close()
+    if recorder.broken:
+        raise BundleError(recorder.broken, Location(str(out)))
     for path, _ in evidences:
         _copy_artifacts(path, out)
     inputs = RunInputs()
-    evidence = assemble(out, inputs)
+    evidence = assemble(out, inputs, key=recorder.key)
     evidence["merge"] = {"bundles": [{"path": str(p), "run": ev["run"].get("id"), "verification": v,
                                       "shard": ev.get("selection", {}).get("shard")} for p, ev, v in loaded]}
     first_sel = evidences[0][1].get("selection")

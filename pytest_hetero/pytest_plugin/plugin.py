@@ -127,7 +127,24 @@ def _recorder(config: pytest.Config, settings: Settings) -> Recorder:
         line: dict[str, Any] = Redactor().data({**run, "git_commit": _git_commit(settings.rootdir)})
         return line
 
-    return Recorder(settings.bundle_dir, run_line)
+    return Recorder(settings.bundle_dir, run_line, _journal_key(settings))
+
+
+def _journal_key(settings: Settings) -> Any:
+    """The journal key: derived from the run key when the run is signed (a recovery holding the key can
+    authenticate the journal after a crash), else ephemeral. It stays in this process (never in
+    ``workerinput``: pytest-xdist workers send reports, the controller alone writes the journal)."""
+    from pytest_hetero.evidence.journal import JournalKey
+
+    if settings.sign_key is None:
+        return JournalKey.ephemeral()
+    from pytest_hetero.bundle.signing import keyid, load_private_key
+
+    try:
+        key = load_private_key(settings.sign_key)
+    except HeteroError:
+        return JournalKey.ephemeral()  # _check_early already refused the run with the reason
+    return JournalKey.derived(key.sign, keyid(key.public_key()), settings.run_id)
 
 
 def _check_early(config: pytest.Config, settings: Settings) -> None:
@@ -142,6 +159,27 @@ def _check_early(config: pytest.Config, settings: Settings) -> None:
             load_private_key(settings.sign_key)
         except HeteroError as exc:
             raise pytest.UsageError(f"--hetero-sign-key / HETERO_SIGN_KEY: {exc.render()}") from None
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """On a pytest-xdist controller (which collects nothing), claim the run folder before the workers
+    start when the command line names matrix files: a second run with this run id is refused here."""
+    config = session.config
+    recorder = config.stash.get(RECORDER, None)
+    if recorder is None or config.option.collectonly or config.pluginmanager.getplugin("dsession") is None:
+        return
+    from pytest_hetero.pytest_plugin.selection import matrices_in_args
+
+    if matrices_in_args(config):
+        _claim(config, recorder)
+
+
+def _claim(config: pytest.Config, recorder: Recorder) -> None:
+    """Claim the run folder (:meth:`Recorder.claim`) or stop the session before anything runs (exit 4)."""
+    refused = recorder.claim()
+    if refused:
+        pytest.exit(f"pytest-hetero: {refused}", returncode=pytest.ExitCode.USAGE_ERROR)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -224,6 +262,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
                     returncode=pytest.ExitCode.USAGE_ERROR)
     recorder = session.config.stash.get(RECORDER, None)
     if recorder is not None:
+        _claim(session.config, recorder)
         # journal every collected matrix now, not with its first finished item: a run killed,
         # interrupted or stopped by another file's collection error still lists what it planned
         for prefix, (matrix, plan) in session.config.stash[PLANS].items():
@@ -291,12 +330,35 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         # point skips (blocked, not applicable) at the matrix line, not at our source
         path, lineno, _ = item.reportinfo()
         report.longrepr = (str(path), (lineno or 0) + 1, report.longrepr[2])
-    item.stash[_FINAL] = evidence
+    # the item keeps only what gating reads: the full evidence travels on this report to the journal
+    item.stash[_FINAL] = item.stash[OUTCOME] = slim(evidence)
     report.user_properties.append((EVIDENCE_PROPERTY, evidence))
     report.user_properties.append((MATRIX_PROPERTY, layer_item.matrix_ref()))
     backend = layer_item.live_backend()
     if backend is not None:
         report.user_properties.append((TARGET_PROPERTY, backend.fingerprint()))
+
+
+SLIM_FIELDS: tuple[str, ...] = ("nodeid", "matrix", "layer", "keys", "owner", "status", "blocked_by", "reason",
+                                 "failure")
+"""What an item and its report keep of the evidence once it is journaled (gating, pytest-html columns)."""
+
+
+def slim(evidence: dict[str, Any]) -> dict[str, Any]:
+    """``evidence`` without its records and artifacts (the journal holds them): a few hundred bytes
+    instead of tens of kilobytes, so a long run's memory does not grow with what items recorded."""
+    return {k: evidence.get(k) for k in SLIM_FIELDS}
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Once every plugin saw a report (the controller journaled it; an xdist worker sent it), keep only
+    :func:`slim` evidence on it: pytest holds every report until the session ends."""
+    props = report.user_properties
+    if not any(name == EVIDENCE_PROPERTY for name, _ in props):
+        return
+    report.user_properties = [(name, slim(value) if name == EVIDENCE_PROPERTY and isinstance(value, dict) else value)
+                              for name, value in props if name != TARGET_PROPERTY]
 
 
 class Journaler:
@@ -344,7 +406,32 @@ def _empty_shard(config: pytest.Config) -> bool:
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    """Close backends first, then (controller) journal deselections, assemble, write, sign."""
+    """Close backends first, then (controller) journal deselections, assemble, write, sign. An
+    interrupt (Ctrl-C, SIGTERM) meanwhile ends with the rebuild hint, never a traceback."""
+    try:
+        _session_finish(session, exitstatus)
+    except KeyboardInterrupt:
+        if getattr(session.config, "workerinput", None) is not None:
+            raise
+        _interrupted_finish(session)
+
+
+def _interrupted_finish(session: pytest.Session) -> None:
+    """Say the bundle is unfinished and how to finish it; close the journal (releasing the run folder)."""
+    config = session.config
+    recorder = config.stash.get(RECORDER, None)
+    if recorder is not None:
+        recorder.close()
+    settings = config.stash[SETTINGS]
+    if recorder is not None and recorder.started or (settings.bundle_dir / "journal.jsonl").exists():
+        key = " --sign-key KEY" if settings.sign_key else ""
+        sys.stderr.write(f"pytest-hetero: interrupted while finishing the run; the bundle {settings.bundle_dir} is "
+                         f"unfinished (it has no attestation.intoto.jsonl). Everything journaled is kept: rebuild "
+                         f"it with: hetero report --from-journal {settings.bundle_dir}{key}\n")
+    session.exitstatus = pytest.ExitCode.INTERRUPTED
+
+
+def _session_finish(session: pytest.Session, exitstatus: int) -> None:
     config = session.config
     recorder = config.stash.get(RECORDER, None)
     for backend in config.stash.get(BACKENDS, {}).values():
@@ -356,8 +443,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
             sys.stderr.write(f"pytest-hetero: closing backend {backend.name} failed: {exc}\n")
     if recorder is None or getattr(config, "workerinput", None) is not None:
         return
-    for nodeid, reason in config.stash[DESELECTED].items():
-        recorder.deselected(nodeid, reason)
+    recorder.deselected_many(config.stash[DESELECTED].items())
     if not config.option.collectonly:
         # matrices whose every combination is excluded still get a bundle that says so
         for prefix, (matrix, plan) in config.stash[PLANS].items():
@@ -372,7 +458,12 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     stopped = next((str(v) for v in (session.shouldfail, session.shouldstop) if isinstance(v, str) and v), "")
     recorder.end(int(exitstatus), interrupted, stopped)
     settings = config.stash[SETTINGS]
-    evidence = None if recorder.broken else _finish(session, settings, recorder)
+    try:
+        evidence = None if recorder.broken else _finish(session, settings, recorder)
+    except _Refused as exc:
+        sys.stderr.write(f"pytest-hetero: no bundle was written: {exc}\n")
+        session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
+        return
     if evidence is None:
         sys.stderr.write(f"pytest-hetero: the report folder became unwritable during the run: {recorder.broken}; "
                          f"the run stopped. Items journaled before are kept: free space, then run "
@@ -385,12 +476,17 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 _SUMMARY = pytest.StashKey[dict[str, Any]]()
 
 
+class _Refused(Exception):
+    """Assembly refused the journal (conflicting lines): no bundle is written."""
+
+
 def _finish(session: pytest.Session, settings: Settings, recorder: Recorder) -> dict[str, Any] | None:
-    """Assemble the journal and finish the bundle (:func:`~pytest_hetero.bundle.finish.publish`), the
-    matrices coming from what this process holds; hook failures are reported on stderr (a bug, not a
-    HeteroError, makes the exit status INTERNAL_ERROR). Returns the evidence document, or None with
+    """Assemble the journal (its lines authenticated with the run's journal key) and finish the bundle
+    (:func:`~pytest_hetero.bundle.finish.publish`), the matrices coming from what this process holds;
+    hook failures are reported on stderr (a bug, not a HeteroError, makes the exit status
+    INTERNAL_ERROR; evidence tampering, exit 1). Returns the evidence document, or None with
     ``recorder.broken`` set when evidence.json cannot be written."""
-    from pytest_hetero.bundle.finish import publish
+    from pytest_hetero.bundle.finish import TamperDetected, publish
     from pytest_hetero.evidence.inputs import RunInputs
     from pytest_hetero.evidence.recorder import EVIDENCE, assemble
 
@@ -398,7 +494,10 @@ def _finish(session: pytest.Session, settings: Settings, recorder: Recorder) -> 
     ahead: dict[str, tuple[Matrix, Plan]] = config.stash.get(AHEAD, {})
     collected: dict[str, tuple[Matrix, Plan]] = config.stash.get(PLANS, {})
     inputs = RunInputs({**ahead, **collected})  # what was collected here wins over what was loaded ahead
-    evidence = assemble(settings.bundle_dir, inputs)
+    try:
+        evidence = assemble(settings.bundle_dir, inputs, key=recorder.key)
+    except HeteroError as exc:  # two journal lines that disagree: refuse, never pick
+        raise _Refused(exc.render()) from None
     try:
         failed = publish(config.hook, evidence, settings, inputs)
     except OSError as exc:
@@ -407,9 +506,15 @@ def _finish(session: pytest.Session, settings: Settings, recorder: Recorder) -> 
     for name, error in failed:
         if isinstance(error, HeteroError):
             sys.stderr.write(f"pytest-hetero: {error.render()}\n")
+            if isinstance(error, TamperDetected) and session.exitstatus == pytest.ExitCode.OK:
+                session.exitstatus = pytest.ExitCode.TESTS_FAILED
         else:  # evidence.json is written; a writer bug must not hide it
             sys.stderr.write(f"pytest-hetero: {name} failed: {type(error).__name__}: {error}\n")
             session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
+    if inputs.held_signals:
+        sys.stderr.write(f"pytest-hetero: the bundle {settings.bundle_dir} was finished before giving way to the "
+                         "interrupt\n")
+        session.exitstatus = pytest.ExitCode.INTERRUPTED
     return evidence
 
 

@@ -21,15 +21,16 @@ FORMATS: dict[str, str] = {"html": "report.html", "md": "summary.md", "junit": "
 
 def render(fmt: str, evidence: dict[str, Any], signoff: dict[str, Any]) -> bytes:
     """Render ``evidence`` in ``fmt`` (a key of FORMATS) to bytes; ``signoff`` has the shape of
-    :func:`pytest_hetero.bundle.signoff.signoff_context`. Raises ValueError for an unknown format."""
+    :func:`pytest_hetero.bundle.signoff.signoff_context`. A character UTF-8 cannot carry (a lone
+    surrogate from a model's outputs) becomes ``?``. Raises ValueError for an unknown format."""
     if fmt == "html":
         from pytest_hetero.reporting.html import render_html
 
-        return render_html(evidence, signoff).encode("utf-8")
+        return render_html(evidence, signoff).encode("utf-8", "replace")
     if fmt == "md":
         from pytest_hetero.reporting.markdown import render_markdown
 
-        return render_markdown(evidence, signoff).encode("utf-8")
+        return render_markdown(evidence, signoff).encode("utf-8", "replace")
     if fmt == "junit":
         from pytest_hetero.reporting.junit import render_junit
 
@@ -38,16 +39,19 @@ def render(fmt: str, evidence: dict[str, Any], signoff: dict[str, Any]) -> bytes
         from pytest_hetero.reporting.ctrf import render_ctrf
 
         # compact, keys in the fixed order render_ctrf builds them: the C encoder's fastest path
-        return (json.dumps(render_ctrf(evidence), ensure_ascii=False) + "\n").encode("utf-8")
+        return (json.dumps(render_ctrf(evidence), ensure_ascii=False) + "\n").encode("utf-8", "replace")
     raise ValueError(f"unknown format {fmt!r}; choose from {', '.join(FORMATS)}")
 
 
 def write_renderings(evidence: dict[str, Any], bundle_dir: Path, signoff: dict[str, Any]) -> list[Path]:
-    """Write every rendering (FORMATS) of ``evidence`` into ``bundle_dir``; return their paths.
-    ``signoff`` is the sign-off view (run signer or why unsigned, owner roles)."""
+    """Write every rendering (FORMATS) of ``evidence`` into ``bundle_dir`` (each to a temporary name,
+    then renamed); return their paths. ``signoff`` is the sign-off view (run signer or why unsigned,
+    owner roles)."""
     written = []
     with gc_paused():
         for fmt, name in FORMATS.items():
-            (bundle_dir / name).write_bytes(render(fmt, evidence, signoff))
+            tmp = bundle_dir / f".hetero-tmp-{name}"
+            tmp.write_bytes(render(fmt, evidence, signoff))
+            tmp.replace(bundle_dir / name)
             written.append(bundle_dir / name)
     return written
