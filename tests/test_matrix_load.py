@@ -156,6 +156,7 @@ def test_bad_duration_raises() -> None:
 
 
 def test_paths_must_stay_inside_the_project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("HETERO_ALLOW_PATHS")
     project = tmp_path / "proj"
     (project / "matrices").mkdir(parents=True)
     (project / "pyproject.toml").write_text("")

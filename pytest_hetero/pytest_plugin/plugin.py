@@ -327,9 +327,12 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     if evidence is None or (report.when == "setup" and report.passed):
         return
     if report.skipped and isinstance(report.longrepr, tuple):
-        # point skips (blocked, not applicable) at the matrix line, not at our source
+        # point skips (blocked, not applicable) at the matrix line, not at our source; the reason may
+        # quote a model's stderr: one line, no control characters
+        from pytest_hetero.reporting.view import one_line
+
         path, lineno, _ = item.reportinfo()
-        report.longrepr = (str(path), (lineno or 0) + 1, report.longrepr[2])
+        report.longrepr = (str(path), (lineno or 0) + 1, one_line(str(report.longrepr[2])))
     # the item keeps only what gating reads: the full evidence travels on this report to the journal
     item.stash[_FINAL] = item.stash[OUTCOME] = slim(evidence)
     report.user_properties.append((EVIDENCE_PROPERTY, evidence))

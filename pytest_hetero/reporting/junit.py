@@ -8,7 +8,8 @@ not_applicable, excluded, skipped, deselected, not_run) → ``<skipped message="
 
 junit-10.xsd has no per-testcase ``<properties>``, so each testcase's properties (layer,
 dimension keys, owner, status, evidence path, blocked_by) are written to its ``<system-out>``
-as ``[[PROPERTY|name=value]]`` lines, the convention Jenkins/Testmo-style readers understand.
+as ``[[PROPERTY|name=value]]`` lines, the convention Jenkins/Testmo-style readers understand (each on
+one line, brackets percent-encoded: :func:`pytest_hetero.reporting.view.junit_property`).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from junitparser import JUnitXml, TestSuite
 
 from pytest_hetero import LAYERS
 from pytest_hetero.evidence.model import UNTESTED_STATUSES
-from pytest_hetero.reporting.view import entries, printable
+from pytest_hetero.reporting.view import entries, junit_property, printable
 
 
 def _properties(entry: dict[str, Any]) -> list[tuple[str, str]]:
@@ -50,8 +51,8 @@ def _case_xml(entry: dict[str, Any], tally: dict[str, int]) -> str:
     elif status in UNTESTED_STATUSES:
         result = f"<skipped message={quoteattr(printable(f'{status}: ' + str(entry.get('reason') or ''))[:2000])} />"
         tally["skipped"] += 1
-    props = "\n".join(f"[[PROPERTY|{k}={v}]]" for k, v in _properties(entry))
-    return f"{head}{result}<system-out>{escape(printable(props))}</system-out></testcase>"
+    props = "\n".join(junit_property(k, v) for k, v in _properties(entry))
+    return f"{head}{result}<system-out>{escape(props)}</system-out></testcase>"
 
 
 def _open_tag(element: Any) -> str:

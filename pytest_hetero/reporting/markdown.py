@@ -2,7 +2,9 @@
 
 Sections: verdict and signature state, per-layer counts, failures by owner team (at most
 :data:`MAX_LINES` listed), sign-off status, untested scope by status with the first entries,
-never-covered dimension values. Text from evidence is escaped for Markdown tables and inline HTML.
+never-covered dimension values. Text from evidence is escaped for Markdown tables and inline HTML, and
+what GitHub or GitLab would turn into a mention or a link to an issue (``@team``, ``#123``, ``GH-123``,
+``owner/repo#123``) is shown as code, where neither links.
 """
 
 from __future__ import annotations
@@ -15,14 +17,18 @@ from pytest_hetero.reporting.view import failures_by_owner, layer_counts, printa
 
 MAX_LINES = 20
 _SPECIAL = re.compile(r"([\\`*_\[\]|~])")
+_REFERENCE = re.compile(r"(@[A-Za-z0-9][\w.-]*|(?:[\w.-]+/[\w.-]+)?[#!]\d+|\bGH-\d+)")
 
 
 def md(text: Any, limit: int = 160) -> str:
-    """One line of ``text``, at most ``limit`` characters, with Markdown/HTML specials escaped."""
+    """One line of ``text``, at most ``limit`` characters, with Markdown/HTML specials escaped and
+    mentions and issue references inside code spans (they neither ping nor link there)."""
     line = " ".join(printable(str(text or "")).split())
     if len(line) > limit:
         line = line[: limit - 1] + "…"
-    return _SPECIAL.sub(r"\\\1", line).replace("<", "&lt;").replace(">", "&gt;")
+    parts = _REFERENCE.split(line)
+    return "".join(f"`{part}`" if odd else _SPECIAL.sub(r"\\\1", part).replace("<", "&lt;").replace(">", "&gt;")
+                   for odd, part in ((n % 2 == 1, p) for n, p in enumerate(parts)))
 
 
 def code(text: Any, limit: int = 200) -> str:

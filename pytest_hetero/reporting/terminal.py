@@ -1,4 +1,8 @@
-"""The end-of-run terminal summary: per-layer status counts, verdict, bundle path, untested scope."""
+"""The end-of-run terminal summary: per-layer status counts, verdict, bundle path, untested scope.
+
+Every value from evidence (node ids, owner and rule names, failure messages, reasons) is shown on one
+line without control, format or line-break characters (:func:`pytest_hetero.reporting.view.one_line`):
+a model's stderr cannot colour, move the cursor in or forge lines of the summary."""
 
 from __future__ import annotations
 
@@ -7,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_hetero import LAYERS
+from pytest_hetero.reporting.view import one_line
 
 ORDER = ("passed", "failed", "error", "blocked", "not_applicable", "skipped", "excluded", "deselected",
          "not_run")
@@ -14,6 +19,7 @@ ORDER = ("passed", "failed", "error", "blocked", "not_applicable", "skipped", "e
 
 def cut(text: str, limit: int) -> str:
     """``text`` shortened to at most ``limit`` characters at a word boundary, with ``…`` when cut."""
+    text = one_line(text)
     if len(text) <= limit:
         return text
     head = text[:limit - 1]
@@ -30,7 +36,14 @@ def summary_lines(evidence: dict[str, Any], bundle_dir: Path) -> list[str]:
         text = ", ".join(f"{counts[s]} {s}" for s in ORDER if counts.get(s)) or "no items"
         lines.append(f"  {layer:<{width}}  {text}")
     lines += _failure_lines(evidence) + _untested_lines(evidence)
-    lines += [f"collection error: {err['nodeid']}" for err in evidence.get("errors", [])]
+    lines += [f"collection error: {one_line(err['nodeid'])}" for err in evidence.get("errors", [])]
+    journal = evidence.get("journal") or {}
+    if journal.get("rejected"):
+        lines.append(f"journal: {len(journal['rejected'])} line(s) not written by the gate were rejected (lines "
+                     f"{', '.join(str(r['line']) for r in journal['rejected'][:10])})")
+    if journal.get("lost"):
+        lines.append(f"journal: {len(journal['lost'])} line(s) could not be read and were lost (lines "
+                     f"{', '.join(str(r['line']) for r in journal['lost'][:10])})")
     return lines
 
 
@@ -41,8 +54,9 @@ def _failure_lines(evidence: dict[str, Any]) -> list[str]:
         return []
     lines = ["failures by owner:"]
     for owner, n in Counter(i["failure"]["owner"] for i in failures).most_common():
-        lines.append(f"  {owner}: {n}")
-        lines += [f"    {i['nodeid']}: {i['failure']['category']}: {cut(i['failure']['message'].splitlines()[0], 140)}"
+        lines.append(f"  {one_line(str(owner))}: {n}")
+        lines += [f"    {one_line(i['nodeid'])}: {one_line(str(i['failure']['category']))}: "
+                  f"{cut((i['failure']['message'] or '').splitlines()[0] if i['failure']['message'] else '', 140)}"
                   for i in failures if i["failure"]["owner"] == owner]
     return lines
 
@@ -54,14 +68,14 @@ def _untested_lines(evidence: dict[str, Any]) -> list[str]:
     if untested:
         kinds = Counter(u["status"] for u in untested)
         lines.append("untested scope: " + ", ".join(f"{n} {k}" for k, n in kinds.most_common()))
-        lines += [f"  {entry['status']:<14} {entry['nodeid']}  ({cut(entry['reason'], 110)})"
+        lines += [f"  {entry['status']:<14} {one_line(entry['nodeid'])}  ({cut(entry['reason'], 110)})"
                   for entry in untested[:12]]
         if len(untested) > 12:
             lines.append(f"  … {len(untested) - 12} more in evidence.json")
-    lines += [f"  not proven     {entry['nodeid']}: {entry['part']} ({cut(entry['reason'], 100)})"
-              for entry in evidence["untested"].get("not_proven", [])]
+    lines += [f"  not proven     {one_line(entry['nodeid'])}: {one_line(str(entry['part']))} "
+              f"({cut(entry['reason'], 100)})" for entry in evidence["untested"].get("not_proven", [])]
     for matrix, gaps in evidence["untested"]["never_covered"].items():
-        lines += [f"  never covered in {matrix}: {dim}: {', '.join(values)}" for dim, values in gaps.items()]
+        lines += [one_line(f"  never covered in {matrix}: {dim}: {', '.join(values)}") for dim, values in gaps.items()]
     return lines
 
 
