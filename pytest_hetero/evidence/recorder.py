@@ -426,7 +426,9 @@ def _assemble(bundle_dir: Path, inputs: RunInputs | None, key: JournalKey | None
         plans.append((matrix, e["prefix"], plan))
     item_list = sorted(items.values(), key=lambda i: i["nodeid"])
     stopped = "" if end is None else str(end.get("stopped") or "")
-    untested = untested_scope(plans, item_list, deselected, interrupted, stopped)
+    lost = (f"its result may be among the journal lines that could not be read "
+            f"(lines {', '.join(str(n) for n, _ in read.lost[:10])})" if read.lost or read.missing else "")
+    untested = untested_scope(plans, item_list, deselected, interrupted, stopped, lost)
     latest: dict[str, dict[str, Any]] = {}
     for e in (e for e in entries if e["type"] == "target"):
         latest[f"{e['fingerprint'].get('backend')}|{e['fingerprint'].get('identity')}"] = e["fingerprint"]

@@ -17,7 +17,8 @@ from pytest_hetero.reporting.view import failures_by_owner, layer_counts, printa
 
 MAX_LINES = 20
 _SPECIAL = re.compile(r"([\\`*_\[\]|~])")
-_REFERENCE = re.compile(r"(@[A-Za-z0-9][\w.-]*|(?:[\w.-]+/[\w.-]+)?[#!]\d+|\bGH-\d+)")
+_REFERENCE = re.compile(r"(\S*(?:(?<!\w)@[A-Za-z0-9]|[#!]\d|\bGH-\d)\S*)")
+"""A word holding a mention (``@team``, not ``user@host``) or an issue/merge-request reference."""
 
 
 def md(text: Any, limit: int = 160) -> str:
@@ -27,7 +28,7 @@ def md(text: Any, limit: int = 160) -> str:
     if len(line) > limit:
         line = line[: limit - 1] + "…"
     parts = _REFERENCE.split(line)
-    return "".join(f"`{part}`" if odd else _SPECIAL.sub(r"\\\1", part).replace("<", "&lt;").replace(">", "&gt;")
+    return "".join(f"`{part.replace('`', chr(39))}`" if odd else _SPECIAL.sub(r"\\\1", part).replace("<", "&lt;").replace(">", "&gt;")
                    for odd, part in ((n % 2 == 1, p) for n, p in enumerate(parts)))
 
 

@@ -7,6 +7,7 @@ the sign-off view built by :mod:`pytest_hetero.bundle.signoff`.
 
 from __future__ import annotations
 
+import json
 import re
 from collections import Counter
 from typing import Any
@@ -36,6 +37,26 @@ def printable(text: str) -> str:
     carriage return stay. Every rendering uses it on text from evidence (a model's stderr, owner and
     rule names from a matrix)."""
     return _SURROGATE.sub("\ufffd", _CONTROL.sub("", text))
+
+
+def printable_data(obj: Any) -> Any:
+    """``obj`` (JSON-like data) with :func:`printable` applied to every string, keys included."""
+    if isinstance(obj, str):
+        return printable(obj)
+    if isinstance(obj, dict):
+        return {printable_data(k): printable_data(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [printable_data(v) for v in obj]
+    return obj
+
+
+def json_text(obj: Any) -> str:
+    """``obj`` as compact JSON (UTF-8 characters kept) whose strings carry nothing :func:`printable`
+    removes. The document is walked only when its text shows such a character, raw or escaped."""
+    text = json.dumps(obj, ensure_ascii=False)
+    if _CONTROL.search(text) or _SURROGATE.search(text) or "\\u00" in text or "\\b" in text or "\\f" in text:
+        text = json.dumps(printable_data(obj), ensure_ascii=False)
+    return text
 
 
 def terminal_text(text: str) -> str:

@@ -9,7 +9,6 @@ its format is rendered.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -37,9 +36,10 @@ def render(fmt: str, evidence: dict[str, Any], signoff: dict[str, Any]) -> bytes
         return render_junit(evidence)
     if fmt == "ctrf":
         from pytest_hetero.reporting.ctrf import render_ctrf
+        from pytest_hetero.reporting.view import json_text
 
         # compact, keys in the fixed order render_ctrf builds them: the C encoder's fastest path
-        return (json.dumps(render_ctrf(evidence), ensure_ascii=False) + "\n").encode("utf-8", "replace")
+        return (json_text(render_ctrf(evidence)) + "\n").encode("utf-8", "replace")
     raise ValueError(f"unknown format {fmt!r}; choose from {', '.join(FORMATS)}")
 
 
