@@ -27,9 +27,10 @@ def md(text: Any, limit: int = 160) -> str:
     line = " ".join(printable(str(text or "")).split())
     if len(line) > limit:
         line = line[: limit - 1] + "…"
-    parts = _REFERENCE.split(line)
-    return "".join(f"`{part.replace('`', chr(39))}`" if odd else _SPECIAL.sub(r"\\\1", part).replace("<", "&lt;").replace(">", "&gt;")
-                   for odd, part in ((n % 2 == 1, p) for n, p in enumerate(parts)))
+    parts = _REFERENCE.split(line)  # odd positions: words to show as code
+    return "".join(f"`{part.replace('`', chr(39))}`" if n % 2
+                   else _SPECIAL.sub(r"\\\1", part).replace("<", "&lt;").replace(">", "&gt;")
+                   for n, part in enumerate(parts))
 
 
 def code(text: Any, limit: int = 200) -> str:
