@@ -129,10 +129,11 @@ def _start_finish(bundle: Path) -> set[str]:
         with contextlib.suppress(FileNotFoundError):
             (bundle / name).unlink()
     files, _ = bundle_files(bundle)
-    for rel in [f for f in files if f.rsplit("/", 1)[-1].startswith(TMP_PREFIX) or f.endswith(".tmp")]:
+    stale = {f for f in files if f.rsplit("/", 1)[-1].startswith(TMP_PREFIX) or f.endswith(".tmp")}
+    for rel in stale:
         with contextlib.suppress(OSError):
             (bundle / rel).unlink()
-    return set(bundle_files(bundle)[0])
+    return set(files) - stale
 
 
 def _record_journal(bundle: Path, inputs: RunInputs) -> None:

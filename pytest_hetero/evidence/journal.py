@@ -44,7 +44,9 @@ from pytest_hetero.errors import BundleError, Location
 KEY_CONTEXT = b"pytest-hetero/journal-key/v1\x00"
 """Domain separation for the signature a journal key is derived from (never a message signed otherwise)."""
 MAC_SCHEME = "hmac-sha256"
-_SUFFIX = re.compile(rb',"mac":"([0-9a-f]{64})"\}\r?\n?\Z')
+_MAC_TAIL = re.compile(rb',"mac":"([0-9a-f]{64})"\}')
+_TAIL = 74
+"""Length of ``,"mac":"<64 hex>"}``, the end of every line the gate writes (newline aside)."""
 _MAYBE_SURROGATE = re.compile(r"\\u[dD][89a-fA-F]")
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
@@ -78,7 +80,7 @@ class JournalKey:
 
     def mac(self, body: bytes) -> str:
         """Hex HMAC-SHA256 of ``body`` under this key."""
-        return hmac.new(self._secret, body, hashlib.sha256).hexdigest()
+        return hmac.digest(self._secret, body, "sha256").hex()
 
 
 def without_surrogates(obj: Any) -> Any:
@@ -157,15 +159,16 @@ def _parse(raw: bytes) -> tuple[dict[str, Any] | None, bytes, str, str]:
         entry = json.loads(text)
     except (json.JSONDecodeError, RecursionError):
         return None, b"", "", "torn or not JSON"
-    if _MAYBE_SURROGATE.search(text):
+    if (b"\\ud" in raw or b"\\uD" in raw) and _MAYBE_SURROGATE.search(text):
         entry = without_surrogates(entry)
     if not isinstance(entry, dict):
         return None, b"", "", f"not an entry: a JSON {type(entry).__name__}, not an object"
-    found = _SUFFIX.search(raw)
+    line = raw.rstrip(b"\r\n")
+    found = _MAC_TAIL.fullmatch(line, len(line) - _TAIL) if len(line) > _TAIL else None
     if found is None:
         return entry, b"", "", ""
     entry.pop("mac", None)
-    return entry, raw[:found.start()] + b"}", found.group(1).decode("ascii"), ""
+    return entry, line[:-_TAIL] + b"}", found.group(1).decode("ascii"), ""
 
 
 def key_for(first: dict[str, Any], key: JournalKey | None, recover: Callable[[dict[str, Any]], JournalKey | None]

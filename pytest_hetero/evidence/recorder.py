@@ -312,6 +312,8 @@ EVIDENCE_FIELDS: dict[str, type | tuple[type, ...]] = {
 
 def entry_problem(entry: Any) -> str:
     """Why ``entry`` (one parsed journal line) cannot be assembled; empty string when it can."""
+    if type(entry) is dict and entry.get("type") == "item" and _good_item(entry.get("evidence")):
+        return ""  # the common case, checked in one expression
     if not isinstance(entry, dict):
         return f"a JSON {type(entry).__name__}, not an object"
     kind = entry.get("type")
@@ -326,6 +328,14 @@ def entry_problem(entry: Any) -> str:
         if not isinstance(obj[name], typ) or (typ is int and isinstance(obj[name], bool)):
             return f"{kind} entry field '{where}{name}' is a {type(obj[name]).__name__}"
     return ""
+
+
+def _good_item(ev: Any) -> bool:
+    """The fields of EVIDENCE_FIELDS hold their types (bool is no int: none of them is an int)."""
+    return (type(ev) is dict and type(ev.get("nodeid")) is str and type(ev.get("matrix")) is str
+            and type(ev.get("layer")) is str and type(ev.get("keys")) is dict and type(ev.get("owner")) is str
+            and type(ev.get("status")) is str and type(ev.get("records")) is list
+            and type(ev.get("artifacts")) is list)
 
 
 def assemble(bundle_dir: Path, inputs: RunInputs | None = None, key: JournalKey | None = None,

@@ -26,7 +26,9 @@ _CONTROL = re.compile(f"[\x00-\x08\x0b\x0c\x0e-\x1f{_INVISIBLE}]")
 _TERMINAL = re.compile(f"[\x00-\x08\x0b-\x1f{_INVISIBLE}]")
 _BREAKS = re.compile("[\n\r\x0b\x0c\x1c-\x1e\x85\u2028\u2029]+")
 _SURROGATE = re.compile("[\ud800-\udfff]")
+_UNPRINTABLE = re.compile(f"[\x00-\x08\x0b\x0c\x0e-\x1f{_INVISIBLE}\ud800-\udfff]")
 _JUNIT_PROPERTY = re.compile("[\\[\\]%|]")
+_JUNIT_UNSAFE = re.compile(f"[\\[\\]%|\x00-\x1f\x85\u2028\u2029\ud800-\udfff{_INVISIBLE}]")
 
 
 def printable(text: str) -> str:
@@ -36,6 +38,8 @@ def printable(text: str) -> str:
     noncharacters; a lone surrogate (which UTF-8 cannot encode) becomes U+FFFD. Tab, newline and
     carriage return stay. Every rendering uses it on text from evidence (a model's stderr, owner and
     rule names from a matrix)."""
+    if not _UNPRINTABLE.search(text):  # the common case, one scan
+        return text
     return _SURROGATE.sub("\ufffd", _CONTROL.sub("", text))
 
 
@@ -76,6 +80,8 @@ def junit_property(name: str, value: str) -> str:
     both parts on one line and ``[``, ``]``, ``|`` and ``%`` percent-encoded, so a value (an owner or
     rule name from a matrix) cannot close the property and open another."""
     def encode(part: str) -> str:
+        if not _JUNIT_UNSAFE.search(part):  # the common case: nothing to change
+            return part
         return _JUNIT_PROPERTY.sub(lambda m: f"%{ord(m.group()):02X}", one_line(part))
 
     return f"[[PROPERTY|{encode(name)}={encode(value)}]]"
