@@ -10,6 +10,7 @@ unfinished with the hint to rebuild it, what was recoverable recovered and what 
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -361,3 +362,21 @@ def test_a_lone_surrogate_in_evidence_renders_everywhere(tmp_path: Path) -> None
         assert "(a lone surrogate)" in rendered.stdout
     rebuilt = _hetero("report", "--from-journal", str(bundle))
     assert rebuilt.returncode == 0, rebuilt.stderr
+
+
+def test_planted_links_and_fifos_are_kept_out_and_the_bundle_still_finishes(finished: tuple[Path, Path],
+                                                                            tmp_path: Path) -> None:
+    import shutil
+
+    bundle = tmp_path / "r1"
+    shutil.copytree(finished[0], bundle)
+    (bundle / "attestation.intoto.jsonl").unlink()
+    (bundle / "artifacts" / "shadow").symlink_to("/etc/shadow")
+    os.mkfifo(bundle / "pipe")
+    rebuilt = _hetero("report", "--from-journal", str(bundle), "--sign-key", str(finished[1]))
+    assert rebuilt.returncode == 1, rebuilt.stderr
+    assert ('2 file(s) the gate did not write were kept out of the bundle: "artifacts/shadow" (unrecorded), '
+            '"pipe" (unrecorded)') in rebuilt.stderr
+    aside = tmp_path / "r1.unrecorded"
+    assert (aside / "artifacts" / "shadow").is_symlink() and (aside / "pipe").exists()
+    assert verify_bundle(bundle, [load_public_key(finished[1].with_name("run.pub"))]).problems == []

@@ -124,17 +124,12 @@ def recorded_manifest(bundle_dir: Path, recorded: dict[str, tuple[str, int]], be
     verification to name ``modified``). A file found that is not recorded is listed (hashed now) only
     when it is absent from ``before``, the folder's files when the finish began, i.e. a file a writer
     or ``pytest_hetero_bundle_finished`` plugin added. Problems, none of them listed: ``unrecorded``
-    (a file nobody recorded writing), ``modified`` (a recorded file whose size changed), ``missing``
-    (recorded, gone). Symlinks and special files are refused (BundleError).
+    (a file nobody recorded writing; also every symlink and special file, which the gate never writes),
+    ``modified`` (a recorded file whose size changed), ``missing`` (recorded, gone).
     """
-    from pytest_hetero.errors import BundleError, Location
-
     found, odd = bundle_sizes(bundle_dir)
-    if odd:
-        raise BundleError(f"bundle contains {len(odd)} symlink(s) or special file(s): {', '.join(odd[:5])}",
-                          Location(str(bundle_dir)), "capture artifacts as regular files")
     entries: list[dict[str, Any]] = []
-    problems: list[Problem] = []
+    problems = [Problem(rel, "unrecorded", "a symlink or special file in the bundle folder") for rel in odd]
     for rel in sorted(found, key=_sort_key):
         if rel in recorded:
             digest, size = recorded[rel]
