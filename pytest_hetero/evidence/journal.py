@@ -201,15 +201,30 @@ def read_lines(path: Path, key: JournalKey | None = None,
     (neither can be picked).
     """
     try:
-        data = path.read_bytes()
+        fh = open(path, "rb")  # noqa: SIM115 - read line by line below, closed in the finally
     except OSError as exc:
         raise BundleError(f"cannot read journal: {exc.strerror}", Location(str(path)),
                           "point at a report folder written by pytest-hetero") from None
-    out = JournalRead(file_sha256=hashlib.sha256(data).hexdigest(), file_size=len(data))
+    try:
+        out = _read(fh, key, recover, path)
+    finally:
+        fh.close()
+    if not out.entries:
+        raise BundleError("the journal holds no readable run line", Location(str(path)),
+                          "the run wrote nothing recoverable; run the matrix again")
+    return out
+
+
+def _read(fh: Any, key: JournalKey | None, recover: Callable[[dict[str, Any]], JournalKey | None],
+          path: Path) -> JournalRead:
+    """Read the open journal ``fh`` line by line (never the whole file at once)."""
+    out = JournalRead()
     check: JournalKey | None = None
-    seen: dict[int, bytes] = {}
-    digest = hashlib.sha256()
-    for number, raw in enumerate(data.splitlines(keepends=True), 1):
+    seen: dict[int, bytes] = {}  # seq -> sha256 of what the line says (not the line: memory stays small)
+    digest, whole = hashlib.sha256(), hashlib.sha256()
+    for number, raw in enumerate(fh, 1):
+        whole.update(raw)
+        out.file_size += len(raw)
         if not raw.strip():
             continue
         entry, body, mac, why = _parse(raw)
@@ -222,7 +237,8 @@ def read_lines(path: Path, key: JournalKey | None = None,
             continue
         if not out.entries and not out.rejected:
             check = _start(out, entry, key, recover, Location(str(path), number))
-        problem = _line_problem(entry, body, mac, check, seen) or (
+        said = hashlib.sha256(body or raw.rstrip(b"\r\n")).digest()
+        problem = _line_problem(entry, said, mac, check, seen, body) or (
             "no MAC although every line of this journal carries one: not written by the gate"
             if out.key and not mac else "")
         if problem.startswith("conflict"):
@@ -233,15 +249,12 @@ def read_lines(path: Path, key: JournalKey | None = None,
             out.rejected.append((number, problem))
             continue
         if isinstance(entry.get("seq"), int):
-            seen[entry["seq"]] = body
+            seen[entry["seq"]] = said
         digest.update(raw)
         out.size += len(raw)
         out.numbers.append(number)
         out.entries.append(entry)
-    if not out.entries:
-        raise BundleError("the journal holds no readable run line", Location(str(path)),
-                          "the run wrote nothing recoverable; run the matrix again")
-    out.sha256 = digest.hexdigest()
+    out.sha256, out.file_sha256 = digest.hexdigest(), whole.hexdigest()
     out.missing = _missing(seen)
     return out
 
@@ -263,9 +276,9 @@ def _missing(seen: dict[int, bytes]) -> list[int]:
     return [n for n in range(max(seen)) if n not in seen] if seen else []
 
 
-def _line_problem(entry: dict[str, Any], body: bytes, mac: str, check: JournalKey | None,
-                  seen: dict[int, bytes]) -> str:
-    """Why a parsed line is rejected (empty: accepted)."""
+def _line_problem(entry: dict[str, Any], said: bytes, mac: str, check: JournalKey | None,
+                  seen: dict[int, bytes], body: bytes) -> str:
+    """Why a parsed line is rejected (empty: accepted); ``said`` is the digest of what it says."""
     if check is not None:
         if not mac:
             return "no MAC: not written by the gate"
@@ -273,7 +286,7 @@ def _line_problem(entry: dict[str, Any], body: bytes, mac: str, check: JournalKe
             return "MAC does not verify: not written by the gate (or altered)"
     seq = entry.get("seq")
     if isinstance(seq, int) and seq in seen:
-        if seen[seq] == body:
+        if seen[seq] == said:
             return f"a repeat of line seq {seq}"
         # with a key both cannot verify; without one, neither can be told from the other
         return f"conflict: is a second, different line numbered seq {seq}"
