@@ -64,3 +64,6 @@ class CappedStream:
     def facts(self, name: str) -> dict[str, object]:
         """``{"<name>_bytes": total, "<name>_sha256": hex, "<name>_capped": bool}`` for ExecResult details."""
         return {f"{name}_bytes": self.total, f"{name}_sha256": self.sha256.hexdigest(), f"{name}_capped": self.capped}
+
+MAX_OUTPUTS_BYTES = 64 * 1024 * 1024
+"""Largest outputs file read back from a model run (it is held in memory); a larger one is refused by its size."""

@@ -11,6 +11,7 @@ import json
 
 from pytest_hetero.errors import HeteroError
 from pytest_hetero.evidence.model import bounded, sha256_text
+from pytest_hetero.evidence.untested import ISOLATION_PART, NOT_PROVEN
 from pytest_hetero.layers.base import LayerBroken, LayerContext, LayerFailed, keep_outputs
 
 
@@ -59,6 +60,13 @@ def _run_once(ctx: LayerContext, run: int) -> None:
 
         judge_digest(ctx, ImageIdentity(digest=started_here["digest"], known=tuple(started_here["known"]),
                                         what=started_here["what"], owner=started_here["owner"]))
+    isolation = result.details.get("isolation")
+    if isinstance(isolation, dict) and not isolation.get("confined", True):
+        ctx.record(NOT_PROVEN, layer="model", part=ISOLATION_PART,
+                   reason=f"the code under test ran unconfined ({isolation.get('reason') or 'no sandbox'}): it "
+                          "could have read the signing key and altered this run's evidence")
+    # secrets out before any cut: a token cut at a head/tail boundary would keep its prefix
+    result.stdout, result.stderr = ctx.redactor.text(result.stdout), ctx.redactor.text(result.stderr)
     if sensitive:  # logs may echo samples: keep sizes and digests only
         streams = {name: {"text": "[withheld: sensitive dataset]", "truncated": True,
                           "bytes": len(text.encode("utf-8", "replace")), "sha256": sha256_text(text)}
