@@ -70,6 +70,7 @@ def test_no_planted_secret_survives_in_any_bundle_file(pytester: pytest.Pytester
     from support import matrix_text
 
     monkeypatch.setenv("HETERO_TEST_API_TOKEN", "tok-5e3f9a7c1d")
+    monkeypatch.setenv("HETERO_PASS_ENV", "HETERO_TEST_API_TOKEN")  # the model's environment is scrubbed
     doc = json.loads(matrix_text())
     doc["spec"]["models"][0]["entrypoint"] = ["{python}", "-c", SCRIPT, "{outputs}"]
     doc["spec"]["redact"] = [{"kind": "customer-id", "pattern": "CUST-[0-9]{6}"}]
