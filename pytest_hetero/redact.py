@@ -47,7 +47,7 @@ _ORDINARY = re.compile(r"[-+]?[\d.,:_ ]*|true|false|yes|no|on|off|none|null", re
 """Values that read as ordinary data (numbers, versions, times, booleans): never treated as secrets."""
 
 _VALUE = (r"""(?!\[REDACTED)(?!(?:true|false|null|none)\b)(?![-+]?\d+(?:\.\d+)?(?:[\s,;&"'}\]]|$))"""
-          r"""[^\s"'&;,{}\[\]<>]{4,}""")
+          r"""[^\s"'&;,{}\[\]<>\\]{4,}""")
 """A secret value after a key: not already redacted, not a plain number, boolean or null, not a JSON
 object or array, up to a delimiter (so redacting JSON text keeps it JSON)."""
 
@@ -69,9 +69,10 @@ PATTERNS: tuple[tuple[str, re.Pattern[str], str], ...] = (
     ("api-key-header", re.compile(r"(?i)((?:x-)?(?:api|auth|access)[-_]?(?:key|token)\s*:\s*)"
                                   r"(?!\[REDACTED)[^\s\"',;]{4,}"),
      r"\1[REDACTED:api-key-header]"),
-    ("assignment", re.compile(r"(?i)((?<![A-Za-z0-9])[\"']?(?:[a-z0-9]+[_-])*"
-                              r"(?:password|passwd|passphrase|pwd|secret|token|api[_-]?key|access[_-]?key|secret[_-]?key|private[_-]?key|client[_-]?secret)[\"']?"
-                              r"\s*(?:=|:)\s*[\"']?)" + _VALUE), r"\1[REDACTED:assignment]"),
+    ("assignment", re.compile(r"(?i)((?<![A-Za-z0-9])(?:\\?[\"'])?(?:[a-z0-9]+[_-])*(?:password|passwd|passphrase|"
+                              r"pwd|secret|token|api[_-]?key|access[_-]?key|secret[_-]?key|private[_-]?key|"
+                              r"client[_-]?secret)(?:\\?[\"'])?\s*(?:=|:)\s*(?:\\?[\"'])?)" + _VALUE),
+     r"\1[REDACTED:assignment]"),
     ("jwt", re.compile(r"\beyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{5,}"), "[REDACTED:jwt]"),
     ("github-pat", re.compile(r"github_pat_[A-Za-z0-9_]{20,}"), "[REDACTED:github-pat]"),
     ("openai-key", re.compile(r"\bsk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20,}"), "[REDACTED:openai-key]"),

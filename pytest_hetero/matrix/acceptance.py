@@ -55,8 +55,16 @@ RULE_KEYS: tuple[str, ...] = ("name", "description", *KINDS, "op", "value", "tol
 """Keys a rule may have; any other is reported as unknown (with a ``did you mean`` hint)."""
 
 
+_PARSED: dict[Path, tuple[tuple[int, int, int], list[dict[str, Any]]]] = {}
+"""Rules already read in this process: path → ((inode, size, mtime ns), rules)."""
+
+
 def load_rules(path: Path) -> list[dict[str, Any]]:
     """Read and check an AcceptanceRules file; return its rules (dicts, each with ``line``).
+
+    A file is parsed once per process: later calls return copies of the same rules while its
+    inode, size and modification time are unchanged (a matrix of N models on one dataset
+    evaluates N business items against one parse).
 
     Raises CaseError naming file, line and field for bad YAML, a wrong kind or no rules (the
     first problem found). The rules themselves are all checked: a rule with no name, an unknown
@@ -64,6 +72,21 @@ def load_rules(path: Path) -> list[dict[str, Any]]:
     a missing value, or a kind's bad bounds; several such problems raise :class:`RulesInvalid`
     (a CaseError) listing each, one alone raises that CaseError.
     """
+    try:
+        st = path.stat()
+        stamp: tuple[int, int, int] | None = (st.st_ino, st.st_size, st.st_mtime_ns)
+    except OSError:
+        stamp = None
+    known = _PARSED.get(path)
+    if stamp is not None and known is not None and known[0] == stamp:
+        return [dict(rule) for rule in known[1]]
+    rules = _parse_rules(path)
+    if stamp is not None:
+        _PARSED[path] = (stamp, rules)
+    return [dict(rule) for rule in rules]
+
+
+def _parse_rules(path: Path) -> list[dict[str, Any]]:
     data, pos = read_yaml(path, CaseError)
     where = str(path)
     if not isinstance(data, dict) or data.get("kind") != "AcceptanceRules":
