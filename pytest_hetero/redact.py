@@ -218,6 +218,12 @@ def secret_value(name: str, value: str) -> bool:
     return name not in NOT_SECRET_ENV and len(value) >= MIN_SECRET_LEN and not _ORDINARY.fullmatch(value.strip())
 
 
+SHORT_TEXT = 256
+"""Texts up to this many characters have their redaction remembered (per Redactor)."""
+SHORT_TEXTS_KEPT = 65536
+"""Most remembered texts per Redactor (then forgotten all at once)."""
+
+
 class Redactor:
     """Replaces secrets in text and in nested JSON-like data. Build once per run.
 
@@ -238,12 +244,27 @@ class Redactor:
         self._literals = sorted(values, key=lambda nv: -len(nv[1]))
         self._patterns = _compiled()
         self._extra = [(kind, re.compile(rx)) for kind, rx in extra]
+        self._seen: dict[str, str] = {}
 
     def text(self, value: str, guard: bool = True) -> str:
         """Return ``value`` with every known secret replaced by ``[REDACTED:<kind>]``. ``guard=False``
-        runs every pattern whatever the text holds (same output, slower: for tests and benchmarks)."""
+        runs every pattern whatever the text holds (same output, slower: for tests and benchmarks).
+        Short texts (evidence keys, node ids, kinds, which repeat on every item) are remembered."""
         if not value:
             return value
+        short = len(value) <= SHORT_TEXT and guard
+        if short:
+            known = self._seen.get(value)
+            if known is not None:
+                return known
+        redacted = self._redact(value, guard)
+        if short:
+            if len(self._seen) >= SHORT_TEXTS_KEPT:
+                self._seen.clear()
+            self._seen[value] = redacted
+        return redacted
+
+    def _redact(self, value: str, guard: bool) -> str:
         for name, secret in self._literals:
             if secret in value:
                 value = value.replace(secret, f"[REDACTED:env:{name}]")

@@ -66,6 +66,7 @@ class LocalBackend(Backend):
         super().__init__(target, settings)
         self._images: dict[str, str] = {}
         self._environments: dict[Path, dict[str, Any]] = {}
+        self._env_paths: dict[Path, list[Path]] = {}
         self.sandbox = Sandbox([settings.report_dir, settings.sign_key] if settings is not None else [])
         sweep_run_folders()
 
@@ -118,12 +119,12 @@ class LocalBackend(Backend):
         """Run :data:`ENV_SNIPPET` in ``python``; its answer. Raises ActionFailed when it does not answer."""
         argv = [str(python), "-c", ENV_SNIPPET]
         with run_folder() as tmp:
-            env = child_environment({}, tmp)
+            env = child_environment({}, tmp, passed=self.sandbox.passed)
             try:
                 check_program(argv, env)
             except ActionFailed:
                 raise ActionFailed(f"cannot run {python}", "entrypoint_missing") from None
-            launch = self.sandbox.prepare(argv, cwd=tmp, run_dir=tmp, inputs=environment_paths(python), env=env)
+            launch = self.sandbox.prepare(argv, cwd=tmp, run_dir=tmp, inputs=self._paths_of(python), env=env)
             proc = run_measured(argv, launch, tmp, step.timeout_s)
         if proc.timed_out:
             raise ActionFailed(f"interpreter {python} did not answer within {step.timeout_s:g} s", "start_timeout")
@@ -135,6 +136,12 @@ class LocalBackend(Backend):
             raise ActionFailed(f"interpreter {python} answered no environment: {proc.stdout.strip()[-300:]}",
                                "start_failed") from None
         return answer
+
+    def _paths_of(self, python: Path) -> list[Path]:
+        """:func:`environment_paths` of ``python``, looked up once per session."""
+        if python not in self._env_paths:
+            self._env_paths[python] = environment_paths(python)
+        return self._env_paths[python]
 
     def start(self, step: Step) -> Started:
         """Nothing to start: the interpreter runs each model as a child process."""
@@ -156,11 +163,12 @@ class LocalBackend(Backend):
                       "dataset": str(step.dataset.path), "outputs": str(outputs),
                       "provider": EXECUTION_PROVIDERS[step.resource.type]}
             argv = render_entrypoint(model.entrypoint, values)
-            env = child_environment({"HETERO_EXECUTION_PROVIDER": values["provider"]}, tmp)
+            env = child_environment({"HETERO_EXECUTION_PROVIDER": values["provider"]}, tmp,
+                                    passed=self.sandbox.passed)
             check_program(argv, env)
             cwd = step.matrix.path.parent
             launch = self.sandbox.prepare(argv, cwd=cwd, run_dir=tmp, env=env,
-                                          inputs=[code, model.path, step.dataset.path, *environment_paths(python)])
+                                          inputs=[code, model.path, step.dataset.path, *self._paths_of(python)])
             result = run_measured(argv, launch, cwd, step.timeout_s)
             result.details["isolation"] = launch.confinement.facts()
             try:

@@ -116,15 +116,21 @@ class _Identity:
     name: str
 
 
-def child_environment(extra: Mapping[str, str], run_dir: Path, source: Mapping[str, str] | None = None
-                      ) -> dict[str, str]:
-    """The environment of a confined run: the names of :data:`PASS_ENV` and ``HETERO_PASS_ENV``
-    found in ``source`` (default ``os.environ``), ``HOME`` and ``TMPDIR`` in ``run_dir``, then
-    ``extra``. Names in :data:`NEVER_PASS` are dropped whatever the lists say."""
+def passed_environment(source: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The part of ``source`` (default ``os.environ``) a confined run inherits: the names of
+    :data:`PASS_ENV` and ``HETERO_PASS_ENV``, never those of :data:`NEVER_PASS`."""
     source = os.environ if source is None else source
     wanted = PASS_ENV + tuple(g.strip() for g in source.get("HETERO_PASS_ENV", "").split(",") if g.strip())
-    env = {k: v for k, v in source.items()
-           if k not in NEVER_PASS and any(fnmatch.fnmatchcase(k, g) for g in wanted)}
+    return {k: v for k, v in source.items()
+            if k not in NEVER_PASS and any(fnmatch.fnmatchcase(k, g) for g in wanted)}
+
+
+def child_environment(extra: Mapping[str, str], run_dir: Path, source: Mapping[str, str] | None = None,
+                      passed: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment of a confined run: ``passed`` (default :func:`passed_environment` of ``source``),
+    ``HOME`` and ``TMPDIR`` in ``run_dir``, then ``extra``. Names in :data:`NEVER_PASS` are dropped
+    whatever the lists say."""
+    env = dict(passed_environment(source) if passed is None else passed)
     env.update(HOME=str(run_dir), TMPDIR=str(run_dir / "tmp"))
     env.update({k: v for k, v in extra.items() if k not in NEVER_PASS})
     return env
@@ -195,6 +201,10 @@ class Sandbox:
         self._user: _Identity | None = None
         self._user_why = ""
         self._readable: dict[tuple[Path, int], bool] = {}
+        self._hidden_paths: list[Path] | None = None
+        self._rebound: dict[tuple[Path, ...], list[Path]] = {}
+        self.passed = passed_environment()
+        """What every confined run inherits of the gate's environment (read once)."""
 
     def _probe(self) -> None:
         """Find bwrap and check it can build the namespaces here (once)."""
@@ -249,26 +259,49 @@ class Sandbox:
         if self._bwrap is None:
             return self._plain(argv, env)
         inputs = [p for p in inputs if p.exists()]
+        inner, identity, gaps = self._identity(argv, cwd, inputs, run_dir)
+        protected = self._protected()
+        args = self._bwrap_args(cwd, inputs, run_dir, protected)
+        if "setpriv" in inner[:1]:
+            args += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--cap-add", "CAP_SETPCAP"]
+        confinement = Confinement(
+            mechanism="bubblewrap", identity=identity, confined=True,
+            namespaces=("pid", "mount", "ipc", "uts", *(("user",) if os.geteuid() != 0 else ())),
+            hidden=tuple(str(p) for p in [*(self._hidden_paths or ()), *protected]), writable=(str(run_dir),),
+            gaps=tuple(gaps))
+        blob = b"".join(a.encode() + b"\0" for a in args)
+        return Launch(argv=[str(self._bwrap), "--args", "{fd}", "--", *inner], env=dict(env),
+                      confinement=confinement, args=blob)
+
+    def _identity(self, argv: Sequence[str], cwd: Path, inputs: Sequence[Path], run_dir: Path
+                  ) -> tuple[list[str], str, list[str]]:
+        """(the command run inside bwrap, who it runs as, the gaps that leaves); gives ``run_dir`` to
+        the sandbox user when the run switches to it."""
         user = self._user
         unreadable = self._can_read(user, [cwd, *inputs]) if user is not None else None
+        if os.geteuid() != 0:
+            return list(argv), f"uid {os.geteuid()} (the gate's user) in a user namespace", \
+                ["files of the gate's user outside the hidden paths are readable by it"]
         if user is not None and unreadable is None:
             os.chown(run_dir, user.uid, user.gid)
             for sub in run_dir.iterdir():
                 os.chown(sub, user.uid, user.gid)
-        inner = list(argv)
-        gaps: list[str] = []
-        if os.geteuid() != 0:
-            identity = f"uid {os.geteuid()} (the gate's user) in a user namespace"
-            gaps.append("files of the gate's user outside the hidden paths are readable by it")
-        elif user is not None and unreadable is None:
-            identity = f"{user.name} (uid {user.uid}), no capabilities"
             inner = ["setpriv", f"--reuid={user.uid}", f"--regid={user.gid}", "--clear-groups", "--inh-caps=-all",
                      "--bounding-set=-all", "--no-new-privs", "--", *argv]
-        else:
-            why = (f"{user.name} cannot read {unreadable}" if user is not None else self._user_why)
-            identity = f"uid 0 without capabilities ({why})"
-            gaps.append("root-owned files outside the hidden paths are readable by it (uid 0, no capabilities)")
-        hidden = self._hidden()
+            return inner, f"{user.name} (uid {user.uid}), no capabilities", []
+        why = f"{user.name} cannot read {unreadable}" if user is not None else self._user_why
+        return list(argv), f"uid 0 without capabilities ({why})", \
+            ["root-owned files outside the hidden paths are readable by it (uid 0, no capabilities)"]
+
+    def _bwrap_args(self, cwd: Path, inputs: Sequence[Path], run_dir: Path, protected: Sequence[Path]) -> list[str]:
+        """The arguments of bwrap: namespaces, read-only root, hidden paths, inputs bound back, the run
+        folder writable, protected paths hidden last (a key inside the matrix folder stays hidden)."""
+        if self._hidden_paths is None:
+            self._hidden_paths = self._hidden()
+        hidden = self._hidden_paths
+        key = (cwd, *inputs)
+        if key not in self._rebound:
+            self._rebound[key] = self._rebind(inputs, cwd, hidden)
         args = [*self._base_flags(), "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev",
                 "--perms", "1777", "--tmpfs", "/dev/shm"]
         for path in hidden:
@@ -276,25 +309,16 @@ class Sandbox:
                 args += ["--ro-bind", "/dev/null", str(path)]
             else:
                 args += [*(("--perms", "1777") if str(path) in SHARED_TMP else ()), "--tmpfs", str(path)]
-        for path in self._rebind(inputs, cwd, hidden):
+        for path in self._rebound[key]:
             args += ["--ro-bind", str(path), str(path)]
         args += ["--bind", str(run_dir), str(run_dir)]
-        for path in self._protected():  # after the binds: a key inside the matrix folder stays hidden
+        for path in protected:
             args += ["--ro-bind", "/dev/null", str(path)] if path.is_file() else ["--tmpfs", str(path)]
-        if "setpriv" in inner[:1]:
-            args += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--cap-add", "CAP_SETPCAP"]
-        args += ["--chdir", str(cwd)]
-        confinement = Confinement(
-            mechanism="bubblewrap", identity=identity, confined=True,
-            namespaces=("pid", "mount", "ipc", "uts", *(("user",) if os.geteuid() != 0 else ())),
-            hidden=tuple(str(p) for p in [*hidden, *self._protected()]), writable=(str(run_dir),), gaps=tuple(gaps))
-        blob = b"".join(a.encode() + b"\0" for a in args)
-        return Launch(argv=[self._bwrap, "--args", "{fd}", "--", *inner], env=dict(env), confinement=confinement,
-                      args=blob)
+        return [*args, "--chdir", str(cwd)]
 
     def _protected(self) -> list[Path]:
-        """Protected paths that exist, resolved."""
-        out = []
+        """Protected paths that exist, resolved (looked up at each run: the report folder appears late)."""
+        out: list[Path] = []
         for path in self.protect:
             try:
                 real = path.resolve()
