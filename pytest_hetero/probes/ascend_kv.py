@@ -115,7 +115,7 @@ def parse_npu_topo(lines: list[str]) -> NpuTopology:
             used.append(index)
             continue
         if names and re.fullmatch(r"NPU\d+", tokens[0]) and len(tokens) >= len(names) + 1:
-            for name, kind in zip(names, tokens[1 : 1 + len(names)]):
+            for name, kind in zip(names, tokens[1 : 1 + len(names)], strict=True):
                 links[(tokens[0], name)] = kind
             if len(tokens) > len(names) + 1:
                 affinity[tokens[0]] = tokens[len(names) + 1]

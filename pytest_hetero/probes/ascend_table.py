@@ -63,7 +63,7 @@ def _values(cell: str, names: list[str], where: str, warnings: list[str]) -> dic
     tokens = _SLASH.sub("/", cell).split()
     if len(tokens) != len(names) and tokens:
         warnings.append(f"{where}: {len(tokens)} value(s) under {len(names)} column(s) {names}")
-    return dict(zip(names, tokens))
+    return dict(zip(names, tokens, strict=False))  # a count mismatch is warned above, then cut to the shorter
 
 
 def _pair(text: str | None) -> tuple[int | None, int | None]:
