@@ -151,7 +151,7 @@ def collect_nvml(module: str = "pynvml") -> tuple[Inventory | None, str | None]:
         return None, f"{module} not importable ({exc})"
     try:
         nvml.nvmlInit()
-    except Exception as exc:  # NVMLError, or OSError from a broken libnvidia-ml
+    except Exception as exc:  # noqa: BLE001 - NVMLError, or OSError from a broken libnvidia-ml
         return None, f"nvmlInit failed: {exc}"
     try:
         read = _Reader(nvml)
@@ -172,5 +172,5 @@ def collect_nvml(module: str = "pynvml") -> tuple[Inventory | None, str | None]:
     finally:
         try:
             nvml.nvmlShutdown()
-        except Exception:  # a failed shutdown does not change what was read
+        except Exception:  # noqa: BLE001, S110 - a failed shutdown does not change what was read
             pass
