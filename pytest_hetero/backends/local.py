@@ -33,6 +33,7 @@ from pytest_hetero.backends.protocol import (
     Step,
     render_entrypoint,
 )
+from pytest_hetero.probes.usage import sampling
 from pytest_hetero.signals import parent_death_signal
 
 ENV_SNIPPET = r"""
@@ -117,7 +118,8 @@ class LocalBackend(Backend):
         return Started(name=str(self.interpreter(step)), where="this host")
 
     def execute(self, step: Step) -> ExecResult:
-        """Run the entrypoint as a subprocess (cwd: matrix folder) with the layer timeout."""
+        """Run the entrypoint as a subprocess (cwd: matrix folder) with the layer timeout; the resource
+        type's device or cgroup is sampled meanwhile (``details["usage"]``, :mod:`pytest_hetero.probes.usage`)."""
         python = self.interpreter(step)
         model = step.model
         with tempfile.TemporaryDirectory(prefix="hetero-run-") as tmp:
@@ -127,7 +129,9 @@ class LocalBackend(Backend):
                       "outputs": str(outputs), "provider": EXECUTION_PROVIDERS[step.resource.type]}
             argv = render_entrypoint(model.entrypoint, values)
             env = {**os.environ, "HETERO_EXECUTION_PROVIDER": values["provider"]}
-            result = run_measured(argv, Path(tmp), env, step.matrix.path.parent, step.timeout_s)
+            with sampling(step.resource.type) as usage:
+                result = run_measured(argv, Path(tmp), env, step.matrix.path.parent, step.timeout_s)
+            result.details["usage"] = usage.result()
             if outputs.is_file():
                 result.outputs = outputs.read_bytes()
             return result
