@@ -94,6 +94,12 @@ def _run_render(args: argparse.Namespace) -> int:
     return render(args)
 
 
+def _run_trend(args: argparse.Namespace) -> int:
+    from pytest_hetero.cli.trend import run
+
+    return run(args)
+
+
 def _run_report(args: argparse.Namespace) -> int:
     from pytest_hetero.cli.evidence import run
 
@@ -278,3 +284,14 @@ def _add_signing(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-
     p.add_argument("--pdf", action="store_true",
                    help="print the HTML (html or dossier) to PDF (--out) with headless Chromium; the dossier prints A4")
     p.set_defaults(func=_run_render)
+
+    p = sub.add_parser("trend", help="each item and metric across many signed bundles (nights): status history, "
+                       "first failing night, flaky items, metric series with their bound; verifies each bundle first")
+    p.add_argument("bundles", nargs="+", type=Path, metavar="BUNDLE", help="report folders, in any order "
+                   "(ordered by their run's start time)")
+    p.add_argument("--format", choices=("text", "json", "html"), default="text")
+    p.add_argument("--out", type=Path, default=None, help="output file (default: stdout)")
+    p.add_argument("--limit", type=int, default=50, metavar="N",
+                   help="items listed per section in text and html (default 50; json lists all)")
+    p.set_defaults(func=_run_trend)
+    _trust(p)
