@@ -101,11 +101,11 @@ def test_proves_and_does_not_prove_are_specific_to_what_ran() -> None:
 
 FULL_CONTRACT = {"run_signer": "cd" * 32, "signer_error": None, "roles": [
     {"role": "business", "layers": ["business"], "owner": "risk-business", "state": "accepted_with_conditions",
-     "signed": [{"keyid": "ab" * 32, "names": ["Li Wei (business owner)"], "decision": "accepted_with_conditions",
-                 "conditions": ["re-measure latency on the H200 pool before go-live"],
+     "signed": [{"keyid": "ab" * 32, "names": ["Li Wei (business owner)"], "decision": "accept-with-conditions",
+                 "conditions": "re-measure latency on the H200 pool before go-live",
                  "signed_at": "2026-11-30T08:00:00Z", "verified": True, "why_unverified": None}]},
     {"role": "platform", "layers": ["scheduling", "startup"], "owner": "platform", "state": "rejected",
-     "signed": [{"keyid": "ef" * 32, "names": ["Zhang Min"], "decision": "rejected", "conditions": [],
+     "signed": [{"keyid": "ef" * 32, "names": ["Zhang Min"], "decision": "reject", "conditions": "p99 too high",
                  "signed_at": "2026-11-30T09:00:00Z", "verified": False,
                  "why_unverified": "key not in the trust policy"}]},
     {"role": "algorithm", "layers": ["model"], "signed": []},
@@ -128,7 +128,8 @@ def test_sign_off_contract_fields_are_rendered_and_missing_ones_read_as_pending(
     assert claim["why_unverified"] == t("so.not_checked") and claim["names"] == []
     conditions = cover(Facts(sample_evidence()), t, FULL_CONTRACT, roles)["conditions"]
     assert conditions == ["business accepted on condition: re-measure latency on the H200 pool before go-live",
-                          "platform rejected", "Sign-off pending: algorithm (model execution)",
+                          "A sign-off for platform does not verify: key not in the trust policy",
+                          "Sign-off pending: algorithm (model execution)",
                           "1 failed or errored item(s) owned by infrastructure"]
     html = render_dossier(sample_evidence(), FULL_CONTRACT, "zh")
     text = visible_text(html)

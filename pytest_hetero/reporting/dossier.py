@@ -234,8 +234,8 @@ _WHATS = frozenset({"model", "dataset", "image", "matrix"})
 
 
 def conditions(f: Facts, t: Text, roles: list[dict[str, Any]]) -> list[str]:
-    """Open conditions: pending sign-offs, conditions and known failures accepted, rejections, and the
-    failed items of teams that have not accepted them."""
+    """Open conditions: pending sign-offs, sign-offs that did not verify, conditions and known failures
+    accepted, rejections (verified sign-offs only), and the failed items of teams that have not accepted them."""
     lines: list[str] = []
     accepted_failures: set[str] = set()
     for role in roles:
@@ -244,7 +244,12 @@ def conditions(f: Facts, t: Text, roles: list[dict[str, Any]]) -> list[str]:
             lines.append(t("cond.pending", role=name, layers=t.join([t.term(x) for x in role["layers"]])))
         for entry in role["signed"]:
             decision = entry["decision"]
-            lines += [t("cond.condition", role=name, text=c) for c in entry["conditions"]]
+            if not entry["verified"]:
+                lines.append(t("cond.unverified", role=name, why=entry["why_unverified"]) if entry["checked"]
+                             else t("cond.unchecked", role=name))
+                continue
+            lines += [t("cond.condition", role=name, text=c) for c in entry["conditions"]
+                      if decision == "accepted_with_conditions"]
             if decision == "accepted_with_known_failures":
                 lines.append(t("cond.known_failures", role=name))
                 accepted_failures.add(role["role"])

@@ -24,6 +24,9 @@ UNTESTED_GROUPS = 40
 PRIORITY = {"failed": 0, "error": 0, "not_run": 1, "blocked": 1, "not_applicable": 2, "skipped": 2,
             "excluded": 3, "deselected": 3, "passed": 4}
 STATES = ("pending", "signed", "accepted", "accepted_with_conditions", "accepted_with_known_failures", "rejected")
+DECISIONS = {"accept": "accepted", "accept-with-conditions": "accepted_with_conditions",
+             "accept-with-known-failures": "accepted_with_known_failures", "reject": "rejected"}
+"""A sign-off's decision (``hetero sign --decision``) → the state word it reads as."""
 
 EVIDENCE_KINDS: dict[str, list[tuple[str, tuple[str, ...]]]] = {
     "discovery": [("ev.device_state", ("discovery.snapshot",)), ("ev.engine_facts", ("discovery.engine",))],
@@ -58,21 +61,25 @@ def image_digest(f: Facts, item: dict[str, Any]) -> str:
 
 def roles(signoff: dict[str, Any], t: Text) -> list[dict[str, Any]]:
     """The sign-off view's roles with every field of the contract filled: ``{"role", "owner", "layers",
-    "state", "state_text", "signed": [{"keyid", "names", "decision", "decision_text", "conditions",
-    "signed_at", "verified", "why_unverified"}]}``; a field the view does not carry yet reads as pending
-    / not verified (never as accepted)."""
+    "state", "state_text", "signed": [{"keyid", "names", "decision", "decision_text", "conditions" (list),
+    "signed_at", "verified", "checked" (the view said whether it verified), "why_unverified"}]}``; decisions
+    as ``hetero sign`` writes them (``accept``,
+    ``accept-with-conditions`` …) read as their state word. A field the view does not carry reads as
+    pending / not verified (never as accepted)."""
     out = []
     for role in signoff.get("roles") or []:
         signed = []
         for claim in role.get("signed") or []:
-            decision = str(claim.get("decision") or "signed")
+            raw = str(claim.get("decision") or "signed")
+            decision = DECISIONS.get(raw, raw)
             verified = claim.get("verified") is True
+            conditions = claim.get("conditions") or []
             signed.append({
                 "keyid": str(claim.get("keyid", "")), "names": [str(n) for n in claim.get("names") or []],
                 "decision": decision, "decision_text": t(f"state.{decision}") if decision in STATES else decision,
-                "conditions": [str(c) for c in claim.get("conditions") or []],
+                "conditions": [conditions] if isinstance(conditions, str) else [str(c) for c in conditions],
                 "signed_at": when(claim.get("signed_at")),
-                "verified": verified,
+                "verified": verified, "checked": "verified" in claim,
                 "why_unverified": None if verified else str(claim.get("why_unverified") or t("so.not_checked")),
                 "layers": list(claim.get("layers") or role.get("layers") or []),
             })
