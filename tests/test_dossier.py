@@ -296,3 +296,24 @@ def test_dossier_of_a_large_run_stays_readable(n: int) -> None:
     assert html.count('<td class="gcell"') == len({(i["keys"]["resource"], i["keys"].get("image")) for i in ev["items"]
                                                    if "image" in i["keys"]})
     assert "另有" in html  # capped lists say how many more are in evidence.json
+
+
+def test_queue_wait_from_what_the_engine_recorded() -> None:
+    ev = sample_evidence()
+    items = {i["nodeid"]: i for i in ev["items"]}
+    sched, startup = items[f"{PREFIX}::cpu-host::scheduling"], items[f"{PREFIX}::cpu-host::py-current::startup"]
+    # scheduling keyed by resource × image, as the Kubernetes engine places per image
+    sched["keys"] = {"resource": "cpu-host", "image": "py-current"}
+    sched["records"] = [
+        {"kind": "scheduling.submitted", "at": "t", "data": {"submitted_at_epoch_s": 1796121718.4}},
+        {"kind": "scheduling.placed", "at": "t", "data": {"node": "kwok-1", "waited_s": 0.06,
+                                                            "observed_epoch_s": 1796121718.46}}]
+    startup["records"] = [{"kind": "startup.pod", "at": "t", "data": {"container_statuses": [
+        {"restartCount": 2, "state": {"running": {"startedAt": "2026-12-01T10:41:58Z"}}}]}}]
+    ops = sections.operations(Facts(ev), Text("en"))
+    assert ops["queue"] == [{"item": "cpu-host::scheduling", "submitted": "2026-12-01 10:41:58",
+                             "admitted": "not recorded", "placed": "2026-12-01 10:41:58",
+                             "started": "2026-12-01 10:41:58", "wait": "0.06 s / < 1 s (stamped in whole seconds)",
+                             "restarts": "2"}]
+    assert sections.operations(Facts(sample_evidence()), Text("zh"))["queue_note"] == \
+        "此后端未进行排队或调度，排队等待不适用（local）。"

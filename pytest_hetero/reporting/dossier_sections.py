@@ -229,7 +229,9 @@ def _failing(result: dict[str, Any]) -> str:
 def operations(f: Facts, t: Text) -> dict[str, Any]:
     """``{"usage": [rows], "usage_more", "scopes": [text], "queue": [rows], "queue_note"}``: per model run or
     service load, the device memory high-water mark and utilisation (or why not available); per placed
-    workload, submitted → admitted → placed → started and restarts."""
+    workload, submitted → admitted → placed → started and restarts, from what the engine recorded
+    (``scheduling.submitted``, ``scheduling.placed``, the startup item's ``startup.pod`` container
+    statuses); a step no record holds reads "not recorded"."""
     runs = _sorted([i for i in f.items if i["layer"] == "model" and i["nodeid"] in f.records])
     usage_rows, scopes = [], []
     for item in runs:
@@ -276,13 +278,18 @@ def _queue_row(f: Facts, t: Text, item: dict[str, Any]) -> dict[str, str]:
     t0, t_placed, t_started = (epoch(submitted.get("submitted_at_epoch_s")),
                                epoch(placed.get("observed_epoch_s") or placed.get("decided_at")), epoch(started))
     missing = t("ops.not_recorded")
-    waits = [t("ops.seconds", value=number(b - t0, 2)) for b in (t_placed, t_started)
-             if t0 is not None and b is not None]
+    waits = [_wait(t, b - t0) for b in (t_placed, t_started) if t0 is not None and b is not None]
     restarts = sum(int(s.get("restartCount") or 0) for s in statuses) if statuses else None
     return {"item": short(item["nodeid"]), "submitted": when(t0) or missing,
             "admitted": when(placed.get("admitted_at")) or missing, "placed": when(t_placed) or missing,
             "started": when(t_started) or missing, "wait": " / ".join(waits) or missing,
             "restarts": missing if restarts is None else str(restarts)}
+
+
+def _wait(t: Text, seconds: float) -> str:
+    """A wait in seconds; the kubelet and apiserver stamp whole seconds, so a start stamped in the second of
+    the submission (a small negative difference) reads as under a second, not as a negative wait."""
+    return t("ops.subsecond") if -1.0 < seconds < 0 else t("ops.seconds", value=number(seconds, 2))
 
 
 # ---------------------------------------------------------------- phases and scenarios

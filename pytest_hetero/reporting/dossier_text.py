@@ -279,6 +279,7 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "ops.no_queue": ("No workload was queued or placed on this backend: queue wait does not apply ({backends}).",
                      "此后端未进行排队或调度，排队等待不适用（{backends}）。"),
     "ops.seconds": ("{value} s", "{value} 秒"),
+    "ops.subsecond": ("< 1 s (stamped in whole seconds)", "< 1 秒（时间戳精度为整秒）"),
     "ops.more": ("{count} more row(s) are in evidence.json.", "另有 {count} 行见 evidence.json。"),
     # phases and scenarios
     "phase.catalogue": ("1. Resource catalogue usable", "1. 资源目录可用"),
