@@ -43,7 +43,7 @@ timed "Kueue build" bash tests/infra/kueue.sh build
 timed "Kueue start" bash tests/infra/kueue.sh start
 
 if [ -f tests/infra/chromium.sh ]; then
-  step "Headless Chromium for the HTML report tests"
+  step "Headless Chromium, pdftotext and a CJK font for the HTML report and dossier tests"
   bash tests/infra/chromium.sh ensure
 fi
 

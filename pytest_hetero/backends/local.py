@@ -40,6 +40,7 @@ from pytest_hetero.backends.protocol import (
 )
 from pytest_hetero.backends.sandbox import Launch, Sandbox, args_pipe, child_environment
 from pytest_hetero.backends.streams import MAX_OUTPUTS_BYTES, CappedStream
+from pytest_hetero.probes.usage import sampling
 
 ENV_SNIPPET = r"""
 import json, sys, hashlib
@@ -149,7 +150,9 @@ class LocalBackend(Backend):
 
     def execute(self, step: Step) -> ExecResult:
         """Run the entrypoint confined (:mod:`~pytest_hetero.backends.sandbox`; cwd: matrix folder) with the
-        layer timeout; how it was confined is ``details["isolation"]`` (``Confinement.facts``). Streams are kept within
+        layer timeout; how it was confined is ``details["isolation"]`` (``Confinement.facts``); the
+        resource type's device or cgroup is sampled meanwhile (``details["usage"]``,
+        :mod:`pytest_hetero.probes.usage`). Streams are kept within
         :data:`~pytest_hetero.backends.streams.STREAM_CAP_BYTES` (full size and sha256 in ``details``);
         an outputs file over :data:`~pytest_hetero.backends.streams.MAX_OUTPUTS_BYTES`, or not a plain
         file, is refused by its metadata without being read (``failure`` ``outputs_too_large`` /
@@ -169,7 +172,9 @@ class LocalBackend(Backend):
             cwd = step.matrix.path.parent
             launch = self.sandbox.prepare(argv, cwd=cwd, run_dir=tmp, env=env,
                                           inputs=[code, model.path, step.dataset.path, *self._paths_of(python)])
-            result = run_measured(argv, launch, cwd, step.timeout_s)
+            with sampling(step.resource.type) as usage:
+                result = run_measured(argv, launch, cwd, step.timeout_s)
+            result.details["usage"] = usage.result()
             result.details["isolation"] = launch.confinement.facts()
             try:
                 result.outputs = read_outputs(outputs)

@@ -21,7 +21,9 @@ else to every level, and names the measured value of each level:
 - ``error_rate``: the share of failed requests (0–1) must be ≤ ``max``.
 - ``throughput``: ``min_rps`` (successful requests/s) and/or ``min_sps`` (samples/s) as floors.
 
-Each rule yields ``{"name", "kind", "expected", "observed", "verdict": "pass"|"fail", "detail"}``.
+Each rule yields ``{"name", "kind", "expected", "observed", "verdict": "pass"|"fail", "detail"}``; a metric
+or latency rule adds ``bound`` (``{"op", "value", "tolerance", "unit"?}``: the threshold as data, for trends),
+a golden rule ``failing`` (the indices of the samples that did not match).
 """
 
 from __future__ import annotations
@@ -239,7 +241,7 @@ def _evaluate(rule: dict[str, Any], outputs: dict[str, Any]) -> dict[str, Any]:
             ok = OPS[op](observed, value)
             expected = f"{rule['metric']} {op} {value}"
         return {"expected": expected, "observed": round(observed, 6), "verdict": "pass" if ok else "fail",
-                "detail": ""}
+                "detail": "", "bound": {"op": op, "value": value, "tolerance": tol or None}}
     if rule["kind"] in SERVICE_CHECKS:
         return _evaluate_service(rule["kind"], rule[rule["kind"]], outputs)
     if rule["kind"] == "latency":
@@ -247,7 +249,8 @@ def _evaluate(rule: dict[str, Any], outputs: dict[str, Any]) -> dict[str, Any]:
         observed = percentile(_numbers(outputs, lat.get("field", "latency_ms")), float(lat["percentile"]))
         ok = observed <= float(lat["max_ms"])
         return {"expected": f"p{lat['percentile']} ≤ {lat['max_ms']} ms", "observed": round(observed, 4),
-                "verdict": "pass" if ok else "fail", "detail": ""}
+                "verdict": "pass" if ok else "fail", "detail": "",
+                "bound": {"op": "<=", "value": float(lat["max_ms"]), "tolerance": None, "unit": "ms"}}
     gold = rule["golden"]
     field, key = gold.get("field", "predictions"), gold.get("key", "indices")
     values, keys = outputs.get(field), outputs.get(key)
@@ -267,7 +270,7 @@ def _evaluate(rule: dict[str, Any], outputs: dict[str, Any]) -> dict[str, Any]:
     return {"expected": f"{n} golden samples match", "observed": f"{n - len(mismatches)}/{n} match",
             "verdict": "fail" if mismatches else "pass",
             "detail": "; ".join(f"sample {m['index']}: expected {m['expected']!r}, got {m['observed']!r}"
-                                for m in mismatches)}
+                                for m in mismatches), "failing": [m["index"] for m in mismatches]}
 
 
 def _evaluate_service(kind: str, body: dict[str, Any], outputs: dict[str, Any]) -> dict[str, Any]:
