@@ -103,8 +103,11 @@ def summarise(items: list[dict[str, Any]], untested: dict[str, Any]) -> dict[str
     """Per-layer status counts over reported and untested items, totals, and the gate verdict.
 
     Verdict: ``fail`` when any item failed or errored, ``incomplete`` when nothing passed
-    or the run was interrupted (an untested ``not_run`` exists), else ``pass``.
-    Returns ``{"by_layer": {layer: {status: n}}, "totals": {status: n}, "verdict": str}``.
+    or the run was interrupted (an untested ``not_run`` exists), else ``pass``. An item a rerun
+    plugin ran again counts by its last attempt (as pytest counts it); ``flaky`` names those that
+    passed only after an earlier attempt failed or errored (their ``attempts`` keep every attempt).
+    Returns ``{"by_layer": {layer: {status: n}}, "totals": {status: n}, "verdict": str,
+    "flaky": [nodeid]}``.
     """
     by_layer: dict[str, dict[str, int]] = {layer: {} for layer in LAYERS}
     seen: set[str] = set()
@@ -124,4 +127,5 @@ def summarise(items: list[dict[str, Any]], untested: dict[str, Any]) -> dict[str
         verdict = "incomplete"
     else:
         verdict = "pass"
-    return {"by_layer": by_layer, "totals": totals, "verdict": verdict}
+    flaky = sorted(i["nodeid"] for i in items if i["status"] == "passed" and i.get("attempts"))
+    return {"by_layer": by_layer, "totals": totals, "verdict": verdict, "flaky": flaky}

@@ -31,6 +31,7 @@ from pytest_hetero.pytest_plugin.stash import (
     AHEAD,
     BACKENDS,
     DESELECTED,
+    FINAL,
     OUTCOME,
     PLANS,
     PREVIOUS_SIGTERM,
@@ -48,7 +49,6 @@ if TYPE_CHECKING:
 EVIDENCE_PROPERTY = "hetero_evidence"
 MATRIX_PROPERTY = "hetero_matrix"
 TARGET_PROPERTY = "hetero_target"
-_FINAL = pytest.StashKey[dict[str, Any]]()
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
@@ -74,11 +74,17 @@ def _git_commit(cwd: Path) -> str | None:
 @pytest.hookimpl(trylast=True)
 def pytest_configure(config: pytest.Config) -> None:
     """Resolve settings, register markers and the glue's plugin modules, open the recorder on the controller."""
-    from pytest_hetero.pytest_plugin import baseline, pytest_html, selection
+    from pytest_hetero.pytest_plugin import baseline, ordering, pytest_html, selection
 
+    # the snapshot before the selection module (so its trylast implementation runs after selection's);
+    # the ordering wrapper last of all (outermost: it restores plan order after every other plugin)
+    if not config.pluginmanager.hasplugin("pytest_hetero.ordering"):
+        config.pluginmanager.register(ordering.Snapshot(), "pytest_hetero.snapshot")
     for module in (selection, baseline, pytest_html):
         if not config.pluginmanager.is_registered(module):
             config.pluginmanager.register(module, module.__name__)
+    if not config.pluginmanager.hasplugin("pytest_hetero.ordering"):
+        config.pluginmanager.register(ordering.Ordering(), "pytest_hetero.ordering")
     worker = getattr(config, "workerinput", None)
     try:
         settings = settings_of(config, run_id=worker.get("hetero_run_id") if worker else None)
@@ -274,7 +280,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     outcome = yield
     report = outcome.get_result()
     found = layer_items(item.config, [item])
-    if not found or item.stash.get(_FINAL, None) is not None:
+    if not found or item.stash.get(FINAL, None) is not None:
         return
     layer_item = found[0]
     evidence = item.stash.get(OUTCOME, None)
@@ -291,7 +297,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         # point skips (blocked, not applicable) at the matrix line, not at our source
         path, lineno, _ = item.reportinfo()
         report.longrepr = (str(path), (lineno or 0) + 1, report.longrepr[2])
-    item.stash[_FINAL] = evidence
+    item.stash[FINAL] = evidence
     report.user_properties.append((EVIDENCE_PROPERTY, evidence))
     report.user_properties.append((MATRIX_PROPERTY, layer_item.matrix_ref()))
     backend = layer_item.live_backend()
@@ -318,8 +324,8 @@ class Journaler:
         """Journal each item's evidence the moment its report arrives; when the journal cannot be
         written (disk full mid-run), stop the session after this item: later results would be lost."""
         props: dict[str, Any] = dict(report.user_properties)
-        if not self.active or EVIDENCE_PROPERTY not in props:
-            return
+        if not self.active or EVIDENCE_PROPERTY not in props or str(report.outcome) == "rerun":
+            return  # an attempt a rerun plugin repeats is kept in the final attempt's evidence
         if MATRIX_PROPERTY in props:
             self.recorder.matrix(**props[MATRIX_PROPERTY])
         if TARGET_PROPERTY in props:

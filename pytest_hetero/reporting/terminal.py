@@ -29,8 +29,31 @@ def summary_lines(evidence: dict[str, Any], bundle_dir: Path) -> list[str]:
         counts = summary["by_layer"].get(layer, {})
         text = ", ".join(f"{counts[s]} {s}" for s in ORDER if counts.get(s)) or "no items"
         lines.append(f"  {layer:<{width}}  {text}")
-    lines += _failure_lines(evidence) + _untested_lines(evidence)
+    lines += _coverage_lines(evidence) + _failure_lines(evidence) + _flaky_lines(evidence) + _untested_lines(evidence)
     lines += [f"collection error: {err['nodeid']}" for err in evidence.get("errors", [])]
+    return lines
+
+
+def _coverage_lines(evidence: dict[str, Any]) -> list[str]:
+    """What the verdict covers when some planned items did not run in this session (deselected by
+    -k/-m/--lf/profile/shard, or not run after an interruption); nothing when every item ran."""
+    missing = Counter(u["status"] for u in evidence["untested"]["items"] if u["status"] in ("deselected", "not_run"))
+    if not missing:
+        return []
+    ran = len(evidence["items"])
+    text = ", ".join(f"{n} {status}" for status, n in sorted(missing.items()))
+    return [f"  covers {ran} of {ran + sum(missing.values())} planned items; not run in this session: {text} "
+            "(listed in untested scope)"]
+
+
+def _flaky_lines(evidence: dict[str, Any]) -> list[str]:
+    """Items that passed only on a rerun, with how each earlier attempt ended."""
+    flaky = set(evidence["summary"].get("flaky", []))
+    lines = []
+    for item in (i for i in evidence["items"] if i["nodeid"] in flaky):
+        before = "; ".join(f"attempt {a['attempt']} {a['status']}: {(a.get('failure') or {}).get('category', '')}"
+                           for a in item.get("attempts", []))
+        lines.append(f"flaky (passed on a rerun): {item['nodeid']} ({before})")
     return lines
 
 
