@@ -149,3 +149,43 @@ def test_lf_after_fixing_the_root_cause_reruns_what_it_blocked(pytester: pytest.
     assert ev["summary"]["verdict"] == "pass"
     result.stdout.fnmatch_lines(["verdict: PASS *", "  covers 5 of 10 planned items; not run in this session: "
                                  "5 deselected (listed in untested scope)"])
+
+
+def test_business_selected_alone_brings_its_model_item(pytester: pytest.Pytester) -> None:
+    """-m "business and cpu" gave [error] business/outputs_unavailable and verdict FAIL: the business
+    item ran without the model run whose outputs it judges."""
+    pytester.makefile(".matrix.yaml", m=matrix_text())
+    result = pytester.runpytest("-p", "no:cacheprovider", "-m", "business and cpu")
+    result.assert_outcomes(passed=2, deselected=3)
+    _, ev = _bundle(pytester, "reports")
+    assert {i["nodeid"].split("::", 1)[1]: i["status"] for i in ev["items"]} == {
+        f"cpu-host::py::{COMBO}::model": "passed", f"cpu-host::py::{COMBO}::business": "passed"}
+    assert ev["summary"]["verdict"] == "pass"
+
+
+def test_business_whose_model_did_not_run_is_not_run_never_an_error(pytester: pytest.Pytester) -> None:
+    """A plugin registered after ours drops the model item after every selection: the business item
+    has no run of this session to judge, which is not a failure of business."""
+    pytester.makeconftest("""
+import pytest
+
+class DropModels:
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_collection_modifyitems(self, config, items):
+        result = yield
+        items[:] = [i for i in items if not i.nodeid.endswith("::model")]
+        return result
+
+def pytest_sessionstart(session):
+    session.config.pluginmanager.register(DropModels(), "drop-models")
+""")
+    pytester.makefile(".matrix.yaml", m=matrix_text())
+    result = pytester.runpytest("-p", "no:cacheprovider", "-m", "business")
+    result.assert_outcomes(skipped=1)
+    assert result.ret == 0
+    _, ev = _bundle(pytester, "reports")
+    [business] = ev["items"]
+    assert business["status"] == "not_run" and business["failure"] is None
+    assert business["reason"] == (f"not_run: it judges the outputs of m.matrix.yaml::cpu-host::py::{COMBO}::model, "
+                                  "which did not run in this session; select the model item too")
+    assert ev["summary"]["verdict"] == "incomplete"

@@ -146,6 +146,16 @@ class LayerItem(pytest.Item):
         self._next_attempt()
         dep = self.dependency
         outcome = dep.stash.get(OUTCOME, None) if dep is not None else None
+        if outcome is None and self.planned.layer == "business":
+            # business judges the outputs of its model item's run in this session; without one there is
+            # nothing of this session to judge (never an error of business)
+            evidence = self.new_evidence()
+            evidence.status = "not_run"
+            model = dep.claim_id if dep is not None else "::".join(self.planned.depends_on or ())
+            evidence.reason = (f"not_run: it judges the outputs of {model}, which did not run in this session; "
+                               "select the model item too")
+            self.finish(evidence, time.perf_counter())
+            pytest.skip(evidence.reason)
         if outcome is not None and outcome["status"] == "not_applicable" and self.planned.layer == "business":
             # business evaluates the model item's outputs: without a model run there is nothing to judge
             evidence = self.new_evidence()

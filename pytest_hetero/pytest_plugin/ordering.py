@@ -9,6 +9,9 @@ after every plugin that exists at configure time and wraps that hook as the oute
 back in plan order (the order of collection, which is dependency order) in the positions layer items
 occupy, so other tests keep whatever order those plugins gave them.
 
+A business item judges the outputs of its model item's run in the same session, so ``-k``/``-m`` that
+keep a business item bring its model item back (``-m "business and cpu"`` runs the CPU model items too).
+
 ``--lf`` keeps only the items that failed last time; the items those blocked were reported as
 skipped, so they are not among them and would stay out, leaving a root cause fixed but its
 dependents unproven. When ``--lf`` ran, every layer item that (through its dependencies) depends on a
@@ -60,6 +63,16 @@ def restore_plan_order(items: list[pytest.Item], layer: list[LayerItem]) -> None
         items[slot] = item
 
 
+def link_dependencies(layer: list[LayerItem]) -> None:
+    """Link every layer item to the item it depends on (its parent in the plan), among all the
+    collected ones (before any filter, so an item knows a dependency that will not run)."""
+    by_id = {i.claim_id: i for i in layer}
+    for item in layer:
+        if item.planned.depends_on:
+            prefix = item.claim_id.split("::", 1)[0]
+            item.dependency = by_id.get(f"{prefix}::{'::'.join(item.planned.depends_on)}")
+
+
 def dependents_of(kept: list[LayerItem], candidates: list[LayerItem]) -> list[LayerItem]:
     """The ``candidates`` that depend, directly or through other items, on an item of ``kept``
     (dependencies as :attr:`LayerItem.dependency` links them)."""
@@ -81,20 +94,48 @@ class Ordering:
                                       items: list[pytest.Item]) -> Generator[None, None, None]:
         """After every other implementation: bring back what ``--lf`` cut from failed items'
         dependents, then restore plan order of the layer items."""
+        collected = list(items)
+        link_dependencies(_layer_items(config, collected))
         result = yield
         layer = _layer_items(config, items)
         filtered = config.stash.get(_FILTERED, None)
         if config.getoption("lf", False) and filtered is not None:
             self._bring_back_dependents(config, items, layer, filtered)
-            layer = _layer_items(config, items)
-        restore_plan_order(items, layer)
+        self._bring_back_models(config, items, collected)
+        restore_plan_order(items, _layer_items(config, items))
         return result
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        """Plan order once more, before anyone reads the final list (pytest-xdist sends it to the
+        controller here): a conftest's ``pytest_collection_modifyitems`` wrapper, registered after this
+        plugin, runs outside it."""
+        restore_plan_order(session.items, _layer_items(session.config, session.items))
+
+    @staticmethod
+    def _bring_back_models(config: pytest.Config, items: list[pytest.Item], collected: list[pytest.Item]) -> None:
+        """A business item judges the outputs of its model item's run in this session: when ``-k``/``-m``
+        kept the business item but not its model item, the model item comes back (unless a profile,
+        affected-only or shard option, which never split the two, left it out)."""
+        present = {id(i) for i in items}
+        wanted = {id(i.dependency) for i in _layer_items(config, items)
+                  if i.planned.layer == "business" and i.dependency is not None}
+        policy = _selection_deselected(config)
+        back = [i for i in _layer_items(config, collected)
+                if id(i) in wanted and id(i) not in present and i.claim_id not in policy]
+        if not back:
+            return
+        items.extend(back)
+        _uncount(config, back)
+        for item in back:
+            config.stash[DESELECTED].pop(item.claim_id, None)
 
     @staticmethod
     def _bring_back_dependents(config: pytest.Config, items: list[pytest.Item], layer: list[LayerItem],
                                filtered: list[pytest.Item]) -> None:
         present = {id(i) for i in items}
-        dropped = [i for i in _layer_items(config, filtered) if id(i) not in present]
+        policy = _selection_deselected(config)
+        dropped = [i for i in _layer_items(config, filtered) if id(i) not in present and i.claim_id not in policy]
         if not dropped:
             return
         back = dependents_of(layer, dropped)
@@ -107,6 +148,14 @@ class Ordering:
                 deselected.pop(item.claim_id, None)
             else:
                 deselected[item.claim_id] = LF_REASON
+
+
+def _selection_deselected(config: pytest.Config) -> dict[str, str]:
+    """Claim id → reason of the items a profile, affected-only or shard option deselected."""
+    from pytest_hetero.pytest_plugin.selection import SELECTION
+
+    selection = config.stash.get(SELECTION, None)
+    return selection.deselected if selection is not None else {}
 
 
 def _uncount(config: pytest.Config, back: list[LayerItem]) -> None:

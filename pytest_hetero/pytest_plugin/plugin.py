@@ -199,15 +199,6 @@ def layer_items(config: pytest.Config, items: list[pytest.Item]) -> list[LayerIt
     return [i for i in items if isinstance(i, LayerItem)]
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Link every layer item to the item it depends on (its parent in the plan)."""
-    by_id = {i.claim_id: i for i in layer_items(config, items)}
-    for item in by_id.values():
-        if item.planned.depends_on:
-            prefix = item.claim_id.split("::", 1)[0]
-            item.dependency = by_id.get(f"{prefix}::{'::'.join(item.planned.depends_on)}")
-
-
 MIN_FREE_BYTES = 64 * 1024 * 1024
 """Free space (bytes) the report folder needs before a run starts: evidence must not fail at the end."""
 
