@@ -264,7 +264,7 @@ class LayerItem(pytest.Item):
 
     def _fail(self, evidence: ItemEvidence, started: float, ctx: LayerContext | None, status: Status, category: str,
               message: str, owner: str | None) -> None:
-        default = owner or self.owner
+        default = self.matrix.team(owner, self.planned.layer) if owner else self.owner
         team = self.config.hook.pytest_hetero_failure_owner(
             layer=self.planned.layer, category=category, default=default) or default
         evidence.status = status

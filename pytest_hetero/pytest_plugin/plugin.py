@@ -280,7 +280,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 
         ev = layer_item.new_evidence()
         ev.status = "error"
-        ev.failure = Failure(layer_item.planned.layer, "harness", str(report.longrepr)[-2000:], "platform")
+        ev.failure = Failure(layer_item.planned.layer, "harness", str(report.longrepr)[-2000:],
+                             layer_item.matrix.team("platform", layer_item.planned.layer))
         evidence = ev.to_dict()
     if evidence is None or (report.when == "setup" and report.passed):
         return
