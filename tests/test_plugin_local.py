@@ -64,8 +64,7 @@ def test_example_matrix_end_to_end(pytester: pytest.Pytester) -> None:
     assert [(r["name"], r["verdict"]) for r in rules] == [
         ("accuracy-floor", "pass"), ("golden-samples", "pass"), ("mean-confidence", "pass"), ("latency-p95", "pass")]
     assert rules[0]["observed"] == 0.963889
-    startup = items["cpu-host::py::startup"]
-    digests = [r["data"] for r in startup["records"] if r["kind"] == "artifact.digest"]
+    digests = [r["data"] for r in model["records"] if r["kind"] == "artifact.digest"]
     assert [(d["what"], d["observed"] == d["expected"]) for d in digests] == [("model", True), ("dataset", True)]
     # untested scope and summary
     assert ev["summary"]["verdict"] == "fail"
@@ -96,18 +95,43 @@ def test_business_failure_is_owned_by_business_and_model_still_passes(pytester: 
     assert statuses(ev)[f"cpu-host::py::{COMBO}::model"] == "passed"
 
 
-def test_model_digest_mismatch_fails_startup_and_blocks_above(pytester: pytest.Pytester) -> None:
+def test_model_digest_mismatch_fails_the_model_item_and_blocks_its_business(pytester: pytest.Pytester) -> None:
     pytester.makefile(".matrix.yaml", m=matrix_text(model_sha="0" * 64))
     result = pytester.runpytest("-p", "no:cacheprovider")
-    result.assert_outcomes(passed=1, failed=1, skipped=3)
+    result.assert_outcomes(passed=2, failed=1, skipped=2)
     ev = evidence_of(pytester)
-    startup = next(i for i in ev["items"] if i["layer"] == "startup")
-    assert startup["failure"]["category"] == "digest_mismatch"
-    assert startup["failure"]["owner"] == "algorithm"
-    assert startup["failure"]["message"] == (
+    model = next(i for i in ev["items"] if i["layer"] == "model")
+    assert model["failure"]["category"] == "digest_mismatch"
+    assert model["failure"]["owner"] == "algorithm"
+    assert model["failure"]["message"] == (
         f"model digits-logreg@1.0.0 sha256 mismatch: matrix declares {'0' * 64}, file "
         f"{REPO}/cases/digits/model/digits-logreg-1.0.0.onnx has d2230a9096140b09d443879ca3b0d7cb0021917896a8f462f79806de1109b523")
+    assert "model.run" not in [r["kind"] for r in model["records"]]  # checked before anything runs
+    assert statuses(ev)["cpu-host::py::startup"] == "passed"
     assert statuses(ev)[f"cpu-host::py::{COMBO}::business"] == "blocked"
+
+
+def test_one_wrong_dataset_digest_blocks_only_the_combinations_that_use_it(pytester: pytest.Pytester) -> None:
+    """A wrong sha256 on dataset A failed startup for the whole resource x image and blocked the
+    models on dataset B too: startup is the platform's claim, and the image started."""
+    doc = json.loads(matrix_text())
+    good = doc["spec"]["datasets"][0]
+    doc["spec"]["datasets"] = [{**good, "name": "digits-a", "sha256": "1" * 64}, {**good, "name": "digits-b"}]
+    pytester.makefile(".matrix.yaml", m=json.dumps(doc))
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=4, failed=1, skipped=2)
+    ev = evidence_of(pytester)
+    assert statuses(ev) == {
+        "cpu-host::discovery": "passed", "cpu-host::scheduling": "not_applicable", "cpu-host::py::startup": "passed",
+        "cpu-host::py::digits-logreg@digits-a::model": "failed",
+        "cpu-host::py::digits-logreg@digits-a::business": "blocked",
+        "cpu-host::py::digits-logreg@digits-b::model": "passed",
+        "cpu-host::py::digits-logreg@digits-b::business": "passed"}
+    failed = next(i for i in ev["items"] if i["status"] == "failed")
+    assert (failed["failure"]["category"], failed["failure"]["owner"]) == ("digest_mismatch", "algorithm")
+    assert failed["failure"]["message"].startswith(f"dataset digits-a@1.0.0 sha256 mismatch: matrix declares {'1' * 64}")
+    startup = next(i for i in ev["items"] if i["layer"] == "startup")
+    assert "artifact.digest" not in [r["kind"] for r in startup["records"]]
 
 
 def test_timeout_and_exclusion_and_incompatible(pytester: pytest.Pytester) -> None:

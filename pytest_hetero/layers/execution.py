@@ -12,14 +12,17 @@ import json
 from pytest_hetero.errors import HeteroError
 from pytest_hetero.evidence.model import bounded, sha256_text
 from pytest_hetero.layers.base import LayerBroken, LayerContext, LayerFailed, keep_outputs
+from pytest_hetero.layers.startup import verify_inputs
 
 
 def check(ctx: LayerContext) -> None:
-    """Run the model; LayerFailed on timeout, non-zero exit, or missing/invalid outputs.
+    """Verify this combination's model and dataset files, then run the model; LayerFailed on a file
+    that is not the declared version, timeout, non-zero exit, or missing/invalid outputs.
 
     A served model (``serving``) is not run but loaded with the dataset's inputs through its
     service instead: :func:`pytest_hetero.layers.serving.execute` writes the same outputs file.
     """
+    verify_inputs(ctx)  # this combination's own files: a wrong one fails here, not the image's startup
     model = ctx.model
     if model.serving is not None:
         from pytest_hetero.layers.serving import execute

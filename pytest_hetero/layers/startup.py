@@ -6,14 +6,17 @@ One sequence for every engine, one verdict per rule:
    digest must be the matrix's (``image_digest_mismatch``, the target's image owner); an engine
    without containers (local) reports the interpreter's framework view instead of a device payload,
    judged here (``framework_missing`` / ``framework_without_accelerator``, algorithm);
-2. the model and dataset files the combinations use are the declared versions (:func:`verify_inputs`);
-3. the engine starts the image (:meth:`~pytest_hetero.backends.protocol.Backend.start`); an image
+2. the engine starts the image (:meth:`~pytest_hetero.backends.protocol.Backend.start`); an image
    only identified once running (Kubernetes) is checked then;
-4. inside a container the device payload (:mod:`pytest_hetero.probes.payload`) runs through the
+3. inside a container the device payload (:mod:`pytest_hetero.probes.payload`) runs through the
    engine's run verb and is judged by :func:`judge_payload`: its findings (device node, driver
    library, runtime, framework) with their owner, the framework the models need, and the devices
    visible against those allocated and expected (``device_inventory_mismatch``);
-5. served models must answer as the declared version (:func:`pytest_hetero.layers.serving.startup`).
+4. served models must answer as the declared version (:func:`pytest_hetero.layers.serving.startup`).
+
+The model and dataset files are not startup's: each model item verifies the two it uses
+(:func:`verify_inputs`, called by :mod:`pytest_hetero.layers.execution`), so one wrong file fails the
+combinations that use it, owned by whoever owns the file, and blocks nothing else.
 """
 
 from __future__ import annotations
@@ -51,7 +54,6 @@ def check(ctx: LayerContext) -> None:
         judge_digest(ctx, identity)
         if identity.environment is not None:
             judge_environment(ctx, identity.environment)
-    verify_inputs(ctx)
     started = engine.start(ctx)
     if started.identity is not None:
         judge_digest(ctx, started.identity)
@@ -213,14 +215,14 @@ def verify_digest(ctx: LayerContext, what: str, name: str, version: str, path: P
 
 
 def verify_inputs(ctx: LayerContext) -> None:
-    """Verify every model and dataset the image's combinations will use (declared sha256 vs file).
+    """Verify the model and the dataset of this model item (declared sha256 vs file), model first.
 
-    A served model without a declared file (empty sha256) has no file to verify; its service
-    proves its version at startup instead (:func:`pytest_hetero.layers.serving.startup`).
+    Raises LayerFailed (``file_missing`` / ``digest_mismatch``, owner algorithm: the files and their
+    declared digests are the model's and data's owners') naming both digests. A served model without
+    a declared file (empty sha256) has no file to verify; its service proves its version at startup
+    instead (:func:`pytest_hetero.layers.serving.startup`).
     """
-    for model in ctx.matrix.models:
-        if not model.sha256:
-            continue
+    model, dataset = ctx.model, ctx.dataset
+    if model.sha256:
         verify_digest(ctx, "model", model.name, model.version, model.path, model.sha256)
-    for dataset in ctx.matrix.datasets:
-        verify_digest(ctx, "dataset", dataset.name, dataset.version, dataset.path, dataset.sha256)
+    verify_digest(ctx, "dataset", dataset.name, dataset.version, dataset.path, dataset.sha256)
