@@ -326,3 +326,53 @@ def test_two_matrices_with_one_name_stop_before_anything_runs(pytester: pytest.P
     result.stdout.fnmatch_lines([("*pytest-hetero: matrix name 'gate' is used by a.matrix.yaml and b.matrix.yaml; "
                                  "the bundle keys matrices by metadata.name*give each matrix of one run its own name*")])
     result.assert_outcomes()
+
+
+def _rules_file(tmp_path: Path, rule: str) -> Path:
+    path = tmp_path / "rules.yaml"
+    path.write_text(f"apiVersion: pytest-hetero/v1\nkind: AcceptanceRules\nrules:\n  - {rule}\n")
+    return path
+
+
+@pytest.mark.parametrize(("rule", "category", "owner", "hint"), [
+    ("{name: f1-floor, metric: f1_macro, op: '>=', value: 0.9}", "outputs_missing_metric", "algorithm",
+     "rule f1-floor: metric 'f1_macro' is absent"),
+    ("{name: acc-floor, metric: acuracy, op: '>=', value: 0.9}", "rules_error", "risk-business",
+     "rule acc-floor: metric 'acuracy' is absent (did you mean 'accuracy'?)"),
+])
+def test_a_rule_that_cannot_be_evaluated_is_not_a_business_failure(pytester: pytest.Pytester, tmp_path: Path,
+                                                                   rule: str, category: str, owner: str,
+                                                                   hint: str) -> None:
+    """A rule whose metric is absent failed as `acceptance_failed` owned by business: the model's
+    outputs or the rules are at fault, and the evidence names what the outputs offered."""
+    pytester.makefile(".matrix.yaml", m=matrix_text(acceptance=_rules_file(tmp_path, rule),
+                                                    extra_spec={"owners": {"business": "risk-business"}}))
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=3, failed=1, skipped=1)
+    business = next(i for i in evidence_of(pytester)["items"] if i["layer"] == "business")
+    assert business["status"] == "error"
+    assert (business["failure"]["category"], business["failure"]["owner"]) == (category, owner)
+    assert business["failure"]["message"] == (
+        f"1 acceptance rule(s) could not be evaluated: {hint} (available metrics: accuracy; numeric list fields: "
+        "indices, labels, latency_ms, predictions, top_probability)")
+    [judged] = next(r["data"] for r in business["records"] if r["kind"] == "business.rules")["results"]
+    assert judged["verdict"] == "not_evaluable"
+
+
+def test_outputs_that_are_not_json_are_kept_for_their_owner(pytester: pytest.Pytester) -> None:
+    doc = json.loads(matrix_text())
+    doc["spec"]["models"][0]["entrypoint"] = [
+        "{python}", "-c", "import sys; open(sys.argv[1], 'w').write('accuracy=0.97\\n' * 100000)", "{outputs}"]
+    pytester.makefile(".matrix.yaml", m=json.dumps(doc))
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=2, failed=1, skipped=2)
+    ev = evidence_of(pytester)
+    model = next(i for i in ev["items"] if i["layer"] == "model")
+    folder = f"artifacts/cpu-host/py/{COMBO}/model"
+    assert model["failure"]["category"] == "bad_outputs" and model["failure"]["owner"] == "algorithm"
+    assert model["failure"]["message"].startswith("outputs file is not JSON: ")
+    assert model["failure"]["message"].endswith(f" (kept as {folder}/outputs-unusable.txt)")
+    kept = next(r["data"] for r in model["records"] if r["kind"] == "model.outputs_unusable")
+    assert (kept["bytes"], kept["kept_bytes"], kept["truncated"]) == (1_400_000, 1024 * 1024, True)
+    text = (pytester.path / "reports" / ev["run"]["id"] / folder / "outputs-unusable.txt").read_text()
+    assert text.startswith("accuracy=0.97\n") and len(text) == 1024 * 1024

@@ -89,7 +89,33 @@ def _run_once(ctx: LayerContext, run: int) -> None:
         raise LayerFailed("entrypoint wrote no outputs file", "no_outputs", "algorithm")
     raw = result.outputs
     try:
-        json.loads(raw)
+        parsed = json.loads(raw)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise LayerFailed(f"outputs file is not JSON: {exc}", "bad_outputs", "algorithm") from None
+        where = keep_bad_outputs(ctx, raw, run)
+        raise LayerFailed(f"outputs file is not JSON: {exc}{where}", "bad_outputs", "algorithm") from None
+    if not isinstance(parsed, dict):
+        where = keep_bad_outputs(ctx, raw, run)
+        raise LayerFailed(f"outputs file is a JSON {type(parsed).__name__}, not an object{where}", "bad_outputs",
+                          "algorithm")
     keep_outputs(ctx, raw, run)
+
+
+BAD_OUTPUTS_LIMIT = 1024 * 1024
+"""Bytes of an unusable outputs file kept as an artifact (the rest is cut; size and sha256 are of the whole)."""
+
+
+def keep_bad_outputs(ctx: LayerContext, raw: bytes, run: int) -> str:
+    """Keep outputs that cannot be judged (not JSON, not an object) so their owner can see them: the
+    first BAD_OUTPUTS_LIMIT bytes as artifact ``outputs-unusable[-rN].txt`` and a ``model.outputs_unusable``
+    record (whole size and sha256); a sensitive dataset's are recorded by size and sha256 only. Returns
+    `` (kept as <path>)`` for the failure message, or an empty string."""
+    digest = sha256_text(raw)
+    if ctx.dataset.sensitive:
+        ctx.record("model.outputs_unusable", artifact=None, bytes=len(raw), sha256=digest,
+                   withheld="sensitive dataset: outputs content kept out of the evidence")
+        return ""
+    kept = raw[:BAD_OUTPUTS_LIMIT]
+    art = ctx.artifact(f"outputs-unusable{f'-r{run}' if run else ''}.txt", kept)
+    ctx.record("model.outputs_unusable", artifact=art.path, bytes=len(raw), sha256=digest, kept_bytes=len(kept),
+               truncated=len(raw) > len(kept))
+    return f" (kept as {art.path})"
