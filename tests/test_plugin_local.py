@@ -376,3 +376,50 @@ def test_outputs_that_are_not_json_are_kept_for_their_owner(pytester: pytest.Pyt
     assert (kept["bytes"], kept["kept_bytes"], kept["truncated"]) == (1_400_000, 1024 * 1024, True)
     text = (pytester.path / "reports" / ev["run"]["id"] / folder / "outputs-unusable.txt").read_text()
     assert text.startswith("accuracy=0.97\n") and len(text) == 1024 * 1024
+
+
+def _bare_venv(path: Path) -> Path:
+    """A virtual environment without the system's packages: no ONNX Runtime, no numpy."""
+    import subprocess
+    import sys
+
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(path)], check=True, timeout=120)
+    return path
+
+
+PURE_MODEL = ("import json, sys; json.dump({{'n': 1, 'indices': [0], 'labels': [0], 'predictions': [0], "
+              "'metrics': {{'accuracy': 1.0}}}}, open(sys.argv[1], 'w'))")
+
+
+@pytest.mark.parametrize("runtime", [None, "pure-python"])
+def test_an_environment_without_onnx_runtime_starts_when_no_model_declares_it(
+        pytester: pytest.Pytester, tmp_path: Path, runtime: str | None) -> None:
+    """A numpy-only environment failed startup with framework_missing: ONNX Runtime not importable,
+    whatever the matrix's runtime said."""
+    venv = _bare_venv(tmp_path / "bare")
+    doc = json.loads(matrix_text(images=[{"name": "bare", "reference": f"venv:{venv}"}],
+                                 acceptance=_rules_file(tmp_path, "{name: acc, metric: accuracy, op: '>=', value: 0.9}")))
+    model = doc["spec"]["models"][0]
+    model.pop("runtime")
+    if runtime:
+        model["runtime"] = runtime
+    model["entrypoint"] = ["{python}", "-c", PURE_MODEL, "{outputs}"]
+    pytester.makefile(".matrix.yaml", m=json.dumps(doc))
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=4, skipped=1)
+    startup = next(i for i in evidence_of(pytester)["items"] if i["layer"] == "startup")
+    init = next(r["data"] for r in startup["records"] if r["kind"] == "startup.device_init")
+    assert (init["framework"], init["providers"], init["ok"]) == (None, None, True)
+
+
+def test_a_model_that_declares_onnx_runtime_needs_it_in_the_environment(pytester: pytest.Pytester,
+                                                                         tmp_path: Path) -> None:
+    venv = _bare_venv(tmp_path / "bare")
+    pytester.makefile(".matrix.yaml", m=matrix_text(images=[{"name": "bare", "reference": f"venv:{venv}"}]))
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1, failed=1, skipped=3)
+    startup = next(i for i in evidence_of(pytester)["items"] if i["layer"] == "startup")
+    assert (startup["failure"]["category"], startup["failure"]["owner"]) == ("framework_missing", "algorithm")
+    assert startup["failure"]["message"].startswith(f"ONNX Runtime not importable in {venv}/bin/python: "
+                                                    "ModuleNotFoundError: No module named 'onnxruntime'")
+    assert startup["failure"]["message"].endswith("(models with runtime: onnxruntime: digits-logreg)")

@@ -82,16 +82,38 @@ def judge_digest(ctx: LayerContext, identity: ImageIdentity) -> None:
                           f"declares sha256:{wanted}", "image_digest_mismatch", identity.owner)
 
 
+FRAMEWORK_RUNTIMES: tuple[str, ...] = ("onnxruntime",)
+"""``models[].runtime`` values startup checks in the environment or image (ONNX Runtime with the
+resource's execution provider); any other value is recorded, and requires nothing here."""
+
+
+def framework_models(ctx: LayerContext) -> list[str]:
+    """Names of the matrix's models that declare ``runtime: onnxruntime`` (what startup must find)."""
+    return [m.name for m in ctx.matrix.models if m.runtime in FRAMEWORK_RUNTIMES]
+
+
 def judge_environment(ctx: LayerContext, env: dict[str, Any]) -> None:
-    """Judge an interpreter's framework view (engines without containers): ONNX Runtime importable
-    with the resource's execution provider. Records ``startup.device_init``; LayerFailed (algorithm)."""
+    """Judge an interpreter's framework view (engines without containers): when a model declares
+    ``runtime: onnxruntime``, ONNX Runtime must be importable with the resource's execution provider.
+    Records ``startup.device_init``; LayerFailed (algorithm). Without such a model nothing is required,
+    and on an accelerator the device initialisation is recorded as not proven."""
     wanted = EXECUTION_PROVIDERS[ctx.resource.type]
     providers = env.get("providers")
+    needing = framework_models(ctx)
+    if not needing:
+        ctx.record("startup.device_init", framework=None, wanted_provider=wanted, providers=providers, ok=True,
+                   reason="no model declares runtime: onnxruntime; the environment only has to start")
+        if ctx.resource.type != "cpu":
+            ctx.record("scope.not_proven", layer="startup", part="device initialisation",
+                       reason=f"no model declares a runtime startup can check (runtime: onnxruntime), so "
+                              f"{wanted} in the environment was not checked")
+        return
     if providers is None:
-        raise LayerFailed(f"ONNX Runtime not importable in {env.get('python')}: {env.get('onnxruntime_error')}",
-                          "framework_missing", "algorithm")
+        raise LayerFailed(f"ONNX Runtime not importable in {env.get('python')}: {env.get('onnxruntime_error')} "
+                          f"(models with runtime: onnxruntime: {', '.join(needing)})", "framework_missing",
+                          "algorithm")
     ctx.record("startup.device_init", framework="onnxruntime", wanted_provider=wanted,
-               providers=providers, ok=wanted in providers)
+               providers=providers, ok=wanted in providers, models=needing)
     if wanted not in providers:
         raise LayerFailed(f"{wanted} not available in this environment's ONNX Runtime "
                           f"(has {', '.join(providers)}): framework build without the accelerator",
@@ -100,7 +122,7 @@ def judge_environment(ctx: LayerContext, env: dict[str, Any]) -> None:
 
 def framework_gaps(ctx: LayerContext, report: PayloadReport) -> list[tuple[str, str]]:
     """What the matrix's models need from the image that it lacks: ``[(category, message)]``."""
-    if not any(m.runtime == "onnxruntime" for m in ctx.matrix.models):
+    if not framework_models(ctx):
         return []
     wanted = EXECUTION_PROVIDERS[ctx.resource.type]
     python = report.python or {}
