@@ -197,3 +197,32 @@ def test_parsers() -> None:
     assert parse_selector("resource=a, image=b") == {"resource": "a", "image": "b"}
     with pytest.raises(SettingsError, match="given twice"):
         parse_selector("image=a,image=b")
+
+
+def test_claim_ids_do_not_move_with_an_option_path(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """--hetero-affected-from /elsewhere/old.matrix.yaml (a separate word) is taken by pytest for a test
+    path and moves its rootdir: evidence, JUnit and the heat map read poc/m.matrix.yaml::… while a run
+    without it reads m.matrix.yaml::…, so CI test history broke."""
+    import xml.etree.ElementTree as ET
+
+    poc, elsewhere = pytester.mkdir("poc"), pytester.mkdir("elsewhere")
+    (poc / "m.matrix.yaml").write_text(matrix_text())
+    old = json.loads(matrix_text())
+    old["spec"]["datasets"][0]["version"] = "0.9.0"
+    (elsewhere / "old.matrix.yaml").write_text(json.dumps(old))
+    monkeypatch.chdir(poc)
+    result = pytester.runpytest("m.matrix.yaml", "-p", "no:cacheprovider", "--hetero-affected-from",
+                                str(elsewhere / "old.matrix.yaml"))
+    result.assert_outcomes(passed=4, skipped=1)
+    result.stdout.fnmatch_lines([f"pytest-hetero: claim ids are relative to {poc}: pytest took "
+                                 f"{elsewhere}/old.matrix.yaml for test paths and moved its rootdir to*"])
+    [bundle] = (poc / "reports").iterdir()
+    ev = json.loads((bundle / "evidence.json").read_text())
+    ids = sorted(i["nodeid"] for i in ev["items"])
+    assert ids == sorted(f"m.matrix.yaml::cpu-host::{p}" for p in (
+        "discovery", "scheduling", "py::startup", "py::digits-logreg@digits-test::model",
+        "py::digits-logreg@digits-test::business"))
+    assert [m["prefix"] for m in ev["matrices"]] == ["m.matrix.yaml"]
+    assert all(u["nodeid"].startswith("m.matrix.yaml::") for u in ev["untested"]["items"])
+    cases = ET.parse(bundle / "junit.xml").getroot().iter("testcase")
+    assert all(not c.attrib["classname"].startswith("poc") and "poc/" not in c.attrib["name"] for c in cases)

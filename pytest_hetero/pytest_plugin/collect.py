@@ -17,6 +17,7 @@ from pytest_hetero.hooks.builtin import BACKENDS
 from pytest_hetero.matrix.expand import Plan, PlannedItem, expand
 from pytest_hetero.matrix.load import load_matrix
 from pytest_hetero.matrix.model import Matrix
+from pytest_hetero.pytest_plugin.claims import claim_prefix
 from pytest_hetero.pytest_plugin.item import LayerItem
 from pytest_hetero.pytest_plugin.stash import AHEAD, PLANS, SETTINGS
 
@@ -42,13 +43,15 @@ class MatrixFile(pytest.File):
     def collect(self) -> Iterator[pytest.Item | pytest.Collector]:
         """Load (unless this session loaded it ahead of collection), validate and expand the matrix;
         yield the tree of Groups and LayerItems."""
-        ahead = self.config.stash.get(AHEAD, {}).get(self.nodeid)
+        prefix = claim_prefix(self.config, self.path, self.nodeid)
+        ahead = self.config.stash.get(AHEAD, {}).get(prefix)
         if ahead is not None and ahead[0].path == self.path.resolve():
             matrix = ahead[0]
         else:
             matrix = load_matrix(self.path)
         backend, plan = plan_matrix(self.config, matrix)
-        self.config.stash[PLANS][self.nodeid] = (matrix, plan)
+        self.config.stash[PLANS][prefix] = (matrix, plan)
+        self.claim_prefix = prefix
         tree: dict[str, Any] = {}
         for planned in plan.items:
             node = tree

@@ -99,7 +99,9 @@ class LayerItem(pytest.Item):
         self.matrix = matrix
         self.backend_name = backend
         self.dependency: LayerItem | None = None
-        self.claim_id = f"{self.nodeid.split('::', 1)[0]}::{planned.id}"
+        file = self.getparent(pytest.File)
+        prefix = getattr(file, "claim_prefix", None) or self.nodeid.split("::", 1)[0]
+        self.claim_id = f"{prefix}::{planned.id}"
         """Canonical node id fixed at collection (a plugin may later decorate ``nodeid``, as
         pytest-xdist's loadgroup does); it is the key of the evidence and of baselines."""
         resource = matrix.resource(planned.keys["resource"])

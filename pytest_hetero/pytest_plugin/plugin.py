@@ -99,6 +99,9 @@ def pytest_configure(config: pytest.Config) -> None:
         config.addinivalue_line("markers", f"{layer}: pytest-hetero {layer} layer item")
     for kind in ("gpu", "npu", "cpu"):
         config.addinivalue_line("markers", f"{kind}: item for a resource of type {kind}")
+    from pytest_hetero.pytest_plugin.claims import CLAIM_ROOT, claim_root
+
+    config.stash[CLAIM_ROOT] = Path(worker["hetero_claim_root"]) if worker else claim_root(config)
     if settings.matrices and config.args_source != pytest.Config.ArgsSource.ARGS:
         # `pytest --hetero-matrix X` alone runs X, not X plus the default testpaths
         config.args[:] = []
@@ -157,9 +160,12 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_configure_node(node: Any) -> None:
-    """pytest-xdist: give every worker the controller's run id (artifacts share one bundle) and pid
-    (see :func:`~pytest_hetero.signals.follow_controller`)."""
+    """pytest-xdist: give every worker the controller's run id (artifacts share one bundle), claim
+    root (claim ids) and pid (see :func:`~pytest_hetero.signals.follow_controller`)."""
     node.workerinput["hetero_run_id"] = node.config.stash[SETTINGS].run_id
+    from pytest_hetero.pytest_plugin.claims import CLAIM_ROOT
+
+    node.workerinput["hetero_claim_root"] = str(node.config.stash[CLAIM_ROOT])
     node.workerinput["hetero_controller_pid"] = os.getpid()
 
 
@@ -169,6 +175,17 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     from pytest_hetero.pytest_plugin.xdist import make_scheduler
 
     return make_scheduler(config, log)
+
+
+def pytest_report_header(config: pytest.Config) -> str | None:
+    """Say so when claim ids are not relative to pytest's rootdir (an option's path moved it)."""
+    from pytest_hetero.pytest_plugin.claims import CLAIM_ROOT, option_paths
+
+    root = config.stash.get(CLAIM_ROOT, None)
+    if root is None or root == config.rootpath:
+        return None
+    return (f"pytest-hetero: claim ids are relative to {root}: pytest took {', '.join(option_paths(config))} for "
+            f"test paths and moved its rootdir to {config.rootpath} (write --hetero-…=PATH to keep its node ids too)")
 
 
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
