@@ -99,7 +99,7 @@ class LayerItem(pytest.Item):
         self.matrix = matrix
         self.backend_name = backend
         self.dependency: LayerItem | None = None
-        file = self.getparent(pytest.File)
+        file = next((n for n in self.iter_parents() if isinstance(n, pytest.File)), None)
         prefix = getattr(file, "claim_prefix", None) or self.nodeid.split("::", 1)[0]
         self.claim_id = f"{prefix}::{planned.id}"
         """Canonical node id fixed at collection (a plugin may later decorate ``nodeid``, as
