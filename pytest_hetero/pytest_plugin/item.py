@@ -99,8 +99,10 @@ class LayerItem(pytest.Item):
         self.matrix = matrix
         self.backend_name = backend
         self.dependency: LayerItem | None = None
-        file = next((n for n in self.iter_parents() if isinstance(n, pytest.File)), None)
-        prefix = getattr(file, "claim_prefix", None) or self.nodeid.split("::", 1)[0]
+        node = self.parent
+        while node is not None and not isinstance(node, pytest.File):
+            node = node.parent
+        prefix = getattr(node, "claim_prefix", None) or self.nodeid.split("::", 1)[0]
         self.claim_id = f"{prefix}::{planned.id}"
         """Canonical node id fixed at collection (a plugin may later decorate ``nodeid``, as
         pytest-xdist's loadgroup does); it is the key of the evidence and of baselines."""
