@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from pytest_hetero.errors import HeteroError, Location, MatrixError
+from pytest_hetero.errors import HeteroError, Location, MatrixError, MatrixInvalid
 from pytest_hetero.hooks.builtin import BACKENDS
 from pytest_hetero.matrix.expand import Plan, PlannedItem, expand
 from pytest_hetero.matrix.load import load_matrix
@@ -25,7 +25,8 @@ from pytest_hetero.pytest_plugin.stash import AHEAD, PLANS, SETTINGS
 def plan_matrix(config: pytest.Config, matrix: Matrix) -> tuple[str, Plan]:
     """Resolve the backend name (``--hetero-backend`` over the matrix target) and expand.
 
-    Raises MatrixError when no plugin provides that backend.
+    Raises MatrixError when no plugin provides that backend, or an ``expect`` key of a resource cannot
+    be checked for its type on that backend (:func:`~pytest_hetero.layers.discovery.expect_problems`).
     """
     settings = config.stash[SETTINGS]
     name = settings.backend or matrix.backend
@@ -34,6 +35,13 @@ def plan_matrix(config: pytest.Config, matrix: Matrix) -> tuple[str, Plan]:
         known = ", ".join(BACKENDS)
         raise MatrixError(f"unknown backend '{name}'", Location(str(matrix.path), 0, 0, "spec.target.backend"),
                           f"use one of {known}, or install the plugin that provides it")
+    from pytest_hetero.layers.discovery import expect_problems
+
+    problems = expect_problems(matrix, name)
+    if len(problems) == 1:
+        raise problems[0]
+    if problems:
+        raise MatrixInvalid(problems)
     return name, expand(matrix, scheduling_per_image=bool(cls.scheduling_per_image))
 
 
