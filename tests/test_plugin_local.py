@@ -323,7 +323,7 @@ def test_two_matrices_with_one_name_stop_before_anything_runs(pytester: pytest.P
     pytester.makefile(".matrix.yaml", b=matrix_text(name="gate", layers={"model": {"timeout": "1m"}}))
     result = pytester.runpytest("a.matrix.yaml", "b.matrix.yaml", "-p", "no:cacheprovider")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stdout.fnmatch_lines([("*pytest-hetero: matrix name 'gate' is used by a.matrix.yaml and b.matrix.yaml; "
+    result.stderr.fnmatch_lines([("ERROR: pytest-hetero: matrix name 'gate' is used by a.matrix.yaml and b.matrix.yaml; "
                                  "the bundle keys matrices by metadata.name*give each matrix of one run its own name*")])
     result.assert_outcomes()
 

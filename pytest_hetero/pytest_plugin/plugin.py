@@ -228,14 +228,14 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         return  # no matrix file collected, hence no layer item
     report_dir = session.config.stash[SETTINGS].report_dir
     problem = check_writable(report_dir)
-    if problem:
-        pytest.exit(f"pytest-hetero: report folder {report_dir} {problem}; fix it or choose another with "
-                    "--hetero-report-dir", returncode=pytest.ExitCode.USAGE_ERROR)
+    if problem:  # a usage error reads "ERROR: …" (pytest.exit here printed "! _pytest.outcomes.Exit: … !")
+        raise pytest.UsageError(f"pytest-hetero: report folder {report_dir} {problem}; fix it or choose another "
+                                "with --hetero-report-dir")
     same = duplicate_names(session.config.stash.get(PLANS, {}))
     if same:
-        pytest.exit(f"pytest-hetero: {same}; the bundle keys matrices by metadata.name (inputs/<name>.matrix.yaml, "
-                    "never-covered values): give each matrix of one run its own name",
-                    returncode=pytest.ExitCode.USAGE_ERROR)
+        raise pytest.UsageError(f"pytest-hetero: {same}; the bundle keys matrices by metadata.name "
+                                "(inputs/<name>.matrix.yaml, never-covered values): give each matrix of one run "
+                                "its own name")
     recorder = session.config.stash.get(RECORDER, None)
     if recorder is not None:
         # journal every collected matrix now, not with its first finished item: a run killed,
