@@ -72,7 +72,7 @@ def test_example_matrix_end_to_end(pytester: pytest.Pytester) -> None:
     untested = {u["nodeid"].split("::", 1)[1]: u for u in ev["untested"]["items"]}
     assert untested["cpu-host::scheduling"]["reason"] == "not applicable: the local backend cannot prove scheduling"
     assert ev["untested"]["never_covered"] == {"t": {"resource": ["gpu-nvidia"],
-                                                     "resource_without_business_pass": ["gpu-nvidia"]}}
+                                                     "resource_not_proven_end_to_end": ["gpu-nvidia"]}}
     journal = (pytester.path / "reports" / ev["run"]["id"] / "journal.jsonl").read_text().splitlines()
     assert [json.loads(line)["type"] for line in journal].count("item") == 10
     result.stdout.fnmatch_lines(["*pytest-hetero evidence*", "verdict: FAIL*", "  discovery   1 passed, 1 failed"])
@@ -423,3 +423,34 @@ def test_a_model_that_declares_onnx_runtime_needs_it_in_the_environment(pytester
     assert startup["failure"]["message"].startswith(f"ONNX Runtime not importable in {venv}/bin/python: "
                                                     "ModuleNotFoundError: No module named 'onnxruntime'")
     assert startup["failure"]["message"].endswith("(models with runtime: onnxruntime: digits-logreg)")
+
+
+def test_terminal_shows_observed_values_with_units_and_where_the_report_is(pytester: pytest.Pytester,
+                                                                           tmp_path: Path) -> None:
+    """The terminal printed neither report.html's path nor observed business values; latency values had
+    no unit; never-covered read `resource_without_business_pass`."""
+    rules = tmp_path / "rules.yaml"
+    rules.write_text("apiVersion: pytest-hetero/v1\nkind: AcceptanceRules\nrules:\n"
+                     "  - {name: accuracy-floor, metric: accuracy, op: '>=', value: 0.95}\n"
+                     "  - {name: latency-p95, latency: {percentile: 95, max_ms: 0.000001}}\n"
+                     "  - {name: mean-latency, metric: mean(latency_ms), op: '<=', value: 1000}\n")
+    huge = {"name": "cpu-huge", "type": "cpu", "requests": {"cpu": 1}, "expect": {"min_cpus": 100000}}
+    pytester.makefile(".matrix.yaml", m=matrix_text(resources=[CPU, huge], acceptance=rules))
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=3, failed=2, skipped=5)
+    ev = evidence_of(pytester)
+    business = next(i for i in ev["items"] if i["layer"] == "business")
+    results = {r["name"]: r for r in business["records"][-1]["data"]["results"]}
+    assert (results["latency-p95"]["unit"], results["mean-latency"]["unit"]) == ("ms", "ms")
+    assert "unit" not in results["accuracy-floor"]
+    p95 = results["latency-p95"]["observed"]
+    assert business["failure"]["message"] == (f"1 of 3 acceptance rules failed: latency-p95: expected p95 ≤ 1e-06 ms, "
+                                              f"observed {p95} ms")
+    bundle = pytester.path / "reports" / ev["run"]["id"]
+    result.stdout.fnmatch_lines([
+        "observed business values:",
+        f"  m.matrix.yaml::cpu-host::py::{COMBO}::business: accuracy-floor 0.963889 (pass), latency-p95 * ms (fail), "
+        "mean-latency * ms (pass)",
+        "*resources never proven end to end (no business item passed) in t: cpu-host, cpu-huge",
+        f"report: {bundle}/report.html"])
+    assert "resource_without_business_pass" not in result.stdout.str()

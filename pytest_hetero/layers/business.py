@@ -59,6 +59,7 @@ def check(ctx: LayerContext) -> None:
         failed = [r for r in results if r["verdict"] == "fail"]
         if failed:
             text = "; ".join(f"{r['name']}: expected {r['expected']}, observed {r['observed']}"
+                             + (f" {r['unit']}" if r.get("unit") else "")
                              + (f" ({r['detail']})" if r["detail"] else "") for r in failed)
             failures.append(f"{prefix}{len(failed)} of {len(results)} acceptance rules failed: {text}")
             # a served model's wrong answers are the model's (algorithm); missed bounds stay business's

@@ -22,7 +22,8 @@ else to every level, and names the measured value of each level:
 - ``throughput``: ``min_rps`` (successful requests/s) and/or ``min_sps`` (samples/s) as floors.
 
 Each rule yields ``{"name", "kind", "expected", "observed", "verdict": "pass"|"fail"|"not_evaluable",
-"detail"}``; a rule that cannot be evaluated (metric or field absent, null, not numeric, lists of
+"detail"}`` and ``unit`` when the observed number has one (``ms`` for latency rules and metrics over a
+``*_ms`` field); a rule that cannot be evaluated (metric or field absent, null, not numeric, lists of
 inconsistent length) is ``not_evaluable`` with ``problem`` and the metrics and fields ``available``.
 """
 
@@ -259,6 +260,18 @@ def metric_value(outputs: dict[str, Any], expr: str) -> float:
     raise NotEvaluable(f"metric '{expr}' is absent")
 
 
+UNITS: dict[str, str] = {"_ms": "ms", "_s": "s", "_seconds": "s", "_mib": "MiB", "_bytes": "bytes", "_pct": "%"}
+"""Field-name suffix → unit of a metric over that field (``mean(latency_ms)`` is in ms)."""
+
+
+def unit_of(expr: str) -> str | None:
+    """The unit of a metric expression's value, from its field's name suffix (:data:`UNITS`); ``count(…)``
+    counts and plain metrics carry none; None when unknown."""
+    agg = _AGG.match(expr)
+    name = agg.group(2) if agg and agg.group(1) != "count" else ("" if agg else expr)
+    return next((unit for suffix, unit in UNITS.items() if name.lower().endswith(suffix)), None)
+
+
 NOT_EVALUABLE = "not_evaluable"
 """Verdict of a rule that cannot be evaluated on the outputs (neither pass nor fail)."""
 
@@ -291,8 +304,9 @@ def _evaluate(rule: dict[str, Any], outputs: dict[str, Any]) -> dict[str, Any]:
         else:
             ok = OPS[op](observed, value)
             expected = f"{rule['metric']} {op} {value}"
-        return {"expected": expected, "observed": round(observed, 6), "verdict": "pass" if ok else "fail",
-                "detail": ""}
+        unit = unit_of(rule["metric"])
+        return {"expected": expected + (f" {unit}" if unit else ""), "observed": round(observed, 6),
+                "verdict": "pass" if ok else "fail", "detail": "", **({"unit": unit} if unit else {})}
     if rule["kind"] in SERVICE_CHECKS:
         return _evaluate_service(rule["kind"], rule[rule["kind"]], outputs)
     if rule["kind"] == "latency":
@@ -300,7 +314,7 @@ def _evaluate(rule: dict[str, Any], outputs: dict[str, Any]) -> dict[str, Any]:
         observed = percentile(_numbers(outputs, lat.get("field", "latency_ms")), float(lat["percentile"]))
         ok = observed <= float(lat["max_ms"])
         return {"expected": f"p{lat['percentile']} ≤ {lat['max_ms']} ms", "observed": round(observed, 4),
-                "verdict": "pass" if ok else "fail", "detail": ""}
+                "unit": "ms", "verdict": "pass" if ok else "fail", "detail": ""}
     gold = rule["golden"]
     field, key = gold.get("field", "predictions"), gold.get("key", "indices")
     values, keys = outputs.get(field), outputs.get(key)
