@@ -331,8 +331,7 @@ def test_a_reader_that_stops_early_ends_the_command_quietly() -> None:
     proc = subprocess.Popen([sys.executable, "-m", "pytest_hetero.cli", "probe", "cpu"], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE)
     assert proc.stdout is not None and proc.stderr is not None
-    assert proc.stdout.readline() == b"{\n"
-    proc.stdout.close()  # as head does after its first lines
+    proc.stdout.close()  # the reader is gone before the first write (head gone after its first lines)
     stderr = proc.stderr.read().decode()
     assert proc.wait(timeout=60) == 0
     assert "Traceback" not in stderr and "BrokenPipeError" not in stderr, stderr
