@@ -33,9 +33,23 @@ DOES_NOT_PROVE: dict[str, str] = {
 """Fixed statement, per layer, of what a pass does not prove (printed in every report)."""
 
 
+NOT_END_TO_END = "resource_not_proven_end_to_end"
+"""Pseudo-dimension of ``never_covered``: resources on which no business item passed (no combination
+proven from discovery through business)."""
+NEVER_COVERED_LABELS: dict[str, str] = {
+    "resource": "resources with no passing item",
+    "image": "images with no passing item",
+    "model": "models with no passing item",
+    "dataset": "datasets with no passing item",
+    NOT_END_TO_END: "resources never proven end to end (no business item passed)",
+}
+"""How renderings name each ``never_covered`` entry for people."""
 NOT_PROVEN = "scope.not_proven"
 """Record kind a check uses for a part of its layer it could not prove although the item ran
 (data: ``layer``, ``part``, ``reason``), e.g. queue/quota admission on a Docker host."""
+ISOLATION_PART = "isolation of the code under test"
+"""``part`` of the ``scope.not_proven`` record of a model run the engine could not confine: the code under
+test could have read the signing key and altered the evidence, so the run's verdict cannot be ``pass``."""
 
 
 def _entry(nodeid: str, layer: str, keys: dict[str, str], status: str, reason: str | None,
@@ -92,7 +106,7 @@ def untested_scope(plans: Iterable[tuple[Matrix, str, Plan]], items: list[dict[s
         gaps = {dim: [v for v in values if not any(p["keys"].get(dim) == v for p in passed)]
                 for dim, values in dims.items()}
         top = [i for i in passed if i["layer"] == LAYERS[-1]]
-        gaps["resource_without_business_pass"] = [
+        gaps[NOT_END_TO_END] = [
             r for r in dims["resource"] if not any(p["keys"].get("resource") == r for p in top)]
         never[matrix.name] = {k: v for k, v in gaps.items() if v}
     out.sort(key=lambda e: e["nodeid"])
@@ -106,9 +120,13 @@ def untested_scope(plans: Iterable[tuple[Matrix, str, Plan]], items: list[dict[s
 def summarise(items: list[dict[str, Any]], untested: dict[str, Any]) -> dict[str, Any]:
     """Per-layer status counts over reported and untested items, totals, and the gate verdict.
 
-    Verdict: ``fail`` when any item failed or errored, ``incomplete`` when nothing passed
-    or the run was interrupted (an untested ``not_run`` exists), else ``pass``.
-    Returns ``{"by_layer": {layer: {status: n}}, "totals": {status: n}, "verdict": str}``.
+    Verdict: ``fail`` when any item failed or errored, ``incomplete`` when nothing passed,
+    the run was interrupted (an untested ``not_run`` exists) or code under test ran unconfined
+    (a ``not_proven`` entry for :data:`ISOLATION_PART`), else ``pass``. An item a rerun plugin ran
+    again counts by its last attempt (as pytest counts it); ``flaky`` names those that passed only
+    after an earlier attempt failed or errored (their ``attempts`` keep every attempt).
+    Returns ``{"by_layer": {layer: {status: n}}, "totals": {status: n}, "verdict": str,
+    "flaky": [nodeid]}``.
     """
     by_layer: dict[str, dict[str, int]] = {layer: {} for layer in LAYERS}
     seen: set[str] = set()
@@ -124,8 +142,10 @@ def summarise(items: list[dict[str, Any]], untested: dict[str, Any]) -> dict[str
             totals[status] = totals.get(status, 0) + n
     if totals.get("failed") or totals.get("error"):
         verdict = "fail"
-    elif not totals.get("passed") or totals.get("not_run"):
+    elif not totals.get("passed") or totals.get("not_run") or any(
+            p.get("part") == ISOLATION_PART for p in untested.get("not_proven", [])):
         verdict = "incomplete"
     else:
         verdict = "pass"
-    return {"by_layer": by_layer, "totals": totals, "verdict": verdict}
+    flaky = sorted(i["nodeid"] for i in items if i["status"] == "passed" and i.get("attempts"))
+    return {"by_layer": by_layer, "totals": totals, "verdict": verdict, "flaky": flaky}

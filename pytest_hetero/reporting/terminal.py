@@ -1,8 +1,11 @@
-"""The end-of-run terminal summary: per-layer status counts, verdict, bundle path, untested scope.
+"""The end-of-run terminal summary: verdict and evidence path, per-layer status counts, what the verdict
+covers, failures by owner team, flaky items, observed business values (with units), untested scope,
+and the path of report.html.
 
-Every value from evidence (node ids, owner and rule names, failure messages, reasons) is shown on one
-line without control, format or line-break characters (:func:`pytest_hetero.reporting.view.one_line`):
-a model's stderr cannot colour, move the cursor in or forge lines of the summary."""
+Every line is shown without control, format or line-break characters
+(:func:`pytest_hetero.reporting.view.one_line`): text from evidence (node ids, owner and rule names,
+failure messages, reasons, observed values) cannot colour, move the cursor in or forge lines of the
+summary."""
 
 from __future__ import annotations
 
@@ -11,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_hetero import LAYERS
+from pytest_hetero.evidence.untested import NEVER_COVERED_LABELS
 from pytest_hetero.reporting.view import one_line
 
 ORDER = ("passed", "failed", "error", "blocked", "not_applicable", "skipped", "excluded", "deselected",
@@ -19,7 +23,6 @@ ORDER = ("passed", "failed", "error", "blocked", "not_applicable", "skipped", "e
 
 def cut(text: str, limit: int) -> str:
     """``text`` shortened to at most ``limit`` characters at a word boundary, with ``…`` when cut."""
-    text = one_line(text)
     if len(text) <= limit:
         return text
     head = text[:limit - 1]
@@ -35,15 +38,48 @@ def summary_lines(evidence: dict[str, Any], bundle_dir: Path) -> list[str]:
         counts = summary["by_layer"].get(layer, {})
         text = ", ".join(f"{counts[s]} {s}" for s in ORDER if counts.get(s)) or "no items"
         lines.append(f"  {layer:<{width}}  {text}")
-    lines += _failure_lines(evidence) + _untested_lines(evidence)
-    lines += [f"collection error: {one_line(err['nodeid'])}" for err in evidence.get("errors", [])]
+    lines += _coverage_lines(evidence) + _failure_lines(evidence) + _flaky_lines(evidence)
+    lines += _observed_lines(evidence) + _untested_lines(evidence)
+    lines += [f"collection error: {err['nodeid']}" for err in evidence.get("errors", [])]
+    lines += _journal_lines(evidence)
+    if (bundle_dir / "report.html").is_file():
+        lines.append(f"report: {bundle_dir / 'report.html'}")
+    return [one_line(line) for line in lines]
+
+
+def _journal_lines(evidence: dict[str, Any]) -> list[str]:
+    """Journal lines rejected (not the gate's) or lost (unreadable), when there were any."""
     journal = evidence.get("journal") or {}
+    lines = []
     if journal.get("rejected"):
         lines.append(f"journal: {len(journal['rejected'])} line(s) not written by the gate were rejected (lines "
                      f"{', '.join(str(r['line']) for r in journal['rejected'][:10])})")
     if journal.get("lost"):
         lines.append(f"journal: {len(journal['lost'])} line(s) could not be read and were lost (lines "
                      f"{', '.join(str(r['line']) for r in journal['lost'][:10])})")
+    return lines
+
+
+def _coverage_lines(evidence: dict[str, Any]) -> list[str]:
+    """What the verdict covers when some planned items did not run in this session (deselected by
+    -k/-m/--lf/profile/shard, or not run after an interruption); nothing when every item ran."""
+    missing = Counter(u["status"] for u in evidence["untested"]["items"] if u["status"] in ("deselected", "not_run"))
+    if not missing:
+        return []
+    ran = len(evidence["items"])
+    text = ", ".join(f"{n} {status}" for status, n in sorted(missing.items()))
+    return [f"  covers {ran} of {ran + sum(missing.values())} planned items; not run in this session: {text} "
+            "(listed in untested scope)"]
+
+
+def _flaky_lines(evidence: dict[str, Any]) -> list[str]:
+    """Items that passed only on a rerun, with how each earlier attempt ended."""
+    flaky = set(evidence["summary"].get("flaky", []))
+    lines = []
+    for item in (i for i in evidence["items"] if i["nodeid"] in flaky):
+        before = "; ".join(f"attempt {a['attempt']} {a['status']}: {(a.get('failure') or {}).get('category', '')}"
+                           for a in item.get("attempts", []))
+        lines.append(f"flaky (passed on a rerun): {item['nodeid']} ({before})")
     return lines
 
 
@@ -54,9 +90,8 @@ def _failure_lines(evidence: dict[str, Any]) -> list[str]:
         return []
     lines = ["failures by owner:"]
     for owner, n in Counter(i["failure"]["owner"] for i in failures).most_common():
-        lines.append(f"  {one_line(str(owner))}: {n}")
-        lines += [f"    {one_line(i['nodeid'])}: {one_line(str(i['failure']['category']))}: "
-                  f"{cut((i['failure']['message'] or '').splitlines()[0] if i['failure']['message'] else '', 140)}"
+        lines.append(f"  {owner}: {n}")
+        lines += [f"    {i['nodeid']}: {i['failure']['category']}: {cut(i['failure']['message'].splitlines()[0], 140)}"
                   for i in failures if i["failure"]["owner"] == owner]
     return lines
 
@@ -68,15 +103,42 @@ def _untested_lines(evidence: dict[str, Any]) -> list[str]:
     if untested:
         kinds = Counter(u["status"] for u in untested)
         lines.append("untested scope: " + ", ".join(f"{n} {k}" for k, n in kinds.most_common()))
-        lines += [f"  {entry['status']:<14} {one_line(entry['nodeid'])}  ({cut(entry['reason'], 110)})"
+        lines += [f"  {entry['status']:<14} {entry['nodeid']}  ({cut(entry['reason'], 110)})"
                   for entry in untested[:12]]
         if len(untested) > 12:
             lines.append(f"  … {len(untested) - 12} more in evidence.json")
-    lines += [f"  not proven     {one_line(entry['nodeid'])}: {one_line(str(entry['part']))} "
-              f"({cut(entry['reason'], 100)})" for entry in evidence["untested"].get("not_proven", [])]
+    lines += [f"  not proven     {entry['nodeid']}: {entry['part']} ({cut(entry['reason'], 100)})"
+              for entry in evidence["untested"].get("not_proven", [])]
     for matrix, gaps in evidence["untested"]["never_covered"].items():
-        lines += [one_line(f"  never covered in {matrix}: {dim}: {', '.join(values)}") for dim, values in gaps.items()]
+        lines += [f"  {NEVER_COVERED_LABELS.get(dim, dim)} in {matrix}: {', '.join(values)}"
+                  for dim, values in gaps.items()]
     return lines
+
+
+OBSERVED_ITEMS = 10
+"""Business items whose observed values the terminal lists (the rest are in report.html)."""
+
+
+def observed(result: dict[str, Any]) -> str:
+    """One rule's observed value with its unit and verdict, e.g. ``latency-p95 3.1 ms (pass)``."""
+    value = result.get("observed")
+    shown = f"{value:g}" if isinstance(value, float) else str(value if value is not None else "—")
+    unit = f" {result['unit']}" if result.get("unit") else ""
+    return f"{result['name']} {shown}{unit} ({result['verdict']})"
+
+
+def _observed_lines(evidence: dict[str, Any]) -> list[str]:
+    """``observed:`` then, per business item that judged outputs, each rule's observed value (first
+    :data:`OBSERVED_ITEMS` items; a repeated sample shows its last run)."""
+    lines = []
+    judged = [i for i in evidence["items"] if i["layer"] == "business"
+              and any(r["kind"] == "business.rules" for r in i["records"])]
+    for item in judged[:OBSERVED_ITEMS]:
+        results = [r for r in item["records"] if r["kind"] == "business.rules"][-1]["data"]["results"]
+        lines.append(f"  {item['nodeid']}: " + ", ".join(observed(r) for r in results))
+    if len(judged) > OBSERVED_ITEMS:
+        lines.append(f"  … {len(judged) - OBSERVED_ITEMS} more in report.html")
+    return ["observed business values:", *lines] if lines else []
 
 
 def write_summary(terminalreporter: Any, evidence: dict[str, Any], bundle_dir: Path, signature: str) -> None:
