@@ -196,13 +196,17 @@ def _set_aside(bundle: Path, rel: str) -> str:
 def recorded(evidence: dict[str, Any], inputs: RunInputs | None, bundle: Path) -> tuple[dict[str, tuple[str, int]],
                                                                                        list[Problem]]:
     """Bundle path → (sha256, size) of every file the gate wrote: the finish's own (``inputs.written``)
-    and every artifact an item's evidence lists. Two items recording one path differently are settled
-    by the file (the record matching it wins); unsafe paths are problems, never listed."""
+    and every artifact an item's evidence lists (its earlier attempts' too). Two items recording one path
+    differently are settled by the file (the record matching it wins); unsafe paths are problems, never
+    listed."""
     out: dict[str, tuple[str, int]] = {}
     problems: list[Problem] = []
     clashes: dict[str, set[tuple[str, int]]] = {}
     for item in evidence["items"]:
-        for art in item.get("artifacts") or []:
+        # an attempt a rerun repeated keeps its artifacts under attempt-N/, listed in its evidence
+        arts = [a for attempt in [item, *(item.get("attempts") or [])] if isinstance(attempt, dict)
+                for a in attempt.get("artifacts") or []]
+        for art in arts:
             rel, digest, size = str(art.get("path")), str(art.get("sha256")), art.get("size")
             if not _safe(rel) or rel in SIGNATURE_FILES or not isinstance(size, int):
                 problems.append(Problem(rel, "unsafe", f"artifact of {item['nodeid']} has an unsafe path or no size"))
