@@ -35,6 +35,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import random
 import resource
 import shutil
 import statistics
@@ -62,6 +63,53 @@ IMAGES = 5
 TARGET = 3.0
 FINISH_OUTPUTS = ("evidence.json", "report.html", "summary.md", "junit.xml", "ctrf.json", "manifest.json",
                   "statement.intoto.json", "attestation.intoto.jsonl", "inputs")
+
+
+def synthetic_items(n: int, seed: int = 7) -> list[dict[str, Any]]:
+    """``n`` item evidence dicts over 20 resources × 5 images × models@datasets; 3% failed, 7% blocked.
+
+    An evidence document's items without a run behind them (no journal, no artifacts): the dossier's
+    benchmark and tests render them; this benchmark builds a whole run instead (:func:`write_run`)."""
+    rng = random.Random(seed)
+    items: list[dict[str, Any]] = []
+    prefix = "matrices/bench.matrix.yaml"
+
+    def add(parts: list[str], layer: str, keys: dict[str, str]) -> None:
+        roll = rng.random()
+        status = "failed" if roll < 0.03 else "blocked" if roll < 0.10 else "passed"
+        nodeid = f"{prefix}::{'::'.join(parts)}::{layer}"
+        item = {"nodeid": nodeid, "matrix": prefix, "layer": layer, "keys": keys, "owner": OWNERS[layer],
+                "status": status, "started_at": "2026-11-29T10:00:00.000000Z",
+                "finished_at": "2026-11-29T10:00:00.250000Z", "duration_s": 0.25,
+                "records": [{"kind": f"{layer}.observed", "at": "2026-11-29T10:00:00.100000Z",
+                             "data": {"device": "gpu-0", "memory_mib": 81559, "driver": "550.54.15",
+                                      "note": "x" * rng.randint(20, 200)}},
+                            {"kind": f"{layer}.verdict", "at": "2026-11-29T10:00:00.200000Z",
+                             "data": {"text": "ok\n" * rng.randint(1, 10)}}],
+                "failure": None, "blocked_by": None, "reason": None, "artifacts": []}
+        if status == "failed":
+            item["failure"] = {"layer": layer, "category": "threshold", "message": "accuracy 0.91 < 0.95",
+                               "owner": OWNERS[layer]}
+        elif status == "blocked":
+            item["blocked_by"] = f"{prefix}::{parts[0]}::discovery"
+            item["reason"] = f"blocked by {item['blocked_by']}: driver missing"
+        items.append(item)
+
+    r = 0
+    while len(items) < n:
+        res = f"res-{r:02d}"
+        add([res], "discovery", {"resource": res})
+        add([res], "scheduling", {"resource": res})
+        for i in range(5):
+            img = f"img-{i}"
+            add([res, img], "startup", {"resource": res, "image": img})
+            for m in range(25):
+                for d in range(20):
+                    keys = {"resource": res, "image": img, "model": f"m{m}", "dataset": f"d{d}"}
+                    add([res, img, f"m{m}@d{d}"], "model", keys)
+                    add([res, img, f"m{m}@d{d}"], "business", keys)
+        r += 1
+    return items[:n]
 
 
 def write_inputs(work: Path, resources: int, models: int = 25, datasets: int = 20) -> Path:
