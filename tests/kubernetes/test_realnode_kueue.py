@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 import yaml
+from kubekit import kube_matrix
 from kubernetes import client
 from kubernetes.client.rest import ApiException
-from kubekit import kube_matrix
 from realkit import GPU, STANDIN, VENDOR_LABELS, data, failure, real_matrix, run
 from support import FIXTURES, evidence_of
 
