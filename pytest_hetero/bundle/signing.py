@@ -141,7 +141,9 @@ def build_predicate(evidence: dict[str, Any], owners: dict[str, dict[str, str]],
     Shape: ``tool {name, version}``, ``run`` (id, times, exit status, interrupted, git commit),
     ``matrices`` [{name, sha256}], ``owners`` {matrix: {layer: team}}, ``target`` (backend
     fingerprints: backend, identity, nodes, versions, images), ``counts`` {layer: {status: n}}
-    with every status of STATUSES present, ``totals``, ``verdict``, ``untested`` (every untested
+    with every status of STATUSES present, ``totals``, ``verdict`` (``not_clean`` when the run left
+    objects it created), ``cleanup`` (``clean`` and each leftover's backend, kind, namespace, name,
+    reason), ``untested`` (every untested
     entry with status, reason and blocked_by; never-covered dimension values; counts by status),
     ``does_not_prove`` {layer: text}, ``run_signer`` (keyid or null when unsigned).
     """
@@ -162,6 +164,9 @@ def build_predicate(evidence: dict[str, Any], owners: dict[str, dict[str, str]],
         "counts": counts,
         "totals": {s: int(summary["totals"].get(s, 0)) for s in STATUSES},
         "verdict": summary["verdict"],
+        "cleanup": {"clean": summary.get("clean", True),
+                    "leftovers": [{k: x.get(k) for k in ("backend", "kind", "namespace", "name", "reason")}
+                                  for x in (evidence.get("cleanup") or {}).get("leftovers") or []]},
         "untested": {"items": [{k: e.get(k) for k in ("nodeid", "layer", "keys", "status", "reason", "blocked_by")}
                                for e in untested["items"]],
                      "never_covered": untested["never_covered"], "by_status": by_status,

@@ -99,12 +99,17 @@ def untested_scope(plans: Iterable[tuple[Matrix, str, Plan]], items: list[dict[s
             "does_not_prove": dict(DOES_NOT_PROVE)}
 
 
-def summarise(items: list[dict[str, Any]], untested: dict[str, Any]) -> dict[str, Any]:
+def summarise(items: list[dict[str, Any]], untested: dict[str, Any],
+              leftovers: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """Per-layer status counts over reported and untested items, totals, and the gate verdict.
 
-    Verdict: ``fail`` when any item failed or errored, ``incomplete`` when nothing passed
-    or the run was interrupted (an untested ``not_run`` exists), else ``pass``.
-    Returns ``{"by_layer": {layer: {status: n}}, "totals": {status: n}, "verdict": str}``.
+    Verdict: ``fail`` when any item failed or errored; ``not_clean`` when the engines could not
+    remove what the run created (``leftovers``: :class:`~pytest_hetero.backends.protocol.Leftover`
+    dicts, kept in evidence's ``cleanup``): whatever passed, the platform is left with the run's
+    workloads, and a gate reading ``pass`` would hide it; ``incomplete`` when nothing passed or the
+    run was interrupted (an untested ``not_run`` exists); else ``pass``.
+    Returns ``{"by_layer": {layer: {status: n}}, "totals": {status: n}, "verdict": str, "clean": bool,
+    "leftovers": n}``.
     """
     by_layer: dict[str, dict[str, int]] = {layer: {} for layer in LAYERS}
     seen: set[str] = set()
@@ -118,10 +123,13 @@ def summarise(items: list[dict[str, Any]], untested: dict[str, Any]) -> dict[str
     for counts in by_layer.values():
         for status, n in counts.items():
             totals[status] = totals.get(status, 0) + n
+    left = len(leftovers or [])
     if totals.get("failed") or totals.get("error"):
         verdict = "fail"
+    elif left:
+        verdict = "not_clean"
     elif not totals.get("passed") or totals.get("not_run"):
         verdict = "incomplete"
     else:
         verdict = "pass"
-    return {"by_layer": by_layer, "totals": totals, "verdict": verdict}
+    return {"by_layer": by_layer, "totals": totals, "verdict": verdict, "clean": not left, "leftovers": left}

@@ -29,8 +29,21 @@ def summary_lines(evidence: dict[str, Any], bundle_dir: Path) -> list[str]:
         counts = summary["by_layer"].get(layer, {})
         text = ", ".join(f"{counts[s]} {s}" for s in ORDER if counts.get(s)) or "no items"
         lines.append(f"  {layer:<{width}}  {text}")
-    lines += _failure_lines(evidence) + _untested_lines(evidence)
+    lines += _failure_lines(evidence) + _cleanup_lines(evidence) + _untested_lines(evidence)
     lines += [f"collection error: {err['nodeid']}" for err in evidence.get("errors", [])]
+    return lines
+
+
+def _cleanup_lines(evidence: dict[str, Any]) -> list[str]:
+    """``cleanup: N objects left`` and each leftover with why and how to remove it (clean: nothing)."""
+    left = (evidence.get("cleanup") or {}).get("leftovers") or []
+    if not left:
+        return []
+    lines = [f"cleanup: NOT CLEAN, {len(left)} object(s) the run created are still there:"]
+    for x in left:
+        where = f"{x['namespace']}/" if x.get("namespace") else ""
+        text = f"    {x['backend']} {x['kind']} {where}{x['name']}: {x['reason']} (remove: {x['remove']})"
+        lines.append(cut(text, 220))
     return lines
 
 
