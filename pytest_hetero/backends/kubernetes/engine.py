@@ -52,13 +52,15 @@ class KubernetesBackend(Backend):
         self.session = KubeSession(target, settings)
 
     def fingerprint(self) -> dict[str, Any]:
-        """Apiserver host and context, nodes seen, server version, image digests reported by nodes."""
+        """Apiserver host and context, nodes seen (``simulated_nodes``: those of them KWOK simulates; the
+        others have a real kubelet), server version, image digests reported by nodes."""
         s = self.session
         host = s.api.configuration.host if s.connected else None
         return {
             "backend": self.name,
             "identity": f"{host} (context {s.context}, namespace {s.namespace})",
             "nodes": sorted(s.seen_nodes),
+            "simulated_nodes": sorted(n for n in s.seen_nodes if s.nodes.get(n, {}).get("simulated")),
             "versions": {"server": s.server.get("git_version"), "platform": s.server.get("platform")},
             "images": dict(s.digests),
         }
