@@ -14,8 +14,11 @@ from pathlib import Path
 from pytest_hetero import LAYERS, __version__
 from pytest_hetero.bundle.baseline import DEFAULT_TOLERANCE, POLICIES
 
-FORMATS = ("html", "md", "junit", "ctrf")
-"""``hetero render --format`` choices (the keys of :data:`pytest_hetero.reporting.writers.FORMATS`)."""
+FORMATS = ("html", "md", "junit", "ctrf", "dossier")
+"""``hetero render --format`` choices (the keys of :data:`pytest_hetero.reporting.writers.FORMATS`, and
+``dossier``, rendered on demand)."""
+LANGS = ("en", "zh")
+"""``hetero render --format dossier --lang`` choices (:data:`pytest_hetero.reporting.dossier_text.LANGS`)."""
 PLUGIN_HELP = "import MODULE as a pytest-hetero plugin (repeatable), besides the pytest_hetero entry points"
 
 
@@ -89,6 +92,12 @@ def _run_render(args: argparse.Namespace) -> int:
     from pytest_hetero.cli.signing import render
 
     return render(args)
+
+
+def _run_trend(args: argparse.Namespace) -> int:
+    from pytest_hetero.cli.trend import run
+
+    return run(args)
 
 
 def _run_report(args: argparse.Namespace) -> int:
@@ -264,9 +273,25 @@ def _add_signing(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-
                    help="fail unless ROLE has signed off (repeatable)")
     p.set_defaults(func=_run_verify)
 
-    p = sub.add_parser("render", help="re-render a bundle's evidence.json (html, md, junit, ctrf)")
+    p = sub.add_parser("render", help="re-render a bundle's evidence.json (html, md, junit, ctrf), or its "
+                       "acceptance dossier (dossier, --lang en|zh)")
     p.add_argument("bundle", help="report folder")
-    p.add_argument("--format", choices=list(FORMATS), default="html")
+    p.add_argument("--format", choices=list(FORMATS), default="html",
+                   help="dossier: the acceptance dossier (cover, proves / does not prove, the five layers, "
+                   "acceptance results, phases and POC scenarios, untested scope, reproduce)")
+    p.add_argument("--lang", choices=LANGS, default=None, help="language of the dossier (default en; dossier only)")
     p.add_argument("--out", help="output file (default: stdout); keep it outside the bundle, which is signed")
-    p.add_argument("--pdf", action="store_true", help="print the HTML to PDF (--out) with headless Chromium")
+    p.add_argument("--pdf", action="store_true",
+                   help="print the HTML (html or dossier) to PDF (--out) with headless Chromium; the dossier prints A4")
     p.set_defaults(func=_run_render)
+
+    p = sub.add_parser("trend", help="each item and metric across many signed bundles (nights): status history, "
+                       "first failing night, flaky items, metric series with their bound; verifies each bundle first")
+    p.add_argument("bundles", nargs="+", type=Path, metavar="BUNDLE", help="report folders, in any order "
+                   "(ordered by their run's start time)")
+    p.add_argument("--format", choices=("text", "json", "html"), default="text")
+    p.add_argument("--out", type=Path, default=None, help="output file (default: stdout)")
+    p.add_argument("--limit", type=int, default=50, metavar="N",
+                   help="items listed per section in text and html (default 50; json lists all)")
+    p.set_defaults(func=_run_trend)
+    _trust(p)
