@@ -5,34 +5,29 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import subprocess
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
-from support import REPO, evidence_of
+from support import evidence_of
 from test_bundle_verify import hetero
 from test_dossier_browser import print_dossier
-from test_kube_example import EXAMPLE, example_pools  # noqa: F401 - the fixture
+from test_kube_example import example_pools, run_example  # noqa: F401 - the fixture
 from test_report_html import chromium  # noqa: F401 - the fixture
 
 from pytest_hetero.bundle.signing import generate_keypair
 from pytest_hetero.reporting.dossier_facts import number
 
 if TYPE_CHECKING:  # annotation only: 'conftest' names differ per folder at run time
-    from conftest import Cluster
+    from conftest import RealNodeCluster
 
 
 @pytest.fixture
-def kube_bundle(pytester: pytest.Pytester, cluster: Cluster, example_pools: dict[str, str],  # noqa: F811
-                run_id: str) -> Path:
-    shutil.copytree(REPO / "cases", pytester.path / "cases")
-    (pytester.path / "matrices").mkdir()
-    shutil.copy(EXAMPLE, pytester.path / "matrices" / EXAMPLE.name)
+def kube_bundle(pytester: pytest.Pytester, realnode: RealNodeCluster, example_pools: dict[str, str],  # noqa: F811
+                monkeypatch: pytest.MonkeyPatch) -> Path:
     generate_keypair(pytester.path / "gate.key", pytester.path / "gate.pub")
-    pytester.runpytest("-p", "no:cacheprovider", "--hetero-run-id", run_id, "--hetero-kube-namespace",
-                       cluster.namespace, "--hetero-sign-key", str(pytester.path / "gate.key"), "matrices")
+    run_example(pytester, realnode, monkeypatch, "--hetero-sign-key", str(pytester.path / "gate.key"))
     evidence = evidence_of(pytester)
     return pytester.path / "reports" / evidence["run"]["id"]
 

@@ -48,23 +48,30 @@ def example_pools(realnode: RealNodeCluster) -> Iterator[dict[str, str]]:
             pass
 
 
-def test_example_matrix(pytester: pytest.Pytester, realnode: RealNodeCluster, example_pools: dict[str, str],
-                        monkeypatch: pytest.MonkeyPatch) -> None:
+def run_example(pytester: pytest.Pytester, realnode: RealNodeCluster, monkeypatch: pytest.MonkeyPatch,
+                *args: str) -> None:
+    """Run matrices/example-k8s.matrix.yaml (its cases copied beside it) on the real node's plane in a
+    fresh namespace whose pods on KWOK nodes exec on this host (a KWOK ClusterExec, removed after)."""
     shutil.copytree(REPO / "cases", pytester.path / "cases")
     (pytester.path / "matrices").mkdir()
     shutil.copy(EXAMPLE, pytester.path / "matrices" / EXAMPLE.name)
     monkeypatch.setenv("KUBECONFIG", str(realnode.info.kubeconfig))
     namespace = realnode.new_namespace("example")
-    # exec into pods on the KWOK nodes runs on this host (a KWOK ClusterExec for the namespace)
-    exec_rule = {"apiVersion": "kwok.x-k8s.io/v1alpha1", "kind": "ClusterExec", "metadata": {"name": namespace},
-                 "spec": {"selector": {"matchNamespaces": [namespace]}, "execs": [{"local": {"workDir": "/tmp"}}]}}
-    client.CustomObjectsApi(realnode.api).create_cluster_custom_object("kwok.x-k8s.io", "v1alpha1", "clusterexecs",
-                                                                       exec_rule)
+    custom = client.CustomObjectsApi(realnode.api)
+    custom.create_cluster_custom_object("kwok.x-k8s.io", "v1alpha1", "clusterexecs", {
+        "apiVersion": "kwok.x-k8s.io/v1alpha1", "kind": "ClusterExec", "metadata": {"name": namespace},
+        "spec": {"selector": {"matchNamespaces": [namespace]}, "execs": [{"local": {"workDir": "/tmp"}}]}})
     time.sleep(1)  # kwok picks a new rule up through its watch
-    pytester.runpytest("-p", "no:cacheprovider", "--hetero-run-id", "x" + uuid.uuid4().hex[:9],
-                       "--hetero-kube-namespace", namespace, "matrices")
-    client.CustomObjectsApi(realnode.api).delete_cluster_custom_object("kwok.x-k8s.io", "v1alpha1", "clusterexecs",
-                                                                       namespace)
+    try:
+        pytester.runpytest("-p", "no:cacheprovider", "--hetero-run-id", "x" + uuid.uuid4().hex[:9],
+                           "--hetero-kube-namespace", namespace, *args, "matrices")
+    finally:
+        custom.delete_cluster_custom_object("kwok.x-k8s.io", "v1alpha1", "clusterexecs", namespace)
+
+
+def test_example_matrix(pytester: pytest.Pytester, realnode: RealNodeCluster, example_pools: dict[str, str],
+                        monkeypatch: pytest.MonkeyPatch) -> None:
+    run_example(pytester, realnode, monkeypatch)
     ev = evidence_of(pytester)
     got = {i["nodeid"].split("::", 1)[1]: i for i in ev["items"]}
     combo = "digits-logreg@digits-test"
