@@ -38,8 +38,10 @@ def on_node(info: Any, resource: dict[str, Any]) -> dict[str, Any]:
 
 def real_matrix(info: Any, namespace: str, resources: list[dict[str, Any]], *,
                 images: list[dict[str, Any]] | None = None, layers: dict[str, Any] | None = None,
-                target: dict[str, Any] | None = None, models: list[dict[str, Any]] | None = None) -> str:
-    """A kubernetes-backend matrix on the digits case whose resources land on the real node."""
+                target: dict[str, Any] | None = None, models: list[dict[str, Any]] | None = None,
+                framework: bool = True) -> str:
+    """A kubernetes-backend matrix on the digits case whose resources land on the real node; without
+    ``framework`` its model declares no runtime (an image without Python then only has to start)."""
     doc = json.loads(matrix_text(
         resources=[on_node(info, r) for r in resources], backend="kubernetes",
         images=images or [{"name": "py", "reference": PYTHON, "for": ["cpu", "gpu", "npu"]}],
@@ -49,6 +51,9 @@ def real_matrix(info: Any, namespace: str, resources: list[dict[str, Any]], *,
                              "pull_policy": "never", **(target or {})}
     if models is not None:
         doc["spec"]["models"] = models
+    if not framework:
+        for model in doc["spec"]["models"]:
+            model.pop("runtime", None)
     return json.dumps(doc, indent=1)
 
 

@@ -1,5 +1,5 @@
 """The acceptance dossier of a Kubernetes run on the test plane (matrices/example-k8s.matrix.yaml on KWOK
-pools), printed by headless Chromium and read back with pdftotext, in English and Chinese."""
+pools and its real-node rows), printed by headless Chromium and read back with pdftotext, in English and Chinese."""
 
 from __future__ import annotations
 
@@ -46,7 +46,7 @@ def test_dossier_of_a_kubernetes_run(kube_bundle: Path, example_pools: dict[str,
     flat, squeezed = print_dossier(kube_bundle, lang, chromium, tmp_path, capsys)
     gpu_node = example_pools["gpu"]
     if lang == "en":
-        assert re.search(r"Verdict failed — 1 item\(s\) failed, 0 errored; .*startup and model ran on simulated "
+        assert re.search(r"Verdict failed — 3 item\(s\) failed, 0 errored; .*startup and model ran on simulated "
                          r"nodes \(", flat), flat[:800]
         assert f"gpu-h100: a workload asking for nvidia.com/gpu=1 was placed on node {gpu_node} after " \
                f"{placed['waited_s']} s" in flat
@@ -56,7 +56,7 @@ def test_dossier_of_a_kubernetes_run(kube_bundle: Path, example_pools: dict[str,
         assert "Queue wait (submitted → admitted → placed → started)" in flat
         assert "device_not_visible" in flat
     else:
-        assert re.search(r"验收结论未通过——1项失败，0项执行异常；.*启动与模型运行在模拟节点（", squeezed)
+        assert re.search(r"验收结论未通过——3项失败，0项执行异常；.*启动与模型运行在模拟节点（", squeezed)
         assert re.sub(r"\s", "", f"gpu-h100：按 nvidia.com/gpu=1 请求资源的工作负载在 {placed['waited_s']} 秒后被调度到节点 "
                                  f"{gpu_node}") in squeezed
         assert "这些节点为模拟节点（KWOK）" in squeezed

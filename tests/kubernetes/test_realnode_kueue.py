@@ -66,7 +66,7 @@ def kueue_run(pytester: pytest.Pytester, realnode: RealNodeCluster, queues: dict
     resource = {"name": "gpu", "type": "gpu", "vendor": "nvidia", "requests": {GPU: gpus}, "queue": queues["lq"]}
     text = real_matrix(realnode.info, queues["ns"], [resource], target={"submit_as": "kueue-job"},
                        images=[{"name": "acc", "reference": STANDIN, "for": ["gpu"]}],
-                       layers={"scheduling": {"timeout": "30s"}, "startup": {"timeout": "60s"}})
+                       layers={"scheduling": {"timeout": "30s"}, "startup": {"timeout": "60s"}}, framework=False)
     return run(pytester, text, "q" + uuid.uuid4().hex[:9], *args)
 
 

@@ -73,7 +73,7 @@ def test_device_payload_runs_in_the_image_and_sees_its_allocated_devices(
     pytester: pytest.Pytester, realnode: RealNodeCluster, ns: str, run_id: str
 ) -> None:
     with controls(realnode.info, exclusive=False):
-        got = run(pytester, real_matrix(realnode.info, ns, [gpu(), npu()], images=STANDIN_IMAGE), run_id,
+        got = run(pytester, real_matrix(realnode.info, ns, [gpu(), npu()], images=STANDIN_IMAGE, framework=False), run_id,
                   "-k", "discovery or scheduling or startup")
     assert {k: v["status"] for k, v in got.items()} == {
         "gpu::discovery": "passed", "gpu::acc::scheduling": "passed", "gpu::acc::startup": "passed",
@@ -114,7 +114,7 @@ def test_more_devices_visible_than_allocated_fails_startup(
         control = realnode.info.control(GPU, "extra-devices")
         control.write_text("1\n")
         try:
-            got = run(pytester, real_matrix(realnode.info, ns, [gpu()], images=STANDIN_IMAGE), run_id,
+            got = run(pytester, real_matrix(realnode.info, ns, [gpu()], images=STANDIN_IMAGE, framework=False), run_id,
                       "-k", "scheduling or startup")
         finally:
             control.unlink()
@@ -135,7 +135,7 @@ def test_a_container_the_plugin_hands_no_device_is_device_missing(
     resources = [gpu(name="gpu-nolimit", requests={"cpu": "100m"}, expect={}),
                  npu(name="npu-nolimit", requests={"cpu": "100m"})]
     with controls(realnode.info, exclusive=False):
-        got = run(pytester, real_matrix(realnode.info, ns, resources, images=STANDIN_IMAGE), run_id,
+        got = run(pytester, real_matrix(realnode.info, ns, resources, images=STANDIN_IMAGE, framework=False), run_id,
                   "-k", "scheduling or startup")
     for name in ("gpu-nolimit", "npu-nolimit"):
         item = got[f"{name}::acc::startup"]
@@ -199,7 +199,7 @@ def test_a_device_plugin_allocate_error_is_unexpected_admission_error(
         control = realnode.info.control(GPU, "allocate-error")
         control.write_text("device GPU-00000000-0000-4000-8000-000000000000 is lost (Xid 79)\n")
         try:
-            got = run(pytester, real_matrix(realnode.info, ns, [gpu()], images=STANDIN_IMAGE), run_id,
+            got = run(pytester, real_matrix(realnode.info, ns, [gpu()], images=STANDIN_IMAGE, framework=False), run_id,
                       "-k", "scheduling or startup")
         finally:
             control.unlink()
