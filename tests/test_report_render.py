@@ -17,6 +17,7 @@ from test_bundle_verify import hetero
 
 from pytest_hetero.bundle.signing import generate_keypair
 from pytest_hetero.bundle.signoff import signoff_context
+from pytest_hetero.bundle.verify import SignOff
 from pytest_hetero.reporting.ctrf import render_ctrf
 from pytest_hetero.reporting.junit import render_junit
 from pytest_hetero.reporting.markdown import render_markdown
@@ -29,8 +30,12 @@ OWNERS = {"example-cpu": {"discovery": "infrastructure", "scheduling": "platform
 
 def test_markdown_summary() -> None:
     evidence = sample_evidence()
-    claims = [{"role": "business", "keyid": "ab" * 32, "signed_at": "2026-11-29T11:00:00Z", "layers": ["business"]}]
-    text = render_markdown(evidence, signoff_context(OWNERS, "cd" * 32, None, claims))
+    claims = [SignOff(2, "ab" * 32, "business", ["business"], "accept-with-known-failures", "GPU host in repair",
+                      "2026-11-29T11:00:00Z", ["Ana Ruiz"], verified=True),
+              SignOff(3, "ef" * 32, "platform", ["startup"], "accept", None, "2026-11-29T11:00:00Z",
+                      why_unverified="signed by a key the policy p does not give 'platform'")]
+    text = render_markdown(evidence, signoff_context(OWNERS, "cd" * 32, None, claims, source="attestations",
+                                                     run_verified=True))
     assert text.splitlines()[:12] == [
         "## pytest-hetero: FAIL",
         "",
@@ -47,8 +52,12 @@ def test_markdown_summary() -> None:
     ]
     assert "- **infrastructure** (1)\n  - `matrices/example-cpu.matrix.yaml::gpu-nvidia::discovery`: " \
            "driver\\_missing: nvidia-smi not found: no NVIDIA driver on vm" in text
-    assert "- business (business): signed by `abababababababab` at 2026-11-29T11:00:00Z" in text
-    assert "- platform (scheduling, startup): pending" in text
+    assert ("- business (business): **accepted with known failures**\n  - verified accept-with-known-failures by Ana "
+            "Ruiz (key `abababababababab`) at 2026-11-29T11:00:00Z: GPU host in repair") in text
+    assert ("- platform (scheduling, startup): **pending**\n  - not verified (key `efefefefefefefef`): signed by a key "
+            "the policy p does not give 'platform'") in text
+    at_run_end = render_markdown(evidence, signoff_context(OWNERS, "cd" * 32, None))
+    assert "- platform (scheduling, startup)\n" in at_run_end and "pending" not in at_run_end
     assert "4 blocked, 1 excluded" in text
     assert "- excluded: `matrices/example-cpu.matrix.yaml::cpu-host::py-old::startup` — excluded by matrix rule " \
            "(line 40): py-old is retired" in text
@@ -163,19 +172,30 @@ def test_render_command_reproduces_the_bundle_files(tmp_path: Path, fmt: str) ->
     generate_keypair(tmp_path / "k", tmp_path / "k.pub")
     bundle = make_bundle(tmp_path / "b", sample_evidence(), tmp_path / "k")
     out = tmp_path / f"out.{fmt}"
-    assert hetero("render", str(bundle), "--format", fmt, "--out", str(out)) == 0
+    assert hetero("render", str(bundle), "--format", fmt, "--out", str(out), "--key", str(tmp_path / "k.pub")) == 0
     name = {"html": "report.html", "md": "summary.md", "junit": "junit.xml", "ctrf": "ctrf.json"}[fmt]
-    assert out.read_bytes() == (bundle / name).read_bytes()
+    if fmt in ("junit", "ctrf"):
+        assert out.read_bytes() == (bundle / name).read_bytes()
+        return
+    # the sign-off section is read from the attestations at view time; everything else is the same
+    start, end = ("<h2 id=\"signoff\">", "<h2 id=\"items\">") if fmt == "html" else ("### Sign-off", "### Untested scope")
+    again, kept = out.read_text(), (bundle / name).read_text()
+    assert again.index(start) == kept.index(start)
+    assert again[:again.index(start)] == kept[:kept.index(start)]
+    assert again[again.index(end):] == kept[kept.index(end):]
+    assert "not part of this page" not in again and "Read from the attestations" in again
 
 
 def test_render_shows_signoffs_added_after_the_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     generate_keypair(tmp_path / "k", tmp_path / "k.pub")
     bundle = make_bundle(tmp_path / "b", sample_evidence(), tmp_path / "k")
-    assert hetero("sign", str(bundle), "--key", str(tmp_path / "k"), "--role", "algorithm") == 0
+    assert hetero("sign", str(bundle), "--key", str(tmp_path / "k"), "--role", "algorithm", "--decision", "reject",
+                  "--text", "the GPU model did not run") == 0
     capsys.readouterr()
     assert hetero("render", str(bundle), "--format", "md") == 0
     out = capsys.readouterr().out
-    assert "- algorithm (model): signed by `" in out and "- business (business): pending" in out
+    assert "- algorithm (model): **pending**\n  - not verified (key `" in out  # nobody trusted the key for the role
+    assert "- business (business): **pending**" in out
     assert json.loads((bundle / "ctrf.json").read_text())["results"]["summary"]["tests"] == 11
 
 
