@@ -94,8 +94,10 @@ def sample_evidence(models: int = 1, datasets: int = 1, log_text: str = "all goo
     }
 
 
-def make_bundle(bundle_dir: Path, evidence: dict[str, Any], key: Path | None) -> Path:
-    """Write a complete bundle for ``evidence`` into ``bundle_dir`` (signed with ``key`` if given)."""
+def make_bundle(bundle_dir: Path, evidence: dict[str, Any], key: Path | None,
+                owners: dict[str, str] | None = None) -> Path:
+    """Write a complete bundle for ``evidence`` into ``bundle_dir`` (signed with ``key`` if given);
+    ``owners`` ({layer: team}) replaces the matrix's owner teams."""
     bundle_dir.mkdir(parents=True, exist_ok=True)
     (bundle_dir / "journal.jsonl").write_text(
         "".join(json.dumps({"type": "item", "evidence": i}) + "\n" for i in evidence["items"]), encoding="utf-8")
@@ -107,9 +109,11 @@ def make_bundle(bundle_dir: Path, evidence: dict[str, Any], key: Path | None) ->
     (bundle_dir / "evidence.json").write_text(json.dumps(evidence, indent=1, sort_keys=True), encoding="utf-8")
     inputs = RunInputs()
     kept = inputs.keep(evidence, bundle_dir)
-    owners = matrix_owners(evidence, inputs)
-    write_renderings(evidence, bundle_dir, run_signoff(owners, key))
-    finish_bundle(evidence, bundle_dir, key, owners, kept)
+    teams = matrix_owners(evidence, inputs)
+    if owners:
+        teams = {name: {**per, **owners} for name, per in teams.items()}
+    write_renderings(evidence, bundle_dir, run_signoff(teams, key))
+    finish_bundle(evidence, bundle_dir, key, teams, kept)
     return bundle_dir
 
 

@@ -124,6 +124,8 @@ def read_regular(bundle_dir: Path, rel: str, limit: int) -> bytes:
     Raises :class:`Unreadable` (missing, unsafe, oversize)."""
     fd = open_in(bundle_dir, rel)
     try:
+        if os.fstat(fd).st_size > limit:  # refused before reading a byte
+            raise Unreadable("oversize", f"larger than {limit} bytes, the most this file may hold")
         return read_fd(fd, limit)
     finally:
         os.close(fd)

@@ -363,7 +363,8 @@ def check_files(bundle_dir: Path, entries: list[tuple[str, str, int]], result: V
     for rel, (sha, size) in walk.listed.items():
         got = walk.seen.get(rel)
         if got is None:
-            if rel not in unsafe and safe_relative(rel):
+            parents = {rel.rsplit("/", n)[0] for n in range(1, rel.count("/") + 1)}
+            if rel not in unsafe and not parents & unsafe and safe_relative(rel):
                 result.problems.append(Problem(rel, "missing", "listed in the manifest but not in the bundle"))
         elif got != (sha, size):
             more = " or more" if got[1] > size else ""
