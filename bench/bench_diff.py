@@ -240,8 +240,8 @@ def main(argv: list[str] | None = None) -> int:
         wall = {name: [w for w, _ in values] for name, values in
                 (("load", load_t), ("nogc", nogc_t), ("diff", diff_t), ("dump", dump_cost), ("verify", verify_t))}
         print(f"wall-time ratios (disturbed by other load on a shared machine): diff "
-              f"{ratio(wall['load'], wall['diff']):.2f}x, diff vs GC-less loading {ratio(wall['nogc'], wall['diff']):.2f}x, verify "
-              f"{ratio(wall['dump'], wall['verify']):.2f}x")
+              f"{ratio(wall['load'], wall['diff']):.2f}x, diff vs GC-less loading "
+              f"{ratio(wall['nogc'], wall['diff']):.2f}x, verify {ratio(wall['dump'], wall['verify']):.2f}x")
         print(f"cpu-time ratio diff vs GC-less loading: {ratio(cpu['nogc'], cpu['diff']):.2f}x (informational)")
         ratios = {"diff": ratio(cpu["load"], cpu["diff"]), "verify": ratio(cpu["dump"], cpu["verify"])}
         missed = []
