@@ -50,7 +50,9 @@ TOOL_COMMAND = re.compile(
     r"^\s*(?P<cmd>(?:sudo\s+)?(?:microk8s\s+)?(?:nvidia-smi|npu-smi|dcgmi|kubectl|docker|dmesg|journalctl|"
     r"crictl|ctr|apiclient|vcctl|helm|nerdctl|podman|lspci|hl-smi)(?:\s+[-\w./=:,|'\"{}@*]+)*)\s*$"
 )
-NVSMI_STAMP = re.compile(r"^\s*\S+\s+\S+\s+\d{1,2}\s+\d\d:\d\d:\d\d\s+\d{4}\s*$|^\s*\d{4}[-/年]\S*\s+\S.*\d\d:\d\d:\d\d")
+NVSMI_STAMP = re.compile(
+    r"^\s*\S+\s+\S+\s+\d{1,2}\s+\d\d:\d\d:\d\d\s+\d{4}\s*$|^\s*\d{4}[-/年]\S*\s+\S.*\d\d:\d\d:\d\d"
+)
 EVENT_HEADER = re.compile(r"^\s*Type\s+Reason\s+Age\s+From\s+Message\s*$")
 GET_EVENTS_HEADER = re.compile(r"^\s*(?:NAMESPACE\s+)?LAST SEEN\s+TYPE\s+REASON\s+(?:OBJECT|KIND)\b.*MESSAGE")
 EVENT_ROW = re.compile(
@@ -66,7 +68,9 @@ KV_LINE = re.compile(r"^\s*[^\s:：|+\[<{#$>][^:：]*?\s*[:：]\s*\S")
 NPU_KV_KEY = re.compile(r"^\s*(?:NPU ID|Chip ID|Chip Count|Chip Name|Board ID|PCIe Bus Info)\s*[:：]")
 LABEL_LINE = re.compile(r"^\s*[\w.-]+(?:/[\w.-]+)?=[^\s=]*\s*(?:\S+=\S*\s*)*$")
 JSON_FRAGMENT = re.compile(r'^\s*"[^"]+"\s*:\s*(?:"[^"]*"|[-\d.]+|true|false|null)\s*,?\s*$')
-RESOURCE_LINE = re.compile(r"^\s+(?:[\w.-]+/[\w.-]+|cpu|memory|pods|ephemeral-storage|hugepages-\w+)\s*:?\s+\S+(?:\s+\S+)?\s*$")
+RESOURCE_LINE = re.compile(
+    r"^\s+(?:[\w.-]+/[\w.-]+|cpu|memory|pods|ephemeral-storage|hugepages-\w+)\s*:?\s+\S+(?:\s+\S+)?\s*$"
+)
 DESCRIBE_TOP = re.compile(r"^[A-Z][\w -]{1,40}:(?:\s|$)")
 SECTION = re.compile(r"^\s*={2,}\s*\S.*$|^\s*-{2,}\s+\S.*\s-{2,}\s*$|^captured_at=")
 
@@ -297,11 +301,10 @@ def _json_end(lines: list[str], i: int) -> int:
         line = lines[j]
         for m in _JSON_SPECIAL.finditer(line):
             at = m.start()
-            if escaped >= 0:
-                consumed = at == escaped
-                escaped = -1  # a plain character at the escaped index ended the escape before this one
-                if consumed:
-                    continue
+            if at == escaped:  # the character a backslash escapes: skip it
+                escaped = -1
+                continue
+            escaped = -1  # a plain character at the escaped index ended the escape before this one
             ch = line[at]
             if in_string:
                 if ch == "\\":
@@ -352,7 +355,8 @@ def _yaml(lines: list[str], i: int) -> Claim | None:
         cur = lines[j]
         if not cur or cur.isspace():
             k = _next_nonblank(lines, j)
-            if k < n and (len(lines[k]) - len(lines[k].lstrip()) > base or YAML_START.match(lines[k])) and YAML_LINE.match(lines[k]):
+            nested = k < n and (len(lines[k]) - len(lines[k].lstrip()) > base or YAML_START.match(lines[k]))
+            if nested and YAML_LINE.match(lines[k]):
                 j = k
                 continue
             break

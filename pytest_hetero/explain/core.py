@@ -86,7 +86,8 @@ def correlate(findings: list[Finding]) -> list[Finding]:
     out = []
     for f in findings:
         if f.code in _EXPLAINED and f.owner != "infrastructure":
-            f = replace(f, owner="infrastructure", meaning=f.meaning + f"; explained by {faults[0].code} in the same paste",
+            f = replace(f, owner="infrastructure",
+                        meaning=f.meaning + f"; explained by {faults[0].code} in the same paste",
                         quantities={**f.quantities, "explained_by": faults[0].code})
         out.append(f)
     return out
@@ -107,7 +108,8 @@ def _printed_value(ctx: Ctx, value: tuple[Piece, str], found: list[Finding], blo
             blocks.append(Block("value", piece.start + 1, piece.end, True, piece.command))
             found[n] = replace(f, lines=ctx.span(piece) + f.lines,
                                quantities={**f.quantities, "printed_value": int(text),
-                                           "printed_value_matches": "vgpu_slots (the node's allocatable nvidia.com/gpu)"})
+                                           "printed_value_matches":
+                                               "vgpu_slots (the node's allocatable nvidia.com/gpu)"})
             return found
     return [_lone_value(ctx, piece, text, blocks)] + found
 
@@ -118,9 +120,11 @@ def _attach_ends(findings: list[Finding]) -> list[Finding]:
     last_error: int | None = None  # index in out of the last error finding with lines
     for f in findings:
         prev = out[last_error] if last_error is not None else None
-        if f.code == "process_crashed" and prev is not None and f.lines and prev.lines[-1].number >= f.lines[0].number - 3:
+        if (f.code == "process_crashed" and prev is not None and f.lines
+                and prev.lines[-1].number >= f.lines[0].number - 3):
+            end = f.quantities.get("process_end")
             out[out.index(prev)] = replace(prev, lines=prev.lines + f.lines,
-                                           quantities={**prev.quantities, "process_end": f.quantities.get("process_end")})
+                                           quantities={**prev.quantities, "process_end": end})
             continue
         out.append(f)
         if f.severity == "error" and f.lines:

@@ -48,7 +48,8 @@ def read_npu_table(ctx: Ctx, piece: Piece) -> list[Finding]:
             code, severity, owner, meaning = "npu_ok", "ok", None, f"NPU {npu} chip {chip} healthy"
         elif dev.health == "warning":
             code, severity, owner = "npu_health_warning", "warning", "infrastructure"
-            meaning = f"NPU {npu} chip {chip}: npu-smi health {dev.health_raw} (minor alarm; check npu-smi info -t health)"
+            meaning = (f"NPU {npu} chip {chip}: npu-smi health {dev.health_raw} "
+                       "(minor alarm; check npu-smi info -t health)")
         elif dev.health == "critical":
             code, severity, owner = "npu_unhealthy", "error", "infrastructure"
             meaning = f"NPU {npu} chip {chip}: npu-smi health {dev.health_raw}"
@@ -60,7 +61,8 @@ def read_npu_table(ctx: Ctx, piece: Piece) -> list[Finding]:
             "memory_total_mib": dev.memory_total_mib, "memory_used_mib": dev.memory_used_mib,
             "health_raw": dev.health_raw, "processes": len(dev.processes) or None,
         }
-        q.update({k: val for k, val in dev.extra.items() if isinstance(val, (int, float, str)) and k not in ("npu_id", "chip_id")})
+        q.update({k: val for k, val in dev.extra.items()
+                  if isinstance(val, (int, float, str)) and k not in ("npu_id", "chip_id")})
         out.append(make(kind, code, category="npu" if severity == "ok" else "npu-hardware", owner=owner,
                         severity=severity, meaning=meaning, lines=ctx.src(idx, piece.start),
                         entity={"npu_id": npu, "chip": chip, "bus_id": dev.bus_id, "npu_name": dev.name},
@@ -106,13 +108,15 @@ def read_npu_kv(ctx: Ctx, piece: Piece) -> list[Finding]:
         bad = health is not None and health.strip().lower() not in ("ok", "healthy")
         hbm = v.number(group.values.get("HBM Usage Rate(%)"))
         core = v.number(group.values.get("Aicore Usage Rate(%)"))
-        meaning = f"npu-smi info -t {kv.query or '?'}: NPU {kv.npu_id} {scope} {chip if chip is not None else ''}".rstrip()
+        chip_text = chip if chip is not None else ""
+        meaning = f"npu-smi info -t {kv.query or '?'}: NPU {kv.npu_id} {scope} {chip_text}".rstrip()
         if hbm is not None and core is not None and hbm >= 80 and core <= 10:
             meaning += f" holds {hbm:g} % HBM at {core:g} % AI Core (memory held, compute nearly idle)"
         out.append(make("npu-smi-kv", "npu_health_warning" if bad else ("npu_mcu" if scope == "mcu" else "npu_chip"),
                         category="npu" if not bad else "npu-hardware", owner="infrastructure" if bad else None,
                         severity="warning" if bad else "ok", meaning=meaning,
-                        lines=ctx.src(command_idx[:1] + group.lines + (npu_group.lines if npu_group else []), piece.start),
+                        lines=ctx.src(command_idx[:1] + group.lines + (npu_group.lines if npu_group else []),
+                                      piece.start),
                         entity={"npu_id": kv.npu_id, "chip": chip if scope == "chip" else "mcu"},
                         quantities={"query": kv.query, **q}))
     return out

@@ -21,6 +21,7 @@ from pytest_hetero.pending.events import EventRow, classify_row, parse_event_row
 from pytest_hetero.pending.model import Reason, team_owner
 from pytest_hetero.pending.node_text import (
     HamiDevice,
+    NodeText,
     handshake,
     is_hami_register,
     parse_describe_node,
@@ -28,6 +29,7 @@ from pytest_hetero.pending.node_text import (
 )
 from pytest_hetero.pending.normalise import explain as pending_explain
 from pytest_hetero.pending.volcano import parse_podgroup_text
+from pytest_hetero.probes.dcgm import is_dcgm_json
 
 
 def reason_finding(kind: str, reason: Reason, lines: tuple[SourceLine, ...], *, age: str | None = None,
@@ -64,8 +66,8 @@ def event_findings(ctx: Ctx, piece: Piece, rows: list[EventRow], base_index: int
                          lines=f.lines, entity=f.entity, age=f.age, count=f.count, quantities=f.quantities)
             q = dict(f.quantities)
             q.update({"event_type": row.type, "event_reason": row.reason, "repeated_over": row.over})
-            out.append(make(f.kind, f.code, category=f.category, owner=f.owner, severity=f.severity,
-                            meaning=f.meaning if f.code != "unrecognised" else f"{row.type} {row.reason}: {row.message}",
+            meaning = f.meaning if f.code != "unrecognised" else f"{row.type} {row.reason}: {row.message}"
+            out.append(make(f.kind, f.code, category=f.category, owner=f.owner, severity=f.severity, meaning=meaning,
                             lines=f.lines, entity=f.entity, age=f.age, count=f.count, quantities=q))
     if normal:
         out.append(make("events", "events_normal", category="events", owner=None, severity="ok",
@@ -89,7 +91,9 @@ def read_events(ctx: Ctx, piece: Piece) -> list[Finding]:
 
 # --- nodes -------------------------------------------------------------------------------------------
 
-_GPU_RESOURCE = re.compile(r"(?:^|/)(?:gpu|Ascend|mig-|vgpu|gpumem|gpucores|npu)|nvidia\.com/|huawei\.com/|amd\.com/gpu")
+_GPU_RESOURCE = re.compile(
+    r"(?:^|/)(?:gpu|Ascend|mig-|vgpu|gpumem|gpucores|npu)|nvidia\.com/|huawei\.com/|amd\.com/gpu"
+)
 
 
 def _hami_findings(ctx: Ctx, piece: Piece, devices: list[HamiDevice], idx: list[int], kind: str,
@@ -150,15 +154,18 @@ def _taint_finding(ctx: Ctx, piece: Piece, taints: list[str], idx: list[int], no
 
 
 _GFD = re.compile(r"^(?:nvidia\.com|feature\.node\.kubernetes\.io)/")
+_INTERESTING_LABEL = re.compile(r"accelerator|ascend|npu|gpu|servertype|instance-type|capacity-type|provisioner|"
+                                r"zone|region|kernel|os_release|hostname", re.IGNORECASE)
+"""Label keys kept as quantities besides GPU Feature Discovery's: accelerator, instance and topology."""
 
 
 def label_findings(ctx: Ctx, piece: Piece, labels: Mapping[str, str], idx: list[int], kind: str,
                    node: str | None) -> list[Finding]:
     """A ``node_labels`` finding: accelerator-related labels as quantities, GPU Feature Discovery summary."""
     node = node or labels.get("kubernetes.io/hostname")
-    interesting = {k: v for k, v in labels.items() if _GFD.match(k) and not k.startswith("feature.node.kubernetes.io/cpu")
-                   or re.search(r"accelerator|ascend|npu|gpu|servertype|instance-type|capacity-type|provisioner|zone|region|"
-                                r"kernel|os_release|hostname", k, re.IGNORECASE)}
+    interesting = {k: v for k, v in labels.items()
+                   if (_GFD.match(k) and not k.startswith("feature.node.kubernetes.io/cpu"))
+                   or _INTERESTING_LABEL.search(k)}
     product = labels.get("nvidia.com/gpu.product")
     mig = {m.group(1): v for k, v in labels.items() for m in [re.match(r"nvidia\.com/mig-([\w.]+)\.count$", k)] if m}
     gfd = sum(1 for k in labels if k.startswith("nvidia.com/"))
@@ -195,15 +202,16 @@ def _resources_finding(ctx: Ctx, piece: Piece, capacity: Mapping[str, str], allo
                  lines=ctx.src(idx, piece.start), entity={"node": node}, quantities=q)]
 
 
-def read_describe_node(ctx: Ctx, piece: Piece) -> list[Finding]:
-    """Read ``kubectl describe node`` text (whole or excerpt)."""
-    lines = ctx.lines(piece)
-    node = parse_describe_node(lines)
-    name = node.fields.get("Name") or node.labels.get("kubernetes.io/hostname")
-    kind = "describe-node"
-    out: list[Finding] = []
+_DESCRIBE_NODE = "describe-node"
+
+
+def _node_head(ctx: Ctx, piece: Piece, node: NodeText, name: str | None) -> list[Finding]:
+    """The ``node`` finding of a describe: name, roles, creation, cordon flag, lease renewal, internal IP
+    and, when the lease was renewed within the minute of creation, the seconds between the two."""
     head = node.where.get("Name", []) + node.where.get("Roles", []) + node.where.get("CreationTimestamp", []) + \
         node.where.get("Unschedulable", [])
+    if not (head or name):
+        return []
     q: dict[str, Value] = {"roles": node.fields.get("Roles"), "created": node.fields.get("CreationTimestamp"),
                            "unschedulable": node.fields.get("Unschedulable"),
                            "lease_renew": node.lease.get("RenewTime"), "internal_ip": node.addresses.get("InternalIP")}
@@ -212,54 +220,82 @@ def read_describe_node(ctx: Ctx, piece: Piece) -> list[Finding]:
     if tc and tr and created[:16] == renewed[:16]:
         q["lease_renewed_s_after_creation"] = (int(tr.group(3)) - int(tc.group(3))) + 60 * (
             int(tr.group(2)) - int(tc.group(2)))
-    if head or name:
-        out.append(make(kind, "node", category="node", owner=None, severity="ok",
-                        meaning=f"node {name or '?'}" + (f", roles {node.fields['Roles']}" if node.fields.get("Roles") else ""),
-                        lines=ctx.src(head + node.where.get("Lease.RenewTime", []), piece.start), entity={"node": name},
-                        timestamps=[created or None], quantities=q))
+    roles = f", roles {node.fields['Roles']}" if node.fields.get("Roles") else ""
+    return [make(_DESCRIBE_NODE, "node", category="node", owner=None, severity="ok",
+                 meaning=f"node {name or '?'}{roles}",
+                 lines=ctx.src(head + node.where.get("Lease.RenewTime", []), piece.start), entity={"node": name},
+                 timestamps=[created or None], quantities=q)]
+
+
+def _node_health(ctx: Ctx, piece: Piece, node: NodeText, name: str | None) -> list[Finding]:
+    """A cordoned node (``Unschedulable: true``) and each bad condition (Ready not True, any other
+    condition True)."""
+    out: list[Finding] = []
+    if node.fields.get("Unschedulable", "").lower() == "true":
+        out.append(make(_DESCRIBE_NODE, "node_unschedulable", category="node-health", owner="infrastructure",
+                        severity="error", meaning="the node is cordoned (Unschedulable: true)",
+                        lines=ctx.src(node.where.get("Unschedulable", []), piece.start), entity={"node": name}))
+    for row in node.conditions:
+        ctype, status = row.get("Type", ""), row.get("Status", "")
+        if (ctype == "Ready" and status != "True") or (ctype != "Ready" and status == "True"):
+            why = f"{row.get('Reason', '')} {row.get('Message', '')}"
+            out.append(make(_DESCRIBE_NODE, "node_not_ready" if ctype == "Ready" else "node_pressure",
+                            category="node-health", owner="infrastructure", severity="error",
+                            meaning=f"condition {ctype}={status}: {why}".strip(),
+                            lines=ctx.src([int(row["_line"])], piece.start), entity={"node": name},
+                            quantities={"condition": ctype, "status": status, "reason": row.get("Reason")}))
+    return out
+
+
+def _node_hami(ctx: Ctx, piece: Piece, node: NodeText, lines: list[str], name: str | None) -> list[Finding]:
+    """HAMi annotations of a described node: each ``hami.io/node-*-register`` device list, then a
+    handshake left at ``Requesting`` or devices marked ``Deleted_<time>`` (node unregistered)."""
+    ann = node.annotations
+    ann_idx = node.where.get("Annotations", [])
+    out: list[Finding] = []
+    for key, value in ann.items():
+        if key.startswith("hami.io/node-") and key.endswith("-register"):
+            idx = [i for i in ann_idx if key in lines[i]]
+            out += _hami_findings(ctx, piece, parse_hami_register(value), idx, _DESCRIBE_NODE, name)
+    hs = ann.get("hami.io/node-handshake")
+    deleted = [k for k, v in ann.items() if v.startswith("Deleted_")]
+    if not (hs or deleted):
+        return out
+    state, when = handshake(hs or "")
+    if not (deleted or state == "Requesting"):
+        return out
+    idx = [i for i in ann_idx if "handshake" in lines[i] or "Deleted_" in lines[i]]
+    gone = [f"{k} {handshake(ann[k])[1]}" for k in deleted]
+    out.append(make(_DESCRIBE_NODE, "hami_devices_deleted" if deleted else "hami_handshake_pending",
+                    category="gpu-sharing", owner="platform", severity="error",
+                    meaning="HAMi's device plugin did not answer the scheduler's handshake "
+                            f"(Requesting since {when or '?'})"
+                            + (f"; devices marked Deleted ({', '.join(gone)}): the node is unregistered for "
+                               "HAMi scheduling" if deleted else ""),
+                    lines=ctx.src(idx, piece.start), entity={"node": name},
+                    timestamps=[when or None] + [handshake(ann[k])[1] for k in deleted],
+                    quantities={"handshake": state or None, "requested_at": when or None,
+                                "deleted": ", ".join(gone) or None}))
+    return out
+
+
+def read_describe_node(ctx: Ctx, piece: Piece) -> list[Finding]:
+    """Read ``kubectl describe node`` text (whole or excerpt): the node, its labels, taints, health
+    (cordon, conditions), resources, HAMi annotations, then its events, in that order."""
+    lines = ctx.lines(piece)
+    node = parse_describe_node(lines)
+    name = node.fields.get("Name") or node.labels.get("kubernetes.io/hostname")
+    kind = _DESCRIBE_NODE
+    out = _node_head(ctx, piece, node, name)
     if node.labels:
         out += label_findings(ctx, piece, node.labels, node.where.get("Labels", []), kind, name)
     if node.taints:
         out += _taint_finding(ctx, piece, node.taints, node.where.get("Taints", []), name, kind)
-    if node.fields.get("Unschedulable", "").lower() == "true":
-        out.append(make(kind, "node_unschedulable", category="node-health", owner="infrastructure", severity="error",
-                        meaning="the node is cordoned (Unschedulable: true)",
-                        lines=ctx.src(node.where.get("Unschedulable", []), piece.start), entity={"node": name}))
-    for row in node.conditions:
-        ctype, status = row.get("Type", ""), row.get("Status", "")
-        bad = (ctype == "Ready" and status != "True") or (ctype != "Ready" and status == "True")
-        if bad:
-            code = "node_not_ready" if ctype == "Ready" else "node_pressure"
-            out.append(make(kind, code, category="node-health", owner="infrastructure", severity="error",
-                            meaning=f"condition {ctype}={status}: {row.get('Reason', '')} {row.get('Message', '')}".strip(),
-                            lines=ctx.src([int(row["_line"])], piece.start), entity={"node": name},
-                            quantities={"condition": ctype, "status": status, "reason": row.get("Reason")}))
+    out += _node_health(ctx, piece, node, name)
     if node.capacity or node.allocatable or node.allocated:
         idx = [i for k, v in node.where.items() if k.startswith(("Capacity", "Allocatable", "Allocated")) for i in v]
         out += _resources_finding(ctx, piece, node.capacity, node.allocatable, idx, kind, name, node.allocated)
-    ann = node.annotations
-    hs = ann.get("hami.io/node-handshake")
-    deleted = [k for k, v in ann.items() if v.startswith("Deleted_")]
-    ann_idx = node.where.get("Annotations", [])
-    for key, value in ann.items():
-        if key.startswith("hami.io/node-") and key.endswith("-register"):
-            idx = [i for i in ann_idx if key in lines[i]]
-            out += _hami_findings(ctx, piece, parse_hami_register(value), idx, kind, name)
-    if hs or deleted:
-        state, when = handshake(hs or "")
-        idx = [i for i in ann_idx if "handshake" in lines[i] or "Deleted_" in lines[i]]
-        if deleted or state == "Requesting":
-            gone = [f"{k} {handshake(ann[k])[1]}" for k in deleted]
-            out.append(make(kind, "hami_devices_deleted" if deleted else "hami_handshake_pending",
-                            category="gpu-sharing", owner="platform", severity="error",
-                            meaning="HAMi's device plugin did not answer the scheduler's handshake "
-                                    f"(Requesting since {when or '?'})"
-                                    + (f"; devices marked Deleted ({', '.join(gone)}): the node is unregistered for "
-                                       "HAMi scheduling" if deleted else ""),
-                            lines=ctx.src(idx, piece.start), entity={"node": name},
-                            timestamps=[when or None] + [handshake(ann[k])[1] for k in deleted],
-                            quantities={"handshake": state or None, "requested_at": when or None,
-                                        "deleted": ", ".join(gone) or None}))
+    out += _node_hami(ctx, piece, node, lines, name)
     if node.event_lines:
         event_rows = parse_event_rows([lines[i] for i in node.event_lines])
         for event in event_rows:
@@ -339,16 +375,81 @@ def read_describe_condition(ctx: Ctx, piece: Piece) -> list[Finding]:
 
 # --- tables ------------------------------------------------------------------------------------------
 
-_POD_BAD = {"CrashLoopBackOff": "crash_loop", "ImagePullBackOff": "image_pull_failed", "ErrImagePull": "image_pull_failed",
-            "OOMKilled": "oom_killed", "Error": "container_exit_nonzero", "CreateContainerConfigError":
-            "container_config_error", "CreateContainerError": "container_start_error", "RunContainerError":
-            "container_start_error", "UnexpectedAdmissionError": "device_allocation_failed", "Evicted": "node_pressure",
-            "ErrImageNeverPull": "image_pull_failed", "InvalidImageName": "image_pull_failed",
-            "ContainerStatusUnknown": "container_start_error", "StartError": "container_start_error"}
+_POD_BAD = {
+    "CrashLoopBackOff": "crash_loop", "ImagePullBackOff": "image_pull_failed", "ErrImagePull": "image_pull_failed",
+    "OOMKilled": "oom_killed", "Error": "container_exit_nonzero",
+    "CreateContainerConfigError": "container_config_error",
+    "CreateContainerError": "container_start_error", "RunContainerError": "container_start_error",
+    "UnexpectedAdmissionError": "device_allocation_failed", "Evicted": "node_pressure",
+    "ErrImageNeverPull": "image_pull_failed", "InvalidImageName": "image_pull_failed",
+    "ContainerStatusUnknown": "container_start_error", "StartError": "container_start_error",
+}
+"""``kubectl get pods`` STATUS (after the last ``:``, as in ``Init:CrashLoopBackOff``) -> reason code."""
+
+
+def _quota_row(ctx: Ctx, piece: Piece, i: int, row: dict[str, str]) -> Finding:
+    """A ``kubectl get resourcequota`` row: used/hard per resource, those at the limit named."""
+    used = dict(re.findall(r"([\w./-]+):(\S+?)(?=[\s\]])", row["USED"]))
+    hard = dict(re.findall(r"([\w./-]+):(\S+?)(?=[\s\]])", row["HARD"]))
+    full = [k for k in hard if used.get(k) == hard[k]]
+    ns = row.get("NS") or row.get("NAMESPACE")
+    usage = ", ".join(f"{k} {used.get(k, '?')}/{v}" for k, v in hard.items())
+    return make("kubectl-table", "quota_usage", category="quota", owner=None, severity="ok",
+                meaning=f"ResourceQuota {row.get('NAME')} in {ns}: {usage}"
+                        + (f" (at the limit: {', '.join(full)})" if full else ""),
+                lines=ctx.src([i], piece.start), entity={"namespace": ns},
+                quantities={**{f"used.{k}": v for k, v in used.items()}, **{f"hard.{k}": v for k, v in hard.items()}})
+
+
+def _node_row(ctx: Ctx, piece: Piece, i: int, row: dict[str, str]) -> Finding:
+    """A ``kubectl get nodes`` row: Ready, or NotReady / cordoned (``Ready,SchedulingDisabled``)."""
+    status, name = row.get("STATUS", ""), row.get("NAME", "")
+    ok = status.split(",")[0] == "Ready"
+    extra = [s for s in status.split(",")[1:] if s]
+    q: dict[str, Value] = {k.lower().replace("-", "_").replace(" ", "_"): v for k, v in row.items()
+                           if k not in ("NAME",) and v}
+    if ok and not extra:
+        return make("kubectl-table", "node", category="node", owner=None, severity="ok",
+                    meaning=f"node {name} Ready", lines=ctx.src([i], piece.start), entity={"node": name}, quantities=q)
+    cordoned = "SchedulingDisabled" in extra and status.startswith("Ready")
+    return make("kubectl-table", "node_unschedulable" if cordoned else "node_not_ready", category="node-health",
+                owner="infrastructure", severity="error", meaning=f"node {name} is {status}",
+                lines=ctx.src([i], piece.start), entity={"node": name}, quantities=q)
+
+
+def _pod_row(ctx: Ctx, piece: Piece, i: int, row: dict[str, str]) -> Finding:
+    """A ``kubectl get pods`` row: running/completed, Pending (reason in the events), a known bad
+    state (:data:`_POD_BAD`), or another state (ok while it is a normal transition)."""
+    status, name, ready = row.get("STATUS", ""), row.get("NAME", ""), row.get("READY", "")
+    q: dict[str, Value] = {"ready": ready, "status": status, "restarts": row.get("RESTARTS"), "age": row.get("AGE"),
+                           "node": row.get("NODE")}
+    entity = {"pod": name, "namespace": row.get("NAMESPACE"), "node": row.get("NODE")}
+    at = ctx.src([i], piece.start)
+    base = status.split(":")[-1]
+    if status in ("Running", "Completed", "Succeeded") and (status != "Running" or (
+            ready.partition("/")[0] == ready.partition("/")[2])):
+        return make("kubectl-table", "pod_running" if status == "Running" else "pod_completed", category="workload",
+                    owner=None, severity="ok", meaning=f"pod {name} {status} {ready}", lines=at, entity=entity,
+                    quantities=q)
+    if status == "Pending":
+        return make("kubectl-table", "pod_pending", category="scheduling", owner=None, severity="error",
+                    meaning=f"pod {name} is Pending (the reason is in its events)", lines=at, entity=entity,
+                    quantities=q)
+    if base in _POD_BAD:
+        from pytest_hetero.pending.model import make_reason
+
+        reason = make_reason("kubelet", _POD_BAD[base], f"pod {name} {status}")
+        return make("kubectl-table", reason.code, category=reason.category, owner=team_owner(reason),
+                    severity="error", meaning=f"pod {name} is {status}", lines=at, entity=entity, quantities=q)
+    transient = status in ("ContainerCreating", "PodInitializing", "Terminating")
+    return make("kubectl-table", "pod_state", category="workload", owner=None,
+                severity="ok" if transient else "warning", meaning=f"pod {name} {status}", lines=at, entity=entity,
+                quantities=q)
 
 
 def read_table(ctx: Ctx, piece: Piece) -> list[Finding]:
-    """Read ``kubectl get nodes|pods|resourcequota`` tables (several tables may follow each other)."""
+    """Read ``kubectl get nodes|pods|resourcequota`` tables (several tables may follow each other):
+    cells are cut at the header's column starts; the row kind is told by the columns."""
     lines = ctx.lines(piece)
     out: list[Finding] = []
     cols: list[tuple[str, int]] = []
@@ -363,60 +464,11 @@ def read_table(ctx: Ctx, piece: Piece) -> list[Finding]:
             end = cols[j + 1][1] if j + 1 < len(cols) else None
             row[name] = line[start:end].strip()
         if "USED" in row and "HARD" in row:
-            used = dict(re.findall(r"([\w./-]+):(\S+?)(?=[\s\]])", row["USED"]))
-            hard = dict(re.findall(r"([\w./-]+):(\S+?)(?=[\s\]])", row["HARD"]))
-            full = [k for k in hard if used.get(k) == hard[k]]
-            ns = row.get("NS") or row.get("NAMESPACE")
-            out.append(make("kubectl-table", "quota_usage", category="quota", owner=None, severity="ok",
-                            meaning=f"ResourceQuota {row.get('NAME')} in {ns}: " + ", ".join(
-                                f"{k} {used.get(k, '?')}/{v}" for k, v in hard.items())
-                                    + (f" (at the limit: {', '.join(full)})" if full else ""),
-                            lines=ctx.src([i], piece.start), entity={"namespace": ns},
-                            quantities={**{f"used.{k}": v for k, v in used.items()},
-                                        **{f"hard.{k}": v for k, v in hard.items()}}))
-            continue
-        status = row.get("STATUS", "")
-        name = row.get("NAME", "")
-        if "ROLES" in row or "VERSION" in row:
-            ok = status.split(",")[0] == "Ready"
-            extra = [s for s in status.split(",")[1:] if s]
-            q: dict[str, Value] = {k.lower().replace("-", "_").replace(" ", "_"): v for k, v in row.items()
-                                   if k not in ("NAME",) and v}
-            if ok and not extra:
-                out.append(make("kubectl-table", "node", category="node", owner=None, severity="ok",
-                                meaning=f"node {name} Ready", lines=ctx.src([i], piece.start),
-                                entity={"node": name}, quantities=q))
-            else:
-                code = "node_unschedulable" if "SchedulingDisabled" in extra and status.startswith("Ready") else "node_not_ready"
-                out.append(make("kubectl-table", code, category="node-health", owner="infrastructure", severity="error",
-                                meaning=f"node {name} is {status}", lines=ctx.src([i], piece.start),
-                                entity={"node": name}, quantities=q))
-            continue
-        ready = row.get("READY", "")
-        q = {"ready": ready, "status": status, "restarts": row.get("RESTARTS"), "age": row.get("AGE"),
-             "node": row.get("NODE")}
-        entity = {"pod": name, "namespace": row.get("NAMESPACE"), "node": row.get("NODE")}
-        base = status.split(":")[-1]
-        if status in ("Running", "Completed", "Succeeded") and (status != "Running" or (
-                ready.partition("/")[0] == ready.partition("/")[2])):
-            out.append(make("kubectl-table", "pod_running" if status == "Running" else "pod_completed", category="workload",
-                            owner=None, severity="ok", meaning=f"pod {name} {status} {ready}",
-                            lines=ctx.src([i], piece.start), entity=entity, quantities=q))
-        elif status == "Pending":
-            out.append(make("kubectl-table", "pod_pending", category="scheduling", owner=None, severity="error",
-                            meaning=f"pod {name} is Pending (the reason is in its events)", lines=ctx.src([i], piece.start),
-                            entity=entity, quantities=q))
-        elif base in _POD_BAD:
-            from pytest_hetero.pending.model import make_reason
-
-            reason = make_reason("kubelet", _POD_BAD[base], f"pod {name} {status}")
-            out.append(make("kubectl-table", reason.code, category=reason.category, owner=team_owner(reason),
-                            severity="error", meaning=f"pod {name} is {status}", lines=ctx.src([i], piece.start),
-                            entity=entity, quantities=q))
+            out.append(_quota_row(ctx, piece, i, row))
+        elif "ROLES" in row or "VERSION" in row:
+            out.append(_node_row(ctx, piece, i, row))
         else:
-            out.append(make("kubectl-table", "pod_state", category="workload", owner=None,
-                            severity="ok" if status in ("ContainerCreating", "PodInitializing", "Terminating") else "warning",
-                            meaning=f"pod {name} {status}", lines=ctx.src([i], piece.start), entity=entity, quantities=q))
+            out.append(_pod_row(ctx, piece, i, row))
     return out
 
 
@@ -452,10 +504,10 @@ def _node_object(ctx: Ctx, piece: Piece, obj: Mapping[str, Any]) -> list[Finding
         if isinstance(cond, Mapping):
             ctype, cstat = str(cond.get("type")), str(cond.get("status"))
             if (ctype == "Ready" and cstat != "True") or (ctype != "Ready" and cstat == "True" and "Pressure" in ctype):
-                out.append(make("yaml", "node_not_ready" if ctype == "Ready" else "node_pressure", category="node-health",
-                                owner="infrastructure", severity="error",
-                                meaning=f"condition {ctype}={cstat}: {cond.get('message', '')}", lines=ctx.span(piece, 1),
-                                entity={"node": name}))
+                out.append(make("yaml", "node_not_ready" if ctype == "Ready" else "node_pressure",
+                                category="node-health", owner="infrastructure", severity="error",
+                                meaning=f"condition {ctype}={cstat}: {cond.get('message', '')}",
+                                lines=ctx.span(piece, 1), entity={"node": name}))
     ann = meta.get("annotations")
     if isinstance(ann, Mapping):
         for key, value in ann.items():
@@ -521,7 +573,8 @@ def _podgroup(ctx: Ctx, piece: Piece, obj: Mapping[str, Any]) -> list[Finding]:
     mins = spec.get("minResources") if isinstance(spec.get("minResources"), Mapping) else {}
     assert isinstance(mins, Mapping)
     q: dict[str, Value] = {"phase": phase, "min_member": spec.get("minMember"),
-                           **{f"min.{k}": str(v) for k, v in mins.items() if not str(k).startswith(("requests.", "limits."))}}
+                           **{f"min.{k}": str(v) for k, v in mins.items()
+                              if not str(k).startswith(("requests.", "limits."))}}
     if phase in ("Pending", "Inqueue"):
         return [make("yaml", "podgroup_pending", category="gang", owner=None, severity="error",
                      meaning=f"PodGroup {phase} with no condition: the reason is only in its events "
@@ -540,7 +593,8 @@ def _vcjob(ctx: Ctx, piece: Piece, obj: Mapping[str, Any]) -> list[Finding]:
     assert isinstance(state, Mapping)
     phase = str(state.get("phase", ""))
     q: dict[str, Value] = {"phase": phase, "min_available": status.get("minAvailable") or spec.get("minAvailable"),
-                           "pending": status.get("pending"), "running": status.get("running"), "queue": spec.get("queue")}
+                           "pending": status.get("pending"), "running": status.get("running"),
+                           "queue": spec.get("queue")}
     bad = phase in ("Pending", "Aborted", "Failed", "Terminated")
     return [make("yaml", "vcjob_pending" if phase == "Pending" else "vcjob", category="gang", owner=None,
                  severity="error" if bad else "ok",
@@ -575,7 +629,8 @@ def _queue(ctx: Ctx, piece: Piece, obj: Mapping[str, Any]) -> list[Finding]:
     closed = state.lower() in ("closed", "closing")
     return [make("yaml", "queue_inactive" if closed else "volcano_queue", category="queue",
                  owner="platform" if closed else "business", severity="error" if closed else "ok",
-                 meaning=f"Volcano queue {name} {state}", lines=ctx.span(piece, 1), entity={"queue": name}, quantities=q)]
+                 meaning=f"Volcano queue {name} {state}", lines=ctx.span(piece, 1), entity={"queue": name},
+                 quantities=q)]
 
 
 _ITEM = re.compile(r"^(\s*)- ")
@@ -634,13 +689,13 @@ def _events_list(ctx: Ctx, piece: Piece, items: list[Any]) -> list[Finding]:
         else:
             idx = _lines_for(ctx, piece, row.message)
         for reason in reasons:
-            f = reason_finding("yaml", reason, idx[:3], count=row.count,
-                               timestamps=tuple(str(t) for t in (item.get("firstTimestamp"), item.get("lastTimestamp")) if t),
+            stamps = tuple(str(t) for t in (item.get("firstTimestamp"), item.get("lastTimestamp")) if t)
+            f = reason_finding("yaml", reason, idx[:3], count=row.count, timestamps=stamps,
                                entity={"object": row.object, "namespace": row.namespace})
             q = dict(f.quantities)
             q.update({"event_type": row.type, "event_reason": row.reason})
-            out.append(make(f.kind, f.code, category=f.category, owner=f.owner, severity=f.severity,
-                            meaning=f.meaning if f.code != "unrecognised" else f"{row.type} {row.reason}: {row.message}",
+            meaning = f.meaning if f.code != "unrecognised" else f"{row.type} {row.reason}: {row.message}"
+            out.append(make(f.kind, f.code, category=f.category, owner=f.owner, severity=f.severity, meaning=meaning,
                             lines=f.lines, entity=f.entity, count=f.count, timestamps=f.timestamps, quantities=q))
     if normal:
         out.append(make("yaml", "events_normal", category="events", owner=None, severity="ok",
@@ -675,54 +730,99 @@ def _settings(ctx: Ctx, piece: Piece, obj: Mapping[str, Any]) -> list[Finding]:
                  meaning=meaning, lines=ctx.span(piece), quantities=short)]
 
 
-def read_object(ctx: Ctx, piece: Piece, obj: object) -> list[Finding] | None:
-    """Findings for a parsed YAML/JSON value, or None when its shape is not one this reader knows."""
-    from pytest_hetero.explain.read_nvidia import dcgm_json_findings
-    from pytest_hetero.probes.dcgm import is_dcgm_json, parse_dcgm_json
+ObjectReader = Callable[[Ctx, Piece, Mapping[str, Any]], list[Finding] | None]
+"""Reads one shape of mapping: ``(ctx, piece, obj) -> findings``."""
 
-    if isinstance(obj, list):
-        if is_hami_register(obj):
-            return _hami_findings(ctx, piece, parse_hami_register([x for x in obj]), list(range(piece.end - piece.start)),
-                                  "json", None)
-        if obj and all(isinstance(x, Mapping) and ("reason" in x and "message" in x) for x in obj):
-            return _events_list(ctx, piece, obj)
-        found: list[Finding] = []
-        for item in obj:
-            sub = read_object(ctx, piece, item)
-            found += sub or []
-        return found or None
-    if not isinstance(obj, Mapping):
-        return None
-    if is_dcgm_json(obj):
-        return dcgm_json_findings(ctx, piece, parse_dcgm_json(obj))
-    kind = str(obj.get("kind", ""))
-    items = obj.get("items")
-    if isinstance(items, list):
-        if kind == "EventList" or all(isinstance(x, Mapping) and x.get("kind") == "Event" for x in items):
-            return _events_list(ctx, piece, items)
-        out: list[Finding] = []
-        for item in items:
-            out += read_object(ctx, piece, item) or []
-        return out
-    api = str(obj.get("apiVersion", ""))
-    if kind == "Node" or (not kind and isinstance(obj.get("status"), Mapping) and (
-            "capacity" in obj["status"] or "allocatable" in obj["status"] or "nodeInfo" in obj["status"])):
-        return _node_object(ctx, piece, obj)
-    if kind == "Workload" or "kueue" in api or (not kind and isinstance(obj.get("status"), Mapping) and (
-            "resourceRequests" in obj["status"] or "admission" in obj["status"])):
-        return _workload(ctx, piece, obj)
-    if kind == "PodGroup":
-        return _podgroup(ctx, piece, obj)
-    if kind == "Queue" and "volcano" in api:
-        return _queue(ctx, piece, obj)
-    if kind == "Job" and "batch.volcano.sh" in api:
-        return _vcjob(ctx, piece, obj)
-    if kind == "Event":
-        return _events_list(ctx, piece, [obj])
-    if "settings" in obj or any(isinstance(v, str) and ("sharing:" in v or "migStrategy" in v) for v in obj.values()):
-        return _settings(ctx, piece, obj)
-    if obj and all(isinstance(k, str) and "/" in k and isinstance(v, str) for k, v in obj.items()):
-        return label_findings(ctx, piece, {str(k): str(v) for k, v in obj.items()}, [0], "json", None)
+
+def _read_list(ctx: Ctx, piece: Piece, obj: list[Any]) -> list[Finding] | None:
+    """A top-level list: HAMi device registrations, a bare list of events, or each item on its own
+    (None when no item is understood)."""
+    if is_hami_register(obj):
+        return _hami_findings(ctx, piece, parse_hami_register(list(obj)), list(range(piece.end - piece.start)),
+                              "json", None)
+    if obj and all(isinstance(x, Mapping) and ("reason" in x and "message" in x) for x in obj):
+        return _events_list(ctx, piece, obj)
+    found: list[Finding] = []
+    for item in obj:
+        sub = read_object(ctx, piece, item)
+        found += sub or []
+    return found or None
+
+
+def _dcgm_document(ctx: Ctx, piece: Piece, obj: Mapping[str, Any]) -> list[Finding]:
+    """A ``dcgmi diag -j`` document."""
+    from pytest_hetero.explain.read_nvidia import dcgm_json_findings
+    from pytest_hetero.probes.dcgm import parse_dcgm_json
+
+    return dcgm_json_findings(ctx, piece, parse_dcgm_json(obj))
+
+
+def _item_list(ctx: Ctx, piece: Piece, obj: Mapping[str, Any]) -> list[Finding]:
+    """A ``kind: …List`` with ``items``: an event list as one, anything else item by item."""
+    items = obj["items"]
+    if str(obj.get("kind", "")) == "EventList" or all(isinstance(x, Mapping) and x.get("kind") == "Event"
+                                                       for x in items):
+        return _events_list(ctx, piece, items)
+    out: list[Finding] = []
+    for item in items:
+        out += read_object(ctx, piece, item) or []
+    return out
+
+
+def _status_has(obj: Mapping[str, Any], *keys: str) -> bool:
+    """True when ``obj.status`` is a mapping holding one of ``keys``."""
+    status = obj.get("status")
+    return isinstance(status, Mapping) and any(key in status for key in keys)
+
+
+def _is_node(obj: Mapping[str, Any], kind: str, api: str) -> bool:
+    """A Node, or a kind-less object whose status reads like a node's."""
+    return kind == "Node" or (not kind and _status_has(obj, "capacity", "allocatable", "nodeInfo"))
+
+
+def _is_workload(obj: Mapping[str, Any], kind: str, api: str) -> bool:
+    """A Kueue Workload (by kind or API group), or a kind-less object whose status reads like one."""
+    return kind == "Workload" or "kueue" in api or (not kind and _status_has(obj, "resourceRequests", "admission"))
+
+
+def _is_settings(obj: Mapping[str, Any], kind: str, api: str) -> bool:
+    """Device-plugin settings: a ``settings`` key or an embedded config with ``sharing:``/``migStrategy``."""
+    return "settings" in obj or any(isinstance(v, str) and ("sharing:" in v or "migStrategy" in v)
+                                    for v in obj.values())
+
+
+def _is_label_map(obj: Mapping[str, Any], kind: str, api: str) -> bool:
+    """A flat map of ``prefix/name: value`` strings (node labels as JSON)."""
+    return bool(obj) and all(isinstance(k, str) and "/" in k and isinstance(v, str) for k, v in obj.items())
+
+
+def _label_map(ctx: Ctx, piece: Piece, obj: Mapping[str, Any]) -> list[Finding]:
+    return label_findings(ctx, piece, {str(k): str(v) for k, v in obj.items()}, [0], "json", None)
+
+
+def _single_event(ctx: Ctx, piece: Piece, obj: Mapping[str, Any]) -> list[Finding]:
+    return _events_list(ctx, piece, [obj])
+
+
+_OBJECT_SHAPES: tuple[tuple[Callable[[Mapping[str, Any], str, str], bool], ObjectReader], ...] = (
+    (lambda obj, kind, api: is_dcgm_json(obj), _dcgm_document),
+    (lambda obj, kind, api: isinstance(obj.get("items"), list), _item_list),
+    (_is_node, _node_object),
+    (_is_workload, _workload),
+    (lambda obj, kind, api: kind == "PodGroup", _podgroup),
+    (lambda obj, kind, api: kind == "Queue" and "volcano" in api, _queue),
+    (lambda obj, kind, api: kind == "Job" and "batch.volcano.sh" in api, _vcjob),
+    (lambda obj, kind, api: kind == "Event", _single_event),
+    (_is_settings, _settings),
+    (_is_label_map, _label_map),
+)
+"""(fits, reader) for the mapping shapes known by their keys, in priority order: ``fits(obj, kind,
+apiVersion)`` picks the first reader."""
+
+
+def _other_object(ctx: Ctx, piece: Piece, obj: Mapping[str, Any], kind: str) -> list[Finding] | None:
+    """A mapping of no known shape: what the pending reasons explain says, else ``object`` (nothing
+    blocking) when it looks like a Kubernetes object, else None."""
     reasons = pending_explain(dict(obj))
     if reasons:
         return [reason_finding("yaml", r, _lines_for(ctx, piece, r.message) or ctx.span(piece, 1)) for r in reasons]
@@ -730,6 +830,20 @@ def read_object(ctx: Ctx, piece: Piece, obj: object) -> list[Finding] | None:
         return [make("yaml", "object", category="kubernetes", owner=None, severity="ok",
                      meaning=f"{kind or 'object'} with nothing blocking", lines=ctx.span(piece, 1))]
     return None
+
+
+def read_object(ctx: Ctx, piece: Piece, obj: object) -> list[Finding] | None:
+    """Findings for a parsed YAML/JSON value (a list, or a mapping read by the first of
+    :data:`_OBJECT_SHAPES` that fits), or None when its shape is not one this reader knows."""
+    if isinstance(obj, list):
+        return _read_list(ctx, piece, obj)
+    if not isinstance(obj, Mapping):
+        return None
+    kind, api = str(obj.get("kind", "")), str(obj.get("apiVersion", ""))
+    for fits, read in _OBJECT_SHAPES:
+        if fits(obj, kind, api):
+            return read(ctx, piece, obj)
+    return _other_object(ctx, piece, obj, kind)
 
 
 def read_yaml(ctx: Ctx, piece: Piece) -> list[Finding]:

@@ -10,7 +10,7 @@ from pytest_hetero.explain.blocks import Piece
 from pytest_hetero.explain.context import Ctx, first_line, make
 from pytest_hetero.explain.model import Finding, SourceLine, Value
 from pytest_hetero.probes.dcgm import DcgmDiag, classify_warning, parse_dcgm_discovery, parse_dcgm_table
-from pytest_hetero.probes.kernel_log import KernelRecord, read_kernel_log
+from pytest_hetero.probes.kernel_log import KernelLog, KernelRecord, read_kernel_log
 from pytest_hetero.probes.model import Device, Inventory
 from pytest_hetero.probes.nvidia_query import parse_nvidia_smi_query
 from pytest_hetero.probes.nvidia_table import parse_nvidia_smi_table
@@ -20,7 +20,8 @@ from pytest_hetero.probes.xid_codes import xid_info
 
 SMI_EXIT: dict[int, str] = {
     2: "invalid argument", 3: "the operation is not available on the target device", 4: "no permission",
-    6: "the query was not successful", 8: "external power cables are not attached", 9: "the NVIDIA driver is not loaded",
+    6: "the query was not successful", 8: "external power cables are not attached",
+    9: "the NVIDIA driver is not loaded",
     10: "the NVIDIA kernel detected an interrupt issue with a GPU", 12: "NVML shared library could not be found",
     13: "the local NVML does not implement this function", 14: "the infoROM is corrupted",
     15: "the GPU has fallen off the bus or has become inaccessible", 255: "other error or internal driver error",
@@ -92,104 +93,137 @@ def _device_code(dev: Device) -> tuple[str, str, str | None, str]:
                 return code, "error", "infrastructure", meaning
         return "gpu_unhealthy", "error", "infrastructure", "; ".join(dev.errors) or "GPU reported unhealthy"
     if dev.health == "warning":
-        return "gpu_field_unreadable", "warning", "infrastructure", "nvidia-smi could not read: " + "; ".join(dev.errors)
+        unread = "; ".join(dev.errors)
+        return "gpu_field_unreadable", "warning", "infrastructure", "nvidia-smi could not read: " + unread
     return "gpu_ok", "ok", None, "GPU healthy"
 
 
-def inventory_findings(ctx: Ctx, piece: Piece, inv: Inventory, kind: str) -> list[Finding]:
-    """Findings for one nvidia-smi inventory: a report header, each global error, each GPU, each MIG
-    device and each process (``gpu_process``)."""
-    lines = ctx.lines(piece)
-    base = piece.start
-    out: list[Finding] = []
-    header = [i for i, ln in enumerate(lines[:12]) if re.search(
-        r"NVIDIA-SMI \S|Driver Version|CUDA Version|KMD Version|Timestamp|Attached GPUs|<driver_version>|"
-        r"<cuda_version>|<timestamp>|<attached_gpus>|^\s*\w{3} \w{3} +\d", ln)]
+_REPORT_HEADER = re.compile(
+    r"NVIDIA-SMI \S|Driver Version|CUDA Version|KMD Version|Timestamp|Attached GPUs|<driver_version>|"
+    r"<cuda_version>|<timestamp>|<attached_gpus>|^\s*\w{3} \w{3} +\d"
+)
+"""Lines of an nvidia-smi report's header (table banner, ``-q`` and XML summary fields, the date line)."""
+_DEVICE_PROBLEM = re.compile(
+    r"Pending\s*:\s*Yes|Uncorrectable Error\s*:\s*[1-9]|Remapping Failure Occurred\s*:\s*Yes|"
+    r"Reset Required\s*:\s*Yes|ERR!|Unknown Error|<pending>Yes|<remapping_failure_occurred>Yes"
+)
+"""``-q``/XML lines that show why a GPU is unhealthy."""
+
+
+def _report_finding(ctx: Ctx, piece: Piece, inv: Inventory, kind: str, lines: list[str]) -> list[Finding]:
+    """The ``gpu_report`` header finding: driver, CUDA, tool version, GPUs listed/attached, DTD."""
+    if not (inv.tool_version or inv.driver_version or inv.devices or inv.timestamp):
+        return []
+    header = [i for i, ln in enumerate(lines[:12]) if _REPORT_HEADER.search(ln)]
     header += [i for i, ln in enumerate(lines) if "Attached GPUs" in ln or "<attached_gpus>" in ln or "DOCTYPE" in ln]
     dtd = re.search(r"(nvsmi_device_v\d+\.dtd)", "\n".join(lines[:5]))
     cuda_printed = inv.extra.get("cuda_version_printed") if isinstance(inv.extra, dict) else None
-    if inv.tool_version or inv.driver_version or inv.devices or inv.timestamp:
-        out.append(make(
-            kind, "gpu_report", category="inventory", owner=None, severity="ok",
-            meaning=f"NVIDIA driver {inv.driver_version or '?'}, CUDA {inv.cuda_version or cuda_printed or '?'}, "
-                    f"{len(inv.devices)} GPU(s) listed"
-                    + (f" of {inv.attached_count} attached" if inv.attached_count not in (None, len(inv.devices)) else ""),
-            lines=ctx.src(header, base), timestamps=[inv.timestamp],
-            quantities={"driver_version": inv.driver_version, "cuda_version": inv.cuda_version or (
-                str(cuda_printed) if cuda_printed else None), "tool_version": inv.tool_version,
-                "attached_gpus": inv.attached_count, "gpus_listed": len(inv.devices),
-                "dtd": dtd.group(1) if dtd else None,
-                "vgpu_driver_capability": ", ".join(f"{k}: {v}" for k, v in inv.extra.get("vgpu_driver_capability", {}).items())
-                if isinstance(inv.extra.get("vgpu_driver_capability"), dict) else None,
-                "processes_section": inv.extra.get("processes_reported") if kind == "nvidia-smi-table" else None},
-        ))
+    vgpu = inv.extra.get("vgpu_driver_capability")
+    attached = f" of {inv.attached_count} attached" if inv.attached_count not in (None, len(inv.devices)) else ""
+    return [make(
+        kind, "gpu_report", category="inventory", owner=None, severity="ok",
+        meaning=f"NVIDIA driver {inv.driver_version or '?'}, CUDA {inv.cuda_version or cuda_printed or '?'}, "
+                f"{len(inv.devices)} GPU(s) listed{attached}",
+        lines=ctx.src(header, piece.start), timestamps=[inv.timestamp],
+        quantities={"driver_version": inv.driver_version, "cuda_version": inv.cuda_version or (
+            str(cuda_printed) if cuda_printed else None), "tool_version": inv.tool_version,
+            "attached_gpus": inv.attached_count, "gpus_listed": len(inv.devices),
+            "dtd": dtd.group(1) if dtd else None,
+            "vgpu_driver_capability": ", ".join(f"{k}: {v}" for k, v in vgpu.items())
+            if isinstance(vgpu, dict) else None,
+            "processes_section": inv.extra.get("processes_reported") if kind == "nvidia-smi-table" else None},
+    )]
+
+
+def _global_error_finding(ctx: Ctx, piece: Piece, inv: Inventory, kind: str, lines: list[str]) -> list[Finding]:
+    """The first global nvidia-smi error (:data:`_GLOBAL`) with the ``kubectl exec`` exit code when one
+    was printed; in a pod a missing driver is the GPU Operator's (platform), on a host the node's."""
     text = "\n".join(lines)
-    for pattern, code, meaning in _GLOBAL:
-        m = pattern.search(text)
-        if not m:
-            continue
-        err_idx = [i for i, ln in enumerate(lines) if pattern.search(ln)]
-        exit_line = next((i for i, ln in enumerate(lines) if "command terminated with exit code" in ln), None)
-        exit_code = None
-        if exit_line is not None:
-            found = re.search(r"exit code (\d+)", lines[exit_line])
-            exit_code = int(found.group(1)) if found else None
-            err_idx.append(exit_line)
-        in_pod = exit_line is not None or bool(piece.command and "kubectl" in piece.command)
-        owner = "platform" if in_pod and code in ("nvidia_driver_not_loaded", "nvidia_driver_library_missing") else (
-            "platform" if code == "nvidia_smi_missing" else "infrastructure")
-        extra = f"; exit code {exit_code}: {SMI_EXIT[exit_code]}" if exit_code in SMI_EXIT else ""
-        scope = " (in a pod: the GPU Operator's driver container did not load the driver)" if owner == "platform" and (
-            code == "nvidia_driver_not_loaded") else ""
-        out.append(make(kind, code, category="gpu-driver", owner=owner, severity="error",
-                        meaning=meaning + scope + extra, lines=ctx.src(err_idx, base),
-                        quantities={"exit_code": exit_code, "gpus_readable": len(inv.devices)}))
-        break
-    for position, dev in enumerate(inv.devices):
-        code, severity, dev_owner, meaning = _device_code(dev)
-        idx: list[int] = []
-        if dev.bus_id:
-            short = dev.bus_id[-7:] if kind != "nvidia-smi-table" else dev.bus_id
-            at = _index_of(lines, short) if kind != "nvidia-smi-xml" else _index_of(lines, f'id="{dev.bus_id}"')
-            if at is None:
-                at = _index_of(lines, dev.bus_id)
-            if at is not None:
-                idx.append(at)
-                if kind == "nvidia-smi-table":
-                    idx += [at + 1, at + 2] if at + 2 < len(lines) and lines[at + 1].lstrip().startswith("|") else []
-        if severity != "ok" and kind != "nvidia-smi-table":
-            start = idx[0] if idx else 0
-            for i in range(start, len(lines)):
-                if i > start and ("GPU 0000" in lines[i] or "<gpu id=" in lines[i]):
-                    break
-                if re.search(r"Pending\s*:\s*Yes|Uncorrectable Error\s*:\s*[1-9]|Remapping Failure Occurred\s*:\s*Yes|"
-                             r"Reset Required\s*:\s*Yes|ERR!|Unknown Error|<pending>Yes|<remapping_failure_occurred>Yes",
-                             lines[i]):
-                    idx.append(i)
-        if severity != "ok" and kind == "nvidia-smi-table":
-            idx += [i for i, ln in enumerate(lines) if "Unable to determine the device handle" in ln and (
-                dev.bus_id or "") in ln]
-        entity = {"gpu_index": dev.index, "bus_id": dev.bus_id, "uuid": dev.uuid, "gpu_name": dev.name}
-        q = _device_quantities(dev)
-        out.append(make(kind, code, category="gpu" if severity == "ok" else "gpu-hardware", owner=dev_owner,
-                        severity=severity, meaning=meaning + (f" ({dev.name})" if dev.name and severity == "ok" else ""),
-                        lines=ctx.src(idx, base), entity=entity, quantities=q))
-        for part in dev.partitions:
-            out.append(make(kind, "mig_device", category="gpu", owner=None, severity="ok",
-                            meaning=f"MIG device {part.index} on GPU {dev.index if dev.index is not None else dev.bus_id}",
-                            entity={"gpu_index": dev.index, "bus_id": dev.bus_id, "mig_device": part.index},
-                            quantities={"gpu_instance_id": part.gpu_instance_id,
-                                        "compute_instance_id": part.compute_instance_id,
-                                        "memory_total_mib": part.memory_total_mib, "memory_used_mib": part.memory_used_mib,
-                                        "multiprocessors": part.multiprocessors, "profile": part.profile}))
-        for proc in dev.processes:
-            pidx = first_line(lines, proc.pid, r"\b{}\b")
-            out.append(make(kind, "gpu_process", category="gpu", owner=None, severity="ok",
-                            meaning=f"process {proc.pid} {proc.name or ''} holds {proc.used_memory_mib} MiB on GPU {dev.index}",
-                            lines=ctx.src(pidx[:1], base),
-                            entity={"gpu_index": dev.index, "bus_id": dev.bus_id, "pid": proc.pid, "process": proc.name},
-                            quantities={"used_memory_mib": proc.used_memory_mib, "type": proc.type}))
-        _ = position
+    found = next(((p, c, m) for p, c, m in _GLOBAL if p.search(text)), None)
+    if found is None:
+        return []
+    pattern, code, meaning = found
+    err_idx = [i for i, ln in enumerate(lines) if pattern.search(ln)]
+    exit_line = next((i for i, ln in enumerate(lines) if "command terminated with exit code" in ln), None)
+    exit_code = None
+    if exit_line is not None:
+        printed = re.search(r"exit code (\d+)", lines[exit_line])
+        exit_code = int(printed.group(1)) if printed else None
+        err_idx.append(exit_line)
+    in_pod = exit_line is not None or bool(piece.command and "kubectl" in piece.command)
+    owner = "platform" if in_pod and code in ("nvidia_driver_not_loaded", "nvidia_driver_library_missing") else (
+        "platform" if code == "nvidia_smi_missing" else "infrastructure")
+    extra = f"; exit code {exit_code}: {SMI_EXIT[exit_code]}" if exit_code in SMI_EXIT else ""
+    scope = " (in a pod: the GPU Operator's driver container did not load the driver)" if owner == "platform" and (
+        code == "nvidia_driver_not_loaded") else ""
+    return [make(kind, code, category="gpu-driver", owner=owner, severity="error",
+                 meaning=meaning + scope + extra, lines=ctx.src(err_idx, piece.start),
+                 quantities={"exit_code": exit_code, "gpus_readable": len(inv.devices)})]
+
+
+def _device_lines(lines: list[str], dev: Device, kind: str, severity: str) -> list[int]:
+    """Source lines of one GPU: where its bus id is printed (plus the table's two rows), and for an
+    unhealthy GPU the lines that show why (``-q``/XML fields up to the next GPU; the table's
+    ``Unable to determine the device handle`` line)."""
+    idx: list[int] = []
+    if dev.bus_id:
+        short = dev.bus_id[-7:] if kind != "nvidia-smi-table" else dev.bus_id
+        at = _index_of(lines, short) if kind != "nvidia-smi-xml" else _index_of(lines, f'id="{dev.bus_id}"')
+        if at is None:
+            at = _index_of(lines, dev.bus_id)
+        if at is not None:
+            idx.append(at)
+            if kind == "nvidia-smi-table":
+                idx += [at + 1, at + 2] if at + 2 < len(lines) and lines[at + 1].lstrip().startswith("|") else []
+    if severity == "ok":
+        return idx
+    if kind == "nvidia-smi-table":
+        return idx + [i for i, ln in enumerate(lines)
+                      if "Unable to determine the device handle" in ln and (dev.bus_id or "") in ln]
+    start = idx[0] if idx else 0
+    for i in range(start, len(lines)):
+        if i > start and ("GPU 0000" in lines[i] or "<gpu id=" in lines[i]):
+            break
+        if _DEVICE_PROBLEM.search(lines[i]):
+            idx.append(i)
+    return idx
+
+
+def _device_findings(ctx: Ctx, piece: Piece, dev: Device, kind: str, lines: list[str]) -> list[Finding]:
+    """One GPU: its health finding, then each MIG device and each process on it (``gpu_process``)."""
+    code, severity, dev_owner, meaning = _device_code(dev)
+    entity = {"gpu_index": dev.index, "bus_id": dev.bus_id, "uuid": dev.uuid, "gpu_name": dev.name}
+    out = [make(kind, code, category="gpu" if severity == "ok" else "gpu-hardware", owner=dev_owner,
+                severity=severity, meaning=meaning + (f" ({dev.name})" if dev.name and severity == "ok" else ""),
+                lines=ctx.src(_device_lines(lines, dev, kind, severity), piece.start), entity=entity,
+                quantities=_device_quantities(dev))]
+    for part in dev.partitions:
+        out.append(make(kind, "mig_device", category="gpu", owner=None, severity="ok",
+                        meaning=f"MIG device {part.index} on GPU {dev.index if dev.index is not None else dev.bus_id}",
+                        entity={"gpu_index": dev.index, "bus_id": dev.bus_id, "mig_device": part.index},
+                        quantities={"gpu_instance_id": part.gpu_instance_id,
+                                    "compute_instance_id": part.compute_instance_id,
+                                    "memory_total_mib": part.memory_total_mib, "memory_used_mib": part.memory_used_mib,
+                                    "multiprocessors": part.multiprocessors, "profile": part.profile}))
+    for proc in dev.processes:
+        pidx = first_line(lines, proc.pid, r"\b{}\b")
+        out.append(make(kind, "gpu_process", category="gpu", owner=None, severity="ok",
+                        meaning=f"process {proc.pid} {proc.name or ''} holds {proc.used_memory_mib} MiB "
+                                f"on GPU {dev.index}",
+                        lines=ctx.src(pidx[:1], piece.start),
+                        entity={"gpu_index": dev.index, "bus_id": dev.bus_id, "pid": proc.pid, "process": proc.name},
+                        quantities={"used_memory_mib": proc.used_memory_mib, "type": proc.type}))
+    return out
+
+
+def inventory_findings(ctx: Ctx, piece: Piece, inv: Inventory, kind: str) -> list[Finding]:
+    """Findings for one nvidia-smi inventory (``kind`` is the piece's layout: ``nvidia-smi-table``,
+    ``-query`` or ``-xml``): a report header, the first global error, each GPU, each MIG device and
+    each process (``gpu_process``), in that order."""
+    lines = ctx.lines(piece)
+    out = _report_finding(ctx, piece, inv, kind, lines) + _global_error_finding(ctx, piece, inv, kind, lines)
+    for dev in inv.devices:
+        out += _device_findings(ctx, piece, dev, kind, lines)
     return out
 
 
@@ -242,7 +276,8 @@ def _dcgm_findings(ctx: Ctx, piece: Piece, diag: DcgmDiag, base: int) -> list[Fi
                 owner=owner_guess, severity="error" if status == "Fail" else "warning",
                 meaning=f"DCGM {test.category} test '{test.name}' {test.result}",
                 lines=ctx.src(test.lines[:1], base),
-                entity={"gpu_index": ",".join(map(str, failing_gpus)) if failing_gpus else ("all" if test.all_gpus else None)},
+                entity={"gpu_index": ",".join(map(str, failing_gpus)) if failing_gpus
+                        else ("all" if test.all_gpus else None)},
                 quantities={"test": test.name, "category": test.category, "result": test.result,
                             "error_ids": ",".join(map(str, test.error_ids)) or None}))
         for (gpu, code), items in warnings.items():
@@ -273,7 +308,8 @@ def read_dcgm(ctx: Ctx, piece: Piece) -> list[Finding]:
         for gpu in disc.gpus:
             out.append(make("dcgmi-discovery", "gpu_ok", category="gpu", owner=None, severity="ok",
                             meaning=f"GPU {gpu.gpu_id}: {gpu.name}", lines=ctx.src(gpu.lines, piece.start),
-                            entity={"gpu_index": gpu.gpu_id, "bus_id": gpu.bus_id, "uuid": gpu.uuid, "gpu_name": gpu.name}))
+                            entity={"gpu_index": gpu.gpu_id, "bus_id": gpu.bus_id, "uuid": gpu.uuid,
+                                    "gpu_name": gpu.name}))
         return out
     brace = next((i for i, ln in enumerate(lines) if ln.lstrip().startswith("{")), None)
     if brace is not None:
@@ -320,7 +356,8 @@ def _xid_group(ctx: Ctx, piece: Piece, recs: list[KernelRecord], uuids: dict[str
     procs = list(dict.fromkeys(r.fields["process"] for r in recs if "process" in r.fields))
     functions = list(dict.fromkeys(r.fields["function"] for r in recs if "function" in r.fields))
     channels = list(dict.fromkeys(r.fields["channel"] for r in recs if "channel" in r.fields))
-    locations = {m.group(0) for r in recs for m in [re.search(r"\(GPC \d+, TPC \d+, SM \d+\)", r.fields.get("message", ""))] if m}
+    locations = {m.group(0) for r in recs
+                 for m in [re.search(r"\(GPC \d+, TPC \d+, SM \d+\)", r.fields.get("message", ""))] if m}
     label = first.fields.get("gpu_label")
     bus = first.bus or ""
     needs_reset = bus in reset or info.action in ("reset_gpu", "reboot")
@@ -329,7 +366,8 @@ def _xid_group(ctx: Ctx, piece: Piece, recs: list[KernelRecord], uuids: dict[str
         kind, f"xid_{number}", category=category, owner=owner, severity=severity,
         meaning=f"Xid {number}: {meaning}" + (f" (GPU {label})" if label else ""),
         lines=ctx.src([r.index for r in recs] + reset_lines.get(bus, []), piece.start),
-        entity={"bus_id": bus, "uuid": uuids.get(bus), "pid": ",".join(pids) or None, "process": ",".join(procs) or None},
+        entity={"bus_id": bus, "uuid": uuids.get(bus), "pid": ",".join(pids) or None,
+                "process": ",".join(procs) or None},
         timestamps=[recs[0].timestamp, recs[-1].timestamp], count=len(recs),
         quantities={"xid": number, "caused_by_xid": int(cause) if cause else None, "action": info.action,
                     "gsp_functions": ", ".join(functions) or None, "channels": ", ".join(channels) or None,
@@ -355,12 +393,9 @@ _OTHER: dict[str, tuple[str, str, str | None, str, str]] = {
 }
 
 
-def read_kernel(ctx: Ctx, piece: Piece) -> list[Finding]:
-    """Read a kernel-log piece: Xid groups (by number, GPU and cause), other NVRM events, context."""
-    lines = ctx.lines(piece)
-    log = read_kernel_log(lines)
-    out: list[Finding] = []
-    reset = {r.bus for r in log.records if r.what == "reset_required" and r.bus}
+def _record_groups(log: KernelLog) -> dict[tuple[str, str, str, str], list[KernelRecord]]:
+    """Kernel records grouped in order of first appearance: Xids by (number, GPU, cause), assertions by
+    (NV_ERR, GPU), the others by (kind, SXid number, GPU)."""
     groups: dict[tuple[str, str, str, str], list[KernelRecord]] = {}
     for rec in log.records:
         if rec.what == "xid":
@@ -370,62 +405,94 @@ def read_kernel(ctx: Ctx, piece: Piece) -> list[Finding]:
         else:
             key = (rec.what, rec.fields.get("sxid", ""), rec.bus or "", "")
         groups.setdefault(key, []).append(rec)
-    for (what, _, bus, _), recs in groups.items():
-        if what == "xid":
-            reset_lines: dict[str, list[int]] = {}
-            for r in log.records:
-                if r.what == "reset_required" and r.bus:
-                    reset_lines.setdefault(r.bus, []).append(r.index)
-            out.append(_xid_group(ctx, piece, recs, log.uuids, reset, reset_lines))
-            continue
-        first = recs[0]
-        if what == "assertion":
-            err = first.fields.get("error", "")
-            reset_needed = "RESET_REQUIRED" in err
-            out.append(make("kernel-log", "gpu_reset_required" if reset_needed else "nvrm_assertion",
-                            category="gpu-recovery" if reset_needed else "gpu-driver", owner="infrastructure",
-                            severity="error",
-                            meaning=("the driver reports the GPU needs a reset" if reset_needed else
-                                     f"NVIDIA driver assertion {first.fields.get('assertion')}") + f" ({err})",
-                            lines=ctx.src([r.index for r in recs], piece.start),
-                            entity={"bus_id": bus or None, "uuid": log.uuids.get(bus)},
-                            timestamps=[recs[0].timestamp, recs[-1].timestamp], count=len(recs),
-                            quantities={"nv_error": err, "status": first.fields.get("status"),
-                                        "assertion": first.fields.get("assertion")}))
-            continue
-        code, category, owner, severity, meaning = _OTHER[what]
-        if what == "reset_required" and any(r.what == "xid" and r.bus == bus for r in log.records):
-            continue  # reported on the Xid finding (reset_recommended)
-        q: dict[str, Value] = {}
-        if what == "api_mismatch":
-            q = {"client_version": first.fields.get("client"), "module_version": first.fields.get("module")}
-        if what == "sxid":
-            q = {"sxid": int(first.fields.get("sxid", "0")), "message": first.fields.get("message")}
-        if what == "init_failed":
-            q = {"rm_code": first.fields.get("code"), "minor": first.fields.get("minor")}
-        out.append(make("kernel-log", code, category=category, owner=owner, severity=severity, meaning=meaning,
-                        lines=ctx.src([r.index for r in recs], piece.start),
-                        entity={"bus_id": bus or None, "uuid": log.uuids.get(bus), "pid": first.fields.get("pid"),
-                                "process": first.fields.get("process")},
-                        timestamps=[recs[0].timestamp, recs[-1].timestamp], count=len(recs), quantities=q))
+    return groups
+
+
+def _assertion_finding(ctx: Ctx, piece: Piece, log: KernelLog, bus: str, recs: list[KernelRecord]) -> Finding:
+    """An NVRM assertion group; ``NV_ERR_RESET_REQUIRED`` reads as a reset request."""
+    first = recs[0]
+    err = first.fields.get("error", "")
+    reset_needed = "RESET_REQUIRED" in err
+    return make("kernel-log", "gpu_reset_required" if reset_needed else "nvrm_assertion",
+                category="gpu-recovery" if reset_needed else "gpu-driver", owner="infrastructure",
+                severity="error",
+                meaning=("the driver reports the GPU needs a reset" if reset_needed else
+                         f"NVIDIA driver assertion {first.fields.get('assertion')}") + f" ({err})",
+                lines=ctx.src([r.index for r in recs], piece.start),
+                entity={"bus_id": bus or None, "uuid": log.uuids.get(bus)},
+                timestamps=[recs[0].timestamp, recs[-1].timestamp], count=len(recs),
+                quantities={"nv_error": err, "status": first.fields.get("status"),
+                            "assertion": first.fields.get("assertion")})
+
+
+def _other_quantities(what: str, first: KernelRecord) -> dict[str, Value]:
+    """Quantities of a non-Xid kernel event: versions of an API mismatch, the SXid, RmInitAdapter's code."""
+    if what == "api_mismatch":
+        return {"client_version": first.fields.get("client"), "module_version": first.fields.get("module")}
+    if what == "sxid":
+        return {"sxid": int(first.fields.get("sxid", "0")), "message": first.fields.get("message")}
+    if what == "init_failed":
+        return {"rm_code": first.fields.get("code"), "minor": first.fields.get("minor")}
+    return {}
+
+
+def _other_finding(ctx: Ctx, piece: Piece, log: KernelLog, what: str, bus: str, recs: list[KernelRecord]) -> Finding:
+    """A group of one other kernel event (:data:`_OTHER`)."""
+    code, category, owner, severity, meaning = _OTHER[what]
+    first = recs[0]
+    return make("kernel-log", code, category=category, owner=owner, severity=severity, meaning=meaning,
+                lines=ctx.src([r.index for r in recs], piece.start),
+                entity={"bus_id": bus or None, "uuid": log.uuids.get(bus), "pid": first.fields.get("pid"),
+                        "process": first.fields.get("process")},
+                timestamps=[recs[0].timestamp, recs[-1].timestamp], count=len(recs),
+                quantities=_other_quantities(what, first))
+
+
+def _kernel_context(ctx: Ctx, piece: Piece, log: KernelLog, lines: list[str]) -> list[Finding]:
+    """``kernel_context``: hardware, kernel release, driver, PCI -> UUID and serial maps, when printed."""
+    if not (log.uuids or log.hardware or log.kernel_release or log.driver_version):
+        return []
     context_idx = [i for i, ln in enumerate(lines) if re.search(
         r"NVRM: GPU at|Board Serial|Hardware name:|Tainted:|loading NVIDIA UNIX", ln)]
-    if log.uuids or log.hardware or log.kernel_release or log.driver_version:
-        out.append(make("kernel-log", "kernel_context", category="inventory", owner=None, severity="ok",
-                        meaning="kernel log context: " + (", ".join(
-                            f"{k} {v}" for k, v in (("hardware", log.hardware), ("kernel", log.kernel_release),
-                                                    ("driver", log.driver_version)) if v) or "GPU identities (PCI -> UUID)"),
-                        lines=ctx.src(context_idx, piece.start),
-                        quantities={"hardware": log.hardware, "kernel_release": log.kernel_release,
-                                    "driver_version": log.driver_version,
-                                    "gpus_mapped": ", ".join(f"{b}={u}" for b, u in log.uuids.items()) or None,
-                                    "serials": ", ".join(f"{b}={s}" for b, s in log.serials.items()) or None,
-                                    "lines_read": log.lines}))
+    printed = ", ".join(f"{k} {v}" for k, v in (("hardware", log.hardware), ("kernel", log.kernel_release),
+                                                ("driver", log.driver_version)) if v)
+    return [make("kernel-log", "kernel_context", category="inventory", owner=None, severity="ok",
+                 meaning="kernel log context: " + (printed or "GPU identities (PCI -> UUID)"),
+                 lines=ctx.src(context_idx, piece.start),
+                 quantities={"hardware": log.hardware, "kernel_release": log.kernel_release,
+                             "driver_version": log.driver_version,
+                             "gpus_mapped": ", ".join(f"{b}={u}" for b, u in log.uuids.items()) or None,
+                             "serials": ", ".join(f"{b}={s}" for b, s in log.serials.items()) or None,
+                             "lines_read": log.lines})]
+
+
+def read_kernel(ctx: Ctx, piece: Piece) -> list[Finding]:
+    """Read a kernel-log piece: Xid groups (by number, GPU and cause), assertions, other NVRM events
+    (a reset request on a GPU with an Xid is reported on the Xid), context; ordered by first line."""
+    lines = ctx.lines(piece)
+    log = read_kernel_log(lines)
+    reset = {r.bus for r in log.records if r.what == "reset_required" and r.bus}
+    reset_lines: dict[str, list[int]] = {}
+    for r in log.records:
+        if r.what == "reset_required" and r.bus:
+            reset_lines.setdefault(r.bus, []).append(r.index)
+    xid_buses = {r.bus for r in log.records if r.what == "xid"}
+    out: list[Finding] = []
+    for (what, _, bus, _), recs in _record_groups(log).items():
+        if what == "xid":
+            out.append(_xid_group(ctx, piece, recs, log.uuids, reset, reset_lines))
+        elif what == "assertion":
+            out.append(_assertion_finding(ctx, piece, log, bus, recs))
+        elif not (what == "reset_required" and bus in xid_buses):
+            out.append(_other_finding(ctx, piece, log, what, bus, recs))
+    out += _kernel_context(ctx, piece, log, lines)
     out.sort(key=lambda f: f.lines[0].number if f.lines else 0)
     return out
 
 
-_KLOG = re.compile(r"^\s*(?P<level>[IWEF])(?P<date>\d{4}) (?P<time>\d\d:\d\d:\d\d\.\d+)\s+\d+\s+(?P<src>[\w./-]+:\d+)\]\s?(?P<msg>.*)$")
+_KLOG = re.compile(
+    r"^\s*(?P<level>[IWEF])(?P<date>\d{4}) (?P<time>\d\d:\d\d:\d\d\.\d+)\s+\d+\s+(?P<src>[\w./-]+:\d+)\]\s?(?P<msg>.*)$"
+)
 
 
 def read_klog(ctx: Ctx, piece: Piece) -> list[Finding]:

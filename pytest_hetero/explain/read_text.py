@@ -13,6 +13,7 @@ What is left is reported ``unrecognised`` with its lines, owner none.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from pytest_hetero.explain.blocks import Piece
@@ -34,12 +35,14 @@ CUDA_CONTEXT = re.compile(
     r"For debugging consider passing CUDA_LAUNCH_BLOCKING|Compile with `TORCH_USE_CUDA_DSA`|"
     r"TORCH_USE_CUDA_DSA|device-side assertions"
 )
-PROCESS_END = re.compile(r"^\s*(?:Aborted|Segmentation fault|Killed|Bus error|Illegal instruction)(?: \(core dumped\))?\s*$"
+PROCESS_END = re.compile(r"^\s*(?:Aborted|Segmentation fault|Killed|Bus error|Illegal instruction)"
+                         r"(?: \(core dumped\))?\s*$"
                          r"|^\s*command terminated with exit code \d+\s*$|^\s*exit(?:ed)? (?:code|status) \d+\s*$",
                          re.IGNORECASE)
 HAMI_OOM = re.compile(r"\[HAMI-core ERROR[^\]]*\]:\s*Device (?P<dev>\d+) OOM (?P<req>\d+) / (?P<limit>\d+)")
 HAMI_ANY = re.compile(r"\[HAMI-core (?P<level>ERROR|Warn|WARN|Info|INFO|Msg|MSG)")
-APP_OUTPUT = re.compile(r"^\s*(?:Allocated \d+|Hit the limit|\[Vector addition|Test (?:PASSED|FAILED)|Done\b)", re.IGNORECASE)
+APP_OUTPUT = re.compile(r"^\s*(?:Allocated \d+|Hit the limit|\[Vector addition|Test (?:PASSED|FAILED)|Done\b)",
+                        re.IGNORECASE)
 HCCL = re.compile(r"HCCL|Hccl|hccl|rank:? ?\d+|Execute Failed|execute fail|CommPool")
 VLLM = re.compile(r"^\((?P<proc>[\w.-]+) pid=(?P<pid>\d+)\)\s+(?P<level>[A-Z]+)\s")
 TORCH_NO_DRIVER = re.compile(r"Found no NVIDIA driver on your system|NVIDIA driver on your system is too old|"
@@ -50,7 +53,9 @@ RUNTIME = re.compile(r"nvidia-container-cli|could not select device driver|OCI r
                      r"no runtime for|RuntimeClass|ascend-docker|Failed to pull image|ErrImagePull|ImagePullBackOff|"
                      r"failed to create containerd task|failed to create shim|error gathering device information|"
                      r"libnvidia-ml\.so|Failed to initialize NVML|back-off pulling image", re.IGNORECASE)
-RESOURCE_STATEMENT = re.compile(r"^\s*(?P<res>[\w.-]+/[\w.-]+)\s+capacity=(?P<cap>\S+)\s+allocatable=(?P<alloc>\S+)\s*$")
+RESOURCE_STATEMENT = re.compile(
+    r"^\s*(?P<res>[\w.-]+/[\w.-]+)\s+capacity=(?P<cap>\S+)\s+allocatable=(?P<alloc>\S+)\s*$"
+)
 KUBECTL_ERROR = re.compile(r"^\s*(?:Error from server|error: |Error: )")
 
 
@@ -94,13 +99,22 @@ def _reason_hit(reason: Reason, kind_family: str = "kube") -> Hit:
                kind_family, q, entity)
 
 
-def classify_line(line: str) -> Hit | str | None:
-    """Classify one line: a :class:`Hit`, ``"noise"``, ``"context"``, ``"end"`` (a process end line)
-    or None (not understood). Never raises."""
+LineKind = Hit | str | None
+"""What one line is: a :class:`Hit`, ``"noise"``, ``"context"``, ``"end"`` or None (not this kind)."""
+
+
+def _noise(line: str, low: str) -> LineKind:
+    """Shell/REPL noise and blank lines (``noise``), then a process end line (``end``)."""
     if NOISE.match(line) or ">>> " in line:
         return "noise"
     if PROCESS_END.match(line):
         return "end"
+    return None
+
+
+def _cuda_context(line: str, low: str) -> LineKind:
+    """PyTorch's CUDA hints: ``Search for `cudaError…'`` names the error (a count-0 hit that joins the
+    finding it explains), the other hints and application output are ``context``."""
     if CUDA_CONTEXT.search(line):
         named = re.search(r"`(cudaError\w+)'", line)
         if named and named.group(1) in BY_NAME:
@@ -110,227 +124,359 @@ def classify_line(line: str) -> Hit | str | None:
         return "context"
     if APP_OUTPUT.match(line):
         return "context"
-    hami = HAMI_OOM.search(line)
-    if hami:
-        limit = int(hami.group("limit"))
-        return Hit("vgpu_memory_limit_exceeded", "gpu-sharing", "algorithm", "error",
-                   "the workload allocated past its HAMi vGPU memory slice (HAMi-core enforced limit, not a "
-                   "physical GPU exhaustion and not a Kubernetes OOMKilled)", "vgpu",
-                   {"requested_bytes": int(hami.group("req")), "limit_bytes": limit,
-                    "limit_mib": limit // (1024 * 1024) if limit % (1024 * 1024) == 0 else round(limit / 1048576, 1)},
-                   {"gpu_index": hami.group("dev")})
-    low = line.lower()
-    if "cuda" in low or "cudaerror" in low:
-        if re.search(r"CUDA out of memory|OutOfMemoryError", line):
-            tried = re.search(r"Tried to allocate (\S+ \w+)", line)
-            return Hit("cuda_memory_allocation", "cuda", "algorithm", "error",
-                       "CUDA error 2 cudaErrorMemoryAllocation: the program asked for more GPU memory than is free",
-                       "cuda", {"cuda_error": "cudaErrorMemoryAllocation", "cuda_error_number": 2,
-                                "tried_to_allocate": tried.group(1) if tried else None})
-        found_err = match_cuda_error(line)
-        if found_err is not None:
-            return Hit(found_err.code, "cuda", found_err.owner, "error",
-                       f"CUDA error {found_err.number} {found_err.name}: {found_err.meaning}",
-                       "cuda", {"cuda_error": found_err.name, "cuda_error_number": found_err.number})
-    if TORCH_NO_DRIVER.search(line):
-        return Hit("cuda_no_driver", "cuda", "platform", "error",
-                   "the framework finds no usable NVIDIA driver in the container (torch.cuda.is_available() is False)",
-                   "cuda")
-    dcmi = match_dcmi(line)
-    if dcmi is not None:
-        return Hit(dcmi.code, dcmi.category, dcmi.owner, "error", f"DCMI {dcmi.value} {dcmi.name}: {dcmi.meaning}",
-                   "ascend", {"dcmi_code": int(dcmi.value), "dcmi_name": dcmi.name})
-    if HCCL.search(line) and ("fail" in low or "error" in low or "null" in low):
-        number = re.search(r"error:\s*(\d+)|errNo\[0x([0-9a-fA-F]+)\]", line)
-        q: dict[str, Value] = {}
-        if number and number.group(1):
-            value = int(number.group(1))
-            q["hccl_error"] = value
-            q["hccl_error_name"] = HCCL_RESULTS.get(value)
-        elif number and number.group(2):
-            q["errno"] = f"0x{number.group(2)}"
-            q["hccl_error"] = int(number.group(2), 16) & 0xFFFF
-            q["hccl_error_name"] = HCCL_RESULTS.get(int(number.group(2), 16) & 0xFFFF)
-        rank = re.search(r"rank:\s*(\d+),\s*rankSize:\s*(\d+)", line)
-        if rank:
-            q["rank"], q["rank_size"] = int(rank.group(1)), int(rank.group(2))
-        st = re.search(r"st:\s*(\d+)", line)
-        if st:
-            q["execute_status"] = int(st.group(1))
-        proc = re.search(r"HCCL\((?P<pid>\d+),(?P<name>[\w.-]+)\)", line)
-        entity = {"pid": proc.group("pid"), "process": proc.group("name")} if proc else {}
-        return Hit("hccl_init_failed" if "init" in low or "comm" in low else "hccl_error", "npu-communication",
-                   "platform", "error",
-                   "HCCL communicator creation failed: a rank could not join the collective (multi-NPU communication "
-                   "setup: rank table, network/ports, device visibility)", "hccl", q, entity)
-    cann = match_cann(line)
-    if cann is not None:
-        return Hit(cann.code, cann.category, cann.owner, "error", cann.meaning, "ascend", {"cann_code": cann.value})
-    acl = match_acl(line)
-    if acl is not None and re.search(r"result|ret|error|ACL|code|failed", line, re.IGNORECASE):
-        return Hit(acl.code, acl.category, acl.owner, "error", f"ACL {acl.value} {acl.name}: {acl.meaning}", "ascend",
-                   {"acl_error": int(acl.value), "acl_name": acl.name})
-    statement = RESOURCE_STATEMENT.match(line)
-    if statement:
-        return Hit("node_resources", "node", None, "ok",
-                   f"{statement.group('res')}: capacity {statement.group('cap')}, allocatable {statement.group('alloc')}",
-                   "node", {f"capacity.{statement.group('res')}": statement.group("cap"),
-                            f"allocatable.{statement.group('res')}": statement.group("alloc")})
-    if RUNTIME.search(line):
-        state = "ErrImagePull" if re.search(r"pull|ImagePull", line, re.IGNORECASE) else "StartError"
-        reason = classify_startup(state, line)
-        if reason is not None:
-            hit = _reason_hit(reason, "startup")
-            image = re.search(r"image \"([^\"]+)\"", line)
-            if image:
-                hit.quantities["image"] = image.group(1)
-                if reason.code == "image_pull_failed":
-                    operator = re.match(r"(?:nvcr\.io/nvidia/|registry\.k8s\.io/|k8s\.gcr\.io/|quay\.io/ascend/)", image.group(1))
-                    not_found = re.search(r"NotFound|not found|manifest unknown", line)
-                    if operator and not_found:
-                        hit.owner = "platform"
-                        hit.meaning = (f"the image {image.group(1)} does not exist (tag not published): the operator "
-                                       "asks for a component version/OS pair that was never released")
-                    elif not_found:
-                        hit.meaning = f"the image {image.group(1)} does not exist (wrong name or tag)"
-                    hit.quantities["cause"] = "not_found" if not_found else None
-            return hit
-    found = classify_message(line)
-    if found:
-        hits = [_reason_hit(r) for r in found]
-        known = [h for h in hits if h.code != "unrecognised"]
-        if known:
-            first = known[0]
-            first.quantities.update({f"also_{i}": h.code for i, h in enumerate(known[1:], 1)})
-            return first
     return None
 
 
+def _hami_oom(line: str, low: str) -> LineKind:
+    """HAMi-core ``Device N OOM <requested> / <limit>`` (bytes): the vGPU memory slice was exceeded."""
+    hami = HAMI_OOM.search(line)
+    if not hami:
+        return None
+    limit = int(hami.group("limit"))
+    return Hit("vgpu_memory_limit_exceeded", "gpu-sharing", "algorithm", "error",
+               "the workload allocated past its HAMi vGPU memory slice (HAMi-core enforced limit, not a "
+               "physical GPU exhaustion and not a Kubernetes OOMKilled)", "vgpu",
+               {"requested_bytes": int(hami.group("req")), "limit_bytes": limit,
+                "limit_mib": limit // (1024 * 1024) if limit % (1024 * 1024) == 0 else round(limit / 1048576, 1)},
+               {"gpu_index": hami.group("dev")})
+
+
+def _cuda_error(line: str, low: str) -> LineKind:
+    """CUDA runtime errors: PyTorch's ``CUDA out of memory`` (with ``Tried to allocate``), else any
+    error the CUDA table knows by enum name, message or number."""
+    if "cuda" not in low and "cudaerror" not in low:
+        return None
+    if re.search(r"CUDA out of memory|OutOfMemoryError", line):
+        tried = re.search(r"Tried to allocate (\S+ \w+)", line)
+        return Hit("cuda_memory_allocation", "cuda", "algorithm", "error",
+                   "CUDA error 2 cudaErrorMemoryAllocation: the program asked for more GPU memory than is free",
+                   "cuda", {"cuda_error": "cudaErrorMemoryAllocation", "cuda_error_number": 2,
+                            "tried_to_allocate": tried.group(1) if tried else None})
+    found_err = match_cuda_error(line)
+    if found_err is None:
+        return None
+    return Hit(found_err.code, "cuda", found_err.owner, "error",
+               f"CUDA error {found_err.number} {found_err.name}: {found_err.meaning}",
+               "cuda", {"cuda_error": found_err.name, "cuda_error_number": found_err.number})
+
+
+def _torch_no_driver(line: str, low: str) -> LineKind:
+    """The framework finds no (or too old a) NVIDIA driver: ``torch.cuda.is_available()`` is False."""
+    if not TORCH_NO_DRIVER.search(line):
+        return None
+    return Hit("cuda_no_driver", "cuda", "platform", "error",
+               "the framework finds no usable NVIDIA driver in the container (torch.cuda.is_available() is False)",
+               "cuda")
+
+
+def _dcmi(line: str, low: str) -> LineKind:
+    """An Ascend DCMI return code (``dcmi model initialized failed, because the device is used. ret is -8020``)."""
+    dcmi = match_dcmi(line)
+    if dcmi is None:
+        return None
+    return Hit(dcmi.code, dcmi.category, dcmi.owner, "error", f"DCMI {dcmi.value} {dcmi.name}: {dcmi.meaning}",
+               "ascend", {"dcmi_code": int(dcmi.value), "dcmi_name": dcmi.name})
+
+
+def _hccl_quantities(line: str) -> dict[str, Value]:
+    """HCCL error number (``error: N`` or ``errNo[0x…]``, low 16 bits) with its HcclResult name, rank,
+    rank size and execute status, as printed on one HCCL line."""
+    q: dict[str, Value] = {}
+    number = re.search(r"error:\s*(\d+)|errNo\[0x([0-9a-fA-F]+)\]", line)
+    if number and number.group(1):
+        value = int(number.group(1))
+        q["hccl_error"] = value
+        q["hccl_error_name"] = HCCL_RESULTS.get(value)
+    elif number and number.group(2):
+        q["errno"] = f"0x{number.group(2)}"
+        q["hccl_error"] = int(number.group(2), 16) & 0xFFFF
+        q["hccl_error_name"] = HCCL_RESULTS.get(int(number.group(2), 16) & 0xFFFF)
+    rank = re.search(r"rank:\s*(\d+),\s*rankSize:\s*(\d+)", line)
+    if rank:
+        q["rank"], q["rank_size"] = int(rank.group(1)), int(rank.group(2))
+    st = re.search(r"st:\s*(\d+)", line)
+    if st:
+        q["execute_status"] = int(st.group(1))
+    return q
+
+
+def _hccl(line: str, low: str) -> LineKind:
+    """An HCCL failure line (communicator init or a collective): error number, rank, process."""
+    if not (HCCL.search(line) and ("fail" in low or "error" in low or "null" in low)):
+        return None
+    proc = re.search(r"HCCL\((?P<pid>\d+),(?P<name>[\w.-]+)\)", line)
+    entity = {"pid": proc.group("pid"), "process": proc.group("name")} if proc else {}
+    return Hit("hccl_init_failed" if "init" in low or "comm" in low else "hccl_error", "npu-communication",
+               "platform", "error",
+               "HCCL communicator creation failed: a rank could not join the collective (multi-NPU communication "
+               "setup: rank table, network/ports, device visibility)", "hccl", _hccl_quantities(line), entity)
+
+
+def _cann(line: str, low: str) -> LineKind:
+    """A CANN error code (``EH9999``, ``EE1001``…)."""
+    cann = match_cann(line)
+    if cann is None:
+        return None
+    return Hit(cann.code, cann.category, cann.owner, "error", cann.meaning, "ascend", {"cann_code": cann.value})
+
+
+def _acl(line: str, low: str) -> LineKind:
+    """An ACL error number on a line that reads as a result/error report."""
+    acl = match_acl(line)
+    if acl is None or not re.search(r"result|ret|error|ACL|code|failed", line, re.IGNORECASE):
+        return None
+    return Hit(acl.code, acl.category, acl.owner, "error", f"ACL {acl.value} {acl.name}: {acl.meaning}", "ascend",
+               {"acl_error": int(acl.value), "acl_name": acl.name})
+
+
+def _resource_statement(line: str, low: str) -> LineKind:
+    """``<resource> capacity=N allocatable=M`` as a script prints a node's extended resource."""
+    statement = RESOURCE_STATEMENT.match(line)
+    if not statement:
+        return None
+    res, cap, alloc = statement.group("res"), statement.group("cap"), statement.group("alloc")
+    return Hit("node_resources", "node", None, "ok", f"{res}: capacity {cap}, allocatable {alloc}",
+               "node", {f"capacity.{res}": cap, f"allocatable.{res}": alloc})
+
+
+_OPERATOR_IMAGE = re.compile(r"(?:nvcr\.io/nvidia/|registry\.k8s\.io/|k8s\.gcr\.io/|quay\.io/ascend/)")
+"""Registries of the images a GPU/NPU operator pulls (a missing tag there is the operator's choice)."""
+
+
+def _image_detail(hit: Hit, code: str, line: str) -> None:
+    """Add the ``image "…"`` a runtime line names to ``hit``; for a failed pull, say whether the tag does
+    not exist and, for an operator image, that the operator asked for an unreleased version."""
+    image = re.search(r"image \"([^\"]+)\"", line)
+    if not image:
+        return
+    name = image.group(1)
+    hit.quantities["image"] = name
+    if code != "image_pull_failed":
+        return
+    not_found = re.search(r"NotFound|not found|manifest unknown", line)
+    if _OPERATOR_IMAGE.match(name) and not_found:
+        hit.owner = "platform"
+        hit.meaning = (f"the image {name} does not exist (tag not published): the operator "
+                       "asks for a component version/OS pair that was never released")
+    elif not_found:
+        hit.meaning = f"the image {name} does not exist (wrong name or tag)"
+    hit.quantities["cause"] = "not_found" if not_found else None
+
+
+def _runtime(line: str, low: str) -> LineKind:
+    """Container-runtime and image-pull failures, read by the startup classifier."""
+    if not RUNTIME.search(line):
+        return None
+    state = "ErrImagePull" if re.search(r"pull|ImagePull", line, re.IGNORECASE) else "StartError"
+    reason = classify_startup(state, line)
+    if reason is None:
+        return None
+    hit = _reason_hit(reason, "startup")
+    _image_detail(hit, reason.code, line)
+    return hit
+
+
+def _scheduler_message(line: str, low: str) -> LineKind:
+    """A scheduler/admission/queue message: the first known reason, the others as ``also_N``."""
+    found = classify_message(line)
+    if not found:
+        return None
+    known = [h for h in (_reason_hit(r) for r in found) if h.code != "unrecognised"]
+    if not known:
+        return None
+    first = known[0]
+    first.quantities.update({f"also_{i}": h.code for i, h in enumerate(known[1:], 1)})
+    return first
+
+
+_LINE_KINDS: tuple[Callable[[str, str], LineKind], ...] = (
+    _noise, _cuda_context, _hami_oom, _cuda_error, _torch_no_driver, _dcmi, _hccl, _cann, _acl,
+    _resource_statement, _runtime, _scheduler_message,
+)
+"""Line recognisers in priority order; each takes ``(line, line.lower())``; the first answer wins."""
+
+
+def classify_line(line: str) -> Hit | str | None:
+    """Classify one line: a :class:`Hit`, ``"noise"``, ``"context"``, ``"end"`` (a process end line)
+    or None (not understood). Never raises."""
+    low = line.lower()
+    for recognise in _LINE_KINDS:
+        found = recognise(line, low)
+        if found is not None:
+            return found
+    return None
+
+
+_ASCEND_CODES = ("cann_", "acl_")
+
+
+def _joins(prev: Hit, hit: Hit) -> bool:
+    """True when ``hit`` continues ``prev``, the finding just before it: the same code outside the
+    startup/Kubernetes families, a line of the HCCL or vGPU family after one of its family, a CUDA hint
+    (count 0) after a CUDA error, PyTorch's CUDA OOM after HAMi's vGPU limit, Ascend CANN/ACL codes in a
+    row. A webhook denial always starts its own finding."""
+    if hit.code == "webhook_denied":
+        return False
+    if prev.code == hit.code and hit.family not in ("startup", "kube"):
+        return True
+    if prev.family == hit.family and hit.family in ("hccl", "vgpu"):
+        return True
+    if prev.family == "cuda" and hit.count == 0:
+        return True
+    if prev.family == "vgpu" and hit.code == "cuda_memory_allocation":
+        return True
+    return (hit.family == "ascend" and prev.family == "ascend" and hit.code.startswith(_ASCEND_CODES)
+            and prev.code.startswith(_ASCEND_CODES))
+
+
+def _absorb(prev: Hit, hit: Hit) -> None:
+    """Fold ``hit`` into ``prev``: lines, timestamps and count add up; quantities and entity keep the
+    first value, except a second ACL/CANN code, kept as ``<key>_2``."""
+    prev.lines += hit.lines
+    prev.timestamps += hit.timestamps
+    prev.count += hit.count
+    for key, value in hit.quantities.items():
+        if key not in prev.quantities:
+            prev.quantities[key] = value
+        elif prev.quantities[key] != value and key in ("acl_error", "cann_code"):
+            prev.quantities[key + "_2"] = value
+    for key, ent in hit.entity.items():
+        prev.entity.setdefault(key, ent)
+
+
 def _merge(hits: list[Hit]) -> list[Hit]:
+    """Consecutive hits that belong together (:func:`_joins`) become one."""
     out: list[Hit] = []
     for hit in hits:
-        prev = out[-1] if out else None
-        if prev is not None and hit.code == "webhook_denied":
+        if out and _joins(out[-1], hit):
+            _absorb(out[-1], hit)
+        else:
             out.append(hit)
-            continue
-        same = prev is not None and (
-            (prev.code == hit.code and hit.family not in ("startup", "kube")) or (prev.family == hit.family and hit.family in ("hccl", "vgpu"))
-            or (prev.family == "cuda" and hit.count == 0 and prev.code == hit.code)
-        )
-        if prev is not None and hit.count == 0 and prev.family == "cuda":
-            same = True
-        if prev is not None and prev.family == "vgpu" and hit.code == "cuda_memory_allocation":
-            same = True
-        if prev is not None and hit.family == "ascend" and prev.family == "ascend" and hit.code.startswith(
-                ("cann_", "acl_")) and prev.code.startswith(("cann_", "acl_")):
-            same = True
-        if same and prev is not None:
-            prev.lines += hit.lines
-            prev.timestamps += hit.timestamps
-            prev.count += hit.count
-            for key, value in hit.quantities.items():
-                if key not in prev.quantities:
-                    prev.quantities[key] = value
-                elif prev.quantities[key] != value and key in ("acl_error", "cann_code"):
-                    prev.quantities[key + "_2"] = value
-            for key, ent in hit.entity.items():
-                prev.entity.setdefault(key, ent)
-            continue
-        out.append(hit)
     return out
+
+
+def _admission_groups(lines: list[str], indexes: list[int]) -> tuple[list[Hit], set[int]]:
+    """Hits of multi-line admission denials (``… denied the request:`` then ``[rule] message`` lines,
+    the Gatekeeper form) read as one message each, and the line indexes they consume."""
+    hits: list[Hit] = []
+    consumed: set[int] = set()
+    for n, i in enumerate(indexes):
+        if "denied the request" not in lines[i]:
+            continue
+        group = [i]
+        for j in indexes[n + 1 :]:
+            if not re.match(r"^\s*\[[\w.-]+\]", lines[j]):
+                break
+            group.append(j)
+        if len(group) > 1:
+            from pytest_hetero.pending.admission import parse_admission_message
+
+            for reason in parse_admission_message("\n".join(lines[k] for k in group)):
+                hit = _reason_hit(reason)
+                hit.lines = group
+                hits.append(hit)
+            consumed.update(group)
+    return hits, consumed
+
+
+@dataclass
+class _LineScan:
+    """What :func:`classify_lines` has gathered, line by line: ``hits`` in order, ``pending_context``
+    (context lines seen before any hit; they join the next one), runs of consecutive ``unknown`` lines,
+    process ``ends`` (index, text)."""
+
+    hits: list[Hit]
+    pending_context: list[int] = field(default_factory=list)
+    unknown: list[list[int]] = field(default_factory=list)
+    ends: list[tuple[int, str]] = field(default_factory=list)
+
+    def add(self, i: int, line: str, result: Hit | str | None) -> None:
+        """Take line ``i`` (text ``line``) classified as ``result`` (see :func:`classify_line`)."""
+        if result == "noise":
+            return
+        if result == "context":
+            self._context(i)
+        elif result == "end":
+            self._end(i, line.strip())
+        elif isinstance(result, Hit):
+            self._hit(i, line, result)
+        else:
+            self._unknown(i)
+
+    def _context(self, i: int) -> None:
+        if self.hits:
+            self.hits[-1].lines.append(i)
+        else:
+            self.pending_context.append(i)
+
+    def _end(self, i: int, text: str) -> None:
+        self.ends.append((i, text))
+        if self.hits:
+            self.hits[-1].lines.append(i)
+            self.hits[-1].quantities.setdefault("process_end", text)
+
+    def _unknown(self, i: int) -> None:
+        if self.unknown and self.unknown[-1][-1] == i - 1:
+            self.unknown[-1].append(i)
+        else:
+            self.unknown.append([i])
+
+    def _hit(self, i: int, line: str, hit: Hit) -> None:
+        hit.lines = self.pending_context + [i]
+        self.pending_context = []
+        stamp = line_timestamp(line)
+        if stamp:
+            hit.timestamps.append(stamp)
+        vllm = VLLM.match(line)
+        if vllm:
+            hit.entity.setdefault("process", vllm.group("proc"))
+            hit.entity.setdefault("pid", vllm.group("pid"))
+        self.hits.append(hit)
+
+
+def _hit_finding(ctx: Ctx, piece: Piece, kind: str, hit: Hit, indexes: list[int], count: int | None) -> Finding:
+    """The finding of one (merged) hit, on the piece's lines ``indexes``."""
+    return make(kind, hit.code, category=hit.category, owner=hit.owner, severity=hit.severity,
+                meaning=hit.meaning, lines=ctx.src(indexes, piece.start), entity=hit.entity,
+                timestamps=hit.timestamps, count=count, quantities=hit.quantities)
+
+
+def _unknown_findings(ctx: Ctx, piece: Piece, kind: str, lines: list[str], run: list[int]) -> list[Finding]:
+    """A run of unrecognised lines: a wrapped message read as one line when that is understood, else one
+    ``unrecognised`` finding for the run."""
+    if len(run) > 1:
+        rescue = classify_message(" ".join(lines[i].strip() for i in run))
+        known = [r for r in rescue if r.code != "unknown"]
+        if known:
+            return [_hit_finding(ctx, piece, kind, _reason_hit(reason), run, None) for reason in known]
+    return [make(kind, "unrecognised", category="unrecognised", owner=None, severity="unrecognised",
+                 meaning="text no reader understands", lines=ctx.src(run, piece.start),
+                 timestamps=[line_timestamp(lines[run[0]])], count=len(run))]
 
 
 def classify_lines(ctx: Ctx, piece: Piece, indexes: list[int], kind: str = "text") -> list[Finding]:
     """Findings for the lines ``indexes`` (0-based in ``piece``): hits, merged, with context attached;
-    unrecognised runs reported as such."""
+    unrecognised runs reported as such; process ends with no hit as ``process_crashed``. Findings are
+    ordered by their first source line."""
     lines = ctx.lines(piece)
-    hits: list[Hit] = []
-    pending_context: list[int] = []
-    unknown: list[list[int]] = []
-    ends: list[tuple[int, str]] = []
-    consumed: set[int] = set()
-    for n, i in enumerate(indexes):
-        if "denied the request" in lines[i]:
-            group = [i]
-            for j in indexes[n + 1 :]:
-                if not re.match(r"^\s*\[[\w.-]+\]", lines[j]):
-                    break
-                group.append(j)
-            if len(group) > 1:
-                from pytest_hetero.pending.admission import parse_admission_message
-
-                for reason in parse_admission_message("\n".join(lines[k] for k in group)):
-                    hit = _reason_hit(reason)
-                    hit.lines = group
-                    hits.append(hit)
-                consumed.update(group)
+    admitted, consumed = _admission_groups(lines, indexes)
+    scan = _LineScan(admitted)
     for i in indexes:
-        if i in consumed:
-            continue
-        line = lines[i]
-        result = classify_line(line)
-        if result == "noise":
-            continue
-        if result == "context":
-            if hits:
-                hits[-1].lines.append(i)
-            else:
-                pending_context.append(i)
-            continue
-        if result == "end":
-            ends.append((i, line.strip()))
-            if hits:
-                hits[-1].lines.append(i)
-                hits[-1].quantities.setdefault("process_end", line.strip())
-            continue
-        if result is None or isinstance(result, str):
-            if unknown and unknown[-1][-1] == i - 1:
-                unknown[-1].append(i)
-            else:
-                unknown.append([i])
-            continue
-        result.lines = pending_context + [i]
-        pending_context = []
-        stamp = line_timestamp(line)
-        if stamp:
-            result.timestamps.append(stamp)
-        vllm = VLLM.match(line)
-        if vllm:
-            result.entity.setdefault("process", vllm.group("proc"))
-            result.entity.setdefault("pid", vllm.group("pid"))
-        hits.append(result)
-    merged = _merge(hits)
-    if pending_context and merged:
-        merged[-1].lines += pending_context
-    elif pending_context:
-        unknown.append(pending_context)
-    out: list[Finding] = []
-    if len(merged) >= 1 and any(h.family == "vgpu" for h in merged):
-        pass
-    for hit in merged:
-        out.append(make(kind, hit.code, category=hit.category, owner=hit.owner, severity=hit.severity,
-                        meaning=hit.meaning, lines=ctx.src(hit.lines, piece.start), entity=hit.entity,
-                        timestamps=hit.timestamps, count=max(hit.count, 1), quantities=hit.quantities))
-    for run in unknown:
-        joined = " ".join(lines[i].strip() for i in run)
-        if len(run) > 1:
-            rescue = classify_message(joined)
-            known = [r for r in rescue if r.code != "unknown"]
-            if known:
-                for reason in known:
-                    hit = _reason_hit(reason)
-                    out.append(make(kind, hit.code, category=hit.category, owner=hit.owner, severity=hit.severity,
-                                    meaning=hit.meaning, lines=ctx.src(run, piece.start), entity=hit.entity,
-                                    quantities=hit.quantities))
-                continue
-        out.append(make(kind, "unrecognised", category="unrecognised", owner=None, severity="unrecognised",
-                        meaning="text no reader understands", lines=ctx.src(run, piece.start),
-                        timestamps=[line_timestamp(lines[run[0]])], count=len(run)))
-    if ends and not hits:
-        idx = [i for i, _ in ends]
+        if i not in consumed:
+            scan.add(i, lines[i], classify_line(lines[i]))
+    merged = _merge(scan.hits)
+    if scan.pending_context and merged:
+        merged[-1].lines += scan.pending_context
+    elif scan.pending_context:
+        scan.unknown.append(scan.pending_context)
+    out = [_hit_finding(ctx, piece, kind, hit, hit.lines, max(hit.count, 1)) for hit in merged]
+    for run in scan.unknown:
+        out += _unknown_findings(ctx, piece, kind, lines, run)
+    if scan.ends and not scan.hits:
+        text = scan.ends[0][1]
         out.append(make(kind, "process_crashed", category="workload", owner=None, severity="error",
-                        meaning=f"a process ended abnormally ({ends[0][1]}); no cause is printed",
-                        lines=ctx.src(idx, piece.start), quantities={"process_end": ends[0][1]}))
+                        meaning=f"a process ended abnormally ({text}); no cause is printed",
+                        lines=ctx.src([i for i, _ in scan.ends], piece.start), quantities={"process_end": text}))
     out.sort(key=lambda f: f.lines[0].number if f.lines else 0)
     return out
 

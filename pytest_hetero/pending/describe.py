@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_hetero.pending.admission import parse_admission_message
@@ -139,69 +140,103 @@ def unwrap(text: str) -> list[str]:
     return out
 
 
-def parse_describe(text: str) -> list[Reason]:
-    """Reasons from ``kubectl describe pod`` text: container states first, then Warning events."""
-    lines = unwrap(text)
-    reasons: list[Reason] = []
-    top = {m.group(1): m.group(2).strip() for line in lines[: next(
-        (i for i, ln in enumerate(lines) if re.match(r"^\s*(?:Init )?Containers:", ln)), len(lines))]
-        for m in [re.match(r"^(Reason|Message):\s+(.*)$", line)] if m}
-    if "Reason" in top:
-        admitted = kubelet_admission(top["Reason"], top.get("Message", ""))
-        if admitted is not None:
-            reasons.append(admitted)
+_STATE_KEYS = {"Reason": "reason", "Message": "message", "Exit Code": "exit_code"}
+"""Fields of a ``State:``/``Last State:`` block -> the keys :func:`container_reasons` reads."""
+
+
+def _pod_admission(lines: list[str]) -> list[Reason]:
+    """The kubelet admission reason in the pod-level ``Reason:``/``Message:`` fields (those before the
+    ``Containers:`` section), if any."""
+    containers_at = next((i for i, ln in enumerate(lines) if re.match(r"^\s*(?:Init )?Containers:", ln)), len(lines))
+    top = {m.group(1): m.group(2).strip() for line in lines[:containers_at]
+           for m in [re.match(r"^(Reason|Message):\s+(.*)$", line)] if m}
+    if "Reason" not in top:
+        return []
+    admitted = kubelet_admission(top["Reason"], top.get("Message", ""))
+    return [admitted] if admitted is not None else []
+
+
+@dataclass
+class _DescribeScan:
+    """The line-by-line read of ``kubectl describe pod``: the current ``container`` and its ``image``,
+    the ``block`` being read (``state``/``last``/none) with the ``label`` of the latest field, the two
+    state maps, then the ``Events:`` rows as ``[reason, from, message, type]``. Reasons of each finished
+    container are added to ``reasons`` (no duplicates)."""
+
+    reasons: list[Reason]
     container: str | None = None
     image: str | None = None
-    block, field = "", ""
-    state: dict[str, str] = {}
-    last: dict[str, str] = {}
+    block: str = ""
+    label: str = ""
+    state: dict[str, str] = field(default_factory=dict)
+    last: dict[str, str] = field(default_factory=dict)
+    in_events: bool = False
+    event: list[str] | None = None
+    events: list[list[str]] = field(default_factory=list)
 
-    def flush() -> None:
-        found = container_reasons(container, state, last, image=image)
-        reasons.extend(r for r in found if r not in reasons)
-        state.clear()
-        last.clear()
+    def flush(self) -> None:
+        """Add the current container's reasons; start its state maps afresh."""
+        found = container_reasons(self.container, self.state, self.last, image=self.image)
+        self.reasons.extend(r for r in found if r not in self.reasons)
+        self.state.clear()
+        self.last.clear()
 
-    in_events, event = False, None
-    events: list[list[str]] = []
-    for line in lines:
+    def read(self, line: str) -> None:
+        """Take one (unwrapped) line."""
         if re.match(r"^\s*Events:\s*", line):
-            flush()
-            in_events, block = True, ""
-            continue
-        if in_events:
-            row = _EVENT_ROW.match(line)
-            if row:
-                event = [row.group(2), row.group(4), row.group(5), row.group(1)]
-                events.append(event)
-            elif event is not None and line.strip() and not re.match(r"^\s*-{3,}", line):
-                event[2] += " " + line.strip()
-            continue
+            self.flush()
+            self.in_events, self.block = True, ""
+            return
+        if self.in_events:
+            self._event_line(line)
+            return
         header = re.match(r"^\s{1,4}([\w.-]+):\s*$", line)
         if header and header.group(1) not in _LABELS:
-            flush()
-            container, image, block, field = header.group(1), None, "", ""
-            continue
+            self.flush()
+            self.container, self.image, self.block, self.label = header.group(1), None, "", ""
+            return
         m = _FIELD.match(line)
         if m:
-            label, value = m.group(1), m.group(2)
-            field = label
-            if label == "Image":
-                image = value or None
-            if label in ("State", "Last State"):
-                block = "state" if label == "State" else "last"
-                (state if block == "state" else last)["phase"] = value
-            elif label in ("Reason", "Message", "Exit Code") and block:
-                key = {"Reason": "reason", "Message": "message", "Exit Code": "exit_code"}[label]
-                (state if block == "state" else last)[key] = value
-            elif label not in ("Started", "Finished", "Signal"):
-                block = ""
-            continue
-        if field == "Message" and block and line.strip() and not line.strip().startswith("...."):
-            target = state if block == "state" else last
+            self._field(m.group(1), m.group(2))
+        elif self.label == "Message" and self.block and line.strip() and not line.strip().startswith("...."):
+            target = self.state if self.block == "state" else self.last
             target["message"] = target.get("message", "") + " " + line.strip()
-    flush()
-    for reason, component, message, kind in events:
+
+    def _event_line(self, line: str) -> None:
+        """An ``Events:`` row, or the continuation of a wrapped message."""
+        row = _EVENT_ROW.match(line)
+        if row:
+            self.event = [row.group(2), row.group(4), row.group(5), row.group(1)]
+            self.events.append(self.event)
+        elif self.event is not None and line.strip() and not re.match(r"^\s*-{3,}", line):
+            self.event[2] += " " + line.strip()
+
+    def _field(self, label: str, value: str) -> None:
+        """A ``Label: value`` line of a container: its image, a state block's phase and fields; any
+        other label (but ``Started``/``Finished``/``Signal``) ends the state block."""
+        self.label = label
+        if label == "Image":
+            self.image = value or None
+        if label in ("State", "Last State"):
+            self.block = "state" if label == "State" else "last"
+            (self.state if self.block == "state" else self.last)["phase"] = value
+        elif label in _STATE_KEYS and self.block:
+            (self.state if self.block == "state" else self.last)[_STATE_KEYS[label]] = value
+        elif label not in ("Started", "Finished", "Signal"):
+            self.block = ""
+
+
+def parse_describe(text: str) -> list[Reason]:
+    """Reasons from ``kubectl describe pod`` text: the pod-level admission reason, container states
+    (per container, via :func:`container_reasons`), then Warning events (an event no parser
+    understands is an ``unknown`` reason of its reporting component). Never raises."""
+    lines = unwrap(text)
+    scan = _DescribeScan(_pod_admission(lines))
+    for line in lines:
+        scan.read(line)
+    scan.flush()
+    reasons = scan.reasons
+    for reason, component, message, kind in scan.events:
         if kind == "Warning":
             found = classify_message(message, reason=reason, component=component)
             found = found or [

@@ -37,13 +37,17 @@ _PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
         ),
         (
             (
-                rf"insufficient quota for {_R} in flavor {_F}, previously considered podsets requests \((?P<prev>[^)]*)\)"
+                rf"insufficient quota for {_R} in flavor {_F}, "
+                rf"previously considered podsets requests \((?P<prev>[^)]*)\)"
                 rf" \+ current podset request \((?P<req>[^)]*)\) > maximum capacity \((?P<max>[^)]*)\)"
             ),
             "queue_request_exceeds_max",
         ),
         (
-            rf"insufficient quota for {_R} in flavor {_F}, request > maximum capacity \((?P<req>\S+) > (?P<max>[^)]+)\)",
+            (
+                rf"insufficient quota for {_R} in flavor {_F}, "
+                rf"request > maximum capacity \((?P<req>\S+) > (?P<max>[^)]+)\)"
+            ),
             "queue_request_exceeds_max",
         ),
         (rf"insufficient quota for {_R} in flavor {_F} in ClusterQueue", "queue_request_exceeds_max"),
@@ -69,7 +73,8 @@ _PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
     )
 )
 _ANY = re.compile(
-    r"quota|flavor|ClusterQueue|LocalQueue|admission checks|LimitRange|Preempted|PodsReady|no longer fits", re.IGNORECASE
+    r"quota|flavor|ClusterQueue|LocalQueue|admission checks|LimitRange|Preempted|PodsReady|no longer fits",
+    re.IGNORECASE,
 )
 """A literal that every pattern of ``_PATTERNS`` contains (matched as they are, ignoring case): text without
 one of them cannot match any, so the 22 scans are skipped."""

@@ -41,63 +41,91 @@ class NodeText:
     where: dict[str, list[int]] = field(default_factory=dict)
 
 
+_KEY_VALUE_SECTIONS = ("Capacity", "Allocatable", "Addresses", "Lease")
+"""Sections of ``key: value`` lines (each fills the :class:`NodeText` map of its name)."""
+
+
+@dataclass
+class _NodeScan:
+    """The line-by-line read of ``kubectl describe node``: the ``section`` being read (the latest
+    top-level key), the multi-line field whose continuation lines follow (``multi``), the column
+    starts of the ``Conditions:`` table."""
+
+    node: NodeText
+    section: str = ""
+    multi: str = ""
+    cond_cols: list[tuple[str, int]] = field(default_factory=list)
+
+    def top(self, key: str, value: str, index: int) -> None:
+        """A top-level ``Key: value`` line: a multi-line field's first line, ``Events:``, or a field."""
+        node = self.node
+        self.section, self.multi = key, ""
+        node.where.setdefault(key, []).append(index)
+        if key in ("Labels", "Annotations", "Taints"):
+            self.multi = key
+            _multi(node, key, value, index)
+        elif key == "Events":
+            node.event_lines.append(index)
+        elif value:
+            node.fields[key] = value
+
+    def body(self, line: str, index: int) -> None:
+        """An indented line: an event row, a multi-line field's continuation, or a section's line."""
+        if self.section == "Events":
+            self.node.event_lines.append(index)
+        elif self.multi and line.startswith((" ", "\t")):
+            _multi(self.node, self.multi, line.strip(), index)
+        elif self.section in _KEY_VALUE_SECTIONS:
+            self._key_value(line.strip(), index)
+        elif self.section == "Allocated resources":
+            self._allocated(line.strip(), index)
+        elif self.section == "Conditions":
+            self._condition(line, index)
+
+    def _key_value(self, body: str, index: int) -> None:
+        key, sep, value = body.partition(":")
+        if sep:
+            node = self.node
+            target = {"Capacity": node.capacity, "Allocatable": node.allocatable, "Addresses": node.addresses,
+                      "Lease": node.lease}[self.section]
+            target[key.strip()] = value.strip()
+            self.node.where.setdefault(f"{self.section}.{key.strip()}", []).append(index)
+
+    def _allocated(self, body: str, index: int) -> None:
+        """A row of the ``Resource  Requests  Limits`` table: requests and limits with their ``(N%)``."""
+        cells = body.split()
+        if len(cells) >= 3 and not body.startswith(("Resource", "--------", "(Total")):
+            self.node.allocated[cells[0]] = (" ".join(cells[1:3]) if "(" in cells[2] else cells[1],
+                                             " ".join(cells[3:5]) if len(cells) > 4 else cells[-1])
+            self.node.where.setdefault(f"Allocated.{cells[0]}", []).append(index)
+
+    def _condition(self, line: str, index: int) -> None:
+        """The ``Conditions:`` table: its header gives the column starts; a row is cut at them."""
+        body = line.strip()
+        if body.startswith("Type"):
+            self.cond_cols = [(m.group(0), m.start()) for m in re.finditer(r"\S+", line)]
+            return
+        if body.startswith("----") or not self.cond_cols:
+            return
+        cols = self.cond_cols
+        row = {name: line[start : cols[i + 1][1] if i + 1 < len(cols) else None].strip()
+               for i, (name, start) in enumerate(cols)}
+        row["_line"] = str(index)
+        self.node.conditions.append(row)
+
+
 def parse_describe_node(lines: list[str]) -> NodeText:
     """Parse ``kubectl describe node`` lines. Never raises; unknown lines are skipped."""
-    node = NodeText()
-    section = ""
-    multi = ""
-    cond_cols: list[tuple[str, int]] = []
+    scan = _NodeScan(NodeText())
     for index, line in enumerate(lines):
         if not line.strip() or line.strip().startswith(("....", "…")):
             continue
         top = _TOP.match(line)
         if top and not line.startswith((" ", "\t")):
-            key, value = top.group("key"), (top.group("value") or "").strip()
-            section, multi = key, ""
-            node.where.setdefault(key, []).append(index)
-            if key in ("Labels", "Annotations", "Taints"):
-                multi = key
-                _multi(node, key, value, index)
-            elif key == "Events":
-                node.event_lines.append(index)
-            elif value:
-                node.fields[key] = value
-            continue
-        if section == "Events":
-            node.event_lines.append(index)
-            continue
-        if multi and line.startswith((" ", "\t")):
-            _multi(node, multi, line.strip(), index)
-            continue
-        body = line.strip()
-        if section in ("Capacity", "Allocatable", "Addresses", "Lease"):
-            key, sep, value = body.partition(":")
-            if sep:
-                target = {"Capacity": node.capacity, "Allocatable": node.allocatable, "Addresses": node.addresses,
-                          "Lease": node.lease}[section]
-                target[key.strip()] = value.strip()
-                node.where.setdefault(f"{section}.{key.strip()}", []).append(index)
-            continue
-        if section == "Allocated resources":
-            cells = body.split()
-            if len(cells) >= 3 and not body.startswith(("Resource", "--------", "(Total")):
-                node.allocated[cells[0]] = (" ".join(cells[1:3]) if "(" in cells[2] else cells[1],
-                                            " ".join(cells[3:5]) if len(cells) > 4 else cells[-1])
-                node.where.setdefault(f"Allocated.{cells[0]}", []).append(index)
-            continue
-        if section == "Conditions":
-            if body.startswith("Type"):
-                cond_cols = [(m.group(0), m.start()) for m in re.finditer(r"\S+", line)]
-                continue
-            if body.startswith("----") or not cond_cols:
-                continue
-            row = {}
-            for i, (name, start) in enumerate(cond_cols):
-                end = cond_cols[i + 1][1] if i + 1 < len(cond_cols) else None
-                row[name] = line[start:end].strip()
-            row["_line"] = str(index)
-            node.conditions.append(row)
-    return node
+            scan.top(top.group("key"), (top.group("value") or "").strip(), index)
+        else:
+            scan.body(line, index)
+    return scan.node
 
 
 def _multi(node: NodeText, key: str, value: str, index: int) -> None:
@@ -161,8 +189,8 @@ def parse_hami_register(value: str | list[object]) -> list[HamiDevice]:
             health = item.get("health")
             out.append(HamiDevice(str(item.get("id", "")), _int(item.get("count")), _int(item.get("devmem")),
                                   _int(item.get("devcore")), str(item.get("type", "")),
-                                  health if isinstance(health, bool) else None, mode=item.get("mode") and str(item.get("mode")),
-                                  numa=_int(item.get("numa"))))
+                                  health if isinstance(health, bool) else None,
+                                  mode=item.get("mode") and str(item.get("mode")), numa=_int(item.get("numa"))))
     return out
 
 

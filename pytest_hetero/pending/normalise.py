@@ -97,37 +97,72 @@ def _dispatch(value: Any) -> list[Reason]:
     )
 
 
+def _json_text(text: str, stripped: str) -> list[Reason] | None:
+    """A JSON object or list (read as objects), or None when the text is not JSON."""
+    if stripped[0] not in "{[":
+        return None
+    try:
+        loaded = json.loads(stripped)
+    except (json.JSONDecodeError, RecursionError):
+        return None
+    return _dispatch(loaded) if isinstance(loaded, (dict, list)) else None
+
+
+def _yaml_text(text: str, stripped: str) -> list[Reason] | None:
+    """YAML documents that start like a Kubernetes object (each read as one), or None."""
+    if not _YAML_START.match(stripped):
+        return None
+    try:
+        docs = [d for d in yaml.safe_load_all(stripped) if d is not None]
+    except (yaml.YAMLError, RecursionError):
+        return None
+    if docs and all(isinstance(d, (Mapping, list)) for d in docs):
+        return [r for d in docs for r in _dispatch(d)]
+    return None
+
+
+def _describe_text(text: str, stripped: str) -> list[Reason] | None:
+    """``kubectl describe pod`` text (an ``Events:``/``Containers:`` section or a container state), or None."""
+    if not (re.search(r"^\s*(?:Events|Containers|Init Containers):\s*$", text, re.MULTILINE) or re.search(
+        r"(?:^|\s{3})(?:Last )?State:\s+(?:Waiting|Terminated|Running)", text, re.MULTILINE
+    )):
+        return None
+    # A pod's own Message:/Reason: fields are not a PodGroup condition; only a gang message is read twice.
+    extra = parse_podgroup_text(text) if "tasks in gang" in text else []
+    return parse_describe(text) + [r for r in extra if r.code != "unknown"]
+
+
+def _events_text(text: str, stripped: str) -> list[Reason] | None:
+    """A ``kubectl get events`` table, or None."""
+    if not re.search(r"^\s*(?:NAMESPACE\s+)?LAST SEEN\s.*\bREASON\b.*\bMESSAGE\b", text, re.MULTILINE):
+        return None
+    return parse_events_table(text)
+
+
+def _condition_text(text: str, stripped: str) -> list[Reason] | None:
+    """A PodGroup condition excerpt (``Message:`` lines) when every reason in it is understood, or None."""
+    if not re.search(r"^\s*Message:", text, re.MULTILINE):
+        return None
+    found = parse_podgroup_text(text)
+    return found if found and all(r.code != "unknown" for r in found) else None
+
+
+_TEXT_FORMS: tuple[Callable[[str, str], list[Reason] | None], ...] = (
+    _json_text, _yaml_text, _describe_text, _events_text, _condition_text,
+)
+"""Readers of whole-text captures in priority order: ``(text, text.strip())`` -> reasons, or None when
+the text is not their form. Text none of them takes is scanned as free text (:func:`_scan`)."""
+
+
 def _from_text(text: str) -> list[Reason]:
     if "\x00" in text:
         raise ParseError("input contains NUL bytes; it is not captured text")
     if not text.strip():
         return []
     stripped = text.strip()
-    if stripped[0] in "{[":
-        try:
-            loaded = json.loads(stripped)
-        except (json.JSONDecodeError, RecursionError):
-            loaded = None
-        if isinstance(loaded, (dict, list)):
-            return _dispatch(loaded)
-    if _YAML_START.match(stripped):
-        try:
-            docs = [d for d in yaml.safe_load_all(stripped) if d is not None]
-        except (yaml.YAMLError, RecursionError):
-            docs = []
-        if docs and all(isinstance(d, (Mapping, list)) for d in docs):
-            return [r for d in docs for r in _dispatch(d)]
-    if re.search(r"^\s*(?:Events|Containers|Init Containers):\s*$", text, re.MULTILINE) or re.search(
-        r"(?:^|\s{3})(?:Last )?State:\s+(?:Waiting|Terminated|Running)", text, re.MULTILINE
-    ):
-        # A pod's own Message:/Reason: fields are not a PodGroup condition; only a gang message is read twice.
-        extra = parse_podgroup_text(text) if "tasks in gang" in text else []
-        return parse_describe(text) + [r for r in extra if r.code != "unknown"]
-    if re.search(r"^\s*(?:NAMESPACE\s+)?LAST SEEN\s.*\bREASON\b.*\bMESSAGE\b", text, re.MULTILINE):
-        return parse_events_table(text)
-    if re.search(r"^\s*Message:", text, re.MULTILINE):
-        found = parse_podgroup_text(text)
-        if found and all(r.code != "unknown" for r in found):
+    for read in _TEXT_FORMS:
+        found = read(text, stripped)
+        if found is not None:
             return found
     return _scan(text)
 
@@ -161,7 +196,8 @@ def _startup(lines: list[str]) -> list[Reason]:
     for line in lines:
         if _DEVICE_RUNTIME.search(line) or re.search(r"OCI runtime|failed to create (?:containerd|shim) task", line):
             found = classify_startup("StartError", line)
-        elif re.search(r"Failed to pull image|ErrImagePull|ImagePullBackOff|back-off pulling image", line, re.IGNORECASE):
+        elif re.search(r"Failed to pull image|ErrImagePull|ImagePullBackOff|back-off pulling image", line,
+                       re.IGNORECASE):
             found = classify_startup("ErrImagePull", line)
         else:
             continue

@@ -188,6 +188,10 @@ def kubelet_admission(reason: str, message: str) -> Reason | None:
 
 
 def container_state(entry: Mapping[str, Any]) -> dict[str, str]:
+    """One container state of a Pod's ``status.containerStatuses[]`` (``state`` or ``lastState``, core/v1
+    ``ContainerState``: ``{"waiting": {...}}`` or ``{"terminated": {...}}``) -> ``{"reason", "message"}``
+    plus ``"exit_code"`` (``exitCode`` as text) for a terminated container; ``{}`` when the container is
+    running or the state is empty. Never raises."""
     for kind in ("waiting", "terminated"):
         part = entry.get(kind)
         if isinstance(part, Mapping):

@@ -119,8 +119,9 @@ def parse_podgroup(obj: Mapping[str, Any]) -> list[Reason]:
     """Reasons from a PodGroup object (dict from YAML/JSON) or its ``status`` alone.
 
     Reads every condition whose ``type`` is ``Unschedulable`` or ``Uninqueueable`` (v1.9+), or is
-    missing, and whose ``status`` is not ``"False"``. A condition with reason ``NotEnoughResources`` but no readable message still
-    yields ``gang_unschedulable``. Raises :class:`ParseError` when ``status.conditions`` is not a list.
+    missing, and whose ``status`` is not ``"False"``. A condition with reason ``NotEnoughResources`` but
+    no readable message still yields ``gang_unschedulable``. Raises :class:`ParseError` when
+    ``status.conditions`` is not a list.
     """
     status = obj.get("status", obj)
     if not isinstance(status, Mapping):

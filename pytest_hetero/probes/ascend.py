@@ -149,7 +149,7 @@ def parse_npu_vnpu(text: str) -> VnpuInfo:
     resources: dict[str, dict[str, int | None]] = {}
     names = next((ln.split() for ln in lines if ln.startswith("AICORE")), [])
     values = next((ln.split() for ln in lines if re.match(r"^(\d+|NA)/(\d+|NA)\s", ln + " ")), [])
-    for name, pair in zip(names, values):
+    for name, pair in zip(names, values, strict=False):  # a short values row leaves names unread
         free, _, total = pair.partition("/")
         resources[name] = {"free": v.integer(free), "total": v.integer(total)}
     count = re.search(r"Total number of vnpu:\s*(\d+)", text)

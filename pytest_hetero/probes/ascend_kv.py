@@ -39,46 +39,69 @@ class NpuKv:
         return [g for g in self.groups if g.scope == "chip"]
 
 
+def _scope(group: NpuGroup, key: str, value: str) -> None:
+    """Let ``key`` decide the group's scope: ``Chip Name : mcu`` makes it the MCU's; ``Chip ID`` makes
+    it a chip's (an NPU-level group that ends with ``Chip ID``, as ``-t usages`` prints, is chip 0),
+    except in the MCU group."""
+    if key == "Chip Name" and value.lower() == "mcu":
+        group.scope = "mcu"
+    if key != "Chip ID":
+        return
+    if group.scope == "npu" and len(group.values) > 2 and "NPU ID" in group.values:
+        group.scope = "chip"
+    elif group.scope != "mcu":
+        group.scope = "chip"
+
+
+@dataclass
+class _KvScan:
+    """The line-by-line read of ``npu-smi info -t``: the ``query`` and ``npu_id`` from the command line
+    or the keys, the finished ``groups`` and the ``current`` one."""
+
+    query: str | None = None
+    npu_id: int | None = None
+    groups: list[NpuGroup] = field(default_factory=list)
+    current: NpuGroup = field(default_factory=lambda: NpuGroup("npu", {}))
+
+    def close(self) -> None:
+        """Finish the current group (kept when it has keys)."""
+        if self.current.values:
+            self.groups.append(self.current)
+
+    def blank(self) -> None:
+        """A blank line ends a group; the next one is a chip's unless nothing was kept yet."""
+        self.close()
+        self.current = NpuGroup("chip" if self.groups else "npu", {})
+
+    def key(self, key: str, value: str, index: int) -> None:
+        """A ``Key : value`` line; a key seen again in the group starts the next chip's group."""
+        _scope(self.current, key, value)
+        if key == "NPU ID" and value.isdecimal():
+            self.npu_id = int(value)
+        if key in self.current.values:
+            self.groups.append(self.current)
+            self.current = NpuGroup("chip", {})
+        self.current.values[key] = value
+        self.current.lines.append(index)
+
+
 def parse_npu_kv(lines: list[str]) -> NpuKv:
     """Parse one ``npu-smi info -t`` output (its command line may come first). Never raises."""
-    query = None
-    npu_id = None
-    groups: list[NpuGroup] = []
-    current = NpuGroup("npu", {})
+    scan = _KvScan()
     for index, line in enumerate(lines):
         command = re.search(r"npu-smi info\s+-t\s+(\S+)(?:\s+-i\s+(\d+))?", line)
         if command:
-            query = command.group(1)
+            scan.query = command.group(1)
             if command.group(2):
-                npu_id = int(command.group(2))
-            continue
-        if not line.strip():
-            if current.values:
-                groups.append(current)
-            current = NpuGroup("chip" if groups else "npu", {})
-            continue
-        m = _KV.match(line)
-        if not m:
-            continue
-        key, value = m.group("key").strip(), m.group("value").strip()
-        if key == "Chip Name" and value.lower() == "mcu":
-            current.scope = "mcu"
-        if key == "Chip ID":
-            if current.scope == "npu" and len(current.values) > 2 and "NPU ID" in current.values:
-                # an NPU-level group that ends with Chip ID (``-t usages``): the whole group is chip 0
-                current.scope = "chip"
-            elif current.scope != "mcu":
-                current.scope = "chip"
-        if key == "NPU ID" and value.isdecimal():
-            npu_id = int(value)
-        if key in current.values:
-            groups.append(current)
-            current = NpuGroup("chip", {})
-        current.values[key] = value
-        current.lines.append(index)
-    if current.values:
-        groups.append(current)
-    return NpuKv(query, npu_id, groups)
+                scan.npu_id = int(command.group(2))
+        elif not line.strip():
+            scan.blank()
+        else:
+            m = _KV.match(line)
+            if m:
+                scan.key(m.group("key").strip(), m.group("value").strip(), index)
+    scan.close()
+    return NpuKv(scan.query, scan.npu_id, scan.groups)
 
 
 @dataclass
@@ -115,7 +138,7 @@ def parse_npu_topo(lines: list[str]) -> NpuTopology:
             used.append(index)
             continue
         if names and re.fullmatch(r"NPU\d+", tokens[0]) and len(tokens) >= len(names) + 1:
-            for name, kind in zip(names, tokens[1 : 1 + len(names)]):
+            for name, kind in zip(names, tokens[1 : 1 + len(names)], strict=True):
                 links[(tokens[0], name)] = kind
             if len(tokens) > len(names) + 1:
                 affinity[tokens[0]] = tokens[len(names) + 1]

@@ -63,7 +63,7 @@ def _values(cell: str, names: list[str], where: str, warnings: list[str]) -> dic
     tokens = _SLASH.sub("/", cell).split()
     if len(tokens) != len(names) and tokens:
         warnings.append(f"{where}: {len(tokens)} value(s) under {len(names)} column(s) {names}")
-    return dict(zip(names, tokens))
+    return dict(zip(names, tokens, strict=False))  # a count mismatch is warned above, then cut to the shorter
 
 
 def _pair(text: str | None) -> tuple[int | None, int | None]:
@@ -145,6 +145,102 @@ def _problems(text: str) -> list[str]:
     return found
 
 
+@dataclass
+class _Columns:
+    """The table's layout as its two-line header prints it: value columns of the NPU row (``top``) and
+    of the chip row (``bottom``), the name of the chip row's second id (``device``/``phy-id``), and the
+    index of the first line after the header."""
+
+    top: list[str]
+    bottom: list[str]
+    id_name: str | None
+    start: int
+
+
+def _header_columns(lines: list[str], header: int | None) -> _Columns:
+    """Column names from the header at line ``header``; the classic layout's when there is none."""
+    if header is None:
+        return _Columns(_TOP, _BOTTOM, None, 0)
+    head_a = _cells(lines[header])
+    head_b = _cells(lines[header + 1]) if header + 1 < len(lines) else []
+    first = _columns(head_b[0]) if head_b else []
+    return _Columns(
+        top=_columns(head_a[2]) if len(head_a) > 2 else _TOP,
+        bottom=_columns(head_b[2]) if len(head_b) > 2 else _BOTTOM,
+        id_name=first[1].lower() if len(first) > 1 else None,
+        start=header + 2,
+    )
+
+
+@dataclass
+class _TableScan:
+    """The row-by-row read of the table body: NPUs with their chip rows, processes by ``(npu, chip)``,
+    whether the process table has begun, warnings in the order they arise."""
+
+    columns: _Columns
+    warnings: list[str]
+    npus: list[_Npu] = field(default_factory=list)
+    procs: dict[tuple[int, int], list[DeviceProcess]] = field(default_factory=dict)
+    in_procs: bool = False
+
+    def row(self, number: int, stripped: str) -> None:
+        """One ``|``-bordered line (1-based ``number``); borders and blank rows are skipped."""
+        if not stripped.startswith("|") or not stripped.strip("|=-+ "):
+            return
+        cells = _cells(stripped)
+        if "Process id" in stripped or "Process ID" in stripped:
+            self.in_procs = True
+        elif len(cells) < 3:
+            return
+        elif self.in_procs:
+            self._process_row(cells)
+        else:
+            self._device_row(number, stripped, cells)
+
+    def _process_row(self, cells: list[str]) -> None:
+        """``npu [chip] | pid | name | memory``: a table without a Chip column puts the process on chip 0."""
+        ids = cells[0].split()
+        if ids and all(i.isdecimal() for i in ids[:2]):
+            chip = int(ids[1]) if len(ids) > 1 else 0
+            self.procs.setdefault((int(ids[0]), chip), []).append(
+                DeviceProcess(
+                    pid=v.integer(cells[1]),
+                    name=v.text_or_none(cells[2]),
+                    used_memory_mib=v.integer(cells[3]) if len(cells) > 3 else None,
+                    chip=chip,
+                )
+            )
+
+    def _device_row(self, number: int, stripped: str, cells: list[str]) -> None:
+        """A chip row (bus id in the second cell, or the row right after an NPU row that has no chip yet)
+        or an NPU row (``id name | health | values``)."""
+        ids = cells[0].split()
+        npus, where = self.npus, f"line {number}"
+        if _BUS.match(cells[1]) or (npus and not npus[-1].chips and not _WORDS.fullmatch(cells[1])):
+            if not npus:
+                self.warnings.append(f"{where}: chip row before any NPU row ignored")
+                return
+            npus[-1].chips.append((ids, cells[1], _values(cells[2], self.columns.bottom, where, self.warnings)))
+        elif ids and ids[0].isdecimal():
+            npus.append(_Npu(int(ids[0]), " ".join(ids[1:]) or None, cells[1],
+                             _values(cells[2], self.columns.top, where, self.warnings)))
+        else:
+            self.warnings.append(f"{where}: unrecognised row '{stripped[:60]}'")
+
+    def devices(self) -> list[Device]:
+        """One Device per chip (an NPU without a chip row gives one, with a warning), processes attached."""
+        out: list[Device] = []
+        for npu in self.npus:
+            if not npu.chips:
+                self.warnings.append(f"NPU {npu.npu_id} has no chip row (output truncated?)")
+                out.append(_device(npu, None, self.columns.id_name))
+            for chip_row in npu.chips:
+                dev = _device(npu, chip_row, self.columns.id_name)
+                key = (npu.npu_id, dev.extra["chip_id"] if dev.extra["chip_id"] is not None else -1)
+                out.append(Device(**{**dev.__dict__, "processes": tuple(self.procs.get(key, []))}))
+        return out
+
+
 def parse_npu_smi_info(text: str) -> Inventory:
     """Parse ``npu-smi info`` output into an :class:`Inventory` (source ``npu-smi``), one Device per chip.
 
@@ -172,70 +268,12 @@ def parse_npu_smi_info(text: str) -> Inventory:
             "and no 'NPU | Health | Power(W)' header",
             hint="expected the output of `npu-smi info`",
         )
-    top, bottom, id_name = _TOP, _BOTTOM, None
-    start = 0
-    if header is not None:
-        head_a = _cells(lines[header])
-        head_b = _cells(lines[header + 1]) if header + 1 < len(lines) else []
-        top = _columns(head_a[2]) if len(head_a) > 2 else _TOP
-        bottom = _columns(head_b[2]) if len(head_b) > 2 else _BOTTOM
-        first = _columns(head_b[0]) if head_b else []
-        id_name = first[1].lower() if len(first) > 1 else None
-        start = header + 2
-    npus: list[_Npu] = []
-    procs: dict[tuple[int, int], list[DeviceProcess]] = {}
-    in_procs = False
+    scan = _TableScan(_header_columns(lines, header), warnings)
+    start = scan.columns.start
     for number, line in enumerate(lines[start:], start=start + 1):
-        stripped = line.strip()
-        if not stripped.startswith("|") or not stripped.strip("|=-+ "):
-            continue
-        cells = _cells(stripped)
-        if "Process id" in stripped or "Process ID" in stripped:
-            in_procs = True
-            continue
-        if len(cells) < 3:
-            continue
-        if in_procs:
-            ids = cells[0].split()
-            if ids and all(i.isdecimal() for i in ids[:2]):
-                # a table without a Chip column puts the process on chip 0 of its NPU
-                chip = int(ids[1]) if len(ids) > 1 else 0
-                procs.setdefault((int(ids[0]), chip), []).append(
-                    DeviceProcess(
-                        pid=v.integer(cells[1]),
-                        name=v.text_or_none(cells[2]),
-                        used_memory_mib=v.integer(cells[3]) if len(cells) > 3 else None,
-                        chip=chip,
-                    )
-                )
-            continue
-        ids = cells[0].split()
-        if _BUS.match(cells[1]) or (npus and not npus[-1].chips and not _WORDS.fullmatch(cells[1])):
-            if not npus:
-                warnings.append(f"line {number}: chip row before any NPU row ignored")
-                continue
-            npus[-1].chips.append((ids, cells[1], _values(cells[2], bottom, f"line {number}", warnings)))
-        elif ids and ids[0].isdecimal():
-            npus.append(
-                _Npu(
-                    int(ids[0]),
-                    " ".join(ids[1:]) or None,
-                    cells[1],
-                    _values(cells[2], top, f"line {number}", warnings),
-                )
-            )
-        else:
-            warnings.append(f"line {number}: unrecognised row '{stripped[:60]}'")
-    devices: list[Device] = []
-    for npu in npus:
-        if not npu.chips:
-            warnings.append(f"NPU {npu.npu_id} has no chip row (output truncated?)")
-            devices.append(_device(npu, None, id_name))
-        for chip_row in npu.chips:
-            dev = _device(npu, chip_row, id_name)
-            key = (npu.npu_id, dev.extra["chip_id"] if dev.extra["chip_id"] is not None else -1)
-            devices.append(Device(**{**dev.__dict__, "processes": tuple(procs.get(key, []))}))
-    if version and not npus and not problems:
+        scan.row(number, line.strip())
+    devices = scan.devices()
+    if version and not scan.npus and not problems:
         warnings.append("no NPU rows found after the header (output truncated?)")
     return Inventory(
         vendor="ascend",
@@ -247,7 +285,7 @@ def parse_npu_smi_info(text: str) -> Inventory:
         warnings=tuple(warnings),
         raw=text,
         extra={
-            "npu_count": len({n.npu_id for n in npus}),
-            "chip_count": sum(max(1, len(n.chips)) for n in npus),
+            "npu_count": len({n.npu_id for n in scan.npus}),
+            "chip_count": sum(max(1, len(n.chips)) for n in scan.npus),
         },
     )

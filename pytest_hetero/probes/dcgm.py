@@ -102,67 +102,74 @@ def _gpu_of(text: str) -> int | None:
     return int(m.group(1)) if m else None
 
 
-def parse_dcgm_table(lines: list[str]) -> DcgmDiag:
-    """Parse a ``dcgmi diag`` table (any layout above). Never raises; unreadable rows are skipped."""
-    metadata: dict[str, str] = {}
-    tests: list[DcgmTest] = []
-    category = ""
+@dataclass
+class _DiagScan:
+    """The row-by-row read of a ``dcgmi diag`` table: ``metadata``, ``tests`` so far, the ``category``
+    being read, the ``current`` test, the ``message`` being unwrapped with its text ``chunks``, and
+    ``truncated`` (a row without its closing border was seen)."""
+
+    metadata: dict[str, str] = field(default_factory=dict)
+    tests: list[DcgmTest] = field(default_factory=list)
+    category: str = ""
     current: DcgmTest | None = None
     message: DcgmMessage | None = None
-    chunks: list[str] = []
-    truncated = False
+    chunks: list[str] = field(default_factory=list)
+    truncated: bool = False
 
-    def flush() -> None:
-        nonlocal message, chunks
-        if message is not None:
-            message.text = re.sub(r"\s+", " ", "".join(chunks)).strip()
-            if message.gpu is None:
-                message.gpu = _gpu_of(message.text)
-        message, chunks = None, []
+    def flush(self) -> None:
+        """Finish the message being unwrapped: join its chunks, take its GPU from the text if unnamed."""
+        if self.message is not None:
+            self.message.text = re.sub(r"\s+", " ", "".join(self.chunks)).strip()
+            if self.message.gpu is None:
+                self.message.gpu = _gpu_of(self.message.text)
+        self.message, self.chunks = None, []
 
-    for index, line in enumerate(lines):
-        cat = _CATEGORY.match(line)
-        if cat:
-            flush()
-            category = cat.group("cat").strip()
-            current = None
-            continue
-        cells = _cells(line)
-        if cells is None:
-            continue
-        left, right, closed = cells
+    def start_category(self, name: str) -> None:
+        """A ``+---- Category ----+`` row."""
+        self.flush()
+        self.category = name
+        self.current = None
+
+    def row(self, index: int, left: str, right: str, closed: bool) -> None:
+        """A ``| left | right |`` row (``right`` unstripped, see :func:`_cells`)."""
         if not closed:
-            truncated = True
+            self.truncated = True
         value = right.strip()
         if left in ("Diagnostic",) and value == "Result":
-            continue
-        if category.lower() == "metadata" and left:
-            metadata[left] = value
-            continue
-        if left:
-            flush()
-            row = _MESSAGE_ROW.match(left)
-            if row and current is not None:
-                who = row.group("who")
-                message = DcgmMessage(row.group("level"), "", _gpu_of(who) if who else None, [index])
-                chunks = [right]
-                current.messages.append(message)
-                current.lines.append(index)
-                continue
-            result = _RESULT.match(value)
-            current = DcgmTest(category, left, result.group("status").title() if result else value, value,
-                               lines=[index])
-            tests.append(current)
-            if result:
-                _who(current, result.group("status"), result.group("who"))
-            continue
-        if current is None:
-            continue
-        if message is not None:
-            chunks.append(right)
-            message.lines.append(index)
+            return
+        if self.category.lower() == "metadata" and left:
+            self.metadata[left] = value
+        elif left:
+            self.flush()
+            self._head(index, left, right, value)
+        elif self.current is not None:
+            self._continuation(self.current, index, right, value)
+
+    def _head(self, index: int, left: str, right: str, value: str) -> None:
+        """A row with a left cell: a ``Warning``/``Info`` message of the current test, or a new test."""
+        row = _MESSAGE_ROW.match(left)
+        if row and self.current is not None:
+            who = row.group("who")
+            self.message = DcgmMessage(row.group("level"), "", _gpu_of(who) if who else None, [index])
+            self.chunks = [right]
+            self.current.messages.append(self.message)
+            self.current.lines.append(index)
+            return
+        result = _RESULT.match(value)
+        self.current = DcgmTest(self.category, left, result.group("status").title() if result else value, value,
+                                lines=[index])
+        self.tests.append(self.current)
+        if result:
+            _who(self.current, result.group("status"), result.group("who"))
+
+    def _continuation(self, current: DcgmTest, index: int, right: str, value: str) -> None:
+        """A row with an empty left cell: more of the message, a ``GPU0: Pass`` entity line (4.x) or
+        another result group of the ``current`` test."""
+        if self.message is not None:
+            self.chunks.append(right)
+            self.message.lines.append(index)
             current.lines.append(index)
-            continue
+            return
         entity = _ENTITY.match(value)
         result = _RESULT.match(value)
         if entity and entity.group("kind") == "GPU":
@@ -172,8 +179,21 @@ def parse_dcgm_table(lines: list[str]) -> DcgmDiag:
             current.result += "; " + value
             _who(current, result.group("status"), result.group("who"))
             current.lines.append(index)
-    flush()
-    return DcgmDiag(metadata, tests, "table", truncated)
+
+
+def parse_dcgm_table(lines: list[str]) -> DcgmDiag:
+    """Parse a ``dcgmi diag`` table (any layout above). Never raises; unreadable rows are skipped."""
+    scan = _DiagScan()
+    for index, line in enumerate(lines):
+        cat = _CATEGORY.match(line)
+        if cat:
+            scan.start_category(cat.group("cat").strip())
+            continue
+        cells = _cells(line)
+        if cells is not None:
+            scan.row(index, *cells)
+    scan.flush()
+    return DcgmDiag(scan.metadata, scan.tests, "table", scan.truncated)
 
 
 def _who(test: DcgmTest, status: str, who: str | None) -> None:
@@ -297,48 +317,56 @@ class DcgmDiscovery:
     gpus: list[DcgmGpu]
 
 
+_FOUND = re.compile(r"^\s*(\d+)\s+(GPUs?|NvSwitch\w*|CPUs?)\s+found")
+
+
+def _discovered(what: str) -> str:
+    """``GPUs``/``NvSwitches``/``CPUs`` (lower-cased, as counted) -> ``gpu``/``nvswitch``/``cpu``."""
+    if what.startswith("gpu"):
+        return "gpu"
+    return "nvswitch" if what.startswith("nvswitch") else "cpu"
+
+
+def _gpu_row(gpus: list[DcgmGpu], current: DcgmGpu | None, index: int, left: str, value: str) -> DcgmGpu | None:
+    """One row of the GPU table: an id in the left cell starts a GPU; ``Name:``, ``PCI Bus ID:`` and
+    ``Device UUID:`` lines fill it. Returns the GPU being read."""
+    if left.isdecimal():
+        current = DcgmGpu(int(left), lines=[index])
+        gpus.append(current)
+    if current is None:
+        return None
+    key, sep, val = value.partition(":")
+    if not sep:
+        return current
+    key, val = key.strip().lower(), val.strip()
+    if key == "name":
+        current.name = val
+    elif key == "pci bus id":
+        current.bus_id = val
+    elif key == "device uuid":
+        current.uuid = val
+    if index not in current.lines:
+        current.lines.append(index)
+    return current
+
+
 def parse_dcgm_discovery(lines: list[str]) -> DcgmDiscovery:
     """Parse ``dcgmi discovery -l`` output. Never raises."""
-    declared = switches = cpus = None
+    counts: dict[str, int] = {}
     gpus: list[DcgmGpu] = []
     section = ""
     current: DcgmGpu | None = None
     for index, line in enumerate(lines):
-        count = re.match(r"^\s*(\d+)\s+(GPUs?|NvSwitch\w*|CPUs?)\s+found", line)
+        count = _FOUND.match(line)
         if count:
-            number, what = int(count.group(1)), count.group(2).lower()
-            section = what
-            if what.startswith("gpu"):
-                declared = number
-            elif what.startswith("nvswitch"):
-                switches = number
-            else:
-                cpus = number
+            section = count.group(2).lower()
+            counts[_discovered(section)] = int(count.group(1))
             current = None
             continue
         cells = _cells(line)
-        if cells is None or not section.startswith("gpu"):
-            continue
-        left, right, _ = cells
-        value = right.strip()
-        if left.isdecimal():
-            current = DcgmGpu(int(left), lines=[index])
-            gpus.append(current)
-        if current is None:
-            continue
-        key, sep, val = value.partition(":")
-        if not sep:
-            continue
-        key, val = key.strip().lower(), val.strip()
-        if key == "name":
-            current.name = val
-        elif key == "pci bus id":
-            current.bus_id = val
-        elif key == "device uuid":
-            current.uuid = val
-        if index not in current.lines:
-            current.lines.append(index)
-    return DcgmDiscovery(declared, switches, cpus, gpus)
+        if cells is not None and section.startswith("gpu"):
+            current = _gpu_row(gpus, current, index, cells[0], cells[1].strip())
+    return DcgmDiscovery(counts.get("gpu"), counts.get("nvswitch"), counts.get("cpu"), gpus)
 
 
 WARNING_CODES: tuple[tuple[re.Pattern[str], str, str, str], ...] = (

@@ -21,6 +21,7 @@ line, the wall-clock one is the timestamp and the uptime is kept in ``uptime``.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 _PREFIX = re.compile(
@@ -37,15 +38,19 @@ _XID = re.compile(
     r"(?:pid=(?P<pid>'[^']*'|[^,\s]*),\s*)?(?:name=(?P<name>[^,]*),\s*)?(?P<msg>.*)$"
 )
 _SXID = re.compile(r"SXid \((?:PCI:)?(?P<bus>[0-9A-Fa-f:.]+)\):\s*(?P<sxid>\d+),\s*(?P<msg>.*)$")
-_GPU_AT = re.compile(r"NVRM: GPU at (?:PCI:)?(?P<bus>[0-9A-Fa-f]{4}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}):\s*(?P<uuid>GPU-[0-9a-fA-F-]+)")
+_GPU_AT = re.compile(
+    r"NVRM: GPU at (?:PCI:)?(?P<bus>[0-9A-Fa-f]{4}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}):\s*(?P<uuid>GPU-[0-9a-fA-F-]+)"
+)
 _SERIAL = re.compile(r"NVRM: GPU Board Serial Number:\s*(?P<serial>\S+)")
 _BUS_IN = re.compile(r"(?:PCI:|GPU )?(?P<bus>[0-9A-Fa-f]{4}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2})(?:\.\d)?")
 _OFF_BUS = re.compile(r"GPU has fallen off the bus", re.IGNORECASE)
-_INIT = re.compile(r"RmInitAdapter failed!?\s*(?P<code>\([^)]*\))?|rm_init_adapter failed(?:, device minor number (?P<minor>\d+))?")
+_INIT = re.compile(
+    r"RmInitAdapter failed!?\s*(?P<code>\([^)]*\))?|rm_init_adapter failed(?:, device minor number (?P<minor>\d+))?"
+)
 _RESET = re.compile(r"(?:likely )?needs? to be reset|reset required", re.IGNORECASE)
 _ASSERT = re.compile(r"Assertion failed: (?P<what>.*?) \[(?P<err>NV_ERR_\w+)\] \((?P<hex>0x[0-9a-fA-F]+)\)")
-_API = re.compile(r"API mismatch: the client has the version (?P<client>\d+(?:\.\d+)+), but\s+this kernel module has the "
-                  r"version (?P<module>\d+(?:\.\d+)+)")
+_API = re.compile(r"API mismatch: the client has the version (?P<client>\d+(?:\.\d+)+), "
+                  r"but\s+this kernel module has the version (?P<module>\d+(?:\.\d+)+)")
 _LOADING = re.compile(r"NVRM: loading NVIDIA UNIX \S+ Kernel Module\s+(?P<version>[\d.]+)")
 _PEERMEM = re.compile(r"nvidia-peermem .*ERROR detected invalid context")
 _OOM = re.compile(r"Out of memory: Kill(?:ed)? process (?P<pid>\d+) \((?P<name>[^)]*)\)")
@@ -105,100 +110,197 @@ def _bus(text: str) -> str | None:
     return m.group("bus").lower() if m else None
 
 
+def _nvrm_text(line: str) -> str:
+    """The line from ``NVRM`` on (the whole line when it has none), stripped."""
+    return line[max(0, line.find("NVRM")) :].strip()
+
+
+def _nvrm_bus(line: str) -> str | None:
+    """The PCI bus printed after ``NVRM:`` (anywhere on the line when there is no ``NVRM:``)."""
+    return _bus(line.split("NVRM:", 1)[-1])
+
+
+@dataclass
+class _KernelScan:
+    """What :func:`read_kernel_log` has gathered so far (the fields of :class:`KernelLog`) plus
+    ``last_bus``, the GPU the latest Xid or ``GPU at`` line named (a serial number or a bare reset
+    message belongs to it)."""
+
+    lines: list[str]
+    records: list[KernelRecord] = field(default_factory=list)
+    uuids: dict[str, str] = field(default_factory=dict)
+    serials: dict[str, str] = field(default_factory=dict)
+    driver: str | None = None
+    hardware: str | None = None
+    release: str | None = None
+    last_bus: str | None = None
+
+    def add(self, what: str, index: int, bus: str | None = None, fields: dict[str, str] | None = None) -> None:
+        """Record line ``index`` as ``what`` with its time as printed."""
+        stamp, uptime, _ = line_time(self.lines[index])
+        self.records.append(KernelRecord(what, index, stamp, bus, uptime if stamp != uptime else None, fields or {}))
+
+
+def _xid_fields(xid: re.Match[str], line: str) -> dict[str, str]:
+    """Fields of an Xid line: number, message, pid and process when known, ``caused by previous Xid``,
+    GSP GPU label, channel, GSP ``Expected function``."""
+    fields = {"xid": xid.group("xid"), "message": xid.group("msg").strip()}
+    pid = (xid.group("pid") or "").strip("'\" ")
+    if pid and pid != "<unknown>":
+        fields["pid"] = pid
+    name = (xid.group("name") or "").strip().strip("<>'\"")
+    if name and name != "unknown":
+        fields["process"] = name
+    for pattern, key in ((_CAUSE, "cause"), (_GSP_GPU, "gpu_label"), (_CHANNEL, "channel")):
+        m = pattern.search(line)
+        if m:
+            fields[key] = m.group(1)
+    fn = _FUNCTION.search(line)
+    if fn:
+        fields["function"] = f"{fn.group('n')} ({fn.group('name')})"
+    return fields
+
+
+def _xid(scan: _KernelScan, index: int, line: str) -> bool:
+    xid = _XID.search(line)
+    if not xid:
+        return False
+    bus = xid.group("bus").lower()[:12]
+    scan.add("xid", index, bus, _xid_fields(xid, line))
+    scan.last_bus = bus
+    return True
+
+
+def _gpu_at(scan: _KernelScan, index: int, line: str) -> bool:
+    m = _GPU_AT.search(line)
+    if not m:
+        return False
+    scan.last_bus = m.group("bus").lower()
+    scan.uuids[scan.last_bus] = m.group("uuid")
+    return True
+
+
+def _serial(scan: _KernelScan, index: int, line: str) -> bool:
+    m = _SERIAL.search(line)
+    if not m:
+        return False
+    if scan.last_bus:
+        scan.serials[scan.last_bus] = m.group("serial")
+    return True
+
+
+def _sxid(scan: _KernelScan, index: int, line: str) -> bool:
+    m = _SXID.search(line)
+    if not m:
+        return False
+    scan.add("sxid", index, m.group("bus").lower(), {"sxid": m.group("sxid"), "message": m.group("msg").strip()})
+    return True
+
+
+def _off_bus(scan: _KernelScan, index: int, line: str) -> bool:
+    if not _OFF_BUS.search(line):
+        return False
+    scan.add("fallen_off_bus", index, _nvrm_bus(line), {"message": line[line.find("NVRM") :].strip()})
+    return True
+
+
+def _init_failed(scan: _KernelScan, index: int, line: str) -> bool:
+    m = _INIT.search(line)
+    if not m:
+        return False
+    fields = {"message": _nvrm_text(line)}
+    if m.group("code"):
+        fields["code"] = m.group("code")
+    if m.group("minor"):
+        fields["minor"] = m.group("minor")
+    scan.add("init_failed", index, _nvrm_bus(line), fields)
+    return True
+
+
+def _assertion(scan: _KernelScan, index: int, line: str) -> bool:
+    m = _ASSERT.search(line)
+    if not m:
+        return False
+    scan.add("assertion", index, _nvrm_bus(line), {"assertion": m.group("what"), "error": m.group("err"),
+                                                   "status": m.group("hex"), "message": _nvrm_text(line)})
+    return True
+
+
+def _api_mismatch(scan: _KernelScan, index: int, line: str) -> bool:
+    """``API mismatch`` on one line, or wrapped onto the next one (its prefix and ``NVRM:`` dropped)."""
+    m = _API.search(line)
+    if m is None and "API mismatch" in line and index + 1 < len(scan.lines):
+        following = scan.lines[index + 1]
+        m = _API.search(line + " " + following[line_time(following)[2] :].replace("NVRM:", ""))
+    if not m:
+        return False
+    scan.add("api_mismatch", index, None, {"client": m.group("client"), "module": m.group("module")})
+    return True
+
+
+def _loading(scan: _KernelScan, index: int, line: str) -> bool:
+    m = _LOADING.search(line)
+    if not m:
+        return False
+    scan.driver = m.group("version")
+    return True
+
+
+def _reset(scan: _KernelScan, index: int, line: str) -> bool:
+    if not (_RESET.search(line) and "NVRM" in line):
+        return False
+    scan.add("reset_required", index, _nvrm_bus(line) or scan.last_bus, {"message": line[line.find("NVRM") :].strip()})
+    return True
+
+
+def _peermem(scan: _KernelScan, index: int, line: str) -> bool:
+    if not _PEERMEM.search(line):
+        return False
+    scan.add("peermem", index)
+    return True
+
+
+def _oom(scan: _KernelScan, index: int, line: str) -> bool:
+    m = _OOM.search(line)
+    if not m:
+        return False
+    scan.add("oom_kill", index, None, {"pid": m.group("pid"), "process": m.group("name")})
+    return True
+
+
+def _hardware(scan: _KernelScan, index: int, line: str) -> bool:
+    """The first ``Hardware name:``; a later one is not consumed (it may still carry a release)."""
+    m = _HARDWARE.search(line)
+    if not (m and scan.hardware is None):
+        return False
+    scan.hardware = m.group("hw").strip()
+    return True
+
+
+def _release(scan: _KernelScan, index: int, line: str) -> bool:
+    """The first kernel release printed on a ``Tainted:`` line."""
+    m = _KERNEL_RELEASE.search(line)
+    if m and scan.release is None:
+        scan.release = m.group("release")
+    return m is not None
+
+
+_KERNEL_LINES: tuple[Callable[[_KernelScan, int, str], bool], ...] = (
+    _xid, _gpu_at, _serial, _sxid, _off_bus, _init_failed, _assertion, _api_mismatch, _loading, _reset,
+    _peermem, _oom, _hardware, _release,
+)
+"""Line readers in priority order; each returns True when the line was its kind (the next line follows)."""
+
+
 def read_kernel_log(lines: list[str]) -> KernelLog:
     """Read kernel log ``lines`` (one entry per line, 0-based index = position). Never raises."""
-    records: list[KernelRecord] = []
-    uuids: dict[str, str] = {}
-    serials: dict[str, str] = {}
-    driver = hardware = release = None
-    last_bus: str | None = None
+    scan = _KernelScan(lines)
     for index, line in enumerate(lines):
         if "NVRM" not in line and "nvidia" not in line and "GPU" not in line and "Hardware" not in line and (
             "Tainted" not in line and "Out of memory" not in line
         ):
             continue
-        stamp, uptime, _ = line_time(line)
-
-        def add(what: str, bus: str | None = None, extra: dict[str, str] | None = None, *, _at: int = index,
-                _ts: str | None = stamp, _up: str | None = uptime, **fields: str) -> None:
-            records.append(KernelRecord(what, _at, _ts, bus, _up if _ts != _up else None, {**(extra or {}), **fields}))
-
-        xid = _XID.search(line)
-        if xid:
-            bus = xid.group("bus").lower()[:12]
-            fields = {"xid": xid.group("xid"), "message": xid.group("msg").strip()}
-            pid = (xid.group("pid") or "").strip("'\" ")
-            if pid and pid != "<unknown>":
-                fields["pid"] = pid
-            name = (xid.group("name") or "").strip().strip("<>'\"")
-            if name and name != "unknown":
-                fields["process"] = name
-            for pattern, key in ((_CAUSE, "cause"), (_GSP_GPU, "gpu_label"), (_CHANNEL, "channel")):
-                m = pattern.search(line)
-                if m:
-                    fields[key] = m.group(1)
-            fn = _FUNCTION.search(line)
-            if fn:
-                fields["function"] = f"{fn.group('n')} ({fn.group('name')})"
-            add("xid", bus, fields)
-            last_bus = bus
-            continue
-        m = _GPU_AT.search(line)
-        if m:
-            last_bus = m.group("bus").lower()
-            uuids[last_bus] = m.group("uuid")
-            continue
-        m = _SERIAL.search(line)
-        if m:
-            if last_bus:
-                serials[last_bus] = m.group("serial")
-            continue
-        m = _SXID.search(line)
-        if m:
-            add("sxid", m.group("bus").lower(), sxid=m.group("sxid"), message=m.group("msg").strip())
-            continue
-        if _OFF_BUS.search(line):
-            add("fallen_off_bus", _bus(line.split("NVRM:", 1)[-1]), message=line[line.find("NVRM") :].strip())
-            continue
-        m = _INIT.search(line)
-        if m:
-            fields = {"message": line[max(0, line.find("NVRM")) :].strip()}
-            if m.group("code"):
-                fields["code"] = m.group("code")
-            if m.group("minor"):
-                fields["minor"] = m.group("minor")
-            add("init_failed", _bus(line.split("NVRM:", 1)[-1]), fields)
-            continue
-        m = _ASSERT.search(line)
-        if m:
-            add("assertion", _bus(line.split("NVRM:", 1)[-1]), assertion=m.group("what"), error=m.group("err"),
-                status=m.group("hex"), message=line[max(0, line.find("NVRM")) :].strip())
-            continue
-        m = _API.search(line)
-        if m is None and "API mismatch" in line and index + 1 < len(lines):
-            m = _API.search(line + " " + lines[index + 1][line_time(lines[index + 1])[2] :].replace("NVRM:", ""))
-        if m:
-            add("api_mismatch", None, client=m.group("client"), module=m.group("module"))
-            continue
-        m = _LOADING.search(line)
-        if m:
-            driver = m.group("version")
-            continue
-        if _RESET.search(line) and "NVRM" in line:
-            add("reset_required", _bus(line.split("NVRM:", 1)[-1]) or last_bus, message=line[line.find("NVRM") :].strip())
-            continue
-        if _PEERMEM.search(line):
-            add("peermem")
-            continue
-        m = _OOM.search(line)
-        if m:
-            add("oom_kill", None, pid=m.group("pid"), process=m.group("name"))
-            continue
-        m = _HARDWARE.search(line)
-        if m and hardware is None:
-            hardware = m.group("hw").strip()
-            continue
-        m = _KERNEL_RELEASE.search(line)
-        if m and release is None:
-            release = m.group("release")
-    return KernelLog(records, uuids, serials, driver, hardware, release, len(lines))
+        for read in _KERNEL_LINES:
+            if read(scan, index, line):
+                break
+    return KernelLog(scan.records, scan.uuids, scan.serials, scan.driver, scan.hardware, scan.release, len(lines))

@@ -232,7 +232,8 @@ def parse_nvidia_smi_table(text: str) -> Inventory:
                 errors=(f"Unable to determine the device handle: {why}",),
             )
         )
-    head = [ln.strip() for ln in lines[: next((i for i, ln in enumerate(lines) if _HEADER.search(ln)), 3)] if ln.strip()]
+    header_at = next((i for i, ln in enumerate(lines) if _HEADER.search(ln)), 3)
+    head = [ln.strip() for ln in lines[:header_at] if ln.strip()]
     first = next((ln for ln in head if _STAMP.match(ln)), head[0] if head else "")
     return Inventory(
         vendor="nvidia",
