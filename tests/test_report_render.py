@@ -19,7 +19,7 @@ from test_bundle_verify import hetero
 
 from pytest_hetero.bundle.signing import generate_keypair
 from pytest_hetero.bundle.signoff import signoff_context
-from pytest_hetero.bundle.verify import SignOff
+from pytest_hetero.bundle.signoff_check import SignOff
 from pytest_hetero.reporting.ctrf import render_ctrf
 from pytest_hetero.reporting.junit import render_junit
 from pytest_hetero.reporting.markdown import render_markdown

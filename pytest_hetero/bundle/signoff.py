@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
     from pytest_hetero.bundle.policy import TrustPolicy
-    from pytest_hetero.bundle.verify import SignOff
+    from pytest_hetero.bundle.signoff_check import SignOff
     from pytest_hetero.evidence.inputs import RunInputs
 
 STATES: tuple[str, ...] = ("pending", "accepted", "accepted_with_conditions", "accepted_with_known_failures",
@@ -87,8 +87,9 @@ def signoff_context(owners: dict[str, dict[str, str]], run_signer: str | None, s
                     policy: TrustPolicy | None = None, note: str = RUN_END_NOTE) -> dict[str, Any]:
     """The sign-off view (shape in the module docstring) for the owner teams in ``owners``
     ({matrix: {layer: team}}) and the checked ``signoffs``
-    (:class:`~pytest_hetero.bundle.verify.SignOff`, from :func:`~pytest_hetero.bundle.verify.check_signoffs`)."""
-    from pytest_hetero.bundle.verify import role_state
+    (:class:`~pytest_hetero.bundle.signoff_check.SignOff`, from
+    :func:`~pytest_hetero.bundle.signoff_check.check_signoffs`)."""
+    from pytest_hetero.bundle.signoff_check import role_state
 
     roles = []
     teams = _teams(owners)
@@ -127,12 +128,13 @@ def bundle_signoff(bundle_dir: Path, evidence: dict[str, Any], keys: list[Ed2551
     """The sign-off view read back from a bundle's attestations at view time (``source:
     attestations``). The run's signature is checked against ``keys`` and the policy's gate keys;
     each sign-off is verified only when the run's signature is and ``policy`` binds its key to its
-    role (:func:`~pytest_hetero.bundle.verify.check_signoffs`); otherwise it is shown unverified
+    role (:func:`~pytest_hetero.bundle.signoff_check.check_signoffs`); otherwise it is shown unverified
     with the reason."""
     from pytest_hetero.bundle.attestation import read_attestations
     from pytest_hetero.bundle.safeio import Unreadable
     from pytest_hetero.bundle.signing import PAYLOAD_TYPE
-    from pytest_hetero.bundle.verify import NO_POLICY, Verification, check_run_signature, check_signoffs, gate_keys
+    from pytest_hetero.bundle.signoff_check import NO_POLICY, check_signoffs
+    from pytest_hetero.bundle.verify import Verification, check_run_signature, gate_keys
 
     try:
         lines = read_attestations(bundle_dir, PAYLOAD_TYPE)

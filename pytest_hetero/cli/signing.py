@@ -105,7 +105,7 @@ def _policy(args: argparse.Namespace, keys: list[Any]) -> Any:
 
 
 def _signoff_lines(result: Any) -> list[str]:
-    from pytest_hetero.bundle.verify import role_state
+    from pytest_hetero.bundle.signoff_check import role_state
 
     if not result.signoffs:
         return ["sign-offs: none"]
