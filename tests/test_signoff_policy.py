@@ -208,3 +208,19 @@ def test_the_signoff_view_contract(bundle: Path, keys: dict[str, Path], policy: 
     assert unverified["run_verified"] is False
     assert all(not s["verified"] and not s["names"] for r in unverified["roles"] for s in r["signed"])
     assert {r["state"] for r in unverified["roles"]} == {"pending"}
+
+
+def test_a_hostile_policy_file_is_refused_not_hung(tmp_path: Path, keys: dict[str, Path], policy: Path) -> None:
+    """The policy may sit beside a hostile bundle: a FIFO in place of the policy or of its signature is a named
+    refusal, not a hang."""
+    import os
+
+    fifo = tmp_path / "fifo.yaml"
+    os.mkfifo(fifo)
+    with pytest.raises(PolicyError, match="cannot read the trust policy: unsafe: a FIFO, not a regular file"):
+        load_policy(fifo, [load_public_key(keys["gate.pub"])])
+    signature = Path(str(policy) + ".dsse.json")
+    signature.unlink()
+    os.mkfifo(signature)
+    with pytest.raises(PolicyError, match="the policy's signature file is unsafe: a FIFO, not a regular file"):
+        load_policy(policy, [load_public_key(keys["gate.pub"])])

@@ -224,18 +224,22 @@ def _trusted_by(data: bytes, path: Path, gate_keys: list[Ed25519PublicKey], pinn
             raise PolicyError(f"sha256 {digest} is not the pinned {pinned}", Location(str(path)),
                               "the policy changed since it was pinned: review it and pin the new digest")
         return f"pinned by sha256 {digest[:16]}…"
+    from pytest_hetero.bundle.safeio import Unreadable, read_local
+
     sig_path = Path(str(path) + SIGNATURE_SUFFIX)
+    if not sig_path.exists() and not sig_path.is_symlink():
+        raise PolicyError("the trust policy is neither signed nor pinned, so it cannot be trusted",
+                          Location(str(path)), f"sign it with: hetero sign-policy {path} --key GATE.key, or pin it "
+                          f"with --policy-sha256 {digest}")
     try:
-        envelope = json.loads(sig_path.read_bytes()[:MAX_POLICY_BYTES * 2])
+        envelope = json.loads(read_local(sig_path, MAX_POLICY_BYTES * 2))
         signed = base64.b64decode(envelope["payload"], validate=True)
         sigs = envelope["signatures"]
         if envelope.get("payloadType") != POLICY_PAYLOAD_TYPE or not isinstance(sigs, list):
             raise ValueError("not a trust-policy envelope")
-    except FileNotFoundError:
-        raise PolicyError("the trust policy is neither signed nor pinned, so it cannot be trusted",
-                          Location(str(path)), f"sign it with: hetero sign-policy {path} --key GATE.key, or pin it "
-                          f"with --policy-sha256 {digest}") from None
-    except (OSError, ValueError, KeyError, TypeError, RecursionError) as exc:
+    except Unreadable as exc:
+        raise PolicyError(f"the policy's signature file is {exc.kind}: {exc.detail}", Location(str(sig_path))) from None
+    except (ValueError, KeyError, TypeError, RecursionError) as exc:
         raise PolicyError(f"the policy's signature file is malformed ({type(exc).__name__})",
                           Location(str(sig_path))) from None
     if signed != data:
@@ -258,14 +262,13 @@ def load_policy(path: Path, gate_keys: list[Ed25519PublicKey], pinned_sha256: st
     signature must be by one of them unless ``pinned_sha256`` (hex, optionally ``sha256:``) pins its
     bytes. Raises PolicyError when unreadable, untrusted or malformed.
     """
+    from pytest_hetero.bundle.safeio import Unreadable, read_local
     from pytest_hetero.bundle.signing import keyid
 
     try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise PolicyError(f"cannot read the trust policy: {exc.strerror}", Location(str(path))) from None
-    if len(data) > MAX_POLICY_BYTES:
-        raise PolicyError(f"the trust policy is larger than {MAX_POLICY_BYTES} bytes", Location(str(path)))
+        data = read_local(path, MAX_POLICY_BYTES)
+    except Unreadable as exc:
+        raise PolicyError(f"cannot read the trust policy: {exc.kind}: {exc.detail}", Location(str(path))) from None
     trusted_by = _trusted_by(data, path, gate_keys, pinned_sha256)
     cli_gate = frozenset(keyid(k) for k in gate_keys)
     name, gate, roles = parse_policy(data, path, cli_gate)

@@ -131,6 +131,25 @@ def read_regular(bundle_dir: Path, rel: str, limit: int) -> bytes:
         os.close(fd)
 
 
+def read_local(path: Path, limit: int) -> bytes:
+    """The bytes of a file the operator named (a trust policy, its signature), which may sit beside a
+    hostile bundle: opened without blocking (a FIFO does not hang), refused unless a regular file of at
+    most ``limit`` bytes. Symlinks are followed (the operator chose the path). Raises :class:`Unreadable`."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        raise Unreadable("missing", f"cannot be opened ({exc.strerror})") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise Unreadable("unsafe", f"a {file_kind(st.st_mode)}, not a regular file")
+        if st.st_size > limit:
+            raise Unreadable("oversize", f"larger than {limit} bytes, the most this file may hold")
+        return read_fd(fd, limit)
+    finally:
+        os.close(fd)
+
+
 def hash_fd(fd: int, limit: int) -> tuple[str, int]:
     """(hex sha256, size) of what ``fd`` holds, reading at most ``limit`` + 1 bytes: a size above
     ``limit`` is returned as ``limit + 1`` (the caller compares it with the expected size)."""
