@@ -78,6 +78,10 @@ def test_truncated_envelope(bundle: Path, keys: dict[str, Path]) -> None:
     path = bundle / "attestation.intoto.jsonl"
     path.write_bytes(path.read_bytes()[:200])
     [problem, *rest] = problems(bundle, keys["run.pub"])
+    assert (problem.path, problem.kind) == ("attestation.intoto.jsonl", "edited")
+    assert problem.detail.startswith("the last line has no newline")
+    path.write_bytes(path.read_bytes() + b"\n")
+    [problem] = problems(bundle, keys["run.pub"])
     assert (problem.path, problem.kind) == ("attestation.intoto.jsonl", "malformed")
     assert problem.detail.startswith("line 1 is not JSON (Unterminated string")
     assert rest == []
@@ -160,6 +164,10 @@ def test_envelope_reformatted_is_named_though_its_signatures_hold(bundle: Path, 
     for text in (json.dumps(json.loads(raw)).encode() + b"\n", b" " + raw):  # spaces after separators; leading space
         path.write_bytes(text)
         assert problems(bundle, keys["run.pub"]) == [edited]
+    path.write_bytes(raw[:-1])  # the final newline dropped
+    assert problems(bundle, keys["run.pub"]) == [Problem(
+        "attestation.intoto.jsonl", "edited", "the last line has no newline, as every line is written: the file was "
+        "truncated or edited")]
     path.write_bytes(raw)
     assert problems(bundle, keys["run.pub"]) == []
 

@@ -128,14 +128,16 @@ def read_attestations(bundle_dir: Path, payload_type: str) -> list[Attestation]:
     """Every line of the bundle's ``attestation.intoto.jsonl``, parsed (line 1 is the run's).
 
     Raises :class:`Unreadable`: the file is missing, not a regular file, over
-    :data:`MAX_ATTESTATION_BYTES`, empty, or a line is malformed (see :func:`parse_line`).
+    :data:`MAX_ATTESTATION_BYTES`, empty, not ending in a newline (``edited``), or a line is malformed
+    (see :func:`parse_line`).
     """
     data = read_regular(bundle_dir, ATTESTATION, MAX_ATTESTATION_BYTES)
-    lines = data.split(b"\n")
-    if lines and lines[-1] == b"":
-        lines.pop()
-    if not lines:
+    if not data:
         raise Unreadable("malformed", "the file holds no envelope")
+    if not data.endswith(b"\n"):
+        raise Unreadable("edited", "the last line has no newline, as every line is written: the file was "
+                                   "truncated or edited")
+    lines = data[:-1].split(b"\n")
     return [parse_line(raw, n, payload_type) for n, raw in enumerate(lines, 1)]
 
 
