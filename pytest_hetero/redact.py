@@ -1,11 +1,25 @@
 """Redaction of secrets before anything is written to evidence, artifacts, logs or reports.
 
 Removed, each replaced by ``[REDACTED:<kind>]`` so a reader knows what was there:
-values of environment variables whose names look secret (``*TOKEN*``, ``*SECRET*``,
-``*PASSWORD*``, ``*KEY*``, ``*CREDENTIAL*``, plus names added with ``HETERO_REDACT_ENV``,
-comma-separated globs), bearer tokens, JWTs, kubeconfig client keys/certificates/tokens,
-Docker registry ``auth`` values, user:password in URLs, PEM private keys, and regular
-expressions a matrix adds (``spec.redact``).
+
+- values of environment variables whose names look secret (:data:`SECRET_ENV_GLOBS`, plus names
+  added with ``HETERO_REDACT_ENV``, comma-separated globs), as written and as a JSON string spells
+  them. Values that cannot be told from ordinary data (shorter than :data:`MIN_SECRET_LEN`,
+  numbers, versions, booleans: ``MAX_TOKENS=1024``) are not secrets and are left alone;
+- the token formats of `detect-secrets <https://github.com/Yelp/detect-secrets>`_ (its regular
+  expression plugins: GitHub, GitLab, AWS, Slack tokens and webhooks, Stripe, PyPI, npm, SendGrid,
+  Twilio, Azure, IBM…), kind ``ds-<plugin secret type>``; the detect-secrets version in use is
+  the one installed, its patterns cached per version (importing it costs about half a second);
+- structures the gate sees that those plugins do not cover (:data:`PATTERNS`): PEM private keys
+  (a block cut by a head/tail truncation too), ``user:password@`` in a URL (also after a path
+  join turned ``://`` into ``:/``, and with an empty user as in ``redis://:pw@``), Authorization
+  headers (Bearer, Basic…), ``X-Api-Key:``-style headers, ``password=``/``"api_key":``-style
+  assignments (JDBC ``?password=`` included), JWTs, kubeconfig and Docker registry credentials,
+  GitHub fine-grained (``github_pat_``), OpenAI (``sk-``) and Hugging Face (``hf_``) tokens;
+- regular expressions a matrix adds (``spec.redact``).
+
+Each pattern runs only when a literal it cannot match without is in the text (derived from the
+pattern itself, so the output is identical to running them all): most text holds none of them.
 """
 
 from __future__ import annotations
@@ -14,28 +28,200 @@ import fnmatch
 import json
 import os
 import re
+import sys
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 from typing import Any
 
-SECRET_ENV_GLOBS: tuple[str, ...] = ("*TOKEN*", "*SECRET*", "*PASSWORD*", "*PASSWD*", "*KEY*", "*CREDENTIAL*",
-                                     "*AUTH*")
-MIN_SECRET_LEN = 4
+SECRET_ENV_GLOBS: tuple[str, ...] = ("*TOKEN*", "*SECRET*", "*PASSWORD*", "*PASSWD*", "*PASS", "*PASS_*",
+                                     "*PASSPHRASE*", "*PWD*", "*_PAT", "*_PAT_*", "*KEY*", "*CREDENTIAL*", "*AUTH*",
+                                     "*DSN*", "*WEBHOOK*", "*PRIVATE*", "*COOKIE*", "*SESSION*")
+"""Environment names (globs, matched on the upper-cased name) whose values are secrets."""
+NOT_SECRET_ENV: frozenset[str] = frozenset({"PWD", "OLDPWD", "HETERO_REDACT_ENV", "HETERO_PASS_ENV",
+                                            "SSH_AUTH_SOCK", "XDG_SESSION_ID", "XDG_SESSION_TYPE",
+                                            "XDG_SESSION_CLASS", "DBUS_SESSION_BUS_ADDRESS"})
+"""Names the globs catch that hold no secret (the working folder, agent socket paths…)."""
+MIN_SECRET_LEN = 6
 """Environment values shorter than this are not treated as secrets (``KEY=1`` would redact every '1')."""
+_ORDINARY = re.compile(r"[-+]?[\d.,:_ ]*|true|false|yes|no|on|off|none|null", re.IGNORECASE)
+"""Values that read as ordinary data (numbers, versions, times, booleans): never treated as secrets."""
+
+_VALUE = (r"""(?!\[REDACTED)(?!(?:true|false|null|none)\b)(?![-+]?\d+(?:\.\d+)?(?:[\s,;&"'}\]]|$))"""
+          r"""[^\s"'&;,{}\[\]<>\\]{4,}""")
+"""A secret value after a key: not already redacted, not a plain number, boolean or null, not a JSON
+object or array, up to a delimiter (so redacting JSON text keeps it JSON)."""
 
 PATTERNS: tuple[tuple[str, re.Pattern[str], str], ...] = (
-    ("private-key", re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----.*?(?:-----END [A-Z0-9 ]*PRIVATE KEY-----|\Z)",
-                               re.DOTALL), "[REDACTED:private-key]"),
+    ("private-key", re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----.*?"
+                               r"(?:-----END [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|\Z)", re.DOTALL),
+     "[REDACTED:private-key]"),
+    # the end of a key block whose beginning a head/tail truncation cut off
+    ("private-key", re.compile(r"\A[A-Za-z0-9+/=\s]*?-----END [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----"),
+     "[REDACTED:private-key]"),
     ("kubeconfig", re.compile(r"((?:client-key-data|client-certificate-data|token|password)\s*:\s*)"
                               r"(?!\[REDACTED)[\"']?[^\s\"']{8,}[\"']?"), r"\1[REDACTED:kubeconfig]"),
-    ("registry-auth", re.compile(r"(\"(?:auth|identitytoken|password)\"\s*:\s*\")[^\"]+(\")"),
+    ("registry-auth", re.compile(r"(\"(?:auth|identitytoken|password)\"\s*:\s*\")(?!\[REDACTED)[^\"]+(\")"),
      r"\1[REDACTED:registry-auth]\2"),
     ("bearer-token", re.compile(r"(?i)(bearer\s+)(?!\[REDACTED)[A-Za-z0-9\-._~+/]{8,}=*"),
      r"\1[REDACTED:bearer-token]"),
+    ("authorization", re.compile(r"(?i)(authorization\s*[:=]\s*[\"']?(?:basic|bearer|token|digest|negotiate|apikey)"
+                                 r"\s+)(?!\[REDACTED)[A-Za-z0-9\-._~+/:]{4,}=*"), r"\1[REDACTED:authorization]"),
+    ("api-key-header", re.compile(r"(?i)((?:x-)?(?:api|auth|access)[-_]?(?:key|token)\s*:\s*)"
+                                  r"(?!\[REDACTED)[^\s\"',;]{4,}"),
+     r"\1[REDACTED:api-key-header]"),
+    ("assignment", re.compile(r"(?i)((?<![A-Za-z0-9])(?:\\?[\"'])?(?:[a-z0-9]+[_-])*(?:password|passwd|passphrase|"
+                              r"pwd|secret|token|api[_-]?key|access[_-]?key|secret[_-]?key|private[_-]?key|"
+                              r"client[_-]?secret)(?:\\?[\"'])?\s*(?:=|:)\s*(?:\\?[\"'])?)" + _VALUE),
+     r"\1[REDACTED:assignment]"),
     ("jwt", re.compile(r"\beyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{5,}"), "[REDACTED:jwt]"),
-    # anchored on the literal '://' (not on the scheme, whose open-ended run made the search
-    # quadratic on long token-like text: 100 kB of one word took 5 s)
-    ("url-credentials", re.compile(r"(://)[^/\s:@\"']+:[^/\s@\"']+@"), r"\1[REDACTED:url-credentials]@"),
+    ("github-pat", re.compile(r"github_pat_[A-Za-z0-9_]{20,}"), "[REDACTED:github-pat]"),
+    ("openai-key", re.compile(r"\bsk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20,}"), "[REDACTED:openai-key]"),
+    ("huggingface-token", re.compile(r"\bhf_[A-Za-z0-9]{20,}"), "[REDACTED:huggingface-token]"),
+    # anchored on the literal ':/' (not on the scheme, whose open-ended run made the search
+    # quadratic on long token-like text: 100 kB of one word took 5 s); ':/' also catches a URL a
+    # path join collapsed ('https:/svc:pw@host'), and the user may be empty ('redis://:pw@')
+    ("url-credentials", re.compile(r"(:/{1,3})(?!\[REDACTED)[^/\s:@\"'<>]*:[^/\s@\"'<>]+@"),
+     r"\1[REDACTED:url-credentials]@"),
 )
+"""Our own patterns as ``(kind, regex, replacement)``, applied in this order after the detect-secrets ones."""
+
+SKIPPED_PLUGINS: frozenset[str] = frozenset({"Public IP (ipv4)", "JSON Web Token", "Private Key",
+                                          "Basic Auth Credentials"})
+"""detect-secrets plugins not used: node IPs are evidence, not secrets; its JWT pattern keeps the
+signature; its private-key patterns match the header line only (:data:`PATTERNS` remove the block); its
+URL-credentials pattern misses the user and an empty user (:data:`PATTERNS` has one)."""
+
+
+def _plugin_patterns() -> list[tuple[str, str, int]]:
+    """``(secret type, regex source, flags)`` of every detect-secrets regular-expression plugin
+    (cached per detect-secrets version under ``$XDG_CACHE_HOME/pytest-hetero``); empty when
+    detect-secrets is not installed."""
+    from importlib import metadata
+
+    try:
+        version = metadata.version("detect-secrets")
+    except metadata.PackageNotFoundError:
+        return []
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "pytest-hetero" / \
+        f"detect-secrets-{version}-patterns.json"
+    try:
+        cached = json.loads(cache.read_text("utf-8"))
+        return [(str(t), str(p), int(f)) for t, p, f in cached]
+    except (OSError, ValueError, TypeError):
+        pass
+    found = _load_plugins()
+    try:
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        tmp = cache.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(found), "utf-8")
+        tmp.replace(cache)
+    except OSError:
+        pass
+    return found
+
+
+def _load_plugins() -> list[tuple[str, str, int]]:
+    import importlib
+    import pkgutil
+
+    import detect_secrets.plugins as plugins
+    from detect_secrets.plugins.base import RegexBasedDetector
+
+    found: list[tuple[str, str, int]] = []
+    for info in sorted(pkgutil.iter_modules(plugins.__path__), key=lambda m: m.name):
+        module = importlib.import_module(f"{plugins.__name__}.{info.name}")
+        for cls in vars(module).values():
+            if isinstance(cls, type) and issubclass(cls, RegexBasedDetector) and cls.__module__ == module.__name__ \
+                    and cls is not RegexBasedDetector:
+                patterns: Iterable[re.Pattern[str]] = cls.denylist  # type: ignore[assignment]
+                found += [(str(cls.secret_type), p.pattern, p.flags) for p in patterns]
+    return found
+
+
+def required_literals(pattern: re.Pattern[str]) -> tuple[str, ...] | None:
+    """Lower-cased literals one of which every match of ``pattern`` contains (a run of ≥ 2 literal
+    characters in a required position, or one per alternative of a required branch); None when
+    none can be told. A text without any of them (lower-cased) cannot match."""
+    import importlib
+
+    sre_parse: Any = importlib.import_module("re._parser" if sys.version_info >= (3, 11) else "sre_parse")
+    try:
+        parsed = sre_parse.parse(pattern.pattern, pattern.flags)
+    except Exception:  # noqa: BLE001 - any parser surprise just means no guard
+        return None
+    found = _literals(list(parsed), sre_parse)
+    return tuple(x.lower() for x in found) if found else None
+
+
+def _literals(items: list[Any], sre: Any) -> tuple[str, ...] | None:
+    """See :func:`required_literals`; ``items`` is a parsed sequence of ``(op, argument)``."""
+    run: list[str] = []
+    for op, av in items:
+        if op is sre.LITERAL:
+            run.append(chr(av))
+            continue
+        if len(run) >= 2:
+            return ("".join(run),)
+        run = []
+        inner: tuple[str, ...] | None = None
+        if op is sre.SUBPATTERN:
+            inner = _literals(list(av[-1]), sre)
+        elif op is sre.BRANCH:
+            alternatives = [_literals(list(alt), sre) for alt in av[1]]
+            if all(alternatives):
+                inner = tuple(x for alt in alternatives for x in alt or ())
+        elif op in (sre.MAX_REPEAT, sre.MIN_REPEAT) and av[0] >= 1:
+            inner = _literals(list(av[2]), sre)
+        if inner:
+            return inner
+    return ("".join(run),) if len(run) >= 2 else None
+
+
+_COMPILED: list[tuple[str, re.Pattern[str], Any, tuple[str, ...] | None]] | None = None
+
+
+def _compiled() -> list[tuple[str, re.Pattern[str], Any, tuple[str, ...] | None]]:
+    """Every pattern as ``(kind, regex, replacement, guard literals)``, detect-secrets' first (built once)."""
+    global _COMPILED
+    if _COMPILED is None:
+        out: list[tuple[str, re.Pattern[str], Any, tuple[str, ...] | None]] = []
+        for secret_type, source, flags in _plugin_patterns():
+            if secret_type in SKIPPED_PLUGINS:
+                continue
+            try:
+                rx = re.compile(source, flags)
+            except re.error:
+                continue
+            kind = "ds-" + re.sub(r"[^a-z0-9]+", "-", secret_type.lower()).strip("-")
+            out.append((kind, rx, _whole(kind), required_literals(rx)))
+        out += [(kind, rx, repl, required_literals(rx)) for kind, rx, repl in PATTERNS]
+        _COMPILED = out
+    return _COMPILED
+
+
+def _whole(kind: str) -> Any:
+    """Replacement for a detect-secrets match: the whole match, keeping delimiters it consumed at its ends."""
+    marker = f"[REDACTED:{kind}]"
+
+    def replace(match: re.Match[str]) -> str:
+        text = match.group(0)
+        body = text.strip(" \t\r\n\"'=:")
+        start = text.find(body) if body else 0
+        return text[:start] + marker + text[start + len(body):]
+
+    return replace
+
+
+def secret_value(name: str, value: str) -> bool:
+    """True when ``value`` of environment variable ``name`` is treated as a secret by its value alone
+    (the name is judged by the globs): long enough and not ordinary data."""
+    return name not in NOT_SECRET_ENV and len(value) >= MIN_SECRET_LEN and not _ORDINARY.fullmatch(value.strip())
+
+
+SHORT_TEXT = 256
+"""Texts up to this many characters have their redaction remembered (per Redactor)."""
+SHORT_TEXTS_KEPT = 65536
+"""Most remembered texts per Redactor (then forgotten all at once)."""
 
 
 class Redactor:
@@ -49,24 +235,47 @@ class Redactor:
         env = os.environ if env is None else env
         globs = SECRET_ENV_GLOBS + tuple(g.strip() for g in env.get("HETERO_REDACT_ENV", "").split(",") if g.strip())
         values = {(name, value) for name, value in env.items()
-                  if len(value) >= MIN_SECRET_LEN and any(fnmatch.fnmatchcase(name.upper(), g) for g in globs)}
+                  if secret_value(name, value) and any(fnmatch.fnmatchcase(name.upper(), g) for g in globs)}
         # the same secret as a JSON string spells it (outputs.json, logs of JSON): quotes, backslashes,
         # control and non-ASCII characters escaped
         values |= {(name, spelled) for name, value in values
                    for spelled in (json.dumps(value)[1:-1], json.dumps(value, ensure_ascii=False)[1:-1])}
         # longest first so a secret containing another is replaced whole
         self._literals = sorted(values, key=lambda nv: -len(nv[1]))
+        self._patterns = _compiled()
         self._extra = [(kind, re.compile(rx)) for kind, rx in extra]
+        self._seen: dict[str, str] = {}
 
-    def text(self, value: str) -> str:
-        """Return ``value`` with every known secret replaced by ``[REDACTED:<kind>]``."""
+    def text(self, value: str, guard: bool = True) -> str:
+        """Return ``value`` with every known secret replaced by ``[REDACTED:<kind>]``. ``guard=False``
+        runs every pattern whatever the text holds (same output, slower: for tests and benchmarks).
+        Short texts (evidence keys, node ids, kinds, which repeat on every item) are remembered."""
         if not value:
             return value
+        short = len(value) <= SHORT_TEXT and guard
+        if short:
+            known = self._seen.get(value)
+            if known is not None:
+                return known
+        redacted = self._redact(value, guard)
+        if short:
+            if len(self._seen) >= SHORT_TEXTS_KEPT:
+                self._seen.clear()
+            self._seen[value] = redacted
+        return redacted
+
+    def _redact(self, value: str, guard: bool) -> str:
         for name, secret in self._literals:
             if secret in value:
                 value = value.replace(secret, f"[REDACTED:env:{name}]")
-        for _kind, pattern, repl in PATTERNS:
-            value = pattern.sub(repl, value)
+        lowered = value.lower() if guard else ""
+        for _kind, pattern, repl, needs in self._patterns:
+            if guard and needs is not None:
+                if not any(n in lowered for n in needs):
+                    continue
+            value, count = pattern.subn(repl, value)
+            if guard and count:
+                lowered = value.lower()
         for kind, pattern in self._extra:
             value = pattern.sub(f"[REDACTED:{kind}]", value)
         return value
@@ -82,10 +291,21 @@ class Redactor:
         return value
 
     def bytes(self, value: bytes) -> bytes:
-        """Redact UTF-8 text content; binary content (not valid UTF-8) is returned unchanged."""
+        """Redact text content in UTF-8, or in any encoding ``json.loads`` accepts (UTF-16 and UTF-32,
+        with or without a byte-order mark), re-encoded in the same encoding; content that is none
+        of them (binary) is returned unchanged."""
+        encoding = "utf-8"
         try:
             text = value.decode("utf-8")
         except UnicodeDecodeError:
-            return value
+            encoding = json.detect_encoding(value)
+            if encoding in ("utf-8", "utf-8-sig"):
+                return value
+            try:
+                text = value.decode(encoding)
+            except UnicodeDecodeError:
+                return value
         redacted = self.text(text)
-        return value if redacted == text else redacted.encode("utf-8")
+        if redacted == text:
+            return value
+        return redacted.encode(encoding)

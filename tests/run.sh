@@ -15,6 +15,10 @@ timed() { local label="$1" t=$SECONDS; shift; "$@"; printf '    %s: %ss\n' "$lab
 step "Python dependencies"
 python3 -m pip install --quiet --disable-pip-version-check -e ".[test,nvidia,html,example-build]"
 
+# the local backend confines the code under test with bubblewrap (tests/test_sandbox.py needs it)
+step "bubblewrap"
+command -v bwrap >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq --no-install-recommends bubblewrap; }
+
 # The layout's gates: the import rules run with the suite (tests/test_architecture.py); lint and strict
 # typing run first, so a violation stops CI before anything slow starts.
 step "Static checks (ruff, mypy --strict)"
@@ -39,7 +43,7 @@ timed "Kueue build" bash tests/infra/kueue.sh build
 timed "Kueue start" bash tests/infra/kueue.sh start
 
 if [ -f tests/infra/chromium.sh ]; then
-  step "Headless Chromium for the HTML report tests"
+  step "Headless Chromium, pdftotext and a CJK font for the HTML report and dossier tests"
   bash tests/infra/chromium.sh ensure
 fi
 

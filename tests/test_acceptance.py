@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -99,3 +100,22 @@ def test_every_rule_problem_reported_at_once(tmp_path: Path) -> None:
           hint: use one of >= <= > < == !=
         {where}:6:3: field 'rules[2]': rule 'c': latency needs percentile (0-100) and max_ms
           hint: e.g. latency: {{percentile: 95, max_ms: 20}}""")
+
+
+def test_rules_are_parsed_once_per_file_until_it_changes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 20.5: acceptance rules were re-parsed for every business item (3.3 ms each)."""
+    import pytest_hetero.matrix.acceptance as acceptance
+
+    path = tmp_path / "rules.yaml"
+    path.write_text("apiVersion: pytest-hetero/v1\nkind: AcceptanceRules\nrules:\n"
+                    "  - {name: a, metric: accuracy, op: '>=', value: 0.5}\n")
+    parses: list[Path] = []
+    real = acceptance._parse_rules
+    monkeypatch.setattr(acceptance, "_parse_rules", lambda p: parses.append(p) or real(p))
+    first = acceptance.load_rules(path)
+    first[0]["value"] = 99  # a caller changing its copy changes nothing for the next
+    assert [acceptance.load_rules(path)[0]["value"] for _ in range(50)] == [0.5] * 50
+    assert parses == [path]
+    path.write_text(path.read_text().replace("0.5", "0.75"))
+    os.utime(path, ns=(path.stat().st_mtime_ns + 10**9,) * 2)
+    assert acceptance.load_rules(path)[0]["value"] == 0.75 and parses == [path, path]

@@ -222,9 +222,10 @@ def test_report_dir_that_is_a_file_is_named_as_such(tmp_path: Path) -> None:
 
 
 def test_disk_filling_up_during_a_model_run_is_an_infrastructure_error(pytester: pytest.Pytester) -> None:
-    """A real 70 MiB tmpfs as the report folder (the start check wants 64 MiB free); the model fills it,
-    then prints 300 kB, so the stdout artifact cannot be written: error disk_full, owner
-    infrastructure, then the run stops because the journal cannot be written either."""
+    """A real 70 MiB tmpfs as the report folder (the start check wants 64 MiB free); it fills up just
+    before the model item (a conftest hook: the confined model cannot write there itself), the model
+    prints 300 kB, so the stdout artifact cannot be written: error disk_full, owner infrastructure,
+    then the run stops because the journal cannot be written either."""
     if os.geteuid() != 0:
         if os.environ.get("CI", "").lower() == "true":
             pytest.fail("mounting a tmpfs needs root; CI runs as root")
@@ -232,8 +233,13 @@ def test_disk_filling_up_during_a_model_run_is_an_infrastructure_error(pytester:
     small = pytester.mkdir("small")
     subprocess.run(["mount", "-t", "tmpfs", "-o", "size=70m", "tmpfs", str(small)], check=True)
     try:
-        fill = ["/bin/sh", "-c", (f"dd if=/dev/zero of={small}/filler bs=1M count=100 2>/dev/null; "
-                                  "head -c 300000 /dev/zero | tr '\\0' x")]
+        fill = ["/bin/sh", "-c", "head -c 300000 /dev/zero | tr '\\0' x"]
+        pytester.makeconftest(f"""
+            import subprocess
+            def pytest_runtest_setup(item):
+                if item.nodeid.endswith("::model"):
+                    subprocess.run("dd if=/dev/zero of={small}/filler bs=1M count=100 2>/dev/null", shell=True)
+        """)
         doc = json.loads(matrix_text())
         doc["spec"]["models"][0]["entrypoint"] = fill
         pytester.makefile(".matrix.yaml", m=json.dumps(doc))

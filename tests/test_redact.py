@@ -70,6 +70,7 @@ def test_no_planted_secret_survives_in_any_bundle_file(pytester: pytest.Pytester
     from support import matrix_text
 
     monkeypatch.setenv("HETERO_TEST_API_TOKEN", "tok-5e3f9a7c1d")
+    monkeypatch.setenv("HETERO_PASS_ENV", "HETERO_TEST_API_TOKEN")  # the model's environment is scrubbed
     doc = json.loads(matrix_text())
     doc["spec"]["models"][0]["entrypoint"] = ["{python}", "-c", SCRIPT, "{outputs}"]
     doc["spec"]["redact"] = [{"kind": "customer-id", "pattern": "CUST-[0-9]{6}"}]
@@ -159,3 +160,133 @@ def test_long_token_like_output_is_redacted_in_linear_time() -> None:
     assert Redactor(env={}).text(text) == (
         f"{blob} https://[REDACTED:url-credentials]@h {'Zm9vYmFy.' * 50_000} "
         "git+ssh://[REDACTED:url-credentials]@git.example/r")
+
+
+SECRETS: dict[str, tuple[str, str]] = {
+    # kind: (how it is written, the part that must never be seen)
+    "github-token": ("ghp_A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8", "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"),
+    "github-pat": ("github_pat_11ABCDEFG0123456789_abcdefghijklmnopqrstuvwxyzABCDEF",
+                   "11ABCDEFG0123456789_abcdefghijklmnopqrstuvwxyzABCDEF"),
+    "openai": ("sk-proj-Q1w2E3r4T5y6U7i8O9p0A1s2D3f4G5h6", "Q1w2E3r4T5y6U7i8O9p0A1s2D3f4G5h6"),
+    "aws-access-key": ("AKIAQWERTYUIOPASDFGH", "QWERTYUIOPASDFGH"),
+    "huggingface": ("hf_QwErTyUiOpAsDfGhJkLzXcVbNm123456", "QwErTyUiOpAsDfGhJkLzXcVbNm123456"),
+    "slack-bot": ("xoxb-123456789012-1234567890123-AbCdEfGhIjKlMnOpQrStUvWx", "AbCdEfGhIjKlMnOpQrStUvWx"),
+    "slack-webhook": ("https://hooks.slack.com/services/T01ABCDEF/B02GHIJKL/xYzAbCdEfGhIjKlMnOpQrStU",
+                      "xYzAbCdEfGhIjKlMnOpQrStU"),
+    "redis-empty-user": ("redis://:Redis0Pass9x@cache:6379/0", "Redis0Pass9x"),
+    "jdbc": ("jdbc:postgresql://db:5432/app?user=app&password=JdbcS3cretPw", "JdbcS3cretPw"),
+    "basic-auth-header": ("Authorization: Basic dXNlcjpCYXNpY1Bhc3M5OQ==", "dXNlcjpCYXNpY1Bhc3M5OQ"),
+    "json-api-key": ('"api_key": "ApiKeyValue12345"', "ApiKeyValue12345"),
+    "x-api-key": ("X-Api-Key: XApiKeyValue67890", "XApiKeyValue67890"),
+    "password-assignment": ("password=PlainPassw0rd77", "PlainPassw0rd77"),
+    "uri-credentials": ("https://svc:UriPassw0rd55@models.example.com/m.onnx", "UriPassw0rd55"),
+    "private-key": ("-----BEGIN PRIVATE KEY-----\\nMC4CAQAwBQYDK2VwBCIEIPrivKeyBodyXyz\\n-----END PRIVATE KEY-----",
+                    "PrivKeyBodyXyz"),
+}
+"""One planted secret of each literal kind the issue names."""
+ENV_SECRETS: dict[str, tuple[str, str]] = {
+    "DB_PASS": ("DbPassValue4242", "DbPassValue4242"),
+    "MYSQL_PWD": ("MysqlPwdValue99", "MysqlPwdValue99"),
+    "GITHUB_PAT": ("GhPatEnvValue7777", "GhPatEnvValue7777"),
+    "SSH_PASSPHRASE": ("ssh phrase value 88", "ssh phrase value 88"),
+    "SENTRY_DSN": ("https://SentryKey0123456789@o1.ingest.sentry.io/42", "SentryKey0123456789"),
+}
+"""Secrets only the environment names as such (their values have no recognisable format)."""
+
+LEAKY = """\
+import json, os, sys
+out, enc, code = sys.argv[1], sys.argv[2], int(sys.argv[3])
+lines = {secrets!r} + [os.environ[n] for n in {env_names!r}]
+for line in lines:
+    print("stdout:", line)
+    print("stderr:", line, file=sys.stderr)
+doc = {{"metrics": {{"accuracy": 1.0, "n_samples": 1024}}, "lines": lines}}
+open(out, "wb").write(json.dumps(doc).encode(enc))
+print("last: " + " ".join(lines[:6]), file=sys.stderr)
+sys.exit(code)
+"""
+
+
+def test_zero_leaks_for_every_kind_in_every_place(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One planted secret of each kind in each place: the environment, the entrypoint's argv, its stdout
+    and stderr, outputs in UTF-8 and UTF-16, matrix values, a model/dataset URI, a failure message and
+    a collection error; then every file of the bundle (read as UTF-8 and as UTF-16) and the terminal
+    are searched. ``MAX_TOKENS=1024`` in the environment corrupts nothing: the outputs stay JSON and
+    the business items judge them."""
+    import json
+
+    from support import DIGITS, MODEL_SHA
+
+    written = [w for w, _ in SECRETS.values()]
+    for name, (value, _) in ENV_SECRETS.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("MAX_TOKENS", "1024")
+    monkeypatch.setenv("HETERO_PASS_ENV", ",".join(ENV_SECRETS))  # the model's environment is scrubbed
+    (pytester.path / "leaky.py").write_text(LEAKY.format(secrets=[w.replace("\\n", "\n") for w in written],
+                                                         env_names=list(ENV_SECRETS)))
+    (pytester.path / "rules.yaml").write_text("apiVersion: pytest-hetero/v1\nkind: AcceptanceRules\nrules:\n"
+                                              "  - {name: acc, metric: accuracy, op: '>=', value: 0.5}\n"
+                                              "  - {name: n, metric: n_samples, op: '==', value: 1024}\n")
+
+    def model(name: str, encoding: str, code: int) -> dict[str, object]:
+        return {"name": name, "version": "1", "uri": str(DIGITS / "model" / "digits-logreg-1.0.0.onnx"),
+                "sha256": MODEL_SHA, "code": ".",
+                "entrypoint": ["{python}", "{code}/leaky.py", "{outputs}", encoding, str(code),
+                               *(w.replace("{", "{{").replace("}", "}}") for w in written)]}
+
+    doc = {"apiVersion": "pytest-hetero/v1", "kind": "ValidationMatrix",
+           "metadata": {"name": "leaks", "description": " ".join(written)},
+           "spec": {"target": {"backend": "local"},
+                    "resources": [{"name": "cpu-host", "type": "cpu", "requests": {"cpu": 1},
+                                   "node_selector": {"note": SECRETS["password-assignment"][0]}}],
+                    "images": [{"name": "py", "reference": "python:current"}],
+                    "models": [model("utf8", "utf-8", 0), model("utf16", "utf-16", 0), model("fails", "utf-8", 3)],
+                    "datasets": [{"name": "d", "version": "1", "uri": str(DIGITS / "data" / "digits-test-1.0.0.csv"),
+                                  "sha256": "3678e2fa8f107ffa5d8518cc07a46b9e4ce67e89d65b2f88e4c391638d965bfb",
+                                  "acceptance": "rules.yaml"}]}}
+    pytester.makefile(".matrix.yaml", leaks=json.dumps(doc))
+    broken = json.loads(json.dumps(doc))
+    broken["metadata"]["name"] = "uris"
+    broken["spec"]["datasets"][0]["uri"] = SECRETS["uri-credentials"][0]
+    broken["spec"]["models"][0]["uri"] = "s3://" + SECRETS["jdbc"][0].split("//", 1)[1]
+    pytester.makefile(".matrix.yaml", uris=json.dumps(broken))
+    result = pytester.runpytest("-p", "no:cacheprovider", "--hetero-run-id", "sec", "-v", "-rA",
+                                "--continue-on-collection-errors")
+    terminal = result.stdout.str() + result.stderr.str()
+    bundle = pytester.path / "reports" / "sec"
+    evidence = json.loads((bundle / "evidence.json").read_text())
+    got = {i["nodeid"]: i for i in evidence["items"]}
+    assert got["leaks.matrix.yaml::cpu-host::py::utf8@d::business"]["status"] == "passed"
+    assert got["leaks.matrix.yaml::cpu-host::py::utf16@d::business"]["status"] == "passed"
+    assert got["leaks.matrix.yaml::cpu-host::py::fails@d::model"]["status"] == "failed"
+    # a URI with credentials is not a file: the failure names it, credentials redacted
+    assert "s3:/db:5432/app?user=app&password=[REDACTED:assignment]" in \
+        got["uris.matrix.yaml::cpu-host::py::startup"]["failure"]["message"]
+
+    files = {p: p.read_bytes() for p in bundle.rglob("*") if p.is_file()}
+    places = {"terminal": terminal.encode()}
+    places.update({str(p.relative_to(bundle)): data for p, data in files.items()})
+    cores = {kind: core for kind, (_, core) in SECRETS.items()}
+    cores.update({f"env:{name}": core for name, (_, core) in ENV_SECRETS.items()})
+    leaks = sorted((kind, where) for kind, core in cores.items() for where, data in places.items()
+                   if core.encode() in data or core.encode("utf-16-le") in data)
+    assert leaks == []
+    outputs16 = next(data for p, data in files.items() if p.name == "outputs.json" and "utf16" in str(p))
+    assert json.loads(outputs16)["metrics"]["n_samples"] == 1024 and outputs16.startswith(b"\xff\xfe")  # still UTF-16 JSON
+    assert "[REDACTED:" in json.loads(outputs16)["lines"][0]
+
+
+def test_guards_change_nothing_but_the_time() -> None:
+    """Each pattern is skipped when a literal it needs is absent (20.5): the output equals running every
+    pattern, on text holding each planted kind, near-misses, JSON escapes and mixed case."""
+    import random
+
+    rng = random.Random(15)
+    pieces = [w.replace("\\n", "\n") for w, _ in SECRETS.values()] + [
+        "BEARER abcdefghijkl", "xOxB-1-abc", "AKIA", "hf_short", "Password: hunter22", "https:/u:p@h", "a:/b@c",
+        '{"token": "ab\\"cd"}', "-----END RSA PRIVATE KEY-----", "eyJhbGciOi.eyJzdWIi.c2ln", "MAX_TOKENS=1024",
+        "sk_live_" + "a" * 24, "SG." + "a" * 22 + "." + "b" * 43, "1234567890:" + "A" * 35, "plain words here"]
+    r = Redactor(env={"DB_PASS": "DbPassValue4242"})
+    for _ in range(300):
+        text = " ".join(rng.choice(pieces) for _ in range(rng.randint(1, 6)))
+        assert r.text(text) == r.text(text, guard=False), text

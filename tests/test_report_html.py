@@ -119,6 +119,10 @@ def test_report_contents_in_chromium(chromium: str, bundle: Path, tmp_path: Path
     assert "line 1\n" + EVIL + "\nline 3" in dom.logs
     report = dump_dom(chromium, bundle / "report.html", tmp_path / "profile")
     assert "A startup pass shows that this image started on that node" in report
+    # the grid: failure reason on hover (title) and numbered for print; failed and error coloured apart
+    assert ('<span class="sub s-failed" title="discovery: 1 failed\n[1] driver_missing: nvidia-smi not found: no '
+            'NVIDIA driver on vm" data-layer="discovery">D<sup>1</sup></span>') in report
+    assert '<li value="1">driver_missing: nvidia-smi not found: no NVIDIA driver on vm' in report
     assert "excluded by matrix rule (line 40): py-old is retired" in report
     failure_row = re.search(r"<h3>infrastructure \(1\)</h3>.*?</table>", report, re.DOTALL)
     assert failure_row and '<td>driver_missing</td>' in failure_row.group(0)
@@ -205,7 +209,9 @@ def test_render_pdf(chromium: str, bundle: Path, tmp_path: Path) -> None:
 def test_large_run_stays_usable(tmp_path: Path) -> None:
     evidence = sample_evidence(models=40, datasets=25)
     html = render_html(evidence, signoff_context({}, None, "no key"))
-    assert "2001 combinations: summarised per resource × image" in html
+    assert "2001 combinations (resource × image × model × dataset): the grid above shows them per resource × " \
+           "image." in html
+    assert html.count('<td class="gcell"') == 3 and 'id="heat"' not in html
     assert html.count("<details id=\"item-") == 1500
     assert "2507 more item(s), mostly passed, are in evidence.json only." in html
     assert len(html) < 3_000_000

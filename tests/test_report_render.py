@@ -4,6 +4,7 @@ plugin's junit-10.xsd, jenkins-junit.xsd, the official CTRF JSON Schema) and the
 from __future__ import annotations
 
 import json
+import re
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
@@ -23,7 +24,7 @@ from pytest_hetero.bundle.signoff_check import SignOff
 from pytest_hetero.reporting.ctrf import render_ctrf
 from pytest_hetero.reporting.junit import render_junit
 from pytest_hetero.reporting.markdown import render_markdown
-from pytest_hetero.reporting.view import heatmap
+from pytest_hetero.reporting.view import heatgrid, heatmap
 
 SCHEMAS = Path(__file__).resolve().parents[2] / "shared" / "schemas"
 JUNIT_XSDS = ("xunit-junit-10.xsd", "jenkins-junit.xsd")
@@ -225,13 +226,44 @@ def test_heatmap_rows_and_blocked_cells() -> None:
     assert old["model"] is None
 
 
-def test_heatmap_summarises_beyond_the_limit() -> None:
+def test_heatmap_lists_no_rows_beyond_the_limit() -> None:
     heat = heatmap(sample_evidence(models=10, datasets=5), limit=50)
-    assert heat["summarised"] is True and heat["total_rows"] == 101
-    rows = {tuple(r["keys"]): r["cells"] for r in heat["rows"]}
-    assert rows[("gpu-nvidia", "py-current")]["model"] == {"status": "blocked", "counts": {"blocked": 50}}
-    assert rows[("gpu-nvidia", "py-current")]["discovery"] == {"status": "failed", "counts": {"failed": 1}}
-    assert rows[("cpu-host", "py-current")]["business"] == {"status": "passed", "counts": {"passed": 50}}
+    assert heat == {"summarised": True, "total_rows": 101, "rows": []}
+
+
+def test_heatgrid_is_resource_by_image_with_layer_subcells_and_numbered_reasons() -> None:
+    evidence = sample_evidence(models=10, datasets=5)
+    evidence["items"][0]["status"] = "error"  # cpu-host discovery: the harness broke
+    evidence["items"][0]["failure"] = {"layer": "discovery", "category": "probe_crashed", "owner": "platform",
+                                       "message": "lscpu: exit 139"}
+    grid = heatgrid(evidence)
+    (g,) = grid["grids"]
+    assert g["matrix"] == PREFIX and g["images"] == ["py-current", "py-old"]
+    cells = {(r["resource"], c["image"]): c["layers"] for r in g["rows"] for c in r["cells"]}
+    assert cells[("gpu-nvidia", "py-old")] is None  # gpu-nvidia has no py-old item at all
+    gpu = {sub["layer"]: sub for sub in cells[("gpu-nvidia", "py-current")]}
+    assert [s["letter"] for s in cells[("gpu-nvidia", "py-current")]] == ["D", "S", "U", "M", "B"]
+    assert (gpu["discovery"]["status"], gpu["discovery"]["notes"]) == ("failed", [2])
+    assert gpu["model"]["counts"] == {"blocked": 50} and gpu["model"]["notes"] == [3]
+    assert gpu["model"]["title"] == "model: 50 blocked\n[3] blocked by gpu-nvidia::discovery"
+    cpu = {sub["layer"]: sub for sub in cells[("cpu-host", "py-current")]}
+    assert (cpu["discovery"]["status"], cpu["business"]["passed"], cpu["business"]["total"]) == ("error", 50, 50)
+    old = {sub["layer"]: sub for sub in cells[("cpu-host", "py-old")]}
+    # a resource-level item (discovery) counts in every image column; py-old's startup was excluded
+    assert (old["discovery"]["status"], old["startup"]["status"], old["model"]["status"]) == ("error", "excluded",
+                                                                                              "none")
+    assert grid["reasons"] == [
+        {"n": 1, "text": "probe_crashed: lscpu: exit 139", "count": 1},
+        {"n": 2, "text": "driver_missing: nvidia-smi not found: no NVIDIA driver on vm", "count": 1},
+        {"n": 3, "text": "blocked by gpu-nvidia::discovery", "count": 102}]
+    assert grid["reasons_more"] == 0
+
+
+def test_failed_and_error_have_distinct_colours() -> None:
+    css = (Path(__file__).parents[1] / "pytest_hetero" / "reporting" / "templates" / "heatgrid.css").read_text()
+    colour = {s: re.search(rf"\.s-{s} \{{ background: (#[0-9a-f]{{6}}); \}}", css).group(1)  # type: ignore[union-attr]
+              for s in ("passed", "failed", "error", "blocked")}
+    assert len(set(colour.values())) == 4
 
 
 @pytest.mark.parametrize("fmt", ["html", "md", "junit", "ctrf"])

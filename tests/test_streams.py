@@ -13,8 +13,9 @@ from pytest_hetero.backends.streams import CappedStream
 @pytest.mark.parametrize(("data", "kept", "capped"), [
     (b"", "", False),
     (b"0123456789", "0123456789", False),
-    (b"01234567890", "01234\n… [1 bytes not kept] …\n67890", True),
-    (b"0123456789abcdefghijKLMNOP", "01234\n… [16 bytes not kept] …\nLMNOP", True),
+    (b"0123 567890", "0123 \n… [6 bytes not kept] …\n", True),
+    (b"ab cd efgh ij kl", "ab \n… [10 bytes not kept] …\n kl", True),
+    (b"01 34567890abcdefghijKLM OP", "01 \n… [21 bytes not kept] …\n OP", True),
 ])
 def test_head_and_tail_whatever_the_chunking(chunk: int, data: bytes, kept: str, capped: bool) -> None:
     stream = CappedStream(10)
@@ -31,7 +32,16 @@ def test_memory_stays_near_the_cap_on_a_long_stream() -> None:
     for _ in range(10_000):
         stream.add(b"x" * 100)
     assert len(stream.head) == 512 and stream.tail_len <= 512 + 100
-    assert stream.text() == "x" * 512 + f"\n… [{1_000_000 - 1024} bytes not kept] …\n" + "x" * 512
+    # one 1 MB word: its edges are partial words (≤ EDGE_BYTES), dropped with the middle
+    assert stream.text() == "\n… [1000000 bytes not kept] …\n"
+
+
+def test_a_token_cut_by_the_cap_leaves_no_prefix() -> None:
+    """Truncation must not leave part of a secret that redaction can no longer recognise."""
+    stream = CappedStream(40)
+    stream.add(b"hello world ghp_0123456789abcdef0123456789abcdef0123 and some tail words here ok")
+    assert stream.text() == "hello world \n… [49 bytes not kept] …\n tail words here ok"
+    assert "ghp_" not in stream.text() and "0123" not in stream.text()
 
 
 def test_invalid_utf8_is_replaced_not_raised() -> None:

@@ -10,13 +10,18 @@ from __future__ import annotations
 import json
 import os
 import platform
+import selectors
+import shutil
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +38,9 @@ from pytest_hetero.backends.protocol import (
     Step,
     render_entrypoint,
 )
-from pytest_hetero.signals import parent_death_signal
+from pytest_hetero.backends.sandbox import Launch, Sandbox, args_pipe, child_environment
+from pytest_hetero.backends.streams import MAX_OUTPUTS_BYTES, CappedStream
+from pytest_hetero.probes.usage import sampling
 
 ENV_SNIPPET = r"""
 import json, sys, hashlib
@@ -59,6 +66,10 @@ class LocalBackend(Backend):
     def __init__(self, target: dict[str, Any], settings: Any) -> None:
         super().__init__(target, settings)
         self._images: dict[str, str] = {}
+        self._environments: dict[Path, dict[str, Any]] = {}
+        self._env_paths: dict[Path, list[Path]] = {}
+        self.sandbox = Sandbox([settings.report_dir, settings.sign_key] if settings is not None else [])
+        sweep_run_folders()
 
     def fingerprint(self) -> dict[str, Any]:
         """Host name, OS/kernel, Python, and the environment digests seen by startup."""
@@ -89,21 +100,14 @@ class LocalBackend(Backend):
         return path
 
     def identify(self, step: Step) -> ImageIdentity:
-        """Ask the interpreter for its version, distributions digest and ONNX Runtime providers; record
-        ``startup.environment``. The environment digest (sha256 of its sorted ``name==version`` list)
-        identifies the "image"; the framework view comes back as ``environment``."""
+        """Ask the interpreter (confined, like a model run) for its version, distributions digest and ONNX
+        Runtime providers, once per interpreter per session; record ``startup.environment``. The
+        environment digest (sha256 of its sorted ``name==version`` list) identifies the "image"; the
+        framework view comes back as ``environment``."""
         python = self.interpreter(step)
-        try:
-            proc = subprocess.run([str(python), "-c", ENV_SNIPPET], capture_output=True, text=True,
-                                  timeout=step.timeout_s, check=False)
-        except subprocess.TimeoutExpired:
-            raise ActionFailed(f"interpreter {python} did not answer within {step.timeout_s:g} s",
-                               "start_timeout") from None
-        except OSError as exc:
-            raise ActionFailed(f"cannot run {python}: {exc.strerror}", "entrypoint_missing") from None
-        if proc.returncode != 0:
-            raise ActionFailed(f"interpreter {python} failed: {proc.stderr.strip()[-300:]}", "start_failed")
-        env = json.loads(proc.stdout)
+        env = self._environments.get(python)
+        if env is None:
+            env = self._environments[python] = self._ask(python, step)
         digest = "sha256:" + env["distributions_sha256"]
         self._images[step.image.name] = digest
         step.record("startup.environment", image=step.image.name, reference=step.image.reference,
@@ -112,73 +116,283 @@ class LocalBackend(Backend):
                              environment={"python": str(python), "providers": env.get("providers"),
                                           "onnxruntime_error": env.get("onnxruntime_error")})
 
+    def _ask(self, python: Path, step: Step) -> dict[str, Any]:
+        """Run :data:`ENV_SNIPPET` in ``python``; its answer. Raises ActionFailed when it does not answer."""
+        argv = [str(python), "-c", ENV_SNIPPET]
+        with run_folder() as tmp:
+            env = child_environment({}, tmp, passed=self.sandbox.passed)
+            try:
+                check_program(argv, env)
+            except ActionFailed:
+                raise ActionFailed(f"cannot run {python}", "entrypoint_missing") from None
+            launch = self.sandbox.prepare(argv, cwd=tmp, run_dir=tmp, inputs=self._paths_of(python), env=env)
+            proc = run_measured(argv, launch, tmp, step.timeout_s)
+        if proc.timed_out:
+            raise ActionFailed(f"interpreter {python} did not answer within {step.timeout_s:g} s", "start_timeout")
+        if proc.exit_code != 0:
+            raise ActionFailed(f"interpreter {python} failed: {proc.stderr.strip()[-300:]}", "start_failed")
+        try:
+            answer: dict[str, Any] = json.loads(proc.stdout)
+        except json.JSONDecodeError:
+            raise ActionFailed(f"interpreter {python} answered no environment: {proc.stdout.strip()[-300:]}",
+                               "start_failed") from None
+        return answer
+
+    def _paths_of(self, python: Path) -> list[Path]:
+        """:func:`environment_paths` of ``python``, looked up once per session."""
+        if python not in self._env_paths:
+            self._env_paths[python] = environment_paths(python)
+        return self._env_paths[python]
+
     def start(self, step: Step) -> Started:
         """Nothing to start: the interpreter runs each model as a child process."""
         return Started(name=str(self.interpreter(step)), where="this host")
 
     def execute(self, step: Step) -> ExecResult:
-        """Run the entrypoint as a subprocess (cwd: matrix folder) with the layer timeout."""
+        """Run the entrypoint confined (:mod:`~pytest_hetero.backends.sandbox`; cwd: matrix folder) with the
+        layer timeout; how it was confined is ``details["isolation"]`` (``Confinement.facts``); the
+        resource type's device or cgroup is sampled meanwhile (``details["usage"]``,
+        :mod:`pytest_hetero.probes.usage`). Streams are kept within
+        :data:`~pytest_hetero.backends.streams.STREAM_CAP_BYTES` (full size and sha256 in ``details``);
+        an outputs file over :data:`~pytest_hetero.backends.streams.MAX_OUTPUTS_BYTES`, or not a plain
+        file, is refused by its metadata without being read (``failure`` ``outputs_too_large`` /
+        ``bad_outputs``)."""
         python = self.interpreter(step)
         model = step.model
-        with tempfile.TemporaryDirectory(prefix="hetero-run-") as tmp:
-            outputs = Path(tmp) / "outputs.json"
-            values = {"python": str(python), "code": str(model.code or step.matrix.path.parent),
-                      "model": str(model.path), "dataset": str(step.dataset.path),
-                      "outputs": str(outputs), "provider": EXECUTION_PROVIDERS[step.resource.type]}
+        code = model.code or step.matrix.path.parent
+        with run_folder() as tmp:
+            outputs = tmp / "outputs.json"
+            values = {"python": str(python), "code": str(code), "model": str(model.path),
+                      "dataset": str(step.dataset.path), "outputs": str(outputs),
+                      "provider": EXECUTION_PROVIDERS[step.resource.type]}
             argv = render_entrypoint(model.entrypoint, values)
-            env = {**os.environ, "HETERO_EXECUTION_PROVIDER": values["provider"]}
-            result = run_measured(argv, Path(tmp), env, step.matrix.path.parent, step.timeout_s)
-            if outputs.is_file():
-                result.outputs = outputs.read_bytes()
+            env = child_environment({"HETERO_EXECUTION_PROVIDER": values["provider"]}, tmp,
+                                    passed=self.sandbox.passed)
+            check_program(argv, env)
+            cwd = step.matrix.path.parent
+            launch = self.sandbox.prepare(argv, cwd=cwd, run_dir=tmp, env=env,
+                                          inputs=[code, model.path, step.dataset.path, *self._paths_of(python)])
+            with sampling(step.resource.type) as usage:
+                result = run_measured(argv, launch, cwd, step.timeout_s)
+            result.details["usage"] = usage.result()
+            result.details["isolation"] = launch.confinement.facts()
+            try:
+                result.outputs = read_outputs(outputs)
+            except OutputsRefused as exc:
+                result.failure = {"category": exc.category, "owner": "algorithm", "message": exc.message}
             return result
 
 
-def _die_with_parent() -> None:
-    """In the child, before exec: ask Linux to SIGKILL it when pytest dies (even by SIGKILL)."""
-    parent_death_signal(signal.SIGKILL)
+class OutputsRefused(Exception):
+    """The outputs file was not read: ``category`` ``outputs_too_large`` or ``bad_outputs``, and why."""
+
+    def __init__(self, category: str, message: str) -> None:
+        super().__init__(message)
+        self.category = category
+        self.message = message
 
 
-def run_measured(argv: list[str], tmp: Path, env: dict[str, str], cwd: Path, timeout_s: float) -> ExecResult:
-    """Run ``argv``; return its ExecResult with peak RSS (MiB, from wait4) and wall duration (s).
+def read_outputs(path: Path, max_bytes: int = MAX_OUTPUTS_BYTES) -> bytes | None:
+    """The outputs file's bytes; None when it does not exist.
 
-    The process group is killed at ``timeout_s``. Raises ActionFailed when the program cannot
-    be started (missing entrypoint), EngineUnavailable on other OS errors.
+    Opened without following a symbolic link and without blocking (a FIFO), checked by its
+    metadata before any byte is read: raises OutputsRefused ``bad_outputs`` when it is not a
+    regular file or has other hard links (it could stand for a file the model cannot read), and
+    ``outputs_too_large`` when its size (sparse or not) exceeds ``max_bytes``.
     """
-    out_path, err_path = tmp / "stdout", tmp / "stderr"
-    with open(out_path, "wb") as out, open(err_path, "wb") as err:
-        start = time.perf_counter()
-        try:
-            proc = subprocess.Popen(argv, stdout=out, stderr=err, env=env, cwd=cwd, start_new_session=True,
-                                    preexec_fn=_die_with_parent)  # noqa: PLW1509 - only prctl(PDEATHSIG), async-signal-safe
-        except FileNotFoundError:
-            raise ActionFailed(f"entrypoint program not found: {argv[0]}", "entrypoint_missing",
-                               "algorithm") from None
-        except OSError as exc:
-            raise EngineUnavailable(f"cannot start {argv[0]}: {exc.strerror}", "spawn_failed") from None
-        timed_out = threading.Event()
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise OutputsRefused("bad_outputs", f"outputs file {path.name} cannot be opened as a plain file: "
+                                            f"{exc.strerror}") from None
+    with os.fdopen(fd, "rb") as fh:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise OutputsRefused("bad_outputs", f"outputs file {path.name} is not a regular file")
+        if st.st_nlink != 1:
+            raise OutputsRefused("bad_outputs", f"outputs file {path.name} has {st.st_nlink} hard links; write "
+                                                "a new file")
+        if st.st_size > max_bytes:
+            raise OutputsRefused("outputs_too_large", f"entrypoint wrote a {st.st_size}-byte outputs file, more "
+                                                      f"than the {max_bytes} bytes read back")
+        data = fh.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        raise OutputsRefused("outputs_too_large", f"entrypoint wrote more than {max_bytes} bytes of outputs")
+    return data
 
-        def kill() -> None:
-            timed_out.set()
-            try:
-                os.killpg(proc.pid, 9)
-            except ProcessLookupError:
-                pass
 
-        timer = threading.Timer(timeout_s, kill)
-        timer.start()
-        try:
-            _, status, usage = os.wait4(proc.pid, 0)
-        except BaseException:
-            # Ctrl-C / SIGTERM reach pytest, not the child's own session: stop the whole group
-            timer.cancel()
-            kill()
-            os.waitpid(proc.pid, 0)
-            raise
-        finally:
-            timer.cancel()
-        proc.returncode = os.waitstatus_to_exitcode(status)
-        duration = time.perf_counter() - start
-    return ExecResult(
-        argv=argv, exit_code=None if timed_out.is_set() else proc.returncode, duration_s=duration,
-        stdout=out_path.read_text("utf-8", "replace"), stderr=err_path.read_text("utf-8", "replace"),
-        outputs=None, timed_out=timed_out.is_set(), peak_rss_mib=round(usage.ru_maxrss / 1024.0, 2))
+def check_program(argv: list[str], env: dict[str, str]) -> None:
+    """Raise ActionFailed ``entrypoint_missing`` (algorithm) when ``argv[0]`` is not an executable file
+    (looked up on ``env["PATH"]`` when it has no slash)."""
+    program = argv[0] if argv else ""
+    found = program if "/" in program else shutil.which(program, path=env.get("PATH", os.defpath))
+    if not program or found is None or not os.path.isfile(found) or not os.access(found, os.X_OK):
+        raise ActionFailed(f"entrypoint program not found: {program}", "entrypoint_missing", "algorithm")
+
+
+def environment_paths(python: Path) -> list[Path]:
+    """Folders a run of ``python`` reads beyond its inputs: its installation prefix (the folder above
+    ``bin/``), a virtual environment's base installation (``home`` in ``pyvenv.cfg``), and, for the
+    interpreter running pytest, the existing folders on its ``sys.path``."""
+    found = [python.parent.parent, python.resolve().parent.parent]
+    cfg = python.parent.parent / "pyvenv.cfg"
+    if cfg.is_file():
+        for line in cfg.read_text("utf-8", "replace").splitlines():
+            key, _, value = line.partition("=")
+            if key.strip() == "home" and value.strip():
+                found.append(Path(value.strip()).parent)
+    if python == Path(sys.executable):
+        found += [Path(sys.prefix), Path(sys.base_prefix), *(Path(p) for p in sys.path if p and os.path.isdir(p))]
+    return list(dict.fromkeys(found))
+
+
+RUN_PREFIX = "hetero-run-"
+"""Prefix of a model run's private folder under the system temporary folder: ``hetero-run-<gate pid>-…``."""
+
+
+@contextmanager
+def run_folder() -> Iterator[Path]:
+    """A private folder for one run (``tmp/`` inside for ``TMPDIR``), removed afterwards. Its name
+    carries the gate's pid so :func:`sweep_run_folders` can remove those a killed gate left behind."""
+    tmp = Path(tempfile.mkdtemp(prefix=f"{RUN_PREFIX}{os.getpid()}-"))
+    try:
+        (tmp / "tmp").mkdir()
+        yield tmp
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def sweep_run_folders(root: Path | None = None) -> list[Path]:
+    """Remove run folders (under ``root``, default the system temporary folder) whose gate process
+    is gone (e.g. pytest was killed with SIGKILL); return those removed."""
+    root = Path(tempfile.gettempdir()) if root is None else root
+    removed = []
+    for folder in root.glob(f"{RUN_PREFIX}*-*"):
+        pid = folder.name[len(RUN_PREFIX):].split("-", 1)[0]
+        if not pid.isdigit() or int(pid) == os.getpid() or _alive(int(pid)):
+            continue
+        shutil.rmtree(folder, ignore_errors=True)
+        removed.append(folder)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def run_measured(argv: list[str], launch: Launch, cwd: Path, timeout_s: float) -> ExecResult:
+    """Start ``launch`` (see :meth:`Sandbox.prepare`); return its ExecResult: ``argv`` as rendered,
+    exit code (None when killed at ``timeout_s``), wall duration (s), peak RSS (MiB, wait4 of the
+    launcher and what it reaped), stdout/stderr through pipes, capped (never written to disk).
+
+    The confined run's whole process tree dies with it (its PID namespace); an unconfined one is
+    killed as a process group. Raises EngineUnavailable when the launcher cannot be started.
+    """
+    fds = args_pipe(launch.args)
+    command = [str(fds.read) if a == "{fd}" else a for a in launch.argv]
+    out, err = CappedStream(), CappedStream()
+    start = time.perf_counter()
+    try:
+        proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                env=launch.env, cwd=cwd, start_new_session=True, pass_fds=fds.fds)
+    except OSError as exc:
+        raise EngineUnavailable(f"cannot start {command[0]}: {exc.strerror}", "spawn_failed") from None
+    finally:
+        if fds.read >= 0:
+            os.close(fds.read)
+    reaper = _Reaper(proc.pid, timeout_s)
+    try:
+        _drain(proc, out, err, reaper)
+        status, usage = reaper.wait()
+    except BaseException:
+        # Ctrl-C / SIGTERM reach pytest, not the run's own session: stop it, then go on unwinding
+        reaper.kill()
+        reaper.wait()
+        raise
+    finally:
+        for pipe in (proc.stdout, proc.stderr):
+            if pipe is not None:
+                pipe.close()
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    return ExecResult(argv=argv, exit_code=None if reaper.fired else proc.returncode,
+                      duration_s=time.perf_counter() - start, stdout=out.text(), stderr=err.text(), outputs=None,
+                      timed_out=reaper.fired, peak_rss_mib=round(usage.ru_maxrss / 1024.0, 2),
+                      details={**out.facts("stdout"), **err.facts("stderr")})
+
+
+class _Reaper:
+    """Kills the launched process (its group) at the timeout or on demand, and reaps it exactly once."""
+
+    def __init__(self, pid: int, timeout_s: float) -> None:
+        self.pid = pid
+        self.fired = False
+        self._lock = threading.Lock()
+        self._status: tuple[int, Any] | None = None
+        self._timer = threading.Timer(timeout_s, self._timeout)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def _timeout(self) -> None:
+        self.fired = True
+        self.kill()
+
+    def kill(self) -> None:
+        """SIGKILL the process group (a no-op once reaped)."""
+        with self._lock:
+            if self._status is None:
+                with suppress(ProcessLookupError, PermissionError):
+                    os.killpg(self.pid, signal.SIGKILL)
+
+    def poll(self) -> bool:
+        """True (and reaped) when the process has exited."""
+        with self._lock:
+            if self._status is None:
+                pid, status, usage = os.wait4(self.pid, os.WNOHANG)
+                if pid:
+                    self._status = (status, usage)
+            return self._status is not None
+
+    def wait(self) -> tuple[int, Any]:
+        """Block until reaped; return (wait status, rusage). Also kills any process left in its group."""
+        if self._status is None:
+            _, status, usage = os.wait4(self.pid, 0)
+            with self._lock:
+                self._status = (status, usage)
+        self._timer.cancel()
+        with suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.pid, signal.SIGKILL)  # what an unconfined run left in its group
+        return self._status
+
+
+DRAIN_AFTER_EXIT_S = 0.2
+"""How long output is still read after the run's main process exited (its children may hold the pipes)."""
+
+
+def _drain(proc: subprocess.Popen[bytes], out: CappedStream, err: CappedStream, reaper: _Reaper) -> None:
+    """Read both pipes into the capped streams until both close, or the process exited and
+    :data:`DRAIN_AFTER_EXIT_S` passed (children that escaped its group still hold them)."""
+    streams = {proc.stdout.fileno(): out, proc.stderr.fileno(): err}  # type: ignore[union-attr]
+    exited_at: float | None = None
+    with selectors.DefaultSelector() as sel:
+        for fd in streams:
+            sel.register(fd, selectors.EVENT_READ)
+        while sel.get_map():
+            for key, _ in sel.select(0.05 if exited_at is None else DRAIN_AFTER_EXIT_S / 4):
+                chunk = os.read(key.fd, 1 << 16)
+                if chunk:
+                    streams[int(key.fd)].add(chunk)
+                else:
+                    sel.unregister(key.fd)
+            if exited_at is None:
+                if reaper.poll():
+                    exited_at = time.perf_counter()
+            elif time.perf_counter() - exited_at >= DRAIN_AFTER_EXIT_S:
+                return

@@ -108,6 +108,41 @@ def metric_changes(old: dict[str, dict[str, Any]], new: dict[str, dict[str, Any]
     return out
 
 
+def _identities(evidence: dict[str, Any]) -> dict[tuple[str, str], tuple[str, str]]:
+    """{("model"|"dataset", name): (version, sha256)} from the ``model.identity`` records of a run."""
+    out: dict[tuple[str, str], tuple[str, str]] = {}
+    for item in evidence.get("items", []):
+        if item.get("layer") != "model":
+            continue
+        for record in item.get("records") or []:
+            if record.get("kind") == "model.identity":
+                data = record.get("data") or {}
+                out[("model", str(data.get("model")))] = (str(data.get("version")), str(data.get("sha256") or ""))
+                out[("dataset", str(data.get("dataset")))] = (str(data.get("dataset_version")),
+                                                             str(data.get("dataset_sha256") or ""))
+    return out
+
+
+def input_changes(old: dict[str, Any], new: dict[str, Any]) -> list[dict[str, Any]]:
+    """What the run was given that differs from the baseline's: model and data-set versions (or, at the same
+    version, their sha256) as the model items recorded them, and each matrix file's sha256. Returns
+    ``[{"what": "model"|"dataset"|"matrix", "name", "old", "new"}]`` sorted; ``old``/``new`` None when absent."""
+    a, b = _identities(old), _identities(new)
+    out = []
+    for key in sorted(set(a) & set(b)):
+        (va, sa), (vb, sb) = a[key], b[key]
+        if va != vb:
+            out.append({"what": key[0], "name": key[1], "old": va, "new": vb})
+        elif sa != sb:
+            out.append({"what": key[0], "name": key[1], "old": f"{va} (sha256 {sa[:12]}…)",
+                        "new": f"{vb} (sha256 {sb[:12]}…)"})
+    ma = {m["name"]: m.get("sha256") for m in old.get("matrices", [])}
+    mb = {m["name"]: m.get("sha256") for m in new.get("matrices", [])}
+    out += [{"what": "matrix", "name": name, "old": f"sha256 {str(ma[name])[:12]}…",
+             "new": f"sha256 {str(mb[name])[:12]}…"} for name in sorted(set(ma) & set(mb)) if ma[name] != mb[name]]
+    return out
+
+
 def classify(old: str | None, new: str | None) -> str | None:
     """The transition name from status ``old`` to ``new`` (None = absent), or None for no change."""
     if new in FAILING:
@@ -135,9 +170,9 @@ def diff_evidence(old: dict[str, Any], new: dict[str, Any], *, tolerance: float 
 
 def _diff(old: dict[str, Any], new: dict[str, Any], *, tolerance: float, policy: str) -> dict[str, Any]:
     """The ``baseline_diff`` section: ``{"baseline": {run, matrices}, "transitions": {name:
-    [{"item", "old", "new"}]}, "counts": {name: n}, "target_changes": [...], "metric_changes":
-    [...], "tolerance", "gate": {"policy", "failed", "reasons"}}``. Raises BundleError when the
-    two bundles share no matrix (a baseline of another matrix)."""
+    [{"item", "old", "new"}]}, "counts": {name: n}, "target_changes": [...], "input_changes": [...]
+    (:func:`input_changes`), "metric_changes": [...], "tolerance", "gate": {"policy", "failed", "reasons"}}``.
+    Raises BundleError when the two bundles share no matrix (a baseline of another matrix)."""
     if not matrix_names(old) & matrix_names(new):
         raise BundleError(f"baseline covers matrix {', '.join(sorted(matrix_names(old))) or 'none'}, this run "
                           f"covers {', '.join(sorted(matrix_names(new))) or 'none'}",
@@ -162,6 +197,7 @@ def _diff(old: dict[str, Any], new: dict[str, Any], *, tolerance: float, policy:
         "transitions": transitions,
         "counts": {name: len(v) for name, v in transitions.items()},
         "target_changes": target_changes(old.get("target", []), new.get("target", [])),
+        "input_changes": input_changes(old, new),
         "metric_changes": metric_changes(a, b, tolerance),
         "tolerance": tolerance,
     }
@@ -199,6 +235,8 @@ def diff_lines(diff: dict[str, Any], limit: int = 20) -> list[str]:
             continue
         for entry in diff["transitions"][name][:limit]:
             lines.append(f"  {name:<14} {entry['item']}  ({entry['old']} → {entry['new']})")
+    for c in diff.get("input_changes", [])[:limit]:
+        lines.append(f"  {c['what']} {c['name']}: {c['old']} → {c['new']}")
     for c in diff["target_changes"][:limit]:
         lines.append(f"  target {c['backend']}.{c['field']}: {c['old']} → {c['new']}")
     for m in diff["metric_changes"][:limit]:

@@ -17,8 +17,11 @@ from pytest_hetero.bundle.baseline import DEFAULT_TOLERANCE, POLICIES
 DECISIONS = ("accept", "accept-with-conditions", "accept-with-known-failures", "reject")
 """``hetero sign --decision`` choices (:data:`pytest_hetero.bundle.attestation.DECISIONS`)."""
 
-FORMATS = ("html", "md", "junit", "ctrf")
-"""``hetero render --format`` choices (the keys of :data:`pytest_hetero.reporting.writers.FORMATS`)."""
+FORMATS = ("html", "md", "junit", "ctrf", "dossier")
+"""``hetero render --format`` choices (the keys of :data:`pytest_hetero.reporting.writers.FORMATS`, and
+``dossier``, rendered on demand)."""
+LANGS = ("en", "zh")
+"""``hetero render --format dossier --lang`` choices (:data:`pytest_hetero.reporting.dossier_text.LANGS`)."""
 PLUGIN_HELP = "import MODULE as a pytest-hetero plugin (repeatable), besides the pytest_hetero entry points"
 
 
@@ -98,6 +101,12 @@ def _run_render(args: argparse.Namespace) -> int:
     from pytest_hetero.cli.signing import render
 
     return render(args)
+
+
+def _run_trend(args: argparse.Namespace) -> int:
+    from pytest_hetero.cli.trend import run
+
+    return run(args)
 
 
 def _run_report(args: argparse.Namespace) -> int:
@@ -295,12 +304,28 @@ def _add_signing(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-
                    help="fail when the run finished longer ago than AGE (e.g. 36h, 7d, 90m, 3600s)")
     p.set_defaults(func=_run_verify)
 
-    p = sub.add_parser("render", help="re-render a bundle's evidence.json (html, md, junit, ctrf)")
+    p = sub.add_parser("render", help="re-render a bundle's evidence.json (html, md, junit, ctrf), or its "
+                       "acceptance dossier (dossier, --lang en|zh)")
     p.add_argument("bundle", help="report folder")
-    p.add_argument("--format", choices=list(FORMATS), default="html")
+    p.add_argument("--format", choices=list(FORMATS), default="html",
+                   help="dossier: the acceptance dossier (cover, proves / does not prove, the five layers, "
+                   "acceptance results, phases and POC scenarios, untested scope, reproduce)")
+    p.add_argument("--lang", choices=LANGS, default=None, help="language of the dossier (default en; dossier only)")
     p.add_argument("--out", help="output file (default: stdout); keep it outside the bundle, which is signed")
-    p.add_argument("--pdf", action="store_true", help="print the HTML to PDF (--out) with headless Chromium")
+    p.add_argument("--pdf", action="store_true",
+                   help="print the HTML (html or dossier) to PDF (--out) with headless Chromium; the dossier prints A4")
     p.add_argument("--key", action="append", default=[], help="trusted gate public key PEM (repeatable): the "
                                                               "evidence is rendered only once verified")
     _policy_options(p)
     p.set_defaults(func=_run_render)
+
+    p = sub.add_parser("trend", help="each item and metric across many signed bundles (nights): status history, "
+                       "first failing night, flaky items, metric series with their bound; verifies each bundle first")
+    p.add_argument("bundles", nargs="+", type=Path, metavar="BUNDLE", help="report folders, in any order "
+                   "(ordered by their run's start time)")
+    p.add_argument("--format", choices=("text", "json", "html"), default="text")
+    p.add_argument("--out", type=Path, default=None, help="output file (default: stdout)")
+    p.add_argument("--limit", type=int, default=50, metavar="N",
+                   help="items listed per section in text and html (default 50; json lists all)")
+    p.set_defaults(func=_run_trend)
+    _trust(p)

@@ -191,10 +191,12 @@ def _render(args: argparse.Namespace) -> int:
     if args.out and Path(args.out).resolve().is_relative_to(bundle.resolve()):
         raise HeteroError(f"refusing to write {args.out} inside the signed bundle (verify would report it)",
                           hint="write the rendering outside the report folder")
-    data = render(args.format, evidence, bundle_signoff(bundle, evidence, keys, policy))
+    if args.lang is not None and args.format != "dossier":
+        raise HeteroError(f"--lang {args.lang} applies to --format dossier only; {args.format} is rendered in English")
+    data = render(args.format, evidence, bundle_signoff(bundle, evidence, keys, policy), args.lang or "en")
     if args.pdf:
-        if args.format != "html" or not args.out:
-            raise HeteroError("--pdf needs --format html and --out FILE.pdf")
+        if args.format not in ("html", "dossier") or not args.out:
+            raise HeteroError("--pdf needs --format html or dossier, and --out FILE.pdf")
         with tempfile.TemporaryDirectory(prefix="hetero-render-") as tmp:
             page = Path(tmp) / "report.html"
             page.write_bytes(data)
@@ -230,4 +232,4 @@ verify = _guard(_verify)
 """``hetero verify BUNDLE --key PUB… [--policy POLICY [--policy-sha256 HEX]] [--require-role ROLE]…
 [--max-age AGE]``."""
 render = _guard(_render)
-"""``hetero render BUNDLE [--format F] [--out FILE] [--pdf] [--key PUB…] [--policy POLICY]``."""
+"""``hetero render BUNDLE [--format F] [--lang en|zh] [--out FILE] [--pdf] [--key PUB…] [--policy POLICY]``."""

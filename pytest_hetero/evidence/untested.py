@@ -36,6 +36,9 @@ DOES_NOT_PROVE: dict[str, str] = {
 NOT_PROVEN = "scope.not_proven"
 """Record kind a check uses for a part of its layer it could not prove although the item ran
 (data: ``layer``, ``part``, ``reason``), e.g. queue/quota admission on a Docker host."""
+ISOLATION_PART = "isolation of the code under test"
+"""``part`` of the ``scope.not_proven`` record of a model run the engine could not confine: the code under
+test could have read the signing key and altered the evidence, so the run's verdict cannot be ``pass``."""
 
 
 def _entry(nodeid: str, layer: str, keys: dict[str, str], status: str, reason: str | None,
@@ -102,8 +105,9 @@ def untested_scope(plans: Iterable[tuple[Matrix, str, Plan]], items: list[dict[s
 def summarise(items: list[dict[str, Any]], untested: dict[str, Any]) -> dict[str, Any]:
     """Per-layer status counts over reported and untested items, totals, and the gate verdict.
 
-    Verdict: ``fail`` when any item failed or errored, ``incomplete`` when nothing passed
-    or the run was interrupted (an untested ``not_run`` exists), else ``pass``.
+    Verdict: ``fail`` when any item failed or errored, ``incomplete`` when nothing passed,
+    the run was interrupted (an untested ``not_run`` exists) or code under test ran unconfined
+    (a ``not_proven`` entry for :data:`ISOLATION_PART`), else ``pass``.
     Returns ``{"by_layer": {layer: {status: n}}, "totals": {status: n}, "verdict": str}``.
     """
     by_layer: dict[str, dict[str, int]] = {layer: {} for layer in LAYERS}
@@ -120,7 +124,8 @@ def summarise(items: list[dict[str, Any]], untested: dict[str, Any]) -> dict[str
             totals[status] = totals.get(status, 0) + n
     if totals.get("failed") or totals.get("error"):
         verdict = "fail"
-    elif not totals.get("passed") or totals.get("not_run"):
+    elif not totals.get("passed") or totals.get("not_run") or any(
+            p.get("part") == ISOLATION_PART for p in untested.get("not_proven", [])):
         verdict = "incomplete"
     else:
         verdict = "pass"

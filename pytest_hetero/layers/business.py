@@ -30,7 +30,8 @@ def check(ctx: LayerContext) -> None:
     owners: set[str] = set()
     for run in range(1, count + 1) if count > 1 else (0,):
         try:
-            outputs = json.loads(outputs_of(ctx, depends, run).decode("utf-8"))
+            # bytes: every encoding the model layer accepted as JSON (UTF-8, UTF-16, UTF-32)
+            outputs = json.loads(outputs_of(ctx, depends, run))
         except (OSError, ValueError) as exc:
             raise LayerBroken(f"outputs of {'::'.join(depends)} unreadable: {exc}", "outputs_unavailable") from None
         results = evaluate(rules, outputs if isinstance(outputs, dict) else {})

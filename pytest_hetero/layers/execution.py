@@ -2,7 +2,9 @@
 
 The backend runs the entrypoint; this module records the run uniformly (command, exit code,
 duration in seconds, peak RSS in MiB, bounded stdout/stderr with sha256 of the full text,
-the outputs file as an artifact) and decides the verdict.
+the outputs file as an artifact), the run-time usage the engine sampled (``model.usage``: device
+memory high-water mark and utilisation, :mod:`pytest_hetero.probes.usage`; "not available" and why
+when the engine samples nothing) and decides the verdict.
 """
 
 from __future__ import annotations
@@ -11,7 +13,9 @@ import json
 
 from pytest_hetero.errors import HeteroError
 from pytest_hetero.evidence.model import bounded, sha256_text
+from pytest_hetero.evidence.untested import ISOLATION_PART, NOT_PROVEN
 from pytest_hetero.layers.base import LayerBroken, LayerContext, LayerFailed, keep_outputs
+from pytest_hetero.probes.usage import unavailable
 
 
 def check(ctx: LayerContext) -> None:
@@ -52,6 +56,9 @@ def _run_once(ctx: LayerContext, run: int) -> None:
     ctx.record("model.identity", model=model.name, version=model.version, sha256=model.sha256,
                dataset=dataset.name, dataset_version=dataset.version, dataset_sha256=dataset.sha256)
     result = ctx.backend.execute(ctx)
+    usage = result.details.pop("usage", None)
+    ctx.record("model.usage", **(usage if isinstance(usage, dict) else unavailable(
+        f"the {ctx.backend.name} engine does not sample device memory or utilisation during a run")))
     started_here = result.details.pop("image", None)
     if started_here is not None:  # the engine had to start the image itself: its digest is this item's to check
         from pytest_hetero.backends.protocol import ImageIdentity
@@ -59,6 +66,13 @@ def _run_once(ctx: LayerContext, run: int) -> None:
 
         judge_digest(ctx, ImageIdentity(digest=started_here["digest"], known=tuple(started_here["known"]),
                                         what=started_here["what"], owner=started_here["owner"]))
+    isolation = result.details.get("isolation")
+    if isinstance(isolation, dict) and not isolation.get("confined", True):
+        ctx.record(NOT_PROVEN, layer="model", part=ISOLATION_PART,
+                   reason=f"the code under test ran unconfined ({isolation.get('reason') or 'no sandbox'}): it "
+                          "could have read the signing key and altered this run's evidence")
+    # secrets out before any cut: a token cut at a head/tail boundary would keep its prefix
+    result.stdout, result.stderr = ctx.redactor.text(result.stdout), ctx.redactor.text(result.stderr)
     if sensitive:  # logs may echo samples: keep sizes and digests only
         streams = {name: {"text": "[withheld: sensitive dataset]", "truncated": True,
                           "bytes": len(text.encode("utf-8", "replace")), "sha256": sha256_text(text)}

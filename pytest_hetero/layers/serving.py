@@ -24,12 +24,14 @@ backend without them leaves the pods unrecorded, says so in evidence, and a ``de
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, Protocol
+from urllib.parse import urlsplit
 
 import httpx
 
@@ -37,6 +39,7 @@ from pytest_hetero.errors import CaseError
 from pytest_hetero.layers.base import LayerBroken, LayerContext, LayerFailed, NotApplicable, keep_outputs
 from pytest_hetero.matrix.acceptance import evaluate, load_rules
 from pytest_hetero.matrix.model import Serving
+from pytest_hetero.probes.usage import Sampler, sampling, unavailable
 from pytest_hetero.serving.load import TRANSPORT_ERROR, LevelResult, run_levels, summarise
 from pytest_hetero.serving.protocol import (
     Answer,
@@ -238,6 +241,20 @@ def parse_level(proto: ServingProtocol, level: LevelResult, requests: list[Prepa
         answers.setdefault(r.request, answer)
 
 
+LOCAL_HOSTS = frozenset({"localhost", "127.0.0.1", "::1", "[::1]"})
+
+
+@contextlib.contextmanager
+def load_sampling(ctx: LayerContext, base: str) -> Iterator[Sampler | None]:
+    """Sample this host's device of the resource type while a service on this host is loaded (None for a
+    service elsewhere, whose device cannot be read from here); see :mod:`pytest_hetero.probes.usage`."""
+    if (urlsplit(base).hostname or "") not in LOCAL_HOSTS:
+        yield None
+        return
+    with sampling(ctx.resource.type) as sampler:
+        yield sampler
+
+
 def execute(ctx: LayerContext) -> None:
     """Send the dataset's inputs at each concurrency level; write outputs.json and raw responses.
 
@@ -271,8 +288,11 @@ def execute(ctx: LayerContext) -> None:
             show(f"{label} {line}")
 
         progress = prefixed
-    results = run_levels(base, requests, levels, count, deadline, headers,
-                         float(load.get("request_timeout_s", REQUEST_TIMEOUT_S)), progress)
+    with load_sampling(ctx, base) as sampler:
+        results = run_levels(base, requests, levels, count, deadline, headers,
+                             float(load.get("request_timeout_s", REQUEST_TIMEOUT_S)), progress)
+    ctx.record("serving.usage", endpoint=base, **(sampler.result() if sampler else unavailable(
+        f"the service at {base} does not run on this host: its device is not sampled from here")))
     answers: dict[int, Answer] = {}
     versions: dict[str, int] = {}
     malformed: list[str] = []

@@ -21,7 +21,9 @@ else to every level, and names the measured value of each level:
 - ``error_rate``: the share of failed requests (0–1) must be ≤ ``max``.
 - ``throughput``: ``min_rps`` (successful requests/s) and/or ``min_sps`` (samples/s) as floors.
 
-Each rule yields ``{"name", "kind", "expected", "observed", "verdict": "pass"|"fail", "detail"}``.
+Each rule yields ``{"name", "kind", "expected", "observed", "verdict": "pass"|"fail", "detail"}``; a metric
+or latency rule adds ``bound`` (``{"op", "value", "tolerance", "unit"?}``: the threshold as data, for trends),
+a golden rule ``failing`` (the indices of the samples that did not match).
 """
 
 from __future__ import annotations
@@ -55,8 +57,16 @@ RULE_KEYS: tuple[str, ...] = ("name", "description", *KINDS, "op", "value", "tol
 """Keys a rule may have; any other is reported as unknown (with a ``did you mean`` hint)."""
 
 
+_PARSED: dict[Path, tuple[tuple[int, int, int], list[dict[str, Any]]]] = {}
+"""Rules already read in this process: path → ((inode, size, mtime ns), rules)."""
+
+
 def load_rules(path: Path) -> list[dict[str, Any]]:
     """Read and check an AcceptanceRules file; return its rules (dicts, each with ``line``).
+
+    A file is parsed once per process: later calls return copies of the same rules while its
+    inode, size and modification time are unchanged (a matrix of N models on one dataset
+    evaluates N business items against one parse).
 
     Raises CaseError naming file, line and field for bad YAML, a wrong kind or no rules (the
     first problem found). The rules themselves are all checked: a rule with no name, an unknown
@@ -64,6 +74,21 @@ def load_rules(path: Path) -> list[dict[str, Any]]:
     a missing value, or a kind's bad bounds; several such problems raise :class:`RulesInvalid`
     (a CaseError) listing each, one alone raises that CaseError.
     """
+    try:
+        st = path.stat()
+        stamp: tuple[int, int, int] | None = (st.st_ino, st.st_size, st.st_mtime_ns)
+    except OSError:
+        stamp = None
+    known = _PARSED.get(path)
+    if stamp is not None and known is not None and known[0] == stamp:
+        return [dict(rule) for rule in known[1]]
+    rules = _parse_rules(path)
+    if stamp is not None:
+        _PARSED[path] = (stamp, rules)
+    return [dict(rule) for rule in rules]
+
+
+def _parse_rules(path: Path) -> list[dict[str, Any]]:
     data, pos = read_yaml(path, CaseError)
     where = str(path)
     if not isinstance(data, dict) or data.get("kind") != "AcceptanceRules":
@@ -216,7 +241,7 @@ def _evaluate(rule: dict[str, Any], outputs: dict[str, Any]) -> dict[str, Any]:
             ok = OPS[op](observed, value)
             expected = f"{rule['metric']} {op} {value}"
         return {"expected": expected, "observed": round(observed, 6), "verdict": "pass" if ok else "fail",
-                "detail": ""}
+                "detail": "", "bound": {"op": op, "value": value, "tolerance": tol or None}}
     if rule["kind"] in SERVICE_CHECKS:
         return _evaluate_service(rule["kind"], rule[rule["kind"]], outputs)
     if rule["kind"] == "latency":
@@ -224,7 +249,8 @@ def _evaluate(rule: dict[str, Any], outputs: dict[str, Any]) -> dict[str, Any]:
         observed = percentile(_numbers(outputs, lat.get("field", "latency_ms")), float(lat["percentile"]))
         ok = observed <= float(lat["max_ms"])
         return {"expected": f"p{lat['percentile']} ≤ {lat['max_ms']} ms", "observed": round(observed, 4),
-                "verdict": "pass" if ok else "fail", "detail": ""}
+                "verdict": "pass" if ok else "fail", "detail": "",
+                "bound": {"op": "<=", "value": float(lat["max_ms"]), "tolerance": None, "unit": "ms"}}
     gold = rule["golden"]
     field, key = gold.get("field", "predictions"), gold.get("key", "indices")
     values, keys = outputs.get(field), outputs.get(key)
@@ -244,7 +270,7 @@ def _evaluate(rule: dict[str, Any], outputs: dict[str, Any]) -> dict[str, Any]:
     return {"expected": f"{n} golden samples match", "observed": f"{n - len(mismatches)}/{n} match",
             "verdict": "fail" if mismatches else "pass",
             "detail": "; ".join(f"sample {m['index']}: expected {m['expected']!r}, got {m['observed']!r}"
-                                for m in mismatches)}
+                                for m in mismatches), "failing": [m["index"] for m in mismatches]}
 
 
 def _evaluate_service(kind: str, body: dict[str, Any], outputs: dict[str, Any]) -> dict[str, Any]:

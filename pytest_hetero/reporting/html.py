@@ -4,8 +4,10 @@ The page carries its stylesheet inline and a Content-Security-Policy that forbid
 any fetch, so it opens offline and prints (print stylesheet in ``report.css``). Every value from
 evidence is autoescaped: a log line with HTML or ``<script>`` renders as text.
 
-Scale: the heat map lists rows one by one up to :data:`~pytest_hetero.reporting.view.HEATMAP_ROW_LIMIT`,
-then summarises per resource × image (worst status, counts). Per-item evidence is collapsed
+Scale: the heat map is a resource × image grid with the five layers as sub-cells and the failure
+reasons numbered (:func:`~pytest_hetero.reporting.view.heatgrid`, whose size does not grow with model ×
+dataset); up to :data:`~pytest_hetero.reporting.view.HEATMAP_ROW_LIMIT` combinations are also listed one
+row each. Per-item evidence is collapsed
 (``<details>``) and limited to :data:`ITEM_DETAIL_LIMIT` items, failures first, then untested,
 then passed; untested scope lists at most :data:`UNTESTED_LIMIT` rows. Everything is complete
 in evidence.json, which the manifest covers.
@@ -19,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import jinja2
+import markupsafe
 
 from pytest_hetero import LAYERS, __version__
 from pytest_hetero.evidence.model import STATUSES
@@ -26,6 +29,7 @@ from pytest_hetero.reporting.view import (
     DIMENSIONS,
     entries,
     failures_by_owner,
+    heatgrid,
     heatmap,
     layer_counts,
     printable,
@@ -49,7 +53,8 @@ def _short(text: Any, n: int = 160) -> str:
 def _environment() -> jinja2.Environment:
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)), autoescape=True,
                              trim_blocks=True, lstrip_blocks=True,
-                             finalize=lambda value: printable(value) if isinstance(value, str) else value)
+                             finalize=lambda value: value if isinstance(value, markupsafe.Markup)
+                             else printable(value) if isinstance(value, str) else value)
     env.filters["short"] = _short
     return env
 
@@ -82,10 +87,12 @@ def render_html(evidence: dict[str, Any], signoff: dict[str, Any]) -> str:
     return _environment().get_template("report.html.j2").render(
         ev=evidence, run=evidence["run"], dims=DIMENSIONS, verdict=evidence["summary"]["verdict"], layers=LAYERS,
         statuses=[s for s in STATUSES if evidence["summary"]["totals"].get(s)], counts=layer_counts(evidence),
-        heat=heatmap(evidence), failures=failures_by_owner(evidence), untested=untested[:UNTESTED_LIMIT],
+        heat=heatmap(evidence), grid=heatgrid(evidence), plain=str, failures=failures_by_owner(evidence),
+        untested=untested[:UNTESTED_LIMIT],
         untested_more=max(0, len(untested) - UNTESTED_LIMIT), details=details, detailed=detailed,
         detail_more=len(items) - len(details), signoff=signoff, version=__version__,
-        css=(TEMPLATES / "report.css").read_text(encoding="utf-8"), baseline=_baseline_lines(evidence))
+        css="\n".join((TEMPLATES / name).read_text(encoding="utf-8") for name in ("report.css", "heatgrid.css")),
+        baseline=_baseline_lines(evidence))
 
 
 def _baseline_lines(evidence: dict[str, Any]) -> list[str]:

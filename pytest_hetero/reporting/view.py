@@ -1,7 +1,9 @@
 """What every rendering shows, computed once from the evidence.json document (never terminal text).
 
-:func:`heatmap` lays the matrix out as rows (resource × image × model × dataset) by the five
-layers; :func:`failures_by_owner` groups failed/errored items. Who signed comes in as plain data,
+:func:`heatgrid` lays the run out as a resource × image grid whose cells hold the five layers, with
+the failure reasons numbered (it scales: the grid does not grow with model × dataset); :func:`heatmap`
+lists small runs one row per resource × image × model × dataset; :func:`failures_by_owner` groups
+failed/errored items. Who signed comes in as plain data,
 the sign-off view built by :mod:`pytest_hetero.bundle.signoff`.
 """
 
@@ -25,7 +27,7 @@ def printable(text: str) -> str:
 
 
 HEATMAP_ROW_LIMIT = 400
-"""Rows shown one by one; beyond this the heat map is summarised per resource × image."""
+"""Combinations shown one row each; beyond this only the resource × image grid (:func:`heatgrid`) is shown."""
 DIMENSIONS: tuple[str, ...] = ("resource", "image", "model", "dataset")
 SEVERITY: tuple[str, ...] = ("failed", "error", "not_run", "blocked", "skipped", "not_applicable", "deselected",
                              "excluded", "passed")
@@ -61,12 +63,11 @@ def _key(entry: dict[str, Any]) -> tuple[str, ...]:
 
 
 def heatmap(evidence: dict[str, Any], limit: int = HEATMAP_ROW_LIMIT) -> dict[str, Any]:
-    """Rows of the matrix heat map.
+    """Rows of the per-combination heat map (every resource × image × model × dataset).
 
-    Returns ``{"summarised": bool, "total_rows": int, "rows": [{"matrix", "keys": [str, …],
-    "cells": {layer: cell}}]}``. Unsummarised cell: ``{"status", "index", "nodeid", "blocked_by",
-    "reason"}`` or None (no item). Beyond ``limit`` rows, rows are resource × image and each cell
-    is ``{"status": worst, "counts": {status: n}}``.
+    Returns ``{"summarised": bool, "total_rows": int, "rows": [{"matrix", "keys": [str, …], "cells":
+    {layer: cell}}]}``. Cell: ``{"status", "index", "nodeid", "blocked_by", "reason"}`` or None (no item).
+    Beyond ``limit`` rows there are no rows (``summarised``): :func:`heatgrid` shows the run instead.
     """
     items = entries(evidence)
     located = [(entry.get("matrix") or entry["nodeid"].split("::", 1)[0], _key(entry)) for entry in items]
@@ -79,7 +80,7 @@ def heatmap(evidence: dict[str, Any], limit: int = HEATMAP_ROW_LIMIT) -> dict[st
         prefixes = {k[:n] for k in keys for n in range(1, len(k))}
         rows_keys.extend((matrix, k) for k in sorted(keys - prefixes))
     summarised = len(rows_keys) > limit
-    rows = _summary_rows(items, located, rows_keys) if summarised else _item_rows(items, located, rows_keys)
+    rows = [] if summarised else _item_rows(items, located, rows_keys)
     return {"summarised": summarised, "total_rows": len(rows_keys), "rows": rows}
 
 
@@ -96,37 +97,101 @@ def _item_rows(items: list[dict[str, Any]], located: list[tuple[str, tuple[str, 
                           if (matrix, layer, key[:n]) in by_prefix), None)
             e = items[found] if found is not None else None
             cells[layer] = None if e is None else {"status": e["status"], "index": found, "nodeid": e["nodeid"],
-                                                    "blocked_by": e.get("blocked_by"), "reason": e.get("reason")}
+                                                    "blocked_by": e.get("blocked_by"), "reason": e.get("reason"),
+                                                    "why": why(e)}
         rows.append({"matrix": matrix, "keys": list(key), "cells": cells})
     return rows
 
 
-def _summary_rows(items: list[dict[str, Any]], located: list[tuple[str, tuple[str, ...]]],
-                  rows_keys: list[tuple[str, tuple[str, ...]]]) -> list[dict[str, Any]]:
-    """One heat-map row per resource × image; each cell counts its items by status (worst shown)."""
-    groups = sorted({(matrix, k[:2]) for matrix, k in rows_keys})
-    by_resource: dict[tuple[str, str], list[tuple[str, tuple[str, ...]]]] = {}
-    for group in groups:
-        by_resource.setdefault((group[0], group[1][0]), []).append(group)
-    tally: Counter[tuple[str, tuple[str, ...], str, str]] = Counter()
-    for entry, (matrix, key) in zip(items, located, strict=True):
-        if len(key) >= 2:
-            tally[(matrix, key[:2], entry["layer"], entry["status"])] += 1
-        elif key:
-            for _, group_key in by_resource.get((matrix, key[0]), []):
-                tally[(matrix, group_key, entry["layer"], entry["status"])] += 1
-    per_group: dict[tuple[str, tuple[str, ...]], dict[str, dict[str, int]]] = {g: {} for g in groups}
-    for (matrix, key, layer_name, status), n in tally.items():
-        per_group[(matrix, key)].setdefault(layer_name, {})[status] = n
+LETTERS: dict[str, str] = {"discovery": "D", "scheduling": "S", "startup": "U", "model": "M", "business": "B"}
+"""A layer's letter in a grid sub-cell."""
+GRID_REASONS = 200
+"""Distinct failure reasons numbered under the grid; further ones are counted."""
+NOTED: frozenset[str] = frozenset({"failed", "error", "blocked", "not_run"})
+"""Statuses whose reason the grid shows (hover and numbered notes)."""
+
+
+def why(entry: dict[str, Any]) -> str:
+    """One line saying why an item did not pass: ``category: message`` of its failure, ``blocked by
+    <root>``, or its reason; '' for a pass."""
+    failure = entry.get("failure") or {}
+    if failure:
+        return printable(f"{failure.get('category')}: {failure.get('message')}")[:200]
+    if entry.get("blocked_by"):
+        return "blocked by " + str(entry["blocked_by"]).split("::", 1)[-1]
+    return printable(str(entry.get("reason") or ""))[:200]
+
+
+def heatgrid(evidence: dict[str, Any], reason_limit: int = GRID_REASONS) -> dict[str, Any]:
+    """The run as a resource × image grid per matrix, each cell holding the five layers as sub-cells.
+
+    A sub-cell counts the items of its layer for that resource × image (every model@dataset for model and
+    business; an item keyed by the resource alone, such as discovery, counts in each of its resource's image
+    columns) and takes the colour of the worst status (:data:`SEVERITY`). Failure reasons (failed, error,
+    blocked, not_run) are numbered once each; a sub-cell lists its numbers and carries them as hover text.
+
+    Returns ``{"grids": [{"matrix", "images": [name], "rows": [{"resource", "cells": [{"image", "layers":
+    [{"layer", "letter", "status", "counts": {status: n}, "passed", "total", "notes": [n], "title"}] or None}]}]}],
+    "reasons": [{"n", "text", "count"}], "reasons_more": int}`` (a cell is None where no item exists).
+    Linear in the number of items; the grid's size does not grow with model × dataset combinations.
+    """
+    tally: dict[tuple[str, str, str, str], Counter[str]] = {}
+    notes: dict[tuple[str, str, str, str], list[int]] = {}
+    images: dict[str, dict[str, set[str]]] = {}
+    reasons: dict[str, list[int]] = {}
+    for entry in entries(evidence):
+        matrix = entry.get("matrix") or entry["nodeid"].split("::", 1)[0]
+        keys = entry.get("keys") or {}
+        res, img = str(keys.get("resource", "")), str(keys.get("image", "*"))
+        per = images.setdefault(matrix, {}).setdefault(res, set())
+        if img != "*":
+            per.add(img)
+        cell = (matrix, res, img, entry["layer"])
+        tally.setdefault(cell, Counter())[entry["status"]] += 1
+        if entry["status"] in NOTED:
+            text = why(entry)
+            found = reasons.setdefault(text, [len(reasons) + 1, 0])
+            found[1] += 1
+            mine = notes.setdefault(cell, [])
+            if found[0] <= reason_limit and found[0] not in mine and len(mine) < 3:
+                mine.append(found[0])
+    texts = {n: text for text, (n, _) in reasons.items()}
+    grids = [_grid(matrix, per, tally, notes, texts) for matrix, per in sorted(images.items())]
+    numbered = [{"n": n, "text": text, "count": count} for text, (n, count) in reasons.items() if n <= reason_limit]
+    return {"grids": grids, "reasons": numbered, "reasons_more": max(0, len(reasons) - reason_limit)}
+
+
+def _grid(matrix: str, per: dict[str, set[str]], tally: dict[tuple[str, str, str, str], Counter[str]],
+          notes: dict[tuple[str, str, str, str], list[int]], texts: dict[int, str]) -> dict[str, Any]:
+    columns = sorted({img for imgs in per.values() for img in imgs}) or ["*"]
     rows = []
-    for (matrix, key), per_layer in per_group.items():
-        cells: dict[str, Any] = {}
-        for layer in LAYERS:
-            counts = per_layer.get(layer)
-            cells[layer] = None if not counts else {
-                "status": next((s for s in SEVERITY if counts.get(s)), "passed"), "counts": counts}
-        rows.append({"matrix": matrix, "keys": list(key), "cells": cells})
-    return rows
+    for res in sorted(per):
+        cells: list[dict[str, Any]] = []
+        for img in columns:
+            if img not in per[res] and per[res]:
+                cells.append({"image": img, "layers": None})
+                continue
+            layers = []
+            for layer in LAYERS:
+                counts: Counter[str] = Counter()
+                mine: list[int] = []
+                for key in ((matrix, res, img, layer), (matrix, res, "*", layer)):
+                    counts.update(tally.get(key, Counter()))
+                    mine += [n for n in notes.get(key, []) if n not in mine]
+                layers.append(_subcell(layer, counts, mine[:3], texts))
+            cells.append({"image": img, "layers": layers})
+        rows.append({"resource": res, "cells": cells})
+    return {"matrix": matrix, "images": columns, "rows": rows}
+
+
+def _subcell(layer: str, counts: Counter[str], mine: list[int], texts: dict[int, str]) -> dict[str, Any]:
+    total = sum(counts.values())
+    status = next((s for s in SEVERITY if counts.get(s)), "none")
+    title = f"{layer}: " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())) if total else f"{layer}: —"
+    title += "".join(f"\n[{n}] {texts[n]}" for n in mine)
+    return {"layer": layer, "letter": LETTERS[layer], "status": status, "counts": dict(counts),
+            "passed": counts.get("passed", 0),
+            "total": total, "notes": mine, "title": title}
 
 
 def failures_by_owner(evidence: dict[str, Any]) -> list[tuple[str, list[dict[str, Any]]]]:

@@ -1,4 +1,5 @@
-"""The renderings of a bundle: report.html, summary.md, junit.xml and ctrf.json, from the evidence document.
+"""The renderings of a bundle: report.html, summary.md, junit.xml and ctrf.json, from the evidence document,
+and the acceptance dossier on demand.
 
 Rendering only: every rendering is generated from evidence.json (never terminal text) and the
 sign-off view, which the caller passes as plain data (see :mod:`pytest_hetero.bundle.signoff`).
@@ -17,11 +18,23 @@ from pytest_hetero.evidence.model import gc_paused
 
 FORMATS: dict[str, str] = {"html": "report.html", "md": "summary.md", "junit": "junit.xml", "ctrf": "ctrf.json"}
 """Rendering format → file name in the bundle."""
+ON_DEMAND: tuple[str, ...] = ("dossier",)
+"""Formats rendered only when asked for (``hetero render --format dossier``), never written by a run."""
 
 
-def render(fmt: str, evidence: dict[str, Any], signoff: dict[str, Any]) -> bytes:
-    """Render ``evidence`` in ``fmt`` (a key of FORMATS) to bytes; ``signoff`` has the shape of
-    :func:`pytest_hetero.bundle.signoff.signoff_context`. Raises ValueError for an unknown format."""
+def render(fmt: str, evidence: dict[str, Any], signoff: dict[str, Any], lang: str = "en") -> bytes:
+    """Render ``evidence`` in ``fmt`` (a key of FORMATS, or ``dossier``) to bytes; ``signoff`` has the shape of
+    :func:`pytest_hetero.bundle.signoff.signoff_context`; ``lang`` (``en``/``zh``) is the dossier's
+    language. Raises ValueError for an unknown format or language."""
+    if fmt == "dossier":
+        from pytest_hetero.reporting.dossier import render_dossier
+        from pytest_hetero.reporting.dossier_text import LANGS
+
+        if lang not in LANGS:
+            raise ValueError(f"unknown language {lang!r}; choose from {', '.join(LANGS)}")
+        return render_dossier(evidence, signoff, "zh" if lang == "zh" else "en").encode("utf-8")
+    if lang != "en":
+        raise ValueError(f"--lang applies to the dossier only; {fmt} is rendered in English")
     if fmt == "html":
         from pytest_hetero.reporting.html import render_html
 

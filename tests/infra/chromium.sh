@@ -1,6 +1,9 @@
 #!/bin/sh
-# chromium.sh ensure — make sure a headless Chromium is installed; print its path.
-# On a fresh Debian machine (root) it installs Debian's `chromium` package (apt-get update first).
+# chromium.sh ensure — make sure a headless Chromium, pdftotext and a CJK font are installed; print
+# the browser's path.
+# On a fresh Debian machine (root) it installs Debian's `chromium`, `poppler-utils` (pdftotext,
+# pdfinfo: the dossier tests read the printed PDF back) and `fonts-noto-cjk` (the Chinese dossier
+# prints in Noto Sans CJK; without a CJK font Chromium prints empty boxes), `apt-get update` first.
 # Exit 0 with the browser path on stdout, non-zero with a reason on stderr.
 set -eu
 
@@ -11,18 +14,32 @@ find_browser() {
     return 1
 }
 
+have_cjk_font() {
+    command -v fc-list >/dev/null 2>&1 && [ -n "$(fc-list :lang=zh family 2>/dev/null | head -n 1)" ]
+}
+
+missing_packages() {
+    find_browser >/dev/null 2>&1 || printf ' chromium'
+    command -v pdftotext >/dev/null 2>&1 || printf ' poppler-utils'
+    have_cjk_font || printf ' fonts-noto-cjk'
+}
+
 case "${1:-ensure}" in
 ensure)
-    if path=$(find_browser); then echo "$path"; exit 0; fi
-    if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null 2>&1; then
-        echo "chromium.sh: no chromium and cannot install it (need root and apt-get)" >&2; exit 1
+    missing=$(missing_packages)
+    if [ -n "$missing" ]; then
+        if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null 2>&1; then
+            echo "chromium.sh: missing$missing and cannot install them (need root and apt-get)" >&2; exit 1
+        fi
+        echo "chromium.sh: installing Debian's$missing" >&2
+        export DEBIAN_FRONTEND=noninteractive
+        apt-get update -qq >&2
+        # shellcheck disable=SC2086 # the package list is meant to split
+        apt-get install -y -qq --no-install-recommends $missing >&2
     fi
-    echo "chromium.sh: installing Debian's chromium package" >&2
-    export DEBIAN_FRONTEND=noninteractive
-    apt-get update -qq >&2
-    apt-get install -y -qq --no-install-recommends chromium >&2
-    if path=$(find_browser); then echo "$path"; exit 0; fi
-    echo "chromium.sh: chromium installed but not found on PATH" >&2; exit 1
+    missing=$(missing_packages)
+    if [ -n "$missing" ]; then echo "chromium.sh: still missing after install:$missing" >&2; exit 1; fi
+    find_browser
     ;;
 path)
     find_browser || { echo "chromium.sh: no chromium on PATH" >&2; exit 1; }

@@ -48,6 +48,11 @@ def test_example_serving_matrix(pytester: pytest.Pytester, monkeypatch: pytest.M
     assert [a["name"] for a in model["artifacts"]] == ["responses-c1.jsonl", "responses-c8.jsonl", "outputs.json"]
     (rollback,) = records(model, "serving.rollback")
     assert rollback["status"] == "verified" and rollback["switch"] == "endpoint"
+    # the service runs on this host: its cgroup was sampled while the load ran (never a made-up 0)
+    (usage,) = records(model, "serving.usage")
+    assert (usage["source"], usage["available"]) == ("cgroup", True)
+    assert usage["endpoint"].startswith("http://127.0.0.1:")
+    assert usage["samples"] >= 2 and usage["devices"][0]["memory_high_water_mib"] > 10
     assert (rollback["previous"]["endpoint"], rollback["previous"]["version"], rollback["previous"]["reported_version"],
             rollback["previous"]["answered"]) == (digits_servers.previous, "1.0.0", "1.0.0", 360)
     assert [(g["name"], g["observed"], g["verdict"]) for g in rollback["previous"]["golden"]] == [

@@ -1,0 +1,206 @@
+"""Benchmark: a full local run of N model items (100, 1,000, 10,000) against plain parametrised pytest
+running the same subprocess once per item.
+
+Gate: ``python -m pytest <matrix> -m model`` in a fresh process: 1 resource × 1 image × N/10 models
+× 10 datasets on the local backend; every model item runs the entrypoint ``/bin/sh -c 'printf …
+> OUTPUTS'`` confined (bubblewrap, see ``backends/sandbox.py``), and the run writes its whole
+bundle (journal, evidence.json, renderings, manifest, unsigned statement). Everything the command
+does is timed: interpreter start, collection, items, bundle.
+
+Baselines, each a fresh ``python -m pytest`` of one test function parametrised N times:
+
+- ``plain``: ``subprocess.run(["/bin/sh", "-c", …])``, the same command unconfined, writing the
+  same outputs file (per-item cost of pytest plus the model process itself);
+- ``plain+sandbox``: the same, started through the same bwrap command line the gate builds (what
+  the confinement itself costs, without the gate's evidence).
+
+Rounds alternate gate / plain / plain+sandbox (interleaved) at each size. Reported per size: wall
+(median and min–max over rounds), peak RSS of the pytest process (``ru_maxrss`` of the reaped
+child, MiB), per-item cost (wall / N, ms) and the ratios gate/plain and gate/plain+sandbox. Target
+(issue 20.1): gate ≤ 1.3× plain per model item at 1k and 10k, flat in N; prints the verdict.
+Usage: ``python bench/bench_local_scale.py [--sizes 100,1000,10000] [--rounds 3,3,2]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from pytest_hetero.backends.local import child_environment, run_folder  # noqa: E402
+from pytest_hetero.backends.sandbox import Sandbox  # noqa: E402
+
+TARGET = 1.3
+RUNS = ("gate", "plain", "plain+sandbox")
+SCRIPT = "printf '{\"metrics\": {\"accuracy\": 1}}' > \"$1\""
+DATA = ROOT / "cases" / "digits" / "data" / "digits-test-1.0.0.csv"
+MODEL = ROOT / "cases" / "digits" / "model" / "digits-logreg-1.0.0.onnx"
+
+PLAIN = '''
+import os, subprocess, tempfile, pytest
+ARGV = {argv!r}
+IDS = [int(a.split("=", 1)[1]) for a in ARGV if a.startswith(("--reuid=", "--regid="))]
+@pytest.mark.parametrize("i", range({n}))
+def test_item(i):
+    with tempfile.TemporaryDirectory(prefix="bench-plain-") as tmp:
+        if IDS:  # the sandbox user writes the run folder, as in the gate
+            os.chown(tmp, IDS[0], IDS[1])
+        out = os.path.join(tmp, "outputs.json")
+        argv = [a.replace("@OUT@", out).replace("@TMP@", tmp) for a in ARGV]
+        proc = subprocess.run(argv, capture_output=True, timeout=60)
+        assert proc.returncode == 0, proc.stderr
+        assert open(out).read()
+'''
+
+
+def write_matrix(folder: Path, n: int) -> Path:
+    """A matrix of ``n`` model items (n/10 models × 10 datasets) on one resource and image."""
+    datasets = 10 if n >= 10 else 1
+    models = [{"name": f"m{i}", "version": "1", "uri": str(MODEL), "code": str(folder),
+               "sha256": "d2230a9096140b09d443879ca3b0d7cb0021917896a8f462f79806de1109b523",
+               "entrypoint": ["/bin/sh", "-c", SCRIPT.replace("{", "{{").replace("}", "}}"), "sh", "{outputs}"]}
+              for i in range(n // datasets)]
+    doc = {"apiVersion": "pytest-hetero/v1", "kind": "ValidationMatrix", "metadata": {"name": "scale"},
+           "spec": {"target": {"backend": "local"}, "layers": {"model": {"timeout": "60s"}},
+                    "resources": [{"name": "cpu", "type": "cpu", "requests": {"cpu": 1}}],
+                    "images": [{"name": "py", "reference": "python:current"}],
+                    "models": models,
+                    "datasets": [{"name": f"d{i}", "version": "1", "uri": str(DATA),
+                                  "sha256": "3678e2fa8f107ffa5d8518cc07a46b9e4ce67e89d65b2f88e4c391638d965bfb"}
+                                 for i in range(datasets)]}}
+    path = folder / "scale.matrix.yaml"
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def sandboxed_argv(folder: Path) -> list[str]:
+    """The bwrap command line the gate builds for one item, with its arguments inline (``@OUT@``/``@TMP@``
+    stand for the run folder's outputs file and the folder)."""
+    sandbox = Sandbox([folder / "reports"])
+    with run_folder() as tmp:
+        env = child_environment({}, tmp, passed=sandbox.passed)
+        launch = sandbox.prepare(["/bin/sh", "-c", SCRIPT, "sh", str(tmp / "outputs.json")], cwd=folder,
+                                 run_dir=tmp, inputs=[folder], env=env)
+    if launch.confinement.mechanism != "bubblewrap":
+        raise SystemExit(f"no sandbox here: {launch.confinement.reason}")
+    args = [a for a in launch.args.decode().split("\0") if a]
+    bwrap = launch.argv[0]
+    inner = launch.argv[launch.argv.index("--") + 1:]
+    line = [bwrap, *args, "--", *inner]
+    return [a.replace(str(tmp / "outputs.json"), "@OUT@").replace(str(tmp), "@TMP@") for a in line]
+
+
+def timed(argv: list[str], cwd: Path) -> tuple[float, float]:
+    """Run ``argv``; (wall seconds, peak RSS MiB of the process). Raises SystemExit when it fails."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(argv, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            env={**os.environ, "PYTHONPATH": str(ROOT)})
+    out = proc.stdout.read() if proc.stdout else b""
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - start
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"{' '.join(argv[:6])} failed:\n{out.decode(errors='replace')[-3000:]}")
+    return wall, usage.ru_maxrss / 1024.0
+
+
+def one_size(n: int, rounds: int, only: tuple[str, ...] = RUNS) -> dict[str, object]:
+    """Interleaved rounds of the runs ``only`` (default all three) at size ``n``."""
+    runs: dict[str, list[tuple[float, float]]] = {name: [] for name in only}
+    with tempfile.TemporaryDirectory(prefix="hetero-scale-") as tmp:
+        folder = Path(tmp)
+        folder.chmod(0o755)
+        matrix = write_matrix(folder, n)
+        plain = folder / "test_plain.py"
+        sandboxed = folder / "test_sandboxed.py"
+        plain.write_text(PLAIN.format(argv=["/bin/sh", "-c", SCRIPT, "sh", "@OUT@"], n=n))
+        sandboxed.write_text(PLAIN.format(argv=sandboxed_argv(folder), n=n))
+        common = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly"]
+        commands = {"gate": [*common, str(matrix), "-m", "model", "--hetero-report-dir", str(folder / "reports")],
+                    "plain": [*common, str(plain)], "plain+sandbox": [*common, str(sandboxed)]}
+        for r in range(rounds):
+            for name in only:
+                argv = commands[name]
+                runs[name].append(timed(argv, folder))
+                print(f"  n={n} round {r + 1} {name}: {runs[name][-1][0]:.2f} s, {runs[name][-1][1]:.0f} MiB",
+                      flush=True)
+    out: dict[str, object] = {"n": n}
+    for name, values in runs.items():
+        walls = [w for w, _ in values]
+        out[name] = {"wall_s": round(statistics.median(walls), 3), "min_s": round(min(walls), 3),
+                     "max_s": round(max(walls), 3), "peak_mib": round(max(m for _, m in values), 1),
+                     "per_item_ms": round(statistics.median(walls) / n * 1000, 3)}
+    gate = statistics.median(w for w, _ in runs["gate"])
+    for name, key in (("plain", "ratio_plain"), ("plain+sandbox", "ratio_plain_sandbox")):
+        if name in runs:
+            out[key] = round(gate / statistics.median(w for w, _ in runs[name]), 2)
+    return out
+
+
+def spawn_cost(repeat: int = 40) -> None:
+    """Start cost of one child (``/bin/true``) as the local backend starts it (no ``preexec_fn``: vfork),
+    against the former ``preexec_fn`` start (a full fork, whose cost grows with the heap), at a small
+    heap and with 1 GiB allocated; medians in ms, interleaved."""
+    from pytest_hetero.signals import parent_death_signal
+
+    def once(preexec: bool) -> float:
+        start = time.perf_counter()
+        kwargs: dict[str, object] = {"preexec_fn": lambda: parent_death_signal(9)} if preexec else {}
+        subprocess.Popen(["/bin/true"], start_new_session=True, **kwargs).wait()  # type: ignore[call-overload]
+        return time.perf_counter() - start
+
+    ballast: list[bytearray] = []
+    for heap in ("small heap", "1 GiB heap"):
+        if heap != "small heap":
+            ballast = [bytearray(b"x" * (1 << 20)) for _ in range(1024)]
+        now: list[float] = []
+        before: list[float] = []
+        for _ in range(repeat):
+            now.append(once(False))
+            before.append(once(True))
+        print(f"spawn {heap}: without preexec_fn {statistics.median(now) * 1000:.2f} ms, "
+              f"with preexec_fn {statistics.median(before) * 1000:.2f} ms", flush=True)
+    del ballast
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run every size; print one JSON line per size and the verdict; exit 1 when a target is missed."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="100,1000,10000")
+    parser.add_argument("--rounds", default="3,3,2", help="rounds per size (one value, or one per size)")
+    parser.add_argument("--spawn", action="store_true", help="only measure the start cost of one child")
+    parser.add_argument("--only", default=",".join(RUNS), help="runs to make (gate always), comma-separated")
+    args = parser.parse_args(argv)
+    if args.spawn:
+        spawn_cost()
+        return 0
+    sizes = [int(s) for s in args.sizes.split(",")]
+    rounds = [int(r) for r in args.rounds.split(",")]
+    rounds += [rounds[-1]] * (len(sizes) - len(rounds))
+    results = []
+    only = tuple(dict.fromkeys(["gate", *(x for x in args.only.split(",") if x in RUNS)]))
+    for n, r in zip(sizes, rounds, strict=True):
+        results.append(one_size(n, r, only))
+        print(json.dumps(results[-1]), flush=True)
+    print("size   gate ms/item  plain ms/item  plain+sandbox ms/item  gate/plain  gate/plain+sandbox  gate peak MiB")
+    for res in results:
+        g, p, s = (res.get(k) or {} for k in RUNS)
+        assert isinstance(g, dict) and isinstance(p, dict) and isinstance(s, dict)
+        print(f"{res['n']:>6} {g['per_item_ms']:>12} {p.get('per_item_ms', '-'):>14} {s.get('per_item_ms', '-'):>22} "
+              f"{res.get('ratio_plain', '-'):>11} {res.get('ratio_plain_sandbox', '-'):>19} {g['peak_mib']:>14}")
+    big = [r for r in results if int(str(r["n"])) >= 1000 and "ratio_plain" in r]
+    ok = bool(big) and all(float(str(r["ratio_plain"])) <= TARGET for r in big)
+    print(f"target gate/plain <= {TARGET} at 1k and 10k: {'met' if ok else 'MISSED'}")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

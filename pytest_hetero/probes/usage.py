@@ -1,0 +1,364 @@
+"""Run-time operations sampling: device memory and utilisation while a model runs or a service is loaded.
+
+An engine wraps the work it runs in :func:`sampling` (a context manager); the layer records what
+:meth:`Sampler.result` returns (``model.usage``, ``serving.usage``). One background thread reads the
+resource type's source every ``interval_s`` seconds, once when the work starts and once when it ends:
+
+- ``gpu`` (NVIDIA): NVML through ``nvidia-ml-py`` (``import pynvml``), per GPU: memory used
+  (``nvmlDeviceGetMemoryInfo``, MiB) and utilisation (``nvmlDeviceGetUtilizationRates().gpu``, %, the
+  share of the last sample period in which a kernel ran). The whole device: every process on it.
+- ``npu`` (Huawei Ascend): ``npu-smi info -t usages -i N`` (``HBM Usage Rate(%)``, ``Aicore Usage
+  Rate(%)``) and ``npu-smi info -t memory -i N`` (``HBM Capacity(MB)``, read once), key/value output
+  read by :func:`pytest_hetero.probes.ascend_kv.parse_npu_kv`; HBM used MiB = rate × capacity / 100.
+- ``cpu``: the cgroup of this process (kernel cgroup files, Documentation/admin-guide/cgroup-v2.rst
+  and cgroup-v1/): memory (v2 ``memory.current``, v1 ``memory.usage_in_bytes``) and CPU time (v2
+  ``cpu.stat`` ``usage_usec``, v1 ``cpuacct.usage`` ns) as utilisation % of the cores the cgroup may
+  use (quota, else cpuset, else the host's CPUs). Everything in that cgroup counts (the harness too).
+
+Degrading honestly: a source that cannot be read at all gives ``available: False`` and
+``unavailable`` (why), with no numbers; a value one sample could not read is ``None``, never 0.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import os
+import re
+import shutil
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+DEFAULT_INTERVAL_S = 0.5
+"""Seconds between two samples."""
+MAX_POINTS = 240
+"""Most points kept per series in evidence; longer runs are bucketed (memory: max, utilisation: mean)."""
+NPU_SMI_TIMEOUT_S = 10.0
+
+Reading = dict[str, tuple[float | None, float | None]]
+"""One sample: device id → (memory used MiB, utilisation %); None = not readable in this sample."""
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+@dataclass
+class Source:
+    """A way to read one resource type: ``name`` (``nvml``, ``npu-smi``, ``cgroup``), ``scope`` (what
+    the numbers cover, in words), ``devices`` {id: {name, memory_total_mib}}, ``read`` (one sample),
+    ``close``; or ``unavailable`` (why nothing can be read) with ``read`` None."""
+
+    name: str
+    scope: str
+    devices: dict[str, dict[str, Any]] = field(default_factory=dict)
+    read: Callable[[], Reading] | None = None
+    close: Callable[[], None] = lambda: None
+    unavailable: str | None = None
+
+
+def nvml_source(module: str = "pynvml") -> Source:
+    """NVML: every GPU NVML lists (the devices visible to this process). Never raises."""
+    try:
+        nvml: Any = importlib.import_module(module)
+    except ImportError as exc:
+        return Source("nvml", "", unavailable=f"{module} not importable ({exc}): install nvidia-ml-py")
+    try:
+        nvml.nvmlInit()
+        count = int(nvml.nvmlDeviceGetCount())
+        handles = [nvml.nvmlDeviceGetHandleByIndex(i) for i in range(count)]
+    except Exception as exc:  # noqa: BLE001 - NVMLError, or OSError from a broken libnvidia-ml
+        return Source("nvml", "", unavailable=f"NVML: {exc}")
+    if not handles:
+        nvml.nvmlShutdown()
+        return Source("nvml", "", unavailable="NVML lists no GPU")
+    devices: dict[str, dict[str, Any]] = {}
+    for i, handle in enumerate(handles):
+        name = _nvml_value(nvml, nvml.nvmlDeviceGetName, handle)
+        total = _nvml_value(nvml, lambda h: nvml.nvmlDeviceGetMemoryInfo(h).total, handle)
+        devices[str(i)] = {"name": name.decode() if isinstance(name, bytes) else name,
+                           "memory_total_mib": None if total is None else round(total / 2**20, 1)}
+
+    def read() -> Reading:
+        out: Reading = {}
+        for i, handle in enumerate(handles):
+            used = _nvml_value(nvml, lambda h: nvml.nvmlDeviceGetMemoryInfo(h).used, handle)
+            util = _nvml_value(nvml, lambda h: nvml.nvmlDeviceGetUtilizationRates(h).gpu, handle)
+            out[str(i)] = (None if used is None else round(used / 2**20, 1), None if util is None else float(util))
+        return out
+
+    return Source("nvml", "each GPU as a whole (every process on it), read through NVML", devices, read,
+                  close=lambda: _nvml_value(nvml, nvml.nvmlShutdown))
+
+
+def _nvml_value(nvml: Any, call: Callable[..., Any], *args: Any) -> Any:
+    """``call(*args)``, or None when NVML answers an error (not supported, GPU lost) for this field."""
+    try:
+        return call(*args)
+    except nvml.NVMLError:
+        return None
+
+
+def npu_smi_source(ids: list[int] | None = None, runner: Callable[[list[str]], str] | None = None) -> Source:
+    """``npu-smi info -t usages/-t memory`` for the NPUs ``ids`` (default: ``ASCEND_VISIBLE_DEVICES``, else
+    the NPU ids ``npu-smi info -l`` lists). ``runner`` runs a command and returns its stdout (raises
+    OSError / CalledProcessError / TimeoutExpired on failure); tests pass one. Never raises."""
+    from pytest_hetero.probes.ascend import parse_visible
+    from pytest_hetero.probes.ascend_kv import parse_npu_kv
+
+    if runner is None:
+        if shutil.which("npu-smi") is None:
+            return Source("npu-smi", "", unavailable="npu-smi not found on PATH (no Ascend driver installed?)")
+        runner = _run
+    try:
+        if ids is None:
+            visible = parse_visible(os.environ.get("ASCEND_VISIBLE_DEVICES"))
+            ids = list(visible) if visible else [int(m) for m in re.findall(
+                r"NPU ID\s*[:：]\s*(\d+)", runner(["npu-smi", "info", "-l"]))]
+        if not ids:
+            return Source("npu-smi", "", unavailable="npu-smi info -l lists no NPU")
+        devices: dict[str, dict[str, Any]] = {}
+        for npu in ids:
+            chips = parse_npu_kv(runner(["npu-smi", "info", "-t", "memory", "-i", str(npu)]).splitlines()).chips()
+            capacity = _number(chips[0].values.get("HBM Capacity(MB)")) if chips else None
+            devices[str(npu)] = {"name": f"NPU {npu}", "memory_total_mib": capacity}
+    except (OSError, subprocess.SubprocessError) as exc:
+        return Source("npu-smi", "", unavailable=f"npu-smi: {exc}")
+
+    def read() -> Reading:
+        out: Reading = {}
+        for npu in ids or []:
+            try:
+                chips = parse_npu_kv(runner(["npu-smi", "info", "-t", "usages", "-i", str(npu)]).splitlines()).chips()
+            except (OSError, subprocess.SubprocessError):
+                chips = []
+            values = chips[0].values if chips else {}
+            rate, capacity = _number(values.get("HBM Usage Rate(%)")), _number(devices[str(npu)]["memory_total_mib"])
+            used = None if rate is None or capacity is None else round(rate * capacity / 100.0, 1)
+            out[str(npu)] = (used, _number(values.get("Aicore Usage Rate(%)")))
+        return out
+
+    return Source("npu-smi", "each NPU's HBM and AI Core as a whole (every process on it), read through npu-smi",
+                  devices, read)
+
+
+def _run(argv: list[str]) -> str:
+    return subprocess.run(argv, capture_output=True, text=True, timeout=NPU_SMI_TIMEOUT_S, check=True).stdout
+
+
+def _number(text: str | float | None) -> float | None:
+    try:
+        return float(text) if text is not None and text not in ("", "NA", "N/A", "-") else None
+    except ValueError:
+        return None
+
+
+def cgroup_source(root: str = "/") -> Source:
+    """The memory and CPU time of this process's cgroup (v1 or v2) under ``root``. Never raises."""
+    from pytest_hetero.probes.cgroup import read_cgroup_limits
+
+    base = Path(root)
+    try:
+        lines = (base / "proc/self/cgroup").read_text().splitlines()
+    except OSError as exc:
+        return Source("cgroup", "", unavailable=f"/proc/self/cgroup unreadable: {exc.strerror}")
+    paths = {}
+    for line in lines:
+        _, controllers, rel = line.split(":", 2) if line.count(":") >= 2 else ("", "", "")
+        for name in controllers.split(",") if controllers else ["unified"]:
+            paths[name] = rel
+    memory, cpu = _cgroup_files(base / "sys/fs/cgroup", paths)
+    if memory is None and cpu is None:
+        return Source("cgroup", "", unavailable="no readable cgroup memory or CPU accounting file under "
+                                                f"{base / 'sys/fs/cgroup'}")
+    limits = read_cgroup_limits(root)
+    cores = limits.cpu_quota_cores or limits.cpuset_cpus or os.cpu_count() or 1
+    last: list[tuple[float, float]] = []
+
+    def read() -> Reading:
+        used = _file_number(memory[0]) if memory else None
+        cpu_s = _file_cpu_seconds(cpu) if cpu else None
+        util = None
+        now = time.monotonic()
+        if cpu_s is not None:
+            if last and now > last[0][0]:
+                util = round(max(0.0, cpu_s - last[0][1]) / (now - last[0][0]) / cores * 100.0, 1)
+            last[:] = [(now, cpu_s)]
+        return {"cgroup": (None if used is None else round(used / 2**20, 1), util)}
+
+    where = {"memory": str(memory[0].parent) if memory else None, "cpu": str(cpu[0].parent) if cpu else None}
+    scope = (f"memory of cgroup {where['memory'] or '(not readable)'}, CPU time of cgroup "
+             f"{where['cpu'] or '(not readable)'}: every process in them, the harness included; CPU % of the "
+             f"{cores:g} core(s) this process may use")
+    return Source("cgroup", scope, {"cgroup": {"name": where["memory"] or where["cpu"],
+                                               "memory_total_mib": limits.memory_limit_mib, "cores": cores}}, read)
+
+
+def _cgroup_files(mount: Path, paths: dict[str, str]) -> tuple[tuple[Path, str] | None, tuple[Path, str] | None]:
+    """(memory usage file, CPU usage file), each as (path, unit), of the cgroup ``paths`` names ({controller:
+    path} from /proc/self/cgroup; ``unified`` for v2): v1 controllers first, then v2. The mount root stands
+    in for a path the mount does not show (a container with a cgroup namespace of its own)."""
+    def pick(candidates: list[tuple[str, str, str, str]]) -> tuple[Path, str] | None:
+        for folder, controller, name, unit in candidates:
+            base = mount / folder if folder else mount
+            rel = paths.get(controller, "").strip("/")
+            for where in (base / rel, base) if rel else (base,):
+                if (where / name).is_file():
+                    return where / name, unit
+        return None
+
+    memory = pick([("memory", "memory", "memory.usage_in_bytes", "bytes"),
+                   ("", "unified", "memory.current", "bytes")])
+    cpu = pick([("cpuacct", "cpuacct", "cpuacct.usage", "ns"), ("cpu,cpuacct", "cpuacct", "cpuacct.usage", "ns"),
+                ("", "unified", "cpu.stat", "usage_usec")])
+    return memory, cpu
+
+
+def _file_number(path: Path) -> float | None:
+    try:
+        return float(path.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _file_cpu_seconds(spec: tuple[Path, str]) -> float | None:
+    path, fmt = spec
+    if fmt == "ns":
+        ns = _file_number(path)
+        return None if ns is None else ns / 1e9
+    try:
+        for line in path.read_text().splitlines():
+            key, _, text = line.partition(" ")
+            if key == "usage_usec":
+                return float(text) / 1e6
+    except (OSError, ValueError):
+        return None
+    return None
+
+
+SOURCES: dict[str, Callable[[], Source]] = {"gpu": nvml_source, "npu": npu_smi_source, "cpu": cgroup_source}
+"""Resource type → the source sampled for it."""
+
+
+class Sampler:
+    """Samples ``source`` every ``interval_s`` seconds on a daemon thread between :meth:`start` and
+    :meth:`stop`; :meth:`result` is the evidence (see :func:`sampling`)."""
+
+    def __init__(self, source: Source, interval_s: float = DEFAULT_INTERVAL_S) -> None:
+        self.source = source
+        self.interval_s = interval_s
+        self.times: list[float] = []
+        self.readings: list[Reading] = []
+        self.errors: list[str] = []
+        self.started_at = self.finished_at = ""
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._t0 = 0.0
+
+    def _sample(self) -> None:
+        if self.source.read is None:
+            return
+        try:
+            reading = self.source.read()
+        except Exception as exc:  # noqa: BLE001 - a reader failing mid-run loses that sample, never the run
+            if len(self.errors) < 5:
+                self.errors.append(f"{type(exc).__name__}: {exc}")
+            return
+        self.times.append(round(time.monotonic() - self._t0, 3))
+        self.readings.append(reading)
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            self._sample()
+
+    def start(self) -> None:
+        """Take the first sample and start the thread."""
+        self.started_at, self._t0 = _now(), time.monotonic()
+        self._sample()
+        if self.source.read is not None:
+            self._thread = threading.Thread(target=self._loop, name="hetero-usage-sampler", daemon=True)
+            self._thread.start()
+
+    def stop(self) -> None:
+        """Stop the thread, take the last sample, release the source."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=max(5.0, self.interval_s * 4))
+        self._sample()
+        self.finished_at = _now()
+        try:
+            self.source.close()
+        except Exception as exc:  # noqa: BLE001 - closing cannot change what was read
+            self.errors.append(f"close: {exc}")
+
+    def result(self) -> dict[str, Any]:
+        """The ``usage`` evidence: ``{"source", "scope", "interval_s", "started_at", "finished_at",
+        "available", "unavailable", "samples", "errors", "devices": [{"id", "name", "memory_total_mib",
+        "memory_high_water_mib", "utilisation_mean_pct", "utilisation_max_pct", "series": {"t_s",
+        "memory_used_mib", "utilisation_pct"}}]}``; memory in MiB, utilisation in %, ``t_s`` seconds since
+        the start; a value no sample could read is None (never 0). Series longer than
+        :data:`MAX_POINTS` are bucketed (memory: the bucket's max, utilisation: its mean)."""
+        src = self.source
+        available = src.read is not None and bool(self.readings)
+        why = src.unavailable or (None if available else "no sample could be read: " + "; ".join(self.errors))
+        devices = []
+        for dev_id, facts in src.devices.items() if available else []:
+            mem = [r.get(dev_id, (None, None))[0] for r in self.readings]
+            util = [r.get(dev_id, (None, None))[1] for r in self.readings]
+            devices.append({"id": dev_id, **facts, **_summary(mem, util),
+                            "series": _bucketed(self.times, mem, util)})
+        return {"source": src.name, "scope": src.scope, "interval_s": self.interval_s,
+                "started_at": self.started_at, "finished_at": self.finished_at, "available": available,
+                "unavailable": why, "samples": len(self.readings), "errors": self.errors, "devices": devices}
+
+
+def _summary(mem: list[float | None], util: list[float | None]) -> dict[str, float | None]:
+    m = [v for v in mem if v is not None]
+    u = [v for v in util if v is not None]
+    return {"memory_high_water_mib": max(m) if m else None,
+            "utilisation_mean_pct": round(sum(u) / len(u), 1) if u else None,
+            "utilisation_max_pct": max(u) if u else None}
+
+
+def _bucketed(times: list[float], mem: list[float | None], util: list[float | None]) -> dict[str, list[Any]]:
+    if len(times) <= MAX_POINTS:
+        return {"t_s": list(times), "memory_used_mib": mem, "utilisation_pct": util}
+    size = -(-len(times) // MAX_POINTS)
+    out: dict[str, list[Any]] = {"t_s": [], "memory_used_mib": [], "utilisation_pct": []}
+    for start in range(0, len(times), size):
+        m = [v for v in mem[start:start + size] if v is not None]
+        u = [v for v in util[start:start + size] if v is not None]
+        out["t_s"].append(times[start])
+        out["memory_used_mib"].append(max(m) if m else None)
+        out["utilisation_pct"].append(round(sum(u) / len(u), 1) if u else None)
+    return out
+
+
+@contextlib.contextmanager
+def sampling(resource_type: str, interval_s: float = DEFAULT_INTERVAL_S,
+             source: Source | None = None) -> Iterator[Sampler]:
+    """Sample the source of ``resource_type`` (``gpu``, ``npu``, ``cpu``; see :data:`SOURCES`) while the
+    ``with`` body runs; after it, ``sampler.result()`` is the evidence. ``source`` replaces the default
+    one. An unknown type yields a sampler whose result says it is not available. Never raises."""
+    if source is None:
+        make = SOURCES.get(resource_type)
+        source = make() if make else Source("none", "", unavailable=f"no sampler for resource type {resource_type!r}")
+    sampler = Sampler(source, interval_s)
+    sampler.start()
+    try:
+        yield sampler
+    finally:
+        sampler.stop()
+
+
+def unavailable(why: str) -> dict[str, Any]:
+    """A ``usage`` record for work nobody sampled (an engine without sampling): ``available`` False and
+    why, in the shape of :meth:`Sampler.result`."""
+    return {"source": "none", "scope": "", "interval_s": None, "started_at": None, "finished_at": None,
+            "available": False, "unavailable": why, "samples": 0, "errors": [], "devices": []}

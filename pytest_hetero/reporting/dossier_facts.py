@@ -1,0 +1,153 @@
+"""What the dossier reads from evidence.json, indexed once (one pass over the items and their records).
+
+:class:`Facts` holds the reported items by layer, the records of the kinds the dossier shows (by item),
+the model identity of each model × dataset combination, and the small formatting helpers every section
+shares. Nothing here is language-specific.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from datetime import datetime, timezone
+from typing import Any
+
+from pytest_hetero import LAYERS
+from pytest_hetero.reporting.view import entries
+
+KINDS: frozenset[str] = frozenset({
+    "discovery.snapshot", "discovery.engine", "discovery.engine_can_satisfy",
+    "scheduling.request", "scheduling.submitted", "scheduling.placed", "scheduling.pending",
+    "scheduling.allocation", "scheduling.translation",
+    "startup.environment", "startup.pod", "startup.image", "startup.container", "startup.device_init",
+    "startup.simulation", "startup.failed", "artifact.digest",
+    "model.identity", "model.run", "model.outputs", "model.usage",
+    "serving.auth", "serving.load", "serving.rollback", "serving.usage",
+    "business.rules", "scope.not_proven",
+})
+"""Record kinds the dossier reads; others stay in evidence.json only."""
+
+
+class Facts:
+    """The evidence document indexed for the dossier.
+
+    ``items``: reported items; ``entries``: every item once (reported, then untested-only);
+    ``by_layer``: reported items per layer; ``records[nodeid][kind]``: the data of that item's records
+    of a kind in :data:`KINDS` (in order); ``with_kind[kind]``: items holding such a record;
+    ``combo[(matrix, resource, image, model, dataset, layer)]``: the item of that combination;
+    ``backends``: the target backends; ``names``: matrix nodeid prefix → matrix name.
+    """
+
+    def __init__(self, evidence: dict[str, Any]) -> None:
+        self.evidence = evidence
+        self.run: dict[str, Any] = evidence.get("run", {})
+        self.items: list[dict[str, Any]] = evidence["items"]
+        self.entries = entries(evidence)
+        self.by_layer: dict[str, list[dict[str, Any]]] = {layer: [] for layer in LAYERS}
+        self.records: dict[str, dict[str, list[dict[str, Any]]]] = {}
+        self.with_kind: dict[str, list[dict[str, Any]]] = {kind: [] for kind in KINDS}
+        self.combo: dict[tuple[str, ...], dict[str, Any]] = {}
+        for item in self.items:
+            self.by_layer.setdefault(item["layer"], []).append(item)
+            keys = item.get("keys") or {}
+            self.combo[(item.get("matrix", ""), *(str(keys.get(d, "")) for d in
+                                                   ("resource", "image", "model", "dataset")), item["layer"])] = item
+            mine: dict[str, list[dict[str, Any]]] = {}
+            for record in item.get("records") or ():
+                kind = record.get("kind")
+                if kind in KINDS:
+                    if kind not in mine:
+                        self.with_kind[kind].append(item)
+                    mine.setdefault(kind, []).append(record.get("data") or {})
+            if mine:
+                self.records[item["nodeid"]] = mine
+        self.backends = sorted({str(t.get("backend")) for t in evidence.get("target") or [] if t.get("backend")})
+        self.names = {m.get("prefix", ""): m.get("name", "") for m in evidence.get("matrices") or []}
+        self.by_layer_counts: dict[str, Counter[str]] = {
+            layer: Counter({s: int(n) for s, n in (evidence["summary"]["by_layer"].get(layer) or {}).items()})
+            for layer in LAYERS}
+
+    def first(self, item: dict[str, Any], kind: str) -> dict[str, Any] | None:
+        """The data of ``item``'s first record of ``kind`` (None when it has none)."""
+        found = self.records.get(item["nodeid"], {}).get(kind)
+        return found[0] if found else None
+
+    def all(self, item: dict[str, Any], kind: str) -> list[dict[str, Any]]:
+        """The data of every record of ``kind`` on ``item``."""
+        return self.records.get(item["nodeid"], {}).get(kind, [])
+
+    def sibling(self, item: dict[str, Any], layer: str) -> dict[str, Any] | None:
+        """The item of ``layer`` with the same matrix and keys (the model item of a business item…)."""
+        keys = item.get("keys") or {}
+        return self.combo.get((item.get("matrix", ""), *(str(keys.get(d, "")) for d in
+                                                        ("resource", "image", "model", "dataset")), layer))
+
+    def identity(self, item: dict[str, Any]) -> dict[str, Any]:
+        """The model identity (``model.identity`` data) of a model or business item's combination, or {}."""
+        for candidate in (item, self.sibling(item, "model")):
+            if candidate is not None:
+                found = self.first(candidate, "model.identity")
+                if found:
+                    return found
+        return {}
+
+
+def short(nodeid: str) -> str:
+    """A node id without its matrix file prefix (``cpu-host::py::m@d::model``)."""
+    return nodeid.split("::", 1)[1] if "::" in nodeid else nodeid
+
+
+def where(item: dict[str, Any]) -> str:
+    """``resource × image`` (× ``model@dataset``) of an item, as far as its keys go."""
+    keys = item.get("keys") or {}
+    parts = [str(keys[d]) for d in ("resource", "image") if d in keys]
+    if "model" in keys:
+        parts.append(f"{keys['model']}@{keys.get('dataset', '')}")
+    return " × ".join(parts)
+
+
+def when(value: Any) -> str:
+    """An ISO time or epoch seconds as ``YYYY-MM-DD HH:MM:SS`` UTC; '' when absent or unreadable."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return datetime.fromtimestamp(float(value), timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+    if not isinstance(value, str) or not value:
+        return ""
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return value
+    return parsed.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def epoch(value: Any) -> float | None:
+    """Epoch seconds of an ISO time or a number; None when absent or unreadable."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    if isinstance(value, str) and value:
+        try:
+            return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+        except ValueError:
+            return None
+    return None
+
+
+def digest(value: Any, n: int = 12) -> str:
+    """A digest shortened for reading (``sha256:0123456789ab…``); '' when absent."""
+    if not value:
+        return ""
+    text = str(value)
+    algo, sep, hexpart = text.rpartition(":")
+    return f"{algo}{sep}{hexpart[:n]}…" if len(hexpart) > n else text
+
+
+def number(value: Any, digits: int = 4) -> str:
+    """A number as plain text: at most ``digits`` decimals, no trailing zeros (``0.963889`` → ``0.9639``)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return str(value)
+    text = f"{value:.{digits}f}".rstrip("0").rstrip(".")
+    return text or "0"
+
+
+def cut(text: Any, n: int = 160) -> str:
+    """``text`` as a string of at most ``n`` characters (cut with an ellipsis)."""
+    value = str(text or "")
+    return value[: n - 1] + "…" if len(value) > n else value

@@ -1,0 +1,470 @@
+"""The dossier's chapters after the cover: sign-off roles, the five layers, acceptance results, run-time
+operations, acceptance phases and POC scenarios, untested scope, reproduce (see :mod:`.dossier`).
+
+Each function takes the indexed evidence (:class:`~pytest_hetero.reporting.dossier_facts.Facts`) and the
+catalogue in one language (:class:`~pytest_hetero.reporting.dossier_text.Text`) and returns plain data
+for ``templates/dossier.html.j2``; lists are capped (failures first) and say how many more there are.
+"""
+
+from __future__ import annotations
+
+import shlex
+from typing import Any
+
+from pytest_hetero import LAYERS
+from pytest_hetero.reporting.dossier_facts import Facts, cut, digest, epoch, number, short, when, where
+from pytest_hetero.reporting.dossier_text import Text
+
+ITEM_ROWS = 25
+"""Items listed per layer chapter (failures first)."""
+RESULT_ITEMS = 60
+"""Business items whose rules are listed in the acceptance results (failures first)."""
+OPS_ROWS = 40
+UNTESTED_GROUPS = 40
+PRIORITY = {"failed": 0, "error": 0, "not_run": 1, "blocked": 1, "not_applicable": 2, "skipped": 2,
+            "excluded": 3, "deselected": 3, "passed": 4}
+STATES = ("pending", "signed", "accepted", "accepted_with_conditions", "accepted_with_known_failures", "rejected")
+DECISIONS = {"accept": "accepted", "accept-with-conditions": "accepted_with_conditions",
+             "accept-with-known-failures": "accepted_with_known_failures", "reject": "rejected"}
+"""A sign-off's decision (``hetero sign --decision``) → the state word it reads as."""
+
+EVIDENCE_KINDS: dict[str, list[tuple[str, tuple[str, ...]]]] = {
+    "discovery": [("ev.device_state", ("discovery.snapshot",)), ("ev.engine_facts", ("discovery.engine",))],
+    "scheduling": [("ev.requests_allocated", ("scheduling.placed", "scheduling.allocation")),
+                   ("ev.queue_quota", ("scheduling.queue",)), ("ev.pending", ("scheduling.pending",))],
+    "startup": [("ev.image_digest", ("startup.environment", "startup.pod", "startup.image")),
+                ("ev.input_digests", ("artifact.digest",)), ("ev.device_init", ("startup.device_init",)),
+                ("ev.failure_reasons", ("startup.failed",))],
+    "model": [("ev.logs", ("model.run",)), ("ev.outputs", ("model.outputs",)), ("ev.usage", ("model.usage",)),
+              ("ev.failure_reasons", ("failure",))],
+    "business": [("ev.samples", ("business.rules",)), ("ev.failure_reasons", ("failure",))],
+}
+"""Per layer: the evidence kinds a reviewer asks for and the record kinds that carry them (``failure``:
+items with a failure; ``scheduling.queue``: placements or Pending decisions through a queue)."""
+
+
+def _sorted(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return sorted(items, key=lambda i: (PRIORITY.get(i["status"], 5), i["nodeid"]))
+
+
+def image_digest(f: Facts, item: dict[str, Any]) -> str:
+    """The image digest a startup item recorded (local environment, Docker image or pod container)."""
+    for kind in ("startup.environment", "startup.image", "startup.pod"):
+        data = f.first(item, kind)
+        if data and data.get("digest"):
+            return str(data["digest"])
+    return ""
+
+
+# ---------------------------------------------------------------- sign-off
+
+
+def roles(signoff: dict[str, Any], t: Text) -> list[dict[str, Any]]:
+    """The sign-off view's roles with every field of the contract filled: ``{"role", "owner", "layers",
+    "state", "state_text", "signed": [{"keyid", "names", "decision", "decision_text", "conditions" (list),
+    "signed_at", "verified", "checked" (the view said whether it verified), "why_unverified"}]}``; decisions
+    as ``hetero sign`` writes them (``accept``,
+    ``accept-with-conditions`` …) read as their state word. A field the view does not carry reads as
+    pending / not verified (never as accepted)."""
+    out = []
+    for role in signoff.get("roles") or []:
+        signed = []
+        for claim in role.get("signed") or []:
+            raw = str(claim.get("decision") or "signed")
+            decision = DECISIONS.get(raw, raw)
+            verified = claim.get("verified") is True
+            conditions = claim.get("conditions") or []
+            signed.append({
+                "keyid": str(claim.get("keyid", "")), "names": [str(n) for n in claim.get("names") or []],
+                "decision": decision, "decision_text": t(f"state.{decision}") if decision in STATES else decision,
+                "conditions": [conditions] if isinstance(conditions, str) else [str(c) for c in conditions],
+                "signed_at": when(claim.get("signed_at")),
+                "verified": verified, "checked": "verified" in claim,
+                "why_unverified": None if verified else str(claim.get("why_unverified") or t("so.not_checked")),
+                "layers": list(claim.get("layers") or role.get("layers") or []),
+            })
+        state = str(role.get("state") or ("signed" if signed else "pending"))
+        out.append({"role": str(role.get("role", "")), "owner": str(role.get("owner") or role.get("role", "")),
+                    "layers": list(role.get("layers") or []), "state": state,
+                    "state_text": t(f"state.{state}") if state in STATES else state, "signed": signed})
+    return out
+
+
+# ---------------------------------------------------------------- the five layers
+
+
+def chapters(f: Facts, t: Text, all_roles: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per layer: ``{"layer", "name", "claim", "owners", "counts": [(status, text, n)], "evidence":
+    [(label, present_count)], "rows": [{"item", "status", "status_text", "fact", "reason", "owner"}],
+    "more", "roles": [role]}``."""
+    out = []
+    for layer in LAYERS:
+        reported = f.by_layer[layer]
+        listed = _sorted([e for e in f.entries if e["layer"] == layer])
+        counts = f.by_layer_counts[layer]
+        owners = sorted({i.get("owner") or "" for i in reported} - {""})
+        out.append({
+            "layer": layer, "name": t.layer(layer), "claim": t(f"claim.{layer}"),
+            "owners": [t.team(o) for o in owners],
+            "counts": [(s, t("count.status", count=n, status=t.status(s)))
+                       for s, n in sorted(counts.items(), key=lambda kv: PRIORITY.get(kv[0], 5))],
+            "evidence": [(t(label), _present(f, reported, kinds)) for label, kinds in EVIDENCE_KINDS[layer]],
+            "rows": [_row(f, t, layer, e) for e in listed[:ITEM_ROWS]], "more": max(0, len(listed) - ITEM_ROWS),
+            "roles": [r for r in all_roles if layer in r["layers"]],
+        })
+    return out
+
+
+def _present(f: Facts, reported: list[dict[str, Any]], kinds: tuple[str, ...]) -> int:
+    if kinds == ("failure",):
+        return sum(1 for i in reported if i.get("failure"))
+    if kinds == ("scheduling.queue",):
+        return sum(1 for i in reported if (f.first(i, "scheduling.request") or {}).get("queue")
+                   or any(d.get("queue_objects") for d in f.all(i, "scheduling.pending")))
+    ids = {i["nodeid"] for kind in kinds for i in f.with_kind.get(kind, [])}
+    return sum(1 for i in reported if i["nodeid"] in ids)
+
+
+def _row(f: Facts, t: Text, layer: str, item: dict[str, Any]) -> dict[str, Any]:
+    failure = item.get("failure") or {}
+    reason = f"{failure.get('category')}: {failure.get('message')}" if failure else (item.get("reason") or "")
+    return {"item": short(item["nodeid"]), "status": item["status"], "status_text": t.status(item["status"]),
+            "fact": _fact(f, t, layer, item), "reason": cut(reason, 220),
+            "owner": t.team(failure.get("owner") or item.get("owner") or "")}
+
+
+def _fact(f: Facts, t: Text, layer: str, item: dict[str, Any]) -> str:
+    if item["nodeid"] not in f.records:
+        return ""
+    if layer == "discovery":
+        snap = f.first(item, "discovery.snapshot") or {}
+        observed = snap.get("observed") or {}
+        count = len(snap.get("nodes") or observed.get("devices") or [])
+        return t("fact.snapshot", devices=count, at=when(observed.get("collected_at") or snap.get("taken_at")
+                                                          or item.get("finished_at")))
+    if layer == "scheduling":
+        placed = f.first(item, "scheduling.placed")
+        return t("fact.placed", node=placed.get("node"), waited=placed.get("waited_s")) if placed else ""
+    if layer == "startup":
+        found = image_digest(f, item)
+        return t("fact.digest", digest=digest(found)) if found else ""
+    if layer == "model":
+        run = f.first(item, "model.run")
+        return t("fact.run", exit_code=run.get("exit_code"), duration=run.get("duration_s"),
+                 rss=run.get("peak_rss_mib")) if run else ""
+    results = [r for d in f.all(item, "business.rules") for r in d.get("results") or []]
+    return t("fact.rules", passed=sum(r.get("verdict") == "pass" for r in results), total=len(results)) \
+        if results else ""
+
+
+# ---------------------------------------------------------------- acceptance results
+
+
+def results(f: Facts, t: Text) -> dict[str, Any]:
+    """``{"groups": [{"heading", "digests", "rows": [{"where", "rule", "threshold", "observed", "verdict",
+    "verdict_text", "failing"}]}], "more"}``: one group per matrix × model × dataset."""
+    business = _sorted([e for e in f.entries if e["layer"] == "business"])
+    shown = business[:RESULT_ITEMS]
+    groups: dict[tuple[str, str, str], dict[str, Any]] = {}
+    for item in sorted(shown, key=lambda i: (where(i), PRIORITY.get(i["status"], 5))):
+        keys = item.get("keys") or {}
+        group_key = (item.get("matrix", ""), str(keys.get("model")), str(keys.get("dataset")))
+        group = groups.get(group_key)
+        if group is None:
+            ident = f.identity(item)
+            group = groups[group_key] = {
+                "heading": t("res.heading", model=keys.get("model"), version=ident.get("version", "?"),
+                             dataset=keys.get("dataset"), dataset_version=ident.get("dataset_version", "?")),
+                "digests": t("res.digests", model_sha=digest(ident.get("sha256"), 16) or "?",
+                             dataset_sha=digest(ident.get("dataset_sha256"), 16) or "?") if ident else "",
+                "rows": []}
+        group["rows"] += _result_rows(f, t, item)
+    return {"groups": list(groups.values()), "more": max(0, len(business) - RESULT_ITEMS)}
+
+
+def _result_rows(f: Facts, t: Text, item: dict[str, Any]) -> list[dict[str, Any]]:
+    place = " × ".join(str((item.get("keys") or {}).get(d, "")) for d in ("resource", "image"))
+    records = f.all(item, "business.rules")
+    if not records:
+        return [{"where": place, "rule": "", "threshold": "", "observed": "", "verdict": item["status"],
+                 "verdict_text": t("res.not_run", status=t.status(item["status"]),
+                                   reason=cut(item.get("reason") or (item.get("failure") or {}).get("message"), 200)),
+                 "failing": ""}]
+    rows = []
+    for data in records:
+        prefix = t("res.sample", run=data["run"]) + " · " if data.get("run") else ""
+        for r in data.get("results") or []:
+            rows.append({"where": place, "rule": prefix + str(r.get("name")), "threshold": str(r.get("expected") or ""),
+                         "observed": observed(t, r), "verdict": "passed" if r.get("verdict") == "pass" else "failed",
+                         "verdict_text": t("res.pass") if r.get("verdict") == "pass" else t("res.fail"),
+                         "failing": _failing(r)})
+    return rows
+
+
+def observed(t: Text, result: dict[str, Any]) -> str:
+    """A rule's observed value with its unit: latency in ms, accuracy also as a percentage."""
+    value = result.get("observed")
+    if value is None:
+        return cut(result.get("detail"), 200)
+    if result.get("kind") == "latency":
+        return t("unit.ms", value=number(value))
+    if result.get("kind") == "metric" and isinstance(value, (int, float)) and "accuracy" in str(result.get("expected")):
+        return t("unit.share", value=number(value), percent=number(value * 100, 2))
+    return number(value) if isinstance(value, (int, float)) else str(value)
+
+
+def _failing(result: dict[str, Any]) -> str:
+    """The failing golden sample indices (the rule's own, never sample content), else the rule's detail."""
+    if result.get("kind") != "golden" or result.get("verdict") == "pass":
+        return ""
+    indices = result.get("failing")
+    if isinstance(indices, list):
+        return ", ".join(map(str, indices))
+    return cut(result.get("detail"), 300)
+
+
+# ---------------------------------------------------------------- run-time operations
+
+
+def operations(f: Facts, t: Text) -> dict[str, Any]:
+    """``{"usage": [rows], "usage_more", "scopes": [text], "queue": [rows], "queue_note"}``: per model run or
+    service load, the device memory high-water mark and utilisation (or why not available); per placed
+    workload, submitted → admitted → placed → started and restarts, from what the engine recorded
+    (``scheduling.submitted``, ``scheduling.placed``, the startup item's ``startup.pod`` container
+    statuses); a step no record holds reads "not recorded"."""
+    runs = _sorted([i for i in f.items if i["layer"] == "model" and i["nodeid"] in f.records])
+    usage_rows, scopes = [], []
+    for item in runs:
+        for kind in ("model.usage", "serving.usage"):
+            for data in f.all(item, kind):
+                usage_rows += _usage_rows(f, t, item, data)
+                if data.get("scope") and data["scope"] not in scopes:
+                    scopes.append(data["scope"])
+    queue_rows = [_queue_row(f, t, i) for i in _sorted(f.with_kind["scheduling.submitted"])]
+    note = "" if queue_rows else t("ops.no_queue", backends=", ".join(f.backends))
+    return {"usage": usage_rows[:OPS_ROWS], "usage_more": max(0, len(usage_rows) - OPS_ROWS),
+            "scopes": [t("ops.scope", scope=s) for s in scopes[:4]], "queue": queue_rows[:OPS_ROWS],
+            "queue_more": max(0, len(queue_rows) - OPS_ROWS), "queue_note": note,
+            "none": "" if runs else t("ops.none")}
+
+
+def _usage_rows(f: Facts, t: Text, item: dict[str, Any], data: dict[str, Any]) -> list[dict[str, str]]:
+    run = f.first(item, "model.run") or {}
+    rss = t("ops.mib", value=number(run["peak_rss_mib"], 1)) if run.get("peak_rss_mib") is not None else ""
+    base = {"item": short(item["nodeid"]), "source": str(data.get("source", "")), "rss": rss}
+    if not data.get("available"):
+        return [{**base, "device": "", "memory": t("ops.unavailable", why=cut(data.get("unavailable"), 160)),
+                 "util": "", "samples": ""}]
+    rows = []
+    for dev in data.get("devices") or []:
+        high, mean = dev.get("memory_high_water_mib"), dev.get("utilisation_mean_pct")
+        top = dev.get("utilisation_max_pct")
+        rows.append({**base, "device": str(dev.get("name") or dev.get("id")),
+                     "memory": t("ops.mib", value=number(high, 1)) if high is not None else t("ops.not_read"),
+                     "util": t("ops.pct", mean=number(mean, 1), max=number(top, 1)) if mean is not None
+                     else t("ops.not_read"),
+                     "samples": t("ops.count", count=data.get("samples"), interval=number(data.get("interval_s")))})
+    return rows
+
+
+def _queue_row(f: Facts, t: Text, item: dict[str, Any]) -> dict[str, str]:
+    submitted = f.first(item, "scheduling.submitted") or {}
+    placed = f.first(item, "scheduling.placed") or {}
+    startup = f.sibling(item, "startup") or f.combo.get((item.get("matrix", ""), str((item.get("keys") or {}).get(
+        "resource", "")), str((item.get("keys") or {}).get("image", "")), "", "", "startup"))
+    pod = (f.first(startup, "startup.pod") if startup else None) or {}
+    statuses = pod.get("container_statuses") or []
+    started = next((((s.get("state") or {}).get("running") or {}).get("startedAt") for s in statuses), None)
+    t0, t_placed, t_started = (epoch(submitted.get("submitted_at_epoch_s")),
+                               epoch(placed.get("observed_epoch_s") or placed.get("decided_at")), epoch(started))
+    missing = t("ops.not_recorded")
+    waits = [_wait(t, b - t0) for b in (t_placed, t_started) if t0 is not None and b is not None]
+    restarts = sum(int(s.get("restartCount") or 0) for s in statuses) if statuses else None
+    return {"item": short(item["nodeid"]), "submitted": when(t0) or missing,
+            "admitted": when(placed.get("admitted_at")) or missing, "placed": when(t_placed) or missing,
+            "started": when(t_started) or missing, "wait": " / ".join(waits) or missing,
+            "restarts": missing if restarts is None else str(restarts)}
+
+
+def _wait(t: Text, seconds: float) -> str:
+    """A wait in seconds; the kubelet and apiserver stamp whole seconds, so a start stamped in the second of
+    the submission (a small negative difference) reads as under a second, not as a negative wait."""
+    return t("ops.subsecond") if -1.0 < seconds < 0 else t("ops.seconds", value=number(seconds, 2))
+
+
+# ---------------------------------------------------------------- phases and scenarios
+
+
+def _coverage(t: Text, state: str, what: str, items: list[dict[str, Any]], detail: str) -> dict[str, Any]:
+    ids = [short(i["nodeid"]) for i in items]
+    return {"what": what, "state": state, "state_text": t(f"cov.{state}"), "proof": ids[:6],
+            "more": max(0, len(ids) - 6), "detail": detail}
+
+
+def phases(f: Facts, t: Text, signoff: dict[str, Any]) -> list[dict[str, Any]]:
+    """The four acceptance phases, each covered / partly covered / not covered / contradicted, with its items."""
+    disc = f.by_layer["discovery"]
+    ok = [i for i in disc if i["status"] == "passed"]
+    state = "not_covered" if not disc else "covered" if len(ok) == len(disc) else "partial" if ok else "against"
+    out = [_coverage(t, state, t("phase.catalogue"), ok, t("d.catalogue", passed=len(ok), total=len(disc)))]
+    out.append(_placement(f, t))
+    digests = [i for i in f.with_kind["artifact.digest"] if all(
+        d.get("observed") == d.get("expected") or not d.get("expected") for d in f.all(i, "artifact.digest"))]
+    images = [i for i in f.by_layer["startup"] if image_digest(f, i)]
+    signed = bool(signoff.get("run_signer"))
+    state = "covered" if signed and digests else "partial" if signed or digests else "not_covered"
+    detail = t("d.evidence", signature=t("d.signed") if signed else t("d.unsigned"), digests=len(digests),
+               images=len(images))
+    out.append(_coverage(t, state, t("phase.evidence"), digests, detail))
+    diff = f.evidence.get("baseline_diff") or {}
+    counts = diff.get("counts") or {}
+    if not counts:
+        out.append(_coverage(t, "not_covered", t("phase.expansion"), [], t("d.no_baseline")))
+    else:
+        bad = counts.get("regression", 0) + counts.get("new_failure", 0)
+        out.append(_coverage(t, "against" if bad else "covered", t("phase.expansion"), [], t(
+            "d.expansion", run=(diff.get("baseline") or {}).get("run"), regressions=counts.get("regression", 0),
+            new=counts.get("new_failure", 0))))
+    return out
+
+
+def _placement(f: Facts, t: Text) -> dict[str, Any]:
+    items = f.by_layer["scheduling"]
+    placed = [i for i in items if i["status"] == "passed"]
+    failed = [i for i in items if i["status"] in ("failed", "error")]
+    unexplained = [i for i in failed if (i.get("failure") or {}).get("category") in ("scheduling_timeout", None)]
+    mismatch = [i for i in failed if (i.get("failure") or {}).get("category") == "allocation_mismatch"]
+    if not placed and not failed:
+        return _coverage(t, "not_covered", t("phase.placement"), [], t("d.placement_none", backends=", ".join(
+            f.backends)))
+    state = "against" if mismatch else "covered" if placed and not unexplained else "partial"
+    return _coverage(t, state, t("phase.placement"), placed + [i for i in failed if i not in unexplained], t(
+        "d.placement", placed=len(placed), explained=len(failed) - len(unexplained), unexplained=len(unexplained)))
+
+
+def scenarios(f: Facts, t: Text) -> list[dict[str, Any]]:
+    """The four POC scenarios, each with the items that prove it (or "not covered" and why)."""
+    out = [_new_resource(f, t)]
+    queued = [i for i in f.by_layer["scheduling"] if i["status"] == "passed"
+              and (f.first(i, "scheduling.request") or {}).get("queue")]
+    queues = sorted({str((f.first(i, "scheduling.request") or {}).get("queue")) for i in queued})
+    out.append(_coverage(t, "partial", t("scn.training"), queued, t("d.training", queues=", ".join(queues)))
+               if queued else _coverage(t, "not_covered", t("scn.training"), [], t("d.training_none")))
+    out.append(_inference(f, t))
+    sampled = [i for i in f.with_kind["model.usage"] if any(d.get("available") for d in f.all(i, "model.usage"))]
+    out.append(_coverage(t, "covered", t("scn.usage"), sampled, t("d.usage", count=len(sampled))) if sampled
+               else _coverage(t, "not_covered", t("scn.usage"), [], t("d.usage_none")))
+    return out
+
+
+def _new_resource(f: Facts, t: Text) -> dict[str, Any]:
+    status: dict[tuple[str, str], dict[str, set[str]]] = {}
+    for item in f.items:
+        if item["layer"] in ("discovery", "scheduling", "startup"):
+            key = (item.get("matrix", ""), str((item.get("keys") or {}).get("resource")))
+            status.setdefault(key, {}).setdefault(item["layer"], set()).add(item["status"])
+    full = [k for k, s in status.items() if all(s.get(x) == {"passed"} for x in ("discovery", "scheduling", "startup"))]
+    part = [k for k, s in status.items() if k not in full and s.get("discovery") == {"passed"}
+            and "passed" in s.get("startup", set())]
+    proof = [i for i in f.by_layer["discovery"] if (i.get("matrix", ""), str(i["keys"].get("resource"))) in full + part]
+    if full:
+        return _coverage(t, "covered", t("scn.new_resource"), proof, t("d.new_resource", count=len(full)))
+    if part:
+        return _coverage(t, "partial", t("scn.new_resource"), proof, t("d.new_resource_partial", count=len(part)))
+    return _coverage(t, "not_covered", t("scn.new_resource"), [], t("d.catalogue", passed=0, total=len(status)))
+
+
+def _inference(f: Facts, t: Text) -> dict[str, Any]:
+    served = [i for i in f.by_layer["model"] if (f.first(i, "model.identity") or {}).get("serving")]
+    if not served:
+        return _coverage(t, "not_covered", t("scn.inference"), [], t("d.inference_none"))
+    aspects = {
+        "version": [i for i in served if i["status"] == "passed"],
+        "entry": [i for i in f.by_layer["startup"] if i["status"] == "passed" and f.first(i, "serving.auth")],
+        "permission": [i for i in f.with_kind["serving.auth"] if any(d.get("protected") for d in
+                                                                     f.all(i, "serving.auth"))],
+        "observability": [i for i in f.with_kind["serving.load"] if i["status"] == "passed"],
+        "rollback": [i for i in f.with_kind["serving.rollback"] if any(d.get("status") == "verified" for d in
+                                                                       f.all(i, "serving.rollback"))],
+    }
+    notes = t.join([f"{t('aspect.' + k)}: {t('cov.covered') if v else t('cov.not_covered')}"
+                    for k, v in aspects.items()])
+    state = "covered" if all(aspects.values()) else "partial" if any(aspects.values()) else "not_covered"
+    proof = list({i["nodeid"]: i for v in aspects.values() for i in v}.values())
+    return _coverage(t, state, t("scn.inference"), proof, notes)
+
+
+# ---------------------------------------------------------------- untested scope
+
+
+def untested(f: Facts, t: Text) -> dict[str, Any]:
+    """``{"groups": [{"reason", "count", "examples", "who", "how"}], "more", "never": [lines], "none"}``:
+    untested items grouped by why, each with the team or person who can close the group and how."""
+    by_id = {i["nodeid"]: i for i in f.items}
+    groups: dict[tuple[str, str], dict[str, Any]] = {}
+    for entry in f.evidence["untested"]["items"]:
+        key, label, who, how = _group(f, t, entry, by_id)
+        group = groups.setdefault(key, {"reason": label, "count": 0, "examples": [], "who": who, "how": how})
+        group["count"] += 1
+        if len(group["examples"]) < 3:
+            group["examples"].append(short(entry["nodeid"]))
+    ordered = sorted(groups.values(), key=lambda g: (-g["count"], g["reason"]))
+    never = [t("un.never", matrix=m, dimension=t(f"dim.{d}") if d in _DIMS else d, values=", ".join(v))
+             for m, gaps in sorted((f.evidence["untested"].get("never_covered") or {}).items())
+             for d, v in sorted(gaps.items())]
+    return {"groups": ordered[:UNTESTED_GROUPS], "more": max(0, len(ordered) - UNTESTED_GROUPS), "never": never,
+            "none": "" if ordered else t("un.none")}
+
+
+_DIMS = frozenset({"resource", "image", "model", "dataset", "resource_without_business_pass"})
+
+
+def _group(f: Facts, t: Text, entry: dict[str, Any], by_id: dict[str, dict[str, Any]]
+           ) -> tuple[tuple[str, str], str, str, str]:
+    """(group key, reason in words, who can close it, how) of one untested entry."""
+    status, layer = entry["status"], entry["layer"]
+    reason = str(entry.get("reason") or "")
+    if status == "blocked" and entry.get("blocked_by"):
+        root = by_id.get(entry["blocked_by"], {})
+        failure = root.get("failure") or {}
+        return ((status, entry["blocked_by"]), t("un.blocked", root=short(entry["blocked_by"])),
+                t.team(failure.get("owner") or root.get("owner") or ""), t("how.blocked",
+                                                                           category=failure.get("category", "?")))
+    if status == "not_applicable":
+        backends = ", ".join(f.backends)
+        return ((status, layer), t("un.not_applicable", layer=t.layer(layer), backends=backends),
+                t.team(str(by_id.get(entry["nodeid"], {}).get("owner") or "")), t("how.not_applicable",
+                                                                                  layer=t.layer(layer)))
+    if status == "excluded":
+        return (status, reason), t("un.excluded", reason=reason), t("who.matrix"), t("how.excluded")
+    key = f"un.{status}" if status in ("deselected", "not_run", "skipped") else "un.skipped"
+    how = f"how.{status}" if status in ("deselected", "not_run", "skipped") else "how.skipped"
+    return (status, reason), t(key, reason=reason), t("who.runner"), t(how)
+
+
+# ---------------------------------------------------------------- reproduce
+
+
+def reproduce(f: Facts, t: Text) -> list[tuple[str, str]]:
+    """(label, text) rows: the exact command, where to run it, verify and render commands, matrix digests,
+    tool version, source commit, environment and target versions."""
+    run = f.run
+    invocation = run.get("invocation")
+    command = "python -m pytest " + shlex.join(map(str, invocation)) if isinstance(invocation, list) \
+        else t("rep.not_recorded")
+    rid = str(run.get("id", "RUN"))
+    rows = [(t("rep.command"), command), ("", t("rep.cwd", rootdir=run.get("rootdir") or "."))]
+    rows.append((t("rep.verify"), f"hetero verify reports/{rid} --key KEY.pub"))
+    rows.append((t("rep.render"), f"hetero render reports/{rid} --format dossier --lang {t.lang} --pdf "
+                                  f"--out dossier-{rid}-{t.lang}.pdf"))
+    rows += [(t("rep.matrix"), f"{m.get('name')}: sha256 {m.get('sha256')}") for m in f.evidence.get("matrices") or []]
+    rows.append((t("rep.tool"), f"{run.get('tool', 'pytest-hetero')} {run.get('tool_version', '?')}"))
+    rows.append((t("rep.git"), str(run.get("git_commit") or t("rep.not_recorded"))))
+    rows.append((t("rep.env"), t("rep.env_value", host=run.get("host", "?"), python=run.get("python", "?"),
+                                 pytest=run.get("pytest", "?"))))
+    for target in f.evidence.get("target") or []:
+        versions = ", ".join(f"{k} {v}" for k, v in sorted((target.get("versions") or {}).items()))
+        images = ", ".join(f"{k} {digest(v, 16)}" for k, v in sorted((target.get("images") or {}).items()))
+        rows.append((str(target.get("backend")), "; ".join(x for x in (versions, images) if x)))
+    return rows
+

@@ -1,0 +1,73 @@
+"""The acceptance dossier of a Kubernetes run on the test plane (matrices/example-k8s.matrix.yaml on KWOK
+pools), printed by headless Chromium and read back with pdftotext, in English and Chinese."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+from support import REPO, evidence_of
+from test_bundle_verify import hetero
+from test_dossier_browser import print_dossier
+from test_kube_example import EXAMPLE, example_pools  # noqa: F401 - the fixture
+from test_report_html import chromium  # noqa: F401 - the fixture
+
+from pytest_hetero.bundle.signing import generate_keypair
+from pytest_hetero.reporting.dossier_facts import number
+
+if TYPE_CHECKING:  # annotation only: 'conftest' names differ per folder at run time
+    from conftest import Cluster
+
+
+@pytest.fixture
+def kube_bundle(pytester: pytest.Pytester, cluster: Cluster, example_pools: dict[str, str],  # noqa: F811
+                run_id: str) -> Path:
+    shutil.copytree(REPO / "cases", pytester.path / "cases")
+    (pytester.path / "matrices").mkdir()
+    shutil.copy(EXAMPLE, pytester.path / "matrices" / EXAMPLE.name)
+    generate_keypair(pytester.path / "gate.key", pytester.path / "gate.pub")
+    pytester.runpytest("-p", "no:cacheprovider", "--hetero-run-id", run_id, "--hetero-kube-namespace",
+                       cluster.namespace, "--hetero-sign-key", str(pytester.path / "gate.key"), "matrices")
+    evidence = evidence_of(pytester)
+    return pytester.path / "reports" / evidence["run"]["id"]
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_dossier_of_a_kubernetes_run(kube_bundle: Path, example_pools: dict[str, str],  # noqa: F811
+                                     chromium: str, lang: str, tmp_path: Path,  # noqa: F811
+                                     capsys: pytest.CaptureFixture[str]) -> None:
+    evidence = json.loads((kube_bundle / "evidence.json").read_text())
+    items = {i["nodeid"].split("::", 1)[1]: i for i in evidence["items"]}
+    biz = items["cpu-pool::py311::digits-logreg@digits-test::business"]
+    rules = {r["name"]: r for r in biz["records"][0]["data"]["results"]}
+    accuracy = rules["accuracy-floor"]["observed"]
+    placed = next(r["data"] for r in items["gpu-h100::py311::scheduling"]["records"]
+                  if r["kind"] == "scheduling.placed")
+    flat, squeezed = print_dossier(kube_bundle, lang, chromium, tmp_path, capsys)
+    gpu_node = example_pools["gpu"]
+    if lang == "en":
+        assert re.search(r"Verdict failed — 1 item\(s\) failed, 0 errored; .*startup and model ran on simulated "
+                         r"nodes \(", flat), flat[:800]
+        assert f"gpu-h100: a workload asking for nvidia.com/gpu=1 was placed on node {gpu_node} after " \
+               f"{placed['waited_s']} s" in flat
+        assert "these nodes are simulated (KWOK)" in flat
+        assert f"{number(accuracy)} ({number(accuracy * 100, 2)} %)" in flat
+        assert "digits-logreg 1.0.0 × digits-test 1.0.0" in flat
+        assert "Queue wait (submitted → admitted → placed → started)" in flat
+        assert "device_not_visible" in flat
+    else:
+        assert re.search(r"验收结论未通过——1项失败，0项执行异常；.*启动与模型运行在模拟节点（", squeezed)
+        assert re.sub(r"\s", "", f"gpu-h100：按 nvidia.com/gpu=1 请求资源的工作负载在 {placed['waited_s']} 秒后被调度到节点 "
+                                 f"{gpu_node}") in squeezed
+        assert "这些节点为模拟节点（KWOK）" in squeezed
+        assert f"{number(accuracy)}（{number(accuracy * 100, 2)}%）" in squeezed
+        assert "排队等待（提交→准入→调度→启动）" in squeezed
+    out = subprocess.run(["pdftotext", str(tmp_path / f"{kube_bundle.name}-{lang}.pdf"), "-"], capture_output=True,
+                         text=True, check=True).stdout
+    assert out.count("\f") >= 4  # several A4 pages
+    assert hetero("verify", str(kube_bundle), "--key", str(kube_bundle.parents[1] / "gate.pub")) == 0
