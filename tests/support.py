@@ -29,7 +29,7 @@ def matrix_text(*, resources: list[dict[str, Any]] | None = None, exclude: list[
         "images": images or [{"name": "py", "reference": "python:current"}],
         "models": [{"name": "digits-logreg", "version": "1.0.0",
                     "uri": str(DIGITS / "model" / "digits-logreg-1.0.0.onnx"), "sha256": model_sha,
-                    "code": str(DIGITS),
+                    "runtime": "onnxruntime", "code": str(DIGITS),
                     "entrypoint": ["{python}", "{code}/infer.py", "--model", "{model}", "--data", "{dataset}",
                                    "--out", "{outputs}", "--provider", "{provider}"]}],
         "datasets": [{"name": "digits-test", "version": "1.0.0",

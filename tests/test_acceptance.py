@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 from support import DIGITS, dedent
@@ -47,11 +48,31 @@ def test_evaluation_exact(tmp_path: Path) -> None:
     assert results["n"]["verdict"] == "pass"
 
 
-def test_missing_data_fails_the_rule_with_reason(tmp_path: Path) -> None:
+def test_missing_data_makes_the_rule_not_evaluable_with_what_was_available(tmp_path: Path) -> None:
+    """A rule that could not be evaluated was a failed rule (a business failure); it proves nothing."""
     rules = _rules(tmp_path, "  - {name: f1, metric: f1_macro, op: '>=', value: 0.9}\n")
     [result] = evaluate(rules, OUTPUTS)
-    assert result["verdict"] == "fail"
-    assert result["detail"] == "cannot evaluate: \"metric 'f1_macro' not in outputs\""
+    assert result["verdict"] == "not_evaluable" and result["problem"] == "missing"
+    assert result["detail"] == "cannot evaluate: metric 'f1_macro' is absent"
+    assert result["available"] == {"metrics": [], "fields": ["indices", "labels", "latency_ms", "predictions",
+                                                             "top_probability"]}
+
+
+@pytest.mark.parametrize(("outputs", "rule", "detail"), [
+    ({"metrics": {"accuracy": None}}, "{name: r, metric: accuracy, op: '>=', value: 0.9}",
+     "metric 'accuracy' is null, not a number"),
+    ({"predictions": [1, 2], "labels": [1]}, "{name: r, metric: accuracy, op: '>=', value: 0.9}",
+     "accuracy from predictions and labels: 2 predictions, 1 labels"),
+    ({"latency_ms": [1.0, "slow"]}, "{name: r, latency: {percentile: 95, max_ms: 20}}",
+     "outputs field 'latency_ms' is a list with 1 non-numbers among 2, not a list of numbers"),
+    ({"predictions": [0, 1], "indices": [0]}, "{name: r, golden: {samples: [{index: 0, expected: 0}]}}",
+     "outputs field 'indices' is a list of 1 beside 2 'predictions'"),
+])
+def test_unusable_outputs_make_the_rule_not_evaluable(tmp_path: Path, outputs: dict[str, Any], rule: str,
+                                                      detail: str) -> None:
+    [result] = evaluate(_rules(tmp_path, f"  - {rule}\n"), outputs)
+    assert (result["verdict"], result["problem"], result["detail"]) == ("not_evaluable", "invalid",
+                                                                      f"cannot evaluate: {detail}")
 
 
 @pytest.mark.parametrize(("body", "message"), [
@@ -62,6 +83,13 @@ def test_missing_data_fails_the_rule_with_reason(tmp_path: Path) -> None:
     ("  - {name: x, latency: {percentile: 101, max_ms: 1}}\n",
      "rule 'x': latency needs percentile (0-100) and max_ms"),
     ("  - {metric: accuracy}\n", "each rule needs a name"),
+    ("  - {name: x, metric: avg(latency_ms), op: '<=', value: 1}\n",
+     "rule 'x': metric 'avg(latency_ms)' is neither a metric name nor mean(field), min(field), max(field) or "
+     "count(field)"),
+    ("  - {name: x, metric: accuracy, op: '>=', value: 0.9, tolerance: 0.01}\n",
+     "rule 'x': tolerance applies to op == and != only, as a number (op >=, tolerance 0.01)"),
+    ("  - {name: x, golden: {samples: [{index: 0, expected: 1, tolerance: tight}]}}\n",
+     "rule 'x': a golden sample's tolerance must be a number"),
 ])
 def test_bad_rules(tmp_path: Path, body: str, message: str) -> None:
     with pytest.raises(CaseError) as info:

@@ -64,7 +64,7 @@ def test_plan_counts_items_omissions_and_profile_gaps(tmp_path: Path, capsys: py
         ("gpu-nvidia::py-cpu::startup", "not_applicable"), ("gpu-nvidia::py-cpu::model", "not_applicable"),
         ("gpu-nvidia::py-cpu::business", "not_applicable")]
     assert rep["omitted"][0]["reason"].endswith("wheel set not built yet")
-    assert rep["estimate"] == {"seconds": 2 * (60 + 120 + 300 + 120 + 60), "source": {"timeout": 10}}
+    assert rep["estimate"] == {"seconds": 2 * (60 + 120 + 300 + 120 + 60), "repeat": 1, "source": {"timeout": 10}}
     assert main(["plan", str(path), "--profile", "quick"]) == 0
     text = capsys.readouterr().out
     assert "items to run: 6 of 10 planned" in text
@@ -84,6 +84,23 @@ def test_plan_estimates_from_a_previous_bundle(pytester: pytest.Pytester, capsys
     rep = json.loads(capsys.readouterr().out)
     assert rep["estimate"]["source"] == {"bundle_item": 5}
     assert rep["estimate"]["seconds"] == pytest.approx(sum(i["duration_s"] for i in items), abs=0.01)
+
+
+def test_plan_of_the_full_profile_counts_each_repeated_model_run(pytester: pytest.Pytester,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """hetero plan --profile full (repeat: 3) estimated the model runs as one each."""
+    path = pytester.makefile(".matrix.yaml", m=matrix_text())
+    pytester.runpytest("-p", "no:cacheprovider")
+    (bundle,) = list((pytester.path / "reports").iterdir())
+    items = {i["layer"]: i["duration_s"] for i in json.loads((bundle / "evidence.json").read_text())["items"]}
+    capsys.readouterr()
+    assert main(["plan", str(path), "--profile", "full", "--from-bundle", str(bundle), "--json"]) == 0
+    rep = json.loads(capsys.readouterr().out)
+    assert rep["estimate"]["repeat"] == 3
+    assert rep["estimate"]["seconds"] == pytest.approx(sum(items.values()) + 2 * items["model"], abs=0.01)
+    assert main(["plan", str(path), "--profile", "full"]) == 0
+    text = capsys.readouterr().out
+    assert f"estimate: {60 + 120 + 300 + 3 * 120 + 60} s serial (5 from timeout; each model item runs 3 times)" in text
 
 
 def test_plan_errors_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -64,8 +64,7 @@ def test_example_matrix_end_to_end(pytester: pytest.Pytester) -> None:
     assert [(r["name"], r["verdict"]) for r in rules] == [
         ("accuracy-floor", "pass"), ("golden-samples", "pass"), ("mean-confidence", "pass"), ("latency-p95", "pass")]
     assert rules[0]["observed"] == 0.963889
-    startup = items["cpu-host::py::startup"]
-    digests = [r["data"] for r in startup["records"] if r["kind"] == "artifact.digest"]
+    digests = [r["data"] for r in model["records"] if r["kind"] == "artifact.digest"]
     assert [(d["what"], d["observed"] == d["expected"]) for d in digests] == [("model", True), ("dataset", True)]
     # untested scope and summary
     assert ev["summary"]["verdict"] == "fail"
@@ -73,7 +72,7 @@ def test_example_matrix_end_to_end(pytester: pytest.Pytester) -> None:
     untested = {u["nodeid"].split("::", 1)[1]: u for u in ev["untested"]["items"]}
     assert untested["cpu-host::scheduling"]["reason"] == "not applicable: the local backend cannot prove scheduling"
     assert ev["untested"]["never_covered"] == {"t": {"resource": ["gpu-nvidia"],
-                                                     "resource_without_business_pass": ["gpu-nvidia"]}}
+                                                     "resource_not_proven_end_to_end": ["gpu-nvidia"]}}
     journal = (pytester.path / "reports" / ev["run"]["id"] / "journal.jsonl").read_text().splitlines()
     assert [json.loads(line)["type"] for line in journal].count("item") == 10
     result.stdout.fnmatch_lines(["*pytest-hetero evidence*", "verdict: FAIL*", "  discovery   1 passed, 1 failed"])
@@ -96,18 +95,43 @@ def test_business_failure_is_owned_by_business_and_model_still_passes(pytester: 
     assert statuses(ev)[f"cpu-host::py::{COMBO}::model"] == "passed"
 
 
-def test_model_digest_mismatch_fails_startup_and_blocks_above(pytester: pytest.Pytester) -> None:
+def test_model_digest_mismatch_fails_the_model_item_and_blocks_its_business(pytester: pytest.Pytester) -> None:
     pytester.makefile(".matrix.yaml", m=matrix_text(model_sha="0" * 64))
     result = pytester.runpytest("-p", "no:cacheprovider")
-    result.assert_outcomes(passed=1, failed=1, skipped=3)
+    result.assert_outcomes(passed=2, failed=1, skipped=2)
     ev = evidence_of(pytester)
-    startup = next(i for i in ev["items"] if i["layer"] == "startup")
-    assert startup["failure"]["category"] == "digest_mismatch"
-    assert startup["failure"]["owner"] == "algorithm"
-    assert startup["failure"]["message"] == (
+    model = next(i for i in ev["items"] if i["layer"] == "model")
+    assert model["failure"]["category"] == "digest_mismatch"
+    assert model["failure"]["owner"] == "algorithm"
+    assert model["failure"]["message"] == (
         f"model digits-logreg@1.0.0 sha256 mismatch: matrix declares {'0' * 64}, file "
         f"{REPO}/cases/digits/model/digits-logreg-1.0.0.onnx has d2230a9096140b09d443879ca3b0d7cb0021917896a8f462f79806de1109b523")
+    assert "model.run" not in [r["kind"] for r in model["records"]]  # checked before anything runs
+    assert statuses(ev)["cpu-host::py::startup"] == "passed"
     assert statuses(ev)[f"cpu-host::py::{COMBO}::business"] == "blocked"
+
+
+def test_one_wrong_dataset_digest_blocks_only_the_combinations_that_use_it(pytester: pytest.Pytester) -> None:
+    """A wrong sha256 on dataset A failed startup for the whole resource x image and blocked the
+    models on dataset B too: startup is the platform's claim, and the image started."""
+    doc = json.loads(matrix_text())
+    good = doc["spec"]["datasets"][0]
+    doc["spec"]["datasets"] = [{**good, "name": "digits-a", "sha256": "1" * 64}, {**good, "name": "digits-b"}]
+    pytester.makefile(".matrix.yaml", m=json.dumps(doc))
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=4, failed=1, skipped=2)
+    ev = evidence_of(pytester)
+    assert statuses(ev) == {
+        "cpu-host::discovery": "passed", "cpu-host::scheduling": "not_applicable", "cpu-host::py::startup": "passed",
+        "cpu-host::py::digits-logreg@digits-a::model": "failed",
+        "cpu-host::py::digits-logreg@digits-a::business": "blocked",
+        "cpu-host::py::digits-logreg@digits-b::model": "passed",
+        "cpu-host::py::digits-logreg@digits-b::business": "passed"}
+    failed = next(i for i in ev["items"] if i["status"] == "failed")
+    assert (failed["failure"]["category"], failed["failure"]["owner"]) == ("digest_mismatch", "algorithm")
+    assert failed["failure"]["message"].startswith(f"dataset digits-a@1.0.0 sha256 mismatch: matrix declares {'1' * 64}")
+    startup = next(i for i in ev["items"] if i["layer"] == "startup")
+    assert "artifact.digest" not in [r["kind"] for r in startup["records"]]
 
 
 def test_timeout_and_exclusion_and_incompatible(pytester: pytest.Pytester) -> None:
@@ -299,6 +323,134 @@ def test_two_matrices_with_one_name_stop_before_anything_runs(pytester: pytest.P
     pytester.makefile(".matrix.yaml", b=matrix_text(name="gate", layers={"model": {"timeout": "1m"}}))
     result = pytester.runpytest("a.matrix.yaml", "b.matrix.yaml", "-p", "no:cacheprovider")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stdout.fnmatch_lines([("*pytest-hetero: matrix name 'gate' is used by a.matrix.yaml and b.matrix.yaml; "
+    result.stderr.fnmatch_lines([("ERROR: pytest-hetero: matrix name 'gate' is used by a.matrix.yaml and b.matrix.yaml; "
                                  "the bundle keys matrices by metadata.name*give each matrix of one run its own name*")])
     result.assert_outcomes()
+
+
+def _rules_file(tmp_path: Path, rule: str) -> Path:
+    path = tmp_path / "rules.yaml"
+    path.write_text(f"apiVersion: pytest-hetero/v1\nkind: AcceptanceRules\nrules:\n  - {rule}\n")
+    return path
+
+
+@pytest.mark.parametrize(("rule", "category", "owner", "hint"), [
+    ("{name: f1-floor, metric: f1_macro, op: '>=', value: 0.9}", "outputs_missing_metric", "algorithm",
+     "rule f1-floor: metric 'f1_macro' is absent"),
+    ("{name: acc-floor, metric: acuracy, op: '>=', value: 0.9}", "rules_error", "risk-business",
+     "rule acc-floor: metric 'acuracy' is absent (did you mean 'accuracy'?)"),
+])
+def test_a_rule_that_cannot_be_evaluated_is_not_a_business_failure(pytester: pytest.Pytester, tmp_path: Path,
+                                                                   rule: str, category: str, owner: str,
+                                                                   hint: str) -> None:
+    """A rule whose metric is absent failed as `acceptance_failed` owned by business: the model's
+    outputs or the rules are at fault, and the evidence names what the outputs offered."""
+    pytester.makefile(".matrix.yaml", m=matrix_text(acceptance=_rules_file(tmp_path, rule),
+                                                    extra_spec={"owners": {"business": "risk-business"}}))
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=3, failed=1, skipped=1)
+    business = next(i for i in evidence_of(pytester)["items"] if i["layer"] == "business")
+    assert business["status"] == "error"
+    assert (business["failure"]["category"], business["failure"]["owner"]) == (category, owner)
+    assert business["failure"]["message"] == (
+        f"1 acceptance rule(s) could not be evaluated: {hint} (available metrics: accuracy; numeric list fields: "
+        "indices, labels, latency_ms, predictions, top_probability)")
+    [judged] = next(r["data"] for r in business["records"] if r["kind"] == "business.rules")["results"]
+    assert judged["verdict"] == "not_evaluable"
+
+
+def test_outputs_that_are_not_json_are_kept_for_their_owner(pytester: pytest.Pytester) -> None:
+    doc = json.loads(matrix_text())
+    doc["spec"]["models"][0]["entrypoint"] = [
+        "{python}", "-c", "import sys; open(sys.argv[1], 'w').write('accuracy=0.97\\n' * 100000)", "{outputs}"]
+    pytester.makefile(".matrix.yaml", m=json.dumps(doc))
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=2, failed=1, skipped=2)
+    ev = evidence_of(pytester)
+    model = next(i for i in ev["items"] if i["layer"] == "model")
+    folder = f"artifacts/cpu-host/py/{COMBO}/model"
+    assert model["failure"]["category"] == "bad_outputs" and model["failure"]["owner"] == "algorithm"
+    assert model["failure"]["message"].startswith("outputs file is not JSON: ")
+    assert model["failure"]["message"].endswith(f" (kept as {folder}/outputs-unusable.txt)")
+    kept = next(r["data"] for r in model["records"] if r["kind"] == "model.outputs_unusable")
+    assert (kept["bytes"], kept["kept_bytes"], kept["truncated"]) == (1_400_000, 1024 * 1024, True)
+    text = (pytester.path / "reports" / ev["run"]["id"] / folder / "outputs-unusable.txt").read_text()
+    assert text.startswith("accuracy=0.97\n") and len(text) == 1024 * 1024
+
+
+def _bare_venv(path: Path) -> Path:
+    """A virtual environment without the system's packages: no ONNX Runtime, no numpy."""
+    import subprocess
+    import sys
+
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(path)], check=True, timeout=120)
+    return path
+
+
+PURE_MODEL = ("import json, sys; json.dump({{'n': 1, 'indices': [0], 'labels': [0], 'predictions': [0], "
+              "'metrics': {{'accuracy': 1.0}}}}, open(sys.argv[1], 'w'))")
+
+
+@pytest.mark.parametrize("runtime", [None, "pure-python"])
+def test_an_environment_without_onnx_runtime_starts_when_no_model_declares_it(
+        pytester: pytest.Pytester, tmp_path: Path, runtime: str | None) -> None:
+    """A numpy-only environment failed startup with framework_missing: ONNX Runtime not importable,
+    whatever the matrix's runtime said."""
+    venv = _bare_venv(tmp_path / "bare")
+    doc = json.loads(matrix_text(images=[{"name": "bare", "reference": f"venv:{venv}"}],
+                                 acceptance=_rules_file(tmp_path, "{name: acc, metric: accuracy, op: '>=', value: 0.9}")))
+    model = doc["spec"]["models"][0]
+    model.pop("runtime")
+    if runtime:
+        model["runtime"] = runtime
+    model["entrypoint"] = ["{python}", "-c", PURE_MODEL, "{outputs}"]
+    pytester.makefile(".matrix.yaml", m=json.dumps(doc))
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=4, skipped=1)
+    startup = next(i for i in evidence_of(pytester)["items"] if i["layer"] == "startup")
+    init = next(r["data"] for r in startup["records"] if r["kind"] == "startup.device_init")
+    assert (init["framework"], init["providers"], init["ok"]) == (None, None, True)
+
+
+def test_a_model_that_declares_onnx_runtime_needs_it_in_the_environment(pytester: pytest.Pytester,
+                                                                         tmp_path: Path) -> None:
+    venv = _bare_venv(tmp_path / "bare")
+    pytester.makefile(".matrix.yaml", m=matrix_text(images=[{"name": "bare", "reference": f"venv:{venv}"}]))
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1, failed=1, skipped=3)
+    startup = next(i for i in evidence_of(pytester)["items"] if i["layer"] == "startup")
+    assert (startup["failure"]["category"], startup["failure"]["owner"]) == ("framework_missing", "algorithm")
+    assert startup["failure"]["message"].startswith(f"ONNX Runtime not importable in {venv}/bin/python: "
+                                                    "ModuleNotFoundError: No module named 'onnxruntime'")
+    assert startup["failure"]["message"].endswith("(models with runtime: onnxruntime: digits-logreg)")
+
+
+def test_terminal_shows_observed_values_with_units_and_where_the_report_is(pytester: pytest.Pytester,
+                                                                           tmp_path: Path) -> None:
+    """The terminal printed neither report.html's path nor observed business values; latency values had
+    no unit; never-covered read `resource_without_business_pass`."""
+    rules = tmp_path / "rules.yaml"
+    rules.write_text("apiVersion: pytest-hetero/v1\nkind: AcceptanceRules\nrules:\n"
+                     "  - {name: accuracy-floor, metric: accuracy, op: '>=', value: 0.95}\n"
+                     "  - {name: latency-p95, latency: {percentile: 95, max_ms: 0.000001}}\n"
+                     "  - {name: mean-latency, metric: mean(latency_ms), op: '<=', value: 1000}\n")
+    huge = {"name": "cpu-huge", "type": "cpu", "requests": {"cpu": 1}, "expect": {"min_cpus": 100000}}
+    pytester.makefile(".matrix.yaml", m=matrix_text(resources=[CPU, huge], acceptance=rules))
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=3, failed=2, skipped=5)
+    ev = evidence_of(pytester)
+    business = next(i for i in ev["items"] if i["layer"] == "business")
+    results = {r["name"]: r for r in business["records"][-1]["data"]["results"]}
+    assert (results["latency-p95"]["unit"], results["mean-latency"]["unit"]) == ("ms", "ms")
+    assert "unit" not in results["accuracy-floor"]
+    p95 = results["latency-p95"]["observed"]
+    assert business["failure"]["message"] == (f"1 of 3 acceptance rules failed: latency-p95: expected p95 ≤ 1e-06 ms, "
+                                              f"observed {p95} ms")
+    bundle = pytester.path / "reports" / ev["run"]["id"]
+    result.stdout.fnmatch_lines([
+        "observed business values:",
+        f"  m.matrix.yaml::cpu-host::py::{COMBO}::business: accuracy-floor 0.963889 (pass), latency-p95 * ms (fail), "
+        "mean-latency * ms (pass)",
+        "*resources never proven end to end (no business item passed) in t: cpu-host, cpu-huge",
+        f"report: {bundle}/report.html"])
+    assert "resource_without_business_pass" not in result.stdout.str()

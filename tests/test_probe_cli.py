@@ -322,3 +322,16 @@ def test_probe_from_vnpu_capture_and_vnpu_profile_expectation(capsys: pytest.Cap
     assert [d.message for d in compare(inv, {"mig_profiles": ["vir02"]})] == [
         "no vNPU instance of profile vir02 (1 partition(s) seen)"
     ]
+
+
+def test_a_reader_that_stops_early_ends_the_command_quietly() -> None:
+    """`hetero probe cpu | head` ended in a BrokenPipeError traceback."""
+    import subprocess
+
+    proc = subprocess.Popen([sys.executable, "-m", "pytest_hetero.cli", "probe", "cpu"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()  # the reader is gone before the first write (head gone after its first lines)
+    stderr = proc.stderr.read().decode()
+    assert proc.wait(timeout=60) == 0
+    assert "Traceback" not in stderr and "BrokenPipeError" not in stderr, stderr

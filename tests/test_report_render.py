@@ -88,7 +88,7 @@ def test_markdown_summary() -> None:
     assert "4 blocked, 1 excluded" in text
     assert "- excluded: `matrices/example-cpu.matrix.yaml::cpu-host::py-old::startup` — excluded by matrix rule " \
            "(line 40): py-old is retired" in text
-    assert "- never covered in example-cpu: resource: gpu-nvidia" in text
+    assert "- resources with no passing item in example-cpu: gpu-nvidia" in text
 
 
 def test_markdown_escapes_html_and_limits_lines() -> None:

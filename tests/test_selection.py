@@ -197,3 +197,104 @@ def test_parsers() -> None:
     assert parse_selector("resource=a, image=b") == {"resource": "a", "image": "b"}
     with pytest.raises(SettingsError, match="given twice"):
         parse_selector("image=a,image=b")
+
+
+def test_claim_ids_do_not_move_with_an_option_path(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """--hetero-affected-from /elsewhere/old.matrix.yaml (a separate word) is taken by pytest for a test
+    path and moves its rootdir: evidence, JUnit and the heat map read poc/m.matrix.yaml::… while a run
+    without it reads m.matrix.yaml::…, so CI test history broke."""
+    import xml.etree.ElementTree as ET
+
+    poc, elsewhere = pytester.mkdir("poc"), pytester.mkdir("elsewhere")
+    (poc / "m.matrix.yaml").write_text(matrix_text())
+    old = json.loads(matrix_text())
+    old["spec"]["datasets"][0]["version"] = "0.9.0"
+    (elsewhere / "old.matrix.yaml").write_text(json.dumps(old))
+    monkeypatch.chdir(poc)
+    result = pytester.runpytest("m.matrix.yaml", "-p", "no:cacheprovider", "--hetero-affected-from",
+                                str(elsewhere / "old.matrix.yaml"))
+    result.assert_outcomes(passed=4, skipped=1)
+    result.stdout.fnmatch_lines([f"pytest-hetero: claim ids are relative to {poc}: pytest took "
+                                 f"{elsewhere}/old.matrix.yaml for test paths and moved its rootdir to*"])
+    [bundle] = (poc / "reports").iterdir()
+    ev = json.loads((bundle / "evidence.json").read_text())
+    ids = sorted(i["nodeid"] for i in ev["items"])
+    assert ids == sorted(f"m.matrix.yaml::cpu-host::{p}" for p in (
+        "discovery", "scheduling", "py::startup", "py::digits-logreg@digits-test::model",
+        "py::digits-logreg@digits-test::business"))
+    assert [m["prefix"] for m in ev["matrices"]] == ["m.matrix.yaml"]
+    assert all(u["nodeid"].startswith("m.matrix.yaml::") for u in ev["untested"]["items"])
+    cases = ET.parse(bundle / "junit.xml").getroot().iter("testcase")
+    assert all(not c.attrib["classname"].startswith("poc") and "poc/" not in c.attrib["name"] for c in cases)
+
+
+def _checkout(root: Path, *, venv_dists: tuple[str, ...] = ()) -> Path:
+    """A checkout of the digits case with a matrix that points at it by relative paths (code folder,
+    acceptance rules, a local environment whose installed distributions are ``venv_dists``)."""
+    import shutil
+
+    from support import DIGITS
+
+    shutil.copytree(DIGITS, root / "cases" / "digits", ignore=shutil.ignore_patterns("__pycache__", "serving"))
+    site = root / "env" / "lib" / "python3.11" / "site-packages"
+    site.mkdir(parents=True)
+    (root / "env" / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    for dist in venv_dists:
+        name, version = dist.split("==")
+        meta = site / f"{name}-{version}.dist-info"
+        meta.mkdir()
+        (meta / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+    doc = json.loads(matrix_text(images=[{"name": "py", "reference": "python:current"},
+                                         {"name": "env", "reference": "venv:../env"}]))
+    model, dataset = doc["spec"]["models"][0], doc["spec"]["datasets"][0]
+    model.update(uri="../cases/digits/model/digits-logreg-1.0.0.onnx", code="../cases/digits")
+    dataset.update(uri="../cases/digits/data/digits-test-1.0.0.csv", acceptance="../cases/digits/acceptance.yaml")
+    (root / "matrices").mkdir()
+    (root / "matrices" / "m.matrix.yaml").write_text(json.dumps(doc))
+    return root / "matrices" / "m.matrix.yaml"
+
+
+@pytest.mark.parametrize(("change", "affected"), [
+    ("code", "model digits-logreg changed: code folder"),
+    ("rules", "dataset digits-test changed: acceptance rules"),
+    ("environment", "image env changed: environment"),
+])
+def test_affected_from_compares_code_rules_and_environment(tmp_path: Path, change: str, affected: str) -> None:
+    """Changing the entrypoint code, acceptance.yaml or the environment selected nothing (19 deselected, exit 5)."""
+    old = load_matrix(_checkout(tmp_path / "old", venv_dists=("numpy==2.0.0",)))
+    new_path = _checkout(tmp_path / "new", venv_dists=("numpy==2.0.0",))
+    digits = tmp_path / "new" / "cases" / "digits"
+    if change == "code":
+        (digits / "infer.py").write_text((digits / "infer.py").read_text() + "\n# faster batching\n")
+    elif change == "rules":
+        (digits / "acceptance.yaml").write_text((digits / "acceptance.yaml").read_text().replace("0.95", "0.96"))
+    else:
+        meta = tmp_path / "new" / "env" / "lib" / "python3.11" / "site-packages" / "numpy-2.0.0.dist-info"
+        meta.rename(meta.with_name("numpy-2.1.0.dist-info"))
+        (meta.with_name("numpy-2.1.0.dist-info") / "METADATA").write_text(
+            "Metadata-Version: 2.1\nName: numpy\nVersion: 2.1.0\n")
+    same, same_plan = plan_of(_checkout(tmp_path / "same", venv_dists=("numpy==2.0.0",)))
+    assert select(Request(affected_from=old), [("m", same, same_plan)]).affected == {}  # same files elsewhere
+    new, plan = plan_of(new_path)
+    sel = select(Request(affected_from=old), [("m", new, plan)])
+    reasons = {k.split("::", 1)[1]: v for k, v in sel.affected.items() if v != "dependency of an affected item"}
+    assert reasons and all(affected in v for v in reasons.values()), reasons
+    expected = {"code": {f"{img}::digits-logreg@digits-test::{layer}" for img in ("py", "env")
+                         for layer in ("model", "business")},
+                "rules": {f"{img}::digits-logreg@digits-test::{layer}" for img in ("py", "env")
+                          for layer in ("model", "business")},
+                "environment": {"env::startup", "env::digits-logreg@digits-test::model",
+                                "env::digits-logreg@digits-test::business"}}[change]
+    assert {k.split("::", 1)[1] for k in reasons} == expected
+
+
+def test_an_input_the_old_matrix_cannot_find_counts_as_changed(tmp_path: Path) -> None:
+    old_path = _checkout(tmp_path / "old")
+    import shutil
+
+    shutil.rmtree(tmp_path / "old" / "cases")  # the old matrix copied out of its checkout
+    new, plan = plan_of(_checkout(tmp_path / "new"))
+    sel = select(Request(affected_from=load_matrix(old_path)), [("m", new, plan)])
+    reason = sel.affected["m::cpu-host::py::digits-logreg@digits-test::model"]
+    assert reason.startswith("model digits-logreg changed: code folder (not found) → ")
+    assert "; dataset digits-test changed: acceptance rules (not found) → " in reason

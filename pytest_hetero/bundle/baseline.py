@@ -89,6 +89,13 @@ def _observed(entry: dict[str, Any]) -> dict[str, float]:
     return out
 
 
+def _units(entry: dict[str, Any]) -> dict[str, str]:
+    """Rule name → unit of its observed value (``ms`` for latency), where the result names one."""
+    return {str(r.get("name")): str(r["unit"]) for record in entry.get("records") or []
+            if record.get("kind") == "business.rules" for r in record.get("data", {}).get("results", [])
+            if r.get("unit")}
+
+
 def metric_changes(old: dict[str, dict[str, Any]], new: dict[str, dict[str, Any]],
                    tolerance: float) -> list[dict[str, Any]]:
     """Observed values of ``business.rules`` results (accuracy, latency…) that moved by more than
@@ -103,8 +110,9 @@ def metric_changes(old: dict[str, dict[str, Any]], new: dict[str, dict[str, Any]
             scale = max(abs(a[rule]), 1e-12)
             rel = (b[rule] - a[rule]) / scale
             if abs(rel) > tolerance:
+                unit = _units(new[key]).get(rule)
                 out.append({"item": key, "rule": rule, "old": a[rule], "new": b[rule],
-                            "relative_change": round(rel, 6)})
+                            "relative_change": round(rel, 6), **({"unit": unit} if unit else {})})
     return out
 
 
@@ -240,7 +248,8 @@ def diff_lines(diff: dict[str, Any], limit: int = 20) -> list[str]:
     for c in diff["target_changes"][:limit]:
         lines.append(f"  target {c['backend']}.{c['field']}: {c['old']} → {c['new']}")
     for m in diff["metric_changes"][:limit]:
-        lines.append(f"  metric {m['item']} {m['rule']}: {m['old']:g} → {m['new']:g} "
+        unit = f" {m['unit']}" if m.get("unit") else ""
+        lines.append(f"  metric {m['item']} {m['rule']}: {m['old']:g}{unit} → {m['new']:g}{unit} "
                      f"({m['relative_change']:+.1%})")
     verdict = "FAIL" if g["failed"] else "PASS"
     lines.append(f"gate (fail-on {g['policy']}): {verdict}" + (f": {'; '.join(g['reasons'])}" if g["reasons"] else ""))

@@ -9,6 +9,7 @@ Sub-commands that resolve backends or call writers (``lint``, ``plan``, ``cleanu
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Sequence
 
@@ -18,7 +19,8 @@ __all__ = ["build_parser", "main"]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run ``hetero``; returns the process exit code (0 ok, 1 check failed, 2 usage/input error)."""
+    """Run ``hetero``; returns the process exit code (0 ok, 1 check failed, 2 usage/input error). A reader
+    that closes the pipe early (``hetero probe cpu | head``) ends the command quietly with 0."""
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
     if args.command == "cleanup":
@@ -28,7 +30,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
-    return int(args.func(args))
+    try:
+        code = int(args.func(args))
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # the reader left (`hetero probe cpu | head`): not an error of ours; stop writing quietly
+        # (the interpreter's own flush at exit would raise again, so stdout goes to /dev/null)
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
+    return code
 
 
 if __name__ == "__main__":

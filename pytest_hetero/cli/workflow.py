@@ -49,6 +49,7 @@ def lint(paths: list[Path], out: Any = None, *, digests: bool = False, hook: Any
     ``kind`` is ``AcceptanceRules`` is checked as rules. Raises nothing for bad content.
     """
     from pytest_hetero.hooks.registry import plugin_manager
+    from pytest_hetero.layers.discovery import expect_problems
     from pytest_hetero.matrix.expand import expand
     from pytest_hetero.matrix.load import load_matrix
     from pytest_hetero.matrix.references import display, reference_problems
@@ -71,6 +72,7 @@ def lint(paths: list[Path], out: Any = None, *, digests: bool = False, hook: Any
             plan = expand(matrix, scheduling_per_image=scheduling_per_image(matrix, hook))
         except HeteroError as exc:
             problems.extend(getattr(exc, "problems", [exc]))
+        problems.extend(expect_problems(matrix, matrix.backend))
         problems.extend(reference_problems(matrix, digests=digests))
         if problems:
             bad += 1
@@ -106,27 +108,34 @@ def _lint_rules(path: Path, out: Any) -> int:
     return 0
 
 
-def estimate(matrix: Matrix, plan: Plan, run_ids: set[str], bundle: dict[str, Any] | None) -> dict[str, Any]:
+def estimate(matrix: Matrix, plan: Plan, run_ids: set[str], bundle: dict[str, Any] | None,
+             repeat: int = 1) -> dict[str, Any]:
     """Serial duration estimate (seconds) of the items in ``run_ids``: each item's duration in
     ``bundle`` when it ran there, else that layer's mean there, else the layer timeout (an upper
-    bound). Returns ``{"seconds", "source": {"bundle_item"|"bundle_layer_mean"|"timeout": n}}``."""
+    bound). A model item runs ``repeat`` times (a profile's ``repeat``; a served model once): its time
+    per run (a bundle item's duration over the runs it recorded) times ``repeat``. Returns
+    ``{"seconds", "repeat", "source": {"bundle_item"|"bundle_layer_mean"|"timeout": n}}``."""
     by_item: dict[str, float] = {}
     by_layer: dict[str, list[float]] = {}
     for item in (bundle or {}).get("items", []):
-        by_item[item["nodeid"].split("::", 1)[1]] = float(item.get("duration_s") or 0.0)
-        by_layer.setdefault(item["layer"], []).append(float(item.get("duration_s") or 0.0))
+        runs = max(1, sum(1 for r in item.get("records", []) if r.get("kind") == "model.repeat"))
+        per_run = float(item.get("duration_s") or 0.0) / runs
+        by_item[item["nodeid"].split("::", 1)[1]] = per_run
+        by_layer.setdefault(item["layer"], []).append(per_run)
     total, source = 0.0, Counter[str]()
     for item in plan.items:
         if item.id not in run_ids:
             continue
         if item.id in by_item:
-            total, kind = total + by_item[item.id], "bundle_item"
+            seconds, kind = by_item[item.id], "bundle_item"
         elif by_layer.get(item.layer):
-            total, kind = total + sum(by_layer[item.layer]) / len(by_layer[item.layer]), "bundle_layer_mean"
+            seconds, kind = sum(by_layer[item.layer]) / len(by_layer[item.layer]), "bundle_layer_mean"
         else:
-            total, kind = total + matrix.timeouts_s[item.layer], "timeout"
+            seconds, kind = matrix.timeouts_s[item.layer], "timeout"
+        runs = repeat if item.layer == "model" and matrix.model(item.keys["model"]).serving is None else 1
+        total += seconds * runs
         source[kind] += 1
-    return {"seconds": round(total, 3), "source": dict(source)}
+    return {"seconds": round(total, 3), "repeat": repeat, "source": dict(source)}
 
 
 def plan_report(args: argparse.Namespace, hook: Any = None) -> dict[str, Any]:
@@ -135,7 +144,7 @@ def plan_report(args: argparse.Namespace, hook: Any = None) -> dict[str, Any]:
     from pytest_hetero.hooks.registry import plugin_manager
     from pytest_hetero.matrix.expand import expand
     from pytest_hetero.matrix.load import load_matrix
-    from pytest_hetero.matrix.selection import Request, parse_selector, parse_shard, select
+    from pytest_hetero.matrix.selection import Request, parse_selector, parse_shard, resolve_profile, select
 
     hook = hook if hook is not None else plugin_manager(getattr(args, "plugins", ())).hook
     matrix = load_matrix(args.matrix)
@@ -163,7 +172,8 @@ def plan_report(args: argparse.Namespace, hook: Any = None) -> dict[str, Any]:
                      "reason": o.reason} for o in plan.omitted],
         "deselected": [{"id": i, "reason": r} for i, r in dropped.items()],
         "affected": {k[2:]: v for k, v in selection.affected.items()},
-        "estimate": estimate(matrix, plan, {i.id for i in run}, bundle),
+        "estimate": estimate(matrix, plan, {i.id for i in run}, bundle,
+                             resolve_profile(matrix, args.profile).repeat if args.profile else 1),
     }
 
 
@@ -194,7 +204,8 @@ def _print_plan(rep: dict[str, Any], out: Any) -> None:
             print(f"  {n} {reason}", file=out)
     est = rep["estimate"]
     src = ", ".join(f"{n} from {k.replace('_', ' ')}" for k, n in est["source"].items()) or "no items"
-    print(f"estimate: {est['seconds']:.0f} s serial ({src})", file=out)
+    runs = f"; each model item runs {est['repeat']} times" if est.get("repeat", 1) > 1 else ""
+    print(f"estimate: {est['seconds']:.0f} s serial ({src}{runs})", file=out)
 
 
 def cmd_lint(args: argparse.Namespace) -> int:

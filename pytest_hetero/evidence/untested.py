@@ -33,6 +33,17 @@ DOES_NOT_PROVE: dict[str, str] = {
 """Fixed statement, per layer, of what a pass does not prove (printed in every report)."""
 
 
+NOT_END_TO_END = "resource_not_proven_end_to_end"
+"""Pseudo-dimension of ``never_covered``: resources on which no business item passed (no combination
+proven from discovery through business)."""
+NEVER_COVERED_LABELS: dict[str, str] = {
+    "resource": "resources with no passing item",
+    "image": "images with no passing item",
+    "model": "models with no passing item",
+    "dataset": "datasets with no passing item",
+    NOT_END_TO_END: "resources never proven end to end (no business item passed)",
+}
+"""How renderings name each ``never_covered`` entry for people."""
 NOT_PROVEN = "scope.not_proven"
 """Record kind a check uses for a part of its layer it could not prove although the item ran
 (data: ``layer``, ``part``, ``reason``), e.g. queue/quota admission on a Docker host."""
@@ -91,7 +102,7 @@ def untested_scope(plans: Iterable[tuple[Matrix, str, Plan]], items: list[dict[s
         gaps = {dim: [v for v in values if not any(p["keys"].get(dim) == v for p in passed)]
                 for dim, values in dims.items()}
         top = [i for i in passed if i["layer"] == LAYERS[-1]]
-        gaps["resource_without_business_pass"] = [
+        gaps[NOT_END_TO_END] = [
             r for r in dims["resource"] if not any(p["keys"].get("resource") == r for p in top)]
         never[matrix.name] = {k: v for k, v in gaps.items() if v}
     out.sort(key=lambda e: e["nodeid"])
@@ -107,8 +118,11 @@ def summarise(items: list[dict[str, Any]], untested: dict[str, Any]) -> dict[str
 
     Verdict: ``fail`` when any item failed or errored, ``incomplete`` when nothing passed,
     the run was interrupted (an untested ``not_run`` exists) or code under test ran unconfined
-    (a ``not_proven`` entry for :data:`ISOLATION_PART`), else ``pass``.
-    Returns ``{"by_layer": {layer: {status: n}}, "totals": {status: n}, "verdict": str}``.
+    (a ``not_proven`` entry for :data:`ISOLATION_PART`), else ``pass``. An item a rerun plugin ran
+    again counts by its last attempt (as pytest counts it); ``flaky`` names those that passed only
+    after an earlier attempt failed or errored (their ``attempts`` keep every attempt).
+    Returns ``{"by_layer": {layer: {status: n}}, "totals": {status: n}, "verdict": str,
+    "flaky": [nodeid]}``.
     """
     by_layer: dict[str, dict[str, int]] = {layer: {} for layer in LAYERS}
     seen: set[str] = set()
@@ -129,4 +143,5 @@ def summarise(items: list[dict[str, Any]], untested: dict[str, Any]) -> dict[str
         verdict = "incomplete"
     else:
         verdict = "pass"
-    return {"by_layer": by_layer, "totals": totals, "verdict": verdict}
+    flaky = sorted(i["nodeid"] for i in items if i["status"] == "passed" and i.get("attempts"))
+    return {"by_layer": by_layer, "totals": totals, "verdict": verdict, "flaky": flaky}

@@ -59,7 +59,8 @@ def pytest_hetero_layer_check(ctx: LayerContext) -> None:
 @hookspec(firstresult=True)
 def pytest_hetero_failure_owner(layer: str, category: str, default: str) -> str | None:
     """Return the team that owns a failure of ``category`` in ``layer`` (``default`` is the
-    matrix's owner for the layer, or the owner the check named). First non-None answer wins."""
+    matrix's owner for the layer, or the matrix's team for the owner category the check named,
+    see :meth:`~pytest_hetero.matrix.model.Matrix.team`). First non-None answer wins."""
 
 
 @hookspec

@@ -1,19 +1,29 @@
 """Business-sample layer: the model run's outputs meet the dataset's acceptance rules.
 
 Backend-independent: reads the outputs artifact of the model item this item depends on.
+
+A rule that fails is the business claim being false (``failed``, ``acceptance_failed``). A rule that
+cannot be evaluated proves nothing either way, so it is never a business failure: the item ends
+``error``, naming the metrics and fields the outputs had, and blamed on whoever can fix it: the
+model's outputs (``outputs_invalid``: a value null, not numeric, lists of inconsistent length;
+``outputs_missing_metric``: absent from the outputs; algorithm), or the rules file
+(``rules_error``: the rule names something the outputs have under a close name; the rules' owner).
 """
 
 from __future__ import annotations
 
+import difflib
 import json
+from typing import Any
 
 from pytest_hetero.errors import CaseError
 from pytest_hetero.layers.base import LayerBroken, LayerContext, LayerFailed, outputs_of
-from pytest_hetero.matrix.acceptance import evaluate, load_rules
+from pytest_hetero.matrix.acceptance import NOT_EVALUABLE, evaluate, load_rules
 
 
 def check(ctx: LayerContext) -> None:
-    """Evaluate every rule; record expected/observed/verdict each; LayerFailed naming the failed rules."""
+    """Evaluate every rule on every sample; record expected/observed/verdict each. Raises LayerFailed
+    naming the failed rules, else LayerBroken naming the rules that could not be evaluated."""
     dataset = ctx.dataset
     if dataset.acceptance is None:
         raise LayerFailed(f"dataset {dataset.name} has no acceptance rules; nothing to prove",
@@ -28,28 +38,76 @@ def check(ctx: LayerContext) -> None:
     count = repeats(ctx) if ctx.model.serving is None else 1
     failures: list[str] = []
     owners: set[str] = set()
+    unevaluable: list[dict[str, Any]] = []
     for run in range(1, count + 1) if count > 1 else (0,):
         try:
             # bytes: every encoding the model layer accepted as JSON (UTF-8, UTF-16, UTF-32)
             outputs = json.loads(outputs_of(ctx, depends, run))
         except (OSError, ValueError) as exc:
             raise LayerBroken(f"outputs of {'::'.join(depends)} unreadable: {exc}", "outputs_unavailable") from None
-        results = evaluate(rules, outputs if isinstance(outputs, dict) else {})
+        if not isinstance(outputs, dict):
+            raise LayerBroken(f"outputs of {'::'.join(depends)} are a JSON {type(outputs).__name__}, not an "
+                              "object: no rule can be evaluated", "outputs_invalid", "algorithm")
+        results = evaluate(rules, outputs)
         if dataset.sensitive:  # verdicts and aggregates only: no per-sample values
             for r in results:
                 if r["kind"] == "golden":
                     r["detail"] = "[withheld: sensitive dataset]" if r["detail"] else ""
         ctx.record("business.rules", file=str(dataset.acceptance), outputs_of="::".join(depends),
                    sensitive=dataset.sensitive, results=results, run=run or None)
-        failed = [r for r in results if r["verdict"] != "pass"]
+        prefix = f"sample {run} of {count}: " if run else ""
+        unevaluable += [{**r, "prefix": prefix} for r in results if r["verdict"] == NOT_EVALUABLE]
+        failed = [r for r in results if r["verdict"] == "fail"]
         if failed:
             text = "; ".join(f"{r['name']}: expected {r['expected']}, observed {r['observed']}"
+                             + (f" {r['unit']}" if r.get("unit") else "")
                              + (f" ({r['detail']})" if r["detail"] else "") for r in failed)
-            prefix = f"sample {run} of {count}: " if run else ""
             failures.append(f"{prefix}{len(failed)} of {len(results)} acceptance rules failed: {text}")
             # a served model's wrong answers are the model's (algorithm); missed bounds stay business's
             answers_wrong = all(r["kind"] in ("metric", "golden") for r in failed)
             owners.add("algorithm" if ctx.model.serving is not None and answers_wrong else "business")
     if failures:
-        raise LayerFailed("; ".join(failures), "acceptance_failed", "business" if "business" in owners
+        more = f"; {len(unevaluable)} rule(s) could not be evaluated" if unevaluable else ""
+        raise LayerFailed("; ".join(failures) + more, "acceptance_failed", "business" if "business" in owners
                           else owners.pop())
+    if unevaluable:
+        raise not_evaluable(rules, unevaluable)
+
+
+def not_evaluable(rules: list[dict[str, Any]], results: list[dict[str, Any]]) -> LayerBroken:
+    """The outcome for rule ``results`` (each with ``prefix``) that could not be evaluated: see the
+    module docstring for the category and owner; the message names each rule, why, and what the
+    outputs offered."""
+    first = results[0]
+    offered = first.get("available") or {"metrics": [], "fields": []}
+    names = offered["metrics"] + offered["fields"]
+    close = {}
+    for result in results:
+        rule = next((r for r in rules if r["name"] == result["name"]), {})
+        wanted = _wanted(rule)
+        match = difflib.get_close_matches(wanted, names, n=1, cutoff=0.75) if wanted else []
+        if result.get("problem") == "missing" and match:
+            close[result["name"]] = match[0]
+    text = "; ".join(f"{r['prefix']}rule {r['name']}: {r['detail'].removeprefix('cannot evaluate: ')}"
+                     + (f" (did you mean '{close[r['name']]}'?)" if r["name"] in close else "") for r in results)
+    have = (f"available metrics: {', '.join(offered['metrics']) or 'none'}; numeric list fields: "
+            f"{', '.join(offered['fields']) or 'none'}")
+    message = f"{len(results)} acceptance rule(s) could not be evaluated: {text} ({have})"
+    if close and len(close) == len(results):
+        return LayerBroken(message, "rules_error", "business")
+    if all(r.get("problem") == "missing" for r in results):
+        return LayerBroken(message, "outputs_missing_metric", "algorithm")
+    return LayerBroken(message, "outputs_invalid", "algorithm")
+
+
+def _wanted(rule: dict[str, Any]) -> str:
+    """The metric or field name a rule reads (``mean(x)`` → ``x``; empty for service rules)."""
+    kind = rule.get("kind")
+    if kind == "metric":
+        expr = str(rule["metric"])
+        return expr[expr.find("(") + 1:-1] if expr.endswith(")") and "(" in expr else expr
+    if kind == "latency":
+        return str(rule["latency"].get("field", "latency_ms"))
+    if kind == "golden":
+        return str(rule["golden"].get("field", "predictions"))
+    return ""

@@ -14,18 +14,26 @@ rule that turns that into a verdict lives here, once for every engine:
   labels: NVIDIA GFD ``nvidia.com/gpu.product``, Ascend ``accelerator``; ``expect.product``;
   ``expect.labels``), ``expectation_mismatch`` (``expect.devices`` ≠ capacity).
 
+Which ``expect`` key applies to which resource type and engine is :data:`EXPECT_RULES`: a key an
+engine cannot judge for the type is rejected before anything runs (:func:`expect_problems`, used by
+collection and ``hetero lint``). A CPU host is judged on usable CPUs and memory, its CPU model and what
+the resource requests (:func:`cpu_differences`). Resources of one type that resolve to the same host
+or nodes are recorded as one pool (``discovery.shared_pool``, not proven separate).
+
 Every failure here is owned by infrastructure. The snapshot of what was seen is recorded before
 judging, with every named difference.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
 from pytest_hetero.backends.protocol import EngineView, HostView, NodePool
+from pytest_hetero.errors import Location, MatrixError
 from pytest_hetero.layers.base import LayerContext, LayerFailed
-from pytest_hetero.matrix.model import Resource
+from pytest_hetero.matrix.model import Matrix, Resource
 from pytest_hetero.matrix.quantity import quantity_or_none
 
 VENDOR_LABELS: dict[str, tuple[str, ...]] = {
@@ -52,6 +60,7 @@ def check(ctx: LayerContext) -> None:
         ctx.record("discovery.host_probe", skipped=True, reason=seen.host_not_probed)
     if seen.pool is not None:
         problems += _judge_pool(ctx, seen.pool)
+    record_shared_pool(ctx, seen.pool)
     if problems:
         raise LayerFailed("; ".join(message for _, message in problems), problems[0][0], "infrastructure")
 
@@ -72,22 +81,93 @@ def expectation(resource: Resource) -> dict[str, Any]:
     return out
 
 
+EXPECT_RULES: dict[str, tuple[tuple[str, ...], str, dict[str, str]]] = {
+    "devices": (("gpu", "npu"), "counts accelerator devices, and a CPU resource has none (use min_cpus)", {}),
+    "product": (("gpu", "npu", "cpu"), "", {
+        "kubernetes": "CPU model: no standard node label names it on kubernetes (use labels: {…} for a label "
+                      "your nodes carry)"}),
+    "min_memory_mib": (("gpu", "npu", "cpu"), "", {}),
+    "min_memory_total_mib": (("cpu",), "is the usable memory of a CPU resource (use min_memory_mib for device "
+                                       "memory)", {}),
+    "min_cpus": (("cpu",), "applies to CPU resources (a GPU/NPU resource asks for CPUs in requests: {cpu: N})", {}),
+    "driver": (("gpu", "npu"), "compares an accelerator driver, and a CPU resource has none", {}),
+    "cuda": (("gpu",), "is the CUDA version of NVIDIA GPUs", {}),
+    "cann": (("npu",), "is the CANN version of Ascend NPUs", {}),
+    "mig_profile": (("gpu",), "names NVIDIA MIG partitions", {}),
+    "labels": (("gpu", "npu", "cpu"), "", {
+        "local": "node labels exist on kubernetes nodes; the local backend validates this host, which has none",
+        "docker": "node labels exist on kubernetes nodes; a Docker engine has none the gate could check"}),
+}
+"""``expect`` key → (resource types it applies to, why not for the other types, {backend: why that engine
+cannot check it}). Where a key applies, discovery judges it on every engine: a host probe (local, a local
+Docker engine), an engine's capacity (Docker), node facts (Kubernetes); device memory, driver, CUDA, CANN
+and MIG of an engine whose host this process cannot probe are judged inside the workload at startup."""
+
+
+def expect_problems(matrix: Matrix, backend: str) -> list[MatrixError]:
+    """One MatrixError per ``expect`` key that ``backend`` cannot check for its resource's type (see
+    :data:`EXPECT_RULES`), naming the matrix file, the resource's line, the field and why."""
+    out = []
+    for i, resource in enumerate(matrix.resources):
+        for key in resource.expect:
+            types, not_type, not_backend = EXPECT_RULES.get(key, ((), "is unknown", {}))
+            if resource.type not in types:
+                why = f"expect.{key} {not_type}; resource '{resource.name}' is a {resource.type}"
+            elif backend in not_backend and (key != "product" or resource.type == "cpu"):
+                why = f"expect.{key} cannot be checked on the {backend} backend: {not_backend[backend]}"
+            else:
+                continue
+            out.append(MatrixError(why, Location(str(matrix.path), resource.line, 0,
+                                                 f"spec.resources[{i}:{resource.name}].expect.{key}"),
+                                   f"remove expect.{key} from this resource, or move the resource to a backend "
+                                   "that checks it"))
+    return out
+
+
+def requested(resource: Resource, name: str) -> float | None:
+    """The resource's limit (else request) of ``name`` (``cpu`` in cores, ``memory`` in bytes); None if absent."""
+    merged = {**resource.requests, **resource.limits}
+    return quantity_or_none(merged.get(name))
+
+
 def host_differences(resource: Resource, view: HostView) -> list[dict[str, Any]]:
-    """Named differences between a host probe and the resource's ``expect``: the comparator's for
-    device vendors, usable CPUs (``min_cpus``) and memory (``min_memory_total_mib``, MiB) for CPU."""
+    """Named differences between a host probe and the resource's ``expect`` (and what it requests):
+    the comparator's for device vendors, :func:`cpu_differences` for CPU."""
     if view.vendor != "cpu":
         from pytest_hetero.probes.compare import compare
 
         return [d.to_dict() for d in compare(view.devices, expectation(resource))]
+    return cpu_differences(resource, view)
+
+
+def cpu_differences(resource: Resource, view: HostView) -> list[dict[str, Any]]:
+    """A CPU host against the resource: usable CPUs (cgroup limit, else logical CPUs) against
+    ``min_cpus`` and the requested cpu; usable memory (MiB: cgroup limit, else total) against
+    ``min_memory_mib`` / ``min_memory_total_mib`` and the requested memory; the CPU model against
+    ``product`` (a regular expression). Each difference ``{"field", "expected", "observed", "message"}``."""
     expect, extra, out = resource.expect, view.devices.extra or {}, []
     cpus = extra.get("cpu_limit_cores") or extra.get("logical_cpus")
-    if "min_cpus" in expect and (cpus is None or float(cpus) < float(expect["min_cpus"])):
-        out.append({"field": "cpus", "expected": f">= {expect['min_cpus']}", "observed": cpus,
-                    "message": f"{cpus} usable CPUs, matrix expects at least {expect['min_cpus']}"})
     mem = extra.get("memory_effective_mib") or extra.get("memory_total_mib")
-    if "min_memory_total_mib" in expect and (mem is None or int(mem) < int(expect["min_memory_total_mib"])):
-        out.append({"field": "memory", "expected": f">= {expect['min_memory_total_mib']} MiB", "observed": mem,
-                    "message": f"{mem} MiB usable memory, matrix expects {expect['min_memory_total_mib']} MiB"})
+    model = str(extra.get("model") or next((d.name for d in view.devices.devices if d.name), "") or "")
+
+    def add(field: str, expected: str, observed: Any, message: str) -> None:
+        out.append({"field": field, "expected": expected, "observed": observed, "message": message})
+
+    if "min_cpus" in expect and (cpus is None or float(cpus) < float(expect["min_cpus"])):
+        add("cpus", f">= {expect['min_cpus']}", cpus,
+            f"{cpus} usable CPUs, matrix expects at least {expect['min_cpus']}")
+    for key in ("min_memory_mib", "min_memory_total_mib"):
+        if key in expect and (mem is None or int(mem) < int(expect[key])):
+            add("memory", f">= {expect[key]} MiB", mem, f"{mem} MiB usable memory, matrix expects {expect[key]} MiB")
+    if "product" in expect and not re.search(str(expect["product"]), model):
+        add("product", expect["product"], model or None,
+            f"CPU model {model or '(unknown)'!r} does not match {expect['product']!r}")
+    cores, memory = requested(resource, "cpu"), requested(resource, "memory")
+    if cores is not None and cpus is not None and cores > float(cpus):
+        add("requests.cpu", f"<= {cpus}", cores, f"requests cpu {cores:g}, this host has {cpus} usable CPUs")
+    if memory is not None and mem is not None and memory > int(mem) * 2**20:
+        add("requests.memory", f"<= {mem} MiB", round(memory / 2**20),
+            f"requests memory {round(memory / 2**20)} MiB, this host has {mem} MiB usable")
     return out
 
 
@@ -110,6 +190,37 @@ def _judge_host(ctx: LayerContext, view: HostView) -> list[tuple[str, str]]:
     return []
 
 
+_POOLS = "discovery.pools"
+"""Key in the run's handoff mapping: resource name → its pool, as JSON (nodes seen by this process)."""
+
+
+def record_shared_pool(ctx: LayerContext, pool: NodePool | None) -> None:
+    """Say so when this resource resolves to the same place as another resource of its type: on a host
+    engine (local, Docker) every resource is the engine's one host; on a node pool, another resource
+    this process saw with the same nodes. Records ``discovery.shared_pool`` and a ``scope.not_proven``
+    entry (they are one pool, not two); not a failure."""
+    resource = ctx.resource
+    same_type = [r.name for r in ctx.matrix.resources if r.type == resource.type and r.name != resource.name]
+    if not same_type:
+        return
+    if pool is None:
+        where = f"host {ctx.backend.fingerprint().get('identity') or 'of this engine'}"
+        shared = same_type
+    else:
+        nodes = sorted(f["name"] for f in pool.nodes)
+        seen: dict[str, list[str]] = json.loads(ctx.handoff.get(_POOLS, b"{}"))
+        seen[f"{ctx.matrix.name}/{resource.name}"] = nodes
+        ctx.handoff[_POOLS] = json.dumps(seen).encode()
+        shared = [name for name in same_type if nodes and seen.get(f"{ctx.matrix.name}/{name}") == nodes]
+        where = f"nodes {', '.join(nodes)}"
+    if not shared:
+        return
+    ctx.record("discovery.shared_pool", resources=[resource.name, *shared], where=where)
+    ctx.record("scope.not_proven", layer="discovery", part="separate pools",
+               reason=f"{', '.join([resource.name, *shared])} resolve to the same {where}: one pool, not "
+                      f"{len(shared) + 1}")
+
+
 def engine_gaps(resource: Resource, view: EngineView) -> list[tuple[str, str]]:
     """Why a container engine cannot satisfy ``resource`` at all: ``[(category, message)]`` (empty: it can)."""
     gaps: list[tuple[str, str]] = []
@@ -124,6 +235,14 @@ def engine_gaps(resource: Resource, view: EngineView) -> list[tuple[str, str]]:
     if view.request_error is not None:
         return [*gaps, ("bad_request", view.request_error)]
     merged = {**resource.requests, **resource.limits}
+    expect = resource.expect if resource.type == "cpu" else {}
+    if "min_cpus" in expect and view.cpus is not None and view.cpus < float(expect["min_cpus"]):
+        gaps.append(("expectation_mismatch", f"the engine has {view.cpus:g} CPUs, matrix expects at least "
+                     f"{expect['min_cpus']}"))
+    for key in ("min_memory_mib", "min_memory_total_mib"):
+        if key in expect and view.memory_bytes is not None and view.memory_bytes < int(expect[key]) * 2**20:
+            gaps.append(("expectation_mismatch", f"the engine has {view.memory_bytes // 2**20} MiB memory, "
+                         f"matrix expects {expect[key]} MiB"))
     if view.requested_cpus and view.cpus and view.requested_cpus > view.cpus:
         gaps.append(("insufficient_capacity", f"cpu {merged.get('cpu')} requested, the engine has "
                      f"{view.cpus:g} CPUs"))
@@ -170,6 +289,7 @@ def node_differences(resource: Resource, facts: dict[str, Any]) -> list[dict[str
         if devices is not None and name == names[0] and cap != float(devices):
             add("expectation_mismatch", f"capacity[{name}]", devices, facts["capacity"][name],
                 f"capacity {name} {facts['capacity'][name]}, matrix expects {devices}")
+    _node_cpu(resource, facts, add)
     labels = facts["labels"]
     for key in VENDOR_LABELS.get(resource.vendor.lower(), ()) if resource.type != "cpu" else ():
         if key not in labels:
@@ -183,6 +303,22 @@ def node_differences(resource: Resource, facts: dict[str, Any]) -> list[dict[str
             add("label_contract_broken", f"labels[{key}]", value, labels.get(key),
                 f"label {key}={labels.get(key)!r}, matrix expects {value!r}")
     return out
+
+
+def _node_cpu(resource: Resource, facts: dict[str, Any], add: Any) -> None:
+    """A CPU resource's ``min_cpus`` and ``min_memory_mib``/``min_memory_total_mib`` against the node's
+    allocatable cpu and memory."""
+    if resource.type != "cpu":
+        return
+    for key, name, unit in (("min_cpus", "cpu", 1.0), ("min_memory_mib", "memory", 2.0**20),
+                            ("min_memory_total_mib", "memory", 2.0**20)):
+        if key not in resource.expect:
+            continue
+        have = quantity_or_none(facts["allocatable"].get(name))
+        if have is None or have < float(resource.expect[key]) * unit:
+            shown = f"{resource.expect[key]}{' MiB' if unit > 1 else ''}"
+            add("expectation_mismatch", f"allocatable[{name}]", f">= {shown}", facts["allocatable"].get(name),
+                f"allocatable {name} {facts['allocatable'].get(name) or 'absent'}, matrix expects at least {shown}")
 
 
 def _judge_pool(ctx: LayerContext, pool: NodePool) -> list[tuple[str, str]]:

@@ -15,15 +15,18 @@ from pytest_hetero.errors import HeteroError
 from pytest_hetero.evidence.model import bounded, sha256_text
 from pytest_hetero.evidence.untested import ISOLATION_PART, NOT_PROVEN
 from pytest_hetero.layers.base import LayerBroken, LayerContext, LayerFailed, keep_outputs
+from pytest_hetero.layers.startup import verify_inputs
 from pytest_hetero.probes.usage import unavailable
 
 
 def check(ctx: LayerContext) -> None:
-    """Run the model; LayerFailed on timeout, non-zero exit, or missing/invalid outputs.
+    """Verify this combination's model and dataset files, then run the model; LayerFailed on a file
+    that is not the declared version, timeout, non-zero exit, or missing/invalid outputs.
 
     A served model (``serving``) is not run but loaded with the dataset's inputs through its
     service instead: :func:`pytest_hetero.layers.serving.execute` writes the same outputs file.
     """
+    verify_inputs(ctx)  # this combination's own files: a wrong one fails here, not the image's startup
     model = ctx.model
     if model.serving is not None:
         from pytest_hetero.layers.serving import execute
@@ -100,7 +103,33 @@ def _run_once(ctx: LayerContext, run: int) -> None:
         raise LayerFailed("entrypoint wrote no outputs file", "no_outputs", "algorithm")
     raw = result.outputs
     try:
-        json.loads(raw)
+        parsed = json.loads(raw)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise LayerFailed(f"outputs file is not JSON: {exc}", "bad_outputs", "algorithm") from None
+        where = keep_bad_outputs(ctx, raw, run)
+        raise LayerFailed(f"outputs file is not JSON: {exc}{where}", "bad_outputs", "algorithm") from None
+    if not isinstance(parsed, dict):
+        where = keep_bad_outputs(ctx, raw, run)
+        raise LayerFailed(f"outputs file is a JSON {type(parsed).__name__}, not an object{where}", "bad_outputs",
+                          "algorithm")
     keep_outputs(ctx, raw, run)
+
+
+BAD_OUTPUTS_LIMIT = 1024 * 1024
+"""Bytes of an unusable outputs file kept as an artifact (the rest is cut; size and sha256 are of the whole)."""
+
+
+def keep_bad_outputs(ctx: LayerContext, raw: bytes, run: int) -> str:
+    """Keep outputs that cannot be judged (not JSON, not an object) so their owner can see them: the
+    first BAD_OUTPUTS_LIMIT bytes as artifact ``outputs-unusable[-rN].txt`` and a ``model.outputs_unusable``
+    record (whole size and sha256); a sensitive dataset's are recorded by size and sha256 only. Returns
+    `` (kept as <path>)`` for the failure message, or an empty string."""
+    digest = sha256_text(raw)
+    if ctx.dataset.sensitive:
+        ctx.record("model.outputs_unusable", artifact=None, bytes=len(raw), sha256=digest,
+                   withheld="sensitive dataset: outputs content kept out of the evidence")
+        return ""
+    kept = raw[:BAD_OUTPUTS_LIMIT]
+    art = ctx.artifact(f"outputs-unusable{f'-r{run}' if run else ''}.txt", kept)
+    ctx.record("model.outputs_unusable", artifact=art.path, bytes=len(raw), sha256=digest, kept_bytes=len(kept),
+               truncated=len(raw) > len(kept))
+    return f" (kept as {art.path})"

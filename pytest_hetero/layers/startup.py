@@ -6,14 +6,17 @@ One sequence for every engine, one verdict per rule:
    digest must be the matrix's (``image_digest_mismatch``, the target's image owner); an engine
    without containers (local) reports the interpreter's framework view instead of a device payload,
    judged here (``framework_missing`` / ``framework_without_accelerator``, algorithm);
-2. the model and dataset files the combinations use are the declared versions (:func:`verify_inputs`);
-3. the engine starts the image (:meth:`~pytest_hetero.backends.protocol.Backend.start`); an image
+2. the engine starts the image (:meth:`~pytest_hetero.backends.protocol.Backend.start`); an image
    only identified once running (Kubernetes) is checked then;
-4. inside a container the device payload (:mod:`pytest_hetero.probes.payload`) runs through the
+3. inside a container the device payload (:mod:`pytest_hetero.probes.payload`) runs through the
    engine's run verb and is judged by :func:`judge_payload`: its findings (device node, driver
    library, runtime, framework) with their owner, the framework the models need, and the devices
    visible against those allocated and expected (``device_inventory_mismatch``);
-5. served models must answer as the declared version (:func:`pytest_hetero.layers.serving.startup`).
+4. served models must answer as the declared version (:func:`pytest_hetero.layers.serving.startup`).
+
+The model and dataset files are not startup's: each model item verifies the two it uses
+(:func:`verify_inputs`, called by :mod:`pytest_hetero.layers.execution`), so one wrong file fails the
+combinations that use it, owned by whoever owns the file, and blocks nothing else.
 """
 
 from __future__ import annotations
@@ -36,6 +39,8 @@ from pytest_hetero.probes.payload import (
     tool_inventory,
 )
 
+DEVICE_EXPECT = frozenset({"devices", "product", "min_memory_mib", "driver", "cuda", "cann", "mig_profile"})
+"""``expect`` keys the device inventory inside the workload is compared against."""
 CATEGORY = {"device-node": "device_missing", "visibility": "device_not_visible", "driver-library": "driver_missing",
             "runtime": "runtime_broken", "framework": "framework_without_accelerator", "payload": "payload_failed"}
 """Payload finding category → startup failure category."""
@@ -51,7 +56,6 @@ def check(ctx: LayerContext) -> None:
         judge_digest(ctx, identity)
         if identity.environment is not None:
             judge_environment(ctx, identity.environment)
-    verify_inputs(ctx)
     started = engine.start(ctx)
     if started.identity is not None:
         judge_digest(ctx, started.identity)
@@ -80,16 +84,38 @@ def judge_digest(ctx: LayerContext, identity: ImageIdentity) -> None:
                           f"declares sha256:{wanted}", "image_digest_mismatch", identity.owner)
 
 
+FRAMEWORK_RUNTIMES: tuple[str, ...] = ("onnxruntime",)
+"""``models[].runtime`` values startup checks in the environment or image (ONNX Runtime with the
+resource's execution provider); any other value is recorded, and requires nothing here."""
+
+
+def framework_models(ctx: LayerContext) -> list[str]:
+    """Names of the matrix's models that declare ``runtime: onnxruntime`` (what startup must find)."""
+    return [m.name for m in ctx.matrix.models if m.runtime in FRAMEWORK_RUNTIMES]
+
+
 def judge_environment(ctx: LayerContext, env: dict[str, Any]) -> None:
-    """Judge an interpreter's framework view (engines without containers): ONNX Runtime importable
-    with the resource's execution provider. Records ``startup.device_init``; LayerFailed (algorithm)."""
+    """Judge an interpreter's framework view (engines without containers): when a model declares
+    ``runtime: onnxruntime``, ONNX Runtime must be importable with the resource's execution provider.
+    Records ``startup.device_init``; LayerFailed (algorithm). Without such a model nothing is required,
+    and on an accelerator the device initialisation is recorded as not proven."""
     wanted = EXECUTION_PROVIDERS[ctx.resource.type]
     providers = env.get("providers")
+    needing = framework_models(ctx)
+    if not needing:
+        ctx.record("startup.device_init", framework=None, wanted_provider=wanted, providers=providers, ok=True,
+                   reason="no model declares runtime: onnxruntime; the environment only has to start")
+        if ctx.resource.type != "cpu":
+            ctx.record("scope.not_proven", layer="startup", part="device initialisation",
+                       reason=f"no model declares a runtime startup can check (runtime: onnxruntime), so "
+                              f"{wanted} in the environment was not checked")
+        return
     if providers is None:
-        raise LayerFailed(f"ONNX Runtime not importable in {env.get('python')}: {env.get('onnxruntime_error')}",
-                          "framework_missing", "algorithm")
+        raise LayerFailed(f"ONNX Runtime not importable in {env.get('python')}: {env.get('onnxruntime_error')} "
+                          f"(models with runtime: onnxruntime: {', '.join(needing)})", "framework_missing",
+                          "algorithm")
     ctx.record("startup.device_init", framework="onnxruntime", wanted_provider=wanted,
-               providers=providers, ok=wanted in providers)
+               providers=providers, ok=wanted in providers, models=needing)
     if wanted not in providers:
         raise LayerFailed(f"{wanted} not available in this environment's ONNX Runtime "
                           f"(has {', '.join(providers)}): framework build without the accelerator",
@@ -98,7 +124,7 @@ def judge_environment(ctx: LayerContext, env: dict[str, Any]) -> None:
 
 def framework_gaps(ctx: LayerContext, report: PayloadReport) -> list[tuple[str, str]]:
     """What the matrix's models need from the image that it lacks: ``[(category, message)]``."""
-    if not any(m.runtime == "onnxruntime" for m in ctx.matrix.models):
+    if not framework_models(ctx):
         return []
     wanted = EXECUTION_PROVIDERS[ctx.resource.type]
     python = report.python or {}
@@ -154,6 +180,12 @@ def judge_payload(ctx: LayerContext, started: Started, exit_code: int | None, st
     checked = inventory_check(ctx.resource, report, started.node)
     if checked is not None:
         ctx.record("startup.inventory", **checked)
+    else:
+        unchecked = sorted(set(ctx.resource.expect) & DEVICE_EXPECT) if ctx.resource.type != "cpu" else []
+        if unchecked:
+            ctx.record("scope.not_proven", layer="startup", part=", ".join(f"expect.{k}" for k in unchecked),
+                       reason="the image has no vendor tool (nvidia-smi / npu-smi) to read the devices with, "
+                              "so these expectations were not compared inside the workload")
     differences = (checked or {}).get("differences") or []
     if differences:
         raise LayerFailed(f"device inventory in {started.name}{where}: "
@@ -213,14 +245,14 @@ def verify_digest(ctx: LayerContext, what: str, name: str, version: str, path: P
 
 
 def verify_inputs(ctx: LayerContext) -> None:
-    """Verify every model and dataset the image's combinations will use (declared sha256 vs file).
+    """Verify the model and the dataset of this model item (declared sha256 vs file), model first.
 
-    A served model without a declared file (empty sha256) has no file to verify; its service
-    proves its version at startup instead (:func:`pytest_hetero.layers.serving.startup`).
+    Raises LayerFailed (``file_missing`` / ``digest_mismatch``, owner algorithm: the files and their
+    declared digests are the model's and data's owners') naming both digests. A served model without
+    a declared file (empty sha256) has no file to verify; its service proves its version at startup
+    instead (:func:`pytest_hetero.layers.serving.startup`).
     """
-    for model in ctx.matrix.models:
-        if not model.sha256:
-            continue
+    model, dataset = ctx.model, ctx.dataset
+    if model.sha256:
         verify_digest(ctx, "model", model.name, model.version, model.path, model.sha256)
-    for dataset in ctx.matrix.datasets:
-        verify_digest(ctx, "dataset", dataset.name, dataset.version, dataset.path, dataset.sha256)
+    verify_digest(ctx, "dataset", dataset.name, dataset.version, dataset.path, dataset.sha256)

@@ -21,9 +21,12 @@ else to every level, and names the measured value of each level:
 - ``error_rate``: the share of failed requests (0–1) must be ≤ ``max``.
 - ``throughput``: ``min_rps`` (successful requests/s) and/or ``min_sps`` (samples/s) as floors.
 
-Each rule yields ``{"name", "kind", "expected", "observed", "verdict": "pass"|"fail", "detail"}``; a metric
-or latency rule adds ``bound`` (``{"op", "value", "tolerance", "unit"?}``: the threshold as data, for trends),
-a golden rule ``failing`` (the indices of the samples that did not match).
+Each rule yields ``{"name", "kind", "expected", "observed", "verdict": "pass"|"fail"|"not_evaluable",
+"detail"}`` and ``unit`` when the observed number has one (``ms`` for latency rules and metrics over a
+``*_ms`` field); a metric or latency rule adds ``bound`` (``{"op", "value", "tolerance", "unit"?}``: the
+threshold as data, for trends), a golden rule ``failing`` (the indices of the samples that did not match);
+a rule that cannot be evaluated (metric or field absent, null, not numeric, lists of inconsistent length)
+is ``not_evaluable`` with ``problem`` and the metrics and fields ``available``.
 """
 
 from __future__ import annotations
@@ -51,6 +54,11 @@ SERVICE_CHECKS: dict[str, tuple[tuple[str, ...], str]] = {
 }
 """Service rule kind → (its bound keys: all required, except throughput which needs one; hint)."""
 _AGG = re.compile(r"^(mean|min|max|count)\(([A-Za-z_][A-Za-z0-9_]*)\)$")
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 RULE_KEYS: tuple[str, ...] = ("name", "description", *KINDS, "op", "value", "tolerance")
@@ -150,6 +158,15 @@ def _check_rule(rule: dict[str, Any], kind: str, loc: Location) -> None:
                             f"use one of {' '.join(OPS)}")
         if not isinstance(rule.get("value"), (int, float)) or isinstance(rule.get("value"), bool):
             raise CaseError(f"rule '{rule['name']}': value must be a number", loc, "e.g. value: 0.95")
+        expr = rule["metric"]
+        if not isinstance(expr, str) or not (_AGG.match(expr) or _NAME.match(expr)):
+            raise CaseError(f"rule '{rule['name']}': metric {expr!r} is neither a metric name nor "
+                            "mean(field), min(field), max(field) or count(field)", loc,
+                            "e.g. metric: accuracy (from outputs.metrics) or metric: mean(top_probability)")
+        if "tolerance" in rule and (rule["op"] not in ("==", "!=") or not _number(rule["tolerance"])):
+            raise CaseError(f"rule '{rule['name']}': tolerance applies to op == and != only, as a number "
+                            f"(op {rule['op']}, tolerance {rule['tolerance']!r})", loc,
+                            "drop tolerance, or use op: '==' with tolerance: 0.03")
     if kind == "latency":
         lat = rule["latency"]
         pct = lat.get("percentile") if isinstance(lat, dict) else None
@@ -163,6 +180,9 @@ def _check_rule(rule: dict[str, Any], kind: str, loc: Location) -> None:
                 isinstance(s, dict) and "index" in s and "expected" in s for s in gold["samples"]):
             raise CaseError(f"rule '{rule['name']}': golden needs samples: [{{index, expected}}]",
                             loc, "e.g. samples: [{index: 0, expected: 7}]")
+        if any("tolerance" in x and not _number(x["tolerance"]) for x in gold["samples"]):
+            raise CaseError(f"rule '{rule['name']}': a golden sample's tolerance must be a number", loc,
+                            "e.g. {index: 0, expected: 0.5, tolerance: 0.01}")
 
 
 def _check_service_rule(name: str, kind: str, body: Any, loc: Location) -> None:
@@ -188,15 +208,59 @@ def percentile(values: list[float], pct: float) -> float:
     return float(ordered[rank - 1])
 
 
+class NotEvaluable(KeyError):
+    """A rule cannot be evaluated on these outputs: ``missing`` (the metric or field is absent) or
+    ``invalid`` (present but null, not numeric, or of inconsistent shape). ``message`` says which."""
+
+    def __init__(self, message: str, problem: str = "missing") -> None:
+        super().__init__(message)
+        self.message = message
+        self.problem = problem
+
+    def __str__(self) -> str:
+        """The message alone (KeyError would quote it)."""
+        return self.message
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and not math.isnan(value)
+
+
 def _numbers(outputs: dict[str, Any], name: str) -> list[float]:
-    values = outputs.get(name)
-    if not isinstance(values, list) or not all(isinstance(v, (int, float)) for v in values):
-        raise KeyError(f"outputs field '{name}' is missing or not a list of numbers")
+    if name not in outputs:
+        raise NotEvaluable(f"outputs field '{name}' is absent")
+    values = outputs[name]
+    if not isinstance(values, list) or not all(_is_number(v) for v in values):
+        raise NotEvaluable(f"outputs field '{name}' is {_shape(values)}, not a list of numbers", "invalid")
     return [float(v) for v in values]
 
 
+def _shape(value: Any) -> str:
+    """A few words on what ``value`` is, e.g. ``null``, ``a str``, ``a list with 2 non-numbers among 5``."""
+    if value is None:
+        return "null"
+    if isinstance(value, float) and math.isnan(value):
+        return "NaN"
+    if isinstance(value, list):
+        odd = [v for v in value if not _is_number(v)]
+        return f"a list with {len(odd)} non-numbers among {len(value)}" if odd else f"a list of {len(value)}"
+    return "an object" if isinstance(value, dict) else f"a {type(value).__name__}"
+
+
+def available(outputs: Any) -> dict[str, list[str]]:
+    """What ``outputs`` offers rules: ``metrics`` (numeric entries of ``outputs.metrics``) and
+    ``fields`` (top-level non-empty lists of numbers, for ``mean(f)``…, latency and golden rules)."""
+    if not isinstance(outputs, dict):
+        return {"metrics": [], "fields": []}
+    found = outputs.get("metrics")
+    metrics: dict[str, Any] = found if isinstance(found, dict) else {}
+    return {"metrics": sorted(k for k, v in metrics.items() if _is_number(v)),
+            "fields": sorted(k for k, v in outputs.items() if isinstance(v, list) and v and all(map(_is_number, v)))}
+
+
 def metric_value(outputs: dict[str, Any], expr: str) -> float:
-    """Value of a metric expression on ``outputs``; KeyError when the data is missing."""
+    """Value of a metric expression on ``outputs``. Raises :class:`NotEvaluable` when the data is
+    absent (``missing``) or null, not numeric or of inconsistent shape (``invalid``)."""
     agg = _AGG.match(expr)
     if agg:
         fn, name = agg.groups()
@@ -204,28 +268,53 @@ def metric_value(outputs: dict[str, Any], expr: str) -> float:
         if fn == "count":
             return float(len(values))
         if not values:
-            raise KeyError(f"outputs field '{name}' is empty")
+            raise NotEvaluable(f"outputs field '{name}' is empty", "invalid")
         return {"mean": sum(values) / len(values), "min": min(values), "max": max(values)}[fn]
     metrics = outputs.get("metrics") or {}
-    if expr in metrics:
+    if isinstance(metrics, dict) and expr in metrics:
+        if not _is_number(metrics[expr]):
+            raise NotEvaluable(f"metric '{expr}' is {_shape(metrics[expr])}, not a number", "invalid")
         return float(metrics[expr])
     if expr == "accuracy" and isinstance(outputs.get("predictions"), list):
-        preds, labels = outputs["predictions"], outputs.get("labels") or []
-        if len(preds) != len(labels) or not preds:
-            raise KeyError("predictions and labels differ in length or are empty")
+        preds, labels = outputs["predictions"], outputs.get("labels")
+        if not isinstance(labels, list) or len(preds) != len(labels) or not preds:
+            count = len(labels) if isinstance(labels, list) else "no"
+            raise NotEvaluable(f"accuracy from predictions and labels: {len(preds)} predictions, {count} labels",
+                               "invalid")
         return float(sum(p == t for p, t in zip(preds, labels, strict=True)) / len(preds))
-    raise KeyError(f"metric '{expr}' not in outputs")
+    raise NotEvaluable(f"metric '{expr}' is absent")
+
+
+UNITS: dict[str, str] = {"_ms": "ms", "_s": "s", "_seconds": "s", "_mib": "MiB", "_bytes": "bytes", "_pct": "%"}
+"""Field-name suffix → unit of a metric over that field (``mean(latency_ms)`` is in ms)."""
+
+
+def unit_of(expr: str) -> str | None:
+    """The unit of a metric expression's value, from its field's name suffix (:data:`UNITS`); ``count(…)``
+    counts and plain metrics carry none; None when unknown."""
+    agg = _AGG.match(expr)
+    name = agg.group(2) if agg and agg.group(1) != "count" else ("" if agg else expr)
+    return next((unit for suffix, unit in UNITS.items() if name.lower().endswith(suffix)), None)
+
+
+NOT_EVALUABLE = "not_evaluable"
+"""Verdict of a rule that cannot be evaluated on the outputs (neither pass nor fail)."""
 
 
 def evaluate(rules: list[dict[str, Any]], outputs: dict[str, Any]) -> list[dict[str, Any]]:
-    """Evaluate every rule on ``outputs``; a rule whose data is missing fails with the reason."""
+    """Evaluate every rule on ``outputs``. A rule whose data is absent or unusable gets verdict
+    :data:`NOT_EVALUABLE` with ``detail`` (why), ``problem`` (``missing``/``invalid``) and
+    ``available`` (see :func:`available`): it proves nothing either way and fails no one's claim."""
     results = []
     for rule in rules:
         try:
             results.append({"name": rule["name"], "kind": rule["kind"], **_evaluate(rule, outputs)})
         except (KeyError, ValueError, TypeError) as exc:
-            results.append({"name": rule["name"], "kind": rule["kind"], "expected": None,
-                            "observed": None, "verdict": "fail", "detail": f"cannot evaluate: {exc}"})
+            problem = exc.problem if isinstance(exc, NotEvaluable) else "invalid"
+            text = str(exc) if isinstance(exc, NotEvaluable) else f"{type(exc).__name__}: {exc}"
+            results.append({"name": rule["name"], "kind": rule["kind"], "expected": None, "observed": None,
+                            "verdict": NOT_EVALUABLE, "detail": f"cannot evaluate: {text}", "problem": problem,
+                            "available": available(outputs)})
     return results
 
 
@@ -240,8 +329,10 @@ def _evaluate(rule: dict[str, Any], outputs: dict[str, Any]) -> dict[str, Any]:
         else:
             ok = OPS[op](observed, value)
             expected = f"{rule['metric']} {op} {value}"
-        return {"expected": expected, "observed": round(observed, 6), "verdict": "pass" if ok else "fail",
-                "detail": "", "bound": {"op": op, "value": value, "tolerance": tol or None}}
+        unit = unit_of(rule["metric"])
+        bound = {"op": op, "value": value, "tolerance": tol or None, **({"unit": unit} if unit else {})}
+        return {"expected": expected + (f" {unit}" if unit else ""), "observed": round(observed, 6),
+                "verdict": "pass" if ok else "fail", "detail": "", "bound": bound, **({"unit": unit} if unit else {})}
     if rule["kind"] in SERVICE_CHECKS:
         return _evaluate_service(rule["kind"], rule[rule["kind"]], outputs)
     if rule["kind"] == "latency":
@@ -249,13 +340,17 @@ def _evaluate(rule: dict[str, Any], outputs: dict[str, Any]) -> dict[str, Any]:
         observed = percentile(_numbers(outputs, lat.get("field", "latency_ms")), float(lat["percentile"]))
         ok = observed <= float(lat["max_ms"])
         return {"expected": f"p{lat['percentile']} ≤ {lat['max_ms']} ms", "observed": round(observed, 4),
-                "verdict": "pass" if ok else "fail", "detail": "",
+                "unit": "ms", "verdict": "pass" if ok else "fail", "detail": "",
                 "bound": {"op": "<=", "value": float(lat["max_ms"]), "tolerance": None, "unit": "ms"}}
     gold = rule["golden"]
     field, key = gold.get("field", "predictions"), gold.get("key", "indices")
     values, keys = outputs.get(field), outputs.get(key)
+    if field not in outputs:
+        raise NotEvaluable(f"outputs field '{field}' is absent")
     if not isinstance(values, list):
-        raise KeyError(f"outputs field '{field}' missing")
+        raise NotEvaluable(f"outputs field '{field}' is {_shape(values)}, not a list", "invalid")
+    if key in outputs and (not isinstance(keys, list) or len(keys) != len(values)):
+        raise NotEvaluable(f"outputs field '{key}' is {_shape(keys)} beside {len(values)} '{field}'", "invalid")
     position = {k: i for i, k in enumerate(keys)} if isinstance(keys, list) else None
     mismatches = []
     for sample in gold["samples"]:
@@ -276,12 +371,12 @@ def _evaluate(rule: dict[str, Any], outputs: dict[str, Any]) -> dict[str, Any]:
 def _evaluate_service(kind: str, body: dict[str, Any], outputs: dict[str, Any]) -> dict[str, Any]:
     levels = (outputs.get("service") or {}).get("levels")
     if not isinstance(levels, list) or not levels:
-        raise KeyError("outputs have no service levels (not the run of a served model?)")
+        raise NotEvaluable("outputs have no service levels (not the run of a served model?)")
     wanted = body.get("concurrency")
     chosen = [lv for lv in levels if wanted is None or lv["concurrency"] == wanted]
     if not chosen:
-        raise KeyError(f"no load level at concurrency {wanted} (measured: "
-                       f"{', '.join(str(lv['concurrency']) for lv in levels)})")
+        raise NotEvaluable(f"no load level at concurrency {wanted} (measured: "
+                           f"{', '.join(str(lv['concurrency']) for lv in levels)})")
     observed, bad = [], []
     for lv in chosen:
         if kind == "service_latency":

@@ -6,15 +6,25 @@ dataset that was added, removed or changed (with the fields that differ, e.g. an
 from the old plan's item with the same id: a new item (new resource, newly un-excluded
 combination) or one whose dimension definitions changed. A change of ``spec.target``
 changes every item.
+
+Besides the matrix text, what its entries point at is compared (:func:`input_digests`): a model's
+``code`` folder, a dataset's ``acceptance`` rules file, and a local environment (``venv:PATH`` or
+``python:/path``: its installed distributions and ``pyvenv.cfg``). Paths resolve from each matrix
+file's own folder, so the old matrix must sit beside its own files (a checkout or ``git worktree``
+of the old revision); an input the old matrix's path does not find cannot be compared and counts
+as changed.
 """
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from pytest_hetero.matrix.expand import Plan
 from pytest_hetero.matrix.model import Matrix
+from pytest_hetero.matrix.references import file_sha256
 
 DIMENSION_KEYS: dict[str, str] = {"resource": "resources", "image": "images", "model": "models",
                                   "dataset": "datasets"}
@@ -50,14 +60,83 @@ def _definitions(matrix: Matrix, dim: str) -> dict[str, dict[str, Any]]:
     return {e["name"]: {k: v for k, v in e.items() if k not in _IGNORED} for e in entries}
 
 
+IGNORED_FILES = frozenset({"__pycache__", ".git", ".pytest_cache", ".mypy_cache", ".ruff_cache"})
+"""Folder names left out of a code folder's digest (caches and version control, not code)."""
+MISSING = "(not found)"
+"""Digest value of an input whose path finds nothing."""
+
+
+def folder_sha256(folder: Path) -> str:
+    """sha256 over every file under ``folder`` (relative path and content digest, sorted), leaving out
+    :data:`IGNORED_FILES` and ``*.pyc``; :data:`MISSING` when ``folder`` does not exist. A file is
+    digested as a folder of one."""
+    if not folder.exists():
+        return MISSING
+    files = [folder] if folder.is_file() else sorted(
+        p for p in folder.rglob("*") if p.is_file() and p.suffix != ".pyc"
+        and not IGNORED_FILES & set(p.relative_to(folder).parts))
+    digest = hashlib.sha256()
+    for path in files:
+        digest.update(f"{path.relative_to(folder) if path != folder else path.name}\0{file_sha256(path)}\n".encode())
+    return digest.hexdigest()
+
+
+def environment_sha256(matrix: Matrix, reference: str) -> str | None:
+    """sha256 of a local Python environment's ``pyvenv.cfg`` and installed distributions (``name==version``,
+    sorted) for ``venv:PATH`` (relative to the matrix file) and ``python:/path/bin/python``; None for any
+    other reference (``python:current`` is the interpreter running now; an OCI image has its digest);
+    :data:`MISSING` when the environment is not found."""
+    from importlib import metadata
+
+    if reference.startswith("venv:"):
+        root = (matrix.path.parent / reference.split(":", 1)[1]).resolve()
+    elif reference.startswith("python:") and reference != "python:current":
+        root = Path(reference.split(":", 1)[1]).resolve().parent.parent
+    else:
+        return None
+    if not root.is_dir():
+        return MISSING
+    sites = [str(p) for p in sorted(root.glob("lib*/python*/site-packages"))]
+    dists = sorted({f"{d.metadata['Name']}=={d.version}" for d in metadata.distributions(path=sites)
+                    if d.metadata["Name"]})
+    cfg = root / "pyvenv.cfg"
+    text = (cfg.read_text(encoding="utf-8", errors="replace") if cfg.is_file() else "") + "\n".join(dists)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def input_digests(matrix: Matrix) -> dict[tuple[str, str], dict[str, str]]:
+    """(dimension, name) → {input: digest} of what the matrix's entries point at: ``code folder`` of a
+    model that runs code, ``acceptance rules`` of a dataset, ``environment`` of a local environment image."""
+    out: dict[tuple[str, str], dict[str, str]] = {}
+    for model in matrix.models:
+        if model.code is not None:
+            out[("model", model.name)] = {"code folder": folder_sha256(model.code)}
+    for dataset in matrix.datasets:
+        if dataset.acceptance is not None:
+            out[("dataset", dataset.name)] = {"acceptance rules": folder_sha256(dataset.acceptance)}
+    for image in matrix.images:
+        env = environment_sha256(matrix, image.reference)
+        if env is not None:
+            out[("image", image.name)] = {"environment": env}
+    return out
+
+
+def _input_fields(old: dict[str, str], new: dict[str, str]) -> dict[str, tuple[Any, Any]]:
+    """The inputs whose digests differ, or that the old matrix's path does not find (cannot compare)."""
+    return {name: (old.get(name), digest) for name, digest in new.items()
+            if old.get(name) != digest or old.get(name) == MISSING}
+
+
 def dimension_changes(old: Matrix, new: Matrix) -> list[Change]:
-    """Every added/removed/changed dimension value of ``new`` relative to ``old``, plus a
-    pseudo-dimension ``target`` when ``spec.target`` differs. Sorted by dimension, then name."""
+    """Every added/removed/changed dimension value of ``new`` relative to ``old`` (its entry, or what the
+    entry points at: :func:`input_digests`), plus a pseudo-dimension ``target`` when ``spec.target``
+    differs. Sorted by dimension, then name."""
     changes: list[Change] = []
     if old.target != new.target:
         fields = {k: (old.target.get(k), new.target.get(k))
                   for k in sorted(set(old.target) | set(new.target)) if old.target.get(k) != new.target.get(k)}
         changes.append(Change("target", "spec.target", "changed", fields))
+    old_inputs, new_inputs = input_digests(old), input_digests(new)
     for dim in DIMENSION_KEYS:
         before, after = _definitions(old, dim), _definitions(new, dim)
         for name in sorted(set(before) | set(after)):
@@ -65,10 +144,12 @@ def dimension_changes(old: Matrix, new: Matrix) -> list[Change]:
                 changes.append(Change(dim, name, "added", {}))
             elif name not in after:
                 changes.append(Change(dim, name, "removed", {}))
-            elif before[name] != after[name]:
+            else:
                 a, b = before[name], after[name]
                 fields = {k: (a.get(k), b.get(k)) for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)}
-                changes.append(Change(dim, name, "changed", fields))
+                fields.update(_input_fields(old_inputs.get((dim, name), {}), new_inputs.get((dim, name), {})))
+                if fields:
+                    changes.append(Change(dim, name, "changed", fields))
     return changes
 
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_hetero.vocab import Layer
+from pytest_hetero.vocab import DEFAULT_OWNERS, OWNER_CATEGORIES, Layer
 
 DEFAULT_TIMEOUTS_S: dict[Layer, float] = {
     "discovery": 60.0, "scheduling": 120.0, "startup": 300.0, "model": 900.0, "business": 60.0,
@@ -176,6 +176,19 @@ class Matrix:
     def backend(self) -> str:
         """Backend named by ``spec.target.backend`` (default ``local``)."""
         return str(self.target.get("backend", "local"))
+
+    def team(self, owner: str, layer: Layer | None = None) -> str:
+        """The matrix's team for ``owner``: an owner category (``infrastructure``, ``platform``,
+        ``algorithm``, ``business``) becomes the team ``spec.owners`` names for a layer of that
+        category (``layer`` first when it is one, e.g. a platform failure of startup goes to the startup
+        team); a category no layer's team renames stays as it is, and any other name (a team a hook
+        already chose) is returned unchanged."""
+        if owner not in OWNER_CATEGORIES:
+            return owner
+        layers = [name for name, category in DEFAULT_OWNERS.items() if category == owner]
+        if layer in layers:
+            layers.insert(0, layers.pop(layers.index(layer)))
+        return next((self.owners[name] for name in layers if self.owners.get(name, owner) != owner), owner)
 
     def resource(self, name: str) -> Resource:
         """Return the resource called ``name``; KeyError when absent."""

@@ -12,11 +12,12 @@ from typing import Any
 
 import pytest
 
-from pytest_hetero.errors import HeteroError, Location, MatrixError
+from pytest_hetero.errors import HeteroError, Location, MatrixError, MatrixInvalid
 from pytest_hetero.hooks.builtin import BACKENDS
 from pytest_hetero.matrix.expand import Plan, PlannedItem, expand
 from pytest_hetero.matrix.load import load_matrix
 from pytest_hetero.matrix.model import Matrix
+from pytest_hetero.pytest_plugin.claims import claim_prefix
 from pytest_hetero.pytest_plugin.item import LayerItem
 from pytest_hetero.pytest_plugin.stash import AHEAD, PLANS, SETTINGS
 
@@ -24,7 +25,8 @@ from pytest_hetero.pytest_plugin.stash import AHEAD, PLANS, SETTINGS
 def plan_matrix(config: pytest.Config, matrix: Matrix) -> tuple[str, Plan]:
     """Resolve the backend name (``--hetero-backend`` over the matrix target) and expand.
 
-    Raises MatrixError when no plugin provides that backend.
+    Raises MatrixError when no plugin provides that backend, or an ``expect`` key of a resource cannot
+    be checked for its type on that backend (:func:`~pytest_hetero.layers.discovery.expect_problems`).
     """
     settings = config.stash[SETTINGS]
     name = settings.backend or matrix.backend
@@ -33,6 +35,13 @@ def plan_matrix(config: pytest.Config, matrix: Matrix) -> tuple[str, Plan]:
         known = ", ".join(BACKENDS)
         raise MatrixError(f"unknown backend '{name}'", Location(str(matrix.path), 0, 0, "spec.target.backend"),
                           f"use one of {known}, or install the plugin that provides it")
+    from pytest_hetero.layers.discovery import expect_problems
+
+    problems = expect_problems(matrix, name)
+    if len(problems) == 1:
+        raise problems[0]
+    if problems:
+        raise MatrixInvalid(problems)
     return name, expand(matrix, scheduling_per_image=bool(cls.scheduling_per_image))
 
 
@@ -42,13 +51,15 @@ class MatrixFile(pytest.File):
     def collect(self) -> Iterator[pytest.Item | pytest.Collector]:
         """Load (unless this session loaded it ahead of collection), validate and expand the matrix;
         yield the tree of Groups and LayerItems."""
-        ahead = self.config.stash.get(AHEAD, {}).get(self.nodeid)
+        prefix = claim_prefix(self.config, self.path, self.nodeid)
+        ahead = self.config.stash.get(AHEAD, {}).get(prefix)
         if ahead is not None and ahead[0].path == self.path.resolve():
             matrix = ahead[0]
         else:
             matrix = load_matrix(self.path)
         backend, plan = plan_matrix(self.config, matrix)
-        self.config.stash[PLANS][self.nodeid] = (matrix, plan)
+        self.config.stash[PLANS][prefix] = (matrix, plan)
+        self.claim_prefix = prefix
         tree: dict[str, Any] = {}
         for planned in plan.items:
             node = tree

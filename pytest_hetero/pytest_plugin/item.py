@@ -11,6 +11,7 @@ import errno
 import json
 import time
 import traceback
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import pytest
@@ -22,8 +23,9 @@ from pytest_hetero.layers import CHECKS
 from pytest_hetero.layers.base import LayerBroken, LayerContext, LayerOutcome, NotApplicable
 from pytest_hetero.matrix.expand import PlannedItem
 from pytest_hetero.matrix.model import Matrix
+from pytest_hetero.pytest_plugin.ordering import number
 from pytest_hetero.pytest_plugin.serving import TerminalProgress
-from pytest_hetero.pytest_plugin.stash import BACKENDS, HANDOFF, OUTCOME, PLANS, REDACTORS, SETTINGS
+from pytest_hetero.pytest_plugin.stash import ATTEMPTS, BACKENDS, FINAL, HANDOFF, OUTCOME, PLANS, REDACTORS, SETTINGS
 from pytest_hetero.redact import Redactor
 from pytest_hetero.vocab import BLOCKING, Status
 
@@ -59,6 +61,35 @@ def _group(name: str) -> pytest.MarkDecorator:
     return _MARKERS[key]
 
 
+def keep_attempt(bundle_dir: Path, evidence: dict[str, Any], number: int) -> dict[str, Any]:
+    """``evidence`` of attempt ``number`` with its artifact files moved from ``<folder>/<name>`` to
+    ``<folder>/attempt-<number>/<name>`` under ``bundle_dir`` and every mention of their paths
+    (artifacts, records) rewritten; a file already gone keeps its recorded path."""
+    moved: dict[str, str] = {}
+    for art in evidence.get("artifacts", []):
+        old = PurePosixPath(art["path"])
+        new = old.parent / f"attempt-{number}" / old.name
+        source = bundle_dir / old
+        if source.is_file():
+            (bundle_dir / new).parent.mkdir(parents=True, exist_ok=True)
+            source.replace(bundle_dir / new)
+            moved[str(old)] = str(new)
+    kept: dict[str, Any] = _renamed(evidence, moved)
+    kept["attempt"] = number
+    return kept
+
+
+def _renamed(value: Any, moved: dict[str, str]) -> Any:
+    """``value`` (JSON data) with every string equal to a key of ``moved`` replaced by its value."""
+    if isinstance(value, str):
+        return moved.get(value, value)
+    if isinstance(value, dict):
+        return {k: _renamed(v, moved) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_renamed(v, moved) for v in value]
+    return value
+
+
 class LayerItem(pytest.Item):
     """One layer of one combination. ``planned`` gives layer, keys and dependency."""
 
@@ -68,7 +99,11 @@ class LayerItem(pytest.Item):
         self.matrix = matrix
         self.backend_name = backend
         self.dependency: LayerItem | None = None
-        self.claim_id = f"{self.nodeid.split('::', 1)[0]}::{planned.id}"
+        node = self.parent
+        while node is not None and not isinstance(node, pytest.File):
+            node = node.parent
+        prefix = getattr(node, "claim_prefix", None) or self.nodeid.split("::", 1)[0]
+        self.claim_id = f"{prefix}::{planned.id}"
         """Canonical node id fixed at collection (a plugin may later decorate ``nodeid``, as
         pytest-xdist's loadgroup does); it is the key of the evidence and of baselines."""
         resource = matrix.resource(planned.keys["resource"])
@@ -76,6 +111,7 @@ class LayerItem(pytest.Item):
             self.add_marker(_marker(mark))
         if self.config.pluginmanager.hasplugin("xdist"):  # the marker is xdist's; unknown without it
             self.add_marker(_group(f"{matrix.name}::{resource.name}"))
+        number(self)
 
     @property
     def owner(self) -> str:
@@ -102,13 +138,28 @@ class LayerItem(pytest.Item):
         evidence.finished_at = utc_now()
         evidence.duration_s = round(time.perf_counter() - started, 4)
         data = evidence.to_dict()
+        earlier = self.stash.get(ATTEMPTS, None)
+        if earlier:
+            data["attempt"] = len(earlier) + 1
+            data["attempts"] = list(earlier)
         self.config.hook.pytest_hetero_evidence(ctx=ctx, evidence=data)
         self.stash[OUTCOME] = self.redactor().data(data)
 
     def setup(self) -> None:
         """Skip as blocked when the dependency failed/errored/was blocked in this session."""
+        self._next_attempt()
         dep = self.dependency
         outcome = dep.stash.get(OUTCOME, None) if dep is not None else None
+        if outcome is None and self.planned.layer == "business":
+            # business judges the outputs of its model item's run in this session; without one there is
+            # nothing of this session to judge (never an error of business)
+            evidence = self.new_evidence()
+            evidence.status = "not_run"
+            model = dep.claim_id if dep is not None else "::".join(self.planned.depends_on or ())
+            evidence.reason = (f"not_run: it judges the outputs of {model}, which did not run in this session; "
+                               "select the model item too")
+            self.finish(evidence, time.perf_counter())
+            pytest.skip(evidence.reason)
         if outcome is not None and outcome["status"] == "not_applicable" and self.planned.layer == "business":
             # business evaluates the model item's outputs: without a model run there is nothing to judge
             evidence = self.new_evidence()
@@ -128,6 +179,19 @@ class LayerItem(pytest.Item):
         evidence.reason = f"blocked by {root}: {short}"
         self.finish(evidence, time.perf_counter())
         pytest.skip(evidence.reason)
+
+    def _next_attempt(self) -> None:
+        """When a rerun plugin (pytest-rerunfailures) runs this item again, keep the finished
+        attempt: its artifacts move to ``attempt-N/`` beside the item's (the next attempt writes the
+        same names) and its evidence joins :data:`ATTEMPTS`, reported with the final attempt."""
+        previous = self.stash.get(OUTCOME, None)
+        if previous is None:
+            return
+        attempts = self.stash.setdefault(ATTEMPTS, [])
+        attempts.append(keep_attempt(self.config.stash[SETTINGS].bundle_dir, previous, len(attempts) + 1))
+        del self.stash[OUTCOME]
+        if FINAL in self.stash:
+            del self.stash[FINAL]
 
     def backend(self) -> Backend:
         """The live backend for this item's (name, target), built on first use."""
@@ -204,7 +268,7 @@ class LayerItem(pytest.Item):
 
     def _fail(self, evidence: ItemEvidence, started: float, ctx: LayerContext | None, status: Status, category: str,
               message: str, owner: str | None) -> None:
-        default = owner or self.owner
+        default = self.matrix.team(owner, self.planned.layer) if owner else self.owner
         team = self.config.hook.pytest_hetero_failure_owner(
             layer=self.planned.layer, category=category, default=default) or default
         evidence.status = status

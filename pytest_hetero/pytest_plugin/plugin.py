@@ -31,6 +31,7 @@ from pytest_hetero.pytest_plugin.stash import (
     AHEAD,
     BACKENDS,
     DESELECTED,
+    FINAL,
     OUTCOME,
     PLANS,
     PREVIOUS_SIGTERM,
@@ -48,7 +49,6 @@ if TYPE_CHECKING:
 EVIDENCE_PROPERTY = "hetero_evidence"
 MATRIX_PROPERTY = "hetero_matrix"
 TARGET_PROPERTY = "hetero_target"
-_FINAL = pytest.StashKey[dict[str, Any]]()
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
@@ -74,11 +74,17 @@ def _git_commit(cwd: Path) -> str | None:
 @pytest.hookimpl(trylast=True)
 def pytest_configure(config: pytest.Config) -> None:
     """Resolve settings, register markers and the glue's plugin modules, open the recorder on the controller."""
-    from pytest_hetero.pytest_plugin import baseline, pytest_html, selection
+    from pytest_hetero.pytest_plugin import baseline, ordering, pytest_html, selection
 
+    # the snapshot before the selection module (so its trylast implementation runs after selection's);
+    # the ordering wrapper last of all (outermost: it restores plan order after every other plugin)
+    if not config.pluginmanager.hasplugin("pytest_hetero.ordering"):
+        config.pluginmanager.register(ordering.Snapshot(), "pytest_hetero.snapshot")
     for module in (selection, baseline, pytest_html):
         if not config.pluginmanager.is_registered(module):
             config.pluginmanager.register(module, module.__name__)
+    if not config.pluginmanager.hasplugin("pytest_hetero.ordering"):
+        config.pluginmanager.register(ordering.Ordering(), "pytest_hetero.ordering")
     worker = getattr(config, "workerinput", None)
     try:
         settings = settings_of(config, run_id=worker.get("hetero_run_id") if worker else None)
@@ -93,6 +99,9 @@ def pytest_configure(config: pytest.Config) -> None:
         config.addinivalue_line("markers", f"{layer}: pytest-hetero {layer} layer item")
     for kind in ("gpu", "npu", "cpu"):
         config.addinivalue_line("markers", f"{kind}: item for a resource of type {kind}")
+    from pytest_hetero.pytest_plugin.claims import CLAIM_ROOT, claim_root
+
+    config.stash[CLAIM_ROOT] = Path(worker["hetero_claim_root"]) if worker else claim_root(config)
     if settings.matrices and config.args_source != pytest.Config.ArgsSource.ARGS:
         # `pytest --hetero-matrix X` alone runs X, not X plus the default testpaths
         config.args[:] = []
@@ -151,9 +160,12 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_configure_node(node: Any) -> None:
-    """pytest-xdist: give every worker the controller's run id (artifacts share one bundle) and pid
-    (see :func:`~pytest_hetero.signals.follow_controller`)."""
+    """pytest-xdist: give every worker the controller's run id (artifacts share one bundle), claim
+    root (claim ids) and pid (see :func:`~pytest_hetero.signals.follow_controller`)."""
     node.workerinput["hetero_run_id"] = node.config.stash[SETTINGS].run_id
+    from pytest_hetero.pytest_plugin.claims import CLAIM_ROOT
+
+    node.workerinput["hetero_claim_root"] = str(node.config.stash[CLAIM_ROOT])
     node.workerinput["hetero_controller_pid"] = os.getpid()
 
 
@@ -163,6 +175,17 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     from pytest_hetero.pytest_plugin.xdist import make_scheduler
 
     return make_scheduler(config, log)
+
+
+def pytest_report_header(config: pytest.Config) -> str | None:
+    """Say so when claim ids are not relative to pytest's rootdir (an option's path moved it)."""
+    from pytest_hetero.pytest_plugin.claims import CLAIM_ROOT, option_paths
+
+    root = config.stash.get(CLAIM_ROOT, None)
+    if root is None or root == config.rootpath:
+        return None
+    return (f"pytest-hetero: claim ids are relative to {root}: pytest took {', '.join(option_paths(config))} for "
+            f"test paths and moved its rootdir to {config.rootpath} (write --hetero-…=PATH to keep its node ids too)")
 
 
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
@@ -193,15 +216,6 @@ def layer_items(config: pytest.Config, items: list[pytest.Item]) -> list[LayerIt
     return [i for i in items if isinstance(i, LayerItem)]
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Link every layer item to the item it depends on (its parent in the plan)."""
-    by_id = {i.claim_id: i for i in layer_items(config, items)}
-    for item in by_id.values():
-        if item.planned.depends_on:
-            prefix = item.claim_id.split("::", 1)[0]
-            item.dependency = by_id.get(f"{prefix}::{'::'.join(item.planned.depends_on)}")
-
-
 MIN_FREE_BYTES = 64 * 1024 * 1024
 """Free space (bytes) the report folder needs before a run starts: evidence must not fail at the end."""
 
@@ -214,14 +228,14 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         return  # no matrix file collected, hence no layer item
     report_dir = session.config.stash[SETTINGS].report_dir
     problem = check_writable(report_dir)
-    if problem:
-        pytest.exit(f"pytest-hetero: report folder {report_dir} {problem}; fix it or choose another with "
-                    "--hetero-report-dir", returncode=pytest.ExitCode.USAGE_ERROR)
+    if problem:  # a usage error reads "ERROR: …" (pytest.exit here printed "! _pytest.outcomes.Exit: … !")
+        raise pytest.UsageError(f"pytest-hetero: report folder {report_dir} {problem}; fix it or choose another "
+                                "with --hetero-report-dir")
     same = duplicate_names(session.config.stash.get(PLANS, {}))
     if same:
-        pytest.exit(f"pytest-hetero: {same}; the bundle keys matrices by metadata.name (inputs/<name>.matrix.yaml, "
-                    "never-covered values): give each matrix of one run its own name",
-                    returncode=pytest.ExitCode.USAGE_ERROR)
+        raise pytest.UsageError(f"pytest-hetero: {same}; the bundle keys matrices by metadata.name "
+                                "(inputs/<name>.matrix.yaml, never-covered values): give each matrix of one run "
+                                "its own name")
     recorder = session.config.stash.get(RECORDER, None)
     if recorder is not None:
         # journal every collected matrix now, not with its first finished item: a run killed,
@@ -274,7 +288,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     outcome = yield
     report = outcome.get_result()
     found = layer_items(item.config, [item])
-    if not found or item.stash.get(_FINAL, None) is not None:
+    if not found or item.stash.get(FINAL, None) is not None:
         return
     layer_item = found[0]
     evidence = item.stash.get(OUTCOME, None)
@@ -283,7 +297,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 
         ev = layer_item.new_evidence()
         ev.status = "error"
-        ev.failure = Failure(layer_item.planned.layer, "harness", str(report.longrepr)[-2000:], "platform")
+        ev.failure = Failure(layer_item.planned.layer, "harness", str(report.longrepr)[-2000:],
+                             layer_item.matrix.team("platform", layer_item.planned.layer))
         evidence = ev.to_dict()
     if evidence is None or (report.when == "setup" and report.passed):
         return
@@ -291,7 +306,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         # point skips (blocked, not applicable) at the matrix line, not at our source
         path, lineno, _ = item.reportinfo()
         report.longrepr = (str(path), (lineno or 0) + 1, report.longrepr[2])
-    item.stash[_FINAL] = evidence
+    item.stash[FINAL] = evidence
     report.user_properties.append((EVIDENCE_PROPERTY, evidence))
     report.user_properties.append((MATRIX_PROPERTY, layer_item.matrix_ref()))
     backend = layer_item.live_backend()
@@ -318,8 +333,8 @@ class Journaler:
         """Journal each item's evidence the moment its report arrives; when the journal cannot be
         written (disk full mid-run), stop the session after this item: later results would be lost."""
         props: dict[str, Any] = dict(report.user_properties)
-        if not self.active or EVIDENCE_PROPERTY not in props:
-            return
+        if not self.active or EVIDENCE_PROPERTY not in props or str(report.outcome) == "rerun":
+            return  # an attempt a rerun plugin repeats is kept in the final attempt's evidence
         if MATRIX_PROPERTY in props:
             self.recorder.matrix(**props[MATRIX_PROPERTY])
         if TARGET_PROPERTY in props:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from pytest_hetero.errors import HeteroError
+from pytest_hetero.pytest_plugin.claims import claim_prefix
 from pytest_hetero.pytest_plugin.stash import AHEAD, DESELECTED, PLANS, RECORDER, SETTINGS
 
 if TYPE_CHECKING:
@@ -84,9 +85,10 @@ def matrices_in_args(config: pytest.Config) -> list[tuple[str, Matrix, Plan]]:
             continue
         plan = expand(matrix, scheduling_per_image=bool(getattr(cls, "scheduling_per_image", False)))
         try:
-            prefix = path.relative_to(config.rootpath).as_posix()
+            nodeid = path.relative_to(config.rootpath).as_posix()
         except ValueError:
-            prefix = path.as_posix()
+            nodeid = path.as_posix()
+        prefix = claim_prefix(config, path, nodeid)
         out.append((prefix, matrix, plan))
     config.stash[AHEAD] = {prefix: (matrix, plan) for prefix, matrix, plan in out}
     return out

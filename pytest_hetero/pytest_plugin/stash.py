@@ -35,3 +35,7 @@ HANDOFF = pytest.StashKey[dict[str, bytes]]()
 """Model item id → its outputs bytes, for the business item on the same process (see layers.base.keep_outputs)."""
 DESELECTED = pytest.StashKey[dict[str, str]]()
 """Nodeid → reason for items deselected in this process (-k/-m/profile/shard)."""
+FINAL = pytest.StashKey[dict[str, Any]]()
+"""On an item: the evidence already attached to one of this attempt's reports (attached once per attempt)."""
+ATTEMPTS = pytest.StashKey[list[dict[str, Any]]]()
+"""On an item a rerun plugin ran again: the evidence of its earlier attempts, artifacts moved to ``attempt-N/``."""

@@ -11,6 +11,7 @@ import re
 from typing import Any
 
 from pytest_hetero.evidence.model import STATUSES
+from pytest_hetero.evidence.untested import NEVER_COVERED_LABELS
 from pytest_hetero.reporting.view import failures_by_owner, layer_counts, printable
 
 MAX_LINES = 20
@@ -127,5 +128,6 @@ def _untested(evidence: dict[str, Any]) -> list[str]:
     if len(not_proven) > MAX_LINES:
         out.append(f"- … {len(not_proven) - MAX_LINES} more not-proven parts in evidence.json")
     for matrix, gaps in evidence["untested"]["never_covered"].items():
-        out += [f"- never covered in {md(matrix)}: {md(dim)}: {md(', '.join(values))}" for dim, values in gaps.items()]
+        out += [f"- {md(NEVER_COVERED_LABELS.get(dim, dim))} in {md(matrix)}: {md(', '.join(values))}"
+                for dim, values in gaps.items()]
     return out

@@ -1,4 +1,6 @@
-"""The end-of-run terminal summary: per-layer status counts, verdict, bundle path, untested scope."""
+"""The end-of-run terminal summary: verdict and evidence path, per-layer status counts, what the verdict
+covers, failures by owner team, flaky items, observed business values (with units), untested scope,
+and the path of report.html."""
 
 from __future__ import annotations
 
@@ -7,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_hetero import LAYERS
+from pytest_hetero.evidence.untested import NEVER_COVERED_LABELS
 
 ORDER = ("passed", "failed", "error", "blocked", "not_applicable", "skipped", "excluded", "deselected",
          "not_run")
@@ -29,8 +32,34 @@ def summary_lines(evidence: dict[str, Any], bundle_dir: Path) -> list[str]:
         counts = summary["by_layer"].get(layer, {})
         text = ", ".join(f"{counts[s]} {s}" for s in ORDER if counts.get(s)) or "no items"
         lines.append(f"  {layer:<{width}}  {text}")
-    lines += _failure_lines(evidence) + _untested_lines(evidence)
+    lines += _coverage_lines(evidence) + _failure_lines(evidence) + _flaky_lines(evidence)
+    lines += _observed_lines(evidence) + _untested_lines(evidence)
     lines += [f"collection error: {err['nodeid']}" for err in evidence.get("errors", [])]
+    if (bundle_dir / "report.html").is_file():
+        lines.append(f"report: {bundle_dir / 'report.html'}")
+    return lines
+
+
+def _coverage_lines(evidence: dict[str, Any]) -> list[str]:
+    """What the verdict covers when some planned items did not run in this session (deselected by
+    -k/-m/--lf/profile/shard, or not run after an interruption); nothing when every item ran."""
+    missing = Counter(u["status"] for u in evidence["untested"]["items"] if u["status"] in ("deselected", "not_run"))
+    if not missing:
+        return []
+    ran = len(evidence["items"])
+    text = ", ".join(f"{n} {status}" for status, n in sorted(missing.items()))
+    return [f"  covers {ran} of {ran + sum(missing.values())} planned items; not run in this session: {text} "
+            "(listed in untested scope)"]
+
+
+def _flaky_lines(evidence: dict[str, Any]) -> list[str]:
+    """Items that passed only on a rerun, with how each earlier attempt ended."""
+    flaky = set(evidence["summary"].get("flaky", []))
+    lines = []
+    for item in (i for i in evidence["items"] if i["nodeid"] in flaky):
+        before = "; ".join(f"attempt {a['attempt']} {a['status']}: {(a.get('failure') or {}).get('category', '')}"
+                           for a in item.get("attempts", []))
+        lines.append(f"flaky (passed on a rerun): {item['nodeid']} ({before})")
     return lines
 
 
@@ -61,8 +90,35 @@ def _untested_lines(evidence: dict[str, Any]) -> list[str]:
     lines += [f"  not proven     {entry['nodeid']}: {entry['part']} ({cut(entry['reason'], 100)})"
               for entry in evidence["untested"].get("not_proven", [])]
     for matrix, gaps in evidence["untested"]["never_covered"].items():
-        lines += [f"  never covered in {matrix}: {dim}: {', '.join(values)}" for dim, values in gaps.items()]
+        lines += [f"  {NEVER_COVERED_LABELS.get(dim, dim)} in {matrix}: {', '.join(values)}"
+                  for dim, values in gaps.items()]
     return lines
+
+
+OBSERVED_ITEMS = 10
+"""Business items whose observed values the terminal lists (the rest are in report.html)."""
+
+
+def observed(result: dict[str, Any]) -> str:
+    """One rule's observed value with its unit and verdict, e.g. ``latency-p95 3.1 ms (pass)``."""
+    value = result.get("observed")
+    shown = f"{value:g}" if isinstance(value, float) else str(value if value is not None else "—")
+    unit = f" {result['unit']}" if result.get("unit") else ""
+    return f"{result['name']} {shown}{unit} ({result['verdict']})"
+
+
+def _observed_lines(evidence: dict[str, Any]) -> list[str]:
+    """``observed:`` then, per business item that judged outputs, each rule's observed value (first
+    :data:`OBSERVED_ITEMS` items; a repeated sample shows its last run)."""
+    lines = []
+    judged = [i for i in evidence["items"] if i["layer"] == "business"
+              and any(r["kind"] == "business.rules" for r in i["records"])]
+    for item in judged[:OBSERVED_ITEMS]:
+        results = [r for r in item["records"] if r["kind"] == "business.rules"][-1]["data"]["results"]
+        lines.append(f"  {item['nodeid']}: " + ", ".join(observed(r) for r in results))
+    if len(judged) > OBSERVED_ITEMS:
+        lines.append(f"  … {len(judged) - OBSERVED_ITEMS} more in report.html")
+    return ["observed business values:", *lines] if lines else []
 
 
 def write_summary(terminalreporter: Any, evidence: dict[str, Any], bundle_dir: Path, signature: str) -> None:

@@ -145,14 +145,15 @@ def test_gpu_request_refused_by_the_engine_at_startup(pytester: pytest.Pytester,
 def test_model_file_whose_sha256_does_not_match(pytester: pytest.Pytester, run_id: str, engine: Any) -> None:
     ev = run(pytester, run_id, model_sha="0" * 64)
     st = statuses(ev)
-    assert st["cpu::img::startup"] == "failed"
-    blocked_above(st)
-    status, category, owner, message = failure(items(ev)["cpu::img::startup"])
+    assert st["cpu::img::startup"] == "passed"  # the image started: the wrong file is the model item's
+    model = next(k for k in st if k.endswith("::model"))
+    assert st[model] == "failed" and st[model.replace("::model", "::business")] == "blocked"
+    status, category, owner, message = failure(items(ev)[model])
     assert (status, category, owner) == ("failed", "digest_mismatch", "algorithm")
     assert message.startswith(f"model digits-logreg@1.0.0 sha256 mismatch: matrix declares {'0' * 64}, file ")
     assert message.endswith("digits-logreg-1.0.0.onnx has d2230a9096140b09d443879ca3b0d7cb0021917896a8f462f79806de1109b523")
-    # the check runs before any container is created
-    assert "startup.container" not in [r["kind"] for r in items(ev)["cpu::img::startup"]["records"]]
+    # the check runs before the model runs in the container
+    assert "model.run" not in [r["kind"] for r in items(ev)[model]["records"]]
 
 
 def test_container_killed_mid_run(pytester: pytest.Pytester, run_id: str, engine: Any) -> None:

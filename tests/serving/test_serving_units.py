@@ -110,9 +110,9 @@ def test_service_rules_name_measured_values(tmp_path: Path) -> None:
     assert (results["rps"]["verdict"], results["rps"]["expected"]) == ("pass", "req/s ≥ 100 at concurrency 8")
     assert results["rps-all"]["expected"] == "req/s ≥ 100 and samples/s ≥ 10 at every concurrency level"
     assert results["rps-all"]["detail"] == "bound missed at c=1: 50 req/s, 50 samples/s"
-    assert results["c32"]["detail"] == "cannot evaluate: 'no load level at concurrency 32 (measured: 1, 8)'"
+    assert results["c32"]["detail"] == "cannot evaluate: no load level at concurrency 32 (measured: 1, 8)"
     assert evaluate(rules[:1], {"predictions": []})[0]["detail"] == \
-        "cannot evaluate: 'outputs have no service levels (not the run of a served model?)'"
+        "cannot evaluate: outputs have no service levels (not the run of a served model?)"
 
 
 @pytest.mark.parametrize(("body", "message"), [

@@ -44,6 +44,9 @@ def pool(step: Step, api: client.ApiClient) -> NodePool:
     without ``list nodes``; EngineUnavailable when the apiserver fails)."""
     resource = step.resource
     names = list(resource.requests)
+    wants = {"cpu": "min_cpus" in resource.expect,
+             "memory": bool({"min_memory_mib", "min_memory_total_mib"} & set(resource.expect))}
+    facts_of = names + [n for n, wanted in wants.items() if wanted and resource.type == "cpu" and n not in names]
     selector = ",".join(f"{k}={v}" for k, v in sorted(resource.node_selector.items()))
     try:
         resp: Any = client.CoreV1Api(api).list_node(
@@ -52,7 +55,7 @@ def pool(step: Step, api: client.ApiClient) -> NodePool:
     except Exception as exc:  # noqa: BLE001 - translated
         raise api_outcome(exc, "list nodes") from None
     body = json.loads(resp.data)
-    facts = [node_facts(n, names) for n in body.get("items") or []]
+    facts = [node_facts(n, facts_of) for n in body.get("items") or []]
     wanted = resource.device_resources
     if wanted and not selector:
         facts = [f for f in facts if any(f["capacity"].get(w) for w in wanted)]
