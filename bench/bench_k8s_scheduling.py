@@ -5,16 +5,21 @@ labelled for this run, and ``--probes`` scheduling probes (default 500): a matri
 CPU resources (requests cpu 100m, memory 64Mi; node selector on the bench nodes) × one image.
 
 Plugin: ``pytest <matrix> -k scheduling --hetero-parallel P`` in this process, timed from the start
-of the run-test loop to the end of the backend's close (pods deleted): collection and report
-writing, once per run, are left out. Direct: the same pod bodies created with ``P`` threads, one
-watch until every pod has ``spec.nodeName``, then every pod deleted, with the client in this process.
+of the run-test loop to the end of the backend's close (pods deleted and seen gone). Outside the
+timing, and said so in the output: interpreter start and imports, collection (matrix load and
+expansion), and the bundle written after the loop (evidence.json, reports, signature). Direct: the
+same pod bodies created with ``P`` threads, one watch until every pod has ``spec.nodeName``, then
+every pod deleted, with the client in this process; each response is read and its connection given
+back to the pool (``_preload_content=False`` alone leaves it held, so each call would open a new TLS
+connection and the baseline would be slower than the plain way).
 
 Latency: an independent watch in this process stamps when each pod is first seen bound (the
-scheduler's decision as the apiserver publishes it). Per pod: ``observed`` = when the plugin's own
-watch saw the binding (``scheduling.placed.observed_epoch_s``), ``recorded`` = when the item wrote
-its evidence (``recorded_epoch_s``, later when the item waits its turn in pytest's sequential loop).
-Prints both p95 figures, the ratio and what was run; exits 1 when the ratio exceeds 1.2 or the
-observed p95 exceeds 1 s. Small runs: ``--probes 50 --nodes 20``. Keep it to 2 cores: P ≤ 16.
+scheduler's decision as the apiserver publishes it). Per pod: ``recorded`` = when the item wrote its
+evidence (``scheduling.placed.recorded_epoch_s``; later when the item waits its turn in pytest's
+sequential loop) — the target "evidence written within 1 s of the decision" is checked on it;
+``observed`` = when the plugin's own watch saw the binding (printed for comparison). Prints both p95
+figures, the ratio and what was run; exits 1 when the ratio exceeds 1.2 or the recorded p95 exceeds
+1 s. Small runs: ``--probes 50 --nodes 20``. Keep it to 2 cores: P ≤ 16.
 """
 
 from __future__ import annotations
@@ -62,6 +67,7 @@ class Bound:
     def __init__(self, api: client.ApiClient, namespace: str) -> None:
         self.core, self.namespace = client.CoreV1Api(api), namespace
         self.at: dict[str, float] = {}
+        self.gone: set[str] = set()
         self.stop = threading.Event()
         self.cond = threading.Condition()
         rv = self.core.list_namespaced_pod(namespace, limit=1).metadata.resource_version
@@ -83,12 +89,22 @@ class Bound:
                 obj = ev["object"]
                 rv = obj["metadata"].get("resourceVersion", rv)
                 name = obj["metadata"].get("name")
-                if name and name not in self.at and (obj.get("spec") or {}).get("nodeName"):
+                if name and ev["type"] == "DELETED":
+                    with self.cond:
+                        self.gone.add(name)
+                        self.cond.notify_all()
+                elif name and name not in self.at and (obj.get("spec") or {}).get("nodeName"):
                     with self.cond:
                         self.at[name] = time.time()
                         self.cond.notify_all()
                 if self.stop.is_set():
                     return
+
+    def wait_gone(self, names: set[str], timeout_s: float) -> None:
+        """Block until every name was seen deleted (the plugin's close waits for that too)."""
+        with self.cond:
+            if not self.cond.wait_for(lambda: names <= self.gone, timeout_s):
+                raise RuntimeError(f"{len(names - self.gone)} pods not gone after {timeout_s} s")
 
     def wait_for(self, names: set[str], timeout_s: float) -> None:
         """Block until every name is bound; RuntimeError after ``timeout_s`` seconds."""
@@ -129,15 +145,15 @@ def make_nodes(core: client.CoreV1Api, tag: str, count: int) -> list[str]:
     raise RuntimeError("bench nodes not Ready within 120 s")
 
 
-def matrix_doc(tag: str, namespace: str, probes: int) -> dict[str, Any]:
-    """A matrix of ``probes`` CPU resources × one image on the bench nodes."""
+def matrix_doc(tag: str, namespace: str, probes: int, kubeconfig: Path) -> dict[str, Any]:
+    """A matrix of ``probes`` CPU resources × one image on the bench nodes of the plane ``kubeconfig``."""
     digits = ROOT / "cases" / "digits"
     return {
         "apiVersion": "pytest-hetero/v1",
         "kind": "ValidationMatrix",
         "metadata": {"name": f"bench-{tag}"},
         "spec": {
-            "target": {"backend": "kubernetes", "namespace": namespace},
+            "target": {"backend": "kubernetes", "namespace": namespace, "kubeconfig": str(kubeconfig)},
             "layers": {"scheduling": {"timeout": "120s"}},
             "resources": [
                 {
@@ -229,17 +245,26 @@ def direct_run(
     ]
     start = time.perf_counter()
     with ThreadPoolExecutor(parallel) as pool:
-        list(pool.map(lambda b: core.create_namespaced_pod(namespace, b, _preload_content=False), bodies))
+        list(pool.map(lambda b: consumed(core.create_namespaced_pod(namespace, b, _preload_content=False)), bodies))
         bound.wait_for({b["metadata"]["name"] for b in bodies}, 300)
         list(
             pool.map(
-                lambda b: core.delete_namespaced_pod(
+                lambda b: consumed(core.delete_namespaced_pod(
                     b["metadata"]["name"], namespace, grace_period_seconds=0, _preload_content=False
-                ),
+                )),
                 bodies,
             )
         )
+        bound.wait_gone({b["metadata"]["name"] for b in bodies}, 300)
     return time.perf_counter() - start
+
+
+def consumed(resp: Any) -> int:
+    """Read a raw (``_preload_content=False``) response and give its connection back to the pool;
+    return its size in bytes (the plugin reads every answer too)."""
+    size = len(resp.data)
+    resp.release_conn()
+    return size
 
 
 def p95(values: list[float]) -> float:
@@ -263,7 +288,8 @@ def main(argv: list[str] | None = None) -> int:
         help="measured rounds of each, alternating which goes first (default 2); medians compared",
     )
     args = parser.parse_args(argv)
-    api = config.new_client_from_config(config_file=str(plane()))
+    kubeconfig = plane()
+    api = config.new_client_from_config(config_file=str(kubeconfig))
     api.configuration.connection_pool_maxsize = 64
     core = client.CoreV1Api(api)
     tag = uuid.uuid4().hex[:6]
@@ -293,7 +319,7 @@ def main(argv: list[str] | None = None) -> int:
                     continue
                 with tempfile.TemporaryDirectory(prefix="hetero-bench-k8s-") as tmp:
                     seconds, placed = plugin_run(
-                        Path(tmp), matrix_doc(tag, namespace, args.probes), args.parallel
+                        Path(tmp), matrix_doc(tag, namespace, args.probes, kubeconfig), args.parallel
                     )
                 plugin_s.append(seconds)
                 print(
@@ -320,15 +346,16 @@ def main(argv: list[str] | None = None) -> int:
     print(f"ran: {args.probes} probes, {args.nodes} nodes, parallel {args.parallel}, {args.rounds} rounds")
     print(f"median plugin {statistics.median(plugin_s):.2f} s, direct {statistics.median(direct_s):.2f} s")
     print(f"ratio plugin/direct = {ratio:.2f} (target <= {RATIO_TARGET})")
-    print(
-        f"decision -> plugin watch observed: p95 {p95(observed):.3f} s, median {statistics.median(observed):.3f} s "
-        f"(target p95 <= {P95_TARGET_S} s; {len(observed)} pods)"
-    )
+    print(f"spread: plugin {min(plugin_s):.2f}-{max(plugin_s):.2f} s, direct {min(direct_s):.2f}-{max(direct_s):.2f} s")
     print(
         f"decision -> evidence recorded (item's turn): p95 {p95(recorded):.3f} s, "
-        f"median {statistics.median(recorded):.3f} s"
+        f"median {statistics.median(recorded):.3f} s (target p95 <= {P95_TARGET_S} s; {len(recorded)} pods)"
     )
-    return 0 if ratio <= RATIO_TARGET and p95(observed) <= P95_TARGET_S else 1
+    print(
+        f"decision -> plugin watch observed: p95 {p95(observed):.3f} s, median {statistics.median(observed):.3f} s"
+    )
+    print("outside the timing: interpreter start and imports, collection, the bundle written after the loop")
+    return 0 if ratio <= RATIO_TARGET and p95(recorded) <= P95_TARGET_S else 1
 
 
 if __name__ == "__main__":

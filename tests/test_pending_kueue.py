@@ -176,3 +176,45 @@ def test_bad_shapes_raise_parse_error() -> None:
         parse_workload({"status": "Pending"})
     with pytest.raises(ParseError):
         parse_workload({"status": {"conditions": "QuotaReserved"}})
+
+
+def _granular_workload(reason: str, message: str) -> dict[str, object]:
+    """A v1beta2 Workload as Kueue v0.19.2 wrote it with UnadmittedWorkloadsObservability on (texts
+    from tests/kubernetes/test_realnode_infra.py's real Kueue)."""
+    return {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload", "metadata": {"name": "job-too-big-1"},
+            "spec": {"queueName": "lq"},
+            "status": {"conditions": [{"type": "QuotaReserved", "status": "False", "reason": reason,
+                                       "message": message}]}}
+
+
+@pytest.mark.parametrize(
+    ("reason", "message", "code"),
+    [
+        ("ExceedsMaxQuota", "couldn't assign flavors to pod set main: insufficient quota for nvidia.com/gpu in "
+         "flavor real-1, previously considered podsets requests (0) + current podset request (3) > maximum "
+         "capacity (2)", "queue_request_exceeds_max"),
+        ("WaitingForQuota", "couldn't assign flavors to pod set main: insufficient unused quota for nvidia.com/gpu "
+         "in flavor real-1, 1 more needed", "queue_quota_insufficient"),
+        ("NoMatchingFlavor", "couldn't assign flavors to pod set main: flavor real-1 doesn't match node affinity",
+         "queue_flavor_mismatch"),
+    ],
+)
+def test_granular_reasons_of_kueue_0_19_agree_with_the_message(reason: str, message: str, code: str) -> None:
+    (found,) = parse_workload(_granular_workload(reason, message))
+    assert (found.code, found.flavor, found.detail["condition_reason"]) == (code, "real-1", reason)
+
+
+def test_granular_reason_decides_between_flavors_and_names_unmatched_messages() -> None:
+    both = ("couldn't assign flavors to pod set main: insufficient unused quota for nvidia.com/gpu in flavor a, "
+            "1 more needed, flavor b doesn't match node affinity")
+    first, second = parse_workload(_granular_workload("NoMatchingFlavor", both))
+    assert (first.code, first.flavor, second.code, second.flavor) == (
+        "queue_flavor_mismatch", "b", "queue_quota_insufficient", "a")
+    # wording this reader does not know still gets the code Kueue's own reason names, not "unknown"
+    (topo,) = parse_workload(_granular_workload(
+        "TopologyPlacementFailed", 'couldn\'t assign flavors to pod set main: topology "rack" doesn\'t fit'))
+    assert (topo.code, topo.category, topo.owner) == ("queue_topology_unfit", "queue", "platform")
+    (blocked,) = parse_workload(_granular_workload("WaitingForPodsReady", "Waiting for all admitted workloads"))
+    assert blocked.code == "queue_admission_blocked"
+    # progress, not a refusal: nothing to report yet
+    assert parse_workload(_granular_workload("PendingEvaluation", "Workload is pending evaluation")) == []

@@ -16,7 +16,7 @@ verb                      answers / does                                        
 :meth:`Backend.start`     start the image there (:class:`Started`)                    startup
 :meth:`Backend.run`       run a command inside the started workload (:class:`ExecResult`) startup
 :meth:`Backend.execute`   run the model entrypoint on its inputs, outputs copied out  model
-:meth:`Backend.close`     remove what it created                                      —
+:meth:`Backend.close`     remove what it created; what it could not (:class:`Leftover`) evidence
 ========================  ==========================================================  ===========
 
 An action the engine could not carry out raises an :class:`EngineFault` naming what happened
@@ -157,9 +157,10 @@ class EngineView:
 class NodePool:
     """The nodes of the resource's pool as an apiserver lists them.
 
-    ``nodes``: per-node facts (``name``, ``ready``/``ready_reason``/``ready_message``,
-    ``unschedulable``, ``taints``, ``labels``, ``capacity``/``allocatable`` of the requested resource
-    names (quantity strings), ``simulated``); ``snapshot``: how it was read (``source``,
+    ``nodes``: per-node facts (``name``, ``ready``/``ready_reason``/``ready_message``, ``conditions``
+    (every other node condition: ``type``, ``status``, ``reason``, ``message``), ``unschedulable``,
+    ``taints``, ``labels``, ``capacity``/``allocatable`` of the requested resource names (quantity
+    strings), ``simulated``); ``snapshot``: how it was read (``source``,
     ``resource_version``, ``taken_at``, ``label_selector``, ``requested``); ``selector``: the label
     selector used (empty: all nodes, narrowed to those advertising ``wanted``).
     """
@@ -256,6 +257,27 @@ class ExecResult:
     failure: dict[str, str] | None = None
 
 
+@dataclass(frozen=True)
+class Leftover:
+    """Something the engine created that is still there after :meth:`Backend.close`: ``kind`` (``pod``,
+    ``job``, ``container``…), ``name``, ``namespace`` (None where the engine has none), ``reason`` (the
+    engine's account: the API's refusal, a finalizer that never cleared, with its facts in
+    ``detail``), ``remove`` (the command that removes it by hand). Evidence keeps every leftover and
+    the run's verdict reads ``not_clean`` (see :mod:`pytest_hetero.evidence.untested`)."""
+
+    kind: str
+    name: str
+    reason: str
+    namespace: str | None = None
+    detail: dict[str, Any] = field(default_factory=dict)
+    remove: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        """The leftover as a JSON-ready dict (every field)."""
+        return {"kind": self.kind, "name": self.name, "namespace": self.namespace, "reason": self.reason,
+                "detail": dict(self.detail), "remove": self.remove}
+
+
 def render_entrypoint(entrypoint: tuple[str, ...], values: dict[str, str]) -> list[str]:
     """Substitute ``{python}``, ``{code}``, ``{model}``, ``{dataset}``, ``{outputs}``, ``{provider}``.
 
@@ -319,6 +341,10 @@ class Backend(ABC):
         """Run the model entrypoint of ``step`` on its dataset (inputs copied or mounted in, the
         outputs file copied out, size-bounded); return the run. Raises EngineFault."""
 
-    def close(self) -> None:  # noqa: B027 - optional verb: an engine that creates nothing has nothing to release
-        """Release everything this engine created (unless settings.keep). Must not raise."""
+    def close(self) -> list[Leftover] | None:
+        """Release everything this engine created (unless settings.keep). Must not raise.
+
+        Returns what it could not remove (each a :class:`Leftover`; ``[]`` or None: nothing is left),
+        which the run records in evidence: a failed cleanup is never only a line on stderr."""
+        return None
 

@@ -247,6 +247,11 @@ class Recorder:
         self._targets[key] = text
         self._write({"type": "target", "fingerprint": fingerprint})
 
+    def cleanup(self, backend: str, leftovers: list[dict[str, Any]]) -> None:
+        """Append what ``backend`` could not remove at session end (Leftover dicts; see
+        :class:`~pytest_hetero.backends.protocol.Leftover`): evidence's ``cleanup`` and the verdict read it."""
+        self._write({"type": "cleanup", "backend": backend, "leftovers": leftovers})
+
     def end(self, exit_status: int, interrupted: bool, stopped: str = "") -> None:
         """Append the end line, fsync and close the journal (which releases the run folder's lock);
         ``stopped`` is pytest's reason for stopping early (``-x``/``--maxfail``), empty when the run
@@ -301,6 +306,7 @@ ENTRY_FIELDS: dict[str, dict[str, type | tuple[type, ...]]] = {
     "deselected": {"nodeid": str, "reason": str},
     "collect_error": {"nodeid": str, "message": str},
     "target": {"fingerprint": dict},
+    "cleanup": {"backend": str, "leftovers": list},
     "end": {"at": str, "exit_status": int, "interrupted": bool},
 }
 """Journal entry type → the fields assembly reads, with their JSON types."""
@@ -443,6 +449,7 @@ def _assemble(bundle_dir: Path, inputs: RunInputs | None, key: JournalKey | None
     for e in (e for e in entries if e["type"] == "target"):
         latest[f"{e['fingerprint'].get('backend')}|{e['fingerprint'].get('identity')}"] = e["fingerprint"]
     fingerprints = list(latest.values())
+    leftovers = [{"backend": e["backend"], **x} for e in entries if e["type"] == "cleanup" for x in e["leftovers"]]
     doc = {
         "schema": SCHEMA,
         "run": {**{k: v for k, v in run.items() if k not in ("type", "seq", "journal")},
@@ -453,7 +460,8 @@ def _assemble(bundle_dir: Path, inputs: RunInputs | None, key: JournalKey | None
         "target": fingerprints,
         "items": item_list,
         "untested": untested,
-        "summary": summarise(item_list, untested),
+        "summary": summarise(item_list, untested, leftovers),
+        "cleanup": {"clean": not leftovers, "leftovers": leftovers},
         "errors": [{"nodeid": e["nodeid"], "message": e["message"]}
                    for e in entries if e["type"] == "collect_error"],
         "warnings": warnings,

@@ -117,16 +117,20 @@ def untested_scope(plans: Iterable[tuple[Matrix, str, Plan]], items: list[dict[s
             "does_not_prove": dict(DOES_NOT_PROVE)}
 
 
-def summarise(items: list[dict[str, Any]], untested: dict[str, Any]) -> dict[str, Any]:
+def summarise(items: list[dict[str, Any]], untested: dict[str, Any],
+              leftovers: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """Per-layer status counts over reported and untested items, totals, and the gate verdict.
 
-    Verdict: ``fail`` when any item failed or errored, ``incomplete`` when nothing passed,
-    the run was interrupted (an untested ``not_run`` exists) or code under test ran unconfined
-    (a ``not_proven`` entry for :data:`ISOLATION_PART`), else ``pass``. An item a rerun plugin ran
+    Verdict: ``fail`` when any item failed or errored; ``not_clean`` when the engines could not
+    remove what the run created (``leftovers``: :class:`~pytest_hetero.backends.protocol.Leftover`
+    dicts, kept in evidence's ``cleanup``): whatever passed, the platform is left with the run's
+    workloads, and a gate reading ``pass`` would hide it; ``incomplete`` when nothing passed, the run
+    was interrupted (an untested ``not_run`` exists) or code under test ran unconfined (a
+    ``not_proven`` entry for :data:`ISOLATION_PART`); else ``pass``. An item a rerun plugin ran
     again counts by its last attempt (as pytest counts it); ``flaky`` names those that passed only
     after an earlier attempt failed or errored (their ``attempts`` keep every attempt).
     Returns ``{"by_layer": {layer: {status: n}}, "totals": {status: n}, "verdict": str,
-    "flaky": [nodeid]}``.
+    "flaky": [nodeid], "clean": bool, "leftovers": n}``.
     """
     by_layer: dict[str, dict[str, int]] = {layer: {} for layer in LAYERS}
     seen: set[str] = set()
@@ -140,12 +144,16 @@ def summarise(items: list[dict[str, Any]], untested: dict[str, Any]) -> dict[str
     for counts in by_layer.values():
         for status, n in counts.items():
             totals[status] = totals.get(status, 0) + n
+    left = len(leftovers or [])
     if totals.get("failed") or totals.get("error"):
         verdict = "fail"
+    elif left:
+        verdict = "not_clean"
     elif not totals.get("passed") or totals.get("not_run") or any(
             p.get("part") == ISOLATION_PART for p in untested.get("not_proven", [])):
         verdict = "incomplete"
     else:
         verdict = "pass"
     flaky = sorted(i["nodeid"] for i in items if i["status"] == "passed" and i.get("attempts"))
-    return {"by_layer": by_layer, "totals": totals, "verdict": verdict, "flaky": flaky}
+    return {"by_layer": by_layer, "totals": totals, "verdict": verdict, "flaky": flaky, "clean": not left,
+            "leftovers": left}

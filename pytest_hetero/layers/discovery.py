@@ -10,9 +10,14 @@ rule that turns that into a verdict lives here, once for every engine:
   nodes (``device_missing``), a request the engine can express (``bad_request``) within its CPUs
   and memory (``insufficient_capacity``);
 * a **node pool** (Kubernetes): no node matches (``no_nodes``); per node ``node_not_ready``,
-  ``resource_not_advertised``, ``allocatable_below_capacity``, ``label_contract_broken`` (vendor
-  labels: NVIDIA GFD ``nvidia.com/gpu.product``, Ascend ``accelerator``; ``expect.product``;
-  ``expect.labels``), ``expectation_mismatch`` (``expect.devices`` ≠ capacity).
+  ``resource_not_advertised``, ``allocatable_below_capacity`` (devices a plugin reports Unhealthy),
+  ``label_contract_broken`` (vendor labels: NVIDIA GFD ``nvidia.com/gpu.product``, Ascend
+  ``accelerator``; ``expect.product``; ``expect.labels``), ``expectation_mismatch`` (``expect.devices``
+  ≠ capacity), and the node's health beyond Ready (:func:`node_health_differences`):
+  ``node_unschedulable`` (cordoned), ``untolerated_taint`` (a NoSchedule/NoExecute taint the
+  resource's tolerations do not tolerate), ``node_condition`` (a problem condition set ``True``:
+  the kubelet's pressure conditions, node-problem-detector's, a device health agent's such as
+  ``GPUMissing`` / ``XIDErrors``; ``spec.target.node_problem_conditions`` narrows the judged types).
 
 Which ``expect`` key applies to which resource type and engine is :data:`EXPECT_RULES`: a key an
 engine cannot judge for the type is rejected before anything runs (:func:`expect_problems`, used by
@@ -20,8 +25,10 @@ collection and ``hetero lint``). A CPU host is judged on usable CPUs and memory,
 the resource requests (:func:`cpu_differences`). Resources of one type that resolve to the same host
 or nodes are recorded as one pool (``discovery.shared_pool``, not proven separate).
 
-Every failure here is owned by infrastructure. The snapshot of what was seen is recorded before
-judging, with every named difference.
+Every failure here is owned by infrastructure, except an untolerated taint that is not the node
+lifecycle's own (``node.kubernetes.io/*``): the pool's taint policy and the resource's tolerations
+disagree, which is the platform's to settle. The snapshot of what was seen is recorded before
+judging, with every named difference and its owner.
 """
 
 from __future__ import annotations
@@ -32,9 +39,10 @@ from typing import Any
 
 from pytest_hetero.backends.protocol import EngineView, HostView, NodePool
 from pytest_hetero.errors import Location, MatrixError
-from pytest_hetero.layers.base import LayerContext, LayerFailed
+from pytest_hetero.layers.base import LayerBroken, LayerContext, LayerFailed
 from pytest_hetero.matrix.model import Matrix, Resource
 from pytest_hetero.matrix.quantity import quantity_or_none
+from pytest_hetero.matrix.tolerations import BLOCKING_EFFECTS, taint_text, tolerates
 
 VENDOR_LABELS: dict[str, tuple[str, ...]] = {
     "nvidia": ("nvidia.com/gpu.product",),
@@ -47,10 +55,12 @@ VENDOR_LABELS: dict[str, tuple[str, ...]] = {
 def check(ctx: LayerContext) -> None:
     """Ask the engine what it sees of ``ctx.resource``, record it, and judge it.
 
-    Raises LayerFailed (owner infrastructure) naming every difference: a container engine's gaps
-    and its host's failure together (category of the first), else the pool's first difference.
+    Raises LayerFailed naming every difference: a container engine's gaps and its host's failure
+    together (category of the first, owner infrastructure), else the pool's first difference (its
+    category and owner).
     """
     seen = ctx.backend.inventory(ctx)
+    owner = "infrastructure"
     problems: list[tuple[str, str]] = []
     if seen.engine is not None:
         problems += _judge_engine(ctx, seen.engine)
@@ -59,10 +69,13 @@ def check(ctx: LayerContext) -> None:
     elif seen.host_not_probed:
         ctx.record("discovery.host_probe", skipped=True, reason=seen.host_not_probed)
     if seen.pool is not None:
-        problems += _judge_pool(ctx, seen.pool)
+        pool_problems = _judge_pool(ctx, seen.pool)
+        if pool_problems and not problems:
+            owner = pool_problems[0][2]
+        problems += [(code, message) for code, message, _ in pool_problems]
     record_shared_pool(ctx, seen.pool)
     if problems:
-        raise LayerFailed("; ".join(message for _, message in problems), problems[0][0], "infrastructure")
+        raise LayerFailed("; ".join(message for _, message in problems), problems[0][0], owner)
 
 
 def expectation(resource: Resource) -> dict[str, Any]:
@@ -321,15 +334,75 @@ def _node_cpu(resource: Resource, facts: dict[str, Any], add: Any) -> None:
                 f"allocatable {name} {facts['allocatable'].get(name) or 'absent'}, matrix expects at least {shown}")
 
 
-def _judge_pool(ctx: LayerContext, pool: NodePool) -> list[tuple[str, str]]:
-    """Record ``discovery.snapshot`` of a node pool; ``no_nodes`` or the first difference's code."""
+PROBLEM_CONDITIONS_KEY = "node_problem_conditions"
+"""``spec.target`` key: the node condition types judged as problems when ``True`` (default: every
+condition type but ``Ready``)."""
+LIFECYCLE_TAINTS = "node.kubernetes.io/"
+"""Prefix of the taints Kubernetes' node lifecycle sets itself (not-ready, unreachable, unschedulable,
+pressure): infrastructure's, like the conditions behind them."""
+
+
+def judged_conditions(target: dict[str, Any]) -> tuple[str, ...] | None:
+    """The condition types ``spec.target.node_problem_conditions`` names (None: every type but Ready).
+
+    Raises LayerBroken ``configuration`` when the key is not a list of condition type names."""
+    value = target.get(PROBLEM_CONDITIONS_KEY)
+    if value is None:
+        return None
+    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+        raise LayerBroken(f"spec.target.{PROBLEM_CONDITIONS_KEY} must be a list of node condition types "
+                          f"(e.g. [GPUMissing, XIDErrors]), not {value!r}", "configuration")
+    return tuple(value)
+
+
+def node_health_differences(resource: Resource, facts: dict[str, Any],
+                            judged: tuple[str, ...] | None = None) -> list[dict[str, Any]]:
+    """Named differences of one node's health beyond Ready (facts as ``NodePool.nodes`` holds them):
+    cordoned, NoSchedule/NoExecute taints ``resource`` does not tolerate, problem conditions set True
+    (``judged``: the condition types to judge, None: all but Ready). Each ``{"node", "code", "field",
+    "expected", "observed", "message", "owner"}``; a lifecycle taint standing for a cordon or a
+    NotReady node already named is not named twice."""
+    node, out = facts["name"], []
+    if facts.get("unschedulable"):
+        out.append({"node": node, "code": "node_unschedulable", "field": "spec.unschedulable", "expected": False,
+                    "observed": True, "owner": "infrastructure",
+                    "message": f"node {node}: cordoned (spec.unschedulable: true): no new pod lands there"})
+    said = {"node.kubernetes.io/unschedulable"} if facts.get("unschedulable") else set()
+    if facts.get("ready") != "True":
+        said |= {"node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"}
+    for taint in facts.get("taints") or []:
+        if (taint.get("effect") not in BLOCKING_EFFECTS or taint.get("key") in said
+                or any(tolerates(t, taint) for t in resource.tolerations)):
+            continue
+        owner = "infrastructure" if str(taint.get("key", "")).startswith(LIFECYCLE_TAINTS) else "platform"
+        out.append({"node": node, "code": "untolerated_taint", "field": f"taints[{taint.get('key')}]",
+                    "expected": "tolerated", "observed": taint_text(taint), "owner": owner,
+                    "message": f"node {node}: taint {taint_text(taint)} is not tolerated by resource "
+                               f"{resource.name} (add a toleration, or pick another pool)"})
+    for cond in facts.get("conditions") or []:
+        kind = str(cond.get("type", ""))
+        if cond.get("status") != "True" or (judged is not None and kind not in judged):
+            continue
+        why = ": ".join(str(cond[k]) for k in ("reason", "message") if cond.get(k))
+        out.append({"node": node, "code": "node_condition", "field": f"conditions[{kind}]", "expected": "False",
+                    "observed": "True", "owner": "infrastructure",
+                    "message": f"node {node}: condition {kind}=True" + (f" ({why})" if why else "")})
+    return out
+
+
+def _judge_pool(ctx: LayerContext, pool: NodePool) -> list[tuple[str, str, str]]:
+    """Record ``discovery.snapshot`` of a node pool; ``[]``, ``no_nodes``, or the first difference's
+    code and owner with every difference's message: ``[(code, message, owner)]``."""
     resource = ctx.resource
-    found = [d for f in pool.nodes for d in node_differences(resource, f)]
+    judged = judged_conditions(ctx.matrix.target)
+    found = [{"owner": "infrastructure", **d} for f in pool.nodes
+             for d in node_differences(resource, f) + node_health_differences(resource, f, judged)]
     ctx.record("discovery.snapshot", **pool.snapshot, expected=dict(resource.expect), nodes=pool.nodes,
-               differences=found, simulated_nodes=[f["name"] for f in pool.nodes if f["simulated"]])
+               differences=found, simulated_nodes=[f["name"] for f in pool.nodes if f["simulated"]],
+               judged_conditions=list(judged) if judged is not None else "all but Ready")
     if not pool.nodes:
         how = f"label selector {pool.selector}" if pool.selector else f"capacity of {', '.join(pool.wanted)}"
-        return [("no_nodes", f"no node matches {how}")]
+        return [("no_nodes", f"no node matches {how}", "infrastructure")]
     if found:
-        return [(found[0]["code"], "; ".join(d["message"] for d in found))]
+        return [(found[0]["code"], "; ".join(d["message"] for d in found), found[0]["owner"])]
     return []

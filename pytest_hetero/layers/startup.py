@@ -9,9 +9,11 @@ One sequence for every engine, one verdict per rule:
 2. the engine starts the image (:meth:`~pytest_hetero.backends.protocol.Backend.start`); an image
    only identified once running (Kubernetes) is checked then;
 3. inside a container the device payload (:mod:`pytest_hetero.probes.payload`) runs through the
-   engine's run verb and is judged by :func:`judge_payload`: its findings (device node, driver
-   library, runtime, framework) with their owner, the framework the models need, and the devices
-   visible against those allocated and expected (``device_inventory_mismatch``);
+   engine's run verb and is judged by :func:`judge_payload`: the devices the container sees against
+   those allocated (:func:`visible_devices`: more than allocated is ``devices_over_allocated``,
+   fewer ``device_missing``, both infrastructure), its findings (device node, driver library,
+   runtime, framework) with their owner, the framework the models need, and the vendor tool's
+   device inventory against the allocation and ``expect`` (``device_inventory_mismatch``);
 4. served models must answer as the declared version (:func:`pytest_hetero.layers.serving.startup`).
 
 The model and dataset files are not startup's: each model item verifies the two it uses
@@ -21,6 +23,7 @@ combinations that use it, owned by whoever owns the file, and blocks nothing els
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -170,11 +173,20 @@ def judge_payload(ctx: LayerContext, started: Started, exit_code: int | None, st
                wanted_provider=EXECUTION_PROVIDERS[ctx.resource.type], providers=ort.get("providers"),
                findings=findings, framework_gaps=[{"category": c, "message": m} for c, m in gaps], report=data,
                **placement)
+    devices = visible_devices(ctx.resource, report)
+    if devices is not None:
+        ctx.record("startup.devices", **devices)
+        if devices["verdict"] == "over_allocated":
+            raise LayerFailed(f"device isolation in {started.name}{where}: {devices['message']}",
+                              "devices_over_allocated", "infrastructure")
     if findings:
         first = findings[0]
         more = f" (+{len(findings) - 1} more findings)" if len(findings) > 1 else ""
         raise LayerFailed(f"device initialisation in {started.name}{where}: {first['message']}{more}",
                           CATEGORY.get(first["category"], first["category"]), first["owner"])
+    if devices is not None and devices["verdict"] == "missing":
+        raise LayerFailed(f"device initialisation in {started.name}{where}: {devices['message']}",
+                          "device_missing", "infrastructure")
     if gaps:
         raise LayerFailed(gaps[0][1], gaps[0][0], "algorithm")
     checked = inventory_check(ctx.resource, report, started.node)
@@ -191,6 +203,61 @@ def judge_payload(ctx: LayerContext, started: Started, exit_code: int | None, st
         raise LayerFailed(f"device inventory in {started.name}{where}: "
                           + "; ".join(d["message"] for d in differences), "device_inventory_mismatch",
                           "infrastructure")
+
+
+DEVICE_NODES = {"nvidia": (re.compile(r"/dev/nvidia\d+"), "NVIDIA_VISIBLE_DEVICES"),
+                "ascend": (re.compile(r"/dev/davinci\d+"), "ASCEND_VISIBLE_DEVICES")}
+"""Per vendor: the per-device node a runtime injects (not the control nodes), and the variable the
+device plugin sets to the devices it allocated."""
+
+
+def listed_devices(value: str | None) -> int | None:
+    """How many devices a visibility variable names (``"0,1"``, ``"GPU-a,GPU-b"``, ``"0-3"``); None
+    when it names none explicitly (unset, empty, ``all``, ``none``, ``void``)."""
+    if value is None or value.strip().lower() in ("", "all", "none", "void"):
+        return None
+    count = 0
+    for item in value.split(","):
+        lo, sep, hi = item.strip().partition("-")
+        count += int(hi) - int(lo) + 1 if sep and lo.isdecimal() and hi.isdecimal() else 1
+    return count
+
+
+def visible_devices(resource: Resource, report: PayloadReport) -> dict[str, Any] | None:
+    """The devices the container sees against those allocated to it: the ``startup.devices`` record
+    data, or None for a resource whose vendor has no per-device nodes (CPU).
+
+    Allocated is the request of the resource's first device resource (0 when it requests none).
+    Visible is the larger of the per-device nodes (``/dev/nvidia<N>``, ``/dev/davinci<N>``) and the
+    devices the visibility variable lists. ``verdict``: ``over_allocated`` when more are visible than
+    allocated (the device plugin or runtime handed devices the scheduler never accounted for: another
+    workload's, an isolation breach), ``missing`` when fewer device nodes than allocated, else ``ok``;
+    ``message`` says it in one line.
+    """
+    vendor = resource.probe_vendor
+    if vendor not in DEVICE_NODES:
+        return None
+    pattern, variable = DEVICE_NODES[vendor]
+    names = resource.device_resources
+    what = names[0] if names else f"{vendor} device"
+    allocated = int(quantity_or_none(resource.requests[names[0]]) or 0) if names else 0
+    nodes = sorted(n for n in report.device_nodes if pattern.fullmatch(n))
+    env = report.env.get(variable)
+    listed = listed_devices(env)
+    visible = max(len(nodes), listed or 0)
+    seen = f"{', '.join(nodes) or 'no device node'}; {variable}={env!r}"
+    verdict, message = "ok", f"{visible} {what} visible ({seen}), {allocated} allocated"
+    if visible > allocated:
+        verdict = "over_allocated"
+        message = (f"the container sees {visible} {what} ({seen}) but {allocated} "
+                   f"{'was' if allocated == 1 else 'were'} allocated: the device plugin or runtime handed it "
+                   "devices the scheduler did not account for")
+    elif len(nodes) < allocated:
+        verdict = "missing"
+        message = f"{allocated} {what} allocated but {len(nodes)} device node(s) in the container ({seen})"
+    return {"resource": what, "allocated": allocated, "visible": visible, "device_nodes": nodes,
+            "visibility_variable": variable, "visibility_value": env, "listed": listed, "verdict": verdict,
+            "message": message}
 
 
 def inventory_check(resource: Resource, report: PayloadReport, node: dict[str, Any]) -> dict[str, Any] | None:

@@ -282,14 +282,19 @@ def parse_events_table(text: str) -> list[Reason]:
 
 
 def parse_event_object(obj: Mapping[str, Any]) -> list[Reason]:
-    """Reasons from one core/v1 or events.k8s.io/v1 Event dict; ``[]`` for Normal events."""
-    if str(obj.get("type", "Warning")) == "Normal":
-        return []
+    """Reasons from one core/v1 or events.k8s.io/v1 Event dict. A Normal event is read as an event
+    row is (:func:`pytest_hetero.pending.events.classify_row`): ``[]`` unless it carries a refusal, as
+    Volcano's ``queue resource quota insufficient`` / ``resource in cluster is overused`` do."""
     message = str(obj.get("message") or obj.get("note") or "")
     source = as_map(obj.get("source"), "source")
     component = str(
         source.get("component") or obj.get("reportingComponent") or obj.get("reportingController") or ""
     )
+    if str(obj.get("type", "Warning")) == "Normal":
+        from pytest_hetero.pending.events import EventRow, classify_row  # events imports this module
+
+        return classify_row(EventRow(type="Normal", reason=str(obj.get("reason", "")), message=message,
+                                     source=component))
     found = classify_message(message, reason=str(obj.get("reason", "")), component=component)
     unknown = make_reason(
         _source_for(component),

@@ -1,8 +1,18 @@
 """Kueue Workload status: why a workload has no quota reserved / is not admitted / was evicted.
 
-Formats (Kueue v0.4-v0.14, ``kueue.x-k8s.io/v1beta1`` Workload): ``status.conditions[]`` of type
-``QuotaReserved``, ``Admitted``, ``Evicted``, ``Preempted``, ``PodsReady`` (a trimmed capture may
-lack ``type``/``status``), and ``status.resourceRequests[].resources``. Messages read:
+Formats (Kueue v0.4-v0.19; ``kueue.x-k8s.io/v1beta1`` and ``v1beta2`` Workloads have the same
+status fields): ``status.conditions[]`` of type ``QuotaReserved``, ``Admitted``, ``Evicted``,
+``Preempted``, ``PodsReady``, ``BlockedOnPreemptionGates`` (a trimmed capture may lack
+``type``/``status``), and ``status.resourceRequests[].resources``.
+
+Condition reasons: before v0.19 (and in v0.19 without its ``UnadmittedWorkloadsObservability``
+gate) a Workload without quota says ``Pending`` / ``Inadmissible``; with the gate its
+``QuotaReserved=False`` reason is granular (Kueue's ``WorkloadQuotaReservedReason*`` constants,
+KEP-10852): :data:`GRANULAR` maps each to a code. Kueue picks the most severe reason of all
+flavors it tried, so the reason of the granular code is put first (it decides); a message that
+matches no wording below still gets the granular code, never ``unknown``. ``PendingEvaluation``,
+``PendingDelayedTopologyRequests`` and ``NoReservation`` (``Admitted=False`` mirroring a missing
+reservation) are progress, not refusals. Messages read:
 
 * ``couldn't assign flavors to pod set <ps>: <reason>, <reason>`` where a reason is
   ``insufficient unused quota [in cohort ]for <r> in flavor <f>, <q> more needed``,
@@ -152,7 +162,23 @@ def _requests(status: Mapping[str, Any]) -> dict[str, str]:
     return out
 
 
-_BLOCKING_TYPES = {"QuotaReserved", "Admitted"}
+GRANULAR: dict[str, str] = {
+    "WaitingForQuota": "queue_quota_insufficient",
+    "WaitingForPreemptedWorkloads": "queue_quota_insufficient",
+    "PreemptionGated": "queue_quota_insufficient",
+    "ExceedsMaxQuota": "queue_request_exceeds_max",
+    "NoMatchingFlavor": "queue_flavor_mismatch",
+    "TopologyPlacementFailed": "queue_topology_unfit",
+    "Misconfigured": "queue_not_found",
+    "Suspended": "queue_inactive",
+    "WaitingForPodsReady": "queue_admission_blocked",
+    "UnsatisfiedAdmissionChecks": "admission_check_failed",
+}
+"""Kueue's granular condition reasons (v0.19 ``apis/kueue/v1beta2/workload_types.go``) → code."""
+PROGRESS_REASONS = frozenset({"PendingEvaluation", "PendingDelayedTopologyRequests", "NoReservation"})
+"""Reasons that say Kueue has not decided yet (or repeat another condition), not why it refused."""
+
+_BLOCKING_TYPES = {"QuotaReserved", "Admitted", "BlockedOnPreemptionGates"}
 _EVICTION_TYPES = {"Evicted", "Preempted", "Requeued"}
 
 
@@ -180,6 +206,8 @@ def parse_workload(obj: Mapping[str, Any]) -> list[Reason]:
         blocking = (ctype in _BLOCKING_TYPES and cstatus != "True") or (
             ctype in _EVICTION_TYPES and cstatus != "False"
         )
+        if ctype == "BlockedOnPreemptionGates":
+            blocking = cstatus == "True"
         if ctype and not blocking:
             continue
         detail = {
@@ -193,10 +221,28 @@ def parse_workload(obj: Mapping[str, Any]) -> list[Reason]:
             if v
         }
         message = str(cond.get("message", ""))
-        found = parse_kueue_message(message, requests=requests, detail=detail)
+        found = _granular(parse_kueue_message(message, requests=requests, detail=detail),
+                          str(cond.get("reason", "")), message, detail)
+        if found is None:
+            continue
         if not found and ctype in _EVICTION_TYPES:
             found = [make_reason("kueue", "workload_evicted", message or ctype, detail=detail)]
         if not found and message.strip():
             found = [make_reason("kueue", "unknown", message.strip(), detail=detail)]
         reasons += [r for r in found if r not in reasons]
     return reasons
+
+
+def _granular(found: list[Reason], reason: str, message: str, detail: dict[str, str]) -> list[Reason] | None:
+    """``found`` (reasons of a condition's message) ordered by the condition's granular ``reason``:
+    the first reason of its code first, or one reason of that code when the message matched none;
+    None for a progress reason with nothing found (the condition says nothing to report)."""
+    if reason in PROGRESS_REASONS and not found:
+        return None
+    code = GRANULAR.get(reason)
+    if code is None:
+        return found
+    decisive = next((r for r in found if r.code == code), None)
+    if decisive is None:
+        return [make_reason("kueue", code, message.strip() or reason, detail=detail), *found]
+    return [decisive, *(r for r in found if r is not decisive)]

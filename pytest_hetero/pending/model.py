@@ -48,6 +48,8 @@ queue_inactive                  queue           platform        ClusterQueue / L
 queue_not_found                 queue           platform        the named LocalQueue / ClusterQueue does not exist
 queue_namespace_mismatch        queue           platform        namespace not selected by the ClusterQueue
 admission_check_failed          queue           platform        a Kueue AdmissionCheck rejected / asked to retry
+queue_topology_unfit            queue           platform        the queue's topology domains cannot hold the workload
+queue_admission_blocked         queue           platform        admission held until earlier workloads are ready
 workload_evicted                queue           platform        the admitted workload was evicted / preempted
 gang_unschedulable              gang            infrastructure  not all gang members (minAvailable) fit at once
 device_memory_insufficient      device          infrastructure  no card has enough free device memory (HAMi)
@@ -123,6 +125,8 @@ CODES: Mapping[str, tuple[str, str]] = {
     "queue_not_found": ("queue", "platform"),
     "queue_namespace_mismatch": ("queue", "platform"),
     "admission_check_failed": ("queue", "platform"),
+    "queue_topology_unfit": ("queue", "platform"),
+    "queue_admission_blocked": ("queue", "platform"),
     "workload_evicted": ("queue", "platform"),
     "gang_unschedulable": ("gang", "infrastructure"),
     "device_memory_insufficient": ("device", "infrastructure"),

@@ -90,7 +90,23 @@ for d in $dirs /usr/local/nvidia/lib64 /usr/local/nvidia/lib /usr/lib/x86_64-lin
 done
 printf ']'
 
-printf ',"tools":{"nvidia-smi":%s,"npu-smi":%s}' "$(tool nvidia-smi -q -x)" "$(tool npu-smi info)"
+# tool_or_table NAME MARK ARGS...: the tool run with ARGS; when that run fails and the plain run (no
+# arguments) prints the vendor's table (its output holds MARK: some wrappers, minimal driver
+# containers and replays of a capture answer only that way), the plain run, with the failed
+# attempt kept under "first_attempt" and "args" saying what answered.
+tool_or_table() {
+  name=$1; mark=$2; shift 2
+  first=$(tool "$name" "$@")
+  case "$first" in '{"present":true,"rc":0,'*|'{"present":false'*) printf '%s' "$first"; return ;; esac
+  plain=$(tool "$name")
+  case "$plain" in
+    '{"present":true,"rc":0,'*"$mark"*) printf '%s,"args":"","first_attempt":%s}' "${plain%\}}" "$first" ;;
+    *) printf '%s' "$first" ;;
+  esac
+}
+
+printf ',"tools":{"nvidia-smi":%s,"npu-smi":%s}' "$(tool_or_table nvidia-smi NVIDIA-SMI -q -x)" \
+  "$(tool_or_table npu-smi 'npu-smi ' info)"
 
 py=""
 for c in python3 python; do if have "$c"; then py=$(command -v "$c"); break; fi; done

@@ -211,6 +211,13 @@ def pytest_configure_node(node: Any) -> None:
 
 
 @pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: Any) -> None:
+    """pytest-xdist: what a worker's engines could not remove, for the controller's evidence."""
+    node.config.stash.setdefault(_LEFTOVERS, []).extend(
+        tuple(x) for x in (getattr(node, "workeroutput", None) or {}).get("hetero_leftovers", []))
+
+
+@pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """pytest-xdist: keep each resource's items on one worker, in order (see xdist_scheduling)."""
     from pytest_hetero.pytest_plugin.xdist import make_scheduler
@@ -473,15 +480,16 @@ def _interrupted_finish(session: pytest.Session) -> None:
 def _session_finish(session: pytest.Session, exitstatus: int) -> None:
     config = session.config
     recorder = config.stash.get(RECORDER, None)
-    for backend in config.stash.get(BACKENDS, {}).values():
-        try:
-            if recorder is not None and recorder.started:
-                recorder.target(backend.fingerprint())
-            backend.close()
-        except Exception as exc:  # noqa: BLE001 - cleanup must go on for the other backends
-            sys.stderr.write(f"pytest-hetero: closing backend {backend.name} failed: {exc}\n")
-    if recorder is None or getattr(config, "workerinput", None) is not None:
+    leftovers = _close_backends(config, recorder)
+    if getattr(config, "workerinput", None) is not None:
+        config.workeroutput["hetero_leftovers"] = leftovers  # type: ignore[attr-defined]
         return
+    if recorder is None:
+        return
+    for name in sorted({b for b, _ in leftovers}):
+        recorder.cleanup(name, [x for b, x in leftovers if b == name])
+    if leftovers and exitstatus == pytest.ExitCode.OK:
+        exitstatus = session.exitstatus = pytest.ExitCode.TESTS_FAILED  # a run that left its workloads is not clean
     recorder.deselected_many(config.stash[DESELECTED].items())
     if not config.option.collectonly:
         # matrices whose every combination is excluded still get a bundle that says so
@@ -512,7 +520,27 @@ def _session_finish(session: pytest.Session, exitstatus: int) -> None:
     config.stash[_SUMMARY] = evidence
 
 
+def _close_backends(config: pytest.Config, recorder: Recorder | None) -> list[tuple[str, dict[str, Any]]]:
+    """Journal each engine's fingerprint and close it; every (backend name, Leftover dict) of the run so
+    far (the workers' ones arrive through :func:`pytest_testnodedown`). A close() that raises is a
+    leftover too: what it created was not released."""
+    leftovers = config.stash.setdefault(_LEFTOVERS, [])
+    for backend in config.stash.get(BACKENDS, {}).values():
+        try:
+            if recorder is not None and recorder.started:
+                recorder.target(backend.fingerprint())
+            leftovers += [(backend.name, x.to_dict()) for x in backend.close() or []]
+        except Exception as exc:  # noqa: BLE001 - cleanup must go on for the other backends
+            sys.stderr.write(f"pytest-hetero: closing backend {backend.name} failed: {exc}\n")
+            leftovers.append((backend.name, {"kind": "backend", "name": backend.name, "namespace": None,
+                                             "reason": f"close() raised {type(exc).__name__}: {exc}",
+                                             "detail": {}, "remove": f"hetero cleanup --backend {backend.name}"}))
+    return leftovers
+
+
 _SUMMARY = pytest.StashKey[dict[str, Any]]()
+_LEFTOVERS = pytest.StashKey[list[tuple[str, dict[str, Any]]]]()
+"""(backend name, Leftover dict) of every engine of the run, the workers' included."""
 
 
 class _Refused(Exception):

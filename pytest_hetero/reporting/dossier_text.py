@@ -61,6 +61,7 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "verdict.pass": ("passed", "通过"),
     "verdict.fail": ("failed", "未通过"),
     "verdict.incomplete": ("incomplete", "未完成"),
+    "verdict.not_clean": ("not clean (the run left objects it created)", "未清理干净（运行遗留了其创建的对象）"),
     "verdict.sep": (" — ", "——"),
     "verdict.join": ("; ", "；"),
     "q.not_applicable": ("{layer} not proven on this backend ({backends})",

@@ -45,7 +45,9 @@ def render_markdown(evidence: dict[str, Any], signoff: dict[str, Any]) -> str:
     run = evidence["run"]
     verdict = evidence["summary"]["verdict"].upper()
     signer = signoff.get("run_signer")
-    sig = f"signed by `{signer[:16]}`" if signer else "**UNSIGNED**"
+    verified = signoff.get("source") == "run_end" or signoff.get("run_verified")
+    sig = (f"signed by `{signer[:16]}`" if verified else f"signed by `{signer[:16]}`, **not verified**") if signer \
+        else "**UNSIGNED**"
     out = [f"## pytest-hetero: {verdict}", "",
            (f"Run {code(run.get('id'))} · matrices: {', '.join(md(m['name']) for m in evidence['matrices']) or 'none'}"
            f" · bundle {sig}"), ""]
@@ -79,15 +81,25 @@ def _failures(evidence: dict[str, Any]) -> list[str]:
 
 
 def _signoff(signoff: dict[str, Any]) -> list[str]:
-    """``### Sign-off``: each role with its layers and who signed (none: no section)."""
+    """``### Sign-off``: each role with its layers, state and who signed (none: no section). A
+    view written at the end of the run (``source: run_end``) shows no state: sign-offs come later."""
     roles = signoff.get("roles", [])
     if not roles:
         return []
-    out = ["### Sign-off"]
+    out = ["### Sign-off", "", md(signoff.get("note", ""), limit=600), ""]
     for role in roles:
-        who = ", ".join(f"`{c['keyid'][:16]}` at {md(c['signed_at'])}" for c in role["signed"])
-        out.append(f"- {md(role['role'])} ({', '.join(role['layers'])}): "
-                   + (f"signed by {who}" if role["signed"] else "pending"))
+        head = f"- {md(role['role'])} ({', '.join(role['layers'])})"
+        if signoff.get("source") == "run_end":
+            out.append(head)
+            continue
+        out.append(f"{head}: **{role['state'].replace('_', ' ')}**")
+        for c in role["signed"]:
+            if c["verified"]:
+                text = f": {md(c['conditions'])}" if c.get("conditions") else ""
+                out.append(f"  - verified {c['decision']} by {md(', '.join(c['names']))} (key `{c['keyid'][:16]}`) "
+                           f"at {md(c['signed_at'])}{text}")
+            else:
+                out.append(f"  - not verified (key `{c['keyid'][:16]}`): {md(c['why_unverified'])}")
     return [*out, ""]
 
 

@@ -38,7 +38,7 @@ def summary_lines(evidence: dict[str, Any], bundle_dir: Path) -> list[str]:
         counts = summary["by_layer"].get(layer, {})
         text = ", ".join(f"{counts[s]} {s}" for s in ORDER if counts.get(s)) or "no items"
         lines.append(f"  {layer:<{width}}  {text}")
-    lines += _coverage_lines(evidence) + _failure_lines(evidence) + _flaky_lines(evidence)
+    lines += _coverage_lines(evidence) + _failure_lines(evidence) + _cleanup_lines(evidence) + _flaky_lines(evidence)
     lines += _observed_lines(evidence) + _untested_lines(evidence)
     lines += [f"collection error: {err['nodeid']}" for err in evidence.get("errors", [])]
     lines += _journal_lines(evidence)
@@ -80,6 +80,19 @@ def _flaky_lines(evidence: dict[str, Any]) -> list[str]:
         before = "; ".join(f"attempt {a['attempt']} {a['status']}: {(a.get('failure') or {}).get('category', '')}"
                            for a in item.get("attempts", []))
         lines.append(f"flaky (passed on a rerun): {item['nodeid']} ({before})")
+    return lines
+
+
+def _cleanup_lines(evidence: dict[str, Any]) -> list[str]:
+    """``cleanup: N objects left`` and each leftover with why and how to remove it (clean: nothing)."""
+    left = (evidence.get("cleanup") or {}).get("leftovers") or []
+    if not left:
+        return []
+    lines = [f"cleanup: NOT CLEAN, {len(left)} object(s) the run created are still there:"]
+    for x in left:
+        where = f"{x['namespace']}/" if x.get("namespace") else ""
+        text = f"    {x['backend']} {x['kind']} {where}{x['name']}: {x['reason']} (remove: {x['remove']})"
+        lines.append(cut(text, 220))
     return lines
 
 

@@ -14,6 +14,7 @@ import sys
 import time
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -184,6 +185,10 @@ class RealNodeCluster:
     api: client.ApiClient
     info: Any
     suffix: str
+    cache: str = ""
+    """The build cache the node was started from (``HETERO_CACHE``, else ``~/.cache/pytest-hetero`` as
+    HOME was at session start): pytester points HOME at a temporary folder during a test, where
+    realnode.sh would find no cache and rebuild the kubelet from nothing."""
 
     @property
     def core(self) -> client.CoreV1Api:
@@ -205,11 +210,13 @@ class RealNodeCluster:
 
     def stop_kubelet(self) -> None:
         """Stop only the kubelet (the node goes NotReady after the plane's grace period)."""
-        realnode_infra.stop_kubelet()
+        with _cache_env(self.cache):
+            realnode_infra.stop_kubelet()
 
     def ensure(self) -> None:
         """Start whatever of the real node is down again (e.g. the kubelet after :meth:`stop_kubelet`)."""
-        realnode_infra.ensure_realnode()
+        with _cache_env(self.cache):
+            realnode_infra.ensure_realnode()
 
     def pod_spec(self, containers: list[dict], **extra: object) -> dict:
         """A pod spec that lands on the real node: its toleration and nodeSelector added."""
@@ -221,6 +228,20 @@ class RealNodeCluster:
             "terminationGracePeriodSeconds": 1,
             **extra,
         }
+
+
+@contextmanager
+def _cache_env(cache: str) -> Iterator[None]:
+    """``HETERO_CACHE=cache`` while the block runs (restored afterwards)."""
+    previous = os.environ.get("HETERO_CACHE")
+    os.environ["HETERO_CACHE"] = cache
+    try:
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop("HETERO_CACHE", None)
+        else:
+            os.environ["HETERO_CACHE"] = previous
 
 
 @pytest.fixture(scope="session")
@@ -238,7 +259,8 @@ def realnode() -> Iterator[RealNodeCluster]:
             pytest.fail(f"CI=true but the real node is unavailable: {exc}")
         pytest.skip(f"real node unavailable: {exc}")
     api = config.new_client_from_config(config_file=str(info.kubeconfig))
-    made = RealNodeCluster(api, info, uuid.uuid4().hex[:5])
+    cache = os.environ.get("HETERO_CACHE") or str(Path.home() / ".cache" / "pytest-hetero")
+    made = RealNodeCluster(api, info, uuid.uuid4().hex[:5], cache)
     try:
         yield made
     finally:

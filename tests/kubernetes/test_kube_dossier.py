@@ -1,38 +1,33 @@
 """The acceptance dossier of a Kubernetes run on the test plane (matrices/example-k8s.matrix.yaml on KWOK
-pools), printed by headless Chromium and read back with pdftotext, in English and Chinese."""
+pools and its real-node rows), printed by headless Chromium and read back with pdftotext, in English and Chinese."""
 
 from __future__ import annotations
 
 import json
 import re
-import shutil
 import subprocess
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
-from support import REPO, evidence_of
+from support import evidence_of
 from test_bundle_verify import hetero
 from test_dossier_browser import print_dossier
-from test_kube_example import EXAMPLE, example_pools  # noqa: F401 - the fixture
+from test_kube_example import example_pools, run_example  # noqa: F401 - the fixture
 from test_report_html import chromium  # noqa: F401 - the fixture
 
 from pytest_hetero.bundle.signing import generate_keypair
 from pytest_hetero.reporting.dossier_facts import number
 
 if TYPE_CHECKING:  # annotation only: 'conftest' names differ per folder at run time
-    from conftest import Cluster
+    from conftest import RealNodeCluster
 
 
 @pytest.fixture
-def kube_bundle(pytester: pytest.Pytester, cluster: Cluster, example_pools: dict[str, str],  # noqa: F811
-                run_id: str) -> Path:
-    shutil.copytree(REPO / "cases", pytester.path / "cases")
-    (pytester.path / "matrices").mkdir()
-    shutil.copy(EXAMPLE, pytester.path / "matrices" / EXAMPLE.name)
+def kube_bundle(pytester: pytest.Pytester, realnode: RealNodeCluster, example_pools: dict[str, str],  # noqa: F811
+                monkeypatch: pytest.MonkeyPatch) -> Path:
     generate_keypair(pytester.path / "gate.key", pytester.path / "gate.pub")
-    pytester.runpytest("-p", "no:cacheprovider", "--hetero-run-id", run_id, "--hetero-kube-namespace",
-                       cluster.namespace, "--hetero-sign-key", str(pytester.path / "gate.key"), "matrices")
+    run_example(pytester, realnode, monkeypatch, "--hetero-sign-key", str(pytester.path / "gate.key"))
     evidence = evidence_of(pytester)
     return pytester.path / "reports" / evidence["run"]["id"]
 
@@ -51,7 +46,7 @@ def test_dossier_of_a_kubernetes_run(kube_bundle: Path, example_pools: dict[str,
     flat, squeezed = print_dossier(kube_bundle, lang, chromium, tmp_path, capsys)
     gpu_node = example_pools["gpu"]
     if lang == "en":
-        assert re.search(r"Verdict failed — 1 item\(s\) failed, 0 errored; .*startup and model ran on simulated "
+        assert re.search(r"Verdict failed — 3 item\(s\) failed, 0 errored; .*startup and model ran on simulated "
                          r"nodes \(", flat), flat[:800]
         assert f"gpu-h100: a workload asking for nvidia.com/gpu=1 was placed on node {gpu_node} after " \
                f"{placed['waited_s']} s" in flat
@@ -61,7 +56,7 @@ def test_dossier_of_a_kubernetes_run(kube_bundle: Path, example_pools: dict[str,
         assert "Queue wait (submitted → admitted → placed → started)" in flat
         assert "device_not_visible" in flat
     else:
-        assert re.search(r"验收结论未通过——1项失败，0项执行异常；.*启动与模型运行在模拟节点（", squeezed)
+        assert re.search(r"验收结论未通过——3项失败，0项执行异常；.*启动与模型运行在模拟节点（", squeezed)
         assert re.sub(r"\s", "", f"gpu-h100：按 nvidia.com/gpu=1 请求资源的工作负载在 {placed['waited_s']} 秒后被调度到节点 "
                                  f"{gpu_node}") in squeezed
         assert "这些节点为模拟节点（KWOK）" in squeezed

@@ -200,7 +200,7 @@ def test_pod_deleted_during_the_model_run(pytester: pytest.Pytester, cluster: Cl
         "infrastructure",
     )
     pod = re.fullmatch(
-        r"read the outputs of the model run in pod (hetero-cpu-py-\S+): the pod no longer exists "
+        r"read the (?:outputs|exit status) of the model run in pod (hetero-cpu-py-\S+): the pod no longer exists "
         r'\(deleted or evicted while the run used it\): pods "(\S+)" not found',
         failure["message"],
     )

@@ -229,13 +229,14 @@ def test_node_not_ready_before_the_model_run_fails_fast(
     # turn the node NotReady between startup and the model run: in the run's own process
     pytester.makeconftest(
         f"""
+        import os
         import time
         from kubernetes import client, config
 
         def pytest_runtest_setup(item):
             if not item.nodeid.endswith("::model"):
                 return
-            core = client.CoreV1Api(config.new_client_from_config())
+            core = client.CoreV1Api(config.new_client_from_config(os.environ["KUBECONFIG"]))
             core.patch_node({node!r}, {{"metadata": {{"labels": {{{STAGE!r}: "true"}}}}}})
             deadline = time.monotonic() + 60
             while time.monotonic() < deadline:

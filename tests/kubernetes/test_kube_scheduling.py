@@ -112,7 +112,16 @@ def test_placement_verdicts(pytester: pytest.Pytester, cluster: Cluster, run_id:
         "untolerated_taint",
     }
 
-    taint = got["tainted::py::scheduling"]
+    # discovery already names the pool's taint the resource does not tolerate (the pool's policy and the
+    # resource's tolerations disagree: platform's); its scheduling item is blocked by it
+    seen = got["tainted::discovery"]
+    assert (seen["failure"]["category"], seen["failure"]["owner"]) == ("untolerated_taint", "platform")
+    [diff] = data(seen, "discovery.snapshot")["differences"]
+    assert (diff["node"], diff["field"], diff["observed"]) == (
+        cluster.nodes["tainted"][0], "taints[dedicated]", "dedicated=training:NoSchedule")
+    assert got["tainted::py::scheduling"]["status"] == "blocked"
+    taint = run(pytester, cluster, run_id, [{"name": "tainted", "type": "gpu", "vendor": "nvidia", "requests": GPU1,
+                                             "pool": "tainted"}], select="scheduling")["tainted::py::scheduling"]
     assert (taint["failure"]["category"], taint["failure"]["owner"]) == ("untolerated_taint", "matrix-author")
     [t] = [r for r in data(taint, "scheduling.pending")["reasons"] if r["code"] == "untolerated_taint"]
     # 1.34 does not name the taint; the backend names the pool node's (the other counted node is NotReady)

@@ -22,7 +22,7 @@ from kubernetes.client.exceptions import ApiException
 
 from pytest_hetero.backends.kubernetes.client import connect
 from pytest_hetero.backends.labels import CREATED_AT, RUN_ID
-from pytest_hetero.backends.protocol import EngineFault
+from pytest_hetero.backends.protocol import EngineFault, Leftover
 
 VOLCANO = ("batch.volcano.sh", "v1alpha1", "jobs")
 
@@ -82,12 +82,24 @@ def owned(
         )
 
 
-def delete_owned(api: client.ApiClient, namespace: str, selector: str, workers: int = 1) -> list[str]:
-    """Delete everything matching ``selector`` in ``namespace`` with ``workers`` concurrent requests;
-    return problems as text. Never raises."""
+CLEANUP_WAIT_S = 30.0
+"""Seconds :func:`delete_owned` waits for deleted objects to be gone (``target.cleanup_wait_s``)."""
+
+
+def delete_owned(api: client.ApiClient, namespace: str, selector: str, workers: int = 1,
+                 wait_s: float = CLEANUP_WAIT_S) -> list[Leftover]:
+    """Delete everything matching ``selector`` in ``namespace`` with ``workers`` concurrent requests,
+    then wait up to ``wait_s`` seconds until it is gone; return what is left. Never raises.
+
+    A leftover is an object whose deletion the apiserver refused (its answer is the reason), one still
+    present when the wait ends (``deletionTimestamp`` and ``finalizers`` in its detail: a finalizer
+    that never clears), or, when the objects cannot even be listed, the selector itself. Each is also
+    written to stderr with the ``hetero cleanup`` command that removes it.
+    """
     from concurrent.futures import ThreadPoolExecutor
 
-    problems: list[str] = []
+    left: list[Leftover] = []
+    remove = f"hetero cleanup --backend kubernetes --kube-namespace {namespace}"
 
     def one(entry: tuple[str, dict[str, Any], Callable[[], Any]]) -> None:
         kind, meta, delete = entry
@@ -95,22 +107,54 @@ def delete_owned(api: client.ApiClient, namespace: str, selector: str, workers: 
             delete()
         except ApiException as exc:
             if exc.status != 404:
-                problems.append(f"{kind} {meta['name']}: HTTP {exc.status}")
+                left.append(Leftover(kind, meta["name"], f"delete refused: HTTP {exc.status}: {_message(exc)}",
+                                     namespace, {"status": exc.status}, remove))
 
     try:
         with ThreadPoolExecutor(max(1, workers)) as pool:
             list(pool.map(one, list(owned(api, namespace, selector))))
-    except Exception as exc:  # noqa: BLE001 - reported, never raised from close()
-        problems.append(str(exc))
-    if problems:
+        refused = {(x.kind, x.name) for x in left}
+        left += lingering(api, namespace, selector, wait_s, refused, remove)
+    except Exception as exc:  # noqa: BLE001 - reported as a leftover, never raised from close()
+        left.append(Leftover("objects", selector, f"cannot be listed or deleted: {type(exc).__name__}: {exc}",
+                             namespace, {}, remove))
+    if left:
         import sys
 
-        sys.stderr.write(
-            f"pytest-hetero: kubernetes cleanup incomplete in {namespace}: {'; '.join(problems)}; "
-            f"run: hetero cleanup --backend kubernetes\n"
-        )
-    return problems
+        sys.stderr.write(f"pytest-hetero: kubernetes cleanup incomplete in {namespace}: "
+                         + "; ".join(f"{x.kind} {x.name}: {x.reason}" for x in left) + f"; run: {remove}\n")
+    return left
 
+
+def lingering(api: client.ApiClient, namespace: str, selector: str, wait_s: float,
+              known: set[tuple[str, str]], remove: str) -> list[Leftover]:
+    """Objects matching ``selector`` still present ``wait_s`` seconds after their deletion (polled
+    every 0.5 s), except ``known`` ``(kind, name)`` pairs; each with its ``deletionTimestamp`` and
+    ``finalizers``. Raises ApiException when they cannot be listed."""
+    import time
+
+    deadline = time.monotonic() + wait_s
+    while True:
+        still = [(k, m) for k, m, _ in owned(api, namespace, selector) if (k, m["name"]) not in known]
+        if not still or time.monotonic() >= deadline:
+            break
+        time.sleep(0.5)
+    return [Leftover(kind, meta["name"], (
+        f"still present {wait_s:g} s after deletion"
+        + (f": finalizers {', '.join(meta.get('finalizers') or [])} never cleared" if meta.get("finalizers") else "")),
+        namespace, {"deletionTimestamp": str(meta.get("deletionTimestamp") or ""),
+                    "finalizers": list(meta.get("finalizers") or [])}, remove)
+        for kind, meta in still]
+
+
+def _message(exc: ApiException) -> str:
+    """The ``message`` of an API Status body, else the reason."""
+    import json
+
+    try:
+        return str(json.loads(exc.body or "{}").get("message") or exc.reason)
+    except (ValueError, AttributeError):
+        return str(exc.reason)
 
 
 def _epoch(stamp: Any) -> float | None:

@@ -6,7 +6,9 @@ override), ``submit_as`` (``pod`` | ``job`` | ``kueue-job`` | ``volcano-job``, s
 :mod:`~pytest_hetero.backends.kubernetes.scheduling`), ``pull_policy`` (``never`` → ``Never``,
 ``always`` → ``Always``, else ``IfNotPresent``), ``image_owner`` (default ``platform``),
 ``python`` (``{python}`` in the pod, default ``python3``), ``unschedulable_grace_s`` (seconds a pod
-may stay Unschedulable before the verdict is final; default 0: the scheduler's first verdict).
+may stay Unschedulable before the verdict is final; default 0: the scheduler's first verdict),
+``cleanup_wait_s`` (seconds :meth:`KubernetesBackend.close` waits for deleted objects to be gone before it
+reports them as leftovers; default 30).
 
 One workload pod per resource × image: placement submits it and waits (on one pod watch) until it
 is placed (:mod:`~pytest_hetero.backends.kubernetes.submit`); start waits until its container runs
@@ -35,7 +37,7 @@ from pytest_hetero.backends.kubernetes import podexec as kube_exec
 from pytest_hetero.backends.kubernetes import run as kube_model
 from pytest_hetero.backends.kubernetes.session import KubeSession
 from pytest_hetero.backends.labels import OWNER
-from pytest_hetero.backends.protocol import Backend, ExecResult, Inventory, Placement, Started, Step
+from pytest_hetero.backends.protocol import Backend, ExecResult, Inventory, Leftover, Placement, Started, Step
 from pytest_hetero.settings import Settings
 
 
@@ -50,13 +52,15 @@ class KubernetesBackend(Backend):
         self.session = KubeSession(target, settings)
 
     def fingerprint(self) -> dict[str, Any]:
-        """Apiserver host and context, nodes seen, server version, image digests reported by nodes."""
+        """Apiserver host and context, nodes seen (``simulated_nodes``: those of them KWOK simulates; the
+        others have a real kubelet), server version, image digests reported by nodes."""
         s = self.session
         host = s.api.configuration.host if s.connected else None
         return {
             "backend": self.name,
             "identity": f"{host} (context {s.context}, namespace {s.namespace})",
             "nodes": sorted(s.seen_nodes),
+            "simulated_nodes": sorted(n for n in s.seen_nodes if s.nodes.get(n, {}).get("simulated")),
             "versions": {"server": s.server.get("git_version"), "platform": s.server.get("platform")},
             "images": dict(s.digests),
         }
@@ -111,8 +115,10 @@ class KubernetesBackend(Backend):
         """
         return kube_model.execute(self.session, step)
 
-    def close(self) -> None:
-        """Stop the watch; delete everything this backend created (by owner label) unless ``--hetero-keep``.
+    def close(self) -> list[Leftover]:
+        """Stop the watch; delete everything this backend created (by owner label) unless ``--hetero-keep``,
+        and wait until it is gone (``target.cleanup_wait_s``, default 30 s); return what is left (see
+        :func:`.cleanup.delete_owned`: a refused deletion, a finalizer that never clears).
 
         Runs with SIGINT/SIGTERM held off (main thread) so a second Ctrl-C or a SIGTERM cannot cut the
         deletion short; they are restored afterwards.
@@ -122,19 +128,19 @@ class KubernetesBackend(Backend):
             for sig in (signal.SIGINT, signal.SIGTERM):
                 held[sig] = signal.signal(sig, signal.SIG_IGN)
         try:
-            self._close()
+            return self._close()
         finally:
             for sig, handler in held.items():
                 signal.signal(sig, handler)
 
-    def _close(self) -> None:
+    def _close(self) -> list[Leftover]:
         s = self.session
         s.pool.shutdown(wait=True, cancel_futures=True)
         if s.watch is not None:
             s.watch.stop()
         if not s.connected:
-            return
-        from pytest_hetero.backends.kubernetes.cleanup import delete_owned
+            return []
+        from pytest_hetero.backends.kubernetes.cleanup import CLEANUP_WAIT_S, delete_owned
 
         if s.settings.keep:
             for w in s.workloads.values():
@@ -142,7 +148,7 @@ class KubernetesBackend(Backend):
                     f"pytest-hetero: kept {w['kind']} {w['name']} in namespace {s.namespace}; "
                     f"remove with: hetero cleanup --backend kubernetes --run-id {s.settings.run_id}\n"
                 )
-            return
+            return []
         for w in s.workloads.values():
             if not w.get("inputs"):
                 continue
@@ -155,7 +161,8 @@ class KubernetesBackend(Backend):
                 kube_exec.run(s.core, s.namespace, w["pod"], "workload", rm, 30)
             except Exception:  # noqa: BLE001, S110 - the pod may be gone already
                 pass
-        delete_owned(s.api, s.namespace, f"{OWNER}={s.owner}", s.settings.parallel)
+        wait_s = float(s.target.get("cleanup_wait_s", CLEANUP_WAIT_S))
+        return delete_owned(s.api, s.namespace, f"{OWNER}={s.owner}", s.settings.parallel, wait_s)
 
 
 def _sh_quote(value: str) -> str:

@@ -1,9 +1,11 @@
 """The resource's node pool as the apiserver reports it (the Kubernetes engine's inventory verb).
 
 Nodes are those matching the resource's ``node_selector`` (all nodes when it has none, narrowed
-to nodes advertising a requested extended resource). Per node: Ready condition, taints, labels,
-capacity and allocatable of every requested resource name, whether KWOK simulates it. What that
-means for the claim is judged by :mod:`pytest_hetero.layers.discovery`.
+to nodes advertising a requested extended resource). Per node: Ready condition, every other
+condition (kubelet pressure conditions, and those node-problem-detector or a device health agent
+set, e.g. ``GPUMissing``), whether it is cordoned (``spec.unschedulable``), taints, labels, capacity
+and allocatable of every requested resource name, whether KWOK simulates it. What that means for
+the claim is judged by :mod:`pytest_hetero.layers.discovery`.
 """
 
 from __future__ import annotations
@@ -19,7 +21,9 @@ from pytest_hetero.evidence.model import utc_now
 
 
 def node_facts(node: dict[str, Any], names: list[str]) -> dict[str, Any]:
-    """What evidence keeps of one node (JSON dict from the API)."""
+    """What evidence keeps of one node (JSON dict from the API): see the module docstring;
+    ``conditions`` lists every condition but Ready as ``{"type", "status", "reason", "message",
+    "lastTransitionTime"}`` (Kubernetes ``NodeCondition`` fields)."""
     meta, status = node["metadata"], node.get("status") or {}
     ready = next((c for c in status.get("conditions") or [] if c.get("type") == "Ready"), None)
     cap, alloc = status.get("capacity") or {}, status.get("allocatable") or {}
@@ -29,6 +33,8 @@ def node_facts(node: dict[str, Any], names: list[str]) -> dict[str, Any]:
         "ready": (ready or {}).get("status", "Unknown"),
         "ready_reason": (ready or {}).get("reason"),
         "ready_message": (ready or {}).get("message"),
+        "conditions": [{k: c.get(k) for k in ("type", "status", "reason", "message", "lastTransitionTime")}
+                       for c in status.get("conditions") or [] if c.get("type") != "Ready"],
         "unschedulable": bool((node.get("spec") or {}).get("unschedulable")),
         "taints": (node.get("spec") or {}).get("taints") or [],
         "labels": meta.get("labels") or {},

@@ -3,7 +3,8 @@
 Placed: ``scheduling.placed`` with node, requested vs allocated (the pod's resources after
 admission, the node's allocatable), the scheduler's decision time (PodScheduled
 ``lastTransitionTime``, 1 s resolution), when the run's watch first saw the binding and when the
-item recorded it (epoch seconds). Not placed: ``scheduling.pending`` keeps every normalised reason,
+item recorded it (epoch seconds); a Kueue Job's admission (``scheduling.queue``: ClusterQueue,
+flavors, quota used, wait). Not placed: ``scheduling.pending`` keeps every normalised reason,
 the pod's conditions, its events (and the Job's) and the Kueue Workload / Volcano PodGroup verdict,
 because events expire; the pending pod is kept as an artifact.
 """
@@ -17,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from kubernetes import client
 
 from pytest_hetero.backends.kubernetes import client as kc
-from pytest_hetero.backends.kubernetes import inventory
+from pytest_hetero.backends.kubernetes import inventory, queues
 from pytest_hetero.backends.kubernetes import scheduling as ks
 from pytest_hetero.backends.protocol import Placement, Step
 from pytest_hetero.pending import summarise
@@ -44,6 +45,8 @@ def record_placed(
     )
     workload["pod"] = pod["metadata"]["name"]
     session.seen_nodes.add(node)
+    if workload["kind"] == "kueue-job":
+        record_admission(session, ctx, workload)
     ctx.record(
         "scheduling.placed",
         pod=pod["metadata"]["name"],
@@ -109,6 +112,61 @@ def owner_uid(session: KubeSession, workload: dict[str, Any]) -> str | None:
     return None
 
 
+def record_admission(session: KubeSession, ctx: Step, workload: dict[str, Any]) -> None:
+    """Record ``scheduling.queue`` for a placed ``kueue-job``: its admitted Workload (ClusterQueue,
+    flavors, quota used, wait; :func:`.queues.kueue_admission`), or why it cannot be read."""
+    served = session.served()
+    version = served.version(queues.KUEUE)
+    uid = owner_uid(session, workload)
+    found, error = (queues.read_objects(session.api, served, queues.KUEUE, "workloads", session.namespace,
+                                        label_selector=f"{queues.JOB_UID}={uid}") if uid else ([], None))
+    if version is None or not found:
+        ctx.record("scheduling.queue", controller="kueue", api=served.describe(queues.KUEUE), admitted=None,
+                   error=error or f"no Workload found for Job {workload['name']} (uid {uid})")
+        return
+    ctx.record("scheduling.queue", controller="kueue", admitted=True,
+               **queues.kueue_admission(session.api, version, found[0], workload.get("submitted_at")))
+
+
+def queue_state(session: KubeSession, workload: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The queue objects behind an unplaced Job (its Kueue Workloads or Volcano PodGroups) and what
+    evidence says of reading them: ``{"controller", "api", "error", "job_uid"}`` (``{}`` for a pod or a
+    plain Job): ``served`` is False when API discovery found no version of the controller's API."""
+    which = {"kueue-job": ("kueue", queues.KUEUE, "workloads"),
+             "volcano-job": ("volcano", queues.VOLCANO, "podgroups")}.get(workload["kind"])
+    if which is None:
+        return [], {}
+    name, api_group, plural = which
+    served, uid = session.served(), owner_uid(session, workload)
+    note: dict[str, Any] = {"controller": name, "api": served.describe(api_group),
+                            "served": served.version(api_group) is not None, "job_uid": uid, "error": None}
+    if uid is None:
+        note["error"] = f"{workload['kind']} {workload['name']} cannot be read (deleted?)"
+        return [], note
+    if name == "kueue":
+        found, note["error"] = queues.read_objects(session.api, served, api_group, plural, session.namespace,
+                                                   label_selector=f"{queues.JOB_UID}={uid}")
+    else:
+        found, note["error"] = queues.read_objects(session.api, served, api_group, plural, session.namespace)
+        found = queues.owned_by(found, uid)
+    return found, note
+
+
+def no_reason_hint(ctx: Step, workload: dict[str, Any], pods: list[dict[str, Any]], queue: list[dict[str, Any]],
+                   note: dict[str, Any], namespace: str) -> str:
+    """Why nothing explains an unplaced workload, as far as the cluster lets one say (a message tail)."""
+    if note.get("error"):
+        return f"; its {note['controller']} objects could not be read: {note['error']}"
+    if note and not note["served"]:
+        return f"; {note['api']}"
+    if workload["kind"] == "kueue-job" and not queue:
+        return (f"; Kueue ({note['api']}) created no Workload for it: is LocalQueue "
+                f"{ctx.resource.queue or 'default'} present in {namespace}, and Kueue's batch/job integration on?")
+    if workload["kind"] != "pod" and not pods:
+        return "; no pod was created for it"
+    return ""
+
+
 def unscheduled(
     session: KubeSession, ctx: Step, workload: dict[str, Any], timed_out: float | None
 ) -> Placement:
@@ -118,11 +176,10 @@ def unscheduled(
     api, ns = session.api, session.namespace
     pods = session.pods().by_key(workload["probe"])
     events = [e for p in pods for e in ks.events_for(api, ns, p["metadata"]["name"])]
-    queue: list[dict[str, Any]] = []
     if workload["kind"] != "pod":
         events += ks.events_for(api, ns, workload["name"])
-        uid = owner_uid(session, workload)
-        queue = ks.queue_objects(api, ns, uid) if uid and workload["kind"] != "job" else []
+    queue, note = queue_state(session, workload)
+    events += [e for q in queue if q.get("kind") == "PodGroup" for e in ks.events_for(api, ns, q["metadata"]["name"])]
     advertised = {n for f in session.nodes.values() for n, v in (f.get("capacity") or {}).items() if v}
     pool, tolerations = pool_nodes(session, ctx), [dict(t) for t in ctx.resource.tolerations]
     reasons = ks.name_taints(
@@ -161,17 +218,11 @@ def unscheduled(
             for q in queue
         ],
         conditions=[(p.get("status") or {}).get("conditions") for p in pods],
+        **({"queue": note} if note else {}),
     )
     decisive = ks.primary(reasons, pool, tolerations)
     if decisive is None:
-        hint = ""
-        if workload["kind"] == "kueue-job" and not queue:
-            hint = (
-                f"; no Kueue Workload exists for it: is Kueue installed and LocalQueue "
-                f"{ctx.resource.queue or 'default'} present in {ns}?"
-            )
-        elif workload["kind"] != "pod" and not pods:
-            hint = "; no pod was created for it"
+        hint = no_reason_hint(ctx, workload, pods, queue, note, ns)
         return Placement(placed=False, message=(
             f"{workload['kind']} {workload['name']} not scheduled within {timed_out or 0:g} s and "
             f"nothing explains why (pods: {len(pods)}){hint}"))

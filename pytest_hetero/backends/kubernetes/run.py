@@ -10,6 +10,7 @@ not in the image, and the result says so (``simulated: true``).
 from __future__ import annotations
 
 import io
+import re
 import shlex
 import tarfile
 import threading
@@ -27,6 +28,7 @@ from pytest_hetero.backends.kubernetes import startup
 from pytest_hetero.backends.protocol import (
     EXECUTION_PROVIDERS,
     ActionFailed,
+    EngineUnavailable,
     ExecResult,
     Step,
     render_entrypoint,
@@ -104,14 +106,16 @@ def run_model(
     stop: threading.Event | None = None,
 ) -> kube_exec.ExecOutcome:
     """Run ``argv`` in ``workdir`` with ``env``; kill its process (pid file in ``run_dir``) at ``timeout_s``.
+    Its exit status is also written to ``run_dir/.rc`` (read back by :func:`exit_confirmed`).
 
     When ``stop`` is set first the outcome is ``abandoned`` and the process is left running: the caller
     decides whether its node can still be reached (:func:`kill_run`).
     """
     exports = "".join(f"{k}={shlex.quote(v)}; export {k}; " for k, v in env.items())
+    rd = shlex.quote(run_dir)
     script = (
-        f"mkdir -p {shlex.quote(run_dir)} && cd {shlex.quote(workdir)} && echo $$ > "
-        f"{shlex.quote(run_dir)}/.pid && {exports}exec {shlex.join(argv)}"
+        f"mkdir -p {rd} && cd {shlex.quote(workdir)} && {exports}{{ {shlex.join(argv)} & }} && "
+        f"echo $! > {rd}/.pid && wait $!; rc=$?; echo $rc > {rd}/.rc; exit $rc"
     )
     done = kube_exec.run(core, namespace, pod, "workload", ["/bin/sh", "-c", script], timeout_s, stop=stop)
     if done.timed_out:
@@ -174,6 +178,8 @@ def execute(session: KubeSession, ctx: Step) -> ExecResult:
     argv = render_entrypoint(m.entrypoint, values)
     done, failure = _run_watched(session, ctx, workload, node, argv, run_dir, f"{root}/code/{m.name}",
                                  {"HETERO_EXECUTION_PROVIDER": provider})
+    if failure is None and done.exit_code == OOM_EXIT:
+        failure = oom_failure(session, workload, str(ctx.resource.limits.get("memory", "none")))
     outputs = None
     if not (done.timed_out or failure):
         try:
@@ -198,6 +204,37 @@ def execute(session: KubeSession, ctx: Step) -> ExecResult:
             **({"image": started_here} if started_here is not None else {}),
         },
     )
+
+
+OOM_EXIT = 137
+"""Exit status of a process killed by SIGKILL (128 + 9), as the kernel's OOM killer leaves it."""
+OOM_COUNTERS = "cat /sys/fs/cgroup/memory.events /sys/fs/cgroup/memory/memory.oom_control 2>/dev/null"
+"""The container's own memory cgroup, read inside it: cgroup v2 ``memory.events`` and v1
+``memory.oom_control`` both carry an ``oom_kill N`` line (kernel 4.13+)."""
+
+
+def oom_kills(core: client.CoreV1Api, namespace: str, pod: str) -> int | None:
+    """The workload container's cgroup ``oom_kill`` counter (read by exec), or None when unreadable."""
+    try:
+        done = kube_exec.run(core, namespace, pod, "workload", ["/bin/sh", "-c", OOM_COUNTERS], 30)
+    except Exception:  # noqa: BLE001 - the counter is evidence, not a verdict: unreadable is None
+        return None
+    found = re.search(r"^oom_kill (\d+)", done.stdout, re.MULTILINE)
+    return int(found.group(1)) if found else None
+
+
+def oom_failure(session: KubeSession, workload: dict[str, Any], limit: str) -> dict[str, str] | None:
+    """The ExecResult ``failure`` of a run that ended with exit 137 because the kernel's OOM killer
+    killed it under the container's memory limit: ``oom_killed`` (algorithm: the model needs more
+    memory than the resource's memory ``limit``, quoted); None when the cgroup's ``oom_kill`` counter did not grow
+    (another SIGKILL) or cannot be read."""
+    kills = oom_kills(session.core, session.namespace, workload["pod"])
+    if kills is None or kills <= workload.get("oom_kills", 0):
+        return None
+    workload["oom_kills"] = kills
+    return {"category": "oom_killed", "owner": "algorithm",
+            "message": f"model run OOM-killed (exit {OOM_EXIT}, container cgroup oom_kill count {kills}) under "
+                       f"the container's memory limit {limit}: the model needs more memory than the resource allows"}
 
 
 def _workload(session: KubeSession, ctx: Step) -> tuple[dict[str, Any], dict[str, Any] | None]:
@@ -242,9 +279,21 @@ def _run_watched(
     except ActionFailed:
         raise
     except Exception as exc:  # noqa: BLE001 - a dying node often breaks the exec stream first
-        if watch is None or not watch.turned.wait(2):
+        if watch is None or not watch.turned.wait(NODE_VERDICT_WAIT_S):
             raise kc.api_outcome(exc, f"exec the model entrypoint in pod {pod}") from None
         done = kube_exec.ExecOutcome(None, "", "", time.perf_counter() - started, False, "", abandoned=True)
+    else:
+        if watch is not None and (broken_stream(done)
+                                  or not exit_confirmed(session.core, session.namespace, pod, run_dir, done)):
+            # the kubelet's end of the stream went away without an exit status: a stopped kubelet looks
+            # like this until the node lifecycle controller's grace period has passed
+            if watch.turned.wait(NODE_VERDICT_WAIT_S):
+                done.abandoned = True
+            else:
+                raise EngineUnavailable(
+                    f"the exec stream of the model run in pod {pod} on node {node} ended after "
+                    f"{done.duration_s:.1f} s without an exit status the pod confirms, and the node stayed Ready for "
+                    f"{NODE_VERDICT_WAIT_S:g} s: the apiserver lost the kubelet's stream", "exec_stream_lost")
     finally:
         if watch is not None:
             watch.stop()
@@ -252,6 +301,36 @@ def _run_watched(
         return done, None
     killed = kill_run(session.core, session.namespace, pod, run_dir, 5)
     return done, kube_node.abandoned(session, ctx, workload, watch, started_at, done.duration_s, killed)
+
+
+NODE_VERDICT_WAIT_S = 90.0
+"""Seconds a model run whose exec stream broke waits for its node's verdict: the node lifecycle
+controller marks a node whose kubelet stopped posting status ``Unknown`` after its grace period
+(``--node-monitor-grace-period``: 40 s by default, 20 s on the test plane)."""
+
+
+def broken_stream(done: kube_exec.ExecOutcome) -> bool:
+    """An exec that ended neither with an exit status nor by timeout or abandonment: its stream broke."""
+    return not (done.status or done.timed_out or done.abandoned)
+
+
+def exit_confirmed(core: client.CoreV1Api, namespace: str, pod: str, run_dir: str,
+                   done: kube_exec.ExecOutcome) -> bool:
+    """Does the run's ``.rc`` file (written by :func:`run_model`'s wrapper) hold the exit status the exec
+    reported? The apiserver's stream translator reports ``Success`` when the kubelet's end of the
+    stream closes, also when the kubelet died mid-run; the file tells. True when there is nothing to
+    confirm (no exit status, timed out, abandoned); False when the file cannot be read. Raises
+    ActionFailed ``pod_deleted`` when the pod is gone (deleted during the run)."""
+    if done.exit_code is None or done.timed_out or done.abandoned:
+        return True
+    try:
+        read = kube_exec.run(core, namespace, pod, "workload", ["cat", f"{run_dir}/.rc"], 15)
+    except Exception as exc:  # noqa: BLE001 - no answer from the pod is exactly what this check looks for
+        outcome = kc.api_outcome(exc, f"read the exit status of the model run in pod {pod}")
+        if outcome.category == "pod_deleted":
+            raise outcome from None
+        return False
+    return read.stdout.strip() == str(done.exit_code)
 
 
 def node_of(session: KubeSession, workload: dict[str, Any]) -> str:

@@ -7,8 +7,9 @@ admits and unsuspends it); ``volcano-job`` — a ``batch.volcano.sh/v1alpha1`` J
 tolerations and priorityClassName come from the resource; extended resources get limit = request.
 
 The workload pod idles (:data:`KEEP_ALIVE`) and is reused by startup and model items. When it does
-not schedule, :func:`explain_pending` gathers the pod's PodScheduled condition, its events, the
-Kueue Workload / Volcano PodGroup, and normalises them with :func:`pytest_hetero.pending.explain`.
+not schedule, :func:`explain_pending` normalises the pod's PodScheduled condition, its events, the
+Kueue Workload / Volcano PodGroup and their events (read by :mod:`.queues`) with
+:func:`pytest_hetero.pending.explain`.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from kubernetes import client
 
 from pytest_hetero.matrix.model import BASIC_RESOURCES as BASIC
 from pytest_hetero.matrix.model import Resource
+from pytest_hetero.matrix.tolerations import untolerated as matrix_untolerated
 from pytest_hetero.pending import Reason, explain
 
 KEEP_ALIVE = ["/bin/sh", "-c", "trap 'exit 0' TERM INT; while :; do sleep 3600 & wait $!; done"]
@@ -176,65 +178,58 @@ def events_for(api: client.ApiClient, namespace: str, name: str) -> list[dict[st
     return sorted(items, key=lambda e: str(e.get("lastTimestamp") or e.get("eventTime") or ""))
 
 
-def queue_objects(api: client.ApiClient, namespace: str, owner_uid: str | None) -> list[dict[str, Any]]:
-    """Kueue Workloads and Volcano PodGroups owned by ``owner_uid`` (absent CRDs or RBAC: [])."""
-    out: list[dict[str, Any]] = []
-    custom = client.CustomObjectsApi(api)
-    for group, version, plural in (
-        ("kueue.x-k8s.io", "v1beta1", "workloads"),
-        ("scheduling.volcano.sh", "v1beta1", "podgroups"),
-    ):
-        try:
-            found: Any = custom.list_namespaced_custom_object(
-                group, version, namespace, plural, _request_timeout=30
-            )
-            items = found.get("items") or []
-        except Exception:  # noqa: BLE001, S112 - CRD not installed or not readable
-            continue
-        out += [
-            o
-            for o in items
-            if owner_uid is None
-            or any(r.get("uid") == owner_uid for r in o.get("metadata", {}).get("ownerReferences") or [])
-        ]
-    return out
-
-
 def explain_pending(
     pods: list[dict[str, Any]],
     events: list[dict[str, Any]],
     queue: list[dict[str, Any]],
     advertised: set[str] | None,
 ) -> list[Reason]:
-    """Normalised reasons from pods, events (of the pods and the Job) and queue objects, deduplicated."""
+    """Normalised reasons from pods, events (of the pods, the Job, the PodGroup) and queue objects
+    (Kueue Workloads, Volcano PodGroups), deduplicated; see :func:`order_reasons` for the order.
+
+    Warning events, and Normal events that carry a refusal (Volcano writes a queue's
+    ``queue resource quota insufficient`` / ``resource in cluster is overused`` only as a Normal
+    ``Unschedulable`` event), add the codes the objects did not give; an event repeating a code keeps
+    its own counts in the object's reason's detail (``event_message``) when they differ.
+    """
     out: list[Reason] = []
     for source in [*queue, *[p for p in pods if not p.get("deleted")]]:
         out += [r for r in explain(source, advertised=advertised) if r not in out]
-    # events repeat what the pod status says (kept verbatim in evidence); only new codes are added
-    for event in [e for e in events if e.get("type") == "Warning"]:
-        out += [
-            r
-            for r in explain(event, advertised=advertised)
-            if r.code not in {x.code for x in out} and not (r.code == "unknown" and out)
-        ]
-    return out
+    for event in [e for e in events if e.get("type") in ("Warning", "Normal")]:
+        for r in explain(event, advertised=advertised):
+            same = next((i for i, x in enumerate(out) if x.code == r.code), None)
+            if same is None and not (r.code == "unknown" and out):
+                out.append(r)
+            elif same is not None and r.source == "volcano" and r.quantities != out[same].quantities:
+                out[same] = disagreeing(out[same], r)
+    return order_reasons(out)
+
+
+def disagreeing(state: Reason, event: Reason) -> Reason:
+    """``state`` (read from an object's condition) with ``event``'s differing text kept in its detail:
+    Volcano's PodGroup event and condition disagree on counts (the event says ``3/3 tasks in gang
+    unschedulable`` where the condition says ``1/3``; client-go also stops repeating an event after
+    25). The condition is the object's current state and decides; the event is kept for the record."""
+    from dataclasses import replace
+
+    return replace(state, detail={**state.detail, "event_message": event.message})
+
+
+QUEUE_REFUSALS = frozenset({"queue_quota_insufficient", "queue_inactive", "queue_not_found",
+                            "queue_request_exceeds_max"})
+
+
+def order_reasons(reasons: list[Reason]) -> list[Reason]:
+    """A Volcano queue's refusal before the gang's: a gang whose queue refused it reports ``0/0 tasks in
+    gang unschedulable`` (no task was even offered to the nodes), a consequence, not the cause."""
+    queue = [r for r in reasons if r.source == "volcano" and r.code in QUEUE_REFUSALS]
+    return queue + [r for r in reasons if r not in queue] if queue else reasons
 
 
 def untolerated(taints: list[dict[str, Any]], tolerations: list[dict[str, Any]]) -> list[str]:
-    """``key=value:effect`` of each NoSchedule/NoExecute taint no toleration tolerates (core/v1 rules)."""
-
-    def tolerates(tol: dict[str, Any], taint: dict[str, Any]) -> bool:
-        if tol.get("effect") and tol["effect"] != taint.get("effect"):
-            return False
-        if tol.get("operator") == "Exists":
-            return not tol.get("key") or tol["key"] == taint.get("key")
-        return tol.get("key") == taint.get("key") and str(tol.get("value", "")) == str(taint.get("value", ""))
-
-    return [
-        f"{t['key']}{'=' + t['value'] if t.get('value') else ''}:{t.get('effect')}"
-        for t in taints
-        if t.get("effect") in ("NoSchedule", "NoExecute") and not any(tolerates(x, t) for x in tolerations)
-    ]
+    """``key=value:effect`` of each NoSchedule/NoExecute taint no toleration tolerates (core/v1 rules;
+    :func:`pytest_hetero.matrix.tolerations.untolerated`)."""
+    return matrix_untolerated(taints, tolerations)
 
 
 def applies(reason: Reason, pool: list[dict[str, Any]], tolerations: list[dict[str, Any]]) -> bool:

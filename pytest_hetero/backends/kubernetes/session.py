@@ -16,6 +16,7 @@ from typing import Any
 from kubernetes import client
 
 from pytest_hetero.backends.kubernetes import client as kc
+from pytest_hetero.backends.kubernetes.queues import Served, discover
 from pytest_hetero.backends.kubernetes.watch import PodWatch
 from pytest_hetero.backends.labels import OWNER
 from pytest_hetero.settings import Settings
@@ -46,6 +47,7 @@ class KubeSession:
         self.lock = threading.Lock()
         self.pool = ThreadPoolExecutor(max(1, settings.parallel), thread_name_prefix="hetero-kube")
         self.prefetched: set[str] = set()
+        self._served: Served | None = None
 
     @property
     def connected(self) -> bool:
@@ -66,6 +68,13 @@ class KubeSession:
                     raise kc.api_outcome(exc, f"reach the apiserver of context {self.context}") from None
                 self._api = api
             return self._api
+
+    def served(self) -> Served:
+        """The API groups and versions the apiserver serves (API discovery, once per session; see
+        :func:`.queues.discover`: a failed discovery is kept as ``Served.error``)."""
+        if self._served is None:
+            self._served = discover(self.api)
+        return self._served
 
     @property
     def core(self) -> client.CoreV1Api:

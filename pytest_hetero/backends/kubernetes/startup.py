@@ -3,7 +3,10 @@
 Startup waits (on the pod watch) until the workload container runs, or a container state says it
 will not: waiting ``ErrImagePull``/``ImagePullBackOff``/``InvalidImageName``/
 ``CreateContainerConfigError``/``CreateContainerError``/``RunContainerError``/``CrashLoopBackOff``,
-terminated (``OOMKilled``, exit codes), or a kubelet rejection (pod ``Failed``). Reasons are
+terminated (``OOMKilled``, exit codes; for a pod the kubelet restarts, only when no restart follows
+within :data:`RESTART_GRACE_S`, so a crash loop reads as the kubelet's ``CrashLoopBackOff``), or a
+kubelet rejection (pod ``Failed``, e.g. ``UnexpectedAdmissionError`` when a device plugin's
+Allocate fails). The failure message quotes the kubelet's reason and message. Reasons are
 normalised by :func:`pytest_hetero.pending.explain`; the pod status, its events and logs are kept.
 The device-initialisation payload then runs through ``pods/exec`` (the engine's run verb).
 
@@ -14,6 +17,8 @@ stages, no image is pulled, and exec runs on the KWOK host, not in the image: ev
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from kubernetes import client
@@ -42,18 +47,31 @@ STUCK = frozenset(
 """Waiting reasons after which the container will not start by itself."""
 
 
-def verdict(pods: list[dict[str, Any]]) -> tuple[str, dict[str, Any]] | None:
-    """``("running", pod)``, ``("failed", pod)`` or None (still starting) for the workload's pods."""
+RESTART_GRACE_S = 20.0
+"""Seconds a terminated container of a ``restartPolicy: Always`` pod is given to be restarted before
+its termination is the verdict: a real kubelet restarts it at once and, when it ends again, says
+``CrashLoopBackOff`` (with the last exit kept in ``lastState``), which is the class reported then."""
+
+
+def verdict(pods: list[dict[str, Any]], restart_grace: bool = False) -> tuple[str, dict[str, Any]] | None:
+    """``("running", pod)``, ``("failed", pod)`` or None (still starting) for the workload's pods.
+
+    A terminated container of a pod the kubelet restarts (``restartPolicy: Always``) is final only with
+    ``restart_grace`` (its grace ran out, see :data:`RESTART_GRACE_S`); a waiting reason in
+    :data:`STUCK`, a terminated container of any other pod, or pod phase Failed/Succeeded is final."""
     for pod in pods:
         if pod.get("deleted"):
             continue
         status = pod.get("status") or {}
         statuses = status.get("containerStatuses") or []
+        restarts = (pod.get("spec") or {}).get("restartPolicy", "Always") == "Always"
         if status.get("phase") in ("Failed", "Succeeded"):
             return "failed", pod
         for entry in statuses:
             state = entry.get("state") or {}
-            if (state.get("waiting") or {}).get("reason") in STUCK or "terminated" in state:
+            if (state.get("waiting") or {}).get("reason") in STUCK:
+                return "failed", pod
+            if "terminated" in state and (restart_grace or not restarts):
                 return "failed", pod
         if (
             status.get("phase") == "Running"
@@ -62,6 +80,45 @@ def verdict(pods: list[dict[str, Any]]) -> tuple[str, dict[str, Any]] | None:
         ):
             return "running", pod
     return None
+
+
+def terminated_seen(pods: list[dict[str, Any]]) -> bool:
+    """True when a live pod has a container in the terminated state (it may be restarted)."""
+    return any("terminated" in (e.get("state") or {}) for p in pods if not p.get("deleted")
+               for e in (p.get("status") or {}).get("containerStatuses") or [])
+
+
+def waiter(grace_s: float = RESTART_GRACE_S) -> Callable[[list[dict[str, Any]]], Any]:
+    """A ``PodWatch.wait`` predicate: :func:`verdict`, with the restart grace counted from the first
+    time a terminated container was seen (``grace_s`` seconds)."""
+    first: list[float] = []
+
+    def done(pods: list[dict[str, Any]]) -> Any:
+        if terminated_seen(pods) and not first:
+            first.append(time.monotonic())
+        return verdict(pods, restart_grace=bool(first) and time.monotonic() - first[0] >= grace_s)
+
+    return done
+
+
+def state_text(pod: dict[str, Any]) -> str:
+    """What the kubelet says of the workload pod in one line: the pod's phase reason and message
+    (kubelet admission: ``UnexpectedAdmissionError``), else the first container's waiting reason and
+    message, or its terminated reason and exit code (the last one before a restart when waiting)."""
+    status = pod.get("status") or {}
+    if status.get("reason"):
+        return f"pod {status.get('phase')}, {status['reason']}: {status.get('message') or ''}".rstrip(": ")
+    for entry in status.get("containerStatuses") or []:
+        state, last = entry.get("state") or {}, (entry.get("lastState") or {}).get("terminated") or {}
+        ended = state.get("terminated") or last
+        code = f"{ended.get('reason')}, exit {ended.get('exitCode')}" if ended else ""
+        waiting = state.get("waiting") or {}
+        if waiting:
+            after = f" (last: {code}; {entry.get('restartCount', 0)} restarts)" if last else ""
+            return f"{waiting.get('reason')}: {waiting.get('message') or ''}".rstrip(": ") + after
+        if code:
+            return f"terminated {code}" + (f": {ended['message']}" if ended.get("message") else "")
+    return f"phase {status.get('phase')}"
 
 
 def image_identity(pod: dict[str, Any]) -> dict[str, Any]:
@@ -108,7 +165,7 @@ def start(session: KubeSession, ctx: Step) -> Started:
                            (placed.decisive or {}).get("owner") or "platform")
             raise ActionFailed(placed.message, code, owner)
         workload = session.workloads[key]
-    found = session.pods().wait(workload["probe"], verdict, ctx.timeout_s)
+    found = session.pods().wait(workload["probe"], waiter(), ctx.timeout_s)
     pods = session.pods().by_key(workload["probe"])
     pod = found[1] if found else (pods[-1] if pods else {"metadata": {"name": workload.get("pod", "")}})
     name = str(pod["metadata"]["name"])
@@ -181,4 +238,5 @@ def startup_failed(
             "platform",
         )
     first = reasons[0]
-    raise ActionFailed(f"pod {name} did not start: {summarise(reasons)}", first.code, first.owner)
+    raise ActionFailed(f"pod {name} did not start: {state_text(pod)} ({summarise(reasons)})", first.code,
+                       first.owner)

@@ -1,0 +1,140 @@
+"""Queue controllers behind a workload: which of their APIs the apiserver serves, their objects, an admission.
+
+Versions come from API discovery (``GET /apis``, once per session), never from a failed read:
+Kueue Workloads are read as ``kueue.x-k8s.io/v1beta2`` where the cluster serves it (Kueue v0.15+;
+v1beta1 is deprecated there and no longer served from v0.20), ``v1beta1`` only where that is all it
+serves; Volcano PodGroups as ``scheduling.volcano.sh/v1beta1``. A group the cluster does not serve
+means the controller is not installed, which the scheduling item says in those words; a read that
+fails is kept as an error of the item's evidence, not swallowed.
+
+An admitted Kueue Workload is recorded (:func:`kueue_admission`): its ClusterQueue, the flavor of
+each resource, the quota it uses, when it was created, reserved quota and was admitted (Kubernetes
+condition times: 1 s resolution) and the ClusterQueue's reservation and usage then.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from kubernetes import client
+
+from pytest_hetero.backends.kubernetes import client as kc
+
+KUEUE = ("kueue.x-k8s.io", ("v1beta2", "v1beta1"))
+"""Kueue's API group and the Workload versions this backend reads, preferred first."""
+VOLCANO = ("scheduling.volcano.sh", ("v1beta1",))
+"""Volcano's scheduling API group and the PodGroup versions this backend reads."""
+JOB_UID = "kueue.x-k8s.io/job-uid"
+"""Label Kueue puts on the Workload of a batch/v1 Job: the Job's uid."""
+
+
+@dataclass
+class Served:
+    """What ``GET /apis`` answered: group → versions served (``groups``), or why it could not be read
+    (``error``: discovery refused or failed; nothing is then assumed about any group)."""
+
+    groups: dict[str, list[str]] = field(default_factory=dict)
+    error: str | None = None
+
+    def version(self, api: tuple[str, tuple[str, ...]]) -> str | None:
+        """The first of ``api``'s versions the cluster serves (``api`` = (group, versions preferred
+        first)); None when it serves none of them."""
+        group, versions = api
+        return next((v for v in versions if v in self.groups.get(group, [])), None)
+
+    def describe(self, api: tuple[str, tuple[str, ...]]) -> str:
+        """``kueue.x-k8s.io/v1beta2`` (what is read), or why nothing is: not served / not discoverable."""
+        group, versions = api
+        if self.error:
+            return f"{group} unknown: API discovery failed ({self.error})"
+        chosen = self.version(api)
+        if chosen:
+            return f"{group}/{chosen}"
+        served = self.groups.get(group)
+        if served:
+            return f"{group} served only in versions {', '.join(served)} (this backend reads {', '.join(versions)})"
+        return f"the apiserver serves no {group} API (API discovery): the controller is not installed"
+
+
+def discover(api: client.ApiClient) -> Served:
+    """The API groups and versions the apiserver serves (one ``GET /apis``). Never raises: a refused or
+    failed discovery is returned as ``Served(error=...)``."""
+    try:
+        found = client.ApisApi(api).get_api_versions(_request_timeout=kc.API_TIMEOUT_S)
+    except Exception as exc:  # noqa: BLE001 - kept as Served.error and reported by the caller
+        return Served(error=kc.api_outcome(exc, "discover the served API groups (GET /apis)").message)
+    return Served(groups={g.name: [v.version for v in g.versions or []] for g in found.groups or []})
+
+
+def read_objects(api: client.ApiClient, served: Served, which: tuple[str, tuple[str, ...]], plural: str,
+                 namespace: str, label_selector: str | None = None) -> tuple[list[dict[str, Any]], str | None]:
+    """``(objects, error)``: the namespace's ``plural`` of ``which`` matching ``label_selector``, in the
+    version discovery chose; ``([], None)`` when the group is not served,
+    ``([], error text)`` when the read failed."""
+    version = served.version(which)
+    if version is None:
+        return [], None
+    try:
+        found: Any = client.CustomObjectsApi(api).list_namespaced_custom_object(
+            which[0], version, namespace, plural, label_selector=label_selector, _request_timeout=kc.API_TIMEOUT_S)
+    except Exception as exc:  # noqa: BLE001 - returned: the caller records it
+        return [], kc.api_outcome(exc, f"list {plural}.{which[0]}/{version} in {namespace}").message
+    return list(found.get("items") or []), None
+
+
+def owned_by(objects: list[dict[str, Any]], uid: str) -> list[dict[str, Any]]:
+    """The objects with an ownerReference to ``uid``."""
+    return [o for o in objects if any(r.get("uid") == uid for r in o.get("metadata", {}).get("ownerReferences") or [])]
+
+
+def condition(obj: dict[str, Any], kind: str) -> dict[str, Any]:
+    """``status.conditions[type=kind]`` of a Kubernetes object, ``{}`` when absent."""
+    return next((c for c in (obj.get("status") or {}).get("conditions") or [] if c.get("type") == kind), {})
+
+
+def _epoch(stamp: str | None) -> float | None:
+    """RFC 3339 seconds (``2026-12-01T09:45:29Z``) → epoch seconds; None when absent or unreadable."""
+    try:
+        return datetime.strptime(str(stamp), "%Y-%m-%dT%H:%M:%S%z").timestamp() if stamp else None
+    except ValueError:
+        return None
+
+
+def kueue_admission(api: client.ApiClient, version: str, workload: dict[str, Any],
+                    submitted_epoch_s: float | None) -> dict[str, Any]:
+    """What an admitted Workload records: ``api_version``, ``workload``, ``local_queue``,
+    ``cluster_queue``, ``flavors`` (resource → flavor), ``resource_usage`` (resource → quantity) and
+    ``pod_sets`` as ``status.admission.podSetAssignments`` says; ``created_at``/``quota_reserved_at``/
+    ``admitted_at`` (RFC 3339) and ``wait_s`` (Workload creation → Admitted, seconds, 1 s resolution;
+    ``wait_since_submit_s`` from the backend's submission, epoch seconds ``submitted_epoch_s``);
+    ``cluster_queue_status``: the ClusterQueue's ``flavorsReservation``, ``flavorsUsage``,
+    ``admittedWorkloads``, ``pendingWorkloads`` (``error`` instead when it cannot be read)."""
+    status = workload.get("status") or {}
+    admission = status.get("admission") or {}
+    sets = admission.get("podSetAssignments") or []
+    flavors = {k: v for s in sets for k, v in (s.get("flavors") or {}).items()}
+    usage = {k: v for s in sets for k, v in (s.get("resourceUsage") or {}).items()}
+    created = workload.get("metadata", {}).get("creationTimestamp")
+    reserved, admitted = condition(workload, "QuotaReserved"), condition(workload, "Admitted")
+    c, a = _epoch(created), _epoch(admitted.get("lastTransitionTime"))
+    out: dict[str, Any] = {
+        "api_version": f"{KUEUE[0]}/{version}", "workload": workload.get("metadata", {}).get("name"),
+        "local_queue": (workload.get("spec") or {}).get("queueName"),
+        "cluster_queue": admission.get("clusterQueue"), "flavors": flavors, "resource_usage": usage,
+        "pod_sets": [{k: s.get(k) for k in ("name", "count", "flavors", "resourceUsage")} for s in sets],
+        "created_at": created, "quota_reserved_at": reserved.get("lastTransitionTime"),
+        "quota_reserved_message": reserved.get("message"), "admitted_at": admitted.get("lastTransitionTime"),
+        "wait_s": None if c is None or a is None else a - c,
+        "wait_since_submit_s": None if a is None or submitted_epoch_s is None else round(a - submitted_epoch_s, 3),
+    }
+    try:
+        cq: Any = client.CustomObjectsApi(api).get_cluster_custom_object(
+            KUEUE[0], version, "clusterqueues", str(admission.get("clusterQueue")), _request_timeout=kc.API_TIMEOUT_S)
+        cq_status = cq.get("status") or {}
+        out["cluster_queue_status"] = {k: cq_status.get(k) for k in (
+            "flavorsReservation", "flavorsUsage", "admittedWorkloads", "pendingWorkloads", "reservingWorkloads")}
+    except Exception as exc:  # noqa: BLE001 - the admission stands; the queue's usage is noted as unreadable
+        out["cluster_queue_status"] = {"error": kc.api_outcome(exc, "read the ClusterQueue").message}
+    return out

@@ -1,0 +1,100 @@
+"""Small test images for the real node, built offline from the Docker engine's test images and
+imported into the real node's own containerd (never pulled: no registry is reachable).
+
+Each image stands for one thing the kubelet meets in the field, so the failure it causes is the
+real kubelet's / containerd's own:
+
+==================================  =====================================================================
+image                               stands for
+==================================  =====================================================================
+``pytest-hetero/accel-standin:1``   a CUDA / CANN user-space image on a node whose runtime injected the
+                                    driver libraries: stand-in ``libcuda.so.1``, ``libnvidia-ml.so.1``,
+                                    ``libascend_hal.so``, ``libascendcl.so`` (text files, not libraries),
+                                    and ``NVIDIA_VISIBLE_DEVICES=all`` as the ``nvidia/cuda`` images set it
+``pytest-hetero/ghost-user:1``      an image whose ``USER`` has no passwd entry → ``CreateContainerError``
+``pytest-hetero/crashing-shell:1``  an image whose entrypoint exits at once (its ``/bin/sh`` prints a line
+                                    and exits 3) → ``CrashLoopBackOff``
+==================================  =====================================================================
+
+The device nodes and ``nvidia-smi``/``npu-smi`` come from the test device plugin
+(tests/infra/deviceplugin), as on a node with a real plugin. An image is rebuilt when its recipe
+changes (the recipe's sha256 is a label of the image in containerd, like ``realnode.sh``'s
+``hetero.key``) and pinned so the kubelet's image GC keeps it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import subprocess
+import tempfile
+from pathlib import Path
+
+STANDIN = "stand-in file of the pytest-hetero accel-standin test image: not a driver library\n"
+CRASH = "#!/bin/busybox ash\necho 'crashing-shell: the entrypoint exits 3 at once' >&2\nexit 3\n"
+
+RECIPES: dict[str, tuple[str, dict[str, str]]] = {
+    "pytest-hetero/accel-standin:1": (
+        "FROM pytest-hetero/shell-only:1\nCOPY root/ /\n"
+        "ENV NVIDIA_VISIBLE_DEVICES=all NVIDIA_DRIVER_CAPABILITIES=compute,utility\n",
+        {
+            "root/usr/lib/x86_64-linux-gnu/libcuda.so.1": STANDIN,
+            "root/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1": STANDIN,
+            "root/usr/lib64/libascend_hal.so": STANDIN,
+            "root/usr/local/Ascend/ascend-toolkit/latest/lib64/libascendcl.so": STANDIN,
+        },
+    ),
+    "pytest-hetero/ghost-user:1": ("FROM pytest-hetero/shell-only:1\nUSER ghost\n", {}),
+    "pytest-hetero/crashing-shell:1": (
+        "FROM scratch\nCOPY --from=pytest-hetero/shell-only:1 /bin/busybox /bin/busybox\n"
+        "COPY sh /bin/sh\n",
+        {"sh": CRASH},
+    ),
+}
+"""Image → (Dockerfile, build-context files)."""
+
+
+def recipe_key(name: str) -> str:
+    """First 12 hex digits of the sha256 of the image's Dockerfile and files."""
+    dockerfile, files = RECIPES[name]
+    text = dockerfile + "".join(f"\0{k}\0{v}" for k, v in sorted(files.items()))
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+def _ctr(socket: Path, *args: str, data: bytes | None = None) -> str:
+    done = subprocess.run(["ctr", "--address", str(socket), "-n", "k8s.io", *args], input=data,
+                          capture_output=True, timeout=300, check=True)
+    return done.stdout.decode()
+
+
+def _key_in_containerd(socket: Path, full: str) -> str:
+    for line in _ctr(socket, "images", "ls", f"name=={full}").splitlines()[1:]:
+        for label in line.split()[-1].split(","):
+            if label.startswith("hetero.key="):
+                return label.split("=", 1)[1]
+    return ""
+
+
+def ensure(socket: Path, name: str) -> str:
+    """Build ``name`` with the Docker engine (offline, from its local images) when its recipe changed,
+    and import it into the containerd at ``socket``; return the reference the kubelet knows it by.
+
+    Raises subprocess.CalledProcessError (docker/ctr output attached) when a step fails.
+    """
+    full = f"docker.io/{name}"
+    key = recipe_key(name)
+    if _key_in_containerd(socket, full) == key:
+        return name
+    dockerfile, files = RECIPES[name]
+    with tempfile.TemporaryDirectory(prefix="hetero-image-") as tmp:
+        root = Path(tmp)
+        (root / "Dockerfile").write_text(dockerfile)
+        for rel, text in files.items():
+            (root / rel).parent.mkdir(parents=True, exist_ok=True)
+            (root / rel).write_text(text)
+            (root / rel).chmod(0o755 if text.startswith("#!") else 0o644)  # COPY keeps the mode
+        subprocess.run(["docker", "build", "-q", "--network", "none", "-t", name, str(root)],
+                       capture_output=True, timeout=300, check=True)
+    image = subprocess.run(["docker", "save", name], capture_output=True, timeout=300, check=True).stdout
+    _ctr(socket, "images", "import", "--snapshotter", "overlayfs", "-", data=image)
+    _ctr(socket, "images", "label", full, f"hetero.key={key}", "io.cri-containerd.pinned=pinned")
+    return name

@@ -1,0 +1,163 @@
+"""Scheduling through the real Kueue (v0.19.2 on the real node's plane): admission recorded, refusals in
+Kueue's own words with its granular reasons; the Workload read as ``kueue.x-k8s.io/v1beta2``, the
+version API discovery found. Volcano (not buildable here) through its real outputs.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+import yaml
+from kubekit import kube_matrix
+from kubernetes import client
+from kubernetes.client.rest import ApiException
+from realkit import GPU, STANDIN, VENDOR_LABELS, data, failure, real_matrix, run
+from support import FIXTURES, evidence_of
+
+from pytest_hetero.backends.kubernetes import scheduling as ks
+from pytest_hetero.backends.kubernetes.queues import KUEUE, Served
+
+if TYPE_CHECKING:  # annotation only: 'conftest' names differ per folder at run time
+    from conftest import Cluster, RealNodeCluster
+
+API = ("kueue.x-k8s.io", "v1beta2")
+PRODUCED = FIXTURES / "produced-here"
+
+
+@pytest.fixture(scope="module")
+def queues(realnode: RealNodeCluster, real_kueue: Any) -> Iterator[dict[str, str]]:
+    """A ResourceFlavor for the real node, a ClusterQueue with 2 GPUs of quota, LocalQueue ``lq``."""
+    realnode.core.patch_node(realnode.info.node, {"metadata": {"labels": VENDOR_LABELS}})
+    ns = realnode.new_namespace("kueue-run")
+    suffix = uuid.uuid4().hex[:5]
+    made = {"ns": ns, "rf": f"real-{suffix}", "cq": f"cq-{suffix}", "lq": "lq"}
+    custom = client.CustomObjectsApi(realnode.api)
+    group, version = API
+    custom.create_cluster_custom_object(group, version, "resourceflavors", {
+        "apiVersion": f"{group}/{version}", "kind": "ResourceFlavor", "metadata": {"name": made["rf"]},
+        "spec": {"nodeLabels": realnode.info.node_selector, "tolerations": [realnode.info.toleration]}})
+    custom.create_cluster_custom_object(group, version, "clusterqueues", {
+        "apiVersion": f"{group}/{version}", "kind": "ClusterQueue", "metadata": {"name": made["cq"]},
+        "spec": {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns}},
+                 "resourceGroups": [{"coveredResources": [GPU], "flavors": [
+                     {"name": made["rf"], "resources": [{"name": GPU, "nominalQuota": 2}]}]}]}})
+    custom.create_namespaced_custom_object(group, version, ns, "localqueues", {
+        "apiVersion": f"{group}/{version}", "kind": "LocalQueue", "metadata": {"name": "lq"},
+        "spec": {"clusterQueue": made["cq"]}})
+    try:
+        yield made
+    finally:
+        for plural, name in (("clusterqueues", made["cq"]), ("resourceflavors", made["rf"])):
+            try:
+                custom.delete_cluster_custom_object(group, version, plural, name)
+            except ApiException as exc:
+                if exc.status != 404:
+                    raise
+        realnode.core.delete_namespace(ns)
+
+
+def kueue_run(pytester: pytest.Pytester, realnode: RealNodeCluster, queues: dict[str, str], gpus: str,
+              *args: str) -> dict[str, dict[str, Any]]:
+    resource = {"name": "gpu", "type": "gpu", "vendor": "nvidia", "requests": {GPU: gpus}, "queue": queues["lq"]}
+    text = real_matrix(realnode.info, queues["ns"], [resource], target={"submit_as": "kueue-job"},
+                       images=[{"name": "acc", "reference": STANDIN, "for": ["gpu"]}],
+                       layers={"scheduling": {"timeout": "30s"}, "startup": {"timeout": "60s"}}, framework=False)
+    return run(pytester, text, "q" + uuid.uuid4().hex[:9], *args)
+
+
+def test_an_admitted_job_records_cluster_queue_flavor_usage_and_wait(
+    pytester: pytest.Pytester, realnode: RealNodeCluster, queues: dict[str, str]
+) -> None:
+    got = kueue_run(pytester, realnode, queues, "1", "-k", "scheduling or startup")
+    assert got["gpu::acc::scheduling"]["status"] == "passed"
+    assert got["gpu::acc::startup"]["status"] == "passed"  # the admitted Job's pod ran on the real node
+    queue = data(got["gpu::acc::scheduling"], "scheduling.queue")
+    assert (queue["controller"], queue["admitted"], queue["api_version"]) == ("kueue", True, "kueue.x-k8s.io/v1beta2")
+    assert (queue["cluster_queue"], queue["local_queue"]) == (queues["cq"], "lq")
+    assert (queue["flavors"], queue["resource_usage"]) == ({GPU: queues["rf"]}, {GPU: "1"})
+    assert queue["quota_reserved_message"] == f"Quota reserved in ClusterQueue {queues['cq']}"
+    assert 0 <= queue["wait_s"] < 30 and queue["admitted_at"] and queue["created_at"]
+    # the ClusterQueue's own status as read then (Kueue updates it asynchronously: its totals may lag)
+    [reserved] = queue["cluster_queue_status"]["flavorsReservation"]
+    assert (reserved["name"], [r["name"] for r in reserved["resources"]]) == (queues["rf"], [GPU])
+
+
+def test_a_job_above_the_queue_maximum_is_refused_in_kueues_words(
+    pytester: pytest.Pytester, realnode: RealNodeCluster, queues: dict[str, str]
+) -> None:
+    got = kueue_run(pytester, realnode, queues, "3", "-k", "scheduling")
+    item = got["gpu::acc::scheduling"]
+    assert failure(item) == ("failed", "queue_request_exceeds_max", "platform")
+    pending = data(item, "scheduling.pending")
+    assert pending["queue"]["api"] == "kueue.x-k8s.io/v1beta2" and pending["queue"]["error"] is None
+    first = pending["reasons"][0]
+    assert (first["source"], first["flavor"], first["detail"]["condition_reason"]) == (
+        "kueue", queues["rf"], "ExceedsMaxQuota")
+    assert first["message"] == (f"insufficient quota for {GPU} in flavor {queues['rf']}, previously considered "
+                                "podsets requests (0) + current podset request (3) > maximum capacity (2)")
+    [wl] = pending["queue_objects"]
+    assert wl["kind"] == "Workload"
+
+
+def test_no_kueue_served_is_said_from_api_discovery(pytester: pytest.Pytester, cluster: Cluster,
+                                                    run_id: str) -> None:
+    """The KWOK plane has no Kueue: the suspended Job never runs, and the item says why from API
+    discovery (it used to guess "is Kueue installed and LocalQueue present?")."""
+    resource = {"name": "cpu", "type": "cpu", "requests": {"cpu": "1"}, "pool": "cpu", "queue": "lq"}
+    doc = json.loads(kube_matrix(cluster.suffix, cluster.namespace, [resource], target={"submit_as": "kueue-job"},
+                                 layers={"scheduling": {"timeout": "3s"}}))
+    pytester.makefile(".matrix.yaml", k=json.dumps(doc))
+    pytester.runpytest("-p", "no:cacheprovider", "--hetero-run-id", run_id, "-k", "scheduling")
+    [item] = evidence_of(pytester)["items"]
+    assert failure(item) == ("failed", "scheduling_timeout", "platform")
+    assert item["failure"]["message"].endswith(
+        "; the apiserver serves no kueue.x-k8s.io API (API discovery): the controller is not installed")
+    assert data(item, "scheduling.pending")["queue"]["served"] is False
+
+
+def test_versions_are_chosen_by_discovery() -> None:
+    assert Served({"kueue.x-k8s.io": ["v1beta2", "v1beta1"]}).version(KUEUE) == "v1beta2"
+    assert Served({"kueue.x-k8s.io": ["v1beta1"]}).version(KUEUE) == "v1beta1"  # Kueue before v0.15
+    assert Served({"kueue.x-k8s.io": ["v1alpha1"]}).describe(KUEUE) == (
+        "kueue.x-k8s.io served only in versions v1alpha1 (this backend reads v1beta2, v1beta1)")
+    assert Served(error="HTTP 403: forbidden").describe(KUEUE).startswith("kueue.x-k8s.io unknown: API discovery failed")
+
+
+# ------------------------------------------------------------------------------------ Volcano --
+def _events_of(name: str) -> list[dict[str, Any]]:
+    items = yaml.safe_load((PRODUCED / "vc-events.yaml").read_text())["items"]
+    return [e for e in items if e["involvedObject"]["name"] == name]
+
+
+def test_volcano_queue_refusal_is_read_from_its_normal_event() -> None:
+    """Volcano v1.15.1: a gang over its queue's capability. The PodGroup has no condition; the reason is
+    only in a Normal event; the Warning gang event (0/0 tasks) is its consequence."""
+    pg = yaml.safe_load((PRODUCED / "vc-pg-over-queue.yaml").read_text())
+    events = _events_of(pg["metadata"]["name"])
+    reasons = ks.explain_pending([], events, [pg], None)
+    assert [(r.source, r.code, r.resource) for r in reasons] == [
+        ("volcano", "queue_quota_insufficient", GPU), ("volcano", "gang_unschedulable", None)]
+    assert reasons[0].message == "resource in cluster is overused: overused nvidia.com/gpu"
+    assert ks.primary(reasons) == reasons[0]
+
+
+def test_volcano_gang_condition_decides_over_its_disagreeing_event() -> None:
+    """The PodGroup condition says 1/3 tasks unschedulable; its event says 3/3 (and client-go stopped
+    repeating it): the condition, the object's state, is the reason; the event is kept beside it."""
+    pg = yaml.safe_load((PRODUCED / "vc-pg-over-node.yaml").read_text())
+    events = _events_of(pg["metadata"]["name"]) + _events_of("gang-over-node-worker-2")
+    reasons = ks.explain_pending([], events, [pg], None)
+    gang = next(r for r in reasons if r.code == "gang_unschedulable")
+    assert (gang.quantities["unschedulable_tasks"], gang.quantities["tasks"]) == ("1", "3")
+    assert gang.detail["event_message"].startswith("3/3 tasks in gang unschedulable")
+    assert [r.code for r in reasons].count("gang_unschedulable") == 1
+    assert ("insufficient_resource", GPU) in [(r.code, r.resource) for r in reasons]
+
+
+def test_fixtures_are_the_real_run() -> None:
+    assert Path(PRODUCED / "README.md").read_text().startswith("# Outputs of real controllers")
