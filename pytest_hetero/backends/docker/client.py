@@ -7,12 +7,10 @@ and friends) so ``hetero cleanup`` finds leftovers of crashed runs. The workload
 
 from __future__ import annotations
 
-import io
 import os
 import re
 import signal
 import socket
-import tarfile
 import threading
 import time
 from pathlib import Path
@@ -35,6 +33,49 @@ EXEC_WRAPPER = 'mkdir -p "$1" && echo $$ > "$1/.pid" && shift && exec "$@"'
 """``sh -c`` script run as ``sh -c WRAPPER sh RUN_DIR ARGV…``: makes the run folder, then becomes ARGV."""
 KILL_ALL = ["/bin/sh", "-c", "kill -9 -1"]
 """Kills every process of the container but PID 1 (kill(-1) spares init and the caller)."""
+WORK_TMPFS = {"/tmp": "rw,exec,nosuid,nodev,mode=1777"}
+"""Writable folders of a workload container, whose root file system is read-only (``HostConfig.Tmpfs``)."""
+RESET = r"""
+i=0
+while :; do
+  kill -9 -1 2>/dev/null
+  left=""
+  for p in /proc/[0-9]*; do
+    n=${p#/proc/}
+    [ "$n" = 1 ] || [ "$n" = "$$" ] && continue
+    line=""; read -r line < "$p/stat" 2>/dev/null || continue
+    [ -n "$line" ] || continue
+    set -- ${line##*) }
+    [ "$1" != Z ] && [ "$4" != 1 ] && left="$left $n"
+  done
+  [ -z "$left" ] && break
+  i=$((i+1))
+  [ "$i" -ge 50 ] && { echo "processes still running after kill -9 -1:$left"; exit 3; }
+  sleep 0.1
+done
+rm -rf /tmp/* /tmp/.[!.]* /tmp/..?* /dev/shm/* /dev/shm/.[!.]* /dev/shm/..?* 2>/dev/null
+for f in /dev/* /dev/.[!.]*; do
+  if [ ! -L "$f" ] && { [ -f "$f" ] || [ -p "$f" ] || [ -S "$f" ]; }; then rm -f "$f"; fi
+done
+command -v ipcrm >/dev/null 2>&1 && ipcrm --all >/dev/null 2>&1
+for f in /tmp/* /tmp/.[!.]* /tmp/..?* /dev/shm/* /dev/shm/.[!.]* /dev/shm/..?*; do
+  [ -e "$f" ] || [ -L "$f" ] && { echo "could not remove $f"; exit 4; }
+done
+exit 0
+"""
+"""``sh -c`` script that returns a workload container to its started state between runs: kills every
+process but PID 1 (repeating ``kill -9 -1`` until none is left outside PID 1's session: the idle
+``sleep`` of :data:`KEEP_ALIVE`, which a run cannot join; zombies are not counted), empties the writable folders
+(:data:`WORK_TMPFS`, ``/dev/shm``, files a run made in ``/dev``) and SysV IPC objects. Exit 0: clean;
+3: processes survived; 4: files could not be removed (the message says which)."""
+RESET_FACTS: dict[str, Any] = {
+    "mechanism": "docker container, read-only root file system; reset between runs",
+    "root_filesystem": "read-only", "writable": [*WORK_TMPFS, "/dev/shm", "/dev"],
+    "between_runs": ["kill -9 -1 until no process outside PID 1's session is left", "/tmp and /dev/shm emptied",
+                     "regular files, FIFOs and sockets in /dev removed", "SysV IPC objects removed (ipcrm)"],
+    "gaps": ["folders a run creates under /dev are kept (device folders cannot be told apart)"],
+}
+"""What :data:`RESET` guarantees, for a model run's ``isolation`` record (JSON values)."""
 OOM_COUNTERS = "cat /sys/fs/cgroup/memory.events /sys/fs/cgroup/memory/memory.oom_control 2>/dev/null"
 """cgroup v2 ``memory.events`` / v1 ``memory.oom_control``: both carry an ``oom_kill N`` line."""
 
@@ -118,6 +159,17 @@ def engine_is_local(kwargs: dict[str, Any]) -> bool:
     return host in ("localhost", "127.0.0.1", "::1", socket.gethostname())
 
 
+def reset(api: docker.APIClient, cid: str) -> str:
+    """Run :data:`RESET` in the container; return "" when it left the container clean, else why not (one line).
+
+    Raises docker.errors.APIError when the engine refuses the exec (container not running).
+    """
+    ex = api.exec_create(cid, ["/bin/sh", "-c", RESET])
+    out = (api.exec_start(ex["Id"]) or b"").decode("utf-8", "replace").strip()
+    code = api.exec_inspect(ex["Id"]).get("ExitCode")
+    return "" if code == 0 else (out.splitlines() or [f"reset exited with {code}"])[-1][:300]
+
+
 def oom_kills(api: docker.APIClient, cid: str) -> int | None:
     """The container cgroup's ``oom_kill`` counter (read inside it), or None when unreadable."""
     try:
@@ -133,29 +185,65 @@ MAX_OUTPUTS_BYTES = 64 * 1024 * 1024
 """Largest outputs file copied out of a container (it is held in memory, and a tar copy of it too)."""
 
 
-class OutputsTooLarge(Exception):
-    """The file is larger than the caller's ``max_bytes`` (``size``: its size in bytes); nothing was read."""
+class OutputsRefused(Exception):
+    """The outputs file was not read: ``category`` ``outputs_too_large`` or ``bad_outputs`` (the model's
+    own fault, as on the local engine), and ``message`` (why, and what to write instead)."""
 
-    def __init__(self, size: int) -> None:
-        super().__init__(f"{size} bytes")
-        self.size = size
+    def __init__(self, category: str, message: str) -> None:
+        super().__init__(message)
+        self.category, self.message = category, message
 
 
-def read_file(api: docker.APIClient, cid: str, path: str, max_bytes: int | None = None) -> bytes | None:
-    """Copy one file out of the container (``GET /containers/{id}/archive``); None when it does not exist.
+READ_OUTPUTS = r"""
+f=$1; max=$2
+[ -L "$f" ] && { echo "link $(readlink "$f")"; exit 10; }
+[ -e "$f" ] || exit 11
+[ -p "$f" ] && { echo fifo; exit 12; }
+[ -f "$f" ] || { echo other; exit 12; }
+links=$(stat -c %h "$f" 2>/dev/null || echo 1)
+[ "$links" = 1 ] || { echo "links $links"; exit 13; }
+size=$(stat -c %s "$f" 2>/dev/null || wc -c < "$f")
+[ "$size" -le "$max" ] || { echo "size $size"; exit 14; }
+exec cat "$f"
+"""
+"""``sh -c`` script run as ``sh -c READ_OUTPUTS sh PATH MAX``: refuses by metadata (exit 10 symbolic link,
+11 missing, 12 not a regular file, 13 other hard links, 14 larger than MAX bytes; one line on stderr),
+else copies the file to stdout."""
 
-    Raises OutputsTooLarge (before reading it) when the file has more than ``max_bytes`` bytes.
+
+def read_outputs(api: docker.APIClient, cid: str, path: str, max_bytes: int) -> bytes | None:
+    """The outputs file's bytes, read inside the container (``docker exec`` of :data:`READ_OUTPUTS`:
+    the run folder is a tmpfs, which the engine's archive endpoint cannot see); None when it does not exist.
+
+    Checked by its metadata before a byte is read, as the local engine does: raises OutputsRefused
+    ``bad_outputs`` when it is a symbolic link, a FIFO or anything but a regular file, or has other hard
+    links, ``outputs_too_large`` when it has more than ``max_bytes`` bytes. Raises
+    docker.errors.APIError when the engine refuses the exec.
     """
-    try:
-        stream, stat = api.get_archive(cid, path)
-    except docker.errors.NotFound:
+    ex = api.exec_create(cid, ["/bin/sh", "-c", READ_OUTPUTS, "sh", path, str(max_bytes)])
+    out, err = api.exec_start(ex["Id"], demux=True)
+    code = api.exec_inspect(ex["Id"]).get("ExitCode")
+    why = (err or b"").decode("utf-8", "replace").strip()
+    name = path.rsplit("/", 1)[-1]
+    if code == 0:
+        data = out or b""
+        if len(data) > max_bytes:
+            raise OutputsRefused("outputs_too_large", f"entrypoint wrote more than {max_bytes} bytes of outputs")
+        return data
+    if code == 11:
         return None
-    if max_bytes is not None and int((stat or {}).get("size") or 0) > max_bytes:
-        raise OutputsTooLarge(int(stat["size"]))
-    with tarfile.open(fileobj=io.BytesIO(b"".join(stream))) as tar:
-        member = tar.next()
-        fh = tar.extractfile(member) if member is not None else None
-        return fh.read() if fh is not None else None
+    if code == 10:
+        raise OutputsRefused("bad_outputs", f"outputs file {name} is a symbolic link (to {why[5:]!r}); links are "
+                                            "not followed: write the outputs into the file itself")
+    if code == 13:
+        raise OutputsRefused("bad_outputs", f"outputs file {name} has {why[6:]} hard links; write a new file")
+    if code == 14:
+        raise OutputsRefused("outputs_too_large", f"entrypoint wrote a {why[5:]}-byte outputs file ({path}), "
+                                                  f"more than the {max_bytes} bytes read back")
+    if code == 12:
+        kind = "a FIFO" if why == "fifo" else "not a regular file"
+        raise OutputsRefused("bad_outputs", f"outputs file {name} is {kind}; write a regular file")
+    raise docker.errors.APIError(f"reading {path} in the container exited with {code}: {why[:300]}")
 
 
 class _Watchdog(threading.Timer):

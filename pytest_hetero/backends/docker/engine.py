@@ -8,7 +8,11 @@ the image, default ``python3``), ``device_ids`` / ``cpuset`` (``{resource: …}`
 
 Inventory and placement live in :mod:`~pytest_hetero.backends.docker.place`; this module starts
 one container per resource × image and runs commands (the device payload, every model × dataset)
-in it with ``docker exec``. Verdicts are the layers'. Everything created is labelled with the run id and removed by
+in it with ``docker exec``. The container's root file system is read-only (writable: the tmpfs
+:data:`~.client.WORK_TMPFS`, ``/dev/shm``, ``/dev``) and after every run :func:`~.client.reset` kills every
+process but PID 1 and empties the writable folders, so no run can leave state (a ``.pth`` file, a
+process) that changes the next model's result; each model run records this as ``isolation``.
+Verdicts are the layers'. Everything created is labelled with the run id and removed by
 :meth:`DockerBackend.close` unless ``--hetero-keep``.
 """
 
@@ -133,8 +137,10 @@ class DockerBackend(Backend):
     def run(self, started: Started, argv: list[str], timeout_s: float, env: dict[str, str] | None = None
             ) -> ExecResult:
         """``docker exec`` of ``argv`` in the started container (stdout/stderr demultiplexed).
-        Raises EngineUnavailable (``engine_error``) when the engine refuses the exec."""
+        Raises EngineUnavailable (``engine_error``) when the engine refuses the exec. The container
+        counts as used: the next model run resets it first."""
         s, workload = self.session, started.handle
+        workload["dirty"] = True
         begin = time.perf_counter()
         try:
             ex = s.api.exec_create(workload["id"], argv, environment=env or {})
@@ -145,6 +151,18 @@ class DockerBackend(Backend):
         return ExecResult(argv=argv, exit_code=code, duration_s=time.perf_counter() - begin,
                           stdout=(out or b"").decode("utf-8", "replace"),
                           stderr=(err or b"").decode("utf-8", "replace"), outputs=None)
+
+    def _reset(self, workload: dict[str, Any]) -> str:
+        """Return the container to its started state (:func:`.client.reset`); "" when clean, else why not.
+
+        A failure leaves ``workload["dirty"]`` set, so the next model run resets before it starts.
+        """
+        try:
+            why = run.reset(self.session.api, workload["id"])
+        except docker.errors.APIError as exc:
+            why = f"the engine refused the reset exec: {exc}"
+        workload["dirty"] = bool(why)
+        return why
 
     def logs(self, started: Started) -> str:
         """The container's output so far (stdout and stderr)."""
@@ -170,6 +188,7 @@ class DockerBackend(Backend):
                             image=key[1])
         host_config = s.api.create_host_config(
             **request.host_config(), network_mode=str(s.target.get("network", "none")),
+            read_only=True, tmpfs=dict(run.WORK_TMPFS),
             mounts=[docker.types.Mount(x["target"], x["source"], type="bind", read_only=x["read_only"])
                     for x in mounts])
         try:
@@ -186,7 +205,7 @@ class DockerBackend(Backend):
             raise outcome(exc, f"creating container {name}", phase_owner=s.image_owner,
                           image_owner=s.image_owner) from None
         # a fresh container's cgroup has counted no OOM kill yet; read again only after an exit 137
-        workload = {"id": cid, "name": name, "labels": labels, "oom_kills": 0,
+        workload = {"id": cid, "name": name, "labels": labels, "oom_kills": 0, "dirty": False,
                     "limit_bytes": request.mem_limit, "started_monotonic": time.monotonic()}
         s.workloads[key] = workload
         try:
@@ -196,6 +215,7 @@ class DockerBackend(Backend):
                           phase_owner=s.image_owner, image_owner=s.image_owner) from None
         state = s.api.inspect_container(cid)
         ctx.record("startup.container", id=cid, name=name, labels=labels, command=run.KEEP_ALIVE,
+                   root_filesystem="read-only", tmpfs=dict(run.WORK_TMPFS),
                    mounts=mounts, environment=request.environment, state=state["State"],
                    allocated=place.allocated(state["HostConfig"]))
         self.ensure_running(ctx, workload, "after start")
@@ -228,8 +248,13 @@ class DockerBackend(Backend):
     def execute(self, ctx: Step) -> ExecResult:
         """Run the entrypoint inside the resource × image container (``docker exec``) with the layer timeout.
 
+        The container is reset (:func:`.client.reset`) before the run when an earlier run left it used, and
+        after it (once the outputs are copied out); ``details["isolation"]`` records both
+        (:data:`.client.RESET_FACTS` plus ``reset_before``/``reset_after``).
+
         Raises ActionFailed: ``entrypoint_missing`` / ``oom_killed`` (algorithm),
-        ``container_killed`` (infrastructure, the container died during the run).
+        ``container_killed`` (infrastructure, the container died during the run), ``container_not_reset``
+        (platform: what an earlier run left in the container could not be removed).
         """
         s = self.session
         key = (ctx.resource.name, ctx.image.name)
@@ -242,6 +267,10 @@ class DockerBackend(Backend):
             started_here = {"digest": identity.digest, "known": list(identity.known), "what": identity.what,
                             "owner": identity.owner}
         self.ensure_running(ctx, workload, "before the model run")
+        reset_before = bool(workload.get("dirty"))
+        if reset_before and (why := self._reset(workload)):
+            raise ActionFailed(f"container {workload['name']} could not be returned to its started state before "
+                               f"the model run: {why}", "container_not_reset", "platform")
         model, dataset = ctx.model, ctx.dataset
         paths = run.container_paths(model.name, model.path, model.code or ctx.matrix.path.parent,
                                     dataset.name, dataset.path)
@@ -263,12 +292,12 @@ class DockerBackend(Backend):
         result.failure = run_failure(s.api, ctx, workload, result)
         if result.failure is None or result.failure["category"] != "container_killed":
             try:
-                result.outputs = run.read_file(s.api, workload["id"], values["outputs"], run.MAX_OUTPUTS_BYTES)
-            except run.OutputsTooLarge as exc:
-                result.failure = {"category": "outputs_too_large", "owner": "algorithm",
-                                  "message": f"entrypoint wrote a {exc.size}-byte outputs file "
-                                             f"({values['outputs']}), more than the {run.MAX_OUTPUTS_BYTES} "
-                                             f"bytes read back"}
+                result.outputs = run.read_outputs(s.api, workload["id"], values["outputs"], run.MAX_OUTPUTS_BYTES)
+            except run.OutputsRefused as exc:
+                result.failure = {"category": exc.category, "owner": "algorithm", "message": exc.message}
+        why = self._reset(workload)
+        result.details["isolation"] = {**run.RESET_FACTS, "confined": True, "reset_before": reset_before,
+                                       "reset_after": "done" if not why else f"failed: {why}"}
         return result
 
     def _remove(self, cid: str) -> None:

@@ -1,0 +1,108 @@
+"""Isolation between model runs in one resource × image container, on the real engine (a new user's attack).
+
+Model ``m-poison`` runs first: it tries to write a ``.pth`` into every site-packages folder (patching
+``json.dump`` to report accuracy 1.0), starts a ``setsid`` child that would outlive it, and leaves files
+in ``/tmp`` and ``/dev/shm``. Model ``m-bad`` runs next in the same container and really writes accuracy
+0.1; it also prints what it finds of the first run. Before the fix the bundle signed PASS for ``m-bad``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from dockerkit import ONNX_IMAGE, evidence, failure, items, leftovers, record
+
+MODEL = r'''
+import argparse, json, os, subprocess, site, sys
+p = argparse.ArgumentParser(); p.add_argument("--data"); p.add_argument("--out"); p.add_argument("--mode")
+a = p.parse_args()
+rows = [line.split(",") for line in open(a.data).read().split()[1:]]
+if a.mode == "poison":
+    for d in site.getsitepackages():
+        try:
+            open(os.path.join(d, "zz-poison.pth"), "w").write(
+                "import json; json.dump = (lambda _d: (lambda o, f, *a, **k: (o.get('metrics', {}).update("
+                "accuracy=1.0) if isinstance(o, dict) and o.get('metrics') is not None else None, "
+                "_d(o, f, *a, **k))[1]))(json.dump)\n")
+            print("poisoned", d)
+        except OSError as exc:
+            print("refused", d, exc.strerror)
+    subprocess.Popen(["sh", "-c", "sleep 300"], start_new_session=True)
+    open("/tmp/left-by-poison", "w").write("x")
+    open("/dev/shm/left-by-poison", "w").write("x")
+else:
+    seen = [pid for pid in os.listdir("/proc") if pid.isdigit()
+            and b"sleep\x00300" in open(f"/proc/{pid}/cmdline", "rb").read()]
+    print("found: sleep300=%s tmp=%s shm=%s" % (bool(seen), os.path.exists("/tmp/left-by-poison"),
+                                                 os.path.exists("/dev/shm/left-by-poison")))
+accuracy = 0.1 if a.mode == "bad" else 1.0
+json.dump({"metrics": {"accuracy": accuracy}, "predictions": [int(r[1]) for r in rows]}, open(a.out, "w"))
+'''
+RULES = """apiVersion: pytest-hetero/v1
+kind: AcceptanceRules
+metadata: {name: r}
+rules:
+  - {name: acc, metric: accuracy, op: ">=", value: 0.9}
+"""
+
+
+def project(root: Path) -> str:
+    """Write the user's case (code, weights, data, rules) under ``root``; return the matrix text."""
+    (root / "code").mkdir()
+    (root / "code" / "model.py").write_text(MODEL)
+    (root / "code" / "weights.bin").write_bytes(b"weights\n")
+    (root / "data").mkdir()
+    (root / "data" / "set.csv").write_text("x,label\n1,0\n2,1\n3,0\n4,1\n")
+    (root / "data" / "rules.yaml").write_text(RULES)
+
+    def sha(p: Path) -> str:
+        return hashlib.sha256(p.read_bytes()).hexdigest()
+
+    models = [{"name": f"m-{mode}", "version": "1.0.0", "uri": str(root / "code" / "weights.bin"),
+               "sha256": sha(root / "code" / "weights.bin"), "code": str(root / "code"),
+               "entrypoint": ["{python}", "{code}/model.py", "--data", "{dataset}", "--out", "{outputs}",
+                              "--mode", mode]} for mode in ("poison", "bad")]
+    spec = {"target": {"backend": "docker", "pull_policy": "never"},
+            "owners": {"business": "risk-business", "model": "ml-team"},
+            "layers": {"model": {"timeout": "60s"}},
+            "resources": [{"name": "cpu", "type": "cpu", "vendor": "any", "requests": {"cpu": 1, "memory": "256Mi"}}],
+            "images": [{"name": "img", "reference": ONNX_IMAGE, "for": ["cpu"]}],
+            "models": models,
+            "datasets": [{"name": "d1", "version": "1.0.0", "uri": str(root / "data" / "set.csv"),
+                          "sha256": sha(root / "data" / "set.csv"), "acceptance": str(root / "data" / "rules.yaml")}]}
+    return json.dumps({"apiVersion": "pytest-hetero/v1", "kind": "ValidationMatrix",
+                       "metadata": {"name": "dpoison"}, "spec": spec})
+
+
+def test_a_model_cannot_poison_the_next_model_in_the_same_container(
+        pytester: pytest.Pytester, run_id: str, engine: Any) -> None:
+    pytester.makefile(".matrix.yaml", dpoison=project(pytester.path))
+    pytester.runpytest("-p", "no:cacheprovider", "-p", "no:randomly", "--hetero-run-id", run_id, "--hetero-keep")
+    ev = evidence(pytester)
+    it = items(ev)
+    poison, bad = it["cpu::img::m-poison@d1::model"], it["cpu::img::m-bad@d1::model"]
+    assert poison["status"] == "passed"
+    ran = record(poison, "model.run")
+    # the root file system is read-only: the .pth could not be written anywhere
+    assert "poisoned" not in ran["stdout"]["text"] and "refused" in ran["stdout"]["text"]
+    isolation = ran["isolation"]
+    assert (isolation["root_filesystem"], isolation["confined"], isolation["reset_after"]) == ("read-only", True, "done")
+    # the next model found nothing of the first run: no process, no file
+    second = record(bad, "model.run")
+    assert "found: sleep300=False tmp=False shm=False" in second["stdout"]["text"]
+    assert second["isolation"]["reset_before"] is False
+    assert failure(it["cpu::img::m-bad@d1::business"]) == (
+        "failed", "acceptance_failed", "risk-business",
+        "1 of 1 acceptance rules failed: acc: expected accuracy >= 0.9, observed 0.1")
+    assert ev["summary"]["verdict"] == "fail"
+    # after the last run nothing of the models is left running in the kept container
+    kept = [c for c in engine.containers(filters={"label": f"pytest-hetero.run-id={run_id}"})]
+    assert len(kept) == 1
+    top = engine.top(kept[0]["Id"], ps_args="-o pid,args")["Processes"]
+    assert not [p for p in top if "sleep 300" in " ".join(p)], top
+    assert engine.inspect_container(kept[0]["Id"])["HostConfig"]["ReadonlyRootfs"] is True
+    assert leftovers(engine, run_id)  # kept on request; the run_id fixture removes them
