@@ -7,6 +7,7 @@ Scheduling is not applicable here (nothing places work on a single host).
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import platform
@@ -205,6 +206,10 @@ def read_outputs(path: Path, max_bytes: int = MAX_OUTPUTS_BYTES) -> bytes | None
     except FileNotFoundError:
         return None
     except OSError as exc:
+        if exc.errno == errno.ELOOP and path.is_symlink():  # O_NOFOLLOW's answer for a link
+            raise OutputsRefused("bad_outputs", f"outputs file {path.name} is a symbolic link (to "
+                                                f"{os.readlink(path)!r}); links are not followed: write the outputs "
+                                                "into the file itself") from None
         raise OutputsRefused("bad_outputs", f"outputs file {path.name} cannot be opened as a plain file: "
                                             f"{exc.strerror}") from None
     with os.fdopen(fd, "rb") as fh:
