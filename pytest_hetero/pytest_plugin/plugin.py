@@ -337,10 +337,22 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     outcome = yield
     report = outcome.get_result()
     found = layer_items(item.config, [item])
-    if not found or item.stash.get(FINAL, None) is not None:
+    if not found:
         return
     layer_item = found[0]
+    final = item.stash.get(FINAL, None)
+    if final is not None:
+        if report.failed and final.get("status") not in OUTSIDE_KEEPS:  # e.g. a teardown error after a pass
+            override = outside_verdict(final, report, layer_item.matrix.team("platform", layer_item.planned.layer))
+            item.stash[FINAL] = {**final, **override}
+            report.user_properties.append((OVERRIDE_PROPERTY, override))
+        return
     evidence = item.stash.get(OUTCOME, None)
+    if evidence is not None and report.failed and evidence.get("status") not in OUTSIDE_KEEPS:
+        # pytest failed this phase for a reason outside the layer's verdict (a warning turned error by
+        # -W error, a plugin's check after the call): the evidence must say so, not passed
+        evidence = {**evidence, **outside_verdict(evidence, report, layer_item.matrix.team(
+            "platform", layer_item.planned.layer))}
     if evidence is None and report.failed:
         from pytest_hetero.evidence.model import Failure
 
@@ -366,6 +378,25 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     backend = layer_item.live_backend()
     if backend is not None:
         report.user_properties.append((TARGET_PROPERTY, backend.fingerprint()))
+
+
+OVERRIDE_PROPERTY = "hetero_outside_verdict"
+"""User property of a later phase's report (a teardown error) that corrects the evidence an earlier phase
+carried: ``{"status", "failure"}`` (see :func:`outside_verdict`); the journal applies it."""
+OUTSIDE_KEEPS = ("failed", "error")
+"""Evidence statuses a pytest failure outside the layer's verdict leaves as they are (already not a pass)."""
+
+
+def outside_verdict(evidence: dict[str, Any], report: pytest.TestReport, owner: str) -> dict[str, Any]:
+    """What replaces ``evidence``'s status and failure when pytest failed ``report``'s phase for a reason
+    outside the layer's verdict: ``{"status": "error", "failure": {layer, category "pytest_outcome",
+    message (the phase, the status the layer gave, pytest's text, its last 1500 characters), owner}}``.
+    ``owner``: the team owning platform problems of the item's layer."""
+    text = str(report.longrepr or "").strip()
+    message = (f"pytest reported the {report.when} phase as {report.outcome} although the layer's verdict was "
+               f"{evidence.get('status')}: {text[-1500:]}")
+    return {"status": "error", "failure": {"layer": evidence.get("layer"), "category": "pytest_outcome",
+                                           "message": message, "owner": owner}}
 
 
 SLIM_FIELDS: tuple[str, ...] = ("nodeid", "matrix", "layer", "keys", "owner", "status", "blocked_by", "reason",
@@ -417,29 +448,53 @@ class Journaler:
         self.recorder = recorder
         self.active = active
         self.session: pytest.Session | None = None
+        self.pending: dict[str, dict[str, Any]] = {}
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         """Keep the session: a journal that cannot be written any more stops it."""
         self.session = session
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        """Journal each item's evidence the moment its report arrives; when the journal cannot be
-        written (disk full mid-run), stop the session after this item: later results would be lost."""
+        """Journal each item's evidence once its teardown report arrives (a teardown error corrects it:
+        :data:`OVERRIDE_PROPERTY`); when the journal cannot be written (disk full mid-run), stop the
+        session after this item: later results would be lost."""
         props: dict[str, Any] = dict(report.user_properties)
-        if not self.active or EVIDENCE_PROPERTY not in props or str(report.outcome) == "rerun":
-            return  # an attempt a rerun plugin repeats is kept in the final attempt's evidence
-        if MATRIX_PROPERTY in props:
-            self.recorder.matrix(**props[MATRIX_PROPERTY])
-        if TARGET_PROPERTY in props:
-            self.recorder.target(props[TARGET_PROPERTY])
-        self.recorder.item(props[EVIDENCE_PROPERTY])
-        if self.recorder.broken and self.session is not None:
-            self.session.shouldstop = f"pytest-hetero: {self.recorder.broken}"
+        if not self.active:
+            return
+        if str(report.outcome) == "rerun":  # an attempt a rerun plugin repeats is kept in the final attempt's
+            self.pending.pop(report.nodeid, None)
+            return
+        if EVIDENCE_PROPERTY in props:
+            self.pending[report.nodeid] = props
+        if report.when == "teardown":
+            self.flush(report.nodeid, props.get(OVERRIDE_PROPERTY))
+
+    def flush(self, nodeid: str | None = None, override: dict[str, Any] | None = None) -> None:
+        """Journal the evidence held for ``nodeid`` (None: every item still held, at session end), with
+        ``override`` applied."""
+        for key in [nodeid] if nodeid is not None else list(self.pending):
+            props = self.pending.pop(key, None)
+            if props is None:
+                continue
+            if MATRIX_PROPERTY in props:
+                self.recorder.matrix(**props[MATRIX_PROPERTY])
+            if TARGET_PROPERTY in props:
+                self.recorder.target(props[TARGET_PROPERTY])
+            self.recorder.item({**props[EVIDENCE_PROPERTY], **(override or {})})
+            if self.recorder.broken and self.session is not None:
+                self.session.shouldstop = f"pytest-hetero: {self.recorder.broken}"
 
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         """Journal collection errors of matrix files (invalid matrices) so the bundle shows them."""
         if self.active and report.failed and report.nodeid.endswith(".yaml"):
             self.recorder.collect_error(report.nodeid, str(report.longrepr))
+
+
+def _flush_journaler(config: pytest.Config) -> None:
+    """Journal what the Journaler still holds (an item whose teardown report never came: an interrupt)."""
+    journaler = config.pluginmanager.get_plugin("pytest_hetero.journaler")
+    if isinstance(journaler, Journaler):
+        journaler.flush()
 
 
 def _empty_shard(config: pytest.Config) -> bool:
@@ -467,6 +522,7 @@ def _interrupted_finish(session: pytest.Session) -> None:
     config = session.config
     recorder = config.stash.get(RECORDER, None)
     if recorder is not None:
+        _flush_journaler(config)
         recorder.close()
     settings = config.stash[SETTINGS]
     if recorder is not None and recorder.started or (settings.bundle_dir / "journal.jsonl").exists():
@@ -486,6 +542,7 @@ def _session_finish(session: pytest.Session, exitstatus: int) -> None:
         return
     if recorder is None:
         return
+    _flush_journaler(config)
     for name in sorted({b for b, _ in leftovers}):
         recorder.cleanup(name, [x for b, x in leftovers if b == name])
     if leftovers and exitstatus == pytest.ExitCode.OK:

@@ -13,6 +13,7 @@ import signal
 import socket
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -127,7 +128,36 @@ def connection(target: dict[str, Any]) -> dict[str, Any]:
     return kwargs
 
 
-class TlsEngineClient(docker.APIClient):
+class EngineClient(docker.APIClient):
+    """An APIClient whose streamed exec output closes the engine's socket once read to its end (or dropped).
+
+    The SDK hands a streamed exec's frames out as a generator over the hijacked socket and leaves
+    closing it to the caller without giving the caller the response ("the caller is responsible for
+    closing the response", ``APIClient._read_from_socket``): the socket then leaks (a ResourceWarning,
+    an error under ``-W error``).
+    """
+
+    def _read_from_socket(self, response: Any, stream: bool, tty: bool = True, demux: bool = False) -> Any:
+        out = super()._read_from_socket(response, stream, tty=tty, demux=demux)  # type: ignore[misc]
+        return _closing(out, response) if stream else out
+
+
+def _closing(frames: Iterator[Any], response: Any) -> Iterator[Any]:
+    """``frames``, then close ``response`` and the socket under it (the SDK's SocketIO holds it open)."""
+    fp = getattr(getattr(getattr(response, "raw", None), "_fp", None), "fp", None)
+    raw = getattr(fp, "raw", None)
+    try:
+        yield from frames
+    finally:
+        for part in (response, raw, getattr(raw, "_sock", None)):
+            try:
+                if part is not None:
+                    part.close()
+            except OSError:
+                pass
+
+
+class TlsEngineClient(EngineClient):
     """An APIClient whose TLS settings are only the target's: requests' ``trust_env`` (which lets
     ``REQUESTS_CA_BUNDLE``/``CURL_CA_BUNDLE`` replace the engine's CA, and proxies intercept) is off."""
 
@@ -146,7 +176,7 @@ def make_client(conn: dict[str, Any], timeout: float | None) -> docker.APIClient
 
     Raises docker.errors.DockerException when the engine does not answer the version request.
     """
-    cls = TlsEngineClient if conn.get("tls") else docker.APIClient
+    cls = TlsEngineClient if conn.get("tls") else EngineClient
     return cls(**{**conn, "timeout": timeout})
 
 
@@ -196,14 +226,14 @@ class OutputsRefused(Exception):
 
 READ_OUTPUTS = r"""
 f=$1; max=$2
-[ -L "$f" ] && { echo "link $(readlink "$f")"; exit 10; }
+[ -L "$f" ] && { echo "link $(readlink "$f")" >&2; exit 10; }
 [ -e "$f" ] || exit 11
-[ -p "$f" ] && { echo fifo; exit 12; }
-[ -f "$f" ] || { echo other; exit 12; }
+[ -p "$f" ] && { echo fifo >&2; exit 12; }
+[ -f "$f" ] || { echo other >&2; exit 12; }
 links=$(stat -c %h "$f" 2>/dev/null || echo 1)
-[ "$links" = 1 ] || { echo "links $links"; exit 13; }
+[ "$links" = 1 ] || { echo "links $links" >&2; exit 13; }
 size=$(stat -c %s "$f" 2>/dev/null || wc -c < "$f")
-[ "$size" -le "$max" ] || { echo "size $size"; exit 14; }
+[ "$size" -le "$max" ] || { echo "size $size" >&2; exit 14; }
 exec cat "$f"
 """
 """``sh -c`` script run as ``sh -c READ_OUTPUTS sh PATH MAX``: refuses by metadata (exit 10 symbolic link,
