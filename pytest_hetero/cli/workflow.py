@@ -49,7 +49,7 @@ def lint(paths: list[Path], out: Any = None, *, digests: bool = False, hook: Any
     ``kind`` is ``AcceptanceRules`` is checked as rules. Raises nothing for bad content.
     """
     from pytest_hetero.hooks.registry import plugin_manager
-    from pytest_hetero.layers.discovery import expect_problems
+    from pytest_hetero.layers.discovery import expect_problems, image_problems
     from pytest_hetero.matrix.expand import expand
     from pytest_hetero.matrix.load import load_matrix
     from pytest_hetero.matrix.references import display, reference_problems
@@ -73,6 +73,7 @@ def lint(paths: list[Path], out: Any = None, *, digests: bool = False, hook: Any
         except HeteroError as exc:
             problems.extend(getattr(exc, "problems", [exc]))
         problems.extend(expect_problems(matrix, matrix.backend))
+        problems.extend(image_problems(matrix, matrix.backend))
         problems.extend(reference_problems(matrix, digests=digests))
         if problems:
             bad += 1

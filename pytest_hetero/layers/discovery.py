@@ -137,6 +137,31 @@ def expect_problems(matrix: Matrix, backend: str) -> list[MatrixError]:
     return out
 
 
+LOCAL_ONLY_REFERENCES = ("python:", "venv:")
+"""Image reference prefixes only the local engine takes (a Python environment, not an OCI image)."""
+OCI_BACKENDS = ("docker", "kubernetes")
+"""Built-in backends whose images are OCI image references."""
+
+
+def image_problems(matrix: Matrix, backend: str) -> list[MatrixError]:
+    """One MatrixError per image whose reference ``backend`` cannot run: a local-only Python environment
+    (:data:`LOCAL_ONLY_REFERENCES`, e.g. ``python:current``) on an OCI backend (:data:`OCI_BACKENDS`),
+    naming the matrix file, the image's line, the field and the fix. Other backends: none."""
+    if backend not in OCI_BACKENDS:
+        return []
+    out = []
+    for i, image in enumerate(matrix.images):
+        if image.reference.startswith(LOCAL_ONLY_REFERENCES):
+            out.append(MatrixError(
+                f"image '{image.name}' reference '{image.reference}' is a Python environment of the local backend; "
+                f"the {backend} backend runs OCI images",
+                Location(str(matrix.path), image.line, 0, f"spec.images[{i}:{image.name}].reference"),
+                "give an OCI image reference (e.g. pytest-hetero/py311-onnx:1, or docker.io/library/python:<tag> "
+                "for Docker Hub's python), or run this matrix on the local backend (spec.target.backend: local, "
+                "without --hetero-backend)"))
+    return out
+
+
 def requested(resource: Resource, name: str) -> float | None:
     """The resource's limit (else request) of ``name`` (``cpu`` in cores, ``memory`` in bytes); None if absent."""
     merged = {**resource.requests, **resource.limits}

@@ -25,8 +25,9 @@ from pytest_hetero.pytest_plugin.stash import AHEAD, PLANS, SETTINGS
 def plan_matrix(config: pytest.Config, matrix: Matrix) -> tuple[str, Plan]:
     """Resolve the backend name (``--hetero-backend`` over the matrix target) and expand.
 
-    Raises MatrixError when no plugin provides that backend, or an ``expect`` key of a resource cannot
-    be checked for its type on that backend (:func:`~pytest_hetero.layers.discovery.expect_problems`).
+    Raises MatrixError when no plugin provides that backend, an ``expect`` key of a resource cannot
+    be checked for its type on that backend (:func:`~pytest_hetero.layers.discovery.expect_problems`), or
+    an image reference is one that backend cannot run (:func:`~pytest_hetero.layers.discovery.image_problems`).
     """
     settings = config.stash[SETTINGS]
     name = settings.backend or matrix.backend
@@ -35,9 +36,9 @@ def plan_matrix(config: pytest.Config, matrix: Matrix) -> tuple[str, Plan]:
         known = ", ".join(BACKENDS)
         raise MatrixError(f"unknown backend '{name}'", Location(str(matrix.path), 0, 0, "spec.target.backend"),
                           f"use one of {known}, or install the plugin that provides it")
-    from pytest_hetero.layers.discovery import expect_problems
+    from pytest_hetero.layers.discovery import expect_problems, image_problems
 
-    problems = expect_problems(matrix, name)
+    problems = [*expect_problems(matrix, name), *image_problems(matrix, name)]
     if len(problems) == 1:
         raise problems[0]
     if problems:
