@@ -50,6 +50,10 @@ NOT_PROVEN = "scope.not_proven"
 ISOLATION_PART = "isolation of the code under test"
 """``part`` of the ``scope.not_proven`` record of a model run the engine could not confine: the code under
 test could have read the signing key and altered the evidence, so the run's verdict cannot be ``pass``."""
+MODELS_ISOLATION_PART = "isolation between model runs"
+"""``part`` of the ``scope.not_proven`` record of a model run that shared a writable workload with other runs
+not reset in between (an engine's ``isolation.shared_between_runs``): an earlier run could have changed this
+run's result (a ``.pth`` file, a process left running), so the run's verdict cannot be ``pass``."""
 
 
 def _entry(nodeid: str, layer: str, keys: dict[str, str], status: str, reason: str | None,
@@ -125,8 +129,9 @@ def summarise(items: list[dict[str, Any]], untested: dict[str, Any],
     remove what the run created (``leftovers``: :class:`~pytest_hetero.backends.protocol.Leftover`
     dicts, kept in evidence's ``cleanup``): whatever passed, the platform is left with the run's
     workloads, and a gate reading ``pass`` would hide it; ``incomplete`` when nothing passed, the run
-    was interrupted (an untested ``not_run`` exists) or code under test ran unconfined (a
-    ``not_proven`` entry for :data:`ISOLATION_PART`); else ``pass``. An item a rerun plugin ran
+    was interrupted (an untested ``not_run`` exists), code under test ran unconfined (a
+    ``not_proven`` entry for :data:`ISOLATION_PART`) or model runs shared an unreset workload (one for
+    :data:`MODELS_ISOLATION_PART`); else ``pass``. An item a rerun plugin ran
     again counts by its last attempt (as pytest counts it); ``flaky`` names those that passed only
     after an earlier attempt failed or errored (their ``attempts`` keep every attempt).
     Returns ``{"by_layer": {layer: {status: n}}, "totals": {status: n}, "verdict": str,
@@ -150,7 +155,7 @@ def summarise(items: list[dict[str, Any]], untested: dict[str, Any],
     elif left:
         verdict = "not_clean"
     elif not totals.get("passed") or totals.get("not_run") or any(
-            p.get("part") == ISOLATION_PART for p in untested.get("not_proven", [])):
+            p.get("part") in (ISOLATION_PART, MODELS_ISOLATION_PART) for p in untested.get("not_proven", [])):
         verdict = "incomplete"
     else:
         verdict = "pass"

@@ -13,7 +13,7 @@ import json
 
 from pytest_hetero.errors import HeteroError
 from pytest_hetero.evidence.model import bounded, sha256_text
-from pytest_hetero.evidence.untested import ISOLATION_PART, NOT_PROVEN
+from pytest_hetero.evidence.untested import ISOLATION_PART, MODELS_ISOLATION_PART, NOT_PROVEN
 from pytest_hetero.layers.base import LayerBroken, LayerContext, LayerFailed, keep_outputs
 from pytest_hetero.layers.startup import verify_inputs
 from pytest_hetero.probes.usage import unavailable
@@ -74,6 +74,10 @@ def _run_once(ctx: LayerContext, run: int) -> None:
         ctx.record(NOT_PROVEN, layer="model", part=ISOLATION_PART,
                    reason=f"the code under test ran unconfined ({isolation.get('reason') or 'no sandbox'}): it "
                           "could have read the signing key and altered this run's evidence")
+    if isinstance(isolation, dict) and isolation.get("shared_between_runs"):
+        ctx.record(NOT_PROVEN, layer="model", part=MODELS_ISOLATION_PART,
+                   reason=f"{isolation.get('reason') or 'the workload is shared between model runs'}: an earlier "
+                          "run could have changed this run's result")
     # secrets out before any cut: a token cut at a head/tail boundary would keep its prefix
     result.stdout, result.stderr = ctx.redactor.text(result.stdout), ctx.redactor.text(result.stderr)
     if sensitive:  # logs may echo samples: keep sizes and digests only

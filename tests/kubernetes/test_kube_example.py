@@ -90,6 +90,13 @@ def test_example_matrix(pytester: pytest.Pytester, realnode: RealNodeCluster, ex
     assert (real_model["simulated"], real_model["node"]) == (False, realnode.info.node)
     kwok_model = next(r["data"] for r in got[f"cpu-pool::py311::{combo}::model"]["records"] if r["kind"] == "model.run")
     assert kwok_model["simulated"] is True
+    # models share the workload pod unreset: named as not proven (the verdict could not be pass)
+    assert real_model["isolation"]["shared_between_runs"] is True
+    shared = [p for p in ev["untested"]["not_proven"] if p["part"] == "isolation between model runs"]
+    assert sorted(p["nodeid"].split("::", 1)[1] for p in shared) == [
+        f"cpu-pool::py311::{combo}::model", f"cpu-real::py311::{combo}::model"]
+    assert shared[0]["reason"] == ("the workload pod's file system and processes are not reset between model "
+                                   "runs: an earlier run could have changed this run's result")
     for row in ("gpu-real", "npu-real"):
         failure = got[f"{row}::py311::startup"]["failure"]
         assert (failure["category"], failure["owner"]) == ("driver_missing", "infrastructure")

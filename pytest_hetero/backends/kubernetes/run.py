@@ -200,12 +200,20 @@ def execute(session: KubeSession, ctx: Step) -> ExecResult:
             "ran_on": "the KWOK host (simulated node)" if simulated else f"pod {pod}",
             "node": node or None,
             "abandoned": done.abandoned,
+            "isolation": dict(SHARED_POD),
             **done.streams,
             **({"image": started_here} if started_here is not None else {}),
         },
     )
 
 
+SHARED_POD: dict[str, Any] = {
+    "mechanism": "kubernetes pod; every model × dataset run of a resource × image is an exec in its workload pod",
+    "confined": True, "shared_between_runs": True,
+    "reason": "the workload pod's file system and processes are not reset between model runs",
+}
+"""A model run's ``isolation`` on this engine: models are not isolated from each other (the model layer
+names this as not proven, and the verdict cannot be ``pass``)."""
 OOM_EXIT = 137
 """Exit status of a process killed by SIGKILL (128 + 9), as the kernel's OOM killer leaves it."""
 OOM_COUNTERS = "cat /sys/fs/cgroup/memory.events /sys/fs/cgroup/memory/memory.oom_control 2>/dev/null"
