@@ -152,7 +152,8 @@ def build_predicate(evidence: dict[str, Any], owners: dict[str, dict[str, str]],
     fingerprints: backend, identity, nodes, versions, images), ``counts`` {layer: {status: n}}
     with every status of STATUSES present, ``totals``, ``verdict`` (``not_clean`` when the run left
     objects it created), ``cleanup`` (``clean`` and each leftover's backend, kind, namespace, name,
-    reason), ``untested`` (every untested
+    reason), ``validation`` (pool × task type levels and expiry, :mod:`pytest_hetero.status.compute`),
+    ``untested`` (every untested
     entry with status, reason and blocked_by; never-covered dimension values; counts by status),
     ``does_not_prove`` {layer: text}, ``run_signer`` (keyid or null when unsigned).
     """
@@ -181,6 +182,7 @@ def build_predicate(evidence: dict[str, Any], owners: dict[str, dict[str, str]],
                      "never_covered": untested["never_covered"], "by_status": by_status,
                      "not_proven": untested.get("not_proven", [])},
         "does_not_prove": untested["does_not_prove"],
+        "validation": evidence.get("validation") or {"pools": []},
         "run_signer": run_keyid,
     }
 

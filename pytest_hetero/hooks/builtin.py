@@ -67,8 +67,11 @@ def pytest_hetero_failure_owner(layer: str, category: str, default: str) -> str 
 
 @hookimpl(trylast=True)
 def pytest_hetero_amend_evidence(evidence: dict[str, Any], settings: Settings, inputs: RunInputs) -> None:
-    """Add the ``selection`` section (what was asked, deselections by reason, the profile each
-    matrix ran) when a profile, affected-only or shard option was given."""
+    """Add the ``validation`` section (each pool × task type's level and expiry:
+    :func:`pytest_hetero.status.compute.validation_status`), and the ``selection`` section (what was
+    asked, deselections by reason, the profile each matrix ran) when a profile, affected-only or shard
+    option was given."""
+    evidence["validation"] = _validation(evidence, inputs)
     if not (settings.profile or settings.affected or settings.affected_from or settings.shard):
         return
     reasons: dict[str, int] = {}
@@ -80,6 +83,21 @@ def pytest_hetero_amend_evidence(evidence: dict[str, Any], settings: Settings, i
         "affected_from": str(settings.affected_from) if settings.affected_from else None,
         "shard": settings.shard.replace(" ", "") if settings.shard else None, "deselected": reasons,
         "profiles": _profiles(evidence, settings.profile, inputs)}
+
+
+def _validation(evidence: dict[str, Any], inputs: RunInputs) -> dict[str, Any]:
+    """The validation status of the run's matrices (a matrix that no longer loads is left out)."""
+    from pytest_hetero.errors import HeteroError
+    from pytest_hetero.evidence.model import utc_now
+    from pytest_hetero.status.compute import validation_status
+
+    held = []
+    for entry in evidence.get("matrices", []):
+        try:
+            held.append((inputs.matrix(entry), str(entry["prefix"])))
+        except HeteroError:
+            continue
+    return validation_status(held, evidence["items"], evidence["run"].get("finished_at") or utc_now())
 
 
 def _profiles(evidence: dict[str, Any], name: str | None, inputs: RunInputs) -> dict[str, dict[str, Any]]:
