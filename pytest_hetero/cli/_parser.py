@@ -363,6 +363,8 @@ def _add_status(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-a
     p.add_argument("--taint", default=None, metavar="KEY",
                    help="also manage taint KEY:NoSchedule: removed while a task type's condition is True on the node, "
                         "added back when none is (what a NodeReadinessRule over these conditions does)")
+    p.add_argument("--require-level", default="business", choices=LAYERS,
+                   help="the level a task type must reach for its condition to be True (default business)")
     p.add_argument("--expire", action="store_true",
                    help="instead of publishing, withdraw every status of --domain whose expiry has passed")
     p.add_argument("--domain", default=None, help="with --expire: the status domain (spec.validation.domain)")

@@ -56,7 +56,7 @@ def cmd_publish(args: argparse.Namespace) -> int:
             if len(args.bundles) != 1:
                 raise PublishRefused("publish takes exactly one bundle", None, "hetero publish BUNDLE --to kubernetes")
             status = _statuses(args, allow_unsigned=False)[0]
-            plan = publish_plan(status["validation"]["pools"], status["digest"], now, args.taint)
+            plan = publish_plan(status["validation"]["pools"], status["digest"], now, args.taint, args.require_level)
         done = apply_plan(plan, args.taint, args.kubeconfig, args.context) if not args.dry_run else []
     except PublishRefused as exc:
         print(exc.render(), file=sys.stderr)

@@ -5,8 +5,9 @@ Per node of a pool and per task type of the status, under ``validation.<domain>/
 
 * a **label** ``<key>=<level>`` while the status holds and the level is above ``none`` (removed
   otherwise), so a workload of that task type selects validated nodes with a nodeSelector;
-* a **node condition** of type ``<key>``: ``True`` (reason ``Validated``) while the status holds, else
-  ``False`` (reason ``NotValidated`` or ``Expired``) — the shape a Node Readiness Controller
+* a **node condition** of type ``<key>``: ``True`` (reason ``Validated``) while the status holds and the
+  level is at least the required one (``hetero publish --require-level``, default ``business``), else
+  ``False`` (reason ``NotValidated`` or, after ``--expire``, ``Expired``) — the shape a Node Readiness Controller
   ``NodeReadinessRule`` matches (``conditions: [{type: <key>, requiredStatus: "True"}]``);
 * **annotations** ``<key>.expires-at`` (ISO) and ``<key>.bundle`` (sha256 of the run statement), so
   ``hetero publish --expire`` finds what expired without the bundle;
@@ -25,7 +26,7 @@ from datetime import datetime
 from typing import Any
 
 from pytest_hetero.errors import HeteroError
-from pytest_hetero.status.compute import expired, label_key, parse_time
+from pytest_hetero.status.compute import LEVELS, expired, label_key, parse_time
 
 EXPIRES = ".expires-at"
 BUNDLE = ".bundle"
@@ -39,11 +40,15 @@ def _condition(key: str, ok: bool, reason: str, message: str) -> dict[str, str]:
     return {"type": key, "status": "True" if ok else "False", "reason": reason, "message": message[:1000]}
 
 
-def publish_plan(pools: list[dict[str, Any]], digest: str, now: datetime, taint: str | None = None
-                 ) -> list[dict[str, Any]]:
+def publish_plan(pools: list[dict[str, Any]], digest: str, now: datetime, taint: str | None = None,
+                 require: str = "business") -> list[dict[str, Any]]:
     """The node changes publishing ``pools`` (the signed ``validation.pools``) of the bundle whose run
-    statement has sha256 ``digest``, as of ``now`` (aware). Raises PublishRefused when a pool's status
-    has expired, or no pool recorded a node."""
+    statement has sha256 ``digest``, as of ``now`` (aware). A task type's condition is ``True`` only when
+    its level is at least ``require`` (a level of :data:`~pytest_hetero.status.compute.LEVELS` above
+    ``none``); its label carries the level reached either way (none: removed). Raises PublishRefused
+    when a pool's status has expired, no pool recorded a node, or ``require`` is not a level."""
+    if require not in LEVELS[1:]:
+        raise PublishRefused(f"unknown level {require!r}", None, f"one of {', '.join(LEVELS[1:])}")
     late = [f"{p['matrix']}/{p['pool']} (expired {p['expires_at']})" for p in pools if expired(p, now)]
     if late:
         raise PublishRefused(f"the validation status has expired: {', '.join(late)}", None,
@@ -56,14 +61,14 @@ def publish_plan(pools: list[dict[str, Any]], digest: str, now: datetime, taint:
             for task_type, status in sorted(pool["task_types"].items()):
                 key = label_key(pool["domain"], task_type)
                 level = str(status["level"])
-                ok = level != "none"
-                entry["labels"][key] = level if ok else None
+                ok = LEVELS.index(level) >= LEVELS.index(require)
+                entry["labels"][key] = level if level != "none" else None
                 entry["annotations"][key + EXPIRES] = pool["expires_at"]
                 entry["annotations"][key + BUNDLE] = digest
                 text = (f"{task_type} validated to level {level} on pool {pool['matrix']}/{pool['pool']} by bundle "
                         f"sha256:{digest[:16]}…, until {pool['expires_at']}" if ok else
-                        f"{task_type} not validated on pool {pool['matrix']}/{pool['pool']} (discovery did not pass) "
-                        f"by bundle sha256:{digest[:16]}…")
+                        f"{task_type} reached level {level} on pool {pool['matrix']}/{pool['pool']}, below the "
+                        f"required {require}, by bundle sha256:{digest[:16]}…")
                 entry["conditions"].append(_condition(key, ok, "Validated" if ok else "NotValidated", text))
     if not nodes:
         raise PublishRefused("nothing to publish: no pool of the bundle recorded a node (not a Kubernetes run, or "
