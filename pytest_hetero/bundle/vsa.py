@@ -128,8 +128,9 @@ def read_vsas(bundle_dir: Path, keys: dict[str, Ed25519PublicKey] | None,
             raise BundleError(f"line {n} is not a DSSE envelope: {exc}", at) from None
         if env.get("payloadType") != PAYLOAD_TYPE or statement.get("predicateType") != VSA_PREDICATE_TYPE:
             raise BundleError(f"line {n} is not a VSA envelope", at)
+        message = pae(PAYLOAD_TYPE, payload)
         if keys is not None and not any(
-                s.get("keyid") in keys and check_signature(keys[s["keyid"]], str(s.get("sig")), pae(PAYLOAD_TYPE, payload))
+                s.get("keyid") in keys and check_signature(keys[s["keyid"]], str(s.get("sig")), message)
                 for s in env.get("signatures") or [] if isinstance(s, dict)):
             raise BundleError(f"line {n}: no valid signature by a trusted key", at,
                               "use the bundle exactly as the run wrote it, with the run's public key")

@@ -357,8 +357,10 @@ def _add_status(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-a
     p.add_argument("bundles", nargs="*", type=Path, metavar="BUNDLE")
     p.add_argument("--to", required=True, choices=("kubernetes",), help="where to publish")
     p.add_argument("--key", action="append", type=Path, default=[], metavar="PUB",
-                   help="trusted Ed25519 public key (repeatable; also $HETERO_TRUST_KEYS); unsigned bundles are refused")
-    p.add_argument("--kubeconfig", default=None, metavar="PATH", help="kubeconfig (default: $KUBECONFIG, in-cluster)")
+                   help="trusted Ed25519 public key (repeatable; also $HETERO_TRUST_KEYS); unsigned bundles are "
+                        "refused")
+    p.add_argument("--kubeconfig", default=None, metavar="PATH",
+                   help="kubeconfig (default: $KUBECONFIG, in-cluster)")
     p.add_argument("--context", default=None, metavar="NAME", help="kubeconfig context")
     p.add_argument("--taint", default=None, metavar="KEY",
                    help="also manage taint KEY:NoSchedule: removed while a task type's condition is True on the node, "

@@ -19,7 +19,7 @@ Times are ISO 8601 UTC ``YYYY-mm-ddTHH:MM:SSZ`` (or with fractional seconds, as 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any
 
@@ -57,7 +57,7 @@ def layer_summary(statuses: Iterable[str]) -> str:
     return "+".join(sorted(seen - OK_STATUSES))
 
 
-def level_of(layers: dict[str, str]) -> str:
+def level_of(layers: Mapping[str, str]) -> str:
     """The level reached by ``{layer: summary}`` (see the module docstring)."""
     level = "none"
     for layer in LAYERS:
@@ -94,7 +94,7 @@ def pool_status(matrix: Matrix, items: list[dict[str, Any]], finished_at: str) -
         mine = [i for i in items if i["keys"].get("resource") == resource.name]
         task_types = {}
         for task_type, models in types.items():
-            layers = {layer: layer_summary(i["status"] for i in mine if i["layer"] == layer and (
+            layers: dict[str, str] = {layer: layer_summary(i["status"] for i in mine if i["layer"] == layer and (
                 layer in RESOURCE_LAYERS or i["keys"].get("model") in models)) for layer in LAYERS}
             task_types[task_type] = {"level": level_of(layers), "layers": layers,
                                      "models": [f"{m.name}@{m.version}" for m in matrix.models if m.name in models]}

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 import yaml
 from kubekit import GFD, POOL, SESSION, kube_matrix, schedulable
-from kubernetes import client, utils
+from kubernetes import utils
 from kubernetes.client.rest import ApiException
 from support import REPO
 

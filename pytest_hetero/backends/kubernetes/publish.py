@@ -33,8 +33,9 @@ def read_nodes(kubeconfig: str | None, context: str | None, names: list[str] | N
     """``[{"name", "labels", "annotations", "taints": [{key, value, effect}], "conditions": [{type, status,
     reason, message}]}]`` of ``names`` (every node when None). Raises ActionFailed (e.g. ``forbidden_rbac``)."""
     core = _core(kubeconfig, context)
+    nodes: list[Any]
     try:
-        nodes = [core.read_node(n) for n in names] if names is not None else core.list_node().items
+        nodes = [core.read_node(n) for n in names] if names is not None else list(core.list_node().items)
     except ApiException as exc:
         raise api_outcome(exc, "read nodes") from None
     return [{"name": n.metadata.name, "labels": dict(n.metadata.labels or {}),
@@ -75,7 +76,7 @@ def apply_plan(plan: list[dict[str, Any]], taint: str | None, kubeconfig: str | 
 
 def _set_taint(core: client.CoreV1Api, name: str, key: str, action: str) -> str:
     """Add or remove taint ``key:NoSchedule`` on node ``name``: ``added``, ``removed`` or ``unchanged``."""
-    node = core.read_node(name)
+    node: Any = core.read_node(name)
     taints = [{k: v for k, v in (("key", t.key), ("value", t.value), ("effect", t.effect),
                                  ("timeAdded", t.time_added.strftime("%Y-%m-%dT%H:%M:%SZ") if t.time_added else None))
                if v is not None} for t in node.spec.taints or []]
