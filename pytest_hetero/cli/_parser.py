@@ -247,6 +247,13 @@ def _add_workflow(sub: argparse._SubParsersAction) -> None:  # type: ignore[type
     p.add_argument("--from-bundle", type=Path, default=None, metavar="BUNDLE",
                    help="estimate from this bundle's item timings instead of the layer timeouts")
     p.add_argument("--json", action="store_true", help="print the plan as JSON")
+    p.add_argument("--affected-from-cluster", type=Path, default=None, metavar="BASELINE_BUNDLE",
+                   help="plan only the items what changed in the matrix's cluster since the bundle's snapshot can "
+                        "affect (lists the changes; reads the live cluster, runs nothing)")
+    p.add_argument("--context", default=None, metavar="NAME", help="kubeconfig context of the live cluster")
+    p.add_argument("--change", default=None, metavar="TEXT|@FILE",
+                   help="change record to compare with the observed impact (as --hetero-change)")
+    _trust(p)
     _plugins(p)
     p.set_defaults(func=_run_plan)
     p = sub.add_parser("diff", help="compare two bundles offline (exit 1 when the gate policy fails)")

@@ -72,7 +72,8 @@ def pytest_hetero_amend_evidence(evidence: dict[str, Any], settings: Settings, i
     asked, deselections by reason, the profile each matrix ran) when a profile, affected-only or shard
     option was given."""
     evidence["validation"] = _validation(evidence, inputs)
-    if not (settings.profile or settings.affected or settings.affected_from or settings.shard):
+    if not (settings.profile or settings.affected or settings.affected_from or settings.shard
+            or settings.affected_from_cluster):
         return
     reasons: dict[str, int] = {}
     for entry in evidence["untested"]["items"]:
@@ -81,6 +82,7 @@ def pytest_hetero_amend_evidence(evidence: dict[str, Any], settings: Settings, i
     evidence["selection"] = {
         "profile": settings.profile, "affected": list(settings.affected),
         "affected_from": str(settings.affected_from) if settings.affected_from else None,
+        "affected_from_cluster": str(settings.affected_from_cluster) if settings.affected_from_cluster else None,
         "shard": settings.shard.replace(" ", "") if settings.shard else None, "deselected": reasons,
         "profiles": _profiles(evidence, settings.profile, inputs)}
 
