@@ -11,8 +11,8 @@ added/removed), ``daemonset``, ``runtimeclass``, ``priorityclass``, ``kueue.<plu
 
 Mapping (:func:`affected_items`), each hit with the change that caused it:
 
-* a node label used by a resource's ``node_selector`` (on any node), or a node entering/leaving a pool →
-  every item of that resource;
+* a node label used by a resource's ``node_selector`` on a node of its pool (before or after: a node
+  entering or leaving it), or a node of the pool added/removed → every item of that resource;
 * a driver/toolkit label (:data:`DRIVER_LABELS`: GFD/Ascend/CUDA/CANN/driver) or an allocatable change of a
   requested device on a node of the pool → its startup, model and business items;
 * any other label, a taint, condition, allocatable or cordon change on a node of the pool → its discovery
@@ -71,19 +71,37 @@ SECTIONS = (("daemonsets", "daemonset"), ("runtimeclasses", "runtimeclass"), ("p
             ("resourcequotas", "resourcequota"), ("limitranges", "limitrange"))
 
 
+def _marker(section: Any) -> str | None:
+    """``not served`` / ``forbidden`` when a snapshot section is the lister's marker, else None."""
+    if isinstance(section, dict) and set(section) == {"served"}:
+        return "not served"
+    if isinstance(section, dict) and set(section) == {"forbidden"}:
+        return "forbidden"
+    return None
+
+
+def _section(old: Any, new: Any, kind: str) -> list[dict[str, Any]]:
+    a, b = _marker(old), _marker(new)
+    if a or b:
+        return [] if a == b else [{"kind": kind, "name": "*", "field": "listing", "old": a or "listed",
+                                   "new": b or "listed"}]
+    changes = _flat("", old or {}, new or {}, kind, "")
+    for change in changes:
+        change["name"], change["field"] = change["field"], "spec"
+    return changes
+
+
 def diff_snapshots(old: dict[str, Any], new: dict[str, Any]) -> list[dict[str, Any]]:
-    """Every change from snapshot ``old`` to ``new`` (module docstring), nodes first, each list sorted."""
+    """Every change from snapshot ``old`` to ``new`` (module docstring), nodes first, each list sorted. A
+    kind that became (or stopped being) not served / forbidden is one change, name ``*``, field ``listing``."""
     changes = _node_changes(old.get("nodes") or {}, new.get("nodes") or {})
     for section, kind in SECTIONS:
-        changes += _flat("", old.get(section) or {}, new.get(section) or {}, kind, "")
+        changes += _section(old.get(section), new.get(section), kind)
     for plural in ("resourceflavors", "clusterqueues", "localqueues"):
-        changes += _flat("", (old.get("kueue") or {}).get(plural) or {}, (new.get("kueue") or {}).get(plural) or {},
-                         f"kueue.{plural}", "")
-    changes += _flat("", (old.get("volcano") or {}).get("queues") or {}, (new.get("volcano") or {}).get("queues") or {},
-                     "volcano.queues", "")
-    for change in changes:
-        if not change["name"]:
-            change["name"], change["field"] = change["field"], "spec"
+        changes += _section((old.get("kueue") or {}).get(plural), (new.get("kueue") or {}).get(plural),
+                            f"kueue.{plural}")
+    changes += _section((old.get("volcano") or {}).get("queues"), (new.get("volcano") or {}).get("queues"),
+                        "volcano.queues")
     return changes
 
 
@@ -125,9 +143,6 @@ def _resource_layers(change: dict[str, Any], resource: Resource, pools: dict[str
     """Layers of ``resource`` that ``change`` can affect (empty: none)."""
     kind = change["kind"]
     if kind == "node":
-        field = str(change["field"])
-        if field.startswith("labels.") and field[len("labels."):] in resource.node_selector:
-            return (*EARLY, *LATE)
         return _node_layers(change, resource) if change["name"] in pools[resource.name] else ()
     if kind == "daemonset":
         return LATE if resource.device_resources else ()
