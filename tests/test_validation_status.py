@@ -179,3 +179,18 @@ def test_publish_plan_refuses_expired_and_nodeless_status() -> None:
     [expiry] = expiry_plan(nodes, "d.example", parse_now("2026-01-03T00:00:00Z"), "t")
     assert (expiry["labels"], expiry["taint"]) == ({"validation.d.example/training": None}, "remove")
     assert expiry_plan(nodes, "d.example", parse_now("2026-01-01T00:00:00Z"), "t") == []
+
+
+def test_example_matrix_and_node_readiness_rule_name_the_published_keys() -> None:
+    import yaml
+
+    from pytest_hetero.status.compute import label_key
+
+    matrix = load_matrix(REPO / "matrices" / "example-status.matrix.yaml")
+    assert ([m.task_type for m in matrix.models], matrix.valid_for_s, matrix.validation_domain) == (
+        ["batch-inference"], 7 * 86400.0, "gpu.example.com")
+    rule = yaml.safe_load((REPO / "deploy" / "node-readiness-rule.yaml").read_text())
+    assert (rule["apiVersion"], rule["kind"]) == ("readiness.node.x-k8s.io/v1alpha1", "NodeReadinessRule")
+    assert rule["spec"]["conditions"] == [{"type": label_key("pytest-hetero.dev", "batch-inference"),
+                                           "requiredStatus": "True"}]
+    assert rule["spec"]["taint"]["effect"] == "NoSchedule" and rule["spec"]["enforcementMode"] == "continuous"
