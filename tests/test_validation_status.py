@@ -194,3 +194,36 @@ def test_example_matrix_and_node_readiness_rule_name_the_published_keys() -> Non
     assert rule["spec"]["conditions"] == [{"type": label_key("pytest-hetero.dev", "batch-inference"),
                                            "requiredStatus": "True"}]
     assert rule["spec"]["taint"]["effect"] == "NoSchedule" and rule["spec"]["enforcementMode"] == "continuous"
+
+
+@pytest.fixture(scope="module")
+def cosign() -> str:
+    """cosign (tests/infra/gotools.sh), found before pytester moves HOME."""
+    from test_cosign import gotool
+
+    return gotool("cosign")
+
+
+def test_cosign_verifies_a_pool_vsa_with_the_run_key(cosign: str, signed: tuple[Path, Path], tmp_path: Path) -> None:
+    """The ecosystem's verifier (cosign verify-blob-attestation) accepts a VSA line with the run's key, as a
+    SLSA VSA over the pool identity it names; another key is refused."""
+    from pytest_hetero.bundle.signing import canonical
+    from pytest_hetero.bundle.vsa import pool_identity
+
+    bundle, pub = signed
+    status = load_status(bundle, trusted_keys([pub]))
+    pool = next(p for p in status["validation"]["pools"] if p["pool"] == "cpu-host")
+    line = next(raw for raw in (bundle / "validation.intoto.jsonl").read_bytes().splitlines()
+                if b"cpu-host" in base64.b64decode(json.loads(raw)["payload"]))
+    (tmp_path / "vsa.json").write_bytes(line + b"\n")
+    (tmp_path / "pool.json").write_bytes(canonical(pool_identity(pool)))
+    assert hetero("keygen", str(tmp_path / "other")).returncode == 0
+
+    def verify(key: Path) -> tuple[int, str]:
+        done = subprocess.run([cosign, "verify-blob-attestation", "--insecure-ignore-tlog", "--key", str(key),
+                               "--signature", str(tmp_path / "vsa.json"), "--type", VSA_PREDICATE_TYPE,
+                               str(tmp_path / "pool.json")], capture_output=True, text=True, timeout=120, check=False)
+        return done.returncode, (done.stdout + done.stderr).strip().splitlines()[-1]
+
+    assert verify(pub) == (0, "Verified OK")
+    assert verify(tmp_path / "other.pub")[0] != 0
