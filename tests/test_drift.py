@@ -110,3 +110,11 @@ def test_change_record_inline_file_and_errors(tmp_path: Path, setup: tuple[Any, 
     record = impact(parse_change("intended=cpu"), observed)
     assert (record["observed"], record["unintended"], record["not_observed"]) == (["gpu"], ["gpu"], ["cpu"])
     assert impact(parse_change("intended=cpu"), None)["observed"] is None
+
+
+def test_snapshot_without_a_kubernetes_matrix_is_a_usage_error(pytester: pytest.Pytester) -> None:
+    pytester.makefile(".matrix.yaml", s=matrix_text(name="s"))
+    result = pytester.runpytest("-p", "no:cacheprovider", "--hetero-snapshot")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "--hetero-snapshot records the cluster of kubernetes matrices, and none is collected" in \
+        "\n".join(result.errlines)

@@ -134,6 +134,10 @@ def _prepare(settings: Any, plans: list[Any]) -> tuple[ClusterRecord, dict[str, 
         drift.append({"matrix": matrix.name, "baseline": {"label": label, "run": baseline["run"].get("id"),
                                                            "sha256": hashlib.sha256(canonical(old)).hexdigest()},
                       "changes": changes, "affected": found})
+    if settings.snapshot and not snapshots:
+        raise SettingsError("--hetero-snapshot records the cluster of kubernetes matrices, and none is collected",
+                            hint="collect a matrix with spec.target.backend: kubernetes (or --hetero-backend "
+                                 "kubernetes), or leave the option out")
     record = ClusterRecord(snapshots, drift, impact(change, observed if drift is not None else None)
                            if change is not None else None)
     return record, hits, label
