@@ -93,13 +93,19 @@ def _validation(evidence: dict[str, Any], inputs: RunInputs) -> dict[str, Any]:
     from pytest_hetero.evidence.model import utc_now
     from pytest_hetero.status.compute import validation_status
 
-    held = []
+    from pytest_hetero.redact import Redactor
+
+    pools: list[dict[str, Any]] = []
     for entry in evidence.get("matrices", []):
         try:
-            held.append((inputs.matrix(entry), str(entry["prefix"])))
+            matrix = inputs.matrix(entry)
         except HeteroError:
             continue
-    return validation_status(held, evidence["items"], evidence["run"].get("finished_at") or utc_now())
+        # matrix values (node selectors, owners, names) pass the same redaction as the items' records
+        status = validation_status([(matrix, str(entry["prefix"]))], evidence["items"],
+                                   evidence["run"].get("finished_at") or utc_now())
+        pools += Redactor(extra=matrix.redact).data(status)["pools"]
+    return {"pools": pools}
 
 
 def _profiles(evidence: dict[str, Any], name: str | None, inputs: RunInputs) -> dict[str, dict[str, Any]]:
