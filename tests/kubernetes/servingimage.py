@@ -11,11 +11,15 @@ kubelet's image GC keeps it). It holds:
   (``PYTHONPATH``) on the build host, so the build itself needs no network;
 - both versions of the digits service, built inside the image by ``cases/digits/serving/build.py``
   (scikit-learn 1.6.1 writes the pickles it loads): ``/opt/models/digits-1.0.0`` and ``digits-2.0.0``;
-- ``/opt/hetero-serving/serve VERSION [PORT]``: MLServer serving ``digits-VERSION`` and, when
-  ``$HETERO_GATE_TOKEN`` is set, the bearer-token gate of the local tests (tests/serving/authproxy.py)
-  in front of it on ``0.0.0.0:PORT`` (default 8080) with ``/v2/health/`` open for the kubelet's
-  readiness probe; MLServer then listens on the pod's loopback only. A version the image does not
-  hold exits 2 with the versions it has.
+- ``/opt/models/digits-2.0.1``: a mislabelled release (a copy of 1.0.0, whose settings say 1.0.0), so a
+  Deployment asked for 2.0.1 serves a model reporting 1.0.0 (``wrong_model_version``);
+- ``/opt/hetero-serving/serve [VERSION [PORT]]`` (the image's command): the serving container contract
+  of the Kubernetes engine (:mod:`pytest_hetero.backends.kubernetes.serving`): MLServer serving
+  ``digits-VERSION`` (default ``$HETERO_SERVING_VERSION``) and, when ``$HETERO_SERVING_TOKEN`` is set,
+  the bearer-token gate of the local tests (tests/serving/authproxy.py) in front of it on
+  ``0.0.0.0:PORT`` (default ``$HETERO_SERVING_PORT``, else 8080) with ``/v2/health/`` open for the
+  kubelet's readiness probe; MLServer then listens on the pod's loopback only. A version the image
+  does not hold exits 2 with the versions it has.
 
 The recipe key hashes the Dockerfile, the files copied in and the pins; it does not track the
 versions pip resolves for unpinned dependencies (delete the image to refresh them).
@@ -41,11 +45,12 @@ BASE = "pytest-hetero/py311-onnx:1"
 SITE = "/opt/mlserver/site"
 
 SERVE = """#!/bin/sh
-# serve VERSION [PORT]: MLServer serving the digits model VERSION; behind the bearer-token gate on
-# 0.0.0.0:PORT when $HETERO_GATE_TOKEN is set (MLServer then on 127.0.0.1:8081), else on 0.0.0.0:PORT.
+# serve [VERSION [PORT]]: MLServer serving the digits model VERSION (default $HETERO_SERVING_VERSION) on PORT
+# (default $HETERO_SERVING_PORT, else 8080); behind the bearer-token gate on 0.0.0.0:PORT when
+# $HETERO_SERVING_TOKEN is set (MLServer then on 127.0.0.1:8081), else on 0.0.0.0:PORT.
 set -eu
-version=${1:?usage: serve VERSION [PORT]}
-port=${2:-8080}
+version=${1:-${HETERO_SERVING_VERSION:?usage: serve VERSION [PORT], or set HETERO_SERVING_VERSION}}
+port=${2:-${HETERO_SERVING_PORT:-8080}}
 model=/opt/models/digits-$version
 if [ ! -d "$model" ]; then
     echo "serve: this image holds no digits model $version (it has: $(ls /opt/models | tr '\\n' ' '))" >&2
@@ -54,10 +59,10 @@ fi
 mkdir -p /tmp/models
 ln -sfn "$model" /tmp/models/digits
 export MLSERVER_PARALLEL_WORKERS=0 MLSERVER_DEBUG=false MLSERVER_GRPC_PORT=8085 MLSERVER_METRICS_PORT=8086
-if [ -n "${HETERO_GATE_TOKEN:-}" ]; then
+if [ -n "${HETERO_SERVING_TOKEN:-}" ]; then
     MLSERVER_HOST=127.0.0.1 MLSERVER_HTTP_PORT=8081 mlserver start /tmp/models &
-    exec python3 /opt/hetero-serving/authproxy.py --upstream http://127.0.0.1:8081 --port "$port" \\
-        --host 0.0.0.0 --open /v2/health/
+    HETERO_GATE_TOKEN=$HETERO_SERVING_TOKEN exec python3 /opt/hetero-serving/authproxy.py \\
+        --upstream http://127.0.0.1:8081 --port "$port" --host 0.0.0.0 --open /v2/health/
 fi
 MLSERVER_HOST=0.0.0.0 MLSERVER_HTTP_PORT=$port exec mlserver start /tmp/models
 """
@@ -73,8 +78,9 @@ COPY site/ {SITE}/
 COPY mlserver /usr/local/bin/mlserver
 COPY hetero-serving/ /opt/hetero-serving/
 ENV PYTHONPATH={SITE}
-RUN python3 /opt/hetero-serving/build.py /opt/models && python3 -c "import mlserver_sklearn"
-CMD ["/opt/hetero-serving/serve", "2.0.0"]
+RUN python3 /opt/hetero-serving/build.py /opt/models && python3 -c "import mlserver_sklearn" \\
+    && cp -r /opt/models/digits-1.0.0 /opt/models/digits-2.0.1
+CMD ["/opt/hetero-serving/serve"]
 """
 
 
