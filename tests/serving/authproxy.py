@@ -36,7 +36,7 @@ class AuthGate:
     def __init__(self, upstream: str, token: str, port: int = 0, host: str = "127.0.0.1",
                  open_paths: tuple[str, ...] = ()) -> None:
         target = urlsplit(upstream)
-        host, up_port, expected = target.hostname or "127.0.0.1", target.port or 80, f"Bearer {token}"
+        up_host, up_port, expected = target.hostname or "127.0.0.1", target.port or 80, f"Bearer {token}"
         local = threading.local()
 
         class Handler(BaseHTTPRequestHandler):
@@ -54,7 +54,7 @@ class AuthGate:
                     return
                 conn = getattr(local, "conn", None)
                 if conn is None:
-                    conn = local.conn = http.client.HTTPConnection(host, up_port, timeout=30)
+                    conn = local.conn = http.client.HTTPConnection(up_host, up_port, timeout=30)
                     conn.connect()
                     conn.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
                 headers = {k: v for k, v in self.headers.items() if k.lower() not in HOP | {"authorization"}}

@@ -136,7 +136,7 @@ class KubernetesBackend(Backend):
 
     def serving_switch(self, step: Step, request: ServingRequest, version: str) -> dict[str, Any]:
         """Roll the Deployment to ``version`` (rollout undo semantics) and wait (see :func:`.serving.switch`)."""
-        facts = kube_serving.switch(self.session, request, version)
+        facts = kube_serving.switch(self.session, step, request, version)
         step.record("serving.k8s.rollout", version=version, **facts)
         return facts
 

@@ -45,7 +45,7 @@ from kubernetes.client.exceptions import ApiException
 
 from pytest_hetero.backends.kubernetes import client as kc
 from pytest_hetero.backends.kubernetes import scheduling as ks
-from pytest_hetero.backends.kubernetes.startup import STUCK, image_identity, state_text
+from pytest_hetero.backends.kubernetes.startup import STUCK, image_identity, read_logs, state_text
 from pytest_hetero.backends.kubernetes.submit import PULL
 from pytest_hetero.backends.labels import LABEL, OWNER
 from pytest_hetero.backends.protocol import ActionFailed, ServingRequest, Step, Unsupported
@@ -59,6 +59,15 @@ VERSION_ENV, TOKEN_ENV, PORT_ENV = "HETERO_SERVING_VERSION", "HETERO_SERVING_TOK
 SERVED, SERVED_OWNER = LABEL + "serving", LABEL + "serving-owner"
 REVISION = "deployment.kubernetes.io/revision"
 POLL_S = 0.5
+
+
+class NotReady(ActionFailed):
+    """A Deployment that did not become ready: ``facts`` (pod, kubelet state, Warning events, the
+    container's log tail) for evidence besides the message."""
+
+    def __init__(self, message: str, category: str, facts: dict[str, Any]) -> None:
+        super().__init__(message, category, "platform")
+        self.facts = facts
 
 
 def _where(session: KubeSession, request: ServingRequest) -> tuple[str, str]:
@@ -143,9 +152,23 @@ def endpoint(session: KubeSession, step: Step, request: ServingRequest) -> str:
         step.record("serving.k8s.deployed", namespace=namespace, name=name, image=step.image.reference,
                     version=request.version, objects=[f"{b['kind']}/{b['metadata']['name']}" for b in bodies],
                     port=PORT, token_secret=bool(request.token))
-    url, facts = wait_rolled_out(session, namespace, name, request.ready_timeout_s, "endpoint_not_ready")
+    try:
+        url, facts = wait_rolled_out(session, namespace, name, request.ready_timeout_s, "endpoint_not_ready")
+    except NotReady as exc:
+        keep_not_ready(step, exc)
+        raise
     step.record("serving.k8s.ready", **facts)
     return url
+
+
+def keep_not_ready(step: Step, exc: NotReady) -> None:
+    """Record ``serving.k8s.not_ready`` (the facts without the log) and keep the container's log tail as
+    the artifact ``serving-<pod>.log``."""
+    facts = dict(exc.facts)
+    log = facts.pop("log", None)
+    if log is not None:
+        facts["log_artifact"] = step.artifact(f"serving-{facts['pod']}.log", str(log)).path
+    step.record("serving.k8s.not_ready", category=exc.category, **facts)
 
 
 def _rs_of(apps: client.AppsV1Api, namespace: str, dep: Any) -> list[Any]:
@@ -235,6 +258,8 @@ def _not_ready(api: client.ApiClient, namespace: str, name: str, dep: Any, pods:
                stuck: dict[str, Any] | None, waited: float, timeout_s: float, category: str) -> None:
     """Raise ActionFailed ``category`` naming the kubelet's account of the first (stuck) pod."""
     pod = stuck or (pods[0] if pods else None)
+    facts: dict[str, Any] = {"deployment": f"{namespace}/{name}", "waited_s": round(waited, 3),
+                             "timeout_s": timeout_s, "stuck": stuck is not None}
     if pod is None:
         conditions = "; ".join(f"{c.type}={c.status} {c.reason}: {c.message}" for c in dep.status.conditions or [])
         why = f"no pod was created ({conditions or 'no Deployment conditions'})"
@@ -245,8 +270,16 @@ def _not_ready(api: client.ApiClient, namespace: str, name: str, dep: Any, pods:
         why = f"pod {pod_name}: {state_text(pod) or 'Running, not Ready'}"
         if warnings:
             why += f"; last kubelet warning: {warnings[-1]}"
+        facts.update(pod=pod_name, state=state_text(pod), warnings=warnings[-10:],
+                     log=read_logs(client.CoreV1Api(api), namespace, pod_name, previous=_restarted(pod),
+                                   container="server"))
     when = f"after {waited:.0f} s" if stuck is not None else f"within {timeout_s:g} s"
-    raise ActionFailed(f"Deployment {namespace}/{name} not ready {when}: {why}", category, "platform")
+    raise NotReady(f"Deployment {namespace}/{name} not ready {when}: {why}", category, facts)
+
+
+def _restarted(pod: dict[str, Any]) -> bool:
+    """True when the pod's container was restarted (its previous run's log holds why it ended)."""
+    return any((s.get("restartCount") or 0) > 0 for s in (pod.get("status") or {}).get("containerStatuses") or [])
 
 
 def pods(session: KubeSession, request: ServingRequest) -> list[dict[str, Any]]:
@@ -278,7 +311,7 @@ def pods(session: KubeSession, request: ServingRequest) -> list[dict[str, Any]]:
     return out
 
 
-def switch(session: KubeSession, request: ServingRequest, version: str) -> dict[str, Any]:
+def switch(session: KubeSession, step: Step, request: ServingRequest, version: str) -> dict[str, Any]:
     """Roll the Deployment to ``version`` (``kubectl rollout undo`` to the newest earlier ReplicaSet
     serving it, else a patch of ``$HETERO_SERVING_VERSION``) and wait for the rollout; its facts
     ``{"how", "revision_before", "revision_after", "replicaset", "endpoint", "waited_s"}``.
@@ -304,7 +337,11 @@ def switch(session: KubeSession, request: ServingRequest, version: str) -> dict[
         apps.patch_namespaced_deployment(name, namespace, patch, _request_timeout=kc.API_TIMEOUT_S)
     except ApiException as exc:
         raise kc.api_outcome(exc, f"roll Deployment {namespace}/{name} to {version}") from None
-    url, facts = wait_rolled_out(session, namespace, name, request.ready_timeout_s, "rollout_not_complete")
+    try:
+        url, facts = wait_rolled_out(session, namespace, name, request.ready_timeout_s, "rollout_not_complete")
+    except NotReady as exc:
+        keep_not_ready(step, exc)
+        raise
     return {"how": how, "revision_before": before, "revision_after": facts["revision"],
             "replicaset": facts["replicaset"], "endpoint": url, "waited_s": facts["waited_s"]}
 

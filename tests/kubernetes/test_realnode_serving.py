@@ -1,0 +1,183 @@
+"""Serving on Kubernetes, on the real node: the gate deploys the model server image as a Deployment +
+Service, finds the endpoint through the Service's EndpointSlice (a pod IP, no kube-proxy), checks
+version, auth and load, and rolls the Deployment back and forward.
+
+Every verdict comes from real parts: the kubelet and its containerd run MLServer (the image of
+``servingimage.py``), the kubelet's readiness probe and the endpoint-slice controller decide
+readiness, the deployment controller rolls ReplicaSets. Each test has a namespace of its own (serving
+objects are named by the matrix), and asserts nothing the run created is left in it.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import secrets
+import shutil
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+import servingimage
+import yaml
+from kubernetes import client
+from support import evidence_of, statuses
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLE = REPO / "matrices" / "example-serving-k8s.matrix.yaml"
+COMBO = "digits-service@digits-test"
+START, MODEL, BUSINESS = ("cpu-real::mlserver-digits::startup", f"cpu-real::mlserver-digits::{COMBO}::model",
+                          f"cpu-real::mlserver-digits::{COMBO}::business")
+
+if TYPE_CHECKING:  # annotation only: 'conftest' names differ per folder at run time
+    from conftest import RealNodeCluster
+
+
+@pytest.fixture(scope="module")
+def image(realnode: RealNodeCluster) -> str:
+    """The serving image, built (when its recipe changed) and imported into the node's containerd."""
+    return servingimage.ensure(Path(realnode.info.containerd_socket))
+
+
+@pytest.fixture
+def ns(realnode: RealNodeCluster, image: str) -> Iterator[str]:
+    """A namespace of this test; afterwards nothing labelled by a run may be left in it (cleanup is
+    under test): no Deployment, Service, Secret or pod."""
+    name = realnode.new_namespace("serving")
+    yield name
+    sel = "pytest-hetero.run-id"
+    apps, core = client.AppsV1Api(realnode.api), realnode.core
+    left = ([f"deployment/{d.metadata.name}" for d in apps.list_namespaced_deployment(name, label_selector=sel).items]
+            + [f"service/{s.metadata.name}" for s in core.list_namespaced_service(name, label_selector=sel).items]
+            + [f"secret/{s.metadata.name}" for s in core.list_namespaced_secret(name, label_selector=sel).items]
+            + [f"pod/{p.metadata.name}" for p in core.list_namespaced_pod(name).items
+               if p.metadata.deletion_timestamp is None])
+    realnode.core.delete_namespace(name)
+    assert left == [], f"left behind in {name}: {left}"
+
+
+def _example(pytester: pytest.Pytester, version: str | None = None) -> None:
+    """The example matrix (cases/ linked beside it), its model's version replaced by ``version``."""
+    (pytester.path / "matrices").mkdir()
+    (pytester.path / "cases").symlink_to(REPO / "cases", target_is_directory=True)
+    if version is None:
+        shutil.copy(EXAMPLE, pytester.path / "matrices")
+        return
+    doc = yaml.safe_load(EXAMPLE.read_text())
+    model = doc["spec"]["models"][0]
+    model["version"] = version
+    model["serving"].update(ready_timeout="45s")
+    model["serving"].pop("rollback")
+    (pytester.path / "matrices" / EXAMPLE.name).write_text(json.dumps(doc))
+
+
+def _run(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, realnode: RealNodeCluster, ns: str,
+         *extra: str) -> tuple[pytest.RunResult, dict[str, dict[str, Any]], dict[str, str]]:
+    monkeypatch.setenv("KUBECONFIG", str(realnode.info.kubeconfig))
+    monkeypatch.setenv("HETERO_DIGITS_TOKEN", secrets.token_hex(16))
+    result = pytester.runpytest(f"matrices/{EXAMPLE.name}", "-p", "no:cacheprovider", "--hetero-kube-namespace", ns,
+                                "--hetero-run-id", "s" + uuid.uuid4().hex[:10], *extra)
+    ev = evidence_of(pytester)
+    items = {i["nodeid"].split("::", 1)[1]: i for i in ev["items"]}
+    return result, items, statuses(ev)
+
+
+def evidence_dir(pytester: pytest.Pytester) -> Path:
+    """The folder of the single bundle a pytester run wrote under reports/."""
+    (bundle,) = (pytester.path / "reports").iterdir()
+    return bundle
+
+
+def _records(item: dict[str, Any], kind: str) -> list[dict[str, Any]]:
+    return [r["data"] for r in item["records"] if r["kind"] == kind]
+
+
+def test_example_serving_on_the_real_node(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
+                                          realnode: RealNodeCluster, ns: str) -> None:
+    """Ready, version, auth, load and rollback by rolling the Deployment back, all passing."""
+    _example(pytester)
+    result, items, found = _run(pytester, monkeypatch, realnode, ns)
+    assert {k: v for k, v in found.items() if k in (START, MODEL, BUSINESS)} == {
+        START: "passed", MODEL: "passed", BUSINESS: "passed"}, result.stdout.str()[-3000:]
+    start, model = items[START], items[MODEL]
+    (deployed,) = _records(start, "serving.k8s.deployed")
+    assert (deployed["namespace"], deployed["name"], deployed["version"], deployed["objects"],
+            deployed["token_secret"]) == (ns, "digits", "2.0.0",
+                                          ["Secret/digits-token", "Deployment/digits", "Service/digits"], True)
+    (ready,) = _records(start, "serving.k8s.ready")
+    assert (ready["endpoint_source"], ready["revision"], ready["port"]) == ("EndpointSlice", "1", 8080)
+    assert ipaddress.ip_address(ready["pod_ip"]) in ipaddress.ip_network("10.89.0.0/24")  # the node's CNI range
+    (served,) = _records(start, "serving.ready")
+    assert (served["endpoint"], served["status"], served["authenticated"]) == (
+        f"http://{ready['pod_ip']}:8080", 200, True)
+    (ident,) = _records(start, "serving.identity")
+    assert (ident["found"], ident["version_served"], ident["probe_version"]) == (True, True, "2.0.0")
+    assert _records(start, "serving.auth") == [{
+        "protected": True, "token_env": "HETERO_DIGITS_TOKEN", "path": "/v2/models/digits",
+        "unauthenticated_status": 401, "refused": True}]
+    (deploy,) = _records(start, "serving.deploy")
+    (pod,) = deploy["pods"]
+    assert (deploy["recorded"], pod["node"], pod["phase"], pod["ready"], pod["ip"], pod["version"],
+            pod["requests"], pod["limits"], pod["revision"]) == (
+        True, realnode.info.node, "Running", True, ready["pod_ip"], "2.0.0", {"cpu": "500m", "memory": "512Mi"},
+        {"memory": "1Gi"}, "1")
+    assert pod["image_digest"].startswith("sha256:") and pod["image"].endswith("pytest-hetero/mlserver-digits:1")
+    levels = _records(model, "serving.load")
+    assert [(lv["concurrency"], lv["requests"], lv["ok"], lv["status_counts"]) for lv in levels] == [
+        (1, 360, 360, {"200": 360}), (8, 360, 360, {"200": 360})]
+    (usage,) = _records(model, "serving.usage")
+    assert usage["available"] is False  # a pod IP is not this host's process: never a made-up figure
+    # rollback: no earlier ReplicaSet serves 1.0.0, so its version is patched (revision 2); the restore
+    # is `rollout undo` to revision 1's template, which the deployment controller re-labels revision 3
+    (switch,) = _records(model, "serving.rollback.switch")
+    (restore,) = _records(model, "serving.rollback.restore")
+    assert (switch["version"], switch["how"], switch["revision_before"], switch["revision_after"]) == (
+        "1.0.0", "patched HETERO_SERVING_VERSION to 1.0.0 (no earlier ReplicaSet serves it)", "1", "2")
+    assert (restore["version"], restore["revision_before"], restore["revision_after"]) == ("2.0.0", "2", "3")
+    assert restore["how"].startswith("rollout undo to revision 1 (ReplicaSet digits-")
+    assert restore["replicaset"] == ready["replicaset"]  # the first ReplicaSet serves again
+    (rollback,) = _records(model, "serving.rollback")
+    previous = rollback["previous"]
+    assert (rollback["status"], rollback["switch"], previous["version"], previous["reported_version"],
+            previous["answered"]) == ("verified", "deploy", "1.0.0", "1.0.0", 360)
+    assert previous["endpoint"] == switch["endpoint"] != ready["pod_ip"]
+    assert [(g["name"], g["observed"], g["verdict"]) for g in previous["golden"]] == [
+        ("golden-samples", "10/10 match", "pass")]
+    (rules,) = _records(items[BUSINESS], "business.rules")
+    observed = {r["name"]: (r["observed"], r["verdict"]) for r in rules["results"]}
+    assert observed["accuracy-floor"] == (0.963889, "pass")  # 2.0.0 answered the load, not 1.0.0 (0.955556)
+
+
+def test_a_mislabelled_release_fails_wrong_model_version(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
+                                                         realnode: RealNodeCluster, ns: str) -> None:
+    """The image's 2.0.1 holds the 1.0.0 model: the Deployment becomes ready and reports 1.0.0."""
+    _example(pytester, "2.0.1")
+    result, items, found = _run(pytester, monkeypatch, realnode, ns)
+    start = items[START]
+    assert (found[START], start["failure"]["category"], start["failure"]["owner"]) == (
+        "failed", "wrong_model_version", "algorithm"), result.stdout.str()[-3000:]
+    assert start["failure"]["message"].startswith("digits at http://10.89.0.")
+    assert start["failure"]["message"].endswith("serves 1.0.0, not the declared 2.0.1")
+    (ready,) = _records(start, "serving.k8s.ready")
+    assert (ready["endpoint_source"], ready["revision"]) == ("EndpointSlice", "1")
+
+
+def test_a_deployment_that_never_becomes_ready_fails_with_the_kubelets_reason(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, realnode: RealNodeCluster, ns: str) -> None:
+    """Version 9.9.9 is not in the image: the server exits 2, the kubelet says CrashLoopBackOff."""
+    _example(pytester, "9.9.9")
+    result, items, found = _run(pytester, monkeypatch, realnode, ns)
+    start = items[START]
+    assert (found[START], start["failure"]["category"], start["failure"]["owner"]) == (
+        "failed", "endpoint_not_ready", "platform"), result.stdout.str()[-3000:]
+    message = start["failure"]["message"]
+    assert message.startswith(f"Deployment {ns}/digits not ready after ")
+    assert "CrashLoopBackOff" in message and "exit 2" in message, message
+    (kept,) = _records(start, "serving.k8s.not_ready")
+    assert (kept["category"], kept["stuck"], kept["deployment"]) == ("endpoint_not_ready", True, f"{ns}/digits")
+    assert kept["state"].startswith("CrashLoopBackOff") and kept["pod"] in message
+    log = next(a for a in start["artifacts"] if a["name"] == f"serving-{kept['pod']}.log")
+    text = (Path(evidence_dir(pytester)) / log["path"]).read_text()
+    assert "serve: this image holds no digits model 9.9.9 (it has: digits-1.0.0 digits-2.0.0 digits-2.0.1" in text
