@@ -315,8 +315,14 @@ def switch(session: KubeSession, step: Step, request: ServingRequest, version: s
     """Roll the Deployment to ``version`` (``kubectl rollout undo`` to the newest earlier ReplicaSet
     serving it, else a patch of ``$HETERO_SERVING_VERSION``) and wait for the rollout; its facts
     ``{"how", "revision_before", "revision_after", "replicaset", "endpoint", "waited_s"}``.
-    ActionFailed ``rollout_not_complete`` (platform) when it does not complete in the ready timeout."""
+    ActionFailed ``rollout_not_complete`` (platform) when it does not complete in the ready timeout,
+    ``configuration`` for a Deployment this session did not deploy (it never patches another's)."""
     namespace, name = _where(session, request)
+    if (namespace, name) not in session.serving:
+        deployed = ", ".join(f"{ns}/{n}" for ns, n in session.serving) or "none"
+        raise ActionFailed(f"Deployment {namespace}/{name} was not deployed by this run (deployed: {deployed}); the "
+                           "kubernetes backend rolls back only what it deployed: drop serving.rollback.deploy, "
+                           "serving.deploy is rolled back", "configuration", "platform")
     api = session.api
     apps = client.AppsV1Api(api)
     try:
