@@ -14,6 +14,8 @@ import ipaddress
 import json
 import secrets
 import shutil
+import threading
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -49,27 +51,30 @@ def ns(realnode: RealNodeCluster, image: str) -> Iterator[str]:
     yield name
     sel = "pytest-hetero.run-id"
     apps, core = client.AppsV1Api(realnode.api), realnode.core
-    left = ([f"deployment/{d.metadata.name}" for d in apps.list_namespaced_deployment(name, label_selector=sel).items]
-            + [f"service/{s.metadata.name}" for s in core.list_namespaced_service(name, label_selector=sel).items]
-            + [f"secret/{s.metadata.name}" for s in core.list_namespaced_secret(name, label_selector=sel).items]
-            + [f"pod/{p.metadata.name}" for p in core.list_namespaced_pod(name).items
-               if p.metadata.deletion_timestamp is None])
+    found = [("deployment", apps.list_namespaced_deployment(name, label_selector=sel).items),
+             ("service", core.list_namespaced_service(name, label_selector=sel).items),
+             ("secret", core.list_namespaced_secret(name, label_selector=sel).items),
+             ("pod", core.list_namespaced_pod(name).items)]
+    left = [f"{kind}/{o.metadata.name}" for kind, objs in found for o in objs if o.metadata.deletion_timestamp is None]
     realnode.core.delete_namespace(name)
     assert left == [], f"left behind in {name}: {left}"
 
 
-def _example(pytester: pytest.Pytester, version: str | None = None) -> None:
-    """The example matrix (cases/ linked beside it), its model's version replaced by ``version``."""
+def _example(pytester: pytest.Pytester, version: str | None = None, **target: Any) -> None:
+    """The example matrix (cases/ linked beside it); with ``version``, its model's version replaced, no
+    rollback and a 45 s ready timeout; ``target`` keys added."""
     (pytester.path / "matrices").mkdir()
     (pytester.path / "cases").symlink_to(REPO / "cases", target_is_directory=True)
-    if version is None:
+    if version is None and not target:
         shutil.copy(EXAMPLE, pytester.path / "matrices")
         return
     doc = yaml.safe_load(EXAMPLE.read_text())
-    model = doc["spec"]["models"][0]
-    model["version"] = version
-    model["serving"].update(ready_timeout="45s")
-    model["serving"].pop("rollback")
+    doc["spec"]["target"].update(target)
+    if version is not None:
+        model = doc["spec"]["models"][0]
+        model["version"] = version
+        model["serving"].update(ready_timeout="45s")
+        model["serving"].pop("rollback")
     (pytester.path / "matrices" / EXAMPLE.name).write_text(json.dumps(doc))
 
 
@@ -181,3 +186,38 @@ def test_a_deployment_that_never_becomes_ready_fails_with_the_kubelets_reason(
     log = next(a for a in start["artifacts"] if a["name"] == f"serving-{kept['pod']}.log")
     text = (Path(evidence_dir(pytester)) / log["path"]).read_text()
     assert "serve: this image holds no digits model 9.9.9 (it has: digits-1.0.0 digits-2.0.0 digits-2.0.1" in text
+
+
+FINALIZER = "hetero-test.example/never-clears"
+
+
+def test_a_serving_deployment_that_cannot_be_deleted_makes_the_run_not_clean(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, realnode: RealNodeCluster, ns: str) -> None:
+    """A controller's finalizer on the run's Deployment: every item passes, the run is not clean."""
+    _example(pytester, cleanup_wait_s=2)
+    apps = client.AppsV1Api(realnode.api)
+
+    def finalize() -> None:  # as a controller of the cluster would, once the Deployment exists
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            for dep in apps.list_namespaced_deployment(ns, label_selector="pytest-hetero.run-id").items:
+                apps.patch_namespaced_deployment(dep.metadata.name, ns, {"metadata": {"finalizers": [FINALIZER]}})
+                return
+            time.sleep(0.2)
+
+    controller = threading.Thread(target=finalize, daemon=True)
+    controller.start()
+    try:
+        result, items, found = _run(pytester, monkeypatch, realnode, ns, "-k", "scheduling or startup")
+        ev = evidence_of(pytester)
+        dep = apps.read_namespaced_deployment("digits", ns)
+        assert dep.metadata.deletion_timestamp is not None and FINALIZER in (dep.metadata.finalizers or [])
+    finally:
+        controller.join(5)
+        apps.patch_namespaced_deployment("digits", ns, {"metadata": {"finalizers": None}})
+    assert found[START] == "passed", result.stdout.str()[-3000:]
+    assert (ev["summary"]["verdict"], ev["summary"]["clean"]) == ("not_clean", False)
+    [left] = ev["cleanup"]["leftovers"]  # the Service and the Secret went; the pods went before the Deployment
+    assert (left["backend"], left["kind"], left["namespace"], left["name"]) == ("kubernetes", "deployment", ns, "digits")
+    assert left["reason"].startswith("still present 2 s after deletion: finalizers ") and FINALIZER in left["reason"]
+    assert result.ret == 1
