@@ -102,6 +102,8 @@ def test_deploy_through_the_backend_hook_point(pytester: pytest.Pytester, monkey
                                                       "limits": {"cpu": "2"}}]}]
     model = items[MODEL]
     assert [r["version"] for r in records(model, "test.switch")] == ["1.0.0", "2.0.0"]  # switched back after
+    assert [(r["version"], r["how"]) for r in records(model, "serving.rollback.switch")
+            + records(model, "serving.rollback.restore")] == [("1.0.0", "test"), ("2.0.0", "test")]
     (rollback,) = records(model, "serving.rollback")
     assert (rollback["switch"], rollback["previous"]["endpoint"], rollback["previous"]["reported_version"],
             rollback["current"]["endpoint"]) == ("deploy", digits_servers.previous, "1.0.0",
