@@ -60,18 +60,20 @@ def ns(realnode: RealNodeCluster, image: str) -> Iterator[str]:
     assert left == [], f"left behind in {name}: {left}"
 
 
-def _example(pytester: pytest.Pytester, version: str | None = None, **target: Any) -> None:
+def _example(pytester: pytest.Pytester, version: str | None = None, serving: dict[str, Any] | None = None,
+             **target: Any) -> None:
     """The example matrix (cases/ linked beside it); with ``version``, its model's version replaced, no
-    rollback and a 45 s ready timeout; ``target`` keys added."""
+    rollback and a 45 s ready timeout; ``serving`` keys replaced; ``target`` keys added."""
     (pytester.path / "matrices").mkdir()
     (pytester.path / "cases").symlink_to(REPO / "cases", target_is_directory=True)
-    if version is None and not target:
+    if version is None and not target and not serving:
         shutil.copy(EXAMPLE, pytester.path / "matrices")
         return
     doc = yaml.safe_load(EXAMPLE.read_text())
     doc["spec"]["target"].update(target)
+    model = doc["spec"]["models"][0]
+    model["serving"].update(serving or {})
     if version is not None:
-        model = doc["spec"]["models"][0]
         model["version"] = version
         model["serving"].update(ready_timeout="45s")
         model["serving"].pop("rollback")
@@ -221,3 +223,31 @@ def test_a_serving_deployment_that_cannot_be_deleted_makes_the_run_not_clean(
     assert (left["backend"], left["kind"], left["namespace"], left["name"]) == ("kubernetes", "deployment", ns, "digits")
     assert left["reason"].startswith("still present 2 s after deletion: finalizers ") and FINALIZER in left["reason"]
     assert result.ret == 1
+
+
+def test_a_kind_the_engine_does_not_deploy_is_not_applicable(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, realnode: RealNodeCluster, ns: str) -> None:
+    """``deploy.kind: Service`` is not deployed (nor looked up): not applicable, nothing created."""
+    _example(pytester, serving={"deploy": {"kind": "Service", "name": "digits"}})
+    result, items, found = _run(pytester, monkeypatch, realnode, ns, "-k", "scheduling or startup")
+    assert (found[START], items[START]["reason"]) == ("not_applicable", (
+        "not applicable: the kubernetes backend deploys serving.deploy kind Deployment (+ Service), not Service; "
+        "give serving.endpoint for a Service served otherwise")), result.stdout.str()[-3000:]
+    assert _records(items[START], "serving.k8s.deployed") == []
+
+
+def test_a_rollback_deploy_the_run_did_not_deploy_is_never_patched(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, realnode: RealNodeCluster, ns: str) -> None:
+    """``rollback.deploy`` naming another Deployment: the model item fails ``configuration`` before any
+    patch; the Deployment of the run keeps its one revision."""
+    other = {"kind": "Deployment", "name": "digits-old"}
+    _example(pytester, serving={"rollback": {"version": "1.0.0", "deploy": other},
+                                "load": {"concurrency": [1], "requests": 10}})
+    result, items, found = _run(pytester, monkeypatch, realnode, ns, "-k", "not business")
+    model = items[MODEL]
+    assert (found[START], found[MODEL], model["failure"]["category"], model["failure"]["owner"]) == (
+        "passed", "failed", "configuration", "platform"), result.stdout.str()[-3000:]
+    assert model["failure"]["message"] == (
+        f"Deployment {ns}/digits-old was not deployed by this run (deployed: {ns}/digits); the kubernetes backend "
+        "rolls back only what it deployed: drop serving.rollback.deploy, serving.deploy is rolled back")
+    assert _records(model, "serving.rollback.switch") == [] and _records(model, "serving.k8s.rollout") == []
