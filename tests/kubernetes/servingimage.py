@@ -139,13 +139,33 @@ def build(key: str) -> None:
         _run("docker", "build", "-q", "--network", "none", "-t", IMAGE, str(root))
 
 
+LOCK = Path("/tmp/hetero-serving-image.lock")
+"""Held while the image is checked, built and imported: pytest-xdist workers and parallel sessions on
+this machine share the Docker engine and the node's containerd."""
+
+
 def ensure(socket: Path) -> str:
     """Build the image when its recipe changed and import it into the containerd at ``socket``; return its
-    reference. Raises RuntimeError (docker, pip or ctr output attached) when a step fails."""
+    reference. Raises RuntimeError (docker, pip or ctr output attached) when a step fails, naming
+    ``tests/infra/docker-engine.sh images`` when the base image is missing."""
+    import fcntl
+
+    with open(LOCK, "a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            return _ensure(socket)
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def _ensure(socket: Path) -> str:
     key = recipe_key()
     if _key_in_containerd(socket) == key:
         return IMAGE
     if _key_in_docker() != key:
+        base = subprocess.run(["docker", "image", "inspect", BASE], capture_output=True, timeout=60, check=False)
+        if base.returncode != 0:
+            raise RuntimeError(f"base image {BASE} is not in the Docker engine: run tests/infra/docker-engine.sh images")
         build(key)
     image = subprocess.run(["docker", "save", IMAGE], capture_output=True, timeout=600, check=True).stdout
     ctr = ("ctr", "--address", str(socket), "-n", "k8s.io", "images")
