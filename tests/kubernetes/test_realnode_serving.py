@@ -251,3 +251,25 @@ def test_a_rollback_deploy_the_run_did_not_deploy_is_never_patched(
         f"Deployment {ns}/digits-old was not deployed by this run (deployed: {ns}/digits); the kubernetes backend "
         "rolls back only what it deployed: drop serving.rollback.deploy, serving.deploy is rolled back")
     assert _records(model, "serving.rollback.switch") == [] and _records(model, "serving.k8s.rollout") == []
+
+
+def test_a_second_resource_asking_for_the_same_deployment_fails_configuration(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, realnode: RealNodeCluster, ns: str) -> None:
+    """serving.deploy is deployed once, for one resource × image; another resource's item is refused,
+    not silently handed the first one's pods."""
+    (pytester.path / "matrices").mkdir()
+    (pytester.path / "cases").symlink_to(REPO / "cases", target_is_directory=True)
+    doc = yaml.safe_load(EXAMPLE.read_text())
+    doc["spec"]["resources"].append({**doc["spec"]["resources"][0], "name": "cpu-real-b"})
+    (pytester.path / "matrices" / EXAMPLE.name).write_text(json.dumps(doc))
+    result, items, found = _run(pytester, monkeypatch, realnode, ns, "-k", "scheduling or startup")
+    starts = {k: v for k, v in found.items() if k.endswith("::startup")}
+    assert sorted(starts.values()) == ["failed", "passed"], result.stdout.str()[-3000:]
+    (ok,) = [k.split("::")[0] for k, v in starts.items() if v == "passed"]
+    (refused,) = [items[k] for k, v in starts.items() if v == "failed"]
+    other = refused["nodeid"].split("::")[1]
+    assert (refused["failure"]["category"], refused["failure"]["owner"], refused["failure"]["message"]) == (
+        "configuration", "platform",
+        f"Deployment {ns}/digits was deployed for resource {ok} × image mlserver-digits, not {other} × "
+        "mlserver-digits: serving.deploy is deployed once, for one resource and image; give the serving matrix "
+        "one of each (or select one with -k)")

@@ -1,7 +1,8 @@
 """Serving on Kubernetes: the model server image as a Deployment + Service, its endpoint, pods and rollouts.
 
 For a model whose ``serving.deploy`` is ``{kind: Deployment, name, namespace?}`` the engine creates
-(once per session and object; the first item's resource and image decide placement):
+(once per run and object, for one resource × image: an item of another resource or image asking
+for the same object fails ``configuration``, as does another pytest-xdist worker's):
 
 - a Secret ``<name>-token`` (key ``token``) when the matrix names ``auth.token_env``;
 - a Deployment ``<name>`` (1 replica) running ``step.image`` with the resource's requests/limits,
@@ -47,7 +48,7 @@ from pytest_hetero.backends.kubernetes import client as kc
 from pytest_hetero.backends.kubernetes import scheduling as ks
 from pytest_hetero.backends.kubernetes.startup import STUCK, image_identity, read_logs, state_text
 from pytest_hetero.backends.kubernetes.submit import PULL
-from pytest_hetero.backends.labels import LABEL, OWNER
+from pytest_hetero.backends.labels import LABEL, OWNER, RUN_ID
 from pytest_hetero.backends.protocol import ActionFailed, ServingRequest, Step, Unsupported
 
 if TYPE_CHECKING:
@@ -130,7 +131,12 @@ def _create(api: client.ApiClient, session: KubeSession, body: dict[str, Any]) -
         if exc.status != 409:
             raise kc.api_outcome(exc, f"create {kind} {name} in namespace {namespace}") from None
     found = read(name, namespace, _request_timeout=kc.API_TIMEOUT_S)
-    if (found.metadata.labels or {}).get(OWNER) != session.owner:
+    mine = found.metadata.labels or {}
+    if mine.get(OWNER) != session.owner and mine.get(RUN_ID) == kc.label_value(session.settings.run_id):
+        raise ActionFailed(f"{kind} {namespace}/{name} was deployed by another process of this run (another "
+                           "pytest-xdist worker, for another resource): serving.deploy is deployed once, for one "
+                           "resource; give the serving matrix one resource", "configuration", "platform")
+    if mine.get(OWNER) != session.owner:
         raise ActionFailed(f"{kind} {namespace}/{name} exists and was not created by this run: the gate deploys "
                            f"serving.deploy itself; delete it or name another", "serving_object_exists", "platform")
 
@@ -143,7 +149,12 @@ def endpoint(session: KubeSession, step: Step, request: ServingRequest) -> str:
     key = (namespace, name)
     with session.lock:
         first = key not in session.serving
-        session.serving.setdefault(key, {"created": False})
+        entry = session.serving.setdefault(key, {"created": False, "for": (step.resource.name, step.image.name)})
+    if entry["for"] != (step.resource.name, step.image.name):
+        raise ActionFailed(f"Deployment {namespace}/{name} was deployed for resource {entry['for'][0]} × image "
+                           f"{entry['for'][1]}, not {step.resource.name} × {step.image.name}: serving.deploy is "
+                           "deployed once, for one resource and image; give the serving matrix one of each (or "
+                           "select one with -k)", "configuration", "platform")
     if first:
         bodies = manifests(session, step, request, namespace, name)
         for body in bodies:
