@@ -37,7 +37,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from pytest_hetero.backends.protocol import ServingRequest, Unsupported
+from pytest_hetero.backends.protocol import EngineFault, ServingRequest, Unsupported
 from pytest_hetero.errors import CaseError
 from pytest_hetero.layers.base import LayerBroken, LayerContext, LayerFailed, keep_outputs
 from pytest_hetero.matrix.acceptance import evaluate, load_rules
@@ -366,17 +366,10 @@ def rollback(ctx: LayerContext, proto: ServingProtocol, base: str, samples: list
         side_old = _previous_side(ctx, old_proto, samples, golden)
     else:
         try:
-            switched = ctx.backend.serving_switch(ctx, serving_request(ctx, old, old_proto), old.version)
+            side_old = _via_deploy(ctx, proto, old_proto, samples, golden)
         except Unsupported as exc:
             ctx.record("serving.rollback", status="not_applicable", current=side_now, reason=exc.message)
             return
-        ctx.record("serving.rollback.switch", deploy=old.deploy, version=old.version, **(switched or {}))
-        try:
-            side_old = _previous_side(ctx, old_proto, samples, golden)
-        finally:
-            restored = ctx.backend.serving_switch(ctx, serving_request(ctx, serving, proto), serving.version)
-            ctx.record("serving.rollback.restore", deploy=serving.deploy, version=serving.version,
-                       **(restored or {}))
     ctx.record("serving.rollback", status="verified", previous=side_old, current=side_now,
                switch="endpoint" if spec.get("endpoint") else "deploy")
     failed = [r for r in side_old["golden"] if r["verdict"] != "pass"]
@@ -384,6 +377,42 @@ def rollback(ctx: LayerContext, proto: ServingProtocol, base: str, samples: list
         raise LayerFailed(f"after rollback to {old.version}: " + "; ".join(
             f"{r['name']}: {r['observed']} ({r['detail']})" for r in failed),
             "rollback_answers_wrong", "algorithm")
+
+
+def _via_deploy(ctx: LayerContext, proto: ServingProtocol, old_proto: ServingProtocol, samples: list[Any],
+                golden: list[dict[str, Any]]) -> dict[str, Any]:
+    """Roll the engine's deployed object to the previous version (``serving.rollback.switch``), check it
+    (:func:`_previous_side`), and roll it back to the current version (``serving.rollback.restore``)
+    whatever happened after the switch was asked, a failed rollout included. Raises the engine's
+    Unsupported (nothing switched, nothing restored) when it has no ``serving_switch``."""
+    old = old_proto.serving
+    try:
+        switched = ctx.backend.serving_switch(ctx, serving_request(ctx, old, old_proto), old.version)
+        ctx.record("serving.rollback.switch", deploy=old.deploy, version=old.version, **(switched or {}))
+        side = _previous_side(ctx, old_proto, samples, golden)
+    except Unsupported:
+        raise
+    except BaseException:
+        _restore(ctx, proto, quiet=True)
+        raise
+    _restore(ctx, proto, quiet=False)
+    return side
+
+
+def _restore(ctx: LayerContext, proto: ServingProtocol, quiet: bool) -> None:
+    """Switch the deployed object back to the current version; record ``serving.rollback.restore``. With
+    ``quiet`` (another failure is on its way) an engine fault is recorded instead of raised."""
+    serving = proto.serving
+    try:
+        restored = ctx.backend.serving_switch(ctx, serving_request(ctx, serving, proto), serving.version)
+    except EngineFault as exc:
+        ctx.record("serving.rollback.restore", deploy=serving.deploy, version=serving.version, restored=False,
+                   category=exc.category, error=exc.message)
+        if quiet:
+            return
+        raise
+    ctx.record("serving.rollback.restore", deploy=serving.deploy, version=serving.version, restored=True,
+               **(restored or {}))
 
 
 def _previous_side(ctx: LayerContext, old_proto: ServingProtocol, samples: list[Any],

@@ -250,7 +250,30 @@ def test_a_rollback_deploy_the_run_did_not_deploy_is_never_patched(
     assert model["failure"]["message"] == (
         f"Deployment {ns}/digits-old was not deployed by this run (deployed: {ns}/digits); the kubernetes backend "
         "rolls back only what it deployed: drop serving.rollback.deploy, serving.deploy is rolled back")
-    assert _records(model, "serving.rollback.switch") == [] and _records(model, "serving.k8s.rollout") == []
+    assert _records(model, "serving.rollback.switch") == []
+    (restore,) = _records(model, "serving.rollback.restore")  # asked anyway: nothing to roll
+    assert (restore["restored"], restore["how"], restore["revision_before"], restore["revision_after"]) == (
+        True, "none: the Deployment's template already serves 2.0.0", "1", "1")
+
+
+def test_a_rollback_that_never_rolls_out_is_restored_and_fails_with_the_kubelets_reason(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, realnode: RealNodeCluster, ns: str) -> None:
+    """Rolling back to a version the image lacks: the new ReplicaSet crash-loops, the rollout fails
+    ``rollout_not_complete`` quoting the kubelet, and the Deployment is rolled back to 2.0.0 anyway."""
+    _example(pytester, serving={"rollback": {"version": "9.9.9"}, "load": {"concurrency": [1], "requests": 10}})
+    result, items, found = _run(pytester, monkeypatch, realnode, ns, "-k", "not business")
+    model = items[MODEL]
+    assert (found[MODEL], model["failure"]["category"], model["failure"]["owner"]) == (
+        "failed", "rollout_not_complete", "platform"), result.stdout.str()[-3000:]
+    assert model["failure"]["message"].startswith(f"Deployment {ns}/digits not ready after ")
+    assert "CrashLoopBackOff" in model["failure"]["message"] and "exit 2" in model["failure"]["message"]
+    (kept,) = _records(model, "serving.k8s.not_ready")
+    assert (kept["category"], kept["stuck"]) == ("rollout_not_complete", True)
+    (restore,) = _records(model, "serving.rollback.restore")
+    assert (restore["restored"], restore["version"], restore["revision_before"], restore["revision_after"]) == (
+        True, "2.0.0", "2", "3")
+    assert restore["how"].startswith("rollout undo to revision 1 (ReplicaSet digits-")
+    assert _records(model, "serving.rollback") == []  # nothing was verified
 
 
 def test_a_second_resource_asking_for_the_same_deployment_fails_configuration(

@@ -341,17 +341,21 @@ def switch(session: KubeSession, step: Step, request: ServingRequest, version: s
         before = _revision(dep)
         earlier = next((rs for rs in _rs_of(apps, namespace, dep)
                         if _revision(rs) != before and _served_version(rs.spec.template) == version), None)
-        if earlier is not None:
+        patch: list[dict[str, Any]] = []
+        if _served_version(dep.spec.template) == version:
+            how = f"none: the Deployment's template already serves {version}"
+        elif earlier is not None:
             template = api.sanitize_for_serialization(earlier.spec.template)  # type: ignore[no-untyped-call]
             template["metadata"]["labels"].pop("pod-template-hash", None)
-            patch: list[dict[str, Any]] = [{"op": "replace", "path": "/spec/template", "value": template}]
+            patch = [{"op": "replace", "path": "/spec/template", "value": template}]
             how = f"rollout undo to revision {_revision(earlier)} (ReplicaSet {earlier.metadata.name})"
         else:
             env = dep.spec.template.spec.containers[0].env or []
             index = next(i for i, e in enumerate(env) if e.name == VERSION_ENV)
             patch = [{"op": "replace", "path": f"/spec/template/spec/containers/0/env/{index}/value", "value": version}]
             how = f"patched {VERSION_ENV} to {version} (no earlier ReplicaSet serves it)"
-        apps.patch_namespaced_deployment(name, namespace, patch, _request_timeout=kc.API_TIMEOUT_S)
+        if patch:
+            apps.patch_namespaced_deployment(name, namespace, patch, _request_timeout=kc.API_TIMEOUT_S)
     except ApiException as exc:
         raise kc.api_outcome(exc, f"roll Deployment {namespace}/{name} to {version}") from None
     try:
