@@ -63,7 +63,7 @@ def ns(realnode: RealNodeCluster, image: str) -> Iterator[str]:
 def _example(pytester: pytest.Pytester, version: str | None = None, serving: dict[str, Any] | None = None,
              **target: Any) -> None:
     """The example matrix (cases/ linked beside it); with ``version``, its model's version replaced, no
-    rollback and a 45 s ready timeout; ``serving`` keys replaced; ``target`` keys added."""
+    rollback and a 90 s ready timeout; ``serving`` keys replaced; ``target`` keys added."""
     (pytester.path / "matrices").mkdir()
     (pytester.path / "cases").symlink_to(REPO / "cases", target_is_directory=True)
     if version is None and not target and not serving:
@@ -75,7 +75,7 @@ def _example(pytester: pytest.Pytester, version: str | None = None, serving: dic
     model["serving"].update(serving or {})
     if version is not None:
         model["version"] = version
-        model["serving"].update(ready_timeout="45s")
+        model["serving"].update(ready_timeout="90s")
         model["serving"].pop("rollback")
     (pytester.path / "matrices" / EXAMPLE.name).write_text(json.dumps(doc))
 

@@ -32,8 +32,9 @@ template's ``HETERO_SERVING_VERSION`` is patched. Either way the engine waits fo
 pods available, old ones gone, a ready endpoint of the new ReplicaSet).
 
 Readiness failures quote the kubelet: the current pods' waiting reason (``CrashLoopBackOff`` with the
-last exit, ``ErrImageNeverPull``…) and its Warning events (``Readiness probe failed: …``); a stuck
-waiting reason fails at once, anything else when the ready timeout ends.
+last exit, ``ErrImageNeverPull``…) and its Warning events (``Readiness probe failed: …``); a final
+waiting reason (:data:`FINAL`) fails at once, anything else (retried by the kubelet) when the ready
+timeout ends.
 """
 
 from __future__ import annotations
@@ -218,7 +219,7 @@ def wait_rolled_out(session: KubeSession, namespace: str, name: str, timeout_s: 
                     ) -> tuple[str, dict[str, Any]]:
     """Poll until Deployment ``name``'s rollout is complete and its Service has a ready endpoint of the
     current ReplicaSet; ``(base URL, facts)``. ActionFailed ``category`` (platform) when a current pod's
-    container is stuck (:data:`.startup.STUCK`) or ``timeout_s`` passes, quoting the kubelet."""
+    container is stuck (:data:`FINAL`) or ``timeout_s`` passes, quoting the kubelet."""
     api, begin = session.api, time.monotonic()
     apps = client.AppsV1Api(api)
     while True:
@@ -260,8 +261,16 @@ def _pod_ready(pod: dict[str, Any]) -> bool:
                for c in (pod.get("status") or {}).get("conditions") or [])
 
 
+FINAL = STUCK - {"CreateContainerConfigError", "CreateContainerError", "RunContainerError", "ErrImagePull"}
+"""Waiting reasons that end the wait for readiness at once: a server that exited (``CrashLoopBackOff``)
+or an image that will not come. The others of :data:`.startup.STUCK` are retried by the kubelet and
+can clear (observed under load on the real node: ``CreateContainerConfigError: failed to sync secret
+cache: timed out waiting for the condition`` for a Secret that exists); they end it at the ready
+timeout, quoted the same way."""
+
+
 def _stuck(pod: dict[str, Any]) -> bool:
-    return any((s.get("state") or {}).get("waiting", {}).get("reason") in STUCK
+    return any((s.get("state") or {}).get("waiting", {}).get("reason") in FINAL
                for s in (pod.get("status") or {}).get("containerStatuses") or [])
 
 
