@@ -32,8 +32,9 @@ VOLCANO = ("batch.volcano.sh", "v1alpha1", "jobs")
 def owned(
     api: client.ApiClient, namespace: str | None, selector: str
 ) -> Iterator[tuple[str, dict[str, Any], Callable[[], Any]]]:
-    """``(kind, metadata dict, delete())`` of every pod, Job and Volcano Job matching ``selector``
-    in ``namespace`` (None: all namespaces). Raises ApiException when pods or Jobs cannot be listed."""
+    """``(kind, metadata dict, delete())`` of every pod, Job, serving object (:func:`_serving_objects`)
+    and Volcano Job matching ``selector`` in ``namespace`` (None: all namespaces). Raises ApiException
+    when pods or Jobs cannot be listed."""
     core, batch = client.CoreV1Api(api), client.BatchV1Api(api)
     pods = (
         core.list_pod_for_all_namespaces(label_selector=selector)
@@ -203,7 +204,8 @@ def _epoch(stamp: Any) -> float | None:
 
 
 def cleanup(args: argparse.Namespace) -> list[dict[str, Any]]:
-    """Remove (or list) the pods and Jobs of pytest-hetero runs selected by ``args``
+    """Remove (or list) the pods, Jobs and serving objects (Deployments, Services, Secrets) of
+    pytest-hetero runs selected by ``args``
     (see :mod:`pytest_hetero.backends.labels`).
 
     With ``--backend all`` and no Kubernetes configuration at all (no ``KUBECONFIG``, no
