@@ -12,8 +12,11 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import os
 import secrets
 import shutil
+import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -296,3 +299,24 @@ def test_a_second_resource_asking_for_the_same_deployment_fails_configuration(
         f"Deployment {ns}/digits was deployed for resource {ok} × image mlserver-digits, not {other} × "
         "mlserver-digits: serving.deploy is deployed once, for one resource and image; give the serving matrix "
         "one of each (or select one with -k)")
+
+
+def test_kept_serving_objects_are_removed_by_hetero_cleanup(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, realnode: RealNodeCluster, ns: str) -> None:
+    """``--hetero-keep`` leaves the Deployment, Service and Secret (said on stderr); ``hetero cleanup
+    --run-id`` removes them with the run's workload pod."""
+    _example(pytester)
+    run_id = "k" + uuid.uuid4().hex[:10]
+    result, _, found = _run(pytester, monkeypatch, realnode, ns, "-k", "scheduling or startup", "--hetero-keep",
+                            "--hetero-run-id", run_id)
+    assert found[START] == "passed", result.stdout.str()[-3000:]
+    result.stderr.fnmatch_lines([f"pytest-hetero: kept serving Deployment/Service digits in namespace {ns}; "
+                                 f"remove with: hetero cleanup --backend kubernetes --run-id {run_id}"])
+    done = subprocess.run([sys.executable, "-m", "pytest_hetero.cli", "cleanup", "--backend", "kubernetes",
+                           "--run-id", run_id, "--kube-namespace", ns, "--json"], capture_output=True, text=True,
+                          env={**os.environ, "KUBECONFIG": str(realnode.info.kubeconfig)}, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    removed = sorted((e["kind"], e["name"].split("/", 1)[1], e["removed"]) for e in json.loads(done.stdout))
+    assert [r for r in removed if r[0] != "pod"] == [
+        ("deployment", "digits", True), ("secret", "digits-token", True), ("service", "digits", True)]
+    assert [r[2] for r in removed if r[0] == "pod"] == [True]  # the run's workload pod (scheduling/startup)

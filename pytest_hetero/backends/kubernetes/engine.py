@@ -173,6 +173,11 @@ class KubernetesBackend(Backend):
                     f"pytest-hetero: kept {w['kind']} {w['name']} in namespace {s.namespace}; "
                     f"remove with: hetero cleanup --backend kubernetes --run-id {s.settings.run_id}\n"
                 )
+            for namespace, name in s.serving:
+                sys.stderr.write(
+                    f"pytest-hetero: kept serving Deployment/Service {name} in namespace {namespace}; "
+                    f"remove with: hetero cleanup --backend kubernetes --run-id {s.settings.run_id}\n"
+                )
             return []
         for w in s.workloads.values():
             if not w.get("inputs"):
