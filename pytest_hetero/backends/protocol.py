@@ -19,6 +19,12 @@ verb                      answers / does                                        
 :meth:`Backend.close`     remove what it created; what it could not (:class:`Leftover`) evidence
 ========================  ==========================================================  ===========
 
+Optional serving verbs (a matrix's ``serving.deploy``; default: Unsupported / None, so the layer says
+the claim is not applicable there): :meth:`Backend.serving_endpoint` (deploy if the engine does, wait
+until ready, the base URL), :meth:`Backend.serving_pods` (the workloads behind it, recorded),
+:meth:`Backend.serving_switch` (roll to another version and wait; the rollback check), each given a
+:class:`ServingRequest`.
+
 An action the engine could not carry out raises an :class:`EngineFault` naming what happened
 in engine terms (image absent, container OOM-killed, apiserver unreachable) with the category
 and owner category of that fact; the layer decides what it means for its claim. Engines record
@@ -347,4 +353,51 @@ class Backend(ABC):
         Returns what it could not remove (each a :class:`Leftover`; ``[]`` or None: nothing is left),
         which the run records in evidence: a failed cleanup is never only a line on stderr."""
         return None
+
+    # -- serving (optional verbs; the serving layer asks every engine the same way) ----------------
+    def serving_endpoint(self, step: Step, request: ServingRequest) -> str:
+        """Base URL (``http://HOST:PORT``, no trailing slash) of the service ``request.deploy`` names,
+        deployed and ready at ``request.version`` where the engine deploys it itself. Idempotent: a
+        second call for the same object returns its current endpoint and changes nothing.
+
+        Raises Unsupported where the engine cannot resolve a ``deploy`` (the layer: not applicable,
+        give ``serving.endpoint``); ActionFailed ``endpoint_not_ready`` (the kubelet's/engine's
+        reason in the message) when it never became ready; EngineFault otherwise.
+        """
+        raise Unsupported(f"the {self.name} backend cannot resolve {request.deploy} to an endpoint "
+                          "(serving_endpoint not implemented); give serving.endpoint")
+
+    def serving_pods(self, step: Step, request: ServingRequest) -> list[dict[str, Any]] | None:
+        """The workloads backing ``request.deploy`` now: ``[{"name", "node", "phase", "ready", "ip",
+        "image", "image_digest", "requests", "limits", "revision"}]`` (keys the engine cannot know are
+        absent); None where the engine cannot list them (evidence says so). Raises EngineFault."""
+        return None
+
+    def serving_switch(self, step: Step, request: ServingRequest, version: str) -> dict[str, Any]:
+        """Make ``request.deploy`` serve ``version`` and wait until the rollout is complete; return its
+        facts (``{"how", "revision_before", "revision_after", ...}``, recorded as evidence).
+
+        Raises Unsupported where the engine cannot switch versions (the layer records the rollback as
+        not applicable), ActionFailed when the rollout does not complete (``rollback_not_ready``).
+        """
+        raise Unsupported(f"the {self.name} backend cannot switch {request.deploy} to another version "
+                          "(serving_switch not implemented); give serving.rollback.endpoint")
+
+
+@dataclass(frozen=True)
+class ServingRequest:
+    """What the serving layer asks an engine to serve (``spec.models[].serving`` in engine terms).
+
+    ``deploy``: the object (``{"kind", "name", "namespace"?}``, matrix ``serving.deploy``);
+    ``model_name``/``version``: what it must serve; ``ready_path``: the protocol's readiness path
+    (``/v2/health/ready`` for OIP), which the engine may probe; ``token``: the bearer token the
+    service must require (from the matrix's ``auth.token_env``; never recorded), None for none.
+    """
+
+    deploy: dict[str, str]
+    model_name: str
+    version: str
+    ready_path: str
+    token: str | None = field(default=None, repr=False)
+    ready_timeout_s: float = 60.0
 
