@@ -5,6 +5,10 @@ startup: resource × image; model and business: resource × image × model@datas
 So a resource's discovery is proven once and shared by every combination that uses it.
 The id parts of an item read like the claim it proves, e.g.
 ``("cpu-host", "py311", "digits-logreg@digits-test", "model")``.
+
+Governance probes (``spec.governance.probes``) are scheduling items keyed resource × probe, after every
+resource's items: ``("gpu-a", "governance", "b-cannot-submit-to-a", "scheduling")``. They depend on
+nothing: a maintenance probe must run precisely when the pool's discovery fails on a cordoned node.
 """
 
 from __future__ import annotations
@@ -115,6 +119,9 @@ def expand(matrix: Matrix, *, scheduling_per_image: bool = False) -> Plan:
                     run = (res.name, img.name, combo, "model")
                     add("model", ck, run, start)
                     add("business", ck, (res.name, img.name, combo, "business"), run)
+    for probe in matrix.probes:
+        add("scheduling", {"resource": probe.resource, "probe": probe.name},
+            (probe.resource, "governance", probe.name, "scheduling"), None)
     return plan
 
 
@@ -122,3 +129,8 @@ def plan_uses_image(plan: Plan) -> bool:
     """True when the plan's scheduling items are keyed resource × image (a backend with
     ``scheduling_per_image``), False when keyed by resource alone."""
     return any(i.layer == "scheduling" and "image" in i.keys for i in plan.items)
+
+
+def is_probe(item: PlannedItem) -> bool:
+    """True for a governance probe's item (keyed resource × probe)."""
+    return "probe" in item.keys
