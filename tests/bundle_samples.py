@@ -35,10 +35,12 @@ def _item(nodeid: str, layer: str, keys: dict[str, str], status: str, **extra: A
     return item
 
 
-def sample_evidence(models: int = 1, datasets: int = 1, log_text: str = "all good") -> dict[str, Any]:
+def sample_evidence(models: int = 1, datasets: int = 1, log_text: str = "all good",
+                    resources: tuple[str, ...] = ("cpu-host", "gpu-nvidia")) -> dict[str, Any]:
     """Evidence for resources cpu-host (all pass) and gpu-nvidia (discovery fails, the rest blocked),
     image py-current, ``models`` × ``datasets`` model@dataset pairs; one excluded combination.
     ``log_text`` is the model stdout record of the first cpu-host model item (for escaping tests).
+    ``resources=("cpu-host",)`` gives a run where everything passed.
     """
     items: list[dict[str, Any]] = []
     untested: list[dict[str, Any]] = []
@@ -50,7 +52,7 @@ def sample_evidence(models: int = 1, datasets: int = 1, log_text: str = "all goo
         if status not in ("passed", "failed", "error"):
             untested.append({k: item[k] for k in ("nodeid", "layer", "keys", "status", "reason", "blocked_by")})
 
-    for res in ("cpu-host", "gpu-nvidia"):
+    for res in resources:
         ok = res == "cpu-host"
         blocked = {} if ok else {"blocked_by": gpu_disc, "reason": f"blocked by {gpu_disc}: no NVIDIA driver"}
         add(f"{PREFIX}::{res}::discovery", "discovery", {"resource": res}, "passed" if ok else "failed",
@@ -76,7 +78,8 @@ def sample_evidence(models: int = 1, datasets: int = 1, log_text: str = "all goo
                      "reason": "excluded by matrix rule (line 40): py-old is retired", "blocked_by": None})
     items.sort(key=lambda i: i["nodeid"])
     untested.sort(key=lambda e: e["nodeid"])
-    scope = {"items": untested, "never_covered": {"example-cpu": {"resource": ["gpu-nvidia"]}},
+    never = {"example-cpu": {"resource": ["gpu-nvidia"]}} if "gpu-nvidia" in resources else {}
+    scope = {"items": untested, "never_covered": never,
              "does_not_prove": dict(DOES_NOT_PROVE)}
     sha = hashlib.sha256(MATRIX.read_bytes()).hexdigest()
     return {
@@ -91,8 +94,10 @@ def sample_evidence(models: int = 1, datasets: int = 1, log_text: str = "all goo
     }
 
 
-def make_bundle(bundle_dir: Path, evidence: dict[str, Any], key: Path | None) -> Path:
-    """Write a complete bundle for ``evidence`` into ``bundle_dir`` (signed with ``key`` if given)."""
+def make_bundle(bundle_dir: Path, evidence: dict[str, Any], key: Path | None,
+                owners: dict[str, str] | None = None) -> Path:
+    """Write a complete bundle for ``evidence`` into ``bundle_dir`` (signed with ``key`` if given);
+    ``owners`` ({layer: team}) replaces the matrix's owner teams."""
     bundle_dir.mkdir(parents=True, exist_ok=True)
     (bundle_dir / "journal.jsonl").write_text(
         "".join(json.dumps({"type": "item", "evidence": i}) + "\n" for i in evidence["items"]), encoding="utf-8")
@@ -104,7 +109,27 @@ def make_bundle(bundle_dir: Path, evidence: dict[str, Any], key: Path | None) ->
     (bundle_dir / "evidence.json").write_text(json.dumps(evidence, indent=1, sort_keys=True), encoding="utf-8")
     inputs = RunInputs()
     kept = inputs.keep(evidence, bundle_dir)
-    owners = matrix_owners(evidence, inputs)
-    write_renderings(evidence, bundle_dir, run_signoff(owners, key))
-    finish_bundle(evidence, bundle_dir, key, owners, kept)
+    teams = matrix_owners(evidence, inputs)
+    if owners:
+        teams = {name: {**per, **owners} for name, per in teams.items()}
+    write_renderings(evidence, bundle_dir, run_signoff(teams, key))
+    finish_bundle(evidence, bundle_dir, key, teams, kept)
     return bundle_dir
+
+
+def policy_text(roles: dict[str, list[tuple[Path, list[str]]]], gate: list[tuple[Path, list[str]]] | None = None,
+                allow_gate_key: tuple[str, ...] = (), name: str = "test-policy") -> str:
+    """A TrustPolicy YAML document: ``roles`` {role: [(public key PEM file, people's names)]}, optional
+    ``gate`` keys, and the roles where the gate key may sign (``allow_gate_key``)."""
+    import yaml
+
+    def keys(entries: list[tuple[Path, list[str]]]) -> list[dict[str, Any]]:
+        return [{"names": names, "public_key": pub.read_text()} for pub, names in entries]
+
+    doc: dict[str, Any] = {"apiVersion": "pytest-hetero/v1", "kind": "TrustPolicy", "metadata": {"name": name},
+                           "roles": {role: {"keys": keys(entries), **({"allow_gate_key": True}
+                                                                      if role in allow_gate_key else {})}
+                                     for role, entries in roles.items()}}
+    if gate:
+        doc["gate"] = keys(gate)
+    return yaml.safe_dump(doc, sort_keys=False)

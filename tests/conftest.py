@@ -2,6 +2,20 @@
 
 from __future__ import annotations
 
+import getpass
+import os
+import tempfile
+from pathlib import Path
+
+# Test matrices live in temporary folders (outside any project) and name the repository's cases, or
+# files of a neighbouring temporary folder, by absolute path; path containment is on by default there,
+# so the suite allows those folders explicitly, as a user would (README "Safety"). Subprocesses and
+# pytester runs inherit it; tests of containment itself clear it.
+_ALLOWED = (str(Path(__file__).resolve().parents[1] / "cases"),
+            str(Path(tempfile.gettempdir()) / f"pytest-of-{getpass.getuser()}"))
+os.environ["HETERO_ALLOW_PATHS"] = os.pathsep.join(p for p in (os.environ.get("HETERO_ALLOW_PATHS", ""), *_ALLOWED)
+                                                   if p)
+
 
 def _preload_kubernetes_client() -> None:
     """Import the kubernetes client's API and model classes before any in-process pytester run.

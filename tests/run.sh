@@ -47,5 +47,11 @@ if [ -f tests/infra/chromium.sh ]; then
   bash tests/infra/chromium.sh ensure
 fi
 
+# The ecosystem's own checkers the tests run: cosign verify-blob-attestation (the bundle's attestations) and
+# actionlint (docs/ci), built from the Go module proxy at pinned versions and cached like the control plane.
+step "cosign and actionlint (Go module proxy, cached under \$HETERO_CACHE/tools)"
+timed "cosign + actionlint build" bash tests/infra/gotools.sh build
+eval "$(bash tests/infra/gotools.sh env)"
+
 step "pytest"
 python3 -m pytest "$@"

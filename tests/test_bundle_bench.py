@@ -1,4 +1,4 @@
-"""The bundle benchmark runs end to end on a small synthetic run and reports every ratio."""
+"""The bundle benchmark runs end to end on a small realistic run and prints every figure and ratio."""
 
 from __future__ import annotations
 
@@ -11,15 +11,17 @@ import pytest
 BENCH = Path(__file__).resolve().parents[1] / "bench" / "bench_bundle.py"
 
 
-def test_bench_reports_all_ratios(capsys: pytest.CaptureFixture[str]) -> None:
+def test_bench_reports_medians_spreads_and_ratios(capsys: pytest.CaptureFixture[str]) -> None:
     spec = importlib.util.spec_from_file_location("bench_bundle", BENCH)
     assert spec and spec.loader
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
-    items = bench.synthetic_items(300)
-    assert len(items) == 300 and len({i["nodeid"] for i in items}) == 300
-    code = bench.main(["--items", "300", "--repeat", "1"])
+    code = bench.main(["--items", "90", "--models", "2", "--datasets", "2", "--rounds", "2"])
     out = capsys.readouterr().out
-    names = re.findall(r"^ratio (\w+): \d+\.\d\dx \(target <= \dx\) (?:ok|MISSED)$", out, re.MULTILINE)
-    assert names == ["bundle_time", "bundle_memory", "verify_time", "verify_memory"]
-    assert code == (1 if "MISSED" in out else 0)
+    assert re.search(r"^items: 94 \(2 resources; 40 model items, 120 artifacts\); bundle: ", out, re.MULTILINE)
+    assert re.search(r"^in process  A json\.dump of the evidence +cpu +\d+\.\d\d s \(\d+\.\d\d–\d+\.\d\d\)", out,
+                     re.MULTILINE)
+    ratio = re.search(r"^ratio bundle_in_process: (\d+\.\d\d)x \(median of rounds \d+\.\d\dx; target <= 3x\) "
+                      r"(ok|MISSED)$", out, re.MULTILINE)
+    assert ratio and code == (0 if ratio.group(2) == "ok" else 1)
+    assert re.search(r"^ratio bundle_command: \d+\.\d\dx wall, \d+\.\d\dx peak RSS \(reported\)$", out, re.MULTILINE)

@@ -12,13 +12,14 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from bundle_samples import make_bundle, sample_evidence
+from bundle_samples import make_bundle, policy_text, sample_evidence
 from support import matrix_text
 
+from pytest_hetero.bundle.attestation import add_signoff
 from pytest_hetero.bundle.manifest import Problem, manifest_bytes
+from pytest_hetero.bundle.policy import load_policy
 from pytest_hetero.bundle.signing import (
     PAYLOAD_TYPE,
-    add_role_signature,
     envelope_bytes,
     envelope_for,
     generate_keypair,
@@ -62,23 +63,29 @@ def kid(pub: Path) -> str:
 def test_intact_bundle_verifies(bundle: Path, keys: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
     assert hetero("verify", str(bundle), "--key", str(keys["run.pub"])) == 0
     out = capsys.readouterr().out
-    assert out == (f"OK {bundle}: 8 files match the manifest; statement signed by {kid(keys['run.pub'])[:16]}…; "
-                   "role sign-offs: none\n")
+    # evidence, journal, 4 renderings, the artifact, the matrix copy and the inputs it names (acceptance
+    # file, code listing, 5 code files)
+    assert out == (f"OK {bundle}: run run-1, verdict FAIL, finished 2026-11-29T10:05:00.000000Z; 15 files match the "
+                   f"manifest; run signed by {kid(keys['run.pub'])[:16]}…\nsign-offs: none\n")
 
 
 def test_wrong_key(bundle: Path, keys: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
     assert hetero("verify", str(bundle), "--key", str(keys["other.pub"])) == 1
     out = capsys.readouterr().out.splitlines()
-    assert out == [(f"FAIL signature 1 (keyid {kid(keys['run.pub'])[:16]}…): unknown_key: signed by a key not passed "
-                   "with --key"), f"verification FAILED: 1 problem(s) in {bundle}"]
+    assert out == [(f"FAIL signature 1 (keyid {kid(keys['run.pub'])[:16]}…): unknown_key: the run is signed by a key "
+                    "not trusted here (--key, or the policy's gate keys)"), f"verification FAILED: 1 problem(s) in {bundle}"]
 
 
 def test_truncated_envelope(bundle: Path, keys: dict[str, Path]) -> None:
     path = bundle / "attestation.intoto.jsonl"
     path.write_bytes(path.read_bytes()[:200])
     [problem, *rest] = problems(bundle, keys["run.pub"])
+    assert (problem.path, problem.kind) == ("attestation.intoto.jsonl", "edited")
+    assert problem.detail.startswith("the last line has no newline")
+    path.write_bytes(path.read_bytes() + b"\n")
+    [problem] = problems(bundle, keys["run.pub"])
     assert (problem.path, problem.kind) == ("attestation.intoto.jsonl", "malformed")
-    assert problem.detail.startswith("envelope is truncated or malformed: ")
+    assert problem.detail.startswith("line 1 is not JSON (Unterminated string")
     assert rest == []
 
 
@@ -108,8 +115,8 @@ def test_manifest_reordered(bundle: Path, keys: dict[str, Path]) -> None:
     manifest = json.loads((bundle / "manifest.json").read_text())
     manifest["files"][0], manifest["files"][1] = manifest["files"][1], manifest["files"][0]
     (bundle / "manifest.json").write_bytes(manifest_bytes(manifest))
-    found = problems(bundle, keys["run.pub"])
-    assert [(p.path, p.kind) for p in found] == [("manifest.json", "modified"), ("manifest.json", "order")]
+    found = problems(bundle, keys["run.pub"])  # the first failed step stops the walk: an unsigned manifest says nothing
+    assert [(p.path, p.kind) for p in found] == [("manifest.json", "modified")]
     assert found[0].detail.endswith("does not match the signed statement's subject digest "
                                     f"{json.loads((bundle / 'statement.intoto.json').read_text())['subject'][0]['digest']['sha256'][:16]}…")
 
@@ -155,11 +162,14 @@ def test_envelope_reformatted_is_named_though_its_signatures_hold(bundle: Path, 
     path = bundle / "attestation.intoto.jsonl"
     raw = path.read_bytes()
     edited = Problem("attestation.intoto.jsonl", "edited",
-                     "the envelope file is not byte for byte as pytest-hetero writes it (reformatted or edited "
-                     "after signing)")
-    for text in (json.dumps(json.loads(raw)).encode() + b"\n", raw[:-1]):  # spaces after separators; no newline
+                     "line 1 is not byte for byte as pytest-hetero writes it (reformatted or edited after signing)")
+    for text in (json.dumps(json.loads(raw)).encode() + b"\n", b" " + raw):  # spaces after separators; leading space
         path.write_bytes(text)
         assert problems(bundle, keys["run.pub"]) == [edited]
+    path.write_bytes(raw[:-1])  # the final newline dropped
+    assert problems(bundle, keys["run.pub"]) == [Problem(
+        "attestation.intoto.jsonl", "edited", "the last line has no newline, as every line is written: the file was "
+        "truncated or edited")]
     path.write_bytes(raw)
     assert problems(bundle, keys["run.pub"]) == []
 
@@ -174,52 +184,76 @@ def test_matrix_copy_edited(bundle: Path, keys: dict[str, Path]) -> None:
     path = bundle / "inputs/example-cpu.matrix.yaml"
     path.write_text(path.read_text().replace("min_cpus: 1", "min_cpus: 0"))
     kinds = [(p.path, p.kind) for p in problems(bundle, keys["run.pub"])]
-    assert kinds == [("inputs/example-cpu.matrix.yaml", "modified"), ("inputs/example-cpu.matrix.yaml", "modified")]
+    assert kinds == [("inputs/example-cpu.matrix.yaml", "modified")]
 
 
 def test_unsigned_bundle_fails_verification(tmp_path: Path, keys: dict[str, Path]) -> None:
     bundle = make_bundle(tmp_path / "u", sample_evidence(), None)
     assert problems(bundle, keys["run.pub"]) == [
-        Problem("attestation.intoto.jsonl", "unsigned", "the bundle is UNSIGNED (no signature in the envelope)")]
+        Problem("attestation.intoto.jsonl", "unsigned", "the bundle is UNSIGNED (no signature in the run's envelope)")]
 
 
-def test_required_roles(bundle: Path, keys: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
-    pubs = ("--key", str(keys["run.pub"]), "--key", str(keys["business.pub"]))
+def test_required_roles(tmp_path: Path, keys: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    bundle = make_bundle(tmp_path / "clean", sample_evidence(resources=("cpu-host",)), keys["run"])
+    (tmp_path / "p.yaml").write_text(policy_text({"business": [(keys["business.pub"], ["Ana Ruiz"])],
+                                                  "algorithm": [(keys["other.pub"], ["Al Go"])]}))
+    pin = hashlib.sha256((tmp_path / "p.yaml").read_bytes()).hexdigest()
+    pubs = ("--key", str(keys["run.pub"]), "--policy", str(tmp_path / "p.yaml"), "--policy-sha256", pin)
     assert hetero("verify", str(bundle), *pubs, "--require-role", "business") == 1
     assert "FAIL role business: role: required sign-off is missing (pending)" in capsys.readouterr().out
-    assert hetero("sign", str(bundle), "--key", str(keys["business"]), "--role", "business") == 0
-    assert capsys.readouterr().out.startswith(f"signed {bundle} as business for business with key "
-                                              f"{kid(keys['business.pub'])} at ")
+    assert hetero("sign", str(bundle), "--key", str(keys["business"]), "--role", "business",
+                  "--decision", "accept-with-conditions", "--text", "re-run on the 2.1 image before release") == 0
+    assert capsys.readouterr().out.startswith(f"signed {bundle} as business for business: accept-with-conditions: "
+                                              f"re-run on the 2.1 image before release; key {kid(keys['business.pub'])} at ")
     assert hetero("verify", str(bundle), *pubs, "--require-role", "business") == 0
-    assert capsys.readouterr().out.endswith(f"role sign-offs: business by {kid(keys['business.pub'])[:16]}…\n")
-    assert hetero("verify", str(bundle), "--key", str(keys["run.pub"])) == 1
-    assert capsys.readouterr().out.splitlines()[0] == (
-        f"FAIL signature 2 (keyid {kid(keys['business.pub'])[:16]}…, role business): unknown_key: "
-        "signed by a key not passed with --key")
-    assert problems(bundle, keys["run.pub"], keys["business.pub"], roles=("business", "algorithm")) == [
-        Problem("role algorithm", "role", "required sign-off is missing (pending)")]
+    out = capsys.readouterr().out.splitlines()
+    assert out[1:3] == ["sign-offs checked against trust policy test-policy (pinned by sha256 " + pin[:16] + "…):",
+                        "  business: accepted_with_conditions"]
+    assert out[3].startswith("    accept-with-conditions: re-run on the 2.1 image before release, by Ana Ruiz (key "
+                             f"{kid(keys['business.pub'])[:16]}…) at ")
+    assert hetero("verify", str(bundle), "--key", str(keys["run.pub"])) == 0  # without a policy: not checked
+    assert capsys.readouterr().out.splitlines()[1] == ("sign-offs: 1 present, not checked (no --policy: a sign-off is "
+                                                       "bound to its role only by a trust policy)")
+    assert hetero("verify", str(bundle), "--key", str(keys["run.pub"]), "--require-role", "business") == 2
+    assert "--require-role needs --policy" in capsys.readouterr().err
+    assert [str(p) for p in verify_bundle(bundle, [load_public_key(keys["run.pub"])], ("business", "algorithm"),
+                                          policy=load_policy(tmp_path / "p.yaml", [], pin)).problems] == [
+        "role algorithm: role: required sign-off is missing (pending)"]
 
 
-def test_forged_role_claim(bundle: Path, keys: dict[str, Path]) -> None:
-    add_role_signature(bundle, load_private_key(keys["business"]), "business")
+def test_forged_signoff_claim(tmp_path: Path, keys: dict[str, Path]) -> None:
+    """A sign-off whose claim was edited after signing (role and layers changed, re-encoded as the writer spells
+    it) is caught by its signature under the policy."""
+    bundle = make_bundle(tmp_path / "clean", sample_evidence(resources=("cpu-host",)), keys["run"])
+    add_signoff(bundle, load_private_key(keys["business"]), "business", "accept")
     path = bundle / "attestation.intoto.jsonl"
-    envelope = json.loads(path.read_text())
-    envelope["signatures"][1]["signoff"]["role"] = "algorithm"
-    envelope["signatures"][1]["signoff"]["layers"] = ["model"]
-    path.write_bytes(envelope_bytes(envelope))  # as the writer spells it: only the signature can tell
-    assert problems(bundle, keys["run.pub"], keys["business.pub"], roles=("algorithm",)) == [
-        Problem(f"signature 2 (keyid {kid(keys['business.pub'])[:16]}…, role algorithm)", "signature",
-                "sign-off claim (role, layers, time) does not verify"),
+    run_line, line = path.read_bytes().splitlines()
+    envelope = json.loads(line)
+    statement = json.loads(base64.b64decode(envelope["payload"]))
+    statement["predicate"].update(role="algorithm", layers=["model"])
+    envelope["payload"] = base64.b64encode(json.dumps(statement, sort_keys=True, separators=(",", ":")).encode()).decode()
+    path.write_bytes(run_line + b"\n" + envelope_bytes(envelope))
+    (tmp_path / "p.yaml").write_text(policy_text({"business": [(keys["business.pub"], ["Ana Ruiz"])],
+                                                  "algorithm": [(keys["business.pub"], ["Ana Ruiz"])]}))
+    policy = load_policy(tmp_path / "p.yaml", [], hashlib.sha256((tmp_path / "p.yaml").read_bytes()).hexdigest())
+    assert problems_with(bundle, keys["run.pub"], policy, ("algorithm",)) == [
+        Problem(f"sign-off line 2 (role algorithm, keyid {kid(keys['business.pub'])[:16]}…)", "role",
+                "the signature does not verify: the sign-off was altered or the signature is corrupt"),
         Problem("role algorithm", "role", "required sign-off is missing (pending)")]
+
+
+def problems_with(bundle: Path, pub: Path, policy: object, roles: tuple[str, ...] = ()) -> list[Problem]:
+    return verify_bundle(bundle, [load_public_key(pub)], roles, policy=policy).problems  # type: ignore[arg-type]
 
 
 def test_sign_refuses_foreign_layers_and_bad_keys(bundle: Path, keys: dict[str, Path],
                                                   capsys: pytest.CaptureFixture[str]) -> None:
     assert hetero("sign", str(bundle), "--key", str(keys["business"]), "--role", "business",
-                  "--layer", "model") == 2
+                  "--layer", "model", "--decision", "reject", "--text", "x") == 2
     assert "role 'business' cannot vouch for model: it owns only business" in capsys.readouterr().err
     os.chmod(keys["business"], 0o604)
-    assert hetero("sign", str(bundle), "--key", str(keys["business"]), "--role", "business") == 2
+    assert hetero("sign", str(bundle), "--key", str(keys["business"]), "--role", "business", "--decision",
+                  "accept") == 2
     err = capsys.readouterr().err
     assert err == (f"hetero sign: {keys['business']}: private key file is accessible by group/others (mode 0604)\n"
                    f"  hint: run: chmod 600 {keys['business']}\n")
@@ -273,25 +307,34 @@ def test_pytest_run_without_key_is_visibly_unsigned(pytester: pytest.Pytester) -
     assert json.loads((bundle / "statement.intoto.json").read_text())["subject"][0]["digest"]["sha256"] == digest
 
 
-def test_standard_dsse_library_verifies_the_envelope(bundle: Path, keys: dict[str, Path]) -> None:
-    """securesystemslib (secure-systems-lab's DSSE implementation) accepts our envelope and keyid."""
-    from cryptography.hazmat.primitives import serialization
+def test_standard_dsse_library_verifies_each_attestation_with_its_own_key(bundle: Path, keys: dict[str, Path]) -> None:
+    """securesystemslib (secure-systems-lab's DSSE implementation), with the keys built by its own
+    ``SSlibKey.from_crypto`` (so with the keyid it computes): the run's line verifies with the gate key only, the
+    sign-off's line with the team's key only; each payload's predicate type says what was signed."""
     from securesystemslib.dsse import Envelope
     from securesystemslib.exceptions import VerificationError
     from securesystemslib.signer import SSlibKey
 
     def sslib_key(pub: Path) -> SSlibKey:
-        public = load_public_key(pub)
-        raw = public.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw).hex()
-        return SSlibKey(keyid(public), "ed25519", "ed25519", {"public": raw})
+        return SSlibKey.from_crypto(load_public_key(pub))
 
-    add_role_signature(bundle, load_private_key(keys["business"]), "business")
-    envelope = Envelope.from_dict(json.loads((bundle / "attestation.intoto.jsonl").read_text()))
-    assert envelope.payload_type == "application/vnd.in-toto+json"
-    accepted = envelope.verify([sslib_key(keys["run.pub"]), sslib_key(keys["business.pub"])], 2)
-    assert set(accepted) == {kid(keys["run.pub"]), kid(keys["business.pub"])}
+    assert sslib_key(keys["run.pub"]).keyid == kid(keys["run.pub"])  # the keyid standard tools compute is ours
+    add_signoff(bundle, load_private_key(keys["business"]), "business", "reject", "GPU host down")
+    run_line, signoff_line = (bundle / "attestation.intoto.jsonl").read_text().splitlines()
+    run, signoff = Envelope.from_dict(json.loads(run_line)), Envelope.from_dict(json.loads(signoff_line))
+    assert run.payload_type == signoff.payload_type == "application/vnd.in-toto+json"
+    both = [sslib_key(keys["run.pub"]), sslib_key(keys["business.pub"])]
+    assert set(run.verify(both, 1)) == {kid(keys["run.pub"])}
+    assert set(signoff.verify(both, 1)) == {kid(keys["business.pub"])}
     with pytest.raises(VerificationError):
-        envelope.verify([sslib_key(keys["other.pub"])], 1)
+        run.verify([sslib_key(keys["business.pub"])], 1)  # a team key never verifies the run's claim
+    with pytest.raises(VerificationError):
+        signoff.verify([sslib_key(keys["run.pub"])], 1)
+    assert json.loads(run.pae().split(b" ", 4)[4])["predicateType"] == \
+        "https://pytest-hetero.dev/attestation/evidence-bundle/v1"
+    signed = json.loads(signoff.payload)
+    assert signed["predicateType"] == "https://pytest-hetero.dev/attestation/signoff/v1"
+    assert signed["subject"][0]["digest"]["sha256"] == hashlib.sha256(run.payload).hexdigest()
 
 
 def _ensure_tools() -> None:
@@ -313,15 +356,39 @@ def test_documented_openssl_verification(bundle: Path, keys: dict[str, Path]) ->
 
     _ensure_tools()
     script = Path(__file__).resolve().parents[1] / "docs" / "verify-bundle.sh"
-    ok = subprocess.run(["bash", str(script), str(bundle), str(keys["run.pub"])], capture_output=True, text=True, check=False)
+
+    def run(*argv: object) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["bash", str(script), *map(str, argv)], capture_output=True, text=True, check=False,
+                              timeout=120)
+
+    ok = run(bundle, keys["run.pub"])
     assert ok.returncode == 0, ok.stdout + ok.stderr
-    assert ok.stdout.splitlines() == ["Signature Verified Successfully", f"OK {bundle}"]
-    wrong = subprocess.run(["bash", str(script), str(bundle), str(keys["other.pub"])], capture_output=True, text=True, check=False)
+    assert ok.stdout.splitlines() == ["Signature Verified Successfully", f"OK {bundle}: run run-1, verdict fail"]
+    wrong = run(bundle, keys["other.pub"])
     assert wrong.returncode != 0 and "Signature Verification Failure" in wrong.stdout + wrong.stderr
+    # a sign-off is told from the run signature: the team key verifies its own line only, and only as a sign-off
+    assert hetero("sign", str(bundle), "--key", str(keys["business"]), "--role", "business", "--decision",
+                  "reject", "--text", "GPU host down") == 0
+    assert run(bundle, keys["run.pub"]).returncode == 0
+    team_on_run = run(bundle, keys["business.pub"])
+    assert team_on_run.returncode != 0 and "Signature Verification Failure" in team_on_run.stdout + team_on_run.stderr
+    signoff = run("--signoff", 2, bundle, keys["business.pub"])
+    assert signoff.returncode == 0, signoff.stdout + signoff.stderr
+    assert signoff.stdout.splitlines()[0] == "Signature Verified Successfully"
+    assert signoff.stdout.splitlines()[1].startswith("OK sign-off line 2: role business for business: reject: GPU "
+                                                     "host down at ")
+    gate_on_signoff = run("--signoff", 2, bundle, keys["run.pub"])
+    assert gate_on_signoff.returncode != 0 and "Signature Verification Failure" in gate_on_signoff.stdout + \
+        gate_on_signoff.stderr
+    not_a_signoff = run("--signoff", 1, bundle, keys["run.pub"])
+    assert not_a_signoff.returncode == 1 and "FAIL a sign-off is line 2 or later" in not_a_signoff.stdout
     (bundle / "artifacts/cpu-host/py-current/forged.txt").write_text("x")
-    extra = subprocess.run(["bash", str(script), str(bundle), str(keys["run.pub"])], capture_output=True, text=True, check=False)
+    extra = run(bundle, keys["run.pub"])
     assert extra.returncode == 1 and "FAIL files differ from manifest.json:" in extra.stdout
     assert "> artifacts/cpu-host/py-current/forged.txt" in extra.stdout
+    os.mkfifo(bundle / "artifacts/cpu-host/py-current/pipe")  # must not hang sha256sum
+    fifo = run(bundle, keys["run.pub"])
+    assert fifo.returncode == 1 and "FAIL not a regular file: ./artifacts/cpu-host/py-current/pipe" in fifo.stdout
 
 
 def test_sign_key_from_environment(pytester: pytest.Pytester, tmp_path: Path,
@@ -344,35 +411,32 @@ def test_commands_are_registered_in_the_hetero_cli(bundle: Path, keys: dict[str,
 
 def test_team_sign_off_alone_does_not_make_an_unsigned_bundle_verify(pytester: pytest.Pytester,
                                                                        tmp_path: Path) -> None:
-    from pytest_hetero.bundle.signing import add_role_signature, load_private_key, load_public_key
-    from pytest_hetero.bundle.verify import verify_bundle
-
     generate_keypair(tmp_path / "biz.key", tmp_path / "biz.pub")
     pytester.makefile(".matrix.yaml", t=matrix_text())
     pytester.runpytest_subprocess("t.matrix.yaml", "--hetero-run-id", "r4", "--hetero-report-dir", "reports")
     bundle = pytester.path / "reports" / "r4"
-    add_role_signature(bundle, load_private_key(tmp_path / "biz.key"), "business", None)
+    add_signoff(bundle, load_private_key(tmp_path / "biz.key"), "business", "reject", "not signed by the gate")
     result = verify_bundle(bundle, [load_public_key(tmp_path / "biz.pub")])
     assert [(p.kind, p.detail) for p in result.problems] == [
-        ("unsigned", "no run signature: the bundle was written UNSIGNED and only team sign-offs were added")]
+        ("unsigned", "the bundle is UNSIGNED (no signature in the run's envelope)")]
 
 
-def test_baseline_with_a_sign_off_by_an_untrusted_key_says_which_key_to_trust(
-        bundle: Path, keys: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
-    """load_evidence (baseline, merge, diff) of an unaltered bundle whose business sign-off key is not
-    trusted: the hint says to trust the key, not that the bundle was altered."""
+def test_loading_evidence_needs_the_run_signature_only(bundle: Path, keys: dict[str, Path],
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """load_evidence (baseline, merge, diff): a sign-off by a key nobody trusts does not change the evidence and does
+    not stop it; a run signed by an untrusted key does, and the hint says which key to trust."""
     from pytest_hetero.bundle.verify import load_evidence
     from pytest_hetero.errors import BundleError
 
-    assert hetero("sign", str(bundle), "--key", str(keys["business"]), "--role", "business") == 0
+    assert hetero("sign", str(bundle), "--key", str(keys["business"]), "--role", "business", "--decision", "reject",
+                  "--text", "GPU host down") == 0
     capsys.readouterr()
-    with pytest.raises(BundleError) as info:
-        load_evidence(bundle, allow_unsigned=False, keys=[load_public_key(keys["run.pub"])])
-    assert info.value.message == (f"bundle does not verify (1 problem(s)): signature 2 (keyid "
-                                  f"{kid(keys['business.pub'])[:16]}…, role business): unknown_key: signed by a key "
-                                  "not passed with --key")
-    assert info.value.hint == ("a signer's public key is not trusted here: pass it with --key PUB.pem (pytest: "
-                               "$HETERO_TRUST_KEYS)")
-    evidence, state = load_evidence(bundle, allow_unsigned=False,
-                                    keys=[load_public_key(keys["run.pub"]), load_public_key(keys["business.pub"])])
+    evidence, state = load_evidence(bundle, allow_unsigned=False, keys=[load_public_key(keys["run.pub"])])
     assert (state, evidence["run"]["id"]) == ("verified", "run-1")
+    with pytest.raises(BundleError) as info:
+        load_evidence(bundle, allow_unsigned=False, keys=[load_public_key(keys["business.pub"])])
+    assert info.value.message == (f"bundle does not verify (1 problem(s)): signature 1 (keyid "
+                                  f"{kid(keys['run.pub'])[:16]}…): unknown_key: the run is signed by a key not trusted "
+                                  "here (--key, or the policy's gate keys)")
+    assert info.value.hint == ("the run's signing key is not trusted here: pass its public key with --key PUB.pem "
+                               "(pytest: $HETERO_TRUST_KEYS)")

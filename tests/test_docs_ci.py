@@ -3,8 +3,11 @@ line is extracted from the parsed YAML and run through the real argument parsers
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -96,3 +99,76 @@ def test_a_wrong_option_would_be_caught(pytester: pytest.Pytester) -> None:
         build_parser().parse_args(["merge", "a", "--output-dir", "x"])
     with pytest.raises(pytest.UsageError):
         pytester.parseconfig("m.matrix.yaml", "--hetero-shards", "1/2")
+
+
+def test_github_workflow_passes_actionlint_with_the_shipped_config() -> None:
+    """actionlint (built from the Go module proxy) with .github/actionlint.yaml, which declares the `gpu` runner
+    label; without the config the same file fails on that label, so the config is what makes it pass."""
+    from test_cosign import gotool
+
+    actionlint = gotool("actionlint")
+    config = REPO / ".github" / "actionlint.yaml"
+    ok = subprocess.run([actionlint, "-no-color", "-config-file", str(config), str(DOCS / "github-actions.yml")],
+                        capture_output=True, text=True, timeout=120, check=False)
+    assert (ok.returncode, ok.stdout + ok.stderr) == (0, "")
+    bare = Path(os.environ.get("TMPDIR", "/tmp")) / f"actionlint-empty-{os.getpid()}.yaml"
+    bare.write_text("self-hosted-runner:\n  labels: []\n")
+    try:
+        refused = subprocess.run([actionlint, "-no-color", "-config-file", str(bare), str(DOCS / "github-actions.yml")],
+                                 capture_output=True, text=True, timeout=120, check=False)
+    finally:
+        bare.unlink()
+    assert refused.returncode == 1 and 'label "gpu" is unknown' in refused.stdout
+
+
+@pytest.mark.parametrize(("example", "schema"), [("github-actions.yml", "vendor.github-workflows"),
+                                                 ("gitlab-ci.yml", "vendor.gitlab-ci")])
+def test_ci_examples_are_valid_against_the_published_schemas(example: str, schema: str) -> None:
+    """SchemaStore's GitHub workflow and GitLab CI schemas, as vendored by check-jsonschema (PyPI)."""
+    done = subprocess.run([sys.executable, "-m", "check_jsonschema", "--builtin-schema", schema, str(DOCS / example)],
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert (done.returncode, done.stdout.strip()) == (0, "ok -- validation done"), done.stdout + done.stderr
+
+
+def test_no_step_hides_a_failure() -> None:
+    for example in EXAMPLES:
+        assert "|| true" not in example.read_text(), example.name
+
+
+def _gitlab_script(job: str) -> str:
+    doc = yaml.safe_load((DOCS / "gitlab-ci.yml").read_text())
+    return "\n".join(str(line) for line in doc[job]["script"])
+
+
+def test_gitlab_before_change_bootstraps_without_a_baseline(tmp_path: Path) -> None:
+    """The job's own script, run by bash in a checkout copy: with no previous nightly it says so, runs, and exits
+    by the verdict (the example's GPU row fails on this host: exit 1); the bundle it leaves is then a baseline the
+    same script compares with (gate fail-on regression: nothing regressed, exit 0)."""
+    import shutil
+
+    from pytest_hetero.bundle.signing import generate_keypair
+
+    work = tmp_path / "checkout"
+    for folder in ("matrices", "cases"):
+        shutil.copytree(REPO / folder, work / folder)
+    old = (work / "matrices" / "example-cpu.matrix.yaml").read_text()
+    (work / "old-matrix.yaml").write_text(old.replace("devices: 1", "devices: 2", 1))  # the change under review
+    assert "devices: 1" in old  # the GPU row's expectation: its items are affected, and fail on this host
+    generate_keypair(tmp_path / "ci.key", tmp_path / "ci.pub")
+    script = _gitlab_script("before-change")
+    # what the job fetches is the CI's business; here: no artifact yet (HTTP 404), then last night's bundle
+    block = script[script.index("baseline=$("):]
+    env = {**os.environ, "HETERO_SIGN_KEY": str(tmp_path / "ci.key"), "CI": "true",
+           "PYTHONPATH": f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    first = subprocess.run(["bash", "-ec", block], cwd=work, env=env, capture_output=True, text=True, timeout=600,
+                           check=False)
+    assert "no baseline: this run becomes the baseline" in first.stdout, first.stdout[-2000:] + first.stderr[-2000:]
+    assert first.returncode == 1 and "verdict: FAIL" in first.stdout
+    [bundle] = list((work / "reports").iterdir())
+    (work / "previous" / "merged").mkdir(parents=True)
+    bundle.rename(work / "previous" / "merged" / "nightly-1")
+    second = subprocess.run(["bash", "-ec", block], cwd=work, env=env, capture_output=True, text=True, timeout=600,
+                            check=False)
+    assert "no baseline" not in second.stdout and "baseline comparison" in second.stdout, second.stdout[-2000:]
+    assert second.returncode == 0, second.stdout[-2000:] + second.stderr[-2000:]
+    assert "gate (fail-on regression): PASS" in second.stdout

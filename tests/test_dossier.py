@@ -16,6 +16,7 @@ from bundle_samples import EVIL, PREFIX, make_bundle, sample_evidence
 from test_bundle_verify import hetero
 
 from pytest_hetero.bundle.signoff import signoff_context
+from pytest_hetero.bundle.signoff_check import NO_POLICY, SignOff
 from pytest_hetero.reporting import dossier_sections as sections
 from pytest_hetero.reporting.dossier import cover, not_proves, proves, qualifications, render_dossier
 from pytest_hetero.reporting.dossier_facts import Facts
@@ -120,12 +121,15 @@ def test_sign_off_contract_fields_are_rendered_and_missing_ones_read_as_pending(
     assert business["signed"][0]["names"] == ["Li Wei (business owner)"] and business["signed"][0]["verified"]
     assert platform["signed"][0]["why_unverified"] == "key not in the trust policy"
     assert algorithm["state"] == "pending" and algorithm["signed"] == []
-    # today's view (14b not landed): a claim without decision or verification is never shown as accepted
-    legacy = sections.roles(signoff_context(OWNERS, None, None, [
-        {"role": "business", "keyid": "ab" * 32, "signed_at": "2026-11-29T11:00:00Z", "layers": ["business"]}]), t)
-    claim = next(r for r in legacy if r["role"] == "business")["signed"][0]
-    assert claim["decision_text"] == "signed (decision not recorded)" and claim["verified"] is False
-    assert claim["why_unverified"] == t("so.not_checked") and claim["names"] == []
+    # the view as hetero render builds it without a trust policy: a sign-off is listed, not verified, names nobody,
+    # and its role stays pending (never shown as accepted)
+    unchecked = sections.roles(signoff_context(OWNERS, None, None, [
+        SignOff(2, "ab" * 32, "business", ["business"], "accept", None, "2026-11-29T11:00:00Z",
+                why_unverified=NO_POLICY)], source="attestations"), t)
+    role = next(r for r in unchecked if r["role"] == "business")
+    claim = role["signed"][0]
+    assert role["state"] == "pending" and claim["verified"] is False and claim["checked"] is True
+    assert claim["why_unverified"] == NO_POLICY and claim["names"] == []
     conditions = cover(Facts(sample_evidence()), t, FULL_CONTRACT, roles)["conditions"]
     assert conditions == ["business accepted on condition: re-measure latency on the H200 pool before go-live",
                           "A sign-off for platform does not verify: key not in the trust policy",

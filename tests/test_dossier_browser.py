@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from bundle_samples import policy_text
 from support import DIGITS, REPO, matrix_text
 from test_bundle_verify import hetero
 from test_report_html import chromium  # noqa: F401 - the fixture (installs Chromium, pdftotext, a CJK font)
@@ -73,18 +74,29 @@ def bundles(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     out["signed"] = run_gate(root / "rel", "signed", with_version(matrix_text(resources=[CPU]), "1.1.0"), *sign,
                              "--hetero-baseline", str(out["baseline"]))
     for team in ("business", "algorithm"):
-        assert hetero("sign", str(out["signed"]), "--key", str(root / f"{team}.key"), "--role", team) == 0
+        assert hetero("sign", str(out["signed"]), "--key", str(root / f"{team}.key"), "--role", team,
+                      "--decision", "accept") == 0
+    (root / "trust.yaml").write_text(policy_text({"business": [(root / "business.pub", ["Bea Business"])],
+                                                  "algorithm": [(root / "algorithm.pub", ["Al Gorithm"])]}))
+    assert hetero("sign-policy", str(root / "trust.yaml"), "--key", str(root / "gate.key")) == 0
     return out
 
 
-def print_dossier(bundle: Path, lang: str, browser: str, folder: Path, capsys: pytest.CaptureFixture[str]
-                  ) -> tuple[str, str]:
+def trust(bundles: dict[str, Path]) -> tuple[str, ...]:
+    """``hetero render`` options that verify the run and check its sign-offs against the gate-signed policy."""
+    root = bundles["signed"].parent.parent
+    return "--key", str(root / "gate.pub"), "--policy", str(root / "trust.yaml")
+
+
+def print_dossier(bundle: Path, lang: str, browser: str, folder: Path, capsys: pytest.CaptureFixture[str],
+                  *extra: str) -> tuple[str, str]:
     """Render the dossier to HTML and PDF, take a screenshot; return (PDF text with whitespace runs as one
     space, PDF text without any whitespace: Chinese wraps anywhere)."""
     html, pdf, shot = folder / f"{bundle.name}-{lang}.html", folder / f"{bundle.name}-{lang}.pdf", \
         folder / f"{bundle.name}-{lang}.png"
-    assert hetero("render", str(bundle), "--format", "dossier", "--lang", lang, "--out", str(html)) == 0
-    assert hetero("render", str(bundle), "--format", "dossier", "--lang", lang, "--pdf", "--out", str(pdf)) == 0
+    assert hetero("render", str(bundle), "--format", "dossier", "--lang", lang, "--out", str(html), *extra) == 0
+    assert hetero("render", str(bundle), "--format", "dossier", "--lang", lang, "--pdf", "--out", str(pdf),
+                  *extra) == 0
     info = subprocess.run(["pdfinfo", str(pdf)], capture_output=True, text=True, check=True).stdout
     assert re.search(r"Page size:\s+59[45]\.\d+ x 841\.\d+ pts \(A4\)", info), info
     done = subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
@@ -157,19 +169,19 @@ def test_dossier_of_a_failing_run(bundles: dict[str, Path], chromium: str, lang:
 def test_dossier_of_a_signed_run_against_its_baseline(bundles: dict[str, Path], chromium: str,  # noqa: F811
                                                       lang: str, tmp_path: Path,
                                                       capsys: pytest.CaptureFixture[str]) -> None:
-    flat, squeezed = print_dossier(bundles["signed"], lang, chromium, tmp_path, capsys)
+    flat, squeezed = print_dossier(bundles["signed"], lang, chromium, tmp_path, capsys, *trust(bundles))
     baseline = json.loads((bundles["baseline"] / "evidence.json").read_text())["run"]["id"]
     if lang == "en":
         assert "Verdict passed — scheduling not proven on this backend (local)" in flat
         assert f"Baseline run {baseline} (signature verified)." in flat
         assert "model digits-logreg: 1.0.0 → 1.1.0" in flat
         assert "digits-logreg 1.1.0 × digits-test 1.0.0" in flat
-        assert re.search(r"Role business State signed \(decision not recorded\) Signed by [0-9a-f]{16}", flat)
+        assert re.search(r"Role business State accepted Signed by Bea Business", flat), flat
         assert "Sign-off pending: infrastructure (discovery)" in flat
     else:
         assert dense(f"基线运行 {baseline}（签名已验证）。") in squeezed
         assert dense("模型 digits-logreg：1.0.0 → 1.1.0") in squeezed
         assert dense("digits-logreg 1.1.0 × digits-test 1.0.0") in squeezed
-        assert re.search(r"角色业务团队状态已签名（未记录决定）签核人[0-9a-f]{16}", squeezed)
+        assert re.search(r"角色业务团队状态接受签核人BeaBusiness", squeezed), squeezed
         assert dense("待签核：基础设施团队（资源发现）") in squeezed
     assert DIGITS.is_dir()

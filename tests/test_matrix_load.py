@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -156,6 +157,7 @@ def test_bad_duration_raises() -> None:
 
 
 def test_paths_must_stay_inside_the_project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("HETERO_ALLOW_PATHS")
     project = tmp_path / "proj"
     (project / "matrices").mkdir(parents=True)
     (project / "pyproject.toml").write_text("")
@@ -177,6 +179,39 @@ def test_paths_must_stay_inside_the_project(tmp_path: Path, monkeypatch: pytest.
     assert info.value.problems[0].hint.endswith(f"(e.g. HETERO_ALLOW_PATHS={outside})")
     monkeypatch.setenv("HETERO_ALLOW_PATHS", str(outside))
     assert load_matrix(path).model("mod").path == outside / "model.onnx"
+
+
+def test_containment_is_on_outside_a_project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No pyproject.toml, .git or .hetero-root above the matrix: its own folder is the boundary, so
+    ``uri: ../../etc/shadow`` is refused by lint and by a run, unless HETERO_ALLOW_PATHS allows it."""
+    import subprocess
+    import sys
+
+    monkeypatch.delenv("HETERO_ALLOW_PATHS")
+    folder = tmp_path / "a" / "b"
+    folder.mkdir(parents=True)
+    (folder / "data.csv").write_text("x")
+    depth = "../" * len(folder.parts)
+    text = GOOD.replace("uri: model.onnx", f"uri: {depth}etc/shadow")
+    path = folder / "m.matrix.yaml"
+    path.write_text(text)
+    with pytest.raises(MatrixInvalid) as info:
+        load_matrix(path)
+    (problem,) = info.value.problems
+    assert problem.location.field == "spec.models[0:mod].uri"
+    assert problem.message == (f"path '{depth}etc/shadow' resolves to /etc/shadow, outside the matrix's folder "
+                               f"{folder} (no pyproject.toml, .git, .hetero-root above the matrix, so its own "
+                               "folder is the boundary)")
+    env = {k: v for k, v in os.environ.items() if k != "HETERO_ALLOW_PATHS"}
+    lint = subprocess.run([sys.executable, "-m", "pytest_hetero.cli", "lint", str(path)], capture_output=True,
+                          text=True, env={**env, "PYTHONPATH": str(REPO)}, check=False, timeout=120)
+    assert lint.returncode == 1 and "resolves to /etc/shadow, outside the matrix's folder" in lint.stdout + lint.stderr
+    run = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", str(path)], cwd=folder,
+                         capture_output=True, text=True, env={**env, "PYTHONPATH": str(REPO)}, check=False,
+                         timeout=120)
+    assert run.returncode == 2 and "resolves to /etc/shadow, outside the matrix's folder" in run.stdout
+    monkeypatch.setenv("HETERO_ALLOW_PATHS", "/etc")
+    assert load_matrix(path).model("mod").path == Path("/etc/shadow")
 
 
 def test_wrong_type_says_what_to_write(tmp_path: Path) -> None:

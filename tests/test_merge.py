@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from support import matrix_text
 
+from pytest_hetero.bundle.finish import finish_bundle
 from pytest_hetero.bundle.signing import generate_keypair, load_public_key
 from pytest_hetero.bundle.verify import verify_bundle
 from pytest_hetero.cli import main
@@ -90,9 +91,31 @@ def test_signed_shards_are_verified_and_the_merge_is_re_signed(pytester: pytest.
     merged = evidence(out)
     assert [b["verification"] for b in merged["merge"]["bundles"]] == ["verified", "verified"]
     assert verify_bundle(out, [load_public_key(pub)]).ok
+    kept = (two / "evidence.json").read_bytes()
     (two / "evidence.json").write_text((two / "evidence.json").read_text() + " ")
     assert main(["merge", str(one), str(two), "-o", str(pytester.path / "m2"), "--key", str(pub)]) == 2
     assert "bundle does not verify" in capsys.readouterr().err
+    # merge reads only the evidence to verify a shard, so each artifact is checked against the signed manifest
+    # as it is copied: a tampered one stops the merge, an unlisted one is not carried into the signed merge
+    (two / "evidence.json").write_bytes(kept)
+    artifact = two / "artifacts" / "cpu-b" / "stdout.txt"
+    artifact.parent.mkdir(parents=True)
+    artifact.write_text("captured output\n")
+    statement = json.loads((two / "statement.intoto.json").read_text())  # signed again, as its run would have
+    finish_bundle(evidence(two), two, key, statement["predicate"]["owners"],
+                  [(s["name"], s["digest"]["sha256"]) for s in statement["subject"][1:]])
+    assert verify_bundle(two, [load_public_key(pub)]).ok
+    original = artifact.read_bytes()
+    artifact.write_bytes(b"forged")
+    assert main(["merge", str(one), str(two), "-o", str(pytester.path / "m3"), "--key", str(pub)]) == 2
+    assert "is not the one the shard's signed manifest lists" in capsys.readouterr().err
+    artifact.write_bytes(original)
+    (artifact.parent / "planted.txt").write_text("x")
+    assert main(["merge", str(one), str(two), "-o", str(pytester.path / "m4"), "--key", str(pub),
+                 "--sign-key", str(key)]) == 0
+    assert not list((pytester.path / "m4").rglob("planted.txt"))
+    assert (pytester.path / "m4" / "artifacts" / "cpu-b" / "stdout.txt").read_bytes() == original
+    assert verify_bundle(pytester.path / "m4", [load_public_key(pub)]).ok
 
 
 def test_more_shards_than_resources_exit_0_and_merge(pytester: pytest.Pytester) -> None:

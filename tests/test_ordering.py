@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import socket
+import threading
 import xml.etree.ElementTree as ET
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -51,14 +54,46 @@ def test_three_randomly_seeds_give_the_evidence_of_a_plain_run(pytester: pytest.
         assert _claims(ev) == _claims(expected), seed
 
 
-def _flaky_matrix(pytester: pytest.Pytester, failures: int) -> None:
-    """A model whose entrypoint fails its first ``failures`` runs (counted in a file), then runs the
-    real digits model."""
+class _Attempts:
+    """A loopback TCP counter the flaky model asks which attempt it is: the model runs confined (read-only
+    file system, nothing it writes survives its run), so the count lives outside it, as a real flaky
+    dependency (a busy device, a service) would."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.port = self.server.getsockname()[1]
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.server.accept()
+            except OSError:
+                return
+            with conn:
+                self.count += 1
+                conn.sendall(str(self.count).encode())
+
+    def close(self) -> None:
+        self.server.close()
+
+
+@pytest.fixture
+def attempts() -> Iterator[_Attempts]:
+    counter = _Attempts()
+    yield counter
+    counter.close()
+
+
+def _flaky_matrix(pytester: pytest.Pytester, failures: int, attempts: _Attempts) -> None:
+    """A model whose entrypoint fails its first ``failures`` runs (counted by ``attempts``), then runs
+    the real digits model."""
     code = pytester.mkdir("flaky")
     (code / "flaky.py").write_text(
-        "import runpy, sys\nfrom pathlib import Path\n"
-        "mark = Path(__file__).with_name('runs')\n"
-        "n = int(mark.read_text()) + 1 if mark.exists() else 1\nmark.write_text(str(n))\n"
+        "import runpy, socket, sys\n"
+        f"with socket.create_connection(('127.0.0.1', {attempts.port}), timeout=10) as conn:\n"
+        "    n = int(conn.recv(16))\n"
         f"if n <= {failures}:\n    sys.exit(f'attempt {{n}}: device busy')\n"
         f"sys.argv = [{str(DIGITS / 'infer.py')!r}, *sys.argv[1:]]\n"
         "runpy.run_path(sys.argv[0], run_name='__main__')\n")
@@ -75,10 +110,11 @@ def _junit_counts(path: Path) -> dict[str, str]:
     return {k: suite.attrib[k] for k in ("tests", "failures", "errors", "skipped")}
 
 
-def test_a_rerun_that_passes_keeps_the_failed_attempt_and_agrees_with_pytest(pytester: pytest.Pytester) -> None:
+def test_a_rerun_that_passes_keeps_the_failed_attempt_and_agrees_with_pytest(pytester: pytest.Pytester,
+                                                                            attempts: _Attempts) -> None:
     """pytest-rerunfailures: the failed attempt was the signed verdict (FAIL) while pytest exited 0
     and its JUnit said failures="0"; business judged outputs of an attempt the evidence did not show."""
-    _flaky_matrix(pytester, failures=1)
+    _flaky_matrix(pytester, failures=1, attempts=attempts)
     result = pytester.runpytest("-p", "no:cacheprovider", "-p", "no:randomly", "--reruns", "1",
                                 "--junitxml", "junit.xml")
     assert result.parseoutcomes() == {"passed": 4, "skipped": 1, "rerun": 1}
@@ -111,8 +147,8 @@ def test_a_rerun_that_passes_keeps_the_failed_attempt_and_agrees_with_pytest(pyt
                                  "(attempt 1 failed: nonzero_exit)"])
 
 
-def test_a_rerun_that_fails_again_fails_everywhere(pytester: pytest.Pytester) -> None:
-    _flaky_matrix(pytester, failures=2)
+def test_a_rerun_that_fails_again_fails_everywhere(pytester: pytest.Pytester, attempts: _Attempts) -> None:
+    _flaky_matrix(pytester, failures=2, attempts=attempts)
     result = pytester.runpytest("-p", "no:cacheprovider", "-p", "no:randomly", "--reruns", "1",
                                 "--junitxml", "junit.xml")
     assert result.parseoutcomes() == {"passed": 2, "failed": 1, "skipped": 2, "rerun": 1}

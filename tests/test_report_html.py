@@ -15,7 +15,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 from bundle_samples import EVIL, PREFIX, make_bundle, sample_evidence
 from test_bundle_verify import hetero
 
-from pytest_hetero.bundle.signing import add_role_signature, generate_keypair, load_private_key
+from pytest_hetero.bundle.attestation import add_signoff
+from pytest_hetero.bundle.signing import generate_keypair, load_private_key
 from pytest_hetero.bundle.signoff import signoff_context
 from pytest_hetero.reporting.html import render_html
 
@@ -98,7 +99,8 @@ def bundle(tmp_path: Path) -> Path:
     generate_keypair(tmp_path / "biz.key", tmp_path / "biz.pub")
     bundle = make_bundle(tmp_path / "b", sample_evidence(log_text="line 1\n" + EVIL + "\nline 3"),
                          tmp_path / "run.key")
-    add_role_signature(bundle, load_private_key(tmp_path / "biz.key"), "business")
+    add_signoff(bundle, load_private_key(tmp_path / "biz.key"), "business", "accept-with-known-failures",
+                "gpu-nvidia is out for repair <b>(INC-42)</b>")
     return bundle
 
 
@@ -126,17 +128,47 @@ def test_report_contents_in_chromium(chromium: str, bundle: Path, tmp_path: Path
     assert failure_row and '<td>driver_missing</td>' in failure_row.group(0)
     anchor = re.search(r'<a href="#item-(\d+)">1 record\(s\)</a>', failure_row.group(0))
     assert anchor and f'<details id="item-{anchor.group(1)}" class="s-failed">' in report
-    assert re.search(r"<td>platform</td><td>scheduling, startup</td><td class=\"pending\">pending</td>", report)
-    # rendered at the end of the run, before the business sign-off was added: pending there
-    assert re.search(r"<td>business</td><td>business</td><td class=\"pending\">pending</td>", report)
+    # rendered at the end of the run, signed with it: sign-offs come later, so it states no sign-off state at all
+    section = report[report.index('<h2 id="signoff">'):report.index('<h2 id="items">')]
+    assert "pending" not in section
+    assert "<td>business</td><td>business</td><td>not part of this page</td><td>—</td>" in section
+    assert "Team sign-offs are separate attestations added to attestation.intoto.jsonl afterwards" in section
 
 
-def test_rerendered_report_shows_the_sign_off(chromium: str, bundle: Path, tmp_path: Path) -> None:
+def test_rerendered_report_shows_who_signed_and_what_only_when_verified(chromium: str, bundle: Path,
+                                                                        tmp_path: Path) -> None:
+    """hetero render reads sign-off from the attestations at view time: with the gate key and the trust policy the
+    business sign-off shows as verified, with the person's name, decision and text; without them, or with a policy
+    that does not give the key this role, it shows as not verified and names nobody."""
+    import hashlib
+
+    from bundle_samples import policy_text
+
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(policy_text({"business": [(tmp_path / "biz.pub", ["Ana Ruiz"])]}))
+    pin = hashlib.sha256(policy.read_bytes()).hexdigest()
     out = tmp_path / "re.html"
-    assert hetero("render", str(bundle), "--format", "html", "--out", str(out)) == 0
+    assert hetero("render", str(bundle), "--format", "html", "--out", str(out), "--key", str(tmp_path / "run.pub"),
+                  "--policy", str(policy), "--policy-sha256", pin) == 0
     report = dump_dom(chromium, out, tmp_path / "profile")
-    assert re.search(r"<td>business</td><td>business</td><td class=\"signed\">signed</td><td><code>[0-9a-f]{16}</code>"
-                     r" at 20\d\d-[^<]+ for business", report)
+    assert re.search(r'<td>business</td><td>business</td><td class="state-accepted_with_known_failures">accepted with '
+                     r'known failures</td><td><span class="signed">verified</span> accept-with-known-failures by Ana '
+                     r"Ruiz \(key <code>[0-9a-f]{16}</code>\) at 20\d\d-[^<]+ for business: <q>gpu-nvidia is out for "
+                     r"repair &lt;b&gt;\(INC-42\)&lt;/b&gt;</q>", report)
+    assert '<td>platform</td><td>scheduling, startup</td><td class="state-pending">pending</td>' in report
+    assert hetero("render", str(bundle), "--format", "html", "--out", str(out)) == 0
+    unverified = dump_dom(chromium, out, tmp_path / "profile")
+    assert "Ana Ruiz" not in unverified and "verified</span> accept" not in unverified
+    assert re.search(r'<td class="state-pending">pending</td><td><span class="unsigned">not verified</span> \(key '
+                     r"<code>[0-9a-f]{16}</code>\): the run's signature is not verified \(give the gate key with "
+                     r"--key\)", unverified)
+    other = tmp_path / "other.yaml"
+    other.write_text(policy_text({"business": [(tmp_path / "run.pub", ["CI gate"])]}, allow_gate_key=("business",)))
+    assert hetero("render", str(bundle), "--format", "html", "--out", str(out), "--key", str(tmp_path / "run.pub"),
+                  "--policy", str(other), "--policy-sha256", hashlib.sha256(other.read_bytes()).hexdigest()) == 0
+    wrong = dump_dom(chromium, out, tmp_path / "profile")
+    assert re.search(r"not verified</span> \(key <code>[0-9a-f]{16}</code>\): signed by a key the policy test-policy "
+                     r"does not give 'business'", wrong.replace("&#39;", "'"))
 
 
 def test_injected_script_does_not_execute_even_without_csp(chromium: str, tmp_path: Path) -> None:

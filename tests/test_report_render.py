@@ -1,4 +1,5 @@
-"""Markdown, JUnit XML (validated against junit-10.xsd), CTRF and the heat-map model, from evidence.json."""
+"""Markdown, JUnit XML and CTRF (validated against the published schemas in ../shared/schemas: the Jenkins xUnit
+plugin's junit-10.xsd, jenkins-junit.xsd, the official CTRF JSON Schema) and the heat-map model, from evidence.json."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import re
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 import pytest
 import xmlschema
@@ -18,20 +20,49 @@ from test_bundle_verify import hetero
 
 from pytest_hetero.bundle.signing import generate_keypair
 from pytest_hetero.bundle.signoff import signoff_context
+from pytest_hetero.bundle.signoff_check import SignOff
 from pytest_hetero.reporting.ctrf import render_ctrf
 from pytest_hetero.reporting.junit import render_junit
 from pytest_hetero.reporting.markdown import render_markdown
 from pytest_hetero.reporting.view import heatgrid, heatmap
 
-XSD = Path(__file__).parent / "data" / "junit-10.xsd"
+SCHEMAS = Path(__file__).resolve().parents[2] / "shared" / "schemas"
+JUNIT_XSDS = ("xunit-junit-10.xsd", "jenkins-junit.xsd")
+
+
+def published(name: str) -> Path:
+    """A schema of ../shared/schemas (kept as published; see its README)."""
+    path = SCHEMAS / name
+    if not path.is_file():
+        pytest.fail(f"{path} is missing: the published schemas ship in the shared folder beside the repository")
+    return path
+
+
+def junit_valid(data: str) -> None:
+    """``data`` is valid against both published JUnit schemas (every error listed otherwise)."""
+    for name in JUNIT_XSDS:
+        errors = [f"{e.path}: {e.reason}" for e in xmlschema.XMLSchema(str(published(name))).iter_errors(data)]
+        assert errors == [], (name, errors[:5])
+
+
+def ctrf_errors(doc: dict[str, Any]) -> list[str]:
+    import jsonschema
+
+    schema = json.loads(published("ctrf.schema.json").read_text())
+    validator = jsonschema.Draft7Validator(schema, format_checker=jsonschema.FormatChecker())
+    return [f"{list(e.absolute_path)}: {e.message}" for e in validator.iter_errors(doc)]
 OWNERS = {"example-cpu": {"discovery": "infrastructure", "scheduling": "platform", "startup": "platform",
                           "model": "algorithm", "business": "business"}}
 
 
 def test_markdown_summary() -> None:
     evidence = sample_evidence()
-    claims = [{"role": "business", "keyid": "ab" * 32, "signed_at": "2026-11-29T11:00:00Z", "layers": ["business"]}]
-    text = render_markdown(evidence, signoff_context(OWNERS, "cd" * 32, None, claims))
+    claims = [SignOff(2, "ab" * 32, "business", ["business"], "accept-with-known-failures", "GPU host in repair",
+                      "2026-11-29T11:00:00Z", ["Ana Ruiz"], verified=True),
+              SignOff(3, "ef" * 32, "platform", ["startup"], "accept", None, "2026-11-29T11:00:00Z",
+                      why_unverified="signed by a key the policy p does not give 'platform'")]
+    text = render_markdown(evidence, signoff_context(OWNERS, "cd" * 32, None, claims, source="attestations",
+                                                     run_verified=True))
     assert text.splitlines()[:12] == [
         "## pytest-hetero: FAIL",
         "",
@@ -48,8 +79,12 @@ def test_markdown_summary() -> None:
     ]
     assert "- **infrastructure** (1)\n  - `matrices/example-cpu.matrix.yaml::gpu-nvidia::discovery`: " \
            "driver\\_missing: nvidia-smi not found: no NVIDIA driver on vm" in text
-    assert "- business (business): signed by `abababababababab` at 2026-11-29T11:00:00Z" in text
-    assert "- platform (scheduling, startup): pending" in text
+    assert ("- business (business): **accepted with known failures**\n  - verified accept-with-known-failures by Ana "
+            "Ruiz (key `abababababababab`) at 2026-11-29T11:00:00Z: GPU host in repair") in text
+    assert ("- platform (scheduling, startup): **pending**\n  - not verified (key `efefefefefefefef`): signed by a key "
+            "the policy p does not give 'platform'") in text
+    at_run_end = render_markdown(evidence, signoff_context(OWNERS, "cd" * 32, None))
+    assert "- platform (scheduling, startup)\n" in at_run_end and "pending" not in at_run_end
     assert "4 blocked, 1 excluded" in text
     assert "- excluded: `matrices/example-cpu.matrix.yaml::cpu-host::py-old::startup` — excluded by matrix rule " \
            "(line 40): py-old is retired" in text
@@ -68,31 +103,33 @@ def test_markdown_escapes_html_and_limits_lines() -> None:
     assert f"- … {len(evidence['untested']['items']) - 20} more in report.html / evidence.json" in text
 
 
-def test_junit_validates_against_junit_10_and_maps_statuses() -> None:
+def test_junit_validates_against_the_published_schemas_and_maps_statuses() -> None:
+    """Before: junit-10.xsd refused testcase@status (x10) and jenkins-junit.xsd skipped@message (x5)."""
     evidence = sample_evidence()
     data = render_junit(evidence)
-    schema = xmlschema.XMLSchema(str(XSD))
-    schema.validate(data.decode())
-    doc = schema.to_dict(data.decode())
+    junit_valid(data.decode())
+    doc = xmlschema.XMLSchema(str(published("xunit-junit-10.xsd"))).to_dict(data.decode())
     assert doc["@tests"] == "11" and doc["@failures"] == "1" and doc["@errors"] == "0"
     suites = {s["@name"]: s for s in doc["testsuite"]}
     assert list(suites) == ["hetero.discovery", "hetero.scheduling", "hetero.startup", "hetero.model",
                             "hetero.business"]
-    startup = {c["@name"]: c for c in suites["hetero.startup"]["testcase"]}
-    excluded = startup[f"{PREFIX}::cpu-host::py-old::startup"]
-    assert excluded["@status"] == "excluded"
-    assert excluded["skipped"]["@message"] == "excluded: excluded by matrix rule (line 40): py-old is retired"
-    blocked = startup[f"{PREFIX}::gpu-nvidia::py-current::startup"]
-    assert blocked["skipped"]["@message"].startswith("blocked: blocked by matrices/example-cpu.matrix.yaml::gpu-nvidia")
+    startup = {(c["@classname"], c["@name"]): c for c in suites["hetero.startup"]["testcase"]}
+    excluded = startup[("matrices.example-cpu.matrix.yaml.cpu-host.py-old", "startup")]
+    assert "@status" not in excluded
+    assert excluded["skipped"] == ["excluded: excluded by matrix rule (line 40): py-old is retired"]
+    blocked = startup[("matrices.example-cpu.matrix.yaml.gpu-nvidia.py-current", "startup")]
+    assert blocked["skipped"][0].startswith("blocked: blocked by matrices/example-cpu.matrix.yaml::gpu-nvidia")
     assert blocked["system-out"] == ["\n".join([
         "[[PROPERTY|layer=startup]]", "[[PROPERTY|image=py-current]]", "[[PROPERTY|resource=gpu-nvidia]]",
         "[[PROPERTY|owner=platform]]", "[[PROPERTY|status=blocked]]",
         f"[[PROPERTY|evidence=evidence.json#{PREFIX}::gpu-nvidia::py-current::startup]]",
         f"[[PROPERTY|blocked_by={PREFIX}::gpu-nvidia::discovery]]"])]
-    failed = {c["@name"]: c for c in suites["hetero.discovery"]["testcase"]}[f"{PREFIX}::gpu-nvidia::discovery"]
+    failed = {c["@classname"]: c for c in suites["hetero.discovery"]["testcase"]}[
+        "matrices.example-cpu.matrix.yaml.gpu-nvidia"]
+    assert (failed["@name"], failed["@time"]) == ("discovery", "1.500")
     assert failed["failure"] == [{"@message": "nvidia-smi not found: no NVIDIA driver on vm",
                                   "@type": "driver_missing"}]
-    assert suites["hetero.discovery"]["properties"]["property"] == [
+    assert suites["hetero.discovery"]["properties"][0]["property"] == [
         {"@name": "run_id", "@value": "run-1"}, {"@name": "verdict", "@value": "fail"},
         {"@name": "matrices", "@value": "example-cpu"}]
     assert suites["hetero.startup"]["@tests"] == "3" and suites["hetero.startup"]["@skipped"] == "2"
@@ -101,38 +138,77 @@ def test_junit_validates_against_junit_10_and_maps_statuses() -> None:
     assert sum(1 for suite in parsed for _ in suite) == 11
 
 
+def test_the_home_made_xsd_is_gone() -> None:
+    assert not (Path(__file__).parent / "data" / "junit-10.xsd").exists()
+
+
+def test_junit_identities_match_pytests_own_junitxml(pytester: pytest.Pytester) -> None:
+    """CI history tools key on (classname, name): for the same items, ours are pytest's own --junitxml ones."""
+    from support import matrix_text
+
+    pytester.makefile(".matrix.yaml", t=matrix_text())
+    pytester.runpytest_subprocess("t.matrix.yaml", "--junitxml=pytest.xml", "--hetero-run-id", "r1",
+                                  "--hetero-report-dir", "reports")
+    theirs = JUnitXml.fromfile(str(pytester.path / "pytest.xml"))
+    pytest_ids = {(case.classname, case.name) for suite in theirs for case in suite}
+    ours_text = (pytester.path / "reports" / "r1" / "junit.xml").read_text()
+    junit_valid(ours_text)
+    evidence = json.loads((pytester.path / "reports" / "r1" / "evidence.json").read_text())
+    ours = {(case.classname, case.name) for suite in JUnitXml.fromstring(ours_text.encode()) for case in suite}
+    assert len(pytest_ids) == len(evidence["items"]) >= 5  # pytest's report has the items that ran
+    assert pytest_ids <= ours
+    assert ("t.matrix.yaml.cpu-host", "discovery") in pytest_ids
+
+
 def test_junit_keeps_control_characters_out() -> None:
     evidence = sample_evidence()
     evidence["items"][0]["status"] = "error"
     evidence["items"][0]["failure"] = {"layer": "discovery", "category": "harness", "owner": "platform",
                                        "message": "bad\x00byte\x1b[31m \"quoted\"\nnext line " + EVIL}
     data = render_junit(evidence).decode()
-    xmlschema.XMLSchema(str(XSD)).validate(data)
-    case = next(c for s in JUnitXml.fromstring(data) for c in s if c.name == evidence["items"][0]["nodeid"])
+    junit_valid(data)
+    case = next(c for s in JUnitXml.fromstring(data) for c in s if c.classname == "matrices.example-cpu.matrix.yaml."
+                "cpu-host" and c.name == "discovery")
     assert case.result[0].message == "badbyte[31m \"quoted\"\nnext line " + EVIL
 
 
 def test_ctrf_document() -> None:
+    """Before: the official CTRF schema refused ``suite`` (must be an array) and specVersion was 1.0.0."""
     doc = render_ctrf(sample_evidence())
-    assert doc["reportFormat"] == "CTRF" and doc["specVersion"] == "1.0.0"
+    assert ctrf_errors(doc) == []
+    assert doc["reportFormat"] == "CTRF" and doc["specVersion"] == "0.1.0"
+    assert (doc["runId"], doc["timestamp"], doc["generatedBy"]) == ("run-1", "2026-11-29T10:05:00.000000Z",
+                                                                   "pytest-hetero 0.1.0")
     results = doc["results"]
     assert results["tool"] == {"name": "pytest-hetero", "version": "0.1.0"}
     start = int(datetime(2026, 11, 29, 10, 0, tzinfo=timezone.utc).timestamp() * 1000)
     assert results["summary"] == {"tests": 11, "passed": 5, "failed": 1, "pending": 0, "skipped": 5, "other": 0,
-                                  "start": start, "stop": start + 300_000}
+                                  "start": start, "stop": start + 300_000, "duration": 300_000, "suites": 7}
     tests = {t["name"]: t for t in results["tests"]}
     model = tests[f"{PREFIX}::cpu-host::py-current::model-0@data-0::model"]
-    assert model["status"] == "passed" and model["duration"] == 1500 and model["suite"] == "hetero.model"
-    assert model["tags"] == ["model", "dataset=data-0", "image=py-current", "model=model-0", "resource=cpu-host"]
+    assert model["status"] == "passed" and model["duration"] == 1500
+    assert model["suite"] == [PREFIX, "cpu-host", "py-current", "model-0@data-0"] and model["filePath"] == PREFIX
+    assert model["testId"] == model["name"]
+    assert model["tags"] == ["model"]
+    assert model["labels"] == {"layer": "model", "owner": "algorithm", "dataset": "data-0", "image": "py-current",
+                               "model": "model-0", "resource": "cpu-host"}
+    assert (model["start"], model["stop"]) == (start, start + 1500)
     assert model["attachments"] == [{"name": "stdout.txt", "contentType": "text/plain",
                                      "path": "artifacts/cpu-host/py-current/stdout.txt"}]
     blocked = tests[f"{PREFIX}::gpu-nvidia::scheduling"]
     assert blocked["status"] == "skipped" and blocked["rawStatus"] == "blocked"
     assert blocked["extra"]["blocked_by"] == f"{PREFIX}::gpu-nvidia::discovery"
-    for test in results["tests"]:
-        assert {"name", "status", "duration"} <= set(test)
-        assert test["status"] in {"passed", "failed", "skipped", "pending", "other"}
     assert results["extra"]["verdict"] == "fail"
+
+
+def test_ctrf_of_a_real_run_is_valid(pytester: pytest.Pytester) -> None:
+    from support import matrix_text
+
+    pytester.makefile(".matrix.yaml", t=matrix_text())
+    pytester.runpytest_subprocess("t.matrix.yaml", "--hetero-run-id", "r1", "--hetero-report-dir", "reports")
+    doc = json.loads((pytester.path / "reports" / "r1" / "ctrf.json").read_text())
+    assert ctrf_errors(doc) == []
+    assert {t["filePath"] for t in doc["results"]["tests"]} == {"t.matrix.yaml"}
 
 
 def test_heatmap_rows_and_blocked_cells() -> None:
@@ -195,19 +271,30 @@ def test_render_command_reproduces_the_bundle_files(tmp_path: Path, fmt: str) ->
     generate_keypair(tmp_path / "k", tmp_path / "k.pub")
     bundle = make_bundle(tmp_path / "b", sample_evidence(), tmp_path / "k")
     out = tmp_path / f"out.{fmt}"
-    assert hetero("render", str(bundle), "--format", fmt, "--out", str(out)) == 0
+    assert hetero("render", str(bundle), "--format", fmt, "--out", str(out), "--key", str(tmp_path / "k.pub")) == 0
     name = {"html": "report.html", "md": "summary.md", "junit": "junit.xml", "ctrf": "ctrf.json"}[fmt]
-    assert out.read_bytes() == (bundle / name).read_bytes()
+    if fmt in ("junit", "ctrf"):
+        assert out.read_bytes() == (bundle / name).read_bytes()
+        return
+    # the sign-off section is read from the attestations at view time; everything else is the same
+    start, end = ("<h2 id=\"signoff\">", "<h2 id=\"items\">") if fmt == "html" else ("### Sign-off", "### Untested scope")
+    again, kept = out.read_text(), (bundle / name).read_text()
+    assert again.index(start) == kept.index(start)
+    assert again[:again.index(start)] == kept[:kept.index(start)]
+    assert again[again.index(end):] == kept[kept.index(end):]
+    assert "not part of this page" not in again and "Read from the attestations" in again
 
 
 def test_render_shows_signoffs_added_after_the_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     generate_keypair(tmp_path / "k", tmp_path / "k.pub")
     bundle = make_bundle(tmp_path / "b", sample_evidence(), tmp_path / "k")
-    assert hetero("sign", str(bundle), "--key", str(tmp_path / "k"), "--role", "algorithm") == 0
+    assert hetero("sign", str(bundle), "--key", str(tmp_path / "k"), "--role", "algorithm", "--decision", "reject",
+                  "--text", "the GPU model did not run") == 0
     capsys.readouterr()
     assert hetero("render", str(bundle), "--format", "md") == 0
     out = capsys.readouterr().out
-    assert "- algorithm (model): signed by `" in out and "- business (business): pending" in out
+    assert "- algorithm (model): **pending**\n  - not verified (key `" in out  # nobody trusted the key for the role
+    assert "- business (business): **pending**" in out
     assert json.loads((bundle / "ctrf.json").read_text())["results"]["summary"]["tests"] == 11
 
 
@@ -249,4 +336,4 @@ def test_terminal_control_codes_from_a_model_reach_no_rendering() -> None:
     assert 'message="[31mCUDA error[0m: out of memory!"' in junit
     for text in (markdown, html, junit):
         assert not any(c in text for c in "\x1b\x00\x08")
-    xmlschema.XMLSchema(str(XSD)).validate(junit)
+    junit_valid(junit)

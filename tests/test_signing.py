@@ -15,18 +15,24 @@ from cryptography.hazmat.primitives import serialization
 sys.path.insert(0, str(Path(__file__).parent))
 from bundle_samples import make_bundle, sample_evidence
 
+from pytest_hetero.bundle.attestation import (
+    SIGNOFF_PREDICATE_TYPE,
+    add_signoff,
+    decision_problem,
+    read_attestations,
+    read_envelope,
+)
 from pytest_hetero.bundle.signing import (
     PAYLOAD_TYPE,
     PREDICATE_TYPE,
     SigningKeyError,
-    add_role_signature,
     check_signature,
     generate_keypair,
     keyid,
+    legacy_keyid,
     load_private_key,
     load_public_key,
     pae,
-    read_envelope,
 )
 from pytest_hetero.errors import BundleError
 from pytest_hetero.evidence.model import STATUSES
@@ -57,7 +63,7 @@ def test_keygen_writes_private_key_0600_and_public_key(keys: dict[str, Path]) ->
     assert keyid(private.public_key()) == keyid(public)
     der = public.public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
     import hashlib
-    assert keyid(public) == hashlib.sha256(der).hexdigest()
+    assert legacy_keyid(public) == hashlib.sha256(der).hexdigest() != keyid(public)
     with pytest.raises(SigningKeyError, match="refusing to overwrite"):
         generate_keypair(keys["run"], keys["run"].with_suffix(".other"))
 
@@ -133,39 +139,63 @@ def test_unsigned_bundle_has_an_envelope_without_signatures(tmp_path: Path) -> N
     assert "bundle **UNSIGNED**" in (bundle / "summary.md").read_text()
 
 
-def test_role_signature_records_role_key_time_and_owned_layers(tmp_path: Path, keys: dict[str, Path]) -> None:
-    bundle = make_bundle(tmp_path / "b", sample_evidence(), keys["run"])
-    entry = add_role_signature(bundle, load_private_key(keys["platform"]), "platform")
-    claim = entry["signoff"]
-    assert claim["role"] == "platform"
-    assert claim["layers"] == ["scheduling", "startup"]
-    assert claim["keyid"] == keyid(load_public_key(keys["platform.pub"]))
-    assert claim["signed_at"].endswith("Z")
-    envelope, payload, _ = read_envelope(bundle)
+def test_signoff_is_its_own_attestation_over_the_run_statement(tmp_path: Path, keys: dict[str, Path]) -> None:
+    """Each sign-off is a new line: an in-toto statement whose only subject is the run statement (by digest),
+    with the sign-off predicate type, signed by the team's key alone; the run's line is left as it was."""
     import hashlib
-    assert claim["statement_sha256"] == hashlib.sha256(payload).hexdigest()
-    assert len(envelope["signatures"]) == 2 and envelope["signatures"][1] == entry
-    partial = add_role_signature(bundle, load_private_key(keys["business"]), "platform", ["startup"])
-    assert partial["signoff"]["layers"] == ["startup"]
+
+    bundle = make_bundle(tmp_path / "b", sample_evidence(resources=("cpu-host",)), keys["run"])
+    run_line = (bundle / "attestation.intoto.jsonl").read_bytes()
+    statement = add_signoff(bundle, load_private_key(keys["platform"]), "platform", "accept")
+    assert (bundle / "attestation.intoto.jsonl").read_bytes().startswith(run_line)
+    run, signoff = read_attestations(bundle, PAYLOAD_TYPE)
+    assert signoff.statement == statement
+    assert statement["_type"] == "https://in-toto.io/Statement/v1"
+    assert statement["predicateType"] == SIGNOFF_PREDICATE_TYPE == "https://pytest-hetero.dev/attestation/signoff/v1"
+    assert statement["subject"] == [{"name": "statement.intoto.json",
+                                     "digest": {"sha256": hashlib.sha256(run.payload).hexdigest()}}]
+    claim = statement["predicate"]
+    assert (claim["role"], claim["layers"], claim["decision"], claim["conditions"]) == (
+        "platform", ["scheduling", "startup"], "accept", None)
+    assert claim["run"] == {"id": "run-1", "verdict": "pass", "finished_at": "2026-11-29T10:05:00.000000Z"}
+    assert claim["signed_at"].endswith("Z") and claim["failing"] == {}
+    [sig] = signoff.envelope["signatures"]
+    assert set(signoff.envelope) == {"payload", "payloadType", "signatures"} and set(sig) == {"keyid", "sig"}
+    assert sig["keyid"] == keyid(load_public_key(keys["platform.pub"]))
+    assert check_signature(load_public_key(keys["platform.pub"]), sig["sig"], pae(PAYLOAD_TYPE, signoff.payload))
+    assert [s["keyid"] for s in run.envelope["signatures"]] == [keyid(load_public_key(keys["run.pub"]))]
+    partial = add_signoff(bundle, load_private_key(keys["business"]), "platform", "accept", layers=["startup"])
+    assert partial["predicate"]["layers"] == ["startup"]
 
 
-def test_role_cannot_vouch_for_layers_it_does_not_own(tmp_path: Path, keys: dict[str, Path]) -> None:
+def test_signoff_refusals(tmp_path: Path, keys: dict[str, Path]) -> None:
     bundle = make_bundle(tmp_path / "b", sample_evidence(), keys["run"])
     key = load_private_key(keys["business"])
     with pytest.raises(BundleError, match=r"role 'business' cannot vouch for model: it owns only business"):
-        add_role_signature(bundle, key, "business", ["business", "model"])
+        add_signoff(bundle, key, "business", "reject", "no", ["business", "model"])
     with pytest.raises(BundleError) as info:
-        add_role_signature(bundle, key, "marketing")
+        add_signoff(bundle, key, "marketing", "accept")
     assert info.value.message == "role 'marketing' owns no layer in this bundle's matrices"
     assert info.value.hint == "owner roles here: algorithm, business, infrastructure, platform"
-    add_role_signature(bundle, key, "business")
+    with pytest.raises(BundleError) as info:
+        add_signoff(bundle, key, "business", "accept")  # gpu-nvidia's business item is blocked
+    assert info.value.message == ("sign-off refused: 1 item(s) failed, errored or were blocked in the layers signed "
+                                  "(business: 1): say accept-with-known-failures (naming them in --text) or reject")
+    with pytest.raises(BundleError, match="decision accept-with-known-failures needs its text"):
+        add_signoff(bundle, key, "business", "accept-with-known-failures", "  ")
+    assert decision_problem("accept-with-known-failures", "none", {}) == (
+        "no item failed in the layers signed: nothing to accept as a known failure (use accept)")
+    assert decision_problem("accept", None, {}) is None
+    assert decision_problem("approve", None, {}) == ("decision 'approve' is not one of accept, accept-with-conditions, "
+                                                     "accept-with-known-failures, reject")
+    add_signoff(bundle, key, "business", "accept-with-known-failures", "gpu-nvidia is out for repair (INC-42)")
     with pytest.raises(BundleError, match="already signed for role 'business'"):
-        add_role_signature(bundle, key, "business")
+        add_signoff(bundle, key, "business", "reject", "changed my mind")
 
 
 def test_private_key_never_appears_in_the_bundle(tmp_path: Path, keys: dict[str, Path]) -> None:
     bundle = make_bundle(tmp_path / "b", sample_evidence(), keys["run"])
-    add_role_signature(bundle, load_private_key(keys["business"]), "business")
+    add_signoff(bundle, load_private_key(keys["business"]), "business", "reject", "GPU host down")
     secrets = []
     for name in ("run", "business"):
         pem = keys[name].read_bytes()
@@ -178,4 +208,5 @@ def test_private_key_never_appears_in_the_bundle(tmp_path: Path, keys: dict[str,
             data = path.read_bytes()
             assert not any(s in data for s in secrets), path
     assert str(keys["run"]).encode() not in (bundle / "statement.intoto.json").read_bytes()
-    assert json.loads((bundle / "attestation.intoto.jsonl").read_text())["signatures"][0]["keyid"]
+    lines = (bundle / "attestation.intoto.jsonl").read_text().splitlines()
+    assert len(lines) == 2 and all(json.loads(line)["signatures"][0]["keyid"] for line in lines)

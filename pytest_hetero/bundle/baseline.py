@@ -103,6 +103,8 @@ def metric_changes(old: dict[str, dict[str, Any]], new: dict[str, dict[str, Any]
     "relative_change"}]`` sorted by item then rule."""
     out = []
     for key in sorted(k for k, e in new.items() if e.get("layer") == "business" and k in old):
+        if old[key].get("records") == new[key].get("records"):
+            continue  # same records, same observed values (a C-level comparison skips the common case)
         a, b = _observed(old[key]), _observed(new[key])
         for rule in sorted(set(a) & set(b)):
             scale = max(abs(a[rule]), 1e-12)
@@ -166,6 +168,15 @@ def classify(old: str | None, new: str | None) -> str | None:
 
 def diff_evidence(old: dict[str, Any], new: dict[str, Any], *, tolerance: float = DEFAULT_TOLERANCE,
                   policy: str = "regression") -> dict[str, Any]:
+    """The ``baseline_diff`` section (see :func:`_diff`), computed with the cyclic collector paused: the two
+    documents are large and the diff makes no cycles, so collections would only walk both heaps again."""
+    from pytest_hetero.evidence.model import gc_paused
+
+    with gc_paused():
+        return _diff(old, new, tolerance=tolerance, policy=policy)
+
+
+def _diff(old: dict[str, Any], new: dict[str, Any], *, tolerance: float, policy: str) -> dict[str, Any]:
     """The ``baseline_diff`` section: ``{"baseline": {run, matrices}, "transitions": {name:
     [{"item", "old", "new"}]}, "counts": {name: n}, "target_changes": [...], "input_changes": [...]
     (:func:`input_changes`), "metric_changes": [...], "tolerance", "gate": {"policy", "failed", "reasons"}}``.

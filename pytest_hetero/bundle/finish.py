@@ -1,68 +1,247 @@
-"""Finishing a run's bundle, in one direction: amend the evidence → write evidence.json once → copy
-the matrices → writers → manifest, statement and signature last.
+"""Finishing a run's bundle, in one direction: amend the evidence → copy the inputs → write evidence.json
+once → writers → manifest, statement and signature last.
 
 :func:`publish` is that sequence for the pytest controller, ``hetero report --from-journal`` and
 ``hetero merge`` alike; it calls the ``pytest_hetero_*`` hooks through the relay it is given
 (pytest's ``config.hook``, or the ``hetero`` command's registry), so this package imports neither
 pytest nor the renderers. :func:`finish_bundle` is the built-in last step.
+
+A finish is atomic as far as a reader can tell: every file is written to a temporary name and
+renamed, the signature files of an earlier finish are removed first, and ``attestation.intoto.jsonl``
+(the envelope) is written last, so a bundle without it is an unfinished one (``hetero verify`` says
+so; ``hetero report --from-journal`` finishes it). SIGINT and SIGTERM are held while it runs: the
+first is noted and the finish completes; a second abandons it (KeyboardInterrupt).
+
+Only what the gate wrote is listed (:func:`pytest_hetero.bundle.manifest.recorded_manifest`): a file
+in the folder that nobody recorded writing, or a recorded one that changed, is moved out of the bundle
+to ``<bundle>.unrecorded/`` and named in the signed predicate (``unrecorded_files``), like journal
+lines that were rejected; :class:`TamperDetected` then says so after the bundle is complete.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import signal
+import sys
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_hetero.bundle.manifest import ATTESTATION, write_manifest
-from pytest_hetero.errors import BundleError
-from pytest_hetero.evidence.inputs import INPUTS
+from pytest_hetero.bundle.manifest import (
+    ATTESTATION,
+    SIGNATURE_FILES,
+    Problem,
+    _safe,
+    build_manifest,
+    bundle_files,
+    recorded_manifest,
+    sha256_file,
+    write_manifest_data,
+)
+from pytest_hetero.errors import BundleError, Location
+from pytest_hetero.evidence.inputs import INPUTS, write_atomic
 from pytest_hetero.evidence.model import gc_paused
-from pytest_hetero.evidence.recorder import write_evidence
+from pytest_hetero.evidence.recorder import EVIDENCE, JOURNAL, write_evidence
 
 if TYPE_CHECKING:
     from pytest_hetero.evidence.inputs import RunInputs
     from pytest_hetero.settings import Settings
+
+TMP_PREFIX = ".hetero-tmp-"
+"""Name prefix of the finish's temporary files (a leftover of an abandoned finish is removed)."""
+
+
+class TamperDetected(BundleError):
+    """The bundle is complete and signed, but something the gate did not write was found and kept out:
+    journal lines that do not authenticate, files nobody recorded writing, recorded files changed."""
+
+
+class FinishInterrupted(KeyboardInterrupt):
+    """A second SIGINT/SIGTERM abandoned the finish; the bundle has no envelope (clearly unfinished)."""
+
+
+@contextlib.contextmanager
+def interrupts_held(notice: str, held: list[int]) -> Iterator[None]:
+    """Hold SIGINT and SIGTERM while the block runs: the first is appended to ``held`` and
+    ``notice`` written to stderr; a second raises :class:`FinishInterrupted`. Previous handlers
+    come back afterwards. Outside the main thread (signals cannot be caught there) nothing is held."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def hold(signum: int, frame: Any) -> None:
+        held.append(signum)
+        if len(held) == 1:
+            sys.stderr.write(notice)
+            return
+        raise FinishInterrupted(f"signal {signum}")
+
+    previous = {sig: signal.signal(sig, hold) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def publish(hook: Any, evidence: dict[str, Any], settings: Settings, inputs: RunInputs) -> list[tuple[str, Exception]]:
     """Finish the bundle ``settings.bundle_dir`` for the assembled ``evidence``:
 
     1. ``pytest_hetero_amend_evidence`` adds its sections to ``evidence`` (selection, baseline diff…);
-    2. evidence.json is written, its only write (OSError propagates: the folder is unwritable);
-    3. each matrix is copied, secrets redacted, into ``inputs/`` (``inputs.kept``);
+    2. each matrix, and the code folders and acceptance files it names, are copied, secrets
+       redacted, into ``inputs/`` (``inputs.kept``; ``evidence["inputs"]`` says what was kept);
+    3. evidence.json is written, its only write (OSError propagates: the folder is unwritable);
     4. ``pytest_hetero_write_reports``: every writer renders the document;
     5. ``pytest_hetero_bundle_finished``: the built-in one, last, writes the manifest, statement
        and signature.
 
     ``hook`` is a pluggy hook relay with the ``pytest_hetero_*`` specs. A failing hook does not
-    stop the later steps; returns ``[(hook name, exception)]`` for the caller to report.
+    stop the later steps; returns ``[(hook name, exception)]`` for the caller to report. Signals
+    are held meanwhile (see the module docstring; ``inputs.held_signals`` lists those held).
+    Raises FinishInterrupted on a second signal.
     """
-    failed: list[tuple[str, Exception]] = []
-    _call(hook.pytest_hetero_amend_evidence, failed, evidence=evidence, settings=settings, inputs=inputs)
-    write_evidence(settings.bundle_dir, evidence)
-    inputs.keep(evidence, settings.bundle_dir)
-    for step in (hook.pytest_hetero_write_reports, hook.pytest_hetero_bundle_finished):
-        _call(step, failed, evidence=evidence, bundle_dir=settings.bundle_dir, settings=settings, inputs=inputs)
+    bundle = settings.bundle_dir
+    notice = (f"pytest-hetero: finishing the bundle {bundle}; interrupt again to abandon it (then rebuild it "
+              f"with: hetero report --from-journal {bundle})\n")
+    with interrupts_held(notice, inputs.held_signals):
+        inputs.before = _start_finish(bundle)
+        failed: list[tuple[str, Exception]] = []
+        _call(hook.pytest_hetero_amend_evidence, failed, evidence=evidence, settings=settings, inputs=inputs)
+        inputs.keep(evidence, bundle)
+        evidence["inputs"] = inputs.section
+        inputs.written[EVIDENCE] = write_evidence(bundle, evidence)
+        _record_journal(bundle, inputs)
+        written: list[Any] = []
+        _call(hook.pytest_hetero_write_reports, failed, evidence=evidence, bundle_dir=bundle, settings=settings,
+              inputs=inputs, results=written)
+        _record_written(bundle, written, inputs)
+        _call(hook.pytest_hetero_bundle_finished, failed, evidence=evidence, bundle_dir=bundle, settings=settings,
+              inputs=inputs)
     return failed
 
 
-def _call(step: Any, failed: list[tuple[str, Exception]], **kwargs: Any) -> None:
+def _start_finish(bundle: Path) -> set[str]:
+    """Remove an earlier finish's signature files and temporary leftovers; return the files present."""
+    for name in SIGNATURE_FILES:
+        with contextlib.suppress(FileNotFoundError):
+            (bundle / name).unlink()
+    files, _ = bundle_files(bundle)
+    stale = {f for f in files if f.rsplit("/", 1)[-1].startswith(TMP_PREFIX) or f.endswith(".tmp")}
+    for rel in stale:
+        with contextlib.suppress(OSError):
+            (bundle / rel).unlink()
+    return set(files) - stale
+
+
+def _record_journal(bundle: Path, inputs: RunInputs) -> None:
+    """Record the journal as the gate wrote it. When lines were rejected (not the gate's) or the file
+    grew after assembly, the journal in the bundle becomes the accepted lines only and the file as
+    found is set aside."""
+    read = inputs.journal
+    if read is None:
+        return
+    path = bundle / JOURNAL
+    if not read.rejected and path.stat().st_size == read.file_size:
+        inputs.written[JOURNAL] = (read.file_sha256, read.file_size)
+        return
+    # lines not the gate's, or appended after assembly: the bundle keeps the lines assembly accepted
+    keep = set(read.numbers)
+    lines = path.read_bytes().splitlines(keepends=True)
+    clean = b"".join(raw for n, raw in enumerate(lines, 1) if n in keep)
+    _set_aside(bundle, JOURNAL)
+    inputs.written[JOURNAL] = write_atomic(path, clean)
+
+
+def _record_written(bundle: Path, results: list[Any], inputs: RunInputs) -> None:
+    """Record the files the writers returned (paths inside the bundle), hashed as written."""
+    for result in results:
+        for path in result or []:
+            try:
+                rel = Path(path).resolve().relative_to(bundle.resolve()).as_posix()
+            except ValueError:
+                continue
+            if rel not in inputs.written and (bundle / rel).is_file():
+                inputs.written[rel] = sha256_file(bundle / rel)
+
+
+def _call(step: Any, failed: list[tuple[str, Exception]], results: list[Any] | None = None, **kwargs: Any) -> None:
     try:
-        step(**kwargs)
+        answer = step(**kwargs)
     except Exception as exc:  # noqa: BLE001 - the bundle must still be finished; the caller reports it
         failed.append((str(step.name), exc))
+        return
+    if results is not None and isinstance(answer, list):
+        results.extend(answer)
+
+
+def aside_dir(bundle: Path) -> Path:
+    """Where files kept out of ``bundle`` go: ``<bundle>.unrecorded/`` beside it."""
+    return bundle.with_name(bundle.name + ".unrecorded")
+
+
+def _set_aside(bundle: Path, rel: str) -> str:
+    """Move ``rel`` out of the bundle into :func:`aside_dir`; return where it went (or why it stayed)."""
+    target = aside_dir(bundle) / rel
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(bundle / rel, target)
+    except OSError as exc:
+        return f"could not be moved out ({exc.strerror})"
+    return str(target)
+
+
+def recorded(evidence: dict[str, Any], inputs: RunInputs | None, bundle: Path) -> tuple[dict[str, tuple[str, int]],
+                                                                                       list[Problem]]:
+    """Bundle path → (sha256, size) of every file the gate wrote: the finish's own (``inputs.written``)
+    and every artifact an item's evidence lists (its earlier attempts' too). Two items recording one path
+    differently are settled by the file (the record matching it wins); unsafe paths are problems, never
+    listed."""
+    out: dict[str, tuple[str, int]] = {}
+    problems: list[Problem] = []
+    clashes: dict[str, set[tuple[str, int]]] = {}
+    for item in evidence["items"]:
+        # an attempt a rerun repeated keeps its artifacts under attempt-N/, listed in its evidence
+        arts = [a for attempt in [item, *(item.get("attempts") or [])] if isinstance(attempt, dict)
+                for a in attempt.get("artifacts") or []]
+        for art in arts:
+            rel, digest, size = str(art.get("path")), str(art.get("sha256")), art.get("size")
+            if not _safe(rel) or rel in SIGNATURE_FILES or not isinstance(size, int):
+                problems.append(Problem(rel, "unsafe", f"artifact of {item['nodeid']} has an unsafe path or no size"))
+                continue
+            if rel in out and out[rel] != (digest, size):
+                clashes.setdefault(rel, {out[rel]}).add((digest, size))
+            out[rel] = (digest, size)
+    for rel, options in clashes.items():
+        try:
+            actual = sha256_file(bundle / rel)
+        except OSError:
+            continue
+        out[rel] = actual if actual in options else out[rel]
+    if inputs is not None:
+        out.update(inputs.written)
+    return out, problems
 
 
 def finish_bundle(evidence: dict[str, Any], bundle_dir: Path, key_path: Path | None,
-                  owners: dict[str, dict[str, str]], kept: list[tuple[str, str]]) -> str | None:
+                  owners: dict[str, dict[str, str]], inputs: RunInputs | list[tuple[str, str]] | None = None
+                  ) -> str | None:
     """Write manifest.json, the statement and its envelope; sign with ``key_path`` when given.
 
-    ``owners`` ({matrix name: {layer: team}}) goes into the predicate; ``kept`` ([(bundle path,
-    statement digest)], see :meth:`RunInputs.keep`) are the matrix copies, statement subjects
-    after manifest.json (a copy under ``inputs/`` that this run could not refresh is a subject
-    with the sha256 recorded at run time). Returns the run signer's keyid (None when unsigned).
-    Raises SigningKeyError after writing an unsigned envelope when the key is refused, so the
-    bundle is still complete and visibly unsigned.
+    With ``inputs`` of a :func:`publish`, the manifest lists what the gate wrote (:func:`recorded`,
+    with the files found present when the finish began in ``inputs.before``); anything else found is
+    moved to :func:`aside_dir` and named, with rejected journal lines, in the predicate's
+    ``unrecorded_files`` and ``journal``. Without that record (``inputs`` None, or only the matrix
+    copies' ``[(bundle path, statement digest)]`` of a folder assembled by hand) every file found is
+    hashed and listed. ``owners``
+    ({matrix name: {layer: team}}) goes into the predicate; the matrix copies (``inputs.kept``: [(bundle
+    path, statement digest)]) are statement subjects after manifest.json (a copy under ``inputs/``
+    that this run could not refresh is a subject with the sha256 recorded at run time). Returns the
+    run signer's keyid (None when unsigned). Raises SigningKeyError after writing an unsigned envelope
+    when the key is refused, so the bundle is still complete and visibly unsigned; then
+    TamperDetected when anything was kept out.
     """
     from pytest_hetero.bundle.signing import (
         build_predicate,
@@ -78,19 +257,57 @@ def finish_bundle(evidence: dict[str, Any], bundle_dir: Path, key_path: Path | N
             key = load_private_key(key_path)
         except BundleError as exc:
             refused = exc
-    _, manifest_digest = write_manifest(bundle_dir)
+    kept = inputs if isinstance(inputs, list) else inputs.kept if inputs is not None else []
+    run_inputs = None if isinstance(inputs, list) else inputs
+    if run_inputs is None:
+        manifest, problems = build_manifest(bundle_dir), list[Problem]()
+    else:
+        files, problems = recorded(evidence, run_inputs, bundle_dir)
+        manifest, found = recorded_manifest(bundle_dir, files, run_inputs.before)
+        problems += found
+    aside = [{"path": p.path, "kind": p.kind, "detail": p.detail,
+              "moved_to": _set_aside(bundle_dir, p.path) if p.kind in ("unrecorded", "modified") else None}
+             for p in problems]
+    manifest_digest = write_manifest_data(bundle_dir, manifest)
     digests = dict(kept)
     subjects = [("manifest.json", manifest_digest)]
     for m in evidence["matrices"]:
         rel = f"{INPUTS}/{m['name']}.matrix.yaml"
-        if (bundle_dir / rel).is_file():
-            subjects.append((rel, digests.get(rel, m["sha256"])))
+        if rel in digests and (bundle_dir / rel).is_file():
+            subjects.append((rel, digests[rel]))
     run_keyid = keyid(key.public_key()) if key else None
     with gc_paused():
-        write_statement(bundle_dir, build_statement(subjects, build_predicate(evidence, owners, run_keyid)), key)
+        predicate = build_predicate(evidence, owners, run_keyid)
+        predicate["journal"] = evidence.get("journal")
+        predicate["inputs"] = evidence.get("inputs", {})
+        predicate["unrecorded_files"] = aside
+        write_statement(bundle_dir, build_statement(subjects, predicate), key)
+    missing = [a["path"] for a in aside if a["kind"] == "missing"]
+    if missing:
+        sys.stderr.write(f"pytest-hetero: {len(missing)} artifact(s) the evidence lists are not in the bundle "
+                         f"(named in the statement), e.g. {missing[0]}\n")
     if refused is not None:
         raise refused
+    tampered = tamper_summary(evidence, aside)
+    if tampered:
+        raise TamperDetected(tampered, Location(str(bundle_dir)),
+                             f"what was kept out is listed in the signed statement; set-aside files are in "
+                             f"{aside_dir(bundle_dir)}")
     return run_keyid
+
+
+def tamper_summary(evidence: dict[str, Any], aside: list[dict[str, Any]]) -> str:
+    """One line naming what was kept out of the bundle (empty when nothing was)."""
+    rejected = (evidence.get("journal") or {}).get("rejected") or []
+    aside = [a for a in aside if a["kind"] != "missing"]  # gone is not planted: the statement names it
+    parts = []
+    if rejected:
+        parts.append(f"{len(rejected)} journal line(s) not written by the gate were rejected "
+                     f"(line {', '.join(str(r['line']) for r in rejected[:5])})")
+    if aside:
+        parts.append(f"{len(aside)} file(s) the gate did not write were kept out of the bundle: "
+                     + ", ".join(json.dumps(a["path"]) + f" ({a['kind']})" for a in aside[:5]))
+    return "evidence tampering detected: " + "; ".join(parts) if parts else ""
 
 
 def signature_line(bundle_dir: Path) -> str:

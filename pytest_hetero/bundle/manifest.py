@@ -1,9 +1,15 @@
-"""The evidence bundle's manifest: every file of a report folder with its sha256 and size.
+"""The evidence bundle's manifest: every file the gate wrote into a report folder, with its sha256 and size.
 
-``manifest.json`` (schema ``pytest-hetero/manifest/v1``) lists every regular file under the
-bundle folder except the signature files (:data:`SIGNATURE_FILES`), which cover the manifest
-itself. Entries are sorted by their POSIX relative path compared as UTF-8 bytes, so two builds
-of the same folder give byte-identical manifests. The journal is evidence and is listed.
+``manifest.json`` (schema ``pytest-hetero/manifest/v1``) lists the regular files under the bundle
+folder except the signature files (:data:`SIGNATURE_FILES`), which cover the manifest itself.
+Entries are sorted by their POSIX relative path compared as UTF-8 bytes, so two builds of the same
+folder give byte-identical manifests. The journal is evidence and is listed.
+
+A run's manifest is built from the record of what the gate wrote (:func:`recorded_manifest`): the
+journal, every artifact an item's evidence lists with its digest, and every file the finish wrote.
+A file found in the folder that nobody recorded (planted by the code under test, say) is never
+listed: it is moved out of the bundle and named. :func:`build_manifest` (hash everything found)
+remains for folders without such a record.
 
 :func:`check_manifest` compares a manifest with the files on disk and names each problem:
 ``modified`` (digest or size differs), ``missing`` (listed, not on disk), ``extra`` (on disk,
@@ -17,7 +23,7 @@ import hashlib
 import json
 import os
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any
 
 MANIFEST = "manifest.json"
@@ -59,23 +65,37 @@ def _sort_key(path: str) -> bytes:
 
 
 def bundle_files(bundle_dir: Path) -> tuple[list[str], list[str]]:
-    """Walk ``bundle_dir``: (regular files to list, symlinks/special files found), both as sorted
-    POSIX relative paths; signature files at the top level are left out of the first list."""
-    files: list[str] = []
+    """Walk ``bundle_dir`` with ``os.scandir`` (file types from the directory entries, one ``lstat``
+    only where the type is unknown; links never followed): (regular files to list, symlinks/special
+    files found), both as sorted POSIX relative paths; signature files at the top level are left out
+    of the first list."""
+    files, odd = _walk(bundle_dir, sizes=False)
+    return sorted(files, key=_sort_key), odd
+
+
+def bundle_sizes(bundle_dir: Path) -> tuple[dict[str, int], list[str]]:
+    """:func:`bundle_files` with each regular file's size in bytes (``lstat`` of the directory entry)."""
+    return _walk(bundle_dir, sizes=True)
+
+
+def _walk(bundle_dir: Path, sizes: bool) -> tuple[dict[str, int], list[str]]:
+    files: dict[str, int] = {}
     odd: list[str] = []
-    for root, dirs, names in os.walk(bundle_dir, followlinks=False):
-        rel_root = Path(root).relative_to(bundle_dir)
-        for name in dirs:
-            if (Path(root) / name).is_symlink():
-                odd.append((rel_root / name).as_posix())
-        for name in names:
-            rel = (rel_root / name).as_posix()
-            full = Path(root) / name
-            if full.is_symlink() or not full.is_file():
-                odd.append(rel)
-            elif rel not in SIGNATURE_FILES:
-                files.append(rel)
-    return sorted(files, key=_sort_key), sorted(odd, key=_sort_key)
+    stack: list[tuple[str, str]] = [(os.fspath(bundle_dir), "")]
+    while stack:
+        folder, prefix = stack.pop()
+        with os.scandir(folder) as it:
+            for entry in it:
+                rel = prefix + entry.name
+                if entry.is_dir(follow_symlinks=False):
+                    stack.append((entry.path, rel + "/"))
+                elif entry.is_file(follow_symlinks=False):
+                    if rel not in SIGNATURE_FILES:
+                        files[rel] = entry.stat(follow_symlinks=False).st_size if sizes else 0
+                else:  # a symlink (to a file or folder) or a FIFO, socket, device
+                    odd.append(rel)
+    odd.sort(key=_sort_key)
+    return files, odd
 
 
 def build_manifest(bundle_dir: Path) -> dict[str, Any]:
@@ -95,9 +115,63 @@ def build_manifest(bundle_dir: Path) -> dict[str, Any]:
     return {"schema": MANIFEST_SCHEMA, "algorithm": "sha256", "files": entries}
 
 
+def recorded_manifest(bundle_dir: Path, recorded: dict[str, tuple[str, int]], before: set[str]
+                      ) -> tuple[dict[str, Any], list[Problem]]:
+    """The manifest of what the gate wrote, and what was set aside: (manifest, problems).
+
+    ``recorded`` maps a bundle path to the (sha256, size) the gate wrote there; such a file is listed
+    with that digest, unread, when its size still matches (a change of the same size is left for
+    verification to name ``modified``). A file found that is not recorded is listed (hashed now) only
+    when it is absent from ``before``, the folder's files when the finish began, i.e. a file a writer
+    or ``pytest_hetero_bundle_finished`` plugin added. Problems, none of them listed: ``unrecorded``
+    (a file nobody recorded writing; also every symlink and special file, which the gate never writes),
+    ``modified`` (a recorded file whose size changed), ``missing`` (recorded, gone).
+    """
+    found, odd = bundle_sizes(bundle_dir)
+    entries: list[dict[str, Any]] = []
+    problems = [Problem(rel, "unrecorded", "a symlink or special file in the bundle folder") for rel in odd]
+    for rel in sorted(found, key=_sort_key):
+        if rel in recorded:
+            digest, size = recorded[rel]
+            actual = found[rel]
+            if actual != size:
+                problems.append(Problem(rel, "modified", f"{actual} bytes, but the gate wrote {size}"))
+                continue
+            entries.append({"path": rel, "sha256": digest, "size": size})
+        elif rel not in before:
+            digest, size = sha256_file(bundle_dir / rel)
+            entries.append({"path": rel, "sha256": digest, "size": size})
+        else:
+            problems.append(Problem(rel, "unrecorded", "in the bundle folder, but the gate did not write it"))
+    problems += [Problem(rel, "missing", "the gate wrote it, but it is gone")
+                 for rel in sorted(set(recorded) - set(found), key=_sort_key) if rel not in SIGNATURE_FILES]
+    return {"schema": MANIFEST_SCHEMA, "algorithm": "sha256", "files": entries}, problems
+
+
+def write_manifest_data(bundle_dir: Path, manifest: dict[str, Any]) -> str:
+    """Write ``manifest`` as ``manifest.json`` (atomically); return its hex sha256."""
+    data = manifest_bytes(manifest)
+    tmp = bundle_dir / (MANIFEST + ".tmp")
+    tmp.write_bytes(data)
+    tmp.replace(bundle_dir / MANIFEST)
+    return hashlib.sha256(data).hexdigest()
+
+
 def manifest_bytes(manifest: dict[str, Any]) -> bytes:
-    """Canonical serialisation: sorted keys, indent 1, UTF-8, trailing newline."""
-    return (json.dumps(manifest, sort_keys=True, indent=1, ensure_ascii=False) + "\n").encode("utf-8")
+    """Canonical serialisation: ``json.dumps(manifest, sort_keys=True, indent=1, ensure_ascii=False)``, UTF-8,
+    trailing newline. A manifest of the usual shape is written by hand to exactly those bytes (the
+    standard library indents in pure Python: half a second at 7,500 entries); any other shape goes
+    through ``json.dumps``."""
+    entries = manifest.get("files")
+    if set(manifest) != {"algorithm", "files", "schema"} or not isinstance(entries, list) or not entries or not all(
+            isinstance(e, dict) and len(e) == 3 and isinstance(e.get("path"), str) and isinstance(e.get("sha256"), str)
+            and type(e.get("size")) is int for e in entries):
+        return (json.dumps(manifest, sort_keys=True, indent=1, ensure_ascii=False) + "\n").encode("utf-8")
+    dumps = json.JSONEncoder(ensure_ascii=False).encode
+    body = "\n  },\n  {\n".join(f'   "path": {dumps(e["path"])},\n   "sha256": {dumps(e["sha256"])},\n   "size": '
+                                 f'{e["size"]}' for e in entries)
+    return (f'{{\n "algorithm": {dumps(manifest["algorithm"])},\n "files": [\n  {{\n{body}\n  }}\n ],\n '
+            f'"schema": {dumps(manifest["schema"])}\n}}\n').encode()
 
 
 def write_manifest(bundle_dir: Path) -> tuple[dict[str, Any], str]:
@@ -111,8 +185,8 @@ def write_manifest(bundle_dir: Path) -> tuple[dict[str, Any], str]:
 
 
 def _safe(rel: str) -> bool:
-    pure = PurePosixPath(rel)
-    return bool(rel) and not pure.is_absolute() and ".." not in pure.parts and "\\" not in rel
+    """A bundle-relative POSIX path that stays inside the bundle (not absolute, no ``..`` part, no backslash)."""
+    return bool(rel) and not rel.startswith("/") and "\\" not in rel and ".." not in rel.split("/")
 
 
 def check_manifest(bundle_dir: Path) -> list[Problem]:

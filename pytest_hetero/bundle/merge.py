@@ -1,6 +1,8 @@
 """Merge the bundles of a sharded run (``--hetero-shard K/N``) into one bundle.
 
-Checks, before writing anything: every bundle verifies (or is accepted unsigned on request);
+Checks, before writing anything: every bundle's evidence verifies (run signature → statement → manifest →
+evidence.json's digest; or is accepted unsigned on request), and each artifact copied from a verified bundle
+is checked against its signed manifest digest as it is copied;
 all come from the same matrix digests; no item was run by two bundles (overlap); and every
 planned item was run by some bundle unless all bundles left it out for a reason other than
 sharding (coverage). The merged bundle is rebuilt the way a run builds its own: a new journal
@@ -20,11 +22,11 @@ from pathlib import Path
 from typing import Any
 
 from pytest_hetero.bundle.finish import publish
-from pytest_hetero.bundle.verify import load_evidence
+from pytest_hetero.bundle.verify import load_verified
 from pytest_hetero.errors import BundleError, Location
 from pytest_hetero.evidence.inputs import RunInputs
 from pytest_hetero.evidence.model import utc_now
-from pytest_hetero.evidence.recorder import JOURNAL, assemble, read_journal
+from pytest_hetero.evidence.recorder import Recorder, assemble, read_journal
 from pytest_hetero.matrix.selection import SHARD_REASON
 from pytest_hetero.settings import bundle_settings
 
@@ -79,7 +81,43 @@ def check_shards(evidences: list[tuple[Path, dict[str, Any]]]) -> dict[str, str]
     return {n: next(r for r in reasons if not r.startswith(SHARD_REASON)) for n, reasons in left.items()}
 
 
+def _copy_verified(src: Path, out: Path, entries: dict[str, tuple[str, int]]) -> None:
+    """Copy the artifacts the signed manifest of ``src`` lists ({path: (sha256, size)}), checking each digest as
+    it is read (the only read of the file); nothing unlisted is copied. Raises BundleError on a mismatch."""
+    import hashlib
+    import os
+
+    from pytest_hetero.bundle.safeio import Unreadable, open_in, read_fd
+
+    for rel, (sha, size) in entries.items():
+        if not rel.startswith(ARTIFACTS + "/"):
+            continue
+        try:
+            fd = open_in(src, rel)
+            try:
+                data = read_fd(fd, size)
+            finally:
+                os.close(fd)
+        except Unreadable as exc:
+            raise BundleError(f"artifact {rel}: {exc.kind}: {exc.detail}", Location(str(src / rel)),
+                              "use the shard bundle exactly as its run wrote it") from None
+        if hashlib.sha256(data).hexdigest() != sha:
+            raise BundleError(f"artifact {rel} is not the one the shard's signed manifest lists",
+                              Location(str(src / rel)), "use the shard bundle exactly as its run wrote it")
+        _place(out / rel, data, src / rel)
+
+
+def _place(dest: Path, data: bytes, src: Path) -> None:
+    if dest.exists():
+        if dest.read_bytes() != data:
+            raise BundleError(f"artifact {dest.name} differs between shards", Location(str(src)))
+        return
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    dest.write_bytes(data)
+
+
 def _copy_artifacts(src: Path, out: Path) -> None:
+    """Copy the regular files under ``src/artifacts`` of a bundle accepted unverified (``--allow-unsigned``)."""
     for path in sorted((src / ARTIFACTS).rglob("*")):
         rel = path.relative_to(src)
         if not path.is_file() or path.is_symlink():
@@ -149,7 +187,8 @@ def merge_bundles(bundles: list[Path], out: Path, *, hook: Any, allow_unsigned: 
     """
     if not bundles:
         raise BundleError("no bundles to merge", hint="hetero merge BUNDLE… -o OUT")
-    loaded = [(Path(b), *load_evidence(Path(b), allow_unsigned=allow_unsigned, keys=keys)) for b in bundles]
+    bundle_reads = [(Path(b), load_verified(Path(b), allow_unsigned=allow_unsigned, keys=keys)) for b in bundles]
+    loaded = [(p, r.evidence, r.verification) for p, r in bundle_reads]
     evidences = [(p, ev) for p, ev, _ in loaded]
     deselected = check_shards(evidences)
     matrices = _matrix_lines(*evidences[0])
@@ -158,11 +197,22 @@ def merge_bundles(bundles: list[Path], out: Path, *, hook: Any, allow_unsigned: 
         raise BundleError(f"{out} exists and is not empty", Location(str(out)), "choose a new folder")
     out.mkdir(parents=True, exist_ok=True)
     lines = _journal_lines(out.name, [ev for _, ev in evidences], matrices, deselected)
-    (out / JOURNAL).write_text("".join(json.dumps(e, sort_keys=True) + "\n" for e in lines), encoding="utf-8")
-    for path, _ in evidences:
-        _copy_artifacts(path, out)
+    # the merged journal is this process's own: numbered and authenticated like a run's
+    recorder = Recorder(out, {k: v for k, v in lines[0].items() if k != "type"})
+    if recorder.claim():
+        raise BundleError(recorder.refused, Location(str(out)), "choose a new folder")
+    recorder.write_entries(lines[1:])
+    recorder.sync()
+    recorder.close()
+    if recorder.broken:
+        raise BundleError(recorder.broken, Location(str(out)))
+    for path, read in bundle_reads:
+        if read.verification == "verified":
+            _copy_verified(path, out, read.entries)
+        else:
+            _copy_artifacts(path, out)
     inputs = RunInputs()
-    evidence = assemble(out, inputs)
+    evidence = assemble(out, inputs, key=recorder.key)
     evidence["merge"] = {"bundles": [{"path": str(p), "run": ev["run"].get("id"), "verification": v,
                                       "shard": ev.get("selection", {}).get("shard")} for p, ev, v in loaded]}
     first_sel = evidences[0][1].get("selection")

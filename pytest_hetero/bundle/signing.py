@@ -10,15 +10,16 @@ Formats:
 * **DSSE v1 envelope** ``{"payloadType": "application/vnd.in-toto+json", "payload": base64,
   "signatures": [{"keyid", "sig"}]}``. Each ``sig`` is Ed25519 over the pre-authentication
   encoding ``PAE(type, body) = "DSSEv1" SP LEN(type) SP type SP LEN(body) SP body`` (LEN as ASCII
-  decimal byte counts), so any DSSE verifier checks it. A team sign-off adds a signature entry
-  whose extra fields ``signoff`` (role, layers, signed_at, keyid, statement_sha256) and
-  ``signoff_sig`` (Ed25519 over ``PAE(SIGNOFF_TYPE, canonical JSON of signoff)``) bind the claim
-  to the same key; DSSE verifiers ignore the extra fields.
+  decimal byte counts), so any DSSE verifier checks it. Nothing else is in an envelope.
 * **Keys**: PEM, PKCS#8 private (unencrypted, file mode 0600) and SubjectPublicKeyInfo public.
-  ``keyid`` is the hex sha256 of the public key's DER SubjectPublicKeyInfo.
+  ``keyid`` is the one securesystemslib (``SSlibKey.from_crypto``) and in-toto compute: the hex
+  sha256 of the canonical JSON ``{"keytype":"ed25519","keyval":{"public":HEX},"scheme":"ed25519"}``
+  (HEX = the raw 32-byte public key). :func:`legacy_keyid` (sha256 of the DER
+  SubjectPublicKeyInfo) is what bundles written before it carry; verify accepts both.
 
-The envelope is written as one line of ``attestation.intoto.jsonl`` (the in-toto bundle
-convention), and the bare statement as ``statement.intoto.json`` for reading.
+The run's envelope is the first line of ``attestation.intoto.jsonl`` (the in-toto bundle
+convention; each team sign-off is a later line, see :mod:`pytest_hetero.bundle.attestation`), and
+the bare statement is ``statement.intoto.json`` for reading.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 from pytest_hetero import LAYERS, __version__
 from pytest_hetero.bundle.manifest import ATTESTATION, STATEMENT
 from pytest_hetero.errors import BundleError, Location
-from pytest_hetero.evidence.model import STATUSES, utc_now
+from pytest_hetero.evidence.model import STATUSES
 
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
 PAYLOAD_TYPE = "application/vnd.in-toto+json"
@@ -46,7 +47,6 @@ PREDICATE_PREFIX = "https://pytest-hetero.dev/attestation/evidence-bundle/"
 PREDICATE_VERSIONS: tuple[str, ...] = ("v1",)
 PREDICATE_TYPE = PREDICATE_PREFIX + PREDICATE_VERSIONS[-1]
 """The predicateType URI this version writes; verify accepts every version in PREDICATE_VERSIONS."""
-SIGNOFF_TYPE = "application/vnd.pytest-hetero.signoff+json"
 
 
 class SigningKeyError(BundleError):
@@ -54,7 +54,16 @@ class SigningKeyError(BundleError):
 
 
 def keyid(public_key: Ed25519PublicKey) -> str:
-    """Hex sha256 of the DER SubjectPublicKeyInfo of ``public_key`` (64 hex chars)."""
+    """The keyid securesystemslib's ``SSlibKey.from_crypto`` computes for ``public_key``: hex sha256
+    (64 chars) of the canonical JSON of ``{"keytype": "ed25519", "keyval": {"public": raw key hex},
+    "scheme": "ed25519"}`` (sorted keys, no whitespace; the TUF/in-toto key format)."""
+    raw = public_key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw).hex()
+    return hashlib.sha256(canonical({"keytype": "ed25519", "keyval": {"public": raw}, "scheme": "ed25519"})).hexdigest()
+
+
+def legacy_keyid(public_key: Ed25519PublicKey) -> str:
+    """The keyid of bundles written before the securesystemslib keyid: hex sha256 of the public key's
+    DER SubjectPublicKeyInfo."""
     der = public_key.public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
     return hashlib.sha256(der).hexdigest()
 
@@ -203,7 +212,8 @@ def envelope_bytes(envelope: dict[str, Any]) -> bytes:
 
 
 def write_envelope(bundle_dir: Path, envelope: dict[str, Any]) -> None:
-    """Write ``envelope`` as the single line of ``attestation.intoto.jsonl`` (atomically)."""
+    """Write ``envelope`` as the run's attestation, the only line of ``attestation.intoto.jsonl``
+    (atomically; a bundle being finished has no sign-off yet)."""
     tmp = bundle_dir / (ATTESTATION + ".tmp")
     tmp.write_bytes(envelope_bytes(envelope))
     tmp.replace(bundle_dir / ATTESTATION)
@@ -215,75 +225,6 @@ def write_statement(bundle_dir: Path, statement: dict[str, Any], key: Ed25519Pri
     (bundle_dir / STATEMENT).write_bytes(data)
     write_envelope(bundle_dir, envelope_for(data, key))
     return data
-
-
-def read_envelope(bundle_dir: Path) -> tuple[dict[str, Any], bytes, dict[str, Any]]:
-    """Parse ``attestation.intoto.jsonl``: (envelope, payload bytes, statement dict).
-
-    Raises BundleError naming the file when it is missing, truncated, not one JSON envelope,
-    not base64 or not an in-toto JSON payload.
-    """
-    path = bundle_dir / ATTESTATION
-    where = Location(str(path))
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise BundleError(f"cannot read the envelope ({type(exc).__name__})", where,
-                          "the bundle is unsigned or incomplete") from None
-    lines = [line for line in text.splitlines() if line.strip()]
-    try:
-        if len(lines) != 1:
-            raise ValueError(f"{len(lines)} envelope lines, expected 1")
-        envelope = json.loads(lines[0])
-        if envelope.get("payloadType") != PAYLOAD_TYPE:
-            raise ValueError(f"payloadType {envelope.get('payloadType')!r}, expected {PAYLOAD_TYPE}")
-        payload = base64.b64decode(envelope["payload"], validate=True)
-        statement = json.loads(payload)
-        if not isinstance(envelope.get("signatures"), list) or not isinstance(statement, dict):
-            raise ValueError("signatures is not a list or payload is not a JSON object")  # noqa: TRY004
-    except (ValueError, KeyError, TypeError, AttributeError) as exc:
-        raise BundleError(f"envelope is truncated or malformed: {exc}", where,
-                          "restore the attestation from the original bundle") from None
-    return envelope, payload, statement
-
-
-def role_layers(statement: dict[str, Any], role: str) -> list[str]:
-    """Layers (in LAYERS order) that ``role`` owns in any matrix of the signed predicate."""
-    owners = statement.get("predicate", {}).get("owners", {})
-    owned = {layer for per in owners.values() for layer, team in per.items() if team == role}
-    return [layer for layer in LAYERS if layer in owned]
-
-
-def add_role_signature(bundle_dir: Path, key: Ed25519PrivateKey, role: str,
-                       layers: list[str] | None = None) -> dict[str, Any]:
-    """Add ``role``'s sign-off signature to the bundle's envelope; return the new signature entry.
-
-    ``layers`` defaults to every layer the role owns. Raises BundleError when the role owns no
-    layer, asks for a layer it does not own, or this key already signed for this role.
-    """
-    envelope, payload, statement = read_envelope(bundle_dir)
-    owned = role_layers(statement, role)
-    if not owned:
-        teams = sorted({t for per in statement["predicate"].get("owners", {}).values() for t in per.values()})
-        raise BundleError(f"role {role!r} owns no layer in this bundle's matrices",
-                          Location(str(bundle_dir / ATTESTATION)), f"owner roles here: {', '.join(teams)}")
-    chosen = layers or owned
-    foreign = [layer for layer in chosen if layer not in owned]
-    if foreign:
-        raise BundleError(f"role {role!r} cannot vouch for {', '.join(foreign)}: it owns only {', '.join(owned)}",
-                          Location(str(bundle_dir / ATTESTATION)), "each team signs the layers it owns")
-    kid = keyid(key.public_key())
-    for sig in envelope["signatures"]:
-        if sig.get("keyid") == kid and sig.get("signoff", {}).get("role") == role:
-            raise BundleError(f"key {kid[:16]}… already signed for role {role!r}",
-                              Location(str(bundle_dir / ATTESTATION)))
-    claim = {"role": role, "layers": [x for x in LAYERS if x in chosen], "signed_at": utc_now(), "keyid": kid,
-             "statement_sha256": hashlib.sha256(payload).hexdigest()}
-    entry = {"keyid": kid, "sig": _b64(key.sign(pae(PAYLOAD_TYPE, payload))), "signoff": claim,
-             "signoff_sig": _b64(key.sign(pae(SIGNOFF_TYPE, canonical(claim))))}
-    envelope["signatures"].append(entry)
-    write_envelope(bundle_dir, envelope)
-    return entry
 
 
 def check_signature(public: Ed25519PublicKey, sig_b64: str, message: bytes) -> bool:

@@ -1,13 +1,36 @@
-"""Who owns which layer, who signed: the sign-off view, as plain data for the renderers.
+"""Who owns which layer, who signed, and whether that is verified: the sign-off view for renderers.
 
-:func:`run_signoff` describes a bundle being written (the run key's keyid, or why it is unsigned);
-:func:`bundle_signoff` reads a written bundle's envelope back (``hetero render``). Both return
-:func:`signoff_context`'s shape, which the renderers in :mod:`pytest_hetero.reporting` take as is.
+The view is the data contract every renderer of sign-off uses (report.html, summary.md, ``hetero
+render``, the dossier); field names are stable::
+
+    {"source": "run_end" | "attestations",
+     "run_signer": keyid | None, "run_verified": bool, "signer_error": str | None,
+     "policy": {"name", "sha256", "trusted_by"} | None,
+     "note": str,                              # what a reader must know about this view
+     "roles": [{"role": team, "layers": [layer, …], "owner": team,
+                "signed": [{"keyid", "names", "decision", "conditions", "signed_at",
+                            "verified", "why_unverified", "layers"}],
+                "state": "pending" | "accepted" | "accepted_with_conditions"
+                         | "accepted_with_known_failures" | "rejected"}]}
+
+``role`` is the owner team as the matrix names it in ``spec.owners`` (what ``hetero sign --role``
+takes and the trust policy's ``roles`` keys); ``owner`` is that same team name, kept for renderers
+keyed on owners. ``names`` come from the trust policy and are empty unless the sign-off is verified;
+``state`` counts verified sign-offs only.
+
+``source`` says where the sign-off state comes from:
+
+* ``run_end`` (:func:`run_signoff`): the bundle being written. Sign-offs are separate attestations
+  appended *after* the run (``hetero sign``), and report.html/summary.md are covered by the run's
+  signature, so they are never re-rendered on sign. They show the owner teams and say that sign-off
+  is read from the attestations at view time; they never show a team as ``pending``.
+* ``attestations`` (:func:`bundle_signoff`): read back at view time (``hetero render --key
+  --policy``), each sign-off checked against the trust policy.
 """
 
 from __future__ import annotations
 
-import json
+import hashlib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -15,7 +38,17 @@ from pytest_hetero import LAYERS
 from pytest_hetero.errors import BundleError, MatrixError
 
 if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+    from pytest_hetero.bundle.policy import TrustPolicy
+    from pytest_hetero.bundle.signoff_check import SignOff
     from pytest_hetero.evidence.inputs import RunInputs
+
+STATES: tuple[str, ...] = ("pending", "accepted", "accepted_with_conditions", "accepted_with_known_failures",
+                           "rejected")
+RUN_END_NOTE = ("Written at the end of the run. Team sign-offs are separate attestations added to "
+                "attestation.intoto.jsonl afterwards, so this page cannot show them: see who signed with "
+                "`hetero render BUNDLE --key GATE.pub --policy POLICY` or `hetero verify … --policy POLICY`.")
 
 
 def owners_from_items(evidence: dict[str, Any]) -> dict[str, dict[str, str]]:
@@ -39,21 +72,35 @@ def matrix_owners(evidence: dict[str, Any], inputs: RunInputs) -> dict[str, dict
     return owners
 
 
-def signoff_context(owners: dict[str, dict[str, str]], run_signer: str | None, signer_error: str | None,
-                    claims: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-    """``{"run_signer": keyid|None, "signer_error": str|None, "roles": [{"role", "layers",
-    "signed": [claims], "status": "signed"|"pending"}]}``; roles are the owner teams."""
+def _teams(owners: dict[str, dict[str, str]]) -> dict[str, set[str]]:
     teams: dict[str, set[str]] = {}
     for per in owners.values():
-        for layer, team in per.items():
-            if team:
-                teams.setdefault(team, set()).add(layer)
+        if isinstance(per, dict):
+            for layer, team in per.items():
+                if team and isinstance(team, str):
+                    teams.setdefault(team, set()).add(layer)
+    return teams
+
+
+def signoff_context(owners: dict[str, dict[str, str]], run_signer: str | None, signer_error: str | None,
+                    signoffs: list[SignOff] | None = None, *, source: str = "run_end", run_verified: bool = False,
+                    policy: TrustPolicy | None = None, note: str = RUN_END_NOTE) -> dict[str, Any]:
+    """The sign-off view (shape in the module docstring) for the owner teams in ``owners``
+    ({matrix: {layer: team}}) and the checked ``signoffs``
+    (:class:`~pytest_hetero.bundle.signoff_check.SignOff`, from
+    :func:`~pytest_hetero.bundle.signoff_check.check_signoffs`)."""
+    from pytest_hetero.bundle.signoff_check import role_state
+
     roles = []
+    teams = _teams(owners)
     for team in sorted(teams):
-        signed = [c for c in claims or [] if c.get("role") == team]
-        roles.append({"role": team, "layers": [x for x in LAYERS if x in teams[team]], "signed": signed,
-                      "status": "signed" if signed else "pending"})
-    return {"run_signer": run_signer, "signer_error": signer_error, "roles": roles}
+        mine = [s for s in signoffs or [] if s.role == team]
+        roles.append({"role": team, "layers": [x for x in LAYERS if x in teams[team]], "owner": team,
+                      "signed": [s.view() for s in mine], "state": role_state(mine)})
+    return {"source": source, "run_signer": run_signer, "run_verified": run_verified, "signer_error": signer_error,
+            "policy": None if policy is None else {"name": policy.name, "sha256": policy.sha256,
+                                                   "trusted_by": policy.trusted_by},
+            "note": note, "roles": roles}
 
 
 def run_signer(key_path: Path | None) -> tuple[str | None, str | None]:
@@ -69,23 +116,50 @@ def run_signer(key_path: Path | None) -> tuple[str | None, str | None]:
 
 
 def run_signoff(owners: dict[str, dict[str, str]], key_path: Path | None) -> dict[str, Any]:
-    """The sign-off view of a bundle being written: its owner teams (``owners``: {matrix: {layer:
-    team}}), all pending, and the run key's keyid or why there is none."""
+    """The sign-off view of a bundle being written (``source: run_end``): its owner teams
+    (``owners``: {matrix: {layer: team}}), none signed yet, and the run key's keyid or why there
+    is none."""
     signer, why = run_signer(key_path)
-    return signoff_context(owners, signer, why)
+    return signoff_context(owners, signer, why, run_verified=signer is not None)
 
 
-def bundle_signoff(bundle_dir: Path, evidence: dict[str, Any]) -> dict[str, Any]:
-    """Sign-off view read back from a bundle's envelope (claims unverified: use hetero verify)."""
-    from pytest_hetero.bundle.manifest import ATTESTATION
-    from pytest_hetero.bundle.signing import read_envelope
+def bundle_signoff(bundle_dir: Path, evidence: dict[str, Any], keys: list[Ed25519PublicKey] | None = None,
+                   policy: TrustPolicy | None = None) -> dict[str, Any]:
+    """The sign-off view read back from a bundle's attestations at view time (``source:
+    attestations``). The run's signature is checked against ``keys`` and the policy's gate keys;
+    each sign-off is verified only when the run's signature is and ``policy`` binds its key to its
+    role (:func:`~pytest_hetero.bundle.signoff_check.check_signoffs`); otherwise it is shown unverified
+    with the reason."""
+    from pytest_hetero.bundle.attestation import read_attestations
+    from pytest_hetero.bundle.safeio import Unreadable
+    from pytest_hetero.bundle.signing import PAYLOAD_TYPE
+    from pytest_hetero.bundle.signoff_check import NO_POLICY, check_signoffs
+    from pytest_hetero.bundle.verify import Verification, check_run_signature, gate_keys
 
     try:
-        _, _, statement = read_envelope(bundle_dir)
-        envelope = json.loads((bundle_dir / ATTESTATION).read_text(encoding="utf-8"))
-    except (BundleError, OSError, ValueError):
-        return signoff_context(owners_from_items(evidence), None, "no readable attestation")
-    sigs = envelope.get("signatures", [])
-    signer = next((s["keyid"] for s in sigs if "signoff" not in s), None)
-    return signoff_context(statement.get("predicate", {}).get("owners", {}), signer, None,
-                           [s["signoff"] for s in sigs if isinstance(s.get("signoff"), dict)])
+        lines = read_attestations(bundle_dir, PAYLOAD_TYPE)
+    except Unreadable as exc:
+        return signoff_context(owners_from_items(evidence), None, f"no readable attestation ({exc.kind}: "
+                               f"{exc.detail})", source="attestations", policy=policy,
+                               note="The attestations cannot be read: nothing about sign-off can be shown.")
+    run = lines[0]
+    check = Verification()
+    check_run_signature(run, gate_keys(keys or [], policy), check)
+    run_verified = bool(check.run_signers) and not check.problems
+    signer = next((s.get("keyid") for s in run.signatures), None)
+    trusted = policy if run_verified else None
+    signoffs, _ = check_signoffs(lines[1:], hashlib.sha256(run.payload).hexdigest(), run.statement, trusted)
+    if not run_verified:
+        why = ("the run's signature is not verified (give the gate key with --key)" if signer
+               else "the bundle is UNSIGNED")
+        for s in signoffs:
+            s.verified, s.names = False, []
+            s.why_unverified = why if s.why_unverified == NO_POLICY else s.why_unverified
+    owners = run.statement.get("predicate", {}).get("owners", {})
+    note = (f"Read from the attestations; sign-offs checked against trust policy {trusted.name} "
+            f"({trusted.trusted_by})." if trusted else
+            "Read from the attestations; no sign-off is verified: give the gate key (--key) and the trust "
+            "policy (--policy) to check them.")
+    return signoff_context(owners if isinstance(owners, dict) else {}, signer,
+                           None if run_verified else "; ".join(p.detail for p in check.problems) or None,
+                           signoffs, source="attestations", run_verified=run_verified, policy=trusted, note=note)

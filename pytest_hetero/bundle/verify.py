@@ -1,184 +1,426 @@
-"""Offline verification of an evidence bundle: envelope, signatures, statement, subjects, manifest.
+"""Offline verification of an evidence bundle that may be hostile: fail closed, fast, with a name.
 
-:func:`verify_bundle` never raises for a tampered bundle: it returns every problem found, so
-``hetero verify`` can name each failing file or signature and why. :func:`load_evidence` is how
-the other commands (baseline diff, merge) read a bundle: only after it verifies against
-:func:`trusted_keys`.
+:func:`verify_bundle` checks, in this order, and stops at the first step that fails (nothing a
+failed step vouches for is read):
+
+1. ``attestation.intoto.jsonl`` is a regular file within its size bound, and each line exactly a
+   DSSE envelope over an in-toto statement (:mod:`pytest_hetero.bundle.attestation`);
+2. **the run's signature** (line 1): at least one, every one by a trusted gate key, valid over the
+   DSSE PAE; an unsigned bundle, an unknown key or a bad signature stops here;
+3. the run statement: in-toto v1, our predicate type at a known version, well-formed subjects;
+   the envelope line is byte for byte as written; ``statement.intoto.json`` equals the payload;
+4. ``manifest.json`` has the signed digest (only then is it parsed), its shape and order;
+5. every file of the bundle, walked with ``os.scandir`` relative to directory descriptors: each
+   listed file is a regular file hashed up to its listed size, nothing unlisted, no symlink, FIFO,
+   device or socket (each a named ``unsafe`` problem); the documented files are all there;
+6. each sign-off line (:func:`~pytest_hetero.bundle.signoff_check.check_signoffs`), against the trust
+   policy when one is given;
+7. required roles, and the freshness bound (``max_age_s``).
+
+It never raises for a hostile bundle and never blocks on one: every malformed input is a
+:class:`~pytest_hetero.bundle.manifest.Problem`. :func:`load_verified` is how ``hetero diff``,
+``merge`` and the baseline read a bundle: signature → statement → manifest → the digest of
+``evidence.json``, reading nothing else.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 import os
+import re
+import stat
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
-
-from pytest_hetero.bundle.manifest import (
-    ATTESTATION,
-    MANIFEST,
-    STATEMENT,
-    Problem,
-    _safe,
-    check_manifest,
-    sha256_file,
+from pytest_hetero.bundle.attestation import (
+    MAX_ATTESTATION_BYTES,
+    SIGNOFF_PREDICATE_TYPE,
+    Attestation,
+    read_attestations,
 )
+from pytest_hetero.bundle.manifest import ATTESTATION, MANIFEST, MANIFEST_SCHEMA, SIGNATURE_FILES, STATEMENT, Problem
+from pytest_hetero.bundle.safeio import MIB, Unreadable, file_kind, hash_fd, loads_bounded, read_regular, safe_relative
 from pytest_hetero.bundle.signing import (
     PAYLOAD_TYPE,
     PREDICATE_PREFIX,
     PREDICATE_VERSIONS,
-    SIGNOFF_TYPE,
     STATEMENT_TYPE,
-    canonical,
     check_signature,
     envelope_bytes,
     keyid,
+    legacy_keyid,
     pae,
-    read_envelope,
-    role_layers,
 )
+from pytest_hetero.bundle.signoff_check import SignOff, check_signoffs, role_state
 from pytest_hetero.errors import BundleError, Location
+
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+    from pytest_hetero.bundle.policy import TrustPolicy
+
+MAX_MANIFEST_BYTES = 512 * MIB
+"""The most ``manifest.json`` may hold (50,000 items with 3 artifacts each: about 30 MiB)."""
+MAX_LISTED_BYTES = 64 << 30
+"""The most one listed file may claim to hold."""
+MAX_DEPTH = 64
+"""Folder depth beyond which the walk stops with a named problem."""
+EVIDENCE = "evidence.json"
+REQUIRED_FILES: tuple[str, ...] = (EVIDENCE, "journal.jsonl", "report.html", "summary.md", "junit.xml", "ctrf.json")
+"""Files every finished bundle has (docs/evidence-bundle.md); a signed bundle lacking one is incomplete."""
+_HEX64 = re.compile(r"[0-9a-f]{64}")
+_HEX = re.compile(r"[0-9a-f]*")
 
 
 @dataclass
 class Verification:
-    """Result of :func:`verify_bundle`: ``problems`` (empty = verified), the run signer keyid if a
-    trusted key signed without a role, ``roles`` {role: [sign-off claims by trusted keys]}, the
-    statement (None when unreadable) and the number of manifest entries checked."""
+    """Result of :func:`verify_bundle`: ``problems`` (empty = verified); the trusted ``run_signers``;
+    every ``signoffs`` line as checked; the run ``statement`` (None when unreadable); ``run``
+    ``{"id", "verdict", "finished_at"}`` from the signed predicate; the number of manifest
+    ``files`` checked; the ``policy`` sign-offs were checked against (None: not checked)."""
 
     problems: list[Problem] = field(default_factory=list)
     run_signers: list[str] = field(default_factory=list)
-    roles: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    signoffs: list[SignOff] = field(default_factory=list)
     statement: dict[str, Any] | None = None
+    run: dict[str, Any] = field(default_factory=dict)
     files: int = 0
+    policy: TrustPolicy | None = None
+    payload_sha256: str = ""
 
     @property
     def ok(self) -> bool:
         """True when nothing failed."""
         return not self.problems
 
-
-def _check_statement(statement: dict[str, Any], payload: bytes, bundle_dir: Path) -> list[Problem]:
-    problems = []
-    if statement.get("_type") != STATEMENT_TYPE:
-        problems.append(Problem(ATTESTATION, "predicate", f"_type {statement.get('_type')!r} is not {STATEMENT_TYPE}"))
-    ptype = str(statement.get("predicateType"))
-    if not ptype.startswith(PREDICATE_PREFIX):
-        problems.append(Problem(ATTESTATION, "predicate",
-                                f"wrong predicate type {ptype!r}: not a pytest-hetero evidence bundle "
-                                f"(expected {PREDICATE_PREFIX}{PREDICATE_VERSIONS[-1]})"))
-    elif ptype[len(PREDICATE_PREFIX):] not in PREDICATE_VERSIONS:
-        problems.append(Problem(ATTESTATION, "predicate",
-                                f"unknown predicate version {ptype[len(PREDICATE_PREFIX):]!r} "
-                                f"(this verifier knows {', '.join(PREDICATE_VERSIONS)})"))
-    subjects = statement.get("subject")
-    names = []
-    for subject in subjects if isinstance(subjects, list) else []:
-        name = str(subject.get("name", "")) if isinstance(subject, dict) else ""
-        digest = subject.get("digest", {}).get("sha256") if isinstance(subject, dict) else None
-        names.append(name)
-        if not _safe(name) or not digest:
-            problems.append(Problem(name or "?", "subject", "subject has an unsafe name or no sha256 digest"))
-            continue
-        try:
-            actual, _ = sha256_file(bundle_dir / name)
-        except OSError:
-            problems.append(Problem(name, "missing", "subject of the signed statement is not in the bundle"))
-            continue
-        if actual != digest:
-            problems.append(Problem(name, "modified", f"sha256 {actual[:16]}… does not match the signed "
-                                                      f"statement's subject digest {digest[:16]}…"))
-    if MANIFEST not in names:
-        problems.append(Problem(MANIFEST, "subject", "the signed statement does not cover manifest.json"))
-    try:
-        if (bundle_dir / STATEMENT).read_bytes() != payload:
-            problems.append(Problem(STATEMENT, "modified", "differs from the signed payload in the envelope"))
-    except OSError:
-        problems.append(Problem(STATEMENT, "missing", "the unsigned copy of the statement is missing"))
-    return problems
+    @property
+    def roles(self) -> dict[str, list[SignOff]]:
+        """{role: its verified sign-offs}."""
+        out: dict[str, list[SignOff]] = {}
+        for s in self.signoffs:
+            if s.verified:
+                out.setdefault(s.role, []).append(s)
+        return out
 
 
-def _check_signatures(envelope: dict[str, Any], payload: bytes, statement: dict[str, Any],
-                      keys: dict[str, Ed25519PublicKey], result: Verification) -> None:
-    sigs = envelope["signatures"]
-    if not sigs:
-        result.problems.append(Problem(ATTESTATION, "unsigned",
-                                       "the bundle is UNSIGNED (no signature in the envelope)"))
+def gate_keys(public_keys: list[Ed25519PublicKey], policy: TrustPolicy | None = None) -> dict[str, Ed25519PublicKey]:
+    """{keyid: key} of the keys trusted to sign runs: ``public_keys`` and the policy's gate keys,
+    each under its keyid and its :func:`~pytest_hetero.bundle.signing.legacy_keyid`."""
+    keys = [*public_keys, *(k.public for k in policy.gate.values())] if policy else list(public_keys)
+    out = {}
+    for key in keys:
+        out[keyid(key)] = key
+        out[legacy_keyid(key)] = key
+    return out
+
+
+def check_run_signature(run: Attestation, keys: dict[str, Ed25519PublicKey], result: Verification) -> None:
+    """Step 2: the run's line carries at least one signature and each is by a key of ``keys``
+    ({keyid: key}, see :func:`gate_keys`) and valid; trusted signers go to ``result.run_signers``,
+    every failure to ``result.problems``."""
+    if run.predicate_type == SIGNOFF_PREDICATE_TYPE:
+        result.problems.append(Problem(ATTESTATION, "predicate", "line 1 is a team sign-off, not the run's "
+                                       "attestation: the bundle has no run signature"))
         return
-    digest = hashlib.sha256(payload).hexdigest()
-    message = pae(PAYLOAD_TYPE, payload)
-    for n, sig in enumerate(sigs, 1):
-        kid = str(sig.get("keyid", "")) if isinstance(sig, dict) else ""
-        claim = sig.get("signoff") if isinstance(sig, dict) else None
-        role = f", role {claim.get('role')}" if isinstance(claim, dict) else ""
-        label = f"signature {n} (keyid {kid[:16]}…{role})"
+    if not run.signatures:
+        result.problems.append(Problem(ATTESTATION, "unsigned", "the bundle is UNSIGNED (no signature in the "
+                                       "run's envelope)"))
+        return
+    message = pae(PAYLOAD_TYPE, run.payload)
+    for n, sig in enumerate(run.signatures, 1):
+        kid = sig.get("keyid", "")
+        label = f"signature {n} (keyid {kid[:16]}…)"
         public = keys.get(kid)
         if public is None:
-            result.problems.append(Problem(label, "unknown_key", "signed by a key not passed with --key"))
-            continue
-        if not check_signature(public, str(sig.get("sig", "")), message):
-            result.problems.append(Problem(label, "signature", "does not verify: the statement was altered "
-                                                                "or the signature is corrupt"))
-            continue
-        if claim is None:
-            result.run_signers.append(kid)
-            continue
-        if not isinstance(claim, dict) or not check_signature(public, str(sig.get("signoff_sig", "")),
-                                                              pae(SIGNOFF_TYPE, canonical(claim))):
-            result.problems.append(Problem(label, "signature", "sign-off claim (role, layers, time) does not verify"))
-            continue
-        owned = role_layers(statement, str(claim.get("role")))
-        if claim.get("keyid") != kid or claim.get("statement_sha256") != digest:
-            result.problems.append(Problem(label, "role", "sign-off claim is for another key or statement"))
-        elif not claim.get("layers") or any(layer not in owned for layer in claim["layers"]):
-            result.problems.append(Problem(label, "role", f"role vouches for {claim.get('layers')} but owns {owned}"))
+            result.problems.append(Problem(label, "unknown_key", "the run is signed by a key not trusted here "
+                                                                 "(--key, or the policy's gate keys)"))
+        elif not check_signature(public, sig["sig"], message):
+            result.problems.append(Problem(label, "signature", "does not verify: the statement was altered or the "
+                                                               "signature is corrupt"))
         else:
-            result.roles.setdefault(str(claim["role"]), []).append(claim)
-    if not result.run_signers and not result.problems:
-        # team sign-offs confirm a run's conclusions; they do not stand in for the run's own signature
-        result.problems.append(Problem(ATTESTATION, "unsigned", "no run signature: the bundle was written UNSIGNED "
-                                                                "and only team sign-offs were added"))
+            result.run_signers.append(keyid(public))
+
+
+def _subjects(statement: dict[str, Any], result: Verification) -> dict[str, str]:
+    """{name: sha256} of the run statement's subjects; shape problems go to ``result``."""
+    subjects = statement.get("subject")
+    out: dict[str, str] = {}
+    for subject in subjects if isinstance(subjects, list) else []:
+        name = subject.get("name") if isinstance(subject, dict) else None
+        digest = subject.get("digest") if isinstance(subject, dict) else None
+        sha = digest.get("sha256") if isinstance(digest, dict) else None
+        if not isinstance(name, str) or not safe_relative(name) or not isinstance(sha, str) \
+                or not _HEX64.fullmatch(sha):
+            result.problems.append(Problem(str(name)[:200] if name else "?", "subject",
+                                           "subject has an unsafe name or no sha256 hex digest"))
+            continue
+        out[name] = sha
+    if MANIFEST not in out:
+        result.problems.append(Problem(MANIFEST, "subject", "the signed statement does not cover manifest.json"))
+    return out
+
+
+def _check_statement(statement: dict[str, Any], result: Verification) -> dict[str, str]:
+    if statement.get("_type") != STATEMENT_TYPE:
+        result.problems.append(Problem(ATTESTATION, "predicate",
+                                       f"_type {str(statement.get('_type'))[:80]!r} is not {STATEMENT_TYPE}"))
+    ptype = str(statement.get("predicateType"))
+    if not ptype.startswith(PREDICATE_PREFIX):
+        result.problems.append(Problem(ATTESTATION, "predicate", f"wrong predicate type {ptype[:120]!r}: not a "
+                                       f"pytest-hetero evidence bundle (expected {PREDICATE_PREFIX}"
+                                       f"{PREDICATE_VERSIONS[-1]})"))
+    elif ptype[len(PREDICATE_PREFIX):] not in PREDICATE_VERSIONS:
+        result.problems.append(Problem(ATTESTATION, "predicate", f"unknown predicate version "
+                                       f"{ptype[len(PREDICATE_PREFIX):][:40]!r} (this verifier knows "
+                                       f"{', '.join(PREDICATE_VERSIONS)})"))
+    predicate = statement.get("predicate")
+    if not isinstance(predicate, dict) or not isinstance(predicate.get("run"), dict):
+        result.problems.append(Problem(ATTESTATION, "predicate", "the predicate has no run section"))
+    else:
+        run = predicate["run"]
+        result.run = {"id": run.get("id"), "verdict": predicate.get("verdict"), "finished_at": run.get("finished_at")}
+    return _subjects(statement, result)
+
+
+def _read_attestations(bundle_dir: Path, result: Verification) -> list[Attestation] | None:
+    try:
+        return read_attestations(bundle_dir, PAYLOAD_TYPE)
+    except Unreadable as exc:
+        result.problems.append(Problem(ATTESTATION, exc.kind, exc.detail))
+        return None
+
+
+def _verify_run(bundle_dir: Path, keys: dict[str, Ed25519PublicKey],
+                result: Verification) -> tuple[list[Attestation], dict[str, str]] | None:
+    """Steps 1-3: the run's attestation, signature and statement; None when it failed (then stop)."""
+    lines = _read_attestations(bundle_dir, result)
+    if lines is None:
+        return None
+    run = lines[0]
+    check_run_signature(run, keys, result)
+    if result.problems:
+        return None
+    result.statement = run.statement
+    result.payload_sha256 = hashlib.sha256(run.payload).hexdigest()
+    subjects = _check_statement(run.statement, result)
+    if run.raw != envelope_bytes(run.envelope).rstrip(b"\n"):
+        result.problems.append(Problem(ATTESTATION, "edited", "line 1 is not byte for byte as pytest-hetero "
+                                       "writes it (reformatted or edited after signing)"))
+    try:
+        if read_regular(bundle_dir, STATEMENT, MAX_ATTESTATION_BYTES) != run.payload:
+            result.problems.append(Problem(STATEMENT, "modified", "differs from the signed payload in the envelope"))
+    except Unreadable as exc:
+        result.problems.append(Problem(STATEMENT, exc.kind, f"the copy of the signed statement: {exc.detail}"))
+    return (lines, subjects) if not result.problems else None
+
+
+def _manifest_entries(manifest: Any) -> list[tuple[str, str, int]]:
+    """[(path, sha256, size)] of a parsed manifest; raises Unreadable(malformed) for any other shape."""
+    if not isinstance(manifest, dict) or manifest.get("schema") != MANIFEST_SCHEMA \
+            or manifest.get("algorithm") != "sha256" or not isinstance(manifest.get("files"), list):
+        raise Unreadable("malformed", f"not a {MANIFEST_SCHEMA} manifest with sha256 digests")
+    try:
+        entries = [(e["path"], e["sha256"], e["size"]) for e in manifest["files"]]
+    except (TypeError, KeyError):
+        entries = []
+        bad = True
+    else:  # one pass of cheap type checks, then every digest at once: 50,000 entries cost milliseconds
+        bad = any(type(p) is not str or type(h) is not str or len(h) != 64 or type(n) is not int
+                  or not 0 <= n <= MAX_LISTED_BYTES for p, h, n in entries) \
+            or not _HEX.fullmatch("".join(h for _, h, _ in entries))
+    if bad:
+        n = next((i for i, e in enumerate(manifest["files"]) if not _entry_ok(e)), 0)
+        raise Unreadable("malformed", f"entry {n} is not {{path, sha256 hex, size}}")
+    return entries
+
+
+def _entry_ok(e: Any) -> bool:
+    return isinstance(e, dict) and isinstance(e.get("path"), str) and isinstance(e.get("sha256"), str) \
+        and bool(_HEX64.fullmatch(e["sha256"])) and type(e.get("size")) is int \
+        and 0 <= e["size"] <= MAX_LISTED_BYTES
+
+
+def read_manifest(bundle_dir: Path, digest: str, result: Verification) -> list[tuple[str, str, int]] | None:
+    """Step 4: the manifest's entries when its bytes have the signed ``digest``; else None (problem noted)."""
+    try:
+        data = read_regular(bundle_dir, MANIFEST, MAX_MANIFEST_BYTES)
+    except Unreadable as exc:
+        result.problems.append(Problem(MANIFEST, exc.kind, exc.detail))
+        return None
+    actual = hashlib.sha256(data).hexdigest()
+    if actual != digest:
+        result.problems.append(Problem(MANIFEST, "modified", f"sha256 {actual[:16]}… does not match the signed "
+                                                             f"statement's subject digest {digest[:16]}…"))
+        return None
+    try:
+        entries = _manifest_entries(loads_bounded(data, "manifest.json"))
+    except Unreadable as exc:
+        result.problems.append(Problem(MANIFEST, exc.kind, exc.detail))
+        return None
+    for i in range(1, len(entries)):
+        a, b = entries[i - 1][0], entries[i][0]
+        if b.encode("utf-8", "surrogateescape") <= a.encode("utf-8", "surrogateescape"):
+            what = "duplicate entry" if a == b else "entries out of order"
+            result.problems.append(Problem(MANIFEST, "order", f"{what}: {b!r} listed after {a!r} (entry {i})"))
+            return None
+    return entries
+
+
+@dataclass
+class _Walk:
+    listed: dict[str, tuple[str, int]]
+    seen: dict[str, tuple[str, int]] = field(default_factory=dict)
+    problems: list[Problem] = field(default_factory=list)
+
+
+def _scan(dir_fd: int, prefix: str, walk: _Walk, depth: int) -> None:
+    if depth > MAX_DEPTH:
+        walk.problems.append(Problem(prefix.rstrip("/"), "unsafe", f"folders nested deeper than {MAX_DEPTH}"))
+        return
+    with os.scandir(dir_fd) as entries:
+        for entry in entries:
+            rel = prefix + entry.name
+            if entry.is_dir(follow_symlinks=False):
+                try:
+                    sub = os.open(entry.name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=dir_fd)
+                except OSError as exc:
+                    walk.problems.append(Problem(rel, "unsafe", f"folder cannot be opened ({exc.strerror})"))
+                    continue
+                try:
+                    _scan(sub, rel + "/", walk, depth + 1)
+                finally:
+                    os.close(sub)
+            elif entry.is_file(follow_symlinks=False):
+                if rel in walk.listed:
+                    _hash_entry(dir_fd, entry.name, rel, walk)
+                elif not (depth == 0 and rel in SIGNATURE_FILES):
+                    walk.problems.append(Problem(rel, "extra", "file in the bundle is not listed in the manifest"))
+            else:
+                mode = entry.stat(follow_symlinks=False).st_mode
+                walk.problems.append(Problem(rel, "unsafe", f"a {file_kind(mode)} in the bundle: only regular "
+                                                            "files are evidence"))
+
+
+def _hash_entry(dir_fd: int, name: str, rel: str, walk: _Walk) -> None:
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+    try:
+        fd = os.open(name, flags, dir_fd=dir_fd)
+    except OSError as exc:
+        walk.problems.append(Problem(rel, "unsafe", f"cannot be opened as a regular file ({exc.strerror})"))
+        return
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):  # replaced between the listing and the open
+            walk.problems.append(Problem(rel, "unsafe", f"a {file_kind(mode)}, not a regular file"))
+            return
+        walk.seen[rel] = hash_fd(fd, walk.listed[rel][1])
+    finally:
+        os.close(fd)
+
+
+def check_files(bundle_dir: Path, entries: list[tuple[str, str, int]], result: Verification) -> None:
+    """Step 5: every listed file is a regular file with its listed digest and size; nothing else is
+    in the bundle; the documented files (:data:`REQUIRED_FILES`) are listed."""
+    walk = _Walk({rel: (sha, size) for rel, sha, size in entries})
+    for rel in walk.listed:
+        if not safe_relative(rel) or rel in SIGNATURE_FILES:
+            result.problems.append(Problem(rel, "unsafe", "listed path escapes the bundle or names a signature file"))
+    fd = os.open(bundle_dir, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        _scan(fd, "", walk, 0)
+    finally:
+        os.close(fd)
+    unsafe = {p.path for p in walk.problems}
+    for rel, (sha, size) in walk.listed.items():
+        got = walk.seen.get(rel)
+        if got is None:
+            parents = {rel.rsplit("/", n)[0] for n in range(1, rel.count("/") + 1)}
+            if rel not in unsafe and not parents & unsafe and safe_relative(rel):
+                result.problems.append(Problem(rel, "missing", "listed in the manifest but not in the bundle"))
+        elif got != (sha, size):
+            more = " or more" if got[1] > size else ""
+            result.problems.append(Problem(rel, "modified", f"sha256 {got[0][:16]}… ({got[1]}{more} bytes) but the "
+                                                            f"manifest says {sha[:16]}… ({size} bytes)"))
+    result.problems.extend(walk.problems)
+    result.files = len(entries)
+    for rel in REQUIRED_FILES:
+        if rel not in walk.listed:
+            result.problems.append(Problem(rel, "incomplete", "a documented file of every bundle is not in the "
+                                                              "signed manifest: the bundle is incomplete"))
+
+
+def _age_problem(finished_at: Any, max_age_s: float, now: datetime) -> Problem | None:
+    try:
+        finished = datetime.fromisoformat(str(finished_at).replace("Z", "+00:00"))
+        if finished.tzinfo is None:
+            raise ValueError("no time zone")
+    except ValueError:
+        return Problem("run", "stale", f"the signed run has no readable finish time ({str(finished_at)[:40]!r})")
+    age = (now - finished).total_seconds()
+    if age > max_age_s:
+        return Problem("run", "stale", f"finished at {finished_at}, {age / 3600:.1f} h ago: older than --max-age "
+                                       f"({max_age_s / 3600:.1f} h)")
+    if age < -300:
+        return Problem("run", "stale", f"finished at {finished_at}, in the future by {-age:.0f} s")
+    return None
+
+
+def _require(result: Verification, require_roles: list[str] | tuple[str, ...]) -> None:
+    for role in require_roles:
+        if result.policy is None:
+            result.problems.append(Problem(f"role {role}", "role", "a required sign-off can only be checked against "
+                                           "a trust policy (--policy)"))
+            continue
+        mine = [s for s in result.signoffs if s.role == role and s.verified]
+        state = role_state(mine)
+        if state == "pending":
+            result.problems.append(Problem(f"role {role}", "role", "required sign-off is missing (pending)"))
+        elif state == "rejected":
+            who = "; ".join(f"{', '.join(s.names)}: {s.conditions}" for s in mine if s.decision == "reject")
+            result.problems.append(Problem(f"role {role}", "role", f"rejected by {who}"))
 
 
 def verify_bundle(bundle_dir: Path, public_keys: list[Ed25519PublicKey],
-                  require_roles: list[str] | tuple[str, ...] = ()) -> Verification:
-    """Verify ``bundle_dir`` against the trusted ``public_keys``.
+                  require_roles: list[str] | tuple[str, ...] = (), *, policy: TrustPolicy | None = None,
+                  max_age_s: float | None = None, now: datetime | None = None) -> Verification:
+    """Verify ``bundle_dir`` (steps in the module docstring) against the trusted run keys
+    ``public_keys`` (plus the policy's gate keys) and, when given, the trust ``policy``.
 
-    Holds only if: the envelope parses; the run's own signature exists (team sign-offs alone do
-    not make an unsigned bundle verify) and every signature is by
-    a trusted key and verifies over DSSE PAE; sign-off claims verify and name layers their role
-    owns; the statement is in-toto v1 with our predicate type at a known version; each subject
-    (manifest.json, matrix copies) matches its digest; statement.intoto.json equals the payload;
-    the manifest matches every file (see :func:`pytest_hetero.bundle.manifest.check_manifest`); and each
-    role in ``require_roles`` has a valid sign-off.
+    ``require_roles``: each must have a verified, non-rejecting sign-off (needs ``policy``).
+    ``max_age_s``: the signed run must have finished at most this many seconds before ``now``
+    (default: the current UTC time). Never raises for bundle content; returns every problem.
     """
-    result = Verification()
-    if not bundle_dir.is_dir():
+    result = Verification(policy=policy)
+    try:
+        if not stat.S_ISDIR(os.stat(bundle_dir).st_mode):
+            raise NotADirectoryError(bundle_dir)
+    except OSError:
         result.problems.append(Problem(str(bundle_dir), "missing", "not a bundle folder"))
         return result
-    keys = {keyid(k): k for k in public_keys}
-    try:
-        envelope, payload, statement = read_envelope(bundle_dir)
-    except BundleError as exc:
-        result.problems.append(Problem(ATTESTATION, "malformed", exc.message))
-    else:
-        result.statement = statement
-        if (bundle_dir / ATTESTATION).read_bytes() != envelope_bytes(envelope):
-            result.problems.append(Problem(ATTESTATION, "edited", "the envelope file is not byte for byte as "
-                                           "pytest-hetero writes it (reformatted or edited after signing)"))
-        _check_signatures(envelope, payload, statement, keys, result)
-        result.problems.extend(_check_statement(statement, payload, bundle_dir))
-    result.problems.extend(check_manifest(bundle_dir))
-    try:
-        result.files = len(json.loads((bundle_dir / MANIFEST).read_bytes())["files"])
-    except (OSError, ValueError, KeyError, TypeError):
-        result.files = 0
-    for role in require_roles:
-        if role not in result.roles:
-            result.problems.append(Problem(f"role {role}", "role", "required sign-off is missing (pending)"))
+    verified = _verify_run(bundle_dir, gate_keys(public_keys, policy), result)
+    if verified is None:
+        return result
+    lines, subjects = verified
+    entries = read_manifest(bundle_dir, subjects[MANIFEST], result)
+    if entries is None:
+        return result
+    check_files(bundle_dir, entries, result)
+    listed = {rel: sha for rel, sha, _ in entries}
+    for name, sha in subjects.items():
+        if name != MANIFEST and listed.get(name) != sha:
+            result.problems.append(Problem(name, "modified", "the manifest's digest is not the signed statement's "
+                                                             "subject digest" if name in listed else
+                                           "subject of the signed statement is not listed in the manifest"))
+    signoffs, problems = check_signoffs(lines[1:], result.payload_sha256, lines[0].statement, policy)
+    result.signoffs = signoffs
+    result.problems.extend(problems)
+    _require(result, require_roles)
+    if max_age_s is not None:
+        problem = _age_problem(result.run.get("finished_at"), max_age_s, now or datetime.now(timezone.utc))
+        if problem:
+            result.problems.append(problem)
     return result
 
 
@@ -195,55 +437,104 @@ def trusted_keys(paths: list[Path] | tuple[Path, ...] = (), private: Path | None
     return keys
 
 
-def load_evidence(path: Path, *, allow_unsigned: bool, keys: list[Any] | None = None) -> tuple[dict[str, Any], str]:
-    """Read ``path`` (a bundle folder, or its ``evidence.json``) after verifying its signature
-    against the trusted ``keys`` (see :func:`trusted_keys`).
+@dataclass
+class Loaded:
+    """A bundle read by :func:`load_verified`: the ``evidence`` document, ``verification``
+    (``verified``, ``unsigned`` or ``unverified``), and the signed ``manifest`` [(path, sha256, size)]
+    (empty unless verified)."""
 
-    Returns (evidence document, ``"verified"``, ``"unsigned"`` or ``"unverified"``). Raises
-    BundleError when the evidence is unreadable or the bundle does not verify (tampered,
-    unknown signer); an unsigned bundle, or a signed one with no trusted key given, is
-    accepted only with ``allow_unsigned`` and is reported as such.
-    """
-    path = Path(path)
-    bundle = path.parent if path.is_file() else path
-    evidence_file = bundle / "evidence.json"
+    evidence: dict[str, Any]
+    verification: str
+    manifest: list[tuple[str, str, int]]
+
+    @property
+    def entries(self) -> dict[str, tuple[str, int]]:
+        """The signed manifest as {path: (sha256, size)}."""
+        return {rel: (sha, size) for rel, sha, size in self.manifest}
+
+
+def _refuse(bundle: Path, result: Verification) -> BundleError:
+    text = "; ".join(str(p) for p in result.problems[:5])
+    untrusted = all(p.kind == "unknown_key" for p in result.problems)
+    hint = ("the run's signing key is not trusted here: pass its public key with --key PUB.pem (pytest: "
+            "$HETERO_TRUST_KEYS)" if untrusted else "use the bundle exactly as the run wrote it")
+    return BundleError(f"bundle does not verify ({len(result.problems)} problem(s)): {text}",
+                       Location(str(bundle)), hint)
+
+
+def _evidence_of(data: bytes, where: Path) -> dict[str, Any]:
+    from pytest_hetero.evidence.model import gc_paused
+
     try:
-        evidence = json.loads(evidence_file.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise BundleError(f"cannot read evidence: {exc}", Location(str(evidence_file)),
+        with gc_paused():  # millions of new objects, no cycles: collections would only walk them again
+            evidence = loads_bounded(data, EVIDENCE)
+    except Unreadable as exc:
+        raise BundleError(f"cannot read evidence: {exc.detail}", Location(str(where)),
                           "point at a report folder written by pytest-hetero") from None
     if not isinstance(evidence, dict) or "items" not in evidence or "untested" not in evidence:
-        raise BundleError("not an evidence document", Location(str(evidence_file)))
-    return evidence, _verify(bundle, allow_unsigned, keys or [])
+        raise BundleError("not an evidence document", Location(str(where)))
+    return evidence
 
 
-def _signature_count(bundle: Path) -> int:
-    from pytest_hetero.bundle.manifest import ATTESTATION
-
+def _unverified_read(bundle: Path, state: str) -> Loaded:
     try:
-        return len(json.loads((bundle / ATTESTATION).read_text(encoding="utf-8")).get("signatures") or [])
-    except (OSError, ValueError, AttributeError):
-        return 0
+        data = read_regular(bundle, EVIDENCE, MAX_LISTED_BYTES)
+    except Unreadable as exc:
+        raise BundleError(f"cannot read evidence: {exc.kind}: {exc.detail}", Location(str(bundle / EVIDENCE)),
+                          "point at a report folder written by pytest-hetero") from None
+    return Loaded(_evidence_of(data, bundle / EVIDENCE), state, [])
 
 
-def _verify(bundle: Path, allow_unsigned: bool, keys: list[Any]) -> str:
-    if not _signature_count(bundle):
-        if allow_unsigned:
-            return "unsigned"
-        raise BundleError("bundle is not signed, so it cannot be verified", Location(str(bundle)),
-                          "sign runs with --hetero-sign-key, or pass --allow-unsigned "
-                          "(pytest: --hetero-allow-unsigned) to accept it unverified")
-    if not keys:
-        if allow_unsigned:
-            return "unverified"
-        raise BundleError("bundle is signed but no trusted public key was given", Location(str(bundle)),
-                          "pass --key PUB.pem (pytest: --hetero-sign-key or $HETERO_TRUST_KEYS)")
-    result = verify_bundle(bundle, keys)
-    if result.problems:
-        text = "; ".join(str(p) for p in result.problems[:5])
-        untrusted = all(p.kind == "unknown_key" for p in result.problems)
-        hint = ("a signer's public key is not trusted here: pass it with --key PUB.pem (pytest: "
-                "$HETERO_TRUST_KEYS)" if untrusted else "use the bundle exactly as the run wrote it")
-        raise BundleError(f"bundle does not verify ({len(result.problems)} problem(s)): {text}",
-                          Location(str(bundle)), hint)
-    return "verified"
+def load_verified(path: Path, *, allow_unsigned: bool, keys: list[Any] | None = None) -> Loaded:
+    """Read ``path`` (a bundle folder, or its ``evidence.json``) verifying only what the evidence
+    rests on: the run's signature → the statement → the manifest's digest → the digest of
+    ``evidence.json`` (read once, up to its listed size). Artifacts are not read; sign-offs are
+    not checked (they do not change the evidence).
+
+    An unsigned bundle, or a signed one with no trusted key given, is read only with
+    ``allow_unsigned`` and reported as ``unsigned`` / ``unverified``. Raises BundleError when the
+    evidence is unreadable or does not verify (tampered, unknown signer, hostile files).
+    """
+    path = Path(path)
+    bundle = path.parent if path.name == EVIDENCE and not path.is_dir() else path
+    result = Verification()
+    lines = _read_attestations(bundle, result)
+    signed = bool(lines and lines[0].signatures)
+    if not signed or not keys:
+        if lines is not None and not signed and not allow_unsigned:
+            raise BundleError("bundle is not signed, so it cannot be verified", Location(str(bundle)),
+                              "sign runs with --hetero-sign-key, or pass --allow-unsigned "
+                              "(pytest: --hetero-allow-unsigned) to accept it unverified")
+        if lines is not None and signed and not allow_unsigned:
+            raise BundleError("bundle is signed but no trusted public key was given", Location(str(bundle)),
+                              "pass --key PUB.pem (pytest: --hetero-sign-key or $HETERO_TRUST_KEYS)")
+        if lines is None and not allow_unsigned:
+            raise _refuse(bundle, result)
+        return _unverified_read(bundle, "unverified" if signed else "unsigned")
+    verified = _verify_run(bundle, gate_keys(keys), result)
+    entries = read_manifest(bundle, verified[1][MANIFEST], result) if verified else None
+    if entries is None:
+        raise _refuse(bundle, result)
+    listed = next(((sha, size) for rel, sha, size in entries if rel == EVIDENCE), None)
+    if listed is None:
+        raise BundleError("evidence.json is not in the signed manifest: the bundle is incomplete",
+                          Location(str(bundle)))
+    sha, size = listed
+    try:
+        data = read_regular(bundle, EVIDENCE, size)
+    except Unreadable as exc:
+        kind, detail = ("modified", f"larger than the {size} bytes the signed manifest lists") \
+            if exc.kind == "oversize" else (exc.kind, exc.detail)
+        raise BundleError(f"bundle does not verify: evidence.json: {kind}: {detail}", Location(str(bundle)),
+                          "use the bundle exactly as the run wrote it") from None
+    if hashlib.sha256(data).hexdigest() != sha:
+        raise BundleError("bundle does not verify: evidence.json: modified: its sha256 is not the signed manifest's",
+                          Location(str(bundle)), "use the bundle exactly as the run wrote it")
+    return Loaded(_evidence_of(data, bundle / EVIDENCE), "verified", entries)
+
+
+def load_evidence(path: Path, *, allow_unsigned: bool, keys: list[Any] | None = None) -> tuple[dict[str, Any], str]:
+    """(evidence document, ``verified`` | ``unsigned`` | ``unverified``) of the bundle at ``path``;
+    see :func:`load_verified` (same checks, same errors)."""
+    loaded = load_verified(path, allow_unsigned=allow_unsigned, keys=keys)
+    return loaded.evidence, loaded.verification

@@ -14,6 +14,9 @@ from pathlib import Path
 from pytest_hetero import LAYERS, __version__
 from pytest_hetero.bundle.baseline import DEFAULT_TOLERANCE, POLICIES
 
+DECISIONS = ("accept", "accept-with-conditions", "accept-with-known-failures", "reject")
+"""``hetero sign --decision`` choices (:data:`pytest_hetero.bundle.attestation.DECISIONS`)."""
+
 FORMATS = ("html", "md", "junit", "ctrf", "dossier")
 """``hetero render --format`` choices (the keys of :data:`pytest_hetero.reporting.writers.FORMATS`, and
 ``dossier``, rendered on demand)."""
@@ -86,6 +89,12 @@ def _run_verify(args: argparse.Namespace) -> int:
     from pytest_hetero.cli.signing import verify
 
     return verify(args)
+
+
+def _run_sign_policy(args: argparse.Namespace) -> int:
+    from pytest_hetero.cli.signing import sign_policy
+
+    return sign_policy(args)
 
 
 def _run_render(args: argparse.Namespace) -> int:
@@ -252,25 +261,47 @@ def _trust(p: argparse.ArgumentParser) -> None:
     p.add_argument("--allow-unsigned", action="store_true", help="accept unsigned bundles, marked so")
 
 
+def _policy_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--policy", type=Path, default=None, metavar="POLICY",
+                   help="trust policy (YAML): which keys may sign off for which role, and whose they are; trusted "
+                        "when signed by a gate key (POLICY.dsse.json, hetero sign-policy) or pinned by --policy-sha256")
+    p.add_argument("--policy-sha256", default=None, metavar="HEX",
+                   help="pin the trust policy by its sha256 instead of its gate-key signature")
+
+
 def _add_signing(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("keygen", help="create an Ed25519 key pair (PEM; private key mode 0600)")
     p.add_argument("key", help="private key file to create")
     p.add_argument("--pub", help="public key file (default: KEY.pub)")
     p.set_defaults(func=_run_keygen)
 
-    p = sub.add_parser("sign", help="add a team's sign-off signature to a bundle's envelope")
+    p = sub.add_parser("sign", help="add a team's sign-off (its own attestation) to a bundle")
     p.add_argument("bundle", help="report folder (reports/<run-id>)")
     p.add_argument("--key", required=True, help="the team's Ed25519 private key (PEM)")
     p.add_argument("--role", required=True, help="owner team as named in the matrix (e.g. business)")
+    p.add_argument("--decision", required=True, choices=DECISIONS,
+                   help="accept; accept-with-conditions; accept-with-known-failures (required when a layer signed "
+                        "has failed, errored or blocked items); reject")
+    p.add_argument("--text", default=None, help="the conditions, the known failures accepted, or why rejected "
+                                                "(required for every decision but accept)")
     p.add_argument("--layer", action="append", choices=LAYERS,
                    help="layer to vouch for (repeatable; default: every layer the role owns)")
     p.set_defaults(func=_run_sign)
 
-    p = sub.add_parser("verify", help="verify a bundle offline: signatures, statement, manifest")
+    p = sub.add_parser("sign-policy", help="sign a trust policy with the gate key (writes POLICY.dsse.json)")
+    p.add_argument("policy", type=Path, help="trust policy YAML (kind: TrustPolicy)")
+    p.add_argument("--key", required=True, help="the gate's Ed25519 private key (PEM)")
+    p.set_defaults(func=_run_sign_policy)
+
+    p = sub.add_parser("verify", help="verify a bundle offline: signatures, statement, manifest, sign-offs")
     p.add_argument("bundle", help="report folder")
-    p.add_argument("--key", action="append", required=True, help="trusted public key PEM (repeatable)")
+    p.add_argument("--key", action="append", default=[], help="trusted gate (run-signing) public key PEM "
+                                                              "(repeatable)")
+    _policy_options(p)
     p.add_argument("--require-role", action="append", default=[], metavar="ROLE",
-                   help="fail unless ROLE has signed off (repeatable)")
+                   help="fail unless ROLE has a verified sign-off that does not reject (repeatable; needs --policy)")
+    p.add_argument("--max-age", default=None, metavar="AGE",
+                   help="fail when the run finished longer ago than AGE (e.g. 36h, 7d, 90m, 3600s)")
     p.set_defaults(func=_run_verify)
 
     p = sub.add_parser("render", help="re-render a bundle's evidence.json (html, md, junit, ctrf), or its "
@@ -283,6 +314,9 @@ def _add_signing(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-
     p.add_argument("--out", help="output file (default: stdout); keep it outside the bundle, which is signed")
     p.add_argument("--pdf", action="store_true",
                    help="print the HTML (html or dossier) to PDF (--out) with headless Chromium; the dossier prints A4")
+    p.add_argument("--key", action="append", default=[], help="trusted gate public key PEM (repeatable): the "
+                                                              "evidence is rendered only once verified")
+    _policy_options(p)
     p.set_defaults(func=_run_render)
 
     p = sub.add_parser("trend", help="each item and metric across many signed bundles (nights): status history, "

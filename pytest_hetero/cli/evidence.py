@@ -6,34 +6,85 @@ scope; the bundle is then finished as a run finishes its own
 (:func:`pytest_hetero.bundle.finish.publish`: evidence.json, renderings, manifest and statement,
 signed with ``--sign-key``), so the recovered bundle verifies like any other. Writers of plugins
 (``-p MODULE``, the ``pytest_hetero`` entry points) run too.
+
+What recovery can prove about the journal: with the run's own key (``--sign-key``, the key the run
+was signed with) every line is authenticated as the gate's, exactly as the live run would have;
+lines that are torn or not UTF-8 are set aside and named (their items are ``not_run``), lines that
+do not authenticate are rejected and named. For an unsigned run the journal key died with the
+process, so recovery cannot tell the gate's lines from lines another process appended: it says so
+(``journal.authenticated`` false, in evidence.json and the statement), still refusing two lines
+that disagree about one item. The journal is locked while it is rebuilt; a run still writing it is
+refused.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+from pathlib import Path
+from typing import Any
 
-from pytest_hetero.bundle.finish import publish
+from pytest_hetero.bundle.finish import TamperDetected, publish
 from pytest_hetero.errors import HeteroError
 from pytest_hetero.evidence.inputs import RunInputs
-from pytest_hetero.evidence.recorder import assemble
+from pytest_hetero.evidence.journal import JournalKey
+from pytest_hetero.evidence.recorder import assemble, lock_journal
 from pytest_hetero.hooks.registry import plugin_manager
 from pytest_hetero.reporting.terminal import summary_lines
 from pytest_hetero.settings import bundle_settings
 
 
+def key_recovery(sign_key: Path | None) -> Any:
+    """A function deriving a run's journal key from its run line with the private key ``sign_key``
+    (None when the line names another key or no key is given). Raises SigningKeyError for a bad key."""
+    if sign_key is None:
+        return lambda first: None
+    from pytest_hetero.bundle.signing import keyid, load_private_key
+
+    private = load_private_key(sign_key)
+    kid = keyid(private.public_key())
+
+    def recover(first: dict[str, Any]) -> JournalKey | None:
+        info = first.get("journal") or {}
+        if info.get("key") != "derived" or info.get("keyid") != kid or not isinstance(info.get("nonce"), str):
+            return None
+        return JournalKey.derived(private.sign, kid, str(first.get("id", "")), info["nonce"])
+
+    return recover
+
+
 def run(args: argparse.Namespace) -> int:
-    """Assemble, finish and sign; print the summary. Exit 0 ok, 2 unreadable journal/key."""
+    """Assemble, finish and sign; print the summary and what the journal lost. Exit 0 ok, 1 evidence
+    tampering was found and kept out, 2 unreadable or refused journal, bad key; 130 interrupted."""
     bundle = args.from_journal.resolve()
     try:
-        inputs = RunInputs()
-        evidence = assemble(bundle, inputs)
-        failed = publish(plugin_manager(args.plugins).hook, evidence, bundle_settings(bundle, args.sign_key), inputs)
-        for _, exc in failed:
-            raise exc
+        lock = lock_journal(bundle)
     except HeteroError as exc:
         print(f"hetero report: {exc.render()}", file=sys.stderr)
         return 2
+    code = 0
+    try:
+        inputs = RunInputs()
+        evidence = assemble(bundle, inputs, recover=key_recovery(args.sign_key))
+        failed = publish(plugin_manager(args.plugins).hook, evidence, bundle_settings(bundle, args.sign_key), inputs)
+        for _, problem in failed:
+            if not isinstance(problem, TamperDetected):
+                raise problem
+            print(f"hetero report: {problem.render()}", file=sys.stderr)
+            code = 1
+    except HeteroError as exc:
+        print(f"hetero report: {exc.render()}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"hetero report: interrupted; {bundle} is unfinished (no attestation.intoto.jsonl): run the same "
+              "command again", file=sys.stderr)
+        return 130
+    finally:
+        os.close(lock)
     for line in summary_lines(evidence, bundle):
         print(line)
-    return 0
+    for warning in evidence.get("warnings", []):
+        if warning.startswith("journal"):
+            print(f"warning: {warning}", file=sys.stderr)
+    return code

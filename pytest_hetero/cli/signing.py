@@ -1,5 +1,5 @@
-"""``hetero keygen | sign | verify | render``: key pairs, team sign-off, offline verification, re-rendering
-(arguments: :mod:`pytest_hetero.cli._parser`).
+"""``hetero keygen | sign | sign-policy | verify | render``: key pairs, team sign-off, the trust policy,
+offline verification, re-rendering (arguments: :mod:`pytest_hetero.cli._parser`).
 
 Exit codes: 0 ok; 1 verification failed; 2 usage or input error (bad key, unreadable bundle).
 """
@@ -14,6 +14,7 @@ import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from pytest_hetero.errors import HeteroError
 
@@ -41,30 +42,113 @@ def _keygen(args: argparse.Namespace) -> int:
 
 
 def _sign(args: argparse.Namespace) -> int:
-    from pytest_hetero.bundle.signing import add_role_signature, load_private_key
+    from pytest_hetero.bundle.attestation import add_signoff
+    from pytest_hetero.bundle.safeio import printable_name
+    from pytest_hetero.bundle.signing import keyid, load_private_key
 
     key = load_private_key(Path(args.key))
-    entry = add_role_signature(Path(args.bundle), key, args.role, args.layer or None)
-    claim = entry["signoff"]
-    print(f"signed {args.bundle} as {claim['role']} for {', '.join(claim['layers'])} "
-          f"with key {claim['keyid']} at {claim['signed_at']}")
+    statement = add_signoff(Path(args.bundle), key, args.role, args.decision, args.text, args.layer or None)
+    claim = statement["predicate"]
+    text = f": {claim['conditions']}" if claim["conditions"] else ""
+    print(printable_name(f"signed {args.bundle} as {claim['role']} for {', '.join(claim['layers'])}: "
+                         f"{claim['decision']}{text}; key {keyid(key.public_key())} at {claim['signed_at']} "
+                         f"(run {claim['run']['id']}, verdict {claim['run']['verdict']})"))
     return 0
 
 
+def _sign_policy(args: argparse.Namespace) -> int:
+    import hashlib
+
+    from pytest_hetero.bundle.policy import sign_policy
+    from pytest_hetero.bundle.signing import keyid, load_private_key
+
+    key = load_private_key(Path(args.key))
+    try:
+        out = sign_policy(Path(args.policy), key)
+    except OSError as exc:
+        raise HeteroError(f"cannot read or sign {args.policy}: {exc.strerror}") from None
+    digest = hashlib.sha256(Path(args.policy).read_bytes()).hexdigest()
+    print(f"wrote {out}: {args.policy} (sha256 {digest}) signed by gate key {keyid(key.public_key())}")
+    return 0
+
+
+AGE_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+def parse_age(text: str) -> float:
+    """``--max-age`` value in seconds: a number of seconds, or amounts with units s, m, h, d, w
+    (``36h``, ``7d``, ``1d12h``). Raises HeteroError naming the option and the accepted forms."""
+    import re
+
+    value = text.strip().lower()
+    parts = re.fullmatch(r"(?:\d+(?:\.\d+)?[smhdw])+", value)
+    try:
+        if parts is None:
+            seconds = float(value)
+        else:
+            seconds = sum(float(n) * AGE_UNITS[u] for n, u in re.findall(r"(\d+(?:\.\d+)?)([smhdw])", value))
+    except ValueError:
+        seconds = -1.0
+    if not seconds > 0:
+        raise HeteroError(f"--max-age {text!r} is not a duration", hint="e.g. 36h, 7d, 90m, 1d12h or 3600 (seconds)")
+    return seconds
+
+
+def _policy(args: argparse.Namespace, keys: list[Any]) -> Any:
+    from pytest_hetero.bundle.policy import load_policy
+
+    if args.policy is None:
+        if args.policy_sha256:
+            raise HeteroError("--policy-sha256 pins a policy: give the policy file with --policy")
+        return None
+    return load_policy(Path(args.policy), keys, args.policy_sha256)
+
+
+def _signoff_lines(result: Any) -> list[str]:
+    from pytest_hetero.bundle.signoff_check import role_state
+
+    if not result.signoffs:
+        return ["sign-offs: none"]
+    if result.policy is None:
+        return [f"sign-offs: {len(result.signoffs)} present, not checked (no --policy: a sign-off is bound to its "
+                "role only by a trust policy)"]
+    lines = [f"sign-offs checked against trust policy {result.policy.name} ({result.policy.trusted_by}):"]
+    for role in sorted({s.role for s in result.signoffs}):
+        mine = [s for s in result.signoffs if s.role == role]
+        lines.append(f"  {role}: {role_state(mine)}")
+        for s in mine:
+            text = f": {s.conditions}" if s.conditions else ""
+            lines.append(f"    {s.decision}{text}, by {', '.join(s.names) or '?'} (key {s.keyid[:16]}…) "
+                         f"at {s.signed_at} for {', '.join(s.layers)}")
+    return lines
+
+
 def _verify(args: argparse.Namespace) -> int:
+    from pytest_hetero.bundle.safeio import printable_name
     from pytest_hetero.bundle.signing import load_public_key
     from pytest_hetero.bundle.verify import verify_bundle
 
     keys = [load_public_key(Path(k)) for k in args.key]
-    result = verify_bundle(Path(args.bundle), keys, args.require_role)
+    policy = _policy(args, keys)
+    if args.require_role and policy is None:
+        raise HeteroError("--require-role needs --policy: a sign-off is bound to its role's keys only by a trust "
+                          "policy", hint="hetero verify BUNDLE --key GATE.pub --policy POLICY --require-role ROLE")
+    if not keys and not (policy and policy.gate):
+        raise HeteroError("no trusted gate key: pass the run-signing public key with --key (or a policy with "
+                          "gate keys)")
+    max_age = parse_age(args.max_age) if args.max_age else None
+    result = verify_bundle(Path(args.bundle), keys, args.require_role, policy=policy, max_age_s=max_age)
     for problem in result.problems:
-        print(f"FAIL {problem}")
+        print(f"FAIL {printable_name(str(problem))}")
     if not result.ok:
-        print(f"verification FAILED: {len(result.problems)} problem(s) in {args.bundle}")
+        print(f"verification FAILED: {len(result.problems)} problem(s) in {printable_name(args.bundle)}")
         return 1
-    roles = ", ".join(f"{r} by {c[0]['keyid'][:16]}…" for r, c in sorted(result.roles.items())) or "none"
-    print(f"OK {args.bundle}: {result.files} files match the manifest; statement signed by "
-          f"{', '.join(k[:16] + '…' for k in result.run_signers) or 'roles only'}; role sign-offs: {roles}")
+    run = result.run
+    print(printable_name(f"OK {args.bundle}: run {run.get('id')}, verdict {str(run.get('verdict')).upper()}, "
+                         f"finished {run.get('finished_at')}; {result.files} files match the manifest; run signed by "
+                         f"{', '.join(k[:16] + '…' for k in result.run_signers)}"))
+    for line in _signoff_lines(result):
+        print(printable_name(line))
     return 0
 
 
@@ -87,21 +171,29 @@ def print_pdf(html_path: Path, pdf_path: Path, timeout_s: float = 120.0) -> None
 
 
 def _render(args: argparse.Namespace) -> int:
+    from pytest_hetero.bundle.signing import load_public_key
     from pytest_hetero.bundle.signoff import bundle_signoff
+    from pytest_hetero.bundle.verify import load_verified
     from pytest_hetero.evidence.recorder import EVIDENCE
     from pytest_hetero.reporting.writers import render
 
     bundle = Path(args.bundle)
-    try:
-        evidence = json.loads((bundle / EVIDENCE).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise HeteroError(f"cannot read {bundle / EVIDENCE}: {exc}", hint="point at a report folder") from None
+    keys = [load_public_key(Path(k)) for k in args.key]
+    policy = _policy(args, keys)
+    if keys or (policy and policy.gate):
+        gate = keys + [k.public for k in policy.gate.values()] if policy else keys
+        evidence = load_verified(bundle, allow_unsigned=False, keys=gate).evidence
+    else:
+        try:
+            evidence = json.loads((bundle / EVIDENCE).read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise HeteroError(f"cannot read {bundle / EVIDENCE}: {exc}", hint="point at a report folder") from None
     if args.out and Path(args.out).resolve().is_relative_to(bundle.resolve()):
         raise HeteroError(f"refusing to write {args.out} inside the signed bundle (verify would report it)",
                           hint="write the rendering outside the report folder")
     if args.lang is not None and args.format != "dossier":
         raise HeteroError(f"--lang {args.lang} applies to --format dossier only; {args.format} is rendered in English")
-    data = render(args.format, evidence, bundle_signoff(bundle, evidence), args.lang or "en")
+    data = render(args.format, evidence, bundle_signoff(bundle, evidence, keys, policy), args.lang or "en")
     if args.pdf:
         if args.format not in ("html", "dossier") or not args.out:
             raise HeteroError("--pdf needs --format html or dossier, and --out FILE.pdf")
@@ -133,8 +225,11 @@ def _guard(func: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Name
 keygen = _guard(_keygen)
 """``hetero keygen KEY [--pub PUB]``."""
 sign = _guard(_sign)
-"""``hetero sign BUNDLE --key KEY --role ROLE [--layer L]…``."""
+"""``hetero sign BUNDLE --key KEY --role ROLE --decision D [--text TEXT] [--layer L]…``."""
+sign_policy = _guard(_sign_policy)
+"""``hetero sign-policy POLICY --key GATE_KEY``."""
 verify = _guard(_verify)
-"""``hetero verify BUNDLE --key PUB… [--require-role ROLE]…``."""
+"""``hetero verify BUNDLE --key PUB… [--policy POLICY [--policy-sha256 HEX]] [--require-role ROLE]…
+[--max-age AGE]``."""
 render = _guard(_render)
-"""``hetero render BUNDLE [--format F] [--lang en|zh] [--out FILE] [--pdf]``."""
+"""``hetero render BUNDLE [--format F] [--lang en|zh] [--out FILE] [--pdf] [--key PUB…] [--policy POLICY]``."""

@@ -244,12 +244,14 @@ def cmd_diff(args: argparse.Namespace) -> int:
     """``hetero diff OLD NEW``: exit 1 when the gate policy fails."""
     from pytest_hetero.bundle.baseline import diff_evidence, diff_lines
     from pytest_hetero.bundle.verify import load_evidence
+    from pytest_hetero.evidence.model import gc_paused
 
     try:
         keys = _keys(args)
-        old, vo = load_evidence(args.old, allow_unsigned=args.allow_unsigned, keys=keys)
-        new, vn = load_evidence(args.new, allow_unsigned=args.allow_unsigned, keys=keys)
-        diff = diff_evidence(old, new, tolerance=args.tolerance, policy=args.fail_on)
+        with gc_paused():  # two large documents and no cycles: collections would only walk them again
+            old, vo = load_evidence(args.old, allow_unsigned=args.allow_unsigned, keys=keys)
+            new, vn = load_evidence(args.new, allow_unsigned=args.allow_unsigned, keys=keys)
+            diff = diff_evidence(old, new, tolerance=args.tolerance, policy=args.fail_on)
     except HeteroError as exc:
         print(exc.render(), file=sys.stderr)
         return 2

@@ -1,14 +1,27 @@
-"""The matrices of one run, each read at most once after the run, and their copies kept in the bundle.
+"""The inputs of one run (matrices, acceptance files, entrypoint code), each read at most once after the
+run, and their copies kept in the bundle; and the record of every file the bundle's finish wrote.
 
 Assembly (re-planning untested scope), the ``selection`` section (profiles), the sign-off owners
 and the copies under ``inputs/`` all need the run's matrices. The pytest controller already holds
 them (collected, or loaded ahead of collection under pytest-xdist), so they are handed in here;
 a matrix it does not hold (``hetero report --from-journal``, ``hetero merge``) is loaded from its
 file once, on first use.
+
+What a bundle proves includes what ran: besides each matrix (``inputs/<name>.matrix.yaml``), each
+model's entrypoint ``code`` folder and each dataset's ``acceptance`` file are digested and copied
+(secrets redacted) under ``inputs/<matrix name>/``: ``code/<model>/…`` with a ``code/<model>.sha256sum``
+listing (``sha256sum`` format: every file of the folder with its digest, including files too large to
+copy), ``acceptance/<dataset>.yaml``. Nothing is copied from a path the journal names unless that path
+loads as the matrix it claims to be (same name, a valid matrix); names become paths only after checking
+they are plain names, so a crafted journal cannot write outside the bundle nor copy an arbitrary file.
 """
 
 from __future__ import annotations
 
+import hashlib
+import os
+import re
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -16,11 +29,58 @@ from typing import TYPE_CHECKING, Any
 from pytest_hetero.errors import MatrixError
 
 if TYPE_CHECKING:
+    from pytest_hetero.evidence.journal import JournalRead
     from pytest_hetero.matrix.expand import Plan
     from pytest_hetero.matrix.model import Matrix
 
 INPUTS = "inputs"
-"""Bundle folder holding a copy of each matrix file (secrets redacted)."""
+"""Bundle folder holding a copy of each matrix file and of the inputs it names (secrets redacted)."""
+NAME = re.compile(r"[a-z0-9]([a-z0-9._-]{0,61}[a-z0-9])?")
+"""A matrix, model or dataset name as the schema allows it (``$defs.name``): safe as one path part."""
+COPY_FILE_LIMIT = 1 << 20
+"""Largest file of a ``code`` folder copied into the bundle (bytes); larger ones are listed, not copied."""
+COPY_TOTAL_LIMIT = 16 << 20
+"""Bytes of one ``code`` folder copied at most; files beyond are listed with their digest only."""
+DIGEST_FILE_LIMIT = 256 << 20
+"""Largest file digested (bytes); a larger one is listed with its size and ``-`` for its digest."""
+SKIPPED_DIRS = frozenset({".git", ".hg", ".svn", "__pycache__", ".mypy_cache", ".pytest_cache", ".ruff_cache"})
+"""Folders of a ``code`` folder that are neither digested nor copied (VCS data, caches)."""
+
+
+def write_atomic(path: Path, data: bytes) -> tuple[str, int]:
+    """Write ``data`` to ``path`` through a temporary file and a rename (a reader, or a run killed
+    meanwhile, sees the old file or the new one, never half of one); return (hex sha256, size).
+    Raises OSError."""
+    tmp = path.with_name(f".hetero-tmp-{path.name}")
+    tmp.write_bytes(data)
+    tmp.replace(path)
+    return hashlib.sha256(data).hexdigest(), len(data)
+
+
+def _digest(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while chunk := fh.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _walk(root: Path) -> list[tuple[str, os.DirEntry[str]]]:
+    """Regular files and symlinks under ``root`` as (POSIX relative path, entry), sorted by path bytes;
+    links are not followed, SKIPPED_DIRS are left out."""
+    found: list[tuple[str, os.DirEntry[str]]] = []
+    stack = [(root, "")]
+    while stack:
+        folder, rel = stack.pop()
+        with os.scandir(folder) as it:
+            for entry in it:
+                sub = f"{rel}{entry.name}"
+                if entry.is_dir(follow_symlinks=False):
+                    if entry.name not in SKIPPED_DIRS:
+                        stack.append((Path(entry.path), sub + "/"))
+                elif entry.is_file(follow_symlinks=False) or entry.is_symlink():
+                    found.append((sub, entry))
+    return sorted(found, key=lambda f: f[0].encode("utf-8", "surrogateescape"))
 
 
 class RunInputs:
@@ -37,6 +97,18 @@ class RunInputs:
         self._loaded: dict[str, Matrix | MatrixError] = {}
         self.kept: list[tuple[str, str]] = []
         """``[(bundle path, statement digest)]`` of the matrix copies :meth:`keep` wrote."""
+        self.written: dict[str, tuple[str, int]] = {}
+        """Bundle path → (hex sha256, size) of every file the finish wrote (the manifest lists these)."""
+        self.section: dict[str, Any] = {}
+        """The ``inputs`` section (matrix name → code folders and acceptance files kept), see :meth:`keep`."""
+        self.journal: JournalRead | None = None
+        """What assembly read from the journal (lines kept, lost, rejected), set by ``assemble``."""
+        self.problems: list[str] = []
+        """Inputs that could not be kept, one line each (also written to stderr)."""
+        self.before: set[str] = set()
+        """Bundle paths present when the finish began (a file absent from it was added by the finish)."""
+        self.held_signals: list[int] = []
+        """Signals (SIGINT, SIGTERM) that arrived while the finish held them."""
 
     def _held_for(self, entry: Mapping[str, Any]) -> tuple[Matrix, Plan] | None:
         held = self._held.get(str(entry.get("prefix")))
@@ -75,38 +147,115 @@ class RunInputs:
     def copy(self, entry: Mapping[str, Any]) -> tuple[bytes, str]:
         """The bytes kept in ``inputs/`` for ``entry`` and the sha256 the signed statement records for them.
 
-        Secrets in the file (URL credentials or a bearer token in a description, environment
-        secrets, the matrix's own ``spec.redact`` patterns) are redacted. The digest is that of the
-        kept bytes when the file is still the one that ran, else the sha256 recorded at run time
-        (so verification shows a matrix edited after the run). Raises OSError when the file is
-        unreadable.
+        Only a file that loads as a valid matrix named as the entry says is copied (MatrixError
+        otherwise, so a journal naming any other file copies nothing). Secrets in it (URL
+        credentials or a bearer token in a description, environment secrets, the matrix's own
+        ``spec.redact`` patterns) are redacted. The digest is that of the kept bytes when the file
+        is still the one that ran, else the sha256 recorded at run time (so verification shows a
+        matrix edited after the run). Raises OSError when the file is unreadable.
         """
+        from pytest_hetero.errors import Location
         from pytest_hetero.evidence.model import sha256_text
         from pytest_hetero.redact import Redactor
 
-        raw = Path(entry["path"]).read_bytes()
-        try:
-            extra: tuple[tuple[str, str], ...] = self.matrix(entry).redact
-        except MatrixError:
-            extra = ()
-        kept = Redactor(extra=extra).bytes(raw)
+        matrix = self.matrix(entry)
+        if matrix.name != entry["name"] or not NAME.fullmatch(matrix.name):
+            raise MatrixError(f"the journal names matrix {entry['name']!r} but {matrix.path} is {matrix.name!r}",
+                              Location(str(matrix.path)), "rebuild from the journal the run wrote")
+        raw = Path(matrix.path).read_bytes()
+        kept = Redactor(extra=matrix.redact).bytes(raw)
         return kept, sha256_text(kept) if sha256_text(raw) == entry["sha256"] else str(entry["sha256"])
 
     def keep(self, evidence: dict[str, Any], bundle_dir: Path) -> list[tuple[str, str]]:
         """Copy each matrix of ``evidence`` (secrets redacted) to ``inputs/<name>.matrix.yaml`` under
-        ``bundle_dir``; return and remember in :attr:`kept` ``[(bundle path, statement digest)]``
-        (see :meth:`copy`). A file that cannot be read is reported on stderr and left out."""
-        import sys
-
+        ``bundle_dir``, and its models' ``code`` folders and datasets' ``acceptance`` files under
+        ``inputs/<name>/`` (see the module docstring); return and remember in :attr:`kept` ``[(bundle
+        path, statement digest)]`` of the matrix copies, fill :attr:`section` and :attr:`written`.
+        What cannot be kept (unreadable, not a valid matrix, an unsafe name) is reported on stderr,
+        noted in :attr:`problems` and left out."""
         self.kept = []
         for m in evidence["matrices"]:
-            rel = f"{INPUTS}/{m['name']}.matrix.yaml"
-            (bundle_dir / INPUTS).mkdir(exist_ok=True)
+            name = str(m.get("name"))
+            if not NAME.fullmatch(name):
+                self._problem(f"matrix name {name!r} in the journal is not a plain name; nothing copied for it")
+                continue
+            rel = f"{INPUTS}/{name}.matrix.yaml"
             try:
                 data, digest = self.copy(m)
-                (bundle_dir / rel).write_bytes(data)
+                (bundle_dir / INPUTS).mkdir(exist_ok=True)
+                self.written[rel] = write_atomic(bundle_dir / rel, data)
             except OSError as exc:
-                sys.stderr.write(f"pytest-hetero: cannot copy matrix {m['path']} into the bundle: {exc.strerror}\n")
+                self._problem(f"cannot copy matrix {m['path']} into the bundle: {exc.strerror}")
+                continue
+            except MatrixError as exc:
+                self._problem(f"matrix {m['path']} not copied into the bundle: {exc.message}")
                 continue
             self.kept.append((rel, digest))
+            self.section[name] = self._keep_referenced(self.matrix(m), bundle_dir / INPUTS / name, rel[:-12])
         return self.kept
+
+    def _problem(self, text: str) -> None:
+        self.problems.append(text)
+        sys.stderr.write(f"pytest-hetero: {text}\n")
+
+    def _keep_referenced(self, matrix: Matrix, folder: Path, rel: str) -> dict[str, Any]:
+        """Copy the acceptance files and code folders ``matrix`` names under ``folder`` (bundle path
+        ``rel``); return ``{"acceptance": {dataset: {path, sha256, copy}}, "code": {model: {…}}}``."""
+        from pytest_hetero.redact import Redactor
+
+        redactor = Redactor(extra=matrix.redact)
+        out: dict[str, Any] = {"acceptance": {}, "code": {}}
+        for dataset in matrix.datasets:
+            if dataset.acceptance is None or not NAME.fullmatch(dataset.name):
+                continue
+            try:
+                raw = dataset.acceptance.read_bytes()
+                dest = f"{rel}/acceptance/{dataset.name}.yaml"
+                (folder / "acceptance").mkdir(parents=True, exist_ok=True)
+                self.written[dest] = write_atomic(folder.parent.parent / dest, redactor.bytes(raw))
+            except OSError as exc:
+                self._problem(f"cannot copy acceptance file {dataset.acceptance}: {exc.strerror}")
+                continue
+            out["acceptance"][dataset.name] = {"path": str(dataset.acceptance),
+                                               "sha256": hashlib.sha256(raw).hexdigest(), "copy": dest}
+        skip = {str(m.path) for m in matrix.models} | {str(d.path) for d in matrix.datasets}
+        for model in matrix.models:
+            if model.code is None or not NAME.fullmatch(model.name) or model.name in out["code"]:
+                continue
+            try:
+                out["code"][model.name] = self._keep_code(model.code, folder.parent.parent, f"{rel}/code/{model.name}",
+                                                          skip, redactor)
+            except OSError as exc:
+                self._problem(f"cannot copy code folder {model.code}: {exc.strerror}")
+        return out
+
+    def _keep_code(self, root: Path, bundle_dir: Path, dest: str, skip: set[str], redactor: Any) -> dict[str, Any]:
+        """Digest every file of the code folder ``root`` into ``<dest>.sha256sum`` and copy those that fit
+        the limits (and are not the model or dataset files themselves) under ``dest``."""
+        lines: list[str] = []
+        copied = total = 0
+        left_out: list[dict[str, Any]] = []
+        for rel, entry in _walk(root):
+            if entry.is_symlink():
+                left_out.append({"path": rel, "why": f"symlink to {os.readlink(entry.path)} (not followed)"})
+                continue
+            size = entry.stat(follow_symlinks=False).st_size
+            digest = _digest(Path(entry.path)) if size <= DIGEST_FILE_LIMIT else "-"
+            lines.append(f"{digest}  {rel}\n")
+            why = ("a model or dataset file of the matrix (digested by the run)" if str(Path(entry.path)) in skip
+                   else "too large to digest" if digest == "-"
+                   else f"over {COPY_FILE_LIMIT} bytes" if size > COPY_FILE_LIMIT
+                   else f"the folder's copy limit of {COPY_TOTAL_LIMIT} bytes was reached"
+                   if total + size > COPY_TOTAL_LIMIT else "")
+            if why:
+                left_out.append({"path": rel, "size": size, "sha256": digest, "why": why})
+                continue
+            target = bundle_dir / dest / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            self.written[f"{dest}/{rel}"] = write_atomic(target, redactor.bytes(Path(entry.path).read_bytes()))
+            copied += 1
+            total += size
+        listing = "".join(lines).encode("utf-8", "surrogateescape")
+        self.written[f"{dest}.sha256sum"] = write_atomic(bundle_dir / f"{dest}.sha256sum", listing)
+        return {"path": str(root), "sha256": hashlib.sha256(listing).hexdigest(), "listing": f"{dest}.sha256sum",
+                "files": len(lines), "copied": copied, "bytes_copied": total, "left_out": left_out}

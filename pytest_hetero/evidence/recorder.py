@@ -1,26 +1,40 @@
 """The append-only evidence journal and its assembly into ``evidence.json``.
 
 Only the pytest controller writes here. Each finished item is one JSON line in
-``<bundle>/journal.jsonl``, flushed and fsynced at once, so a crash or Ctrl-C keeps every
-item that finished. :func:`assemble` rebuilds the evidence document from the journal alone,
-which is also how an interrupted run is recovered (``hetero report --from-journal``);
-:func:`write_evidence` writes it, once, as ``evidence.json``.
+``<bundle>/journal.jsonl``, numbered and authenticated (:mod:`pytest_hetero.evidence.journal`).
+Durability is a group commit: every line is written to the kernel at once (one ``write``), so a
+SIGKILL of the process loses nothing that finished; ``fsync`` runs when :data:`SYNC_EVERY_LINES`
+lines or :data:`SYNC_INTERVAL_S` seconds have gathered since the last one (checked as lines are
+written), and at the end, so a power loss costs at most the lines of that window. :func:`assemble`
+rebuilds the evidence document from the journal alone, which is also how an interrupted run is
+recovered (``hetero report --from-journal``); :func:`write_evidence` writes it, once, as
+``evidence.json``.
 
-Journal line types: ``run`` (first line: run metadata), ``matrix`` (a matrix seen, with the
-data needed to re-plan it), ``item`` (an ItemEvidence dict), ``deselected`` (nodeid, reason),
-``collect_error`` (nodeid, message), ``target`` (a backend fingerprint), ``end`` (exit status).
+The run folder is claimed before anything runs (:meth:`Recorder.claim`): the journal is created
+exclusively and locked (``flock``) for the whole session, so a second run with the same run id, in
+parallel or as a CI retry, is refused instead of merging into a hybrid bundle.
+
+Journal line types: ``run`` (first line: run metadata and how the journal key was made), ``matrix``
+(a matrix seen, with the data needed to re-plan it), ``item`` (an ItemEvidence dict), ``deselected``
+(nodeid, reason), ``collect_error`` (nodeid, message), ``target`` (a backend fingerprint), ``end``
+(exit status).
 """
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import gc
+import hashlib
 import json
 import os
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_hetero.errors import BundleError, Location, MatrixError
+from pytest_hetero.evidence.journal import JournalKey, JournalRead, read_lines, seal
 from pytest_hetero.evidence.model import SCHEMA, utc_now
 
 if TYPE_CHECKING:
@@ -30,51 +44,164 @@ if TYPE_CHECKING:
 
 JOURNAL = "journal.jsonl"
 EVIDENCE = "evidence.json"
+SYNC_EVERY_LINES = 64
+"""Lines written since the last fsync that trigger the next one."""
+SYNC_INTERVAL_S = 0.1
+"""Seconds since the last fsync after which the next line written triggers one."""
+
+
+class RunCollision(BundleError):
+    """The run folder belongs to another run with the same run id (running, finished or crashed)."""
+
+
+def collision(bundle_dir: Path) -> str:
+    """Why ``bundle_dir`` cannot be this run's folder (its journal exists), for the refusal message."""
+    journal = bundle_dir / JOURNAL
+    run_id = bundle_dir.name
+    if journal_locked(bundle_dir):
+        return (f"run id {run_id!r} is in use: another session is writing {journal} right now; give each run its "
+                "own --hetero-run-id (or leave it out for a fresh one)")
+    return (f"run id {run_id!r} already has a bundle at {bundle_dir} (a finished or interrupted run); give this "
+            f"run another --hetero-run-id, or rebuild an interrupted one with: hetero report --from-journal "
+            f"{bundle_dir}")
+
+
+def journal_locked(bundle_dir: Path) -> bool:
+    """True while a session holds the lock of ``bundle_dir``'s journal (it is still writing it)."""
+    try:
+        fd = os.open(bundle_dir / JOURNAL, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError:
+        return True
+    finally:
+        os.close(fd)
+    return False
+
+
+def lock_journal(bundle_dir: Path) -> int:
+    """Take the journal's lock for a rebuild (``hetero report --from-journal``); return the open
+    descriptor holding it (close it to release). Raises BundleError when a session still writes it."""
+    path = bundle_dir / JOURNAL
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError as exc:
+        raise BundleError(f"cannot read journal: {exc.strerror}", Location(str(path)),
+                          "point at a report folder written by pytest-hetero") from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        raise BundleError("the run is still writing this journal", Location(str(path)),
+                          "wait for it to finish (its own bundle will be complete), or stop it first") from None
+    return fd
 
 
 class Recorder:
-    """Appends journal lines to ``bundle_dir/journal.jsonl``; creates the folder on first write.
+    """Appends journal lines to ``bundle_dir/journal.jsonl`` (see the module docstring).
 
     ``run`` is the run's metadata, or a function returning it, called once when the first line
     is written (so a run that writes no bundle pays for none of it, e.g. ``git rev-parse``).
+    ``key`` authenticates every line; a fresh ephemeral key when not given. It is never written,
+    and never leaves this process.
     """
 
-    def __init__(self, bundle_dir: Path, run: dict[str, Any] | Callable[[], dict[str, Any]]) -> None:
+    def __init__(self, bundle_dir: Path, run: dict[str, Any] | Callable[[], dict[str, Any]],
+                 key: JournalKey | None = None) -> None:
         self.bundle_dir = bundle_dir
         self._run = run
-        self._fh: Any = None
+        self.key = key or JournalKey.ephemeral()
+        self._fd: int | None = None
+        self._seq = 0
+        self._pending = 0
+        self._last_sync = 0.0
         self._matrices: set[str] = set()
         self._targets: dict[str, str] = {}
+        self.syncs = 0
+        """fsync calls made (the group commit's count)."""
         self.broken = ""
         """Why the journal could not be written (disk full, folder removed…); empty while it can."""
+        self.refused = ""
+        """Why the run folder could not be claimed (another run with this run id); empty when claimed."""
 
     @property
     def started(self) -> bool:
-        """True once anything was written (a run with no matrix items writes no bundle)."""
-        return self._fh is not None
+        """True once the run folder is claimed (a run with no matrix items writes no bundle)."""
+        return self._fd is not None
 
-    def _write(self, entry: dict[str, Any]) -> None:
-        if self._fh is None:
-            try:
-                self.bundle_dir.mkdir(parents=True, exist_ok=True)
-                self._fh = open(self.bundle_dir / JOURNAL, "a", encoding="utf-8")  # noqa: SIM115
-            except OSError as exc:
-                self._broke(exc)
-                return
-            run = self._run() if callable(self._run) else self._run
-            self._fh_write({"type": "run", **run})
-        self._fh_write(entry)
-
-    def _fh_write(self, entry: dict[str, Any]) -> None:
-        """Append, flush and fsync one line; on an OSError note why in ``broken`` and write no more."""
-        if self.broken:
-            return
+    def claim(self) -> str:
+        """Create the run folder and its journal exclusively and lock it for this session. Returns
+        "" when this run owns the folder, else why not (also kept in :attr:`refused`; nothing is
+        written then). Idempotent."""
+        if self._fd is not None or self.refused or self.broken:
+            return self.refused
+        journal = self.bundle_dir / JOURNAL
         try:
-            self._fh.write(json.dumps(entry, sort_keys=True, default=str) + "\n")
-            self._fh.flush()
-            os.fsync(self._fh.fileno())
+            self.bundle_dir.mkdir(parents=True, exist_ok=True)
+            fd = os.open(journal, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | os.O_CLOEXEC, 0o644)
+        except FileExistsError:
+            self.refused = collision(self.bundle_dir)
+            return self.refused
         except OSError as exc:
             self._broke(exc)
+            return ""
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:  # another session opened the file we just created: it cannot be ours
+            os.close(fd)
+            self.refused = collision(self.bundle_dir)
+            return self.refused
+        self._fd = fd
+        run = self._run() if callable(self._run) else self._run
+        self._append([{"type": "run", **run, "journal": self.key.info}])
+        return ""
+
+    def _write(self, entry: dict[str, Any]) -> None:
+        self._write_many([entry])
+
+    def write_entries(self, entries: list[dict[str, Any]]) -> None:
+        """Append ready-made entries (typed like the journal's lines) in one write; ``hetero merge``
+        writes a merged run's journal this way."""
+        self._write_many(entries)
+
+    def _write_many(self, entries: list[dict[str, Any]]) -> None:
+        if not entries or self._fd is None and (self.claim() or self.broken):
+            return
+        self._append(entries)
+
+    def _append(self, entries: list[dict[str, Any]]) -> None:
+        """Seal, write (one ``write`` call, so a line is in the kernel before this returns) and, as
+        the group commit says, fsync; on an OSError note why in ``broken`` and write no more."""
+        if self.broken or self._fd is None or not entries:
+            return
+        data = b"".join(seal(e, self._seq + n, self.key) for n, e in enumerate(entries))
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(self._fd, view):]
+        except OSError as exc:
+            self._broke(exc)
+            return
+        self._seq += len(entries)
+        self._pending += len(entries)
+        if self._pending >= SYNC_EVERY_LINES or time.monotonic() - self._last_sync >= SYNC_INTERVAL_S:
+            self.sync()
+
+    def sync(self) -> None:
+        """Call ``fsync`` on the journal now if lines were written since the last one."""
+        if not self._pending or self._fd is None or self.broken:
+            return
+        try:
+            os.fsync(self._fd)
+        except OSError as exc:
+            if exc.errno != errno.EINVAL:  # EINVAL: a file system that cannot sync (nothing to lose)
+                self._broke(exc)
+                return
+        self.syncs += 1
+        self._pending = 0
+        self._last_sync = time.monotonic()
 
     def _broke(self, exc: OSError) -> None:
         """Note the first reason the journal cannot be written (later ones add nothing)."""
@@ -102,6 +229,10 @@ class Recorder:
         """Append that ``nodeid`` was deselected, and why."""
         self._write({"type": "deselected", "nodeid": nodeid, "reason": reason})
 
+    def deselected_many(self, pairs: Iterable[tuple[str, str]]) -> None:
+        """Append every ``(nodeid, reason)`` deselection in one write (one group commit, not one per item)."""
+        self._write_many([{"type": "deselected", "nodeid": n, "reason": r} for n, r in pairs])
+
     def collect_error(self, nodeid: str, message: str) -> None:
         """Append a collection error (e.g. an invalid matrix) with its rendered message."""
         self._write({"type": "collect_error", "nodeid": nodeid, "message": message})
@@ -122,47 +253,50 @@ class Recorder:
         self._write({"type": "cleanup", "backend": backend, "leftovers": leftovers})
 
     def end(self, exit_status: int, interrupted: bool, stopped: str = "") -> None:
-        """Append the end line and close the journal; ``stopped`` is pytest's reason for stopping
-        early (``-x``/``--maxfail``), empty when the run went through."""
-        if self._fh is None:
+        """Append the end line, fsync and close the journal (which releases the run folder's lock);
+        ``stopped`` is pytest's reason for stopping early (``-x``/``--maxfail``), empty when the run
+        went through."""
+        if self._fd is None:
             return
-        self._fh_write({"type": "end", "at": utc_now(), "exit_status": exit_status,
-                        "interrupted": interrupted, "stopped": stopped})
+        self._append([{"type": "end", "at": utc_now(), "exit_status": exit_status, "interrupted": interrupted,
+                       "stopped": stopped}])
+        self.sync()
+        self.close()
+
+    def close(self) -> None:
+        """Close the journal (releasing the lock) without an end line; idempotent."""
+        if self._fd is None:
+            return
+        fd, self._fd = self._fd, None
         try:
-            self._fh.close()
+            os.close(fd)
         except OSError as exc:
             self._broke(exc)
 
 
-def read_journal(bundle_dir: Path) -> list[dict[str, Any]]:
-    """Read every complete line of the journal; a torn last line (crash mid-write) is dropped.
+def read_journal(bundle_dir: Path, key: JournalKey | None = None,
+                 recover: Callable[[dict[str, Any]], JournalKey | None] | None = None) -> list[dict[str, Any]]:
+    """The usable entries of ``bundle_dir``'s journal (see :func:`read_checked`)."""
+    return read_checked(bundle_dir, key, recover)[0]
 
-    Raises BundleError when the journal is missing, a middle line is not JSON, or a line is not
-    an entry assembly can use (see ENTRY_FIELDS).
+
+def read_checked(bundle_dir: Path, key: JournalKey | None = None,
+                 recover: Callable[[dict[str, Any]], JournalKey | None] | None = None
+                 ) -> tuple[list[dict[str, Any]], JournalRead]:
+    """Read the journal (:func:`pytest_hetero.evidence.journal.read_lines`: torn, non-UTF-8 and
+    forged lines are set aside and named) and check each accepted entry's shape.
+
+    Returns (entries, what was read). Raises BundleError when the journal is missing, holds no
+    run line, or an accepted line is not an entry assembly can use (see ENTRY_FIELDS).
     """
     path = bundle_dir / JOURNAL
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except OSError as exc:
-        raise BundleError(f"cannot read journal: {exc.strerror}", Location(str(path)),
-                          "point at a report folder written by pytest-hetero") from None
-    entries = []
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            entry = json.loads(line)
-        except json.JSONDecodeError:
-            if number == len(lines):
-                break
-            raise BundleError("journal line is not JSON", Location(str(path), number),
-                              "the journal was edited or corrupted") from None
+    read = read_lines(path, key, recover or (lambda first: None))
+    for number, entry in zip(read.numbers, read.entries, strict=True):
         problem = entry_problem(entry)
         if problem:
             raise BundleError(f"journal line is not a pytest-hetero entry: {problem}", Location(str(path), number),
                               "the journal was edited or corrupted")
-        entries.append(entry)
-    return entries
+    return read.entries, read
 
 
 ENTRY_FIELDS: dict[str, dict[str, type | tuple[type, ...]]] = {
@@ -184,6 +318,8 @@ EVIDENCE_FIELDS: dict[str, type | tuple[type, ...]] = {
 
 def entry_problem(entry: Any) -> str:
     """Why ``entry`` (one parsed journal line) cannot be assembled; empty string when it can."""
+    if type(entry) is dict and entry.get("type") == "item" and _good_item(entry.get("evidence")):
+        return ""  # the common case, checked in one expression
     if not isinstance(entry, dict):
         return f"a JSON {type(entry).__name__}, not an object"
     kind = entry.get("type")
@@ -200,20 +336,77 @@ def entry_problem(entry: Any) -> str:
     return ""
 
 
-def assemble(bundle_dir: Path, inputs: RunInputs | None = None) -> dict[str, Any]:
+def _good_item(ev: Any) -> bool:
+    """The fields of EVIDENCE_FIELDS hold their types (bool is no int: none of them is an int)."""
+    return (type(ev) is dict and type(ev.get("nodeid")) is str and type(ev.get("matrix")) is str
+            and type(ev.get("layer")) is str and type(ev.get("keys")) is dict and type(ev.get("owner")) is str
+            and type(ev.get("status")) is str and type(ev.get("records")) is list
+            and type(ev.get("artifacts")) is list)
+
+
+def assemble(bundle_dir: Path, inputs: RunInputs | None = None, key: JournalKey | None = None,
+             recover: Callable[[dict[str, Any]], JournalKey | None] | None = None) -> dict[str, Any]:
     """Build the evidence document from the journal; see :func:`_assemble`. The cyclic garbage
     collector is paused meanwhile: a large run allocates many small dicts and nothing cyclic."""
     enabled = gc.isenabled()
     gc.disable()
     try:
-        return _assemble(bundle_dir, inputs)
+        return _assemble(bundle_dir, inputs, key, recover)
     finally:
         if enabled:
             gc.enable()
 
 
-def _assemble(bundle_dir: Path, inputs: RunInputs | None) -> dict[str, Any]:
+def _single(entries: list[dict[str, Any]], kind: str, path: Path) -> dict[str, Any] | None:
+    """The one entry of ``kind`` (run, end); two that differ are a conflict: BundleError."""
+    found = [e for e in entries if e["type"] == kind]
+    if any(_same(e, found[0]) is False for e in found[1:]):
+        raise BundleError(f"the journal holds {len(found)} different {kind} lines", Location(str(path)),
+                          "refusing to pick one: the journal was written to by another process")
+    return found[0] if found else None
+
+
+def _same(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    """Two entries say the same (their sequence numbers aside)."""
+    return {k: v for k, v in a.items() if k != "seq"} == {k: v for k, v in b.items() if k != "seq"}
+
+
+def _by_key(entries: list[dict[str, Any]], kind: str, key: Callable[[dict[str, Any]], str], path: Path
+            ) -> dict[str, dict[str, Any]]:
+    """Entries of ``kind`` by ``key`` (item nodeid, matrix prefix); a repeat that says the same is
+    dropped, one that differs is a conflict: BundleError naming both lines' sequence numbers."""
+    out: dict[str, dict[str, Any]] = {}
+    for e in entries:
+        if e["type"] != kind:
+            continue
+        k = key(e)
+        if k in out and not _same(out[k], e):
+            raise BundleError(f"two {kind} lines for {k} disagree (seq {out[k].get('seq')} and {e.get('seq')})",
+                              Location(str(path)), "refusing to pick one: a journal line was written by another "
+                              "process, or the run was journaled twice; run the matrix again")
+        out.setdefault(k, e)
+    return out
+
+
+def _journal_warnings(read: JournalRead) -> list[str]:
+    """What reading the journal set aside, one warning each (lost, rejected, missing lines)."""
+    out = [f"journal line {n} lost ({why}); its item, if any, is reported not_run" for n, why in read.lost]
+    out += [f"journal line {n} rejected: {why}" for n, why in read.rejected]
+    if read.missing:
+        out.append(f"journal lines numbered seq {', '.join(map(str, read.missing[:20]))} are missing")
+    if not read.authenticated:
+        out.append(f"journal lines not authenticated: {read.why_not}")
+    return out
+
+
+def _assemble(bundle_dir: Path, inputs: RunInputs | None, key: JournalKey | None,
+              recover: Callable[[dict[str, Any]], JournalKey | None] | None) -> dict[str, Any]:
     """Build the evidence document from the journal and return it (nothing is written).
+
+    Lines are read and authenticated with ``key`` (the live run's) or the key ``recover`` derives
+    (see :func:`read_checked`); what was set aside is the ``journal`` section and ``warnings``, and
+    ``inputs.journal`` keeps the read for the bundle's finish. Two lines for one item (or matrix,
+    run, end) that disagree are refused (BundleError), never picked.
 
     A journal without an ``end`` line is an interrupted run: planned items never reported
     become ``not_run`` in untested scope. Matrices are planned again as collection planned them,
@@ -224,19 +417,19 @@ def _assemble(bundle_dir: Path, inputs: RunInputs | None) -> dict[str, Any]:
     from pytest_hetero.evidence.untested import summarise, untested_scope
 
     inputs = inputs if inputs is not None else RunInputs()
-    entries = read_journal(bundle_dir)
-    run = next((e for e in entries if e["type"] == "run"), {})
-    end = next((e for e in entries if e["type"] == "end"), None)
+    path = bundle_dir / JOURNAL
+    entries, read = read_checked(bundle_dir, key, recover)
+    inputs.journal = read
+    run = _single(entries, "run", path) or {}
+    end = _single(entries, "end", path)
     interrupted = end is None or bool(end.get("interrupted"))
-    items: dict[str, dict[str, Any]] = {}
-    for e in entries:
-        if e["type"] == "item":
-            items[e["evidence"]["nodeid"]] = e["evidence"]
+    items = {k: e["evidence"] for k, e in _by_key(entries, "item", lambda e: str(e["evidence"]["nodeid"]),
+                                                  path).items()}
     deselected = {e["nodeid"]: e["reason"] for e in entries if e["type"] == "deselected"}
-    warnings: list[str] = []
+    warnings = _journal_warnings(read)
     plans: list[tuple[Matrix, str, Plan]] = []
     matrices = []
-    for e in (e for e in entries if e["type"] == "matrix"):
+    for e in _by_key(entries, "matrix", lambda e: str(e["prefix"]), path).values():
         matrices.append({k: e[k] for k in ("path", "prefix", "name", "sha256")})
         try:
             matrix = inputs.matrix(e)
@@ -249,7 +442,9 @@ def _assemble(bundle_dir: Path, inputs: RunInputs | None) -> dict[str, Any]:
         plans.append((matrix, e["prefix"], plan))
     item_list = sorted(items.values(), key=lambda i: i["nodeid"])
     stopped = "" if end is None else str(end.get("stopped") or "")
-    untested = untested_scope(plans, item_list, deselected, interrupted, stopped)
+    lost = (f"its result may be among the journal lines that could not be read "
+            f"(lines {', '.join(str(n) for n, _ in read.lost[:10])})" if read.lost or read.missing else "")
+    untested = untested_scope(plans, item_list, deselected, interrupted, stopped, lost)
     latest: dict[str, dict[str, Any]] = {}
     for e in (e for e in entries if e["type"] == "target"):
         latest[f"{e['fingerprint'].get('backend')}|{e['fingerprint'].get('identity')}"] = e["fingerprint"]
@@ -257,7 +452,7 @@ def _assemble(bundle_dir: Path, inputs: RunInputs | None) -> dict[str, Any]:
     leftovers = [{"backend": e["backend"], **x} for e in entries if e["type"] == "cleanup" for x in e["leftovers"]]
     doc = {
         "schema": SCHEMA,
-        "run": {**{k: v for k, v in run.items() if k != "type"},
+        "run": {**{k: v for k, v in run.items() if k not in ("type", "seq", "journal")},
                 "finished_at": end["at"] if end else None,
                 "exit_status": end["exit_status"] if end else None, "interrupted": interrupted,
                 "stopped": stopped},
@@ -270,14 +465,18 @@ def _assemble(bundle_dir: Path, inputs: RunInputs | None) -> dict[str, Any]:
         "errors": [{"nodeid": e["nodeid"], "message": e["message"]}
                    for e in entries if e["type"] == "collect_error"],
         "warnings": warnings,
+        "journal": read.section(),
     }
     return doc
 
 
-def write_evidence(bundle_dir: Path, evidence: dict[str, Any]) -> None:
+def write_evidence(bundle_dir: Path, evidence: dict[str, Any]) -> tuple[str, int]:
     """Write ``evidence`` as ``bundle_dir/evidence.json`` (atomically: a temporary file, then a
-    rename), compact with sorted keys. Raises OSError when the folder cannot be written."""
+    rename), compact with sorted keys; return (hex sha256, size in bytes) of what was written.
+    Raises OSError when the folder cannot be written."""
     tmp = bundle_dir / (EVIDENCE + ".tmp")
     # compact: the C encoder is ~4x faster than indented output on 50,000-item runs
-    tmp.write_text(json.dumps(evidence, sort_keys=True, separators=(",", ":")), encoding="utf-8")
+    data = json.dumps(evidence, sort_keys=True, separators=(",", ":")).encode("utf-8")
+    tmp.write_bytes(data)
     tmp.replace(bundle_dir / EVIDENCE)
+    return hashlib.sha256(data).hexdigest(), len(data)

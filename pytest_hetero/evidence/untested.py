@@ -59,13 +59,15 @@ def _entry(nodeid: str, layer: str, keys: dict[str, str], status: str, reason: s
 
 
 def untested_scope(plans: Iterable[tuple[Matrix, str, Plan]], items: list[dict[str, Any]],
-                   deselected: dict[str, str], interrupted: bool, stopped: str = "") -> dict[str, Any]:
+                   deselected: dict[str, str], interrupted: bool, stopped: str = "", lost: str = "") -> dict[str, Any]:
     """Compute the ``untested`` section of evidence.json.
 
     ``plans``: (matrix, matrix nodeid prefix such as ``matrices/x.matrix.yaml``, plan);
     ``items``: ItemEvidence dicts that reached a report; ``deselected``: nodeid → reason
     known from pytest (-k/-m, profile, shard); ``interrupted``: the session was interrupted
-    (Ctrl-C, SIGTERM, crash); ``stopped``: pytest's reason for stopping early (-x, --maxfail).
+    (Ctrl-C, SIGTERM, crash); ``stopped``: pytest's reason for stopping early (-x, --maxfail);
+    ``lost``: why results may be missing from the journal (lines that could not be read), which makes
+    an unreported planned item ``not_run`` for that reason rather than ``deselected``.
     Returns ``{"items": [...], "never_covered": {matrix name: {dimension: [values]}},
     "not_proven": [{nodeid, layer, part, reason}] (parts of items that ran but could not be
     proven, from ``scope.not_proven`` records), "does_not_prove": {layer: text}}``.
@@ -87,6 +89,8 @@ def untested_scope(plans: Iterable[tuple[Matrix, str, Plan]], items: list[dict[s
                 continue
             if nodeid in deselected:
                 out.append(_entry(nodeid, planned.layer, planned.keys, "deselected", deselected[nodeid]))
+            elif lost:
+                out.append(_entry(nodeid, planned.layer, planned.keys, "not_run", f"not_run ({lost})"))
             elif interrupted:
                 out.append(_entry(nodeid, planned.layer, planned.keys, "not_run",
                                   "not_run (interrupted before this item finished)"))

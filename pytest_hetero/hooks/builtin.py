@@ -119,7 +119,7 @@ def pytest_hetero_bundle_finished(evidence: dict[str, Any], bundle_dir: Path, se
     from pytest_hetero.bundle.finish import finish_bundle
     from pytest_hetero.bundle.signoff import matrix_owners
 
-    finish_bundle(evidence, bundle_dir, settings.sign_key, matrix_owners(evidence, inputs), inputs.kept)
+    finish_bundle(evidence, bundle_dir, settings.sign_key, matrix_owners(evidence, inputs), inputs)
 
 
 @hookimpl(trylast=True)

@@ -259,12 +259,22 @@ def allowed_roots(root: Path) -> list[Path]:
     return [root, *extra]
 
 
-def _escaping_paths(data: dict[str, Any], pos: Positions, file: str, matrix_path: Path) -> list[MatrixError]:
-    """Model/dataset/code/acceptance paths that resolve (symlinks followed) outside the project root
-    and every allowed folder; none when the matrix is in no project (no marker above it)."""
+def containment_root(matrix_path: Path) -> tuple[Path, str]:
+    """The folder a matrix's paths must stay in, and how it was chosen: the matrix's project (the
+    nearest folder above it with a PROJECT_MARKERS entry), else the matrix file's own folder. Always
+    on: a matrix outside any project cannot reach ``../../etc/shadow`` either."""
     root = project_root(matrix_path)
-    if root is None:
-        return []
+    if root is not None:
+        return root, f"the project root {root}"
+    folder = matrix_path.resolve().parent
+    return folder, (f"the matrix's folder {folder} (no {', '.join(PROJECT_MARKERS)} above the matrix, so its own "
+                    "folder is the boundary)")
+
+
+def _escaping_paths(data: dict[str, Any], pos: Positions, file: str, matrix_path: Path) -> list[MatrixError]:
+    """Model/dataset/code/acceptance paths that resolve (symlinks followed) outside the containment root
+    (:func:`containment_root`) and every folder allowed by ``HETERO_ALLOW_PATHS``."""
+    root, which = containment_root(matrix_path)
     roots = allowed_roots(root)
     problems = []
     for key, fields in (("models", ("uri", "code")), ("datasets", ("uri", "acceptance"))):
@@ -278,7 +288,7 @@ def _escaping_paths(data: dict[str, Any], pos: Positions, file: str, matrix_path
                     at = ("spec", key, i, field)
                     line, col = pos.of(at)
                     problems.append(MatrixError(
-                        f"path {value!r} resolves to {target}, outside the project root {root}",
+                        f"path {value!r} resolves to {target}, outside {which}",
                         Location(file, line, col, dotted(at, data)),
                         "keep models and data under the project, or allow the folder with "
                         f"HETERO_ALLOW_PATHS (e.g. HETERO_ALLOW_PATHS={target.parent})"))

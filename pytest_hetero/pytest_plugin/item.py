@@ -279,8 +279,11 @@ class LayerItem(pytest.Item):
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:
         """``[failed|error] layer/category (owner): message`` for our failures; default otherwise."""
         if isinstance(excinfo.value, LayerFailure):
+            from pytest_hetero.reporting.view import one_line, terminal_text
+
             f = excinfo.value.failure
-            return f"[{excinfo.value.status}] {f.layer}/{f.category} (owner: {f.owner}): {f.message}"
+            return (f"[{excinfo.value.status}] {f.layer}/{one_line(f.category)} (owner: {one_line(f.owner)}): "
+                    f"{terminal_text(f.message)}")
         return str(super().repr_failure(excinfo))
 
     def reportinfo(self) -> tuple[Any, int | None, str]:

@@ -112,6 +112,8 @@ def pytest_configure(config: pytest.Config) -> None:
     else:
         signals.follow_controller(worker.get("hetero_controller_pid"))
         config.stash[PREVIOUS_SIGTERM] = signals.catch_sigterm()
+    if not config.pluginmanager.hasplugin("pytest_hetero.slimmer"):
+        config.pluginmanager.register(Slimmer(config), "pytest_hetero.slimmer")
     if worker is None:
         recorder = config.stash[RECORDER] = _recorder(config, settings)
         config.pluginmanager.register(Journaler(recorder, not config.option.collectonly),
@@ -136,7 +138,24 @@ def _recorder(config: pytest.Config, settings: Settings) -> Recorder:
         line: dict[str, Any] = Redactor().data({**run, "git_commit": _git_commit(settings.rootdir)})
         return line
 
-    return Recorder(settings.bundle_dir, run_line)
+    return Recorder(settings.bundle_dir, run_line, _journal_key(settings))
+
+
+def _journal_key(settings: Settings) -> Any:
+    """The journal key: derived from the run key when the run is signed (a recovery holding the key can
+    authenticate the journal after a crash), else ephemeral. It stays in this process (never in
+    ``workerinput``: pytest-xdist workers send reports, the controller alone writes the journal)."""
+    from pytest_hetero.evidence.journal import JournalKey
+
+    if settings.sign_key is None:
+        return JournalKey.ephemeral()
+    from pytest_hetero.bundle.signing import keyid, load_private_key
+
+    try:
+        key = load_private_key(settings.sign_key)
+    except HeteroError:
+        return JournalKey.ephemeral()  # _check_early already refused the run with the reason
+    return JournalKey.derived(key.sign, keyid(key.public_key()), settings.run_id)
 
 
 def _check_early(config: pytest.Config, settings: Settings) -> None:
@@ -151,6 +170,28 @@ def _check_early(config: pytest.Config, settings: Settings) -> None:
             load_private_key(settings.sign_key)
         except HeteroError as exc:
             raise pytest.UsageError(f"--hetero-sign-key / HETERO_SIGN_KEY: {exc.render()}") from None
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """On a pytest-xdist controller (which collects nothing), claim the run folder before the workers
+    start when the command line names matrix files: a second run with this run id is refused here."""
+    config = session.config
+    recorder = config.stash.get(RECORDER, None)
+    if recorder is None or config.option.collectonly or config.pluginmanager.getplugin("dsession") is None:
+        return
+    from pytest_hetero.pytest_plugin.selection import matrices_in_args
+
+    if matrices_in_args(config):
+        _claim(config, recorder)
+
+
+def _claim(config: pytest.Config, recorder: Recorder) -> None:
+    """Claim the run folder (:meth:`Recorder.claim`) or stop the session before anything runs (a usage
+    error, exit 4)."""
+    refused = recorder.claim()
+    if refused:
+        raise pytest.UsageError(f"pytest-hetero: {refused}")
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -245,6 +286,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
                                 "its own name")
     recorder = session.config.stash.get(RECORDER, None)
     if recorder is not None:
+        _claim(session.config, recorder)
         # journal every collected matrix now, not with its first finished item: a run killed,
         # interrupted or stopped by another file's collection error still lists what it planned
         for prefix, (matrix, plan) in session.config.stash[PLANS].items():
@@ -310,15 +352,59 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     if evidence is None or (report.when == "setup" and report.passed):
         return
     if report.skipped and isinstance(report.longrepr, tuple):
-        # point skips (blocked, not applicable) at the matrix line, not at our source
+        # point skips (blocked, not applicable) at the matrix line, not at our source; the reason may
+        # quote a model's stderr: one line, no control characters
+        from pytest_hetero.reporting.view import one_line
+
         path, lineno, _ = item.reportinfo()
-        report.longrepr = (str(path), (lineno or 0) + 1, report.longrepr[2])
-    item.stash[FINAL] = evidence
+        report.longrepr = (str(path), (lineno or 0) + 1, one_line(str(report.longrepr[2])))
+    item.stash[FINAL] = slim(evidence)
+    # once this report is logged (and not to be rerun), the item keeps only what gating reads
+    item.config.stash.setdefault(_SLIM_LATER, {})[report.nodeid] = item
     report.user_properties.append((EVIDENCE_PROPERTY, evidence))
     report.user_properties.append((MATRIX_PROPERTY, layer_item.matrix_ref()))
     backend = layer_item.live_backend()
     if backend is not None:
         report.user_properties.append((TARGET_PROPERTY, backend.fingerprint()))
+
+
+SLIM_FIELDS: tuple[str, ...] = ("nodeid", "matrix", "layer", "keys", "owner", "status", "blocked_by", "reason",
+                                 "failure")
+"""What an item and its report keep of the evidence once it is journaled (gating, pytest-html columns)."""
+
+
+def slim(evidence: dict[str, Any]) -> dict[str, Any]:
+    """``evidence`` without its records and artifacts (the journal holds them): a few hundred bytes
+    instead of tens of kilobytes, so a long run's memory does not grow with what items recorded."""
+    return {k: evidence.get(k) for k in SLIM_FIELDS}
+
+
+_SLIM_LATER = pytest.StashKey[dict[str, Any]]()
+"""Nodeid → the item whose report carries its full evidence, until that report is logged."""
+
+
+class Slimmer:
+    """Every process's plugin object that keeps a long run's memory flat: once a report is logged by
+    every plugin (the controller journaled it; an xdist worker sent it), the report keeps only
+    :func:`slim` evidence, and so does its item unless the attempt is to be rerun (pytest-rerunfailures
+    keeps the attempt's full evidence with the next one). pytest holds every report and item until the
+    session ends."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        """Slim what ``config``'s items and reports hold."""
+        self.config = config
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        """Slim ``report`` and its item (see the class docstring)."""
+        props = report.user_properties
+        if not any(name == EVIDENCE_PROPERTY for name, _ in props):
+            return
+        item = self.config.stash.get(_SLIM_LATER, {}).pop(report.nodeid, None)
+        if item is not None and str(report.outcome) != "rerun" and OUTCOME in item.stash:
+            item.stash[OUTCOME] = slim(item.stash[OUTCOME])
+        report.user_properties = [(name, slim(value) if name == EVIDENCE_PROPERTY and isinstance(value, dict)
+                                   else value) for name, value in props if name != TARGET_PROPERTY]
 
 
 class Journaler:
@@ -366,7 +452,32 @@ def _empty_shard(config: pytest.Config) -> bool:
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    """Close backends first, then (controller) journal deselections, assemble, write, sign."""
+    """Close backends first, then (controller) journal deselections, assemble, write, sign. An
+    interrupt (Ctrl-C, SIGTERM) meanwhile ends with the rebuild hint, never a traceback."""
+    try:
+        _session_finish(session, exitstatus)
+    except KeyboardInterrupt:
+        if getattr(session.config, "workerinput", None) is not None:
+            raise
+        _interrupted_finish(session)
+
+
+def _interrupted_finish(session: pytest.Session) -> None:
+    """Say the bundle is unfinished and how to finish it; close the journal (releasing the run folder)."""
+    config = session.config
+    recorder = config.stash.get(RECORDER, None)
+    if recorder is not None:
+        recorder.close()
+    settings = config.stash[SETTINGS]
+    if recorder is not None and recorder.started or (settings.bundle_dir / "journal.jsonl").exists():
+        key = " --sign-key KEY" if settings.sign_key else ""
+        sys.stderr.write(f"pytest-hetero: interrupted while finishing the run; the bundle {settings.bundle_dir} is "
+                         f"unfinished (it has no attestation.intoto.jsonl). Everything journaled is kept: rebuild "
+                         f"it with: hetero report --from-journal {settings.bundle_dir}{key}\n")
+    session.exitstatus = pytest.ExitCode.INTERRUPTED
+
+
+def _session_finish(session: pytest.Session, exitstatus: int) -> None:
     config = session.config
     recorder = config.stash.get(RECORDER, None)
     leftovers = _close_backends(config, recorder)
@@ -379,8 +490,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         recorder.cleanup(name, [x for b, x in leftovers if b == name])
     if leftovers and exitstatus == pytest.ExitCode.OK:
         exitstatus = session.exitstatus = pytest.ExitCode.TESTS_FAILED  # a run that left its workloads is not clean
-    for nodeid, reason in config.stash[DESELECTED].items():
-        recorder.deselected(nodeid, reason)
+    recorder.deselected_many(config.stash[DESELECTED].items())
     if not config.option.collectonly:
         # matrices whose every combination is excluded still get a bundle that says so
         for prefix, (matrix, plan) in config.stash[PLANS].items():
@@ -395,7 +505,12 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     stopped = next((str(v) for v in (session.shouldfail, session.shouldstop) if isinstance(v, str) and v), "")
     recorder.end(int(exitstatus), interrupted, stopped)
     settings = config.stash[SETTINGS]
-    evidence = None if recorder.broken else _finish(session, settings, recorder)
+    try:
+        evidence = None if recorder.broken else _finish(session, settings, recorder)
+    except _Refused as exc:
+        sys.stderr.write(f"pytest-hetero: no bundle was written: {exc}\n")
+        session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
+        return
     if evidence is None:
         sys.stderr.write(f"pytest-hetero: the report folder became unwritable during the run: {recorder.broken}; "
                          f"the run stopped. Items journaled before are kept: free space, then run "
@@ -428,12 +543,17 @@ _LEFTOVERS = pytest.StashKey[list[tuple[str, dict[str, Any]]]]()
 """(backend name, Leftover dict) of every engine of the run, the workers' included."""
 
 
+class _Refused(Exception):
+    """Assembly refused the journal (conflicting lines): no bundle is written."""
+
+
 def _finish(session: pytest.Session, settings: Settings, recorder: Recorder) -> dict[str, Any] | None:
-    """Assemble the journal and finish the bundle (:func:`~pytest_hetero.bundle.finish.publish`), the
-    matrices coming from what this process holds; hook failures are reported on stderr (a bug, not a
-    HeteroError, makes the exit status INTERNAL_ERROR). Returns the evidence document, or None with
+    """Assemble the journal (its lines authenticated with the run's journal key) and finish the bundle
+    (:func:`~pytest_hetero.bundle.finish.publish`), the matrices coming from what this process holds;
+    hook failures are reported on stderr (a bug, not a HeteroError, makes the exit status
+    INTERNAL_ERROR; evidence tampering, exit 1). Returns the evidence document, or None with
     ``recorder.broken`` set when evidence.json cannot be written."""
-    from pytest_hetero.bundle.finish import publish
+    from pytest_hetero.bundle.finish import TamperDetected, publish
     from pytest_hetero.evidence.inputs import RunInputs
     from pytest_hetero.evidence.recorder import EVIDENCE, assemble
 
@@ -441,7 +561,10 @@ def _finish(session: pytest.Session, settings: Settings, recorder: Recorder) -> 
     ahead: dict[str, tuple[Matrix, Plan]] = config.stash.get(AHEAD, {})
     collected: dict[str, tuple[Matrix, Plan]] = config.stash.get(PLANS, {})
     inputs = RunInputs({**ahead, **collected})  # what was collected here wins over what was loaded ahead
-    evidence = assemble(settings.bundle_dir, inputs)
+    try:
+        evidence = assemble(settings.bundle_dir, inputs, key=recorder.key)
+    except HeteroError as exc:  # two journal lines that disagree: refuse, never pick
+        raise _Refused(exc.render()) from None
     try:
         failed = publish(config.hook, evidence, settings, inputs)
     except OSError as exc:
@@ -450,9 +573,15 @@ def _finish(session: pytest.Session, settings: Settings, recorder: Recorder) -> 
     for name, error in failed:
         if isinstance(error, HeteroError):
             sys.stderr.write(f"pytest-hetero: {error.render()}\n")
+            if isinstance(error, TamperDetected) and session.exitstatus == pytest.ExitCode.OK:
+                session.exitstatus = pytest.ExitCode.TESTS_FAILED
         else:  # evidence.json is written; a writer bug must not hide it
             sys.stderr.write(f"pytest-hetero: {name} failed: {type(error).__name__}: {error}\n")
             session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
+    if inputs.held_signals:
+        sys.stderr.write(f"pytest-hetero: the bundle {settings.bundle_dir} was finished before giving way to the "
+                         "interrupt\n")
+        session.exitstatus = pytest.ExitCode.INTERRUPTED
     return evidence
 
 

@@ -1,12 +1,14 @@
-"""CTRF JSON (Common Test Report Format, spec 1.0.0) for dashboards: ``ctrf.json``.
+"""CTRF JSON (Common Test Report Format, spec 0.1.0, the version of the official JSON Schema in
+``shared/schemas/ctrf.schema.json``) for dashboards: ``ctrf.json``.
 
-``{"reportFormat": "CTRF", "specVersion": "1.0.0", "results": {"tool", "summary", "tests",
-"environment", "extra"}}``. CTRF statuses are passed, failed, skipped, pending, other:
-error → failed (``rawStatus`` keeps ours), untested statuses → skipped, not_run → pending.
-``name`` is the node id (the key of the item in evidence.json), ``suite`` ``hetero.<layer>``,
-``tags`` the layer and ``dimension=value`` pairs; ``extra`` has owner and blocked_by.
-Durations are milliseconds; the summary's ``start``/``stop`` are Unix epoch milliseconds (per-test
-start/stop are left out: evidence.json has each item's ISO times).
+``{"reportFormat": "CTRF", "specVersion": "0.1.0", "runId", "timestamp", "generatedBy", "results":
+{"tool", "summary", "tests", "environment", "extra"}}``. CTRF statuses are passed, failed, skipped,
+pending, other: error → failed (``rawStatus`` keeps ours), untested statuses → skipped, not_run →
+pending. Per test: ``name`` and ``testId`` are the node id (the key of the item in evidence.json);
+``suite`` is the hierarchy above it (matrix file, resource, image, model@dataset), ``filePath`` the
+matrix file, so CTRF tools group tests as pytest does; ``tags`` the layer; ``labels`` the layer,
+owner and each dimension; ``extra`` has owner and blocked_by. Durations are milliseconds; the
+summary's and each test's ``start``/``stop`` are Unix epoch milliseconds.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ from typing import Any
 
 from pytest_hetero.reporting.view import entries
 
+SPEC_VERSION = "0.1.0"
+"""The CTRF specification version the official schema in ``shared/schemas`` describes."""
 _CTRF_STATUS = {"passed": "passed", "failed": "failed", "error": "failed", "not_run": "pending",
                 "blocked": "skipped", "not_applicable": "skipped", "skipped": "skipped", "excluded": "skipped",
                 "deselected": "skipped"}
@@ -39,29 +43,42 @@ def render_ctrf(evidence: dict[str, Any]) -> dict[str, Any]:
         summary["tests"] += 1
         summary[status] += 1
         failure = entry.get("failure") or {}
+        parts = entry["nodeid"].split("::")
         test: dict[str, Any] = {
-            "name": entry["nodeid"], "status": status, "rawStatus": entry["status"],
+            "name": entry["nodeid"], "testId": entry["nodeid"], "status": status, "rawStatus": entry["status"],
             "duration": round(float(entry.get("duration_s") or 0) * 1000),
-            "suite": f"hetero.{entry['layer']}",
-            "tags": [entry["layer"], *[f"{k}={v}" for k, v in sorted(entry.get("keys", {}).items())]],
+            "suite": parts[:-1] or [f"hetero.{entry['layer']}"], "filePath": parts[0],
+            "tags": [entry["layer"]],
+            "labels": {"layer": entry["layer"], "owner": str(entry.get("owner") or ""),
+                       **{str(k): str(v) for k, v in sorted(entry.get("keys", {}).items())}},
             "extra": {"owner": entry.get("owner"), "blocked_by": entry.get("blocked_by")},
         }
+        if entry.get("started_at") and entry.get("finished_at"):
+            test["start"], test["stop"] = _epoch_ms(entry["started_at"]), _epoch_ms(entry["finished_at"])
         if failure:
-            test["message"] = failure.get("message", "")
+            test["message"] = str(failure.get("message") or "")
             test["extra"]["category"] = failure.get("category")
         elif entry.get("reason"):
-            test["message"] = entry["reason"]
+            test["message"] = str(entry["reason"])
         if entry.get("artifacts"):
-            test["attachments"] = [{"name": a["name"], "contentType": a.get("media_type", "text/plain"),
-                                    "path": a["path"]} for a in entry["artifacts"]]
+            test["attachments"] = [{"name": str(a["name"]), "contentType": str(a.get("media_type") or "text/plain"),
+                                    "path": str(a["path"])} for a in entry["artifacts"]]
         tests.append(test)
     summary["start"] = _epoch_ms(run.get("started_at"))
     summary["stop"] = _epoch_ms(run.get("finished_at")) or summary["start"]
-    return {"reportFormat": "CTRF", "specVersion": "1.0.0",
-            "results": {"tool": {"name": "pytest-hetero", "version": run.get("tool_version")},
+    summary["duration"] = max(0, summary["stop"] - summary["start"])
+    summary["suites"] = len({tuple(t["suite"]) for t in tests})
+    head: dict[str, Any] = {"reportFormat": "CTRF", "specVersion": SPEC_VERSION}
+    if run.get("id"):
+        head["runId"] = str(run["id"])
+    if run.get("finished_at") or run.get("started_at"):
+        head["timestamp"] = run.get("finished_at") or run.get("started_at")
+    head["generatedBy"] = f"pytest-hetero {run.get('tool_version') or ''}".strip()
+    return {**head,
+            "results": {"tool": {"name": "pytest-hetero", "version": str(run.get("tool_version") or "")},
                         "summary": summary, "tests": tests,
                         "environment": {"appName": ",".join(m["name"] for m in evidence["matrices"]),
-                                        "buildName": run.get("id"),
+                                        "buildName": str(run.get("id") or ""),
                                         # canonical key order, so a re-render from evidence.json is identical
                                         "extra": {"target": json.loads(json.dumps(evidence["target"],
                                                                                   sort_keys=True))}},

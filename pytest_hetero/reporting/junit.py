@@ -1,18 +1,26 @@
-"""JUnit XML (``junit.xml``) valid against the Jenkins xunit ``junit-10.xsd`` schema, via junitparser.
+"""JUnit XML (``junit.xml``) valid against both published schemas its consumers use (``shared/schemas``):
+the Jenkins xUnit plugin's ``junit-10.xsd`` and the Jenkins JUnit format ``jenkins-junit.xsd``.
 
 One ``<testsuite>`` per layer (name ``hetero.<layer>``, suite properties: run id, verdict,
-matrices) and one ``<testcase>`` per item (reported or untested): ``classname`` is
-``hetero.<layer>``, ``name`` the node id, ``time`` seconds, ``status`` our status.
-failed → ``<failure type=category>``, error → ``<error>``, every untested status (blocked,
-not_applicable, excluded, skipped, deselected, not_run) → ``<skipped message="status: reason">``.
+matrices) and one ``<testcase>`` per item (reported or untested). A testcase's identity is the one
+pytest's own ``--junitxml`` gives the same item (CI history tools key on it): ``classname`` is the
+node id without its last part, joined with ``.``, the file path's ``/`` as ``.``; ``name`` is the
+last part (the layer), e.g. ``matrices.example-cpu.matrix.yaml.cpu-host.py-current`` /
+``startup``. ``time`` is seconds with three decimals.
+failed → ``<failure type=category message=…>``, error → ``<error>``, every untested status
+(blocked, not_applicable, excluded, skipped, deselected, not_run) → ``<skipped>status: reason</skipped>``
+(text, not a ``message`` attribute, which jenkins-junit.xsd does not allow).
 
-junit-10.xsd has no per-testcase ``<properties>``, so each testcase's properties (layer,
-dimension keys, owner, status, evidence path, blocked_by) are written to its ``<system-out>``
-as ``[[PROPERTY|name=value]]`` lines, the convention Jenkins/Testmo-style readers understand.
+Neither schema has per-testcase ``<properties>`` or a ``status`` attribute valid in both, so each
+testcase's properties (layer, dimension keys, owner, status, evidence path, blocked_by) are written
+to its ``<system-out>`` as ``[[PROPERTY|name=value]]`` lines, the convention Jenkins/Testmo-style
+readers understand (each on one line, brackets percent-encoded:
+:func:`pytest_hetero.reporting.view.junit_property`).
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 from xml.sax.saxutils import escape, quoteattr
 
@@ -20,7 +28,7 @@ from junitparser import JUnitXml, TestSuite
 
 from pytest_hetero import LAYERS
 from pytest_hetero.evidence.model import UNTESTED_STATUSES
-from pytest_hetero.reporting.view import entries, printable
+from pytest_hetero.reporting.view import entries, junit_property, printable
 
 
 def _properties(entry: dict[str, Any]) -> list[tuple[str, str]]:
@@ -34,12 +42,24 @@ def _properties(entry: dict[str, Any]) -> list[tuple[str, str]]:
     return props
 
 
+def junit_identity(nodeid: str) -> tuple[str, str]:
+    """(classname, name) of ``nodeid`` as pytest's ``--junitxml`` writes them (``_pytest.junitxml``'s
+    address mangling): the parts after the file are the classname's tail and the name, the file path's
+    ``/`` become ``.`` and a trailing ``.py`` is dropped; a ``[params]`` suffix stays on the name."""
+    path, bracket, params = nodeid.partition("[")
+    names = path.split("::")
+    names[0] = re.sub(r"\.py$", "", names[0].replace("/", "."))
+    names[-1] += bracket + params
+    return ".".join(names[:-1]), names[-1]
+
+
 def _case_xml(entry: dict[str, Any], tally: dict[str, int]) -> str:
     """One ``<testcase>`` element as text, children in schema order; counts it into ``tally``."""
     status = entry["status"]
     failure = entry.get("failure") or {}
-    head = (f"<testcase name={quoteattr(printable(entry['nodeid']))} classname={quoteattr('hetero.' + entry['layer'])}"
-            f" time=\"{float(entry.get('duration_s') or 0.0)}\" status={quoteattr(status)}>")
+    classname, name = junit_identity(printable(entry["nodeid"]))
+    head = (f"<testcase classname={quoteattr(classname)} name={quoteattr(name)}"
+            f" time=\"{float(entry.get('duration_s') or 0.0):.3f}\">")
     result = ""
     if status in ("failed", "error"):
         message = printable(str(failure.get("message") or entry.get("reason") or ""))[:2000]
@@ -48,10 +68,10 @@ def _case_xml(entry: dict[str, Any], tally: dict[str, int]) -> str:
         result = f"<{kind} message={quoteattr(message)} type={quoteattr(category)} />"
         tally["failures" if status == "failed" else "errors"] += 1
     elif status in UNTESTED_STATUSES:
-        result = f"<skipped message={quoteattr(printable(f'{status}: ' + str(entry.get('reason') or ''))[:2000])} />"
+        result = f"<skipped>{escape(printable(f'{status}: ' + str(entry.get('reason') or ''))[:2000])}</skipped>"
         tally["skipped"] += 1
-    props = "\n".join(f"[[PROPERTY|{k}={v}]]" for k, v in _properties(entry))
-    return f"{head}{result}<system-out>{escape(printable(props))}</system-out></testcase>"
+    props = "\n".join(junit_property(k, v) for k, v in _properties(entry))
+    return f"{head}{result}<system-out>{escape(props)}</system-out></testcase>"
 
 
 def _open_tag(element: Any) -> str:

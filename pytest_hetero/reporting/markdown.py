@@ -2,7 +2,9 @@
 
 Sections: verdict and signature state, per-layer counts, failures by owner team (at most
 :data:`MAX_LINES` listed), sign-off status, untested scope by status with the first entries,
-never-covered dimension values. Text from evidence is escaped for Markdown tables and inline HTML.
+never-covered dimension values. Text from evidence is escaped for Markdown tables and inline HTML, and
+what GitHub or GitLab would turn into a mention or a link to an issue (``@team``, ``#123``, ``GH-123``,
+``owner/repo#123``) is shown as code, where neither links.
 """
 
 from __future__ import annotations
@@ -16,14 +18,20 @@ from pytest_hetero.reporting.view import failures_by_owner, layer_counts, printa
 
 MAX_LINES = 20
 _SPECIAL = re.compile(r"([\\`*_\[\]|~])")
+_REFERENCE = re.compile(r"(\S*(?:(?<!\w)@[A-Za-z0-9]|[#!]\d|\bGH-\d)\S*)")
+"""A word holding a mention (``@team``, not ``user@host``) or an issue/merge-request reference."""
 
 
 def md(text: Any, limit: int = 160) -> str:
-    """One line of ``text``, at most ``limit`` characters, with Markdown/HTML specials escaped."""
+    """One line of ``text``, at most ``limit`` characters, with Markdown/HTML specials escaped and
+    mentions and issue references inside code spans (they neither ping nor link there)."""
     line = " ".join(printable(str(text or "")).split())
     if len(line) > limit:
         line = line[: limit - 1] + "…"
-    return _SPECIAL.sub(r"\\\1", line).replace("<", "&lt;").replace(">", "&gt;")
+    parts = _REFERENCE.split(line)  # odd positions: words to show as code
+    return "".join(f"`{part.replace('`', chr(39))}`" if n % 2
+                   else _SPECIAL.sub(r"\\\1", part).replace("<", "&lt;").replace(">", "&gt;")
+                   for n, part in enumerate(parts))
 
 
 def code(text: Any, limit: int = 200) -> str:
@@ -37,7 +45,9 @@ def render_markdown(evidence: dict[str, Any], signoff: dict[str, Any]) -> str:
     run = evidence["run"]
     verdict = evidence["summary"]["verdict"].upper()
     signer = signoff.get("run_signer")
-    sig = f"signed by `{signer[:16]}`" if signer else "**UNSIGNED**"
+    verified = signoff.get("source") == "run_end" or signoff.get("run_verified")
+    sig = (f"signed by `{signer[:16]}`" if verified else f"signed by `{signer[:16]}`, **not verified**") if signer \
+        else "**UNSIGNED**"
     out = [f"## pytest-hetero: {verdict}", "",
            (f"Run {code(run.get('id'))} · matrices: {', '.join(md(m['name']) for m in evidence['matrices']) or 'none'}"
            f" · bundle {sig}"), ""]
@@ -71,15 +81,25 @@ def _failures(evidence: dict[str, Any]) -> list[str]:
 
 
 def _signoff(signoff: dict[str, Any]) -> list[str]:
-    """``### Sign-off``: each role with its layers and who signed (none: no section)."""
+    """``### Sign-off``: each role with its layers, state and who signed (none: no section). A
+    view written at the end of the run (``source: run_end``) shows no state: sign-offs come later."""
     roles = signoff.get("roles", [])
     if not roles:
         return []
-    out = ["### Sign-off"]
+    out = ["### Sign-off", "", md(signoff.get("note", ""), limit=600), ""]
     for role in roles:
-        who = ", ".join(f"`{c['keyid'][:16]}` at {md(c['signed_at'])}" for c in role["signed"])
-        out.append(f"- {md(role['role'])} ({', '.join(role['layers'])}): "
-                   + (f"signed by {who}" if role["signed"] else "pending"))
+        head = f"- {md(role['role'])} ({', '.join(role['layers'])})"
+        if signoff.get("source") == "run_end":
+            out.append(head)
+            continue
+        out.append(f"{head}: **{role['state'].replace('_', ' ')}**")
+        for c in role["signed"]:
+            if c["verified"]:
+                text = f": {md(c['conditions'])}" if c.get("conditions") else ""
+                out.append(f"  - verified {c['decision']} by {md(', '.join(c['names']))} (key `{c['keyid'][:16]}`) "
+                           f"at {md(c['signed_at'])}{text}")
+            else:
+                out.append(f"  - not verified (key `{c['keyid'][:16]}`): {md(c['why_unverified'])}")
     return [*out, ""]
 
 

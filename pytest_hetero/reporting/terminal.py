@@ -1,6 +1,11 @@
 """The end-of-run terminal summary: verdict and evidence path, per-layer status counts, what the verdict
 covers, failures by owner team, flaky items, observed business values (with units), untested scope,
-and the path of report.html."""
+and the path of report.html.
+
+Every line is shown without control, format or line-break characters
+(:func:`pytest_hetero.reporting.view.one_line`): text from evidence (node ids, owner and rule names,
+failure messages, reasons, observed values) cannot colour, move the cursor in or forge lines of the
+summary."""
 
 from __future__ import annotations
 
@@ -10,6 +15,7 @@ from typing import Any
 
 from pytest_hetero import LAYERS
 from pytest_hetero.evidence.untested import NEVER_COVERED_LABELS
+from pytest_hetero.reporting.view import one_line
 
 ORDER = ("passed", "failed", "error", "blocked", "not_applicable", "skipped", "excluded", "deselected",
          "not_run")
@@ -35,8 +41,22 @@ def summary_lines(evidence: dict[str, Any], bundle_dir: Path) -> list[str]:
     lines += _coverage_lines(evidence) + _failure_lines(evidence) + _cleanup_lines(evidence) + _flaky_lines(evidence)
     lines += _observed_lines(evidence) + _untested_lines(evidence)
     lines += [f"collection error: {err['nodeid']}" for err in evidence.get("errors", [])]
+    lines += _journal_lines(evidence)
     if (bundle_dir / "report.html").is_file():
         lines.append(f"report: {bundle_dir / 'report.html'}")
+    return [one_line(line) for line in lines]
+
+
+def _journal_lines(evidence: dict[str, Any]) -> list[str]:
+    """Journal lines rejected (not the gate's) or lost (unreadable), when there were any."""
+    journal = evidence.get("journal") or {}
+    lines = []
+    if journal.get("rejected"):
+        lines.append(f"journal: {len(journal['rejected'])} line(s) not written by the gate were rejected (lines "
+                     f"{', '.join(str(r['line']) for r in journal['rejected'][:10])})")
+    if journal.get("lost"):
+        lines.append(f"journal: {len(journal['lost'])} line(s) could not be read and were lost (lines "
+                     f"{', '.join(str(r['line']) for r in journal['lost'][:10])})")
     return lines
 
 

@@ -9,6 +9,7 @@ the sign-off view built by :mod:`pytest_hetero.bundle.signoff`.
 
 from __future__ import annotations
 
+import json
 import re
 from collections import Counter
 from typing import Any
@@ -16,14 +17,76 @@ from typing import Any
 from pytest_hetero import LAYERS
 from pytest_hetero.evidence.model import STATUSES
 
-_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
+_INVISIBLE = ("\x7f-\x9f"  # DEL and the C1 controls (CSI \x9b starts a terminal sequence by itself)
+              # Unicode format characters (category Cf, Unicode 14): bidi embeddings, overrides and isolates,
+              # zero-width space/joiners, word joiner, BOM, invisible operators, tag characters…
+              "\u00ad\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u180e\u200b-\u200f\u202a-\u202e"
+              "\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb\U000110bd\U000110cd\U00013430-\U00013438"
+              "\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0001\U000e0020-\U000e007f"
+              "\ufffe\uffff")  # noncharacters
+_CONTROL = re.compile(f"[\x00-\x08\x0b\x0c\x0e-\x1f{_INVISIBLE}]")
+_TERMINAL = re.compile(f"[\x00-\x08\x0b-\x1f{_INVISIBLE}]")
+_BREAKS = re.compile("[\n\r\x0b\x0c\x1c-\x1e\x85\u2028\u2029]+")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_UNPRINTABLE = re.compile(f"[\x00-\x08\x0b\x0c\x0e-\x1f{_INVISIBLE}\ud800-\udfff]")
+_JUNIT_PROPERTY = re.compile("[\\[\\]%|]")
+_JUNIT_UNSAFE = re.compile(f"[\\[\\]%|\x00-\x1f\x85\u2028\u2029\ud800-\udfff{_INVISIBLE}]")
 
 
 def printable(text: str) -> str:
-    """``text`` without the control characters XML 1.0 cannot carry and terminals act on (NUL, ESC
-    sequences' ESC, backspace…); tab, newline and carriage return stay. Every rendering uses it on
-    text from evidence (a model's stderr may hold colour codes)."""
-    return _CONTROL.sub("", text)
+    """``text`` without what XML 1.0 cannot carry, terminals act on or a reader cannot see: C0 and C1
+    control characters (NUL, ESC of colour sequences, BEL, backspace, CSI…), DEL, Unicode format
+    characters (bidi overrides and isolates, zero-width spaces and joiners, BOM, tag characters) and
+    noncharacters; a lone surrogate (which UTF-8 cannot encode) becomes U+FFFD. Tab, newline and
+    carriage return stay. Every rendering uses it on text from evidence (a model's stderr, owner and
+    rule names from a matrix)."""
+    if not _UNPRINTABLE.search(text):  # the common case, one scan
+        return text
+    return _SURROGATE.sub("\ufffd", _CONTROL.sub("", text))
+
+
+def printable_data(obj: Any) -> Any:
+    """``obj`` (JSON-like data) with :func:`printable` applied to every string, keys included."""
+    if isinstance(obj, str):
+        return printable(obj)
+    if isinstance(obj, dict):
+        return {printable_data(k): printable_data(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [printable_data(v) for v in obj]
+    return obj
+
+
+def json_text(obj: Any) -> str:
+    """``obj`` as compact JSON (UTF-8 characters kept) whose strings carry nothing :func:`printable`
+    removes. The document is walked only when its text shows such a character, raw or escaped."""
+    text = json.dumps(obj, ensure_ascii=False)
+    if _CONTROL.search(text) or _SURROGATE.search(text) or "\\u00" in text or "\\b" in text or "\\f" in text:
+        text = json.dumps(printable_data(obj), ensure_ascii=False)
+    return text
+
+
+def terminal_text(text: str) -> str:
+    """:func:`printable` for a terminal: carriage returns go too (``\r`` would let a line overwrite the
+    one before, e.g. a fake ``PASSED``); newlines stay."""
+    return _SURROGATE.sub("\ufffd", _TERMINAL.sub("", text.replace("\r\n", "\n")))
+
+
+def one_line(text: str) -> str:
+    """:func:`terminal_text` on one line: every line break (``\n``, ``\r``, VT, FF, NEL, U+2028/9) becomes
+    a space, so a value cannot start a line of its own in a summary, a log or a ``[[PROPERTY|…]]`` list."""
+    return terminal_text(_BREAKS.sub(" ", text))
+
+
+def junit_property(name: str, value: str) -> str:
+    """One ``[[PROPERTY|name=value]]`` line (the convention JUnit readers take from ``<system-out>``), with
+    both parts on one line and ``[``, ``]``, ``|`` and ``%`` percent-encoded, so a value (an owner or
+    rule name from a matrix) cannot close the property and open another."""
+    def encode(part: str) -> str:
+        if not _JUNIT_UNSAFE.search(part):  # the common case: nothing to change
+            return part
+        return _JUNIT_PROPERTY.sub(lambda m: f"%{ord(m.group()):02X}", one_line(part))
+
+    return f"[[PROPERTY|{encode(name)}={encode(value)}]]"
 
 
 HEATMAP_ROW_LIMIT = 400

@@ -10,7 +10,6 @@ its format is rendered.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -25,42 +24,47 @@ ON_DEMAND: tuple[str, ...] = ("dossier",)
 def render(fmt: str, evidence: dict[str, Any], signoff: dict[str, Any], lang: str = "en") -> bytes:
     """Render ``evidence`` in ``fmt`` (a key of FORMATS, or ``dossier``) to bytes; ``signoff`` has the shape of
     :func:`pytest_hetero.bundle.signoff.signoff_context`; ``lang`` (``en``/``zh``) is the dossier's
-    language. Raises ValueError for an unknown format or language."""
+    language. A character UTF-8 cannot carry (a lone surrogate from a model's outputs) becomes ``?``.
+    Raises ValueError for an unknown format or language."""
     if fmt == "dossier":
         from pytest_hetero.reporting.dossier import render_dossier
         from pytest_hetero.reporting.dossier_text import LANGS
 
         if lang not in LANGS:
             raise ValueError(f"unknown language {lang!r}; choose from {', '.join(LANGS)}")
-        return render_dossier(evidence, signoff, "zh" if lang == "zh" else "en").encode("utf-8")
+        return render_dossier(evidence, signoff, "zh" if lang == "zh" else "en").encode("utf-8", "replace")
     if lang != "en":
         raise ValueError(f"--lang applies to the dossier only; {fmt} is rendered in English")
     if fmt == "html":
         from pytest_hetero.reporting.html import render_html
 
-        return render_html(evidence, signoff).encode("utf-8")
+        return render_html(evidence, signoff).encode("utf-8", "replace")
     if fmt == "md":
         from pytest_hetero.reporting.markdown import render_markdown
 
-        return render_markdown(evidence, signoff).encode("utf-8")
+        return render_markdown(evidence, signoff).encode("utf-8", "replace")
     if fmt == "junit":
         from pytest_hetero.reporting.junit import render_junit
 
         return render_junit(evidence)
     if fmt == "ctrf":
         from pytest_hetero.reporting.ctrf import render_ctrf
+        from pytest_hetero.reporting.view import json_text
 
         # compact, keys in the fixed order render_ctrf builds them: the C encoder's fastest path
-        return (json.dumps(render_ctrf(evidence), ensure_ascii=False) + "\n").encode("utf-8")
+        return (json_text(render_ctrf(evidence)) + "\n").encode("utf-8", "replace")
     raise ValueError(f"unknown format {fmt!r}; choose from {', '.join(FORMATS)}")
 
 
 def write_renderings(evidence: dict[str, Any], bundle_dir: Path, signoff: dict[str, Any]) -> list[Path]:
-    """Write every rendering (FORMATS) of ``evidence`` into ``bundle_dir``; return their paths.
-    ``signoff`` is the sign-off view (run signer or why unsigned, owner roles)."""
+    """Write every rendering (FORMATS) of ``evidence`` into ``bundle_dir`` (each to a temporary name,
+    then renamed); return their paths. ``signoff`` is the sign-off view (run signer or why unsigned,
+    owner roles)."""
     written = []
     with gc_paused():
         for fmt, name in FORMATS.items():
-            (bundle_dir / name).write_bytes(render(fmt, evidence, signoff))
+            tmp = bundle_dir / f".hetero-tmp-{name}"
+            tmp.write_bytes(render(fmt, evidence, signoff))
+            tmp.replace(bundle_dir / name)
             written.append(bundle_dir / name)
     return written

@@ -1,0 +1,264 @@
+"""``attestation.intoto.jsonl``: the run's attestation, then one attestation per team sign-off.
+
+The file follows the in-toto bundle convention (JSON Lines, one DSSE envelope per line):
+
+* **line 1, the run**: a DSSE envelope over the run's in-toto Statement (predicate type
+  :data:`~pytest_hetero.bundle.signing.PREDICATE_TYPE`, subjects ``manifest.json`` and the matrix
+  copies), signed by the gate's run key (no signature: an UNSIGNED bundle);
+* **each later line, one sign-off**: a DSSE envelope over an in-toto Statement v1 whose only subject
+  is ``statement.intoto.json`` with the sha256 of the run's statement (the exact payload bytes of
+  line 1), whose ``predicateType`` is :data:`SIGNOFF_PREDICATE_TYPE`, and whose predicate is the
+  team's decision (:func:`signoff_predicate`); it carries exactly one signature, the team's.
+
+So any in-toto verifier sees what each signature covers: ``cosign verify-blob-attestation --type
+<run predicate> … manifest.json`` accepts line 1 only, ``--type <sign-off predicate> …
+statement.intoto.json`` a sign-off line only, and a team's key never verifies the run's line.
+
+Every envelope has exactly the DSSE fields (``payload``, ``payloadType``, ``signatures`` of
+``{keyid, sig}``); any other field is unsigned and makes the line malformed. Parsing is bounded
+(:mod:`pytest_hetero.bundle.safeio`): a hostile file is a named :class:`~pytest_hetero.bundle.safeio.Unreadable`.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pytest_hetero import LAYERS
+from pytest_hetero.bundle.manifest import ATTESTATION, STATEMENT
+from pytest_hetero.bundle.safeio import MIB, Unreadable, loads_bounded, read_regular
+from pytest_hetero.errors import BundleError, Location
+from pytest_hetero.evidence.model import utc_now
+from pytest_hetero.vocab import BLOCKING
+
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+SIGNOFF_PREDICATE_TYPE = "https://pytest-hetero.dev/attestation/signoff/v1"
+"""predicateType of a team sign-off statement."""
+DECISIONS: tuple[str, ...] = ("accept", "accept-with-conditions", "accept-with-known-failures", "reject")
+"""What a sign-off may decide; every decision but ``accept`` needs its text (conditions, known
+failures accepted, or why rejected)."""
+MAX_ATTESTATION_BYTES = 512 * MIB
+"""The most ``attestation.intoto.jsonl`` may hold (a 100,000-item run's is under 100 MiB)."""
+ENVELOPE_FIELDS = frozenset({"payload", "payloadType", "signatures"})
+SIGNATURE_FIELDS = frozenset({"keyid", "sig"})
+
+
+@dataclass(frozen=True)
+class Attestation:
+    """One parsed line of ``attestation.intoto.jsonl``: its 1-based ``line``, the ``raw`` bytes of
+    the line (without newline), the DSSE ``envelope`` dict, the decoded ``payload`` bytes and the
+    in-toto ``statement`` parsed from them."""
+
+    line: int
+    raw: bytes
+    envelope: dict[str, Any]
+    payload: bytes
+    statement: dict[str, Any]
+
+    @property
+    def predicate_type(self) -> str:
+        """The statement's ``predicateType`` (``""`` when absent or not a string)."""
+        value = self.statement.get("predicateType")
+        return value if isinstance(value, str) else ""
+
+    @property
+    def predicate(self) -> dict[str, Any]:
+        """The statement's ``predicate`` (``{}`` when absent or not an object)."""
+        value = self.statement.get("predicate")
+        return value if isinstance(value, dict) else {}
+
+    @property
+    def signatures(self) -> list[dict[str, str]]:
+        """The envelope's ``[{"keyid", "sig"}]`` (shape checked by :func:`parse_line`)."""
+        sigs: list[dict[str, str]] = self.envelope["signatures"]
+        return sigs
+
+
+def _envelope_shape(envelope: Any, payload_type: str) -> str | None:
+    """What is wrong with the DSSE envelope's shape (None when it is exactly DSSE)."""
+    if not isinstance(envelope, dict):
+        return "not a JSON object"
+    extra = sorted(set(envelope) - ENVELOPE_FIELDS)
+    if extra:
+        return f"unsigned field(s) {', '.join(map(repr, extra))} beside the DSSE fields"
+    if envelope.get("payloadType") != payload_type:
+        return f"payloadType {str(envelope.get('payloadType'))[:80]!r}, expected {payload_type}"
+    if not isinstance(envelope.get("payload"), str) or not isinstance(envelope.get("signatures"), list):
+        return "payload is not a string or signatures is not a list"
+    for n, sig in enumerate(envelope["signatures"], 1):
+        if not isinstance(sig, dict) or not isinstance(sig.get("sig"), str) \
+                or not isinstance(sig.get("keyid", ""), str):
+            return f"signature {n} is not {{keyid, sig}} strings"
+        extra = sorted(set(sig) - SIGNATURE_FIELDS)
+        if extra:
+            return f"signature {n} has unsigned field(s) {', '.join(map(repr, extra))}"
+    return None
+
+
+def parse_line(raw: bytes, line: int, payload_type: str) -> Attestation:
+    """Parse one JSON line holding a DSSE envelope over an in-toto JSON statement.
+
+    Raises :class:`Unreadable` (``malformed``) naming the line when it is not JSON, nests too
+    deeply, is not exactly a DSSE envelope (unsigned extra fields included), its payload is not
+    base64 or not a JSON object.
+    """
+    envelope = loads_bounded(raw, f"line {line}")
+    problem = _envelope_shape(envelope, payload_type)
+    if problem:
+        raise Unreadable("malformed", f"line {line}: {problem}")
+    try:
+        payload = base64.b64decode(envelope["payload"], validate=True)
+    except (binascii.Error, ValueError):
+        raise Unreadable("malformed", f"line {line}: payload is not base64") from None
+    statement = loads_bounded(payload, f"line {line}'s payload")
+    if not isinstance(statement, dict):
+        raise Unreadable("malformed", f"line {line}: the payload is not a JSON object")
+    return Attestation(line, raw, envelope, payload, statement)
+
+
+def read_attestations(bundle_dir: Path, payload_type: str) -> list[Attestation]:
+    """Every line of the bundle's ``attestation.intoto.jsonl``, parsed (line 1 is the run's).
+
+    Raises :class:`Unreadable`: the file is missing, not a regular file, over
+    :data:`MAX_ATTESTATION_BYTES`, empty, not ending in a newline (``edited``), or a line is malformed
+    (see :func:`parse_line`).
+    """
+    data = read_regular(bundle_dir, ATTESTATION, MAX_ATTESTATION_BYTES)
+    if not data:
+        raise Unreadable("malformed", "the file holds no envelope")
+    if not data.endswith(b"\n"):
+        raise Unreadable("edited", "the last line has no newline, as every line is written: the file was "
+                                   "truncated or edited")
+    lines = data[:-1].split(b"\n")
+    return [parse_line(raw, n, payload_type) for n, raw in enumerate(lines, 1)]
+
+
+def read_envelope(bundle_dir: Path) -> tuple[dict[str, Any], bytes, dict[str, Any]]:
+    """The run's attestation (line 1): (DSSE envelope, payload bytes, statement dict).
+
+    Raises BundleError naming the file when it is missing, hostile or malformed."""
+    from pytest_hetero.bundle.signing import PAYLOAD_TYPE
+
+    try:
+        run = read_attestations(bundle_dir, PAYLOAD_TYPE)[0]
+    except Unreadable as exc:
+        raise BundleError(f"envelope is {exc.kind}: {exc.detail}", Location(str(bundle_dir / ATTESTATION)),
+                          "restore the attestation from the original bundle") from None
+    return run.envelope, run.payload, run.statement
+
+
+def role_layers(statement: dict[str, Any], role: str) -> list[str]:
+    """Layers (in LAYERS order) that ``role`` owns in any matrix of the signed run predicate."""
+    owners = statement.get("predicate", {}).get("owners", {})
+    if not isinstance(owners, dict):
+        return []
+    owned = {layer for per in owners.values() if isinstance(per, dict) for layer, team in per.items() if team == role}
+    return [layer for layer in LAYERS if layer in owned]
+
+
+def failing_counts(statement: dict[str, Any], layers: list[str]) -> dict[str, int]:
+    """{layer: items failed, errored or blocked} for ``layers`` per the run predicate's counts
+    (layers with none are left out)."""
+    counts = statement.get("predicate", {}).get("counts", {})
+    out = {}
+    for layer in layers:
+        per = counts.get(layer, {}) if isinstance(counts, dict) else {}
+        n = sum(int(per.get(s, 0)) for s in sorted(BLOCKING) if isinstance(per.get(s, 0), int))
+        if n:
+            out[layer] = n
+    return out
+
+
+def decision_problem(decision: str, text: str | None, failing: dict[str, int]) -> str | None:
+    """Why ``decision`` (with ``text``) cannot stand over ``failing`` ({layer: n}), or None.
+
+    Rules: the decision is one of :data:`DECISIONS`; every decision but ``accept`` states its text;
+    accepting layers with failed, errored or blocked items must say ``accept-with-known-failures``
+    (or reject); ``accept-with-known-failures`` over layers without any is refused too."""
+    if decision not in DECISIONS:
+        return f"decision {decision!r} is not one of {', '.join(DECISIONS)}"
+    if decision != "accept" and not (text or "").strip():
+        return f"decision {decision} needs its text (--text: the conditions, the failures accepted, or why)"
+    bad = sum(failing.values())
+    if bad and decision in ("accept", "accept-with-conditions"):
+        where = ", ".join(f"{layer}: {n}" for layer, n in failing.items())
+        return (f"{bad} item(s) failed, errored or were blocked in the layers signed ({where}): "
+                "say accept-with-known-failures (naming them in --text) or reject")
+    if not bad and decision == "accept-with-known-failures":
+        return "no item failed in the layers signed: nothing to accept as a known failure (use accept)"
+    return None
+
+
+def signoff_predicate(statement: dict[str, Any], role: str, layers: list[str], decision: str,
+                      text: str | None) -> dict[str, Any]:
+    """The predicate of a sign-off: ``{"role", "layers", "decision", "conditions", "signed_at", "run":
+    {"id", "verdict", "finished_at"}, "failing": {layer: n}}`` (``conditions`` is the decision's text,
+    None for a plain accept without text)."""
+    predicate = statement.get("predicate", {})
+    run = predicate.get("run", {})
+    return {"role": role, "layers": layers, "decision": decision, "conditions": (text or "").strip() or None,
+            "signed_at": utc_now(),
+            "run": {"id": run.get("id"), "verdict": predicate.get("verdict"), "finished_at": run.get("finished_at")},
+            "failing": failing_counts(statement, layers)}
+
+
+def _signoff_refusal(bundle_dir: Path, message: str, hint: str = "") -> BundleError:
+    return BundleError(message, Location(str(bundle_dir / ATTESTATION)), hint)
+
+
+def add_signoff(bundle_dir: Path, key: Ed25519PrivateKey, role: str, decision: str, text: str | None = None,
+                layers: list[str] | None = None) -> dict[str, Any]:
+    """Append ``role``'s sign-off, signed by ``key``, as a new line of the bundle's attestations;
+    return its in-toto statement.
+
+    ``layers`` defaults to every layer the role owns in the run predicate. Raises BundleError when
+    the attestations do not read, the role owns no layer or not one asked for, the decision
+    cannot stand over the layers' failures (:func:`decision_problem`), or this key already
+    signed for this role.
+    """
+    from pytest_hetero.bundle.signing import PAYLOAD_TYPE, STATEMENT_TYPE, envelope_bytes, envelope_for, keyid
+
+    try:
+        lines = read_attestations(bundle_dir, PAYLOAD_TYPE)
+    except Unreadable as exc:
+        raise _signoff_refusal(bundle_dir, f"cannot read the attestations: {exc.kind}: {exc.detail}") from None
+    run = lines[0]
+    owned = role_layers(run.statement, role)
+    if not owned:
+        owners = run.predicate.get("owners", {})
+        teams = sorted({t for per in owners.values() for t in per.values()})
+        raise _signoff_refusal(bundle_dir, f"role {role!r} owns no layer in this bundle's matrices",
+                               f"owner roles here: {', '.join(teams)}")
+    chosen: list[str] = [x for x in LAYERS if x in (layers or owned)]
+    foreign = [layer for layer in chosen if layer not in owned]
+    if foreign:
+        raise _signoff_refusal(bundle_dir, f"role {role!r} cannot vouch for {', '.join(foreign)}: it owns only "
+                               f"{', '.join(owned)}", "each team signs the layers it owns")
+    why = decision_problem(decision, text, failing_counts(run.statement, chosen))
+    if why:
+        raise _signoff_refusal(bundle_dir, f"sign-off refused: {why}")
+    kid = keyid(key.public_key())
+    for other in lines[1:]:
+        if other.predicate.get("role") == role and any(s.get("keyid") == kid for s in other.signatures):
+            raise _signoff_refusal(bundle_dir, f"key {kid[:16]}… already signed for role {role!r}")
+    statement = {"_type": STATEMENT_TYPE,
+                 "subject": [{"name": STATEMENT, "digest": {"sha256": hashlib.sha256(run.payload).hexdigest()}}],
+                 "predicateType": SIGNOFF_PREDICATE_TYPE,
+                 "predicate": signoff_predicate(run.statement, role, chosen, decision, text)}
+    payload = json.dumps(statement, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    line = envelope_bytes(envelope_for(payload, key))
+    fd = os.open(bundle_dir / ATTESTATION, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW)
+    try:
+        os.write(fd, line)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    return statement

@@ -1,0 +1,148 @@
+"""Team sign-off lines checked: well-formed sign-offs of this run, bound to their role's keys by the trust policy.
+
+:func:`check_signoffs` turns each sign-off line of ``attestation.intoto.jsonl`` (see
+:mod:`pytest_hetero.bundle.attestation`) into a :class:`SignOff`: who signed (keyid, and the people's
+names from the policy), what (role, layers, decision, conditions, time) and whether it is verified,
+with the reason when not. :func:`role_state` folds a role's verified sign-offs into one state.
+``hetero verify`` and the sign-off view (:mod:`pytest_hetero.bundle.signoff`) both use it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from pytest_hetero import LAYERS
+from pytest_hetero.bundle.attestation import (
+    DECISIONS,
+    SIGNOFF_PREDICATE_TYPE,
+    Attestation,
+    decision_problem,
+    failing_counts,
+    role_layers,
+)
+from pytest_hetero.bundle.manifest import STATEMENT, Problem
+from pytest_hetero.bundle.signing import PAYLOAD_TYPE, STATEMENT_TYPE, check_signature, envelope_bytes, pae
+
+if TYPE_CHECKING:
+    from pytest_hetero.bundle.policy import TrustPolicy
+
+NO_POLICY = "no trust policy given (--policy): who signed is not checked"
+
+
+@dataclass
+class SignOff:
+    """One sign-off line as checked: who (``keyid``, ``names`` from the policy), the claim (``role``,
+    ``layers``, ``decision``, ``conditions``, ``signed_at``) and whether it is ``verified`` (else
+    ``why_unverified``)."""
+
+    line: int
+    keyid: str
+    role: str
+    layers: list[str]
+    decision: str
+    conditions: str | None
+    signed_at: str | None
+    names: list[str] = field(default_factory=list)
+    verified: bool = False
+    why_unverified: str | None = None
+
+    def view(self) -> dict[str, Any]:
+        """The entry of the sign-off view's ``signed`` list (see :mod:`pytest_hetero.bundle.signoff`)."""
+        return {"keyid": self.keyid, "names": list(self.names), "decision": self.decision,
+                "conditions": self.conditions, "signed_at": self.signed_at, "verified": self.verified,
+                "why_unverified": self.why_unverified, "layers": list(self.layers)}
+
+
+def role_state(signed: list[SignOff]) -> str:
+    """A role's state from its sign-offs (only verified ones count): ``pending``, ``rejected`` (any
+    reject), ``accepted_with_known_failures``, ``accepted_with_conditions`` or ``accepted``."""
+    decisions = {s.decision for s in signed if s.verified}
+    for decision, state in (("reject", "rejected"), ("accept-with-known-failures", "accepted_with_known_failures"),
+                            ("accept-with-conditions", "accepted_with_conditions"), ("accept", "accepted")):
+        if decision in decisions:
+            return state
+    return "pending"
+
+
+def _signoff_of(att: Attestation) -> SignOff:
+    pred = att.predicate
+    sigs = att.signatures
+    layers = pred.get("layers")
+    conditions = pred.get("conditions")
+    return SignOff(line=att.line, keyid=sigs[0].get("keyid", "") if sigs else "", role=str(pred.get("role", "")),
+                   layers=[x for x in layers if isinstance(x, str)] if isinstance(layers, list) else [],
+                   decision=str(pred.get("decision", "")),
+                   conditions=conditions if isinstance(conditions, str) else None,
+                   signed_at=pred.get("signed_at") if isinstance(pred.get("signed_at"), str) else None)
+
+
+def _signoff_shape(att: Attestation, run_digest: str, run_statement: dict[str, Any]) -> str | None:
+    """What makes a sign-off line wrong whatever key signed it (None when well-formed)."""
+    if att.predicate_type != SIGNOFF_PREDICATE_TYPE or att.statement.get("_type") != STATEMENT_TYPE:
+        return (f"not a sign-off statement (predicateType {att.predicate_type[:120]!r}); every line after the "
+                f"first must be {SIGNOFF_PREDICATE_TYPE}")
+    if att.statement.get("subject") != [{"name": STATEMENT, "digest": {"sha256": run_digest}}]:
+        return "its subject is not this run's statement.intoto.json (a sign-off of another run or statement)"
+    if len(att.signatures) != 1:
+        return f"{len(att.signatures)} signatures: a sign-off carries exactly its team's one"
+    pred = att.predicate
+    role = pred.get("role")
+    layers = pred.get("layers")
+    if not isinstance(role, str) or not isinstance(layers, list) or not layers \
+            or any(x not in LAYERS for x in layers) or pred.get("decision") not in DECISIONS \
+            or not isinstance(pred.get("conditions"), (str, type(None))) or not isinstance(pred.get("signed_at"), str):
+        return "the predicate is not {role, layers, decision, conditions, signed_at}"
+    owned = role_layers(run_statement, role)
+    if any(x not in owned for x in layers):
+        return f"role {role!r} vouches for {', '.join(layers)} but owns {', '.join(owned) or 'no layer'}"
+    return decision_problem(pred["decision"], pred.get("conditions"), failing_counts(run_statement, layers))
+
+
+def _bind(signoff: SignOff, att: Attestation, policy: TrustPolicy) -> str | None:
+    """Check the sign-off's key against the policy for its role; the reason it does not hold, or None."""
+    role = policy.roles.get(signoff.role)
+    kid = signoff.keyid
+    if role is None:
+        return f"role {signoff.role!r} is not in the trust policy {policy.name}"
+    key = role.keys.get(kid)
+    if key is None:
+        if kid in policy.gate_keyids:
+            return f"the gate key cannot sign as {signoff.role!r}: the policy does not allow it"
+        others = [r.name for r in policy.roles.values() if kid in r.keys]
+        if others:
+            return (f"signed with the key of {', '.join(others)} ({', '.join(policy.names_of(kid))}), "
+                    f"not of {signoff.role!r}")
+        return f"signed by a key the policy {policy.name} does not give {signoff.role!r}"
+    if not check_signature(key.public, att.signatures[0]["sig"], pae(PAYLOAD_TYPE, att.payload)):
+        return "the signature does not verify: the sign-off was altered or the signature is corrupt"
+    signoff.names = list(key.names)
+    return None
+
+
+def check_signoffs(lines: list[Attestation], run_digest: str, run_statement: dict[str, Any],
+                   policy: TrustPolicy | None) -> tuple[list[SignOff], list[Problem]]:
+    """Step 6: each sign-off line (``lines`` after the run's) as a :class:`SignOff`, and the problems.
+
+    A line that is not a well-formed sign-off of this run is a problem whatever the policy. With
+    ``policy``, a sign-off holds only when signed by one of its role's keys (the gate key only where
+    the role allows it) and its signature verifies; one that does not is a problem. Without a policy
+    no sign-off is verified (``why_unverified`` says so) and none is a problem for that reason.
+    """
+    out: list[SignOff] = []
+    problems: list[Problem] = []
+    for att in lines:
+        signoff = _signoff_of(att)
+        label = f"sign-off line {att.line} (role {signoff.role[:60]}, keyid {signoff.keyid[:16]}…)"
+        why = _signoff_shape(att, run_digest, run_statement)
+        kind = "signoff"
+        if why is None and att.raw != envelope_bytes(att.envelope).rstrip(b"\n"):
+            why = "the line is not byte for byte as hetero sign writes it (reformatted or edited)"
+        if why is None and policy is not None:
+            why, kind = _bind(signoff, att, policy), "role"
+        if why is not None:
+            problems.append(Problem(label, kind, why))
+        signoff.verified = why is None and policy is not None
+        signoff.why_unverified = None if signoff.verified else why or NO_POLICY
+        out.append(signoff)
+    return out, problems

@@ -1,0 +1,293 @@
+"""The journal's line format: numbered, authenticated lines, and reading them back from a damaged file.
+
+Each line of ``journal.jsonl`` is one JSON object with a sequence number ``seq`` (0, 1, 2, … in the
+order the gate wrote them) and, last, ``mac``: HMAC-SHA256 (RFC 2104), keyed with the run's journal
+key, over the line's bytes without the ``mac`` member (the object up to its closing brace). The body
+is ``json.dumps(entry, sort_keys=True, separators=(",", ":"), ensure_ascii=True)``; the ``mac``
+member is spliced in before the final ``}``, so the line stays one JSON object that any reader
+parses, and the authenticated bytes are recovered exactly by cutting the fixed-length suffix.
+
+The key (:class:`JournalKey`) exists only in the controller's memory: pytest-xdist workers never
+receive it (their reports reach the controller as plain data, and only the controller writes the
+journal). Where it comes from is written in the run line's ``journal`` member:
+
+* ``{"mac": "hmac-sha256", "key": "derived", "keyid": K, "nonce": N}`` — the run is signed: the key is
+  the sha256 of the Ed25519 signature (deterministic, RFC 8032) by the run key ``K`` over
+  :data:`KEY_CONTEXT`, the run id and the random nonce ``N``. Only the holder of the private key can
+  compute it, so ``hetero report --from-journal DIR --sign-key KEY`` re-derives it after a crash and
+  authenticates every line, exactly as the live run would have.
+* ``{"mac": "hmac-sha256", "key": "ephemeral"}`` — an unsigned run: 32 random bytes that die with the
+  process. The live run authenticates its own journal at assembly; a recovery after a crash cannot,
+  and says so (``journal.authenticated`` false with the reason) — it still refuses conflicting
+  lines and names torn and missing ones.
+
+:func:`read_lines` reads a journal whatever happened to it: lines that are not UTF-8 or not JSON (a
+torn write, a crash mid-line, an edited file) are *lost* and named; lines whose MAC does not verify
+are *rejected* and named; gaps in ``seq`` name lines that vanished. What it returns is exactly the
+lines the gate wrote, in order, and the sha256 of those bytes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import re
+import secrets
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pytest_hetero.errors import BundleError, Location
+
+KEY_CONTEXT = b"pytest-hetero/journal-key/v1\x00"
+"""Domain separation for the signature a journal key is derived from (never a message signed otherwise)."""
+MAC_SCHEME = "hmac-sha256"
+_MAC_TAIL = re.compile(rb',"mac":"([0-9a-f]{64})"\}')
+_TAIL = 74
+"""Length of ``,"mac":"<64 hex>"}``, the end of every line the gate writes (newline aside)."""
+_MAYBE_SURROGATE = re.compile(r"\\u[dD][89a-fA-F]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+class JournalKey:
+    """The run's journal key (32 bytes) and how it was made (``info``, written in the run line)."""
+
+    def __init__(self, secret: bytes, info: dict[str, str]) -> None:
+        self._secret = secret
+        self.info = dict(info)
+
+    def __repr__(self) -> str:  # the secret never reaches a log or a traceback
+        return f"JournalKey({self.info})"
+
+    @classmethod
+    def ephemeral(cls) -> JournalKey:
+        """A random key that lives only in this process (unsigned runs)."""
+        return cls(secrets.token_bytes(32), {"mac": MAC_SCHEME, "key": "ephemeral"})
+
+    @classmethod
+    def derived(cls, sign: Callable[[bytes], bytes], keyid: str, run_id: str, nonce: str | None = None) -> JournalKey:
+        """The key of a signed run: sha256 of ``sign(KEY_CONTEXT + run id + NUL + nonce)``.
+
+        ``sign`` is the run key's Ed25519 signing function (deterministic: the same key and message
+        give the same signature, so a recovery holding the key derives the same journal key);
+        ``keyid`` names that key; ``nonce`` is fresh hex unless given (recovery passes the run line's).
+        """
+        nonce = nonce or secrets.token_hex(16)
+        secret = hashlib.sha256(sign(KEY_CONTEXT + run_id.encode() + b"\x00" + nonce.encode())).digest()
+        return cls(secret, {"mac": MAC_SCHEME, "key": "derived", "keyid": keyid, "nonce": nonce})
+
+    def mac(self, body: bytes) -> str:
+        """Hex HMAC-SHA256 of ``body`` under this key."""
+        return hmac.digest(self._secret, body, "sha256").hex()
+
+
+def without_surrogates(obj: Any) -> Any:
+    """``obj`` (parsed JSON) with every lone UTF-16 surrogate in its strings replaced by U+FFFD.
+
+    ``json.loads`` turns an escaped lone surrogate (``"\\ud800"``) into a str that cannot be encoded
+    as UTF-8, so one in a model's outputs would make every rendering fail; valid escaped pairs are
+    already joined into one character by the parser, so any surrogate left is lone."""
+    if isinstance(obj, str):
+        return _SURROGATE.sub("\ufffd", obj)
+    if isinstance(obj, dict):
+        return {without_surrogates(k): without_surrogates(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [without_surrogates(v) for v in obj]
+    return obj
+
+
+def _dumps(entry: dict[str, Any]) -> str:
+    text = json.dumps(entry, sort_keys=True, separators=(",", ":"), default=str)
+    if _MAYBE_SURROGATE.search(text):  # rare: only then walk the entry
+        text = json.dumps(without_surrogates(entry), sort_keys=True, separators=(",", ":"), default=str)
+    return text
+
+
+def seal(entry: dict[str, Any], seq: int, key: JournalKey) -> bytes:
+    """One journal line (UTF-8 bytes with the newline) for ``entry``, numbered ``seq``, authenticated."""
+    body = _dumps({**entry, "seq": seq}).encode("ascii")
+    return body[:-1] + b',"mac":"' + key.mac(body).encode("ascii") + b'"}\n'
+
+
+@dataclass
+class JournalRead:
+    """What :func:`read_lines` found.
+
+    ``entries``: the accepted entries, in file order (``seq`` kept, ``mac`` removed); ``lost``:
+    ``[(file line, why)]`` lines that could not be read (torn, not UTF-8, not JSON); ``rejected``:
+    ``[(file line, why)]`` lines whose MAC did not verify (not written by the gate) or that repeat
+    an accepted line; ``missing``: ``seq`` numbers absent between accepted ones;
+    ``authenticated``: whether MACs were checked (a key was available), with ``why_not``; ``key``:
+    the run line's ``journal`` member; ``sha256``/``size``: digest and byte count of the accepted
+    lines as written (equal to the file's when nothing was lost or rejected); ``file_sha256`` and
+    ``file_size``: the whole file's, as read.
+    """
+
+    entries: list[dict[str, Any]] = field(default_factory=list)
+    lost: list[tuple[int, str]] = field(default_factory=list)
+    rejected: list[tuple[int, str]] = field(default_factory=list)
+    missing: list[int] = field(default_factory=list)
+    authenticated: bool = False
+    why_not: str = ""
+    key: dict[str, Any] = field(default_factory=dict)
+    sha256: str = ""
+    size: int = 0
+    file_sha256: str = ""
+    file_size: int = 0
+    numbers: list[int] = field(default_factory=list)
+    """File line number (1-based) of each accepted entry."""
+
+    def section(self) -> dict[str, Any]:
+        """The ``journal`` section of evidence.json (and of the signed predicate)."""
+        return {"lines": len(self.entries), "sha256": self.sha256, "authenticated": self.authenticated,
+                "unauthenticated_reason": self.why_not or None, "key": self.key.get("key"),
+                "keyid": self.key.get("keyid"),
+                "lost": [{"line": n, "why": why} for n, why in self.lost],
+                "rejected": [{"line": n, "why": why} for n, why in self.rejected],
+                "missing_seq": self.missing}
+
+
+def _parse(raw: bytes) -> tuple[dict[str, Any] | None, bytes, str, str]:
+    """(entry without mac, authenticated body, mac hex, why unreadable) of one raw line."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return None, b"", "", f"not UTF-8 (byte {exc.start})"
+    try:
+        entry = json.loads(text)
+    except (json.JSONDecodeError, RecursionError):
+        return None, b"", "", "torn or not JSON"
+    if (b"\\ud" in raw or b"\\uD" in raw) and _MAYBE_SURROGATE.search(text):
+        entry = without_surrogates(entry)
+    if not isinstance(entry, dict):
+        return None, b"", "", f"not an entry: a JSON {type(entry).__name__}, not an object"
+    line = raw.rstrip(b"\r\n")
+    found = _MAC_TAIL.fullmatch(line, len(line) - _TAIL) if len(line) > _TAIL else None
+    if found is None:
+        return entry, b"", "", ""
+    entry.pop("mac", None)
+    return entry, line[:-_TAIL] + b"}", found.group(1).decode("ascii"), ""
+
+
+def key_for(first: dict[str, Any], key: JournalKey | None, recover: Callable[[dict[str, Any]], JournalKey | None]
+            ) -> tuple[JournalKey | None, str]:
+    """The key to check a journal whose run line is ``first``: ``key`` (the live run's), else what
+    ``recover`` derives from the run line (its ``id`` and ``journal`` member); (None, why) when there
+    is none."""
+    info = first.get("journal") if isinstance(first.get("journal"), dict) else None
+    if key is not None:
+        return key, ""
+    if info is None:
+        return None, "the journal carries no MACs (written before journal authentication)"
+    if info.get("key") == "ephemeral":
+        return None, ("the run was unsigned: its journal key lived only in the crashed process, so these lines "
+                      "cannot be told from lines another process appended")
+    derived = recover(first)
+    if derived is None:
+        return None, (f"the journal key is derived from run key {str(info.get('keyid'))[:16]}…; pass that "
+                      "private key (--sign-key) to authenticate the lines")
+    return derived, ""
+
+
+def read_lines(path: Path, key: JournalKey | None = None,
+               recover: Callable[[dict[str, Any]], JournalKey | None] = lambda first: None) -> JournalRead:
+    """Read the journal at ``path`` (see the module docstring).
+
+    ``key`` is the live run's key; without it, ``recover(run line)`` may derive one (``hetero
+    report --from-journal --sign-key``). Raises BundleError when the file cannot be read, its first
+    readable line is not the run line, or, unauthenticated, two different lines claim one ``seq``
+    (neither can be picked).
+    """
+    try:
+        fh = open(path, "rb")  # noqa: SIM115 - read line by line below, closed in the finally
+    except OSError as exc:
+        raise BundleError(f"cannot read journal: {exc.strerror}", Location(str(path)),
+                          "point at a report folder written by pytest-hetero") from None
+    try:
+        out = _read(fh, key, recover, path)
+    finally:
+        fh.close()
+    if not out.entries:
+        raise BundleError("the journal holds no readable run line", Location(str(path)),
+                          "the run wrote nothing recoverable; run the matrix again")
+    return out
+
+
+def _read(fh: Any, key: JournalKey | None, recover: Callable[[dict[str, Any]], JournalKey | None],
+          path: Path) -> JournalRead:
+    """Read the open journal ``fh`` line by line (never the whole file at once)."""
+    out = JournalRead()
+    check: JournalKey | None = None
+    seen: dict[int, bytes] = {}  # seq -> sha256 of what the line says (not the line: memory stays small)
+    digest, whole = hashlib.sha256(), hashlib.sha256()
+    for number, raw in enumerate(fh, 1):
+        whole.update(raw)
+        out.file_size += len(raw)
+        if not raw.strip():
+            continue
+        entry, body, mac, why = _parse(raw)
+        if entry is None and why.startswith("not an entry") and check is None:
+            # whole, readable JSON that is no entry: an edit, not a torn write; unauthenticated, refuse
+            raise BundleError(f"journal line is not a pytest-hetero entry: {why[len('not an entry: '):]}",
+                              Location(str(path), number), "the journal was edited or corrupted")
+        if entry is None:
+            (out.rejected if why.startswith("not an entry") else out.lost).append((number, why))
+            continue
+        if not out.entries and not out.rejected:
+            check = _start(out, entry, key, recover, Location(str(path), number))
+        said = hashlib.sha256(body or raw.rstrip(b"\r\n")).digest()
+        problem = _line_problem(entry, said, mac, check, seen, body) or (
+            "no MAC although every line of this journal carries one: not written by the gate"
+            if out.key and not mac else "")
+        if problem.startswith("conflict"):
+            raise BundleError(f"journal line {number} {problem[len('conflict: '):]}", Location(str(path), number),
+                              "the lines cannot be authenticated, so neither is picked: the journal was written "
+                              "to by another process; run the matrix again")
+        if problem:
+            out.rejected.append((number, problem))
+            continue
+        if isinstance(entry.get("seq"), int):
+            seen[entry["seq"]] = said
+        digest.update(raw)
+        out.size += len(raw)
+        out.numbers.append(number)
+        out.entries.append(entry)
+    out.sha256, out.file_sha256 = digest.hexdigest(), whole.hexdigest()
+    out.missing = _missing(seen)
+    return out
+
+
+def _start(out: JournalRead, first: dict[str, Any], key: JournalKey | None,
+           recover: Callable[[dict[str, Any]], JournalKey | None], where: Location) -> JournalKey | None:
+    """Read the run line ``first``: note how the journal is authenticated in ``out``; return the key."""
+    if first.get("type") != "run":
+        raise BundleError("the journal does not start with its run line", where,
+                          "its first line was lost or the journal was edited; a run line is needed to rebuild")
+    check, out.why_not = key_for(first, key, recover)
+    out.authenticated = check is not None
+    out.key = dict(first.get("journal") or {})
+    return check
+
+
+def _missing(seen: dict[int, bytes]) -> list[int]:
+    """Sequence numbers absent below the highest one read."""
+    return [n for n in range(max(seen)) if n not in seen] if seen else []
+
+
+def _line_problem(entry: dict[str, Any], said: bytes, mac: str, check: JournalKey | None,
+                  seen: dict[int, bytes], body: bytes) -> str:
+    """Why a parsed line is rejected (empty: accepted); ``said`` is the digest of what it says."""
+    if check is not None:
+        if not mac:
+            return "no MAC: not written by the gate"
+        if not hmac.compare_digest(check.mac(body), mac):
+            return "MAC does not verify: not written by the gate (or altered)"
+    seq = entry.get("seq")
+    if isinstance(seq, int) and seq in seen:
+        if seen[seq] == said:
+            return f"a repeat of line seq {seq}"
+        # with a key both cannot verify; without one, neither can be told from the other
+        return f"conflict: is a second, different line numbered seq {seq}"
+    return ""

@@ -1,0 +1,181 @@
+"""The journal as written and read: authenticated lines, the group commit, the run folder's lock,
+conflicts refused (issue 15 item 1, journal side; issue 20 item 2), and a run's inputs kept in the
+bundle (issue 15 item 5)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support import DIGITS, matrix_text
+
+from pytest_hetero.errors import BundleError
+from pytest_hetero.evidence import recorder as recorder_module
+from pytest_hetero.evidence.journal import JournalKey, read_lines
+from pytest_hetero.evidence.recorder import SYNC_EVERY_LINES, Recorder, assemble, journal_locked
+
+
+def _item(n: int, status: str = "passed") -> dict[str, Any]:
+    return {"nodeid": f"m.matrix.yaml::r{n}::discovery", "matrix": "m.matrix.yaml", "layer": "discovery",
+            "keys": {"resource": f"r{n}"}, "owner": "infrastructure", "status": status, "records": [],
+            "artifacts": []}
+
+
+def test_lines_are_numbered_and_authenticated_and_a_foreign_line_is_rejected(tmp_path: Path) -> None:
+    rec = Recorder(tmp_path / "r1", {"id": "r1"})
+    for n in range(3):
+        rec.item(_item(n))
+    with open(tmp_path / "r1" / "journal.jsonl", "a", encoding="utf-8") as fh:  # another process appends
+        fh.write(json.dumps({"type": "item", "evidence": _item(1, "failed"), "seq": 9,
+                             "mac": "0" * 64}, separators=(",", ":")) + "\n")
+    rec.item(_item(3))
+    rec.end(0, False)
+    lines = (tmp_path / "r1" / "journal.jsonl").read_text().splitlines()
+    assert [json.loads(x)["seq"] for x in lines] == [0, 1, 2, 3, 9, 4, 5]
+    assert all(json.loads(x)["mac"] for x in lines)
+    read = read_lines(tmp_path / "r1" / "journal.jsonl", rec.key)
+    assert read.rejected == [(5, "MAC does not verify: not written by the gate (or altered)")]
+    assert read.authenticated and read.missing == [] and len(read.entries) == 6
+    assert read.key == {"mac": "hmac-sha256", "key": "ephemeral"}
+    # without the key (a crashed unsigned run) the forged line claims seq 9: accepted, and said to be
+    unauthenticated = read_lines(tmp_path / "r1" / "journal.jsonl")
+    assert not unauthenticated.authenticated and unauthenticated.missing == [6, 7, 8]
+    assert "the run was unsigned" in unauthenticated.why_not
+
+
+def test_a_derived_key_is_the_same_for_the_run_and_for_a_recovery_holding_the_run_key() -> None:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    key = Ed25519PrivateKey.generate()
+    live = JournalKey.derived(key.sign, "kid", "r1")
+    again = JournalKey.derived(key.sign, "kid", "r1", live.info["nonce"])
+    other = JournalKey.derived(Ed25519PrivateKey.generate().sign, "kid", "r1", live.info["nonce"])
+    assert live.mac(b"x") == again.mac(b"x") != other.mac(b"x")
+    assert "nonce" in repr(live) and live.info["key"] == "derived"
+
+
+def test_assembly_refuses_two_item_lines_that_disagree(tmp_path: Path) -> None:
+    rec = Recorder(tmp_path / "r1", {"id": "r1"})
+    rec.item(_item(0, "failed"))
+    rec.item(_item(0, "passed"))  # even two lines the gate wrote: never pick one
+    rec.end(1, False)
+    with pytest.raises(BundleError, match=r"two item lines for m.matrix.yaml::r0::discovery disagree \(seq 1 and 2\)"):
+        assemble(tmp_path / "r1", key=rec.key)
+
+
+def test_fsync_is_a_group_commit_and_every_line_is_written_at_once(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(recorder_module, "SYNC_INTERVAL_S", 3600.0)
+    rec = Recorder(tmp_path / "r1", {"id": "r1"})
+    journal = tmp_path / "r1" / "journal.jsonl"
+    for n in range(200):
+        rec.item(_item(n))
+        # in the kernel before item() returns: a SIGKILL of the process loses nothing written
+        assert journal.read_bytes().count(b"\n") == n + 2
+    assert rec.syncs == (200 + 1) // SYNC_EVERY_LINES + 1  # the run line's first commit, then every 64 lines
+    rec.deselected_many((f"m.matrix.yaml::d{n}::discovery", "deselected (-k)") for n in range(10_000))
+    assert journal.read_bytes().count(b"\n") == 10_201
+    rec.end(0, False)
+    assert rec.syncs <= 6 and not journal_locked(tmp_path / "r1")
+
+
+def test_the_run_folder_is_claimed_once(tmp_path: Path) -> None:
+    first = Recorder(tmp_path / "r1", {"id": "r1"})
+    assert first.claim() == "" and journal_locked(tmp_path / "r1")
+    second = Recorder(tmp_path / "r1", {"id": "r1"})
+    assert second.claim().startswith("run id 'r1' is in use: another session is writing")
+    second.item(_item(0))  # refused: writes nothing
+    first.end(0, False)
+    third = Recorder(tmp_path / "r1", {"id": "r1"})
+    assert third.claim().startswith("run id 'r1' already has a bundle at")
+    assert [json.loads(x)["type"] for x in (tmp_path / "r1" / "journal.jsonl").read_text().splitlines()] == [
+        "run", "end"]
+
+
+def test_a_run_keeps_its_code_folder_and_acceptance_file_in_the_bundle(tmp_path: Path) -> None:
+    (tmp_path / "m.matrix.yaml").write_text(matrix_text(name="m"))
+    done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "m.matrix.yaml",
+                           "--hetero-run-id", "r1"], cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                          check=False)
+    assert done.returncode == 0, done.stdout
+    bundle = tmp_path / "reports" / "r1"
+    evidence = json.loads((bundle / "evidence.json").read_text())
+    code = evidence["inputs"]["m"]["code"]["digits-logreg"]
+    listing = (bundle / "inputs/m/code/digits-logreg.sha256sum").read_text().splitlines()
+    expected = sorted(p.relative_to(DIGITS).as_posix() for p in DIGITS.rglob("*")
+                      if p.is_file() and "__pycache__" not in p.parts)
+    assert [line.split("  ", 1)[1] for line in listing] == expected
+    for line in listing:
+        digest, rel = line.split("  ", 1)
+        assert digest == hashlib.sha256((DIGITS / rel).read_bytes()).hexdigest()
+    assert code["sha256"] == hashlib.sha256((bundle / code["listing"]).read_bytes()).hexdigest()
+    assert (bundle / "inputs/m/code/digits-logreg/infer.py").read_bytes() == (DIGITS / "infer.py").read_bytes()
+    assert sorted(e["path"] for e in code["left_out"]) == ["data/digits-test-1.0.0.csv",
+                                                          "model/digits-logreg-1.0.0.onnx"]
+    acceptance = evidence["inputs"]["m"]["acceptance"]["digits-test"]
+    assert acceptance["sha256"] == hashlib.sha256((DIGITS / "acceptance.yaml").read_bytes()).hexdigest()
+    assert (bundle / acceptance["copy"]).read_bytes() == (DIGITS / "acceptance.yaml").read_bytes()
+    listed = {e["path"] for e in json.loads((bundle / "manifest.json").read_text())["files"]}
+    assert {"inputs/m/code/digits-logreg/infer.py", "inputs/m/code/digits-logreg.sha256sum",
+            "inputs/m/acceptance/digits-test.yaml"} <= listed
+    predicate = json.loads((bundle / "statement.intoto.json").read_text())["predicate"]
+    assert predicate["inputs"]["m"]["code"]["digits-logreg"]["sha256"] == code["sha256"]
+
+
+def test_xdist_workers_never_hold_the_journal_key_and_the_controller_authenticates(pytester: pytest.Pytester
+                                                                                    ) -> None:
+    pytester.makefile(".matrix.yaml", m=matrix_text(name="m"))
+    pytester.makeconftest("""
+def pytest_configure(config):
+    worker = getattr(config, "workerinput", None)
+    if worker is not None:
+        with open("workerinput-" + worker["workerid"] + ".json", "w") as fh:
+            fh.write(repr(sorted(worker)))
+""")
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-n", "2", "--hetero-run-id", "r1")
+    result.assert_outcomes(passed=4, skipped=1)
+    for found in pytester.path.glob("workerinput-*.json"):
+        assert "journal" not in found.read_text() and "key" not in found.read_text()
+    evidence = json.loads((pytester.path / "reports" / "r1" / "evidence.json").read_text())
+    assert evidence["journal"]["authenticated"] is True and evidence["journal"]["rejected"] == []
+    assert evidence["journal"]["lines"] == len((pytester.path / "reports" / "r1" / "journal.jsonl"
+                                                ).read_text().splitlines())
+
+
+def test_reports_and_items_keep_slim_evidence_once_it_is_journaled(pytester: pytest.Pytester) -> None:
+    """A long run's memory does not grow with what items recorded: after journaling, pytest's reports
+    and the items' stash hold only what gating and pytest-html read."""
+    pytester.makefile(".matrix.yaml", m=matrix_text(name="m"))
+    pytester.makeconftest("""
+import json
+from pytest_hetero.pytest_plugin.stash import OUTCOME
+
+SEEN = []
+
+
+def pytest_runtest_logreport(report):
+    SEEN.append(report)
+
+
+def pytest_sessionfinish(session):
+    kept = [dict(r.user_properties).get("hetero_evidence") for r in SEEN if r.user_properties]
+    stash = [item.stash.get(OUTCOME, None) for item in session.items]
+    with open("kept.json", "w") as fh:
+        json.dump({"reports": kept, "stash": stash}, fh)
+""")
+    pytester.runpytest_subprocess("-p", "no:cacheprovider", "--hetero-run-id", "r1").assert_outcomes(
+        passed=4, skipped=1)
+    kept = json.loads((pytester.path / "kept.json").read_text())
+    slim = {"nodeid", "matrix", "layer", "keys", "owner", "status", "blocked_by", "reason", "failure"}
+    assert len(kept["reports"]) == 5 and all(set(e) == slim for e in kept["reports"])
+    assert len(kept["stash"]) == 5 and all(set(e) == slim for e in kept["stash"])
+    journaled = [json.loads(x)["evidence"] for x in (pytester.path / "reports" / "r1" / "journal.jsonl"
+                                                     ).read_text().splitlines() if '"type":"item"' in x]
+    assert all(e["records"] for e in journaled if e["status"] == "passed")  # the full evidence is in the journal
+    assert os.path.exists(pytester.path / "reports" / "r1" / "attestation.intoto.jsonl")
