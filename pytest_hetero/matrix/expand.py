@@ -13,6 +13,7 @@ nothing: a maintenance probe must run precisely when the pool's discovery fails 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from pytest_hetero.matrix.model import Matrix
@@ -119,10 +120,16 @@ def expand(matrix: Matrix, *, scheduling_per_image: bool = False) -> Plan:
                     run = (res.name, img.name, combo, "model")
                     add("model", ck, run, start)
                     add("business", ck, (res.name, img.name, combo, "business"), run)
+    _add_probes(matrix, add)
+    return plan
+
+
+def _add_probes(matrix: Matrix, add: Callable[[Layer, dict[str, str], tuple[str, ...], tuple[str, ...] | None], bool]
+                ) -> None:
+    """One scheduling item per governance probe, with no parent (exclude rules apply as to any item)."""
     for probe in matrix.probes:
         add("scheduling", {"resource": probe.resource, "probe": probe.name},
             (probe.resource, "governance", probe.name, "scheduling"), None)
-    return plan
 
 
 def plan_uses_image(plan: Plan) -> bool:

@@ -16,12 +16,9 @@ from typing import Any
 from pytest_hetero.errors import MatrixError
 
 KIND_KEYS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
-    "tenant-isolation": (("as", "target"), ("expect",)),
-    "quota": (("above",), ("as", "within", "expect")),
+    "tenant-isolation": (("as", "target"), ("image", "expect")),
+    "quota": (("above",), ("as", "within", "image", "expect")),
     "attribution": ((), ("as", "image")),
-    "device-isolation": ((), ("as", "image", "devices")),
-    "maintenance": ((), ("as", "expect")),
-    "preemption": (("high", "low"), ("as", "image", "expect")),
 }
 """Kind → (keys it requires, keys it may take) beyond name, kind, resource, timeout and description."""
 COMMON_KEYS = frozenset({"name", "kind", "resource", "timeout", "description"})
@@ -29,11 +26,9 @@ COMMON_KEYS = frozenset({"name", "kind", "resource", "timeout", "description"})
 DEFAULT_REASONS: dict[str, tuple[str, ...]] = {
     "tenant-isolation": ("forbidden_rbac", "queue_namespace_mismatch", "queue_not_found"),
     "quota": ("quota_exceeded", "queue_quota_insufficient", "queue_request_exceeds_max"),
-    "maintenance": ("node_unschedulable", "untolerated_taint", "node_not_ready"),
-    "preemption": ("insufficient_resource", "preemption_not_helpful", "preemption_no_victims"),
 }
-"""Kind → reason codes accepted as its refusal by default (attribution and device-isolation refuse
-nothing: their pass is an account that adds up, and devices that are absent)."""
+"""Kind → reason codes accepted as its refusal by default (attribution refuses nothing: its pass is
+an account that adds up)."""
 RESERVED_GROUP = "governance"
 """The collector level of the probes (``<resource>::governance::<probe>::scheduling``): no image may
 be called so."""
@@ -62,13 +57,13 @@ def governance_problems(spec: dict[str, Any], names: dict[str, list[str]], error
                                   f"duplicate tenant name '{tenant['name']}'", "give each tenant a unique name"))
         tenants.append(tenant["name"])
     seen: list[str] = []
-    for i, probe in enumerate(gov.get("probes", [])):
-        at = ("spec", "governance", "probes", i)
+    for j, probe in enumerate(gov.get("probes", [])):
+        where: tuple[Any, ...] = ("spec", "governance", "probes", j)
         if probe["name"] in seen:
-            problems.append(error((*at, "name"), f"duplicate probe name '{probe['name']}'",
+            problems.append(error((*where, "name"), f"duplicate probe name '{probe['name']}'",
                                   "give each probe a unique name"))
         seen.append(probe["name"])
-        problems += _probe_problems(probe, at, {**names, "tenant": tenants}, error)
+        problems += _probe_problems(probe, where, {**names, "tenant": tenants}, error)
     return problems
 
 
@@ -102,6 +97,4 @@ def _need(kind: str, key: str) -> str:
         "as": "as: the tenant whose ServiceAccount makes the attempt (spec.governance.tenants[].name)",
         "target": "target: the tenant whose namespace and queue the attempt must not reach",
         "above": "above: a request beyond the tenant's quota, e.g. {nvidia.com/gpu: 3}",
-        "high": "high: the PriorityClass of the workload that must preempt",
-        "low": "low: the PriorityClass of the workload that must be preempted (and of the one that waits)",
     }.get(key, f"add {key}")

@@ -140,8 +140,7 @@ class ExcludeRule:
         return all(keys.get(dim) == value for dim, value in self.match.items())
 
 
-PROBE_KINDS: tuple[str, ...] = ("tenant-isolation", "quota", "attribution", "device-isolation", "maintenance",
-                                "preemption")
+PROBE_KINDS: tuple[str, ...] = ("tenant-isolation", "quota", "attribution")
 """Governance probe kinds (``spec.governance.probes[].kind``)."""
 
 
@@ -167,8 +166,7 @@ class Tenant:
 class GovernanceProbe:
     """An expected refusal on ``resource``'s pool (``kind`` one of :data:`PROBE_KINDS`), made as tenant
     ``acting_as`` (None: the gate's own identity). ``target``: the tenant probed (tenant-isolation);
-    ``image``: what probe pods run; ``devices``: N of device-isolation; ``within``/``above``: quota
-    requests (quantity strings); ``high``/``low``: PriorityClass names of preemption; ``reasons``:
+    ``image``: what probe pods run; ``within``/``above``: quota requests (quantity strings); ``reasons``:
     normalised reason codes accepted as the refusal (empty: the kind's defaults); ``timeout_s``:
     seconds each attempt may take (None: the scheduling layer's timeout)."""
 
@@ -178,11 +176,8 @@ class GovernanceProbe:
     acting_as: str | None = None
     target: str | None = None
     image: str | None = None
-    devices: int | None = None
     within: dict[str, str] = field(default_factory=dict)
     above: dict[str, str] = field(default_factory=dict)
-    high: str | None = None
-    low: str | None = None
     reasons: tuple[str, ...] = ()
     timeout_s: float | None = None
     line: int = 0

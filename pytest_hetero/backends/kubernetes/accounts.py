@@ -71,6 +71,18 @@ def queue_accounts(api: client.ApiClient, served: queues.Served, tenant: Tenant 
     return out
 
 
+def tracks(account: dict[str, Any], requested: dict[str, str]) -> bool:
+    """True when ``account`` (one entry of :func:`read`) counts one of the ``requested`` resources: a
+    ResourceQuota whose ``hard`` names ``<res>``, ``requests.<res>`` or ``limits.<res>`` (or pods), a
+    queue whose usage or reservation names ``<flavor>/<res>``."""
+    if "hard" in account:
+        names = set(account["hard"])
+        return bool(names & {"pods", "count/pods"}) or any(
+            n in names for r in requested for n in (r, f"requests.{r}", f"limits.{r}"))
+    keys = [*(account.get("usage") or {}), *(account.get("reservation") or {})]
+    return any(k.split("/", 1)[-1] == r for k in keys for r in requested)
+
+
 def read(api: client.ApiClient, served: queues.Served, tenant: Tenant | None, namespace: str) -> dict[str, Any]:
     """Every account of ``namespace`` and of the tenant's queues (see the module docstring)."""
     return {**quota_accounts(api, namespace), **queue_accounts(api, served, tenant)}

@@ -37,7 +37,17 @@ from pytest_hetero.backends.kubernetes import podexec as kube_exec
 from pytest_hetero.backends.kubernetes import run as kube_model
 from pytest_hetero.backends.kubernetes.session import KubeSession
 from pytest_hetero.backends.labels import OWNER
-from pytest_hetero.backends.protocol import Backend, ExecResult, Inventory, Leftover, Placement, Started, Step
+from pytest_hetero.backends.protocol import (
+    Backend,
+    ExecResult,
+    GovernanceReport,
+    Inventory,
+    Leftover,
+    Placement,
+    Started,
+    Step,
+)
+from pytest_hetero.matrix.model import GovernanceProbe
 from pytest_hetero.settings import Settings
 
 
@@ -114,6 +124,12 @@ class KubernetesBackend(Backend):
         See :func:`.run.execute` for the result's details and the faults it raises.
         """
         return kube_model.execute(self.session, step)
+
+    def govern(self, step: Step, probe: GovernanceProbe) -> GovernanceReport:
+        """Carry out a governance probe as its tenant and remove what it created (see :mod:`.governance`)."""
+        from pytest_hetero.backends.kubernetes import governance
+
+        return governance.govern(self.session, step, probe)
 
     def close(self) -> list[Leftover]:
         """Stop the watch; delete everything this backend created (by owner label) unless ``--hetero-keep``,

@@ -13,7 +13,7 @@ logs) is read with the gate's own identity (the *observer*): a tenant may lack `
 ``get pods/log`` without that saying anything about isolation.
 
 **Cleanup.** Everything a probe creates is recorded in a :class:`Created` list, deleted by the
-observer (grace period 0, background propagation) and waited for until gone.
+observer (grace period 0, Jobs with foreground propagation) and waited for until gone.
 """
 
 from __future__ import annotations
@@ -62,7 +62,8 @@ def who_am_i(api: client.ApiClient) -> tuple[str, list[str]]:
     authentication.k8s.io/v1, GA in Kubernetes 1.28). Raises the :func:`~.client.api_outcome` of a refusal."""
     try:
         review: Any = client.AuthenticationV1Api(api).create_self_subject_review(
-            {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}, _request_timeout=kc.API_TIMEOUT_S)
+            client.V1SelfSubjectReview(api_version="authentication.k8s.io/v1", kind="SelfSubjectReview"),
+            _request_timeout=kc.API_TIMEOUT_S)
     except Exception as exc:  # noqa: BLE001 - translated
         raise kc.api_outcome(exc, "ask the apiserver who these credentials are (SelfSubjectReview)") from None
     info = review.status.user_info
@@ -99,7 +100,7 @@ def act_as(admin: client.ApiClient, tenant: Tenant | None, default_namespace: st
 
 @dataclass
 class Created:
-    """Objects a probe created: ``(kind, namespace, name)`` with kind ``pod``, ``job`` or ``localqueue``."""
+    """Objects a probe created: ``(kind, namespace, name)`` with kind ``pod`` or ``job``."""
 
     objects: list[tuple[str, str, str]] = field(default_factory=list)
 
@@ -212,48 +213,50 @@ def pending_reasons(observer: client.ApiClient, pods: list[dict[str, Any]], load
     return [r.to_dict() for r in reasons], "; ".join(dict.fromkeys(words))
 
 
+def _call(observer: client.ApiClient, kind: str, ns: str, name: str, verb: str) -> Any:
+    """``verb`` (``delete`` or ``read``) one created object as the observer."""
+    if kind == "pod":
+        core = client.CoreV1Api(observer)
+        return (core.delete_namespaced_pod(name, ns, grace_period_seconds=0) if verb == "delete"
+                else core.read_namespaced_pod(name, ns))
+    batch = client.BatchV1Api(observer)
+    return (batch.delete_namespaced_job(name, ns, propagation_policy="Foreground", grace_period_seconds=0)
+            if verb == "delete" else batch.read_namespaced_job(name, ns))
+
+
+def _gone(observer: client.ApiClient, kind: str, ns: str, name: str, deadline: float) -> bool:
+    """Wait (until ``deadline``, monotonic) for the object to be gone; True when it is."""
+    while True:
+        try:
+            _call(observer, kind, ns, name, "read")
+        except ApiException as exc:
+            if exc.status == 404:
+                return True
+        except Exception:  # noqa: BLE001, S110 - an unreachable apiserver: keep waiting until the deadline
+            pass
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(POLL_S)
+
+
 def delete_all(observer: client.ApiClient, created: Created, wait_s: float = 30.0
                ) -> tuple[list[dict[str, Any]], list[Leftover]]:
-    """Delete every created object (as the observer; grace period 0, background propagation) and wait up
+    """Delete every created object (as the observer; grace period 0; a Job with foreground propagation,
+    so it is gone only once its pods are: they count against quotas until then) and wait up
     to ``wait_s`` seconds until each is gone: ``(cleanup records, leftovers)``. Never raises."""
-    core, batch = client.CoreV1Api(observer), client.BatchV1Api(observer)
-    custom = client.CustomObjectsApi(observer)
-    records: list[dict[str, Any]] = []
     left: list[Leftover] = []
-
-    def call(kind: str, ns: str, name: str, verb: str) -> Any:
-        if kind == "pod":
-            return (core.delete_namespaced_pod(name, ns, grace_period_seconds=0) if verb == "delete"
-                    else core.read_namespaced_pod(name, ns))
-        if kind == "job":
-            return (batch.delete_namespaced_job(name, ns, propagation_policy="Background", grace_period_seconds=0)
-                    if verb == "delete" else batch.read_namespaced_job(name, ns))
-        version = queues.KUEUE[1][0]
-        return (custom.delete_namespaced_custom_object(queues.KUEUE[0], version, ns, "localqueues", name)
-                if verb == "delete" else custom.get_namespaced_custom_object(queues.KUEUE[0], version, ns,
-                                                                             "localqueues", name))
-
     for kind, ns, name in created.objects:
         try:
-            call(kind, ns, name, "delete")
+            _call(observer, kind, ns, name, "delete")
         except ApiException as exc:
             if exc.status != 404:
                 left.append(Leftover(kind, name, f"delete refused: HTTP {exc.status}: {kc.status_message(exc)}", ns))
         except Exception as exc:  # noqa: BLE001 - reported as a leftover
             left.append(Leftover(kind, name, f"delete failed: {type(exc).__name__}: {exc}", ns))
     deadline = time.monotonic() + wait_s
+    records: list[dict[str, Any]] = []
     for kind, ns, name in created.objects:
-        gone = False
-        while not gone:
-            try:
-                call(kind, ns, name, "read")
-            except ApiException as exc:
-                gone = exc.status == 404
-            except Exception:  # noqa: BLE001, S112 - an unreachable apiserver: keep waiting until the deadline
-                pass
-            if gone or time.monotonic() >= deadline:
-                break
-            time.sleep(POLL_S)
+        gone = _gone(observer, kind, ns, name, deadline)
         records.append({"kind": kind, "namespace": ns, "name": name, "gone": gone})
         if not gone and not any(x.name == name and x.kind == kind for x in left):
             left.append(Leftover(kind, name, f"still present {wait_s:g} s after deletion", ns))

@@ -1,0 +1,220 @@
+"""Governance probes on Kubernetes: the attempts of a probe, made as a tenant, observed by the gate.
+
+Each kind's attempts (roles in brackets; the layer :mod:`pytest_hetero.layers.governance` judges them):
+
+* ``tenant-isolation`` (as A, target B): create a Pod in B's namespace [``submit-into-target``]; list
+  B's pods [``list-target-pods``]; when B has a Kueue queue and Kueue is served: list B's Workloads
+  [``list-target-workloads``] and submit a Kueue Job in A's own namespace naming B's LocalQueue
+  [``submit-to-target-queue``] (Kueue must leave it inadmissible; not attempted, outcome
+  ``not-attempted``, when A has a LocalQueue of that name: it would only prove A's own queue);
+* ``quota`` (as A): a workload requesting ``above`` [``above``], then one requesting ``within``
+  [``within``], each submitted the way the target submits (``pod``: ResourceQuota admission answers;
+  ``kueue-job``: the tenant's LocalQueue, Kueue answers);
+* ``attribution`` (as A): the accounts of A's namespace and queues are read [``before``], a workload
+  with the resource's requests is placed [``workload``], the accounts are read until they rise
+  [``during``], the workload is deleted and they are read until they return [``after``]; the layer
+  compares the rise with the requests.
+
+Every object is created with the tenant's token alone (:mod:`.tenancy`), labelled with the run id and
+the engine's owner token (so ``hetero cleanup`` and :meth:`KubernetesBackend.close` find a leftover),
+deleted by the observer and waited for; the cleanup records are part of the report.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+import uuid
+from typing import Any
+
+from pytest_hetero.backends.kubernetes import accounts, queues, tenancy
+from pytest_hetero.backends.kubernetes import client as kc
+from pytest_hetero.backends.kubernetes import scheduling as ks
+from pytest_hetero.backends.kubernetes.session import KubeSession
+from pytest_hetero.backends.protocol import Attempt, GovernanceReport, Step
+from pytest_hetero.matrix.model import GovernanceProbe, Resource, Tenant
+
+SETTLE_S = 60.0
+"""Seconds the accounts may take to follow a placement or a deletion (quota controller, Kueue)."""
+
+
+@dataclasses.dataclass
+class _Probe:
+    """One probe's run: session, step, identity, what it created, its attempts."""
+
+    session: KubeSession
+    step: Step
+    probe: GovernanceProbe
+    identity: tenancy.Identity
+    created: tenancy.Created = dataclasses.field(default_factory=tenancy.Created)
+    attempts: list[Attempt] = dataclasses.field(default_factory=list)
+    usage: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+    @property
+    def timeout_s(self) -> float:
+        return self.probe.timeout_s or self.step.timeout_s
+
+    def body(self, role: str, namespace: str, resource: Resource, submit_as: str) -> dict[str, Any]:
+        """The manifest of a probe workload (``submit_as`` ``pod`` or ``kueue-job``)."""
+        s = self.session
+        name = kc.dns_name("hetero-gov", self.probe.name, role, uuid.uuid4().hex[:5])
+        labels = kc.labels(s.settings.run_id, s.owner, "governance", matrix=self.step.matrix.name,
+                           resource=resource.name, probe=name)
+        image = self.step.matrix.image(self.probe.image) if self.probe.image else self.step.matrix.images[0]
+        return ks.manifest(submit_as, name, namespace, labels, resource, image.reference, None,
+                           kc.created_annotations())
+
+    def submit(self, role: str, body: dict[str, Any], want: str = "placed") -> Attempt:
+        """Create ``body`` as the tenant and watch it (as the observer) until placed or pending."""
+        meta = body["metadata"]
+        action = f"create {body['kind']} {meta['name']} in namespace {meta['namespace']}"
+        queue = meta["labels"].get(ks.KUEUE_QUEUE)
+        if queue:
+            action += f" on queue {queue}"
+        error = tenancy.create(self.identity, body, self.created)
+        if error is not None:
+            return tenancy.refused(role, action, self.identity, error)
+        s = self.session
+        outcome, pods, loads, waited = tenancy.observe(s.api, s.served(), body, self.timeout_s, want)
+        node = next((p["spec"].get("nodeName") for p in pods if (p.get("spec") or {}).get("nodeName")), None)
+        facts: dict[str, Any] = {"node": node, "pods": [p["metadata"]["name"] for p in pods],
+                                 "workloads": [w["metadata"]["name"] for w in loads], "requests": requests_of(body)}
+        if outcome == "pending":
+            reasons, words = tenancy.pending_reasons(self.session.api, pods, loads, meta["namespace"], meta["name"])
+            return Attempt(role, action, self.identity.subject, "pending", reasons, words, waited, facts)
+        return Attempt(role, action, self.identity.subject, outcome, [], "", waited, facts)
+
+    def read(self, role: str, action: str, call: Any) -> Attempt:
+        """A read made as the tenant: ``allowed`` with what it returned, or ``refused`` with why."""
+        try:
+            found = call()
+        except Exception as exc:  # noqa: BLE001 - the refusal is the probe's answer
+            return tenancy.refused(role, action, self.identity, exc)
+        return Attempt(role, action, self.identity.subject, "allowed", facts={"returned": found})
+
+
+def requests_of(body: dict[str, Any]) -> dict[str, str]:
+    """The container requests (quantity strings) of a Pod or Job manifest."""
+    spec = body["spec"] if body["kind"] == "Pod" else body["spec"]["template"]["spec"]
+    return dict(spec["containers"][0]["resources"].get("requests") or {})
+
+
+def _tenant(step: Step, name: str | None) -> Tenant | None:
+    return step.matrix.tenant(name) if name else None
+
+
+def govern(session: KubeSession, step: Step, probe: GovernanceProbe) -> GovernanceReport:
+    """Carry out ``probe`` (see the module docstring) and remove what it created. Raises ActionFailed
+    ``tenant_unusable`` when the tenant's token cannot be had, the :func:`~.client.api_outcome` of a
+    call that did not get an answer."""
+    tenant = _tenant(step, probe.acting_as)
+    identity = tenancy.act_as(session.api, tenant, session.namespace)
+    run = _Probe(session, step, probe, identity)
+    try:
+        {"tenant-isolation": _isolation, "quota": _quota, "attribution": _attribution}[probe.kind](run, tenant)
+    finally:
+        records, left = tenancy.delete_all(session.api, run.created)
+    if probe.kind == "attribution" and run.usage:
+        _after(run, tenant)
+    return GovernanceReport(identity=identity.to_dict(), observer=tenancy.who_am_i(session.api)[0],
+                            attempts=run.attempts, usage=run.usage, cleanup=records, leftovers=left)
+
+
+def _isolation(run: _Probe, tenant: Tenant | None) -> None:
+    target = _tenant(run.step, run.probe.target)
+    assert tenant is not None and target is not None  # the matrix requires both  # noqa: S101
+    res = run.step.resource
+    body = run.body("into-target", target.namespace, res, "pod")
+    run.attempts.append(run.submit("submit-into-target", body))
+    from kubernetes import client
+
+    core = client.CoreV1Api(run.identity.api)
+    run.attempts.append(run.read("list-target-pods", f"list pods in namespace {target.namespace}", lambda: [
+        str(p.metadata and p.metadata.name)
+        for p in core.list_namespaced_pod(target.namespace, _request_timeout=kc.API_TIMEOUT_S).items]))
+    version = run.session.served().version(queues.KUEUE)
+    if target.queue and version:
+        custom = client.CustomObjectsApi(run.identity.api)
+        run.attempts.append(run.read(
+            "list-target-workloads", f"list workloads.kueue.x-k8s.io/{version} in namespace {target.namespace}",
+            lambda: [w["metadata"]["name"] for w in _items(custom.list_namespaced_custom_object(
+                queues.KUEUE[0], version, target.namespace, "workloads", _request_timeout=kc.API_TIMEOUT_S))]))
+        if target.queue == tenant.queue:  # the name is A's own LocalQueue: the attempt would prove nothing
+            run.attempts.append(Attempt("submit-to-target-queue", f"submit to LocalQueue {target.queue} from "
+                                        f"namespace {tenant.namespace}", run.identity.subject, "not-attempted",
+                                        message=f"tenant {tenant.name} has a LocalQueue of the same name"))
+            return
+        foreign = dataclasses.replace(res, queue=target.queue)
+        run.attempts.append(run.submit("submit-to-target-queue",
+                                       run.body("target-queue", tenant.namespace, foreign, "kueue-job")))
+
+
+def _items(found: Any) -> list[dict[str, Any]]:
+    return list(found.get("items") or [])
+
+
+def _submit_as(run: _Probe, tenant: Tenant | None) -> str:
+    return "kueue-job" if run.session.submit_as == "kueue-job" and tenant is not None and tenant.queue else "pod"
+
+
+def _requesting(res: Resource, requests: dict[str, str], tenant: Tenant | None) -> Resource:
+    basic = {k: v for k, v in requests.items() if k in ("cpu", "memory")}
+    limits = {**{k: str(v) for k, v in res.limits.items() if k not in basic}, **basic}
+    return dataclasses.replace(res, requests=dict(requests), limits=limits,
+                               queue=(tenant.queue if tenant and tenant.queue else res.queue))
+
+
+def _quota(run: _Probe, tenant: Tenant | None) -> None:
+    res, ns = run.step.resource, run.identity.namespace
+    how = _submit_as(run, tenant)
+    above = run.body("above", ns, _requesting(res, run.probe.above, tenant), how)
+    run.attempts.append(run.submit("above", above))
+    tenancy.delete_all(run.session.api, tenancy.Created([o for o in run.created.objects
+                                                         if o[2] == above["metadata"]["name"]]))
+    if run.probe.within:
+        within = run.body("within", ns, _requesting(res, run.probe.within, tenant), how)
+        run.attempts.append(run.submit("within", within))
+
+
+def _reader(run: _Probe, tenant: Tenant | None) -> Any:
+    """Reads the accounts the probe workload passes through: the namespace's ResourceQuotas, and the
+    tenant's Kueue queues only when it is submitted through them (``kueue-job``)."""
+    queued = tenant if _submit_as(run, tenant) == "kueue-job" else None
+    return lambda: accounts.read(run.session.api, run.session.served(), queued, run.identity.namespace)
+
+
+def _attribution(run: _Probe, tenant: Tenant | None) -> None:
+    read = _reader(run, tenant)
+    before = read()
+    res = run.step.resource
+    body = run.body("workload", run.identity.namespace, _requesting(res, dict(res.requests), tenant),
+                    _submit_as(run, tenant))
+    requested = requests_of(body)
+    attempt = run.submit("workload", body)
+    run.attempts.append(attempt)
+    run.usage = {"namespace": run.identity.namespace, "requested": requested, "before": before,
+                 "placed_at": time.time() if attempt.outcome == "placed" else None}
+    if attempt.outcome != "placed":
+        run.usage["during"], run.usage["after"] = {}, {}
+        return
+    watched = [k for k, v in before.items() if accounts.tracks(v, requested)]
+    during, waited = accounts.settle(read, lambda got: all(_used(got).get(k) != _used(before).get(k)
+                                                           for k in watched), SETTLE_S)
+    run.usage["during"], run.usage["during_waited_s"] = during, round(waited, 3)
+
+
+def _after(run: _Probe, tenant: Tenant | None) -> None:
+    """Read the accounts after cleanup until they equal ``before`` (at most :data:`SETTLE_S` seconds)."""
+    if run.usage.get("placed_at") is None:
+        return
+    before = run.usage["before"]
+    after, waited = accounts.settle(_reader(run, tenant), lambda got: _used(got) == _used(before), SETTLE_S)
+    run.usage["after"], run.usage["after_waited_s"] = after, round(waited, 3)
+    run.usage["held_s"] = round(time.time() - float(run.usage.pop("placed_at")), 3)
+
+
+def _used(read: dict[str, Any]) -> dict[str, Any]:
+    """The parts of an account read that follow usage (ResourceQuota used, queue usage/reservation)."""
+    return {k: (v.get("used") if k.startswith("resourcequota/") else
+                {"usage": v.get("usage"), "reservation": v.get("reservation")}) for k, v in read.items()}
+

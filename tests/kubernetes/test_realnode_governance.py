@@ -1,0 +1,199 @@
+"""Governance probes on the real node's plane, with its real Kueue (v0.19.2) and the real ResourceQuota
+admission and quota controller: tenants are ServiceAccounts whose tokens the gate requests; every probe
+passes only when the cluster itself refuses (or, for attribution, counts) as the matrix expects.
+
+The tenants' platform configuration (namespaces, Roles, quotas, ClusterQueues) is made here as a
+platform team would; one tenant (``leaky``) is deliberately also bound in tenant A's namespace, so a
+probe of it must fail with the sentence of what it could do.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+import pytest
+from kubernetes import client
+from kubernetes.client.rest import ApiException
+from realkit import GPU, STANDIN, data, failure, real_matrix, run
+
+if TYPE_CHECKING:  # annotation only: 'conftest' names differ per folder at run time
+    from conftest import RealNodeCluster
+
+API = ("kueue.x-k8s.io", "v1beta2")
+RULES = [
+    {"apiGroups": [""], "resources": ["pods"], "verbs": ["create", "get", "list", "watch", "delete"]},
+    {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["create", "get", "list", "watch", "delete"]},
+    {"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads", "localqueues"], "verbs": ["get", "list"]},
+]
+
+
+def _bind(rbac: client.RbacAuthorizationV1Api, ns: str, sa_ns: str, sa: str, name: str) -> None:
+    rbac.create_namespaced_role_binding(ns, {
+        "metadata": {"name": name},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "tenant"},
+        "subjects": [{"kind": "ServiceAccount", "name": sa, "namespace": sa_ns}]})
+
+
+@pytest.fixture(scope="module")
+def tenants(realnode: RealNodeCluster, real_kueue: Any) -> Iterator[dict[str, Any]]:
+    """Namespaces a, b, leaky and the gate's; ServiceAccount ``tenant`` in each tenant namespace with a
+    Role on pods, jobs and Kueue workloads of its own namespace (leaky's also in a's); a ResourceQuota
+    of 1 GPU and 3 pods in a; a ClusterQueue per tenant (1 GPU nominal) with LocalQueue ``lq`` (a)
+    and ``lq-b`` (b). ``leaky``'s ServiceAccount is also bound to b's Role: the misconfiguration."""
+    core, rbac = realnode.core, client.RbacAuthorizationV1Api(realnode.api)
+    custom = client.CustomObjectsApi(realnode.api)
+    suffix = uuid.uuid4().hex[:5]
+    ns = {t: realnode.new_namespace(f"gov-{t}") for t in ("a", "b", "leaky", "gate")}
+    made: dict[str, Any] = {"ns": ns, "rf": f"gov-rf-{suffix}", "cq": {t: f"gov-{t}-{suffix}" for t in ("a", "b")},
+                            "lq": {"a": "lq", "b": "lq-b"}}
+    group, version = API
+    try:
+        for t in ("a", "b", "leaky"):
+            core.create_namespaced_service_account(ns[t], {"metadata": {"name": "tenant"}})
+            rbac.create_namespaced_role(ns[t], {"metadata": {"name": "tenant"}, "rules": RULES})
+            _bind(rbac, ns[t], ns[t], "tenant", "tenant")
+        _bind(rbac, ns["b"], ns["leaky"], "tenant", "leaky-tenant")  # the misconfiguration under test
+        core.create_namespaced_resource_quota(ns["a"], {"metadata": {"name": "tenant-a"}, "spec": {
+            "hard": {f"requests.{GPU}": "1", "pods": "3"}}})
+        custom.create_cluster_custom_object(group, version, "resourceflavors", {
+            "apiVersion": f"{group}/{version}", "kind": "ResourceFlavor", "metadata": {"name": made["rf"]},
+            "spec": {"nodeLabels": realnode.info.node_selector, "tolerations": [realnode.info.toleration]}})
+        for t in ("a", "b"):
+            custom.create_cluster_custom_object(group, version, "clusterqueues", {
+                "apiVersion": f"{group}/{version}", "kind": "ClusterQueue", "metadata": {"name": made["cq"][t]},
+                "spec": {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns[t]}},
+                         "resourceGroups": [{"coveredResources": [GPU], "flavors": [
+                             {"name": made["rf"], "resources": [{"name": GPU, "nominalQuota": 1}]}]}]}})
+            custom.create_namespaced_custom_object(group, version, ns[t], "localqueues", {
+                "apiVersion": f"{group}/{version}", "kind": "LocalQueue", "metadata": {"name": made["lq"][t]},
+                "spec": {"clusterQueue": made["cq"][t]}})
+        yield made
+    finally:
+        for plural, name in [*(("clusterqueues", q) for q in made["cq"].values()), ("resourceflavors", made["rf"])]:
+            try:
+                custom.delete_cluster_custom_object(group, version, plural, name)
+            except ApiException as exc:
+                if exc.status != 404:
+                    raise
+        for name in ns.values():
+            core.delete_namespace(name)
+
+
+def governed(realnode: RealNodeCluster, made: dict[str, Any], probes: list[dict[str, Any]],
+             submit_as: str = "pod") -> str:
+    """The matrix text: resource ``gpu`` (1 stand-in GPU on the real node, LocalQueue ``lq``), the
+    tenants a, b and leaky, and ``probes``."""
+    resource = {"name": "gpu", "type": "gpu", "vendor": "nvidia", "requests": {GPU: "1"}, "queue": "lq"}
+    doc = json.loads(real_matrix(realnode.info, made["ns"]["gate"], [resource], target={"submit_as": submit_as},
+                                 images=[{"name": "acc", "reference": STANDIN, "for": ["gpu"]}],
+                                 layers={"scheduling": {"timeout": "40s"}}, framework=False))
+    ns = made["ns"]
+    doc["spec"]["governance"] = {
+        "tenants": [{"name": "a", "namespace": ns["a"], "service_account": "tenant", "queue": "lq",
+                     "cluster_queue": made["cq"]["a"]},
+                    {"name": "b", "namespace": ns["b"], "service_account": "tenant", "queue": "lq-b",
+                     "cluster_queue": made["cq"]["b"]},
+                    {"name": "leaky", "namespace": ns["leaky"], "service_account": "tenant"}],
+        "probes": probes}
+    return json.dumps(doc, indent=1)
+
+
+def _attempts(item: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {r["data"]["role"]: r["data"] for r in item["records"] if r["kind"] == "governance.attempt"}
+
+
+def _clean(item: dict[str, Any]) -> None:
+    cleanup = data(item, "governance.cleanup")
+    assert cleanup["leftovers"] == [] and all(o["gone"] for o in cleanup["objects"]), cleanup
+
+
+def test_tenant_isolation_and_resourcequota_are_refused_by_the_cluster_as_the_tenant(
+    pytester: pytest.Pytester, realnode: RealNodeCluster, tenants: dict[str, Any]
+) -> None:
+    ns = tenants["ns"]
+    probes = [{"name": "a-not-into-b", "kind": "tenant-isolation", "resource": "gpu", "as": "a", "target": "b"},
+              {"name": "leaky-not-into-b", "kind": "tenant-isolation", "resource": "gpu", "as": "leaky",
+               "target": "b"},
+              {"name": "a-quota", "kind": "quota", "resource": "gpu", "as": "a", "above": {GPU: 2},
+               "within": {GPU: 1}}]
+    got = run(pytester, governed(realnode, tenants, probes), "g" + uuid.uuid4().hex[:9], "-k", "governance")
+    iso = got["gpu::governance::a-not-into-b::scheduling"]
+    assert iso["status"] == "passed", iso.get("failure")
+    who = data(iso, "governance.identity")
+    assert (who["subject"], who["tenant"]) == (f"system:serviceaccount:{ns['a']}:tenant", "a")
+    assert who["method"].startswith("TokenRequest for ServiceAccount") and who["observer"] != who["subject"]
+    tried = _attempts(iso)
+    assert set(tried) == {"submit-into-target", "list-target-pods", "list-target-workloads", "submit-to-target-queue"}
+    into = tried["submit-into-target"]
+    assert (into["outcome"], into["facts"]["http_status"], into["identity"]) == ("refused", 403, who["subject"])
+    assert into["message"] == (f'pods is forbidden: User "system:serviceaccount:{ns["a"]}:tenant" cannot create '
+                               f'resource "pods" in API group "" in the namespace "{ns["b"]}"')
+    assert [r["code"] for r in tried["list-target-pods"]["reasons"]][:1] == ["forbidden_rbac"]
+    assert tried["list-target-workloads"]["message"].startswith(
+        f'workloads.kueue.x-k8s.io is forbidden: User "system:serviceaccount:{ns["a"]}:tenant" cannot list')
+    queue = tried["submit-to-target-queue"]  # Kueue itself leaves a Job naming b's queue in a's namespace
+    assert queue["outcome"] == "pending" and "queue_not_found" in [r["code"] for r in queue["reasons"]], queue
+    assert queue["message"] == "LocalQueue lq-b doesn't exist", queue
+    _clean(iso)
+
+    leak = got["gpu::governance::leaky-not-into-b::scheduling"]
+    assert failure(leak) == ("failed", "governance_not_enforced", "platform")
+    assert leak["failure"]["message"].startswith(
+        "tenant leaky could create a workload in tenant b's namespace (create Pod hetero-gov-leaky-not-into-b-")
+    _clean(leak)  # the pod it could create is gone again
+
+    quota = got["gpu::governance::a-quota::scheduling"]
+    assert quota["status"] == "passed", quota.get("failure")
+    above, within = _attempts(quota)["above"], _attempts(quota)["within"]
+    assert (above["outcome"], above["reasons"][0]["code"]) == ("refused", "quota_exceeded")
+    assert above["message"].endswith(f"is forbidden: exceeded quota: tenant-a, requested: requests.{GPU}=2, "
+                                     f"used: requests.{GPU}=0, limited: requests.{GPU}=1")
+    assert (within["outcome"], within["facts"]["node"]) == ("placed", realnode.info.node)
+    _clean(quota)
+
+
+def test_attribution_counts_exactly_the_request_under_the_tenant_and_releases_it(
+    pytester: pytest.Pytester, realnode: RealNodeCluster, tenants: dict[str, Any]
+) -> None:
+    """submit_as pod: ResourceQuota ``used`` of tenant a's namespace rises by the workload's 1 GPU and
+    1 pod while it holds them and returns after cleanup; the ledger holds its GPU-seconds."""
+    probes = [{"name": "a-usage", "kind": "attribution", "resource": "gpu", "as": "a"}]
+    got = run(pytester, governed(realnode, tenants, probes), "g" + uuid.uuid4().hex[:9], "-k", "governance")
+    item = got["gpu::governance::a-usage::scheduling"]
+    assert item["status"] == "passed", item.get("failure")
+    checked = data(item, "governance.attribution")
+    assert checked["expected"] == {"resourcequota/tenant-a": {f"requests.{GPU}": "1", "pods": "1"}}
+    usage = data(item, "governance.usage")
+    assert usage["during"]["resourcequota/tenant-a"]["used"] == {f"requests.{GPU}": "1", "pods": "1"}
+    assert usage["after"]["resourcequota/tenant-a"]["used"] == {f"requests.{GPU}": "0", "pods": "0"}
+    ledger = data(item, "governance.ledger")
+    assert ledger["namespace"] == tenants["ns"]["a"] and ledger["resource_seconds"][GPU] == ledger["held_s"] > 0
+    _clean(item)
+
+
+def test_through_kueue_the_queues_count_the_request_and_kueue_refuses_above_the_nominal_quota(
+    pytester: pytest.Pytester, realnode: RealNodeCluster, tenants: dict[str, Any]
+) -> None:
+    """submit_as kueue-job: the ClusterQueue and LocalQueue usage (and the ResourceQuota, once the
+    admitted Job's pod exists) rise by 1 GPU and return; 2 GPUs on a 1-GPU ClusterQueue stay pending."""
+    probes = [{"name": "a-queue-usage", "kind": "attribution", "resource": "gpu", "as": "a"},
+              {"name": "a-queue-quota", "kind": "quota", "resource": "gpu", "as": "a", "above": {GPU: 2}}]
+    got = run(pytester, governed(realnode, tenants, probes, "kueue-job"), "g" + uuid.uuid4().hex[:9],
+              "-k", "governance")
+    item = got["gpu::governance::a-queue-usage::scheduling"]
+    assert item["status"] == "passed", item.get("failure")
+    cq, lq = f"clusterqueue/{tenants['cq']['a']}", f"localqueue/{tenants['ns']['a']}/lq"
+    assert data(item, "governance.attribution")["expected"] == {
+        "resourcequota/tenant-a": {f"requests.{GPU}": "1", "pods": "1"}, cq: {f"*/{GPU}": "1"}, lq: {f"*/{GPU}": "1"}}
+    usage = data(item, "governance.usage")
+    assert usage["during"][cq]["usage"] == {f"{tenants['rf']}/{GPU}": "1"}
+    assert usage["after"][cq]["usage"] == {f"{tenants['rf']}/{GPU}": "0"}
+    _clean(item)
+    over = got["gpu::governance::a-queue-quota::scheduling"]
+    assert over["status"] == "passed", over.get("failure")
+    above = _attempts(over)["above"]
+    assert above["outcome"] == "pending" and above["reasons"][0]["code"] == "queue_request_exceeds_max"
+    _clean(over)
