@@ -12,12 +12,15 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from kubernetes import client
+import yaml
+from kubernetes import client, utils
 from kubernetes.client.rest import ApiException
 from realkit import GPU, STANDIN, data, failure, real_matrix, run
+from support import REPO
 
 if TYPE_CHECKING:  # annotation only: 'conftest' names differ per folder at run time
     from conftest import RealNodeCluster
@@ -197,3 +200,63 @@ def test_through_kueue_the_queues_count_the_request_and_kueue_refuses_above_the_
     above = _attempts(over)["above"]
     assert above["outcome"] == "pending" and above["reasons"][0]["code"] == "queue_request_exceeds_max"
     _clean(over)
+
+
+def _least_privilege(realnode: RealNodeCluster, made: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """deploy/rbac.yaml into the gate's namespace and deploy/rbac-governance.yaml for tenants a and b
+    (cluster-scoped names made unique); ``(kubeconfig of the harness ServiceAccount, cluster objects)``."""
+    ns = made["ns"]
+    tag = uuid.uuid4().hex[:5]
+    docs = [d for f in ("rbac.yaml", "rbac-governance.yaml")
+            for d in yaml.safe_load_all((REPO / "deploy" / f).read_text()) if d]
+    bindings = [d for d in docs if d["kind"] == "RoleBinding" and d["metadata"]["name"] == "pytest-hetero-governance"]
+    docs = [d for d in docs if d not in bindings]
+    for tenant, doc in zip(("a", "b"), bindings, strict=True):
+        doc["metadata"]["namespace"] = ns[tenant]
+        docs.append(doc)
+    cluster_scoped = []
+    for doc in docs:
+        meta = doc["metadata"]
+        if meta.get("namespace") == "hetero-validation":
+            meta["namespace"] = ns["gate"]
+        if "namespace" not in meta:
+            meta["name"] = f"{meta['name']}-{tag}"
+            cluster_scoped.append(doc)
+        if doc["kind"] in ("ClusterRoleBinding", "RoleBinding") and doc["roleRef"]["kind"] == "ClusterRole":
+            doc["roleRef"]["name"] = f"{doc['roleRef']['name']}-{tag}"
+        for subject in doc.get("subjects", []):
+            subject["namespace"] = ns["gate"]
+        utils.create_from_dict(realnode.api, doc)
+    token = realnode.core.create_namespaced_service_account_token(
+        "pytest-hetero", ns["gate"], {"spec": {"expirationSeconds": 3600}}).status.token
+    admin = yaml.safe_load(Path(realnode.info.kubeconfig).read_text())
+    return {"apiVersion": "v1", "kind": "Config", "clusters": admin["clusters"],
+            "users": [{"name": "sa", "user": {"token": token}}],
+            "contexts": [{"name": "sa", "context": {"cluster": admin["clusters"][0]["name"], "user": "sa"}}],
+            "current-context": "sa"}, cluster_scoped
+
+
+def test_deploy_rbac_governance_is_enough_for_the_probes_as_the_harness_service_account(
+    pytester: pytest.Pytester, realnode: RealNodeCluster, tenants: dict[str, Any]
+) -> None:
+    """The harness as ServiceAccount pytest-hetero with deploy/rbac.yaml + deploy/rbac-governance.yaml only:
+    it can request the tenants' tokens, observe, read quotas and queue usage, and clean up."""
+    kubeconfig, cluster_scoped = _least_privilege(realnode, tenants)
+    try:
+        path = pytester.path / "sa.kubeconfig"
+        path.write_text(yaml.safe_dump(kubeconfig))
+        probes = [{"name": "a-not-into-b", "kind": "tenant-isolation", "resource": "gpu", "as": "a", "target": "b"},
+                  {"name": "a-queue-usage", "kind": "attribution", "resource": "gpu", "as": "a"}]
+        doc = json.loads(governed(realnode, tenants, probes, "kueue-job"))
+        doc["spec"]["target"]["kubeconfig"] = str(path)
+        got = run(pytester, json.dumps(doc), "g" + uuid.uuid4().hex[:9], "-k", "governance")
+        for name in ("a-not-into-b", "a-queue-usage"):
+            item = got[f"gpu::governance::{name}::scheduling"]
+            assert item["status"] == "passed", item.get("failure")
+            assert data(item, "governance.identity")["observer"] == f"system:serviceaccount:{tenants['ns']['gate']}:pytest-hetero"
+            _clean(item)
+    finally:
+        rbac = client.RbacAuthorizationV1Api(realnode.api)
+        for doc in cluster_scoped:
+            delete = (rbac.delete_cluster_role if doc["kind"] == "ClusterRole" else rbac.delete_cluster_role_binding)
+            delete(doc["metadata"]["name"])
