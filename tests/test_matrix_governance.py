@@ -78,7 +78,7 @@ def test_missing_keys_unknown_names_and_self_probes_are_named(tmp_path: Path) ->
             "target: the tenant whose namespace and queue the attempt must not reach") in got
 
 
-@pytest.mark.parametrize("kind", ["device-isolation", "maintenance", "preemption"])
+@pytest.mark.parametrize("kind", ["device-isolation", "preemption"])
 def test_kinds_not_built_are_refused_by_the_schema(tmp_path: Path, kind: str) -> None:
     got = problems(tmp_path, [{"name": "p", "kind": kind, "resource": "cpu-host"}])
     assert len(got) == 1 and got[0][0] == "spec.governance.probes[0:p].kind", got
@@ -107,5 +107,5 @@ def test_the_local_engine_has_no_tenants_so_a_probe_is_not_applicable(pytester: 
 
 def test_the_example_governance_matrix_loads() -> None:
     matrix = load_matrix(REPO / "matrices" / "example-governance.matrix.yaml")
-    assert {p.kind for p in matrix.probes} == {"tenant-isolation", "quota", "attribution"}
+    assert {p.kind for p in matrix.probes} == {"tenant-isolation", "quota", "attribution", "maintenance"}
     assert all(p.acting_as for p in matrix.probes)

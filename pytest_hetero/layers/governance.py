@@ -5,7 +5,8 @@ A probe item (``<resource>::governance::<probe>::scheduling``) hands its probe t
 reports them; the verdict is written here, once for every engine:
 
 * an attempt that must be refused (``submit-into-target``, ``list-target-pods``,
-  ``list-target-workloads``, ``submit-to-target-queue``, ``above``) and was carried out →
+  ``list-target-workloads``, ``submit-to-target-queue``, ``above``, maintenance's ``node``) and was
+  carried out (placed, listed) →
   ``governance_not_enforced`` (platform) with the sentence of what the tenant could do;
   refused or left pending, but for none of the expected normalised reasons (``expect.reasons``, else
   :data:`~pytest_hetero.matrix.governance.DEFAULT_REASONS`) → ``refusal_unexpected`` (platform);
@@ -15,6 +16,8 @@ reports them; the verdict is written here, once for every engine:
   ClusterQueue/LocalQueue usage) must rise by exactly the request while the workload holds it
   (``attribution_mismatch``, platform) and return to its value before once it is gone
   (``usage_not_released``, platform); no account counting any of them → ``attribution_untracked``;
+* a probe with nothing to attempt (maintenance: no node of the pool in maintenance) → not applicable,
+  with the engine's reason (untested scope, never a pass);
 * anything the probe created and could not remove → ``cleanup_incomplete`` (platform).
 
 Why the scheduling layer and not a sixth one: a probe proves a claim about the path a workload takes
@@ -28,11 +31,12 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
-from pytest_hetero.layers.base import LayerContext, LayerFailed
+from pytest_hetero.layers.base import LayerContext, LayerFailed, NotApplicable
 from pytest_hetero.matrix.governance import DEFAULT_REASONS
 from pytest_hetero.matrix.model import GovernanceProbe
 
-MUST_REFUSE = ("submit-into-target", "list-target-pods", "list-target-workloads", "submit-to-target-queue", "above")
+MUST_REFUSE = ("submit-into-target", "list-target-pods", "list-target-workloads", "submit-to-target-queue", "above",
+               "node")
 MUST_ADMIT = ("within", "workload")
 
 
@@ -48,6 +52,8 @@ def check(ctx: LayerContext) -> None:
     if report.usage:
         ctx.record("governance.usage", **report.usage)
     ctx.record("governance.cleanup", objects=report.cleanup, leftovers=[x.to_dict() for x in report.leftovers])
+    if report.skipped:
+        raise NotApplicable(report.skipped)
     tenant = probe.acting_as or "the gate"
     for attempt in report.attempts:
         if attempt.role in MUST_REFUSE:
@@ -82,6 +88,8 @@ def _could(probe: GovernanceProbe, tenant: str, attempt: dict[str, Any]) -> str:
                                  f"({len(returned or [])} returned)",
         "submit-to-target-queue": f"tenant {tenant} could submit to tenant {target}'s queue ({attempt['action']}: "
                                   f"{attempt['outcome']})",
+        "node": f"node {attempt['facts'].get('target_node')} ({', '.join(attempt['facts'].get('maintenance') or [])}) "
+                f"received a workload of {tenant} ({attempt['action']})",
         "above": f"tenant {tenant} was admitted a request above its quota ({attempt['action']}, requests "
                  f"{attempt['facts'].get('requests')})",
     }[attempt["role"]]

@@ -19,6 +19,7 @@ KIND_KEYS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "tenant-isolation": (("as", "target"), ("image", "expect")),
     "quota": (("above",), ("as", "within", "image", "expect")),
     "attribution": ((), ("as", "image")),
+    "maintenance": ((), ("as", "image", "expect")),
 }
 """Kind → (keys it requires, keys it may take) beyond name, kind, resource, timeout and description."""
 COMMON_KEYS = frozenset({"name", "kind", "resource", "timeout", "description"})
@@ -26,6 +27,7 @@ COMMON_KEYS = frozenset({"name", "kind", "resource", "timeout", "description"})
 DEFAULT_REASONS: dict[str, tuple[str, ...]] = {
     "tenant-isolation": ("forbidden_rbac", "queue_namespace_mismatch", "queue_not_found"),
     "quota": ("quota_exceeded", "queue_quota_insufficient", "queue_request_exceeds_max"),
+    "maintenance": ("node_unschedulable", "untolerated_taint", "node_not_ready"),
 }
 """Kind → reason codes accepted as its refusal by default (attribution refuses nothing: its pass is
 an account that adds up)."""

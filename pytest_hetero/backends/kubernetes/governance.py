@@ -10,6 +10,10 @@ Each kind's attempts (roles in brackets; the layer :mod:`pytest_hetero.layers.go
 * ``quota`` (as A): a workload requesting ``above`` [``above``], then one requesting ``within``
   [``within``], each submitted the way the target submits (``pod``: ResourceQuota admission answers;
   ``kueue-job``: the tenant's LocalQueue, Kueue answers);
+* ``maintenance`` (as A or the gate): one Pod per node of the resource's pool that is cordoned, NotReady
+  or carries a NoSchedule/NoExecute taint the resource does not tolerate, pinned to that node by node
+  affinity on ``metadata.name`` [``node``] (the scheduler must leave it Unschedulable); none such:
+  nothing attempted (``skipped`` says so);
 * ``attribution`` (as A): the accounts of A's namespace and queues are read [``before``], a workload
   with the resource's requests is placed [``workload``], the accounts are read until they rise
   [``during``], the workload is deleted and they are read until they return [``after``]; the layer
@@ -27,12 +31,13 @@ import time
 import uuid
 from typing import Any
 
-from pytest_hetero.backends.kubernetes import accounts, queues, tenancy
+from pytest_hetero.backends.kubernetes import accounts, inventory, queues, tenancy
 from pytest_hetero.backends.kubernetes import client as kc
 from pytest_hetero.backends.kubernetes import scheduling as ks
 from pytest_hetero.backends.kubernetes.session import KubeSession
 from pytest_hetero.backends.protocol import Attempt, GovernanceReport, Step
 from pytest_hetero.matrix.model import GovernanceProbe, Resource, Tenant
+from pytest_hetero.matrix.tolerations import untolerated
 
 SETTLE_S = 60.0
 """Seconds the accounts may take to follow a placement or a deletion (quota controller, Kueue)."""
@@ -111,13 +116,44 @@ def govern(session: KubeSession, step: Step, probe: GovernanceProbe) -> Governan
     identity = tenancy.act_as(session.api, tenant, session.namespace)
     run = _Probe(session, step, probe, identity)
     try:
-        {"tenant-isolation": _isolation, "quota": _quota, "attribution": _attribution}[probe.kind](run, tenant)
+        skipped = {"tenant-isolation": _isolation, "quota": _quota, "attribution": _attribution,
+                   "maintenance": _maintenance}[probe.kind](run, tenant)
     finally:
         records, left = tenancy.delete_all(session.api, run.created)
     if probe.kind == "attribution" and run.usage:
         _after(run, tenant)
     return GovernanceReport(identity=identity.to_dict(), observer=tenancy.who_am_i(session.api)[0],
-                            attempts=run.attempts, usage=run.usage, cleanup=records, leftovers=left)
+                            attempts=run.attempts, usage=run.usage, cleanup=records, leftovers=left,
+                            skipped=skipped or "")
+
+
+def in_maintenance(node: dict[str, Any], resource: Resource) -> list[str]:
+    """Why ``node`` (facts of :func:`.inventory.node_facts`) must receive no workload of ``resource``:
+    ``cordoned``, ``NotReady (<status>)``, ``taint <key=value:effect>`` per untolerated blocking taint;
+    [] when it may."""
+    why = ["cordoned"] if node["unschedulable"] else []
+    if node["ready"] != "True":
+        why.append(f"NotReady (Ready={node['ready']})")
+    why += [f"taint {t}" for t in untolerated(node["taints"], resource.tolerations)]
+    return why
+
+
+def _maintenance(run: _Probe, tenant: Tenant | None) -> str:
+    res = run.step.resource
+    pool = inventory.pool(run.step, run.session.api)
+    ns = run.identity.namespace
+    nodes = [(n["name"], in_maintenance(n, res)) for n in pool.nodes]
+    for name, why in [(n, w) for n, w in nodes if w]:
+        body = run.body("node", ns, res, "pod")
+        body["spec"]["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": [name]}]}]}}}
+        attempt = run.submit("node", body)
+        attempt.facts.update({"target_node": name, "maintenance": why})
+        run.attempts.append(attempt)
+    if not run.attempts:
+        return (f"no node of the pool ({len(nodes)} matching {pool.selector or 'the requested resources'}) is "
+                "cordoned, NotReady or tainted against the resource: nothing to refuse")
+    return ""
 
 
 def _isolation(run: _Probe, tenant: Tenant | None) -> None:
