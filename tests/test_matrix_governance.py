@@ -12,6 +12,7 @@ import pytest
 from support import evidence_of, matrix_text, statuses
 
 from pytest_hetero.errors import MatrixInvalid
+from pytest_hetero.layers.governance import breaches
 from pytest_hetero.matrix import load_matrix
 from pytest_hetero.matrix.expand import expand
 
@@ -78,7 +79,7 @@ def test_missing_keys_unknown_names_and_self_probes_are_named(tmp_path: Path) ->
             "target: the tenant whose namespace and queue the attempt must not reach") in got
 
 
-@pytest.mark.parametrize("kind", ["device-isolation", "preemption"])
+@pytest.mark.parametrize("kind", ["preemption", "priority"])
 def test_kinds_not_built_are_refused_by_the_schema(tmp_path: Path, kind: str) -> None:
     got = problems(tmp_path, [{"name": "p", "kind": kind, "resource": "cpu-host"}])
     assert len(got) == 1 and got[0][0] == "spec.governance.probes[0:p].kind", got
@@ -107,5 +108,17 @@ def test_the_local_engine_has_no_tenants_so_a_probe_is_not_applicable(pytester: 
 
 def test_the_example_governance_matrix_loads() -> None:
     matrix = load_matrix(REPO / "matrices" / "example-governance.matrix.yaml")
-    assert {p.kind for p in matrix.probes} == {"tenant-isolation", "quota", "attribution", "maintenance"}
+    assert {p.kind for p in matrix.probes} == {"tenant-isolation", "quota", "attribution", "maintenance",
+                                               "device-isolation"}
     assert all(p.acting_as for p in matrix.probes)
+
+
+def test_a_visible_devices_variable_grants_devices_unless_it_names_none() -> None:
+    """The judgment of the device-isolation pod's findings (the real pod is in test_realnode_governance);
+    values a cluster here cannot be made to inject are checked on the function itself."""
+    facts = {"device_nodes": ["/dev/nvidia0"], "visible_env": {
+        "NVIDIA_VISIBLE_DEVICES": "void", "CUDA_VISIBLE_DEVICES": "", "ASCEND_VISIBLE_DEVICES": "0,1",
+        "HIP_VISIBLE_DEVICES": "-1", "ROCR_VISIBLE_DEVICES": "none"}}
+    assert breaches(facts) == ["/dev/nvidia0", "ASCEND_VISIBLE_DEVICES=0,1"]
+    assert breaches({"device_nodes": [], "visible_env": {"NVIDIA_VISIBLE_DEVICES": "all"}}) == [
+        "NVIDIA_VISIBLE_DEVICES=all"]

@@ -16,6 +16,9 @@ reports them; the verdict is written here, once for every engine:
   ClusterQueue/LocalQueue usage) must rise by exactly the request while the workload holds it
   (``attribution_mismatch``, platform) and return to its value before once it is gone
   (``usage_not_released``, platform); no account counting any of them → ``attribution_untracked``;
+* device isolation: the pod without an accelerator request must run to its end (else error: not
+  proven) and see no accelerator device node and no ``*VISIBLE_DEVICES`` variable granting devices
+  (``device_isolation_breach``, platform);
 * a probe with nothing to attempt (maintenance: no node of the pool in maintenance) → not applicable,
   with the engine's reason (untested scope, never a pass);
 * anything the probe created and could not remove → ``cleanup_incomplete`` (platform).
@@ -31,7 +34,7 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
-from pytest_hetero.layers.base import LayerContext, LayerFailed, NotApplicable
+from pytest_hetero.layers.base import LayerBroken, LayerContext, LayerFailed, NotApplicable
 from pytest_hetero.matrix.governance import DEFAULT_REASONS
 from pytest_hetero.matrix.model import GovernanceProbe
 
@@ -67,6 +70,9 @@ def check(ctx: LayerContext) -> None:
                               reasons[0]["code"], reasons[0]["owner"])
     if probe.kind == "attribution":
         attribution(ctx, tenant, report.usage)
+    for attempt in report.attempts:
+        if attempt.role == "no-request":
+            devices(ctx, tenant, attempt.to_dict())
     if report.leftovers:
         raise LayerFailed("the probe could not remove what it created: " + "; ".join(
             f"{x.kind} {x.namespace}/{x.name}: {x.reason}" for x in report.leftovers), "cleanup_incomplete", "platform")
@@ -110,6 +116,40 @@ def _refused(ctx: LayerContext, probe: GovernanceProbe, tenant: str, attempt: di
                           f"({', '.join(accepted)}): reasons {codes or 'none'}; the cluster said: "
                           f"{attempt['message'] or 'nothing'}", "refusal_unexpected", "platform")
     ctx.record("governance.refused", role=attempt["role"], codes=codes, message=attempt["message"])
+
+
+NOT_GRANTING = frozenset({"", "void", "none", "-1", "NoDevFiles"})
+"""Values of a ``*VISIBLE_DEVICES`` variable that grant no device (NVIDIA container toolkit: ``void``,
+``none``, empty; CUDA: ``-1``/empty hides every device)."""
+
+
+def breaches(facts: dict[str, Any]) -> list[str]:
+    """What a pod without an accelerator request must not see, from the device-isolation attempt's
+    ``facts`` (``device_nodes``: paths; ``visible_env``: name → value): each device node, and each
+    visible-devices variable whose value grants devices (not in :data:`NOT_GRANTING`)."""
+    env = facts.get("visible_env") or {}
+    return [*(facts.get("device_nodes") or []),
+            *(f"{k}={v}" for k, v in sorted(env.items()) if v.strip() not in NOT_GRANTING)]
+
+
+def devices(ctx: LayerContext, tenant: str, attempt: dict[str, Any]) -> None:
+    """Judge the device-isolation pod (no accelerator request): it must have run to its end and seen
+    no accelerator device node and no variable granting devices."""
+    facts = attempt["facts"]
+    if attempt["outcome"] != "completed" or not facts.get("log_complete"):
+        reasons = attempt["reasons"]
+        raise LayerBroken(f"{tenant}: the device-isolation pod did not run to its end, so isolation is not proven "
+                          f"({attempt['action']}: {attempt['outcome']}; {attempt['message'] or 'no reason given'})",
+                          reasons[0]["code"] if reasons else "probe_not_run", "platform")
+    seen = breaches(facts)
+    ctx.record("governance.devices", node=facts.get("node"), device_nodes=facts.get("device_nodes"),
+               visible_env=facts.get("visible_env"), breaches=seen)
+    if seen:
+        raise LayerFailed(f"a pod of {tenant} without an accelerator request on node {facts.get('node')} sees "
+                          + ", ".join(seen) + " (a visible-devices variable grants devices wherever the container "
+                          "runtime honours it, e.g. the NVIDIA container toolkit: set by the image or injected by "
+                          "the platform, the pod gets accelerators nobody allocated)", "device_isolation_breach",
+                          "platform")
 
 
 def _quantity(text: Any) -> Decimal:

@@ -20,6 +20,7 @@ KIND_KEYS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "quota": (("above",), ("as", "within", "image", "expect")),
     "attribution": ((), ("as", "image")),
     "maintenance": ((), ("as", "image", "expect")),
+    "device-isolation": ((), ("as", "image")),
 }
 """Kind → (keys it requires, keys it may take) beyond name, kind, resource, timeout and description."""
 COMMON_KEYS = frozenset({"name", "kind", "resource", "timeout", "description"})
@@ -29,8 +30,8 @@ DEFAULT_REASONS: dict[str, tuple[str, ...]] = {
     "quota": ("quota_exceeded", "queue_quota_insufficient", "queue_request_exceeds_max"),
     "maintenance": ("node_unschedulable", "untolerated_taint", "node_not_ready"),
 }
-"""Kind → reason codes accepted as its refusal by default (attribution refuses nothing: its pass is
-an account that adds up)."""
+"""Kind → reason codes accepted as its refusal by default (attribution and device-isolation refuse
+nothing: their pass is an account that adds up, and devices that are absent)."""
 RESERVED_GROUP = "governance"
 """The collector level of the probes (``<resource>::governance::<probe>::scheduling``): no image may
 be called so."""

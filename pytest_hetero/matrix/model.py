@@ -140,7 +140,7 @@ class ExcludeRule:
         return all(keys.get(dim) == value for dim, value in self.match.items())
 
 
-PROBE_KINDS: tuple[str, ...] = ("tenant-isolation", "quota", "attribution", "maintenance")
+PROBE_KINDS: tuple[str, ...] = ("tenant-isolation", "quota", "attribution", "maintenance", "device-isolation")
 """Governance probe kinds (``spec.governance.probes[].kind``)."""
 
 

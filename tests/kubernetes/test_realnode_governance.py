@@ -19,7 +19,7 @@ import pytest
 import yaml
 from kubernetes import client, utils
 from kubernetes.client.rest import ApiException
-from realkit import GPU, STANDIN, data, failure, real_matrix, run
+from realkit import GPU, PYTHON, STANDIN, data, failure, real_matrix, run
 from support import REPO
 
 if TYPE_CHECKING:  # annotation only: 'conftest' names differ per folder at run time
@@ -91,7 +91,8 @@ def governed(realnode: RealNodeCluster, made: dict[str, Any], probes: list[dict[
     tenants a, b and leaky, and ``probes``."""
     resource = {"name": "gpu", "type": "gpu", "vendor": "nvidia", "requests": {GPU: "1"}, "queue": "lq"}
     doc = json.loads(real_matrix(realnode.info, made["ns"]["gate"], [resource], target={"submit_as": submit_as},
-                                 images=[{"name": "acc", "reference": STANDIN, "for": ["gpu"]}],
+                                 images=[{"name": "acc", "reference": STANDIN, "for": ["gpu"]},
+                                         {"name": "py", "reference": PYTHON, "for": ["gpu"]}],
                                  layers={"scheduling": {"timeout": "40s"}}, framework=False))
     ns = made["ns"]
     doc["spec"]["governance"] = {
@@ -246,11 +247,12 @@ def test_deploy_rbac_governance_is_enough_for_the_probes_as_the_harness_service_
         path = pytester.path / "sa.kubeconfig"
         path.write_text(yaml.safe_dump(kubeconfig))
         probes = [{"name": "a-not-into-b", "kind": "tenant-isolation", "resource": "gpu", "as": "a", "target": "b"},
-                  {"name": "a-queue-usage", "kind": "attribution", "resource": "gpu", "as": "a"}]
+                  {"name": "a-queue-usage", "kind": "attribution", "resource": "gpu", "as": "a"},
+                  {"name": "a-no-gpu", "kind": "device-isolation", "resource": "gpu", "as": "a", "image": "py"}]
         doc = json.loads(governed(realnode, tenants, probes, "kueue-job"))
         doc["spec"]["target"]["kubeconfig"] = str(path)
         got = run(pytester, json.dumps(doc), "g" + uuid.uuid4().hex[:9], "-k", "governance")
-        for name in ("a-not-into-b", "a-queue-usage"):
+        for name in ("a-not-into-b", "a-queue-usage", "a-no-gpu"):
             item = got[f"gpu::governance::{name}::scheduling"]
             assert item["status"] == "passed", item.get("failure")
             assert data(item, "governance.identity")["observer"] == f"system:serviceaccount:{tenants['ns']['gate']}:pytest-hetero"
@@ -260,3 +262,32 @@ def test_deploy_rbac_governance_is_enough_for_the_probes_as_the_harness_service_
         for doc in cluster_scoped:
             delete = (rbac.delete_cluster_role if doc["kind"] == "ClusterRole" else rbac.delete_cluster_role_binding)
             delete(doc["metadata"]["name"])
+
+
+def test_a_pod_without_an_accelerator_request_on_the_gpu_node_sees_no_device(
+    pytester: pytest.Pytester, realnode: RealNodeCluster, tenants: dict[str, Any]
+) -> None:
+    """On the real node (kubelet, containerd, the test device plugin handing /dev/nvidia<i> and
+    NVIDIA_VISIBLE_DEVICES to pods that request GPUs), a pod of tenant a that requests none runs and
+    sees neither in the plain Python image; in the CUDA-like stand-in image, which sets
+    NVIDIA_VISIBLE_DEVICES=all as the nvidia/cuda images do, the probe fails: that variable hands every
+    GPU to the pod wherever the NVIDIA container toolkit honours it. A pod requesting N seeing exactly N
+    is the startup layer's claim (test_realnode_layers)."""
+    probes = [{"name": "a-no-gpu", "kind": "device-isolation", "resource": "gpu", "as": "a", "image": "py"},
+              {"name": "a-no-gpu-cuda", "kind": "device-isolation", "resource": "gpu", "as": "a", "image": "acc"}]
+    got = run(pytester, governed(realnode, tenants, probes), "g" + uuid.uuid4().hex[:9], "-k", "governance")
+    item = got["gpu::governance::a-no-gpu::scheduling"]
+    assert item["status"] == "passed", item.get("failure")
+    [attempt] = _attempts(item).values()
+    assert (attempt["outcome"], attempt["facts"]["node"], attempt["facts"]["log_complete"]) == (
+        "completed", realnode.info.node, True)
+    assert attempt["facts"]["requests"] == {"cpu": "10m"}  # the GPU request removed, nothing else asked
+    seen = data(item, "governance.devices")
+    assert (seen["device_nodes"], seen["visible_env"], seen["breaches"]) == ([], {}, [])
+    _clean(item)
+    cuda = got["gpu::governance::a-no-gpu-cuda::scheduling"]
+    assert failure(cuda) == ("failed", "device_isolation_breach", "platform")
+    assert cuda["failure"]["message"].startswith(
+        f"a pod of a without an accelerator request on node {realnode.info.node} sees NVIDIA_VISIBLE_DEVICES=all (")
+    assert data(cuda, "governance.devices")["device_nodes"] == []  # no NVIDIA runtime here: the variable alone
+    _clean(cuda)

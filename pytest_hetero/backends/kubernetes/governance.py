@@ -14,6 +14,11 @@ Each kind's attempts (roles in brackets; the layer :mod:`pytest_hetero.layers.go
   or carries a NoSchedule/NoExecute taint the resource does not tolerate, pinned to that node by node
   affinity on ``metadata.name`` [``node``] (the scheduler must leave it Unschedulable); none such:
   nothing attempted (``skipped`` says so);
+* ``device-isolation`` (as A or the gate): a Pod on the resource's pool with the resource's requests
+  minus every accelerator (cpu/memory only) runs :data:`LOOK` once [``no-request``]; its log (read by
+  the observer) lists the accelerator device nodes it sees and the visible-devices variables set in it
+  (facts ``device_nodes``, ``visible_env``); a pod requesting N devices seeing exactly N is the
+  startup layer's claim (``startup.devices``);
 * ``attribution`` (as A): the accounts of A's namespace and queues are read [``before``], a workload
   with the resource's requests is placed [``workload``], the accounts are read until they rise
   [``during``], the workload is deleted and they are read until they return [``after``]; the layer
@@ -39,6 +44,10 @@ from pytest_hetero.backends.protocol import Attempt, GovernanceReport, Step
 from pytest_hetero.matrix.model import GovernanceProbe, Resource, Tenant
 from pytest_hetero.matrix.tolerations import untolerated
 
+LOOK = ("for f in /dev/nvidia* /dev/davinci* /dev/dri/* /dev/accel/* /dev/kfd; do [ -e \"$f\" ] && "
+        "echo \"DEV $f\"; done; env | grep -E '^[A-Z_]*VISIBLE_DEVICES=' | sed 's/^/ENV /'; echo END")
+"""Shell script of the device-isolation pod: ``DEV <path>`` per accelerator device node, ``ENV
+<NAME=value>`` per ``*VISIBLE_DEVICES`` variable, ``END`` (so a truncated log is recognised)."""
 SETTLE_S = 60.0
 """Seconds the accounts may take to follow a placement or a deletion (quota controller, Kueue)."""
 
@@ -117,7 +126,7 @@ def govern(session: KubeSession, step: Step, probe: GovernanceProbe) -> Governan
     run = _Probe(session, step, probe, identity)
     try:
         skipped = {"tenant-isolation": _isolation, "quota": _quota, "attribution": _attribution,
-                   "maintenance": _maintenance}[probe.kind](run, tenant)
+                   "maintenance": _maintenance, "device-isolation": _device_isolation}[probe.kind](run, tenant)
     finally:
         records, left = tenancy.delete_all(session.api, run.created)
     if probe.kind == "attribution" and run.usage:
@@ -154,6 +163,29 @@ def _maintenance(run: _Probe, tenant: Tenant | None) -> str:
         return (f"no node of the pool ({len(nodes)} matching {pool.selector or 'the requested resources'}) is "
                 "cordoned, NotReady or tainted against the resource: nothing to refuse")
     return ""
+
+
+def _device_isolation(run: _Probe, tenant: Tenant | None) -> None:
+    res = run.step.resource
+    basic = {k: v for k, v in res.requests.items() if k not in res.device_resources}
+    plain = dataclasses.replace(res, requests=basic or {"cpu": "10m"},
+                                limits={k: v for k, v in res.limits.items() if k not in res.device_resources})
+    body = run.body("no-request", run.identity.namespace, plain, "pod")
+    body["spec"]["restartPolicy"] = "Never"
+    body["spec"]["containers"][0]["command"] = ["/bin/sh", "-c", LOOK]
+    attempt = run.submit("no-request", body, want="completed")
+    if attempt.outcome == "completed":
+        from kubernetes import client
+
+        from pytest_hetero.backends.kubernetes.startup import read_logs
+
+        core = client.CoreV1Api(run.session.api)
+        log = read_logs(core, run.identity.namespace, body["metadata"]["name"])
+        lines = log.splitlines()
+        attempt.facts.update({"device_nodes": [x[4:] for x in lines if x.startswith("DEV ")],
+                              "visible_env": dict(x[4:].split("=", 1) for x in lines if x.startswith("ENV ")),
+                              "log_complete": "END" in lines, "log": log[-4000:]})
+    run.attempts.append(attempt)
 
 
 def _isolation(run: _Probe, tenant: Tenant | None) -> None:
