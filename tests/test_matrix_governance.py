@@ -79,10 +79,15 @@ def test_missing_keys_unknown_names_and_self_probes_are_named(tmp_path: Path) ->
             "target: the tenant whose namespace and queue the attempt must not reach") in got
 
 
-@pytest.mark.parametrize("kind", ["preemption", "priority"])
-def test_kinds_not_built_are_refused_by_the_schema(tmp_path: Path, kind: str) -> None:
-    got = problems(tmp_path, [{"name": "p", "kind": kind, "resource": "cpu-host"}])
+def test_an_unknown_kind_is_refused_by_the_schema(tmp_path: Path) -> None:
+    got = problems(tmp_path, [{"name": "p", "kind": "priority", "resource": "cpu-host"}])
     assert len(got) == 1 and got[0][0] == "spec.governance.probes[0:p].kind", got
+
+
+def test_preemption_needs_both_priority_classes(tmp_path: Path) -> None:
+    got = problems(tmp_path, [{"name": "p", "kind": "preemption", "resource": "cpu-host", "high": "urgent"}])
+    assert got == [("spec.governance.probes[0:p]", "a preemption probe needs 'low'",
+                    "low: the PriorityClass of the workload that must be preempted (and of the one that waits)")]
 
 
 def test_duplicate_tenant_and_reserved_image_name(tmp_path: Path) -> None:
@@ -109,7 +114,7 @@ def test_the_local_engine_has_no_tenants_so_a_probe_is_not_applicable(pytester: 
 def test_the_example_governance_matrix_loads() -> None:
     matrix = load_matrix(REPO / "matrices" / "example-governance.matrix.yaml")
     assert {p.kind for p in matrix.probes} == {"tenant-isolation", "quota", "attribution", "maintenance",
-                                               "device-isolation"}
+                                               "device-isolation", "preemption"}
     assert all(p.acting_as for p in matrix.probes)
 
 

@@ -19,6 +19,10 @@ reports them; the verdict is written here, once for every engine:
 * device isolation: the pod without an accelerator request must run to its end (else error: not
   proven) and see no accelerator device node and no ``*VISIBLE_DEVICES`` variable granting devices
   (``device_isolation_breach``, platform);
+* preemption: ``low`` and ``high`` must be placed, the low pod evicted for the high one with the
+  eviction recorded (DisruptionTarget condition or ``Preempted`` event; else ``eviction_unrecorded``),
+  and the ``waiter`` (low again) refused with the kind's reasons; a pool with room for both is not a
+  test of preemption (error ``preemption_not_exercised``: not proven);
 * a probe with nothing to attempt (maintenance: no node of the pool in maintenance) → not applicable,
   with the engine's reason (untested scope, never a pass);
 * anything the probe created and could not remove → ``cleanup_incomplete`` (platform).
@@ -39,8 +43,8 @@ from pytest_hetero.matrix.governance import DEFAULT_REASONS
 from pytest_hetero.matrix.model import GovernanceProbe
 
 MUST_REFUSE = ("submit-into-target", "list-target-pods", "list-target-workloads", "submit-to-target-queue", "above",
-               "node")
-MUST_ADMIT = ("within", "workload")
+               "node", "waiter")
+MUST_ADMIT = ("within", "workload", "low", "high")
 
 
 def check(ctx: LayerContext) -> None:
@@ -59,23 +63,30 @@ def check(ctx: LayerContext) -> None:
         raise NotApplicable(report.skipped)
     tenant = probe.acting_as or "the gate"
     for attempt in report.attempts:
-        if attempt.role in MUST_REFUSE:
-            _refused(ctx, probe, tenant, attempt.to_dict())
-        elif attempt.role in MUST_ADMIT and attempt.outcome != "placed":
-            reasons = attempt.reasons
-            if not reasons:
-                raise LayerFailed(f"{tenant}: {attempt.action} was not placed within {attempt.waited_s:.0f} s "
-                                  "and nothing says why", "scheduling_timeout", "platform")
-            raise LayerFailed(f"{tenant}: {attempt.action} was not admitted: {attempt.message}",
-                              reasons[0]["code"], reasons[0]["owner"])
+        _judge(ctx, probe, tenant, attempt.to_dict())
     if probe.kind == "attribution":
         attribution(ctx, tenant, report.usage)
-    for attempt in report.attempts:
-        if attempt.role == "no-request":
-            devices(ctx, tenant, attempt.to_dict())
     if report.leftovers:
         raise LayerFailed("the probe could not remove what it created: " + "; ".join(
             f"{x.kind} {x.namespace}/{x.name}: {x.reason}" for x in report.leftovers), "cleanup_incomplete", "platform")
+
+
+def _judge(ctx: LayerContext, probe: GovernanceProbe, tenant: str, attempt: dict[str, Any]) -> None:
+    """Raise the outcome of one attempt that did not go as its role requires (module docstring)."""
+    role = attempt["role"]
+    if role in MUST_REFUSE:
+        _refused(ctx, probe, tenant, attempt)
+    elif role in MUST_ADMIT and attempt["outcome"] != "placed":
+        reasons = attempt["reasons"]
+        if not reasons:
+            raise LayerFailed(f"{tenant}: {attempt['action']} was not placed within {attempt['waited_s']:.0f} s "
+                              "and nothing says why", "scheduling_timeout", "platform")
+        raise LayerFailed(f"{tenant}: {attempt['action']} was not admitted: {attempt['message']}",
+                          reasons[0]["code"], reasons[0]["owner"])
+    if role == "no-request":
+        devices(ctx, tenant, attempt)
+    if role == "high":
+        preempted(ctx, tenant, attempt)
 
 
 def _accepted(probe: GovernanceProbe) -> tuple[str, ...]:
@@ -94,6 +105,8 @@ def _could(probe: GovernanceProbe, tenant: str, attempt: dict[str, Any]) -> str:
                                  f"({len(returned or [])} returned)",
         "submit-to-target-queue": f"tenant {tenant} could submit to tenant {target}'s queue ({attempt['action']}: "
                                   f"{attempt['outcome']})",
+        "waiter": f"a second low-priority workload of {tenant} was placed although the pool was full with the "
+                  f"high-priority one ({attempt['action']})",
         "node": f"node {attempt['facts'].get('target_node')} ({', '.join(attempt['facts'].get('maintenance') or [])}) "
                 f"received a workload of {tenant} ({attempt['action']})",
         "above": f"tenant {tenant} was admitted a request above its quota ({attempt['action']}, requests "
@@ -116,6 +129,21 @@ def _refused(ctx: LayerContext, probe: GovernanceProbe, tenant: str, attempt: di
                           f"({', '.join(accepted)}): reasons {codes or 'none'}; the cluster said: "
                           f"{attempt['message'] or 'nothing'}", "refusal_unexpected", "platform")
     ctx.record("governance.refused", role=attempt["role"], codes=codes, message=attempt["message"])
+
+
+def preempted(ctx: LayerContext, tenant: str, attempt: dict[str, Any]) -> None:
+    """The high-priority workload was placed (checked before): the low one must have been evicted for it,
+    with the eviction recorded by the cluster (DisruptionTarget condition or Preempted event)."""
+    victim = attempt["facts"].get("victim") or {}
+    ctx.record("governance.preemption", **victim)
+    if not victim.get("evicted"):
+        raise LayerBroken(f"{tenant}: the high-priority workload was placed without evicting the low-priority one "
+                          f"({victim.get('pod')}): the pool had room for both, so preemption was not exercised; point "
+                          "the probe at a pool that holds one such workload", "preemption_not_exercised", "platform")
+    if not victim.get("disruption") and not victim.get("events"):
+        raise LayerFailed(f"{tenant}: the low-priority pod {victim.get('pod')} was removed without a recorded "
+                          "preemption (no DisruptionTarget condition, no Preempted event)", "eviction_unrecorded",
+                          "platform")
 
 
 NOT_GRANTING = frozenset({"", "void", "none", "-1", "NoDevFiles"})

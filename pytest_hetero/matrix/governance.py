@@ -21,6 +21,7 @@ KIND_KEYS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "attribution": ((), ("as", "image")),
     "maintenance": ((), ("as", "image", "expect")),
     "device-isolation": ((), ("as", "image")),
+    "preemption": (("high", "low"), ("as", "image", "expect")),
 }
 """Kind → (keys it requires, keys it may take) beyond name, kind, resource, timeout and description."""
 COMMON_KEYS = frozenset({"name", "kind", "resource", "timeout", "description"})
@@ -29,6 +30,7 @@ DEFAULT_REASONS: dict[str, tuple[str, ...]] = {
     "tenant-isolation": ("forbidden_rbac", "queue_namespace_mismatch", "queue_not_found"),
     "quota": ("quota_exceeded", "queue_quota_insufficient", "queue_request_exceeds_max"),
     "maintenance": ("node_unschedulable", "untolerated_taint", "node_not_ready"),
+    "preemption": ("insufficient_resource", "preemption_not_helpful", "preemption_no_victims"),
 }
 """Kind → reason codes accepted as its refusal by default (attribution and device-isolation refuse
 nothing: their pass is an account that adds up, and devices that are absent)."""
@@ -100,4 +102,6 @@ def _need(kind: str, key: str) -> str:
         "as": "as: the tenant whose ServiceAccount makes the attempt (spec.governance.tenants[].name)",
         "target": "target: the tenant whose namespace and queue the attempt must not reach",
         "above": "above: a request beyond the tenant's quota, e.g. {nvidia.com/gpu: 3}",
+        "high": "high: the PriorityClass of the workload that must preempt",
+        "low": "low: the PriorityClass of the workload that must be preempted (and of the one that waits)",
     }.get(key, f"add {key}")

@@ -350,7 +350,7 @@ def _build(data: dict[str, Any], path: Path, raw_sha: str, pos: Positions) -> Ma
     probes = tuple(GovernanceProbe(
         name=x["name"], kind=x["kind"], resource=x["resource"], acting_as=x.get("as"), target=x.get("target"),
         image=x.get("image"), within={k: str(v) for k, v in x.get("within", {}).items()},
-        above={k: str(v) for k, v in x.get("above", {}).items()},
+        above={k: str(v) for k, v in x.get("above", {}).items()}, high=x.get("high"), low=x.get("low"),
         reasons=tuple((x.get("expect") or {}).get("reasons", ())),
         timeout_s=parse_duration(x["timeout"]) if "timeout" in x else None,
         line=line("spec", "governance", "probes", i)) for i, x in enumerate(gov.get("probes", [])))

@@ -140,7 +140,8 @@ class ExcludeRule:
         return all(keys.get(dim) == value for dim, value in self.match.items())
 
 
-PROBE_KINDS: tuple[str, ...] = ("tenant-isolation", "quota", "attribution", "maintenance", "device-isolation")
+PROBE_KINDS: tuple[str, ...] = ("tenant-isolation", "quota", "attribution", "maintenance", "device-isolation",
+                                "preemption")
 """Governance probe kinds (``spec.governance.probes[].kind``)."""
 
 
@@ -166,7 +167,8 @@ class Tenant:
 class GovernanceProbe:
     """An expected refusal on ``resource``'s pool (``kind`` one of :data:`PROBE_KINDS`), made as tenant
     ``acting_as`` (None: the gate's own identity). ``target``: the tenant probed (tenant-isolation);
-    ``image``: what probe pods run; ``within``/``above``: quota requests (quantity strings); ``reasons``:
+    ``image``: what probe pods run; ``within``/``above``: quota requests (quantity strings); ``high``/``low``:
+    PriorityClass names of preemption; ``reasons``:
     normalised reason codes accepted as the refusal (empty: the kind's defaults); ``timeout_s``:
     seconds each attempt may take (None: the scheduling layer's timeout)."""
 
@@ -178,6 +180,8 @@ class GovernanceProbe:
     image: str | None = None
     within: dict[str, str] = field(default_factory=dict)
     above: dict[str, str] = field(default_factory=dict)
+    high: str | None = None
+    low: str | None = None
     reasons: tuple[str, ...] = ()
     timeout_s: float | None = None
     line: int = 0

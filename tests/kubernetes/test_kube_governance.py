@@ -1,18 +1,22 @@
-"""Maintenance probes on the KWOK plane's real scheduler: a cordoned, a tainted (not tolerated) and a
-NotReady node receive no workload of a tenant, whose ServiceAccount token makes the attempts.
+"""Maintenance and preemption probes on the KWOK plane's real scheduler, as a tenant whose
+ServiceAccount token makes the attempts: a cordoned, a tainted (not tolerated) and a NotReady node
+receive no workload; a high-priority workload preempts a low one (eviction recorded) and a second
+low one waits.
 
-The cordoned node is made by this test (a KWOK node of its own pool, ``spec.unschedulable``); the
+The cordoned node and the one-GPU node are made by the tests (KWOK nodes of their own pools); the
 tainted and NotReady ones are the session's ``tainted`` and ``notready`` pools (kubekit)."""
 
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from kubekit import BASE, POOL, SESSION, kube_matrix
+from kubekit import BASE, POOL, SESSION, kube_matrix, schedulable
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 from support import evidence_of
@@ -21,22 +25,56 @@ if TYPE_CHECKING:  # annotation only: 'conftest' names differ per folder at run 
     from conftest import Cluster
 
 
-@pytest.fixture
-def cordoned(cluster: Cluster) -> Iterator[str]:
-    """A cordoned KWOK node with 8 GPUs in pool ``cordoned-<x>`` (deleted afterwards); its pool name."""
-    pool = "cordoned-" + uuid.uuid4().hex[:5]
+@contextmanager
+def own_node(cluster: Cluster, stem: str, gpus: str, cordon: bool) -> Iterator[str]:
+    """A KWOK node with ``gpus`` GPUs in a pool of its own (deleted afterwards); yields the pool name."""
+    pool = f"{stem}-{uuid.uuid4().hex[:5]}"
     name = f"{pool}-{cluster.suffix}"
-    cap = {**BASE, "nvidia.com/gpu": "8"}
+    cap = {**BASE, "nvidia.com/gpu": gpus}
     cluster.core.create_node({"metadata": {"name": name, "annotations": {"kwok.x-k8s.io/node": "fake"},
                                            "labels": {POOL: pool, SESSION: cluster.suffix}},
-                              "spec": {"unschedulable": True}, "status": {"capacity": cap, "allocatable": cap}})
+                              "spec": {"unschedulable": cordon}, "status": {"capacity": cap, "allocatable": cap}})
     try:
+        if not cordon:
+            deadline = time.monotonic() + 60
+            while not schedulable(cluster.core.read_node(name)) and time.monotonic() < deadline:
+                time.sleep(0.3)
         yield pool
     finally:
         try:
             cluster.core.delete_node(name)
         except ApiException:
             pass
+
+
+@pytest.fixture
+def cordoned(cluster: Cluster) -> Iterator[str]:
+    """A cordoned KWOK node with 8 GPUs in pool ``cordoned-<x>``; its pool name."""
+    with own_node(cluster, "cordoned", "8", cordon=True) as pool:
+        yield pool
+
+
+@pytest.fixture
+def one_gpu(cluster: Cluster) -> Iterator[str]:
+    """A schedulable KWOK node with exactly 1 GPU in pool ``onegpu-<x>``; its pool name."""
+    with own_node(cluster, "onegpu", "1", cordon=False) as pool:
+        yield pool
+
+
+@pytest.fixture
+def priorities(cluster: Cluster) -> Iterator[tuple[str, str]]:
+    """PriorityClasses (low 100, high 100000; unique names, deleted afterwards)."""
+    sched = client.SchedulingV1Api(cluster.api)
+    tag = uuid.uuid4().hex[:5]
+    names = (f"gov-low-{tag}", f"gov-high-{tag}")
+    for name, value in zip(names, (100, 100000), strict=True):
+        sched.create_priority_class({"metadata": {"name": name, "labels": {SESSION: cluster.suffix}}, "value": value,
+                                     "preemptionPolicy": "PreemptLowerPriority"})
+    try:
+        yield names
+    finally:
+        for name in names:
+            sched.delete_priority_class(name)
 
 
 @pytest.fixture
@@ -94,3 +132,36 @@ def test_cordoned_tainted_and_notready_nodes_receive_no_workload_of_the_tenant(
     healthy = items["gpu"]  # nothing in maintenance: not proven, never a pass
     assert healthy["status"] == "not_applicable"
     assert "is cordoned, NotReady or tainted against the resource: nothing to refuse" in json.dumps(healthy)
+
+
+def test_a_high_priority_workload_preempts_a_low_one_and_a_second_low_one_waits(
+    pytester: pytest.Pytester, cluster: Cluster, one_gpu: str, priorities: tuple[str, str], tenant: dict[str, Any],
+    run_id: str
+) -> None:
+    low, high = priorities
+    resources = [{"name": "onegpu", "type": "gpu", "requests": {"nvidia.com/gpu": "1"}, "pool": one_gpu}]
+    doc = json.loads(kube_matrix(cluster.suffix, cluster.namespace, resources,
+                                 layers={"scheduling": {"timeout": "30s"}}))
+    doc["spec"]["governance"] = {"tenants": [tenant], "probes": [
+        {"name": "prio", "kind": "preemption", "resource": "onegpu", "as": "a", "high": high, "low": low}]}
+    pytester.makefile(".matrix.yaml", k=json.dumps(doc))
+    pytester.runpytest("-p", "no:cacheprovider", "--hetero-run-id", run_id, "-k", "governance")
+    [item] = evidence_of(pytester)["items"]
+    assert item["status"] == "passed", item.get("failure")
+    tried = {r["data"]["role"]: r["data"] for r in item["records"] if r["kind"] == "governance.attempt"}
+    node = f"{one_gpu}-{cluster.suffix}"
+    assert (tried["low"]["outcome"], tried["low"]["facts"]["node"]) == ("placed", node)
+    assert (tried["high"]["outcome"], tried["high"]["facts"]["node"]) == ("placed", node)
+    victim = tried["high"]["facts"]["victim"]
+    assert victim["evicted"] and victim["pod"].startswith("hetero-gov-prio-low-")
+    # the victim is usually gone by the time the preemptor is placed: its condition is read when it is
+    # still there, the scheduler's Preempted event always
+    assert victim["disruption"] in ([], [{"reason": "PreemptionByScheduler", "message":
+                                          "default-scheduler: preempting to accommodate a higher priority pod"}])
+    assert victim["events"] and victim["events"][0].startswith("Preempted by pod "), victim
+    waiter = tried["waiter"]
+    assert waiter["outcome"] == "pending" and waiter["facts"]["node"] is None
+    assert {"insufficient_resource", "preemption_not_helpful", "preemption_no_victims"} & {
+        r["code"] for r in waiter["reasons"]}, waiter
+    cleanup = [r["data"] for r in item["records"] if r["kind"] == "governance.cleanup"][-1]
+    assert cleanup["leftovers"] == [] and len(cleanup["objects"]) == 3

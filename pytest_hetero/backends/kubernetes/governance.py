@@ -19,6 +19,11 @@ Each kind's attempts (roles in brackets; the layer :mod:`pytest_hetero.layers.go
   the observer) lists the accelerator device nodes it sees and the visible-devices variables set in it
   (facts ``device_nodes``, ``visible_env``); a pod requesting N devices seeing exactly N is the
   startup layer's claim (``startup.devices``);
+* ``preemption`` (as A or the gate; kube-scheduler priority on the pod path): a Pod of PriorityClass
+  ``low`` with the resource's requests [``low``], placed; one of ``high`` [``high``], watched until
+  placed, and whether the scheduler evicted the low one for it (facts ``victim``: its DisruptionTarget
+  condition and ``Preempted`` events); a second ``low`` Pod [``waiter``], which must wait. The pool must
+  hold one such workload only (a small dedicated pool) or nothing is preempted;
 * ``attribution`` (as A): the accounts of A's namespace and queues are read [``before``], a workload
   with the resource's requests is placed [``workload``], the accounts are read until they rise
   [``during``], the workload is deleted and they are read until they return [``after``]; the layer
@@ -78,7 +83,7 @@ class _Probe:
         return ks.manifest(submit_as, name, namespace, labels, resource, image.reference, None,
                            kc.created_annotations())
 
-    def submit(self, role: str, body: dict[str, Any], want: str = "placed") -> Attempt:
+    def submit(self, role: str, body: dict[str, Any], want: str = "placed", patient: bool = False) -> Attempt:
         """Create ``body`` as the tenant and watch it (as the observer) until placed or pending."""
         meta = body["metadata"]
         action = f"create {body['kind']} {meta['name']} in namespace {meta['namespace']}"
@@ -89,7 +94,7 @@ class _Probe:
         if error is not None:
             return tenancy.refused(role, action, self.identity, error)
         s = self.session
-        outcome, pods, loads, waited = tenancy.observe(s.api, s.served(), body, self.timeout_s, want)
+        outcome, pods, loads, waited = tenancy.observe(s.api, s.served(), body, self.timeout_s, want, patient)
         node = next((p["spec"].get("nodeName") for p in pods if (p.get("spec") or {}).get("nodeName")), None)
         facts: dict[str, Any] = {"node": node, "pods": [p["metadata"]["name"] for p in pods],
                                  "workloads": [w["metadata"]["name"] for w in loads], "requests": requests_of(body)}
@@ -126,7 +131,8 @@ def govern(session: KubeSession, step: Step, probe: GovernanceProbe) -> Governan
     run = _Probe(session, step, probe, identity)
     try:
         skipped = {"tenant-isolation": _isolation, "quota": _quota, "attribution": _attribution,
-                   "maintenance": _maintenance, "device-isolation": _device_isolation}[probe.kind](run, tenant)
+                   "maintenance": _maintenance, "device-isolation": _device_isolation,
+                   "preemption": _preemption}[probe.kind](run, tenant)
     finally:
         records, left = tenancy.delete_all(session.api, run.created)
     if probe.kind == "attribution" and run.usage:
@@ -186,6 +192,48 @@ def _device_isolation(run: _Probe, tenant: Tenant | None) -> None:
                               "visible_env": dict(x[4:].split("=", 1) for x in lines if x.startswith("ENV ")),
                               "log_complete": "END" in lines, "log": log[-4000:]})
     run.attempts.append(attempt)
+
+
+def _victim(run: _Probe, body: dict[str, Any], wait_s: float) -> dict[str, Any]:
+    """What became of the low-priority pod once the high one was placed: ``evicted`` (deletion requested
+    or gone), its ``DisruptionTarget`` condition, its ``Preempted`` events (the scheduler's words)."""
+    from kubernetes import client
+    from kubernetes.client.exceptions import ApiException
+
+    core, meta = client.CoreV1Api(run.session.api), body["metadata"]
+    deadline = time.monotonic() + wait_s
+    pod: Any = None
+    while True:
+        try:
+            pod = core.read_namespaced_pod(meta["name"], meta["namespace"], _request_timeout=kc.API_TIMEOUT_S)
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+            pod = None
+        if pod is None or pod.metadata.deletion_timestamp is not None or time.monotonic() >= deadline:
+            break
+        time.sleep(tenancy.POLL_S)
+    conditions = [c for c in (pod.status.conditions or []) if c.type == "DisruptionTarget"] if pod else []
+    events = [e for e in ks.events_for(run.session.api, meta["namespace"], meta["name"])
+              if e.get("reason") == "Preempted"]
+    return {"pod": meta["name"], "evicted": pod is None or pod.metadata.deletion_timestamp is not None,
+            "disruption": [{"reason": c.reason, "message": c.message} for c in conditions],
+            "events": [str(e.get("message")) for e in events]}
+
+
+def _preemption(run: _Probe, tenant: Tenant | None) -> None:
+    res, ns = run.step.resource, run.identity.namespace
+    low_class, high_class = str(run.probe.low), str(run.probe.high)
+    low = run.body("low", ns, dataclasses.replace(res, priority_class=low_class), "pod")
+    run.attempts.append(run.submit("low", low))
+    if run.attempts[-1].outcome != "placed":
+        return
+    high = run.body("high", ns, dataclasses.replace(res, priority_class=high_class), "pod")
+    attempt = run.submit("high", high, patient=True)
+    attempt.facts["victim"] = _victim(run, low, 0 if attempt.outcome == "placed" else 5.0)
+    run.attempts.append(attempt)
+    waiter = run.body("waiter", ns, dataclasses.replace(res, priority_class=low_class), "pod")
+    run.attempts.append(run.submit("waiter", waiter))
 
 
 def _isolation(run: _Probe, tenant: Tenant | None) -> None:

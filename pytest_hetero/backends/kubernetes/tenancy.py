@@ -171,12 +171,14 @@ def kueue_refusal(workload: dict[str, Any]) -> bool:
 
 
 def observe(observer: client.ApiClient, served: queues.Served, body: dict[str, Any], timeout_s: float,
-            want: str = "placed") -> tuple[str, list[dict[str, Any]], list[dict[str, Any]], float]:
+            want: str = "placed", patient: bool = False
+            ) -> tuple[str, list[dict[str, Any]], list[dict[str, Any]], float]:
     """Watch (poll every 0.4 s, as the observer) what becomes of the created ``body`` for up to
     ``timeout_s`` seconds: ``(outcome, pods, workloads, waited_s)`` with outcome ``placed`` (a pod bound
     to a node, for a Kueue Job also its Workload admitted), ``completed`` (with ``want="completed"``: a
     pod Succeeded or Failed), ``pending`` (the scheduler found no node, or Kueue said why not, or the
-    time ran out)."""
+    time ran out). ``patient``: a first Unschedulable verdict does not end the watch (a preemptor is
+    Unschedulable until its victims are gone)."""
     meta = body["metadata"]
     ns, name = meta["namespace"], meta["name"]
     selector = f"{kc.PROBE}={meta['labels'][kc.PROBE]}"
@@ -194,7 +196,8 @@ def observe(observer: client.ApiClient, served: queues.Served, body: dict[str, A
             return "completed", pods, loads, waited
         if want == "placed" and ks.scheduled(pods) and (not kueue or any(admitted(w) for w in loads)):
             return "placed", pods, loads, waited
-        if ks.unschedulable(pods) or (kueue and any(kueue_refusal(w) and not admitted(w) for w in loads)):
+        refused = ks.unschedulable(pods) or (kueue and any(kueue_refusal(w) and not admitted(w) for w in loads))
+        if refused and not patient:
             return "pending", pods, loads, waited
         if waited >= timeout_s:
             return "pending", pods, loads, waited
