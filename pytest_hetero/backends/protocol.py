@@ -285,14 +285,15 @@ class Attempt:
     """One action of a governance probe as the engine carried it out, in engine terms; the layer judges it.
 
     ``role``: what the probe made the attempt for (the layer's name: ``submit-into-target``,
-    ``list-target-pods``, ``above``, ``within``, ``no-request``, ``request-n``, ``node``, ``low``,
-    ``high``, ``waiter``…); ``action``: the request in the engine's words (``create Pod x in namespace
-    a``); ``identity``: the user the cluster saw make it; ``outcome``: ``refused`` (the API said no),
-    ``pending`` (accepted, never placed or admitted within ``waited_s`` seconds), ``placed`` (bound to a
-    node or admitted), ``completed`` (ran to its end), ``preempted`` (evicted for another workload),
-    ``allowed`` (a read the API answered); ``reasons``: normalised reasons
-    (:class:`pytest_hetero.pending.Reason` dicts, decisive first); ``message``: the cluster's own words;
-    ``facts``: the rest (node, devices seen, events, quantities).
+    ``list-target-pods``, ``list-target-workloads``, ``submit-to-target-queue``, ``above``,
+    ``within``, ``workload``, ``no-request``, ``node``, ``low``, ``high``, ``waiter``); ``action``: the
+    request in the engine's words (``create Pod x in namespace a``); ``identity``: the user the
+    cluster saw make it; ``outcome``: ``refused`` (the API said no), ``pending`` (accepted, never
+    placed or admitted within ``waited_s`` seconds), ``placed`` (bound to a node or admitted),
+    ``completed`` (ran to its end), ``allowed`` (a read the API answered), ``not-attempted``
+    (``message`` says why); ``reasons``: normalised reasons (:class:`pytest_hetero.pending.Reason`
+    dicts, decisive first); ``message``: the cluster's own words; ``facts``: the rest (node, devices
+    seen, events, quantities).
     """
 
     role: str
