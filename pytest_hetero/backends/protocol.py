@@ -319,7 +319,8 @@ class GovernanceReport:
     ``observer`` (the identity that read the cluster's state), its ``attempts`` in order, ``usage``
     (attribution: the accounts read ``before``, ``during`` and ``after``, and ``requested``),
     ``cleanup`` (each object created and whether it is gone) and ``leftovers`` (what is still there).
-    ``skipped``: why nothing could be attempted (e.g. no node of the pool is in maintenance)."""
+    ``skipped``: why nothing could be attempted (e.g. no node of the pool is in maintenance).
+    ``ledger``: what the probe cost the cluster (see :func:`pytest_hetero.backends.kubernetes.governance.ledger`)."""
 
     identity: dict[str, Any]
     observer: str
@@ -328,6 +329,7 @@ class GovernanceReport:
     cleanup: list[dict[str, Any]] = field(default_factory=list)
     leftovers: list[Leftover] = field(default_factory=list)
     skipped: str = ""
+    ledger: dict[str, Any] = field(default_factory=dict)
 
 
 def render_entrypoint(entrypoint: tuple[str, ...], values: dict[str, str]) -> list[str]:

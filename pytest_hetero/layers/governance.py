@@ -59,6 +59,8 @@ def check(ctx: LayerContext) -> None:
     if report.usage:
         ctx.record("governance.usage", **report.usage)
     ctx.record("governance.cleanup", objects=report.cleanup, leftovers=[x.to_dict() for x in report.leftovers])
+    if report.ledger:
+        ctx.record("governance.ledger", tenant=probe.acting_as, **report.ledger)
     if report.skipped:
         raise NotApplicable(report.skipped)
     tenant = probe.acting_as or "the gate"
@@ -211,15 +213,11 @@ def _counter(key: str, account: dict[str, Any], counter: str) -> Decimal:
 
 
 def attribution(ctx: LayerContext, tenant: str, usage: dict[str, Any]) -> None:
-    """Judge the accounts read before, during and after the probe workload (see the module docstring);
-    record ``governance.ledger``: resource-seconds the workload held per namespace and resource."""
+    """Judge the accounts read before, during and after the probe workload (see the module docstring)."""
     requested = usage.get("requested") or {}
     before, during, after = usage.get("before") or {}, usage.get("during") or {}, usage.get("after") or {}
     rises = {k: expected_rises(k, v, requested) for k, v in before.items()}
     rises = {k: v for k, v in rises.items() if v}
-    held = float(usage.get("held_s") or 0)
-    ctx.record("governance.ledger", namespace=usage.get("namespace"), tenant=tenant,
-               resource_seconds={r: float(_quantity(q)) * held for r, q in requested.items()}, held_s=held)
     if not rises:
         raise LayerFailed(f"no ResourceQuota or queue of namespace {usage.get('namespace')} counts any of "
                           f"{', '.join(requested)}: the tenant's usage is attributed nowhere", "attribution_untracked",

@@ -152,6 +152,8 @@ def test_tenant_isolation_and_resourcequota_are_refused_by_the_cluster_as_the_te
     quota = got["gpu::governance::a-quota::scheduling"]
     assert quota["status"] == "passed", quota.get("failure")
     above, within = _attempts(quota)["above"], _attempts(quota)["within"]
+    costs = data(quota, "governance.ledger")  # the refused request held nothing; the admitted one is counted
+    assert [w["role"] for w in costs["workloads"]] == ["within"] and costs["waste"]["refused"] == 1
     assert (above["outcome"], above["reasons"][0]["code"]) == ("refused", "quota_exceeded")
     assert above["message"].endswith(f"is forbidden: exceeded quota: tenant-a, requested: requests.{GPU}=2, "
                                      f"used: requests.{GPU}=0, limited: requests.{GPU}=1")
@@ -173,8 +175,11 @@ def test_attribution_counts_exactly_the_request_under_the_tenant_and_releases_it
     usage = data(item, "governance.usage")
     assert usage["during"]["resourcequota/tenant-a"]["used"] == {f"requests.{GPU}": "1", "pods": "1"}
     assert usage["after"]["resourcequota/tenant-a"]["used"] == {f"requests.{GPU}": "0", "pods": "0"}
-    ledger = data(item, "governance.ledger")
-    assert ledger["namespace"] == tenants["ns"]["a"] and ledger["resource_seconds"][GPU] == ledger["held_s"] > 0
+    ledger = data(item, "governance.ledger")  # the GPU-seconds the probe's pod held in a's namespace
+    [pod] = ledger["workloads"]
+    assert (pod["role"], pod["namespace"], pod["requests"]) == ("workload", tenants["ns"]["a"], {GPU: "1"})
+    assert ledger["resource_seconds"] == {tenants["ns"]["a"]: {GPU: pod["held_s"]}} and pod["held_s"] > 0
+    assert (ledger["tenant"], ledger["waste"]["attempts"], ledger["waste"]["refused"]) == ("a", 1, 0)
     _clean(item)
 
 

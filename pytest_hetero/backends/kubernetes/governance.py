@@ -101,6 +101,7 @@ class _Probe:
         if outcome == "pending":
             reasons, words = tenancy.pending_reasons(self.session.api, pods, loads, meta["namespace"], meta["name"])
             return Attempt(role, action, self.identity.subject, "pending", reasons, words, waited, facts)
+        facts["placed_at"] = time.time()
         return Attempt(role, action, self.identity.subject, outcome, [], "", waited, facts)
 
     def read(self, role: str, action: str, call: Any) -> Attempt:
@@ -135,11 +136,37 @@ def govern(session: KubeSession, step: Step, probe: GovernanceProbe) -> Governan
                    "preemption": _preemption}[probe.kind](run, tenant)
     finally:
         records, left = tenancy.delete_all(session.api, run.created)
+    costs = ledger(run.attempts, time.time())
     if probe.kind == "attribution" and run.usage:
         _after(run, tenant)
     return GovernanceReport(identity=identity.to_dict(), observer=tenancy.who_am_i(session.api)[0],
                             attempts=run.attempts, usage=run.usage, cleanup=records, leftovers=left,
-                            skipped=skipped or "")
+                            skipped=skipped or "", ledger=costs)
+
+
+def ledger(attempts: list[Attempt], gone_at: float) -> dict[str, Any]:
+    """What a probe cost, from its attempts and ``gone_at`` (epoch seconds: its objects confirmed gone):
+    ``resource_seconds`` ``{namespace: {resource: request × seconds held}}`` of every workload placed
+    (held from placement until ``gone_at``: an upper bound, deletion included), ``workloads`` (role,
+    namespace, requests, held_s), ``waste``: ``attempts``, ``refused`` (refused or left pending: work
+    the cluster turned away), ``waited_s`` (seconds spent waiting for placement or a verdict)."""
+    from kubernetes.utils import parse_quantity
+
+    held: dict[str, dict[str, float]] = {}
+    workloads = []
+    for a in attempts:
+        if "placed_at" not in a.facts:
+            continue
+        seconds = max(0.0, gone_at - float(a.facts.pop("placed_at")))
+        ns = a.action.split(" in namespace ")[-1].split(" ")[0]
+        for res, qty in (a.facts.get("requests") or {}).items():
+            per = held.setdefault(ns, {})
+            per[res] = round(per.get(res, 0.0) + float(parse_quantity(qty)) * seconds, 3)  # type: ignore[no-untyped-call]
+        workloads.append({"role": a.role, "namespace": ns, "requests": a.facts.get("requests"),
+                          "held_s": round(seconds, 3)})
+    return {"resource_seconds": held, "workloads": workloads,
+            "waste": {"attempts": len(attempts), "refused": sum(a.outcome in ("refused", "pending") for a in attempts),
+                      "waited_s": round(sum(a.waited_s for a in attempts), 3)}}
 
 
 def in_maintenance(node: dict[str, Any], resource: Resource) -> list[str]:
@@ -309,7 +336,7 @@ def _attribution(run: _Probe, tenant: Tenant | None) -> None:
     attempt = run.submit("workload", body)
     run.attempts.append(attempt)
     run.usage = {"namespace": run.identity.namespace, "requested": requested, "before": before,
-                 "placed_at": time.time() if attempt.outcome == "placed" else None}
+                 "placed": attempt.outcome == "placed"}
     if attempt.outcome != "placed":
         run.usage["during"], run.usage["after"] = {}, {}
         return
@@ -321,12 +348,11 @@ def _attribution(run: _Probe, tenant: Tenant | None) -> None:
 
 def _after(run: _Probe, tenant: Tenant | None) -> None:
     """Read the accounts after cleanup until they equal ``before`` (at most :data:`SETTLE_S` seconds)."""
-    if run.usage.get("placed_at") is None:
+    if not run.usage.get("placed"):
         return
     before = run.usage["before"]
     after, waited = accounts.settle(_reader(run, tenant), lambda got: _used(got) == _used(before), SETTLE_S)
     run.usage["after"], run.usage["after_waited_s"] = after, round(waited, 3)
-    run.usage["held_s"] = round(time.time() - float(run.usage.pop("placed_at")), 3)
 
 
 def _used(read: dict[str, Any]) -> dict[str, Any]:
