@@ -155,6 +155,7 @@ def test_tenant_isolation_and_resourcequota_are_refused_by_the_cluster_as_the_te
     costs = data(quota, "governance.ledger")  # the refused request held nothing; the admitted one is counted
     assert [w["role"] for w in costs["workloads"]] == ["within"] and costs["waste"]["refused"] == 1
     assert (above["outcome"], above["reasons"][0]["code"]) == ("refused", "quota_exceeded")
+    assert above["reasons"][0]["quantities"] == {"requested": "2", "used": "0", "limited": "1"}
     assert above["message"].endswith(f"is forbidden: exceeded quota: tenant-a, requested: requests.{GPU}=2, "
                                      f"used: requests.{GPU}=0, limited: requests.{GPU}=1")
     assert (within["outcome"], within["facts"]["node"]) == ("placed", realnode.info.node)
