@@ -285,7 +285,8 @@ class Attempt:
     """One action of a governance probe as the engine carried it out, in engine terms; the layer judges it.
 
     ``role``: what the probe made the attempt for (the layer's name: ``submit-into-target``,
-    ``list-target-pods``, ``list-target-workloads``, ``submit-to-target-queue``, ``above``,
+    ``list-target-pods``, ``list-target-workloads``, ``submit-to-target-queue``,
+    ``submit-via-target-cluster-queue``, ``above``,
     ``within``, ``workload``, ``no-request``, ``node``, ``low``, ``high``, ``waiter``); ``action``: the
     request in the engine's words (``create Pod x in namespace a``); ``identity``: the user the
     cluster saw make it; ``outcome``: ``refused`` (the API said no), ``pending`` (accepted, never

@@ -42,8 +42,8 @@ from pytest_hetero.layers.base import LayerBroken, LayerContext, LayerFailed, No
 from pytest_hetero.matrix.governance import DEFAULT_REASONS
 from pytest_hetero.matrix.model import GovernanceProbe
 
-MUST_REFUSE = ("submit-into-target", "list-target-pods", "list-target-workloads", "submit-to-target-queue", "above",
-               "node", "waiter")
+MUST_REFUSE = ("submit-into-target", "list-target-pods", "list-target-workloads", "submit-to-target-queue",
+               "submit-via-target-cluster-queue", "above", "node", "waiter")
 MUST_ADMIT = ("within", "workload", "low", "high")
 
 
@@ -107,6 +107,8 @@ def _could(probe: GovernanceProbe, tenant: str, attempt: dict[str, Any]) -> str:
                                  f"({len(returned or [])} returned)",
         "submit-to-target-queue": f"tenant {tenant} could submit to tenant {target}'s queue ({attempt['action']}: "
                                   f"{attempt['outcome']})",
+        "submit-via-target-cluster-queue": f"tenant {tenant} could submit to tenant {target}'s ClusterQueue "
+                                           f"({attempt['action']}: {attempt['outcome']})",
         "waiter": f"a second low-priority workload of {tenant} was placed although the pool was full with the "
                   f"high-priority one ({attempt['action']})",
         "node": f"node {attempt['facts'].get('target_node')} ({', '.join(attempt['facts'].get('maintenance') or [])}) "

@@ -45,7 +45,8 @@ def tenants(realnode: RealNodeCluster, real_kueue: Any) -> Iterator[dict[str, An
     """Namespaces a, b, leaky and the gate's; ServiceAccount ``tenant`` in each tenant namespace with a
     Role on pods, jobs and Kueue workloads of its own namespace (leaky's also in a's); a ResourceQuota
     of 1 GPU and 3 pods in a; a ClusterQueue per tenant (1 GPU nominal) with LocalQueue ``lq`` (a)
-    and ``lq-b`` (b). ``leaky``'s ServiceAccount is also bound to b's Role: the misconfiguration."""
+    and ``lq-b`` (b), and ``to-b`` in a's namespace pointing at b's ClusterQueue. ``leaky``'s
+    ServiceAccount is also bound to b's Role. Both are the misconfigurations under test."""
     core, rbac = realnode.core, client.RbacAuthorizationV1Api(realnode.api)
     custom = client.CustomObjectsApi(realnode.api)
     suffix = uuid.uuid4().hex[:5]
@@ -73,6 +74,10 @@ def tenants(realnode: RealNodeCluster, real_kueue: Any) -> Iterator[dict[str, An
             custom.create_namespaced_custom_object(group, version, ns[t], "localqueues", {
                 "apiVersion": f"{group}/{version}", "kind": "LocalQueue", "metadata": {"name": made["lq"][t]},
                 "spec": {"clusterQueue": made["cq"][t]}})
+        # the misconfiguration Kueue must contain: a LocalQueue in a's namespace pointing at b's ClusterQueue
+        custom.create_namespaced_custom_object(group, version, ns["a"], "localqueues", {
+            "apiVersion": f"{group}/{version}", "kind": "LocalQueue", "metadata": {"name": "to-b"},
+            "spec": {"clusterQueue": made["cq"]["b"]}})
         yield made
     finally:
         for plural, name in [*(("clusterqueues", q) for q in made["cq"].values()), ("resourceflavors", made["rf"])]:
@@ -130,7 +135,8 @@ def test_tenant_isolation_and_resourcequota_are_refused_by_the_cluster_as_the_te
     assert (who["subject"], who["tenant"]) == (f"system:serviceaccount:{ns['a']}:tenant", "a")
     assert who["method"].startswith("TokenRequest for ServiceAccount") and who["observer"] != who["subject"]
     tried = _attempts(iso)
-    assert set(tried) == {"submit-into-target", "list-target-pods", "list-target-workloads", "submit-to-target-queue"}
+    assert set(tried) == {"submit-into-target", "list-target-pods", "list-target-workloads", "submit-to-target-queue",
+                          "submit-via-target-cluster-queue"}
     into = tried["submit-into-target"]
     assert (into["outcome"], into["facts"]["http_status"], into["identity"]) == ("refused", 403, who["subject"])
     assert into["message"] == (f'pods is forbidden: User "system:serviceaccount:{ns["a"]}:tenant" cannot create '
@@ -141,6 +147,10 @@ def test_tenant_isolation_and_resourcequota_are_refused_by_the_cluster_as_the_te
     queue = tried["submit-to-target-queue"]  # Kueue itself leaves a Job naming b's queue in a's namespace
     assert queue["outcome"] == "pending" and "queue_not_found" in [r["code"] for r in queue["reasons"]], queue
     assert queue["message"] == "LocalQueue lq-b doesn't exist", queue
+    via = tried["submit-via-target-cluster-queue"]  # a's LocalQueue to-b points at b's ClusterQueue
+    assert via["outcome"] == "pending" and via["action"].endswith(" on queue to-b"), via
+    assert "queue_namespace_mismatch" in [r["code"] for r in via["reasons"]], via
+    assert via["message"].startswith("workload namespace doesn't match ClusterQueue selector"), via
     _clean(iso)
 
     leak = got["gpu::governance::leaky-not-into-b::scheduling"]

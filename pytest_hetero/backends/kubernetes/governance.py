@@ -6,7 +6,9 @@ Each kind's attempts (roles in brackets; the layer :mod:`pytest_hetero.layers.go
   B's pods [``list-target-pods``]; when B has a Kueue queue and Kueue is served: list B's Workloads
   [``list-target-workloads``] and submit a Kueue Job in A's own namespace naming B's LocalQueue
   [``submit-to-target-queue``] (Kueue must leave it inadmissible; not attempted, outcome
-  ``not-attempted``, when A has a LocalQueue of that name: it would only prove A's own queue);
+  ``not-attempted``, when A has a LocalQueue of that name: it would only prove A's own queue); when B
+  names its ``cluster_queue``, each LocalQueue of A's namespace pointing at it is used once
+  [``submit-via-target-cluster-queue``] (Kueue's namespaceSelector must refuse it);
 * ``quota`` (as A): a workload requesting ``above`` [``above``], then one requesting ``within``
   [``within``], each submitted the way the target submits (``pod``: ResourceQuota admission answers;
   ``kueue-job``: the tenant's LocalQueue, Kueue answers);
@@ -290,6 +292,25 @@ def _isolation(run: _Probe, tenant: Tenant | None) -> None:
         foreign = dataclasses.replace(res, queue=target.queue)
         run.attempts.append(run.submit("submit-to-target-queue",
                                        run.body("target-queue", tenant.namespace, foreign, "kueue-job")))
+    if target.cluster_queue and version:
+        _through_target_cluster_queue(run, tenant, target)
+
+
+def _through_target_cluster_queue(run: _Probe, tenant: Tenant, target: Tenant) -> None:
+    """Every LocalQueue of A's namespace that points at B's ClusterQueue (a platform misconfiguration, or
+    a deliberate shared queue) is used once as A [``submit-via-target-cluster-queue``]: Kueue must keep
+    B's ClusterQueue to B's namespaces (its namespaceSelector)."""
+    found, error = queues.read_objects(run.session.api, run.session.served(), queues.KUEUE, "localqueues",
+                                       tenant.namespace)
+    if error:
+        run.attempts.append(Attempt("submit-via-target-cluster-queue", f"list LocalQueues in {tenant.namespace}",
+                                    run.identity.subject, "not-attempted", message=error))
+        return
+    for lq in found:
+        if (lq.get("spec") or {}).get("clusterQueue") == target.cluster_queue:
+            via = dataclasses.replace(run.step.resource, queue=lq["metadata"]["name"])
+            run.attempts.append(run.submit("submit-via-target-cluster-queue",
+                                           run.body("target-cq", tenant.namespace, via, "kueue-job")))
 
 
 def _items(found: Any) -> list[dict[str, Any]]:
