@@ -31,9 +31,12 @@ def own_node(cluster: Cluster, stem: str, gpus: str, cordon: bool) -> Iterator[s
     pool = f"{stem}-{uuid.uuid4().hex[:5]}"
     name = f"{pool}-{cluster.suffix}"
     cap = {**BASE, "nvidia.com/gpu": gpus}
+    # tainted for this pool alone: no other test's pod (on this shared plane) can take its GPU
+    taints = [] if cordon else [{"key": "hetero-test/gov", "value": pool, "effect": "NoSchedule"}]
     cluster.core.create_node({"metadata": {"name": name, "annotations": {"kwok.x-k8s.io/node": "fake"},
                                            "labels": {POOL: pool, SESSION: cluster.suffix}},
-                              "spec": {"unschedulable": cordon}, "status": {"capacity": cap, "allocatable": cap}})
+                              "spec": {"unschedulable": cordon, "taints": taints},
+                              "status": {"capacity": cap, "allocatable": cap}})
     try:
         if not cordon:
             deadline = time.monotonic() + 60
@@ -139,7 +142,9 @@ def test_a_high_priority_workload_preempts_a_low_one_and_a_second_low_one_waits(
     run_id: str
 ) -> None:
     low, high = priorities
-    resources = [{"name": "onegpu", "type": "gpu", "requests": {"nvidia.com/gpu": "1"}, "pool": one_gpu}]
+    resources = [{"name": "onegpu", "type": "gpu", "requests": {"nvidia.com/gpu": "1"}, "pool": one_gpu,
+                  "tolerations": [{"key": "hetero-test/gov", "operator": "Equal", "value": one_gpu,
+                                   "effect": "NoSchedule"}]}]
     doc = json.loads(kube_matrix(cluster.suffix, cluster.namespace, resources,
                                  layers={"scheduling": {"timeout": "30s"}}))
     doc["spec"]["governance"] = {"tenants": [tenant], "probes": [
