@@ -16,6 +16,8 @@ verb                      answers / does                                        
 :meth:`Backend.start`     start the image there (:class:`Started`)                    startup
 :meth:`Backend.run`       run a command inside the started workload (:class:`ExecResult`) startup
 :meth:`Backend.execute`   run the model entrypoint on its inputs, outputs copied out  model
+:meth:`Backend.govern`    a governance probe's attempts, as the tenant it acts as      scheduling
+                          (:class:`GovernanceReport`)
 :meth:`Backend.close`     remove what it created; what it could not (:class:`Leftover`) evidence
 ========================  ==========================================================  ===========
 
@@ -40,7 +42,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 if TYPE_CHECKING:
     from pytest_hetero.evidence.model import Artifact
     from pytest_hetero.matrix.expand import PlannedItem
-    from pytest_hetero.matrix.model import Dataset, Image, Matrix, Model, Resource
+    from pytest_hetero.matrix.model import Dataset, GovernanceProbe, Image, Matrix, Model, Resource
     from pytest_hetero.probes.model import Inventory as DeviceInventory
     from pytest_hetero.settings import Settings
 
@@ -284,6 +286,59 @@ class Leftover:
                 "detail": dict(self.detail), "remove": self.remove}
 
 
+@dataclass
+class Attempt:
+    """One action of a governance probe as the engine carried it out, in engine terms; the layer judges it.
+
+    ``role``: what the probe made the attempt for (the layer's name: ``submit-into-target``,
+    ``list-target-pods``, ``list-target-workloads``, ``submit-to-target-queue``,
+    ``submit-via-target-cluster-queue``, ``above``,
+    ``within``, ``workload``, ``no-request``, ``node``, ``low``, ``high``, ``waiter``); ``action``: the
+    request in the engine's words (``create Pod x in namespace a``); ``identity``: the user the
+    cluster saw make it; ``outcome``: ``refused`` (the API said no), ``pending`` (accepted, never
+    placed or admitted within ``waited_s`` seconds), ``placed`` (bound to a node or admitted),
+    ``completed`` (ran to its end), ``allowed`` (a read the API answered), ``not-attempted``
+    (``message`` says why); ``reasons``: normalised reasons (:class:`pytest_hetero.pending.Reason`
+    dicts, decisive first); ``message``: the cluster's own words; ``facts``: the rest (node, devices
+    seen, events, quantities).
+    """
+
+    role: str
+    action: str
+    identity: str
+    outcome: str
+    reasons: list[dict[str, Any]] = field(default_factory=list)
+    message: str = ""
+    waited_s: float = 0.0
+    facts: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The attempt as a JSON-ready dict (every field)."""
+        return {"role": self.role, "action": self.action, "identity": self.identity, "outcome": self.outcome,
+                "reasons": list(self.reasons), "message": self.message, "waited_s": round(self.waited_s, 3),
+                "facts": dict(self.facts)}
+
+
+@dataclass
+class GovernanceReport:
+    """What a governance probe did (:meth:`Backend.govern`): ``identity`` it acted as (``tenant``,
+    ``subject`` the cluster confirmed, ``groups``, ``method``: how the credentials were obtained),
+    ``observer`` (the identity that read the cluster's state), its ``attempts`` in order, ``usage``
+    (attribution: the accounts read ``before``, ``during`` and ``after``, and ``requested``),
+    ``cleanup`` (each object created and whether it is gone) and ``leftovers`` (what is still there).
+    ``skipped``: why nothing could be attempted (e.g. no node of the pool is in maintenance).
+    ``ledger``: what the probe cost the cluster (see :func:`pytest_hetero.backends.kubernetes.governance.ledger`)."""
+
+    identity: dict[str, Any]
+    observer: str
+    attempts: list[Attempt] = field(default_factory=list)
+    usage: dict[str, Any] = field(default_factory=dict)
+    cleanup: list[dict[str, Any]] = field(default_factory=list)
+    leftovers: list[Leftover] = field(default_factory=list)
+    skipped: str = ""
+    ledger: dict[str, Any] = field(default_factory=dict)
+
+
 def render_entrypoint(entrypoint: tuple[str, ...], values: dict[str, str]) -> list[str]:
     """Substitute ``{python}``, ``{code}``, ``{model}``, ``{dataset}``, ``{outputs}``, ``{provider}``.
 
@@ -346,6 +401,15 @@ class Backend(ABC):
     def execute(self, step: Step) -> ExecResult:
         """Run the model entrypoint of ``step`` on its dataset (inputs copied or mounted in, the
         outputs file copied out, size-bounded); return the run. Raises EngineFault."""
+
+    def govern(self, step: Step, probe: GovernanceProbe) -> GovernanceReport:
+        """Carry out the attempts of governance ``probe`` on ``step.resource``'s pool, as the tenant it
+        acts as, and remove what they created; report what the engine saw (never a verdict).
+
+        Raises Unsupported where the engine has no tenants, queues or quotas (a single host, a Docker
+        engine), EngineFault when the engine cannot be asked.
+        """
+        raise Unsupported(f"the {self.name} backend has no tenants, quotas or queues to probe")
 
     def close(self) -> list[Leftover] | None:
         """Release everything this engine created (unless settings.keep). Must not raise.

@@ -41,6 +41,7 @@ from pytest_hetero.backends.labels import OWNER
 from pytest_hetero.backends.protocol import (
     Backend,
     ExecResult,
+    GovernanceReport,
     Inventory,
     Leftover,
     Placement,
@@ -48,6 +49,7 @@ from pytest_hetero.backends.protocol import (
     Started,
     Step,
 )
+from pytest_hetero.matrix.model import GovernanceProbe
 from pytest_hetero.settings import Settings
 
 
@@ -139,6 +141,12 @@ class KubernetesBackend(Backend):
         facts = kube_serving.switch(self.session, step, request, version)
         step.record("serving.k8s.rollout", version=version, **facts)
         return facts
+
+    def govern(self, step: Step, probe: GovernanceProbe) -> GovernanceReport:
+        """Carry out a governance probe as its tenant and remove what it created (see :mod:`.governance`)."""
+        from pytest_hetero.backends.kubernetes import governance
+
+        return governance.govern(self.session, step, probe)
 
     def close(self) -> list[Leftover]:
         """Stop the watch; delete everything this backend created (by owner label) unless ``--hetero-keep``,
