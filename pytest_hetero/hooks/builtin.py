@@ -91,9 +91,8 @@ def _validation(evidence: dict[str, Any], inputs: RunInputs) -> dict[str, Any]:
     """The validation status of the run's matrices (a matrix that no longer loads is left out)."""
     from pytest_hetero.errors import HeteroError
     from pytest_hetero.evidence.model import utc_now
-    from pytest_hetero.status.compute import validation_status
-
     from pytest_hetero.redact import Redactor
+    from pytest_hetero.status.compute import validation_status
 
     pools: list[dict[str, Any]] = []
     for entry in evidence.get("matrices", []):
