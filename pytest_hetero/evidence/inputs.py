@@ -65,10 +65,14 @@ def _digest(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _walk(root: Path) -> list[tuple[str, os.DirEntry[str]]]:
-    """Regular files and symlinks under ``root`` as (POSIX relative path, entry), sorted by path bytes;
-    links are not followed, SKIPPED_DIRS are left out."""
+def _walk(root: Path, bundle_dir: Path | None = None) -> tuple[list[tuple[str, os.DirEntry[str]]], list[str]]:
+    """Regular files and symlinks under ``root`` as (POSIX relative path, entry), sorted by path bytes,
+    and the folders left out as bundles: links are not followed, SKIPPED_DIRS are left out, and so is
+    ``bundle_dir`` and every folder holding a ``journal.jsonl`` (a pytest-hetero bundle: evidence, not code;
+    a code folder ``.`` would otherwise copy earlier bundles and the one being written into itself)."""
     found: list[tuple[str, os.DirEntry[str]]] = []
+    bundles: list[str] = []
+    own = os.path.realpath(bundle_dir) if bundle_dir is not None else None
     stack = [(root, "")]
     while stack:
         folder, rel = stack.pop()
@@ -76,11 +80,15 @@ def _walk(root: Path) -> list[tuple[str, os.DirEntry[str]]]:
             for entry in it:
                 sub = f"{rel}{entry.name}"
                 if entry.is_dir(follow_symlinks=False):
-                    if entry.name not in SKIPPED_DIRS:
+                    if entry.name in SKIPPED_DIRS:
+                        continue
+                    if os.path.realpath(entry.path) == own or os.path.isfile(os.path.join(entry.path, "journal.jsonl")):
+                        bundles.append(sub)
+                    else:
                         stack.append((Path(entry.path), sub + "/"))
                 elif entry.is_file(follow_symlinks=False) or entry.is_symlink():
                     found.append((sub, entry))
-    return sorted(found, key=lambda f: f[0].encode("utf-8", "surrogateescape"))
+    return sorted(found, key=lambda f: f[0].encode("utf-8", "surrogateescape")), sorted(bundles)
 
 
 class RunInputs:
@@ -234,8 +242,10 @@ class RunInputs:
         the limits (and are not the model or dataset files themselves) under ``dest``."""
         lines: list[str] = []
         copied = total = 0
-        left_out: list[dict[str, Any]] = []
-        for rel, entry in _walk(root):
+        files, bundles = _walk(root, bundle_dir)
+        left_out: list[dict[str, Any]] = [
+            {"path": rel + "/", "why": "a pytest-hetero bundle folder (evidence, not code)"} for rel in bundles]
+        for rel, entry in files:
             if entry.is_symlink():
                 left_out.append({"path": rel, "why": f"symlink to {os.readlink(entry.path)} (not followed)"})
                 continue
