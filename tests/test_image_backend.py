@@ -29,6 +29,9 @@ def test_lint_names_the_image_field_and_the_fix(tmp_path: Path, capsys: pytest.C
     assert f"d.matrix.yaml:{line}" in out and "spec.images[0:py].reference" in out
     path.write_text(matrix_text(backend="local"))
     assert lint([path]) == 0
+    # Docker Hub's python image is an OCI reference, not the local engine's syntax
+    path.write_text(matrix_text(backend="docker", images=[{"name": "py", "reference": "python:3.11"}]))
+    assert lint([path]) == 0, capsys.readouterr().out
 
 
 def test_collection_refuses_it_under_hetero_backend_docker(pytester: pytest.Pytester) -> None:

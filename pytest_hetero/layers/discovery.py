@@ -137,15 +137,16 @@ def expect_problems(matrix: Matrix, backend: str) -> list[MatrixError]:
     return out
 
 
-LOCAL_ONLY_REFERENCES = ("python:", "venv:")
-"""Image reference prefixes only the local engine takes (a Python environment, not an OCI image)."""
+LOCAL_ONLY_REFERENCES = ("python:current", "python:/", "venv:")
+"""Image reference prefixes only the local engine takes (a Python environment, not an OCI image;
+``python:3.11`` is Docker Hub's python image and stays valid)."""
 OCI_BACKENDS = ("docker", "kubernetes")
 """Built-in backends whose images are OCI image references."""
 
 
 def image_problems(matrix: Matrix, backend: str) -> list[MatrixError]:
     """One MatrixError per image whose reference ``backend`` cannot run: a local-only Python environment
-    (:data:`LOCAL_ONLY_REFERENCES`, e.g. ``python:current``) on an OCI backend (:data:`OCI_BACKENDS`),
+    (:data:`LOCAL_ONLY_REFERENCES`: ``python:current``, ``python:/path``, ``venv:PATH``) on an OCI backend (:data:`OCI_BACKENDS`),
     naming the matrix file, the image's line, the field and the fix. Other backends: none."""
     if backend not in OCI_BACKENDS:
         return []
