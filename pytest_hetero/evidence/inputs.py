@@ -11,9 +11,11 @@ What a bundle proves includes what ran: besides each matrix (``inputs/<name>.mat
 model's entrypoint ``code`` folder and each dataset's ``acceptance`` file are digested and copied
 (secrets redacted) under ``inputs/<matrix name>/``: ``code/<model>/…`` with a ``code/<model>.sha256sum``
 listing (``sha256sum`` format: every file of the folder with its digest, including files too large to
-copy), ``acceptance/<dataset>.yaml``. Nothing is copied from a path the journal names unless that path
-loads as the matrix it claims to be (same name, a valid matrix); names become paths only after checking
-they are plain names, so a crafted journal cannot write outside the bundle nor copy an arbitrary file.
+copy; the gate's report folder is left out), ``acceptance/<dataset>.yaml``. Models sharing one code
+folder share its copy: the later ones' entries repeat the first's with ``same_as: <first model>``.
+Nothing is copied from a path the journal names unless that path loads as the matrix it claims to be
+(same name, a valid matrix); names become paths only after checking they are plain names, so a crafted
+journal cannot write outside the bundle nor copy an arbitrary file.
 """
 
 from __future__ import annotations
@@ -65,10 +67,12 @@ def _digest(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _walk(root: Path) -> list[tuple[str, os.DirEntry[str]]]:
+def _walk(root: Path, exclude: frozenset[Path] = frozenset()) -> tuple[list[tuple[str, os.DirEntry[str]]], list[str]]:
     """Regular files and symlinks under ``root`` as (POSIX relative path, entry), sorted by path bytes;
-    links are not followed, SKIPPED_DIRS are left out."""
+    links are not followed, SKIPPED_DIRS are left out, and so are the folders in ``exclude`` (compared
+    as given: pass them resolved, with ``root`` resolved too), whose relative paths (``name/``) come second."""
     found: list[tuple[str, os.DirEntry[str]]] = []
+    excluded: list[str] = []
     stack = [(root, "")]
     while stack:
         folder, rel = stack.pop()
@@ -76,11 +80,13 @@ def _walk(root: Path) -> list[tuple[str, os.DirEntry[str]]]:
             for entry in it:
                 sub = f"{rel}{entry.name}"
                 if entry.is_dir(follow_symlinks=False):
-                    if entry.name not in SKIPPED_DIRS:
+                    if exclude and Path(entry.path) in exclude:
+                        excluded.append(sub + "/")
+                    elif entry.name not in SKIPPED_DIRS:
                         stack.append((Path(entry.path), sub + "/"))
                 elif entry.is_file(follow_symlinks=False) or entry.is_symlink():
                     found.append((sub, entry))
-    return sorted(found, key=lambda f: f[0].encode("utf-8", "surrogateescape"))
+    return sorted(found, key=lambda f: f[0].encode("utf-8", "surrogateescape")), sorted(excluded)
 
 
 class RunInputs:
@@ -219,23 +225,36 @@ class RunInputs:
             out["acceptance"][dataset.name] = {"path": str(dataset.acceptance),
                                                "sha256": hashlib.sha256(raw).hexdigest(), "copy": dest}
         skip = {str(m.path) for m in matrix.models} | {str(d.path) for d in matrix.datasets}
+        bundle_dir = folder.parent.parent
+        first: dict[Path, str] = {}  # a code folder shared by many models is digested and copied once
         for model in matrix.models:
             if model.code is None or not NAME.fullmatch(model.name) or model.name in out["code"]:
                 continue
+            if model.code in first:
+                out["code"][model.name] = {**out["code"][first[model.code]], "same_as": first[model.code]}
+                continue
             try:
-                out["code"][model.name] = self._keep_code(model.code, folder.parent.parent, f"{rel}/code/{model.name}",
-                                                          skip, redactor)
+                out["code"][model.name] = self._keep_code(model.code, bundle_dir, f"{rel}/code/{model.name}", skip,
+                                                          redactor)
             except OSError as exc:
                 self._problem(f"cannot copy code folder {model.code}: {exc.strerror}")
+                continue
+            first[model.code] = model.name
         return out
 
     def _keep_code(self, root: Path, bundle_dir: Path, dest: str, skip: set[str], redactor: Any) -> dict[str, Any]:
         """Digest every file of the code folder ``root`` into ``<dest>.sha256sum`` and copy those that fit
-        the limits (and are not the model or dataset files themselves) under ``dest``."""
+        the limits (and are not the model or dataset files themselves) under ``dest``. The gate's report
+        folder (``bundle_dir``'s parent, or this bundle when the report folder is ``root`` itself) is
+        evidence, not code: it is neither digested nor copied, and ``left_out`` names it."""
         lines: list[str] = []
         copied = total = 0
         left_out: list[dict[str, Any]] = []
-        for rel, entry in _walk(root):
+        reports = bundle_dir.resolve().parent
+        real = root.resolve()
+        files, excluded = _walk(real, frozenset({reports if reports != real else bundle_dir.resolve()}))
+        left_out += [{"path": rel, "why": "the gate's report folder (evidence bundles, not code)"} for rel in excluded]
+        for rel, entry in files:
             if entry.is_symlink():
                 left_out.append({"path": rel, "why": f"symlink to {os.readlink(entry.path)} (not followed)"})
                 continue
