@@ -67,3 +67,23 @@ def test_one_sampling_thread_serves_every_run(thread_starts: list[str]) -> None:
         assert result["available"] is True and result["samples"] >= 3  # first, at least one periodic, last
         times = result["devices"][0]["series"]["t_s"]
         assert times == sorted(times) and times[0] == 0.0 and times[-1] >= 0.06
+
+
+def test_item_evidence_as_a_dict_has_every_field_and_copies_what_records_hold() -> None:
+    """``to_dict`` walks JSON data instead of ``dataclasses.asdict`` (about 3 ms of each model item):
+    same keys in the same order as the dataclass, same values, containers not shared."""
+    from dataclasses import asdict, fields
+
+    from pytest_hetero.evidence.model import Artifact, Failure, ItemEvidence
+
+    ev = ItemEvidence(nodeid="m.matrix.yaml::cpu::py::m@d::model", matrix="m.matrix.yaml", layer="model",
+                      keys={"resource": "cpu"}, owner="algorithm", failure=Failure("model", "timeout", "late", "a"),
+                      artifacts=[Artifact("stdout.txt", "items/x/stdout.txt", 3, "0" * 64)])
+    ev.record("model.run", argv=["sh", "-c", "x"], streams={"stdout": {"text": "ok", "bytes": 2}}, gaps=("a", "b"))
+    out = ev.to_dict()
+    expected = asdict(ev)
+    expected.update(failure=ev.failure.to_dict() if ev.failure else None, artifacts=[a.to_dict() for a in ev.artifacts])
+    assert list(out) == [f.name for f in fields(ItemEvidence)] and out == expected
+    out["records"][0]["data"]["streams"]["stdout"]["text"] = "changed"
+    out["keys"]["resource"] = "changed"
+    assert ev.records[0]["data"]["streams"]["stdout"]["text"] == "ok" and ev.keys == {"resource": "cpu"}
