@@ -87,3 +87,60 @@ def test_item_evidence_as_a_dict_has_every_field_and_copies_what_records_hold() 
     out["records"][0]["data"]["streams"]["stdout"]["text"] = "changed"
     out["keys"]["resource"] = "changed"
     assert ev.records[0]["data"]["streams"]["stdout"]["text"] == "ok" and ev.keys == {"resource": "cpu"}
+
+
+@pytest.mark.parametrize("failing_starts", [1, 2])
+def test_a_sandbox_bwrap_cannot_set_up_is_retried_then_an_infrastructure_error_never_the_models(
+        tmp_path: Path, failing_starts: int) -> None:
+    """Seen in the 1k-item benchmark beside a running containerd: ``bwrap: Can't bind mount /oldroot/ on
+    /newroot/: … remount "…/rootfs": No such file or directory`` (a container's mount vanished while
+    bwrap copied the root) failed the model item as ``nonzero_exit`` owned by algorithm. Here a mount
+    bwrap must make fails for real (an input folder removed after the launch was prepared), on the first
+    start only (the second start runs) or on both (an infrastructure error; the code never ran)."""
+    from pytest_hetero.backends.local import SANDBOX_ATTEMPTS, run_confined
+    from pytest_hetero.backends.sandbox import Sandbox
+
+    sandbox = Sandbox([])
+    gone = tmp_path / "inputs" / "gone"
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    real_prepare = sandbox.prepare
+    starts: list[Launch] = []
+
+    def prepare_then_remove(*args: Any, **kwargs: Any) -> Launch:
+        vanish = len(starts) < failing_starts
+        if vanish:
+            gone.mkdir(parents=True)
+        launch = real_prepare(*args, **kwargs)
+        if vanish:
+            gone.rmdir()
+        starts.append(launch)
+        return launch
+
+    sandbox.prepare = prepare_then_remove  # type: ignore[method-assign]
+    cwd = tmp_path / "cwd"  # beside the input, so the input is bound on its own
+    cwd.mkdir()
+    launch, result = run_confined(sandbox, ["/bin/sh", "-c", f"echo ran > {run_dir}/ran.txt"], cwd=cwd,
+                                  run_dir=run_dir, env={"PATH": "/usr/bin:/bin"}, inputs=[gone], timeout_s=30)
+    if launch.confinement.mechanism != "bubblewrap":
+        pytest.skip(f"no bubblewrap here: {launch.confinement.reason}")
+    assert SANDBOX_ATTEMPTS == 2 and result.details["sandbox_attempts"] == len(starts) == 2
+    if failing_starts == 1:
+        assert (result.failure, result.exit_code) == (None, 0)
+        assert (run_dir / "ran.txt").read_text() == "ran\n"
+        return
+    assert result.failure is not None and result.failure["category"] == "sandbox_setup_failed"
+    assert result.failure["owner"] == "infrastructure" and result.failure["status"] == "error"
+    assert "bwrap: " in result.failure["message"] and not (run_dir / "ran.txt").exists()
+
+
+def test_a_run_that_prints_like_bwrap_but_ran_keeps_its_own_exit(tmp_path: Path) -> None:
+    from pytest_hetero.backends.local import run_confined
+    from pytest_hetero.backends.sandbox import Sandbox
+
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    launch, result = run_confined(Sandbox([]), ["/bin/sh", "-c", "echo out; echo 'bwrap: fake' >&2; exit 1"],
+                                  cwd=tmp_path, run_dir=run_dir, env={"PATH": "/usr/bin:/bin"}, inputs=[],
+                                  timeout_s=30)
+    assert (result.exit_code, result.stdout, result.failure, result.details["sandbox_attempts"]) == (1, "out\n", None, 1)

@@ -126,8 +126,10 @@ class LocalBackend(Backend):
                 check_program(argv, env)
             except ActionFailed:
                 raise ActionFailed(f"cannot run {python}", "entrypoint_missing") from None
-            launch = self.sandbox.prepare(argv, cwd=tmp, run_dir=tmp, inputs=self._paths_of(python), env=env)
-            proc = run_measured(argv, launch, tmp, step.timeout_s)
+            _, proc = run_confined(self.sandbox, argv, cwd=tmp, run_dir=tmp, env=env, inputs=self._paths_of(python),
+                                   timeout_s=step.timeout_s)
+        if proc.failure is not None:
+            raise EngineUnavailable(proc.failure["message"], proc.failure["category"], "infrastructure")
         if proc.timed_out:
             raise ActionFailed(f"interpreter {python} did not answer within {step.timeout_s:g} s", "start_timeout")
         if proc.exit_code != 0:
@@ -171,17 +173,52 @@ class LocalBackend(Backend):
                                     passed=self.sandbox.passed)
             check_program(argv, env)
             cwd = step.matrix.path.parent
-            launch = self.sandbox.prepare(argv, cwd=cwd, run_dir=tmp, env=env,
-                                          inputs=[code, model.path, step.dataset.path, *self._paths_of(python)])
+            inputs = [code, model.path, step.dataset.path, *self._paths_of(python)]
             with sampling(step.resource.type) as usage:
-                result = run_measured(argv, launch, cwd, step.timeout_s)
+                launch, result = run_confined(self.sandbox, argv, cwd=cwd, run_dir=tmp, env=env, inputs=inputs,
+                                              timeout_s=step.timeout_s)
             result.details["usage"] = usage.result()
             result.details["isolation"] = launch.confinement.facts()
+            if result.failure is not None:
+                return result
             try:
                 result.outputs = read_outputs(outputs)
             except OutputsRefused as exc:
                 result.failure = {"category": exc.category, "owner": "algorithm", "message": exc.message}
             return result
+
+
+SANDBOX_ATTEMPTS = 2
+"""Starts of one run when bubblewrap fails to set the sandbox up (a mount of the host vanished meanwhile)."""
+
+
+def sandbox_refused(launch: Launch, result: ExecResult) -> bool:
+    """True when bwrap itself gave up before starting the run: exit 1 and a single ``bwrap: …`` line on
+    stderr, nothing on stdout (what bwrap's ``die_with_error`` writes). A run that prints the same is
+    taken at its word: it then fails as infrastructure (an error, never a pass)."""
+    if launch.confinement.mechanism != "bubblewrap" or result.exit_code != 1 or result.stdout:
+        return False
+    lines = result.stderr.strip().splitlines()
+    return len(lines) == 1 and lines[0].startswith("bwrap: ")
+
+
+def run_confined(sandbox: Sandbox, argv: list[str], *, cwd: Path, run_dir: Path, env: dict[str, str],
+                 inputs: list[Path], timeout_s: float) -> tuple[Launch, ExecResult]:
+    """Prepare ``argv`` with ``sandbox`` and :func:`run_measured` it; when bubblewrap could not set the
+    sandbox up (:func:`sandbox_refused`; e.g. ``--ro-bind / /`` met a container's mount that vanished
+    while it was copied) start it again, up to :data:`SANDBOX_ATTEMPTS` times. When it never started,
+    ``failure`` is ``sandbox_setup_failed`` (owner infrastructure, status error): the code under test
+    did not run, so its owner is not blamed. ``details["sandbox_attempts"]`` counts the starts."""
+    for attempt in range(1, SANDBOX_ATTEMPTS + 1):
+        launch = sandbox.prepare(argv, cwd=cwd, run_dir=run_dir, inputs=inputs, env=env)
+        result = run_measured(argv, launch, cwd, timeout_s)
+        result.details["sandbox_attempts"] = attempt
+        if not sandbox_refused(launch, result):
+            return launch, result
+    result.failure = {"category": "sandbox_setup_failed", "owner": "infrastructure", "status": "error",
+                      "message": f"bubblewrap could not set the sandbox up ({SANDBOX_ATTEMPTS} tries), so the "
+                                 f"entrypoint never ran: {result.stderr.strip()[:300]}"}
+    return launch, result
 
 
 class OutputsRefused(Exception):
