@@ -322,13 +322,14 @@ class Sampler:
         with self._lock:  # one sample at a time, none from the sampling thread after stop's last one
             if periodic and self._stopped:
                 return
+            at = time.monotonic()  # when the sample was asked for (a loaded machine may delay the read)
             try:
                 reading = self.source.read()
             except Exception as exc:  # noqa: BLE001 - a reader failing mid-run loses that sample, never the run
                 if len(self.errors) < 5:
                     self.errors.append(f"{type(exc).__name__}: {exc}")
                 return
-            self.times.append(round(time.monotonic() - self._t0, 3))
+            self.times.append(round(at - self._t0, 3))
             self.readings.append(reading)
 
     def start(self) -> None:
