@@ -128,6 +128,29 @@ def test_a_run_keeps_its_code_folder_and_acceptance_file_in_the_bundle(tmp_path:
     assert predicate["inputs"]["m"]["code"]["digits-logreg"]["sha256"] == code["sha256"]
 
 
+def test_a_code_folder_holding_the_report_folder_keeps_no_bundle(tmp_path: Path) -> None:
+    """``code: .`` next to ``reports/``: the second run's code copy holds neither the first bundle nor itself
+    (each is named as left out: a bundle is evidence, not code)."""
+    doc = json.loads(matrix_text(name="m"))
+    (tmp_path / "infer.py").write_text((DIGITS / "infer.py").read_text())
+    for model in doc["spec"]["models"]:
+        model["code"] = "."
+    (tmp_path / "m.matrix.yaml").write_text(json.dumps(doc))
+    for run_id in ("r1", "r2"):
+        done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "m.matrix.yaml",
+                               "--hetero-run-id", run_id], cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                              check=False)
+        assert done.returncode == 0, done.stdout
+    bundle = tmp_path / "reports" / "r2"
+    code = json.loads((bundle / "evidence.json").read_text())["inputs"]["m"]["code"]["digits-logreg"]
+    listed = [e["path"] for e in json.loads((bundle / "manifest.json").read_text())["files"]]
+    assert "inputs/m/code/digits-logreg/infer.py" in listed
+    assert not [p for p in listed if p.startswith("inputs/m/code/digits-logreg/reports/")]
+    assert {e["path"]: e["why"] for e in code["left_out"] if e["path"].startswith("reports/")} == {
+        "reports/r1/": "a pytest-hetero bundle folder (evidence, not code)",
+        "reports/r2/": "a pytest-hetero bundle folder (evidence, not code)"}
+
+
 def test_xdist_workers_never_hold_the_journal_key_and_the_controller_authenticates(pytester: pytest.Pytester
                                                                                     ) -> None:
     pytester.makefile(".matrix.yaml", m=matrix_text(name="m"))
@@ -181,9 +204,10 @@ def pytest_sessionfinish(session):
     assert os.path.exists(pytester.path / "reports" / "r1" / "attestation.intoto.jsonl")
 
 
-def test_a_code_folder_shared_by_models_is_kept_once_and_never_copies_the_report_folder(tmp_path: Path) -> None:
+def test_a_code_folder_shared_by_models_is_kept_once_and_never_copies_a_bundle(tmp_path: Path) -> None:
     """Issue 20.1: models sharing one ``code`` folder that also holds the report folder (``code: .``)
-    cost one digest and copy of that folder, not one per model, and never a copy of earlier bundles."""
+    cost one digest and copy of that folder, not one per model (each copied the bundles the earlier
+    ones wrote: 1.7 GB at 1,000 items), and never a copy of a bundle."""
     from pytest_hetero.evidence.inputs import RunInputs
     from pytest_hetero.matrix.load import load_matrix
 
@@ -196,6 +220,7 @@ def test_a_code_folder_shared_by_models_is_kept_once_and_never_copies_the_report
     old = project / "reports" / "r0" / "inputs"
     old.mkdir(parents=True)
     (old / "earlier.txt").write_text("an earlier bundle\n")
+    (old.parent / "journal.jsonl").write_text("")  # what makes a folder a bundle
     doc = json.loads(matrix_text(name="m"))
     model = doc["spec"]["models"][0]
     model.update(uri=str(project / "model.onnx"), code=str(project))
@@ -214,7 +239,9 @@ def test_a_code_folder_shared_by_models_is_kept_once_and_never_copies_the_report
     listing = (bundle / "inputs/m/code/m0.sha256sum").read_text().splitlines()
     assert [line.split("  ", 1)[1] for line in listing] == [".hetero-root", "data.csv", "m.matrix.yaml",
                                                            "model.onnx", "src/infer.py"]
-    assert {"path": "reports/", "why": "the gate's report folder (evidence bundles, not code)"} in code["m0"]["left_out"]
+    assert {e["path"]: e["why"] for e in code["m0"]["left_out"] if e["path"].startswith("reports/")} == {
+        "reports/r0/": "a pytest-hetero bundle folder (evidence, not code)",
+        "reports/r1/": "a pytest-hetero bundle folder (evidence, not code)"}
     assert not (bundle / "inputs/m/code/m0/reports").exists()
     assert (bundle / "inputs/m/code/m0/src/infer.py").read_text() == "print('hi')\n"
     assert code["m1"] == {**code["m0"], "same_as": "m0"} and code["m2"]["same_as"] == "m0"

@@ -11,7 +11,7 @@ What a bundle proves includes what ran: besides each matrix (``inputs/<name>.mat
 model's entrypoint ``code`` folder and each dataset's ``acceptance`` file are digested and copied
 (secrets redacted) under ``inputs/<matrix name>/``: ``code/<model>/…`` with a ``code/<model>.sha256sum``
 listing (``sha256sum`` format: every file of the folder with its digest, including files too large to
-copy; the gate's report folder is left out), ``acceptance/<dataset>.yaml``. Models sharing one code
+copy; bundle folders are left out), ``acceptance/<dataset>.yaml``. Models sharing one code
 folder share its copy: the later ones' entries repeat the first's with ``same_as: <first model>``.
 Nothing is copied from a path the journal names unless that path loads as the matrix it claims to be
 (same name, a valid matrix); names become paths only after checking they are plain names, so a crafted
@@ -67,12 +67,14 @@ def _digest(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _walk(root: Path, exclude: frozenset[Path] = frozenset()) -> tuple[list[tuple[str, os.DirEntry[str]]], list[str]]:
-    """Regular files and symlinks under ``root`` as (POSIX relative path, entry), sorted by path bytes;
-    links are not followed, SKIPPED_DIRS are left out, and so are the folders in ``exclude`` (compared
-    as given: pass them resolved, with ``root`` resolved too), whose relative paths (``name/``) come second."""
+def _walk(root: Path, bundle_dir: Path | None = None) -> tuple[list[tuple[str, os.DirEntry[str]]], list[str]]:
+    """Regular files and symlinks under ``root`` as (POSIX relative path, entry), sorted by path bytes,
+    and the folders left out as bundles: links are not followed, SKIPPED_DIRS are left out, and so is
+    ``bundle_dir`` and every folder holding a ``journal.jsonl`` (a pytest-hetero bundle: evidence, not code;
+    a code folder ``.`` would otherwise copy earlier bundles and the one being written into itself)."""
     found: list[tuple[str, os.DirEntry[str]]] = []
-    excluded: list[str] = []
+    bundles: list[str] = []
+    own = os.path.realpath(bundle_dir) if bundle_dir is not None else None
     stack = [(root, "")]
     while stack:
         folder, rel = stack.pop()
@@ -80,13 +82,15 @@ def _walk(root: Path, exclude: frozenset[Path] = frozenset()) -> tuple[list[tupl
             for entry in it:
                 sub = f"{rel}{entry.name}"
                 if entry.is_dir(follow_symlinks=False):
-                    if exclude and Path(entry.path) in exclude:
-                        excluded.append(sub + "/")
-                    elif entry.name not in SKIPPED_DIRS:
+                    if entry.name in SKIPPED_DIRS:
+                        continue
+                    if os.path.realpath(entry.path) == own or os.path.isfile(os.path.join(entry.path, "journal.jsonl")):
+                        bundles.append(sub)
+                    else:
                         stack.append((Path(entry.path), sub + "/"))
                 elif entry.is_file(follow_symlinks=False) or entry.is_symlink():
                     found.append((sub, entry))
-    return sorted(found, key=lambda f: f[0].encode("utf-8", "surrogateescape")), sorted(excluded)
+    return sorted(found, key=lambda f: f[0].encode("utf-8", "surrogateescape")), sorted(bundles)
 
 
 class RunInputs:
@@ -244,16 +248,12 @@ class RunInputs:
 
     def _keep_code(self, root: Path, bundle_dir: Path, dest: str, skip: set[str], redactor: Any) -> dict[str, Any]:
         """Digest every file of the code folder ``root`` into ``<dest>.sha256sum`` and copy those that fit
-        the limits (and are not the model or dataset files themselves) under ``dest``. The gate's report
-        folder (``bundle_dir``'s parent, or this bundle when the report folder is ``root`` itself) is
-        evidence, not code: it is neither digested nor copied, and ``left_out`` names it."""
+        the limits (and are not the model or dataset files themselves) under ``dest``."""
         lines: list[str] = []
         copied = total = 0
-        left_out: list[dict[str, Any]] = []
-        reports = bundle_dir.resolve().parent
-        real = root.resolve()
-        files, excluded = _walk(real, frozenset({reports if reports != real else bundle_dir.resolve()}))
-        left_out += [{"path": rel, "why": "the gate's report folder (evidence bundles, not code)"} for rel in excluded]
+        files, bundles = _walk(root, bundle_dir)
+        left_out: list[dict[str, Any]] = [
+            {"path": rel + "/", "why": "a pytest-hetero bundle folder (evidence, not code)"} for rel in bundles]
         for rel, entry in files:
             if entry.is_symlink():
                 left_out.append({"path": rel, "why": f"symlink to {os.readlink(entry.path)} (not followed)"})

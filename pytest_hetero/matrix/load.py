@@ -27,12 +27,14 @@ from pytest_hetero.matrix.model import (
     DEFAULT_TIMEOUTS_S,
     Dataset,
     ExcludeRule,
+    GovernanceProbe,
     Image,
     Matrix,
     Model,
     Profile,
     Resource,
     Serving,
+    Tenant,
 )
 from pytest_hetero.matrix.yamlnodes import Positions, dotted, read_yaml
 from pytest_hetero.vocab import DEFAULT_OWNERS
@@ -163,6 +165,9 @@ def _reference_problems(data: dict[str, Any], pos: Positions, file: str) -> list
                                   "write a Python regular expression"))
     for i, model in enumerate(spec["models"]):
         problems.extend(_model_problems(model, ("spec", "models", i), pos, file, data))
+    from pytest_hetero.matrix.governance import governance_problems
+
+    problems += governance_problems(spec, names, error)
     problems += [error(("spec", "profiles", pname, "layers", j), f"unknown layer '{layer}'",
                        f"layers are {', '.join(LAYERS)}", field=False)
                  for pname, prof in (spec.get("profiles") or {}).items()
@@ -337,6 +342,18 @@ def _build(data: dict[str, Any], path: Path, raw_sha: str, pos: Positions) -> Ma
                            representative=bool(p.get("representative", False)),
                            repeat=int(p.get("repeat", 1)))
                 for n, p in (spec.get("profiles") or {}).items()}
+    gov = spec.get("governance") or {}
+    tenants = tuple(Tenant(name=x["name"], namespace=x["namespace"], service_account=x["service_account"],
+                           queue=x.get("queue"), cluster_queue=x.get("cluster_queue"),
+                           line=line("spec", "governance", "tenants", i))
+                    for i, x in enumerate(gov.get("tenants", [])))
+    probes = tuple(GovernanceProbe(
+        name=x["name"], kind=x["kind"], resource=x["resource"], acting_as=x.get("as"), target=x.get("target"),
+        image=x.get("image"), within={k: str(v) for k, v in x.get("within", {}).items()},
+        above={k: str(v) for k, v in x.get("above", {}).items()}, high=x.get("high"), low=x.get("low"),
+        reasons=tuple((x.get("expect") or {}).get("reasons", ())),
+        timeout_s=parse_duration(x["timeout"]) if "timeout" in x else None,
+        line=line("spec", "governance", "probes", i)) for i, x in enumerate(gov.get("probes", [])))
     return Matrix(
         path=path, sha256=raw_sha, name=data["metadata"]["name"],
         description=data["metadata"].get("description", ""),
@@ -344,7 +361,8 @@ def _build(data: dict[str, Any], path: Path, raw_sha: str, pos: Positions) -> Ma
         owners={**{str(k): str(v) for k, v in DEFAULT_OWNERS.items()}, **spec.get("owners", {})}, timeouts_s=timeouts,
         output_limit=int(output_limit), resources=resources_, images=images, models=models,
         datasets=datasets, exclude=exclude, profiles=profiles,
-        redact=tuple((r["kind"], r["pattern"]) for r in spec.get("redact", [])), source=data)
+        redact=tuple((r["kind"], r["pattern"]) for r in spec.get("redact", [])), source=data,
+        tenants=tenants, probes=probes)
 
 
 def load_matrix(path: str | Path) -> Matrix:

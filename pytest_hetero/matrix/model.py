@@ -140,6 +140,53 @@ class ExcludeRule:
         return all(keys.get(dim) == value for dim, value in self.match.items())
 
 
+PROBE_KINDS: tuple[str, ...] = ("tenant-isolation", "quota", "attribution", "maintenance", "device-isolation",
+                                "preemption")
+"""Governance probe kinds (``spec.governance.probes[].kind``)."""
+
+
+@dataclass(frozen=True)
+class Tenant:
+    """A tenant the gate acts as: its ``namespace``, the ``service_account`` whose token it requests,
+    its Kueue ``queue`` (LocalQueue in its namespace) and ``cluster_queue``, when it has them."""
+
+    name: str
+    namespace: str
+    service_account: str
+    queue: str | None = None
+    cluster_queue: str | None = None
+    line: int = 0
+
+    @property
+    def subject(self) -> str:
+        """The user name the apiserver sees for its ServiceAccount (``system:serviceaccount:NS:NAME``)."""
+        return f"system:serviceaccount:{self.namespace}:{self.service_account}"
+
+
+@dataclass(frozen=True)
+class GovernanceProbe:
+    """An expected refusal on ``resource``'s pool (``kind`` one of :data:`PROBE_KINDS`), made as tenant
+    ``acting_as`` (None: the gate's own identity). ``target``: the tenant probed (tenant-isolation);
+    ``image``: what probe pods run; ``within``/``above``: quota requests (quantity strings); ``high``/``low``:
+    PriorityClass names of preemption; ``reasons``:
+    normalised reason codes accepted as the refusal (empty: the kind's defaults); ``timeout_s``:
+    seconds each attempt may take (None: the scheduling layer's timeout)."""
+
+    name: str
+    kind: str
+    resource: str
+    acting_as: str | None = None
+    target: str | None = None
+    image: str | None = None
+    within: dict[str, str] = field(default_factory=dict)
+    above: dict[str, str] = field(default_factory=dict)
+    high: str | None = None
+    low: str | None = None
+    reasons: tuple[str, ...] = ()
+    timeout_s: float | None = None
+    line: int = 0
+
+
 @dataclass(frozen=True)
 class Profile:
     """A graded depth: which layers run, and whether one representative combination per resource."""
@@ -171,6 +218,8 @@ class Matrix:
     profiles: dict[str, Profile]
     redact: tuple[tuple[str, str], ...] = ()
     source: dict[str, Any] = field(repr=False, default_factory=dict)
+    tenants: tuple[Tenant, ...] = ()
+    probes: tuple[GovernanceProbe, ...] = ()
 
     @property
     def backend(self) -> str:
@@ -205,3 +254,11 @@ class Matrix:
     def dataset(self, name: str) -> Dataset:
         """Return the dataset called ``name``; StopIteration when absent."""
         return next(d for d in self.datasets if d.name == name)
+
+    def tenant(self, name: str) -> Tenant:
+        """Return the tenant called ``name``; StopIteration when absent."""
+        return next(t for t in self.tenants if t.name == name)
+
+    def probe(self, name: str) -> GovernanceProbe:
+        """Return the governance probe called ``name``; StopIteration when absent."""
+        return next(p for p in self.probes if p.name == name)
