@@ -23,8 +23,10 @@ import jsonschema
 from pytest_hetero import LAYERS
 from pytest_hetero.errors import Location, MatrixError, MatrixInvalid
 from pytest_hetero.matrix.model import (
+    DEFAULT_DOMAIN,
     DEFAULT_OUTPUT_LIMIT,
     DEFAULT_TIMEOUTS_S,
+    DEFAULT_VALID_FOR_S,
     Dataset,
     ExcludeRule,
     GovernanceProbe,
@@ -324,7 +326,9 @@ def _build(data: dict[str, Any], path: Path, raw_sha: str, pos: Positions) -> Ma
         name=m["name"], version=str(m["version"]), uri=m.get("uri", ""), path=rel(m.get("uri")) or base,
         sha256=_hex(m.get("sha256", "")), entrypoint=tuple(m.get("entrypoint", ())),
         runtime=m.get("runtime", ""), code=rel(m.get("code")), line=line("spec", "models", i),
-        serving=_serving(m.get("serving"), str(m["version"]))) for i, m in enumerate(spec["models"]))
+        serving=_serving(m.get("serving"), str(m["version"])),
+        task_type=m.get("task_type", "online-inference" if "serving" in m else "batch-inference"))
+        for i, m in enumerate(spec["models"]))
     datasets = tuple(Dataset(
         name=d["name"], version=str(d["version"]), uri=d["uri"], path=rel(d["uri"]) or base,
         sha256=_hex(d["sha256"]), acceptance=rel(d.get("acceptance")),
@@ -362,7 +366,18 @@ def _build(data: dict[str, Any], path: Path, raw_sha: str, pos: Positions) -> Ma
         output_limit=int(output_limit), resources=resources_, images=images, models=models,
         datasets=datasets, exclude=exclude, profiles=profiles,
         redact=tuple((r["kind"], r["pattern"]) for r in spec.get("redact", [])), source=data,
-        tenants=tenants, probes=probes)
+        tenants=tenants, probes=probes, **_validation(spec.get("validation") or {}))
+
+
+def _validation(raw: dict[str, Any]) -> dict[str, Any]:
+    """``valid_for_s`` and ``validation_domain`` of ``spec.validation`` (schema-checked), defaults when absent."""
+    out: dict[str, Any] = {"validation_domain": raw.get("domain", DEFAULT_DOMAIN)}
+    valid_for = raw.get("valid_for", DEFAULT_VALID_FOR_S)
+    if isinstance(valid_for, str):
+        valid_for = sum(float(n) * {"d": 86400.0, "h": 3600.0, "m": 60.0, "s": 1.0}[u]
+                        for n, u in re.findall(r"([0-9]+(?:\.[0-9]+)?)([dhms])", valid_for))
+    out["valid_for_s"] = float(valid_for)
+    return out
 
 
 def load_matrix(path: str | Path) -> Matrix:

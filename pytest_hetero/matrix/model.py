@@ -21,6 +21,15 @@ DEFAULT_TIMEOUTS_S: dict[Layer, float] = {
 BASIC_RESOURCES: tuple[str, ...] = ("cpu", "memory", "ephemeral-storage", "pods")
 """Resource names every node has; the rest of a request names accelerators (extended resources)."""
 
+TASK_TYPES: tuple[str, ...] = ("training", "fine-tune", "batch-inference", "online-inference", "evaluation",
+                              "data-processing")
+"""``spec.models[].task_type`` values (schema enum); absent: ``online-inference`` when served, else
+``batch-inference``."""
+DEFAULT_VALID_FOR_S = 7 * 24 * 3600.0
+"""How long a validation status holds when ``spec.validation.valid_for`` is absent (seconds: 7 days)."""
+DEFAULT_DOMAIN = "pytest-hetero.dev"
+"""DNS domain of published status keys when ``spec.validation.domain`` is absent."""
+
 DEFAULT_OUTPUT_LIMIT = 64 * 1024
 """Bytes of stdout/stderr kept inline in evidence per stream (the full text goes to an artifact)."""
 
@@ -111,6 +120,8 @@ class Model:
     code: Path | None
     line: int = 0
     serving: Serving | None = None
+    task_type: str = "batch-inference"
+    """What the model is validated for (:data:`TASK_TYPES`); the validation status is per pool × task type."""
 
 
 @dataclass(frozen=True)
@@ -218,6 +229,10 @@ class Matrix:
     profiles: dict[str, Profile]
     redact: tuple[tuple[str, str], ...] = ()
     source: dict[str, Any] = field(repr=False, default_factory=dict)
+    valid_for_s: float = DEFAULT_VALID_FOR_S
+    """``spec.validation.valid_for`` in seconds: how long each pool's validation status holds after the run."""
+    validation_domain: str = DEFAULT_DOMAIN
+    """``spec.validation.domain``: published label/condition keys are ``validation.<domain>/<task-type>``."""
     tenants: tuple[Tenant, ...] = ()
     probes: tuple[GovernanceProbe, ...] = ()
 
