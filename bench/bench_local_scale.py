@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -65,7 +66,10 @@ def test_item(i):
 def write_matrix(folder: Path, n: int) -> Path:
     """A matrix of ``n`` model items (n/10 models × 10 datasets) on one resource and image."""
     datasets = 10 if n >= 10 else 1
-    models = [{"name": f"m{i}", "version": "1", "uri": str(MODEL), "code": str(folder),
+    model, data = folder / MODEL.name, folder / DATA.name  # inputs live under the matrix's folder (its boundary)
+    shutil.copyfile(MODEL, model)
+    shutil.copyfile(DATA, data)
+    models = [{"name": f"m{i}", "version": "1", "uri": str(model), "code": str(folder),
                "sha256": "d2230a9096140b09d443879ca3b0d7cb0021917896a8f462f79806de1109b523",
                "entrypoint": ["/bin/sh", "-c", SCRIPT.replace("{", "{{").replace("}", "}}"), "sh", "{outputs}"]}
               for i in range(n // datasets)]
@@ -74,7 +78,7 @@ def write_matrix(folder: Path, n: int) -> Path:
                     "resources": [{"name": "cpu", "type": "cpu", "requests": {"cpu": 1}}],
                     "images": [{"name": "py", "reference": "python:current"}],
                     "models": models,
-                    "datasets": [{"name": f"d{i}", "version": "1", "uri": str(DATA),
+                    "datasets": [{"name": f"d{i}", "version": "1", "uri": str(data),
                                   "sha256": "3678e2fa8f107ffa5d8518cc07a46b9e4ce67e89d65b2f88e4c391638d965bfb"}
                                  for i in range(datasets)]}}
     path = folder / "scale.matrix.yaml"

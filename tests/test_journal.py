@@ -202,3 +202,50 @@ def pytest_sessionfinish(session):
                                                      ).read_text().splitlines() if '"type":"item"' in x]
     assert all(e["records"] for e in journaled if e["status"] == "passed")  # the full evidence is in the journal
     assert os.path.exists(pytester.path / "reports" / "r1" / "attestation.intoto.jsonl")
+
+
+def test_a_code_folder_shared_by_models_is_kept_once_and_never_copies_a_bundle(tmp_path: Path) -> None:
+    """Issue 20.1: models sharing one ``code`` folder that also holds the report folder (``code: .``)
+    cost one digest and copy of that folder, not one per model (each copied the bundles the earlier
+    ones wrote: 1.7 GB at 1,000 items), and never a copy of a bundle."""
+    from pytest_hetero.evidence.inputs import RunInputs
+    from pytest_hetero.matrix.load import load_matrix
+
+    project = tmp_path / "project"
+    (project / "src").mkdir(parents=True)
+    (project / "src" / "infer.py").write_text("print('hi')\n")
+    for name in ("model.onnx", "data.csv"):
+        (project / name).write_bytes((DIGITS / ("model/digits-logreg-1.0.0.onnx" if name == "model.onnx"
+                                                else "data/digits-test-1.0.0.csv")).read_bytes())
+    old = project / "reports" / "r0" / "inputs"
+    old.mkdir(parents=True)
+    (old / "earlier.txt").write_text("an earlier bundle\n")
+    (old.parent / "journal.jsonl").write_text("")  # what makes a folder a bundle
+    doc = json.loads(matrix_text(name="m"))
+    model = doc["spec"]["models"][0]
+    model.update(uri=str(project / "model.onnx"), code=str(project))
+    doc["spec"]["models"] = [{**model, "name": f"m{i}"} for i in range(3)]
+    doc["spec"]["datasets"][0].update(uri=str(project / "data.csv"))
+    del doc["spec"]["datasets"][0]["acceptance"]
+    (project / ".hetero-root").write_text("")
+    (project / "m.matrix.yaml").write_text(json.dumps(doc))
+    matrix = load_matrix(project / "m.matrix.yaml")
+    bundle = project / "reports" / "r1"
+    bundle.mkdir()
+    inputs = RunInputs()
+    inputs.keep({"matrices": [{"path": str(matrix.path), "prefix": "m.matrix.yaml", "name": "m",
+                               "sha256": matrix.sha256}]}, bundle)
+    code = inputs.section["m"]["code"]
+    listing = (bundle / "inputs/m/code/m0.sha256sum").read_text().splitlines()
+    assert [line.split("  ", 1)[1] for line in listing] == [".hetero-root", "data.csv", "m.matrix.yaml",
+                                                           "model.onnx", "src/infer.py"]
+    assert {e["path"]: e["why"] for e in code["m0"]["left_out"] if e["path"].startswith("reports/")} == {
+        "reports/r0/": "a pytest-hetero bundle folder (evidence, not code)",
+        "reports/r1/": "a pytest-hetero bundle folder (evidence, not code)"}
+    assert not (bundle / "inputs/m/code/m0/reports").exists()
+    assert (bundle / "inputs/m/code/m0/src/infer.py").read_text() == "print('hi')\n"
+    assert code["m1"] == {**code["m0"], "same_as": "m0"} and code["m2"]["same_as"] == "m0"
+    assert sorted(p.name for p in (bundle / "inputs/m/code").iterdir()) == ["m0", "m0.sha256sum"]
+    assert sorted(inputs.written) == sorted([f"inputs/m/code/m0/{n}" for n in (".hetero-root", "m.matrix.yaml",
+                                                                             "src/infer.py")]
+                                            + ["inputs/m.matrix.yaml", "inputs/m/code/m0.sha256sum"])

@@ -215,3 +215,22 @@ def test_large_run_stays_usable(tmp_path: Path) -> None:
     assert html.count("<details id=\"item-") == 1500
     assert "2507 more item(s), mostly passed, are in evidence.json only." in html
     assert len(html) < 3_000_000
+
+
+def test_the_compiled_template_is_kept_for_the_next_run_in_a_folder_only_this_user_may_write(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 20: compiling report.html.j2 cost every run ~0.1-0.2 s; the next run loads it compiled,
+    never from a folder another user could write (what it loads is code)."""
+    from pytest_hetero.reporting.html import template_cache
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    evidence = sample_evidence()
+    first = render_html(evidence, signoff_context({}, None, "no key"))
+    folder = tmp_path / "pytest-hetero" / "jinja2"
+    entries = list(folder.iterdir())
+    assert folder.stat().st_mode & 0o777 == 0o700 and entries
+    assert all(e.name.startswith("__jinja2_") and e.stat().st_size > 100 for e in entries)
+    assert render_html(evidence, signoff_context({}, None, "no key")) == first
+    folder.chmod(0o777)
+    assert template_cache() is None
+    assert render_html(evidence, signoff_context({}, None, "no key")) == first

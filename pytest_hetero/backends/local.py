@@ -11,6 +11,7 @@ import errno
 import json
 import os
 import platform
+import select
 import selectors
 import shutil
 import signal
@@ -126,8 +127,10 @@ class LocalBackend(Backend):
                 check_program(argv, env)
             except ActionFailed:
                 raise ActionFailed(f"cannot run {python}", "entrypoint_missing") from None
-            launch = self.sandbox.prepare(argv, cwd=tmp, run_dir=tmp, inputs=self._paths_of(python), env=env)
-            proc = run_measured(argv, launch, tmp, step.timeout_s)
+            _, proc = run_confined(self.sandbox, argv, cwd=tmp, run_dir=tmp, env=env, inputs=self._paths_of(python),
+                                   timeout_s=step.timeout_s)
+        if proc.failure is not None:
+            raise EngineUnavailable(proc.failure["message"], proc.failure["category"], "infrastructure")
         if proc.timed_out:
             raise ActionFailed(f"interpreter {python} did not answer within {step.timeout_s:g} s", "start_timeout")
         if proc.exit_code != 0:
@@ -171,17 +174,52 @@ class LocalBackend(Backend):
                                     passed=self.sandbox.passed)
             check_program(argv, env)
             cwd = step.matrix.path.parent
-            launch = self.sandbox.prepare(argv, cwd=cwd, run_dir=tmp, env=env,
-                                          inputs=[code, model.path, step.dataset.path, *self._paths_of(python)])
+            inputs = [code, model.path, step.dataset.path, *self._paths_of(python)]
             with sampling(step.resource.type) as usage:
-                result = run_measured(argv, launch, cwd, step.timeout_s)
+                launch, result = run_confined(self.sandbox, argv, cwd=cwd, run_dir=tmp, env=env, inputs=inputs,
+                                              timeout_s=step.timeout_s)
             result.details["usage"] = usage.result()
             result.details["isolation"] = launch.confinement.facts()
+            if result.failure is not None:
+                return result
             try:
                 result.outputs = read_outputs(outputs)
             except OutputsRefused as exc:
                 result.failure = {"category": exc.category, "owner": "algorithm", "message": exc.message}
             return result
+
+
+SANDBOX_ATTEMPTS = 2
+"""Starts of one run when bubblewrap fails to set the sandbox up (a mount of the host vanished meanwhile)."""
+
+
+def sandbox_refused(launch: Launch, result: ExecResult) -> bool:
+    """True when bwrap itself gave up before starting the run: exit 1 and a single ``bwrap: …`` line on
+    stderr, nothing on stdout (what bwrap's ``die_with_error`` writes). A run that prints the same is
+    taken at its word: it then fails as infrastructure (an error, never a pass)."""
+    if launch.confinement.mechanism != "bubblewrap" or result.exit_code != 1 or result.stdout:
+        return False
+    lines = result.stderr.strip().splitlines()
+    return len(lines) == 1 and lines[0].startswith("bwrap: ")
+
+
+def run_confined(sandbox: Sandbox, argv: list[str], *, cwd: Path, run_dir: Path, env: dict[str, str],
+                 inputs: list[Path], timeout_s: float) -> tuple[Launch, ExecResult]:
+    """Prepare ``argv`` with ``sandbox`` and :func:`run_measured` it; when bubblewrap could not set the
+    sandbox up (:func:`sandbox_refused`; e.g. ``--ro-bind / /`` met a container's mount that vanished
+    while it was copied) start it again, up to :data:`SANDBOX_ATTEMPTS` times. When it never started,
+    ``failure`` is ``sandbox_setup_failed`` (owner infrastructure, status error): the code under test
+    did not run, so its owner is not blamed. ``details["sandbox_attempts"]`` counts the starts."""
+    for attempt in range(1, SANDBOX_ATTEMPTS + 1):
+        launch = sandbox.prepare(argv, cwd=cwd, run_dir=run_dir, inputs=inputs, env=env)
+        result = run_measured(argv, launch, cwd, timeout_s)
+        result.details["sandbox_attempts"] = attempt
+        if not sandbox_refused(launch, result):
+            return launch, result
+    result.failure = {"category": "sandbox_setup_failed", "owner": "infrastructure", "status": "error",
+                      "message": f"bubblewrap could not set the sandbox up ({SANDBOX_ATTEMPTS} tries), so the "
+                                 f"entrypoint never ran: {result.stderr.strip()[:300]}"}
+    return launch, result
 
 
 class OutputsRefused(Exception):
@@ -334,20 +372,28 @@ def run_measured(argv: list[str], launch: Launch, cwd: Path, timeout_s: float) -
 
 
 class _Reaper:
-    """Kills the launched process (its group) at the timeout or on demand, and reaps it exactly once."""
+    """Kills the launched process (its group) at the timeout or on demand, and reaps it exactly once.
+
+    The timeout is a deadline the reading loop checks (:meth:`expire`) at least every
+    :data:`POLL_S`, not a timer thread: a thread started per run cost 1-4 ms of each model item on a
+    loaded 2-core machine."""
 
     def __init__(self, pid: int, timeout_s: float) -> None:
         self.pid = pid
         self.fired = False
+        self.deadline = time.monotonic() + timeout_s
         self._lock = threading.Lock()
         self._status: tuple[int, Any] | None = None
-        self._timer = threading.Timer(timeout_s, self._timeout)
-        self._timer.daemon = True
-        self._timer.start()
+        try:  # readable when the process exits (Linux ≥ 5.3): a wait with a timeout, without polling
+            self._pidfd: int | None = os.pidfd_open(pid)
+        except (AttributeError, OSError):
+            self._pidfd = None
 
-    def _timeout(self) -> None:
-        self.fired = True
-        self.kill()
+    def expire(self) -> None:
+        """Kill the process group once its deadline has passed (sets :attr:`fired`)."""
+        if not self.fired and self._status is None and time.monotonic() >= self.deadline:
+            self.fired = True
+            self.kill()
 
     def kill(self) -> None:
         """SIGKILL the process group (a no-op once reaped)."""
@@ -366,12 +412,21 @@ class _Reaper:
             return self._status is not None
 
     def wait(self) -> tuple[int, Any]:
-        """Block until reaped; return (wait status, rusage). Also kills any process left in its group."""
-        if self._status is None:
-            _, status, usage = os.wait4(self.pid, 0)
-            with self._lock:
-                self._status = (status, usage)
-        self._timer.cancel()
+        """Block until reaped, killing it at its deadline; return (wait status, rusage). Also kills any
+        process left in its group."""
+        pause = 0.001
+        while not self.poll():
+            self.expire()
+            left = POLL_S if self.fired else max(0.0, min(POLL_S, self.deadline - time.monotonic()))
+            if self._pidfd is not None:
+                select.select([self._pidfd], [], [], left)
+            else:
+                time.sleep(min(left, pause))
+                pause = min(pause * 2, POLL_S)
+        if self._pidfd is not None:
+            os.close(self._pidfd)
+            self._pidfd = None
+        assert self._status is not None
         with suppress(ProcessLookupError, PermissionError):
             os.killpg(self.pid, signal.SIGKILL)  # what an unconfined run left in its group
         return self._status
@@ -379,6 +434,8 @@ class _Reaper:
 
 DRAIN_AFTER_EXIT_S = 0.2
 """How long output is still read after the run's main process exited (its children may hold the pipes)."""
+POLL_S = 0.05
+"""Seconds between two checks of a run's exit and deadline while nothing is read from it."""
 
 
 def _drain(proc: subprocess.Popen[bytes], out: CappedStream, err: CappedStream, reaper: _Reaper) -> None:
@@ -390,7 +447,8 @@ def _drain(proc: subprocess.Popen[bytes], out: CappedStream, err: CappedStream, 
         for fd in streams:
             sel.register(fd, selectors.EVENT_READ)
         while sel.get_map():
-            for key, _ in sel.select(0.05 if exited_at is None else DRAIN_AFTER_EXIT_S / 4):
+            reaper.expire()
+            for key, _ in sel.select(POLL_S if exited_at is None else DRAIN_AFTER_EXIT_S / 4):
                 chunk = os.read(key.fd, 1 << 16)
                 if chunk:
                     streams[int(key.fd)].add(chunk)

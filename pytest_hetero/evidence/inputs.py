@@ -11,9 +11,11 @@ What a bundle proves includes what ran: besides each matrix (``inputs/<name>.mat
 model's entrypoint ``code`` folder and each dataset's ``acceptance`` file are digested and copied
 (secrets redacted) under ``inputs/<matrix name>/``: ``code/<model>/…`` with a ``code/<model>.sha256sum``
 listing (``sha256sum`` format: every file of the folder with its digest, including files too large to
-copy), ``acceptance/<dataset>.yaml``. Nothing is copied from a path the journal names unless that path
-loads as the matrix it claims to be (same name, a valid matrix); names become paths only after checking
-they are plain names, so a crafted journal cannot write outside the bundle nor copy an arbitrary file.
+copy; bundle folders are left out), ``acceptance/<dataset>.yaml``. Models sharing one code
+folder share its copy: the later ones' entries repeat the first's with ``same_as: <first model>``.
+Nothing is copied from a path the journal names unless that path loads as the matrix it claims to be
+(same name, a valid matrix); names become paths only after checking they are plain names, so a crafted
+journal cannot write outside the bundle nor copy an arbitrary file.
 """
 
 from __future__ import annotations
@@ -227,14 +229,21 @@ class RunInputs:
             out["acceptance"][dataset.name] = {"path": str(dataset.acceptance),
                                                "sha256": hashlib.sha256(raw).hexdigest(), "copy": dest}
         skip = {str(m.path) for m in matrix.models} | {str(d.path) for d in matrix.datasets}
+        bundle_dir = folder.parent.parent
+        first: dict[Path, str] = {}  # a code folder shared by many models is digested and copied once
         for model in matrix.models:
             if model.code is None or not NAME.fullmatch(model.name) or model.name in out["code"]:
                 continue
+            if model.code in first:
+                out["code"][model.name] = {**out["code"][first[model.code]], "same_as": first[model.code]}
+                continue
             try:
-                out["code"][model.name] = self._keep_code(model.code, folder.parent.parent, f"{rel}/code/{model.name}",
-                                                          skip, redactor)
+                out["code"][model.name] = self._keep_code(model.code, bundle_dir, f"{rel}/code/{model.name}", skip,
+                                                          redactor)
             except OSError as exc:
                 self._problem(f"cannot copy code folder {model.code}: {exc.strerror}")
+                continue
+            first[model.code] = model.name
         return out
 
     def _keep_code(self, root: Path, bundle_dir: Path, dest: str, skip: set[str], redactor: Any) -> dict[str, Any]:

