@@ -146,8 +146,9 @@ OCI_BACKENDS = ("docker", "kubernetes")
 
 def image_problems(matrix: Matrix, backend: str) -> list[MatrixError]:
     """One MatrixError per image whose reference ``backend`` cannot run: a local-only Python environment
-    (:data:`LOCAL_ONLY_REFERENCES`: ``python:current``, ``python:/path``, ``venv:PATH``) on an OCI backend (:data:`OCI_BACKENDS`),
-    naming the matrix file, the image's line, the field and the fix. Other backends: none."""
+    (:data:`LOCAL_ONLY_REFERENCES`: ``python:current``, ``python:/path``, ``venv:PATH``) on an OCI backend
+    (:data:`OCI_BACKENDS`), naming the matrix file, the image's line, the field and the fix. Other backends:
+    none."""
     if backend not in OCI_BACKENDS:
         return []
     out = []
