@@ -253,7 +253,8 @@ def add_signoff(bundle_dir: Path, key: Ed25519PrivateKey, role: str, decision: s
                  "subject": [{"name": STATEMENT, "digest": {"sha256": hashlib.sha256(run.payload).hexdigest()}}],
                  "predicateType": SIGNOFF_PREDICATE_TYPE,
                  "predicate": signoff_predicate(run.statement, role, chosen, decision, text)}
-    payload = json.dumps(statement, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    payload = json.dumps(statement, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+                         allow_nan=False).encode("utf-8")
     line = envelope_bytes(envelope_for(payload, key))
     fd = os.open(bundle_dir / ATTESTATION, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW)
     try:

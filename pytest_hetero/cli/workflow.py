@@ -228,7 +228,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         print(exc.render(), file=sys.stderr)
         return 2
     if args.json:
-        print(json.dumps(rep, indent=1, sort_keys=True))
+        print(json.dumps(rep, indent=1, sort_keys=True, allow_nan=False))
     else:
         _print_plan(rep, sys.stdout)
     return 0
@@ -257,7 +257,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
         return 2
     diff["verification"] = vo if vo == vn else f"{vo}/{vn}"
     if args.json:
-        print(json.dumps(diff, indent=1, sort_keys=True))
+        print(json.dumps(diff, indent=1, sort_keys=True, allow_nan=False))
     else:
         print("\n".join(diff_lines(diff, limit=10**9)))
     return 1 if diff["gate"]["failed"] else 0

@@ -472,11 +472,11 @@ def _assemble(bundle_dir: Path, inputs: RunInputs | None, key: JournalKey | None
 
 def write_evidence(bundle_dir: Path, evidence: dict[str, Any]) -> tuple[str, int]:
     """Write ``evidence`` as ``bundle_dir/evidence.json`` (atomically: a temporary file, then a
-    rename), compact with sorted keys; return (hex sha256, size in bytes) of what was written.
-    Raises OSError when the folder cannot be written."""
+    rename), compact with sorted keys, RFC 8259 JSON; return (hex sha256, size in bytes) of what was written.
+    Raises OSError when the folder cannot be written, ValueError on a NaN or ±Infinity (never written)."""
     tmp = bundle_dir / (EVIDENCE + ".tmp")
     # compact: the C encoder is ~4x faster than indented output on 50,000-item runs
-    data = json.dumps(evidence, sort_keys=True, separators=(",", ":")).encode("utf-8")
+    data = json.dumps(evidence, sort_keys=True, separators=(",", ":"), allow_nan=False).encode("utf-8")
     tmp.write_bytes(data)
     tmp.replace(bundle_dir / EVIDENCE)
     return hashlib.sha256(data).hexdigest(), len(data)
