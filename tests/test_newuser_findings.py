@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support import evidence_of, matrix_text
+from support import matrix_text
 
 
 def _strict_json(text: str) -> Any:
