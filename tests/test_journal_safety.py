@@ -206,9 +206,11 @@ def test_a_second_run_with_the_same_run_id_is_refused_while_the_first_runs_and_a
                             "--hetero-run-id", "r1"], cwd=tmp_path, capture_output=True, text=True, timeout=120,
                            check=False)
     assert retry.returncode == 4, first_out
-    assert (f"pytest-hetero: run id 'r1' already has a bundle at {bundle} (a finished or interrupted run); give this "
-            f"run another --hetero-run-id, or rebuild an interrupted one with: hetero report --from-journal {bundle}"
+    # a finished bundle: the message must not send anyone to `report --from-journal` (it would discard sign-offs)
+    assert (f"pytest-hetero: run id 'r1' already has a finished bundle at {bundle} (signed or not, with any team "
+            "sign-offs: it is kept as it is); give this run another --hetero-run-id, or leave it out for a fresh one"
             ) in retry.stdout + retry.stderr
+    assert "--from-journal" not in retry.stdout + retry.stderr
 
 
 SLOW_WRITER = '''

@@ -3,7 +3,11 @@ files and real runs (pytester, the ``hetero`` command in a subprocess) and asser
 
 from __future__ import annotations
 
+import hashlib
 import json
+import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -90,3 +94,118 @@ def test_a_non_finite_number_in_a_record_is_written_as_null_never_as_bare_infini
     with pytest.raises(ValueError, match="Out of range float values are not JSON compliant"):
         write_evidence(tmp_path, {"summary": {"mean": float("inf")}})
     assert not (tmp_path / "evidence.json").exists()
+
+
+def _hetero(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "pytest_hetero.cli", *args], capture_output=True, text=True,
+                          check=False, timeout=180)
+
+
+def test_a_killed_run_rebuilt_has_a_recovered_finish_time_and_a_finished_bundle_is_never_rebuilt(
+        tmp_path: Path) -> None:
+    """Finding 14: a bundle rebuilt after kill -9 had ``finished_at`` None, so ``verify --max-age`` always
+    failed. Finding 4: ``report --from-journal`` on a finished bundle rewrote it and deleted every sign-off."""
+    from support import DIGITS, MODEL_SHA
+
+    doc = json.loads(matrix_text(name="crash", extra_spec={"owners": {"business": "risk-business"}}))
+    doc["spec"]["models"].append({"name": "slow-model", "version": "1", "sha256": MODEL_SHA,
+                                  "uri": str(DIGITS / "model" / "digits-logreg-1.0.0.onnx"),
+                                  "entrypoint": ["{python}", "-c", "import time; time.sleep(120)"]})
+    (tmp_path / "crash.matrix.yaml").write_text(json.dumps(doc))
+    bundle = tmp_path / "reports" / "r1"
+    proc = subprocess.Popen([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:randomly",
+                             "crash.matrix.yaml", "--hetero-run-id", "r1"], cwd=tmp_path,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            lines = (bundle / "journal.jsonl").read_text().splitlines() if (bundle / "journal.jsonl").exists() else []
+            if sum(1 for x in lines if x.strip() and json.loads(x)["type"] == "item") >= 5:
+                break
+            time.sleep(0.1)
+        else:
+            raise AssertionError("the run never finished its first model's business item")
+    finally:
+        proc.kill()
+        proc.wait(timeout=60)
+    assert not (bundle / "attestation.intoto.jsonl").exists()
+    made = _hetero("keygen", str(tmp_path / "gate.key"), "--pub", str(tmp_path / "gate.pub"))
+    biz = _hetero("keygen", str(tmp_path / "biz.key"), "--pub", str(tmp_path / "biz.pub"))
+    assert made.returncode == biz.returncode == 0, made.stderr + biz.stderr
+    rebuilt = _hetero("report", "--from-journal", str(bundle), "--sign-key", str(tmp_path / "gate.key"))
+    assert rebuilt.returncode == 0, rebuilt.stderr
+    ev = json.loads((bundle / "evidence.json").read_text())
+    journal_times = [json.loads(x)["evidence"]["finished_at"] for x in (bundle / "journal.jsonl").read_text()
+                     .splitlines() if json.loads(x)["type"] == "item"]
+    assert ev["run"]["finished_at"] == max(journal_times) and ev["run"]["finished_at_recovered"] is True
+    verified = _hetero("verify", str(bundle), "--key", str(tmp_path / "gate.pub"), "--max-age", "1h")
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+    assert (f"finished {ev['run']['finished_at']} (recovered: the time of the journal's last line; the run ended "
+            "without writing its end)") in verified.stdout
+
+    signed = _hetero("sign", str(bundle), "--key", str(tmp_path / "biz.key"), "--role", "risk-business",
+                     "--decision", "reject", "--text", "interrupted run", "--gate-key", str(tmp_path / "gate.pub"))
+    assert signed.returncode == 0, signed.stderr
+    before = (bundle / "attestation.intoto.jsonl").read_bytes()
+    assert len(before.splitlines()) == 2
+    again = _hetero("report", "--from-journal", str(bundle), "--sign-key", str(tmp_path / "gate.key"))
+    assert again.returncode == 2
+    assert again.stderr.startswith(
+        f"hetero report: {bundle} is a finished bundle (attestation.intoto.jsonl exists, 2 line(s): the run's "
+        "signature and 1 team sign-off(s)); rebuilding it from its journal would replace the run's signature and "
+        "discard every sign-off\n  hint: nothing to recover; check it with: hetero verify")
+    assert (bundle / "attestation.intoto.jsonl").read_bytes() == before
+
+
+def test_sign_verifies_the_bundle_first_and_a_later_decision_supersedes_the_earlier(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Finding 15: ``hetero sign`` signed an unsigned and a tampered bundle without a word, and a team that
+    accepted could never reject with its key (``already signed``)."""
+    from bundle_samples import make_bundle, policy_text, sample_evidence
+    from test_bundle_verify import hetero
+
+    from pytest_hetero.bundle.signing import generate_keypair
+
+    for name in ("gate", "biz"):
+        generate_keypair(tmp_path / f"{name}.key", tmp_path / f"{name}.pub")
+    owners = {"discovery": "infra-team", "business": "risk-business"}
+    unsigned = make_bundle(tmp_path / "unsigned", sample_evidence(), None, owners)
+    sign = ("--key", str(tmp_path / "biz.key"), "--role", "risk-business")
+    known = ("--decision", "accept-with-known-failures", "--text", "gpu blocked: INC-42")
+    assert hetero("sign", str(unsigned), *sign, *known) == 2
+    err = capsys.readouterr().err
+    assert "FAIL attestation.intoto.jsonl: unsigned: the bundle is UNSIGNED" in err
+    assert f"hetero sign: refusing to sign {unsigned}: it does not verify (1 problem(s) above)" in err
+    assert len((unsigned / "attestation.intoto.jsonl").read_bytes().splitlines()) == 1
+
+    signed = make_bundle(tmp_path / "signed", sample_evidence(), tmp_path / "gate.key", owners)
+    evidence = signed / "evidence.json"
+    original = evidence.read_bytes()
+    evidence.write_bytes(original.replace(b'"fail"', b'"pass"'))
+    (signed / "planted.txt").write_text("not the gate's\n")
+    assert hetero("sign", str(signed), *sign, *known, "--gate-key", str(tmp_path / "gate.pub")) == 2
+    err = capsys.readouterr().err
+    assert "FAIL evidence.json: modified:" in err and "FAIL planted.txt: extra:" in err
+    assert hetero("sign", str(signed), *sign, *known, "--unverified") == 0  # said explicitly: signed, with a warning
+    assert "warning: signed although the bundle does not verify (--unverified): evidence.json: modified" in \
+        capsys.readouterr().err
+    evidence.write_bytes(original)
+    (signed / "planted.txt").unlink()
+
+    policy = tmp_path / "trust.yaml"
+    policy.write_text(policy_text({"risk-business": [(tmp_path / "biz.pub", ["Ana Ruiz"])]}))
+    verify = ("verify", str(signed), "--key", str(tmp_path / "gate.pub"), "--policy", str(policy),
+              "--policy-sha256", hashlib.sha256(policy.read_bytes()).hexdigest())
+    assert hetero("sign", str(signed), *sign, "--decision", "reject", "--text", "wrong data set") == 2
+    err = capsys.readouterr().err
+    assert "already signed for role 'risk-business' ('accept-with-known-failures' at" in err
+    assert "sign again with --supersede" in err
+    assert hetero("sign", str(signed), *sign, "--decision", "reject", "--text", "wrong data set", "--supersede",
+                  "--gate-key", str(tmp_path / "gate.pub")) == 0
+    capsys.readouterr()
+    assert hetero(*verify) == 0
+    assert "  risk-business: rejected" in capsys.readouterr().out.splitlines()
+    assert hetero("sign", str(signed), *sign, *known, "--supersede", "--gate-key", str(tmp_path / "gate.pub")) == 0
+    capsys.readouterr()
+    assert hetero(*verify) == 0
+    assert "  risk-business: accepted_with_known_failures" in capsys.readouterr().out.splitlines()

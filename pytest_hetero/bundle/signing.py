@@ -165,8 +165,8 @@ def build_predicate(evidence: dict[str, Any], owners: dict[str, dict[str, str]],
     run = evidence["run"]
     return {
         "tool": {"name": "pytest-hetero", "version": run.get("tool_version", __version__)},
-        "run": {k: run.get(k) for k in ("id", "started_at", "finished_at", "exit_status", "interrupted",
-                                        "git_commit", "host", "profile")},
+        "run": {k: run.get(k) for k in ("id", "started_at", "finished_at", "finished_at_recovered", "exit_status",
+                                        "interrupted", "git_commit", "host", "profile")},
         "matrices": [{"name": m["name"], "sha256": m["sha256"]} for m in evidence["matrices"]],
         "owners": owners,
         "target": evidence["target"],
