@@ -209,3 +209,100 @@ def test_sign_verifies_the_bundle_first_and_a_later_decision_supersedes_the_earl
     capsys.readouterr()
     assert hetero(*verify) == 0
     assert "  risk-business: accepted_with_known_failures" in capsys.readouterr().out.splitlines()
+
+
+def _code_run(pytester: pytest.Pytester, tmp_path: Path, folders: dict[str, Path], conftest: str = "") -> Path:
+    """A signed run of one model per ``folders`` entry (model name → its code folder, entrypoint writing an
+    accuracy of 0.95 against a rule of >= 0.9); returns the bundle folder. ``conftest`` runs before the finish."""
+    from support import DIGITS, MODEL_SHA
+
+    made = _hetero("keygen", str(tmp_path / "gate.key"), "--pub", str(tmp_path / "gate.pub"))
+    assert made.returncode == 0, made.stderr
+    rules = tmp_path / "rules.yaml"
+    rules.write_text("apiVersion: pytest-hetero/v1\nkind: AcceptanceRules\nrules:\n"
+                     "  - {name: acc, metric: accuracy, op: '>=', value: 0.9}\n")
+    doc = json.loads(matrix_text(acceptance=rules))
+    doc["spec"]["models"] = []
+    for name, folder in folders.items():
+        model = {**_model(name, '{"metrics": {"accuracy": 0.95}}'), "code": str(folder)}
+        if (folder / "model.onnx").exists():  # the code folder holds only the model file, which is the model
+            model.update(uri=str(folder / "model.onnx"), sha256=MODEL_SHA)
+        doc["spec"]["models"].append(model)
+    assert (DIGITS / "model" / "digits-logreg-1.0.0.onnx").exists()
+    pytester.makefile(".matrix.yaml", m=json.dumps(doc))
+    if conftest:
+        pytester.makeconftest(conftest)
+    pytester.runpytest("-p", "no:cacheprovider", "-p", "no:randomly", "--hetero-sign-key", str(tmp_path / "gate.key"),
+                       "--hetero-run-id", "r1")
+    return pytester.path / "reports" / "r1"
+
+
+def test_a_code_folder_holding_only_the_model_file_is_listed_and_verifies(pytester: pytest.Pytester,
+                                                                          tmp_path: Path) -> None:
+    """Finding 6: a code folder whose only file is the model was never kept (``cannot copy code folder``: the
+    listing's folder was never created), inputs.code was {} and the bundle still verified."""
+    from support import DIGITS
+
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "model.onnx").write_bytes((DIGITS / "model" / "digits-logreg-1.0.0.onnx").read_bytes())
+    bundle = _code_run(pytester, tmp_path, {"only": code})
+    ev = json.loads((bundle / "evidence.json").read_text())
+    kept = ev["inputs"]["t"]["code"]["only"]
+    assert (kept["files"], kept["copied"], kept["listing"]) == (1, 0, "inputs/t/code/only.sha256sum")
+    assert kept["left_out"][0]["why"] == "a model or dataset file of the matrix (digested by the run)"
+    digest = hashlib.sha256(code.joinpath("model.onnx").read_bytes()).hexdigest()
+    assert (bundle / kept["listing"]).read_text() == f"{digest}  model.onnx\n"
+    assert ev["inputs_not_kept"] == [] and ev["summary"]["verdict"] == "pass"
+    verified = _hetero("verify", str(bundle), "--key", str(tmp_path / "gate.pub"))
+    assert verified.returncode == 0, verified.stdout
+
+
+CHANGE_DURING_RUN = '''
+import pathlib, shutil
+import pytest
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionfinish(session):
+    """Before the gate finishes its bundle: what a person editing files while the run goes does."""
+    root = pathlib.Path({root!r})
+    rules = root / "rules.yaml"
+    rules.write_text(rules.read_text().replace("0.9", "0.99"))
+    (root / "edited" / "helper.py").write_text("CHANGED = True\\n")
+    shutil.rmtree(root / "gone")
+'''
+
+
+def test_inputs_are_digested_when_used_and_a_change_or_loss_before_the_finish_is_evidence(
+        pytester: pytest.Pytester, tmp_path: Path) -> None:
+    """Finding 3: the bundle copied code and rules at the end of the run, so its signed inputs described files
+    the run never used, and verify said OK. Finding 6: an input that could not be kept was only a line on
+    stderr. Now items digest what they use; the finish flags a difference (verdict at best incomplete) and a
+    loss (signed in the statement: verify fails)."""
+    for name in ("edited", "gone"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "helper.py").write_text("CHANGED = False\n")
+    bundle = _code_run(pytester, tmp_path, {"edited": tmp_path / "edited", "gone": tmp_path / "gone"},
+                       CHANGE_DURING_RUN.replace("{root!r}", repr(str(tmp_path))))
+    ev = json.loads((bundle / "evidence.json").read_text())
+    model = next(i for i in ev["items"] if i["nodeid"].endswith("::edited@digits-test::model"))
+    [used] = [r["data"] for r in model["records"] if r["kind"] == "inputs.used"]
+    line = hashlib.sha256(b"CHANGED = False\n").hexdigest() + "  helper.py\n"
+    before = hashlib.sha256(line.encode()).hexdigest()
+    assert used == {"input": "code", "path": str(tmp_path / "edited"), "sha256": before}
+    code = ev["inputs"]["t"]["code"]["edited"]
+    assert code["changed_during_run"] is True and code["used_sha256"] == [before] and code["sha256"] != before
+    rules = ev["inputs"]["t"]["acceptance"]["digits-test"]
+    assert rules["changed_during_run"] is True
+    assert "0.99" in (bundle / rules["copy"]).read_text()
+    parts = {(p["nodeid"].split("::", 1)[1], p["part"]) for p in ev["untested"]["not_proven"]}
+    assert ("cpu-host::py::edited@digits-test::model", "the inputs the bundle keeps are the ones the run used") in parts
+    assert ("cpu-host::py::edited@digits-test::business",
+            "the inputs the bundle keeps are the ones the run used") in parts
+    assert ev["summary"]["verdict"] == "incomplete"
+    assert ev["inputs_not_kept"] == [f"cannot copy code folder {tmp_path / 'gone'}: No such file or directory"]
+    assert f"input not kept in the bundle: cannot copy code folder {tmp_path / 'gone'}" in " ".join(ev["warnings"])
+    verified = _hetero("verify", str(bundle), "--key", str(tmp_path / "gate.pub"))
+    assert verified.returncode == 1
+    assert (f"FAIL inputs: not_kept: 1 input(s) the run used are not in the bundle (signed in the statement): "
+            f"cannot copy code folder {tmp_path / 'gone'}: No such file or directory") in verified.stdout

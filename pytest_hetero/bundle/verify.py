@@ -420,6 +420,10 @@ def verify_bundle(bundle_dir: Path, public_keys: list[Ed25519PublicKey],
             result.problems.append(Problem(name, "modified", "the manifest's digest is not the signed statement's "
                                                              "subject digest" if name in listed else
                                            "subject of the signed statement is not listed in the manifest"))
+    not_kept = (lines[0].statement.get("predicate") or {}).get("inputs_not_kept")
+    if isinstance(not_kept, list) and not_kept:
+        result.problems.append(Problem("inputs", "not_kept", f"{len(not_kept)} input(s) the run used are not in the "
+                                       f"bundle (signed in the statement): {str(not_kept[0])[:300]}"))
     signoffs, problems = check_signoffs(lines[1:], result.payload_sha256, lines[0].statement, policy)
     result.signoffs = signoffs
     result.problems.extend(problems)

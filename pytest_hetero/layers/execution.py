@@ -13,6 +13,7 @@ import json
 from typing import Any
 
 from pytest_hetero.errors import HeteroError
+from pytest_hetero.evidence.inputs import USED, code_digest
 from pytest_hetero.evidence.model import bounded, sha256_text
 from pytest_hetero.evidence.untested import ISOLATION_PART, NOT_PROVEN
 from pytest_hetero.layers.base import LayerBroken, LayerContext, LayerFailed, keep_outputs
@@ -28,6 +29,11 @@ def check(ctx: LayerContext) -> None:
     service instead: :func:`pytest_hetero.layers.serving.execute` writes the same outputs file.
     """
     verify_inputs(ctx)  # this combination's own files: a wrong one fails here, not the image's startup
+    if ctx.model.code is not None:  # digested as used: the bundle's copy, taken at the finish, is checked against it
+        try:
+            ctx.record(USED, input="code", path=str(ctx.model.code), sha256=code_digest(ctx.model.code))
+        except OSError as exc:
+            ctx.record(USED, input="code", path=str(ctx.model.code), sha256=None, error=exc.strerror)
     model = ctx.model
     if model.serving is not None:
         from pytest_hetero.layers.serving import execute
