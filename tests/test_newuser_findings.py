@@ -306,3 +306,36 @@ def test_inputs_are_digested_when_used_and_a_change_or_loss_before_the_finish_is
     assert verified.returncode == 1
     assert (f"FAIL inputs: not_kept: 1 input(s) the run used are not in the bundle (signed in the statement): "
             f"cannot copy code folder {tmp_path / 'gone'}: No such file or directory") in verified.stdout
+
+
+def test_trend_and_diff_count_a_code_change_as_an_input_change(tmp_path: Path) -> None:
+    """Finding 7: runs tr1, tr2 (the model's code edited so it reports 0.1), tr3 (restored): trend called the
+    item flaky with inputs unchanged and ``hetero diff tr1 tr2`` listed no input change."""
+    assert _hetero("keygen", str(tmp_path / "gate.key"), "--pub", str(tmp_path / "gate.pub")).returncode == 0
+    rules = tmp_path / "rules.yaml"
+    rules.write_text("apiVersion: pytest-hetero/v1\nkind: AcceptanceRules\nrules:\n"
+                     "  - {name: acc, metric: accuracy, op: '>=', value: 0.9}\n")
+    code = tmp_path / "code"
+    code.mkdir()
+    doc = json.loads(matrix_text(acceptance=rules))
+    doc["spec"]["models"][0].update(code=str(code), entrypoint=["{python}", "{code}/emit.py", "{outputs}"])
+    (tmp_path / "tr.matrix.yaml").write_text(json.dumps(doc))
+    emit = "import json, sys\njson.dump({{'metrics': {{'accuracy': {}}}}}, open(sys.argv[1], 'w'))\n"
+    for run, accuracy in (("tr1", 0.95), ("tr2", 0.1), ("tr3", 0.95)):
+        (code / "emit.py").write_text(emit.format(accuracy))
+        done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:randomly",
+                               "tr.matrix.yaml", "--hetero-run-id", run, "--hetero-sign-key",
+                               str(tmp_path / "gate.key")], cwd=tmp_path, capture_output=True, text=True,
+                              timeout=300, check=False)
+        assert done.returncode == (1 if run == "tr2" else 0), done.stdout[-2000:]
+    reports = tmp_path / "reports"
+    trend = _hetero("trend", *(str(reports / r) for r in ("tr1", "tr2", "tr3")), "--key", str(tmp_path / "gate.pub"),
+                    "--format", "json")
+    assert trend.returncode == 0, trend.stderr
+    business = next(i for i in json.loads(trend.stdout)["items"] if i["item"].endswith("::business"))
+    assert business["history"] == ["passed", "failed", "passed"]
+    assert (business["changes"], business["flaky"], business["flaky_changes"]) == (2, False, 0)
+    diff = _hetero("diff", str(reports / "tr1"), str(reports / "tr2"), "--json", "--key", str(tmp_path / "gate.pub"))
+    assert diff.returncode == 1, diff.stderr  # the regression fails the diff's gate
+    changes = json.loads(diff.stdout)["input_changes"]
+    assert [(c["what"], c["name"]) for c in changes] == [("code", "t/digits-logreg")]

@@ -120,6 +120,23 @@ def used_inputs(evidence: Mapping[str, Any]) -> dict[str, dict[str, list[str]]]:
     return out
 
 
+def input_digests(evidence: Mapping[str, Any]) -> dict[tuple[str, str, str], str]:
+    """``{(matrix name, "code"|"rules", model or dataset name): sha256}`` of the code folders and acceptance
+    files a run used: the digest items recorded when they used them (:data:`USED`), else the one the
+    bundle's ``inputs`` section kept (bundles written before items recorded it)."""
+    used = {path: sorted(digests) for path, digests in used_inputs(evidence).items()}
+    out: dict[tuple[str, str, str], str] = {}
+    for matrix, section in (evidence.get("inputs") or {}).items():
+        if not isinstance(section, dict):
+            continue
+        for kind, group in (("code", section.get("code")), ("rules", section.get("acceptance"))):
+            for name, entry in (group or {}).items():
+                if isinstance(entry, dict):
+                    seen = used.get(str(entry.get("path")))
+                    out[(str(matrix), kind, str(name))] = ",".join(seen) if seen else str(entry.get("sha256"))
+    return out
+
+
 class RunInputs:
     """The run's matrices by journal entry (``{"path", "prefix", "name", "sha256"}``, as in
     evidence.json's ``matrices`` list and the journal's ``matrix`` lines).
