@@ -339,3 +339,31 @@ def test_trend_and_diff_count_a_code_change_as_an_input_change(tmp_path: Path) -
     assert diff.returncode == 1, diff.stderr  # the regression fails the diff's gate
     changes = json.loads(diff.stdout)["input_changes"]
     assert [(c["what"], c["name"]) for c in changes] == [("code", "t/digits-logreg")]
+
+
+def test_the_dossier_claims_a_framework_initialised_only_when_the_evidence_says_one_was(
+        pytester: pytest.Pytester) -> None:
+    """Finding 10: with no model declaring ``runtime: onnxruntime`` the evidence says ``framework: null``, yet the
+    dossier said the image's device framework initialised (CPUExecutionProvider)."""
+    from pytest_hetero.reporting.dossier import proves
+    from pytest_hetero.reporting.dossier_facts import Facts
+    from pytest_hetero.reporting.dossier_text import Text
+
+    doc = json.loads(matrix_text())
+    del doc["spec"]["models"][0]["runtime"]
+    pytester.makefile(".matrix.yaml", m=json.dumps(doc))
+    pytester.runpytest("-p", "no:cacheprovider", "-p", "no:randomly")
+    bundle = next((pytester.path / "reports").iterdir())
+    ev = json.loads((bundle / "evidence.json").read_text())
+    startup = next(i for i in ev["items"] if i["layer"] == "startup")
+    assert next(r["data"] for r in startup["records"] if r["kind"] == "startup.device_init")["framework"] is None
+    dossier = _hetero("render", str(bundle), "--format", "dossier")
+    assert dossier.returncode == 0, dossier.stderr
+    assert "framework initialised" not in dossier.stdout
+    assert "started (no model declares a device framework, so none was initialised)" in dossier.stdout
+    [line] = next(p["lines"] for p in proves(Facts(ev), Text("en")) if p["layer"] == "startup")
+    init = next(r for r in startup["records"] if r["kind"] == "startup.device_init")
+    init["data"].update(framework="onnxruntime", ok=True)  # what a model declaring the runtime records
+    [claimed] = next(p["lines"] for p in proves(Facts(ev), Text("en")) if p["layer"] == "startup")
+    assert claimed == line.split(" started ")[0] + (" started and its device framework initialised (onnxruntime, "
+                                                     "CPUExecutionProvider)")
