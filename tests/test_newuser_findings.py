@@ -367,3 +367,33 @@ def test_the_dossier_claims_a_framework_initialised_only_when_the_evidence_says_
     [claimed] = next(p["lines"] for p in proves(Facts(ev), Text("en")) if p["layer"] == "startup")
     assert claimed == line.split(" started ")[0] + (" started and its device framework initialised (onnxruntime, "
                                                      "CPUExecutionProvider)")
+
+
+def test_lint_rejects_unknown_target_keys_each_with_its_fix_and_bad_rules(tmp_path: Path) -> None:
+    """Finding 8: ``target: {backend: docker, pul_policy: never, image_ownr: platform, bogus_key: 1}`` linted ok
+    and ran (the schema allowed any key under target). Finding 11: a golden rule with ``samples: []`` and two rules
+    of one name linted ok."""
+    doc = json.loads(matrix_text(backend="docker"))
+    doc["spec"]["target"].update(pul_policy="never", image_ownr="platform", bogus_key=1)
+    (tmp_path / "typo.matrix.yaml").write_text(json.dumps(doc, indent=1))
+    linted = _hetero("lint", str(tmp_path / "typo.matrix.yaml"))
+    assert linted.returncode == 1
+    lines = linted.stdout.splitlines()
+    assert lines[0] == f"3 problems in {tmp_path / 'typo.matrix.yaml'}:"
+    assert [(x.split(": ", 2)[1:], h) for x, h in zip(lines[1::2], lines[2::2], strict=True)] == [
+        (["field 'spec.target.pul_policy'", "unknown key 'pul_policy'"], "  hint: did you mean 'pull_policy'?"),
+        (["field 'spec.target.image_ownr'", "unknown key 'image_ownr'"], "  hint: did you mean 'image_owner'?"),
+        (["field 'spec.target.bogus_key'", "unknown key 'bogus_key'"],
+         "  hint: allowed keys: backend, cleanup_wait_s, context, cpuset, device_ids, docker_host, engine_wait_s, "
+         "image_owner, kubeconfig, namespace, network, node_problem_conditions, pull_policy, python, submit_as, tls, "
+         "unschedulable_grace_s")]
+    rules = tmp_path / "rules.yaml"
+    rules.write_text("apiVersion: pytest-hetero/v1\nkind: AcceptanceRules\nrules:\n"
+                     "  - {name: acc, metric: accuracy, op: '>=', value: 0.9}\n"
+                     "  - {name: acc, metric: f1, op: '>=', value: 0.1}\n"
+                     "  - {name: g, golden: {samples: []}}\n")
+    (tmp_path / "rules.matrix.yaml").write_text(matrix_text(acceptance=rules))
+    linted = _hetero("lint", str(tmp_path / "rules.matrix.yaml"))
+    assert linted.returncode == 1
+    assert f"{rules}:5:12: field 'rules[1].name': rule name 'acc' is used twice (first on line 4)" in linted.stdout
+    assert f"{rules}:6:5: field 'rules[2]': rule 'g': golden samples is empty: it would prove nothing" in linted.stdout

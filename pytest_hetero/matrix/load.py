@@ -87,6 +87,21 @@ def type_hint(expected: str | list[str], instance: object) -> str:
     return f"write {wanted}"
 
 
+def _unknown_keys(best: Any, path: tuple[Any, ...], data: Any, pos: Positions, file: str) -> list[MatrixError]:
+    """One problem per key of the mapping at ``path`` that its schema does not allow (``best``: the
+    ``additionalProperties`` error), at the key's position, with a ``did you mean`` hint."""
+    allowed = sorted(best.schema.get("properties", {}))
+    extra = sorted(set(best.instance) - set(allowed)) if isinstance(best.instance, dict) else []
+    out = []
+    for key in extra:
+        where = (*path, key)
+        close = difflib.get_close_matches(key, allowed, n=1)
+        hint = f"did you mean '{close[0]}'?" if close else f"allowed keys: {', '.join(allowed)}"
+        line, col = pos.of(where, key=True)
+        out.append(MatrixError(f"unknown key '{key}'", Location(file, line, col, dotted(where, data)), hint))
+    return out
+
+
 def _schema_problems(data: Any, pos: Positions, file: str) -> list[MatrixError]:
     validator = jsonschema.Draft202012Validator(matrix_schema())
     problems: list[MatrixError] = []
@@ -99,15 +114,10 @@ def _schema_problems(data: Any, pos: Positions, file: str) -> list[MatrixError]:
         message = best.message
         key_pos = False
         if best.validator == "additionalProperties":
-            allowed = sorted(best.schema.get("properties", {}))
-            extra = sorted(set(best.instance) - set(allowed)) if isinstance(best.instance, dict) else []
-            if extra:
-                path = (*path, extra[0])
-                field = dotted(path, data)
-                key_pos = True
-                message = f"unknown key '{extra[0]}'"
-                close = difflib.get_close_matches(extra[0], allowed, n=1)
-                hint = f"did you mean '{close[0]}'?" if close else f"allowed keys: {', '.join(allowed)}"
+            extra = _unknown_keys(best, path, data, pos, file)
+            if extra:  # every unknown key, each at its own line and column
+                problems += extra
+                continue
         elif best.validator == "required":
             hint = "add the missing field"
             missing = re.findall(r"'([^']+)' is a required property", best.message)
