@@ -325,6 +325,7 @@ def test_a_crafted_journal_cannot_make_report_write_outside_the_bundle_or_copy_a
     assert not list(tmp_path.rglob("ESCAPED*")) and not (bundle / "inputs").exists()
     matrix["name"] = "fine"
     (bundle / "journal.jsonl").write_text(json.dumps({"type": "run", "id": "r1"}) + "\n" + json.dumps(matrix) + "\n")
+    (bundle / "attestation.intoto.jsonl").unlink()  # a finished bundle is never rebuilt: unfinish it
     again = _hetero("report", "--from-journal", str(bundle))
     assert again.returncode == 0, again.stderr
     assert "pytest-hetero: matrix /etc/passwd not copied into the bundle:" in again.stderr
@@ -362,6 +363,7 @@ def test_a_lone_surrogate_in_evidence_renders_everywhere(tmp_path: Path) -> None
         rendered = _hetero("render", str(bundle), "--format", fmt)
         assert rendered.returncode == 0, rendered.stderr
         assert "(a lone surrogate)" in rendered.stdout
+    (bundle / "attestation.intoto.jsonl").unlink()  # a finished bundle is never rebuilt: unfinish it
     rebuilt = _hetero("report", "--from-journal", str(bundle))
     assert rebuilt.returncode == 0, rebuilt.stderr
 
