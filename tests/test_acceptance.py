@@ -76,6 +76,8 @@ def test_missing_data_makes_the_rule_not_evaluable_with_what_was_available(tmp_p
      "outputs field 'predictions' holds Infinity at index 4"),
     ({"metrics": {"accuracy": float("nan")}}, "{name: r, metric: accuracy, op: '>=', value: 0.9}",
      "metric 'accuracy' is NaN, not a number"),
+    ({"latency_ms": []}, "{name: r, latency: {percentile: 95, max_ms: 20}}",
+     "outputs field 'latency_ms' is an empty list"),
 ])
 def test_unusable_outputs_make_the_rule_not_evaluable(tmp_path: Path, outputs: dict[str, Any], rule: str,
                                                       detail: str) -> None:

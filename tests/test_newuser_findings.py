@@ -397,3 +397,19 @@ def test_lint_rejects_unknown_target_keys_each_with_its_fix_and_bad_rules(tmp_pa
     assert linted.returncode == 1
     assert f"{rules}:5:12: field 'rules[1].name': rule name 'acc' is used twice (first on line 4)" in linted.stdout
     assert f"{rules}:6:5: field 'rules[2]': rule 'g': golden samples is empty: it would prove nothing" in linted.stdout
+
+
+def test_a_bad_redact_entry_names_the_shape_to_write(tmp_path: Path) -> None:
+    """Finding 17: ``redact: {db: ...}`` was answered "write a list", an entry without ``pattern`` named no keys;
+    the hint now shows the ``[{kind, pattern}]`` shape."""
+    doc = json.loads(matrix_text())
+    doc["spec"]["redact"] = [{"kind": "db-password"}]
+    (tmp_path / "red.matrix.yaml").write_text(json.dumps(doc, indent=1))
+    linted = _hetero("lint", str(tmp_path / "red.matrix.yaml"))
+    assert linted.returncode == 1
+    text = json.dumps(doc, indent=1).splitlines()
+    line = next(n for n, x in enumerate(text, 1) if x.strip() == '"redact": [') + 1  # the entry's line
+    assert linted.stdout.splitlines() == [
+        f"{tmp_path / 'red.matrix.yaml'}:{line}:4: field 'spec.redact[0]': 'pattern' is a required property",
+        "  hint: spec.redact is a list of {kind, pattern}: kind a lowercase name shown as [REDACTED:<kind>], pattern "
+        "a regular expression, e.g. redact: [{kind: db-password, pattern: 'pw=\\S+'}]"]

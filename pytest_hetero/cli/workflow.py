@@ -281,4 +281,7 @@ def cmd_merge(args: argparse.Namespace) -> int:
     for b in evidence["merge"]["bundles"]:
         note = " (accepted with --allow-unsigned)" if b["verification"] != "verified" else ""
         print(f"  {b['path']}: shard {b['shard'] or '-'}, {b['verification']}{note}")
+    if args.sign_key is None:
+        print(f"merged bundle {args.output} is UNSIGNED (the shards' signatures do not carry over; sign the merge "
+              "with --sign-key KEY)")
     return 0

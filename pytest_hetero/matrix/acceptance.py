@@ -358,7 +358,10 @@ def _evaluate(rule: dict[str, Any], outputs: dict[str, Any]) -> dict[str, Any]:
         return _evaluate_service(rule["kind"], rule[rule["kind"]], outputs)
     if rule["kind"] == "latency":
         lat = rule["latency"]
-        observed = percentile(_numbers(outputs, lat.get("field", "latency_ms")), float(lat["percentile"]))
+        values = _numbers(outputs, lat.get("field", "latency_ms"))
+        if not values:
+            raise NotEvaluable(f"outputs field '{lat.get('field', 'latency_ms')}' is an empty list", "invalid")
+        observed = percentile(values, float(lat["percentile"]))
         ok = observed <= float(lat["max_ms"])
         return {"expected": f"p{lat['percentile']} ≤ {lat['max_ms']} ms", "observed": round(observed, 4),
                 "unit": "ms", "verdict": "pass" if ok else "fail", "detail": "",

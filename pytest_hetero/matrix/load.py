@@ -87,6 +87,11 @@ def type_hint(expected: str | list[str], instance: object) -> str:
     return f"write {wanted}"
 
 
+REDACT_HINT = ("spec.redact is a list of {kind, pattern}: kind a lowercase name shown as [REDACTED:<kind>], pattern a "
+               "regular expression, e.g. redact: [{kind: db-password, pattern: 'pw=\\S+'}]")
+"""The fix named for any problem under ``spec.redact``."""
+
+
 def _unknown_keys(best: Any, path: tuple[Any, ...], data: Any, pos: Positions, file: str) -> list[MatrixError]:
     """One problem per key of the mapping at ``path`` that its schema does not allow (``best``: the
     ``additionalProperties`` error), at the key's position, with a ``did you mean`` hint."""
@@ -137,6 +142,7 @@ def _schema_problems(data: Any, pos: Positions, file: str) -> list[MatrixError]:
             hint = type_hint(best.validator_value, best.instance)
         elif best.validator in ("minimum", "exclusiveMinimum", "maximum", "minLength", "minItems", "pattern"):
             hint = f"change the value to satisfy {best.validator} {best.validator_value!r}"
+        hint = REDACT_HINT if path[:2] == ("spec", "redact") else hint  # an entry's shape is what helps
         line, col = pos.of(path, key=key_pos)
         problems.append(MatrixError(message, Location(file, line, col, field), hint))
     return problems
