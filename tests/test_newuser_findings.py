@@ -413,3 +413,16 @@ def test_a_bad_redact_entry_names_the_shape_to_write(tmp_path: Path) -> None:
         f"{tmp_path / 'red.matrix.yaml'}:{line}:4: field 'spec.redact[0]': 'pattern' is a required property",
         "  hint: spec.redact is a list of {kind, pattern}: kind a lowercase name shown as [REDACTED:<kind>], pattern "
         "a regular expression, e.g. redact: [{kind: db-password, pattern: 'pw=\\S+'}]"]
+
+
+def test_an_unknown_backend_is_named_at_its_line_and_column(tmp_path: Path) -> None:
+    """Finding 16: ``backend: lokal`` was reported with the file alone, no line or column."""
+    path = tmp_path / "nobackend.matrix.yaml"
+    path.write_text(matrix_text().replace('"backend": "local"', '"backend": "lokal"'))
+    line = next(n for n, x in enumerate(path.read_text().splitlines(), 1) if '"lokal"' in x)
+    linted = _hetero("lint", str(path))
+    assert linted.returncode == 1
+    column = path.read_text().splitlines()[line - 1].index('"lokal"') + 1
+    assert linted.stdout.splitlines() == [
+        f"{path}:{line}:{column}: field 'spec.target.backend': unknown backend 'lokal'",
+        "  hint: use one of local, docker, kubernetes, or install the plugin that provides it"]

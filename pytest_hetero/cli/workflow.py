@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_hetero import LAYERS
-from pytest_hetero.errors import HeteroError, Location, MatrixError
+from pytest_hetero.errors import HeteroError, MatrixError
 
 if TYPE_CHECKING:
     from pytest_hetero.matrix.expand import Plan
@@ -32,7 +32,9 @@ def scheduling_per_image(matrix: Matrix, hook: Any, backend: str | None = None) 
     name = backend or matrix.backend
     cls = hook.pytest_hetero_backend(name=name)
     if cls is None:
-        raise MatrixError(f"unknown backend '{name}'", Location(str(matrix.path), 0, 0, "spec.target.backend"),
+        from pytest_hetero.matrix.load import backend_location
+
+        raise MatrixError(f"unknown backend '{name}'", backend_location(matrix.path, name, matrix.backend),
                           f"use one of {', '.join(BACKENDS)}, or install the plugin that provides it")
     return bool(cls.scheduling_per_image)
 

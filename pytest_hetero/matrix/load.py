@@ -87,6 +87,20 @@ def type_hint(expected: str | list[str], instance: object) -> str:
     return f"write {wanted}"
 
 
+def backend_location(matrix_path: Path | str, name: str, matrix_backend: str) -> Location:
+    """Where backend ``name`` was asked for: the line and column of ``spec.target.backend`` in the matrix
+    file when it is the matrix's (line 0 when the file no longer reads), else the ``--hetero-backend``
+    option that overrode it."""
+    if name != matrix_backend:
+        return Location("--hetero-backend", 0, 0, "")
+    try:
+        _, pos = read_yaml(Path(matrix_path), MatrixError)
+        line, col = pos.of(("spec", "target", "backend"))
+    except (MatrixError, OSError):
+        line, col = 0, 0
+    return Location(str(matrix_path), line, col, "spec.target.backend")
+
+
 REDACT_HINT = ("spec.redact is a list of {kind, pattern}: kind a lowercase name shown as [REDACTED:<kind>], pattern a "
                "regular expression, e.g. redact: [{kind: db-password, pattern: 'pw=\\S+'}]")
 """The fix named for any problem under ``spec.redact``."""
