@@ -426,3 +426,20 @@ def test_an_unknown_backend_is_named_at_its_line_and_column(tmp_path: Path) -> N
     assert linted.stdout.splitlines() == [
         f"{path}:{line}:{column}: field 'spec.target.backend': unknown backend 'lokal'",
         "  hint: use one of local, docker, kubernetes, or install the plugin that provides it"]
+
+
+def test_a_number_yaml_reads_as_text_and_a_bad_quantity_get_hints_in_words(tmp_path: Path) -> None:
+    """Finding 16: ``min_cpus: 1e309`` was told to write a number "without quotes" (none were written: YAML reads
+    ``1e3`` as text), and a bad ``requests`` value got the raw regular expression as its hint."""
+    path = tmp_path / "num.matrix.yaml"
+    path.write_text(matrix_text().replace('"requests": {\n          "cpu": 1\n        }',
+                                          '"requests": {"cpu": "1x"}, "expect": {"min_cpus": "1e309"}'))
+    assert '"1x"' in path.read_text()
+    linted = _hetero("lint", str(path))
+    assert linted.returncode == 1
+    hints = [x for x in linted.stdout.splitlines() if x.startswith("  hint: ")]
+    assert hints == [
+        "  hint: write a Kubernetes quantity: a number with an optional unit m, k, M, G, T, Ki, Mi, Gi or Ti (e.g. 1, "
+        "500m, 16Gi)",
+        "  hint: YAML reads 1e309 as text, not a number (an exponent needs a dot, 1.0e3, and the number must be "
+        "finite); write a number such as 1000 or 1.0e3"]

@@ -84,7 +84,20 @@ def type_hint(expected: str | list[str], instance: object) -> str:
     wanted = " or ".join(TYPE_WORDS.get(n, n) for n in names)
     if instance is None:
         return f"the value is empty (YAML null); write {wanted}, or remove the key"
+    if isinstance(instance, str) and set(names) & {"number", "integer"} and _numeric_text(instance):
+        return (f"YAML reads {instance} as text, not a number (an exponent needs a dot, 1.0e3, and the number must "
+                f"be finite); write {TYPE_WORDS['number' if 'number' in names else 'integer'].split(' (')[0]} such "
+                "as 1000 or 1.0e3")
     return f"write {wanted}"
+
+
+def _numeric_text(text: str) -> bool:
+    """Whether ``text`` reads as a number to Python though YAML 1.1 read it as a string (``1e3``, ``1e309``)."""
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 def backend_location(matrix_path: Path | str, name: str, matrix_backend: str) -> Location:
@@ -101,6 +114,12 @@ def backend_location(matrix_path: Path | str, name: str, matrix_backend: str) ->
     return Location(str(matrix_path), line, col, "spec.target.backend")
 
 
+PATTERN_HINTS = {
+    "^[0-9]+(\\.[0-9]+)?(m|k|Ki|Mi|Gi|Ti|M|G|T)?$":
+        "write a Kubernetes quantity: a number with an optional unit m, k, M, G, T, Ki, Mi, Gi or Ti (e.g. 1, 500m, "
+        "16Gi)",
+}
+"""Schema pattern → the fix in words (instead of the regular expression)."""
 REDACT_HINT = ("spec.redact is a list of {kind, pattern}: kind a lowercase name shown as [REDACTED:<kind>], pattern a "
                "regular expression, e.g. redact: [{kind: db-password, pattern: 'pw=\\S+'}]")
 """The fix named for any problem under ``spec.redact``."""
@@ -155,7 +174,8 @@ def _schema_problems(data: Any, pos: Positions, file: str) -> list[MatrixError]:
         elif best.validator == "type":
             hint = type_hint(best.validator_value, best.instance)
         elif best.validator in ("minimum", "exclusiveMinimum", "maximum", "minLength", "minItems", "pattern"):
-            hint = f"change the value to satisfy {best.validator} {best.validator_value!r}"
+            hint = PATTERN_HINTS.get(str(best.validator_value),
+                                     f"change the value to satisfy {best.validator} {best.validator_value!r}")
         hint = REDACT_HINT if path[:2] == ("spec", "redact") else hint  # an entry's shape is what helps
         line, col = pos.of(path, key=key_pos)
         problems.append(MatrixError(message, Location(file, line, col, field), hint))
