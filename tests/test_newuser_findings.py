@@ -443,3 +443,26 @@ def test_a_number_yaml_reads_as_text_and_a_bad_quantity_get_hints_in_words(tmp_p
         "500m, 16Gi)",
         "  hint: YAML reads 1e309 as text, not a number (an exponent needs a dot, 1.0e3, and the number must be "
         "finite); write a number such as 1000 or 1.0e3"]
+
+
+def test_code_dot_keeps_no_bundle_in_the_code_copy(pytester: pytest.Pytester, tmp_path: Path) -> None:
+    """Finding 16: with ``code: .`` the copied code folder held earlier bundles and part of the one being written."""
+    (pytester.path / "emit.py").write_text("import json, sys\njson.dump({'metrics': {'accuracy': 0.95}}, "
+                                           "open(sys.argv[1], 'w'))\n")
+    rules = pytester.path / "rules.yaml"
+    rules.write_text("apiVersion: pytest-hetero/v1\nkind: AcceptanceRules\nrules:\n"
+                     "  - {name: acc, metric: accuracy, op: '>=', value: 0.9}\n")
+    doc = json.loads(matrix_text(acceptance=rules))
+    doc["spec"]["models"][0].update(code=".", entrypoint=["{python}", "{code}/emit.py", "{outputs}"])
+    pytester.makefile(".matrix.yaml", m=json.dumps(doc))
+    for run in ("r1", "r2"):
+        pytester.runpytest("-p", "no:cacheprovider", "-p", "no:randomly", "--hetero-run-id", run).assert_outcomes(
+            passed=4, skipped=1)
+    ev = json.loads((pytester.path / "reports" / "r2" / "evidence.json").read_text())
+    code = ev["inputs"]["t"]["code"]["digits-logreg"]
+    listed = [x.split("  ", 1)[1] for x in (pytester.path / "reports" / "r2" / code["listing"]).read_text()
+              .splitlines()]
+    assert {"emit.py", "m.matrix.yaml", "rules.yaml"} <= set(listed)
+    assert [x for x in listed if x.startswith("reports")] == []  # neither r1 nor r2 (being written)
+    assert not (pytester.path / "reports" / "r2" / "inputs" / "t" / "code" / "digits-logreg" / "reports").exists()
+    assert ev["summary"]["verdict"] == "pass" and "changed_during_run" not in code

@@ -65,9 +65,18 @@ def _digest(path: Path) -> str:
     return digest.hexdigest()
 
 
+def _is_bundle(folder: Path) -> bool:
+    """Whether ``folder`` is a run's bundle (it holds ``journal.jsonl``) or a bundle's set-aside folder
+    (``<bundle>.unrecorded``): never code, though ``code: .`` may hold the report folder."""
+    if folder.name.endswith(".unrecorded"):
+        return (folder.parent / folder.name[:-len(".unrecorded")] / "journal.jsonl").is_file()
+    return (folder / "journal.jsonl").is_file()
+
+
 def _walk(root: Path) -> list[tuple[str, os.DirEntry[str]]]:
     """Regular files and symlinks under ``root`` as (POSIX relative path, entry), sorted by path bytes;
-    links are not followed, SKIPPED_DIRS are left out."""
+    links are not followed, SKIPPED_DIRS and bundles (:func:`_is_bundle`: earlier runs' and the one being
+    written) are left out."""
     found: list[tuple[str, os.DirEntry[str]]] = []
     stack = [(root, "")]
     while stack:
@@ -76,7 +85,7 @@ def _walk(root: Path) -> list[tuple[str, os.DirEntry[str]]]:
             for entry in it:
                 sub = f"{rel}{entry.name}"
                 if entry.is_dir(follow_symlinks=False):
-                    if entry.name not in SKIPPED_DIRS:
+                    if entry.name not in SKIPPED_DIRS and not _is_bundle(Path(entry.path)):
                         stack.append((Path(entry.path), sub + "/"))
                 elif entry.is_file(follow_symlinks=False) or entry.is_symlink():
                     found.append((sub, entry))
