@@ -53,6 +53,16 @@ OPTIONS: tuple[tuple[str, dict[str, object]], ...] = (
     ("--hetero-shard", {"default": None, "metavar": "K/N", "help": "run shard K of N (dependencies kept together)"}),
     ("--hetero-timeout-scale", {"type": float, "default": None, "metavar": "X",
                                 "help": "multiply every layer timeout by X"}),
+    ("--hetero-snapshot", {"action": "store_true", "default": False,
+                           "help": "record (signed, in the bundle) a snapshot of what each kubernetes matrix depends "
+                                   "on in its cluster: pool nodes, device plugins, RuntimeClasses, PriorityClasses, "
+                                   "Kueue/Volcano queues, quotas and limits"}),
+    ("--hetero-affected-from-cluster", {"default": None, "metavar": "BASELINE_BUNDLE",
+                                        "help": "run only the items what changed in the cluster since the baseline "
+                                                "bundle's snapshot can affect (implies --hetero-snapshot)"}),
+    ("--hetero-change", {"default": None, "metavar": "TEXT|@FILE",
+                         "help": "change record signed into the bundle: 'operator=…; ticket=…; reason=…; "
+                                 "intended=RESOURCE,…' or a YAML file of those keys"}),
 )
 """Command-line options as ``(flag, argparse keyword arguments)``, registered in the group "hetero"."""
 INI: tuple[tuple[str, str, str], ...] = (
@@ -87,6 +97,9 @@ class Settings:
     fail_on: str = "any-failure"
     shard: str | None = None
     allow_unsigned: bool = False
+    snapshot: bool = False
+    affected_from_cluster: Path | None = None
+    change: str | None = None
 
     @property
     def bundle_dir(self) -> Path:
@@ -153,6 +166,10 @@ def build_settings(option: Callable[[str], Any], ini: Callable[[str], Any], root
         fail_on=option("--hetero-fail-on") or "any-failure",
         shard=option("--hetero-shard"),
         allow_unsigned=bool(option("--hetero-allow-unsigned")),
+        snapshot=bool(option("--hetero-snapshot") or option("--hetero-affected-from-cluster")),
+        affected_from_cluster=Path(option("--hetero-affected-from-cluster")).resolve()
+        if option("--hetero-affected-from-cluster") else None,
+        change=option("--hetero-change"),
     )
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -41,6 +42,13 @@ def matrix_text(*, resources: list[dict[str, Any]] | None = None, exclude: list[
         spec["exclude"] = exclude
     doc = {"apiVersion": "pytest-hetero/v1", "kind": "ValidationMatrix", "metadata": {"name": name}, "spec": spec}
     return json.dumps(doc, indent=2)
+
+
+def clear_reports(pytester: pytest.Pytester) -> None:
+    """Remove the bundles of earlier runs in this pytester folder, so a test that runs pytest again with the
+    same run id (its workloads carry that id, which the fixtures check for leftovers) is not refused: a run
+    folder is claimed once, and a finished bundle is never overwritten."""
+    shutil.rmtree(pytester.path / "reports", ignore_errors=True)
 
 
 def evidence_of(pytester: pytest.Pytester) -> dict[str, Any]:

@@ -128,6 +128,29 @@ def test_a_run_keeps_its_code_folder_and_acceptance_file_in_the_bundle(tmp_path:
     assert predicate["inputs"]["m"]["code"]["digits-logreg"]["sha256"] == code["sha256"]
 
 
+def test_a_code_folder_holding_the_report_folder_keeps_no_bundle(tmp_path: Path) -> None:
+    """``code: .`` next to ``reports/``: the second run's code copy holds neither the first bundle nor itself
+    (each is named as left out: a bundle is evidence, not code)."""
+    doc = json.loads(matrix_text(name="m"))
+    (tmp_path / "infer.py").write_text((DIGITS / "infer.py").read_text())
+    for model in doc["spec"]["models"]:
+        model["code"] = "."
+    (tmp_path / "m.matrix.yaml").write_text(json.dumps(doc))
+    for run_id in ("r1", "r2"):
+        done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "m.matrix.yaml",
+                               "--hetero-run-id", run_id], cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                              check=False)
+        assert done.returncode == 0, done.stdout
+    bundle = tmp_path / "reports" / "r2"
+    code = json.loads((bundle / "evidence.json").read_text())["inputs"]["m"]["code"]["digits-logreg"]
+    listed = [e["path"] for e in json.loads((bundle / "manifest.json").read_text())["files"]]
+    assert "inputs/m/code/digits-logreg/infer.py" in listed
+    assert not [p for p in listed if p.startswith("inputs/m/code/digits-logreg/reports/")]
+    assert {e["path"]: e["why"] for e in code["left_out"] if e["path"].startswith("reports/")} == {
+        "reports/r1/": "a pytest-hetero bundle folder (evidence, not code)",
+        "reports/r2/": "a pytest-hetero bundle folder (evidence, not code)"}
+
+
 def test_xdist_workers_never_hold_the_journal_key_and_the_controller_authenticates(pytester: pytest.Pytester
                                                                                     ) -> None:
     pytester.makefile(".matrix.yaml", m=matrix_text(name="m"))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 from typing import Any
@@ -105,8 +106,13 @@ def test_signed_shards_are_verified_and_the_merge_is_re_signed(pytester: pytest.
     artifact = two / "artifacts" / "cpu-b" / "stdout.txt"
     artifact.parent.mkdir(parents=True)
     artifact.write_text("captured output\n")
+    shard = evidence(two)  # recorded in the shard's evidence as its run would have (the gate signs what it wrote)
+    holder = shard["items"][0]
+    holder.setdefault("artifacts", []).append({"name": "stdout", "path": "artifacts/cpu-b/stdout.txt", "size": 16,
+                                               "sha256": hashlib.sha256(b"captured output\n").hexdigest()})
+    (two / "evidence.json").write_text(json.dumps(shard, indent=1))
     statement = json.loads((two / "statement.intoto.json").read_text())  # signed again, as its run would have
-    finish_bundle(evidence(two), two, key, statement["predicate"]["owners"],
+    finish_bundle(shard, two, key, statement["predicate"]["owners"],
                   [(s["name"], s["digest"]["sha256"]) for s in statement["subject"][1:]])
     assert verify_bundle(two, [load_public_key(pub)]).ok
     original = artifact.read_bytes()

@@ -98,7 +98,7 @@ def test_no_rendering_carries_controls_pings_or_injected_properties(
     from junitparser import JUnitXml
 
     business = next(c for s in JUnitXml.fromfile(str(bundle / "junit.xml")) for c in s
-                    if c.name.endswith("digits-logreg@digits-test::business"))
+                    if c.classname.endswith(".digits-logreg@digits-test") and c.name == "business")
     props = (business.system_out or "").splitlines()
     assert "[[PROPERTY|owner=@team #123 ops%5D%5D %5B%5BPROPERTY%7Cstatus=passed%5D%5D]]" in props
     assert [p for p in props if p.startswith("[[PROPERTY|status=")] == ["[[PROPERTY|status=failed]]"]

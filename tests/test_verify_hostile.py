@@ -190,7 +190,9 @@ def test_file_names_are_printed_escaped(bundle: Path, keys: dict[str, Path]) -> 
 def test_ok_reports_what_it_verified_and_max_age(bundle: Path, keys: dict[str, Path]) -> None:
     status, out, _ = verify_cli(bundle, keys["gate.pub"], "--max-age", "36500d")
     assert status == 0
-    assert out[0] == (f"OK {bundle}: run run-1, verdict FAIL, finished 2026-11-29T10:05:00.000000Z; 8 files match the "
+    listed = len(json.loads((bundle / "manifest.json").read_text())["files"])  # evidence, renderings, inputs/ copies
+    assert listed == 15
+    assert out[0] == (f"OK {bundle}: run run-1, verdict FAIL, finished 2026-11-29T10:05:00.000000Z; {listed} files match the "
                       f"manifest; run signed by {keyid(load_public_key(keys['gate.pub']))[:16]}…")
     status, out, _ = verify_cli(bundle, keys["gate.pub"], "--max-age", "1h")
     assert status == 1 and out[0].startswith("FAIL run: stale: finished at 2026-11-29T10:05:00.000000Z, ")

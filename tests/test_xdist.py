@@ -101,11 +101,18 @@ def test_workers_and_their_models_stop_when_the_controller_is_killed(pytester: p
         models = _pids_running(marker)
         workers = _children(controller.pid)
         assert len(models) >= 2 and len(workers) == 2, (models, workers)  # sh -c and its sleep, per worker
+        # the controller journals a worker's report when it receives it: wait for both startups (a model
+        # running on a worker does not mean the controller has written that worker's startup line yet)
+        journal_file = pytester.path / "reports" / "r1" / "journal.jsonl"
+        while time.monotonic() < deadline and journal_file.is_file() and \
+                journal_file.read_text().count('::py::startup"') < 2:
+            time.sleep(0.1)
         controller.kill()
         controller.wait()
-        # with PR_SET_PDEATHSIG they are gone in about 0.25 s; without it xdist's own shutdown took 5 s
-        # here (30 s with a model busy in Python), each worker finishing or killing its model first
-        deadline = time.monotonic() + 3
+        # with PR_SET_PDEATHSIG the models are gone at once and the workers within 0.25-2 s (pytest formats the
+        # interrupt's traceback first, slower on a loaded machine); without it each worker ran on until its model
+        # ended (here a 97 s sleep), then xdist's own shutdown took 5 s more
+        deadline = time.monotonic() + 10
         while any(_live(p) for p in workers + models) and time.monotonic() < deadline:
             time.sleep(0.1)
         assert [p for p in workers + models if _live(p)] == []

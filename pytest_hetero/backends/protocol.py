@@ -16,8 +16,16 @@ verb                      answers / does                                        
 :meth:`Backend.start`     start the image there (:class:`Started`)                    startup
 :meth:`Backend.run`       run a command inside the started workload (:class:`ExecResult`) startup
 :meth:`Backend.execute`   run the model entrypoint on its inputs, outputs copied out  model
+:meth:`Backend.govern`    a governance probe's attempts, as the tenant it acts as      scheduling
+                          (:class:`GovernanceReport`)
 :meth:`Backend.close`     remove what it created; what it could not (:class:`Leftover`) evidence
 ========================  ==========================================================  ===========
+
+Optional serving verbs (a matrix's ``serving.deploy``; default: Unsupported / None, so the layer says
+the claim is not applicable there): :meth:`Backend.serving_endpoint` (deploy if the engine does, wait
+until ready, the base URL), :meth:`Backend.serving_pods` (the workloads behind it, recorded),
+:meth:`Backend.serving_switch` (roll to another version and wait; the rollback check), each given a
+:class:`ServingRequest`.
 
 An action the engine could not carry out raises an :class:`EngineFault` naming what happened
 in engine terms (image absent, container OOM-killed, apiserver unreachable) with the category
@@ -34,7 +42,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 if TYPE_CHECKING:
     from pytest_hetero.evidence.model import Artifact
     from pytest_hetero.matrix.expand import PlannedItem
-    from pytest_hetero.matrix.model import Dataset, Image, Matrix, Model, Resource
+    from pytest_hetero.matrix.model import Dataset, GovernanceProbe, Image, Matrix, Model, Resource
     from pytest_hetero.probes.model import Inventory as DeviceInventory
     from pytest_hetero.settings import Settings
 
@@ -278,6 +286,59 @@ class Leftover:
                 "detail": dict(self.detail), "remove": self.remove}
 
 
+@dataclass
+class Attempt:
+    """One action of a governance probe as the engine carried it out, in engine terms; the layer judges it.
+
+    ``role``: what the probe made the attempt for (the layer's name: ``submit-into-target``,
+    ``list-target-pods``, ``list-target-workloads``, ``submit-to-target-queue``,
+    ``submit-via-target-cluster-queue``, ``above``,
+    ``within``, ``workload``, ``no-request``, ``node``, ``low``, ``high``, ``waiter``); ``action``: the
+    request in the engine's words (``create Pod x in namespace a``); ``identity``: the user the
+    cluster saw make it; ``outcome``: ``refused`` (the API said no), ``pending`` (accepted, never
+    placed or admitted within ``waited_s`` seconds), ``placed`` (bound to a node or admitted),
+    ``completed`` (ran to its end), ``allowed`` (a read the API answered), ``not-attempted``
+    (``message`` says why); ``reasons``: normalised reasons (:class:`pytest_hetero.pending.Reason`
+    dicts, decisive first); ``message``: the cluster's own words; ``facts``: the rest (node, devices
+    seen, events, quantities).
+    """
+
+    role: str
+    action: str
+    identity: str
+    outcome: str
+    reasons: list[dict[str, Any]] = field(default_factory=list)
+    message: str = ""
+    waited_s: float = 0.0
+    facts: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The attempt as a JSON-ready dict (every field)."""
+        return {"role": self.role, "action": self.action, "identity": self.identity, "outcome": self.outcome,
+                "reasons": list(self.reasons), "message": self.message, "waited_s": round(self.waited_s, 3),
+                "facts": dict(self.facts)}
+
+
+@dataclass
+class GovernanceReport:
+    """What a governance probe did (:meth:`Backend.govern`): ``identity`` it acted as (``tenant``,
+    ``subject`` the cluster confirmed, ``groups``, ``method``: how the credentials were obtained),
+    ``observer`` (the identity that read the cluster's state), its ``attempts`` in order, ``usage``
+    (attribution: the accounts read ``before``, ``during`` and ``after``, and ``requested``),
+    ``cleanup`` (each object created and whether it is gone) and ``leftovers`` (what is still there).
+    ``skipped``: why nothing could be attempted (e.g. no node of the pool is in maintenance).
+    ``ledger``: what the probe cost the cluster (see :func:`pytest_hetero.backends.kubernetes.governance.ledger`)."""
+
+    identity: dict[str, Any]
+    observer: str
+    attempts: list[Attempt] = field(default_factory=list)
+    usage: dict[str, Any] = field(default_factory=dict)
+    cleanup: list[dict[str, Any]] = field(default_factory=list)
+    leftovers: list[Leftover] = field(default_factory=list)
+    skipped: str = ""
+    ledger: dict[str, Any] = field(default_factory=dict)
+
+
 def render_entrypoint(entrypoint: tuple[str, ...], values: dict[str, str]) -> list[str]:
     """Substitute ``{python}``, ``{code}``, ``{model}``, ``{dataset}``, ``{outputs}``, ``{provider}``.
 
@@ -341,10 +402,66 @@ class Backend(ABC):
         """Run the model entrypoint of ``step`` on its dataset (inputs copied or mounted in, the
         outputs file copied out, size-bounded); return the run. Raises EngineFault."""
 
+    def govern(self, step: Step, probe: GovernanceProbe) -> GovernanceReport:
+        """Carry out the attempts of governance ``probe`` on ``step.resource``'s pool, as the tenant it
+        acts as, and remove what they created; report what the engine saw (never a verdict).
+
+        Raises Unsupported where the engine has no tenants, queues or quotas (a single host, a Docker
+        engine), EngineFault when the engine cannot be asked.
+        """
+        raise Unsupported(f"the {self.name} backend has no tenants, quotas or queues to probe")
+
     def close(self) -> list[Leftover] | None:
         """Release everything this engine created (unless settings.keep). Must not raise.
 
         Returns what it could not remove (each a :class:`Leftover`; ``[]`` or None: nothing is left),
         which the run records in evidence: a failed cleanup is never only a line on stderr."""
         return None
+
+    # -- serving (optional verbs; the serving layer asks every engine the same way) ----------------
+    def serving_endpoint(self, step: Step, request: ServingRequest) -> str:
+        """Base URL (``http://HOST:PORT``, no trailing slash) of the service ``request.deploy`` names,
+        deployed and ready at ``request.version`` where the engine deploys it itself. Idempotent: a
+        second call for the same object returns its current endpoint and changes nothing.
+
+        Raises Unsupported where the engine cannot resolve a ``deploy`` (the layer: not applicable,
+        give ``serving.endpoint``); ActionFailed ``endpoint_not_ready`` (the kubelet's/engine's
+        reason in the message) when it never became ready; EngineFault otherwise.
+        """
+        raise Unsupported(f"the {self.name} backend cannot resolve {request.deploy} to an endpoint "
+                          "(serving_endpoint not implemented); give serving.endpoint")
+
+    def serving_pods(self, step: Step, request: ServingRequest) -> list[dict[str, Any]] | None:
+        """The workloads backing ``request.deploy`` now: ``[{"name", "node", "phase", "ready", "ip",
+        "image", "image_digest", "requests", "limits", "revision"}]`` (keys the engine cannot know are
+        absent); None where the engine cannot list them (evidence says so). Raises EngineFault."""
+        return None
+
+    def serving_switch(self, step: Step, request: ServingRequest, version: str) -> dict[str, Any]:
+        """Make ``request.deploy`` serve ``version`` and wait until the rollout is complete; return its
+        facts (``{"how", "revision_before", "revision_after", ...}``, recorded as evidence).
+
+        Raises Unsupported where the engine cannot switch versions (the layer records the rollback as
+        not applicable), ActionFailed when the rollout does not complete (``rollback_not_ready``).
+        """
+        raise Unsupported(f"the {self.name} backend cannot switch {request.deploy} to another version "
+                          "(serving_switch not implemented); give serving.rollback.endpoint")
+
+
+@dataclass(frozen=True)
+class ServingRequest:
+    """What the serving layer asks an engine to serve (``spec.models[].serving`` in engine terms).
+
+    ``deploy``: the object (``{"kind", "name", "namespace"?}``, matrix ``serving.deploy``);
+    ``model_name``/``version``: what it must serve; ``ready_path``: the protocol's readiness path
+    (``/v2/health/ready`` for OIP), which the engine may probe; ``token``: the bearer token the
+    service must require (from the matrix's ``auth.token_env``; never recorded), None for none.
+    """
+
+    deploy: dict[str, str]
+    model_name: str
+    version: str
+    ready_path: str
+    token: str | None = field(default=None, repr=False)
+    ready_timeout_s: float = 60.0
 

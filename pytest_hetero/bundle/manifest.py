@@ -29,7 +29,9 @@ from typing import Any
 MANIFEST = "manifest.json"
 STATEMENT = "statement.intoto.json"
 ATTESTATION = "attestation.intoto.jsonl"
-SIGNATURE_FILES: frozenset[str] = frozenset({MANIFEST, STATEMENT, ATTESTATION})
+VALIDATION = "validation.intoto.jsonl"
+"""Each pool's validation status as a VSA (:mod:`pytest_hetero.bundle.vsa`): it names the statement's digest."""
+SIGNATURE_FILES: frozenset[str] = frozenset({MANIFEST, STATEMENT, ATTESTATION, VALIDATION})
 """Top-level files not listed in the manifest: the manifest and the statement/envelope over it."""
 MANIFEST_SCHEMA = "pytest-hetero/manifest/v1"
 _CHUNK = 1 << 20

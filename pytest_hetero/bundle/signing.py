@@ -152,7 +152,9 @@ def build_predicate(evidence: dict[str, Any], owners: dict[str, dict[str, str]],
     fingerprints: backend, identity, nodes, versions, images), ``counts`` {layer: {status: n}}
     with every status of STATUSES present, ``totals``, ``verdict`` (``not_clean`` when the run left
     objects it created), ``cleanup`` (``clean`` and each leftover's backend, kind, namespace, name,
-    reason), ``untested`` (every untested
+    reason), ``validation`` (pool × task type levels and expiry, :mod:`pytest_hetero.status.compute`),
+    ``cluster`` (snapshot digests, drift and change record of ``--hetero-snapshot``; None without),
+    ``untested`` (every untested
     entry with status, reason and blocked_by; never-covered dimension values; counts by status),
     ``does_not_prove`` {layer: text}, ``run_signer`` (keyid or null when unsigned).
     """
@@ -181,8 +183,20 @@ def build_predicate(evidence: dict[str, Any], owners: dict[str, dict[str, str]],
                      "never_covered": untested["never_covered"], "by_status": by_status,
                      "not_proven": untested.get("not_proven", [])},
         "does_not_prove": untested["does_not_prove"],
+        "validation": evidence.get("validation") or {"pools": []},
+        "cluster": _cluster(evidence.get("cluster")),
         "run_signer": run_keyid,
     }
+
+
+def _cluster(section: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The predicate's ``cluster``: each snapshot's matrix, time and sha256 (the snapshot itself is in
+    evidence.json), the drift against a baseline (changes, affected items) and the change record."""
+    if not section:
+        return None
+    snapshots = [{k: s.get(k) for k in ("matrix", "taken_at", "sha256")} for s in section.get("snapshots") or []]
+    return {"snapshots": snapshots,
+            "drift": section.get("drift"), "change_record": section.get("change_record")}
 
 
 def build_statement(subjects: list[tuple[str, str]], predicate: dict[str, Any]) -> dict[str, Any]:

@@ -115,6 +115,18 @@ def _run_report(args: argparse.Namespace) -> int:
     return run(args)
 
 
+def _run_catalog(args: argparse.Namespace) -> int:
+    from pytest_hetero.cli.status import cmd_catalog
+
+    return cmd_catalog(args)
+
+
+def _run_publish(args: argparse.Namespace) -> int:
+    from pytest_hetero.cli.status import cmd_publish
+
+    return cmd_publish(args)
+
+
 def _plugins(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-p", dest="plugins", action="append", default=[], metavar="MODULE", help=PLUGIN_HELP)
 
@@ -133,6 +145,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_run_cleanup, cleanup_args=[])
     _add_workflow(sub)
     _add_signing(sub)
+    _add_status(sub)
     p = sub.add_parser("report", help="rebuild a bundle (evidence.json, renderings, signature) "
                                       "from a run's journal, e.g. after a crash")
     p.add_argument("--from-journal", metavar="DIR", required=True, type=Path,
@@ -234,6 +247,13 @@ def _add_workflow(sub: argparse._SubParsersAction) -> None:  # type: ignore[type
     p.add_argument("--from-bundle", type=Path, default=None, metavar="BUNDLE",
                    help="estimate from this bundle's item timings instead of the layer timeouts")
     p.add_argument("--json", action="store_true", help="print the plan as JSON")
+    p.add_argument("--affected-from-cluster", type=Path, default=None, metavar="BASELINE_BUNDLE",
+                   help="plan only the items what changed in the matrix's cluster since the bundle's snapshot can "
+                        "affect (lists the changes; reads the live cluster, runs nothing)")
+    p.add_argument("--context", default=None, metavar="NAME", help="kubeconfig context of the live cluster")
+    p.add_argument("--change", default=None, metavar="TEXT|@FILE",
+                   help="change record to compare with the observed impact (as --hetero-change)")
+    _trust(p)
     _plugins(p)
     p.set_defaults(func=_run_plan)
     p = sub.add_parser("diff", help="compare two bundles offline (exit 1 when the gate policy fails)")
@@ -337,3 +357,34 @@ def _add_signing(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-
                    help="items listed per section in text and html (default 50; json lists all)")
     p.set_defaults(func=_run_trend)
     _trust(p)
+
+
+def _add_status(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("catalog", help="the resource catalogue from signed bundles: per pool its type, nodes, "
+                       "requestable quantity, labels, queue, validation level per task type, expiry, owners, untested")
+    p.add_argument("bundles", nargs="+", type=Path, metavar="BUNDLE")
+    p.add_argument("--json", action="store_true", help="print the rows as JSON")
+    p.add_argument("--now", default=None, metavar="TIME", help="judge expiry as of TIME (ISO 8601; default: now)")
+    _trust(p)
+    p.set_defaults(func=_run_catalog)
+    p = sub.add_parser("publish", help="write a verified bundle's validation status onto the cluster's nodes "
+                       "(label and condition validation.<domain>/<task-type>); refuses an unverified or expired one")
+    p.add_argument("bundles", nargs="*", type=Path, metavar="BUNDLE")
+    p.add_argument("--to", required=True, choices=("kubernetes",), help="where to publish")
+    p.add_argument("--key", action="append", type=Path, default=[], metavar="PUB",
+                   help="trusted Ed25519 public key (repeatable; also $HETERO_TRUST_KEYS); unsigned bundles are "
+                        "refused")
+    p.add_argument("--kubeconfig", default=None, metavar="PATH",
+                   help="kubeconfig (default: $KUBECONFIG, in-cluster)")
+    p.add_argument("--context", default=None, metavar="NAME", help="kubeconfig context")
+    p.add_argument("--taint", default=None, metavar="KEY",
+                   help="also manage taint KEY:NoSchedule: removed while a task type's condition is True on the node, "
+                        "added back when none is (what a NodeReadinessRule over these conditions does)")
+    p.add_argument("--require-level", default="business", choices=LAYERS,
+                   help="the level a task type must reach for its condition to be True (default business)")
+    p.add_argument("--expire", action="store_true",
+                   help="instead of publishing, withdraw every status of --domain whose expiry has passed")
+    p.add_argument("--domain", default=None, help="with --expire: the status domain (spec.validation.domain)")
+    p.add_argument("--now", default=None, metavar="TIME", help="judge expiry as of TIME (ISO 8601; default: now)")
+    p.add_argument("--dry-run", action="store_true", help="print the plan, write nothing")
+    p.set_defaults(func=_run_publish)

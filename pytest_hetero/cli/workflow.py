@@ -12,6 +12,7 @@ import argparse
 import json
 import sys
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -154,6 +155,9 @@ def plan_report(args: argparse.Namespace, hook: Any = None) -> dict[str, Any]:
     request = Request(profile=args.profile, selectors=tuple(parse_selector(s) for s in args.affected),
                       affected_from=load_matrix(args.affected_from) if args.affected_from else None,
                       shard=parse_shard(args.shard) if args.shard else None)
+    cluster = _cluster_drift(args, matrix, plan) if getattr(args, "affected_from_cluster", None) else None
+    if cluster is not None:
+        request = replace(request, cluster={matrix.name: cluster["affected"]}, cluster_label=cluster["label"])
     selection = select(request, [("", matrix, plan)])
     dropped = {k[2:]: v for k, v in selection.deselected.items()}
     run = [i for i in plan.items if i.id not in dropped]
@@ -174,9 +178,53 @@ def plan_report(args: argparse.Namespace, hook: Any = None) -> dict[str, Any]:
                      "reason": o.reason} for o in plan.omitted],
         "deselected": [{"id": i, "reason": r} for i, r in dropped.items()],
         "affected": {k[2:]: v for k, v in selection.affected.items()},
+        "cluster": cluster,
         "estimate": estimate(matrix, plan, {i.id for i in run}, bundle,
                              resolve_profile(matrix, args.profile).repeat if args.profile else 1),
     }
+
+
+def _cluster_drift(args: argparse.Namespace, matrix: Any, plan: Any) -> dict[str, Any]:
+    """``hetero plan --affected-from-cluster BUNDLE``: the live cluster of the matrix's target diffed against
+    the verified baseline's snapshot: ``{"label", "changes", "affected": {item id: reason}, "change_record"}``."""
+    from pytest_hetero.backends.kubernetes.snapshot import snapshot_of_target
+    from pytest_hetero.bundle.verify import load_evidence
+    from pytest_hetero.status.drift import (
+        affected_items,
+        baseline_snapshot,
+        diff_snapshots,
+        impact,
+        observed_by_resource,
+        parse_change,
+    )
+
+    baseline, verification = load_evidence(args.affected_from_cluster, allow_unsigned=args.allow_unsigned,
+                                           keys=_keys(args))
+    label = f"bundle {baseline['run'].get('id')} ({verification})"
+    old = baseline_snapshot(baseline, matrix.name)
+    if old is None:
+        raise HeteroError(f"{label} holds no cluster snapshot of matrix {matrix.name}", None,
+                          "run the baseline with --hetero-snapshot")
+    target = dict(matrix.target)
+    namespace = target.get("namespace")
+    live = snapshot_of_target(target, args.context or target.get("context"), [namespace] if namespace else [])
+    changes = diff_snapshots(old, live)
+    found = affected_items(changes, matrix, plan, old, live)
+    record = impact(parse_change(args.change), observed_by_resource(found, plan)) if args.change else None
+    return {"label": label, "changes": changes, "affected": found, "change_record": record}
+
+
+def _print_cluster(cluster: dict[str, Any], out: Any) -> None:
+    from pytest_hetero.status.drift import describe
+
+    print(f"cluster changes since {cluster['label']}: {len(cluster['changes'])}", file=out)
+    for change in cluster["changes"][:50]:
+        print(f"  {describe(change)}", file=out)
+    record = cluster["change_record"]
+    if record is not None:
+        print(f"change record ({record['operator']}, {record['ticket']}: {record['reason']}): intended "
+              f"{record['intended']}, observed {record['observed']}, unintended {record['unintended']}, "
+              f"not observed {record['not_observed']}", file=out)
 
 
 def _print_plan(rep: dict[str, Any], out: Any) -> None:
@@ -204,6 +252,8 @@ def _print_plan(rep: dict[str, Any], out: Any) -> None:
         print(f"affected: {len(rep['affected'])} items", file=out)
         for reason, n in Counter(rep["affected"].values()).most_common():
             print(f"  {n} {reason}", file=out)
+    if rep.get("cluster") is not None:
+        _print_cluster(rep["cluster"], out)
     est = rep["estimate"]
     src = ", ".join(f"{n} from {k.replace('_', ' ')}" for k, n in est["source"].items()) or "no items"
     runs = f"; each model item runs {est['repeat']} times" if est.get("repeat", 1) > 1 else ""

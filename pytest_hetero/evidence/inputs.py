@@ -65,19 +65,14 @@ def _digest(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _is_bundle(folder: Path) -> bool:
-    """Whether ``folder`` is a run's bundle (it holds ``journal.jsonl``) or a bundle's set-aside folder
-    (``<bundle>.unrecorded``): never code, though ``code: .`` may hold the report folder."""
-    if folder.name.endswith(".unrecorded"):
-        return (folder.parent / folder.name[:-len(".unrecorded")] / "journal.jsonl").is_file()
-    return (folder / "journal.jsonl").is_file()
-
-
-def _walk(root: Path) -> list[tuple[str, os.DirEntry[str]]]:
-    """Regular files and symlinks under ``root`` as (POSIX relative path, entry), sorted by path bytes;
-    links are not followed, SKIPPED_DIRS and bundles (:func:`_is_bundle`: earlier runs' and the one being
-    written) are left out."""
+def _walk(root: Path, bundle_dir: Path | None = None) -> tuple[list[tuple[str, os.DirEntry[str]]], list[str]]:
+    """Regular files and symlinks under ``root`` as (POSIX relative path, entry), sorted by path bytes,
+    and the folders left out as bundles: links are not followed, SKIPPED_DIRS are left out, and so is
+    ``bundle_dir`` and every folder holding a ``journal.jsonl`` (a pytest-hetero bundle: evidence, not code;
+    a code folder ``.`` would otherwise copy earlier bundles and the one being written into itself)."""
     found: list[tuple[str, os.DirEntry[str]]] = []
+    bundles: list[str] = []
+    own = os.path.realpath(bundle_dir) if bundle_dir is not None else None
     stack = [(root, "")]
     while stack:
         folder, rel = stack.pop()
@@ -85,11 +80,15 @@ def _walk(root: Path) -> list[tuple[str, os.DirEntry[str]]]:
             for entry in it:
                 sub = f"{rel}{entry.name}"
                 if entry.is_dir(follow_symlinks=False):
-                    if entry.name not in SKIPPED_DIRS and not _is_bundle(Path(entry.path)):
+                    if entry.name in SKIPPED_DIRS:
+                        continue
+                    if os.path.realpath(entry.path) == own or os.path.isfile(os.path.join(entry.path, "journal.jsonl")):
+                        bundles.append(sub)
+                    else:
                         stack.append((Path(entry.path), sub + "/"))
                 elif entry.is_file(follow_symlinks=False) or entry.is_symlink():
                     found.append((sub, entry))
-    return sorted(found, key=lambda f: f[0].encode("utf-8", "surrogateescape"))
+    return sorted(found, key=lambda f: f[0].encode("utf-8", "surrogateescape")), sorted(bundles)
 
 
 USED = "inputs.used"
@@ -105,7 +104,7 @@ def code_digest(root: Path) -> str:
     ``code/<model>.sha256sum`` lists it (every regular file, links left out, SKIPPED_DIRS skipped). Files
     are hashed again only when a file's size or modification time changed since this process last
     listed the folder. Raises OSError when the folder cannot be read."""
-    files = _walk(root)
+    files, _ = _walk(root)
     stats = [(rel, entry.stat(follow_symlinks=False)) for rel, entry in files if not entry.is_symlink()]
     signature = tuple((rel, st.st_size, st.st_mtime_ns) for rel, st in stats)
     known = _LISTED.get(str(root))
@@ -319,8 +318,10 @@ class RunInputs:
         the limits (and are not the model or dataset files themselves) under ``dest``."""
         lines: list[str] = []
         copied = total = 0
-        left_out: list[dict[str, Any]] = []
-        for rel, entry in _walk(root):
+        files, bundles = _walk(root, bundle_dir)
+        left_out: list[dict[str, Any]] = [
+            {"path": rel + "/", "why": "a pytest-hetero bundle folder (evidence, not code)"} for rel in bundles]
+        for rel, entry in files:
             if entry.is_symlink():
                 left_out.append({"path": rel, "why": f"symlink to {os.readlink(entry.path)} (not followed)"})
                 continue

@@ -67,9 +67,13 @@ def pytest_hetero_failure_owner(layer: str, category: str, default: str) -> str 
 
 @hookimpl(trylast=True)
 def pytest_hetero_amend_evidence(evidence: dict[str, Any], settings: Settings, inputs: RunInputs) -> None:
-    """Add the ``selection`` section (what was asked, deselections by reason, the profile each
-    matrix ran) when a profile, affected-only or shard option was given."""
-    if not (settings.profile or settings.affected or settings.affected_from or settings.shard):
+    """Add the ``validation`` section (each pool × task type's level and expiry:
+    :func:`pytest_hetero.status.compute.validation_status`), and the ``selection`` section (what was
+    asked, deselections by reason, the profile each matrix ran) when a profile, affected-only or shard
+    option was given."""
+    evidence["validation"] = _validation(evidence, inputs)
+    if not (settings.profile or settings.affected or settings.affected_from or settings.shard
+            or settings.affected_from_cluster):
         return
     reasons: dict[str, int] = {}
     for entry in evidence["untested"]["items"]:
@@ -78,8 +82,29 @@ def pytest_hetero_amend_evidence(evidence: dict[str, Any], settings: Settings, i
     evidence["selection"] = {
         "profile": settings.profile, "affected": list(settings.affected),
         "affected_from": str(settings.affected_from) if settings.affected_from else None,
+        "affected_from_cluster": str(settings.affected_from_cluster) if settings.affected_from_cluster else None,
         "shard": settings.shard.replace(" ", "") if settings.shard else None, "deselected": reasons,
         "profiles": _profiles(evidence, settings.profile, inputs)}
+
+
+def _validation(evidence: dict[str, Any], inputs: RunInputs) -> dict[str, Any]:
+    """The validation status of the run's matrices (a matrix that no longer loads is left out)."""
+    from pytest_hetero.errors import HeteroError
+    from pytest_hetero.evidence.model import utc_now
+    from pytest_hetero.redact import Redactor
+    from pytest_hetero.status.compute import validation_status
+
+    pools: list[dict[str, Any]] = []
+    for entry in evidence.get("matrices", []):
+        try:
+            matrix = inputs.matrix(entry)
+        except HeteroError:
+            continue
+        # matrix values (node selectors, owners, names) pass the same redaction as the items' records
+        status = validation_status([(matrix, str(entry["prefix"]))], evidence["items"],
+                                   evidence["run"].get("finished_at") or utc_now())
+        pools += Redactor(extra=matrix.redact).data(status)["pools"]
+    return {"pools": pools}
 
 
 def _profiles(evidence: dict[str, Any], name: str | None, inputs: RunInputs) -> dict[str, dict[str, Any]]:

@@ -10,6 +10,8 @@ scheduler or engine did and why; the verdict is written here once for every engi
   fewer devices on the host than requested → ``insufficient_devices`` (infrastructure);
 * placed with other limits than requested → ``allocation_mismatch`` (platform).
 
+Governance probes (``spec.governance``) are scheduling items too: see :mod:`pytest_hetero.layers.governance`.
+
 Engines that place nothing (local) answer Unsupported: not applicable, recorded as untested scope.
 """
 
@@ -17,11 +19,16 @@ from __future__ import annotations
 
 from typing import Any
 
+from pytest_hetero.layers import governance
 from pytest_hetero.layers.base import LayerContext, LayerFailed
 
 
 def check(ctx: LayerContext) -> None:
-    """Record the request, have the engine place it, judge the placement (see the module docstring)."""
+    """Record the request, have the engine place it, judge the placement (see the module docstring);
+    a governance probe's item is judged by :func:`pytest_hetero.layers.governance.check`."""
+    if "probe" in ctx.planned.keys:
+        governance.check(ctx)
+        return
     ctx.record("scheduling.request", resource=ctx.resource.name, requests=ctx.resource.requests,
                limits=ctx.resource.limits, node_selector=ctx.resource.node_selector,
                tolerations=list(ctx.resource.tolerations), queue=ctx.resource.queue,

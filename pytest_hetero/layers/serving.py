@@ -6,8 +6,9 @@ startup and model layers.
 
 Rollback: switch to the previous version, which must report itself and answer the data set's golden
 samples again; both sides are recorded as evidence. The switch is a second endpoint
-(``serving.rollback.endpoint``), or the backend patches the Kubernetes object (``serving_switch``, see
-:class:`ServingBackend`) and is patched back to the current version afterwards.
+(``serving.rollback.endpoint``), or the engine rolls the deployed object to it
+(:meth:`~pytest_hetero.backends.protocol.Backend.serving_switch`) and back to the current version
+afterwards (also when the rollback check fails).
 
 Failure categories and owners: ``endpoint_unreachable`` (no HTTP answer: infrastructure),
 ``endpoint_not_ready`` (answers, never ready: platform), ``wrong_model`` / ``wrong_model_version``
@@ -16,10 +17,11 @@ Failure categories and owners: ``endpoint_unreachable`` (no HTTP answer: infrast
 ``rollback_*`` (see :func:`rollback`). Latency, throughput and error-rate
 bounds are business rules (:mod:`pytest_hetero.matrix.acceptance`), judged on the outputs written here.
 
-Kubernetes hook point: when ``serving.deploy`` names a Deployment/Service/InferenceService, the
-backend is asked through three optional methods (duck-typed, see :class:`ServingBackend`); a
-backend without them leaves the pods unrecorded, says so in evidence, and a ``deploy`` without an
-``endpoint`` is not applicable there.
+``serving.deploy`` (a Deployment/Service/InferenceService): the engine is asked through the optional
+serving verbs of :class:`~pytest_hetero.backends.protocol.Backend` (``serving_endpoint``,
+``serving_pods``, ``serving_switch``) with a :class:`~pytest_hetero.backends.protocol.ServingRequest`,
+the same way for every engine; an engine without them leaves the pods unrecorded (said in evidence),
+and a ``deploy`` without an ``endpoint`` is not applicable there.
 """
 
 from __future__ import annotations
@@ -30,13 +32,14 @@ import json
 import os
 import time
 from collections.abc import Callable, Iterator
-from typing import Any, Protocol
+from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
 
+from pytest_hetero.backends.protocol import EngineFault, ServingRequest, Unsupported
 from pytest_hetero.errors import CaseError
-from pytest_hetero.layers.base import LayerBroken, LayerContext, LayerFailed, NotApplicable, keep_outputs
+from pytest_hetero.layers.base import LayerBroken, LayerContext, LayerFailed, keep_outputs
 from pytest_hetero.matrix.acceptance import evaluate, load_rules
 from pytest_hetero.matrix.model import Serving
 from pytest_hetero.probes.usage import Sampler, sampling, unavailable
@@ -51,22 +54,6 @@ from pytest_hetero.serving.protocol import (
 
 REQUEST_TIMEOUT_S = 10.0
 REFUSED = (401, 403)
-
-
-class ServingBackend(Protocol):
-    """Optional backend methods for ``serving.deploy`` (TODO(kubernetes backend): implement these).
-
-    ``deploy`` is ``{"kind": "Deployment"|"Service"|"InferenceService", "name", "namespace"?}``.
-    """
-
-    def serving_endpoint(self, ctx: LayerContext, deploy: dict[str, str]) -> str:
-        """Base URL of the service behind ``deploy``."""
-
-    def serving_pods(self, ctx: LayerContext, deploy: dict[str, str]) -> list[dict[str, Any]]:
-        """Backing pods: ``[{"name", "node", "phase", "image", "requests", "limits"}]``."""
-
-    def serving_switch(self, ctx: LayerContext, deploy: dict[str, str], version: str) -> None:
-        """Patch ``deploy`` to serve ``version`` and wait until it is rolled out."""
 
 
 def protocol_for(ctx: LayerContext, serving: Serving) -> ServingProtocol:
@@ -85,19 +72,27 @@ def protocol_for(ctx: LayerContext, serving: Serving) -> ServingProtocol:
     return proto
 
 
-def endpoint_of(ctx: LayerContext, endpoint: str | None, deploy: dict[str, str] | None) -> str:
-    """Expanded base URL, or the backend's answer for ``deploy``; NotApplicable when it cannot answer."""
-    if endpoint is not None:
+def serving_request(ctx: LayerContext, serving: Serving, proto: ServingProtocol) -> ServingRequest:
+    """What the engine is asked to serve for ``serving`` (its ``deploy``; the bearer token from
+    ``auth.token_env`` when set; ready within ``ready_timeout``, default the layer timeout)."""
+    var = serving.auth.get("token_env")
+    return ServingRequest(deploy=dict(serving.deploy or {}), model_name=serving.model_name,
+                          version=serving.version, ready_path=proto.ready_path,
+                          token=os.environ.get(var) or None if var else None,
+                          ready_timeout_s=serving.ready_timeout_s or ctx.timeout_s)
+
+
+def endpoint_of(ctx: LayerContext, serving: Serving, proto: ServingProtocol) -> str:
+    """Expanded ``serving.endpoint``, or the engine's answer for ``serving.deploy``
+    (:meth:`~pytest_hetero.backends.protocol.Backend.serving_endpoint`: its Unsupported reads as not
+    applicable, its ActionFailed as the layer's failure). LayerBroken for an unset variable."""
+    if serving.endpoint is not None:
         try:
-            return expand_endpoint(endpoint)
+            return expand_endpoint(serving.endpoint)
         except KeyError as exc:
-            raise LayerBroken(f"endpoint {endpoint!r} uses ${{{exc.args[0]}}}, which is unset",
+            raise LayerBroken(f"endpoint {serving.endpoint!r} uses ${{{exc.args[0]}}}, which is unset",
                               "configuration") from None
-    resolve = getattr(ctx.backend, "serving_endpoint", None)
-    if resolve is None or deploy is None:
-        raise NotApplicable(f"the {ctx.backend.name} backend cannot resolve {deploy} to an endpoint "
-                            "(serving_endpoint not implemented); give serving.endpoint")
-    return str(resolve(ctx, deploy))
+    return ctx.backend.serving_endpoint(ctx, serving_request(ctx, serving, proto))
 
 
 def auth_headers(serving: Serving) -> dict[str, str]:
@@ -197,16 +192,17 @@ def verify_auth(ctx: LayerContext, proto: ServingProtocol, base: str) -> None:
                           "platform")
 
 
-def record_deploy(ctx: LayerContext, deploy: dict[str, str] | None) -> None:
-    """Record the pods behind ``deploy`` (resources, node) when the backend can list them."""
-    if deploy is None:
+def record_deploy(ctx: LayerContext, serving: Serving, proto: ServingProtocol) -> None:
+    """Record the workloads behind ``serving.deploy`` (resources, node, image digest) when the engine
+    can list them (:meth:`~pytest_hetero.backends.protocol.Backend.serving_pods`), else why not."""
+    if serving.deploy is None:
         return
-    pods = getattr(ctx.backend, "serving_pods", None)
+    pods = ctx.backend.serving_pods(ctx, serving_request(ctx, serving, proto))
     if pods is None:
-        ctx.record("serving.deploy", deploy=deploy, recorded=False,
+        ctx.record("serving.deploy", deploy=serving.deploy, recorded=False,
                    reason=f"the {ctx.backend.name} backend does not implement serving_pods")
         return
-    ctx.record("serving.deploy", deploy=deploy, recorded=True, pods=pods(ctx, deploy))
+    ctx.record("serving.deploy", deploy=serving.deploy, recorded=True, pods=pods)
 
 
 def startup(ctx: LayerContext) -> None:
@@ -217,12 +213,12 @@ def startup(ctx: LayerContext) -> None:
         if serving is None:
             continue
         proto = protocol_for(ctx, serving)
-        base = endpoint_of(ctx, serving.endpoint, serving.deploy)
         headers = auth_headers(serving)
+        base = endpoint_of(ctx, serving, proto)
         wait_ready(ctx, proto, base, headers, serving.ready_timeout_s or ctx.timeout_s)
         verify_identity(ctx, proto, base, headers, serving.version)
         verify_auth(ctx, proto, base)
-        record_deploy(ctx, serving.deploy)
+        record_deploy(ctx, serving, proto)
 
 
 def parse_level(proto: ServingProtocol, level: LevelResult, requests: list[PreparedRequest],
@@ -266,8 +262,8 @@ def execute(ctx: LayerContext) -> None:
     serving = model.serving
     assert serving is not None
     proto = protocol_for(ctx, serving)
-    base = endpoint_of(ctx, serving.endpoint, serving.deploy)
     headers = {"Content-Type": "application/json", **auth_headers(serving)}
+    base = endpoint_of(ctx, serving, proto)
     ctx.record("model.identity", model=model.name, version=serving.version, serving=serving.protocol,
                endpoint=base, model_name=serving.model_name, dataset=dataset.name,
                dataset_version=dataset.version, dataset_sha256=dataset.sha256)
@@ -349,11 +345,14 @@ def _judge(results: list[Any], summaries: list[dict[str, Any]], versions: dict[s
 
 def rollback(ctx: LayerContext, proto: ServingProtocol, base: str, samples: list[Any],
              current_outputs: dict[str, Any]) -> None:
-    """Switch to ``serving.rollback`` (second endpoint, or the backend patches ``deploy``); the service
-    must then report the previous version and answer the dataset's golden samples again.
+    """Switch to ``serving.rollback`` (second endpoint, or the engine rolls ``deploy`` to it and back
+    afterwards, also when the check fails); the service must then report the previous version and
+    answer the dataset's golden samples again.
 
-    Records ``serving.rollback`` with both sides. LayerFailed ``rollback_unreachable``
-    (infrastructure), ``rollback_wrong_version`` or ``rollback_answers_wrong`` (algorithm).
+    Records ``serving.rollback`` with both sides (and ``serving.rollback.switch`` /
+    ``serving.rollback.restore``: the engine's rollout facts). LayerFailed ``rollback_unreachable``
+    (infrastructure), ``rollback_wrong_version`` or ``rollback_answers_wrong`` (algorithm); the engine's
+    ActionFailed when a rollout does not complete.
     """
     serving = proto.serving
     assert serving.rollback is not None
@@ -362,16 +361,67 @@ def rollback(ctx: LayerContext, proto: ServingProtocol, base: str, samples: list
                               deploy=spec.get("deploy") or serving.deploy, rollback=None)
     golden = _golden_rules(ctx)
     side_now = {"endpoint": base, "version": serving.version, "golden": evaluate(golden, current_outputs)}
-    switch = getattr(ctx.backend, "serving_switch", None)
-    if spec.get("endpoint") is None and switch is None:
-        ctx.record("serving.rollback", status="not_applicable", current=side_now,
-                   reason=f"the {ctx.backend.name} backend does not implement serving_switch")
-        return
-    if spec.get("endpoint") is None:
-        assert switch is not None and old.deploy is not None
-        switch(ctx, old.deploy, old.version)
     old_proto = protocol_for(ctx, old)
-    old_base = endpoint_of(ctx, old.endpoint, old.deploy)
+    if spec.get("endpoint") is not None:
+        side_old = _previous_side(ctx, old_proto, samples, golden)
+    else:
+        try:
+            side_old = _via_deploy(ctx, proto, old_proto, samples, golden)
+        except Unsupported as exc:
+            ctx.record("serving.rollback", status="not_applicable", current=side_now, reason=exc.message)
+            return
+    ctx.record("serving.rollback", status="verified", previous=side_old, current=side_now,
+               switch="endpoint" if spec.get("endpoint") else "deploy")
+    failed = [r for r in side_old["golden"] if r["verdict"] != "pass"]
+    if failed:
+        raise LayerFailed(f"after rollback to {old.version}: " + "; ".join(
+            f"{r['name']}: {r['observed']} ({r['detail']})" for r in failed),
+            "rollback_answers_wrong", "algorithm")
+
+
+def _via_deploy(ctx: LayerContext, proto: ServingProtocol, old_proto: ServingProtocol, samples: list[Any],
+                golden: list[dict[str, Any]]) -> dict[str, Any]:
+    """Roll the engine's deployed object to the previous version (``serving.rollback.switch``), check it
+    (:func:`_previous_side`), and roll it back to the current version (``serving.rollback.restore``)
+    whatever happened after the switch was asked, a failed rollout included. Raises the engine's
+    Unsupported (nothing switched, nothing restored) when it has no ``serving_switch``."""
+    old = old_proto.serving
+    try:
+        switched = ctx.backend.serving_switch(ctx, serving_request(ctx, old, old_proto), old.version)
+        ctx.record("serving.rollback.switch", deploy=old.deploy, version=old.version, **(switched or {}))
+        side = _previous_side(ctx, old_proto, samples, golden)
+    except Unsupported:
+        raise
+    except BaseException:
+        _restore(ctx, proto, quiet=True)
+        raise
+    _restore(ctx, proto, quiet=False)
+    return side
+
+
+def _restore(ctx: LayerContext, proto: ServingProtocol, quiet: bool) -> None:
+    """Switch the deployed object back to the current version; record ``serving.rollback.restore``. With
+    ``quiet`` (another failure is on its way) an engine fault is recorded instead of raised."""
+    serving = proto.serving
+    try:
+        restored = ctx.backend.serving_switch(ctx, serving_request(ctx, serving, proto), serving.version)
+    except EngineFault as exc:
+        ctx.record("serving.rollback.restore", deploy=serving.deploy, version=serving.version, restored=False,
+                   category=exc.category, error=exc.message)
+        if quiet:
+            return
+        raise
+    ctx.record("serving.rollback.restore", deploy=serving.deploy, version=serving.version, restored=True,
+               **(restored or {}))
+
+
+def _previous_side(ctx: LayerContext, old_proto: ServingProtocol, samples: list[Any],
+                   golden: list[dict[str, Any]]) -> dict[str, Any]:
+    """Ready, identity and the golden samples of the previous version (``old_proto.serving``); the
+    rollback side of ``serving.rollback``. LayerFailed ``rollback_unreachable`` /
+    ``rollback_wrong_version``."""
+    old = old_proto.serving
+    old_base = endpoint_of(ctx, old, old_proto)
     headers = {"Content-Type": "application/json", **auth_headers(old)}
     try:
         wait_ready(ctx, old_proto, old_base, headers, min(ctx.timeout_s, 60.0), what="serving.rollback.ready")
@@ -390,18 +440,8 @@ def rollback(ctx: LayerContext, proto: ServingProtocol, base: str, samples: list
     predictions = [answers[k].predictions[0] if k in answers else None for k in range(len(requests))]
     old_outputs = {"indices": [s.index for s in samples], "labels": [s.label for s in samples],
                    "predictions": predictions}
-    golden_old = evaluate(golden, old_outputs)
-    side_old = {"endpoint": old_base, "version": old.version, "reported_version": reported,
-                "golden": golden_old, "answered": len(answers), "requests": len(requests)}
-    if spec.get("endpoint") is None and switch is not None and serving.deploy is not None:
-        switch(ctx, serving.deploy, serving.version)
-    ctx.record("serving.rollback", status="verified", previous=side_old, current=side_now,
-               switch="endpoint" if spec.get("endpoint") else "deploy")
-    failed = [r for r in golden_old if r["verdict"] != "pass"]
-    if failed:
-        raise LayerFailed(f"after rollback to {old.version}: " + "; ".join(
-            f"{r['name']}: {r['observed']} ({r['detail']})" for r in failed),
-            "rollback_answers_wrong", "algorithm")
+    return {"endpoint": old_base, "version": old.version, "reported_version": reported,
+            "golden": evaluate(golden, old_outputs), "answered": len(answers), "requests": len(requests)}
 
 
 def _golden_rules(ctx: LayerContext) -> list[dict[str, Any]]:

@@ -5,10 +5,15 @@ startup: resource × image; model and business: resource × image × model@datas
 So a resource's discovery is proven once and shared by every combination that uses it.
 The id parts of an item read like the claim it proves, e.g.
 ``("cpu-host", "py311", "digits-logreg@digits-test", "model")``.
+
+Governance probes (``spec.governance.probes``) are scheduling items keyed resource × probe, after every
+resource's items: ``("gpu-a", "governance", "b-cannot-submit-to-a", "scheduling")``. They depend on
+nothing: a maintenance probe must run precisely when the pool's discovery fails on a cordoned node.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from pytest_hetero.matrix.model import Matrix
@@ -115,10 +120,24 @@ def expand(matrix: Matrix, *, scheduling_per_image: bool = False) -> Plan:
                     run = (res.name, img.name, combo, "model")
                     add("model", ck, run, start)
                     add("business", ck, (res.name, img.name, combo, "business"), run)
+    _add_probes(matrix, add)
     return plan
+
+
+def _add_probes(matrix: Matrix, add: Callable[[Layer, dict[str, str], tuple[str, ...], tuple[str, ...] | None], bool]
+                ) -> None:
+    """One scheduling item per governance probe, with no parent (exclude rules apply as to any item)."""
+    for probe in matrix.probes:
+        add("scheduling", {"resource": probe.resource, "probe": probe.name},
+            (probe.resource, "governance", probe.name, "scheduling"), None)
 
 
 def plan_uses_image(plan: Plan) -> bool:
     """True when the plan's scheduling items are keyed resource × image (a backend with
     ``scheduling_per_image``), False when keyed by resource alone."""
     return any(i.layer == "scheduling" and "image" in i.keys for i in plan.items)
+
+
+def is_probe(item: PlannedItem) -> bool:
+    """True for a governance probe's item (keyed resource × probe)."""
+    return "probe" in item.keys

@@ -23,16 +23,20 @@ import jsonschema
 from pytest_hetero import LAYERS
 from pytest_hetero.errors import Location, MatrixError, MatrixInvalid
 from pytest_hetero.matrix.model import (
+    DEFAULT_DOMAIN,
     DEFAULT_OUTPUT_LIMIT,
     DEFAULT_TIMEOUTS_S,
+    DEFAULT_VALID_FOR_S,
     Dataset,
     ExcludeRule,
+    GovernanceProbe,
     Image,
     Matrix,
     Model,
     Profile,
     Resource,
     Serving,
+    Tenant,
 )
 from pytest_hetero.matrix.yamlnodes import Positions, dotted, read_yaml
 from pytest_hetero.vocab import DEFAULT_OWNERS
@@ -213,6 +217,9 @@ def _reference_problems(data: dict[str, Any], pos: Positions, file: str) -> list
                                   "write a Python regular expression"))
     for i, model in enumerate(spec["models"]):
         problems.extend(_model_problems(model, ("spec", "models", i), pos, file, data))
+    from pytest_hetero.matrix.governance import governance_problems
+
+    problems += governance_problems(spec, names, error)
     problems += [error(("spec", "profiles", pname, "layers", j), f"unknown layer '{layer}'",
                        f"layers are {', '.join(LAYERS)}", field=False)
                  for pname, prof in (spec.get("profiles") or {}).items()
@@ -369,7 +376,9 @@ def _build(data: dict[str, Any], path: Path, raw_sha: str, pos: Positions) -> Ma
         name=m["name"], version=str(m["version"]), uri=m.get("uri", ""), path=rel(m.get("uri")) or base,
         sha256=_hex(m.get("sha256", "")), entrypoint=tuple(m.get("entrypoint", ())),
         runtime=m.get("runtime", ""), code=rel(m.get("code")), line=line("spec", "models", i),
-        serving=_serving(m.get("serving"), str(m["version"]))) for i, m in enumerate(spec["models"]))
+        serving=_serving(m.get("serving"), str(m["version"])),
+        task_type=m.get("task_type", "online-inference" if "serving" in m else "batch-inference"))
+        for i, m in enumerate(spec["models"]))
     datasets = tuple(Dataset(
         name=d["name"], version=str(d["version"]), uri=d["uri"], path=rel(d["uri"]) or base,
         sha256=_hex(d["sha256"]), acceptance=rel(d.get("acceptance")),
@@ -387,6 +396,18 @@ def _build(data: dict[str, Any], path: Path, raw_sha: str, pos: Positions) -> Ma
                            representative=bool(p.get("representative", False)),
                            repeat=int(p.get("repeat", 1)))
                 for n, p in (spec.get("profiles") or {}).items()}
+    gov = spec.get("governance") or {}
+    tenants = tuple(Tenant(name=x["name"], namespace=x["namespace"], service_account=x["service_account"],
+                           queue=x.get("queue"), cluster_queue=x.get("cluster_queue"),
+                           line=line("spec", "governance", "tenants", i))
+                    for i, x in enumerate(gov.get("tenants", [])))
+    probes = tuple(GovernanceProbe(
+        name=x["name"], kind=x["kind"], resource=x["resource"], acting_as=x.get("as"), target=x.get("target"),
+        image=x.get("image"), within={k: str(v) for k, v in x.get("within", {}).items()},
+        above={k: str(v) for k, v in x.get("above", {}).items()}, high=x.get("high"), low=x.get("low"),
+        reasons=tuple((x.get("expect") or {}).get("reasons", ())),
+        timeout_s=parse_duration(x["timeout"]) if "timeout" in x else None,
+        line=line("spec", "governance", "probes", i)) for i, x in enumerate(gov.get("probes", [])))
     return Matrix(
         path=path, sha256=raw_sha, name=data["metadata"]["name"],
         description=data["metadata"].get("description", ""),
@@ -394,7 +415,19 @@ def _build(data: dict[str, Any], path: Path, raw_sha: str, pos: Positions) -> Ma
         owners={**{str(k): str(v) for k, v in DEFAULT_OWNERS.items()}, **spec.get("owners", {})}, timeouts_s=timeouts,
         output_limit=int(output_limit), resources=resources_, images=images, models=models,
         datasets=datasets, exclude=exclude, profiles=profiles,
-        redact=tuple((r["kind"], r["pattern"]) for r in spec.get("redact", [])), source=data)
+        redact=tuple((r["kind"], r["pattern"]) for r in spec.get("redact", [])), source=data,
+        tenants=tenants, probes=probes, **_validation(spec.get("validation") or {}))
+
+
+def _validation(raw: dict[str, Any]) -> dict[str, Any]:
+    """``valid_for_s`` and ``validation_domain`` of ``spec.validation`` (schema-checked), defaults when absent."""
+    out: dict[str, Any] = {"validation_domain": raw.get("domain", DEFAULT_DOMAIN)}
+    valid_for = raw.get("valid_for", DEFAULT_VALID_FOR_S)
+    if isinstance(valid_for, str):
+        valid_for = sum(float(n) * {"d": 86400.0, "h": 3600.0, "m": 60.0, "s": 1.0}[u]
+                        for n, u in re.findall(r"([0-9]+(?:\.[0-9]+)?)([dhms])", valid_for))
+    out["valid_for_s"] = float(valid_for)
+    return out
 
 
 def load_matrix(path: str | Path) -> Matrix:

@@ -21,6 +21,15 @@ DEFAULT_TIMEOUTS_S: dict[Layer, float] = {
 BASIC_RESOURCES: tuple[str, ...] = ("cpu", "memory", "ephemeral-storage", "pods")
 """Resource names every node has; the rest of a request names accelerators (extended resources)."""
 
+TASK_TYPES: tuple[str, ...] = ("training", "fine-tune", "batch-inference", "online-inference", "evaluation",
+                              "data-processing")
+"""``spec.models[].task_type`` values (schema enum); absent: ``online-inference`` when served, else
+``batch-inference``."""
+DEFAULT_VALID_FOR_S = 7 * 24 * 3600.0
+"""How long a validation status holds when ``spec.validation.valid_for`` is absent (seconds: 7 days)."""
+DEFAULT_DOMAIN = "pytest-hetero.dev"
+"""DNS domain of published status keys when ``spec.validation.domain`` is absent."""
+
 DEFAULT_OUTPUT_LIMIT = 64 * 1024
 """Bytes of stdout/stderr kept inline in evidence per stream (the full text goes to an artifact)."""
 
@@ -111,6 +120,8 @@ class Model:
     code: Path | None
     line: int = 0
     serving: Serving | None = None
+    task_type: str = "batch-inference"
+    """What the model is validated for (:data:`TASK_TYPES`); the validation status is per pool × task type."""
 
 
 @dataclass(frozen=True)
@@ -138,6 +149,53 @@ class ExcludeRule:
     def matches(self, keys: dict[str, str]) -> bool:
         """True when every dimension the rule names equals the same dimension in ``keys``."""
         return all(keys.get(dim) == value for dim, value in self.match.items())
+
+
+PROBE_KINDS: tuple[str, ...] = ("tenant-isolation", "quota", "attribution", "maintenance", "device-isolation",
+                                "preemption")
+"""Governance probe kinds (``spec.governance.probes[].kind``)."""
+
+
+@dataclass(frozen=True)
+class Tenant:
+    """A tenant the gate acts as: its ``namespace``, the ``service_account`` whose token it requests,
+    its Kueue ``queue`` (LocalQueue in its namespace) and ``cluster_queue``, when it has them."""
+
+    name: str
+    namespace: str
+    service_account: str
+    queue: str | None = None
+    cluster_queue: str | None = None
+    line: int = 0
+
+    @property
+    def subject(self) -> str:
+        """The user name the apiserver sees for its ServiceAccount (``system:serviceaccount:NS:NAME``)."""
+        return f"system:serviceaccount:{self.namespace}:{self.service_account}"
+
+
+@dataclass(frozen=True)
+class GovernanceProbe:
+    """An expected refusal on ``resource``'s pool (``kind`` one of :data:`PROBE_KINDS`), made as tenant
+    ``acting_as`` (None: the gate's own identity). ``target``: the tenant probed (tenant-isolation);
+    ``image``: what probe pods run; ``within``/``above``: quota requests (quantity strings); ``high``/``low``:
+    PriorityClass names of preemption; ``reasons``:
+    normalised reason codes accepted as the refusal (empty: the kind's defaults); ``timeout_s``:
+    seconds each attempt may take (None: the scheduling layer's timeout)."""
+
+    name: str
+    kind: str
+    resource: str
+    acting_as: str | None = None
+    target: str | None = None
+    image: str | None = None
+    within: dict[str, str] = field(default_factory=dict)
+    above: dict[str, str] = field(default_factory=dict)
+    high: str | None = None
+    low: str | None = None
+    reasons: tuple[str, ...] = ()
+    timeout_s: float | None = None
+    line: int = 0
 
 
 @dataclass(frozen=True)
@@ -171,6 +229,12 @@ class Matrix:
     profiles: dict[str, Profile]
     redact: tuple[tuple[str, str], ...] = ()
     source: dict[str, Any] = field(repr=False, default_factory=dict)
+    valid_for_s: float = DEFAULT_VALID_FOR_S
+    """``spec.validation.valid_for`` in seconds: how long each pool's validation status holds after the run."""
+    validation_domain: str = DEFAULT_DOMAIN
+    """``spec.validation.domain``: published label/condition keys are ``validation.<domain>/<task-type>``."""
+    tenants: tuple[Tenant, ...] = ()
+    probes: tuple[GovernanceProbe, ...] = ()
 
     @property
     def backend(self) -> str:
@@ -205,3 +269,11 @@ class Matrix:
     def dataset(self, name: str) -> Dataset:
         """Return the dataset called ``name``; StopIteration when absent."""
         return next(d for d in self.datasets if d.name == name)
+
+    def tenant(self, name: str) -> Tenant:
+        """Return the tenant called ``name``; StopIteration when absent."""
+        return next(t for t in self.tenants if t.name == name)
+
+    def probe(self, name: str) -> GovernanceProbe:
+        """Return the governance probe called ``name``; StopIteration when absent."""
+        return next(p for p in self.probes if p.name == name)

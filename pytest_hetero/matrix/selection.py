@@ -49,11 +49,16 @@ class Request:
     selectors: tuple[dict[str, str], ...] = ()
     affected_from: Matrix | None = None
     shard: tuple[int, int] | None = None
+    cluster: dict[str, dict[str, str]] | None = None
+    """``--hetero-affected-from-cluster``: matrix name → {item id: the cluster change affecting it}
+    (:func:`pytest_hetero.status.drift.affected_items`); a matrix absent here is left as it is."""
+    cluster_label: str = ""
+    """What the cluster was compared with, for the reason of the others (``bundle <run id>``)."""
 
     @property
     def active(self) -> bool:
         """True when anything is asked, i.e. some item may be deselected."""
-        return bool(self.profile or self.selectors or self.affected_from or self.shard)
+        return bool(self.profile or self.selectors or self.affected_from or self.shard or self.cluster is not None)
 
 
 @dataclass
@@ -177,6 +182,11 @@ def _affected(request: Request, matrix: Matrix, plan: Plan) -> tuple[dict[str, s
         hits.update({k: v for k, v in changed_items(old, old_plan, matrix, plan).items() if k not in hits})
         why = (why[:-1] + f" | unchanged since {old.path.name})") if why else \
             f"deselected (unchanged since {old.path.name})"
+    if request.cluster is not None and matrix.name in request.cluster:
+        hits = hits or {}
+        hits.update({k: v for k, v in request.cluster[matrix.name].items() if k not in hits})
+        label = f"unchanged since {request.cluster_label}"
+        why = (why[:-1] + f" | {label})") if why else f"deselected ({label})"
     return hits, why
 
 

@@ -74,13 +74,13 @@ def _git_commit(cwd: Path) -> str | None:
 @pytest.hookimpl(trylast=True)
 def pytest_configure(config: pytest.Config) -> None:
     """Resolve settings, register markers and the glue's plugin modules, open the recorder on the controller."""
-    from pytest_hetero.pytest_plugin import baseline, ordering, pytest_html, selection
+    from pytest_hetero.pytest_plugin import baseline, drift, ordering, pytest_html, selection
 
     # the snapshot before the selection module (so its trylast implementation runs after selection's);
     # the ordering wrapper last of all (outermost: it restores plan order after every other plugin)
     if not config.pluginmanager.hasplugin("pytest_hetero.ordering"):
         config.pluginmanager.register(ordering.Snapshot(), "pytest_hetero.snapshot")
-    for module in (selection, baseline, pytest_html):
+    for module in (drift, selection, baseline, pytest_html):
         if not config.pluginmanager.is_registered(module):
             config.pluginmanager.register(module, module.__name__)
     if not config.pluginmanager.hasplugin("pytest_hetero.ordering"):

@@ -27,7 +27,8 @@ if TYPE_CHECKING:
 
 def selection_asked(settings: Settings) -> bool:
     """True when a profile, affected-only or shard option was given (some item may be deselected)."""
-    return bool(settings.profile or settings.affected or settings.affected_from or settings.shard)
+    return bool(settings.profile or settings.affected or settings.affected_from or settings.shard
+                or settings.affected_from_cluster)
 
 
 def build_request(settings: Settings) -> Request:
@@ -106,7 +107,15 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     from pytest_hetero.matrix.selection import Selection, select
 
     try:
-        request = config.stash[REQUEST] = build_request(config.stash[SETTINGS])
+        request = build_request(config.stash[SETTINGS])
+        if config.stash[SETTINGS].affected_from_cluster is not None:
+            from dataclasses import replace
+
+            from pytest_hetero.pytest_plugin.drift import CLUSTER_HITS
+
+            hits, label = config.stash[CLUSTER_HITS]
+            request = replace(request, cluster=hits, cluster_label=label)
+        config.stash[REQUEST] = request
         plans = matrices_in_args(config) if request.active or controller else []
         selection = select(request, plans) if request.active and plans else Selection()
     except HeteroError as exc:

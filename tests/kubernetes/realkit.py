@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support import evidence_of, matrix_text
+from support import clear_reports, evidence_of, matrix_text
 
 GPU = "nvidia.com/gpu"
 NPU = "huawei.com/Ascend910"
@@ -60,6 +60,7 @@ def real_matrix(info: Any, namespace: str, resources: list[dict[str, Any]], *,
 def run(pytester: pytest.Pytester, text: str, run_id: str, *args: str) -> dict[str, dict[str, Any]]:
     """Write the matrix, run pytest on it; nodeid without the matrix prefix → item evidence."""
     pytester.makefile(".matrix.yaml", k=text)
+    clear_reports(pytester)
     pytester.runpytest("-p", "no:cacheprovider", "--hetero-run-id", run_id, *args)
     return {i["nodeid"].split("::", 1)[1]: i for i in evidence_of(pytester)["items"]}
 

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 from kubekit import kube_matrix
-from support import evidence_of
+from support import clear_reports, evidence_of
 
 if TYPE_CHECKING:  # annotation only: 'conftest' names differ per folder at run time
     from conftest import Cluster
@@ -39,6 +39,7 @@ def run(
     pytester.makefile(
         ".matrix.yaml", k=kube_matrix(cluster.suffix, namespace or cluster.namespace, resources, **kw)
     )
+    clear_reports(pytester)
     pytester.runpytest(
         "-p", "no:cacheprovider", "--hetero-run-id", run_id, "--hetero-parallel", "4", "-k", select, *args
     )

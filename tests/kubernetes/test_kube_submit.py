@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from kubekit import kube_matrix
 from kubernetes.client.rest import ApiException
-from support import evidence_of
+from support import clear_reports, evidence_of
 
 from pytest_hetero.backends.kubernetes.client import api_outcome
 from pytest_hetero.backends.protocol import ActionFailed, EngineUnavailable
@@ -40,6 +40,7 @@ def test_job_is_scheduled_through_the_job_controller(
     pytester.makefile(
         ".matrix.yaml", k=kube_matrix(cluster.suffix, cluster.namespace, [CPU], target={"submit_as": "job"})
     )
+    clear_reports(pytester)
     pytester.runpytest("-p", "no:cacheprovider", "--hetero-run-id", run_id, "-k", "scheduling")
     item = items(pytester)["cpu::py::scheduling"]
     assert item["status"] == "passed"
@@ -66,6 +67,7 @@ def test_queues_that_are_not_installed_are_named(
             target={"submit_as": "kueue-job"},
         ),
     )
+    clear_reports(pytester)
     pytester.runpytest("-p", "no:cacheprovider", "--hetero-run-id", run_id, "-k", "scheduling")
     item = items(pytester)["cpu::py::scheduling"]
     assert (item["failure"]["category"], item["failure"]["owner"]) == ("scheduling_timeout", "platform")
@@ -86,6 +88,7 @@ def test_queues_that_are_not_installed_are_named(
             target={"submit_as": "volcano-job"},
         )
     )
+    clear_reports(pytester)
     pytester.runpytest("-p", "no:cacheprovider", "--hetero-run-id", run_id, "-k", "scheduling")
     item = items(pytester)["cpu::py::scheduling"]
     assert (item["failure"]["category"], item["failure"]["owner"]) == ("api_not_served", "platform")
@@ -182,6 +185,7 @@ def test_namespace_that_does_not_exist_is_named(
     says so, instead of 'the apiserver does not serve it (CRD or API not installed?)'."""
     missing = f"no-such-ns-{run_id}"
     pytester.makefile(".matrix.yaml", k=kube_matrix(cluster.suffix, missing, [CPU]))
+    clear_reports(pytester)
     pytester.runpytest("-p", "no:cacheprovider", "--hetero-run-id", run_id, "-k", "scheduling")
     item = items(pytester)["cpu::py::scheduling"]
     failure = item["failure"]

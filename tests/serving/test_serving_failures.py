@@ -135,3 +135,20 @@ def test_deploy_without_endpoint_is_not_applicable_on_local(pytester: pytest.Pyt
     assert items[START]["reason"] == (
         "not applicable: the local backend cannot resolve {'kind': 'InferenceService', 'name': 'digits'} to an "
         "endpoint (serving_endpoint not implemented); give serving.endpoint")
+
+
+def test_an_engine_without_serving_verbs_says_so_for_pods_and_rollback(pytester: pytest.Pytester,
+                                                                        digits_servers: DigitsServers) -> None:
+    """The engine interface's defaults (local backend): ``serving_pods`` None → the pods are not recorded,
+    ``serving_switch`` Unsupported → the rollback through ``deploy`` is recorded as not applicable."""
+    deploy = {"kind": "Deployment", "name": "digits"}
+    serving = oip(digits_servers.current, deploy=deploy, rollback={"version": "1.0.0"})
+    found, items = _run(pytester, serving_matrix(serving))
+    assert (found[START], found[MODEL]) == ("passed", "passed")  # business: 40 of 360 samples answered
+    assert records(items[START], "serving.deploy") == [{
+        "deploy": deploy, "recorded": False, "reason": "the local backend does not implement serving_pods"}]
+    (rollback,) = records(items[MODEL], "serving.rollback")
+    assert (rollback["status"], rollback["reason"]) == (
+        "not_applicable", "the local backend cannot switch {'kind': 'Deployment', 'name': 'digits'} to another "
+        "version (serving_switch not implemented); give serving.rollback.endpoint")
+    assert records(items[MODEL], "serving.rollback.switch") == []

@@ -1,6 +1,6 @@
 """Extension points, with real MLServer behind them: a protocol added through
 ``pytest_hetero_make_protocol``, an unknown protocol, and the Kubernetes hook point (a backend
-plugin answering ``serving_endpoint`` / ``serving_pods`` / ``serving_switch`` for a ``deploy``,
+plugin answering the engine verbs ``serving_endpoint`` / ``serving_pods`` / ``serving_switch`` for a ``deploy``,
 here switching between the two real servers by version, as a patched InferenceService would)."""
 
 from __future__ import annotations
@@ -35,16 +35,17 @@ class SwitchingBackend(LocalBackend):
     urls = {"2.0.0": os.environ["T_CURRENT"], "1.0.0": os.environ["T_PREVIOUS"]}
     serving_version = "2.0.0"
 
-    def serving_endpoint(self, ctx, deploy):
+    def serving_endpoint(self, ctx, request):
         return self.urls[self.serving_version]
 
-    def serving_pods(self, ctx, deploy):
-        return [{"name": deploy["name"] + "-predictor-0", "node": "node-a", "phase": "Running",
+    def serving_pods(self, ctx, request):
+        return [{"name": request.deploy["name"] + "-predictor-0", "node": "node-a", "phase": "Running",
                  "requests": {"cpu": "1"}, "limits": {"cpu": "2"}}]
 
-    def serving_switch(self, ctx, deploy, version):
-        ctx.record("test.switch", deploy=deploy, version=version)
+    def serving_switch(self, ctx, request, version):
+        ctx.record("test.switch", deploy=request.deploy, version=version)
         type(self).serving_version = version
+        return {"how": "test"}
 
 def pytest_hetero_backend(name):
     return SwitchingBackend if name == "switching" else None
@@ -101,6 +102,8 @@ def test_deploy_through_the_backend_hook_point(pytester: pytest.Pytester, monkey
                                                       "limits": {"cpu": "2"}}]}]
     model = items[MODEL]
     assert [r["version"] for r in records(model, "test.switch")] == ["1.0.0", "2.0.0"]  # switched back after
+    assert [(r["version"], r["how"]) for r in records(model, "serving.rollback.switch")
+            + records(model, "serving.rollback.restore")] == [("1.0.0", "test"), ("2.0.0", "test")]
     (rollback,) = records(model, "serving.rollback")
     assert (rollback["switch"], rollback["previous"]["endpoint"], rollback["previous"]["reported_version"],
             rollback["current"]["endpoint"]) == ("deploy", digits_servers.previous, "1.0.0",

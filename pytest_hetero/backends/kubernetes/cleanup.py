@@ -1,7 +1,9 @@
 """Deleting what the Kubernetes backend created: at session end (by owner label) and ``hetero cleanup``.
 
-Kinds: Pods (grace period 0), batch/v1 Jobs (background propagation: their pods go too) and
-Volcano Jobs (when the CRD exists). ``hetero cleanup --backend kubernetes`` selects by the same
+Kinds: Pods (grace period 0), batch/v1 Jobs (background propagation: their pods go too),
+Volcano Jobs (when the CRD exists), and the serving objects (:mod:`.serving`): Deployments (foreground
+propagation: the Deployment stays until its ReplicaSets and pods are gone, so a pod that will not go
+shows as the Deployment lingering), Services and Secrets. ``hetero cleanup --backend kubernetes`` selects by the same
 ``pytest-hetero.run-id`` label and ``pytest-hetero.created-at`` annotation (else
 ``creationTimestamp``) as the Docker cleaner; ``--kube-context``/``--kube-namespace`` choose where.
 Without ``--kube-namespace`` every namespace is searched (a run's namespace comes from its matrix,
@@ -30,8 +32,9 @@ VOLCANO = ("batch.volcano.sh", "v1alpha1", "jobs")
 def owned(
     api: client.ApiClient, namespace: str | None, selector: str
 ) -> Iterator[tuple[str, dict[str, Any], Callable[[], Any]]]:
-    """``(kind, metadata dict, delete())`` of every pod, Job and Volcano Job matching ``selector``
-    in ``namespace`` (None: all namespaces). Raises ApiException when pods or Jobs cannot be listed."""
+    """``(kind, metadata dict, delete())`` of every pod, Job, serving object (:func:`_serving_objects`)
+    and Volcano Job matching ``selector`` in ``namespace`` (None: all namespaces). Raises ApiException
+    when pods or Jobs cannot be listed."""
     core, batch = client.CoreV1Api(api), client.BatchV1Api(api)
     pods = (
         core.list_pod_for_all_namespaces(label_selector=selector)
@@ -59,6 +62,7 @@ def owned(
             meta,
             lambda m=meta: core.delete_namespaced_pod(m["name"], m["namespace"], grace_period_seconds=0),  # type: ignore[misc]
         )
+    yield from _serving_objects(api, namespace, selector)
     custom = client.CustomObjectsApi(api)
     try:
         vcjobs = (
@@ -80,6 +84,39 @@ def owned(
                 VOLCANO[0], VOLCANO[1], m["namespace"], VOLCANO[2], m["name"]
             ),
         )
+
+
+def _serving_objects(
+    api: client.ApiClient, namespace: str | None, selector: str
+) -> Iterator[tuple[str, dict[str, Any], Callable[[], Any]]]:
+    """``(kind, metadata dict, delete())`` of the Deployments, Services and Secrets matching ``selector``.
+    A kind the caller may not list (HTTP 403: a Role without serving) is skipped: the run could not
+    have created it either. Raises ApiException otherwise."""
+    apps, core = client.AppsV1Api(api), client.CoreV1Api(api)
+    kinds: list[tuple[str, Callable[..., Any], Callable[..., Any], Callable[..., Any]]] = [
+        ("deployment", apps.list_deployment_for_all_namespaces, apps.list_namespaced_deployment,
+         lambda m: apps.delete_namespaced_deployment(m["name"], m["namespace"], propagation_policy="Foreground")),
+        ("service", core.list_service_for_all_namespaces, core.list_namespaced_service,
+         lambda m: core.delete_namespaced_service(m["name"], m["namespace"])),
+        ("secret", core.list_secret_for_all_namespaces, core.list_namespaced_secret,
+         lambda m: core.delete_namespaced_secret(m["name"], m["namespace"])),
+    ]
+    for kind, list_all, list_in, delete in kinds:
+        try:
+            found = (list_all(label_selector=selector) if namespace is None
+                     else list_in(namespace, label_selector=selector))
+        except ApiException as exc:
+            if exc.status == 403:
+                continue
+            raise
+        for obj in found.items:
+            meta: dict[str, Any] = api.sanitize_for_serialization(obj.metadata)  # type: ignore[no-untyped-call]
+            yield kind, meta, _bound(delete, meta)
+
+
+def _bound(delete: Callable[[dict[str, Any]], Any], meta: dict[str, Any]) -> Callable[[], Any]:
+    """``delete`` of the object ``meta`` as a call without arguments."""
+    return lambda: delete(meta)
 
 
 CLEANUP_WAIT_S = 30.0
@@ -167,7 +204,8 @@ def _epoch(stamp: Any) -> float | None:
 
 
 def cleanup(args: argparse.Namespace) -> list[dict[str, Any]]:
-    """Remove (or list) the pods and Jobs of pytest-hetero runs selected by ``args``
+    """Remove (or list) the pods, Jobs and serving objects (Deployments, Services, Secrets) of
+    pytest-hetero runs selected by ``args``
     (see :mod:`pytest_hetero.backends.labels`).
 
     With ``--backend all`` and no Kubernetes configuration at all (no ``KUBECONFIG``, no

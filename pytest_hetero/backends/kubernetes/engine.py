@@ -35,9 +35,21 @@ from pytest_hetero.backends.kubernetes import client as kc
 from pytest_hetero.backends.kubernetes import inventory, startup, submit
 from pytest_hetero.backends.kubernetes import podexec as kube_exec
 from pytest_hetero.backends.kubernetes import run as kube_model
+from pytest_hetero.backends.kubernetes import serving as kube_serving
 from pytest_hetero.backends.kubernetes.session import KubeSession
 from pytest_hetero.backends.labels import OWNER
-from pytest_hetero.backends.protocol import Backend, ExecResult, Inventory, Leftover, Placement, Started, Step
+from pytest_hetero.backends.protocol import (
+    Backend,
+    ExecResult,
+    GovernanceReport,
+    Inventory,
+    Leftover,
+    Placement,
+    ServingRequest,
+    Started,
+    Step,
+)
+from pytest_hetero.matrix.model import GovernanceProbe
 from pytest_hetero.settings import Settings
 
 
@@ -115,6 +127,27 @@ class KubernetesBackend(Backend):
         """
         return kube_model.execute(self.session, step)
 
+    def serving_endpoint(self, step: Step, request: ServingRequest) -> str:
+        """Deploy ``request.deploy`` (a Deployment + Service of ``step.image``, once) and wait until ready;
+        the ready pod's ``http://IP:PORT`` from the Service's EndpointSlice (see :mod:`.serving`)."""
+        return kube_serving.endpoint(self.session, step, request)
+
+    def serving_pods(self, step: Step, request: ServingRequest) -> list[dict[str, Any]]:
+        """The Deployment's current pods: node, resources, image digest, version (see :func:`.serving.pods`)."""
+        return kube_serving.pods(self.session, request)
+
+    def serving_switch(self, step: Step, request: ServingRequest, version: str) -> dict[str, Any]:
+        """Roll the Deployment to ``version`` (rollout undo semantics) and wait (see :func:`.serving.switch`)."""
+        facts = kube_serving.switch(self.session, step, request, version)
+        step.record("serving.k8s.rollout", version=version, **facts)
+        return facts
+
+    def govern(self, step: Step, probe: GovernanceProbe) -> GovernanceReport:
+        """Carry out a governance probe as its tenant and remove what it created (see :mod:`.governance`)."""
+        from pytest_hetero.backends.kubernetes import governance
+
+        return governance.govern(self.session, step, probe)
+
     def close(self) -> list[Leftover]:
         """Stop the watch; delete everything this backend created (by owner label) unless ``--hetero-keep``,
         and wait until it is gone (``target.cleanup_wait_s``, default 30 s); return what is left (see
@@ -148,6 +181,11 @@ class KubernetesBackend(Backend):
                     f"pytest-hetero: kept {w['kind']} {w['name']} in namespace {s.namespace}; "
                     f"remove with: hetero cleanup --backend kubernetes --run-id {s.settings.run_id}\n"
                 )
+            for namespace, name in s.serving:
+                sys.stderr.write(
+                    f"pytest-hetero: kept serving Deployment/Service {name} in namespace {namespace}; "
+                    f"remove with: hetero cleanup --backend kubernetes --run-id {s.settings.run_id}\n"
+                )
             return []
         for w in s.workloads.values():
             if not w.get("inputs"):
@@ -162,7 +200,10 @@ class KubernetesBackend(Backend):
             except Exception:  # noqa: BLE001, S110 - the pod may be gone already
                 pass
         wait_s = float(s.target.get("cleanup_wait_s", CLEANUP_WAIT_S))
-        return delete_owned(s.api, s.namespace, f"{OWNER}={s.owner}", s.settings.parallel, wait_s)
+        left = []
+        for namespace in sorted({s.namespace} | kube_serving.namespaces(s)):
+            left += delete_owned(s.api, namespace, f"{OWNER}={s.owner}", s.settings.parallel, wait_s)
+        return left
 
 
 def _sh_quote(value: str) -> str:

@@ -47,6 +47,8 @@ class KubeSession:
         self.lock = threading.Lock()
         self.pool = ThreadPoolExecutor(max(1, settings.parallel), thread_name_prefix="hetero-kube")
         self.prefetched: set[str] = set()
+        self.serving: dict[tuple[str, str], dict[str, Any]] = {}
+        """Serving objects deployed (by (namespace, name)); see :mod:`.serving`."""
         self._served: Served | None = None
 
     @property

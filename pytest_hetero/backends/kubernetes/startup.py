@@ -132,12 +132,13 @@ def image_identity(pod: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def read_logs(core: client.CoreV1Api, namespace: str, pod: str, previous: bool = False) -> str:
-    """Container log text, or a line saying why there is none (never raises)."""
+def read_logs(core: client.CoreV1Api, namespace: str, pod: str, previous: bool = False,
+              container: str = "workload") -> str:
+    """The last 2,000 lines of ``container``'s log, or a line saying why there is none (never raises)."""
     try:
         return str(
             core.read_namespaced_pod_log(
-                pod, namespace, container="workload", previous=previous, tail_lines=2000, _request_timeout=30
+                pod, namespace, container=container, previous=previous, tail_lines=2000, _request_timeout=30
             )
         )
     except Exception as exc:  # noqa: BLE001 - logs are evidence, not a verdict

@@ -1,0 +1,71 @@
+"""``hetero catalog`` and ``hetero publish``: the validation status of signed bundles, for people and for
+the cluster.
+
+Both read a bundle only once it verifies offline with the trusted keys (``--key``, ``$HETERO_TRUST_KEYS``)
+including its VSA file (:func:`pytest_hetero.bundle.vsa.load_status`). Exit status: 0 done, 1 refused
+(publish: expired status, nothing to publish, the cluster refused a write), 2 unreadable or unverified input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from pytest_hetero.errors import HeteroError
+
+
+def _statuses(args: argparse.Namespace, allow_unsigned: bool) -> list[dict[str, Any]]:
+    from pytest_hetero.bundle.verify import trusted_keys
+    from pytest_hetero.bundle.vsa import load_status
+
+    keys = trusted_keys(args.key)
+    return [load_status(b, keys, allow_unsigned=allow_unsigned) for b in args.bundles]
+
+
+def cmd_catalog(args: argparse.Namespace) -> int:
+    """``hetero catalog BUNDLE…``: the resource catalogue (Markdown, or JSON with ``--json``)."""
+    from pytest_hetero.reporting.catalog import catalog_rows, catalog_text
+    from pytest_hetero.status.publish import parse_now
+
+    try:
+        rows = catalog_rows(_statuses(args, args.allow_unsigned), parse_now(args.now))
+    except (HeteroError, ValueError) as exc:
+        print(exc.render() if isinstance(exc, HeteroError) else f"bad --now: {exc}", file=sys.stderr)
+        return 2
+    print(json.dumps(rows, indent=1, sort_keys=True) if args.json else catalog_text(rows))
+    return 0
+
+
+def cmd_publish(args: argparse.Namespace) -> int:
+    """``hetero publish BUNDLE --to kubernetes`` (labels, conditions, annotations, optional taint), or
+    ``hetero publish --expire --to kubernetes --domain D`` (withdraw what expired)."""
+    from pytest_hetero.backends.kubernetes.publish import apply_plan, read_nodes
+    from pytest_hetero.backends.protocol import EngineFault
+    from pytest_hetero.status.publish import PublishRefused, expiry_plan, parse_now, publish_plan
+
+    try:
+        now = parse_now(args.now)
+        if args.expire:
+            if args.bundles or not args.domain:
+                raise PublishRefused("--expire takes --domain and no bundle", None,
+                                     "hetero publish --expire --to kubernetes --domain DOMAIN [--taint KEY]")
+            plan = expiry_plan(read_nodes(args.kubeconfig, args.context), args.domain, now, args.taint)
+        else:
+            if len(args.bundles) != 1:
+                raise PublishRefused("publish takes exactly one bundle", None, "hetero publish BUNDLE --to kubernetes")
+            status = _statuses(args, allow_unsigned=False)[0]
+            plan = publish_plan(status["validation"]["pools"], status["digest"], now, args.taint, args.require_level)
+        done = apply_plan(plan, args.taint, args.kubeconfig, args.context) if not args.dry_run else []
+    except PublishRefused as exc:
+        print(exc.render(), file=sys.stderr)
+        return 1
+    except EngineFault as exc:
+        print(f"the cluster refused: {exc.message} ({exc.category})", file=sys.stderr)
+        return 1
+    except (HeteroError, ValueError) as exc:
+        print(exc.render() if isinstance(exc, HeteroError) else f"bad --now: {exc}", file=sys.stderr)
+        return 2
+    print(json.dumps({"plan": plan, "applied": done, "dry_run": args.dry_run}, indent=1, sort_keys=True))
+    return 0

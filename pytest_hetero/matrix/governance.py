@@ -1,0 +1,107 @@
+"""Governance expectations of a matrix (``spec.governance``): tenants and the probes whose pass is a refusal.
+
+A probe names a ``kind`` (:data:`~pytest_hetero.matrix.model.PROBE_KINDS`), the ``resource`` whose pool it
+probes, the tenant it acts ``as`` and the keys its kind needs. Each kind takes only its own keys: a key
+another kind uses is an error here, never silently ignored. :data:`DEFAULT_REASONS` are the normalised
+reason codes (:mod:`pytest_hetero.pending`) that count as the expected refusal when ``expect.reasons`` is
+absent.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Callable
+from typing import Any
+
+from pytest_hetero.errors import MatrixError
+
+KIND_KEYS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "tenant-isolation": (("as", "target"), ("image", "expect")),
+    "quota": (("above",), ("as", "within", "image", "expect")),
+    "attribution": ((), ("as", "image")),
+    "maintenance": ((), ("as", "image", "expect")),
+    "device-isolation": ((), ("as", "image")),
+    "preemption": (("high", "low"), ("as", "image", "expect")),
+}
+"""Kind → (keys it requires, keys it may take) beyond name, kind, resource, timeout and description."""
+COMMON_KEYS = frozenset({"name", "kind", "resource", "timeout", "description"})
+
+DEFAULT_REASONS: dict[str, tuple[str, ...]] = {
+    "tenant-isolation": ("forbidden_rbac", "queue_namespace_mismatch", "queue_not_found"),
+    "quota": ("quota_exceeded", "queue_quota_insufficient", "queue_request_exceeds_max"),
+    "maintenance": ("node_unschedulable", "untolerated_taint", "node_not_ready"),
+    "preemption": ("insufficient_resource", "preemption_not_helpful", "preemption_no_victims"),
+}
+"""Kind → reason codes accepted as its refusal by default (attribution and device-isolation refuse
+nothing: their pass is an account that adds up, and devices that are absent)."""
+RESERVED_GROUP = "governance"
+"""The collector level of the probes (``<resource>::governance::<probe>::scheduling``): no image may
+be called so."""
+
+ErrorAt = Callable[[tuple[Any, ...], str, str], MatrixError]
+
+
+def governance_problems(spec: dict[str, Any], names: dict[str, list[str]], error: ErrorAt) -> list[MatrixError]:
+    """Problems of ``spec.governance`` the schema cannot see: duplicate tenant or probe names, names of
+    resources, images and tenants that do not exist, keys the probe's kind does not take, a tenant
+    probed by itself, and an image named ``governance`` (the probes' collector level).
+
+    ``names`` maps each dimension (resource, image…) to its names; ``error(path, message, hint)``
+    builds a MatrixError at a YAML path. Returns every problem found (empty when none).
+    """
+    problems: list[MatrixError] = []
+    if RESERVED_GROUP in names.get("image", []):
+        at = names["image"].index(RESERVED_GROUP)
+        problems.append(error(("spec", "images", at, "name"), f"image name '{RESERVED_GROUP}' is reserved",
+                              "governance probes are collected under <resource>::governance::; rename the image"))
+    gov = spec.get("governance") or {}
+    tenants: list[str] = []
+    for i, tenant in enumerate(gov.get("tenants", [])):
+        if tenant["name"] in tenants:
+            problems.append(error(("spec", "governance", "tenants", i, "name"),
+                                  f"duplicate tenant name '{tenant['name']}'", "give each tenant a unique name"))
+        tenants.append(tenant["name"])
+    seen: list[str] = []
+    for j, probe in enumerate(gov.get("probes", [])):
+        where: tuple[Any, ...] = ("spec", "governance", "probes", j)
+        if probe["name"] in seen:
+            problems.append(error((*where, "name"), f"duplicate probe name '{probe['name']}'",
+                                  "give each probe a unique name"))
+        seen.append(probe["name"])
+        problems += _probe_problems(probe, where, {**names, "tenant": tenants}, error)
+    return problems
+
+
+def _unknown(kind: str, value: str, known: list[str]) -> str:
+    close = difflib.get_close_matches(value, known, n=1)
+    return f"did you mean '{close[0]}'?" if close else f"known {kind}s: {', '.join(known) or 'none declared'}"
+
+
+def _probe_problems(probe: dict[str, Any], at: tuple[Any, ...], names: dict[str, list[str]],
+                    error: ErrorAt) -> list[MatrixError]:
+    kind = probe["kind"]
+    required, optional = KIND_KEYS[kind]
+    problems = [error((*at, key), f"a {kind} probe does not take '{key}'",
+                      f"{kind} takes {', '.join(sorted((*required, *optional))) or 'no key'} besides name, kind "
+                      "and resource")
+                for key in probe if key not in COMMON_KEYS and key not in required and key not in optional]
+    problems += [error(at, f"a {kind} probe needs '{key}'", _need(kind, key)) for key in required
+                 if key not in probe]
+    for key, dim in (("resource", "resource"), ("image", "image"), ("as", "tenant"), ("target", "tenant")):
+        if key in probe and probe[key] not in names.get(dim, []):
+            problems.append(error((*at, key), f"probe '{probe['name']}' names unknown {dim} '{probe[key]}'",
+                                  _unknown(dim, probe[key], names.get(dim, []))))
+    if "as" in probe and probe.get("target") == probe["as"]:
+        problems.append(error((*at, "target"), f"probe '{probe['name']}' probes tenant '{probe['as']}' as itself",
+                              "tenant isolation is one tenant refused what belongs to another: name two tenants"))
+    return problems
+
+
+def _need(kind: str, key: str) -> str:
+    return {
+        "as": "as: the tenant whose ServiceAccount makes the attempt (spec.governance.tenants[].name)",
+        "target": "target: the tenant whose namespace and queue the attempt must not reach",
+        "above": "above: a request beyond the tenant's quota, e.g. {nvidia.com/gpu: 3}",
+        "high": "high: the PriorityClass of the workload that must preempt",
+        "low": "low: the PriorityClass of the workload that must be preempted (and of the one that waits)",
+    }.get(key, f"add {key}")

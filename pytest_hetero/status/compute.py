@@ -1,0 +1,127 @@
+"""The validation status of a run: per resource pool × task type, the level reached, and its expiry.
+
+A **pool** is a matrix resource (its nodes are those its discovery item recorded). A **task type** is a
+model's ``task_type``. The **level** of (pool, task type) is the last layer of
+``discovery → scheduling → startup → model → business`` up to which every layer has items for that pool
+(model and business: of models of that task type) and all of them passed (``not_applicable`` counts as
+passed: the engine has no such step, e.g. no scheduler on the local host); ``none`` when discovery did
+not pass. The status holds ``valid_for_s`` seconds from the run's end (``expires_at``).
+
+Shape of :func:`validation_status` (it is ``evidence["validation"]``, signed in the run's predicate)::
+
+    {"pools": [{"matrix", "pool", "type", "vendor", "requests", "node_selector", "queue", "nodes",
+                "domain", "verified_at", "valid_for_s", "expires_at", "owners",
+                "task_types": {task_type: {"level", "layers": {layer: summary}, "models": ["name@version"]}},
+                "untested": int}]}
+
+Times are ISO 8601 UTC ``YYYY-mm-ddTHH:MM:SSZ`` (or with fractional seconds, as the evidence has them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from datetime import datetime, timedelta, timezone
+from typing import TYPE_CHECKING, Any
+
+from pytest_hetero import LAYERS
+
+if TYPE_CHECKING:
+    from pytest_hetero.matrix.model import Matrix
+
+LEVELS: tuple[str, ...] = ("none", *LAYERS)
+"""Levels from least to most proven: ``none``, then each layer name."""
+OK_STATUSES = frozenset({"passed", "not_applicable"})
+RESOURCE_LAYERS = frozenset({"discovery", "scheduling", "startup"})
+"""Layers whose items belong to a pool whatever the model (the task type only decides model/business)."""
+
+
+def parse_time(text: str) -> datetime:
+    """An ISO 8601 time (``Z`` or an offset; naive means UTC) as an aware datetime. Raises ValueError."""
+    value = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
+
+
+def iso(value: datetime) -> str:
+    """``value`` in UTC as ``YYYY-mm-ddTHH:MM:SSZ``."""
+    return value.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def layer_summary(statuses: Iterable[str]) -> str:
+    """One word for a layer's item statuses: ``absent`` (no item), ``passed``, ``not_applicable`` (all
+    n/a), else the non-passing statuses sorted and joined by ``+`` (e.g. ``blocked+failed``)."""
+    seen = set(statuses)
+    if not seen:
+        return "absent"
+    if seen <= OK_STATUSES:
+        return "passed" if "passed" in seen else "not_applicable"
+    return "+".join(sorted(seen - OK_STATUSES))
+
+
+def level_of(layers: Mapping[str, str]) -> str:
+    """The level reached by ``{layer: summary}`` (see the module docstring)."""
+    level = "none"
+    for layer in LAYERS:
+        if layers.get(layer) not in ("passed", "not_applicable"):
+            break
+        level = layer
+    return level
+
+
+def _pool_nodes(items: list[dict[str, Any]]) -> list[str]:
+    """Node names the pool's discovery item recorded (``discovery.snapshot`` ``nodes``), in order."""
+    names: list[str] = []
+    for item in items:
+        if item["layer"] != "discovery":
+            continue
+        for record in item.get("records") or []:
+            if record.get("kind") == "discovery.snapshot":
+                for node in (record.get("data") or {}).get("nodes") or []:
+                    name = node.get("name") if isinstance(node, dict) else node
+                    if isinstance(name, str) and name not in names:
+                        names.append(name)
+    return names
+
+
+def pool_status(matrix: Matrix, items: list[dict[str, Any]], finished_at: str) -> list[dict[str, Any]]:
+    """The status entries of every resource of ``matrix``, from ``items`` (the evidence items of that
+    matrix, as dicts). ``finished_at`` (ISO) is when the status starts to hold."""
+    types: dict[str, list[str]] = {}
+    for model in matrix.models:
+        types.setdefault(model.task_type, []).append(model.name)
+    verified = parse_time(finished_at)
+    out = []
+    for resource in matrix.resources:
+        mine = [i for i in items if i["keys"].get("resource") == resource.name]
+        task_types = {}
+        for task_type, models in types.items():
+            layers: dict[str, str] = {layer: layer_summary(i["status"] for i in mine if i["layer"] == layer and (
+                layer in RESOURCE_LAYERS or i["keys"].get("model") in models)) for layer in LAYERS}
+            task_types[task_type] = {"level": level_of(layers), "layers": layers,
+                                     "models": [f"{m.name}@{m.version}" for m in matrix.models if m.name in models]}
+        out.append({
+            "matrix": matrix.name, "pool": resource.name, "type": resource.type, "vendor": resource.vendor,
+            "requests": dict(resource.requests), "node_selector": dict(resource.node_selector),
+            "queue": resource.queue, "nodes": _pool_nodes(mine), "domain": matrix.validation_domain,
+            "verified_at": iso(verified), "valid_for_s": matrix.valid_for_s,
+            "expires_at": iso(verified + timedelta(seconds=matrix.valid_for_s)), "owners": dict(matrix.owners),
+            "task_types": task_types, "untested": sum(1 for i in mine if i["status"] not in OK_STATUSES)})
+    return out
+
+
+def validation_status(matrices: list[tuple[Matrix, str]], items: list[dict[str, Any]],
+                      finished_at: str) -> dict[str, Any]:
+    """``{"pools": [...]}`` for ``matrices`` [(Matrix, its evidence prefix)] over the evidence ``items``."""
+    pools: list[dict[str, Any]] = []
+    for matrix, prefix in matrices:
+        pools += pool_status(matrix, [i for i in items if i.get("matrix") == prefix], finished_at)
+    return {"pools": pools}
+
+
+def expired(pool: dict[str, Any], now: datetime) -> bool:
+    """True when ``pool["expires_at"]`` is at or before ``now`` (aware datetime)."""
+    return parse_time(str(pool["expires_at"])) <= now
+
+
+def label_key(domain: str, task_type: str) -> str:
+    """The node label and condition type of a task type's status: ``validation.<domain>/<task-type>``."""
+    return f"validation.{domain}/{task_type}"

@@ -1,0 +1,248 @@
+"""What changed in a cluster since a baseline snapshot, and which matrix items each change can affect.
+
+Pure logic over two snapshots of :mod:`pytest_hetero.backends.kubernetes.snapshot` and a matrix plan (it
+lives beside the validation status, not in ``matrix/``: it reads cluster facts, which the matrix package
+never sees).
+
+A **change** is ``{"kind", "name", "field", "old", "new"}``: kind ``node`` (field ``labels.<key>``,
+``taints``, ``conditions.<type>``, ``allocatable.<resource>``, ``unschedulable``, or ``node`` for a node
+added/removed), ``daemonset``, ``runtimeclass``, ``priorityclass``, ``kueue.<plural>``, ``volcano.queues``,
+``resourcequota``, ``limitrange``; old/new ``None`` when absent.
+
+Mapping (:func:`affected_items`), each hit with the change that caused it:
+
+* a node label used by a resource's ``node_selector`` on a node of its pool (before or after: a node
+  entering or leaving it), or a node of the pool added/removed → every item of that resource;
+* a driver/toolkit label (:data:`DRIVER_LABELS`: GFD/Ascend/CUDA/CANN/driver) or an allocatable change of a
+  requested device on a node of the pool → its startup, model and business items;
+* any other label, a taint, condition, allocatable or cordon change on a node of the pool → its discovery
+  and scheduling items;
+* a device-plugin/operator DaemonSet → startup, model and business items of every accelerator resource;
+* a RuntimeClass → startup items of every resource; a PriorityClass → scheduling items of resources naming it;
+* Kueue ResourceFlavor/ClusterQueue → scheduling of resources with a queue; LocalQueue ``ns/name`` →
+  scheduling of resources whose ``queue`` is that name; Volcano Queue → scheduling of resources naming it;
+* a ResourceQuota/LimitRange of a target namespace → scheduling items of every resource.
+
+A pool's nodes are those whose labels match its ``node_selector`` (all of them), else the nodes that
+advertise every requested extended resource, in the old or the new snapshot.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pytest_hetero.matrix.expand import Plan
+    from pytest_hetero.matrix.model import Matrix, Resource
+
+DRIVER_LABELS = re.compile(r"^(nvidia\.com/(cuda|gpu\.(driver|product|family|compute|machine)|cudnn|mig)"
+                           r"|.*(driver|cann|toolkit|firmware|npu\.chip|ascend).*|accelerator)", re.IGNORECASE)
+"""Node label keys naming the driver, toolkit or device model (GFD ``nvidia.com/cuda.*``,
+``nvidia.com/gpu.driver.*``…, Ascend/CANN labels, ``accelerator``)."""
+LATE = ("startup", "model", "business")
+EARLY = ("discovery", "scheduling")
+
+
+def _flat(prefix: str, old: dict[str, Any], new: dict[str, Any], kind: str, name: str) -> list[dict[str, Any]]:
+    return [{"kind": kind, "name": name, "field": f"{prefix}.{k}" if prefix else k, "old": old.get(k),
+             "new": new.get(k)} for k in sorted(set(old) | set(new)) if old.get(k) != new.get(k)]
+
+
+def _node_changes(old: dict[str, Any], new: dict[str, Any]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for name in sorted(set(old) | set(new)):
+        a, b = old.get(name), new.get(name)
+        if a is None or b is None:
+            out.append({"kind": "node", "name": name, "field": "node", "old": "present" if a else None,
+                        "new": "present" if b else None})
+            continue
+        if a == b:
+            continue
+        for part in ("labels", "conditions", "allocatable"):
+            out += _flat(part, a.get(part) or {}, b.get(part) or {}, "node", name)
+        for part in ("taints", "unschedulable"):
+            if a.get(part) != b.get(part):
+                out.append({"kind": "node", "name": name, "field": part, "old": a.get(part), "new": b.get(part)})
+    return out
+
+
+SECTIONS = (("daemonsets", "daemonset"), ("runtimeclasses", "runtimeclass"), ("priorityclasses", "priorityclass"),
+            ("resourcequotas", "resourcequota"), ("limitranges", "limitrange"))
+
+
+def _marker(section: Any) -> str | None:
+    """``not served`` / ``forbidden`` when a snapshot section is the lister's marker, else None."""
+    if isinstance(section, dict) and set(section) == {"served"}:
+        return "not served"
+    if isinstance(section, dict) and set(section) == {"forbidden"}:
+        return "forbidden"
+    return None
+
+
+def _section(old: Any, new: Any, kind: str) -> list[dict[str, Any]]:
+    a, b = _marker(old), _marker(new)
+    if a or b:
+        return [] if a == b else [{"kind": kind, "name": "*", "field": "listing", "old": a or "listed",
+                                   "new": b or "listed"}]
+    changes = _flat("", old or {}, new or {}, kind, "")
+    for change in changes:
+        change["name"], change["field"] = change["field"], "spec"
+    return changes
+
+
+def diff_snapshots(old: dict[str, Any], new: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every change from snapshot ``old`` to ``new`` (module docstring), nodes first, each list sorted. A
+    kind that became (or stopped being) not served / forbidden is one change, name ``*``, field ``listing``."""
+    changes = _node_changes(old.get("nodes") or {}, new.get("nodes") or {})
+    for section, kind in SECTIONS:
+        changes += _section(old.get(section), new.get(section), kind)
+    for plural in ("resourceflavors", "clusterqueues", "localqueues"):
+        changes += _section((old.get("kueue") or {}).get(plural), (new.get("kueue") or {}).get(plural),
+                            f"kueue.{plural}")
+    changes += _section((old.get("volcano") or {}).get("queues"), (new.get("volcano") or {}).get("queues"),
+                        "volcano.queues")
+    return changes
+
+
+def describe(change: dict[str, Any]) -> str:
+    """One line: ``node gpu-1: labels.nvidia.com/cuda.driver.major 550 → 560``."""
+    return f"{change['kind']} {change['name']}: {change['field']} {change['old']} → {change['new']}"
+
+
+def _pool_nodes(resource: Resource, snapshots: list[dict[str, Any]]) -> set[str]:
+    out: set[str] = set()
+    for snap in snapshots:
+        for name, node in (snap.get("nodes") or {}).items():
+            if not isinstance(node, dict) or "labels" not in node:
+                continue
+            if resource.node_selector:
+                if all(node["labels"].get(k) == v for k, v in resource.node_selector.items()):
+                    out.add(name)
+            elif all(k in (node.get("allocatable") or {}) for k in resource.device_resources):
+                out.add(name)
+    return out
+
+
+def _node_layers(change: dict[str, Any], resource: Resource) -> tuple[str, ...]:
+    """The layers of ``resource`` a change on one of its nodes can affect."""
+    field = str(change["field"])
+    if field == "node":
+        return (*EARLY, *LATE)
+    if field.startswith("labels."):
+        key = field[len("labels."):]
+        if key in resource.node_selector:
+            return (*EARLY, *LATE)
+        return LATE if DRIVER_LABELS.match(key) else EARLY
+    if field.startswith("allocatable.") and field[len("allocatable."):] in resource.device_resources:
+        return (*EARLY, *LATE)
+    return EARLY
+
+
+def _resource_layers(change: dict[str, Any], resource: Resource, pools: dict[str, set[str]]) -> tuple[str, ...]:
+    """Layers of ``resource`` that ``change`` can affect (empty: none)."""
+    kind = change["kind"]
+    if kind == "node":
+        return _node_layers(change, resource) if change["name"] in pools[resource.name] else ()
+    if kind == "daemonset":
+        return LATE if resource.device_resources else ()
+    if kind == "runtimeclass":
+        return ("startup",)
+    if kind == "priorityclass":
+        return ("scheduling",) if resource.priority_class == change["name"] else ()
+    if kind in ("kueue.resourceflavors", "kueue.clusterqueues"):
+        return ("scheduling",) if resource.queue else ()
+    if kind in ("kueue.localqueues", "volcano.queues"):
+        return ("scheduling",) if resource.queue and str(change["name"]).split("/")[-1] == resource.queue else ()
+    return ("scheduling",)  # resourcequota, limitrange of a target namespace
+
+
+def affected_items(changes: list[dict[str, Any]], matrix: Matrix, plan: Plan, old: dict[str, Any],
+                   new: dict[str, Any]) -> dict[str, str]:
+    """``{item id: "changed in the cluster: <first change>"}`` of the items of ``plan`` that ``changes``
+    can affect (module docstring); ``old``/``new`` are the snapshots (for pool membership)."""
+    pools = {r.name: _pool_nodes(r, [old, new]) for r in matrix.resources}
+    hits: dict[str, str] = {}
+    for change in changes:
+        for resource in matrix.resources:
+            layers = _resource_layers(change, resource, pools)
+            if not layers:
+                continue
+            for item in plan.items:
+                if item.keys.get("resource") == resource.name and item.layer in layers and item.id not in hits:
+                    hits[item.id] = f"changed in the cluster: {describe(change)}"
+    return hits
+
+
+CHANGE_KEYS = ("operator", "ticket", "reason", "intended")
+
+
+def parse_change(value: str) -> dict[str, Any]:
+    """A change record from ``--hetero-change``: a YAML/JSON file (``@PATH`` or an existing path) holding a
+    mapping, or inline ``key=value; key=value`` text. Keys: ``operator``, ``ticket``, ``reason`` (text),
+    ``intended`` (resource names the change is meant to affect: a list, or comma-separated inline).
+    Returns ``{"operator", "ticket", "reason", "intended": [names]}`` (absent keys None / []).
+    Raises SettingsError naming an unknown key or an unreadable file."""
+    from pathlib import Path
+
+    from pytest_hetero.errors import SettingsError
+
+    path = Path(value[1:] if value.startswith("@") else value)
+    raw: Any
+    if value.startswith("@") or (len(value) < 4096 and "=" not in value and path.is_file()):
+        import yaml
+
+        try:
+            raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+        except (OSError, yaml.YAMLError) as exc:
+            raise SettingsError(f"--hetero-change {value}: cannot read the change record: {exc}") from None
+        if not isinstance(raw, dict):
+            raise SettingsError(f"--hetero-change {value}: the file must hold a mapping of {', '.join(CHANGE_KEYS)}")
+    else:
+        raw = {}
+        for part in filter(None, (p.strip() for p in value.split(";"))):
+            key, sep, text = part.partition("=")
+            if not sep:
+                raise SettingsError(f"--hetero-change: {part!r} is not key=value",
+                                    hint="e.g. --hetero-change 'operator=alice; ticket=OPS-1; reason=driver 560; "
+                                         "intended=gpu-h100'")
+            raw[key.strip()] = text.strip()
+        if isinstance(raw.get("intended"), str):
+            raw["intended"] = [n.strip() for n in raw["intended"].split(",") if n.strip()]
+    unknown = sorted(set(raw) - set(CHANGE_KEYS))
+    if unknown:
+        raise SettingsError(f"--hetero-change: unknown key(s) {', '.join(unknown)}",
+                            hint=f"use {', '.join(CHANGE_KEYS)}")
+    intended = raw.get("intended") or []
+    if not isinstance(intended, list) or not all(isinstance(n, str) for n in intended):
+        raise SettingsError("--hetero-change: intended must be a list of resource names")
+    return {"operator": raw.get("operator"), "ticket": raw.get("ticket"), "reason": raw.get("reason"),
+            "intended": list(intended)}
+
+
+def impact(change: dict[str, Any], observed: dict[str, list[str]] | None) -> dict[str, Any]:
+    """The change record with its intended vs observed impact: ``observed`` is {resource: [change lines]}
+    from a drift (None: not measured, no baseline). Adds ``observed`` (resource names), ``unintended``
+    (observed, not intended) and ``not_observed`` (intended, not observed)."""
+    if observed is None:
+        return {**change, "observed": None, "unintended": None, "not_observed": None}
+    seen = sorted(observed)
+    return {**change, "observed": seen, "unintended": [r for r in seen if r not in change["intended"]],
+            "not_observed": [r for r in change["intended"] if r not in observed]}
+
+
+def observed_by_resource(hits: dict[str, str], plan: Plan) -> dict[str, list[str]]:
+    """{resource: sorted distinct reasons} of the affected item ids ``hits``."""
+    by_id = plan.by_id()
+    out: dict[str, set[str]] = {}
+    for item_id, why in hits.items():
+        out.setdefault(by_id[item_id].keys["resource"], set()).add(why)
+    return {k: sorted(v) for k, v in sorted(out.items())}
+
+
+def baseline_snapshot(evidence: dict[str, Any], matrix_name: str) -> dict[str, Any] | None:
+    """The snapshot a baseline bundle's evidence recorded for ``matrix_name`` (None: none recorded)."""
+    for entry in (evidence.get("cluster") or {}).get("snapshots") or []:
+        if entry.get("matrix") == matrix_name:
+            return dict(entry["snapshot"])
+    return None

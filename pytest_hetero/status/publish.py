@@ -1,0 +1,115 @@
+"""What ``hetero publish`` writes on each node, decided from a verified validation status (pure).
+
+Per node of a pool and per task type of the status, under ``validation.<domain>/<task-type>``
+(:func:`pytest_hetero.status.compute.label_key`):
+
+* a **label** ``<key>=<level>`` while the status holds and the level is above ``none`` (removed
+  otherwise), so a workload of that task type selects validated nodes with a nodeSelector;
+* a **node condition** of type ``<key>``: ``True`` (reason ``Validated``) while the status holds and the
+  level is at least the required one (``hetero publish --require-level``, default ``business``), else
+  ``False`` (reason ``NotValidated`` or, after ``--expire``, ``Expired``) — the shape a Node Readiness Controller
+  ``NodeReadinessRule`` matches (``conditions: [{type: <key>, requiredStatus: "True"}]``);
+* **annotations** ``<key>.expires-at`` (ISO) and ``<key>.bundle`` (sha256 of the run statement), so
+  ``hetero publish --expire`` finds what expired without the bundle;
+* with a managed ``taint`` key: the taint (``NoSchedule``) removed when at least one task type's
+  condition is ``True`` on the node, added when none is — what a NodeReadinessRule over the same
+  conditions does, for clusters that do not run that controller.
+
+A plan is ``[{"node", "labels": {key: value | None}, "annotations": {key: value | None},
+"conditions": [{type, status, reason, message}], "taint": "add" | "remove" | None}]``; ``None``
+removes a label/annotation.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from pytest_hetero.errors import HeteroError
+from pytest_hetero.status.compute import LEVELS, expired, label_key, parse_time
+
+EXPIRES = ".expires-at"
+BUNDLE = ".bundle"
+
+
+class PublishRefused(HeteroError):
+    """The status cannot be published: expired, nothing to publish (no pool with nodes), or a bad taint key."""
+
+
+def _condition(key: str, ok: bool, reason: str, message: str) -> dict[str, str]:
+    return {"type": key, "status": "True" if ok else "False", "reason": reason, "message": message[:1000]}
+
+
+def publish_plan(pools: list[dict[str, Any]], digest: str, now: datetime, taint: str | None = None,
+                 require: str = "business") -> list[dict[str, Any]]:
+    """The node changes publishing ``pools`` (the signed ``validation.pools``) of the bundle whose run
+    statement has sha256 ``digest``, as of ``now`` (aware). A task type's condition is ``True`` only when
+    its level is at least ``require`` (a level of :data:`~pytest_hetero.status.compute.LEVELS` above
+    ``none``); its label carries the level reached either way (none: removed). Raises PublishRefused
+    when a pool's status has expired, no pool recorded a node, or ``require`` is not a level."""
+    if require not in LEVELS[1:]:
+        raise PublishRefused(f"unknown level {require!r}", None, f"one of {', '.join(LEVELS[1:])}")
+    late = [f"{p['matrix']}/{p['pool']} (expired {p['expires_at']})" for p in pools if expired(p, now)]
+    if late:
+        raise PublishRefused(f"the validation status has expired: {', '.join(late)}", None,
+                             "run the gate again and publish the new bundle")
+    nodes: dict[str, dict[str, Any]] = {}
+    for pool in pools:
+        for node in pool.get("nodes") or []:
+            entry = nodes.setdefault(node, {"node": node, "labels": {}, "annotations": {}, "conditions": [],
+                                            "taint": None})
+            for task_type, status in sorted(pool["task_types"].items()):
+                key = label_key(pool["domain"], task_type)
+                level = str(status["level"])
+                ok = LEVELS.index(level) >= LEVELS.index(require)
+                entry["labels"][key] = level if level != "none" else None
+                entry["annotations"][key + EXPIRES] = pool["expires_at"]
+                entry["annotations"][key + BUNDLE] = digest
+                text = (f"{task_type} validated to level {level} on pool {pool['matrix']}/{pool['pool']} by bundle "
+                        f"sha256:{digest[:16]}…, until {pool['expires_at']}" if ok else
+                        f"{task_type} reached level {level} on pool {pool['matrix']}/{pool['pool']}, below the "
+                        f"required {require}, by bundle sha256:{digest[:16]}…")
+                entry["conditions"].append(_condition(key, ok, "Validated" if ok else "NotValidated", text))
+    if not nodes:
+        raise PublishRefused("nothing to publish: no pool of the bundle recorded a node (not a Kubernetes run, or "
+                             "discovery found no node)", None, "publish a bundle of a kubernetes-backend run")
+    plan = list(nodes.values())
+    if taint:
+        for entry in plan:
+            entry["taint"] = "remove" if any(c["status"] == "True" for c in entry["conditions"]) else "add"
+    return plan
+
+
+def expiry_plan(nodes: list[dict[str, Any]], domain: str, now: datetime, taint: str | None = None
+                ) -> list[dict[str, Any]]:
+    """The node changes that withdraw every status of ``domain`` whose ``<key>.expires-at`` annotation is
+    at or before ``now``: label removed, condition ``False`` (reason ``Expired``), annotations removed;
+    with ``taint``, the taint added back when no ``True`` condition of the domain is left on the node.
+    ``nodes`` are ``[{"name", "annotations": {}, "conditions": [{type, status}]}]`` (what the cluster
+    holds now); a node with nothing expired is left out of the plan."""
+    prefix = f"validation.{domain}/"
+    plan = []
+    for node in nodes:
+        annotations = node.get("annotations") or {}
+        gone = [k[: -len(EXPIRES)] for k, v in annotations.items()
+                if k.startswith(prefix) and k.endswith(EXPIRES) and parse_time(str(v)) <= now]
+        if not gone:
+            continue
+        entry: dict[str, Any] = {"node": node["name"], "labels": {k: None for k in gone},
+                                 "annotations": {a: None for k in gone for a in (k + EXPIRES, k + BUNDLE)},
+                                 "conditions": [_condition(k, False, "Expired", f"validation status expired at "
+                                                           f"{annotations[k + EXPIRES]}; run the gate again")
+                                                for k in gone], "taint": None}
+        if taint:
+            still = [c for c in node.get("conditions") or [] if str(c.get("type", "")).startswith(prefix)
+                     and c.get("status") == "True" and c.get("type") not in gone]
+            entry["taint"] = "remove" if still else "add"
+        plan.append(entry)
+    return plan
+
+
+def parse_now(text: str | None) -> datetime:
+    """``text`` (ISO 8601) or the current UTC time, aware."""
+    from datetime import timezone
+
+    return parse_time(text) if text else datetime.now(timezone.utc)
