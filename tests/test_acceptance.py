@@ -44,7 +44,9 @@ def test_evaluation_exact(tmp_path: Path) -> None:
     assert results["conf"]["expected"] == "mean(top_probability) == 0.7 ± 0.05"
     assert results["lat"]["observed"] == 3.0 and results["lat"]["verdict"] == "fail"
     assert results["gold"]["observed"] == "1/3 match"
-    assert results["gold"]["detail"] == "sample 5: expected 5, got 9; sample 99: expected 1, got None"
+    assert results["gold"]["detail"] == ("sample 5: expected 5, got 9; sample(s) 99 not in the outputs "
+                                         "(field 'indices')")
+    assert results["gold"]["failing"] == [5, 99]
     assert results["n"]["verdict"] == "pass"
 
 
@@ -67,6 +69,15 @@ def test_missing_data_makes_the_rule_not_evaluable_with_what_was_available(tmp_p
      "outputs field 'latency_ms' is a list with 1 non-numbers among 2, not a list of numbers"),
     ({"predictions": [0, 1], "indices": [0]}, "{name: r, golden: {samples: [{index: 0, expected: 0}]}}",
      "outputs field 'indices' is a list of 1 beside 2 'predictions'"),
+    ({"predictions": [0, 1], "indices": [3, 3]}, "{name: r, golden: {samples: [{index: 3, expected: 0}]}}",
+     "outputs field 'indices' repeats index 3 (positions 0 and 1)"),
+    ({"predictions": [0, float("inf")], "indices": [3, 4]},
+     "{name: r, golden: {samples: [{index: 4, expected: 0, tolerance: 1}]}}",
+     "outputs field 'predictions' holds Infinity at index 4"),
+    ({"metrics": {"accuracy": float("nan")}}, "{name: r, metric: accuracy, op: '>=', value: 0.9}",
+     "metric 'accuracy' is NaN, not a number"),
+    ({"latency_ms": []}, "{name: r, latency: {percentile: 95, max_ms: 20}}",
+     "outputs field 'latency_ms' is an empty list"),
 ])
 def test_unusable_outputs_make_the_rule_not_evaluable(tmp_path: Path, outputs: dict[str, Any], rule: str,
                                                       detail: str) -> None:
@@ -90,6 +101,8 @@ def test_unusable_outputs_make_the_rule_not_evaluable(tmp_path: Path, outputs: d
      "rule 'x': tolerance applies to op == and != only, as a number (op >=, tolerance 0.01)"),
     ("  - {name: x, golden: {samples: [{index: 0, expected: 1, tolerance: tight}]}}\n",
      "rule 'x': a golden sample's tolerance must be a number"),
+    ("  - {name: x, golden: {samples: []}}\n",
+     "rule 'x': golden samples is empty: it would prove nothing"),
 ])
 def test_bad_rules(tmp_path: Path, body: str, message: str) -> None:
     with pytest.raises(CaseError) as info:
@@ -147,3 +160,23 @@ def test_rules_are_parsed_once_per_file_until_it_changes(tmp_path: Path, monkeyp
     path.write_text(path.read_text().replace("0.5", "0.75"))
     os.utime(path, ns=(path.stat().st_mtime_ns + 10**9,) * 2)
     assert acceptance.load_rules(path)[0]["value"] == 0.75 and parses == [path, path]
+
+
+def test_a_golden_index_absent_from_the_outputs_is_not_evaluable_not_a_business_failure(tmp_path: Path) -> None:
+    """Finding 11: a golden index the outputs do not have failed as ``got None`` (a business failure)."""
+    rules = _rules(tmp_path, "  - {name: g, golden: {samples: [{index: 0, expected: 0}, {index: 42, expected: 1}]}}\n")
+    [result] = evaluate(rules, OUTPUTS)
+    assert (result["verdict"], result["problem"]) == ("not_evaluable", "missing")
+    assert result["detail"] == "cannot evaluate: golden sample index(es) 42 not in the outputs (field 'indices', 4 entries)"
+    [by_position] = evaluate(rules, {"predictions": [0, 1]})
+    assert by_position["detail"] == ("cannot evaluate: golden sample index(es) 42 not in the outputs "
+                                     "(positions of 'predictions', 2 entries)")
+
+
+def test_two_rules_of_one_name_are_rejected(tmp_path: Path) -> None:
+    """Finding 11: results, trends and diffs are keyed by rule name; a repeated name was accepted."""
+    with pytest.raises(CaseError) as info:
+        _rules(tmp_path, "  - {name: acc, metric: accuracy, op: '>=', value: 0.9}\n"
+                         "  - {name: acc, metric: accuracy, op: '<=', value: 1}\n")
+    assert info.value.message == "rule name 'acc' is used twice (first on line 4)"
+    assert (info.value.location.line, info.value.location.field) == (5, "rules[1].name")

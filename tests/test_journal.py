@@ -93,7 +93,7 @@ def test_the_run_folder_is_claimed_once(tmp_path: Path) -> None:
     second.item(_item(0))  # refused: writes nothing
     first.end(0, False)
     third = Recorder(tmp_path / "r1", {"id": "r1"})
-    assert third.claim().startswith("run id 'r1' already has a bundle at")
+    assert third.claim().startswith("run id 'r1' already has an interrupted run's bundle at")
     assert [json.loads(x)["type"] for x in (tmp_path / "r1" / "journal.jsonl").read_text().splitlines()] == [
         "run", "end"]
 

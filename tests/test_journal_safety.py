@@ -206,9 +206,11 @@ def test_a_second_run_with_the_same_run_id_is_refused_while_the_first_runs_and_a
                             "--hetero-run-id", "r1"], cwd=tmp_path, capture_output=True, text=True, timeout=120,
                            check=False)
     assert retry.returncode == 4, first_out
-    assert (f"pytest-hetero: run id 'r1' already has a bundle at {bundle} (a finished or interrupted run); give this "
-            f"run another --hetero-run-id, or rebuild an interrupted one with: hetero report --from-journal {bundle}"
+    # a finished bundle: the message must not send anyone to `report --from-journal` (it would discard sign-offs)
+    assert (f"pytest-hetero: run id 'r1' already has a finished bundle at {bundle} (signed or not, with any team "
+            "sign-offs: it is kept as it is); give this run another --hetero-run-id, or leave it out for a fresh one"
             ) in retry.stdout + retry.stderr
+    assert "--from-journal" not in retry.stdout + retry.stderr
 
 
 SLOW_WRITER = '''
@@ -324,6 +326,7 @@ def test_a_crafted_journal_cannot_make_report_write_outside_the_bundle_or_copy_a
     assert not list(tmp_path.rglob("ESCAPED*")) and not (bundle / "inputs").exists()
     matrix["name"] = "fine"
     (bundle / "journal.jsonl").write_text(json.dumps({"type": "run", "id": "r1"}) + "\n" + json.dumps(matrix) + "\n")
+    (bundle / "attestation.intoto.jsonl").unlink()  # a finished bundle is never rebuilt: unfinish it
     again = _hetero("report", "--from-journal", str(bundle))
     assert again.returncode == 0, again.stderr
     assert "pytest-hetero: matrix /etc/passwd not copied into the bundle:" in again.stderr
@@ -361,6 +364,7 @@ def test_a_lone_surrogate_in_evidence_renders_everywhere(tmp_path: Path) -> None
         rendered = _hetero("render", str(bundle), "--format", fmt)
         assert rendered.returncode == 0, rendered.stderr
         assert "(a lone surrogate)" in rendered.stdout
+    (bundle / "attestation.intoto.jsonl").unlink()  # a finished bundle is never rebuilt: unfinish it
     rebuilt = _hetero("report", "--from-journal", str(bundle))
     assert rebuilt.returncode == 0, rebuilt.stderr
 

@@ -50,6 +50,9 @@ def test_merge_two_unsigned_shards_covers_whole_matrix(pytester: pytest.Pytester
     assert main(["merge", str(one), str(two), "-o", str(out)]) == 2
     assert "bundle is not signed" in capsys.readouterr().err
     assert main(["merge", str(one), str(two), "-o", str(out), "--allow-unsigned"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == (  # the README's merge wrote an unsigned bundle silently
+        f"merged bundle {out} is UNSIGNED (the shards' signatures do not carry over; sign the merge with "
+        "--sign-key KEY)")
     merged = evidence(out)
     parts = [evidence(one), evidence(two)]
     assert sorted(i["nodeid"] for i in merged["items"]) == sorted(i["nodeid"] for p in parts for i in p["items"])
@@ -89,6 +92,7 @@ def test_signed_shards_are_verified_and_the_merge_is_re_signed(pytester: pytest.
     two = run_shard(pytester, "2/2", "--hetero-sign-key", str(key))
     out = pytester.path / "merged"
     assert main(["merge", str(one), str(two), "-o", str(out), "--key", str(pub), "--sign-key", str(key)]) == 0
+    assert "UNSIGNED" not in capsys.readouterr().out
     merged = evidence(out)
     assert [b["verification"] for b in merged["merge"]["bundles"]] == ["verified", "verified"]
     assert verify_bundle(out, [load_public_key(pub)]).ok

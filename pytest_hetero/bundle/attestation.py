@@ -215,14 +215,15 @@ def _signoff_refusal(bundle_dir: Path, message: str, hint: str = "") -> BundleEr
 
 
 def add_signoff(bundle_dir: Path, key: Ed25519PrivateKey, role: str, decision: str, text: str | None = None,
-                layers: list[str] | None = None) -> dict[str, Any]:
+                layers: list[str] | None = None, *, supersede: bool = False) -> dict[str, Any]:
     """Append ``role``'s sign-off, signed by ``key``, as a new line of the bundle's attestations;
     return its in-toto statement.
 
     ``layers`` defaults to every layer the role owns in the run predicate. Raises BundleError when
     the attestations do not read, the role owns no layer or not one asked for, the decision
     cannot stand over the layers' failures (:func:`decision_problem`), or this key already
-    signed for this role.
+    signed for this role and ``supersede`` is false (with it, the new line is the key's later decision:
+    verification counts only a key's latest sign-off, see ``signoff_check.current``).
     """
     from pytest_hetero.bundle.signing import PAYLOAD_TYPE, STATEMENT_TYPE, envelope_bytes, envelope_for, keyid
 
@@ -248,12 +249,18 @@ def add_signoff(bundle_dir: Path, key: Ed25519PrivateKey, role: str, decision: s
     kid = keyid(key.public_key())
     for other in lines[1:]:
         if other.predicate.get("role") == role and any(s.get("keyid") == kid for s in other.signatures):
-            raise _signoff_refusal(bundle_dir, f"key {kid[:16]}… already signed for role {role!r}")
+            if not supersede:
+                raise _signoff_refusal(
+                    bundle_dir, f"key {kid[:16]}… already signed for role {role!r} "
+                    f"({other.predicate.get('decision')!r} at {other.predicate.get('signed_at')})",
+                    "to record a later decision that supersedes it (the earlier line stays, superseded), sign "
+                    "again with --supersede")
     statement = {"_type": STATEMENT_TYPE,
                  "subject": [{"name": STATEMENT, "digest": {"sha256": hashlib.sha256(run.payload).hexdigest()}}],
                  "predicateType": SIGNOFF_PREDICATE_TYPE,
                  "predicate": signoff_predicate(run.statement, role, chosen, decision, text)}
-    payload = json.dumps(statement, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    payload = json.dumps(statement, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+                         allow_nan=False).encode("utf-8")
     line = envelope_bytes(envelope_for(payload, key))
     fd = os.open(bundle_dir / ATTESTATION, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW)
     try:

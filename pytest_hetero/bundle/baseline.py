@@ -19,6 +19,7 @@ import math
 from typing import Any
 
 from pytest_hetero.errors import BundleError, HeteroError
+from pytest_hetero.evidence.inputs import input_digests
 from pytest_hetero.vocab import BLOCKING
 
 FAILING = BLOCKING
@@ -133,8 +134,11 @@ def _identities(evidence: dict[str, Any]) -> dict[tuple[str, str], tuple[str, st
 
 def input_changes(old: dict[str, Any], new: dict[str, Any]) -> list[dict[str, Any]]:
     """What the run was given that differs from the baseline's: model and data-set versions (or, at the same
-    version, their sha256) as the model items recorded them, and each matrix file's sha256. Returns
-    ``[{"what": "model"|"dataset"|"matrix", "name", "old", "new"}]`` sorted; ``old``/``new`` None when absent."""
+    version, their sha256) as the model items recorded them, each matrix file's sha256, and the digests of
+    each model's code folder and each data set's acceptance rules (``code``/``rules``, named
+    ``<matrix>/<model or data set>``: :func:`~pytest_hetero.evidence.inputs.input_digests`). Returns
+    ``[{"what": "model"|"dataset"|"matrix"|"code"|"rules", "name", "old", "new"}]`` sorted; ``old``/``new``
+    None when absent."""
     a, b = _identities(old), _identities(new)
     out = []
     for key in sorted(set(a) & set(b)):
@@ -148,6 +152,9 @@ def input_changes(old: dict[str, Any], new: dict[str, Any]) -> list[dict[str, An
     mb = {m["name"]: m.get("sha256") for m in new.get("matrices", [])}
     out += [{"what": "matrix", "name": name, "old": f"sha256 {str(ma[name])[:12]}…",
              "new": f"sha256 {str(mb[name])[:12]}…"} for name in sorted(set(ma) & set(mb)) if ma[name] != mb[name]]
+    da, db = input_digests(old), input_digests(new)
+    out += [{"what": key[1], "name": f"{key[0]}/{key[2]}", "old": f"sha256 {da[key][:12]}…",
+             "new": f"sha256 {db[key][:12]}…"} for key in sorted(set(da) & set(db)) if da[key] != db[key]]
     return out
 
 

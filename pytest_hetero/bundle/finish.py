@@ -112,6 +112,7 @@ def publish(hook: Any, evidence: dict[str, Any], settings: Settings, inputs: Run
         _call(hook.pytest_hetero_amend_evidence, failed, evidence=evidence, settings=settings, inputs=inputs)
         inputs.keep(evidence, bundle)
         evidence["inputs"] = inputs.section
+        _inputs_evidence(evidence, inputs)
         inputs.written[EVIDENCE] = write_evidence(bundle, evidence)
         _record_journal(bundle, inputs)
         written: list[Any] = []
@@ -121,6 +122,28 @@ def publish(hook: Any, evidence: dict[str, Any], settings: Settings, inputs: Run
         _call(hook.pytest_hetero_bundle_finished, failed, evidence=evidence, bundle_dir=bundle, settings=settings,
               inputs=inputs)
     return failed
+
+
+def _inputs_evidence(evidence: dict[str, Any], inputs: RunInputs) -> None:
+    """Put what keeping the inputs found into ``evidence``: inputs that could not be kept
+    (``inputs_not_kept``, also signed in the predicate: verification fails on it) and inputs that changed
+    while the run used them (a ``not_proven`` entry per item that used one, so the verdict is at best
+    ``incomplete``); both also as ``warnings``."""
+    from pytest_hetero.evidence.untested import INPUTS_PART, summarise
+
+    warnings = evidence.setdefault("warnings", [])
+    evidence["inputs_not_kept"] = list(inputs.problems)
+    warnings += [f"input not kept in the bundle: {p}" for p in inputs.problems]
+    if not inputs.changed:
+        return
+    untested = evidence["untested"]
+    for change in inputs.changed:
+        warnings.append(change["reason"])
+        layer = {"code": "model", "acceptance": "business"}[change["input"]]
+        untested.setdefault("not_proven", []).extend(
+            {"nodeid": n, "layer": layer, "part": INPUTS_PART, "reason": change["reason"]} for n in change["nodeids"])
+    leftovers = (evidence.get("cleanup") or {}).get("leftovers") or []
+    evidence["summary"]["verdict"] = summarise(evidence["items"], untested, leftovers)["verdict"]
 
 
 def _start_finish(bundle: Path) -> set[str]:
@@ -281,6 +304,7 @@ def finish_bundle(evidence: dict[str, Any], bundle_dir: Path, key_path: Path | N
         predicate["journal"] = evidence.get("journal")
         predicate["inputs"] = evidence.get("inputs", {})
         predicate["unrecorded_files"] = aside
+        predicate["inputs_not_kept"] = evidence.get("inputs_not_kept") or []
         statement_bytes = write_statement(bundle_dir, build_statement(subjects, predicate), key)
     from pytest_hetero.bundle.vsa import write_vsas
 

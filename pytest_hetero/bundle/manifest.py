@@ -41,7 +41,7 @@ _CHUNK = 1 << 20
 class Problem:
     """One verification failure: ``path`` (bundle-relative file, or a signature's keyid), ``kind``
     (modified, missing, extra, order, malformed, unsafe, signature, unknown_key, predicate,
-    subject, role, unsigned) and a human ``detail``."""
+    subject, role, unsigned, stale, not_kept) and a human ``detail``."""
 
     path: str
     kind: str
@@ -168,7 +168,8 @@ def manifest_bytes(manifest: dict[str, Any]) -> bytes:
     if set(manifest) != {"algorithm", "files", "schema"} or not isinstance(entries, list) or not entries or not all(
             isinstance(e, dict) and len(e) == 3 and isinstance(e.get("path"), str) and isinstance(e.get("sha256"), str)
             and type(e.get("size")) is int for e in entries):
-        return (json.dumps(manifest, sort_keys=True, indent=1, ensure_ascii=False) + "\n").encode("utf-8")
+        return (json.dumps(manifest, sort_keys=True, indent=1, ensure_ascii=False, allow_nan=False)
+                + "\n").encode("utf-8")
     dumps = json.JSONEncoder(ensure_ascii=False).encode
     body = "\n  },\n  {\n".join(f'   "path": {dumps(e["path"])},\n   "sha256": {dumps(e["sha256"])},\n   "size": '
                                  f'{e["size"]}' for e in entries)

@@ -208,7 +208,7 @@ def sign_policy(path: Path, key: Ed25519PrivateKey) -> Path:
 
     parse_policy(data, path, frozenset({keyid(key.public_key())}))
     out = Path(str(path) + SIGNATURE_SUFFIX)
-    out.write_text(json.dumps(policy_envelope(data, key), sort_keys=True) + "\n", encoding="ascii")
+    out.write_text(json.dumps(policy_envelope(data, key), sort_keys=True, allow_nan=False) + "\n", encoding="ascii")
     return out
 
 

@@ -166,11 +166,17 @@ def hash_fd(fd: int, limit: int) -> tuple[str, int]:
     return digest.hexdigest(), size
 
 
+def _no_constant(token: str) -> Any:
+    """``json.loads`` hook for the non-standard tokens NaN, Infinity and -Infinity: refuses them."""
+    raise ValueError(f"non-standard token {token} (RFC 8259 has no NaN or Infinity)")
+
+
 def loads_bounded(data: bytes, what: str) -> Any:
-    """Parse ``data`` as UTF-8 JSON. Raises :class:`Unreadable` (``malformed``) naming ``what`` for
-    bytes that are not UTF-8 JSON and for nesting deeper than the parser's recursion limit."""
+    """Parse ``data`` as UTF-8 JSON (RFC 8259). Raises :class:`Unreadable` (``malformed``) naming ``what`` for
+    bytes that are not UTF-8 JSON, for ``NaN``/``Infinity``/``-Infinity`` (not JSON; the gate never writes
+    them) and for nesting deeper than the parser's recursion limit."""
     try:
-        return json.loads(data.decode("utf-8"))
+        return json.loads(data.decode("utf-8"), parse_constant=_no_constant)
     except UnicodeDecodeError:
         raise Unreadable("malformed", f"{what} is not UTF-8") from None
     except RecursionError:

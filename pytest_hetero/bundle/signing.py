@@ -140,7 +140,7 @@ def load_public_key(path: Path) -> Ed25519PublicKey:
 
 def canonical(obj: Any) -> bytes:
     """Deterministic JSON bytes: sorted keys, no spaces, UTF-8."""
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode("utf-8")
 
 
 def build_predicate(evidence: dict[str, Any], owners: dict[str, dict[str, str]],
@@ -167,8 +167,8 @@ def build_predicate(evidence: dict[str, Any], owners: dict[str, dict[str, str]],
     run = evidence["run"]
     return {
         "tool": {"name": "pytest-hetero", "version": run.get("tool_version", __version__)},
-        "run": {k: run.get(k) for k in ("id", "started_at", "finished_at", "exit_status", "interrupted",
-                                        "git_commit", "host", "profile")},
+        "run": {k: run.get(k) for k in ("id", "started_at", "finished_at", "finished_at_recovered", "exit_status",
+                                        "interrupted", "git_commit", "host", "profile")},
         "matrices": [{"name": m["name"], "sha256": m["sha256"]} for m in evidence["matrices"]],
         "owners": owners,
         "target": evidence["target"],
@@ -222,7 +222,7 @@ def envelope_bytes(envelope: dict[str, Any]) -> bytes:
     """The DSSE envelope as written to ``attestation.intoto.jsonl``: one line of compact JSON with
     sorted keys (ASCII), then a newline. :func:`~pytest_hetero.bundle.verify.verify_bundle` expects exactly
     these bytes."""
-    return json.dumps(envelope, sort_keys=True, separators=(",", ":")).encode("ascii") + b"\n"
+    return json.dumps(envelope, sort_keys=True, separators=(",", ":"), allow_nan=False).encode("ascii") + b"\n"
 
 
 def write_envelope(bundle_dir: Path, envelope: dict[str, Any]) -> None:
@@ -235,7 +235,7 @@ def write_envelope(bundle_dir: Path, envelope: dict[str, Any]) -> None:
 
 def write_statement(bundle_dir: Path, statement: dict[str, Any], key: Ed25519PrivateKey | None) -> bytes:
     """Write ``statement.intoto.json`` (the exact payload bytes) and its envelope; return the bytes."""
-    data = json.dumps(statement, sort_keys=True, indent=1, ensure_ascii=False).encode("utf-8") + b"\n"
+    data = json.dumps(statement, sort_keys=True, indent=1, ensure_ascii=False, allow_nan=False).encode("utf-8") + b"\n"
     (bundle_dir / STATEMENT).write_bytes(data)
     write_envelope(bundle_dir, envelope_for(data, key))
     return data

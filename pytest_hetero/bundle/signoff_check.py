@@ -3,7 +3,8 @@
 :func:`check_signoffs` turns each sign-off line of ``attestation.intoto.jsonl`` (see
 :mod:`pytest_hetero.bundle.attestation`) into a :class:`SignOff`: who signed (keyid, and the people's
 names from the policy), what (role, layers, decision, conditions, time) and whether it is verified,
-with the reason when not. :func:`role_state` folds a role's verified sign-offs into one state.
+with the reason when not. :func:`role_state` folds a role's verified sign-offs into one state, a key's later sign-off
+superseding its earlier ones.
 ``hetero verify`` and the sign-off view (:mod:`pytest_hetero.bundle.signoff`) both use it.
 """
 
@@ -54,10 +55,23 @@ class SignOff:
                 "why_unverified": self.why_unverified, "layers": list(self.layers)}
 
 
+def current(signed: list[SignOff]) -> list[SignOff]:
+    """The verified sign-offs of ``signed`` that stand: of several by one key (``hetero sign --supersede``),
+    only the latest (by its signed ``signed_at``, then line) counts; the earlier are superseded."""
+    latest: dict[str, SignOff] = {}
+    for s in signed:
+        if s.verified:
+            prev = latest.get(s.keyid)
+            if prev is None or (s.signed_at or "", s.line) >= (prev.signed_at or "", prev.line):
+                latest[s.keyid] = s
+    return sorted(latest.values(), key=lambda s: s.line)
+
+
 def role_state(signed: list[SignOff]) -> str:
-    """A role's state from its sign-offs (only verified ones count): ``pending``, ``rejected`` (any
-    reject), ``accepted_with_known_failures``, ``accepted_with_conditions`` or ``accepted``."""
-    decisions = {s.decision for s in signed if s.verified}
+    """A role's state from its sign-offs (only verified ones that stand count, see :func:`current`):
+    ``pending``, ``rejected`` (any reject), ``accepted_with_known_failures``, ``accepted_with_conditions``
+    or ``accepted``."""
+    decisions = {s.decision for s in current(signed)}
     for decision, state in (("reject", "rejected"), ("accept-with-known-failures", "accepted_with_known_failures"),
                             ("accept-with-conditions", "accepted_with_conditions"), ("accept", "accepted")):
         if decision in decisions:

@@ -53,7 +53,7 @@ from pytest_hetero.bundle.signing import (
     legacy_keyid,
     pae,
 )
-from pytest_hetero.bundle.signoff_check import SignOff, check_signoffs, role_state
+from pytest_hetero.bundle.signoff_check import SignOff, check_signoffs, current, role_state
 from pytest_hetero.errors import BundleError, Location
 
 if TYPE_CHECKING:
@@ -78,7 +78,7 @@ _HEX = re.compile(r"[0-9a-f]*")
 class Verification:
     """Result of :func:`verify_bundle`: ``problems`` (empty = verified); the trusted ``run_signers``;
     every ``signoffs`` line as checked; the run ``statement`` (None when unreadable); ``run``
-    ``{"id", "verdict", "finished_at"}`` from the signed predicate; the number of manifest
+    ``{"id", "verdict", "finished_at", "finished_at_recovered"}`` from the signed predicate; the number of manifest
     ``files`` checked; the ``policy`` sign-offs were checked against (None: not checked)."""
 
     problems: list[Problem] = field(default_factory=list)
@@ -180,7 +180,8 @@ def _check_statement(statement: dict[str, Any], result: Verification) -> dict[st
         result.problems.append(Problem(ATTESTATION, "predicate", "the predicate has no run section"))
     else:
         run = predicate["run"]
-        result.run = {"id": run.get("id"), "verdict": predicate.get("verdict"), "finished_at": run.get("finished_at")}
+        result.run = {"id": run.get("id"), "verdict": predicate.get("verdict"), "finished_at": run.get("finished_at"),
+                      "finished_at_recovered": run.get("finished_at_recovered") is True}
     return _subjects(statement, result)
 
 
@@ -192,14 +193,17 @@ def _read_attestations(bundle_dir: Path, result: Verification) -> list[Attestati
         return None
 
 
-def _verify_run(bundle_dir: Path, keys: dict[str, Ed25519PublicKey],
-                result: Verification) -> tuple[list[Attestation], dict[str, str]] | None:
-    """Steps 1-3: the run's attestation, signature and statement; None when it failed (then stop)."""
+def _verify_run(bundle_dir: Path, keys: dict[str, Ed25519PublicKey], result: Verification,
+                any_signer: bool = False) -> tuple[list[Attestation], dict[str, str]] | None:
+    """Steps 1-3: the run's attestation, signature and statement; None when it failed (then stop).
+    ``any_signer``: a signature by a key not in ``keys`` is not a problem (it is not checked)."""
     lines = _read_attestations(bundle_dir, result)
     if lines is None:
         return None
     run = lines[0]
     check_run_signature(run, keys, result)
+    if any_signer:
+        result.problems = [p for p in result.problems if p.kind != "unknown_key"]
     if result.problems:
         return None
     result.statement = run.statement
@@ -378,19 +382,22 @@ def _require(result: Verification, require_roles: list[str] | tuple[str, ...]) -
         if state == "pending":
             result.problems.append(Problem(f"role {role}", "role", "required sign-off is missing (pending)"))
         elif state == "rejected":
-            who = "; ".join(f"{', '.join(s.names)}: {s.conditions}" for s in mine if s.decision == "reject")
+            who = "; ".join(f"{', '.join(s.names)}: {s.conditions}" for s in current(mine) if s.decision == "reject")
             result.problems.append(Problem(f"role {role}", "role", f"rejected by {who}"))
 
 
 def verify_bundle(bundle_dir: Path, public_keys: list[Ed25519PublicKey],
                   require_roles: list[str] | tuple[str, ...] = (), *, policy: TrustPolicy | None = None,
-                  max_age_s: float | None = None, now: datetime | None = None) -> Verification:
+                  max_age_s: float | None = None, now: datetime | None = None,
+                  any_signer: bool = False) -> Verification:
     """Verify ``bundle_dir`` (steps in the module docstring) against the trusted run keys
     ``public_keys`` (plus the policy's gate keys) and, when given, the trust ``policy``.
 
     ``require_roles``: each must have a verified, non-rejecting sign-off (needs ``policy``).
     ``max_age_s``: the signed run must have finished at most this many seconds before ``now``
-    (default: the current UTC time). Never raises for bundle content; returns every problem.
+    (default: the current UTC time). ``any_signer``: a run signed by a key not trusted here is not a
+    problem (``hetero sign`` without a gate key: every other step still runs). Never raises for bundle
+    content; returns every problem.
     """
     result = Verification(policy=policy)
     try:
@@ -399,7 +406,7 @@ def verify_bundle(bundle_dir: Path, public_keys: list[Ed25519PublicKey],
     except OSError:
         result.problems.append(Problem(str(bundle_dir), "missing", "not a bundle folder"))
         return result
-    verified = _verify_run(bundle_dir, gate_keys(public_keys, policy), result)
+    verified = _verify_run(bundle_dir, gate_keys(public_keys, policy), result, any_signer)
     if verified is None:
         return result
     lines, subjects = verified
@@ -413,6 +420,10 @@ def verify_bundle(bundle_dir: Path, public_keys: list[Ed25519PublicKey],
             result.problems.append(Problem(name, "modified", "the manifest's digest is not the signed statement's "
                                                              "subject digest" if name in listed else
                                            "subject of the signed statement is not listed in the manifest"))
+    not_kept = (lines[0].statement.get("predicate") or {}).get("inputs_not_kept")
+    if isinstance(not_kept, list) and not_kept:
+        result.problems.append(Problem("inputs", "not_kept", f"{len(not_kept)} input(s) the run used are not in the "
+                                       f"bundle (signed in the statement): {str(not_kept[0])[:300]}"))
     signoffs, problems = check_signoffs(lines[1:], result.payload_sha256, lines[0].statement, policy)
     result.signoffs = signoffs
     result.problems.extend(problems)

@@ -306,6 +306,14 @@ def _add_signing(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-
                                                 "(required for every decision but accept)")
     p.add_argument("--layer", action="append", choices=LAYERS,
                    help="layer to vouch for (repeatable; default: every layer the role owns)")
+    p.add_argument("--gate-key", action="append", default=[], metavar="PUB",
+                   help="run-signing public key the bundle must verify against before it is signed (repeatable; "
+                        "also $HETERO_TRUST_KEYS); without one, the bundle's files are still checked against its "
+                        "signed statement")
+    p.add_argument("--unverified", action="store_true",
+                   help="sign even though the bundle does not verify (unsigned, tampered); the refusal says why")
+    p.add_argument("--supersede", action="store_true",
+                   help="record a later decision of this key for this role; the earlier sign-off stays, superseded")
     p.set_defaults(func=_run_sign)
 
     p = sub.add_parser("sign-policy", help="sign a trust policy with the gate key (writes POLICY.dsse.json)")

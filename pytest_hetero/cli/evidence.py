@@ -14,7 +14,8 @@ do not authenticate are rejected and named. For an unsigned run the journal key 
 process, so recovery cannot tell the gate's lines from lines another process appended: it says so
 (``journal.authenticated`` false, in evidence.json and the statement), still refusing two lines
 that disagree about one item. The journal is locked while it is rebuilt; a run still writing it is
-refused.
+refused, and so is a finished bundle (one with ``attestation.intoto.jsonl``): a rebuild would discard its
+signature and team sign-offs.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_hetero.bundle.finish import TamperDetected, publish
+from pytest_hetero.bundle.manifest import ATTESTATION
 from pytest_hetero.errors import HeteroError
 from pytest_hetero.evidence.inputs import RunInputs
 from pytest_hetero.evidence.journal import JournalKey
@@ -54,10 +56,33 @@ def key_recovery(sign_key: Path | None) -> Any:
     return recover
 
 
+def finished(bundle: Path) -> str | None:
+    """Why ``bundle`` must not be rebuilt, or None: a finished bundle (its ``attestation.intoto.jsonl``,
+    written last, exists) holds the run's signature and any team sign-offs, which a rebuild would replace."""
+    path = bundle / ATTESTATION
+    try:
+        lines = sum(1 for line in path.read_bytes().splitlines() if line.strip())
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        why = exc.strerror
+    else:
+        why = f"{lines} line(s): the run's signature and {max(lines - 1, 0)} team sign-off(s)"
+    return (f"{bundle} is a finished bundle ({ATTESTATION} exists, {why}); rebuilding it from its journal would "
+            "replace the run's signature and discard every sign-off")
+
+
 def run(args: argparse.Namespace) -> int:
     """Assemble, finish and sign; print the summary and what the journal lost. Exit 0 ok, 1 evidence
-    tampering was found and kept out, 2 unreadable or refused journal, bad key; 130 interrupted."""
+    tampering was found and kept out, 2 unreadable or refused journal, a finished bundle (refused: see
+    :func:`finished`), bad key; 130 interrupted."""
     bundle = args.from_journal.resolve()
+    refused = finished(bundle)
+    if refused is not None:
+        print(f"hetero report: {refused}\n  hint: nothing to recover; check it with: hetero verify {bundle} --key "
+              "GATE.pub (to rebuild it anyway, copy the folder and remove the copy's "
+              f"{ATTESTATION}: the copy starts unsigned, with no sign-offs)", file=sys.stderr)
+        return 2
     try:
         lock = lock_journal(bundle)
     except HeteroError as exc:

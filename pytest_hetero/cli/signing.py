@@ -41,18 +41,43 @@ def _keygen(args: argparse.Namespace) -> int:
     return 0
 
 
+def _sign_check(bundle: Path, gate: list[str]) -> tuple[list[str], bool]:
+    """What makes ``bundle`` unfit to be signed (``hetero verify``'s problems; without a trusted gate key,
+    every problem but the run signer's key being unknown), and whether the run signer was checked."""
+    from pytest_hetero.bundle.verify import trusted_keys, verify_bundle
+
+    keys = trusted_keys([Path(k) for k in gate])
+    result = verify_bundle(bundle, keys, any_signer=not keys)
+    return [str(p) for p in result.problems], bool(keys)
+
+
 def _sign(args: argparse.Namespace) -> int:
     from pytest_hetero.bundle.attestation import add_signoff
     from pytest_hetero.bundle.safeio import printable_name
     from pytest_hetero.bundle.signing import keyid, load_private_key
 
     key = load_private_key(Path(args.key))
-    statement = add_signoff(Path(args.bundle), key, args.role, args.decision, args.text, args.layer or None)
+    problems, trusted = _sign_check(Path(args.bundle), args.gate_key)
+    if problems and not args.unverified:
+        for problem in problems:
+            print(printable_name(f"FAIL {problem}"), file=sys.stderr)
+        raise HeteroError(f"refusing to sign {args.bundle}: it does not verify ({len(problems)} problem(s) above); "
+                          "a sign-off vouches for what the bundle proves",
+                          hint="sign a bundle that verifies (hetero verify BUNDLE --key GATE.pub); to sign this one "
+                               "anyway, say so with --unverified")
+    statement = add_signoff(Path(args.bundle), key, args.role, args.decision, args.text, args.layer or None,
+                            supersede=args.supersede)
     claim = statement["predicate"]
     text = f": {claim['conditions']}" if claim["conditions"] else ""
     print(printable_name(f"signed {args.bundle} as {claim['role']} for {', '.join(claim['layers'])}: "
                          f"{claim['decision']}{text}; key {keyid(key.public_key())} at {claim['signed_at']} "
                          f"(run {claim['run']['id']}, verdict {claim['run']['verdict']})"))
+    if problems:
+        print(printable_name(f"warning: signed although the bundle does not verify (--unverified): {problems[0]}"
+                             + (f" and {len(problems) - 1} more" if len(problems) > 1 else "")), file=sys.stderr)
+    elif not trusted:
+        print("note: the bundle's files match its signed statement; the run's signer was not checked (no --gate-key "
+              "or $HETERO_TRUST_KEYS)", file=sys.stderr)
     return 0
 
 
@@ -144,8 +169,11 @@ def _verify(args: argparse.Namespace) -> int:
         print(f"verification FAILED: {len(result.problems)} problem(s) in {printable_name(args.bundle)}")
         return 1
     run = result.run
+    recovered = " (recovered: the time of the journal's last line; the run ended without writing its end)" \
+        if run.get("finished_at_recovered") else ""
     print(printable_name(f"OK {args.bundle}: run {run.get('id')}, verdict {str(run.get('verdict')).upper()}, "
-                         f"finished {run.get('finished_at')}; {result.files} files match the manifest; run signed by "
+                         f"finished {run.get('finished_at')}{recovered}; {result.files} files match the manifest; "
+                         "run signed by "
                          f"{', '.join(k[:16] + '…' for k in result.run_signers)}"))
     for line in _signoff_lines(result):
         print(printable_name(line))
@@ -225,7 +253,8 @@ def _guard(func: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Name
 keygen = _guard(_keygen)
 """``hetero keygen KEY [--pub PUB]``."""
 sign = _guard(_sign)
-"""``hetero sign BUNDLE --key KEY --role ROLE --decision D [--text TEXT] [--layer L]…``."""
+"""``hetero sign BUNDLE --key KEY --role ROLE --decision D [--text TEXT] [--layer L]… [--gate-key PUB]…
+[--unverified] [--supersede]``: the bundle must verify first (exit 2 naming each problem), unless --unverified."""
 sign_policy = _guard(_sign_policy)
 """``hetero sign-policy POLICY --key GATE_KEY``."""
 verify = _guard(_verify)

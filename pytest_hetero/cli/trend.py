@@ -29,7 +29,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     data = trend(nights)
     if args.format == "json":
-        text = json.dumps(data, indent=1, ensure_ascii=False) + "\n"
+        text = json.dumps(data, indent=1, ensure_ascii=False, allow_nan=False) + "\n"
     elif args.format == "html":
         text = render_trend_html(data, args.limit)
     else:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_hetero import LAYERS
-from pytest_hetero.errors import HeteroError, Location, MatrixError
+from pytest_hetero.errors import HeteroError, MatrixError
 
 if TYPE_CHECKING:
     from pytest_hetero.matrix.expand import Plan
@@ -33,7 +33,9 @@ def scheduling_per_image(matrix: Matrix, hook: Any, backend: str | None = None) 
     name = backend or matrix.backend
     cls = hook.pytest_hetero_backend(name=name)
     if cls is None:
-        raise MatrixError(f"unknown backend '{name}'", Location(str(matrix.path), 0, 0, "spec.target.backend"),
+        from pytest_hetero.matrix.load import backend_location
+
+        raise MatrixError(f"unknown backend '{name}'", backend_location(matrix.path, name, matrix.backend),
                           f"use one of {', '.join(BACKENDS)}, or install the plugin that provides it")
     return bool(cls.scheduling_per_image)
 
@@ -279,7 +281,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         print(exc.render(), file=sys.stderr)
         return 2
     if args.json:
-        print(json.dumps(rep, indent=1, sort_keys=True))
+        print(json.dumps(rep, indent=1, sort_keys=True, allow_nan=False))
     else:
         _print_plan(rep, sys.stdout)
     return 0
@@ -308,7 +310,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
         return 2
     diff["verification"] = vo if vo == vn else f"{vo}/{vn}"
     if args.json:
-        print(json.dumps(diff, indent=1, sort_keys=True))
+        print(json.dumps(diff, indent=1, sort_keys=True, allow_nan=False))
     else:
         print("\n".join(diff_lines(diff, limit=10**9)))
     return 1 if diff["gate"]["failed"] else 0
@@ -332,4 +334,7 @@ def cmd_merge(args: argparse.Namespace) -> int:
     for b in evidence["merge"]["bundles"]:
         note = " (accepted with --allow-unsigned)" if b["verification"] != "verified" else ""
         print(f"  {b['path']}: shard {b['shard'] or '-'}, {b['verification']}{note}")
+    if args.sign_key is None:
+        print(f"merged bundle {args.output} is UNSIGNED (the shards' signatures do not carry over; sign the merge "
+              "with --sign-key KEY)")
     return 0

@@ -93,6 +93,60 @@ def _walk(root: Path, bundle_dir: Path | None = None) -> tuple[list[tuple[str, o
     return sorted(found, key=lambda f: f[0].encode("utf-8", "surrogateescape")), sorted(bundles)
 
 
+USED = "inputs.used"
+"""Record kind of an input digested when an item used it: ``{"input": "code"|"acceptance", "path", "sha256"}``
+(``sha256`` of the code folder's ``sha256sum`` listing, or of the acceptance file; None with ``error`` when
+it could not be read). The finish compares the bundle's copies against these."""
+_LISTED: dict[str, tuple[tuple[tuple[str, int, int], ...], str]] = {}
+"""Code folders digested in this process: path → (stat signature of its files, listing sha256)."""
+
+
+def code_digest(root: Path) -> str:
+    """sha256 (hex) of the ``sha256sum`` listing of the code folder ``root``, exactly as the bundle's
+    ``code/<model>.sha256sum`` lists it (every regular file, links left out, SKIPPED_DIRS skipped). Files
+    are hashed again only when a file's size or modification time changed since this process last
+    listed the folder. Raises OSError when the folder cannot be read."""
+    files, _ = _walk(root)
+    stats = [(rel, entry.stat(follow_symlinks=False)) for rel, entry in files if not entry.is_symlink()]
+    signature = tuple((rel, st.st_size, st.st_mtime_ns) for rel, st in stats)
+    known = _LISTED.get(str(root))
+    if known is not None and known[0] == signature:
+        return known[1]
+    lines = [f"{_digest(root / rel) if st.st_size <= DIGEST_FILE_LIMIT else '-'}  {rel}\n" for rel, st in stats]
+    digest = hashlib.sha256("".join(lines).encode("utf-8", "surrogateescape")).hexdigest()
+    _LISTED[str(root)] = (signature, digest)
+    return digest
+
+
+def used_inputs(evidence: Mapping[str, Any]) -> dict[str, dict[str, list[str]]]:
+    """``{path: {sha256: [nodeid…]}}`` of the inputs items recorded using (:data:`USED` records)."""
+    out: dict[str, dict[str, list[str]]] = {}
+    for item in evidence.get("items", []):
+        for record in item.get("records", []):
+            if record.get("kind") == USED:
+                data = record.get("data") or {}
+                out.setdefault(str(data.get("path")), {}).setdefault(str(data.get("sha256")), []).append(
+                    str(item.get("nodeid")))
+    return out
+
+
+def input_digests(evidence: Mapping[str, Any]) -> dict[tuple[str, str, str], str]:
+    """``{(matrix name, "code"|"rules", model or dataset name): sha256}`` of the code folders and acceptance
+    files a run used: the digest items recorded when they used them (:data:`USED`), else the one the
+    bundle's ``inputs`` section kept (bundles written before items recorded it)."""
+    used = {path: sorted(digests) for path, digests in used_inputs(evidence).items()}
+    out: dict[tuple[str, str, str], str] = {}
+    for matrix, section in (evidence.get("inputs") or {}).items():
+        if not isinstance(section, dict):
+            continue
+        for kind, group in (("code", section.get("code")), ("rules", section.get("acceptance"))):
+            for name, entry in (group or {}).items():
+                if isinstance(entry, dict):
+                    seen = used.get(str(entry.get("path")))
+                    out[(str(matrix), kind, str(name))] = ",".join(seen) if seen else str(entry.get("sha256"))
+    return out
+
+
 class RunInputs:
     """The run's matrices by journal entry (``{"path", "prefix", "name", "sha256"}``, as in
     evidence.json's ``matrices`` list and the journal's ``matrix`` lines).
@@ -115,6 +169,10 @@ class RunInputs:
         """What assembly read from the journal (lines kept, lost, rejected), set by ``assemble``."""
         self.problems: list[str] = []
         """Inputs that could not be kept, one line each (also written to stderr)."""
+        self._used: dict[str, dict[str, list[str]]] = {}
+        self.changed: list[dict[str, Any]] = []
+        """Inputs whose bytes at the finish are not those an item used (``{"path", "input", "nodeids",
+        "reason"}``), see :meth:`keep`."""
         self.before: set[str] = set()
         """Bundle paths present when the finish began (a file absent from it was added by the finish)."""
         self.held_signals: list[int] = []
@@ -182,8 +240,11 @@ class RunInputs:
         ``inputs/<name>/`` (see the module docstring); return and remember in :attr:`kept` ``[(bundle
         path, statement digest)]`` of the matrix copies, fill :attr:`section` and :attr:`written`.
         What cannot be kept (unreadable, not a valid matrix, an unsafe name) is reported on stderr,
-        noted in :attr:`problems` and left out."""
+        noted in :attr:`problems` and left out. A code folder or acceptance file whose digest at the
+        finish is not the one an item recorded when it used it (:data:`USED`) is kept as found, its entry
+        says ``used_sha256`` and ``changed_during_run``, and :attr:`changed` names it."""
         self.kept = []
+        self._used = used_inputs(evidence)
         for m in evidence["matrices"]:
             name = str(m.get("name"))
             if not NAME.fullmatch(name):
@@ -226,8 +287,9 @@ class RunInputs:
             except OSError as exc:
                 self._problem(f"cannot copy acceptance file {dataset.acceptance}: {exc.strerror}")
                 continue
-            out["acceptance"][dataset.name] = {"path": str(dataset.acceptance),
-                                               "sha256": hashlib.sha256(raw).hexdigest(), "copy": dest}
+            out["acceptance"][dataset.name] = self._compare(
+                {"path": str(dataset.acceptance), "sha256": hashlib.sha256(raw).hexdigest(), "copy": dest},
+                "acceptance")
         skip = {str(m.path) for m in matrix.models} | {str(d.path) for d in matrix.datasets}
         bundle_dir = folder.parent.parent
         first: dict[Path, str] = {}  # a code folder shared by many models is digested and copied once
@@ -238,13 +300,27 @@ class RunInputs:
                 out["code"][model.name] = {**out["code"][first[model.code]], "same_as": first[model.code]}
                 continue
             try:
-                out["code"][model.name] = self._keep_code(model.code, bundle_dir, f"{rel}/code/{model.name}", skip,
-                                                          redactor)
+                out["code"][model.name] = self._compare(self._keep_code(
+                    model.code, bundle_dir, f"{rel}/code/{model.name}", skip, redactor), "code")
             except OSError as exc:
                 self._problem(f"cannot copy code folder {model.code}: {exc.strerror}")
                 continue
             first[model.code] = model.name
         return out
+
+    def _compare(self, kept: dict[str, Any], what: str) -> dict[str, Any]:
+        """``kept`` (an input's entry, with ``path`` and ``sha256`` at the finish), flagged when items
+        recorded using other bytes (see :meth:`keep`)."""
+        used = self._used.get(kept["path"], {})
+        if used and set(used) != {kept["sha256"]}:
+            nodeids = sorted({n for ids in used.values() for n in ids})
+            kept = {**kept, "used_sha256": sorted(used), "changed_during_run": True}
+            reason = (f"the {what} {'folder' if what == 'code' else 'file'} {kept['path']} changed while the run "
+                      f"used it (used as sha256 {', '.join(d[:12] + '…' for d in sorted(used))}; at the finish "
+                      f"{kept['sha256'][:12]}…): the bundle's copy may not be what the items ran with")
+            self.changed.append({"path": kept["path"], "input": what, "nodeids": nodeids, "reason": reason})
+            sys.stderr.write(f"pytest-hetero: {reason}\n")
+        return kept
 
     def _keep_code(self, root: Path, bundle_dir: Path, dest: str, skip: set[str], redactor: Any) -> dict[str, Any]:
         """Digest every file of the code folder ``root`` into ``<dest>.sha256sum`` and copy those that fit
@@ -275,6 +351,7 @@ class RunInputs:
             copied += 1
             total += size
         listing = "".join(lines).encode("utf-8", "surrogateescape")
+        (bundle_dir / dest).parent.mkdir(parents=True, exist_ok=True)  # when no file was copied (finding 6)
         self.written[f"{dest}.sha256sum"] = write_atomic(bundle_dir / f"{dest}.sha256sum", listing)
         return {"path": str(root), "sha256": hashlib.sha256(listing).hexdigest(), "listing": f"{dest}.sha256sum",
                 "files": len(lines), "copied": copied, "bytes_copied": total, "left_out": left_out}

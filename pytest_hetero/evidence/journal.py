@@ -3,7 +3,8 @@
 Each line of ``journal.jsonl`` is one JSON object with a sequence number ``seq`` (0, 1, 2, … in the
 order the gate wrote them) and, last, ``mac``: HMAC-SHA256 (RFC 2104), keyed with the run's journal
 key, over the line's bytes without the ``mac`` member (the object up to its closing brace). The body
-is ``json.dumps(entry, sort_keys=True, separators=(",", ":"), ensure_ascii=True)``; the ``mac``
+is ``json.dumps(entry, sort_keys=True, separators=(",", ":"), allow_nan=False)`` (a NaN or ±Infinity
+becomes null: :func:`finite`); the ``mac``
 member is spliced in before the final ``}``, so the line stays one JSON object that any reader
 parses, and the authenticated bytes are recovered exactly by cutting the fixed-length suffix.
 
@@ -32,6 +33,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import math
 import re
 import secrets
 from collections.abc import Callable
@@ -98,10 +100,29 @@ def without_surrogates(obj: Any) -> Any:
     return obj
 
 
+def finite(obj: Any) -> Any:
+    """``obj`` (JSON-like: dicts, lists, scalars) with every NaN or ±Infinity float replaced by None.
+
+    RFC 8259 has no token for them (Python's ``json`` writes bare ``NaN``/``Infinity``, which ``JSON.parse``,
+    ``jq`` and Go reject), so the gate never writes one: a non-finite number in a record becomes null."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [finite(v) for v in obj]
+    return obj
+
+
 def _dumps(entry: dict[str, Any]) -> str:
-    text = json.dumps(entry, sort_keys=True, separators=(",", ":"), default=str)
+    try:
+        text = json.dumps(entry, sort_keys=True, separators=(",", ":"), default=str, allow_nan=False)
+    except ValueError:  # rare: a NaN or ±Infinity somewhere; only then walk the entry
+        entry = finite(entry)
+        text = json.dumps(entry, sort_keys=True, separators=(",", ":"), default=str, allow_nan=False)
     if _MAYBE_SURROGATE.search(text):  # rare: only then walk the entry
-        text = json.dumps(without_surrogates(entry), sort_keys=True, separators=(",", ":"), default=str)
+        text = json.dumps(without_surrogates(entry), sort_keys=True, separators=(",", ":"), default=str,
+                          allow_nan=False)
     return text
 
 

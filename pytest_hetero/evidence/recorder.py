@@ -61,9 +61,13 @@ def collision(bundle_dir: Path) -> str:
     if journal_locked(bundle_dir):
         return (f"run id {run_id!r} is in use: another session is writing {journal} right now; give each run its "
                 "own --hetero-run-id (or leave it out for a fresh one)")
-    return (f"run id {run_id!r} already has a bundle at {bundle_dir} (a finished or interrupted run); give this "
-            f"run another --hetero-run-id, or rebuild an interrupted one with: hetero report --from-journal "
-            f"{bundle_dir}")
+    if (bundle_dir / "attestation.intoto.jsonl").exists():
+        return (f"run id {run_id!r} already has a finished bundle at {bundle_dir} (signed or not, with any team "
+                "sign-offs: it is kept as it is); give this run another --hetero-run-id, or leave it out for a "
+                "fresh one")
+    return (f"run id {run_id!r} already has an interrupted run's bundle at {bundle_dir} (no "
+            f"attestation.intoto.jsonl); give this run another --hetero-run-id, or finish that one with: hetero "
+            f"report --from-journal {bundle_dir}")
 
 
 def journal_locked(bundle_dir: Path) -> bool:
@@ -399,6 +403,20 @@ def _journal_warnings(read: JournalRead) -> list[str]:
     return out
 
 
+def _last_time(entries: list[dict[str, Any]]) -> str | None:
+    """The latest time the journal ``entries`` state (the run's start, items' finish times, records' and
+    lines' ``at``): the finish time of a run that wrote no ``end`` line (killed), as far as its journal can
+    tell. ISO 8601 UTC strings of one format compare as times; None when no entry has one."""
+    times = [str(e["started_at"]) for e in entries if e["type"] == "run" and e.get("started_at")]
+    times += [str(e["at"]) for e in entries if isinstance(e.get("at"), str)]
+    for entry in entries:
+        evidence = entry.get("evidence") if entry["type"] == "item" else None
+        if isinstance(evidence, dict):
+            times += [str(evidence[k]) for k in ("started_at", "finished_at") if isinstance(evidence.get(k), str)
+                      and evidence[k]]
+    return max(times, default=None)
+
+
 def _assemble(bundle_dir: Path, inputs: RunInputs | None, key: JournalKey | None,
               recover: Callable[[dict[str, Any]], JournalKey | None] | None) -> dict[str, Any]:
     """Build the evidence document from the journal and return it (nothing is written).
@@ -453,7 +471,8 @@ def _assemble(bundle_dir: Path, inputs: RunInputs | None, key: JournalKey | None
     doc = {
         "schema": SCHEMA,
         "run": {**{k: v for k, v in run.items() if k not in ("type", "seq", "journal")},
-                "finished_at": end["at"] if end else None,
+                "finished_at": end["at"] if end else _last_time(entries),
+                "finished_at_recovered": end is None,
                 "exit_status": end["exit_status"] if end else None, "interrupted": interrupted,
                 "stopped": stopped},
         "matrices": matrices,
@@ -472,11 +491,11 @@ def _assemble(bundle_dir: Path, inputs: RunInputs | None, key: JournalKey | None
 
 def write_evidence(bundle_dir: Path, evidence: dict[str, Any]) -> tuple[str, int]:
     """Write ``evidence`` as ``bundle_dir/evidence.json`` (atomically: a temporary file, then a
-    rename), compact with sorted keys; return (hex sha256, size in bytes) of what was written.
-    Raises OSError when the folder cannot be written."""
+    rename), compact with sorted keys, RFC 8259 JSON; return (hex sha256, size in bytes) of what was written.
+    Raises OSError when the folder cannot be written, ValueError on a NaN or ±Infinity (never written)."""
     tmp = bundle_dir / (EVIDENCE + ".tmp")
     # compact: the C encoder is ~4x faster than indented output on 50,000-item runs
-    data = json.dumps(evidence, sort_keys=True, separators=(",", ":")).encode("utf-8")
+    data = json.dumps(evidence, sort_keys=True, separators=(",", ":"), allow_nan=False).encode("utf-8")
     tmp.write_bytes(data)
     tmp.replace(bundle_dir / EVIDENCE)
     return hashlib.sha256(data).hexdigest(), len(data)

@@ -48,6 +48,8 @@ NOT_PROVEN = "scope.not_proven"
 """Record kind a check uses for a part of its layer it could not prove although the item ran
 (data: ``layer``, ``part``, ``reason``), e.g. queue/quota admission on a Docker host."""
 ISOLATION_PART = "isolation of the code under test"
+INPUTS_PART = "the inputs the bundle keeps are the ones the run used"
+"""``not_proven`` part of an item whose code folder or acceptance file changed while the run used it."""
 """``part`` of the ``scope.not_proven`` record of a model run the engine could not confine: the code under
 test could have read the signing key and altered the evidence, so the run's verdict cannot be ``pass``."""
 MODELS_ISOLATION_PART = "isolation between model runs"
@@ -130,8 +132,9 @@ def summarise(items: list[dict[str, Any]], untested: dict[str, Any],
     dicts, kept in evidence's ``cleanup``): whatever passed, the platform is left with the run's
     workloads, and a gate reading ``pass`` would hide it; ``incomplete`` when nothing passed, the run
     was interrupted (an untested ``not_run`` exists), code under test ran unconfined (a
-    ``not_proven`` entry for :data:`ISOLATION_PART`) or model runs shared an unreset workload (one for
-    :data:`MODELS_ISOLATION_PART`); else ``pass``. An item a rerun plugin ran
+    ``not_proven`` entry for :data:`ISOLATION_PART`), model runs shared an unreset workload (one for
+    :data:`MODELS_ISOLATION_PART`) or an input changed while the run used it (:data:`INPUTS_PART`); else
+    ``pass``. An item a rerun plugin ran
     again counts by its last attempt (as pytest counts it); ``flaky`` names those that passed only
     after an earlier attempt failed or errored (their ``attempts`` keep every attempt).
     Returns ``{"by_layer": {layer: {status: n}}, "totals": {status: n}, "verdict": str,
@@ -155,7 +158,8 @@ def summarise(items: list[dict[str, Any]], untested: dict[str, Any],
     elif left:
         verdict = "not_clean"
     elif not totals.get("passed") or totals.get("not_run") or any(
-            p.get("part") in (ISOLATION_PART, MODELS_ISOLATION_PART) for p in untested.get("not_proven", [])):
+            p.get("part") in (ISOLATION_PART, MODELS_ISOLATION_PART, INPUTS_PART)
+            for p in untested.get("not_proven", [])):
         verdict = "incomplete"
     else:
         verdict = "pass"

@@ -13,10 +13,13 @@ model's outputs (``outputs_invalid``: a value null, not numeric, lists of incons
 from __future__ import annotations
 
 import difflib
+import hashlib
 import json
+from pathlib import Path
 from typing import Any
 
 from pytest_hetero.errors import CaseError
+from pytest_hetero.evidence.inputs import USED
 from pytest_hetero.layers.base import LayerBroken, LayerContext, LayerFailed, outputs_of
 from pytest_hetero.matrix.acceptance import NOT_EVALUABLE, evaluate, load_rules
 
@@ -28,10 +31,7 @@ def check(ctx: LayerContext) -> None:
     if dataset.acceptance is None:
         raise LayerFailed(f"dataset {dataset.name} has no acceptance rules; nothing to prove",
                           "no_rules", "business")
-    try:
-        rules = load_rules(dataset.acceptance)
-    except CaseError as exc:
-        raise LayerFailed(exc.render(), "bad_rules", "business") from None
+    rules = _rules(ctx, dataset.acceptance)
     depends = ctx.planned.depends_on or ()
     from pytest_hetero.layers.execution import repeats
 
@@ -72,6 +72,21 @@ def check(ctx: LayerContext) -> None:
                           else owners.pop())
     if unevaluable:
         raise not_evaluable(rules, unevaluable)
+
+
+def _rules(ctx: LayerContext, path: Path) -> list[dict[str, Any]]:
+    """The acceptance rules of ``path``, recorded with the file's digest as used (the bundle's copy, taken
+    at the finish, is checked against it). Raises LayerFailed (``bad_rules``) for a bad file."""
+    try:
+        used: str | None = hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        used = None  # load_rules says why
+    try:
+        rules = load_rules(path)
+    except CaseError as exc:
+        raise LayerFailed(exc.render(), "bad_rules", "business") from None
+    ctx.record(USED, input="acceptance", path=str(path), sha256=used)
+    return rules
 
 
 def not_evaluable(rules: list[dict[str, Any]], results: list[dict[str, Any]]) -> LayerBroken:

@@ -10,8 +10,10 @@ when the engine samples nothing) and decides the verdict.
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from pytest_hetero.errors import HeteroError
+from pytest_hetero.evidence.inputs import USED, code_digest
 from pytest_hetero.evidence.model import bounded, sha256_text
 from pytest_hetero.evidence.untested import ISOLATION_PART, MODELS_ISOLATION_PART, NOT_PROVEN
 from pytest_hetero.layers.base import LayerBroken, LayerContext, LayerFailed, keep_outputs
@@ -27,6 +29,11 @@ def check(ctx: LayerContext) -> None:
     service instead: :func:`pytest_hetero.layers.serving.execute` writes the same outputs file.
     """
     verify_inputs(ctx)  # this combination's own files: a wrong one fails here, not the image's startup
+    if ctx.model.code is not None:  # digested as used: the bundle's copy, taken at the finish, is checked against it
+        try:
+            ctx.record(USED, input="code", path=str(ctx.model.code), sha256=code_digest(ctx.model.code))
+        except OSError as exc:
+            ctx.record(USED, input="code", path=str(ctx.model.code), sha256=None, error=exc.strerror)
     model = ctx.model
     if model.serving is not None:
         from pytest_hetero.layers.serving import execute
@@ -107,15 +114,38 @@ def _run_once(ctx: LayerContext, run: int) -> None:
         raise LayerFailed("entrypoint wrote no outputs file", "no_outputs", "algorithm")
     raw = result.outputs
     try:
-        parsed = json.loads(raw)
+        parsed = json.loads(raw, object_pairs_hook=_unique_keys)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         where = keep_bad_outputs(ctx, raw, run)
         raise LayerFailed(f"outputs file is not JSON: {exc}{where}", "bad_outputs", "algorithm") from None
+    except DuplicateKey as exc:
+        where = keep_bad_outputs(ctx, raw, run)
+        raise LayerFailed(f"outputs file repeats key {exc.key!r} in one object: which value counts would be a "
+                          f"guess{where}", "bad_outputs", "algorithm") from None
     if not isinstance(parsed, dict):
         where = keep_bad_outputs(ctx, raw, run)
         raise LayerFailed(f"outputs file is a JSON {type(parsed).__name__}, not an object{where}", "bad_outputs",
                           "algorithm")
     keep_outputs(ctx, raw, run)
+
+
+class DuplicateKey(ValueError):
+    """An outputs JSON object names ``key`` twice (RFC 8259 §4: names SHOULD be unique; parsers disagree
+    on which value wins, Python's keeps the last)."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(f"duplicate key {key!r}")
+        self.key = key
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """``json.loads`` object hook: the object as a dict. Raises :class:`DuplicateKey` on a repeated name."""
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise DuplicateKey(key)
+        out[key] = value
+    return out
 
 
 BAD_OUTPUTS_LIMIT = 1024 * 1024

@@ -318,7 +318,7 @@ def execute(ctx: LayerContext) -> None:
                "labels": [s.label for s in samples], "predictions": predictions, **extra,
                "latency_ms": [v for s in summaries for v in s["latencies_ms"]],
                "versions_reported": versions, "service": {"levels": summaries}}
-    keep_outputs(ctx, json.dumps(outputs).encode("utf-8"))
+    keep_outputs(ctx, json.dumps(outputs, allow_nan=False).encode("utf-8"))
     _judge(results, summaries, versions, malformed, serving, base)
     if serving.rollback is not None:
         rollback(ctx, proto, base, samples, outputs)

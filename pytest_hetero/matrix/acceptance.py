@@ -25,8 +25,10 @@ Each rule yields ``{"name", "kind", "expected", "observed", "verdict": "pass"|"f
 "detail"}`` and ``unit`` when the observed number has one (``ms`` for latency rules and metrics over a
 ``*_ms`` field); a metric or latency rule adds ``bound`` (``{"op", "value", "tolerance", "unit"?}``: the
 threshold as data, for trends), a golden rule ``failing`` (the indices of the samples that did not match);
-a rule that cannot be evaluated (metric or field absent, null, not numeric, lists of inconsistent length)
-is ``not_evaluable`` with ``problem`` and the metrics and fields ``available``.
+a rule that cannot be evaluated (metric or field absent, null, not numeric, NaN or ±Infinity, lists of
+inconsistent length, a golden index absent from or repeated in the outputs) is ``not_evaluable`` with
+``problem`` and the metrics and fields ``available``. A golden rule with no samples and two rules of one
+name are rejected when the file is read.
 """
 
 from __future__ import annotations
@@ -105,14 +107,23 @@ def _parse_rules(path: Path) -> list[dict[str, Any]]:
     rules = data.get("rules")
     if not isinstance(rules, list) or not rules:
         raise CaseError("no rules", Location(where, *pos.of(("rules",)), "rules"), "list at least one rule")
-    out, problems = [], []
+    out: list[dict[str, Any]] = []
+    problems: list[CaseError] = []
     for i, rule in enumerate(rules):
         found = _rule_problems(rule, i, pos, where)
         if found:
             problems.extend(found)
             continue
         kind = next(k for k in KINDS if k in rule)
-        out.append({**rule, "kind": kind, "line": pos.of(("rules", i))[0]})
+        line = pos.of(("rules", i))[0]
+        first = next((r["line"] for r in out if r["name"] == rule["name"]), None)
+        if first is not None:
+            problems.append(CaseError(
+                f"rule name '{rule['name']}' is used twice (first on line {first})",
+                Location(where, *pos.of(("rules", i, "name")), f"rules[{i}].name"),
+                "give each rule its own name: results, trends and diffs are keyed by it"))
+            continue
+        out.append({**rule, "kind": kind, "line": line})
     if len(problems) == 1:
         raise problems[0]
     if problems:
@@ -175,14 +186,20 @@ def _check_rule(rule: dict[str, Any], kind: str, loc: Location) -> None:
             raise CaseError(f"rule '{rule['name']}': latency needs percentile (0-100) and max_ms",
                             loc, "e.g. latency: {percentile: 95, max_ms: 20}")
     if kind == "golden":
-        gold = rule["golden"]
-        if not isinstance(gold, dict) or not isinstance(gold.get("samples"), list) or not all(
-                isinstance(s, dict) and "index" in s and "expected" in s for s in gold["samples"]):
-            raise CaseError(f"rule '{rule['name']}': golden needs samples: [{{index, expected}}]",
-                            loc, "e.g. samples: [{index: 0, expected: 7}]")
-        if any("tolerance" in x and not _number(x["tolerance"]) for x in gold["samples"]):
-            raise CaseError(f"rule '{rule['name']}': a golden sample's tolerance must be a number", loc,
-                            "e.g. {index: 0, expected: 0.5, tolerance: 0.01}")
+        _check_golden(rule["name"], rule["golden"], loc)
+
+
+def _check_golden(name: str, gold: Any, loc: Location) -> None:
+    if not isinstance(gold, dict) or not isinstance(gold.get("samples"), list) or not all(
+            isinstance(s, dict) and "index" in s and "expected" in s for s in gold["samples"]):
+        raise CaseError(f"rule '{name}': golden needs samples: [{{index, expected}}]",
+                        loc, "e.g. samples: [{index: 0, expected: 7}]")
+    if not gold["samples"]:
+        raise CaseError(f"rule '{name}': golden samples is empty: it would prove nothing", loc,
+                        "list at least one sample, e.g. samples: [{index: 0, expected: 7}], or drop the rule")
+    if any("tolerance" in x and not _number(x["tolerance"]) for x in gold["samples"]):
+        raise CaseError(f"rule '{name}': a golden sample's tolerance must be a number", loc,
+                        "e.g. {index: 0, expected: 0.5, tolerance: 0.01}")
 
 
 def _check_service_rule(name: str, kind: str, body: Any, loc: Location) -> None:
@@ -223,7 +240,9 @@ class NotEvaluable(KeyError):
 
 
 def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and not math.isnan(value)
+    """A finite JSON number: NaN and ±Infinity (non-standard tokens Python's parser accepts, or a float
+    literal too large for a double such as ``1e400``) are not measurements and cannot be written as JSON."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def _numbers(outputs: dict[str, Any], name: str) -> list[float]:
@@ -239,8 +258,8 @@ def _shape(value: Any) -> str:
     """A few words on what ``value`` is, e.g. ``null``, ``a str``, ``a list with 2 non-numbers among 5``."""
     if value is None:
         return "null"
-    if isinstance(value, float) and math.isnan(value):
-        return "NaN"
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
     if isinstance(value, list):
         odd = [v for v in value if not _is_number(v)]
         return f"a list with {len(odd)} non-numbers among {len(value)}" if odd else f"a list of {len(value)}"
@@ -321,6 +340,8 @@ def evaluate(rules: list[dict[str, Any]], outputs: dict[str, Any]) -> list[dict[
 def _evaluate(rule: dict[str, Any], outputs: dict[str, Any]) -> dict[str, Any]:
     if rule["kind"] == "metric":
         observed = metric_value(outputs, rule["metric"])
+        if not math.isfinite(observed):  # e.g. the mean of finite values too large for a double
+            raise NotEvaluable(f"metric '{rule['metric']}' evaluates to {_shape(observed)}", "invalid")
         op, value, tol = rule["op"], float(rule["value"]), float(rule.get("tolerance", 0))
         if op in ("==", "!=") and tol:
             ok = abs(observed - value) <= tol
@@ -337,12 +358,19 @@ def _evaluate(rule: dict[str, Any], outputs: dict[str, Any]) -> dict[str, Any]:
         return _evaluate_service(rule["kind"], rule[rule["kind"]], outputs)
     if rule["kind"] == "latency":
         lat = rule["latency"]
-        observed = percentile(_numbers(outputs, lat.get("field", "latency_ms")), float(lat["percentile"]))
+        values = _numbers(outputs, lat.get("field", "latency_ms"))
+        if not values:
+            raise NotEvaluable(f"outputs field '{lat.get('field', 'latency_ms')}' is an empty list", "invalid")
+        observed = percentile(values, float(lat["percentile"]))
         ok = observed <= float(lat["max_ms"])
         return {"expected": f"p{lat['percentile']} ≤ {lat['max_ms']} ms", "observed": round(observed, 4),
                 "unit": "ms", "verdict": "pass" if ok else "fail", "detail": "",
                 "bound": {"op": "<=", "value": float(lat["max_ms"]), "tolerance": None, "unit": "ms"}}
-    gold = rule["golden"]
+    return _evaluate_golden(rule["golden"], outputs)
+
+
+def _evaluate_golden(gold: dict[str, Any], outputs: dict[str, Any]) -> dict[str, Any]:
+    """A golden rule's result (see :func:`evaluate`); raises :class:`NotEvaluable` as it says."""
     field, key = gold.get("field", "predictions"), gold.get("key", "indices")
     values, keys = outputs.get(field), outputs.get(key)
     if field not in outputs:
@@ -351,21 +379,55 @@ def _evaluate(rule: dict[str, Any], outputs: dict[str, Any]) -> dict[str, Any]:
         raise NotEvaluable(f"outputs field '{field}' is {_shape(values)}, not a list", "invalid")
     if key in outputs and (not isinstance(keys, list) or len(keys) != len(values)):
         raise NotEvaluable(f"outputs field '{key}' is {_shape(keys)} beside {len(values)} '{field}'", "invalid")
-    position = {k: i for i, k in enumerate(keys)} if isinstance(keys, list) else None
-    mismatches = []
+    position = _positions(keys, key) if isinstance(keys, list) else None
+    mismatches, absent = [], []
     for sample in gold["samples"]:
-        idx = position.get(sample["index"]) if position is not None else sample["index"]
-        got = values[idx] if isinstance(idx, int) and 0 <= idx < len(values) else None
+        idx = position.get(_hashable(sample["index"])) if position is not None \
+            else _list_index(sample["index"], len(values))
+        if idx is None:
+            absent.append(sample["index"])
+            continue
+        got = values[idx]
+        if isinstance(got, float) and not math.isfinite(got):
+            raise NotEvaluable(f"outputs field '{field}' holds {_shape(got)} at index {sample['index']!r}", "invalid")
         tol = sample.get("tolerance")
         ok = got is not None and (abs(float(got) - float(sample["expected"])) <= float(tol)
                                   if tol is not None else got == sample["expected"])
         if not ok:
             mismatches.append({"index": sample["index"], "expected": sample["expected"], "observed": got})
+    where = f"field '{key}'" if position is not None else f"positions of '{field}'"
+    if absent and not mismatches:  # a sample that is not there neither matches nor fails
+        raise NotEvaluable(f"golden sample index(es) {', '.join(map(repr, absent[:5]))} not in the outputs "
+                           f"({where}, {len(values)} entries)")
     n = len(gold["samples"])
-    return {"expected": f"{n} golden samples match", "observed": f"{n - len(mismatches)}/{n} match",
-            "verdict": "fail" if mismatches else "pass",
-            "detail": "; ".join(f"sample {m['index']}: expected {m['expected']!r}, got {m['observed']!r}"
-                                for m in mismatches), "failing": [m["index"] for m in mismatches]}
+    detail = "; ".join(f"sample {m['index']}: expected {m['expected']!r}, got {m['observed']!r}" for m in mismatches)
+    if absent:
+        detail += f"; sample(s) {', '.join(map(repr, absent[:5]))} not in the outputs ({where})"
+    return {"expected": f"{n} golden samples match", "observed": f"{n - len(mismatches) - len(absent)}/{n} match",
+            "verdict": "fail" if mismatches else "pass", "detail": detail,
+            "failing": [m["index"] for m in mismatches] + absent}
+
+
+def _hashable(value: Any) -> Any:
+    """``value`` usable as a dict key (a list or object from the outputs becomes its repr)."""
+    return value if isinstance(value, (str, int, float, bool, type(None))) else repr(value)
+
+
+def _positions(keys: list[Any], name: str) -> dict[Any, int]:
+    """Index value → position in the outputs' ``name`` list. Raises :class:`NotEvaluable` (``invalid``)
+    when a value repeats: which sample a golden index means would be a guess."""
+    position: dict[Any, int] = {}
+    for i, k in enumerate(keys):
+        if _hashable(k) in position:
+            raise NotEvaluable(f"outputs field '{name}' repeats index {k!r} (positions {position[_hashable(k)]} "
+                               f"and {i})", "invalid")
+        position[_hashable(k)] = i
+    return position
+
+
+def _list_index(index: Any, length: int) -> int | None:
+    """``index`` as a position in a list of ``length`` entries, or None when it is not one."""
+    return index if isinstance(index, int) and not isinstance(index, bool) and 0 <= index < length else None
 
 
 def _evaluate_service(kind: str, body: dict[str, Any], outputs: dict[str, Any]) -> dict[str, Any]:

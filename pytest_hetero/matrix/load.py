@@ -88,7 +88,60 @@ def type_hint(expected: str | list[str], instance: object) -> str:
     wanted = " or ".join(TYPE_WORDS.get(n, n) for n in names)
     if instance is None:
         return f"the value is empty (YAML null); write {wanted}, or remove the key"
+    if isinstance(instance, str) and set(names) & {"number", "integer"} and _numeric_text(instance):
+        return (f"YAML reads {instance} as text, not a number (an exponent needs a dot, 1.0e3, and the number must "
+                f"be finite); write {TYPE_WORDS['number' if 'number' in names else 'integer'].split(' (')[0]} such "
+                "as 1000 or 1.0e3")
     return f"write {wanted}"
+
+
+def _numeric_text(text: str) -> bool:
+    """Whether ``text`` reads as a number to Python though YAML 1.1 read it as a string (``1e3``, ``1e309``)."""
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def backend_location(matrix_path: Path | str, name: str, matrix_backend: str) -> Location:
+    """Where backend ``name`` was asked for: the line and column of ``spec.target.backend`` in the matrix
+    file when it is the matrix's (line 0 when the file no longer reads), else the ``--hetero-backend``
+    option that overrode it."""
+    if name != matrix_backend:
+        return Location("--hetero-backend", 0, 0, "")
+    try:
+        _, pos = read_yaml(Path(matrix_path), MatrixError)
+        line, col = pos.of(("spec", "target", "backend"))
+    except (MatrixError, OSError):
+        line, col = 0, 0
+    return Location(str(matrix_path), line, col, "spec.target.backend")
+
+
+PATTERN_HINTS = {
+    "^[0-9]+(\\.[0-9]+)?(m|k|Ki|Mi|Gi|Ti|M|G|T)?$":
+        "write a Kubernetes quantity: a number with an optional unit m, k, M, G, T, Ki, Mi, Gi or Ti (e.g. 1, 500m, "
+        "16Gi)",
+}
+"""Schema pattern → the fix in words (instead of the regular expression)."""
+REDACT_HINT = ("spec.redact is a list of {kind, pattern}: kind a lowercase name shown as [REDACTED:<kind>], pattern a "
+               "regular expression, e.g. redact: [{kind: db-password, pattern: 'pw=\\S+'}]")
+"""The fix named for any problem under ``spec.redact``."""
+
+
+def _unknown_keys(best: Any, path: tuple[Any, ...], data: Any, pos: Positions, file: str) -> list[MatrixError]:
+    """One problem per key of the mapping at ``path`` that its schema does not allow (``best``: the
+    ``additionalProperties`` error), at the key's position, with a ``did you mean`` hint."""
+    allowed = sorted(best.schema.get("properties", {}))
+    extra = sorted(set(best.instance) - set(allowed)) if isinstance(best.instance, dict) else []
+    out = []
+    for key in extra:
+        where = (*path, key)
+        close = difflib.get_close_matches(key, allowed, n=1)
+        hint = f"did you mean '{close[0]}'?" if close else f"allowed keys: {', '.join(allowed)}"
+        line, col = pos.of(where, key=True)
+        out.append(MatrixError(f"unknown key '{key}'", Location(file, line, col, dotted(where, data)), hint))
+    return out
 
 
 def _schema_problems(data: Any, pos: Positions, file: str) -> list[MatrixError]:
@@ -103,15 +156,10 @@ def _schema_problems(data: Any, pos: Positions, file: str) -> list[MatrixError]:
         message = best.message
         key_pos = False
         if best.validator == "additionalProperties":
-            allowed = sorted(best.schema.get("properties", {}))
-            extra = sorted(set(best.instance) - set(allowed)) if isinstance(best.instance, dict) else []
-            if extra:
-                path = (*path, extra[0])
-                field = dotted(path, data)
-                key_pos = True
-                message = f"unknown key '{extra[0]}'"
-                close = difflib.get_close_matches(extra[0], allowed, n=1)
-                hint = f"did you mean '{close[0]}'?" if close else f"allowed keys: {', '.join(allowed)}"
+            extra = _unknown_keys(best, path, data, pos, file)
+            if extra:  # every unknown key, each at its own line and column
+                problems += extra
+                continue
         elif best.validator == "required":
             hint = "add the missing field"
             missing = re.findall(r"'([^']+)' is a required property", best.message)
@@ -130,7 +178,9 @@ def _schema_problems(data: Any, pos: Positions, file: str) -> list[MatrixError]:
         elif best.validator == "type":
             hint = type_hint(best.validator_value, best.instance)
         elif best.validator in ("minimum", "exclusiveMinimum", "maximum", "minLength", "minItems", "pattern"):
-            hint = f"change the value to satisfy {best.validator} {best.validator_value!r}"
+            hint = PATTERN_HINTS.get(str(best.validator_value),
+                                     f"change the value to satisfy {best.validator} {best.validator_value!r}")
+        hint = REDACT_HINT if path[:2] == ("spec", "redact") else hint  # an entry's shape is what helps
         line, col = pos.of(path, key=key_pos)
         problems.append(MatrixError(message, Location(file, line, col, field), hint))
     return problems

@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from pytest_hetero.errors import HeteroError, Location, MatrixError, MatrixInvalid
+from pytest_hetero.errors import HeteroError, MatrixError, MatrixInvalid
 from pytest_hetero.hooks.builtin import BACKENDS
 from pytest_hetero.matrix.expand import Plan, PlannedItem, expand
-from pytest_hetero.matrix.load import load_matrix
+from pytest_hetero.matrix.load import backend_location, load_matrix
 from pytest_hetero.matrix.model import Matrix
 from pytest_hetero.pytest_plugin.claims import claim_prefix
 from pytest_hetero.pytest_plugin.item import LayerItem
@@ -34,7 +34,7 @@ def plan_matrix(config: pytest.Config, matrix: Matrix) -> tuple[str, Plan]:
     cls = config.hook.pytest_hetero_backend(name=name)
     if cls is None:
         known = ", ".join(BACKENDS)
-        raise MatrixError(f"unknown backend '{name}'", Location(str(matrix.path), 0, 0, "spec.target.backend"),
+        raise MatrixError(f"unknown backend '{name}'", backend_location(matrix.path, name, matrix.backend),
                           f"use one of {known}, or install the plugin that provides it")
     from pytest_hetero.layers.discovery import expect_problems, image_problems
 

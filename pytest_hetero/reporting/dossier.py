@@ -302,9 +302,11 @@ def _statement(f: Facts, t: Text, layer: str, item: dict[str, Any]) -> str:
                  requests=_pairs(req.get("requests") or {}))
     if layer == "startup":
         init = f.first(item, "startup.device_init") or {}
-        detail = init.get("wanted_provider") or init.get("framework") or ("ok" if init.get("ok") else "")
-        return t("proves.startup", resource=res, image=img, digest=digest(sections.image_digest(f, item)) or "?",
-                 init=detail or "?")
+        image_digest = digest(sections.image_digest(f, item)) or "?"
+        if not init.get("framework"):  # nothing initialised a framework: say only that the image started
+            return t("proves.startup_only", resource=res, image=img, digest=image_digest)
+        detail = f"{init['framework']}, {init['wanted_provider']}" if init.get("wanted_provider") else init["framework"]
+        return t("proves.startup", resource=res, image=img, digest=image_digest, init=detail)
     ident = f.identity(item)
     if layer == "model":
         run = f.first(item, "model.run") or {}

@@ -122,6 +122,10 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "proves.startup": ("{resource} × {image}: the image (digest {digest}) started and its device framework "
                        "initialised ({init})",
                        "{resource} × {image}：镜像（摘要 {digest}）已启动，设备框架初始化成功（{init}）"),
+    "proves.startup_only": ("{resource} × {image}: the image (digest {digest}) started (no model declares a "
+                            "device framework, so none was initialised)",
+                            "{resource} × {image}：镜像（摘要 {digest}）已启动"
+                            "（没有模型声明设备框架，因此未初始化任何框架）"),
     "proves.model": ("{model} {version} ran on {dataset} {dataset_version} on {resource} × {image} in {duration} s "
                      "(exit 0, outputs kept)",
                      "模型 {model} {version} 在 {resource} × {image} 上以数据集 {dataset} {dataset_version} 运行完成，"

@@ -78,7 +78,7 @@ def _environment() -> jinja2.Environment:
 
 def _record_text(data: Any) -> str:
     plain = isinstance(data, dict) and set(data) <= {"text"}
-    text = data["text"] if plain else json.dumps(data, indent=1, sort_keys=True, default=str)
+    text = data["text"] if plain else json.dumps(data, indent=1, sort_keys=True, default=str, allow_nan=False)
     if len(text) > RECORD_CHARS:
         text = text[:RECORD_CHARS] + f"\n… [{len(text) - RECORD_CHARS} more characters in evidence.json]"
     return text

@@ -8,7 +8,8 @@ start time:
   status each night (None where the item did not exist), the first night it failed, the night its current
   failing streak began, and whether it is **flaky**: its status changed between two consecutive nights
   whose inputs were the same (matrix file, tool version, target fingerprint, and for model and business
-  items the model and data-set version and sha256);
+  items the model and data-set version and sha256, the model's code folder and the data set's acceptance
+  rules);
 - per business rule with a numeric observed value: the series of values and the accepted bound (the
   rule's threshold as recorded, ``bound``; else its ``expected`` text).
 
@@ -25,6 +26,7 @@ from typing import Any
 
 import jinja2
 
+from pytest_hetero.evidence.inputs import input_digests
 from pytest_hetero.vocab import FAILED
 
 SPARK = "▁▂▃▄▅▆▇█"
@@ -56,7 +58,7 @@ def _identities(evidence: dict[str, Any]) -> dict[tuple[str, ...], str]:
 def _night(evidence: dict[str, Any]) -> tuple[dict[str, tuple[str, str, str]], dict[tuple[str, str], dict[str, Any]]]:
     """(item key → (status, input digest, layer), (item key, rule) → result) for one night."""
     names = {m.get("prefix", ""): m.get("name", "") for m in evidence.get("matrices", [])}
-    inputs, idents = _night_inputs(evidence), _identities(evidence)
+    inputs, idents, used = _night_inputs(evidence), _identities(evidence), input_digests(evidence)
     statuses: dict[str, tuple[str, str, str]] = {}
     metrics: dict[tuple[str, str], dict[str, Any]] = {}
     for source in (evidence.get("untested", {}).get("items", []), evidence.get("items", [])):
@@ -66,7 +68,10 @@ def _night(evidence: dict[str, Any]) -> tuple[dict[str, tuple[str, str, str]], d
             keys = entry.get("keys") or {}
             ident = idents.get((entry.get("matrix", prefix), *(str(keys.get(d)) for d in
                                                               ("resource", "image", "model", "dataset"))), "")
-            statuses[key] = (entry["status"], f"{inputs.get(prefix, '')}|{ident}", entry["layer"])
+            name = names.get(prefix, prefix)
+            code, rules = used.get((name, "code", str(keys.get("model"))), ""), \
+                used.get((name, "rules", str(keys.get("dataset"))), "")
+            statuses[key] = (entry["status"], f"{inputs.get(prefix, '')}|{ident}|{code}|{rules}", entry["layer"])
             for record in entry.get("records") or []:
                 if record.get("kind") == "business.rules":
                     for result in (record.get("data") or {}).get("results") or []:

@@ -59,9 +59,9 @@ def printable_data(obj: Any) -> Any:
 def json_text(obj: Any) -> str:
     """``obj`` as compact JSON (UTF-8 characters kept) whose strings carry nothing :func:`printable`
     removes. The document is walked only when its text shows such a character, raw or escaped."""
-    text = json.dumps(obj, ensure_ascii=False)
+    text = json.dumps(obj, ensure_ascii=False, allow_nan=False)
     if _CONTROL.search(text) or _SURROGATE.search(text) or "\\u00" in text or "\\b" in text or "\\f" in text:
-        text = json.dumps(printable_data(obj), ensure_ascii=False)
+        text = json.dumps(printable_data(obj), ensure_ascii=False, allow_nan=False)
     return text
 
 
