@@ -41,6 +41,7 @@ from pytest_hetero.probes.payload import (
     payload_script,
     tool_inventory,
 )
+from pytest_hetero.probes.payload_rules import listed_devices
 
 DEVICE_EXPECT = frozenset({"devices", "product", "min_memory_mib", "driver", "cuda", "cann", "mig_profile"})
 """``expect`` keys the device inventory inside the workload is compared against."""
@@ -209,18 +210,6 @@ DEVICE_NODES = {"nvidia": (re.compile(r"/dev/nvidia\d+"), "NVIDIA_VISIBLE_DEVICE
                 "ascend": (re.compile(r"/dev/davinci\d+"), "ASCEND_VISIBLE_DEVICES")}
 """Per vendor: the per-device node a runtime injects (not the control nodes), and the variable the
 device plugin sets to the devices it allocated."""
-
-
-def listed_devices(value: str | None) -> int | None:
-    """How many devices a visibility variable names (``"0,1"``, ``"GPU-a,GPU-b"``, ``"0-3"``); None
-    when it names none explicitly (unset, empty, ``all``, ``none``, ``void``)."""
-    if value is None or value.strip().lower() in ("", "all", "none", "void"):
-        return None
-    count = 0
-    for item in value.split(","):
-        lo, sep, hi = item.strip().partition("-")
-        count += int(hi) - int(lo) + 1 if sep and lo.isdecimal() and hi.isdecimal() else 1
-    return count
 
 
 def visible_devices(resource: Resource, report: PayloadReport) -> dict[str, Any] | None:

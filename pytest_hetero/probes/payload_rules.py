@@ -102,8 +102,9 @@ def _framework(report: PayloadReport, accel: str) -> list[Rule]:
     return found
 
 
-def _listed(value: str | None) -> int | None:
-    """Count the devices an explicit visibility list names (``"0,1"``, ``"GPU-a,GPU-b"``, ``"0-3"``)."""
+def listed_devices(value: str | None) -> int | None:
+    """How many devices a visibility variable names (``"0,1"``, ``"GPU-a,GPU-b"``, ``"0-3"``); None
+    when it names none explicitly (unset, empty, ``all``, ``none``, ``void``)."""
     if value is None or value.strip().lower() in ("", "all", "void", "none"):
         return None
     count = 0
@@ -119,7 +120,7 @@ def gpu_findings(report: PayloadReport) -> list[Rule]:
     visible = report.env.get("NVIDIA_VISIBLE_DEVICES")
     gpus = [n for n in report.device_nodes if re.fullmatch(r"/dev/nvidia\d+", n)]
     nodes = f"device nodes: {list(report.device_nodes)}"
-    asked = _listed(visible)
+    asked = listed_devices(visible)
     if not gpus and visible in (None, "", "void", "none"):
         # with CDI injection the variable may be unset while devices are present: only say it when none are
         found.append(
@@ -179,7 +180,7 @@ def npu_findings(report: PayloadReport) -> list[Rule]:
     """Return the missing pieces for a Huawei Ascend NPU container, most basic first."""
     found: list[Rule] = []
     chips = [n for n in report.device_nodes if re.fullmatch(r"/dev/davinci\d+", n)]
-    asked = _listed(report.env.get("ASCEND_VISIBLE_DEVICES"))
+    asked = listed_devices(report.env.get("ASCEND_VISIBLE_DEVICES"))
     if chips and asked is not None and len(chips) < asked:
         found.append(
             _finding(
