@@ -35,3 +35,25 @@ def _preload_kubernetes_client() -> None:
 
 
 _preload_kubernetes_client()
+
+
+def _preload_httpx() -> None:
+    """Load httpx and every httpcore module a plain request uses before any in-process pytester run.
+
+    The same hazard as above: httpcore imports its network backend and connection classes on first
+    use; first used inside a pytester run (our serving plugin's clients), they are dropped when the run
+    ends and reloaded later with new exception classes, so httpx no longer maps httpcore's
+    ``ConnectError`` and a refused connection escapes ``except httpx.HTTPError`` (seen in the serving
+    fixtures under pytest-xdist). One refused request to a closed loopback port loads them all once.
+    """
+    try:
+        import httpx
+    except ImportError:
+        return
+    try:
+        httpx.get("http://127.0.0.1:9/", timeout=0.5)
+    except httpx.HTTPError:
+        pass
+
+
+_preload_httpx()

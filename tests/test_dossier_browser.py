@@ -115,7 +115,7 @@ def print_dossier(bundle: Path, lang: str, browser: str, folder: Path, capsys: p
 def rules_of(bundle: Path) -> dict[str, dict[str, Any]]:
     evidence = json.loads((bundle / "evidence.json").read_text())
     biz = next(i for i in evidence["items"] if i["layer"] == "business" and "cpu-host" in i["nodeid"])
-    return {r["name"]: r for r in biz["records"][0]["data"]["results"]}
+    return {r["name"]: r for r in next(rec["data"]["results"] for rec in biz["records"] if "results" in rec["data"])}
 
 
 def dense(text: str) -> str:
