@@ -239,7 +239,12 @@ def wait_rolled_out(session: KubeSession, namespace: str, name: str, timeout_s: 
                 "deployment": f"{namespace}/{name}", "revision": _revision(dep), "replicaset": current.metadata.name,
                 "endpoint_source": "EndpointSlice", "pod_ip": address[0], "port": address[1],
                 "pods": sorted(ready), "waited_s": round(waited, 3)}
-        stuck = next((p for p in pods if _stuck(p)), None)
+        # until the controller has observed the latest template, "current" may still be the ReplicaSet being
+        # replaced (a rollback's crash-looping one): its pods say nothing about the rollout asked for
+        status, meta = dep.status, dep.metadata
+        observed = status is not None and meta is not None and \
+            (status.observed_generation or 0) >= (meta.generation or 0)
+        stuck = next((p for p in pods if _stuck(p)), None) if observed else None
         if stuck is not None or waited >= timeout_s:
             _not_ready(api, namespace, name, dep, pods, stuck, waited, timeout_s, category)
         time.sleep(POLL_S)
