@@ -21,6 +21,7 @@ import json
 import os
 import stat
 import unicodedata
+from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -103,17 +104,20 @@ def _open_error(exc: OSError, dir_fd: int, name: str) -> Unreadable:
     return Unreadable("unsafe", f"a {file_kind(mode)}, not a regular file or folder ({exc.strerror})")
 
 
-def read_fd(fd: int, limit: int) -> bytes:
-    """Read at most ``limit`` bytes from ``fd``; raises Unreadable(``oversize``) when there is more."""
-    chunks = []
-    left = limit + 1
+def _chunks(fd: int, most: int) -> Iterator[bytes]:
+    """What ``fd`` holds from its offset, in chunks of at most ``_CHUNK`` bytes, ``most`` bytes at most."""
+    left = most
     while left > 0:
         chunk = os.read(fd, min(left, _CHUNK))
         if not chunk:
-            break
-        chunks.append(chunk)
+            return
+        yield chunk
         left -= len(chunk)
-    data = b"".join(chunks)
+
+
+def read_fd(fd: int, limit: int) -> bytes:
+    """Read at most ``limit`` bytes from ``fd``; raises Unreadable(``oversize``) when there is more."""
+    data = b"".join(_chunks(fd, limit + 1))
     if len(data) > limit:
         raise Unreadable("oversize", f"larger than {limit} bytes, the most this file may hold")
     return data
@@ -155,14 +159,9 @@ def hash_fd(fd: int, limit: int) -> tuple[str, int]:
     ``limit`` is returned as ``limit + 1`` (the caller compares it with the expected size)."""
     digest = hashlib.sha256()
     size = 0
-    left = limit + 1
-    while left > 0:
-        chunk = os.read(fd, min(left, _CHUNK))
-        if not chunk:
-            break
+    for chunk in _chunks(fd, limit + 1):
         digest.update(chunk)
         size += len(chunk)
-        left -= len(chunk)
     return digest.hexdigest(), size
 
 
