@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 import servingimage
 import yaml
-from kubernetes import client
+from kubernetes import client, utils
 from support import evidence_of, statuses
 
 REPO = Path(__file__).resolve().parents[2]
@@ -84,8 +84,9 @@ def _example(pytester: pytest.Pytester, version: str | None = None, serving: dic
 
 
 def _run(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, realnode: RealNodeCluster, ns: str,
-         *extra: str) -> tuple[pytest.RunResult, dict[str, dict[str, Any]], dict[str, str]]:
-    monkeypatch.setenv("KUBECONFIG", str(realnode.info.kubeconfig))
+         *extra: str, kubeconfig: Path | None = None
+         ) -> tuple[pytest.RunResult, dict[str, dict[str, Any]], dict[str, str]]:
+    monkeypatch.setenv("KUBECONFIG", str(kubeconfig or realnode.info.kubeconfig))
     monkeypatch.setenv("HETERO_DIGITS_TOKEN", secrets.token_hex(16))
     result = pytester.runpytest(f"matrices/{EXAMPLE.name}", "-p", "no:cacheprovider", "--hetero-kube-namespace", ns,
                                 "--hetero-run-id", "s" + uuid.uuid4().hex[:10], *extra)
@@ -322,3 +323,78 @@ def test_kept_serving_objects_are_removed_by_hetero_cleanup(
     assert [r for r in removed if r[0] != "pod"] == [
         ("deployment", "digits", True), ("secret", "digits-token", True), ("service", "digits", True)]
     assert [r[2] for r in removed if r[0] == "pod"] == [True]  # the run's workload pod (scheduling/startup)
+
+
+def _as_harness(realnode: RealNodeCluster, ns: str, manifests: tuple[str, ...], path: Path) -> list[dict[str, Any]]:
+    """Apply ``deploy/<manifest>`` files into ``ns`` (their ``hetero-validation`` namespace replaced,
+    cluster-scoped names made unique) and write at ``path`` a kubeconfig holding a token of their ServiceAccount
+    ``pytest-hetero`` (TokenRequest API). Returns the cluster-scoped objects, for the caller to delete."""
+    tag = uuid.uuid4().hex[:5]
+    docs = [d for f in manifests for d in yaml.safe_load_all((REPO / "deploy" / f).read_text()) if d]
+    cluster_scoped = []
+    for doc in docs:
+        meta = doc["metadata"]
+        if "namespace" in meta:
+            meta["namespace"] = ns
+        else:
+            meta["name"] = f"{meta['name']}-{tag}"
+            cluster_scoped.append(doc)
+        if doc["kind"] == "ClusterRoleBinding":
+            doc["roleRef"]["name"] = f"{doc['roleRef']['name']}-{tag}"
+        for subject in doc.get("subjects", []):
+            subject["namespace"] = ns
+        utils.create_from_dict(realnode.api, doc)
+    token = realnode.core.create_namespaced_service_account_token(
+        "pytest-hetero", ns, {"spec": {"expirationSeconds": 3600}}).status.token
+    admin = yaml.safe_load(Path(realnode.info.kubeconfig).read_text())
+    path.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "clusters": admin["clusters"],
+        "users": [{"name": "sa", "user": {"token": token}}],
+        "contexts": [{"name": "sa", "context": {"cluster": admin["clusters"][0]["name"], "user": "sa",
+                                                "namespace": ns}}],
+        "current-context": "sa"}))
+    return cluster_scoped
+
+
+def _remove(realnode: RealNodeCluster, cluster_scoped: list[dict[str, Any]]) -> None:
+    rbac = client.RbacAuthorizationV1Api(realnode.api)
+    for doc in cluster_scoped:
+        (rbac.delete_cluster_role if doc["kind"] == "ClusterRole" else rbac.delete_cluster_role_binding)(
+            doc["metadata"]["name"])
+
+
+def test_deploy_rbac_serving_is_enough_to_serve_as_the_harness_service_account(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, realnode: RealNodeCluster, ns: str) -> None:
+    """The whole serving example (deploy, EndpointSlice, version, auth, load, rollback and restore, cleanup)
+    as ServiceAccount pytest-hetero holding deploy/rbac.yaml + deploy/rbac-serving.yaml and nothing else."""
+    _example(pytester)
+    kubeconfig = pytester.path / "sa.kubeconfig"
+    made = _as_harness(realnode, ns, ("rbac.yaml", "rbac-serving.yaml"), kubeconfig)
+    try:
+        result, items, found = _run(pytester, monkeypatch, realnode, ns, kubeconfig=kubeconfig)
+    finally:
+        _remove(realnode, made)
+    assert {k: v for k, v in found.items() if k in (START, MODEL, BUSINESS)} == {
+        START: "passed", MODEL: "passed", BUSINESS: "passed"}, result.stdout.str()[-3000:]
+    (rollback,) = _records(items[MODEL], "serving.rollback")
+    assert rollback["status"] == "verified"  # the patch verb and the ReplicaSet reads were used, and enough
+
+
+def test_serving_without_deploy_rbac_serving_fails_naming_the_verb(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, realnode: RealNodeCluster, ns: str) -> None:
+    """deploy/rbac.yaml alone (what its header says): the served model's startup fails ``forbidden_rbac``
+    naming the refused verb and resource, owned by platform; model and business are blocked, not run."""
+    _example(pytester)
+    kubeconfig = pytester.path / "sa.kubeconfig"
+    made = _as_harness(realnode, ns, ("rbac.yaml",), kubeconfig)
+    try:
+        result, items, found = _run(pytester, monkeypatch, realnode, ns, "-k", "startup or model or business",
+                                    kubeconfig=kubeconfig)
+    finally:
+        _remove(realnode, made)
+    start = items[START]
+    assert (found[START], start["failure"]["category"], start["failure"]["owner"]) == (
+        "failed", "forbidden_rbac", "platform"), result.stdout.str()[-3000:]
+    message = start["failure"]["message"]
+    assert "secrets" in message and "create" in message, message  # the token Secret is created first
+    assert (found[MODEL], found[BUSINESS]) == ("blocked", "blocked")
