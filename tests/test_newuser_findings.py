@@ -466,3 +466,26 @@ def test_code_dot_keeps_no_bundle_in_the_code_copy(pytester: pytest.Pytester, tm
     assert [x for x in listed if x.startswith("reports")] == []  # neither r1 nor r2 (being written)
     assert not (pytester.path / "reports" / "r2" / "inputs" / "t" / "code" / "digits-logreg" / "reports").exists()
     assert ev["summary"]["verdict"] == "pass" and "changed_during_run" not in code
+
+
+def test_a_node_selector_on_a_host_engine_is_named_not_proven_by_discovery(pytester: pytest.Pytester) -> None:
+    """Finding 13: a local resource with a ``node_selector`` (GFD labels) and a toleration passed discovery as
+    if its labels had been checked. The host has no node labels: discovery passes on what it did check
+    (the CPU) and names the selector as not proven in the untested scope (evidence and terminal); a
+    resource without either records nothing of the kind."""
+    resources = [{"name": "labelled", "type": "cpu", "requests": {"cpu": 1},
+                  "node_selector": {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"},
+                  "tolerations": [{"key": "dedicated", "operator": "Exists", "effect": "NoSchedule"}]},
+                 {"name": "plain", "type": "cpu", "requests": {"cpu": 1}}]
+    pytester.makefile(".matrix.yaml", m=matrix_text(resources=resources))
+    result = pytester.runpytest("m.matrix.yaml", "-p", "no:cacheprovider", "-k", "discovery")
+    result.assert_outcomes(passed=2)
+    (bundle,) = (pytester.path / "reports").iterdir()
+    ev = json.loads((bundle / "evidence.json").read_text())
+    unproven = [(p["nodeid"].split("::")[1], p["layer"], p["part"], p["reason"]) for p in ev["untested"]["not_proven"]
+                if p["part"] == "node labels"]
+    assert unproven == [("labelled", "discovery", "node labels",
+                         "the local engine has no nodes: the resource's node_selector "
+                         "nvidia.com/gpu.product=NVIDIA-H100-80GB-HBM3 and 1 toleration(s) (how a Kubernetes pool "
+                         "is chosen) is not checked on this host")]
+    result.stdout.fnmatch_lines(["*not proven*m.matrix.yaml::labelled::discovery: node labels (the local engine*"])

@@ -74,6 +74,8 @@ def check(ctx: LayerContext) -> None:
             owner = pool_problems[0][2]
         problems += [(code, message) for code, message, _ in pool_problems]
     record_shared_pool(ctx, seen.pool)
+    if seen.pool is None:
+        record_unread_labels(ctx)
     if problems:
         raise LayerFailed("; ".join(message for _, message in problems), problems[0][0], owner)
 
@@ -209,6 +211,22 @@ def cpu_differences(resource: Resource, view: HostView) -> list[dict[str, Any]]:
         add("requests.memory", f"<= {mem} MiB", round(memory / 2**20),
             f"requests memory {round(memory / 2**20)} MiB, this host has {mem} MiB usable")
     return out
+
+
+def record_unread_labels(ctx: LayerContext) -> None:
+    """On an engine without nodes (local host, Docker host), record the resource's ``node_selector`` and
+    ``tolerations`` as not proven (``scope.not_proven`` part ``node labels``): they choose Kubernetes nodes
+    by their labels and taints, and a host has neither to check, so a pass of discovery here says nothing of
+    them. Nothing is recorded when the resource declares neither."""
+    res = ctx.resource
+    if not res.node_selector and not res.tolerations:
+        return
+    declared = ([f"node_selector {', '.join(f'{k}={v}' for k, v in sorted(res.node_selector.items()))}"]
+                if res.node_selector else []) + ([f"{len(res.tolerations)} toleration(s)"] if res.tolerations else [])
+    ctx.record("scope.not_proven", layer="discovery", part="node labels",
+               reason=f"the {ctx.backend.name} engine has no nodes: the resource's {' and '.join(declared)} "
+                      "(how a Kubernetes pool is chosen) is not checked on this host",
+               node_selector=dict(res.node_selector), tolerations=len(res.tolerations))
 
 
 def _judge_host(ctx: LayerContext, view: HostView) -> list[tuple[str, str]]:
