@@ -19,6 +19,8 @@ Rounds alternate gate / plain / plain+sandbox (interleaved) at each size. Report
 child, MiB), per-item cost (wall / N, ms) and the ratios gate/plain and gate/plain+sandbox. Target
 (issue 20.1): gate ≤ 1.3× plain per model item at 1k and 10k, flat in N; prints the verdict.
 Usage: ``python bench/bench_local_scale.py [--sizes 100,1000,10000] [--rounds 3,3,2]``.
+``--item-phases`` runs the gate once at the first size with ``bench/item_clock.py`` loaded and prints
+where an item's wall time goes (ms per item, by function).
 """
 
 from __future__ import annotations
@@ -175,6 +177,23 @@ def spawn_cost(repeat: int = 40) -> None:
     del ballast
 
 
+def item_phases(n: int) -> int:
+    """One gate run of ``n`` model items with ``bench/item_clock.py`` loaded; print its table."""
+    with tempfile.TemporaryDirectory(prefix="hetero-scale-") as tmp:
+        folder = Path(tmp)
+        folder.chmod(0o755)
+        matrix = write_matrix(folder, n)
+        proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly",
+                               "-p", "item_clock", str(matrix), "-m", "model", "--hetero-report-dir",
+                               str(folder / "reports")], cwd=folder, capture_output=True, text=True, check=False,
+                              env={**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "bench")])})
+    if proc.returncode != 0:
+        raise SystemExit(f"gate failed:\n{proc.stdout[-3000:]}{proc.stderr[-2000:]}")
+    print(f"{n} model items, load average {os.getloadavg()[0]:.1f}; ms per item by function (nested ones overlap)")
+    print("\n".join(line for line in proc.stderr.splitlines() if line.startswith("ITEM ")))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run every size; print one JSON line per size and the verdict; exit 1 when a target is missed."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -182,10 +201,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", default="3,3,2", help="rounds per size (one value, or one per size)")
     parser.add_argument("--spawn", action="store_true", help="only measure the start cost of one child")
     parser.add_argument("--only", default=",".join(RUNS), help="runs to make (gate always), comma-separated")
+    parser.add_argument("--item-phases", action="store_true", help="one gate run timed by function (item_clock)")
     args = parser.parse_args(argv)
     if args.spawn:
         spawn_cost()
         return 0
+    if args.item_phases:
+        return item_phases(int(args.sizes.split(",")[0]))
     sizes = [int(s) for s in args.sizes.split(",")]
     rounds = [int(r) for r in args.rounds.split(",")]
     rounds += [rounds[-1]] * (len(sizes) - len(rounds))
