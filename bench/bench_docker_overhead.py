@@ -131,6 +131,19 @@ PHASES = (("interpreter + pytest import", None, "loaded"), ("installed plugins l
 """(label, from mark, to mark) of :mod:`phase_clock`; None: the parent's clock (spawn, reaped)."""
 
 
+def run_measured(argv: list[str], env: dict[str, str], cwd: Path) -> tuple[int, str, float, float]:
+    """Run ``argv``: (exit code, its output, wall seconds, CPU seconds: user + system of the process and of
+    what it reaped; the engine's own work is in neither command's figure)."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(argv, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
+    out = proc.stdout.read() if proc.stdout else b""
+    _, status, usage = os.wait4(proc.pid, 0)
+    if proc.stdout:
+        proc.stdout.close()
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    return proc.returncode, out.decode(errors="replace"), time.perf_counter() - start, usage.ru_utime + usage.ru_stime
+
+
 def phased_once(argv: list[str], env: dict[str, str], cwd: Path, out: Path) -> tuple[float, dict[str, float]]:
     """One gate process with ``phase_clock`` loaded: (wall seconds, {phase: seconds}, items by layer name
     too). Raises SystemExit on failure (exit 1, a failed item, is accepted: the local one-row matrix has a
@@ -138,11 +151,10 @@ def phased_once(argv: list[str], env: dict[str, str], cwd: Path, out: Path) -> t
     env = {**env, "HETERO_PHASES_OUT": str(out),
            "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "bench")])}
     start = time.time()
-    proc = subprocess.run([*argv, "-p", "phase_clock"], cwd=cwd, capture_output=True, text=True, check=False,
-                          env=env)
+    code, output, _, cpu = run_measured([*argv, "-p", "phase_clock"], env, cwd)
     end = time.time()
-    if proc.returncode not in (0, 1) or not out.exists():
-        raise SystemExit(f"gate run failed (exit {proc.returncode}):\n{proc.stdout[-3000:]}{proc.stderr[-2000:]}")
+    if code not in (0, 1) or not out.exists():
+        raise SystemExit(f"gate run failed (exit {code}):\n{output[-4000:]}")
     data = json.loads(out.read_text())
     out.unlink()
     marks = {**data["marks"]}
@@ -151,6 +163,7 @@ def phased_once(argv: list[str], env: dict[str, str], cwd: Path, out: Path) -> t
     for nodeid, s, e in data["items"]:
         key = "  item " + nodeid.rsplit("::", 1)[-1]
         phases[key] = phases.get(key, 0.0) + (e - s)
+    phases["CPU of the process"] = cpu
     return end - start, phases
 
 
@@ -174,7 +187,7 @@ def breakdown(rounds: int, local: bool) -> int:
             "gate alone, bytecode": ([*gate, "-p", "hetero"], alone)}
         walls: dict[str, list[float]] = {name: [] for name in variants}
         phases: dict[str, list[dict[str, float]]] = {name: [] for name in variants}
-        plain: dict[str, list[float]] = {"plain, as given": [], "plain, bytecode": []}
+        plain: dict[str, list[tuple[float, float]]] = {"plain, as given": [], "plain, bytecode": []}
         plain_env = {"plain, as given": given, "plain, bytecode": cached}
         for r in range(rounds + 1):  # round 0 warms the bytecode cache and the engine; not counted
             for name, (argv, env) in variants.items():
@@ -184,18 +197,19 @@ def breakdown(rounds: int, local: bool) -> int:
                     phases[name].append(seen)
             if not local:
                 for name, env in plain_env.items():
-                    wall = plain_timed(env, folder / "outputs.json")
+                    measured = plain_timed(env, folder / "outputs.json")
                     if r:
-                        plain[name].append(wall)
+                        plain[name].append(measured)
             if r:
-                print(f"round {r}: " + "  ".join(f"{n} {w[-1]:.2f} s" for n, w in [*walls.items(), *plain.items()]
-                                                 if w), flush=True)
+                print(f"round {r}: " + "  ".join([*(f"{n} {w[-1]:.2f} s" for n, w in walls.items()),
+                                                  *(f"{n} {w[-1][0]:.2f} s" for n, w in plain.items() if w)]),
+                      flush=True)
     report(rounds, local, walls, phases, plain)
     return 0
 
 
 def report(rounds: int, local: bool, walls: dict[str, list[float]], phases: dict[str, list[dict[str, float]]],
-           plain: dict[str, list[float]]) -> None:
+           plain: dict[str, list[tuple[float, float]]]) -> None:
     """Print the breakdown table: one column per gate variant, one row per phase, then the ratios."""
     print(f"{'local one-row matrix' if local else 'docker: cpu-2c x py311-onnx, startup + model + business'}; "
           f"{rounds} interleaved rounds, medians (min-max), seconds; load average {os.getloadavg()[0]:.1f}")
@@ -211,22 +225,26 @@ def report(rounds: int, local: bool, walls: dict[str, list[float]], phases: dict
     print(f"{'whole process':<32}" + "".join(f"{spread(walls[n]):>28}" for n in names))
     if not local:
         for name, values in plain.items():
-            print(f"{name:<32}{spread(values)}")
-        med = {n: statistics.median(v) for n, v in [*walls.items(), *plain.items()]}
+            print(f"{name:<32}{spread([w for w, _ in values])}, CPU {spread([c for _, c in values])}")
+        med = {**{n: statistics.median(v) for n, v in walls.items()},
+               **{n: statistics.median(w for w, _ in v) for n, v in plain.items()}}
+        cpu = {**{n: statistics.median(seen["CPU of the process"] for seen in phases[n]) for n in walls},
+               **{n: statistics.median(c for _, c in v) for n, v in plain.items()}}
+        print(f"ratio of CPU, as given = {cpu['gate, as given'] / cpu['plain, as given']:.2f}; bytecode = "
+              f"{cpu['gate, bytecode'] / cpu['plain, bytecode']:.2f}; gate alone, bytecode = "
+              f"{cpu['gate alone, bytecode'] / cpu['plain, bytecode']:.2f}")
         print(f"ratio gate/plain, as given = {med['gate, as given'] / med['plain, as given']:.2f}; bytecode = "
               f"{med['gate, bytecode'] / med['plain, bytecode']:.2f}; gate alone, bytecode = "
               f"{med['gate alone, bytecode'] / med['plain, bytecode']:.2f} (target <= {TARGET})")
 
 
-def plain_timed(env: dict[str, str], out: Path) -> float:
-    """:func:`plain_once` in the environment ``env``; wall seconds."""
-    start = time.perf_counter()
-    proc = subprocess.run([sys.executable, __file__, "--plain-once", str(out)], capture_output=True, text=True,
-                          check=False, env={**env, "PYTHONPATH": str(ROOT)})
-    seconds = time.perf_counter() - start
-    if proc.returncode != 0:
-        raise SystemExit(f"plain run failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}")
-    return seconds
+def plain_timed(env: dict[str, str], out: Path) -> tuple[float, float]:
+    """:func:`plain_once` in the environment ``env``: (wall seconds, CPU seconds)."""
+    code, output, wall, cpu = run_measured([sys.executable, __file__, "--plain-once", str(out)],
+                                           {**env, "PYTHONPATH": str(ROOT)}, ROOT)
+    if code != 0:
+        raise SystemExit(f"plain run failed (exit {code}):\n{output[-3000:]}")
+    return wall, cpu
 
 
 def local_matrix(folder: Path) -> Path:
