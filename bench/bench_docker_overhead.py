@@ -15,13 +15,28 @@ the per-layer verdicts and the evidence bundle; that is the overhead measured.
 Rounds alternate gate and plain (interleaved) after one warm-up of each. Prints each round, the
 medians with their spread (min–max) and ``ratio gate/plain = X.XX (target <= 1.15)``; exits 1 above
 the target. Needs a Docker engine with ``pytest-hetero/py311-onnx:1`` (tests/infra/docker-engine.sh images).
+
+``--breakdown`` splits the fixed cost instead (interleaved rounds, medians and spread), with
+``bench/phase_clock.py`` loaded in every gate process to time its phases (interpreter and pytest import,
+plugins loaded, configure, collection, each item, the bundle, the terminal summary, unconfigure,
+interpreter exit). Variants: the two commands as above in the environment as given (``as given``);
+both with Python's bytecode cache allowed, in a private ``PYTHONPYCACHEPREFIX`` warmed by the first
+round (``bytecode``: what an installation whose ``.pyc`` files can be written sees; with
+``PYTHONDONTWRITEBYTECODE=1`` every gate command compiles the plugin's modules and re-runs pytest's
+assertion rewriting over every installed pytest plugin); and the gate with only its own plugin
+(``PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 -p hetero``, bytecode cached: the plugins the test extra
+installs beside it, hypothesis, anyio, xdist, randomly, rerunfailures, pytest-html, left out).
+``--local`` does the same breakdown for a local one-row matrix (startup, model and business on
+``python:current``; no plain baseline: the phases only).
 """
 
 from __future__ import annotations
 
 import argparse
 import io
+import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -108,12 +123,154 @@ def spread(values: list[float]) -> str:
     return f"{statistics.median(values):.3f} s ({min(values):.3f}–{max(values):.3f})"
 
 
+PHASES = (("interpreter + pytest import", None, "loaded"), ("installed plugins loaded", "loaded", "configure"),
+          ("configure", "configure", "collection_start"), ("collection", "collection_start", "collection_end"),
+          ("items", "loop_start", "loop_end"), ("session finish (bundle)", "finish_start", "summary_start"),
+          ("terminal summary", "summary_start", "finish_end"), ("unconfigure", "unconfigure_start", "unconfigure_end"),
+          ("interpreter exit", "exit", None))
+"""(label, from mark, to mark) of :mod:`phase_clock`; None: the parent's clock (spawn, reaped)."""
+
+
+def run_measured(argv: list[str], env: dict[str, str], cwd: Path) -> tuple[int, str, float, float]:
+    """Run ``argv``: (exit code, its output, wall seconds, CPU seconds: user + system of the process and of
+    what it reaped; the engine's own work is in neither command's figure)."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(argv, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
+    out = proc.stdout.read() if proc.stdout else b""
+    _, status, usage = os.wait4(proc.pid, 0)
+    if proc.stdout:
+        proc.stdout.close()
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    return proc.returncode, out.decode(errors="replace"), time.perf_counter() - start, usage.ru_utime + usage.ru_stime
+
+
+def phased_once(argv: list[str], env: dict[str, str], cwd: Path, out: Path) -> tuple[float, dict[str, float]]:
+    """One gate process with ``phase_clock`` loaded: (wall seconds, {phase: seconds}, items by layer name
+    too). Raises SystemExit on failure (exit 1, a failed item, is accepted: the local one-row matrix has a
+    business item with no rules)."""
+    env = {**env, "HETERO_PHASES_OUT": str(out),
+           "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "bench")])}
+    start = time.time()
+    code, output, _, cpu = run_measured([*argv, "-p", "phase_clock"], env, cwd)
+    end = time.time()
+    if code not in (0, 1) or not out.exists():
+        raise SystemExit(f"gate run failed (exit {code}):\n{output[-4000:]}")
+    data = json.loads(out.read_text())
+    out.unlink()
+    marks = {**data["marks"]}
+    phases = {label: (marks[b] if b else end) - (marks[a] if a else start) for label, a, b in PHASES
+              if (a is None or a in marks) and (b is None or b in marks)}
+    for nodeid, s, e in data["items"]:
+        key = "  item " + nodeid.rsplit("::", 1)[-1]
+        phases[key] = phases.get(key, 0.0) + (e - s)
+    phases["CPU of the process"] = cpu
+    return end - start, phases
+
+
+def breakdown(rounds: int, local: bool) -> int:
+    """The ``--breakdown`` / ``--local`` report: interleaved variants, each phase's median and spread."""
+    with tempfile.TemporaryDirectory(prefix="hetero-breakdown-") as tmp:
+        folder = Path(tmp)
+        folder.chmod(0o755)
+        given = {k: v for k, v in os.environ.items() if k not in ("PYTHONPYCACHEPREFIX", "HETERO_PHASES_OUT")}
+        cached = {k: v for k, v in given.items() if k != "PYTHONDONTWRITEBYTECODE"}
+        cached["PYTHONPYCACHEPREFIX"] = str(folder / "pycache")
+        alone = {**cached, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
+        if local:
+            matrix, cwd, selection = local_matrix(folder), folder, []
+        else:
+            matrix, cwd, selection = MATRIX, ROOT, ["-k", "startup or model or business"]
+        gate = [sys.executable, "-m", "pytest", str(matrix), "-q", "-p", "no:cacheprovider", *selection,
+                "--hetero-report-dir", str(folder / "reports")]
+        variants: dict[str, tuple[list[str], dict[str, str]]] = {
+            "gate, as given": (gate, given), "gate, bytecode": (gate, cached),
+            "gate alone, bytecode": ([*gate, "-p", "hetero"], alone)}
+        walls: dict[str, list[float]] = {name: [] for name in variants}
+        phases: dict[str, list[dict[str, float]]] = {name: [] for name in variants}
+        plain: dict[str, list[tuple[float, float]]] = {"plain, as given": [], "plain, bytecode": []}
+        plain_env = {"plain, as given": given, "plain, bytecode": cached}
+        for r in range(rounds + 1):  # round 0 warms the bytecode cache and the engine; not counted
+            for name, (argv, env) in variants.items():
+                wall, seen = phased_once(argv, env, cwd, folder / "phases.json")
+                if r:
+                    walls[name].append(wall)
+                    phases[name].append(seen)
+            if not local:
+                for name, env in plain_env.items():
+                    measured = plain_timed(env, folder / "outputs.json")
+                    if r:
+                        plain[name].append(measured)
+            if r:
+                print(f"round {r}: " + "  ".join([*(f"{n} {w[-1]:.2f} s" for n, w in walls.items()),
+                                                  *(f"{n} {w[-1][0]:.2f} s" for n, w in plain.items() if w)]),
+                      flush=True)
+    report(rounds, local, walls, phases, plain)
+    return 0
+
+
+def report(rounds: int, local: bool, walls: dict[str, list[float]], phases: dict[str, list[dict[str, float]]],
+           plain: dict[str, list[tuple[float, float]]]) -> None:
+    """Print the breakdown table: one column per gate variant, one row per phase, then the ratios."""
+    print(f"{'local one-row matrix' if local else 'docker: cpu-2c x py311-onnx, startup + model + business'}; "
+          f"{rounds} interleaved rounds, medians (min-max), seconds; load average {os.getloadavg()[0]:.1f}")
+    names = list(walls)
+    labels = list(dict.fromkeys(k for name in names for seen in phases[name] for k in seen))
+    print(f"{'phase':<32}" + "".join(f"{n:>28}" for n in names))
+    for label in labels:
+        cells = []
+        for name in names:
+            values = [seen.get(label, 0.0) for seen in phases[name]]
+            cells.append(f"{statistics.median(values):.3f} ({min(values):.2f}-{max(values):.2f})")
+        print(f"{label:<32}" + "".join(f"{c:>28}" for c in cells))
+    print(f"{'whole process':<32}" + "".join(f"{spread(walls[n]):>28}" for n in names))
+    if not local:
+        for name, values in plain.items():
+            print(f"{name:<32}{spread([w for w, _ in values])}, CPU {spread([c for _, c in values])}")
+        med = {**{n: statistics.median(v) for n, v in walls.items()},
+               **{n: statistics.median(w for w, _ in v) for n, v in plain.items()}}
+        cpu = {**{n: statistics.median(seen["CPU of the process"] for seen in phases[n]) for n in walls},
+               **{n: statistics.median(c for _, c in v) for n, v in plain.items()}}
+        print(f"ratio of CPU, as given = {cpu['gate, as given'] / cpu['plain, as given']:.2f}; bytecode = "
+              f"{cpu['gate, bytecode'] / cpu['plain, bytecode']:.2f}; gate alone, bytecode = "
+              f"{cpu['gate alone, bytecode'] / cpu['plain, bytecode']:.2f}")
+        print(f"ratio gate/plain, as given = {med['gate, as given'] / med['plain, as given']:.2f}; bytecode = "
+              f"{med['gate, bytecode'] / med['plain, bytecode']:.2f}; gate alone, bytecode = "
+              f"{med['gate alone, bytecode'] / med['plain, bytecode']:.2f} (target <= {TARGET})")
+
+
+def plain_timed(env: dict[str, str], out: Path) -> tuple[float, float]:
+    """:func:`plain_once` in the environment ``env``: (wall seconds, CPU seconds)."""
+    code, output, wall, cpu = run_measured([sys.executable, __file__, "--plain-once", str(out)],
+                                           {**env, "PYTHONPATH": str(ROOT)}, ROOT)
+    if code != 0:
+        raise SystemExit(f"plain run failed (exit {code}):\n{output[-3000:]}")
+    return wall, cpu
+
+
+def local_matrix(folder: Path) -> Path:
+    """A one-row local matrix (cpu × python:current × the digits model and data set, copied under
+    ``folder``), its model run confined as every local run is."""
+    digits = ROOT / "cases" / "digits"
+    shutil.copytree(digits, folder / "digits")
+    text = MATRIX.read_text().replace("../cases/digits", "digits").replace(
+        "backend: docker          # engine from DOCKER_HOST, else the local socket", "backend: local").replace(
+        "reference: pytest-hetero/py311-onnx:1", "reference: python:current")
+    text = "\n".join(line for line in text.splitlines() if "pull_policy" not in line and "image_owner" not in line)
+    path = folder / "one-row.matrix.yaml"
+    path.write_text(text + "\n")
+    return path
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark; exit 0 when the median ratio is within :data:`TARGET`."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5, help="measured rounds of each (default 5)")
     parser.add_argument("--plain-once", metavar="OUT", help=argparse.SUPPRESS)
+    parser.add_argument("--breakdown", action="store_true", help="split the fixed cost by phase and environment")
+    parser.add_argument("--local", action="store_true", help="the breakdown for a local one-row matrix")
     args = parser.parse_args(argv)
+    if args.breakdown or args.local:
+        return breakdown(args.rounds, args.local)
     if args.plain_once:
         api = docker.APIClient(**{**docker.utils.kwargs_from_env(), "timeout": 120})
         direct_once(api, Path(args.plain_once))

@@ -16,9 +16,13 @@ Baselines, each a fresh ``python -m pytest`` of one test function parametrised N
 
 Rounds alternate gate / plain / plain+sandbox (interleaved) at each size. Reported per size: wall
 (median and min–max over rounds), peak RSS of the pytest process (``ru_maxrss`` of the reaped
-child, MiB), per-item cost (wall / N, ms) and the ratios gate/plain and gate/plain+sandbox. Target
+child, MiB), per-item cost (wall / N, ms) and the ratios gate/plain and gate/plain+sandbox; the same
+ratios of CPU time (user + system of the command and everything it reaped, ``cpu_ratio_*``: the work
+each does, which a machine shared with other builds inflates less than the wall time). Target
 (issue 20.1): gate ≤ 1.3× plain per model item at 1k and 10k, flat in N; prints the verdict.
 Usage: ``python bench/bench_local_scale.py [--sizes 100,1000,10000] [--rounds 3,3,2]``.
+``--item-phases`` runs the gate once at the first size with ``bench/item_clock.py`` loaded and prints
+where an item's wall time goes (ms per item, by function).
 """
 
 from __future__ import annotations
@@ -103,8 +107,9 @@ def sandboxed_argv(folder: Path) -> list[str]:
     return [a.replace(str(tmp / "outputs.json"), "@OUT@").replace(str(tmp), "@TMP@") for a in line]
 
 
-def timed(argv: list[str], cwd: Path) -> tuple[float, float]:
-    """Run ``argv``; (wall seconds, peak RSS MiB of the process). Raises SystemExit when it fails."""
+def timed(argv: list[str], cwd: Path) -> tuple[float, float, float]:
+    """Run ``argv``; (wall seconds, peak RSS MiB of the process, CPU seconds: user + system of the process
+    and every process it reaped, the sandboxes and model runs included). Raises SystemExit when it fails."""
     start = time.perf_counter()
     proc = subprocess.Popen(argv, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             env={**os.environ, "PYTHONPATH": str(ROOT)})
@@ -113,12 +118,12 @@ def timed(argv: list[str], cwd: Path) -> tuple[float, float]:
     wall = time.perf_counter() - start
     if os.waitstatus_to_exitcode(status) != 0:
         raise SystemExit(f"{' '.join(argv[:6])} failed:\n{out.decode(errors='replace')[-3000:]}")
-    return wall, usage.ru_maxrss / 1024.0
+    return wall, usage.ru_maxrss / 1024.0, usage.ru_utime + usage.ru_stime
 
 
 def one_size(n: int, rounds: int, only: tuple[str, ...] = RUNS) -> dict[str, object]:
     """Interleaved rounds of the runs ``only`` (default all three) at size ``n``."""
-    runs: dict[str, list[tuple[float, float]]] = {name: [] for name in only}
+    runs: dict[str, list[tuple[float, float, float]]] = {name: [] for name in only}
     with tempfile.TemporaryDirectory(prefix="hetero-scale-") as tmp:
         folder = Path(tmp)
         folder.chmod(0o755)
@@ -134,18 +139,24 @@ def one_size(n: int, rounds: int, only: tuple[str, ...] = RUNS) -> dict[str, obj
             for name in only:
                 argv = commands[name]
                 runs[name].append(timed(argv, folder))
-                print(f"  n={n} round {r + 1} {name}: {runs[name][-1][0]:.2f} s, {runs[name][-1][1]:.0f} MiB",
-                      flush=True)
+                wall, mib, cpu = runs[name][-1]
+                print(f"  n={n} round {r + 1} {name}: {wall:.2f} s, {mib:.0f} MiB, CPU {cpu:.2f} s (load average "
+                      f"{os.getloadavg()[0]:.1f})", flush=True)
     out: dict[str, object] = {"n": n}
     for name, values in runs.items():
-        walls = [w for w, _ in values]
+        walls, cpus = [w for w, _, _ in values], [c for _, _, c in values]
         out[name] = {"wall_s": round(statistics.median(walls), 3), "min_s": round(min(walls), 3),
-                     "max_s": round(max(walls), 3), "peak_mib": round(max(m for _, m in values), 1),
-                     "per_item_ms": round(statistics.median(walls) / n * 1000, 3)}
-    gate = statistics.median(w for w, _ in runs["gate"])
+                     "max_s": round(max(walls), 3), "peak_mib": round(max(m for _, m, _ in values), 1),
+                     "per_item_ms": round(statistics.median(walls) / n * 1000, 3),
+                     "cpu_s": round(statistics.median(cpus), 3), "cpu_min_s": round(min(cpus), 3),
+                     "cpu_max_s": round(max(cpus), 3)}
+    gate = statistics.median(w for w, _, _ in runs["gate"])
+    gate_cpu = statistics.median(c for _, _, c in runs["gate"])
     for name, key in (("plain", "ratio_plain"), ("plain+sandbox", "ratio_plain_sandbox")):
         if name in runs:
-            out[key] = round(gate / statistics.median(w for w, _ in runs[name]), 2)
+            out[key] = round(gate / statistics.median(w for w, _, _ in runs[name]), 2)
+            out["cpu_" + key] = round(gate_cpu / statistics.median(c for _, _, c in runs[name]), 2)
+    out["load_average"] = round(os.getloadavg()[0], 1)
     return out
 
 
@@ -175,6 +186,23 @@ def spawn_cost(repeat: int = 40) -> None:
     del ballast
 
 
+def item_phases(n: int) -> int:
+    """One gate run of ``n`` model items with ``bench/item_clock.py`` loaded; print its table."""
+    with tempfile.TemporaryDirectory(prefix="hetero-scale-") as tmp:
+        folder = Path(tmp)
+        folder.chmod(0o755)
+        matrix = write_matrix(folder, n)
+        proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly",
+                               "-p", "item_clock", str(matrix), "-m", "model", "--hetero-report-dir",
+                               str(folder / "reports")], cwd=folder, capture_output=True, text=True, check=False,
+                              env={**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "bench")])})
+    if proc.returncode != 0:
+        raise SystemExit(f"gate failed:\n{proc.stdout[-3000:]}{proc.stderr[-2000:]}")
+    print(f"{n} model items, load average {os.getloadavg()[0]:.1f}; ms per item by function (nested ones overlap)")
+    print("\n".join(line for line in proc.stderr.splitlines() if line.startswith("ITEM ")))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run every size; print one JSON line per size and the verdict; exit 1 when a target is missed."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -182,10 +210,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", default="3,3,2", help="rounds per size (one value, or one per size)")
     parser.add_argument("--spawn", action="store_true", help="only measure the start cost of one child")
     parser.add_argument("--only", default=",".join(RUNS), help="runs to make (gate always), comma-separated")
+    parser.add_argument("--item-phases", action="store_true", help="one gate run timed by function (item_clock)")
     args = parser.parse_args(argv)
     if args.spawn:
         spawn_cost()
         return 0
+    if args.item_phases:
+        return item_phases(int(args.sizes.split(",")[0]))
     sizes = [int(s) for s in args.sizes.split(",")]
     rounds = [int(r) for r in args.rounds.split(",")]
     rounds += [rounds[-1]] * (len(sizes) - len(rounds))
@@ -194,12 +225,14 @@ def main(argv: list[str] | None = None) -> int:
     for n, r in zip(sizes, rounds, strict=True):
         results.append(one_size(n, r, only))
         print(json.dumps(results[-1]), flush=True)
-    print("size   gate ms/item  plain ms/item  plain+sandbox ms/item  gate/plain  gate/plain+sandbox  gate peak MiB")
+    print("size   gate ms/item  plain ms/item  plain+sandbox ms/item  gate/plain  gate/plain+sandbox  gate peak MiB"
+          "  CPU gate/plain  CPU gate/plain+sandbox")
     for res in results:
         g, p, s = (res.get(k) or {} for k in RUNS)
         assert isinstance(g, dict) and isinstance(p, dict) and isinstance(s, dict)
         print(f"{res['n']:>6} {g['per_item_ms']:>12} {p.get('per_item_ms', '-'):>14} {s.get('per_item_ms', '-'):>22} "
-              f"{res.get('ratio_plain', '-'):>11} {res.get('ratio_plain_sandbox', '-'):>19} {g['peak_mib']:>14}")
+              f"{res.get('ratio_plain', '-'):>11} {res.get('ratio_plain_sandbox', '-'):>19} {g['peak_mib']:>14} "
+              f"{res.get('cpu_ratio_plain', '-'):>15} {res.get('cpu_ratio_plain_sandbox', '-'):>23}")
     big = [r for r in results if int(str(r["n"])) >= 1000 and "ratio_plain" in r]
     ok = bool(big) and all(float(str(r["ratio_plain"])) <= TARGET for r in big)
     print(f"target gate/plain <= {TARGET} at 1k and 10k: {'met' if ok else 'MISSED'}")

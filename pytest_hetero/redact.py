@@ -9,7 +9,7 @@ Removed, each replaced by ``[REDACTED:<kind>]`` so a reader knows what was there
 - the token formats of `detect-secrets <https://github.com/Yelp/detect-secrets>`_ (its regular
   expression plugins: GitHub, GitLab, AWS, Slack tokens and webhooks, Stripe, PyPI, npm, SendGrid,
   Twilio, Azure, IBM…), kind ``ds-<plugin secret type>``; the detect-secrets version in use is
-  the one installed, its patterns cached per version (importing it costs about half a second);
+  the one installed, its patterns cached per installation (importing it costs about half a second);
 - structures the gate sees that those plugins do not cover (:data:`PATTERNS`): PEM private keys
   (a block cut by a head/tail truncation too), ``user:password@`` in a URL (also after a path
   join turned ``://`` into ``:/``, and with an empty user as in ``redis://:pw@``), Authorization
@@ -92,31 +92,83 @@ signature; its private-key patterns match the header line only (:data:`PATTERNS`
 URL-credentials pattern misses the user and an empty user (:data:`PATTERNS` has one)."""
 
 
+def _cache_dir() -> Path:
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "pytest-hetero"
+
+
+def _installed(package: str) -> str | None:
+    """A digest of the installed files of ``package`` (path, size, mtime and inode of its ``__init__.py``
+    and of its folder: a reinstall or an upgrade changes them), found without importing it (asking
+    the package metadata for its version costs 30-40 ms); None when it is not installed."""
+    import hashlib
+    import importlib.util
+
+    spec = importlib.util.find_spec(package)
+    if spec is None or spec.origin is None:
+        return None
+    digest = hashlib.sha256()
+    for path in (spec.origin, os.path.dirname(spec.origin)):
+        try:
+            st = os.stat(path)
+        except OSError:
+            return None
+        digest.update(f"{path}\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_ino}\0".encode())
+    return digest.hexdigest()[:16]
+
+
+def _write_cache(cache: Path, value: Any) -> None:
+    """Write ``value`` as JSON to ``cache`` whole (a temporary file renamed); a read-only home is ignored."""
+    try:
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        tmp = cache.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(value), "utf-8")
+        tmp.replace(cache)
+    except OSError:
+        pass
+
+
 def _plugin_patterns() -> list[tuple[str, str, int]]:
     """``(secret type, regex source, flags)`` of every detect-secrets regular-expression plugin
-    (cached per detect-secrets version under ``$XDG_CACHE_HOME/pytest-hetero``); empty when
-    detect-secrets is not installed."""
-    from importlib import metadata
-
-    try:
-        version = metadata.version("detect-secrets")
-    except metadata.PackageNotFoundError:
+    (cached per installed detect-secrets, :func:`_installed`, under ``$XDG_CACHE_HOME/pytest-hetero``);
+    empty when detect-secrets is not installed."""
+    installed = _installed("detect_secrets")
+    if installed is None:
         return []
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "pytest-hetero" / \
-        f"detect-secrets-{version}-patterns.json"
+    cache = _cache_dir() / f"detect-secrets-{installed}-patterns.json"
     try:
         cached = json.loads(cache.read_text("utf-8"))
         return [(str(t), str(p), int(f)) for t, p, f in cached]
     except (OSError, ValueError, TypeError):
         pass
     found = _load_plugins()
+    _write_cache(cache, found)
+    return found
+
+
+def _guards(sources: list[tuple[str, int]]) -> list[tuple[bool, tuple[str, ...] | None]]:
+    """For each ``(regex source, flags)``: (whether it compiles, its :func:`required_literals`). Cached
+    under ``$XDG_CACHE_HOME/pytest-hetero`` per Python version and list of sources: deriving them
+    parses every pattern (20-40 ms of each gate command), and a run then compiles only the patterns
+    whose literals appear (:class:`_Rule`)."""
+    import hashlib
+
+    key = hashlib.sha256(json.dumps([sys.version, sources]).encode()).hexdigest()[:16]
+    cache = _cache_dir() / f"redact-guards-{key}.json"
     try:
-        cache.parent.mkdir(parents=True, exist_ok=True)
-        tmp = cache.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(found), "utf-8")
-        tmp.replace(cache)
-    except OSError:
+        cached = json.loads(cache.read_text("utf-8"))
+        if len(cached) == len(sources):
+            return [(bool(ok), None if needs is None else tuple(str(n) for n in needs)) for ok, needs in cached]
+    except (OSError, ValueError, TypeError):
         pass
+    found: list[tuple[bool, tuple[str, ...] | None]] = []
+    for source, flags in sources:
+        try:
+            rx = re.compile(source, flags)
+        except re.error:
+            found.append((False, None))
+            continue
+        found.append((True, required_literals(rx)))
+    _write_cache(cache, found)
     return found
 
 
@@ -177,24 +229,43 @@ def _literals(items: list[Any], sre: Any) -> tuple[str, ...] | None:
     return ("".join(run),) if len(run) >= 2 else None
 
 
-_COMPILED: list[tuple[str, re.Pattern[str], Any, tuple[str, ...] | None]] | None = None
+class _Rule:
+    """One pattern: its ``kind``, replacement ``repl``, guard literals ``needs`` (:func:`required_literals`)
+    and :attr:`rx`, compiled when first needed (in most runs no text holds most patterns' literals)."""
+
+    __slots__ = ("kind", "repl", "needs", "_source", "_flags", "_rx")
+
+    def __init__(self, kind: str, source: str, flags: int, repl: Any, needs: tuple[str, ...] | None,
+                 rx: re.Pattern[str] | None = None) -> None:
+        self.kind, self.repl, self.needs = kind, repl, needs
+        self._source, self._flags, self._rx = source, flags, rx
+
+    @property
+    def rx(self) -> re.Pattern[str]:
+        """The compiled regular expression."""
+        if self._rx is None:
+            self._rx = re.compile(self._source, self._flags)
+        return self._rx
 
 
-def _compiled() -> list[tuple[str, re.Pattern[str], Any, tuple[str, ...] | None]]:
-    """Every pattern as ``(kind, regex, replacement, guard literals)``, detect-secrets' first (built once)."""
+_COMPILED: list[_Rule] | None = None
+
+
+def _compiled() -> list[_Rule]:
+    """Every pattern as a :class:`_Rule`, detect-secrets' first, then :data:`PATTERNS` (built once;
+    a detect-secrets pattern that does not compile is left out)."""
     global _COMPILED
     if _COMPILED is None:
-        out: list[tuple[str, re.Pattern[str], Any, tuple[str, ...] | None]] = []
-        for secret_type, source, flags in _plugin_patterns():
-            if secret_type in SKIPPED_PLUGINS:
-                continue
-            try:
-                rx = re.compile(source, flags)
-            except re.error:
-                continue
-            kind = "ds-" + re.sub(r"[^a-z0-9]+", "-", secret_type.lower()).strip("-")
-            out.append((kind, rx, _whole(kind), required_literals(rx)))
-        out += [(kind, rx, repl, required_literals(rx)) for kind, rx, repl in PATTERNS]
+        plugins = [(t, source, flags) for t, source, flags in _plugin_patterns() if t not in SKIPPED_PLUGINS]
+        ours = [(rx.pattern, rx.flags) for _, rx, _ in PATTERNS]
+        guards = _guards([(source, flags) for _, source, flags in plugins] + ours)
+        out: list[_Rule] = []
+        for (secret_type, source, flags), (ok, needs) in zip(plugins, guards, strict=False):
+            if ok:
+                kind = "ds-" + re.sub(r"[^a-z0-9]+", "-", secret_type.lower()).strip("-")
+                out.append(_Rule(kind, source, flags, _whole(kind), needs))
+        out += [_Rule(kind, rx.pattern, rx.flags, repl, needs, rx)
+                for (kind, rx, repl), (_, needs) in zip(PATTERNS, guards[len(plugins):], strict=True)]
         _COMPILED = out
     return _COMPILED
 
@@ -269,11 +340,11 @@ class Redactor:
             if secret in value:
                 value = value.replace(secret, f"[REDACTED:env:{name}]")
         lowered = value.lower() if guard else ""
-        for _kind, pattern, repl, needs in self._patterns:
-            if guard and needs is not None:
-                if not any(n in lowered for n in needs):
+        for rule in self._patterns:
+            if guard and rule.needs is not None:
+                if not any(n in lowered for n in rule.needs):
                     continue
-            value, count = pattern.subn(repl, value)
+            value, count = rule.rx.subn(rule.repl, value)
             if guard and count:
                 lowered = value.lower()
         for kind, pattern in self._extra:

@@ -236,3 +236,54 @@ def test_deep_nesting_without_alias_is_named_as_nesting(tmp_path: Path) -> None:
     assert problem.message == ("document nests too deeply (brackets or indentation thousands of levels deep, "
                                "or a recursive YAML alias)")
     assert problem.hint == "flatten the nesting; a matrix needs only a few levels"
+
+
+def _fresh_load(path: Path, cache: Path) -> dict[str, object]:
+    """Load ``path`` in a fresh interpreter with ``cache`` as XDG_CACHE_HOME; what it saw."""
+    import json
+    import subprocess
+    import sys
+
+    script = ("import json, sys\nfrom pytest_hetero.matrix import load_matrix\nfrom pytest_hetero.errors import "
+              "MatrixInvalid\ntry:\n    load_matrix(sys.argv[1]); problems = []\nexcept MatrixInvalid as exc:\n"
+              "    problems = [p.message for p in exc.problems]\n"
+              "print(json.dumps({'jsonschema': 'jsonschema' in sys.modules, 'problems': problems}))\n")
+    done = subprocess.run([sys.executable, "-c", script, str(path)], capture_output=True, text=True, check=True,
+                          env={**os.environ, "XDG_CACHE_HOME": str(cache), "PYTHONPATH": str(REPO)})
+    return dict(json.loads(done.stdout))
+
+
+def test_a_document_that_passed_the_schema_is_not_validated_again(tmp_path: Path) -> None:
+    (tmp_path / "m").mkdir()
+    path = tmp_path / "m" / "good.matrix.yaml"
+    path.write_text(GOOD)
+    first = _fresh_load(path, tmp_path / "cache")
+    assert first == {"jsonschema": True, "problems": []}
+    assert len(list((tmp_path / "cache" / "pytest-hetero" / "validated").iterdir())) == 1
+    assert _fresh_load(path, tmp_path / "cache") == {"jsonschema": False, "problems": []}
+    # another content is validated: a new mark, the validator imported again
+    path.write_text(GOOD.replace("name: m}", "name: m2}"))
+    assert _fresh_load(path, tmp_path / "cache") == {"jsonschema": True, "problems": []}
+    assert len(list((tmp_path / "cache" / "pytest-hetero" / "validated").iterdir())) == 2
+
+
+def test_a_document_with_schema_problems_is_validated_every_time(tmp_path: Path) -> None:
+    (tmp_path / "m").mkdir()
+    path = tmp_path / "m" / "bad.matrix.yaml"
+    path.write_text(GOOD.replace("type: cpu", "type: cpux"))
+    for _ in range(2):
+        seen = _fresh_load(path, tmp_path / "cache")
+        assert seen["jsonschema"] is True
+        assert seen["problems"] == ["'cpux' is not one of ['gpu', 'npu', 'cpu']"]
+    assert not (tmp_path / "cache" / "pytest-hetero" / "validated").exists()
+
+
+def test_the_validation_key_tells_types_apart() -> None:
+    import datetime
+
+    from pytest_hetero.matrix.load import validated_key
+
+    as_text, as_date = validated_key({"v": "2024-01-01"}), validated_key({"v": datetime.date(2024, 1, 1)})
+    assert as_text is not None and as_date is not None and as_text != as_date
+    assert validated_key({"v": 1}) != validated_key({"v": True}) != validated_key({"v": "1"})
+    assert validated_key({"v": "2024-01-01"}) == as_text

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import json
+import os
+from pathlib import Path
+
 import pytest
+from support import REPO
 
 from pytest_hetero.redact import Redactor
 
@@ -291,3 +296,27 @@ def test_guards_change_nothing_but_the_time() -> None:
     for _ in range(300):
         text = " ".join(rng.choice(pieces) for _ in range(rng.randint(1, 6)))
         assert r.text(text) == r.text(text, guard=False), text
+
+
+def test_cached_guards_and_patterns_redact_as_freshly_derived_ones(tmp_path: Path) -> None:
+    """The detect-secrets patterns and every pattern's guard literals are kept under the user cache
+    (20.1: deriving them cost 0.1 s of each command); a process reading them back redacts exactly as
+    the one that derived them, and as running every pattern."""
+    import subprocess
+    import sys
+
+    script = ("import json, sys\nfrom pytest_hetero.redact import Redactor, _compiled\n"
+              "texts = json.loads(sys.stdin.read())\nr = Redactor(env={'DB_PASS': 'DbPassValue4242'})\n"
+              "print(json.dumps({'rules': len(_compiled()), 'guarded': [r.text(t) for t in texts],"
+              " 'all': [r.text(t, guard=False) for t in texts]}))\n")
+    texts = [w.replace("\\n", "\n") for w, _ in SECRETS.values()] + ["plain words", "ghp_" + "a" * 36,
+                                                                        "xoxb-1234-5678-abcdefgh"]
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path), "PYTHONPATH": str(REPO)}
+    runs = [json.loads(subprocess.run([sys.executable, "-c", script], input=json.dumps(texts), text=True,
+                                      capture_output=True, check=True, env=env).stdout) for _ in range(2)]
+    cached = sorted(p.name for p in (tmp_path / "pytest-hetero").iterdir())
+    assert [n.split("-")[0] + "-" + n.split("-")[1] for n in cached] == ["detect-secrets", "redact-guards"]
+    assert runs[0] == runs[1]
+    assert runs[0]["guarded"] == runs[0]["all"]
+    assert runs[0]["rules"] > 30  # detect-secrets' plugins and ours
+    assert "[REDACTED:" in runs[0]["guarded"][-2] and "[REDACTED:" in runs[0]["guarded"][-1]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 import hashlib
+import importlib.util
 import json
 import os
 import re
@@ -17,8 +18,6 @@ from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 from typing import Any
-
-import jsonschema
 
 from pytest_hetero import LAYERS
 from pytest_hetero.errors import Location, MatrixError, MatrixInvalid
@@ -144,7 +143,65 @@ def _unknown_keys(best: Any, path: tuple[Any, ...], data: Any, pos: Positions, f
     return out
 
 
+@lru_cache(maxsize=1)
+def _schema_digest() -> str:
+    return hashlib.sha256(json.dumps(matrix_schema(), sort_keys=True).encode()).hexdigest()
+
+
+VALIDATOR_PACKAGES = ("jsonschema", "referencing", "jsonschema_specifications")
+"""Packages whose code decides a schema validation (the validator, ``$ref`` resolution, the metaschemas)."""
+
+
+def validated_key(data: Any) -> str | None:
+    """The sha256 (hex) naming one schema validation: the schema shipped in the package, the validator
+    packages' installed files (:data:`VALIDATOR_PACKAGES`: path, size, mtime and inode of each
+    ``__init__.py`` and its folder, read without importing them: a reinstall or upgrade changes them)
+    and the document as ``repr`` of the parsed YAML (``'2024-01-01'`` and ``datetime.date(2024, 1, 1)``
+    differ; a type whose ``repr`` varies between processes only costs a miss). None when a validator
+    package is not found (the validation then runs and reports it)."""
+    digest = hashlib.sha256(_schema_digest().encode())
+    for name in VALIDATOR_PACKAGES:
+        spec = importlib.util.find_spec(name)
+        if spec is None or spec.origin is None:
+            return None
+        for path in (spec.origin, os.path.dirname(spec.origin)):
+            try:
+                st = os.stat(path)
+            except OSError:
+                return None
+            digest.update(f"\0{path}\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_ino}".encode())
+    digest.update(b"\0" + repr(data).encode("utf-8", "surrogatepass"))
+    return digest.hexdigest()
+
+
+def validated_cache() -> Path:
+    """``$XDG_CACHE_HOME/pytest-hetero/validated`` (default ``~/.cache``): one empty file per document
+    that passed the schema (named by :func:`validated_key`)."""
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "pytest-hetero" / "validated"
+
+
 def _schema_problems(data: Any, pos: Positions, file: str) -> list[MatrixError]:
+    """Every schema problem of ``data``, each at its line and column. A document that passed once (same
+    content, schema and validator: :func:`validated_key`) is not validated again: its mark under
+    :func:`validated_cache` says so, and ``jsonschema`` is not even imported (about 0.1 s of each
+    command). Only a pass is remembered; a document with problems is validated every time."""
+    key = validated_key(data)
+    mark = validated_cache() / key if key is not None else None
+    if mark is not None and mark.is_file():
+        return []
+    problems = _validate(data, pos, file)
+    if mark is not None and not problems:
+        try:
+            mark.parent.mkdir(parents=True, exist_ok=True)
+            mark.touch()
+        except OSError:  # a read-only home: validated every time, as before
+            pass
+    return problems
+
+
+def _validate(data: Any, pos: Positions, file: str) -> list[MatrixError]:
+    import jsonschema
+
     validator = jsonschema.Draft202012Validator(matrix_schema())
     problems: list[MatrixError] = []
     for err in validator.iter_errors(data):

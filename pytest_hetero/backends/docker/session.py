@@ -95,7 +95,8 @@ class DockerSession:
                 raise EngineUnavailable(f"Docker engine at {self.conn.get('base_url', 'DOCKER_HOST')} does not "
                                         f"answer{since}: {exc}", "engine_unreachable", "infrastructure") from None
             self._api = api
-            self._long = run.make_client(self.conn, None)
+            # the API version the first client negotiated: without it the second asks GET /version again
+            self._long = run.make_client({**self.conn, "version": api.api_version}, None)
             self.engine = {"version": api.version(), "info": api.info()}
         return self._api
 
