@@ -64,11 +64,14 @@ def epoch(value: Any) -> float | None:
 def held(facts: dict[str, Any], until: float | None = None) -> tuple[float | None, list[str]]:
     """Seconds the workload of ``facts`` held its requests, and what was missing to say it exactly.
 
-    From ``placed`` (else ``started``, else ``submitted``) to the earlier of ``ended`` and ``released``,
+    A workload never placed (``outcome`` refused or pending, no ``placed``) held nothing: 0 s. Else from
+    ``placed`` (else ``started``, else ``submitted``) to the earlier of ``ended`` and ``released``,
     else to ``until`` (epoch seconds: the run's end). Returns (seconds ≥ 0, or None when no start or no
     end is known; the missing facts' names, empty when both ends were the workload's own).
     """
     missing: list[str] = []
+    if facts.get("outcome") in ("refused", "pending") and epoch(facts.get("placed")) is None:
+        return 0.0, missing  # never placed: it held no node's resources (a quota may still have counted it)
     begin = next((t for t in (epoch(facts.get(k)) for k in ("placed", "started", "submitted")) if t is not None),
                  None)
     if begin is None:
