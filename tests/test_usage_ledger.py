@@ -161,3 +161,6 @@ def test_the_ledger_sums_are_in_the_signed_predicate(pytester: pytest.Pytester) 
     assert predicate["usage"]["resource_seconds"] == ev["usage"]["resource_seconds"]
     assert predicate["usage"]["waste"]["idle_s"] == ev["usage"]["waste"]["idle"]["seconds"]
     assert predicate["usage"]["incomplete"] == 0
+    summary = (bundle / "summary.md").read_text()
+    cpu = ev["usage"]["resource_seconds"]["by_namespace"]["local"]["cpu"]
+    assert "### Usage ledger" in summary and f"- by namespace: local: cpu {cpu:g}" in summary

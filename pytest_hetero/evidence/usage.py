@@ -30,8 +30,8 @@ GATE = "(gate)"
 
 COVERS = (
     "every workload the gate created whose engine reported it: Kubernetes workload pods (scheduling, startup, "
-    "model runs inside them), Docker containers, local model processes; governance probe workloads (their "
-    "probes' own ledgers, folded in under governance)",
+    "model runs inside them), Docker containers and placement probes, local model processes; governance probe "
+    "workloads under the tenant they ran as (each probe's own ledger is also summed under governance)",
     "resource-seconds = each request (base units: cores, bytes, devices) x seconds held, held from placement "
     "(else start, else submission) until the workload ended or was released, else until the run's end",
 )
