@@ -131,7 +131,9 @@ def test_partial_and_bad_records_count_with_what_they_have_and_are_named() -> No
     broken = {"workload": "pod/b/q", "object": "pod", "namespace": "b", "requests": {"cpu": "two"},
               "submitted": "not a time"}
     items = [_item("m::r::scheduling", pod), _item("m::r::i::startup", later, broken),
-             {"nodeid": "junk", "records": ["x", {"kind": RECORD, "data": "y"}]}]
+             {"nodeid": "junk", "records": ["x", {"kind": RECORD, "data": "y"},
+                                            {"kind": "governance.ledger", "data": {"resource_seconds": {"a": {
+                                                "cpu": 3.5, "gpu": "x"}}, "waste": {"attempts": "two"}}}]}]
     section = ledger(items, end)
     assert section["workloads"] == 2
     # held from placement to the run's end (released by cleanup): 100 s x 2 cores
@@ -140,6 +142,8 @@ def test_partial_and_bad_records_count_with_what_they_have_and_are_named() -> No
     assert section["waste"]["idle"]["seconds"] == 10.0
     assert section["waste"]["retries"]["restarts"] == 2
     assert section["incomplete"]["count"] == 1
+    assert section["governance"] == {"probes": 1, "resource_seconds": {"a": {"cpu": 3.5, "gpu": 0.0}},
+                                     "attempts": 0, "refused": 0, "waited_s": 0.0}
     assert section["incomplete"]["workloads"][0]["workload"] == "pod/b/q"
     assert set(section["incomplete"]["workloads"][0]["missing"]) == {"placed", "requests.cpu"}
     # interrupted (no end line): counted until the last reported time, and said so

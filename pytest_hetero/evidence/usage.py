@@ -186,13 +186,17 @@ def _fold_governance(gov: dict[str, Any], data: dict[str, Any]) -> None:
     gov["probes"] += 1
     for ns, per in (data.get("resource_seconds") or {}).items():
         if isinstance(per, dict):
-            _add(gov["resource_seconds"], str(ns), {str(r): float(v) for r, v in per.items()
-                                                    if isinstance(v, (int, float))})
+            _add(gov["resource_seconds"], str(ns), {str(r): _number(v) for r, v in per.items()})
     found = data.get("waste")
     waste: dict[str, Any] = found if isinstance(found, dict) else {}
-    gov["attempts"] += int(waste.get("attempts") or 0)
-    gov["refused"] += int(waste.get("refused") or 0)
-    gov["waited_s"] += float(waste.get("waited_s") or 0.0)
+    gov["attempts"] += int(_number(waste.get("attempts")))
+    gov["refused"] += int(_number(waste.get("refused")))
+    gov["waited_s"] += _number(waste.get("waited_s"))
+
+
+def _number(value: Any) -> float:
+    """``value`` when it is a JSON number (bool excluded), else 0 (a bad record adds nothing)."""
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0.0
 
 
 def _section(workloads: dict[str, dict[str, Any]], until: float | None, open_end: bool, reruns: int,
