@@ -177,7 +177,10 @@ def ledger(items: list[dict[str, Any]], until: str | None) -> dict[str, Any]:
                 continue
             key = str(data.get("workload") or f"{item.get('nodeid')}#{len(workloads)}")
             w = workloads.setdefault(key, {"_nodeid": item.get("nodeid"), "_attempt": attempt})
-            _merge(w, data, str(rec.get("at") or ""))
+            at = str(rec.get("at") or "")
+            if data.get("outcome") is not None and at >= w.get("_at", ""):
+                w["_by"] = item.get("nodeid")  # the item whose report says how the workload ended
+            _merge(w, data, at)
             latest = max(latest, epoch(rec.get("at")) or 0.0)
     return _section(workloads, end if end is not None else (latest or None), end is None, reruns, gov)
 
@@ -232,8 +235,9 @@ def _section(workloads: dict[str, dict[str, Any]], until: float | None, open_end
         if w.get("outcome") in ("failed", "refused"):
             failed_count += 1
             _add(failed, "all", amounts)
-            if len(failed_items) < LISTED and w["_nodeid"] not in failed_items:
-                failed_items.append(str(w["_nodeid"]))
+            by = str(w.get("_by") or w["_nodeid"])
+            if len(failed_items) < LISTED and by not in failed_items:
+                failed_items.append(by)
         if w["_attempt"]:
             _add(retried, "all", amounts)
         gap = idle(w)

@@ -64,21 +64,29 @@ def test_a_kwok_run_ledgers_the_pod_under_its_namespace_with_the_pods_own_times(
     assert usage["waste"]["failed"]["workloads"] == 0 and usage["incomplete"]["count"] == 0
 
 
-def test_a_pod_whose_image_cannot_be_pulled_is_waste(pytester: pytest.Pytester, cluster: Cluster,
-                                                     run_id: str) -> None:
-    images = [{"name": "pull-error", "reference": "registry.invalid/hetero/missing:pull-error", "for": ["cpu"]}]
+def test_a_pod_that_cannot_pull_or_crash_loops_is_waste(pytester: pytest.Pytester, cluster: Cluster,
+                                                        run_id: str) -> None:
+    """The ``outcome`` node's kubelet is simulated in the test process (kubekit.FakeKubelet), worded as a
+    real kubelet words it: ``:pull-error`` never starts, ``:crash`` restarted 3 times."""
+    images = [{"name": tag, "reference": f"registry.invalid/hetero/missing:{tag}", "for": ["cpu"]}
+              for tag in ("pull-error", "crash")]
     resource = {"name": "node", "type": "cpu", "requests": {"cpu": "1"}, "limits": {"memory": "64Mi"},
                 "pool": "outcome"}
     pytester.makefile(".matrix.yaml", k=kube_matrix(cluster.suffix, cluster.namespace, [resource], images=images))
     pytester.runpytest("-p", "no:cacheprovider", "--hetero-run-id", run_id, "-k", "scheduling or startup")
     ev = evidence_of(pytester)
-    item = _items(ev)["node::pull-error::startup"]
-    assert item["failure"]["category"] == "image_pull_failed"
-    [facts] = _data(item, RECORD)
-    assert (facts["outcome"], facts["started"]) == ("failed", None)  # placed, never ran
-    assert facts["placed"] is not None and facts["idle_s"] is None
-    failed = ev["usage"]["waste"]["failed"]
-    assert failed["workloads"] == 1 and failed["items"] == [item["nodeid"]]
+    got = _items(ev)
+    pull, crash = got["node::pull-error::startup"], got["node::crash::startup"]
+    assert (pull["failure"]["category"], crash["failure"]["category"]) == ("image_pull_failed", "crash_loop")
+    [never] = _data(pull, RECORD)
+    assert (never["outcome"], never["started"], never["idle_s"]) == ("failed", None, None)  # placed, never ran
+    [looping] = _data(crash, RECORD)
+    assert (looping["outcome"], looping["attempts"]) == ("failed", 4)  # 1 + restartCount 3
+    waste = ev["usage"]["waste"]
+    assert waste["failed"]["workloads"] == 2
+    assert sorted(waste["failed"]["items"]) == sorted([pull["nodeid"], crash["nodeid"]])
+    assert waste["retries"]["restarts"] == 3
     end = epoch(ev["run"]["finished_at"])
     assert end is not None
-    assert failed["resource_seconds"]["cpu"] == pytest.approx(end - facts["placed"], abs=0.01)
+    assert waste["failed"]["resource_seconds"]["cpu"] == pytest.approx(
+        (end - never["placed"]) + (end - looping["placed"]), abs=0.02)
