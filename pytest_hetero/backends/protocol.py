@@ -474,8 +474,9 @@ class Backend(ABC):
 
     def serving_pods(self, step: Step, request: ServingRequest) -> list[dict[str, Any]] | None:
         """The workloads backing ``request.deploy`` now: ``[{"name", "node", "phase", "ready", "ip",
-        "image", "image_digest", "requests", "limits", "revision"}]`` (keys the engine cannot know are
-        absent); None where the engine cannot list them (evidence says so). Raises EngineFault."""
+        "image", "image_digest", "requests", "limits", "revision", "usage"}]`` (keys the engine cannot know
+        are absent; ``usage``: :data:`USAGE_FACTS` of a pod the engine deployed for this run, which the
+        usage ledger counts); None where the engine cannot list them (evidence says so). Raises EngineFault."""
         return None
 
     def serving_switch(self, step: Step, request: ServingRequest, version: str) -> dict[str, Any]:

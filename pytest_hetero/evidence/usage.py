@@ -30,14 +30,17 @@ GATE = "(gate)"
 
 COVERS = (
     "every workload the gate created whose engine reported it: Kubernetes workload pods (scheduling, startup, "
-    "model runs inside them), Docker containers and placement probes, local model processes; governance probe "
+    "model runs inside them, pods of serving Deployments the run deployed), Docker containers and placement "
+    "probes, local model processes; governance probe "
     "workloads under the tenant they ran as (each probe's own ledger is also summed under governance)",
     "resource-seconds = each request (base units: cores, bytes, devices) x seconds held, held from placement "
     "(else start, else submission) until the workload ended or was released, else until the run's end",
 )
 DOES_NOT_COVER = (
     "work the platform did for the gate outside its workloads (image pulls on nodes, controllers, apiserver)",
-    "serving Deployments' pods (their requests are in serving.pods records, not in this ledger)",
+    "serving Deployments' pods are counted as listed when the startup item checked them (attributed to the "
+    "served model): a pod a later rollout replaced counts until the run's end (an upper bound), and a Deployment "
+    "the run did not deploy itself is not the gate's workload",
     "KWOK nodes: placement and start times are the simulator's, not a kubelet's (workloads marked simulated)",
     "the local engine requests nothing from a scheduler: its request-seconds are the resource's requests over "
     "the process's wall time; cpu_s is what it used (rusage)",
