@@ -14,6 +14,8 @@ Units: a resource-second is one base unit of a request (a core, a byte, a device
 
 from __future__ import annotations
 
+import functools
+import heapq
 from datetime import datetime
 from typing import Any
 
@@ -52,6 +54,8 @@ DOES_NOT_COVER = (
 def epoch(value: Any) -> float | None:
     """``value`` as epoch seconds: a number as it is, an ISO 8601 / RFC 3339 string (``Z`` accepted) parsed;
     None for anything else (absent, unparsable)."""
+    if type(value) is float:  # the engines' own facts: the common case, checked first
+        return value
     if isinstance(value, bool):
         return None
     if isinstance(value, (int, float)):
@@ -73,16 +77,21 @@ def held(facts: dict[str, Any], until: float | None = None) -> tuple[float | Non
     end is known; the missing facts' names, empty when both ends were the workload's own).
     """
     missing: list[str] = []
-    if facts.get("outcome") in ("refused", "pending") and epoch(facts.get("placed")) is None:
+    placed = epoch(facts.get("placed"))
+    if placed is None and facts.get("outcome") in ("refused", "pending"):
         return 0.0, missing  # never placed: it held no node's resources (a quota may still have counted it)
-    begin = next((t for t in (epoch(facts.get(k)) for k in ("placed", "started", "submitted")) if t is not None),
-                 None)
+    begin = placed
+    if begin is None:
+        begin = epoch(facts.get("started"))
+        if begin is None:
+            begin = epoch(facts.get("submitted"))
     if begin is None:
         missing.append("placed")
-    ends = [t for t in (epoch(facts.get(k)) for k in ("ended", "released")) if t is not None]
-    end = min(ends) if ends else until
-    if not ends:
+    ended, released = epoch(facts.get("ended")), epoch(facts.get("released"))
+    end = ended if released is None else released if ended is None else min(ended, released)
+    if end is None:
         missing.append("released")
+        end = until
     if begin is None or end is None:
         return None, missing
     return max(0.0, end - begin), missing
@@ -104,7 +113,7 @@ def seconds_of(requests: Any, seconds: float) -> tuple[dict[str, float], list[st
     if not isinstance(requests, dict):
         return out, ["requests"] if requests is not None else []
     for name, value in requests.items():
-        amount = quantity_or_none(value) if isinstance(value, (str, int, float)) else None
+        amount = _quantity(value) if isinstance(value, (str, int, float)) else None
         if amount is None:
             bad.append(f"requests.{name}")
         else:
@@ -112,8 +121,17 @@ def seconds_of(requests: Any, seconds: float) -> tuple[dict[str, float], list[st
     return out, bad
 
 
+@functools.lru_cache(maxsize=1024)
+def _quantity(value: str | int | float) -> float | None:
+    """:func:`~pytest_hetero.matrix.quantity.quantity_or_none`, remembered: a run repeats few quantities."""
+    return quantity_or_none(value)
+
+
 def _add(into: dict[str, dict[str, float]], key: str, amounts: dict[str, float]) -> None:
-    per = into.setdefault(key, {})
+    per = into.get(key)
+    if per is None:
+        into[key] = dict(amounts)
+        return
     for res, value in amounts.items():
         per[res] = per.get(res, 0.0) + value
 
@@ -166,26 +184,31 @@ def ledger(items: list[dict[str, Any]], until: str | None) -> dict[str, Any]:
     workloads: dict[str, dict[str, Any]] = {}
     reruns = 0
     gov: dict[str, Any] = {"probes": 0, "resource_seconds": {}, "attempts": 0, "refused": 0, "waited_s": 0.0}
-    latest = 0.0
+    latest = ""  # ISO 8601 UTC strings of one format compare as times: parsed once, at the end
     for item in items:
         reruns += len(item.get("attempts") or [])
         for rec, attempt in _records(item):
-            data = rec.get("data")
-            if not isinstance(data, dict):
-                continue
-            kind = rec.get("kind")
-            if kind == "governance.ledger":
+            kind, data = rec.get("kind"), rec.get("data")
+            if kind == RECORD and isinstance(data, dict):
+                at = str(rec.get("at") or "")
+                latest = max(latest, at)
+                _fold(workloads, data, at, item.get("nodeid"), attempt)
+            elif kind == "governance.ledger" and isinstance(data, dict):
                 _fold_governance(gov, data)
-            if kind != RECORD:
-                continue
-            key = str(data.get("workload") or f"{item.get('nodeid')}#{len(workloads)}")
-            w = workloads.setdefault(key, {"_nodeid": item.get("nodeid"), "_attempt": attempt})
-            at = str(rec.get("at") or "")
-            if data.get("outcome") is not None and at >= w.get("_at", ""):
-                w["_by"] = item.get("nodeid")  # the item whose report says how the workload ended
-            _merge(w, data, at)
-            latest = max(latest, epoch(rec.get("at")) or 0.0)
-    return _section(workloads, end if end is not None else (latest or None), end is None, reruns, gov)
+    return _section(workloads, end if end is not None else epoch(latest), end is None, reruns, gov)
+
+
+def _fold(workloads: dict[str, dict[str, Any]], data: dict[str, Any], at: str, nodeid: Any, attempt: int) -> None:
+    """Fold one ``usage.workload`` record (``data``, recorded ``at`` by item ``nodeid``) into ``workloads``."""
+    key = str(data.get("workload") or f"{nodeid}#{len(workloads)}")
+    w = workloads.get(key)
+    if w is None:  # the common case: the first report of a workload is taken as it is
+        w = workloads[key] = {k: v for k, v in data.items() if v is not None}
+        w.update(_nodeid=nodeid, _attempt=attempt, _at=at, _by=nodeid)
+        return
+    if data.get("outcome") is not None and at >= w["_at"]:
+        w["_by"] = nodeid  # the item whose report says how the workload ended
+    _merge(w, data, at)
 
 
 def _fold_governance(gov: dict[str, Any], data: dict[str, Any]) -> None:
@@ -203,6 +226,18 @@ def _fold_governance(gov: dict[str, Any], data: dict[str, Any]) -> None:
 def _number(value: Any) -> float:
     """``value`` when it is a JSON number (bool excluded), else 0 (a bad record adds nothing)."""
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0.0
+
+
+def _idle(idlest: list[tuple[float, str, str]], key: str, w: dict[str, Any]) -> float:
+    """``w``'s idle seconds (0 when unknown), kept in ``idlest`` (a heap of the :data:`WORST` idlest)."""
+    gap = idle(w)
+    if gap is None:
+        return 0.0
+    if len(idlest) < WORST:
+        heapq.heappush(idlest, (gap, key, str(w["_nodeid"])))
+    elif gap > idlest[0][0]:
+        heapq.heapreplace(idlest, (gap, key, str(w["_nodeid"])))
+    return gap
 
 
 def _section(workloads: dict[str, dict[str, Any]], until: float | None, open_end: bool, reruns: int,
@@ -226,8 +261,7 @@ def _section(workloads: dict[str, dict[str, Any]], until: float | None, open_end
         missing += bad
         if missing or seconds is None:
             incomplete_count += 1
-            if len(incomplete) < LISTED:
-                incomplete.append({"workload": key, "nodeid": w["_nodeid"], "missing": missing})
+            incomplete += [{"workload": key, "nodeid": w["_nodeid"], "missing": missing}][:LISTED - len(incomplete)]
         if w.get("object") != "exec":
             _add(tables["by_namespace"], str(w.get("namespace") or "(unknown)"), amounts)
             _add(tables["by_project"], str(w.get("tenant") or GATE), amounts)
@@ -243,10 +277,7 @@ def _section(workloads: dict[str, dict[str, Any]], until: float | None, open_end
                 failed_items.append(by)
         if w["_attempt"]:
             _add(retried, "all", amounts)
-        gap = idle(w)
-        if gap is not None:
-            idle_total += gap
-            idlest.append((gap, key, str(w["_nodeid"])))
+        idle_total += _idle(idlest, key, w)
         simulated += bool(w.get("simulated"))
         if isinstance(w.get("cpu_s"), (int, float)):
             cpu_s += float(w["cpu_s"])
