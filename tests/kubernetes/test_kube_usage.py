@@ -72,7 +72,9 @@ def test_a_pod_that_cannot_pull_or_crash_loops_is_waste(pytester: pytest.Pyteste
               for tag in ("pull-error", "crash")]
     resource = {"name": "node", "type": "cpu", "requests": {"cpu": "1"}, "limits": {"memory": "64Mi"},
                 "pool": "outcome"}
-    pytester.makefile(".matrix.yaml", k=kube_matrix(cluster.suffix, cluster.namespace, [resource], images=images))
+    huge = {"name": "huge", "type": "cpu", "requests": {"cpu": "5000"}, "pool": "cpu"}  # no node has room
+    pytester.makefile(".matrix.yaml", k=kube_matrix(cluster.suffix, cluster.namespace, [resource, huge],
+                                                    images=images))
     pytester.runpytest("-p", "no:cacheprovider", "--hetero-run-id", run_id, "-k", "scheduling or startup")
     ev = evidence_of(pytester)
     got = _items(ev)
@@ -82,9 +84,12 @@ def test_a_pod_that_cannot_pull_or_crash_loops_is_waste(pytester: pytest.Pyteste
     assert (never["outcome"], never["started"], never["idle_s"]) == ("failed", None, None)  # placed, never ran
     [looping] = _data(crash, RECORD)
     assert (looping["outcome"], looping["attempts"]) == ("failed", 4)  # 1 + restartCount 3
+    refused = [_data(got[f"huge::{tag}::scheduling"], RECORD)[0] for tag in ("pull-error", "crash")]
+    assert [(r["outcome"], r["placed"], r["held_s"]) for r in refused] == [("refused", None, 0.0)] * 2
     waste = ev["usage"]["waste"]
-    assert waste["failed"]["workloads"] == 2
-    assert sorted(waste["failed"]["items"]) == sorted([pull["nodeid"], crash["nodeid"]])
+    assert waste["failed"]["workloads"] == 4  # the refused ones held nothing: no resource-seconds below
+    assert sorted(waste["failed"]["items"]) == sorted([pull["nodeid"], crash["nodeid"], *(
+        got[f"huge::{tag}::scheduling"]["nodeid"] for tag in ("pull-error", "crash"))])
     assert waste["retries"]["restarts"] == 3
     end = epoch(ev["run"]["finished_at"])
     assert end is not None
