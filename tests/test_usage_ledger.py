@@ -168,3 +168,5 @@ def test_the_ledger_sums_are_in_the_signed_predicate(pytester: pytest.Pytester) 
     summary = (bundle / "summary.md").read_text()
     cpu = ev["usage"]["resource_seconds"]["by_namespace"]["local"]["cpu"]
     assert "### Usage ledger" in summary and f"- by namespace: local: cpu {cpu:g}" in summary
+    html = (bundle / "report.html").read_text()
+    assert '<h2 id="usage">Usage ledger</h2>' in html and f"cpu {cpu}" in html
