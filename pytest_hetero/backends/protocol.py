@@ -288,7 +288,8 @@ class ExecResult:
     """One command run: ``argv`` as run, ``exit_code`` (None when killed on timeout), wall
     ``duration_s``, full ``stdout``/``stderr`` text, ``outputs`` (the bytes of the outputs file the
     entrypoint wrote, or None), ``peak_rss_mib`` where measurable, and engine ``details``.
-    ``details["workload"]``: the run's :data:`USAGE_FACTS` (the layer takes it out and records it).
+    ``details["workload"]``: the run's :data:`USAGE_FACTS`, ``details["workload_started"]`` those of the
+    workload the engine had to start for it (no startup item did); the layer takes both out and records them.
     ``failure`` (``{"category", "owner", "message"}``) is the engine's account of a run that ended
     for a reason the exit code alone does not tell (OOM kill, container killed); the model layer
     records the run first, then fails with it (status ``error`` instead of ``failed`` when

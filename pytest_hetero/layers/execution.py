@@ -68,6 +68,7 @@ def _run_once(ctx: LayerContext, run: int) -> None:
                dataset=dataset.name, dataset_version=dataset.version, dataset_sha256=dataset.sha256)
     result = ctx.backend.execute(ctx)
     workload = result.details.pop("workload", None)
+    record_usage(ctx, result.details.pop("workload_started", None))  # started here: no startup item did
     ran_well = result.exit_code == 0 and not result.timed_out and result.failure is None
     record_usage(ctx, workload if isinstance(workload, dict) else None, None if ran_well else "failed", run=True)
     usage = result.details.pop("usage", None)

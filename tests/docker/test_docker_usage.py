@@ -69,3 +69,18 @@ def test_a_failed_model_run_in_the_container_is_waste(pytester: pytest.Pytester,
     assert waste["workloads"] == 1 and waste["items"] == [f"d.matrix.yaml::cpu::img::{COMBO}::model"]
     assert waste["resource_seconds"]["cpu"] == pytest.approx(
         quantity(str(run["requests"]["cpu"])) * (run["ended"] - run["started"]), abs=0.002)
+
+
+def test_a_container_the_model_item_had_to_start_is_ledgered_once(pytester: pytest.Pytester, run_id: str,
+                                                                  engine: Any) -> None:
+    pytester.makefile(".matrix.yaml", d=docker_matrix())
+    pytester.runpytest("-p", "no:cacheprovider", "--hetero-run-id", run_id, "-k", "model")
+    ev = evidence(pytester)
+    model = items(ev)[f"cpu::img::{COMBO}::model"]
+    assert model["status"] == "passed", model.get("failure")
+    container, run = _usage(model)  # started here (no startup item selected), then the run inside it
+    assert (container["object"], run["object"], run["within"]) == ("container", "exec", container["workload"])
+    assert ev["usage"]["workloads"] == 2
+    end = usage_end(ev)
+    assert ev["usage"]["resource_seconds"]["by_namespace"]["docker"]["cpu"] == pytest.approx(
+        1 * (end - container["placed"]), abs=0.01)

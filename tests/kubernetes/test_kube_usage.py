@@ -95,3 +95,18 @@ def test_a_pod_that_cannot_pull_or_crash_loops_is_waste(pytester: pytest.Pyteste
     assert end is not None
     assert waste["failed"]["resource_seconds"]["cpu"] == pytest.approx(
         (end - never["placed"]) + (end - looping["placed"]), abs=0.02)
+
+
+def test_a_pod_the_model_item_had_to_start_is_ledgered(pytester: pytest.Pytester, cluster: Cluster,
+                                                       run_id: str) -> None:
+    resource = {"name": "cpu", "type": "cpu", "requests": {"cpu": "1"}, "pool": "cpu"}
+    pytester.makefile(".matrix.yaml", k=kube_matrix(cluster.suffix, cluster.namespace, [resource]))
+    pytester.runpytest("-p", "no:cacheprovider", "--hetero-run-id", run_id, "--hetero-kube-context", "hetero",
+                       "-k", "model")
+    ev = evidence_of(pytester)
+    model = _items(ev)[f"cpu::py::{COMBO}::model"]
+    assert model["status"] == "passed", model.get("failure")
+    pod, ran = _data(model, RECORD)  # placed and started here (no scheduling or startup item), then the run
+    assert (pod["object"], pod["namespace"], ran["within"]) == ("pod", cluster.namespace, pod["workload"])
+    assert pod["placed"] is not None and pod["started"] is not None
+    assert ev["usage"]["resource_seconds"]["by_namespace"][cluster.namespace]["cpu"] > 0

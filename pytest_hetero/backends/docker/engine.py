@@ -312,6 +312,7 @@ class DockerBackend(Backend):
             result.details["workload"] = docker_usage.exec_facts(container, begun, time.time())
         if started_here is not None:
             result.details["image"] = started_here
+            result.details["workload_started"] = dict(container)
         result.failure = run_failure(s.api, ctx, workload, result)
         if result.failure is None or result.failure["category"] != "container_killed":
             try:

@@ -206,7 +206,8 @@ def execute(session: KubeSession, ctx: Step) -> ExecResult:
             "isolation": dict(SHARED_POD),
             "workload": ran,
             **done.streams,
-            **({"image": started_here} if started_here is not None else {}),
+            **({"image": started_here, "workload_started": kube_usage.workload_facts(session, workload)}
+               if started_here is not None else {}),
         },
     )
 
