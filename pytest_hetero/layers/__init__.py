@@ -30,7 +30,8 @@ def _judging(check: Callable[[LayerContext], None]) -> Callable[[LayerContext], 
             check(ctx)
         except EngineFault as fault:
             # the workload the failed action created held (or was denied) resources: the ledger's waste
-            usage.record(ctx, fault.usage, fault.usage.get("outcome") or "failed", run=ctx.layer == "model")
+            held = getattr(fault, "usage", None) or {}  # a third party's fault may skip EngineFault.__init__
+            usage.record(ctx, held, held.get("outcome") or "failed", run=ctx.layer == "model")
             raise outcome_of(fault) from None
 
     run.__doc__ = check.__doc__
