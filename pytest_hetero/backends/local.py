@@ -22,6 +22,7 @@ import sys
 import tempfile
 import threading
 import time
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
@@ -175,10 +176,12 @@ class LocalBackend(Backend):
             check_program(argv, env)
             cwd = step.matrix.path.parent
             inputs = [code, model.path, step.dataset.path, *self._paths_of(python)]
+            begun = time.time()
             with sampling(step.resource.type) as usage:
                 launch, result = run_confined(self.sandbox, argv, cwd=cwd, run_dir=tmp, env=env, inputs=inputs,
                                               timeout_s=step.timeout_s)
             result.details["usage"] = usage.result()
+            result.details["workload"] = process_usage(step, begun, time.time(), result)
             result.details["isolation"] = launch.confinement.facts()
             if result.failure is not None:
                 return result
@@ -187,6 +190,20 @@ class LocalBackend(Backend):
             except OutputsRefused as exc:
                 result.failure = {"category": exc.category, "owner": "algorithm", "message": exc.message}
             return result
+
+
+def process_usage(step: Step, begun: float, ended: float, result: ExecResult) -> dict[str, Any]:
+    """The usage facts (:data:`~pytest_hetero.backends.protocol.USAGE_FACTS`) of one model process:
+    namespace ``local``, the resource's requests (nothing reserves them on a single host: request-seconds
+    are what the run would have asked a scheduler for), started/ended at ``begun``/``ended`` (epoch s; no
+    placement, so no idle time), ``cpu_s`` the process tree's CPU-seconds (rusage, popped from
+    ``result.details``), attempts the sandbox starts."""
+    return {"workload": f"process/{uuid.uuid4().hex[:12]}", "object": "process", "name": " ".join(result.argv[:2]),
+            "namespace": "local", "tenant": None, "requests": dict(step.resource.requests),
+            "submitted": begun, "started": begun, "ended": ended, "released": ended,
+            "attempts": int(result.details.get("sandbox_attempts") or 1),
+            "outcome": "completed" if result.exit_code == 0 and not result.timed_out else "failed",
+            "cpu_s": result.details.pop("cpu_s", None)}
 
 
 SANDBOX_ATTEMPTS = 2
@@ -368,7 +385,8 @@ def run_measured(argv: list[str], launch: Launch, cwd: Path, timeout_s: float) -
     return ExecResult(argv=argv, exit_code=None if reaper.fired else proc.returncode,
                       duration_s=time.perf_counter() - start, stdout=out.text(), stderr=err.text(), outputs=None,
                       timed_out=reaper.fired, peak_rss_mib=round(usage.ru_maxrss / 1024.0, 2),
-                      details={**out.facts("stdout"), **err.facts("stderr")})
+                      details={**out.facts("stdout"), **err.facts("stderr"),
+                               "cpu_s": round(usage.ru_utime + usage.ru_stime, 4)})
 
 
 class _Reaper:

@@ -31,6 +31,12 @@ An action the engine could not carry out raises an :class:`EngineFault` naming w
 in engine terms (image absent, container OOM-killed, apiserver unreachable) with the category
 and owner category of that fact; the layer decides what it means for its claim. Engines record
 the facts they observe on the :class:`Step` (``step.record``) and keep raw output as artifacts.
+
+What a workload the gate created held (the run-wide usage ledger) travels as a plain ``usage`` dict
+of facts (:data:`USAGE_FACTS`): on :attr:`Placement.usage`, :attr:`Started.usage`,
+``ExecResult.details["workload"]`` and :attr:`EngineFault.usage` (a workload that failed or was refused
+still held, or was denied, what it asked for); :mod:`pytest_hetero.layers.usage` writes one
+``usage.workload`` record of it, the same for every engine.
 """
 
 from __future__ import annotations
@@ -52,6 +58,33 @@ EXECUTION_PROVIDERS: dict[str, str] = {
     "npu": "CANNExecutionProvider",
 }
 """ONNX Runtime execution provider a resource type must run with (substituted for ``{provider}``)."""
+
+
+USAGE_FACTS: dict[str, str] = {
+    "workload": "engine-unique id of the workload (``pod/<namespace>/<name>``, ``container/<id>``, "
+                "``process/<pid>@<start>``): the ledger counts each once, whichever items report it",
+    "object": "``pod``, ``container``, ``process`` (holds resources itself) or ``exec`` (a run inside the "
+            "workload named by ``within``: counted for its model, not again for its namespace)",
+    "within": "for ``exec``: the id of the workload it ran in",
+    "name": "the engine's name for it",
+    "namespace": "Kubernetes namespace; ``docker`` for a Docker engine; ``local`` for this host",
+    "tenant": "the tenant (matrix ``tenants[].name``) it was submitted as; None: the gate's own identity",
+    "requests": "``{resource: quantity}`` as the engine stored them (Kubernetes quantity strings, Docker "
+                "``NanoCpus``/``Memory`` converted to ``cpu`` cores and ``memory`` bytes)",
+    "submitted": "epoch seconds the engine accepted it (creationTimestamp, container Created, spawn)",
+    "placed": "epoch seconds it got a place (PodScheduled condition lastTransitionTime, container created)",
+    "started": "epoch seconds it began running (container startedAt, process start)",
+    "ended": "epoch seconds it stopped (container finishedAt, process reaped); None while running",
+    "released": "epoch seconds its objects were confirmed gone; None: until the engine's cleanup",
+    "attempts": "times the engine started it (1 + container restarts; sandbox starts)",
+    "outcome": "``running``, ``completed``, ``failed`` (it ran and failed, or never started), "
+               "``refused`` (the engine or cluster would not place it)",
+    "simulated": "True on a KWOK node: the times are the simulator's, not a kubelet's",
+    "cpu_s": "CPU-seconds the process tree used (rusage; local engine), beside the request-seconds",
+}
+"""The facts an engine may report of one workload it created (every key optional, JSON values; times
+are epoch seconds as floats). Engines report facts only; the ledger's arithmetic is the layers' and
+assembly's (:mod:`pytest_hetero.evidence.usage`)."""
 
 
 class Step(Protocol):
@@ -97,10 +130,13 @@ class EngineFault(Exception):
 
     status: ClassVar[str] = "failed"
 
-    def __init__(self, message: str, category: str = "", owner: str | None = None) -> None:
+    def __init__(self, message: str, category: str = "", owner: str | None = None,
+                 usage: dict[str, Any] | None = None) -> None:
         self.message = message
         self.category = category or "unspecified"
         self.owner = owner
+        self.usage: dict[str, Any] = usage or {}
+        """The failed workload's :data:`USAGE_FACTS` (empty: the engine created none or cannot tell)."""
         super().__init__(message)
 
 
@@ -198,7 +234,8 @@ class Placement:
     ``reasons``: normalised Pending reasons (:class:`pytest_hetero.pending.Reason` dicts) with the
     decisive one first in ``decisive`` (None: nothing explains the wait); ``message``: the engine's
     own summary of a refusal; ``untranslatable``/``short_devices``: the request could not be
-    expressed, or the host has fewer devices than asked (message each).
+    expressed, or the host has fewer devices than asked (message each); ``usage``: the workload's
+    :data:`USAGE_FACTS` (empty where the engine created none).
     """
 
     placed: bool
@@ -208,6 +245,7 @@ class Placement:
     message: str = ""
     untranslatable: str = ""
     short_devices: str = ""
+    usage: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -232,7 +270,8 @@ class Started:
     ``where`` (where commands run: ``pod x`` / the KWOK host), ``simulated`` (a KWOK node: commands
     run on its host, not in the image), ``node`` (the node's facts, when the engine has nodes),
     ``identity`` (the image as it runs, when only known once started), ``image_owner`` (the team
-    that owns problems of the image on this target)."""
+    that owns problems of the image on this target), ``usage`` (the workload's :data:`USAGE_FACTS`;
+    empty where nothing was started: the local engine starts a process per model run)."""
 
     name: str
     handle: Any = None
@@ -241,6 +280,7 @@ class Started:
     node: dict[str, Any] = field(default_factory=dict)
     identity: ImageIdentity | None = None
     image_owner: str = "platform"
+    usage: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -248,6 +288,8 @@ class ExecResult:
     """One command run: ``argv`` as run, ``exit_code`` (None when killed on timeout), wall
     ``duration_s``, full ``stdout``/``stderr`` text, ``outputs`` (the bytes of the outputs file the
     entrypoint wrote, or None), ``peak_rss_mib`` where measurable, and engine ``details``.
+    ``details["workload"]``: the run's :data:`USAGE_FACTS`, ``details["workload_started"]`` those of the
+    workload the engine had to start for it (no startup item did); the layer takes both out and records them.
     ``failure`` (``{"category", "owner", "message"}``) is the engine's account of a run that ended
     for a reason the exit code alone does not tell (OOM kill, container killed); the model layer
     records the run first, then fails with it (status ``error`` instead of ``failed`` when
@@ -433,8 +475,9 @@ class Backend(ABC):
 
     def serving_pods(self, step: Step, request: ServingRequest) -> list[dict[str, Any]] | None:
         """The workloads backing ``request.deploy`` now: ``[{"name", "node", "phase", "ready", "ip",
-        "image", "image_digest", "requests", "limits", "revision"}]`` (keys the engine cannot know are
-        absent); None where the engine cannot list them (evidence says so). Raises EngineFault."""
+        "image", "image_digest", "requests", "limits", "revision", "usage"}]`` (keys the engine cannot know
+        are absent; ``usage``: :data:`USAGE_FACTS` of a pod the engine deployed for this run, which the
+        usage ledger counts); None where the engine cannot list them (evidence says so). Raises EngineFault."""
         return None
 
     def serving_switch(self, step: Step, request: ServingRequest, version: str) -> dict[str, Any]:

@@ -156,7 +156,8 @@ def build_predicate(evidence: dict[str, Any], owners: dict[str, dict[str, str]],
     ``cluster`` (snapshot digests, drift and change record of ``--hetero-snapshot``; None without),
     ``untested`` (every untested
     entry with status, reason and blocked_by; never-covered dimension values; counts by status),
-    ``does_not_prove`` {layer: text}, ``run_signer`` (keyid or null when unsigned).
+    ``does_not_prove`` {layer: text}, ``usage`` (the usage ledger's sums, :func:`_usage`; None without),
+    ``run_signer`` (keyid or null when unsigned).
     """
     summary = evidence["summary"]
     counts = {layer: {s: int(summary["by_layer"].get(layer, {}).get(s, 0)) for s in STATUSES} for layer in LAYERS}
@@ -185,8 +186,26 @@ def build_predicate(evidence: dict[str, Any], owners: dict[str, dict[str, str]],
         "does_not_prove": untested["does_not_prove"],
         "validation": evidence.get("validation") or {"pools": []},
         "cluster": _cluster(evidence.get("cluster")),
+        "usage": _usage(evidence.get("usage")),
         "run_signer": run_keyid,
     }
+
+
+def _usage(section: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The predicate's ``usage``: the run-wide ledger's sums (resource-seconds by namespace, project, task
+    type and model version; waste; governance; how many records were incomplete), without its
+    per-workload lists (those are in evidence.json, which the statement's subject covers). None when the
+    evidence has no ledger (a bundle written before it existed)."""
+    if not section:
+        return None
+    waste = section.get("waste") or {}
+    return {"workloads": section.get("workloads"), "simulated": section.get("simulated"),
+            "resource_seconds": section.get("resource_seconds"), "cpu_s": section.get("cpu_s"),
+            "waste": {"failed": {k: (waste.get("failed") or {}).get(k) for k in ("workloads", "resource_seconds")},
+                      "retries": waste.get("retries"),
+                      "idle_s": (waste.get("idle") or {}).get("seconds")},
+            "governance": section.get("governance"),
+            "incomplete": (section.get("incomplete") or {}).get("count")}
 
 
 def _cluster(section: dict[str, Any] | None) -> dict[str, Any] | None:

@@ -426,6 +426,8 @@ def _assemble(bundle_dir: Path, inputs: RunInputs | None, key: JournalKey | None
     ``inputs.journal`` keeps the read for the bundle's finish. Two lines for one item (or matrix,
     run, end) that disagree are refused (BundleError), never picked.
 
+    ``usage`` is the run-wide usage ledger of the gate's own workloads (:func:`pytest_hetero.evidence.usage.ledger`).
+
     A journal without an ``end`` line is an interrupted run: planned items never reported
     become ``not_run`` in untested scope. Matrices are planned again as collection planned them,
     from ``inputs`` (matrices the caller holds, others loaded from their files once); a file whose
@@ -433,6 +435,7 @@ def _assemble(bundle_dir: Path, inputs: RunInputs | None, key: JournalKey | None
     """
     from pytest_hetero.evidence.inputs import RunInputs
     from pytest_hetero.evidence.untested import summarise, untested_scope
+    from pytest_hetero.evidence.usage import ledger
 
     inputs = inputs if inputs is not None else RunInputs()
     path = bundle_dir / JOURNAL
@@ -481,6 +484,7 @@ def _assemble(bundle_dir: Path, inputs: RunInputs | None, key: JournalKey | None
         "untested": untested,
         "summary": summarise(item_list, untested, leftovers),
         "cleanup": {"clean": not leftovers, "leftovers": leftovers},
+        "usage": ledger(item_list, end["at"] if end else None),
         "errors": [{"nodeid": e["nodeid"], "message": e["message"]}
                    for e in entries if e["type"] == "collect_error"],
         "warnings": warnings,

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from pytest_hetero.backends.protocol import EngineFault, EngineUnavailable, Unsupported
-from pytest_hetero.layers import business, discovery, execution, scheduling, startup
+from pytest_hetero.layers import business, discovery, execution, scheduling, startup, usage
 from pytest_hetero.layers.base import LayerBroken, LayerContext, LayerFailed, LayerOutcome, NotApplicable
 
 
@@ -29,6 +29,9 @@ def _judging(check: Callable[[LayerContext], None]) -> Callable[[LayerContext], 
         try:
             check(ctx)
         except EngineFault as fault:
+            # the workload the failed action created held (or was denied) resources: the ledger's waste
+            held = getattr(fault, "usage", None) or {}  # a third party's fault may skip EngineFault.__init__
+            usage.record(ctx, held, held.get("outcome") or "failed", run=ctx.layer == "model")
             raise outcome_of(fault) from None
 
     run.__doc__ = check.__doc__

@@ -18,6 +18,7 @@ from pytest_hetero.evidence.model import bounded, sha256_text
 from pytest_hetero.evidence.untested import ISOLATION_PART, MODELS_ISOLATION_PART, NOT_PROVEN
 from pytest_hetero.layers.base import LayerBroken, LayerContext, LayerFailed, keep_outputs
 from pytest_hetero.layers.startup import verify_inputs
+from pytest_hetero.layers.usage import record as record_usage
 from pytest_hetero.probes.usage import unavailable
 
 
@@ -66,6 +67,10 @@ def _run_once(ctx: LayerContext, run: int) -> None:
     ctx.record("model.identity", model=model.name, version=model.version, sha256=model.sha256,
                dataset=dataset.name, dataset_version=dataset.version, dataset_sha256=dataset.sha256)
     result = ctx.backend.execute(ctx)
+    workload = result.details.pop("workload", None)
+    record_usage(ctx, result.details.pop("workload_started", None))  # started here: no startup item did
+    ran_well = result.exit_code == 0 and not result.timed_out and result.failure is None
+    record_usage(ctx, workload if isinstance(workload, dict) else None, None if ran_well else "failed", run=True)
     usage = result.details.pop("usage", None)
     ctx.record("model.usage", **(usage if isinstance(usage, dict) else unavailable(
         f"the {ctx.backend.name} engine does not sample device memory or utilisation during a run")))

@@ -38,6 +38,7 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
+from pytest_hetero.layers import usage
 from pytest_hetero.layers.base import LayerBroken, LayerContext, LayerFailed, NotApplicable
 from pytest_hetero.matrix.governance import DEFAULT_REASONS
 from pytest_hetero.matrix.model import GovernanceProbe
@@ -61,6 +62,9 @@ def check(ctx: LayerContext) -> None:
     ctx.record("governance.cleanup", objects=report.cleanup, leftovers=[x.to_dict() for x in report.leftovers])
     if report.ledger:
         ctx.record("governance.ledger", tenant=probe.acting_as, **report.ledger)
+        for held in report.ledger.get("workloads") or []:  # the run-wide ledger counts each probe workload too
+            usage.record(ctx, {k: v for k, v in held.items() if k not in ("role", "held_s")}
+                         | {"tenant": probe.acting_as, "role": f"governance:{probe.name}:{held.get('role')}"})
     if report.skipped:
         raise NotApplicable(report.skipped)
     tenant = probe.acting_as or "the gate"

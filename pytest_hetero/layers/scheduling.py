@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pytest_hetero.layers import governance
+from pytest_hetero.layers import governance, usage
 from pytest_hetero.layers.base import LayerContext, LayerFailed
 
 
@@ -34,6 +34,7 @@ def check(ctx: LayerContext) -> None:
                tolerations=list(ctx.resource.tolerations), queue=ctx.resource.queue,
                priority_class=ctx.resource.priority_class)
     placement = ctx.backend.place(ctx)
+    usage.record(ctx, placement.usage, None if placement.placed else "refused")
     if placement.untranslatable:
         raise LayerFailed(placement.untranslatable, "request_untranslatable", "platform")
     if placement.short_devices:

@@ -40,8 +40,9 @@ import httpx
 from pytest_hetero.backends.protocol import EngineFault, ServingRequest, Unsupported
 from pytest_hetero.errors import CaseError
 from pytest_hetero.layers.base import LayerBroken, LayerContext, LayerFailed, keep_outputs
+from pytest_hetero.layers.usage import record as record_usage
 from pytest_hetero.matrix.acceptance import evaluate, load_rules
-from pytest_hetero.matrix.model import Serving
+from pytest_hetero.matrix.model import Model, Serving
 from pytest_hetero.probes.usage import Sampler, sampling, unavailable
 from pytest_hetero.serving.load import TRANSPORT_ERROR, LevelResult, run_levels, summarise
 from pytest_hetero.serving.protocol import (
@@ -192,9 +193,11 @@ def verify_auth(ctx: LayerContext, proto: ServingProtocol, base: str) -> None:
                           "platform")
 
 
-def record_deploy(ctx: LayerContext, serving: Serving, proto: ServingProtocol) -> None:
+def record_deploy(ctx: LayerContext, serving: Serving, proto: ServingProtocol, model: Model | None = None) -> None:
     """Record the workloads behind ``serving.deploy`` (resources, node, image digest) when the engine
-    can list them (:meth:`~pytest_hetero.backends.protocol.Backend.serving_pods`), else why not."""
+    can list them (:meth:`~pytest_hetero.backends.protocol.Backend.serving_pods`), else why not; a pod the
+    engine deployed for this run is also a ``usage.workload`` record (:mod:`pytest_hetero.layers.usage`),
+    attributed to the served ``model``."""
     if serving.deploy is None:
         return
     pods = ctx.backend.serving_pods(ctx, serving_request(ctx, serving, proto))
@@ -202,7 +205,12 @@ def record_deploy(ctx: LayerContext, serving: Serving, proto: ServingProtocol) -
         ctx.record("serving.deploy", deploy=serving.deploy, recorded=False,
                    reason=f"the {ctx.backend.name} backend does not implement serving_pods")
         return
+    held = [pod.pop("usage", None) for pod in pods]
     ctx.record("serving.deploy", deploy=serving.deploy, recorded=True, pods=pods)
+    for facts in held:
+        if isinstance(facts, dict) and facts:
+            served = {"model": f"{model.name}@{model.version}", "task_type": model.task_type} if model else {}
+            record_usage(ctx, facts | served)
 
 
 def startup(ctx: LayerContext) -> None:
@@ -218,7 +226,7 @@ def startup(ctx: LayerContext) -> None:
         wait_ready(ctx, proto, base, headers, serving.ready_timeout_s or ctx.timeout_s)
         verify_identity(ctx, proto, base, headers, serving.version)
         verify_auth(ctx, proto, base)
-        record_deploy(ctx, serving, proto)
+        record_deploy(ctx, serving, proto, model)
 
 
 def parse_level(proto: ServingProtocol, level: LevelResult, requests: list[PreparedRequest],

@@ -29,6 +29,7 @@ from typing import Any
 
 from pytest_hetero.backends.protocol import EXECUTION_PROVIDERS, ImageIdentity, Started
 from pytest_hetero.errors import ParseError
+from pytest_hetero.layers import usage
 from pytest_hetero.layers.base import LayerContext, LayerFailed
 from pytest_hetero.layers.discovery import expectation
 from pytest_hetero.matrix.model import Resource
@@ -61,6 +62,7 @@ def check(ctx: LayerContext) -> None:
         if identity.environment is not None:
             judge_environment(ctx, identity.environment)
     started = engine.start(ctx)
+    usage.record(ctx, started.usage)
     if started.identity is not None:
         judge_digest(ctx, started.identity)
     if identity is None or identity.environment is None:

@@ -56,7 +56,7 @@ def render_markdown(evidence: dict[str, Any], signoff: dict[str, Any]) -> str:
     for layer, counts in layer_counts(evidence):
         out.append(f"| {layer} | " + " | ".join(str(counts[s]) for s in shown) + " |")
     out.append("")
-    out += _failures(evidence) + _signoff(signoff) + _baseline(evidence) + _untested(evidence)
+    out += _failures(evidence) + _signoff(signoff) + _baseline(evidence) + _untested(evidence) + _usage(evidence)
     out += ["", "_A pass proves only what report.html's \"What this run does not prove\" section allows._", ""]
     return "\n".join(out)
 
@@ -138,4 +138,32 @@ def _untested(evidence: dict[str, Any]) -> list[str]:
     for matrix, gaps in evidence["untested"]["never_covered"].items():
         out += [f"- {md(NEVER_COVERED_LABELS.get(dim, dim))} in {md(matrix)}: {md(', '.join(values))}"
                 for dim, values in gaps.items()]
+    return out
+
+
+def _usage(evidence: dict[str, Any]) -> list[str]:
+    """``### Usage ledger``: resource-seconds per namespace and project, and waste (nothing when the evidence
+    has no ledger or the gate created no workload)."""
+    usage = evidence.get("usage") or {}
+    if not usage.get("workloads"):
+        return []
+    tables = usage.get("resource_seconds") or {}
+
+    def per(table: dict[str, dict[str, float]]) -> str:
+        return "; ".join(f"{md(k)}: " + ", ".join(f"{md(r)} {v:g}" for r, v in amounts.items())
+                         for k, amounts in list(table.items())[:MAX_LINES]) or "none"
+
+    waste = usage.get("waste") or {}
+    failed, retries, idle = waste.get("failed") or {}, waste.get("retries") or {}, waste.get("idle") or {}
+    out = ["", "### Usage ledger",
+           f"{usage['workloads']} workloads ({usage.get('simulated') or 0} on simulated nodes); resource-seconds "
+           "(request × seconds held)", "",
+           f"- by namespace: {per(tables.get('by_namespace') or {})}",
+           f"- by project: {per(tables.get('by_project') or {})}",
+           f"- by model: {per(tables.get('by_model') or {})}",
+           f"- waste: {failed.get('workloads', 0)} failed workloads, {retries.get('reruns', 0)} reruns, "
+           f"{retries.get('restarts', 0)} restarts, {idle.get('seconds', 0):g} s idle between placement and start"]
+    if (usage.get("incomplete") or {}).get("count"):
+        out.append(f"- incomplete: {usage['incomplete']['count']} workloads missing a time or quantity "
+                   "(evidence.json names them)")
     return out

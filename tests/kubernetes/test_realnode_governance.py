@@ -20,7 +20,7 @@ import yaml
 from kubernetes import client, utils
 from kubernetes.client.rest import ApiException
 from realkit import GPU, PYTHON, STANDIN, data, failure, real_matrix, run
-from support import REPO
+from support import REPO, evidence_of
 
 if TYPE_CHECKING:  # annotation only: 'conftest' names differ per folder at run time
     from conftest import RealNodeCluster
@@ -191,6 +191,15 @@ def test_attribution_counts_exactly_the_request_under_the_tenant_and_releases_it
     assert (pod["role"], pod["namespace"], pod["requests"]) == ("workload", tenants["ns"]["a"], {GPU: "1"})
     assert ledger["resource_seconds"] == {tenants["ns"]["a"]: {GPU: pod["held_s"]}} and pod["held_s"] > 0
     assert (ledger["tenant"], ledger["waste"]["attempts"], ledger["waste"]["refused"]) == ("a", 1, 0)
+    # the run-wide usage ledger counts the probe's pod under tenant a's namespace and project, once
+    [facts] = [r["data"] for r in item["records"] if r["kind"] == "usage.workload"]
+    assert (facts["tenant"], facts["namespace"], facts["object"]) == ("a", tenants["ns"]["a"], "pod")
+    section = evidence_of(pytester)["usage"]
+    assert section["resource_seconds"]["by_project"]["a"] == {GPU: pytest.approx(pod["held_s"], abs=0.002)}
+    assert section["resource_seconds"]["by_namespace"][tenants["ns"]["a"]] == {
+        GPU: pytest.approx(pod["held_s"], abs=0.002)}
+    assert section["governance"]["probes"] == 1 and section["governance"]["resource_seconds"] == \
+        ledger["resource_seconds"]
     _clean(item)
 
 

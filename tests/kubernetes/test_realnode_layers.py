@@ -30,6 +30,9 @@ from realkit import (
     real_matrix,
     run,
 )
+from support import evidence_of
+
+from pytest_hetero.evidence.usage import epoch
 
 if TYPE_CHECKING:  # annotation only: 'conftest' names differ per folder at run time
     from conftest import RealNodeCluster
@@ -160,6 +163,22 @@ def test_cpu_row_runs_model_and_business_inside_the_image(
     assert model["ran_on"].startswith("pod hetero-cpu-py-") and model["node"] == realnode.info.node
     init = data(got["cpu::py::startup"], "startup.device_init")
     assert "CPUExecutionProvider" in init["report"]["python"]["report"]["onnxruntime"]["providers"]
+    # usage ledger: idle between the scheduler's PodScheduled and the real kubelet's container startedAt
+    held = data(got["cpu::py::startup"], "usage.workload")
+    placed = data(got["cpu::py::scheduling"], "scheduling.placed")["decided_at"]
+    [status] = [c for c in data(got["cpu::py::startup"], "startup.pod")["container_statuses"]
+                if c["name"] == "workload"]
+    assert (held["placed"], held["started"]) == (epoch(placed), epoch(status["state"]["running"]["startedAt"]))
+    assert held["idle_s"] == round(held["started"] - held["placed"], 3) >= 0
+    assert (held["namespace"], held["simulated"], held["requests"]) == (ns, False, {"cpu": "100m", "memory": "256Mi"})
+    usage = evidence_of(pytester)["usage"]
+    end = epoch(evidence_of(pytester)["run"]["finished_at"])
+    assert end is not None and usage["simulated"] == 0
+    assert usage["resource_seconds"]["by_namespace"][ns]["cpu"] == pytest.approx(0.1 * (end - held["placed"]),
+                                                                                 abs=0.01)
+    ran = data(got[f"cpu::py::{COMBO}::model"], "usage.workload")
+    assert usage["resource_seconds"]["by_model"]["digits-logreg@1.0.0"]["cpu"] == pytest.approx(
+        0.1 * (ran["ended"] - ran["started"]), abs=0.001)
 
 
 # ------------------------------------------------------------------------------ failure classes --
@@ -190,6 +209,14 @@ def test_startup_failure_classes_from_the_kubelet(
     assert failure(ghost) == ("failed", "container_start_error", "infrastructure")
     assert "CreateContainerError: failed to create containerd container:" in ghost["failure"]["message"]
     assert ghost["failure"]["message"].endswith("no users found (container_start_error [infrastructure])")
+    # usage ledger: the three pods were placed by the real scheduler and never ran: each is waste, and
+    # the crash-looping one's restarts are counted
+    waste = evidence_of(pytester)["usage"]["waste"]
+    assert sorted(waste["failed"]["items"]) == sorted(got[k]["nodeid"] for k in (
+        "cpu::absent::startup", "cpu::crash::startup", "cpu::ghost::startup"))
+    looping = data(crash, "usage.workload")
+    assert looping["outcome"] == "failed" and looping["attempts"] >= 2
+    assert waste["retries"]["restarts"] >= looping["attempts"] - 1
 
 
 def test_a_device_plugin_allocate_error_is_unexpected_admission_error(

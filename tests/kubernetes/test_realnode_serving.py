@@ -135,6 +135,12 @@ def test_example_serving_on_the_real_node(pytester: pytest.Pytester, monkeypatch
         True, realnode.info.node, "Running", True, ready["pod_ip"], "2.0.0", {"cpu": "500m", "memory": "512Mi"},
         {"memory": "1Gi"}, "1")
     assert pod["image_digest"].startswith("sha256:") and pod["image"].endswith("pytest-hetero/mlserver-digits:1")
+    # the usage ledger counts the Deployment's pod (this run deployed it) for the served model, with the
+    # kubelet's own times: PodScheduled, then the container's startedAt
+    [held] = [u for u in _records(start, "usage.workload") if u["name"] == pod["name"]]
+    assert (held["namespace"], held["requests"], held["simulated"], held["model"].endswith("@2.0.0")) == (
+        ns, {"cpu": "500m", "memory": "512Mi"}, False, True)
+    assert held["idle_s"] == round(held["started"] - held["placed"], 3) >= 0
     levels = _records(model, "serving.load")
     assert [(lv["concurrency"], lv["requests"], lv["ok"], lv["status_counts"]) for lv in levels] == [
         (1, 360, 360, {"200": 360}), (8, 360, 360, {"200": 360})]

@@ -28,6 +28,7 @@ import docker.errors
 
 from pytest_hetero.backends.docker import client as run
 from pytest_hetero.backends.docker import outage, place
+from pytest_hetero.backends.docker import usage as docker_usage
 from pytest_hetero.backends.docker.errors import outcome, outcome_of_text, run_failure
 from pytest_hetero.backends.docker.session import DockerSession
 from pytest_hetero.backends.labels import LABEL, OWNER
@@ -35,6 +36,7 @@ from pytest_hetero.backends.protocol import (
     EXECUTION_PROVIDERS,
     ActionFailed,
     Backend,
+    EngineFault,
     EngineUnavailable,
     ExecResult,
     ImageIdentity,
@@ -130,8 +132,25 @@ class DockerBackend(Backend):
     def start(self, step: Step) -> Started:
         """Start the resource × image container (the image as :meth:`identify` resolved it)."""
         image_id = self.session.image_ids.get(step.image.name) or self.identify(step).handle
-        workload = self.launch(step, str(image_id))
-        return Started(name=workload["name"], handle=workload, image_owner=self.session.image_owner)
+        key = (step.resource.name, step.image.name)
+        try:
+            workload = self.launch(step, str(image_id))
+        except EngineFault as fault:  # a container that was created and did not run held its place meanwhile
+            if not fault.usage and key in self.session.workloads:
+                fault.usage = self._usage(self.session.workloads[key], "failed")
+            raise
+        return Started(name=workload["name"], handle=workload, image_owner=self.session.image_owner,
+                       usage=self._usage(workload))
+
+    def _usage(self, workload: dict[str, Any], outcome: str | None = None) -> dict[str, Any]:
+        """The container's usage facts (:func:`.usage.container_facts`), kept on ``workload`` for its
+        model runs; what was last known when the engine cannot be asked."""
+        try:
+            workload["usage"] = docker_usage.container_facts(self.session.api.inspect_container(workload["id"]),
+                                                             outcome)
+        except docker.errors.APIError:
+            pass
+        return dict(workload.get("usage") or {})
 
     @outage.engine_guarded
     def run(self, started: Started, argv: list[str], timeout_s: float, env: dict[str, str] | None = None
@@ -279,6 +298,7 @@ class DockerBackend(Backend):
         values = {"python": str(s.target.get("python", "python3")), **paths,
                   "outputs": f"{run_dir}/outputs.json", "provider": provider}
         argv = render_entrypoint(model.entrypoint, values)
+        begun = time.time()
         try:
             result = run.run_exec(s.api, s.long_api, workload["id"], argv, run_dir,
                                   {"HETERO_EXECUTION_PROVIDER": provider}, f"/hetero/code/{model.name}",
@@ -287,8 +307,12 @@ class DockerBackend(Backend):
             self.ensure_running(ctx, workload, "before the model run")
             raise outcome(exc, f"exec in {workload['name']}", phase_owner="algorithm") from None
         result.details.update(container=workload["name"], container_id=workload["id"], run_dir=run_dir)
+        container = workload.get("usage") or self._usage(workload)
+        if container:
+            result.details["workload"] = docker_usage.exec_facts(container, begun, time.time())
         if started_here is not None:
             result.details["image"] = started_here
+            result.details["workload_started"] = dict(container)
         result.failure = run_failure(s.api, ctx, workload, result)
         if result.failure is None or result.failure["category"] != "container_killed":
             try:

@@ -16,12 +16,14 @@ import json
 import re
 import shutil
 import tarfile
+import time
 from pathlib import Path
 from typing import Any
 
 import docker.errors
 
 from pytest_hetero.backends.docker import client as run
+from pytest_hetero.backends.docker import usage as docker_usage
 from pytest_hetero.backends.docker.errors import outcome
 from pytest_hetero.backends.docker.session import DockerSession
 from pytest_hetero.backends.docker.translate import ASCEND_CONTROL_DEVICES, EngineRequest, translate
@@ -167,9 +169,22 @@ def place(ctx: Step, session: DockerSession) -> Placement:
                    note="NVIDIA device UUIDs are assigned by the runtime hook at start; the startup payload "
                    "lists them" if request.device_requests else None)
     finally:
-        try:
-            api.remove_container(cid, force=True)
-        except docker.errors.APIError:
-            pass
+        facts = _probe_usage(api, cid)
     return Placement(placed=True, requested={"NanoCpus": request.nano_cpus or 0, "Memory": request.mem_limit or 0,
-                                             "CpusetCpus": request.cpuset_cpus or ""}, allocated=got)
+                                             "CpusetCpus": request.cpuset_cpus or ""}, allocated=got, usage=facts)
+
+
+def _probe_usage(api: docker.APIClient, cid: str) -> dict[str, Any]:
+    """Remove the placement probe ``cid``; return its usage facts (:mod:`.usage`; ``released`` when the
+    engine confirmed the removal, epoch s), or {} when it could not be inspected."""
+    try:
+        facts = docker_usage.container_facts(api.inspect_container(cid), "completed")
+    except docker.errors.APIError:
+        facts = {}
+    try:
+        api.remove_container(cid, force=True)
+    except docker.errors.APIError:
+        return facts
+    if facts:
+        facts["released"] = time.time()
+    return facts

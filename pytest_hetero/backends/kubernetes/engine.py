@@ -36,10 +36,12 @@ from pytest_hetero.backends.kubernetes import inventory, startup, submit
 from pytest_hetero.backends.kubernetes import podexec as kube_exec
 from pytest_hetero.backends.kubernetes import run as kube_model
 from pytest_hetero.backends.kubernetes import serving as kube_serving
+from pytest_hetero.backends.kubernetes import usage as kube_usage
 from pytest_hetero.backends.kubernetes.session import KubeSession
 from pytest_hetero.backends.labels import OWNER
 from pytest_hetero.backends.protocol import (
     Backend,
+    EngineFault,
     ExecResult,
     GovernanceReport,
     Inventory,
@@ -92,12 +94,30 @@ class KubernetesBackend(Backend):
         s = self.session
         s.pods()
         submit.prefetch(s, step)
-        placed = submit.place(s, step, step.timeout_s)
-        return placed if isinstance(placed, Placement) else Placement(placed=True)
+        key = (step.resource.name, step.image.name)
+        try:
+            placed = submit.place(s, step, step.timeout_s)
+        except EngineFault as fault:  # the create was refused: what it asked for, and that it got nothing
+            fault.usage = fault.usage or kube_usage.workload_facts(s, s.workloads.get(key, {}), outcome="refused")
+            raise
+        if isinstance(placed, Placement):
+            placed.usage = kube_usage.workload_facts(s, s.workloads[key], outcome="refused")
+            return placed
+        return Placement(placed=True, usage=kube_usage.workload_facts(s, s.workloads[key], placed))
 
     def start(self, step: Step) -> Started:
-        """Wait until the workload container runs, or say why not (see :func:`.startup.start`)."""
-        return startup.start(self.session, step)
+        """Wait until the workload container runs, or say why not (see :func:`.startup.start`); the
+        workload's usage facts (:mod:`.usage`) ride on the Started, or on the fault when it did not start."""
+        s = self.session
+        key = (step.resource.name, step.image.name)
+        try:
+            started = startup.start(s, step)
+        except EngineFault as fault:
+            if not fault.usage and key in s.workloads:
+                fault.usage = kube_usage.workload_facts(s, s.workloads[key], outcome="failed")
+            raise
+        started.usage = kube_usage.workload_facts(s, s.workloads[key])
+        return started
 
     def run(self, started: Started, argv: list[str], timeout_s: float, env: dict[str, str] | None = None
             ) -> ExecResult:

@@ -150,7 +150,8 @@ def ledger(attempts: list[Attempt], gone_at: float) -> dict[str, Any]:
     """What a probe cost, from its attempts and ``gone_at`` (epoch seconds: its objects confirmed gone):
     ``resource_seconds`` ``{namespace: {resource: request × seconds held}}`` of every workload placed
     (held from placement until ``gone_at``: an upper bound, deletion included), ``workloads`` (role,
-    namespace, requests, held_s), ``waste``: ``attempts``, ``refused`` (refused or left pending: work
+    namespace, requests, held_s, and its usage facts: ``workload`` id, ``object``, ``name``, ``placed`` and
+    ``released`` epoch seconds, ``outcome``), ``waste``: ``attempts``, ``refused`` (refused or left pending: work
     the cluster turned away), ``waited_s`` (seconds spent waiting for placement or a verdict)."""
     from kubernetes.utils import parse_quantity
 
@@ -159,13 +160,17 @@ def ledger(attempts: list[Attempt], gone_at: float) -> dict[str, Any]:
     for a in attempts:
         if "placed_at" not in a.facts:
             continue
-        seconds = max(0.0, gone_at - float(a.facts.pop("placed_at")))
+        placed = float(a.facts.pop("placed_at"))
+        seconds = max(0.0, gone_at - placed)
         ns = a.action.split(" in namespace ")[-1].split(" ")[0]
+        kind, name = (a.action.split(" ") + ["", ""])[1:3]
         for res, qty in (a.facts.get("requests") or {}).items():
             per = held.setdefault(ns, {})
             per[res] = round(per.get(res, 0.0) + float(parse_quantity(qty)) * seconds, 3)  # type: ignore[no-untyped-call]
         workloads.append({"role": a.role, "namespace": ns, "requests": a.facts.get("requests"),
-                          "held_s": round(seconds, 3)})
+                          "held_s": round(seconds, 3), "workload": f"{kind.lower()}/{ns}/{name}",
+                          "object": kind.lower(), "name": name, "placed": placed, "released": gone_at,
+                          "outcome": a.outcome})
     return {"resource_seconds": held, "workloads": workloads,
             "waste": {"attempts": len(attempts), "refused": sum(a.outcome in ("refused", "pending") for a in attempts),
                       "waited_s": round(sum(a.waited_s for a in attempts), 3)}}

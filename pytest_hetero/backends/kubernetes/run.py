@@ -25,6 +25,7 @@ from pytest_hetero.backends.kubernetes import client as kc
 from pytest_hetero.backends.kubernetes import nodes as kube_node
 from pytest_hetero.backends.kubernetes import podexec as kube_exec
 from pytest_hetero.backends.kubernetes import startup
+from pytest_hetero.backends.kubernetes import usage as kube_usage
 from pytest_hetero.backends.protocol import (
     EXECUTION_PROVIDERS,
     ActionFailed,
@@ -176,8 +177,10 @@ def execute(session: KubeSession, ctx: Step) -> ExecResult:
     values = {"python": str(session.target.get("python", "python3")), **paths,
               "outputs": f"{run_dir}/outputs.json", "provider": provider}
     argv = render_entrypoint(m.entrypoint, values)
+    begun = time.time()
     done, failure = _run_watched(session, ctx, workload, node, argv, run_dir, f"{root}/code/{m.name}",
                                  {"HETERO_EXECUTION_PROVIDER": provider})
+    ran = kube_usage.exec_facts(session, workload, begun, time.time())
     if failure is None and done.exit_code == OOM_EXIT:
         failure = oom_failure(session, workload, str(ctx.resource.limits.get("memory", "none")))
     outputs = None
@@ -201,8 +204,10 @@ def execute(session: KubeSession, ctx: Step) -> ExecResult:
             "node": node or None,
             "abandoned": done.abandoned,
             "isolation": dict(SHARED_POD),
+            "workload": ran,
             **done.streams,
-            **({"image": started_here} if started_here is not None else {}),
+            **({"image": started_here, "workload_started": kube_usage.workload_facts(session, workload)}
+               if started_here is not None else {}),
         },
     )
 

@@ -47,6 +47,7 @@ from kubernetes.client.exceptions import ApiException
 
 from pytest_hetero.backends.kubernetes import client as kc
 from pytest_hetero.backends.kubernetes import scheduling as ks
+from pytest_hetero.backends.kubernetes import usage as kube_usage
 from pytest_hetero.backends.kubernetes.startup import STUCK, image_identity, read_logs, state_text
 from pytest_hetero.backends.kubernetes.submit import PULL
 from pytest_hetero.backends.labels import LABEL, OWNER, RUN_ID
@@ -309,7 +310,8 @@ def _restarted(pod: dict[str, Any]) -> bool:
 
 def pods(session: KubeSession, request: ServingRequest) -> list[dict[str, Any]]:
     """The current pods of the Deployment: ``[{"name", "node", "phase", "ready", "ip", "image",
-    "image_digest", "requests", "limits", "version", "revision"}]`` (see the protocol's verb)."""
+    "image_digest", "requests", "limits", "version", "revision", "usage"}]`` (see the protocol's verb;
+    ``usage``: the pod's usage facts, :mod:`.usage`, for a Deployment this run deployed)."""
     namespace, name = _where(session, request)
     api = session.api
     apps = client.AppsV1Api(api)
@@ -333,6 +335,8 @@ def pods(session: KubeSession, request: ServingRequest) -> list[dict[str, Any]]:
                     "requests": (container.get("resources") or {}).get("requests") or {},
                     "limits": (container.get("resources") or {}).get("limits") or {},
                     "version": env.get(VERSION_ENV), "revision": _revision(dep)})
+        if (namespace, name) in session.serving:  # deployed by this run: the gate's own workload, ledgered
+            out[-1]["usage"] = kube_usage.pod_facts(session, pod)
     return out
 
 

@@ -1,0 +1,100 @@
+"""Usage facts of the gate's Kubernetes workloads (:data:`~pytest_hetero.backends.protocol.USAGE_FACTS`),
+read from the pods as the apiserver stores them: requests from the pod spec, ``submitted`` from the
+workload's create call (else the pod's ``metadata.creationTimestamp``), ``placed`` from the PodScheduled
+condition's ``lastTransitionTime`` (status True), ``started``/``ended`` from the ``workload`` container's
+``state.running.startedAt`` / ``state.terminated.startedAt``/``finishedAt`` (the earliest start when it
+restarted: ``lastState.terminated.startedAt``), ``attempts`` 1 + ``restartCount``. RFC 3339 times with
+1 s resolution (the API's ``metav1.Time``). Facts only: no verdict is drawn here.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pytest_hetero.backends.kubernetes.session import KubeSession
+
+PHASE_OUTCOME = {"Pending": "pending", "Running": "running", "Succeeded": "completed", "Failed": "failed"}
+"""Pod phase → the usage fact ``outcome``."""
+
+
+def _epoch(text: Any) -> float | None:
+    """An RFC 3339 time (``2026-12-01T10:00:00Z``) as epoch seconds; None when absent or unparsable."""
+    if not isinstance(text, str) or not text:
+        return None
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def _container(pod: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The ``workload`` container's spec and status (the first container's when none is so named)."""
+    spec = (pod.get("spec") or {}).get("containers") or [{}]
+    status = (pod.get("status") or {}).get("containerStatuses") or []
+    c = next((x for x in spec if x.get("name") == "workload"), spec[0])
+    s = next((x for x in status if x.get("name") == c.get("name")), status[0] if status else {})
+    return c, s
+
+
+def pod_facts(session: KubeSession, pod: dict[str, Any], submitted: float | None = None,
+              tenant: str | None = None) -> dict[str, Any]:
+    """The usage facts of ``pod`` (a JSON dict as the API serves it); ``submitted``: epoch seconds of the
+    create call (else the pod's creationTimestamp); ``tenant``: who submitted it (None: the gate)."""
+    meta, status = pod.get("metadata") or {}, pod.get("status") or {}
+    spec, cstatus = _container(pod)
+    cond: dict[str, Any] = next((c for c in status.get("conditions") or [] if c.get("type") == "PodScheduled"
+                 and c.get("status") == "True"), {})
+    state, last = cstatus.get("state") or {}, (cstatus.get("lastState") or {}).get("terminated") or {}
+    running, ended = state.get("running") or {}, state.get("terminated") or {}
+    starts = [t for t in (_epoch(last.get("startedAt")), _epoch(running.get("startedAt")),
+                          _epoch(ended.get("startedAt"))) if t is not None]
+    node = (pod.get("spec") or {}).get("nodeName") or ""
+    namespace = meta.get("namespace") or session.namespace
+    return {"workload": f"pod/{namespace}/{meta.get('name')}", "object": "pod", "name": meta.get("name"),
+            "namespace": namespace, "tenant": tenant,
+            "requests": dict((spec.get("resources") or {}).get("requests") or {}),
+            "submitted": submitted if submitted is not None else _epoch(meta.get("creationTimestamp")),
+            "placed": _epoch(cond.get("lastTransitionTime")), "started": min(starts) if starts else None,
+            "ended": _epoch(ended.get("finishedAt")), "released": _epoch(meta.get("deletionTimestamp")),
+            "attempts": 1 + int(cstatus.get("restartCount") or 0),
+            "outcome": PHASE_OUTCOME.get(str(status.get("phase")), "pending"), "node": node or None,
+            "simulated": bool(session.nodes.get(node, {}).get("simulated"))}
+
+
+def workload_facts(session: KubeSession, workload: dict[str, Any], pod: dict[str, Any] | None = None,
+                   outcome: str | None = None) -> dict[str, Any]:
+    """The usage facts of the gate's resource × image ``workload`` (its record in ``session.workloads``):
+    of ``pod`` when given, else of its latest pod in the run's watch, else of the manifest alone (not
+    created, or no pod yet: requests and submission time only). ``outcome`` overrides the pod's."""
+    if pod is None:
+        pods = session.pods().by_key(workload["probe"]) if "probe" in workload else []
+        pod = pods[-1] if pods else None
+    if pod is not None:
+        facts = pod_facts(session, pod, workload.get("submitted_at"))
+    else:
+        body = workload.get("body") or {}
+        spec = body.get("spec") or {}
+        if body.get("kind") != "Pod":  # a Job (batch, Kueue, Volcano): its pod template's spec
+            spec = (spec.get("template") or {}).get("spec") or {}
+        requests = ((spec.get("containers") or [{}])[0].get("resources") or {}).get("requests") or {}
+        facts = {"workload": f"{str(workload.get('kind') or 'pod').lower()}/{session.namespace}/{workload.get('name')}",
+                 "object": str(workload.get("kind") or "pod"), "name": workload.get("name"),
+                 "namespace": session.namespace, "tenant": None, "requests": dict(requests),
+                 "submitted": workload.get("submitted_at"), "attempts": 1, "outcome": "pending"}
+    if outcome is not None:
+        facts["outcome"] = outcome
+    return facts
+
+
+def exec_facts(session: KubeSession, workload: dict[str, Any], begun: float, ended: float) -> dict[str, Any]:
+    """The usage facts of one model run exec'd in ``workload``'s pod from ``begun`` to ``ended`` (epoch s):
+    the pod's requests over the run's wall time, counted for the model (object ``exec``, ``within`` the pod,
+    so the pod is not counted twice for its namespace)."""
+    pod = workload_facts(session, workload)
+    return {"workload": f"exec/{session.namespace}/{workload.get('pod')}/{uuid.uuid4().hex[:8]}", "object": "exec",
+            "within": pod["workload"], "name": workload.get("pod"), "namespace": session.namespace,
+            "tenant": None, "requests": pod["requests"], "started": begun, "ended": ended, "released": ended,
+            "attempts": 1, "simulated": pod.get("simulated", False)}

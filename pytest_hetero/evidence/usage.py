@@ -1,0 +1,306 @@
+"""The run-wide usage ledger: what the gate's own workloads held, aggregated at assembly.
+
+Each item that saw a workload the gate created writes a ``usage.workload`` record (written by
+:mod:`pytest_hetero.layers.usage` from an engine's facts, :data:`~pytest_hetero.backends.protocol.USAGE_FACTS`);
+a governance probe writes its own ``governance.ledger``. :func:`ledger` walks the items once and builds
+the evidence document's ``usage`` section (see its docstring for the shape). Bad or partial records never
+break assembly: a record without a time counts with what it has, and the section names what was
+incomplete.
+
+Units: a resource-second is one base unit of a request (a core, a byte, a device) held for one second
+(Kubernetes quantities per k8s.io/apimachinery ``resource.Quantity``, parsed by
+:func:`pytest_hetero.matrix.quantity.quantity`).
+"""
+
+from __future__ import annotations
+
+import functools
+import heapq
+from datetime import datetime
+from typing import Any
+
+from pytest_hetero.matrix.quantity import quantity_or_none
+
+RECORD = "usage.workload"
+"""Record kind of one workload's usage facts in an item's evidence."""
+WORST = 5
+"""How many of the idlest workloads the section names."""
+LISTED = 20
+"""How many failed workloads and incomplete records the section names (counts are always whole)."""
+GATE = "(gate)"
+"""The project a workload ran as when it was submitted with the gate's own identity (no tenant)."""
+
+COVERS = (
+    "every workload the gate created whose engine reported it: Kubernetes workload pods (scheduling, startup, "
+    "model runs inside them, pods of serving Deployments the run deployed), Docker containers and placement "
+    "probes, local model processes; governance probe "
+    "workloads under the tenant they ran as (each probe's own ledger is also summed under governance)",
+    "resource-seconds = each request (base units: cores, bytes, devices) x seconds held, held from placement "
+    "(else start, else submission) until the workload ended or was released, else until the run's end",
+)
+DOES_NOT_COVER = (
+    "work the platform did for the gate outside its workloads (image pulls on nodes, controllers, apiserver)",
+    "serving Deployments' pods are counted as listed when the startup item checked them (attributed to the "
+    "served model): a pod a later rollout replaced counts until the run's end (an upper bound), and a Deployment "
+    "the run did not deploy itself is not the gate's workload",
+    "KWOK nodes: placement and start times are the simulator's, not a kubelet's (workloads marked simulated)",
+    "the local engine requests nothing from a scheduler: its request-seconds are the resource's requests over "
+    "the process's wall time; cpu_s is what it used (rusage)",
+    "a workload released by the engine's cleanup is counted until the run's end line (after every engine "
+    "closed): an upper bound",
+)
+
+
+def epoch(value: Any) -> float | None:
+    """``value`` as epoch seconds: a number as it is, an ISO 8601 / RFC 3339 string (``Z`` accepted) parsed;
+    None for anything else (absent, unparsable)."""
+    if type(value) is float:  # the engines' own facts: the common case, checked first
+        return value
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return float(value)
+    if isinstance(value, str) and value:
+        try:
+            return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+        except ValueError:
+            return None
+    return None
+
+
+def held(facts: dict[str, Any], until: float | None = None) -> tuple[float | None, list[str]]:
+    """Seconds the workload of ``facts`` held its requests, and what was missing to say it exactly.
+
+    A workload never placed (``outcome`` refused or pending, no ``placed``) held nothing: 0 s. Else from
+    ``placed`` (else ``started``, else ``submitted``) to the earlier of ``ended`` and ``released``,
+    else to ``until`` (epoch seconds: the run's end). Returns (seconds ≥ 0, or None when no start or no
+    end is known; the missing facts' names, empty when both ends were the workload's own).
+    """
+    missing: list[str] = []
+    placed = epoch(facts.get("placed"))
+    if placed is None and facts.get("outcome") in ("refused", "pending"):
+        return 0.0, missing  # never placed: it held no node's resources (a quota may still have counted it)
+    begin = placed
+    if begin is None:
+        begin = epoch(facts.get("started"))
+        if begin is None:
+            begin = epoch(facts.get("submitted"))
+    if begin is None:
+        missing.append("placed")
+    ended, released = epoch(facts.get("ended")), epoch(facts.get("released"))
+    end = ended if released is None else released if ended is None else min(ended, released)
+    if end is None:
+        missing.append("released")
+        end = until
+    if begin is None or end is None:
+        return None, missing
+    return max(0.0, end - begin), missing
+
+
+def idle(facts: dict[str, Any]) -> float | None:
+    """Seconds between placement and start (``started − placed``, ≥ 0); None when either is unknown."""
+    placed, started = epoch(facts.get("placed")), epoch(facts.get("started"))
+    if placed is None or started is None:
+        return None
+    return max(0.0, started - placed)
+
+
+def seconds_of(requests: Any, seconds: float) -> tuple[dict[str, float], list[str]]:
+    """``{resource: quantity × seconds}`` of ``requests`` (``{name: quantity}``), and the names whose
+    quantity could not be read (left out)."""
+    out: dict[str, float] = {}
+    bad: list[str] = []
+    if not isinstance(requests, dict):
+        return out, ["requests"] if requests is not None else []
+    for name, value in requests.items():
+        amount = _quantity(value) if isinstance(value, (str, int, float)) else None
+        if amount is None:
+            bad.append(f"requests.{name}")
+        else:
+            out[str(name)] = amount * seconds
+    return out, bad
+
+
+@functools.lru_cache(maxsize=1024)
+def _quantity(value: str | int | float) -> float | None:
+    """:func:`~pytest_hetero.matrix.quantity.quantity_or_none`, remembered: a run repeats few quantities."""
+    return quantity_or_none(value)
+
+
+def _add(into: dict[str, dict[str, float]], key: str, amounts: dict[str, float]) -> None:
+    per = into.get(key)
+    if per is None:
+        into[key] = dict(amounts)
+        return
+    for res, value in amounts.items():
+        per[res] = per.get(res, 0.0) + value
+
+
+def _rounded(table: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
+    return {k: {r: round(v, 3) for r, v in sorted(per.items())} for k, per in sorted(table.items())}
+
+
+def _merge(into: dict[str, Any], facts: dict[str, Any], at: str) -> None:
+    """Fold one report of a workload into what is known of it: a later report's facts win, an
+    earlier one only fills what is still unknown."""
+    newer = at >= into.get("_at", "")
+    for key, value in facts.items():
+        if value is None:
+            continue
+        if newer or into.get(key) is None:
+            into[key] = value
+    if newer:
+        into["_at"] = at
+
+
+def _records(item: dict[str, Any]) -> list[tuple[dict[str, Any], int]]:
+    """(record, attempt) of every record of ``item`` and of its earlier attempts (a rerun plugin's;
+    attempt ≥ 1 numbers those, 0 is the final attempt)."""
+    out = [(r, 0) for r in item.get("records") or [] if isinstance(r, dict)]
+    for n, earlier in enumerate(item.get("attempts") or [], 1):
+        if isinstance(earlier, dict):
+            out += [(r, n) for r in earlier.get("records") or [] if isinstance(r, dict)]
+    return out
+
+
+def ledger(items: list[dict[str, Any]], until: str | None) -> dict[str, Any]:
+    """The evidence document's ``usage`` section from the run's ``items`` (evidence dicts), walked once.
+
+    ``until``: ISO time of the run's end line (written after every engine's cleanup), the release time
+    of a workload whose engine reported none; None (an interrupted run): such workloads count until
+    their last reported time and are listed as incomplete.
+
+    Shape: ``covers``/``does_not_cover`` (sentences), ``units``, ``workloads`` (count), ``simulated``
+    (how many ran on simulated nodes), ``resource_seconds`` ``{"by_namespace", "by_project",
+    "by_task_type", "by_model"}`` each ``{key: {resource: request × seconds}}`` (model runs only for the
+    last two; ``by_project`` keys are tenants, :data:`GATE` for the gate's own identity), ``cpu_s`` (rusage
+    CPU-seconds where the engine measured them), ``waste`` ``{"failed": {"workloads", "resource_seconds",
+    "items"}, "retries": {"reruns", "restarts", "resource_seconds"}, "idle": {"seconds", "worst":
+    [{"workload", "nodeid", "idle_s"}]}}``, ``governance`` (the probes' ledgers summed: ``probes``,
+    ``resource_seconds`` by namespace, ``attempts``, ``refused``, ``waited_s``), ``incomplete``
+    (``count`` and the first :data:`LISTED` ``{"workload", "nodeid", "missing"}``).
+    """
+    end = epoch(until)
+    workloads: dict[str, dict[str, Any]] = {}
+    reruns = 0
+    gov: dict[str, Any] = {"probes": 0, "resource_seconds": {}, "attempts": 0, "refused": 0, "waited_s": 0.0}
+    latest = ""  # ISO 8601 UTC strings of one format compare as times: parsed once, at the end
+    for item in items:
+        reruns += len(item.get("attempts") or [])
+        for rec, attempt in _records(item):
+            kind, data = rec.get("kind"), rec.get("data")
+            if kind == RECORD and isinstance(data, dict):
+                at = str(rec.get("at") or "")
+                latest = max(latest, at)
+                _fold(workloads, data, at, item.get("nodeid"), attempt)
+            elif kind == "governance.ledger" and isinstance(data, dict):
+                _fold_governance(gov, data)
+    return _section(workloads, end if end is not None else epoch(latest), end is None, reruns, gov)
+
+
+def _fold(workloads: dict[str, dict[str, Any]], data: dict[str, Any], at: str, nodeid: Any, attempt: int) -> None:
+    """Fold one ``usage.workload`` record (``data``, recorded ``at`` by item ``nodeid``) into ``workloads``."""
+    key = str(data.get("workload") or f"{nodeid}#{len(workloads)}")
+    w = workloads.get(key)
+    if w is None:  # the common case: the first report of a workload is taken as it is
+        w = workloads[key] = {k: v for k, v in data.items() if v is not None}
+        w.update(_nodeid=nodeid, _attempt=attempt, _at=at, _by=nodeid)
+        return
+    if data.get("outcome") is not None and at >= w["_at"]:
+        w["_by"] = nodeid  # the item whose report says how the workload ended
+    _merge(w, data, at)
+
+
+def _fold_governance(gov: dict[str, Any], data: dict[str, Any]) -> None:
+    gov["probes"] += 1
+    for ns, per in (data.get("resource_seconds") or {}).items():
+        if isinstance(per, dict):
+            _add(gov["resource_seconds"], str(ns), {str(r): _number(v) for r, v in per.items()})
+    found = data.get("waste")
+    waste: dict[str, Any] = found if isinstance(found, dict) else {}
+    gov["attempts"] += int(_number(waste.get("attempts")))
+    gov["refused"] += int(_number(waste.get("refused")))
+    gov["waited_s"] += _number(waste.get("waited_s"))
+
+
+def _number(value: Any) -> float:
+    """``value`` when it is a JSON number (bool excluded), else 0 (a bad record adds nothing)."""
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0.0
+
+
+def _idle(idlest: list[tuple[float, str, str]], key: str, w: dict[str, Any]) -> float:
+    """``w``'s idle seconds (0 when unknown), kept in ``idlest`` (a heap of the :data:`WORST` idlest)."""
+    gap = idle(w)
+    if gap is None:
+        return 0.0
+    if len(idlest) < WORST:
+        heapq.heappush(idlest, (gap, key, str(w["_nodeid"])))
+    elif gap > idlest[0][0]:
+        heapq.heapreplace(idlest, (gap, key, str(w["_nodeid"])))
+    return gap
+
+
+def _section(workloads: dict[str, dict[str, Any]], until: float | None, open_end: bool, reruns: int,
+             gov: dict[str, Any]) -> dict[str, Any]:
+    tables: dict[str, dict[str, dict[str, float]]] = {
+        "by_namespace": {}, "by_project": {}, "by_task_type": {}, "by_model": {}}
+    failed: dict[str, dict[str, float]] = {}
+    retried: dict[str, dict[str, float]] = {}
+    failed_items: list[str] = []
+    failed_count = restarts = simulated = 0
+    idle_total = 0.0
+    idlest: list[tuple[float, str, str]] = []
+    incomplete: list[dict[str, Any]] = []
+    incomplete_count = 0
+    cpu_s = 0.0
+    for key, w in workloads.items():
+        seconds, missing = held(w, until)
+        if not open_end:  # released by the engine's cleanup, before the run's end line: the documented bound
+            missing = [m for m in missing if m != "released"]
+        amounts, bad = seconds_of(w.get("requests"), seconds or 0.0)
+        missing += bad
+        if missing or seconds is None:
+            incomplete_count += 1
+            incomplete += [{"workload": key, "nodeid": w["_nodeid"], "missing": missing}][:LISTED - len(incomplete)]
+        if w.get("object") != "exec":
+            _add(tables["by_namespace"], str(w.get("namespace") or "(unknown)"), amounts)
+            _add(tables["by_project"], str(w.get("tenant") or GATE), amounts)
+            restarts += max(0, int(w.get("attempts") or 1) - 1) if isinstance(w.get("attempts"), int) else 0
+        if w.get("model"):
+            _add(tables["by_task_type"], str(w.get("task_type") or "(unknown)"), amounts)
+            _add(tables["by_model"], str(w["model"]), amounts)
+        if w.get("outcome") in ("failed", "refused"):
+            failed_count += 1
+            _add(failed, "all", amounts)
+            by = str(w.get("_by") or w["_nodeid"])
+            if len(failed_items) < LISTED and by not in failed_items:
+                failed_items.append(by)
+        if w["_attempt"]:
+            _add(retried, "all", amounts)
+        idle_total += _idle(idlest, key, w)
+        simulated += bool(w.get("simulated"))
+        if isinstance(w.get("cpu_s"), (int, float)):
+            cpu_s += float(w["cpu_s"])
+    idlest.sort(reverse=True)
+    return {
+        "covers": list(COVERS),
+        "does_not_cover": list(DOES_NOT_COVER),
+        "units": {"resource_seconds": "request in base units (cores, bytes, devices) x seconds held",
+                  "times": "seconds"},
+        "workloads": len(workloads),
+        "simulated": simulated,
+        "resource_seconds": {name: _rounded(t) for name, t in tables.items()},
+        "cpu_s": round(cpu_s, 3),
+        "waste": {
+            "failed": {"workloads": failed_count, "resource_seconds": _rounded(failed).get("all", {}),
+                       "items": failed_items},
+            "retries": {"reruns": reruns, "restarts": restarts,
+                        "resource_seconds": _rounded(retried).get("all", {})},
+            "idle": {"seconds": round(idle_total, 3),
+                     "worst": [{"workload": k, "nodeid": n, "idle_s": round(s, 3)} for s, k, n in idlest[:WORST]]},
+        },
+        "governance": {**gov, "resource_seconds": _rounded(gov["resource_seconds"]),
+                       "waited_s": round(gov["waited_s"], 3)},
+        "incomplete": {"count": incomplete_count, "workloads": incomplete,
+                       "until": "run end" if not open_end else "last reported time (interrupted run)"},
+    }

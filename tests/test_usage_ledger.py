@@ -1,0 +1,172 @@
+"""The run-wide usage ledger (issue 19 item 2): each workload the gate created is a ``usage.workload``
+record of the item that saw it, and assembly folds them into the evidence's ``usage`` section. Expected
+sums are computed from the item records of real runs, never written as constants."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+from support import evidence_of, matrix_text
+
+from pytest_hetero.evidence.usage import RECORD, epoch, held, ledger
+from pytest_hetero.matrix.quantity import quantity
+
+
+def _two_models() -> str:
+    """The digits case as two models of different task types and versions (same files, two claims)."""
+    doc = json.loads(matrix_text(resources=[{"name": "cpu-host", "type": "cpu",
+                                            "requests": {"cpu": "500m", "memory": "256Mi"}}]))
+    first = doc["spec"]["models"][0]
+    second = {**first, "name": "digits-eval", "version": "2.1.0", "task_type": "evaluation"}
+    doc["spec"]["models"] = [first, second]
+    return json.dumps(doc)
+
+
+def _workloads(ev: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    return [(i["nodeid"], r["data"]) for i in ev["items"] for r in i["records"] if r["kind"] == RECORD]
+
+
+def test_a_local_run_ledgers_each_model_process_by_model_version_and_task_type(pytester: pytest.Pytester) -> None:
+    pytester.makefile(".matrix.yaml", m=_two_models())
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=6, skipped=1)
+    ev = evidence_of(pytester)
+    seen = _workloads(ev)
+    assert sorted(n.split("::")[3] for n, _ in seen) == ["digits-eval@digits-test", "digits-logreg@digits-test"]
+    expected_model: dict[str, dict[str, float]] = {}
+    expected_task: dict[str, dict[str, float]] = {}
+    for _, w in seen:
+        assert (w["namespace"], w["object"], w["outcome"], w["open"]) == ("local", "process", "completed", False)
+        assert w["requests"] == {"cpu": "500m", "memory": "256Mi"}
+        assert w["idle_s"] is None  # nothing places a local process: no idle time is claimed
+        seconds = w["ended"] - w["started"]
+        assert 0 < seconds < 120 and w["held_s"] == round(seconds, 3)
+        assert w["cpu_s"] > 0
+        for table, key in ((expected_model, w["model"]), (expected_task, w["task_type"])):
+            per = table.setdefault(key, {})
+            for res, q in w["requests"].items():
+                per[res] = per.get(res, 0.0) + quantity(q) * seconds
+    assert set(expected_model) == {"digits-logreg@1.0.0", "digits-eval@2.1.0"}
+    assert set(expected_task) == {"batch-inference", "evaluation"}
+    usage = ev["usage"]
+    for name, table in (("by_model", expected_model), ("by_task_type", expected_task)):
+        got = usage["resource_seconds"][name]
+        assert set(got) == set(table)
+        for key, per in table.items():
+            assert got[key] == pytest.approx(per, abs=0.002)
+    total_cpu = sum(quantity("500m") * (w["ended"] - w["started"]) for _, w in seen)
+    assert usage["resource_seconds"]["by_namespace"]["local"]["cpu"] == pytest.approx(total_cpu, abs=0.002)
+    assert usage["resource_seconds"]["by_project"]["(gate)"]["cpu"] == pytest.approx(total_cpu, abs=0.002)
+    assert usage["workloads"] == 2 and usage["incomplete"]["count"] == 0
+    assert usage["cpu_s"] == pytest.approx(sum(w["cpu_s"] for _, w in seen), abs=0.002)
+    assert usage["waste"]["failed"]["workloads"] == 0 and usage["waste"]["retries"]["reruns"] == 0
+
+
+def test_a_failed_model_run_is_waste(pytester: pytest.Pytester) -> None:
+    doc = json.loads(matrix_text())
+    doc["spec"]["models"][0]["entrypoint"] = ["{python}", "-c", "import time, sys; time.sleep(0.3); sys.exit(3)"]
+    pytester.makefile(".matrix.yaml", m=json.dumps(doc))
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=2, failed=1, skipped=2)
+    ev = evidence_of(pytester)
+    [(nodeid, w)] = _workloads(ev)
+    assert w["outcome"] == "failed" and w["ended"] - w["started"] >= 0.3
+    waste = ev["usage"]["waste"]["failed"]
+    assert waste["workloads"] == 1 and waste["items"] == [nodeid]
+    assert waste["resource_seconds"]["cpu"] == pytest.approx(1 * (w["ended"] - w["started"]), abs=0.002)
+
+
+def test_reruns_count_as_retries_with_what_the_earlier_attempts_held(pytester: pytest.Pytester) -> None:
+    pytest.importorskip("pytest_rerunfailures", reason="pytest-rerunfailures is a test dependency")
+    doc = json.loads(matrix_text())
+    doc["spec"]["models"][0]["entrypoint"] = ["{python}", "-c", "import sys; sys.exit(4)"]
+    pytester.makefile(".matrix.yaml", m=json.dumps(doc))
+    pytester.runpytest("-p", "no:cacheprovider", "--reruns", "2")
+    ev = evidence_of(pytester)
+    model = next(i for i in ev["items"] if i["layer"] == "model")
+    earlier = [r["data"] for a in model["attempts"] for r in a["records"] if r["kind"] == RECORD]
+    assert len(earlier) == 2
+    retries = ev["usage"]["waste"]["retries"]
+    assert retries["reruns"] == 2
+    assert retries["resource_seconds"]["cpu"] == pytest.approx(sum(w["ended"] - w["started"] for w in earlier),
+                                                               abs=0.002)
+    assert ev["usage"]["waste"]["failed"]["workloads"] == 3  # every attempt failed, each held its request
+
+
+def test_recovery_from_the_journal_yields_the_same_usage_section(pytester: pytest.Pytester) -> None:
+    pytester.makefile(".matrix.yaml", m=_two_models())
+    pytester.runpytest("-p", "no:cacheprovider")
+    ev = evidence_of(pytester)
+    bundle = pytester.path / "reports" / ev["run"]["id"]
+    lines = (bundle / "journal.jsonl").read_text().splitlines(keepends=True)
+    # the run as a kill -9 leaves it: every item journaled, no end line
+    (bundle / "journal.jsonl").write_text("".join(x for x in lines if json.loads(x)["type"] != "end"))
+    for name in ("evidence.json", "attestation.intoto.jsonl"):
+        (bundle / name).unlink(missing_ok=True)
+    done = subprocess.run([sys.executable, "-m", "pytest_hetero.cli", "report", "--from-journal", str(bundle)],
+                          capture_output=True, text=True, cwd=pytester.path)
+    assert (bundle / "evidence.json").exists(), done.stderr
+    recovered = json.loads((bundle / "evidence.json").read_text())["usage"]
+    original = ev["usage"]
+    # every local process ended and was released before its item finished: nothing depends on the end line
+    for key in ("resource_seconds", "waste", "workloads", "cpu_s", "governance"):
+        assert recovered[key] == original[key], key
+    assert recovered["incomplete"]["count"] == 0
+
+
+def _item(nodeid: str, *records: dict[str, Any]) -> dict[str, Any]:
+    return {"nodeid": nodeid, "records": [{"kind": RECORD, "at": f"2026-12-01T10:00:0{n}Z", "data": r}
+                                          for n, r in enumerate(records)]}
+
+
+def test_partial_and_bad_records_count_with_what_they_have_and_are_named() -> None:
+    end = "2026-12-01T10:01:40Z"
+    pod = {"workload": "pod/a/p", "object": "pod", "namespace": "a", "requests": {"cpu": "2"}, "placed": epoch(
+        "2026-12-01T10:00:00Z")}
+    later = {"workload": "pod/a/p", "started": epoch("2026-12-01T10:00:10Z"), "attempts": 3}
+    broken = {"workload": "pod/b/q", "object": "pod", "namespace": "b", "requests": {"cpu": "two"},
+              "submitted": "not a time"}
+    items = [_item("m::r::scheduling", pod), _item("m::r::i::startup", later, broken),
+             {"nodeid": "junk", "records": ["x", {"kind": RECORD, "data": "y"},
+                                            {"kind": "governance.ledger", "data": {"resource_seconds": {"a": {
+                                                "cpu": 3.5, "gpu": "x"}}, "waste": {"attempts": "two"}}}]}]
+    section = ledger(items, end)
+    assert section["workloads"] == 2
+    # held from placement to the run's end (released by cleanup): 100 s x 2 cores
+    assert section["resource_seconds"]["by_namespace"]["a"] == {"cpu": 200.0}
+    assert section["resource_seconds"]["by_namespace"]["b"] == {}
+    assert section["waste"]["idle"]["seconds"] == 10.0
+    assert section["waste"]["retries"]["restarts"] == 2
+    assert section["incomplete"]["count"] == 1
+    assert section["governance"] == {"probes": 1, "resource_seconds": {"a": {"cpu": 3.5, "gpu": 0.0}},
+                                     "attempts": 0, "refused": 0, "waited_s": 0.0}
+    assert section["incomplete"]["workloads"][0]["workload"] == "pod/b/q"
+    assert set(section["incomplete"]["workloads"][0]["missing"]) == {"placed", "requests.cpu"}
+    # interrupted (no end line): counted until the last reported time, and said so
+    open_run = ledger(items[:2], None)
+    assert open_run["resource_seconds"]["by_namespace"]["a"] == {"cpu": 2.0}  # 10:00:00 -> 10:00:01 (last record)
+    assert open_run["incomplete"]["until"].startswith("last reported time")
+    assert held({"placed": 5.0, "ended": 9.0, "released": 12.0})[0] == 4.0
+
+
+def test_the_ledger_sums_are_in_the_signed_predicate(pytester: pytest.Pytester) -> None:
+    pytester.makefile(".matrix.yaml", m=_two_models())
+    pytester.runpytest("-p", "no:cacheprovider")
+    ev = evidence_of(pytester)
+    bundle = pytester.path / "reports" / ev["run"]["id"]
+    import base64
+
+    envelope = json.loads((bundle / "attestation.intoto.jsonl").read_text().splitlines()[0])
+    predicate = json.loads(base64.b64decode(envelope["payload"]))["predicate"]
+    assert predicate["usage"]["resource_seconds"] == ev["usage"]["resource_seconds"]
+    assert predicate["usage"]["waste"]["idle_s"] == ev["usage"]["waste"]["idle"]["seconds"]
+    assert predicate["usage"]["incomplete"] == 0
+    summary = (bundle / "summary.md").read_text()
+    cpu = ev["usage"]["resource_seconds"]["by_namespace"]["local"]["cpu"]
+    assert "### Usage ledger" in summary and f"- by namespace: local: cpu {cpu:g}" in summary
+    html = (bundle / "report.html").read_text()
+    assert '<h2 id="usage">Usage ledger</h2>' in html and f"cpu {cpu}" in html
