@@ -16,7 +16,15 @@ from pathlib import Path
 import pytest
 from support import DIGITS, MODEL_SHA, matrix_text
 
-from pytest_hetero.reporting.view import _INVISIBLE, json_text, junit_property, one_line, printable, terminal_text
+from pytest_hetero.reporting.view import (
+    _INVISIBLE,
+    json_text,
+    junit_properties,
+    junit_property,
+    one_line,
+    printable,
+    terminal_text,
+)
 
 HOSTILE = "\x1b[2J\x1b[31mred\x07bell\x00nul\x9b31mcsi\u202egnp.exe\u200bzw\u2066iso\u2069\ufeff"
 """What a model's stderr may hold: clear screen, colour, BEL, NUL, C1 CSI, bidi override and isolate, ZWSP, BOM."""
@@ -55,6 +63,15 @@ def test_json_text_neutralises_in_ascii_and_non_ascii_text(bad: str, around: str
     assert json.loads(json_text(doc)) == {"items": [{"message": expected}], "n": 1}
     assert json_text({"plain": around + "text\twith tab"}) == json.dumps({"plain": around + "text\twith tab"},
                                                                           ensure_ascii=False)
+
+
+def test_junit_properties_are_each_pair_encoded() -> None:
+    safe = [("layer", "model"), ("resource", "cpu-host"), ("owner", "algorithm")]
+    assert junit_properties(safe) == "\n".join(junit_property(k, v) for k, v in safe)
+    assert junit_properties(safe) == "[[PROPERTY|layer=model]]\n[[PROPERTY|resource=cpu-host]]\n[[PROPERTY|owner=algorithm]]"
+    hostile = [*safe, ("owner", EVIL_OWNER), ("rule", "a\nb|c")]
+    assert junit_properties(hostile) == "\n".join(junit_property(k, v) for k, v in hostile)
+    assert "%5D%5D" in junit_properties(hostile) and "a b%7Cc" in junit_properties(hostile)
 
 
 @pytest.fixture(scope="module")

@@ -93,6 +93,14 @@ def junit_property(name: str, value: str) -> str:
     return f"[[PROPERTY|{encode(name)}={encode(value)}]]"
 
 
+def junit_properties(pairs: list[tuple[str, str]]) -> str:
+    """:func:`junit_property` of each (name, value), one per line. The parts are checked in one scan of
+    their concatenation (none unsafe: the common case, written as they are), else one by one."""
+    if _JUNIT_UNSAFE.search("".join(part for pair in pairs for part in pair)):
+        return "\n".join(junit_property(k, v) for k, v in pairs)
+    return "\n".join(f"[[PROPERTY|{k}={v}]]" for k, v in pairs)
+
+
 HEATMAP_ROW_LIMIT = 400
 """Combinations shown one row each; beyond this only the resource × image grid (:func:`heatgrid`) is shown."""
 DIMENSIONS: tuple[str, ...] = ("resource", "image", "model", "dataset")
