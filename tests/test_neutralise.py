@@ -44,6 +44,15 @@ def test_every_format_character_of_unicode_is_neutralised() -> None:
     assert all(invisible.match(chr(cp)) for cp in range(0x7F, 0xA0))
 
 
+def test_the_isprintable_fast_path_skips_nothing_the_sanitiser_removes() -> None:
+    """printable and json_text return text str.isprintable accepts without scanning it: that is only
+    right if no character the sanitiser removes is printable to Python, for every code point."""
+    from pytest_hetero.reporting.view import _UNPRINTABLE
+
+    assert [hex(cp) for cp in range(0x110000) if _UNPRINTABLE.match(chr(cp)) and chr(cp).isprintable()] == []
+    assert printable("plain text") == "plain text" and printable("caf\u00e9\u00ad") == "caf\u00e9"
+
+
 def test_the_sanitiser_removes_controls_and_keeps_text() -> None:
     assert printable(HOSTILE) == "[2J[31mredbellnul31mcsignp.exezwiso"
     assert printable("line 1\r\nline 2\ttab \ud800") == "line 1\r\nline 2\ttab \ufffd"

@@ -40,7 +40,9 @@ def printable(text: str) -> str:
     noncharacters; a lone surrogate (which UTF-8 cannot encode) becomes U+FFFD. Tab, newline and
     carriage return stay. Every rendering uses it on text from evidence (a model's stderr, owner and
     rule names from a matrix)."""
-    if not _UNPRINTABLE.search(text):  # the common case, one scan
+    # the common case: str.isprintable (4-5x faster than the scan) is False for every character the
+    # expression matches (categories Cc, Cf, Cs, Cn), so only text it refuses (a newline, a tab…) is scanned
+    if text.isprintable() or not _UNPRINTABLE.search(text):
         return text
     return _SURROGATE.sub("\ufffd", _CONTROL.sub("", text))
 
@@ -62,8 +64,9 @@ def json_text(obj: Any) -> str:
     text = json.dumps(obj, ensure_ascii=False, allow_nan=False)
     # the encoder escapes every C0 control, so of what printable removes only an escape (\u00XX, \b, \f)
     # can be in ASCII text, and DEL; str.isascii is a flag lookup, so ASCII text (the common case) is
-    # never scanned by the regular expression (one scan of a 3.5 MB ctrf.json cost ~40 ms)
-    suspect = ("\x7f" in text) if text.isascii() else bool(_UNPRINTABLE.search(text))
+    # never scanned by the regular expression (one scan of a 3.5 MB ctrf.json cost ~40 ms); other text
+    # only when str.isprintable refuses it (see printable)
+    suspect = ("\x7f" in text) if text.isascii() else not text.isprintable() and bool(_UNPRINTABLE.search(text))
     if suspect or "\\u00" in text or "\\b" in text or "\\f" in text:
         text = json.dumps(printable_data(obj), ensure_ascii=False, allow_nan=False)
     return text
