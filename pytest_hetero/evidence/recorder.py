@@ -27,6 +27,7 @@ import fcntl
 import gc
 import hashlib
 import json
+import math
 import os
 import time
 from collections.abc import Callable, Iterable
@@ -120,7 +121,7 @@ class Recorder:
         self._fd: int | None = None
         self._seq = 0
         self._pending = 0
-        self._last_sync = 0.0
+        self._last_sync = -math.inf  # the first line is committed at once, whatever the host's uptime
         self._matrices: set[str] = set()
         self._targets: dict[str, str] = {}
         self.syncs = 0
