@@ -72,8 +72,12 @@ def write_matrix(folder: Path, models: int, kib: int) -> Path:
             "models": [{"name": f"m{n}", "version": "1", "uri": str(model),
                         "sha256": hashlib.sha256(model.read_bytes()).hexdigest(),
                         "entrypoint": ["{python}", "-c", code, "{outputs}"]} for n in range(models)],
-            "datasets": [{"name": "d", "version": "1", "uri": str(data),
+            "datasets": [{"name": "d", "version": "1", "uri": str(data), "acceptance": "acceptance.yaml",
                           "sha256": hashlib.sha256(data.read_bytes()).hexdigest()}]}
+    # every business item passes, as in a healthy run (without rules each one failed: no_rules)
+    (folder / "acceptance.yaml").write_text(json.dumps({
+        "apiVersion": "pytest-hetero/v1", "kind": "AcceptanceRules",
+        "rules": [{"name": "accuracy-floor", "metric": "accuracy", "op": ">=", "value": 0.9}]}))
     path = folder / "mem.matrix.yaml"
     path.write_text(json.dumps({"apiVersion": "pytest-hetero/v1", "kind": "ValidationMatrix",
                                 "metadata": {"name": "mem"}, "spec": spec}))
