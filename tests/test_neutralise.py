@@ -16,7 +16,15 @@ from pathlib import Path
 import pytest
 from support import DIGITS, MODEL_SHA, matrix_text
 
-from pytest_hetero.reporting.view import _INVISIBLE, junit_property, one_line, printable, terminal_text
+from pytest_hetero.reporting.view import (
+    _INVISIBLE,
+    json_text,
+    junit_properties,
+    junit_property,
+    one_line,
+    printable,
+    terminal_text,
+)
 
 HOSTILE = "\x1b[2J\x1b[31mred\x07bell\x00nul\x9b31mcsi\u202egnp.exe\u200bzw\u2066iso\u2069\ufeff"
 """What a model's stderr may hold: clear screen, colour, BEL, NUL, C1 CSI, bidi override and isolate, ZWSP, BOM."""
@@ -36,12 +44,43 @@ def test_every_format_character_of_unicode_is_neutralised() -> None:
     assert all(invisible.match(chr(cp)) for cp in range(0x7F, 0xA0))
 
 
+def test_the_isprintable_fast_path_skips_nothing_the_sanitiser_removes() -> None:
+    """printable and json_text return text str.isprintable accepts without scanning it: that is only
+    right if no character the sanitiser removes is printable to Python, for every code point."""
+    from pytest_hetero.reporting.view import _UNPRINTABLE
+
+    assert [hex(cp) for cp in range(0x110000) if _UNPRINTABLE.match(chr(cp)) and chr(cp).isprintable()] == []
+    assert printable("plain text") == "plain text" and printable("caf\u00e9\u00ad") == "caf\u00e9"
+
+
 def test_the_sanitiser_removes_controls_and_keeps_text() -> None:
     assert printable(HOSTILE) == "[2J[31mredbellnul31mcsignp.exezwiso"
     assert printable("line 1\r\nline 2\ttab \ud800") == "line 1\r\nline 2\ttab \ufffd"
     assert terminal_text("ok\rFAKE PASSED\r\nnext") == "okFAKE PASSED\nnext"
     assert one_line("a\nb\rc\x85d\u2028e") == "a b c d e"
     assert junit_property("owner", EVIL_OWNER) == "[[PROPERTY|owner=@team #123 ops%5D%5D %5B%5BPROPERTY%7Cstatus=passed%5D%5D]]"
+
+
+@pytest.mark.parametrize("bad", ["\x1b", "\x08", "\x0c", "\x00", "\x7f", "\x9b", "\u202e", "\ud800"])
+@pytest.mark.parametrize("around", ["ascii ", "caf\u00e9 \u2026 "])
+def test_json_text_neutralises_in_ascii_and_non_ascii_text(bad: str, around: str) -> None:
+    """json_text skips the scan of ASCII text (the encoder escapes C0 controls): every control, DEL, C1,
+    format character and surrogate is still removed (surrogate: replaced), in ASCII and non-ASCII
+    documents alike."""
+    doc = {"items": [{"message": around + "before" + bad + "after"}], "n": 1}
+    expected = around + "beforeafter" if bad != "\ud800" else around + "before\ufffdafter"
+    assert json.loads(json_text(doc)) == {"items": [{"message": expected}], "n": 1}
+    assert json_text({"plain": around + "text\twith tab"}) == json.dumps({"plain": around + "text\twith tab"},
+                                                                          ensure_ascii=False)
+
+
+def test_junit_properties_are_each_pair_encoded() -> None:
+    safe = [("layer", "model"), ("resource", "cpu-host"), ("owner", "algorithm")]
+    assert junit_properties(safe) == "\n".join(junit_property(k, v) for k, v in safe)
+    assert junit_properties(safe) == "[[PROPERTY|layer=model]]\n[[PROPERTY|resource=cpu-host]]\n[[PROPERTY|owner=algorithm]]"
+    hostile = [*safe, ("owner", EVIL_OWNER), ("rule", "a\nb|c")]
+    assert junit_properties(hostile) == "\n".join(junit_property(k, v) for k, v in hostile)
+    assert "%5D%5D" in junit_properties(hostile) and "a b%7Cc" in junit_properties(hostile)
 
 
 @pytest.fixture(scope="module")

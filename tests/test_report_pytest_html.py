@@ -8,6 +8,7 @@ import json
 import re
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -66,3 +67,28 @@ def test_cells_are_escaped() -> None:
     assert cells[2:5] == ['<td class="col-hetero-layer">model</td>',
                           '<td class="col-hetero-resource">&lt;img src=x&gt;</td>',
                           '<td class="col-hetero-owner">&lt;script&gt;x&lt;/script&gt;</td>']
+
+
+def _hetero_extras(reports: list[Any]) -> list[dict[str, Any]]:
+    return [e for r in reports for e in getattr(r, "extras", []) if str(e.get("name", "")).startswith("hetero ")]
+
+
+def test_reports_hold_no_full_evidence_in_extras(pytester: pytest.Pytester) -> None:
+    """pytest keeps every report until the session ends, and pytest-html its extras: the full evidence there
+    (records, captured output) made a long run's memory grow with its items (issue 20.3). Without --html
+    nothing is attached; with it, the slim evidence only (the full one is in the bundle)."""
+    pytester.makefile(".matrix.yaml", t=matrix_text())
+    plain = pytester.inline_run("t.matrix.yaml", "-p", "no:cacheprovider", "--hetero-report-dir", "reports")
+    reports = plain.getreports("pytest_runtest_logreport")
+    assert any(dict(r.user_properties).get("hetero_evidence") for r in reports)
+    assert _hetero_extras(reports) == []
+    bundle = json.loads(next((pytester.path / "reports").glob("*/evidence.json")).read_text())
+    assert any(item["records"] for item in bundle["items"]), "the bundle keeps the full evidence"
+
+    with_html = pytester.inline_run("t.matrix.yaml", "-p", "no:cacheprovider", "--hetero-report-dir", "reports2",
+                                    "--html=ph.html", "--self-contained-html")
+    extras = _hetero_extras(with_html.getreports("pytest_runtest_logreport"))
+    evidences = [json.loads(base64.b64decode(e["content"].split(",", 1)[1])) for e in extras
+                 if e["name"] == "hetero evidence"]
+    assert evidences and all(set(ev) == {"nodeid", "matrix", "layer", "keys", "owner", "status", "blocked_by",
+                                         "reason", "failure"} for ev in evidences)

@@ -14,11 +14,12 @@ from typing import Any
 import pytest
 from support import REPO, matrix_text
 
+from pytest_hetero import LAYERS
 from pytest_hetero.bundle.verify import trusted_keys
 from pytest_hetero.bundle.vsa import VSA_PREDICATE_TYPE, load_status
 from pytest_hetero.errors import BundleError, MatrixError
 from pytest_hetero.matrix.load import load_matrix
-from pytest_hetero.status.compute import layer_summary, level_of
+from pytest_hetero.status.compute import RESOURCE_LAYERS, layer_summary, level_of, pool_status
 from pytest_hetero.status.publish import PublishRefused, expiry_plan, parse_now, publish_plan
 
 
@@ -72,6 +73,36 @@ def test_bad_task_type_or_validation_is_named(tmp_path: Path, where: str, value:
     with pytest.raises(MatrixError) as info:
         load_matrix(tmp_path / "b.matrix.yaml")
     assert field in str(info.value)
+
+
+def test_pool_status_groups_items_by_resource_task_type_and_layer(tmp_path: Path) -> None:
+    """Each resource × task type's layers from its own items only: the resource layers shared by every task
+    type, model and business from that task type's models (checked against the definition, item by item)."""
+    resources = [{"name": "cpu-a", "type": "cpu", "requests": {"cpu": 1}},
+                 {"name": "cpu-b", "type": "cpu", "requests": {"cpu": 1}}]
+    doc = json.loads(matrix_text(resources=resources))
+    doc["spec"]["models"].append({**doc["spec"]["models"][0], "name": "trainer", "task_type": "fine-tune"})
+    (tmp_path / "t.matrix.yaml").write_text(json.dumps(doc))
+    matrix = load_matrix(tmp_path / "t.matrix.yaml")
+    statuses = ["passed", "failed", "blocked", "not_applicable", "passed", "error"]
+    items: list[dict[str, Any]] = []
+    for r, res in enumerate(("cpu-a", "cpu-b", "elsewhere")):
+        for n, layer in enumerate(LAYERS):
+            models = [None] if layer in RESOURCE_LAYERS else ["digits-logreg", "trainer"]
+            for m, model in enumerate(models):
+                keys = {"resource": res, **({"model": model} if model else {})}
+                items.append({"keys": keys, "layer": layer, "status": statuses[(r * 7 + n * 3 + m) % 6]})
+    pools = pool_status(matrix, items, "2026-11-29T10:00:00Z")
+    assert [p["pool"] for p in pools] == ["cpu-a", "cpu-b"]
+    for pool in pools:
+        for task_type, models in (("batch-inference", ["digits-logreg"]), ("fine-tune", ["trainer"])):
+            want = {layer: layer_summary(i["status"] for i in items if i["keys"]["resource"] == pool["pool"]
+                                         and i["layer"] == layer and (layer in RESOURCE_LAYERS
+                                                                      or i["keys"].get("model") in models))
+                    for layer in LAYERS}
+            assert pool["task_types"][task_type]["layers"] == want
+            assert pool["task_types"][task_type]["level"] == level_of(want)
+    assert pools[0]["task_types"]["batch-inference"]["layers"] != pools[0]["task_types"]["fine-tune"]["layers"]
 
 
 def test_levels_stop_at_the_first_layer_not_passed() -> None:

@@ -63,11 +63,12 @@ def matrix_owners(evidence: dict[str, Any], inputs: RunInputs) -> dict[str, dict
     """{matrix name: {layer: team}} from the run's matrices, else (a matrix that no longer loads)
     from the owners on its reported items."""
     owners: dict[str, dict[str, str]] = {}
-    fallback = owners_from_items(evidence)
+    fallback: dict[str, dict[str, str]] | None = None  # walks every item: only when a matrix is gone
     for m in evidence["matrices"]:
         try:
             owners[m["name"]] = dict(inputs.matrix(m).owners)
         except MatrixError:
+            fallback = owners_from_items(evidence) if fallback is None else fallback
             owners[m["name"]] = fallback.get(m["prefix"], {})
     return owners
 

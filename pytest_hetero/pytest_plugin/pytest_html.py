@@ -1,4 +1,4 @@
-"""pytest-html integration: layer, resource and owner columns plus per-item evidence extras.
+"""pytest-html integration: layer, resource and owner columns plus per-item status and slim evidence extras.
 
 Active only when pytest-html is installed and ``--html`` is given; the hooks are optional
 (``optionalhook``) so nothing fails without it. pytest-html's page is a convenience for
@@ -43,10 +43,17 @@ def pytest_html_results_table_row(report: Any, cells: list[str]) -> None:
 
 @pytest.hookimpl(hookwrapper=True, tryfirst=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
-    """Attach the item's evidence (JSON) and status line as pytest-html extras, after pytest-hetero
-    put the evidence on the report (this wrapper is the outermost, so it runs last)."""
+    """With ``--html``, attach the item's status line and its slim evidence (nodeid, matrix, layer, keys,
+    owner, status, blocked_by, reason, failure: :data:`~pytest_hetero.pytest_plugin.plugin.SLIM_FIELDS`) as
+    pytest-html extras, after pytest-hetero put the evidence on the report (this wrapper is the outermost,
+    so it runs last).
+
+    Never the full evidence: pytest-html keeps every report's extras until the session ends, so a full
+    evidence dict (tens of KB per model item: records, captured output) made a long run's memory grow with
+    its items. The records and artifacts are in the bundle's evidence.json and report.html. Without
+    ``--html`` nothing is attached (pytest-html installed but unused would otherwise hold them too)."""
     outcome = yield
-    if not item.config.pluginmanager.hasplugin("html"):
+    if not item.config.pluginmanager.hasplugin("html") or not item.config.getoption("htmlpath", None):
         return
     report = outcome.get_result()
     evidence = evidence_of(report)
@@ -54,9 +61,11 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         return
     from pytest_html import extras
 
+    from pytest_hetero.pytest_plugin.plugin import slim
+
     found = list(getattr(report, "extras", []))
     why = evidence.get("reason") or (evidence.get("failure") or {}).get("message")
     line = f"{evidence['status']}: {why}" if why else evidence["status"]
     found.append(extras.text(line, name="hetero status"))
-    found.append(extras.json(evidence, name="hetero evidence"))
+    found.append(extras.json(slim(evidence), name="hetero evidence"))
     report.extras = found

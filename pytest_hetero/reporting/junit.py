@@ -28,7 +28,7 @@ from junitparser import JUnitXml, TestSuite
 
 from pytest_hetero import LAYERS
 from pytest_hetero.evidence.model import UNTESTED_STATUSES
-from pytest_hetero.reporting.view import entries, junit_property, printable
+from pytest_hetero.reporting.view import entries, junit_properties, printable
 
 
 def _properties(entry: dict[str, Any]) -> list[tuple[str, str]]:
@@ -70,7 +70,7 @@ def _case_xml(entry: dict[str, Any], tally: dict[str, int]) -> str:
     elif status in UNTESTED_STATUSES:
         result = f"<skipped>{escape(printable(f'{status}: ' + str(entry.get('reason') or ''))[:2000])}</skipped>"
         tally["skipped"] += 1
-    props = "\n".join(junit_property(k, v) for k, v in _properties(entry))
+    props = junit_properties(_properties(entry))
     return f"{head}{result}<system-out>{escape(props)}</system-out></testcase>"
 
 

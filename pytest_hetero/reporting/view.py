@@ -40,7 +40,9 @@ def printable(text: str) -> str:
     noncharacters; a lone surrogate (which UTF-8 cannot encode) becomes U+FFFD. Tab, newline and
     carriage return stay. Every rendering uses it on text from evidence (a model's stderr, owner and
     rule names from a matrix)."""
-    if not _UNPRINTABLE.search(text):  # the common case, one scan
+    # the common case: str.isprintable (4-5x faster than the scan) is False for every character the
+    # expression matches (categories Cc, Cf, Cs, Cn), so only text it refuses (a newline, a tab…) is scanned
+    if text.isprintable() or not _UNPRINTABLE.search(text):
         return text
     return _SURROGATE.sub("\ufffd", _CONTROL.sub("", text))
 
@@ -60,7 +62,12 @@ def json_text(obj: Any) -> str:
     """``obj`` as compact JSON (UTF-8 characters kept) whose strings carry nothing :func:`printable`
     removes. The document is walked only when its text shows such a character, raw or escaped."""
     text = json.dumps(obj, ensure_ascii=False, allow_nan=False)
-    if _CONTROL.search(text) or _SURROGATE.search(text) or "\\u00" in text or "\\b" in text or "\\f" in text:
+    # the encoder escapes every C0 control, so of what printable removes only an escape (\u00XX, \b, \f)
+    # can be in ASCII text, and DEL; str.isascii is a flag lookup, so ASCII text (the common case) is
+    # never scanned by the regular expression (one scan of a 3.5 MB ctrf.json cost ~40 ms); other text
+    # only when str.isprintable refuses it (see printable)
+    suspect = ("\x7f" in text) if text.isascii() else not text.isprintable() and bool(_UNPRINTABLE.search(text))
+    if suspect or "\\u00" in text or "\\b" in text or "\\f" in text:
         text = json.dumps(printable_data(obj), ensure_ascii=False, allow_nan=False)
     return text
 
@@ -87,6 +94,14 @@ def junit_property(name: str, value: str) -> str:
         return _JUNIT_PROPERTY.sub(lambda m: f"%{ord(m.group()):02X}", one_line(part))
 
     return f"[[PROPERTY|{encode(name)}={encode(value)}]]"
+
+
+def junit_properties(pairs: list[tuple[str, str]]) -> str:
+    """:func:`junit_property` of each (name, value), one per line. The parts are checked in one scan of
+    their concatenation (none unsafe: the common case, written as they are), else one by one."""
+    if _JUNIT_UNSAFE.search("".join(part for pair in pairs for part in pair)):
+        return "\n".join(junit_property(k, v) for k, v in pairs)
+    return "\n".join(f"[[PROPERTY|{k}={v}]]" for k, v in pairs)
 
 
 HEATMAP_ROW_LIMIT = 400

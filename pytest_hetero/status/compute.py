@@ -89,13 +89,22 @@ def pool_status(matrix: Matrix, items: list[dict[str, Any]], finished_at: str) -
     for model in matrix.models:
         types.setdefault(model.task_type, []).append(model.name)
     verified = parse_time(finished_at)
+    by_resource: dict[Any, list[dict[str, Any]]] = {}
+    for item in items:  # one pass over the items, not one per resource × task type × layer
+        by_resource.setdefault(item["keys"].get("resource"), []).append(item)
     out = []
     for resource in matrix.resources:
-        mine = [i for i in items if i["keys"].get("resource") == resource.name]
+        mine = by_resource.get(resource.name, [])
+        # (layer, model; None on the resource layers, which every task type shares) → statuses seen
+        seen: dict[tuple[str, Any], set[str]] = {}
+        for item in mine:
+            name = None if item["layer"] in RESOURCE_LAYERS else item["keys"].get("model")
+            seen.setdefault((item["layer"], name), set()).add(item["status"])
         task_types = {}
         for task_type, models in types.items():
-            layers: dict[str, str] = {layer: layer_summary(i["status"] for i in mine if i["layer"] == layer and (
-                layer in RESOURCE_LAYERS or i["keys"].get("model") in models)) for layer in LAYERS}
+            layers: dict[str, str] = {layer: layer_summary(
+                seen.get((layer, None), set()) if layer in RESOURCE_LAYERS
+                else set().union(*(seen.get((layer, m), set()) for m in models))) for layer in LAYERS}
             task_types[task_type] = {"level": level_of(layers), "layers": layers,
                                      "models": [f"{m.name}@{m.version}" for m in matrix.models if m.name in models]}
         out.append({
