@@ -43,6 +43,7 @@ from pytest_hetero.layers.base import LayerBroken, LayerContext, LayerFailed
 from pytest_hetero.matrix.model import Matrix, Resource
 from pytest_hetero.matrix.quantity import quantity_or_none
 from pytest_hetero.matrix.tolerations import BLOCKING_EFFECTS, taint_text, tolerates
+from pytest_hetero.status.compute import is_status_key
 
 VENDOR_LABELS: dict[str, tuple[str, ...]] = {
     "nvidia": ("nvidia.com/gpu.product",),
@@ -404,7 +405,9 @@ def node_health_differences(resource: Resource, facts: dict[str, Any],
                             judged: tuple[str, ...] | None = None) -> list[dict[str, Any]]:
     """Named differences of one node's health beyond Ready (facts as ``NodePool.nodes`` holds them):
     cordoned, NoSchedule/NoExecute taints ``resource`` does not tolerate, problem conditions set True
-    (``judged``: the condition types to judge, None: all but Ready). Each ``{"node", "code", "field",
+    (``judged``: the condition types to judge, None: all but Ready and the validation status the gate
+    publishes, ``validation.<domain>/<task type>``, whose True means validated:
+    :func:`pytest_hetero.status.compute.is_status_key`). Each ``{"node", "code", "field",
     "expected", "observed", "message", "owner"}``; a lifecycle taint standing for a cordon or a
     NotReady node already named is not named twice."""
     node, out = facts["name"], []
@@ -427,6 +430,8 @@ def node_health_differences(resource: Resource, facts: dict[str, Any],
     for cond in facts.get("conditions") or []:
         kind = str(cond.get("type", ""))
         if cond.get("status") != "True" or (judged is not None and kind not in judged):
+            continue
+        if judged is None and is_status_key(kind):  # the gate's own published status: True means validated
             continue
         why = ": ".join(str(cond[k]) for k in ("reason", "message") if cond.get(k))
         out.append({"node": node, "code": "node_condition", "field": f"conditions[{kind}]", "expected": "False",

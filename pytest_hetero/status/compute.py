@@ -134,3 +134,13 @@ def expired(pool: dict[str, Any], now: datetime) -> bool:
 def label_key(domain: str, task_type: str) -> str:
     """The node label and condition type of a task type's status: ``validation.<domain>/<task-type>``."""
     return f"validation.{domain}/{task_type}"
+
+
+def is_status_key(key: str) -> bool:
+    """True when ``key`` (a node label or condition type) has the shape of :func:`label_key`:
+    ``validation.<domain>/<task type>`` with a task type of :data:`pytest_hetero.matrix.model.TASK_TYPES`
+    (the ``.expires-at`` annotation and the ``/unvalidated`` taint key are not)."""
+    from pytest_hetero.matrix.model import TASK_TYPES
+
+    prefix, _, task_type = key.partition("/")
+    return prefix.startswith("validation.") and len(prefix) > len("validation.") and task_type in TASK_TYPES

@@ -173,6 +173,21 @@ def unschedulable_message(p: Published, namespace: str, name: str) -> str:
     return ""
 
 
+def rerun_discovery(p: Published, reports: Path) -> dict[str, Any]:
+    """The published matrix's discovery item run again (a fresh pytest process, admin kubeconfig): its evidence."""
+    matrix = p.bundle.parents[1] / "pub.matrix.yaml"
+    env = {**os.environ, "KUBECONFIG": str(p.cluster.kubeconfig),
+           "PYTHONPATH": f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    run = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:randomly", str(matrix),
+                          "-k", "discovery", "--hetero-kube-context", "hetero", "--hetero-report-dir", str(reports)],
+                         capture_output=True, text=True, env=env, cwd=matrix.parent, timeout=300, check=False)
+    (bundle,) = reports.iterdir()
+    items = json.loads((bundle / "evidence.json").read_text())["items"]
+    (item,) = [i for i in items if i["layer"] == "discovery"]
+    assert item, run.stdout[-3000:]
+    return dict(item)
+
+
 def test_publish_makes_the_node_schedulable_for_the_task_type_and_expiry_taints_it_again(
         published: Published, tmp_path: Path) -> None:
     p = published
@@ -205,6 +220,11 @@ def test_publish_makes_the_node_schedulable_for_the_task_type_and_expiry_taints_
     assert p.read().metadata.annotations[p.key + ".expires-at"] == pool["expires_at"]
     assert not p.tainted()
     assert wait_for(lambda: pod_node(p, namespace, first), 60, "the probe pod scheduled") == p.node
+    # the gate's next run on the node: the condition it published (True: validated) is not a node problem
+    discovery = rerun_discovery(p, tmp_path / "again")
+    assert discovery["status"] == "passed", discovery.get("failure")
+    (snapshot,) = [r["data"] for r in discovery["records"] if r["kind"] == "discovery.snapshot"]
+    assert snapshot["differences"] == []
 
     # after expiry: publishing the bundle is refused, --expire withdraws the status and re-taints
     after = iso(parse_time(pool["expires_at"]) + timedelta(seconds=1))
