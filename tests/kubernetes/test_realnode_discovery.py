@@ -53,6 +53,13 @@ def test_a_cordoned_node_is_named(pytester: pytest.Pytester, realnode: RealNodeC
             got = discover(pytester, realnode, ns, [gpu()])
         finally:
             realnode.core.patch_node(node, {"spec": {"unschedulable": None}})
+            # the node lifecycle controller takes its node.kubernetes.io/unschedulable taint back a moment
+            # later: the next test holding the controls must not meet it
+            deadline = time.monotonic() + 30
+            while any(t.key == "node.kubernetes.io/unschedulable"
+                      for t in realnode.core.read_node(node).spec.taints or []):
+                assert time.monotonic() < deadline, "the cordon's taint was not taken back"
+                time.sleep(0.2)
     item = got["gpu::discovery"]
     assert failure(item) == ("failed", "node_unschedulable", "infrastructure")
     # the node lifecycle's node.kubernetes.io/unschedulable taint stands for the same cordon: named once
