@@ -54,7 +54,9 @@ def test_example_matrix_end_to_end(pytester: pytest.Pytester) -> None:
     # the model item recorded a real run with its digests and the business rules their verdicts
     model = items[f"cpu-host::py::{COMBO}::model"]
     run = next(r["data"] for r in model["records"] if r["kind"] == "model.run")
-    assert run["exit_code"] == 0 and run["timed_out"] is False and run["peak_rss_mib"] > 10
+    assert run["exit_code"] == 0 and run["timed_out"] is False
+    # the digits model peaks below this test process's own RSS, which its rusage starts from: not claimed
+    assert run["peak_rss_mib"] is None and run["peak_rss_unmeasured"].startswith("at most "), run
     assert run["stdout"]["text"].startswith("360 samples, accuracy 0.9639")
     assert [a["name"] for a in model["artifacts"]] == ["stdout.txt", "stderr.txt", "outputs.json"]
     outputs = json.loads((pytester.path / "reports" / ev["run"]["id"] / model["artifacts"][2]["path"]).read_text())

@@ -170,3 +170,37 @@ def test_the_ledger_sums_are_in_the_signed_predicate(pytester: pytest.Pytester) 
     assert "### Usage ledger" in summary and f"- by namespace: local: cpu {cpu:g}" in summary
     html = (bundle / "report.html").read_text()
     assert '<h2 id="usage">Usage ledger</h2>' in html and f"cpu {cpu}" in html
+
+
+HUNGRY = ("import sys, time\n"
+          "block = bytearray(320 * 1024 * 1024)\n"
+          "for i in range(0, len(block), 4096): block[i] = 1\n"
+          "end = time.process_time() + 0.3\n"
+          "while time.process_time() < end: pass\n"
+          "open(sys.argv[1], 'w').write('{\"metrics\": {\"accuracy\": 1.0}}')\n")
+
+
+def test_a_confined_run_reports_its_own_cpu_and_peak_rss_never_the_gates(pytester: pytest.Pytester) -> None:
+    """A model that touches 320 MiB and spins 0.3 s of CPU: its ``model.run`` peak RSS and its ledger
+    ``cpu_s`` are its own, through the sandbox (bwrap's own reaper as PID 1 used to swallow both: 2 ms
+    recorded). The small digits model peaks below the gate's own RSS, which a child's ``ru_maxrss``
+    starts from: its peak is not claimed (None, and why) instead of the gate's figure."""
+    doc = json.loads(matrix_text())
+    small = doc["spec"]["models"][0]
+    hungry = {**small, "name": "hungry", "entrypoint": ["{python}", "-c", HUNGRY.replace("{", "{{").replace(
+        "}", "}}").replace("{{python}}", "{python}"), "{outputs}"]}
+    doc["spec"]["models"] = [small, hungry]
+    pytester.makefile(".matrix.yaml", m=json.dumps(doc))
+    pytester.runpytest("-p", "no:cacheprovider", "-k", "model")
+    ev = evidence_of(pytester)
+    runs = {i["nodeid"].split("::")[3].split("@")[0]: next(r["data"] for r in i["records"] if r["kind"] == "model.run")
+            for i in ev["items"] if i["layer"] == "model"}
+    assert set(runs) == {"digits-logreg", "hungry"}, ev["items"]
+    big = runs["hungry"]
+    assert big["exit_code"] == 0 and big["isolation"]["confined"], big
+    assert big["peak_rss_mib"] >= 320, big
+    ledgered = {w["model"].split("@")[0]: w for _, w in _workloads(ev)}
+    assert 0.25 <= ledgered["hungry"]["cpu_s"] < 30, ledgered["hungry"]
+    tiny = runs["digits-logreg"]
+    assert tiny["peak_rss_mib"] is None and tiny["peak_rss_unmeasured"].startswith("at most "), tiny
+    assert ledgered["digits-logreg"]["cpu_s"] > 0.02  # onnxruntime's start alone, not bwrap's 2 ms

@@ -11,6 +11,7 @@ import errno
 import json
 import os
 import platform
+import resource
 import select
 import selectors
 import shutil
@@ -351,7 +352,8 @@ def _alive(pid: int) -> bool:
 def run_measured(argv: list[str], launch: Launch, cwd: Path, timeout_s: float) -> ExecResult:
     """Start ``launch`` (see :meth:`Sandbox.prepare`); return its ExecResult: ``argv`` as rendered,
     exit code (None when killed at ``timeout_s``), wall duration (s), peak RSS (MiB, wait4 of the
-    launcher and what it reaped), stdout/stderr through pipes, capped (never written to disk).
+    launcher and what it reaped: :func:`peak_rss`), CPU-seconds (``details["cpu_s"]``, the same rusage),
+    stdout/stderr through pipes, capped (never written to disk).
 
     The confined run's whole process tree dies with it (its PID namespace); an unconfined one is
     killed as a process group. Raises EngineUnavailable when the launcher cannot be started.
@@ -359,6 +361,7 @@ def run_measured(argv: list[str], launch: Launch, cwd: Path, timeout_s: float) -
     fds = args_pipe(launch.args)
     command = [str(fds.read) if a == "{fd}" else a for a in launch.argv]
     out, err = CappedStream(), CappedStream()
+    inherited_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # what the child's ru_maxrss starts from
     start = time.perf_counter()
     try:
         proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -382,11 +385,26 @@ def run_measured(argv: list[str], launch: Launch, cwd: Path, timeout_s: float) -
             if pipe is not None:
                 pipe.close()
     proc.returncode = os.waitstatus_to_exitcode(status)
+    peak, rss_note = peak_rss(usage.ru_maxrss, inherited_kib)
     return ExecResult(argv=argv, exit_code=None if reaper.fired else proc.returncode,
                       duration_s=time.perf_counter() - start, stdout=out.text(), stderr=err.text(), outputs=None,
-                      timed_out=reaper.fired, peak_rss_mib=round(usage.ru_maxrss / 1024.0, 2),
-                      details={**out.facts("stdout"), **err.facts("stderr"),
+                      timed_out=reaper.fired, peak_rss_mib=peak,
+                      details={**out.facts("stdout"), **err.facts("stderr"), **rss_note,
                                "cpu_s": round(usage.ru_utime + usage.ru_stime, 4)})
+
+
+def peak_rss(child_kib: int, inherited_kib: int) -> tuple[float | None, dict[str, str]]:
+    """The run's peak RSS in MiB from its ``wait4`` ``ru_maxrss`` (KiB), or None and why.
+
+    Linux carries a process's RSS high-water mark across ``exec`` (``signal->maxrss``), so a child of the
+    gate starts from the gate's own high-water mark at the fork (``inherited_kib``, ``RUSAGE_SELF`` just
+    before it) and ``ru_maxrss`` is max(that, the run's own peak). Above it, the figure is the run's; at or
+    below it, the run's peak is unknown (only that it was no higher): ``(None, {"peak_rss_unmeasured":
+    reason})``."""
+    if child_kib > inherited_kib:
+        return round(child_kib / 1024.0, 2), {}
+    return None, {"peak_rss_unmeasured": f"at most {inherited_kib / 1024.0:.1f} MiB: the run's rusage starts from "
+                                         "the gate's own peak RSS at the fork, and the run never exceeded it"}
 
 
 class _Reaper:

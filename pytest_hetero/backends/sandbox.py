@@ -11,9 +11,9 @@ the gate does not trust. On the local backend each run is started through this l
   interpreter environment) are bound back read-only and only its own run folder is writable.
   Its arguments reach bwrap through a pipe (``--args FD``), so ``/proc/1/cmdline`` inside names
   no hidden path. When the run's main process exits, is killed at the timeout, or pytest itself
-  is killed (``--die-with-parent``: the kernel's parent-death signal), PID 1 of the namespace
-  exits and the kernel kills every process left in it: forked, ``setsid`` and SIGTERM-ignoring
-  children included.
+  is killed (``--die-with-parent``: the kernel's parent-death signal), PID 1 of the namespace (the
+  run's main process itself, ``--as-pid-1``) exits and the kernel kills every process left in it:
+  forked, ``setsid`` and SIGTERM-ignoring children included.
 - **identity**: when the gate runs as root, the run is switched (``setpriv``, util-linux) to the
   unprivileged user :data:`SANDBOX_USER` (created as a system user when missing), with no
   capabilities and ``no_new_privs``, so file permissions protect the key (the gate requires it
@@ -68,7 +68,11 @@ SHARED_TMP: tuple[str, ...] = ("/tmp", "/var/tmp")
 """Hidden folders the run gets a private, world-writable (sticky) empty copy of."""
 
 BWRAP_FLAGS: tuple[str, ...] = ("--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
-                                "--die-with-parent", "--new-session")
+                                "--die-with-parent", "--new-session", "--as-pid-1")
+"""``--as-pid-1``: the run's main process is PID 1 of its namespace and bwrap waits for it itself, so the
+gate's ``wait4`` of bwrap includes the run's CPU time and peak RSS; with bwrap's own reaper as PID 1 both
+were lost (the gate recorded bwrap's 2 ms of CPU for a 200 ms run). When PID 1 exits, the kernel still
+kills every process left in the namespace."""
 
 
 @dataclass(frozen=True)

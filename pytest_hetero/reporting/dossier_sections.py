@@ -151,7 +151,7 @@ def _fact(f: Facts, t: Text, layer: str, item: dict[str, Any]) -> str:
     if layer == "model":
         run = f.first(item, "model.run")
         return t("fact.run", exit_code=run.get("exit_code"), duration=run.get("duration_s"),
-                 rss=run.get("peak_rss_mib")) if run else ""
+                 rss="—" if run.get("peak_rss_mib") is None else run["peak_rss_mib"]) if run else ""
     results = [r for d in f.all(item, "business.rules") for r in d.get("results") or []]
     return t("fact.rules", passed=sum(r.get("verdict") == "pass" for r in results), total=len(results)) \
         if results else ""
