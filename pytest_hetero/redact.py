@@ -33,6 +33,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from pytest_hetero.usercache import cache_dir, installed_files
+
 SECRET_ENV_GLOBS: tuple[str, ...] = ("*TOKEN*", "*SECRET*", "*PASSWORD*", "*PASSWD*", "*PASS", "*PASS_*",
                                      "*PASSPHRASE*", "*PWD*", "*_PAT", "*_PAT_*", "*KEY*", "*CREDENTIAL*", "*AUTH*",
                                      "*DSN*", "*WEBHOOK*", "*PRIVATE*", "*COOKIE*", "*SESSION*")
@@ -93,27 +95,13 @@ URL-credentials pattern misses the user and an empty user (:data:`PATTERNS` has 
 
 
 def _cache_dir() -> Path:
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "pytest-hetero"
+    return cache_dir()
 
 
 def _installed(package: str) -> str | None:
-    """A digest of the installed files of ``package`` (path, size, mtime and inode of its ``__init__.py``
-    and of its folder: a reinstall or an upgrade changes them), found without importing it (asking
-    the package metadata for its version costs 30-40 ms); None when it is not installed."""
-    import hashlib
-    import importlib.util
-
-    spec = importlib.util.find_spec(package)
-    if spec is None or spec.origin is None:
-        return None
-    digest = hashlib.sha256()
-    for path in (spec.origin, os.path.dirname(spec.origin)):
-        try:
-            st = os.stat(path)
-        except OSError:
-            return None
-        digest.update(f"{path}\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_ino}\0".encode())
-    return digest.hexdigest()[:16]
+    """16 hex digits naming the installed files of ``package`` (:func:`pytest_hetero.usercache.installed_files`)."""
+    found = installed_files(package)
+    return found[:16] if found else None
 
 
 def _write_cache(cache: Path, value: Any) -> None:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import difflib
 import hashlib
-import importlib.util
 import json
 import os
 import re
@@ -38,6 +37,7 @@ from pytest_hetero.matrix.model import (
     Tenant,
 )
 from pytest_hetero.matrix.yamlnodes import Positions, dotted, read_yaml
+from pytest_hetero.usercache import cache_dir, installed_files
 from pytest_hetero.vocab import DEFAULT_OWNERS
 
 _DURATION = re.compile(r"([0-9]+(?:\.[0-9]+)?)(ms|s|m|h)")
@@ -161,15 +161,10 @@ def validated_key(data: Any) -> str | None:
     package is not found (the validation then runs and reports it)."""
     digest = hashlib.sha256(_schema_digest().encode())
     for name in VALIDATOR_PACKAGES:
-        spec = importlib.util.find_spec(name)
-        if spec is None or spec.origin is None:
+        found = installed_files(name)
+        if found is None:
             return None
-        for path in (spec.origin, os.path.dirname(spec.origin)):
-            try:
-                st = os.stat(path)
-            except OSError:
-                return None
-            digest.update(f"\0{path}\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_ino}".encode())
+        digest.update(f"\0{name}\0{found}".encode())
     digest.update(b"\0" + repr(data).encode("utf-8", "surrogatepass"))
     return digest.hexdigest()
 
@@ -177,7 +172,7 @@ def validated_key(data: Any) -> str | None:
 def validated_cache() -> Path:
     """``$XDG_CACHE_HOME/pytest-hetero/validated`` (default ``~/.cache``): one empty file per document
     that passed the schema (named by :func:`validated_key`)."""
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "pytest-hetero" / "validated"
+    return cache_dir("validated")
 
 
 def _schema_problems(data: Any, pos: Positions, file: str) -> list[MatrixError]:

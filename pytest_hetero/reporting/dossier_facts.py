@@ -118,18 +118,6 @@ def when(value: Any) -> str:
     return parsed.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
 
 
-def epoch(value: Any) -> float | None:
-    """Epoch seconds of an ISO time or a number; None when absent or unreadable."""
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return float(value)
-    if isinstance(value, str) and value:
-        try:
-            return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
-        except ValueError:
-            return None
-    return None
-
-
 def digest(value: Any, n: int = 12) -> str:
     """A digest shortened for reading (``sha256:0123456789ab…``); '' when absent."""
     if not value:

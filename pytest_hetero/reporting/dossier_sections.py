@@ -12,7 +12,8 @@ import shlex
 from typing import Any
 
 from pytest_hetero import LAYERS
-from pytest_hetero.reporting.dossier_facts import Facts, cut, digest, epoch, number, short, when, where
+from pytest_hetero.evidence.usage import epoch
+from pytest_hetero.reporting.dossier_facts import Facts, cut, digest, number, short, when, where
 from pytest_hetero.reporting.dossier_text import Text
 
 ITEM_ROWS = 25

@@ -35,6 +35,7 @@ from pytest_hetero.reporting.view import (
     layer_counts,
     printable,
 )
+from pytest_hetero.usercache import cache_dir
 
 ITEM_DETAIL_LIMIT = 1500
 UNTESTED_LIMIT = 1000
@@ -56,7 +57,7 @@ def template_cache() -> jinja2.BytecodeCache | None:
     ``~/.cache``), a folder only this user may use; None (compile each time) when it cannot be made so.
     Compiling report.html.j2 cost ~0.1-0.2 s of every run; Jinja checks each entry against the
     template's source and its own version before using it."""
-    folder = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "pytest-hetero" / "jinja2"
+    folder = cache_dir("jinja2")
     try:
         folder.mkdir(mode=0o700, parents=True, exist_ok=True)
         st = folder.stat()
