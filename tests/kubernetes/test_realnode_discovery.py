@@ -71,7 +71,8 @@ def test_a_taint_the_resource_does_not_tolerate(pytester: pytest.Pytester, realn
                                                 ns: str) -> None:
     doc = json.loads(real_matrix(realnode.info, ns, [gpu("untolerating")]))
     doc["spec"]["resources"][0]["tolerations"] = []  # nodeSelector of the real node, no toleration of its taint
-    got = run(pytester, json.dumps(doc), RUN, "-k", "discovery")
+    with controls(realnode.info, exclusive=False):  # no other test's cordon or condition on the node meanwhile
+        got = run(pytester, json.dumps(doc), RUN, "-k", "discovery")
     item = got["untolerating::discovery"]
     assert failure(item) == ("failed", "untolerated_taint", "platform")
     [diff] = data(item, "discovery.snapshot")["differences"]
