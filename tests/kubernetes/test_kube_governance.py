@@ -38,16 +38,23 @@ def own_node(cluster: Cluster, stem: str, gpus: str, cordon: bool) -> Iterator[s
                               "spec": {"unschedulable": cordon, "taints": taints},
                               "status": {"capacity": cap, "allocatable": cap}})
     try:
-        if not cordon:
-            deadline = time.monotonic() + 60
-            while not schedulable(cluster.core.read_node(name)) and time.monotonic() < deadline:
-                time.sleep(0.3)
+        deadline = time.monotonic() + 60
+        while not (schedulable if not cordon else _ready_and_settled)(cluster.core.read_node(name)) \
+                and time.monotonic() < deadline:
+            time.sleep(0.3)
         yield pool
     finally:
         try:
             cluster.core.delete_node(name)
         except ApiException:
             pass
+
+
+def _ready_and_settled(node: Any) -> bool:
+    """Ready, and the node lifecycle controller has taken back the not-ready taint a new node starts with (a
+    cordoned node is never schedulable: only its cordon, and the controller's unschedulable taint, may stay)."""
+    ready = any(c.type == "Ready" and c.status == "True" for c in (node.status.conditions or []))
+    return ready and not any(t.key == "node.kubernetes.io/not-ready" for t in (node.spec.taints or []))
 
 
 @pytest.fixture
