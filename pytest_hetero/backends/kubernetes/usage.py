@@ -10,24 +10,15 @@ restarted: ``lastState.terminated.startedAt``), ``attempts`` 1 + ``restartCount`
 from __future__ import annotations
 
 import uuid
-from datetime import datetime
 from typing import TYPE_CHECKING, Any
+
+from pytest_hetero.evidence.usage import epoch
 
 if TYPE_CHECKING:
     from pytest_hetero.backends.kubernetes.session import KubeSession
 
 PHASE_OUTCOME = {"Pending": "pending", "Running": "running", "Succeeded": "completed", "Failed": "failed"}
 """Pod phase → the usage fact ``outcome``."""
-
-
-def _epoch(text: Any) -> float | None:
-    """An RFC 3339 time (``2026-12-01T10:00:00Z``) as epoch seconds; None when absent or unparsable."""
-    if not isinstance(text, str) or not text:
-        return None
-    try:
-        return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
 
 
 def _container(pod: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -49,16 +40,16 @@ def pod_facts(session: KubeSession, pod: dict[str, Any], submitted: float | None
                  and c.get("status") == "True"), {})
     state, last = cstatus.get("state") or {}, (cstatus.get("lastState") or {}).get("terminated") or {}
     running, ended = state.get("running") or {}, state.get("terminated") or {}
-    starts = [t for t in (_epoch(last.get("startedAt")), _epoch(running.get("startedAt")),
-                          _epoch(ended.get("startedAt"))) if t is not None]
+    starts = [t for t in (epoch(last.get("startedAt")), epoch(running.get("startedAt")),
+                          epoch(ended.get("startedAt"))) if t is not None]
     node = (pod.get("spec") or {}).get("nodeName") or ""
     namespace = meta.get("namespace") or session.namespace
     return {"workload": f"pod/{namespace}/{meta.get('name')}", "object": "pod", "name": meta.get("name"),
             "namespace": namespace, "tenant": tenant,
             "requests": dict((spec.get("resources") or {}).get("requests") or {}),
-            "submitted": submitted if submitted is not None else _epoch(meta.get("creationTimestamp")),
-            "placed": _epoch(cond.get("lastTransitionTime")), "started": min(starts) if starts else None,
-            "ended": _epoch(ended.get("finishedAt")), "released": _epoch(meta.get("deletionTimestamp")),
+            "submitted": submitted if submitted is not None else epoch(meta.get("creationTimestamp")),
+            "placed": epoch(cond.get("lastTransitionTime")), "started": min(starts) if starts else None,
+            "ended": epoch(ended.get("finishedAt")), "released": epoch(meta.get("deletionTimestamp")),
             "attempts": 1 + int(cstatus.get("restartCount") or 0),
             "outcome": PHASE_OUTCOME.get(str(status.get("phase")), "pending"), "node": node or None,
             "simulated": bool(session.nodes.get(node, {}).get("simulated"))}
