@@ -3,7 +3,7 @@ running the same subprocess once per item.
 
 Gate: ``python -m pytest <matrix> -m model`` in a fresh process: 1 resource × 1 image × N/10 models
 × 10 datasets on the local backend; every model item runs the entrypoint ``/bin/sh -c 'printf …
-> OUTPUTS'`` confined (bubblewrap, see ``backends/sandbox.py``), and the run writes its whole
+> OUTPUTS'`` confined (bubblewrap, see ``backends/sandbox/``), and the run writes its whole
 bundle (journal, evidence.json, renderings, manifest, unsigned statement). Everything the command
 does is timed: interpreter start, collection, items, bundle.
 
@@ -11,8 +11,10 @@ Baselines, each a fresh ``python -m pytest`` of one test function parametrised N
 
 - ``plain``: ``subprocess.run(["/bin/sh", "-c", …])``, the same command unconfined, writing the
   same outputs file (per-item cost of pytest plus the model process itself);
-- ``plain+sandbox``: the same, started through the same bwrap command line the gate builds (what
-  the confinement itself costs, without the gate's evidence).
+- ``plain+sandbox``: the same, started through the bwrap command line the gate builds for a
+  bubblewrap per run (``HETERO_SANDBOX_SHARED=off``: what that confinement costs, without the gate's
+  evidence). The gate itself, run as root, forks its runs from one bubblewrap per session
+  (``backends/sandbox/zygote.py``), so it can come out below this baseline.
 
 Rounds alternate gate / plain / plain+sandbox (interleaved) at each size. Reported per size: wall
 (median and min–max over rounds), peak RSS of the pytest process (``ru_maxrss`` of the reaped
@@ -91,9 +93,11 @@ def write_matrix(folder: Path, n: int) -> Path:
 
 
 def sandboxed_argv(folder: Path) -> list[str]:
-    """The bwrap command line the gate builds for one item, with its arguments inline (``@OUT@``/``@TMP@``
-    stand for the run folder's outputs file and the folder)."""
+    """The bwrap command line the gate builds for one item when each run gets a bubblewrap of its own
+    (``HETERO_SANDBOX_SHARED=off``), with its arguments inline (``@OUT@``/``@TMP@`` stand for the run
+    folder's outputs file and the folder)."""
     sandbox = Sandbox([folder / "reports"])
+    sandbox.shared = False
     with run_folder() as tmp:
         env = child_environment({}, tmp, passed=sandbox.passed)
         launch = sandbox.prepare(["/bin/sh", "-c", SCRIPT, "sh", str(tmp / "outputs.json")], cwd=folder,

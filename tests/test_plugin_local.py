@@ -55,8 +55,9 @@ def test_example_matrix_end_to_end(pytester: pytest.Pytester) -> None:
     model = items[f"cpu-host::py::{COMBO}::model"]
     run = next(r["data"] for r in model["records"] if r["kind"] == "model.run")
     assert run["exit_code"] == 0 and run["timed_out"] is False
-    # the digits model peaks below this test process's own RSS, which its rusage starts from: not claimed
-    assert run["peak_rss_mib"] is None and run["peak_rss_unmeasured"].startswith("at most "), run
+    # its rusage starts from the session sandbox's supervisor (a few MiB), not this test process, so the
+    # digits model's own peak (ONNX Runtime and numpy loaded: tens of MiB) is measured
+    assert 20 < run["peak_rss_mib"] < 1000 and "peak_rss_unmeasured" not in run, run
     assert run["stdout"]["text"].startswith("360 samples, accuracy 0.9639")
     assert [a["name"] for a in model["artifacts"]] == ["stdout.txt", "stderr.txt", "outputs.json"]
     outputs = json.loads((pytester.path / "reports" / ev["run"]["id"] / model["artifacts"][2]["path"]).read_text())

@@ -56,6 +56,8 @@ seen["visible_processes"] = {p: open(f"/proc/{p}/cmdline", "rb").read().replace(
                              for p in os.listdir("/proc") if p.isdigit()}
 seen["env"] = sorted(os.environ)
 seen["uid"] = os.getuid()
+seen["status"] = {line.split(":")[0]: line.split(":", 1)[1].strip() for line in open("/proc/self/status")
+                  if line.startswith(("Cap", "NoNewPrivs"))}
 if os.fork() == 0:  # a child that leaves the session, ignores SIGTERM and keeps forging the journal
     os.setsid()
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
@@ -150,14 +152,20 @@ def isolation_of(evidence: dict[str, Any], model_name: str) -> dict[str, Any]:
     return dict(run["data"]["isolation"])
 
 
+@pytest.mark.parametrize("mode", ["session", "per-run"])
 @pytest.mark.parametrize("identity", ["sandbox-user", "uid0-no-capabilities"])
 def test_a_model_cannot_read_the_key_write_the_bundle_or_see_the_gate(pytester: pytest.Pytester,
                                                                       monkeypatch: pytest.MonkeyPatch,
-                                                                      identity: str, open_folder: Path) -> None:
+                                                                      identity: str, mode: str,
+                                                                      open_folder: Path) -> None:
     """The issue's attack (evil.py, then a model that forges bad's journal line, plants a file and keeps a
     SIGTERM-proof child) on a matrix of evil, attack, bad (exits 1 after 1 s) and slow (3 s, good outputs).
     As the sandbox user (inputs readable to it) and, where it cannot read them, as uid 0 without
-    capabilities: both confined. bad stays FAILED everywhere, nothing planted exists or is signed."""
+    capabilities: both confined, no capability in any set and ``no_new_privs``; in the session's sandbox
+    (runs forked by one bubblewrap, issue 20) and with a bubblewrap per run (``HETERO_SANDBOX_SHARED=off``).
+    bad stays FAILED everywhere, nothing planted exists or is signed."""
+    if mode == "per-run":
+        monkeypatch.setenv("HETERO_SANDBOX_SHARED", "off")
     root = pytester.path
     marker = f"hetero-evil-{uuid.uuid4().hex}"
     python = "python:current"
@@ -200,6 +208,9 @@ def test_a_model_cannot_read_the_key_write_the_bundle_or_see_the_gate(pytester: 
     visible = seen["visible_processes"]
     assert str(os.getpid()) not in visible and max(int(p) for p in visible) < 20, visible
     assert not any("test_sandbox.py" in cmd for cmd in visible.values()), visible
+    caps = {k: v for k, v in seen["status"].items() if k.startswith("Cap")}
+    assert set(caps) == {"CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"} and set(caps.values()) == {"0" * 16}, caps
+    assert seen["status"]["NoNewPrivs"] == "1"
     assert "HETERO_SIGN_KEY" not in seen["env"] and "SOME_API_TOKEN" not in seen["env"]
     assert {"PATH", "HETERO_EXECUTION_PROVIDER", "HOME", "TMPDIR"} <= set(seen["env"])
     iso = isolation_of(evidence, "attack")

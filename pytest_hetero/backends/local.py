@@ -27,7 +27,7 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from pytest_hetero.backends.host import host_view
 from pytest_hetero.backends.protocol import (
@@ -38,11 +38,13 @@ from pytest_hetero.backends.protocol import (
     ExecResult,
     ImageIdentity,
     Inventory,
+    Leftover,
     Started,
     Step,
     render_entrypoint,
 )
 from pytest_hetero.backends.sandbox import Launch, Sandbox, args_pipe, child_environment
+from pytest_hetero.backends.sandbox.zygote import ZygoteFailed, run_root
 from pytest_hetero.backends.streams import MAX_OUTPUTS_BYTES, CappedStream
 from pytest_hetero.probes.usage import sampling
 
@@ -74,6 +76,12 @@ class LocalBackend(Backend):
         self._env_paths: dict[Path, list[Path]] = {}
         self.sandbox = Sandbox([settings.report_dir, settings.sign_key] if settings is not None else [])
         sweep_run_folders()
+
+    def close(self) -> list[Leftover]:
+        """End the session's sandboxes (:meth:`Sandbox.close`); one that had to be killed is a leftover."""
+        return [Leftover(kind="process", name="bubblewrap sandbox", reason=why,
+                         remove="kill -9 the pid named in the reason (it also dies with pytest)")
+                for why in self.sandbox.close()]
 
     def fingerprint(self) -> dict[str, Any]:
         """Host name, OS/kernel, Python, and the environment digests seen by startup."""
@@ -215,6 +223,8 @@ def sandbox_refused(launch: Launch, result: ExecResult) -> bool:
     """True when bwrap itself gave up before starting the run: exit 1 and a single ``bwrap: …`` line on
     stderr, nothing on stdout (what bwrap's ``die_with_error`` writes). A run that prints the same is
     taken at its word: it then fails as infrastructure (an error, never a pass)."""
+    if "sandbox_error" in result.details:
+        return True
     if launch.confinement.mechanism != "bubblewrap" or result.exit_code != 1 or result.stdout:
         return False
     lines = result.stderr.strip().splitlines()
@@ -315,9 +325,10 @@ RUN_PREFIX = "hetero-run-"
 
 @contextmanager
 def run_folder() -> Iterator[Path]:
-    """A private folder for one run (``tmp/`` inside for ``TMPDIR``), removed afterwards. Its name
-    carries the gate's pid so :func:`sweep_run_folders` can remove those a killed gate left behind."""
-    tmp = Path(tempfile.mkdtemp(prefix=f"{RUN_PREFIX}{os.getpid()}-"))
+    """A private folder for one run (``tmp/`` inside for ``TMPDIR``) in this process's
+    :func:`~pytest_hetero.backends.sandbox.zygote.run_root`, removed afterwards. Both names carry the
+    gate's pid so :func:`sweep_run_folders` can remove those a killed gate left behind."""
+    tmp = Path(tempfile.mkdtemp(prefix=f"{RUN_PREFIX}{os.getpid()}-", dir=run_root()))
     try:
         (tmp / "tmp").mkdir()
         yield tmp
@@ -358,6 +369,8 @@ def run_measured(argv: list[str], launch: Launch, cwd: Path, timeout_s: float) -
     The confined run's whole process tree dies with it (its PID namespace); an unconfined one is
     killed as a process group. Raises EngineUnavailable when the launcher cannot be started.
     """
+    if launch.zygote is not None:
+        return _run_forked(argv, launch, cwd, timeout_s)
     fds = args_pipe(launch.args)
     command = [str(fds.read) if a == "{fd}" else a for a in launch.argv]
     out, err = CappedStream(), CappedStream()
@@ -393,6 +406,56 @@ def run_measured(argv: list[str], launch: Launch, cwd: Path, timeout_s: float) -
                                "cpu_s": round(usage.ru_utime + usage.ru_stime, 4)})
 
 
+def _run_forked(argv: list[str], launch: Launch, cwd: Path, timeout_s: float) -> ExecResult:
+    """:func:`run_measured` for a run the session's sandbox forks (``launch.zygote``, started here on first
+    use): the same result, with CPU and peak RSS from the supervisor's ``wait4`` of the run. When the
+    sandbox cannot start or cannot set the run up, the result says so in ``details["sandbox_error"]``
+    (exit 1, the reason on stderr; :func:`sandbox_refused`): the code under test never ran. When the
+    sandbox itself ends during the run, ``failure`` is ``sandbox_lost`` (infrastructure, status error),
+    never retried: the run may have done part of its work."""
+    zygote = launch.zygote
+    assert zygote is not None
+    start = time.perf_counter()
+    try:
+        if not zygote.alive():
+            zygote.start()
+        run = zygote.submit(launch.argv, launch.env, cwd, launch.fresh, launch.keep, launch.user)
+    except ZygoteFailed as exc:
+        return _not_started(argv, str(exc), start)
+    run.arm(timeout_s)
+    out, err = CappedStream(), CappedStream()
+    try:
+        _drain_fds((run.stdout, run.stderr), out, err, run)
+        answer = run.wait(POLL_S)
+    except BaseException:
+        run.kill()
+        run.wait(POLL_S)
+        raise
+    finally:
+        for fd in (run.stdout, run.stderr):
+            os.close(fd)
+    if answer.lost:
+        return ExecResult(argv=argv, exit_code=None, duration_s=time.perf_counter() - start, stdout=out.text(),
+                          stderr=err.text(), outputs=None, details={**out.facts("stdout"), **err.facts("stderr")},
+                          failure={"category": "sandbox_lost", "owner": "infrastructure", "status": "error",
+                                   "message": f"the session's sandbox ended during the run ({answer.error}); the "
+                                              "run was killed with it and its result is unknown"})
+    if answer.error or answer.status is None:
+        return _not_started(argv, answer.error or "no wait status", start)
+    code = os.waitstatus_to_exitcode(answer.status)
+    peak, rss_note = peak_rss(answer.maxrss, answer.inherited_kib)
+    return ExecResult(argv=argv, exit_code=None if run.fired else code, duration_s=time.perf_counter() - start,
+                      stdout=out.text(), stderr=err.text(), outputs=None, timed_out=run.fired, peak_rss_mib=peak,
+                      details={**out.facts("stdout"), **err.facts("stderr"), **rss_note,
+                               "cpu_s": round(answer.utime + answer.stime, 4)})
+
+
+def _not_started(argv: list[str], why: str, start: float) -> ExecResult:
+    """The result of a run the sandbox never started (``details["sandbox_error"]``)."""
+    return ExecResult(argv=argv, exit_code=1, duration_s=time.perf_counter() - start, stdout="",
+                      stderr=f"sandbox: {why}", outputs=None, details={"sandbox_error": why})
+
+
 def peak_rss(child_kib: int, inherited_kib: int) -> tuple[float | None, dict[str, str]]:
     """The run's peak RSS in MiB from its ``wait4`` ``ru_maxrss`` (KiB), or None and why.
 
@@ -404,7 +467,8 @@ def peak_rss(child_kib: int, inherited_kib: int) -> tuple[float | None, dict[str
     if child_kib > inherited_kib:
         return round(child_kib / 1024.0, 2), {}
     return None, {"peak_rss_unmeasured": f"at most {inherited_kib / 1024.0:.1f} MiB: the run's rusage starts from "
-                                         "the gate's own peak RSS at the fork, and the run never exceeded it"}
+                                         "the peak RSS of the process that forked it (the session sandbox's "
+                                         "supervisor, or the gate), and the run never exceeded it"}
 
 
 class _Reaper:
@@ -477,7 +541,20 @@ POLL_S = 0.05
 def _drain(proc: subprocess.Popen[bytes], out: CappedStream, err: CappedStream, reaper: _Reaper) -> None:
     """Read both pipes into the capped streams until both close, or the process exited and
     :data:`DRAIN_AFTER_EXIT_S` passed (children that escaped its group still hold them)."""
-    streams = {proc.stdout.fileno(): out, proc.stderr.fileno(): err}  # type: ignore[union-attr]
+    _drain_fds((proc.stdout.fileno(), proc.stderr.fileno()), out, err, reaper)  # type: ignore[union-attr]
+
+
+class _Watch(Protocol):
+    """What :func:`_drain_fds` needs of a run: kill it at its deadline, tell when it has exited."""
+
+    def expire(self) -> None: ...
+
+    def poll(self) -> bool: ...
+
+
+def _drain_fds(fds: tuple[int, int], out: CappedStream, err: CappedStream, reaper: _Watch) -> None:
+    """:func:`_drain` of the stdout and stderr read ends ``fds``."""
+    streams = {fds[0]: out, fds[1]: err}
     exited_at: float | None = None
     with selectors.DefaultSelector() as sel:
         for fd in streams:

@@ -43,10 +43,14 @@ import pwd
 import shutil
 import stat
 import subprocess
+import sys
 from collections.abc import Iterable, Mapping, Sequence
+from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from pytest_hetero.backends.sandbox.zygote import Zygote, run_root
 
 SANDBOX_USER = "hetero-sandbox"
 """System user that runs the code under test when the gate runs as root (``HETERO_SANDBOX_USER`` overrides)."""
@@ -111,6 +115,15 @@ class Launch:
     env: dict[str, str]
     confinement: Confinement
     args: bytes = b""
+    zygote: Zygote | None = None
+    """Set when the run is forked by the session's sandbox (:mod:`.zygote`) instead of a bubblewrap of its
+    own; ``argv`` is then what that sandbox execs (``setpriv …`` first)."""
+    fresh: list[tuple[str, str]] = field(default_factory=list)
+    """(path, tmpfs mode) the run gets empty (zygote runs)."""
+    keep: list[tuple[str, str]] = field(default_factory=list)
+    """(path, ``ro``/``rw``) bound back above ``fresh``, outermost first, the run folder last (zygote runs)."""
+    user: tuple[int, int] | None = None
+    """(uid, gid) the run switches to (zygote runs; None: it stays uid 0, without capabilities)."""
 
 
 @dataclass
@@ -207,6 +220,11 @@ class Sandbox:
         self._readable: dict[tuple[Path, int], bool] = {}
         self._hidden_paths: list[Path] | None = None
         self._rebound: dict[tuple[Path, ...], list[Path]] = {}
+        self._zygotes: dict[tuple[tuple[Path, ...], tuple[Path, ...]], Zygote] = {}
+        self.shared = os.geteuid() == 0 and os.environ.get("HETERO_SANDBOX_SHARED", "on").strip().lower() != "off"
+        """Runs whose folder is in :func:`~.zygote.run_root` (``backends.local.run_folder``) are forked by one
+        sandbox per session and view (:mod:`.zygote`; gate running as root only). False (or
+        ``HETERO_SANDBOX_SHARED=off``): a bubblewrap per run."""
         self.passed = passed_environment()
         """What every confined run inherits of the gate's environment (read once)."""
 
@@ -263,8 +281,11 @@ class Sandbox:
         if self._bwrap is None:
             return self._plain(argv, env)
         inputs = [p for p in inputs if p.exists()]
-        inner, identity, gaps = self._identity(argv, cwd, inputs, run_dir)
+        inner, identity, gaps, user = self._identity(argv, cwd, inputs, run_dir)
         protected = self._protected()
+        if self.shared and run_root().resolve() in run_dir.resolve().parents:
+            return self._forked(argv, user, identity, gaps, cwd=cwd, inputs=inputs, run_dir=run_dir,
+                                protected=protected, env=env)
         args = self._bwrap_args(cwd, inputs, run_dir, protected)
         if "setpriv" in inner[:1]:
             args += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--cap-add", "CAP_SETPCAP"]
@@ -277,25 +298,96 @@ class Sandbox:
         return Launch(argv=[str(self._bwrap), "--args", "{fd}", "--", *inner], env=dict(env),
                       confinement=confinement, args=blob)
 
+    def _forked(self, argv: Sequence[str], user: tuple[int, int] | None, identity: str, gaps: list[str], *, cwd: Path,
+                inputs: Sequence[Path], run_dir: Path, protected: Sequence[Path], env: Mapping[str, str]) -> Launch:
+        """The launch of a run forked by the session's sandbox for this view (started on first use by
+        ``backends.local``): its mount, IPC and PID namespaces are its own; it runs as ``user`` (or uid 0),
+        without any capability (the sandbox's PID 1 keeps
+        ``CAP_SYS_ADMIN`` to set each run up; the run's process drops everything before its exec)."""
+        if self._hidden_paths is None:
+            self._hidden_paths = self._hidden()
+        hidden = self._hidden_paths
+        key = (cwd, *inputs)
+        if key not in self._rebound:
+            self._rebound[key] = self._rebind(inputs, cwd, hidden)
+        rebound = self._rebound[key]
+        zkey = (tuple(rebound), tuple(protected))
+        zygote = self._zygotes.get(zkey)
+        if zygote is None or (zygote.proc is not None and not zygote.alive()):
+            zygote = self._zygotes[zkey] = self._zygote(rebound, protected, hidden)
+        fresh = [(str(p), "1777") for p in (Path("/tmp"), Path("/var/tmp"), Path("/dev/shm"))
+                 if p.resolve() in hidden or p == Path("/dev/shm")]
+        root = run_root().resolve()
+        if not any(root == Path(f) or Path(f) in root.parents for f, _ in fresh):
+            fresh.append((str(root), "0711"))
+        under = [Path(f) for f, _ in fresh]
+        keep = [(str(p), "ro") for p in rebound if any(f == p or f in p.parents for f in under)]
+        confinement = Confinement(
+            mechanism="bubblewrap", identity=identity, confined=True, namespaces=("pid", "mount", "ipc"),
+            hidden=tuple(str(p) for p in [*hidden, *protected]), writable=(str(run_dir),), gaps=tuple(gaps))
+        return Launch(argv=list(argv), env=dict(env), confinement=confinement, zygote=zygote, fresh=fresh,
+                      keep=[*keep, (str(run_dir), "rw")], user=user)
+
+    def _zygote(self, rebound: Sequence[Path], protected: Sequence[Path], hidden: Sequence[Path]) -> Zygote:
+        """A (not yet started) sandbox for this view: the arguments of a single run's bubblewrap with the
+        folder of all run folders writable in place of one, the capabilities its PID 1 needs, and the
+        gate's interpreter bound back (then unmounted by it) when a hidden path covers it."""
+        assert self._bwrap is not None
+        root = run_root().resolve()
+        args = [*self._base_flags(), "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev",
+                "--perms", "1777", "--tmpfs", "/dev/shm"]
+        for path in hidden:
+            if not path.is_dir():
+                args += ["--ro-bind", "/dev/null", str(path)]
+            else:
+                args += [*(("--perms", "1777") if str(path) in SHARED_TMP else ()), "--tmpfs", str(path)]
+        for path in rebound:
+            args += ["--ro-bind", str(path), str(path)]
+        args += ["--bind", str(root), str(root)]
+        for path in protected:
+            args += ["--ro-bind", "/dev/null", str(path)] if path.is_file() else ["--tmpfs", str(path)]
+        prefix = Path(os.path.realpath(sys.base_prefix))
+        unmount: list[str] = []
+        if any(h == prefix or h in prefix.parents for h in hidden) and \
+                not any(r == prefix or r in prefix.parents for r in rebound):
+            args += ["--ro-bind", str(prefix), str(prefix)]
+            unmount.append(str(prefix))
+        for cap in ("CAP_SYS_ADMIN", "CAP_SETUID", "CAP_SETGID", "CAP_SETPCAP"):
+            args += ["--cap-add", cap]
+        python = prefix / "bin" / f"python{sys.version_info.major}.{sys.version_info.minor}"
+        return Zygote(self._bwrap, [*args, "--chdir", "/"], unmount,
+                      {"PATH": os.environ.get("PATH", os.defpath), "LANG": "C.UTF-8"},
+                      python=str(python if python.is_file() else os.path.realpath(sys.executable)))
+
+    def close(self) -> list[str]:
+        """End every sandbox this launcher started; what did not end by itself (one line each)."""
+        problems = [why for why in (z.close() for z in self._zygotes.values()) if why]
+        self._zygotes.clear()
+        with suppress(OSError):
+            run_root().rmdir()  # when no run folder is left in it
+        return problems
+
     def _identity(self, argv: Sequence[str], cwd: Path, inputs: Sequence[Path], run_dir: Path
-                  ) -> tuple[list[str], str, list[str]]:
-        """(the command run inside bwrap, who it runs as, the gaps that leaves); gives ``run_dir`` to
-        the sandbox user when the run switches to it."""
+                  ) -> tuple[list[str], str, list[str], tuple[int, int] | None]:
+        """(the command run inside bwrap, who it runs as, the gaps that leaves, the (uid, gid) it switches
+        to or None); gives ``run_dir`` to the sandbox user when the run switches to it. As root, bwrap
+        keeps every capability of the gate (measured: all but those outside the host's bounding set),
+        so ``setpriv`` empties every set and the bounding set in both cases."""
         user = self._user
         unreadable = self._can_read(user, [cwd, *inputs]) if user is not None else None
         if os.geteuid() != 0:
             return list(argv), f"uid {os.geteuid()} (the gate's user) in a user namespace", \
-                ["files of the gate's user outside the hidden paths are readable by it"]
+                ["files of the gate's user outside the hidden paths are readable by it"], None
+        drop = ["--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--", *argv]
         if user is not None and unreadable is None:
             os.chown(run_dir, user.uid, user.gid)
             for sub in run_dir.iterdir():
                 os.chown(sub, user.uid, user.gid)
-            inner = ["setpriv", f"--reuid={user.uid}", f"--regid={user.gid}", "--clear-groups", "--inh-caps=-all",
-                     "--bounding-set=-all", "--no-new-privs", "--", *argv]
-            return inner, f"{user.name} (uid {user.uid}), no capabilities", []
+            inner = ["setpriv", f"--reuid={user.uid}", f"--regid={user.gid}", "--clear-groups", *drop]
+            return inner, f"{user.name} (uid {user.uid}), no capabilities", [], (user.uid, user.gid)
         why = f"{user.name} cannot read {unreadable}" if user is not None else self._user_why
-        return list(argv), f"uid 0 without capabilities ({why})", \
-            ["root-owned files outside the hidden paths are readable by it (uid 0, no capabilities)"]
+        return ["setpriv", *drop], f"uid 0 without capabilities ({why})", \
+            ["root-owned files outside the hidden paths are readable by it (uid 0, no capabilities)"], None
 
     def _bwrap_args(self, cwd: Path, inputs: Sequence[Path], run_dir: Path, protected: Sequence[Path]) -> list[str]:
         """The arguments of bwrap: namespaces, read-only root, hidden paths, inputs bound back, the run
@@ -315,6 +407,9 @@ class Sandbox:
                 args += [*(("--perms", "1777") if str(path) in SHARED_TMP else ()), "--tmpfs", str(path)]
         for path in self._rebound[key]:
             args += ["--ro-bind", str(path), str(path)]
+        parent = run_dir.parent
+        if any(h in parent.parents for h in hidden):  # bwrap would make it 0700: the sandbox user must pass
+            args += ["--perms", "0711", "--dir", str(parent)]
         args += ["--bind", str(run_dir), str(run_dir)]
         for path in protected:
             args += ["--ro-bind", "/dev/null", str(path)] if path.is_file() else ["--tmpfs", str(path)]
