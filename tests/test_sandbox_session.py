@@ -207,3 +207,20 @@ def test_per_run_bubblewrap_when_asked(folder: Path, monkeypatch: pytest.MonkeyP
     launch, facts, _ = run(sandbox, "true", folder)
     assert facts["exit"] == 0 and launch.zygote is None and launch.argv[0].endswith("bwrap")
     assert launch.confinement.namespaces[:2] == ("pid", "mount")
+
+
+def test_the_runs_cpu_time_reaches_the_gate_once_the_sandbox_ends(folder: Path) -> None:
+    """Each supervisor is waited for by the sandbox's PID 1, which bubblewrap waits for, which the gate
+    reaps at close: the CPU time of every run ends up in the gate's own ``RUSAGE_CHILDREN`` (what a
+    benchmark of the whole command measures), not lost to auto-reaping."""
+    import resource
+
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    sandbox = Sandbox([])
+    for _ in range(2):
+        _, facts, _ = run(sandbox, "exec python3 -c 'import time\nend = time.process_time() + 0.3\n"
+                                   "while time.process_time() < end: pass'", folder)
+        assert facts["exit"] == 0 and isinstance(facts["cpu_s"], float) and facts["cpu_s"] >= 0.3, facts
+    assert sandbox.close() == []
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    assert (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime) >= 0.6

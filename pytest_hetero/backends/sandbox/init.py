@@ -72,6 +72,11 @@ class _CapData(ctypes.Structure):
 
 with open("/proc/sys/kernel/cap_last_cap") as _fh:
     CAP_LAST = int(_fh.read())
+KEPT = (6, 7, 8, 21)
+"""CAP_SETGID, CAP_SETUID, CAP_SETPCAP, CAP_SYS_ADMIN: what PID 1 keeps in its bounding set (every other
+capability is dropped from it once, at start); a run drops these last ones too."""
+bounding = list(range(CAP_LAST + 1))
+"""Capabilities still in the bounding set (inherited by every supervisor and run)."""
 
 
 class SetupFailed(Exception):
@@ -125,7 +130,7 @@ def _drop_privileges(user: list[int] | None) -> None:
     effective sets); then the permitted, effective and inheritable sets emptied, and ``no_new_privs``
     (no setuid bit or file capability grants anything at the exec). Without ``user`` the run stays uid 0
     with no capability at all."""
-    for cap in range(CAP_LAST + 1):
+    for cap in bounding:
         _check(_libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0), f"drop capability {cap} from the bounding set")
     _check(_libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0), "clear the ambient capabilities")
     if user is not None:
@@ -204,23 +209,48 @@ def _supervise(request: dict[str, Any], out: int, err: int, link: socket.socket)
     os._exit(0)
 
 
-def main(control_fd: int, unmount: list[str]) -> None:
-    """Serve run requests on ``control_fd`` until the gate closes it."""
-    control = socket.socket(fileno=control_fd)
+def _reap(block: bool) -> None:
+    """Wait for every supervisor that has ended (all of them with ``block``)."""
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, 0 if block else os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+def _ready(control: socket.socket, unmount: list[str]) -> bool:
+    """Unmount what was bound only for the interpreter's start, keep only :data:`KEPT` in the bounding set,
+    and tell the gate (ready, or why not)."""
+    global bounding
     try:
         for path in unmount:
             _check(_libc.umount2(path.encode(), MNT_DETACH), f"umount {path}")
+        for cap in bounding:
+            if cap not in KEPT:
+                _check(_libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0), f"drop capability {cap} from the bounding set")
+        bounding = [cap for cap in KEPT if cap <= CAP_LAST]
     except SetupFailed as exc:
         _send(control, {"error": str(exc)})
-        return
-    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # supervisors are reaped by the kernel
+        return False
     _send(control, {"ready": True})
+    return True
+
+
+def main(control_fd: int, unmount: list[str]) -> None:
+    """Serve run requests on ``control_fd`` until the gate closes it."""
+    control = socket.socket(fileno=control_fd)
+    if not _ready(control, unmount):
+        return
     while True:
+        _reap(block=False)  # supervisors are waited for, so their runs' CPU time reaches bubblewrap and the gate
         try:
             message, fds, _, _ = socket.recv_fds(control, 1 << 20, 3)
         except OSError:
-            return
+            message, fds = b"", []
         if not message:
+            _reap(block=True)
             return
         if len(fds) != 3:
             for fd in fds:
@@ -228,7 +258,6 @@ def main(control_fd: int, unmount: list[str]) -> None:
             continue
         out, err, link_fd = fds
         if os.fork() == 0:
-            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
             control.close()
             link = socket.socket(fileno=link_fd)
             try:
