@@ -302,6 +302,7 @@ class Redactor:
         # longest first so a secret containing another is replaced whole
         self._literals = sorted(values, key=lambda nv: -len(nv[1]))
         self._patterns = _compiled()
+        self._needles = tuple(sorted({n for rule in self._patterns for n in rule.needs or ()}))
         self._extra = [(kind, re.compile(rx)) for kind, rx in extra]
         self._seen: dict[str, str] = {}
 
@@ -327,17 +328,22 @@ class Redactor:
         for name, secret in self._literals:
             if secret in value:
                 value = value.replace(secret, f"[REDACTED:env:{name}]")
-        lowered = value.lower() if guard else ""
+        # which guard literals the text holds, looked up once for all patterns (each holds a few of them)
+        present = self._present(value) if guard else set()
         for rule in self._patterns:
-            if guard and rule.needs is not None:
-                if not any(n in lowered for n in rule.needs):
-                    continue
+            if guard and rule.needs is not None and present.isdisjoint(rule.needs):
+                continue
             value, count = rule.rx.subn(rule.repl, value)
             if guard and count:
-                lowered = value.lower()
+                present = self._present(value)
         for kind, pattern in self._extra:
             value = pattern.sub(f"[REDACTED:{kind}]", value)
         return value
+
+    def _present(self, value: str) -> set[str]:
+        """The guard literals (lower case) that ``value`` holds, case-insensitively."""
+        lowered = value.lower()
+        return {n for n in self._needles if n in lowered}
 
     def data(self, value: Any) -> Any:
         """Redact every string (keys excluded) in nested dicts/lists/tuples; other values unchanged."""

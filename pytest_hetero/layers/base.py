@@ -90,6 +90,8 @@ class LayerContext:
     progress: Callable[[str], None] | None = None
     """Where a long check reports progress lines (the terminal, while output capture is
     suspended); None: no progress shown."""
+    _made: set[Path] = field(default_factory=set, repr=False)
+    """Artifact folders this context has created (one mkdir per folder, not per artifact)."""
 
     @property
     def layer(self) -> str:
@@ -129,7 +131,9 @@ class LayerContext:
         """Write ``content`` (secrets redacted) as artifact ``name``; return its Artifact (path relative to
         the bundle)."""
         folder = self.artifact_dir
-        folder.mkdir(parents=True, exist_ok=True)
+        if folder not in self._made:
+            folder.mkdir(parents=True, exist_ok=True)
+            self._made.add(folder)
         data = content.encode("utf-8", "replace") if isinstance(content, str) else content
         data = self.redactor.bytes(data)
         target = folder / _SAFE.sub("_", name)

@@ -221,6 +221,8 @@ class Sandbox:
         self._hidden_paths: list[Path] | None = None
         self._rebound: dict[tuple[Path, ...], list[Path]] = {}
         self._zygotes: dict[tuple[tuple[Path, ...], tuple[Path, ...]], Zygote] = {}
+        self._views: dict[tuple[tuple[Path, ...], tuple[Path, ...]],
+                          tuple[list[tuple[str, str]], list[tuple[str, str]]]] = {}
         self.shared = os.geteuid() == 0 and os.environ.get("HETERO_SANDBOX_SHARED", "on").strip().lower() != "off"
         """Runs whose folder is in :func:`~.zygote.run_root` (``backends.local.run_folder``) are forked by one
         sandbox per session and view (:mod:`.zygote`; gate running as root only). False (or
@@ -283,7 +285,7 @@ class Sandbox:
         inputs = [p for p in inputs if p.exists()]
         inner, identity, gaps, user = self._identity(argv, cwd, inputs, run_dir)
         protected = self._protected()
-        if self.shared and run_root().resolve() in run_dir.resolve().parents:
+        if self.shared and run_dir.parent == run_root():  # run folders of backends.local.run_folder
             return self._forked(argv, user, identity, gaps, cwd=cwd, inputs=inputs, run_dir=run_dir,
                                 protected=protected, env=env)
         args = self._bwrap_args(cwd, inputs, run_dir, protected)
@@ -315,18 +317,28 @@ class Sandbox:
         zygote = self._zygotes.get(zkey)
         if zygote is None or (zygote.proc is not None and not zygote.alive()):
             zygote = self._zygotes[zkey] = self._zygote(rebound, protected, hidden)
+        if zkey not in self._views:
+            self._views[zkey] = self._fresh_and_kept(rebound, hidden)
+        fresh, keep = self._views[zkey]
+        confinement = Confinement(
+            mechanism="bubblewrap", identity=identity, confined=True, namespaces=("pid", "mount", "ipc"),
+            hidden=tuple(str(p) for p in [*hidden, *protected]), writable=(str(run_dir),), gaps=tuple(gaps))
+        return Launch(argv=list(argv), env=dict(env), confinement=confinement, zygote=zygote, fresh=fresh,
+                      keep=[*keep, (str(run_dir), "rw")], user=user)
+
+    @staticmethod
+    def _fresh_and_kept(rebound: Sequence[Path], hidden: Sequence[Path]
+                        ) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+        """(the paths a run of this view gets an empty tmpfs on, with their mode; the inputs under them to bind
+        back read-only): ``/tmp`` and ``/var/tmp`` where hidden, ``/dev/shm``, and the folder of the run
+        folders unless one of those holds it."""
         fresh = [(str(p), "1777") for p in (Path("/tmp"), Path("/var/tmp"), Path("/dev/shm"))
                  if p.resolve() in hidden or p == Path("/dev/shm")]
         root = run_root().resolve()
         if not any(root == Path(f) or Path(f) in root.parents for f, _ in fresh):
             fresh.append((str(root), "0711"))
         under = [Path(f) for f, _ in fresh]
-        keep = [(str(p), "ro") for p in rebound if any(f == p or f in p.parents for f in under)]
-        confinement = Confinement(
-            mechanism="bubblewrap", identity=identity, confined=True, namespaces=("pid", "mount", "ipc"),
-            hidden=tuple(str(p) for p in [*hidden, *protected]), writable=(str(run_dir),), gaps=tuple(gaps))
-        return Launch(argv=list(argv), env=dict(env), confinement=confinement, zygote=zygote, fresh=fresh,
-                      keep=[*keep, (str(run_dir), "rw")], user=user)
+        return fresh, [(str(p), "ro") for p in rebound if any(f == p or f in p.parents for f in under)]
 
     def _zygote(self, rebound: Sequence[Path], protected: Sequence[Path], hidden: Sequence[Path]) -> Zygote:
         """A (not yet started) sandbox for this view: the arguments of a single run's bubblewrap with the
