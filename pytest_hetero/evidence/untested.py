@@ -109,11 +109,10 @@ def untested_scope(plans: Iterable[tuple[Matrix, str, Plan]], items: list[dict[s
         passed = [i for i in items if i["status"] == "passed" and i["nodeid"].startswith(prefix + "::")]
         dims = {"resource": [r.name for r in matrix.resources], "image": [i.name for i in matrix.images],
                 "model": [m.name for m in matrix.models], "dataset": [d.name for d in matrix.datasets]}
-        gaps = {dim: [v for v in values if not any(p["keys"].get(dim) == v for p in passed)]
-                for dim, values in dims.items()}
-        top = [i for i in passed if i["layer"] == LAYERS[-1]]
-        gaps[NOT_END_TO_END] = [
-            r for r in dims["resource"] if not any(p["keys"].get("resource") == r for p in top)]
+        proven = {dim: {p["keys"].get(dim) for p in passed} for dim in dims}  # one pass, not one per value
+        gaps = {dim: [v for v in values if v not in proven[dim]] for dim, values in dims.items()}
+        end_to_end = {i["keys"].get("resource") for i in passed if i["layer"] == LAYERS[-1]}
+        gaps[NOT_END_TO_END] = [r for r in dims["resource"] if r not in end_to_end]
         never[matrix.name] = {k: v for k, v in gaps.items() if v}
     out.sort(key=lambda e: e["nodeid"])
     not_proven = [{"nodeid": i["nodeid"], "layer": r["data"].get("layer", i["layer"]),
