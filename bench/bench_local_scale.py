@@ -16,6 +16,9 @@ Baselines, each a fresh ``python -m pytest`` of one test function parametrised N
   evidence). The gate itself, run as root, forks its runs from one bubblewrap per session
   (``backends/sandbox/zygote.py``), so it can come out below this baseline.
 
+``--only gate,gate-per-run`` compares the gate with itself starting a bubblewrap per run
+(``HETERO_SANDBOX_SHARED=off``): what the session sandbox saves (``ratio_gate_per_run``).
+
 Rounds alternate gate / plain / plain+sandbox (interleaved) at each size. Reported per size: wall
 (median and min–max over rounds), peak RSS of the pytest process (``ru_maxrss`` of the reaped
 child, MiB), per-item cost (wall / N, ms) and the ratios gate/plain and gate/plain+sandbox; the same
@@ -47,7 +50,7 @@ from pytest_hetero.backends.local import child_environment, run_folder  # noqa: 
 from pytest_hetero.backends.sandbox import Sandbox  # noqa: E402
 
 TARGET = 1.3
-RUNS = ("gate", "plain", "plain+sandbox")
+RUNS = ("gate", "plain", "plain+sandbox", "gate-per-run")
 SCRIPT = "printf '{\"metrics\": {\"accuracy\": 1}}' > \"$1\""
 DATA = ROOT / "cases" / "digits" / "data" / "digits-test-1.0.0.csv"
 MODEL = ROOT / "cases" / "digits" / "model" / "digits-logreg-1.0.0.onnx"
@@ -111,12 +114,12 @@ def sandboxed_argv(folder: Path) -> list[str]:
     return [a.replace(str(tmp / "outputs.json"), "@OUT@").replace(str(tmp), "@TMP@") for a in line]
 
 
-def timed(argv: list[str], cwd: Path) -> tuple[float, float, float]:
+def timed(argv: list[str], cwd: Path, extra_env: dict[str, str] | None = None) -> tuple[float, float, float]:
     """Run ``argv``; (wall seconds, peak RSS MiB of the process, CPU seconds: user + system of the process
     and every process it reaped, the sandboxes and model runs included). Raises SystemExit when it fails."""
     start = time.perf_counter()
     proc = subprocess.Popen(argv, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            env={**os.environ, "PYTHONPATH": str(ROOT)})
+                            env={**os.environ, "PYTHONPATH": str(ROOT), **(extra_env or {})})
     out = proc.stdout.read() if proc.stdout else b""
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - start
@@ -137,12 +140,15 @@ def one_size(n: int, rounds: int, only: tuple[str, ...] = RUNS) -> dict[str, obj
         plain.write_text(PLAIN.format(argv=["/bin/sh", "-c", SCRIPT, "sh", "@OUT@"], n=n))
         sandboxed.write_text(PLAIN.format(argv=sandboxed_argv(folder), n=n))
         common = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly"]
-        commands = {"gate": [*common, str(matrix), "-m", "model", "--hetero-report-dir", str(folder / "reports")],
-                    "plain": [*common, str(plain)], "plain+sandbox": [*common, str(sandboxed)]}
+        gate = [*common, str(matrix), "-m", "model", "--hetero-report-dir", str(folder / "reports")]
+        commands = {"gate": gate, "plain": [*common, str(plain)], "plain+sandbox": [*common, str(sandboxed)],
+                    "gate-per-run": gate}
         for r in range(rounds):
             for name in only:
                 argv = commands[name]
-                runs[name].append(timed(argv, folder))
+                shutil.rmtree(folder / "reports", ignore_errors=True)
+                runs[name].append(timed(argv, folder, {"HETERO_SANDBOX_SHARED": "off"} if name == "gate-per-run"
+                                        else None))
                 wall, mib, cpu = runs[name][-1]
                 print(f"  n={n} round {r + 1} {name}: {wall:.2f} s, {mib:.0f} MiB, CPU {cpu:.2f} s (load average "
                       f"{os.getloadavg()[0]:.1f})", flush=True)
@@ -156,7 +162,8 @@ def one_size(n: int, rounds: int, only: tuple[str, ...] = RUNS) -> dict[str, obj
                      "cpu_max_s": round(max(cpus), 3)}
     gate = statistics.median(w for w, _, _ in runs["gate"])
     gate_cpu = statistics.median(c for _, _, c in runs["gate"])
-    for name, key in (("plain", "ratio_plain"), ("plain+sandbox", "ratio_plain_sandbox")):
+    for name, key in (("plain", "ratio_plain"), ("plain+sandbox", "ratio_plain_sandbox"),
+                      ("gate-per-run", "ratio_gate_per_run")):
         if name in runs:
             out[key] = round(gate / statistics.median(w for w, _, _ in runs[name]), 2)
             out["cpu_" + key] = round(gate_cpu / statistics.median(c for _, _, c in runs[name]), 2)
@@ -213,7 +220,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sizes", default="100,1000,10000")
     parser.add_argument("--rounds", default="3,3,2", help="rounds per size (one value, or one per size)")
     parser.add_argument("--spawn", action="store_true", help="only measure the start cost of one child")
-    parser.add_argument("--only", default=",".join(RUNS), help="runs to make (gate always), comma-separated")
+    parser.add_argument("--only", default=",".join(RUNS[:3]),
+                        help="runs to make (gate always), comma-separated; gate-per-run: the gate with a bubblewrap "
+                             "per run (HETERO_SANDBOX_SHARED=off), the A/B of the session sandbox")
     parser.add_argument("--item-phases", action="store_true", help="one gate run timed by function (item_clock)")
     args = parser.parse_args(argv)
     if args.spawn:
@@ -230,13 +239,14 @@ def main(argv: list[str] | None = None) -> int:
         results.append(one_size(n, r, only))
         print(json.dumps(results[-1]), flush=True)
     print("size   gate ms/item  plain ms/item  plain+sandbox ms/item  gate/plain  gate/plain+sandbox  gate peak MiB"
-          "  CPU gate/plain  CPU gate/plain+sandbox")
+          "  CPU gate/plain  CPU gate/plain+sandbox  gate/gate-per-run")
     for res in results:
-        g, p, s = (res.get(k) or {} for k in RUNS)
+        g, p, s = (res.get(k) or {} for k in RUNS[:3])
         assert isinstance(g, dict) and isinstance(p, dict) and isinstance(s, dict)
         print(f"{res['n']:>6} {g['per_item_ms']:>12} {p.get('per_item_ms', '-'):>14} {s.get('per_item_ms', '-'):>22} "
               f"{res.get('ratio_plain', '-'):>11} {res.get('ratio_plain_sandbox', '-'):>19} {g['peak_mib']:>14} "
-              f"{res.get('cpu_ratio_plain', '-'):>15} {res.get('cpu_ratio_plain_sandbox', '-'):>23}")
+              f"{res.get('cpu_ratio_plain', '-'):>15} {res.get('cpu_ratio_plain_sandbox', '-'):>23} "
+              f"{res.get('ratio_gate_per_run', '-'):>18}")
     big = [r for r in results if int(str(r["n"])) >= 1000 and "ratio_plain" in r]
     ok = bool(big) and all(float(str(r["ratio_plain"])) <= TARGET for r in big)
     print(f"target gate/plain <= {TARGET} at 1k and 10k: {'met' if ok else 'MISSED'}")
