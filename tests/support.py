@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import textwrap
+import time
 from pathlib import Path
 from typing import Any
 
@@ -68,3 +70,24 @@ def statuses(evidence: dict[str, Any]) -> dict[str, str]:
 def dedent(text: str) -> str:
     """textwrap.dedent, stripped of the first newline."""
     return textwrap.dedent(text).lstrip("\n")
+
+
+def survivors(marker: str) -> list[int]:
+    """Pids of processes whose command line holds ``marker``."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                if marker.encode() in Path(f"/proc/{entry}/cmdline").read_bytes():
+                    found.append(int(entry))
+            except OSError:
+                continue
+    return found
+
+
+def gone(marker: str, within_s: float = 5.0) -> list[int]:
+    """Survivors of ``marker`` left after waiting up to ``within_s`` for them to die."""
+    deadline = time.monotonic() + within_s
+    while survivors(marker) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return survivors(marker)

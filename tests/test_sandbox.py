@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support import DIGITS, MODEL_SHA, evidence_of, statuses
+from support import DIGITS, MODEL_SHA, evidence_of, gone, statuses, survivors
 
 from pytest_hetero.bundle.signing import generate_keypair
 
@@ -82,27 +82,6 @@ kind: AcceptanceRules
 rules:
   - {name: accuracy-floor, metric: accuracy, op: ">=", value: 0.5}
 """
-
-
-def survivors(marker: str) -> list[int]:
-    """Pids of processes whose command line holds ``marker``."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                if marker.encode() in Path(f"/proc/{entry}/cmdline").read_bytes():
-                    found.append(int(entry))
-            except OSError:
-                continue
-    return found
-
-
-def gone(marker: str, within_s: float = 5.0) -> list[int]:
-    """Survivors of ``marker`` left after waiting up to ``within_s`` for them to die."""
-    deadline = time.monotonic() + within_s
-    while survivors(marker) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    return survivors(marker)
 
 
 @pytest.fixture

@@ -20,32 +20,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support import gone
 
 from pytest_hetero.backends.local import run_confined, run_folder
 from pytest_hetero.backends.sandbox import Launch, Sandbox, child_environment
 from pytest_hetero.bundle.signing import generate_keypair
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the session sandbox is used when the gate runs as root")
-
-
-def survivors(marker: str) -> list[int]:
-    """Pids of processes whose command line holds ``marker``."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                if marker.encode() in Path(f"/proc/{entry}/cmdline").read_bytes():
-                    found.append(int(entry))
-            except OSError:
-                continue
-    return found
-
-
-def gone(marker: str, within_s: float = 5.0) -> list[int]:
-    deadline = time.monotonic() + within_s
-    while survivors(marker) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    return survivors(marker)
 
 
 @pytest.fixture

@@ -346,18 +346,7 @@ class Sandbox:
         gate's interpreter bound back (then unmounted by it) when a hidden path covers it."""
         assert self._bwrap is not None
         root = run_root().resolve()
-        args = [*self._base_flags(), "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev",
-                "--perms", "1777", "--tmpfs", "/dev/shm"]
-        for path in hidden:
-            if not path.is_dir():
-                args += ["--ro-bind", "/dev/null", str(path)]
-            else:
-                args += [*(("--perms", "1777") if str(path) in SHARED_TMP else ()), "--tmpfs", str(path)]
-        for path in rebound:
-            args += ["--ro-bind", str(path), str(path)]
-        args += ["--bind", str(root), str(root)]
-        for path in protected:
-            args += ["--ro-bind", "/dev/null", str(path)] if path.is_file() else ["--tmpfs", str(path)]
+        args = self._view(hidden, rebound, root, protected)
         prefix = Path(os.path.realpath(sys.base_prefix))
         unmount: list[str] = []
         if any(h == prefix or h in prefix.parents for h in hidden) and \
@@ -410,6 +399,14 @@ class Sandbox:
         key = (cwd, *inputs)
         if key not in self._rebound:
             self._rebound[key] = self._rebind(inputs, cwd, hidden)
+        return [*self._view(hidden, self._rebound[key], run_dir, protected), "--chdir", str(cwd)]
+
+    def _view(self, hidden: Sequence[Path], rebound: Sequence[Path], writable: Path,
+              protected: Sequence[Path]) -> list[str]:
+        """The bwrap arguments of a view: namespaces, read-only root, ``hidden`` paths (an empty tmpfs, or
+        ``/dev/null`` for a file), ``rebound`` inputs back read-only, ``writable`` bound writable (its
+        parent made 0711 where a hidden path holds it: bwrap would make it 0700 and the sandbox user must
+        pass), ``protected`` paths hidden last (a key inside the matrix folder stays hidden)."""
         args = [*self._base_flags(), "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev",
                 "--perms", "1777", "--tmpfs", "/dev/shm"]
         for path in hidden:
@@ -417,15 +414,15 @@ class Sandbox:
                 args += ["--ro-bind", "/dev/null", str(path)]
             else:
                 args += [*(("--perms", "1777") if str(path) in SHARED_TMP else ()), "--tmpfs", str(path)]
-        for path in self._rebound[key]:
+        for path in rebound:
             args += ["--ro-bind", str(path), str(path)]
-        parent = run_dir.parent
-        if any(h in parent.parents for h in hidden):  # bwrap would make it 0700: the sandbox user must pass
+        parent = writable.parent
+        if any(h in parent.parents for h in hidden):
             args += ["--perms", "0711", "--dir", str(parent)]
-        args += ["--bind", str(run_dir), str(run_dir)]
+        args += ["--bind", str(writable), str(writable)]
         for path in protected:
             args += ["--ro-bind", "/dev/null", str(path)] if path.is_file() else ["--tmpfs", str(path)]
-        return [*args, "--chdir", str(cwd)]
+        return args
 
     def _protected(self) -> list[Path]:
         """Protected paths that exist, resolved (looked up at each run: the report folder appears late)."""
