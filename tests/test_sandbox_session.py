@@ -205,3 +205,22 @@ def test_the_runs_cpu_time_reaches_the_gate_once_the_sandbox_ends(folder: Path) 
     assert sandbox.close() == []
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     assert (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime) >= 0.6
+
+
+def test_a_sandbox_whose_run_root_was_made_again_is_restarted(folder: Path) -> None:
+    """Two launchers in one process (two in-process sessions): the second's close removes the (empty)
+    folder of the run folders; the first one's sandbox still binds the removed folder, so it is started
+    again, and its next run passes."""
+    first, second = Sandbox([]), Sandbox([])
+    try:
+        launch, facts, _ = run(first, "true", folder)
+        assert facts["exit"] == 0 and launch.zygote is not None and launch.zygote.proc is not None
+        pid = launch.zygote.proc.pid
+        _, facts, _ = run(second, "true", folder)
+        assert facts["exit"] == 0 and second.close() == []
+        again, facts, _ = run(first, "echo ran", folder)
+        assert (facts["exit"], facts["attempts"], facts["failure"]) == (0, 1, None), facts
+        assert again.zygote is not None and again.zygote.proc is not None and again.zygote.proc.pid != pid
+    finally:
+        first.close()
+        second.close()

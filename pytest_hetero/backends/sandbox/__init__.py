@@ -315,6 +315,8 @@ class Sandbox:
         rebound = self._rebound[key]
         zkey = (tuple(rebound), tuple(protected))
         zygote = self._zygotes.get(zkey)
+        if zygote is not None and zygote.alive() and zygote.stale():
+            zygote.close()
         if zygote is None or (zygote.proc is not None and not zygote.alive()):
             zygote = self._zygotes[zkey] = self._zygote(rebound, protected, hidden)
         if zkey not in self._views:
@@ -358,7 +360,7 @@ class Sandbox:
         python = prefix / "bin" / f"python{sys.version_info.major}.{sys.version_info.minor}"
         return Zygote(self._bwrap, [*args, "--chdir", "/"], unmount,
                       {"PATH": os.environ.get("PATH", os.defpath), "LANG": "C.UTF-8"},
-                      python=str(python if python.is_file() else os.path.realpath(sys.executable)))
+                      python=str(python if python.is_file() else os.path.realpath(sys.executable)), root=root)
 
     def close(self) -> list[str]:
         """End every sandbox this launcher started; what did not end by itself (one line each)."""

@@ -86,9 +86,12 @@ class Zygote:
 
     Raises ZygoteFailed from :meth:`start` and :meth:`run` (the caller then counts a refused start)."""
 
-    def __init__(self, bwrap: str, args: list[str], unmount: list[str], env: dict[str, str], python: str) -> None:
+    def __init__(self, bwrap: str, args: list[str], unmount: list[str], env: dict[str, str], python: str,
+                 root: Path) -> None:
         self.bwrap = bwrap
         self.python = python
+        self.root = root
+        self._root_id: tuple[int, int] | None = None
         self.args = args
         self.unmount = unmount
         self.env = env
@@ -99,6 +102,8 @@ class Zygote:
         """Start bubblewrap and wait (up to :data:`READY_TIMEOUT_S`) for PID 1 to say it is ready."""
         from pytest_hetero.backends.sandbox import args_pipe
 
+        st = os.stat(self.root)
+        self._root_id = (st.st_dev, st.st_ino)
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         fds = args_pipe(b"".join(a.encode() + b"\0" for a in self.args))
         argv = [self.bwrap, "--args", str(fds.read), "--", self.python, "-I", "-S", "-c",
@@ -149,6 +154,17 @@ class Zygote:
     def alive(self) -> bool:
         """True while the sandbox runs."""
         return self.proc is not None and self.proc.poll() is None and self.control is not None
+
+    def stale(self) -> bool:
+        """True when the folder of the run folders is no longer the one bound at the start (removed and made
+        again, e.g. by another launcher's close): new run folders would not be inside this sandbox."""
+        if self._root_id is None:
+            return False
+        try:
+            st = os.stat(self.root)
+        except OSError:
+            return True
+        return (st.st_dev, st.st_ino) != self._root_id
 
     def submit(self, argv: list[str], env: dict[str, str], cwd: Path, fresh: list[tuple[str, str]],
                keep: list[tuple[str, str]], user: tuple[int, int] | None) -> ZygoteRun:
