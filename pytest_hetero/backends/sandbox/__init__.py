@@ -306,13 +306,7 @@ class Sandbox:
         ``backends.local``): its mount, IPC and PID namespaces are its own; it runs as ``user`` (or uid 0),
         without any capability (the sandbox's PID 1 keeps
         ``CAP_SYS_ADMIN`` to set each run up; the run's process drops everything before its exec)."""
-        if self._hidden_paths is None:
-            self._hidden_paths = self._hidden()
-        hidden = self._hidden_paths
-        key = (cwd, *inputs)
-        if key not in self._rebound:
-            self._rebound[key] = self._rebind(inputs, cwd, hidden)
-        rebound = self._rebound[key]
+        hidden, rebound = self._hidden_and_rebound(cwd, inputs)
         zkey = (tuple(rebound), tuple(protected))
         zygote = self._zygotes.get(zkey)
         if zygote is not None and zygote.alive() and zygote.stale():
@@ -395,13 +389,17 @@ class Sandbox:
     def _bwrap_args(self, cwd: Path, inputs: Sequence[Path], run_dir: Path, protected: Sequence[Path]) -> list[str]:
         """The arguments of bwrap: namespaces, read-only root, hidden paths, inputs bound back, the run
         folder writable, protected paths hidden last (a key inside the matrix folder stays hidden)."""
+        hidden, rebound = self._hidden_and_rebound(cwd, inputs)
+        return [*self._view(hidden, rebound, run_dir, protected), "--chdir", str(cwd)]
+
+    def _hidden_and_rebound(self, cwd: Path, inputs: Sequence[Path]) -> tuple[list[Path], list[Path]]:
+        """(the hidden paths, the inputs and ``cwd`` under them to bind back), each looked up once."""
         if self._hidden_paths is None:
             self._hidden_paths = self._hidden()
-        hidden = self._hidden_paths
         key = (cwd, *inputs)
         if key not in self._rebound:
-            self._rebound[key] = self._rebind(inputs, cwd, hidden)
-        return [*self._view(hidden, self._rebound[key], run_dir, protected), "--chdir", str(cwd)]
+            self._rebound[key] = self._rebind(inputs, cwd, self._hidden_paths)
+        return self._hidden_paths, self._rebound[key]
 
     def _view(self, hidden: Sequence[Path], rebound: Sequence[Path], writable: Path,
               protected: Sequence[Path]) -> list[str]:
