@@ -224,3 +224,21 @@ def test_a_sandbox_whose_run_root_was_made_again_is_restarted(folder: Path) -> N
     finally:
         first.close()
         second.close()
+
+
+def test_a_run_that_stays_uid_0_leaves_nothing_in_the_hidden_folders_for_the_next(folder: Path) -> None:
+    """The sandbox user cannot read a 0700 folder, so these runs stay uid 0 (no capability): root owns the
+    session's tmpfs over the gate's home and the other hidden folders, so a run could write there. Each run
+    gets them empty: the second finds nothing the first wrote."""
+    folder.chmod(0o700)
+    sandbox = Sandbox([])
+    hidden = [p for p in ("/root", "/run/user", "/var/lib/kubelet", "/tmp", "/var/tmp") if os.path.isdir(p)]
+    try:
+        first, facts, out = run(sandbox, "; ".join(f"echo a > {d}/left-$$ && echo {d}" for d in hidden), folder)
+        assert facts["exit"] == 0 and out.split() == hidden, (facts, out)
+        assert first.confinement.identity.startswith("uid 0 without capabilities")
+        _, facts, out = run(sandbox, "cat " + " ".join(f"{d}/left-* 2>/dev/null" for d in hidden) + "; "
+                                     "find " + " ".join(hidden) + " -name 'left-*' | wc -l", folder)
+        assert out.strip() == "0", out
+    finally:
+        assert sandbox.close() == []

@@ -326,10 +326,11 @@ class Sandbox:
     def _fresh_and_kept(rebound: Sequence[Path], hidden: Sequence[Path]
                         ) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
         """(the paths a run of this view gets an empty tmpfs on, with their mode; the inputs under them to bind
-        back read-only): ``/tmp`` and ``/var/tmp`` where hidden, ``/dev/shm``, and the folder of the run
-        folders unless one of those holds it."""
-        fresh = [(str(p), "1777") for p in (Path("/tmp"), Path("/var/tmp"), Path("/dev/shm"))
-                 if p.resolve() in hidden or p == Path("/dev/shm")]
+        back read-only): every hidden folder (the session's tmpfs there is writable by a run that stays
+        uid 0: the gate's home, ``/run/user``…; ``/tmp`` and ``/var/tmp`` world-writable), ``/dev/shm``, and
+        the folder of the run folders unless one of those holds it. Nothing a run writes reaches the next."""
+        fresh = [(str(h), "1777" if str(h) in SHARED_TMP else "0755") for h in hidden if h.is_dir()]
+        fresh.append(("/dev/shm", "1777"))
         root = run_root().resolve()
         if not any(root == Path(f) or Path(f) in root.parents for f, _ in fresh):
             fresh.append((str(root), "0711"))

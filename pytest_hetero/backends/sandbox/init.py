@@ -17,8 +17,8 @@ Protocol, over the ``SOCK_SEQPACKET`` control socket (one message each, JSON):
   of a socket pair of its own; an empty message (or EOF) ends the session.
 
 For each request a supervisor process is forked. It takes new mount, IPC and PID namespaces
-(``unshare(2)``), mounts a fresh tmpfs on every ``fresh`` path (``/tmp``, ``/var/tmp``, ``/dev/shm``,
-the folder of the run folders: nothing one run writes there is seen by the next), binds the run's own
+(``unshare(2)``), mounts a fresh tmpfs on every ``fresh`` path (every hidden folder, ``/dev/shm``, the
+folder of the run folders: nothing one run writes there is seen by the next), binds the run's own
 folder back writable, and forks the run: PID 1 of the new PID namespace, with ``/proc`` of its own, a
 new session, stdin ``/dev/null``, only its stdout/stderr open, exec'd (``execvpe``, ``PATH`` of its
 environment) as ``argv`` once every capability is gone and, with ``user``, it runs as that uid and

@@ -6,14 +6,17 @@ namespaces, ``--ro-bind / /`` copying every mount of the host, ``/dev``, the hid
 bubblewrap starts :mod:`~pytest_hetero.backends.sandbox.init` as PID 1 of a PID namespace, with the
 same read-only root, hidden and protected paths and inputs a single run would get, plus the folder of
 all run folders (:func:`run_root`) writable. Each run is then forked by it into new mount, IPC and
-PID namespaces, with a fresh ``/tmp``, ``/var/tmp``, ``/dev/shm`` and only its own run folder
-writable, ``/proc`` of its own, and killed with its whole process tree at its end — what a bubblewrap
-per run gave, less the namespace setup shared by the session (UTS and cgroup namespaces, the root
-view). Runs of one session are sequential; none can see or signal another.
+PID namespaces, with every hidden folder (``/tmp``, ``/var/tmp``, the gate's home…) and ``/dev/shm``
+empty again, only its own run folder writable, ``/proc`` of its own, and killed with its whole process
+tree at its end — what a bubblewrap per run gave, less the namespace setup shared by the session (UTS
+and cgroup namespaces, the root view). Runs of one session are sequential; none can see or signal
+another.
 
 Used when the gate runs as root (the supervisor needs ``CAP_SYS_ADMIN`` outside a user namespace to
-remount what it must); otherwise, or when the sandbox cannot start, each run gets a bubblewrap of its
-own (:class:`~pytest_hetero.backends.sandbox.Sandbox` decides).
+remount what it must); otherwise each run gets a bubblewrap of its own
+(:class:`~pytest_hetero.backends.sandbox.Sandbox` decides). bubblewrap's ``--die-with-parent`` follows
+the thread that started the sandbox (the one running items): a sandbox that dies is started again for
+the next run.
 """
 
 from __future__ import annotations
