@@ -398,12 +398,19 @@ def run_measured(argv: list[str], launch: Launch, cwd: Path, timeout_s: float) -
             if pipe is not None:
                 pipe.close()
     proc.returncode = os.waitstatus_to_exitcode(status)
-    peak, rss_note = peak_rss(usage.ru_maxrss, inherited_kib)
-    return ExecResult(argv=argv, exit_code=None if reaper.fired else proc.returncode,
+    return _ended(argv, status, reaper.fired, start, out, err, usage.ru_maxrss, inherited_kib,
+                  usage.ru_utime + usage.ru_stime)
+
+
+def _ended(argv: list[str], status: int, fired: bool, start: float, out: CappedStream, err: CappedStream,
+           maxrss_kib: int, inherited_kib: int, cpu_s: float) -> ExecResult:
+    """The ExecResult of a run that ended with wait ``status`` (exit code None when ``fired``: killed at its
+    timeout), its streams, peak RSS (:func:`peak_rss`) and CPU-seconds, timed from ``start``."""
+    peak, rss_note = peak_rss(maxrss_kib, inherited_kib)
+    return ExecResult(argv=argv, exit_code=None if fired else os.waitstatus_to_exitcode(status),
                       duration_s=time.perf_counter() - start, stdout=out.text(), stderr=err.text(), outputs=None,
-                      timed_out=reaper.fired, peak_rss_mib=peak,
-                      details={**out.facts("stdout"), **err.facts("stderr"), **rss_note,
-                               "cpu_s": round(usage.ru_utime + usage.ru_stime, 4)})
+                      timed_out=fired, peak_rss_mib=peak,
+                      details={**out.facts("stdout"), **err.facts("stderr"), **rss_note, "cpu_s": round(cpu_s, 4)})
 
 
 def _run_forked(argv: list[str], launch: Launch, cwd: Path, timeout_s: float) -> ExecResult:
@@ -442,12 +449,8 @@ def _run_forked(argv: list[str], launch: Launch, cwd: Path, timeout_s: float) ->
                                               "run was killed with it and its result is unknown"})
     if answer.error or answer.status is None:
         return _not_started(argv, answer.error or "no wait status", start)
-    code = os.waitstatus_to_exitcode(answer.status)
-    peak, rss_note = peak_rss(answer.maxrss, answer.inherited_kib)
-    return ExecResult(argv=argv, exit_code=None if run.fired else code, duration_s=time.perf_counter() - start,
-                      stdout=out.text(), stderr=err.text(), outputs=None, timed_out=run.fired, peak_rss_mib=peak,
-                      details={**out.facts("stdout"), **err.facts("stderr"), **rss_note,
-                               "cpu_s": round(answer.utime + answer.stime, 4)})
+    return _ended(argv, answer.status, run.fired, start, out, err, answer.maxrss, answer.inherited_kib,
+                  answer.utime + answer.stime)
 
 
 def _not_started(argv: list[str], why: str, start: float) -> ExecResult:
