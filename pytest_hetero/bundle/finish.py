@@ -100,13 +100,14 @@ def publish(hook: Any, evidence: dict[str, Any], settings: Settings, inputs: Run
 
     ``hook`` is a pluggy hook relay with the ``pytest_hetero_*`` specs. A failing hook does not
     stop the later steps; returns ``[(hook name, exception)]`` for the caller to report. Signals
-    are held meanwhile (see the module docstring; ``inputs.held_signals`` lists those held).
+    are held meanwhile (see the module docstring; ``inputs.held_signals`` lists those held), and the cyclic
+    garbage collector is paused (the finish builds no cycles; collections would only walk the document again).
     Raises FinishInterrupted on a second signal.
     """
     bundle = settings.bundle_dir
     notice = (f"pytest-hetero: finishing the bundle {bundle}; interrupt again to abandon it (then rebuild it "
               f"with: hetero report --from-journal {bundle})\n")
-    with interrupts_held(notice, inputs.held_signals):
+    with interrupts_held(notice, inputs.held_signals), gc_paused():
         inputs.before = _start_finish(bundle)
         failed: list[tuple[str, Exception]] = []
         _call(hook.pytest_hetero_amend_evidence, failed, evidence=evidence, settings=settings, inputs=inputs)

@@ -77,9 +77,21 @@ def _environment() -> jinja2.Environment:
     return env
 
 
+_compact = json.JSONEncoder(sort_keys=True, default=str, allow_nan=False, ensure_ascii=False).encode
+
+
 def _record_text(data: Any) -> str:
-    plain = isinstance(data, dict) and set(data) <= {"text"}
-    text = data["text"] if plain else json.dumps(data, indent=1, sort_keys=True, default=str, allow_nan=False)
+    """A record's data as the page shows it: a ``{"text"}`` record as its text; a mapping one key per
+    line (sorted), each value as compact JSON (the C encoder; ``indent`` would take the standard library's
+    pure-Python one, 40 % of the page at 1,500 items); anything else as compact JSON. Cut at
+    :data:`RECORD_CHARS` characters, saying how many more evidence.json holds."""
+    if isinstance(data, dict) and set(data) <= {"text"}:
+        text = str(data.get("text", ""))
+    elif isinstance(data, dict) and data:
+        text = "{\n" + ",\n".join(f" {_compact(str(k))}: {_compact(data[k])}"
+                                   for k in sorted(data, key=str)) + "\n}"
+    else:
+        text = _compact(data)
     if len(text) > RECORD_CHARS:
         text = text[:RECORD_CHARS] + f"\n… [{len(text) - RECORD_CHARS} more characters in evidence.json]"
     return text
