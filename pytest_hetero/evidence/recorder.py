@@ -497,10 +497,40 @@ def _assemble(bundle_dir: Path, inputs: RunInputs | None, key: JournalKey | None
 def write_evidence(bundle_dir: Path, evidence: dict[str, Any]) -> tuple[str, int]:
     """Write ``evidence`` as ``bundle_dir/evidence.json`` (atomically: a temporary file, then a
     rename), compact with sorted keys, RFC 8259 JSON; return (hex sha256, size in bytes) of what was written.
-    Raises OSError when the folder cannot be written, ValueError on a NaN or ±Infinity (never written)."""
+
+    The bytes are exactly ``json.dumps(evidence, sort_keys=True, separators=(",", ":"), allow_nan=False)``
+    (ASCII), but written section by section and ``items`` item by item, each through the C encoder: the
+    document's text is never held whole (at 16 KiB of logs per item it was twice the file's size on top of
+    the document). Raises OSError when the folder cannot be written, ValueError on a NaN or ±Infinity
+    (never written: the temporary file is removed), TypeError on a non-string top-level key."""
+    if not all(isinstance(k, str) for k in evidence):
+        raise TypeError("evidence.json's top-level keys must be strings")
+    encode = json.JSONEncoder(sort_keys=True, separators=(",", ":"), allow_nan=False).encode
     tmp = bundle_dir / (EVIDENCE + ".tmp")
-    # compact: the C encoder is ~4x faster than indented output on 50,000-item runs
-    data = json.dumps(evidence, sort_keys=True, separators=(",", ":"), allow_nan=False).encode("utf-8")
-    tmp.write_bytes(data)
+    digest, size = hashlib.sha256(), 0
+    try:
+        with open(tmp, "wb") as fh:
+            def put(text: str) -> None:
+                nonlocal size
+                data = text.encode("ascii")
+                digest.update(data)
+                size += len(data)
+                fh.write(data)
+
+            put("{")
+            for n, key in enumerate(sorted(evidence)):
+                value = evidence[key]
+                put(("," if n else "") + encode(key) + ":")
+                if key == "items" and isinstance(value, list):
+                    put("[")
+                    for i, item in enumerate(value):
+                        put(("," if i else "") + encode(item))
+                    put("]")
+                else:
+                    put(encode(value))
+            put("}")
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
     tmp.replace(bundle_dir / EVIDENCE)
-    return hashlib.sha256(data).hexdigest(), len(data)
+    return digest.hexdigest(), size

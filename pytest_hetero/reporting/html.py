@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -111,10 +112,16 @@ def _details(items: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], set[int
 
 def render_html(evidence: dict[str, Any], signoff: dict[str, Any]) -> str:
     """Return report.html as text. ``signoff`` has the shape of :func:`pytest_hetero.bundle.signoff.signoff_context`."""
+    return "".join(html_chunks(evidence, signoff))
+
+
+def html_chunks(evidence: dict[str, Any], signoff: dict[str, Any]) -> Iterator[str]:
+    """report.html as consecutive pieces of text (Jinja's ``generate``), so a writer need not hold the
+    page: its whole text, the pieces joined, was about three times the page at 1,500 detailed items."""
     items = entries(evidence)
     details, detailed = _details(items)
     untested = evidence["untested"]["items"]
-    return _environment().get_template("report.html.j2").render(
+    return _environment().get_template("report.html.j2").generate(
         ev=evidence, run=evidence["run"], dims=DIMENSIONS, verdict=evidence["summary"]["verdict"], layers=LAYERS,
         statuses=[s for s in STATUSES if evidence["summary"]["totals"].get(s)], counts=layer_counts(evidence),
         heat=heatmap(evidence), grid=heatgrid(evidence), plain=str, failures=failures_by_owner(evidence),

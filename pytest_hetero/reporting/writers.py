@@ -59,12 +59,20 @@ def render(fmt: str, evidence: dict[str, Any], signoff: dict[str, Any], lang: st
 def write_renderings(evidence: dict[str, Any], bundle_dir: Path, signoff: dict[str, Any]) -> list[Path]:
     """Write every rendering (FORMATS) of ``evidence`` into ``bundle_dir`` (each to a temporary name,
     then renamed); return their paths. ``signoff`` is the sign-off view (run signer or why unsigned,
-    owner roles)."""
+    owner roles). report.html is written piece by piece as the template yields it (the same bytes as
+    :func:`render`)."""
     written = []
     with gc_paused():
         for fmt, name in FORMATS.items():
             tmp = bundle_dir / f".hetero-tmp-{name}"
-            tmp.write_bytes(render(fmt, evidence, signoff))
+            if fmt == "html":
+                from pytest_hetero.reporting.html import html_chunks
+
+                with open(tmp, "wb") as fh:
+                    for piece in html_chunks(evidence, signoff):
+                        fh.write(piece.encode("utf-8", "replace"))
+            else:
+                tmp.write_bytes(render(fmt, evidence, signoff))
             tmp.replace(bundle_dir / name)
             written.append(bundle_dir / name)
     return written
