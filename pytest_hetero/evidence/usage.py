@@ -52,20 +52,37 @@ DOES_NOT_COVER = (
 
 
 def epoch(value: Any) -> float | None:
-    """``value`` as epoch seconds: a number as it is, an ISO 8601 / RFC 3339 string (``Z`` accepted) parsed;
-    None for anything else (absent, unparsable)."""
+    """``value`` as epoch seconds: a number as it is; a timezone-aware ``datetime`` (the kubernetes client's
+    timestamps); an ISO 8601 / RFC 3339 string (``Z`` accepted; fractional seconds of any length, as
+    Docker's nanoseconds and Kubernetes' MicroTime, cut to microseconds) parsed. None for anything else:
+    absent, unparsable, or a time in year 1 (Docker's zero time for "never")."""
     if type(value) is float:  # the engines' own facts: the common case, checked first
         return value
     if isinstance(value, bool):
         return None
     if isinstance(value, (int, float)):
         return float(value)
-    if isinstance(value, str) and value:
-        try:
-            return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
-        except ValueError:
-            return None
+    if isinstance(value, datetime):
+        return value.timestamp() if value.year > 1 else None
+    if isinstance(value, str) and value and not value.startswith("0001-"):
+        return _rfc3339(value)
     return None
+
+
+def _rfc3339(text: str) -> float | None:
+    """Epoch seconds of an RFC 3339 time; None when unparsable. Python 3.10's ``fromisoformat`` reads
+    neither ``Z`` nor fractions other than 3 or 6 digits, so the fraction is cut or padded to 6."""
+    text = text.replace("Z", "+00:00").replace("z", "+00:00")
+    head, dot, rest = text.partition(".")
+    if dot:
+        digits = len(rest) - len(rest.lstrip("0123456789"))
+        if not digits:
+            return None
+        text = f"{head}.{rest[:digits][:6].ljust(6, '0')}{rest[digits:]}"
+    try:
+        return datetime.fromisoformat(text).timestamp()
+    except ValueError:
+        return None
 
 
 def held(facts: dict[str, Any], until: float | None = None) -> tuple[float | None, list[str]]:

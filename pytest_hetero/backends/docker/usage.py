@@ -8,23 +8,9 @@ placed: a single engine places a container when it creates it), ``State.StartedA
 from __future__ import annotations
 
 import uuid
-from datetime import datetime
 from typing import Any
 
-
-def _epoch(text: Any) -> float | None:
-    """An RFC 3339 time as epoch seconds (nanoseconds cut to microseconds); None when absent, unparsable
-    or Docker's zero time."""
-    if not isinstance(text, str) or not text or text.startswith("0001-"):
-        return None
-    head, _, zone = text.replace("Z", "+00:00").partition("+")
-    if "." in head:
-        whole, frac = head.split(".", 1)
-        head = f"{whole}.{frac[:6]}"
-    try:
-        return datetime.fromisoformat(f"{head}+{zone or '00:00'}").timestamp()
-    except ValueError:
-        return None
+from pytest_hetero.evidence.usage import epoch
 
 
 def requests_of(host_config: dict[str, Any]) -> dict[str, float]:
@@ -40,12 +26,12 @@ def requests_of(host_config: dict[str, Any]) -> dict[str, float]:
 def container_facts(inspect: dict[str, Any], outcome: str | None = None) -> dict[str, Any]:
     """The usage facts of one container from its inspect document; ``outcome`` overrides its state's."""
     state = inspect.get("State") or {}
-    created = _epoch(inspect.get("Created"))
+    created = epoch(inspect.get("Created"))
     running = bool(state.get("Running"))
     facts = {"workload": f"container/{str(inspect.get('Id'))[:12]}", "object": "container",
              "name": str(inspect.get("Name") or "").lstrip("/"), "namespace": "docker", "tenant": None,
              "requests": requests_of(inspect.get("HostConfig") or {}), "submitted": created, "placed": created,
-             "started": _epoch(state.get("StartedAt")), "ended": None if running else _epoch(state.get("FinishedAt")),
+             "started": epoch(state.get("StartedAt")), "ended": None if running else epoch(state.get("FinishedAt")),
              "attempts": 1 + int(inspect.get("RestartCount") or 0),
              "outcome": outcome or ("running" if running else "completed" if state.get("ExitCode") == 0 else "failed")}
     return facts

@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import os
 from collections.abc import Callable, Iterator
-from datetime import datetime
 from typing import Any
 
 from kubernetes import client
@@ -25,6 +24,7 @@ from kubernetes.client.exceptions import ApiException
 from pytest_hetero.backends.kubernetes.client import connect
 from pytest_hetero.backends.labels import CREATED_AT, RUN_ID
 from pytest_hetero.backends.protocol import EngineFault, Leftover
+from pytest_hetero.evidence.usage import epoch
 
 VOLCANO = ("batch.volcano.sh", "v1alpha1", "jobs")
 
@@ -194,15 +194,6 @@ def _message(exc: ApiException) -> str:
         return str(exc.reason)
 
 
-def _epoch(stamp: Any) -> float | None:
-    if isinstance(stamp, datetime):
-        return stamp.timestamp()
-    try:
-        return datetime.strptime(str(stamp), "%Y-%m-%dT%H:%M:%S%z").timestamp()
-    except ValueError:
-        return None
-
-
 def cleanup(args: argparse.Namespace) -> list[dict[str, Any]]:
     """Remove (or list) the pods, Jobs and serving objects (Deployments, Services, Secrets) of
     pytest-hetero runs selected by ``args``
@@ -250,7 +241,7 @@ def cleanup(args: argparse.Namespace) -> list[dict[str, Any]]:
         raise CleanupError(f"Kubernetes objects not listable in {ns or 'all namespaces'}: {exc}") from None
     for kind, meta, delete in found:
         labels = {**(meta.get("labels") or {}), **(meta.get("annotations") or {})}
-        match, age = selected(labels, _epoch(meta.get("creationTimestamp")), args, now)
+        match, age = selected(labels, epoch(meta.get("creationTimestamp")), args, now)
         if not match:
             continue
         entry = {

@@ -15,12 +15,12 @@ condition times: 1 s resolution) and the ClusterQueue's reservation and usage th
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
 
 from kubernetes import client
 
 from pytest_hetero.backends.kubernetes import client as kc
+from pytest_hetero.evidence.usage import epoch
 
 KUEUE = ("kueue.x-k8s.io", ("v1beta2", "v1beta1"))
 """Kueue's API group and the Workload versions this backend reads, preferred first."""
@@ -94,14 +94,6 @@ def condition(obj: dict[str, Any], kind: str) -> dict[str, Any]:
     return next((c for c in (obj.get("status") or {}).get("conditions") or [] if c.get("type") == kind), {})
 
 
-def _epoch(stamp: str | None) -> float | None:
-    """RFC 3339 seconds (``2026-12-01T09:45:29Z``) → epoch seconds; None when absent or unreadable."""
-    try:
-        return datetime.strptime(str(stamp), "%Y-%m-%dT%H:%M:%S%z").timestamp() if stamp else None
-    except ValueError:
-        return None
-
-
 def kueue_admission(api: client.ApiClient, version: str, workload: dict[str, Any],
                     submitted_epoch_s: float | None) -> dict[str, Any]:
     """What an admitted Workload records: ``api_version``, ``workload``, ``local_queue``,
@@ -118,7 +110,7 @@ def kueue_admission(api: client.ApiClient, version: str, workload: dict[str, Any
     usage = {k: v for s in sets for k, v in (s.get("resourceUsage") or {}).items()}
     created = workload.get("metadata", {}).get("creationTimestamp")
     reserved, admitted = condition(workload, "QuotaReserved"), condition(workload, "Admitted")
-    c, a = _epoch(created), _epoch(admitted.get("lastTransitionTime"))
+    c, a = epoch(created), epoch(admitted.get("lastTransitionTime"))
     out: dict[str, Any] = {
         "api_version": f"{KUEUE[0]}/{version}", "workload": workload.get("metadata", {}).get("name"),
         "local_queue": (workload.get("spec") or {}).get("queueName"),
