@@ -190,27 +190,15 @@ def _cluster_drift(args: argparse.Namespace, matrix: Any, plan: Any) -> dict[str
     the verified baseline's snapshot: ``{"label", "changes", "affected": {item id: reason}, "change_record"}``."""
     from pytest_hetero.backends.kubernetes.snapshot import snapshot_of_target
     from pytest_hetero.bundle.verify import load_evidence
-    from pytest_hetero.status.drift import (
-        affected_items,
-        baseline_snapshot,
-        diff_snapshots,
-        impact,
-        observed_by_resource,
-        parse_change,
-    )
+    from pytest_hetero.status.drift import baseline_label, drift_since, impact, observed_by_resource, parse_change
 
     baseline, verification = load_evidence(args.affected_from_cluster, allow_unsigned=args.allow_unsigned,
                                            keys=_keys(args))
-    label = f"bundle {baseline['run'].get('id')} ({verification})"
-    old = baseline_snapshot(baseline, matrix.name)
-    if old is None:
-        raise HeteroError(f"{label} holds no cluster snapshot of matrix {matrix.name}", None,
-                          "run the baseline with --hetero-snapshot")
+    label = baseline_label(baseline, verification)
     target = dict(matrix.target)
     namespace = target.get("namespace")
     live = snapshot_of_target(target, args.context or target.get("context"), [namespace] if namespace else [])
-    changes = diff_snapshots(old, live)
-    found = affected_items(changes, matrix, plan, old, live)
+    _, changes, found = drift_since(baseline, label, matrix, plan, live, "--affected-from-cluster")
     record = impact(parse_change(args.change), observed_by_resource(found, plan)) if args.change else None
     return {"label": label, "changes": changes, "affected": found, "change_record": record}
 

@@ -65,10 +65,11 @@ def _target(matrix: Any, settings: Any) -> tuple[dict[str, Any], str | None, lis
 
 def _baseline(settings: Any) -> tuple[dict[str, Any], str]:
     from pytest_hetero.bundle.verify import load_evidence, trusted_keys
+    from pytest_hetero.status.drift import baseline_label
 
     evidence, verification = load_evidence(settings.affected_from_cluster, allow_unsigned=settings.allow_unsigned,
                                            keys=trusted_keys(private=settings.sign_key))
-    return evidence, f"bundle {evidence['run'].get('id')} ({verification})"
+    return evidence, baseline_label(evidence, verification)
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -94,14 +95,7 @@ def _prepare(settings: Any, plans: list[Any]) -> tuple[ClusterRecord, dict[str, 
     from pytest_hetero.bundle.signing import canonical
     from pytest_hetero.errors import SettingsError
     from pytest_hetero.evidence.model import utc_now
-    from pytest_hetero.status.drift import (
-        affected_items,
-        baseline_snapshot,
-        diff_snapshots,
-        impact,
-        observed_by_resource,
-        parse_change,
-    )
+    from pytest_hetero.status.drift import drift_since, impact, observed_by_resource, parse_change
 
     change = parse_change(settings.change) if settings.change else None
     baseline, label = _baseline(settings) if settings.affected_from_cluster else (None, "")
@@ -123,12 +117,7 @@ def _prepare(settings: Any, plans: list[Any]) -> tuple[ClusterRecord, dict[str, 
                           "sha256": hashlib.sha256(canonical(snap)).hexdigest(), "snapshot": snap})
         if baseline is None or drift is None or hits is None:
             continue
-        old = baseline_snapshot(baseline, matrix.name)
-        if old is None:
-            raise SettingsError(f"--hetero-affected-from-cluster: {label} holds no cluster snapshot of matrix "
-                                f"{matrix.name}", hint="run the baseline with --hetero-snapshot")
-        changes = diff_snapshots(old, snap)
-        found = affected_items(changes, matrix, plan, old, snap)
+        old, changes, found = drift_since(baseline, label, matrix, plan, snap, "--hetero-affected-from-cluster")
         hits[matrix.name] = found
         observed.update(observed_by_resource(found, plan))
         drift.append({"matrix": matrix.name, "baseline": {"label": label, "run": baseline["run"].get("id"),

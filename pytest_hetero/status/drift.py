@@ -240,6 +240,27 @@ def observed_by_resource(hits: dict[str, str], plan: Plan) -> dict[str, list[str
     return {k: sorted(v) for k, v in sorted(out.items())}
 
 
+def baseline_label(evidence: dict[str, Any], verification: str) -> str:
+    """How a baseline bundle is named in drift and messages: ``bundle <run id> (<how it was verified>)``."""
+    return f"bundle {evidence['run'].get('id')} ({verification})"
+
+
+def drift_since(baseline: dict[str, Any], label: str, matrix: Matrix, plan: Plan, live: dict[str, Any],
+                option: str) -> tuple[dict[str, Any], list[dict[str, Any]], dict[str, str]]:
+    """The cluster drift of ``matrix`` since the baseline bundle's evidence ``baseline`` (named ``label``,
+    :func:`baseline_label`): (the baseline's snapshot, :func:`diff_snapshots` of it against ``live``,
+    :func:`affected_items`). Raises SettingsError naming ``option`` (the command-line option that asked
+    for the drift) when the baseline recorded no snapshot of ``matrix``."""
+    from pytest_hetero.errors import SettingsError
+
+    old = baseline_snapshot(baseline, matrix.name)
+    if old is None:
+        raise SettingsError(f"{option}: {label} holds no cluster snapshot of matrix {matrix.name}",
+                            hint="run the baseline with --hetero-snapshot")
+    changes = diff_snapshots(old, live)
+    return old, changes, affected_items(changes, matrix, plan, old, live)
+
+
 def baseline_snapshot(evidence: dict[str, Any], matrix_name: str) -> dict[str, Any] | None:
     """The snapshot a baseline bundle's evidence recorded for ``matrix_name`` (None: none recorded)."""
     for entry in (evidence.get("cluster") or {}).get("snapshots") or []:
