@@ -43,8 +43,8 @@ from pytest_hetero.backends.protocol import (
     Step,
     render_entrypoint,
 )
-from pytest_hetero.backends.sandbox import Launch, Sandbox, args_pipe, child_environment
-from pytest_hetero.backends.sandbox.zygote import ZygoteFailed, run_root
+from pytest_hetero.backends.sandbox import Launch, Sandbox, child_environment
+from pytest_hetero.backends.sandbox.zygote import ZygoteFailed, args_pipe, run_root
 from pytest_hetero.backends.streams import MAX_OUTPUTS_BYTES, CappedStream
 from pytest_hetero.probes.usage import sampling
 

@@ -177,6 +177,19 @@ def readable_by(path: Path, uid: int, gids: Iterable[int]) -> bool:
     return True
 
 
+def _dropped(argv: Sequence[str], user: tuple[int, int] | None) -> list[str]:
+    """What a bubblewrap of its own execs for ``argv``: as root, ``setpriv`` (util-linux) switching to
+    ``user`` (uid, gid) when given and emptying every capability set, the bounding set too, with
+    ``no_new_privs`` (bwrap run as root keeps every capability of the gate: measured, CAP_SYS_ADMIN
+    included); otherwise ``argv`` itself (a user namespace of the gate's user holds nothing more)."""
+    if os.geteuid() != 0:
+        return list(argv)
+    drop = ["--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--", *argv]
+    if user is None:
+        return ["setpriv", *drop]
+    return ["setpriv", f"--reuid={user[0]}", f"--regid={user[1]}", "--clear-groups", *drop]
+
+
 def _sandbox_identity(name: str) -> tuple[_Identity | None, str]:
     """The sandbox user (created as a system user when missing); ``(None, why)`` when there is none."""
     try:
@@ -283,12 +296,13 @@ class Sandbox:
         if self._bwrap is None:
             return self._plain(argv, env)
         inputs = [p for p in inputs if p.exists()]
-        inner, identity, gaps, user = self._identity(argv, cwd, inputs, run_dir)
+        identity, gaps, user = self._identity(cwd, inputs, run_dir)
         protected = self._protected()
         if self.shared and run_dir.parent == run_root():  # run folders of backends.local.run_folder
             return self._forked(argv, user, identity, gaps, cwd=cwd, inputs=inputs, run_dir=run_dir,
                                 protected=protected, env=env)
         args = self._bwrap_args(cwd, inputs, run_dir, protected)
+        inner = _dropped(argv, user)
         if "setpriv" in inner[:1]:
             args += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--cap-add", "CAP_SETPCAP"]
         confinement = Confinement(
@@ -365,26 +379,22 @@ class Sandbox:
             run_root().rmdir()  # when no run folder is left in it
         return problems
 
-    def _identity(self, argv: Sequence[str], cwd: Path, inputs: Sequence[Path], run_dir: Path
-                  ) -> tuple[list[str], str, list[str], tuple[int, int] | None]:
-        """(the command run inside bwrap, who it runs as, the gaps that leaves, the (uid, gid) it switches
-        to or None); gives ``run_dir`` to the sandbox user when the run switches to it. As root, bwrap
-        keeps every capability of the gate (measured: all but those outside the host's bounding set),
-        so ``setpriv`` empties every set and the bounding set in both cases."""
+    def _identity(self, cwd: Path, inputs: Sequence[Path], run_dir: Path
+                  ) -> tuple[str, list[str], tuple[int, int] | None]:
+        """(who the run runs as, the gaps that leaves, the (uid, gid) it switches to or None); gives
+        ``run_dir`` to the sandbox user when the run switches to it (it can read ``cwd`` and ``inputs``)."""
         user = self._user
         unreadable = self._can_read(user, [cwd, *inputs]) if user is not None else None
         if os.geteuid() != 0:
-            return list(argv), f"uid {os.geteuid()} (the gate's user) in a user namespace", \
+            return f"uid {os.geteuid()} (the gate's user) in a user namespace", \
                 ["files of the gate's user outside the hidden paths are readable by it"], None
-        drop = ["--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--", *argv]
         if user is not None and unreadable is None:
             os.chown(run_dir, user.uid, user.gid)
             for sub in run_dir.iterdir():
                 os.chown(sub, user.uid, user.gid)
-            inner = ["setpriv", f"--reuid={user.uid}", f"--regid={user.gid}", "--clear-groups", *drop]
-            return inner, f"{user.name} (uid {user.uid}), no capabilities", [], (user.uid, user.gid)
+            return f"{user.name} (uid {user.uid}), no capabilities", [], (user.uid, user.gid)
         why = f"{user.name} cannot read {unreadable}" if user is not None else self._user_why
-        return ["setpriv", *drop], f"uid 0 without capabilities ({why})", \
+        return f"uid 0 without capabilities ({why})", \
             ["root-owned files outside the hidden paths are readable by it (uid 0, no capabilities)"], None
 
     def _bwrap_args(self, cwd: Path, inputs: Sequence[Path], run_dir: Path, protected: Sequence[Path]) -> list[str]:
@@ -479,26 +489,3 @@ class Sandbox:
         return Launch(argv=[*launcher, *argv], env=dict(env),
                       confinement=Confinement(mechanism="none", identity=f"uid {os.geteuid()} (the gate's own)",
                                               confined=False, gaps=gaps, reason=self._why_not))
-
-
-@dataclass
-class _Fds:
-    """A pipe whose read end carries bwrap's arguments (``--args FD``)."""
-
-    read: int = -1
-    fds: tuple[int, ...] = field(default_factory=tuple)
-
-
-def args_pipe(blob: bytes) -> _Fds:
-    """A pipe holding ``blob`` (written whole, write end closed) for bwrap's ``--args``; the caller
-    passes ``read`` to the child and closes it after the start. ``blob`` must fit the pipe (64 KiB on Linux)."""
-    if not blob:
-        return _Fds()
-    read, write = os.pipe()
-    try:
-        if len(blob) > 65536:
-            raise ValueError(f"sandbox arguments are {len(blob)} bytes, more than a pipe holds")
-        os.write(write, blob)
-    finally:
-        os.close(write)
-    return _Fds(read=read, fds=(read,))

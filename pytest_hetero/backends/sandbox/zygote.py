@@ -28,7 +28,7 @@ import socket
 import subprocess
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -103,8 +103,6 @@ class Zygote:
 
     def start(self) -> None:
         """Start bubblewrap and wait (up to :data:`READY_TIMEOUT_S`) for PID 1 to say it is ready."""
-        from pytest_hetero.backends.sandbox import args_pipe
-
         st = os.stat(self.root)
         self._root_id = (st.st_dev, st.st_ino)
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -277,3 +275,26 @@ class ZygoteRun:
                 self._read()
         self.link.close()
         return self.answer
+
+
+@dataclass
+class _Fds:
+    """A pipe whose read end carries bwrap's arguments (``--args FD``)."""
+
+    read: int = -1
+    fds: tuple[int, ...] = field(default_factory=tuple)
+
+
+def args_pipe(blob: bytes) -> _Fds:
+    """A pipe holding ``blob`` (written whole, write end closed) for bwrap's ``--args``; the caller
+    passes ``read`` to the child and closes it after the start. ``blob`` must fit the pipe (64 KiB on Linux)."""
+    if not blob:
+        return _Fds()
+    read, write = os.pipe()
+    try:
+        if len(blob) > 65536:
+            raise ValueError(f"sandbox arguments are {len(blob)} bytes, more than a pipe holds")
+        os.write(write, blob)
+    finally:
+        os.close(write)
+    return _Fds(read=read, fds=(read,))
