@@ -152,12 +152,12 @@ def _start_finish(bundle: Path) -> set[str]:
     for name in SIGNATURE_FILES:
         with contextlib.suppress(FileNotFoundError):
             (bundle / name).unlink()
-    files, _ = bundle_files(bundle)
+    files = set(bundle_files(bundle, ordered=False)[0])
     stale = {f for f in files if f.rsplit("/", 1)[-1].startswith(TMP_PREFIX) or f.endswith(".tmp")}
     for rel in stale:
         with contextlib.suppress(OSError):
             (bundle / rel).unlink()
-    return set(files) - stale
+    return files - stale
 
 
 def _record_journal(bundle: Path, inputs: RunInputs) -> None:

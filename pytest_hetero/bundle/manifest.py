@@ -66,13 +66,13 @@ def _sort_key(path: str) -> bytes:
     return path.encode("utf-8", "surrogateescape")
 
 
-def bundle_files(bundle_dir: Path) -> tuple[list[str], list[str]]:
+def bundle_files(bundle_dir: Path, ordered: bool = True) -> tuple[list[str], list[str]]:
     """Walk ``bundle_dir`` with ``os.scandir`` (file types from the directory entries, one ``lstat``
     only where the type is unknown; links never followed): (regular files to list, symlinks/special
-    files found), both as sorted POSIX relative paths; signature files at the top level are left out
-    of the first list."""
+    files found), both as sorted POSIX relative paths (the first in walk order when not ``ordered``);
+    signature files at the top level are left out of the first list."""
     files, odd = _walk(bundle_dir, sizes=False)
-    return sorted(files, key=_sort_key), odd
+    return sorted(files, key=_sort_key) if ordered else list(files), odd
 
 
 def bundle_sizes(bundle_dir: Path) -> tuple[dict[str, int], list[str]]:
