@@ -177,7 +177,7 @@ def test_reports_and_items_keep_slim_evidence_once_it_is_journaled(pytester: pyt
     pytester.makefile(".matrix.yaml", m=matrix_text(name="m"))
     pytester.makeconftest("""
 import json
-from pytest_hetero.pytest_plugin.stash import OUTCOME
+from pytest_hetero.pytest_plugin.stash import FINAL, OUTCOME
 
 SEEN = []
 
@@ -189,8 +189,14 @@ def pytest_runtest_logreport(report):
 def pytest_sessionfinish(session):
     kept = [dict(r.user_properties).get("hetero_evidence") for r in SEEN if r.user_properties]
     stash = [item.stash.get(OUTCOME, None) for item in session.items]
+    objects = {}  # nodeid -> ids of the slim dicts its stash and reports hold
+    for item in session.items:
+        objects[item.nodeid] = {id(item.stash.get(OUTCOME, None)), id(item.stash.get(FINAL, None))}
+    for r in SEEN:
+        if dict(r.user_properties).get("hetero_evidence") is not None:
+            objects[r.nodeid].add(id(dict(r.user_properties)["hetero_evidence"]))
     with open("kept.json", "w") as fh:
-        json.dump({"reports": kept, "stash": stash}, fh)
+        json.dump({"reports": kept, "stash": stash, "objects": {k: len(v) for k, v in objects.items()}}, fh)
 """)
     pytester.runpytest_subprocess("-p", "no:cacheprovider", "--hetero-run-id", "r1").assert_outcomes(
         passed=4, skipped=1)
@@ -198,6 +204,8 @@ def pytest_sessionfinish(session):
     slim = {"nodeid", "matrix", "layer", "keys", "owner", "status", "blocked_by", "reason", "failure"}
     assert len(kept["reports"]) == 5 and all(set(e) == slim for e in kept["reports"])
     assert len(kept["stash"]) == 5 and all(set(e) == slim for e in kept["stash"])
+    # one slim dict per item, shared by its stash and its reports (not one each)
+    assert kept["objects"] and set(kept["objects"].values()) == {1}
     journaled = [json.loads(x)["evidence"] for x in (pytester.path / "reports" / "r1" / "journal.jsonl"
                                                      ).read_text().splitlines() if '"type":"item"' in x]
     assert all(e["records"] for e in journaled if e["status"] == "passed")  # the full evidence is in the journal

@@ -370,7 +370,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 
         path, lineno, _ = item.reportinfo()
         report.longrepr = (str(path), (lineno or 0) + 1, one_line(str(report.longrepr[2])))
-    item.stash[FINAL] = slim(evidence)
+    item.stash[FINAL] = shared_slim(evidence, item.stash.get(FINAL, None))
     # once this report is logged (and not to be rerun), the item keeps only what gating reads
     item.config.stash.setdefault(_SLIM_LATER, {})[report.nodeid] = item
     report.user_properties.append((EVIDENCE_PROPERTY, evidence))
@@ -410,6 +410,13 @@ def slim(evidence: dict[str, Any]) -> dict[str, Any]:
     return {k: evidence.get(k) for k in SLIM_FIELDS}
 
 
+def shared_slim(evidence: dict[str, Any], known: dict[str, Any] | None) -> dict[str, Any]:
+    """:func:`slim` of ``evidence``, or ``known`` itself when that says the same: an item's phases, its
+    stash and its reports then hold one slim dict instead of one each (they are replaced, never changed)."""
+    made = slim(evidence)
+    return known if known is not None and made == known else made
+
+
 _SLIM_LATER = pytest.StashKey[dict[str, Any]]()
 """Nodeid → the item whose report carries its full evidence, until that report is logged."""
 
@@ -432,10 +439,12 @@ class Slimmer:
         if not any(name == EVIDENCE_PROPERTY for name, _ in props):
             return
         item = self.config.stash.get(_SLIM_LATER, {}).pop(report.nodeid, None)
+        final = item.stash.get(FINAL, None) if item is not None else None
         if item is not None and str(report.outcome) != "rerun" and OUTCOME in item.stash:
-            item.stash[OUTCOME] = slim(item.stash[OUTCOME])
-        report.user_properties = [(name, slim(value) if name == EVIDENCE_PROPERTY and isinstance(value, dict)
-                                   else value) for name, value in props if name != TARGET_PROPERTY]
+            item.stash[OUTCOME] = shared_slim(item.stash[OUTCOME], final)
+        report.user_properties = [(name, shared_slim(value, final) if name == EVIDENCE_PROPERTY
+                                   and isinstance(value, dict) else value) for name, value in props
+                                  if name != TARGET_PROPERTY]
 
 
 class Journaler:
