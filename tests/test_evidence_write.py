@@ -88,3 +88,19 @@ def test_report_html_written_piece_by_piece_is_what_render_gives(tmp_path: Path)
     page = (tmp_path / "report.html").read_bytes()
     assert page == render("html", evidence, signoff)
     assert b"&lt;script&gt;document.title" in page and b"<script>document" not in page
+
+
+def test_a_page_that_fails_half_way_leaves_no_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """report.html is streamed: a template error after the first pieces must not leave half a page that
+    the manifest would then list."""
+    import pytest_hetero.reporting.html as html
+
+    def broken(evidence: dict[str, Any], signoff: dict[str, Any]) -> Any:
+        yield "<!doctype html><p>half"
+        raise RuntimeError("template broke")
+
+    monkeypatch.setattr(html, "html_chunks", broken)
+    with pytest.raises(RuntimeError, match="template broke"):
+        write_renderings(sample_evidence(), tmp_path, {"run_signer": None, "source": "run_end", "roles": [],
+                                                       "note": "", "signer_error": None})
+    assert sorted(p.name for p in tmp_path.iterdir()) == []

@@ -68,9 +68,13 @@ def write_renderings(evidence: dict[str, Any], bundle_dir: Path, signoff: dict[s
             if fmt == "html":
                 from pytest_hetero.reporting.html import html_chunks
 
-                with open(tmp, "wb") as fh:
-                    for piece in html_chunks(evidence, signoff):
-                        fh.write(piece.encode("utf-8", "replace"))
+                try:
+                    with open(tmp, "wb") as fh:
+                        for piece in html_chunks(evidence, signoff):
+                            fh.write(piece.encode("utf-8", "replace"))
+                except BaseException:
+                    tmp.unlink(missing_ok=True)  # half a page is no rendering: nothing is left to list
+                    raise
             else:
                 tmp.write_bytes(render(fmt, evidence, signoff))
             tmp.replace(bundle_dir / name)
