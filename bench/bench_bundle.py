@@ -19,11 +19,12 @@ which is printed too):
 * floor, reported (no target) — C: the parts of the finish that no implementation can skip, each done
   the plain way on the same run: ``json.loads`` and an HMAC-SHA256 of every journal line (reading and
   authenticating it), ``json.dumps`` of evidence.json (compact, sorted keys) and of the CTRF document
-  (built beforehand, not timed), the JUnit XML rendering, one ``os.walk`` + ``lstat`` of the bundle (the
-  manifest must see every file) and an Ed25519 signature. ``floor / json.dump`` says what ratio any finish
-  writing these outputs starts from; ``finish / floor`` is what the gate adds (evidence assembly, untested
-  scope, report.html, summary.md, the second walk that finds files planted meanwhile, manifest,
-  statement, summary attestations).
+  (built beforehand, not timed), the JUnit XML rendering (the gate's own, which writes the testcases as
+  text: junitparser's per-element objects and ElementTree's serialiser are slower), one ``os.walk`` +
+  ``lstat`` of the bundle (the manifest must see every file) and an Ed25519 signature.
+  ``floor / json.dump`` says what ratio any finish writing these outputs starts from; ``finish / floor``
+  is what the gate adds (evidence assembly, untested scope, report.html, summary.md, the second walk that
+  finds files planted meanwhile, manifest, statement, summary attestations).
 * whole command — the same finish as a user runs it after a crash, ``hetero report --from-journal DIR
   --sign-key KEY`` in a fresh interpreter, against a fresh interpreter that reads the journal's lines
   with ``json.loads`` and ``json.dump``s the items (the plain way to turn a journal into an evidence
