@@ -234,3 +234,22 @@ def test_the_compiled_template_is_kept_for_the_next_run_in_a_folder_only_this_us
     folder.chmod(0o777)
     assert template_cache() is None
     assert render_html(evidence, signoff_context({}, None, "no key")) == first
+
+
+def test_record_data_reads_as_json_compact_where_short_and_indented_where_long() -> None:
+    """Issue 20's fifth pass: records are no longer all indented by the pure-Python encoder; a short value
+    stays on its key's line, a long nested one is indented, characters are kept, and it is JSON."""
+    import json
+
+    from pytest_hetero.reporting.html import RECORD_LINE, _record_text
+
+    data = {"source": "proc", "expected": {"min_cpus": 1}, "name": "中文 GPU",
+            "observed": {"devices": [{"index": n, "name": "NVIDIA H100 80GB HBM3", "health": "ok"} for n in range(3)]}}
+    text = _record_text(data)
+    assert json.loads(text) == data
+    lines = text.splitlines()
+    assert ' "expected": {"min_cpus": 1},' in lines and ' "name": "中文 GPU",' in lines
+    assert ' "observed": {' in lines and '    "name": "NVIDIA H100 80GB HBM3"' in lines
+    assert all(len(line) <= RECORD_LINE + 20 for line in lines)
+    assert _record_text({"text": "a log\n"}) == "a log\n" and _record_text([1, "x"]) == '[1, "x"]'
+    assert _record_text({}) == "{}"
