@@ -73,8 +73,8 @@ def main(argv: list[str] | None = None) -> int:
         for name in names:
             wrap(module, name, name)
     finish.recorded_manifest = manifest.recorded_manifest  # the name finish_bundle calls
-    render = writers.render
-    writers.render = lambda fmt, *a, **k: timed(f"render.{fmt}", lambda: render(fmt, *a, **k))
+    pieces = writers.pieces  # what write_renderings writes from; timed whole, each format's pieces in turn
+    writers.pieces = lambda fmt, *a, **k: iter(timed(f"render.{fmt}", lambda: list(pieces(fmt, *a, **k))))
     work = Path(tempfile.mkdtemp(prefix="hetero-steps-"))
     try:
         matrix = bb.write_inputs(work, 1)

@@ -10,6 +10,7 @@ its format is rendered.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,57 +27,61 @@ def render(fmt: str, evidence: dict[str, Any], signoff: dict[str, Any], lang: st
     :func:`pytest_hetero.bundle.signoff.signoff_context`; ``lang`` (``en``/``zh``) is the dossier's
     language. A character UTF-8 cannot carry (a lone surrogate from a model's outputs) becomes ``?``.
     Raises ValueError for an unknown format or language."""
+    return b"".join(pieces(fmt, evidence, signoff, lang))
+
+
+def pieces(fmt: str, evidence: dict[str, Any], signoff: dict[str, Any], lang: str = "en") -> Iterator[bytes]:
+    """:func:`render` as consecutive pieces of bytes, for a writer that need not hold the whole rendering:
+    report.html comes as the template yields it (its whole text was about three times the page at 1,500
+    detailed items), every other format as one piece. Raises as :func:`render` does, when iterated."""
     if fmt == "dossier":
         from pytest_hetero.reporting.dossier import render_dossier
         from pytest_hetero.reporting.dossier_text import LANGS
 
         if lang not in LANGS:
             raise ValueError(f"unknown language {lang!r}; choose from {', '.join(LANGS)}")
-        return render_dossier(evidence, signoff, "zh" if lang == "zh" else "en").encode("utf-8", "replace")
+        yield render_dossier(evidence, signoff, "zh" if lang == "zh" else "en").encode("utf-8", "replace")
+        return
     if lang != "en":
         raise ValueError(f"--lang applies to the dossier only; {fmt} is rendered in English")
     if fmt == "html":
-        from pytest_hetero.reporting.html import render_html
+        from pytest_hetero.reporting.html import html_chunks
 
-        return render_html(evidence, signoff).encode("utf-8", "replace")
-    if fmt == "md":
+        yield from (piece.encode("utf-8", "replace") for piece in html_chunks(evidence, signoff))
+    elif fmt == "md":
         from pytest_hetero.reporting.markdown import render_markdown
 
-        return render_markdown(evidence, signoff).encode("utf-8", "replace")
-    if fmt == "junit":
+        yield render_markdown(evidence, signoff).encode("utf-8", "replace")
+    elif fmt == "junit":
         from pytest_hetero.reporting.junit import render_junit
 
-        return render_junit(evidence)
-    if fmt == "ctrf":
+        yield render_junit(evidence)
+    elif fmt == "ctrf":
         from pytest_hetero.reporting.ctrf import render_ctrf
         from pytest_hetero.reporting.view import json_text
 
         # compact, keys in the fixed order render_ctrf builds them: the C encoder's fastest path
-        return (json_text(render_ctrf(evidence)) + "\n").encode("utf-8", "replace")
-    raise ValueError(f"unknown format {fmt!r}; choose from {', '.join(FORMATS)}")
+        yield (json_text(render_ctrf(evidence)) + "\n").encode("utf-8", "replace")
+    else:
+        raise ValueError(f"unknown format {fmt!r}; choose from {', '.join(FORMATS)}")
 
 
 def write_renderings(evidence: dict[str, Any], bundle_dir: Path, signoff: dict[str, Any]) -> list[Path]:
     """Write every rendering (FORMATS) of ``evidence`` into ``bundle_dir`` (each to a temporary name,
     then renamed); return their paths. ``signoff`` is the sign-off view (run signer or why unsigned,
-    owner roles). report.html is written piece by piece as the template yields it (the same bytes as
-    :func:`render`)."""
+    owner roles). Each is written piece by piece (:func:`pieces`: the same bytes as :func:`render`); a
+    rendering that fails half-way leaves no file behind for the manifest to list."""
     written = []
     with gc_paused():
         for fmt, name in FORMATS.items():
             tmp = bundle_dir / f".hetero-tmp-{name}"
-            if fmt == "html":
-                from pytest_hetero.reporting.html import html_chunks
-
-                try:
-                    with open(tmp, "wb") as fh:
-                        for piece in html_chunks(evidence, signoff):
-                            fh.write(piece.encode("utf-8", "replace"))
-                except BaseException:
-                    tmp.unlink(missing_ok=True)  # half a page is no rendering: nothing is left to list
-                    raise
-            else:
-                tmp.write_bytes(render(fmt, evidence, signoff))
+            try:
+                with open(tmp, "wb") as fh:
+                    for piece in pieces(fmt, evidence, signoff):
+                        fh.write(piece)
+            except BaseException:
+                tmp.unlink(missing_ok=True)  # half a rendering is none: nothing is left to list
+                raise
             tmp.replace(bundle_dir / name)
             written.append(bundle_dir / name)
     return written
