@@ -23,9 +23,9 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from pytest_hetero.durations import EXAMPLES, parse_duration
 from pytest_hetero.errors import HeteroError
 from pytest_hetero.hooks.registry import plugin_manager
-from pytest_hetero.matrix.load import parse_duration
 
 
 def build_parser(hook: Any) -> argparse.ArgumentParser:
@@ -36,7 +36,7 @@ def build_parser(hook: Any) -> argparse.ArgumentParser:
     parser.add_argument("--backend", default="all", metavar="NAME",
                         help="which backend's leftovers to remove, e.g. docker or kubernetes (default: all)")
     parser.add_argument("--older-than", metavar="DURATION", default=None,
-                        help="only objects created more than DURATION ago (e.g. 2h, 30m, 90s)")
+                        help="only objects created more than DURATION ago (e.g. 90s, 30m, 2h, 2d)")
     parser.add_argument("--run-id", metavar="ID", default=None, help="only objects of this run")
     parser.add_argument("--dry-run", action="store_true", help="list what would be removed, remove nothing")
     parser.add_argument("--json", action="store_true", help="print a JSON list instead of one line per object")
@@ -68,7 +68,7 @@ def run(args: argparse.Namespace, hook: Any) -> int:
     try:
         args.older_than_s = None if args.older_than is None else parse_duration(args.older_than)
     except ValueError:
-        sys.stderr.write(f"hetero cleanup: --older-than {args.older_than!r} is not a duration (e.g. 2h, 30m)\n")
+        sys.stderr.write(f"hetero cleanup: --older-than {args.older_than!r} is not a duration ({EXAMPLES})\n")
         return 2
     reports = [r for found in hook.pytest_hetero_cleanup(backend=None if args.backend == "all" else args.backend,
                                                          args=args) for r in found or ()]

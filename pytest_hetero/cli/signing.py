@@ -97,26 +97,15 @@ def _sign_policy(args: argparse.Namespace) -> int:
     return 0
 
 
-AGE_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
-
-
 def parse_age(text: str) -> float:
-    """``--max-age`` value in seconds: a number of seconds, or amounts with units s, m, h, d, w
-    (``36h``, ``7d``, ``1d12h``). Raises HeteroError naming the option and the accepted forms."""
-    import re
+    """``--max-age`` value in seconds, read by the one duration grammar (:mod:`pytest_hetero.durations`:
+    ``3600``, ``36h``, ``7d``, ``1d12h``). Raises HeteroError naming the option and the accepted forms."""
+    from pytest_hetero.durations import EXAMPLES, parse_duration
 
-    value = text.strip().lower()
-    parts = re.fullmatch(r"(?:\d+(?:\.\d+)?[smhdw])+", value)
     try:
-        if parts is None:
-            seconds = float(value)
-        else:
-            seconds = sum(float(n) * AGE_UNITS[u] for n, u in re.findall(r"(\d+(?:\.\d+)?)([smhdw])", value))
+        return parse_duration(text)
     except ValueError:
-        seconds = -1.0
-    if not seconds > 0:
-        raise HeteroError(f"--max-age {text!r} is not a duration", hint="e.g. 36h, 7d, 90m, 1d12h or 3600 (seconds)")
-    return seconds
+        raise HeteroError(f"--max-age {text!r} is not a duration", hint=EXAMPLES) from None
 
 
 def _policy(args: argparse.Namespace, keys: list[Any]) -> Any:

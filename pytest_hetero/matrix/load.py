@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_hetero import LAYERS
+from pytest_hetero.durations import parse_duration
 from pytest_hetero.errors import Location, MatrixError, MatrixInvalid
 from pytest_hetero.matrix.model import (
     DEFAULT_DOMAIN,
@@ -40,9 +41,6 @@ from pytest_hetero.matrix.yamlnodes import Positions, dotted, read_yaml
 from pytest_hetero.usercache import cache_dir, installed_files
 from pytest_hetero.vocab import DEFAULT_OWNERS
 
-_DURATION = re.compile(r"([0-9]+(?:\.[0-9]+)?)(ms|s|m|h)")
-_UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
-
 
 @lru_cache(maxsize=1)
 def matrix_schema() -> dict[str, Any]:
@@ -51,23 +49,8 @@ def matrix_schema() -> dict[str, Any]:
     return dict(json.loads(text))
 
 
-def parse_duration(value: float | str) -> float:
-    """Seconds from a number or a string like ``'90s'``, ``'5m'``, ``'1m30s'``, ``'250ms'``.
-
-    Raises ValueError for anything else (the schema normally catches it first).
-    """
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return float(value)
-    text = str(value).strip()
-    parts = _DURATION.findall(text)
-    if not parts or "".join(n + u for n, u in parts) != text:
-        raise ValueError(f"bad duration {value!r}")
-    return sum(float(n) * _UNIT_S[u] for n, u in parts)
-
-
 MAX_DURATION_S = 7 * 24 * 3600.0
 """Longest layer timeout accepted (seconds); longer ones would overflow timers and hide hangs."""
-
 
 
 TYPE_WORDS = {
@@ -256,7 +239,10 @@ def _reference_problems(data: dict[str, Any], pos: Positions, file: str) -> list
                 problems.append(error(("spec", "exclude", i, dim), f"exclude rule names unknown {dim} '{rule[dim]}'",
                                       hint))
     for layer, conf in (spec.get("layers") or {}).items():
-        seconds = parse_duration(conf["timeout"]) if isinstance(conf, dict) and "timeout" in conf else 1.0
+        try:
+            seconds = parse_duration(conf["timeout"]) if isinstance(conf, dict) and "timeout" in conf else 1.0
+        except ValueError:
+            seconds = 0.0
         if not 0 < seconds <= MAX_DURATION_S:
             problems.append(error(("spec", "layers", layer, "timeout"),
                                   f"timeout {conf['timeout']!r} is {seconds:g} s, outside (0, 7 days]",
@@ -474,11 +460,7 @@ def _build(data: dict[str, Any], path: Path, raw_sha: str, pos: Positions) -> Ma
 def _validation(raw: dict[str, Any]) -> dict[str, Any]:
     """``valid_for_s`` and ``validation_domain`` of ``spec.validation`` (schema-checked), defaults when absent."""
     out: dict[str, Any] = {"validation_domain": raw.get("domain", DEFAULT_DOMAIN)}
-    valid_for = raw.get("valid_for", DEFAULT_VALID_FOR_S)
-    if isinstance(valid_for, str):
-        valid_for = sum(float(n) * {"d": 86400.0, "h": 3600.0, "m": 60.0, "s": 1.0}[u]
-                        for n, u in re.findall(r"([0-9]+(?:\.[0-9]+)?)([dhms])", valid_for))
-    out["valid_for_s"] = float(valid_for)
+    out["valid_for_s"] = parse_duration(raw.get("valid_for", DEFAULT_VALID_FOR_S))
     return out
 
 

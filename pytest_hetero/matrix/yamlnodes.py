@@ -2,8 +2,9 @@
 
 PyYAML's composer gives a node tree with marks; we build plain Python data from it ourselves
 so that we can (1) remember the line/column of every key and value by JSON path, (2) refuse
-duplicate keys, and (3) bound alias expansion (a "billion laughs" document is refused
-instead of exhausting memory).
+duplicate keys — a key written twice in one mapping; a key a merge key (``<<: *base``, YAML 1.1
+merge type) brings in and the mapping then sets itself is an override, as YAML reads it — and
+(3) bound alias expansion (a "billion laughs" document is refused instead of exhausting memory).
 """
 
 from __future__ import annotations
@@ -80,12 +81,31 @@ def read_yaml(path: Path, error: type[HeteroError]) -> tuple[Any, Positions]:
     positions = Positions()
     budget = [MAX_NODES]
     constructor = yaml.SafeLoader("")
-    data = _build(root, (), positions, budget, constructor, path, error)
+    data = _build(root, (), positions, budget, _Merges(constructor), path, error)
     return data, positions
 
 
+class _Merges:
+    """Flattens merge keys once per mapping node (an alias visits the same node again) and remembers which
+    key nodes each mapping got from a merge, so overrides are told apart from keys written twice."""
+
+    def __init__(self, constructor: yaml.SafeLoader) -> None:
+        self.constructor = constructor
+        self.merged: dict[int, set[int]] = {}
+
+    def pairs(self, node: yaml.MappingNode) -> tuple[list[tuple[yaml.Node, yaml.Node]], set[int]]:
+        """``node``'s (key, value) pairs after merging, merged ones first in PyYAML's order (a later pair
+        wins), and the ids of the key nodes that came from a merge."""
+        if id(node) not in self.merged:
+            own = {id(k) for k, _ in node.value if k.tag != "tag:yaml.org,2002:merge"}
+            self.constructor.flatten_mapping(node)
+            self.merged[id(node)] = {id(k) for k, _ in node.value if id(k) not in own}
+        return node.value, self.merged[id(node)]
+
+
 def _build(node: yaml.Node, path: PathKey, positions: Positions, budget: list[int],
-           constructor: yaml.SafeLoader, file: Path, error: type[HeteroError]) -> Any:
+           merges: _Merges, file: Path, error: type[HeteroError]) -> Any:
+    constructor = merges.constructor
     budget[0] -= 1
     if budget[0] < 0:
         line, col = _pos(node)
@@ -94,22 +114,25 @@ def _build(node: yaml.Node, path: PathKey, positions: Positions, budget: list[in
     positions.values.setdefault(path, _pos(node))
     if isinstance(node, yaml.MappingNode):
         out: dict[str, Any] = {}
-        constructor.flatten_mapping(node)
-        for key_node, value_node in node.value:
+        pairs, merged = merges.pairs(node)
+        written: set[str] = set()
+        for key_node, value_node in pairs:
             key = constructor.construct_object(key_node, deep=True)
             line, col = _pos(key_node)
             if not isinstance(key, (str, int, float, bool)):
                 raise error("mapping keys must be plain scalars", Location(str(file), line, col),
                             "quote the key")
             key = str(key)
-            if key in out:
-                raise error(f"duplicate key '{key}'", Location(str(file), line, col,
-                            dotted((*path, key))), "remove one of the two entries")
+            if id(key_node) not in merged:
+                if key in written:
+                    raise error(f"duplicate key '{key}'", Location(str(file), line, col,
+                                dotted((*path, key))), "remove one of the two entries")
+                written.add(key)
             positions.keys[(*path, key)] = (line, col)
-            out[key] = _build(value_node, (*path, key), positions, budget, constructor, file, error)
+            out[key] = _build(value_node, (*path, key), positions, budget, merges, file, error)
         return out
     if isinstance(node, yaml.SequenceNode):
-        return [_build(child, (*path, i), positions, budget, constructor, file, error)
+        return [_build(child, (*path, i), positions, budget, merges, file, error)
                 for i, child in enumerate(node.value)]
     try:
         return constructor.construct_object(node, deep=True)
