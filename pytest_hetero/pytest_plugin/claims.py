@@ -7,6 +7,13 @@ the rootdir moves up to a common ancestor and every node id gains a prefix (``po
 instead of ``matrices/…``), which breaks CI test history. Claim ids are therefore relative to the
 rootdir pytest settles on from the test paths alone (:func:`claim_root`); ``--rootdir`` and
 ``-c`` are honoured as pytest honours them.
+
+Without an ini file (no ``pytest.ini``/``pyproject.toml [tool.pytest.ini_options]``/``tox.ini``/
+``setup.cfg`` above the matrices) pytest's rootdir is the common ancestor of the invocation directory and
+the test paths, so ``cd matrices && pytest m.matrix.yaml`` and ``pytest matrices/m.matrix.yaml`` would give
+different ids and a baseline would stop matching. A claim id is then the matrix file's path relative to its
+project (:func:`pytest_hetero.matrix.load.containment_root`: the nearest folder above it holding
+``pyproject.toml``, ``.git`` or ``.hetero-root``, else its own folder), the same from any directory.
 """
 
 from __future__ import annotations
@@ -49,9 +56,20 @@ def claim_root(config: pytest.Config) -> Path:
     return root
 
 
+def without_ini(config: pytest.Config) -> bool:
+    """True when pytest found no ini file and was given no ``--rootdir``/``-c``: its rootdir then depends on
+    the invocation directory, so claim ids are anchored to each matrix's project instead."""
+    return config.inipath is None and not config.option.rootdir and not config.option.inifilename
+
+
 def claim_prefix(config: pytest.Config, path: Path, nodeid_prefix: str) -> str:
-    """The claim id prefix of the matrix file at ``path``: its path relative to :data:`CLAIM_ROOT`
-    (``/``-separated), or pytest's ``nodeid_prefix`` for a file outside it."""
+    """The claim id prefix of the matrix file at ``path`` (``/``-separated): relative to its project when
+    pytest found no ini file (:func:`without_ini`), else relative to :data:`CLAIM_ROOT`; pytest's
+    ``nodeid_prefix`` for a file outside that root."""
+    if without_ini(config):
+        from pytest_hetero.matrix.load import containment_root
+
+        return path.resolve().relative_to(containment_root(path)[0]).as_posix()
     root = config.stash.get(CLAIM_ROOT, None)
     if root is None or root == config.rootpath:
         return nodeid_prefix

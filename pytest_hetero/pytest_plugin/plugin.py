@@ -226,9 +226,13 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 
 
 def pytest_report_header(config: pytest.Config) -> str | None:
-    """Say so when claim ids are not relative to pytest's rootdir (an option's path moved it)."""
-    from pytest_hetero.pytest_plugin.claims import CLAIM_ROOT, option_paths
+    """Say so when claim ids are not relative to pytest's rootdir (no ini file, or an option's path moved it)."""
+    from pytest_hetero.pytest_plugin.claims import CLAIM_ROOT, option_paths, without_ini
 
+    if without_ini(config):
+        return (f"pytest-hetero: no ini file: claim ids are each matrix's path relative to its project (the folder "
+                f"above it holding pyproject.toml, .git or .hetero-root, else its own folder), not to the rootdir "
+                f"{config.rootpath}")
     root = config.stash.get(CLAIM_ROOT, None)
     if root is None or root == config.rootpath:
         return None
