@@ -147,14 +147,15 @@ def plan_report(args: argparse.Namespace, hook: Any = None) -> dict[str, Any]:
     resolves the backend (default: the registry with ``args.plugins``)."""
     from pytest_hetero.hooks.registry import plugin_manager
     from pytest_hetero.matrix.expand import expand
-    from pytest_hetero.matrix.load import load_matrix
+    from pytest_hetero.matrix.load import load_earlier_version, load_matrix
     from pytest_hetero.matrix.selection import Request, parse_selector, parse_shard, resolve_profile, select
 
     hook = hook if hook is not None else plugin_manager(getattr(args, "plugins", ())).hook
     matrix = load_matrix(args.matrix)
     plan = expand(matrix, scheduling_per_image=scheduling_per_image(matrix, hook, args.backend))
     request = Request(profile=args.profile, selectors=tuple(parse_selector(s) for s in args.affected),
-                      affected_from=load_matrix(args.affected_from) if args.affected_from else None,
+                      affected_from=load_earlier_version(Path(args.affected_from), [matrix.path])
+                      if args.affected_from else None,
                       shard=parse_shard(args.shard) if args.shard else None)
     cluster = _cluster_drift(args, matrix, plan) if getattr(args, "affected_from_cluster", None) else None
     if cluster is not None:

@@ -89,7 +89,7 @@ def environment_sha256(matrix: Matrix, reference: str) -> str | None:
     from importlib import metadata
 
     if reference.startswith("venv:"):
-        root = (matrix.path.parent / reference.split(":", 1)[1]).resolve()
+        root = (matrix.base / reference.split(":", 1)[1]).resolve()
     elif reference.startswith("python:") and reference != "python:current":
         root = Path(reference.split(":", 1)[1]).resolve().parent.parent
     else:

@@ -13,6 +13,7 @@ import json
 import os
 import re
 from collections.abc import Callable
+from dataclasses import replace
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
@@ -389,9 +390,8 @@ def _hex(digest: str) -> str:
     return digest.split(":", 1)[-1]
 
 
-def _build(data: dict[str, Any], path: Path, raw_sha: str, pos: Positions) -> Matrix:
+def _build(data: dict[str, Any], path: Path, raw_sha: str, pos: Positions, base: Path) -> Matrix:
     spec = data["spec"]
-    base = path.parent
 
     def rel(p: str | None) -> Path | None:
         return None if p is None else (base / p).resolve()
@@ -464,14 +464,16 @@ def _validation(raw: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def load_matrix(path: str | Path) -> Matrix:
-    """Read, validate and build the matrix at ``path``.
+def load_matrix(path: str | Path, *, read_from: Path | None = None) -> Matrix:
+    """Read, validate and build the matrix at ``path``; with ``read_from`` (a folder), its relative paths
+    resolve from there and must stay in that folder's project, as if the file lay in it.
 
     Raises MatrixInvalid (a MatrixError) listing every problem with file:line:column, field
     and hint; never another exception for bad content. OSError-level problems (missing
     file) are also reported as MatrixError.
     """
     path = Path(path).resolve()
+    placed = (read_from.resolve() / path.name) if read_from is not None else path
     display = _display(path)
     try:
         data, pos = read_yaml(path, MatrixError)
@@ -487,10 +489,38 @@ def load_matrix(path: str | Path) -> Matrix:
                              Location(display, 1, 1), "start with apiVersion: pytest-hetero/v1")])
     problems = _schema_problems(data, pos, display)
     if not problems:
-        problems = _reference_problems(data, pos, display) + _escaping_paths(data, pos, display, path)
+        problems = _reference_problems(data, pos, display) + _escaping_paths(data, pos, display, placed)
     if problems:
         raise MatrixInvalid(problems)
-    return _build(data, path, hashlib.sha256(path.read_bytes()).hexdigest(), pos)
+    matrix = _build(data, path, hashlib.sha256(path.read_bytes()).hexdigest(), pos, placed.parent)
+    return matrix if placed == path else replace(matrix, read_from=placed.parent)
+
+
+def load_earlier_version(old: Path, current: list[Path]) -> Matrix:
+    """The earlier version of a matrix for ``--hetero-affected-from``: ``old`` read beside its own files when it
+    lies in a project of its own (a git worktree or checkout of the base branch); otherwise — a copy made with
+    ``git show BASE:matrices/m.matrix.yaml > /tmp/old.yaml``, or one written into this project — its relative
+    paths are read from the folder of the matrix among ``current`` with the same ``metadata.name``, where they
+    were written. Raises MatrixInvalid as :func:`load_matrix`."""
+    old = old.resolve()
+    own = project_root(old)
+    currents = [p.resolve() for p in current]
+    if own is not None and all(project_root(p) != own for p in currents):
+        return load_matrix(old)
+    try:
+        data, _ = read_yaml(old, MatrixError)
+        name = data["metadata"]["name"] if isinstance(data, dict) and isinstance(data.get("metadata"), dict) else None
+    except MatrixError:
+        name = None
+    for candidate in currents:
+        try:
+            other, _ = read_yaml(candidate, MatrixError)
+        except MatrixError:
+            continue
+        if name is not None and isinstance(other, dict) and isinstance(other.get("metadata"), dict) \
+                and other["metadata"].get("name") == name:
+            return load_matrix(old, read_from=candidate.parent)
+    return load_matrix(old)
 
 
 def _display(path: Path) -> str:

@@ -236,6 +236,14 @@ class Matrix:
     """``spec.validation.domain``: published label/condition keys are ``validation.<domain>/<task-type>``."""
     tenants: tuple[Tenant, ...] = ()
     probes: tuple[GovernanceProbe, ...] = ()
+    read_from: Path | None = None
+    """The folder its relative paths were read from when that is not the file's own (an earlier version of a
+    matrix copied out of its project, read as if in the current matrix's folder); None otherwise."""
+
+    @property
+    def base(self) -> Path:
+        """The folder the matrix's relative paths resolve from."""
+        return self.read_from or self.path.parent
 
     @property
     def backend(self) -> str:

@@ -229,15 +229,17 @@ def pytest_report_header(config: pytest.Config) -> str | None:
     """Say so when claim ids are not relative to pytest's rootdir (no ini file, or an option's path moved it)."""
     from pytest_hetero.pytest_plugin.claims import CLAIM_ROOT, option_paths, without_ini
 
+    lines = []
     if without_ini(config):
-        return (f"pytest-hetero: no ini file: claim ids are each matrix's path relative to its project (the folder "
-                f"above it holding pyproject.toml, .git or .hetero-root, else its own folder), not to the rootdir "
-                f"{config.rootpath}")
+        lines.append(f"pytest-hetero: no ini file: claim ids are each matrix's path relative to its project (the "
+                     f"folder above it holding pyproject.toml, .git or .hetero-root, else its own folder), not to "
+                     f"the rootdir {config.rootpath}")
     root = config.stash.get(CLAIM_ROOT, None)
-    if root is None or root == config.rootpath:
-        return None
-    return (f"pytest-hetero: claim ids are relative to {root}: pytest took {', '.join(option_paths(config))} for "
-            f"test paths and moved its rootdir to {config.rootpath} (write --hetero-…=PATH to keep its node ids too)")
+    if root is not None and root != config.rootpath:
+        lines.append(f"pytest-hetero: claim ids are relative to {root}: pytest took {', '.join(option_paths(config))} "
+                     f"for test paths and moved its rootdir to {config.rootpath} (write --hetero-…=PATH to keep its "
+                     f"node ids too)")
+    return "\n".join(lines) or None
 
 
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:

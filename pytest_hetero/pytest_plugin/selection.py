@@ -31,13 +31,15 @@ def selection_asked(settings: Settings) -> bool:
                 or settings.affected_from_cluster)
 
 
-def build_request(settings: Settings) -> Request:
-    """Parse the run settings into a :class:`Request`. Raises HeteroError (SettingsError for bad
-    values, MatrixError when the old matrix of ``--hetero-affected-from`` is invalid)."""
-    from pytest_hetero.matrix.load import load_matrix
+def build_request(settings: Settings, current: list[Path] | None = None) -> Request:
+    """Parse the run settings into a :class:`Request`; ``current`` are the matrix files of this run, among
+    which the old matrix of ``--hetero-affected-from`` finds its own (see
+    :func:`~pytest_hetero.matrix.load.load_earlier_version`). Raises HeteroError (SettingsError for bad
+    values, MatrixError when that old matrix is invalid)."""
+    from pytest_hetero.matrix.load import load_earlier_version
     from pytest_hetero.matrix.selection import Request, parse_selector, parse_shard
 
-    old = load_matrix(settings.affected_from) if settings.affected_from else None
+    old = load_earlier_version(settings.affected_from, current or []) if settings.affected_from else None
     return Request(profile=settings.profile, selectors=tuple(parse_selector(s) for s in settings.affected),
                    affected_from=old, shard=parse_shard(settings.shard) if settings.shard else None)
 
@@ -107,7 +109,8 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     from pytest_hetero.matrix.selection import Selection, select
 
     try:
-        request = build_request(config.stash[SETTINGS])
+        earlier = matrices_in_args(config) if config.stash[SETTINGS].affected_from else None
+        request = build_request(config.stash[SETTINGS], [m.path for _, m, _ in earlier or []])
         if config.stash[SETTINGS].affected_from_cluster is not None:
             from dataclasses import replace
 
@@ -116,7 +119,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
             hits, label = config.stash[CLUSTER_HITS]
             request = replace(request, cluster=hits, cluster_label=label)
         config.stash[REQUEST] = request
-        plans = matrices_in_args(config) if request.active or controller else []
+        plans = (earlier if earlier is not None else matrices_in_args(config)) if request.active or controller else []
         selection = select(request, plans) if request.active and plans else Selection()
     except HeteroError as exc:
         raise usage_error(exc) from None
