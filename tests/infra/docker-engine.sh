@@ -21,7 +21,8 @@
 #   HETERO_DOCKERD_FLAGS    extra dockerd flags, appended verbatim (word-split)
 #   HETERO_DOCKER_STORAGE_DRIVER  overlay2 | vfs | auto (default auto: overlay2 when an overlay mount
 #                           works on the data root's filesystem, else vfs)
-#   HETERO_DEBIAN_MIRROR    Debian mirror for debootstrap (default: http://deb.debian.org/debian)
+#   HETERO_DEBIAN_MIRROR    Debian mirror for debootstrap (default: the one this machine's apt uses for the
+#                           suite, read from /etc/apt by tests/infra/apt-mirror.sh)
 #   HETERO_ORT_VERSION      onnxruntime wheel pinned into the py311-onnx image (default: 1.23.2)
 set -euo pipefail
 
@@ -29,8 +30,8 @@ STATE_DIR=${HETERO_DOCKER_STATE:-/tmp/hetero-docker}
 CACHE_ROOT=${HETERO_CACHE:-${HOME:-/root}/.cache/pytest-hetero}
 IMAGE_CACHE=$CACHE_ROOT/images
 WAIT_S=${HETERO_DOCKER_WAIT:-60}
-DEBIAN_MIRROR=${HETERO_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 SUITE=bookworm
+DEBIAN_MIRROR=${HETERO_DEBIAN_MIRROR:-}   # resolved from apt's configuration when an image is built
 ORT_VERSION=${HETERO_ORT_VERSION:-1.23.2}
 KEY_LABEL=org.pytest-hetero.image-key
 
@@ -225,6 +226,13 @@ cmd_stop() {
 # invalidates its cached tarball and the image in the engine (label $KEY_LABEL).
 # ---------------------------------------------------------------------------------------
 
+debian_mirror() {
+    # Outside the recipe, so the mirror does not change its cache key: the same packages from any mirror.
+    [ -n "$DEBIAN_MIRROR" ] && return 0
+    DEBIAN_MIRROR=$(bash "$(dirname "${BASH_SOURCE[0]}")/apt-mirror.sh" / "$SUITE") \
+        || die "no Debian mirror for $SUITE in this machine's apt configuration: set HETERO_DEBIAN_MIRROR"
+}
+
 build_py311_onnx() {
     local dir=$1
     apt_install debootstrap
@@ -356,6 +364,7 @@ ensure_image() {
             apt_install python3-pip
         fi
         log "building $name rootfs in $rootfs"
+        [ "$builder" = build_py311_onnx ] && debian_mirror
         "$builder" "$rootfs/root"
         tar --numeric-owner -C "$rootfs/root" -cf "$rootfs/rootfs.tar" .
         mv -f "$rootfs/rootfs.tar" "$tar"
