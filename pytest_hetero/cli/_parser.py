@@ -127,6 +127,28 @@ def _run_publish(args: argparse.Namespace) -> int:
     return cmd_publish(args)
 
 
+def _run_prune(args: argparse.Namespace) -> int:
+    from pytest_hetero.cli.prune import run
+
+    return run(args)
+
+
+def _add_prune(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("prune", help="retention: remove old run folders from a reports folder, keeping the newest "
+                                     "N and/or those younger than a duration, and every bundle a baseline names")
+    p.add_argument("reports", nargs="?", default="reports", metavar="REPORTS",
+                   help="the reports folder (default: reports)")
+    p.add_argument("--keep", type=int, default=None, metavar="N", help="keep the N newest finished bundles")
+    p.add_argument("--older-than", default=None, metavar="DURATION",
+                   help="remove only run folders older than DURATION (e.g. 7d, 36h)")
+    p.add_argument("--baseline", action="append", default=[], type=Path, metavar="PATH",
+                   help="never remove this bundle: a bundle folder, a link to one, or a text file listing bundles "
+                        "one per line (repeatable; links inside REPORTS are baselines too)")
+    p.add_argument("--dry-run", action="store_true", help="list what would be removed, remove nothing")
+    p.add_argument("--json", action="store_true", help="print a JSON list of decisions")
+    p.set_defaults(func=_run_prune)
+
+
 def _plugins(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-p", dest="plugins", action="append", default=[], metavar="MODULE", help=PLUGIN_HELP)
 
@@ -146,6 +168,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_workflow(sub)
     _add_signing(sub)
     _add_status(sub)
+    _add_prune(sub)
     p = sub.add_parser("report", help="rebuild a bundle (evidence.json, renderings, signature) "
                                       "from a run's journal, e.g. after a crash")
     p.add_argument("--from-journal", metavar="DIR", required=True, type=Path,
