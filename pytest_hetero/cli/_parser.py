@@ -149,6 +149,30 @@ def _add_prune(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.set_defaults(func=_run_prune)
 
 
+def _run_schema(args: argparse.Namespace) -> int:
+    import sys
+
+    from pytest_hetero.errors import HeteroError
+    from pytest_hetero.matrix.reference import explain, markdown
+
+    try:
+        sys.stdout.write(markdown() if args.markdown else explain(args.path))
+    except HeteroError as exc:
+        sys.stderr.write(f"hetero schema: {exc.render()}\n")
+        return 2
+    return 0
+
+
+def _add_schema(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("schema", help="what a matrix field means: type, default, examples and its fields, from the "
+                                      "JSON Schema (like kubectl explain), e.g. hetero schema spec.resources.expect")
+    p.add_argument("path", nargs="?", default="", metavar="PATH",
+                   help="dotted field path, e.g. spec.resources.requests (default: the whole document)")
+    p.add_argument("--markdown", action="store_true",
+                   help="print the whole reference as Markdown (docs/matrix-reference.md is generated with it)")
+    p.set_defaults(func=_run_schema)
+
+
 def _plugins(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-p", dest="plugins", action="append", default=[], metavar="MODULE", help=PLUGIN_HELP)
 
@@ -169,6 +193,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_signing(sub)
     _add_status(sub)
     _add_prune(sub)
+    _add_schema(sub)
     p = sub.add_parser("report", help="rebuild a bundle (evidence.json, renderings, signature) "
                                       "from a run's journal, e.g. after a crash")
     p.add_argument("--from-journal", metavar="DIR", required=True, type=Path,
