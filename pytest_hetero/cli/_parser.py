@@ -173,6 +173,20 @@ def _add_schema(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-a
     p.set_defaults(func=_run_schema)
 
 
+def _run_doctor(args: argparse.Namespace) -> int:
+    from pytest_hetero.cli.doctor import run
+
+    return run(args)
+
+
+def _add_doctor(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("doctor", help="what the matrices' engines need on this machine (sandbox, Docker and its "
+                                      "runtimes, Kubernetes context and permissions, device tools, Chromium), "
+                                      "each missing piece with its fix; exit 1 when something is missing")
+    p.add_argument("matrix", nargs="*", metavar="MATRIX", help="matrix files (none: check everything, require nothing)")
+    p.set_defaults(func=_run_doctor)
+
+
 def _plugins(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-p", dest="plugins", action="append", default=[], metavar="MODULE", help=PLUGIN_HELP)
 
@@ -194,6 +208,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_status(sub)
     _add_prune(sub)
     _add_schema(sub)
+    _add_doctor(sub)
     p = sub.add_parser("report", help="rebuild a bundle (evidence.json, renderings, signature) "
                                       "from a run's journal, e.g. after a crash")
     p.add_argument("--from-journal", metavar="DIR", required=True, type=Path,
