@@ -484,7 +484,7 @@ def read_csv(ctx: Ctx, piece: Piece) -> list[Finding]:
     for i in range(start, len(lines)):
         if not lines[i].strip():
             continue
-        cells = [c.strip() for c in lines[i].split(",")]
+        cells = [c.strip() for c in lines[i].split(",", max(len(fields) - 1, 0))]
         q: dict[str, Value] = {}
         for name, cell in zip(fields, cells, strict=False):
             value, _, note = cell.partition("  ")

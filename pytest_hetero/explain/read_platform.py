@@ -187,7 +187,7 @@ _HAMI_JSON = {k: re.compile(rf'"{k}":(?P<v>"[^"]*"|[\w.]+)') for k in (
 _HAMI_REQ = re.compile(r'"scoring pod" Memreq=(?P<mem>\d+) MemPercentagereq=(?P<pct>\d+) Coresreq=(?P<cores>\d+) '
                        r'Nums=(?P<nums>\d+)(?: device index=(?P<idx>\d+))?(?: device="(?P<dev>[^"]+)")?')
 _HAMI_FILTER = re.compile(r'"begin schedule filter" pod="(?P<pod>[^"]+)"(?: uuid="[^"]*")?'
-                          r'(?: namespace="(?P<ns>[^"]+)")?')
+                          r'(?: namespaces?="(?P<ns>[^"]+)")?')
 
 
 def _value(raw: str) -> Value:
