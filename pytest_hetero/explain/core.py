@@ -11,8 +11,8 @@ from pytest_hetero.explain import read_ascend, read_kube, read_nvidia, read_nvto
 from pytest_hetero.explain.blocks import Piece, clean_lines, split
 from pytest_hetero.explain.context import Ctx, make
 from pytest_hetero.explain.model import Block, Finding, Report, Value
-from pytest_hetero.probes.line_prefix import Prefix, normalise
 from pytest_hetero.explain.read_text import read_text
+from pytest_hetero.probes.line_prefix import Prefix, normalise
 
 
 def read_prompt(ctx: Ctx, piece: Piece) -> list[Finding]:
