@@ -3,8 +3,8 @@
 Operators rarely paste a tool's output bare. Lines arrive with the layers a collector put in front of them:
 
 * a forwarding host, as ``pdsh``/``clush``/``ansible -o`` and remote syslog print it: ``192.0.2.10: `` or
-  ``node-a1: `` (the same host token must start most lines, so ``NVRM:``, ``Error:`` or a YAML key are never
-  mistaken for one);
+  ``node-a1: `` (an address anywhere; a host name only when the same token starts at least 60 % of the lines,
+  and never ``NVRM:``, ``Error:`` and the like, so a YAML key or a log tag is not mistaken for one);
 * a syslog / ``journalctl`` (``short``, ``short-precise``, ``short-iso``, ``short-iso-precise``) prefix,
   ``<time> <host> <tag>[<pid>]: `` — the month may be English (``Jan  3``) or a CJK locale's (``8月 18``);
 * a raw ``/dev/kmsg`` record head ``<prio>,<seq>,<usec>,<flags>;`` (rewritten as the dmesg uptime stamp
@@ -13,10 +13,10 @@ Operators rarely paste a tool's output bare. Lines arrive with the layers a coll
 * ``kubectl logs --prefix``'s ``[pod/<name>/<container>] ``;
 * an RFC 3339 stamp from ``kubectl logs --timestamps`` or a CRI log file (``<rfc3339> stdout F ``).
 
-What is kept: a syslog prefix whose tag is ``kernel`` (the kernel reader reads it, wall clock included), and
-RFC 3339 stamps on runs of kernel lines (``dmesg --time-format iso``). The stripped prefix is kept per line
-(:class:`Prefix`): the host becomes the finding's ``host`` entity. Source lines in findings keep the exact
-input text; only what the readers parse is normalised.
+What is kept: a syslog prefix whose tag is ``kernel`` (the kernel reader reads it, wall clock included), and RFC
+3339 stamps on kernel lines (``dmesg --time-format iso``, whose stamps put ``,`` before the fraction). The stripped
+prefix is kept per line (:class:`Prefix`): the host becomes the finding's ``host`` entity. Source lines in findings
+keep the exact input text; only what the readers parse is normalised.
 """
 
 from __future__ import annotations
@@ -27,9 +27,9 @@ from dataclasses import dataclass
 
 _MONTH = r"(?:[A-Z][a-z]{2}|\d{1,2}月)"
 SYSLOG = re.compile(
-    r"^(?P<ts>" + _MONTH + r"\s+\d{1,2}\s+\d\d:\d\d:\d\d(?:\.\d+)?"
+    r"^(?P<ts>" + _MONTH + r"\s+\d{1,2} \d\d:\d\d:\d\d(?:\.\d+)?"
     r"|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?)"
-    r"\s+(?P<host>[\w.:-]+)\s+(?P<tag>[\w./@-]+)(?:\[\d+\])?:(?:\s|$)"
+    r" (?P<host>\w[\w.-]*|[0-9a-fA-F]*:[0-9a-fA-F:]+) (?P<tag>[A-Za-z][\w./@-]*)(?:\[\d+\])?:(?: |$)"
 )
 """A syslog / journalctl line head: time, host, tag with optional ``[pid]``, colon."""
 
@@ -50,7 +50,8 @@ RFC3339 = re.compile(r"^(?P<ts>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+
                      r"(?:\s+(?:stdout|stderr)\s+[FP])?\s")
 """A leading RFC 3339 stamp (``kubectl logs --timestamps``; CRI log files add ``stdout F``)."""
 
-_KERNELISH = re.compile(r"NVRM|Xid|nvidia|kernel:|\[\s*\d+\.\d+\]|PCI|pci |Call Trace|Tainted|Hardware name")
+_KERNELISH = re.compile(r"^\s*(?:\[\s*\d+\.\d+\]\s*)?(?:NVRM|nvidia[\w-]*:|kernel:|Call Trace|Tainted:|Hardware name:|"
+                        r"\w+ \d{4}:[0-9a-f]{2}:[0-9a-f]{2}\.\d: )")
 _NOT_HOSTS = frozenset({
     "nvrm", "kernel", "error", "warning", "warn", "info", "debug", "fatal", "note", "hint", "caused by", "reason",
     "message", "status", "events", "name", "type", "http", "https", "file", "traceback", "e", "w", "i", "f",
@@ -73,9 +74,11 @@ class Prefix:
 
 
 def _forwarding_host(lines: list[str]) -> set[str]:
-    """Host tokens that head at least 60 % of the non-blank lines (at least 2 lines) of the text."""
+    """Host tokens that head the lines: an IPv4/IPv6 address on any line, a host name when it heads at least
+    60 % of the non-blank lines (and at least 2 of them)."""
     heads: Counter[str] = Counter()
     nonblank = 0
+    ips: set[str] = set()
     for line in lines:
         if not line.strip():
             continue
@@ -83,7 +86,10 @@ def _forwarding_host(lines: list[str]) -> set[str]:
         m = HOST.match(line)
         if m and m.group("host").lower() not in _NOT_HOSTS:
             heads[m.group("host")] += 1
-    return {h for h, n in heads.items() if n >= 2 and n * 10 >= nonblank * 6}
+            if re.fullmatch(r"\d{1,3}(?:\.\d{1,3}){3}|\[?[0-9a-fA-F:]+:[0-9a-fA-F:]+\]?", m.group("host")) and (
+                    ":" not in m.group("host") or m.group("host").count(":") >= 2):
+                ips.add(m.group("host"))
+    return ips | {h for h, n in heads.items() if n >= 2 and n * 10 >= nonblank * 6}
 
 
 def _strip_syslog(line: str) -> tuple[str, Prefix | None]:
@@ -101,10 +107,51 @@ def _kmsg(line: str) -> tuple[str, Prefix | None]:
     return f"[{usec // 1_000_000:5d}.{usec % 1_000_000:06d}] " + line[m.end():], Prefix(line[: m.end()])
 
 
+def _join(head: Prefix | None, text: str, **kw: str | None) -> Prefix:
+    """``head`` extended by the removed ``text``; the outermost host is kept, inner fields fill the rest."""
+    if head is None:
+        return Prefix(text, **kw)
+    return Prefix(head.text + text, host=head.host or kw.get("host"), time=kw.get("time") or head.time,
+                  tag=kw.get("tag") or head.tag, rank=kw.get("rank") or head.rank)
+
+
+def _outer(line: str, hosts: set[str]) -> tuple[str, Prefix | None]:
+    """Forwarding host, then syslog/journal heads and ``kubectl --prefix`` heads in any order (a relayed journal,
+    a log shipper's pod), at most three layers."""
+    head: Prefix | None = None
+    rest = line
+    m = HOST.match(rest) if hosts else None
+    if m and m.group("host") in hosts:
+        head, rest = Prefix(rest[: m.end()], host=m.group("host")), rest[m.end():]
+    for _ in range(3):
+        before = rest
+        rest, syslog = _strip_syslog(rest)
+        if syslog is not None:
+            head = _join(head, syslog.text, host=syslog.host, time=syslog.time, tag=syslog.tag)
+        kube = KUBECTL_PREFIX.match(rest)
+        if kube:
+            head, rest = _join(head, rest[: kube.end()], host=kube.group("host")), rest[kube.end():]
+        if rest == before:
+            break
+    return rest, head
+
+
+def _inner(line: str, head: Prefix | None) -> tuple[str, Prefix | None]:
+    """The torchrun rank prefix, then a raw kmsg record head."""
+    rank = RANK_PREFIX.match(line)
+    if rank:
+        head, line = _join(head, line[: rank.end()], rank=rank.group("rank")), line[rank.end():]
+    line, kmsg = _kmsg(line)
+    if kmsg is not None:
+        head = _join(head, kmsg.text)
+    return line, head
+
+
 def normalise(lines: list[str]) -> tuple[list[str], list[Prefix | None]]:
     """Return ``(lines, prefixes)``: each line with its forwarding/logging prefix removed (see the module
-    docstring) and, per line, the :class:`Prefix` taken off (None when nothing was). Never raises; the
-    result has as many lines as the input."""
+    docstring) and, per line, the :class:`Prefix` taken off (None when nothing was). Layers come off outside
+    in: host, syslog/journal, ``kubectl --prefix``, RFC 3339 stamp, torchrun rank, kmsg head. Never raises;
+    the result has as many lines as the input."""
     if not lines:
         return [], []
     hosts = _forwarding_host(lines)
@@ -112,54 +159,28 @@ def normalise(lines: list[str]) -> tuple[list[str], list[Prefix | None]]:
     prefixes: list[Prefix | None] = []
     stamped: list[int] = []
     for line in lines:
-        head: Prefix | None = None
-        rest = line
-        if hosts:
-            m = HOST.match(rest)
-            if m and m.group("host") in hosts:
-                head = Prefix(rest[: m.end()], host=m.group("host"))
-                rest = rest[m.end():]
-        kube = KUBECTL_PREFIX.match(rest)
-        if kube:
-            head = Prefix(rest[: kube.end()], host=kube.group("host"))
-            rest = rest[kube.end():]
-        rank = RANK_PREFIX.match(rest)
-        if rank:
-            head = Prefix((head.text if head else "") + rest[: rank.end()], host=head.host if head else None,
-                          rank=rank.group("rank"))
-            rest = rest[rank.end():]
-        rest, syslog = _strip_syslog(rest)
-        if syslog is not None:
-            head = Prefix((head.text if head else "") + syslog.text, host=head.host if head else syslog.host,
-                          time=syslog.time, tag=syslog.tag)
-        rest, kmsg = _kmsg(rest)
-        if kmsg is not None:
-            head = Prefix((head.text if head else "") + kmsg.text, host=head.host if head else None)
+        rest, head = _outer(line, hosts)
         if RFC3339.match(rest):
             stamped.append(len(out))
         out.append(rest)
         prefixes.append(head)
     _strip_stamps(out, prefixes, stamped)
+    for i, line in enumerate(out):
+        out[i], prefixes[i] = _inner(line, prefixes[i])
     return out, prefixes
 
 
 def _strip_stamps(out: list[str], prefixes: list[Prefix | None], stamped: list[int]) -> None:
-    """RFC 3339 stamps come off runs of stamped lines that hold no kernel line (a kernel run keeps them:
-    ``dmesg --time-format iso`` is read with its stamps by the kernel reader)."""
-    runs: list[list[int]] = []
+    """RFC 3339 stamps come off every stamped line except kernel lines: ``dmesg --time-format iso`` stamps
+    (``,`` before the fraction) and stamps on a line whose text is a kernel message stay, for the kernel
+    reader reads them as the line's time. What was under a stripped stamp loses its own syslog/``--prefix``
+    heads too."""
     for i in stamped:
-        if runs and all(not out[k].strip() for k in range(runs[-1][-1] + 1, i)):
-            runs[-1].append(i)
-        else:
-            runs.append([i])
-    for run in runs:
-        if any(_KERNELISH.search(out[i]) for i in run):
+        m = RFC3339.match(out[i])
+        if m is None or "," in m.group("ts") or _KERNELISH.search(out[i][m.end():]):
             continue
-        for i in run:
-            m = RFC3339.match(out[i])
-            if m is None:
-                continue
-            old = prefixes[i]
-            prefixes[i] = Prefix((old.text if old else "") + out[i][: m.end()], host=old.host if old else None,
-                                 time=m.group("ts"), tag=old.tag if old else None)
-            out[i] = out[i][m.end():]
+        prefixes[i] = _join(prefixes[i], out[i][: m.end()], time=m.group("ts"))
+        rest, head = _outer(out[i][m.end():], set())
+        if head is not None:
+            prefixes[i] = _join(prefixes[i], head.text, host=head.host, tag=head.tag)
+        out[i] = rest
