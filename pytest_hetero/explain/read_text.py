@@ -438,6 +438,8 @@ def _joins(prev: Hit, hit: Hit) -> bool:
 def _absorb(prev: Hit, hit: Hit) -> None:
     """Fold ``hit`` into ``prev``: lines, timestamps and count add up; quantities and entity keep the
     first value, except a second ACL/CANN code, kept as ``<key>_2``."""
+    if prev.family == "nccl" and "network_error" in hit.quantities and "network_error" not in prev.quantities:
+        prev.meaning, prev.owner = f"{prev.meaning}: {hit.meaning}", hit.owner  # the Last error names the cause
     prev.lines += hit.lines
     prev.timestamps += hit.timestamps
     prev.count += hit.count
