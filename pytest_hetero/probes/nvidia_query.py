@@ -90,7 +90,7 @@ def ecc_counters(tree: Tree) -> dict[str, int | str | None]:
     """Every ECC counter of one GPU's ``ECC Errors`` section as ``ecc_<scope>_<counter>`` (snake case):
     R510+ ``SRAM Correctable``/``DRAM Uncorrectable``…, older ``Single Bit``/``Double Bit`` sub-sections by their
     ``Total`` (``ecc_volatile_single_bit_total``); ``N/A`` kept as None; plus the remap histogram's
-    ``remap_histogram_<level>`` bank counts."""
+    ``remap_histogram_<level>`` bank counts (``remap_histogram_max_banks`` for Max, whose text is kept apart)."""
     out: dict[str, int | str | None] = {}
     ecc = _section(tree, "ECC Errors")
     for scope in ("Volatile", "Aggregate"):
@@ -102,8 +102,8 @@ def ecc_counters(tree: Tree) -> dict[str, int | str | None]:
                 out[name + "_total"] = v.integer(str(value["Total"]))
     histogram = _section(_section(tree, "Remapped Rows"), "Bank Remap Availability Histogram")
     for level, value in histogram.items():
-        if isinstance(value, str) and level != "Max":
-            out[f"remap_histogram_{level.lower()}"] = v.integer(value)
+        if isinstance(value, str):
+            out[f"remap_histogram_{level.lower()}" + ("_banks" if level == "Max" else "")] = v.integer(value)
     return out
 
 
