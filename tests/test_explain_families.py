@@ -277,3 +277,28 @@ def test_kueue_get_workloads_v06_layout() -> None:
     a, b = _all(r, "kueue_workload")
     assert (a.quantities["reserved_in"], a.quantities["admitted"], a.age) == ("cluster-queue", "True", "12m")
     assert ("reserved_in" not in b.quantities, b.entity["workload"], b.age) == (True, "job-train-b-78819", "3m")
+
+
+# --- events and describe fragments --------------------------------------------------------------------
+
+
+def test_single_space_event_rows() -> None:
+    r = explain_text("Warning FailedScheduling 3m default-scheduler 0/3 nodes are available: 3 Insufficient "
+                     "nvidia.com/gpu.\nNormal Scheduled 2m default-scheduler Successfully assigned default/x to node-a1"
+                     "\nWarning Failed 10s (x3 over 40s) kubelet, node-a1 Error: failed to create containerd task: "
+                     "nvidia-container-cli: initialization error: nvml error: driver not loaded")
+    assert [(f.code, f.age, f.count, f.entity.get("reporter")) for f in r.findings] == [
+        ("insufficient_resource", "3m", 1, "default-scheduler"), ("device_runtime_error", "10s", 3, "kubelet, node-a1"),
+        ("events_normal", None, 1, None)]
+
+
+def test_container_block_without_containers_heading() -> None:
+    r = explain_text("  nvidia-device-plugin-ctr:\n    Container ID:   containerd://abc\n"
+                     "    Image:          nvcr.io/nvidia/k8s-device-plugin:v0.14.1\n    State:          Waiting\n"
+                     "      Reason:       CrashLoopBackOff\n    Last State:     Terminated\n      Reason:       Error\n"
+                     "      Message:      nvidia-container-cli: initialization error: nvml error: driver not loaded\n"
+                     "      Exit Code:    1\n    Ready:          False\n    Restart Count:  12")
+    assert [b.kind for b in r.blocks] == ["describe-pod"]
+    assert [(f.code, f.entity["container"]) for f in r.findings] == [
+        ("crash_loop", "nvidia-device-plugin-ctr"), ("device_runtime_error", "nvidia-device-plugin-ctr")]
+    assert r.findings[1].quantities["exit_code"] == "1"

@@ -439,6 +439,25 @@ _POD_KEYS = ("Containers:", "Init Containers:", "Controlled By:", "QoS Class:", 
              "Service Account:", "Priority:")
 
 
+_CONTAINER_HEAD = re.compile(r"^\s+[a-z0-9][\w.-]*:\s*$")
+_CONTAINER_KEYS = re.compile(r"^\s+(?:Container ID|Image|Image ID|State|Last State|Restart Count|Ready):", re.MULTILINE)
+
+
+def _container_block(lines: list[str], i: int) -> Claim | None:
+    """A ``kubectl describe pod`` container block pasted without the ``Containers:`` line above it: an indented
+    ``<name>:`` followed by ``Container ID:``/``Image:``/``State:`` fields (read as a describe-pod piece)."""
+    if not _CONTAINER_HEAD.match(lines[i]):
+        return None
+    window = "\n".join(lines[i + 1 : i + 6])
+    if len(_CONTAINER_KEYS.findall(window)) < 2:
+        return None
+    base = len(lines[i]) - len(lines[i].lstrip())
+    n, j = len(lines), i + 1
+    while j < n and lines[j].strip() and len(lines[j]) - len(lines[j].lstrip()) > base:
+        j += 1
+    return "describe-pod", j
+
+
 def _describe(lines: list[str], i: int) -> Claim | None:
     line = lines[i]
     if not DESCRIBE_TOP.match(line.lstrip()) or line[:1] == "-":
@@ -553,6 +572,7 @@ CLAIMERS: tuple[Callable[[list[str], int], Claim | None], ...] = (
     _kernel,
     _klog,
     _events,
+    _container_block,
     _describe,
     _table,
     _yaml,

@@ -32,6 +32,12 @@ _DESCRIBE_ROW = re.compile(
     rf"(?:(?P<age>{_AGE}(?:\s+\(x\d+ over {_AGE}\))?)\s+)?"
     r"(?P<from>[\w.@/-]+(?:, [\w.-]+)?)\s{2,}(?P<message>\S.*?)\s*$"
 )
+_SINGLE_ROW = re.compile(
+    rf"^\s*(?P<type>Normal|Warning) (?P<reason>[A-Za-z][\w.:-]*) (?P<age>{_AGE}(?: \(x\d+ over {_AGE}\))?) "
+    r"(?P<from>[\w.@/-]+(?:, [\w.-]+)?) (?P<message>\S.*?)\s*$"
+)
+"""A describe row whose columns are one space apart (re-flowed by a chat, a ticket or ``tr -s ' '``): the age
+between reason and reporter keeps it unambiguous."""
 _BARE_ROW = re.compile(
     rf"^\s*(?:(?P<ns>[a-z0-9][\w.-]*)\s+)?(?P<age>{_AGE}(?:\s+\(x\d+ over {_AGE}\))?)\s+"
     r"(?P<type>Normal|Warning)\s+(?P<reason>[A-Za-z][\w.:-]*)\s+(?P<object>[\w.-]+/[\w.:-]+)\s+(?P<message>\S.*?)\s*$"
@@ -94,7 +100,7 @@ def parse_event_rows(lines: list[str]) -> list[EventRow]:
                 rows.append(row)
                 last = row
                 continue
-        m = _DESCRIBE_ROW.match(line)
+        m = _DESCRIBE_ROW.match(line) or _SINGLE_ROW.match(line)
         if m:
             age, count, over = _age(m.group("age"))
             last = EventRow(m.group("type"), m.group("reason"), m.group("message"), age, count, over,
