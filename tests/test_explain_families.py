@@ -302,3 +302,16 @@ def test_container_block_without_containers_heading() -> None:
     assert [(f.code, f.entity["container"]) for f in r.findings] == [
         ("crash_loop", "nvidia-device-plugin-ctr"), ("device_runtime_error", "nvidia-device-plugin-ctr")]
     assert r.findings[1].quantities["exit_code"] == "1"
+
+
+def test_kueue_eviction_reported_as_a_normal_event_is_a_finding() -> None:
+    r = explain_text("Events:\n  Type    Reason                        Age   From             Message\n"
+                     "  ----    ------                        ----  ----             -------\n"
+                     "  Normal  QuotaReserved                 12m   kueue-admission  Quota reserved in ClusterQueue "
+                     "cluster-queue, wait time since queued was 0s\n"
+                     "  Normal  EvictedDueToPodsReadyTimeout  2m    kueue-admission  Exceeded the PodsReady timeout "
+                     "default/job-train-a-e6bc6\n")
+    ev = _one(r, "workload_evicted")
+    assert (ev.severity, ev.owner, ev.age, ev.quantities["event_reason"], ev.quantities["event_type"]) == (
+        "error", "platform", "2m", "EvictedDueToPodsReadyTimeout", "Normal")
+    assert _one(r, "events_normal").quantities["reasons"] == "QuotaReserved" and r.exit_code() == 1

@@ -139,6 +139,9 @@ def _cut(line: str, bounds: dict[str, tuple[int, int | None]], index: int) -> Ev
 
 
 _PROBE = re.compile(r"(?P<probe>Startup|Liveness|Readiness) probe (?:failed|errored):?\s*(?P<why>.*)", re.IGNORECASE)
+_EVICTION_REASON = re.compile(r"^(?:EvictedDue\w+|Evicted|Preempted|WorkloadEvicted)$")
+"""Kueue reports evictions and preemptions as *Normal* events (``EvictedDueToPodsReadyTimeout``,
+``EvictedDueToAdmissionCheck``, ``Preempted``): the meaning is in the reason, not the event type."""
 _BLOCKING_NORMAL = re.compile(
     r"queue resource quota insufficient|is overused|overused|tasks in gang unschedulable|"
     r"nodes are (?:un)?available|couldn't assign flavors|insufficient|exceeded quota",
@@ -155,6 +158,9 @@ def classify_row(row: EventRow) -> list[Reason]:
     decides how to report it).
     """
     message, reason = row.message, row.reason
+    if _EVICTION_REASON.match(reason):
+        return [make_reason("kueue", "workload_evicted", message.strip() or reason,
+                            detail={"event_reason": reason, "event_type": row.type})]
     if row.type == "Normal" and not _BLOCKING_NORMAL.search(message):
         return []
     if re.search(r"can possibly be assigned to \S+,? once minAvailable is satisfied", message):
