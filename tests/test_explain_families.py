@@ -315,3 +315,22 @@ def test_kueue_eviction_reported_as_a_normal_event_is_a_finding() -> None:
     assert (ev.severity, ev.owner, ev.age, ev.quantities["event_reason"], ev.quantities["event_type"]) == (
         "error", "platform", "2m", "EvictedDueToPodsReadyTimeout", "Normal")
     assert _one(r, "events_normal").quantities["reasons"] == "QuotaReserved" and r.exit_code() == 1
+
+
+def test_hccl_remote_rank_timeout_is_undetermined() -> None:
+    r = explain_text("[ERROR] 2024-06-01-10:00:00 (PID:1234, Device:2, RankID:5) ERR02200 DIST call hccl api failed.\n"
+                     "EI0006: 2024-06-01-10:00:00.123.456 Getting socket times out. Reason: 1. The remote does not "
+                     "initiate a connect request. some NPUs in the cluster are abnormal.")
+    (f,) = r.findings
+    assert (f.code, f.owner, f.quantities["owner"], f.quantities["cann_code"], f.entity["rank"]) == (
+        "hccl_remote_timeout", None, "undetermined", "EI0006", "5")
+    assert r.exit_code() == 1 and r.owners() == ()
+
+
+def test_echoed_nvidia_container_cli_invocation_is_not_an_error() -> None:
+    r = explain_text("I0301 10:00:00.000000       1 hook.go:12] running nvidia-container-cli --load-kmods configure "
+                     "--ldconfig=@/sbin/ldconfig.real --device=all --compute --utility --require=cuda>=12.0 --pid=1234 "
+                     "/run/containerd/rootfs")
+    assert [(f.code, f.severity) for f in r.findings] == [("component_log", "ok")] and r.exit_code() == 0
+    bad = explain_text("nvidia-container-cli: initialization error: nvml error: driver not loaded")
+    assert bad.exit_code() == 1

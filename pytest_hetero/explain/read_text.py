@@ -366,10 +366,19 @@ def _image_detail(hit: Hit, code: str, line: str) -> None:
     hit.quantities["cause"] = "not_found" if not_found else None
 
 
+_CLI_INVOCATION = re.compile(r"nvidia-container-cli(?:\s+--?[\w.-]+(?:=\S+)?)*\s+(?:configure|list|info)\b"
+                             r"(?:\s+--?[\w.-]+(?:[=@]\S*)?)*(?:\s+/\S+)?\s*$")
+"""An echoed ``nvidia-container-cli … configure --device=… <rootfs>`` command line (debug logs print the hook's
+invocation): the command the runtime ran, not an error."""
+
+
 def _runtime(line: str, low: str) -> LineKind:
-    """Container-runtime and image-pull failures, read by the startup classifier."""
+    """Container-runtime and image-pull failures, read by the startup classifier; an echoed
+    ``nvidia-container-cli`` invocation with no error in it is context, not a failure."""
     if not RUNTIME.search(line):
         return None
+    if _CLI_INVOCATION.search(line) and not re.search(r"error|fail|denied|timed? ?out", low):
+        return "context"
     state = "ErrImagePull" if re.search(r"pull|ImagePull", line, re.IGNORECASE) else "StartError"
     reason = classify_startup(state, line)
     if reason is None:
@@ -465,7 +474,15 @@ def _ascend_verdict(hit: Hit) -> None:
     codes = {str(v) for k, v in q.items() if k.startswith("cann_code")}
     if hit.code == "cann_trace":
         hit.code, hit.meaning = "cann_runtime_error", "a CANN runtime call failed"
-    if "EJ0001" in codes:
+    remote = codes & {"EI0006", "EI0002", "EI0004"}
+    if remote:
+        hit.code, hit.category, hit.owner = "hccl_remote_timeout", "npu-communication", None
+        hit.meaning = (f"HCCL timed out waiting for a remote rank ({', '.join(sorted(remote))}): a peer NPU did not "
+                       "connect or did not reach the collective in time; this rank's log cannot say which or why")
+        q.update(owner="undetermined", owner_candidates="infrastructure (a peer NPU, its node or the network link "
+                 "failed), algorithm (a rank started the collective late or never)",
+                 next="read the plog/log of every rank in the rank table; the first rank that failed is the culprit")
+    elif "EJ0001" in codes:
         hit.code, hit.category, hit.owner = "hccp_init_failed", "npu-communication", "algorithm"
         hit.meaning = ("the HCCP process could not start on the NPU: a previous training process still holds the "
                        "device (per the message); if none runs, the driver error behind it is the node's")
