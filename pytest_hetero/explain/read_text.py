@@ -474,7 +474,7 @@ def _ascend_verdict(hit: Hit) -> None:
     codes = {str(v) for k, v in q.items() if k.startswith("cann_code")}
     if hit.code == "cann_trace":
         hit.code, hit.meaning = "cann_runtime_error", "a CANN runtime call failed"
-    remote = codes & {"EI0006", "EI0002", "EI0004"}
+    remote = codes & {"EI0006", "EI0002"}
     if remote:
         hit.code, hit.category, hit.owner = "hccl_remote_timeout", "npu-communication", None
         hit.meaning = (f"HCCL timed out waiting for a remote rank ({', '.join(sorted(remote))}): a peer NPU did not "
