@@ -123,3 +123,11 @@ def test_ordinary_colon_lines_are_not_hosts() -> None:
     assert lines == text.split("\n") and prefixes == [None, None, None]
     yaml = "status: ok\nkind: Node\nspec: {}\nstatus: x"
     assert normalise(yaml.split("\n"))[0] == yaml.split("\n")
+
+
+def test_rfc3339_stamped_kernel_lines_keep_their_stamp_under_a_host() -> None:
+    for stamp in ("2025-02-23T16:24:18.123456Z", "2025-02-23T16:24:18,123456+00:00"):
+        text = f"10.1.2.3: {stamp} NVRM: Xid (PCI:0000:9b:00): 119, pid=2024380, name=nvidia-smi, Timeout after " \
+               "6s of waiting for RPC response from GPU4 GSP! Expected function 76 (GSP_RM_CONTROL)"
+        f = next(f for f in explain_text(text).findings if f.code == "xid_119")
+        assert (f.timestamps, f.entity["bus_id"], f.entity["host"]) == ((stamp,), "0000:9b:00", "10.1.2.3")
