@@ -334,3 +334,14 @@ def test_echoed_nvidia_container_cli_invocation_is_not_an_error() -> None:
     assert [(f.code, f.severity) for f in r.findings] == [("component_log", "ok")] and r.exit_code() == 0
     bad = explain_text("nvidia-container-cli: initialization error: nvml error: driver not loaded")
     assert bad.exit_code() == 1
+
+
+def test_text_rendering_names_an_undetermined_owner_and_its_candidates() -> None:
+    from pytest_hetero.cli.explain import render_text
+
+    r = explain_text("[rank0]:[E626 06:24:44.1 ProcessGroupNCCL.cpp:616] [Rank 0] Watchdog caught collective operation "
+                     "timeout: WorkNCCL(SeqNum=8, OpType=BROADCAST, NumelIn=1, NumelOut=1, Timeout(ms)=1800000) ran "
+                     "for 1800091 milliseconds before timing out.")
+    first = render_text(r).splitlines()[0]
+    assert first.startswith("ERROR nccl_watchdog_timeout [owner undetermined] rank=0 - collective BROADCAST (SeqNum 8)")
+    assert "candidates: infrastructure (a peer node" in first and "next: read every rank's log" in first
