@@ -933,3 +933,339 @@ def test_every_fixture_has_a_test() -> None:
     missing = sorted(name for name in files if f'"{name}"' not in source)
     assert not missing, f"fixtures without a test: {missing}"
     assert len(files) >= 54
+
+
+# --- batch 3 ----------------------------------------------------------------------------------------
+
+
+def test_nvidia_smi_list_a100_seven_mig_devices() -> None:
+    r = _read("nvidia-smi-L-a100-sxm4-80gb-seven-mig-1g10gb-devices.txt")
+    assert r.blocks[0].kind == "prompt" and r.blocks[1].kind == "nvidia-smi-list"
+    gpu = _one(r, "gpu_listed")
+    assert dict(gpu.entity) == {"gpu_index": "0", "gpu_name": "NVIDIA A100-SXM4-80GB",
+                                "uuid": "GPU-00000000-0000-0000-0000-000000000001"}
+    assert gpu.quantities["mig_devices"] == 7
+    migs = _all(r, "mig_device")
+    assert [m.entity["mig_device"] for m in migs] == [str(n) for n in range(7)]
+    assert [m.entity["uuid"] for m in migs] == [f"MIG-00000000-0000-0000-0000-00000000000{n}" for n in range(1, 8)]
+    assert {m.quantities["profile"] for m in migs} == {"1g.10gb"} and {m.entity["gpu_index"] for m in migs} == {"0"}
+    assert all("gpu_instance_id" not in m.quantities for m in migs)  # not in the R470+ name
+    summary = _one(r, "gpu_list")
+    assert (summary.quantities["gpus"], summary.quantities["mig_devices"], summary.quantities["mig_profiles"]) == (
+        1, 7, "1g.10gb")
+    assert r.exit_code() == 0 and _problems(r) == []
+
+
+def test_nvidia_smi_list_two_quadro_no_mig() -> None:
+    r = _read("nvidia-smi-L-two-quadro-rtx-4000-no-mig.txt")
+    gpus = _all(r, "gpu_listed")
+    assert [(g.entity["gpu_index"], g.entity["gpu_name"], g.entity["uuid"]) for g in gpus] == [
+        ("0", "Quadro RTX 4000", "GPU-00000000-0000-0000-0000-000000000001"),
+        ("1", "Quadro RTX 4000", "GPU-00000000-0000-0000-0000-000000000002")]
+    assert _all(r, "mig_device") == [] and _one(r, "gpu_list").quantities["mig_devices"] == 0
+    assert r.blocks[0].command == "nvidia-smi -L" and r.exit_code() == 0
+
+
+def test_mig_lgi_two_gpus_same_layout_different_ids() -> None:
+    r = _read("nvidia-smi-mig-lgi-gpu0-gpu1-1g10gb-2g20gb-3g40gb-placements-excerpt.txt")
+    rows = [(g.entity["gpu_index"], g.quantities["profile"], g.quantities["profile_id"], g.entity["gpu_instance_id"],
+             g.quantities["placement_start"], g.quantities["placement_size"]) for g in _all(r, "gpu_instance")]
+    assert rows == [("0", "1g.10gb", 19, "9", 2, 1), ("0", "1g.10gb", 19, "10", 3, 1), ("0", "2g.20gb", 14, "3", 0, 2),
+                    ("0", "3g.40gb", 9, "2", 4, 4), ("1", "1g.10gb", 19, "13", 2, 1), ("1", "1g.10gb", 19, "14", 3, 1),
+                    ("1", "2g.20gb", 14, "5", 0, 2), ("1", "3g.40gb", 9, "1", 4, 4)]
+    per_gpu = {g.entity["gpu_index"]: g.quantities for g in _all(r, "gpu_instances")}
+    assert {k: (q["instances"], q["slices_used"], q["overlapping_placements"]) for k, q in per_gpu.items()} == {
+        "0": (4, "0-7", 0), "1": (4, "0-7", 0)}
+    assert _all(r, "compute_instance") == [] and r.exit_code() == 0
+
+
+def test_mig_lgip_lgipp_lgi_all_profiles_used() -> None:
+    r = _read("nvidia-smi-mig-lgip-lgipp-lgi-four-1g6gb-instances-all-profiles-0-free.txt")
+    assert [b.command for b in r.blocks if b.kind == "prompt"] == [
+        "sudo nvidia-smi mig -lgip", "sudo nvidia-smi mig -lgipp", "sudo nvidia-smi mig -lgi"]
+    profiles = [(p.quantities["profile"], p.quantities["profile_id"], p.quantities["free"], p.quantities["total"],
+                 p.quantities["memory_gib"], p.quantities["p2p"], p.quantities["sm"], p.quantities["dec"],
+                 p.quantities["enc"], p.quantities["ce"], p.quantities["jpeg"], p.quantities["ofa"])
+                for p in _all(r, "gpu_instance_profile")]
+    assert profiles == [("1g.6gb", 14, 0, 4, 5.81, "No", 14, 1, 0, 1, 0, 0),
+                        ("1g.6gb+me", 21, 0, 1, 5.81, "No", 14, 1, 0, 1, 1, 1),
+                        ("2g.12gb", 5, 0, 2, 11.69, "No", 28, 2, 0, 2, 0, 0),
+                        ("4g.24gb", 0, 0, 1, 23.5, "No", 56, 4, 0, 4, 1, 1)]
+    placements = [(p.quantities["profile_id"], p.quantities["placements"], p.quantities["placement_size"])
+                  for p in _all(r, "mig_placements")]
+    assert placements == [(14, "0,1,2,3", 1), (21, "0,1,2,3", 1), (5, "0,2", 2), (0, "0", 4)]
+    gis = _all(r, "gpu_instance")
+    assert [(g.entity["gpu_instance_id"], g.quantities["profile"], g.quantities["profile_id"],
+             g.quantities["placement_start"]) for g in gis] == [
+        ("3", "1g.6gb", 14, 0), ("4", "1g.6gb", 14, 1), ("5", "1g.6gb", 14, 2), ("6", "1g.6gb", 14, 3)]
+    assert _one(r, "gpu_instances").quantities["slices_used"] == "0-3"
+    assert r.exit_code() == 0 and not [f for f in r.findings if f.severity == "unrecognised"]
+
+
+def test_topo_8x_a100_nv12_17_nics() -> None:
+    r = _read("nvidia-smi-topo-m-8x-a100-nv12-17-nics-nic-legend.txt")
+    (t,) = r.findings
+    q = t.quantities
+    assert (t.code, q["gpus"], q["nics"], q["nvlink"], q["gpu_links"], q["legend"]) == (
+        "gpu_topology", 8, 17, True, "NV12:28", 7)
+    groups = {0: range(0, 4), 1: range(0, 4), 2: range(4, 8), 3: range(4, 8), 4: range(8, 12), 5: range(8, 12),
+              6: range(12, 16), 7: range(12, 16)}
+    for g, near in groups.items():
+        assert [q[f"link.GPU{g}-NIC{n}"] for n in range(17)] == ["PXB" if n in near else "SYS" for n in range(17)]
+        assert (q[f"GPU{g}.cpu_affinity"], q[f"GPU{g}.numa_affinity"], q[f"GPU{g}.gpu_numa_id"]) == ("0-103", "0", "N/A")
+    assert [q[f"link.NIC{a}-NIC{a + 1}"] for a in range(0, 16, 2)] == ["PIX"] * 8
+    assert q["link.NIC0-NIC2"] == "PXB" and q["link.NIC0-NIC16"] == "SYS"
+    assert [q[f"nic.NIC{n}"] for n in (0, 15, 16)] == ["mlx5_2", "mlx5_17", "mlx5_bond_0"]
+    assert r.exit_code() == 0
+
+
+def test_topo_4x_a10_sys_only_no_nvlink() -> None:
+    r = _read("nvidia-smi-topo-m-4x-a10-sys-only-2-nics-no-nvlink.txt")
+    assert r.blocks[0].command == "nvidia-smi topo -m"
+    t = _one(r, "gpu_topology")
+    q = t.quantities
+    assert (q["gpus"], q["nics"], q["nvlink"], q["gpu_links"]) == (4, 2, False, "SYS:6")
+    assert {q[f"link.GPU{g}-NIC{n}"] for g in range(4) for n in range(2)} == {"SYS"}
+    assert q["link.NIC0-NIC1"] == "PIX" and (q["nic.NIC0"], q["nic.NIC1"]) == ("mlx5_0", "mlx5_1")
+    assert {q[f"GPU{g}.cpu_affinity"] for g in range(4)} == {"0-127"}
+    assert "no NVLink" in t.meaning and r.exit_code() == 0 and len(r.findings) == 1
+
+
+def test_query_excerpt_a100_dram_correctable_row_remap_pending() -> None:
+    r = _read("nvidia-smi-q-excerpt-a100-sxm4-80gb-dram-correctable-177-row-remap-pending.txt")
+    head = _one(r, "gpu_report")
+    assert head.timestamps == ("Wed Jun  7 19:32:16 2023",)
+    assert (head.quantities["driver_version"], head.quantities["cuda_version"], head.quantities["attached_gpus"],
+            head.quantities["gpus_listed"]) == ("510.73.08", "11.6", 8, 1)
+    f = _one(r, "gpu_row_remap_pending")
+    assert (f.entity["bus_id"], f.entity["gpu_name"], f.owner, f.severity) == (
+        "00000000:10:1C.0", "NVIDIA A100-SXM4-80GB", "infrastructure", "error")
+    q = f.quantities
+    for scope in ("volatile", "aggregate"):
+        assert (q[f"ecc_{scope}_sram_correctable"], q[f"ecc_{scope}_sram_uncorrectable"],
+                q[f"ecc_{scope}_dram_correctable"], q[f"ecc_{scope}_dram_uncorrectable"]) == (0, 0, 177, 0)
+    assert (q["remapped_rows_correctable"], q["remapped_rows_uncorrectable"], q["remapped_rows_pending"],
+            q["remapped_rows_failure"]) == (1, 0, True, False)
+    assert (q["remap_histogram_max"], q["remap_histogram_high"], q["remap_histogram_partial"],
+            q["remap_histogram_low"], q["remap_histogram_none"]) == ("639 bank(s)", 1, 0, 0, 0)
+    assert _problems(r) == [("gpu_row_remap_pending", "infrastructure")]
+
+
+def test_dcgmi_nvlink_all_up_no_nvswitch() -> None:
+    r = _read("dcgmi-nvlink-s-8-gpus-18-links-all-up-no-nvswitches.txt")
+    links = _all(r, "nvlink_status")
+    assert [f.entity["gpu_index"] for f in links] == [str(g) for g in range(8)]
+    assert {(f.quantities["links"], f.quantities["up"], f.quantities["down"], f.quantities["disabled"],
+             f.quantities["not_supported"]) for f in links} == {(18, 18, 0, 0, 0)}
+    s = _one(r, "nvlink_report").quantities
+    assert (s["gpus"], s["nvswitches"], s["links_up"], s["links_down"], s["links_disabled"]) == (8, 0, 144, 0, 0)
+    assert r.exit_code() == 0 and _all(r, "nvlink_down") == []
+
+
+def test_dcgmi_health_healthy_while_gpu1_needs_reset() -> None:
+    r = _read("dcgmi-health-c-j-healthy-while-gpu1-xider-120-recovery-action-reset.txt")
+    reset = _one(r, "gpu_recovery_required")
+    assert (reset.entity["gpu_index"], reset.quantities["gpu_recovery_action"], reset.owner) == (
+        "1", "Reset", "infrastructure")
+    assert reset.quantities["note"] == "<= GPU is unusable, reset required"
+    assert [f.quantities["gpu_recovery_action"] for f in _all(r, "gpu_query_row")] == ["None"] * 7
+    xid = _one(r, "xid_120")
+    assert (xid.entity["gpu_index"], xid.quantities["xid"], xid.owner, xid.quantities["action"]) == (
+        "1", 120, "infrastructure", "reset_gpu")
+    assert sorted(f.entity["gpu_index"] for f in _all(r, "dcgm_field_values")) == ["0", "2", "3", "4", "5", "6", "7"]
+    assert {f.quantities["last_xid"] for f in _all(r, "dcgm_field_values")} == {0}
+    health = _one(r, "dcgm_health")
+    assert (health.quantities["overall_health"], health.severity) == ("Healthy", "ok")
+    assert _one(r, "dcgm_health_watches_set").severity == "ok"
+    assert sorted(_problems(r)) == [("gpu_recovery_required", "infrastructure"), ("xid_120", "infrastructure")]
+    assert not [f for f in r.findings if f.severity == "unrecognised"] and r.exit_code() == 1
+
+
+def test_dcgmi_diag_3_3_pcie_fail_cuda_driver_combination() -> None:
+    r = _read("dcgmi-diag-r2-dcgm-3-3-0-pcie-fail-cuda-driver-combination-gpu-memory-skip.txt")
+    assert r.blocks[0].command == "dcgmi diag -r 2"
+    head = _one(r, "dcgm_diag_report").quantities
+    assert (head["dcgm_version"], head["driver_version"], head["gpu_device_ids"], head["tests"], head["failed"]) == (
+        "3.3.0", "530.30.02", ",".join(["2204"] * 8), 11, 1)
+    failed = _one(r, "dcgm_test_failed")
+    assert (failed.quantities["test"], failed.quantities["category"], failed.quantities["result"]) == (
+        "PCIe", "Integration", "Fail - All")
+    cuda = _one(r, "cuda_system_driver_mismatch")
+    assert cuda.entity["gpu_index"] == "0" and "cudaDeviceGetByPCIBusId" in str(cuda.quantities["message"])
+    assert "bus ID = 00000000:1B:00.0" in str(cuda.quantities["message"])
+    assert {owner for _, owner in _problems(r)} == {"platform"}
+
+
+def test_syslog_nvswitch_probe_gpu_fallen_off_bus_without_xid() -> None:
+    r = _read("syslog-kernel-nvswitch-probe-h100-5d-fallen-off-bus-probe-failed-gsp-firmware-error-2.txt")
+    off = _one(r, "gpu_fallen_off_bus")
+    assert (off.entity["bus_id"], off.quantities["pci_id"], off.owner) == ("0000:5d:00", "10de:2330", "infrastructure")
+    assert _numbers(off) == [3, 4, 5] and off.timestamps == ("Jan  3 07:39:45",)
+    probe = _one(r, "gpu_probe_failed")
+    assert (probe.entity["bus_id"], probe.quantities["probe_error"], probe.quantities["devices_failed"]) == (
+        "0000:5d:00", -1, 1)
+    fw = _all(r, "gpu_firmware_load_failed")
+    assert [(f.entity["bus_id"], f.quantities["file"], f.quantities["error"]) for f in fw] == [
+        ("0000:18:00", "nvidia/525.125.06/gsp_tu10x.bin", -2), ("0000:2a:00", "nvidia/525.125.06/gsp_tu10x.bin", -2)]
+    assert _one(r, "kernel_context").quantities["driver_version"] == "525.125.06"
+    assert not [f for f in r.findings if f.code.startswith("xid_")] and r.exit_code() == 1
+
+
+def test_dmesg_T_xid79_and_nvidia_smi_unknown_error() -> None:
+    r = _read("dmesg-T-nvrm-xid79-fallen-off-bus-a1-and-nvidia-smi-unknown-error.txt")
+    assert r.blocks[0].kind == "prompt" and r.blocks[0].command == "nvidia-smi"
+    lost = _one(r, "gpu_lost")
+    assert (lost.entity["bus_id"], lost.quantities["health_raw"]) == ("0000:A1:00.0", "Unknown Error")
+    xid = _one(r, "xid_79")
+    assert (xid.entity["bus_id"], xid.entity["uuid"], xid.timestamps) == (
+        "0000:a1:00", "GPU-00000000-0000-0000-0000-000000000001", ("Fri Apr  5 21:29:39 2024",))
+    assert _one(r, "kernel_context").quantities["driver_version"] == "535.161.07"
+    assert {owner for _, owner in _problems(r)} == {"infrastructure"}
+    assert not [f for f in r.findings if f.severity == "unrecognised"]
+
+
+def test_torch_oom_old_message_as_outofmemoryerror_gpu0() -> None:
+    r = _read("torch-cuda-outofmemoryerror-old-message-tried-1-67-gib-gpu0-3-95-gib.txt")
+    (f,) = r.findings
+    q = f.quantities
+    assert (f.code, f.owner, f.entity["gpu_index"]) == ("cuda_memory_allocation", "algorithm", "0")
+    assert (q["tried_to_allocate"], q["total_capacity"], q["allocated_by_pytorch"], q["free"],
+            q["reserved_by_pytorch"]) == ("1.67 GiB", "3.95 GiB", "246.26 MiB", "770.62 MiB", "1.91 GiB")
+    assert (q["tried_to_allocate_mib"], q["free_mib"], q["total_capacity_mib"]) == (1710.08, 770.62, 4044.8)
+    assert "process_in_use" not in q and _numbers(f) == [1, 2]
+
+
+def test_torch_oom_old_runtimeerror_gpu1() -> None:
+    r = _read("torch-runtimeerror-cuda-oom-old-format-gpu1-tried-1-65-gib-1-40-free.txt")
+    f = _one(r, "cuda_memory_allocation")
+    q = f.quantities
+    assert f.entity["gpu_index"] == "1"
+    assert (q["tried_to_allocate"], q["total_capacity"], q["allocated_by_pytorch"], q["free"],
+            q["reserved_by_pytorch"]) == ("1.65 GiB", "7.79 GiB", "3.53 GiB", "1.40 GiB", "5.28 GiB")
+    assert q["tried_to_allocate_mib"] > q["free_mib"] and _problems(r) == [("cuda_memory_allocation", "algorithm")]
+
+
+def test_nccl_watchdog_timeout_three_ranks_undetermined() -> None:
+    r = _read("nccl-watchdog-timeout-allreduce-seqnum-808-600000ms-ranks-0-1-2-excerpt.txt")
+    (f,) = r.findings
+    q = f.quantities
+    assert (f.code, f.owner, f.severity, f.count) == ("nccl_watchdog_timeout", None, "error", 3)
+    assert (q["seq_num"], q["op_type"], q["numel_in"], q["numel_out"], q["timeout_ms"]) == (
+        808, "ALLREDUCE", 9801523, 9801523, 600000)
+    assert (q["ranks"], q["ran_for_ms.rank1"], q["ran_for_ms.rank0"], q["ran_for_ms.rank2"]) == (
+        "1,0,2", 600020, 600030, 600061)
+    assert (q["work"], q["last_enqueued_work"], q["last_completed_work"]) == (808, 811, 807)
+    assert q["owner"] == "undetermined" and "infrastructure" in str(q["owner_candidates"])
+    assert "rank" not in f.entity and _numbers(f) == [1, 2, 3, 4, 5]
+    assert r.exit_code() == 1 and r.owners() == ()
+
+
+def test_hccl_comm_init_root_info_config_device_id_error() -> None:
+    r = _read("hccl-comminitrootinfoconfig-error-15-err02200-ee9999-phyid-device-id-error-rank1.txt")
+    (f,) = r.findings
+    q = f.quantities
+    assert (f.code, f.owner, dict(f.entity)) == ("hccl_init_failed", "platform",
+                                                 {"pid": "540989", "npu_id": "0", "rank": "1"})
+    assert (q["hccl_function"], q["hccl_error"], q["hccl_error_name"], q["torch_npu_code"], q["submodule"]) == (
+        "hcclCommInitRootInfoConfig", 15, "HCCL_E_RUNTIME", "ERR02200", "DIST")
+    assert (q["cann_code"], q["phy_id"], q["real_device_id"], q["runtime_ret"], q["runtime_call"],
+            q["runtime_reason"]) == ("EE9999", "0", "0", "0x7010003", "rtGetDeviceIndexByPhyId", "device id error")
+    assert _numbers(f) == [1, 2, 3, 4, 6]
+
+
+def test_cann_ez9999_op_without_binary() -> None:
+    r = _read("cann-ez9999-op-equal-no-binary-errno-561000-err01005-device0.txt")
+    op = _one(r, "cann_op_no_binary")
+    assert (op.owner, op.quantities["cann_code"], op.quantities["op"], op.quantities["aclnn_call"],
+            op.quantities["errno"]) == ("platform", "EZ9999", "Equal", "aclnnEqScalar", 561000)
+    assert _numbers(op) == [1, 2, 4, 5]
+    err = _one(r, "torch_npu_error")
+    assert (err.quantities["torch_npu_code"], err.quantities["submodule"], err.quantities["error_type"],
+            err.quantities["rank_id"], dict(err.entity)) == ("ERR01005", "OPS", "internal error", -1,
+                                                              {"pid": "40093", "npu_id": "0"})
+    assert {owner for _, owner in _problems(r)} == {"platform"}
+    assert not [f for f in r.findings if f.severity == "unrecognised"]
+
+
+def test_hccl_barrier_hccp_init_failed_device3() -> None:
+    r = _read("hccl-processgrouphccl-barrier-err02200-ej0001-hccp-init-failed-device3-excerpt.txt")
+    (f,) = r.findings
+    q = f.quantities
+    assert (f.code, f.owner, dict(f.entity)) == ("hccp_init_failed", "algorithm",
+                                                 {"pid": "927000", "npu_id": "3", "rank": "3"})
+    assert (q["torch_npu_code"], q["cann_code"], q["runtime_ret"], q["runtime_call"], q["runtime_reason"]) == (
+        "ERR02200", "EJ0001", "0x7020010", "rtGetDevMsg", "driver error:internal error")
+    assert q["source_file"] == "torch_npu/csrc/distributed/ProcessGroupHCCL.cpp" and "infrastructure" in str(
+        q["owner_alternative"])
+    assert _numbers(f) == [2, 3, 4, 5, 6, 8, 9, 10, 11, 12]  # the File line and TraceBack header are noise
+
+
+def test_kueue_quota_reserved_admission_check_pending() -> None:
+    r = _read("kueue-describe-workload-quotareserved-admission-check-pending-and-get-workloads.txt")
+    check = _one(r, "admission_check")
+    assert (check.entity["admission_check"], check.quantities["state"], check.quantities["last_transition_time"]) == (
+        "sample-multikueue", "Pending", "2024-03-04T10:55:16Z")
+    assert "message" not in check.quantities
+    f = _one(r, "workload_not_admitted")
+    assert (f.owner, f.severity, f.quantities["conditions"], f.quantities["pending_checks"],
+            f.quantities["quota_message"]) == ("platform", "warning", "QuotaReserved=True", "sample-multikueue=Pending",
+                                               "Quota reserved in ClusterQueue cluster-queue")
+    assert _one(r, "events_normal").quantities["reasons"] == "QuotaReserved"
+    w = _one(r, "kueue_workload")
+    assert (w.entity["workload"], w.entity["queue"], w.quantities["admitted_by"], w.age) == (
+        "jobset-sleep-job-5xh9k-af81b", "user-queue", "cluster-queue", "2m5s")
+    assert _problems(r) == [("workload_not_admitted", "platform")]
+
+
+def test_volcano_podgroup_two_running_of_three_undetermined() -> None:
+    r = _read("volcano-podgroup-status-yaml-unschedulable-condition-phase-unknown-running-2.yaml")
+    (f,) = r.findings
+    q = f.quantities
+    assert (f.code, f.owner, q["phase"], q["condition_reason"], q["running"], q["min_available"], q["owner"]) == (
+        "gang_unschedulable", None, "Unknown", "NotEnoughResources", 2, 3, "undetermined")
+    assert "resource" not in q and "queue" not in f.entity
+
+
+def test_hami_scheduler_cores_fully_committed() -> None:
+    r = _read("hami-scheduler-log-vgpu-pod-filter-tesla-p4-cores-100-of-100-used-excerpt.txt")
+    (f,) = r.findings
+    q = f.quantities
+    assert (f.code, f.owner, dict(f.entity)) == ("vgpu_capacity_committed", "business", {
+        "node": "node-a1", "pod": "vgpu-test-dc87df5b4-6ndkz", "namespace": "default",
+        "uuid": "GPU-00000000-0000-0000-0000-000000000001"})
+    assert (q["holder_pod"], q["device_type"], q["device_count"], q["device_used"], q["device_totalmem"],
+            q["device_usedmem"], q["device_totalcore"], q["device_usedcores"], q["device_health"]) == (
+        "vgpu-test-dc87df5b4-24r9c", "NVIDIA-Tesla P4", 10, 1, 7680, 1000, 100, 100, True)
+    assert (q["request_mem_mib"], q["request_cores"], q["request_devices"], q["short_of"]) == (1000, 100, 1, "cores")
+    assert f.timestamps == ("I0110 09:29:05.389816", "I0110 09:29:05.389968") and _numbers(f) == [1, 2, 3, 4, 5]
+
+
+def test_ascend_device_plugin_startup_hwlog() -> None:
+    r = _read("ascend-device-plugin-log-v7-0-rc1-910b3-startup-amp-mode-warn-excerpt.txt")
+    assert [b.kind for b in r.blocks] == ["hwlog", "klog"]
+    start = r.findings[0]
+    q = start.quantities
+    assert (q["version"], q["scene"], q["dcmi_version"], q["chip_name"], q["dev_type"]) == (
+        "v7.0.RC1.SPC1_linux-aarch64", "center", "24.1.rc3", "910B3", "Ascend910B")
+    assert (q["info_lines"], q["warn_lines"], q["error_lines"], q["warnings"]) == (
+        5, 1, 0, "only AMP mode is available on Ascend910B")
+    assert start.timestamps == ("2025/07/09 20:05:31.842816", "2025/07/09 20:05:32.173139")
+    assert r.findings[1].timestamps == ("W0709 20:05:32.181474",)
+    assert r.exit_code() == 0 and _problems(r) == []
+
+
+def test_journalctl_zh_locale_kubelet_ascend() -> None:
+    r = _read("journalctl-zh-locale-kubelet-ascend-910b4-listandwatch-eof-ascend-docker-runtime-exit-1.txt")
+    assert [b.kind for b in r.blocks] == ["klog"]
+    plugin = _one(r, "device_plugin_disconnected")
+    assert (plugin.quantities["resource"], plugin.quantities["error"], plugin.entity["host"], plugin.timestamps) == (
+        "huawei.com/Ascend910B4-1", "EOF", "node-a1", ("E0818 16:33:56.754985",))
+    log = _one(r, "kubelet_log_write_failed")
+    assert (log.severity, log.entity["pod"], log.quantities["error"]) == (
+        "ok", "hami-ascend-device-plugin-ktgd7", "http2: stream closed")
+    hook = _one(r, "runtime_hook_failed")
+    assert (dict(hook.entity), hook.quantities["exit_status"], hook.quantities["state_reason"]) == (
+        {"namespace": "default", "pod": "test4-780cd89b-c75965f9b-knvsg", "container": "vllm", "host": "node-a1"},
+        1, "RunContainerError")
+    assert hook.quantities["hook"] == "/usr/local/Ascend/Ascend-Docker-Runtime/ascend-docker-runtime"
+    assert sorted(_problems(r)) == [("device_plugin_disconnected", "platform"), ("runtime_hook_failed", "platform")]

@@ -25,6 +25,17 @@ _PIECES = [
     "==============NVSMI LOG==============", "GPU 00000000:07:00.0", "    Product Name : A", "<?xml version=\"1.0\"?>",
     "<nvidia_smi_log>", "8 GPUs found.", "| 0 | Name: X |", "Message: 1/2 tasks in gang unschedulable: pod group",
     "", "   ", "\t", "\x1b[31m", "\r", "…", "：", "０",
+    "192.0.2.10: ", "Dec  2 06:40:19 node-a1 kubelet[1]: ", "8月 18 16:33:56 node-a1 kernel: ", "[rank1]: ",
+    "2026-12-02T06:40:19.1Z ", "6,1811,17257355375,-;", "[pod/a/b] ", "GPU 0: NVIDIA A100 (UUID: GPU-1)",
+    "  MIG 1g.10gb     Device  0: (UUID: MIG-GPU-1/7/0)", "| GPU instances:   |", "|   0  MIG 1g.5gb  19  9  2:1 |",
+    "GPU  0 Profile ID  0 Placement : {0}:4", "\tGPU0\tGPU1\tCPU Affinity", "GPU0\t X \tNV12\t0-47",
+    "|  NvLink Link Status  |", "    gpuId 0:", "        D D U X _", "#Entity  XIDER", "GPU 1   120",
+    "| Health Monitor Report |", "|  | PCIe system: Warning - x |", "index, gpu_recovery_action", "1, Reset",
+    "CUDA out of memory. Tried to allocate 2 GiB. GPU 0 has a total capacity of 1 GiB of which 0 B is free.",
+    "Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1, OpType=ALLREDUCE, Timeout(ms)=1) ran for 2 "
+    "milliseconds before timing out.", "[ERROR] x (PID:1, Device:0, RankID:-1) ERR02200 DIST call hccl api failed.",
+    "EI0006: Getting socket times out.", "[INFO]     2025/07/09 20:05:31.842816 1       main.go:193    x",
+    "  Admission Checks:", "    State:   Pending", "NAME  QUEUE  ADMITTED BY  AGE", "  ctr:", "    Image:  x",
 ]
 
 

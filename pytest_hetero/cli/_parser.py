@@ -240,11 +240,13 @@ def _add_probe(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
 
 
 EXPLAIN = """\
-Read any pasted GPU/NPU cluster output and say what it means: nvidia-smi (table, -q, -q -x), a dmesg or
-syslog excerpt (Xid, fallen off the bus, RmInitAdapter), dcgmi diag/discovery, npu-smi info (and -t …),
-dcmi and CANN/ACL/HCCL errors, kubectl describe node/pod, events, Kueue/Volcano objects, CUDA and
-framework errors from container logs. The paste is split into blocks; each block's kind is detected
-and read by the same readers the runs use.
+Read any pasted GPU/NPU cluster output and say what it means: nvidia-smi (table, -q, -q -x, -L, mig
+-lgi/-lci/-lgip, topo -m, --query-gpu csv), a dmesg or syslog excerpt (Xid, fallen off the bus,
+RmInitAdapter), dcgmi diag/discovery/nvlink/health/dmon, npu-smi info (and -t …), dcmi and CANN/ACL/HCCL
+errors, kubectl describe node/pod/workload, events, Kueue/Volcano objects, HAMi and device-plugin logs,
+CUDA/PyTorch/torch_npu/NCCL errors from container logs. Line prefixes (forwarding host, syslog/journalctl,
+kubectl --prefix/--timestamps, torchrun rank, kmsg) are taken off first. The paste is split into blocks;
+each block's kind is detected and read by the same readers the runs use.
 
 Prints the report as JSON (exit_code, readable, blocks, findings: kind, code, category, owner, entity,
 timestamps as printed, counts and ages, quantities, source lines, meaning), or one line per finding

@@ -17,6 +17,8 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from pytest_hetero.explain import claim_nvidia
+
 ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
 
 KERNEL_PREFIX = re.compile(
@@ -38,7 +40,7 @@ KLOG = re.compile(r"^\s*[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+\s+\d+\s+[\w./-]+:\d+\]")
 """A Kubernetes component (klog) line: ``I0624 22:58:05.486593       1 health.go:159] ...``."""
 
 PROMPT = re.compile(
-    r"^\s*(?:"
+    r"^\s*(?:\([\w.-]{1,40}\)\s+)?(?:"
     r"\[[^\]\n]{1,80}\]\s?[#$]"  # [user@host dir]$  [node-a1 ~]#
     r"|[\w.-]+@[\w.-]+(?::\S*)?\s?[#$%]"  # root@host:~/dir#
     r"|(?:ba|z|k)?sh-[\d.]+[#$]"  # bash-5.1#
@@ -47,7 +49,7 @@ PROMPT = re.compile(
     r")\s+(?P<cmd>\S.*)$"
 )
 TOOL_COMMAND = re.compile(
-    r"^\s*(?P<cmd>(?:sudo\s+)?(?:microk8s\s+)?(?:nvidia-smi|npu-smi|dcgmi|kubectl|docker|dmesg|journalctl|"
+    r"^\s*[$#]?(?P<cmd>(?:sudo\s+)?(?:microk8s\s+)?(?:nvidia-smi|npu-smi|dcgmi|kubectl|docker|dmesg|journalctl|"
     r"crictl|ctr|apiclient|vcctl|helm|nerdctl|podman|lspci|hl-smi)(?:\s+[-\w./=:,|'\"{}@*]+)*)\s*$"
 )
 NVSMI_STAMP = re.compile(
@@ -155,13 +157,20 @@ def _xml(lines: list[str], i: int) -> Claim | None:
     return "nvidia-smi-xml", j
 
 
+_QUERY_START = re.compile(r"^\s*Timestamp\s+:\s+\S")
+_QUERY_NEXT = re.compile(r"^\s*(?:Driver Version|CUDA Version|Attached GPUs|Driver version)\s+:")
+
+
 def _nvsmi_query(lines: list[str], i: int) -> Claim | None:
-    if "NVSMI LOG" not in lines[i]:
+    if "NVSMI LOG" not in lines[i] and not (
+        _QUERY_START.match(lines[i]) and any(_QUERY_NEXT.match(x) for x in lines[i + 1 : i + 4])
+    ):
         return None
     n, j = len(lines), i + 1
     while j < n:
         line = lines[j]
-        if _blank(line) or line[0] in " \t" or KV_LINE.match(line) or re.match(r"^GPU [0-9A-Fa-f:.]+\s*$", line):
+        if (_blank(line) or line[0] in " \t" or KV_LINE.match(line) or re.match(r"^GPU [0-9A-Fa-f:.]+\s*$", line)
+                or line.strip() in ("[...]", "...", "…")):
             j += 1
             continue
         if re.match(r"^[A-Za-z][\w -]+$", line) and j + 1 < n and lines[j + 1][:1] in (" ", "\t"):
@@ -430,6 +439,25 @@ _POD_KEYS = ("Containers:", "Init Containers:", "Controlled By:", "QoS Class:", 
              "Service Account:", "Priority:")
 
 
+_CONTAINER_HEAD = re.compile(r"^\s+[a-z0-9][\w.-]*:\s*$")
+_CONTAINER_KEYS = re.compile(r"^\s+(?:Container ID|Image|Image ID|State|Last State|Restart Count|Ready):", re.MULTILINE)
+
+
+def _container_block(lines: list[str], i: int) -> Claim | None:
+    """A ``kubectl describe pod`` container block pasted without the ``Containers:`` line above it: an indented
+    ``<name>:`` followed by ``Container ID:``/``Image:``/``State:`` fields (read as a describe-pod piece)."""
+    if not _CONTAINER_HEAD.match(lines[i]):
+        return None
+    window = "\n".join(lines[i + 1 : i + 6])
+    if len(_CONTAINER_KEYS.findall(window)) < 2:
+        return None
+    base = len(lines[i]) - len(lines[i].lstrip())
+    n, j = len(lines), i + 1
+    while j < n and lines[j].strip() and len(lines[j]) - len(lines[j].lstrip()) > base:
+        j += 1
+    return "describe-pod", j
+
+
 def _describe(lines: list[str], i: int) -> Claim | None:
     line = lines[i]
     if not DESCRIBE_TOP.match(line.lstrip()) or line[:1] == "-":
@@ -521,8 +549,20 @@ def _section(lines: list[str], i: int) -> Claim | None:
     return ("section", i + 1) if SECTION.match(lines[i]) else None
 
 
+def _csv_header(lines: list[str], i: int) -> Claim | None:
+    return claim_nvidia.csv_query(lines, i, None)
+
+
 CLAIMERS: tuple[Callable[[list[str], int], Claim | None], ...] = (
     _xml,
+    claim_nvidia.nvsmi_list,
+    claim_nvidia.mig,
+    claim_nvidia.topo,
+    claim_nvidia.dcgm_tools,
+    _csv_header,
+    claim_nvidia.hwlog,
+    claim_nvidia.kueue_describe,
+    claim_nvidia.kueue_table,
     _nvsmi_query,
     _nvsmi_table,
     _npu_table,
@@ -532,6 +572,7 @@ CLAIMERS: tuple[Callable[[list[str], int], Claim | None], ...] = (
     _kernel,
     _klog,
     _events,
+    _container_block,
     _describe,
     _table,
     _yaml,
@@ -589,8 +630,8 @@ def split(lines: list[str]) -> list[Piece]:
             pieces.append(Piece("prompt", i, i + 1, command))
             i += 1
             continue
-        claim = None
-        for claimer in CLAIMERS:
+        claim = claim_nvidia.csv_query(lines, i, command) if command else None
+        for claimer in () if claim else CLAIMERS:
             claim = claimer(lines, i)
             if claim is not None:
                 break

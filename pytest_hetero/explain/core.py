@@ -7,11 +7,12 @@ import shlex
 from collections.abc import Callable
 from dataclasses import replace
 
-from pytest_hetero.explain import read_ascend, read_kube, read_nvidia
+from pytest_hetero.explain import read_ascend, read_kube, read_nvidia, read_nvtools, read_platform
 from pytest_hetero.explain.blocks import Piece, clean_lines, split
 from pytest_hetero.explain.context import Ctx, make
 from pytest_hetero.explain.model import Block, Finding, Report, Value
 from pytest_hetero.explain.read_text import read_text
+from pytest_hetero.probes.line_prefix import Prefix, normalise
 
 
 def read_prompt(ctx: Ctx, piece: Piece) -> list[Finding]:
@@ -63,6 +64,8 @@ def _nothing(ctx: Ctx, piece: Piece) -> list[Finding]:
 
 READERS: dict[str, Callable[[Ctx, Piece], list[Finding]]] = {
     **read_nvidia.READERS,
+    **read_nvtools.READERS,
+    **read_platform.READERS,
     **read_ascend.READERS,
     **read_kube.READERS,
     "text": read_text,
@@ -132,6 +135,25 @@ def _attach_ends(findings: list[Finding]) -> list[Finding]:
     return out
 
 
+def _with_hosts(findings: list[Finding], prefixes: list[Prefix | None]) -> list[Finding]:
+    """A finding whose source lines all came through one forwarding/syslog host (one torchrun rank) names it in
+    its ``host`` (``rank``) entity."""
+    if not any(p is not None and (p.host or p.rank) for p in prefixes):
+        return findings
+    out = []
+    for f in findings:
+        heads = [p for line in f.lines if 0 < line.number <= len(prefixes)
+                 for p in (prefixes[line.number - 1],) if p is not None]
+        hosts = {p.host for p in heads if p.host}
+        ranks = {p.rank for p in heads if p.rank}
+        if len(hosts) == 1 and "host" not in f.entity:
+            f = replace(f, entity={**f.entity, "host": hosts.pop()})
+        if len(ranks) == 1 and "rank" not in f.entity:
+            f = replace(f, entity={**f.entity, "rank": ranks.pop()})
+        out.append(f)
+    return out
+
+
 def explain_text(text: str) -> Report:
     """Read a paste and return its :class:`Report`.
 
@@ -143,6 +165,7 @@ def explain_text(text: str) -> Report:
     if "\x00" in text:
         return Report((), (), readable=False, reason="binary input (NUL bytes): not captured text")
     raw, clean = clean_lines(text.lstrip("\ufeff"))
+    clean, prefixes = normalise(clean)
     if not any(line.strip() for line in clean):
         return Report((), (), readable=False, reason="empty input", lines=len(raw))
     ctx = Ctx(raw, clean)
@@ -168,7 +191,7 @@ def explain_text(text: str) -> Report:
         findings.extend(found)
     if value is not None:
         findings.append(_lone_value(ctx, value[0], value[1], blocks))
-    findings = _attach_ends(correlate(findings))
+    findings = _with_hosts(_attach_ends(correlate(findings)), prefixes)
     readable = any(b.recognised and b.kind not in ("prompt", "section") for b in blocks) or any(
         f.severity != "unrecognised" for f in findings)
     return Report(tuple(findings), tuple(blocks), readable=readable,

@@ -38,6 +38,16 @@ def reason_finding(kind: str, reason: Reason, lines: tuple[SourceLine, ...], *, 
     """A finding for one pending/startup :class:`Reason` (owner mapped to a team)."""
     hit = _reason_hit(reason)
     ent = {**hit.entity, **(entity or {})}
+    gang = re.search(r"(?P<running>\d+) Running, (?P<min>\d+) minAvailable", reason.message)
+    if hit.code == "gang_unschedulable" and not reason.resource and gang:
+        # The gang message names no resource and counts running members: a member that exited and a cluster
+        # short of capacity read the same; the text cannot decide whose it is.
+        hit.owner = None
+        hit.quantities.update(running=int(gang.group("running")), min_available=int(gang.group("min")),
+                              owner="undetermined",
+                              owner_candidates="infrastructure (the cluster cannot place the missing members), "
+                                               "algorithm (a member pod exited or failed)",
+                              next="kubectl get pods -l volcano.sh/job-name=<job> and the PodGroup's events")
     return make(kind, hit.code, category=hit.category, owner=hit.owner, severity=hit.severity,
                 meaning=hit.meaning if hit.code != "unrecognised" else "message no reader understands",
                 lines=lines, entity=ent, age=age, count=count, timestamps=timestamps,
@@ -872,7 +882,11 @@ def read_json(ctx: Ctx, piece: Piece) -> list[Finding]:
         from pytest_hetero.explain.read_text import read_text
 
         return read_text(ctx, piece)
-    found = read_object(ctx, piece, obj)
+    from pytest_hetero.explain.read_nvtools import health_json
+
+    found = health_json(ctx, piece, obj)
+    if found is None:
+        found = read_object(ctx, piece, obj)
     if found is None:
         return [make("json", "unrecognised", category="unrecognised", owner=None, severity="unrecognised",
                      meaning="a JSON value of a shape no reader knows", lines=ctx.span(piece, 3))]

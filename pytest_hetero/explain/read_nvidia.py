@@ -386,6 +386,11 @@ _OTHER: dict[str, tuple[str, str, str | None, str, str]] = {
                        "the driver says the GPU needs a reset"),
     "api_mismatch": ("nvml_version_mismatch", "gpu-driver", "infrastructure", "error",
                      "user-space driver and kernel module versions differ (upgrade without reboot)"),
+    "probe_failed": ("gpu_probe_failed", "gpu-driver", "infrastructure", "error",
+                     "the NVIDIA driver's probe failed for this GPU: the device is not usable (see the lines above "
+                     "it: a GPU off the bus, missing firmware)"),
+    "firmware_load_failed": ("gpu_firmware_load_failed", "gpu-driver", "infrastructure", "warning",
+                             "the kernel could not load an NVIDIA firmware file (error -2: the file is not installed)"),
     "sxid": ("nvswitch_sxid", "nvlink", "infrastructure", "error", "NVSwitch error (SXid)"),
     "peermem": ("peermem_invalid_context", "noise", None, "ok",
                 "nvidia-peermem skipped an invalid context (RDMA teardown noise, not a GPU fault)"),
@@ -433,6 +438,13 @@ def _other_quantities(what: str, first: KernelRecord) -> dict[str, Value]:
         return {"sxid": int(first.fields.get("sxid", "0")), "message": first.fields.get("message")}
     if what == "init_failed":
         return {"rm_code": first.fields.get("code"), "minor": first.fields.get("minor")}
+    if what == "fallen_off_bus":
+        return {"pci_id": first.fields.get("pci_id")}
+    if what == "probe_failed":
+        return {"probe_error": int(first.fields["error"]) if "error" in first.fields else None,
+                "devices_failed": int(first.fields["devices_failed"]) if "devices_failed" in first.fields else None}
+    if what == "firmware_load_failed":
+        return {"file": first.fields.get("file"), "error": int(first.fields.get("error", "0"))}
     return {}
 
 
@@ -440,8 +452,12 @@ def _other_finding(ctx: Ctx, piece: Piece, log: KernelLog, what: str, bus: str, 
     """A group of one other kernel event (:data:`_OTHER`)."""
     code, category, owner, severity, meaning = _OTHER[what]
     first = recs[0]
+    idx = [r.index for r in recs] + [int(r.fields["summary_index"]) for r in recs if "summary_index" in r.fields]
+    if what == "fallen_off_bus":
+        idx += [i for r in recs for i in range(max(0, r.index - 2), r.index)
+                if re.search(r"NVRM: The NVIDIA GPU|\(PCI ID:", ctx.lines(piece)[i])]
     return make("kernel-log", code, category=category, owner=owner, severity=severity, meaning=meaning,
-                lines=ctx.src([r.index for r in recs], piece.start),
+                lines=ctx.src(idx, piece.start),
                 entity={"bus_id": bus or None, "uuid": log.uuids.get(bus), "pid": first.fields.get("pid"),
                         "process": first.fields.get("process")},
                 timestamps=[recs[0].timestamp, recs[-1].timestamp], count=len(recs),
@@ -526,6 +542,14 @@ def read_klog(ctx: Ctx, piece: Piece) -> list[Finding]:
                         lines=ctx.src([i], piece.start), entity={"uuid": uuid.group(1) if uuid else None},
                         timestamps=[f"{m.group('level')}{m.group('date')} {m.group('time')}" if m else None],
                         quantities={"resource": resource.group(1) if resource else None, "allocatable_change": -1}))
+    from pytest_hetero.explain.read_platform import klog_device_lines
+
+    def stamp_of(i: int) -> str | None:
+        k = _KLOG.match(lines[i])
+        return f"{k.group('level')}{k.group('date')} {k.group('time')}" if k else None
+
+    device_found, _ = klog_device_lines(ctx, piece, lines, stamp_of)
+    out += device_found
     handled = {line.number - piece.start - 1 for f in out for line in f.lines}
     infos: list[int] = []
     for i, line in enumerate(lines):

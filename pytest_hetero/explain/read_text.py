@@ -16,6 +16,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from pytest_hetero.explain import read_framework as fw
 from pytest_hetero.explain.blocks import Piece
 from pytest_hetero.explain.context import Ctx, line_timestamp, make
 from pytest_hetero.explain.model import Finding, Value
@@ -28,7 +29,7 @@ from pytest_hetero.probes.cuda_errors import BY_NAME, match_cuda_error
 NOISE = re.compile(
     r"^\s*(?:>>>|\.\.\.\s|\.{3,}\s*$|…\s*$|Python \d+\.\d+|\[(?:GCC|Clang|MSC) |Type \"help\"|"
     r"[Tt]race[Bb]ack \(most recent call last\)|File \"[^\"]*\", line \d+|During handling of the above exception|"
-    r"The above exception was the direct cause|\^+\s*$|~+\^*\s*$|={3,}\s*$|-{3,}\s*$|\s*$)"
+    r"The above exception was the direct cause|#\s|\^+\s*$|~+\^*\s*$|={3,}\s*$|-{3,}\s*$|\s*$)"
 )
 CUDA_CONTEXT = re.compile(
     r"Search for `cudaError\w+'|CUDA kernel errors might be asynchronously reported|"
@@ -43,7 +44,7 @@ HAMI_OOM = re.compile(r"\[HAMI-core ERROR[^\]]*\]:\s*Device (?P<dev>\d+) OOM (?P
 HAMI_ANY = re.compile(r"\[HAMI-core (?P<level>ERROR|Warn|WARN|Info|INFO|Msg|MSG)")
 APP_OUTPUT = re.compile(r"^\s*(?:Allocated \d+|Hit the limit|\[Vector addition|Test (?:PASSED|FAILED)|Done\b)",
                         re.IGNORECASE)
-HCCL = re.compile(r"HCCL|Hccl|hccl|rank:? ?\d+|Execute Failed|execute fail|CommPool")
+HCCL = re.compile(r"HCCL|Hccl|hccl|CommPool")
 VLLM = re.compile(r"^\((?P<proc>[\w.-]+) pid=(?P<pid>\d+)\)\s+(?P<level>[A-Z]+)\s")
 TORCH_NO_DRIVER = re.compile(r"Found no NVIDIA driver on your system|NVIDIA driver on your system is too old|"
                              r"torch\.cuda\.is_available\(\)\s*(?:->|returns?|is|==|:)?\s*False|"
@@ -141,6 +142,101 @@ def _hami_oom(line: str, low: str) -> LineKind:
                {"gpu_index": hami.group("dev")})
 
 
+_RUNNER_TAIL = re.compile(r"Runner\S*:\d+ Execute Failed\. st: \d+|node\[\d+\] execute fail, runner name:")
+"""MindIE/ATB runner lines that follow an HCCL failure (its consequence; they join the HCCL finding)."""
+_PY_SOURCE = re.compile(r"^\s*(?:return|raise|yield|await)\s+[\w.]+\(.*\)\s*$|^\s*[\w.]+\s*=\s*[\w.]+\(.*\)\s*$")
+"""The source line a Python traceback prints under ``File "…", line N`` (context of the error below it)."""
+_CANN_TRACE = re.compile(r"^\s*(?P<fn>\w+) execute failed, reason=\[(?P<reason>[^\]]+)\]")
+_RET = re.compile(r"(?:retCode|err|ret|error code)\s*[=:]\s*(?P<hex>0x[0-9a-fA-F]+)")
+_ERRNO = re.compile(r"\berrno:\s*(?P<n>\d+)")
+_NO_BINARY = re.compile(r"Op (?P<op>\w+) does not has? any binary")
+_ACLNN = re.compile(r"call (?P<fn>aclnn\w+) failed")
+_DEVICE_ID = re.compile(r"phyid:(?P<phy>\d+) realDeviceId:(?P<real>\d+)")
+
+
+def _oom_hit(line: str, low: str) -> LineKind:
+    """A PyTorch/torch_npu allocator OOM with its numbers (:func:`read_framework.oom`)."""
+    found = fw.oom(line)
+    if found is None:
+        return None
+    dev, q, entity = found
+    if dev == "NPU":
+        return Hit("npu_out_of_memory", "npu-memory", "algorithm", "error",
+                   f"torch_npu could not allocate {q['tried_to_allocate']} on the NPU (the model's memory demand "
+                   "exceeds what is free)", "ascend-oom", q, entity)
+    q = {"cuda_error": "cudaErrorMemoryAllocation", "cuda_error_number": 2, **q}
+    return Hit("cuda_memory_allocation", "cuda", "algorithm", "error",
+               f"CUDA error 2 cudaErrorMemoryAllocation: the program asked for {q['tried_to_allocate']} of GPU "
+               f"memory" + (f" with {q['free']} free" if "free" in q else ""), "cuda", q, entity)
+
+
+def _nccl_hit(line: str, low: str) -> LineKind:
+    """An NCCL / ProcessGroupNCCL line (:func:`read_framework.nccl`); a ``Last error:`` line is context."""
+    if re.match(r"^\s*Last error:\s*$", line):
+        return "context"
+    if not ("nccl" in low or "watchdog" in low or ("connect to" in low and "socket" in low)):
+        return None
+    n = fw.nccl(line)
+    if n is None:
+        return None
+    code, owner, meaning, q, entity = n
+    hit = Hit(code, "collective-communication", owner, "error", meaning, "nccl", dict(q), dict(entity))
+    if not meaning:
+        hit.count = 0
+    if code == "nccl_system_error":
+        better, why = fw.nccl_detail(q, line)
+        if better:
+            hit.owner, hit.meaning = better, why or meaning
+    return hit
+
+
+def _torch_npu_hit(line: str, low: str) -> LineKind:
+    """torch_npu ``ERRssccc``, ``HCCL function error`` and ``HCCL error in:`` lines (an Ascend error chain)."""
+    err = fw.torch_npu_err(line)
+    if err is not None:
+        q, entity = err
+        return Hit("torch_npu_error", "npu-runtime", "platform", "error",
+                   f"torch_npu {q['torch_npu_code']}: {q['submodule']} {q['error_type']}", "ascend", q, entity)
+    fn = fw.hccl_function(line)
+    if fn is not None:
+        init = "CommInit" in str(fn["hccl_function"])
+        return Hit("hccl_init_failed" if init else "hccl_error", "npu-communication", "platform", "error",
+                   ("HCCL communicator creation failed" if init else "an HCCL call failed")
+                   + f" ({fn['hccl_function']} returned {fn['hccl_error']} {fn['hccl_error_name'] or ''})".rstrip(),
+                   "ascend", fn)
+    where = re.search(r"HCCL error in: (?P<file>\S+?):(?P<line>\d+)", line)
+    if where:
+        return Hit("hccl_error", "npu-communication", "platform", "error", "an HCCL call failed", "ascend",
+                   {"source_file": where.group("file"), "source_line": int(where.group("line"))})
+    return None
+
+
+def _cann_trace_hit(line: str, low: str) -> LineKind:
+    """CANN TraceBack steps (``rtX execute failed, reason=[…]``, ``[FUNC:…][FILE:…][LINE:…]`` lines with a
+    ``retCode``/``errno``) join the error above them; a Python traceback's source line is context."""
+    if _PY_SOURCE.match(line):
+        return "context"
+    trace = _CANN_TRACE.match(line)
+    if trace:
+        return Hit("cann_trace", "npu-runtime", "platform", "error", "", "ascend",
+                   {"runtime_call": trace.group("fn"), "runtime_reason": trace.group("reason")}, count=0)
+    if not _TRACE_LINE.search(line) or fw.TORCH_NPU_ERR.search(line) or re.search(r"(?:^|[\s:\[])E[A-Z]\d{4}\b",
+                                                                                   line) or match_acl(line):
+        return None
+    q: dict[str, Value] = {}
+    ret = _RET.search(line)
+    if ret:
+        q["runtime_ret"] = ret.group("hex")
+    errno = _ERRNO.search(line)
+    if errno:
+        q["errno"] = int(errno.group("n"))
+    return Hit("cann_trace", "npu-runtime", "platform", "error", "", "ascend", q, count=0) if q else "context"
+
+
+_TRACE_LINE = re.compile(r"\[FUNC:\w+\]\[FILE:[\w.]+\]\[LINE:\d+\]|^\s*Solution:|^\s+Kernel Run failed\b|"
+                         r"^\s+launch failed for\b")
+
+
 def _cuda_error(line: str, low: str) -> LineKind:
     """CUDA runtime errors: PyTorch's ``CUDA out of memory`` (with ``Tried to allocate``), else any
     error the CUDA table knows by enum name, message or number."""
@@ -202,14 +298,15 @@ def _hccl_quantities(line: str) -> dict[str, Value]:
 
 def _hccl(line: str, low: str) -> LineKind:
     """An HCCL failure line (communicator init or a collective): error number, rank, process."""
-    if not (HCCL.search(line) and ("fail" in low or "error" in low or "null" in low)):
+    if not ((HCCL.search(line) or _RUNNER_TAIL.search(line)) and ("fail" in low or "error" in low or "null" in low)):
         return None
     proc = re.search(r"HCCL\((?P<pid>\d+),(?P<name>[\w.-]+)\)", line)
     entity = {"pid": proc.group("pid"), "process": proc.group("name")} if proc else {}
     return Hit("hccl_init_failed" if "init" in low or "comm" in low else "hccl_error", "npu-communication",
                "platform", "error",
                "HCCL communicator creation failed: a rank could not join the collective (multi-NPU communication "
-               "setup: rank table, network/ports, device visibility)", "hccl", _hccl_quantities(line), entity)
+               "setup: rank table, network/ports, device visibility)" if "init" in low or "comm" in low else
+               "an HCCL call failed", "hccl", _hccl_quantities(line), entity)
 
 
 def _cann(line: str, low: str) -> LineKind:
@@ -217,7 +314,13 @@ def _cann(line: str, low: str) -> LineKind:
     cann = match_cann(line)
     if cann is None:
         return None
-    return Hit(cann.code, cann.category, cann.owner, "error", cann.meaning, "ascend", {"cann_code": cann.value})
+    q: dict[str, Value] = {"cann_code": cann.value}
+    for pattern, keys in ((_NO_BINARY, ("op",)), (_ACLNN, ("aclnn_call",)), (_DEVICE_ID, ("phy_id", "real_device_id")),
+                          (_RET, ("runtime_ret",))):
+        m = pattern.search(line)
+        if m:
+            q.update(zip(keys, m.groups(), strict=False))
+    return Hit(cann.code, cann.category, cann.owner, "error", cann.meaning, "ascend", q)
 
 
 def _acl(line: str, low: str) -> LineKind:
@@ -263,10 +366,19 @@ def _image_detail(hit: Hit, code: str, line: str) -> None:
     hit.quantities["cause"] = "not_found" if not_found else None
 
 
+_CLI_INVOCATION = re.compile(r"nvidia-container-cli(?:\s+--?[\w.-]+(?:=\S+)?)*\s+(?:configure|list|info)\b"
+                             r"(?:\s+--?[\w.-]+(?:[=@]\S*)?)*(?:\s+/\S+)?\s*$")
+"""An echoed ``nvidia-container-cli … configure --device=… <rootfs>`` command line (debug logs print the hook's
+invocation): the command the runtime ran, not an error."""
+
+
 def _runtime(line: str, low: str) -> LineKind:
-    """Container-runtime and image-pull failures, read by the startup classifier."""
+    """Container-runtime and image-pull failures, read by the startup classifier; an echoed
+    ``nvidia-container-cli`` invocation with no error in it is context, not a failure."""
     if not RUNTIME.search(line):
         return None
+    if _CLI_INVOCATION.search(line) and not re.search(r"error|fail|denied|timed? ?out", low):
+        return "context"
     state = "ErrImagePull" if re.search(r"pull|ImagePull", line, re.IGNORECASE) else "StartError"
     reason = classify_startup(state, line)
     if reason is None:
@@ -290,7 +402,8 @@ def _scheduler_message(line: str, low: str) -> LineKind:
 
 
 _LINE_KINDS: tuple[Callable[[str, str], LineKind], ...] = (
-    _noise, _cuda_context, _hami_oom, _cuda_error, _torch_no_driver, _dcmi, _hccl, _cann, _acl,
+    _noise, _cuda_context, _hami_oom, _oom_hit, _nccl_hit, _torch_npu_hit, _cann_trace_hit, _cuda_error,
+    _torch_no_driver, _dcmi, _hccl, _cann, _acl,
     _resource_statement, _runtime, _scheduler_message,
 )
 """Line recognisers in priority order; each takes ``(line, line.lower())``; the first answer wins."""
@@ -307,7 +420,7 @@ def classify_line(line: str) -> Hit | str | None:
     return None
 
 
-_ASCEND_CODES = ("cann_", "acl_")
+_ASCEND_CODES = ("cann_", "acl_", "torch_npu_error", "hccl_init_failed", "hccl_error")
 
 
 def _joins(prev: Hit, hit: Hit) -> bool:
@@ -323,6 +436,8 @@ def _joins(prev: Hit, hit: Hit) -> bool:
         return True
     if prev.family == "cuda" and hit.count == 0:
         return True
+    if prev.family == "ascend" and hit.family == "ascend" and hit.count == 0:
+        return True
     if prev.family == "vgpu" and hit.code == "cuda_memory_allocation":
         return True
     return (hit.family == "ascend" and prev.family == "ascend" and hit.code.startswith(_ASCEND_CODES)
@@ -332,16 +447,54 @@ def _joins(prev: Hit, hit: Hit) -> bool:
 def _absorb(prev: Hit, hit: Hit) -> None:
     """Fold ``hit`` into ``prev``: lines, timestamps and count add up; quantities and entity keep the
     first value, except a second ACL/CANN code, kept as ``<key>_2``."""
+    if prev.family == "nccl" and "network_error" in hit.quantities and "network_error" not in prev.quantities:
+        prev.meaning, prev.owner = f"{prev.meaning}: {hit.meaning}", hit.owner  # the Last error names the cause
     prev.lines += hit.lines
     prev.timestamps += hit.timestamps
     prev.count += hit.count
     for key, value in hit.quantities.items():
-        if key not in prev.quantities:
+        if key == "ranks" and key in prev.quantities and str(value) not in str(prev.quantities[key]).split(","):
+            prev.quantities[key] = f"{prev.quantities[key]},{value}"
+            prev.entity.pop("rank", None)
+        elif key not in prev.quantities:
             prev.quantities[key] = value
-        elif prev.quantities[key] != value and key in ("acl_error", "cann_code"):
+        elif prev.quantities[key] != value and key in ("acl_error", "cann_code", "torch_npu_code"):
             prev.quantities[key + "_2"] = value
     for key, ent in hit.entity.items():
-        prev.entity.setdefault(key, ent)
+        if not (key == "rank" and "," in str(prev.quantities.get("ranks", ""))):
+            prev.entity.setdefault(key, ent)
+
+
+def _ascend_verdict(hit: Hit) -> None:
+    """The code of a merged Ascend error chain (torch_npu ``ERR…`` + HCCL call + CANN codes + TraceBack) is its
+    most specific cause: HCCP could not start because a previous process holds the device (``EJ0001``); an
+    operator without a kernel binary (``EZ9999 … does not has any binary``); an HCCL communicator that could
+    not map its device (``device id error``); else the first code. The codes all stay in the quantities."""
+    q = hit.quantities
+    codes = {str(v) for k, v in q.items() if k.startswith("cann_code")}
+    if hit.code == "cann_trace":
+        hit.code, hit.meaning = "cann_runtime_error", "a CANN runtime call failed"
+    remote = codes & {"EI0006", "EI0002"}
+    if remote:
+        hit.code, hit.category, hit.owner = "hccl_remote_timeout", "npu-communication", None
+        hit.meaning = (f"HCCL timed out waiting for a remote rank ({', '.join(sorted(remote))}): a peer NPU did not "
+                       "connect or did not reach the collective in time; this rank's log cannot say which or why")
+        q.update(owner="undetermined", owner_candidates="infrastructure (a peer NPU, its node or the network link "
+                 "failed), algorithm (a rank started the collective late or never)",
+                 next="read the plog/log of every rank in the rank table; the first rank that failed is the culprit")
+    elif "EJ0001" in codes:
+        hit.code, hit.category, hit.owner = "hccp_init_failed", "npu-communication", "algorithm"
+        hit.meaning = ("the HCCP process could not start on the NPU: a previous training process still holds the "
+                       "device (per the message); if none runs, the driver error behind it is the node's")
+        q["owner_alternative"] = "infrastructure (no previous process running: NPU driver fault)"
+    elif "op" in q and "no binary" not in hit.meaning:
+        hit.code, hit.category, hit.owner = "cann_op_no_binary", "npu-runtime", "platform"
+        hit.meaning = (f"operator {q['op']} has no kernel binary in the installed CANN operator package "
+                       "(the image's CANN/ops version does not support it on this NPU)")
+    elif str(q.get("runtime_reason", "")).startswith("device id error") and hit.code.startswith(("hccl", "torch")):
+        hit.code, hit.category, hit.owner = "hccl_init_failed", "npu-communication", "platform"
+        hit.meaning = ("HCCL communicator creation failed: the runtime could not map the rank's physical NPU id to "
+                       "a device (device id error): the container's NPU visibility/mapping is wrong")
 
 
 def _merge(hits: list[Hit]) -> list[Hit]:
@@ -352,6 +505,9 @@ def _merge(hits: list[Hit]) -> list[Hit]:
             _absorb(out[-1], hit)
         else:
             out.append(hit)
+    for hit in out:
+        if hit.family == "ascend":
+            _ascend_verdict(hit)
     return out
 
 

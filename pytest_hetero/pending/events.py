@@ -32,6 +32,12 @@ _DESCRIBE_ROW = re.compile(
     rf"(?:(?P<age>{_AGE}(?:\s+\(x\d+ over {_AGE}\))?)\s+)?"
     r"(?P<from>[\w.@/-]+(?:, [\w.-]+)?)\s{2,}(?P<message>\S.*?)\s*$"
 )
+_SINGLE_ROW = re.compile(
+    rf"^\s*(?P<type>Normal|Warning) (?P<reason>[A-Za-z][\w.:-]*) (?P<age>{_AGE}(?: \(x\d+ over {_AGE}\))?) "
+    r"(?P<from>[\w.@/-]+(?:, [\w.-]+)?) (?P<message>\S.*?)\s*$"
+)
+"""A describe row whose columns are one space apart (re-flowed by a chat, a ticket or ``tr -s ' '``): the age
+between reason and reporter keeps it unambiguous."""
 _BARE_ROW = re.compile(
     rf"^\s*(?:(?P<ns>[a-z0-9][\w.-]*)\s+)?(?P<age>{_AGE}(?:\s+\(x\d+ over {_AGE}\))?)\s+"
     r"(?P<type>Normal|Warning)\s+(?P<reason>[A-Za-z][\w.:-]*)\s+(?P<object>[\w.-]+/[\w.:-]+)\s+(?P<message>\S.*?)\s*$"
@@ -94,7 +100,7 @@ def parse_event_rows(lines: list[str]) -> list[EventRow]:
                 rows.append(row)
                 last = row
                 continue
-        m = _DESCRIBE_ROW.match(line)
+        m = _DESCRIBE_ROW.match(line) or _SINGLE_ROW.match(line)
         if m:
             age, count, over = _age(m.group("age"))
             last = EventRow(m.group("type"), m.group("reason"), m.group("message"), age, count, over,
@@ -133,6 +139,9 @@ def _cut(line: str, bounds: dict[str, tuple[int, int | None]], index: int) -> Ev
 
 
 _PROBE = re.compile(r"(?P<probe>Startup|Liveness|Readiness) probe (?:failed|errored):?\s*(?P<why>.*)", re.IGNORECASE)
+_EVICTION_REASON = re.compile(r"^(?:EvictedDue\w+|Evicted|Preempted|WorkloadEvicted)$")
+"""Kueue reports evictions and preemptions as *Normal* events (``EvictedDueToPodsReadyTimeout``,
+``EvictedDueToAdmissionCheck``, ``Preempted``): the meaning is in the reason, not the event type."""
 _BLOCKING_NORMAL = re.compile(
     r"queue resource quota insufficient|is overused|overused|tasks in gang unschedulable|"
     r"nodes are (?:un)?available|couldn't assign flavors|insufficient|exceeded quota",
@@ -149,6 +158,9 @@ def classify_row(row: EventRow) -> list[Reason]:
     decides how to report it).
     """
     message, reason = row.message, row.reason
+    if _EVICTION_REASON.match(reason):
+        return [make_reason("kueue", "workload_evicted", message.strip() or reason,
+                            detail={"event_reason": reason, "event_type": row.type})]
     if row.type == "Normal" and not _BLOCKING_NORMAL.search(message):
         return []
     if re.search(r"can possibly be assigned to \S+,? once minAvailable is satisfied", message):

@@ -48,7 +48,14 @@ def probe_host(vendor: str, root: str = "/") -> Inventory:
 
 
 def parse_captured(vendor: str, text: str) -> Inventory:
-    """Parse captured ``text`` for ``vendor`` (format detected); raises ParseError if unreadable."""
+    """Parse captured ``text`` for ``vendor`` (format detected); raises ParseError if unreadable.
+
+    The text first goes through the line normaliser ``hetero explain`` uses
+    (:func:`pytest_hetero.probes.line_prefix.normalise`: forwarded host, syslog/journalctl, kmsg and RFC 3339
+    prefixes off), so ``probe --from`` and ``explain`` read the same lines."""
+    from pytest_hetero.probes.line_prefix import normalise
+
+    text = "\n".join(normalise(text.replace("\r\n", "\n").split("\n"))[0])
     if vendor == "nvidia":
         from pytest_hetero.probes.nvidia import detect_format, parse_nvidia_smi
 

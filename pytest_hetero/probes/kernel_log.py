@@ -43,7 +43,12 @@ _GPU_AT = re.compile(
 )
 _SERIAL = re.compile(r"NVRM: GPU Board Serial Number:\s*(?P<serial>\S+)")
 _BUS_IN = re.compile(r"(?:PCI:|GPU )?(?P<bus>[0-9A-Fa-f]{4}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2})(?:\.\d)?")
-_OFF_BUS = re.compile(r"GPU has fallen off the bus", re.IGNORECASE)
+_OFF_BUS = re.compile(r"GPU has fallen off the bus|fallen off the bus and is not responding", re.IGNORECASE)
+_THE_GPU = re.compile(r"NVRM: The NVIDIA GPU (?P<bus>[0-9A-Fa-f]{4}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}(?:\.\d)?)")
+_PCI_ID = re.compile(r"\(PCI ID: (?P<id>[0-9a-fA-F]{4}:[0-9a-fA-F]{4})\)")
+_PROBE = re.compile(r"nvidia(?:-nvswitch)?: probe of (?P<bus>[0-9A-Fa-f]{4}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}(?:\.\d)?) "
+                    r"failed with error (?P<err>-?\d+)|NVRM: The NVIDIA probe routine failed for (?P<n>\d+) device")
+_FIRMWARE = re.compile(r"Direct firmware load for (?P<file>nvidia/\S+) failed with error (?P<err>-?\d+)")
 _INIT = re.compile(
     r"RmInitAdapter failed!?\s*(?P<code>\([^)]*\))?|rm_init_adapter failed(?:, device minor number (?P<minor>\d+))?"
 )
@@ -198,9 +203,50 @@ def _sxid(scan: _KernelScan, index: int, line: str) -> bool:
 
 
 def _off_bus(scan: _KernelScan, index: int, line: str) -> bool:
+    """``GPU has fallen off the bus`` on one line, or the older three-line notice ``NVRM: The NVIDIA GPU <bus>``
+    / ``NVRM: (PCI ID: 10de:2330) installed in this system has`` / ``NVRM: fallen off the bus and is not
+    responding to commands.`` (each line with its own prefix): the bus and PCI ID come from the lines above."""
     if not _OFF_BUS.search(line):
         return False
-    scan.add("fallen_off_bus", index, _nvrm_bus(line), {"message": line[line.find("NVRM") :].strip()})
+    bus = _nvrm_bus(line)
+    fields = {"message": line[line.find("NVRM") :].strip()}
+    if bus is None:
+        for back in range(index - 1, max(-1, index - 3), -1):
+            pci = _PCI_ID.search(scan.lines[back])
+            if pci:
+                fields["pci_id"] = pci.group("id").lower()
+            gpu = _THE_GPU.search(scan.lines[back])
+            if gpu:
+                bus = gpu.group("bus").lower()[:10]
+                break
+    scan.add("fallen_off_bus", index, bus, fields)
+    return True
+
+
+def _probe(scan: _KernelScan, index: int, line: str) -> bool:
+    """``nvidia: probe of <bus> failed with error -1`` and ``NVRM: The NVIDIA probe routine failed for N
+    device(s)`` (the driver did not bind a GPU; the summary line joins the per-device one)."""
+    m = _PROBE.search(line)
+    if not m:
+        return False
+    if m.group("n"):
+        last = next((r for r in reversed(scan.records) if r.what == "probe_failed"), None)
+        if last is not None:
+            last.fields["devices_failed"] = m.group("n")
+            last.fields.setdefault("summary_index", str(index))
+            return True
+        scan.add("probe_failed", index, None, {"devices_failed": m.group("n")})
+        return True
+    scan.add("probe_failed", index, m.group("bus").lower()[:10], {"error": m.group("err")})
+    return True
+
+
+def _firmware(scan: _KernelScan, index: int, line: str) -> bool:
+    """``Direct firmware load for nvidia/<ver>/gsp_*.bin failed with error -2`` (file not installed)."""
+    m = _FIRMWARE.search(line)
+    if not m:
+        return False
+    scan.add("firmware_load_failed", index, _bus(line[: m.start()]), {"file": m.group("file"), "error": m.group("err")})
     return True
 
 
@@ -286,8 +332,8 @@ def _release(scan: _KernelScan, index: int, line: str) -> bool:
 
 
 _KERNEL_LINES: tuple[Callable[[_KernelScan, int, str], bool], ...] = (
-    _xid, _gpu_at, _serial, _sxid, _off_bus, _init_failed, _assertion, _api_mismatch, _loading, _reset,
-    _peermem, _oom, _hardware, _release,
+    _xid, _gpu_at, _serial, _sxid, _off_bus, _probe, _firmware, _init_failed, _assertion, _api_mismatch, _loading,
+    _reset, _peermem, _oom, _hardware, _release,
 )
 """Line readers in priority order; each returns True when the line was its kind (the next line follows)."""
 
@@ -297,6 +343,7 @@ def read_kernel_log(lines: list[str]) -> KernelLog:
     scan = _KernelScan(lines)
     for index, line in enumerate(lines):
         if "NVRM" not in line and "nvidia" not in line and "GPU" not in line and "Hardware" not in line and (
+            "firmware" not in line) and (
             "Tainted" not in line and "Out of memory" not in line
         ):
             continue

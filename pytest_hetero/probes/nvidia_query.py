@@ -86,6 +86,27 @@ def _section(tree: Tree, *names: str) -> Tree:
     return {}
 
 
+def ecc_counters(tree: Tree) -> dict[str, int | str | None]:
+    """Every ECC counter of one GPU's ``ECC Errors`` section as ``ecc_<scope>_<counter>`` (snake case):
+    R510+ ``SRAM Correctable``/``DRAM Uncorrectable``…, older ``Single Bit``/``Double Bit`` sub-sections by their
+    ``Total`` (``ecc_volatile_single_bit_total``); ``N/A`` kept as None; plus the remap histogram's
+    ``remap_histogram_<level>`` bank counts (``remap_histogram_max_banks`` for Max, whose text is kept apart)."""
+    out: dict[str, int | str | None] = {}
+    ecc = _section(tree, "ECC Errors")
+    for scope in ("Volatile", "Aggregate"):
+        for key, value in _section(ecc, scope).items():
+            name = f"ecc_{scope.lower()}_" + re.sub(r"\W+", "_", key.strip()).strip("_").lower()
+            if isinstance(value, str):
+                out[name] = v.integer(value)
+            elif isinstance(value, dict) and "Total" in value:
+                out[name + "_total"] = v.integer(str(value["Total"]))
+    histogram = _section(_section(tree, "Remapped Rows"), "Bank Remap Availability Histogram")
+    for level, value in histogram.items():
+        if isinstance(value, str):
+            out[f"remap_histogram_{level.lower()}" + ("_banks" if level == "Max" else "")] = v.integer(value)
+    return out
+
+
 def _uncorrectable(tree: Tree) -> int | None:
     volatile = _section(_section(tree, "ECC Errors"), "Volatile")
     if not volatile:
@@ -196,6 +217,7 @@ def _device(position: int, bus: str, gpu: Tree) -> Device:
             "remapped_rows_failure": failure,
             "remap_histogram_max": v.text_or_none(
                 _get(gpu, "Remapped Rows", "Bank Remap Availability Histogram", "Max")),
+            **ecc_counters(gpu),
             "reset_required": reset,
             "drain_and_reset_recommended": v.yes(_get(gpu, "GPU Reset Status", "Drain and Reset Recommended")),
             "memory_temperature_c": v.number(_get(gpu, "Temperature", "Memory Current Temp")),

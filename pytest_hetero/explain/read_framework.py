@@ -1,0 +1,228 @@
+"""Framework and collective-communication error lines: PyTorch / torch_npu OOM, NCCL, torch_npu ``ERRxxyyy``.
+
+Line recognisers for :mod:`pytest_hetero.explain.read_text` (each ``(line, line.lower()) -> Hit | None``),
+anchored on the tools' own message formats, never on loose words:
+
+* PyTorch allocator OOM, every wording since 1.x: ``CUDA out of memory. Tried to allocate X (GPU N; T total
+  capacity; A already allocated; F free; [allowed;] R reserved in total by PyTorch)`` (1.x, also with
+  ``cached``), the 2.1+ sentences ``… GPU N has a total capacity of T of which F is free. [Process P has M
+  memory in use.] Including non-PyTorch memory, this process has M memory in use. Of the allocated memory A
+  is allocated by PyTorch, and R is reserved by PyTorch but unallocated.`` (2.1 spells ``capacty``), and
+  torch_npu's ``NPU out of memory. Tried to allocate X (NPU N; …; C current active; …)``. Every size is kept
+  as printed and in MiB.
+* NCCL via ``ProcessGroupNCCL`` (c10d): the watchdog timeout ``WorkNCCL(SeqNum=…, OpType=…, NumelIn=…,
+  NumelOut=…, Timeout(ms)=…) ran for N milliseconds``, the ``detected by watchdog at work: N, last enqueued
+  NCCL work: E, last completed NCCL work: C`` line, the heartbeat monitor's ``watchdog got stuck``, and
+  ``NCCL error in: <file>:<line>, <ncclResult text>, NCCL version X`` with the ``Last error:`` detail
+  (``socketStartConnect: Connect to <ip><port> failed : No route to host``); ``NCCL WARN`` lines.
+* torch_npu's ``[ERROR] <time> (PID:p, Device:d, RankID:r) ERR<ss><ccc> <SUBMODULE> <message>``
+  (``torch_npu/csrc/core/npu/NPUException.h``: sub-modules PTA 00, OPS 01, DIST 02, GRAPH 03, PROF 04; error
+  types 001 … 012, 100 ACL, 200 HCCL, 300 GE) and ``HCCL function error: <call>, error code is N``.
+
+A timeout or remote error on a collective cannot name its culprit from one rank's log: those findings carry no
+owner and say ``owner: undetermined`` with the candidates and what to read next.
+"""
+
+from __future__ import annotations
+
+import re
+
+from pytest_hetero.explain.model import Value
+from pytest_hetero.probes.ascend_errors import HCCL_RESULTS
+
+_SIZE = r"(\d+(?:\.\d+)?) ?(bytes|B|KiB|MiB|GiB|TiB)"
+_UNITS = {"bytes": 1 / 1048576, "B": 1 / 1048576, "KiB": 1 / 1024, "MiB": 1.0, "GiB": 1024.0, "TiB": 1048576.0}
+
+
+def mib(number: str, unit: str) -> float:
+    """``number unit`` (bytes … TiB) in MiB, rounded to 2 decimals."""
+    return round(float(number) * _UNITS[unit], 2)
+
+
+_OOM = re.compile(r"(?P<dev>CUDA|NPU|XPU|MPS) out of memory\. Tried to allocate " + _SIZE)
+_OLD_PARTS = (
+    ("total_capacity", re.compile(_SIZE + r" total capacity")),
+    ("allocated_by_pytorch", re.compile(_SIZE + r" already allocated")),
+    ("current_active", re.compile(_SIZE + r" current active")),
+    ("free", re.compile(_SIZE + r" free")),
+    ("allowed", re.compile(_SIZE + r" allowed")),
+    ("reserved_by_pytorch", re.compile(_SIZE + r" (?:reserved in total by PyTorch|cached)")),
+)
+_NEW_PARTS = (
+    ("total_capacity", re.compile(r"has a total capac(?:i)?ty of " + _SIZE)),
+    ("free", re.compile(r"of which " + _SIZE + r" is free")),
+    ("process_in_use", re.compile(r"this process has " + _SIZE + r" memory in use")),
+    ("allocated_by_pytorch", re.compile(_SIZE + r" is allocated by PyTorch")),
+    ("reserved_unallocated", re.compile(_SIZE + r" is reserved by PyTorch but unallocated")),
+)
+_DEVICE = re.compile(r"\((?P<kind>GPU|NPU) (?P<index>\d+);|\b(?P<kind2>GPU|NPU) (?P<index2>\d+) has a total capac")
+_OTHER_PROCESS = re.compile(r"Process (?P<pid>\d+) has " + _SIZE + r" memory in use")
+
+
+def oom(line: str) -> tuple[str, dict[str, Value], dict[str, str]] | None:
+    """``(device kind, quantities, entity)`` of a PyTorch/torch_npu allocator OOM line, or None.
+
+    Quantities: ``tried_to_allocate`` (as printed) and ``tried_to_allocate_mib``, then for each part printed
+    ``total_capacity``, ``free``, ``allocated_by_pytorch``, ``reserved_by_pytorch``, ``reserved_unallocated``,
+    ``process_in_use``, ``current_active``, ``allowed`` (as printed, and ``<name>_mib``); ``other_process.<pid>``
+    for the 2.1+ ``Process P has M memory in use``. Entity: ``gpu_index`` or ``npu_id``."""
+    m = _OOM.search(line)
+    if not m:
+        return None
+    q: dict[str, Value] = {"tried_to_allocate": f"{m.group(2)} {m.group(3)}",
+                           "tried_to_allocate_mib": mib(m.group(2), m.group(3))}
+    tail = line[m.end():]
+    parts = _NEW_PARTS if "has a total capac" in tail else _OLD_PARTS
+    for name, pattern in parts:
+        p = pattern.search(tail)
+        if p:
+            q[name] = f"{p.group(1)} {p.group(2)}"
+            q[f"{name}_mib"] = mib(p.group(1), p.group(2))
+    for other in _OTHER_PROCESS.finditer(tail):
+        q[f"other_process.{other.group('pid')}"] = f"{other.group(2)} {other.group(3)}"
+    d = _DEVICE.search(tail)
+    entity: dict[str, str] = {}
+    if d:
+        kind, index = d.group("kind") or d.group("kind2"), d.group("index") or d.group("index2")
+        entity = {"gpu_index" if kind == "GPU" else "npu_id": index}
+    return m.group("dev"), q, entity
+
+
+NCCL_WATCHDOG = re.compile(
+    r"Watchdog caught collective operation timeout: WorkNCCL\(SeqNum=(?P<seq>\d+), OpType=(?P<op>\w+)"
+    r"(?:, NumelIn=(?P<in>-?\d+), NumelOut=(?P<out>-?\d+))?, Timeout\(ms\)=(?P<timeout>\d+)\) ran for (?P<ran>\d+) "
+    r"milliseconds before timing out")
+NCCL_AT_WORK = re.compile(r"detected by watchdog at work: (?P<work>\d+), last enqueued NCCL work: (?P<enq>-?\d+), "
+                          r"last completed NCCL work: (?P<done>-?\d+)")
+NCCL_STUCK = re.compile(r"(?:ProcessGroupNCCL's )?watchdog got stuck for (?P<s>\d+) seconds")
+NCCL_ERROR = re.compile(r"NCCL error in: (?P<where>\S+?):(?P<at>\d+), (?P<what>[^,]+?)(?: \(run with NCCL_DEBUG=\w+ "
+                        r"for details\))?(?:, NCCL version (?P<ver>[\w.+-]+))?\s*$|(?P<name>nccl(?:Unhandled\w+|"
+                        r"SystemError|InternalError|InvalidArgument|InvalidUsage|RemoteError))\b")
+NCCL_NET = re.compile(r"(?:Connect to|connect to) (?P<peer>[\d.:a-fA-F]+)<(?P<port>\d+)> failed\s*:\s*(?P<why>[^\[]+)"
+                      r"|Got completion (?:from peer (?P<ibpeer>\S+) )?with (?:error|status=)\s*(?P<ibst>\d+)")
+RANK = re.compile(r"\[Rank (?P<rank>\d+)\]|\bRank (?P<rank2>\d+)\]")
+
+_NCCL_RESULTS: dict[str, tuple[str, str | None, str]] = {
+    "unhandled cuda error": ("nccl_cuda_error", None,
+                             "a CUDA call inside NCCL failed (the CUDA error names the cause)"),
+    "unhandled system error": ("nccl_system_error", "infrastructure",
+                               "a system call or the network failed inside NCCL (sockets, IB verbs, shared memory)"),
+    "internal error": ("nccl_internal_error", None, "NCCL internal error (often a peer or network fault)"),
+    "invalid argument": ("nccl_invalid_argument", "algorithm", "NCCL was called with an invalid argument"),
+    "invalid usage": ("nccl_invalid_usage", "algorithm", "NCCL was used wrongly by the program (mismatched calls)"),
+    "remote process exited or there was a network error": (
+        "nccl_remote_error", None, "a remote rank exited or the network between the ranks failed"),
+}
+_NCCL_NAMES = {"ncclUnhandledCudaError": "unhandled cuda error", "ncclSystemError": "unhandled system error",
+               "ncclInternalError": "internal error", "ncclInvalidArgument": "invalid argument",
+               "ncclInvalidUsage": "invalid usage", "ncclRemoteError": "remote process exited or there was a network "
+                                                                        "error"}
+_NETWORK = re.compile(r"No route to host|Connection refused|Connection timed out|Network is unreachable|"
+                      r"Connection reset by peer", re.IGNORECASE)
+_SHM = re.compile(r"/dev/shm|shared memory|shm_open|NCCL_SHM", re.IGNORECASE)
+
+UNDETERMINED = "undetermined"
+COLLECTIVE_CANDIDATES = ("infrastructure (a peer node, its GPU or the interconnect stalled), "
+                         "algorithm (ranks diverged: one rank skipped or reordered a collective)")
+
+
+def nccl(line: str) -> tuple[str, str | None, str, dict[str, Value], dict[str, str]] | None:
+    """``(code, owner, meaning, quantities, entity)`` for one NCCL/ProcessGroupNCCL line, or None.
+    ``owner`` None with ``quantities["owner"] == "undetermined"`` where one rank's log cannot decide."""
+    rank = RANK.search(line)
+    entity = {"rank": rank.group("rank") or rank.group("rank2")} if rank else {}
+    w = NCCL_WATCHDOG.search(line)
+    if w:
+        r = entity.get("rank", "?")
+        q: dict[str, Value] = {"seq_num": int(w.group("seq")), "op_type": w.group("op"),
+                               "numel_in": int(w.group("in")) if w.group("in") else None,
+                               "numel_out": int(w.group("out")) if w.group("out") else None,
+                               "timeout_ms": int(w.group("timeout")), "ranks": r,
+                               f"ran_for_ms.rank{r}": int(w.group("ran")), "owner": UNDETERMINED,
+                               "owner_candidates": COLLECTIVE_CANDIDATES,
+                               "next": "read every rank's log: the rank that never reached SeqNum "
+                                       f"{w.group('seq')} (or that failed first) is the culprit"}
+        return ("nccl_watchdog_timeout", None,
+                f"collective {w.group('op')} (SeqNum {w.group('seq')}) timed out after {w.group('timeout')} ms: "
+                "a rank waited for peers that never joined", q, entity)
+    a = NCCL_AT_WORK.search(line)
+    if a:
+        return ("nccl_watchdog_timeout", None, "", {
+            "work": int(a.group("work")), "last_enqueued_work": int(a.group("enq")),
+            "last_completed_work": int(a.group("done"))}, entity)
+    s = NCCL_STUCK.search(line)
+    if s:
+        return ("nccl_watchdog_stuck", None,
+                f"the NCCL watchdog made no progress for {s.group('s')} s (a collective or CUDA call hangs)",
+                {"stuck_s": int(s.group("s")), "owner": UNDETERMINED, "owner_candidates": COLLECTIVE_CANDIDATES},
+                entity)
+    e = NCCL_ERROR.search(line)
+    if e:
+        what = (e.group("what") or _NCCL_NAMES.get(e.group("name") or "", "")).strip().lower()
+        code, owner, meaning = _NCCL_RESULTS.get(what, ("nccl_error", None, f"NCCL error: {what}"))
+        q = {"nccl_result": what, "nccl_version": e.group("ver"), "source_file": e.group("where"),
+             "source_line": int(e.group("at")) if e.group("at") else None}
+        if owner is None:
+            q.update(owner=UNDETERMINED, owner_candidates=COLLECTIVE_CANDIDATES)
+        return code, owner, meaning, q, entity
+    n = NCCL_NET.search(line)
+    if n and ("NCCL" in line or "socket" in line.lower() or "NET/" in line):
+        if n.group("ibst"):
+            return ("nccl_ib_completion_error", "infrastructure",
+                    f"an InfiniBand/RoCE work completion failed (status {n.group('ibst')}): the fabric or a peer's "
+                    "HCA dropped the connection", {"ib_status": int(n.group("ibst")), "peer": n.group("ibpeer")},
+                    entity)
+        return ("nccl_system_error", "infrastructure",
+                f"NCCL could not connect to peer {n.group('peer')}: {n.group('why').strip()}",
+                {"peer": n.group("peer"), "peer_port": int(n.group("port")), "network_error": n.group("why").strip()},
+                entity)
+    return None
+
+
+def nccl_detail(q: dict[str, Value], line: str) -> tuple[str | None, str | None]:
+    """``(owner, meaning)`` refinement of an ``nccl_system_error`` by its ``Last error`` detail: a network
+    error (no route, refused, timed out) is the interconnect's; a shared-memory failure is the container's
+    ``/dev/shm`` (platform); else None."""
+    net = _NETWORK.search(line)
+    if net:
+        return "infrastructure", f"the ranks cannot reach each other over the network ({net.group(0)})"
+    if _SHM.search(line):
+        return "platform", "NCCL could not use shared memory: the container's /dev/shm is too small or missing"
+    return None, None
+
+
+TORCH_NPU_ERR = re.compile(r"\[ERROR\] (?P<ts>\S+) \(PID:(?P<pid>\d+), Device:(?P<dev>-?\d+), "
+                           r"RankID:(?P<rank>-?\d+)\) ERR(?P<sub>\d\d)(?P<code>\d{3}) (?P<module>[A-Z]+) "
+                           r"(?P<msg>.*?)\.?\s*$")
+SUBMODULES = {"00": "PTA", "01": "OPS", "02": "DIST", "03": "GRAPH", "04": "PROF"}
+ERROR_TYPES = {1: "invalid parameter", 2: "invalid type", 3: "invalid value", 4: "invalid pointer",
+               5: "internal error", 6: "memory error", 7: "feature not supported", 8: "resource not found",
+               9: "resource unavailable", 10: "system call failed", 11: "timeout error", 12: "permission error",
+               100: "call acl api failed", 200: "call hccl api failed", 300: "call ge api failed"}
+HCCL_FUNCTION = re.compile(r"HCCL function error: (?P<call>\w+)\(.*?\), error code is (?P<code>\d+)")
+
+
+def torch_npu_err(line: str) -> tuple[dict[str, Value], dict[str, str]] | None:
+    """``(quantities, entity)`` of a torch_npu ``[ERROR] … ERRssccc`` line (see the module docstring), or None."""
+    m = TORCH_NPU_ERR.search(line)
+    if not m:
+        return None
+    code = int(m.group("code"))
+    q: dict[str, Value] = {"torch_npu_code": f"ERR{m.group('sub')}{m.group('code')}",
+                           "submodule": SUBMODULES.get(m.group("sub"), m.group("module")),
+                           "error_type": ERROR_TYPES.get(code, m.group("msg")), "message": m.group("msg")}
+    entity = {"pid": m.group("pid"), "npu_id": m.group("dev")}
+    if m.group("rank") != "-1":
+        entity["rank"] = m.group("rank")
+    else:
+        q["rank_id"] = -1
+    return q, entity
+
+
+def hccl_function(line: str) -> dict[str, Value] | None:
+    """``HCCL function error: hcclCommInitRootInfoConfig(…), error code is 15`` -> call, code, HcclResult name."""
+    m = HCCL_FUNCTION.search(line)
+    if not m:
+        return None
+    value = int(m.group("code"))
+    return {"hccl_function": m.group("call"), "hccl_error": value, "hccl_error_name": HCCL_RESULTS.get(value)}

@@ -1,0 +1,186 @@
+"""One line normaliser in front of every reader: forwarded and logging prefixes are taken off each line.
+
+Operators rarely paste a tool's output bare. Lines arrive with the layers a collector put in front of them:
+
+* a forwarding host, as ``pdsh``/``clush``/``ansible -o`` and remote syslog print it: ``192.0.2.10: `` or
+  ``node-a1: `` (an address anywhere; a host name only when the same token starts at least 60 % of the lines,
+  and never ``NVRM:``, ``Error:`` and the like, so a YAML key or a log tag is not mistaken for one);
+* a syslog / ``journalctl`` (``short``, ``short-precise``, ``short-iso``, ``short-iso-precise``) prefix,
+  ``<time> <host> <tag>[<pid>]: `` — the month may be English (``Jan  3``) or a CJK locale's (``8月 18``);
+* a raw ``/dev/kmsg`` record head ``<prio>,<seq>,<usec>,<flags>;`` (rewritten as the dmesg uptime stamp
+  ``[<sec>.<usec>] `` so the kernel reader still has a time);
+* ``torchrun``'s per-rank ``[rank1]: `` / ``[default0]:`` (kept as the finding's ``rank``);
+* ``kubectl logs --prefix``'s ``[pod/<name>/<container>] ``;
+* an RFC 3339 stamp from ``kubectl logs --timestamps`` or a CRI log file (``<rfc3339> stdout F ``).
+
+What is kept: a syslog prefix whose tag is ``kernel`` (the kernel reader reads it, wall clock included), and RFC
+3339 stamps on kernel lines (``dmesg --time-format iso``, whose stamps put ``,`` before the fraction). The stripped
+prefix is kept per line (:class:`Prefix`): the host becomes the finding's ``host`` entity. Source lines in findings
+keep the exact input text; only what the readers parse is normalised.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass
+
+_MONTH = r"(?:[A-Z][a-z]{2}|\d{1,2}月)"
+SYSLOG = re.compile(
+    r"^(?P<ts>" + _MONTH + r"\s+\d{1,2} \d\d:\d\d:\d\d(?:\.\d+)?"
+    r"|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?)"
+    r" (?P<host>\w[\w.-]*|[0-9a-fA-F]*:[0-9a-fA-F:]+) (?P<tag>[A-Za-z][\w./@-]*)(?:\[\d+\])?:(?: |$)"
+)
+"""A syslog / journalctl line head: time, host, tag with optional ``[pid]``, colon."""
+
+HOST = re.compile(r"^(?P<host>(?:\d{1,3}(?:\.\d{1,3}){3}|\[?[0-9a-fA-F:]+:[0-9a-fA-F:]+\]?|[A-Za-z0-9][\w.-]{0,62})):"
+                  r"(?: |$)")
+"""A forwarded-host head: an IPv4/IPv6 address or a host name, a colon, a space."""
+
+KUBECTL_PREFIX = re.compile(r"^\[(?P<host>(?:pod|deployment|daemonset|job|statefulset)/[\w.-]+/[\w.-]+)\] ")
+"""``kubectl logs --prefix``: ``[pod/<name>/<container>] ``."""
+
+RANK_PREFIX = re.compile(r"^\[(?:rank|default)(?P<rank>\d+)\]:\s?")
+"""``torchrun`` per-rank output prefixes: ``[rank1]: `` (``--tee``/``--local-ranks-filter``), ``[default0]:``."""
+
+KMSG = re.compile(r"^(?P<prio>\d{1,4}),(?P<seq>\d+),(?P<usec>\d+),[-+c]?[^;\s]*;")
+"""A raw ``/dev/kmsg`` record head (Documentation/ABI/testing/dev-kmsg)."""
+
+RFC3339 = re.compile(r"^(?P<ts>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d))"
+                     r"(?:\s+(?:stdout|stderr)\s+[FP])?\s")
+"""A leading RFC 3339 stamp (``kubectl logs --timestamps``; CRI log files add ``stdout F``)."""
+
+_KERNELISH = re.compile(r"^\s*(?:\[\s*\d+\.\d+\]\s*)?(?:NVRM|nvidia[\w-]*:|kernel:|Call Trace|Tainted:|Hardware name:|"
+                        r"\w+ \d{4}:[0-9a-f]{2}:[0-9a-f]{2}\.\d: )")
+_NOT_HOSTS = frozenset({
+    "nvrm", "kernel", "error", "warning", "warn", "info", "debug", "fatal", "note", "hint", "caused by", "reason",
+    "message", "status", "events", "name", "type", "http", "https", "file", "traceback", "e", "w", "i", "f",
+    "runtimeerror", "valueerror", "exception", "solution", "possible cause", "gpu", "npu", "key", "legend",
+    "nic legend", "gpus", "nvswitches", "tip", "output", "result", "failed", "usage", "example",
+})
+"""First tokens that start ordinary lines (``NVRM:``, ``Error:``, ``Events:``), never a forwarding host."""
+
+
+@dataclass(frozen=True)
+class Prefix:
+    """What was taken off one line: the ``host`` (forwarder or syslog host), the ``time`` as printed, the
+    syslog ``tag``; ``text`` is the exact removed head."""
+
+    text: str
+    host: str | None = None
+    time: str | None = None
+    tag: str | None = None
+    rank: str | None = None
+
+
+def _forwarding_host(lines: list[str]) -> set[str]:
+    """Host tokens that head the lines: an IPv4/IPv6 address on any line, a host name when it heads at least
+    60 % of the non-blank lines (and at least 2 of them)."""
+    heads: Counter[str] = Counter()
+    nonblank = 0
+    ips: set[str] = set()
+    for line in lines:
+        if not line.strip():
+            continue
+        nonblank += 1
+        m = HOST.match(line)
+        if m and m.group("host").lower() not in _NOT_HOSTS:
+            heads[m.group("host")] += 1
+            if re.fullmatch(r"\d{1,3}(?:\.\d{1,3}){3}|\[?[0-9a-fA-F:]+:[0-9a-fA-F:]+\]?", m.group("host")) and (
+                    ":" not in m.group("host") or m.group("host").count(":") >= 2):
+                ips.add(m.group("host"))
+    return ips | {h for h, n in heads.items() if n >= 2 and n * 10 >= nonblank * 6}
+
+
+def _strip_syslog(line: str) -> tuple[str, Prefix | None]:
+    m = SYSLOG.match(line)
+    if not m or m.group("tag") == "kernel":
+        return line, None
+    return line[m.end():], Prefix(line[: m.end()], host=m.group("host"), time=m.group("ts"), tag=m.group("tag"))
+
+
+def _kmsg(line: str) -> tuple[str, Prefix | None]:
+    m = KMSG.match(line)
+    if not m:
+        return line, None
+    usec = int(m.group("usec"))
+    return f"[{usec // 1_000_000:5d}.{usec % 1_000_000:06d}] " + line[m.end():], Prefix(line[: m.end()])
+
+
+def _join(head: Prefix | None, text: str, **kw: str | None) -> Prefix:
+    """``head`` extended by the removed ``text``; the outermost host is kept, inner fields fill the rest."""
+    if head is None:
+        return Prefix(text, **kw)
+    return Prefix(head.text + text, host=head.host or kw.get("host"), time=kw.get("time") or head.time,
+                  tag=kw.get("tag") or head.tag, rank=kw.get("rank") or head.rank)
+
+
+def _outer(line: str, hosts: set[str]) -> tuple[str, Prefix | None]:
+    """Forwarding host, then syslog/journal heads and ``kubectl --prefix`` heads in any order (a relayed journal,
+    a log shipper's pod), at most three layers."""
+    head: Prefix | None = None
+    rest = line
+    m = HOST.match(rest) if hosts else None
+    if m and m.group("host") in hosts:
+        head, rest = Prefix(rest[: m.end()], host=m.group("host")), rest[m.end():]
+    for _ in range(3):
+        before = rest
+        rest, syslog = _strip_syslog(rest)
+        if syslog is not None:
+            head = _join(head, syslog.text, host=syslog.host, time=syslog.time, tag=syslog.tag)
+        kube = KUBECTL_PREFIX.match(rest)
+        if kube:
+            head, rest = _join(head, rest[: kube.end()], host=kube.group("host")), rest[kube.end():]
+        if rest == before:
+            break
+    return rest, head
+
+
+def _inner(line: str, head: Prefix | None) -> tuple[str, Prefix | None]:
+    """The torchrun rank prefix, then a raw kmsg record head."""
+    rank = RANK_PREFIX.match(line)
+    if rank:
+        head, line = _join(head, line[: rank.end()], rank=rank.group("rank")), line[rank.end():]
+    line, kmsg = _kmsg(line)
+    if kmsg is not None:
+        head = _join(head, kmsg.text)
+    return line, head
+
+
+def normalise(lines: list[str]) -> tuple[list[str], list[Prefix | None]]:
+    """Return ``(lines, prefixes)``: each line with its forwarding/logging prefix removed (see the module
+    docstring) and, per line, the :class:`Prefix` taken off (None when nothing was). Layers come off outside
+    in: host, syslog/journal, ``kubectl --prefix``, RFC 3339 stamp, torchrun rank, kmsg head. Never raises;
+    the result has as many lines as the input."""
+    if not lines:
+        return [], []
+    hosts = _forwarding_host(lines)
+    out: list[str] = []
+    prefixes: list[Prefix | None] = []
+    stamped: list[int] = []
+    for line in lines:
+        rest, head = _outer(line, hosts)
+        if RFC3339.match(rest):
+            stamped.append(len(out))
+        out.append(rest)
+        prefixes.append(head)
+    _strip_stamps(out, prefixes, stamped)
+    for i, line in enumerate(out):
+        out[i], prefixes[i] = _inner(line, prefixes[i])
+    return out, prefixes
+
+
+def _strip_stamps(out: list[str], prefixes: list[Prefix | None], stamped: list[int]) -> None:
+    """RFC 3339 stamps come off every stamped line except kernel lines: ``dmesg --time-format iso`` stamps
+    (``,`` before the fraction) and stamps on a line whose text is a kernel message stay, for the kernel
+    reader reads them as the line's time. What was under a stripped stamp loses its own syslog/``--prefix``
+    heads too."""
+    for i in stamped:
+        m = RFC3339.match(out[i])
+        if m is None or "," in m.group("ts") or _KERNELISH.search(out[i][m.end():]):
+            continue
+        prefixes[i] = _join(prefixes[i], out[i][: m.end()], time=m.group("ts"))
+        rest, head = _outer(out[i][m.end():], set())
+        if head is not None:
+            prefixes[i] = _join(prefixes[i], head.text, host=head.host, tag=head.tag)
+        out[i] = rest
