@@ -225,3 +225,16 @@ def pytest_sessionstart(session):
     assert business["reason"] == (f"not_run: it judges the outputs of m.matrix.yaml::cpu-host::py::{COMBO}::model, "
                                   "which did not run in this session; select the model item too")
     assert ev["summary"]["verdict"] == "incomplete"
+
+
+def test_fail_on_flaky_signs_the_exit_status_pytest_returns(pytester: pytest.Pytester, attempts: _Attempts) -> None:
+    """``--fail-on-flaky`` made pytest exit 7 while the statement signed ``exit_status: 0`` and ``pass``."""
+    _flaky_matrix(pytester, failures=1, attempts=attempts)
+    result = pytester.runpytest("-p", "no:cacheprovider", "-p", "no:randomly", "--reruns", "1", "--fail-on-flaky")
+    assert result.ret == 7
+    bundle, ev = _bundle(pytester, "reports")
+    assert (ev["run"]["exit_status"], ev["summary"]["verdict"]) == (7, "fail")
+    assert ev["summary"]["verdict_reason"] == ("exit status 7 although no item failed (--fail-on-flaky, a baseline "
+                                               "gate, or another test of the session)")
+    statement = json.loads((bundle / "statement.intoto.json").read_text())
+    assert (statement["predicate"]["run"]["exit_status"], statement["predicate"]["verdict"]) == (7, "fail")

@@ -93,7 +93,7 @@ def test_business_failure_is_owned_by_business_and_model_still_passes(pytester: 
     business = next(i for i in ev["items"] if i["layer"] == "business")
     assert business["status"] == "failed"
     assert business["failure"] == {"layer": "business", "category": "acceptance_failed", "owner": "business",
-                                   "message": "1 of 1 acceptance rules failed: accuracy-floor: expected "
+                                   "owner_category": "business", "message": "1 of 1 acceptance rules failed: accuracy-floor: expected "
                                               "accuracy >= 0.99, observed 0.963889"}
     assert statuses(ev)[f"cpu-host::py::{COMBO}::model"] == "passed"
 

@@ -126,3 +126,13 @@ def test_workers_and_their_models_stop_when_the_controller_is_killed(pytester: p
     passed = sorted(e["evidence"]["nodeid"].split("::", 1)[1] for e in journal
                     if e["type"] == "item" and e["evidence"]["status"] == "passed")
     assert passed == ["cpu-a::discovery", "cpu-a::py::startup", "cpu-b::discovery", "cpu-b::py::startup"]
+
+
+def test_a_dist_mode_that_splits_a_resource_is_refused(pytester: pytest.Pytester) -> None:
+    """``-n 2 --dist loadgroup`` signed GPU model items ``passed`` after GPU discovery failed on another worker."""
+    pytester.makefile(".matrix.yaml", m=matrix_text(resources=RESOURCES))
+    result = pytester.runpytest_subprocess("m.matrix.yaml", "-p", "no:cacheprovider", "-n", "2", "--dist", "loadgroup")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: pytest-hetero: --dist loadgroup would split a resource's items *"
+                                 "use --dist load *"])
+    assert not (pytester.path / "reports").exists() or not any((pytester.path / "reports").iterdir())

@@ -106,9 +106,9 @@ class LocalBackend(Backend):
         else:
             raise ActionFailed(f"image reference {ref!r} is not a Python environment; the local backend "
                                "takes python:current, python:/path/to/python or venv:PATH",
-                               "image_not_found", "platform")
+                               "image_not_found")
         if not path.exists():
-            raise ActionFailed(f"Python environment {ref!r} not found at {path}", "image_not_found", "platform")
+            raise ActionFailed(f"Python environment {ref!r} not found at {path}", "image_not_found")
         return path
 
     def identify(self, step: Step) -> ImageIdentity:
@@ -140,7 +140,7 @@ class LocalBackend(Backend):
             _, proc = run_confined(self.sandbox, argv, cwd=tmp, run_dir=tmp, env=env, inputs=self._paths_of(python),
                                    timeout_s=step.timeout_s)
         if proc.failure is not None:
-            raise EngineUnavailable(proc.failure["message"], proc.failure["category"], "infrastructure")
+            raise EngineUnavailable(proc.failure["message"], proc.failure["category"])
         if proc.timed_out:
             raise ActionFailed(f"interpreter {python} did not answer within {step.timeout_s:g} s", "start_timeout")
         if proc.exit_code != 0:
@@ -197,7 +197,7 @@ class LocalBackend(Backend):
             try:
                 result.outputs = read_outputs(outputs)
             except OutputsRefused as exc:
-                result.failure = {"category": exc.category, "owner": "algorithm", "message": exc.message}
+                result.failure = {"category": exc.category, "message": exc.message}
             return result
 
 
@@ -244,7 +244,7 @@ def run_confined(sandbox: Sandbox, argv: list[str], *, cwd: Path, run_dir: Path,
         result.details["sandbox_attempts"] = attempt
         if not sandbox_refused(launch, result):
             return launch, result
-    result.failure = {"category": "sandbox_setup_failed", "owner": "infrastructure", "status": "error",
+    result.failure = {"category": "sandbox_setup_failed", "status": "error",
                       "message": f"bubblewrap could not set the sandbox up ({SANDBOX_ATTEMPTS} tries), so the "
                                  f"entrypoint never ran: {result.stderr.strip()[:300]}"}
     return launch, result
@@ -300,7 +300,7 @@ def check_program(argv: list[str], env: dict[str, str]) -> None:
     program = argv[0] if argv else ""
     found = program if "/" in program else shutil.which(program, path=env.get("PATH", os.defpath))
     if not program or found is None or not os.path.isfile(found) or not os.access(found, os.X_OK):
-        raise ActionFailed(f"entrypoint program not found: {program}", "entrypoint_missing", "algorithm")
+        raise ActionFailed(f"entrypoint program not found: {program}", "entrypoint_missing")
 
 
 def environment_paths(python: Path) -> list[Path]:
@@ -444,7 +444,7 @@ def _run_forked(argv: list[str], launch: Launch, cwd: Path, timeout_s: float) ->
     if answer.lost:
         return ExecResult(argv=argv, exit_code=None, duration_s=time.perf_counter() - start, stdout=out.text(),
                           stderr=err.text(), outputs=None, details={**out.facts("stdout"), **err.facts("stderr")},
-                          failure={"category": "sandbox_lost", "owner": "infrastructure", "status": "error",
+                          failure={"category": "sandbox_lost", "status": "error",
                                    "message": f"the session's sandbox ended during the run ({answer.error}); the "
                                               "run was killed with it and its result is unknown"})
     if answer.error or answer.status is None:

@@ -125,16 +125,14 @@ class Step(Protocol):
 
 class EngineFault(Exception):
     """An engine action did not do what was asked. ``category`` names the fact (``image_not_found``,
-    ``oom_killed``, ``engine_unreachable``…); ``owner`` the owner category it points at, when the
-    engine can tell (None: the layer's owner)."""
+    ``oom_killed``, ``engine_unreachable``…); who owns it is the failure table's decision
+    (:mod:`pytest_hetero.judge.failures`), never the engine's."""
 
     status: ClassVar[str] = "failed"
 
-    def __init__(self, message: str, category: str = "", owner: str | None = None,
-                 usage: dict[str, Any] | None = None) -> None:
+    def __init__(self, message: str, category: str = "", usage: dict[str, Any] | None = None) -> None:
         self.message = message
         self.category = category or "unspecified"
-        self.owner = owner
         self.usage: dict[str, Any] = usage or {}
         """The failed workload's :data:`USAGE_FACTS` (empty: the engine created none or cannot tell)."""
         super().__init__(message)
@@ -290,7 +288,8 @@ class ExecResult:
     entrypoint wrote, or None), ``peak_rss_mib`` where measurable, and engine ``details``.
     ``details["workload"]``: the run's :data:`USAGE_FACTS`, ``details["workload_started"]`` those of the
     workload the engine had to start for it (no startup item did); the layer takes both out and records them.
-    ``failure`` (``{"category", "owner", "message"}``) is the engine's account of a run that ended
+    ``failure`` (``{"category", "message"}``, optionally ``"status": "error"``) is the engine's account
+    of a run that ended
     for a reason the exit code alone does not tell (OOM kill, container killed); the model layer
     records the run first, then fails with it (status ``error`` instead of ``failed`` when
     ``failure["status"] == "error"``: the infrastructure broke, e.g. the node turned NotReady)."""
@@ -384,12 +383,12 @@ class GovernanceReport:
 def render_entrypoint(entrypoint: tuple[str, ...], values: dict[str, str]) -> list[str]:
     """Substitute ``{python}``, ``{code}``, ``{model}``, ``{dataset}``, ``{outputs}``, ``{provider}``.
 
-    Raises ActionFailed (``bad_entrypoint``, algorithm) naming an unknown placeholder.
+    Raises ActionFailed (``bad_entrypoint``) naming an unknown placeholder.
     """
     try:
         return [part.format_map(values) for part in entrypoint]
     except (KeyError, ValueError) as exc:
-        raise ActionFailed(f"entrypoint has an unknown placeholder {exc}", "bad_entrypoint", "algorithm") from None
+        raise ActionFailed(f"entrypoint has an unknown placeholder {exc}", "bad_entrypoint") from None
 
 
 class Backend(ABC):

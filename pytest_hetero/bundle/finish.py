@@ -129,22 +129,25 @@ def _inputs_evidence(evidence: dict[str, Any], inputs: RunInputs) -> None:
     """Put what keeping the inputs found into ``evidence``: inputs that could not be kept
     (``inputs_not_kept``, also signed in the predicate: verification fails on it) and inputs that changed
     while the run used them (a ``not_proven`` entry per item that used one, so the verdict is at best
-    ``incomplete``); both also as ``warnings``."""
+    ``incomplete``); both also as ``warnings``. Then the judge settles the exit status the run signs
+    (a baseline gate's policy) and the verdict over all of it."""
     from pytest_hetero.evidence.untested import INPUTS_PART, summarise
+    from pytest_hetero.judge.verdict import exit_status
 
     warnings = evidence.setdefault("warnings", [])
     evidence["inputs_not_kept"] = list(inputs.problems)
     warnings += [f"input not kept in the bundle: {p}" for p in inputs.problems]
-    if not inputs.changed:
-        return
     untested = evidence["untested"]
+    run = evidence["run"]
+    run["exit_status"] = exit_status(run.get("exit_status"), (evidence.get("baseline_diff") or {}).get("gate"))
     for change in inputs.changed:
         warnings.append(change["reason"])
         layer = {"code": "model", "acceptance": "business"}[change["input"]]
         untested.setdefault("not_proven", []).extend(
             {"nodeid": n, "layer": layer, "part": INPUTS_PART, "reason": change["reason"]} for n in change["nodeids"])
     leftovers = (evidence.get("cleanup") or {}).get("leftovers") or []
-    evidence["summary"]["verdict"] = summarise(evidence["items"], untested, leftovers)["verdict"]
+    judged = summarise(evidence["items"], untested, leftovers, evidence["run"].get("exit_status"))
+    evidence["summary"].update({k: judged[k] for k in ("verdict", "verdict_reason", "selection")})
 
 
 def _start_finish(bundle: Path) -> set[str]:

@@ -176,6 +176,8 @@ def build_predicate(evidence: dict[str, Any], owners: dict[str, dict[str, str]],
         "counts": counts,
         "totals": {s: int(summary["totals"].get(s, 0)) for s in STATUSES},
         "verdict": summary["verdict"],
+        "verdict_reason": summary.get("verdict_reason"),
+        "selection": summary.get("selection"),
         "cleanup": {"clean": summary.get("clean", True),
                     "leftovers": [{k: x.get(k) for k in ("backend", "kind", "namespace", "name", "reason")}
                                   for x in (evidence.get("cleanup") or {}).get("leftovers") or []]},

@@ -483,7 +483,7 @@ def _assemble(bundle_dir: Path, inputs: RunInputs | None, key: JournalKey | None
         "target": fingerprints,
         "items": item_list,
         "untested": untested,
-        "summary": summarise(item_list, untested, leftovers),
+        "summary": summarise(item_list, untested, leftovers, end["exit_status"] if end else None),
         "cleanup": {"clean": not leftovers, "leftovers": leftovers},
         "usage": ledger(item_list, end["at"] if end else None),
         "errors": [{"nodeid": e["nodeid"], "message": e["message"]}

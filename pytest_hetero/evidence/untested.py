@@ -123,22 +123,21 @@ def untested_scope(plans: Iterable[tuple[Matrix, str, Plan]], items: list[dict[s
 
 
 def summarise(items: list[dict[str, Any]], untested: dict[str, Any],
-              leftovers: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+              leftovers: list[dict[str, Any]] | None = None, exit_status: int | None = None) -> dict[str, Any]:
     """Per-layer status counts over reported and untested items, totals, and the gate verdict.
 
-    Verdict: ``fail`` when any item failed or errored; ``not_clean`` when the engines could not
-    remove what the run created (``leftovers``: :class:`~pytest_hetero.backends.protocol.Leftover`
-    dicts, kept in evidence's ``cleanup``): whatever passed, the platform is left with the run's
-    workloads, and a gate reading ``pass`` would hide it; ``incomplete`` when nothing passed, the run
-    was interrupted (an untested ``not_run`` exists), code under test ran unconfined (a
-    ``not_proven`` entry for :data:`ISOLATION_PART`), model runs shared an unreset workload (one for
-    :data:`MODELS_ISOLATION_PART`) or an input changed while the run used it (:data:`INPUTS_PART`); else
-    ``pass``. An item a rerun plugin ran
-    again counts by its last attempt (as pytest counts it); ``flaky`` names those that passed only
-    after an earlier attempt failed or errored (their ``attempts`` keep every attempt).
-    Returns ``{"by_layer": {layer: {status: n}}, "totals": {status: n}, "verdict": str,
-    "flaky": [nodeid], "clean": bool, "leftovers": n}``.
+    The verdict and its reason are the judge's (:func:`pytest_hetero.judge.verdict.run_verdict`): ``fail``,
+    ``not_clean`` (``leftovers``: :class:`~pytest_hetero.backends.protocol.Leftover` dicts), ``incomplete``
+    (nothing passed, an item did not run, code ran unconfined (:data:`ISOLATION_PART`,
+    :data:`MODELS_ISOLATION_PART`) or its inputs changed (:data:`INPUTS_PART`), or planned items were not
+    selected: ``selection`` says how many and why), else ``pass``. ``exit_status``: the exit status the
+    run signs. An item a rerun plugin ran again counts by its last attempt (as pytest counts it);
+    ``flaky`` names those that passed only after an earlier attempt failed or errored.
+    Returns ``{"by_layer": {layer: {status: n}}, "totals": {status: n}, "verdict": str, "verdict_reason": str,
+    "selection": {"deselected": n, "by": [reason]}, "flaky": [nodeid], "clean": bool, "leftovers": n}``.
     """
+    from pytest_hetero.judge.verdict import run_verdict
+
     by_layer: dict[str, dict[str, int]] = {layer: {} for layer in LAYERS}
     seen: set[str] = set()
     for entry in [*items, *untested["items"]]:
@@ -152,16 +151,12 @@ def summarise(items: list[dict[str, Any]], untested: dict[str, Any],
         for status, n in counts.items():
             totals[status] = totals.get(status, 0) + n
     left = len(leftovers or [])
-    if totals.get("failed") or totals.get("error"):
-        verdict = "fail"
-    elif left:
-        verdict = "not_clean"
-    elif not totals.get("passed") or totals.get("not_run") or any(
-            p.get("part") in (ISOLATION_PART, MODELS_ISOLATION_PART, INPUTS_PART)
-            for p in untested.get("not_proven", [])):
-        verdict = "incomplete"
-    else:
-        verdict = "pass"
+    unconfined = any(p.get("part") in (ISOLATION_PART, MODELS_ISOLATION_PART, INPUTS_PART)
+                     for p in untested.get("not_proven", []))
+    reasons = sorted({str(e.get("reason") or "deselected") for e in untested["items"] if e["status"] == "deselected"})
+    selection = {"deselected": totals.get("deselected", 0), "by": reasons[:5] + ([f"{len(reasons) - 5} more"]
+                                                                               if len(reasons) > 5 else [])}
+    verdict, why = run_verdict(totals, left, unconfined, selection, exit_status)
     flaky = sorted(i["nodeid"] for i in items if i["status"] == "passed" and i.get("attempts"))
-    return {"by_layer": by_layer, "totals": totals, "verdict": verdict, "flaky": flaky, "clean": not left,
-            "leftovers": left}
+    return {"by_layer": by_layer, "totals": totals, "verdict": verdict, "verdict_reason": why,
+            "selection": selection, "flaky": flaky, "clean": not left, "leftovers": left}

@@ -15,13 +15,13 @@ from pytest_hetero.layers.base import LayerBroken, LayerContext, LayerFailed, La
 def outcome_of(fault: EngineFault) -> LayerOutcome:
     """The layer outcome of an engine action that did not happen: the claim is false when the
     engine answered and the action failed (LayerFailed), unproven when the engine or a call to it
-    broke (LayerBroken), not applicable when the engine has no such verb (NotApplicable). Category
-    and owner are the fault's (None: the layer's owner)."""
+    broke (LayerBroken), not applicable when the engine has no such verb (NotApplicable). The category
+    is the fault's; its owner is the failure table's (:mod:`pytest_hetero.judge.failures`)."""
     if isinstance(fault, Unsupported):
         return NotApplicable(fault.message)
     if isinstance(fault, EngineUnavailable):
-        return LayerBroken(fault.message, fault.category, fault.owner)
-    return LayerFailed(fault.message, fault.category, fault.owner)
+        return LayerBroken(fault.message, fault.category)
+    return LayerFailed(fault.message, fault.category)
 
 
 def _judging(check: Callable[[LayerContext], None]) -> Callable[[LayerContext], None]:

@@ -33,15 +33,17 @@ class LayerOutcome(Exception):
 
     status: ClassVar[Status] = "failed"
 
-    def __init__(self, message: str, category: str = "", owner: str | None = None) -> None:
+    def __init__(self, message: str, category: str = "", causes: tuple[tuple[str, str], ...] = ()) -> None:
         self.message = message
         self.category = category or "unspecified"
-        self.owner = owner
+        self.causes = causes
+        """``(category, message)`` of each cause when a finding has several (each keeps its own owner);
+        empty for a single cause, which is ``category`` itself."""
         super().__init__(message)
 
 
 class LayerFailed(LayerOutcome):
-    """The layer's claim does not hold (``category`` e.g. ``device_missing``; ``owner`` overrides the layer owner)."""
+    """The layer's claim does not hold (``category`` e.g. ``device_missing``; its owner is the failure table's)."""
 
     status = "failed"
 

@@ -8,6 +8,9 @@ cannot be evaluated proves nothing either way, so it is never a business failure
 model's outputs (``outputs_invalid``: a value null, not numeric, lists of inconsistent length;
 ``outputs_missing_metric``: absent from the outputs; algorithm), or the rules file
 (``rules_error``: the rule names something the outputs have under a close name; the rules' owner).
+A malformed rules file (``bad_rules``) is the same: nothing was evaluated, status ``error``, owned by the
+rules' owner. With several causes each keeps its own owner (``failure.causes``); owners are the failure
+table's (:mod:`pytest_hetero.judge.failures`).
 """
 
 from __future__ import annotations
@@ -30,14 +33,13 @@ def check(ctx: LayerContext) -> None:
     dataset = ctx.dataset
     if dataset.acceptance is None:
         raise LayerFailed(f"dataset {dataset.name} has no acceptance rules; nothing to prove",
-                          "no_rules", "business")
+                          "no_rules")
     rules = _rules(ctx, dataset.acceptance)
     depends = ctx.planned.depends_on or ()
     from pytest_hetero.layers.execution import repeats
 
     count = repeats(ctx) if ctx.model.serving is None else 1
-    failures: list[str] = []
-    owners: set[str] = set()
+    failures: list[tuple[str, str]] = []
     unevaluable: list[dict[str, Any]] = []
     for run in range(1, count + 1) if count > 1 else (0,):
         try:
@@ -47,7 +49,7 @@ def check(ctx: LayerContext) -> None:
             raise LayerBroken(f"outputs of {'::'.join(depends)} unreadable: {exc}", "outputs_unavailable") from None
         if not isinstance(outputs, dict):
             raise LayerBroken(f"outputs of {'::'.join(depends)} are a JSON {type(outputs).__name__}, not an "
-                              "object: no rule can be evaluated", "outputs_invalid", "algorithm")
+                              "object: no rule can be evaluated", "outputs_invalid")
         results = evaluate(rules, outputs)
         if dataset.sensitive:  # verdicts and aggregates only: no per-sample values
             for r in results:
@@ -62,14 +64,18 @@ def check(ctx: LayerContext) -> None:
             text = "; ".join(f"{r['name']}: expected {r['expected']}, observed {r['observed']}"
                              + (f" {r['unit']}" if r.get("unit") else "")
                              + (f" ({r['detail']})" if r["detail"] else "") for r in failed)
-            failures.append(f"{prefix}{len(failed)} of {len(results)} acceptance rules failed: {text}")
-            # a served model's wrong answers are the model's (algorithm); missed bounds stay business's
+            # a served model's wrong answers are the model's; missed bounds stay business's
             answers_wrong = all(r["kind"] in ("metric", "golden") for r in failed)
-            owners.add("algorithm" if ctx.model.serving is not None and answers_wrong else "business")
+            failures.append(("served_answers_wrong" if ctx.model.serving is not None and answers_wrong
+                             else "acceptance_failed",
+                             f"{prefix}{len(failed)} of {len(results)} acceptance rules failed: {text}"))
     if failures:
         more = f"; {len(unevaluable)} rule(s) could not be evaluated" if unevaluable else ""
-        raise LayerFailed("; ".join(failures) + more, "acceptance_failed", "business" if "business" in owners
-                          else owners.pop())
+        categories = [c for c, _ in failures]
+        first = "acceptance_failed" if "acceptance_failed" in categories else categories[0]
+        causes = tuple(failures) + (not_evaluable(rules, unevaluable).causes if unevaluable else ())
+        raise LayerFailed("; ".join(m for _, m in failures) + more, first,
+                          causes if len({c for c, _ in causes}) > 1 else ())
     if unevaluable:
         raise not_evaluable(rules, unevaluable)
 
@@ -84,15 +90,16 @@ def _rules(ctx: LayerContext, path: Path) -> list[dict[str, Any]]:
     try:
         rules = load_rules(path)
     except CaseError as exc:
-        raise LayerFailed(exc.render(), "bad_rules", "business") from None
+        raise LayerFailed(exc.render(), "bad_rules") from None
     ctx.record(USED, input="acceptance", path=str(path), sha256=used)
     return rules
 
 
 def not_evaluable(rules: list[dict[str, Any]], results: list[dict[str, Any]]) -> LayerBroken:
     """The outcome for rule ``results`` (each with ``prefix``) that could not be evaluated: see the
-    module docstring for the category and owner; the message names each rule, why, and what the
-    outputs offered."""
+    module docstring for the categories; the message names each rule, why, and what the outputs
+    offered. Rules of different causes (a typo in the rules beside a metric the outputs lack) keep
+    each cause in ``causes``, so each goes to its own owner."""
     first = results[0]
     offered = first.get("available") or {"metrics": [], "fields": []}
     names = offered["metrics"] + offered["fields"]
@@ -108,11 +115,23 @@ def not_evaluable(rules: list[dict[str, Any]], results: list[dict[str, Any]]) ->
     have = (f"available metrics: {', '.join(offered['metrics']) or 'none'}; numeric list fields: "
             f"{', '.join(offered['fields']) or 'none'}")
     message = f"{len(results)} acceptance rule(s) could not be evaluated: {text} ({have})"
-    if close and len(close) == len(results):
-        return LayerBroken(message, "rules_error", "business")
-    if all(r.get("problem") == "missing" for r in results):
-        return LayerBroken(message, "outputs_missing_metric", "algorithm")
-    return LayerBroken(message, "outputs_invalid", "algorithm")
+    per_rule = [(_cause(r, close), f"{r['prefix']}rule {r['name']}: {r['detail'].removeprefix('cannot evaluate: ')}"
+                 + (f" (did you mean '{close[r['name']]}'?)" if r["name"] in close else "")) for r in results]
+    grouped: dict[str, list[str]] = {}
+    for category, text_of in per_rule:
+        grouped.setdefault(category, []).append(text_of)
+    decisive = next(name for name in ("rules_error", "outputs_missing_metric", "outputs_invalid")
+                      if name in grouped)
+    causes = tuple((name, "; ".join(texts)) for name, texts in grouped.items())
+    return LayerBroken(message, decisive, causes if len(causes) > 1 else ())
+
+
+def _cause(result: dict[str, Any], close: dict[str, str]) -> str:
+    """The category of one unevaluable rule: a typo in the rules (a close name exists), a metric the
+    outputs lack, or an outputs value that cannot be used."""
+    if result["name"] in close:
+        return "rules_error"
+    return "outputs_missing_metric" if result.get("problem") == "missing" else "outputs_invalid"
 
 
 def _wanted(rule: dict[str, Any]) -> str:

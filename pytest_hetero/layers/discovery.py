@@ -56,12 +56,10 @@ VENDOR_LABELS: dict[str, tuple[str, ...]] = {
 def check(ctx: LayerContext) -> None:
     """Ask the engine what it sees of ``ctx.resource``, record it, and judge it.
 
-    Raises LayerFailed naming every difference: a container engine's gaps and its host's failure
-    together (category of the first, owner infrastructure), else the pool's first difference (its
-    category and owner).
+    Raises LayerFailed naming every difference (category of the first); differences of several
+    categories are each kept as a cause with its own owner (the failure table's).
     """
     seen = ctx.backend.inventory(ctx)
-    owner = "infrastructure"
     problems: list[tuple[str, str]] = []
     if seen.engine is not None:
         problems += _judge_engine(ctx, seen.engine)
@@ -70,15 +68,16 @@ def check(ctx: LayerContext) -> None:
     elif seen.host_not_probed:
         ctx.record("discovery.host_probe", skipped=True, reason=seen.host_not_probed)
     if seen.pool is not None:
-        pool_problems = _judge_pool(ctx, seen.pool)
-        if pool_problems and not problems:
-            owner = pool_problems[0][2]
-        problems += [(code, message) for code, message, _ in pool_problems]
+        problems += _judge_pool(ctx, seen.pool)
     record_shared_pool(ctx, seen.pool)
     if seen.pool is None:
         record_unread_labels(ctx)
     if problems:
-        raise LayerFailed("; ".join(message for _, message in problems), problems[0][0], owner)
+        by_code: dict[str, list[str]] = {}
+        for code, message in problems:
+            by_code.setdefault(code, []).append(message)
+        raise LayerFailed("; ".join(message for _, message in problems), problems[0][0],
+                          tuple((c, "; ".join(m)) for c, m in by_code.items()) if len(by_code) > 1 else ())
 
 
 def expectation(resource: Resource) -> dict[str, Any]:
@@ -408,12 +407,12 @@ def node_health_differences(resource: Resource, facts: dict[str, Any],
     (``judged``: the condition types to judge, None: all but Ready and the validation status the gate
     publishes, ``validation.<domain>/<task type>``, whose True means validated:
     :func:`pytest_hetero.status.compute.is_status_key`). Each ``{"node", "code", "field",
-    "expected", "observed", "message", "owner"}``; a lifecycle taint standing for a cordon or a
+    "expected", "observed", "message"}`` (owners are the failure table's); a lifecycle taint standing for a cordon or a
     NotReady node already named is not named twice."""
     node, out = facts["name"], []
     if facts.get("unschedulable"):
         out.append({"node": node, "code": "node_unschedulable", "field": "spec.unschedulable", "expected": False,
-                    "observed": True, "owner": "infrastructure",
+                    "observed": True,
                     "message": f"node {node}: cordoned (spec.unschedulable: true): no new pod lands there"})
     said = {"node.kubernetes.io/unschedulable"} if facts.get("unschedulable") else set()
     if facts.get("ready") != "True":
@@ -422,9 +421,9 @@ def node_health_differences(resource: Resource, facts: dict[str, Any],
         if (taint.get("effect") not in BLOCKING_EFFECTS or taint.get("key") in said
                 or any(tolerates(t, taint) for t in resource.tolerations)):
             continue
-        owner = "infrastructure" if str(taint.get("key", "")).startswith(LIFECYCLE_TAINTS) else "platform"
-        out.append({"node": node, "code": "untolerated_taint", "field": f"taints[{taint.get('key')}]",
-                    "expected": "tolerated", "observed": taint_text(taint), "owner": owner,
+        lifecycle = str(taint.get("key", "")).startswith(LIFECYCLE_TAINTS)
+        out.append({"node": node, "code": "lifecycle_taint" if lifecycle else "untolerated_taint",
+                    "field": f"taints[{taint.get('key')}]", "expected": "tolerated", "observed": taint_text(taint),
                     "message": f"node {node}: taint {taint_text(taint)} is not tolerated by resource "
                                f"{resource.name} (add a toleration, or pick another pool)"})
     for cond in facts.get("conditions") or []:
@@ -435,24 +434,22 @@ def node_health_differences(resource: Resource, facts: dict[str, Any],
             continue
         why = ": ".join(str(cond[k]) for k in ("reason", "message") if cond.get(k))
         out.append({"node": node, "code": "node_condition", "field": f"conditions[{kind}]", "expected": "False",
-                    "observed": "True", "owner": "infrastructure",
+                    "observed": "True",
                     "message": f"node {node}: condition {kind}=True" + (f" ({why})" if why else "")})
     return out
 
 
-def _judge_pool(ctx: LayerContext, pool: NodePool) -> list[tuple[str, str, str]]:
-    """Record ``discovery.snapshot`` of a node pool; ``[]``, ``no_nodes``, or the first difference's
-    code and owner with every difference's message: ``[(code, message, owner)]``."""
+def _judge_pool(ctx: LayerContext, pool: NodePool) -> list[tuple[str, str]]:
+    """Record ``discovery.snapshot`` of a node pool; ``[]``, ``no_nodes``, or every difference:
+    ``[(code, message)]``."""
     resource = ctx.resource
     judged = judged_conditions(ctx.matrix.target)
-    found = [{"owner": "infrastructure", **d} for f in pool.nodes
+    found = [d for f in pool.nodes
              for d in node_differences(resource, f) + node_health_differences(resource, f, judged)]
     ctx.record("discovery.snapshot", **pool.snapshot, expected=dict(resource.expect), nodes=pool.nodes,
                differences=found, simulated_nodes=[f["name"] for f in pool.nodes if f["simulated"]],
                judged_conditions=list(judged) if judged is not None else "all but Ready")
     if not pool.nodes:
         how = f"label selector {pool.selector}" if pool.selector else f"capacity of {', '.join(pool.wanted)}"
-        return [("no_nodes", f"no node matches {how}", "infrastructure")]
-    if found:
-        return [(found[0]["code"], "; ".join(d["message"] for d in found), found[0]["owner"])]
-    return []
+        return [("no_nodes", f"no node matches {how}")]
+    return [(d["code"], d["message"]) for d in found]

@@ -107,30 +107,29 @@ def _run_once(ctx: LayerContext, run: int) -> None:
                duration_s=round(result.duration_s, 4), timed_out=result.timed_out,
                timeout_s=ctx.timeout_s, peak_rss_mib=result.peak_rss_mib, **streams, **arts, **result.details)
     if result.timed_out:
-        raise LayerFailed(f"model run exceeded the {ctx.timeout_s:g} s timeout", "timeout", "algorithm")
+        raise LayerFailed(f"model run exceeded the {ctx.timeout_s:g} s timeout", "timeout")
     if result.failure:
         outcome = LayerBroken if result.failure.get("status") == "error" else LayerFailed
-        raise outcome(result.failure["message"], result.failure["category"], result.failure.get("owner"))
+        raise outcome(result.failure["message"], result.failure["category"])
     if result.exit_code != 0:
         last = "(stderr withheld: sensitive dataset)" if sensitive else \
             (result.stderr.strip().splitlines() or ["(no stderr)"])[-1][:300]
-        raise LayerFailed(f"entrypoint exited with {result.exit_code}: {last}", "nonzero_exit", "algorithm")
+        raise LayerFailed(f"entrypoint exited with {result.exit_code}: {last}", "nonzero_exit")
     if result.outputs is None:
-        raise LayerFailed("entrypoint wrote no outputs file", "no_outputs", "algorithm")
+        raise LayerFailed("entrypoint wrote no outputs file", "no_outputs")
     raw = result.outputs
     try:
         parsed = json.loads(raw, object_pairs_hook=_unique_keys)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         where = keep_bad_outputs(ctx, raw, run)
-        raise LayerFailed(f"outputs file is not JSON: {exc}{where}", "bad_outputs", "algorithm") from None
+        raise LayerFailed(f"outputs file is not JSON: {exc}{where}", "bad_outputs") from None
     except DuplicateKey as exc:
         where = keep_bad_outputs(ctx, raw, run)
         raise LayerFailed(f"outputs file repeats key {exc.key!r} in one object: which value counts would be a "
-                          f"guess{where}", "bad_outputs", "algorithm") from None
+                          f"guess{where}", "bad_outputs") from None
     if not isinstance(parsed, dict):
         where = keep_bad_outputs(ctx, raw, run)
-        raise LayerFailed(f"outputs file is a JSON {type(parsed).__name__}, not an object{where}", "bad_outputs",
-                          "algorithm")
+        raise LayerFailed(f"outputs file is a JSON {type(parsed).__name__}, not an object{where}", "bad_outputs")
     keep_outputs(ctx, raw, run)
 
 

@@ -74,7 +74,7 @@ def check(ctx: LayerContext) -> None:
         attribution(ctx, tenant, report.usage)
     if report.leftovers:
         raise LayerFailed("the probe could not remove what it created: " + "; ".join(
-            f"{x.kind} {x.namespace}/{x.name}: {x.reason}" for x in report.leftovers), "cleanup_incomplete", "platform")
+            f"{x.kind} {x.namespace}/{x.name}: {x.reason}" for x in report.leftovers), "cleanup_incomplete")
 
 
 def _judge(ctx: LayerContext, probe: GovernanceProbe, tenant: str, attempt: dict[str, Any]) -> None:
@@ -86,9 +86,9 @@ def _judge(ctx: LayerContext, probe: GovernanceProbe, tenant: str, attempt: dict
         reasons = attempt["reasons"]
         if not reasons:
             raise LayerFailed(f"{tenant}: {attempt['action']} was not placed within {attempt['waited_s']:.0f} s "
-                              "and nothing says why", "scheduling_timeout", "platform")
+                              "and nothing says why", "scheduling_timeout")
         raise LayerFailed(f"{tenant}: {attempt['action']} was not admitted: {attempt['message']}",
-                          reasons[0]["code"], reasons[0]["owner"])
+                          reasons[0]["code"])
     if role == "no-request":
         devices(ctx, tenant, attempt)
     if role == "high":
@@ -129,13 +129,13 @@ def _refused(ctx: LayerContext, probe: GovernanceProbe, tenant: str, attempt: di
         ctx.record("scope.not_proven", layer="scheduling", part=attempt["action"], reason=attempt["message"])
         return
     if attempt["outcome"] not in ("refused", "pending"):
-        raise LayerFailed(_could(probe, tenant, attempt), "governance_not_enforced", "platform")
+        raise LayerFailed(_could(probe, tenant, attempt), "governance_not_enforced")
     codes = [r["code"] for r in attempt["reasons"]]
     accepted = _accepted(probe)
     if not set(codes) & set(accepted):
         raise LayerFailed(f"{tenant}: {attempt['action']} was {attempt['outcome']}, but not for an expected reason "
                           f"({', '.join(accepted)}): reasons {codes or 'none'}; the cluster said: "
-                          f"{attempt['message'] or 'nothing'}", "refusal_unexpected", "platform")
+                          f"{attempt['message'] or 'nothing'}", "refusal_unexpected")
     ctx.record("governance.refused", role=attempt["role"], codes=codes, message=attempt["message"])
 
 
@@ -147,11 +147,10 @@ def preempted(ctx: LayerContext, tenant: str, attempt: dict[str, Any]) -> None:
     if not victim.get("evicted"):
         raise LayerBroken(f"{tenant}: the high-priority workload was placed without evicting the low-priority one "
                           f"({victim.get('pod')}): the pool had room for both, so preemption was not exercised; point "
-                          "the probe at a pool that holds one such workload", "preemption_not_exercised", "platform")
+                          "the probe at a pool that holds one such workload", "preemption_not_exercised")
     if not victim.get("disruption") and not victim.get("events"):
         raise LayerFailed(f"{tenant}: the low-priority pod {victim.get('pod')} was removed without a recorded "
-                          "preemption (no DisruptionTarget condition, no Preempted event)", "eviction_unrecorded",
-                          "platform")
+                          "preemption (no DisruptionTarget condition, no Preempted event)", "eviction_unrecorded")
 
 
 NOT_GRANTING = frozenset({"", "void", "none", "-1", "NoDevFiles"})
@@ -176,7 +175,7 @@ def devices(ctx: LayerContext, tenant: str, attempt: dict[str, Any]) -> None:
         reasons = attempt["reasons"]
         raise LayerBroken(f"{tenant}: the device-isolation pod did not run to its end, so isolation is not proven "
                           f"({attempt['action']}: {attempt['outcome']}; {attempt['message'] or 'no reason given'})",
-                          reasons[0]["code"] if reasons else "probe_not_run", "platform")
+                          reasons[0]["code"] if reasons else "probe_not_run")
     seen = breaches(facts)
     ctx.record("governance.devices", node=facts.get("node"), device_nodes=facts.get("device_nodes"),
                visible_env=facts.get("visible_env"), breaches=seen)
@@ -184,8 +183,7 @@ def devices(ctx: LayerContext, tenant: str, attempt: dict[str, Any]) -> None:
         raise LayerFailed(f"a pod of {tenant} without an accelerator request on node {facts.get('node')} sees "
                           + ", ".join(seen) + " (a visible-devices variable grants devices wherever the container "
                           "runtime honours it, e.g. the NVIDIA container toolkit: set by the image or injected by "
-                          "the platform, the pod gets accelerators nobody allocated)", "device_isolation_breach",
-                          "platform")
+                          "the platform, the pod gets accelerators nobody allocated)", "device_isolation_breach")
 
 
 def _quantity(text: Any) -> Decimal:
@@ -226,8 +224,7 @@ def attribution(ctx: LayerContext, tenant: str, usage: dict[str, Any]) -> None:
     rises = {k: v for k, v in rises.items() if v}
     if not rises:
         raise LayerFailed(f"no ResourceQuota or queue of namespace {usage.get('namespace')} counts any of "
-                          f"{', '.join(requested)}: the tenant's usage is attributed nowhere", "attribution_untracked",
-                          "platform")
+                          f"{', '.join(requested)}: the tenant's usage is attributed nowhere", "attribution_untracked")
     wrong, kept = [], []
     for key, counters in rises.items():
         for counter, rise in counters.items():
@@ -242,7 +239,7 @@ def attribution(ctx: LayerContext, tenant: str, usage: dict[str, Any]) -> None:
                wrong=wrong, not_released=kept)
     if wrong:
         raise LayerFailed(f"usage of tenant {tenant} is not attributed as requested: " + "; ".join(wrong),
-                          "attribution_mismatch", "platform")
+                          "attribution_mismatch")
     if kept:
         raise LayerFailed(f"usage of tenant {tenant} was not released after cleanup: " + "; ".join(kept),
-                          "usage_not_released", "platform")
+                          "usage_not_released")

@@ -36,18 +36,18 @@ def check(ctx: LayerContext) -> None:
     placement = ctx.backend.place(ctx)
     usage.record(ctx, placement.usage, None if placement.placed else "refused")
     if placement.untranslatable:
-        raise LayerFailed(placement.untranslatable, "request_untranslatable", "platform")
+        raise LayerFailed(placement.untranslatable, "request_untranslatable")
     if placement.short_devices:
-        raise LayerFailed(placement.short_devices, "insufficient_devices", "infrastructure")
+        raise LayerFailed(placement.short_devices, "insufficient_devices")
     if not placement.placed:
         decisive = placement.decisive
         if decisive is None:
-            raise LayerFailed(placement.message, "scheduling_timeout", "platform")
-        raise LayerFailed(placement.message, decisive["code"], decisive["owner"])
+            raise LayerFailed(placement.message, "scheduling_timeout")
+        raise LayerFailed(placement.message, decisive["code"])
     wrong = allocation_differences(placement.requested, placement.allocated)
     if wrong:
         raise LayerFailed("engine stored other limits than requested: " + ", ".join(
-            f"{k} requested {a!r}, allocated {b!r}" for k, (a, b) in wrong.items()), "allocation_mismatch", "platform")
+            f"{k} requested {a!r}, allocated {b!r}" for k, (a, b) in wrong.items()), "allocation_mismatch")
 
 
 def allocation_differences(requested: dict[str, Any], allocated: dict[str, Any]) -> dict[str, tuple[Any, Any]]:

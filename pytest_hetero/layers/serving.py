@@ -104,7 +104,7 @@ def auth_headers(serving: Serving) -> dict[str, str]:
     token = os.environ.get(var)
     if not token:
         raise LayerFailed(f"${var} is unset or empty; the bearer token for {serving.model_name} "
-                          "comes from it", "auth_token_missing", "platform")
+                          "comes from it", "auth_token_missing")
     return {"Authorization": f"Bearer {token}"}
 
 
@@ -129,13 +129,12 @@ def wait_ready(ctx: LayerContext, proto: ServingProtocol, base: str, headers: di
     if status in REFUSED:
         raise LayerFailed(f"{base}{proto.ready_path} refused the request ({status})"
                           + (" with the bearer token" if headers else " (no token configured)"),
-                          "auth_refused", "platform")
+                          "auth_refused")
     if status is None:
-        raise LayerFailed(f"{base} unreachable for {timeout_s:g} s: {error}", "endpoint_unreachable",
-                          "infrastructure")
+        raise LayerFailed(f"{base} unreachable for {timeout_s:g} s: {error}", "endpoint_unreachable")
     if status != 200:
         raise LayerFailed(f"{base}{proto.ready_path} not ready within {timeout_s:g} s (last status {status})",
-                          "endpoint_not_ready", "platform")
+                          "endpoint_not_ready")
 
 
 def verify_identity(ctx: LayerContext, proto: ServingProtocol, base: str, headers: dict[str, str],
@@ -164,13 +163,13 @@ def verify_identity(ctx: LayerContext, proto: ServingProtocol, base: str, header
                probe_status=probe_status, probe_version=probe_version, probe_error=probe_error,
                metadata=ident.raw)
     if not ident.found:
-        raise LayerFailed(f"{base} does not serve model '{serving.model_name}'", "wrong_model", "algorithm")
+        raise LayerFailed(f"{base} does not serve model '{serving.model_name}'", "wrong_model")
     wrong = (ident.versions and version not in ident.versions) or ident.version_served is False \
         or (probe_version is not None and probe_version != version)
     if wrong:
         seen = probe_version or ", ".join(ident.versions) or "another version"
         raise LayerFailed(f"{serving.model_name} at {base} serves {seen}, not the declared {version}",
-                          "wrong_model_version", "algorithm")
+                          "wrong_model_version")
     return probe_version
 
 
@@ -189,8 +188,7 @@ def verify_auth(ctx: LayerContext, proto: ServingProtocol, base: str) -> None:
                unauthenticated_status=status, refused=status in REFUSED)
     if status not in REFUSED:
         raise LayerFailed(f"unauthenticated GET {path} answered {status}, but the matrix says "
-                          f"{serving.model_name} is protected (expected 401 or 403)", "auth_not_enforced",
-                          "platform")
+                          f"{serving.model_name} is protected (expected 401 or 403)", "auth_not_enforced")
 
 
 def record_deploy(ctx: LayerContext, serving: Serving, proto: ServingProtocol, model: Model | None = None) -> None:
@@ -278,7 +276,7 @@ def execute(ctx: LayerContext) -> None:
     try:
         samples = read_samples(dataset.path)
     except (OSError, ValueError) as exc:
-        raise LayerFailed(f"dataset {dataset.name}: {exc}", "bad_dataset", "algorithm") from None
+        raise LayerFailed(f"dataset {dataset.name}: {exc}", "bad_dataset") from None
     load = serving.load
     levels = list(load.get("concurrency", [1]))
     requests = proto.prepare(samples, int(load.get("batch", 1)))
@@ -337,18 +335,15 @@ def _judge(results: list[Any], summaries: list[dict[str, Any]], versions: dict[s
     if not any(s["ok"] for s in summaries):
         every = [r for level in results for r in level.responses]
         if every and all(r.status == TRANSPORT_ERROR for r in every):
-            raise LayerFailed(f"{base} unreachable during load: {every[-1].error}", "endpoint_unreachable",
-                              "infrastructure")
+            raise LayerFailed(f"{base} unreachable during load: {every[-1].error}", "endpoint_unreachable")
         codes = {k: v for s in summaries for k, v in s["status_counts"].items()}
-        raise LayerFailed(f"no request to {base} succeeded (status counts {codes})", "service_errors",
-                          "platform")
+        raise LayerFailed(f"no request to {base} succeeded (status counts {codes})", "service_errors")
     wrong = {v: n for v, n in versions.items() if v not in (serving.version, "None")}
     if wrong:
         raise LayerFailed(f"responses report version(s) {wrong}, not the declared {serving.version}",
-                          "wrong_model_version", "algorithm")
+                          "wrong_model_version")
     if malformed:
-        raise LayerFailed(f"{len(malformed)} responses malformed, first: {malformed[0]}", "bad_responses",
-                          "algorithm")
+        raise LayerFailed(f"{len(malformed)} responses malformed, first: {malformed[0]}", "bad_responses")
 
 
 def rollback(ctx: LayerContext, proto: ServingProtocol, base: str, samples: list[Any],
@@ -384,7 +379,7 @@ def rollback(ctx: LayerContext, proto: ServingProtocol, base: str, samples: list
     if failed:
         raise LayerFailed(f"after rollback to {old.version}: " + "; ".join(
             f"{r['name']}: {r['observed']} ({r['detail']})" for r in failed),
-            "rollback_answers_wrong", "algorithm")
+            "rollback_answers_wrong")
 
 
 def _via_deploy(ctx: LayerContext, proto: ServingProtocol, old_proto: ServingProtocol, samples: list[Any],
@@ -434,13 +429,12 @@ def _previous_side(ctx: LayerContext, old_proto: ServingProtocol, samples: list[
     try:
         wait_ready(ctx, old_proto, old_base, headers, min(ctx.timeout_s, 60.0), what="serving.rollback.ready")
     except LayerFailed as exc:
-        raise LayerFailed(f"rollback to {old.version}: {exc.message}", "rollback_unreachable",
-                          exc.owner or "infrastructure") from None
+        raise LayerFailed(f"rollback to {old.version}: {exc.message}", "rollback_unreachable") from None
     try:
         reported = verify_identity(ctx, old_proto, old_base, headers, old.version,
                                    what="serving.rollback.identity")
     except LayerFailed as exc:
-        raise LayerFailed(f"after rollback: {exc.message}", "rollback_wrong_version", "algorithm") from None
+        raise LayerFailed(f"after rollback: {exc.message}", "rollback_wrong_version") from None
     requests = old_proto.prepare(samples, 1)
     level = run_levels(old_base, requests, [1], len(requests), ctx.timeout_s, headers, REQUEST_TIMEOUT_S)[0]
     answers: dict[int, Answer] = {}

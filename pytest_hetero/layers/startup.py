@@ -87,7 +87,7 @@ def judge_digest(ctx: LayerContext, identity: ImageIdentity) -> None:
     wanted = declared.split(":")[-1]
     if wanted not in {d.split(":")[-1] for d in identity.known if d}:
         raise LayerFailed(f"{identity.what} has digest {identity.digest or 'an unreported digest'}, the matrix "
-                          f"declares sha256:{wanted}", "image_digest_mismatch", identity.owner)
+                          f"declares sha256:{wanted}", "image_digest_mismatch")
 
 
 FRAMEWORK_RUNTIMES: tuple[str, ...] = ("onnxruntime",)
@@ -118,14 +118,13 @@ def judge_environment(ctx: LayerContext, env: dict[str, Any]) -> None:
         return
     if providers is None:
         raise LayerFailed(f"ONNX Runtime not importable in {env.get('python')}: {env.get('onnxruntime_error')} "
-                          f"(models with runtime: onnxruntime: {', '.join(needing)})", "framework_missing",
-                          "algorithm")
+                          f"(models with runtime: onnxruntime: {', '.join(needing)})", "framework_missing")
     ctx.record("startup.device_init", framework="onnxruntime", wanted_provider=wanted,
                providers=providers, ok=wanted in providers, models=needing)
     if wanted not in providers:
         raise LayerFailed(f"{wanted} not available in this environment's ONNX Runtime "
                           f"(has {', '.join(providers)}): framework build without the accelerator",
-                          "framework_without_accelerator", "algorithm")
+                          "framework_without_accelerator")
 
 
 def framework_gaps(ctx: LayerContext, report: PayloadReport) -> list[tuple[str, str]]:
@@ -165,7 +164,7 @@ def judge_payload(ctx: LayerContext, started: Started, exit_code: int | None, st
         ctx.record("startup.device_init", exit_code=exit_code, artifact=art.path, report=None, findings=[],
                    **placement)
         raise LayerFailed(f"device payload in {started.name} gave no report (exit {exit_code}): {exc.message}; "
-                          f"stderr: {stderr.strip()[-200:]}", "payload_failed", started.image_owner) from None
+                          f"stderr: {stderr.strip()[-200:]}", "payload_failed") from None
     findings = [f.to_dict() for f in assess(report, ctx.resource.type)]
     gaps = framework_gaps(ctx, report)
     data = report.to_dict()
@@ -181,17 +180,17 @@ def judge_payload(ctx: LayerContext, started: Started, exit_code: int | None, st
         ctx.record("startup.devices", **devices)
         if devices["verdict"] == "over_allocated":
             raise LayerFailed(f"device isolation in {started.name}{where}: {devices['message']}",
-                              "devices_over_allocated", "infrastructure")
+                              "devices_over_allocated")
     if findings:
         first = findings[0]
         more = f" (+{len(findings) - 1} more findings)" if len(findings) > 1 else ""
         raise LayerFailed(f"device initialisation in {started.name}{where}: {first['message']}{more}",
-                          CATEGORY.get(first["category"], first["category"]), first["owner"])
+                          CATEGORY.get(first["category"], first["category"]))
     if devices is not None and devices["verdict"] == "missing":
         raise LayerFailed(f"device initialisation in {started.name}{where}: {devices['message']}",
-                          "device_missing", "infrastructure")
+                          "device_missing")
     if gaps:
-        raise LayerFailed(gaps[0][1], gaps[0][0], "algorithm")
+        raise LayerFailed(gaps[0][1], gaps[0][0])
     checked = inventory_check(ctx.resource, report, started.node)
     if checked is not None:
         ctx.record("startup.inventory", **checked)
@@ -204,8 +203,7 @@ def judge_payload(ctx: LayerContext, started: Started, exit_code: int | None, st
     differences = (checked or {}).get("differences") or []
     if differences:
         raise LayerFailed(f"device inventory in {started.name}{where}: "
-                          + "; ".join(d["message"] for d in differences), "device_inventory_mismatch",
-                          "infrastructure")
+                          + "; ".join(d["message"] for d in differences), "device_inventory_mismatch")
 
 
 DEVICE_NODES = {"nvidia": (re.compile(r"/dev/nvidia\d+"), "NVIDIA_VISIBLE_DEVICES"),
@@ -293,13 +291,13 @@ def verify_digest(ctx: LayerContext, what: str, name: str, version: str, path: P
     if not path.is_file():
         ctx.record("artifact.digest", what=what, name=name, version=version, path=str(path),
                    expected=expected, observed=None)
-        raise LayerFailed(f"{what} {name}@{version} not found at {path}", "file_missing", "algorithm")
+        raise LayerFailed(f"{what} {name}@{version} not found at {path}", "file_missing")
     observed = file_sha256(path)
     ctx.record("artifact.digest", what=what, name=name, version=version, path=str(path),
                expected=expected, observed=observed, size=path.stat().st_size)
     if observed != expected:
         raise LayerFailed(f"{what} {name}@{version} sha256 mismatch: matrix declares {expected}, "
-                          f"file {path} has {observed}", "digest_mismatch", "algorithm")
+                          f"file {path} has {observed}", "digest_mismatch")
 
 
 def verify_inputs(ctx: LayerContext) -> None:

@@ -4,7 +4,8 @@ baseline bundle before collection, then compare the run with it (the pure diff i
 
 With a baseline, a :class:`BaselineGate` holding it is registered for the session: its
 ``pytest_hetero_amend_evidence`` adds ``baseline_diff`` to the evidence before evidence.json is
-written, and it then sets pytest's exit status from the gate and prints the comparison.
+written (the judge, :func:`pytest_hetero.judge.verdict.exit_status`, then decides the exit status the run
+signs and returns from its gate), and it prints the comparison.
 """
 
 from __future__ import annotations
@@ -35,15 +36,6 @@ class BaselineGate:
         """Add the ``baseline_diff`` section (transitions, target and metric changes, the gate)."""
         self.diff = evidence["baseline_diff"] = baseline_section(self.old, self.verification, evidence,
                                                                  settings.fail_on)
-
-    @pytest.hookimpl(trylast=True)
-    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
-        """Make pytest's exit status follow the gate policy (only when tests ran: 0 or 1)."""
-        diff = self.diff
-        if diff is None or session.exitstatus not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
-            return
-        if diff["gate"]["policy"] != "any-failure" or diff["gate"]["failed"]:
-            session.exitstatus = pytest.ExitCode.TESTS_FAILED if diff["gate"]["failed"] else pytest.ExitCode.OK
 
     @pytest.hookimpl(trylast=True)
     def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:

@@ -11,6 +11,7 @@ import errno
 import json
 import time
 import traceback
+from dataclasses import replace
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -19,6 +20,8 @@ import pytest
 from pytest_hetero.backends.protocol import Backend
 from pytest_hetero.errors import HeteroError
 from pytest_hetero.evidence.model import Failure, ItemEvidence, utc_now
+from pytest_hetero.judge.failures import FailureStatus
+from pytest_hetero.judge.verdict import item_failure
 from pytest_hetero.layers import CHECKS
 from pytest_hetero.layers.base import LayerBroken, LayerContext, LayerOutcome, NotApplicable
 from pytest_hetero.matrix.expand import PlannedItem
@@ -27,7 +30,7 @@ from pytest_hetero.pytest_plugin.ordering import number
 from pytest_hetero.pytest_plugin.serving import TerminalProgress
 from pytest_hetero.pytest_plugin.stash import ATTEMPTS, BACKENDS, FINAL, HANDOFF, OUTCOME, PLANS, REDACTORS, SETTINGS
 from pytest_hetero.redact import Redactor
-from pytest_hetero.vocab import BLOCKING, Status
+from pytest_hetero.vocab import BLOCKING
 
 STORAGE_ERRORS = {errno.ENOSPC: "disk_full", errno.EDQUOT: "disk_full", errno.EROFS: "read_only_filesystem"}
 """errno of an OSError raised inside a layer → category (owner infrastructure): a disk the run writes to."""
@@ -249,30 +252,33 @@ class LayerItem(pytest.Item):
             self.finish(evidence, started, ctx)
             pytest.skip(evidence.reason)
         except LayerOutcome as exc:
-            self._fail(evidence, started, ctx, exc.status, exc.category, exc.message, exc.owner)
+            self._fail(evidence, started, ctx, "error" if exc.status == "error" else "failed", exc.category,
+                       exc.message, exc.causes)
         except HeteroError as exc:
-            self._fail(evidence, started, ctx, "error", "configuration", exc.render(), "platform")
+            self._fail(evidence, started, ctx, "error", "configuration", exc.render())
         except OSError as exc:
             if exc.errno in STORAGE_ERRORS:  # the host's disk, not our code
                 where = f" writing {exc.filename}" if exc.filename else ""
                 self._fail(evidence, started, ctx, "error", STORAGE_ERRORS[exc.errno],
-                           f"{exc.strerror}{where}; free space or choose another --hetero-report-dir",
-                           "infrastructure")
+                           f"{exc.strerror}{where}; free space or choose another --hetero-report-dir")
             else:
                 evidence.record("harness.traceback", text=traceback.format_exc())
-                self._fail(evidence, started, ctx, "error", "harness", f"{type(exc).__name__}: {exc}", "platform")
+                self._fail(evidence, started, ctx, "error", "harness", f"{type(exc).__name__}: {exc}")
         except Exception as exc:  # noqa: BLE001 - a harness bug is evidence too, then re-raised
             evidence.record("harness.traceback", text=traceback.format_exc())
-            self._fail(evidence, started, ctx, "error", "harness", f"{type(exc).__name__}: {exc}", "platform")
+            self._fail(evidence, started, ctx, "error", "harness", f"{type(exc).__name__}: {exc}")
         self.finish(evidence, started, ctx)
 
-    def _fail(self, evidence: ItemEvidence, started: float, ctx: LayerContext | None, status: Status, category: str,
-              message: str, owner: str | None) -> None:
-        default = self.matrix.team(owner, self.planned.layer) if owner else self.owner
+    def _fail(self, evidence: ItemEvidence, started: float, ctx: LayerContext | None, reported: FailureStatus,
+              category: str, message: str, causes: tuple[tuple[str, str], ...] = ()) -> None:
+        """Write the judge's status and failure (owner from the failure table) and raise LayerFailure."""
+        redact = self.redactor().text
+        status, failure = item_failure(self.matrix, self.planned.layer, category, redact(message), reported,
+                                       tuple((c, redact(m)) for c, m in causes))
         team = self.config.hook.pytest_hetero_failure_owner(
-            layer=self.planned.layer, category=category, default=default) or default
+            layer=self.planned.layer, category=category, default=failure.owner) or failure.owner
         evidence.status = status
-        evidence.failure = Failure(self.planned.layer, category, self.redactor().text(message), team)
+        evidence.failure = replace(failure, owner=team)
         self.finish(evidence, started, ctx)
         raise LayerFailure(evidence.failure, status)
 

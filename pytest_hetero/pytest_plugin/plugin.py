@@ -17,6 +17,7 @@ import os
 import socket
 import subprocess
 import sys
+from collections.abc import Generator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -174,15 +175,21 @@ def _check_early(config: pytest.Config, settings: Settings) -> None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_sessionstart(session: pytest.Session) -> None:
-    """On a pytest-xdist controller (which collects nothing), claim the run folder before the workers
-    start when the command line names matrix files: a second run with this run id is refused here."""
+    """On a pytest-xdist controller (which collects nothing), when the command line names matrix files:
+    refuse a ``--dist`` mode that would split a resource's items across workers
+    (:func:`~pytest_hetero.pytest_plugin.xdist.refused_dist`), then claim the run folder before the
+    workers start (a second run with this run id is refused here)."""
     config = session.config
     recorder = config.stash.get(RECORDER, None)
     if recorder is None or config.option.collectonly or config.pluginmanager.getplugin("dsession") is None:
         return
     from pytest_hetero.pytest_plugin.selection import matrices_in_args
+    from pytest_hetero.pytest_plugin.xdist import refused_dist
 
     if matrices_in_args(config):
+        refused = refused_dist(config)
+        if refused:
+            raise pytest.UsageError(refused)
         _claim(config, recorder)
 
 
@@ -521,15 +528,22 @@ def _empty_shard(config: pytest.Config) -> bool:
     return any(r.startswith(SHARD_REASON) for r in config.stash[DESELECTED].values())
 
 
-def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    """Close backends first, then (controller) journal deselections, assemble, write, sign. An
-    interrupt (Ctrl-C, SIGTERM) meanwhile ends with the rebuild hint, never a traceback."""
-    try:
+@pytest.hookimpl(wrapper=True)
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> Generator[None, object, object]:
+    """Close backends first, then (controller) journal deselections, assemble, write, sign. On a worker
+    the backends close before pytest-xdist reports back; on the controller the bundle is finished after
+    every other plugin's ``pytest_sessionfinish`` (pytest-rerunfailures' ``--fail-on-flaky`` sets exit
+    status 7 there), and the exit status the run signs is the one the process returns. An interrupt
+    (Ctrl-C, SIGTERM) meanwhile ends with the rebuild hint, never a traceback."""
+    if getattr(session.config, "workerinput", None) is not None:
         _session_finish(session, exitstatus)
+        return (yield)
+    result = yield
+    try:
+        _session_finish(session, int(session.exitstatus))
     except KeyboardInterrupt:
-        if getattr(session.config, "workerinput", None) is not None:
-            raise
         _interrupted_finish(session)
+    return result
 
 
 def _interrupted_finish(session: pytest.Session) -> None:
@@ -576,7 +590,15 @@ def _session_finish(session: pytest.Session, exitstatus: int) -> None:
     interrupted = exitstatus == pytest.ExitCode.INTERRUPTED
     stopped = next((str(v) for v in (session.shouldfail, session.shouldstop) if isinstance(v, str) and v), "")
     recorder.end(int(exitstatus), interrupted, stopped)
+    _publish(session, recorder)
+
+
+def _publish(session: pytest.Session, recorder: Recorder) -> None:
+    """Finish the bundle; the process exits with the status the run signed unless finishing itself
+    failed (a refused journal, an unwritable folder, a writer bug, an interrupt)."""
+    config = session.config
     settings = config.stash[SETTINGS]
+    before = session.exitstatus
     try:
         evidence = None if recorder.broken else _finish(session, settings, recorder)
     except _Refused as exc:
@@ -589,6 +611,9 @@ def _session_finish(session: pytest.Session, exitstatus: int) -> None:
                          f"hetero report --from-journal {settings.bundle_dir}\n")
         session.exitstatus = pytest.ExitCode.USAGE_ERROR
         return
+    signed = evidence["run"].get("exit_status")
+    if session.exitstatus == before and signed is not None:
+        session.exitstatus = signed  # the judge's (a baseline gate's policy included): the one signed
     config.stash[_SUMMARY] = evidence
 
 

@@ -31,3 +31,19 @@ def make_scheduler(config: Any, log: Any) -> ResourceScopeScheduling | None:
     if config.getvalue("dist") != "load":
         return None
     return ResourceScopeScheduling(config, log)
+
+
+SPLITTING_MODES = ("loadgroup", "loadscope", "worksteal", "each")
+"""``--dist`` modes that would split a resource's subtree across workers (or run it on each): gating
+would then read no dependency outcome, and an item whose dependency failed on another worker would
+run as if it had passed. ``load`` (this module's scheduler), ``loadfile`` and ``no`` keep it whole."""
+
+
+def refused_dist(config: Any) -> str | None:
+    """The usage error for a ``--dist`` mode that splits a resource's subtree, else None."""
+    mode = config.getvalue("dist")
+    if mode not in SPLITTING_MODES:
+        return None
+    return (f"pytest-hetero: --dist {mode} would split a resource's items (discovery → business) across "
+            "workers, so an item whose dependency failed on another worker would run as if it had passed; "
+            "use --dist load (the default with -n: each resource's items stay on one worker) or --dist loadfile")

@@ -7,6 +7,7 @@ import pytest
 
 from pytest_hetero.backends.docker.errors import classify, outcome
 from pytest_hetero.backends.protocol import ActionFailed, EngineUnavailable
+from pytest_hetero.judge.failures import owner_category
 
 
 @pytest.mark.parametrize(("text", "expected"), [
@@ -19,7 +20,9 @@ from pytest_hetero.backends.protocol import ActionFailed, EngineUnavailable
     ("Minimum memory limit allowed is 6MB", ("resource_rejected", "platform")),
     ("invalid mount config for type \"bind\": bind source path does not exist: /x", ("mount_failed", "platform")),
     (('failed to create shim task: OCI runtime create failed: runc create failed: unable to start container '
-     'process: exec: "python3": executable file not found in $PATH: unknown'), ("entrypoint_missing", "phase")),
+     'process: exec: "python3": executable file not found in $PATH: unknown'), ("interpreter_missing", "image")),
+    (('failed to create shim task: OCI runtime create failed: runc create failed: unable to start container '
+     'process: exec: "/code/run": no such file or directory: unknown'), ("entrypoint_missing", "algorithm")),
     (("failed to create shim task: OCI runtime create failed: runc create failed: unable to start container "
      "process: error during container init: error setting cgroup config: unknown"),
      ("oci_runtime_error", "infrastructure")),
@@ -30,26 +33,34 @@ from pytest_hetero.backends.protocol import ActionFailed, EngineUnavailable
      "no such host"), ("registry_unreachable", "infrastructure")),
 ])
 def test_classify_engine_texts(text: str, expected: tuple[str, str]) -> None:
+    """The engine reports the category (of the model run's exec here); the failure table owns it."""
     category, owner = expected
-    owner = {"phase": "algorithm", "image": "platform"}.get(owner, owner)
-    assert classify(text, phase_owner="algorithm", image_owner="platform") == (category, owner)
+    found = classify(text, phase="run", interpreter="python3")
+    assert found == category
+    assert owner_category(found, "model", image_owner="algorithm") == ("algorithm" if owner == "image" else owner)
+
+
+def test_a_program_that_cannot_run_while_starting_the_image_is_an_image_defect() -> None:
+    text = 'OCI runtime create failed: exec: "/bin/sh": stat /bin/sh: no such file or directory: unknown'
+    assert classify(text, phase="start") == "interpreter_missing"
 
 
 def test_unknown_engine_text_is_broken_not_failed() -> None:
     class Answer(Exception):
         explanation = "something the engine never said before"
 
-    result = outcome(Answer(), "starting container x", phase_owner="platform")
+    result = outcome(Answer(), "starting container x", phase="start")
     assert isinstance(result, EngineUnavailable)
     assert (result.category, result.message) == (
         "engine_error", "starting container x: the Docker engine answered: something the engine never said before")
 
 
-def test_known_text_fails_with_the_configured_image_owner() -> None:
+def test_known_text_fails_with_a_category_and_no_owner() -> None:
     class Answer(Exception):
         explanation = b"pull access denied for x"
 
-    result = outcome(Answer(), "pulling image x", phase_owner="platform", image_owner="algorithm")
+    result = outcome(Answer(), "pulling image x", phase="start")
     assert isinstance(result, ActionFailed)
-    assert (result.category, result.owner, result.message) == (
-        "pull_denied", "algorithm", "pulling image x: pull access denied for x")
+    assert (result.category, result.message, hasattr(result, "owner")) == (
+        "pull_denied", "pulling image x: pull access denied for x", False)
+    assert owner_category(result.category, "startup", image_owner="algorithm") == "algorithm"

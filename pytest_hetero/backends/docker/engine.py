@@ -91,23 +91,21 @@ class DockerBackend(Backend):
         ref, policy = step.image.reference, s.pull_policy
         if policy not in PULL_POLICIES:
             raise ActionFailed(f"target.pull_policy {policy!r} is not one of {', '.join(PULL_POLICIES)}",
-                               "bad_target", "platform")
+                               "bad_target")
         found = self._inspect_image(ref)
         pulled = False
         if policy == "always" or (found is None and policy == "if-not-present"):
             try:
                 errors = [str(p["error"]) for p in s.api.pull(ref, stream=True, decode=True) if p.get("error")]
             except docker.errors.APIError as exc:
-                raise outcome(exc, f"pulling image {ref}", phase_owner=s.image_owner,
-                              image_owner=s.image_owner) from None
+                raise outcome(exc, f"pulling image {ref}", phase="start") from None
             if errors:
-                raise outcome_of_text(errors[-1], f"pulling image {ref}", phase_owner=s.image_owner,
-                                      image_owner=s.image_owner)
+                raise outcome_of_text(errors[-1], f"pulling image {ref}", phase="start")
             found, pulled = self._inspect_image(ref), True
         if found is None:
             why = "pull_policy never" if policy == "never" else "the pull reported success"
             raise ActionFailed(f"image {ref} is not in the engine ({why}); no such image",
-                               "image_not_found", s.image_owner)
+                               "image_not_found")
         digests = [d.split("@", 1)[1] for d in found.get("RepoDigests") or []]
         digest = digests[0] if digests else found["Id"]
         s.digests[step.image.name] = digest
@@ -125,8 +123,7 @@ class DockerBackend(Backend):
         except docker.errors.ImageNotFound:
             return None
         except docker.errors.APIError as exc:
-            raise outcome(exc, f"inspecting image {ref}", phase_owner=s.image_owner,
-                          image_owner=s.image_owner) from None
+            raise outcome(exc, f"inspecting image {ref}", phase="start") from None
 
     @outage.engine_guarded
     def start(self, step: Step) -> Started:
@@ -221,8 +218,7 @@ class DockerBackend(Backend):
                 cid = s.api.create_container(image_id, command=run.KEEP_ALIVE, name=name, labels=labels,
                                              environment=request.environment, host_config=host_config)["Id"]
         except docker.errors.APIError as exc:
-            raise outcome(exc, f"creating container {name}", phase_owner=s.image_owner,
-                          image_owner=s.image_owner) from None
+            raise outcome(exc, f"creating container {name}", phase="start") from None
         # a fresh container's cgroup has counted no OOM kill yet; read again only after an exit 137
         workload = {"id": cid, "name": name, "labels": labels, "oom_kills": 0, "dirty": False,
                     "limit_bytes": request.mem_limit, "started_monotonic": time.monotonic()}
@@ -231,7 +227,7 @@ class DockerBackend(Backend):
             s.api.start(cid)
         except docker.errors.APIError as exc:
             raise outcome(exc, f"starting container {name} from {ctx.image.reference}",
-                          phase_owner=s.image_owner, image_owner=s.image_owner) from None
+                          phase="start") from None
         state = s.api.inspect_container(cid)
         ctx.record("startup.container", id=cid, name=name, labels=labels, command=run.KEEP_ALIVE,
                    root_filesystem="read-only", tmpfs=dict(run.WORK_TMPFS),
@@ -247,8 +243,7 @@ class DockerBackend(Backend):
         try:
             state = s.api.inspect_container(workload["id"])["State"]
         except docker.errors.NotFound:
-            raise ActionFailed(f"container {workload['name']} disappeared {when}", "container_removed",
-                               "infrastructure") from None
+            raise ActionFailed(f"container {workload['name']} disappeared {when}", "container_removed") from None
         if state.get("Running"):
             return
         outage.raise_if_stopped_by_outage(s, workload, state, when)
@@ -257,11 +252,12 @@ class DockerBackend(Backend):
         code = state.get("ExitCode")
         if state.get("OOMKilled"):
             raise ActionFailed(f"container {workload['name']} was OOM-killed {when} (exit {code}, OOMKilled "
-                               f"true, memory limit {workload.get('limit_bytes')} bytes)", "oom_killed", "platform")
+                               f"true, memory limit {workload.get('limit_bytes')} bytes)",
+                               "startup_oom_killed" if ctx.layer == "startup" else "oom_killed")
         raise ActionFailed(f"container {workload['name']} exited {when} with {code} ({state.get('Status')}"
                            f"{', ' + state['Error'] if state.get('Error') else ''}): "
-                           f"{(logs.strip().splitlines() or ['(no output)'])[-1][:200]}", "container_exited",
-                           "infrastructure" if code in (137, 143) else "platform")
+                           f"{(logs.strip().splitlines() or ['(no output)'])[-1][:200]}",
+                           "container_killed" if code in (137, 143) else "container_exited")
 
     @outage.engine_guarded
     def execute(self, ctx: Step) -> ExecResult:
@@ -289,7 +285,7 @@ class DockerBackend(Backend):
         reset_before = bool(workload.get("dirty"))
         if reset_before and (why := self._reset(workload)):
             raise ActionFailed(f"container {workload['name']} could not be returned to its started state before "
-                               f"the model run: {why}", "container_not_reset", "platform")
+                               f"the model run: {why}", "container_not_reset")
         model, dataset = ctx.model, ctx.dataset
         paths = run.container_paths(model.name, model.path, model.code or ctx.matrix.path.parent,
                                     dataset.name, dataset.path)
@@ -305,7 +301,7 @@ class DockerBackend(Backend):
                                   ctx.timeout_s)
         except docker.errors.APIError as exc:
             self.ensure_running(ctx, workload, "before the model run")
-            raise outcome(exc, f"exec in {workload['name']}", phase_owner="algorithm") from None
+            raise outcome(exc, f"exec in {workload['name']}", phase="run", interpreter=values["python"]) from None
         result.details.update(container=workload["name"], container_id=workload["id"], run_dir=run_dir)
         container = workload.get("usage") or self._usage(workload)
         if container:
@@ -313,12 +309,12 @@ class DockerBackend(Backend):
         if started_here is not None:
             result.details["image"] = started_here
             result.details["workload_started"] = dict(container)
-        result.failure = run_failure(s.api, ctx, workload, result)
+        result.failure = run_failure(s.api, ctx, workload, result, values["python"])
         if result.failure is None or result.failure["category"] != "container_killed":
             try:
                 result.outputs = run.read_outputs(s.api, workload["id"], values["outputs"], run.MAX_OUTPUTS_BYTES)
             except run.OutputsRefused as exc:
-                result.failure = {"category": exc.category, "owner": "algorithm", "message": exc.message}
+                result.failure = {"category": exc.category, "message": exc.message}
         why = self._reset(workload)
         result.details["isolation"] = {**run.RESET_FACTS, "confined": True, "reset_before": reset_before,
                                        "reset_after": "done" if not why else f"failed: {why}"}

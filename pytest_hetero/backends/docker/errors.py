@@ -1,9 +1,9 @@
-"""Classify Docker Engine failures into engine faults: category, owning team, readable message.
+"""Classify Docker Engine failures into engine faults: category and readable message.
 
 The patterns are the engine's own error texts (dockerd 20.10–27, runc 1.1, containerd 1.6/1.7),
 e.g. ``Unknown runtime specified nvidia`` or ``could not select device driver "" with
-capabilities: [[gpu]]``. Image problems belong to whoever the matrix names as image owner
-(``target.image_owner``: ``platform`` by default, ``algorithm`` when the model team ships images).
+capabilities: [[gpu]]``. Categories are facts; who owns each is the failure table's decision
+(:mod:`pytest_hetero.judge.failures`), the same for every engine.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import docker.errors
 
@@ -22,39 +22,40 @@ if TYPE_CHECKING:
     from pytest_hetero.backends.protocol import ExecResult, Step
 
 IMAGE_OWNER_DEFAULT = "platform"
+"""``spec.target.image_owner`` when the matrix does not name one (a fact of the target, read by the judge)."""
+Phase = Literal["start", "run"]
+"""What the engine was doing: starting the image (``start``: the gate's own commands) or running the
+model's entrypoint (``run``)."""
 SETTLE_S = 2.0
 """Seconds to wait for the engine to record a container's death after an exec ended with 137."""
 
 
 @dataclass(frozen=True)
 class Rule:
-    """``pattern`` (regular expression, searched case-insensitively) → ``category`` and ``owner``.
-
-    ``owner`` ``"image"`` stands for the configured image owner, ``"phase"`` for the owner of
-    the phase the error happened in (``platform`` for startup, ``algorithm`` for a model run).
-    """
+    """``pattern`` (regular expression, searched case-insensitively) → ``category``; ``exec_missing``
+    marks the rule of a program the runtime cannot execute, whose category depends on the phase
+    (:func:`classify`)."""
 
     pattern: str
     category: str
-    owner: str
-    broken: bool = False
+    exec_missing: bool = False
 
 
 RULES: tuple[Rule, ...] = (
-    Rule(r"pull access denied|unauthorized|denied: |authentication required", "pull_denied", "image"),
+    Rule(r"pull access denied|unauthorized|denied: |authentication required", "pull_denied"),
     Rule(r"manifest unknown|manifest for .* not found|no such image|repository does not exist|"
-         r"not found: manifest", "image_not_found", "image"),
+         r"not found: manifest", "image_not_found"),
     Rule(r"dial tcp|no such host|i/o timeout|connection refused|tls: |x509: |TLS handshake",
-         "registry_unreachable", "infrastructure"),
-    Rule(r"unknown runtime specified", "runtime_missing", "infrastructure"),
-    Rule(r"could not select device driver", "device_driver_missing", "infrastructure"),
-    Rule(r"error gathering device information|no such device", "device_missing", "infrastructure"),
+         "registry_unreachable"),
+    Rule(r"unknown runtime specified", "runtime_missing"),
+    Rule(r"could not select device driver", "device_driver_missing"),
+    Rule(r"error gathering device information|no such device", "device_missing"),
     Rule(r"requested cpus are not available|range of cpus is from|minimum memory limit|"
-         r"invalid value .* for cpuset", "resource_rejected", "platform"),
-    Rule(r"bind source path does not exist|invalid mount config", "mount_failed", "platform"),
+         r"invalid value .* for cpuset", "resource_rejected"),
+    Rule(r"bind source path does not exist|invalid mount config", "mount_failed"),
     Rule(r"exec: .*(no such file or directory|not found)|executable file not found|"
-         r"exec format error|permission denied", "entrypoint_missing", "phase"),
-    Rule(r"oci runtime|runc |shim task|nvidia-container-cli", "oci_runtime_error", "infrastructure"),
+         r"exec format error|permission denied", "entrypoint_missing", exec_missing=True),
+    Rule(r"oci runtime|runc |shim task|nvidia-container-cli", "oci_runtime_error"),
 )
 """First match wins; order puts the specific texts before the generic OCI runtime wrapper."""
 
@@ -67,35 +68,43 @@ def explanation(exc: BaseException) -> str:
     return " ".join(str(text).split())
 
 
-def classify(text: str, *, phase_owner: str, image_owner: str = IMAGE_OWNER_DEFAULT) -> tuple[str, str] | None:
-    """Return ``(category, owner)`` for an engine error text, or None when no rule matches."""
+def classify(text: str, *, phase: Phase, interpreter: str = "") -> str | None:
+    """The category of an engine error text, or None when no rule matches. A program the runtime
+    cannot execute is ``interpreter_missing`` while starting the image (the gate's shell) or when it is
+    the target's ``interpreter`` (``{python}``: an image defect), else ``entrypoint_missing`` (the
+    model's own program)."""
     for rule in RULES:
         if re.search(rule.pattern, text, re.IGNORECASE):
-            owner = {"image": image_owner, "phase": phase_owner}.get(rule.owner, rule.owner)
-            return rule.category, owner
+            if rule.exec_missing and (phase == "start" or (interpreter and _names(text, interpreter))):
+                return "interpreter_missing"
+            return rule.category
     return None
 
 
-def outcome(exc: BaseException, what: str, *, phase_owner: str,
-            image_owner: str = IMAGE_OWNER_DEFAULT) -> EngineFault:
+def _names(text: str, program: str) -> bool:
+    """True when ``text`` names ``program`` as the thing that could not be executed."""
+    return re.search(rf"(^|[\s\"'/:]){re.escape(program)}([\s\"':]|$)", text) is not None
+
+
+def outcome(exc: BaseException, what: str, *, phase: Phase, interpreter: str = "") -> EngineFault:
     """Turn a docker SDK exception raised while doing ``what`` into ActionFailed (known failure)
     or EngineUnavailable (``engine_error``: an engine answer no rule explains, or no answer at all)."""
-    return outcome_of_text(explanation(exc), what, phase_owner=phase_owner, image_owner=image_owner)
+    return outcome_of_text(explanation(exc), what, phase=phase, interpreter=interpreter)
 
 
-def outcome_of_text(text: str, what: str, *, phase_owner: str, image_owner: str = IMAGE_OWNER_DEFAULT) -> EngineFault:
+def outcome_of_text(text: str, what: str, *, phase: Phase, interpreter: str = "") -> EngineFault:
     """:func:`outcome` for an engine error text (e.g. an ``error`` entry of a pull's progress stream)."""
-    found = classify(text, phase_owner=phase_owner, image_owner=image_owner)
-    if found is None:
+    category = classify(text, phase=phase, interpreter=interpreter)
+    if category is None:
         return EngineUnavailable(f"{what}: the Docker engine answered: {text}", "engine_error")
-    category, owner = found
-    return ActionFailed(f"{what}: {text}", category, owner)
+    return ActionFailed(f"{what}: {text}", category)
 
 
-def run_failure(api: Any, ctx: Step, workload: dict[str, Any], result: ExecResult) -> dict[str, str] | None:
+def run_failure(api: Any, ctx: Step, workload: dict[str, Any], result: ExecResult,
+                interpreter: str = "python3") -> dict[str, str] | None:
     """Classify a finished model exec (``api``: a ``docker.APIClient``) the exit code alone does not explain:
-    ``oom_killed`` (algorithm),
-    ``container_killed`` (infrastructure), ``entrypoint_missing`` (algorithm); else None.
+    ``oom_killed``, ``container_killed``, ``interpreter_missing`` (the target's ``interpreter`` is not in
+    the image), ``entrypoint_missing`` (another program of the entrypoint); else None.
 
     After an exit 137 that is no OOM kill, the container's state is polled for up to
     :data:`SETTLE_S` seconds: the engine records a killed container's exit after the exec ends.
@@ -105,7 +114,7 @@ def run_failure(api: Any, ctx: Step, workload: dict[str, Any], result: ExecResul
         kills = oom_kills(api, workload["id"])
         if kills is not None and kills > workload["oom_kills"]:
             workload["oom_kills"] = kills
-            return {"category": "oom_killed", "owner": "algorithm",
+            return {"category": "oom_killed",
                     "message": f"model run OOM-killed (exit 137, cgroup oom_kill count {kills}) under the "
                                f"container memory limit of {workload['limit_bytes']} bytes "
                                f"({ctx.resource.name})"}
@@ -115,14 +124,16 @@ def run_failure(api: Any, ctx: Step, workload: dict[str, Any], result: ExecResul
             state = _state(api, workload)
     if not state.get("Running"):
         oom = ", OOMKilled" if state.get("OOMKilled") else ""
-        return {"category": "container_killed", "owner": "infrastructure",
+        return {"category": "container_killed",
                 "message": f"container {workload['name']} stopped during the model run (status "
                            f"{state.get('Status')}, exit {state.get('ExitCode')}{oom}); the run ended with "
                            f"exit {result.exit_code}"}
     missing = re.search(r"exec: (.*): (not found|Permission denied)", result.stderr)
     if result.exit_code in (126, 127) and missing:
-        return {"category": "entrypoint_missing", "owner": "algorithm",
-                "message": f"entrypoint program {missing.group(1)} {missing.group(2).lower()} in image "
+        program = missing.group(1).strip()
+        which = "interpreter" if program == interpreter else "entrypoint program"
+        return {"category": "interpreter_missing" if program == interpreter else "entrypoint_missing",
+                "message": f"{which} {program} {missing.group(2).lower()} in image "
                            f"{ctx.image.reference} (exit {result.exit_code})"}
     return None
 

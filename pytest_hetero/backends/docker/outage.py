@@ -120,8 +120,8 @@ def engine_lost(session: DockerSession, ctx: Step, exc: BaseException, what: str
         message += (f"; container {workload['name']} is now {state.get('Status')} (exit {state.get('ExitCode')}, "
                     f"finished {state.get('FinishedAt')})")
     if waited is None:
-        return EngineUnavailable(message, "engine_unreachable", "infrastructure")
-    return EngineUnavailable(message, "engine_restarted", "infrastructure")
+        return EngineUnavailable(message, "engine_unreachable")
+    return EngineUnavailable(message, "engine_restarted")
 
 
 def container_state(session: DockerSession, workload: dict[str, Any]) -> dict[str, Any] | None:
@@ -144,4 +144,4 @@ def raise_if_stopped_by_outage(session: DockerSession, workload: dict[str, Any],
     if lost is not None:
         raise EngineUnavailable(f"container {workload['name']} was stopped {when}: {lost.describe()} "
                           f"(status {state.get('Status')}, exit {state.get('ExitCode')}, finished "
-                          f"{state.get('FinishedAt')})", "engine_restarted", "infrastructure")
+                          f"{state.get('FinishedAt')})", "engine_restarted")

@@ -84,7 +84,7 @@ def translate_or_fail(step: Step, target: dict[str, Any], local: bool) -> Engine
     try:
         return translate(step.resource, target, host_visible=local)
     except ValueError as exc:
-        raise ActionFailed(f"resource {step.resource.name}: {exc}", "bad_request", "platform") from None
+        raise ActionFailed(f"resource {step.resource.name}: {exc}", "bad_request") from None
 
 
 def allocated(host_config: dict[str, Any]) -> dict[str, Any]:
@@ -152,7 +152,7 @@ def place(ctx: Step, session: DockerSession) -> Placement:
         cid = api.create_container(probe_image(session), command=[PROBE_PROGRAM], labels=marks,
                                    environment=request.environment, host_config=host_config)["Id"]
     except docker.errors.APIError as exc:
-        raise outcome(exc, f"{what}: engine refused the request", phase_owner="platform") from None
+        raise outcome(exc, f"{what}: engine refused the request", phase="start") from None
     try:
         state = api.inspect_container(cid)
         got = allocated(state["HostConfig"])
@@ -162,7 +162,7 @@ def place(ctx: Step, session: DockerSession) -> Placement:
         except docker.errors.APIError as exc:
             text = " ".join(str(exc.explanation or exc).split())
             if not re.search(rf'exec: "?{re.escape(PROBE_PROGRAM)}"?: .*no such file', text):
-                raise outcome(exc, f"{what}: runtime refused the container", phase_owner="platform") from None
+                raise outcome(exc, f"{what}: runtime refused the container", phase="start") from None
             started = "runtime set up cgroups and devices; exec of the absent probe program failed as intended"
         ctx.record("scheduling.allocation", container=cid, requested=request.to_dict(), allocated=got,
                    runtime_outcome=started, devices_assigned=request.device_ids or None,

@@ -84,7 +84,7 @@ class DockerSession:
         (``bad_target``, platform) when the target's TLS files are unusable.
         """
         if self.conn_error:
-            raise ActionFailed(f"target.tls: {self.conn_error}", "bad_target", "platform")
+            raise ActionFailed(f"target.tls: {self.conn_error}", "bad_target")
         if self._api is None:
             try:
                 api = run.make_client(self.conn, run.API_TIMEOUT_S)
@@ -93,7 +93,7 @@ class DockerSession:
                 gone = next((o for o in reversed(self.interruptions) if o.back_at is None), None)
                 since = f" (gone since {gone.lost_at}, during {gone.what})" if gone else ""
                 raise EngineUnavailable(f"Docker engine at {self.conn.get('base_url', 'DOCKER_HOST')} does not "
-                                        f"answer{since}: {exc}", "engine_unreachable", "infrastructure") from None
+                                        f"answer{since}: {exc}", "engine_unreachable") from None
             self._api = api
             # the API version the first client negotiated: without it the second asks GET /version again
             self._long = run.make_client({**self.conn, "version": api.api_version}, None)

@@ -81,9 +81,7 @@ def connect(target: dict[str, Any], context: str | None) -> tuple[client.ApiClie
         raise ActionFailed(
             f"no usable Kubernetes configuration (kubeconfig {path or '~/.kube/config'}, "
             f"context {context or '(current)'}): {why}",
-            "bad_target",
-            "platform",
-        ) from None
+            "bad_target") from None
     cfg.connection_pool_maxsize = 64
     cfg.retries = api_retries()
     return client.ApiClient(cfg), namespace, name
@@ -129,21 +127,15 @@ def api_outcome(exc: BaseException, action: str) -> EngineFault:
             return ActionFailed(
                 f"{action}: namespace {namespace_of(message)} does not exist: create it (deploy/rbac.yaml "
                 f"creates hetero-validation) or name another with target.namespace / --hetero-kube-namespace",
-                "namespace_not_found",
-                "platform",
-            )
+                "namespace_not_found")
         if exc.status == 404 and kind == "pods":
             return ActionFailed(
                 f"{action}: the pod no longer exists (deleted or evicted while the run used it): {message}",
-                "pod_deleted",
-                "infrastructure",
-            )
+                "pod_deleted")
         if exc.status == 404:
             return ActionFailed(
                 f"{action}: the apiserver does not serve it (HTTP 404; CRD or API not installed?): {message}",
-                "api_not_served",
-                "platform",
-            )
+                "api_not_served")
         if exc.status in (403, 422, 400):
             reasons = explain(message)
             if reasons and reasons[0].code != "unknown":
@@ -157,12 +149,12 @@ def api_outcome(exc: BaseException, action: str) -> EngineFault:
                         f"{first.resource} (API group {group}) in {d.get('namespace') or 'the cluster'}; "
                         f"grant it (see deploy/rbac.yaml) — {message}"
                     )
-                out = ActionFailed(f"{action}: {text}", first.code, first.owner)
+                out = ActionFailed(f"{action}: {text}", first.code)
                 out.reasons = [r.to_dict() for r in reasons]  # type: ignore[attr-defined]
                 return out
-            return ActionFailed(f"{action}: HTTP {exc.status}: {message}", "api_rejected", "platform")
+            return ActionFailed(f"{action}: HTTP {exc.status}: {message}", "api_rejected")
         if exc.status == 401:
-            return ActionFailed(f"{action}: credentials rejected (401): {message}", "unauthorized", "platform")
+            return ActionFailed(f"{action}: credentials rejected (401): {message}", "unauthorized")
         return EngineUnavailable(f"{action}: HTTP {exc.status}: {message}", "apiserver_error")
     return EngineUnavailable(f"{action}: {type(exc).__name__}: {exc}", "apiserver_unreachable")
 

@@ -82,9 +82,7 @@ def ensure_ready(session: KubeSession, ctx: Step, workload: dict[str, Any], node
         raise EngineUnavailable(
             f"node {lost['node']} {lost['said']} {lost['item']} ({describe(lost['condition'])}); "
             f"its workload pod {workload.get('pod')} is not used again: the {ctx.layer} layer did not run",
-            CATEGORY,
-            OWNER,
-        )
+            CATEGORY)
     if not node:
         return
     try:
@@ -110,9 +108,7 @@ def ensure_ready(session: KubeSession, ctx: Step, workload: dict[str, Any], node
     raise EngineUnavailable(
         f"node {node} of pod {workload.get('pod')} is NotReady ({describe(cond)}); "
         f"the {ctx.layer} layer did not run",
-        CATEGORY,
-        OWNER,
-    )
+        CATEGORY)
 
 
 class NodeWatch:

@@ -66,8 +66,7 @@ def apply_plan(plan: list[dict[str, Any]], taint: str | None, kubeconfig: str | 
         except ApiException as exc:
             fault = api_outcome(exc, f"publish to node {name}")
             applied = ", ".join(d["node"] for d in done) or "none"
-            raise ActionFailed(f"{fault.message} (nodes already published: {applied})", fault.category,
-                               fault.owner) from None
+            raise ActionFailed(f"{fault.message} (nodes already published: {applied})", fault.category) from None
         done.append({"node": name, "labels": entry["labels"], "conditions": [c["type"] + "=" + c["status"]
                                                                               for c in entry["conditions"]],
                      "taint": changed})

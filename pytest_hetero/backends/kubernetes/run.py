@@ -90,9 +90,7 @@ def copy_inputs(
         raise ActionFailed(
             f"copying model/dataset inputs into {pod}:{root} failed (exit {done.exit_code}): "
             f"{done.stderr.strip()[-300:] or done.status[-300:]}",
-            "inputs_copy_failed",
-            "platform",
-        )
+            "inputs_copy_failed")
 
 
 def run_model(
@@ -149,7 +147,7 @@ def read_outputs(core: client.CoreV1Api, namespace: str, pod: str, path: str) ->
     done = kube_exec.run(core, namespace, pod, "workload", ["/bin/sh", "-c", script], 60)
     if done.exit_code == TOO_LARGE_EXIT:
         raise ActionFailed(f"entrypoint wrote a {done.stderr.strip()}-byte outputs file ({path}), more than the "
-                          f"{MAX_OUTPUTS_BYTES} bytes read back", "outputs_too_large", "algorithm")
+                          f"{MAX_OUTPUTS_BYTES} bytes read back", "outputs_too_large")
     return done.stdout.encode("utf-8", "surrogateescape") if done.exit_code == 0 else None
 
 
@@ -188,7 +186,7 @@ def execute(session: KubeSession, ctx: Step) -> ExecResult:
         try:
             outputs = read_outputs(session.core, session.namespace, pod, values["outputs"])
         except ActionFailed as exc:
-            failure = {"category": exc.category, "owner": exc.owner or "algorithm", "message": exc.message}
+            failure = {"category": exc.category, "message": exc.message}
         except Exception as exc:  # noqa: BLE001 - translated (e.g. the pod was deleted during the run)
             raise kc.api_outcome(exc, f"read the outputs of the model run in pod {pod}") from None
     simulated = bool(session.nodes.get(node, {}).get("simulated"))

@@ -69,7 +69,7 @@ class NotReady(ActionFailed):
     container's log tail) for evidence besides the message."""
 
     def __init__(self, message: str, category: str, facts: dict[str, Any]) -> None:
-        super().__init__(message, category, "platform")
+        super().__init__(message, category)
         self.facts = facts
 
 
@@ -137,10 +137,10 @@ def _create(api: client.ApiClient, session: KubeSession, body: dict[str, Any]) -
     if mine.get(OWNER) != session.owner and mine.get(RUN_ID) == kc.label_value(session.settings.run_id):
         raise ActionFailed(f"{kind} {namespace}/{name} was deployed by another process of this run (another "
                            "pytest-xdist worker, for another resource): serving.deploy is deployed once, for one "
-                           "resource; give the serving matrix one resource", "configuration", "platform")
+                           "resource; give the serving matrix one resource", "configuration")
     if mine.get(OWNER) != session.owner:
         raise ActionFailed(f"{kind} {namespace}/{name} exists and was not created by this run: the gate deploys "
-                           f"serving.deploy itself; delete it or name another", "serving_object_exists", "platform")
+                           f"serving.deploy itself; delete it or name another", "serving_object_exists")
 
 
 def endpoint(session: KubeSession, step: Step, request: ServingRequest) -> str:
@@ -156,7 +156,7 @@ def endpoint(session: KubeSession, step: Step, request: ServingRequest) -> str:
         raise ActionFailed(f"Deployment {namespace}/{name} was deployed for resource {entry['for'][0]} × image "
                            f"{entry['for'][1]}, not {step.resource.name} × {step.image.name}: serving.deploy is "
                            "deployed once, for one resource and image; give the serving matrix one of each (or "
-                           "select one with -k)", "configuration", "platform")
+                           "select one with -k)", "configuration")
     if first:
         bodies = manifests(session, step, request, namespace, name)
         for body in bodies:
@@ -351,7 +351,7 @@ def switch(session: KubeSession, step: Step, request: ServingRequest, version: s
         deployed = ", ".join(f"{ns}/{n}" for ns, n in session.serving) or "none"
         raise ActionFailed(f"Deployment {namespace}/{name} was not deployed by this run (deployed: {deployed}); the "
                            "kubernetes backend rolls back only what it deployed: drop serving.rollback.deploy, "
-                           "serving.deploy is rolled back", "configuration", "platform")
+                           "serving.deploy is rolled back", "configuration")
     api = session.api
     apps = client.AppsV1Api(api)
     try:

@@ -28,6 +28,7 @@ from pytest_hetero.backends.kubernetes import scheduling as ks
 from pytest_hetero.backends.kubernetes import submit
 from pytest_hetero.backends.protocol import ActionFailed, ImageIdentity, Placement, Started, Step
 from pytest_hetero.pending import summarise
+from pytest_hetero.pending.model import Reason
 
 if TYPE_CHECKING:
     from pytest_hetero.backends.kubernetes.session import KubeSession
@@ -162,9 +163,7 @@ def start(session: KubeSession, ctx: Step) -> Started:
         session.pods()
         placed = submit.place(session, ctx, ctx.timeout_s)
         if isinstance(placed, Placement):
-            code, owner = ((placed.decisive or {}).get("code") or "scheduling_timeout",
-                           (placed.decisive or {}).get("owner") or "platform")
-            raise ActionFailed(placed.message, code, owner)
+            raise ActionFailed(placed.message, (placed.decisive or {}).get("code") or "scheduling_timeout")
         workload = session.workloads[key]
     found = session.pods().wait(workload["probe"], waiter(), ctx.timeout_s)
     pods = session.pods().by_key(workload["probe"])
@@ -229,15 +228,21 @@ def startup_failed(
         raise ActionFailed(
             f"pod {name} ended ({phase}) instead of idling for the layers after it (a Job's pod "
             "completed? on KWOK the pod-complete stage ends Job pods at once)",
-            "container_exited",
-            "platform",
-        )
+            "container_exited")
     if not reasons:
         raise ActionFailed(
             f"pod {name} not running after {ctx.timeout_s:g} s (phase {phase})",
-            "startup_timeout",
-            "platform",
-        )
+            "startup_timeout")
+    raise ActionFailed(f"pod {name} did not start: {state_text(pod)} ({summarise(reasons)})",
+                       startup_category(reasons))
+
+
+def startup_category(reasons: list[Reason]) -> str:
+    """The category of a pod that did not start, from its normalised reasons (decisive first): a crash
+    loop is named by its cause when one is known (a driver/runtime error behind a CrashLoopBackOff is
+    that error, the same fact Docker reports), and an OOM kill before any model code ran is
+    ``startup_oom_killed`` (the same category Docker's startup gives it)."""
     first = reasons[0]
-    raise ActionFailed(f"pod {name} did not start: {state_text(pod)} ({summarise(reasons)})", first.code,
-                       first.owner)
+    if first.code == "crash_loop":
+        first = next((r for r in reasons[1:] if r.code not in ("crash_loop", "container_exit_nonzero")), first)
+    return "startup_oom_killed" if first.code == "oom_killed" else first.code

@@ -83,7 +83,7 @@ def create(
             kc.created_annotations(),
         )
     except ValueError as exc:
-        workload["error"] = ActionFailed(str(exc), "bad_target", "platform")
+        workload["error"] = ActionFailed(str(exc), "bad_target")
         raise workload["error"] from None
     workload["body"] = body
     workload["submitted_at"] = time.time()

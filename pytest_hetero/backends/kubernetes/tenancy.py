@@ -84,7 +84,7 @@ def act_as(admin: client.ApiClient, tenant: Tenant | None, default_namespace: st
     except Exception as exc:  # noqa: BLE001 - translated
         fault = kc.api_outcome(exc, f"request a token for ServiceAccount {tenant.namespace}/{tenant.service_account} "
                                     f"(tenant {tenant.name})")
-        raise ActionFailed(fault.message, "tenant_unusable", "platform") from None
+        raise ActionFailed(fault.message, "tenant_unusable") from None
     cfg = copy.copy(admin.configuration)
     cfg.cert_file = cfg.key_file = None
     cfg.username = cfg.password = None

@@ -1,0 +1,308 @@
+"""The failure table: every failure category → the owner category that acts on it, and the status.
+
+Engines (``backends/``), field-text readers (``pending/``) and layer checks (``layers/``) report a
+failure *category* and the facts behind it; none of them names an owner. This table alone decides
+who owns each category, so the same fact gets the same owner on every engine and in every rendering
+(evidence, terminal, pytest-html, JUnit, CTRF). The matrix's ``spec.owners`` then turns the owner
+category into a team name (:meth:`pytest_hetero.matrix.model.Matrix.team`).
+
+``owner`` is an :data:`~pytest_hetero.vocab.OwnerCategory`, or ``"image"``: the owner of the images
+on this target (``spec.target.image_owner``, ``platform`` by default, ``algorithm`` when the model
+team ships its images). There is no ``matrix-author``: the matrix (resources with their selectors,
+tolerations and requests) is the platform's description of its pools, and the gate — not a workload
+owner — builds every pod spec from it, so a spec the cluster refuses is the platform's.
+
+``status`` is what the item's evidence says: ``failed`` (the claim is false) or ``error`` (nothing
+was proven either way: the harness, an infrastructure call, or an input that cannot be evaluated
+broke). ``source`` names where the category is emitted; ``why`` is the reason of the owner.
+``docs/failure-owners.md`` is generated from this table (``python -m pytest_hetero.judge.failures``)
+and a test keeps the two equal.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final, Literal
+
+from pytest_hetero.vocab import Layer, OwnerCategory
+
+OwnerRole = Literal["platform", "infrastructure", "algorithm", "business", "image"]
+"""An owner category, or ``image``: the target's image owner (``spec.target.image_owner``)."""
+FailureStatus = Literal["failed", "error"]
+"""The status a failure gives its item."""
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One row of the table: ``owner`` and ``status`` of a category, ``why`` that owner, ``source``
+    the code that reports it."""
+
+    owner: OwnerRole
+    status: FailureStatus
+    why: str
+    source: str
+
+
+P: Final = "platform"
+INF: Final = "infrastructure"
+A: Final = "algorithm"
+B: Final = "business"
+IMG: Final = "image"
+F: Final = "failed"
+E: Final = "error"
+
+_PENDING = "pending/ (Kubernetes scheduler, admission, Kueue, Volcano, HAMi, kubelet)"
+_DOCKER = "backends/docker"
+_KUBE = "backends/kubernetes"
+_LOCAL = "backends/local"
+_ALL = "every engine"
+_SPEC = "the gate builds this from the matrix's resource entry, the platform's description of its pool"
+
+
+def _rows() -> dict[str, Entry]:
+    rows: dict[str, tuple[OwnerRole, FailureStatus, str, str]] = {
+        # --- discovery -------------------------------------------------------------------------------
+        "no_nodes": (INF, F, "no node offers the resource: capacity is the infrastructure's", _PENDING + ", discovery"),
+        "node_not_ready": (INF, F, "a NotReady or unreachable node is a node fault", _PENDING + ", discovery"),
+        "node_unschedulable": (INF, F, "a cordoned node is the node operators'", _PENDING + ", discovery"),
+        "node_condition": (INF, F, "a problem condition (pressure, hardware) set on the node", "discovery"),
+        "lifecycle_taint": (INF, F, "a node.kubernetes.io/* taint stands for a node fault (pressure, outage)",
+                            "discovery"),
+        "untolerated_taint": (P, F, "the platform taints its nodes and declares the tolerations of its pools; "
+                                    "the two disagree (same owner in discovery and scheduling)",
+                              _PENDING + ", discovery"),
+        "resource_not_advertised": (INF, F, "no node advertises the extended resource: device plugin or driver",
+                                    _PENDING + ", discovery"),
+        "allocatable_below_capacity": (INF, F, "devices advertised but not allocatable: unhealthy or held",
+                                       "discovery"),
+        "label_contract_broken": (INF, F, "GFD / node-feature labels the pool is selected by are missing or wrong",
+                                  "discovery"),
+        "expectation_mismatch": (INF, F, "the hardware differs from what the matrix expects of it", "discovery"),
+        "driver_missing": (INF, F, "the host's or container's driver cannot be used", "discovery, startup payload"),
+        "device_unhealthy": (INF, F, "the vendor tool reports devices unhealthy (Xid, ECC, health)", "discovery"),
+        "device_missing": (INF, F, "device nodes absent on the host or in the container",
+                           _DOCKER + ", discovery, startup payload"),
+        "insufficient_capacity": (INF, F, "the engine host has less capacity than requested", "discovery"),
+        # --- scheduling ------------------------------------------------------------------------------
+        "insufficient_resource": (INF, F, "nodes lack free capacity of the resource", _PENDING),
+        "too_many_pods": (INF, F, "nodes are at their pod limit", _PENDING),
+        "node_selector_mismatch": (P, F, _SPEC, _PENDING),
+        "node_affinity_mismatch": (P, F, _SPEC, _PENDING),
+        "node_name_mismatch": (P, F, _SPEC, _PENDING),
+        "pod_affinity": (P, F, _SPEC, _PENDING),
+        "topology_spread": (P, F, _SPEC, _PENDING),
+        "port_conflict": (P, F, _SPEC, _PENDING),
+        "node_pressure": (INF, F, "memory / disk / PID pressure on nodes", _PENDING),
+        "volume_binding": (P, F, "storage classes and volumes are the platform's", _PENDING),
+        "scheduling_gated": (P, F, "scheduling gates are set by platform controllers", _PENDING),
+        "device_claim_unallocatable": (INF, F, "DRA claims the devices cannot satisfy", _PENDING),
+        "preemption_no_victims": (P, F, "priority classes and preemption policy are the platform's", _PENDING),
+        "preemption_not_helpful": (P, F, "priority classes and preemption policy are the platform's", _PENDING),
+        "quota_exceeded": (P, F, "ResourceQuota is set by the platform", _PENDING),
+        "quota_requires_limits": (P, F, _SPEC, _PENDING),
+        "limitrange_violation": (P, F, _SPEC, _PENDING),
+        "forbidden_rbac": (P, F, "RBAC is the platform's", _PENDING),
+        "podsecurity_violation": (P, F, _SPEC, _PENDING),
+        "webhook_denied": (P, F, "admission webhooks are the platform's policy", _PENDING),
+        "webhook_unavailable": (P, F, "admission webhooks are the platform's", _PENDING),
+        "queue_quota_insufficient": (P, F, "Kueue / Volcano queues and their quota are the platform's", _PENDING),
+        "queue_request_exceeds_max": (P, F, "Kueue / Volcano queues and their quota are the platform's", _PENDING),
+        "queue_resource_not_covered": (P, F, "the queue has no flavor for the resource", _PENDING),
+        "queue_flavor_mismatch": (P, F, "flavor labels/taints and the pool's spec are both the platform's",
+                                  _PENDING),
+        "queue_inactive": (P, F, "queue objects are the platform's", _PENDING),
+        "queue_not_found": (P, F, "queue objects are the platform's", _PENDING),
+        "queue_namespace_mismatch": (P, F, "queue objects are the platform's", _PENDING),
+        "admission_check_failed": (P, F, "Kueue AdmissionChecks are the platform's", _PENDING),
+        "queue_topology_unfit": (P, F, "topology-aware queues are the platform's", _PENDING),
+        "queue_admission_blocked": (P, F, "queue admission policy is the platform's", _PENDING),
+        "workload_evicted": (P, F, "the queue evicted or preempted the admitted workload", _PENDING),
+        "queue_status_update_failed": (P, F, "the queue controller cannot write status", _PENDING),
+        "gang_unschedulable": (INF, F, "not all gang members fit at once: capacity", _PENDING),
+        "device_memory_insufficient": (INF, F, "device capacity (HAMi)", _PENDING),
+        "device_cores_insufficient": (INF, F, "device capacity (HAMi)", _PENDING),
+        "device_count_insufficient": (INF, F, "device capacity (HAMi)", _PENDING),
+        "device_type_mismatch": (P, F, _SPEC, _PENDING),
+        "device_numa_unfit": (INF, F, "device topology (HAMi)", _PENDING),
+        "device_unfit": (INF, F, "device capacity (HAMi)", _PENDING),
+        "device_allocation_failed": (INF, F, "kubelet / device plugin failed to allocate devices", _PENDING),
+        "device_node_unregistered": (P, F, "HAMi has no registered devices for the node", _PENDING),
+        "unknown": (P, F, "a refusal nobody can read yet: the platform operates the cluster", _PENDING),
+        "scheduling_timeout": (P, F, "not placed in time and nothing says why", "scheduling, governance"),
+        "request_untranslatable": (P, F, "the engine cannot express the pool's request", "scheduling"),
+        "insufficient_devices": (INF, F, "fewer devices than the resource requests", "scheduling"),
+        "allocation_mismatch": (P, F, "the engine stored other limits than the gate requested", "scheduling"),
+        "bad_request": (P, F, "the engine refused the container's resource request", _DOCKER),
+        "resource_rejected": (P, F, "the engine refused the requested cpus / memory", _DOCKER),
+        # --- startup: images ---------------------------------------------------------------------------
+        "image_not_found": (IMG, F, "the image reference names nothing: the image's owner", _ALL + " (pull)"),
+        "pull_denied": (IMG, F, "registry credentials for the image are its owner's", _ALL + " (pull)"),
+        "image_pull_failed": (IMG, F, "the image could not be pulled for a reason no rule names", _KUBE),
+        "registry_unreachable": (INF, F, "the registry cannot be reached: network", _ALL + " (pull)"),
+        "image_digest_mismatch": (IMG, F, "the image running is not the digest the matrix declares", "startup"),
+        "interpreter_missing": (IMG, F, "the image lacks the interpreter the models' entrypoints run ({python}): "
+                                        "an image defect", _ALL + ", startup"),
+        "payload_failed": (IMG, F, "the device payload could not run in the image", "startup"),
+        "container_exited": (IMG, F, "the image's container does not stay up", _ALL),
+        "crash_loop": (IMG, F, "the image's container keeps exiting and nothing more specific is known",
+                       _PENDING),
+        "container_exit_nonzero": (IMG, F, "the image's container exited non-zero", _PENDING),
+        "probe_failed": (IMG, F, "a probe of the image's container failed", _PENDING),
+        "startup_oom_killed": (P, F, "OOM-killed while starting, before any model code ran: the memory limit "
+                                     "of the pool vs the image", _DOCKER + ", " + _KUBE),
+        "startup_timeout": (P, F, "the pod did not start in time and nothing says why", _KUBE),
+        "container_config_error": (P, F, "a Secret / ConfigMap the container needs", _PENDING),
+        "container_start_error": (INF, F, "the runtime could not start the container", _PENDING),
+        "device_runtime_error": (INF, F, "the NVIDIA/Ascend container runtime or driver failed (also behind a "
+                                       "crash loop)", _PENDING),
+        "runtime_missing": (INF, F, "the engine has no such OCI runtime", _DOCKER),
+        "device_driver_missing": (INF, F, "the engine cannot select a device driver", _DOCKER),
+        "oci_runtime_error": (INF, F, "runc / containerd shim failed", _DOCKER),
+        "mount_failed": (P, F, "bind mounts are the platform's configuration", _DOCKER),
+        "container_removed": (INF, F, "the container disappeared under the run", _DOCKER),
+        "container_killed": (INF, F, "the container was killed by a signal from outside the run", _ALL),
+        "device_not_visible": (INF, F, "the runtime did not expose the allocated devices", "startup payload"),
+        "runtime_broken": (INF, F, "the vendor tool fails inside the container", "startup payload"),
+        "devices_over_allocated": (INF, F, "more devices visible than allocated: isolation", "startup"),
+        "device_inventory_mismatch": (INF, F, "devices visible differ from those allocated", "startup"),
+        "framework_missing": (A, F, "the models' framework (ONNX Runtime) is the model team's dependency",
+                              "startup"),
+        "framework_without_accelerator": (A, F, "a framework build without the accelerator's provider",
+                                          "startup, startup payload"),
+        "start_timeout": (P, F, "the environment did not answer in time", _LOCAL),
+        "start_failed": (P, F, "the environment could not be started", _LOCAL),
+        "spawn_failed": (P, F, "the sandboxed process could not be spawned", _LOCAL),
+        "sandbox_setup_failed": (INF, E, "the sandbox could not be set up", _LOCAL),
+        "sandbox_lost": (INF, E, "the sandbox went away during the run", _LOCAL),
+        "engine_error": (P, E, "the engine answered something no rule explains", _DOCKER),
+        "engine_unreachable": (INF, E, "the container engine does not answer", _DOCKER),
+        "engine_restarted": (INF, E, "the container engine restarted during the run", _DOCKER),
+        "bad_target": (P, E, "spec.target is the platform's configuration", _DOCKER + ", " + _KUBE),
+        "namespace_not_found": (P, E, "the run's namespace is the platform's", _KUBE),
+        "pod_deleted": (INF, E, "the pod was deleted under the run", _KUBE),
+        "api_not_served": (P, E, "the apiserver does not serve an API the target needs", _KUBE),
+        "api_rejected": (P, E, "the apiserver rejected the gate's object", _KUBE),
+        "apiserver_error": (INF, E, "the apiserver failed", _KUBE),
+        "apiserver_unreachable": (INF, E, "the apiserver does not answer", _KUBE),
+        "unauthorized": (P, E, "the gate's credentials are the platform's", _KUBE),
+        "exec_stream_lost": (INF, E, "the exec stream to the pod broke", _KUBE),
+        "tenant_unusable": (P, E, "a tenant namespace the matrix names cannot be used", _KUBE),
+        "inputs_copy_failed": (P, E, "model inputs could not be copied into the pod", _KUBE),
+        "serving_object_exists": (P, E, "a serving object of another run is in the way", _KUBE),
+        "configuration": (P, E, "the target's or matrix's configuration is wrong", "every layer"),
+        # --- model run ------------------------------------------------------------------------------------
+        "entrypoint_missing": (A, F, "the model's own program is missing from the image or code folder",
+                               _ALL + " (model run)"),
+        "bad_entrypoint": (A, F, "the model's entrypoint has an unknown placeholder", "backends/protocol"),
+        "oom_killed": (A, F, "the model's run exceeded the memory limit", _ALL + " (model run)"),
+        "timeout": (A, F, "the model's run exceeded the layer timeout", "model"),
+        "nonzero_exit": (A, F, "the model's entrypoint exited non-zero", "model"),
+        "no_outputs": (A, F, "the model's entrypoint wrote no outputs file", "model"),
+        "bad_outputs": (A, F, "the outputs file is not one JSON object", "model"),
+        "outputs_too_large": (A, F, "the model wrote more outputs than the limit", _KUBE),
+        "container_not_reset": (INF, E, "the container could not be reset between model runs", _DOCKER),
+        "file_missing": (A, F, "the model's / dataset's declared files are theirs", "startup (files)"),
+        "digest_mismatch": (A, F, "the model's / dataset's files differ from their declared digests",
+                            "startup (files)"),
+        "wrong_model": (A, F, "the service serves another model", "serving"),
+        "wrong_model_version": (A, F, "the service reports another version", "serving"),
+        "bad_dataset": (A, F, "the served model's dataset cannot be sent", "serving"),
+        "bad_responses": (A, F, "the service's answers cannot be read", "serving"),
+        "service_errors": (A, F, "the service answered with errors", "serving"),
+        "endpoint_unreachable": (INF, F, "no HTTP answer from the service", "serving"),
+        "endpoint_not_ready": (P, F, "the inference service never became ready", "serving"),
+        "auth_token_missing": (P, F, "the serving credentials are the platform's", "serving"),
+        "auth_refused": (P, F, "the service refused the gate's credentials", "serving"),
+        "auth_not_enforced": (P, F, "the service answers without authentication", "serving"),
+        "protocol_unknown": (P, E, "the serving protocol named is not known", "serving"),
+        "rollback_unreachable": (INF, F, "the rolled-back service does not answer", "serving"),
+        "rollback_wrong_version": (P, F, "the rollout did not switch the version", "serving"),
+        "rollback_answers_wrong": (A, F, "the rolled-back model answers wrongly", "serving"),
+        # --- business -----------------------------------------------------------------------------------
+        "acceptance_failed": (B, F, "the outputs miss the business's acceptance bounds", "business"),
+        "served_answers_wrong": (A, F, "a served model's answers (metric, golden) are wrong: the model's", "business"),
+        "no_rules": (B, E, "the dataset has no acceptance rules: nothing can be evaluated, the rules are the "
+                           "business's", "business"),
+        "bad_rules": (B, E, "the acceptance-rules file cannot be read: nothing was evaluated, so never a "
+                            "business failure; the file is the business's", "business"),
+        "rules_error": (B, E, "a rule names a metric the outputs have under a close name (a typo in the rules)",
+                        "business"),
+        "outputs_missing_metric": (A, E, "the outputs lack a metric a rule reads", "business"),
+        "outputs_invalid": (A, E, "an outputs value a rule reads is null, not numeric or inconsistent",
+                            "business"),
+        "outputs_unavailable": (P, E, "the model item's outputs cannot be read back by the gate", "business"),
+        # --- governance -------------------------------------------------------------------------------
+        "cleanup_incomplete": (P, F, "the platform's cleanup of tenant workloads", "governance"),
+        "governance_not_enforced": (P, F, "quota / queue governance is the platform's", "governance"),
+        "refusal_unexpected": (P, F, "governance refused what it should admit", "governance"),
+        "preemption_not_exercised": (P, E, "the preemption probe could not be exercised", "governance"),
+        "eviction_unrecorded": (P, F, "a preemption left no record", "governance"),
+        "probe_not_run": (P, E, "a governance probe could not run", "governance"),
+        "device_isolation_breach": (P, F, "a tenant saw another's devices", "governance"),
+        "attribution_untracked": (P, F, "usage could not be attributed", "governance"),
+        "attribution_mismatch": (P, F, "usage attributed to the wrong tenant", "governance"),
+        "usage_not_released": (P, F, "usage not released after the run", "governance"),
+        # --- the gate itself --------------------------------------------------------------------------
+        "harness": (P, E, "a bug of the gate or a hook: the platform runs the gate", "pytest_plugin/item"),
+        "backend_unknown": (P, E, "no plugin provides the backend spec.target names", "pytest_plugin/item"),
+        "pytest_outcome": (P, E, "pytest failed the phase outside the layer's verdict (a hook, a warning as "
+                                 "error, a timeout plugin)", "pytest_plugin/plugin"),
+        "disk_full": (INF, E, "the disk the run writes to is full", "pytest_plugin/item"),
+        "read_only_filesystem": (INF, E, "the disk the run writes to is read-only", "pytest_plugin/item"),
+        "unspecified": (P, E, "a check raised without a category: the gate's bug", "layers/base"),
+    }
+    return {category: Entry(*row) for category, row in rows.items()}
+
+
+TABLE: Final[dict[str, Entry]] = _rows()
+"""category → :class:`Entry`; the only place an owner is decided."""
+
+
+def entry(category: str) -> Entry | None:
+    """The table's row of ``category``; None for a category no built-in part reports (a hook's own)."""
+    return TABLE.get(category)
+
+
+def owner_category(category: str, layer: Layer, *, image_owner: OwnerCategory = "platform") -> OwnerCategory:
+    """The owner category of a failure of ``category`` in ``layer``: the table's, ``image_owner`` for the
+    image's rows; a category the table does not know (a third party's check) is the layer's own owner."""
+    from pytest_hetero.vocab import DEFAULT_OWNERS
+
+    row = TABLE.get(category)
+    if row is None:
+        return DEFAULT_OWNERS[layer]
+    return image_owner if row.owner == "image" else row.owner
+
+
+def status_of(category: str, reported: FailureStatus) -> FailureStatus:
+    """The status of a failure of ``category``: the table's, or ``reported`` (the outcome the check
+    raised) for a category the table does not know."""
+    row = TABLE.get(category)
+    return reported if row is None else row.status
+
+
+def markdown() -> str:
+    """docs/failure-owners.md: the table as Markdown (category | owner | status | why | reported by)."""
+    lines = [
+        "# Failure owners",
+        "",
+        "Generated from `pytest_hetero/judge/failures.py` (`python -m pytest_hetero.judge.failures > "
+        "docs/failure-owners.md`); a test keeps this file equal to the table.",
+        "",
+        "Engines, readers and layer checks report a failure *category* and its facts; this table alone decides",
+        "the owner category and the status. The matrix's `spec.owners` turns an owner category into a team name.",
+        "`image` means the target's image owner (`spec.target.image_owner`: `platform` by default, `algorithm`",
+        "when the model team ships its images). There is no `matrix-author`: the gate builds every pod spec from",
+        "the matrix's resource entries, the platform's description of its pools.",
+        "",
+        "| category | owner | status | why | reported by |",
+        "|---|---|---|---|---|",
+    ]
+    for category in sorted(TABLE):
+        row = TABLE[category]
+        lines.append(f"| `{category}` | {row.owner} | {row.status} | {row.why} | {row.source} |")
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":  # pragma: no cover - the generator of docs/failure-owners.md
+    print(markdown(), end="")

@@ -1,0 +1,82 @@
+"""Status words written once: an item's failure (status, owner, causes), and the run verdict.
+
+Layer checks and engines end in a category and a message (:class:`~pytest_hetero.layers.base.LayerOutcome`);
+:func:`item_failure` turns that into the item's status and :class:`~pytest_hetero.evidence.model.Failure`
+from the failure table. :func:`run_verdict` decides the run's verdict from the item statuses, the
+untested scope, what the run left behind, the plan selection and the exit status that is signed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Literal
+
+from pytest_hetero.evidence.model import Cause, Failure
+from pytest_hetero.judge.failures import FailureStatus, owner_category, status_of
+from pytest_hetero.vocab import OWNER_CATEGORIES, Layer, OwnerCategory
+
+if TYPE_CHECKING:
+    from pytest_hetero.matrix.model import Matrix
+
+Verdict = Literal["pass", "fail", "not_clean", "incomplete"]
+"""The run's verdict: ``pass`` only for a run that covered its whole plan and proved it."""
+
+
+def image_owner(matrix: Matrix) -> OwnerCategory:
+    """The owner category of image problems on ``matrix``'s target (``spec.target.image_owner``)."""
+    value = str(matrix.target.get("image_owner", "platform"))
+    return next((c for c in OWNER_CATEGORIES if c == value), "platform")
+
+
+def item_failure(matrix: Matrix, layer: Layer, category: str, message: str, reported: FailureStatus,
+                 causes: Iterable[tuple[str, str]] = ()) -> tuple[FailureStatus, Failure]:
+    """The status and Failure of an item of ``layer`` in ``matrix`` that ended in ``category``
+    (``reported``: the outcome the check raised, used only for a category the table does not know).
+    Owners come from the failure table, teams from the matrix's ``spec.owners``; each of ``causes``
+    (``(category, message)``) keeps its own owner, and the item's owner is the first cause's."""
+    images = image_owner(matrix)
+    owned = owner_category(category, layer, image_owner=images)
+    kept = tuple(Cause(c, matrix.team(o, layer), o, m)
+                 for c, m in causes for o in (owner_category(c, layer, image_owner=images),))
+    status = status_of(category, reported)
+    return status, Failure(layer, category, message, matrix.team(owned, layer), owned,
+                           kept if len(kept) > 1 else ())
+
+
+def run_verdict(totals: Mapping[str, int], leftovers: int, unconfined: bool, selection: Mapping[str, Any],
+                exit_status: int | None) -> tuple[Verdict, str]:
+    """The run's verdict and why.
+
+    ``fail``: an item failed or errored, or pytest's exit status (the one signed) is not 0 while every item
+    passed (e.g. ``--fail-on-flaky`` exits 7); ``not_clean``: ``leftovers`` workloads the engines could not
+    remove; ``incomplete``: nothing passed, an item did not run (``not_run``), code under test ran
+    unconfined or its inputs changed (``unconfined``), or the run did not cover its plan (``selection``:
+    ``{"deselected": n, "by": [reasons]}`` from -k/-m, profiles, shards, affected-only); else ``pass``.
+    """
+    if totals.get("failed") or totals.get("error"):
+        return "fail", f"{totals.get('failed', 0)} failed, {totals.get('error', 0)} error"
+    if exit_status not in (None, 0, 5):
+        return "fail", (f"exit status {exit_status} although no item failed (--fail-on-flaky, a baseline gate, "
+                        "or another test of the session)")
+    if leftovers:
+        return "not_clean", f"{leftovers} workload(s) left on the platform"
+    if not totals.get("passed"):
+        return "incomplete", "nothing passed"
+    if totals.get("not_run"):
+        return "incomplete", f"{totals['not_run']} item(s) did not run"
+    if unconfined:
+        return "incomplete", "code under test ran unconfined, shared an unreset workload, or its inputs changed"
+    if selection.get("deselected"):
+        by = "; ".join(selection.get("by") or [])
+        return "incomplete", f"{selection['deselected']} planned item(s) not selected ({by})"
+    return "pass", "every planned item ran and none failed"
+
+
+def exit_status(pytest_status: int | None, gate: Mapping[str, Any] | None) -> int | None:
+    """The exit status the run signs and the process returns: pytest's (``pytest_status``, after every
+    plugin had its say, e.g. pytest-rerunfailures' ``--fail-on-flaky`` 7), except that a baseline gate
+    with a policy other than ``any-failure`` (``gate``: ``baseline_diff["gate"]``) decides 0 or 1 when
+    pytest's status is 0 or 1 (tests ran)."""
+    if gate is None or pytest_status not in (0, 1) or gate.get("policy") == "any-failure" and not gate.get("failed"):
+        return pytest_status
+    return 1 if gate.get("failed") else 0

@@ -1,0 +1,126 @@
+"""The failure table: every category an engine, reader or layer check can report has one owner there,
+the docs are the table, and a real run's failures take their owner from it."""
+
+from __future__ import annotations
+
+import ast
+import json
+from pathlib import Path
+
+import pytest
+
+from pytest_hetero.backends.docker.errors import RULES, classify
+from pytest_hetero.backends.kubernetes.startup import startup_category
+from pytest_hetero.judge.failures import TABLE, markdown, owner_category
+from pytest_hetero.layers.startup import CATEGORY
+from pytest_hetero.pending.model import CODES, make_reason
+from pytest_hetero.pending.startup import container_reasons
+from pytest_hetero.pytest_plugin.item import STORAGE_ERRORS
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "pytest_hetero"
+RAISERS = {"LayerFailed", "LayerBroken", "LayerOutcome", "ActionFailed", "EngineUnavailable", "EngineFault",
+           "outcome", "_fail", "NotReady"}
+
+
+def _constants(node: ast.expr) -> set[str]:
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return {node.value}
+    if isinstance(node, ast.IfExp):
+        return _constants(node.body) | _constants(node.orelse)
+    return set()
+
+
+def emitted() -> dict[str, str]:  # noqa: C901 - one walk over every node kind that names a category
+    """Every literal failure category the engines, the layer checks and the pytest glue can report:
+    the category argument of a fault/outcome, and ``"category"``/``"code"`` values of failure dicts."""
+    found: dict[str, str] = {}
+    for folder in ("backends", "layers", "pytest_plugin"):
+        for path in sorted((PACKAGE / folder).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text())):
+                values: set[str] = set()
+                if isinstance(node, ast.Call):
+                    func = node.func
+                    name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) \
+                        else ""
+                    index = 4 if name == "_fail" else 1
+                    if name in RAISERS and len(node.args) > index:
+                        values |= _constants(node.args[index])
+                    values |= {c for kw in node.keywords if kw.arg == "category" for c in _constants(kw.value)}
+                if isinstance(node, ast.Dict):
+                    for key, value in zip(node.keys, node.values, strict=True):
+                        if isinstance(key, ast.Constant) and key.value in ("category", "code") and value is not None:
+                            values |= _constants(value)
+                for value in values:
+                    found.setdefault(value, f"{path.relative_to(ROOT)}:{getattr(node, 'lineno', 0)}")
+    for rule in RULES:
+        found.setdefault(rule.category, "backends/docker/errors.RULES")
+    for code in CODES:
+        found.setdefault(code, "pending/model.CODES")
+    for category in [*CATEGORY.values(), *STORAGE_ERRORS.values(), "interpreter_missing", "startup_oom_killed"]:
+        found.setdefault(category, "layers/startup.CATEGORY, pytest_plugin/item.STORAGE_ERRORS")
+    return found
+
+
+def test_every_category_an_engine_or_reader_emits_is_in_the_table() -> None:
+    found = emitted()
+    assert len(found) > 150
+    assert {c: where for c, where in found.items() if c not in TABLE} == {}
+
+
+def test_the_table_names_no_role_that_is_not_a_team() -> None:
+    assert {row.owner for row in TABLE.values()} == {"platform", "infrastructure", "algorithm", "business", "image"}
+    assert {row.status for row in TABLE.values()} == {"failed", "error"}
+
+
+def test_docs_are_the_table() -> None:
+    assert (ROOT / "docs" / "failure-owners.md").read_text() == markdown()
+
+
+@pytest.mark.parametrize(("fact", "docker", "kubernetes"), [
+    ("OOM at startup", "startup_oom_killed", (("OOMKilled", "", "137"),)),
+    ("a driver error behind a crash loop", "device_driver_missing",
+     (("CrashLoopBackOff", "back-off 10s restarting failed container", None),
+      ("StartError", 'failed to create shim task: could not select device driver "" with capabilities: [[gpu]]',
+       "128"))),
+])
+def test_docker_and_kubernetes_give_one_owner_for_one_fact(fact: str, docker: str,
+                                                          kubernetes: tuple[tuple[str, str, str | None], ...]) -> None:
+    """The categories each engine maps its raw words to (Docker's error text, the kubelet's container
+    states) have the same owner in the table."""
+    now, *last = kubernetes
+    state = {"reason": now[0], "message": now[1], **({"exit_code": now[2]} if now[2] else {})}
+    before = {"reason": last[0][0], "message": last[0][1], "exit_code": last[0][2] or ""} if last else {}
+    reasons = container_reasons("main", state, before)
+    kube = startup_category(reasons) if reasons[0].code != "oom_killed" else startup_category(
+        [make_reason("kubelet", "oom_killed", "OOMKilled")])
+    assert (owner_category(docker, "startup"), owner_category(kube, "startup")) == (
+        owner_category(kube, "startup"), owner_category(docker, "startup"))
+    assert owner_category(kube, "startup") == ("platform" if fact.startswith("OOM") else "infrastructure")
+
+
+def test_a_missing_interpreter_is_the_images_on_docker_and_local() -> None:
+    docker = classify("OCI runtime exec failed: exec: \"python3\": executable file not found in $PATH",
+                      phase="run", interpreter="python3")
+    program = classify("OCI runtime exec failed: exec: \"/code/run.sh\": no such file or directory",
+                       phase="run", interpreter="python3")
+    assert (docker, program) == ("interpreter_missing", "entrypoint_missing")
+    assert owner_category("interpreter_missing", "model") == "platform"
+    assert owner_category("interpreter_missing", "model", image_owner="algorithm") == "algorithm"
+    assert owner_category("entrypoint_missing", "model") == "algorithm"
+
+
+def test_an_untolerated_taint_has_one_owner_in_discovery_and_scheduling() -> None:
+    assert owner_category("untolerated_taint", "discovery") == owner_category("untolerated_taint", "scheduling") \
+        == "platform"
+
+
+def test_evidence_json_roundtrip_keeps_causes() -> None:
+    from pytest_hetero.evidence.model import Cause, Failure
+
+    failure = Failure("business", "rules_error", "m", "risk-business", "business",
+                      (Cause("rules_error", "risk-business", "business", "a"),
+                       Cause("outputs_missing_metric", "ml", "algorithm", "b")))
+    assert json.loads(json.dumps(failure.to_dict()))["causes"] == [
+        {"category": "rules_error", "owner": "risk-business", "owner_category": "business", "message": "a"},
+        {"category": "outputs_missing_metric", "owner": "ml", "owner_category": "algorithm", "message": "b"}]
