@@ -146,7 +146,8 @@ def _inputs_evidence(evidence: dict[str, Any], inputs: RunInputs) -> None:
         untested.setdefault("not_proven", []).extend(
             {"nodeid": n, "layer": layer, "part": INPUTS_PART, "reason": change["reason"]} for n in change["nodeids"])
     leftovers = (evidence.get("cleanup") or {}).get("leftovers") or []
-    judged = summarise(evidence["items"], untested, leftovers, evidence["run"].get("exit_status"))
+    judged = summarise(evidence["items"], untested, leftovers, evidence["run"].get("exit_status"),
+                       len(evidence.get("errors") or []))
     evidence["summary"].update({k: judged[k] for k in ("verdict", "verdict_reason", "selection")})
 
 

@@ -124,6 +124,8 @@ class Recorder:
         self._last_sync = -math.inf  # the run line is synced at once, whatever the clock reads
         self._matrices: set[str] = set()
         self._targets: dict[str, str] = {}
+        self.collect_errors: list[str] = []
+        """Node ids of the collection errors journaled by this process."""
         self.syncs = 0
         """fsync calls made (the group commit's count)."""
         self.broken = ""
@@ -240,6 +242,7 @@ class Recorder:
 
     def collect_error(self, nodeid: str, message: str) -> None:
         """Append a collection error (e.g. an invalid matrix) with its rendered message."""
+        self.collect_errors.append(nodeid)
         self._write({"type": "collect_error", "nodeid": nodeid, "message": message})
 
     def target(self, fingerprint: dict[str, Any]) -> None:
@@ -483,7 +486,8 @@ def _assemble(bundle_dir: Path, inputs: RunInputs | None, key: JournalKey | None
         "target": fingerprints,
         "items": item_list,
         "untested": untested,
-        "summary": summarise(item_list, untested, leftovers, end["exit_status"] if end else None),
+        "summary": summarise(item_list, untested, leftovers, end["exit_status"] if end else None,
+                             sum(1 for e in entries if e["type"] == "collect_error")),
         "cleanup": {"clean": not leftovers, "leftovers": leftovers},
         "usage": ledger(item_list, end["at"] if end else None),
         "errors": [{"nodeid": e["nodeid"], "message": e["message"]}

@@ -123,7 +123,8 @@ def untested_scope(plans: Iterable[tuple[Matrix, str, Plan]], items: list[dict[s
 
 
 def summarise(items: list[dict[str, Any]], untested: dict[str, Any],
-              leftovers: list[dict[str, Any]] | None = None, exit_status: int | None = None) -> dict[str, Any]:
+              leftovers: list[dict[str, Any]] | None = None, exit_status: int | None = None,
+              collect_errors: int = 0) -> dict[str, Any]:
     """Per-layer status counts over reported and untested items, totals, and the gate verdict.
 
     The verdict and its reason are the judge's (:func:`pytest_hetero.judge.verdict.run_verdict`): ``fail``,
@@ -156,7 +157,7 @@ def summarise(items: list[dict[str, Any]], untested: dict[str, Any],
     reasons = sorted({str(e.get("reason") or "deselected") for e in untested["items"] if e["status"] == "deselected"})
     selection = {"deselected": totals.get("deselected", 0), "by": reasons[:5] + ([f"{len(reasons) - 5} more"]
                                                                                if len(reasons) > 5 else [])}
-    verdict, why = run_verdict(totals, left, unconfined, selection, exit_status)
+    verdict, why = run_verdict(totals, left, unconfined, selection, exit_status, collect_errors)
     flaky = sorted(i["nodeid"] for i in items if i["status"] == "passed" and i.get("attempts"))
     return {"by_layer": by_layer, "totals": totals, "verdict": verdict, "verdict_reason": why,
             "selection": selection, "flaky": flaky, "clean": not left, "leftovers": left}

@@ -44,10 +44,11 @@ def item_failure(matrix: Matrix, layer: Layer, category: str, message: str, repo
 
 
 def run_verdict(totals: Mapping[str, int], leftovers: int, unconfined: bool, selection: Mapping[str, Any],
-                exit_status: int | None) -> tuple[Verdict, str]:
+                exit_status: int | None, collect_errors: int = 0) -> tuple[Verdict, str]:
     """The run's verdict and why.
 
-    ``fail``: an item failed or errored, or pytest's exit status (the one signed) is not 0 while every item
+    ``fail``: an item failed or errored, a file could not be collected (``collect_errors``), or pytest's
+    exit status (the one signed) is not 0 while every item
     passed (e.g. ``--fail-on-flaky`` exits 7); ``not_clean``: ``leftovers`` workloads the engines could not
     remove; ``incomplete``: nothing passed, an item did not run (``not_run``), code under test ran
     unconfined or its inputs changed (``unconfined``), or the run did not cover its plan (``selection``:
@@ -55,6 +56,8 @@ def run_verdict(totals: Mapping[str, int], leftovers: int, unconfined: bool, sel
     """
     if totals.get("failed") or totals.get("error"):
         return "fail", f"{totals.get('failed', 0)} failed, {totals.get('error', 0)} error"
+    if collect_errors:
+        return "fail", f"{collect_errors} file(s) could not be collected"
     if exit_status not in (None, 0, 5):
         return "fail", (f"exit status {exit_status} although no item failed (--fail-on-flaky, a baseline gate, "
                         "or another test of the session)")
@@ -80,3 +83,13 @@ def exit_status(pytest_status: int | None, gate: Mapping[str, Any] | None) -> in
     if gate is None or pytest_status not in (0, 1) or gate.get("policy") == "any-failure" and not gate.get("failed"):
         return pytest_status
     return 1 if gate.get("failed") else 0
+
+
+def outside_failure(matrix: Matrix, layer: Layer, when: str, outcome: str, layer_status: object,
+                    text: str) -> tuple[FailureStatus, Failure]:
+    """The status and Failure of an item pytest failed in phase ``when`` (``outcome``, pytest's text
+    ``text``) for a reason outside the layer's verdict (``layer_status``: what the layer said, None when
+    it never finished: a timeout plugin killed the run, a warning turned error): ``pytest_outcome``."""
+    message = (f"pytest reported the {when} phase as {outcome} although the layer's verdict was "
+               f"{layer_status if layer_status is not None else 'never reached'}: {text.strip()[-1500:]}")
+    return item_failure(matrix, layer, "pytest_outcome", message, "error")

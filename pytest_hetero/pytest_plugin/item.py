@@ -152,7 +152,9 @@ class LayerItem(pytest.Item):
         """Skip as blocked when the dependency failed/errored/was blocked in this session."""
         self._next_attempt()
         dep = self.dependency
-        outcome = dep.stash.get(OUTCOME, None) if dep is not None else None
+        # FINAL: what pytest's report made of a dependency whose check never finished (a timeout plugin
+        # killed it: an error, which blocks this item like any other)
+        outcome = (dep.stash.get(OUTCOME, None) or dep.stash.get(FINAL, None)) if dep is not None else None
         if outcome is None and self.planned.layer == "business":
             # business judges the outputs of its model item's run in this session; without one there is
             # nothing of this session to judge (never an error of business)

@@ -356,7 +356,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     final = item.stash.get(FINAL, None)
     if final is not None:
         if report.failed and final.get("status") not in OUTSIDE_KEEPS:  # e.g. a teardown error after a pass
-            override = outside_verdict(final, report, layer_item.matrix.team("platform", layer_item.planned.layer))
+            override = outside_verdict(final, report, layer_item.matrix)
             item.stash[FINAL] = {**final, **override}
             report.user_properties.append((OVERRIDE_PROPERTY, override))
         return
@@ -364,15 +364,14 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     if evidence is not None and report.failed and evidence.get("status") not in OUTSIDE_KEEPS:
         # pytest failed this phase for a reason outside the layer's verdict (a warning turned error by
         # -W error, a plugin's check after the call): the evidence must say so, not passed
-        evidence = {**evidence, **outside_verdict(evidence, report, layer_item.matrix.team(
-            "platform", layer_item.planned.layer))}
+        evidence = {**evidence, **outside_verdict(evidence, report, layer_item.matrix)}
     if evidence is None and report.failed:
-        from pytest_hetero.evidence.model import Failure
+        # the layer never finished (a timeout plugin killed the run, a BaseException): pytest's account
+        from pytest_hetero.judge.verdict import outside_failure
 
         ev = layer_item.new_evidence()
-        ev.status = "error"
-        ev.failure = Failure(layer_item.planned.layer, "harness", str(report.longrepr)[-2000:],
-                             layer_item.matrix.team("platform", layer_item.planned.layer))
+        ev.status, ev.failure = outside_failure(layer_item.matrix, layer_item.planned.layer, report.when,
+                                                report.outcome, None, str(report.longrepr or ""))
         evidence = ev.to_dict()
     if evidence is None or (report.when == "setup" and report.passed):
         return
@@ -400,16 +399,16 @@ OUTSIDE_KEEPS = ("failed", "error")
 """Evidence statuses a pytest failure outside the layer's verdict leaves as they are (already not a pass)."""
 
 
-def outside_verdict(evidence: dict[str, Any], report: pytest.TestReport, owner: str) -> dict[str, Any]:
+def outside_verdict(evidence: dict[str, Any], report: pytest.TestReport, matrix: Matrix) -> dict[str, Any]:
     """What replaces ``evidence``'s status and failure when pytest failed ``report``'s phase for a reason
     outside the layer's verdict: ``{"status": "error", "failure": {layer, category "pytest_outcome",
-    message (the phase, the status the layer gave, pytest's text, its last 1500 characters), owner}}``.
-    ``owner``: the team owning platform problems of the item's layer."""
-    text = str(report.longrepr or "").strip()
-    message = (f"pytest reported the {report.when} phase as {report.outcome} although the layer's verdict was "
-               f"{evidence.get('status')}: {text[-1500:]}")
-    return {"status": "error", "failure": {"layer": evidence.get("layer"), "category": "pytest_outcome",
-                                           "message": message, "owner": owner}}
+    message (the phase, the status the layer gave, pytest's text, its last 1500 characters), owner}}``,
+    as the judge writes it (:func:`pytest_hetero.judge.verdict.outside_failure`)."""
+    from pytest_hetero.judge.verdict import outside_failure
+
+    status, failure = outside_failure(matrix, evidence["layer"], report.when, report.outcome, evidence.get("status"),
+                                      str(report.longrepr or ""))
+    return {"status": status, "failure": failure.to_dict()}
 
 
 SLIM_FIELDS: tuple[str, ...] = ("nodeid", "matrix", "layer", "keys", "owner", "status", "blocked_by", "reason",
@@ -589,6 +588,11 @@ def _session_finish(session: pytest.Session, exitstatus: int) -> None:
         exitstatus = session.exitstatus = pytest.ExitCode.OK
     interrupted = exitstatus == pytest.ExitCode.INTERRUPTED
     stopped = next((str(v) for v in (session.shouldfail, session.shouldstop) if isinstance(v, str) and v), "")
+    if interrupted and recorder.collect_errors and not config.option.continue_on_collection_errors:
+        # pytest stopped after collection: nothing was interrupted, no item of any matrix ran
+        interrupted, stopped = False, (f"{len(recorder.collect_errors)} collection error(s) "
+                                       f"({', '.join(recorder.collect_errors[:3])}) stopped pytest before any item "
+                                       "ran; fix them or run with --continue-on-collection-errors")
     recorder.end(int(exitstatus), interrupted, stopped)
     _publish(session, recorder)
 

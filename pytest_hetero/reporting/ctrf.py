@@ -7,7 +7,8 @@ pending, other: error â†’ failed (``rawStatus`` keeps ours), untested statuses â
 pending. Per test: ``name`` and ``testId`` are the node id (the key of the item in evidence.json);
 ``suite`` is the hierarchy above it (matrix file, resource, image, model@dataset), ``filePath`` the
 matrix file, so CTRF tools group tests as pytest does; ``tags`` the layer; ``labels`` the layer,
-owner and each dimension; ``extra`` has owner and blocked_by. Durations are milliseconds; the
+owner (the failure's owner when it failed) and each dimension; ``extra`` has owner, layer_owner and
+blocked_by. Durations are milliseconds; the
 summary's and each test's ``start``/``stop`` are Unix epoch milliseconds.
 """
 
@@ -17,7 +18,7 @@ import json
 from datetime import datetime
 from typing import Any
 
-from pytest_hetero.reporting.view import entries
+from pytest_hetero.reporting.view import entries, owner_shown
 
 SPEC_VERSION = "0.1.0"
 """The CTRF specification version the official schema in ``shared/schemas`` describes."""
@@ -49,9 +50,10 @@ def render_ctrf(evidence: dict[str, Any]) -> dict[str, Any]:
             "duration": round(float(entry.get("duration_s") or 0) * 1000),
             "suite": parts[:-1] or [f"hetero.{entry['layer']}"], "filePath": parts[0],
             "tags": [entry["layer"]],
-            "labels": {"layer": entry["layer"], "owner": str(entry.get("owner") or ""),
+            "labels": {"layer": entry["layer"], "owner": owner_shown(entry),
                        **{str(k): str(v) for k, v in sorted(entry.get("keys", {}).items())}},
-            "extra": {"owner": entry.get("owner"), "blocked_by": entry.get("blocked_by")},
+            "extra": {"owner": owner_shown(entry), "layer_owner": entry.get("owner"),
+                      "blocked_by": entry.get("blocked_by")},
         }
         if entry.get("started_at") and entry.get("finished_at"):
             test["start"], test["stop"] = _epoch_ms(entry["started_at"]), _epoch_ms(entry["finished_at"])

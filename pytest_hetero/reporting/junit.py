@@ -12,7 +12,8 @@ failed → ``<failure type=category message=…>``, error → ``<error>``, every
 (text, not a ``message`` attribute, which jenkins-junit.xsd does not allow).
 
 Neither schema has per-testcase ``<properties>`` or a ``status`` attribute valid in both, so each
-testcase's properties (layer, dimension keys, owner, status, evidence path, blocked_by) are written
+testcase's properties (layer, dimension keys, owner (the failure's owner when it failed:
+:func:`~pytest_hetero.reporting.view.owner_shown`), layer_owner, status, evidence path, blocked_by) are written
 to its ``<system-out>`` as ``[[PROPERTY|name=value]]`` lines, the convention Jenkins/Testmo-style
 readers understand (each on one line, brackets percent-encoded:
 :func:`pytest_hetero.reporting.view.junit_property`).
@@ -28,13 +29,14 @@ from junitparser import JUnitXml, TestSuite
 
 from pytest_hetero import LAYERS
 from pytest_hetero.evidence.model import UNTESTED_STATUSES
-from pytest_hetero.reporting.view import entries, junit_properties, printable
+from pytest_hetero.reporting.view import entries, junit_properties, owner_shown, printable
 
 
 def _properties(entry: dict[str, Any]) -> list[tuple[str, str]]:
     props = [("layer", entry["layer"])]
     props += [(dim, str(value)) for dim, value in sorted(entry.get("keys", {}).items())]
-    props += [("owner", str(entry.get("owner") or "")), ("status", entry["status"]),
+    props += [("owner", owner_shown(entry)), ("layer_owner", str(entry.get("owner") or "")),
+              ("status", entry["status"]),
               ("evidence", f"evidence.json#{entry['nodeid']}")]
     if entry.get("blocked_by"):
         props.append(("blocked_by", entry["blocked_by"]))

@@ -287,3 +287,11 @@ def layer_counts(evidence: dict[str, Any]) -> list[tuple[str, dict[str, int]]]:
     """[(layer, {status: n for every status in STATUSES})] in layer order."""
     by_layer = evidence["summary"]["by_layer"]
     return [(layer, {s: int(by_layer.get(layer, {}).get(s, 0)) for s in STATUSES}) for layer in LAYERS]
+
+
+def owner_shown(entry: dict[str, Any]) -> str:
+    """The owner every rendering shows for an item or untested entry: its failure's owner (the failure
+    table's, :mod:`pytest_hetero.judge.failures`) when it failed, else the owner of its layer's conclusion,
+    so evidence, terminal, pytest-html, JUnit and CTRF name the same team for the same failure."""
+    failure = entry.get("failure") or {}
+    return str(failure.get("owner") or entry.get("owner") or "")
