@@ -49,6 +49,20 @@ START = {
 }
 
 
+def pull_category(message: str) -> str:
+    """The failure category of an image pull the kubelet reported (``message``: its words): the same
+    categories the Docker engine's pull errors get (:data:`pytest_hetero.backends.docker.errors.RULES`),
+    so the failure table gives one owner for one fact: ``registry_unreachable`` (network),
+    ``image_not_found``, ``pull_denied`` (registry auth), else ``image_pull_failed``."""
+    if _NETWORK.search(message):
+        return "registry_unreachable"
+    if _NOT_FOUND.search(message):
+        return "image_not_found"
+    if _AUTH.search(message):
+        return "pull_denied"
+    return "image_pull_failed"
+
+
 def _owner_for_pull(message: str) -> str:
     if _NETWORK.search(message):
         return "infrastructure"

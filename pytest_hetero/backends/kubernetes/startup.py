@@ -29,6 +29,7 @@ from pytest_hetero.backends.kubernetes import submit
 from pytest_hetero.backends.protocol import ActionFailed, ImageIdentity, Placement, Started, Step
 from pytest_hetero.pending import summarise
 from pytest_hetero.pending.model import Reason
+from pytest_hetero.pending.startup import pull_category
 
 if TYPE_CHECKING:
     from pytest_hetero.backends.kubernetes.session import KubeSession
@@ -241,8 +242,11 @@ def startup_category(reasons: list[Reason]) -> str:
     """The category of a pod that did not start, from its normalised reasons (decisive first): a crash
     loop is named by its cause when one is known (a driver/runtime error behind a CrashLoopBackOff is
     that error, the same fact Docker reports), and an OOM kill before any model code ran is
-    ``startup_oom_killed`` (the same category Docker's startup gives it)."""
+    ``startup_oom_killed`` (the same category Docker's startup gives it); an image pull failure is
+    named by its cause (:func:`pytest_hetero.pending.startup.pull_category`), as Docker names it."""
     first = reasons[0]
     if first.code == "crash_loop":
         first = next((r for r in reasons[1:] if r.code not in ("crash_loop", "container_exit_nonzero")), first)
+    if first.code == "image_pull_failed":
+        return pull_category(f"{first.message} {first.detail.get('state_reason', '')}")
     return "startup_oom_killed" if first.code == "oom_killed" else first.code
