@@ -136,7 +136,7 @@ class LocalBackend(Backend):
             try:
                 check_program(argv, env)
             except ActionFailed:
-                raise ActionFailed(f"cannot run {python}", "entrypoint_missing") from None
+                raise ActionFailed(f"cannot run the interpreter {python}", "interpreter_missing") from None
             _, proc = run_confined(self.sandbox, argv, cwd=tmp, run_dir=tmp, env=env, inputs=self._paths_of(python),
                                    timeout_s=step.timeout_s)
         if proc.failure is not None:

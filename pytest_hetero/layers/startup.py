@@ -127,12 +127,23 @@ def judge_environment(ctx: LayerContext, env: dict[str, Any]) -> None:
                           "framework_without_accelerator")
 
 
+def interpreter_models(ctx: LayerContext) -> list[str]:
+    """Names of the matrix's models whose entrypoint runs the image's interpreter (``{python}``)."""
+    return [m.name for m in ctx.matrix.models if any("{python}" in part for part in m.entrypoint)]
+
+
 def framework_gaps(ctx: LayerContext, report: PayloadReport) -> list[tuple[str, str]]:
-    """What the matrix's models need from the image that it lacks: ``[(category, message)]``."""
+    """What the matrix's models need from the image that it lacks: ``[(category, message)]``; first the
+    interpreter their entrypoints run (``interpreter_missing``: an image defect, caught here rather than
+    by every model run), then the framework."""
+    python = report.python or {}
+    needing = interpreter_models(ctx)
+    if needing and not python.get("present"):
+        return [("interpreter_missing", (f"image {ctx.image.reference} has no python3/python; the entrypoints of "
+                                         f"{', '.join(needing)} run {{python}} ({python.get('error')})"))]
     if not framework_models(ctx):
         return []
     wanted = EXECUTION_PROVIDERS[ctx.resource.type]
-    python = report.python or {}
     if not python.get("present"):
         return [("framework_missing", (f"image {ctx.image.reference} has no python3/python; the models need "
                  f"ONNX Runtime ({python.get('error')})"))]

@@ -212,11 +212,13 @@ def test_shell_only_image_runs_the_payload_shell_path(pytester: pytest.Pytester,
 
 
 def test_shell_only_image_cannot_serve_an_onnx_model(pytester: pytest.Pytester, run_id: str) -> None:
+    """An image without the interpreter the models' entrypoints run ({python}) fails startup as an image
+    defect (the image owner's); it passed startup, and every model then failed entrypoint_missing (algorithm)."""
     ev = run(pytester, run_id, "-k", "startup", image=SHELL_IMAGE)
     startup = items(ev)["cpu::img::startup"]
-    assert failure(startup) == ("failed", "framework_missing", "algorithm",
-                                (f"image {SHELL_IMAGE} has no python3/python; the models need ONNX Runtime "
-                                "(no python3/python on PATH)"))
+    assert failure(startup) == ("failed", "interpreter_missing", "platform",
+                                (f"image {SHELL_IMAGE} has no python3/python; the entrypoints of digits-logreg run "
+                                "{python} (no python3/python on PATH)"))
     assert record(startup, "startup.device_init")["shell_only"] is True
 
 
@@ -305,7 +307,7 @@ def test_image_without_a_shell_cannot_start(pytester: pytest.Pytester, run_id: s
                                   changes=[f"LABEL pytest-hetero.run-id={run_id}"])
     ev = run(pytester, run_id, "-k", "startup", image=ref)
     assert failure(items(ev)["cpu::img::startup"]) == (
-        "failed", "entrypoint_missing", "platform",
+        "failed", "interpreter_missing", "platform",
         (f"starting container hetero-{run_id}-cpu-img from {ref}: failed to create shim task: OCI runtime create "
         'failed: runc create failed: unable to start container process: exec: "/bin/sh": stat /bin/sh: no such '
         "file or directory: unknown"))
