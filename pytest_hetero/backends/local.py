@@ -418,7 +418,7 @@ def _run_forked(argv: list[str], launch: Launch, cwd: Path, timeout_s: float) ->
     use): the same result, with CPU and peak RSS from the supervisor's ``wait4`` of the run. When the
     sandbox cannot start or cannot set the run up, the result says so in ``details["sandbox_error"]``
     (exit 1, the reason on stderr; :func:`sandbox_refused`): the code under test never ran. When the
-    sandbox itself ends during the run, ``failure`` is ``sandbox_lost`` (infrastructure, status error),
+    sandbox itself ends during the run, ``failure`` is ``sandbox_lost`` (status error),
     never retried: the run may have done part of its work."""
     zygote = launch.zygote
     assert zygote is not None

@@ -43,7 +43,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, TypedDict
 
 if TYPE_CHECKING:
     from pytest_hetero.evidence.model import Artifact
@@ -281,6 +281,19 @@ class Started:
     usage: dict[str, Any] = field(default_factory=dict)
 
 
+class _RunFailureBase(TypedDict):
+    category: str
+    message: str
+
+
+class RunFailure(_RunFailureBase, total=False):
+    """An engine's account of a run that ended for a reason the exit code alone does not tell: the failure
+    ``category`` (owned per the failure table), a ``message``, and ``status`` ``error`` when the
+    infrastructure broke (nothing was learnt about the model)."""
+
+    status: Literal["error"]
+
+
 @dataclass
 class ExecResult:
     """One command run: ``argv`` as run, ``exit_code`` (None when killed on timeout), wall
@@ -303,7 +316,7 @@ class ExecResult:
     timed_out: bool = False
     peak_rss_mib: float | None = None
     details: dict[str, Any] = field(default_factory=dict)
-    failure: dict[str, str] | None = None
+    failure: RunFailure | None = None
 
 
 @dataclass(frozen=True)

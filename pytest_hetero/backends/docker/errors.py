@@ -19,7 +19,7 @@ from pytest_hetero.backends.docker.client import oom_kills
 from pytest_hetero.backends.protocol import ActionFailed, EngineFault, EngineUnavailable
 
 if TYPE_CHECKING:
-    from pytest_hetero.backends.protocol import ExecResult, Step
+    from pytest_hetero.backends.protocol import ExecResult, RunFailure, Step
 
 IMAGE_OWNER_DEFAULT = "platform"
 """``spec.target.image_owner`` when the matrix does not name one (a fact of the target, read by the judge)."""
@@ -101,7 +101,7 @@ def outcome_of_text(text: str, what: str, *, phase: Phase, interpreter: str = ""
 
 
 def run_failure(api: Any, ctx: Step, workload: dict[str, Any], result: ExecResult,
-                interpreter: str = "python3") -> dict[str, str] | None:
+                interpreter: str = "python3") -> RunFailure | None:
     """Classify a finished model exec (``api``: a ``docker.APIClient``) the exit code alone does not explain:
     ``oom_killed``, ``container_killed``, ``interpreter_missing`` (the target's ``interpreter`` is not in
     the image), ``entrypoint_missing`` (another program of the entrypoint); else None.

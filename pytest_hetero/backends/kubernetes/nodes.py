@@ -25,14 +25,13 @@ from kubernetes.client.exceptions import ApiException
 
 from pytest_hetero.backends.kubernetes import client as kc
 from pytest_hetero.backends.kubernetes.watch import close_watch, watch_events
-from pytest_hetero.backends.protocol import EngineUnavailable, Step
+from pytest_hetero.backends.protocol import EngineUnavailable, RunFailure, Step
 from pytest_hetero.evidence.model import utc_now
 
 if TYPE_CHECKING:
     from pytest_hetero.backends.kubernetes.session import KubeSession
 
 CATEGORY = "node_not_ready"
-OWNER = "infrastructure"
 WATCH_TIMEOUT_S = 60
 """Server-side timeout of one node watch request (seconds); the thread then re-lists and watches again."""
 
@@ -202,7 +201,7 @@ def abandoned(
     started_at: str,
     after_s: float,
     killed: bool | None,
-) -> dict[str, str]:
+) -> RunFailure:
     """The model run on ``watch.name`` was abandoned ``after_s`` seconds in (it began at ``started_at``,
     RFC 3339): record ``model.node_not_ready`` (condition, the transitions the watch saw with
     timestamps, whether the run's process was killed: None = kill not attempted), mark the workload
@@ -229,7 +228,6 @@ def abandoned(
     return {
         "status": "error",
         "category": CATEGORY,
-        "owner": OWNER,
         "message": (
             f"node {watch.name} turned NotReady during the model run ({describe(cond)}; seen at "
             f"{watch.seen_at}); run abandoned after {after_s:.1f} s"

@@ -31,6 +31,7 @@ from pytest_hetero.backends.protocol import (
     ActionFailed,
     EngineUnavailable,
     ExecResult,
+    RunFailure,
     Step,
     render_entrypoint,
 )
@@ -234,7 +235,7 @@ def oom_kills(core: client.CoreV1Api, namespace: str, pod: str) -> int | None:
     return int(found.group(1)) if found else None
 
 
-def oom_failure(session: KubeSession, workload: dict[str, Any], limit: str) -> dict[str, str] | None:
+def oom_failure(session: KubeSession, workload: dict[str, Any], limit: str) -> RunFailure | None:
     """The ExecResult ``failure`` of a run that ended with exit 137 because the kernel's OOM killer
     killed it under the container's memory limit: ``oom_killed`` (algorithm: the model needs more
     memory than the resource's memory ``limit``, quoted); None when the cgroup's ``oom_kill`` counter did not grow
@@ -243,7 +244,7 @@ def oom_failure(session: KubeSession, workload: dict[str, Any], limit: str) -> d
     if kills is None or kills <= workload.get("oom_kills", 0):
         return None
     workload["oom_kills"] = kills
-    return {"category": "oom_killed", "owner": "algorithm",
+    return {"category": "oom_killed",
             "message": f"model run OOM-killed (exit {OOM_EXIT}, container cgroup oom_kill count {kills}) under "
                        f"the container's memory limit {limit}: the model needs more memory than the resource allows"}
 
@@ -278,7 +279,7 @@ def _ensure_inputs(session: KubeSession, ctx: Step, workload: dict[str, Any], ro
 def _run_watched(
     session: KubeSession, ctx: Step, workload: dict[str, Any], node: str, argv: list[str], run_dir: str,
     workdir: str, env: dict[str, str],
-) -> tuple[kube_exec.ExecOutcome, dict[str, str] | None]:
+) -> tuple[kube_exec.ExecOutcome, RunFailure | None]:
     """Run ``argv`` in the workload pod while watching ``node`` ("" = unknown, not watched); the run's
     outcome and, when the node turned NotReady, the abandoned run's ``failure`` dict."""
     pod = workload["pod"]
