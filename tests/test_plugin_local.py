@@ -205,7 +205,8 @@ def test_collection_error_elsewhere_keeps_the_good_matrix_items_as_not_run(pytes
     assert statuses(ev) == {n: "not_run" for n in (
         "cpu-host::discovery", "cpu-host::scheduling", "cpu-host::py::startup",
         "cpu-host::py::digits-logreg@digits-test::model", "cpu-host::py::digits-logreg@digits-test::business")}
-    assert ev["summary"]["verdict"] == "incomplete"
+    # a matrix that cannot be loaded fails the gate (the judge's verdict), it does not merely leave it incomplete
+    assert (ev["summary"]["verdict"], ev["summary"]["verdict_reason"]) == ("fail", "1 file(s) could not be collected")
 
 
 def test_unknown_backend_is_named(pytester: pytest.Pytester) -> None:
@@ -222,7 +223,7 @@ from pytest_hetero.layers.base import LayerFailed
 def pytest_hetero_layer_check(ctx):
     if ctx.layer == "startup":
         ctx.record("site.policy", checked="no world-writable model files")
-        raise LayerFailed("site policy: image not on the allow-list", "policy", None)
+        raise LayerFailed("site policy: image not on the allow-list", "policy")
 
 def pytest_hetero_failure_owner(layer, category, default):
     return "security" if category == "policy" else None

@@ -33,7 +33,7 @@ class LayerOutcome(Exception):
 
     status: ClassVar[Status] = "failed"
 
-    def __init__(self, message: str, category: str = "", causes: tuple[tuple[str, str], ...] = ()) -> None:
+    def __init__(self, message: str, category: str = "", *, causes: tuple[tuple[str, str], ...] = ()) -> None:
         self.message = message
         self.category = category or "unspecified"
         self.causes = causes

@@ -73,9 +73,10 @@ def check(ctx: LayerContext) -> None:
         more = f"; {len(unevaluable)} rule(s) could not be evaluated" if unevaluable else ""
         categories = [c for c, _ in failures]
         first = "acceptance_failed" if "acceptance_failed" in categories else categories[0]
-        causes = tuple(failures) + (not_evaluable(rules, unevaluable).causes if unevaluable else ())
+        broken = not_evaluable(rules, unevaluable) if unevaluable else None
+        causes = tuple(failures) + ((broken.causes or ((broken.category, broken.message),)) if broken else ())
         raise LayerFailed("; ".join(m for _, m in failures) + more, first,
-                          causes if len({c for c, _ in causes}) > 1 else ())
+                          causes=causes if len({c for c, _ in causes}) > 1 else ())
     if unevaluable:
         raise not_evaluable(rules, unevaluable)
 
@@ -123,7 +124,7 @@ def not_evaluable(rules: list[dict[str, Any]], results: list[dict[str, Any]]) ->
     decisive = next(name for name in ("rules_error", "outputs_missing_metric", "outputs_invalid")
                       if name in grouped)
     causes = tuple((name, "; ".join(texts)) for name, texts in grouped.items())
-    return LayerBroken(message, decisive, causes if len(causes) > 1 else ())
+    return LayerBroken(message, decisive, causes=causes if len(causes) > 1 else ())
 
 
 def _cause(result: dict[str, Any], close: dict[str, str]) -> str:

@@ -77,7 +77,7 @@ def check(ctx: LayerContext) -> None:
         for code, message in problems:
             by_code.setdefault(code, []).append(message)
         raise LayerFailed("; ".join(message for _, message in problems), problems[0][0],
-                          tuple((c, "; ".join(m)) for c, m in by_code.items()) if len(by_code) > 1 else ())
+                          causes=tuple((c, "; ".join(m)) for c, m in by_code.items()) if len(by_code) > 1 else ())
 
 
 def expectation(resource: Resource) -> dict[str, Any]:
