@@ -108,10 +108,12 @@ def test_startup_failures_from_container_states(
         )
         for tag in ("pull-error", "crash", "oom")
     }
+    # startup failures of the image are the image owner's (platform by default), an OOM before any model
+    # code ran is startup_oom_killed (platform) as on Docker; never "matrix-author", which is not a team
     assert outcome == {
-        "pull-error": ("image_pull_failed", "matrix-author"),
-        "crash": ("crash_loop", "algorithm"),
-        "oom": ("oom_killed", "algorithm"),
+        "pull-error": ("image_not_found", "platform"),
+        "crash": ("crash_loop", "platform"),
+        "oom": ("startup_oom_killed", "platform"),
     }
     pull = data(got["node::pull-error::startup"], "startup.failed")
     assert [(r["source"], r["code"], r["detail"]["container"]) for r in pull["reasons"]] == [
