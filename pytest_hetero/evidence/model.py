@@ -17,10 +17,13 @@ import hashlib
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
-from typing import Any, TypedDict
+from typing import Any
 
 from pytest_hetero import vocab
-from pytest_hetero.vocab import Layer, OwnerCategory, Status
+from pytest_hetero.judge.model import Cause, CauseDict, Failure, FailureDict
+from pytest_hetero.vocab import Layer, Status
+
+__all__ = ["Artifact", "Cause", "CauseDict", "Failure", "FailureDict", "ItemEvidence"]
 
 STATUSES = vocab.STATUSES
 """Every status (defined once in :mod:`pytest_hetero.vocab`)."""
@@ -50,70 +53,6 @@ def gc_paused() -> Iterator[None]:
 def utc_now() -> str:
     """Current UTC time as ISO 8601 with microseconds and ``Z``."""
     return datetime.now(timezone.utc).isoformat(timespec="microseconds").replace("+00:00", "Z")
-
-
-class CauseDict(TypedDict):
-    """One cause of a failure with several, as evidence.json holds it."""
-
-    category: str
-    owner: str
-    owner_category: OwnerCategory
-    message: str
-
-
-class _FailureBase(TypedDict):
-    layer: Layer
-    category: str
-    message: str
-    owner: str
-
-
-class FailureDict(_FailureBase, total=False):
-    """An item's ``failure`` as evidence.json holds it: ``owner`` is the team, ``owner_category`` the
-    failure table's category of it; ``causes`` only when the finding has several causes."""
-
-    owner_category: OwnerCategory
-    causes: list[CauseDict]
-
-
-@dataclass(frozen=True)
-class Cause:
-    """One cause of a failure with several: its category, owner team (and owner category), message."""
-
-    category: str
-    owner: str
-    owner_category: OwnerCategory
-    message: str
-
-    def to_dict(self) -> CauseDict:
-        """JSON-ready dict."""
-        return {"category": self.category, "owner": self.owner, "owner_category": self.owner_category,
-                "message": self.message}
-
-
-@dataclass(frozen=True)
-class Failure:
-    """Why an item failed: the ``category`` (closed per layer), a one-line ``message``, the owning team
-    (``owner``) and its owner category as the failure table decides it (``owner_category``; None for a
-    failure written before the table existed); ``causes``: each cause of a finding with several, each
-    with its own owner (:mod:`pytest_hetero.judge.failures`)."""
-
-    layer: Layer
-    category: str
-    message: str
-    owner: str
-    owner_category: OwnerCategory | None = None
-    causes: tuple[Cause, ...] = ()
-
-    def to_dict(self) -> FailureDict:
-        """JSON-ready dict."""
-        out: FailureDict = {"layer": self.layer, "category": self.category, "message": self.message,
-                            "owner": self.owner}
-        if self.owner_category is not None:
-            out["owner_category"] = self.owner_category
-        if self.causes:
-            out["causes"] = [c.to_dict() for c in self.causes]
-        return out
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """Status words written once: an item's failure (status, owner, causes), and the run verdict.
 
 Layer checks and engines end in a category and a message (:class:`~pytest_hetero.layers.base.LayerOutcome`);
-:func:`item_failure` turns that into the item's status and :class:`~pytest_hetero.evidence.model.Failure`
+:func:`item_failure` turns that into the item's status and :class:`~pytest_hetero.judge.model.Failure`
 from the failure table. :func:`run_verdict` decides the run's verdict from the item statuses, the
 untested scope, what the run left behind, the plan selection and the exit status that is signed.
 """
@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
-from pytest_hetero.evidence.model import Cause, Failure
 from pytest_hetero.judge.failures import FailureStatus, owner_category, status_of
+from pytest_hetero.judge.model import Cause, Failure
 from pytest_hetero.vocab import OWNER_CATEGORIES, Layer, OwnerCategory
 
 if TYPE_CHECKING:
