@@ -132,25 +132,25 @@ def isolation_of(evidence: dict[str, Any], model_name: str) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("mode", ["session", "per-run"])
-@pytest.mark.parametrize("identity", ["sandbox-user", "uid0-no-capabilities"])
+@pytest.mark.parametrize("identity", ["sandbox-user", "copied-input"])
 def test_a_model_cannot_read_the_key_write_the_bundle_or_see_the_gate(pytester: pytest.Pytester,
                                                                       monkeypatch: pytest.MonkeyPatch,
                                                                       identity: str, mode: str,
                                                                       open_folder: Path) -> None:
     """The issue's attack (evil.py, then a model that forges bad's journal line, plants a file and keeps a
     SIGTERM-proof child) on a matrix of evil, attack, bad (exits 1 after 1 s) and slow (3 s, good outputs).
-    As the sandbox user (inputs readable to it) and, where it cannot read them, as uid 0 without
-    capabilities: both confined, no capability in any set and ``no_new_privs``; in the session's sandbox
+    As the sandbox user, with inputs readable to it and with a matrix folder it cannot read (pytest's 0700
+    folder: the run sees a readable copy, never runs as uid 0): no capability in any set and
+    ``no_new_privs``, the gate's own interpreter under 0700 /root bound read-only; in the session's sandbox
     (runs forked by one bubblewrap, issue 20) and with a bubblewrap per run (``HETERO_SANDBOX_SHARED=off``).
     bad stays FAILED everywhere, nothing planted exists or is signed."""
     if mode == "per-run":
         monkeypatch.setenv("HETERO_SANDBOX_SHARED", "off")
     root = pytester.path
     marker = f"hetero-evil-{uuid.uuid4().hex}"
-    python = "python:current"
+    python = "python:current"  # under /root (0700): its prefix is bound read-only for the sandbox user
     if identity == "sandbox-user":
         root = open_folder
-        python = "python:/usr/bin/python3"  # the test's own interpreter lives under /root (0700)
     generate_keypair(root / "k.key", root / "k.pub")
     monkeypatch.setenv("HETERO_SIGN_KEY", str(root / "k.key"))
     monkeypatch.setenv("SOME_API_TOKEN", "tok-not-for-models-4821")
@@ -182,7 +182,7 @@ def test_a_model_cannot_read_the_key_write_the_bundle_or_see_the_gate(pytester: 
     for name in ("read_key", "write_bundle", "append_journal", "read_gate_cmdline", "signal_gate",
                  "docker_socket", "write_tmp_outside"):
         assert seen[name].startswith("refused"), (name, seen[name])
-    assert seen["list_bundle"] == "refused: FileNotFoundError"  # the report folder is an empty tmpfs inside
+    assert seen["list_bundle"] == "refused: PermissionError"  # an empty tmpfs (mode 0000) over the report folder
     # a PID namespace of its own: bwrap's init as 1, the model, its children; not the gate (this process)
     visible = seen["visible_processes"]
     assert str(os.getpid()) not in visible and max(int(p) for p in visible) < 20, visible
@@ -194,11 +194,11 @@ def test_a_model_cannot_read_the_key_write_the_bundle_or_see_the_gate(pytester: 
     assert {"PATH", "HETERO_EXECUTION_PROVIDER", "HOME", "TMPDIR"} <= set(seen["env"])
     iso = isolation_of(evidence, "attack")
     assert iso["confined"] is True and iso["mechanism"] == "bubblewrap"
+    assert seen["uid"] != 0 and iso["identity"].startswith("hetero-sandbox (uid ")
     if identity == "sandbox-user":
-        assert seen["uid"] != 0 and iso["identity"].startswith("hetero-sandbox (uid ")
+        assert iso["copied"] == []
     else:
-        assert seen["uid"] == 0 and iso["identity"].startswith("uid 0 without capabilities (hetero-sandbox "
-                                                                 "cannot read ")
+        assert iso["copied"] == [f"{root.resolve()} (copied: hetero-sandbox cannot read {root.resolve()})"]
     assert evidence["untested"]["not_proven"] == []
 
     assert gone(marker) == []  # the SIGTERM-proof setsid grandchild died with its run
@@ -259,6 +259,8 @@ def test_kill_9_of_pytest_kills_the_model_tree_and_leaves_no_raw_output(tmp_path
         proc.wait(timeout=30)
     assert gone(marker) == []
     for folder in left:
+        if folder.name.endswith("-stage"):  # the readable copy of the 0700 matrix folder: inputs, not output
+            continue
         for path in folder.rglob("*"):
             if path.is_file():
                 assert secret.encode() not in path.read_bytes(), path
@@ -271,7 +273,7 @@ def test_kill_9_of_pytest_kills_the_model_tree_and_leaves_no_raw_output(tmp_path
 @pytest.mark.parametrize(("writer", "category"), [
     ("sys.stdout.buffer.write(b'x' * (40 << 20)); open(o, 'w').write('{{}}')", None),
     ("open(o, 'wb').write(b' ' * (80 << 20))", "outputs_too_large"),
-    ("f = open(o, 'wb'); f.truncate(5 << 30); f.close()", "outputs_too_large"),
+    ("f = open(o, 'wb'); f.truncate(3 << 30); f.close()", "outputs_too_large"),
     ("os.symlink('/etc/hostname', o)", "bad_outputs"),
     ("os.mkfifo(o)", "bad_outputs"),
     ("open(o + '.x', 'w').write('{{}}'); os.link(o + '.x', o)", "bad_outputs"),
@@ -279,7 +281,7 @@ def test_kill_9_of_pytest_kills_the_model_tree_and_leaves_no_raw_output(tmp_path
 def test_streams_are_capped_and_outputs_checked_before_reading(pytester: pytest.Pytester, writer: str,
                                                                category: str | None) -> None:
     """40 MiB of stdout is kept as 16 MiB head+tail with its full size and sha256; an 80 MiB or a
-    5 GiB sparse outputs file is refused by its size without being read; a symlink, FIFO or hard
+    3 GiB sparse outputs file is refused by its size without being read; a symlink, FIFO or hard
     link in place of the outputs file is refused without following or blocking on it."""
     write_matrix(pytester.path, [model("m", ["{python}", "-c", f"import os, sys; o = sys.argv[1]; {writer}",
                                              "{outputs}"])])

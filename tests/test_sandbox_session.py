@@ -63,7 +63,7 @@ def test_two_runs_of_one_sandbox_see_nothing_of_each_other_and_hold_no_capabilit
                                          f"done; setsid python3 -c 'import time; time.sleep(300)' {marker} & "
                                          "sleep 0.2; echo done", folder)
         assert (facts["exit"], facts["failure"], out) == (0, None, "done\n"), facts
-        assert first.zygote is not None and first.confinement.namespaces == ("pid", "mount", "ipc")
+        assert first.zygote is not None and first.confinement.namespaces == ("pid", "mount", "ipc", "net")
         assert gone(marker) == []
         second, facts, out = run(sandbox, "ls -A /tmp; echo ---; ls -A /tmp/*; echo ---; ls -A /var/tmp /dev/shm; "
                                           "echo ---; ls /proc | grep -E '^[0-9]+$' | tr '\\n' ' '; echo; echo ---; "
@@ -226,19 +226,44 @@ def test_a_sandbox_whose_run_root_was_made_again_is_restarted(folder: Path) -> N
         second.close()
 
 
-def test_a_run_that_stays_uid_0_leaves_nothing_in_the_hidden_folders_for_the_next(folder: Path) -> None:
-    """The sandbox user cannot read a 0700 folder, so these runs stay uid 0 (no capability): root owns the
-    session's tmpfs over the gate's home and the other hidden folders, so a run could write there. Each run
-    gets them empty: the second finds nothing the first wrote."""
+def test_an_input_its_user_cannot_read_is_a_readable_copy_never_a_uid_0_run(folder: Path) -> None:
+    """A 0700 matrix folder owned by root: the run still runs as the sandbox user (before: uid 0 without
+    capabilities, which owns every root-owned file it can reach), sees a read-only copy of the folder at its
+    own path without the protected key, and the record lists the copy; the second run reuses it."""
+    (folder / "data.txt").write_text("rows\n")
+    generate_keypair(folder / "k.key", folder / "k.pub")
+    folder.chmod(0o700)
+    sandbox = Sandbox([folder / "k.key"])
+    try:
+        first, facts, out = run(sandbox, "id -u; cat data.txt; (cat k.key || echo refused) 2>/dev/null; (echo x > data.txt || echo ro) 2>/dev/null", folder)
+        assert (facts["exit"], facts["failure"]) == (0, None), facts
+        uid, data, key, ro = out.splitlines()
+        assert int(uid) != 0 and first.confinement.identity.startswith("hetero-sandbox (uid ")
+        assert (data, key, ro) == ("rows", "refused", "ro")
+        assert first.confinement.copied == (f"{folder} (copied: hetero-sandbox cannot read {folder})",)
+        second, facts, out = run(sandbox, "cat data.txt", folder)
+        assert (facts["exit"], out) == (0, "rows\n") and second.confinement.copied == first.confinement.copied
+    finally:
+        assert sandbox.close() == []
+
+
+def test_an_unreadable_input_too_big_to_copy_is_refused_and_never_run(folder: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Over ``HETERO_SANDBOX_STAGE`` the gate does not copy: the entrypoint never starts (no uid 0 run), the
+    failure is ``sandbox_setup_failed`` (infrastructure, error) naming the folder and the fix."""
+    monkeypatch.setenv("HETERO_SANDBOX_STAGE", "1K")
+    (folder / "big.bin").write_bytes(b"x" * 4096)
     folder.chmod(0o700)
     sandbox = Sandbox([])
-    hidden = [p for p in ("/root", "/run/user", "/var/lib/kubelet", "/tmp", "/var/tmp") if os.path.isdir(p)]
     try:
-        first, facts, out = run(sandbox, "; ".join(f"echo a > {d}/left-$$ && echo {d}" for d in hidden), folder)
-        assert facts["exit"] == 0 and out.split() == hidden, (facts, out)
-        assert first.confinement.identity.startswith("uid 0 without capabilities")
-        _, facts, out = run(sandbox, "cat " + " ".join(f"{d}/left-* 2>/dev/null" for d in hidden) + "; "
-                                     "find " + " ".join(hidden) + " -name 'left-*' | wc -l", folder)
-        assert out.strip() == "0", out
+        _, facts, out = run(sandbox, "echo ran", folder)
+        assert out == "" and facts["exit"] == 1
+        failure = facts["failure"]
+        assert isinstance(failure, dict)
+        assert (failure["category"], failure["owner"], failure["status"]) == ("sandbox_setup_failed",
+                                                                              "infrastructure", "error")
+        assert failure["message"] == (f"the entrypoint never ran: {folder} is not readable by the sandbox user and "
+                                      "holds more than 1024 bytes, the most a session copies for it "
+                                      f"(HETERO_SANDBOX_STAGE): make it readable to others (chmod -R o+rX {folder})")
     finally:
         assert sandbox.close() == []

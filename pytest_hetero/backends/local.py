@@ -43,7 +43,7 @@ from pytest_hetero.backends.protocol import (
     Step,
     render_entrypoint,
 )
-from pytest_hetero.backends.sandbox import Launch, Sandbox, child_environment
+from pytest_hetero.backends.sandbox import Confinement, Launch, Sandbox, SandboxRefused, child_environment
 from pytest_hetero.backends.sandbox.zygote import ZygoteFailed, args_pipe, run_root
 from pytest_hetero.backends.streams import MAX_OUTPUTS_BYTES, CappedStream
 from pytest_hetero.probes.usage import sampling
@@ -188,7 +188,7 @@ class LocalBackend(Backend):
             begun = time.time()
             with sampling(step.resource.type) as usage:
                 launch, result = run_confined(self.sandbox, argv, cwd=cwd, run_dir=tmp, env=env, inputs=inputs,
-                                              timeout_s=step.timeout_s)
+                                              timeout_s=step.timeout_s, network=model.network)
             result.details["usage"] = usage.result()
             result.details["workload"] = process_usage(step, begun, time.time(), result)
             result.details["isolation"] = launch.confinement.facts()
@@ -232,14 +232,25 @@ def sandbox_refused(launch: Launch, result: ExecResult) -> bool:
 
 
 def run_confined(sandbox: Sandbox, argv: list[str], *, cwd: Path, run_dir: Path, env: dict[str, str],
-                 inputs: list[Path], timeout_s: float) -> tuple[Launch, ExecResult]:
+                 inputs: list[Path], timeout_s: float, network: bool = False) -> tuple[Launch, ExecResult]:
     """Prepare ``argv`` with ``sandbox`` and :func:`run_measured` it; when bubblewrap could not set the
     sandbox up (:func:`sandbox_refused`; e.g. ``--ro-bind / /`` met a container's mount that vanished
     while it was copied) start it again, up to :data:`SANDBOX_ATTEMPTS` times. When it never started,
     ``failure`` is ``sandbox_setup_failed`` (owner infrastructure, status error): the code under test
-    did not run, so its owner is not blamed. ``details["sandbox_attempts"]`` counts the starts."""
+    did not run, so its owner is not blamed. ``details["sandbox_attempts"]`` counts the starts. When no
+    unprivileged identity can read an input (:class:`~pytest_hetero.backends.sandbox.SandboxRefused`) the run
+    is never started either: ``sandbox_setup_failed`` with the path and the fix. ``network``: the matrix
+    grants the run the host's network."""
     for attempt in range(1, SANDBOX_ATTEMPTS + 1):
-        launch = sandbox.prepare(argv, cwd=cwd, run_dir=run_dir, inputs=inputs, env=env)
+        try:
+            launch = sandbox.prepare(argv, cwd=cwd, run_dir=run_dir, inputs=inputs, env=env, network=network)
+        except SandboxRefused as exc:
+            refused = Launch(argv=list(argv), env=dict(env), confinement=Confinement(
+                mechanism="bubblewrap", identity="none: the run was not started", confined=True, reason=str(exc)))
+            result = _not_started(argv, str(exc), time.perf_counter())
+            result.failure = {"category": "sandbox_setup_failed", "owner": "infrastructure", "status": "error",
+                              "message": f"the entrypoint never ran: {exc}"}
+            return refused, result
         result = run_measured(argv, launch, cwd, timeout_s)
         result.details["sandbox_attempts"] = attempt
         if not sandbox_refused(launch, result):
@@ -278,10 +289,11 @@ def read_outputs(path: Path, max_bytes: int = MAX_OUTPUTS_BYTES) -> bytes | None
                                                 "into the file itself") from None
         raise OutputsRefused("bad_outputs", f"outputs file {path.name} cannot be opened as a plain file: "
                                             f"{exc.strerror}") from None
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):  # checked before fdopen, which raises IsADirectoryError for a folder
+        os.close(fd)
+        raise OutputsRefused("bad_outputs", f"outputs file {path.name} is not a regular file")
     with os.fdopen(fd, "rb") as fh:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise OutputsRefused("bad_outputs", f"outputs file {path.name} is not a regular file")
         if st.st_nlink != 1:
             raise OutputsRefused("bad_outputs", f"outputs file {path.name} has {st.st_nlink} hard links; write "
                                                 "a new file")
@@ -426,7 +438,8 @@ def _run_forked(argv: list[str], launch: Launch, cwd: Path, timeout_s: float) ->
     try:
         if not zygote.alive():
             zygote.start()
-        run = zygote.submit(launch.argv, launch.env, cwd, launch.fresh, launch.keep, launch.user)
+        run = zygote.submit(launch.argv, launch.env, cwd, launch.fresh, launch.keep, launch.user,
+                            launch.limits.facts() if launch.limits is not None else None)
     except ZygoteFailed as exc:
         return _not_started(argv, str(exc), start)
     run.arm(timeout_s)

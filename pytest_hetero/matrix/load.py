@@ -415,7 +415,8 @@ def _build(data: dict[str, Any], path: Path, raw_sha: str, pos: Positions, base:
         sha256=_hex(m.get("sha256", "")), entrypoint=tuple(m.get("entrypoint", ())),
         runtime=m.get("runtime", ""), code=rel(m.get("code")), line=line("spec", "models", i),
         serving=_serving(m.get("serving"), str(m["version"])),
-        task_type=m.get("task_type", "online-inference" if "serving" in m else "batch-inference"))
+        task_type=m.get("task_type", "online-inference" if "serving" in m else "batch-inference"),
+        network=bool(m.get("network", False)))
         for i, m in enumerate(spec["models"]))
     datasets = tuple(Dataset(
         name=d["name"], version=str(d["version"]), uri=d["uri"], path=rel(d["uri"]) or base,

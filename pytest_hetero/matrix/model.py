@@ -123,6 +123,8 @@ class Model:
     serving: Serving | None = None
     task_type: str = "batch-inference"
     """What the model is validated for (:data:`TASK_TYPES`); the validation status is per pool × task type."""
+    network: bool = False
+    """The matrix grants the model's runs the host's network (local engine; default: loopback only)."""
 
 
 @dataclass(frozen=True)

@@ -44,9 +44,10 @@ import shutil
 import stat
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from contextlib import suppress
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -62,14 +63,23 @@ PASS_ENV: tuple[str, ...] = ("PATH", "LANG", "LANGUAGE", "LC_*", "TZ", "TERM", "
 NEVER_PASS: tuple[str, ...] = ("HETERO_SIGN_KEY",)
 """Names that never reach the code under test, even when listed in ``HETERO_PASS_ENV``."""
 
-HIDE_ALWAYS: tuple[str, ...] = ("/tmp", "/var/tmp", "/run/docker.sock", "/var/run/docker.sock", "/run/containerd",
-                                "/run/crio", "/run/podman", "/etc/kubernetes", "/var/lib/kubelet", "/root",
-                                "/run/user")
-"""Paths hidden from every confined run (when they exist): shared temporary folders, container-engine
-sockets, kubelet and kubeconfig locations, root's home."""
+SYSTEM_READ_ONLY: tuple[str, ...] = ("/usr", "/etc", "/sys")
+"""Folders of the host every confined run sees read-only (when they exist): the system's programs and
+libraries, its configuration (less :func:`etc_secrets`) and sysfs (device discovery). Nothing else of the host
+is visible but the run's declared inputs and its interpreter: no ``/run`` (engine sockets), no ``/var``
+(``/var/lib/docker``, ``/var/lib/kubelet``), no ``/home`` or ``/root``, no ``/opt``, ``/srv`` or ``/mnt``."""
 
-SHARED_TMP: tuple[str, ...] = ("/tmp", "/var/tmp")
-"""Hidden folders the run gets a private, world-writable (sticky) empty copy of."""
+ROOT_LINKS: tuple[str, ...] = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+"""Top-level names recreated in the view: as the same symbolic link (merged ``/usr``) or bound read-only."""
+
+SHARED_TMP: tuple[str, ...] = ("/tmp", "/var/tmp", "/dev/shm")
+"""Folders a run gets a private, world-writable (sticky), size-limited empty tmpfs on."""
+
+ETC_SECRETS: tuple[str, ...] = ("/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-", "/etc/sudoers",
+                                "/etc/sudoers.d", "/etc/ssh", "/etc/ssl/private", "/etc/docker", "/etc/containerd",
+                                "/etc/kubernetes", "/etc/security/opasswd")
+"""Files and folders of ``/etc`` always masked (``/dev/null`` or an empty read-only tmpfs), with every entry of
+``/etc`` that is not world-readable (:func:`etc_secrets`)."""
 
 BWRAP_FLAGS: tuple[str, ...] = ("--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
                                 "--die-with-parent", "--new-session", "--as-pid-1")
@@ -78,16 +88,105 @@ gate's ``wait4`` of bwrap includes the run's CPU time and peak RSS; with bwrap's
 were lost (the gate recorded bwrap's 2 ms of CPU for a 200 ms run). When PID 1 exits, the kernel still
 kills every process left in the namespace."""
 
+NOBODY = 65534
+"""uid and gid a run takes when the gate runs as root and no sandbox user exists or can be created (the
+kernel's overflow id: it owns no file)."""
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Resource limits of every confined run (recorded in ``model.isolation.limits``).
+
+    ``tmpfs_bytes``: size of each private tmpfs (``/tmp``, ``/var/tmp``, ``/dev/shm``); ``file_bytes``:
+    ``RLIMIT_FSIZE`` (largest file a run may write; a bigger write gets SIGXFSZ); ``processes``:
+    ``RLIMIT_NPROC`` (processes and threads of the run's uid; the sandbox user's, shared by concurrent runs);
+    ``memory_bytes``: ``RLIMIT_DATA`` (private writable memory: heap and anonymous mappings; address space
+    reserved without access, as GPU runtimes do, is not counted). Defaults: 512 MiB, 4 GiB, 4096 and half
+    the host's memory; ``HETERO_SANDBOX_TMPFS``, ``HETERO_SANDBOX_FILE_SIZE``, ``HETERO_SANDBOX_PIDS`` and
+    ``HETERO_SANDBOX_MEMORY`` (bytes, or with a K/M/G/T suffix, powers of 1024) override them. Raises
+    ValueError for a value that is not a positive size."""
+
+    tmpfs_bytes: int
+    file_bytes: int
+    processes: int
+    memory_bytes: int
+
+    @classmethod
+    def from_environment(cls, source: Mapping[str, str] | None = None) -> Limits:
+        """The limits of :class:`Limits`' defaults, overridden by ``source`` (default ``os.environ``)."""
+        source = os.environ if source is None else source
+        try:
+            total = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        except (ValueError, OSError):
+            total = 16 << 30
+        return cls(tmpfs_bytes=_size(source, "HETERO_SANDBOX_TMPFS", 512 << 20),
+                   file_bytes=_size(source, "HETERO_SANDBOX_FILE_SIZE", 4 << 30),
+                   processes=_size(source, "HETERO_SANDBOX_PIDS", 4096),
+                   memory_bytes=_size(source, "HETERO_SANDBOX_MEMORY", max(total // 2, 1 << 30)))
+
+    def facts(self) -> dict[str, int]:
+        """The record's data."""
+        return {"tmpfs_bytes": self.tmpfs_bytes, "file_bytes": self.file_bytes, "processes": self.processes,
+                "memory_bytes": self.memory_bytes}
+
+    def prlimit(self) -> list[str]:
+        """The ``prlimit`` (util-linux) prefix that sets them (and no core files) before the run's exec."""
+        return ["prlimit", f"--fsize={self.file_bytes}", f"--nproc={self.processes}",
+                f"--data={self.memory_bytes}", "--core=0", "--"]
+
+
+def _size(source: Mapping[str, str], name: str, default: int) -> int:
+    raw = source.get(name, "").strip()
+    if not raw:
+        return default
+    scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+    unit = raw[-1:].upper()
+    number = raw[:-1] if unit in scale else raw
+    if not number.isdigit() or int(number) <= 0:
+        raise ValueError(f"{name}={raw!r}: give a positive number, optionally with K, M, G or T (powers of 1024)")
+    return int(number) * scale.get(unit, 1)
+
+
+class SandboxRefused(Exception):
+    """The run cannot be confined as required (no unprivileged identity can read an input); ``message``
+    names the path and the fix. The code under test is never started then."""
+
+
+def etc_secrets(root: str = "/etc", limit: int = 20000) -> list[Path]:
+    """:data:`ETC_SECRETS` that exist, and every file or folder under ``root`` (at most ``limit`` entries
+    looked at, three levels deep) that is not readable by others: what a run must not see of ``/etc``."""
+    found = [Path(p) for p in ETC_SECRETS if os.path.lexists(p)]
+    seen = 0
+    for folder, dirs, files in os.walk(root):
+        depth = folder.count("/") - root.count("/")
+        if depth >= 3:
+            dirs[:] = []
+        for name in [*dirs, *files]:
+            seen += 1
+            path = Path(folder) / name
+            try:
+                st = path.lstat()
+            except OSError:
+                continue
+            if not stat.S_ISLNK(st.st_mode) and not st.st_mode & stat.S_IROTH and path not in found:
+                found.append(path)
+        dirs[:] = [d for d in dirs if (Path(folder) / d) not in found]
+        if seen > limit:
+            break
+    return sorted(found, key=lambda p: len(p.parts))
+
 
 @dataclass(frozen=True)
 class Confinement:
     """How one run of code under test was confined (recorded as ``model.isolation``).
 
     ``mechanism``: ``bubblewrap`` or ``none``; ``identity``: who the run was outside the sandbox;
-    ``namespaces``: Linux namespaces it had of its own; ``hidden``: paths it could not see;
-    ``writable``: the only paths it could write; ``gaps``: what it could still do that it should
-    not; ``confined``: the key was unreadable, the bundle and journal unwritable, the gate's
-    processes invisible and its whole process tree killed with it; ``reason``: why not, when not.
+    ``namespaces``: Linux namespaces it had of its own; ``visible``: the host paths it could see (read-only,
+    but ``writable``); ``hidden``: paths masked inside those (the signing key, the report folder, secrets of
+    ``/etc``); ``writable``: the only paths it could write; ``network``: ``loopback only`` or what the matrix
+    granted; ``limits``: :meth:`Limits.facts`; ``gaps``: what it could still do that it should not;
+    ``confined``: the key was unreadable, the bundle and journal unwritable, the gate's processes invisible
+    and its whole process tree killed with it; ``reason``: why not, when not.
     """
 
     mechanism: str
@@ -98,12 +197,19 @@ class Confinement:
     writable: tuple[str, ...] = ()
     gaps: tuple[str, ...] = ()
     reason: str = ""
+    visible: tuple[str, ...] = ()
+    network: str = ""
+    limits: Limits | None = None
+    copied: tuple[str, ...] = ()
+    """Inputs the run saw as a readable copy made by the gate (its user could not read the original)."""
 
     def facts(self) -> dict[str, Any]:
         """The record's data (JSON values)."""
         return {"mechanism": self.mechanism, "identity": self.identity, "confined": self.confined,
-                "namespaces": list(self.namespaces), "hidden": list(self.hidden), "writable": list(self.writable),
-                "gaps": list(self.gaps), "reason": self.reason}
+                "namespaces": list(self.namespaces), "visible": list(self.visible), "hidden": list(self.hidden),
+                "writable": list(self.writable), "network": self.network,
+                "limits": self.limits.facts() if self.limits is not None else None,
+                "copied": list(self.copied), "gaps": list(self.gaps), "reason": self.reason}
 
 
 @dataclass
@@ -123,7 +229,9 @@ class Launch:
     keep: list[tuple[str, str]] = field(default_factory=list)
     """(path, ``ro``/``rw``) bound back above ``fresh``, outermost first, the run folder last (zygote runs)."""
     user: tuple[int, int] | None = None
-    """(uid, gid) the run switches to (zygote runs; None: it stays uid 0, without capabilities)."""
+    """(uid, gid) the run switches to (zygote runs: the gate runs as root, so it is always set)."""
+    limits: Limits | None = None
+    """The resource limits the run sets before its exec (zygote runs)."""
 
 
 @dataclass
@@ -154,27 +262,22 @@ def child_environment(extra: Mapping[str, str], run_dir: Path, source: Mapping[s
 
 
 def readable_by(path: Path, uid: int, gids: Iterable[int]) -> bool:
-    """True when user ``uid`` (groups ``gids``) can reach ``path`` and read it (and list it, for a
-    folder), judged from the mode bits of the path and of every folder above it (no ACLs)."""
+    """True when user ``uid`` (groups ``gids``) can read ``path`` itself (and list and enter it, for a
+    folder), judged from its mode bits (no ACLs). The folders above it do not count: a confined run sees
+    an input at its own path under folders the sandbox makes (mode 0755), never the host's."""
     groups = set(gids)
     try:
-        parts = [path, *path.parents]
-        for i, part in enumerate(parts):
-            st = part.stat()
-            want = (stat.S_IROTH | stat.S_IXOTH) if stat.S_ISDIR(st.st_mode) else stat.S_IROTH
-            if i > 0:
-                want = stat.S_IXOTH  # a folder above only needs to be searched
-            if st.st_uid == uid:
-                have = (st.st_mode >> 6) & 0o7
-            elif st.st_gid in groups:
-                have = (st.st_mode >> 3) & 0o7
-            else:
-                have = st.st_mode & 0o7
-            if have & want != want:
-                return False
+        st = path.stat()
     except OSError:
         return False
-    return True
+    want = (stat.S_IROTH | stat.S_IXOTH) if stat.S_ISDIR(st.st_mode) else stat.S_IROTH
+    if st.st_uid == uid:
+        have = (st.st_mode >> 6) & 0o7
+    elif st.st_gid in groups:
+        have = (st.st_mode >> 3) & 0o7
+    else:
+        have = st.st_mode & 0o7
+    return have & want == want
 
 
 def _dropped(argv: Sequence[str], user: tuple[int, int] | None) -> list[str]:
@@ -190,8 +293,9 @@ def _dropped(argv: Sequence[str], user: tuple[int, int] | None) -> list[str]:
     return ["setpriv", f"--reuid={user[0]}", f"--regid={user[1]}", "--clear-groups", *drop]
 
 
-def _sandbox_identity(name: str) -> tuple[_Identity | None, str]:
-    """The sandbox user (created as a system user when missing); ``(None, why)`` when there is none."""
+def _sandbox_identity(name: str) -> tuple[_Identity, str]:
+    """The sandbox user (created as a system user when missing); when there is none, uid and gid
+    :data:`NOBODY` by number, and why. Never uid 0."""
     try:
         entry = pwd.getpwnam(name)
     except KeyError:
@@ -199,25 +303,113 @@ def _sandbox_identity(name: str) -> tuple[_Identity | None, str]:
         try:
             subprocess.run([useradd, "--system", "--user-group", "--no-create-home", "--home-dir", "/nonexistent",
                             "--shell", "/usr/sbin/nologin", name], capture_output=True, timeout=30, check=False)
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            return None, f"cannot create user {name}: {exc}"
+        except (OSError, subprocess.TimeoutExpired):
+            pass
         try:
             entry = pwd.getpwnam(name)
         except KeyError:
-            return None, f"user {name} does not exist and useradd could not create it"
-    if entry.pw_uid == 0:
-        return None, f"user {name} is uid 0"
+            return _Identity(NOBODY, NOBODY, f"uid {NOBODY}"), f"user {name} does not exist and cannot be created"
+    if entry.pw_uid == 0 or entry.pw_gid == 0:
+        return _Identity(NOBODY, NOBODY, f"uid {NOBODY}"), f"user {name} is uid or gid 0: not used"
     return _Identity(entry.pw_uid, entry.pw_gid, name), ""
+
+
+STAGE_LIMIT_BYTES = 1 << 30
+"""Most bytes of inputs the sandbox user cannot read that a session copies for it (``HETERO_SANDBOX_STAGE``
+overrides, same units as :class:`Limits`); more is refused (:class:`SandboxRefused`)."""
+
+STAGE_SCAN_ENTRIES = 20000
+"""Entries of an input folder looked at for one its run's user cannot read (a bigger folder is judged by
+those)."""
+
+
+def unreadable_inside(path: Path, uid: int, gids: Iterable[int], skip: Sequence[Path] = (),
+                      limit: int = STAGE_SCAN_ENTRIES) -> Path | None:
+    """The first entry of ``path`` (itself, then what is under a folder, at most ``limit`` entries; symbolic
+    links and ``skip`` paths not looked at) that user ``uid`` cannot read (:func:`readable_by`); None."""
+    if not readable_by(path, uid, gids):
+        return path
+    if not path.is_dir():
+        return None
+    seen = 0
+    for folder, dirs, files in os.walk(path):
+        here = Path(folder)
+        dirs[:] = [d for d in dirs if here / d not in skip and not (here / d).is_symlink()]
+        for name in [*dirs, *files]:
+            entry = here / name
+            seen += 1
+            if seen > limit:
+                return None
+            if entry in skip or entry.is_symlink():
+                continue
+            if not readable_by(entry, uid, gids):
+                return entry
+    return None
+
+
+def stage_copy(source: Path, target: Path, skip: Sequence[Path], limit_bytes: int) -> int:
+    """Copy ``source`` (a file or folder) to ``target``, readable by everyone (folders 0755, files 0644, or
+    0755 when executable), ``skip`` paths left empty (the view masks them), symbolic links kept as links,
+    anything but regular files and folders (FIFOs, sockets, devices) left out; returns the bytes copied. Raises
+    :class:`SandboxRefused` past ``limit_bytes``."""
+    total = 0
+
+    def copy_file(src: Path, dst: Path) -> None:
+        nonlocal total
+        st = src.lstat()
+        if stat.S_ISLNK(st.st_mode):
+            os.symlink(os.readlink(src), dst)
+            return
+        if not stat.S_ISREG(st.st_mode):
+            return
+        total += st.st_size
+        if total > limit_bytes:
+            raise SandboxRefused(f"{source} is not readable by the sandbox user and holds more than {limit_bytes} "
+                                 "bytes, the most a session copies for it (HETERO_SANDBOX_STAGE): make it "
+                                 f"readable to others (chmod -R o+rX {source})")
+        shutil.copyfile(src, dst, follow_symlinks=False)
+        os.chmod(dst, 0o755 if st.st_mode & 0o111 else 0o644)
+
+    if not source.is_dir():
+        copy_file(source, target)
+        return total
+    for folder, dirs, files in os.walk(source):
+        here = Path(folder)
+        out = target / here.relative_to(source)
+        out.mkdir(mode=0o755, exist_ok=True)
+        os.chmod(out, 0o755)
+        keep = []
+        for d in dirs:
+            if here / d in skip:
+                (out / d).mkdir(mode=0o755, exist_ok=True)  # where the view masks it
+                continue
+            if (here / d).is_symlink():
+                copy_file(here / d, out / d)
+            else:
+                keep.append(d)
+        dirs[:] = keep
+        for name in files:
+            if here / name in skip:
+                (out / name).touch(mode=0o644)  # where the view masks it
+            else:
+                copy_file(here / name, out / name)
+    return total
 
 
 class Sandbox:
     """The launcher of one backend instance (one per pytest process): finds bwrap and the sandbox
     user once, then prepares each run.
 
-    ``protect``: paths the code under test must not see (the report folder, the signing key,
-    the gate's kubeconfig…); missing ones are skipped. ``mode``: ``auto`` (default: confine when
+    The view is an allowlist: an empty root, :data:`SYSTEM_READ_ONLY` and :data:`ROOT_LINKS` read-only
+    (``/etc`` less :func:`etc_secrets`), a fresh ``/proc`` (``/proc/sys`` read-only) and a minimal ``/dev``,
+    private size-limited tmpfs on :data:`SHARED_TMP`, the run's declared inputs and interpreter bound
+    read-only at their own paths, its run folder writable, and ``protect`` paths masked last. The run has
+    its own network namespace (loopback only) unless its model is granted the network.
+
+    ``protect``: paths the code under test must not see even inside an input (the report folder, the
+    signing key and its folder…); missing ones are skipped. ``mode``: ``auto`` (default: confine when
     possible, say so when not) or ``off`` (never confine: every run says so), default from
-    ``HETERO_SANDBOX``. Raises ValueError for another mode.
+    ``HETERO_SANDBOX``. Raises ValueError for another mode or a bad :class:`Limits` variable.
     """
 
     def __init__(self, protect: Sequence[Path], mode: str | None = None) -> None:
@@ -225,17 +417,19 @@ class Sandbox:
         if self.mode not in ("auto", "off"):
             raise ValueError(f"HETERO_SANDBOX={self.mode!r}: use auto or off")
         self.protect = [p for p in protect if p is not None]
+        self.limits = Limits.from_environment()
         self._probed = False
         self._bwrap: str | None = None
         self._why_not = ""
         self._user: _Identity | None = None
         self._user_why = ""
-        self._readable: dict[tuple[Path, int], bool] = {}
-        self._hidden_paths: list[Path] | None = None
-        self._rebound: dict[tuple[Path, ...], list[Path]] = {}
-        self._zygotes: dict[tuple[tuple[Path, ...], tuple[Path, ...]], Zygote] = {}
-        self._views: dict[tuple[tuple[Path, ...], tuple[Path, ...]],
-                          tuple[list[tuple[str, str]], list[tuple[str, str]]]] = {}
+        self._system: list[str] | None = None
+        self._zygotes: dict[tuple[tuple[Path, ...], tuple[Path, ...], bool], Zygote] = {}
+        self._staged: dict[Path, Path] = {}
+        """Input (as the run sees it) → the readable copy bound there (:meth:`_stage`)."""
+        self._stage_root: Path | None = None
+        self._staged_bytes = 0
+        self.stage_limit = _size(os.environ, "HETERO_SANDBOX_STAGE", STAGE_LIMIT_BYTES)
         self.shared = os.geteuid() == 0 and os.environ.get("HETERO_SANDBOX_SHARED", "on").strip().lower() != "off"
         """Runs whose folder is in :func:`~.zygote.run_root` (``backends.local.run_folder``) are forked by one
         sandbox per session and view (:mod:`.zygote`; gate running as root only). False (or
@@ -256,9 +450,8 @@ class Sandbox:
             self._why_not = "bubblewrap (bwrap) is not installed: apt-get install bubblewrap"
             return
         try:
-            probe = subprocess.run([bwrap, *self._base_flags(), "--ro-bind", "/", "/", "--proc", "/proc",
-                                    "--dev", "/dev", "--", "/bin/sh", "-c", "exit 0"],
-                                   capture_output=True, text=True, timeout=30, check=False)
+            probe = subprocess.run([bwrap, *self._base_flags(False), *self._system_args(), "--", "/bin/sh", "-c",
+                                    "exit 0"], capture_output=True, text=True, timeout=30, check=False)
         except (OSError, subprocess.TimeoutExpired) as exc:
             self._why_not = f"bwrap cannot run: {exc}"
             return
@@ -270,98 +463,116 @@ class Sandbox:
             self._user, self._user_why = _sandbox_identity(os.environ.get("HETERO_SANDBOX_USER") or SANDBOX_USER)
 
     @staticmethod
-    def _base_flags() -> list[str]:
+    def _base_flags(network: bool) -> list[str]:
         flags = list(BWRAP_FLAGS)
+        if not network:
+            flags.insert(0, "--unshare-net")
         if os.geteuid() != 0:
             flags.insert(0, "--unshare-user")
         return flags
 
-    def _can_read(self, ident: _Identity, paths: Iterable[Path]) -> Path | None:
-        """The first of ``paths`` the sandbox user cannot read (None: it can read them all)."""
-        for path in paths:
-            key = (path, ident.uid)
-            if key not in self._readable:
-                self._readable[key] = readable_by(path, ident.uid, (ident.gid,))
-            if not self._readable[key]:
-                return path
-        return None
+    def _system_args(self) -> list[str]:
+        """The bwrap arguments of the system part of every view (looked up once): the allowlisted folders, the
+        top-level links, ``/etc``'s secrets masked, ``/proc``, ``/dev`` and the private tmpfs."""
+        if self._system is None:
+            args: list[str] = []
+            for name in ROOT_LINKS:
+                if os.path.islink(name):
+                    args += ["--symlink", os.readlink(name), name]
+                elif os.path.isdir(name):
+                    args += ["--ro-bind", name, name]
+            for name in SYSTEM_READ_ONLY:
+                if os.path.isdir(name):
+                    args += ["--ro-bind", name, name]
+            for secret in etc_secrets():
+                args += _mask(secret)
+            # bwrap covers /proc/sys only without a network namespace of its own: bind it read-only (the
+            # net/ part still answers for the run's own network namespace: sysctl looks at the caller's)
+            args += ["--proc", "/proc", "--ro-bind", "/proc/sys", "/proc/sys", "--dev", "/dev"]
+            for tmp in SHARED_TMP:
+                args += ["--size", str(self.limits.tmpfs_bytes), "--perms", "1777", "--tmpfs", tmp]
+            self._system = args
+        return list(self._system)
 
     def prepare(self, argv: Sequence[str], *, cwd: Path, run_dir: Path, inputs: Sequence[Path],
-                env: Mapping[str, str]) -> Launch:
+                env: Mapping[str, str], network: bool = False) -> Launch:
         """How to start ``argv`` confined: working folder ``cwd``; ``run_dir`` its only writable
-        folder (made owned by the sandbox user when there is one); ``inputs`` the paths it must
-        read (bound back read-only where a hidden path covers them); ``env`` its environment
-        (see :func:`child_environment`)."""
+        folder (made owned by the sandbox user when the gate runs as root); ``inputs`` the paths it must
+        read (bound read-only); ``env`` its environment (see :func:`child_environment`); ``network``: the
+        matrix grants the run the host's network (else loopback only). Raises :class:`SandboxRefused` when
+        the gate runs as root and the run's unprivileged user cannot read ``cwd`` or an input."""
         self._probe()
         if self._bwrap is None:
             return self._plain(argv, env)
-        inputs = [p for p in inputs if p.exists()]
-        identity, gaps, user = self._identity(cwd, inputs, run_dir)
+        own = run_dir.resolve()
+        bound = [p for p in self._inputs([cwd, *inputs]) if p != own and own not in p.parents]
         protected = self._protected()
-        if self.shared and run_dir.parent == run_root():  # run folders of backends.local.run_folder
-            return self._forked(argv, user, identity, gaps, cwd=cwd, inputs=inputs, run_dir=run_dir,
-                                protected=protected, env=env)
-        args = self._bwrap_args(cwd, inputs, run_dir, protected)
-        inner = _dropped(argv, user)
-        if "setpriv" in inner[:1]:
-            args += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--cap-add", "CAP_SETPCAP"]
+        identity, copied, user = self._identity(bound, run_dir, protected)
+        gaps: list[str] = []
+        network_fact = "host network (granted by the matrix)" if network else "loopback only (own network namespace)"
+        if network:
+            gaps.append("it can reach the host's network and every service listening on it (granted by the matrix)")
+        namespaces = ("pid", "mount", "ipc", "uts", *(() if network else ("net",)),
+                      *(("user",) if os.geteuid() != 0 else ()))
         confinement = Confinement(
-            mechanism="bubblewrap", identity=identity, confined=True,
-            namespaces=("pid", "mount", "ipc", "uts", *(("user",) if os.geteuid() != 0 else ())),
-            hidden=tuple(str(p) for p in [*(self._hidden_paths or ()), *protected]), writable=(str(run_dir),),
-            gaps=tuple(gaps))
+            mechanism="bubblewrap", identity=identity, confined=True, namespaces=namespaces,
+            visible=tuple([*SYSTEM_READ_ONLY, *(str(p) for p in bound)]),
+            hidden=tuple(str(p) for p in [*etc_secrets(), *protected]), writable=(str(run_dir),),
+            gaps=tuple(gaps), network=network_fact, limits=self.limits, copied=tuple(copied))
+        if self.shared and run_dir.parent == run_root():  # run folders of backends.local.run_folder
+            return self._forked(argv, user, confinement, cwd=cwd, bound=bound, run_dir=run_dir,
+                                protected=protected, env=env, network=network)
+        args = [*self._view(bound, run_dir, protected, network), "--chdir", str(cwd)]
+        inner = [*self.limits.prlimit(), *_dropped(argv, user)]
+        if os.geteuid() == 0:
+            args += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--cap-add", "CAP_SETPCAP"]
         blob = b"".join(a.encode() + b"\0" for a in args)
         return Launch(argv=[str(self._bwrap), "--args", "{fd}", "--", *inner], env=dict(env),
                       confinement=confinement, args=blob)
 
-    def _forked(self, argv: Sequence[str], user: tuple[int, int] | None, identity: str, gaps: list[str], *, cwd: Path,
-                inputs: Sequence[Path], run_dir: Path, protected: Sequence[Path], env: Mapping[str, str]) -> Launch:
+    def _forked(self, argv: Sequence[str], user: tuple[int, int] | None, confinement: Confinement, *,
+                cwd: Path, bound: Sequence[Path], run_dir: Path, protected: Sequence[Path],
+                env: Mapping[str, str], network: bool) -> Launch:
         """The launch of a run forked by the session's sandbox for this view (started on first use by
-        ``backends.local``): its mount, IPC and PID namespaces are its own; it runs as ``user`` (or uid 0),
-        without any capability (the sandbox's PID 1 keeps
-        ``CAP_SYS_ADMIN`` to set each run up; the run's process drops everything before its exec)."""
-        hidden, rebound = self._hidden_and_rebound(cwd, inputs)
-        zkey = (tuple(rebound), tuple(protected))
+        ``backends.local``): its mount, IPC and PID namespaces are its own (the network namespace is the
+        sandbox's: loopback only unless granted); it runs as ``user``, without any capability (the sandbox's
+        PID 1 keeps ``CAP_SYS_ADMIN`` to set each run up; the run's process drops everything before its
+        exec)."""
+        zkey = (tuple(bound), tuple(protected), network)
         zygote = self._zygotes.get(zkey)
         if zygote is not None and zygote.alive() and zygote.stale():
             zygote.close()
         if zygote is None or (zygote.proc is not None and not zygote.alive()):
-            zygote = self._zygotes[zkey] = self._zygote(rebound, protected, hidden)
-        if zkey not in self._views:
-            self._views[zkey] = self._fresh_and_kept(rebound, hidden)
-        fresh, keep = self._views[zkey]
-        confinement = Confinement(
-            mechanism="bubblewrap", identity=identity, confined=True, namespaces=("pid", "mount", "ipc"),
-            hidden=tuple(str(p) for p in [*hidden, *protected]), writable=(str(run_dir),), gaps=tuple(gaps))
-        return Launch(argv=list(argv), env=dict(env), confinement=confinement, zygote=zygote, fresh=fresh,
-                      keep=[*keep, (str(run_dir), "rw")], user=user)
+            zygote = self._zygotes[zkey] = self._zygote(bound, protected, network)
+        fresh, keep = self._fresh_and_kept(bound)
+        return Launch(argv=list(argv), env=dict(env), confinement=replace(confinement, namespaces=tuple(
+                          n for n in confinement.namespaces if n != "uts")),
+                      zygote=zygote, fresh=fresh, keep=[*keep, (str(run_dir), "rw")], user=user,
+                      limits=self.limits)
 
     @staticmethod
-    def _fresh_and_kept(rebound: Sequence[Path], hidden: Sequence[Path]
-                        ) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    def _fresh_and_kept(bound: Sequence[Path]) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
         """(the paths a run of this view gets an empty tmpfs on, with their mode; the inputs under them to bind
-        back read-only): every hidden folder (the session's tmpfs there is writable by a run that stays
-        uid 0: the gate's home, ``/run/user``…; ``/tmp`` and ``/var/tmp`` world-writable), ``/dev/shm``, and
-        the folder of the run folders unless one of those holds it. Nothing a run writes reaches the next."""
-        fresh = [(str(h), "1777" if str(h) in SHARED_TMP else "0755") for h in hidden if h.is_dir()]
-        fresh.append(("/dev/shm", "1777"))
+        back read-only): :data:`SHARED_TMP` and the folder of the run folders unless one of those holds it.
+        Nothing a run writes reaches the next."""
+        fresh = [(h, "1777") for h in SHARED_TMP]
         root = run_root().resolve()
         if not any(root == Path(f) or Path(f) in root.parents for f, _ in fresh):
             fresh.append((str(root), "0711"))
         under = [Path(f) for f, _ in fresh]
-        return fresh, [(str(p), "ro") for p in rebound if any(f == p or f in p.parents for f in under)]
+        return fresh, [(str(p), "ro") for p in bound if any(f == p or f in p.parents for f in under)]
 
-    def _zygote(self, rebound: Sequence[Path], protected: Sequence[Path], hidden: Sequence[Path]) -> Zygote:
+    def _zygote(self, bound: Sequence[Path], protected: Sequence[Path], network: bool) -> Zygote:
         """A (not yet started) sandbox for this view: the arguments of a single run's bubblewrap with the
         folder of all run folders writable in place of one, the capabilities its PID 1 needs, and the
-        gate's interpreter bound back (then unmounted by it) when a hidden path covers it."""
+        gate's interpreter bound (then unmounted by it) when it is not an input."""
         assert self._bwrap is not None
         root = run_root().resolve()
-        args = self._view(hidden, rebound, root, protected)
+        args = self._view(bound, root, protected, network)
         prefix = Path(os.path.realpath(sys.base_prefix))
         unmount: list[str] = []
-        if any(h == prefix or h in prefix.parents for h in hidden) and \
-                not any(r == prefix or r in prefix.parents for r in rebound):
+        if not any(r == prefix or r in prefix.parents for r in bound) and \
+                not any(Path(s) == prefix or Path(s) in prefix.parents for s in SYSTEM_READ_ONLY):
             args += ["--ro-bind", str(prefix), str(prefix)]
             unmount.append(str(prefix))
         for cap in ("CAP_SYS_ADMIN", "CAP_SETUID", "CAP_SETGID", "CAP_SETPCAP"):
@@ -371,68 +582,97 @@ class Sandbox:
                       {"PATH": os.environ.get("PATH", os.defpath), "LANG": "C.UTF-8"},
                       python=str(python if python.is_file() else os.path.realpath(sys.executable)), root=root)
 
+    def _stage(self, path: Path, user: _Identity, protected: Sequence[Path]) -> Path:
+        """Copy ``path`` once per session into this process's staging folder (``<tmp>/hetero-run-<pid>-stage``,
+        0700, removed by :meth:`close` or ``sweep_run_folders``), readable by ``user``, without the protected
+        paths inside it; the copy is bound read-only at ``path``. Returns the first entry ``user`` could not
+        read (for the record). Raises :class:`SandboxRefused` past :attr:`stage_limit`."""
+        why = unreadable_inside(path, user.uid, (user.gid,), protected) or path
+        if path in self._staged:
+            return why
+        if self._stage_root is None:
+            self._stage_root = Path(tempfile.gettempdir()) / f"hetero-run-{os.getpid()}-stage"
+            shutil.rmtree(self._stage_root, ignore_errors=True)
+            self._stage_root.mkdir(mode=0o700)
+        target = self._stage_root / str(len(self._staged))
+        self._staged_bytes += stage_copy(path, target, protected, self.stage_limit - self._staged_bytes)
+        self._staged[path] = target
+        return why
+
     def close(self) -> list[str]:
-        """End every sandbox this launcher started; what did not end by itself (one line each)."""
+        """End every sandbox this launcher started and remove the staged copies; what did not end by itself
+        (one line each)."""
         problems = [why for why in (z.close() for z in self._zygotes.values()) if why]
         self._zygotes.clear()
+        if self._stage_root is not None:
+            shutil.rmtree(self._stage_root, ignore_errors=True)
+            self._stage_root = None
+            self._staged.clear()
+            self._staged_bytes = 0
         with suppress(OSError):
             run_root().rmdir()  # when no run folder is left in it
         return problems
 
-    def _identity(self, cwd: Path, inputs: Sequence[Path], run_dir: Path
+    def _identity(self, bound: Sequence[Path], run_dir: Path, protected: Sequence[Path]
                   ) -> tuple[str, list[str], tuple[int, int] | None]:
-        """(who the run runs as, the gaps that leaves, the (uid, gid) it switches to or None); gives
-        ``run_dir`` to the sandbox user when the run switches to it (it can read ``cwd`` and ``inputs``)."""
-        user = self._user
-        unreadable = self._can_read(user, [cwd, *inputs]) if user is not None else None
+        """(who the run runs as, the inputs it sees as a copy (one line each), the (uid, gid) it switches to:
+        None when the gate is not root, and the run keeps the gate's uid in a user namespace); gives
+        ``run_dir`` to the sandbox user. An input the sandbox user cannot read (a matrix in a 0700 folder) is
+        copied readable (:meth:`_stage`), never run as uid 0; raises :class:`SandboxRefused` when that copy
+        would exceed :attr:`stage_limit`."""
         if os.geteuid() != 0:
-            return f"uid {os.geteuid()} (the gate's user) in a user namespace", \
-                ["files of the gate's user outside the hidden paths are readable by it"], None
-        if user is not None and unreadable is None:
-            os.chown(run_dir, user.uid, user.gid)
-            for sub in run_dir.iterdir():
-                os.chown(sub, user.uid, user.gid)
-            return f"{user.name} (uid {user.uid}), no capabilities", [], (user.uid, user.gid)
-        why = f"{user.name} cannot read {unreadable}" if user is not None else self._user_why
-        return f"uid 0 without capabilities ({why})", \
-            ["root-owned files outside the hidden paths are readable by it (uid 0, no capabilities)"], None
+            return f"uid {os.geteuid()} (the gate's user, unprivileged) in a user namespace", [], None
+        user = self._user
+        assert user is not None
+        copied = [f"{path} (copied: {user.name} cannot read {self._stage(path, user, protected)})"
+                  for path in bound if path in self._staged or
+                  unreadable_inside(path, user.uid, (user.gid,), protected) is not None]
+        os.chown(run_dir, user.uid, user.gid)
+        for sub in run_dir.iterdir():
+            os.chown(sub, user.uid, user.gid)
+        why = f" ({self._user_why})" if self._user_why else ""
+        return f"{user.name} (uid {user.uid}), no capabilities{why}", copied, (user.uid, user.gid)
 
-    def _bwrap_args(self, cwd: Path, inputs: Sequence[Path], run_dir: Path, protected: Sequence[Path]) -> list[str]:
-        """The arguments of bwrap: namespaces, read-only root, hidden paths, inputs bound back, the run
-        folder writable, protected paths hidden last (a key inside the matrix folder stays hidden)."""
-        hidden, rebound = self._hidden_and_rebound(cwd, inputs)
-        return [*self._view(hidden, rebound, run_dir, protected), "--chdir", str(cwd)]
+    @staticmethod
+    def _inputs(paths: Iterable[Path]) -> list[Path]:
+        """The existing ``paths`` resolved, outermost first, none inside another or inside a system folder
+        already visible; ``/`` is never bound (it would undo the allowlist)."""
+        out: list[Path] = []
+        system = [Path(s) for s in SYSTEM_READ_ONLY]
+        for path in paths:
+            try:
+                real = path.resolve()
+            except OSError:
+                continue
+            if real == Path("/") or not real.exists() or real in out:
+                continue
+            if any(s == real or s in real.parents for s in system):
+                continue
+            out.append(real)
+        out.sort(key=lambda p: len(p.parts))
+        return [p for i, p in enumerate(out) if not any(q in p.parents for q in out[:i])]
 
-    def _hidden_and_rebound(self, cwd: Path, inputs: Sequence[Path]) -> tuple[list[Path], list[Path]]:
-        """(the hidden paths, the inputs and ``cwd`` under them to bind back), each looked up once."""
-        if self._hidden_paths is None:
-            self._hidden_paths = self._hidden()
-        key = (cwd, *inputs)
-        if key not in self._rebound:
-            self._rebound[key] = self._rebind(inputs, cwd, self._hidden_paths)
-        return self._hidden_paths, self._rebound[key]
-
-    def _view(self, hidden: Sequence[Path], rebound: Sequence[Path], writable: Path,
-              protected: Sequence[Path]) -> list[str]:
-        """The bwrap arguments of a view: namespaces, read-only root, ``hidden`` paths (an empty tmpfs, or
-        ``/dev/null`` for a file), ``rebound`` inputs back read-only, ``writable`` bound writable (its
-        parent made 0711 where a hidden path holds it: bwrap would make it 0700 and the sandbox user must
-        pass), ``protected`` paths hidden last (a key inside the matrix folder stays hidden)."""
-        args = [*self._base_flags(), "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev",
-                "--perms", "1777", "--tmpfs", "/dev/shm"]
-        for path in hidden:
-            if not path.is_dir():
-                args += ["--ro-bind", "/dev/null", str(path)]
-            else:
-                args += [*(("--perms", "1777") if str(path) in SHARED_TMP else ()), "--tmpfs", str(path)]
-        for path in rebound:
-            args += ["--ro-bind", str(path), str(path)]
-        parent = writable.parent
-        if any(h in parent.parents for h in hidden):
-            args += ["--perms", "0711", "--dir", str(parent)]
-        args += ["--bind", str(writable), str(writable)]
+    def _view(self, bound: Sequence[Path], writable: Path, protected: Sequence[Path], network: bool) -> list[str]:
+        """The bwrap arguments of a view: namespaces, the system part (:meth:`_system_args`), ``bound``
+        inputs read-only (the folders above them made 0755; a staged copy where :meth:`_stage` made one),
+        ``writable`` bound writable (its parent made 0711: a run must not list its neighbours), ``protected``
+        paths masked last (a key inside the matrix folder stays hidden)."""
+        args = [*self._base_flags(network), *self._system_args()]
+        system = [Path(s) for s in SYSTEM_READ_ONLY]
+        made: list[Path] = []
+        for path in bound:
+            for above in reversed(path.parents):  # bwrap would copy the host's mode (a 0700 /root)
+                if above != Path("/") and above not in made and not any(s == above or s in above.parents
+                                                                        for s in system):
+                    args += ["--perms", "0755", "--dir", str(above)]
+                    made.append(above)
+            args += ["--ro-bind", str(self._staged.get(path, path)), str(path)]
+        args += ["--perms", "0711", "--dir", str(writable.parent), "--bind", str(writable), str(writable)]
         for path in protected:
-            args += ["--ro-bind", "/dev/null", str(path)] if path.is_file() else ["--tmpfs", str(path)]
+            copy = next((self._staged[b] / path.relative_to(b) for b in bound
+                         if b in self._staged and (b == path or b in path.parents)), None)
+            if copy is None or os.path.lexists(copy):  # not in a copy: it stays masked; absent from one: unseen
+                args += _mask(path)
         return args
 
     def _protected(self) -> list[Path]:
@@ -447,45 +687,19 @@ class Sandbox:
                 out.append(real)
         return out
 
-    def _hidden(self) -> list[Path]:
-        """Existing paths of :data:`HIDE_ALWAYS`, the gate's home and the engines' credentials, resolved,
-        outermost first, none inside another (the inputs and the run folder are bound back afterwards)."""
-        found: list[Path] = []
-        kubeconfig = os.environ.get("KUBECONFIG", "")
-        extra: list[str | Path] = [Path.home(), *(Path(p) for p in kubeconfig.split(os.pathsep) if p)]
-        docker = os.environ.get("DOCKER_HOST", "")
-        if docker.startswith("unix://"):
-            extra.append(Path(docker[len("unix://"):]))
-        for raw in [*HIDE_ALWAYS, *extra]:
-            try:
-                path = Path(raw).resolve()
-            except OSError:
-                continue
-            if path == Path("/") or not path.exists() or path in found:
-                continue
-            if any(q == path or q in path.parents for q in found):
-                continue
-            found = [q for q in found if path not in q.parents]
-            found.append(path)
-        return sorted(found, key=lambda p: len(p.parts))
-
-    @staticmethod
-    def _rebind(inputs: Sequence[Path], cwd: Path, hidden: Sequence[Path]) -> list[Path]:
-        """The inputs (and ``cwd``) that lie under a hidden path, to be bound back read-only, outermost first."""
-        out: list[Path] = []
-        for path in [cwd, *inputs]:
-            real = path.resolve()
-            if real.exists() and any(h == real or h in real.parents for h in hidden) and real not in out:
-                out.append(real)
-        out.sort(key=lambda p: len(p.parts))
-        return [p for i, p in enumerate(out) if not any(q in p.parents for q in out[:i])]
-
     def _plain(self, argv: Sequence[str], env: Mapping[str, str]) -> Launch:
         """Unconfined start (no bwrap): killed with pytest by the kernel's parent-death signal."""
         launcher = ["setpriv", "--pdeathsig", "KILL", "--"] if shutil.which("setpriv") else []
         gaps = ("it can read the signing key and every file the gate can", "it can write into the bundle and journal",
-                "it can read and signal the gate's processes",
+                "it can read and signal the gate's processes", "it can reach every engine socket and the network",
                 "children that leave its process group survive it")
         return Launch(argv=[*launcher, *argv], env=dict(env),
                       confinement=Confinement(mechanism="none", identity=f"uid {os.geteuid()} (the gate's own)",
                                               confined=False, gaps=gaps, reason=self._why_not))
+
+
+def _mask(path: Path) -> list[str]:
+    """The bwrap arguments hiding ``path``: ``/dev/null`` over a file, an empty read-only tmpfs over a folder."""
+    if path.is_dir() and not path.is_symlink():
+        return ["--perms", "0000", "--tmpfs", str(path), "--remount-ro", str(path)]
+    return ["--ro-bind", "/dev/null", str(path)]

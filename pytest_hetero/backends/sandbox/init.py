@@ -12,16 +12,18 @@ Protocol, over the ``SOCK_SEQPACKET`` control socket (one message each, JSON):
 
 - this process → gate: ``{"ready": true}`` once set up (or ``{"error": …}`` and exit);
 - gate → this process: a run request ``{"argv", "env", "cwd", "fresh": [[path, mode], …],
-  "keep": [[path, "ro"|"rw"], …], "user": [uid, gid] | null}`` (the run folder is the last ``keep``)
+  "keep": [[path, "ro"|"rw"], …], "user": [uid, gid] | null, "limits": {tmpfs_bytes, file_bytes, processes,
+  memory_bytes} | null}`` (the run folder is the last ``keep``)
   with three descriptors (SCM_RIGHTS): the run's stdout and stderr write ends and its *link*, one end
   of a socket pair of its own; an empty message (or EOF) ends the session.
 
 For each request a supervisor process is forked. It takes new mount, IPC and PID namespaces
-(``unshare(2)``), mounts a fresh tmpfs on every ``fresh`` path (every hidden folder, ``/dev/shm``, the
-folder of the run folders: nothing one run writes there is seen by the next), binds the run's own
-folder back writable, and forks the run: PID 1 of the new PID namespace, with ``/proc`` of its own, a
-new session, stdin ``/dev/null``, only its stdout/stderr open, exec'd (``execvpe``, ``PATH`` of its
-environment) as ``argv`` once every capability is gone and, with ``user``, it runs as that uid and
+(``unshare(2)``), mounts a fresh size-limited tmpfs on every ``fresh`` path (``/tmp``, ``/var/tmp``,
+``/dev/shm``, the folder of the run folders: nothing one run writes there is seen by the next), binds the
+run's own folder back writable, and forks the run: PID 1 of the new PID namespace, with ``/proc`` of its
+own (``/proc/sys`` read-only), its resource limits set, a new session, stdin ``/dev/null``, only its
+stdout/stderr open, exec'd (``execvpe``, ``PATH`` of its environment) as ``argv`` once every capability
+is gone and, with ``user``, it runs as that uid and
 gid (:func:`_drop_privileges`: what ``setpriv`` did for a bubblewrap per run). The supervisor then
 waits for the run or a ``kill`` on the link (or the link's EOF: the gate is gone), kills the run's
 PID 1 (the kernel then kills every process of its namespace), and answers on the link:
@@ -108,9 +110,10 @@ def _namespaces(request: dict[str, Any]) -> None:
     _mount(None, "/", None, MS_REC | MS_PRIVATE)
     keep = [(str(path), mode, os.open(path, os.O_PATH | os.O_CLOEXEC))  # reachable once hidden below
             for path, mode in request["keep"]]
+    size = int((request.get("limits") or {}).get("tmpfs_bytes") or 0)
     for path, mode in request["fresh"]:
         if os.path.isdir(path):
-            _mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, f"mode={mode}")
+            _mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, f"mode={mode}" + (f",size={size}" if size else ""))
     for path, mode, fd in keep:
         if os.path.isdir(f"/proc/self/fd/{fd}"):
             os.makedirs(path, mode=0o755, exist_ok=True)
@@ -121,6 +124,21 @@ def _namespaces(request: dict[str, Any]) -> None:
         if mode == "ro":
             _mount(None, path, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
         os.close(fd)
+
+
+PROC_READ_ONLY = ("sys", "sysrq-trigger", "irq", "bus")
+"""Parts of a run's ``/proc`` bound read-only over themselves (as bubblewrap's ``--proc`` does)."""
+
+
+def _limit(limits: dict[str, Any]) -> None:
+    """Set the run's resource limits (``Limits.facts`` of the gate): ``RLIMIT_FSIZE``, ``RLIMIT_NPROC``,
+    ``RLIMIT_DATA``, and no core files."""
+    for name, which in (("file_bytes", resource.RLIMIT_FSIZE), ("processes", resource.RLIMIT_NPROC),
+                        ("memory_bytes", resource.RLIMIT_DATA)):
+        value = int(limits.get(name) or 0)
+        if value > 0:
+            resource.setrlimit(which, (value, value))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
 
 
 def _drop_privileges(user: list[int] | None) -> None:
@@ -150,6 +168,12 @@ def _exec_run(request: dict[str, Any], out: int, err: int, report: int) -> None:
         for sig in (signal.SIGPIPE, signal.SIGXFSZ, signal.SIGCHLD):  # Python ignores the first two
             signal.signal(sig, signal.SIG_DFL)
         _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+        for sub in PROC_READ_ONLY:  # what bubblewrap's --proc covers: the host's sysctls stay unwritable
+            path = f"/proc/{sub}"
+            if os.path.exists(path):
+                _mount(path, path, None, MS_BIND | MS_REC)
+                _mount(None, path, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC)
+        _limit(request.get("limits") or {})
         os.setsid()
         null = os.open("/dev/null", os.O_RDONLY)
         os.dup2(null, 0)

@@ -168,10 +168,12 @@ class Zygote:
         return (st.st_dev, st.st_ino) != self._root_id
 
     def submit(self, argv: list[str], env: dict[str, str], cwd: Path, fresh: list[tuple[str, str]],
-               keep: list[tuple[str, str]], user: tuple[int, int] | None) -> ZygoteRun:
+               keep: list[tuple[str, str]], user: tuple[int, int] | None,
+               limits: dict[str, int] | None = None) -> ZygoteRun:
         """Ask for one run of ``argv`` (environment ``env``, working folder ``cwd``), with an empty tmpfs on
         each ``fresh`` (path, mode) and each ``keep`` (path, ``ro``/``rw``) bound back above them, outermost
-        first (the run folder, ``rw``, last), as ``user`` (uid, gid; None: uid 0), without any capability;
+        first (the run folder, ``rw``, last), as ``user`` (uid, gid; None: uid 0), without any capability,
+        with ``limits`` (``Limits.facts``: tmpfs size, RLIMIT_FSIZE, RLIMIT_NPROC, RLIMIT_DATA);
         returns its :class:`ZygoteRun` (stdout/stderr read ends, the
         link). Raises ZygoteFailed when the sandbox no longer takes requests."""
         if not self.alive():
@@ -181,7 +183,7 @@ class Zygote:
         err_r, err_w = os.pipe()
         link, far = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         request = {"argv": argv, "env": env, "cwd": str(cwd), "fresh": fresh, "keep": keep,
-                   "user": list(user) if user is not None else None}
+                   "user": list(user) if user is not None else None, "limits": limits}
         try:
             socket.send_fds(self.control, [json.dumps(request).encode()], [out_w, err_w, far.fileno()])
         except OSError as exc:
