@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import difflib
 import hashlib
-import json
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +35,7 @@ def check(ctx: LayerContext) -> None:
                           "no_rules")
     rules = _rules(ctx, dataset.acceptance)
     depends = ctx.planned.depends_on or ()
-    from pytest_hetero.layers.execution import repeats
+    from pytest_hetero.layers.execution import parse_outputs, repeats
 
     count = repeats(ctx) if ctx.model.serving is None else 1
     failures: list[tuple[str, str]] = []
@@ -44,7 +43,7 @@ def check(ctx: LayerContext) -> None:
     for run in range(1, count + 1) if count > 1 else (0,):
         try:
             # bytes: every encoding the model layer accepted as JSON (UTF-8, UTF-16, UTF-32)
-            outputs = json.loads(outputs_of(ctx, depends, run))
+            outputs = parse_outputs(outputs_of(ctx, depends, run))
         except (OSError, ValueError) as exc:
             raise LayerBroken(f"outputs of {'::'.join(depends)} unreadable: {exc}", "outputs_unavailable") from None
         if not isinstance(outputs, dict):

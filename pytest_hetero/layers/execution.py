@@ -117,20 +117,76 @@ def _run_once(ctx: LayerContext, run: int) -> None:
         raise LayerFailed(f"entrypoint exited with {result.exit_code}: {last}", "nonzero_exit")
     if result.outputs is None:
         raise LayerFailed("entrypoint wrote no outputs file", "no_outputs")
-    raw = result.outputs
+    judge_outputs(ctx, result.outputs, run)
+
+
+def judge_outputs(ctx: LayerContext, raw: bytes, run: int) -> None:
+    """Keep the outputs of run ``run`` when they are a JSON object :func:`parse_outputs` reads; else keep
+    them as unusable and raise LayerFailed ``bad_outputs`` (algorithm: the model wrote them)."""
     try:
-        parsed = json.loads(raw, object_pairs_hook=_unique_keys)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        where = keep_bad_outputs(ctx, raw, run)
-        raise LayerFailed(f"outputs file is not JSON: {exc}{where}", "bad_outputs") from None
+        parsed = parse_outputs(raw)
     except DuplicateKey as exc:
         where = keep_bad_outputs(ctx, raw, run)
         raise LayerFailed(f"outputs file repeats key {exc.key!r} in one object: which value counts would be a "
                           f"guess{where}", "bad_outputs") from None
+    except OutputsUnusable as exc:
+        where = keep_bad_outputs(ctx, raw, run)
+        raise LayerFailed(f"outputs file {exc}{where}", "bad_outputs") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        where = keep_bad_outputs(ctx, raw, run)
+        raise LayerFailed(f"outputs file is not JSON: {exc}{where}", "bad_outputs") from None
     if not isinstance(parsed, dict):
         where = keep_bad_outputs(ctx, raw, run)
         raise LayerFailed(f"outputs file is a JSON {type(parsed).__name__}, not an object{where}", "bad_outputs")
     keep_outputs(ctx, raw, run)
+
+
+MAX_OUTPUTS_DEPTH = 64
+"""Deepest nesting of arrays and objects an outputs file may have (metrics and per-sample lists need 3)."""
+
+MAX_NUMBER_CHARS = 64
+"""Longest number literal of an outputs file (an integer beyond 10**63 is no metric; Python would refuse one
+of 4,300 digits with a ValueError and turn one of 400 into an OverflowError at the first comparison)."""
+
+
+class OutputsUnusable(ValueError):
+    """The outputs file is JSON the gate will not judge: nested deeper than :data:`MAX_OUTPUTS_DEPTH`, or a
+    number longer than :data:`MAX_NUMBER_CHARS`. The message completes "outputs file …"."""
+
+
+def _number(kind: type[int] | type[float]) -> Any:
+    def parse(text: str) -> int | float:
+        if len(text) > MAX_NUMBER_CHARS:
+            raise OutputsUnusable(f"holds a {len(text)}-character number ({text[:20]}…); numbers of more than "
+                                  f"{MAX_NUMBER_CHARS} characters are not read: write metrics as ordinary numbers")
+        return kind(text)
+    return parse
+
+
+def parse_outputs(raw: bytes | str) -> Any:
+    """The JSON value of an outputs file (RFC 8259; UTF-8, UTF-16 or UTF-32 bytes as ``json.loads``
+    detects them), read within bounds: every object's keys unique, numbers of at most
+    :data:`MAX_NUMBER_CHARS` characters, nesting at most :data:`MAX_OUTPUTS_DEPTH` deep (checked without
+    recursion; a nesting deep enough to exhaust the parser's recursion is refused the same way).
+
+    Raises DuplicateKey, OutputsUnusable (both ValueError), json.JSONDecodeError or UnicodeDecodeError;
+    never RecursionError. The model and business layers read outputs only through it."""
+    try:
+        parsed = json.loads(raw, object_pairs_hook=_unique_keys, parse_int=_number(int), parse_float=_number(float))
+    except RecursionError:
+        raise OutputsUnusable(f"is nested deeper than the parser's limit (the most read is {MAX_OUTPUTS_DEPTH} "
+                              "levels of arrays and objects)") from None
+    stack: list[tuple[Any, int]] = [(parsed, 1)]
+    while stack:
+        value, depth = stack.pop()
+        children = value.values() if isinstance(value, dict) else value if isinstance(value, list) else None
+        if children is None:
+            continue
+        if depth > MAX_OUTPUTS_DEPTH:
+            raise OutputsUnusable(f"is nested {depth}+ levels deep; the most read is {MAX_OUTPUTS_DEPTH} levels "
+                                  "of arrays and objects")
+        stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
+    return parsed
 
 
 class DuplicateKey(ValueError):
