@@ -34,6 +34,12 @@ OPTIONS: tuple[tuple[str, dict[str, object]], ...] = (
                            "help": "concurrent scheduling/startup probes per backend"}),
     ("--hetero-sign-key", {"default": None, "metavar": "PEM",
                            "help": "Ed25519 private key to sign the bundle (or $HETERO_SIGN_KEY)"}),
+    ("--hetero-sign-command", {"default": None, "metavar": "CMD",
+                               "help": "external Ed25519 signer instead of a key file (or $HETERO_SIGN_COMMAND): "
+                                       "reads the message on stdin, writes the signature (raw, base64 or hex) "
+                                       "on stdout; needs --hetero-sign-public"}),
+    ("--hetero-sign-public", {"default": None, "metavar": "PEM",
+                              "help": "public key of --hetero-sign-command (or $HETERO_SIGN_PUBLIC)"}),
     ("--hetero-profile", {"default": None, "metavar": "NAME", "help": "matrix profile (graded depth) to run"}),
     ("--hetero-kube-context", {"default": None, "metavar": "NAME",
                                "help": "kubeconfig context for the kubernetes backend"}),
@@ -75,6 +81,19 @@ INI: tuple[tuple[str, str, str], ...] = (
 
 
 @dataclass(frozen=True)
+class SignCommand:
+    """An external signer, so the run key need never sit on the host that runs the code under test (a KMS,
+    an HSM, a signing service reached over ssh…): ``command`` (shell words, split with :func:`shlex.split`,
+    run without a shell) reads the message on stdin — the DSSE pre-authentication encoding (``bundle.signing.pae``), or
+    the journal key's derivation message — and writes its Ed25519 signature on stdout: the 64 raw bytes,
+    or that in base64 or hex text. ``public``: the signer's public key PEM (the keyid and a check of every
+    signature it returns come from it)."""
+
+    command: str
+    public: Path
+
+
+@dataclass(frozen=True)
 class Settings:
     """The run's settings. Paths are absolute; ``parallel`` ≥ 1; ``timeout_scale`` > 0."""
 
@@ -86,7 +105,7 @@ class Settings:
     backend: str | None
     keep: bool
     parallel: int
-    sign_key: Path | None
+    sign_key: Path | SignCommand | None
     profile: str | None
     timeout_scale: float
     kube_context: str | None = None
@@ -142,6 +161,14 @@ def build_settings(option: Callable[[str], Any], ini: Callable[[str], Any], root
     scale = option("--hetero-timeout-scale")
     scale = ini("hetero_timeout_scale") if scale is None else scale
     key = option("--hetero-sign-key") or os.environ.get("HETERO_SIGN_KEY")
+    command = option("--hetero-sign-command") or os.environ.get("HETERO_SIGN_COMMAND")
+    public = option("--hetero-sign-public") or os.environ.get("HETERO_SIGN_PUBLIC")
+    if command and key:
+        raise SettingsError("--hetero-sign-key and --hetero-sign-command both given",
+                            hint="sign with one: a key file, or an external signer command")
+    if command and not public:
+        raise SettingsError("--hetero-sign-command needs --hetero-sign-public PEM (the signer's public key)",
+                            hint="pass the .pub of the key the command signs with")
     run_id = run_id or option("--hetero-run-id") or new_run_id()
     if not RUN_ID.fullmatch(run_id):
         raise SettingsError(f"--hetero-run-id {run_id!r} is not a plain folder name",
@@ -155,7 +182,8 @@ def build_settings(option: Callable[[str], Any], ini: Callable[[str], Any], root
         backend=option("--hetero-backend"),
         keep=bool(option("--hetero-keep")),
         parallel=int(_number(parallel, "hetero_parallel", int, 1)),
-        sign_key=Path(key).resolve() if key else None,
+        sign_key=SignCommand(str(command), Path(str(public)).resolve()) if command else
+        Path(key).resolve() if key else None,
         profile=option("--hetero-profile"),
         timeout_scale=_number(scale, "hetero_timeout_scale", float, 0.001),
         kube_context=option("--hetero-kube-context"),

@@ -74,7 +74,10 @@ class LocalBackend(Backend):
         self._images: dict[str, str] = {}
         self._environments: dict[Path, dict[str, Any]] = {}
         self._env_paths: dict[Path, list[Path]] = {}
-        self.sandbox = Sandbox([settings.report_dir, settings.sign_key] if settings is not None else [])
+        key = settings.sign_key if settings is not None and isinstance(settings.sign_key, Path) else None
+        # the key and its folder (the folder is masked only where it holds no input: the key file still is)
+        self.sandbox = Sandbox([settings.report_dir, *((key, key.parent) if key else ())] if settings is not None
+                               else [])
         sweep_run_folders()
 
     def close(self) -> list[Leftover]:

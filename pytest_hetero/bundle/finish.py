@@ -45,6 +45,7 @@ from pytest_hetero.errors import BundleError, Location
 from pytest_hetero.evidence.inputs import INPUTS, write_atomic
 from pytest_hetero.evidence.model import gc_paused
 from pytest_hetero.evidence.recorder import EVIDENCE, JOURNAL, write_evidence
+from pytest_hetero.settings import SignCommand
 
 if TYPE_CHECKING:
     from pytest_hetero.evidence.inputs import RunInputs
@@ -253,7 +254,7 @@ def recorded(evidence: dict[str, Any], inputs: RunInputs | None, bundle: Path) -
     return out, problems
 
 
-def finish_bundle(evidence: dict[str, Any], bundle_dir: Path, key_path: Path | None,
+def finish_bundle(evidence: dict[str, Any], bundle_dir: Path, key_path: Path | SignCommand | None,
                   owners: dict[str, dict[str, str]], inputs: RunInputs | list[tuple[str, str]] | None = None
                   ) -> str | None:
     """Write manifest.json, the statement and its envelope; sign with ``key_path`` when given.
@@ -272,17 +273,18 @@ def finish_bundle(evidence: dict[str, Any], bundle_dir: Path, key_path: Path | N
     TamperDetected when anything was kept out.
     """
     from pytest_hetero.bundle.signing import (
+        Signer,
         build_predicate,
         build_statement,
-        keyid,
-        load_private_key,
+        load_signer,
         write_statement,
     )
 
-    key, refused = None, None
+    key: Signer | None = None
+    refused: BundleError | None = None
     if key_path is not None:
         try:
-            key = load_private_key(key_path)
+            key = load_signer(key_path)
         except BundleError as exc:
             refused = exc
     kept = inputs if isinstance(inputs, list) else inputs.kept if inputs is not None else []
@@ -303,7 +305,7 @@ def finish_bundle(evidence: dict[str, Any], bundle_dir: Path, key_path: Path | N
         rel = f"{INPUTS}/{m['name']}.matrix.yaml"
         if rel in digests and (bundle_dir / rel).is_file():
             subjects.append((rel, digests[rel]))
-    run_keyid = keyid(key.public_key()) if key else None
+    run_keyid = key.keyid if key else None
     with gc_paused():
         predicate = build_predicate(evidence, owners, run_keyid)
         predicate["journal"] = evidence.get("journal")

@@ -28,7 +28,12 @@ import base64
 import hashlib
 import json
 import os
+import shlex
+import shutil
 import stat
+import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +45,7 @@ from pytest_hetero import LAYERS, __version__
 from pytest_hetero.bundle.manifest import ATTESTATION, STATEMENT
 from pytest_hetero.errors import BundleError, Location
 from pytest_hetero.evidence.model import STATUSES
+from pytest_hetero.settings import SignCommand
 
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
 PAYLOAD_TYPE = "application/vnd.in-toto+json"
@@ -231,11 +237,14 @@ def _b64(data: bytes) -> str:
     return base64.b64encode(data).decode("ascii")
 
 
-def envelope_for(statement_bytes: bytes, key: Ed25519PrivateKey | None) -> dict[str, Any]:
-    """DSSE envelope over ``statement_bytes``; signed by ``key``, or with no signature when None."""
+def envelope_for(statement_bytes: bytes, key: Ed25519PrivateKey | Signer | None) -> dict[str, Any]:
+    """DSSE envelope over ``statement_bytes``; signed by ``key`` (a private key or a :class:`Signer`), or
+    with no signature when None. Raises SigningKeyError when a signer fails."""
     sigs = []
+    if isinstance(key, Ed25519PrivateKey):
+        key = Signer(key.sign, key.public_key(), keyid(key.public_key()), "key")
     if key is not None:
-        sigs.append({"keyid": keyid(key.public_key()), "sig": _b64(key.sign(pae(PAYLOAD_TYPE, statement_bytes)))})
+        sigs.append({"keyid": key.keyid, "sig": _b64(key.sign(pae(PAYLOAD_TYPE, statement_bytes)))})
     return {"payloadType": PAYLOAD_TYPE, "payload": _b64(statement_bytes), "signatures": sigs}
 
 
@@ -254,12 +263,77 @@ def write_envelope(bundle_dir: Path, envelope: dict[str, Any]) -> None:
     tmp.replace(bundle_dir / ATTESTATION)
 
 
-def write_statement(bundle_dir: Path, statement: dict[str, Any], key: Ed25519PrivateKey | None) -> bytes:
+def write_statement(bundle_dir: Path, statement: dict[str, Any], key: Ed25519PrivateKey | Signer | None) -> bytes:
     """Write ``statement.intoto.json`` (the exact payload bytes) and its envelope; return the bytes."""
     data = json.dumps(statement, sort_keys=True, indent=1, ensure_ascii=False, allow_nan=False).encode("utf-8") + b"\n"
     (bundle_dir / STATEMENT).write_bytes(data)
     write_envelope(bundle_dir, envelope_for(data, key))
     return data
+
+
+SIGN_TIMEOUT_S = 120.0
+"""How long an external signer (:class:`SignCommand`) may take for one signature."""
+
+
+@dataclass(frozen=True)
+class Signer:
+    """What signs a run: ``sign(message) -> 64-byte Ed25519 signature``, ``public`` its public key, ``keyid``
+    (:func:`keyid`) and ``where`` (the key file, or ``command: …``)."""
+
+    sign: Callable[[bytes], bytes]
+    public: Ed25519PublicKey
+    keyid: str
+    where: str
+
+
+def load_signer(spec: Path | SignCommand) -> Signer:
+    """The :class:`Signer` of a private key PEM (:func:`load_private_key`) or of a :class:`SignCommand`.
+    Raises SigningKeyError for a refused key, an unreadable public key, or a command that cannot be
+    started; the signer's own failures are raised at :meth:`Signer.sign` (also SigningKeyError)."""
+    if isinstance(spec, Path):
+        private = load_private_key(spec)
+        return Signer(private.sign, private.public_key(), keyid(private.public_key()), str(spec))
+    public = load_public_key(spec.public)
+    argv = shlex.split(spec.command)
+    if not argv or shutil.which(argv[0]) is None:
+        raise SigningKeyError(f"signer command not found: {argv[0] if argv else '(empty)'}",
+                              Location("--hetero-sign-command"), "give a program on PATH or its full path")
+
+    def sign(message: bytes) -> bytes:
+        try:
+            done = subprocess.run(argv, input=message, capture_output=True, timeout=SIGN_TIMEOUT_S, check=False)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise SigningKeyError(f"signer command failed: {exc}", Location("--hetero-sign-command")) from None
+        if done.returncode != 0:
+            why = done.stderr.decode("utf-8", "replace").strip()[-300:]
+            raise SigningKeyError(f"signer command exited with {done.returncode}: {why}",
+                                  Location("--hetero-sign-command"))
+        signature = _signature_bytes(done.stdout)
+        try:
+            public.verify(signature, message)
+        except InvalidSignature:
+            raise SigningKeyError("signer command returned no valid Ed25519 signature of the message for the "
+                                  f"public key {spec.public}", Location("--hetero-sign-command"),
+                                  "check that the signer holds the private half of --hetero-sign-public and "
+                                  "signs stdin as is (raw, not hashed)") from None
+        return signature
+
+    return Signer(sign, public, keyid(public), f"command: {spec.command}")
+
+
+def _signature_bytes(out: bytes) -> bytes:
+    """The 64 signature bytes of a signer's stdout: raw, or base64 or hex text (whitespace ignored)."""
+    if len(out) == 64:
+        return out
+    text = b"".join(out.split())
+    for decode in (bytes.fromhex, lambda t: base64.b64decode(t, validate=True)):
+        try:
+            raw = decode(text.decode("ascii"))
+        except (ValueError, UnicodeDecodeError):
+            continue
+        if len(raw) == 64:
+            return bytes(raw)
+    return out[:64]  # judged by the signature check
 
 
 def check_signature(public: Ed25519PublicKey, sig_b64: str, message: bytes) -> bool:

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_hetero import LAYERS
 from pytest_hetero.errors import BundleError, MatrixError
+from pytest_hetero.settings import SignCommand
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
@@ -104,19 +105,20 @@ def signoff_context(owners: dict[str, dict[str, str]], run_signer: str | None, s
             "note": note, "roles": roles}
 
 
-def run_signer(key_path: Path | None) -> tuple[str | None, str | None]:
-    """``(keyid, None)`` of the run key at ``key_path``, or ``(None, why it is unsigned)``."""
-    from pytest_hetero.bundle.signing import keyid, load_private_key
+def run_signer(key_path: Path | SignCommand | None) -> tuple[str | None, str | None]:
+    """``(keyid, None)`` of the run key at ``key_path`` (or of an external signer), or ``(None, why it is
+    unsigned)``."""
+    from pytest_hetero.bundle.signing import load_signer
 
     if key_path is None:
         return None, "no --hetero-sign-key / HETERO_SIGN_KEY given"
     try:
-        return keyid(load_private_key(key_path).public_key()), None
+        return load_signer(key_path).keyid, None
     except BundleError as exc:
         return None, f"signing key refused: {exc.message}"
 
 
-def run_signoff(owners: dict[str, dict[str, str]], key_path: Path | None) -> dict[str, Any]:
+def run_signoff(owners: dict[str, dict[str, str]], key_path: Path | SignCommand | None) -> dict[str, Any]:
     """The sign-off view of a bundle being written (``source: run_end``): its owner teams
     (``owners``: {matrix: {layer: team}}), none signed yet, and the run key's keyid or why there
     is none."""

@@ -55,6 +55,7 @@ from pytest_hetero.bundle.signing import (
 )
 from pytest_hetero.bundle.signoff_check import SignOff, check_signoffs, current, role_state
 from pytest_hetero.errors import BundleError, Location
+from pytest_hetero.settings import SignCommand
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
@@ -435,7 +436,7 @@ def verify_bundle(bundle_dir: Path, public_keys: list[Ed25519PublicKey],
     return result
 
 
-def trusted_keys(paths: list[Path] | tuple[Path, ...] = (), private: Path | None = None) -> list[Any]:
+def trusted_keys(paths: list[Path] | tuple[Path, ...] = (), private: Path | SignCommand | None = None) -> list[Any]:
     """Ed25519 public keys to verify bundles with: each PEM in ``paths``, every path in
     ``$HETERO_TRUST_KEYS`` (``os.pathsep``-separated), and the public half of ``private`` (the
     run's own ``--hetero-sign-key``). Raises BundleError (SigningKeyError) for an unreadable key."""
@@ -443,8 +444,10 @@ def trusted_keys(paths: list[Path] | tuple[Path, ...] = (), private: Path | None
 
     env = [Path(p) for p in os.environ.get("HETERO_TRUST_KEYS", "").split(os.pathsep) if p]
     keys = [load_public_key(Path(p)) for p in [*paths, *env]]
-    if private is not None:
+    if isinstance(private, Path):
         keys.append(load_private_key(private).public_key())
+    elif private is not None:  # an external signer: its public key
+        keys.append(load_public_key(private.public))
     return keys
 
 

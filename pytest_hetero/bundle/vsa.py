@@ -38,6 +38,8 @@ from pytest_hetero.errors import BundleError, Location
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
+    from pytest_hetero.bundle.signing import Signer
+
 VSA_PREDICATE_TYPE = "https://slsa.dev/verification_summary/v1"
 VERIFIER_ID = "https://pytest-hetero.dev/gate"
 LEVELS_POLICY = "https://pytest-hetero.dev/policy/validation-levels/v1"
@@ -78,7 +80,7 @@ def vsa_statement(pool: dict[str, Any], statement_digest: str, matrix_sha256: st
 
 
 def write_vsas(bundle_dir: Path, validation: dict[str, Any], matrices: list[dict[str, Any]],
-               statement_bytes: bytes, key: Ed25519PrivateKey | None) -> int:
+               statement_bytes: bytes, key: Ed25519PrivateKey | Signer | None) -> int:
     """Write ``validation.intoto.jsonl`` (one envelope per pool; none written when there is no pool);
     return the number of lines. ``matrices`` are the evidence's ``[{"name", "sha256", …}]``."""
     from pytest_hetero.bundle.signing import envelope_bytes, envelope_for

@@ -150,13 +150,13 @@ def _journal_key(settings: Settings) -> Any:
 
     if settings.sign_key is None:
         return JournalKey.ephemeral()
-    from pytest_hetero.bundle.signing import keyid, load_private_key
+    from pytest_hetero.bundle.signing import load_signer
 
     try:
-        key = load_private_key(settings.sign_key)
+        signer = load_signer(settings.sign_key)
+        return JournalKey.derived(signer.sign, signer.keyid, settings.run_id)
     except HeteroError:
         return JournalKey.ephemeral()  # _check_early already refused the run with the reason
-    return JournalKey.derived(key.sign, keyid(key.public_key()), settings.run_id)
 
 
 def _check_early(config: pytest.Config, settings: Settings) -> None:
@@ -165,12 +165,15 @@ def _check_early(config: pytest.Config, settings: Settings) -> None:
         raise pytest.UsageError(f"--hetero-backend {settings.backend!r}: no plugin provides this backend "
                                 f"(built in: {', '.join(builtin.BACKENDS)})")
     if settings.sign_key is not None:
-        from pytest_hetero.bundle.signing import load_private_key
+        from pytest_hetero.bundle.signing import load_signer
 
+        what = "--hetero-sign-key / HETERO_SIGN_KEY" if isinstance(settings.sign_key, Path) else \
+            "--hetero-sign-command / HETERO_SIGN_COMMAND"
         try:
-            load_private_key(settings.sign_key)
+            signer = load_signer(settings.sign_key)
+            signer.sign(b"pytest-hetero signer check")  # an external signer answers before anything runs
         except HeteroError as exc:
-            raise pytest.UsageError(f"--hetero-sign-key / HETERO_SIGN_KEY: {exc.render()}") from None
+            raise pytest.UsageError(f"{what}: {exc.render()}") from None
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -1,0 +1,125 @@
+"""Key custody (issue 29): a run can be signed by an external signer, so the key need never be on the host.
+
+Before (main): the gate could only sign with a private key file (``--hetero-sign-key``) on the host that
+runs the code under test; a model that escaped the sandbox took it and re-signed a forged bundle. Now
+``--hetero-sign-command CMD`` (with ``--hetero-sign-public PEM``) hands each message (the DSSE PAE bytes,
+and the journal key's derivation message) to a real signer program on stdin and takes its signature from
+stdout, checking it against the public key. The signer here is a real program holding a key in a folder
+the gate is never told about.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from support import DATA_SHA, DIGITS, MODEL_SHA
+
+from pytest_hetero.bundle.signing import PAYLOAD_TYPE, generate_keypair, keyid, load_private_key, load_public_key, pae
+
+SIGNER = """\
+import base64, sys
+from cryptography.hazmat.primitives import serialization
+key = serialization.load_pem_private_key(open({key!r}, "rb").read(), password=None)
+message = sys.stdin.buffer.read()
+sys.stdout.write(base64.b64encode(key.sign(message)).decode() + "\\n")
+"""
+"""A signer with its key's path inside it (not on the gate's command line or in its environment)."""
+
+
+def matrix(folder: Path) -> Path:
+    (folder / "rules.yaml").write_text("apiVersion: pytest-hetero/v1\nkind: AcceptanceRules\nrules:\n"
+                                       "  - {name: floor, metric: accuracy, op: \">=\", value: 0.5}\n")
+    entry = ["{python}", "-c", "import sys; open(sys.argv[1], 'w').write('{{\"metrics\": {{\"accuracy\": 0.9}}}}')",
+             "{outputs}"]
+    doc = {"apiVersion": "pytest-hetero/v1", "kind": "ValidationMatrix", "metadata": {"name": "t"},
+           "spec": {"target": {"backend": "local"},
+                    "resources": [{"name": "cpu-host", "type": "cpu", "requests": {"cpu": 1}}],
+                    "images": [{"name": "py", "reference": "python:current"}],
+                    "models": [{"name": "m", "version": "1", "uri": str(DIGITS / "model" / "digits-logreg-1.0.0.onnx"),
+                                "sha256": MODEL_SHA, "code": ".", "entrypoint": entry}],
+                    "datasets": [{"name": "d", "version": "1", "uri": str(DIGITS / "data" / "digits-test-1.0.0.csv"),
+                                  "sha256": DATA_SHA, "acceptance": "rules.yaml"}]}}
+    path = folder / "m.matrix.yaml"
+    path.write_text(json.dumps(doc))
+    return path
+
+
+@pytest.fixture
+def signer(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path, Path]:
+    """(signer command, public key, private key): the key in a 0700 folder apart from the run's."""
+    vault = tmp_path_factory.mktemp("vault")
+    vault.chmod(0o700)
+    generate_keypair(vault / "k.key", vault / "k.pub")
+    public = tmp_path_factory.mktemp("pub") / "k.pub"
+    public.write_bytes((vault / "k.pub").read_bytes())
+    program = vault / "signer.py"
+    program.write_text(SIGNER.format(key=str(vault / "k.key")))
+    return f"{shlex.quote(sys.executable)} {shlex.quote(str(program))}", public, vault / "k.key"
+
+
+def test_a_run_signed_by_an_external_signer_verifies_and_equals_the_key_signature(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, signer: tuple[str, Path, Path]) -> None:
+    """The bundle's envelope carries the signer's keyid and a signature ``hetero verify`` accepts with the
+    public key; it is byte for byte the signature the key itself makes over the same PAE (Ed25519 is
+    deterministic), and the journal's run line names the same keyid (its key derived through the signer)."""
+    command, public, private = signer
+    monkeypatch.delenv("HETERO_SIGN_KEY", raising=False)
+    path = matrix(pytester.path)
+    result = pytester.runpytest(str(path), "-p", "no:cacheprovider", "--hetero-run-id", "r1",
+                                "--hetero-sign-command", command, "--hetero-sign-public", str(public),
+                                "-k", "model or business")
+    result.assert_outcomes(passed=2)
+    bundle = pytester.path / "reports" / "r1"
+    envelope = json.loads((bundle / "attestation.intoto.jsonl").read_text().splitlines()[0])
+    expected = keyid(load_public_key(public))
+    assert [s["keyid"] for s in envelope["signatures"]] == [expected]
+    statement = base64.b64decode(envelope["payload"])
+    own = base64.b64encode(load_private_key(private).sign(pae(PAYLOAD_TYPE, statement))).decode()
+    assert envelope["signatures"][0]["sig"] == own
+    run_line = json.loads((bundle / "journal.jsonl").read_text().splitlines()[0])
+    assert expected in json.dumps(run_line)
+    verify = subprocess.run([sys.executable, "-m", "pytest_hetero.cli", "verify", str(bundle), "--key", str(public)],
+                            capture_output=True, text=True, check=False, timeout=120)
+    assert verify.returncode == 0, verify.stdout + verify.stderr
+    assert str(private) not in (bundle / "evidence.json").read_text()
+
+
+def test_a_signer_that_signs_wrong_is_refused_before_anything_runs(pytester: pytest.Pytester,
+                                                                   monkeypatch: pytest.MonkeyPatch,
+                                                                   signer: tuple[str, Path, Path]) -> None:
+    """A signer whose signatures do not verify with the given public key (here: another key's): pytest
+    stops at start with the reason; nothing is run or signed."""
+    command, _, _ = signer
+    other = pytester.path / "other"
+    other.mkdir()
+    generate_keypair(other / "o.key", other / "o.pub")
+    monkeypatch.delenv("HETERO_SIGN_KEY", raising=False)
+    path = matrix(pytester.path)
+    result = pytester.runpytest(str(path), "-p", "no:cacheprovider", "--hetero-run-id", "r1",
+                                "--hetero-sign-command", command, "--hetero-sign-public", str(other / "o.pub"))
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([
+        "*--hetero-sign-command / HETERO_SIGN_COMMAND: * signer command returned no valid Ed25519 signature of the "
+        f"message for the public key {other / 'o.pub'}*"])
+    assert not (pytester.path / "reports" / "r1" / "attestation.intoto.jsonl").exists()
+
+
+def test_a_command_without_its_public_key_or_with_a_key_file_is_refused(pytester: pytest.Pytester,
+                                                                        signer: tuple[str, Path, Path]) -> None:
+    """The signer's public key is required (keyid, and the check of every signature); a key file and a
+    command together are ambiguous."""
+    command, public, private = signer
+    path = matrix(pytester.path)
+    alone = pytester.runpytest(str(path), "-p", "no:cacheprovider", "--hetero-sign-command", command)
+    assert alone.ret == pytest.ExitCode.USAGE_ERROR
+    alone.stderr.fnmatch_lines(["*--hetero-sign-command needs --hetero-sign-public PEM (the signer's public key)*"])
+    both = pytester.runpytest(str(path), "-p", "no:cacheprovider", "--hetero-sign-command", command,
+                              "--hetero-sign-public", str(public), "--hetero-sign-key", str(private))
+    assert both.ret == pytest.ExitCode.USAGE_ERROR
+    both.stderr.fnmatch_lines(["*--hetero-sign-key and --hetero-sign-command both given*"])
