@@ -506,7 +506,9 @@ class Sandbox:
             return self._plain(argv, env)
         own = run_dir.resolve()
         bound = [p for p in self._inputs([cwd, *inputs]) if p != own and own not in p.parents]
-        protected = self._protected()
+        # a protected folder that is or holds an input or the run folder cannot be masked whole (the key's
+        # folder when it is the matrix folder): what is protected inside it still is
+        protected = [p for p in self._protected() if not any(p == b or p in b.parents for b in [*bound, own])]
         identity, copied, user = self._identity(bound, run_dir, protected)
         gaps: list[str] = []
         network_fact = "host network (granted by the matrix)" if network else "loopback only (own network namespace)"
