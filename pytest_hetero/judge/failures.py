@@ -161,6 +161,8 @@ def _rows() -> dict[str, Entry]:
         "mount_failed": (P, F, "bind mounts are the platform's configuration", _DOCKER),
         "container_removed": (INF, F, "the container disappeared under the run", _DOCKER),
         "container_killed": (INF, F, "the container was killed by a signal from outside the run", _ALL),
+        "container_stopped_by_run": (A, F, "the model run signalled the container's PID 1 (it exits 0 through its "
+                                           "trap only then)", _DOCKER),
         "device_not_visible": (INF, F, "the runtime did not expose the allocated devices", "startup payload"),
         "runtime_broken": (INF, F, "the vendor tool fails inside the container", "startup payload"),
         "devices_over_allocated": (INF, F, "more devices visible than allocated: isolation", "startup"),

@@ -106,3 +106,76 @@ def test_a_model_cannot_poison_the_next_model_in_the_same_container(
     assert not [p for p in top if "sleep 300" in " ".join(p)], top
     assert engine.inspect_container(kept[0]["Id"])["HostConfig"]["ReadonlyRootfs"] is True
     assert leftovers(engine, run_id)  # kept on request; the run_id fixture removes them
+
+
+DEV_MODEL = r'''
+import argparse, json, os, signal, sys, time
+p = argparse.ArgumentParser(); p.add_argument("--out"); p.add_argument("--mode")
+a = p.parse_args()
+accuracy = 1.0
+if a.mode == "poison":
+    os.mkdir("/dev/poison")
+    open("/dev/poison/accuracy", "w").write("0.99")
+    os.symlink("/dev/poison/accuracy", "/dev/poison-link")
+    open("/dev/mqueue/poison", "w").close()  # a POSIX message queue (mq_open's file in the mqueue fs)
+elif a.mode == "victim":
+    found = {"dir": os.path.isdir("/dev/poison"), "link": os.path.islink("/dev/poison-link"),
+             "mqueue": os.path.exists("/dev/mqueue/poison")}
+    print("found:", json.dumps(found, sort_keys=True))
+    accuracy = float(open("/dev/poison/accuracy").read()) if found["dir"] else 0.5
+elif a.mode == "killer":
+    os.kill(1, signal.SIGTERM)
+    time.sleep(20)
+json.dump({"metrics": {"accuracy": accuracy}}, open(a.out, "w"))
+'''
+
+
+def test_dev_entries_of_every_type_and_mqueues_do_not_reach_the_next_model_and_killing_pid_1_is_the_killers_fault(
+        pytester: pytest.Pytester, run_id: str, engine: Any) -> None:
+    """Before (main): a folder and a link in /dev and a queue in /dev/mqueue survived the reset, the victim
+    read accuracy 0.99 there and passed (its own: 0.5), and the evidence claimed "regular files, FIFOs and
+    sockets in /dev removed"; a model that sent SIGTERM to PID 1 made the *next* model fail
+    ``container_exited`` (platform). After: the victim finds nothing and fails on its own 0.5; the killer
+    fails ``container_stopped_by_run`` (algorithm); the model after it runs in a new container and passes."""
+    code = pytester.path / "code"
+    code.mkdir()
+    (code / "model.py").write_text(DEV_MODEL)
+    (code / "weights.bin").write_bytes(b"weights\n")
+    (pytester.path / "set.csv").write_text("x,label\n1,0\n")
+    (pytester.path / "rules.yaml").write_text(RULES)
+
+    def sha(p: Path) -> str:
+        return hashlib.sha256(p.read_bytes()).hexdigest()
+
+    models = [{"name": f"m-{mode}", "version": "1.0.0", "uri": str(code / "weights.bin"),
+               "sha256": sha(code / "weights.bin"), "code": str(code),
+               "entrypoint": ["{python}", "{code}/model.py", "--out", "{outputs}", "--mode", mode]}
+              for mode in ("poison", "victim", "killer", "after")]
+    spec = {"target": {"backend": "docker", "pull_policy": "never"},
+            "owners": {"business": "risk-business", "model": "ml-team"},
+            "layers": {"model": {"timeout": "60s"}},
+            "resources": [{"name": "cpu", "type": "cpu", "vendor": "any", "requests": {"cpu": 1, "memory": "256Mi"}}],
+            "images": [{"name": "img", "reference": ONNX_IMAGE, "for": ["cpu"]}],
+            "models": models,
+            "datasets": [{"name": "d1", "version": "1.0.0", "uri": str(pytester.path / "set.csv"),
+                          "sha256": sha(pytester.path / "set.csv"), "acceptance": str(pytester.path / "rules.yaml")}]}
+    pytester.makefile(".matrix.yaml", ddev=json.dumps({"apiVersion": "pytest-hetero/v1", "kind": "ValidationMatrix",
+                                                       "metadata": {"name": "ddev"}, "spec": spec}))
+    pytester.runpytest("-p", "no:cacheprovider", "-p", "no:randomly", "--hetero-run-id", run_id)
+    ev = evidence(pytester)
+    it = items(ev)
+    victim = record(it["cpu::img::m-victim@d1::model"], "model.run")
+    assert 'found: {"dir": false, "link": false, "mqueue": false}' in victim["stdout"]["text"]
+    assert failure(it["cpu::img::m-victim@d1::business"]) == (
+        "failed", "acceptance_failed", "risk-business",
+        "1 of 1 acceptance rules failed: acc: expected accuracy >= 0.9, observed 0.5")
+    assert victim["isolation"]["between_runs"] == [
+        "kill -9 -1 until no process outside PID 1's session is left", "/tmp and /dev/shm emptied",
+        "every /dev entry not there before the first model run removed, whatever its type",
+        "POSIX message queues (/dev/mqueue) removed", "SysV IPC objects removed (ipcrm)"]
+    killer = it["cpu::img::m-killer@d1::model"]
+    assert failure(killer)[:3] == ("failed", "container_stopped_by_run", "ml-team")  # algorithm: the model team
+    after = it["cpu::img::m-after@d1::model"]
+    assert after["status"] == "passed" and it["cpu::img::m-after@d1::business"]["status"] == "passed"
+    assert record(after, "model.container") == {
+        "note": "the container was stopped by an earlier run (model m-killer on dataset d1); started again here"}

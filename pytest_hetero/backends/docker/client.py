@@ -36,7 +36,21 @@ KILL_ALL = ["/bin/sh", "-c", "kill -9 -1"]
 """Kills every process of the container but PID 1 (kill(-1) spares init and the caller)."""
 WORK_TMPFS = {"/tmp": "rw,exec,nosuid,nodev,mode=1777"}
 """Writable folders of a workload container, whose root file system is read-only (``HostConfig.Tmpfs``)."""
-RESET = r"""
+DESCRIBE = r"""
+describe() {
+  if [ -L "$1" ]; then printf '%s|l|%s' "$1" "$(readlink "$1")"; elif [ -d "$1" ]; then printf '%s|d|' "$1"
+  elif [ -c "$1" ]; then printf '%s|c|' "$1"; elif [ -b "$1" ]; then printf '%s|b|' "$1"
+  elif [ -p "$1" ]; then printf '%s|p|' "$1"; elif [ -S "$1" ]; then printf '%s|s|' "$1"; else printf '%s|f|' "$1"; fi
+}
+"""
+"""Shell function: one line naming a ``/dev`` entry, its type (``l`` link with its target, ``d``, ``c``, ``b``,
+``p``, ``s``, ``f``)."""
+DEV_BASELINE = DESCRIBE + r"""cd /dev && for f in * .[!.]* ..?*; do
+  { [ -e "$f" ] || [ -L "$f" ]; } && { describe "$f"; echo; }
+done
+"""
+"""``sh -c`` script listing the container's ``/dev`` entries (:data:`DESCRIBE` lines) before any model run."""
+RESET_BODY = r"""
 i=0
 while :; do
   kill -9 -1 2>/dev/null
@@ -55,26 +69,57 @@ while :; do
   sleep 0.1
 done
 rm -rf /tmp/* /tmp/.[!.]* /tmp/..?* /dev/shm/* /dev/shm/.[!.]* /dev/shm/..?* 2>/dev/null
-for f in /dev/* /dev/.[!.]*; do
-  if [ ! -L "$f" ] && { [ -f "$f" ] || [ -p "$f" ] || [ -S "$f" ]; }; then rm -f "$f"; fi
+cd /dev || exit 4
+for f in * .[!.]* ..?*; do
+  { [ -e "$f" ] || [ -L "$f" ]; } || continue
+  known "$(describe "$f")" || rm -rf "./$f"
 done
+rm -f /dev/mqueue/* /dev/mqueue/.[!.]* /dev/mqueue/..?* 2>/dev/null
+restore
 command -v ipcrm >/dev/null 2>&1 && ipcrm --all >/dev/null 2>&1
-for f in /tmp/* /tmp/.[!.]* /tmp/..?* /dev/shm/* /dev/shm/.[!.]* /dev/shm/..?*; do
+for f in /tmp/* /tmp/.[!.]* /tmp/..?* /dev/shm/* /dev/shm/.[!.]* /dev/shm/..?* /dev/mqueue/* /dev/mqueue/.[!.]* \
+         /dev/mqueue/..?*; do
   [ -e "$f" ] || [ -L "$f" ] && { echo "could not remove $f"; exit 4; }
+done
+for f in * .[!.]* ..?*; do
+  { [ -e "$f" ] || [ -L "$f" ]; } || continue
+  known "$(describe "$f")" || { echo "could not remove /dev/$f"; exit 4; }
 done
 exit 0
 """
-"""``sh -c`` script that returns a workload container to its started state between runs: kills every
-process but PID 1 (repeating ``kill -9 -1`` until none is left outside PID 1's session: the idle
-``sleep`` of :data:`KEEP_ALIVE`, which a run cannot join; zombies are not counted), empties the writable folders
-(:data:`WORK_TMPFS`, ``/dev/shm``, files a run made in ``/dev``) and SysV IPC objects. Exit 0: clean;
-3: processes survived; 4: files could not be removed (the message says which)."""
+"""The body of :func:`reset_script` (after :data:`DESCRIBE` and the ``known`` function of the baseline)."""
+
+
+def reset_script(baseline: list[str]) -> str:
+    """``sh -c`` script that returns a workload container to its started state between runs: kills every
+    process but PID 1 (repeating ``kill -9 -1`` until none is left outside PID 1's session: the idle
+    ``sleep`` of :data:`KEEP_ALIVE`, which a run cannot join; zombies are not counted), empties
+    :data:`WORK_TMPFS`, ``/dev/shm`` and ``/dev/mqueue`` (POSIX message queues), removes every ``/dev`` entry
+    whose :data:`DESCRIBE` line is not in ``baseline`` (taken by :data:`DEV_BASELINE` before the first model
+    run: a folder, link, file, FIFO, socket or device node a run made, or a link it re-pointed; the links of
+    the baseline are made again) and SysV IPC objects. Exit 0: clean; 3: processes survived; 4: something
+    could not be removed (the message says what)."""
+
+    def sh(text: str) -> str:
+        return "'" + text.replace("'", "'\\''") + "'"
+
+    quoted = "|".join(sh(line) for line in baseline if line)
+    known = f'known() {{ case "$1" in {quoted}) return 0;; esac; return 1; }}\n' if quoted else \
+        "known() { return 1; }\n"
+    links = [line.split("|", 2) for line in baseline if line.count("|") >= 2 and line.split("|", 2)[1] == "l"]
+    restore = "restore() {\n" + "".join(f"  [ -L {sh(name)} ] || ln -s {sh(target)} {sh(name)}\n"
+                                        for name, _, target in links) + "  :\n}\n"
+    return DESCRIBE + known + restore + RESET_BODY
+
+
 RESET_FACTS: dict[str, Any] = {
     "mechanism": "docker container, read-only root file system; reset between runs",
     "root_filesystem": "read-only", "writable": [*WORK_TMPFS, "/dev/shm", "/dev"],
     "between_runs": ["kill -9 -1 until no process outside PID 1's session is left", "/tmp and /dev/shm emptied",
-                     "regular files, FIFOs and sockets in /dev removed", "SysV IPC objects removed (ipcrm)"],
-    "gaps": ["folders a run creates under /dev are kept (device folders cannot be told apart)"],
+                     "every /dev entry not there before the first model run removed, whatever its type",
+                     "POSIX message queues (/dev/mqueue) removed", "SysV IPC objects removed (ipcrm)"],
+    "gaps": ["what a run changes inside a device folder that existed at start (docker's are mounts: pts, shm, "
+             "mqueue) is not compared"],
 }
 """What :data:`RESET` guarantees, for a model run's ``isolation`` record (JSON values)."""
 OOM_COUNTERS = "cat /sys/fs/cgroup/memory.events /sys/fs/cgroup/memory/memory.oom_control 2>/dev/null"
@@ -189,12 +234,21 @@ def engine_is_local(kwargs: dict[str, Any]) -> bool:
     return host in ("localhost", "127.0.0.1", "::1", socket.gethostname())
 
 
-def reset(api: docker.APIClient, cid: str) -> str:
-    """Run :data:`RESET` in the container; return "" when it left the container clean, else why not (one line).
+def dev_baseline(api: docker.APIClient, cid: str) -> list[str]:
+    """The container's ``/dev`` entries (:data:`DEV_BASELINE` lines), read before any model run. Raises
+    docker.errors.APIError when the engine refuses the exec."""
+    ex = api.exec_create(cid, ["/bin/sh", "-c", DEV_BASELINE])
+    out = (api.exec_start(ex["Id"]) or b"").decode("utf-8", "replace")
+    return [line for line in out.splitlines() if line]
+
+
+def reset(api: docker.APIClient, cid: str, baseline: list[str]) -> str:
+    """Run :func:`reset_script` of ``baseline`` (:func:`dev_baseline`) in the container; return "" when it left
+    the container clean, else why not (one line).
 
     Raises docker.errors.APIError when the engine refuses the exec (container not running).
     """
-    ex = api.exec_create(cid, ["/bin/sh", "-c", RESET])
+    ex = api.exec_create(cid, ["/bin/sh", "-c", reset_script(baseline)])
     out = (api.exec_start(ex["Id"]) or b"").decode("utf-8", "replace").strip()
     code = api.exec_inspect(ex["Id"]).get("ExitCode")
     return "" if code == 0 else (out.splitlines() or [f"reset exited with {code}"])[-1][:300]

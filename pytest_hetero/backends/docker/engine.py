@@ -174,7 +174,7 @@ class DockerBackend(Backend):
         A failure leaves ``workload["dirty"]`` set, so the next model run resets before it starts.
         """
         try:
-            why = run.reset(self.session.api, workload["id"])
+            why = run.reset(self.session.api, workload["id"], workload.get("dev") or [])
         except docker.errors.APIError as exc:
             why = f"the engine refused the reset exec: {exc}"
         workload["dirty"] = bool(why)
@@ -275,13 +275,25 @@ class DockerBackend(Backend):
         key = (ctx.resource.name, ctx.image.name)
         workload = s.workloads.get(key)
         started_here: dict[str, Any] | None = None
+        note = "no container from a startup item in this session; started here"
+        if workload is not None and not workload.get("stopped_by_run") and "dev" in workload:
+            state = s.api.inspect_container(workload["id"])["State"]  # a run stopped it just after it ended
+            if not state.get("Running") and state.get("ExitCode") == 0 and not state.get("OOMKilled"):
+                workload["stopped_by_run"] = "a model run that ended as it stopped it"
+        if workload is not None and workload.get("stopped_by_run"):  # that run's failure, not this one's
+            note = f"the container was stopped by an earlier run ({workload['stopped_by_run']}); started again here"
+            self._remove(workload["id"])
+            s.workloads.pop(key, None)
+            workload = None
         if workload is None:
-            ctx.record("model.container", note="no container from a startup item in this session; started here")
+            ctx.record("model.container", note=note)
             identity = self.identify(ctx)
             workload = self.launch(ctx, str(identity.handle))
             started_here = {"digest": identity.digest, "known": list(identity.known), "what": identity.what,
                             "owner": identity.owner}
         self.ensure_running(ctx, workload, "before the model run")
+        if "dev" not in workload:  # before any model ran in it: what the reset keeps of /dev
+            workload["dev"] = run.dev_baseline(s.api, workload["id"])
         reset_before = bool(workload.get("dirty"))
         if reset_before and (why := self._reset(workload)):
             raise ActionFailed(f"container {workload['name']} could not be returned to its started state before "
@@ -310,7 +322,8 @@ class DockerBackend(Backend):
             result.details["image"] = started_here
             result.details["workload_started"] = dict(container)
         result.failure = run_failure(s.api, ctx, workload, result, values["python"])
-        if result.failure is None or result.failure["category"] != "container_killed":
+        if result.failure is None or result.failure["category"] not in ("container_killed",
+                                                                        "container_stopped_by_run"):
             try:
                 result.outputs = run.read_outputs(s.api, workload["id"], values["outputs"], run.MAX_OUTPUTS_BYTES)
             except run.OutputsRefused as exc:

@@ -103,8 +103,10 @@ def outcome_of_text(text: str, what: str, *, phase: Phase, interpreter: str = ""
 def run_failure(api: Any, ctx: Step, workload: dict[str, Any], result: ExecResult,
                 interpreter: str = "python3") -> RunFailure | None:
     """Classify a finished model exec (``api``: a ``docker.APIClient``) the exit code alone does not explain:
-    ``oom_killed``, ``container_killed``, ``interpreter_missing`` (the target's ``interpreter`` is not in
-    the image), ``entrypoint_missing`` (another program of the entrypoint); else None.
+    ``oom_killed``, ``container_stopped_by_run`` (PID 1 exited 0 through its trap, i.e. the run signalled it;
+    ``workload["stopped_by_run"]`` is set so the next run gets a new container), ``container_killed``,
+    ``interpreter_missing`` (the target's ``interpreter`` is not in the image), ``entrypoint_missing``
+    (another program of the entrypoint); else None.
 
     After an exit 137 that is no OOM kill, the container's state is polled for up to
     :data:`SETTLE_S` seconds: the engine records a killed container's exit after the exec ends.
@@ -122,6 +124,12 @@ def run_failure(api: Any, ctx: Step, workload: dict[str, Any], result: ExecResul
         while state.get("Running") and time.monotonic() < deadline:
             time.sleep(0.05)
             state = _state(api, workload)
+    if not state.get("Running") and state.get("ExitCode") == 0 and not state.get("OOMKilled"):
+        workload["stopped_by_run"] = f"model {ctx.model.name} on dataset {ctx.dataset.name}"
+        return {"category": "container_stopped_by_run",
+                "message": f"the model run stopped container {workload['name']}: its PID 1 exited 0 through its "
+                           "TERM/INT trap, which only a signal sent from inside the container does during a run "
+                           f"(the run ended with exit {result.exit_code}); the next model run gets a new container"}
     if not state.get("Running"):
         oom = ", OOMKilled" if state.get("OOMKilled") else ""
         return {"category": "container_killed",
