@@ -251,7 +251,7 @@ def run_confined(sandbox: Sandbox, argv: list[str], *, cwd: Path, run_dir: Path,
             refused = Launch(argv=list(argv), env=dict(env), confinement=Confinement(
                 mechanism="bubblewrap", identity="none: the run was not started", confined=True, reason=str(exc)))
             result = _not_started(argv, str(exc), time.perf_counter())
-            result.failure = {"category": "sandbox_setup_failed", "owner": "infrastructure", "status": "error",
+            result.failure = {"category": "sandbox_setup_failed", "status": "error",
                               "message": f"the entrypoint never ran: {exc}"}
             return refused, result
         result = run_measured(argv, launch, cwd, timeout_s)
