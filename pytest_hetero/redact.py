@@ -252,22 +252,30 @@ def to_re2(source: str, flags: int) -> str:
     return (f"(?{inline})" if inline else "") + lead + body + trail
 
 
+def _re2_options() -> Any:
+    import re2
+
+    options = re2.Options()
+    options.log_errors = False
+    options.max_mem = 64 << 20  # room for the DFA of the wider patterns on large texts
+    return options
+
+
 class _Linear:
-    """A compiled RE2 pattern (linear-time matching, no backtracking) with the span of its group ``s``."""
+    """A compiled RE2 pattern (linear-time matching, no backtracking) over UTF-8 bytes, with the span
+    of its group ``s``."""
 
     __slots__ = ("_rx", "_group")
 
     def __init__(self, source: str, flags: int) -> None:
         import re2
 
-        options = re2.Options()
-        options.log_errors = False
-        options.max_mem = 64 << 20  # room for the DFA of the wider patterns on large texts
-        self._rx: Any = re2.compile(to_re2(source, flags), options)
-        self._group: int = self._rx.groupindex["s"]
+        self._rx: Any = re2.compile(to_re2(source, flags).encode("utf-8"), _re2_options())
+        index = self._rx.groupindex
+        self._group: int = index["s"] if "s" in index else index[b"s"]  # bytes patterns name groups in bytes
 
-    def spans(self, text: str) -> Iterator[tuple[int, int]]:
-        """``(start, end)`` of each secret part in ``text``, leftmost first, not overlapping."""
+    def spans(self, text: bytes) -> Iterator[tuple[int, int]]:
+        """``(start, end)`` byte offsets of each secret part in ``text``, leftmost first, not overlapping."""
         group = self._group
         for match in self._rx.finditer(text):
             yield match.span(group)
@@ -326,11 +334,11 @@ def untranslatable() -> list[str]:
     return [rule._source for rule in _compiled() if rule.rx is None]
 
 
-_DELIMITERS = " \t\r\n\"'=:"
+_DELIMITERS = b" \t\r\n\"'=:"
 """Characters a detect-secrets match may hold at its ends that are kept (the value is redacted, not its quotes)."""
-_ORDINARY_VALUE = re.compile(r"(?i)(?:true|false|null|none)\b|[-+]?\d+(?:\.\d+)?\Z")
+_ORDINARY_VALUE = re.compile(rb"(?i)(?:true|false|null|none)\b|[-+]?\d+(?:\.\d+)?\Z")
 """An assignment's value that is ordinary data, not a secret."""
-_MARK = "[REDACTED"
+_MARK = b"[REDACTED"
 
 
 def secret_value(name: str, value: str) -> bool:
@@ -355,7 +363,6 @@ INVISIBLE: str = "".join(f"{re.escape(chr(lo))}-{re.escape(chr(hi))}" if hi > lo
                          for lo, hi in INVISIBLE_RANGES)
 """:data:`INVISIBLE_RANGES` as the inside of a regular-expression character class."""
 _INVISIBLE_RUN = re.compile(f"[{INVISIBLE}]+")
-_DELETE_INVISIBLE: dict[int, None] = {cp: None for lo, hi in INVISIBLE_RANGES for cp in range(lo, hi + 1)}
 _ESCAPE = re.compile(r"\\u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2}|\\u[0-9a-fA-F]{4}"
                      r"|\\U[0-9a-fA-F]{8}|\\x[0-9a-fA-F]{2}|\\[\"'\\/nrtbf]")
 """Escapes a reader of JSON (``\\uXXXX``, surrogate pairs, ``\\"``…), Python (``\\xXX``, ``\\UXXXXXXXX``)
@@ -433,11 +440,25 @@ def reader_view(text: str) -> tuple[str, list[_Stage]]:
         if len(stripped) != len(view):
             stages.append(_Stage(view, _TERMINAL, 0))
             view = stripped
-    stripped = view.translate(_DELETE_INVISIBLE)
-    if len(stripped) != len(view):
-        stages.append(_Stage(view, _INVISIBLE_RUN, 0))
-        view = stripped
+    if _invisible_found(view):
+        stripped = _INVISIBLE_RUN.sub("", view)
+        if len(stripped) != len(view):
+            stages.append(_Stage(view, _INVISIBLE_RUN, 0))
+            view = stripped
     return view, stages
+
+
+_INVISIBLE_RE2: Any = None
+
+
+def _invisible_found(text: str) -> bool:
+    """Whether ``text`` holds an :data:`INVISIBLE` character (one RE2 pass)."""
+    global _INVISIBLE_RE2
+    if _INVISIBLE_RE2 is None:
+        import re2
+
+        _INVISIBLE_RE2 = re2.compile(f"[{INVISIBLE}]".encode(), _re2_options())
+    return _INVISIBLE_RE2.search(text.encode("utf-8", "surrogatepass")) is not None
 
 
 SHORT_TEXT = 256
@@ -474,6 +495,7 @@ class Redactor:
         self._literals = sorted(((n, v) for n, v in values if v), key=lambda nv: -len(nv[1]))
         self._patterns = _compiled()
         self._needles = tuple(sorted({n for rule in self._patterns for n in rule.needs or ()}))
+        self._needle_set: Any = None
         self._extra: list[tuple[str, Any]] = [(kind, _extra_pattern(rx)) for kind, rx in extra]
         self._seen: dict[str, str] = {}
 
@@ -513,15 +535,14 @@ class Redactor:
         return "".join(out)
 
     def _spans(self, value: str, guard: bool) -> list[tuple[int, int, str]]:
-        """Merged ``(start, end, kind)`` of every secret in ``value``, in order, not overlapping."""
+        """Merged ``(start, end, kind)`` of every secret in ``value`` as a reader sees it (mapped back to
+        ``value``), in order, not overlapping."""
         view, stages = reader_view(value)
-        found = self._scan(_SURROGATE.sub("\ufffd", value), guard)
-        if stages:
-            seen = self._scan(_SURROGATE.sub("\ufffd", view), guard)
-            if seen:
-                found += _map_spans(seen, stages)
+        found = self._scan(view, guard)
         if not found:
             return []
+        if stages:
+            found = _map_spans(found, stages)
         found.sort(key=lambda s: (s[0], s[2]))
         merged: list[list[Any]] = []
         for start, end, rank, kind in found:
@@ -535,33 +556,47 @@ class Redactor:
         return [(start, end, kind) for start, end, _, kind in merged]
 
     def _scan(self, view: str, guard: bool) -> list[tuple[int, int, int, str]]:
-        """``(start, end, rank, kind)`` of each match in ``view``; ``rank`` orders the rules."""
+        """``(start, end, rank, kind)`` (character offsets) of each match in ``view``; ``rank`` orders
+        the rules. The patterns run with RE2 over the UTF-8 bytes of the view (a lone surrogate, left by
+        bytes that were not UTF-8, reads as ``?``)."""
         found: list[tuple[int, int, int, str]] = []
         for name, secret in self._literals:
             at = view.find(secret)
             while at >= 0:
                 found.append((at, at + len(secret), -1, f"env:{name}"))
                 at = view.find(secret, at + len(secret))
-        present = self._present(view) if guard else set()
+        rank = len(self._patterns)
+        for kind, pattern in self._extra:
+            found += [(m.start(), m.end(), rank, kind) for m in pattern.finditer(view) if m.end() > m.start()]
+        encoded = view.encode("utf-8", "replace")
+        present = self._present(encoded) if guard else set()
+        spans: list[tuple[int, int, int, str]] = []
         for rank, rule in enumerate(self._patterns):
             if guard and rule.needs is not None and present.isdisjoint(rule.needs):
                 continue
             rx = rule.rx
             if rx is None:
                 continue
-            for start, end in rx.spans(view):
-                span = _keep(view, start, end, rule)
+            for start, end in rx.spans(encoded):
+                span = _keep(encoded, start, end, rule)
                 if span is not None:
-                    found.append((span[0], span[1], rank, rule.kind))
-        rank = len(self._patterns)
-        for kind, pattern in self._extra:
-            found += [(m.start(), m.end(), rank, kind) for m in pattern.finditer(view) if m.end() > m.start()]
-        return found
+                    spans.append((span[0], span[1], rank, rule.kind))
+        if spans and len(encoded) != len(view):
+            spans = _char_spans(encoded, spans)
+        return found + spans
 
-    def _present(self, value: str) -> set[str]:
-        """The guard literals (lower case) that ``value`` holds, case-insensitively."""
-        lowered = value.lower()
-        return {n for n in self._needles if n in lowered}
+    def _present(self, value: bytes) -> set[str]:
+        """The guard literals (lower case) that ``value`` holds, case-insensitively (one RE2 pass)."""
+        if not self._needles:
+            return set()
+        if self._needle_set is None:
+            import re2
+
+            self._needle_set = re2.Set.SearchSet(_re2_options())
+            for needle in self._needles:
+                self._needle_set.Add(b"(?i)" + re.escape(needle).encode("utf-8"))
+            self._needle_set.Compile()
+        return {self._needles[i] for i in self._needle_set.Match(value) or ()}
 
     def data(self, value: Any) -> Any:
         """Redact every string in nested dicts/lists/tuples, keys included (a key that becomes one
@@ -645,19 +680,31 @@ def _decode(value: bytes) -> tuple[str, str, str]:
     return value.decode("utf-8", "surrogateescape"), "utf-8", "surrogateescape"
 
 
-def _keep(view: str, start: int, end: int, rule: _Rule) -> tuple[int, int] | None:
+def _keep(view: bytes, start: int, end: int, rule: _Rule) -> tuple[int, int] | None:
     """The span of a match to replace, or None: detect-secrets' matches lose delimiters at their ends;
     a value already redacted or that is ordinary data is kept."""
     if rule.trim:
-        while start < end and view[start] in _DELIMITERS:
+        while start < end and view[start:start + 1] in _DELIMITERS:
             start += 1
-        while end > start and view[end - 1] in _DELIMITERS:
+        while end > start and view[end - 1:end] in _DELIMITERS:
             end -= 1
     if end <= start or view.startswith(_MARK, start):
         return None
     if rule.kind == "assignment" and _ORDINARY_VALUE.match(view, start, end):
         return None
     return start, end
+
+
+def _char_spans(encoded: bytes, spans: list[tuple[int, int, int, str]]) -> list[tuple[int, int, int, str]]:
+    """``spans`` in byte offsets of UTF-8 ``encoded`` as character offsets (one pass, whatever their number)."""
+    positions = sorted({p for start, end, _, _ in spans for p in (start, end)})
+    chars: dict[int, int] = {}
+    last = count = 0
+    for position in positions:
+        count += len(encoded[last:position].decode("utf-8", "replace"))
+        last = position
+        chars[position] = count
+    return [(chars[start], chars[end], rank, kind) for start, end, rank, kind in spans]
 
 
 def _map_spans(spans: list[tuple[int, int, int, str]], stages: list[_Stage]) -> list[tuple[int, int, int, str]]:
