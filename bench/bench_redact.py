@@ -12,9 +12,13 @@ misses, JSON ``\\u`` escapes and zero-width spaces inside token-like words, plus
 * **B, the gate**: :meth:`pytest_hetero.redact.Redactor.text` (every detect-secrets pattern and ours,
   with RE2; the text as written and as a reader sees it).
 
-Prints both times, the ratio B / A, and B's throughput; then, for the record, the time of the old
-backtracking patterns (Python ``re``) against RE2 on 24 kB of each worst input. Exit 1 when a planted
-secret survives. Usage: ``python bench/bench_redact.py [--mb 50]``.
+Prints both times, the ratio B / A, and B's throughput; with ``--backtracking``, also the time of the
+same patterns run by Python's backtracking ``re`` against RE2 on 24 kB of each worst input. Exit 1
+when a planted secret survives. Usage: ``python bench/bench_redact.py [--mb 50] [--backtracking]``.
+
+Measured on the shared 2-core development machine (50 MB): 47.1 MB redacted in 37.9 s against 0.55 s
+for the plain scan, ratio 68.7x (1.2 MB/s; 4.7 MB: 2.3 s, so linear); no planted secret left.
+24 kB of ``sk-`` costs Python's ``re`` 39 s with these patterns and RE2 0.02 s; of ``//`` 8.4 s and 0.014 s.
 """
 
 from __future__ import annotations
@@ -73,6 +77,9 @@ def build(megabytes: int) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--mb", type=int, default=50, help="size of the adversarial text in MB (default 50)")
+    parser.add_argument("--backtracking", action="store_true",
+                        help="also time the same patterns with Python's backtracking re on 24 kB of each input "
+                             "(minutes)")
     args = parser.parse_args()
     text = build(args.mb)
     redactor = Redactor(env={})
@@ -90,7 +97,8 @@ def main() -> int:
     print(f"B redactor (every pattern, RE2, reader's view): {gate:.2f} s, {size / gate:.1f} MB/s")
     print(f"ratio B/A: {gate / plain:.1f}x")
     print(f"planted secrets left: {len(leaks)} {leaks[:3]}")
-    _old_against_new()
+    if args.backtracking:
+        _old_against_new()
     return 1 if leaks else 0
 
 

@@ -348,17 +348,21 @@ def secret_value(name: str, value: str) -> bool:
 
 
 INVISIBLE_RANGES: tuple[tuple[int, int], ...] = (
-    (0x00, 0x08), (0x0B, 0x0C), (0x0E, 0x1F), (0x7F, 0x9F), (0xAD, 0xAD), (0x34F, 0x34F), (0x61C, 0x61C),
-    (0x115F, 0x1160), (0x17B4, 0x17B5), (0x180B, 0x180F), (0x200B, 0x200F), (0x202A, 0x202E), (0x2060, 0x206F),
-    (0x3164, 0x3164), (0xFE00, 0xFE0F), (0xFEFF, 0xFEFF), (0xFFA0, 0xFFA0), (0xFFF9, 0xFFFB),
-    (0x1D173, 0x1D17A), (0xE0000, 0xE0FFF))
-"""Characters a reader does not see, as inclusive code point ranges: C0/C1 controls but tab, newline
-and carriage return, soft hyphen, combining grapheme joiner, Arabic letter mark, Hangul fillers,
-Mongolian free variation selectors and vowel separator, zero-width space, non-joiner and joiner,
-left-to-right and right-to-left marks, bidirectional embeddings, overrides and isolates, word
-joiner and invisible operators, variation selectors, the byte-order mark (zero-width no-break
-space), interlinear annotation marks, musical formatting characters and tag characters. A token
-split by one of them reads whole, so secrets are searched for with them removed."""
+    (0x00, 0x08), (0x0B, 0x1F), (0x7F, 0x9F), (0xAD, 0xAD), (0x34F, 0x34F), (0x600, 0x605), (0x61C, 0x61C),
+    (0x6DD, 0x6DD), (0x70F, 0x70F), (0x890, 0x891), (0x8E2, 0x8E2), (0x115F, 0x1160), (0x17B4, 0x17B5),
+    (0x180B, 0x180F), (0x200B, 0x200F), (0x202A, 0x202E), (0x2060, 0x206F), (0x3164, 0x3164), (0xFE00, 0xFE0F),
+    (0xFEFF, 0xFEFF), (0xFFA0, 0xFFA0), (0xFFF9, 0xFFFB), (0xFFFE, 0xFFFF), (0x110BD, 0x110BD),
+    (0x110CD, 0x110CD), (0x13430, 0x13438), (0x1BCA0, 0x1BCA3), (0x1D173, 0x1D17A), (0xE0000, 0xE0FFF))
+"""Characters a reader does not see, as inclusive code point ranges: C0/C1 controls but tab and
+newline (a carriage return lets a terminal overwrite what came before, and renderings drop it),
+soft hyphen, Arabic and Syriac format characters, combining grapheme joiner, Arabic letter mark,
+Hangul fillers, Mongolian free variation selectors and vowel separator, zero-width space,
+non-joiner and joiner, left-to-right and right-to-left marks, bidirectional embeddings, overrides
+and isolates, word joiner and invisible operators, variation selectors, the byte-order mark
+(zero-width no-break space), interlinear annotation marks, musical formatting characters, tag
+characters and noncharacters: a superset of what any rendering removes
+(:func:`pytest_hetero.reporting.view.printable`). A token split by one of them reads whole, so
+secrets are searched for with them removed."""
 INVISIBLE: str = "".join(f"{re.escape(chr(lo))}-{re.escape(chr(hi))}" if hi > lo else re.escape(chr(lo))
                          for lo, hi in INVISIBLE_RANGES)
 """:data:`INVISIBLE_RANGES` as the inside of a regular-expression character class."""
