@@ -24,6 +24,7 @@ pattern itself, so the output is identical to running them all): most text holds
 
 from __future__ import annotations
 
+import builtins
 import fnmatch
 import json
 import os
@@ -628,6 +629,13 @@ class Redactor:
         same encoding, so it stays valid JSON; other text is redacted span by span. Bytes holding
         no secret come back unchanged (the same object)."""
         text, encoding, errors = _decode(value)
+        out = self._bytes_as(value, text, encoding, errors)
+        if encoding != "utf-8":  # read as UTF-8 too, as a tool that ignores the byte-order mark would
+            out = self._bytes_as(out, out.decode("utf-8", "surrogateescape"), "utf-8", "surrogateescape")
+        return out
+
+    def _bytes_as(self, value: builtins.bytes, text: str, encoding: str, errors: str) -> builtins.bytes:
+        """:meth:`bytes` for ``value`` read as ``text`` in ``encoding``."""
         if not self.found(text):
             return value
         bom = "\ufeff" if text.startswith("\ufeff") else ""
