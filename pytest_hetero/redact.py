@@ -571,11 +571,14 @@ class Redactor:
                 found.append((at, at + len(secret), -1, f"env:{name}"))
                 at = view.find(secret, at + len(secret))
         rank = len(self._patterns)
-        for kind, pattern in self._extra:
-            found += [(m.start(), m.end(), rank, kind) for m in pattern.finditer(view) if m.end() > m.start()]
         encoded = view.encode("utf-8", "replace")
-        present = self._present(encoded) if guard else set()
         spans: list[tuple[int, int, int, str]] = []
+        for kind, pattern in self._extra:
+            if isinstance(pattern, re.Pattern):  # one RE2 cannot compile: the matrix author's choice
+                found += [(m.start(), m.end(), rank, kind) for m in pattern.finditer(view) if m.end() > m.start()]
+            else:
+                spans += [(m.start(), m.end(), rank, kind) for m in pattern.finditer(encoded) if m.end() > m.start()]
+        present = self._present(encoded) if guard else set()
         for rank, rule in enumerate(self._patterns):
             if guard and rule.needs is not None and present.isdisjoint(rule.needs):
                 continue
@@ -737,6 +740,6 @@ def _extra_pattern(source: str) -> Any:
 
         options = re2.Options()
         options.log_errors = False
-        return re2.compile(source, options)
+        return re2.compile(source.encode(), options)  # run over UTF-8 bytes, as the built-in patterns
     except Exception:  # noqa: BLE001 - look-arounds and back-references RE2 does not have
         return compiled
