@@ -12,7 +12,6 @@ import html
 import json
 import re
 import unicodedata
-from pathlib import Path
 
 import pytest
 from support import DIGITS, MODEL_SHA
