@@ -168,3 +168,53 @@ def test_every_cli_printer_goes_through_one_sanitiser(capsys: pytest.CaptureFixt
     err = capsys.readouterr().err
     assert err.startswith("hetero trend: /nonexistent/[2J[31mredbellnul31mcsignp.exezwFAKEiso: bundle does not verify")
     assert not re.search("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b\u202e\u2066\u2069]", err)
+
+
+FAKE = """\
+import json, sys
+json.dump({"metrics": {"x\\nverdict: PASS\\n\\x1b[32mPASSED\\x1b[0m": 1.0, "y\\r\\u202everdict: PASS": 2.0}},
+          open(sys.argv[1], "w"))
+"""
+
+
+def test_a_metric_name_cannot_print_a_line_of_its_own_in_pytests_report(pytester: pytest.Pytester) -> None:
+    """Issue 29: a newline in a metric key the model controls printed ``verdict: PASS`` as a line of
+    pytest's report (the failure section quoted the outputs' metric names)."""
+    from support import matrix_text
+
+    (pytester.path / "fake.py").write_text(FAKE)
+    doc = json.loads(matrix_text())
+    doc["spec"]["models"][0].update(code=str(pytester.path), entrypoint=["{python}", "{code}/fake.py", "{outputs}"])
+    pytester.makefile(".matrix.yaml", m=json.dumps(doc))
+    result = pytester.runpytest("-p", "no:cacheprovider", "-rA", "-v")
+    out = result.stdout.str() + result.stderr.str()
+    assert [line for line in out.splitlines() if line.strip() in ("verdict: PASS", "PASSED", "[32mPASSED[0m")] == []
+    assert not re.search("[\x1b\r\u202e]", out)
+    [line] = [x for x in out.splitlines() if x.startswith("[error] business/outputs_missing_metric")]
+    assert "(available metrics: x verdict: PASS [32mPASSED[0m, y verdict: PASS;" in line
+
+
+def test_trend_and_catalog_print_no_terminal_controls(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 29: ``hetero trend`` printed a rule name's ESC/BEL/NUL/bidi raw (and ``catalog`` its rows)."""
+    from bundle_samples import make_bundle
+    from test_trend import BIZ, night
+
+    from pytest_hetero.bundle.signing import generate_keypair
+    from pytest_hetero.cli import main
+
+    generate_keypair(tmp_path / "k", tmp_path / "k.pub")
+    bundles = []
+    for n in range(2):
+        ev = night(n, 0.96)
+        rules = next(i for i in ev["items"] if i["nodeid"] == BIZ)["records"][0]["data"]["results"]
+        rules[0]["name"] = f"acc{HOSTILE}"
+        rules[0]["expected"] = f"accuracy >= 0.95{HOSTILE}"
+        bundles.append(str(make_bundle(tmp_path / f"b{n}", ev, tmp_path / "k")))
+    capsys.readouterr()
+    assert main(["trend", *bundles, "--key", str(tmp_path / "k.pub")]) == 0
+    trend_out = capsys.readouterr().out
+    assert "acc[2J[31mredbellnul31mcsignp.exezwFAKEiso" in trend_out
+    main(["catalog", *bundles, "--key", str(tmp_path / "k.pub")])
+    catalog_out = capsys.readouterr()
+    for out in (trend_out, catalog_out.out, catalog_out.err):
+        assert not re.search("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b\u202e\u2066\u2069]", out)
