@@ -16,6 +16,7 @@ import unicodedata
 import pytest
 from support import DIGITS, MODEL_SHA
 
+from pytest_hetero.bundle import signing  # noqa: F401 - imported before pytester runs (they drop new modules)
 from pytest_hetero.cli import main
 
 KINDS: dict[str, tuple[str, str]] = {

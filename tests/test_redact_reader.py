@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from pytest_hetero.bundle.signing import generate_keypair  # imported before pytester runs (they drop new modules)
+from pytest_hetero.cli import main
 from pytest_hetero.redact import INVISIBLE_RANGES, Redactor, reader_view, untranslatable
 
 GHP = "ghp_A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
@@ -162,8 +164,6 @@ HOSTILE = "\x1b[2J\x1b[31mred\x07bell\x00nul\x9b31mcsi\u202egnp.exe\u200bzw\rFAK
 def test_every_cli_printer_goes_through_one_sanitiser(capsys: pytest.CaptureFixture[str], tmp_path: object) -> None:
     """``hetero`` wraps stdout and stderr: a bundle path (any text a command prints) with ESC, BEL, NUL,
     C1, bidi and carriage returns comes out without them."""
-    from pytest_hetero.cli import main
-
     assert main(["trend", f"/nonexistent/{HOSTILE.replace(chr(0), '')}"]) == 2  # NUL: a path cannot hold one
     err = capsys.readouterr().err
     assert err.startswith("hetero trend: /nonexistent/[2J[31mredbellnul31mcsignp.exezwFAKEiso: bundle does not verify")
@@ -198,9 +198,6 @@ def test_trend_and_catalog_print_no_terminal_controls(tmp_path: Path, capsys: py
     """Issue 29: ``hetero trend`` printed a rule name's ESC/BEL/NUL/bidi raw (and ``catalog`` its rows)."""
     from bundle_samples import make_bundle
     from test_trend import BIZ, night
-
-    from pytest_hetero.bundle.signing import generate_keypair
-    from pytest_hetero.cli import main
 
     generate_keypair(tmp_path / "k", tmp_path / "k.pub")
     bundles = []
