@@ -51,9 +51,11 @@ def test_nested_data_and_matrix_patterns() -> None:
                                                   "n": 3}}], "k": ["a"]}
 
 
-def test_binary_left_alone_and_text_bytes_redacted() -> None:
+def test_bytes_that_are_not_text_keep_their_bytes_but_lose_their_secrets() -> None:
+    """Issue 29: outputs-unusable.txt (not UTF-8) was copied raw with every secret in it."""
     r = Redactor(ENV)
-    assert r.bytes(b"\xff\xfe tok-9f8e7d6c5b") == b"\xff\xfe tok-9f8e7d6c5b"
+    assert r.bytes(b"\xff\xfe tok-9f8e7d6c5b") == b"\xff\xfe [REDACTED:env:API_TOKEN]"
+    assert r.bytes(b"\x00\x01binary\xc3") == b"\x00\x01binary\xc3"
     assert r.bytes(b"x tok-9f8e7d6c5b") == b"x [REDACTED:env:API_TOKEN]"
 
 

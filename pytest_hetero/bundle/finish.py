@@ -115,6 +115,7 @@ def publish(hook: Any, evidence: dict[str, Any], settings: Settings, inputs: Run
         inputs.keep(evidence, bundle)
         evidence["inputs"] = inputs.section
         _inputs_evidence(evidence, inputs)
+        _redact_sections(evidence, inputs)
         inputs.written[EVIDENCE] = write_evidence(bundle, evidence)
         _record_journal(bundle, inputs)
         written: list[Any] = []
@@ -124,6 +125,24 @@ def publish(hook: Any, evidence: dict[str, Any], settings: Settings, inputs: Run
         _call(hook.pytest_hetero_bundle_finished, failed, evidence=evidence, bundle_dir=bundle, settings=settings,
               inputs=inputs)
     return failed
+
+
+def _redact_sections(evidence: dict[str, Any], inputs: RunInputs) -> None:
+    """Redact the sections of ``evidence`` built at the finish (untested scope, inputs, what hooks
+    added…) as each item's evidence was redacted when it was journaled: names from the matrix (a
+    model named like a token) reach them unredacted. The environment's secrets and every matrix's
+    ``spec.redact`` patterns count; ``items`` are left as they are (already redacted)."""
+    from pytest_hetero.errors import MatrixError
+    from pytest_hetero.redact import Redactor
+
+    extra: list[tuple[str, str]] = []
+    for entry in evidence.get("matrices") or []:
+        with contextlib.suppress(MatrixError, OSError, KeyError, TypeError):
+            extra += list(inputs.matrix(entry).redact)
+    redactor = Redactor(extra=extra)
+    for key, value in list(evidence.items()):
+        if key != "items":
+            evidence[key] = redactor.data(value)
 
 
 def _inputs_evidence(evidence: dict[str, Any], inputs: RunInputs) -> None:

@@ -9,9 +9,11 @@ Sub-commands that resolve backends or call writers (``lint``, ``plan``, ``cleanu
 
 from __future__ import annotations
 
+import io
 import os
 import sys
 from collections.abc import Sequence
+from typing import Any, TextIO
 
 from pytest_hetero.cli._parser import build_parser
 
@@ -30,6 +32,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+    out, err = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = Neutralised(out), Neutralised(err)
     try:
         code = int(args.func(args))
         sys.stdout.flush()
@@ -37,9 +41,54 @@ def main(argv: Sequence[str] | None = None) -> int:
         # the reader left (`hetero probe cpu | head`): not an error of ours; stop writing quietly
         # (the interpreter's own flush at exit would raise again, so stdout goes to /dev/null)
         devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
+        os.dup2(devnull, out.fileno())
         return 0
+    finally:
+        sys.stdout, sys.stderr = out, err
     return code
+
+
+class Neutralised(io.TextIOBase):
+    """A text stream that writes through :func:`pytest_hetero.reporting.view.terminal_text`: every
+    printer of every sub-command (``catalog``, ``trend``, ``verify``, ``explain``…) goes through this
+    one sanitiser, so text from a bundle, a matrix or a model (ESC and C1 sequences, BEL, NUL, bidi
+    overrides, zero-width characters, carriage returns that overwrite a line) cannot steer the
+    terminal or forge a line. Newlines and tabs stay; bytes written to :attr:`buffer` (a rendering
+    sent to stdout) are passed as they are."""
+
+    def __init__(self, stream: TextIO) -> None:
+        super().__init__()
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        """Write ``text`` without what :func:`~pytest_hetero.reporting.view.terminal_text` removes;
+        returns ``len(text)`` (what the caller handed over)."""
+        from pytest_hetero.reporting.view import terminal_text
+
+        self._stream.write(terminal_text(text))
+        return len(text)
+
+    def flush(self) -> None:
+        """Flush the wrapped stream."""
+        self._stream.flush()
+
+    def fileno(self) -> int:
+        """The wrapped stream's file descriptor."""
+        return self._stream.fileno()
+
+    def isatty(self) -> bool:
+        """Whether the wrapped stream is a terminal."""
+        return self._stream.isatty()
+
+    @property
+    def encoding(self) -> str:  # type: ignore[override]
+        """The wrapped stream's encoding."""
+        return getattr(self._stream, "encoding", "utf-8")
+
+    @property
+    def buffer(self) -> Any:
+        """The wrapped stream's binary buffer (renderings written as bytes)."""
+        return self._stream.buffer
 
 
 if __name__ == "__main__":

@@ -281,7 +281,7 @@ class RunInputs:
                 continue
             try:
                 raw = dataset.acceptance.read_bytes()
-                dest = f"{rel}/acceptance/{dataset.name}.yaml"
+                dest = f"{rel}/acceptance/{redactor.text(dataset.name)}.yaml"  # a name like a token: redacted
                 (folder / "acceptance").mkdir(parents=True, exist_ok=True)
                 self.written[dest] = write_atomic(folder.parent.parent / dest, redactor.bytes(raw))
             except OSError as exc:
@@ -301,7 +301,7 @@ class RunInputs:
                 continue
             try:
                 out["code"][model.name] = self._compare(self._keep_code(
-                    model.code, bundle_dir, f"{rel}/code/{model.name}", skip, redactor), "code")
+                    model.code, bundle_dir, f"{rel}/code/{redactor.text(model.name)}", skip, redactor), "code")
             except OSError as exc:
                 self._problem(f"cannot copy code folder {model.code}: {exc.strerror}")
                 continue

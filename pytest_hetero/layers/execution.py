@@ -222,7 +222,7 @@ def keep_bad_outputs(ctx: LayerContext, raw: bytes, run: int) -> str:
         ctx.record("model.outputs_unusable", artifact=None, bytes=len(raw), sha256=digest,
                    withheld="sensitive dataset: outputs content kept out of the evidence")
         return ""
-    kept = raw[:BAD_OUTPUTS_LIMIT]
+    kept = ctx.redactor.bytes(raw)[:BAD_OUTPUTS_LIMIT]  # secrets out before the cut (a cut token keeps its prefix)
     art = ctx.artifact(f"outputs-unusable{f'-r{run}' if run else ''}.txt", kept)
     ctx.record("model.outputs_unusable", artifact=art.path, bytes=len(raw), sha256=digest, kept_bytes=len(kept),
                truncated=len(raw) > len(kept))

@@ -80,6 +80,7 @@ def expand(matrix: Matrix, *, scheduling_per_image: bool = False) -> Plan:
     resource type are recorded as ``not_applicable`` (incompatible), with no items below.
     """
     plan = Plan()
+    label = _Labels(matrix)
 
     def add(layer: Layer, keys: dict[str, str], parts: tuple[str, ...],
             parent: tuple[str, ...] | None) -> bool:
@@ -93,43 +94,72 @@ def expand(matrix: Matrix, *, scheduling_per_image: bool = False) -> Plan:
 
     for res in matrix.resources:
         rk = {"resource": res.name}
-        disc = (res.name, "discovery")
+        rl = label(res.name)
+        disc = (rl, "discovery")
         has_disc = add("discovery", rk, disc, None)
-        sched: tuple[str, ...] = (res.name, "scheduling")
+        sched: tuple[str, ...] = (rl, "scheduling")
         if not scheduling_per_image:
             add("scheduling", rk, sched, disc if has_disc else None)
         for img in matrix.images:
             ik = {**rk, "image": img.name}
+            il = label(img.name)
             if res.type not in img.for_types:
                 for layer in ("startup", "model", "business"):
                     plan.omitted.append(Omitted(
-                        layer, ik, (res.name, img.name, layer), "not_applicable",
+                        layer, ik, (rl, il, layer), "not_applicable",
                         f"image '{img.name}' is built for {', '.join(img.for_types)}, "
                         f"not for resource type {res.type}"))
                 continue
             parent = sched
             if scheduling_per_image:
-                parent = (res.name, img.name, "scheduling")
+                parent = (rl, il, "scheduling")
                 add("scheduling", ik, parent, disc if has_disc else None)
-            start = (res.name, img.name, "startup")
+            start = (rl, il, "startup")
             add("startup", ik, start, parent)
             for mod in matrix.models:
                 for ds in matrix.datasets:
                     ck = {**ik, "model": mod.name, "dataset": ds.name}
-                    combo = _combo(mod.name, ds.name)
-                    run = (res.name, img.name, combo, "model")
+                    combo = _combo(label(mod.name), label(ds.name))
+                    run = (rl, il, combo, "model")
                     add("model", ck, run, start)
-                    add("business", ck, (res.name, img.name, combo, "business"), run)
-    _add_probes(matrix, add)
+                    add("business", ck, (rl, il, combo, "business"), run)
+    _add_probes(matrix, add, label)
     return plan
 
 
-def _add_probes(matrix: Matrix, add: Callable[[Layer, dict[str, str], tuple[str, ...], tuple[str, ...] | None], bool]
-                ) -> None:
+class _Labels:
+    """Names as they appear in item ids: a name holding a secret (a model named like a token) has it
+    redacted, the same way wherever the id is shown or used as a path (node ids, artifact folders,
+    evidence); two names redacted alike get ``~2``, ``~3``… in the order of the matrix."""
+
+    def __init__(self, matrix: Matrix) -> None:
+        from pytest_hetero.redact import Redactor
+
+        self._redactor = Redactor(extra=matrix.redact)
+        self._given: dict[str, str] = {}
+        self._taken: set[str] = set()
+
+    def __call__(self, name: str) -> str:
+        known = self._given.get(name)
+        if known is not None:
+            return known
+        label = self._redactor.text(name)
+        if label != name:
+            n = 2
+            base = label
+            while label in self._taken:
+                label, n = f"{base}~{n}", n + 1
+        self._given[name] = label
+        self._taken.add(label)
+        return label
+
+
+def _add_probes(matrix: Matrix, add: Callable[[Layer, dict[str, str], tuple[str, ...], tuple[str, ...] | None], bool],
+                label: Callable[[str], str]) -> None:
     """One scheduling item per governance probe, with no parent (exclude rules apply as to any item)."""
     for probe in matrix.probes:
         add("scheduling", {"resource": probe.resource, "probe": probe.name},
-            (probe.resource, "governance", probe.name, "scheduling"), None)
+            (label(probe.resource), "governance", label(probe.name), "scheduling"), None)
 
 
 def plan_uses_image(plan: Plan) -> bool:

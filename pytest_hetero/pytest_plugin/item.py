@@ -287,11 +287,13 @@ class LayerItem(pytest.Item):
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:
         """``[failed|error] layer/category (owner): message`` for our failures; default otherwise."""
         if isinstance(excinfo.value, LayerFailure):
-            from pytest_hetero.reporting.view import one_line, terminal_text
+            from pytest_hetero.reporting.view import one_line
 
             f = excinfo.value.failure
+            # one line: a message quotes what a model wrote (metric names, stderr), which must not start a
+            # line of its own (a fake "verdict: PASS") in pytest's report
             return (f"[{excinfo.value.status}] {f.layer}/{one_line(f.category)} (owner: {one_line(f.owner)}): "
-                    f"{terminal_text(f.message)}")
+                    f"{one_line(f.message)}")
         return str(super().repr_failure(excinfo))
 
     def reportinfo(self) -> tuple[Any, int | None, str]:

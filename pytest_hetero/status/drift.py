@@ -181,8 +181,22 @@ def parse_change(value: str) -> dict[str, Any]:
     """A change record from ``--hetero-change``: a YAML/JSON file (``@PATH`` or an existing path) holding a
     mapping, or inline ``key=value; key=value`` text. Keys: ``operator``, ``ticket``, ``reason`` (text),
     ``intended`` (resource names the change is meant to affect: a list, or comma-separated inline).
-    Returns ``{"operator", "ticket", "reason", "intended": [names]}`` (absent keys None / []).
-    Raises SettingsError naming an unknown key or an unreadable file."""
+    Returns ``{"operator", "ticket", "reason", "intended": [names]}`` (absent keys None / []), secrets
+    redacted (the record is signed into the statement: a ``password=…`` in a reason must not be).
+    Raises SettingsError naming an unknown key or an unreadable file (secrets in it redacted)."""
+    from pytest_hetero.errors import SettingsError
+    from pytest_hetero.redact import Redactor
+
+    redactor = Redactor()
+    try:
+        record = _parse_change(value)
+    except SettingsError as exc:
+        raise SettingsError(redactor.text(exc.message), exc.location, redactor.text(exc.hint)) from None
+    return {key: redactor.text(text) if isinstance(text, str) else text for key, text in record.items()}
+
+
+def _parse_change(value: str) -> dict[str, Any]:
+    """:func:`parse_change` before redaction."""
     from pathlib import Path
 
     from pytest_hetero.errors import SettingsError
