@@ -15,6 +15,7 @@ from pytest_hetero import LAYERS
 from pytest_hetero.evidence.usage import epoch
 from pytest_hetero.reporting.dossier_facts import Facts, cut, digest, number, short, when, where
 from pytest_hetero.reporting.dossier_text import Text
+from pytest_hetero.reporting.view import verification
 
 ITEM_ROWS = 25
 """Items listed per layer chapter (failures first)."""
@@ -312,10 +313,10 @@ def phases(f: Facts, t: Text, signoff: dict[str, Any]) -> list[dict[str, Any]]:
     digests = [i for i in f.with_kind["artifact.digest"] if all(
         d.get("observed") == d.get("expected") or not d.get("expected") for d in f.all(i, "artifact.digest"))]
     images = [i for i in f.by_layer["startup"] if image_digest(f, i)]
-    signed = bool(signoff.get("run_signer"))
+    signed = verification(signoff)[0] == "verified"  # a signature nobody checked proves nothing
     state = "covered" if signed and digests else "partial" if signed or digests else "not_covered"
-    detail = t("d.evidence", signature=t("d.signed") if signed else t("d.unsigned"), digests=len(digests),
-               images=len(images))
+    signature = t("d.signed") if signed else t("d.signed_unverified") if signoff.get("run_signer") else t("d.unsigned")
+    detail = t("d.evidence", signature=signature, digests=len(digests), images=len(images))
     out.append(_coverage(t, state, t("phase.evidence"), digests, detail))
     diff = f.evidence.get("baseline_diff") or {}
     counts = diff.get("counts") or {}

@@ -75,6 +75,19 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "q.simulated": ("startup and model ran on simulated nodes ({nodes})", "启动与模型运行在模拟节点（{nodes}）上进行"),
     "q.part": ("{layer}: {part} not proven", "{layer}：{part}未得到证明"),
     "q.unsigned": ("bundle unsigned", "证据包未签名"),
+    "q.unverified": ("bundle signature not verified", "证据包签名未验证"),
+    "verdict.unverified": ("NOT VERIFIED — the unproven evidence says: {verdict}",
+                           "未经验证——未经证实的证据称：{verdict}"),
+    "cover.verified": ("Verified: the run's signature checks with trusted key {keyid}.",
+                       "已验证：运行签名经受信任的密钥 {keyid} 验证通过。"),
+    "cover.unverified": ("NOT verified: the bundle carries a signature by key {keyid}, not checked with a trusted key "
+                         "({why}). Nothing on these pages is proven until `hetero verify` or `hetero render --key` "
+                         "succeeds.",
+                         "未验证：证据包带有密钥 {keyid} 的签名，但未经受信任的密钥验证（{why}）。"
+                         "在 `hetero verify` 或 `hetero render --key` 成功之前，本文件所述均未得到证明。"),
+    "cover.unsigned": ("NOT verified: the bundle is UNSIGNED ({why}). Nothing on these pages is proven.",
+                       "未验证：证据包未签名（{why}）。本文件所述均未得到证明。"),
+    "cover.no_key": ("no trusted key given", "未提供受信任的密钥"),
     "q.interrupted": ("run interrupted", "运行被中断"),
     # change since baseline
     "change.none": ("No baseline was given for this run: nothing is compared with an accepted run.",
@@ -232,7 +245,10 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "so.not_checked": ("this rendering did not verify it (run hetero verify)",
                        "本次生成未验证（请运行 hetero verify）"),
     "so.none": ("No sign-off yet.", "尚无签核。"),
-    "so.run_signer": ("Bundle signed by key {keyid}.", "证据包由密钥 {keyid} 签名。"),
+    "so.run_signer": ("Bundle signed by key {keyid}, verified with that trusted key.",
+                      "证据包由密钥 {keyid} 签名，并经该受信任密钥验证。"),
+    "so.run_signer_unverified": ("Bundle carries a signature by key {keyid}, NOT verified: {why}.",
+                                 "证据包带有密钥 {keyid} 的签名，未验证：{why}。"),
     "so.unsigned": ("Bundle UNSIGNED: {why}.", "证据包未签名：{why}。"),
     "so.unsigned_plain": ("Bundle UNSIGNED: no run signature.", "证据包未签名：没有运行签名。"),
     "state.pending": ("pending", "待签核"),
@@ -312,7 +328,8 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "d.evidence": ("run signature: {signature}; model/dataset digests checked on {digests} item(s); image digests "
                    "recorded on {images} item(s)",
                    "运行签名：{signature}；{digests} 个验证项校验了模型/数据集摘要；{images} 个验证项记录了镜像摘要"),
-    "d.signed": ("present", "有"),
+    "d.signed": ("verified", "已验证"),
+    "d.signed_unverified": ("present, NOT verified", "有，未验证"),
     "d.unsigned": ("absent", "无"),
     "d.expansion": ("against baseline {run}: {regressions} regression(s), {new} new failure(s)",
                     "与基线 {run} 相比：{regressions} 个回归，{new} 个新增失败"),
