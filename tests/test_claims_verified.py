@@ -15,41 +15,20 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from readme_run import ROOT, cli, readme_bundle
 
 from pytest_hetero.bundle.signing import keyid, load_public_key
 
-ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "docs" / "verify-bundle.sh"
-
-
-def cli(*argv: object, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    """``hetero ARGV…`` in a fresh interpreter (the code under test on the path first)."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)}
-    return subprocess.run([sys.executable, "-m", "pytest_hetero.cli", *map(str, argv)], capture_output=True,
-                          text=True, check=False, timeout=300, cwd=cwd, env=env)
 
 
 @pytest.fixture(scope="module")
 def readme_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    """(bundle, gate public key) of ``hetero keygen keys/gate.key`` then ``python3 -m pytest
-    matrices/example-cpu.matrix.yaml --hetero-sign-key keys/gate.key`` in a copy of the project."""
-    project = tmp_path_factory.mktemp("readme")
-    (project / "matrices").mkdir()
-    shutil.copy(ROOT / "matrices" / "example-cpu.matrix.yaml", project / "matrices")
-    shutil.copytree(ROOT / "cases" / "digits", project / "cases" / "digits")
-    (project / ".hetero-root").write_text("")
-    assert cli("keygen", "keys/gate.key", cwd=project).returncode == 0
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)}
-    done = subprocess.run([sys.executable, "-m", "pytest", "matrices/example-cpu.matrix.yaml", "--hetero-sign-key",
-                           "keys/gate.key", "-p", "no:cacheprovider", "-p", "no:randomly"], cwd=project, env=env,
-                          capture_output=True, text=True, check=False, timeout=600)
-    assert "bundle signed by" in done.stdout, done.stdout[-3000:] + done.stderr[-3000:]
-    (bundle,) = (project / "reports").iterdir()
-    return bundle, project / "keys" / "gate.key.pub"
+    """(bundle, gate public key) of the README's main command with the documented signing option."""
+    return readme_bundle(tmp_path_factory.mktemp("readme"))
 
 
 @pytest.fixture

@@ -344,9 +344,22 @@ MESSAGES: dict[str, tuple[str, str]] = {
                         "training job is in the matrix",
                         "没有工作负载经过带配额的队列（Kueue ClusterQueue、Volcano 队列），矩阵中也没有训练任务"),
     "d.inference_none": ("no served model in the matrix", "矩阵中没有推理服务"),
-    "d.usage": ("{count} model run(s) with device samples, keyed by matrix (project), item (task) and model",
-                "{count} 次模型运行带有设备采样，按矩阵（项目）、验证项（任务）与模型归属"),
-    "d.usage_none": ("no model run carries device samples", "没有任何模型运行带有设备采样"),
+    "d.usage": ("{count} attribution probe(s) passed: each account counting the requests rose by exactly the "
+                "request and was released; {samples} model run(s) carry device samples",
+                "{count} 个用量归属探针通过：每个计量账户按请求量准确增加并在结束后释放；"
+                "{samples} 次模型运行带有设备采样"),
+    "d.usage_none": ("no attribution probe ran, so attribution by project, task and model is not proven ({samples} "
+                     "model run(s) carry device samples, which say what was used, not who it is counted to)",
+                     "未运行用量归属探针，按项目、任务、模型归属用量未得到证明（{samples} 次模型运行带有设备采样，"
+                     "它们只说明用了多少，不说明计入谁的账户）"),
+    "d.usage_against": ("{count} attribution probe(s) failed: usage is not counted to the tenant that held it",
+                        "{count} 个用量归属探针失败：用量未计入实际占用的租户"),
+    "d.boundary": ("no boundary crossed: {count} tenant-isolation probe(s) refused",
+                   "未越界：{count} 个租户隔离探针均被拒绝"),
+    "d.boundary_none": ("no boundary crossed: not proven (no tenant-isolation probe ran)",
+                        "未越界：未得到证明（未运行租户隔离探针）"),
+    "d.boundary_crossed": ("boundary crossed: {count} tenant-isolation probe(s) failed",
+                           "发生越界：{count} 个租户隔离探针失败"),
     "aspect.version": ("version", "版本"),
     "aspect.entry": ("entry", "入口"),
     "aspect.permission": ("permission", "权限"),
@@ -376,6 +389,7 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "who.matrix": ("the matrix maintainers", "矩阵维护方"),
     "un.never": ("Never covered by a pass in {matrix}: {dimension}: {values}",
                  "{matrix} 中没有任何通过项覆盖：{dimension}：{values}"),
+    "un.part": ("{layer}: {part} not proven", "{layer}：{part}未得到证明"),
     "un.none": ("Nothing untested: every planned item ran and passed or failed.",
                 "无未测试范围：所有计划项均已运行并得出结论。"),
     "un.more": ("… and {count} more", "……另有 {count} 项"),
