@@ -149,8 +149,12 @@ def input_digests(matrix: Matrix) -> dict[tuple[str, str], dict[str, str]]:
 
 def _old_digests(old: Matrix, new: Matrix) -> dict[tuple[str, str], dict[str, str]]:
     """:func:`input_digests` of ``old``, with :data:`SAME_PATH` for every input it names at the resolved
-    path ``new`` names it at (today's content, not the old revision's)."""
+    path ``new`` names it at (today's content, not the old revision's). An old matrix read from the new
+    one's folder (``read_from``: a ``git show`` copy) keeps its digests: its deselection reason says the
+    files it shares were not compared."""
     digests = input_digests(old)
+    if old.read_from is not None:  # a copy read from the new matrix's folder: it says so itself (selection)
+        return digests
     old_paths, new_paths = input_paths(old), input_paths(new)
     for key, inputs in old_paths.items():
         for name, path in inputs.items():

@@ -181,9 +181,9 @@ def _affected(request: Request, matrix: Matrix, plan: Plan) -> tuple[dict[str, s
         hits = hits or {}
         old_plan = expand(old, scheduling_per_image=plan_uses_image(plan))
         hits.update({k: v for k, v in changed_items(old, old_plan, matrix, plan).items() if k not in hits})
-        since = old.path.name if old.read_from is None else \
-            f"{old.path.name}, its paths read from {old.read_from.name}/"
-        label = f"unchanged since {since}: {compared(old, matrix)}"
+        label = f"unchanged since {old.path.name}: {compared(old, matrix)}" if old.read_from is None else \
+            f"unchanged since {old.path.name}, its paths read from {old.read_from.name}/; files it shares with " \
+            "this matrix not compared"
         why = (why[:-1] + f" | {label})") if why else f"deselected ({label})"
     if request.cluster is not None and matrix.name in request.cluster:
         hits = hits or {}
