@@ -4,7 +4,10 @@
 #
 #   verify-bundle.sh BUNDLE GATE_PUB.pem [SIGNATURE_INDEX]
 #       the run's attestation (line 1 of attestation.intoto.jsonl): its predicate type says it is the run's,
-#       the gate key's signature, every subject and every manifest entry — the same checks as
+#       the gate key's signature, every subject and every manifest entry; then validation.intoto.jsonl (each
+#       pool's SLSA VSA, a signature file outside the manifest like the attestation): one line per pool the
+#       statement signs (none, and no file, when it signs none), each signed by the gate key, naming this
+#       statement's digest and saying its levels and expiry — the same checks as
 #       `hetero verify BUNDLE --key GATE_PUB.pem` for the run.
 #   verify-bundle.sh --signoff LINE BUNDLE TEAM_PUB.pem
 #       one team sign-off (line LINE ≥ 2): its predicate type says it is a sign-off, its only subject is the
@@ -21,8 +24,9 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 RUN_TYPE="https://pytest-hetero.dev/attestation/evidence-bundle/v1"
 SIGNOFF_TYPE="https://pytest-hetero.dev/attestation/signoff/v1"
+VSA_TYPE="https://slsa.dev/verification_summary/v1"
 
-# dsse_verify ENVELOPE_FILE SIGNATURE_INDEX: the payload to $work/payload.json, then the Ed25519 signature
+# dsse_verify ENVELOPE_FILE SIGNATURE_INDEX [QUIET]: the payload to $work/payload.json, then the Ed25519 signature
 # over PAE(type, payload) = "DSSEv1 <len type> <type> <len payload> <payload>"
 dsse_verify() {
   local env=$1 i=$2 type
@@ -35,7 +39,9 @@ dsse_verify() {
   printf 'DSSEv1 %d %s %d ' "${#type}" "$type" "$(stat -c %s "$work/payload.json")" > "$work/pae.bin"
   cat "$work/payload.json" >> "$work/pae.bin"
   jq -r ".signatures[$i].sig" "$env" | base64 -d > "$work/sig.bin"
-  openssl pkeyutl -verify -pubin -inkey "$pub" -rawin -in "$work/pae.bin" -sigfile "$work/sig.bin"
+  openssl pkeyutl -verify -pubin -inkey "$pub" -rawin -in "$work/pae.bin" -sigfile "$work/sig.bin" > "$work/openssl.out" \
+    || { cat "$work/openssl.out"; echo "FAIL $env: the signature does not verify with $pub (forged or altered)"; exit 1; }
+  [ -n "${3:-}" ] || cat "$work/openssl.out"
   jq -e '._type == "https://in-toto.io/Statement/v1"' "$work/payload.json" > /dev/null || { echo "FAIL _type"; exit 1; }
 }
 
@@ -75,6 +81,37 @@ jq -r '.files[] | "\(.sha256)  \(.path)"' "$bundle/manifest.json" | (cd "$bundle
 jq -r '.files[].path' "$bundle/manifest.json" > "$work/listed"
 LC_ALL=C sort -cu "$work/listed" 2> /dev/null || { echo "FAIL manifest.json entries out of order or duplicated"; exit 1; }
 (cd "$bundle" && find . -type f ! -path ./manifest.json ! -path ./statement.intoto.json \
-   ! -path ./attestation.intoto.jsonl | sed 's|^\./||' | LC_ALL=C sort) > "$work/present"
+   ! -path ./attestation.intoto.jsonl ! -path ./validation.intoto.jsonl | sed 's|^\./||' | LC_ALL=C sort) > "$work/present"
 diff "$work/listed" "$work/present" > /dev/null || { echo "FAIL files differ from manifest.json:"; diff "$work/listed" "$work/present" || true; exit 1; }
+
+# 5. validation.intoto.jsonl: exactly one signed VSA per pool of the signed statement, none twice
+cp "$work/payload.json" "$work/run.json"
+vsa="$bundle/validation.intoto.jsonl"
+pools=$(jq '.predicate.validation.pools // [] | length' "$work/run.json")
+if [ "$pools" -eq 0 ]; then
+  [ ! -e "$vsa" ] || { echo "FAIL $vsa present but the signed statement has no pool"; exit 1; }
+else
+  [ -f "$vsa" ] && [ ! -L "$vsa" ] || { echo "FAIL $vsa is not a regular file (the statement signs $pools pool(s))"; exit 1; }
+  [ -z "$(tail -c 1 "$vsa")" ] || { echo "FAIL $vsa: the last line has no newline (truncated or edited)"; exit 1; }
+  lines=$(wc -l < "$vsa")
+  [ "$lines" -eq "$pools" ] || { echo "FAIL $vsa has $lines line(s), the signed statement $pools pool(s)"; exit 1; }
+  digest=$(sha256sum < "$bundle/statement.intoto.json" | cut -d' ' -f1)
+  : > "$work/uris"
+  for n in $(seq 1 "$lines"); do
+    sed -n "${n}p" "$vsa" > "$work/vsa.json"
+    dsse_verify "$work/vsa.json" 0 quiet
+    jq -e --slurpfile run "$work/run.json" --arg d "$digest" --arg t "$VSA_TYPE" '
+      .predicateType == $t and .predicate as $p
+      | [$run[0].predicate.validation.pools[] | select("hetero-pool:\(.matrix)/\(.pool)" == $p.resourceUri)]
+      | length == 1 and (.[0] | (.task_types | map_values(.level)) as $levels
+        | $p.inputAttestations[0].digest.sha256 == $d and $p.pytestHetero.taskTypes == $levels
+          and $p.pytestHetero.validUntil == .expires_at
+          and $p.verificationResult == (if [$levels[] | select(. != "none")] | length > 0 then "PASSED" else "FAILED" end))' \
+      "$work/payload.json" > /dev/null \
+      || { echo "FAIL $vsa line $n: not this statement's VSA for a signed pool, or its levels, expiry or result differ"; exit 1; }
+    jq -r .predicate.resourceUri "$work/payload.json" >> "$work/uris"
+  done
+  [ -z "$(sort "$work/uris" | uniq -d)" ] || { echo "FAIL $vsa names a pool twice"; exit 1; }
+fi
+cp "$work/run.json" "$work/payload.json"
 echo "OK $bundle: run $(jq -r .predicate.run.id "$work/payload.json"), verdict $(jq -r .predicate.verdict "$work/payload.json")"

@@ -182,7 +182,7 @@ def test_injected_script_does_not_execute_even_without_csp(chromium: str, tmp_pa
     page.write_text(CSP.sub("", html), encoding="utf-8")
     dom_text = dump_dom(chromium, page, tmp_path / "profile")
     dom = parse(dom_text)
-    assert dom.title == "pytest-hetero FAIL: run-1"
+    assert dom.title == "pytest-hetero FAIL (NOT VERIFIED): run-1"
     assert dom.scripts == 0 and "<img src=\"x\"" not in dom_text and "PWNED" in dom_text
     assert EVIL in dom.logs
     # control: the same harness does see a script run when one is not escaped

@@ -66,7 +66,7 @@ def test_markdown_summary() -> None:
     assert text.splitlines()[:12] == [
         "## pytest-hetero: FAIL",
         "",
-        "Run `run-1` · matrices: example-cpu · bundle signed by `cdcdcdcdcdcdcdcd`",
+        "Run `run-1` · matrices: example-cpu · bundle **verified**, signed by `cdcdcdcdcdcdcdcd`",
         "",
         "| layer | passed | failed | blocked | excluded |",
         "|---|---:|---:|---:|---:|",

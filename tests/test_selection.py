@@ -15,9 +15,21 @@ from pytest_hetero.matrix.load import load_matrix
 from pytest_hetero.matrix.selection import Request, assign_shards, parse_selector, parse_shard, select
 
 
+def old_inputs(root: Path) -> Path:
+    """A copy of the digits case's code folder and acceptance rules at ``root`` (an old revision's
+    checkout: ``--hetero-affected-from`` compares code only when the old matrix names its own files)."""
+    import shutil
+
+    from support import DIGITS
+
+    shutil.copytree(DIGITS, root, ignore=shutil.ignore_patterns("__pycache__"))
+    return root
+
+
 def wide_matrix(*, name: str = "wide", image_digest: str | None = None, model_version: str = "1.0.0",
-                resources: int = 2, profiles: dict[str, Any] | None = None) -> str:
-    """2 cpu resources × 2 images × 2 models × 1 dataset on the real digits case (12 items per resource)."""
+                resources: int = 2, profiles: dict[str, Any] | None = None, inputs: Path | None = None) -> str:
+    """2 cpu resources × 2 images × 2 models × 1 dataset on the real digits case (12 items per resource);
+    ``inputs``: the digits case copy whose code folder and acceptance rules the matrix names."""
     doc = json.loads(matrix_text(name=name, resources=[
         {"name": f"cpu-{c}", "type": "cpu", "requests": {"cpu": 1}} for c in "abcdefgh"[:resources]]))
     spec = doc["spec"]
@@ -29,6 +41,10 @@ def wide_matrix(*, name: str = "wide", image_digest: str | None = None, model_ve
     spec["models"].append(second)
     if profiles:
         spec["profiles"] = profiles
+    if inputs is not None:
+        for model in spec["models"]:
+            model["code"] = str(inputs)
+        spec["datasets"][0]["acceptance"] = str(inputs / "acceptance.yaml")
     return json.dumps(doc, indent=1)
 
 
@@ -106,7 +122,7 @@ def test_bad_affected_selector_is_a_usage_error(pytester: pytest.Pytester, arg: 
 
 def test_affected_from_old_matrix_selects_changed_image_and_new_model_version(pytester: pytest.Pytester) -> None:
     old = pytester.path / "old.yaml"
-    old.write_text(wide_matrix(), encoding="utf-8")
+    old.write_text(wide_matrix(inputs=old_inputs(pytester.path / "old-rev")), encoding="utf-8")
     pytester.makefile(".matrix.yaml", w=wide_matrix(image_digest="sha256:" + "ab" * 32))
     pytester.runpytest("--hetero-affected-from", str(old), "-p", "no:cacheprovider")
     evidence = evidence_of(pytester)
@@ -116,12 +132,16 @@ def test_affected_from_old_matrix_selects_changed_image_and_new_model_version(py
         "discovery", "scheduling", "py-b::startup", "py-b::digits-logreg@digits-test::model",
         "py-b::digits-logreg@digits-test::business", "py-b::digits-b@digits-test::model",
         "py-b::digits-b@digits-test::business"))
-    assert set(untested_reasons(evidence).values()) == {"deselected (unchanged since old.yaml)"}
+    assert set(untested_reasons(evidence).values()) == {
+        "deselected (unchanged since old.yaml: spec.target, the resource, image, model and dataset entries (their "
+        "sha256 digests included) and the sha256 of dataset digits-test's acceptance rules, model digits-b's code "
+        "folder, model digits-logreg's code folder compared)"}
     assert len(untested_reasons(evidence)) == 10
 
 
 def test_old_matrix_in_the_test_folder_is_not_collected(pytester: pytest.Pytester) -> None:
-    pytester.makefile(".matrix.yaml", old=wide_matrix(), w=wide_matrix(image_digest="sha256:" + "cd" * 32))
+    pytester.makefile(".matrix.yaml", old=wide_matrix(inputs=old_inputs(pytester.path / "old-rev")),
+                      w=wide_matrix(image_digest="sha256:" + "cd" * 32))
     pytester.runpytest("--hetero-affected-from", "old.matrix.yaml", "-p", "no:cacheprovider", "--hetero-profile",
                        "quick")
     evidence = evidence_of(pytester)
@@ -132,7 +152,7 @@ def test_old_matrix_in_the_test_folder_is_not_collected(pytester: pytest.Pyteste
 
 
 def test_affected_from_pure_selection_names_the_change(tmp_path: Path) -> None:
-    (tmp_path / "old.yaml").write_text(wide_matrix(), encoding="utf-8")
+    (tmp_path / "old.yaml").write_text(wide_matrix(inputs=old_inputs(tmp_path / "old-rev")), encoding="utf-8")
     (tmp_path / "new.yaml").write_text(wide_matrix(model_version="2.0.0", resources=3), encoding="utf-8")
     old = load_matrix(tmp_path / "old.yaml")
     new, plan = plan_of(tmp_path / "new.yaml")

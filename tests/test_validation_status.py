@@ -109,7 +109,10 @@ def test_levels_stop_at_the_first_layer_not_passed() -> None:
     assert layer_summary([]) == "absent"
     assert layer_summary(["passed", "not_applicable"]) == "passed"
     assert layer_summary(["passed", "failed", "blocked"]) == "blocked+failed"
+    # not_applicable proves nothing: the level stops below it (issue 27: a local pool never reaches business)
     assert level_of({"discovery": "passed", "scheduling": "not_applicable", "startup": "passed",
+                     "model": "failed", "business": "passed"}) == "discovery"
+    assert level_of({"discovery": "passed", "scheduling": "passed", "startup": "passed",
                      "model": "failed", "business": "passed"}) == "startup"
     assert level_of({"discovery": "failed"}) == "none"
 
@@ -119,7 +122,7 @@ def test_status_is_signed_and_each_pool_is_a_vsa_verified_offline(signed: tuple[
     status = load_status(bundle, trusted_keys([pub]))
     pools = {p["pool"]: p for p in status["validation"]["pools"]}
     assert {k: v["task_types"]["batch-inference"]["level"] for k, v in pools.items()} == {
-        "cpu-host": "business", "gpu": "none"}
+        "cpu-host": "discovery", "gpu": "none"}  # scheduling not_applicable on the local host stops the level
     cpu = pools["cpu-host"]
     assert cpu["task_types"]["batch-inference"]["layers"] == {
         "discovery": "passed", "scheduling": "not_applicable", "startup": "passed", "model": "passed",
@@ -132,7 +135,7 @@ def test_status_is_signed_and_each_pool_is_a_vsa_verified_offline(signed: tuple[
     assert vsa["predicateType"] == VSA_PREDICATE_TYPE == "https://slsa.dev/verification_summary/v1"
     predicate = vsa["predicate"]
     assert (predicate["verificationResult"], predicate["verifiedLevels"]) == (
-        "PASSED", ["PYTEST_HETERO_BATCH_INFERENCE_BUSINESS"])
+        "PASSED", ["PYTEST_HETERO_BATCH_INFERENCE_DISCOVERY"])
     assert predicate["inputAttestations"][0]["digest"]["sha256"] == status["digest"]
     assert predicate["pytestHetero"]["validUntil"] == cpu["expires_at"]
     assert vsas["hetero-pool:s/gpu"]["predicate"]["verificationResult"] == "FAILED"
@@ -179,7 +182,7 @@ def test_catalog_renders_pools_levels_expiry_and_untested(signed: tuple[Path, Pa
     rows = {r["pool"]: r for r in json.loads(done.stdout)}
     cpu, gpu = rows["s/cpu-host"], rows["s/gpu"]
     assert (cpu["type"], cpu["requests"], cpu["task_types"], cpu["expired"], cpu["verification"]) == (
-        "cpu", {"cpu": "1"}, {"batch-inference": "business"}, False, "verified")
+        "cpu", {"cpu": "1"}, {"batch-inference": "discovery"}, False, "verified")
     assert gpu["task_types"] == {"batch-inference": "none"}
     assert {e["status"] for e in gpu["untested"]} == {"blocked"}  # the failed discovery is a result, not untested
     assert cpu["owners"]["business"] == "business"

@@ -41,7 +41,7 @@ _CHUNK = 1 << 20
 class Problem:
     """One verification failure: ``path`` (bundle-relative file, or a signature's keyid), ``kind``
     (modified, missing, extra, order, malformed, unsafe, signature, unknown_key, predicate,
-    subject, role, unsigned, stale, not_kept) and a human ``detail``."""
+    subject, role, unsigned, stale, not_kept, validation) and a human ``detail``."""
 
     path: str
     kind: str

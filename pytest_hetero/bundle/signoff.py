@@ -5,6 +5,8 @@ render``, the dossier); field names are stable::
 
     {"source": "run_end" | "attestations",
      "run_signer": keyid | None, "run_verified": bool, "signer_error": str | None,
+     "verification": "verified" | "unverified" | "unsigned",
+     "verified_by": keyid | None,              # the trusted key the run's signature verified with
      "policy": {"name", "sha256", "trusted_by"} | None,
      "note": str,                              # what a reader must know about this view
      "roles": [{"role": team, "layers": [layer, …], "owner": team,
@@ -17,6 +19,11 @@ render``, the dossier); field names are stable::
 takes and the trust policy's ``roles`` keys); ``owner`` is that same team name, kept for renderers
 keyed on owners. ``names`` come from the trust policy and are empty unless the sign-off is verified;
 ``state`` counts verified sign-offs only.
+
+``verification`` is what every rendering states before any claim: ``verified`` (the run's signature
+checked with ``verified_by``, a trusted key; at ``run_end`` the gate's own key, which it just
+signed with), ``unverified`` (a signature is present but was not checked with a trusted key, or did
+not verify: nothing the evidence says is proven) or ``unsigned``.
 
 ``source`` says where the sign-off state comes from:
 
@@ -99,7 +106,11 @@ def signoff_context(owners: dict[str, dict[str, str]], run_signer: str | None, s
         mine = [s for s in signoffs or [] if s.role == team]
         roles.append({"role": team, "layers": [x for x in LAYERS if x in teams[team]], "owner": team,
                       "signed": [s.view() for s in mine], "state": role_state(mine)})
+    # at run end the gate has just signed with its own key: that is the verified signer
+    verified = bool(run_signer) and (run_verified or source == "run_end")
+    verification = "verified" if verified else "unverified" if run_signer else "unsigned"
     return {"source": source, "run_signer": run_signer, "run_verified": run_verified, "signer_error": signer_error,
+            "verification": verification, "verified_by": run_signer if verification == "verified" else None,
             "policy": None if policy is None else {"name": policy.name, "sha256": policy.sha256,
                                                    "trusted_by": policy.trusted_by},
             "note": note, "roles": roles}
@@ -163,6 +174,8 @@ def bundle_signoff(bundle_dir: Path, evidence: dict[str, Any], keys: list[Ed2551
             f"({trusted.trusted_by})." if trusted else
             "Read from the attestations; no sign-off is verified: give the gate key (--key) and the trust "
             "policy (--policy) to check them.")
-    return signoff_context(owners if isinstance(owners, dict) else {}, signer,
-                           None if run_verified else "; ".join(p.detail for p in check.problems) or None,
+    untrusted = not keys and not (policy and policy.gate)
+    error = None if run_verified else "no trusted key given (--key GATE.pub): the signature was not checked" \
+        if signer and untrusted else "; ".join(p.detail for p in check.problems) or None
+    return signoff_context(owners if isinstance(owners, dict) else {}, signer, error,
                            signoffs, source="attestations", run_verified=run_verified, policy=trusted, note=note)

@@ -13,6 +13,9 @@ failed step vouches for is read):
 5. every file of the bundle, walked with ``os.scandir`` relative to directory descriptors: each
    listed file is a regular file hashed up to its listed size, nothing unlisted, no symlink, FIFO,
    device or socket (each a named ``unsafe`` problem); the documented files are all there;
+   ``validation.intoto.jsonl`` (each pool's VSA, outside the manifest like the attestation): present
+   exactly when the signed statement has pools, one line per pool, each signed by a trusted gate key
+   and saying what the signed statement says (:func:`pytest_hetero.bundle.vsa.check_vsas`);
 6. each sign-off line (:func:`~pytest_hetero.bundle.signoff_check.check_signoffs`), against the trust
    policy when one is given;
 7. required roles, and the freshness bound (``max_age_s``).
@@ -40,7 +43,15 @@ from pytest_hetero.bundle.attestation import (
     Attestation,
     read_attestations,
 )
-from pytest_hetero.bundle.manifest import ATTESTATION, MANIFEST, MANIFEST_SCHEMA, SIGNATURE_FILES, STATEMENT, Problem
+from pytest_hetero.bundle.manifest import (
+    ATTESTATION,
+    MANIFEST,
+    MANIFEST_SCHEMA,
+    SIGNATURE_FILES,
+    STATEMENT,
+    VALIDATION,
+    Problem,
+)
 from pytest_hetero.bundle.safeio import MIB, Unreadable, file_kind, hash_fd, loads_bounded, read_regular, safe_relative
 from pytest_hetero.bundle.signing import (
     PAYLOAD_TYPE,
@@ -425,6 +436,7 @@ def verify_bundle(bundle_dir: Path, public_keys: list[Ed25519PublicKey],
     if isinstance(not_kept, list) and not_kept:
         result.problems.append(Problem("inputs", "not_kept", f"{len(not_kept)} input(s) the run used are not in the "
                                        f"bundle (signed in the statement): {str(not_kept[0])[:300]}"))
+    _check_validation(bundle_dir, lines[0], None if any_signer else gate_keys(public_keys, policy), result)
     signoffs, problems = check_signoffs(lines[1:], result.payload_sha256, lines[0].statement, policy)
     result.signoffs = signoffs
     result.problems.extend(problems)
@@ -434,6 +446,16 @@ def verify_bundle(bundle_dir: Path, public_keys: list[Ed25519PublicKey],
         if problem:
             result.problems.append(problem)
     return result
+
+
+def _check_validation(bundle_dir: Path, run: Attestation, keys: dict[str, Ed25519PublicKey] | None,
+                      result: Verification) -> None:
+    """Step 5b: ``validation.intoto.jsonl`` (:func:`pytest_hetero.bundle.vsa.check_vsas`) against the
+    signed predicate's ``validation``; ``keys`` None (``any_signer``): contents checked, signatures not."""
+    from pytest_hetero.bundle.vsa import check_vsas
+
+    _, problems = check_vsas(bundle_dir, keys, run.predicate.get("validation"), run.payload)
+    result.problems.extend(Problem(VALIDATION, "validation", p) for p in problems)
 
 
 def trusted_keys(paths: list[Path] | tuple[Path, ...] = (), private: Path | SignCommand | None = None) -> list[Any]:

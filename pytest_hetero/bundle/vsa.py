@@ -19,13 +19,14 @@ the pool: name ``hetero-pool:<matrix>/<pool>``, digest the sha256 of the canonic
   expiry is only enforced by readers that know it (:func:`read_vsas` and ``hetero publish``).
 
 The file is a signature file: it is outside the manifest (it names the statement's digest, so it
-cannot be inside it) and :func:`read_vsas` checks it offline with the bundle's keys.
+cannot be inside it), like ``attestation.intoto.jsonl``. ``hetero verify`` checks it
+(:func:`check_vsas`, from ``verify_bundle``), as do ``docs/verify-bundle.sh`` and :func:`read_vsas`:
+present exactly when the signed statement has pools, one line per pool, each signed by the gate key
+and saying exactly what the signed statement says of its pool.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
 import hashlib
 import json
 from pathlib import Path
@@ -103,59 +104,129 @@ def write_vsas(bundle_dir: Path, validation: dict[str, Any], matrices: list[dict
     return len(lines)
 
 
+def check_vsas(bundle_dir: Path, keys: dict[str, Ed25519PublicKey] | None, predicate_validation: Any,
+               statement_payload: bytes) -> tuple[list[dict[str, Any]], list[str]]:
+    """Check ``validation.intoto.jsonl`` offline against the signed run statement; never raises for
+    bundle content. Returns (the VSA statements read, problems in words, each naming its line).
+
+    ``predicate_validation`` is the signed predicate's ``validation`` section; ``statement_payload``
+    the run statement's exact signed bytes (its sha256 is what every VSA must name). ``keys``
+    ({keyid: public key}; None: signatures not checked, e.g. an unsigned bundle read with
+    --allow-unsigned): every line must carry a valid signature by one of them. The file must exist
+    exactly when the statement signs at least one pool, hold one line per pool (none twice, none
+    missing), each byte for byte as the gate writes it, end with a newline, and say exactly what the
+    signed section says for its pool (levels, expiry).
+    """
+    from pytest_hetero.bundle.safeio import Unreadable, read_regular
+
+    pools = predicate_validation.get("pools") if isinstance(predicate_validation, dict) else None
+    pools = [p for p in pools if isinstance(p, dict)] if isinstance(pools, list) else []
+    try:
+        data = read_regular(bundle_dir, VALIDATION, MAX_VSA_BYTES)
+    except Unreadable as exc:
+        if exc.kind == "missing" and not pools:
+            return [], []
+        if exc.kind == "missing":
+            return [], [f"missing: the signed statement has {len(pools)} pool(s) but the bundle has no {VALIDATION}"]
+        return [], [f"{exc.kind}: {exc.detail}"]
+    if not pools:
+        return [], [f"the signed statement has no pool, yet {VALIDATION} is present: it was added after signing"]
+    if not data.endswith(b"\n"):
+        return [], ["edited: the last line has no newline, as every line is written: the file was truncated or edited"]
+    digest = hashlib.sha256(statement_payload).hexdigest()
+    expected = {f"hetero-pool:{p.get('matrix')}/{p.get('pool')}": p for p in pools}
+    out: list[dict[str, Any]] = []
+    problems: list[str] = []
+    seen: set[str] = set()
+    for n, raw in enumerate(data[:-1].split(b"\n"), 1):
+        statement, problem = _vsa_line(raw, n, keys, digest, expected, seen)
+        if problem:
+            problems.append(problem)
+        elif statement is not None:
+            out.append(statement)
+    if not problems and len(seen) != len(expected):
+        lost = sorted(set(expected) - seen)
+        problems.append(f"{len(seen)} pool(s) in the file, the signed statement {len(expected)}: missing "
+                        f"{', '.join(x[:200] for x in lost[:5])}")
+    return out, problems
+
+
+def _vsa_line(raw: bytes, n: int, keys: dict[str, Ed25519PublicKey] | None, digest: str,
+              expected: dict[str, dict[str, Any]], seen: set[str]) -> tuple[dict[str, Any] | None, str | None]:
+    """(the statement, None) of line ``n`` when it checks (its pool added to ``seen``), else (None, the problem)."""
+    from pytest_hetero.bundle.attestation import parse_line
+    from pytest_hetero.bundle.safeio import Unreadable
+    from pytest_hetero.bundle.signing import PAYLOAD_TYPE, check_signature, envelope_bytes, pae
+
+    try:
+        line = parse_line(raw, n, PAYLOAD_TYPE)
+    except Unreadable as exc:
+        return None, f"{exc.kind}: {exc.detail}"
+    if line.predicate_type != VSA_PREDICATE_TYPE:
+        return None, f"line {n}: predicateType {line.predicate_type[:80]!r} is not a VSA's"
+    if keys is not None:
+        message = pae(PAYLOAD_TYPE, line.payload)
+        if not any(s.get("keyid") in keys and check_signature(keys[s["keyid"]], s["sig"], message)
+                   for s in line.signatures):
+            return None, f"line {n}: no valid signature by a trusted key (the gate's; forged, altered or unsigned)"
+    if raw != envelope_bytes(line.envelope).rstrip(b"\n"):
+        return None, f"line {n}: not byte for byte as pytest-hetero writes it (edited after signing)"
+    uri = str(line.predicate.get("resourceUri"))
+    problem = _vsa_problem(line.statement, digest, expected, n)
+    if problem is None and uri in seen:
+        problem = f"line {n}: pool {uri[:200]} appears twice"
+    if problem:
+        return None, problem
+    seen.add(uri)
+    return line.statement, None
+
+
 def read_vsas(bundle_dir: Path, keys: dict[str, Ed25519PublicKey] | None,
               predicate_validation: dict[str, Any]) -> list[dict[str, Any]]:
-    """The VSA statements of ``bundle_dir``, checked offline: each envelope is signed by one of ``keys``
-    ({keyid: public key}; None: unsigned accepted, e.g. an unsigned bundle read with --allow-unsigned),
-    names the digest of this bundle's ``statement.intoto.json``, and says exactly what the signed
-    ``predicate_validation`` says for its pool (levels, expiry). Raises BundleError naming the line."""
-    from pytest_hetero.bundle.signing import PAYLOAD_TYPE, check_signature, pae
+    """The VSA statements of ``bundle_dir``, checked offline (:func:`check_vsas` against the bundle's
+    ``statement.intoto.json``). Raises BundleError naming the first problem; also when the
+    statement signs no pool."""
+    from pytest_hetero.bundle.safeio import MIB, Unreadable, read_regular
 
-    path = bundle_dir / VALIDATION
-    where = Location(str(path))
-    if not path.is_file() or path.is_symlink():
+    where = Location(str(bundle_dir / VALIDATION))
+    if not predicate_validation.get("pools"):
         raise BundleError(f"no {VALIDATION} in the bundle", where, "the run wrote no validation status (no pool)")
-    if path.stat().st_size > MAX_VSA_BYTES:
-        raise BundleError(f"{VALIDATION} is larger than {MAX_VSA_BYTES} bytes", where)
-    digest = hashlib.sha256((bundle_dir / STATEMENT).read_bytes()).hexdigest()
-    expected = {f"hetero-pool:{p['matrix']}/{p['pool']}": p for p in predicate_validation.get("pools") or []}
-    out: list[dict[str, Any]] = []
-    for n, raw in enumerate(path.read_bytes().splitlines(), 1):
-        at = Location(str(path), n)
-        try:
-            env = json.loads(raw)
-            payload = base64.b64decode(env["payload"], validate=True)
-            statement = json.loads(payload)
-        except (ValueError, KeyError, TypeError, binascii.Error) as exc:
-            raise BundleError(f"line {n} is not a DSSE envelope: {exc}", at) from None
-        if env.get("payloadType") != PAYLOAD_TYPE or statement.get("predicateType") != VSA_PREDICATE_TYPE:
-            raise BundleError(f"line {n} is not a VSA envelope", at)
-        message = pae(PAYLOAD_TYPE, payload)
-        if keys is not None and not any(
-                s.get("keyid") in keys and check_signature(keys[s["keyid"]], str(s.get("sig")), message)
-                for s in env.get("signatures") or [] if isinstance(s, dict)):
-            raise BundleError(f"line {n}: no valid signature by a trusted key", at,
-                              "use the bundle exactly as the run wrote it, with the run's public key")
-        _check_vsa(statement, digest, expected, at, n)
-        out.append(statement)
-    if len(out) != len(expected):
-        raise BundleError(f"{VALIDATION} has {len(out)} pool(s), the signed statement {len(expected)}", where)
-    return out
+    try:
+        payload = read_regular(bundle_dir, STATEMENT, 512 * MIB)
+    except Unreadable as exc:
+        raise BundleError(f"{STATEMENT}: {exc.kind}: {exc.detail}", where) from None
+    statements, problems = check_vsas(bundle_dir, keys, predicate_validation, payload)
+    if problems:
+        raise BundleError(f"{VALIDATION}: {problems[0]}", where,
+                          "use the bundle exactly as the run wrote it, with the run's public key")
+    return statements
 
 
-def _check_vsa(statement: dict[str, Any], digest: str, expected: dict[str, dict[str, Any]], at: Location,
-               n: int) -> None:
-    predicate = statement.get("predicate") or {}
-    inputs = predicate.get("inputAttestations") or [{}]
-    if inputs[0].get("digest", {}).get("sha256") != digest:
-        raise BundleError(f"line {n}: the VSA names another bundle's statement", at)
+def _vsa_problem(statement: dict[str, Any], digest: str, expected: dict[str, dict[str, Any]], n: int) -> str | None:
+    predicate = statement.get("predicate")
+    predicate = predicate if isinstance(predicate, dict) else {}
+    inputs = predicate.get("inputAttestations")
+    first = inputs[0] if isinstance(inputs, list) and inputs and isinstance(inputs[0], dict) else {}
+    named = first.get("digest")
+    named = named if isinstance(named, dict) else {}
+    if named.get("sha256") != digest:
+        return f"line {n}: the VSA names another bundle's statement"
     pool = expected.get(str(predicate.get("resourceUri")))
     if pool is None:
-        raise BundleError(f"line {n}: pool {predicate.get('resourceUri')} is not in the signed statement", at)
-    ext = predicate.get("pytestHetero") or {}
-    levels = {t: e["level"] for t, e in pool["task_types"].items()}
-    if ext.get("taskTypes") != levels or ext.get("validUntil") != pool["expires_at"]:
-        raise BundleError(f"line {n}: levels or expiry differ from the signed statement's", at)
+        return f"line {n}: pool {str(predicate.get('resourceUri'))[:200]} is not in the signed statement"
+    ext = predicate.get("pytestHetero")
+    ext = ext if isinstance(ext, dict) else {}
+    tasks = pool.get("task_types")
+    tasks = tasks if isinstance(tasks, dict) else {}
+    levels = {t: e.get("level") for t, e in tasks.items() if isinstance(e, dict)}
+    if ext.get("taskTypes") != levels or ext.get("validUntil") != pool.get("expires_at"):
+        return f"line {n}: levels or expiry differ from the signed statement's"
+    want = "PASSED" if any(v != "none" for v in levels.values()) else "FAILED"
+    wanted_levels = [verified_level(t, str(v)) for t, v in sorted(levels.items()) if v != "none"]
+    if predicate.get("verificationResult") != want or predicate.get("verifiedLevels") != wanted_levels:
+        return (f"line {n}: verificationResult {str(predicate.get('verificationResult'))[:40]} or verifiedLevels "
+                f"differ from the signed statement's levels ({want})")
+    return None
 
 
 def load_status(path: Path, keys: list[Any] | None, *, allow_unsigned: bool = False) -> dict[str, Any]:

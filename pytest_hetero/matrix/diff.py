@@ -11,8 +11,12 @@ Besides the matrix text, what its entries point at is compared (:func:`input_dig
 ``code`` folder, a dataset's ``acceptance`` rules file, and a local environment (``venv:PATH`` or
 ``python:/path``: its installed distributions and ``pyvenv.cfg``). Paths resolve from each matrix
 file's own folder, so the old matrix must sit beside its own files (a checkout or ``git worktree``
-of the old revision); an input the old matrix's path does not find cannot be compared and counts
-as changed.
+of the old revision). An input that cannot be compared counts as changed: one the old matrix's path
+does not find (:data:`MISSING`), and one the old matrix names at the very path the new matrix does
+(:data:`SAME_PATH`, code folders and acceptance rules: an ``OLD.matrix.yaml`` copied beside the new
+one reads today's code, not the old revision's, so "unchanged" would be a guess). An environment is
+compared as found today by both paths. :func:`compared` says, for the reason of an item left
+out, what was compared.
 """
 
 from __future__ import annotations
@@ -52,18 +56,26 @@ class Change:
 
 def _short(value: Any) -> str:
     text = "(absent)" if value is None else str(value)
-    return text if len(text) <= 40 else text[:37] + "…"
+    return text if len(text) <= 40 or text in (MISSING, SAME_PATH) else text[:37] + "…"
+
+
+BY_CONTENT: dict[str, frozenset[str]] = {"model": frozenset({"code"}), "dataset": frozenset({"acceptance"})}
+"""Entry fields compared by the content they name (:func:`input_digests`), not by their path text: a code
+folder or rules file moved with the same content is no change, one edited at the same path is."""
 
 
 def _definitions(matrix: Matrix, dim: str) -> dict[str, dict[str, Any]]:
     entries = matrix.source.get("spec", {}).get(DIMENSION_KEYS[dim], [])
-    return {e["name"]: {k: v for k, v in e.items() if k not in _IGNORED} for e in entries}
+    skip = _IGNORED | BY_CONTENT.get(dim, frozenset())
+    return {e["name"]: {k: v for k, v in e.items() if k not in skip or not isinstance(v, str)} for e in entries}
 
 
 IGNORED_FILES = frozenset({"__pycache__", ".git", ".pytest_cache", ".mypy_cache", ".ruff_cache"})
 """Folder names left out of a code folder's digest (caches and version control, not code)."""
 MISSING = "(not found)"
 """Digest value of an input whose path finds nothing."""
+SAME_PATH = "(the same path as the new matrix's: its old content is unknown)"
+"""Old digest of an input the old matrix names at the same resolved path as the new matrix."""
 
 
 def folder_sha256(folder: Path) -> str:
@@ -104,6 +116,20 @@ def environment_sha256(matrix: Matrix, reference: str) -> str | None:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+def input_paths(matrix: Matrix) -> dict[tuple[str, str], dict[str, str]]:
+    """(dimension, name) → {input: resolved path} of the project's own inputs :func:`input_digests`
+    digests: code folders and acceptance rules. Environments are left out: an interpreter or venv is
+    named at the same path by every revision, so the same path there says nothing about its content."""
+    out: dict[tuple[str, str], dict[str, str]] = {}
+    for model in matrix.models:
+        if model.code is not None:
+            out[("model", model.name)] = {"code folder": str(Path(model.code).resolve())}
+    for dataset in matrix.datasets:
+        if dataset.acceptance is not None:
+            out[("dataset", dataset.name)] = {"acceptance rules": str(Path(dataset.acceptance).resolve())}
+    return out
+
+
 def input_digests(matrix: Matrix) -> dict[tuple[str, str], dict[str, str]]:
     """(dimension, name) → {input: digest} of what the matrix's entries point at: ``code folder`` of a
     model that runs code, ``acceptance rules`` of a dataset, ``environment`` of a local environment image."""
@@ -121,10 +147,36 @@ def input_digests(matrix: Matrix) -> dict[tuple[str, str], dict[str, str]]:
     return out
 
 
+def _old_digests(old: Matrix, new: Matrix) -> dict[tuple[str, str], dict[str, str]]:
+    """:func:`input_digests` of ``old``, with :data:`SAME_PATH` for every input it names at the resolved
+    path ``new`` names it at (today's content, not the old revision's). An old matrix read from the new
+    one's folder (``read_from``: a ``git show`` copy) keeps its digests: its deselection reason says the
+    files it shares were not compared."""
+    digests = input_digests(old)
+    if old.read_from is not None:  # a copy read from the new matrix's folder: it says so itself (selection)
+        return digests
+    old_paths, new_paths = input_paths(old), input_paths(new)
+    for key, inputs in old_paths.items():
+        for name, path in inputs.items():
+            if new_paths.get(key, {}).get(name) == path and name in digests.get(key, {}):
+                digests[key][name] = SAME_PATH
+    return digests
+
+
+def compared(old: Matrix, new: Matrix) -> str:
+    """What :func:`changed_items` compares for ``new`` against ``old``, in words, for the reason of an
+    item it leaves out: ``spec.target``, every resource, image, model and dataset entry (dataset and
+    model ``sha256`` included) and each input digest by name."""
+    inputs = [f"{dim} {name}'s {what}" for (dim, name), found in sorted(input_digests(new).items())
+              for what in sorted(found)]
+    text = "spec.target, the resource, image, model and dataset entries (their sha256 digests included)"
+    return text + (" and the sha256 of " + ", ".join(inputs) if inputs else "") + " compared"
+
+
 def _input_fields(old: dict[str, str], new: dict[str, str]) -> dict[str, tuple[Any, Any]]:
     """The inputs whose digests differ, or that the old matrix's path does not find (cannot compare)."""
     return {name: (old.get(name), digest) for name, digest in new.items()
-            if old.get(name) != digest or old.get(name) == MISSING}
+            if old.get(name) != digest or old.get(name) in (MISSING, SAME_PATH)}
 
 
 def dimension_changes(old: Matrix, new: Matrix) -> list[Change]:
@@ -136,7 +188,7 @@ def dimension_changes(old: Matrix, new: Matrix) -> list[Change]:
         fields = {k: (old.target.get(k), new.target.get(k))
                   for k in sorted(set(old.target) | set(new.target)) if old.target.get(k) != new.target.get(k)}
         changes.append(Change("target", "spec.target", "changed", fields))
-    old_inputs, new_inputs = input_digests(old), input_digests(new)
+    old_inputs, new_inputs = _old_digests(old, new), input_digests(new)
     for dim in DIMENSION_KEYS:
         before, after = _definitions(old, dim), _definitions(new, dim)
         for name in sorted(set(before) | set(after)):

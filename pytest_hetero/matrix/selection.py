@@ -7,8 +7,9 @@ item gives its reason, recorded in untested scope:
   ``representative``, for every image/combination but the first of each resource;
 - affected-only (``--hetero-affected dim=value,…`` or ``--hetero-affected-from OLD``): items
   matching a selector (every dimension it names equals the item's) or whose claim changed since
-  the old matrix, plus their dependencies; others ``deselected (not affected: …)`` /
-  ``deselected (unchanged since OLD)``;
+  the old matrix (its entries, model code folders, acceptance rules, environments: see
+  :mod:`pytest_hetero.matrix.diff`), plus their dependencies; others ``deselected (not affected: …)`` /
+  ``deselected (unchanged since OLD: … compared)``, naming what was compared;
 - shard ``K/N``: whole resource subtrees (so an item never leaves its dependencies), assigned
   by item count, largest first, to the least-loaded shard, ties broken by a stable sha256 of
   ``matrix/resource``; others ``deselected (shard K/N: runs in shard J/N)``.
@@ -25,7 +26,7 @@ from dataclasses import dataclass, field
 
 from pytest_hetero import LAYERS
 from pytest_hetero.errors import SettingsError
-from pytest_hetero.matrix.diff import changed_items
+from pytest_hetero.matrix.diff import changed_items, compared
 from pytest_hetero.matrix.expand import Plan, PlannedItem, expand, plan_uses_image
 from pytest_hetero.matrix.model import Matrix, Profile
 
@@ -180,9 +181,10 @@ def _affected(request: Request, matrix: Matrix, plan: Plan) -> tuple[dict[str, s
         hits = hits or {}
         old_plan = expand(old, scheduling_per_image=plan_uses_image(plan))
         hits.update({k: v for k, v in changed_items(old, old_plan, matrix, plan).items() if k not in hits})
-        since = old.path.name if old.read_from is None else \
-            f"{old.path.name}, its paths read from {old.read_from.name}/; files it shares with this matrix not compared"
-        why = (why[:-1] + f" | unchanged since {since})") if why else f"deselected (unchanged since {since})"
+        label = f"unchanged since {old.path.name}: {compared(old, matrix)}" if old.read_from is None else \
+            f"unchanged since {old.path.name}, its paths read from {old.read_from.name}/; files it shares with " \
+            "this matrix not compared"
+        why = (why[:-1] + f" | {label})") if why else f"deselected ({label})"
     if request.cluster is not None and matrix.name in request.cluster:
         hits = hits or {}
         hits.update({k: v for k, v in request.cluster[matrix.name].items() if k not in hits})

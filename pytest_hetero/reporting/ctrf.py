@@ -18,7 +18,7 @@ import json
 from datetime import datetime
 from typing import Any
 
-from pytest_hetero.reporting.view import entries, owner_shown
+from pytest_hetero.reporting.view import entries, owner_shown, verification
 
 SPEC_VERSION = "0.1.0"
 """The CTRF specification version the official schema in ``shared/schemas`` describes."""
@@ -33,9 +33,11 @@ def _epoch_ms(stamp: str | None) -> int:
     return int(datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp() * 1000)
 
 
-def render_ctrf(evidence: dict[str, Any]) -> dict[str, Any]:
+def render_ctrf(evidence: dict[str, Any], signoff: dict[str, Any] | None = None) -> dict[str, Any]:
     """Return the CTRF document as a JSON-ready dict whose key order is deterministic (every dict
-    is built in a fixed order), so it can be serialised without ``sort_keys``."""
+    is built in a fixed order), so it can be serialised without ``sort_keys``. With the sign-off view
+    ``signoff``, ``results.extra`` says whether the bundle was verified and by which key
+    (``verification``, ``verified_by``; see :func:`pytest_hetero.reporting.view.verification`)."""
     run = evidence["run"]
     tests = []
     summary = {"tests": 0, "passed": 0, "failed": 0, "pending": 0, "skipped": 0, "other": 0}
@@ -84,4 +86,12 @@ def render_ctrf(evidence: dict[str, Any]) -> dict[str, Any]:
                                         # canonical key order, so a re-render from evidence.json is identical
                                         "extra": {"target": json.loads(json.dumps(evidence["target"],
                                                                                   sort_keys=True))}},
-                        "extra": {"verdict": evidence["summary"]["verdict"], "run_id": run.get("id")}}}
+                        "extra": {"verdict": evidence["summary"]["verdict"], "run_id": run.get("id"),
+                                  **_verification(signoff)}}}
+
+
+def _verification(signoff: dict[str, Any] | None) -> dict[str, Any]:
+    if signoff is None:
+        return {}
+    state, by = verification(signoff)
+    return {"verification": state, "verified_by": by}

@@ -32,7 +32,7 @@ from pytest_hetero import LAYERS, __version__
 from pytest_hetero.reporting import dossier_sections as sections
 from pytest_hetero.reporting.dossier_facts import Facts, cut, digest, short, when
 from pytest_hetero.reporting.dossier_text import Lang, Text
-from pytest_hetero.reporting.view import heatgrid, printable
+from pytest_hetero.reporting.view import heatgrid, printable, verification
 
 TEMPLATES = Path(__file__).parent / "templates"
 PROVES_LIMIT = 8
@@ -72,12 +72,22 @@ def _css() -> str:
 
 
 def cover(f: Facts, t: Text, signoff: dict[str, Any], roles: list[dict[str, Any]]) -> dict[str, Any]:
-    """``{"verdict", "verdict_class", "scope": [(label, [lines])], "change": [lines], "conditions": [lines]}``."""
+    """``{"verdict", "verdict_class", "verification" (sentence), "verification_state", "verified_by", "scope":
+    [(label, [lines])], "change": [lines], "conditions": [lines]}``. The verdict of a bundle not verified
+    with a trusted key is worded as an unproven claim (``verdict.unverified``)."""
     verdict = f.evidence["summary"]["verdict"]
     quals = qualifications(f, t, signoff)
     words = t(f"verdict.{verdict}") + (t("verdict.sep") + t("verdict.join").join(quals) if quals else "")
-    return {"verdict": words, "verdict_class": verdict, "scope": scope(f, t), "change": change(f, t),
-            "conditions": conditions(f, t, roles)}
+    state, by = verification(signoff)
+    why = str(signoff.get("signer_error") or t("cover.no_key"))
+    if state != "verified":  # an unverified bundle's verdict is a claim, never stated as proven
+        words = t("verdict.unverified", verdict=words)
+    sentence = t("cover.verified", keyid=by) if state == "verified" else t(
+        "cover.unverified", keyid=signoff.get("run_signer"), why=why) if state == "unverified" else t(
+        "cover.unsigned", why=why)
+    return {"verdict": words, "verdict_class": verdict if state == "verified" else "unverified",
+            "verification": sentence, "verification_state": state, "verified_by": by or "",
+            "scope": scope(f, t), "change": change(f, t), "conditions": conditions(f, t, roles)}
 
 
 def scope(f: Facts, t: Text) -> list[tuple[str, list[str]]]:
@@ -155,8 +165,9 @@ def qualifications(f: Facts, t: Text, signoff: dict[str, Any]) -> list[str]:
     quals += [t("q.part", layer=t.term(layer), part=part) for layer, part in parts]
     if f.run.get("interrupted"):
         quals.append(t("q.interrupted"))
-    if not signoff.get("run_signer"):
-        quals.append(t("q.unsigned"))
+    state = verification(signoff)[0]
+    if state != "verified":
+        quals.append(t("q.unsigned" if state == "unsigned" else "q.unverified"))
     return quals
 
 

@@ -22,7 +22,7 @@ KINDS: frozenset[str] = frozenset({
     "startup.simulation", "startup.failed", "artifact.digest",
     "model.identity", "model.run", "model.outputs", "model.usage",
     "serving.auth", "serving.load", "serving.rollback", "serving.usage",
-    "business.rules", "scope.not_proven",
+    "business.rules", "scope.not_proven", "governance.probe",
 })
 """Record kinds the dossier reads; others stay in evidence.json only."""
 

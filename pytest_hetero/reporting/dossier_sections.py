@@ -15,6 +15,7 @@ from pytest_hetero import LAYERS
 from pytest_hetero.evidence.usage import epoch
 from pytest_hetero.reporting.dossier_facts import Facts, cut, digest, number, short, when, where
 from pytest_hetero.reporting.dossier_text import Text
+from pytest_hetero.reporting.view import verification
 
 ITEM_ROWS = 25
 """Items listed per layer chapter (failures first)."""
@@ -312,10 +313,10 @@ def phases(f: Facts, t: Text, signoff: dict[str, Any]) -> list[dict[str, Any]]:
     digests = [i for i in f.with_kind["artifact.digest"] if all(
         d.get("observed") == d.get("expected") or not d.get("expected") for d in f.all(i, "artifact.digest"))]
     images = [i for i in f.by_layer["startup"] if image_digest(f, i)]
-    signed = bool(signoff.get("run_signer"))
+    signed = verification(signoff)[0] == "verified"  # a signature nobody checked proves nothing
     state = "covered" if signed and digests else "partial" if signed or digests else "not_covered"
-    detail = t("d.evidence", signature=t("d.signed") if signed else t("d.unsigned"), digests=len(digests),
-               images=len(images))
+    signature = t("d.signed") if signed else t("d.signed_unverified") if signoff.get("run_signer") else t("d.unsigned")
+    detail = t("d.evidence", signature=signature, digests=len(digests), images=len(images))
     out.append(_coverage(t, state, t("phase.evidence"), digests, detail))
     diff = f.evidence.get("baseline_diff") or {}
     counts = diff.get("counts") or {}
@@ -329,22 +330,40 @@ def phases(f: Facts, t: Text, signoff: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
+def probes(f: Facts, kind: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(passed, failed or errored) governance probe items of ``kind`` (``governance.probe`` record's
+    ``probe_kind``, e.g. ``tenant-isolation``, ``attribution``): the only facts that prove a tenant
+    boundary or usage attribution. A probe that was not applicable, blocked or not run is in neither."""
+    mine = [i for i in f.with_kind["governance.probe"]
+            if any(d.get("probe_kind") == kind for d in f.all(i, "governance.probe"))]
+    return ([i for i in mine if i["status"] == "passed"], [i for i in mine if i["status"] in ("failed", "error")])
+
+
 def _placement(f: Facts, t: Text) -> dict[str, Any]:
-    items = f.by_layer["scheduling"]
+    """Phase 2: placements and Pending reasons from the placement items (governance probes are not
+    placements); "no boundary crossed" only from a tenant-isolation probe that ran and passed."""
+    items = [i for i in f.by_layer["scheduling"] if not f.first(i, "governance.probe")]
     placed = [i for i in items if i["status"] == "passed"]
     failed = [i for i in items if i["status"] in ("failed", "error")]
     unexplained = [i for i in failed if (i.get("failure") or {}).get("category") in ("scheduling_timeout", None)]
     mismatch = [i for i in failed if (i.get("failure") or {}).get("category") == "allocation_mismatch"]
-    if not placed and not failed:
+    tenants, crossed = probes(f, "tenant-isolation")
+    if not placed and not failed and not tenants and not crossed:
         return _coverage(t, "not_covered", t("phase.placement"), [], t("d.placement_none", backends=", ".join(
             f.backends)))
-    state = "against" if mismatch else "covered" if placed and not unexplained else "partial"
-    return _coverage(t, state, t("phase.placement"), placed + [i for i in failed if i not in unexplained], t(
-        "d.placement", placed=len(placed), explained=len(failed) - len(unexplained), unexplained=len(unexplained)))
+    boundary = t("d.boundary_crossed", count=len(crossed)) if crossed else t(
+        "d.boundary", count=len(tenants)) if tenants else t("d.boundary_none")
+    state = "against" if mismatch or crossed else "covered" if placed and not unexplained and tenants \
+        else "partial"
+    return _coverage(t, state, t("phase.placement"), placed + [i for i in failed if i not in unexplained] + tenants,
+                     t("d.placement", placed=len(placed), explained=len(failed) - len(unexplained),
+                       unexplained=len(unexplained)) + t("verdict.join") + boundary)
 
 
 def scenarios(f: Facts, t: Text) -> list[dict[str, Any]]:
-    """The four POC scenarios, each with the items that prove it (or "not covered" and why)."""
+    """The four POC scenarios, each with the items that prove it (or "not covered" and why). Usage
+    attribution is covered only by an attribution probe that passed; device samples alone prove nothing
+    about who the usage is counted to."""
     out = [_new_resource(f, t)]
     queued = [i for i in f.by_layer["scheduling"] if i["status"] == "passed"
               and (f.first(i, "scheduling.request") or {}).get("queue")]
@@ -353,8 +372,14 @@ def scenarios(f: Facts, t: Text) -> list[dict[str, Any]]:
                if queued else _coverage(t, "not_covered", t("scn.training"), [], t("d.training_none")))
     out.append(_inference(f, t))
     sampled = [i for i in f.with_kind["model.usage"] if any(d.get("available") for d in f.all(i, "model.usage"))]
-    out.append(_coverage(t, "covered", t("scn.usage"), sampled, t("d.usage", count=len(sampled))) if sampled
-               else _coverage(t, "not_covered", t("scn.usage"), [], t("d.usage_none")))
+    attributed, miscounted = probes(f, "attribution")
+    if miscounted:
+        out.append(_coverage(t, "against", t("scn.usage"), miscounted, t("d.usage_against", count=len(miscounted))))
+    elif attributed:
+        out.append(_coverage(t, "covered", t("scn.usage"), attributed, t("d.usage", count=len(attributed),
+                                                                          samples=len(sampled))))
+    else:
+        out.append(_coverage(t, "not_covered", t("scn.usage"), [], t("d.usage_none", samples=len(sampled))))
     return out
 
 
@@ -400,7 +425,9 @@ def _inference(f: Facts, t: Text) -> dict[str, Any]:
 
 def untested(f: Facts, t: Text) -> dict[str, Any]:
     """``{"groups": [{"reason", "count", "examples", "who", "how"}], "more", "never": [lines], "none"}``:
-    untested items grouped by why, each with the team or person who can close the group and how."""
+    untested items grouped by why, each with the team or person who can close the group and how, then
+    the parts of items that ran but were not proven (``untested.not_proven``, grouped by layer and part).
+    "Nothing untested" (``none``) only when there is none of either and nothing is never covered."""
     by_id = {i["nodeid"]: i for i in f.items}
     groups: dict[tuple[str, str], dict[str, Any]] = {}
     for entry in f.evidence["untested"]["items"]:
@@ -413,8 +440,19 @@ def untested(f: Facts, t: Text) -> dict[str, Any]:
     never = [t("un.never", matrix=m, dimension=t(f"dim.{d}") if d in _DIMS else d, values=", ".join(v))
              for m, gaps in sorted((f.evidence["untested"].get("never_covered") or {}).items())
              for d, v in sorted(gaps.items())]
+    parts: dict[tuple[str, str], dict[str, Any]] = {}
+    for entry in f.evidence["untested"].get("not_proven") or []:
+        layer, part = str(entry.get("layer") or ""), str(entry.get("part") or "")
+        group = parts.setdefault((layer, part), {
+            "reason": t("un.part", layer=t.layer(layer), part=part), "count": 0, "examples": [],
+            "who": t.team(str(by_id.get(str(entry.get("nodeid")), {}).get("owner") or "")),
+            "how": cut(str(entry.get("reason") or ""), 300)})
+        group["count"] += 1
+        if len(group["examples"]) < 3:
+            group["examples"].append(short(str(entry.get("nodeid") or "")))
+    ordered += sorted(parts.values(), key=lambda g: (-g["count"], g["reason"]))
     return {"groups": ordered[:UNTESTED_GROUPS], "more": max(0, len(ordered) - UNTESTED_GROUPS), "never": never,
-            "none": "" if ordered else t("un.none")}
+            "none": "" if ordered or never else t("un.none")}
 
 
 _DIMS = frozenset({"resource", "image", "model", "dataset", "resource_without_business_pass"})

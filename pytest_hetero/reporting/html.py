@@ -35,6 +35,7 @@ from pytest_hetero.reporting.view import (
     heatmap,
     layer_counts,
     printable,
+    verification,
 )
 from pytest_hetero.usercache import cache_dir
 
@@ -142,6 +143,7 @@ def html_chunks(evidence: dict[str, Any], signoff: dict[str, Any]) -> Iterator[s
         untested=untested[:UNTESTED_LIMIT],
         untested_more=max(0, len(untested) - UNTESTED_LIMIT), details=details, detailed=detailed,
         detail_more=len(items) - len(details), signoff=signoff, version=__version__,
+        verification=verification(signoff)[0], verified_by=verification(signoff)[1],
         css="\n".join((TEMPLATES / name).read_text(encoding="utf-8") for name in ("report.css", "heatgrid.css")),
         baseline=_baseline_lines(evidence))
 

@@ -29,7 +29,7 @@ from junitparser import JUnitXml, TestSuite
 
 from pytest_hetero import LAYERS
 from pytest_hetero.evidence.model import UNTESTED_STATUSES
-from pytest_hetero.reporting.view import entries, junit_properties, owner_shown, printable
+from pytest_hetero.reporting.view import entries, junit_properties, owner_shown, printable, verification
 
 
 def _properties(entry: dict[str, Any]) -> list[tuple[str, str]]:
@@ -84,14 +84,17 @@ def _open_tag(element: Any) -> str:
     return text[:-2].rstrip() + ">"
 
 
-def render_junit(evidence: dict[str, Any]) -> bytes:
-    """Return the JUnit XML document as UTF-8 bytes (with XML declaration).
+def render_junit(evidence: dict[str, Any], signoff: dict[str, Any] | None = None) -> bytes:
+    """Return the JUnit XML document as UTF-8 bytes (with XML declaration). With the sign-off view
+    ``signoff``, each suite's properties say whether the bundle was verified and by which key
+    (``verification``, ``verified_by``; see :func:`pytest_hetero.reporting.view.verification`).
 
     junitparser builds and serialises the document (``<testsuites>``, each ``<testsuite>`` with
     its statistics and ``<properties>``); the testcases are written as text by :func:`_case_xml`
     (escaped with ``xml.sax.saxutils``), because junitparser's per-element objects and
     ElementTree's pure-Python serialiser cost more than the whole bundle budget at 50,000 items.
     """
+    state, by = verification(signoff) if signoff is not None else (None, None)
     cases: dict[str, list[str]] = {layer: [] for layer in LAYERS}
     counts: dict[str, dict[str, int]] = {}
     times: dict[str, float] = {}
@@ -115,6 +118,9 @@ def render_junit(evidence: dict[str, Any]) -> bytes:
         suite.time = round(times.get(layer, 0.0), 3)
         suite.add_property("run_id", printable(str(evidence["run"].get("id", ""))))
         suite.add_property("verdict", evidence["summary"]["verdict"])
+        if state is not None:
+            suite.add_property("verification", state)
+            suite.add_property("verified_by", by or "")
         suite.add_property("matrices", printable(",".join(m["name"] for m in evidence["matrices"])))
         text = bytes(suite.tostring()).decode("utf-8")
         if not text.endswith("</testsuite>"):

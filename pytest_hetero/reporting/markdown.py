@@ -14,7 +14,7 @@ from typing import Any
 
 from pytest_hetero.evidence.model import STATUSES
 from pytest_hetero.evidence.untested import NEVER_COVERED_LABELS
-from pytest_hetero.reporting.view import failures_by_owner, layer_counts, printable
+from pytest_hetero.reporting.view import failures_by_owner, layer_counts, printable, verification
 
 MAX_LINES = 20
 _SPECIAL = re.compile(r"([\\`*_\[\]|~])")
@@ -45,10 +45,12 @@ def render_markdown(evidence: dict[str, Any], signoff: dict[str, Any]) -> str:
     run = evidence["run"]
     verdict = evidence["summary"]["verdict"].upper()
     signer = signoff.get("run_signer")
-    verified = signoff.get("source") == "run_end" or signoff.get("run_verified")
-    sig = (f"signed by `{signer[:16]}`" if verified else f"signed by `{signer[:16]}`, **not verified**") if signer \
-        else "**UNSIGNED**"
-    out = [f"## pytest-hetero: {verdict}", "",
+    state, by = verification(signoff)
+    why = f" ({md(str(signoff['signer_error']))})" if signoff.get("signer_error") else ""
+    sig = (f"**verified**, signed by `{str(by)[:16]}`" if state == "verified" else
+           f"signed by `{signer[:16]}`, **not verified**{why}") if signer else f"**UNSIGNED**{why}"
+    heading = verdict if state == "verified" else f"{verdict} (**NOT VERIFIED**: an unproven claim)"
+    out = [f"## pytest-hetero: {heading}", "",
            (f"Run {code(run.get('id'))} · matrices: {', '.join(md(m['name']) for m in evidence['matrices']) or 'none'}"
            f" · bundle {sig}"), ""]
     shown = [s for s in STATUSES if evidence["summary"]["totals"].get(s)]

@@ -33,6 +33,20 @@ _JUNIT_PROPERTY = re.compile("[\\[\\]%|]")
 _JUNIT_UNSAFE = re.compile(f"[\\[\\]%|\x00-\x1f\x85\u2028\u2029\ud800-\udfff{_INVISIBLE}]")
 
 
+def verification(signoff: dict[str, Any]) -> tuple[str, str | None]:
+    """(``verified`` | ``unverified`` | ``unsigned``, the trusted keyid it verified with or None) of a
+    sign-off view (:func:`pytest_hetero.bundle.signoff.signoff_context`): what every rendering states
+    before the verdict. A view without the field is read from ``run_signer``/``run_verified``/``source``
+    (a run-end view is the gate's own signature)."""
+    state = signoff.get("verification")
+    signer = signoff.get("run_signer")
+    if state not in ("verified", "unverified", "unsigned"):
+        state = ("verified" if signoff.get("run_verified") or signoff.get("source") == "run_end" else "unverified") \
+            if signer else "unsigned"
+    by = signoff.get("verified_by") or signer
+    return state, str(by) if state == "verified" and by else None
+
+
 def printable(text: str) -> str:
     """``text`` without what XML 1.0 cannot carry, terminals act on or a reader cannot see: C0 and C1
     control characters (NUL, ESC of colour sequences, BEL, backspace, CSI…), DEL, Unicode format

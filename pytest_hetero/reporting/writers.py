@@ -55,13 +55,13 @@ def pieces(fmt: str, evidence: dict[str, Any], signoff: dict[str, Any], lang: st
     elif fmt == "junit":
         from pytest_hetero.reporting.junit import render_junit
 
-        yield render_junit(evidence)
+        yield render_junit(evidence, signoff)
     elif fmt == "ctrf":
         from pytest_hetero.reporting.ctrf import render_ctrf
         from pytest_hetero.reporting.view import json_text
 
         # compact, keys in the fixed order render_ctrf builds them: the C encoder's fastest path
-        yield (json_text(render_ctrf(evidence)) + "\n").encode("utf-8", "replace")
+        yield (json_text(render_ctrf(evidence, signoff)) + "\n").encode("utf-8", "replace")
     else:
         raise ValueError(f"unknown format {fmt!r}; choose from {', '.join(FORMATS)}")
 

@@ -1,11 +1,15 @@
 """The validation status of a run: per resource pool × task type, the level reached, and its expiry.
 
-A **pool** is a matrix resource (its nodes are those its discovery item recorded). A **task type** is a
-model's ``task_type``. The **level** of (pool, task type) is the last layer of
+A **pool** is a matrix resource. Its ``nodes`` are the nodes a workload of the pool ran on
+(``scheduling.placed`` and ``model.run`` records' ``node``), never the nodes that merely match its
+selector: a claim covers exactly what ran (empty on engines that place nothing, e.g. the local host).
+A **task type** is a model's ``task_type``. The **level** of (pool, task type) is the last layer of
 ``discovery → scheduling → startup → model → business`` up to which every layer has items for that pool
-(model and business: of models of that task type) and all of them passed (``not_applicable`` counts as
-passed: the engine has no such step, e.g. no scheduler on the local host); ``none`` when discovery did
-not pass. The status holds ``valid_for_s`` seconds from the run's end (``expires_at``).
+(model and business: of models of that task type) and all of them passed. ``not_applicable`` is not a
+pass: a layer the engine cannot prove (no scheduler on the local host) stops the level there, so a
+local CPU pool reaches ``discovery``, never ``business``. ``none`` when discovery did not pass. The
+status holds ``valid_for_s`` seconds from the run's end (``expires_at``). ``untested`` counts the
+pool's items that did not pass (``not_applicable`` included).
 
 Shape of :func:`validation_status` (it is ``evidence["validation"]``, signed in the run's predicate)::
 
@@ -61,24 +65,26 @@ def level_of(layers: Mapping[str, str]) -> str:
     """The level reached by ``{layer: summary}`` (see the module docstring)."""
     level = "none"
     for layer in LAYERS:
-        if layers.get(layer) not in ("passed", "not_applicable"):
+        if layers.get(layer) != "passed":  # not_applicable proves nothing: the level stops below it
             break
         level = layer
     return level
 
 
+RAN_ON: tuple[str, ...] = ("scheduling.placed", "model.run")
+"""Record kinds whose ``node`` names the node a workload of the pool ran on."""
+
+
 def _pool_nodes(items: list[dict[str, Any]]) -> list[str]:
-    """Node names the pool's discovery item recorded (``discovery.snapshot`` ``nodes``), in order."""
+    """Names of the nodes a workload of the pool ran on (``node`` of its :data:`RAN_ON` records), in
+    order; the nodes matching the pool's selector that ran nothing are not among them."""
     names: list[str] = []
     for item in items:
-        if item["layer"] != "discovery":
-            continue
         for record in item.get("records") or []:
-            if record.get("kind") == "discovery.snapshot":
-                for node in (record.get("data") or {}).get("nodes") or []:
-                    name = node.get("name") if isinstance(node, dict) else node
-                    if isinstance(name, str) and name not in names:
-                        names.append(name)
+            if record.get("kind") in RAN_ON:
+                name = (record.get("data") or {}).get("node")
+                if isinstance(name, str) and name and name not in names:
+                    names.append(name)
     return names
 
 
@@ -113,7 +119,7 @@ def pool_status(matrix: Matrix, items: list[dict[str, Any]], finished_at: str) -
             "queue": resource.queue, "nodes": _pool_nodes(mine), "domain": matrix.validation_domain,
             "verified_at": iso(verified), "valid_for_s": matrix.valid_for_s,
             "expires_at": iso(verified + timedelta(seconds=matrix.valid_for_s)), "owners": dict(matrix.owners),
-            "task_types": task_types, "untested": sum(1 for i in mine if i["status"] not in OK_STATUSES)})
+            "task_types": task_types, "untested": sum(1 for i in mine if i["status"] != "passed")})
     return out
 
 
