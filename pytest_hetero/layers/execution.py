@@ -130,7 +130,7 @@ def _run_once(ctx: LayerContext, run: int) -> None:
     if not isinstance(parsed, dict):
         where = keep_bad_outputs(ctx, raw, run)
         raise LayerFailed(f"outputs file is a JSON {type(parsed).__name__}, not an object{where}", "bad_outputs")
-    keep_outputs(ctx, raw, run)
+    keep_outputs(ctx, raw, run, wall_s=result.duration_s)
 
 
 class DuplicateKey(ValueError):
