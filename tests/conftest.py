@@ -57,3 +57,21 @@ def _preload_httpx() -> None:
 
 
 _preload_httpx()
+
+
+def _preload_metrics() -> None:
+    """Load numpy, scikit-learn's metrics and pyarrow's Parquet reader before any in-process pytester run.
+
+    The business layer imports them on first use; first used inside a pytester run, pytester drops them when
+    the run ends, and numpy's C core refuses a second load in one process ("cannot load module more than once
+    per process") in the next run's business items.
+    """
+    import sklearn.metrics  # noqa: F401
+
+    try:
+        import pyarrow.parquet  # noqa: F401
+    except ImportError:
+        pass
+
+
+_preload_metrics()

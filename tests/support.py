@@ -23,8 +23,10 @@ DATA_SHA = "3678e2fa8f107ffa5d8518cc07a46b9e4ce67e89d65b2f88e4c391638d965bfb"
 def matrix_text(*, resources: list[dict[str, Any]] | None = None, exclude: list[dict[str, Any]] | None = None,
                 acceptance: Path | None = None, model_sha: str = MODEL_SHA, layers: dict[str, Any] | None = None,
                 images: list[dict[str, Any]] | None = None, name: str = "t", backend: str = "local",
-                extra_spec: dict[str, Any] | None = None) -> str:
-    """A ValidationMatrix document (JSON is valid YAML) on the real digits case, with absolute paths."""
+                extra_spec: dict[str, Any] | None = None, truth: bool | None = None) -> str:
+    """A ValidationMatrix document (JSON is valid YAML) on the real digits case, with absolute paths. ``truth``:
+    the dataset declares its label column as ground truth (default: only with the digits acceptance rules, which
+    judge gate-computed metrics; a test's own rules over a stand-in model's self-reported numbers need none)."""
     spec: dict[str, Any] = {
         "target": {"backend": backend},
         "layers": layers or {"model": {"timeout": "2m"}},
@@ -40,6 +42,8 @@ def matrix_text(*, resources: list[dict[str, Any]] | None = None, exclude: list[
                       "acceptance": str(acceptance or DIGITS / "acceptance.yaml")}],
         **(extra_spec or {}),
     }
+    if truth or (truth is None and acceptance is None):
+        spec["datasets"][0]["truth"] = {"task": "classification", "target": "label", "id": "index"}
     if exclude:
         spec["exclude"] = exclude
     doc = {"apiVersion": "pytest-hetero/v1", "kind": "ValidationMatrix", "metadata": {"name": name}, "spec": spec}

@@ -10,7 +10,7 @@ import pytest
 from support import DIGITS, dedent
 
 from pytest_hetero.errors import CaseError
-from pytest_hetero.matrix.acceptance import RulesInvalid, evaluate, load_rules, percentile
+from pytest_hetero.matrix.acceptance import GateValues, RulesInvalid, evaluate, load_rules, percentile
 
 OUTPUTS = {"indices": [0, 5, 10, 15], "labels": [0, 5, 0, 5], "predictions": [0, 9, 0, 5],
            "top_probability": [0.9, 0.5, 0.8, 0.7], "latency_ms": [1.0, 2.0, 3.0, 10.0]}
@@ -25,21 +25,27 @@ def _rules(tmp_path: Path, body: str) -> list[dict[str, object]]:
 def test_digits_rules_load() -> None:
     rules = load_rules(DIGITS / "acceptance.yaml")
     assert [(r["name"], r["kind"]) for r in rules] == [
-        ("accuracy-floor", "metric"), ("golden-samples", "golden"), ("mean-confidence", "metric"),
-        ("latency-p95", "latency")]
+        ("accuracy-floor", "metric"), ("macro-f1-floor", "metric"), ("golden-samples", "golden"),
+        ("per-sample-time", "metric"), ("mean-confidence", "metric"), ("latency-p95", "latency")]
+    assert [r["name"] for r in rules if r.get("self_reported")] == ["mean-confidence", "latency-p95"]
 
 
 def test_evaluation_exact(tmp_path: Path) -> None:
     rules = _rules(tmp_path, dedent("""
       - {name: acc, metric: accuracy, op: ">=", value: 0.8}
-      - {name: conf, metric: mean(top_probability), op: "==", value: 0.7, tolerance: 0.05}
-      - {name: lat, latency: {percentile: 75, max_ms: 2.5}}
+      - {name: conf, metric: mean(top_probability), op: "==", value: 0.7, tolerance: 0.05, self_reported: true}
+      - {name: lat, latency: {percentile: 75, max_ms: 2.5}, self_reported: true}
       - name: gold
         golden: {samples: [{index: 0, expected: 0}, {index: 5, expected: 5}, {index: 99, expected: 1}]}
-      - {name: n, metric: count(latency_ms), op: "==", value: 4}
+      - {name: n, metric: count(latency_ms), op: "==", value: 4, self_reported: true}
     """))
-    results = {r["name"]: r for r in evaluate(rules, OUTPUTS)}
+    gate = GateValues(values={"accuracy": (0.75, {"source": "computed", "rows": 4})})
+    results = {r["name"]: r for r in evaluate(rules, {**OUTPUTS, "metrics": {"accuracy": 0.99}}, gate)}
     assert results["acc"]["observed"] == 0.75 and results["acc"]["verdict"] == "fail"
+    assert results["acc"]["provenance"] == {"source": "computed", "rows": 4} and results["acc"]["detail"] == ""
+    assert results["conf"]["provenance"] == {"source": "self_reported", "field": "outputs.top_probability",
+                                             "note": "self-reported, not verified"}
+    assert results["conf"]["detail"] == results["lat"]["detail"] == "self-reported, not verified"
     assert results["conf"]["observed"] == 0.725 and results["conf"]["verdict"] == "pass"
     assert results["conf"]["expected"] == "mean(top_probability) == 0.7 ± 0.05"
     assert results["lat"]["observed"] == 3.0 and results["lat"]["verdict"] == "fail"
@@ -53,19 +59,18 @@ def test_evaluation_exact(tmp_path: Path) -> None:
 def test_missing_data_makes_the_rule_not_evaluable_with_what_was_available(tmp_path: Path) -> None:
     """A rule that could not be evaluated was a failed rule (a business failure); it proves nothing."""
     rules = _rules(tmp_path, "  - {name: f1, metric: f1_macro, op: '>=', value: 0.9}\n")
-    [result] = evaluate(rules, OUTPUTS)
-    assert result["verdict"] == "not_evaluable" and result["problem"] == "missing"
-    assert result["detail"] == "cannot evaluate: metric 'f1_macro' is absent"
-    assert result["available"] == {"metrics": [], "fields": ["indices", "labels", "latency_ms", "predictions",
+    [result] = evaluate(rules, {**OUTPUTS, "metrics": {"f1_macro": 1.0}})  # the model's own: never taken
+    assert result["verdict"] == "not_evaluable" and result["problem"] == "no_truth"
+    assert result["detail"] == ("cannot evaluate: the gate has no value for metric 'f1_macro': the gate computed no "
+                                "metrics for this run")
+    assert result["available"] == {"metrics": ["f1_macro"], "fields": ["indices", "labels", "latency_ms", "predictions",
                                                              "top_probability"]}
 
 
 @pytest.mark.parametrize(("outputs", "rule", "detail"), [
-    ({"metrics": {"accuracy": None}}, "{name: r, metric: accuracy, op: '>=', value: 0.9}",
+    ({"metrics": {"accuracy": None}}, "{name: r, metric: accuracy, op: '>=', value: 0.9, self_reported: true}",
      "metric 'accuracy' is null, not a number"),
-    ({"predictions": [1, 2], "labels": [1]}, "{name: r, metric: accuracy, op: '>=', value: 0.9}",
-     "accuracy from predictions and labels: 2 predictions, 1 labels"),
-    ({"latency_ms": [1.0, "slow"]}, "{name: r, latency: {percentile: 95, max_ms: 20}}",
+    ({"latency_ms": [1.0, "slow"]}, "{name: r, latency: {percentile: 95, max_ms: 20}, self_reported: true}",
      "outputs field 'latency_ms' is a list with 1 non-numbers among 2, not a list of numbers"),
     ({"predictions": [0, 1], "indices": [0]}, "{name: r, golden: {samples: [{index: 0, expected: 0}]}}",
      "outputs field 'indices' is a list of 1 beside 2 'predictions'"),
@@ -74,9 +79,9 @@ def test_missing_data_makes_the_rule_not_evaluable_with_what_was_available(tmp_p
     ({"predictions": [0, float("inf")], "indices": [3, 4]},
      "{name: r, golden: {samples: [{index: 4, expected: 0, tolerance: 1}]}}",
      "outputs field 'predictions' holds Infinity at index 4"),
-    ({"metrics": {"accuracy": float("nan")}}, "{name: r, metric: accuracy, op: '>=', value: 0.9}",
+    ({"metrics": {"accuracy": float("nan")}}, "{name: r, metric: accuracy, op: '>=', value: 0.9, self_reported: true}",
      "metric 'accuracy' is NaN, not a number"),
-    ({"latency_ms": []}, "{name: r, latency: {percentile: 95, max_ms: 20}}",
+    ({"latency_ms": []}, "{name: r, latency: {percentile: 95, max_ms: 20}, self_reported: true}",
      "outputs field 'latency_ms' is an empty list"),
 ])
 def test_unusable_outputs_make_the_rule_not_evaluable(tmp_path: Path, outputs: dict[str, Any], rule: str,
@@ -103,6 +108,14 @@ def test_unusable_outputs_make_the_rule_not_evaluable(tmp_path: Path, outputs: d
      "rule 'x': a golden sample's tolerance must be a number"),
     ("  - {name: x, golden: {samples: []}}\n",
      "rule 'x': golden samples is empty: it would prove nothing"),
+    ("  - {name: x, metric: acuracy, op: '>=', value: 0.9}\n",
+     "rule 'x': unknown metric 'acuracy': the gate computes accuracy, balanced_accuracy, precision_macro, "
+     "recall_macro, f1_macro, precision_weighted, recall_weighted, f1_weighted, precision[<class>], "
+     "recall[<class>], f1[<class>], mae, mse, rmse, r2, max_error, wall_s, per_sample_ms, throughput_sps"),
+    ("  - {name: x, metric: mean(top_probability), op: '>=', value: 0.9}\n",
+     "rule 'x': metric 'mean(top_probability)' is computed over a list the model wrote about itself"),
+    ("  - {name: x, latency: {percentile: 95, max_ms: 20}}\n",
+     "rule 'x': a latency rule reads latencies the model timed itself"),
 ])
 def test_bad_rules(tmp_path: Path, body: str, message: str) -> None:
     with pytest.raises(CaseError) as info:
@@ -136,7 +149,7 @@ def test_every_rule_problem_reported_at_once(tmp_path: Path) -> None:
     assert info.value.render() == dedent(f"""
         3 problems in {where}:
         {where}:4:51: field 'rules[0].colour': unknown key 'colour'
-          hint: allowed keys: name, description, metric, golden, latency, service_latency, error_rate, throughput, op, value, tolerance
+          hint: allowed keys: name, description, metric, golden, latency, service_latency, error_rate, throughput, op, value, tolerance, self_reported
         {where}:5:3: field 'rules[1]': rule 'b': op '=>' unknown
           hint: use one of >= <= > < == !=
         {where}:6:3: field 'rules[2]': rule 'c': latency needs percentile (0-100) and max_ms

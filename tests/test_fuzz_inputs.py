@@ -64,4 +64,31 @@ def test_rules_and_outputs_of_any_shape(tmp_path: Path, rules: object, outputs: 
 def test_digits_rules_on_any_outputs(outputs: dict[str, object]) -> None:
     rules = load_rules(REPO / "cases" / "digits" / "acceptance.yaml")
     results = evaluate(rules, outputs)
-    assert [r["name"] for r in results] == ["accuracy-floor", "golden-samples", "mean-confidence", "latency-p95"]
+    assert [r["name"] for r in results] == ["accuracy-floor", "macro-f1-floor", "golden-samples", "per-sample-time",
+                                            "mean-confidence", "latency-p95"]
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.dictionaries(st.sampled_from(["predictions", "ids", "metrics", "latency_ms"]),
+                       json_values | st.lists(st.integers(min_value=-2, max_value=5) | st.text(max_size=2), max_size=8)))
+def test_the_gate_judges_outputs_of_any_shape_or_refuses_them_cleanly(tmp_path: Path, outputs: dict[str, object]) -> None:
+    """Hostile outputs against a real truth file: the gate's values, or one of its two documented refusals."""
+    import hashlib
+
+    from pytest_hetero.matrix.model import Dataset, Truth
+    from pytest_hetero.truth.gate import OutputsInvalid, TruthUnusable, check_outputs, gate_values
+
+    data = tmp_path / "d.csv"
+    data.write_text("id,label\n0,a\n1,b\n2,a\n")
+    digest = hashlib.sha256(data.read_bytes()).hexdigest()
+    truth = Truth(task="classification", target="label", id="id", path=data, sha256=digest, uri=str(data))
+    dataset = Dataset(name="d", version="1", uri=str(data), path=data, sha256=digest, acceptance=None, truth=truth)
+    try:
+        check_outputs(outputs, dataset)
+        judged = gate_values(dataset, outputs, "0" * 64, 1.0, False)
+    except (OutputsInvalid, TruthUnusable):
+        return
+    assert judged.joined is not None
+    counts = judged.joined.counts()
+    assert counts["joined"] + counts["missing"] <= 3
+    json.dumps(judged.record, allow_nan=False)

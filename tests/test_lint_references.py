@@ -105,5 +105,5 @@ def test_served_model_without_file_and_rules_files_lint_clean(capsys: pytest.Cap
     serving = REPO / "matrices" / "example-serving.matrix.yaml"
     code, out = lint(capsys, "--digests", str(serving))
     assert (code, out.startswith(f"ok: {serving}")) == (0, True)
-    for rules, n in ((DIGITS / "acceptance.yaml", 4), (DIGITS / "serving" / "acceptance.yaml", 5)):
+    for rules, n in ((DIGITS / "acceptance.yaml", 6), (DIGITS / "serving" / "acceptance.yaml", 5)):
         assert lint(capsys, str(rules)) == (0, f"ok: {rules} (AcceptanceRules: {n} rules)\n")

@@ -46,9 +46,9 @@ def test_non_finite_metrics_are_not_evaluable_and_every_file_stays_standard_json
     in the outputs silently kept the last value."""
     rules = tmp_path / "rules.yaml"
     rules.write_text("apiVersion: pytest-hetero/v1\nkind: AcceptanceRules\nrules:\n"
-                     "  - {name: acc, metric: accuracy, op: '>=', value: 0.9}\n"
-                     "  - {name: err, metric: accuracy, op: '<=', value: 2}\n"
-                     "  - {name: lat, metric: mean(latency_ms), op: '<=', value: 5}\n")
+                     "  - {name: acc, metric: accuracy, op: '>=', value: 0.9, self_reported: true}\n"
+                     "  - {name: err, metric: accuracy, op: '<=', value: 2, self_reported: true}\n"
+                     "  - {name: lat, metric: mean(latency_ms), op: '<=', value: 5, self_reported: true}\n")
     doc = json.loads(matrix_text(acceptance=rules))
     doc["spec"]["models"] = [
         _model("inf", '{"metrics": {"accuracy": Infinity}, "latency_ms": [1, 2]}'),
@@ -220,7 +220,7 @@ def _code_run(pytester: pytest.Pytester, tmp_path: Path, folders: dict[str, Path
     assert made.returncode == 0, made.stderr
     rules = tmp_path / "rules.yaml"
     rules.write_text("apiVersion: pytest-hetero/v1\nkind: AcceptanceRules\nrules:\n"
-                     "  - {name: acc, metric: accuracy, op: '>=', value: 0.9}\n")
+                     "  - {name: acc, metric: accuracy, op: '>=', value: 0.9, self_reported: true}\n")
     doc = json.loads(matrix_text(acceptance=rules))
     doc["spec"]["models"] = []
     for name, folder in folders.items():
@@ -314,7 +314,7 @@ def test_trend_and_diff_count_a_code_change_as_an_input_change(tmp_path: Path) -
     assert _hetero("keygen", str(tmp_path / "gate.key"), "--pub", str(tmp_path / "gate.pub")).returncode == 0
     rules = tmp_path / "rules.yaml"
     rules.write_text("apiVersion: pytest-hetero/v1\nkind: AcceptanceRules\nrules:\n"
-                     "  - {name: acc, metric: accuracy, op: '>=', value: 0.9}\n")
+                     "  - {name: acc, metric: accuracy, op: '>=', value: 0.9, self_reported: true}\n")
     code = tmp_path / "code"
     code.mkdir()
     doc = json.loads(matrix_text(acceptance=rules))
@@ -389,8 +389,8 @@ def test_lint_rejects_unknown_target_keys_each_with_its_fix_and_bad_rules(tmp_pa
          "unschedulable_grace_s")]
     rules = tmp_path / "rules.yaml"
     rules.write_text("apiVersion: pytest-hetero/v1\nkind: AcceptanceRules\nrules:\n"
-                     "  - {name: acc, metric: accuracy, op: '>=', value: 0.9}\n"
-                     "  - {name: acc, metric: f1, op: '>=', value: 0.1}\n"
+                     "  - {name: acc, metric: accuracy, op: '>=', value: 0.9, self_reported: true}\n"
+                     "  - {name: acc, metric: f1_macro, op: '>=', value: 0.1}\n"
                      "  - {name: g, golden: {samples: []}}\n")
     (tmp_path / "rules.matrix.yaml").write_text(matrix_text(acceptance=rules))
     linted = _hetero("lint", str(tmp_path / "rules.matrix.yaml"))
@@ -451,7 +451,7 @@ def test_code_dot_keeps_no_bundle_in_the_code_copy(pytester: pytest.Pytester, tm
                                            "open(sys.argv[1], 'w'))\n")
     rules = pytester.path / "rules.yaml"
     rules.write_text("apiVersion: pytest-hetero/v1\nkind: AcceptanceRules\nrules:\n"
-                     "  - {name: acc, metric: accuracy, op: '>=', value: 0.9}\n")
+                     "  - {name: acc, metric: accuracy, op: '>=', value: 0.9, self_reported: true}\n")
     doc = json.loads(matrix_text(acceptance=rules))
     doc["spec"]["models"][0].update(code=".", entrypoint=["{python}", "{code}/emit.py", "{outputs}"])
     pytester.makefile(".matrix.yaml", m=json.dumps(doc))

@@ -23,7 +23,7 @@ def test_failures_are_owned_by_the_teams_the_matrix_names(pytester: pytest.Pytes
     strict.write_text("apiVersion: pytest-hetero/v1\nkind: AcceptanceRules\nrules:\n"
                       "  - {name: accuracy-floor, metric: accuracy, op: '>=', value: 0.99}\n")
     owners = {"business": "risk-business", "discovery": "infra-team"}
-    pytester.makefile(".matrix.yaml", m=matrix_text(resources=[CPU, HUGE], acceptance=strict,
+    pytester.makefile(".matrix.yaml", m=matrix_text(resources=[CPU, HUGE], acceptance=strict, truth=True,
                                                     extra_spec={"owners": owners}))
     result = pytester.runpytest("-p", "no:cacheprovider")
     result.assert_outcomes(passed=3, failed=2, skipped=5)

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import csv
 import json
 from pathlib import Path
 
 import pytest
-from support import REPO, evidence_of, matrix_text, statuses
+from support import DATA_SHA, DIGITS, REPO, evidence_of, matrix_text, statuses
 
 CPU = {"name": "cpu-host", "type": "cpu", "requests": {"cpu": 1}}
 GPU = {"name": "gpu-nvidia", "type": "gpu", "vendor": "nvidia", "requests": {"nvidia.com/gpu": 1}}
@@ -58,15 +59,25 @@ def test_example_matrix_end_to_end(pytester: pytest.Pytester) -> None:
     # its rusage starts from the session sandbox's supervisor (a few MiB), not this test process, so the
     # digits model's own peak (ONNX Runtime and numpy loaded: tens of MiB) is measured
     assert 20 < run["peak_rss_mib"] < 1000 and "peak_rss_unmeasured" not in run, run
-    assert run["stdout"]["text"].startswith("360 samples, accuracy 0.9639")
+    assert run["stdout"]["text"].startswith("360 samples, provider CPUExecutionProvider")
     assert [a["name"] for a in model["artifacts"]] == ["stdout.txt", "stderr.txt", "outputs.json"]
     outputs = json.loads((pytester.path / "reports" / ev["run"]["id"] / model["artifacts"][2]["path"]).read_text())
-    assert outputs["metrics"]["accuracy"] == 0.963889 and outputs["n"] == 360
+    assert "metrics" not in outputs and "labels" not in outputs and outputs["n"] == 360
     business = items[f"cpu-host::py::{COMBO}::business"]
     rules = next(r["data"] for r in business["records"] if r["kind"] == "business.rules")["results"]
-    assert [(r["name"], r["verdict"]) for r in rules] == [
-        ("accuracy-floor", "pass"), ("golden-samples", "pass"), ("mean-confidence", "pass"), ("latency-p95", "pass")]
-    assert rules[0]["observed"] == 0.963889
+    assert [(r["name"], r["verdict"], r["provenance"]["source"]) for r in rules] == [
+        ("accuracy-floor", "pass", "computed"), ("macro-f1-floor", "pass", "computed"),
+        ("golden-samples", "pass", "computed"), ("per-sample-time", "pass", "measured"),
+        ("mean-confidence", "pass", "self_reported"), ("latency-p95", "pass", "self_reported")]
+    # the gate's accuracy is scikit-learn's on the dataset's label column and the model's predictions
+    from sklearn.metrics import accuracy_score
+
+    truth = {int(r["index"]): int(r["label"]) for r in csv.DictReader((DIGITS / "data" / "digits-test-1.0.0.csv").open())}
+    expected = accuracy_score([truth[i] for i in outputs["ids"]], outputs["predictions"])
+    assert rules[0]["observed"] == round(expected, 6) == 0.963889
+    assert (rules[0]["provenance"]["truth_sha256"], rules[0]["provenance"]["rows"]) == (DATA_SHA, 360)
+    metrics = next(r["data"] for r in business["records"] if r["kind"] == "business.metrics")
+    assert metrics["join"] == {"joined": 360, "missing": 0, "duplicate": 0, "extra": 0}
     digests = [r["data"] for r in model["records"] if r["kind"] == "artifact.digest"]
     assert [(d["what"], d["observed"] == d["expected"]) for d in digests] == [("model", True), ("dataset", True)]
     # untested scope and summary
@@ -86,7 +97,7 @@ def test_business_failure_is_owned_by_business_and_model_still_passes(pytester: 
     strict = tmp_path / "strict.yaml"
     strict.write_text("apiVersion: pytest-hetero/v1\nkind: AcceptanceRules\nrules:\n"
                       "  - {name: accuracy-floor, metric: accuracy, op: '>=', value: 0.99}\n")
-    pytester.makefile(".matrix.yaml", m=matrix_text(acceptance=strict))
+    pytester.makefile(".matrix.yaml", m=matrix_text(acceptance=strict, truth=True))
     result = pytester.runpytest("-p", "no:cacheprovider")
     result.assert_outcomes(passed=3, failed=1, skipped=1)
     ev = evidence_of(pytester)
@@ -94,7 +105,7 @@ def test_business_failure_is_owned_by_business_and_model_still_passes(pytester: 
     assert business["status"] == "failed"
     assert business["failure"] == {"layer": "business", "category": "acceptance_failed", "owner": "business",
                                    "owner_category": "business", "message": "1 of 1 acceptance rules failed: accuracy-floor: expected "
-                                              "accuracy >= 0.99, observed 0.963889"}
+                                              "accuracy >= 0.99, observed 0.963889 [computed]"}
     assert statuses(ev)[f"cpu-host::py::{COMBO}::model"] == "passed"
 
 
@@ -302,7 +313,7 @@ def test_two_matrices_with_the_same_names_keep_their_own_artifacts(pytester: pyt
     pytester.makefile(".matrix.yaml", prod=matrix_text(name="prod"))
     staging = json.loads(matrix_text(name="staging"))
     staging["spec"]["models"][0]["entrypoint"] = [
-        "{python}", "-c", ("import json, sys; json.dump({{'n': 1, 'indices': [0], 'predictions': [7], "
+        "{python}", "-c", ("import json, sys; json.dump({{'n': 1, 'ids': [0], 'predictions': [7], "
         "'metrics': {{'accuracy': 0.0}}}}, open(sys.argv[1], 'w'))"), "{outputs}"]
     pytester.makefile(".matrix.yaml", staging=json.dumps(staging))
     pytester.runpytest("prod.matrix.yaml", "staging.matrix.yaml", "-p", "no:cacheprovider")
@@ -338,18 +349,22 @@ def _rules_file(tmp_path: Path, rule: str) -> Path:
     return path
 
 
-@pytest.mark.parametrize(("rule", "category", "owner", "hint"), [
-    ("{name: f1-floor, metric: f1_macro, op: '>=', value: 0.9}", "outputs_missing_metric", "algorithm",
-     "rule f1-floor: metric 'f1_macro' is absent"),
-    ("{name: acc-floor, metric: acuracy, op: '>=', value: 0.9}", "rules_error", "risk-business",
-     "rule acc-floor: metric 'acuracy' is absent (did you mean 'accuracy'?)"),
+@pytest.mark.parametrize(("rule", "truth", "category", "owner", "hint"), [
+    ("{name: f1-floor, metric: f1_macro, op: '>=', value: 0.9}", False, "no_truth", "risk-business",
+     "rule f1-floor: the gate has no value for metric 'f1_macro': dataset 'digits-test' declares no truth "
+     "(spec.datasets[].truth): the gate cannot compute it, and does not take the model's own numbers for it"),
+    ("{name: conf, metric: max(top_probabilty), op: '>=', value: 0.9, self_reported: true}", True, "rules_error",
+     "risk-business", "rule conf: outputs field 'top_probabilty' is absent (did you mean 'top_probability'?)"),
+    ("{name: conf, metric: max(confidence), op: '>=', value: 0.9, self_reported: true}", True,
+     "outputs_missing_metric", "algorithm", "rule conf: outputs field 'confidence' is absent"),
 ])
 def test_a_rule_that_cannot_be_evaluated_is_not_a_business_failure(pytester: pytest.Pytester, tmp_path: Path,
-                                                                   rule: str, category: str, owner: str,
+                                                                   rule: str, truth: bool, category: str, owner: str,
                                                                    hint: str) -> None:
     """A rule whose metric is absent failed as `acceptance_failed` owned by business: the model's
-    outputs or the rules are at fault, and the evidence names what the outputs offered."""
-    pytester.makefile(".matrix.yaml", m=matrix_text(acceptance=_rules_file(tmp_path, rule),
+    outputs or the rules are at fault, and the evidence names what the outputs offered. A gate metric on a
+    dataset without truth is not taken from the outputs (issue 30): `no_truth`, the dataset's owner's."""
+    pytester.makefile(".matrix.yaml", m=matrix_text(acceptance=_rules_file(tmp_path, rule), truth=truth,
                                                     extra_spec={"owners": {"business": "risk-business"}}))
     result = pytester.runpytest("-p", "no:cacheprovider")
     result.assert_outcomes(passed=3, failed=1, skipped=1)
@@ -357,8 +372,8 @@ def test_a_rule_that_cannot_be_evaluated_is_not_a_business_failure(pytester: pyt
     assert business["status"] == "error"
     assert (business["failure"]["category"], business["failure"]["owner"]) == (category, owner)
     assert business["failure"]["message"] == (
-        f"1 acceptance rule(s) could not be evaluated: {hint} (available metrics: accuracy; numeric list fields: "
-        "indices, labels, latency_ms, predictions, top_probability)")
+        f"1 acceptance rule(s) could not be evaluated: {hint} (available metrics: none; numeric list fields: "
+        "ids, latency_ms, predictions, top_probability)")
     [judged] = next(r["data"] for r in business["records"] if r["kind"] == "business.rules")["results"]
     assert judged["verdict"] == "not_evaluable"
 
@@ -401,8 +416,8 @@ def test_an_environment_without_onnx_runtime_starts_when_no_model_declares_it(
     """A numpy-only environment failed startup with framework_missing: ONNX Runtime not importable,
     whatever the matrix's runtime said."""
     venv = _bare_venv(tmp_path / "bare")
-    doc = json.loads(matrix_text(images=[{"name": "bare", "reference": f"venv:{venv}"}],
-                                 acceptance=_rules_file(tmp_path, "{name: acc, metric: accuracy, op: '>=', value: 0.9}")))
+    doc = json.loads(matrix_text(images=[{"name": "bare", "reference": f"venv:{venv}"}], acceptance=_rules_file(
+        tmp_path, "{name: acc, metric: accuracy, op: '>=', value: 0.9, self_reported: true}")))
     model = doc["spec"]["models"][0]
     model.pop("runtime")
     if runtime:
@@ -436,10 +451,10 @@ def test_terminal_shows_observed_values_with_units_and_where_the_report_is(pytes
     rules = tmp_path / "rules.yaml"
     rules.write_text("apiVersion: pytest-hetero/v1\nkind: AcceptanceRules\nrules:\n"
                      "  - {name: accuracy-floor, metric: accuracy, op: '>=', value: 0.95}\n"
-                     "  - {name: latency-p95, latency: {percentile: 95, max_ms: 0.000001}}\n"
-                     "  - {name: mean-latency, metric: mean(latency_ms), op: '<=', value: 1000}\n")
+                     "  - {name: latency-p95, latency: {percentile: 95, max_ms: 0.000001}, self_reported: true}\n"
+                     "  - {name: mean-latency, metric: mean(latency_ms), op: '<=', value: 1000, self_reported: true}\n")
     huge = {"name": "cpu-huge", "type": "cpu", "requests": {"cpu": 1}, "expect": {"min_cpus": 100000}}
-    pytester.makefile(".matrix.yaml", m=matrix_text(resources=[CPU, huge], acceptance=rules))
+    pytester.makefile(".matrix.yaml", m=matrix_text(resources=[CPU, huge], acceptance=rules, truth=True))
     result = pytester.runpytest("-p", "no:cacheprovider")
     result.assert_outcomes(passed=3, failed=2, skipped=5)
     ev = evidence_of(pytester)
@@ -449,12 +464,12 @@ def test_terminal_shows_observed_values_with_units_and_where_the_report_is(pytes
     assert "unit" not in results["accuracy-floor"]
     p95 = results["latency-p95"]["observed"]
     assert business["failure"]["message"] == (f"1 of 3 acceptance rules failed: latency-p95: expected p95 ≤ 1e-06 ms, "
-                                              f"observed {p95} ms")
+                                              f"observed {p95} ms (self-reported, not verified)")
     bundle = pytester.path / "reports" / ev["run"]["id"]
     result.stdout.fnmatch_lines([
         "observed business values:",
-        f"  m.matrix.yaml::cpu-host::py::{COMBO}::business: accuracy-floor 0.963889 (pass), latency-p95 * ms (fail), "
-        "mean-latency * ms (pass)",
+        f"  m.matrix.yaml::cpu-host::py::{COMBO}::business: accuracy-floor 0.963889 computed (pass), "
+        "latency-p95 * ms self-reported, not verified (fail), mean-latency * ms self-reported, not verified (pass)",
         "*resources never proven end to end (no business item passed) in t: cpu-host, cpu-huge",
         f"report: {bundle}/report.html"])
     assert "resource_without_business_pass" not in result.stdout.str()

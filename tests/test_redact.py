@@ -232,8 +232,8 @@ def test_zero_leaks_for_every_kind_in_every_place(pytester: pytest.Pytester, mon
     (pytester.path / "leaky.py").write_text(LEAKY.format(secrets=[w.replace("\\n", "\n") for w in written],
                                                          env_names=list(ENV_SECRETS)))
     (pytester.path / "rules.yaml").write_text("apiVersion: pytest-hetero/v1\nkind: AcceptanceRules\nrules:\n"
-                                              "  - {name: acc, metric: accuracy, op: '>=', value: 0.5}\n"
-                                              "  - {name: n, metric: n_samples, op: '==', value: 1024}\n")
+                                              "  - {name: acc, metric: accuracy, op: '>=', value: 0.5, self_reported: true}\n"
+                                              "  - {name: n, metric: n_samples, op: '==', value: 1024, self_reported: true}\n")
 
     def model(name: str, encoding: str, code: int) -> dict[str, object]:
         return {"name": name, "version": "1", "uri": str(DIGITS / "model" / "digits-logreg-1.0.0.onnx"),

@@ -80,7 +80,7 @@ RULES = """\
 apiVersion: pytest-hetero/v1
 kind: AcceptanceRules
 rules:
-  - {name: accuracy-floor, metric: accuracy, op: ">=", value: 0.5}
+  - {name: accuracy-floor, metric: accuracy, op: ">=", value: 0.5, self_reported: true}
 """
 
 

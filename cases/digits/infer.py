@@ -4,14 +4,16 @@ Usage::
 
     python3 infer.py --model M.onnx --data D.csv --out outputs.json [--provider CPUExecutionProvider]
 
-Input CSV: header ``index,label,p0..p63`` (see train.py). Needs numpy and onnxruntime only, so
+Input CSV: header ``index,label,p0..p63`` (see train.py); the label column is the gate's ground truth and
+is never read here. Needs numpy and onnxruntime only, so
 it runs inside a minimal image. The provider defaults to ``$HETERO_EXECUTION_PROVIDER`` or
 CPUExecutionProvider; a provider the ONNX Runtime build lacks is an error (exit 3), never a
 silent fallback to CPU, so a GPU row cannot pass on the CPU.
 
-Writes ``outputs.json``: {"provider": str, "providers_available": [str], "n": int,
-"indices": [int], "labels": [int], "predictions": [int], "top_probability": [float],
-"latency_ms": [float], "metrics": {"accuracy": float}}.
+Writes ``outputs.json`` (the outputs contract, docs/acceptance.md): {"provider": str,
+"providers_available": [str], "n": int, "ids": [int] (the index column), "predictions": [int],
+"top_probability": [float], "latency_ms": [float]}. The gate joins ids with the dataset's truth and
+computes accuracy itself; top_probability and latency_ms are self-reported.
 """
 
 from __future__ import annotations
@@ -52,7 +54,7 @@ def main() -> int:
         print(f"{args.data}: expected 66 columns (index,label,p0..p63), got {table.shape[1]}",
               file=sys.stderr)
         return 2
-    indices, labels, pixels = table[:, 0], table[:, 1], (table[:, 2:] / 16.0).astype(np.float32)
+    indices, pixels = table[:, 0], (table[:, 2:] / 16.0).astype(np.float32)
     input_name = session.get_inputs()[0].name
     predictions: list[int] = []
     top: list[float] = []
@@ -63,16 +65,14 @@ def main() -> int:
         latency.append((time.perf_counter() - start) * 1000.0)
         predictions.append(int(label[0]))
         top.append(round(float(proba[0].max()), 6))
-    accuracy = float(np.mean(np.array(predictions) == labels))
     result = {
-        "provider": used, "providers_available": available, "n": int(len(labels)),
-        "indices": indices.tolist(), "labels": labels.tolist(), "predictions": predictions,
+        "provider": used, "providers_available": available, "n": int(len(indices)),
+        "ids": indices.tolist(), "predictions": predictions,
         "top_probability": top, "latency_ms": [round(v, 4) for v in latency],
-        "metrics": {"accuracy": round(accuracy, 6)},
     }
     with open(args.out, "w", encoding="utf-8") as fh:
         json.dump(result, fh)
-    print(f"{len(labels)} samples, accuracy {accuracy:.4f}, provider {used}")
+    print(f"{len(indices)} samples, provider {used}")
     return 0
 
 

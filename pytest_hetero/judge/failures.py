@@ -233,6 +233,15 @@ def _rows() -> dict[str, Entry]:
         "outputs_invalid": (A, E, "an outputs value a rule reads is null, not numeric or inconsistent",
                             "business"),
         "outputs_unavailable": (P, E, "the model item's outputs cannot be read back by the gate", "business"),
+        "predictions_unmatched": (A, F, "the predictions do not meet the dataset's truth one to one (ids missing, "
+                                        "repeated or unknown)", "business"),
+        "no_truth": (B, E, "a rule judges a metric only the dataset's truth gives, and the dataset declares none",
+                     "business"),
+        "truth_changed": (B, E, "the truth file's sha256 is not the one the matrix declares", "business"),
+        "truth_invalid": (B, E, "the truth file lacks its target or id column, holds an unusable value or repeats "
+                                "an id", "business"),
+        "truth_unavailable": (B, E, "the truth file cannot be read (absent, too large, Parquet without pyarrow)",
+                              "business"),
         # --- governance -------------------------------------------------------------------------------
         "cleanup_incomplete": (P, F, "the platform's cleanup of tenant workloads", "governance"),
         "governance_not_enforced": (P, F, "quota / queue governance is the platform's", "governance"),

@@ -150,15 +150,22 @@ OUTPUTS = "outputs.json"
 """Name of the model outputs artifact the business layer evaluates."""
 
 
-def keep_outputs(ctx: LayerContext, raw: bytes, run: int = 0) -> None:
+WALL = "#wall_s"
+"""Suffix of the handoff key holding a model run's wall time as the gate timed it (seconds, as text)."""
+
+
+def keep_outputs(ctx: LayerContext, raw: bytes, run: int = 0, wall_s: float | None = None) -> None:
     """Hand a model run's outputs (JSON bytes) to the business item and record them.
 
     Normal datasets: written as the ``outputs.json`` artifact. Sensitive datasets
     (``datasets[].sensitive``): only sha256 and size are recorded; the content stays in memory
     for the business item of this process and never reaches the bundle. ``run`` ≥ 1 numbers a
-    repeated sample (``outputs-rN.json``); the business item judges every sample.
+    repeated sample (``outputs-rN.json``); the business item judges every sample. ``wall_s``: the run's wall
+    time as the gate measured it, handed to the business item of this process (:func:`wall_of`).
     """
     key = "::".join(ctx.scope + ctx.planned.parts) + (f"#r{run}" if run else "")
+    if wall_s is not None:
+        ctx.handoff[key + WALL] = repr(float(wall_s)).encode()
     if ctx.dataset.sensitive:
         ctx.handoff[key] = raw
         ctx.record("model.outputs", artifact=None, sha256=hashlib.sha256(raw).hexdigest(), bytes=len(raw),
@@ -179,6 +186,13 @@ def outputs_of(ctx: LayerContext, parts: tuple[str, ...], run: int = 0) -> bytes
         return handed
     name = OUTPUTS.replace(".json", f"-r{run}.json") if run else OUTPUTS
     return (artifact_dir_for(ctx.settings.bundle_dir, ctx.scope + parts) / name).read_bytes()
+
+
+def wall_of(ctx: LayerContext, parts: tuple[str, ...], run: int = 0) -> float | None:
+    """The wall time (s) the gate measured for the model run ``parts`` (``run`` ≥ 1: a repeated sample), when
+    that run was in this process; None otherwise."""
+    raw = ctx.handoff.pop("::".join(ctx.scope + parts) + (f"#r{run}" if run else "") + WALL, None)
+    return float(raw.decode()) if raw is not None else None
 
 
 def artifact_dir_for(bundle_dir: Path, parts: tuple[str, ...]) -> Path:

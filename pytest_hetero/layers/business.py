@@ -1,6 +1,15 @@
 """Business-sample layer: the model run's outputs meet the dataset's acceptance rules.
 
-Backend-independent: reads the outputs artifact of the model item this item depends on.
+Backend-independent: reads the outputs artifact of the model item this item depends on, checks it against the
+outputs contract (:mod:`pytest_hetero.truth.gate`), reads the dataset's truth itself (its sha256 checked at read
+time), joins it with the predictions and computes the metrics the rules judge (``business.metrics`` record: every
+value with its provenance; the model's own numbers beside, labelled self-reported).
+
+Categories besides those below: ``truth_changed`` (the truth file's sha256 is not the matrix's), ``truth_invalid``
+(a column absent, a value unusable, an id repeated), ``truth_unavailable`` (unreadable, too large, Parquet without
+pyarrow): all ``error``, owned by business (the dataset is theirs); ``predictions_unmatched`` (truth rows without
+exactly one prediction, or predictions for ids the truth lacks: ``failed``, algorithm) and ``no_truth`` (a rule
+names a metric only truth gives, and the dataset declares none: ``error``, business).
 
 A rule that fails is the business claim being false (``failed``, ``acceptance_failed``). A rule that
 cannot be evaluated proves nothing either way, so it is never a business failure: the item ends
@@ -22,8 +31,9 @@ from typing import Any
 
 from pytest_hetero.errors import CaseError
 from pytest_hetero.evidence.inputs import USED
-from pytest_hetero.layers.base import LayerBroken, LayerContext, LayerFailed, outputs_of
+from pytest_hetero.layers.base import LayerBroken, LayerContext, LayerFailed, outputs_of, wall_of
 from pytest_hetero.matrix.acceptance import NOT_EVALUABLE, evaluate, load_rules
+from pytest_hetero.truth.gate import Judged, OutputsInvalid, TruthUnusable, check_outputs, gate_values, join_problem
 
 
 def check(ctx: LayerContext) -> None:
@@ -35,39 +45,39 @@ def check(ctx: LayerContext) -> None:
                           "no_rules")
     rules = _rules(ctx, dataset.acceptance)
     depends = ctx.planned.depends_on or ()
-    from pytest_hetero.layers.execution import parse_outputs, repeats
+    from pytest_hetero.layers.execution import repeats
 
     count = repeats(ctx) if ctx.model.serving is None else 1
     failures: list[tuple[str, str]] = []
     unevaluable: list[dict[str, Any]] = []
+    unmatched: list[str] = []
     for run in range(1, count + 1) if count > 1 else (0,):
-        try:
-            # bytes: every encoding the model layer accepted as JSON (UTF-8, UTF-16, UTF-32)
-            outputs = parse_outputs(outputs_of(ctx, depends, run))
-        except (OSError, ValueError) as exc:
-            raise LayerBroken(f"outputs of {'::'.join(depends)} unreadable: {exc}", "outputs_unavailable") from None
-        if not isinstance(outputs, dict):
-            raise LayerBroken(f"outputs of {'::'.join(depends)} are a JSON {type(outputs).__name__}, not an "
-                              "object: no rule can be evaluated", "outputs_invalid")
-        results = evaluate(rules, outputs)
+        raw, outputs = _outputs(ctx, depends, run)
+        prefix = f"sample {run} of {count}: " if run else ""
+        judged = _judge_values(ctx, outputs, hashlib.sha256(raw).hexdigest(), wall_of(ctx, depends, run), prefix)
+        ctx.record("business.metrics", run=run or None, **judged.record)
+        results = evaluate(rules, outputs, judged.values)
         if dataset.sensitive:  # verdicts and aggregates only: no per-sample values
             for r in results:
                 if r["kind"] == "golden":
                     r["detail"] = "[withheld: sensitive dataset]" if r["detail"] else ""
         ctx.record("business.rules", file=str(dataset.acceptance), outputs_of="::".join(depends),
                    sensitive=dataset.sensitive, results=results, run=run or None)
-        prefix = f"sample {run} of {count}: " if run else ""
         unevaluable += [{**r, "prefix": prefix} for r in results if r["verdict"] == NOT_EVALUABLE]
         failed = [r for r in results if r["verdict"] == "fail"]
         if failed:
-            text = "; ".join(f"{r['name']}: expected {r['expected']}, observed {r['observed']}"
-                             + (f" {r['unit']}" if r.get("unit") else "")
-                             + (f" ({r['detail']})" if r["detail"] else "") for r in failed)
+            text = _failed_text(failed)
             # a served model's wrong answers are the model's; missed bounds stay business's
             answers_wrong = all(r["kind"] in ("metric", "golden") for r in failed)
             failures.append(("served_answers_wrong" if ctx.model.serving is not None and answers_wrong
                              else "acceptance_failed",
                              f"{prefix}{len(failed)} of {len(results)} acceptance rules failed: {text}"))
+        if judged.joined is not None and not judged.joined.complete:
+            unmatched.append(prefix + join_problem(judged.joined, judged.record["truth"]["rows"]))
+    if unmatched:  # a claim over the dataset needs a prediction for each of its rows, and nothing else
+        more = f"; {'; '.join(m for _, m in failures)}" if failures else ""
+        raise LayerFailed("predictions do not match the dataset's truth one to one: " + "; ".join(unmatched) + more,
+                          "predictions_unmatched")
     if failures:
         more = f"; {len(unevaluable)} rule(s) could not be evaluated" if unevaluable else ""
         categories = [c for c, _ in failures]
@@ -78,6 +88,48 @@ def check(ctx: LayerContext) -> None:
                           causes=causes if len({c for c, _ in causes}) > 1 else ())
     if unevaluable:
         raise not_evaluable(rules, unevaluable)
+
+
+def _failed_text(failed: list[dict[str, Any]]) -> str:
+    """Each failed rule: expected, observed with its unit, detail, and the observed value's provenance."""
+    return "; ".join(f"{r['name']}: expected {r['expected']}, observed {r['observed']}"
+                     + (f" {r['unit']}" if r.get("unit") else "")
+                     + (f" ({r['detail']})" if r["detail"] else "")
+                     + (f" [{r['provenance']['source']}]" if r.get("provenance", {}).get("source") in
+                        ("computed", "measured") else "")  # a self-reported value's detail says so
+                     for r in failed)
+
+
+def _outputs(ctx: LayerContext, depends: tuple[str, ...], run: int) -> tuple[bytes, dict[str, Any]]:
+    """The bytes and the JSON object of a model run's outputs. Raises LayerBroken when unreadable or not an
+    object."""
+    from pytest_hetero.layers.execution import parse_outputs
+
+    try:
+        raw = outputs_of(ctx, depends, run)
+        # bytes: every encoding the model layer accepted as JSON (UTF-8, UTF-16, UTF-32), within its bounds
+        outputs = parse_outputs(raw)
+    except (OSError, ValueError) as exc:
+        raise LayerBroken(f"outputs of {'::'.join(depends)} unreadable: {exc}", "outputs_unavailable") from None
+    if not isinstance(outputs, dict):
+        raise LayerBroken(f"outputs of {'::'.join(depends)} are a JSON {type(outputs).__name__}, not an "
+                          "object: no rule can be evaluated", "outputs_invalid")
+    return raw, outputs
+
+
+def _judge_values(ctx: LayerContext, outputs: dict[str, Any], digest: str, wall_s: float | None,
+                  prefix: str) -> Judged:
+    """The outputs checked against the contract, then the gate's own values for them (see
+    :func:`pytest_hetero.truth.gate.gate_values`). Raises LayerBroken (``outputs_invalid``, algorithm; a truth
+    category, business)."""
+    try:
+        check_outputs(outputs, ctx.dataset)
+        return gate_values(ctx.dataset, outputs, digest, wall_s, ctx.dataset.sensitive)
+    except OutputsInvalid as exc:
+        raise LayerBroken(f"{prefix}outputs break the outputs contract (pytest_hetero/truth/outputs.schema.json): "
+                          + "; ".join(exc.problems), "outputs_invalid") from None
+    except TruthUnusable as exc:
+        raise LayerBroken(prefix + exc.message, exc.category) from None
 
 
 def _rules(ctx: LayerContext, path: Path) -> list[dict[str, Any]]:
@@ -120,17 +172,20 @@ def not_evaluable(rules: list[dict[str, Any]], results: list[dict[str, Any]]) ->
     grouped: dict[str, list[str]] = {}
     for category, text_of in per_rule:
         grouped.setdefault(category, []).append(text_of)
-    decisive = next(name for name in ("rules_error", "outputs_missing_metric", "outputs_invalid")
+    decisive = next(name for name in ("rules_error", "no_truth", "outputs_missing_metric", "outputs_invalid")
                       if name in grouped)
     causes = tuple((name, "; ".join(texts)) for name, texts in grouped.items())
     return LayerBroken(message, decisive, causes=causes if len(causes) > 1 else ())
 
 
 def _cause(result: dict[str, Any], close: dict[str, str]) -> str:
-    """The category of one unevaluable rule: a typo in the rules (a close name exists), a metric the
-    outputs lack, or an outputs value that cannot be used."""
+    """The category of one unevaluable rule: a typo in the rules (a close name exists), a gate metric the
+    dataset's truth would give and none is declared, a metric the outputs lack, or an outputs value that cannot
+    be used."""
     if result["name"] in close:
         return "rules_error"
+    if result.get("problem") == "no_truth":
+        return "no_truth"
     return "outputs_missing_metric" if result.get("problem") == "missing" else "outputs_invalid"
 
 

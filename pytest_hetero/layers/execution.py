@@ -117,12 +117,13 @@ def _run_once(ctx: LayerContext, run: int) -> None:
         raise LayerFailed(f"entrypoint exited with {result.exit_code}: {last}", "nonzero_exit")
     if result.outputs is None:
         raise LayerFailed("entrypoint wrote no outputs file", "no_outputs")
-    judge_outputs(ctx, result.outputs, run)
+    judge_outputs(ctx, result.outputs, run, wall_s=result.duration_s)
 
 
-def judge_outputs(ctx: LayerContext, raw: bytes, run: int) -> None:
+def judge_outputs(ctx: LayerContext, raw: bytes, run: int, wall_s: float | None = None) -> None:
     """Keep the outputs of run ``run`` when they are a JSON object :func:`parse_outputs` reads; else keep
-    them as unusable and raise LayerFailed ``bad_outputs`` (algorithm: the model wrote them)."""
+    them as unusable and raise LayerFailed ``bad_outputs`` (algorithm: the model wrote them). ``wall_s``: the run's
+    wall time as the gate measured it (seconds), kept beside the outputs for the business layer's measured values."""
     try:
         parsed = parse_outputs(raw)
     except DuplicateKey as exc:
@@ -138,7 +139,7 @@ def judge_outputs(ctx: LayerContext, raw: bytes, run: int) -> None:
     if not isinstance(parsed, dict):
         where = keep_bad_outputs(ctx, raw, run)
         raise LayerFailed(f"outputs file is a JSON {type(parsed).__name__}, not an object{where}", "bad_outputs")
-    keep_outputs(ctx, raw, run)
+    keep_outputs(ctx, raw, run, wall_s=wall_s)
 
 
 MAX_OUTPUTS_DEPTH = 64

@@ -320,7 +320,8 @@ def execute(ctx: LayerContext) -> None:
             for name, values in answer.extra.items():
                 extra.setdefault(name, [None] * len(samples))[pos] = values[j]
     outputs = {"protocol": proto.name, "endpoint": base, "model_name": serving.model_name,
-               "version": serving.version, "n": len(samples), "indices": [s.index for s in samples],
+               "version": serving.version, "n": len(samples),
+               "indices": [s.index for s in samples], "ids": [s.index for s in samples],
                "labels": [s.label for s in samples], "predictions": predictions, **extra,
                "latency_ms": [v for s in summaries for v in s["latencies_ms"]],
                "versions_reported": versions, "service": {"levels": summaries}}

@@ -1,20 +1,23 @@
 """Business acceptance rules (``kind: AcceptanceRules``, apiVersion ``pytest-hetero/v1``) and their evaluation.
 
-Rules are declarative YAML, evaluated on a model run's outputs JSON object:
+Rules are declarative YAML, evaluated on a model run's outputs JSON object and on the values the gate itself
+computed or measured for that run (:class:`GateValues`; see docs/acceptance.md):
 
-- ``metric``: ``name`` (from ``outputs.metrics``; ``accuracy`` is computed from
-  ``predictions``/``labels`` when absent) or ``mean(f)``/``min(f)``/``max(f)``/``count(f)``
-  over a numeric list field; ``op`` one of ``>= <= > < == !=``; ``value``; optional absolute
-  ``tolerance`` for ``==``/``!=``.
+- ``metric``: a metric the gate computes from the dataset's truth (:mod:`pytest_hetero.truth.metrics`:
+  ``accuracy``, ``f1_macro``, ``f1[3]``, ``mae``…) or measures around the run (``wall_s``, ``per_sample_ms``,
+  ``throughput_sps``); ``op`` one of ``>= <= > < == !=``; ``value``; optional absolute ``tolerance`` for
+  ``==``/``!=``. A value the model writes about itself (``outputs.metrics.<name>``, or ``mean(f)``/``min(f)``/
+  ``max(f)``/``count(f)`` over an outputs list field) is judged only by a rule that says
+  ``self_reported: true``, and its result says "self-reported, not verified".
 - ``golden``: ``samples: [{index, expected, tolerance?}]``; the sample whose ``key`` field
   (default ``indices``) equals ``index`` must have ``field`` (default ``predictions``) equal
-  to ``expected`` (exact, or within ``tolerance`` for numbers).
+  to ``expected`` (exact, or within ``tolerance`` for numbers). The expectations are the rules file's own.
 - ``latency``: ``field`` (default ``latency_ms``) at ``percentile`` (nearest-rank, 0–100)
-  must be ≤ ``max_ms``.
+  must be ≤ ``max_ms``: latencies the model timed itself, so the rule needs ``self_reported: true``.
 
 Service rules, on an inference service's load levels (``outputs.service.levels``, written by
-:mod:`pytest_hetero.layers.serving`); each applies to the level of ``concurrency`` when given,
-else to every level, and names the measured value of each level:
+:mod:`pytest_hetero.layers.serving`: measured by the gate); each applies to the level of ``concurrency`` when
+given, else to every level, and names the measured value of each level:
 
 - ``service_latency``: ``percentile`` (0–100) of the level's successful request latencies
   (``latencies_ms``) must be ≤ ``max_ms``.
@@ -22,13 +25,16 @@ else to every level, and names the measured value of each level:
 - ``throughput``: ``min_rps`` (successful requests/s) and/or ``min_sps`` (samples/s) as floors.
 
 Each rule yields ``{"name", "kind", "expected", "observed", "verdict": "pass"|"fail"|"not_evaluable",
-"detail"}`` and ``unit`` when the observed number has one (``ms`` for latency rules and metrics over a
-``*_ms`` field); a metric or latency rule adds ``bound`` (``{"op", "value", "tolerance", "unit"?}``: the
-threshold as data, for trends), a golden rule ``failing`` (the indices of the samples that did not match);
-a rule that cannot be evaluated (metric or field absent, null, not numeric, NaN or ±Infinity, lists of
+"detail", "provenance"}`` and ``unit`` when the observed number has one (``ms`` for latency rules and metrics
+over a ``*_ms`` field); ``provenance`` is ``{"source": "computed"|"measured"|"self_reported", …}`` (what
+computed the value from which digests, what measured it, or which outputs field the model wrote). A metric or
+latency rule adds ``bound`` (``{"op", "value", "tolerance", "unit"?}``: the threshold as data, for trends), a
+golden rule ``failing`` (the indices of the samples that did not match); a rule that cannot be evaluated (a
+gate metric without truth, a metric or field absent, null, not numeric, NaN or ±Infinity, lists of
 inconsistent length, a golden index absent from or repeated in the outputs) is ``not_evaluable`` with
-``problem`` and the metrics and fields ``available``. A golden rule with no samples and two rules of one
-name are rejected when the file is read.
+``problem`` (``missing``, ``invalid`` or ``no_truth``) and the metrics and fields ``available``. A golden rule
+with no samples, a metric name the gate does not know (``did you mean``), a rule over a self-reported value
+without ``self_reported: true`` and two rules of one name are rejected when the file is read.
 """
 
 from __future__ import annotations
@@ -38,11 +44,13 @@ import math
 import operator
 import re
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from pytest_hetero.errors import CaseError, Location, RulesInvalid
 from pytest_hetero.matrix.yamlnodes import Positions, read_yaml
+from pytest_hetero.truth import metrics as gate_metrics
 
 OPS: dict[str, Callable[[Any, Any], bool]] = {
     ">=": operator.ge, "<=": operator.le, ">": operator.gt, "<": operator.lt,
@@ -63,7 +71,7 @@ def _number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-RULE_KEYS: tuple[str, ...] = ("name", "description", *KINDS, "op", "value", "tolerance")
+RULE_KEYS: tuple[str, ...] = ("name", "description", *KINDS, "op", "value", "tolerance", "self_reported")
 """Keys a rule may have; any other is reported as unknown (with a ``did you mean`` hint)."""
 
 
@@ -160,6 +168,33 @@ def _rule_problems(rule: Any, i: int, pos: Positions, where: str) -> list[CaseEr
     return problems
 
 
+def _check_metric_name(name: str, expr: str, self_reported: bool, loc: Location) -> None:
+    """A rule's metric is one the gate computes or measures, or (with ``self_reported: true``) any name of the
+    outputs. Raises CaseError with a ``did you mean`` hint, or saying how to mark a self-reported value."""
+    if self_reported or gate_metrics.known(expr):
+        return
+    if _AGG.match(expr):
+        raise CaseError(f"rule '{name}': metric {expr!r} is computed over a list the model wrote about itself",
+                        loc, "mark the rule self_reported: true (it is then shown as 'self-reported, not verified'), "
+                        "or judge a metric the gate computes (e.g. accuracy) or measures (e.g. per_sample_ms)")
+    close = difflib.get_close_matches(expr, gate_metrics.names(), n=1, cutoff=0.6)
+    raise CaseError(f"rule '{name}': unknown metric {expr!r}: the gate computes "
+                    f"{', '.join(gate_metrics.names())}", loc,
+                    f"did you mean '{close[0]}'?" if close else "a value only the model reports needs "
+                    "self_reported: true, and is then shown as 'self-reported, not verified'")
+
+
+def _check_common(rule: dict[str, Any], kind: str, loc: Location) -> None:
+    """``self_reported`` is a boolean on a metric or latency rule only."""
+    if "self_reported" in rule and (not isinstance(rule["self_reported"], bool) or kind not in ("metric", "latency")):
+        raise CaseError(f"rule '{rule['name']}': self_reported is true or false, on a metric or latency rule",
+                        loc, "drop it, or write self_reported: true on a rule over a value the model reports")
+    if kind == "latency" and rule.get("self_reported") is not True:
+        raise CaseError(f"rule '{rule['name']}': a latency rule reads latencies the model timed itself", loc,
+                        "mark it self_reported: true (shown as 'self-reported, not verified'), or use the gate's "
+                        "measurement: metric: per_sample_ms (or wall_s, throughput_sps)")
+
+
 def _check_rule(rule: dict[str, Any], kind: str, loc: Location) -> None:
     if kind in SERVICE_CHECKS:
         _check_service_rule(rule["name"], kind, rule[kind], loc)
@@ -170,10 +205,12 @@ def _check_rule(rule: dict[str, Any], kind: str, loc: Location) -> None:
         if not isinstance(rule.get("value"), (int, float)) or isinstance(rule.get("value"), bool):
             raise CaseError(f"rule '{rule['name']}': value must be a number", loc, "e.g. value: 0.95")
         expr = rule["metric"]
-        if not isinstance(expr, str) or not (_AGG.match(expr) or _NAME.match(expr)):
+        if not isinstance(expr, str) or not (_AGG.match(expr) or _NAME.match(expr)
+                                             or gate_metrics.PER_CLASS_NAME.match(expr)):
             raise CaseError(f"rule '{rule['name']}': metric {expr!r} is neither a metric name nor "
                             "mean(field), min(field), max(field) or count(field)", loc,
-                            "e.g. metric: accuracy (from outputs.metrics) or metric: mean(top_probability)")
+                            "e.g. metric: accuracy (computed by the gate from the dataset's truth)")
+        _check_metric_name(rule["name"], expr, bool(rule.get("self_reported")), loc)
         if "tolerance" in rule and (rule["op"] not in ("==", "!=") or not _number(rule["tolerance"])):
             raise CaseError(f"rule '{rule['name']}': tolerance applies to op == and != only, as a number "
                             f"(op {rule['op']}, tolerance {rule['tolerance']!r})", loc,
@@ -187,6 +224,7 @@ def _check_rule(rule: dict[str, Any], kind: str, loc: Location) -> None:
                             loc, "e.g. latency: {percentile: 95, max_ms: 20}")
     if kind == "golden":
         _check_golden(rule["name"], rule["golden"], loc)
+    _check_common(rule, kind, loc)
 
 
 def _check_golden(name: str, gold: Any, loc: Location) -> None:
@@ -278,7 +316,8 @@ def available(outputs: Any) -> dict[str, list[str]]:
 
 
 def metric_value(outputs: dict[str, Any], expr: str) -> float:
-    """Value of a metric expression on ``outputs``. Raises :class:`NotEvaluable` when the data is
+    """Value of a self-reported metric expression on ``outputs`` (``outputs.metrics.<name>`` or an aggregate over
+    a list field; nothing is derived from the outputs' own ``labels``). Raises :class:`NotEvaluable` when the data is
     absent (``missing``) or null, not numeric or of inconsistent shape (``invalid``)."""
     agg = _AGG.match(expr)
     if agg:
@@ -294,13 +333,6 @@ def metric_value(outputs: dict[str, Any], expr: str) -> float:
         if not _is_number(metrics[expr]):
             raise NotEvaluable(f"metric '{expr}' is {_shape(metrics[expr])}, not a number", "invalid")
         return float(metrics[expr])
-    if expr == "accuracy" and isinstance(outputs.get("predictions"), list):
-        preds, labels = outputs["predictions"], outputs.get("labels")
-        if not isinstance(labels, list) or len(preds) != len(labels) or not preds:
-            count = len(labels) if isinstance(labels, list) else "no"
-            raise NotEvaluable(f"accuracy from predictions and labels: {len(preds)} predictions, {count} labels",
-                               "invalid")
-        return float(sum(p == t for p, t in zip(preds, labels, strict=True)) / len(preds))
     raise NotEvaluable(f"metric '{expr}' is absent")
 
 
@@ -320,14 +352,39 @@ NOT_EVALUABLE = "not_evaluable"
 """Verdict of a rule that cannot be evaluated on the outputs (neither pass nor fail)."""
 
 
-def evaluate(rules: list[dict[str, Any]], outputs: dict[str, Any]) -> list[dict[str, Any]]:
-    """Evaluate every rule on ``outputs``. A rule whose data is absent or unusable gets verdict
-    :data:`NOT_EVALUABLE` with ``detail`` (why), ``problem`` (``missing``/``invalid``) and
-    ``available`` (see :func:`available`): it proves nothing either way and fails no one's claim."""
+SELF_REPORTED_NOTE = "self-reported, not verified"
+"""What a result judged on a value the model reported about itself says, wherever it is shown."""
+
+
+@dataclass
+class GateValues:
+    """The values the gate computed (from truth) or measured (around the run) for one run: ``values`` name →
+    (number, provenance); ``unavailable`` name → why the gate has no such value (e.g. the dataset declares no
+    truth); ``why`` is the reason for any name not listed."""
+
+    values: dict[str, tuple[float, dict[str, Any]]] = field(default_factory=dict)
+    unavailable: dict[str, str] = field(default_factory=dict)
+    why: str = "the gate computed no metrics for this run"
+
+    def get(self, name: str) -> tuple[float, dict[str, Any]]:
+        """The value and provenance of ``name``. Raises :class:`NotEvaluable` (``no_truth``) saying why not."""
+        if name in self.values:
+            return self.values[name]
+        raise NotEvaluable(f"the gate has no value for metric '{name}': {self.unavailable.get(name, self.why)}",
+                           "no_truth")
+
+
+def evaluate(rules: list[dict[str, Any]], outputs: dict[str, Any],
+             gate: GateValues | None = None) -> list[dict[str, Any]]:
+    """Evaluate every rule on ``outputs`` and the ``gate``'s own values (none when omitted). A rule whose data
+    is absent or unusable gets verdict :data:`NOT_EVALUABLE` with ``detail`` (why), ``problem``
+    (``missing``/``invalid``/``no_truth``) and ``available`` (see :func:`available`): it proves nothing either way
+    and fails no one's claim."""
     results = []
+    gate = gate if gate is not None else GateValues()
     for rule in rules:
         try:
-            results.append({"name": rule["name"], "kind": rule["kind"], **_evaluate(rule, outputs)})
+            results.append({"name": rule["name"], "kind": rule["kind"], **_evaluate(rule, outputs, gate)})
         except (KeyError, ValueError, TypeError) as exc:
             problem = exc.problem if isinstance(exc, NotEvaluable) else "invalid"
             text = str(exc) if isinstance(exc, NotEvaluable) else f"{type(exc).__name__}: {exc}"
@@ -337,9 +394,25 @@ def evaluate(rules: list[dict[str, Any]], outputs: dict[str, Any]) -> list[dict[
     return results
 
 
-def _evaluate(rule: dict[str, Any], outputs: dict[str, Any]) -> dict[str, Any]:
+def _self_reported(expr: str) -> dict[str, Any]:
+    agg = _AGG.match(expr)
+    return {"source": "self_reported", "field": f"outputs.{agg.group(2)}" if agg else f"outputs.metrics.{expr}",
+            "note": SELF_REPORTED_NOTE}
+
+
+def _evaluate(rule: dict[str, Any], outputs: dict[str, Any], gate: GateValues) -> dict[str, Any]:
+    result = _evaluate_kind(rule, outputs, gate)
+    if result.get("provenance", {}).get("source") == "self_reported":
+        result["detail"] = f"{SELF_REPORTED_NOTE}; {result['detail']}" if result["detail"] else SELF_REPORTED_NOTE
+    return result
+
+
+def _evaluate_kind(rule: dict[str, Any], outputs: dict[str, Any], gate: GateValues) -> dict[str, Any]:
     if rule["kind"] == "metric":
-        observed = metric_value(outputs, rule["metric"])
+        if rule.get("self_reported"):
+            observed, provenance = metric_value(outputs, rule["metric"]), _self_reported(rule["metric"])
+        else:
+            observed, provenance = gate.get(rule["metric"])
         if not math.isfinite(observed):  # e.g. the mean of finite values too large for a double
             raise NotEvaluable(f"metric '{rule['metric']}' evaluates to {_shape(observed)}", "invalid")
         op, value, tol = rule["op"], float(rule["value"]), float(rule.get("tolerance", 0))
@@ -353,9 +426,12 @@ def _evaluate(rule: dict[str, Any], outputs: dict[str, Any]) -> dict[str, Any]:
         unit = unit_of(rule["metric"])
         bound = {"op": op, "value": value, "tolerance": tol or None, **({"unit": unit} if unit else {})}
         return {"expected": expected + (f" {unit}" if unit else ""), "observed": round(observed, 6),
-                "verdict": "pass" if ok else "fail", "detail": "", "bound": bound, **({"unit": unit} if unit else {})}
+                "verdict": "pass" if ok else "fail", "detail": "", "bound": bound, "provenance": provenance,
+                "metric": rule["metric"],
+                **({"unit": unit} if unit else {})}
     if rule["kind"] in SERVICE_CHECKS:
-        return _evaluate_service(rule["kind"], rule[rule["kind"]], outputs)
+        return {**_evaluate_service(rule["kind"], rule[rule["kind"]], outputs),
+                "provenance": {"source": "measured", "by": "the gate's load generator (outputs.service.levels)"}}
     if rule["kind"] == "latency":
         lat = rule["latency"]
         values = _numbers(outputs, lat.get("field", "latency_ms"))
@@ -365,8 +441,12 @@ def _evaluate(rule: dict[str, Any], outputs: dict[str, Any]) -> dict[str, Any]:
         ok = observed <= float(lat["max_ms"])
         return {"expected": f"p{lat['percentile']} ≤ {lat['max_ms']} ms", "observed": round(observed, 4),
                 "unit": "ms", "verdict": "pass" if ok else "fail", "detail": "",
+                "provenance": {"source": "self_reported", "field": f"outputs.{lat.get('field', 'latency_ms')}",
+                               "note": SELF_REPORTED_NOTE},
                 "bound": {"op": "<=", "value": float(lat["max_ms"]), "tolerance": None, "unit": "ms"}}
-    return _evaluate_golden(rule["golden"], outputs)
+    return {**_evaluate_golden(rule["golden"], outputs),
+            "provenance": {"source": "computed", "by": "the gate: each golden sample's expected value (the rules "
+                           "file's own) against the model's answer"}}
 
 
 def _evaluate_golden(gold: dict[str, Any], outputs: dict[str, Any]) -> dict[str, Any]:

@@ -37,6 +37,7 @@ from pytest_hetero.matrix.model import (
     Resource,
     Serving,
     Tenant,
+    Truth,
 )
 from pytest_hetero.matrix.yamlnodes import Positions, dotted, read_yaml
 from pytest_hetero.usercache import cache_dir, installed_files
@@ -256,6 +257,8 @@ def _reference_problems(data: dict[str, Any], pos: Positions, file: str) -> list
                                   "write a Python regular expression"))
     for i, model in enumerate(spec["models"]):
         problems.extend(_model_problems(model, ("spec", "models", i), pos, file, data))
+    for i, dataset in enumerate(spec["datasets"]):
+        problems.extend(truth_problems(dataset, ("spec", "datasets", i), error))
     from pytest_hetero.matrix.governance import governance_problems
 
     problems += governance_problems(spec, names, error)
@@ -370,13 +373,14 @@ def _escaping_paths(data: dict[str, Any], pos: Positions, file: str, matrix_path
     problems = []
     for key, fields in (("models", ("uri", "code")), ("datasets", ("uri", "acceptance"))):
         for i, entry in enumerate(data["spec"][key]):
-            for field in fields:
-                value = entry.get(field)
+            labels = (entry.get("truth") or {}).get("labels") if key == "datasets" else None
+            for field in (*fields, "truth.labels.uri") if labels else fields:
+                value = labels.get("uri") if field == "truth.labels.uri" and labels else entry.get(field)
                 if not isinstance(value, str) or "://" in value:
                     continue
                 target = (matrix_path.parent / value).resolve()
                 if not any(target == r or r in target.parents for r in roots):
-                    at = ("spec", key, i, field)
+                    at = ("spec", key, i, *field.split("."))
                     line, col = pos.of(at)
                     problems.append(MatrixError(
                         f"path {value!r} resolves to {target}, outside {which}",
@@ -388,6 +392,37 @@ def _escaping_paths(data: dict[str, Any], pos: Positions, file: str, matrix_path
 
 def _hex(digest: str) -> str:
     return digest.split(":", 1)[-1]
+
+
+def _truth(dataset: dict[str, Any], rel: Callable[[str | None], Path | None]) -> Truth | None:
+    """The dataset's :class:`Truth` (None when it declares none): in its ``labels`` file when it names one,
+    else in the dataset file (then with the dataset's sha256 and format)."""
+    raw = dataset.get("truth")
+    if raw is None:
+        return None
+    labels = raw.get("labels")
+    source = labels if labels is not None else dataset
+    found = rel(source["uri"])
+    assert found is not None
+    return Truth(task=raw["task"], target=raw["target"], id=raw.get("id"), path=found, sha256=_hex(source["sha256"]),
+                 uri=source["uri"], format=source.get("format"), separate=labels is not None)
+
+
+def truth_problems(dataset: dict[str, Any], at: tuple[Any, ...],
+                   error: Callable[[tuple[Any, ...], str, str], MatrixError]) -> list[MatrixError]:
+    """A truth that joins by id names its id column; one that names none says ``join: order``."""
+    truth = dataset.get("truth")
+    if not isinstance(truth, dict):
+        return []
+    join = truth.get("join")
+    if join == "order" and "id" in truth:
+        return [error((*at, "truth", "join"), "join: order with an id column: which one joins is unclear",
+                      "drop id to join by row order, or drop join to join by id")]
+    if "id" not in truth and join != "order":
+        return [error((*at, "truth"), "truth names no id column to join predictions on",
+                      "add id: <column> (the outputs then carry ids beside predictions), or join: order (predictions "
+                      "in the file's row order)")]
+    return []
 
 
 def _build(data: dict[str, Any], path: Path, raw_sha: str, pos: Positions, base: Path) -> Matrix:
@@ -421,7 +456,7 @@ def _build(data: dict[str, Any], path: Path, raw_sha: str, pos: Positions, base:
     datasets = tuple(Dataset(
         name=d["name"], version=str(d["version"]), uri=d["uri"], path=rel(d["uri"]) or base,
         sha256=_hex(d["sha256"]), acceptance=rel(d.get("acceptance")),
-        sensitive=bool(d.get("sensitive", False)), line=line("spec", "datasets", i))
+        sensitive=bool(d.get("sensitive", False)), line=line("spec", "datasets", i), truth=_truth(d, rel))
         for i, d in enumerate(spec["datasets"]))
     layers = spec.get("layers", {})
     timeouts = {layer: parse_duration(layers.get(layer, {}).get("timeout", DEFAULT_TIMEOUTS_S[layer]))

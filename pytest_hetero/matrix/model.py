@@ -127,9 +127,32 @@ class Model:
     """The matrix grants the model's runs the host's network (local engine; default: loopback only)."""
 
 
+TASKS: tuple[str, ...] = ("classification", "regression")
+"""Task kinds whose metrics the gate computes from a dataset's truth (``spec.datasets[].truth.task``)."""
+
+
+@dataclass(frozen=True)
+class Truth:
+    """Where a dataset's ground truth is: the ``target`` column or field (class label or regression target) of
+    the file at ``path`` (the dataset file itself, or a separate labels file at ``uri``), whose content must
+    have ``sha256``; ``id`` the column joined with the outputs' ``ids`` (None: joined by row order, as the matrix
+    states with ``join: order``); ``format`` csv, jsonl or parquet (None: from the file's suffix)."""
+
+    task: str
+    target: str
+    id: str | None
+    path: Path
+    sha256: str
+    uri: str
+    format: str | None = None
+    separate: bool = False
+    """The truth is a labels file of its own (not the dataset file the model reads)."""
+
+
 @dataclass(frozen=True)
 class Dataset:
-    """A dataset version: file at ``path`` with ``sha256``; ``acceptance`` is its business-rules file."""
+    """A dataset version: file at ``path`` with ``sha256``; ``acceptance`` is its business-rules file;
+    ``truth`` where its ground truth is (None: the gate can compute no metric against truth)."""
 
     name: str
     version: str
@@ -139,6 +162,7 @@ class Dataset:
     acceptance: Path | None
     sensitive: bool = False
     line: int = 0
+    truth: Truth | None = None
 
 
 @dataclass(frozen=True)

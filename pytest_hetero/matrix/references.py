@@ -13,10 +13,11 @@ import hashlib
 from collections.abc import Callable
 from pathlib import Path
 from string import Formatter
+from typing import Any
 
 from pytest_hetero.errors import CaseError, HeteroError, Location, MatrixError, RulesInvalid
 from pytest_hetero.matrix.acceptance import load_rules
-from pytest_hetero.matrix.model import Matrix, Model
+from pytest_hetero.matrix.model import Dataset, Matrix, Model
 
 Report = Callable[[str, int, str, str], None]
 """Records one problem: (message, entry line, field, hint)."""
@@ -67,6 +68,7 @@ def reference_problems(matrix: Matrix, *, digests: bool = False) -> list[HeteroE
         where = f"spec.datasets[{i}:{dataset.name}]"
         _file(err, f"dataset '{dataset.name}'", dataset.path, dataset.sha256, dataset.line, f"{where}.uri",
               digests)
+        _truth_references(err, dataset, where, digests)
         if dataset.acceptance is None:
             continue
         if not dataset.acceptance.is_file():
@@ -76,12 +78,55 @@ def reference_problems(matrix: Matrix, *, digests: bool = False) -> list[HeteroE
                 "(relative to the matrix file's folder)")
             continue
         try:
-            load_rules(dataset.acceptance)
+            rules = load_rules(dataset.acceptance)
         except RulesInvalid as exc:
             problems.extend(_relocated(p) for p in exc.problems)
+            continue
         except CaseError as exc:
             problems.append(_relocated(exc))
+            continue
+        _rule_task_problems(err, dataset, rules, where)
     return problems
+
+
+def _truth_references(err: Report, dataset: Dataset, where: str, digests: bool) -> None:
+    """A separate labels file exists (and has its sha256 with ``digests``); with ``digests`` the truth is also
+    read as the business layer reads it (columns present, ids unique, labels usable)."""
+    truth = dataset.truth
+    if truth is None:
+        return
+    if truth.separate:
+        _file(err, f"labels of dataset '{dataset.name}'", truth.path, truth.sha256, dataset.line,
+              f"{where}.truth.labels.uri", digests)
+    if digests and truth.path.is_file():
+        from pytest_hetero.truth.table import TruthError, read_truth
+
+        try:
+            read_truth(truth)
+        except TruthError as exc:
+            if exc.category != "truth_changed":  # the sha256 check above named it already
+                err(exc.message, dataset.line, f"{where}.truth", "point truth.target and truth.id at columns "
+                    "of the file, with one row per id")
+
+
+def _rule_task_problems(err: Report, dataset: Dataset, rules: list[dict[str, Any]], where: str) -> None:
+    """A rule over a gate metric needs truth, of the task kind the metric belongs to."""
+    from pytest_hetero.truth.metrics import task_of
+
+    for rule in rules:
+        if rule["kind"] != "metric" or rule.get("self_reported"):
+            continue
+        task = task_of(str(rule["metric"]))
+        if task is None:
+            continue
+        if dataset.truth is None:
+            err(f"rule '{rule['name']}' of {dataset.acceptance} judges {rule['metric']}, which the gate computes "
+                f"from truth, and dataset '{dataset.name}' declares none", dataset.line, f"{where}.truth",
+                "add truth: {task: classification, target: <label column>, id: <id column>}")
+        elif task != dataset.truth.task:
+            err(f"rule '{rule['name']}' of {dataset.acceptance} judges {rule['metric']}, a {task} metric, and "
+                f"dataset '{dataset.name}' is a {dataset.truth.task} task", dataset.line, f"{where}.truth.task",
+                f"use a {dataset.truth.task} metric, or correct truth.task")
 
 
 def _model_references(err: Report, model: Model, where: str, digests: bool) -> None:

@@ -8,7 +8,8 @@ pending. Per test: ``name`` and ``testId`` are the node id (the key of the item 
 ``suite`` is the hierarchy above it (matrix file, resource, image, model@dataset), ``filePath`` the
 matrix file, so CTRF tools group tests as pytest does; ``tags`` the layer; ``labels`` the layer,
 owner (the failure's owner when it failed) and each dimension; ``extra`` has owner, layer_owner and
-blocked_by. Durations are milliseconds; the
+blocked_by, and for a business item ``rules`` (each rule's name, metric,
+threshold, observed value, unit, provenance and verdict). Durations are milliseconds; the
 summary's and each test's ``start``/``stop`` are Unix epoch milliseconds.
 """
 
@@ -18,7 +19,7 @@ import json
 from datetime import datetime
 from typing import Any
 
-from pytest_hetero.reporting.view import entries, owner_shown, verification
+from pytest_hetero.reporting.view import entries, owner_shown, rule_results, verification
 
 SPEC_VERSION = "0.1.0"
 """The CTRF specification version the official schema in ``shared/schemas`` describes."""
@@ -57,6 +58,9 @@ def render_ctrf(evidence: dict[str, Any], signoff: dict[str, Any] | None = None)
             "extra": {"owner": owner_shown(entry), "layer_owner": entry.get("owner"),
                       "blocked_by": entry.get("blocked_by")},
         }
+        rules = rule_results(entry)
+        if rules:
+            test["extra"]["rules"] = rules
         if entry.get("started_at") and entry.get("finished_at"):
             test["start"], test["stop"] = _epoch_ms(entry["started_at"]), _epoch_ms(entry["finished_at"])
         if failure:

@@ -204,7 +204,16 @@ def _result_rows(f: Facts, t: Text, item: dict[str, Any]) -> list[dict[str, Any]
 
 
 def observed(t: Text, result: dict[str, Any]) -> str:
-    """A rule's observed value with its unit: latency in ms, accuracy also as a percentage."""
+    """A rule's observed value with its unit (latency in ms, accuracy also as a percentage) and where the value
+    came from (computed, measured, or self-reported, not verified)."""
+    shown = _observed(t, result)
+    source = (result.get("provenance") or {}).get("source")
+    if result.get("observed") is None or source not in ("computed", "measured", "self_reported"):
+        return shown
+    return f"{shown} · {t(f'prov.{source}')}"
+
+
+def _observed(t: Text, result: dict[str, Any]) -> str:
     value = result.get("observed")
     if value is None:
         return cut(result.get("detail"), 200)

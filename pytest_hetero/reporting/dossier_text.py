@@ -276,6 +276,9 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "res.more": ("{count} more business item(s) are in evidence.json.", "另有 {count} 个业务验收项见 evidence.json。"),
     "unit.ms": ("{value} ms", "{value} 毫秒"),
     "unit.share": ("{value} ({percent} %)", "{value}（{percent}%）"),
+    "prov.computed": ("computed", "门禁计算"),
+    "prov.measured": ("measured", "门禁测量"),
+    "prov.self_reported": ("self-reported, not verified", "模型自报，未经验证"),
     # operations
     "ops.source": ("Source", "数据来源"),
     "ops.memory": ("Memory high-water mark", "内存峰值"),

@@ -13,7 +13,8 @@ failed → ``<failure type=category message=…>``, error → ``<error>``, every
 
 Neither schema has per-testcase ``<properties>`` or a ``status`` attribute valid in both, so each
 testcase's properties (layer, dimension keys, owner (the failure's owner when it failed:
-:func:`~pytest_hetero.reporting.view.owner_shown`), layer_owner, status, evidence path, blocked_by) are written
+:func:`~pytest_hetero.reporting.view.owner_shown`), layer_owner, status, evidence path, blocked_by; for a business item
+``rule.<name>`` = ``threshold; observed value [unit]; computed|measured|self-reported; verdict``) are written
 to its ``<system-out>`` as ``[[PROPERTY|name=value]]`` lines, the convention Jenkins/Testmo-style
 readers understand (each on one line, brackets percent-encoded:
 :func:`pytest_hetero.reporting.view.junit_property`).
@@ -29,7 +30,7 @@ from junitparser import JUnitXml, TestSuite
 
 from pytest_hetero import LAYERS
 from pytest_hetero.evidence.model import UNTESTED_STATUSES
-from pytest_hetero.reporting.view import entries, junit_properties, owner_shown, printable, verification
+from pytest_hetero.reporting.view import entries, junit_properties, owner_shown, printable, rule_results, verification
 
 
 def _properties(entry: dict[str, Any]) -> list[tuple[str, str]]:
@@ -41,6 +42,11 @@ def _properties(entry: dict[str, Any]) -> list[tuple[str, str]]:
     if entry.get("blocked_by"):
         props.append(("blocked_by", entry["blocked_by"]))
     props += [("artifact", a["path"]) for a in entry.get("artifacts", [])]
+    for r in rule_results(entry):  # rule.<name>: threshold; observed [unit]; provenance; verdict
+        observed = f"{r['observed']}{' ' + r['unit'] if r['unit'] else ''}"
+        sample = f"sample {r['run']}: " if r["run"] else ""
+        props.append((f"rule.{r['name']}", f"{sample}{r['threshold']}; observed {observed}; "
+                      f"{(r['provenance'] or 'unknown').replace('_', '-')}; {r['verdict']}"))
     return props
 
 

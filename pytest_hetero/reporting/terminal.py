@@ -133,11 +133,20 @@ OBSERVED_ITEMS = 10
 
 
 def observed(result: dict[str, Any]) -> str:
-    """One rule's observed value with its unit and verdict, e.g. ``latency-p95 3.1 ms (pass)``."""
+    """One rule's observed value with its unit, provenance and verdict, e.g. ``accuracy 0.96 computed (pass)``
+    or ``latency-p95 3.1 ms self-reported, not verified (pass)``."""
     value = result.get("observed")
     shown = f"{value:g}" if isinstance(value, float) else str(value if value is not None else "—")
     unit = f" {result['unit']}" if result.get("unit") else ""
-    return f"{result['name']} {shown}{unit} ({result['verdict']})"
+    return f"{result['name']} {shown}{unit}{provenance_text(result)} ({result['verdict']})"
+
+
+def provenance_text(result: dict[str, Any]) -> str:
+    """`` computed``, `` measured`` or `` self-reported, not verified`` for a rule result with provenance."""
+    source = (result.get("provenance") or {}).get("source")
+    if source == "self_reported":
+        return " self-reported, not verified"
+    return f" {source}" if source else ""
 
 
 def _observed_lines(evidence: dict[str, Any]) -> list[str]:

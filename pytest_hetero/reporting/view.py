@@ -139,6 +139,23 @@ def entries(evidence: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
+def rule_results(entry: dict[str, Any]) -> list[dict[str, Any]]:
+    """A business item's acceptance results for the JUnit and CTRF renderings: per rule of each judged sample
+    ``{"name", "metric", "threshold", "observed", "unit", "provenance", "verdict", "run"}`` (``provenance`` is
+    computed, measured or self_reported; ``run`` the repeated sample, else None). Empty for other items."""
+    out = []
+    for record in entry.get("records") or ():
+        if record.get("kind") != "business.rules":
+            continue
+        data = record.get("data") or {}
+        for r in data.get("results") or ():
+            out.append({"name": r.get("name"), "metric": r.get("metric") or r.get("kind"),
+                        "threshold": r.get("expected"), "observed": r.get("observed"), "unit": r.get("unit"),
+                        "provenance": (r.get("provenance") or {}).get("source"), "verdict": r.get("verdict"),
+                        "run": data.get("run")})
+    return out
+
+
 def _key(entry: dict[str, Any]) -> tuple[str, ...]:
     keys = entry.get("keys", {})
     if len(keys) == 4:  # the common case: a model or business item

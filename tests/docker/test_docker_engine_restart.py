@@ -35,7 +35,7 @@ ACCURACY_ONLY = """apiVersion: pytest-hetero/v1
 kind: AcceptanceRules
 metadata: {name: shell}
 rules:
-  - {name: accuracy-floor, metric: accuracy, op: ">=", value: 0.95}
+  - {name: accuracy-floor, metric: accuracy, op: ">=", value: 0.95, self_reported: true}
 """
 
 

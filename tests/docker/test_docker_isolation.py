@@ -46,7 +46,7 @@ RULES = """apiVersion: pytest-hetero/v1
 kind: AcceptanceRules
 metadata: {name: r}
 rules:
-  - {name: acc, metric: accuracy, op: ">=", value: 0.9}
+  - {name: acc, metric: accuracy, op: ">=", value: 0.9, self_reported: true}
 """
 
 

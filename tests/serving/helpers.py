@@ -24,6 +24,7 @@ def serving_matrix(serving: dict[str, Any], *, version: str = "2.0.0", acceptanc
         "models": [{"name": "digits-service", "version": version, "serving": serving}],
         "datasets": [dataset or {"name": "digits-test", "version": "1.0.0",
                                  "uri": str(DIGITS / "data" / "digits-test-1.0.0.csv"), "sha256": DATA_SHA,
+                                 "truth": {"task": "classification", "target": "label", "id": "index"},
                                  "acceptance": str(acceptance or DIGITS / "serving" / "acceptance.yaml")}],
     }}
     return json.dumps(doc, indent=2)

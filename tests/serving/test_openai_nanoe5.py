@@ -24,9 +24,9 @@ def _dataset(tmp_path: Path) -> dict[str, object]:
     path.write_text("".join(json.dumps({"index": i, "input": t}) + "\n" for i, t in enumerate(TEXTS)))
     rules = tmp_path / "rules.yaml"
     rules.write_text("apiVersion: pytest-hetero/v1\nkind: AcceptanceRules\nrules:\n"
-                     "  - {name: unit-norm-low, metric: min(embedding_norm), op: '>=', value: 0.99}\n"
-                     "  - {name: unit-norm-high, metric: max(embedding_norm), op: '<=', value: 1.01}\n"
-                     "  - {name: dimension, metric: min(predictions), op: '==', value: 384}\n"
+                     "  - {name: unit-norm-low, metric: min(embedding_norm), op: '>=', value: 0.99, self_reported: true}\n"
+                     "  - {name: unit-norm-high, metric: max(embedding_norm), op: '<=', value: 1.01, self_reported: true}\n"
+                     "  - {name: dimension, metric: min(predictions), op: '==', value: 384, self_reported: true}\n"
                      "  - {name: golden-dimension, golden: {samples: [{index: 0, expected: 384}]}}\n"
                      "  - {name: no-errors, error_rate: {max: 0}}\n"
                      "  - {name: p95, service_latency: {percentile: 95, max_ms: 2000}}\n")

@@ -1,0 +1,192 @@
+"""The values the gate itself holds for one model run: metrics computed from the dataset's truth, values
+measured around the run, and the model's own numbers labelled as self-reported.
+
+:func:`check_outputs` applies the outputs contract (``outputs.schema.json`` in this package, plus ``predictions``
+and ``ids`` when the dataset's truth needs them); :func:`gate_values` reads the truth (digest checked at read
+time), joins it with the predictions and computes the task's metrics, each with its provenance.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from functools import lru_cache
+from importlib import resources
+from typing import Any
+
+from pytest_hetero.matrix.acceptance import SELF_REPORTED_NOTE, GateValues, _is_number
+from pytest_hetero.matrix.model import Dataset
+from pytest_hetero.truth import metrics
+from pytest_hetero.truth.table import Joined, TruthError, id_text, join, label_text, read_truth
+
+
+@lru_cache(maxsize=1)
+def outputs_schema() -> dict[str, Any]:
+    """The published JSON Schema (draft 2020-12) of a model's outputs file."""
+    text = resources.files("pytest_hetero.truth").joinpath("outputs.schema.json").read_text("utf-8")
+    return dict(json.loads(text))
+
+
+class OutputsInvalid(ValueError):
+    """The outputs break the contract; ``problems`` lists each (field path and what is wrong)."""
+
+    def __init__(self, problems: list[str]) -> None:
+        super().__init__("; ".join(problems))
+        self.problems = problems
+
+
+def check_outputs(outputs: dict[str, Any], dataset: Dataset) -> None:
+    """Check ``outputs`` against the outputs schema and what ``dataset``'s truth needs (``predictions``; ``ids``
+    of the same length when joined by id). Raises :class:`OutputsInvalid` naming every problem (at most 10)."""
+    import jsonschema
+
+    schema = dict(outputs_schema())
+    truth = dataset.truth
+    if truth is not None:
+        schema["required"] = ["predictions", "ids"] if truth.id else ["predictions"]
+    problems = []
+    for err in jsonschema.Draft202012Validator(schema).iter_errors(outputs):
+        where = "outputs" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in err.absolute_path)
+        text = err.message if len(err.message) < 200 else err.message[:200] + "…"
+        problems.append(f"{where}: {text}")
+        if len(problems) == 10:
+            break
+    if not problems and truth is not None and truth.id and len(outputs["ids"]) != len(outputs["predictions"]):
+        problems.append(f"outputs.ids has {len(outputs['ids'])} entries beside {len(outputs['predictions'])} "
+                        "predictions: each prediction needs its id")
+    if problems:
+        raise OutputsInvalid(problems)
+
+
+@dataclass
+class Judged:
+    """What :func:`gate_values` found: the ``values`` rules are judged on, the ``record`` for the evidence
+    (``business.metrics``), and the ``joined`` rows (None without truth)."""
+
+    values: GateValues
+    record: dict[str, Any] = field(default_factory=dict)
+    joined: Joined | None = None
+
+
+class TruthUnusable(Exception):
+    """The truth could not be read or joined (``category``: a :class:`TruthError`'s, or ``outputs_invalid`` for
+    predictions that are not labels or numbers of the task)."""
+
+    def __init__(self, message: str, category: str) -> None:
+        super().__init__(message)
+        self.message = message
+        self.category = category
+
+
+def gate_values(dataset: Dataset, outputs: dict[str, Any], outputs_sha256: str, wall_s: float | None,
+                sensitive: bool) -> Judged:
+    """The gate's values for one run of ``dataset``: measured ones (``wall_s``; per sample and throughput when
+    the outputs hold predictions), computed ones (the task's metrics from the truth joined with the
+    predictions), and the record of it all with the model's self-reported ``metrics`` beside (never used for a
+    computed value). ``sensitive``: join examples (ids) withheld. Raises :class:`TruthUnusable`."""
+    gate = GateValues()
+    record: dict[str, Any] = {"self_reported": _self_reported(outputs), "measured": {}, "computed": None}
+    predictions = outputs.get("predictions")
+    count = len(predictions) if isinstance(predictions, list) else None
+    _measured(gate, record, wall_s, count)
+    truth = dataset.truth
+    if truth is None:
+        why = (f"dataset '{dataset.name}' declares no truth (spec.datasets[].truth): the gate cannot compute it, "
+               "and does not take the model's own numbers for it")
+        gate.why = why
+        record["computed"] = {"unavailable": why}
+        return Judged(values=gate, record=record)
+    try:
+        table = read_truth(truth)
+    except TruthError as exc:
+        raise TruthUnusable(exc.message, exc.category) from None
+    assert isinstance(predictions, list)  # check_outputs required it
+    # a null prediction (a sample a service left unanswered) is no prediction: its row counts as missing
+    kept = [i for i, p in enumerate(predictions) if p is not None]
+    ids = [id_text(outputs["ids"][i]) or "" for i in kept] if truth.id else None
+    if not truth.id and len(kept) < len(predictions):
+        raise TruthUnusable(f"outputs.predictions holds {len(predictions) - len(kept)} null(s): joined by row order, "
+                            "which rows they stand for would be a guess", "outputs_invalid")
+    joined = join(table, [_prediction(predictions[i], truth.task, i) for i in kept], ids)
+    source = {"path": str(table.path), "sha256": table.sha256, "format": table.format, "target": truth.target,
+              "join": f"id '{truth.id}'" if truth.id else "row order", "rows": table.rows}
+    findings: dict[str, Any] = joined.counts()
+    if joined.examples and not sensitive:
+        findings["examples"] = joined.examples
+    record["truth"], record["join"] = source, findings
+    library = f"scikit-learn {metrics.sklearn_version()}"
+    if not joined.y_true:
+        gate.why = f"no prediction joined the truth ({truth.path}: {table.rows} rows; {_counts(joined)})"
+        record["computed"] = {"unavailable": gate.why}
+        return Judged(values=gate, record=record, joined=joined)
+    computed = (metrics.classification if truth.task == "classification" else metrics.regression)(
+        joined.y_true, joined.y_pred)
+    other = "regression" if truth.task == "classification" else "classification"
+    gate.unavailable.update({name: f"it is a {other} metric and dataset '{dataset.name}' is a {truth.task} task"
+                             for name in metrics.TASK_METRICS[other]})
+    gate.why = (f"not a metric of the {truth.task} task of dataset '{dataset.name}' (classes: "
+                f"{', '.join(computed.classes[:20])})" if computed.classes else
+                f"not a metric of the {truth.task} task of dataset '{dataset.name}'")
+    for name, value in computed.values.items():
+        provenance = {"source": "computed", "function": computed.functions[name], "library": library,
+                      "truth_path": str(table.path), "truth_sha256": table.sha256, "outputs_sha256": outputs_sha256,
+                      "rows": len(joined.y_true)}
+        gate.values[name] = (value, provenance)
+    record["computed"] = {"task": computed.task, "library": library, "outputs_sha256": outputs_sha256,
+                          "values": {k: round(v, 6) for k, v in computed.values.items()},
+                          "functions": computed.functions}
+    if computed.classes:
+        record["computed"].update(classes=computed.classes, confusion_matrix=computed.confusion)
+    return Judged(values=gate, record=record, joined=joined)
+
+
+def _counts(joined: Joined) -> str:
+    return ", ".join(f"{k} {v}" for k, v in joined.counts().items())
+
+
+def join_problem(joined: Joined, rows: int) -> str:
+    """One sentence on a join that is not complete, e.g. ``297 of 300 truth rows joined a prediction: 2
+    missing, 1 duplicate, 4 extra``, with up to 5 example ids of each kind when kept."""
+    parts = [f"{n} {name}" for name, n in (("missing", joined.missing), ("duplicate", joined.duplicate),
+                                          ("extra", joined.extra)) if n]
+    text = f"{len(joined.y_true)} of {rows} truth rows joined a prediction: {', '.join(parts)}"
+    examples = "; ".join(f"{k} e.g. {', '.join(v)}" for k, v in joined.examples.items())
+    return text + (f" ({examples})" if examples else "")
+
+
+def _measured(gate: GateValues, record: dict[str, Any], wall_s: float | None, count: int | None) -> None:
+    if wall_s is None:
+        why = "the gate has no wall time of this run (a served model, or the run was in another process)"
+        gate.unavailable.update({name: why for name in metrics.MEASURED})
+        record["measured"] = {"unavailable": why}
+        return
+    provenance = {"source": "measured", "by": "the gate: wall time of the model run as the engine timed it"}
+    values = {"wall_s": wall_s}
+    if count:
+        values.update(per_sample_ms=wall_s * 1000.0 / count, throughput_sps=count / wall_s if wall_s else 0.0)
+    else:
+        why = "the outputs hold no predictions to count samples by"
+        gate.unavailable.update(per_sample_ms=why, throughput_sps=why)
+    for name, value in values.items():
+        gate.values[name] = (value, {**provenance, **({"samples": count} if name != "wall_s" else {})})
+    record["measured"] = {**{k: round(v, 6) for k, v in values.items()}, "samples": count, "by": provenance["by"]}
+
+
+def _self_reported(outputs: dict[str, Any]) -> dict[str, Any]:
+    """The numbers the model wrote about itself: ``outputs.metrics``' numeric entries, labelled."""
+    found = outputs.get("metrics")
+    values = {k: v for k, v in found.items() if _is_number(v)} if isinstance(found, dict) else {}
+    return {"values": values, "note": SELF_REPORTED_NOTE} if values else {}
+
+
+def _prediction(value: Any, task: str, i: int) -> Any:
+    if task == "classification":
+        label = label_text(value)
+        if label is None:
+            raise TruthUnusable(f"outputs.predictions[{i}] is {value!r}: not a class label (an integer or a "
+                                "string)", "outputs_invalid")
+        return label
+    if not _is_number(value):
+        raise TruthUnusable(f"outputs.predictions[{i}] is {value!r}: not a finite number (a regression "
+                            "prediction)", "outputs_invalid")
+    return float(value)
