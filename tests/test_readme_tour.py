@@ -66,7 +66,7 @@ def test_the_tour_runs_as_written(tmp_path: Path) -> None:
     assert "verdict: FAIL" in failing_run and "pytest exit status: 1" in failing_run
     owners = failing_run.split("failures by owner:", 1)[1].splitlines()
     assert owners[1].strip() == "business: 1"
-    assert "mine/mine.matrix.yaml::this-cpu::py::threshold@four-rows::business: acceptance_failed: 1 of 2 acceptance rules failed: latency-p95" in owners[2]
+    assert "mine/mine.matrix.yaml::this-cpu::py::threshold@four-rows::business: acceptance_failed: 1 of 3 acceptance rules failed: accuracy-floor" in owners[2]
     assert dossier.startswith("wrote dossier.html") and (root / "dossier.html").stat().st_size > 10_000
     assert sorted(dossier.splitlines()[1:]) == [
         "failed business mine/mine.matrix.yaml::this-cpu::py::threshold@four-rows::business",
