@@ -121,7 +121,7 @@ def test_junit_validates_against_the_published_schemas_and_maps_statuses() -> No
     assert blocked["skipped"][0].startswith("blocked: blocked by matrices/example-cpu.matrix.yaml::gpu-nvidia")
     assert blocked["system-out"] == ["\n".join([
         "[[PROPERTY|layer=startup]]", "[[PROPERTY|image=py-current]]", "[[PROPERTY|resource=gpu-nvidia]]",
-        "[[PROPERTY|owner=platform]]", "[[PROPERTY|status=blocked]]",
+        "[[PROPERTY|owner=platform]]", "[[PROPERTY|layer_owner=platform]]", "[[PROPERTY|status=blocked]]",
         f"[[PROPERTY|evidence=evidence.json#{PREFIX}::gpu-nvidia::py-current::startup]]",
         f"[[PROPERTY|blocked_by={PREFIX}::gpu-nvidia::discovery]]"])]
     failed = {c["@classname"]: c for c in suites["hetero.discovery"]["testcase"]}[
