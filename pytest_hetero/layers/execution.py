@@ -20,6 +20,7 @@ from pytest_hetero.layers.base import LayerBroken, LayerContext, LayerFailed, ke
 from pytest_hetero.layers.startup import verify_inputs
 from pytest_hetero.layers.usage import record as record_usage
 from pytest_hetero.probes.usage import unavailable
+from pytest_hetero.signals import interruptions_noticed
 
 
 def check(ctx: LayerContext) -> None:
@@ -66,7 +67,8 @@ def _run_once(ctx: LayerContext, run: int) -> None:
     sensitive = dataset.sensitive
     ctx.record("model.identity", model=model.name, version=model.version, sha256=model.sha256,
                dataset=dataset.name, dataset_version=dataset.version, dataset_sha256=dataset.sha256)
-    result = ctx.backend.execute(ctx)
+    with interruptions_noticed("the model run"):  # a Ctrl-C meanwhile is the run's interruption, never the model's
+        result = ctx.backend.execute(ctx)
     workload = result.details.pop("workload", None)
     record_usage(ctx, result.details.pop("workload_started", None))  # started here: no startup item did
     ran_well = result.exit_code == 0 and not result.timed_out and result.failure is None

@@ -37,6 +37,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from pytest_hetero.signals import quiet_thread
+
 DEFAULT_INTERVAL_S = 0.5
 """Seconds between two samples."""
 MAX_POINTS = 240
@@ -284,6 +286,7 @@ class _Ticker:
             self._due.pop(sampler, None)
 
     def _loop(self) -> None:
+        quiet_thread()
         while True:
             with self._cond:
                 now = time.monotonic()

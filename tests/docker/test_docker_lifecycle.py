@@ -131,7 +131,11 @@ def test_signal_mid_run_removes_every_container(tmp_path: Path, run_id: str, eng
     ev = json.loads((tmp_path / "reports" / run_id / "evidence.json").read_text())
     st = statuses(ev)
     assert (st["cpu::discovery"], st["cpu::scheduling"], st["cpu::img::startup"]) == ("passed",) * 3
-    assert st[f"cpu::img::{COMBO}::business"] == "not_run"
+    # the model item is the run's interruption, never the model's failure (no_outputs, owner algorithm)
+    assert st[f"cpu::img::{COMBO}::model"] == st[f"cpu::img::{COMBO}::business"] == "not_run"
+    assert {u["reason"] for u in ev["untested"]["items"] if u["status"] == "not_run"} == {
+        "not_run (interrupted before this item finished)"}
+    assert [i["nodeid"] for i in ev["items"] if i["status"] != "passed"] == []
     assert ev["run"]["interrupted"] is True
 
 

@@ -245,6 +245,18 @@ def _cache_env(cache: str) -> Iterator[None]:
 
 
 @pytest.fixture(scope="session")
+def realnode_images(realnode: RealNodeCluster) -> dict[str, str]:
+    """Every stand-in test image (tests/kubernetes/realimages.py) in the real node's containerd: image →
+    the reference the kubelet knows. Built and imported when missing or when its recipe changed, else
+    nothing is done (the recipe key is a label in containerd): a test that names one of these images
+    takes this fixture, never relies on another test having imported it (``imagePullPolicy: Never``
+    gives ``ErrImageNeverPull`` otherwise)."""
+    import realimages
+
+    return {name: realimages.ensure(realnode.info.containerd_socket, name) for name in realimages.RECIPES}
+
+
+@pytest.fixture(scope="session")
 def realnode() -> Iterator[RealNodeCluster]:
     """Opt-in: the real node (built and started on first use, left running afterwards).
 

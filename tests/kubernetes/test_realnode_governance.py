@@ -41,7 +41,7 @@ def _bind(rbac: client.RbacAuthorizationV1Api, ns: str, sa_ns: str, sa: str, nam
 
 
 @pytest.fixture(scope="module")
-def tenants(realnode: RealNodeCluster, real_kueue: Any) -> Iterator[dict[str, Any]]:
+def tenants(realnode: RealNodeCluster, real_kueue: Any, realnode_images: dict[str, str]) -> Iterator[dict[str, Any]]:
     """Namespaces a, b, leaky and the gate's; ServiceAccount ``tenant`` in each tenant namespace with a
     Role on pods, jobs and Kueue workloads of its own namespace (leaky's also in a's); a ResourceQuota
     of 1 GPU and 3 pods in a; a ClusterQueue per tenant (1 GPU nominal) with LocalQueue ``lq`` (a)

@@ -30,7 +30,7 @@ PRODUCED = FIXTURES / "produced-here"
 
 
 @pytest.fixture(scope="module")
-def queues(realnode: RealNodeCluster, real_kueue: Any) -> Iterator[dict[str, str]]:
+def queues(realnode: RealNodeCluster, real_kueue: Any, realnode_images: dict[str, str]) -> Iterator[dict[str, str]]:
     """A ResourceFlavor for the real node, a ClusterQueue with 2 GPUs of quota, LocalQueue ``lq``."""
     realnode.core.patch_node(realnode.info.node, {"metadata": {"labels": VENDOR_LABELS}})
     ns = realnode.new_namespace("kueue-run")

@@ -27,6 +27,7 @@ from pytest_hetero.backends.kubernetes import client as kc
 from pytest_hetero.backends.kubernetes.watch import close_watch, watch_events
 from pytest_hetero.backends.protocol import EngineUnavailable, RunFailure, Step
 from pytest_hetero.evidence.model import utc_now
+from pytest_hetero.signals import quiet_thread
 
 if TYPE_CHECKING:
     from pytest_hetero.backends.kubernetes.session import KubeSession
@@ -157,6 +158,7 @@ class NodeWatch:
             self.turned.set()
 
     def _loop(self) -> None:
+        quiet_thread()
         backoff = 0.2
         selector = f"metadata.name={self.name}"
         while not self._stop.is_set() and not self.turned.is_set():

@@ -20,6 +20,7 @@ from kubernetes.stream.ws_client import ERROR_CHANNEL, STDIN_CHANNEL
 from websocket import WebSocketConnectionClosedException
 
 from pytest_hetero.backends.streams import CappedStream
+from pytest_hetero.signals import quiet_thread
 
 
 @dataclass
@@ -149,6 +150,7 @@ def try_run(core: client.CoreV1Api, namespace: str, pod: str, argv: list[str], w
     answered = threading.Event()
 
     def attempt() -> None:
+        quiet_thread()
         try:
             done = run(core, namespace, pod, "workload", argv, wait_s)
         except Exception:  # noqa: BLE001 - unreachable kubelet, pod gone: not answered

@@ -21,6 +21,7 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.watch.watch import iter_resp_lines
 
 from pytest_hetero.backends.kubernetes.client import PROBE
+from pytest_hetero.signals import quiet_thread
 
 WATCH_TIMEOUT_S = 240
 """Server-side timeout of one watch request (seconds); the thread then resumes."""
@@ -80,6 +81,7 @@ class PodWatch:
             self.events.setdefault(key, threading.Event()).set()
 
     def _loop(self) -> None:
+        quiet_thread()
         backoff = 0.1
         while not self._stop.is_set():
             try:
