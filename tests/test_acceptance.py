@@ -165,7 +165,7 @@ def test_rules_are_parsed_once_per_file_until_it_changes(tmp_path: Path, monkeyp
                     "  - {name: a, metric: accuracy, op: '>=', value: 0.5}\n")
     parses: list[Path] = []
     real = acceptance._parse_rules
-    monkeypatch.setattr(acceptance, "_parse_rules", lambda p: parses.append(p) or real(p))
+    monkeypatch.setattr(acceptance, "_parse_rules", lambda p, raw: parses.append(p) or real(p, raw))
     first = acceptance.load_rules(path)
     first[0]["value"] = 99  # a caller changing its copy changes nothing for the next
     assert [acceptance.load_rules(path)[0]["value"] for _ in range(50)] == [0.5] * 50

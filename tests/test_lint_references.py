@@ -38,7 +38,7 @@ def test_every_broken_reference_reported_at_once(tmp_path: Path, monkeypatch: py
         m.matrix.yaml:32: field 'spec.models[0:digits-logreg].code': model 'digits-logreg' code is a file, not a folder: {tmp_path}/code.py
           hint: point code: at the folder the entrypoint's {{code}} stands for
         m.matrix.yaml:32: field 'spec.models[0:digits-logreg].entrypoint[2]': model 'digits-logreg' entrypoint uses unknown placeholder {{gpu_id}}
-          hint: known: {{python}} {{code}} {{model}} {{dataset}} {{outputs}} {{provider}}; write {{{{ and }}}} for a literal brace
+          hint: known: {{python}} {{code}} {{model}} {{dataset}} {{outputs}} {{provider}}, each a plain name without format spec or conversion; write {{{{ and }}}} for a literal brace
         m.matrix.yaml:47: field 'spec.datasets[0:digits-test].uri': dataset 'digits-test' uri is a folder, not a file: {tmp_path}/data.csv
           hint: point uri: at the file itself (its sha256 is of that file)
         m.matrix.yaml:47: field 'spec.datasets[0:digits-test].acceptance': acceptance file of dataset 'digits-test' not found: {tmp_path}/missing-rules.yaml

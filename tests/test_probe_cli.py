@@ -104,7 +104,8 @@ def test_probe_from_stdin(monkeypatch: pytest.MonkeyPatch, capsys: pytest.Captur
         ),
         (
             ("probe", "ascend", "--from", "/nonexistent/capture.txt"),
-            "hetero probe: cannot read /nonexistent/capture.txt: No such file or directory\n",
+            "hetero probe: /nonexistent/capture.txt: cannot read the captured output: missing: no such file\n"
+            "  hint: check the path\n",
         ),
         (
             ("probe", "cpu", "--from", "{xml}"),

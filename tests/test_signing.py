@@ -85,7 +85,7 @@ def test_bad_key_files(tmp_path: Path, keys: dict[str, Path]) -> None:
     os.chmod(junk, 0o600)
     with pytest.raises(SigningKeyError, match="not an unencrypted Ed25519 private key"):
         load_private_key(junk)
-    with pytest.raises(SigningKeyError, match="cannot read private key"):
+    with pytest.raises(SigningKeyError, match="cannot read the private key: missing: no such file"):
         load_private_key(tmp_path / "absent.key")
     with pytest.raises(SigningKeyError, match="not an Ed25519 public key"):
         load_public_key(junk)

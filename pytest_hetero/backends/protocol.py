@@ -396,12 +396,29 @@ class GovernanceReport:
 def render_entrypoint(entrypoint: tuple[str, ...], values: dict[str, str]) -> list[str]:
     """Substitute ``{python}``, ``{code}``, ``{model}``, ``{dataset}``, ``{outputs}``, ``{provider}``.
 
-    Raises ActionFailed (``bad_entrypoint``) naming an unknown placeholder.
+    Each placeholder is a plain name replaced by its value as it is: a format spec or conversion
+    (``{python:>200000000}`` would pad to 200 MB) is refused like an unknown name. Raises ActionFailed
+    (``bad_entrypoint``) naming the placeholder, or for an unbalanced brace.
     """
+    from string import Formatter
+
+    out = []
     try:
-        return [part.format_map(values) for part in entrypoint]
-    except (KeyError, ValueError) as exc:
-        raise ActionFailed(f"entrypoint has an unknown placeholder {exc}", "bad_entrypoint") from None
+        for part in entrypoint:
+            pieces = []
+            for literal, name, spec, conversion in Formatter().parse(part):
+                pieces.append(literal)
+                if name is None:
+                    continue
+                if spec or conversion or name not in values:
+                    written = "{" + name + (f"!{conversion}" if conversion else "") + (f":{spec}" if spec else "") + "}"
+                    raise ActionFailed(f"entrypoint has an unknown placeholder {written[:80]} (placeholders are plain "
+                                       "names without format spec or conversion)", "bad_entrypoint")
+                pieces.append(values[name])
+            out.append("".join(pieces))
+    except ValueError as exc:
+        raise ActionFailed(f"entrypoint has an unbalanced brace ({exc})", "bad_entrypoint") from None
+    return out
 
 
 class Backend(ABC):

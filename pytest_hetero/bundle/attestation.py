@@ -16,7 +16,7 @@ statement.intoto.json`` a sign-off line only, and a team's key never verifies th
 
 Every envelope has exactly the DSSE fields (``payload``, ``payloadType``, ``signatures`` of
 ``{keyid, sig}``); any other field is unsigned and makes the line malformed. Parsing is bounded
-(:mod:`pytest_hetero.bundle.safeio`): a hostile file is a named :class:`~pytest_hetero.bundle.safeio.Unreadable`.
+(:mod:`pytest_hetero.safeio`): a hostile file is a named :class:`~pytest_hetero.safeio.Unreadable`.
 """
 
 from __future__ import annotations
@@ -32,9 +32,9 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_hetero import LAYERS
 from pytest_hetero.bundle.manifest import ATTESTATION, STATEMENT
-from pytest_hetero.bundle.safeio import MIB, Unreadable, loads_bounded, read_regular
 from pytest_hetero.errors import BundleError, Location
 from pytest_hetero.evidence.model import utc_now
+from pytest_hetero.safeio import MIB, Unreadable, loads_bounded, read_regular
 from pytest_hetero.vocab import BLOCKING
 
 if TYPE_CHECKING:
@@ -197,17 +197,33 @@ def decision_problem(decision: str, text: str | None, failing: dict[str, int]) -
     return None
 
 
+def chain_link(sequence: int, previous_line: bytes) -> dict[str, Any]:
+    """The ``chain`` member of the ``sequence``-th sign-off (1-based): ``{"sequence": n, "previous": sha256
+    hex of the line before it}`` (``previous_line``: that line's bytes without its newline; for the first
+    sign-off, the run's line). Signed with the sign-off, it makes each sign-off vouch for every line before
+    it: a line removed, replaced or reordered breaks the chain of the next one."""
+    return {"sequence": sequence, "previous": hashlib.sha256(previous_line).hexdigest()}
+
+
+def chain_head(lines: list[Attestation]) -> str:
+    """``N:<sha256 of the last line>`` for the attestations ``lines`` (N sign-offs): what ``hetero sign``
+    prints and ``hetero verify --signoff-head`` pins, so the removal of the latest sign-offs (which no later
+    line can reveal) is caught against a record kept outside the bundle."""
+    return f"{len(lines) - 1}:{hashlib.sha256(lines[-1].raw).hexdigest()}"
+
+
 def signoff_predicate(statement: dict[str, Any], role: str, layers: list[str], decision: str,
-                      text: str | None) -> dict[str, Any]:
+                      text: str | None, chain: dict[str, Any] | None = None) -> dict[str, Any]:
     """The predicate of a sign-off: ``{"role", "layers", "decision", "conditions", "signed_at", "run":
-    {"id", "verdict", "finished_at"}, "failing": {layer: n}}`` (``conditions`` is the decision's text,
-    None for a plain accept without text)."""
+    {"id", "verdict", "finished_at"}, "failing": {layer: n}, "chain": {"sequence", "previous"}}``
+    (``conditions`` is the decision's text, None for a plain accept without text; ``chain``: see
+    :func:`chain_link`)."""
     predicate = statement.get("predicate", {})
     run = predicate.get("run", {})
     return {"role": role, "layers": layers, "decision": decision, "conditions": (text or "").strip() or None,
             "signed_at": utc_now(),
             "run": {"id": run.get("id"), "verdict": predicate.get("verdict"), "finished_at": run.get("finished_at")},
-            "failing": failing_counts(statement, layers)}
+            "failing": failing_counts(statement, layers), **({"chain": chain} if chain is not None else {})}
 
 
 def _signoff_refusal(bundle_dir: Path, message: str, hint: str = "") -> BundleError:
@@ -258,7 +274,8 @@ def add_signoff(bundle_dir: Path, key: Ed25519PrivateKey, role: str, decision: s
     statement = {"_type": STATEMENT_TYPE,
                  "subject": [{"name": STATEMENT, "digest": {"sha256": hashlib.sha256(run.payload).hexdigest()}}],
                  "predicateType": SIGNOFF_PREDICATE_TYPE,
-                 "predicate": signoff_predicate(run.statement, role, chosen, decision, text)}
+                 "predicate": signoff_predicate(run.statement, role, chosen, decision, text,
+                                                chain_link(len(lines), lines[-1].raw))}
     payload = json.dumps(statement, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
                          allow_nan=False).encode("utf-8")
     line = envelope_bytes(envelope_for(payload, key))

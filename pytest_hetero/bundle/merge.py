@@ -87,7 +87,7 @@ def _copy_verified(src: Path, out: Path, entries: dict[str, tuple[str, int]]) ->
     import hashlib
     import os
 
-    from pytest_hetero.bundle.safeio import Unreadable, open_in, read_fd
+    from pytest_hetero.safeio import Unreadable, open_in, read_fd
 
     for rel, (sha, size) in entries.items():
         if not rel.startswith(ARTIFACTS + "/"):

@@ -202,8 +202,10 @@ def policy_envelope(data: bytes, key: Ed25519PrivateKey) -> dict[str, Any]:
 
 def sign_policy(path: Path, key: Ed25519PrivateKey) -> Path:
     """Check the policy at ``path`` parses, then write its signature ``path + .dsse.json``; return that
-    path. Raises PolicyError for a malformed policy (nothing is written)."""
-    data = path.read_bytes()
+    path. Raises PolicyError for an unreadable or malformed policy (nothing is written)."""
+    from pytest_hetero.safeio import read_file
+
+    data = read_file(path, "the trust policy", MAX_POLICY_BYTES, PolicyError)
     from pytest_hetero.bundle.signing import keyid
 
     parse_policy(data, path, frozenset({keyid(key.public_key())}))
@@ -224,7 +226,7 @@ def _trusted_by(data: bytes, path: Path, gate_keys: list[Ed25519PublicKey], pinn
             raise PolicyError(f"sha256 {digest} is not the pinned {pinned}", Location(str(path)),
                               "the policy changed since it was pinned: review it and pin the new digest")
         return f"pinned by sha256 {digest[:16]}…"
-    from pytest_hetero.bundle.safeio import Unreadable, read_local
+    from pytest_hetero.safeio import Unreadable, read_local
 
     sig_path = Path(str(path) + SIGNATURE_SUFFIX)
     if not sig_path.exists() and not sig_path.is_symlink():
@@ -262,13 +264,13 @@ def load_policy(path: Path, gate_keys: list[Ed25519PublicKey], pinned_sha256: st
     signature must be by one of them unless ``pinned_sha256`` (hex, optionally ``sha256:``) pins its
     bytes. Raises PolicyError when unreadable, untrusted or malformed.
     """
-    from pytest_hetero.bundle.safeio import Unreadable, read_local
     from pytest_hetero.bundle.signing import keyid
+    from pytest_hetero.safeio import Unreadable, read_local, refusal
 
     try:
         data = read_local(path, MAX_POLICY_BYTES)
     except Unreadable as exc:
-        raise PolicyError(f"cannot read the trust policy: {exc.kind}: {exc.detail}", Location(str(path))) from None
+        raise refusal(path, "the trust policy", exc, PolicyError) from None
     trusted_by = _trusted_by(data, path, gate_keys, pinned_sha256)
     cli_gate = frozenset(keyid(k) for k in gate_keys)
     name, gate, roles = parse_policy(data, path, cli_gate)

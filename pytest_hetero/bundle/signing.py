@@ -100,16 +100,27 @@ def generate_keypair(private_path: Path, public_path: Path) -> str:
     return keyid(public)
 
 
+MAX_KEY_BYTES = 64 * 1024
+"""The most a key file may hold (an Ed25519 PEM is about 120 bytes)."""
+
+
+def _read_key(path: Path, what: str, missing_hint: str) -> bytes:
+    """The bytes of the key file ``path``, read by the one safe reader (a FIFO, a device, a symlink
+    loop or a file over MAX_KEY_BYTES is refused). Raises SigningKeyError."""
+    from pytest_hetero.safeio import Unreadable, read_local, refusal
+
+    try:
+        return read_local(path, MAX_KEY_BYTES)
+    except Unreadable as exc:
+        raise refusal(path, what, exc, SigningKeyError, missing_hint if exc.kind == "missing" else "") from None
+
+
 def load_private_key(path: Path) -> Ed25519PrivateKey:
     """Load an Ed25519 private key PEM. Raises SigningKeyError when the file is missing, readable
     or writable by group/others (``chmod 600`` fixes it), or not an unencrypted Ed25519 key.
     The key's content never appears in a message."""
-    try:
-        mode = path.stat().st_mode
-        data = path.read_bytes()
-    except OSError as exc:
-        raise SigningKeyError(f"cannot read private key: {exc.strerror}", Location(str(path)),
-                              "create one with: hetero keygen KEY") from None
+    data = _read_key(path, "the private key", "create one with: hetero keygen KEY")
+    mode = os.stat(path).st_mode
     try:
         key = serialization.load_pem_private_key(data, password=None)
     except (ValueError, TypeError):
@@ -127,10 +138,7 @@ def load_private_key(path: Path) -> Ed25519PrivateKey:
 
 def load_public_key(path: Path) -> Ed25519PublicKey:
     """Load an Ed25519 public key PEM (or derive it from a private key PEM). Raises SigningKeyError."""
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise SigningKeyError(f"cannot read public key: {exc.strerror}", Location(str(path))) from None
+    data = _read_key(path, "the public key", "pass the .pub file written by hetero keygen")
     try:
         key: Any = serialization.load_pem_public_key(data)
     except ValueError:

@@ -145,10 +145,10 @@ def bundle_signoff(bundle_dir: Path, evidence: dict[str, Any], keys: list[Ed2551
     role (:func:`~pytest_hetero.bundle.signoff_check.check_signoffs`); otherwise it is shown unverified
     with the reason."""
     from pytest_hetero.bundle.attestation import read_attestations
-    from pytest_hetero.bundle.safeio import Unreadable
     from pytest_hetero.bundle.signing import PAYLOAD_TYPE
     from pytest_hetero.bundle.signoff_check import NO_POLICY, check_signoffs
     from pytest_hetero.bundle.verify import Verification, check_run_signature, gate_keys
+    from pytest_hetero.safeio import Unreadable
 
     try:
         lines = read_attestations(bundle_dir, PAYLOAD_TYPE)
@@ -162,7 +162,8 @@ def bundle_signoff(bundle_dir: Path, evidence: dict[str, Any], keys: list[Ed2551
     run_verified = bool(check.run_signers) and not check.problems
     signer = next((s.get("keyid") for s in run.signatures), None)
     trusted = policy if run_verified else None
-    signoffs, _ = check_signoffs(lines[1:], hashlib.sha256(run.payload).hexdigest(), run.statement, trusted)
+    signoffs, _ = check_signoffs(lines[1:], hashlib.sha256(run.payload).hexdigest(), run.statement, trusted,
+                                 run_line=run.raw)
     if not run_verified:
         why = ("the run's signature is not verified (give the gate key with --key)" if signer
                else "the bundle is UNSIGNED")

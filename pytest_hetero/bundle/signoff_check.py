@@ -10,6 +10,7 @@ superseding its earlier ones.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -134,24 +135,54 @@ def _bind(signoff: SignOff, att: Attestation, policy: TrustPolicy) -> str | None
     return None
 
 
+def _chain_problem(att: Attestation, sequence: int, previous: bytes) -> str | None:
+    """Why ``att``, the ``sequence``-th sign-off line, breaks the chain of sign-offs (None when it holds):
+    its signed ``chain`` must name its own place and the sha256 of the line before it (``previous``)."""
+    chain = att.predicate.get("chain")
+    if not isinstance(chain, dict) or not isinstance(chain.get("sequence"), int) \
+            or not isinstance(chain.get("previous"), str):
+        return ("it carries no chain {sequence, previous}: a removed sign-off before it could not be told, so it "
+                "is not counted (sign again with this hetero)")
+    said = chain["sequence"]
+    if said > sequence:
+        return (f"the chain of sign-offs is broken: it is sign-off {sequence} in the file but was signed as sign-off "
+                f"{said}: {said - sequence} sign-off line(s) before it were removed")
+    if said < sequence:
+        return (f"the chain of sign-offs is broken: it is sign-off {sequence} in the file but was signed as sign-off "
+                f"{said}: lines were inserted or reordered before it")
+    if chain["previous"] != hashlib.sha256(previous).hexdigest():
+        return ("the chain of sign-offs is broken: the line before it is not the one it was signed after (a sign-off "
+                "before it was removed, replaced or reordered)")
+    return None
+
+
 def check_signoffs(lines: list[Attestation], run_digest: str, run_statement: dict[str, Any],
-                   policy: TrustPolicy | None) -> tuple[list[SignOff], list[Problem]]:
+                   policy: TrustPolicy | None, run_line: bytes | None = None) -> tuple[list[SignOff], list[Problem]]:
     """Step 6: each sign-off line (``lines`` after the run's) as a :class:`SignOff`, and the problems.
 
     A line that is not a well-formed sign-off of this run is a problem whatever the policy. With
     ``policy``, a sign-off holds only when signed by one of its role's keys (the gate key only where
     the role allows it) and its signature verifies; one that does not is a problem. Without a policy
     no sign-off is verified (``why_unverified`` says so) and none is a problem for that reason.
+
+    With ``run_line`` (the run's line as written), the sign-offs must chain (:func:`_chain_problem`): one
+    removed, replaced or reordered is a ``signoff_chain`` problem on the next line, whatever the policy; the
+    removal of the latest ones is caught by ``hetero verify --signoff-head``.
     """
     out: list[SignOff] = []
     problems: list[Problem] = []
-    for att in lines:
+    previous = run_line
+    for sequence, att in enumerate(lines, 1):
         signoff = _signoff_of(att)
         label = f"sign-off line {att.line} (role {signoff.role[:60]}, keyid {signoff.keyid[:16]}…)"
         why = _signoff_shape(att, run_digest, run_statement)
         kind = "signoff"
         if why is None and att.raw != envelope_bytes(att.envelope).rstrip(b"\n"):
             why = "the line is not byte for byte as hetero sign writes it (reformatted or edited)"
+        if why is None and previous is not None:
+            why = _chain_problem(att, sequence, previous)
+            kind = "signoff_chain" if why else kind
+        previous = att.raw
         if why is None and policy is not None:
             why, kind = _bind(signoff, att, policy), "role"
         if why is not None:

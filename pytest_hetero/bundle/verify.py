@@ -41,6 +41,7 @@ from pytest_hetero.bundle.attestation import (
     MAX_ATTESTATION_BYTES,
     SIGNOFF_PREDICATE_TYPE,
     Attestation,
+    chain_head,
     read_attestations,
 )
 from pytest_hetero.bundle.manifest import (
@@ -52,7 +53,6 @@ from pytest_hetero.bundle.manifest import (
     VALIDATION,
     Problem,
 )
-from pytest_hetero.bundle.safeio import MIB, Unreadable, file_kind, hash_fd, loads_bounded, read_regular, safe_relative
 from pytest_hetero.bundle.signing import (
     PAYLOAD_TYPE,
     PREDICATE_PREFIX,
@@ -66,6 +66,7 @@ from pytest_hetero.bundle.signing import (
 )
 from pytest_hetero.bundle.signoff_check import SignOff, check_signoffs, current, role_state
 from pytest_hetero.errors import BundleError, Location
+from pytest_hetero.safeio import MIB, Unreadable, file_kind, hash_fd, loads_bounded, read_regular, safe_relative
 from pytest_hetero.settings import SignCommand
 
 if TYPE_CHECKING:
@@ -77,6 +78,10 @@ MAX_MANIFEST_BYTES = 512 * MIB
 """The most ``manifest.json`` may hold (50,000 items with 3 artifacts each: about 30 MiB)."""
 MAX_LISTED_BYTES = 64 << 30
 """The most one listed file may claim to hold."""
+MAX_UNVERIFIED_EVIDENCE_BYTES = 2 << 30
+"""The most an ``evidence.json`` read without a signed manifest (``--allow-unsigned``, render without
+``--key``) may hold (2 GiB; a 100,000-item run writes a few hundred MiB): a larger or sparse one is refused
+unread."""
 MAX_DEPTH = 64
 """Folder depth beyond which the walk stops with a named problem."""
 EVIDENCE = "evidence.json"
@@ -101,6 +106,8 @@ class Verification:
     files: int = 0
     policy: TrustPolicy | None = None
     payload_sha256: str = ""
+    chain_head: str = ""
+    """``N:<sha256 of the last attestation line>`` (:func:`~pytest_hetero.bundle.attestation.chain_head`)."""
 
     @property
     def ok(self) -> bool:
@@ -398,18 +405,37 @@ def _require(result: Verification, require_roles: list[str] | tuple[str, ...]) -
             result.problems.append(Problem(f"role {role}", "role", f"rejected by {who}"))
 
 
+def _head_problems(lines: list[Attestation], pinned: str) -> list[Problem]:
+    """The problems of ``lines`` (the attestations) against the pinned chain head ``N:<sha256>``."""
+    count, _, digest = pinned.partition(":")
+    if not count.isdigit() or not re.fullmatch(r"[0-9a-f]{64}", digest.lower().removeprefix("sha256:")):
+        return [Problem(ATTESTATION, "signoff_head", f"--signoff-head {pinned[:80]!r} is not N:<64 hex digits>")]
+    n, have = int(count), len(lines) - 1
+    if have < n:
+        return [Problem(ATTESTATION, "signoff_removed", f"the bundle holds {have} sign-off(s) but {n} were pinned: "
+                        f"the latest {n - have} sign-off line(s) were removed")]
+    if n and hashlib.sha256(lines[n].raw).hexdigest() != digest.lower().removeprefix("sha256:"):
+        return [Problem(ATTESTATION, "signoff_chain", f"sign-off {n} is not the pinned one: the sign-offs were "
+                        "replaced")]
+    if not n and hashlib.sha256(lines[0].raw).hexdigest() != digest.lower().removeprefix("sha256:"):
+        return [Problem(ATTESTATION, "signoff_chain", "the run's line is not the pinned one")]
+    return []
+
+
 def verify_bundle(bundle_dir: Path, public_keys: list[Ed25519PublicKey],
                   require_roles: list[str] | tuple[str, ...] = (), *, policy: TrustPolicy | None = None,
                   max_age_s: float | None = None, now: datetime | None = None,
-                  any_signer: bool = False) -> Verification:
+                  any_signer: bool = False, signoff_head: str | None = None) -> Verification:
     """Verify ``bundle_dir`` (steps in the module docstring) against the trusted run keys
     ``public_keys`` (plus the policy's gate keys) and, when given, the trust ``policy``.
 
     ``require_roles``: each must have a verified, non-rejecting sign-off (needs ``policy``).
     ``max_age_s``: the signed run must have finished at most this many seconds before ``now``
     (default: the current UTC time). ``any_signer``: a run signed by a key not trusted here is not a
-    problem (``hetero sign`` without a gate key: every other step still runs). Never raises for bundle
-    content; returns every problem.
+    problem (``hetero sign`` without a gate key: every other step still runs). ``signoff_head``
+    (``N:<sha256>``, as ``hetero sign`` printed it): the bundle must still hold that N-th sign-off line, so
+    the removal of the latest sign-offs is a problem (the chain reveals any other removal). Never raises
+    for bundle content; returns every problem.
     """
     result = Verification(policy=policy)
     try:
@@ -437,9 +463,13 @@ def verify_bundle(bundle_dir: Path, public_keys: list[Ed25519PublicKey],
         result.problems.append(Problem("inputs", "not_kept", f"{len(not_kept)} input(s) the run used are not in the "
                                        f"bundle (signed in the statement): {str(not_kept[0])[:300]}"))
     _check_validation(bundle_dir, lines[0], None if any_signer else gate_keys(public_keys, policy), result)
-    signoffs, problems = check_signoffs(lines[1:], result.payload_sha256, lines[0].statement, policy)
+    signoffs, problems = check_signoffs(lines[1:], result.payload_sha256, lines[0].statement, policy,
+                                        run_line=lines[0].raw)
     result.signoffs = signoffs
     result.problems.extend(problems)
+    result.chain_head = chain_head(lines)
+    if signoff_head is not None:
+        result.problems.extend(_head_problems(lines, signoff_head))
     _require(result, require_roles)
     if max_age_s is not None:
         problem = _age_problem(result.run.get("finished_at"), max_age_s, now or datetime.now(timezone.utc))
@@ -514,7 +544,7 @@ def _evidence_of(data: bytes, where: Path) -> dict[str, Any]:
 
 def _unverified_read(bundle: Path, state: str) -> Loaded:
     try:
-        data = read_regular(bundle, EVIDENCE, MAX_LISTED_BYTES)
+        data = read_regular(bundle, EVIDENCE, MAX_UNVERIFIED_EVIDENCE_BYTES)
     except Unreadable as exc:
         raise BundleError(f"cannot read evidence: {exc.kind}: {exc.detail}", Location(str(bundle / EVIDENCE)),
                           "point at a report folder written by pytest-hetero") from None

@@ -236,9 +236,9 @@ def load_status(path: Path, keys: list[Any] | None, *, allow_unsigned: bool = Fa
     run, "untested": {pool: [untested entries]}}``. A bundle that does not verify, or whose VSA file
     does not match its statement, raises BundleError (see :func:`read_vsas`)."""
     from pytest_hetero.bundle.attestation import read_attestations
-    from pytest_hetero.bundle.safeio import Unreadable
     from pytest_hetero.bundle.signing import PAYLOAD_TYPE
     from pytest_hetero.bundle.verify import gate_keys, load_verified
+    from pytest_hetero.safeio import Unreadable
 
     path = Path(path)
     bundle = path.parent if path.is_file() else path

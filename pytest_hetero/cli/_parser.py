@@ -395,6 +395,9 @@ def _add_signing(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-
                    help="fail unless ROLE has a verified sign-off that does not reject (repeatable; needs --policy)")
     p.add_argument("--max-age", default=None, metavar="AGE",
                    help="fail when the run finished longer ago than AGE (e.g. 36h, 7d, 90m, 3600s)")
+    p.add_argument("--signoff-head", default=None, metavar="N:SHA256",
+                   help="fail unless the bundle still holds this N-th sign-off (as hetero sign and verify print it): "
+                        "the removal of the latest sign-offs is caught only against such a record kept elsewhere")
     p.set_defaults(func=_run_verify)
 
     p = sub.add_parser("render", help="re-render a bundle's evidence.json (html, md, junit, ctrf), or its "

@@ -59,13 +59,16 @@ def key_recovery(sign_key: Path | None) -> Any:
 def finished(bundle: Path) -> str | None:
     """Why ``bundle`` must not be rebuilt, or None: a finished bundle (its ``attestation.intoto.jsonl``,
     written last, exists) holds the run's signature and any team sign-offs, which a rebuild would replace."""
-    path = bundle / ATTESTATION
+    from pytest_hetero.bundle.attestation import MAX_ATTESTATION_BYTES
+    from pytest_hetero.safeio import Unreadable, read_regular
+
     try:
-        lines = sum(1 for line in path.read_bytes().splitlines() if line.strip())
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        why = exc.strerror
+        lines = sum(1 for line in read_regular(bundle, ATTESTATION, MAX_ATTESTATION_BYTES).splitlines()
+                    if line.strip())
+    except Unreadable as exc:
+        if exc.kind == "missing":
+            return None
+        why = f"{exc.kind}: {exc.detail}"
     else:
         why = f"{lines} line(s): the run's signature and {max(lines - 1, 0)} team sign-off(s)"
     return (f"{bundle} is a finished bundle ({ATTESTATION} exists, {why}); rebuilding it from its journal would "

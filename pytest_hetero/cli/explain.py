@@ -13,8 +13,8 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 
+from pytest_hetero.errors import HeteroError
 from pytest_hetero.explain.core import explain_bytes
 from pytest_hetero.explain.model import Finding, Report
 
@@ -73,10 +73,12 @@ def render_text(report: Report, *, everything: bool = False) -> str:
 def run(args: argparse.Namespace) -> int:
     """Run ``hetero explain`` for parsed ``args``; returns the exit code (0/1/2 as in the docstring)."""
     name = "standard input" if args.source == "-" else args.source
+    from pytest_hetero.safeio import read_source
+
     try:
-        data = sys.stdin.buffer.read() if args.source == "-" else Path(args.source).read_bytes()
-    except OSError as exc:
-        print(f"hetero explain: cannot read {name}: {exc.strerror or exc}", file=sys.stderr)
+        data = read_source(args.source, "the captured output")
+    except HeteroError as exc:
+        print(f"hetero explain: {exc.render()}", file=sys.stderr)
         return 2
     report = explain_bytes(data)
     if args.text:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 
 from pytest_hetero.errors import HeteroError
 from pytest_hetero.pending.model import Reason
@@ -22,9 +21,9 @@ from pytest_hetero.pending.normalise import explain, summarise
 
 
 def _read(source: str) -> bytes:
-    if source == "-":
-        return sys.stdin.buffer.read()
-    return Path(source).read_bytes()
+    from pytest_hetero.safeio import read_source
+
+    return read_source(source, "the captured output")
 
 
 def _line(reason: Reason) -> str:
@@ -37,8 +36,8 @@ def run(args: argparse.Namespace) -> int:
     name = "standard input" if args.source == "-" else args.source
     try:
         data = _read(args.source)
-    except OSError as exc:
-        print(f"hetero explain-pending: cannot read {name}: {exc.strerror or exc}", file=sys.stderr)
+    except HeteroError as exc:
+        print(f"hetero explain-pending: {exc.render()}", file=sys.stderr)
         return 2
     owners = dict(item.partition("=")[::2] for item in args.owner)
     try:

@@ -14,15 +14,14 @@ import argparse
 import json
 import sys
 
-from pytest_hetero.errors import ParseError
+from pytest_hetero.errors import HeteroError, ParseError
 from pytest_hetero.probes import parse_captured, probe_host
 
 
 def _read(source: str) -> str:
-    if source == "-":
-        return sys.stdin.read()
-    with open(source, "rb") as handle:
-        return handle.read().decode("utf-8", errors="replace")
+    from pytest_hetero.safeio import read_source
+
+    return read_source(source, "the captured output").decode("utf-8", errors="replace")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -31,8 +30,8 @@ def run(args: argparse.Namespace) -> int:
         if args.source:
             try:
                 text = _read(args.source)
-            except OSError as exc:
-                print(f"hetero probe: cannot read {args.source}: {exc.strerror or exc}", file=sys.stderr)
+            except HeteroError as exc:
+                print(f"hetero probe: {exc.render()}", file=sys.stderr)
                 return 2
             if not text.strip():
                 raise ParseError("empty input: no tool output was captured")

@@ -52,9 +52,9 @@ def _sign_check(bundle: Path, gate: list[str]) -> tuple[list[str], bool]:
 
 
 def _sign(args: argparse.Namespace) -> int:
-    from pytest_hetero.bundle.attestation import add_signoff
-    from pytest_hetero.bundle.safeio import printable_name
-    from pytest_hetero.bundle.signing import keyid, load_private_key
+    from pytest_hetero.bundle.attestation import add_signoff, chain_head, read_attestations
+    from pytest_hetero.bundle.signing import PAYLOAD_TYPE, keyid, load_private_key
+    from pytest_hetero.safeio import printable_name
 
     key = load_private_key(Path(args.key))
     problems, trusted = _sign_check(Path(args.bundle), args.gate_key)
@@ -72,6 +72,8 @@ def _sign(args: argparse.Namespace) -> int:
     print(printable_name(f"signed {args.bundle} as {claim['role']} for {', '.join(claim['layers'])}: "
                          f"{claim['decision']}{text}; key {keyid(key.public_key())} at {claim['signed_at']} "
                          f"(run {claim['run']['id']}, verdict {claim['run']['verdict']})"))
+    head = chain_head(read_attestations(Path(args.bundle), PAYLOAD_TYPE))
+    print(f"sign-off chain head: {head} (record it: hetero verify … --signoff-head {head} catches a removed sign-off)")
     if problems:
         print(printable_name(f"warning: signed although the bundle does not verify (--unverified): {problems[0]}"
                              + (f" and {len(problems) - 1} more" if len(problems) > 1 else "")), file=sys.stderr)
@@ -82,6 +84,7 @@ def _sign(args: argparse.Namespace) -> int:
 
 
 def _sign_policy(args: argparse.Namespace) -> int:
+    import base64
     import hashlib
 
     from pytest_hetero.bundle.policy import sign_policy
@@ -91,8 +94,8 @@ def _sign_policy(args: argparse.Namespace) -> int:
     try:
         out = sign_policy(Path(args.policy), key)
     except OSError as exc:
-        raise HeteroError(f"cannot read or sign {args.policy}: {exc.strerror}") from None
-    digest = hashlib.sha256(Path(args.policy).read_bytes()).hexdigest()
+        raise HeteroError(f"cannot write the signature of {args.policy}: {exc.strerror}") from None
+    digest = hashlib.sha256(base64.b64decode(json.loads(out.read_text("ascii"))["payload"])).hexdigest()
     print(f"wrote {out}: {args.policy} (sha256 {digest}) signed by gate key {keyid(key.public_key())}")
     return 0
 
@@ -138,9 +141,9 @@ def _signoff_lines(result: Any) -> list[str]:
 
 
 def _verify(args: argparse.Namespace) -> int:
-    from pytest_hetero.bundle.safeio import printable_name
     from pytest_hetero.bundle.signing import load_public_key
     from pytest_hetero.bundle.verify import verify_bundle
+    from pytest_hetero.safeio import printable_name
 
     keys = [load_public_key(Path(k)) for k in args.key]
     policy = _policy(args, keys)
@@ -151,7 +154,8 @@ def _verify(args: argparse.Namespace) -> int:
         raise HeteroError("no trusted gate key: pass the run-signing public key with --key (or a policy with "
                           "gate keys)")
     max_age = parse_age(args.max_age) if args.max_age else None
-    result = verify_bundle(Path(args.bundle), keys, args.require_role, policy=policy, max_age_s=max_age)
+    result = verify_bundle(Path(args.bundle), keys, args.require_role, policy=policy, max_age_s=max_age,
+                           signoff_head=args.signoff_head)
     for problem in result.problems:
         print(f"FAIL {printable_name(str(problem))}")
     if not result.ok:
@@ -166,6 +170,7 @@ def _verify(args: argparse.Namespace) -> int:
                          f"{', '.join(k[:16] + '…' for k in result.run_signers)}"))
     for line in _signoff_lines(result):
         print(printable_name(line))
+    print(f"sign-off chain head: {result.chain_head} (pin it with --signoff-head to catch a removed latest sign-off)")
     return 0
 
 
@@ -191,7 +196,6 @@ def _render(args: argparse.Namespace) -> int:
     from pytest_hetero.bundle.signing import load_public_key
     from pytest_hetero.bundle.signoff import bundle_signoff
     from pytest_hetero.bundle.verify import load_verified
-    from pytest_hetero.evidence.recorder import EVIDENCE
     from pytest_hetero.reporting.writers import render
 
     bundle = Path(args.bundle)
@@ -200,11 +204,8 @@ def _render(args: argparse.Namespace) -> int:
     if keys or (policy and policy.gate):
         gate = keys + [k.public for k in policy.gate.values()] if policy else keys
         evidence = load_verified(bundle, allow_unsigned=False, keys=gate).evidence
-    else:
-        try:
-            evidence = json.loads((bundle / EVIDENCE).read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            raise HeteroError(f"cannot read {bundle / EVIDENCE}: {exc}", hint="point at a report folder") from None
+    else:  # no key: read as hostile as any (the one safe reader), rendered as unverified
+        evidence = load_verified(bundle, allow_unsigned=True).evidence
     if args.out and Path(args.out).resolve().is_relative_to(bundle.resolve()):
         raise HeteroError(f"refusing to write {args.out} inside the signed bundle (verify would report it)",
                           hint="write the rendering outside the report folder")

@@ -224,25 +224,30 @@ class RunInputs:
         """
         from pytest_hetero.errors import Location
         from pytest_hetero.evidence.model import sha256_text
+        from pytest_hetero.matrix.yamlnodes import MAX_BYTES
         from pytest_hetero.redact import Redactor
+        from pytest_hetero.safeio import read_local
 
         matrix = self.matrix(entry)
         if matrix.name != entry["name"] or not NAME.fullmatch(matrix.name):
             raise MatrixError(f"the journal names matrix {entry['name']!r} but {matrix.path} is {matrix.name!r}",
                               Location(str(matrix.path)), "rebuild from the journal the run wrote")
-        raw = Path(matrix.path).read_bytes()
+        raw = matrix.raw or read_local(matrix.path, MAX_BYTES)  # the bytes the run loaded, never the file again
         kept = Redactor(extra=matrix.redact).bytes(raw)
         return kept, sha256_text(kept) if sha256_text(raw) == entry["sha256"] else str(entry["sha256"])
 
     def keep(self, evidence: dict[str, Any], bundle_dir: Path) -> list[tuple[str, str]]:
         """Copy each matrix of ``evidence`` (secrets redacted) to ``inputs/<name>.matrix.yaml`` under
         ``bundle_dir``, and its models' ``code`` folders and datasets' ``acceptance`` files under
-        ``inputs/<name>/`` (see the module docstring); return and remember in :attr:`kept` ``[(bundle
+        ``inputs/<name>/`` (see the module docstring), from the bytes the run loaded (``Matrix.raw``,
+        ``Matrix.pinned``), not the files as they read now; return and remember in :attr:`kept` ``[(bundle
         path, statement digest)]`` of the matrix copies, fill :attr:`section` and :attr:`written`.
         What cannot be kept (unreadable, not a valid matrix, an unsafe name) is reported on stderr,
         noted in :attr:`problems` and left out. A code folder or acceptance file whose digest at the
         finish is not the one an item recorded when it used it (:data:`USED`) is kept as found, its entry
         says ``used_sha256`` and ``changed_during_run``, and :attr:`changed` names it."""
+        from pytest_hetero.safeio import Unreadable
+
         self.kept = []
         self._used = used_inputs(evidence)
         for m in evidence["matrices"]:
@@ -258,6 +263,9 @@ class RunInputs:
             except OSError as exc:
                 self._problem(f"cannot copy matrix {m['path']} into the bundle: {exc.strerror}")
                 continue
+            except Unreadable as exc:
+                self._problem(f"cannot copy matrix {m['path']} into the bundle: {exc.kind}: {exc.detail}")
+                continue
             except MatrixError as exc:
                 self._problem(f"matrix {m['path']} not copied into the bundle: {exc.message}")
                 continue
@@ -272,20 +280,25 @@ class RunInputs:
     def _keep_referenced(self, matrix: Matrix, folder: Path, rel: str) -> dict[str, Any]:
         """Copy the acceptance files and code folders ``matrix`` names under ``folder`` (bundle path
         ``rel``); return ``{"acceptance": {dataset: {path, sha256, copy}}, "code": {model: {…}}}``."""
+        from pytest_hetero.matrix.yamlnodes import MAX_BYTES
         from pytest_hetero.redact import Redactor
+        from pytest_hetero.safeio import Unreadable, read_local
 
         redactor = Redactor(extra=matrix.redact)
         out: dict[str, Any] = {"acceptance": {}, "code": {}}
         for dataset in matrix.datasets:
             if dataset.acceptance is None or not NAME.fullmatch(dataset.name):
                 continue
-            try:
-                raw = dataset.acceptance.read_bytes()
+            try:  # the bytes the run judged by (pinned when the matrix loaded), else the file as it reads now
+                raw = matrix.pinned.get(dataset.acceptance) or read_local(dataset.acceptance, MAX_BYTES)
                 dest = f"{rel}/acceptance/{redactor.text(dataset.name)}.yaml"  # a name like a token: redacted
                 (folder / "acceptance").mkdir(parents=True, exist_ok=True)
                 self.written[dest] = write_atomic(folder.parent.parent / dest, redactor.bytes(raw))
             except OSError as exc:
                 self._problem(f"cannot copy acceptance file {dataset.acceptance}: {exc.strerror}")
+                continue
+            except Unreadable as exc:
+                self._problem(f"cannot copy acceptance file {dataset.acceptance}: {exc.kind}: {exc.detail}")
                 continue
             out["acceptance"][dataset.name] = self._compare(
                 {"path": str(dataset.acceptance), "sha256": hashlib.sha256(raw).hexdigest(), "copy": dest},

@@ -34,6 +34,7 @@ import hashlib
 import hmac
 import json
 import math
+import os
 import re
 import secrets
 from collections.abc import Callable
@@ -49,6 +50,11 @@ MAC_SCHEME = "hmac-sha256"
 _MAC_TAIL = re.compile(rb',"mac":"([0-9a-f]{64})"\}')
 _TAIL = 74
 """Length of ``,"mac":"<64 hex>"}``, the end of every line the gate writes (newline aside)."""
+MAX_JOURNAL_BYTES = 16 << 30
+"""The most a journal may hold (16 GiB; a 100,000-item run writes well under 1 GiB): a larger or sparse file
+is refused before a byte is read."""
+MAX_LINE_BYTES = 256 << 20
+"""The longest journal line read whole (256 MiB); a longer one is lost, never held in memory."""
 _MAYBE_SURROGATE = re.compile(r"\\u[dD][89a-fA-F]")
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
@@ -159,10 +165,15 @@ class JournalRead:
     file_size: int = 0
     numbers: list[int] = field(default_factory=list)
     """File line number (1-based) of each accepted entry."""
+    torn: dict[str, Any] | None = None
+    """The journal's last line when it is torn (no newline, not JSON: the run was killed or the disk filled
+    mid-write): ``{"line", "bytes", "nodeid", "paths"}`` — the item and artifact paths its surviving bytes
+    name (None, [] when cut before them). A crash, not tampering: see :func:`torn_tail`."""
 
     def section(self) -> dict[str, Any]:
         """The ``journal`` section of evidence.json (and of the signed predicate)."""
         return {"lines": len(self.entries), "sha256": self.sha256, "authenticated": self.authenticated,
+                **({"torn": self.torn} if self.torn else {}),
                 "unauthenticated_reason": self.why_not or None, "key": self.key.get("key"),
                 "keyid": self.key.get("keyid"),
                 "lost": [{"line": n, "why": why} for n, why in self.lost],
@@ -180,6 +191,8 @@ def _parse(raw: bytes) -> tuple[dict[str, Any] | None, bytes, str, str]:
         entry = json.loads(text)
     except (json.JSONDecodeError, RecursionError):
         return None, b"", "", "torn or not JSON"
+    except ValueError:  # int() of more digits than sys.get_int_max_str_digits(): no line the gate writes
+        return None, b"", "", "not an entry: holds a number of more than 4300 digits"
     if (b"\\ud" in raw or b"\\uD" in raw) and _MAYBE_SURROGATE.search(text):
         entry = without_surrogates(entry)
     if not isinstance(entry, dict):
@@ -221,11 +234,18 @@ def read_lines(path: Path, key: JournalKey | None = None,
     readable line is not the run line, or, unauthenticated, two different lines claim one ``seq``
     (neither can be picked).
     """
-    try:
-        fh = open(path, "rb")  # noqa: SIM115 - read line by line below, closed in the finally
-    except OSError as exc:
-        raise BundleError(f"cannot read journal: {exc.strerror}", Location(str(path)),
-                          "point at a report folder written by pytest-hetero") from None
+    from pytest_hetero.safeio import Unreadable, open_local, refusal
+
+    try:  # the one safe reader: a FIFO, a device, a symlink loop or a sparse giant is refused unread
+        fd = open_local(path)
+        size = os.fstat(fd).st_size
+        if size > MAX_JOURNAL_BYTES:
+            os.close(fd)
+            raise Unreadable("oversize", f"{size} bytes, more than the {MAX_JOURNAL_BYTES} a journal may hold")
+    except Unreadable as exc:
+        raise refusal(path, "the journal", exc, BundleError,
+                      "point at a report folder written by pytest-hetero" if exc.kind == "missing" else "") from None
+    fh = os.fdopen(fd, "rb")
     try:
         out = _read(fh, key, recover, path)
     finally:
@@ -243,7 +263,9 @@ def _read(fh: Any, key: JournalKey | None, recover: Callable[[dict[str, Any]], J
     check: JournalKey | None = None
     seen: dict[int, bytes] = {}  # seq -> sha256 of what the line says (not the line: memory stays small)
     digest, whole = hashlib.sha256(), hashlib.sha256()
-    for number, raw in enumerate(fh, 1):
+    last: tuple[int, bytes] | None = None
+    for number, raw in enumerate(_bounded_lines(fh), 1):
+        last = (number, raw)
         whole.update(raw)
         out.file_size += len(raw)
         if not raw.strip():
@@ -277,7 +299,41 @@ def _read(fh: Any, key: JournalKey | None, recover: Callable[[dict[str, Any]], J
         out.entries.append(entry)
     out.sha256, out.file_sha256 = digest.hexdigest(), whole.hexdigest()
     out.missing = _missing(seen)
+    out.torn = torn_tail(out, last)
     return out
+
+
+_TORN_NODEID = re.compile(rb'"nodeid":"((?:[^"\\]|\\.){1,2000})"')
+_TORN_PATH = re.compile(rb'"path":"(artifacts/(?:[^"\\]|\\.){1,2000})"')
+
+
+def torn_tail(read: JournalRead, last: tuple[int, bytes] | None) -> dict[str, Any] | None:
+    """The torn last line of a journal, or None: the file's last line (``last``: its number and bytes) was
+    lost, has no newline and is no JSON — what a write cut short by SIGKILL or a full disk leaves (every
+    line the gate writes is whole JSON ending in a newline). Its surviving bytes name the item and the
+    artifacts it was recording (``"nodeid"``, ``"path":"artifacts/…"``: keys are written sorted, artifacts
+    first), so what was lost can be said."""
+    if last is None or last[1].endswith(b"\n") or not read.lost or read.lost[-1][0] != last[0]:
+        return None
+    raw = last[1]
+    node = _TORN_NODEID.search(raw)
+    paths = sorted({m.group(1).decode("utf-8", "replace") for m in _TORN_PATH.finditer(raw)})
+    return {"line": last[0], "bytes": len(raw), "nodeid": node.group(1).decode("utf-8", "replace") if node else None,
+            "paths": paths}
+
+
+def _bounded_lines(fh: Any) -> Any:
+    """The lines of ``fh`` (bytes, newline kept), each cut at MAX_LINE_BYTES: a longer "line" (no newline
+    in gigabytes) is yielded as its first MAX_LINE_BYTES bytes, which do not parse (lost), and the rest of
+    it is skipped without being held in memory."""
+    while True:
+        raw = fh.readline(MAX_LINE_BYTES)
+        if not raw:
+            return
+        if len(raw) == MAX_LINE_BYTES and not raw.endswith(b"\n"):
+            while (rest := fh.readline(MAX_LINE_BYTES)) and not rest.endswith(b"\n"):
+                pass
+        yield raw
 
 
 def _start(out: JournalRead, first: dict[str, Any], key: JournalKey | None,

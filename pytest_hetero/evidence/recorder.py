@@ -73,9 +73,11 @@ def collision(bundle_dir: Path) -> str:
 
 def journal_locked(bundle_dir: Path) -> bool:
     """True while a session holds the lock of ``bundle_dir``'s journal (it is still writing it)."""
+    from pytest_hetero.safeio import Unreadable, open_local
+
     try:
-        fd = os.open(bundle_dir / JOURNAL, os.O_RDONLY | os.O_CLOEXEC)
-    except OSError:
+        fd = open_local(bundle_dir / JOURNAL)
+    except Unreadable:
         return False
     try:
         fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
@@ -89,12 +91,14 @@ def journal_locked(bundle_dir: Path) -> bool:
 def lock_journal(bundle_dir: Path) -> int:
     """Take the journal's lock for a rebuild (``hetero report --from-journal``); return the open
     descriptor holding it (close it to release). Raises BundleError when a session still writes it."""
+    from pytest_hetero.safeio import Unreadable, open_local, refusal
+
     path = bundle_dir / JOURNAL
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    except OSError as exc:
-        raise BundleError(f"cannot read journal: {exc.strerror}", Location(str(path)),
-                          "point at a report folder written by pytest-hetero") from None
+    try:  # the one safe reader: a FIFO, a device or a symlink loop is refused, never waited on
+        fd = open_local(path)
+    except Unreadable as exc:
+        raise refusal(path, "the journal", exc, BundleError,
+                      "point at a report folder written by pytest-hetero" if exc.kind == "missing" else "") from None
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:

@@ -133,18 +133,30 @@ def _judge_values(ctx: LayerContext, outputs: dict[str, Any], digest: str, wall_
 
 
 def _rules(ctx: LayerContext, path: Path) -> list[dict[str, Any]]:
-    """The acceptance rules of ``path``, recorded with the file's digest as used (the bundle's copy, taken
-    at the finish, is checked against it). Raises LayerFailed (``bad_rules``) for a bad file."""
+    """The acceptance rules of ``path`` as the run pinned them when it loaded the matrix (``Matrix.pinned``;
+    the file itself only when it did not read then), recorded with the digest of the bytes judged by (the
+    bundle keeps a copy of the same bytes). Raises LayerFailed (``bad_rules``) for a bad file."""
+    raw = ctx.matrix.pinned.get(path)
     try:
-        used: str | None = hashlib.sha256(path.read_bytes()).hexdigest()
-    except OSError:
-        used = None  # load_rules says why
-    try:
-        rules = load_rules(path)
+        rules = load_rules(path, raw)
     except CaseError as exc:
         raise LayerFailed(exc.render(), "bad_rules") from None
+    if raw is None:
+        raw = ctx.matrix.pinned.get(path)
+    used = hashlib.sha256(raw).hexdigest() if raw is not None else _digest_now(path)
     ctx.record(USED, input="acceptance", path=str(path), sha256=used)
     return rules
+
+
+def _digest_now(path: Path) -> str | None:
+    """sha256 of the acceptance file as it reads now (a matrix loaded without its rules pinned)."""
+    from pytest_hetero.matrix.yamlnodes import MAX_BYTES
+    from pytest_hetero.safeio import Unreadable, read_local
+
+    try:
+        return hashlib.sha256(read_local(path, MAX_BYTES)).hexdigest()
+    except Unreadable:
+        return None
 
 
 def not_evaluable(rules: list[dict[str, Any]], results: list[dict[str, Any]]) -> LayerBroken:

@@ -40,6 +40,7 @@ without ``self_reported: true`` and two rules of one name are rejected when the 
 from __future__ import annotations
 
 import difflib
+import hashlib
 import math
 import operator
 import re
@@ -49,7 +50,8 @@ from pathlib import Path
 from typing import Any
 
 from pytest_hetero.errors import CaseError, Location, RulesInvalid
-from pytest_hetero.matrix.yamlnodes import Positions, read_yaml
+from pytest_hetero.matrix.yamlnodes import MAX_BYTES, Positions, parse_yaml
+from pytest_hetero.safeio import read_file
 from pytest_hetero.truth import metrics as gate_metrics
 
 OPS: dict[str, Callable[[Any, Any], bool]] = {
@@ -75,39 +77,38 @@ RULE_KEYS: tuple[str, ...] = ("name", "description", *KINDS, "op", "value", "tol
 """Keys a rule may have; any other is reported as unknown (with a ``did you mean`` hint)."""
 
 
-_PARSED: dict[Path, tuple[tuple[int, int, int], list[dict[str, Any]]]] = {}
-"""Rules already read in this process: path → ((inode, size, mtime ns), rules)."""
+_PARSED: dict[Path, tuple[bytes, list[dict[str, Any]]]] = {}
+"""Rules already parsed in this process: path → (sha256 of the bytes parsed, rules)."""
 
 
-def load_rules(path: Path) -> list[dict[str, Any]]:
+def load_rules(path: Path, raw: bytes | None = None) -> list[dict[str, Any]]:
     """Read and check an AcceptanceRules file; return its rules (dicts, each with ``line``).
 
-    A file is parsed once per process: later calls return copies of the same rules while its
-    inode, size and modification time are unchanged (a matrix of N models on one dataset
-    evaluates N business items against one parse).
+    ``raw``: the file's bytes as the run pinned them when it loaded the matrix (``Matrix.pinned``); the
+    rules are parsed from them and the file is not opened. Without it the file is read by the safe
+    reader (:func:`pytest_hetero.safeio.read_file`). The same bytes are parsed once per process: later
+    calls return copies of the same rules (a matrix of N models on one dataset evaluates N business items
+    against one parse).
 
-    Raises CaseError naming file, line and field for bad YAML, a wrong kind or no rules (the
-    first problem found). The rules themselves are all checked: a rule with no name, an unknown
+    Raises CaseError naming file, line and field for an unreadable file, bad YAML, a wrong kind or no
+    rules (the first problem found). The rules themselves are all checked: a rule with no name, an unknown
     key (line and column of the key; ``did you mean`` hint), no or several kinds, an unknown op,
     a missing value, or a kind's bad bounds; several such problems raise :class:`RulesInvalid`
     (a CaseError) listing each, one alone raises that CaseError.
     """
-    try:
-        st = path.stat()
-        stamp: tuple[int, int, int] | None = (st.st_ino, st.st_size, st.st_mtime_ns)
-    except OSError:
-        stamp = None
+    if raw is None:
+        raw = read_file(path, "the acceptance rules", MAX_BYTES, CaseError)
+    stamp = hashlib.sha256(raw).digest()
     known = _PARSED.get(path)
-    if stamp is not None and known is not None and known[0] == stamp:
+    if known is not None and known[0] == stamp:
         return [dict(rule) for rule in known[1]]
-    rules = _parse_rules(path)
-    if stamp is not None:
-        _PARSED[path] = (stamp, rules)
+    rules = _parse_rules(path, raw)
+    _PARSED[path] = (stamp, rules)
     return [dict(rule) for rule in rules]
 
 
-def _parse_rules(path: Path) -> list[dict[str, Any]]:
-    data, pos = read_yaml(path, CaseError)
+def _parse_rules(path: Path, raw: bytes) -> list[dict[str, Any]]:
+    data, pos = parse_yaml(raw, path, CaseError)
     where = str(path)
     if not isinstance(data, dict) or data.get("kind") != "AcceptanceRules":
         raise CaseError("not an AcceptanceRules document", Location(where, 1, 1, "kind"),

@@ -7,6 +7,7 @@ file are gathered into one :class:`~pytest_hetero.errors.MatrixInvalid`.
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import hashlib
 import json
@@ -39,7 +40,8 @@ from pytest_hetero.matrix.model import (
     Tenant,
     Truth,
 )
-from pytest_hetero.matrix.yamlnodes import Positions, dotted, read_yaml
+from pytest_hetero.matrix.yamlnodes import MAX_BYTES, Positions, dotted, parse_yaml, read_yaml
+from pytest_hetero.safeio import Unreadable, read_file, read_local, resolved
 from pytest_hetero.usercache import cache_dir, installed_files
 from pytest_hetero.vocab import DEFAULT_OWNERS
 
@@ -341,7 +343,7 @@ PROJECT_MARKERS: tuple[str, ...] = ("pyproject.toml", ".git", ".hetero-root")
 
 def project_root(matrix_path: Path) -> Path | None:
     """Nearest ancestor folder of ``matrix_path`` holding a PROJECT_MARKERS entry, or None."""
-    for folder in matrix_path.resolve().parents:
+    for folder in resolved(matrix_path).parents:
         if any((folder / marker).exists() for marker in PROJECT_MARKERS):
             return folder
     return None
@@ -349,7 +351,7 @@ def project_root(matrix_path: Path) -> Path | None:
 
 def allowed_roots(root: Path) -> list[Path]:
     """The project root plus folders listed in ``$HETERO_ALLOW_PATHS`` (``os.pathsep``-separated)."""
-    extra = [Path(p).resolve() for p in os.environ.get("HETERO_ALLOW_PATHS", "").split(os.pathsep) if p.strip()]
+    extra = [resolved(Path(p)) for p in os.environ.get("HETERO_ALLOW_PATHS", "").split(os.pathsep) if p.strip()]
     return [root, *extra]
 
 
@@ -360,7 +362,7 @@ def containment_root(matrix_path: Path) -> tuple[Path, str]:
     root = project_root(matrix_path)
     if root is not None:
         return root, f"the project root {root}"
-    folder = matrix_path.resolve().parent
+    folder = resolved(matrix_path).parent
     return folder, (f"the matrix's folder {folder} (no {', '.join(PROJECT_MARKERS)} above the matrix, so its own "
                     "folder is the boundary)")
 
@@ -378,7 +380,7 @@ def _escaping_paths(data: dict[str, Any], pos: Positions, file: str, matrix_path
                 value = labels.get("uri") if field == "truth.labels.uri" and labels else entry.get(field)
                 if not isinstance(value, str) or "://" in value:
                     continue
-                target = (matrix_path.parent / value).resolve()
+                target = resolved(matrix_path.parent / value)
                 if not any(target == r or r in target.parents for r in roots):
                     at = ("spec", key, i, *field.split("."))
                     line, col = pos.of(at)
@@ -425,11 +427,11 @@ def truth_problems(dataset: dict[str, Any], at: tuple[Any, ...],
     return []
 
 
-def _build(data: dict[str, Any], path: Path, raw_sha: str, pos: Positions, base: Path) -> Matrix:
+def _build(data: dict[str, Any], path: Path, raw: bytes, pos: Positions, base: Path) -> Matrix:
     spec = data["spec"]
 
     def rel(p: str | None) -> Path | None:
-        return None if p is None else (base / p).resolve()
+        return None if p is None else resolved(base / p)
 
     def line(*p: Any) -> int:
         return pos.of(p)[0]
@@ -483,7 +485,7 @@ def _build(data: dict[str, Any], path: Path, raw_sha: str, pos: Positions, base:
         timeout_s=parse_duration(x["timeout"]) if "timeout" in x else None,
         line=line("spec", "governance", "probes", i)) for i, x in enumerate(gov.get("probes", [])))
     return Matrix(
-        path=path, sha256=raw_sha, name=data["metadata"]["name"],
+        path=path, sha256=hashlib.sha256(raw).hexdigest(), raw=raw, name=data["metadata"]["name"],
         description=data["metadata"].get("description", ""),
         target=dict(spec.get("target", {"backend": "local"})),
         owners={**{str(k): str(v) for k, v in DEFAULT_OWNERS.items()}, **spec.get("owners", {})}, timeouts_s=timeouts,
@@ -508,11 +510,17 @@ def load_matrix(path: str | Path, *, read_from: Path | None = None) -> Matrix:
     and hint; never another exception for bad content. OSError-level problems (missing
     file) are also reported as MatrixError.
     """
-    path = Path(path).resolve()
-    placed = (read_from.resolve() / path.name) if read_from is not None else path
+    given = Path(path)
+    path = resolved(given)
+    placed = (resolved(read_from) / path.name) if read_from is not None else path
     display = _display(path)
-    try:
-        data, pos = read_yaml(path, MatrixError)
+    try:  # read once: what is parsed, digested, and later copied into the bundle are the same bytes
+        try:
+            raw = read_file(given, "the matrix", MAX_BYTES, MatrixError)
+        except MatrixError:
+            display = _display(resolved(given.parent) / given.name)  # the refusal names the path given, not
+            raise                                                      # where its link leads (/dev/zero)
+        data, pos = parse_yaml(raw, path, MatrixError)
     except MatrixError as exc:
         raise MatrixInvalid([MatrixError(exc.message, Location(display, exc.location.line,
                              exc.location.column, exc.location.field), exc.hint)]) from None
@@ -528,8 +536,14 @@ def load_matrix(path: str | Path, *, read_from: Path | None = None) -> Matrix:
         problems = _reference_problems(data, pos, display) + _escaping_paths(data, pos, display, placed)
     if problems:
         raise MatrixInvalid(problems)
-    matrix = _build(data, path, hashlib.sha256(path.read_bytes()).hexdigest(), pos, placed.parent)
-    return matrix if placed == path else replace(matrix, read_from=placed.parent)
+    matrix = _build(data, path, raw, pos, placed.parent)
+    if placed != path:
+        matrix = replace(matrix, read_from=placed.parent)
+    for dataset in matrix.datasets:  # the rules that decide the run are read now, once, like the matrix
+        if dataset.acceptance is not None and dataset.acceptance not in matrix.pinned:
+            with contextlib.suppress(Unreadable):  # lint and the business item name why it does not read
+                matrix.pinned[dataset.acceptance] = read_local(dataset.acceptance, MAX_BYTES)
+    return matrix
 
 
 def load_earlier_version(old: Path, current: list[Path]) -> Matrix:

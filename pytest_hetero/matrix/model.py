@@ -270,6 +270,12 @@ class Matrix:
     def base(self) -> Path:
         """The folder the matrix's relative paths resolve from."""
         return self.read_from or self.path.parent
+    raw: bytes = field(repr=False, compare=False, default=b"")
+    """The file's bytes as read once at load (``sha256`` is theirs): the run's copy in the bundle is made
+    from them, never from the file again, so an edit during the run cannot split evidence from inputs."""
+    pinned: dict[Path, bytes] = field(repr=False, compare=False, default_factory=dict)
+    """Each dataset's acceptance file as read once when the matrix was loaded (absent: it did not read then):
+    the business items judge by these bytes and the bundle keeps a copy of them, whatever the file holds later."""
 
     @property
     def backend(self) -> str:

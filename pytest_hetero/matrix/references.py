@@ -10,6 +10,7 @@ a broken acceptance rules file gives its own problems, at their lines in that fi
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Callable
 from pathlib import Path
 from string import Formatter
@@ -71,14 +72,14 @@ def reference_problems(matrix: Matrix, *, digests: bool = False) -> list[HeteroE
         _truth_references(err, dataset, where, digests)
         if dataset.acceptance is None:
             continue
-        if not dataset.acceptance.is_file():
+        if not os.path.lexists(dataset.acceptance) or dataset.acceptance.is_dir():
             state = "is a folder, not a file" if dataset.acceptance.is_dir() else "not found"
             err(f"acceptance file of dataset '{dataset.name}' {state}: {dataset.acceptance}", dataset.line,
                 f"{where}.acceptance", "point acceptance: at an AcceptanceRules YAML file "
                 "(relative to the matrix file's folder)")
             continue
         try:
-            rules = load_rules(dataset.acceptance)
+            rules = load_rules(dataset.acceptance)  # the safe reader names a FIFO, device, link loop or giant
         except RulesInvalid as exc:
             problems.extend(_relocated(p) for p in exc.problems)
             continue
@@ -149,7 +150,8 @@ def _model_references(err: Report, model: Model, where: str, digests: bool) -> N
             continue
         for name in unknown:
             err(f"model '{model.name}' entrypoint uses unknown placeholder {name}", model.line,
-                f"{where}.entrypoint[{j}]", f"known: {KNOWN}; write {{{{ and }}}} for a literal brace")
+                f"{where}.entrypoint[{j}]", f"known: {KNOWN}, each a plain name without format spec or "
+                "conversion; write {{ and }} for a literal brace")
 
 
 def _file(report: Report, what: str, path: Path, declared: str, line: int, field: str, digests: bool) -> None:
@@ -174,10 +176,18 @@ def _file(report: Report, what: str, path: Path, declared: str, line: int, field
 def _unknown_placeholders(arg: str) -> list[str]:
     """Placeholders of one entrypoint argument that are not in PLACEHOLDERS, as written (``{gpu_id}``).
 
-    Raises ValueError for a lone ``{`` or ``}`` (str.format would fail on it at run time).
+    A known name with a format spec or conversion (``{python:>200000000}``, ``{model!r}``) is reported
+    too: placeholders are plain names, substituted as they are. Raises ValueError for a lone ``{`` or
+    ``}`` (str.format would fail on it at run time).
     """
-    fields = [name for _, name, _, _ in Formatter().parse(arg) if name is not None]
-    return ["{" + name + "}" for name in fields if name not in PLACEHOLDERS]
+    out = []
+    for _, name, spec, conversion in Formatter().parse(arg):
+        if name is None:
+            continue
+        written = "{" + name + (f"!{conversion}" if conversion else "") + (f":{spec}" if spec else "") + "}"
+        if name not in PLACEHOLDERS or spec or conversion:  # {python:>200000000} would pad to 200 MB
+            out.append(written if len(written) <= 80 else written[:77] + "...")
+    return out
 
 
 def _relocated(exc: HeteroError) -> HeteroError:

@@ -9,17 +9,23 @@ merge type) brings in and the mapping then sets itself is an override, as YAML r
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from pytest_hetero.errors import HeteroError, Location
+from pytest_hetero.safeio import read_file
 
 MAX_BYTES = 4 * 1024 * 1024
 """Largest file read, in bytes (4 MiB)."""
-MAX_NODES = 200_000
-"""Most YAML nodes built after alias expansion."""
+MAX_NODES = 100_000
+"""Most YAML nodes in a document, and built after alias expansion (a 100,000-key matrix is refused)."""
+MAX_DEPTH = 64
+"""Deepest nesting of mappings and sequences read (a matrix needs fewer than ten levels)."""
+_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+"""libyaml's parser and composer when PyYAML was built with it (ten times faster), else PyYAML's own."""
 
 PathKey = tuple[Any, ...]
 
@@ -48,24 +54,53 @@ def _pos(node: yaml.Node) -> tuple[int, int]:
     return node.start_mark.line + 1, node.start_mark.column + 1
 
 
-def read_yaml(path: Path, error: type[HeteroError]) -> tuple[Any, Positions]:
-    """Read ``path`` as one YAML document; return (data, positions).
+def read_yaml(path: Path, error: type[HeteroError], what: str = "the file") -> tuple[Any, Positions]:
+    """Read ``path`` (``what`` it is, for the refusal: ``"the matrix"``) as one YAML document; return (data,
+    positions).
 
-    Raises ``error`` (a HeteroError subclass) naming file/line/column for: unreadable file,
-    file over MAX_BYTES, YAML syntax errors, duplicate keys, more than MAX_NODES nodes after
-    alias expansion, non-string keys, and an empty document.
+    The file is read by the one safe reader (:func:`pytest_hetero.safeio.read_file`: a regular file of at
+    most MAX_BYTES, never a FIFO, device or symlink loop) and parsed by :func:`parse_yaml`. Raises
+    ``error`` (a HeteroError subclass) naming file/line/column for every problem.
+    """
+    return parse_yaml(read_file(path, what, MAX_BYTES, error), path, error)
+
+
+def _scan(text: str, path: Path, error: type[HeteroError]) -> None:
+    """Walk the YAML events of ``text`` (libyaml when installed: no node is built) and refuse a document
+    nested deeper than MAX_DEPTH or holding more than MAX_NODES nodes before anything is composed."""
+    depth = nodes = 0
+
+    def at(event: yaml.Event) -> Location:
+        mark = event.start_mark
+        return Location(str(path), mark.line + 1 if mark else 0, mark.column + 1 if mark else 0)
+
+    for event in yaml.parse(text, Loader=_LOADER):
+        if isinstance(event, (yaml.ScalarEvent, yaml.AliasEvent)):
+            nodes += 1
+        elif isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
+            nodes += 1
+            depth += 1
+            if depth > MAX_DEPTH:
+                raise error(f"the document nests more than {MAX_DEPTH} levels deep", at(event),
+                            "flatten the nesting; a matrix needs only a few levels")
+        elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
+            depth -= 1
+        if nodes > MAX_NODES:
+            raise error(f"the document holds more than {MAX_NODES} nodes", at(event),
+                        "split it: a matrix needs a few thousand keys at most (docs/safe-reading.md)")
+
+
+def parse_yaml(raw: bytes, path: Path, error: type[HeteroError]) -> tuple[Any, Positions]:
+    """Parse ``raw`` (the bytes of ``path``) as one YAML document; return (data, positions).
+
+    Raises ``error`` naming file/line/column for: bytes that are not UTF-8, YAML syntax errors, nesting
+    deeper than MAX_DEPTH, more than MAX_NODES nodes (before or after alias expansion), duplicate keys,
+    non-string keys, an integer of more than 4,300 digits, and an empty document.
     """
     try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise error(f"cannot read file: {exc.strerror}", Location(str(path)),
-                    "check the path and its permissions") from None
-    if len(raw) > MAX_BYTES:
-        raise error(f"file is {len(raw)} bytes, more than the {MAX_BYTES} allowed",
-                    Location(str(path)), "split the file; matrices are small") from None
-    try:
         text = raw.decode("utf-8")
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
+        _scan(text, path, error)
+        root = yaml.compose(text, Loader=_LOADER)
     except UnicodeDecodeError as exc:
         raise error(f"not UTF-8 text (byte {exc.start})", Location(str(path)),
                     "save the file as UTF-8") from None
@@ -140,6 +175,10 @@ def _build(node: yaml.Node, path: PathKey, positions: Positions, budget: list[in
         line, col = _pos(node)
         raise error(f"cannot read value: {exc.problem}", Location(str(file), line, col),
                     "quote the value or fix its tag") from None
+    except ValueError:  # int() of more than sys.get_int_max_str_digits() digits
+        line, col = _pos(node)
+        raise error(f"a number of more than {sys.get_int_max_str_digits()} digits", Location(str(file), line, col),
+                    "quote it if it is text; no field takes such a number") from None
 
 
 def dotted(path: PathKey, data: Any = None) -> str:
