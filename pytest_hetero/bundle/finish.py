@@ -314,7 +314,8 @@ def finish_bundle(evidence: dict[str, Any], bundle_dir: Path, key_path: Path | S
         files, problems = recorded(evidence, run_inputs, bundle_dir)
         manifest, found = recorded_manifest(bundle_dir, files, run_inputs.before)
         problems += found
-    aside = [{"path": p.path, "kind": p.kind, "detail": p.detail,
+    torn = (evidence.get("journal") or {}).get("torn")
+    aside = [{"path": p.path, "kind": _interrupted(p, torn), "detail": p.detail,
               "moved_to": _set_aside(bundle_dir, p.path) if p.kind in ("unrecorded", "modified") else None}
              for p in problems]
     manifest_digest = write_manifest_data(bundle_dir, manifest)
@@ -339,6 +340,9 @@ def finish_bundle(evidence: dict[str, Any], bundle_dir: Path, key_path: Path | S
     if missing:
         sys.stderr.write(f"pytest-hetero: {len(missing)} artifact(s) the evidence lists are not in the bundle "
                          f"(named in the statement), e.g. {missing[0]}\n")
+    interrupted = interrupted_summary(evidence, aside)
+    if interrupted:
+        sys.stderr.write(f"pytest-hetero: {interrupted}\n")
     if refused is not None:
         raise refused
     tampered = tamper_summary(evidence, aside)
@@ -349,10 +353,36 @@ def finish_bundle(evidence: dict[str, Any], bundle_dir: Path, key_path: Path | S
     return run_keyid
 
 
+def _interrupted(problem: Problem, torn: dict[str, Any] | None) -> str:
+    """``interrupted`` for a file the gate did not record because the run was cut off while recording it (the
+    journal's last line is torn, and the file is an artifact: named by the torn line, or under ``artifacts/``),
+    else the problem's own kind. It is kept out of the bundle all the same; only the words differ."""
+    if torn and problem.kind == "unrecorded" and (problem.path in torn.get("paths", [])
+                                                  or problem.path.startswith("artifacts/")):
+        return "interrupted"
+    return problem.kind
+
+
+def interrupted_summary(evidence: dict[str, Any], aside: list[dict[str, Any]]) -> str:
+    """One line saying the run was cut off mid-write and what was lost (empty when the journal is whole):
+    the torn line, the item whose result it held, and the artifacts it had written, kept out of the bundle."""
+    torn = (evidence.get("journal") or {}).get("torn")
+    if not torn:
+        return ""
+    files = [a["path"] for a in aside if a["kind"] == "interrupted"]
+    what = f"the result of {torn['nodeid']} was lost (reported not_run)" if torn.get("nodeid") else \
+        "the line was cut before it named its item (the item is reported not_run)"
+    kept = (f"; {len(files)} file(s) it had written were kept out of the bundle (listed in the signed statement): "
+            + ", ".join(json.dumps(f) for f in files[:5]) if files else "")
+    return (f"the run was interrupted mid-write (killed, or the disk filled): journal line {torn['line']} is torn, "
+            f"{torn['bytes']} bytes without an end; {what}{kept}")
+
+
 def tamper_summary(evidence: dict[str, Any], aside: list[dict[str, Any]]) -> str:
-    """One line naming what was kept out of the bundle (empty when nothing was)."""
+    """One line naming what was kept out of the bundle (empty when nothing was). Files an interrupted run
+    left (see :func:`interrupted_summary`) are not tampering and are not named here."""
     rejected = (evidence.get("journal") or {}).get("rejected") or []
-    aside = [a for a in aside if a["kind"] != "missing"]  # gone is not planted: the statement names it
+    aside = [a for a in aside if a["kind"] not in ("missing", "interrupted")]  # gone or cut off is not planted
     parts = []
     if rejected:
         parts.append(f"{len(rejected)} journal line(s) not written by the gate were rejected "
