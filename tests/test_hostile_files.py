@@ -7,6 +7,7 @@ naming what is wrong, no traceback, well inside the deadline."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import subprocess
@@ -134,8 +135,10 @@ def _file_arg(*argv: str) -> Setup:
         path = where / "hostile"
         plant(path, kind)
         bundle = _bundle(made, where, "signed") if "{B}" in argv else made["signed"]
+        pin = hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() and not path.is_symlink() \
+            and path.stat().st_size < SPARSE_SIZE else "0" * 64  # a pinned policy is parsed: attack the parser
         return [a.replace("{F}", str(path)).replace("{B}", str(bundle)).replace("{PUB}", str(made["pub"]))
-                .replace("{KEY}", str(made["key"])) for a in argv], path
+                .replace("{KEY}", str(made["key"])).replace("{SHA}", pin) for a in argv], path
     return setup
 
 
@@ -154,7 +157,7 @@ COMMANDS: dict[str, tuple[Setup, int]] = {
     "lint-acceptance": (_acceptance, 1),
     "verify-key": (_file_arg("verify", "{B}", "--key", "{F}"), 2),
     "render-key-file": (_file_arg("render", "{B}", "--key", "{F}"), 2),
-    "verify-policy": (_file_arg("verify", "{B}", "--key", "{PUB}", "--policy", "{F}", "--policy-sha256", "0" * 64), 2),
+    "verify-policy": (_file_arg("verify", "{B}", "--key", "{PUB}", "--policy", "{F}", "--policy-sha256", "{SHA}"), 2),
     "sign-key": (_file_arg("sign", "{B}", "--key", "{F}", "--role", "business", "--decision", "accept"), 2),
     "sign-policy": (_file_arg("sign-policy", "{F}", "--key", "{KEY}"), 2),
     "explain": (_file_arg("explain", "--from", "{F}"), 2),

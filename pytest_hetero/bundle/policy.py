@@ -155,7 +155,12 @@ def parse_policy(data: bytes, path: Path, gate_keyids: frozenset[str] = frozense
     """
     try:
         doc = yaml.safe_load(data.decode("utf-8"))
-    except (yaml.YAMLError, UnicodeDecodeError, RecursionError) as exc:
+    except ValueError as exc:  # int() of more than 4,300 digits (UnicodeDecodeError is one too, below)
+        if not isinstance(exc, UnicodeDecodeError):
+            raise PolicyError("not a YAML trust policy: holds a number of more than 4300 digits",
+                              Location(str(path))) from None
+        raise PolicyError("not a YAML trust policy: not UTF-8", Location(str(path))) from None
+    except (yaml.YAMLError, RecursionError) as exc:
         mark = getattr(exc, "problem_mark", None)
         raise PolicyError(f"not a YAML trust policy: {getattr(exc, 'problem', None) or type(exc).__name__}",
                           Location(str(path), mark.line + 1 if mark else 0)) from None
