@@ -5,15 +5,62 @@
 #   images, the real Kubernetes control plane with KWOK nodes (built from the Go module proxy, cached
 #   under ~/.cache/pytest-hetero), a real node (kubelet + containerd + CNI + test device plugin) on a
 #   plane of its own with a real Kueue, then pytest. Extra arguments go to pytest.
+#
+# Cold-machine time is dominated by Go builds (kube-apiserver & co, Kueue, cosign). They need no apt
+# and no Docker, so they start first, in two background chains, while the foreground installs the
+# Python deps, runs the static checks, builds the Docker images and installs Chromium (apt stays in
+# the foreground only: two apt-gets at once fight over dpkg's lock). Each chain's log is printed when
+# it is joined; a failed chain fails the run with its log. Every step's time is printed at the end.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export HETERO_CACHE="${HETERO_CACHE:-$HOME/.cache/pytest-hetero}"
+RUN_T0=$SECONDS
+LOGS="$(mktemp -d "${TMPDIR:-/tmp}/hetero-run.XXXXXX")"
+TIMES="$LOGS/times"
+: >"$TIMES"
 step() { printf '\n==> %s (%s)\n' "$*" "$(date -u +%H:%M:%S)"; }
-# timed LABEL CMD...: run CMD, then print how long it took (the scripts also log TIMING lines)
-timed() { local label="$1" t=$SECONDS; shift; "$@"; printf '    %s: %ss\n' "$label" "$((SECONDS - t))"; }
+# timed LABEL CMD...: run CMD, then print and record how long it took (the scripts also log TIMING lines)
+timed() {
+  local label="$1" t=$SECONDS rc=0; shift
+  "$@" || rc=$?
+  printf '    %s: %ss\n' "$label" "$((SECONDS - t))"
+  printf '%-58s %5ss%s\n' "$label" "$((SECONDS - t))" "$([[ $rc -eq 0 ]] || echo " (failed, exit $rc)")" >>"$TIMES"
+  return "$rc"
+}
+# bg NAME CMD...: run CMD in the background, its output in $LOGS/NAME.log, its time recorded by itself
+declare -A BG_PID=()
+bg() {
+  local name="$1"; shift
+  ( t=$SECONDS; "$@"; printf '%-58s %5ss (background)\n' "$name" "$((SECONDS - t))" >>"$TIMES" ) \
+    >"$LOGS/$name.log" 2>&1 &
+  BG_PID[$name]=$!
+}
+# join NAME: wait for a background chain, print its log, stop here when it failed
+join() {
+  local name="$1" rc=0
+  wait "${BG_PID[$name]}" || rc=$?
+  sed "s/^/    [$name] /" "$LOGS/$name.log"
+  if [[ $rc -ne 0 ]]; then echo "ERROR: background step '$name' failed (exit $rc)" >&2; exit "$rc"; fi
+}
+summary() {
+  printf '\n==> step times (wall, this run)\n'
+  cat "$TIMES"
+  printf '%-58s %5ss\n' "setup in all" "$((SECONDS - RUN_T0))"
+}
+# a setup step that fails still shows what ran and for how long; pytest's own line closes a full run
+on_exit() { summary; local p; for p in "${BG_PID[@]}"; do kill "$p" 2>/dev/null || true; done; }
+trap on_exit EXIT
+
+step "Go builds started in the background (Kubernetes plane; Kueue, cosign and actionlint)"
+bg "kubeplane build (kube-apiserver, scheduler, controller-manager, etcd, kwok)" \
+  bash tests/infra/kubeplane.sh build
+BG_PLANE="kubeplane build (kube-apiserver, scheduler, controller-manager, etcd, kwok)"
+bg "Kueue, cosign and actionlint builds" \
+  bash -c 'bash tests/infra/kueue.sh build && bash tests/infra/gotools.sh build'
+BG_TOOLS="Kueue, cosign and actionlint builds"
 
 step "Python dependencies"
-python3 -m pip install --quiet --disable-pip-version-check -e ".[test,nvidia,html,example-build]"
+timed "python deps" python3 -m pip install --quiet --disable-pip-version-check -e ".[test,nvidia,html,example-build]"
 
 # the local backend confines the code under test with bubblewrap (tests/test_sandbox.py needs it)
 step "bubblewrap"
@@ -22,36 +69,37 @@ command -v bwrap >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -
 # The layout's gates: the import rules run with the suite (tests/test_architecture.py); lint and strict
 # typing run first, so a violation stops CI before anything slow starts.
 step "Static checks (ruff, mypy --strict)"
-python3 -m ruff check pytest_hetero tests bench
-python3 -m mypy
+timed "ruff" python3 -m ruff check pytest_hetero tests bench
+timed "mypy --strict" python3 -m mypy
 
 step "Docker engine and offline test images"
-bash tests/infra/docker-engine.sh ensure
-bash tests/infra/docker-engine.sh images
+timed "docker engine" bash tests/infra/docker-engine.sh ensure
+timed "docker test images" bash tests/infra/docker-engine.sh images
+
+if [ -f tests/infra/chromium.sh ]; then
+  step "Headless Chromium, pdftotext and a CJK font for the HTML report and dossier tests"
+  timed "chromium, poppler, CJK font" bash tests/infra/chromium.sh ensure
+fi
 
 step "Kubernetes control plane (kube-apiserver, kube-scheduler, kube-controller-manager, etcd, kwok)"
-bash tests/infra/kubeplane.sh build
-bash tests/infra/kubeplane.sh start
+timed "wait for the plane build" join "$BG_PLANE"
+timed "kube plane start" bash tests/infra/kubeplane.sh start
 eval "$(bash tests/infra/kubeplane.sh env)"
 
 # Its own plane (state /tmp/hetero-realnode), so the KWOK plane's scheduling messages stay as they
 # are; KUBECONFIG keeps naming the KWOK plane. The tests reach it through the `realnode` fixture.
+# The kubelet builds here, after the plane: same wrapper module and flags, so it hits that build cache.
 step "Real node (kubelet, containerd, CNI, test device plugin) and Kueue on a plane of their own"
 timed "real node build (kubelet, device plugin, pause image)" bash tests/infra/realnode.sh build
 timed "real node start (plane, containerd + images, kubelet, device plugin)" bash tests/infra/realnode.sh start
-timed "Kueue build" bash tests/infra/kueue.sh build
+timed "wait for the Kueue/cosign/actionlint builds" join "$BG_TOOLS"
 timed "Kueue start" bash tests/infra/kueue.sh start
-
-if [ -f tests/infra/chromium.sh ]; then
-  step "Headless Chromium, pdftotext and a CJK font for the HTML report and dossier tests"
-  bash tests/infra/chromium.sh ensure
-fi
 
 # The ecosystem's own checkers the tests run: cosign verify-blob-attestation (the bundle's attestations) and
 # actionlint (docs/ci), built from the Go module proxy at pinned versions and cached like the control plane.
-step "cosign and actionlint (Go module proxy, cached under \$HETERO_CACHE/tools)"
-timed "cosign + actionlint build" bash tests/infra/gotools.sh build
 eval "$(bash tests/infra/gotools.sh env)"
 
+trap - EXIT
+summary
 step "pytest"
-python3 -m pytest "$@"
+exec python3 -m pytest "$@"
