@@ -46,6 +46,7 @@ def _fake_cgroup(root: Path, usage_usec: list[int]) -> None:
     group.mkdir(parents=True)
     (root / "sys/fs/cgroup/cgroup.controllers").write_text("cpu memory\n")
     (group / "memory.current").write_text(str(512 * 2**20) + "\n")
+    (group / "memory.stat").write_text(f"anon {400 * 2**20}\nfile {112 * 2**20}\ninactive_file 0\n")
     (group / "memory.max").write_text(str(2048 * 2**20) + "\n")
     (group / "cpu.max").write_text("200000 100000\n")
     (group / "cpu.stat").write_text(f"usage_usec {usage_usec[0]}\nuser_usec 1\nsystem_usec 1\n")
@@ -204,3 +205,138 @@ def test_model_run_records_its_usage(pytester: pytest.Pytester) -> None:
     data = next(r["data"] for r in model["records"] if r["kind"] == "model.usage")
     assert data["source"] == "cgroup" and data["available"] is True and data["samples"] >= 2
     assert data["devices"][0]["memory_high_water_mib"] > 10
+
+
+def test_cgroup_memory_is_the_working_set_without_inactive_page_cache(tmp_path: Path) -> None:
+    _fake_cgroup(tmp_path, [1_000_000])
+    group = tmp_path / "sys/fs/cgroup/work.slice/run"
+    # 512 MiB charged, 400 MiB of it inactive file pages (page cache the kernel can drop): 112 MiB working set
+    (group / "memory.stat").write_text(f"anon {100 * 2**20}\nfile {412 * 2**20}\nactive_file {12 * 2**20}\n"
+                                       f"inactive_file {400 * 2**20}\n")
+    source = cgroup_source(str(tmp_path))
+    assert source.read is not None and source.read() == {"cgroup": (112.0, None)}
+    assert source.scope.startswith("memory working set (usage − inactive_file) of cgroup ")
+    # no memory.stat: usage cannot be told from page cache, so the memory is not read (None, never raw usage)
+    (group / "memory.stat").unlink()
+    assert source.read()["cgroup"][0] is None
+
+
+def test_cgroup_v1_working_set_uses_total_inactive_file(tmp_path: Path) -> None:
+    usage_file = tmp_path / "memory.usage_in_bytes"
+    usage_file.write_text(f"{300 * 2**20}\n")
+    (tmp_path / "memory.stat").write_text(f"cache {250 * 2**20}\ninactive_file {10 * 2**20}\n"
+                                          f"total_inactive_file {200 * 2**20}\n")
+    assert usage.working_set(usage_file) == 100 * 2**20
+
+
+def test_rusage_run_time_names_its_source_and_never_zero() -> None:
+    got = usage.rusage_run_time(58.25, 1.5, None)
+    assert got == {
+        "memory_peak_mib": {"value": 58.25, "unit": "MiB", "measured_by": "gate",
+                            "source": "wait4 rusage ru_maxrss of the model run's process tree (peak RSS of its "
+                                      "largest process)"},
+        "cpu_s": {"value": 1.5, "unit": "s", "measured_by": "gate",
+                  "source": "wait4 rusage ru_utime + ru_stime of the model run's process tree (the run and every "
+                            "descendant it reaped)"}}
+    unmeasured = usage.rusage_run_time(None, 0.25, "at most 30.0 MiB: the run's rusage starts from …")
+    assert unmeasured["memory_peak_mib"]["value"] is None
+    assert unmeasured["memory_peak_mib"]["unavailable"] == "at most 30.0 MiB: the run's rusage starts from …"
+
+
+def test_local_model_run_records_its_own_peak_and_cpu_not_the_cgroups(pytester: pytest.Pytester) -> None:
+    pytester.makefile(".matrix.yaml", t=matrix_text())
+    pytester.runpytest("-p", "no:cacheprovider").assert_outcomes(passed=4, skipped=1)
+    model = next(i for i in evidence_of(pytester)["items"] if i["layer"] == "model")
+    run = next(r["data"] for r in model["records"] if r["kind"] == "model.run")
+    values = next(r["data"] for r in model["records"] if r["kind"] == "model.run_time")["values"]
+    assert values["memory_peak_mib"]["value"] == run["peak_rss_mib"] and 20 < run["peak_rss_mib"] < 1000
+    assert values["memory_peak_mib"]["source"].startswith("wait4 rusage ru_maxrss of the model run's process tree")
+    assert values["cpu_s"]["value"] > 0 and values["cpu_s"]["measured_by"] == "gate"
+    # the cgroup series beside it is the gate's whole cgroup, and says so: working set, harness included
+    sampled = next(r["data"] for r in model["records"] if r["kind"] == "model.usage")
+    assert sampled["scope"].startswith("memory working set (usage − inactive_file) of cgroup ")
+    assert "the harness included" in sampled["scope"]
+
+
+def test_local_run_time_rules_on_peak_memory_pass_and_fail(pytester: pytest.Pytester) -> None:
+    rules = pytester.path / "rules.yaml"
+    rules.write_text("apiVersion: pytest-hetero/v1\nkind: AcceptanceRules\nrules:\n"
+                     "  - {name: accuracy-floor, metric: accuracy, op: '>=', value: 0.95}\n"
+                     "  - {name: memory-roomy, run_time: memory_peak_mib, op: '<=', value: 4096}\n"
+                     "  - {name: memory-tight, run_time: memory_peak_mib, op: '<=', value: 1}\n")
+    pytester.makefile(".matrix.yaml", t=matrix_text(acceptance=rules))
+    pytester.runpytest("-p", "no:cacheprovider").assert_outcomes(passed=3, failed=1, skipped=1)
+    items = {i["layer"]: i for i in evidence_of(pytester)["items"]}
+    peak = next(r["data"] for r in items["model"]["records"] if r["kind"] == "model.run")["peak_rss_mib"]
+    results = next(r["data"] for r in items["business"]["records"] if r["kind"] == "business.rules")["results"]
+    by = {r["name"]: r for r in results}
+    assert [(r["name"], r["verdict"]) for r in results] == [
+        ("accuracy-floor", "pass"), ("memory-roomy", "pass"), ("memory-tight", "fail")]
+    for name in ("memory-roomy", "memory-tight"):
+        assert by[name]["observed"] == peak and by[name]["unit"] == "MiB"
+        assert by[name]["provenance"] == {"measured_by": "gate", "source": "wait4 rusage ru_maxrss of the model "
+                                          "run's process tree (peak RSS of its largest process)"}
+    business = items["business"]
+    assert (business["status"], business["failure"]["category"], business["failure"]["owner"]) == (
+        "failed", "acceptance_failed", "business")
+    assert f"memory-tight: expected memory_peak_mib <= 1 MiB, observed {peak} MiB" in business["failure"]["message"]
+
+
+def test_docker_stats_working_set_on_cgroup_v1_and_v2_keys() -> None:
+    from pytest_hetero.backends.docker.usage import cpu_ns, working_set_bytes
+
+    # ContainerStatsResponse shapes (Docker Engine API): cgroup v1 memory_stats.stats has total_inactive_file
+    v1 = {"memory_stats": {"usage": 300 * 2**20, "stats": {"cache": 250 * 2**20, "inactive_file": 5 * 2**20,
+                                                           "total_inactive_file": 200 * 2**20}},
+          "cpu_stats": {"cpu_usage": {"total_usage": 2_500_000_000}, "online_cpus": 2}}
+    v2 = {"memory_stats": {"usage": 96 * 2**20, "stats": {"file": 40 * 2**20, "inactive_file": 32 * 2**20}}}
+    assert working_set_bytes(v1) == 100 * 2**20 and working_set_bytes(v2) == 64 * 2**20
+    assert working_set_bytes({"memory_stats": {}}) is None  # a stopped container: not read, never 0
+    assert cpu_ns(v1) == (2.5e9, 2) and cpu_ns(v2) == (None, None)
+
+
+def test_docker_stats_sample_that_fails_says_why_and_is_never_zero() -> None:
+    from pytest_hetero.backends.docker.usage import StatsSampling
+
+    answers: list[Any] = [{"memory_stats": {"usage": 10 * 2**20, "stats": {"total_inactive_file": 0}},
+                           "cpu_stats": {"cpu_usage": {"total_usage": 1_000_000_000}, "online_cpus": 1}},
+                          ConnectionError("engine gone")]
+
+    def stats(cid: str, stream: bool, one_shot: bool) -> Any:
+        assert (cid, stream, one_shot) == ("c1", False, True)
+        answer = answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    sampling_ = StatsSampling(stats, "c1", "box")
+    sampling_.during = True
+    with sampling("cpu", interval_s=60, source=sampling_.source) as sampler:
+        pass
+    result = sampler.result()
+    assert result["samples"] == 1 and result["errors"] == ["ConnectionError: engine gone"]
+    assert result["devices"][0]["series"]["memory_used_mib"] == [10.0]
+    values = sampling_.run_time(sampler.errors, 60, 0.5)
+    assert values["memory_peak_mib"]["value"] == 10.0
+    assert values["cpu_s"] == {"value": None, "unit": "s", "measured_by": "gate",
+                               "source": values["cpu_s"]["source"],
+                               "unavailable": "fewer than 2 stats samples (ConnectionError: engine gone)"}
+
+
+def test_docker_stats_samples_bracketing_a_short_run_are_not_its_peak() -> None:
+    from pytest_hetero.backends.docker.usage import StatsSampling
+
+    def stats(cid: str, stream: bool, one_shot: bool) -> Any:
+        return {"memory_stats": {"usage": 2 * 2**20, "stats": {"total_inactive_file": 0}},
+                "cpu_stats": {"cpu_usage": {"total_usage": 1_000_000_000}, "online_cpus": 1}}
+
+    sampling_ = StatsSampling(stats, "c1", "box")
+    with sampling("cpu", interval_s=1.0, source=sampling_.source) as sampler:
+        sampling_.during = True  # the exec: over before the first periodic sample
+        sampling_.during = False
+    values = sampling_.run_time(sampler.errors, 1.0, 0.62)
+    assert sampler.result()["samples"] == 2 and values["cpu_s"]["value"] == 0.0
+    assert values["memory_peak_mib"]["value"] is None
+    assert values["memory_peak_mib"]["unavailable"] == (
+        "no stats sample fell during the 0.62 s run (one every 1 s); the samples before and after it hold the idle "
+        "container, not the model")

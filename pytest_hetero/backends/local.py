@@ -46,7 +46,7 @@ from pytest_hetero.backends.protocol import (
 from pytest_hetero.backends.sandbox import Confinement, Launch, Sandbox, SandboxRefused, child_environment
 from pytest_hetero.backends.sandbox.zygote import ZygoteFailed, args_pipe, run_root
 from pytest_hetero.backends.streams import MAX_OUTPUTS_BYTES, CappedStream
-from pytest_hetero.probes.usage import sampling
+from pytest_hetero.probes.usage import rusage_run_time, sampling
 
 ENV_SNIPPET = r"""
 import json, sys, hashlib
@@ -169,7 +169,9 @@ class LocalBackend(Backend):
         """Run the entrypoint confined (:mod:`~pytest_hetero.backends.sandbox`; cwd: matrix folder) with the
         layer timeout; how it was confined is ``details["isolation"]`` (``Confinement.facts``); the
         resource type's device or cgroup is sampled meanwhile (``details["usage"]``,
-        :mod:`pytest_hetero.probes.usage`). Streams are kept within
+        :mod:`pytest_hetero.probes.usage`); the run's own process tree's peak RSS and CPU-seconds (wait4
+        rusage) are ``details["run_time"]`` (:func:`~pytest_hetero.probes.usage.rusage_run_time`). Streams
+        are kept within
         :data:`~pytest_hetero.backends.streams.STREAM_CAP_BYTES` (full size and sha256 in ``details``);
         an outputs file over :data:`~pytest_hetero.backends.streams.MAX_OUTPUTS_BYTES`, or not a plain
         file, is refused by its metadata without being read (``failure`` ``outputs_too_large`` /
@@ -193,6 +195,8 @@ class LocalBackend(Backend):
                 launch, result = run_confined(self.sandbox, argv, cwd=cwd, run_dir=tmp, env=env, inputs=inputs,
                                               timeout_s=step.timeout_s, network=model.network)
             result.details["usage"] = usage.result()
+            result.details["run_time"] = rusage_run_time(result.peak_rss_mib, result.details.get("cpu_s"),
+                                                         result.details.get("peak_rss_unmeasured"))
             result.details["workload"] = process_usage(step, begun, time.time(), result)
             result.details["isolation"] = launch.confinement.facts()
             if result.failure is not None:

@@ -32,6 +32,7 @@ from typing import Any
 from pytest_hetero.errors import CaseError
 from pytest_hetero.evidence.inputs import USED
 from pytest_hetero.layers.base import LayerBroken, LayerContext, LayerFailed, outputs_of, wall_of
+from pytest_hetero.layers.usage import add_run_time, run_time_of
 from pytest_hetero.matrix.acceptance import NOT_EVALUABLE, evaluate, load_rules
 from pytest_hetero.truth.gate import Judged, OutputsInvalid, TruthUnusable, check_outputs, gate_values, join_problem
 
@@ -55,6 +56,7 @@ def check(ctx: LayerContext) -> None:
         raw, outputs = _outputs(ctx, depends, run)
         prefix = f"sample {run} of {count}: " if run else ""
         judged = _judge_values(ctx, outputs, hashlib.sha256(raw).hexdigest(), wall_of(ctx, depends, run), prefix)
+        add_run_time(judged.values, run_time_of(ctx, depends, run))  # memory_peak_mib, cpu_s: model.run_time
         ctx.record("business.metrics", run=run or None, **judged.record)
         results = evaluate(rules, outputs, judged.values)
         if dataset.sensitive:  # verdicts and aggregates only: no per-sample values

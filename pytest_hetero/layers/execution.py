@@ -4,7 +4,8 @@ The backend runs the entrypoint; this module records the run uniformly (command,
 duration in seconds, peak RSS in MiB, bounded stdout/stderr with sha256 of the full text,
 the outputs file as an artifact), the run-time usage the engine sampled (``model.usage``: device
 memory high-water mark and utilisation, :mod:`pytest_hetero.probes.usage`; "not available" and why
-when the engine samples nothing) and decides the verdict.
+when the engine samples nothing), the run's own peak memory and CPU-seconds as the gate measured them
+(``model.run_time``, each with its source; judged by ``run_time`` acceptance rules) and decides the verdict.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from pytest_hetero.evidence.model import bounded, sha256_text
 from pytest_hetero.evidence.untested import ISOLATION_PART, MODELS_ISOLATION_PART, NOT_PROVEN
 from pytest_hetero.layers.base import LayerBroken, LayerContext, LayerFailed, keep_outputs
 from pytest_hetero.layers.startup import verify_inputs
+from pytest_hetero.layers.usage import keep_run_time
 from pytest_hetero.layers.usage import record as record_usage
 from pytest_hetero.probes.usage import unavailable
 from pytest_hetero.signals import interruptions_noticed
@@ -76,6 +78,7 @@ def _run_once(ctx: LayerContext, run: int) -> None:
     usage = result.details.pop("usage", None)
     ctx.record("model.usage", **(usage if isinstance(usage, dict) else unavailable(
         f"the {ctx.backend.name} engine does not sample device memory or utilisation during a run")))
+    keep_run_time(ctx, result.details.pop("run_time", None), ctx.backend.name, run)
     started_here = result.details.pop("image", None)
     if started_here is not None:  # the engine had to start the image itself: its digest is this item's to check
         from pytest_hetero.backends.protocol import ImageIdentity

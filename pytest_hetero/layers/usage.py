@@ -5,15 +5,23 @@ requests, epoch times, attempts); this module adds what the item knows (the mode
 for a model run), computes ``held_s`` and ``idle_s`` as far as the item can tell, and records it.
 Assembly (:func:`pytest_hetero.evidence.usage.ledger`) folds the records of every item into the run's
 ``usage`` section.
+
+The gate's run-time values of a model run (``model.run_time``: its peak memory and CPU-seconds, each with
+its source, :data:`~pytest_hetero.probes.usage.RUN_TIME_UNITS`) are recorded and handed to the business
+item by :func:`keep_run_time`, read back by :func:`run_time_of` and added to the values the gate judges
+rules on by :func:`add_run_time` (a rule ``metric: memory_peak_mib`` then reads the gate's number).
 """
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 
 from pytest_hetero.evidence.usage import RECORD, held, idle
 from pytest_hetero.layers.base import LayerContext
+
+RUN_TIME_RECORD = "model.run_time"
 
 
 def record(ctx: LayerContext, facts: dict[str, Any] | None, outcome: str | None = None, run: bool = False) -> None:
@@ -39,3 +47,48 @@ def record(ctx: LayerContext, facts: dict[str, Any] | None, outcome: str | None 
     data["idle_s"] = None if gap is None else round(gap, 3)
     data["open"] = "released" in missing
     ctx.record(RECORD, **data)
+
+
+def _key(ctx: LayerContext, parts: tuple[str, ...], run: int) -> str:
+    return "::".join(ctx.scope + parts) + f"#run_time{run}"
+
+
+def keep_run_time(ctx: LayerContext, values: dict[str, Any] | None, engine: str, run: int = 0) -> None:
+    """Record the gate's run-time ``values`` of this model run (``{name: measured(...)}`` from the engine's
+    ``details["run_time"]``; None: the engine measures none, each is then unavailable and says so) as
+    ``model.run_time`` and hand them to the business item (the same process: a resource's items never
+    split across xdist workers)."""
+    from pytest_hetero.probes.usage import RUN_TIME_UNITS, measured
+
+    if not isinstance(values, dict):
+        values = {name: measured(name, None, f"the {engine} engine", f"the {engine} engine does not measure "
+                                 "a model run's own memory and CPU time") for name in RUN_TIME_UNITS}
+    ctx.record(RUN_TIME_RECORD, run=run or None, values=values)
+    ctx.handoff[_key(ctx, ctx.planned.parts, run)] = json.dumps(values).encode()
+
+
+def run_time_of(ctx: LayerContext, parts: tuple[str, ...], run: int = 0) -> dict[str, Any] | None:
+    """The run-time values the gate measured of model item ``parts`` (see :func:`keep_run_time`); None when
+    this process holds none (the model item did not run here)."""
+    raw = ctx.handoff.pop(_key(ctx, parts, run), None)
+    found = None if raw is None else json.loads(raw)
+    return found if isinstance(found, dict) else None
+
+
+def add_run_time(gate: Any, values: dict[str, Any] | None) -> None:
+    """Add the run-time ``values`` (:func:`run_time_of`) to ``gate`` (a
+    :class:`~pytest_hetero.matrix.acceptance.GateValues`): a measured number with provenance ``{"source":
+    "measured", "by": "the gate: <its source>", "unit"}``, or, when it could not be measured, why (a rule on it
+    is then not evaluable, never judged on 0). None: the model run was not in this process, said per name."""
+    from pytest_hetero.probes.usage import RUN_TIME_UNITS
+
+    for name in RUN_TIME_UNITS:
+        got = (values or {}).get(name)
+        value = got.get("value") if isinstance(got, dict) else None
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            gate.values[name] = (float(value), {"source": "measured", "by": f"the gate: {got.get('source')}",
+                                                "unit": got.get("unit")})
+            continue
+        gate.values.pop(name, None)
+        gate.unavailable[name] = str(got.get("unavailable")) if isinstance(got, dict) else (
+            "the gate has no run-time values of this run (the model run was in another process)")

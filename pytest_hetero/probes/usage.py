@@ -12,7 +12,9 @@ when the work starts and once when it ends:
   Rate(%)``) and ``npu-smi info -t memory -i N`` (``HBM Capacity(MB)``, read once), key/value output
   read by :func:`pytest_hetero.probes.ascend_kv.parse_npu_kv`; HBM used MiB = rate × capacity / 100.
 - ``cpu``: the cgroup of this process (kernel cgroup files, Documentation/admin-guide/cgroup-v2.rst
-  and cgroup-v1/): memory (v2 ``memory.current``, v1 ``memory.usage_in_bytes``) and CPU time (v2
+  and cgroup-v1/): memory working set (v2 ``memory.current`` − ``memory.stat`` ``inactive_file``, v1
+  ``memory.usage_in_bytes`` − ``total_inactive_file``: page cache the kernel can drop is not counted, as
+  cAdvisor and ``kubectl top`` count it) and CPU time (v2
   ``cpu.stat`` ``usage_usec``, v1 ``cpuacct.usage`` ns) as utilisation % of the cores the cgroup may
   use (quota, else cpuset, else the host's CPUs). Everything in that cgroup counts (the harness too).
 
@@ -197,7 +199,7 @@ def cgroup_source(root: str = "/") -> Source:
     last: list[tuple[float, float]] = []
 
     def read() -> Reading:
-        used = _file_number(memory[0]) if memory else None
+        used = working_set(memory[0]) if memory else None
         cpu_s = _file_cpu_seconds(cpu) if cpu else None
         util = None
         now = time.monotonic()
@@ -208,9 +210,9 @@ def cgroup_source(root: str = "/") -> Source:
         return {"cgroup": (None if used is None else round(used / 2**20, 1), util)}
 
     where = {"memory": str(memory[0].parent) if memory else None, "cpu": str(cpu[0].parent) if cpu else None}
-    scope = (f"memory of cgroup {where['memory'] or '(not readable)'}, CPU time of cgroup "
-             f"{where['cpu'] or '(not readable)'}: every process in them, the harness included; CPU % of the "
-             f"{cores:g} core(s) this process may use")
+    scope = (f"memory working set (usage − inactive_file) of cgroup {where['memory'] or '(not readable)'}, "
+             f"CPU time of cgroup {where['cpu'] or '(not readable)'}: every process in them, the harness included; "
+             f"CPU % of the {cores:g} core(s) this process may use")
     return Source("cgroup", scope, {"cgroup": {"name": where["memory"] or where["cpu"],
                                                "memory_total_mib": memory_limit_mib, "cores": cores}}, read)
 
@@ -233,6 +235,33 @@ def _cgroup_files(mount: Path, paths: dict[str, str]) -> tuple[tuple[Path, str] 
     cpu = pick([("cpuacct", "cpuacct", "cpuacct.usage", "ns"), ("cpu,cpuacct", "cpuacct", "cpuacct.usage", "ns"),
                 ("", "unified", "cpu.stat", "usage_usec")])
     return memory, cpu
+
+
+def working_set(usage_file: Path) -> float | None:
+    """Bytes of the cgroup's memory working set: the usage in ``usage_file`` (v2 ``memory.current``, v1
+    ``memory.usage_in_bytes``) less ``inactive_file`` (v2) / ``total_inactive_file`` (v1) of the
+    ``memory.stat`` beside it (never below 0). None when the usage is unreadable; when ``memory.stat`` is
+    unreadable too the usage cannot be told from page cache, so None as well (never the raw usage)."""
+    used = _file_number(usage_file)
+    if used is None:
+        return None
+    inactive = stat_value(usage_file.with_name("memory.stat"), ("total_inactive_file", "inactive_file"))
+    return None if inactive is None else max(0.0, used - inactive)
+
+
+def stat_value(path: Path, keys: tuple[str, ...]) -> float | None:
+    """The first of ``keys`` found in a ``key value`` per line file (``memory.stat``), or None."""
+    try:
+        found = dict(line.split(" ", 1) for line in path.read_text().splitlines() if " " in line)
+    except OSError:
+        return None
+    for key in keys:
+        if key in found:
+            try:
+                return float(found[key])
+            except ValueError:
+                return None
+    return None
 
 
 def _file_number(path: Path) -> float | None:
@@ -419,3 +448,33 @@ def unavailable(why: str) -> dict[str, Any]:
     why, in the shape of :meth:`Sampler.result`."""
     return {"source": "none", "scope": "", "interval_s": None, "started_at": None, "finished_at": None,
             "available": False, "unavailable": why, "samples": 0, "errors": [], "devices": []}
+
+
+RUN_TIME_UNITS: dict[str, str] = {"memory_peak_mib": "MiB", "cpu_s": "s"}
+"""The run-time values the gate measures of one model run (``model.run_time``), by name, with their unit:
+``memory_peak_mib`` the run's memory high-water mark, ``cpu_s`` the CPU-seconds it used. Acceptance rules
+of kind ``run_time`` name them (:mod:`pytest_hetero.matrix.acceptance`)."""
+
+
+def measured(name: str, value: float | None, source: str, why: str | None = None) -> dict[str, Any]:
+    """One run-time value as evidence: ``{"value", "unit", "source", "measured_by": "gate"}``, plus
+    ``unavailable`` (why) when ``value`` is None: a value that could not be measured is never 0.
+    ``name`` is a key of :data:`RUN_TIME_UNITS` (KeyError otherwise)."""
+    out: dict[str, Any] = {"value": None if value is None else round(float(value), 3), "unit": RUN_TIME_UNITS[name],
+                           "source": source, "measured_by": "gate"}
+    if value is None:
+        out["unavailable"] = why or "not measured"
+    return out
+
+
+def rusage_run_time(peak_rss_mib: float | None, cpu_s: float | None, rss_note: str | None) -> dict[str, Any]:
+    """The run-time values of a model run from the ``wait4`` rusage of its process tree (local engine):
+    ``memory_peak_mib`` (``ru_maxrss``: the peak RSS of the tree's largest process, the run itself or a
+    descendant it reaped; ``rss_note`` says why it is None) and ``cpu_s`` (``ru_utime`` + ``ru_stime`` of the
+    run and every descendant it reaped). Only the model's processes: not the gate, not the machine."""
+    return {"memory_peak_mib": measured("memory_peak_mib", peak_rss_mib,
+                                        "wait4 rusage ru_maxrss of the model run's process tree (peak RSS of its "
+                                        "largest process)", rss_note),
+            "cpu_s": measured("cpu_s", cpu_s, "wait4 rusage ru_utime + ru_stime of the model run's process tree "
+                                              "(the run and every descendant it reaped)",
+                              "the run's rusage was not returned")}

@@ -41,6 +41,8 @@ MEASURED: dict[str, str] = {
     "wall_s": "wall time of the model run as the gate timed it, in seconds",
     "per_sample_ms": "the run's wall time over its predictions, in milliseconds",
     "throughput_sps": "predictions per second of the run's wall time",
+    "memory_peak_mib": "the model run's own memory high-water mark as the engine measured it, in MiB (model.run_time)",
+    "cpu_s": "CPU-seconds the model run used as the engine measured them (model.run_time)",
 }
 """Values the gate measures around a batch run (no truth needed) → what each is."""
 TASK_METRICS: dict[str, dict[str, str]] = {"classification": CLASSIFICATION, "regression": REGRESSION}

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from dockerkit import COMBO, docker_matrix, evidence, items
+from dockerkit import COMBO, ENTRYPOINT, docker_matrix, evidence, items
 
 from pytest_hetero.evidence.usage import RECORD
 from pytest_hetero.matrix.quantity import quantity
@@ -84,3 +84,50 @@ def test_a_container_the_model_item_had_to_start_is_ledgered_once(pytester: pyte
     end = usage_end(ev)
     assert ev["usage"]["resource_seconds"]["by_namespace"]["docker"]["cpu"] == pytest.approx(
         1 * (end - container["placed"]), abs=0.01)
+
+
+HOLD = ("import runpy, sys, time; held = bytearray(160 * 2**20); held[::4096] = b'x' * (160 * 256); time.sleep(2.5); "
+        "sys.argv = sys.argv[1:]; runpy.run_path(sys.argv[0], run_name='__main__')")
+
+
+def test_model_run_is_sampled_through_the_stats_api_and_judged_on_its_peak(pytester: pytest.Pytester, run_id: str,
+                                                                           engine: Any) -> None:
+    rules = pytester.path / "rules.yaml"
+    rules.write_text("apiVersion: pytest-hetero/v1\nkind: AcceptanceRules\nrules:\n"
+                     "  - {name: accuracy-floor, metric: accuracy, op: '>=', value: 0.95}\n"
+                     "  - {name: memory-roomy, run_time: memory_peak_mib, op: '<=', value: 512}\n"
+                     "  - {name: memory-tight, run_time: memory_peak_mib, op: '<=', value: 1}\n")
+    # the digits model, after holding 160 MiB of its own (touched pages) for 2.5 s: longer than the 1 s interval
+    pytester.makefile(".matrix.yaml", d=docker_matrix(acceptance=rules, entrypoint=["{python}", "-c", HOLD, *ENTRYPOINT[1:]]))
+    pytester.runpytest("-p", "no:cacheprovider", "--hetero-run-id", run_id)
+    it = items(evidence(pytester))
+    model = it[f"cpu::img::{COMBO}::model"]
+    sampled = next(r["data"] for r in model["records"] if r["kind"] == "model.usage")
+    values = next(r["data"] for r in model["records"] if r["kind"] == "model.run_time")["values"]
+    container = next(r["data"] for r in model["records"] if r["kind"] == "model.run")["container"]
+    assert (sampled["source"], sampled["available"], sampled["interval_s"]) == ("docker-stats", True, 1.0)
+    assert sampled["scope"].startswith(f"container {container}'s cgroup during this model run")
+    assert sampled["samples"] >= 4 and sampled["errors"] == []  # one before, one after, 2+ during the run
+    (dev,) = sampled["devices"]
+    series = dev["series"]
+    assert len(series["t_s"]) == sampled["samples"] and series["t_s"][0] == 0.0
+    memory = series["memory_used_mib"]
+    assert all(m is not None and m > 0 for m in memory)  # every sample was taken: a number, never a stand-in 0
+    assert series["utilisation_pct"][0] is None  # no CPU delta before the second sample: not read, never 0
+    peak = values["memory_peak_mib"]
+    # the samples bracketing the exec hold the idle container (a few MiB), not the model: the peak is the
+    # highest working-set sample during it (usage − total_inactive_file on this cgroup v1 engine), in MiB
+    assert memory[0] < 50 and memory[-1] < 50
+    assert peak["value"] == pytest.approx(max(memory[1:-1]), abs=0.06) and 160 < peak["value"] < 512
+    assert peak["source"] == ("Docker Engine stats API (GET /containers/{id}/stats, one-shot): the container's "
+                              "cgroup, memory working set = usage − inactive_file: highest of the "
+                              f"{sampled['samples'] - 2} sample(s) of container {container} taken during the run")
+    assert values["cpu_s"]["value"] > 0 and values["cpu_s"]["measured_by"] == "gate"
+    results = next(r["data"] for r in it[f"cpu::img::{COMBO}::business"]["records"]
+                   if r["kind"] == "business.rules")["results"]
+    assert [(r["name"], r["verdict"]) for r in results] == [
+        ("accuracy-floor", "pass"), ("memory-roomy", "pass"), ("memory-tight", "fail")]
+    for r in results[1:]:
+        assert r["observed"] == peak["value"] and r["provenance"] == {"measured_by": "gate",
+                                                                      "source": peak["source"]}
+    assert it[f"cpu::img::{COMBO}::business"]["failure"]["category"] == "acceptance_failed"

@@ -46,7 +46,10 @@ from pytest_hetero.backends.protocol import (
     Step,
     render_entrypoint,
 )
+from pytest_hetero.probes.usage import RUN_TIME_UNITS, Source, measured, sampling
 from pytest_hetero.settings import Settings
+
+NOT_SAMPLED = "stats sampling turned off (docker usage STATS_INTERVAL_S is None)"
 
 PULL_POLICIES = ("never", "if-not-present", "always")
 
@@ -265,7 +268,10 @@ class DockerBackend(Backend):
 
         The container is reset (:func:`.client.reset`) before the run when an earlier run left it used, and
         after it (once the outputs are copied out); ``details["isolation"]`` records both
-        (:data:`.client.RESET_FACTS` plus ``reset_before``/``reset_after``).
+        (:data:`.client.RESET_FACTS` plus ``reset_before``/``reset_after``). The container is sampled through
+        the engine's stats API meanwhile (every :data:`.usage.STATS_INTERVAL_S`): ``details["usage"]`` the
+        working-set and CPU series, ``details["run_time"]`` the run's peak working set and CPU-seconds
+        (:class:`.usage.StatsSampling`).
 
         Raises ActionFailed: ``entrypoint_missing`` / ``oom_killed`` (algorithm),
         ``container_killed`` (infrastructure, the container died during the run), ``container_not_reset``
@@ -307,14 +313,25 @@ class DockerBackend(Backend):
                   "outputs": f"{run_dir}/outputs.json", "provider": provider}
         argv = render_entrypoint(model.entrypoint, values)
         begun = time.time()
+        stats = docker_usage.StatsSampling(s.stats_api.stats, workload["id"], workload["name"]) \
+            if docker_usage.STATS_INTERVAL_S else None
         try:
-            result = run.run_exec(s.api, s.long_api, workload["id"], argv, run_dir,
-                                  {"HETERO_EXECUTION_PROVIDER": provider}, f"/hetero/code/{model.name}",
-                                  ctx.timeout_s)
+            with sampling(ctx.resource.type, docker_usage.STATS_INTERVAL_S or 1.0,
+                          source=stats.source if stats else Source("none", "", unavailable=NOT_SAMPLED)) as usage:
+                if stats:
+                    stats.during = True
+                result = run.run_exec(s.api, s.long_api, workload["id"], argv, run_dir,
+                                      {"HETERO_EXECUTION_PROVIDER": provider}, f"/hetero/code/{model.name}",
+                                      ctx.timeout_s)
+                if stats:
+                    stats.during = False
         except docker.errors.APIError as exc:
             self.ensure_running(ctx, workload, "before the model run")
             raise outcome(exc, f"exec in {workload['name']}", phase="run", interpreter=values["python"]) from None
         result.details.update(container=workload["name"], container_id=workload["id"], run_dir=run_dir)
+        result.details["usage"] = usage.result()
+        result.details["run_time"] = stats.run_time(usage.errors, usage.interval_s, result.duration_s) if stats else {
+            name: measured(name, None, docker_usage.STATS_SOURCE, NOT_SAMPLED) for name in RUN_TIME_UNITS}
         container = workload.get("usage") or self._usage(workload)
         if container:
             result.details["workload"] = docker_usage.exec_facts(container, begun, time.time())

@@ -64,6 +64,7 @@ class DockerSession:
     interruptions: list[Interruption] = field(default_factory=list)
     _api: docker.APIClient | None = None
     _long: docker.APIClient | None = None
+    _stats: docker.APIClient | None = None
 
     @classmethod
     def open(cls, target: dict[str, Any], settings: Settings) -> DockerSession:
@@ -106,9 +107,18 @@ class DockerSession:
         api = self.api
         return self._long or api
 
+    @property
+    def stats_api(self) -> docker.APIClient:
+        """A client of its own for the stats sampling thread (one ``requests`` session per thread), made on
+        first use with :attr:`api`'s API version and timeout. Raises as :attr:`api` does."""
+        api = self.api
+        if self._stats is None:
+            self._stats = run.make_client({**self.conn, "version": api.api_version}, run.API_TIMEOUT_S)
+        return self._stats
+
     def drop_clients(self) -> None:
         """Forget the engine clients (after an outage); the next :attr:`api` use reconnects."""
-        for client in (self._api, self._long):
+        for client in (self._api, self._long, self._stats):
             if client is not None:
                 client.close()
-        self._api = self._long = None
+        self._api = self._long = self._stats = None
