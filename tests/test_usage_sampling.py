@@ -3,6 +3,7 @@ NVML through a stand-in module (no NVIDIA driver here), honest "not available", 
 
 from __future__ import annotations
 
+import queue
 import sys
 import time
 import types
@@ -295,48 +296,103 @@ def test_docker_stats_working_set_on_cgroup_v1_and_v2_keys() -> None:
     assert cpu_ns(v1) == (2.5e9, 2) and cpu_ns(v2) == (None, None)
 
 
+def _stream(docs: queue.Queue[Any]) -> Any:
+    """A stand-in for the engine's stats stream: yields what the test puts, raises an exception put."""
+    closed: list[bool] = []
+
+    def open_stream(cid: str) -> Any:
+        assert cid == "c1"
+
+        def gen() -> Any:
+            while True:
+                doc = docs.get(timeout=5)
+                if isinstance(doc, Exception):
+                    raise doc
+                yield doc
+        return gen(), lambda: closed.append(True)
+    return open_stream, closed
+
+
+def _doc(mib: int, cpu_ns: int) -> dict[str, Any]:
+    return {"memory_stats": {"usage": mib * 2**20, "stats": {"total_inactive_file": 0}},
+            "cpu_stats": {"cpu_usage": {"total_usage": cpu_ns}, "online_cpus": 1}}
+
+
+def _settle(stats: Any, docs: queue.Queue[Any], count: int) -> None:
+    deadline = time.monotonic() + 5
+    while (docs.qsize() or len(stats.sampler.readings) + len(stats.sampler.errors) < count) \
+            and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
+def test_docker_stats_stream_attributes_only_samples_during_the_run() -> None:
+    from pytest_hetero.backends.docker.usage import StatsSampling
+
+    docs: queue.Queue[Any] = queue.Queue()
+    open_stream, closed = _stream(docs)
+    stats = StatsSampling(open_stream, "c1", "box")
+    stats.start()
+    docs.put(_doc(2, 1_000_000_000))  # the idle container, before the exec
+    _settle(stats, docs, 1)
+    stats.during = True
+    docs.put(_doc(180, 1_500_000_000))
+    docs.put(_doc(150, 2_250_000_000))
+    _settle(stats, docs, 3)
+    stats.during = False
+    docs.put(_doc(3, 2_300_000_000))  # after the exec: the idle container again
+    _settle(stats, docs, 4)
+    stats.stop()
+    docs.put(_doc(999, 9_000_000_000))  # after stop: not this run's
+    deadline = time.monotonic() + 5
+    while not closed and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert closed == [True]  # the thread closed the stream at its next document
+    result = stats.result()
+    assert (result["source"], result["samples"], result["available"]) == ("docker-stats", 4, True)
+    assert result["devices"][0]["series"]["memory_used_mib"] == [2.0, 180.0, 150.0, 3.0]
+    values = stats.run_time(2.5)
+    assert values["memory_peak_mib"]["value"] == 180.0 and values["cpu_s"]["value"] == 0.75
+    assert values["memory_peak_mib"]["source"].endswith("highest of the 2 sample(s) of container box taken during "
+                                                        "the run")
+
+
 def test_docker_stats_sample_that_fails_says_why_and_is_never_zero() -> None:
     from pytest_hetero.backends.docker.usage import StatsSampling
 
-    answers: list[Any] = [{"memory_stats": {"usage": 10 * 2**20, "stats": {"total_inactive_file": 0}},
-                           "cpu_stats": {"cpu_usage": {"total_usage": 1_000_000_000}, "online_cpus": 1}},
-                          ConnectionError("engine gone")]
-
-    def stats(cid: str, stream: bool, one_shot: bool) -> Any:
-        assert (cid, stream, one_shot) == ("c1", False, True)
-        answer = answers.pop(0)
-        if isinstance(answer, Exception):
-            raise answer
-        return answer
-
-    sampling_ = StatsSampling(stats, "c1", "box")
-    sampling_.during = True
-    with sampling("cpu", interval_s=60, source=sampling_.source) as sampler:
-        pass
-    result = sampler.result()
+    docs: queue.Queue[Any] = queue.Queue()
+    open_stream, closed = _stream(docs)
+    stats = StatsSampling(open_stream, "c1", "box")
+    stats.start()
+    stats.during = True
+    docs.put(_doc(10, 1_000_000_000))
+    docs.put(ConnectionError("engine gone"))
+    _settle(stats, docs, 2)
+    stats.stop()
+    result = stats.result()
     assert result["samples"] == 1 and result["errors"] == ["ConnectionError: engine gone"]
     assert result["devices"][0]["series"]["memory_used_mib"] == [10.0]
-    values = sampling_.run_time(sampler.errors, 60, 0.5)
+    values = stats.run_time(0.5)
     assert values["memory_peak_mib"]["value"] == 10.0
     assert values["cpu_s"] == {"value": None, "unit": "s", "measured_by": "gate",
-                               "source": values["cpu_s"]["source"],
-                               "unavailable": "fewer than 2 stats samples (ConnectionError: engine gone)"}
+                               "source": values["cpu_s"]["source"], "unavailable": "ConnectionError: engine gone"}
 
 
-def test_docker_stats_samples_bracketing_a_short_run_are_not_its_peak() -> None:
+def test_docker_stats_a_run_shorter_than_a_tick_has_no_peak_and_says_why() -> None:
     from pytest_hetero.backends.docker.usage import StatsSampling
 
-    def stats(cid: str, stream: bool, one_shot: bool) -> Any:
-        return {"memory_stats": {"usage": 2 * 2**20, "stats": {"total_inactive_file": 0}},
-                "cpu_stats": {"cpu_usage": {"total_usage": 1_000_000_000}, "online_cpus": 1}}
-
-    sampling_ = StatsSampling(stats, "c1", "box")
-    with sampling("cpu", interval_s=1.0, source=sampling_.source) as sampler:
-        sampling_.during = True  # the exec: over before the first periodic sample
-        sampling_.during = False
-    values = sampling_.run_time(sampler.errors, 1.0, 0.62)
-    assert sampler.result()["samples"] == 2 and values["cpu_s"]["value"] == 0.0
+    docs: queue.Queue[Any] = queue.Queue()
+    open_stream, _ = _stream(docs)
+    stats = StatsSampling(open_stream, "c1", "box")
+    stats.start()
+    stats.during = True  # the exec: over before the engine's first document
+    stats.during = False
+    stats.stop()
+    result, values = stats.result(), stats.run_time(0.62)
+    assert (result["available"], result["samples"]) == (False, 0)
+    assert result["unavailable"] == "the engine sent no stats document before the run ended (one per 1 s tick)"
     assert values["memory_peak_mib"]["value"] is None
     assert values["memory_peak_mib"]["unavailable"] == (
-        "no stats sample fell during the 0.62 s run (one every 1 s); the samples before and after it hold the idle "
-        "container, not the model")
+        "no stats sample fell during the 0.62 s run (the engine sends one per 1 s tick)")
+    assert values["cpu_s"]["unavailable"] == "fewer than 2 stats samples during the 0.62 s run (the engine sends " \
+                                             "one per 1 s tick)"
+    docs.put(_doc(1, 1))  # lets the stand-in stream end

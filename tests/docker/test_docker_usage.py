@@ -107,21 +107,20 @@ def test_model_run_is_sampled_through_the_stats_api_and_judged_on_its_peak(pytes
     container = next(r["data"] for r in model["records"] if r["kind"] == "model.run")["container"]
     assert (sampled["source"], sampled["available"], sampled["interval_s"]) == ("docker-stats", True, 1.0)
     assert sampled["scope"].startswith(f"container {container}'s cgroup during this model run")
-    assert sampled["samples"] >= 4 and sampled["errors"] == []  # one before, one after, 2+ during the run
+    assert sampled["samples"] >= 2 and sampled["errors"] == []  # the engine's 1 s ticks during the 2.5 s+ run
     (dev,) = sampled["devices"]
     series = dev["series"]
-    assert len(series["t_s"]) == sampled["samples"] and series["t_s"][0] == 0.0
+    assert len(series["t_s"]) == sampled["samples"] and series["t_s"] == sorted(series["t_s"])
     memory = series["memory_used_mib"]
     assert all(m is not None and m > 0 for m in memory)  # every sample was taken: a number, never a stand-in 0
     assert series["utilisation_pct"][0] is None  # no CPU delta before the second sample: not read, never 0
     peak = values["memory_peak_mib"]
-    # the samples bracketing the exec hold the idle container (a few MiB), not the model: the peak is the
-    # highest working-set sample during it (usage − total_inactive_file on this cgroup v1 engine), in MiB
-    assert memory[0] < 50 and memory[-1] < 50
-    assert peak["value"] == pytest.approx(max(memory[1:-1]), abs=0.06) and 160 < peak["value"] < 512
-    assert peak["source"] == ("Docker Engine stats API (GET /containers/{id}/stats, one-shot): the container's "
+    # the highest working-set sample during the exec (usage − total_inactive_file on this cgroup v1 engine):
+    # the model's 160 MiB held, not page cache
+    assert peak["value"] == pytest.approx(max(memory), abs=0.06) and 160 < peak["value"] < 512
+    assert peak["source"] == ("Docker Engine stats API (GET /containers/{id}/stats stream): the container's "
                               "cgroup, memory working set = usage − inactive_file: highest of the "
-                              f"{sampled['samples'] - 2} sample(s) of container {container} taken during the run")
+                              f"{sampled['samples']} sample(s) of container {container} taken during the run")
     assert values["cpu_s"]["value"] > 0 and values["cpu_s"]["measured_by"] == "gate"
     results = next(r["data"] for r in it[f"cpu::img::{COMBO}::business"]["records"]
                    if r["kind"] == "business.rules")["results"]

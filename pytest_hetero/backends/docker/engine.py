@@ -46,7 +46,7 @@ from pytest_hetero.backends.protocol import (
     Step,
     render_entrypoint,
 )
-from pytest_hetero.probes.usage import RUN_TIME_UNITS, Source, measured, sampling
+from pytest_hetero.probes.usage import RUN_TIME_UNITS, measured, unavailable
 from pytest_hetero.settings import Settings
 
 NOT_SAMPLED = "stats sampling turned off (docker usage STATS_INTERVAL_S is None)"
@@ -313,24 +313,26 @@ class DockerBackend(Backend):
                   "outputs": f"{run_dir}/outputs.json", "provider": provider}
         argv = render_entrypoint(model.entrypoint, values)
         begun = time.time()
-        stats = docker_usage.StatsSampling(s.stats_api.stats, workload["id"], workload["name"]) \
-            if docker_usage.STATS_INTERVAL_S else None
+        stats = docker_usage.StatsSampling(docker_usage.stream_opener(s.stats_api), workload["id"], workload["name"],
+                                           docker_usage.STATS_INTERVAL_S) if docker_usage.STATS_INTERVAL_S else None
         try:
-            with sampling(ctx.resource.type, docker_usage.STATS_INTERVAL_S or 1.0,
-                          source=stats.source if stats else Source("none", "", unavailable=NOT_SAMPLED)) as usage:
-                if stats:
-                    stats.during = True
+            if stats:
+                stats.start()
+                stats.during = True
+            try:
                 result = run.run_exec(s.api, s.long_api, workload["id"], argv, run_dir,
                                       {"HETERO_EXECUTION_PROVIDER": provider}, f"/hetero/code/{model.name}",
                                       ctx.timeout_s)
+            finally:
                 if stats:
                     stats.during = False
+                    stats.stop()
         except docker.errors.APIError as exc:
             self.ensure_running(ctx, workload, "before the model run")
             raise outcome(exc, f"exec in {workload['name']}", phase="run", interpreter=values["python"]) from None
         result.details.update(container=workload["name"], container_id=workload["id"], run_dir=run_dir)
-        result.details["usage"] = usage.result()
-        result.details["run_time"] = stats.run_time(usage.errors, usage.interval_s, result.duration_s) if stats else {
+        result.details["usage"] = stats.result() if stats else unavailable(NOT_SAMPLED)
+        result.details["run_time"] = stats.run_time(result.duration_s) if stats else {
             name: measured(name, None, docker_usage.STATS_SOURCE, NOT_SAMPLED) for name in RUN_TIME_UNITS}
         container = workload.get("usage") or self._usage(workload)
         if container:

@@ -5,21 +5,23 @@ placed: a single engine places a container when it creates it), ``State.StartedA
 ``HostConfig.NanoCpus`` (cpu cores) and ``Memory`` (bytes; 0: no limit, left out). Device requests
 (GPUs) are not counted. Namespace ``docker``. Facts only.
 
-Run-time sampling of a model run's container (:func:`stats_source`): ``GET /containers/{id}/stats?stream=false
-&one-shot=true`` (Docker Engine API ≥ 1.41, ContainerStatsResponse) every :data:`STATS_INTERVAL_S`: memory
+Run-time sampling of a model run's container (:class:`StatsSampling`): the stream of ``GET
+/containers/{id}/stats`` (Docker Engine API, ContainerStatsResponse; one document per 1 s tick): memory
 working set = ``memory_stats.usage`` − ``memory_stats.stats.inactive_file`` (cgroup v2) or
 ``total_inactive_file`` (cgroup v1), what ``docker stats`` and cAdvisor show (page cache left out); CPU from
 the cumulative ``cpu_stats.cpu_usage.total_usage`` (ns) between two samples, as % of ``online_cpus``."""
 
 from __future__ import annotations
 
+import contextlib
+import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from pytest_hetero.evidence.usage import epoch
-from pytest_hetero.probes.usage import Reading, Source, measured
+from pytest_hetero.probes.usage import Sampler, Source, _now, measured
 
 
 def requests_of(host_config: dict[str, Any]) -> dict[str, float]:
@@ -56,8 +58,9 @@ def exec_facts(container: dict[str, Any], begun: float, ended: float) -> dict[st
 
 
 STATS_INTERVAL_S: float | None = 1.0
-"""Seconds between two stats samples of a model run's container; None: not sampled (the bench's baseline)."""
-STATS_SOURCE = ("Docker Engine stats API (GET /containers/{id}/stats, one-shot): the container's cgroup, "
+"""Seconds between two stats documents of a model run's container (Docker's stats collector tick; the API
+offers no other); None: not sampled."""
+STATS_SOURCE = ("Docker Engine stats API (GET /containers/{id}/stats stream): the container's cgroup, "
                 "memory working set = usage − inactive_file")
 
 
@@ -83,65 +86,124 @@ def cpu_ns(stats: dict[str, Any]) -> tuple[float | None, int | None]:
             int(online) if isinstance(online, int) and online > 0 else None)
 
 
-class StatsSampling:
-    """The stats sampling of one model run in container ``cid`` (named ``name``) through ``stats``
-    (``APIClient.stats``; a client of its own: the sampling thread calls it while the run streams on
-    another). :attr:`source` goes to :func:`~pytest_hetero.probes.usage.sampling`; the engine sets
-    :attr:`during` while the model run's exec is under way. :meth:`run_time` then gives the run's
-    ``memory_peak_mib`` (the highest working-set sample taken during the exec: the samples that bracket it,
-    taken before it started and after it ended, hold the idle container, not the model) and ``cpu_s``
-    (the container's CPU time between the bracketing first and last sample: the run's, the idle main
-    process adding next to nothing)."""
+def stream_opener(api: Any) -> Callable[[str], tuple[Iterator[Any], Callable[[], None]]]:
+    """``open(cid)`` for :class:`StatsSampling` on the docker ``APIClient`` ``api``: starts
+    ``GET /containers/{cid}/stats?stream=true`` and returns (the decoded documents, a close of the response).
+    The SDK's ``stats(stream=True)`` hides the response, which then could not be closed."""
+    def open_stream(cid: str) -> tuple[Iterator[Any], Callable[[], None]]:
+        response = api._get(api._url("/containers/{0}/stats", cid), stream=True, params={"stream": True})
+        return api._stream_helper(response, decode=True), response.close
+    return open_stream
 
-    def __init__(self, stats: Callable[..., Any], cid: str, name: str) -> None:
-        self.stats, self.cid, self.name = stats, cid, name
-        self.first: tuple[float, float] | None = None  # (monotonic s, cpu ns) of the first sample
-        self.last: tuple[float, float] | None = None
-        self.peak: float | None = None
-        self.count = self.count_during = 0
-        self.during = False
-        self.missed: list[str] = []
+
+class StatsSampling:
+    """The stats of container ``cid`` (named ``name``) during one model run, from the engine's stats stream
+    (``open``: :func:`stream_opener`), read on a thread of its own between :meth:`start` and :meth:`stop`:
+    the engine pushes one document per collection tick (Docker's stats collector: every 1 s), so sampling
+    never blocks the run (a ``one-shot`` request waits up to a tick: 1 s added to every run).
+
+    The engine sets :attr:`during` while the model run's exec is under way; :meth:`result` is the
+    ``model.usage`` series (:meth:`~pytest_hetero.probes.usage.Sampler.result`'s shape) and :meth:`run_time`
+    the run's ``memory_peak_mib`` (the highest working set sampled during the exec) and ``cpu_s`` (the
+    container's CPU time between the first and last sample during it: a lower bound, up to a tick short at
+    each end). A run shorter than a tick may have no sample: then each says why, never 0."""
+
+    def __init__(self, open_stream: Callable[[str], tuple[Iterator[Any], Callable[[], None]]], cid: str,
+                 name: str, interval_s: float = 1.0) -> None:
+        self.open_stream, self.cid, self.name = open_stream, cid, name
         self.source = Source("docker-stats", f"container {name}'s cgroup during this model run (every process in "
                                              "the container: the exec'd model run and the container's idle main "
                                              f"process), read through the {STATS_SOURCE}; CPU % of the "
                                              "container's online CPUs",
-                             {"container": {"name": name, "memory_total_mib": None}}, self._read)
+                             {"container": {"name": name, "memory_total_mib": None}}, lambda: {})
+        self.sampler = Sampler(self.source, interval_s)
+        self.during = False
+        self.first: tuple[float, float] | None = None  # (monotonic s, cpu ns) of the first sample during the run
+        self.last: tuple[float, float] | None = None
+        self.peak: float | None = None
+        self.count_during = 0
+        self.missed: list[str] = []
+        self._prev: tuple[float, float] | None = None
+        self._lock = threading.Lock()
+        self._stopped = False
+        self._t0 = 0.0
 
-    def _read(self) -> Reading:
-        at, during = time.monotonic(), self.during
-        doc = self.stats(self.cid, stream=False, one_shot=True)
+    def start(self) -> None:
+        """Open the stream on a daemon thread (the call returns at once)."""
+        self.sampler.started_at, self._t0 = _now(), time.monotonic()
+        threading.Thread(target=self._loop, name="hetero-docker-stats", daemon=True).start()
+
+    def stop(self) -> None:
+        """No more samples for this run (the thread closes the stream at its next document; not waited for)."""
+        with self._lock:
+            self._stopped = True
+            self.sampler.finished_at = _now()
+
+    def _loop(self) -> None:
+        close: Callable[[], None] | None = None
+        try:
+            docs, close = self.open_stream(self.cid)
+            for doc in docs:
+                with self._lock:
+                    if self._stopped:
+                        return
+                    self._take(doc, time.monotonic())
+        except Exception as exc:  # noqa: BLE001 - the engine's answer, whatever it is, loses samples, not the run
+            with self._lock:
+                if not self._stopped and len(self.sampler.errors) < 5:
+                    self.sampler.errors.append(f"{type(exc).__name__}: {exc}")
+        finally:
+            if close is not None:
+                with contextlib.suppress(Exception):  # closing cannot change what was read
+                    close()
+
+    def _take(self, doc: Any, at: float) -> None:
         if not isinstance(doc, dict):
-            raise ValueError(f"stats answered a {type(doc).__name__}, not a JSON object")
+            self.sampler.errors.append(f"stats sent a {type(doc).__name__}, not a JSON object")
+            return
         ws, (ns, online) = working_set_bytes(doc), cpu_ns(doc)
         if ws is None and len(self.missed) < 5:
             self.missed.append("memory_stats has no usage or inactive file pages (container not running?)")
         util = None
         if ns is not None:
-            if self.last is not None and at > self.last[0] and online:
-                util = round(max(0.0, ns - self.last[1]) / 1e9 / (at - self.last[0]) / online * 100.0, 1)
-            self.first = self.first or (at, ns)
-            self.last = (at, ns)
-        if ws is not None and during:
+            if self._prev is not None and at > self._prev[0] and online:
+                util = round(max(0.0, ns - self._prev[1]) / 1e9 / (at - self._prev[0]) / online * 100.0, 1)
+            self._prev = (at, ns)
+            if self.during:
+                self.first = self.first or (at, ns)
+                self.last = (at, ns)
+        if ws is not None and self.during:
             self.peak = ws if self.peak is None else max(self.peak, ws)
             self.count_during += 1
-        self.count += 1
-        return {"container": (None if ws is None else round(ws / 2**20, 1), util)}
+        self.sampler.times.append(round(at - self._t0, 3))
+        self.sampler.readings.append({"container": (None if ws is None else round(ws / 2**20, 1), util)})
 
-    def run_time(self, errors: list[str], interval_s: float, run_s: float) -> dict[str, Any]:
-        """``{"memory_peak_mib", "cpu_s"}`` (:func:`~pytest_hetero.probes.usage.measured`); ``errors``: the
-        sampler's (why a sample could not be taken), named when nothing was measured; ``interval_s`` and
-        ``run_s`` (the exec's wall time) explain a run too short to be sampled during it."""
-        why = "; ".join([*errors, *self.missed][:3]) or "no stats sample was taken"
-        peak = None if self.peak is None else self.peak / 2**20
-        no_peak = why if errors or self.missed else (
-            f"no stats sample fell during the {run_s:.2f} s run (one every {interval_s:g} s); the samples before "
-            "and after it hold the idle container, not the model")
-        cpu = None
-        if self.first is not None and self.last is not None and self.count >= 2:
-            cpu = (self.last[1] - self.first[1]) / 1e9
-        return {"memory_peak_mib": measured("memory_peak_mib", peak, f"{STATS_SOURCE}: highest of the "
-                                            f"{self.count_during} sample(s) of container {self.name} taken during "
-                                            "the run", no_peak),
-                "cpu_s": measured("cpu_s", cpu, f"{STATS_SOURCE}: cpu_stats.cpu_usage.total_usage, last − first "
-                                                f"of {self.count} sample(s) of container {self.name}",
-                                  why if self.count >= 2 else f"fewer than 2 stats samples ({why})")}
+    def result(self) -> dict[str, Any]:
+        """The ``model.usage`` evidence of the samples taken (see :meth:`Sampler.result`)."""
+        with self._lock:
+            out = self.sampler.result()
+        if not out["available"] and not self.sampler.errors:
+            out["unavailable"] = "the engine sent no stats document before the run ended (one per 1 s tick)"
+        return out
+
+    def run_time(self, run_s: float) -> dict[str, Any]:
+        """``{"memory_peak_mib", "cpu_s"}`` (:func:`~pytest_hetero.probes.usage.measured`); ``run_s``: the
+        exec's wall time, to explain a run too short to be sampled during it."""
+        with self._lock:
+            errors = [*self.sampler.errors, *self.missed][:3]
+            short = (f"no stats sample fell during the {run_s:.2f} s run (the engine sends one per "
+                     f"{self.sampler.interval_s:g} s tick)")
+            why = "; ".join(errors) or short
+            peak = None if self.peak is None else self.peak / 2**20
+            cpu = None
+            if self.first is not None and self.last is not None and self.count_during >= 2:
+                cpu = (self.last[1] - self.first[1]) / 1e9
+            return {"memory_peak_mib": measured("memory_peak_mib", peak, f"{STATS_SOURCE}: highest of the "
+                                                f"{self.count_during} sample(s) of container {self.name} taken "
+                                                "during the run", why),
+                    "cpu_s": measured("cpu_s", cpu, f"{STATS_SOURCE}: cpu_stats.cpu_usage.total_usage, last − first "
+                                                    f"of the {self.count_during} sample(s) during the run (a lower "
+                                                    f"bound: up to a tick of the run at each end is not counted)",
+                                      why if errors or self.count_during >= 2 else
+                                      f"fewer than 2 stats samples during the {run_s:.2f} s run (the engine sends "
+                                      f"one per {self.sampler.interval_s:g} s tick)")}
