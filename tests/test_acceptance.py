@@ -111,7 +111,8 @@ def test_unusable_outputs_make_the_rule_not_evaluable(tmp_path: Path, outputs: d
     ("  - {name: x, metric: acuracy, op: '>=', value: 0.9}\n",
      "rule 'x': unknown metric 'acuracy': the gate computes accuracy, balanced_accuracy, precision_macro, "
      "recall_macro, f1_macro, precision_weighted, recall_weighted, f1_weighted, precision[<class>], "
-     "recall[<class>], f1[<class>], mae, mse, rmse, r2, max_error, wall_s, per_sample_ms, throughput_sps"),
+     "recall[<class>], f1[<class>], mae, mse, rmse, r2, max_error, wall_s, per_sample_ms, throughput_sps, "
+     "memory_peak_mib, cpu_s"),
     ("  - {name: x, metric: mean(top_probability), op: '>=', value: 0.9}\n",
      "rule 'x': metric 'mean(top_probability)' is computed over a list the model wrote about itself"),
     ("  - {name: x, latency: {percentile: 95, max_ms: 20}}\n",

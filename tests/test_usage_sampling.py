@@ -262,25 +262,24 @@ def test_local_model_run_records_its_own_peak_and_cpu_not_the_cgroups(pytester: 
 def test_local_run_time_rules_on_peak_memory_pass_and_fail(pytester: pytest.Pytester) -> None:
     rules = pytester.path / "rules.yaml"
     rules.write_text("apiVersion: pytest-hetero/v1\nkind: AcceptanceRules\nrules:\n"
-                     "  - {name: accuracy-floor, metric: accuracy, op: '>=', value: 0.95}\n"
-                     "  - {name: memory-roomy, run_time: memory_peak_mib, op: '<=', value: 4096}\n"
-                     "  - {name: memory-tight, run_time: memory_peak_mib, op: '<=', value: 1}\n")
+                     "  - {name: memory-roomy, metric: memory_peak_mib, op: '<=', value: 4096}\n"
+                     "  - {name: memory-tight, metric: memory_peak_mib, op: '<=', value: 1}\n")
     pytester.makefile(".matrix.yaml", t=matrix_text(acceptance=rules))
     pytester.runpytest("-p", "no:cacheprovider").assert_outcomes(passed=3, failed=1, skipped=1)
     items = {i["layer"]: i for i in evidence_of(pytester)["items"]}
     peak = next(r["data"] for r in items["model"]["records"] if r["kind"] == "model.run")["peak_rss_mib"]
     results = next(r["data"] for r in items["business"]["records"] if r["kind"] == "business.rules")["results"]
     by = {r["name"]: r for r in results}
-    assert [(r["name"], r["verdict"]) for r in results] == [
-        ("accuracy-floor", "pass"), ("memory-roomy", "pass"), ("memory-tight", "fail")]
+    assert [(r["name"], r["verdict"]) for r in results] == [("memory-roomy", "pass"), ("memory-tight", "fail")]
     for name in ("memory-roomy", "memory-tight"):
         assert by[name]["observed"] == peak and by[name]["unit"] == "MiB"
-        assert by[name]["provenance"] == {"measured_by": "gate", "source": "wait4 rusage ru_maxrss of the model "
-                                          "run's process tree (peak RSS of its largest process)"}
+        assert by[name]["provenance"] == {"source": "measured", "unit": "MiB",
+                                          "by": "the gate: wait4 rusage ru_maxrss of the model run's process tree "
+                                                "(peak RSS of its largest process)"}
     business = items["business"]
     assert (business["status"], business["failure"]["category"], business["failure"]["owner"]) == (
         "failed", "acceptance_failed", "business")
-    assert f"memory-tight: expected memory_peak_mib <= 1 MiB, observed {peak} MiB" in business["failure"]["message"]
+    assert f"memory-tight: expected memory_peak_mib <= 1.0 MiB, observed {peak} MiB" in business["failure"]["message"]
 
 
 def test_docker_stats_working_set_on_cgroup_v1_and_v2_keys() -> None:

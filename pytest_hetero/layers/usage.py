@@ -83,12 +83,13 @@ def add_run_time(gate: Any, values: dict[str, Any] | None) -> None:
     from pytest_hetero.probes.usage import RUN_TIME_UNITS
 
     for name in RUN_TIME_UNITS:
-        got = (values or {}).get(name)
-        value = got.get("value") if isinstance(got, dict) else None
+        found = (values or {}).get(name)
+        got: dict[str, Any] = found if isinstance(found, dict) else {}
+        value = got.get("value")
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             gate.values[name] = (float(value), {"source": "measured", "by": f"the gate: {got.get('source')}",
                                                 "unit": got.get("unit")})
             continue
         gate.values.pop(name, None)
-        gate.unavailable[name] = str(got.get("unavailable")) if isinstance(got, dict) else (
+        gate.unavailable[name] = str(got.get("unavailable")) if got else (
             "the gate has no run-time values of this run (the model run was in another process)")

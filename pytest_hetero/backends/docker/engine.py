@@ -313,27 +313,16 @@ class DockerBackend(Backend):
                   "outputs": f"{run_dir}/outputs.json", "provider": provider}
         argv = render_entrypoint(model.entrypoint, values)
         begun = time.time()
-        stats = docker_usage.StatsSampling(docker_usage.stream_opener(s.stats_api), workload["id"], workload["name"],
-                                           docker_usage.STATS_INTERVAL_S) if docker_usage.STATS_INTERVAL_S else None
         try:
-            if stats:
-                stats.start()
-                stats.during = True
-            try:
-                result = run.run_exec(s.api, s.long_api, workload["id"], argv, run_dir,
-                                      {"HETERO_EXECUTION_PROVIDER": provider}, f"/hetero/code/{model.name}",
-                                      ctx.timeout_s)
-            finally:
-                if stats:
-                    stats.during = False
-                    stats.stop()
+            result, stats = self._exec_sampled(workload, argv, run_dir, {"HETERO_EXECUTION_PROVIDER": provider},
+                                               f"/hetero/code/{model.name}", ctx.timeout_s)
         except docker.errors.APIError as exc:
             self.ensure_running(ctx, workload, "before the model run")
             raise outcome(exc, f"exec in {workload['name']}", phase="run", interpreter=values["python"]) from None
         result.details.update(container=workload["name"], container_id=workload["id"], run_dir=run_dir)
-        result.details["usage"] = stats.result() if stats else unavailable(NOT_SAMPLED)
-        result.details["run_time"] = stats.run_time(result.duration_s) if stats else {
-            name: measured(name, None, docker_usage.STATS_SOURCE, NOT_SAMPLED) for name in RUN_TIME_UNITS}
+        result.details["usage"], result.details["run_time"] = (stats.result(), stats.run_time(result.duration_s)) \
+            if stats else (unavailable(NOT_SAMPLED), {name: measured(name, None, docker_usage.STATS_SOURCE,
+                                                                     NOT_SAMPLED) for name in RUN_TIME_UNITS})
         container = workload.get("usage") or self._usage(workload)
         if container:
             result.details["workload"] = docker_usage.exec_facts(container, begun, time.time())
@@ -351,6 +340,24 @@ class DockerBackend(Backend):
         result.details["isolation"] = {**run.RESET_FACTS, "confined": True, "reset_before": reset_before,
                                        "reset_after": "done" if not why else f"failed: {why}"}
         return result
+
+    def _exec_sampled(self, workload: dict[str, Any], argv: list[str], run_dir: str, env: dict[str, str],
+                      workdir: str, timeout_s: float) -> tuple[ExecResult, docker_usage.StatsSampling | None]:
+        """:func:`.client.run_exec` of ``argv`` in ``workload``'s container with its stats stream read meanwhile
+        (:class:`.usage.StatsSampling`, marked ``during`` the exec; None when sampling is off). Raises as
+        run_exec does."""
+        s = self.session
+        stats = docker_usage.StatsSampling(docker_usage.stream_opener(s.stats_api), workload["id"], workload["name"],
+                                           docker_usage.STATS_INTERVAL_S) if docker_usage.STATS_INTERVAL_S else None
+        if stats:
+            stats.start()
+            stats.during = True
+        try:
+            return run.run_exec(s.api, s.long_api, workload["id"], argv, run_dir, env, workdir, timeout_s), stats
+        finally:
+            if stats:
+                stats.during = False
+                stats.stop()
 
     def _remove(self, cid: str) -> None:
         s = self.session
