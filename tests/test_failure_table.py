@@ -9,7 +9,7 @@ from pathlib import Path
 
 from pytest_hetero.backends.docker.errors import RULES, classify
 from pytest_hetero.backends.kubernetes.startup import startup_category
-from pytest_hetero.judge.failures import TABLE, markdown, owner_category
+from pytest_hetero.judge.failures import TABLE, markdown, owner_category, status_of
 from pytest_hetero.layers.startup import CATEGORY
 from pytest_hetero.pending import explain
 from pytest_hetero.pending.model import CODES, make_reason
@@ -128,6 +128,18 @@ def test_a_missing_interpreter_is_the_images_on_docker_and_local() -> None:
     assert owner_category("interpreter_missing", "model") == "platform"
     assert owner_category("interpreter_missing", "model", image_owner="algorithm") == "algorithm"
     assert owner_category("entrypoint_missing", "model") == "algorithm"
+
+
+def test_a_node_lost_under_startup_or_a_model_run_is_an_error_not_a_failure() -> None:
+    """A NotReady node falsifies discovery's and scheduling's claims about its pool; the same node lost
+    under startup or a model run (the Kubernetes engine's node check and watch) proves nothing about the
+    image or the model: ``error``, the infrastructure's, whatever the engine reported."""
+    got = {layer: (status_of("node_not_ready", "error", layer), owner_category("node_not_ready", layer))
+           for layer in ("discovery", "scheduling", "startup", "model")}
+    assert got == {"discovery": ("failed", "infrastructure"), "scheduling": ("failed", "infrastructure"),
+                   "startup": ("error", "infrastructure"), "model": ("error", "infrastructure")}
+    assert status_of("oom_killed", "error", "model") == "failed"
+    assert status_of("a_hooks_own", "error", "model") == "error"
 
 
 def test_an_untolerated_taint_has_one_owner_in_discovery_and_scheduling() -> None:

@@ -14,7 +14,10 @@ owner — builds every pod spec from it, so a spec the cluster refuses is the pl
 
 ``status`` is what the item's evidence says: ``failed`` (the claim is false) or ``error`` (nothing
 was proven either way: the harness, an infrastructure call, or an input that cannot be evaluated
-broke). ``source`` names where the category is emitted; ``why`` is the reason of the owner.
+broke). ``error_in`` names the layers where the row's fact cuts the layer off instead of falsifying its
+claim: a node that is NotReady falsifies discovery's and scheduling's claims about its pool (``failed``),
+but a node lost under startup or a model run leaves those layers unproven (``error``), on every engine.
+``source`` names where the category is emitted; ``why`` is the reason of the owner.
 ``docs/failure-owners.md`` is generated from this table (``python -m pytest_hetero.judge.failures``)
 and a test keeps the two equal.
 """
@@ -35,12 +38,18 @@ FailureStatus = Literal["failed", "error"]
 @dataclass(frozen=True)
 class Entry:
     """One row of the table: ``owner`` and ``status`` of a category, ``why`` that owner, ``source``
-    the code that reports it."""
+    the code that reports it; ``error_in`` the layers where the category is ``error`` whatever ``status``
+    says (the fact stopped the layer from proving anything)."""
 
     owner: OwnerRole
     status: FailureStatus
     why: str
     source: str
+    error_in: tuple[Layer, ...] = ()
+
+    def status_in(self, layer: Layer | None) -> FailureStatus:
+        """The status of this category in ``layer`` (None: the row's ``status``)."""
+        return "error" if layer in self.error_in else self.status
 
 
 P: Final = "platform"
@@ -60,10 +69,13 @@ _SPEC = "the gate builds this from the matrix's resource entry, the platform's d
 
 
 def _rows() -> dict[str, Entry]:
-    rows: dict[str, tuple[OwnerRole, FailureStatus, str, str]] = {
+    rows: dict[str, tuple[OwnerRole, FailureStatus, str, str] | tuple[OwnerRole, FailureStatus, str, str,
+                                                                       tuple[Layer, ...]]] = {
         # --- discovery -------------------------------------------------------------------------------
         "no_nodes": (INF, F, "no node offers the resource: capacity is the infrastructure's", _PENDING + ", discovery"),
-        "node_not_ready": (INF, F, "a NotReady or unreachable node is a node fault", _PENDING + ", discovery"),
+        "node_not_ready": (INF, F, "a NotReady or unreachable node is a node fault; one lost under startup or a "
+                                   "model run (the node watch) leaves that layer unproven: error there",
+                           _PENDING + ", discovery, " + _KUBE + " (node watch)", ("startup", "model")),
         "node_unschedulable": (INF, F, "a cordoned node is the node operators'", _PENDING + ", discovery"),
         "node_condition": (INF, F, "a problem condition (pressure, hardware) set on the node", "discovery"),
         "lifecycle_taint": (INF, F, "a node.kubernetes.io/* taint stands for a node fault (pressure, outage)",
@@ -285,11 +297,11 @@ def owner_category(category: str, layer: Layer, *, image_owner: OwnerCategory = 
     return image_owner if row.owner == "image" else row.owner
 
 
-def status_of(category: str, reported: FailureStatus) -> FailureStatus:
-    """The status of a failure of ``category``: the table's, or ``reported`` (the outcome the check
-    raised) for a category the table does not know."""
+def status_of(category: str, reported: FailureStatus, layer: Layer | None = None) -> FailureStatus:
+    """The status of a failure of ``category`` in ``layer``: the table's (``error`` in a layer of the row's
+    ``error_in``), or ``reported`` (the outcome the check raised) for a category the table does not know."""
     row = TABLE.get(category)
-    return reported if row is None else row.status
+    return reported if row is None else row.status_in(layer)
 
 
 def markdown() -> str:
@@ -311,7 +323,8 @@ def markdown() -> str:
     ]
     for category in sorted(TABLE):
         row = TABLE[category]
-        lines.append(f"| `{category}` | {row.owner} | {row.status} | {row.why} | {row.source} |")
+        status = row.status + (f" (error in {', '.join(row.error_in)})" if row.error_in else "")
+        lines.append(f"| `{category}` | {row.owner} | {status} | {row.why} | {row.source} |")
     return "\n".join(lines) + "\n"
 
 

@@ -31,14 +31,15 @@ def image_owner(matrix: Matrix) -> OwnerCategory:
 def item_failure(matrix: Matrix, layer: Layer, category: str, message: str, reported: FailureStatus,
                  causes: Iterable[tuple[str, str]] = ()) -> tuple[FailureStatus, Failure]:
     """The status and Failure of an item of ``layer`` in ``matrix`` that ended in ``category``
-    (``reported``: the outcome the check raised, used only for a category the table does not know).
+    (``reported``: the outcome the check raised, used only for a category the table does not know; the
+    table's status may depend on ``layer``).
     Owners come from the failure table, teams from the matrix's ``spec.owners``; each of ``causes``
     (``(category, message)``) keeps its own owner, and the item's owner is the first cause's."""
     images = image_owner(matrix)
     owned = owner_category(category, layer, image_owner=images)
     kept = tuple(Cause(c, matrix.team(o, layer), o, m)
                  for c, m in causes for o in (owner_category(c, layer, image_owner=images),))
-    status = status_of(category, reported)
+    status = status_of(category, reported, layer)
     return status, Failure(layer, category, message, matrix.team(owned, layer), owned,
                            kept if len(kept) > 1 else ())
 

@@ -7,10 +7,13 @@ real kubelet's / containerd's own:
 ==================================  =====================================================================
 image                               stands for
 ==================================  =====================================================================
-``pytest-hetero/accel-standin:1``   a CUDA / CANN user-space image on a node whose runtime injected the
-                                    driver libraries: stand-in ``libcuda.so.1``, ``libnvidia-ml.so.1``,
-                                    ``libascend_hal.so``, ``libascendcl.so`` (text files, not libraries),
-                                    and ``NVIDIA_VISIBLE_DEVICES=all`` as the ``nvidia/cuda`` images set it
+``pytest-hetero/accel-standin:2``   a CUDA / CANN user-space image for Python models on a node whose
+                                    runtime injected the driver libraries: ``python3`` (the interpreter the
+                                    matrices' models run as ``{python}``), no framework (those matrices'
+                                    models declare no runtime), stand-in ``libcuda.so.1``,
+                                    ``libnvidia-ml.so.1``, ``libascend_hal.so``, ``libascendcl.so`` (text
+                                    files, not libraries), and ``NVIDIA_VISIBLE_DEVICES=all`` as the
+                                    ``nvidia/cuda`` images set it
 ``pytest-hetero/ghost-user:1``      an image whose ``USER`` has no passwd entry → ``CreateContainerError``
 ``pytest-hetero/crashing-shell:1``  an image whose entrypoint exits at once (its ``/bin/sh`` prints a line
                                     and exits 3) → ``CrashLoopBackOff``
@@ -30,11 +33,17 @@ import tempfile
 from pathlib import Path
 
 STANDIN = "stand-in file of the pytest-hetero accel-standin test image: not a driver library\n"
+PYTHON_BASE = "pytest-hetero/py311-onnx:1"
+"""The real node's Python image (Debian 12, python3 3.11, ONNX Runtime CPU build), in the Docker engine."""
+ORT_DIST = "/usr/local/lib/python3.11/dist-packages"
 CRASH = "#!/bin/busybox ash\necho 'crashing-shell: the entrypoint exits 3 at once' >&2\nexit 3\n"
 
 RECIPES: dict[str, tuple[str, dict[str, str]]] = {
-    "pytest-hetero/accel-standin:1": (
-        "FROM pytest-hetero/shell-only:1\nCOPY root/ /\n"
+    # :2 has python3: startup fails an image without the interpreter its models' entrypoints run
+    # (interpreter_missing), and :1 (busybox only) was that image. The CPU-only ONNX Runtime of the base is
+    # removed: in a GPU/NPU image it would be a framework without the accelerator's provider.
+    "pytest-hetero/accel-standin:2": (
+        f"FROM {PYTHON_BASE}\nRUN rm -rf {ORT_DIST}/onnxruntime {ORT_DIST}/onnxruntime-*\nCOPY root/ /\n"
         "ENV NVIDIA_VISIBLE_DEVICES=all NVIDIA_DRIVER_CAPABILITIES=compute,utility\n",
         {
             "root/usr/lib/x86_64-linux-gnu/libcuda.so.1": STANDIN,

@@ -22,7 +22,7 @@ from support import clear_reports, evidence_of, matrix_text
 GPU = "nvidia.com/gpu"
 NPU = "huawei.com/Ascend910"
 PYTHON = "pytest-hetero/py311-onnx:1"
-STANDIN = "pytest-hetero/accel-standin:1"
+STANDIN = "pytest-hetero/accel-standin:2"
 ABSENT = "127.0.0.1:1/hetero/absent:1"
 COMBO = "digits-logreg@digits-test"
 VENDOR_LABELS = {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3", "accelerator": "huawei-Ascend910"}
@@ -41,7 +41,8 @@ def real_matrix(info: Any, namespace: str, resources: list[dict[str, Any]], *,
                 target: dict[str, Any] | None = None, models: list[dict[str, Any]] | None = None,
                 framework: bool = True) -> str:
     """A kubernetes-backend matrix on the digits case whose resources land on the real node; without
-    ``framework`` its model declares no runtime (an image without Python then only has to start)."""
+    ``framework`` its model declares no runtime (an image then needs the interpreter its entrypoint runs,
+    ``{python}``, but no ONNX Runtime)."""
     doc = json.loads(matrix_text(
         resources=[on_node(info, r) for r in resources], backend="kubernetes",
         images=images or [{"name": "py", "reference": PYTHON, "for": ["cpu", "gpu", "npu"]}],

@@ -13,8 +13,10 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
+from contextlib import closing
 from typing import TYPE_CHECKING, Any
 
+import docker
 import pytest
 import realimages
 from realkit import (
@@ -32,6 +34,7 @@ from realkit import (
 )
 from support import evidence_of
 
+from pytest_hetero.backends.docker.errors import classify, explanation
 from pytest_hetero.evidence.usage import epoch
 
 if TYPE_CHECKING:  # annotation only: 'conftest' names differ per folder at run time
@@ -93,18 +96,22 @@ def test_device_payload_runs_in_the_image_and_sees_its_allocated_devices(
     assert (init["simulated"], init["ran_on"], init["exit_code"], init["findings"]) == (
         False, f"pod {pod['pod']}", 0, [])
     assert [r["kind"] for r in startup["records"]].count("startup.simulation") == 0
+    # which of the node's GPUs the kubelet hands out depends on what other pods on the shared node hold
+    # (the plugin prefers the lowest free index): the device node and the UUID must name the same one
     devices = data(startup, "startup.devices")
+    [index] = [int(n.removeprefix("/dev/nvidia")) for n in devices["device_nodes"]]
     assert (devices["allocated"], devices["visible"], devices["device_nodes"], devices["verdict"]) == (
-        1, 1, ["/dev/nvidia0"], "ok")
-    assert devices["visibility_value"] == "GPU-00000000-0000-4000-8000-000000000000"
+        1, 1, [f"/dev/nvidia{index}"], "ok")
+    assert devices["visibility_value"] == f"GPU-00000000-0000-4000-8000-{index:012x}"
     # nvidia-smi inside the image is the device plugin's replay: only the allocated GPU's block
     inventory = data(startup, "startup.inventory")
     assert (inventory["source"], inventory["devices_seen"], inventory["differences"]) == ("nvidia-smi-table", 1, [])
     smi = init["report"]["tools"]["nvidia-smi"]
     assert (smi["rc"], smi["args"], smi["first_attempt"]["rc"]) == (0, "", 2)
     ascend = data(got["npu::acc::startup"], "startup.devices")
-    assert (ascend["device_nodes"], ascend["visibility_value"], ascend["verdict"]) == (
-        ["/dev/davinci0", "/dev/davinci1"], "0,1", "ok")
+    npus = sorted(int(n.removeprefix("/dev/davinci")) for n in ascend["device_nodes"])
+    assert (len(npus), ascend["device_nodes"], ascend["visibility_value"], ascend["verdict"]) == (
+        2, [f"/dev/davinci{i}" for i in npus], ",".join(map(str, npus)), "ok")
     assert data(got["npu::acc::startup"], "startup.inventory")["devices_seen"] == 2
     assert any(a["name"] == "container.log" for a in startup["artifacts"])
 
@@ -191,12 +198,20 @@ def test_startup_failure_classes_from_the_kubelet(
     got = run(pytester, real_matrix(realnode.info, ns, [cpu], images=images, target={"pull_policy": "if-not-present"}),
               run_id, "-k", "startup")
     absent = got["cpu::absent::startup"]
-    assert failure(absent) == ("failed", "image_pull_failed", "infrastructure")
+    # the kubelet's words name the cause (nothing listens on the registry's port): the network's, with the
+    # category the real Docker engine's words for the same pull get
+    assert failure(absent) == ("failed", "registry_unreachable", "infrastructure")
     assert "ErrImagePull: failed to pull and unpack image" in absent["failure"]["message"] or \
         "ImagePullBackOff: Back-off pulling image" in absent["failure"]["message"]
-    assert "connect: connection refused" in absent["failure"]["message"]
+    assert "dial tcp 127.0.0.1:1: connect: connection refused" in absent["failure"]["message"]
+    with pytest.raises(docker.errors.APIError) as pulled, closing(docker.from_env()) as engine:
+        engine.images.pull(ABSENT)
+    assert explanation(pulled.value) == 'Get "http://127.0.0.1:1/v2/": dial tcp 127.0.0.1:1: connect: connection refused'
+    assert classify(explanation(pulled.value), phase="start") == "registry_unreachable"
     crash = got["cpu::crash::startup"]
-    assert failure(crash) == ("failed", "crash_loop", "algorithm")
+    # an image whose entrypoint exits at once is the image's defect (Docker: container_exited), whoever
+    # ships it: the target's image owner, platform by default
+    assert failure(crash) == ("failed", "crash_loop", "platform")
     assert "CrashLoopBackOff: back-off" in crash["failure"]["message"]
     assert "(last: Error, exit 3;" in crash["failure"]["message"]
     reasons = data(crash, "startup.failed")["reasons"]
