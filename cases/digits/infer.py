@@ -4,9 +4,9 @@ Usage::
 
     python3 infer.py --model M.onnx --data D.csv --out outputs.json [--provider CPUExecutionProvider]
 
-Input CSV: header ``index,label,p0..p63`` (see train.py); the label column is the gate's ground truth and
-is never read here. Needs numpy and onnxruntime only, so
-it runs inside a minimal image. The provider defaults to ``$HETERO_EXECUTION_PROVIDER`` or
+Input CSV: columns ``index`` and ``p0..p63`` read by name (see train.py); the dataset's ``label`` column is the
+gate's ground truth: the gate gives the model a copy without it, and this script never reads it. Needs numpy
+and onnxruntime only, so it runs inside a minimal image. The provider defaults to ``$HETERO_EXECUTION_PROVIDER`` or
 CPUExecutionProvider; a provider the ONNX Runtime build lacks is an error (exit 3), never a
 silent fallback to CPU, so a GPU row cannot pass on the CPU.
 
@@ -49,12 +49,17 @@ def main() -> int:
         print(f"session fell back to {used} instead of {args.provider}", file=sys.stderr)
         return 3
 
-    table = np.loadtxt(args.data, delimiter=",", skiprows=1, dtype=np.int64, ndmin=2)
-    if table.shape[1] != 66:
-        print(f"{args.data}: expected 66 columns (index,label,p0..p63), got {table.shape[1]}",
+    with open(args.data, encoding="utf-8") as fh:
+        header = fh.readline().strip().split(",")
+    wanted = ["index", *(f"p{i}" for i in range(64))]
+    missing = [name for name in wanted if name not in header]
+    if missing:
+        print(f"{args.data}: no column(s) {', '.join(missing[:5])} (need index,p0..p63; got {len(header)} columns)",
               file=sys.stderr)
         return 2
-    indices, pixels = table[:, 0], (table[:, 2:] / 16.0).astype(np.float32)
+    columns = [header.index(name) for name in wanted]  # by name: a label column, if any, is never read
+    table = np.loadtxt(args.data, delimiter=",", skiprows=1, dtype=np.int64, ndmin=2, usecols=columns)
+    indices, pixels = table[:, 0], (table[:, 1:] / 16.0).astype(np.float32)
     input_name = session.get_inputs()[0].name
     predictions: list[int] = []
     top: list[float] = []

@@ -47,6 +47,7 @@ from pytest_hetero.backends.sandbox import Confinement, Launch, Sandbox, Sandbox
 from pytest_hetero.backends.sandbox.zygote import ZygoteFailed, args_pipe, run_root
 from pytest_hetero.backends.streams import MAX_OUTPUTS_BYTES, CappedStream
 from pytest_hetero.probes.usage import rusage_run_time, sampling
+from pytest_hetero.truth.view import model_input
 
 ENV_SNIPPET = r"""
 import json, sys, hashlib
@@ -179,17 +180,18 @@ class LocalBackend(Backend):
         python = self.interpreter(step)
         model = step.model
         code = model.code or step.matrix.path.parent
+        dataset = model_input(step.dataset)  # the truth column removed when it is inline
         with run_folder() as tmp:
             outputs = tmp / "outputs.json"
             values = {"python": str(python), "code": str(code), "model": str(model.path),
-                      "dataset": str(step.dataset.path), "outputs": str(outputs),
+                      "dataset": str(dataset), "outputs": str(outputs),
                       "provider": EXECUTION_PROVIDERS[step.resource.type]}
             argv = render_entrypoint(model.entrypoint, values)
             env = child_environment({"HETERO_EXECUTION_PROVIDER": values["provider"]}, tmp,
                                     passed=self.sandbox.passed)
             check_program(argv, env)
             cwd = step.matrix.path.parent
-            inputs = [code, model.path, step.dataset.path, *self._paths_of(python)]
+            inputs = [code, model.path, dataset, *self._paths_of(python)]
             begun = time.time()
             with sampling(step.resource.type) as usage:
                 launch, result = run_confined(self.sandbox, argv, cwd=cwd, run_dir=tmp, env=env, inputs=inputs,

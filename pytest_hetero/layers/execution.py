@@ -23,6 +23,9 @@ from pytest_hetero.layers.usage import keep_run_time
 from pytest_hetero.layers.usage import record as record_usage
 from pytest_hetero.probes.usage import unavailable
 from pytest_hetero.signals import interruptions_noticed
+from pytest_hetero.truth.view import RECORD as VIEW_RECORD
+from pytest_hetero.truth.view import ViewError
+from pytest_hetero.truth.view import view as dataset_view
 
 
 def check(ctx: LayerContext) -> None:
@@ -69,6 +72,13 @@ def _run_once(ctx: LayerContext, run: int) -> None:
     sensitive = dataset.sensitive
     ctx.record("model.identity", model=model.name, version=model.version, sha256=model.sha256,
                dataset=dataset.name, dataset_version=dataset.version, dataset_sha256=dataset.sha256)
+    try:  # the file the model reads: the dataset without its inline truth column (made by the gate, here)
+        made = dataset_view(dataset)
+    except ViewError as exc:
+        raise LayerBroken(f"{exc.message}; the model was not run on a file holding its answers", exc.category) \
+            from None
+    if made is not None:
+        ctx.record(VIEW_RECORD, **made.record())
     with interruptions_noticed("the model run"):  # a Ctrl-C meanwhile is the run's interruption, never the model's
         result = ctx.backend.execute(ctx)
     workload = result.details.pop("workload", None)

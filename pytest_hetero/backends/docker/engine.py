@@ -48,6 +48,7 @@ from pytest_hetero.backends.protocol import (
 )
 from pytest_hetero.probes.usage import RUN_TIME_UNITS, measured, unavailable
 from pytest_hetero.settings import Settings
+from pytest_hetero.truth.view import model_input, model_inputs
 
 NOT_SAMPLED = "stats sampling turned off (docker usage STATS_INTERVAL_S is None)"
 
@@ -201,7 +202,7 @@ class DockerBackend(Backend):
         request = place.translate_or_fail(ctx, s.target, s.local)
         m = ctx.matrix
         models = [(x.name, x.path, x.code or m.path.parent) for x in m.models]
-        mounts = run.input_mounts(models, [(d.name, d.path) for d in m.datasets]) + request.mounts
+        mounts = run.input_mounts(models, model_inputs(m.datasets)) + request.mounts
         name = run.safe_name("hetero", s.settings.run_id, *key)
         labels = run.labels(s.settings.run_id, s.owner, "workload", matrix=m.name, resource=key[0],
                             image=key[1])
@@ -306,7 +307,7 @@ class DockerBackend(Backend):
                                f"the model run: {why}", "container_not_reset")
         model, dataset = ctx.model, ctx.dataset
         paths = run.container_paths(model.name, model.path, model.code or ctx.matrix.path.parent,
-                                    dataset.name, dataset.path)
+                                    dataset.name, model_input(dataset))
         run_dir = f"/tmp/hetero-run/{run.safe_name(model.name, dataset.name)}-{uuid.uuid4().hex[:8]}"
         provider = EXECUTION_PROVIDERS[ctx.resource.type]
         values = {"python": str(s.target.get("python", "python3")), **paths,

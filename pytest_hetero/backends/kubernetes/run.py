@@ -37,6 +37,7 @@ from pytest_hetero.backends.protocol import (
 )
 from pytest_hetero.evidence.model import utc_now
 from pytest_hetero.matrix.model import Matrix
+from pytest_hetero.truth.view import model_input, model_inputs
 
 if TYPE_CHECKING:
     from pytest_hetero.backends.kubernetes.session import KubeSession
@@ -55,8 +56,8 @@ def input_tar(matrix: Matrix) -> bytes:
                 arcname=f"code/{m.name}" + ("" if code.is_dir() else f"/{code.name}"),
                 filter=lambda t: None if "__pycache__" in t.name else t,
             )
-        for d in matrix.datasets:
-            tar.add(str(d.path), arcname=f"datasets/{d.name}/{d.path.name}")
+        for name, path in model_inputs(matrix.datasets):  # the truth column removed where it is inline
+            tar.add(str(path), arcname=f"datasets/{name}/{path.name}")
     return buf.getvalue()
 
 
@@ -170,7 +171,7 @@ def execute(session: KubeSession, ctx: Step) -> ExecResult:
     kube_node.ensure_ready(session, ctx, workload, node)
     _ensure_inputs(session, ctx, workload, root)
     m, d = ctx.model, ctx.dataset
-    paths = input_paths(root, m.name, m.path, m.code or ctx.matrix.path.parent, d.name, d.path)
+    paths = input_paths(root, m.name, m.path, m.code or ctx.matrix.path.parent, d.name, model_input(d))
     run_dir = f"{root}/runs/{kc.dns_name(m.name, d.name)}-{uuid.uuid4().hex[:8]}"
     provider = EXECUTION_PROVIDERS[ctx.resource.type]
     values = {"python": str(session.target.get("python", "python3")), **paths,
