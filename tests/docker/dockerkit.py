@@ -67,6 +67,9 @@ def docker_matrix(*, resources: list[dict[str, Any]] | None = None, image: str =
     ds = [{"name": f"digits-test{'' if i == 0 else i}", "version": "1.0.0",
            "uri": str(DIGITS / "data" / "digits-test-1.0.0.csv"), "sha256": DATA_SHA,
            "acceptance": str(acceptance or DIGITS / "acceptance.yaml")} for i in range(datasets)]
+    if acceptance is None:  # the digits rules judge gate-computed metrics: the label column is the truth
+        for d in ds:
+            d["truth"] = {"task": "classification", "target": "label", "id": "index"}
     spec = {
         "target": {"backend": "docker", "pull_policy": "never", **(target or {})},
         "layers": layers or {"startup": {"timeout": "60s"}, "model": {"timeout": "60s"}},
