@@ -35,16 +35,19 @@ sys.stdout.write(base64.b64encode(key.sign(message)).decode() + "\\n")
 def matrix(folder: Path) -> Path:
     (folder / "rules.yaml").write_text("apiVersion: pytest-hetero/v1\nkind: AcceptanceRules\nrules:\n"
                                        "  - {name: floor, metric: accuracy, op: \">=\", value: 0.5}\n")
-    entry = ["{python}", "-c", "import sys; open(sys.argv[1], 'w').write('{{\"metrics\": {{\"accuracy\": 0.9}}}}')",
-             "{outputs}"]
+    # the real digits model: the gate computes accuracy from the dataset's truth (never the model's own number)
+    entry = ["{python}", "{code}/infer.py", "--model", "{model}", "--data", "{dataset}", "--out", "{outputs}",
+             "--provider", "{provider}"]
     doc = {"apiVersion": "pytest-hetero/v1", "kind": "ValidationMatrix", "metadata": {"name": "t"},
            "spec": {"target": {"backend": "local"},
                     "resources": [{"name": "cpu-host", "type": "cpu", "requests": {"cpu": 1}}],
                     "images": [{"name": "py", "reference": "python:current"}],
                     "models": [{"name": "m", "version": "1", "uri": str(DIGITS / "model" / "digits-logreg-1.0.0.onnx"),
-                                "sha256": MODEL_SHA, "code": ".", "entrypoint": entry}],
+                                "sha256": MODEL_SHA, "runtime": "onnxruntime", "code": str(DIGITS),
+                                "entrypoint": entry}],
                     "datasets": [{"name": "d", "version": "1", "uri": str(DIGITS / "data" / "digits-test-1.0.0.csv"),
-                                  "sha256": DATA_SHA, "acceptance": "rules.yaml"}]}}
+                                  "sha256": DATA_SHA, "acceptance": "rules.yaml",
+                                  "truth": {"task": "classification", "target": "label", "id": "index"}}]}}
     path = folder / "m.matrix.yaml"
     path.write_text(json.dumps(doc))
     return path
