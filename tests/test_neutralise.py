@@ -93,7 +93,7 @@ def hostile_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.Co
     acceptance.write_text(json.dumps({"apiVersion": "pytest-hetero/v1", "kind": "AcceptanceRules",
                                       "rules": [{"name": "ping-@team-see-#123", "metric": "accuracy", "op": ">=",
                                                  "value": 2}]}))
-    doc = json.loads(matrix_text(name="hostile", acceptance=acceptance))
+    doc = json.loads(matrix_text(name="hostile", acceptance=acceptance, truth=True))  # accuracy from truth
     doc["spec"]["owners"] = {"business": EVIL_OWNER}
     doc["spec"]["models"].append({"name": "loud", "version": "1", "sha256": MODEL_SHA,
                                   "uri": str(DIGITS / "model" / "digits-logreg-1.0.0.onnx"),
