@@ -16,6 +16,18 @@ _ALLOWED = (str(Path(__file__).resolve().parents[1] / "cases"),
 os.environ["HETERO_ALLOW_PATHS"] = os.pathsep.join(p for p in (os.environ.get("HETERO_ALLOW_PATHS", ""), *_ALLOWED)
                                                    if p)
 
+# Hypothesis keeps its storage (example database, constants cache) outside the checkout: its files are
+# mode 0600, and a checkout holding one is a project the sandbox user cannot read, so the gate copies it
+# for the model (test_sandbox: a sandbox-user run must need no copy, whatever ran before it serially).
+os.environ.setdefault("HYPOTHESIS_STORAGE_DIRECTORY",
+                      str(Path(tempfile.gettempdir()) / f"hypothesis-of-{getpass.getuser()}"))
+try:
+    from hypothesis.configuration import set_hypothesis_home_dir
+except ImportError:  # pragma: no cover - hypothesis is a test dependency
+    pass
+else:
+    set_hypothesis_home_dir(os.environ["HYPOTHESIS_STORAGE_DIRECTORY"])
+
 
 def _preload_kubernetes_client() -> None:
     """Import the kubernetes client's API and model classes before any in-process pytester run.
