@@ -4,7 +4,7 @@ A (baseline): what a careful user would do by hand with scikit-learn on integer 
 ``accuracy_score``, ``balanced_accuracy_score``, ``precision_recall_fscore_support`` (macro, weighted, per class)
 and ``confusion_matrix``. B: what the gate does for one business item: the truth file read and digested (CSV,
 ``id,label``), the outputs' ids and predictions canonicalised, joined by id, then the same scikit-learn calls on
-the joined labels (:func:`pytest_hetero.truth.metrics.classification`). Target (issue 30): B ≤ 2× A; peak memory
+the joined labels (:func:`pytest_hetero.matrix.gate_metrics.classification`). Target (issue 30): B ≤ 2× A; peak memory
 (tracemalloc) of B within 2× the arrays' size is printed beside it.
 
 Usage: ``python3 bench/bench_metrics.py [N]`` (default 200000; the issue's figure is N=1000000).
@@ -25,9 +25,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numpy as np
 from sklearn import metrics as m
 
+from pytest_hetero.matrix.gate_metrics import classification
 from pytest_hetero.matrix.model import Truth
-from pytest_hetero.truth.metrics import classification
-from pytest_hetero.truth.table import id_text, join, label_text, read_truth
+from pytest_hetero.matrix.truth_table import id_text, join, label_text, read_truth
 
 
 def baseline(t: np.ndarray, p: np.ndarray) -> None:

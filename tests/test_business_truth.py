@@ -226,7 +226,7 @@ def test_every_classification_and_regression_metric_is_scikit_learns_own() -> No
 
     from sklearn import metrics as m
 
-    from pytest_hetero.truth.metrics import classification, regression
+    from pytest_hetero.matrix.gate_metrics import classification, regression
 
     rng = random.Random(30)
     y_true = [str(rng.randrange(4)) for _ in range(500)]

@@ -135,7 +135,7 @@ def test_junit_and_ctrf_name_the_failures_owner_as_evidence_does(pytester: pytes
     rules = tmp_path / "rules.yaml"
     rules.write_text("apiVersion: pytest-hetero/v1\nkind: AcceptanceRules\nrules:\n"
                      "  - {name: floor, metric: accuracy, op: '>=', value: 0.5}\n")
-    doc = json.loads(matrix_text(acceptance=rules))
+    doc = json.loads(matrix_text(acceptance=rules, truth=True))
     doc["spec"]["models"][0]["code"] = str(code)
     pytester.makefile(".matrix.yaml", m=json.dumps(doc))
     pytester.runpytest("-p", "no:cacheprovider")

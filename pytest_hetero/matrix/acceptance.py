@@ -3,7 +3,7 @@
 Rules are declarative YAML, evaluated on a model run's outputs JSON object and on the values the gate itself
 computed or measured for that run (:class:`GateValues`; see docs/acceptance.md):
 
-- ``metric``: a metric the gate computes from the dataset's truth (:mod:`pytest_hetero.truth.metrics`:
+- ``metric``: a metric the gate computes from the dataset's truth (:mod:`pytest_hetero.matrix.gate_metrics`:
   ``accuracy``, ``f1_macro``, ``f1[3]``, ``mae``…) or measures around the run (``wall_s``, ``per_sample_ms``,
   ``throughput_sps``); ``op`` one of ``>= <= > < == !=``; ``value``; optional absolute ``tolerance`` for
   ``==``/``!=``. A value the model writes about itself (``outputs.metrics.<name>``, or ``mean(f)``/``min(f)``/
@@ -50,9 +50,9 @@ from pathlib import Path
 from typing import Any
 
 from pytest_hetero.errors import CaseError, Location, RulesInvalid
+from pytest_hetero.matrix import gate_metrics
 from pytest_hetero.matrix.yamlnodes import MAX_BYTES, Positions, parse_yaml
 from pytest_hetero.safeio import read_file
-from pytest_hetero.truth import metrics as gate_metrics
 
 OPS: dict[str, Callable[[Any, Any], bool]] = {
     ">=": operator.ge, "<=": operator.le, ">": operator.gt, "<": operator.lt,

@@ -100,7 +100,7 @@ def _truth_references(err: Report, dataset: Dataset, where: str, digests: bool) 
         _file(err, f"labels of dataset '{dataset.name}'", truth.path, truth.sha256, dataset.line,
               f"{where}.truth.labels.uri", digests)
     if digests and truth.path.is_file():
-        from pytest_hetero.truth.table import TruthError, read_truth
+        from pytest_hetero.matrix.truth_table import TruthError, read_truth
 
         try:
             read_truth(truth)
@@ -112,7 +112,7 @@ def _truth_references(err: Report, dataset: Dataset, where: str, digests: bool) 
 
 def _rule_task_problems(err: Report, dataset: Dataset, rules: list[dict[str, Any]], where: str) -> None:
     """A rule over a gate metric needs truth, of the task kind the metric belongs to."""
-    from pytest_hetero.truth.metrics import task_of
+    from pytest_hetero.matrix.gate_metrics import task_of
 
     for rule in rules:
         if rule["kind"] != "metric" or rule.get("self_reported"):

@@ -14,10 +14,10 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any
 
+from pytest_hetero.matrix import gate_metrics as metrics
 from pytest_hetero.matrix.acceptance import SELF_REPORTED_NOTE, GateValues, _is_number
 from pytest_hetero.matrix.model import Dataset
-from pytest_hetero.truth import metrics
-from pytest_hetero.truth.table import Joined, TruthError, id_text, join, label_text, read_truth
+from pytest_hetero.matrix.truth_table import Joined, TruthError, id_text, join, label_text, read_truth
 
 
 @lru_cache(maxsize=1)

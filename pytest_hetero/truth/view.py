@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pytest_hetero.matrix.model import Dataset
-from pytest_hetero.truth.table import MAX_TRUTH_BYTES, TruthError, file_format
+from pytest_hetero.matrix.truth_table import MAX_TRUTH_BYTES, TruthError, file_format
 
 RECORD = "model.dataset_view"
 """Evidence record kind of the view a model run was given (:meth:`DatasetView.record`)."""
