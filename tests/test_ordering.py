@@ -100,6 +100,7 @@ def _flaky_matrix(pytester: pytest.Pytester, failures: int, attempts: _Attempts)
     doc = json.loads(matrix_text())
     model = doc["spec"]["models"][0]
     model["code"] = str(code)
+    model["network"] = True  # it asks the test's counter on loopback; the sandbox cuts the network otherwise
     model["entrypoint"] = [a.replace("{code}/infer.py", "{code}/flaky.py") for a in model["entrypoint"]]
     pytester.makefile(".matrix.yaml", m=json.dumps(doc))
 
