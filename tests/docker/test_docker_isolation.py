@@ -97,7 +97,8 @@ def test_a_model_cannot_poison_the_next_model_in_the_same_container(
     assert second["isolation"]["reset_before"] is False
     assert failure(it["cpu::img::m-bad@d1::business"]) == (
         "failed", "acceptance_failed", "risk-business",
-        "1 of 1 acceptance rules failed: acc: expected accuracy >= 0.9, observed 0.1")
+        "1 of 1 acceptance rules failed: acc: expected accuracy >= 0.9, observed 0.1 "
+        "(self-reported, not verified)")
     assert ev["summary"]["verdict"] == "fail"
     # after the last run nothing of the models is left running in the kept container
     kept = [c for c in engine.containers(filters={"label": f"pytest-hetero.run-id={run_id}"})]
@@ -168,7 +169,8 @@ def test_dev_entries_of_every_type_and_mqueues_do_not_reach_the_next_model_and_k
     assert 'found: {"dir": false, "link": false, "mqueue": false}' in victim["stdout"]["text"]
     assert failure(it["cpu::img::m-victim@d1::business"]) == (
         "failed", "acceptance_failed", "risk-business",
-        "1 of 1 acceptance rules failed: acc: expected accuracy >= 0.9, observed 0.5")
+        "1 of 1 acceptance rules failed: acc: expected accuracy >= 0.9, observed 0.5 "
+        "(self-reported, not verified)")
     assert victim["isolation"]["between_runs"] == [
         "kill -9 -1 until no process outside PID 1's session is left", "/tmp and /dev/shm emptied",
         "every /dev entry not there before the first model run removed, whatever its type",

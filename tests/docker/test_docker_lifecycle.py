@@ -86,7 +86,8 @@ def test_cleanup_refuses_without_a_selection(capsys: pytest.CaptureFixture[str])
     assert capsys.readouterr().err == ("hetero cleanup: give --older-than DURATION and/or --run-id ID (a bare cleanup "
                                        "could remove a run that is still going)\n")
     assert cleanup("--older-than", "soon") == 2
-    assert capsys.readouterr().err == "hetero cleanup: --older-than 'soon' is not a duration (e.g. 2h, 30m)\n"
+    assert capsys.readouterr().err == ("hetero cleanup: --older-than 'soon' is not a duration (a number of "
+                                       "seconds, or e.g. 250ms, 30s, 5m, 2h, 2d, 1w, 1m30s)\n")
 
 
 def test_hetero_command_lists_cleanup() -> None:

@@ -161,6 +161,6 @@ def test_tls_files_that_do_not_exist(pytester: pytest.Pytester, run_id: str, tmp
         "docker_host": "tcp://127.0.0.1:9", "tls": {"client_cert": missing, "client_key": missing}}))
     pytester.runpytest("-p", "no:cacheprovider", "--hetero-run-id", run_id, "-k", "discovery")
     status, category, owner, message = failure(items(evidence(pytester))["cpu::discovery"])
-    assert (status, category, owner) == ("failed", "bad_target", "platform")
+    assert (status, category, owner) == ("error", "bad_target", "platform")  # the one failure table
     assert message.startswith("target.tls: Path to a certificate and key files must be provided through the "
                               "client_cert param.")

@@ -284,9 +284,7 @@ class DockerBackend(Backend):
         started_here: dict[str, Any] | None = None
         note = "no container from a startup item in this session; started here"
         if workload is not None and not workload.get("stopped_by_run") and "dev" in workload:
-            state = s.api.inspect_container(workload["id"])["State"]  # a run stopped it just after it ended
-            if not state.get("Running") and state.get("ExitCode") == 0 and not state.get("OOMKilled"):
-                workload["stopped_by_run"] = "a model run that ended as it stopped it"
+            self._note_stopped_by_run(workload)
         if workload is not None and workload.get("stopped_by_run"):  # that run's failure, not this one's
             note = f"the container was stopped by an earlier run ({workload['stopped_by_run']}); started again here"
             self._remove(workload["id"])
@@ -341,6 +339,18 @@ class DockerBackend(Backend):
         result.details["isolation"] = {**run.RESET_FACTS, "confined": True, "reset_before": reset_before,
                                        "reset_after": "done" if not why else f"failed: {why}"}
         return result
+
+    def _note_stopped_by_run(self, workload: dict[str, Any]) -> None:
+        """Mark ``stopped_by_run`` a container a model run stopped just after it ended (exit 0, not OOM).
+        A container an engine outage stopped since it started is not a run's doing: EngineUnavailable
+        (``engine_restarted``, :func:`.outage.raise_if_stopped_by_outage`)."""
+        s = self.session
+        state = s.api.inspect_container(workload["id"])["State"]
+        if state.get("Running"):
+            return
+        outage.raise_if_stopped_by_outage(s, workload, state, "before the model run")
+        if state.get("ExitCode") == 0 and not state.get("OOMKilled"):
+            workload["stopped_by_run"] = "a model run that ended as it stopped it"
 
     def _exec_sampled(self, workload: dict[str, Any], argv: list[str], run_dir: str, env: dict[str, str],
                       workdir: str, timeout_s: float) -> tuple[ExecResult, docker_usage.StatsSampling | None]:
