@@ -222,7 +222,7 @@ def _rows() -> dict[str, Entry]:
         "wrong_model_version": (A, F, "the service reports another version", "serving"),
         "bad_dataset": (A, F, "the served model's dataset cannot be sent", "serving"),
         "bad_responses": (A, F, "the service's answers cannot be read", "serving"),
-        "service_errors": (A, F, "the service answered with errors", "serving"),
+        "service_errors": (P, F, "no request succeeded: the serving platform answered with errors", "serving"),
         "endpoint_unreachable": (INF, F, "no HTTP answer from the service", "serving"),
         "endpoint_not_ready": (P, F, "the inference service never became ready", "serving"),
         "auth_token_missing": (P, F, "the serving credentials are the platform's", "serving"),
