@@ -230,7 +230,7 @@ def _rows() -> dict[str, Entry]:
         "auth_not_enforced": (P, F, "the service answers without authentication", "serving"),
         "protocol_unknown": (P, E, "the serving protocol named is not known", "serving"),
         "rollback_unreachable": (INF, F, "the rolled-back service does not answer", "serving"),
-        "rollback_wrong_version": (P, F, "the rollout did not switch the version", "serving"),
+        "rollback_wrong_version": (A, F, "the rolled-back service reports another version", "serving"),
         "rollback_answers_wrong": (A, F, "the rolled-back model answers wrongly", "serving"),
         # --- business -----------------------------------------------------------------------------------
         "acceptance_failed": (B, F, "the outputs miss the business's acceptance bounds", "business"),
