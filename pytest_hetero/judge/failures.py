@@ -222,7 +222,7 @@ def _rows() -> dict[str, Entry]:
         "wrong_model_version": (A, F, "the service reports another version", "serving"),
         "bad_dataset": (A, F, "the served model's dataset cannot be sent", "serving"),
         "bad_responses": (A, F, "the service's answers cannot be read", "serving"),
-        "service_errors": (A, F, "the service answered with errors", "serving"),
+        "service_errors": (P, F, "no request succeeded: the serving platform answered with errors", "serving"),
         "endpoint_unreachable": (INF, F, "no HTTP answer from the service", "serving"),
         "endpoint_not_ready": (P, F, "the inference service never became ready", "serving"),
         "auth_token_missing": (P, F, "the serving credentials are the platform's", "serving"),
@@ -230,7 +230,7 @@ def _rows() -> dict[str, Entry]:
         "auth_not_enforced": (P, F, "the service answers without authentication", "serving"),
         "protocol_unknown": (P, E, "the serving protocol named is not known", "serving"),
         "rollback_unreachable": (INF, F, "the rolled-back service does not answer", "serving"),
-        "rollback_wrong_version": (P, F, "the rollout did not switch the version", "serving"),
+        "rollback_wrong_version": (A, F, "the rolled-back service reports another version", "serving"),
         "rollback_answers_wrong": (A, F, "the rolled-back model answers wrongly", "serving"),
         # --- business -----------------------------------------------------------------------------------
         "acceptance_failed": (B, F, "the outputs miss the business's acceptance bounds", "business"),

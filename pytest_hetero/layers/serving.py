@@ -441,7 +441,8 @@ def _previous_side(ctx: LayerContext, old_proto: ServingProtocol, samples: list[
     answers: dict[int, Answer] = {}
     parse_level(old_proto, level, requests, answers, {}, [])
     predictions = [answers[k].predictions[0] if k in answers else None for k in range(len(requests))]
-    old_outputs = {"indices": [s.index for s in samples], "labels": [s.label for s in samples],
+    old_outputs = {"indices": [s.index for s in samples], "ids": [s.index for s in samples],
+                   "labels": [s.label for s in samples],
                    "predictions": predictions}
     return {"endpoint": old_base, "version": old.version, "reported_version": reported,
             "golden": evaluate(golden, old_outputs), "answered": len(answers), "requests": len(requests)}

@@ -190,7 +190,7 @@ def test_namespace_that_does_not_exist_is_named(
     item = items(pytester)["cpu::py::scheduling"]
     failure = item["failure"]
     assert (item["status"], failure["category"], failure["owner"]) == (
-        "failed",
+        "error",
         "namespace_not_found",
         "platform",
     )

@@ -79,7 +79,7 @@ def test_a_pod_that_cannot_pull_or_crash_loops_is_waste(pytester: pytest.Pyteste
     ev = evidence_of(pytester)
     got = _items(ev)
     pull, crash = got["node::pull-error::startup"], got["node::crash::startup"]
-    assert (pull["failure"]["category"], crash["failure"]["category"]) == ("image_pull_failed", "crash_loop")
+    assert (pull["failure"]["category"], crash["failure"]["category"]) == ("image_not_found", "crash_loop")
     [never] = _data(pull, RECORD)
     assert (never["outcome"], never["started"], never["idle_s"]) == ("failed", None, None)  # placed, never ran
     [looping] = _data(crash, RECORD)

@@ -103,7 +103,9 @@ def test_service_rules_name_measured_values(tmp_path: Path) -> None:
     assert results["p95"] == {"name": "p95", "kind": "service_latency",
                               "expected": "p95 ≤ 50 ms at every concurrency level",
                               "observed": "c=1: p95 30.0 ms; c=8: p95 90.0 ms", "verdict": "fail",
-                              "detail": "bound missed at c=8: p95 90.0 ms"}
+                              "detail": "bound missed at c=8: p95 90.0 ms",
+                              "provenance": {"source": "measured",
+                                             "by": "the gate's load generator (outputs.service.levels)"}}
     assert (results["p95-c1"]["verdict"], results["p95-c1"]["observed"]) == ("pass", "c=1: p95 30.0 ms")
     assert results["errors"]["observed"] == "c=1: 0.0000 (0/10); c=8: 0.1000 (2/20)"
     assert results["errors"]["detail"] == "bound missed at c=8: 0.1000 (2/20)"
