@@ -6,6 +6,7 @@ import base64
 import hashlib
 import json
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -65,8 +66,11 @@ def test_intact_bundle_verifies(bundle: Path, keys: dict[str, Path], capsys: pyt
     out = capsys.readouterr().out
     # evidence, journal, 4 renderings, the artifact, the matrix copy and the inputs it names (acceptance
     # file, code listing, 5 code files)
-    assert out == (f"OK {bundle}: run run-1, verdict FAIL, finished 2026-11-29T10:05:00.000000Z; 15 files match the "
-                   f"manifest; run signed by {kid(keys['run.pub'])[:16]}…\nsign-offs: none\n")
+    head, chain = out.rsplit("sign-off chain head: ", 1)
+    assert head == (f"OK {bundle}: run run-1, verdict FAIL, finished 2026-11-29T10:05:00.000000Z; 15 files match the "
+                    f"manifest; run signed by {kid(keys['run.pub'])[:16]}…\nsign-offs: none\n")
+    # no sign-off yet: position 0 and the chain's seed digest (bound to this bundle)
+    assert re.fullmatch(r"0:[0-9a-f]{64} \(pin it with --signoff-head to catch a removed latest sign-off\)\n", chain)
 
 
 def test_wrong_key(bundle: Path, keys: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
