@@ -21,8 +21,9 @@ BIZ = "t::cpu-host::py::digits-logreg@digits-test::business"
 
 
 def write_matrix(pytester: pytest.Pytester, acceptance: Path | None = None) -> None:
-    """cpu-host passes every layer here; gpu-nvidia fails discovery on a host without an NVIDIA driver."""
-    pytester.makefile(".matrix.yaml", t=matrix_text(resources=RESOURCES, acceptance=acceptance))
+    """cpu-host passes every layer here; gpu-nvidia fails discovery on a host without an NVIDIA driver. The digits
+    dataset declares its label column as truth: the rules (the digits ones, or a stricter copy) judge gate-computed metrics."""
+    pytester.makefile(".matrix.yaml", t=matrix_text(resources=RESOURCES, acceptance=acceptance, truth=True))
 
 
 def run(pytester: pytest.Pytester, name: str, *args: str) -> tuple[pytest.RunResult, Path]:
