@@ -43,7 +43,9 @@ def test_dossier_of_a_kubernetes_run(kube_bundle: Path, example_pools: dict[str,
     accuracy = rules["accuracy-floor"]["observed"]
     placed = next(r["data"] for r in items["gpu-h100::py311::scheduling"]["records"]
                   if r["kind"] == "scheduling.placed")
-    flat, squeezed = print_dossier(kube_bundle, lang, chromium, tmp_path, capsys)
+    # rendered with the gate's key: a dossier of an unverified bundle says NOT VERIFIED instead of its verdict
+    flat, squeezed = print_dossier(kube_bundle, lang, chromium, tmp_path, capsys,
+                                   "--key", str(kube_bundle.parent.parent / "gate.pub"))
     gpu_node = example_pools["gpu"]
     if lang == "en":
         assert re.search(r"Verdict failed — 3 item\(s\) failed, 0 errored; .*startup and model ran on simulated "
