@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from realkit import GPU, VENDOR_LABELS, controls, data, failure, real_matrix, run
 
+from pytest_hetero.judge.failures import owner_category
 from pytest_hetero.layers.discovery import node_health_differences
 from pytest_hetero.matrix.model import Resource
 
@@ -136,8 +137,9 @@ def test_lifecycle_taints_of_a_not_ready_node_are_not_named_twice() -> None:
                    {"key": "node.kubernetes.io/disk-pressure", "effect": "NoSchedule"},
                    {"key": "gpu", "value": "busy", "effect": "PreferNoSchedule"}]}
     found = node_health_differences(resource, facts)
-    assert [(d["code"], d["field"], d["owner"]) for d in found] == [
+    # the checks name categories only; the one failure table gives their owners
+    assert [(d["code"], d["field"], owner_category(d["code"], "discovery")) for d in found] == [
         ("node_unschedulable", "spec.unschedulable", "infrastructure"),
-        ("untolerated_taint", "taints[node.kubernetes.io/disk-pressure]", "infrastructure"),
+        ("lifecycle_taint", "taints[node.kubernetes.io/disk-pressure]", "infrastructure"),
         ("node_condition", "conditions[DiskPressure]", "infrastructure")]
-    assert node_health_differences(resource, facts, judged=("GPUMissing",))[-1]["code"] == "untolerated_taint"
+    assert node_health_differences(resource, facts, judged=("GPUMissing",))[-1]["code"] == "lifecycle_taint"
