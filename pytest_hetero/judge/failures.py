@@ -204,6 +204,8 @@ def _rows() -> dict[str, Entry]:
         "inputs_copy_failed": (P, E, "model inputs could not be copied into the pod", _KUBE),
         "serving_object_exists": (P, E, "a serving object of another run is in the way", _KUBE),
         "configuration": (P, E, "the target's or matrix's configuration is wrong", "every layer"),
+        "rollout_not_complete": (P, F, "the serving Deployment the run deployed did not become ready in its timeout "
+                                 "(the kubelet's reason is in the message)", _KUBE),
         # --- model run ------------------------------------------------------------------------------------
         "entrypoint_missing": (A, F, "the model's own program is missing from the image or code folder",
                                _ALL + " (model run)"),
