@@ -32,15 +32,11 @@ RECORD = "model.dataset_view"
 """Evidence record kind of the view a model run was given (:meth:`DatasetView.record`)."""
 
 
-class ViewError(Exception):
+class ViewError(TruthError):
     """The view cannot be made: ``category`` is ``truth_changed`` (the dataset file's bytes are not the declared
     sha256), ``truth_unavailable`` (unreadable, too large, Parquet without pyarrow) or ``truth_invalid`` (the
-    target column is absent, the file does not parse)."""
-
-    def __init__(self, message: str, category: str) -> None:
-        super().__init__(message)
-        self.message = message
-        self.category = category
+    target column is absent, the file does not parse). The truth reader's error, with ``message`` and
+    ``category`` as it has them."""
 
 
 @dataclass(frozen=True)
