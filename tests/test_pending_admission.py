@@ -49,8 +49,8 @@ def test_failed_quota_must_specify_old_and_new_wording() -> None:
         'pods "p" is forbidden: failed quota: compute: must specify limits.cpu,limits.memory'
     )
     assert [(r.code, r.resource, r.owner) for r in old] == [
-        ("quota_requires_limits", "cpu", "matrix-author"),
-        ("quota_requires_limits", "memory", "matrix-author"),
+        ("quota_requires_limits", "cpu", "platform"),
+        ("quota_requires_limits", "memory", "platform"),
     ]
     new = parse_admission_message(
         'pods "p" is forbidden: failed quota: compute: must specify limits.cpu for: '
@@ -78,7 +78,7 @@ def test_limitrange_max_min_and_ratio() -> None:
         "Pod",
     )
     assert (c.resource, dict(c.quantities)) == ("cpu", {"max_ratio": "2", "ratio": "4.000000"})
-    assert a.owner == "matrix-author"
+    assert a.owner == "platform"  # the gate builds the requests from the pool's entry: the platform's
 
 
 def test_rbac_namespaced_with_service_account() -> None:
@@ -128,7 +128,7 @@ def test_pod_security_and_psp() -> None:
     )
     assert (psa.code, psa.owner, psa.detail["level"]) == (
         "podsecurity_violation",
-        "matrix-author",
+        "platform",
         "restricted:latest",
     )
     (psp,) = parse_admission_message(

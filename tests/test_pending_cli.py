@@ -101,16 +101,23 @@ def test_registered_in_the_hetero_command(capsys: pytest.CaptureFixture[str]) ->
     assert "--from" in capsys.readouterr().out
 
 
-def test_owner_override_and_bad_override(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_owner_names_the_team_of_a_table_owner_and_refuses_a_per_code_override(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Owners come from the failure table; ``--owner ROLE=TEAM`` only names the team of an owner role (as a
+    matrix's spec.owners does). The old per-code override (``CODE=OWNER``) is refused with the new form."""
     src = tmp_path / "m.txt"
     src.write_text("0/2 nodes are available: 2 node(s) had untolerated taint {nvidia.com/gpu: }.")
-    code, out, _ = _run(["--from", str(src), "--owner", "untolerated_taint=platform"], capsys)
+    code, out, _ = _run(["--from", str(src)], capsys)
     assert code == 0
     assert [(r["code"], r["owner"], r["taint"]) for r in json.loads(out)] == [
         ("untolerated_taint", "platform", "nvidia.com/gpu")
     ]
-    code, out, err = _run(["--from", str(src), "--owner", "untolerated_taint=nobody"], capsys)
+    code, out, _ = _run(["--from", str(src), "--owner", "platform=gpu-platform-team", "--text"], capsys)
+    assert (code, out.split(" -- ")[0]) == (0, "scheduler: untolerated_taint (nvidia.com/gpu) on 2/2 nodes "
+                                               "[gpu-platform-team]")
+    code, out, err = _run(["--from", str(src), "--owner", "untolerated_taint=platform"], capsys)
     assert (code, out) == (2, "")
-    assert "unknown owner" in err
-    code, _, err = _run(["--from", str(src), "--owner", "no_such_code=platform"], capsys)
-    assert code == 2 and "unknown reason code" in err
+    assert "unknown owner role(s) ['untolerated_taint']" in err and "ROLE=TEAM" in err
+    code, _, err = _run(["--from", str(src), "--owner", "platform="], capsys)
+    assert code == 2 and "no team named" in err

@@ -81,31 +81,37 @@ def test_pending_pod_describe_1_29() -> None:
     ]
 
 
-def test_image_pull_not_found_is_the_matrix_authors() -> None:
+def test_image_pull_not_found_is_the_image_owners() -> None:
     reasons = parse_describe(IMAGE_PULL)
-    assert _codes(reasons) == [("kubelet", "image_pull_failed", "matrix-author")] * 4
+    assert _codes(reasons) == [("kubelet", "image_pull_failed", "image")] * 4
+    assert [r.cause for r in reasons] == ["image_pull_failed", "image_not_found", "image_pull_failed", "image_pull_failed"]
     assert reasons[0].detail["container"] == "train"
     assert reasons[0].message == "ImagePullBackOff"
     assert reasons[1].message.startswith('Failed to pull image "registry.example.com/ml/train:v9": rpc error')
 
 
 @pytest.mark.parametrize(
-    ("message", "owner"),
+    ("message", "cause", "owner"),
     [
         (
             'Failed to pull image "r.local/x:1": dial tcp: lookup r.local on 10.96.0.10:53: no such host',
+            "registry_unreachable",
             "infrastructure",
         ),
         (
             'Failed to pull image "nvcr.io/nvidia/private:1": failed to authorize: 401 Unauthorized',
-            "platform",
+            "pull_denied",
+            "image",
         ),
-        ('Failed to pull image "docker.io/libary/pytorch:2": manifest unknown', "matrix-author"),
+        ('Failed to pull image "docker.io/libary/pytorch:2": manifest unknown', "image_not_found", "image"),
     ],
 )
-def test_image_pull_owner_by_cause(message: str, owner: str) -> None:
+def test_image_pull_owner_by_cause(message: str, cause: str, owner: str) -> None:
+    """The reader names the cause (the categories Docker's pull errors get); the owner is the failure
+    table's: the network is the infrastructure's, registry credentials and tags the image owner's (the
+    registry credentials were "platform" here, the image's owner on Docker)."""
     (reason,) = parse_event_object({"type": "Warning", "reason": "Failed", "message": message})
-    assert (reason.code, reason.owner) == ("image_pull_failed", owner)
+    assert (reason.code, reason.cause, reason.owner) == ("image_pull_failed", cause, owner)
 
 
 def test_oom_behind_crashloop() -> None:
@@ -154,7 +160,7 @@ def test_oom_behind_crashloop() -> None:
             'exec: "torchrun": executable file not found in $PATH: unknown',
             "128",
             "container_start_error",
-            "matrix-author",
+            "image",  # cause command_not_found: the program is not in the image (it was "matrix-author")
         ),
         (
             "ContainerCannotRun",
@@ -163,7 +169,7 @@ def test_oom_behind_crashloop() -> None:
             "container_start_error",
             "infrastructure",
         ),
-        ("Error", "", "1", "container_exit_nonzero", "algorithm"),
+        ("Error", "", "1", "container_exit_nonzero", "image"),
         ("Completed", "", "0", None, None),
         ("ContainerCreating", "", None, None, None),
     ],
@@ -280,7 +286,7 @@ def test_pod_scheduled_false_refined_to_affinity() -> None:
         "message": "0/3 nodes are available: 3 node(s) didn't match Pod's node affinity/selector.",
     }
     (reason,) = parse_pod(_pod({"phase": "Pending", "conditions": [cond]}, {"affinity": affinity}))
-    assert (reason.code, reason.nodes, reason.owner) == ("node_affinity_mismatch", 3, "matrix-author")
+    assert (reason.code, reason.nodes, reason.owner) == ("node_affinity_mismatch", 3, "platform")
     (plain,) = parse_pod(_pod({"phase": "Pending", "conditions": [cond]}, {"nodeSelector": {"gpu": "h100"}}))
     assert plain.code == "node_selector_mismatch"
 
@@ -370,7 +376,8 @@ def test_old_kubelet_from_column_with_node_name() -> None:
         "  Warning  BackOff  2m (x10 over 5m)   kubelet, gpu-node-3  Back-off restarting failed container\n"
     )
     (reason,) = parse_describe(text)
-    assert (reason.source, reason.code, reason.owner) == ("kubelet", "crash_loop", "algorithm")
+    # no last state known: the table's crash_loop row, the image's container (it was "algorithm")
+    assert (reason.source, reason.code, reason.owner) == ("kubelet", "crash_loop", "image")
 
 
 def test_pod_json_records_the_image() -> None:
@@ -384,9 +391,10 @@ def test_pod_json_records_the_image() -> None:
         ]
     }
     (reason,) = parse_pod(_pod(status))
-    assert (reason.code, reason.owner, dict(reason.detail)) == (
+    assert (reason.code, reason.cause, reason.owner, dict(reason.detail)) == (
         "image_pull_failed",
-        "platform",
+        "pull_denied",
+        "image",
         {"container": "infer", "image": "nvcr.io/nim/meta/llama3:1.0"},
     )
 
@@ -430,7 +438,7 @@ def test_kubelet_rejection_events(
         code,
         resource,
         quantities,
-        "matrix-author" if code == "node_affinity_mismatch" else "infrastructure",
+        "platform" if code == "node_affinity_mismatch" else "infrastructure",
     )
 
 

@@ -124,7 +124,7 @@ def test_untolerated_taint_in_flavor() -> None:
         "queue_flavor_mismatch",
         "spot=true:NoSchedule",
         "spot",
-        "matrix-author",
+        "platform",
     )
 
 

@@ -10,6 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pytest_hetero.errors import ParseError
+from pytest_hetero.judge.failures import TABLE
 from pytest_hetero.pending import CODES, Reason, explain, summarise
 from pytest_hetero.pending.model import OWNERS, SOURCES, make_reason
 
@@ -149,14 +150,18 @@ def test_duplicates_are_dropped() -> None:
     assert len(explain([msg, msg])) == 1
 
 
-def test_owner_overrides_and_bad_owner() -> None:
-    (reason,) = explain(
-        "0/2 nodes are available: 2 node(s) didn't match node selector.",
-        owners={"node_selector_mismatch": "business"},
-    )
-    assert reason.owner == "business"
-    with pytest.raises(ValueError, match="unknown owner"):
-        explain("Too many pods", owners={"too_many_pods": "nobody"})
+def test_owners_are_the_failure_tables() -> None:
+    """Readers report codes and causes; every owner is the failure table's row of the cause, else the code."""
+    for text in ("0/2 nodes are available: 2 node(s) didn't match node selector.",
+                 "0/2 nodes are available: 2 Insufficient nvidia.com/gpu.",
+                 'Failed to pull image "r.local/x:1": dial tcp: lookup r.local on 10.96.0.10:53: no such host'):
+        for reason in explain(text):
+            assert reason.owner == TABLE[reason.cause or reason.code].owner
+    assert [(r.code, r.cause, r.owner) for r in explain(
+        'Failed to pull image "r.local/x:1": dial tcp: lookup r.local on 10.96.0.10:53: no such host')] == [
+        ("image_pull_failed", "registry_unreachable", "infrastructure")]
+    with pytest.raises(ValueError, match="no row"):
+        make_reason("kubelet", "crash_loop", "m", cause="a_cause_nobody_owns")
 
 
 def test_advertised_turns_insufficient_into_not_advertised() -> None:
@@ -182,9 +187,13 @@ def test_summarise() -> None:
     )
     assert summarise(reasons) == (
         "insufficient_resource nvidia.com/gpu on 2/5 nodes [infrastructure]; untolerated_taint (gpu=a100) on 3/5 "
-        "nodes [matrix-author]; preemption: preemption_not_helpful on 5/5 nodes [platform]"
+        "nodes [platform]; preemption: preemption_not_helpful on 5/5 nodes [platform]"
     )
     assert summarise([]) == "no reason found"
+    assert summarise(reasons, facts_only=True) == (
+        "insufficient_resource nvidia.com/gpu on 2/5 nodes; untolerated_taint (gpu=a100) on 3/5 nodes; "
+        "preemption: preemption_not_helpful on 5/5 nodes")
+    assert summarise(reasons[:1], owners={"infrastructure": "node-ops"}).endswith("[node-ops]")
 
 
 def test_reason_dict_shape_and_model_guards() -> None:
@@ -196,6 +205,7 @@ def test_reason_dict_shape_and_model_guards() -> None:
         "code",
         "category",
         "owner",
+        "cause",
         "resource",
         "nodes",
         "total_nodes",
@@ -211,7 +221,8 @@ def test_reason_dict_shape_and_model_guards() -> None:
     for args in (("nowhere", "unknown"), ("kueue", "not_a_code")):
         with pytest.raises(ValueError):
             make_reason(*args, "m")
-    assert all(owner in OWNERS for _, owner in CODES.values())
+    assert OWNERS == {"platform", "infrastructure", "algorithm", "business", "image"}
+    assert all(code in TABLE for code in CODES)
 
 
 def _check(reasons: object) -> None:
@@ -351,7 +362,7 @@ def test_docstring_table_matches_the_code_vocabulary() -> None:
     for line in model.__doc__.splitlines():
         parts = line.split()
         if len(parts) >= 3 and parts[0] in CODES:
-            rows[parts[0]] = (parts[1], parts[2])
+            rows[parts[0]] = parts[1]
     assert rows == dict(CODES)
 
 

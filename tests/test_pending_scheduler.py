@@ -53,9 +53,9 @@ def test_v1_28_full_message_with_preemption_part() -> None:
     owners = [r.owner for r in parse_scheduler_message(msg)]
     assert owners == [
         "infrastructure",
-        "matrix-author",
-        "matrix-author",
-        "matrix-author",
+        "platform",
+        "platform",
+        "platform",
         "platform",
         "platform",
     ]
@@ -205,8 +205,8 @@ def test_hami_filtering_failed_with_several_nodes_and_reasons() -> None:
     ("name", "code", "owner"),
     [
         ("CardInsufficientCore", "device_cores_insufficient", "infrastructure"),
-        ("CardTypeMismatch", "device_type_mismatch", "matrix-author"),
-        ("CardUuidMismatch", "device_type_mismatch", "matrix-author"),
+        ("CardTypeMismatch", "device_type_mismatch", "platform"),
+        ("CardUuidMismatch", "device_type_mismatch", "platform"),
         ("NumaNotFit", "device_numa_unfit", "infrastructure"),
         ("NodeInsufficientDevice", "device_count_insufficient", "infrastructure"),
         ("ResourceQuotaNotFit", "quota_exceeded", "platform"),

@@ -287,8 +287,9 @@ def _add_explain_pending(sub: argparse._SubParsersAction) -> None:  # type: igno
     parser.add_argument("--from", dest="source", default="-", metavar="FILE",
                         help="file to read, or '-' for standard input (default)")
     parser.add_argument("--text", action="store_true", help="print one line per reason instead of JSON")
-    parser.add_argument("--owner", action="append", default=[], metavar="CODE=OWNER",
-                        help="override the owner of a reason code (repeatable), e.g. untolerated_taint=platform")
+    parser.add_argument("--owner", action="append", default=[], metavar="ROLE=TEAM",
+                        help="name the team of an owner role of the failure table (repeatable), e.g. "
+                             "image=ml-team")
     parser.set_defaults(func=_run_explain_pending)
 
 

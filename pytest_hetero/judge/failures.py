@@ -91,7 +91,8 @@ def _rows() -> dict[str, Entry]:
                                   "discovery"),
         "expectation_mismatch": (INF, F, "the hardware differs from what the matrix expects of it", "discovery"),
         "driver_missing": (INF, F, "the host's or container's driver cannot be used", "discovery, startup payload"),
-        "device_unhealthy": (INF, F, "the vendor tool reports devices unhealthy (Xid, ECC, health)", "discovery"),
+        "device_unhealthy": (INF, F, "the vendor tool reports devices unhealthy (Xid, ECC, health)",
+                             "discovery, " + _PENDING + " (probe_failed cause)"),
         "device_missing": (INF, F, "device nodes absent on the host or in the container",
                            _DOCKER + ", discovery, startup payload"),
         "insufficient_capacity": (INF, F, "the engine host has less capacity than requested", "discovery"),
@@ -139,6 +140,11 @@ def _rows() -> dict[str, Entry]:
         "device_unfit": (INF, F, "device capacity (HAMi)", _PENDING),
         "device_allocation_failed": (INF, F, "kubelet / device plugin failed to allocate devices", _PENDING),
         "device_node_unregistered": (P, F, "HAMi has no registered devices for the node", _PENDING),
+        # --- pending/: causes a reader names behind a code (Reason.cause); owners looked up here ----------
+        "command_not_found": (IMG, F, "the program the container's command runs is not in the image (kubelet "
+                                      "StartError / RunContainerError: executable file not found): an image defect; "
+                                      "at startup it is the gate's shell, as Docker's interpreter_missing",
+                              _PENDING + " (container_start_error cause)"),
         "unknown": (P, F, "a refusal nobody can read yet: the platform operates the cluster", _PENDING),
         "scheduling_timeout": (P, F, "not placed in time and nothing says why", "scheduling, governance"),
         "request_untranslatable": (P, F, "the engine cannot express the pool's request", "scheduling"),

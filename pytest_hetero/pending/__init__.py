@@ -1,7 +1,8 @@
 """Why a workload is pending: parse scheduler, admission, queue and startup messages into one vocabulary.
 
 ``explain(text_or_obj)`` returns :class:`Reason` objects (see :mod:`pytest_hetero.pending.model` for the
-code vocabulary and owner table); ``summarise(reasons)`` renders them on one line.
+code vocabulary; owners are the failure table's, :mod:`pytest_hetero.judge.failures`); ``summarise(reasons)``
+renders them on one line.
 """
 
 from __future__ import annotations

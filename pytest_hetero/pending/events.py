@@ -173,7 +173,7 @@ def classify_row(row: EventRow) -> list[Reason]:
 
         device = bool(global_errors(why)) or "nvidia-smi" in why.lower() or "npu-smi" in why.lower()
         return [make_reason("kubelet", "probe_failed", message.strip(),
-                            owner="infrastructure" if device else None,
+                            cause="device_unhealthy" if device else None,
                             detail={**detail, "probe": (probe.group("probe") if probe else "").lower()})]
     if reason == "ExceedsGPUQuota" or re.search(r"exceeds? (?:the )?GPU quota", message, re.IGNORECASE):
         return [make_reason("admission", "quota_exceeded", message.strip(), resource="nvidia.com/gpu",

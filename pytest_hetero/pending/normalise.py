@@ -24,7 +24,7 @@ from pytest_hetero.pending.describe import (
     parse_pod,
 )
 from pytest_hetero.pending.kueue import parse_workload
-from pytest_hetero.pending.model import Reason, apply_owners, make_reason
+from pytest_hetero.pending.model import Reason, make_reason
 from pytest_hetero.pending.scheduler import parse_scheduler_message
 from pytest_hetero.pending.startup import _DEVICE_RUNTIME, classify_startup
 from pytest_hetero.pending.volcano import parse_podgroup, parse_podgroup_text
@@ -39,7 +39,6 @@ _BARE_LINES = 10
 def explain(
     text_or_obj: str | bytes | Mapping[str, Any] | list[Any],
     *,
-    owners: Mapping[str, str] | None = None,
     advertised: Collection[str] | None = None,
 ) -> list[Reason]:
     """Return every reason found, in order, without duplicates.
@@ -50,13 +49,12 @@ def explain(
 
     Text nobody recognises comes back as one ``unknown`` reason holding the (whitespace-squashed,
     at most 2000 characters) text, with source ``scheduler`` (the command's usual input) unless the
-    event that carried it names its reporter. ``owners`` (``{code: owner}``) overrides default owners.
+    event that carried it names its reporter. Owners are the failure table's (:attr:`Reason.owner`).
     ``advertised``: resource names some node advertises; ``insufficient_resource`` for a resource
     outside it becomes ``resource_not_advertised``.
 
     Raises :class:`ParseError` for bytes that are not UTF-8, text containing NUL bytes, objects of
-    another type, and objects whose status/conditions have the wrong shape; ``ValueError`` when
-    ``owners`` names a code outside :data:`.model.CODES` or an owner outside :data:`.model.OWNERS`.
+    another type, and objects whose status/conditions have the wrong shape.
     """
     try:
         reasons = _dedupe(_dispatch(text_or_obj))
@@ -69,7 +67,7 @@ def explain(
             else r
             for r in reasons
         ]
-    return apply_owners(reasons, owners)
+    return reasons
 
 
 def _dedupe(reasons: list[Reason]) -> list[Reason]:
@@ -270,21 +268,24 @@ def _guess(obj: Mapping[str, Any]) -> Callable[[Mapping[str, Any]], list[Reason]
     return None
 
 
-def summarise(reasons: list[Reason]) -> str:
+def summarise(reasons: list[Reason], *, owners: Mapping[str, str] | None = None, facts_only: bool = False) -> str:
     """One line for humans, filter reasons before preemption verdicts, e.g.
-    ``insufficient_resource nvidia.com/gpu on 1/3 nodes [infrastructure]; preemption: ...``.
-    Returns ``"no reason found"`` for an empty list.
+    ``insufficient_resource nvidia.com/gpu on 1/3 nodes [infrastructure]; preemption: ...``: each reason
+    ends with its owner from the failure table (``owners`` names the team of an owner role, e.g.
+    ``{"image": "ml-team"}``). ``facts_only``: no owners (an engine's message states facts; the item's
+    owner is the judge's). Returns ``"no reason found"`` for an empty list.
     """
     if not reasons:
         return "no reason found"
-    parts = [_one(r) for r in reasons if not r.preemption]
-    pre = [_one(r) for r in reasons if r.preemption]
+    teams = None if facts_only else (owners or {})
+    parts = [_one(r, teams) for r in reasons if not r.preemption]
+    pre = [_one(r, teams) for r in reasons if r.preemption]
     if pre:
         parts.append("preemption: " + ", ".join(pre))
     return "; ".join(parts)
 
 
-def _one(r: Reason) -> str:
+def _one(r: Reason, teams: Mapping[str, str] | None) -> str:
     text = r.code
     if r.resource:
         text += f" {r.resource}"
@@ -300,4 +301,4 @@ def _one(r: Reason) -> str:
         text += f" ({','.join(r.node_names)})"
     if r.code == "unknown":
         text += f": {r.message[:120]}"
-    return text + f" [{r.owner}]"
+    return text if teams is None else text + f" [{teams.get(r.owner, r.owner)}]"

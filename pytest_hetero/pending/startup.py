@@ -5,10 +5,10 @@ Reads container states as ``kubectl describe pod`` and ``status.containerStatuse
 ``OutOf<resource>`` with ``Node didn't have enough resource: <r>, requested: <q>, used: <q>, capacity:
 <q>``; ``UnexpectedAdmissionError`` with ``Allocate failed due to ...``).
 
-Codes: ``image_pull_failed`` (ErrImagePull, ImagePullBackOff, InvalidImageName; owner infrastructure
-for network errors, platform for registry auth, else matrix-author), ``container_config_error``
-(CreateContainerConfigError), ``container_start_error`` (CreateContainerError, RunContainerError,
-StartError, ContainerCannotRun; matrix-author when the entrypoint is missing), ``device_runtime_error``
+Codes: ``image_pull_failed`` (ErrImagePull, ImagePullBackOff, InvalidImageName; ``cause`` from
+:func:`pull_category`), ``container_config_error`` (CreateContainerConfigError), ``container_start_error``
+(CreateContainerError, RunContainerError, StartError, ContainerCannotRun; ``cause`` ``command_not_found``
+when the container's program is not in the image), ``device_runtime_error``
 (nvidia-container-cli / driver rpc errors, ``could not select device driver``, unknown runtime),
 ``crash_loop``, ``oom_killed``, ``container_exit_nonzero``, ``insufficient_resource`` and
 ``device_allocation_failed`` from the kubelet.
@@ -63,16 +63,6 @@ def pull_category(message: str) -> str:
     return "image_pull_failed"
 
 
-def _owner_for_pull(message: str) -> str:
-    if _NETWORK.search(message):
-        return "infrastructure"
-    if _NOT_FOUND.search(message):
-        return "matrix-author"
-    if _AUTH.search(message):
-        return "platform"
-    return "matrix-author"
-
-
 def classify_startup(
     reason: str, message: str = "", *, exit_code: str | None = None, container: str | None = None
 ) -> Reason | None:
@@ -89,19 +79,14 @@ def classify_startup(
         return make_reason("kubelet", "device_runtime_error", text, detail={**detail, "state_reason": reason})
     if reason in PULL or "pull" in reason.lower() and "image" in message.lower():
         return make_reason(
-            "kubelet", "image_pull_failed", text, owner=_owner_for_pull(text + " " + reason), detail=detail
+            "kubelet", "image_pull_failed", text, cause=pull_category(text + " " + reason), detail=detail
         )
     if reason == "CreateContainerConfigError":
         return make_reason("kubelet", "container_config_error", text, detail=detail)
     if reason in START:
-        owner = (
-            "matrix-author"
-            if re.search(r"executable file not found|no such file or directory", message)
-            else None
-        )
-        return make_reason(
-            "kubelet", "container_start_error", text, owner=owner, detail={**detail, "state_reason": reason}
-        )
+        missing = re.search(r"executable file not found|no such file or directory", message)
+        return make_reason("kubelet", "container_start_error", text,
+                           cause="command_not_found" if missing else None, detail={**detail, "state_reason": reason})
     if reason == "OOMKilled":
         return make_reason("kubelet", "oom_killed", text, detail=detail)
     if reason == "CrashLoopBackOff":
@@ -118,8 +103,8 @@ def container_reasons(
 
     ``image`` (as the Pod spec or status names it) is recorded in each reason's ``detail``.
 
-    A ``crash_loop`` takes the owner of the last termination's cause when that cause is known, and the
-    cause itself is reported too (e.g. ``device_runtime_error`` behind a CrashLoopBackOff).
+    A ``crash_loop`` names the last termination as its ``cause`` when that is known (its owner is then the
+    cause's), and the cause itself is reported too (e.g. ``device_runtime_error`` behind a CrashLoopBackOff).
     """
     now = classify_startup(
         state.get("reason", ""),
@@ -144,7 +129,7 @@ def container_reasons(
                 "kubelet",
                 "crash_loop",
                 now.message,
-                owner=before.owner,
+                cause=before.cause or before.code,
                 detail={**now.detail, "last_state_reason": last.get("reason", "")},
             )
         out.append(now)

@@ -223,7 +223,7 @@ def test_startup_failure_classes_from_the_kubelet(
     ghost = got["cpu::ghost::startup"]
     assert failure(ghost) == ("failed", "container_start_error", "infrastructure")
     assert "CreateContainerError: failed to create containerd container:" in ghost["failure"]["message"]
-    assert ghost["failure"]["message"].endswith("no users found (container_start_error [infrastructure])")
+    assert ghost["failure"]["message"].endswith("no users found (container_start_error)")  # facts; the owner is the failure's
     # usage ledger: the three pods were placed by the real scheduler and never ran: each is waste, and
     # the crash-looping one's restarts are counted
     waste = evidence_of(pytester)["usage"]["waste"]

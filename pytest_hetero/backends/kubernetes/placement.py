@@ -227,4 +227,4 @@ def unscheduled(
             f"{workload['kind']} {workload['name']} not scheduled within {timed_out or 0:g} s and "
             f"nothing explains why (pods: {len(pods)}){hint}"))
     return Placement(placed=False, decisive=decisive.to_dict(),
-                     message=f"{workload['name']} not scheduled: {summarise(reasons)}")
+                     message=f"{workload['name']} not scheduled: {summarise(reasons, facts_only=True)}")

@@ -234,7 +234,7 @@ def startup_failed(
         raise ActionFailed(
             f"pod {name} not running after {ctx.timeout_s:g} s (phase {phase})",
             "startup_timeout")
-    raise ActionFailed(f"pod {name} did not start: {state_text(pod)} ({summarise(reasons)})",
+    raise ActionFailed(f"pod {name} did not start: {state_text(pod)} ({summarise(reasons, facts_only=True)})",
                        startup_category(reasons))
 
 
@@ -243,10 +243,14 @@ def startup_category(reasons: list[Reason]) -> str:
     loop is named by its cause when one is known (a driver/runtime error behind a CrashLoopBackOff is
     that error, the same fact Docker reports), and an OOM kill before any model code ran is
     ``startup_oom_killed`` (the same category Docker's startup gives it); an image pull failure is
-    named by its cause (:func:`pytest_hetero.pending.startup.pull_category`), as Docker names it."""
+    named by its cause (:func:`pytest_hetero.pending.startup.pull_category`), as Docker names it; a
+    container whose program is not in the image (``command_not_found``: the gate's shell) is
+    ``interpreter_missing``, as Docker's startup names it."""
     first = reasons[0]
     if first.code == "crash_loop":
         first = next((r for r in reasons[1:] if r.code not in ("crash_loop", "container_exit_nonzero")), first)
     if first.code == "image_pull_failed":
-        return pull_category(f"{first.message} {first.detail.get('state_reason', '')}")
+        return first.cause or pull_category(f"{first.message} {first.detail.get('state_reason', '')}")
+    if first.cause == "command_not_found":
+        return "interpreter_missing"
     return "startup_oom_killed" if first.code == "oom_killed" else first.code
