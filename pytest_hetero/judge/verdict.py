@@ -1,4 +1,4 @@
-"""Status words written once: an item's failure (status, owner, causes), and the run verdict.
+"""Status words written once: an item's failure (status, owner, causes), its gating, and the run verdict.
 
 Layer checks and engines end in a category and a message (:class:`~pytest_hetero.layers.base.LayerOutcome`);
 :func:`item_failure` turns that into the item's status and :class:`~pytest_hetero.judge.model.Failure`
@@ -9,17 +9,65 @@ untested scope, what the run left behind, the plan selection and the exit status
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from pytest_hetero.judge.failures import FailureStatus, owner_category, status_of
 from pytest_hetero.judge.model import Cause, Failure
-from pytest_hetero.vocab import OWNER_CATEGORIES, Layer, OwnerCategory
+from pytest_hetero.vocab import BLOCKING, OWNER_CATEGORIES, Layer, OwnerCategory
 
 if TYPE_CHECKING:
     from pytest_hetero.matrix.model import Matrix
 
 Verdict = Literal["pass", "fail", "not_clean", "incomplete"]
 """The run's verdict: ``pass`` only for a run that covered its whole plan and proved it."""
+
+
+GateStatus = Literal["blocked", "not_run", "not_applicable"]
+"""The status of an item that does not run its check (gating)."""
+
+
+@dataclass(frozen=True)
+class Gate:
+    """Why an item does not run its check: its ``status``, the ``reason`` its evidence and pytest's skip
+    give, and the root failure it is ``blocked_by`` (a nodeid; only for ``blocked``)."""
+
+    status: GateStatus
+    reason: str
+    blocked_by: str | None = None
+
+
+def gating(layer: Layer, dependency: str | None, outcome: Mapping[str, Any] | None) -> Gate | None:
+    """Whether an item of ``layer`` runs, given its dependency (``dependency``: its claim id, or the
+    planned ``depends_on`` joined with ``::`` when it was not collected; None for a root item) and that
+    dependency's evidence in this session (``outcome``: the evidence dict, at least ``nodeid``, ``status``,
+    ``blocked_by``, ``reason``, ``failure``; None when it did not run here).
+
+    None: run the check. ``not_run``: a business item whose model item did not run in this session
+    (nothing of this session to judge, never an error of business); ``not_applicable``: a business item
+    whose model item was not applicable; ``blocked``: the dependency failed, errored or was blocked,
+    ``blocked_by`` the root failure, the reason its first line (at most 160 characters)."""
+    if outcome is None and layer == "business":
+        return Gate("not_run", f"not_run: it judges the outputs of {dependency}, which did not run in this "
+                               "session; select the model item too")
+    if outcome is None:
+        return None
+    status = outcome.get("status")
+    if status == "not_applicable" and layer == "business":
+        return Gate("not_applicable", f"not applicable: it judges the outputs of {outcome['nodeid']}, which is "
+                                      "not applicable")
+    if status not in BLOCKING:
+        return None
+    root = str(outcome.get("blocked_by") or outcome["nodeid"])
+    short = str(outcome.get("reason") if status == "blocked"
+                else (outcome.get("failure") or {}).get("message", status)).split("\n")[0]
+    short = short.split(": ", 1)[1] if short.startswith("blocked by ") else short
+    return Gate("blocked", f"blocked by {root}: {short[:160]}", root)
+
+
+def not_applicable(message: str) -> Gate:
+    """An item whose check says its layer cannot be proven on this engine (``message``: why)."""
+    return Gate("not_applicable", f"not applicable: {message}")
 
 
 def image_owner(matrix: Matrix) -> OwnerCategory:

@@ -2,7 +2,8 @@
 
 Gating follows the dependency graph: in setup, an item whose dependency failed, errored or
 was blocked is skipped as ``blocked by <root nodeid>: <short failure>`` and its evidence
-says ``blocked`` with ``blocked_by``. State lives on the items' stash, not in globals.
+says ``blocked`` with ``blocked_by`` -- the judge (:func:`pytest_hetero.judge.verdict.gating`) decides
+and words it; this glue only asks and writes it down. State lives on the items' stash, not in globals.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import time
 import traceback
 from dataclasses import replace
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import Any, NoReturn
 
 import pytest
 
@@ -21,7 +22,7 @@ from pytest_hetero.backends.protocol import Backend
 from pytest_hetero.errors import HeteroError
 from pytest_hetero.evidence.model import Failure, ItemEvidence, utc_now
 from pytest_hetero.judge.failures import FailureStatus
-from pytest_hetero.judge.verdict import item_failure
+from pytest_hetero.judge.verdict import Gate, gating, item_failure, not_applicable
 from pytest_hetero.layers import CHECKS
 from pytest_hetero.layers.base import LayerBroken, LayerContext, LayerOutcome, NotApplicable
 from pytest_hetero.matrix.expand import PlannedItem
@@ -30,7 +31,6 @@ from pytest_hetero.pytest_plugin.ordering import number
 from pytest_hetero.pytest_plugin.serving import TerminalProgress
 from pytest_hetero.pytest_plugin.stash import ATTEMPTS, BACKENDS, FINAL, HANDOFF, OUTCOME, PLANS, REDACTORS, SETTINGS
 from pytest_hetero.redact import Redactor
-from pytest_hetero.vocab import BLOCKING
 
 STORAGE_ERRORS = {errno.ENOSPC: "disk_full", errno.EDQUOT: "disk_full", errno.EROFS: "read_only_filesystem"}
 """errno of an OSError raised inside a layer → category (owner infrastructure): a disk the run writes to."""
@@ -149,41 +149,25 @@ class LayerItem(pytest.Item):
         self.stash[OUTCOME] = self.redactor().data(data)
 
     def setup(self) -> None:
-        """Skip as blocked when the dependency failed/errored/was blocked in this session."""
+        """Ask the judge whether this item runs (:func:`pytest_hetero.judge.verdict.gating`: blocked by a
+        dependency that failed, errored or was blocked in this session; a business item without its model
+        run); when not, write its evidence with the judge's status and skip."""
         self._next_attempt()
         dep = self.dependency
         # FINAL: what pytest's report made of a dependency whose check never finished (a timeout plugin
         # killed it: an error, which blocks this item like any other)
         outcome = (dep.stash.get(OUTCOME, None) or dep.stash.get(FINAL, None)) if dep is not None else None
-        if outcome is None and self.planned.layer == "business":
-            # business judges the outputs of its model item's run in this session; without one there is
-            # nothing of this session to judge (never an error of business)
-            evidence = self.new_evidence()
-            evidence.status = "not_run"
-            model = dep.claim_id if dep is not None else "::".join(self.planned.depends_on or ())
-            evidence.reason = (f"not_run: it judges the outputs of {model}, which did not run in this session; "
-                               "select the model item too")
-            self.finish(evidence, time.perf_counter())
-            pytest.skip(evidence.reason)
-        if outcome is not None and outcome["status"] == "not_applicable" and self.planned.layer == "business":
-            # business evaluates the model item's outputs: without a model run there is nothing to judge
-            evidence = self.new_evidence()
-            evidence.status = "not_applicable"
-            evidence.reason = f"not applicable: it judges the outputs of {outcome['nodeid']}, which is not applicable"
-            self.finish(evidence, time.perf_counter())
-            pytest.skip(evidence.reason)
-        if outcome is None or outcome["status"] not in BLOCKING:
-            return
-        root = outcome["blocked_by"] or outcome["nodeid"]
-        short = (outcome["reason"] if outcome["status"] == "blocked"
-                 else (outcome["failure"] or {}).get("message", outcome["status"])).split("\n")[0]
-        short = short.split(": ", 1)[1] if short.startswith("blocked by ") else short
-        short = short[:160]
+        dependency = dep.claim_id if dep is not None else "::".join(self.planned.depends_on or ())
+        gate = gating(self.planned.layer, dependency, outcome)
+        if gate is not None:
+            self._gated(gate, time.perf_counter())
+
+    def _gated(self, gate: Gate, started: float) -> NoReturn:
+        """Write the judge's gating (status, reason, root failure) into fresh evidence and skip."""
         evidence = self.new_evidence()
-        evidence.status, evidence.blocked_by = "blocked", root
-        evidence.reason = f"blocked by {root}: {short}"
-        self.finish(evidence, time.perf_counter())
-        pytest.skip(evidence.reason)
+        evidence.status, evidence.reason, evidence.blocked_by = gate.status, gate.reason, gate.blocked_by
+        self.finish(evidence, started)
+        pytest.skip(gate.reason)
 
     def _next_attempt(self) -> None:
         """When a rerun plugin (pytest-rerunfailures) runs this item again, keep the finished
@@ -250,9 +234,10 @@ class LayerItem(pytest.Item):
             CHECKS[self.planned.layer](ctx)
             self.config.hook.pytest_hetero_layer_check(ctx=ctx)
         except NotApplicable as exc:
-            evidence.status, evidence.reason = "not_applicable", f"not applicable: {exc.message}"
+            gate = not_applicable(exc.message)
+            evidence.status, evidence.reason = gate.status, gate.reason
             self.finish(evidence, started, ctx)
-            pytest.skip(evidence.reason)
+            pytest.skip(gate.reason)
         except LayerOutcome as exc:
             self._fail(evidence, started, ctx, "error" if exc.status == "error" else "failed", exc.category,
                        exc.message, exc.causes)
