@@ -18,53 +18,211 @@ from pytest_hetero.pytest_plugin.item import STORAGE_ERRORS
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "pytest_hetero"
-RAISERS = {"LayerFailed", "LayerBroken", "LayerOutcome", "ActionFailed", "EngineUnavailable", "EngineFault",
-           "outcome", "_fail", "NotReady"}
+SCANNED = ("backends", "layers", "pytest_plugin", "pending", "truth", "serving")
+"""The packages that report failure categories: engines, layer checks, the glue, the Pending readers, the truth
+reader and the serving clients. (explain/'s ``category`` is a broad family, not a failure category; the
+judge holds the table itself.)"""
+PARAMS = ("category", "cause")
+"""Parameter names that carry a failure category (``cause``: a Pending reason's, :mod:`pytest_hetero.pending`)."""
+BROAD = frozenset({"Reason"})
+"""Callables whose ``category`` is a broad family, not a failure category: a Pending :class:`Reason`'s
+(capacity, placement, …); its failure category is its code (every code is checked) or its ``cause``."""
 
 
-def _constants(node: ast.expr) -> set[str]:
-    if isinstance(node, ast.Constant) and isinstance(node.value, str):
-        return {node.value}
-    if isinstance(node, ast.IfExp):
-        return _constants(node.body) | _constants(node.orelse)
-    return set()
+def _signature_index(args: ast.arguments, method: bool) -> int | None:
+    names = [a.arg for a in [*args.posonlyargs, *args.args]]
+    if method and names[:1] in (["self"], ["cls"]):
+        names = names[1:]
+    found = [names.index(p) for p in PARAMS if p in names]
+    return found[0] if found else (-1 if any(a.arg in PARAMS for a in args.kwonlyargs) else None)
 
 
-def emitted() -> dict[str, str]:  # noqa: C901 - one walk over every node kind that names a category
-    """Every literal failure category the engines, the layer checks and the pytest glue can report:
-    the category argument of a fault/outcome, and ``"category"``/``"code"`` values of failure dicts."""
+def category_callables(trees: list[ast.Module]) -> dict[str, int]:
+    """Every function, method and class (its ``__init__``, or a dataclass/NamedTuple's fields in order) with a
+    ``category``/``cause`` parameter → the positional index of it (-1: keyword only); a subclass without its
+    own ``__init__`` takes its base's."""
+    found: dict[str, int] = {}
+    bases: dict[str, list[str]] = {}
+    for tree in trees:
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                index = _signature_index(node.args, method=True)
+                if index is not None and node.name != "__init__":
+                    found.setdefault(node.name, index)
+            elif isinstance(node, ast.ClassDef):
+                bases[node.name] = [b.id if isinstance(b, ast.Name) else b.attr if isinstance(b, ast.Attribute)
+                                    else "" for b in node.bases]
+                init = next((n for n in node.body if isinstance(n, ast.FunctionDef) and n.name == "__init__"), None)
+                fields = [n.target.id for n in node.body if isinstance(n, ast.AnnAssign)
+                          and isinstance(n.target, ast.Name)]
+                if init is not None:
+                    index = _signature_index(init.args, method=True)
+                elif any(p in fields for p in PARAMS):
+                    index = next(fields.index(p) for p in PARAMS if p in fields)
+                else:
+                    continue
+                if index is not None:
+                    found[node.name] = index
+    changed = True
+    while changed:  # subclasses without their own __init__
+        changed = False
+        for name, parents in bases.items():
+            inherited = next((found[b] for b in parents if b in found), None)
+            if name not in found and inherited is not None:
+                found[name], changed = inherited, True
+    return found
+
+
+class _Values:
+    """What an expression can evaluate to, as string constants: literals, both arms of ``x if c else y``,
+    ``a or b``, a name assigned in the enclosing function or at module level, and an item of (or ``.get`` on)
+    a module-level dict or tuple -- a table of categories."""
+
+    def __init__(self, module: ast.Module) -> None:
+        self.module = {t.id: n.value for n in module.body if isinstance(n, (ast.Assign, ast.AnnAssign))
+                       for t in (n.targets if isinstance(n, ast.Assign) else [n.target])
+                       if isinstance(t, ast.Name) and n.value is not None}
+
+    def of(self, node: ast.expr | None, scope: ast.AST | None, depth: int = 0) -> set[str]:
+        if node is None or depth > 6:
+            return set()
+        if isinstance(node, ast.Constant):
+            return {node.value} if isinstance(node.value, str) else set()
+        if isinstance(node, ast.IfExp):
+            return self.of(node.body, scope, depth + 1) | self.of(node.orelse, scope, depth + 1)
+        if isinstance(node, ast.BoolOp):
+            return set().union(*(self.of(v, scope, depth + 1) for v in node.values))
+        if isinstance(node, ast.Name):
+            local = [n.value for n in ast.walk(scope) if isinstance(n, ast.Assign) and any(
+                isinstance(t, ast.Name) and t.id == node.id for t in n.targets)] if scope is not None else []
+            if local:
+                return set().union(*(self.of(v, scope, depth + 1) for v in local))
+            return self.table(self.module.get(node.id), depth)
+        if isinstance(node, ast.Subscript):
+            return self.of(node.value, scope, depth + 1)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get":
+            return self.of(node.func.value, scope, depth + 1) | set().union(
+                *(self.of(a, scope, depth + 1) for a in node.args[1:]))
+        return set()
+
+    def table(self, node: ast.expr | None, depth: int) -> set[str]:
+        if isinstance(node, ast.Dict):
+            return set().union(set(), *(self.of(v, None, depth + 1) for v in node.values))
+        if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+            return set().union(set(), *(self.of(v, None, depth + 1) for v in node.elts))
+        return self.of(node, None, depth + 1) if node is not None else set()
+
+
+def _reported(node: ast.AST, values: _Values, scope: ast.AST | None, callables: dict[str, int]) -> set[str]:
+    """The categories one node reports (see :func:`emitted_in`)."""
+    got: set[str] = set()
+    if isinstance(node, ast.Call):
+        func = node.func
+        name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
+        if name in BROAD:
+            return got
+        index = callables.get(name)
+        if index is not None and 0 <= index < len(node.args):
+            got |= values.of(node.args[index], scope)
+        for kw in node.keywords:
+            if kw.arg in PARAMS:
+                got |= values.of(kw.value, scope)
+            elif kw.arg == "causes" and isinstance(kw.value, (ast.Tuple, ast.List)):
+                got |= {c for pair in kw.value.elts if isinstance(pair, ast.Tuple) and pair.elts
+                        for c in values.of(pair.elts[0], scope)}
+    elif isinstance(node, ast.Dict):
+        for key, value in zip(node.keys, node.values, strict=True):
+            if isinstance(key, ast.Constant) and key.value in PARAMS:
+                got |= values.of(value, scope)
+    return got
+
+
+def emitted_in(paths: list[Path], callables: dict[str, int] | None = None) -> dict[str, str]:
+    """Every failure category the modules at ``paths`` can report → where: an argument (positional or
+    keyword) of a callable with a ``category``/``cause`` parameter (:func:`category_callables`, over
+    ``paths`` and the package), each ``(category, message)`` of a ``causes=`` keyword, a ``"category"`` /
+    ``"cause"`` value of a dict literal, and what each resolves to through names and tables of categories."""
+    trees = {path: ast.parse(path.read_text(encoding="utf-8")) for path in paths}
+    if callables is None:
+        callables = category_callables(list(trees.values()))
     found: dict[str, str] = {}
-    for folder in ("backends", "layers", "pytest_plugin"):
-        for path in sorted((PACKAGE / folder).rglob("*.py")):
-            for node in ast.walk(ast.parse(path.read_text())):
-                values: set[str] = set()
-                if isinstance(node, ast.Call):
-                    func = node.func
-                    name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) \
-                        else ""
-                    index = 4 if name == "_fail" else 1
-                    if name in RAISERS and len(node.args) > index:
-                        values |= _constants(node.args[index])
-                    values |= {c for kw in node.keywords if kw.arg == "category" for c in _constants(kw.value)}
-                if isinstance(node, ast.Dict):
-                    for key, value in zip(node.keys, node.values, strict=True):
-                        if isinstance(key, ast.Constant) and key.value in ("category", "code") and value is not None:
-                            values |= _constants(value)
-                for value in values:
-                    found.setdefault(value, f"{path.relative_to(ROOT)}:{getattr(node, 'lineno', 0)}")
+    for path, tree in trees.items():
+        values = _Values(tree)
+        scopes = [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+        enclosing = {id(child): scope for scope in scopes for child in ast.walk(scope)}
+        where = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+        for node in ast.walk(tree):
+            got = _reported(node, values, enclosing.get(id(node)), callables)
+            for category in got:
+                found.setdefault(category, f"{where}:{getattr(node, 'lineno', 0)}")
+    return found
+
+
+def emitted() -> dict[str, str]:
+    """Every failure category the engines, layer checks, glue, Pending readers, truth reader and serving
+    clients can report (:func:`emitted_in` over :data:`SCANNED`), and every Pending code."""
+    paths = [p for folder in SCANNED for p in sorted((PACKAGE / folder).rglob("*.py"))]
+    callables = category_callables([ast.parse(p.read_text(encoding="utf-8")) for p in sorted(PACKAGE.rglob("*.py"))
+                                    if "explain" not in p.parts])
+    found = emitted_in(paths, callables)
     for rule in RULES:
         found.setdefault(rule.category, "backends/docker/errors.RULES")
     for code in CODES:
         found.setdefault(code, "pending/model.CODES")
-    for category in [*CATEGORY.values(), *STORAGE_ERRORS.values(), "interpreter_missing", "startup_oom_killed"]:
+    for category in [*CATEGORY.values(), *STORAGE_ERRORS.values()]:
         found.setdefault(category, "layers/startup.CATEGORY, pytest_plugin/item.STORAGE_ERRORS")
     return found
 
 
 def test_every_category_an_engine_or_reader_emits_is_in_the_table() -> None:
     found = emitted()
-    assert len(found) >= 140  # the walk still finds the raisers (a rename would make it find nothing)
+    assert len(found) >= 150  # the walk still finds the raisers (a rename would make it find nothing)
+    assert found["rollout_not_complete"].startswith("pytest_hetero/backends/kubernetes/serving.py")
     assert {c: where for c, where in found.items() if c not in TABLE} == {}
+
+
+PLANTED = """
+from dataclasses import dataclass
+
+STUCK = {"Pending": "planted_table_value", "Unknown": "planted_table_other"}
+
+
+@dataclass
+class Finding:
+    message: str
+    category: str
+
+
+def wait_for(name, timeout_s, category, *, cause=None):
+    raise RuntimeError(name)
+
+
+class Stuck(ActionFailed):
+    pass
+
+
+def run(state, slow):
+    wait_for("x", 1.0, "planted_positional")
+    wait_for("x", 1.0, category="planted_keyword", cause="planted_cause")
+    kind = "planted_local_a" if slow else "planted_local_b"
+    raise Stuck(f"{state}", STUCK.get(state, kind)) from Finding("m", "planted_field") and {
+        "category": "planted_dict"}
+"""
+
+
+def test_the_walk_finds_a_category_passed_as_an_argument_keyword_or_table(tmp_path: Path) -> None:
+    """A planted module reports categories the table lacks in every way the package reports one; the walk
+    names each (the serving engine's ``rollout_not_complete``, passed to ``wait_rolled_out``, was missed)."""
+    planted = tmp_path / "planted.py"
+    planted.write_text(PLANTED)
+    callables = category_callables([ast.parse((PACKAGE / "backends" / "protocol.py").read_text()),
+                                    ast.parse(PLANTED)])
+    assert {callables["wait_for"], callables["Finding"], callables["Stuck"], callables["ActionFailed"]} == {2, 1}
+    found = emitted_in([planted], callables)
+    assert {c for c in found if c not in TABLE} == {
+        "planted_positional", "planted_keyword", "planted_cause", "planted_local_a", "planted_local_b",
+        "planted_table_value", "planted_table_other", "planted_field", "planted_dict"}
+    assert found["planted_positional"] == f"{planted}:22"
 
 
 def test_the_table_names_no_role_that_is_not_a_team() -> None:
