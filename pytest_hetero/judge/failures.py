@@ -68,9 +68,18 @@ _ALL = "every engine"
 _SPEC = "the gate builds this from the matrix's resource entry, the platform's description of its pool"
 
 
+Row = tuple[OwnerRole, FailureStatus, str, str] | tuple[OwnerRole, FailureStatus, str, str, tuple[Layer, ...]]
+"""A row as written below: owner, status, why, source[, error_in]."""
+
+
+def _alike(owner: OwnerRole, status: FailureStatus, why: str, source: str, *categories: str) -> dict[str, Row]:
+    """One row for each of ``categories`` that share owner, status, reason and source (e.g. every pod-spec
+    refusal the gate builds from the pool's entry)."""
+    return dict.fromkeys(categories, (owner, status, why, source))
+
+
 def _rows() -> dict[str, Entry]:
-    rows: dict[str, tuple[OwnerRole, FailureStatus, str, str] | tuple[OwnerRole, FailureStatus, str, str,
-                                                                       tuple[Layer, ...]]] = {
+    rows: dict[str, Row] = {
         # --- discovery -------------------------------------------------------------------------------
         "no_nodes": (INF, F, "no node offers the resource: capacity is the infrastructure's", _PENDING + ", discovery"),
         "node_not_ready": (INF, F, "a NotReady or unreachable node is a node fault; one lost under startup or a "
@@ -99,45 +108,35 @@ def _rows() -> dict[str, Entry]:
         # --- scheduling ------------------------------------------------------------------------------
         "insufficient_resource": (INF, F, "nodes lack free capacity of the resource", _PENDING),
         "too_many_pods": (INF, F, "nodes are at their pod limit", _PENDING),
-        "node_selector_mismatch": (P, F, _SPEC, _PENDING),
-        "node_affinity_mismatch": (P, F, _SPEC, _PENDING),
-        "node_name_mismatch": (P, F, _SPEC, _PENDING),
-        "pod_affinity": (P, F, _SPEC, _PENDING),
-        "topology_spread": (P, F, _SPEC, _PENDING),
-        "port_conflict": (P, F, _SPEC, _PENDING),
+        **_alike(P, F, _SPEC, _PENDING, "node_selector_mismatch", "node_affinity_mismatch", "node_name_mismatch",
+                 "pod_affinity", "topology_spread", "port_conflict", "quota_requires_limits", "limitrange_violation",
+                 "podsecurity_violation", "device_type_mismatch"),
         "node_pressure": (INF, F, "memory / disk / PID pressure on nodes", _PENDING),
         "volume_binding": (P, F, "storage classes and volumes are the platform's", _PENDING),
         "scheduling_gated": (P, F, "scheduling gates are set by platform controllers", _PENDING),
         "device_claim_unallocatable": (INF, F, "DRA claims the devices cannot satisfy", _PENDING),
-        "preemption_no_victims": (P, F, "priority classes and preemption policy are the platform's", _PENDING),
-        "preemption_not_helpful": (P, F, "priority classes and preemption policy are the platform's", _PENDING),
+        **_alike(P, F, "priority classes and preemption policy are the platform's", _PENDING,
+                 "preemption_no_victims", "preemption_not_helpful"),
         "quota_exceeded": (P, F, "ResourceQuota is set by the platform", _PENDING),
-        "quota_requires_limits": (P, F, _SPEC, _PENDING),
-        "limitrange_violation": (P, F, _SPEC, _PENDING),
         "forbidden_rbac": (P, F, "RBAC is the platform's", _PENDING),
-        "podsecurity_violation": (P, F, _SPEC, _PENDING),
         "webhook_denied": (P, F, "admission webhooks are the platform's policy", _PENDING),
         "webhook_unavailable": (P, F, "admission webhooks are the platform's", _PENDING),
-        "queue_quota_insufficient": (P, F, "Kueue / Volcano queues and their quota are the platform's", _PENDING),
-        "queue_request_exceeds_max": (P, F, "Kueue / Volcano queues and their quota are the platform's", _PENDING),
+        **_alike(P, F, "Kueue / Volcano queues and their quota are the platform's", _PENDING,
+                 "queue_quota_insufficient", "queue_request_exceeds_max"),
         "queue_resource_not_covered": (P, F, "the queue has no flavor for the resource", _PENDING),
         "queue_flavor_mismatch": (P, F, "flavor labels/taints and the pool's spec are both the platform's",
                                   _PENDING),
-        "queue_inactive": (P, F, "queue objects are the platform's", _PENDING),
-        "queue_not_found": (P, F, "queue objects are the platform's", _PENDING),
-        "queue_namespace_mismatch": (P, F, "queue objects are the platform's", _PENDING),
+        **_alike(P, F, "queue objects are the platform's", _PENDING, "queue_inactive", "queue_not_found",
+                 "queue_namespace_mismatch"),
         "admission_check_failed": (P, F, "Kueue AdmissionChecks are the platform's", _PENDING),
         "queue_topology_unfit": (P, F, "topology-aware queues are the platform's", _PENDING),
         "queue_admission_blocked": (P, F, "queue admission policy is the platform's", _PENDING),
         "workload_evicted": (P, F, "the queue evicted or preempted the admitted workload", _PENDING),
         "queue_status_update_failed": (P, F, "the queue controller cannot write status", _PENDING),
         "gang_unschedulable": (INF, F, "not all gang members fit at once: capacity", _PENDING),
-        "device_memory_insufficient": (INF, F, "device capacity (HAMi)", _PENDING),
-        "device_cores_insufficient": (INF, F, "device capacity (HAMi)", _PENDING),
-        "device_count_insufficient": (INF, F, "device capacity (HAMi)", _PENDING),
-        "device_type_mismatch": (P, F, _SPEC, _PENDING),
+        **_alike(INF, F, "device capacity (HAMi)", _PENDING, "device_memory_insufficient", "device_cores_insufficient",
+                 "device_count_insufficient", "device_unfit"),
         "device_numa_unfit": (INF, F, "device topology (HAMi)", _PENDING),
-        "device_unfit": (INF, F, "device capacity (HAMi)", _PENDING),
         "device_allocation_failed": (INF, F, "kubelet / device plugin failed to allocate devices", _PENDING),
         "device_node_unregistered": (P, F, "HAMi has no registered devices for the node", _PENDING),
         # --- pending/: causes a reader names behind a code (Reason.cause); owners looked up here ----------
