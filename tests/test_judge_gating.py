@@ -28,10 +28,11 @@ def test_the_judge_words_every_gate() -> None:
         "not_run", "not_run: it judges the outputs of m::a@d::model, which did not run in this session; "
                    "select the model item too")
     assert gating("model", "m::cpu::py::startup", None) is None
-    assert gating("business", "x", {"nodeid": "x", "status": "not_applicable"}) == Gate(
+    skipped = {"nodeid": "x", "status": "not_applicable", "blocked_by": None, "reason": "n/a", "failure": None}
+    assert gating("business", "x", skipped) == Gate(
         "not_applicable", "not applicable: it judges the outputs of x, which is not applicable")
-    assert gating("model", "x", {"nodeid": "x", "status": "not_applicable"}) is None
-    assert gating("model", "x", {"nodeid": "x", "status": "passed"}) is None
+    assert gating("model", "x", skipped) is None
+    assert gating("model", "x", {**skipped, "status": "passed"}) is None
     assert not_applicable("no scheduler here") == Gate("not_applicable", "not applicable: no scheduler here")
 
 

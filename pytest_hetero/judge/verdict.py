@@ -52,15 +52,15 @@ def gating(layer: Layer, dependency: str | None, outcome: Mapping[str, Any] | No
                                "session; select the model item too")
     if outcome is None:
         return None
-    status = outcome.get("status")
+    status = outcome["status"]
     if status == "not_applicable" and layer == "business":
         return Gate("not_applicable", f"not applicable: it judges the outputs of {outcome['nodeid']}, which is "
                                       "not applicable")
     if status not in BLOCKING:
         return None
-    root = str(outcome.get("blocked_by") or outcome["nodeid"])
-    short = str(outcome.get("reason") if status == "blocked"
-                else (outcome.get("failure") or {}).get("message", status)).split("\n")[0]
+    root = str(outcome["blocked_by"] or outcome["nodeid"])
+    short = str(outcome["reason"] if status == "blocked"
+                else (outcome["failure"] or {}).get("message", status)).split("\n")[0]
     short = short.split(": ", 1)[1] if short.startswith("blocked by ") else short
     return Gate("blocked", f"blocked by {root}: {short[:160]}", root)
 
