@@ -105,7 +105,7 @@ def api_outcome(exc: BaseException, action: str) -> EngineFault:
     """Translate an API failure during ``action`` (e.g. ``create pods in ns``) to an engine fault.
 
     403 and 422 bodies are explained with :func:`pytest_hetero.pending.explain`: the outcome is
-    ActionFailed with the first reason's code as category and its owner, and ``reasons`` (list of
+    ActionFailed with the first reason's code as category (its owner is the failure table's), and ``reasons`` (list of
     Reason dicts) attached; a permission error names the missing verb and resource (a refused exec
     websocket too). 404 → ActionFailed ``api_not_served`` (platform: e.g. the Volcano Job CRD is not
     installed), except a missing namespace (``namespace_not_found``, platform) and a pod that no longer

@@ -153,7 +153,7 @@ def start(session: KubeSession, ctx: Step) -> Started:
     node; return the Started pod (its node's facts, the image identity as the node reports it).
 
     Raises EngineUnavailable ``node_not_ready`` (:func:`.nodes.ensure_ready`) when the pod's node is
-    not Ready; ActionFailed with the first normalised reason's code and owner when the pod will not
+    not Ready; ActionFailed with the category of the normalised reasons (:func:`startup_category`) when the pod will not
     start (``container_exited``/``startup_timeout``, platform, when nothing explains it), or with the
     decisive Pending reason when it could not be placed.
     """
@@ -209,8 +209,9 @@ def startup_failed(
     session: KubeSession, ctx: Step, pod: dict[str, Any], timed_out: bool
 ) -> None:
     """Record ``startup.failed`` for ``pod`` (JSON dict: reasons, events, the container log) and raise
-    ActionFailed with the first reason's code and owner (``container_exited``/``startup_timeout``,
-    platform, when no reason explains it). Never returns.
+    ActionFailed with the category of its reasons (:func:`startup_category`; ``container_exited`` /
+    ``startup_timeout`` when no reason explains it); the message states the facts, the owner is the
+    failure table's. Never returns.
     """
     name = pod["metadata"]["name"]
     events = ks.events_for(session.api, session.namespace, name)
