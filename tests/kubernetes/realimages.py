@@ -17,6 +17,11 @@ image                               stands for
 ``pytest-hetero/ghost-user:1``      an image whose ``USER`` has no passwd entry → ``CreateContainerError``
 ``pytest-hetero/crashing-shell:1``  an image whose entrypoint exits at once (its ``/bin/sh`` prints a line
                                     and exits 3) → ``CrashLoopBackOff``
+``pytest-hetero/no-shell:1``        an image with no ``/bin/sh`` (nor any interpreter) → ``StartError``
+                                    ``exec: "/bin/sh": stat /bin/sh: no such file or directory``
+``pytest-hetero/no-python:1``       a shell-only image (busybox): the models' ``{python}`` is not in it
+``pytest-hetero/oom-shell:1``       an image whose ``/bin/sh`` allocates 512 MiB at once (busybox ``dd``
+                                    with a 512M block) → ``OOMKilled`` under a smaller memory limit
 ==================================  =====================================================================
 
 The device nodes and ``nvidia-smi``/``npu-smi`` come from the test device plugin
@@ -37,6 +42,7 @@ PYTHON_BASE = "pytest-hetero/py311-onnx:1"
 """The real node's Python image (Debian 12, python3 3.11, ONNX Runtime CPU build), in the Docker engine."""
 ORT_DIST = "/usr/local/lib/python3.11/dist-packages"
 CRASH = "#!/bin/busybox ash\necho 'crashing-shell: the entrypoint exits 3 at once' >&2\nexit 3\n"
+OOM = "#!/bin/busybox ash\nexec /bin/busybox dd if=/dev/zero of=/dev/null bs=512M count=1\n"
 
 RECIPES: dict[str, tuple[str, dict[str, str]]] = {
     # :2 has python3: startup fails an image without the interpreter its models' entrypoints run
@@ -57,6 +63,12 @@ RECIPES: dict[str, tuple[str, dict[str, str]]] = {
         "FROM scratch\nCOPY --from=pytest-hetero/shell-only:1 /bin/busybox /bin/busybox\n"
         "COPY sh /bin/sh\n",
         {"sh": CRASH},
+    ),
+    "pytest-hetero/no-shell:1": ("FROM scratch\nCOPY marker /marker\n", {"marker": "no /bin/sh, no interpreter\n"}),
+    "pytest-hetero/no-python:1": ("FROM pytest-hetero/shell-only:1\nLABEL hetero.stands-for=no-python\n", {}),
+    "pytest-hetero/oom-shell:1": (
+        "FROM scratch\nCOPY --from=pytest-hetero/shell-only:1 /bin/busybox /bin/busybox\nCOPY sh /bin/sh\n",
+        {"sh": OOM},
     ),
 }
 """Image → (Dockerfile, build-context files)."""

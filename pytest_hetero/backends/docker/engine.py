@@ -157,8 +157,10 @@ class DockerBackend(Backend):
     def run(self, started: Started, argv: list[str], timeout_s: float, env: dict[str, str] | None = None
             ) -> ExecResult:
         """``docker exec`` of ``argv`` in the started container (stdout/stderr demultiplexed).
-        Raises EngineUnavailable (``engine_error``) when the engine refuses the exec. The container
-        counts as used: the next model run resets it first."""
+        Raises ActionFailed when the container stopped before or while ``argv`` ran (``startup_oom_killed``,
+        ``container_exited``, …: :meth:`ensure_running`), else EngineUnavailable (``engine_error``) when the
+        engine refuses the exec.
+        The container counts as used: the next model run resets it first."""
         s, workload = self.session, started.handle
         workload["dirty"] = True
         begin = time.perf_counter()
@@ -167,7 +169,22 @@ class DockerBackend(Backend):
             out, err = s.api.exec_start(ex["Id"], demux=True)
             code = s.api.exec_inspect(ex["Id"]).get("ExitCode")
         except docker.errors.APIError as exc:
+            # the container stopped under the startup checks (e.g. OOM-killed just after it started): that
+            # fact, not the engine's refusal to exec into a stopped container; model code never runs here
+            try:
+                stopped = self._stopped(workload, "before the startup checks could run in it", "startup")
+            except docker.errors.APIError:  # the engine itself does not answer: its refusal below says so
+                stopped = None
+            if stopped is not None:
+                raise stopped from None
             raise EngineUnavailable(f"cannot exec {argv[0]} in {workload['name']}: {exc}", "engine_error") from None
+        if code != 0:  # a check that failed in a container that stopped meanwhile: the stop is the fact
+            try:
+                stopped = self._stopped(workload, f"while {argv[0]} ran in it (exit {code})", "startup")
+            except docker.errors.APIError:
+                stopped = None
+            if stopped is not None:
+                raise stopped
         return ExecResult(argv=argv, exit_code=code, duration_s=time.perf_counter() - begin,
                           stdout=(out or b"").decode("utf-8", "replace"),
                           stderr=(err or b"").decode("utf-8", "replace"), outputs=None)
@@ -242,28 +259,37 @@ class DockerBackend(Backend):
 
     def ensure_running(self, ctx: Step, workload: dict[str, Any], when: str) -> None:
         """ActionFailed when the container is no longer running: ``oom_killed`` (exit 137 with
-        OOMKilled), ``container_exited`` (non-zero exit; logs kept as artifact)."""
+        OOMKilled; ``startup_oom_killed`` in startup), ``container_exited`` (non-zero exit; logs kept as
+        artifact)."""
+        fault = self._stopped(workload, when, ctx.layer, ctx)
+        if fault is not None:
+            raise fault
+
+    def _stopped(self, workload: dict[str, Any], when: str, layer: str, ctx: Step | None = None
+                 ) -> ActionFailed | None:
+        """The fault of a container that is no longer running (see :meth:`ensure_running`), None while it
+        runs; its logs become the ``container.log`` artifact of ``ctx`` when given."""
         s = self.session
         try:
             state = s.api.inspect_container(workload["id"])["State"]
         except docker.errors.NotFound:
-            raise ActionFailed(f"container {workload['name']} disappeared {when}", "container_removed") from None
+            return ActionFailed(f"container {workload['name']} disappeared {when}", "container_removed")
         if state.get("Running"):
-            return
+            return None
         outage.raise_if_stopped_by_outage(s, workload, state, when)
         logs = s.api.logs(workload["id"], stdout=True, stderr=True).decode("utf-8", "replace")
-        ctx.artifact("container.log", logs)
+        if ctx is not None:
+            ctx.artifact("container.log", logs)
         code = state.get("ExitCode")
         if state.get("OOMKilled"):
-            raise ActionFailed(f"container {workload['name']} was OOM-killed {when} (exit {code}, OOMKilled "
-                               f"true, memory limit {workload.get('limit_bytes')} bytes)",
-                               "startup_oom_killed" if ctx.layer == "startup" else "oom_killed")
-        raise ActionFailed(f"container {workload['name']} exited {when} with {code} ({state.get('Status')}"
-                           f"{', ' + state['Error'] if state.get('Error') else ''}): "
-                           f"{(logs.strip().splitlines() or ['(no output)'])[-1][:200]}",
-                           "container_killed" if code in (137, 143) else "container_exited")
+            return ActionFailed(f"container {workload['name']} was OOM-killed {when} (exit {code}, OOMKilled "
+                                f"true, memory limit {workload.get('limit_bytes')} bytes)",
+                                "startup_oom_killed" if layer == "startup" else "oom_killed")
+        return ActionFailed(f"container {workload['name']} exited {when} with {code} ({state.get('Status')}"
+                            f"{', ' + state['Error'] if state.get('Error') else ''}): "
+                            f"{(logs.strip().splitlines() or ['(no output)'])[-1][:200]}",
+                            "container_killed" if code in (137, 143) else "container_exited")
 
-    @outage.engine_guarded
     def execute(self, ctx: Step) -> ExecResult:
         """Run the entrypoint inside the resource × image container (``docker exec``) with the layer timeout.
 
