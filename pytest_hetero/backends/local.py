@@ -48,6 +48,7 @@ from pytest_hetero.backends.sandbox.zygote import ZygoteFailed, args_pipe, run_r
 from pytest_hetero.backends.streams import MAX_OUTPUTS_BYTES, CappedStream
 from pytest_hetero.probes.usage import rusage_run_time, sampling
 from pytest_hetero.truth.view import model_input
+from pytest_hetero.truth.withhold import WithholdError, find_in, truth_files
 
 ENV_SNIPPET = r"""
 import json, sys, hashlib
@@ -192,10 +193,18 @@ class LocalBackend(Backend):
             check_program(argv, env)
             cwd = step.matrix.path.parent
             inputs = [code, model.path, dataset, *self._paths_of(python)]
+            withheld = truth_withheld(step, [cwd, code])
             begun = time.time()
             with sampling(step.resource.type) as usage:
                 launch, result = run_confined(self.sandbox, argv, cwd=cwd, run_dir=tmp, env=env, inputs=inputs,
-                                              timeout_s=step.timeout_s, network=model.network)
+                                              timeout_s=step.timeout_s, network=model.network,
+                                              hide=[Path(w["path"]) for w in withheld])
+            if step.matrix.datasets and truth_files(step.matrix.datasets):
+                result.details["truth_withheld"] = {
+                    "how": "masked in the sandbox where the run could see them (each reads as an empty file)"
+                    if launch.confinement.mechanism == "bubblewrap" else
+                    "not withheld: the run was unconfined and could read every file the gate can",
+                    "files": withheld}
             result.details["usage"] = usage.result()
             result.details["run_time"] = rusage_run_time(result.peak_rss_mib, result.details.get("cpu_s"),
                                                          result.details.get("peak_rss_unmeasured"))
@@ -208,6 +217,24 @@ class LocalBackend(Backend):
             except OutputsRefused as exc:
                 result.failure = {"category": exc.category, "message": exc.message}
             return result
+
+
+def truth_withheld(step: Step, folders: list[Path]) -> list[dict[str, str]]:
+    """The truth files of the matrix's datasets (:mod:`pytest_hetero.truth.withhold`) and every file with their bytes
+    under ``folders`` (the run's working folder and code folder), and each truth file wherever it lies: what the
+    sandbox masks (it masks only what the run could otherwise see). Raises ActionFailed ``sandbox_setup_failed``
+    when a folder is too large to search."""
+    truths = truth_files(step.matrix.datasets)
+    out: dict[str, dict[str, str]] = {str(t.path): {"path": str(t.path), "sha256": t.sha256, "dataset": t.dataset,
+                                                    "why": "truth file"} for t in truths}
+    for folder in folders:
+        try:
+            found = find_in(folder, truths)
+        except WithholdError as exc:
+            raise ActionFailed(exc.message, "sandbox_setup_failed") from None
+        for w in found:
+            out.setdefault(str(w.path.resolve()), w.record())
+    return list(out.values())
 
 
 def process_usage(step: Step, begun: float, ended: float, result: ExecResult) -> dict[str, Any]:
@@ -241,7 +268,8 @@ def sandbox_refused(launch: Launch, result: ExecResult) -> bool:
 
 
 def run_confined(sandbox: Sandbox, argv: list[str], *, cwd: Path, run_dir: Path, env: dict[str, str],
-                 inputs: list[Path], timeout_s: float, network: bool = False) -> tuple[Launch, ExecResult]:
+                 inputs: list[Path], timeout_s: float, network: bool = False,
+                 hide: list[Path] | None = None) -> tuple[Launch, ExecResult]:
     """Prepare ``argv`` with ``sandbox`` and :func:`run_measured` it; when bubblewrap could not set the
     sandbox up (:func:`sandbox_refused`; e.g. ``--ro-bind / /`` met a container's mount that vanished
     while it was copied) start it again, up to :data:`SANDBOX_ATTEMPTS` times. When it never started,
@@ -249,10 +277,11 @@ def run_confined(sandbox: Sandbox, argv: list[str], *, cwd: Path, run_dir: Path,
     did not run, so its owner is not blamed. ``details["sandbox_attempts"]`` counts the starts. When no
     unprivileged identity can read an input (:class:`~pytest_hetero.backends.sandbox.SandboxRefused`) the run
     is never started either: ``sandbox_setup_failed`` with the path and the fix. ``network``: the matrix
-    grants the run the host's network."""
+    grants the run the host's network; ``hide``: files masked where the run could see them (the truth files)."""
     for attempt in range(1, SANDBOX_ATTEMPTS + 1):
         try:
-            launch = sandbox.prepare(argv, cwd=cwd, run_dir=run_dir, inputs=inputs, env=env, network=network)
+            launch = sandbox.prepare(argv, cwd=cwd, run_dir=run_dir, inputs=inputs, env=env, network=network,
+                                     hide=hide or ())
         except SandboxRefused as exc:
             refused = Launch(argv=list(argv), env=dict(env), confinement=Confinement(
                 mechanism="bubblewrap", identity="none: the run was not started", confined=True, reason=str(exc)))

@@ -26,6 +26,7 @@ from pytest_hetero.signals import interruptions_noticed
 from pytest_hetero.truth.view import RECORD as VIEW_RECORD
 from pytest_hetero.truth.view import ViewError
 from pytest_hetero.truth.view import view as dataset_view
+from pytest_hetero.truth.withhold import RECORD as WITHHELD_RECORD
 
 
 def check(ctx: LayerContext) -> None:
@@ -89,6 +90,9 @@ def _run_once(ctx: LayerContext, run: int) -> None:
     ctx.record("model.usage", **(usage if isinstance(usage, dict) else unavailable(
         f"the {ctx.backend.name} engine does not sample device memory or utilisation during a run")))
     keep_run_time(ctx, result.details.pop("run_time", None), ctx.backend.name, run)
+    withheld = result.details.pop("truth_withheld", None)
+    if isinstance(withheld, dict):  # the truth files (and their copies) the run could not read, and how
+        ctx.record(WITHHELD_RECORD, **withheld)
     started_here = result.details.pop("image", None)
     if started_here is not None:  # the engine had to start the image itself: its digest is this item's to check
         from pytest_hetero.backends.protocol import ImageIdentity

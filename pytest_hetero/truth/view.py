@@ -121,7 +121,7 @@ def _make(dataset: Dataset, target: str, fmt: str) -> DatasetView:
         raise ViewError(f"dataset file {path} has sha256 {digest}, the matrix declares {dataset.sha256}: it changed "
                         "after it was digested; no view is made of it", "truth_changed")
     body = {"csv": _csv, "jsonl": _jsonl, "parquet": _parquet}[fmt](data, target, path)
-    folder = Path(tempfile.mkdtemp(prefix=f"{digest[:12]}-", dir=_gate_folder()))
+    folder = Path(tempfile.mkdtemp(prefix=f"{digest[:12]}-", dir=gate_folder()))
     out = folder / path.name
     out.write_bytes(body)
     out.chmod(0o444)
@@ -130,7 +130,7 @@ def _make(dataset: Dataset, target: str, fmt: str) -> DatasetView:
                        format=fmt)
 
 
-def _gate_folder() -> Path:
+def gate_folder() -> Path:
     """The process's folder of views (made 0755 on first use, removed at exit)."""
     global _folder
     if _folder is None:

@@ -46,14 +46,25 @@ from pytest_hetero.backends.protocol import (
     Step,
     render_entrypoint,
 )
+from pytest_hetero.matrix.model import Matrix, Model
 from pytest_hetero.probes.usage import RUN_TIME_UNITS, measured, unavailable
 from pytest_hetero.settings import Settings
 from pytest_hetero.truth.view import model_input, model_inputs
+from pytest_hetero.truth.withhold import CodeView, WithholdError, model_code, record_of
 
 NOT_SAMPLED = "stats sampling turned off (docker usage STATS_INTERVAL_S is None)"
 
 PULL_POLICIES = ("never", "if-not-present", "always")
 
+
+
+def code_of(matrix: Matrix, model: Model) -> CodeView:
+    """The model's code folder as the container gets it: without the truth files of the matrix's datasets and their
+    copies (:func:`~pytest_hetero.truth.withhold.model_code`). Raises ActionFailed ``inputs_copy_failed``."""
+    try:
+        return model_code(matrix, model)
+    except WithholdError as exc:
+        raise ActionFailed(exc.message, "inputs_copy_failed") from None
 
 class DockerBackend(Backend):
     """A Docker Engine reached through the ``docker`` SDK; see the module docstring for target keys."""
@@ -218,7 +229,7 @@ class DockerBackend(Backend):
             self._remove(s.workloads.pop(key)["id"])
         request = place.translate_or_fail(ctx, s.target, s.local)
         m = ctx.matrix
-        models = [(x.name, x.path, x.code or m.path.parent) for x in m.models]
+        models = [(x.name, x.path, code_of(m, x).path) for x in m.models]  # without the truth files they may hold
         mounts = run.input_mounts(models, model_inputs(m.datasets)) + request.mounts
         name = run.safe_name("hetero", s.settings.run_id, *key)
         labels = run.labels(s.settings.run_id, s.owner, "workload", matrix=m.name, resource=key[0],
@@ -330,8 +341,8 @@ class DockerBackend(Backend):
             raise ActionFailed(f"container {workload['name']} could not be returned to its started state before "
                                f"the model run: {why}", "container_not_reset")
         model, dataset = ctx.model, ctx.dataset
-        paths = run.container_paths(model.name, model.path, model.code or ctx.matrix.path.parent,
-                                    dataset.name, model_input(dataset))
+        code = code_of(ctx.matrix, model)
+        paths = run.container_paths(model.name, model.path, code.path, dataset.name, model_input(dataset))
         run_dir = f"/tmp/hetero-run/{run.safe_name(model.name, dataset.name)}-{uuid.uuid4().hex[:8]}"
         provider = EXECUTION_PROVIDERS[ctx.resource.type]
         values = {"python": str(s.target.get("python", "python3")), **paths,
@@ -344,7 +355,8 @@ class DockerBackend(Backend):
         except docker.errors.APIError as exc:
             self.ensure_running(ctx, workload, "before the model run")
             raise outcome(exc, f"exec in {workload['name']}", phase="run", interpreter=values["python"]) from None
-        result.details.update(container=workload["name"], container_id=workload["id"], run_dir=run_dir)
+        result.details.update(container=workload["name"], container_id=workload["id"], run_dir=run_dir,
+                              **({"truth_withheld": w} if (w := record_of(ctx.matrix, code)) else {}))
         result.details["usage"], result.details["run_time"] = (stats.result(), stats.run_time(result.duration_s)) \
             if stats else (unavailable(NOT_SAMPLED), {name: measured(name, None, docker_usage.STATS_SOURCE,
                                                                      NOT_SAMPLED) for name in RUN_TIME_UNITS})

@@ -36,21 +36,25 @@ from pytest_hetero.backends.protocol import (
     render_entrypoint,
 )
 from pytest_hetero.evidence.model import utc_now
-from pytest_hetero.matrix.model import Matrix
+from pytest_hetero.matrix.model import Matrix, Model
 from pytest_hetero.truth.view import model_input, model_inputs
+from pytest_hetero.truth.withhold import CodeView, WithholdError, model_code, record_of
 
 if TYPE_CHECKING:
     from pytest_hetero.backends.kubernetes.session import KubeSession
 
 
 def input_tar(matrix: Matrix) -> bytes:
-    """A tar of every model file, model code and dataset file, laid out as in :func:`input_paths`."""
+    """A tar of every model file, model code and dataset file, laid out as in :func:`input_paths`: each code folder
+    without the truth files of the matrix's datasets and their copies (:func:`code_of`), each dataset as the model
+    sees it (:func:`~pytest_hetero.truth.view.model_inputs`). Raises ActionFailed ``inputs_copy_failed`` when a
+    code folder cannot be searched or copied."""
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:
         for m in matrix.models:
             if m.path.is_file():
                 tar.add(str(m.path), arcname=f"models/{m.name}/{m.path.name}")
-            code = m.code or matrix.path.parent
+            code = code_of(matrix, m).path
             tar.add(
                 str(code),
                 arcname=f"code/{m.name}" + ("" if code.is_dir() else f"/{code.name}"),
@@ -59,6 +63,15 @@ def input_tar(matrix: Matrix) -> bytes:
         for name, path in model_inputs(matrix.datasets):  # the truth column removed where it is inline
             tar.add(str(path), arcname=f"datasets/{name}/{path.name}")
     return buf.getvalue()
+
+
+def code_of(matrix: Matrix, model: Model) -> CodeView:
+    """The model's code folder as the pod gets it (:func:`~pytest_hetero.truth.withhold.model_code`). Raises
+    ActionFailed ``inputs_copy_failed``."""
+    try:
+        return model_code(matrix, model)
+    except WithholdError as exc:
+        raise ActionFailed(exc.message, "inputs_copy_failed") from None
 
 
 def input_paths(
@@ -171,7 +184,8 @@ def execute(session: KubeSession, ctx: Step) -> ExecResult:
     kube_node.ensure_ready(session, ctx, workload, node)
     _ensure_inputs(session, ctx, workload, root)
     m, d = ctx.model, ctx.dataset
-    paths = input_paths(root, m.name, m.path, m.code or ctx.matrix.path.parent, d.name, model_input(d))
+    code = code_of(ctx.matrix, m)
+    paths = input_paths(root, m.name, m.path, code.path, d.name, model_input(d))
     run_dir = f"{root}/runs/{kc.dns_name(m.name, d.name)}-{uuid.uuid4().hex[:8]}"
     provider = EXECUTION_PROVIDERS[ctx.resource.type]
     values = {"python": str(session.target.get("python", "python3")), **paths,
@@ -205,12 +219,17 @@ def execute(session: KubeSession, ctx: Step) -> ExecResult:
             "abandoned": done.abandoned,
             "isolation": dict(SHARED_POD),
             "workload": ran,
+            **({"truth_withheld": withheld} if (withheld := record_of(ctx.matrix, code, KUBE_HOW)) else {}),
             **done.streams,
             **({"image": started_here, "workload_started": kube_usage.workload_facts(session, workload)}
                if started_here is not None else {}),
         },
     )
 
+
+KUBE_HOW = "left out of the copy of the code folder unpacked in the pod"
+"""``how`` of this engine's ``model.truth_withheld`` record (on a KWOK-simulated node the run executes on the KWOK
+host itself, where nothing is withheld: its result says ``simulated``)."""
 
 SHARED_POD: dict[str, Any] = {
     "mechanism": "kubernetes pod; every model × dataset run of a resource × image is an exec in its workload pod",

@@ -495,12 +495,15 @@ class Sandbox:
         return list(self._system)
 
     def prepare(self, argv: Sequence[str], *, cwd: Path, run_dir: Path, inputs: Sequence[Path],
-                env: Mapping[str, str], network: bool = False) -> Launch:
+                env: Mapping[str, str], network: bool = False, hide: Sequence[Path] = ()) -> Launch:
         """How to start ``argv`` confined: working folder ``cwd``; ``run_dir`` its only writable
         folder (made owned by the sandbox user when the gate runs as root); ``inputs`` the paths it must
         read (bound read-only); ``env`` its environment (see :func:`child_environment`); ``network``: the
-        matrix grants the run the host's network (else loopback only). Raises :class:`SandboxRefused` when
-        the gate runs as root and the run's unprivileged user cannot read ``cwd`` or an input."""
+        matrix grants the run the host's network (else loopback only); ``hide``: files of this run it must not
+        read (the gate's truth files), masked where the view would show them (inside an input or a system
+        folder; elsewhere they are not visible anyway). Raises :class:`SandboxRefused` when the gate runs as root
+        and the run's unprivileged user cannot read ``cwd`` or an input, or when a ``hide`` file is itself an
+        input (it cannot be both given and withheld)."""
         self._probe()
         if self._bwrap is None:
             return self._plain(argv, env)
@@ -509,6 +512,7 @@ class Sandbox:
         # a protected folder that is or holds an input or the run folder cannot be masked whole (the key's
         # folder when it is the matrix folder): what is protected inside it still is
         protected = [p for p in self._protected() if not any(p == b or p in b.parents for b in [*bound, own])]
+        protected += [p for p in self._hidden(hide, bound) if p not in protected]
         identity, copied, user = self._identity(bound, run_dir, protected)
         gaps: list[str] = []
         network_fact = "host network (granted by the matrix)" if network else "loopback only (own network namespace)"
@@ -686,6 +690,24 @@ class Sandbox:
             except OSError:
                 continue
             if real.exists() and real not in out:
+                out.append(real)
+        return out
+
+    @staticmethod
+    def _hidden(hide: Sequence[Path], bound: Sequence[Path]) -> list[Path]:
+        """The ``hide`` files (resolved) that the view would show: inside a bound input or a system folder.
+        Raises :class:`SandboxRefused` for one that is an input itself."""
+        out: list[Path] = []
+        visible = [*bound, *(Path(s) for s in SYSTEM_READ_ONLY)]
+        for path in hide:
+            try:
+                real = path.resolve()
+            except OSError:
+                continue
+            if real in bound:
+                raise SandboxRefused(f"{real} is given to the run as an input and is also a file it must not read "
+                                     "(a truth file, or a copy of one): give the model another file")
+            if real.exists() and real not in out and any(v in real.parents for v in visible):
                 out.append(real)
         return out
 
