@@ -49,6 +49,25 @@ print(f'labels found: {len(found)}', file=sys.stderr)
 json.dump({'ids': [int(i) for i in ids], 'predictions': [int(found.get(i, 0)) for i in ids]}, open(out, 'w'))
 """
 
+# The four cheating models of issue 30, on a balanced 3-class CSV ``id,feature,label`` (label = id % 3); each
+# body runs in :data:`SCRIPT` (argv: dataset, outputs).
+CHEATERS = {
+    # one class for every sample, and a self-reported accuracy
+    "one-class": "out = {'ids': ids, 'predictions': [0] * len(ids), 'metrics': {'accuracy': 0.999}}",
+    # its own labels equal to its predictions, no metrics
+    "own-labels": "out = {'ids': ids, 'predictions': [0] * len(ids), 'labels': [0] * len(ids)}",
+    # right answers, a self-reported metric under another name
+    "correct": "out = {'ids': ids, 'predictions': [t % 3 for t in ids], 'metrics': {'acc': 0.5}}",
+    # ids 0-1 left out, id 2 twice, ids 900 and 901 the truth does not have
+    "unmatched": ("keep = [i for i in ids if i > 1] + [2, 900, 901]\n"
+                  "out = {'ids': keep, 'predictions': [i % 3 for i in keep]}"),
+}
+SCRIPT = """import csv, json, sys
+ids = [int(r['id']) for r in csv.DictReader(open(sys.argv[1]))]
+{body}
+json.dump(out, open(sys.argv[2], 'w'))
+"""
+
 RULES = ("apiVersion: pytest-hetero/v1\nkind: AcceptanceRules\nrules:\n"
          "  - {name: acc, metric: accuracy, op: '>=', value: 0.9}\n")
 
@@ -74,7 +93,7 @@ def layout(root: Path, spec: dict[str, Any]) -> dict[str, Path]:
     shutil.copyfile(DIGITS_CSV, inline)
     index, label = truth_labels()
     labels = code / "data" / "labels.csv"
-    labels.write_text("index,label\n" + "".join(f"{i},{y}\n" for i, y in zip(index, label)))
+    labels.write_text("index,label\n" + "".join(f"{i},{y}\n" for i, y in zip(index, label, strict=True)))
     features = root / "features" / "digits-features.csv"
     features.parent.mkdir()
     features.write_text("index,x\n" + "".join(f"{i},0\n" for i in index))

@@ -9,28 +9,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cheatkit import CHEATERS, SCRIPT
 from sklearn.metrics import accuracy_score, mean_absolute_error
 from support import evidence_of
 
 RULES = ("apiVersion: pytest-hetero/v1\nkind: AcceptanceRules\nrules:\n"
          "  - {name: acc, metric: accuracy, op: '>=', value: 0.97}\n")
-
-CHEATERS = {
-    # one class for every sample, and a self-reported accuracy
-    "one-class": "out = {'ids': ids, 'predictions': [0] * len(ids), 'metrics': {'accuracy': 0.999}}",
-    # its own labels equal to its predictions, no metrics
-    "own-labels": "out = {'ids': ids, 'predictions': [0] * len(ids), 'labels': [0] * len(ids)}",
-    # right answers, a self-reported metric under another name
-    "correct": "out = {'ids': ids, 'predictions': [t % 3 for t in ids], 'metrics': {'acc': 0.5}}",
-    # ids 0-1 left out, id 2 twice, ids 900 and 901 the truth does not have
-    "unmatched": ("keep = [i for i in ids if i > 1] + [2, 900, 901]\n"
-                  "out = {'ids': keep, 'predictions': [i % 3 for i in keep]}"),
-}
-SCRIPT = """import csv, json, sys
-ids = [int(r['id']) for r in csv.DictReader(open(sys.argv[1]))]
-{body}
-json.dump(out, open(sys.argv[2], 'w'))
-"""
 
 
 def _sha(path: Path) -> str:
