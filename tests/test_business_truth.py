@@ -75,10 +75,10 @@ def test_the_gate_computes_accuracy_from_the_csv_truth_whatever_the_model_says(p
         assert (result["observed"], result["verdict"]) == (0.333333, "fail")
         prov = result["provenance"]
         assert {k: prov[k] for k in ("source", "function", "truth_path", "truth_sha256", "rows")} == {
-            "source": "computed", "function": "sklearn.metrics.accuracy_score", "truth_path": str(data),
+            "source": "computed", "function": "trace(C) / n (= sklearn.metrics.accuracy_score)", "truth_path": str(data),
             "truth_sha256": _sha(data), "rows": 300}
         import sklearn
-        assert prov["library"] == f"scikit-learn {sklearn.__version__}"
+        assert prov["library"] == f"pytest_hetero.matrix.gate_metrics (equal to scikit-learn {sklearn.__version__}, tested)"
         assert "acc: expected accuracy >= 0.97, observed 0.333333 [computed]" in item["failure"]["message"]
         metrics = _data(item, "business.metrics")
         assert metrics["computed"]["confusion_matrix"] == [[100, 0, 0], [100, 0, 0], [100, 0, 0]]
@@ -205,9 +205,15 @@ def test_a_gate_metric_without_truth_is_not_evaluable(pytester: pytest.Pytester)
 
 
 def test_every_classification_and_regression_metric_is_scikit_learns_own() -> None:
-    """The gate's values equal scikit-learn's direct calls on the same arrays (labels as the gate keeps them)."""
+    """The gate's values equal scikit-learn's direct calls on the same arrays, bit for bit: the classification
+    metrics, computed by the gate from one confusion matrix with scikit-learn's formulas, on random label sets
+    (1 to 13 classes, classes predicted but never true, classes never predicted), given to scikit-learn as the
+    gate's integer codes (class i of the gate's sorted classes) and, for the per-class and averaged values, as
+    the text labels with ``labels=`` in the gate's order."""
     import random
+    import warnings
 
+    import numpy as np
     from sklearn import metrics as m
 
     from pytest_hetero.matrix.gate_metrics import classification, regression
@@ -215,20 +221,26 @@ def test_every_classification_and_regression_metric_is_scikit_learns_own() -> No
     rng = random.Random(30)
     y_true = [str(rng.randrange(4)) for _ in range(500)]
     y_pred = [t if rng.random() < 0.7 else str(rng.randrange(5)) for t in y_true]
-    got = classification(y_true, y_pred)
-    labels = ["0", "1", "2", "3", "4"]
-    assert got.classes == labels
-    assert got.values["accuracy"] == m.accuracy_score(y_true, y_pred)
-    assert got.values["balanced_accuracy"] == pytest.approx(m.balanced_accuracy_score(y_true, y_pred), abs=0)
-    for avg in ("macro", "weighted"):
-        assert got.values[f"f1_{avg}"] == m.f1_score(y_true, y_pred, labels=labels, average=avg, zero_division=0)
-        assert got.values[f"precision_{avg}"] == m.precision_score(y_true, y_pred, labels=labels, average=avg,
-                                                                   zero_division=0)
-        assert got.values[f"recall_{avg}"] == m.recall_score(y_true, y_pred, labels=labels, average=avg,
-                                                             zero_division=0)
-    assert [got.values[f"recall[{c}]"] for c in labels] == list(
-        m.recall_score(y_true, y_pred, labels=labels, average=None, zero_division=0))
-    assert got.confusion == m.confusion_matrix(y_true, y_pred, labels=labels).tolist()
+    assert classification(y_true, y_pred).classes == ["0", "1", "2", "3", "4"]
+    for _ in range(200):
+        k, n = rng.randrange(1, 14), rng.randrange(1, 400)
+        y_true = [str(rng.randrange(k)) for _ in range(n)]
+        y_pred = [t if rng.random() < rng.random() else str(rng.randrange(k + 2)) for t in y_true]
+        got = classification(y_true, y_pred)
+        labels = got.classes
+        code = {c: i for i, c in enumerate(labels)}
+        t, p = np.array([code[v] for v in y_true]), np.array([code[v] for v in y_pred])
+        expected = {"accuracy": m.accuracy_score(t, p)}
+        with warnings.catch_warnings():  # "y_pred contains classes not in y_true"
+            warnings.simplefilter("ignore", UserWarning)
+            expected["balanced_accuracy"] = m.balanced_accuracy_score(t, p)
+        for name, fn in (("precision", m.precision_score), ("recall", m.recall_score), ("f1", m.f1_score)):
+            for avg in ("macro", "weighted"):
+                expected[f"{name}_{avg}"] = fn(y_true, y_pred, labels=labels, average=avg, zero_division=0)
+            per_class = fn(y_true, y_pred, labels=labels, average=None, zero_division=0)
+            expected.update({f"{name}[{c}]": v for c, v in zip(labels, per_class, strict=True)})
+        assert {name: got.values[name] for name in expected} == expected
+        assert got.confusion == m.confusion_matrix(y_true, y_pred, labels=labels).tolist()
     t = [rng.uniform(0, 10) for _ in range(200)]
     p = [v + rng.gauss(0, 1) for v in t]
     reg = regression(t, p)

@@ -45,7 +45,7 @@ def test_a_model_reading_labels_through_its_code_folder_finds_none_on_the_local_
         assert run["isolation"]["mechanism"] == "bubblewrap"
         assert "labels found: 0" in run["stderr"]["text"]
         withheld = _record(model, "model.truth_withheld")
-        assert withheld["how"] == "masked in the sandbox where the run could see them (each reads as an empty file)"
+        assert withheld["how"] == "masked in the sandbox where the run could see them (opening one fails)"
         assert {(f["path"], f["sha256"], f["dataset"], f["why"]) for f in withheld["files"]} == {
             (str(paths["inline"]), sha(paths["inline"]), "inline", "truth file"),
             (str(paths["labels"]), sha(paths["labels"]), "separate", "truth file"),

@@ -193,7 +193,7 @@ class LocalBackend(Backend):
             check_program(argv, env)
             cwd = step.matrix.path.parent
             inputs = [code, model.path, dataset, *self._paths_of(python)]
-            withheld = truth_withheld(step, [cwd, code])
+            withheld = truth_withheld(step, [cwd, code], given=[dataset, model.path])
             begun = time.time()
             with sampling(step.resource.type) as usage:
                 launch, result = run_confined(self.sandbox, argv, cwd=cwd, run_dir=tmp, env=env, inputs=inputs,
@@ -201,7 +201,7 @@ class LocalBackend(Backend):
                                               hide=[Path(w["path"]) for w in withheld])
             if step.matrix.datasets and truth_files(step.matrix.datasets):
                 result.details["truth_withheld"] = {
-                    "how": "masked in the sandbox where the run could see them (each reads as an empty file)"
+                    "how": "masked in the sandbox where the run could see them (opening one fails)"
                     if launch.confinement.mechanism == "bubblewrap" else
                     "not withheld: the run was unconfined and could read every file the gate can",
                     "files": withheld}
@@ -219,12 +219,14 @@ class LocalBackend(Backend):
             return result
 
 
-def truth_withheld(step: Step, folders: list[Path]) -> list[dict[str, str]]:
+def truth_withheld(step: Step, folders: list[Path], given: list[Path]) -> list[dict[str, str]]:
     """The truth files of the matrix's datasets (:mod:`pytest_hetero.truth.withhold`) and every file with their bytes
     under ``folders`` (the run's working folder and code folder), and each truth file wherever it lies: what the
-    sandbox masks (it masks only what the run could otherwise see). Raises ActionFailed ``sandbox_setup_failed``
-    when a folder is too large to search."""
-    truths = truth_files(step.matrix.datasets)
+    sandbox masks (it masks only what the run could otherwise see), less the run's own ``given`` inputs (its model
+    and dataset files as the matrix declares them: a dataset file that is another dataset's truth too is this
+    run's input). Raises ActionFailed ``sandbox_setup_failed`` when a folder is too large to search."""
+    own = {p.resolve() for p in given}
+    truths = [t for t in truth_files(step.matrix.datasets) if t.path not in own]
     out: dict[str, dict[str, str]] = {str(t.path): {"path": str(t.path), "sha256": t.sha256, "dataset": t.dataset,
                                                     "why": "truth file"} for t in truths}
     for folder in folders:
@@ -233,7 +235,8 @@ def truth_withheld(step: Step, folders: list[Path]) -> list[dict[str, str]]:
         except WithholdError as exc:
             raise ActionFailed(exc.message, "sandbox_setup_failed") from None
         for w in found:
-            out.setdefault(str(w.path.resolve()), w.record())
+            if w.path.resolve() not in own:
+                out.setdefault(str(w.path.resolve()), w.record())
     return list(out.values())
 
 

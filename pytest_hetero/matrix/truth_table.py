@@ -20,6 +20,7 @@ import json
 import math
 from collections import Counter
 from dataclasses import dataclass
+from itertools import repeat
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +56,9 @@ class TruthTable:
     path: Path
     sha256: str
     format: str
+    numbers: Any = None
+    """``ids`` as an int64 numpy array when each is the decimal text of a non-negative integer as ``str`` writes it
+    (:func:`_integer_ids`; then two ids are equal exactly when their numbers are), else None."""
 
     @property
     def rows(self) -> int:
@@ -91,16 +95,20 @@ def read_truth(truth: Truth) -> TruthTable:
     fmt = file_format(truth.path, truth.format)
     columns = [truth.target] + ([truth.id] if truth.id else [])
     rows = {"csv": _csv, "jsonl": _jsonl, "parquet": _parquet}[fmt](data, columns, truth.path)
-    targets = [_target(v, truth.task, truth.target, i, truth.path) for i, v in enumerate(rows[truth.target])]
-    ids = None
+    targets = _targets(rows[truth.target], truth.task, truth.target, truth.path)
+    ids, numbers = None, None
     if truth.id:
-        ids = [_id(v, truth.id, i, truth.path) for i, v in enumerate(rows[truth.id])]
-        repeated = [k for k, n in Counter(ids).items() if n > 1]
+        ids = id_texts(rows[truth.id])
+        if ids is None:  # a value that is not an id: the slow path names its row
+            ids = [_id(v, truth.id, i, truth.path) for i, v in enumerate(rows[truth.id])]
+        numbers = _integer_ids(ids)
+        repeated = [] if _distinct(ids, numbers) else [k for k, n in Counter(ids).items() if n > 1]
         if repeated:
             raise TruthError(f"truth file {truth.path}: id column '{truth.id}' repeats {len(repeated)} id(s) (e.g. "
                              f"{', '.join(map(repr, repeated[:3]))}): which row is the truth would be a guess",
                              "truth_invalid")
-    return TruthTable(ids=ids, targets=targets, path=truth.path, sha256=digest, format=fmt)
+    return TruthTable(ids=ids, targets=targets, path=truth.path, sha256=digest, format=fmt,
+                      numbers=numbers if truth.id else None)
 
 
 def _csv(data: bytes, columns: list[str], path: Path) -> dict[str, list[Any]]:
@@ -116,6 +124,16 @@ def _csv(data: bytes, columns: list[str], path: Path) -> dict[str, list[Any]]:
             from None
     where = _columns(header, columns, path)
     out: dict[str, list[Any]] = {c: [] for c in columns}
+    fast = _plain_csv_columns(text, [where[c] for c in columns], len(header))
+    if fast is None:
+        try:
+            fast = _csv_columns(reader, [where[c] for c in columns], len(header))
+        except csv.Error:
+            fast = None
+    if fast is not None:
+        return dict(zip(columns, fast, strict=True))
+    reader = csv.reader(io.StringIO(text, newline=""))  # a row of another width: read again, naming its line
+    next(reader)
     try:
         for row in reader:
             if not row:
@@ -128,6 +146,194 @@ def _csv(data: bytes, columns: list[str], path: Path) -> dict[str, list[Any]]:
     except csv.Error as exc:
         raise TruthError(f"truth file {path} line {reader.line_num}: {exc}", "truth_invalid") from None
     return out
+
+
+def _plain_csv_columns(text: str, where: list[int], width: int) -> list[list[str]] | None:
+    """The fields at ``where`` of every row after the header, one list per column, for a *plain* CSV text: no
+    quote character, no NUL, lines ended by ``\n`` or ``\r\n`` only, no blank line, every line ``width`` fields.
+    There :mod:`csv` reads each line as ``line.split(",")``, and so does this, with str methods over the whole text
+    instead of a Python loop per row. None for any other text (the caller's :mod:`csv` path reads it)."""
+    if '"' in text or "\x00" in text:
+        return None
+    body = text.replace("\r\n", "\n") if "\r" in text else text
+    if "\r" in body:
+        return None
+    lines = body.split("\n")[1:]  # the header is the first line: no quote can make it span two
+    if lines and lines[-1] == "":
+        lines.pop()
+    if not lines:
+        return [[] for _ in where]
+    if "" in lines or set(map(str.count, lines, repeat(","))) != {width - 1}:
+        return None
+    flat = ",".join(lines).split(",")
+    del lines
+    return [flat[i::width] for i in where]
+
+
+def _csv_columns(reader: Any, where: list[int], width: int) -> list[list[str]] | None:
+    """The fields at ``where`` of every row of ``reader`` (blank rows skipped), one list per column; None when a
+    row does not have ``width`` fields (the caller reads again to name it). The fast path of :func:`_csv`: the
+    rows are not kept, only their columns."""
+    if len(where) == 2:
+        first, second = where
+        a: list[str] = []
+        b: list[str] = []
+        put_a, put_b = a.append, b.append
+        for row in reader:
+            if len(row) != width:
+                if row:
+                    return None
+                continue
+            put_a(row[first])
+            put_b(row[second])
+        return [a, b]
+    cols: list[list[str]] = [[] for _ in where]
+    for row in reader:
+        if len(row) != width:
+            if row:
+                return None
+            continue
+        for col, i in zip(cols, where, strict=True):
+            col.append(row[i])
+    return cols
+
+
+def _targets(values: list[Any], task: str, column: str, path: Path) -> list[Any]:
+    """The truth targets of ``values``: class labels as :func:`label_text` (worked out once per distinct value) or
+    finite floats. Raises TruthError naming the first row that is neither."""
+    if task == "regression":
+        try:
+            floats = list(map(float, values)) if set(map(type, values)) <= {str, int, float} else None
+        except ValueError:
+            floats = None
+        if floats is not None and all(map(math.isfinite, floats)):
+            return floats
+        return [_target(v, task, column, i, path) for i, v in enumerate(values)]
+    labels = label_texts(values)
+    if labels is None:
+        return [_target(v, task, column, i, path) for i, v in enumerate(values)]
+    return labels
+
+
+def label_texts(values: list[Any]) -> list[str] | None:
+    """:func:`label_text` of every value, worked out once per distinct value (labels repeat); None when one is not
+    a class label (or is a bool, or unhashable): the caller then looks at each value to name the bad one."""
+    kinds = set(map(type, values))
+    if not kinds <= {str, int, float}:  # bool, None, lists…: value by value
+        return None
+    canonical: dict[Any, str] = {}
+    for value in set(values):  # 1 and 1.0 are one key here, and one label ("1") too
+        text = label_text(value)
+        if text is None:
+            return None
+        canonical[value] = text
+    return list(map(canonical.__getitem__, values))
+
+
+def id_texts(values: list[Any]) -> list[str] | None:
+    """:func:`id_text` of every value when all are ids (ints, or strings not blank); None when one is not."""
+    kinds = set(map(type, values))
+    if kinds == {int} or not values:
+        return list(map(str, values))
+    if kinds == {str}:
+        out = list(map(str.strip, values))
+        return None if "" in out else out
+    if kinds == {int, str}:
+        out = [str(v) if type(v) is int else v.strip() for v in values]
+        return None if "" in out else out
+    return None
+
+
+def join_ids(table: TruthTable, predictions: list[Any], ids: list[Any]) -> Joined:
+    """:func:`join` by id with the outputs' ``ids`` as the model wrote them (parallel to ``predictions``): compared
+    as :func:`id_text` (an id that is not one joins nothing). When the truth's ids are all plain decimal integers
+    (no sign, no leading zero: their text is ``str(int)``) and the outputs' are all JSON integers, the same join is
+    done on numbers with numpy (a sort and a binary search), without turning a million ids into text."""
+    fast = _join_numbers(table, predictions, ids)
+    if fast is not None:
+        return fast
+    texts = id_texts(ids)
+    return join(table, predictions, texts if texts is not None else [id_text(v) or "" for v in ids])
+
+
+def _integer_ids(texts: list[str]) -> Any:
+    """``texts`` as an int64 array when each is the decimal text of a non-negative integer as ``str`` writes it
+    (ASCII digits, no sign, no leading zero, at most 18 digits), else None: such texts are equal exactly when their
+    numbers are."""
+    import numpy as np
+
+    if not texts or not all(map(str.isdigit, texts)) or not all(map(str.isascii, texts)):
+        return None
+    lengths = np.fromiter(map(len, texts), dtype=np.int64, count=len(texts))
+    if int(lengths.max()) > 18:
+        return None
+    numbers = np.fromiter(map(int, texts), dtype=np.int64, count=len(texts))
+    digits = np.searchsorted(_POWERS, numbers, side="right") + 1  # digits of str(n): 1 for 0-9, 2 for 10-99…
+    return numbers if bool(np.array_equal(digits, lengths)) else None  # a leading zero makes a text longer
+
+
+_POWERS = [10 ** i for i in range(1, 19)]
+
+
+def _distinct(ids: list[str], numbers: Any) -> bool:
+    """No id repeats (checked on ``numbers`` when given: a sort instead of a set of texts)."""
+    import numpy as np
+
+    if numbers is None:
+        return len(set(ids)) == len(ids)
+    ranked = np.sort(numbers)
+    return not bool(np.any(ranked[1:] == ranked[:-1]))
+
+
+def _positions(given: Any, truth: Any) -> Any:
+    """For each of the ``truth`` numbers, the position of the same number in ``given`` (-1: none), both int64
+    arrays; None when a number repeats in ``given``. A table indexed by the number when the ids are small
+    non-negative integers (up to 4 × their count, as row numbers are), else a sort and a binary search."""
+    import numpy as np
+
+    n = len(given)
+    low, high = int(given.min()), int(given.max())
+    if low >= 0 and high < 4 * max(n, len(truth)):
+        if int(np.bincount(given).max()) > 1:
+            return None
+        table = np.full(high + 1, -1, dtype=np.int64)
+        table[given] = np.arange(n, dtype=np.int64)
+        inside = truth <= high
+        return np.where(inside, table[np.where(inside, truth, 0)], -1)
+    order = np.argsort(given, kind="stable")
+    ranked = given[order]
+    if n > 1 and bool(np.any(ranked[1:] == ranked[:-1])):
+        return None
+    at = np.searchsorted(ranked, truth)
+    at[at == n] = 0
+    return np.where(ranked[at] == truth, order[at], -1)
+
+
+def _join_numbers(table: TruthTable, predictions: list[Any], ids: list[Any]) -> Joined | None:
+    """The numeric :func:`join_ids` (None when it does not apply): the same rows, counts, examples and order."""
+    import numpy as np
+
+    truth = table.numbers
+    if table.ids is None or truth is None or not ids or set(map(type, ids)) != {int}:
+        return None
+    try:
+        given = np.fromiter(ids, dtype=np.int64, count=len(ids))
+    except OverflowError:
+        return None
+    where = _positions(given, truth)
+    if where is None:
+        return None  # an id predicted twice: the text path counts duplicates
+    hit = where >= 0
+    picked = where[hit]
+    used = np.zeros(len(ids), dtype=bool)
+    used[picked] = True
+    missing = np.flatnonzero(~hit)
+    extra = np.flatnonzero(~used)
+    examples = {name: found for name, found in (("missing", [table.ids[i] for i in missing[:5].tolist()]),
+                                                ("extra", [str(ids[i]) for i in extra[:5].tolist()])) if found}
+    return Joined(y_true=list(map(table.targets.__getitem__, np.flatnonzero(hit).tolist())),
+                  y_pred=list(map(predictions.__getitem__, picked.tolist())), missing=len(missing), duplicate=0,
+                  extra=len(extra), examples=examples)
 
 
 def _columns(header: list[str], columns: list[str], path: Path) -> dict[str, int]:
@@ -273,6 +479,9 @@ def join(table: TruthTable, predictions: list[Any], ids: list[str] | None) -> Jo
         return Joined(y_true=table.targets[:n], y_pred=list(predictions[:n]), missing=table.rows - n,
                       duplicate=0, extra=len(predictions) - n, examples={})
     assert ids is not None
+    fast = _join_unique(table, predictions, ids)
+    if fast is not None:
+        return fast
     seen = Counter(ids)
     by_id = {k: p for k, p in zip(ids, predictions, strict=True) if seen[k] == 1}
     truth_ids = set(table.ids)
@@ -288,3 +497,27 @@ def join(table: TruthTable, predictions: list[Any], ids: list[str] | None) -> Jo
     return Joined(y_true=y_true, y_pred=y_pred, missing=len(missing), duplicate=len(duplicate), extra=len(extra),
                   examples={name: found[:5] for name, found in (("missing", missing), ("duplicate", duplicate),
                                                                  ("extra", extra)) if found})
+
+
+def _join_unique(table: TruthTable, predictions: list[Any], ids: list[str]) -> Joined | None:
+    """:func:`join` by id when no id is predicted twice (None otherwise: the caller's path counts duplicates), with
+    one dictionary of prediction positions and numpy masks instead of a Python loop over the rows: the same rows,
+    counts and examples, in the same order."""
+    import numpy as np
+
+    at = dict(zip(ids, range(len(ids)), strict=True))
+    if len(at) != len(ids):
+        return None
+    assert table.ids is not None
+    where = np.fromiter(map(at.get, table.ids, repeat(-1)), dtype=np.int64, count=table.rows)
+    hit = where >= 0
+    picked = where[hit]
+    used = np.zeros(len(ids), dtype=bool)
+    used[picked] = True
+    missing = np.flatnonzero(~hit)
+    extra = np.flatnonzero(~used)
+    examples = {name: [keys[i] for i in found[:5].tolist()] for name, found, keys in
+                (("missing", missing, table.ids), ("extra", extra, ids)) if len(found)}
+    return Joined(y_true=list(map(table.targets.__getitem__, np.flatnonzero(hit).tolist())),
+                  y_pred=list(map(predictions.__getitem__, picked.tolist())), missing=len(missing), duplicate=0,
+                  extra=len(extra), examples=examples)

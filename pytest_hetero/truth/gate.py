@@ -8,7 +8,11 @@ time), joins it with the predictions and computes the task's metrics, each with 
 
 from __future__ import annotations
 
+import gc
 import json
+import math
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
@@ -17,7 +21,15 @@ from typing import Any
 from pytest_hetero.matrix import gate_metrics as metrics
 from pytest_hetero.matrix.acceptance import SELF_REPORTED_NOTE, GateValues, _is_number
 from pytest_hetero.matrix.model import Dataset
-from pytest_hetero.matrix.truth_table import Joined, TruthError, id_text, join, label_text, read_truth
+from pytest_hetero.matrix.truth_table import (
+    Joined,
+    TruthError,
+    join,
+    join_ids,
+    label_text,
+    label_texts,
+    read_truth,
+)
 
 
 @lru_cache(maxsize=1)
@@ -45,6 +57,11 @@ def check_outputs(outputs: dict[str, Any], dataset: Dataset) -> None:
     if truth is not None:
         schema["required"] = ["predictions", "ids"] if truth.id else ["predictions"]
     problems = []
+    ids = outputs.get("ids")
+    if isinstance(ids, list) and set(map(type, ids)) <= {int, str}:  # every id an integer or a string, as the
+        properties = dict(schema["properties"])                      # schema's items say: checked in one pass
+        properties["ids"] = {k: v for k, v in properties["ids"].items() if k != "items"}
+        schema["properties"] = properties
     for err in jsonschema.Draft202012Validator(schema).iter_errors(outputs):
         where = "outputs" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in err.absolute_path)
         text = err.message if len(err.message) < 200 else err.message[:200] + "…"
@@ -78,8 +95,28 @@ class TruthUnusable(Exception):
         self.category = category
 
 
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """The cyclic garbage collector paused (a million rows read and joined allocate millions of objects, none of them
+    garbage yet; each collection would walk them all again); as it was afterwards."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 def gate_values(dataset: Dataset, outputs: dict[str, Any], outputs_sha256: str, wall_s: float | None,
                 sensitive: bool) -> Judged:
+    """:func:`_gate_values` with the garbage collector paused."""
+    with _collector_paused():
+        return _gate_values(dataset, outputs, outputs_sha256, wall_s, sensitive)
+
+
+def _gate_values(dataset: Dataset, outputs: dict[str, Any], outputs_sha256: str, wall_s: float | None,
+                 sensitive: bool) -> Judged:
     """The gate's values for one run of ``dataset``: measured ones (``wall_s``; per sample and throughput when
     the outputs hold predictions), computed ones (the task's metrics from the truth joined with the
     predictions), and the record of it all with the model's self-reported ``metrics`` beside (never used for a
@@ -102,25 +139,26 @@ def gate_values(dataset: Dataset, outputs: dict[str, Any], outputs_sha256: str, 
         raise TruthUnusable(exc.message, exc.category) from None
     assert isinstance(predictions, list)  # check_outputs required it
     # a null prediction (a sample a service left unanswered) is no prediction: its row counts as missing
-    kept = [i for i, p in enumerate(predictions) if p is not None]
-    ids = [id_text(outputs["ids"][i]) or "" for i in kept] if truth.id else None
+    kept = range(len(predictions)) if None not in predictions else \
+        [i for i, p in enumerate(predictions) if p is not None]
     if not truth.id and len(kept) < len(predictions):
         raise TruthUnusable(f"outputs.predictions holds {len(predictions) - len(kept)} null(s): joined by row order, "
                             "which rows they stand for would be a guess", "outputs_invalid")
-    joined = join(table, [_prediction(predictions[i], truth.task, i) for i in kept], ids)
+    chosen = _predictions(predictions, kept, truth.task)
+    joined = join_ids(table, chosen, _kept(outputs["ids"], kept)) if truth.id else join(table, chosen, None)
     source = {"path": str(table.path), "sha256": table.sha256, "format": table.format, "target": truth.target,
               "join": f"id '{truth.id}'" if truth.id else "row order", "rows": table.rows}
     findings: dict[str, Any] = joined.counts()
     if joined.examples and not sensitive:
         findings["examples"] = joined.examples
     record["truth"], record["join"] = source, findings
-    library = f"scikit-learn {metrics.sklearn_version()}"
     if not joined.y_true:
         gate.why = f"no prediction joined the truth ({truth.path}: {table.rows} rows; {_counts(joined)})"
         record["computed"] = {"unavailable": gate.why}
         return Judged(values=gate, record=record, joined=joined)
     computed = (metrics.classification if truth.task == "classification" else metrics.regression)(
         joined.y_true, joined.y_pred)
+    library = computed.library
     other = "regression" if truth.task == "classification" else "classification"
     gate.unavailable.update({name: f"it is a {other} metric and dataset '{dataset.name}' is a {truth.task} task"
                              for name in metrics.TASK_METRICS[other]})
@@ -177,6 +215,24 @@ def _self_reported(outputs: dict[str, Any]) -> dict[str, Any]:
     found = outputs.get("metrics")
     values = {k: v for k, v in found.items() if _is_number(v)} if isinstance(found, dict) else {}
     return {"values": values, "note": SELF_REPORTED_NOTE} if values else {}
+
+
+def _kept(values: list[Any], kept: Sequence[int]) -> list[Any]:
+    """The entries of ``values`` at the ``kept`` positions (``values`` itself when all are kept)."""
+    return values if isinstance(kept, range) else [values[i] for i in kept]
+
+
+def _predictions(values: list[Any], kept: Sequence[int], task: str) -> list[Any]:
+    """The ``kept`` predictions as the task compares them (class labels as text, regression values as floats),
+    each distinct label worked out once. Raises :class:`TruthUnusable` naming the first that is neither."""
+    chosen = _kept(values, kept)
+    if task == "classification":
+        found = label_texts(chosen)
+        if found is not None:
+            return found
+    elif set(map(type, chosen)) <= {int, float} and all(map(math.isfinite, chosen)):
+        return list(map(float, chosen))
+    return [_prediction(values[i], task, i) for i in kept]
 
 
 def _prediction(value: Any, task: str, i: int) -> Any:
