@@ -247,3 +247,48 @@ def test_every_classification_and_regression_metric_is_scikit_learns_own() -> No
     assert (reg.values["mae"], reg.values["rmse"], reg.values["r2"], reg.values["max_error"]) == (
         m.mean_absolute_error(t, p), m.root_mean_squared_error(t, p), m.r2_score(t, p), m.max_error(t, p))
     assert "r2" not in regression([1.0], [2.0]).values  # undefined for one sample: absent, not NaN
+
+
+def test_the_fast_paths_read_and_join_as_the_plain_ones() -> None:
+    """The plain-CSV reader and the integer-id join (the 1M-prediction fast paths) give what the csv module and the
+    text join give: the same columns, rows, counts, examples and order, on random files and predictions (ids left
+    out, repeated, unknown, negative, huge, strings, leading zeros; CRLF, blank lines, quoted fields)."""
+    import csv
+    import io
+    import random
+    from dataclasses import replace
+
+    from pytest_hetero.matrix.truth_table import (
+        TruthTable,
+        _csv_columns,
+        _integer_ids,
+        _plain_csv_columns,
+        id_text,
+        join,
+        join_ids,
+    )
+
+    rng = random.Random(30)
+    for _ in range(300):
+        rows = rng.randrange(0, 40)
+        ids = rng.sample(range(60), rows)
+        ending = rng.choice(["\n", "\r\n"])
+        lines = [f"{i},{'x' if rng.random() < 0.1 else ''}{i % 3}" for i in ids]
+        if rng.random() < 0.2 and lines:
+            lines.insert(rng.randrange(len(lines)), "")
+        if rng.random() < 0.2 and lines:
+            lines[0] = f'"{ids[0]}",0'
+        text = "id,label" + ending + ending.join(lines) + (ending if rng.random() < 0.8 else "")
+        reader = csv.reader(io.StringIO(text, newline=""))
+        next(reader)
+        plain = _plain_csv_columns(text, [0, 1], 2)
+        assert plain is None or plain == _csv_columns(reader, [0, 1], 2)
+        truth_ids = [str(i) for i in ids]
+        table = TruthTable(ids=truth_ids, targets=[str(i % 3) for i in ids], path=Path("t.csv"), sha256="0",
+                           format="csv", numbers=_integer_ids(truth_ids))
+        given = rng.sample(range(70), rng.randrange(0, 50)) + ([ids[0]] if ids and rng.random() < 0.2 else [])
+        given += [rng.choice([-1, 2**70, "007", " 5 ", 3])] if rng.random() < 0.2 else []
+        rng.shuffle(given)
+        predictions = [str(rng.randrange(3)) for _ in given]
+        expected = join(replace(table, numbers=None), predictions, [id_text(v) or "" for v in given])
+        assert join_ids(table, predictions, given) == expected
