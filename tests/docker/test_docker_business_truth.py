@@ -159,3 +159,41 @@ def test_jsonl_and_parquet_labels_files_are_read_by_the_gate_outside_the_contain
         assert metrics["computed"]["confusion_matrix"] == [[6, 0], [2, 2]]
         assert metrics["join"] == {"joined": 10, "missing": 0, "duplicate": 0, "extra": 0}
     assert leftovers(engine, run_id) == []
+
+
+def test_a_jsonl_dataset_with_its_truth_inline_is_given_without_it(
+        pytester: pytest.Pytester, run_id: str, engine: Any) -> None:
+    """A JSONL dataset whose objects carry the truth (``y``): the container reads the gate's view without the key,
+    the gate reads ``y`` from the digested file and joins on ``id``."""
+    data = pytester.path / "pets.jsonl"
+    data.write_text("".join(json.dumps({"id": i, "x": i, "y": "cat" if i < 6 else "dog"}) + "\n" for i in range(10)))
+    code = pytester.path / "code" / "j"
+    code.mkdir(parents=True)
+    (code / "run.py").write_text(
+        "import json, sys\nrows = [json.loads(line) for line in open(sys.argv[1]) if line.strip()]\n"
+        "print('keys:', sorted({k for r in rows for k in r}), file=sys.stderr)\n"
+        "json.dump({'ids': [r['id'] for r in rows], 'predictions': [r.get('y') or ('cat' if r['x'] < 8 else 'dog') "
+        "for r in rows]}, open(sys.argv[2], 'w'))\n")
+    (pytester.path / "rules.yaml").write_text("apiVersion: pytest-hetero/v1\nkind: AcceptanceRules\nrules:\n"
+                                              "  - {name: acc, metric: accuracy, op: '>=', value: 0.9}\n")
+    weights = pytester.path / "weights.bin"
+    weights.write_bytes(b"no weights\n")
+    spec = {**DOCKER, "models": [{"name": "j", "version": "1", "uri": str(weights), "sha256": sha(weights),
+                                  "code": str(code), "entrypoint": ["{python}", "{code}/run.py", "{dataset}",
+                                                                    "{outputs}"]}],
+            "datasets": [{"name": "pets", "version": "1", "uri": str(data), "sha256": sha(data),
+                          "acceptance": str(pytester.path / "rules.yaml"),
+                          "truth": {"task": "classification", "target": "y", "id": "id"}}]}
+    pytester.makefile(".matrix.yaml", m=json.dumps({"apiVersion": "pytest-hetero/v1", "kind": "ValidationMatrix",
+                                                     "metadata": {"name": "j"}, "spec": spec}))
+    pytester.runpytest("-p", "no:cacheprovider", "--hetero-run-id", run_id)
+    ev = evidence(pytester)
+    model = _item(ev, "model", "j", "pets")
+    assert record(model, "model.dataset_view")["removed"] == "y"
+    assert "keys: ['id', 'x']" in record(model, "model.run")["stderr"]["text"]
+    item = _item(ev, "business", "j", "pets")
+    assert _status(item) == ("failed", "acceptance_failed", "business")
+    (result,) = record(item, "business.rules")["results"]
+    assert (result["observed"], result["provenance"]["source"]) == (0.8, "computed")
+    assert record(item, "business.metrics")["truth"]["format"] == "jsonl"
+    assert leftovers(engine, run_id) == []
