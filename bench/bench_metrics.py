@@ -55,8 +55,8 @@ def baseline(t: np.ndarray, p: np.ndarray) -> None:
 
 
 def gate(dataset: Dataset, outputs: dict[str, Any]) -> None:
-    check_outputs(outputs, dataset)
-    judged = gate_values(dataset, outputs, "0" * 64, 1.0, False)
+    kinds = check_outputs(outputs, dataset)
+    judged = gate_values(dataset, outputs, "0" * 64, 1.0, False, kinds)
     assert judged.joined is not None and judged.joined.complete
 
 

@@ -125,8 +125,8 @@ def _judge_values(ctx: LayerContext, outputs: dict[str, Any], digest: str, wall_
     :func:`pytest_hetero.truth.gate.gate_values`). Raises LayerBroken (``outputs_invalid``, algorithm; a truth
     category, business)."""
     try:
-        check_outputs(outputs, ctx.dataset)
-        return gate_values(ctx.dataset, outputs, digest, wall_s, ctx.dataset.sensitive)
+        kinds = check_outputs(outputs, ctx.dataset)
+        return gate_values(ctx.dataset, outputs, digest, wall_s, ctx.dataset.sensitive, kinds)
     except OutputsInvalid as exc:
         raise LayerBroken(f"{prefix}outputs break the outputs contract (pytest_hetero/truth/outputs.schema.json): "
                           + "; ".join(exc.problems), "outputs_invalid") from None

@@ -244,12 +244,13 @@ def id_texts(values: list[Any]) -> list[str] | None:
     return None
 
 
-def join_ids(table: TruthTable, predictions: list[Any], ids: list[Any]) -> Joined:
+def join_ids(table: TruthTable, predictions: list[Any], ids: list[Any], kinds: frozenset[type] | None = None) -> Joined:
     """:func:`join` by id with the outputs' ``ids`` as the model wrote them (parallel to ``predictions``): compared
     as :func:`id_text` (an id that is not one joins nothing). When the truth's ids are all plain decimal integers
     (no sign, no leading zero: their text is ``str(int)``) and the outputs' are all JSON integers, the same join is
-    done on numbers with numpy (a sort and a binary search), without turning a million ids into text."""
-    fast = _join_numbers(table, predictions, ids)
+    done on numbers with numpy (a sort and a binary search), without turning a million ids into text. ``kinds``:
+    the Python types of ``ids``' entries when the caller knows them."""
+    fast = _join_numbers(table, predictions, ids, kinds)
     if fast is not None:
         return fast
     texts = id_texts(ids)
@@ -309,12 +310,13 @@ def _positions(given: Any, truth: Any) -> Any:
     return np.where(ranked[at] == truth, order[at], -1)
 
 
-def _join_numbers(table: TruthTable, predictions: list[Any], ids: list[Any]) -> Joined | None:
+def _join_numbers(table: TruthTable, predictions: list[Any], ids: list[Any],
+                  kinds: frozenset[type] | None = None) -> Joined | None:
     """The numeric :func:`join_ids` (None when it does not apply): the same rows, counts, examples and order."""
     import numpy as np
 
     truth = table.numbers
-    if table.ids is None or truth is None or not ids or set(map(type, ids)) != {int}:
+    if table.ids is None or truth is None or not ids or (kinds if kinds is not None else set(map(type, ids))) != {int}:
         return None
     try:
         given = np.fromiter(ids, dtype=np.int64, count=len(ids))

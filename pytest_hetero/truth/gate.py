@@ -47,9 +47,11 @@ class OutputsInvalid(ValueError):
         self.problems = problems
 
 
-def check_outputs(outputs: dict[str, Any], dataset: Dataset) -> None:
+def check_outputs(outputs: dict[str, Any], dataset: Dataset) -> frozenset[type] | None:
     """Check ``outputs`` against the outputs schema and what ``dataset``'s truth needs (``predictions``; ``ids``
-    of the same length when joined by id). Raises :class:`OutputsInvalid` naming every problem (at most 10)."""
+    of the same length when joined by id). Returns the Python types of the ``ids`` entries (None without a list of
+    ids), which :func:`gate_values` may be given so as not to look at a million ids again. Raises
+    :class:`OutputsInvalid` naming every problem (at most 10)."""
     import jsonschema
 
     schema = dict(outputs_schema())
@@ -58,7 +60,8 @@ def check_outputs(outputs: dict[str, Any], dataset: Dataset) -> None:
         schema["required"] = ["predictions", "ids"] if truth.id else ["predictions"]
     problems = []
     ids = outputs.get("ids")
-    if isinstance(ids, list) and set(map(type, ids)) <= {int, str}:  # every id an integer or a string, as the
+    kinds = frozenset(map(type, ids)) if isinstance(ids, list) else None
+    if kinds is not None and kinds <= {int, str}:  # every id an integer or a string, as the
         properties = dict(schema["properties"])                      # schema's items say: checked in one pass
         properties["ids"] = {k: v for k, v in properties["ids"].items() if k != "items"}
         schema["properties"] = properties
@@ -73,6 +76,7 @@ def check_outputs(outputs: dict[str, Any], dataset: Dataset) -> None:
                         "predictions: each prediction needs its id")
     if problems:
         raise OutputsInvalid(problems)
+    return kinds
 
 
 @dataclass
@@ -109,14 +113,15 @@ def _collector_paused() -> Iterator[None]:
 
 
 def gate_values(dataset: Dataset, outputs: dict[str, Any], outputs_sha256: str, wall_s: float | None,
-                sensitive: bool) -> Judged:
-    """:func:`_gate_values` with the garbage collector paused."""
+                sensitive: bool, id_kinds: frozenset[type] | None = None) -> Judged:
+    """:func:`_gate_values` with the garbage collector paused; ``id_kinds``: what :func:`check_outputs` returned for
+    the same ``outputs`` (None: looked at here when needed)."""
     with _collector_paused():
-        return _gate_values(dataset, outputs, outputs_sha256, wall_s, sensitive)
+        return _gate_values(dataset, outputs, outputs_sha256, wall_s, sensitive, id_kinds)
 
 
 def _gate_values(dataset: Dataset, outputs: dict[str, Any], outputs_sha256: str, wall_s: float | None,
-                 sensitive: bool) -> Judged:
+                 sensitive: bool, id_kinds: frozenset[type] | None) -> Judged:
     """The gate's values for one run of ``dataset``: measured ones (``wall_s``; per sample and throughput when
     the outputs hold predictions), computed ones (the task's metrics from the truth joined with the
     predictions), and the record of it all with the model's self-reported ``metrics`` beside (never used for a
@@ -145,7 +150,8 @@ def _gate_values(dataset: Dataset, outputs: dict[str, Any], outputs_sha256: str,
         raise TruthUnusable(f"outputs.predictions holds {len(predictions) - len(kept)} null(s): joined by row order, "
                             "which rows they stand for would be a guess", "outputs_invalid")
     chosen = _predictions(predictions, kept, truth.task)
-    joined = join_ids(table, chosen, _kept(outputs["ids"], kept)) if truth.id else join(table, chosen, None)
+    joined = join_ids(table, chosen, _kept(outputs["ids"], kept), id_kinds if isinstance(kept, range) else None) \
+        if truth.id else join(table, chosen, None)
     source = {"path": str(table.path), "sha256": table.sha256, "format": table.format, "target": truth.target,
               "join": f"id '{truth.id}'" if truth.id else "row order", "rows": table.rows}
     findings: dict[str, Any] = joined.counts()
