@@ -19,8 +19,8 @@ anchored on the tools' own message formats, never on loose words:
   (``torch_npu/csrc/core/npu/NPUException.h``: sub-modules PTA 00, OPS 01, DIST 02, GRAPH 03, PROF 04; error
   types 001 … 012, 100 ACL, 200 HCCL, 300 GE) and ``HCCL function error: <call>, error code is N``.
 
-A timeout or remote error on a collective cannot name its culprit from one rank's log: those findings carry no
-owner and say ``owner: undetermined`` with the candidates and what to read next.
+A timeout or remote error on a collective cannot name its culprit from one rank's log: their failure category is
+``collective_peer_unknown``, an undetermined row of the failure table (candidates and what to read next).
 """
 
 from __future__ import annotations
@@ -102,16 +102,20 @@ NCCL_NET = re.compile(r"(?:Connect to|connect to) (?P<peer>[\d.:a-fA-F]+)<(?P<po
                       r"|Got completion (?:from peer (?P<ibpeer>\S+) )?with (?:error|status=)\s*(?P<ibst>\d+)")
 RANK = re.compile(r"\[Rank (?P<rank>\d+)\]|\bRank (?P<rank2>\d+)\]")
 
-_NCCL_RESULTS: dict[str, tuple[str, str | None, str]] = {
-    "unhandled cuda error": ("nccl_cuda_error", None,
+PEER = "collective_peer_unknown"
+"""The undetermined failure category of a collective that one rank's log cannot attribute."""
+
+_NCCL_RESULTS: dict[str, tuple[str, str, str]] = {
+    "unhandled cuda error": ("nccl_cuda_error", PEER,
                              "a CUDA call inside NCCL failed (the CUDA error names the cause)"),
-    "unhandled system error": ("nccl_system_error", "infrastructure",
+    "unhandled system error": ("nccl_system_error", "nccl_network_error",
                                "a system call or the network failed inside NCCL (sockets, IB verbs, shared memory)"),
-    "internal error": ("nccl_internal_error", None, "NCCL internal error (often a peer or network fault)"),
-    "invalid argument": ("nccl_invalid_argument", "algorithm", "NCCL was called with an invalid argument"),
-    "invalid usage": ("nccl_invalid_usage", "algorithm", "NCCL was used wrongly by the program (mismatched calls)"),
+    "internal error": ("nccl_internal_error", PEER, "NCCL internal error (often a peer or network fault)"),
+    "invalid argument": ("nccl_invalid_argument", "nccl_usage_error", "NCCL was called with an invalid argument"),
+    "invalid usage": ("nccl_invalid_usage", "nccl_usage_error",
+                      "NCCL was used wrongly by the program (mismatched calls)"),
     "remote process exited or there was a network error": (
-        "nccl_remote_error", None, "a remote rank exited or the network between the ranks failed"),
+        "nccl_remote_error", PEER, "a remote rank exited or the network between the ranks failed"),
 }
 _NCCL_NAMES = {"ncclUnhandledCudaError": "unhandled cuda error", "ncclSystemError": "unhandled system error",
                "ncclInternalError": "internal error", "ncclInvalidArgument": "invalid argument",
@@ -121,14 +125,11 @@ _NETWORK = re.compile(r"No route to host|Connection refused|Connection timed out
                       r"Connection reset by peer", re.IGNORECASE)
 _SHM = re.compile(r"/dev/shm|shared memory|shm_open|NCCL_SHM", re.IGNORECASE)
 
-UNDETERMINED = "undetermined"
-COLLECTIVE_CANDIDATES = ("infrastructure (a peer node, its GPU or the interconnect stalled), "
-                         "algorithm (ranks diverged: one rank skipped or reordered a collective)")
 
 
-def nccl(line: str) -> tuple[str, str | None, str, dict[str, Value], dict[str, str]] | None:
-    """``(code, owner, meaning, quantities, entity)`` for one NCCL/ProcessGroupNCCL line, or None.
-    ``owner`` None with ``quantities["owner"] == "undetermined"`` where one rank's log cannot decide."""
+def nccl(line: str) -> tuple[str, str, str, dict[str, Value], dict[str, str]] | None:
+    """``(code, failure, meaning, quantities, entity)`` for one NCCL/ProcessGroupNCCL line, or None.
+    ``failure`` is a failure-table category; :data:`PEER` (undetermined) where one rank's log cannot decide."""
     rank = RANK.search(line)
     entity = {"rank": rank.group("rank") or rank.group("rank2")} if rank else {}
     w = NCCL_WATCHDOG.search(line)
@@ -138,41 +139,38 @@ def nccl(line: str) -> tuple[str, str | None, str, dict[str, Value], dict[str, s
                                "numel_in": int(w.group("in")) if w.group("in") else None,
                                "numel_out": int(w.group("out")) if w.group("out") else None,
                                "timeout_ms": int(w.group("timeout")), "ranks": r,
-                               f"ran_for_ms.rank{r}": int(w.group("ran")), "owner": UNDETERMINED,
-                               "owner_candidates": COLLECTIVE_CANDIDATES,
+                               f"ran_for_ms.rank{r}": int(w.group("ran")),
                                "next": "read every rank's log: the rank that never reached SeqNum "
                                        f"{w.group('seq')} (or that failed first) is the culprit"}
-        return ("nccl_watchdog_timeout", None,
+        return ("nccl_watchdog_timeout", PEER,
                 f"collective {w.group('op')} (SeqNum {w.group('seq')}) timed out after {w.group('timeout')} ms: "
                 "a rank waited for peers that never joined", q, entity)
     a = NCCL_AT_WORK.search(line)
     if a:
-        return ("nccl_watchdog_timeout", None, "", {
+        return ("nccl_watchdog_timeout", PEER, "", {
             "work": int(a.group("work")), "last_enqueued_work": int(a.group("enq")),
             "last_completed_work": int(a.group("done"))}, entity)
     s = NCCL_STUCK.search(line)
     if s:
-        return ("nccl_watchdog_stuck", None,
+        return ("nccl_watchdog_stuck", PEER,
                 f"the NCCL watchdog made no progress for {s.group('s')} s (a collective or CUDA call hangs)",
-                {"stuck_s": int(s.group("s")), "owner": UNDETERMINED, "owner_candidates": COLLECTIVE_CANDIDATES},
+                {"stuck_s": int(s.group("s"))},
                 entity)
     e = NCCL_ERROR.search(line)
     if e:
         what = (e.group("what") or _NCCL_NAMES.get(e.group("name") or "", "")).strip().lower()
-        code, owner, meaning = _NCCL_RESULTS.get(what, ("nccl_error", None, f"NCCL error: {what}"))
+        code, failure, meaning = _NCCL_RESULTS.get(what, ("nccl_error", PEER, f"NCCL error: {what}"))
         q = {"nccl_result": what, "nccl_version": e.group("ver"), "source_file": e.group("where"),
              "source_line": int(e.group("at")) if e.group("at") else None}
-        if owner is None:
-            q.update(owner=UNDETERMINED, owner_candidates=COLLECTIVE_CANDIDATES)
-        return code, owner, meaning, q, entity
+        return code, failure, meaning, q, entity
     n = NCCL_NET.search(line)
     if n and ("NCCL" in line or "socket" in line.lower() or "NET/" in line):
         if n.group("ibst"):
-            return ("nccl_ib_completion_error", "infrastructure",
+            return ("nccl_ib_completion_error", "nccl_network_error",
                     f"an InfiniBand/RoCE work completion failed (status {n.group('ibst')}): the fabric or a peer's "
                     "HCA dropped the connection", {"ib_status": int(n.group("ibst")), "peer": n.group("ibpeer")},
                     entity)
-        return ("nccl_system_error", "infrastructure",
+        return ("nccl_system_error", "nccl_network_error",
                 f"NCCL could not connect to peer {n.group('peer')}: {n.group('why').strip()}",
                 {"peer": n.group("peer"), "peer_port": int(n.group("port")), "network_error": n.group("why").strip()},
                 entity)
@@ -180,14 +178,15 @@ def nccl(line: str) -> tuple[str, str | None, str, dict[str, Value], dict[str, s
 
 
 def nccl_detail(q: dict[str, Value], line: str) -> tuple[str | None, str | None]:
-    """``(owner, meaning)`` refinement of an ``nccl_system_error`` by its ``Last error`` detail: a network
-    error (no route, refused, timed out) is the interconnect's; a shared-memory failure is the container's
-    ``/dev/shm`` (platform); else None."""
+    """``(failure, meaning)`` refinement of an ``nccl_system_error`` by its ``Last error`` detail: a network
+    error (no route, refused, timed out) is ``nccl_network_error``; a shared-memory failure is the
+    container's ``/dev/shm`` (``nccl_shm_exhausted``); else None."""
     net = _NETWORK.search(line)
     if net:
-        return "infrastructure", f"the ranks cannot reach each other over the network ({net.group(0)})"
+        return "nccl_network_error", f"the ranks cannot reach each other over the network ({net.group(0)})"
     if _SHM.search(line):
-        return "platform", "NCCL could not use shared memory: the container's /dev/shm is too small or missing"
+        return ("nccl_shm_exhausted",
+                "NCCL could not use shared memory: the container's /dev/shm is too small or missing")
     return None, None
 
 

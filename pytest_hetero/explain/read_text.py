@@ -20,11 +20,13 @@ from pytest_hetero.explain import read_framework as fw
 from pytest_hetero.explain.blocks import Piece
 from pytest_hetero.explain.context import Ctx, line_timestamp, make
 from pytest_hetero.explain.model import Finding, Value
+from pytest_hetero.judge.failures import TABLE
 from pytest_hetero.pending.describe import classify_message
-from pytest_hetero.pending.model import Reason, team_owner
-from pytest_hetero.pending.startup import classify_startup
+from pytest_hetero.pending.model import Reason
+from pytest_hetero.pending.startup import classify_startup, pull_category
 from pytest_hetero.probes.ascend_errors import HCCL_RESULTS, match_acl, match_cann, match_dcmi
 from pytest_hetero.probes.cuda_errors import BY_NAME, match_cuda_error
+from pytest_hetero.probes.nvidia_common import global_errors
 
 NOISE = re.compile(
     r"^\s*(?:>>>|\.\.\.\s|\.{3,}\s*$|…\s*$|Python \d+\.\d+|\[(?:GCC|Clang|MSC) |Type \"help\"|"
@@ -66,7 +68,7 @@ class Hit:
 
     code: str
     category: str
-    owner: str | None
+    failure: str | None
     severity: str
     meaning: str
     family: str
@@ -75,6 +77,33 @@ class Hit:
     lines: list[int] = field(default_factory=list)
     timestamps: list[str] = field(default_factory=list)
     count: int = 1
+
+
+WORKLOAD_SPEC: frozenset[str] = frozenset({
+    "node_selector_mismatch", "node_affinity_mismatch", "node_name_mismatch", "pod_affinity", "topology_spread",
+    "port_conflict", "untolerated_taint", "quota_requires_limits", "limitrange_violation", "podsecurity_violation",
+    "queue_flavor_mismatch", "device_type_mismatch", "webhook_denied"})
+"""Kubernetes reasons that, in a pasted text, show a pod spec the workload's owner wrote being refused
+(``workload_spec``); in a gate run the gate writes the spec and the reason's own row applies."""
+TEAM_SHARE: frozenset[str] = frozenset({"quota_exceeded", "queue_quota_insufficient", "queue_request_exceeds_max"})
+"""Kubernetes reasons that, in a pasted text, show a team's quota or queue share used up (``team_share_exceeded``)."""
+
+
+def reason_failure(code: str, message: str = "") -> str | None:
+    """The failure-table category of a pasted Kubernetes reason ``code`` (``message``: its words):
+    ``workload_spec`` / ``team_share_exceeded`` for the field rows above; an image pull by its cause
+    (:func:`pytest_hetero.pending.startup.pull_category`, as the engines name it); a probe whose output is a
+    vendor tool's device error (``No devices were found``) ``device_unhealthy``; else the code's own row;
+    None for ``unknown`` and for a code the table does not have."""
+    if code == "image_pull_failed" and message:
+        return pull_category(message)
+    if code == "probe_failed" and (global_errors(message) or re.search(r"nvidia-smi|npu-smi", message, re.I)):
+        return "device_unhealthy"
+    if code in WORKLOAD_SPEC:
+        return "workload_spec"
+    if code in TEAM_SHARE:
+        return "team_share_exceeded"
+    return code if code in TABLE and code != "unknown" else None
 
 
 def _reason_hit(reason: Reason, kind_family: str = "kube") -> Hit:
@@ -95,7 +124,8 @@ def _reason_hit(reason: Reason, kind_family: str = "kube") -> Hit:
     if reason.detail.get("image"):
         q["image"] = reason.detail["image"]
     known = reason.code != "unknown"
-    return Hit(reason.code if known else "unrecognised", reason.category, team_owner(reason),
+    why = " ".join(str(v) for v in (reason.message, reason.detail.get("state_reason")) if v)
+    return Hit(reason.code if known else "unrecognised", reason.category, reason_failure(reason.code, why),
                "error" if known else "unrecognised", reason.message if known else "text no reader understands",
                kind_family, q, entity)
 
@@ -120,7 +150,7 @@ def _cuda_context(line: str, low: str) -> LineKind:
         named = re.search(r"`(cudaError\w+)'", line)
         if named and named.group(1) in BY_NAME:
             err = BY_NAME[named.group(1)]
-            return Hit(err.code, "cuda", err.owner, "error", f"CUDA error {err.number} {err.name}: {err.meaning}",
+            return Hit(err.code, "cuda", err.failure, "error", f"CUDA error {err.number} {err.name}: {err.meaning}",
                        "cuda", {"cuda_error": err.name, "cuda_error_number": err.number}, count=0)
         return "context"
     if APP_OUTPUT.match(line):
@@ -134,7 +164,7 @@ def _hami_oom(line: str, low: str) -> LineKind:
     if not hami:
         return None
     limit = int(hami.group("limit"))
-    return Hit("vgpu_memory_limit_exceeded", "gpu-sharing", "algorithm", "error",
+    return Hit("vgpu_memory_limit_exceeded", "gpu-sharing", "vgpu_memory_limit_exceeded", "error",
                "the workload allocated past its HAMi vGPU memory slice (HAMi-core enforced limit, not a "
                "physical GPU exhaustion and not a Kubernetes OOMKilled)", "vgpu",
                {"requested_bytes": int(hami.group("req")), "limit_bytes": limit,
@@ -161,11 +191,11 @@ def _oom_hit(line: str, low: str) -> LineKind:
         return None
     dev, q, entity = found
     if dev == "NPU":
-        return Hit("npu_out_of_memory", "npu-memory", "algorithm", "error",
+        return Hit("npu_out_of_memory", "npu-memory", "npu_out_of_memory", "error",
                    f"torch_npu could not allocate {q['tried_to_allocate']} on the NPU (the model's memory demand "
                    "exceeds what is free)", "ascend-oom", q, entity)
     q = {"cuda_error": "cudaErrorMemoryAllocation", "cuda_error_number": 2, **q}
-    return Hit("cuda_memory_allocation", "cuda", "algorithm", "error",
+    return Hit("cuda_memory_allocation", "cuda", "cuda_program_error", "error",
                f"CUDA error 2 cudaErrorMemoryAllocation: the program asked for {q['tried_to_allocate']} of GPU "
                f"memory" + (f" with {q['free']} free" if "free" in q else ""), "cuda", q, entity)
 
@@ -179,14 +209,14 @@ def _nccl_hit(line: str, low: str) -> LineKind:
     n = fw.nccl(line)
     if n is None:
         return None
-    code, owner, meaning, q, entity = n
-    hit = Hit(code, "collective-communication", owner, "error", meaning, "nccl", dict(q), dict(entity))
+    code, failure, meaning, q, entity = n
+    hit = Hit(code, "collective-communication", failure, "error", meaning, "nccl", dict(q), dict(entity))
     if not meaning:
         hit.count = 0
     if code == "nccl_system_error":
         better, why = fw.nccl_detail(q, line)
         if better:
-            hit.owner, hit.meaning = better, why or meaning
+            hit.failure, hit.meaning = better, why or meaning
     return hit
 
 
@@ -195,18 +225,19 @@ def _torch_npu_hit(line: str, low: str) -> LineKind:
     err = fw.torch_npu_err(line)
     if err is not None:
         q, entity = err
-        return Hit("torch_npu_error", "npu-runtime", "platform", "error",
+        return Hit("torch_npu_error", "npu-runtime", "cann_error", "error",
                    f"torch_npu {q['torch_npu_code']}: {q['submodule']} {q['error_type']}", "ascend", q, entity)
     fn = fw.hccl_function(line)
     if fn is not None:
         init = "CommInit" in str(fn["hccl_function"])
-        return Hit("hccl_init_failed" if init else "hccl_error", "npu-communication", "platform", "error",
+        return Hit("hccl_init_failed" if init else "hccl_error", "npu-communication",
+                   "hccl_init_failed" if init else "cann_error", "error",
                    ("HCCL communicator creation failed" if init else "an HCCL call failed")
                    + f" ({fn['hccl_function']} returned {fn['hccl_error']} {fn['hccl_error_name'] or ''})".rstrip(),
                    "ascend", fn)
     where = re.search(r"HCCL error in: (?P<file>\S+?):(?P<line>\d+)", line)
     if where:
-        return Hit("hccl_error", "npu-communication", "platform", "error", "an HCCL call failed", "ascend",
+        return Hit("hccl_error", "npu-communication", "cann_error", "error", "an HCCL call failed", "ascend",
                    {"source_file": where.group("file"), "source_line": int(where.group("line"))})
     return None
 
@@ -218,7 +249,7 @@ def _cann_trace_hit(line: str, low: str) -> LineKind:
         return "context"
     trace = _CANN_TRACE.match(line)
     if trace:
-        return Hit("cann_trace", "npu-runtime", "platform", "error", "", "ascend",
+        return Hit("cann_trace", "npu-runtime", "cann_error", "error", "", "ascend",
                    {"runtime_call": trace.group("fn"), "runtime_reason": trace.group("reason")}, count=0)
     if not _TRACE_LINE.search(line) or fw.TORCH_NPU_ERR.search(line) or re.search(r"(?:^|[\s:\[])E[A-Z]\d{4}\b",
                                                                                    line) or match_acl(line):
@@ -230,7 +261,7 @@ def _cann_trace_hit(line: str, low: str) -> LineKind:
     errno = _ERRNO.search(line)
     if errno:
         q["errno"] = int(errno.group("n"))
-    return Hit("cann_trace", "npu-runtime", "platform", "error", "", "ascend", q, count=0) if q else "context"
+    return Hit("cann_trace", "npu-runtime", "cann_error", "error", "", "ascend", q, count=0) if q else "context"
 
 
 _TRACE_LINE = re.compile(r"\[FUNC:\w+\]\[FILE:[\w.]+\]\[LINE:\d+\]|^\s*Solution:|^\s+Kernel Run failed\b|"
@@ -244,14 +275,14 @@ def _cuda_error(line: str, low: str) -> LineKind:
         return None
     if re.search(r"CUDA out of memory|OutOfMemoryError", line):
         tried = re.search(r"Tried to allocate (\S+ \w+)", line)
-        return Hit("cuda_memory_allocation", "cuda", "algorithm", "error",
+        return Hit("cuda_memory_allocation", "cuda", "cuda_program_error", "error",
                    "CUDA error 2 cudaErrorMemoryAllocation: the program asked for more GPU memory than is free",
                    "cuda", {"cuda_error": "cudaErrorMemoryAllocation", "cuda_error_number": 2,
                             "tried_to_allocate": tried.group(1) if tried else None})
     found_err = match_cuda_error(line)
     if found_err is None:
         return None
-    return Hit(found_err.code, "cuda", found_err.owner, "error",
+    return Hit(found_err.code, "cuda", found_err.failure, "error",
                f"CUDA error {found_err.number} {found_err.name}: {found_err.meaning}",
                "cuda", {"cuda_error": found_err.name, "cuda_error_number": found_err.number})
 
@@ -260,7 +291,7 @@ def _torch_no_driver(line: str, low: str) -> LineKind:
     """The framework finds no (or too old a) NVIDIA driver: ``torch.cuda.is_available()`` is False."""
     if not TORCH_NO_DRIVER.search(line):
         return None
-    return Hit("cuda_no_driver", "cuda", "platform", "error",
+    return Hit("cuda_no_driver", "cuda", "cuda_environment_error", "error",
                "the framework finds no usable NVIDIA driver in the container (torch.cuda.is_available() is False)",
                "cuda")
 
@@ -270,7 +301,7 @@ def _dcmi(line: str, low: str) -> LineKind:
     dcmi = match_dcmi(line)
     if dcmi is None:
         return None
-    return Hit(dcmi.code, dcmi.category, dcmi.owner, "error", f"DCMI {dcmi.value} {dcmi.name}: {dcmi.meaning}",
+    return Hit(dcmi.code, dcmi.category, dcmi.failure, "error", f"DCMI {dcmi.value} {dcmi.name}: {dcmi.meaning}",
                "ascend", {"dcmi_code": int(dcmi.value), "dcmi_name": dcmi.name})
 
 
@@ -303,7 +334,7 @@ def _hccl(line: str, low: str) -> LineKind:
     proc = re.search(r"HCCL\((?P<pid>\d+),(?P<name>[\w.-]+)\)", line)
     entity = {"pid": proc.group("pid"), "process": proc.group("name")} if proc else {}
     return Hit("hccl_init_failed" if "init" in low or "comm" in low else "hccl_error", "npu-communication",
-               "platform", "error",
+               "hccl_init_failed" if "init" in low or "comm" in low else "cann_error", "error",
                "HCCL communicator creation failed: a rank could not join the collective (multi-NPU communication "
                "setup: rank table, network/ports, device visibility)" if "init" in low or "comm" in low else
                "an HCCL call failed", "hccl", _hccl_quantities(line), entity)
@@ -320,7 +351,7 @@ def _cann(line: str, low: str) -> LineKind:
         m = pattern.search(line)
         if m:
             q.update(zip(keys, m.groups(), strict=False))
-    return Hit(cann.code, cann.category, cann.owner, "error", cann.meaning, "ascend", q)
+    return Hit(cann.code, cann.category, cann.failure, "error", cann.meaning, "ascend", q)
 
 
 def _acl(line: str, low: str) -> LineKind:
@@ -328,7 +359,7 @@ def _acl(line: str, low: str) -> LineKind:
     acl = match_acl(line)
     if acl is None or not re.search(r"result|ret|error|ACL|code|failed", line, re.IGNORECASE):
         return None
-    return Hit(acl.code, acl.category, acl.owner, "error", f"ACL {acl.value} {acl.name}: {acl.meaning}", "ascend",
+    return Hit(acl.code, acl.category, acl.failure, "error", f"ACL {acl.value} {acl.name}: {acl.meaning}", "ascend",
                {"acl_error": int(acl.value), "acl_name": acl.name})
 
 
@@ -358,7 +389,7 @@ def _image_detail(hit: Hit, code: str, line: str) -> None:
         return
     not_found = re.search(r"NotFound|not found|manifest unknown", line)
     if _OPERATOR_IMAGE.match(name) and not_found:
-        hit.owner = "platform"
+        hit.failure = "image_not_found"
         hit.meaning = (f"the image {name} does not exist (tag not published): the operator "
                        "asks for a component version/OS pair that was never released")
     elif not_found:
@@ -448,7 +479,7 @@ def _absorb(prev: Hit, hit: Hit) -> None:
     """Fold ``hit`` into ``prev``: lines, timestamps and count add up; quantities and entity keep the
     first value, except a second ACL/CANN code, kept as ``<key>_2``."""
     if prev.family == "nccl" and "network_error" in hit.quantities and "network_error" not in prev.quantities:
-        prev.meaning, prev.owner = f"{prev.meaning}: {hit.meaning}", hit.owner  # the Last error names the cause
+        prev.meaning, prev.failure = f"{prev.meaning}: {hit.meaning}", hit.failure  # the Last error names the cause
     prev.lines += hit.lines
     prev.timestamps += hit.timestamps
     prev.count += hit.count
@@ -476,23 +507,20 @@ def _ascend_verdict(hit: Hit) -> None:
         hit.code, hit.meaning = "cann_runtime_error", "a CANN runtime call failed"
     remote = codes & {"EI0006", "EI0002"}
     if remote:
-        hit.code, hit.category, hit.owner = "hccl_remote_timeout", "npu-communication", None
+        hit.code, hit.category, hit.failure = "hccl_remote_timeout", "npu-communication", "hccl_remote_timeout"
         hit.meaning = (f"HCCL timed out waiting for a remote rank ({', '.join(sorted(remote))}): a peer NPU did not "
                        "connect or did not reach the collective in time; this rank's log cannot say which or why")
-        q.update(owner="undetermined", owner_candidates="infrastructure (a peer NPU, its node or the network link "
-                 "failed), algorithm (a rank started the collective late or never)",
-                 next="read the plog/log of every rank in the rank table; the first rank that failed is the culprit")
+        q.update(next="read the plog/log of every rank in the rank table; the first rank that failed is the culprit")
     elif "EJ0001" in codes:
-        hit.code, hit.category, hit.owner = "hccp_init_failed", "npu-communication", "algorithm"
+        hit.code, hit.category, hit.failure = "hccp_init_failed", "npu-communication", "hccp_init_failed"
         hit.meaning = ("the HCCP process could not start on the NPU: a previous training process still holds the "
                        "device (per the message); if none runs, the driver error behind it is the node's")
-        q["owner_alternative"] = "infrastructure (no previous process running: NPU driver fault)"
     elif "op" in q and "no binary" not in hit.meaning:
-        hit.code, hit.category, hit.owner = "cann_op_no_binary", "npu-runtime", "platform"
+        hit.code, hit.category, hit.failure = "cann_op_no_binary", "npu-runtime", "cann_error"
         hit.meaning = (f"operator {q['op']} has no kernel binary in the installed CANN operator package "
                        "(the image's CANN/ops version does not support it on this NPU)")
     elif str(q.get("runtime_reason", "")).startswith("device id error") and hit.code.startswith(("hccl", "torch")):
-        hit.code, hit.category, hit.owner = "hccl_init_failed", "npu-communication", "platform"
+        hit.code, hit.category, hit.failure = "hccl_init_failed", "npu-communication", "hccl_init_failed"
         hit.meaning = ("HCCL communicator creation failed: the runtime could not map the rank's physical NPU id to "
                        "a device (device id error): the container's NPU visibility/mapping is wrong")
 
@@ -592,7 +620,7 @@ class _LineScan:
 
 def _hit_finding(ctx: Ctx, piece: Piece, kind: str, hit: Hit, indexes: list[int], count: int | None) -> Finding:
     """The finding of one (merged) hit, on the piece's lines ``indexes``."""
-    return make(kind, hit.code, category=hit.category, owner=hit.owner, severity=hit.severity,
+    return make(kind, hit.code, category=hit.category, failure=hit.failure, severity=hit.severity,
                 meaning=hit.meaning, lines=ctx.src(indexes, piece.start), entity=hit.entity,
                 timestamps=hit.timestamps, count=count, quantities=hit.quantities)
 
@@ -605,7 +633,7 @@ def _unknown_findings(ctx: Ctx, piece: Piece, kind: str, lines: list[str], run: 
         known = [r for r in rescue if r.code != "unknown"]
         if known:
             return [_hit_finding(ctx, piece, kind, _reason_hit(reason), run, None) for reason in known]
-    return [make(kind, "unrecognised", category="unrecognised", owner=None, severity="unrecognised",
+    return [make(kind, "unrecognised", category="unrecognised", severity="unrecognised",
                  meaning="text no reader understands", lines=ctx.src(run, piece.start),
                  timestamps=[line_timestamp(lines[run[0]])], count=len(run))]
 
@@ -630,7 +658,7 @@ def classify_lines(ctx: Ctx, piece: Piece, indexes: list[int], kind: str = "text
         out += _unknown_findings(ctx, piece, kind, lines, run)
     if scan.ends and not scan.hits:
         text = scan.ends[0][1]
-        out.append(make(kind, "process_crashed", category="workload", owner=None, severity="error",
+        out.append(make(kind, "process_crashed", category="workload", severity="error",
                         meaning=f"a process ended abnormally ({text}); no cause is printed",
                         lines=ctx.src([i for i, _ in scan.ends], piece.start), quantities={"process_end": text}))
     out.sort(key=lambda f: f.lines[0].number if f.lines else 0)
