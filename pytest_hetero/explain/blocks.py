@@ -18,25 +18,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from pytest_hetero.explain import claim_nvidia
+from pytest_hetero.probes import line_prefix
 
 ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
 
-KERNEL_PREFIX = re.compile(
-    r"^\s*(?:"
-    r"\[\s*\d+\.\d+\]"  # dmesg: [ 1234.567890]
-    r"|\[(?:[A-Z][a-z]{2} ){2}[ \d]?\d \d\d:\d\d:\d\d \d{4}\]"  # dmesg -T: [Sun Feb 23 16:24:18 2025]
-    r"|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[,.]\d+(?:[+-]\d\d:?\d\d|Z)?\s"  # dmesg --time-format iso
-    r"|kern\s*:\s*\w+\s*:"  # dmesg --decode
-    r"|kernel:"  # journalctl -o cat / grep of kern.log without stamp
-    r"|(?:[A-Z][a-z]{2}\s+\d{1,2}\s|\d{4}-\d\d-\d\dT\S+\s)\S*\s?\d\d:?\d\d:?\d\d?\S*\s+\S+\s+kernel:"
-    r"|[A-Z][a-z]{2}\s+\d{1,2}\s+\d\d:\d\d:\d\d\s+\S+\s+kernel:"  # syslog / journalctl -k
-    r"|\d{4}-\d\d-\d\dT\S+\s+\S+\s+kernel:"  # rsyslog high-precision
-    r"|NVRM:"
-    r")"
-)
+KERNEL_PREFIX = line_prefix.KERNEL_START
 """Start of a kernel log line in any of the layouts dmesg, journalctl and syslog print."""
 
-KLOG = re.compile(r"^\s*[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+\s+\d+\s+[\w./-]+:\d+\]")
+KLOG = re.compile(r"^\s*" + line_prefix.KLOG_HEAD)
 """A Kubernetes component (klog) line: ``I0624 22:58:05.486593       1 health.go:159] ...``."""
 
 PROMPT = re.compile(

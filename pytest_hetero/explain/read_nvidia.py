@@ -9,6 +9,7 @@ from pytest_hetero.errors import ParseError
 from pytest_hetero.explain.blocks import Piece
 from pytest_hetero.explain.context import Ctx, first_line, make
 from pytest_hetero.explain.model import Finding, SourceLine, Value
+from pytest_hetero.probes import line_prefix
 from pytest_hetero.probes.dcgm import DcgmDiag, classify_warning, parse_dcgm_discovery, parse_dcgm_table
 from pytest_hetero.probes.kernel_log import KernelLog, KernelRecord, read_kernel_log
 from pytest_hetero.probes.model import Device, Inventory
@@ -510,9 +511,7 @@ def read_kernel(ctx: Ctx, piece: Piece) -> list[Finding]:
     return out
 
 
-_KLOG = re.compile(
-    r"^\s*(?P<level>[IWEF])(?P<date>\d{4}) (?P<time>\d\d:\d\d:\d\d\.\d+)\s+\d+\s+(?P<src>[\w./-]+:\d+)\]\s?(?P<msg>.*)$"
-)
+_KLOG = line_prefix.KLOG
 
 
 def read_klog(ctx: Ctx, piece: Piece) -> list[Finding]:

@@ -26,12 +26,59 @@ from collections import Counter
 from dataclasses import dataclass
 
 _MONTH = r"(?:[A-Z][a-z]{2}|\d{1,2}月)"
+_SYSLOG_TIME = _MONTH + r"\s+\d{1,2} \d\d:\d\d:\d\d(?:\.\d+)?"
+_ISO_TIME = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?"
 SYSLOG = re.compile(
-    r"^(?P<ts>" + _MONTH + r"\s+\d{1,2} \d\d:\d\d:\d\d(?:\.\d+)?"
-    r"|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?)"
+    r"^(?P<ts>" + _SYSLOG_TIME + "|" + _ISO_TIME + r")"
     r" (?P<host>\w[\w.-]*|[0-9a-fA-F]*:[0-9a-fA-F:]+) (?P<tag>[A-Za-z][\w./@-]*)(?:\[\d+\])?:(?: |$)"
 )
 """A syslog / journalctl line head: time, host, tag with optional ``[pid]``, colon."""
+
+KERNEL_STAMPS: tuple[str, ...] = (
+    r"kern\s*:\s*(?P<level>\w+)\s*:",  # dmesg --decode
+    # syslog / journalctl -k / rsyslog high precision
+    r"(?P<syslog>" + _MONTH + r"\s+\d{1,2}\s+\d\d:\d\d:\d\d(?:\.\d+)?|" + _ISO_TIME + r")\s+\S+\s+kernel:",
+    r"(?P<iso>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[,.]\d+(?:[+-]\d\d:?\d\d|Z)?)\s",  # dmesg --time-format iso
+    r"\[(?P<ctime>(?:[A-Z][a-z]{2} ){2}[ \d]?\d \d\d:\d\d:\d\d \d{4})\]",  # dmesg -T
+    r"kernel:",  # journalctl -o cat, a grep of kern.log
+    r"\[\s*(?P<uptime>\d+\.\d+)\]",  # dmesg
+)
+"""The heads a kernel line keeps after :func:`normalise` (the kernel reader reads its time from them)."""
+KERNEL_HEAD = re.compile(
+    r"^\s*(?:" + KERNEL_STAMPS[0] + r"\s*)?(?:" + "|".join(KERNEL_STAMPS[1:5]) + r")?\s*"
+    r"(?:" + KERNEL_STAMPS[5] + r"\s*)?"
+)
+"""A kernel line's head: decode level, wall clock (syslog/journal, ISO, ``dmesg -T``) or ``kernel:``, uptime."""
+KERNEL_START = re.compile(r"^\s*(?:" + "|".join(re.sub(r"\(\?P<\w+>", "(?:", s) for s in KERNEL_STAMPS) + r"|NVRM:)")
+"""A line that starts as a kernel log line does (one of :data:`KERNEL_STAMPS`, or ``NVRM:``)."""
+KLOG_HEAD = r"[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+\s+\d+\s+[\w./-]+:\d+\]"
+"""The head of a klog line (``I0624 22:58:05.486593       1 health.go:159]``), no groups (for alternations)."""
+KLOG = re.compile(r"^\s*(?P<level>[IWEF])(?P<date>\d{4}) (?P<time>\d\d:\d\d:\d\d\.\d+)\s+\d+\s+"
+                  r"(?P<src>[\w./-]+:\d+)\]\s?(?P<msg>.*)$")
+"""A klog line (Kubernetes components): level, month-day, time, thread id, ``file:line]``, message."""
+
+
+_KLOG_TIME = re.compile(r"^\s*(?P<ts>[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+)")
+
+
+def klog_stamp(line: str) -> str | None:
+    """The klog time at the start of ``line`` as printed (``I0624 22:58:05.486593``), or None."""
+    m = _KLOG_TIME.match(line)
+    return m.group("ts") if m else None
+
+
+def kernel_time(line: str) -> tuple[str | None, str | None, int]:
+    """Return ``(timestamp, uptime, end of head)`` for one kernel line (:data:`KERNEL_HEAD`): the timestamp is
+    the wall clock when one was printed (then ``uptime`` is the dmesg stamp after it), else the uptime stamp
+    (then ``uptime`` is None), else None."""
+    m = KERNEL_HEAD.match(line)
+    wall = m.group("syslog") or m.group("iso") or m.group("ctime") if m else None
+    if m is None:
+        return None, None, 0
+    uptime = m.group("uptime")
+    if wall:
+        return wall, uptime, m.end()
+    return uptime, None, m.end()
 
 HOST = re.compile(r"^(?P<host>(?:\d{1,3}(?:\.\d{1,3}){3}|\[?[0-9a-fA-F:]+:[0-9a-fA-F:]+\]?|[A-Za-z0-9][\w.-]{0,62})):"
                   r"(?: |$)")
