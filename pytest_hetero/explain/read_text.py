@@ -123,6 +123,7 @@ def _reason_hit(reason: Reason, kind_family: str = "kube") -> Hit:
         q["taint"] = reason.taint
     if reason.detail.get("image"):
         q["image"] = reason.detail["image"]
+    q["source"] = reason.source
     known = reason.code != "unknown"
     why = " ".join(str(v) for v in (reason.message, reason.detail.get("state_reason")) if v)
     return Hit(reason.code if known else "unrecognised", reason.category, reason_failure(reason.code, why),
