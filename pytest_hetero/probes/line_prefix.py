@@ -97,7 +97,8 @@ RFC3339 = re.compile(r"^(?P<ts>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+
                      r"(?:\s+(?:stdout|stderr)\s+[FP])?\s")
 """A leading RFC 3339 stamp (``kubectl logs --timestamps``; CRI log files add ``stdout F``)."""
 
-_KERNELISH = re.compile(r"^\s*(?:\[\s*\d+\.\d+\]\s*)?(?:NVRM|nvidia[\w-]*:|kernel:|Call Trace|Tainted:|Hardware name:|"
+_KERNELISH = re.compile(r"^\s*(?:\[\s*\d+\.\d+\]\s*)?(?:NVRM|nvidia(?!-container)[\w-]*:|kernel:|Call Trace|"
+                        r"Tainted:|Hardware name:|"
                         r"\w+ \d{4}:[0-9a-f]{2}:[0-9a-f]{2}\.\d: )")
 _NOT_HOSTS = frozenset({
     "nvrm", "kernel", "error", "warning", "warn", "info", "debug", "fatal", "note", "hint", "caused by", "reason",
@@ -147,11 +148,20 @@ def _strip_syslog(line: str) -> tuple[str, Prefix | None]:
 
 
 def _kmsg(line: str) -> tuple[str, Prefix | None]:
+    """A raw ``/dev/kmsg`` head: a kernel record (facility 0: ``prio`` < 8) becomes the dmesg uptime stamp,
+    unless the text already starts with a kernel time stamp; a record of another facility (a user-space
+    writer of ``/dev/kmsg``, ``prio`` >= 8) comes off whole, its time kept in the :class:`Prefix`."""
     m = KMSG.match(line)
     if not m:
         return line, None
     usec = int(m.group("usec"))
-    return f"[{usec // 1_000_000:5d}.{usec % 1_000_000:06d}] " + line[m.end():], Prefix(line[: m.end()])
+    stamp = f"{usec // 1_000_000}.{usec % 1_000_000:06d}"
+    rest = line[m.end():]
+    head = KERNEL_HEAD.match(rest)
+    stamped = head is not None and any(head.group(g) for g in ("syslog", "iso", "ctime", "uptime"))
+    if int(m.group("prio")) >= 8 or stamped:
+        return rest, Prefix(line[: m.end()], time=stamp)
+    return f"[{usec // 1_000_000:5d}.{usec % 1_000_000:06d}] " + rest, Prefix(line[: m.end()])
 
 
 def _join(head: Prefix | None, text: str, **kw: str | None) -> Prefix:
@@ -178,19 +188,23 @@ def _outer(line: str, hosts: set[str]) -> tuple[str, Prefix | None]:
         kube = KUBECTL_PREFIX.match(rest)
         if kube:
             head, rest = _join(head, rest[: kube.end()], host=kube.group("host")), rest[kube.end():]
+        user = KMSG.match(rest)
+        if user and int(user.group("prio")) >= 8:  # a user-space /dev/kmsg record around another layer
+            rest, kmsg = _kmsg(rest)
+            head = _join(head, kmsg.text if kmsg else "", time=kmsg.time if kmsg else None)
         if rest == before:
             break
     return rest, head
 
 
 def _inner(line: str, head: Prefix | None) -> tuple[str, Prefix | None]:
-    """The torchrun rank prefix, then a raw kmsg record head."""
+    """A raw kmsg record head, then the torchrun rank prefix (written to ``/dev/kmsg``, a rank's line keeps it)."""
+    line, kmsg = _kmsg(line)
+    if kmsg is not None:
+        head = _join(head, kmsg.text, time=kmsg.time)
     rank = RANK_PREFIX.match(line)
     if rank:
         head, line = _join(head, line[: rank.end()], rank=rank.group("rank")), line[rank.end():]
-    line, kmsg = _kmsg(line)
-    if kmsg is not None:
-        head = _join(head, kmsg.text)
     return line, head
 
 
