@@ -99,7 +99,16 @@ NCCL_ERROR = re.compile(r"NCCL error in: (?P<where>\S+?):(?P<at>\d+), (?P<what>[
                         r"for details\))?(?:, NCCL version (?P<ver>[\w.+-]+))?\s*$|(?P<name>nccl(?:Unhandled\w+|"
                         r"SystemError|InternalError|InvalidArgument|InvalidUsage|RemoteError))\b")
 NCCL_NET = re.compile(r"(?:Connect to|connect to) (?P<peer>[\d.:a-fA-F]+)<(?P<port>\d+)> failed\s*:\s*(?P<why>[^\[]+)"
-                      r"|Got completion (?:from peer (?P<ibpeer>\S+) )?with (?:error|status=)\s*(?P<ibst>\d+)")
+                      r"|Got completion (?:from peer (?P<ibpeer>\S+) )?with (?:error|status=)\s*(?P<ibst>\d+)"
+                      r"(?:,? opcode[= ](?P<opcode>\d+))?(?:,? len[= ](?P<len>\d+))?(?:,? vendor err (?P<vendor>\d+))?"
+                      r"(?: \((?P<dir>\w+)\))?(?: localGid (?P<lgid>\S+))?(?: remoteGids?\s*(?P<rgid>\S+))?")
+"""A socket connect failure, or an IB/RoCE work completion with an error status: NCCL 2.x ``with error 4, opcode
+32564, len 32564, vendor err 81 (Send)`` and 2.2x ``with status=12 opcode=1 len=0 vendor err 129 (Send) localGid …
+remoteGids …``."""
+NCCL_HEAD = re.compile(r"^\s*(?P<host>[\w.-]+):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] ")
+"""The head NCCL puts on its debug lines (``NCCL_DEBUG``): ``<host>:<pid>:<tid> [<cudaDev>] ``."""
+NCCL_WARN = re.compile(r"NCCL WARN (?P<msg>.*?)\s*$")
+"""Any other ``NCCL WARN`` line (the message as printed)."""
 RANK = re.compile(r"\[Rank (?P<rank>\d+)\]|\bRank (?P<rank2>\d+)\]")
 
 PEER = "collective_peer_unknown"
@@ -132,6 +141,9 @@ def nccl(line: str) -> tuple[str, str, str, dict[str, Value], dict[str, str]] | 
     ``failure`` is a failure-table category; :data:`PEER` (undetermined) where one rank's log cannot decide."""
     rank = RANK.search(line)
     entity = {"rank": rank.group("rank") or rank.group("rank2")} if rank else {}
+    head = NCCL_HEAD.match(line)
+    if head:
+        entity.update(node=head.group("host"), pid=head.group("pid"), cuda_device=head.group("dev"))
     w = NCCL_WATCHDOG.search(line)
     if w:
         r = entity.get("rank", "?")
@@ -166,14 +178,23 @@ def nccl(line: str) -> tuple[str, str, str, dict[str, Value], dict[str, str]] | 
     n = NCCL_NET.search(line)
     if n and ("NCCL" in line or "socket" in line.lower() or "NET/" in line):
         if n.group("ibst"):
+            q = {"ib_status": int(n.group("ibst")), "peer": n.group("ibpeer"),
+                 "opcode": int(n.group("opcode")) if n.group("opcode") else None,
+                 "vendor_err": int(n.group("vendor")) if n.group("vendor") else None, "direction": n.group("dir"),
+                 "local_gid": n.group("lgid"), "remote_gid": n.group("rgid")}
             return ("nccl_ib_completion_error", "nccl_network_error",
-                    f"an InfiniBand/RoCE work completion failed (status {n.group('ibst')}): the fabric or a peer's "
-                    "HCA dropped the connection", {"ib_status": int(n.group("ibst")), "peer": n.group("ibpeer")},
-                    entity)
+                    f"an InfiniBand/RoCE work completion failed (status {n.group('ibst')}"
+                    + (f", vendor err {n.group('vendor')}" if n.group("vendor") else "")
+                    + "): the fabric or a peer's HCA dropped the connection", q, entity)
         return ("nccl_system_error", "nccl_network_error",
                 f"NCCL could not connect to peer {n.group('peer')}: {n.group('why').strip()}",
                 {"peer": n.group("peer"), "peer_port": int(n.group("port")), "network_error": n.group("why").strip()},
                 entity)
+    warn = NCCL_WARN.search(line)
+    if warn:
+        msg = warn.group("msg")
+        return ("nccl_warning", "nccl_network_error" if _NETWORK.search(msg) else PEER,
+                f"NCCL warning: {msg}", {"message": msg}, entity)
     return None
 
 
@@ -198,7 +219,9 @@ ERROR_TYPES = {1: "invalid parameter", 2: "invalid type", 3: "invalid value", 4:
                5: "internal error", 6: "memory error", 7: "feature not supported", 8: "resource not found",
                9: "resource unavailable", 10: "system call failed", 11: "timeout error", 12: "permission error",
                100: "call acl api failed", 200: "call hccl api failed", 300: "call ge api failed"}
-HCCL_FUNCTION = re.compile(r"HCCL function error: (?P<call>\w+)\(.*?\), error code is (?P<code>\d+)")
+HCCL_FUNCTION = re.compile(r"(?:HCCL|OPS) function error: (?P<call>\w+)(?:\(.*?\))?, error code is (?P<code>\d+)")
+"""torch_npu's report of a failed HCCL call: ``HCCL function error: hcclCommInitRootInfoConfig(…), error code is 15``
+(communicator set-up) or ``OPS function error: HcclAllreduce, error code is 6`` (a collective on an existing one)."""
 
 
 def torch_npu_err(line: str) -> tuple[dict[str, Value], dict[str, str]] | None:

@@ -253,6 +253,9 @@ def _dcgm_findings(ctx: Ctx, piece: Piece, diag: DcgmDiag, base: int) -> list[Fi
     kind = "dcgmi-diag"
     out: list[Finding] = []
     meta_idx = [i for i, ln in enumerate(ctx.lines(piece)) if re.search(r"DCGM Version|Driver Version Detected", ln)]
+    if not meta_idx:  # DCGM 3.0 tables have no Metadata rows: the report's own header line stands for it
+        meta_idx = [i for i, ln in enumerate(ctx.lines(piece)) if re.search(r"Successfully ran diagnostic|"
+                                                                             r"\|\s*Diagnostic\s*\|", ln)][:1]
     out.append(make(kind, "dcgm_diag_report", category="diagnostic", severity="ok",
                     meaning=f"dcgmi diag: {len(diag.tests)} test(s), {len(diag.failed)} failed"
                             + (" (table cut off as posted)" if diag.truncated else ""),

@@ -175,7 +175,8 @@ def _hami_oom(line: str, low: str) -> LineKind:
 
 _RUNNER_TAIL = re.compile(r"Runner\S*:\d+ Execute Failed\. st: \d+|node\[\d+\] execute fail, runner name:")
 """MindIE/ATB runner lines that follow an HCCL failure (its consequence; they join the HCCL finding)."""
-_PY_SOURCE = re.compile(r"^\s*(?:return|raise|yield|await)\s+[\w.]+\(.*\)\s*$|^\s*[\w.]+\s*=\s*[\w.]+\(.*\)\s*$")
+_PY_SOURCE = re.compile(r"^\s*(?:return|raise|yield|await)\s+[\w.]+\(.*\)\s*$|^\s*[\w.]+\s*=\s*[\w.]+\(.*\)\s*$"
+                        r"|^\s+[a-z_][\w.]*\(.*\)\s*$")
 """The source line a Python traceback prints under ``File "…", line N`` (context of the error below it)."""
 _CANN_TRACE = re.compile(r"^\s*(?P<fn>\w+) execute failed, reason=\[(?P<reason>[^\]]+)\]")
 _RET = re.compile(r"(?:retCode|err|ret|error code)\s*[=:]\s*(?P<hex>0x[0-9a-fA-F]+)")
@@ -207,11 +208,14 @@ def _nccl_hit(line: str, low: str) -> LineKind:
         return "context"
     if not ("nccl" in low or "watchdog" in low or ("connect to" in low and "socket" in low)):
         return None
+    if "NCCL INFO" in line:
+        return "context"  # NCCL's debug trace (``-> 6`` return codes, topology): joins the error around it
     n = fw.nccl(line)
     if n is None:
         return None
     code, failure, meaning, q, entity = n
-    hit = Hit(code, "collective-communication", failure, "error", meaning, "nccl", dict(q), dict(entity))
+    hit = Hit(code, "collective-communication", failure, "warning" if code == "nccl_warning" else "error", meaning,
+              "nccl", dict(q), dict(entity))
     if not meaning:
         hit.count = 0
     if code == "nccl_system_error":
@@ -328,17 +332,39 @@ def _hccl_quantities(line: str) -> dict[str, Value]:
     return q
 
 
+_HCCL_LISTEN = re.compile(r"listen on ip\[(?P<ip>[^\]]+)\] and specific port\[(?P<port>\d+)\] fail")
+_HCCL_LINKS = re.compile(r"wait socket establish timeout, role\[\d+\] rank\[(?P<rank>\d+)\] "
+                         r"timeout\[(?P<timeout>\d+)\]")
+_HCCL_SETUP = re.compile(r"\[(?:InitNic|ServerInit|LinkEstablish|LinksEstablishCompleted|Create\]\[Sockets)\]")
+"""HCCL's own plog steps of communicator set-up (socket listen, NIC init, link establishment)."""
+
+
 def _hccl(line: str, low: str) -> LineKind:
     """An HCCL failure line (communicator init or a collective): error number, rank, process."""
     if not ((HCCL.search(line) or _RUNNER_TAIL.search(line)) and ("fail" in low or "error" in low or "null" in low)):
         return None
     proc = re.search(r"HCCL\((?P<pid>\d+),(?P<name>[\w.-]+)\)", line)
     entity = {"pid": proc.group("pid"), "process": proc.group("name")} if proc else {}
-    return Hit("hccl_init_failed" if "init" in low or "comm" in low else "hccl_error", "npu-communication",
-               "hccl_init_failed" if "init" in low or "comm" in low else "cann_error", "error",
-               "HCCL communicator creation failed: a rank could not join the collective (multi-NPU communication "
-               "setup: rank table, network/ports, device visibility)" if "init" in low or "comm" in low else
-               "an HCCL call failed", "hccl", _hccl_quantities(line), entity)
+    q = _hccl_quantities(line)
+    listen = _HCCL_LISTEN.search(line)
+    links = _HCCL_LINKS.search(line)
+    if listen:
+        q.update(listen_ip=listen.group("ip"), listen_port=int(listen.group("port")))
+    if links:
+        q.update(peer_rank=int(links.group("rank")), link_timeout_s=int(links.group("timeout")))
+    setup = "init" in low or "comm" in low or bool(listen or links or _HCCL_SETUP.search(line))
+    meaning = "an HCCL call failed"
+    if listen:
+        meaning = (f"HCCL could not listen on {listen.group('ip')} port {listen.group('port')} (in use by another "
+                   "process, or the address is not this host's): the communicator's sockets were never set up")
+    elif links:
+        meaning = (f"HCCL's links to rank {links.group('rank')} were not established within {links.group('timeout')} "
+                   "s: the communicator could not be set up")
+    elif setup:
+        meaning = ("HCCL communicator creation failed: a rank could not join the collective (multi-NPU communication "
+                   "setup: rank table, network/ports, device visibility)")
+    return Hit("hccl_init_failed" if setup else "hccl_error", "npu-communication",
+               "hccl_init_failed" if setup else "cann_error", "error", meaning, "hccl", q, entity)
 
 
 def _cann(line: str, low: str) -> LineKind:
@@ -462,6 +488,8 @@ def _joins(prev: Hit, hit: Hit) -> bool:
     row. A webhook denial always starts its own finding."""
     if hit.code == "webhook_denied":
         return False
+    if prev.family == "nccl" and prev.entity.get("node") != hit.entity.get("node"):
+        return False  # another node's NCCL line is another finding
     if prev.code == hit.code and hit.family not in ("startup", "kube"):
         return True
     if prev.family == hit.family and hit.family in ("hccl", "vgpu"):
@@ -650,11 +678,17 @@ def classify_lines(ctx: Ctx, piece: Piece, indexes: list[int], kind: str = "text
         if i not in consumed:
             scan.add(i, lines[i], classify_line(lines[i]))
     merged = _merge(scan.hits)
+    out = [_hit_finding(ctx, piece, kind, hit, hit.lines, max(hit.count, 1)) for hit in merged]
     if scan.pending_context and merged:
         merged[-1].lines += scan.pending_context
+        out[-1] = _hit_finding(ctx, piece, kind, merged[-1], merged[-1].lines, max(merged[-1].count, 1))
+    elif scan.pending_context and all("NCCL INFO" in lines[i] for i in scan.pending_context):
+        out.append(make(kind, "nccl_log", category="log", severity="ok",
+                        meaning=f"NCCL debug trace ({len(scan.pending_context)} NCCL INFO line(s), no error "
+                                "among them)",
+                        lines=ctx.src(scan.pending_context, piece.start), count=len(scan.pending_context)))
     elif scan.pending_context:
         scan.unknown.append(scan.pending_context)
-    out = [_hit_finding(ctx, piece, kind, hit, hit.lines, max(hit.count, 1)) for hit in merged]
     for run in scan.unknown:
         out += _unknown_findings(ctx, piece, kind, lines, run)
     if scan.ends and not scan.hits:

@@ -140,6 +140,18 @@ def _forwarding_host(lines: list[str]) -> set[str]:
     return ips | {h for h, n in heads.items() if n >= 2 and n * 10 >= nonblank * 6}
 
 
+MINUTE_COLUMN = re.compile(r"^ ?(?P<ts>\d{4}-\d\d-\d\d \d\d:\d\d)(?: |$)")
+"""A log viewer's or shipper's time column at minute precision (`` 2025-02-18 12:54 ``): no program prints
+its own log time without seconds, so where it heads most lines it is a collector's layer."""
+
+
+def _minute_column(lines: list[str]) -> bool:
+    """True when :data:`MINUTE_COLUMN` heads at least 60 % of the non-blank lines (and at least 2)."""
+    nonblank = [line for line in lines if line.strip()]
+    n = sum(1 for line in nonblank if MINUTE_COLUMN.match(line))
+    return n >= 2 and n * 10 >= len(nonblank) * 6
+
+
 def _strip_syslog(line: str) -> tuple[str, Prefix | None]:
     m = SYSLOG.match(line)
     if not m or m.group("tag") == "kernel":
@@ -179,7 +191,7 @@ def _outer(line: str, hosts: set[str]) -> tuple[str, Prefix | None]:
     rest = line
     m = HOST.match(rest) if hosts else None
     if m and m.group("host") in hosts:
-        head, rest = Prefix(rest[: m.end()], host=m.group("host")), rest[m.end():]
+        head, rest = _join(head, rest[: m.end()], host=m.group("host")), rest[m.end():]
     for _ in range(3):
         before = rest
         rest, syslog = _strip_syslog(rest)
@@ -221,11 +233,18 @@ def normalise(lines: list[str]) -> tuple[list[str], list[Prefix | None]]:
     stamped: list[int] = []
     for line in lines:
         rest, head = _outer(line, hosts)
-        if RFC3339.match(rest):
-            stamped.append(len(out))
         out.append(rest)
         prefixes.append(head)
+    stamped = [i for i, line in enumerate(out) if RFC3339.match(line)]
     _strip_stamps(out, prefixes, stamped)
+    if _minute_column(out):
+        for i, line in enumerate(out):
+            stamp = MINUTE_COLUMN.match(line)
+            if stamp:
+                prefixes[i] = _join(prefixes[i], line[: stamp.end()], time=stamp.group("ts"))
+                out[i], inner = _outer(line[stamp.end():], hosts)
+                if inner is not None:
+                    prefixes[i] = _join(prefixes[i], inner.text, host=inner.host, tag=inner.tag)
     for i, line in enumerate(out):
         out[i], prefixes[i] = _inner(line, prefixes[i])
     return out, prefixes
