@@ -138,3 +138,15 @@ def test_dcgmi_diag_3_0_without_metadata() -> None:
     assert (f.code, f.quantities["tests"], f.quantities["failed"], "dcgm_version" in f.quantities, r.exit_code()) == (
         "dcgm_diag_report", 9, 0, False, 0)
     assert f.lines and f.lines[0].number == 2
+
+
+def test_npu_smi_info_vnpu_is_read_as_probe_reads_it() -> None:
+    """``npu-smi info -t info-vnpu`` (a hand-made capture of the documented layout, tests/data/probes): explain
+    read nothing of it while ``probe ascend --from`` did; now both read the resources and the three vNPUs."""
+    r = explain_bytes((FIELD.parent / "probes" / "npu-smi-info-vnpu-310p.txt").read_bytes())
+    res, *vnpus = r.findings
+    assert (res.code, res.quantities["aicore_free"], res.quantities["aicore_total"], res.quantities["memory_total"],
+            res.quantities["vnpus_declared"]) == ("npu_vnpu_resources", 1, 8, 21, 3)
+    assert [(f.code, f.entity["vnpu_id"], f.quantities["template"]) for f in vnpus] == [
+        ("vnpu", "100", "vir01"), ("vnpu", "101", "vir02"), ("vnpu", "102", "vir04")]
+    assert r.exit_code() == 0

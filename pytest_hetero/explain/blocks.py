@@ -212,6 +212,22 @@ def _npu_table(lines: list[str], i: int) -> Claim | None:
     return None
 
 
+_VNPU_MARK = re.compile(r"NPU resource static info|Total number of vnpu|\|\s*Vnpu ID\s*\|")
+
+
+def _npu_vnpu(lines: list[str], i: int) -> Claim | None:
+    """``npu-smi info -t info-vnpu``: the boxed resource table, vNPU count and vNPU list, one run of ``+``/``|``
+    lines that names one of them."""
+    s = lines[i].lstrip()
+    if not (s.startswith("|") and _VNPU_MARK.search(s)
+            or s.startswith("+") and i + 1 < len(lines) and _VNPU_MARK.search(lines[i + 1])):
+        return None
+    j = i
+    while j < len(lines) and lines[j].lstrip().startswith(("|", "+")):
+        j += 1
+    return "npu-smi-vnpu", j
+
+
 def _npu_kv(lines: list[str], i: int) -> Claim | None:
     line = lines[i]
     n = len(lines)
@@ -554,6 +570,7 @@ CLAIMERS: tuple[Callable[[list[str], int], Claim | None], ...] = (
     claim_nvidia.kueue_table,
     _nvsmi_query,
     _nvsmi_table,
+    _npu_vnpu,
     _npu_table,
     _npu_topo,
     _npu_kv,

@@ -142,7 +142,38 @@ def read_npu_topo(ctx: Ctx, piece: Piece) -> list[Finding]:
                  lines=ctx.src(topo.lines, piece.start), quantities=q)]
 
 
+def read_npu_vnpu(ctx: Ctx, piece: Piece) -> list[Finding]:
+    """``npu-smi info -t info-vnpu -i N -c M`` (:func:`pytest_hetero.probes.ascend.parse_npu_vnpu`): the chip's
+    free/total resources (one ``npu_vnpu_resources`` fact) and each vNPU (``vnpu``, its template, vgroup,
+    container and status); a declared count that differs from the rows listed is kept as ``warning``."""
+    from pytest_hetero.probes.ascend import parse_npu_vnpu
+
+    lines = ctx.lines(piece)
+    try:
+        info = parse_npu_vnpu("\n".join(lines))
+    except ParseError:
+        return []
+    head = [i for i, ln in enumerate(lines) if re.search(r"AICORE|Total number of vnpu|^\s*\|\s*(?:\d+|NA)/", ln)]
+    q: dict[str, Value] = {f"{name.lower()}_{part}": val for name, pair in info.resources.items()
+                           for part, val in pair.items()}
+    q.update(vnpus_declared=info.declared_count, vnpus_listed=len(info.partitions),
+             warning="; ".join(info.warnings) or None)
+    out = [make("npu-smi-vnpu", "npu_vnpu_resources", category="npu", severity="ok",
+                meaning="vNPU resources of the chip (free/total): "
+                        + ", ".join(f"{k} {p['free']}/{p['total']}" for k, p in info.resources.items())
+                        + f"; {len(info.partitions)} vNPU(s)", lines=ctx.src(head, piece.start), quantities=q)]
+    for part in info.partitions:
+        at = [i for i, ln in enumerate(lines) if re.match(rf"^\s*\|\s*{part.index}\s*\|", ln)]
+        out.append(make("npu-smi-vnpu", "vnpu", category="npu", severity="ok",
+                        meaning=f"vNPU {part.index}: template {part.profile}", lines=ctx.src(at, piece.start),
+                        entity={"vnpu_id": part.index, "container": part.extra.get("container_id")},
+                        quantities={"template": part.profile, "vgroup_id": part.extra.get("vgroup_id"),
+                                    "status": part.extra.get("status")}))
+    return out
+
+
 READERS: dict[str, Callable[[Ctx, Piece], list[Finding]]] = {
+    "npu-smi-vnpu": read_npu_vnpu,
     "npu-smi": read_npu_table,
     "npu-smi-kv": read_npu_kv,
     "npu-smi-topo": read_npu_topo,
