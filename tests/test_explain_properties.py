@@ -85,6 +85,7 @@ def test_any_bytes(data: bytes) -> None:
 @settings(max_examples=60, deadline=None)
 @given(st.sampled_from(ALL) if ALL else st.just(""),
        st.integers(min_value=0, max_value=4000), st.integers(min_value=0, max_value=400))
+@example(name=str(REAL / "kueue-workload-pending-hami-vgpu-quota.yaml"), cut=43, drop=0)  # conditions became a dict
 def test_truncated_and_spliced_fixtures(name: str, cut: int, drop: int) -> None:
     if not name:
         return

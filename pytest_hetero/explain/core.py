@@ -7,6 +7,7 @@ import shlex
 from collections.abc import Callable
 from dataclasses import replace
 
+from pytest_hetero.errors import HeteroError
 from pytest_hetero.explain import read_ascend, read_kube, read_nvidia, read_nvtools, read_platform
 from pytest_hetero.explain.blocks import Piece, clean_lines, split
 from pytest_hetero.explain.context import Ctx, make
@@ -181,7 +182,8 @@ def explain_text(text: str) -> Report:
         reader = READERS.get(piece.kind, read_text)
         try:
             found = reader(ctx, piece)
-        except (ValueError, KeyError, IndexError, TypeError, AttributeError, RecursionError) as exc:
+        except (ValueError, KeyError, IndexError, TypeError, AttributeError, RecursionError, HeteroError) as exc:
+            # a shared parser's refusal (pending/, probes/: ParseError names the field) is this block's "unread"
             found = [make(piece.kind, "unrecognised", category="unrecognised", severity="unrecognised",
                           meaning=f"the {piece.kind} reader could not read this block ({type(exc).__name__})",
                           lines=ctx.span(piece, 5))]
