@@ -761,14 +761,16 @@ def test_gatekeeper_denial_two_violations() -> None:
 
 def test_volcano_queue_capability() -> None:
     r = _read("volcano-queue-describe-gpu-capability-inqueue-1.txt")
-    f = _one(r, "volcano_queue")
+    f = _one(r, "volcano_queue_jobs_waiting")
     q = f.quantities
     assert (q["spec.capability.cpu"], q["spec.capability.memory"], q["spec.capability.nvidia.com/gtx-1080-ti"]) == (
         "8", "20Gi", "3")
     assert (q["spec.reclaimable"], q["spec.weight"], q["status.inqueue"], q["status.state"], q["events"]) == (
         "true", "2", "1", "Open", "<none>")
-    # an open queue is a fact, not a problem: no failure category, no owner (issue 31: it read "[business]")
-    assert "status.pending" not in q and (f.severity, f.failure, f.owner) == ("ok", None, None)
+    # a job waits (Inqueue 1) under the queue's capability: a warning owned by the queue's share, business
+    # (FACTS.md); it was an "ok" fact carrying an owner (issue 31 item 5)
+    assert "status.pending" not in q and (f.severity, f.failure, f.owner) == ("warning", "team_share_exceeded",
+                                                                             "business")
 
 
 def test_volcano_default_queue_status_update_error() -> None:

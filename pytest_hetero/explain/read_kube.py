@@ -384,10 +384,25 @@ def read_describe_volcano(ctx: Ctx, piece: Piece) -> list[Finding]:
         ": capability " + ", ".join(f"{k} {v}" for k, v in cap.items()) if cap else "") + (
         f"; state {state}" if state else "") + (
         f"; inqueue {q.get('status.inqueue')}" if q.get("status.inqueue") is not None else "")
-    return [make("describe-volcano", "queue_inactive" if closed else "volcano_queue", category="queue",
-                 failure="queue_inactive" if closed else None, severity="error" if closed else "ok",
-                 meaning=meaning, lines=ctx.span(piece), entity={"queue": str(queue) if queue else None},
-                 quantities=q)]
+    return [_volcano_queue("describe-volcano", closed, bool(cap), q.get("status.inqueue"), meaning, ctx.span(piece),
+                           str(queue) if queue else None, q)]
+
+
+def _volcano_queue(kind: str, closed: bool, capped: bool, inqueue: Value, meaning: str,
+                   lines: tuple[SourceLine, ...], queue: str | None, q: dict[str, Value]) -> Finding:
+    """A Volcano queue: closed is an error (``queue_inactive``); jobs waiting in a queue whose capability caps a
+    resource (``Inqueue`` > 0) a warning of the queue's share (``team_share_exceeded``: the business sets the
+    capability); otherwise a fact with no owner."""
+    waiting = capped and str(inqueue or "0").isdecimal() and int(str(inqueue or "0")) > 0
+    if closed:
+        code, failure, severity = "queue_inactive", "queue_inactive", "error"
+    elif waiting:
+        code, failure, severity = "volcano_queue_jobs_waiting", "team_share_exceeded", "warning"
+        meaning += ": job(s) wait in the queue under its capability (compare their requests with it)"
+    else:
+        code, failure, severity = "volcano_queue", None, "ok"
+    return make(kind, code, category="queue", failure=failure, severity=severity, meaning=meaning, lines=lines,
+                entity={"queue": queue}, quantities=q)
 
 
 def read_describe_condition(ctx: Ctx, piece: Piece) -> list[Finding]:
@@ -652,10 +667,9 @@ def _queue(ctx: Ctx, piece: Piece, obj: Mapping[str, Any]) -> list[Finding]:
     name = str(meta.get("name", "")) or None
     state = str(status.get("state", ""))
     closed = state.lower() in ("closed", "closing")
-    return [make("yaml", "queue_inactive" if closed else "volcano_queue", category="queue",
-                 failure="queue_inactive" if closed else None, severity="error" if closed else "ok",
-                 meaning=f"Volcano queue {name} {state}", lines=ctx.span(piece, 1), entity={"queue": name},
-                 quantities=q)]
+    capped = any(k.startswith("capability.") for k in q)
+    return [_volcano_queue("yaml", closed, capped, q.get("inqueue"), f"Volcano queue {name} {state}",
+                           ctx.span(piece, 1), name, q)]
 
 
 _ITEM = re.compile(r"^(\s*)- ")
