@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from pytest_hetero.explain import claim_nvidia
 from pytest_hetero.probes import line_prefix
+from pytest_hetero.probes.nvidia_table import GPU_ROW
 
 ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
 
@@ -188,6 +189,8 @@ def _nvsmi_table(lines: list[str], i: int) -> Claim | None:
         i + 2 < n and "NVIDIA-SMI" in lines[i + 2]
     ):
         return "nvidia-smi-table", _box_end(lines, i + 1)
+    if start_table is None and (GPU_ROW.match(line) or s.startswith("+") and i + 1 < n and GPU_ROW.match(lines[i + 1])):
+        start_table = i  # GPU rows pasted without the table's header
     if start_table is not None:
         return "nvidia-smi-table", _box_end(lines, start_table)
     if (_NVSMI_ERRORS.match(s) or _NVSMI_ERRORS.match(re.sub(r"^[\w/.-]+:\s+", "", s))) and "NVRM" not in line:

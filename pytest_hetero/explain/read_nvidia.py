@@ -126,7 +126,7 @@ def _report_finding(ctx: Ctx, piece: Piece, inv: Inventory, kind: str, lines: li
         kind, "gpu_report", category="inventory", severity="ok",
         meaning=f"NVIDIA driver {inv.driver_version or '?'}, CUDA {inv.cuda_version or cuda_printed or '?'}, "
                 f"{len(inv.devices)} GPU(s) listed{attached}",
-        lines=ctx.src(header, piece.start), timestamps=[inv.timestamp],
+        lines=ctx.src(header or [0], piece.start), timestamps=[inv.timestamp],
         quantities={"driver_version": inv.driver_version, "cuda_version": inv.cuda_version or (
             str(cuda_printed) if cuda_printed else None), "tool_version": inv.tool_version,
             "attached_gpus": inv.attached_count, "gpus_listed": len(inv.devices),
