@@ -58,8 +58,8 @@ def test_pasted_kubernetes_reasons_keep_their_gate_row_unless_who_wrote_the_spec
     assert {reason_failure(c) for c in TEAM_SHARE} == {"team_share_exceeded"}
     assert (field_owner("workload_spec"), field_owner("team_share_exceeded")) == ("algorithm", "business")
     assert reason_failure("unknown") is None
-    assert reason_failure("image_pull_failed", 'Failed to pull image "x": dial tcp: lookup r: no such host') == (
-        "registry_unreachable")
+    assert reason_failure("image_pull_failed", "registry_unreachable") == "registry_unreachable"  # the cause wins
+    assert reason_failure("crash_loop", "device_runtime_error") == "device_runtime_error"
 
 
 def test_xid_owner_follows_the_catalog_category() -> None:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import replace
 from typing import Any
 
 import yaml
@@ -31,19 +30,6 @@ from pytest_hetero.pending.node_text import (
 from pytest_hetero.pending.normalise import explain as pending_explain
 from pytest_hetero.pending.volcano import parse_podgroup_text
 from pytest_hetero.probes.dcgm import is_dcgm_json
-
-
-def _crash_loop_causes(reasons: list[Reason]) -> list[tuple[Reason, str | None]]:
-    """Each reason with the failure category it takes over from its cause, or None: a crash loop of a
-    container whose last state names a more specific reason (a driver/runtime error, an OOM kill) is that
-    reason's category, as :func:`pytest_hetero.backends.kubernetes.startup.startup_category` names it in a run."""
-    out: list[tuple[Reason, str | None]] = []
-    for n, reason in enumerate(reasons):
-        cause = next((r for r in reasons[n + 1:] if r.code not in ("crash_loop", "container_exit_nonzero")
-                      and r.detail.get("container") == reason.detail.get("container")), None)
-        failure = _reason_hit(cause).failure if reason.code == "crash_loop" and cause is not None else None
-        out.append((reason, failure))
-    return out
 
 
 def reason_finding(kind: str, reason: Reason, lines: tuple[SourceLine, ...], *, age: str | None = None,
@@ -336,8 +322,7 @@ def read_describe_pod(ctx: Ctx, piece: Piece) -> list[Finding]:
     status = {m.group(1): (m.group(2), i) for i, ln in enumerate(lines[:events_at])
               for m in [re.match(r"^(Status|Reason|Message):\s+(.*\S)", ln)] if m}
     body = "\n".join(lines[:events_at])
-    states = _crash_loop_causes(parse_describe(body))
-    for reason, failure in states:
+    for reason in parse_describe(body):
         if reason.detail.get("pod_reason") and "Reason" in status:
             idx = [status[k][1] for k in ("Status", "Reason", "Message") if k in status]
             out.append(reason_finding("describe-pod", reason, ctx.src(idx, piece.start), entity={"pod": name or ""}))
@@ -345,8 +330,7 @@ def read_describe_pod(ctx: Ctx, piece: Piece) -> list[Finding]:
         idx = [i for i, ln in enumerate(lines[:events_at]) if re.search(
             r"^\s*(?:State|Last State|Reason|Message|Exit Code):", ln) or (
             reason.message[:40] and reason.message[:40] in re.sub(r"\s+", " ", ln))]
-        found = reason_finding("describe-pod", reason, ctx.src(idx, piece.start), entity={"pod": name or ""})
-        out.append(found if failure is None else replace(found, failure=failure))
+        out.append(reason_finding("describe-pod", reason, ctx.src(idx, piece.start), entity={"pod": name or ""}))
     if events_at < len(lines):
         rows = parse_event_rows(lines[events_at:])
         for row in rows:
@@ -479,7 +463,7 @@ def _pod_row(ctx: Ctx, piece: Piece, i: int, row: dict[str, str]) -> Finding:
 
         reason = make_reason("kubelet", _POD_BAD[base], f"pod {name} {status}")
         return make("kubectl-table", reason.code, category=reason.category,
-                    failure=reason_failure(reason.code, reason.message),
+                    failure=reason_failure(reason.code, reason.cause),
                     severity="error", meaning=f"pod {name} is {status}", lines=at, entity=entity, quantities=q)
     transient = status in ("ContainerCreating", "PodInitializing", "Terminating")
     return make("kubectl-table", "pod_state", category="workload",

@@ -23,10 +23,9 @@ from pytest_hetero.explain.model import Finding, Value
 from pytest_hetero.judge.failures import TABLE
 from pytest_hetero.pending.describe import classify_message
 from pytest_hetero.pending.model import Reason
-from pytest_hetero.pending.startup import classify_startup, pull_category
+from pytest_hetero.pending.startup import classify_startup
 from pytest_hetero.probes.ascend_errors import HCCL_RESULTS, match_acl, match_cann, match_dcmi
 from pytest_hetero.probes.cuda_errors import BY_NAME, match_cuda_error
-from pytest_hetero.probes.nvidia_common import global_errors
 
 NOISE = re.compile(
     r"^\s*(?:>>>|\.\.\.\s|\.{3,}\s*$|…\s*$|Python \d+\.\d+|\[(?:GCC|Clang|MSC) |Type \"help\"|"
@@ -89,21 +88,17 @@ TEAM_SHARE: frozenset[str] = frozenset({"quota_exceeded", "queue_quota_insuffici
 """Kubernetes reasons that, in a pasted text, show a team's quota or queue share used up (``team_share_exceeded``)."""
 
 
-def reason_failure(code: str, message: str = "") -> str | None:
-    """The failure-table category of a pasted Kubernetes reason ``code`` (``message``: its words):
-    ``workload_spec`` / ``team_share_exceeded`` for the field rows above; an image pull by its cause
-    (:func:`pytest_hetero.pending.startup.pull_category`, as the engines name it); a probe whose output is a
-    vendor tool's device error (``No devices were found``) ``device_unhealthy``; else the code's own row;
-    None for ``unknown`` and for a code the table does not have."""
-    if code == "image_pull_failed" and message:
-        return pull_category(message)
-    if code == "probe_failed" and (global_errors(message) or re.search(r"nvidia-smi|npu-smi", message, re.I)):
-        return "device_unhealthy"
-    if code in WORKLOAD_SPEC:
+def reason_failure(code: str, cause: str | None = None) -> str | None:
+    """The failure-table category of a pasted Kubernetes reason: its ``cause`` when pending/'s reader named one
+    (an image pull by its cause, a crash loop by its last termination, a probe by a device error), else its
+    ``code``; ``workload_spec`` / ``team_share_exceeded`` for the field rows above; None for ``unknown`` and for
+    a key the table does not have."""
+    key = cause or code
+    if key in WORKLOAD_SPEC:
         return "workload_spec"
-    if code in TEAM_SHARE:
+    if key in TEAM_SHARE:
         return "team_share_exceeded"
-    return code if code in TABLE and code != "unknown" else None
+    return key if key in TABLE and key != "unknown" else None
 
 
 def _reason_hit(reason: Reason, kind_family: str = "kube") -> Hit:
@@ -125,8 +120,7 @@ def _reason_hit(reason: Reason, kind_family: str = "kube") -> Hit:
         q["image"] = reason.detail["image"]
     q["source"] = reason.source
     known = reason.code != "unknown"
-    why = " ".join(str(v) for v in (reason.message, reason.detail.get("state_reason")) if v)
-    return Hit(reason.code if known else "unrecognised", reason.category, reason_failure(reason.code, why),
+    return Hit(reason.code if known else "unrecognised", reason.category, reason_failure(reason.code, reason.cause),
                "error" if known else "unrecognised", reason.message if known else "text no reader understands",
                kind_family, q, entity)
 
