@@ -245,7 +245,9 @@ def test_nccl_remote_error_and_watchdog_stuck_are_undetermined() -> None:
                      "[rank0]:[E ProcessGroupNCCL.cpp:1316] [PG 0 Rank 0] ProcessGroupNCCL's watchdog got stuck for "
                      "480 seconds without making progress in monitoring enqueued collectives.")
     remote, stuck = r.findings
-    assert (remote.code, remote.owner, remote.quantities["owner"]) == ("nccl_remote_error", None, "undetermined")
+    assert (remote.code, remote.owner, remote.undetermined, remote.failure) == (
+        "nccl_remote_error", None, True, "collective_peer_unknown")
+    assert "owner" not in remote.quantities and remote.to_dict()["owner"] == "undetermined"
     assert (stuck.code, stuck.quantities["stuck_s"], stuck.entity["rank"]) == ("nccl_watchdog_stuck", 480, "0")
 
 
@@ -322,8 +324,9 @@ def test_hccl_remote_rank_timeout_is_undetermined() -> None:
                      "EI0006: 2024-06-01-10:00:00.123.456 Getting socket times out. Reason: 1. The remote does not "
                      "initiate a connect request. some NPUs in the cluster are abnormal.")
     (f,) = r.findings
-    assert (f.code, f.owner, f.quantities["owner"], f.quantities["cann_code"], f.entity["rank"]) == (
-        "hccl_remote_timeout", None, "undetermined", "EI0006", "5")
+    assert (f.code, f.owner, f.undetermined, f.quantities["cann_code"], f.entity["rank"]) == (
+        "hccl_remote_timeout", None, True, "EI0006", "5")
+    assert "infrastructure (a peer NPU" in str(f.owner_candidates)
     assert r.exit_code() == 1 and r.owners() == ()
 
 
@@ -344,4 +347,4 @@ def test_text_rendering_names_an_undetermined_owner_and_its_candidates() -> None
                      "for 1800091 milliseconds before timing out.")
     first = render_text(r).splitlines()[0]
     assert first.startswith("ERROR nccl_watchdog_timeout [owner undetermined] rank=0 - collective BROADCAST (SeqNum 8)")
-    assert "candidates: infrastructure (a peer node" in first and "next: read every rank's log" in first
+    assert "candidates: infrastructure (a peer GPU" in first and "next: read every rank's log" in first

@@ -1,11 +1,14 @@
 """Line prefixes never change what ``hetero explain`` reads (the normaliser in front of every reader).
 
-Property: every real fixture, with a forwarding host (``pdsh``/``clush``: ``192.0.2.10: ``, ``node-a1: ``), a
-journalctl/syslog head for a non-kernel tag (English and Chinese-locale months), ``kubectl logs --prefix`` or a
-``kubectl logs --timestamps`` RFC 3339 stamp added to every line, gives the same findings as the bare file
-(same codes, owners, severities, entities apart from the ``host`` the prefix names, quantities, counts and
-source line numbers). Kernel-tagged syslog, raw ``/dev/kmsg`` records and torchrun rank prefixes are checked on
-their own samples below.
+Property: every fixture (``../shared/fixtures/real/`` with ``produced-here/``, the hand-made
+``tests/data/explain/`` and the published outputs in ``tests/data/field/``), with a forwarding host
+(``pdsh``/``clush``: ``192.0.2.10: ``, ``node-a1: ``), a journalctl/syslog head for a non-kernel tag (``short``,
+``short-precise``, ``short-iso``; English and Chinese-locale months), ``kubectl logs --prefix``, a ``kubectl logs
+--timestamps`` / ``docker logs -t`` RFC 3339 stamp, or a user-space ``/dev/kmsg`` record head added to every line,
+gives the same findings as the bare file (same codes, owners, severities, entities apart from the ``host`` the
+prefix names, quantities, counts and source line numbers). Kernel-facility ``/dev/kmsg`` heads are added to every
+fixture that is a kernel log only; kernel-tagged syslog and torchrun rank prefixes are checked on their own
+samples below.
 """
 
 from __future__ import annotations
@@ -20,8 +23,10 @@ from pytest_hetero.probes import parse_captured
 from pytest_hetero.probes.line_prefix import normalise
 
 REAL = Path(__file__).resolve().parents[2] / "shared/fixtures/real"
-FILES = sorted(str(p.relative_to(REAL)) for p in REAL.rglob("*") if p.is_file() and p.suffix != ".md") \
-    if REAL.is_dir() else []
+HERE = Path(__file__).resolve().parent / "data"
+ROOTS = {"real": REAL, "hand": HERE / "explain", "field": HERE / "field"}
+FILES = sorted(f"{key}:{p.relative_to(root)}" for key, root in ROOTS.items() if root.is_dir() for p in root.rglob("*")
+               if p.is_file() and p.suffix not in (".md", ".json") or (key != "hand" and p.suffix == ".json"))
 PREFIXES = {
     "ip": "192.0.2.10: ",
     "host": "node-a1: ",
@@ -29,7 +34,11 @@ PREFIXES = {
     "journal-iso": "2026-12-02T06:40:19+0000 node-a1 containerd[88]: ",
     "journal-zh": "12月 02 06:40:19 node-a1 kubelet[176281]: ",
     "kubectl-prefix": "[pod/train-0/main] ",
+    "journal-precise": "Dec 02 06:40:19.123456 node-a1 bash[1234]: ",
+    "syslog": "Dec  2 06:40:19 node-a1 app[1234]: ",
     "rfc3339": "2026-12-02T06:40:19.123456789Z ",
+    "docker-t": "2026-12-02T06:40:19.123456789+08:00 ",
+    "kmsg-user": "14,1811,17257355375,-;",
     "ip+journal": "192.0.2.10: Dec  2 06:40:19 node-a1 bash[1234]: ",
 }
 KERNELISH = ("dmesg", "kern-", "syslog-", "device-plugin-log", "torch-cuda-devices")
@@ -37,9 +46,14 @@ KERNELISH = ("dmesg", "kern-", "syslog-", "device-plugin-log", "torch-cuda-devic
 their timestamps may differ under that prefix."""
 
 
+def _path(name: str) -> Path:
+    key, _, rel = name.partition(":")
+    return ROOTS[key] / rel
+
+
 @cache
 def _bare(name: str) -> Report:
-    return explain_bytes((REAL / name).read_bytes())
+    return explain_bytes(_path(name).read_bytes())
 
 
 def _view(report: Report, *, stamps: bool = True) -> list[tuple[object, ...]]:
@@ -51,7 +65,7 @@ def _view(report: Report, *, stamps: bool = True) -> list[tuple[object, ...]]:
 
 
 def _prefixed(name: str, prefix: str) -> str:
-    text = (REAL / name).read_bytes().decode("utf-8").replace("\r\n", "\n")
+    text = _path(name).read_bytes().decode("utf-8").replace("\r\n", "\n")
     return "\n".join(prefix + line if line.strip() else line for line in text.split("\n"))
 
 
@@ -59,17 +73,35 @@ def _prefixed(name: str, prefix: str) -> str:
 @pytest.mark.parametrize("style", sorted(PREFIXES))
 @pytest.mark.parametrize("name", FILES)
 def test_prefixed_fixture_reads_the_same(name: str, style: str) -> None:
-    text = (REAL / name).read_bytes().decode("utf-8")
+    text = _path(name).read_bytes().decode("utf-8")
     if style == "host" and len([ln for ln in text.splitlines() if ln.strip()]) < 2:
         pytest.skip("one line: a bare host name before it is ambiguous (an IP is not)")
     bare = _bare(name)
     got = explain_text(_prefixed(name, PREFIXES[style]))
-    stamps = not (style == "rfc3339" and name.startswith(KERNELISH))
+    stamps = not (style in ("rfc3339", "docker-t") and name.partition(":")[2].startswith(KERNELISH))
     assert _view(got, stamps=stamps) == _view(bare, stamps=stamps)
     assert (got.exit_code(), [b.kind for b in got.blocks]) == (bare.exit_code(), [b.kind for b in bare.blocks])
     if style in ("ip", "host", "journal"):
         hosts = {f.entity.get("host") for f in got.findings if f.lines}
         assert hosts == {"192.0.2.10" if style == "ip" else "node-a1"}
+
+
+KERNEL_ONLY = [n for n in FILES if n.startswith("real:") and _bare(n).blocks
+               and {b.kind for b in _bare(n).blocks} == {"kernel-log"}]
+
+
+@pytest.mark.parametrize("name", KERNEL_ONLY)
+def test_kernel_kmsg_heads_read_the_same(name: str) -> None:
+    """A kernel log read from ``/dev/kmsg`` (facility 0 heads): the same findings; a line without a stamp gets
+    the record's time as its dmesg stamp, so only timestamps may differ."""
+    bare = _bare(name)
+    got = explain_text(_prefixed(name, "6,1811,17257355375,-;"))
+    assert _view(got, stamps=False) == _view(bare, stamps=False) and got.exit_code() == bare.exit_code()
+
+
+def test_every_fixture_folder_is_covered() -> None:
+    assert {n.partition(":")[0] for n in FILES} >= {"real", "hand"} and any("produced-here/" in n for n in FILES)
+    assert len(KERNEL_ONLY) >= 5
 
 
 def test_issue_sample_forwarded_kernel_log_explain_and_probe_agree() -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -11,6 +12,10 @@ from pytest_hetero.explain import explain_bytes, explain_text
 from pytest_hetero.explain.model import SEVERITIES, TEAMS
 
 REAL = Path(__file__).resolve().parents[2] / "shared/fixtures/real"
+HERE = Path(__file__).resolve().parent / "data"
+ALL = sorted(str(p) for root in (REAL, HERE / "explain", HERE / "field") if root.is_dir() for p in root.rglob("*")
+             if p.is_file() and p.suffix != ".md" and p.name != "bench-snapshot.json")
+"""Every fixture: the real ones (``produced-here/`` included), the hand-made ones and the published outputs."""
 _PIECES = [
     "NVRM: Xid (PCI:0000:9b:00): 79, pid=1, name=x, GPU has fallen off the bus.",
     "| NVIDIA-SMI 550.90.07  Driver Version: 550.90.07  CUDA Version: 12.4 |",
@@ -78,15 +83,31 @@ def test_any_bytes(data: bytes) -> None:
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.sampled_from(sorted(p.name for p in REAL.glob("*.txt"))) if REAL.is_dir() else st.just(""),
+@given(st.sampled_from(ALL) if ALL else st.just(""),
        st.integers(min_value=0, max_value=4000), st.integers(min_value=0, max_value=400))
+@example(name=str(REAL / "kueue-workload-pending-hami-vgpu-quota.yaml"), cut=43, drop=0)  # conditions became a dict
 def test_truncated_and_spliced_fixtures(name: str, cut: int, drop: int) -> None:
     if not name:
         return
-    text = (REAL / name).read_text(encoding="utf-8")
+    text = Path(name).read_bytes().decode("utf-8", errors="replace")
     _check(text[:cut])
     _check(text[drop:])
     _check(text[: cut // 2] + text[cut:])
+
+
+@pytest.mark.parametrize("path", ALL, ids=[Path(p).name for p in ALL])
+def test_every_fixture_whole_and_line_by_line(path: str) -> None:
+    data = Path(path).read_bytes()
+    report = explain_bytes(data)
+    assert report.readable, f"{path}: {report.reason}"
+    text = data.decode("utf-8", errors="replace")
+    _check(text)
+    for line in text.splitlines()[:200]:
+        _check(line)
+
+
+def test_every_fixture_folder_is_sampled() -> None:
+    assert any("produced-here" in p for p in ALL) and any("/data/explain/" in p for p in ALL)
 
 
 def test_empty_and_binary_are_unreadable() -> None:

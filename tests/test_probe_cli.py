@@ -38,10 +38,10 @@ def hetero(*argv: str) -> int:
     [
         ("nvidia-smi-q-x-a100-sxm4-80gb-mig.xml", "nvidia", 0, "nvidia-smi-xml", 1),
         ("nvidia-smi-table-h100-8gpu.txt", "nvidia", 0, "nvidia-smi-table", 8),
-        ("nvidia-smi-table-err-fan.txt", "nvidia", 0, "nvidia-smi-table", 1),
+        ("nvidia-smi-table-err-fan.txt", "nvidia", 1, "nvidia-smi-table", 1),  # explain: fan ERR! (warning)
         ("dmesg-xid-119-gsp-timeout-h100.txt", "nvidia", 1, "kernel-log", 0),
         ("device-plugin-log-xid79-marked-unhealthy.txt", "nvidia", 1, "device-plugin-log", 0),
-        ("npu-smi-info-910a-8npu-warning.txt", "ascend", 0, "npu-smi", 8),
+        ("npu-smi-info-910a-8npu-warning.txt", "ascend", 1, "npu-smi", 8),  # explain: NPUs 3 and 7 in Warning
         ("npu-smi-info-310-4chip-v21.txt", "ascend", 0, "npu-smi", 4),
     ],
 )

@@ -39,14 +39,14 @@ def finding_line(finding: Finding) -> str:
         extra.append(f"age {finding.age}")
     if finding.timestamps:
         extra.append(" .. ".join(finding.timestamps))
-    undetermined = finding.quantities.get("owner") == "undetermined"
+    undetermined = finding.undetermined
     owner = f"[{finding.owner}]" if finding.owner else ("[owner undetermined]" if undetermined else "[no owner]")
     parts = [_MARK.get(finding.severity, finding.severity), finding.code, owner]
     if entity:
         parts.append(entity)
     text = " ".join(parts) + " - " + finding.meaning
-    if undetermined and finding.quantities.get("owner_candidates"):
-        text += f"; candidates: {finding.quantities['owner_candidates']}"
+    if undetermined and finding.owner_candidates:
+        text += f"; candidates: {finding.owner_candidates}"
         if finding.quantities.get("next"):
             text += f"; next: {finding.quantities['next']}"
     if extra:

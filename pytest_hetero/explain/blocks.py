@@ -18,25 +18,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from pytest_hetero.explain import claim_nvidia
+from pytest_hetero.probes import line_prefix
+from pytest_hetero.probes.nvidia_table import GPU_ROW
 
 ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
 
-KERNEL_PREFIX = re.compile(
-    r"^\s*(?:"
-    r"\[\s*\d+\.\d+\]"  # dmesg: [ 1234.567890]
-    r"|\[(?:[A-Z][a-z]{2} ){2}[ \d]?\d \d\d:\d\d:\d\d \d{4}\]"  # dmesg -T: [Sun Feb 23 16:24:18 2025]
-    r"|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[,.]\d+(?:[+-]\d\d:?\d\d|Z)?\s"  # dmesg --time-format iso
-    r"|kern\s*:\s*\w+\s*:"  # dmesg --decode
-    r"|kernel:"  # journalctl -o cat / grep of kern.log without stamp
-    r"|(?:[A-Z][a-z]{2}\s+\d{1,2}\s|\d{4}-\d\d-\d\dT\S+\s)\S*\s?\d\d:?\d\d:?\d\d?\S*\s+\S+\s+kernel:"
-    r"|[A-Z][a-z]{2}\s+\d{1,2}\s+\d\d:\d\d:\d\d\s+\S+\s+kernel:"  # syslog / journalctl -k
-    r"|\d{4}-\d\d-\d\dT\S+\s+\S+\s+kernel:"  # rsyslog high-precision
-    r"|NVRM:"
-    r")"
-)
+KERNEL_PREFIX = line_prefix.KERNEL_START
 """Start of a kernel log line in any of the layouts dmesg, journalctl and syslog print."""
 
-KLOG = re.compile(r"^\s*[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+\s+\d+\s+[\w./-]+:\d+\]")
+KLOG = re.compile(r"^\s*" + line_prefix.KLOG_HEAD)
 """A Kubernetes component (klog) line: ``I0624 22:58:05.486593       1 health.go:159] ...``."""
 
 PROMPT = re.compile(
@@ -199,6 +189,8 @@ def _nvsmi_table(lines: list[str], i: int) -> Claim | None:
         i + 2 < n and "NVIDIA-SMI" in lines[i + 2]
     ):
         return "nvidia-smi-table", _box_end(lines, i + 1)
+    if start_table is None and (GPU_ROW.match(line) or s.startswith("+") and i + 1 < n and GPU_ROW.match(lines[i + 1])):
+        start_table = i  # GPU rows pasted without the table's header
     if start_table is not None:
         return "nvidia-smi-table", _box_end(lines, start_table)
     if (_NVSMI_ERRORS.match(s) or _NVSMI_ERRORS.match(re.sub(r"^[\w/.-]+:\s+", "", s))) and "NVRM" not in line:
@@ -221,6 +213,22 @@ def _npu_table(lines: list[str], i: int) -> Claim | None:
     if s.startswith("|") and (re.search(r"npu-smi\s+\S+\s+Version", s) or ("Health" in s and "NPU" in s)):
         return "npu-smi", _box_end(lines, i)
     return None
+
+
+_VNPU_MARK = re.compile(r"NPU resource static info|Total number of vnpu|\|\s*Vnpu ID\s*\|")
+
+
+def _npu_vnpu(lines: list[str], i: int) -> Claim | None:
+    """``npu-smi info -t info-vnpu``: the boxed resource table, vNPU count and vNPU list, one run of ``+``/``|``
+    lines that names one of them."""
+    s = lines[i].lstrip()
+    if not (s.startswith("|") and _VNPU_MARK.search(s)
+            or s.startswith("+") and i + 1 < len(lines) and _VNPU_MARK.search(lines[i + 1])):
+        return None
+    j = i
+    while j < len(lines) and lines[j].lstrip().startswith(("|", "+")):
+        j += 1
+    return "npu-smi-vnpu", j
 
 
 def _npu_kv(lines: list[str], i: int) -> Claim | None:
@@ -565,6 +573,7 @@ CLAIMERS: tuple[Callable[[list[str], int], Claim | None], ...] = (
     claim_nvidia.kueue_table,
     _nvsmi_query,
     _nvsmi_table,
+    _npu_vnpu,
     _npu_table,
     _npu_topo,
     _npu_kv,

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from pytest_hetero.explain.blocks import Piece
 from pytest_hetero.explain.model import Finding, SourceLine, Value
+from pytest_hetero.judge.failures import TABLE, UNDETERMINED
 
 TIMESTAMP = re.compile(
     r"(?P<ts>"
@@ -36,6 +37,10 @@ def first_line(lines: list[str], pid: int | None, template: str) -> list[int]:
     digits = str(pid)
     pattern = re.compile(template.format(digits))
     return next(([i] for i, ln in enumerate(lines) if digits in ln and pattern.search(ln)), [])
+
+
+class UnknownFailure(LookupError):
+    """A reader named a failure category the failure table does not have (a bug of the reader)."""
 
 
 @dataclass
@@ -72,7 +77,7 @@ def make(
     code: str,
     *,
     category: str,
-    owner: str | None,
+    failure: str | None = None,
     severity: str,
     meaning: str,
     lines: tuple[SourceLine, ...] = (),
@@ -83,7 +88,11 @@ def make(
     quantities: Mapping[str, Value] | None = None,
 ) -> Finding:
     """Build a :class:`Finding`: entity values become strings and Nones are dropped; timestamps keep
-    the first and the last distinct one; quantities whose value is None are dropped."""
+    the first and the last distinct one; quantities whose value is None are dropped. ``failure`` is the
+    failure-table category of an unhealthy fact (the table, not the reader, gives its owner); a key the
+    table does not have raises :class:`UnknownFailure` (a reader's bug; not caught by ``explain_text``)."""
+    if failure is not None and failure not in TABLE and failure not in UNDETERMINED:
+        raise UnknownFailure(f"{failure!r} is not a failure-table category (pytest_hetero/judge/failures.py)")
     stamps = [t for t in timestamps if t]
     kept: tuple[str, ...] = ()
     if stamps:
@@ -92,7 +101,7 @@ def make(
         kind=kind,
         code=code,
         category=category,
-        owner=owner if severity not in ("ok", "unrecognised") or owner else None,
+        failure=failure,
         severity=severity,
         meaning=meaning,
         entity={k: str(v) for k, v in (entity or {}).items() if v is not None and v != ""},

@@ -7,6 +7,7 @@ import shlex
 from collections.abc import Callable
 from dataclasses import replace
 
+from pytest_hetero.errors import HeteroError
 from pytest_hetero.explain import read_ascend, read_kube, read_nvidia, read_nvtools, read_platform
 from pytest_hetero.explain.blocks import Piece, clean_lines, split
 from pytest_hetero.explain.context import Ctx, make
@@ -45,12 +46,13 @@ def read_prompt(ctx: Ctx, piece: Piece) -> list[Finding]:
     missing = sorted(c for c in control if davinci and not any(c in d for d in devices))
     q: dict[str, Value] = {"gpus": gpus, "runtime": runtime, "devices": ", ".join(devices) or None,
                            **{f"env.{k}": v for k, v in env.items()}}
-    out = [make("prompt", "container_device_request", category="runtime", owner=None, severity="ok",
+    out = [make("prompt", "container_device_request", category="runtime", severity="ok",
                 meaning="container asks for " + (f"GPUs {gpus}" if gpus else (f"devices {', '.join(devices)}"
                                                                                if devices else "no accelerator")),
                 lines=ctx.span(piece), quantities=q)]
     if missing:
-        out.append(make("prompt", "ascend_control_devices_missing", category="runtime", owner="platform",
+        out.append(make("prompt", "ascend_control_devices_missing", category="runtime",
+                        failure="container_device_mapping",
                         severity="warning",
                         meaning="the container maps /dev/davinci* but not " + ", ".join(f"/dev/{m}" for m in missing)
                                 + ": the Ascend runtime cannot open the NPU without them",
@@ -82,14 +84,14 @@ _EXPLAINED = {"cuda_devices_unavailable", "cuda_unknown", "cuda_initialization_e
 
 def correlate(findings: list[Finding]) -> list[Finding]:
     """Cross-block rules: a CUDA device-availability error next to a GPU fault (Xid, reset required) in
-    the same paste is explained by that fault, so it takes the fault's owner and names it."""
-    faults = [f for f in findings if _DEVICE_FAULT.match(f.code) and f.owner == "infrastructure"]
+    the same paste is explained by that fault, so it takes the fault's failure category and names it."""
+    faults = [f for f in findings if _DEVICE_FAULT.match(f.code) and f.failure and f.failure != "xid_application"]
     if not faults:
         return findings
     out = []
     for f in findings:
-        if f.code in _EXPLAINED and f.owner != "infrastructure":
-            f = replace(f, owner="infrastructure",
+        if f.code in _EXPLAINED and f.failure != faults[0].failure:
+            f = replace(f, failure=faults[0].failure,
                         meaning=f.meaning + f"; explained by {faults[0].code} in the same paste",
                         quantities={**f.quantities, "explained_by": faults[0].code})
         out.append(f)
@@ -98,7 +100,7 @@ def correlate(findings: list[Finding]) -> list[Finding]:
 
 def _lone_value(ctx: Ctx, piece: Piece, text: str, blocks: list[Block]) -> Finding:
     blocks.append(Block("value", piece.start + 1, piece.end, False, piece.command))
-    return make("text", "unrecognised", category="unrecognised", owner=None, severity="unrecognised",
+    return make("text", "unrecognised", category="unrecognised", severity="unrecognised",
                 meaning=f"a bare value ({text}) with nothing that says what it counts", lines=ctx.span(piece))
 
 
@@ -180,8 +182,9 @@ def explain_text(text: str) -> Report:
         reader = READERS.get(piece.kind, read_text)
         try:
             found = reader(ctx, piece)
-        except (ValueError, KeyError, IndexError, TypeError, AttributeError, RecursionError) as exc:
-            found = [make(piece.kind, "unrecognised", category="unrecognised", owner=None, severity="unrecognised",
+        except (ValueError, KeyError, IndexError, TypeError, AttributeError, RecursionError, HeteroError) as exc:
+            # a shared parser's refusal (pending/, probes/: ParseError names the field) is this block's "unread"
+            found = [make(piece.kind, "unrecognised", category="unrecognised", severity="unrecognised",
                           meaning=f"the {piece.kind} reader could not read this block ({type(exc).__name__})",
                           lines=ctx.span(piece, 5))]
         recognised = piece.kind in ("prompt", "section") or any(f.severity != "unrecognised" for f in found)

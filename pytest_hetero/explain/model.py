@@ -2,12 +2,15 @@
 
 A finding is one fact a reader took from a paste: a device's state, an Xid burst on one GPU, a
 scheduling refusal, a CUDA error in a container log, a node's advertised resources. Every finding
-names its ``kind`` (the reader / block kind that produced it), a ``code`` from a closed vocabulary
-(see :data:`pytest_hetero.explain.codes.CODES`), the ``category`` of that code, the team that would
-act first (``owner``: ``platform``, ``infrastructure``, ``algorithm``, ``business``; ``None`` for
-healthy/informational facts and for text that was not recognised), a ``severity``, the entity it is
+names its ``kind`` (the reader / block kind that produced it), a ``code``, the ``category`` of that
+code, the ``failure`` category of an unhealthy fact (a key of the one failure table,
+:data:`pytest_hetero.judge.failures.TABLE` or :data:`~pytest_hetero.judge.failures.UNDETERMINED`; ``None``
+for healthy/informational facts, for text that was not recognised and for a fact no row fits), a ``severity``,
+the entity it is
 about, timestamps exactly as the source printed them, counts, ages, quantities, the source lines
-(exact text and 1-based line numbers) and a one-line meaning.
+(exact text and 1-based line numbers) and a one-line meaning. Readers never name an owner: ``owner`` (the
+team that would act first: ``platform``, ``infrastructure``, ``algorithm``, ``business``) is the failure
+table's row of ``failure``; an undetermined row gives no owner and names its candidates.
 
 Severity: ``ok`` (healthy or informational), ``warning`` (degraded, the device or workload still
 runs), ``error`` (unhealthy device, blocked or failed workload), ``unrecognised`` (readable text no
@@ -19,6 +22,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TypeAlias
+
+from pytest_hetero.judge.failures import UNDETERMINED, field_owner
 
 Value: TypeAlias = "str | int | float | bool | None"
 """A quantity: numbers as read (units in the key name), strings as printed, booleans for yes/no."""
@@ -60,7 +65,7 @@ class Finding:
     kind: str
     code: str
     category: str
-    owner: str | None
+    failure: str | None
     severity: str
     meaning: str
     entity: Mapping[str, str] = field(default_factory=dict)
@@ -75,13 +80,33 @@ class Finding:
         """True for ``warning`` and ``error`` findings."""
         return self.severity in UNHEALTHY
 
+    @property
+    def owner(self) -> str | None:
+        """The team the failure table gives ``failure`` (``image`` rows: the platform, the default image
+        owner); None for no failure category and for an undetermined one."""
+        owner = field_owner(self.failure)
+        return "platform" if owner == "image" else owner
+
+    @property
+    def undetermined(self) -> bool:
+        """True when the failure table says the text cannot decide the owner of ``failure``."""
+        return self.failure in UNDETERMINED
+
+    @property
+    def owner_candidates(self) -> str | None:
+        """For an undetermined ``failure``: the candidate owners and what to read next; else None."""
+        row = UNDETERMINED.get(self.failure or "")
+        return f"{row.candidates}; read next: {row.next}" if row else None
+
     def to_dict(self) -> dict[str, object]:
         """Return a JSON-ready dict with every field (mappings as dicts, lines as dicts)."""
         return {
             "kind": self.kind,
             "code": self.code,
             "category": self.category,
-            "owner": self.owner,
+            "failure": self.failure,
+            "owner": self.owner if not self.undetermined else "undetermined",
+            "owner_candidates": self.owner_candidates,
             "severity": self.severity,
             "meaning": self.meaning,
             "entity": dict(self.entity),

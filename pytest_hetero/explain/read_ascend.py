@@ -25,7 +25,7 @@ def read_npu_table(ctx: Ctx, piece: Piece) -> list[Finding]:
     kind = "npu-smi"
     version_idx = [i for i, ln in enumerate(lines) if "npu-smi" in ln and "Version" in ln]
     width = {len(ln) for ln in lines if ln.strip().startswith(("|", "+"))}
-    out = [make(kind, "npu_report", category="inventory", owner=None, severity="ok",
+    out = [make(kind, "npu_report", category="inventory", severity="ok",
                 meaning=f"npu-smi {inv.tool_version}: {inv.extra.get('npu_count')} NPU(s), "
                         f"{inv.extra.get('chip_count')} chip(s)",
                 lines=ctx.src(version_idx, piece.start),
@@ -34,7 +34,8 @@ def read_npu_table(ctx: Ctx, piece: Piece) -> list[Finding]:
                             "table_width": max(width) if width else None,
                             "warnings": "; ".join(inv.warnings) or None})]
     for problem in inv.global_errors:
-        out.append(make(kind, "npu_tool_error", category="npu-driver", owner="infrastructure", severity="error",
+        out.append(make(kind, "npu_tool_error", category="npu-driver", failure="npu_hardware_fault",
+                        severity="error",
                         meaning=problem, lines=ctx.span(piece, 1)))
     for dev in inv.devices:
         npu = dev.extra.get("npu_id")
@@ -45,16 +46,16 @@ def read_npu_table(ctx: Ctx, piece: Piece) -> list[Finding]:
             if at is not None:
                 idx = [at - 1, at] if at > 0 else [at]
         if dev.health == "ok":
-            code, severity, owner, meaning = "npu_ok", "ok", None, f"NPU {npu} chip {chip} healthy"
+            code, severity, failure, meaning = "npu_ok", "ok", None, f"NPU {npu} chip {chip} healthy"
         elif dev.health == "warning":
-            code, severity, owner = "npu_health_warning", "warning", "infrastructure"
+            code, severity, failure = "npu_health_warning", "warning", "npu_hardware_fault"
             meaning = (f"NPU {npu} chip {chip}: npu-smi health {dev.health_raw} "
                        "(minor alarm; check npu-smi info -t health)")
         elif dev.health == "critical":
-            code, severity, owner = "npu_unhealthy", "error", "infrastructure"
+            code, severity, failure = "npu_unhealthy", "error", "npu_hardware_fault"
             meaning = f"NPU {npu} chip {chip}: npu-smi health {dev.health_raw}"
         else:
-            code, severity, owner = "npu_health_unknown", "warning", "infrastructure"
+            code, severity, failure = "npu_health_unknown", "warning", "npu_hardware_fault"
             meaning = f"NPU {npu} chip {chip}: health reads {dev.health_raw!r}"
         q: dict[str, Value] = {
             "power_w": dev.power_w, "temperature_c": dev.temperature_c, "aicore_pct": dev.utilisation_pct,
@@ -63,13 +64,13 @@ def read_npu_table(ctx: Ctx, piece: Piece) -> list[Finding]:
         }
         q.update({k: val for k, val in dev.extra.items()
                   if isinstance(val, (int, float, str)) and k not in ("npu_id", "chip_id")})
-        out.append(make(kind, code, category="npu" if severity == "ok" else "npu-hardware", owner=owner,
+        out.append(make(kind, code, category="npu" if severity == "ok" else "npu-hardware", failure=failure,
                         severity=severity, meaning=meaning, lines=ctx.src(idx, piece.start),
                         entity={"npu_id": npu, "chip": chip, "bus_id": dev.bus_id, "npu_name": dev.name},
                         quantities=q))
         for proc in dev.processes:
             pidx = first_line(lines, proc.pid, r"\|\s*{}\s*\|")
-            out.append(make(kind, "npu_process", category="npu", owner=None, severity="ok",
+            out.append(make(kind, "npu_process", category="npu", severity="ok",
                             meaning=f"process {proc.pid} {proc.name} holds {proc.used_memory_mib} MB on NPU {npu}",
                             lines=ctx.src(pidx[:1], piece.start),
                             entity={"npu_id": npu, "chip": proc.chip, "pid": proc.pid, "process": proc.name},
@@ -113,7 +114,7 @@ def read_npu_kv(ctx: Ctx, piece: Piece) -> list[Finding]:
         if hbm is not None and core is not None and hbm >= 80 and core <= 10:
             meaning += f" holds {hbm:g} % HBM at {core:g} % AI Core (memory held, compute nearly idle)"
         out.append(make("npu-smi-kv", "npu_health_warning" if bad else ("npu_mcu" if scope == "mcu" else "npu_chip"),
-                        category="npu" if not bad else "npu-hardware", owner="infrastructure" if bad else None,
+                        category="npu" if not bad else "npu-hardware", failure="npu_hardware_fault" if bad else None,
                         severity="warning" if bad else "ok", meaning=meaning,
                         lines=ctx.src(command_idx[:1] + group.lines + (npu_group.lines if npu_group else []),
                                       piece.start),
@@ -137,11 +138,42 @@ def read_npu_topo(ctx: Ctx, piece: Piece) -> list[Finding]:
     q.update({f"cpu_affinity.{name}": cpus for name, cpus in topo.affinity.items()})
     meaning = (f"{len(topo.names)} NPUs in a full HCCS mesh" if full else
                f"{len(topo.names)} NPUs; {sum(slow.values())} ordered pair(s) not on HCCS ({', '.join(slow)})")
-    return [make("npu-smi-topo", "npu_topology", category="npu", owner=None, severity="ok", meaning=meaning,
+    return [make("npu-smi-topo", "npu_topology", category="npu", severity="ok", meaning=meaning,
                  lines=ctx.src(topo.lines, piece.start), quantities=q)]
 
 
+def read_npu_vnpu(ctx: Ctx, piece: Piece) -> list[Finding]:
+    """``npu-smi info -t info-vnpu -i N -c M`` (:func:`pytest_hetero.probes.ascend.parse_npu_vnpu`): the chip's
+    free/total resources (one ``npu_vnpu_resources`` fact) and each vNPU (``vnpu``, its template, vgroup,
+    container and status); a declared count that differs from the rows listed is kept as ``warning``."""
+    from pytest_hetero.probes.ascend import parse_npu_vnpu
+
+    lines = ctx.lines(piece)
+    try:
+        info = parse_npu_vnpu("\n".join(lines))
+    except ParseError:
+        return []
+    head = [i for i, ln in enumerate(lines) if re.search(r"AICORE|Total number of vnpu|^\s*\|\s*(?:\d+|NA)/", ln)]
+    q: dict[str, Value] = {f"{name.lower()}_{part}": val for name, pair in info.resources.items()
+                           for part, val in pair.items()}
+    q.update(vnpus_declared=info.declared_count, vnpus_listed=len(info.partitions),
+             warning="; ".join(info.warnings) or None)
+    out = [make("npu-smi-vnpu", "npu_vnpu_resources", category="npu", severity="ok",
+                meaning="vNPU resources of the chip (free/total): "
+                        + ", ".join(f"{k} {p['free']}/{p['total']}" for k, p in info.resources.items())
+                        + f"; {len(info.partitions)} vNPU(s)", lines=ctx.src(head, piece.start), quantities=q)]
+    for part in info.partitions:
+        at = [i for i, ln in enumerate(lines) if re.match(rf"^\s*\|\s*{part.index}\s*\|", ln)]
+        out.append(make("npu-smi-vnpu", "vnpu", category="npu", severity="ok",
+                        meaning=f"vNPU {part.index}: template {part.profile}", lines=ctx.src(at, piece.start),
+                        entity={"vnpu_id": part.index, "container": part.extra.get("container_id")},
+                        quantities={"template": part.profile, "vgroup_id": part.extra.get("vgroup_id"),
+                                    "status": part.extra.get("status")}))
+    return out
+
+
 READERS: dict[str, Callable[[Ctx, Piece], list[Finding]]] = {
+    "npu-smi-vnpu": read_npu_vnpu,
     "npu-smi": read_npu_table,
     "npu-smi-kv": read_npu_kv,
     "npu-smi-topo": read_npu_topo,

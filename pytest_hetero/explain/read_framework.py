@@ -19,8 +19,8 @@ anchored on the tools' own message formats, never on loose words:
   (``torch_npu/csrc/core/npu/NPUException.h``: sub-modules PTA 00, OPS 01, DIST 02, GRAPH 03, PROF 04; error
   types 001 … 012, 100 ACL, 200 HCCL, 300 GE) and ``HCCL function error: <call>, error code is N``.
 
-A timeout or remote error on a collective cannot name its culprit from one rank's log: those findings carry no
-owner and say ``owner: undetermined`` with the candidates and what to read next.
+A timeout or remote error on a collective cannot name its culprit from one rank's log: their failure category is
+``collective_peer_unknown``, an undetermined row of the failure table (candidates and what to read next).
 """
 
 from __future__ import annotations
@@ -99,19 +99,32 @@ NCCL_ERROR = re.compile(r"NCCL error in: (?P<where>\S+?):(?P<at>\d+), (?P<what>[
                         r"for details\))?(?:, NCCL version (?P<ver>[\w.+-]+))?\s*$|(?P<name>nccl(?:Unhandled\w+|"
                         r"SystemError|InternalError|InvalidArgument|InvalidUsage|RemoteError))\b")
 NCCL_NET = re.compile(r"(?:Connect to|connect to) (?P<peer>[\d.:a-fA-F]+)<(?P<port>\d+)> failed\s*:\s*(?P<why>[^\[]+)"
-                      r"|Got completion (?:from peer (?P<ibpeer>\S+) )?with (?:error|status=)\s*(?P<ibst>\d+)")
+                      r"|Got completion (?:from peer (?P<ibpeer>\S+) )?with (?:error|status=)\s*(?P<ibst>\d+)"
+                      r"(?:,? opcode[= ](?P<opcode>\d+))?(?:,? len[= ](?P<len>\d+))?(?:,? vendor err (?P<vendor>\d+))?"
+                      r"(?: \((?P<dir>\w+)\))?(?: localGid (?P<lgid>\S+))?(?: remoteGids?\s*(?P<rgid>\S+))?")
+"""A socket connect failure, or an IB/RoCE work completion with an error status: NCCL 2.x ``with error 4, opcode
+32564, len 32564, vendor err 81 (Send)`` and 2.2x ``with status=12 opcode=1 len=0 vendor err 129 (Send) localGid …
+remoteGids …``."""
+NCCL_HEAD = re.compile(r"^\s*(?P<host>[\w.-]+):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] ")
+"""The head NCCL puts on its debug lines (``NCCL_DEBUG``): ``<host>:<pid>:<tid> [<cudaDev>] ``."""
+NCCL_WARN = re.compile(r"NCCL WARN (?P<msg>.*?)\s*$")
+"""Any other ``NCCL WARN`` line (the message as printed)."""
 RANK = re.compile(r"\[Rank (?P<rank>\d+)\]|\bRank (?P<rank2>\d+)\]")
 
-_NCCL_RESULTS: dict[str, tuple[str, str | None, str]] = {
-    "unhandled cuda error": ("nccl_cuda_error", None,
+PEER = "collective_peer_unknown"
+"""The undetermined failure category of a collective that one rank's log cannot attribute."""
+
+_NCCL_RESULTS: dict[str, tuple[str, str, str]] = {
+    "unhandled cuda error": ("nccl_cuda_error", PEER,
                              "a CUDA call inside NCCL failed (the CUDA error names the cause)"),
-    "unhandled system error": ("nccl_system_error", "infrastructure",
+    "unhandled system error": ("nccl_system_error", "nccl_network_error",
                                "a system call or the network failed inside NCCL (sockets, IB verbs, shared memory)"),
-    "internal error": ("nccl_internal_error", None, "NCCL internal error (often a peer or network fault)"),
-    "invalid argument": ("nccl_invalid_argument", "algorithm", "NCCL was called with an invalid argument"),
-    "invalid usage": ("nccl_invalid_usage", "algorithm", "NCCL was used wrongly by the program (mismatched calls)"),
+    "internal error": ("nccl_internal_error", PEER, "NCCL internal error (often a peer or network fault)"),
+    "invalid argument": ("nccl_invalid_argument", "nccl_usage_error", "NCCL was called with an invalid argument"),
+    "invalid usage": ("nccl_invalid_usage", "nccl_usage_error",
+                      "NCCL was used wrongly by the program (mismatched calls)"),
     "remote process exited or there was a network error": (
-        "nccl_remote_error", None, "a remote rank exited or the network between the ranks failed"),
+        "nccl_remote_error", PEER, "a remote rank exited or the network between the ranks failed"),
 }
 _NCCL_NAMES = {"ncclUnhandledCudaError": "unhandled cuda error", "ncclSystemError": "unhandled system error",
                "ncclInternalError": "internal error", "ncclInvalidArgument": "invalid argument",
@@ -121,16 +134,16 @@ _NETWORK = re.compile(r"No route to host|Connection refused|Connection timed out
                       r"Connection reset by peer", re.IGNORECASE)
 _SHM = re.compile(r"/dev/shm|shared memory|shm_open|NCCL_SHM", re.IGNORECASE)
 
-UNDETERMINED = "undetermined"
-COLLECTIVE_CANDIDATES = ("infrastructure (a peer node, its GPU or the interconnect stalled), "
-                         "algorithm (ranks diverged: one rank skipped or reordered a collective)")
 
 
-def nccl(line: str) -> tuple[str, str | None, str, dict[str, Value], dict[str, str]] | None:
-    """``(code, owner, meaning, quantities, entity)`` for one NCCL/ProcessGroupNCCL line, or None.
-    ``owner`` None with ``quantities["owner"] == "undetermined"`` where one rank's log cannot decide."""
+def nccl(line: str) -> tuple[str, str, str, dict[str, Value], dict[str, str]] | None:
+    """``(code, failure, meaning, quantities, entity)`` for one NCCL/ProcessGroupNCCL line, or None.
+    ``failure`` is a failure-table category; :data:`PEER` (undetermined) where one rank's log cannot decide."""
     rank = RANK.search(line)
     entity = {"rank": rank.group("rank") or rank.group("rank2")} if rank else {}
+    head = NCCL_HEAD.match(line)
+    if head:
+        entity.update(node=head.group("host"), pid=head.group("pid"), cuda_device=head.group("dev"))
     w = NCCL_WATCHDOG.search(line)
     if w:
         r = entity.get("rank", "?")
@@ -138,56 +151,63 @@ def nccl(line: str) -> tuple[str, str | None, str, dict[str, Value], dict[str, s
                                "numel_in": int(w.group("in")) if w.group("in") else None,
                                "numel_out": int(w.group("out")) if w.group("out") else None,
                                "timeout_ms": int(w.group("timeout")), "ranks": r,
-                               f"ran_for_ms.rank{r}": int(w.group("ran")), "owner": UNDETERMINED,
-                               "owner_candidates": COLLECTIVE_CANDIDATES,
+                               f"ran_for_ms.rank{r}": int(w.group("ran")),
                                "next": "read every rank's log: the rank that never reached SeqNum "
                                        f"{w.group('seq')} (or that failed first) is the culprit"}
-        return ("nccl_watchdog_timeout", None,
+        return ("nccl_watchdog_timeout", PEER,
                 f"collective {w.group('op')} (SeqNum {w.group('seq')}) timed out after {w.group('timeout')} ms: "
                 "a rank waited for peers that never joined", q, entity)
     a = NCCL_AT_WORK.search(line)
     if a:
-        return ("nccl_watchdog_timeout", None, "", {
+        return ("nccl_watchdog_timeout", PEER, "", {
             "work": int(a.group("work")), "last_enqueued_work": int(a.group("enq")),
             "last_completed_work": int(a.group("done"))}, entity)
     s = NCCL_STUCK.search(line)
     if s:
-        return ("nccl_watchdog_stuck", None,
+        return ("nccl_watchdog_stuck", PEER,
                 f"the NCCL watchdog made no progress for {s.group('s')} s (a collective or CUDA call hangs)",
-                {"stuck_s": int(s.group("s")), "owner": UNDETERMINED, "owner_candidates": COLLECTIVE_CANDIDATES},
+                {"stuck_s": int(s.group("s"))},
                 entity)
     e = NCCL_ERROR.search(line)
     if e:
         what = (e.group("what") or _NCCL_NAMES.get(e.group("name") or "", "")).strip().lower()
-        code, owner, meaning = _NCCL_RESULTS.get(what, ("nccl_error", None, f"NCCL error: {what}"))
+        code, failure, meaning = _NCCL_RESULTS.get(what, ("nccl_error", PEER, f"NCCL error: {what}"))
         q = {"nccl_result": what, "nccl_version": e.group("ver"), "source_file": e.group("where"),
              "source_line": int(e.group("at")) if e.group("at") else None}
-        if owner is None:
-            q.update(owner=UNDETERMINED, owner_candidates=COLLECTIVE_CANDIDATES)
-        return code, owner, meaning, q, entity
+        return code, failure, meaning, q, entity
     n = NCCL_NET.search(line)
     if n and ("NCCL" in line or "socket" in line.lower() or "NET/" in line):
         if n.group("ibst"):
-            return ("nccl_ib_completion_error", "infrastructure",
-                    f"an InfiniBand/RoCE work completion failed (status {n.group('ibst')}): the fabric or a peer's "
-                    "HCA dropped the connection", {"ib_status": int(n.group("ibst")), "peer": n.group("ibpeer")},
-                    entity)
-        return ("nccl_system_error", "infrastructure",
+            q = {"ib_status": int(n.group("ibst")), "peer": n.group("ibpeer"),
+                 "opcode": int(n.group("opcode")) if n.group("opcode") else None,
+                 "vendor_err": int(n.group("vendor")) if n.group("vendor") else None, "direction": n.group("dir"),
+                 "local_gid": n.group("lgid"), "remote_gid": n.group("rgid")}
+            return ("nccl_ib_completion_error", "nccl_network_error",
+                    f"an InfiniBand/RoCE work completion failed (status {n.group('ibst')}"
+                    + (f", vendor err {n.group('vendor')}" if n.group("vendor") else "")
+                    + "): the fabric or a peer's HCA dropped the connection", q, entity)
+        return ("nccl_system_error", "nccl_network_error",
                 f"NCCL could not connect to peer {n.group('peer')}: {n.group('why').strip()}",
                 {"peer": n.group("peer"), "peer_port": int(n.group("port")), "network_error": n.group("why").strip()},
                 entity)
+    warn = NCCL_WARN.search(line)
+    if warn:
+        msg = warn.group("msg")
+        return ("nccl_warning", "nccl_network_error" if _NETWORK.search(msg) else PEER,
+                f"NCCL warning: {msg}", {"message": msg}, entity)
     return None
 
 
 def nccl_detail(q: dict[str, Value], line: str) -> tuple[str | None, str | None]:
-    """``(owner, meaning)`` refinement of an ``nccl_system_error`` by its ``Last error`` detail: a network
-    error (no route, refused, timed out) is the interconnect's; a shared-memory failure is the container's
-    ``/dev/shm`` (platform); else None."""
+    """``(failure, meaning)`` refinement of an ``nccl_system_error`` by its ``Last error`` detail: a network
+    error (no route, refused, timed out) is ``nccl_network_error``; a shared-memory failure is the
+    container's ``/dev/shm`` (``nccl_shm_exhausted``); else None."""
     net = _NETWORK.search(line)
     if net:
-        return "infrastructure", f"the ranks cannot reach each other over the network ({net.group(0)})"
+        return "nccl_network_error", f"the ranks cannot reach each other over the network ({net.group(0)})"
     if _SHM.search(line):
-        return "platform", "NCCL could not use shared memory: the container's /dev/shm is too small or missing"
+        return ("nccl_shm_exhausted",
+                "NCCL could not use shared memory: the container's /dev/shm is too small or missing")
     return None, None
 
 
@@ -199,7 +219,9 @@ ERROR_TYPES = {1: "invalid parameter", 2: "invalid type", 3: "invalid value", 4:
                5: "internal error", 6: "memory error", 7: "feature not supported", 8: "resource not found",
                9: "resource unavailable", 10: "system call failed", 11: "timeout error", 12: "permission error",
                100: "call acl api failed", 200: "call hccl api failed", 300: "call ge api failed"}
-HCCL_FUNCTION = re.compile(r"HCCL function error: (?P<call>\w+)\(.*?\), error code is (?P<code>\d+)")
+HCCL_FUNCTION = re.compile(r"(?:HCCL|OPS) function error: (?P<call>\w+)(?:\(.*?\))?, error code is (?P<code>\d+)")
+"""torch_npu's report of a failed HCCL call: ``HCCL function error: hcclCommInitRootInfoConfig(…), error code is 15``
+(communicator set-up) or ``OPS function error: HcclAllreduce, error code is 6`` (a collective on an existing one)."""
 
 
 def torch_npu_err(line: str) -> tuple[dict[str, Value], dict[str, str]] | None:

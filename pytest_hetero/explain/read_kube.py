@@ -15,10 +15,10 @@ from pytest_hetero.explain import fast_yaml
 from pytest_hetero.explain.blocks import Piece
 from pytest_hetero.explain.context import Ctx, make
 from pytest_hetero.explain.model import Finding, SourceLine, Value
-from pytest_hetero.explain.read_text import _reason_hit
+from pytest_hetero.explain.read_text import _reason_hit, reason_failure
 from pytest_hetero.pending.describe import parse_describe
 from pytest_hetero.pending.events import EventRow, classify_row, parse_event_rows
-from pytest_hetero.pending.model import Reason, team_owner
+from pytest_hetero.pending.model import Reason
 from pytest_hetero.pending.node_text import (
     HamiDevice,
     NodeText,
@@ -35,20 +35,16 @@ from pytest_hetero.probes.dcgm import is_dcgm_json
 def reason_finding(kind: str, reason: Reason, lines: tuple[SourceLine, ...], *, age: str | None = None,
                    count: int | None = None, timestamps: tuple[str, ...] = (),
                    entity: Mapping[str, str] | None = None) -> Finding:
-    """A finding for one pending/startup :class:`Reason` (owner mapped to a team)."""
+    """A finding for one pending/startup :class:`Reason` (its failure category: :func:`reason_failure`)."""
     hit = _reason_hit(reason)
     ent = {**hit.entity, **(entity or {})}
     gang = re.search(r"(?P<running>\d+) Running, (?P<min>\d+) minAvailable", reason.message)
     if hit.code == "gang_unschedulable" and not reason.resource and gang:
         # The gang message names no resource and counts running members: a member that exited and a cluster
         # short of capacity read the same; the text cannot decide whose it is.
-        hit.owner = None
-        hit.quantities.update(running=int(gang.group("running")), min_available=int(gang.group("min")),
-                              owner="undetermined",
-                              owner_candidates="infrastructure (the cluster cannot place the missing members), "
-                                               "algorithm (a member pod exited or failed)",
-                              next="kubectl get pods -l volcano.sh/job-name=<job> and the PodGroup's events")
-    return make(kind, hit.code, category=hit.category, owner=hit.owner, severity=hit.severity,
+        hit.failure = "gang_members_missing"
+        hit.quantities.update(running=int(gang.group("running")), min_available=int(gang.group("min")))
+    return make(kind, hit.code, category=hit.category, failure=hit.failure, severity=hit.severity,
                 meaning=hit.meaning if hit.code != "unrecognised" else "message no reader understands",
                 lines=lines, entity=ent, age=age, count=count, timestamps=timestamps,
                 quantities={**hit.quantities, "source": reason.source})
@@ -70,17 +66,17 @@ def event_findings(ctx: Ctx, piece: Piece, rows: list[EventRow], base_index: int
                                entity={k: v for k, v in entity.items() if v})
             if "hami" in row.source.lower() and reason.code == "insufficient_resource" and re.search(
                     r"-memory$|gpumem|memory-percentage", reason.resource or ""):
-                f = make(f.kind, f.code, category="device", owner="platform", severity=f.severity,
+                f = make(f.kind, f.code, category="device", failure="device_memory_accounting", severity=f.severity,
                          meaning=f"{f.meaning}: HAMi's device-memory accounting finds no card/NPU with enough free "
                                  "memory on the node (check the HAMi device plugin's registered memory)",
                          lines=f.lines, entity=f.entity, age=f.age, count=f.count, quantities=f.quantities)
             q = dict(f.quantities)
             q.update({"event_type": row.type, "event_reason": row.reason, "repeated_over": row.over})
             meaning = f.meaning if f.code != "unrecognised" else f"{row.type} {row.reason}: {row.message}"
-            out.append(make(f.kind, f.code, category=f.category, owner=f.owner, severity=f.severity, meaning=meaning,
-                            lines=f.lines, entity=f.entity, age=f.age, count=f.count, quantities=q))
+            out.append(make(f.kind, f.code, category=f.category, failure=f.failure, severity=f.severity,
+                            meaning=meaning, lines=f.lines, entity=f.entity, age=f.age, count=f.count, quantities=q))
     if normal:
-        out.append(make("events", "events_normal", category="events", owner=None, severity="ok",
+        out.append(make("events", "events_normal", category="events", severity="ok",
                         meaning=f"{len(normal)} Normal event(s) reporting progress",
                         lines=ctx.src([i for r in normal for i in r.lines]),
                         count=len(normal), quantities={"reasons": ", ".join(dict.fromkeys(r.reason for r in normal))}))
@@ -91,7 +87,7 @@ def read_events(ctx: Ctx, piece: Piece) -> list[Finding]:
     """Read an events piece (describe ``Events:`` table, ``kubectl get events``, header-less rows)."""
     lines = ctx.lines(piece)
     if len(lines) == 1 and re.match(r"^\s*Events:\s*<none>\s*$", lines[0]):
-        return [make("events", "events_none", category="events", owner=None, severity="ok",
+        return [make("events", "events_none", category="events", severity="ok",
                      meaning="no events", lines=ctx.span(piece))]
     rows = parse_event_rows(lines)
     for row in rows:
@@ -110,7 +106,7 @@ def _hami_findings(ctx: Ctx, piece: Piece, devices: list[HamiDevice], idx: list[
                    node: str | None) -> list[Finding]:
     out = []
     slots = sum(d.count or 0 for d in devices)
-    out.append(make(kind, "hami_devices", category="gpu-sharing", owner=None, severity="ok",
+    out.append(make(kind, "hami_devices", category="gpu-sharing", severity="ok",
                     meaning=f"HAMi registered {len(devices)} device(s), {slots} vGPU slot(s)",
                     lines=ctx.src(idx, piece.start), entity={"node": node},
                     quantities={"devices": len(devices), "vgpu_slots": slots,
@@ -119,7 +115,7 @@ def _hami_findings(ctx: Ctx, piece: Piece, devices: list[HamiDevice], idx: list[
                                     ("type", d.type), ("mode", d.mode), ("numa", d.numa), ("health", d.health))}}))
     for i, d in enumerate(devices):
         if d.health is False:
-            out.append(make(kind, "hami_device_unhealthy", category="gpu-hardware", owner="infrastructure",
+            out.append(make(kind, "hami_device_unhealthy", category="gpu-hardware", failure="gpu_hardware_fault",
                             severity="error", meaning=f"HAMi marks device {d.id} unhealthy",
                             lines=ctx.src(idx, piece.start), entity={"node": node, "uuid": d.id},
                             quantities={"device": i}))
@@ -137,14 +133,14 @@ def _taint_finding(ctx: Ctx, piece: Piece, taints: list[str], idx: list[int], no
     unreachable = [t for t in health if "unreachable" in t]
     not_ready = [t for t in health if "not-ready" in t]
     if unreachable:
-        out.append(make(kind, "node_unreachable", category="node-health", owner="infrastructure", severity="error",
+        out.append(make(kind, "node_unreachable", category="node-health", failure="node_unreachable", severity="error",
                         meaning="the node controller lost contact with the kubelet (unreachable): pods are evicted "
                                 "(NoExecute) and nothing new is scheduled",
                         lines=ctx.src(idx, piece.start), entity={"node": node},
                         quantities={"taints": ", ".join(unreachable)}))
     if not_ready:
         out.append(make(kind, "node_not_ready", category="node-health",
-                        owner="platform" if provisioning else "infrastructure", severity="error",
+                        failure="node_provisioning" if provisioning else "node_not_ready", severity="error",
                         meaning=("the node is still being provisioned (not-ready and provisioner startup taints)"
                                  if provisioning else "the node is NotReady"),
                         lines=ctx.src(idx, piece.start), entity={"node": node},
@@ -153,11 +149,12 @@ def _taint_finding(ctx: Ctx, piece: Piece, taints: list[str], idx: list[int], no
         if t in unreachable or t in not_ready:
             continue
         code = "node_unschedulable" if "unschedulable" in t else "node_pressure" if "pressure" in t else "node_taint"
-        out.append(make(kind, code, category="node-health", owner="infrastructure", severity="error",
+        failure = "lifecycle_taint" if code == "node_taint" else code  # node_unschedulable, node_pressure
+        out.append(make(kind, code, category="node-health", failure=failure, severity="error",
                         meaning=f"node taint {t}", lines=ctx.src(idx, piece.start), entity={"node": node},
                         quantities={"taint": t}))
     if other:
-        out.append(make(kind, "node_taints", category="placement", owner=None, severity="ok",
+        out.append(make(kind, "node_taints", category="placement", severity="ok",
                         meaning=f"pods need tolerations for: {', '.join(other)}", lines=ctx.src(idx, piece.start),
                         entity={"node": node}, quantities={"taints": ", ".join(other), "count": len(other)}))
     return out
@@ -188,7 +185,7 @@ def label_findings(ctx: Ctx, piece: Piece, labels: Mapping[str, str], idx: list[
         summary.append("no GPU Feature Discovery labels")
     q: dict[str, Value] = {"labels": len(labels), "gfd_labels": gfd}
     q.update(dict(interesting))
-    return [make(kind, "node_labels", category="node", owner=None, severity="ok", meaning="; ".join(summary),
+    return [make(kind, "node_labels", category="node", severity="ok", meaning="; ".join(summary),
                  lines=ctx.src(idx, piece.start), entity={"node": node}, quantities=q)]
 
 
@@ -208,7 +205,7 @@ def _resources_finding(ctx: Ctx, piece: Piece, capacity: Mapping[str, str], allo
     shared = [k for k in accel if k not in zero and k.split("/")[0] in {z.split("/")[0] for z in zero}]
     if zero and shared:
         meaning += f"; {', '.join(zero)} is 0 but {', '.join(shared)} is offered (renamed/shared resource)"
-    return [make(kind, "node_resources", category="node", owner=None, severity="ok", meaning=meaning,
+    return [make(kind, "node_resources", category="node", severity="ok", meaning=meaning,
                  lines=ctx.src(idx, piece.start), entity={"node": node}, quantities=q)]
 
 
@@ -231,7 +228,7 @@ def _node_head(ctx: Ctx, piece: Piece, node: NodeText, name: str | None) -> list
         q["lease_renewed_s_after_creation"] = (int(tr.group(3)) - int(tc.group(3))) + 60 * (
             int(tr.group(2)) - int(tc.group(2)))
     roles = f", roles {node.fields['Roles']}" if node.fields.get("Roles") else ""
-    return [make(_DESCRIBE_NODE, "node", category="node", owner=None, severity="ok",
+    return [make(_DESCRIBE_NODE, "node", category="node", severity="ok",
                  meaning=f"node {name or '?'}{roles}",
                  lines=ctx.src(head + node.where.get("Lease.RenewTime", []), piece.start), entity={"node": name},
                  timestamps=[created or None], quantities=q)]
@@ -242,15 +239,15 @@ def _node_health(ctx: Ctx, piece: Piece, node: NodeText, name: str | None) -> li
     condition True)."""
     out: list[Finding] = []
     if node.fields.get("Unschedulable", "").lower() == "true":
-        out.append(make(_DESCRIBE_NODE, "node_unschedulable", category="node-health", owner="infrastructure",
+        out.append(make(_DESCRIBE_NODE, "node_unschedulable", category="node-health", failure="node_unschedulable",
                         severity="error", meaning="the node is cordoned (Unschedulable: true)",
                         lines=ctx.src(node.where.get("Unschedulable", []), piece.start), entity={"node": name}))
     for row in node.conditions:
         ctype, status = row.get("Type", ""), row.get("Status", "")
         if (ctype == "Ready" and status != "True") or (ctype != "Ready" and status == "True"):
             why = f"{row.get('Reason', '')} {row.get('Message', '')}"
-            out.append(make(_DESCRIBE_NODE, "node_not_ready" if ctype == "Ready" else "node_pressure",
-                            category="node-health", owner="infrastructure", severity="error",
+            code = "node_not_ready" if ctype == "Ready" else "node_pressure"
+            out.append(make(_DESCRIBE_NODE, code, category="node-health", failure=code, severity="error",
                             meaning=f"condition {ctype}={status}: {why}".strip(),
                             lines=ctx.src([int(row["_line"])], piece.start), entity={"node": name},
                             quantities={"condition": ctype, "status": status, "reason": row.get("Reason")}))
@@ -277,7 +274,7 @@ def _node_hami(ctx: Ctx, piece: Piece, node: NodeText, lines: list[str], name: s
     idx = [i for i in ann_idx if "handshake" in lines[i] or "Deleted_" in lines[i]]
     gone = [f"{k} {handshake(ann[k])[1]}" for k in deleted]
     out.append(make(_DESCRIBE_NODE, "hami_devices_deleted" if deleted else "hami_handshake_pending",
-                    category="gpu-sharing", owner="platform", severity="error",
+                    category="gpu-sharing", failure="device_registration_lost", severity="error",
                     meaning="HAMi's device plugin did not answer the scheduler's handshake "
                             f"(Requesting since {when or '?'})"
                             + (f"; devices marked Deleted ({', '.join(gone)}): the node is unregistered for "
@@ -371,10 +368,25 @@ def read_describe_volcano(ctx: Ctx, piece: Piece) -> list[Finding]:
         ": capability " + ", ".join(f"{k} {v}" for k, v in cap.items()) if cap else "") + (
         f"; state {state}" if state else "") + (
         f"; inqueue {q.get('status.inqueue')}" if q.get("status.inqueue") is not None else "")
-    return [make("describe-volcano", "queue_inactive" if closed else "volcano_queue", category="queue",
-                 owner="business" if not closed else "platform", severity="error" if closed else "ok",
-                 meaning=meaning, lines=ctx.span(piece), entity={"queue": str(queue) if queue else None},
-                 quantities=q)]
+    return [_volcano_queue("describe-volcano", closed, bool(cap), q.get("status.inqueue"), meaning, ctx.span(piece),
+                           str(queue) if queue else None, q)]
+
+
+def _volcano_queue(kind: str, closed: bool, capped: bool, inqueue: Value, meaning: str,
+                   lines: tuple[SourceLine, ...], queue: str | None, q: dict[str, Value]) -> Finding:
+    """A Volcano queue: closed is an error (``queue_inactive``); jobs waiting in a queue whose capability caps a
+    resource (``Inqueue`` > 0) a warning of the queue's share (``team_share_exceeded``: the business sets the
+    capability); otherwise a fact with no owner."""
+    waiting = capped and str(inqueue or "0").isdecimal() and int(str(inqueue or "0")) > 0
+    if closed:
+        code, failure, severity = "queue_inactive", "queue_inactive", "error"
+    elif waiting:
+        code, failure, severity = "volcano_queue_jobs_waiting", "team_share_exceeded", "warning"
+        meaning += ": job(s) wait in the queue under its capability (compare their requests with it)"
+    else:
+        code, failure, severity = "volcano_queue", None, "ok"
+    return make(kind, code, category="queue", failure=failure, severity=severity, meaning=meaning, lines=lines,
+                entity={"queue": queue}, quantities=q)
 
 
 def read_describe_condition(ctx: Ctx, piece: Piece) -> list[Finding]:
@@ -404,7 +416,7 @@ def _quota_row(ctx: Ctx, piece: Piece, i: int, row: dict[str, str]) -> Finding:
     full = [k for k in hard if used.get(k) == hard[k]]
     ns = row.get("NS") or row.get("NAMESPACE")
     usage = ", ".join(f"{k} {used.get(k, '?')}/{v}" for k, v in hard.items())
-    return make("kubectl-table", "quota_usage", category="quota", owner=None, severity="ok",
+    return make("kubectl-table", "quota_usage", category="quota", severity="ok",
                 meaning=f"ResourceQuota {row.get('NAME')} in {ns}: {usage}"
                         + (f" (at the limit: {', '.join(full)})" if full else ""),
                 lines=ctx.src([i], piece.start), entity={"namespace": ns},
@@ -419,11 +431,12 @@ def _node_row(ctx: Ctx, piece: Piece, i: int, row: dict[str, str]) -> Finding:
     q: dict[str, Value] = {k.lower().replace("-", "_").replace(" ", "_"): v for k, v in row.items()
                            if k not in ("NAME",) and v}
     if ok and not extra:
-        return make("kubectl-table", "node", category="node", owner=None, severity="ok",
+        return make("kubectl-table", "node", category="node", severity="ok",
                     meaning=f"node {name} Ready", lines=ctx.src([i], piece.start), entity={"node": name}, quantities=q)
     cordoned = "SchedulingDisabled" in extra and status.startswith("Ready")
-    return make("kubectl-table", "node_unschedulable" if cordoned else "node_not_ready", category="node-health",
-                owner="infrastructure", severity="error", meaning=f"node {name} is {status}",
+    code = "node_unschedulable" if cordoned else "node_not_ready"
+    return make("kubectl-table", code, category="node-health", failure=code, severity="error",
+                meaning=f"node {name} is {status}",
                 lines=ctx.src([i], piece.start), entity={"node": name}, quantities=q)
 
 
@@ -439,20 +452,21 @@ def _pod_row(ctx: Ctx, piece: Piece, i: int, row: dict[str, str]) -> Finding:
     if status in ("Running", "Completed", "Succeeded") and (status != "Running" or (
             ready.partition("/")[0] == ready.partition("/")[2])):
         return make("kubectl-table", "pod_running" if status == "Running" else "pod_completed", category="workload",
-                    owner=None, severity="ok", meaning=f"pod {name} {status} {ready}", lines=at, entity=entity,
+                    severity="ok", meaning=f"pod {name} {status} {ready}", lines=at, entity=entity,
                     quantities=q)
     if status == "Pending":
-        return make("kubectl-table", "pod_pending", category="scheduling", owner=None, severity="error",
+        return make("kubectl-table", "pod_pending", category="scheduling", severity="error",
                     meaning=f"pod {name} is Pending (the reason is in its events)", lines=at, entity=entity,
                     quantities=q)
     if base in _POD_BAD:
         from pytest_hetero.pending.model import make_reason
 
         reason = make_reason("kubelet", _POD_BAD[base], f"pod {name} {status}")
-        return make("kubectl-table", reason.code, category=reason.category, owner=team_owner(reason),
+        return make("kubectl-table", reason.code, category=reason.category,
+                    failure=reason_failure(reason.code, reason.cause),
                     severity="error", meaning=f"pod {name} is {status}", lines=at, entity=entity, quantities=q)
     transient = status in ("ContainerCreating", "PodInitializing", "Terminating")
-    return make("kubectl-table", "pod_state", category="workload", owner=None,
+    return make("kubectl-table", "pod_state", category="workload",
                 severity="ok" if transient else "warning", meaning=f"pod {name} {status}", lines=at, entity=entity,
                 quantities=q)
 
@@ -499,7 +513,7 @@ def _node_object(ctx: Ctx, piece: Piece, obj: Mapping[str, Any]) -> list[Finding
     f = out[0]
     q = dict(f.quantities)
     q.update({f"address.{k}": v for k, v in addresses.items()})
-    out[0] = make(f.kind, f.code, category=f.category, owner=None, severity="ok", meaning=f.meaning,
+    out[0] = make(f.kind, f.code, category=f.category, severity="ok", meaning=f.meaning,
                   lines=ctx.span(piece), entity=f.entity, quantities=q)
     labels = meta.get("labels")
     if isinstance(labels, Mapping) and labels:
@@ -514,8 +528,8 @@ def _node_object(ctx: Ctx, piece: Piece, obj: Mapping[str, Any]) -> list[Finding
         if isinstance(cond, Mapping):
             ctype, cstat = str(cond.get("type")), str(cond.get("status"))
             if (ctype == "Ready" and cstat != "True") or (ctype != "Ready" and cstat == "True" and "Pressure" in ctype):
-                out.append(make("yaml", "node_not_ready" if ctype == "Ready" else "node_pressure",
-                                category="node-health", owner="infrastructure", severity="error",
+                code = "node_not_ready" if ctype == "Ready" else "node_pressure"
+                out.append(make("yaml", code, category="node-health", failure=code, severity="error",
                                 meaning=f"condition {ctype}={cstat}: {cond.get('message', '')}",
                                 lines=ctx.span(piece, 1), entity={"node": name}))
     ann = meta.get("annotations")
@@ -555,7 +569,7 @@ def _workload(ctx: Ctx, piece: Piece, obj: Mapping[str, Any]) -> list[Finding]:
         code, meaning = "workload_admitted", f"Workload admitted: {conds.get('QuotaReserved', {}).get('message', '')}"
     else:
         code, meaning = "workload_pending", "Workload not admitted yet (no condition says why)"
-    return [make("yaml", code, category="queue", owner=None, severity="ok" if code != "workload_pending" else "warning",
+    return [make("yaml", code, category="queue", severity="ok" if code != "workload_pending" else "warning",
                  meaning=meaning.strip(), lines=span[:1], entity={"workload": name}, quantities=q)]
 
 
@@ -586,11 +600,11 @@ def _podgroup(ctx: Ctx, piece: Piece, obj: Mapping[str, Any]) -> list[Finding]:
                            **{f"min.{k}": str(v) for k, v in mins.items()
                               if not str(k).startswith(("requests.", "limits."))}}
     if phase in ("Pending", "Inqueue"):
-        return [make("yaml", "podgroup_pending", category="gang", owner=None, severity="error",
+        return [make("yaml", "podgroup_pending", category="gang", severity="error",
                      meaning=f"PodGroup {phase} with no condition: the reason is only in its events "
                              "(kubectl describe podgroup / get events)", lines=_lines_for(ctx, piece, "phase: " + phase)
                      or ctx.span(piece, 1), entity=entity, quantities=q)]
-    return [make("yaml", "podgroup", category="gang", owner=None, severity="ok", meaning=f"PodGroup {phase}",
+    return [make("yaml", "podgroup", category="gang", severity="ok", meaning=f"PodGroup {phase}",
                  lines=ctx.span(piece, 1), entity=entity, quantities=q)]
 
 
@@ -606,7 +620,7 @@ def _vcjob(ctx: Ctx, piece: Piece, obj: Mapping[str, Any]) -> list[Finding]:
                            "pending": status.get("pending"), "running": status.get("running"),
                            "queue": spec.get("queue")}
     bad = phase in ("Pending", "Aborted", "Failed", "Terminated")
-    return [make("yaml", "vcjob_pending" if phase == "Pending" else "vcjob", category="gang", owner=None,
+    return [make("yaml", "vcjob_pending" if phase == "Pending" else "vcjob", category="gang",
                  severity="error" if bad else "ok",
                  meaning=f"Volcano Job {meta.get('name')} {phase}" + (" (the reason is in its PodGroup and events)"
                                                                      if phase == "Pending" else ""),
@@ -637,10 +651,9 @@ def _queue(ctx: Ctx, piece: Piece, obj: Mapping[str, Any]) -> list[Finding]:
     name = str(meta.get("name", "")) or None
     state = str(status.get("state", ""))
     closed = state.lower() in ("closed", "closing")
-    return [make("yaml", "queue_inactive" if closed else "volcano_queue", category="queue",
-                 owner="platform" if closed else "business", severity="error" if closed else "ok",
-                 meaning=f"Volcano queue {name} {state}", lines=ctx.span(piece, 1), entity={"queue": name},
-                 quantities=q)]
+    capped = any(k.startswith("capability.") for k in q)
+    return [_volcano_queue("yaml", closed, capped, q.get("inqueue"), f"Volcano queue {name} {state}",
+                           ctx.span(piece, 1), name, q)]
 
 
 _ITEM = re.compile(r"^(\s*)- ")
@@ -705,10 +718,11 @@ def _events_list(ctx: Ctx, piece: Piece, items: list[Any]) -> list[Finding]:
             q = dict(f.quantities)
             q.update({"event_type": row.type, "event_reason": row.reason})
             meaning = f.meaning if f.code != "unrecognised" else f"{row.type} {row.reason}: {row.message}"
-            out.append(make(f.kind, f.code, category=f.category, owner=f.owner, severity=f.severity, meaning=meaning,
-                            lines=f.lines, entity=f.entity, count=f.count, timestamps=f.timestamps, quantities=q))
+            out.append(make(f.kind, f.code, category=f.category, failure=f.failure, severity=f.severity,
+                            meaning=meaning, lines=f.lines, entity=f.entity, count=f.count, timestamps=f.timestamps,
+                            quantities=q))
     if normal:
-        out.append(make("yaml", "events_normal", category="events", owner=None, severity="ok",
+        out.append(make("yaml", "events_normal", category="events", severity="ok",
                         meaning=f"{normal} Normal event(s) reporting progress", lines=ctx.span(piece, 1), count=normal))
     return out
 
@@ -736,7 +750,7 @@ def _settings(ctx: Ctx, piece: Piece, obj: Mapping[str, Any]) -> list[Finding]:
     short = {re.sub(r"^settings\.kubelet-device-plugins\.nvidia\.", "", k): v for k, v in flat.items()}
     replicas = next((v for k, v in short.items() if k.endswith("replicas")), None)
     meaning = "NVIDIA device-plugin settings" + (f": sharing replicas {replicas}" if replicas is not None else "")
-    return [make("json", "device_plugin_settings", category="platform-config", owner=None, severity="ok",
+    return [make("json", "device_plugin_settings", category="platform-config", severity="ok",
                  meaning=meaning, lines=ctx.span(piece), quantities=short)]
 
 
@@ -837,7 +851,7 @@ def _other_object(ctx: Ctx, piece: Piece, obj: Mapping[str, Any], kind: str) -> 
     if reasons:
         return [reason_finding("yaml", r, _lines_for(ctx, piece, r.message) or ctx.span(piece, 1)) for r in reasons]
     if kind or "status" in obj or "conditions" in obj:
-        return [make("yaml", "object", category="kubernetes", owner=None, severity="ok",
+        return [make("yaml", "object", category="kubernetes", severity="ok",
                      meaning=f"{kind or 'object'} with nothing blocking", lines=ctx.span(piece, 1))]
     return None
 
@@ -888,7 +902,7 @@ def read_json(ctx: Ctx, piece: Piece) -> list[Finding]:
     if found is None:
         found = read_object(ctx, piece, obj)
     if found is None:
-        return [make("json", "unrecognised", category="unrecognised", owner=None, severity="unrecognised",
+        return [make("json", "unrecognised", category="unrecognised", severity="unrecognised",
                      meaning="a JSON value of a shape no reader knows", lines=ctx.span(piece, 3))]
     return found
 
@@ -906,7 +920,7 @@ def read_labels(ctx: Ctx, piece: Piece) -> list[Finding]:
             labels[key] = value
     node = labels.get("node")
     if set(labels) <= {"captured_at", "node", "namespace", "pod", "cluster"}:
-        return [make("labels", "context", category="context", owner=None, severity="ok",
+        return [make("labels", "context", category="context", severity="ok",
                      meaning="capture context: " + ", ".join(f"{k}={v}" for k, v in labels.items()),
                      lines=ctx.span(piece), entity={"node": node}, timestamps=[labels.get("captured_at")])]
     return label_findings(ctx, piece, labels, list(range(len(lines))), "labels", node)
@@ -932,7 +946,7 @@ def read_resources(ctx: Ctx, piece: Piece) -> list[Finding]:
         q[f"allocated.{k}.limits"] = lim
     meaning = "node resources: " + ", ".join(f"{k} {v}" for k, v in listed.items()) + (
         "; allocated " + ", ".join(f"{k} {r}/{lim}" for k, (r, lim) in allocated.items()) if allocated else "")
-    return [make("resources", "node_resources", category="node", owner=None, severity="ok", meaning=meaning,
+    return [make("resources", "node_resources", category="node", severity="ok", meaning=meaning,
                  lines=ctx.span(piece), quantities=q)]
 
 

@@ -9,6 +9,7 @@ from pytest_hetero.errors import ParseError
 from pytest_hetero.explain.blocks import Piece
 from pytest_hetero.explain.context import Ctx, first_line, make
 from pytest_hetero.explain.model import Finding, SourceLine, Value
+from pytest_hetero.probes import line_prefix
 from pytest_hetero.probes.dcgm import DcgmDiag, classify_warning, parse_dcgm_discovery, parse_dcgm_table
 from pytest_hetero.probes.kernel_log import KernelLog, KernelRecord, read_kernel_log
 from pytest_hetero.probes.model import Device, Inventory
@@ -75,7 +76,7 @@ def _device_quantities(dev: Device) -> dict[str, Value]:
 
 
 def _device_code(dev: Device) -> tuple[str, str, str | None, str]:
-    """(code, severity, owner, meaning) for one GPU."""
+    """(code, severity, failure, meaning) for one GPU (``failure``: the failure-table category)."""
     errors = " ".join(dev.errors).lower()
     if dev.health == "critical":
         for needle, code, meaning in (
@@ -90,11 +91,12 @@ def _device_code(dev: Device) -> tuple[str, str, str | None, str]:
             ("unreadable", "gpu_lost", "most fields are unreadable: the GPU is probably lost or hung"),
         ):
             if needle in errors:
-                return code, "error", "infrastructure", meaning
-        return "gpu_unhealthy", "error", "infrastructure", "; ".join(dev.errors) or "GPU reported unhealthy"
+                return code, "error", "gpu_reset_needed" if code == "gpu_reset_required" else "gpu_hardware_fault", \
+                    meaning
+        return "gpu_unhealthy", "error", "gpu_hardware_fault", "; ".join(dev.errors) or "GPU reported unhealthy"
     if dev.health == "warning":
         unread = "; ".join(dev.errors)
-        return "gpu_field_unreadable", "warning", "infrastructure", "nvidia-smi could not read: " + unread
+        return "gpu_field_unreadable", "warning", "gpu_hardware_fault", "nvidia-smi could not read: " + unread
     return "gpu_ok", "ok", None, "GPU healthy"
 
 
@@ -121,10 +123,10 @@ def _report_finding(ctx: Ctx, piece: Piece, inv: Inventory, kind: str, lines: li
     vgpu = inv.extra.get("vgpu_driver_capability")
     attached = f" of {inv.attached_count} attached" if inv.attached_count not in (None, len(inv.devices)) else ""
     return [make(
-        kind, "gpu_report", category="inventory", owner=None, severity="ok",
+        kind, "gpu_report", category="inventory", severity="ok",
         meaning=f"NVIDIA driver {inv.driver_version or '?'}, CUDA {inv.cuda_version or cuda_printed or '?'}, "
                 f"{len(inv.devices)} GPU(s) listed{attached}",
-        lines=ctx.src(header, piece.start), timestamps=[inv.timestamp],
+        lines=ctx.src(header or [0], piece.start), timestamps=[inv.timestamp],
         quantities={"driver_version": inv.driver_version, "cuda_version": inv.cuda_version or (
             str(cuda_printed) if cuda_printed else None), "tool_version": inv.tool_version,
             "attached_gpus": inv.attached_count, "gpus_listed": len(inv.devices),
@@ -151,12 +153,13 @@ def _global_error_finding(ctx: Ctx, piece: Piece, inv: Inventory, kind: str, lin
         exit_code = int(printed.group(1)) if printed else None
         err_idx.append(exit_line)
     in_pod = exit_line is not None or bool(piece.command and "kubectl" in piece.command)
-    owner = "platform" if in_pod and code in ("nvidia_driver_not_loaded", "nvidia_driver_library_missing") else (
-        "platform" if code == "nvidia_smi_missing" else "infrastructure")
+    failure = "gpu_driver_container_fault" if in_pod and code in (
+        "nvidia_driver_not_loaded", "nvidia_driver_library_missing") else (
+        "gpu_tool_missing" if code == "nvidia_smi_missing" else "gpu_host_driver_fault")
     extra = f"; exit code {exit_code}: {SMI_EXIT[exit_code]}" if exit_code in SMI_EXIT else ""
-    scope = " (in a pod: the GPU Operator's driver container did not load the driver)" if owner == "platform" and (
-        code == "nvidia_driver_not_loaded") else ""
-    return [make(kind, code, category="gpu-driver", owner=owner, severity="error",
+    scope = " (in a pod: the GPU Operator's driver container did not load the driver)" if (
+        failure == "gpu_driver_container_fault" and code == "nvidia_driver_not_loaded") else ""
+    return [make(kind, code, category="gpu-driver", failure=failure, severity="error",
                  meaning=meaning + scope + extra, lines=ctx.src(err_idx, piece.start),
                  quantities={"exit_code": exit_code, "gpus_readable": len(inv.devices)})]
 
@@ -191,14 +194,14 @@ def _device_lines(lines: list[str], dev: Device, kind: str, severity: str) -> li
 
 def _device_findings(ctx: Ctx, piece: Piece, dev: Device, kind: str, lines: list[str]) -> list[Finding]:
     """One GPU: its health finding, then each MIG device and each process on it (``gpu_process``)."""
-    code, severity, dev_owner, meaning = _device_code(dev)
+    code, severity, dev_failure, meaning = _device_code(dev)
     entity = {"gpu_index": dev.index, "bus_id": dev.bus_id, "uuid": dev.uuid, "gpu_name": dev.name}
-    out = [make(kind, code, category="gpu" if severity == "ok" else "gpu-hardware", owner=dev_owner,
+    out = [make(kind, code, category="gpu" if severity == "ok" else "gpu-hardware", failure=dev_failure,
                 severity=severity, meaning=meaning + (f" ({dev.name})" if dev.name and severity == "ok" else ""),
                 lines=ctx.src(_device_lines(lines, dev, kind, severity), piece.start), entity=entity,
                 quantities=_device_quantities(dev))]
     for part in dev.partitions:
-        out.append(make(kind, "mig_device", category="gpu", owner=None, severity="ok",
+        out.append(make(kind, "mig_device", category="gpu", severity="ok",
                         meaning=f"MIG device {part.index} on GPU {dev.index if dev.index is not None else dev.bus_id}",
                         entity={"gpu_index": dev.index, "bus_id": dev.bus_id, "mig_device": part.index},
                         quantities={"gpu_instance_id": part.gpu_instance_id,
@@ -207,7 +210,7 @@ def _device_findings(ctx: Ctx, piece: Piece, dev: Device, kind: str, lines: list
                                     "multiprocessors": part.multiprocessors, "profile": part.profile}))
     for proc in dev.processes:
         pidx = first_line(lines, proc.pid, r"\b{}\b")
-        out.append(make(kind, "gpu_process", category="gpu", owner=None, severity="ok",
+        out.append(make(kind, "gpu_process", category="gpu", severity="ok",
                         meaning=f"process {proc.pid} {proc.name or ''} holds {proc.used_memory_mib} MiB "
                                 f"on GPU {dev.index}",
                         lines=ctx.src(pidx[:1], piece.start),
@@ -250,7 +253,10 @@ def _dcgm_findings(ctx: Ctx, piece: Piece, diag: DcgmDiag, base: int) -> list[Fi
     kind = "dcgmi-diag"
     out: list[Finding] = []
     meta_idx = [i for i, ln in enumerate(ctx.lines(piece)) if re.search(r"DCGM Version|Driver Version Detected", ln)]
-    out.append(make(kind, "dcgm_diag_report", category="diagnostic", owner=None, severity="ok",
+    if not meta_idx:  # DCGM 3.0 tables have no Metadata rows: the report's own header line stands for it
+        meta_idx = [i for i, ln in enumerate(ctx.lines(piece)) if re.search(r"Successfully ran diagnostic|"
+                                                                             r"\|\s*Diagnostic\s*\|", ln)][:1]
+    out.append(make(kind, "dcgm_diag_report", category="diagnostic", severity="ok",
                     meaning=f"dcgmi diag: {len(diag.tests)} test(s), {len(diag.failed)} failed"
                             + (" (table cut off as posted)" if diag.truncated else ""),
                     lines=ctx.src(meta_idx, base),
@@ -266,14 +272,15 @@ def _dcgm_findings(ctx: Ctx, piece: Piece, diag: DcgmDiag, base: int) -> list[Fi
         for msg in test.messages:
             parts = [p for p in re.split(r"(?<=\.),\s*(?=GPU\s*\d|[A-Z])", msg.text) if p.strip()] or [msg.text]
             for part in parts:
-                code, owner, meaning = classify_warning(part)
+                code, failure, meaning = classify_warning(part)
                 warnings.setdefault((msg.gpu if msg.gpu is not None else None, code), []).append(
-                    (part.strip().rstrip(","), msg.lines, owner, meaning))
-        owner_guess = next((w[0][2] for w in warnings.values() if w), "infrastructure")
+                    (part.strip().rstrip(","), msg.lines, failure, meaning))
+        # the test's failure is its first warning's; a failed test that says nothing more is a GPU incident
+        test_failure = next((w[0][2] for w in warnings.values() if w), "gpu_health_incident")
         if status in ("Fail", "Warn"):
             out.append(make(
                 kind, "dcgm_test_failed" if status == "Fail" else "dcgm_test_warned", category="diagnostic",
-                owner=owner_guess, severity="error" if status == "Fail" else "warning",
+                failure=test_failure, severity="error" if status == "Fail" else "warning",
                 meaning=f"DCGM {test.category} test '{test.name}' {test.result}",
                 lines=ctx.src(test.lines[:1], base),
                 entity={"gpu_index": ",".join(map(str, failing_gpus)) if failing_gpus
@@ -285,7 +292,7 @@ def _dcgm_findings(ctx: Ctx, piece: Piece, diag: DcgmDiag, base: int) -> list[Fi
             links = sorted({int(x) for text, _, _, _ in items for x in re.findall(r"link (\d+)", text)})
             first = items[0]
             out.append(make(
-                kind, code, category="diagnostic", owner=first[2],
+                kind, code, category="diagnostic", failure=first[2],
                 severity="warning" if level_info or status not in ("Fail", "Warn") else "error",
                 meaning=first[3] + (f" (links {', '.join(map(str, links))})" if links else ""),
                 lines=ctx.src(sorted({i for _, idx, _, _ in items for i in idx}), base),
@@ -300,13 +307,13 @@ def read_dcgm(ctx: Ctx, piece: Piece) -> list[Finding]:
     lines = ctx.lines(piece)
     if piece.kind == "dcgmi-discovery":
         disc = parse_dcgm_discovery(lines)
-        out = [make("dcgmi-discovery", "dcgm_discovery", category="inventory", owner=None, severity="ok",
+        out = [make("dcgmi-discovery", "dcgm_discovery", category="inventory", severity="ok",
                     meaning=f"DCGM sees {disc.gpus_declared} GPU(s), {disc.nvswitches} NvSwitch(es)",
                     lines=ctx.src([i for i, ln in enumerate(lines) if "found" in ln], piece.start),
                     quantities={"gpus": disc.gpus_declared, "gpus_listed": len(disc.gpus),
                                 "nvswitches": disc.nvswitches, "cpus": disc.cpus})]
         for gpu in disc.gpus:
-            out.append(make("dcgmi-discovery", "gpu_ok", category="gpu", owner=None, severity="ok",
+            out.append(make("dcgmi-discovery", "gpu_ok", category="gpu", severity="ok",
                             meaning=f"GPU {gpu.gpu_id}: {gpu.name}", lines=ctx.src(gpu.lines, piece.start),
                             entity={"gpu_index": gpu.gpu_id, "bus_id": gpu.bus_id, "uuid": gpu.uuid,
                                     "gpu_name": gpu.name}))
@@ -336,7 +343,7 @@ def dcgm_json_findings(ctx: Ctx, piece: Piece, diag: DcgmDiag) -> list[Finding]:
     """Findings of a parsed ``dcgmi diag -j`` document (source lines: the whole piece)."""
     found = _dcgm_findings(ctx, piece, diag, piece.start)
     whole = ctx.span(piece)
-    return [f if f.lines else make(f.kind, f.code, category=f.category, owner=f.owner, severity=f.severity,
+    return [f if f.lines else make(f.kind, f.code, category=f.category, failure=f.failure, severity=f.severity,
                                    meaning=f.meaning, lines=whole[:1], entity=f.entity, count=f.count,
                                    quantities=f.quantities) for f in found]
 
@@ -347,10 +354,10 @@ def _xid_group(ctx: Ctx, piece: Piece, recs: list[KernelRecord], uuids: dict[str
     number = int(first.fields["xid"])
     info = xid_info(number)
     cause = first.fields.get("cause")
-    owner, category, meaning = info.owner, info.category, info.meaning
+    failure, category, meaning = info.failure, info.category, info.meaning
     if cause:
         cause_info = xid_info(int(cause))
-        owner, category = cause_info.owner, cause_info.category
+        failure, category = cause_info.failure, cause_info.category
         meaning = f"{info.meaning}; caused by Xid {cause} ({cause_info.meaning})"
     pids = list(dict.fromkeys(r.fields["pid"] for r in recs if "pid" in r.fields))
     procs = list(dict.fromkeys(r.fields["process"] for r in recs if "process" in r.fields))
@@ -363,7 +370,7 @@ def _xid_group(ctx: Ctx, piece: Piece, recs: list[KernelRecord], uuids: dict[str
     needs_reset = bus in reset or info.action in ("reset_gpu", "reboot")
     severity = "error"
     return make(
-        kind, f"xid_{number}", category=category, owner=owner, severity=severity,
+        kind, f"xid_{number}", category=category, failure=failure, severity=severity,
         meaning=f"Xid {number}: {meaning}" + (f" (GPU {label})" if label else ""),
         lines=ctx.src([r.index for r in recs] + reset_lines.get(bus, []), piece.start),
         entity={"bus_id": bus, "uuid": uuids.get(bus), "pid": ",".join(pids) or None,
@@ -378,23 +385,23 @@ def _xid_group(ctx: Ctx, piece: Piece, recs: list[KernelRecord], uuids: dict[str
 
 
 _OTHER: dict[str, tuple[str, str, str | None, str, str]] = {
-    "fallen_off_bus": ("gpu_fallen_off_bus", "gpu-bus", "infrastructure", "error",
+    "fallen_off_bus": ("gpu_fallen_off_bus", "gpu-bus", "gpu_hardware_fault", "error",
                        "the GPU has fallen off the PCIe bus: reboot the node and check the GPU/riser"),
-    "init_failed": ("gpu_init_failed", "gpu-driver", "infrastructure", "error",
+    "init_failed": ("gpu_init_failed", "gpu-driver", "gpu_host_driver_fault", "error",
                     "the driver could not initialise the GPU (RmInitAdapter failed)"),
-    "reset_required": ("gpu_reset_required", "gpu-recovery", "infrastructure", "error",
+    "reset_required": ("gpu_reset_required", "gpu-recovery", "gpu_reset_needed", "error",
                        "the driver says the GPU needs a reset"),
-    "api_mismatch": ("nvml_version_mismatch", "gpu-driver", "infrastructure", "error",
+    "api_mismatch": ("nvml_version_mismatch", "gpu-driver", "gpu_host_driver_fault", "error",
                      "user-space driver and kernel module versions differ (upgrade without reboot)"),
-    "probe_failed": ("gpu_probe_failed", "gpu-driver", "infrastructure", "error",
+    "probe_failed": ("gpu_probe_failed", "gpu-driver", "gpu_host_driver_fault", "error",
                      "the NVIDIA driver's probe failed for this GPU: the device is not usable (see the lines above "
                      "it: a GPU off the bus, missing firmware)"),
-    "firmware_load_failed": ("gpu_firmware_load_failed", "gpu-driver", "infrastructure", "warning",
+    "firmware_load_failed": ("gpu_firmware_load_failed", "gpu-driver", "gpu_host_driver_fault", "warning",
                              "the kernel could not load an NVIDIA firmware file (error -2: the file is not installed)"),
-    "sxid": ("nvswitch_sxid", "nvlink", "infrastructure", "error", "NVSwitch error (SXid)"),
+    "sxid": ("nvswitch_sxid", "nvlink", "nvlink_fault", "error", "NVSwitch error (SXid)"),
     "peermem": ("peermem_invalid_context", "noise", None, "ok",
                 "nvidia-peermem skipped an invalid context (RDMA teardown noise, not a GPU fault)"),
-    "oom_kill": ("host_oom_kill", "workload", "algorithm", "error", "the kernel OOM killer killed a process"),
+    "oom_kill": ("host_oom_kill", "workload", "oom_killed", "error", "the kernel OOM killer killed a process"),
 }
 
 
@@ -419,7 +426,8 @@ def _assertion_finding(ctx: Ctx, piece: Piece, log: KernelLog, bus: str, recs: l
     err = first.fields.get("error", "")
     reset_needed = "RESET_REQUIRED" in err
     return make("kernel-log", "gpu_reset_required" if reset_needed else "nvrm_assertion",
-                category="gpu-recovery" if reset_needed else "gpu-driver", owner="infrastructure",
+                category="gpu-recovery" if reset_needed else "gpu-driver",
+                failure="gpu_reset_needed" if reset_needed else "gpu_host_driver_fault",
                 severity="error",
                 meaning=("the driver reports the GPU needs a reset" if reset_needed else
                          f"NVIDIA driver assertion {first.fields.get('assertion')}") + f" ({err})",
@@ -450,13 +458,13 @@ def _other_quantities(what: str, first: KernelRecord) -> dict[str, Value]:
 
 def _other_finding(ctx: Ctx, piece: Piece, log: KernelLog, what: str, bus: str, recs: list[KernelRecord]) -> Finding:
     """A group of one other kernel event (:data:`_OTHER`)."""
-    code, category, owner, severity, meaning = _OTHER[what]
+    code, category, failure, severity, meaning = _OTHER[what]
     first = recs[0]
     idx = [r.index for r in recs] + [int(r.fields["summary_index"]) for r in recs if "summary_index" in r.fields]
     if what == "fallen_off_bus":
         idx += [i for r in recs for i in range(max(0, r.index - 2), r.index)
                 if re.search(r"NVRM: The NVIDIA GPU|\(PCI ID:", ctx.lines(piece)[i])]
-    return make("kernel-log", code, category=category, owner=owner, severity=severity, meaning=meaning,
+    return make("kernel-log", code, category=category, failure=failure, severity=severity, meaning=meaning,
                 lines=ctx.src(idx, piece.start),
                 entity={"bus_id": bus or None, "uuid": log.uuids.get(bus), "pid": first.fields.get("pid"),
                         "process": first.fields.get("process")},
@@ -472,7 +480,7 @@ def _kernel_context(ctx: Ctx, piece: Piece, log: KernelLog, lines: list[str]) ->
         r"NVRM: GPU at|Board Serial|Hardware name:|Tainted:|loading NVIDIA UNIX", ln)]
     printed = ", ".join(f"{k} {v}" for k, v in (("hardware", log.hardware), ("kernel", log.kernel_release),
                                                 ("driver", log.driver_version)) if v)
-    return [make("kernel-log", "kernel_context", category="inventory", owner=None, severity="ok",
+    return [make("kernel-log", "kernel_context", category="inventory", severity="ok",
                  meaning="kernel log context: " + (printed or "GPU identities (PCI -> UUID)"),
                  lines=ctx.src(context_idx, piece.start),
                  quantities={"hardware": log.hardware, "kernel_release": log.kernel_release,
@@ -506,9 +514,7 @@ def read_kernel(ctx: Ctx, piece: Piece) -> list[Finding]:
     return out
 
 
-_KLOG = re.compile(
-    r"^\s*(?P<level>[IWEF])(?P<date>\d{4}) (?P<time>\d\d:\d\d:\d\d\.\d+)\s+\d+\s+(?P<src>[\w./-]+:\d+)\]\s?(?P<msg>.*)$"
-)
+_KLOG = line_prefix.KLOG
 
 
 def read_klog(ctx: Ctx, piece: Piece) -> list[Finding]:
@@ -524,7 +530,7 @@ def read_klog(ctx: Ctx, piece: Piece) -> list[Finding]:
         info = xid_info(event.xid)
         idx = [event.line - 1] + nvml + [i for i in unhealthy if event.uuid and event.uuid in lines[i]]
         etype = re.search(r"EventType:(\d+) EventData:(\d+)", lines[nvml[0]]) if nvml else None
-        out.append(make("klog", f"xid_{event.xid}", category=info.category, owner=info.owner, severity="error",
+        out.append(make("klog", f"xid_{event.xid}", category=info.category, failure=info.failure, severity="error",
                         meaning=f"Xid {event.xid}: {info.meaning} (reported by the device plugin's health check)",
                         lines=ctx.src(idx, piece.start), entity={"uuid": event.uuid, "bus_id": event.pci_bus},
                         timestamps=[event.timestamp], count=1,
@@ -535,7 +541,7 @@ def read_klog(ctx: Ctx, piece: Piece) -> list[Finding]:
         uuid = re.search(r"(GPU-[0-9a-fA-F-]+|MIG-[0-9a-fA-F/-]+)", lines[i])
         resource = re.search(r"'([\w./-]+)' device marked unhealthy", lines[i])
         m = _KLOG.match(lines[i])
-        out.append(make("klog", "device_marked_unhealthy", category="gpu-hardware", owner="infrastructure",
+        out.append(make("klog", "device_marked_unhealthy", category="gpu-hardware", failure="gpu_hardware_fault",
                         severity="error",
                         meaning=f"the device plugin took {uuid.group(1) if uuid else 'a device'} out of allocatable "
                                 f"{resource.group(1) if resource else 'resources'} (allocatable drops by 1)",
@@ -560,7 +566,8 @@ def read_klog(ctx: Ctx, piece: Piece) -> list[Finding]:
         msg = m.group("msg")
         queue = re.search(r"Failed to update status of Queue (?P<q>[\w.-]+):\s*(?P<why>.*)", msg)
         if queue:
-            out.append(make("klog", "queue_status_update_failed", category="queue", owner="platform", severity="error",
+            out.append(make("klog", "queue_status_update_failed", category="queue",
+                            failure="queue_status_update_failed", severity="error",
                             meaning=f"the Volcano queue controller cannot write queue {queue.group('q')}'s status "
                                     "(CRD/controller version mismatch): queue accounting is stuck",
                             lines=ctx.src([i], piece.start), entity={"queue": queue.group("q")}, timestamps=[stamp],
@@ -573,7 +580,7 @@ def read_klog(ctx: Ctx, piece: Piece) -> list[Finding]:
             if found:
                 out.extend(found)
                 continue
-            out.append(make("klog", "unrecognised", category="unrecognised", owner=None, severity="unrecognised",
+            out.append(make("klog", "unrecognised", category="unrecognised", severity="unrecognised",
                             meaning="an error-level component log line no reader understands",
                             lines=ctx.src([i], piece.start), timestamps=[stamp]))
             continue
@@ -584,7 +591,7 @@ def read_klog(ctx: Ctx, piece: Piece) -> list[Finding]:
             m = _KLOG.match(lines[i])
             if m:
                 stamps.append(f"{m.group('level')}{m.group('date')} {m.group('time')}")
-        out.append(make("klog", "component_log", category="log", owner=None, severity="ok",
+        out.append(make("klog", "component_log", category="log", severity="ok",
                         meaning=f"{len(infos)} informational component log line(s)",
                         lines=ctx.src(infos, piece.start), timestamps=stamps, count=len(infos)))
     out.sort(key=lambda f: f.lines[0].number if f.lines else 0)

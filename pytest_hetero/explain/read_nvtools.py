@@ -7,8 +7,7 @@ user guide) across driver R450 … R580 and DCGM 2.x … 4.x; each function says
 
 Every reader reports facts (codes, quantities, entities); inventory is ``ok`` with no owner. Faults: a
 link ``D``own, a health verdict other than Healthy, a non-zero last Xid, a recovery action other than
-None; their ``category`` is what the failure table maps to an owner (today's owner, set here, is
-documented on each code in docs/readers.md).
+None carry a ``failure`` category; the failure table (:mod:`pytest_hetero.judge.failures`) gives its owner.
 """
 
 from __future__ import annotations
@@ -52,7 +51,7 @@ def read_list(ctx: Ctx, piece: Piece) -> list[Finding]:
             gpus += 1
             gpu = {"gpu_index": g.group("index"), "gpu_name": g.group("name"), "uuid": g.group("uuid")}
             gpu_at = len(out)
-            out.append(make("nvidia-smi-list", "gpu_listed", category="inventory", owner=None, severity="ok",
+            out.append(make("nvidia-smi-list", "gpu_listed", category="inventory", severity="ok",
                             meaning=f"GPU {g.group('index')}: {g.group('name')}", lines=ctx.src([i], piece.start),
                             entity=gpu, quantities={"mig_devices": 0}))
             continue
@@ -63,7 +62,7 @@ def read_list(ctx: Ctx, piece: Piece) -> list[Finding]:
         key = parent.get("gpu_index", "?")
         migs[key] = migs.get(key, 0) + 1
         profiles.append(m.group("profile"))
-        out.append(make("nvidia-smi-list", "mig_device", category="inventory", owner=None, severity="ok",
+        out.append(make("nvidia-smi-list", "mig_device", category="inventory", severity="ok",
                         meaning=f"MIG device {m.group('device')} ({m.group('profile')}) on GPU {key}",
                         lines=ctx.src([i], piece.start),
                         entity={"gpu_index": parent.get("gpu_index"), "mig_device": m.group("device"),
@@ -71,10 +70,10 @@ def read_list(ctx: Ctx, piece: Piece) -> list[Finding]:
                         quantities={"profile": m.group("profile"), **mig_name(m.group("uuid"))}))
         if gpu is not None:
             f = out[gpu_at]
-            out[gpu_at] = make(f.kind, f.code, category=f.category, owner=None, severity="ok", meaning=f.meaning,
+            out[gpu_at] = make(f.kind, f.code, category=f.category, severity="ok", meaning=f.meaning,
                                lines=f.lines, entity=f.entity, quantities={"mig_devices": migs[key]})
     distinct = sorted(set(profiles))
-    out.append(make("nvidia-smi-list", "gpu_list", category="inventory", owner=None, severity="ok",
+    out.append(make("nvidia-smi-list", "gpu_list", category="inventory", severity="ok",
                     meaning=f"nvidia-smi -L: {gpus} GPU(s), {len(profiles)} MIG device(s)",
                     lines=ctx.span(piece, 1),
                     quantities={"gpus": gpus, "mig_devices": len(profiles),
@@ -182,11 +181,11 @@ def _mig_table(ctx: Ctx, piece: Piece, lines: list[str], title: str) -> list[Fin
         if row is None:
             continue
         code, meaning, entity, q = row
-        out.append(make("nvidia-smi-mig", code, category="inventory", owner=None, severity="ok", meaning=meaning,
+        out.append(make("nvidia-smi-mig", code, category="inventory", severity="ok", meaning=meaning,
                         lines=ctx.src(idx, piece.start), entity=entity, quantities=q))
     for gpu, spans in per_gpu.items():
         count = sum(1 for f in out if f.code == "gpu_instance" and f.entity.get("gpu_index") == gpu)
-        out.append(make("nvidia-smi-mig", "gpu_instances", category="inventory", owner=None, severity="ok",
+        out.append(make("nvidia-smi-mig", "gpu_instances", category="inventory", severity="ok",
                         meaning=f"GPU {gpu}: {count} GPU instance(s) on slices {_slices(spans) or '?'}",
                         lines=ctx.span(piece, 2), entity={"gpu_index": gpu},
                         quantities={"instances": count, "slices_used": _slices(spans) or None,
@@ -208,7 +207,7 @@ def read_mig(ctx: Ctx, piece: Piece) -> list[Finding]:
         p = PLACEMENTS.match(line)
         if p:
             starts = [int(s) for s in p.group("starts").replace(" ", "").split(",") if s]
-            out.append(make("nvidia-smi-mig", "mig_placements", category="inventory", owner=None, severity="ok",
+            out.append(make("nvidia-smi-mig", "mig_placements", category="inventory", severity="ok",
                             meaning=f"GPU {p.group('gpu')} profile {p.group('id')}: placements at "
                                     f"{','.join(map(str, starts))} of size {p.group('size')}",
                             lines=ctx.src([i], piece.start),
@@ -216,7 +215,7 @@ def read_mig(ctx: Ctx, piece: Piece) -> list[Finding]:
                             quantities={"profile_id": int(p.group("id")), "placements": ",".join(map(str, starts)),
                                         "placement_size": int(p.group("size"))}))
         elif line.strip():
-            out.append(make("nvidia-smi-mig", "mig_none", category="inventory", owner=None, severity="ok",
+            out.append(make("nvidia-smi-mig", "mig_none", category="inventory", severity="ok",
                             meaning=f"nvidia-smi mig: {line.strip()}", lines=ctx.src([i], piece.start)))
     return out
 
@@ -267,7 +266,7 @@ def read_topo(ctx: Ctx, piece: Piece) -> list[Finding]:
              nvlink=any(k.startswith("NV") for k in gpu_links),
              gpu_links=",".join(f"{k}:{v}" for k, v in sorted(gpu_links.items())) or None)
     kinds = ", ".join(f"{v}× {k}" for k, v in sorted(gpu_links.items()))
-    return [make("nvidia-smi-topo", "gpu_topology", category="inventory", owner=None, severity="ok",
+    return [make("nvidia-smi-topo", "gpu_topology", category="inventory", severity="ok",
                  meaning=f"topology of {len(gpus)} GPU(s) and {len(nics)} NIC(s); GPU pairs: {kinds or 'none'}"
                          + ("" if q["nvlink"] or len(gpus) < 2 else " (no NVLink: peer traffic over PCIe)"),
                  lines=ctx.span(piece, 1), quantities=q)]
@@ -310,18 +309,18 @@ def read_nvlink(ctx: Ctx, piece: Piece) -> list[Finding]:
                                "down_links": ",".join(str(n) for n, x in enumerate(states) if x == "D") or None}
         what = f"GPU {current[0]}" if section == "gpu" else f"NVSwitch {current[0]}"
         if counts["down"]:
-            out.append(make("dcgmi-nvlink", "nvlink_down", category="nvlink", owner="infrastructure",
+            out.append(make("dcgmi-nvlink", "nvlink_down", category="nvlink", failure="nvlink_fault",
                             severity="error",
                             meaning=f"{what}: {counts['down']} of {len(states)} NVLink link(s) down"
                                     + (" (every link)" if counts["down"] == len(states) else ""),
                             lines=src, entity=entity, quantities=q))
         else:
-            out.append(make("dcgmi-nvlink", "nvlink_status", category="inventory", owner=None, severity="ok",
+            out.append(make("dcgmi-nvlink", "nvlink_status", category="inventory", severity="ok",
                             meaning=f"{what}: {counts['up']} NVLink link(s) up", lines=src, entity=entity,
                             quantities=q))
         current = None
     none_found = any("No NvSwitches found" in ln for ln in lines)
-    out.append(make("dcgmi-nvlink", "nvlink_report", category="inventory", owner=None, severity="ok",
+    out.append(make("dcgmi-nvlink", "nvlink_report", category="inventory", severity="ok",
                     meaning=f"dcgmi nvlink -s: {entities} GPU(s), {totals['up']} link(s) up, {totals['down']} down",
                     lines=ctx.span(piece, 3),
                     quantities={"gpus": entities, "nvswitches": 0 if none_found else switches,
@@ -330,23 +329,25 @@ def read_nvlink(ctx: Ctx, piece: Piece) -> list[Finding]:
     return out
 
 
-_VERDICT = {"healthy": ("ok", None), "warning": ("warning", "infrastructure"), "failure": ("error", "infrastructure"),
-            "fail": ("error", "infrastructure")}
+_VERDICT: dict[str, tuple[str, str | None]] = {
+    "healthy": ("ok", None), "warning": ("warning", "gpu_health_incident"), "failure": ("error", "gpu_health_incident"),
+    "fail": ("error", "gpu_health_incident")}
+"""DCGM health verdict -> (severity, failure category)."""
 
 
 def _health(ctx: Ctx, piece: Piece, overall: str | None, incidents: list[tuple[str | None, str, str, list[int]]],
             kind: str) -> list[Finding]:
     out: list[Finding] = []
     for gpu, system, message, idx in incidents:
-        sev, owner = _VERDICT.get(message.split(" ")[0].lower().strip(" -:"), ("warning", "infrastructure"))
-        out.append(make(kind, "dcgm_health_incident", category="gpu-health", owner=owner, severity=sev,
+        sev, failure = _VERDICT.get(message.split(" ")[0].lower().strip(" -:"), ("warning", "gpu_health_incident"))
+        out.append(make(kind, "dcgm_health_incident", category="gpu-health", failure=failure, severity=sev,
                         meaning=f"DCGM health{f' GPU {gpu}' if gpu else ''}: {system}: {message}",
                         lines=ctx.src(idx, piece.start) if idx else ctx.span(piece, 3),
                         entity={"gpu_index": gpu}, quantities={"system": system, "message": message}))
-    sev, owner = _VERDICT.get((overall or "").lower(), ("unrecognised", None))
+    sev, failure = _VERDICT.get((overall or "").lower(), ("unrecognised", None))
     code = "dcgm_health" if sev != "unrecognised" else "unrecognised"
     out.insert(0, make(kind, code, category="gpu-health" if sev != "ok" else "inventory",
-                       owner=None if out else owner, severity=sev if not out else "ok",
+                       failure=None if out else failure, severity=sev if not out else "ok",
                        meaning=f"dcgmi health: overall {overall or 'not printed'}"
                                + ("; only the watched systems are judged: a GPU that needs a reset after an Xid can "
                                   "still read Healthy" if sev == "ok" else ""),
@@ -395,7 +396,7 @@ def read_health(ctx: Ctx, piece: Piece) -> list[Finding]:
     hold the incidents, wrapped over several rows."""
     lines = ctx.lines(piece)
     if len(lines) == 1 and "set successfully" in lines[0]:
-        return [make("dcgmi-health", "dcgm_health_watches_set", category="inventory", owner=None, severity="ok",
+        return [make("dcgmi-health", "dcgm_health_watches_set", category="inventory", severity="ok",
                      meaning="dcgmi health -s: the health watches were set", lines=ctx.span(piece))]
     overall = None
     incidents: list[tuple[str | None, str, str, list[int]]] = []
@@ -434,7 +435,8 @@ _DMON_FIELDS = {"XIDER": "last_xid", "DEV_XID_ERRORS": "last_xid", "TMPTR": "tem
 
 def read_dmon(ctx: Ctx, piece: Piece) -> list[Finding]:
     """``dcgmi dmon -e <ids>``: header ``#Entity  <short names>``, an ``ID`` line, ``GPU <n>  <values>`` rows.
-    Field 230 (``XIDER``, the last Xid) non-zero gives an ``xid_<n>`` finding for that GPU (catalog owner);
+    Field 230 (``XIDER``, the last Xid) non-zero gives an ``xid_<n>`` finding for that GPU (the catalog's
+    failure category);
     every row gives ``dcgm_field_values`` with the values as printed (``N/A`` kept)."""
     lines = ctx.lines(piece)
     names = lines[0].split()[1:]
@@ -452,12 +454,12 @@ def read_dmon(ctx: Ctx, piece: Piece) -> list[Finding]:
         xid = q.get("last_xid")
         if isinstance(xid, int) and xid > 0:
             info = xid_info(xid)
-            out.append(make("dcgmi-dmon", f"xid_{xid}", category=info.category, owner=info.owner, severity="error",
+            out.append(make("dcgmi-dmon", f"xid_{xid}", category=info.category, failure=info.failure, severity="error",
                             meaning=f"Xid {xid}: {info.meaning} (last Xid DCGM recorded for GPU {m.group(2)})",
                             lines=ctx.src([0, i], piece.start), entity=entity,
                             quantities={"xid": xid, "action": info.action, "source": "dcgmi dmon field 230 (XIDER)"}))
             continue
-        out.append(make("dcgmi-dmon", "dcgm_field_values", category="inventory", owner=None, severity="ok",
+        out.append(make("dcgmi-dmon", "dcgm_field_values", category="inventory", severity="ok",
                         meaning=f"{m.group(1)} {m.group(2)}: " + ", ".join(f"{k}={v}" for k, v in q.items()),
                         lines=ctx.src([i], piece.start), entity=entity, quantities=q))
     return out
@@ -495,12 +497,12 @@ def read_csv(ctx: Ctx, piece: Piece) -> list[Finding]:
         action = str(q.get("gpu_recovery_action", "None") or "None")
         if action.lower() not in ("none", "n/a", "[n/a]", ""):
             out.append(make("nvidia-smi-csv", "gpu_recovery_required", category="gpu-recovery",
-                            owner="infrastructure", severity="error",
+                            failure="gpu_reset_needed", severity="error",
                             meaning=f"the driver asks for recovery action {action}: "
                                     f"{_RECOVERY.get(action.lower(), action)} (the GPU is unusable until then)",
                             lines=ctx.src([i], piece.start), entity=entity, quantities=q))
             continue
-        out.append(make("nvidia-smi-csv", "gpu_query_row", category="inventory", owner=None, severity="ok",
+        out.append(make("nvidia-smi-csv", "gpu_query_row", category="inventory", severity="ok",
                         meaning=", ".join(f"{k}={v}" for k, v in q.items()), lines=ctx.src([i], piece.start),
                         entity=entity, quantities=q))
     return out

@@ -54,7 +54,7 @@ def read_hwlog(ctx: Ctx, piece: Piece) -> list[Finding]:
         if level in ("ERROR", "CRITICAL"):
             found = classify_lines(ctx, piece, [i], kind="hwlog")
             known = [x for x in found if x.severity != "unrecognised"]
-            out.extend(known or [make("hwlog", "unrecognised", category="unrecognised", owner=None,
+            out.extend(known or [make("hwlog", "unrecognised", category="unrecognised",
                                       severity="unrecognised",
                                       meaning="an error-level hwlog line no reader understands",
                                       lines=ctx.src([i], piece.start), timestamps=[m.group("date")])])
@@ -69,7 +69,7 @@ def read_hwlog(ctx: Ctx, piece: Piece) -> list[Finding]:
         if warnings:
             q["warnings"] = " | ".join(warnings)
         what = "Ascend device plugin startup" if "version" in facts else "hwlog component log"
-        out.append(make("hwlog", "component_log", category="log", owner=None, severity="ok",
+        out.append(make("hwlog", "component_log", category="log", severity="ok",
                         meaning=f"{what}: {len(infos)} informational line(s)"
                                 + (f" ({len(warnings)} warning(s))" if warnings else ""),
                         lines=ctx.src(infos, piece.start), timestamps=stamps, count=len(infos), quantities=q))
@@ -118,7 +118,7 @@ def read_kueue_describe(ctx: Ctx, piece: Piece) -> list[Finding]:
     true = {c.get("Type") for c in conditions if c.get("Status") == "True"}
     out: list[Finding] = []
     for c in checks:
-        out.append(make("kueue-describe", "admission_check", category="inventory", owner=None, severity="ok",
+        out.append(make("kueue-describe", "admission_check", category="inventory", severity="ok",
                         meaning=f"admission check {c.get('Name')}: {c.get('State')}", lines=ctx.span(piece),
                         entity={"admission_check": c.get("Name")},
                         quantities={"state": c.get("State"), "message": c.get("Message") or None,
@@ -129,14 +129,14 @@ def read_kueue_describe(ctx: Ctx, piece: Piece) -> list[Finding]:
         q.update(quota_reserved=True, admitted=False,
                  pending_checks=",".join(f"{c.get('Name')}={c.get('State')}" for c in waiting) or None,
                  quota_message=next((c.get("Message") for c in conditions if c.get("Type") == "QuotaReserved"), None))
-        out.append(make("kueue-describe", "workload_not_admitted", category="queue", owner="platform",
+        out.append(make("kueue-describe", "workload_not_admitted", category="queue", failure="workload_not_admitted",
                         severity="warning",
                         meaning="quota reserved but not admitted: "
                                 + (f"admission check(s) {q['pending_checks']} have not passed" if waiting
                                    else "no Admitted condition yet"),
                         lines=ctx.span(piece), quantities=q))
     else:
-        out.append(make("kueue-describe", "workload_conditions", category="queue", owner=None,
+        out.append(make("kueue-describe", "workload_conditions", category="queue",
                         severity="ok" if "Admitted" in true or not conditions else "warning",
                         meaning=f"workload conditions: {q['conditions'] or 'none'}", lines=ctx.span(piece),
                         quantities=q))
@@ -165,7 +165,7 @@ def read_kueue_workloads(ctx: Ctx, piece: Piece) -> list[Finding]:
         if "ADMITTED BY" in cells:
             meaning += f"; ADMITTED BY {cells['ADMITTED BY']} names the ClusterQueue that reserved quota " \
                        "(admission checks are not shown: describe the workload)"
-        out.append(make("kueue-workloads", "kueue_workload", category="inventory", owner=None, severity="ok",
+        out.append(make("kueue-workloads", "kueue_workload", category="inventory", severity="ok",
                         meaning=meaning, lines=ctx.src([i], piece.start),
                         entity={"workload": cells.get("NAME"), "queue": cells.get("QUEUE")}, age=cells.get("AGE"),
                         quantities=q))
@@ -201,7 +201,8 @@ def _list_watch(ctx: Ctx, piece: Piece, i: int, line: str, stamp: str | None) ->
     lw = _LIST_WATCH.search(line)
     if not lw:
         return None
-    return make("klog", "device_plugin_disconnected", category="device-plugin", owner="platform", severity="error",
+    return make("klog", "device_plugin_disconnected", category="device-plugin", failure="device_plugin_disconnected",
+                severity="error",
                 meaning=f"kubelet lost the device plugin's ListAndWatch stream ({lw.group('err')}) for "
                         f"{lw.group('res') or 'its resource'}: the plugin restarted or crashed, its devices are "
                         "unadvertised until it re-registers", lines=ctx.src([i], piece.start), timestamps=[stamp],
@@ -213,7 +214,7 @@ def _log_write(ctx: Ctx, piece: Piece, i: int, line: str, stamp: str | None) -> 
     if not lg:
         return None
     pod = re.search(r"/var/log/pods/(?P<ns>[\w.-]+?)_(?P<pod>[\w.-]+)_", lg.group("path") or "")
-    return make("klog", "kubelet_log_write_failed", category="log", owner=None, severity="ok",
+    return make("klog", "kubelet_log_write_failed", category="log", severity="ok",
                 meaning=f"kubelet could not write a container log line ({lg.group('err')}): log loss, not a device "
                         "fault", lines=ctx.src([i], piece.start), timestamps=[stamp],
                 entity={"namespace": pod.group("ns") if pod else None, "pod": pod.group("pod") if pod else None},
@@ -228,7 +229,8 @@ def _runtime_hook(ctx: Ctx, piece: Piece, i: int, line: str, stamp: str | None) 
     ns, _, pod = sync.group("pod").partition("/")
     c = _CONTAINER.search(sync.group("err"))
     name = hook.group("hook").rsplit("/", 1)[-1]
-    return make("klog", "runtime_hook_failed", category="runtime-hook", owner="platform", severity="error",
+    return make("klog", "runtime_hook_failed", category="runtime-hook", failure="runtime_hook_failed",
+                severity="error",
                 meaning=f"the OCI runtime hook {name} failed while creating the container"
                         + (f" (exit status {hook.group('status')})" if hook.group("status") else "")
                         + ": the node's accelerator container runtime could not set the device up",
@@ -312,11 +314,12 @@ def _hami_verdict(ctx: Ctx, piece: Piece, q: dict[str, Value], at: list[int],
     lines = ctx.src(at, piece.start)
     stamps = [stamp_of(at[0]), stamp_of(at[-1])]
     if short:
-        return make("klog", "vgpu_capacity_committed", category="gpu-sharing", owner="business", severity="error",
+        return make("klog", "vgpu_capacity_committed", category="gpu-sharing", failure="vgpu_capacity_committed",
+                    severity="error",
                     meaning="HAMi: the node's card cannot take the pod: " + "; ".join(short)
                             + f" (held by {q.get('holder_pod')})", lines=lines, entity=entity, timestamps=stamps,
                     quantities={**q, "short_of": ", ".join(s.split()[0] for s in short)})
-    return make("klog", "hami_device_usage", category="inventory", owner=None, severity="ok",
+    return make("klog", "hami_device_usage", category="inventory", severity="ok",
                 meaning="HAMi scheduler device usage and request", lines=lines, entity=entity, timestamps=stamps,
                 quantities=q)
 

@@ -20,8 +20,9 @@ from pytest_hetero.explain import read_framework as fw
 from pytest_hetero.explain.blocks import Piece
 from pytest_hetero.explain.context import Ctx, line_timestamp, make
 from pytest_hetero.explain.model import Finding, Value
+from pytest_hetero.judge.failures import TABLE
 from pytest_hetero.pending.describe import classify_message
-from pytest_hetero.pending.model import Reason, team_owner
+from pytest_hetero.pending.model import Reason
 from pytest_hetero.pending.startup import classify_startup
 from pytest_hetero.probes.ascend_errors import HCCL_RESULTS, match_acl, match_cann, match_dcmi
 from pytest_hetero.probes.cuda_errors import BY_NAME, match_cuda_error
@@ -66,7 +67,7 @@ class Hit:
 
     code: str
     category: str
-    owner: str | None
+    failure: str | None
     severity: str
     meaning: str
     family: str
@@ -75,6 +76,29 @@ class Hit:
     lines: list[int] = field(default_factory=list)
     timestamps: list[str] = field(default_factory=list)
     count: int = 1
+
+
+WORKLOAD_SPEC: frozenset[str] = frozenset({
+    "node_selector_mismatch", "node_affinity_mismatch", "node_name_mismatch", "pod_affinity", "topology_spread",
+    "port_conflict", "untolerated_taint", "quota_requires_limits", "limitrange_violation", "podsecurity_violation",
+    "queue_flavor_mismatch", "device_type_mismatch", "webhook_denied"})
+"""Kubernetes reasons that, in a pasted text, show a pod spec the workload's owner wrote being refused
+(``workload_spec``); in a gate run the gate writes the spec and the reason's own row applies."""
+TEAM_SHARE: frozenset[str] = frozenset({"quota_exceeded", "queue_quota_insufficient", "queue_request_exceeds_max"})
+"""Kubernetes reasons that, in a pasted text, show a team's quota or queue share used up (``team_share_exceeded``)."""
+
+
+def reason_failure(code: str, cause: str | None = None) -> str | None:
+    """The failure-table category of a pasted Kubernetes reason: its ``cause`` when pending/'s reader named one
+    (an image pull by its cause, a crash loop by its last termination, a probe by a device error), else its
+    ``code``; ``workload_spec`` / ``team_share_exceeded`` for the field rows above; None for ``unknown`` and for
+    a key the table does not have."""
+    key = cause or code
+    if key in WORKLOAD_SPEC:
+        return "workload_spec"
+    if key in TEAM_SHARE:
+        return "team_share_exceeded"
+    return key if key in TABLE and key != "unknown" else None
 
 
 def _reason_hit(reason: Reason, kind_family: str = "kube") -> Hit:
@@ -94,8 +118,9 @@ def _reason_hit(reason: Reason, kind_family: str = "kube") -> Hit:
         q["taint"] = reason.taint
     if reason.detail.get("image"):
         q["image"] = reason.detail["image"]
+    q["source"] = reason.source
     known = reason.code != "unknown"
-    return Hit(reason.code if known else "unrecognised", reason.category, team_owner(reason),
+    return Hit(reason.code if known else "unrecognised", reason.category, reason_failure(reason.code, reason.cause),
                "error" if known else "unrecognised", reason.message if known else "text no reader understands",
                kind_family, q, entity)
 
@@ -120,7 +145,7 @@ def _cuda_context(line: str, low: str) -> LineKind:
         named = re.search(r"`(cudaError\w+)'", line)
         if named and named.group(1) in BY_NAME:
             err = BY_NAME[named.group(1)]
-            return Hit(err.code, "cuda", err.owner, "error", f"CUDA error {err.number} {err.name}: {err.meaning}",
+            return Hit(err.code, "cuda", err.failure, "error", f"CUDA error {err.number} {err.name}: {err.meaning}",
                        "cuda", {"cuda_error": err.name, "cuda_error_number": err.number}, count=0)
         return "context"
     if APP_OUTPUT.match(line):
@@ -134,7 +159,7 @@ def _hami_oom(line: str, low: str) -> LineKind:
     if not hami:
         return None
     limit = int(hami.group("limit"))
-    return Hit("vgpu_memory_limit_exceeded", "gpu-sharing", "algorithm", "error",
+    return Hit("vgpu_memory_limit_exceeded", "gpu-sharing", "vgpu_memory_limit_exceeded", "error",
                "the workload allocated past its HAMi vGPU memory slice (HAMi-core enforced limit, not a "
                "physical GPU exhaustion and not a Kubernetes OOMKilled)", "vgpu",
                {"requested_bytes": int(hami.group("req")), "limit_bytes": limit,
@@ -144,7 +169,8 @@ def _hami_oom(line: str, low: str) -> LineKind:
 
 _RUNNER_TAIL = re.compile(r"Runner\S*:\d+ Execute Failed\. st: \d+|node\[\d+\] execute fail, runner name:")
 """MindIE/ATB runner lines that follow an HCCL failure (its consequence; they join the HCCL finding)."""
-_PY_SOURCE = re.compile(r"^\s*(?:return|raise|yield|await)\s+[\w.]+\(.*\)\s*$|^\s*[\w.]+\s*=\s*[\w.]+\(.*\)\s*$")
+_PY_SOURCE = re.compile(r"^\s*(?:return|raise|yield|await)\s+[\w.]+\(.*\)\s*$|^\s*[\w.]+\s*=\s*[\w.]+\(.*\)\s*$"
+                        r"|^\s+[a-z_][\w.]*\(.*\)\s*$")
 """The source line a Python traceback prints under ``File "…", line N`` (context of the error below it)."""
 _CANN_TRACE = re.compile(r"^\s*(?P<fn>\w+) execute failed, reason=\[(?P<reason>[^\]]+)\]")
 _RET = re.compile(r"(?:retCode|err|ret|error code)\s*[=:]\s*(?P<hex>0x[0-9a-fA-F]+)")
@@ -161,11 +187,11 @@ def _oom_hit(line: str, low: str) -> LineKind:
         return None
     dev, q, entity = found
     if dev == "NPU":
-        return Hit("npu_out_of_memory", "npu-memory", "algorithm", "error",
+        return Hit("npu_out_of_memory", "npu-memory", "npu_out_of_memory", "error",
                    f"torch_npu could not allocate {q['tried_to_allocate']} on the NPU (the model's memory demand "
                    "exceeds what is free)", "ascend-oom", q, entity)
     q = {"cuda_error": "cudaErrorMemoryAllocation", "cuda_error_number": 2, **q}
-    return Hit("cuda_memory_allocation", "cuda", "algorithm", "error",
+    return Hit("cuda_memory_allocation", "cuda", "cuda_program_error", "error",
                f"CUDA error 2 cudaErrorMemoryAllocation: the program asked for {q['tried_to_allocate']} of GPU "
                f"memory" + (f" with {q['free']} free" if "free" in q else ""), "cuda", q, entity)
 
@@ -176,17 +202,20 @@ def _nccl_hit(line: str, low: str) -> LineKind:
         return "context"
     if not ("nccl" in low or "watchdog" in low or ("connect to" in low and "socket" in low)):
         return None
+    if "NCCL INFO" in line:
+        return "context"  # NCCL's debug trace (``-> 6`` return codes, topology): joins the error around it
     n = fw.nccl(line)
     if n is None:
         return None
-    code, owner, meaning, q, entity = n
-    hit = Hit(code, "collective-communication", owner, "error", meaning, "nccl", dict(q), dict(entity))
+    code, failure, meaning, q, entity = n
+    hit = Hit(code, "collective-communication", failure, "warning" if code == "nccl_warning" else "error", meaning,
+              "nccl", dict(q), dict(entity))
     if not meaning:
         hit.count = 0
     if code == "nccl_system_error":
         better, why = fw.nccl_detail(q, line)
         if better:
-            hit.owner, hit.meaning = better, why or meaning
+            hit.failure, hit.meaning = better, why or meaning
     return hit
 
 
@@ -195,18 +224,19 @@ def _torch_npu_hit(line: str, low: str) -> LineKind:
     err = fw.torch_npu_err(line)
     if err is not None:
         q, entity = err
-        return Hit("torch_npu_error", "npu-runtime", "platform", "error",
+        return Hit("torch_npu_error", "npu-runtime", "cann_error", "error",
                    f"torch_npu {q['torch_npu_code']}: {q['submodule']} {q['error_type']}", "ascend", q, entity)
     fn = fw.hccl_function(line)
     if fn is not None:
         init = "CommInit" in str(fn["hccl_function"])
-        return Hit("hccl_init_failed" if init else "hccl_error", "npu-communication", "platform", "error",
+        return Hit("hccl_init_failed" if init else "hccl_error", "npu-communication",
+                   "hccl_init_failed" if init else "cann_error", "error",
                    ("HCCL communicator creation failed" if init else "an HCCL call failed")
                    + f" ({fn['hccl_function']} returned {fn['hccl_error']} {fn['hccl_error_name'] or ''})".rstrip(),
                    "ascend", fn)
     where = re.search(r"HCCL error in: (?P<file>\S+?):(?P<line>\d+)", line)
     if where:
-        return Hit("hccl_error", "npu-communication", "platform", "error", "an HCCL call failed", "ascend",
+        return Hit("hccl_error", "npu-communication", "cann_error", "error", "an HCCL call failed", "ascend",
                    {"source_file": where.group("file"), "source_line": int(where.group("line"))})
     return None
 
@@ -218,7 +248,7 @@ def _cann_trace_hit(line: str, low: str) -> LineKind:
         return "context"
     trace = _CANN_TRACE.match(line)
     if trace:
-        return Hit("cann_trace", "npu-runtime", "platform", "error", "", "ascend",
+        return Hit("cann_trace", "npu-runtime", "cann_error", "error", "", "ascend",
                    {"runtime_call": trace.group("fn"), "runtime_reason": trace.group("reason")}, count=0)
     if not _TRACE_LINE.search(line) or fw.TORCH_NPU_ERR.search(line) or re.search(r"(?:^|[\s:\[])E[A-Z]\d{4}\b",
                                                                                    line) or match_acl(line):
@@ -230,7 +260,7 @@ def _cann_trace_hit(line: str, low: str) -> LineKind:
     errno = _ERRNO.search(line)
     if errno:
         q["errno"] = int(errno.group("n"))
-    return Hit("cann_trace", "npu-runtime", "platform", "error", "", "ascend", q, count=0) if q else "context"
+    return Hit("cann_trace", "npu-runtime", "cann_error", "error", "", "ascend", q, count=0) if q else "context"
 
 
 _TRACE_LINE = re.compile(r"\[FUNC:\w+\]\[FILE:[\w.]+\]\[LINE:\d+\]|^\s*Solution:|^\s+Kernel Run failed\b|"
@@ -244,14 +274,14 @@ def _cuda_error(line: str, low: str) -> LineKind:
         return None
     if re.search(r"CUDA out of memory|OutOfMemoryError", line):
         tried = re.search(r"Tried to allocate (\S+ \w+)", line)
-        return Hit("cuda_memory_allocation", "cuda", "algorithm", "error",
+        return Hit("cuda_memory_allocation", "cuda", "cuda_program_error", "error",
                    "CUDA error 2 cudaErrorMemoryAllocation: the program asked for more GPU memory than is free",
                    "cuda", {"cuda_error": "cudaErrorMemoryAllocation", "cuda_error_number": 2,
                             "tried_to_allocate": tried.group(1) if tried else None})
     found_err = match_cuda_error(line)
     if found_err is None:
         return None
-    return Hit(found_err.code, "cuda", found_err.owner, "error",
+    return Hit(found_err.code, "cuda", found_err.failure, "error",
                f"CUDA error {found_err.number} {found_err.name}: {found_err.meaning}",
                "cuda", {"cuda_error": found_err.name, "cuda_error_number": found_err.number})
 
@@ -260,7 +290,7 @@ def _torch_no_driver(line: str, low: str) -> LineKind:
     """The framework finds no (or too old a) NVIDIA driver: ``torch.cuda.is_available()`` is False."""
     if not TORCH_NO_DRIVER.search(line):
         return None
-    return Hit("cuda_no_driver", "cuda", "platform", "error",
+    return Hit("cuda_no_driver", "cuda", "cuda_environment_error", "error",
                "the framework finds no usable NVIDIA driver in the container (torch.cuda.is_available() is False)",
                "cuda")
 
@@ -270,7 +300,7 @@ def _dcmi(line: str, low: str) -> LineKind:
     dcmi = match_dcmi(line)
     if dcmi is None:
         return None
-    return Hit(dcmi.code, dcmi.category, dcmi.owner, "error", f"DCMI {dcmi.value} {dcmi.name}: {dcmi.meaning}",
+    return Hit(dcmi.code, dcmi.category, dcmi.failure, "error", f"DCMI {dcmi.value} {dcmi.name}: {dcmi.meaning}",
                "ascend", {"dcmi_code": int(dcmi.value), "dcmi_name": dcmi.name})
 
 
@@ -296,17 +326,39 @@ def _hccl_quantities(line: str) -> dict[str, Value]:
     return q
 
 
+_HCCL_LISTEN = re.compile(r"listen on ip\[(?P<ip>[^\]]+)\] and specific port\[(?P<port>\d+)\] fail")
+_HCCL_LINKS = re.compile(r"wait socket establish timeout, role\[\d+\] rank\[(?P<rank>\d+)\] "
+                         r"timeout\[(?P<timeout>\d+)\]")
+_HCCL_SETUP = re.compile(r"\[(?:InitNic|ServerInit|LinkEstablish|LinksEstablishCompleted|Create\]\[Sockets)\]")
+"""HCCL's own plog steps of communicator set-up (socket listen, NIC init, link establishment)."""
+
+
 def _hccl(line: str, low: str) -> LineKind:
     """An HCCL failure line (communicator init or a collective): error number, rank, process."""
     if not ((HCCL.search(line) or _RUNNER_TAIL.search(line)) and ("fail" in low or "error" in low or "null" in low)):
         return None
     proc = re.search(r"HCCL\((?P<pid>\d+),(?P<name>[\w.-]+)\)", line)
     entity = {"pid": proc.group("pid"), "process": proc.group("name")} if proc else {}
-    return Hit("hccl_init_failed" if "init" in low or "comm" in low else "hccl_error", "npu-communication",
-               "platform", "error",
-               "HCCL communicator creation failed: a rank could not join the collective (multi-NPU communication "
-               "setup: rank table, network/ports, device visibility)" if "init" in low or "comm" in low else
-               "an HCCL call failed", "hccl", _hccl_quantities(line), entity)
+    q = _hccl_quantities(line)
+    listen = _HCCL_LISTEN.search(line)
+    links = _HCCL_LINKS.search(line)
+    if listen:
+        q.update(listen_ip=listen.group("ip"), listen_port=int(listen.group("port")))
+    if links:
+        q.update(peer_rank=int(links.group("rank")), link_timeout_s=int(links.group("timeout")))
+    setup = "init" in low or "comm" in low or bool(listen or links or _HCCL_SETUP.search(line))
+    meaning = "an HCCL call failed"
+    if listen:
+        meaning = (f"HCCL could not listen on {listen.group('ip')} port {listen.group('port')} (in use by another "
+                   "process, or the address is not this host's): the communicator's sockets were never set up")
+    elif links:
+        meaning = (f"HCCL's links to rank {links.group('rank')} were not established within {links.group('timeout')} "
+                   "s: the communicator could not be set up")
+    elif setup:
+        meaning = ("HCCL communicator creation failed: a rank could not join the collective (multi-NPU communication "
+                   "setup: rank table, network/ports, device visibility)")
+    return Hit("hccl_init_failed" if setup else "hccl_error", "npu-communication",
+               "hccl_init_failed" if setup else "cann_error", "error", meaning, "hccl", q, entity)
 
 
 def _cann(line: str, low: str) -> LineKind:
@@ -320,7 +372,7 @@ def _cann(line: str, low: str) -> LineKind:
         m = pattern.search(line)
         if m:
             q.update(zip(keys, m.groups(), strict=False))
-    return Hit(cann.code, cann.category, cann.owner, "error", cann.meaning, "ascend", q)
+    return Hit(cann.code, cann.category, cann.failure, "error", cann.meaning, "ascend", q)
 
 
 def _acl(line: str, low: str) -> LineKind:
@@ -328,7 +380,7 @@ def _acl(line: str, low: str) -> LineKind:
     acl = match_acl(line)
     if acl is None or not re.search(r"result|ret|error|ACL|code|failed", line, re.IGNORECASE):
         return None
-    return Hit(acl.code, acl.category, acl.owner, "error", f"ACL {acl.value} {acl.name}: {acl.meaning}", "ascend",
+    return Hit(acl.code, acl.category, acl.failure, "error", f"ACL {acl.value} {acl.name}: {acl.meaning}", "ascend",
                {"acl_error": int(acl.value), "acl_name": acl.name})
 
 
@@ -358,7 +410,7 @@ def _image_detail(hit: Hit, code: str, line: str) -> None:
         return
     not_found = re.search(r"NotFound|not found|manifest unknown", line)
     if _OPERATOR_IMAGE.match(name) and not_found:
-        hit.owner = "platform"
+        hit.failure = "image_not_found"
         hit.meaning = (f"the image {name} does not exist (tag not published): the operator "
                        "asks for a component version/OS pair that was never released")
     elif not_found:
@@ -430,6 +482,8 @@ def _joins(prev: Hit, hit: Hit) -> bool:
     row. A webhook denial always starts its own finding."""
     if hit.code == "webhook_denied":
         return False
+    if prev.family == "nccl" and prev.entity.get("node") != hit.entity.get("node"):
+        return False  # another node's NCCL line is another finding
     if prev.code == hit.code and hit.family not in ("startup", "kube"):
         return True
     if prev.family == hit.family and hit.family in ("hccl", "vgpu"):
@@ -448,7 +502,7 @@ def _absorb(prev: Hit, hit: Hit) -> None:
     """Fold ``hit`` into ``prev``: lines, timestamps and count add up; quantities and entity keep the
     first value, except a second ACL/CANN code, kept as ``<key>_2``."""
     if prev.family == "nccl" and "network_error" in hit.quantities and "network_error" not in prev.quantities:
-        prev.meaning, prev.owner = f"{prev.meaning}: {hit.meaning}", hit.owner  # the Last error names the cause
+        prev.meaning, prev.failure = f"{prev.meaning}: {hit.meaning}", hit.failure  # the Last error names the cause
     prev.lines += hit.lines
     prev.timestamps += hit.timestamps
     prev.count += hit.count
@@ -476,23 +530,20 @@ def _ascend_verdict(hit: Hit) -> None:
         hit.code, hit.meaning = "cann_runtime_error", "a CANN runtime call failed"
     remote = codes & {"EI0006", "EI0002"}
     if remote:
-        hit.code, hit.category, hit.owner = "hccl_remote_timeout", "npu-communication", None
+        hit.code, hit.category, hit.failure = "hccl_remote_timeout", "npu-communication", "hccl_remote_timeout"
         hit.meaning = (f"HCCL timed out waiting for a remote rank ({', '.join(sorted(remote))}): a peer NPU did not "
                        "connect or did not reach the collective in time; this rank's log cannot say which or why")
-        q.update(owner="undetermined", owner_candidates="infrastructure (a peer NPU, its node or the network link "
-                 "failed), algorithm (a rank started the collective late or never)",
-                 next="read the plog/log of every rank in the rank table; the first rank that failed is the culprit")
+        q.update(next="read the plog/log of every rank in the rank table; the first rank that failed is the culprit")
     elif "EJ0001" in codes:
-        hit.code, hit.category, hit.owner = "hccp_init_failed", "npu-communication", "algorithm"
+        hit.code, hit.category, hit.failure = "hccp_init_failed", "npu-communication", "hccp_init_failed"
         hit.meaning = ("the HCCP process could not start on the NPU: a previous training process still holds the "
                        "device (per the message); if none runs, the driver error behind it is the node's")
-        q["owner_alternative"] = "infrastructure (no previous process running: NPU driver fault)"
     elif "op" in q and "no binary" not in hit.meaning:
-        hit.code, hit.category, hit.owner = "cann_op_no_binary", "npu-runtime", "platform"
+        hit.code, hit.category, hit.failure = "cann_op_no_binary", "npu-runtime", "cann_error"
         hit.meaning = (f"operator {q['op']} has no kernel binary in the installed CANN operator package "
                        "(the image's CANN/ops version does not support it on this NPU)")
     elif str(q.get("runtime_reason", "")).startswith("device id error") and hit.code.startswith(("hccl", "torch")):
-        hit.code, hit.category, hit.owner = "hccl_init_failed", "npu-communication", "platform"
+        hit.code, hit.category, hit.failure = "hccl_init_failed", "npu-communication", "hccl_init_failed"
         hit.meaning = ("HCCL communicator creation failed: the runtime could not map the rank's physical NPU id to "
                        "a device (device id error): the container's NPU visibility/mapping is wrong")
 
@@ -592,7 +643,7 @@ class _LineScan:
 
 def _hit_finding(ctx: Ctx, piece: Piece, kind: str, hit: Hit, indexes: list[int], count: int | None) -> Finding:
     """The finding of one (merged) hit, on the piece's lines ``indexes``."""
-    return make(kind, hit.code, category=hit.category, owner=hit.owner, severity=hit.severity,
+    return make(kind, hit.code, category=hit.category, failure=hit.failure, severity=hit.severity,
                 meaning=hit.meaning, lines=ctx.src(indexes, piece.start), entity=hit.entity,
                 timestamps=hit.timestamps, count=count, quantities=hit.quantities)
 
@@ -605,7 +656,7 @@ def _unknown_findings(ctx: Ctx, piece: Piece, kind: str, lines: list[str], run: 
         known = [r for r in rescue if r.code != "unknown"]
         if known:
             return [_hit_finding(ctx, piece, kind, _reason_hit(reason), run, None) for reason in known]
-    return [make(kind, "unrecognised", category="unrecognised", owner=None, severity="unrecognised",
+    return [make(kind, "unrecognised", category="unrecognised", severity="unrecognised",
                  meaning="text no reader understands", lines=ctx.src(run, piece.start),
                  timestamps=[line_timestamp(lines[run[0]])], count=len(run))]
 
@@ -621,16 +672,22 @@ def classify_lines(ctx: Ctx, piece: Piece, indexes: list[int], kind: str = "text
         if i not in consumed:
             scan.add(i, lines[i], classify_line(lines[i]))
     merged = _merge(scan.hits)
+    out = [_hit_finding(ctx, piece, kind, hit, hit.lines, max(hit.count, 1)) for hit in merged]
     if scan.pending_context and merged:
         merged[-1].lines += scan.pending_context
+        out[-1] = _hit_finding(ctx, piece, kind, merged[-1], merged[-1].lines, max(merged[-1].count, 1))
+    elif scan.pending_context and all("NCCL INFO" in lines[i] for i in scan.pending_context):
+        out.append(make(kind, "nccl_log", category="log", severity="ok",
+                        meaning=f"NCCL debug trace ({len(scan.pending_context)} NCCL INFO line(s), no error "
+                                "among them)",
+                        lines=ctx.src(scan.pending_context, piece.start), count=len(scan.pending_context)))
     elif scan.pending_context:
         scan.unknown.append(scan.pending_context)
-    out = [_hit_finding(ctx, piece, kind, hit, hit.lines, max(hit.count, 1)) for hit in merged]
     for run in scan.unknown:
         out += _unknown_findings(ctx, piece, kind, lines, run)
     if scan.ends and not scan.hits:
         text = scan.ends[0][1]
-        out.append(make(kind, "process_crashed", category="workload", owner=None, severity="error",
+        out.append(make(kind, "process_crashed", category="workload", severity="error",
                         meaning=f"a process ended abnormally ({text}); no cause is printed",
                         lines=ctx.src([i for i, _ in scan.ends], piece.start), quantities={"process_end": text}))
     out.sort(key=lambda f: f.lines[0].number if f.lines else 0)

@@ -65,6 +65,7 @@ _DOCKER = "backends/docker"
 _KUBE = "backends/kubernetes"
 _LOCAL = "backends/local"
 _ALL = "every engine"
+_FIELD = "explain/ (hetero explain): "
 _SPEC = "the gate builds this from the matrix's resource entry, the platform's description of its pool"
 
 
@@ -280,12 +281,147 @@ def _rows() -> dict[str, Entry]:
         "disk_full": (INF, E, "the disk the run writes to is full", "pytest_plugin/item"),
         "read_only_filesystem": (INF, E, "the disk the run writes to is read-only", "pytest_plugin/item"),
         "unspecified": (P, E, "a check raised without a category: the gate's bug", "layers/base"),
+        # --- field text: what `hetero explain` reads in a pasted output (explain/; rows of issue 31) --------
+        # Readers report a code and one of these keys; a Kubernetes reason pasted as text keeps its own row
+        # above, except the two field rows at the end (who wrote the pod spec, whose share a quota is).
+        "gpu_hardware_fault": (INF, F, "the GPU, its memory or its board reports a fault (ECC, row remap, lost, "
+                                       "unreadable fields, PCIe replays, marked unhealthy by the device plugin)",
+                               _FIELD + "read_nvidia, read_nvtools, read_kube"),
+        "gpu_reset_needed": (INF, F, "the driver or DCGM asks for a GPU reset or a reboot: node operators act",
+                             _FIELD + "read_nvidia, read_nvtools"),
+        "gpu_host_driver_fault": (INF, F, "the host's NVIDIA driver cannot bring the GPU up (probe/init failure, "
+                                          "firmware file, NVML/driver mismatch, driver not loaded on the host)",
+                                  _FIELD + "read_nvidia"),
+        "gpu_health_incident": (INF, F, "DCGM health or diagnostics report a GPU incident", _FIELD + "read_nvtools, "
+                                "read_nvidia"),
+        "nvlink_fault": (INF, F, "NVLink links down or NVSwitch errors: the fabric is the node's", _FIELD +
+                         "read_nvtools, read_nvidia"),
+        "xid_application": (A, F, "NVIDIA's Xid catalog attributes this Xid to the application (illegal address, "
+                                  "page fault in a user kernel); the GPU stays usable", _FIELD + "probes/xid_codes"),
+        "xid_gpu_engine": (INF, F, "Xid of the GPU's engines (NVIDIA Xid catalog)", _FIELD + "probes/xid_codes"),
+        "xid_gpu_bus": (INF, F, "Xid of the GPU's bus / PCIe link (NVIDIA Xid catalog)", _FIELD + "probes/xid_codes"),
+        "xid_gpu_firmware": (INF, F, "Xid of the GPU's firmware / GSP (NVIDIA Xid catalog)", _FIELD +
+                             "probes/xid_codes"),
+        "xid_gpu_memory": (INF, F, "Xid of the GPU's memory: ECC, row remap, contained errors (NVIDIA Xid catalog)",
+                           _FIELD + "probes/xid_codes"),
+        "xid_gpu_power": (INF, F, "Xid of the GPU's power / thermal state (NVIDIA Xid catalog)", _FIELD +
+                          "probes/xid_codes"),
+        "xid_nvlink": (INF, F, "Xid of NVLink / NVSwitch (NVIDIA Xid catalog); an Xid 45 takes its cause's row",
+                       _FIELD + "probes/xid_codes"),
+        "xid_gpu_hardware": (INF, F, "an Xid this catalog does not list: read as a GPU fault of unknown kind",
+                             _FIELD + "probes/xid_codes"),
+        "xid_gpu_recovery": (INF, F, "Xid asking for a GPU reset or node reboot (NVIDIA Xid catalog)", _FIELD +
+                             "probes/xid_codes"),
+        "cuda_device_fault": (INF, F, "a CUDA error that means the GPU itself failed (ECC, hardware stop, lost "
+                                      "device)", _FIELD + "probes/cuda_errors"),
+        "cuda_environment_error": (P, F, "a CUDA error of the container's set-up: driver vs runtime versions, no "
+                                         "visible device, stub library, architecture the image was not built for",
+                                   _FIELD + "probes/cuda_errors"),
+        "cuda_program_error": (A, F, "a CUDA error of the program's own use of CUDA (out of memory, invalid "
+                                     "argument or ordinal, illegal address)", _FIELD + "probes/cuda_errors"),
+        "gpu_driver_container_fault": (P, F, "nvidia-smi in a pod cannot reach the driver: the GPU Operator's "
+                                             "driver container did not load it", _FIELD + "read_nvidia"),
+        "gpu_tool_missing": (P, F, "nvidia-smi is not in the image or on the PATH", _FIELD + "read_nvidia"),
+        "dcgm_diag_configuration": (P, F, "a DCGM diagnostic that fails on the set-up it ran in (CUDA/driver "
+                                          "combination), not on the GPU", _FIELD + "read_nvidia"),
+        "vgpu_memory_limit_exceeded": (A, F, "the program asked for more than its vGPU slice (HAMi limit)",
+                                       _FIELD + "read_text"),
+        "vgpu_capacity_committed": (B, F, "the card's vGPU cores/memory/shares are all taken by other workloads: "
+                                          "the share between teams", _FIELD + "read_platform"),
+        "device_registration_lost": (P, F, "HAMi deleted the node's device registration (its device plugin "
+                                           "stopped handshaking)", _FIELD + "read_kube"),
+        "device_plugin_disconnected": (P, F, "the kubelet lost the device plugin's ListAndWatch stream",
+                                       _FIELD + "read_platform"),
+        "runtime_hook_failed": (P, F, "the container runtime's device hook (ascend-docker-runtime, "
+                                      "nvidia-container-cli) failed", _FIELD + "read_platform"),
+        "container_device_mapping": (P, F, "the container command maps NPUs without the control devices the "
+                                           "Ascend runtime needs", _FIELD + "core (prompt)"),
+        "workload_not_admitted": (P, F, "the queue reserved quota but an admission check keeps the workload out",
+                                  _FIELD + "read_platform"),
+        "node_provisioning": (P, F, "the node is still being provisioned (not-ready with the autoscaler's or cloud "
+                                    "controller's startup taints)", _FIELD + "read_kube"),
+        "device_memory_accounting": (P, F, "HAMi's device-memory accounting finds no card with enough free memory: "
+                                           "the memory its device plugin registered", _FIELD + "read_kube"),
+        "node_unreachable": (INF, F, "the node stopped reporting (NodeStatusUnknown, unreachable taint)",
+                             _FIELD + "read_kube"),
+        "npu_hardware_fault": (INF, F, "npu-smi reports the NPU unhealthy, in warning, or unreadable",
+                               _FIELD + "read_ascend"),
+        "npu_driver_fault": (INF, F, "a DCMI/ACL code of the Ascend driver or device (timeouts, ioctl, device "
+                                     "gone)", _FIELD + "probes/ascend_errors"),
+        "npu_environment_error": (P, F, "a DCMI/ACL code of the container's set-up (device not visible, held by "
+                                        "another container, not supported in a container)",
+                                  _FIELD + "probes/ascend_errors"),
+        "npu_program_error": (A, F, "an ACL code of the program's own calls (invalid parameter, no context)",
+                              _FIELD + "probes/ascend_errors"),
+        "npu_out_of_memory": (A, F, "torch_npu: the program asked for more NPU memory than is free",
+                              _FIELD + "read_framework"),
+        "cann_error": (P, F, "a CANN / torch_npu error code: the CANN toolkit and operator packages the image "
+                             "ships (the step after the code names the detail)", _FIELD + "read_text"),
+        "hccl_init_failed": (P, F, "the HCCL communicator could not be created (rank table, device ids, "
+                                   "network configuration)", _FIELD + "read_text"),
+        "hccp_init_failed": (A, F, "HCCP could not start because a previous process of the job still holds the "
+                                   "NPU; with no such process, the NPU driver's (infrastructure)",
+                             _FIELD + "read_text"),
+        "nccl_network_error": (INF, F, "NCCL's socket/IB transport failed (no route, connection refused, IB "
+                                       "completion error): the network", _FIELD + "read_framework"),
+        "nccl_shm_exhausted": (P, F, "NCCL could not map shared memory: the pod's /dev/shm size", _FIELD +
+                               "read_framework"),
+        "nccl_usage_error": (A, F, "NCCL says the program called it wrongly (invalid argument / usage)", _FIELD +
+                             "read_framework"),
+        "workload_spec": (A, F, "a field text shows a pod spec written by the workload's owner (selector, affinity, "
+                                "tolerations, limits, flavor, policy) that the cluster refuses; in a gate run the "
+                                "gate writes the spec and the specific row above applies", _FIELD + "read_kube"),
+        "team_share_exceeded": (B, F, "a field text shows a namespace quota or queue share used up: the share "
+                                      "between teams is the business's; in a gate run the specific row above applies",
+                                _FIELD + "read_kube"),
     }
     return {category: Entry(*row) for category, row in rows.items()}
 
 
 TABLE: Final[dict[str, Entry]] = _rows()
 """category → :class:`Entry`; the only place an owner is decided."""
+
+
+@dataclass(frozen=True)
+class Undetermined:
+    """A field-text category whose owner the text cannot decide: the ``candidates`` (owner categories with
+    what would make each one right), ``next`` (what to read to decide), ``why`` and ``source``."""
+
+    candidates: str
+    next: str
+    why: str
+    source: str
+
+
+UNDETERMINED: Final[dict[str, Undetermined]] = {
+    "collective_peer_unknown": Undetermined(
+        "infrastructure (a peer GPU, its node or the network link), algorithm (another rank stopped, "
+        "diverged or never reached the collective)",
+        "the logs of every rank (the first rank to fail names the cause) and the nodes' kernel logs",
+        "one rank's NCCL watchdog timeout / remote error says a peer did not answer, not why",
+        _FIELD + "read_framework"),
+    "hccl_remote_timeout": Undetermined(
+        "infrastructure (a peer NPU, its node or the network link), algorithm (a remote rank did not send: it "
+        "failed earlier or diverged)",
+        "every rank's plog; the first rank to fail names the cause",
+        "an HCCL socket or notify-wait timeout (EI0006, EI0002) on one rank says a peer did not answer, not why",
+        _FIELD + "read_text"),
+    "gang_members_missing": Undetermined(
+        "infrastructure (the cluster cannot place the missing members), algorithm (a member pod exited or "
+        "failed)",
+        "kubectl get pods -l volcano.sh/job-name=<job> and the PodGroup's events",
+        "a gang message naming no resource, with members running: a member that exited and a cluster short of "
+        "capacity read the same",
+        _FIELD + "read_kube"),
+}
+"""Field-text categories with no single owner (issue 31: where the text cannot decide, say so)."""
+
+
+def field_owner(category: str | None) -> OwnerRole | None:
+    """The owner category of a field-text finding's ``category`` (a key of :data:`TABLE`); None for no
+    category, an :data:`UNDETERMINED` one, or one the table does not know."""
+    row = TABLE.get(category) if category else None
+    return row.owner if row is not None else None
 
 
 def entry(category: str) -> Entry | None:
@@ -332,6 +468,13 @@ def markdown() -> str:
         row = TABLE[category]
         status = row.status + (f" (error in {', '.join(row.error_in)})" if row.error_in else "")
         lines.append(f"| `{category}` | {row.owner} | {status} | {row.why} | {row.source} |")
+    lines += ["", "## Undetermined (field text)", "",
+              "Field-text categories whose owner the text cannot decide: `hetero explain` names the candidates and",
+              "what to read next instead of guessing.", "",
+              "| category | candidates | read next | why | reported by |", "|---|---|---|---|---|"]
+    for category in sorted(UNDETERMINED):
+        u = UNDETERMINED[category]
+        lines.append(f"| `{category}` | {u.candidates} | {u.next} | {u.why} | {u.source} |")
     return "\n".join(lines) + "\n"
 
 

@@ -30,86 +30,94 @@ from dataclasses import dataclass
 @dataclass(frozen=True)
 class AscendCode:
     """One vendor code: ``value`` as printed (``-8020``, ``507015``, ``EH9999``, ``2``), ``name``,
-    our ``code`` (snake_case), ``owner`` team, ``category`` and one-line ``meaning``."""
+    our ``code`` (snake_case), ``failure`` (its class: a category of the failure table,
+    :mod:`pytest_hetero.judge.failures`, which gives the owner), ``category`` and one-line ``meaning``."""
 
     value: str
     name: str
     code: str
-    owner: str
+    failure: str
     category: str
     meaning: str
 
 
-def _d(value: int, name: str, owner: str, meaning: str) -> tuple[int, AscendCode]:
+def _d(value: int, name: str, failure: str, meaning: str) -> tuple[int, AscendCode]:
     return value, AscendCode(str(value), name, f"dcmi_{name.removeprefix('DCMI_ERR_CODE_').lower()}",
-                             owner, "npu-driver" if owner == "infrastructure" else "npu-runtime", meaning)
+                             failure, "npu-driver" if failure == "npu_driver_fault" else "npu-runtime", meaning)
 
 
 DCMI_CODES: dict[int, AscendCode] = dict(
     (
-        _d(-8001, "DCMI_ERR_CODE_INVALID_PARAMETER", "platform", "npu-smi/DCMI was called with an invalid parameter"),
-        _d(-8002, "DCMI_ERR_CODE_OPER_NOT_PERMITTED", "platform",
+        _d(-8001, "DCMI_ERR_CODE_INVALID_PARAMETER", "npu_environment_error",
+           "npu-smi/DCMI was called with an invalid parameter"),
+        _d(-8002, "DCMI_ERR_CODE_OPER_NOT_PERMITTED", "npu_environment_error",
            "permission denied: the caller (user or container) may not use this DCMI interface"),
-        _d(-8003, "DCMI_ERR_CODE_MEM_OPERATE_FAIL", "infrastructure", "DCMI memory operation failed"),
-        _d(-8004, "DCMI_ERR_CODE_SECURE_FUN_FAIL", "infrastructure", "DCMI secure function failed"),
-        _d(-8005, "DCMI_ERR_CODE_INNER_ERR", "infrastructure", "DCMI internal error in the Ascend driver"),
-        _d(-8006, "DCMI_ERR_CODE_TIME_OUT", "infrastructure", "the Ascend driver did not answer in time"),
-        _d(-8007, "DCMI_ERR_CODE_INVALID_DEVICE_ID", "platform", "the NPU id asked for does not exist here"),
-        _d(-8008, "DCMI_ERR_CODE_DEVICE_NOT_EXIST", "infrastructure", "the NPU does not exist or is not running"),
-        _d(-8009, "DCMI_ERR_CODE_IOCTL_FAIL", "infrastructure", "an ioctl to the Ascend driver failed"),
-        _d(-8010, "DCMI_ERR_CODE_SEND_MSG_FAIL", "infrastructure", "sending a message to the NPU failed"),
-        _d(-8011, "DCMI_ERR_CODE_RECV_MSG_FAIL", "infrastructure", "receiving a message from the NPU failed"),
-        _d(-8012, "DCMI_ERR_CODE_NOT_REDAY", "infrastructure", "the NPU is not ready yet; retry later"),
-        _d(-8013, "DCMI_ERR_CODE_NOT_SUPPORT_IN_CONTAINER", "platform",
+        _d(-8003, "DCMI_ERR_CODE_MEM_OPERATE_FAIL", "npu_driver_fault", "DCMI memory operation failed"),
+        _d(-8004, "DCMI_ERR_CODE_SECURE_FUN_FAIL", "npu_driver_fault", "DCMI secure function failed"),
+        _d(-8005, "DCMI_ERR_CODE_INNER_ERR", "npu_driver_fault", "DCMI internal error in the Ascend driver"),
+        _d(-8006, "DCMI_ERR_CODE_TIME_OUT", "npu_driver_fault", "the Ascend driver did not answer in time"),
+        _d(-8007, "DCMI_ERR_CODE_INVALID_DEVICE_ID", "npu_environment_error",
+           "the NPU id asked for does not exist here"),
+        _d(-8008, "DCMI_ERR_CODE_DEVICE_NOT_EXIST", "npu_driver_fault", "the NPU does not exist or is not running"),
+        _d(-8009, "DCMI_ERR_CODE_IOCTL_FAIL", "npu_driver_fault", "an ioctl to the Ascend driver failed"),
+        _d(-8010, "DCMI_ERR_CODE_SEND_MSG_FAIL", "npu_driver_fault", "sending a message to the NPU failed"),
+        _d(-8011, "DCMI_ERR_CODE_RECV_MSG_FAIL", "npu_driver_fault", "receiving a message from the NPU failed"),
+        _d(-8012, "DCMI_ERR_CODE_NOT_REDAY", "npu_driver_fault", "the NPU is not ready yet; retry later"),
+        _d(-8013, "DCMI_ERR_CODE_NOT_SUPPORT_IN_CONTAINER", "npu_environment_error",
            "this DCMI interface is not supported inside a container"),
-        _d(-8015, "DCMI_ERR_CODE_RESET_FAIL", "infrastructure", "resetting the NPU failed"),
-        _d(-8016, "DCMI_ERR_CODE_ABORT_OPERATE", "infrastructure", "the NPU reset was cancelled"),
-        _d(-8017, "DCMI_ERR_CODE_IS_UPGRADING", "infrastructure", "the NPU firmware is being upgraded"),
-        _d(-8020, "DCMI_ERR_CODE_RESOURCE_OCCUPIED", "platform",
+        _d(-8015, "DCMI_ERR_CODE_RESET_FAIL", "npu_driver_fault", "resetting the NPU failed"),
+        _d(-8016, "DCMI_ERR_CODE_ABORT_OPERATE", "npu_driver_fault", "the NPU reset was cancelled"),
+        _d(-8017, "DCMI_ERR_CODE_IS_UPGRADING", "npu_driver_fault", "the NPU firmware is being upgraded"),
+        _d(-8020, "DCMI_ERR_CODE_RESOURCE_OCCUPIED", "npu_environment_error",
            "the driver answered, but the NPU is held by another process or container"),
-        _d(-8023, "DCMI_ERR_CODE_CONFIG_INFO_NOT_EXIST", "platform", "the queried configuration does not exist"),
-        _d(-8255, "DCMI_ERR_CODE_NOT_SUPPORT", "platform", "the device or function is not supported"),
+        _d(-8023, "DCMI_ERR_CODE_CONFIG_INFO_NOT_EXIST", "npu_environment_error",
+           "the queried configuration does not exist"),
+        _d(-8255, "DCMI_ERR_CODE_NOT_SUPPORT", "npu_environment_error", "the device or function is not supported"),
     )
 )
 """DCMI return code -> entry."""
 
 
-def _a(value: int, name: str, owner: str, meaning: str) -> tuple[int, AscendCode]:
-    return value, AscendCode(str(value), name, f"acl_{name.removeprefix('ACL_ERROR_').lower()}", owner,
+def _a(value: int, name: str, failure: str, meaning: str) -> tuple[int, AscendCode]:
+    return value, AscendCode(str(value), name, f"acl_{name.removeprefix('ACL_ERROR_').lower()}", failure,
                              "npu-runtime", meaning)
 
 
 ACL_CODES: dict[int, AscendCode] = dict(
     (
-        _a(100000, "ACL_ERROR_INVALID_PARAM", "algorithm", "an ACL call got an invalid parameter"),
-        _a(100001, "ACL_ERROR_UNINITIALIZE", "algorithm", "ACL was used before aclInit"),
-        _a(100002, "ACL_ERROR_REPEAT_INITIALIZE", "algorithm", "aclInit was called twice"),
-        _a(107000, "ACL_ERROR_RT_PARAM_INVALID", "algorithm", "a runtime call got an invalid parameter"),
-        _a(107001, "ACL_ERROR_RT_INVALID_DEVICEID", "platform",
+        _a(100000, "ACL_ERROR_INVALID_PARAM", "npu_program_error", "an ACL call got an invalid parameter"),
+        _a(100001, "ACL_ERROR_UNINITIALIZE", "npu_program_error", "ACL was used before aclInit"),
+        _a(100002, "ACL_ERROR_REPEAT_INITIALIZE", "npu_program_error", "aclInit was called twice"),
+        _a(107000, "ACL_ERROR_RT_PARAM_INVALID", "npu_program_error", "a runtime call got an invalid parameter"),
+        _a(107001, "ACL_ERROR_RT_INVALID_DEVICEID", "npu_environment_error",
            "the device id is not visible in this container (ASCEND_VISIBLE_DEVICES / device mounts)"),
-        _a(107002, "ACL_ERROR_RT_CONTEXT_NULL", "algorithm", "no runtime context is set"),
-        _a(107022, "ACL_ERROR_RT_DEVICE_TASK_ABORT", "infrastructure",
+        _a(107002, "ACL_ERROR_RT_CONTEXT_NULL", "npu_program_error", "no runtime context is set"),
+        _a(107022, "ACL_ERROR_RT_DEVICE_TASK_ABORT", "npu_driver_fault",
            "a device task was aborted after an earlier fault"),
-        _a(200000, "ACL_ERROR_BAD_ALLOC", "algorithm", "host memory allocation failed"),
-        _a(200002, "ACL_ERROR_INVALID_DEVICE", "platform", "the device is invalid for this call"),
-        _a(207000, "ACL_ERROR_RT_FEATURE_NOT_SUPPORT", "platform", "the runtime feature is not supported here"),
-        _a(207001, "ACL_ERROR_RT_MEMORY_ALLOCATION", "algorithm",
+        _a(200000, "ACL_ERROR_BAD_ALLOC", "npu_program_error", "host memory allocation failed"),
+        _a(200002, "ACL_ERROR_INVALID_DEVICE", "npu_environment_error", "the device is invalid for this call"),
+        _a(207000, "ACL_ERROR_RT_FEATURE_NOT_SUPPORT", "npu_environment_error",
+           "the runtime feature is not supported here"),
+        _a(207001, "ACL_ERROR_RT_MEMORY_ALLOCATION", "npu_program_error",
            "NPU memory allocation failed (out of device memory)"),
-        _a(500000, "ACL_ERROR_INTERNAL_ERROR", "platform", "ACL internal error"),
-        _a(500001, "ACL_ERROR_FAILURE", "platform", "ACL operation failed (see the CANN error code before it)"),
-        _a(500002, "ACL_ERROR_GE_FAILURE", "platform", "graph engine failure"),
-        _a(500003, "ACL_ERROR_RT_FAILURE", "platform", "runtime failure"),
-        _a(500004, "ACL_ERROR_DRV_FAILURE", "infrastructure", "Ascend driver failure"),
-        _a(507000, "ACL_ERROR_RT_INTERNAL_ERROR", "infrastructure", "runtime internal error on the device"),
-        _a(507008, "ACL_ERROR_RT_SOC_VERSION", "platform", "the CANN build does not match this NPU's SoC version"),
-        _a(507010, "ACL_ERROR_RT_LOST_HEARTBEAT", "infrastructure", "the NPU's task scheduler lost its heartbeat"),
-        _a(507011, "ACL_ERROR_RT_MODEL_EXECUTE", "algorithm", "model execution failed"),
-        _a(507014, "ACL_ERROR_RT_AICORE_TIMEOUT", "algorithm", "an AI Core task ran past its timeout"),
-        _a(507015, "ACL_ERROR_RT_AICORE_EXCEPTION", "algorithm", "an AI Core task faulted"),
-        _a(507017, "ACL_ERROR_RT_AICPU_TIMEOUT", "algorithm", "an AI CPU task ran past its timeout"),
-        _a(507018, "ACL_ERROR_RT_AICPU_EXCEPTION", "algorithm", "an AI CPU task faulted"),
-        _a(507046, "ACL_ERROR_RT_STREAM_SYNC_TIMEOUT", "algorithm", "the host timed out synchronising a stream"),
-        _a(507899, "ACL_ERROR_RT_DRV_INTERNAL_ERROR", "infrastructure", "driver internal error on the NPU"),
+        _a(500000, "ACL_ERROR_INTERNAL_ERROR", "npu_environment_error", "ACL internal error"),
+        _a(500001, "ACL_ERROR_FAILURE", "npu_environment_error",
+           "ACL operation failed (see the CANN error code before it)"),
+        _a(500002, "ACL_ERROR_GE_FAILURE", "npu_environment_error", "graph engine failure"),
+        _a(500003, "ACL_ERROR_RT_FAILURE", "npu_environment_error", "runtime failure"),
+        _a(500004, "ACL_ERROR_DRV_FAILURE", "npu_driver_fault", "Ascend driver failure"),
+        _a(507000, "ACL_ERROR_RT_INTERNAL_ERROR", "npu_driver_fault", "runtime internal error on the device"),
+        _a(507008, "ACL_ERROR_RT_SOC_VERSION", "npu_environment_error",
+           "the CANN build does not match this NPU's SoC version"),
+        _a(507010, "ACL_ERROR_RT_LOST_HEARTBEAT", "npu_driver_fault", "the NPU's task scheduler lost its heartbeat"),
+        _a(507011, "ACL_ERROR_RT_MODEL_EXECUTE", "npu_program_error", "model execution failed"),
+        _a(507014, "ACL_ERROR_RT_AICORE_TIMEOUT", "npu_program_error", "an AI Core task ran past its timeout"),
+        _a(507015, "ACL_ERROR_RT_AICORE_EXCEPTION", "npu_program_error", "an AI Core task faulted"),
+        _a(507017, "ACL_ERROR_RT_AICPU_TIMEOUT", "npu_program_error", "an AI CPU task ran past its timeout"),
+        _a(507018, "ACL_ERROR_RT_AICPU_EXCEPTION", "npu_program_error", "an AI CPU task faulted"),
+        _a(507046, "ACL_ERROR_RT_STREAM_SYNC_TIMEOUT", "npu_program_error",
+           "the host timed out synchronising a stream"),
+        _a(507899, "ACL_ERROR_RT_DRV_INTERNAL_ERROR", "npu_driver_fault", "driver internal error on the NPU"),
     )
 )
 """ACL / runtime ``aclError`` number -> entry."""
@@ -178,7 +186,6 @@ def match_cann(line: str) -> AscendCode | None:
     module = CANN_MODULES.get(letter, f"CANN module {letter}")
     value = m.group(0)
     internal = m.group(2) == "9" and m.group(3) == "999"
-    owner = "platform"
     meaning = (f"{module} internal error (CANN {value}); the lines after it name the failing step"
                if internal else f"{module} error {value} (see the CANN error-code reference)")
-    return AscendCode(value, value, f"cann_{value.lower()}", owner, "npu-runtime", meaning)
+    return AscendCode(value, value, f"cann_{value.lower()}", "cann_error", "npu-runtime", meaning)

@@ -370,30 +370,32 @@ def parse_dcgm_discovery(lines: list[str]) -> DcgmDiscovery:
 
 
 WARNING_CODES: tuple[tuple[re.Pattern[str], str, str, str], ...] = (
-    (re.compile(r"NvLink link \d+ is currently down", re.IGNORECASE), "nvlink_link_down", "infrastructure",
+    (re.compile(r"NvLink link \d+ is currently down", re.IGNORECASE), "nvlink_link_down", "nvlink_fault",
      "NVLink link down on the GPU: run a field diagnostic"),
     (re.compile(r"Persistence mode for GPU \d+ is disabled", re.IGNORECASE), "persistence_mode_disabled",
-     "platform", "persistence mode is off (nvidia-smi -pm 1)"),
-    (re.compile(r"system not yet initialized", re.IGNORECASE), "fabric_manager_not_running", "infrastructure",
+     "dcgm_diag_configuration", "persistence mode is off (nvidia-smi -pm 1)"),
+    (re.compile(r"system not yet initialized", re.IGNORECASE), "fabric_manager_not_running", "nvlink_fault",
      "CUDA reports the system not initialised: NVSwitch fabric manager not running"),
     (re.compile(r"unsupported display driver / cuda driver combination", re.IGNORECASE),
-     "cuda_system_driver_mismatch", "platform", "kernel driver and user-space CUDA driver differ"),
-    (re.compile(r"pending (?:page )?retire|row remap|remapp", re.IGNORECASE), "gpu_memory_remap", "infrastructure",
+     "cuda_system_driver_mismatch", "dcgm_diag_configuration", "kernel driver and user-space CUDA driver differ"),
+    (re.compile(r"pending (?:page )?retire|row remap|remapp", re.IGNORECASE), "gpu_memory_remap", "gpu_hardware_fault",
      "GPU memory rows/pages pending retirement or remapping"),
-    (re.compile(r"\bECC\b|uncorrectable", re.IGNORECASE), "gpu_ecc_uncorrectable", "infrastructure",
+    (re.compile(r"\bECC\b|uncorrectable", re.IGNORECASE), "gpu_ecc_uncorrectable", "gpu_hardware_fault",
      "GPU memory ECC errors"),
-    (re.compile(r"PCIe replay|replay (?:rate|counter)", re.IGNORECASE), "pcie_replay", "infrastructure",
+    (re.compile(r"PCIe replay|replay (?:rate|counter)", re.IGNORECASE), "pcie_replay", "gpu_hardware_fault",
      "PCIe replay errors on the GPU's link"),
-    (re.compile(r"thermal|temperature|clocks? throttl", re.IGNORECASE), "gpu_thermal", "infrastructure",
+    (re.compile(r"thermal|temperature|clocks? throttl", re.IGNORECASE), "gpu_thermal", "gpu_hardware_fault",
      "thermal or clock-throttling violation"),
-    (re.compile(r"XID|Xid \d+", re.IGNORECASE), "gpu_xid", "infrastructure", "DCGM saw an Xid during the test"),
+    (re.compile(r"XID|Xid \d+", re.IGNORECASE), "gpu_xid", "gpu_health_incident", "DCGM saw an Xid during the test"),
 )
-"""(pattern, code, owner, meaning) for DCGM warning texts; others become ``dcgm_warning``."""
+"""(pattern, code, failure, meaning) for DCGM warning texts (``failure``: the failure-table category that gives
+the owner); others become ``dcgm_warning``."""
 
 
 def classify_warning(text: str) -> tuple[str, str | None, str]:
-    """Return ``(code, owner, meaning)`` for one DCGM warning/info message."""
-    for pattern, code, owner, meaning in WARNING_CODES:
+    """Return ``(code, failure, meaning)`` for one DCGM warning/info message (``failure``: a failure-table
+    category)."""
+    for pattern, code, failure, meaning in WARNING_CODES:
         if pattern.search(text):
-            return code, owner, meaning
-    return "dcgm_warning", "infrastructure", "DCGM reported a problem during the test"
+            return code, failure, meaning
+    return "dcgm_warning", "gpu_health_incident", "DCGM reported a problem during the test"

@@ -24,15 +24,8 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-_PREFIX = re.compile(
-    r"^\s*(?:kern\s*:\s*(?P<level>\w+)\s*:\s*)?"
-    r"(?:(?P<syslog>[A-Z][a-z]{2}\s+\d{1,2}\s+\d\d:\d\d:\d\d)\s+\S+\s+kernel:\s*"
-    r"|(?P<isohost>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:[+-]\d\d:?\d\d|Z)?)\s+\S+\s+kernel:\s*"
-    r"|(?P<iso>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[,.]\d+(?:[+-]\d\d:?\d\d|Z)?)\s+"
-    r"|\[(?P<ctime>(?:[A-Z][a-z]{2} ){2}[ \d]?\d \d\d:\d\d:\d\d \d{4})\]\s*"
-    r"|kernel:\s*)?"
-    r"(?:\[\s*(?P<uptime>\d+\.\d+)\]\s*)?"
-)
+from pytest_hetero.probes.line_prefix import kernel_time
+
 _XID = re.compile(
     r"NVRM: Xid \((?:PCI:)?(?P<bus>[0-9A-Fa-f]{4}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}(?:\.\d)?)\):\s*(?P<xid>\d+),\s*"
     r"(?:pid=(?P<pid>'[^']*'|[^,\s]*),\s*)?(?:name=(?P<name>[^,]*),\s*)?(?P<msg>.*)$"
@@ -99,15 +92,9 @@ class KernelLog:
 
 def line_time(line: str) -> tuple[str | None, str | None, int]:
     """Return ``(timestamp, uptime, end of prefix)`` for one kernel line; the timestamp is the wall
-    clock when one was printed, else the uptime stamp, else None."""
-    m = _PREFIX.match(line)
-    if not m:
-        return None, None, 0
-    wall = m.group("syslog") or m.group("isohost") or m.group("iso") or m.group("ctime")
-    uptime = m.group("uptime")
-    if wall:
-        return wall, uptime, m.end()
-    return uptime, None, m.end()
+    clock when one was printed, else the uptime stamp, else None (the one kernel-head parser:
+    :func:`pytest_hetero.probes.line_prefix.kernel_time`)."""
+    return kernel_time(line)
 
 
 def _bus(text: str) -> str | None:

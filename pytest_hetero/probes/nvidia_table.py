@@ -24,6 +24,10 @@ _PWR_CELL = re.compile(
     r"^\s*(?P<fan>\S+)\s+(?P<temp>\S+)\s+(?P<perf>\S+)\s+(?P<draw>\S+)\s*/\s*(?P<cap>\S+)\s*$"
 )
 _BUS = re.compile(r"[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f]")
+GPU_ROW = re.compile(r"^\s*\|\s*\d+\s+\S.*?\|\s*[0-9A-Fa-f]{8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f]"
+                     r"\s+(?:On|Off|N/A)\s*\|")
+"""The first row of a GPU in the plain table (``|   1  Tesla V100-PCIE...  On   | 00008ED0:00:00.0 Off |``): an
+8-hex-digit PCI domain, which npu-smi's 4-digit ``0000:9D:00.0`` never has."""
 _MIG_CELL = re.compile(r"^\s*(?P<gpu>\d+)\s+(?P<gi>\d+|N/A)\s+(?P<ci>\d+|N/A)\s+(?P<dev>\d+)\s*$")
 
 
@@ -194,12 +198,16 @@ def parse_nvidia_smi_table(text: str) -> Inventory:
     problems = global_errors(text)
     lost = lost_gpus(text)
     header = next((ln for ln in lines if _HEADER.search(ln)), None)
-    if header is None and not problems and not lost:
+    fragment = next((i for i, ln in enumerate(lines) if GPU_ROW.match(ln)), None) if header is None else None
+    if header is None and not problems and not lost and fragment is None:
         raise ParseError(
             "not nvidia-smi output: no 'NVIDIA-SMI <version>' header line",
             hint="expected the plain `nvidia-smi` table or `nvidia-smi -q -x` XML",
         )
     gpu_lines = _section(lines, "Disp.A")
+    if fragment is not None and not gpu_lines:  # GPU rows pasted without the header (versions unknown)
+        gpu_lines = lines[fragment - 1 if fragment and lines[fragment - 1].strip().startswith("+") else fragment:]
+        warnings.append("GPU rows without the table header: tool, driver and CUDA versions were not printed")
     blocks, closed = _blocks(gpu_lines)
     if gpu_lines and not closed:
         warnings.append("output ends inside the GPU table (truncated)")

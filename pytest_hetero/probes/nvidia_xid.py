@@ -12,10 +12,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from pytest_hetero.probes.line_prefix import kernel_time, klog_stamp
 from pytest_hetero.probes.model import Inventory, _plain
-
-APPLICATION_XIDS = frozenset({13, 31, 43, 45, 68, 109})
-"""Xids caused by the application, not the GPU; the device plugin ignores them by default."""
+from pytest_hetero.probes.xid_codes import APPLICATION_XIDS
 
 _KERNEL = re.compile(
     r"NVRM: Xid \((?:PCI:)?(?P<bus>[0-9A-Fa-f:.]+)\):\s*(?P<xid>\d+),\s*"
@@ -25,8 +24,6 @@ _PLUGIN = re.compile(r"XidCriticalError: Xid=(?P<xid>\d+) on Device=(?P<dev>[^;,
 _UNHEALTHY = re.compile(
     r"(?:marked unhealthy:\s*|marking device\s+)(?P<dev>GPU-[0-9A-Fa-f-]+|MIG-[0-9A-Fa-f/-]+)"
 )
-_KLOG = re.compile(r"^(?P<ts>[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+)")
-_SYSLOG = re.compile(r"^(?P<ts>\w{3}\s+\d+\s+\d\d:\d\d:\d\d)\s+\S+\s+kernel:")
 
 
 @dataclass(frozen=True)
@@ -56,18 +53,17 @@ class XidEvent:
 
 
 def _timestamp(prefix: str) -> str | None:
-    from pytest_hetero.probes.kernel_log import line_time
-
-    wall, _, _ = line_time(prefix)
+    """The time printed in the head of an Xid line: the kernel head's wall clock, a bracketed stamp, a klog
+    stamp (the heads :mod:`pytest_hetero.probes.line_prefix` parses), else the first token."""
+    wall, _, _ = kernel_time(prefix)
     if wall and not re.fullmatch(r"\d+\.\d+", wall):
         return wall  # syslog/journal/dmesg -T/iso wall clock wins over the uptime stamp after it
     bracket = re.search(r"\[([^\]]+)\]", prefix)
     if bracket:
         return bracket.group(1).strip()
-    for pattern in (_SYSLOG, _KLOG):
-        m = pattern.match(prefix)
-        if m:
-            return m.group("ts")
+    klog = klog_stamp(prefix)
+    if klog:
+        return klog
     return prefix.strip().split(" ")[0] or None
 
 
