@@ -85,7 +85,6 @@ from dataclasses import dataclass, field
 from typing import Any, get_args
 
 from pytest_hetero.judge.failures import OwnerRole, entry
-from pytest_hetero.vocab import OwnerCategory
 
 SOURCES: frozenset[str] = frozenset(
     {"scheduler", "admission", "kueue", "volcano", "hami", "kubelet", "apiserver"}
@@ -258,32 +257,3 @@ def as_map(value: Any, what: str) -> Mapping[str, Any]:
     if not isinstance(value, Mapping):
         raise ParseError(f"{what} is a {type(value).__name__}, expected a mapping", Location(field=what))
     return value
-
-
-_SPEC_CODES = ("node_selector_mismatch", "node_affinity_mismatch", "node_name_mismatch", "pod_affinity",
-               "topology_spread", "port_conflict", "untolerated_taint", "quota_requires_limits", "limitrange_violation",
-               "podsecurity_violation", "queue_flavor_mismatch", "device_type_mismatch")
-_EXPLAIN_READING: Mapping[str, OwnerCategory] = {
-    **dict.fromkeys(_SPEC_CODES, "algorithm"),
-    **dict.fromkeys(("quota_exceeded", "queue_quota_insufficient", "queue_request_exceeds_max"), "business"),
-    "webhook_denied": "algorithm",
-    "pull_denied": "platform",
-}
-"""How ``hetero explain`` (explain/) reads a few codes in a pasted field text, where no gate wrote the pod:
-a spec the cluster refuses is the workload owner's, a quota or queue share is the business's, registry
-credentials are the platform's; an ``image`` row is the workload's (algorithm). Kept unchanged only for the
-explain/ readers that still call :func:`team_owner` (another branch moves them to failure-table rows of
-their own); nothing in a gate run reads it, and it goes with its last caller."""
-
-
-def team_owner(reason: Reason) -> OwnerCategory | None:
-    """``hetero explain``'s owner of a pasted ``reason`` (explain/ only): :data:`_EXPLAIN_READING` of its
-    cause (else its code), else the failure table's owner with ``image`` read as ``algorithm``; None for
-    ``unknown`` (nobody can tell yet). A gate run never calls it: its owners are :attr:`Reason.owner`."""
-    if reason.code == "unknown":
-        return None
-    key = reason.cause or reason.code
-    if key in _EXPLAIN_READING:
-        return _EXPLAIN_READING[key]
-    owner = owner_role(key)
-    return "algorithm" if owner == "image" else owner
