@@ -14,6 +14,7 @@ verb                      answers / does                                        
                           allocated or why it is pending (:class:`Placement`)
 :meth:`Backend.identify`  the image as the engine resolves it, before it starts       startup
 :meth:`Backend.start`     start the image there (:class:`Started`)                    startup
+:meth:`Backend.start_on`  start it once on each named node of the pool (coverage)      startup
 :meth:`Backend.run`       run a command inside the started workload (:class:`ExecResult`) startup
 :meth:`Backend.execute`   run the model entrypoint on its inputs, outputs copied out  model
 :meth:`Backend.govern`    a governance probe's attempts, as the tenant it acts as      scheduling
@@ -457,6 +458,17 @@ class Backend(ABC):
     def start(self, step: Step) -> Started:
         """Start ``step.image`` for ``step.resource`` (inputs available to it). Raises EngineFault
         when it does not come up (exited, OOM-killed, will not pull, not placed)."""
+
+    def start_on(self, step: Step, nodes: list[str]) -> list[Started | EngineFault]:
+        """Start ``step.image`` for ``step.resource`` once on each of ``nodes`` (node names of the pool's
+        :meth:`inventory`), each workload pinned to its node but placed through the engine's real path (a
+        DaemonSet-style validator); one answer per node, in order: the Started, or the EngineFault saying
+        why it was not placed or did not start there (the other nodes go on).
+
+        Raises Unsupported where the engine has no node pool (a single host), EngineFault when the engine
+        cannot be asked at all.
+        """
+        raise Unsupported(f"the {self.name} backend has no node pool to place workloads on node by node")
 
     def run(self, started: Started, argv: list[str], timeout_s: float, env: dict[str, str] | None = None
             ) -> ExecResult:

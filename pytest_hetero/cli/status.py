@@ -43,8 +43,9 @@ def cmd_publish(args: argparse.Namespace) -> int:
     ``hetero publish --expire --to kubernetes --domain D`` (withdraw what expired)."""
     from pytest_hetero.backends.kubernetes.publish import apply_plan, read_nodes
     from pytest_hetero.backends.protocol import EngineFault
-    from pytest_hetero.status.publish import PublishRefused, expiry_plan, parse_now, publish_plan
+    from pytest_hetero.status.publish import PublishRefused, expiry_plan, left_as_is, parse_now, publish_plan
 
+    untouched: list[dict[str, str]] = []
     try:
         now = parse_now(args.now)
         if args.expire:
@@ -57,6 +58,7 @@ def cmd_publish(args: argparse.Namespace) -> int:
                 raise PublishRefused("publish takes exactly one bundle", None, "hetero publish BUNDLE --to kubernetes")
             status = _statuses(args, allow_unsigned=False)[0]
             plan = publish_plan(status["validation"]["pools"], status["digest"], now, args.taint, args.require_level)
+            untouched = left_as_is(status["validation"]["pools"], plan)
         done = apply_plan(plan, args.taint, args.kubeconfig, args.context) if not args.dry_run else []
     except PublishRefused as exc:
         print(exc.render(), file=sys.stderr)
@@ -67,5 +69,8 @@ def cmd_publish(args: argparse.Namespace) -> int:
     except (HeteroError, ValueError) as exc:
         print(exc.render() if isinstance(exc, HeteroError) else f"bad --now: {exc}", file=sys.stderr)
         return 2
-    print(json.dumps({"plan": plan, "applied": done, "dry_run": args.dry_run}, indent=1, sort_keys=True))
+    out: dict[str, Any] = {"plan": plan, "applied": done, "dry_run": args.dry_run}
+    if not args.expire:
+        out["not_exercised"] = untouched  # unvalidated by this bundle: left as they are
+    print(json.dumps(out, indent=1, sort_keys=True))
     return 0

@@ -67,11 +67,16 @@ def pytest_hetero_failure_owner(layer: str, category: str, default: str) -> str 
 
 @hookimpl(trylast=True)
 def pytest_hetero_amend_evidence(evidence: dict[str, Any], settings: Settings, inputs: RunInputs) -> None:
-    """Add the ``validation`` section (each pool × task type's level and expiry:
-    :func:`pytest_hetero.status.compute.validation_status`), and the ``selection`` section (what was
+    """Add the ``validation`` section (each pool × task type's level and expiry, and each exercised node's
+    own: :func:`pytest_hetero.status.compute.validation_status`), the nodes of each pool the run did not
+    exercise to the untested scope (``untested.nodes``: ``[{"matrix", "pool", "node", "status", "reason"}]``),
+    and the ``selection`` section (what was
     asked, deselections by reason, the profile each matrix ran) when a profile, affected-only or shard
     option was given."""
     evidence["validation"] = _validation(evidence, inputs)
+    # nodes of a pool no workload exercised: unvalidated by this run, part of what it did not test
+    evidence["untested"]["nodes"] = [{"matrix": p["matrix"], "pool": p["pool"], **e}
+                                     for p in evidence["validation"]["pools"] for e in p.get("unvalidated") or []]
     if not (settings.profile or settings.affected or settings.affected_from or settings.shard
             or settings.affected_from_cluster):
         return

@@ -54,7 +54,13 @@ CATEGORY = {"device-node": "device_missing", "visibility": "device_not_visible",
 def check(ctx: LayerContext) -> None:
     """Identify and start the image through the engine, judge what it reports (see the module
     docstring); then, when the matrix serves models, prove each inference service is ready, reports
-    the declared version and enforces its authentication."""
+    the declared version and enforces its authentication. A node-coverage item (keyed by ``coverage``)
+    runs the same check on each chosen node of the pool instead (:mod:`pytest_hetero.layers.nodes`)."""
+    if "coverage" in ctx.planned.keys:
+        from pytest_hetero.layers import nodes
+
+        nodes.check(ctx)
+        return
     engine = ctx.backend
     identity = engine.identify(ctx)
     if identity is not None:
@@ -157,7 +163,8 @@ def framework_gaps(ctx: LayerContext, report: PayloadReport) -> list[tuple[str, 
     return []
 
 
-def judge_payload(ctx: LayerContext, started: Started, exit_code: int | None, stdout: str, stderr: str) -> None:
+def judge_payload(ctx: LayerContext, started: Started, exit_code: int | None, stdout: str, stderr: str,
+                  artifact: str = "payload.txt") -> None:
     """Judge the device payload's output from inside ``started``: record ``startup.device_init`` (and
     ``startup.inventory`` when the image has the vendor tool); LayerFailed on the first finding.
 
@@ -165,10 +172,12 @@ def judge_payload(ctx: LayerContext, started: Started, exit_code: int | None, st
     the image's owner), a :data:`CATEGORY` value with the finding's owner, ``framework_missing`` /
     ``framework_without_accelerator`` (algorithm), ``device_inventory_mismatch`` (infrastructure:
     the devices visible are not those allocated and expected, e.g. more than were allocated).
+    ``artifact`` names the payload's output artifact (one per node in a node-coverage item).
     """
-    art = ctx.artifact("payload.txt", stdout + ("\n--- stderr ---\n" + stderr if stderr else ""))
+    art = ctx.artifact(artifact, stdout + ("\n--- stderr ---\n" + stderr if stderr else ""))
     where = f" (ran on {started.where})" if started.where else ""
-    placement = {"ran_on": started.where or f"container {started.name}", "simulated": started.simulated}
+    placement = {"ran_on": started.where or f"container {started.name}", "simulated": started.simulated,
+                 "node": started.node.get("name")}
     try:
         report = parse_payload_output(stdout)
     except ParseError as exc:

@@ -6,6 +6,10 @@ So a resource's discovery is proven once and shared by every combination that us
 The id parts of an item read like the claim it proves, e.g.
 ``("cpu-host", "py311", "digits-logreg@digits-test", "model")``.
 
+A resource whose ``coverage`` is not ``one`` gains a node-coverage item per image, a startup item keyed
+resource × image × coverage: ``("gpu-a", "py311", "nodes", "startup")``. It depends on the scheduling
+item, not on the startup item the models depend on, so a broken node never hides the others.
+
 Governance probes (``spec.governance.probes``) are scheduling items keyed resource × probe, after every
 resource's items: ``("gpu-a", "governance", "b-cannot-submit-to-a", "scheduling")``. They depend on
 nothing: a maintenance probe must run precisely when the pool's discovery fails on a cordoned node.
@@ -27,6 +31,9 @@ DIMENSIONS: dict[str, tuple[str, ...]] = {
     "business": ("resource", "image", "model", "dataset"),
 }
 """Dimensions each layer's items are keyed by (scheduling gains ``image`` per backend)."""
+
+NODES = "nodes"
+"""Id part of a node-coverage item (``<resource>::<image>::nodes::startup``)."""
 
 
 @dataclass(frozen=True)
@@ -116,15 +123,24 @@ def expand(matrix: Matrix, *, scheduling_per_image: bool = False) -> Plan:
                 add("scheduling", ik, parent, disc if has_disc else None)
             start = (rl, il, "startup")
             add("startup", ik, start, parent)
-            for mod in matrix.models:
-                for ds in matrix.datasets:
-                    ck = {**ik, "model": mod.name, "dataset": ds.name}
-                    combo = _combo(label(mod.name), label(ds.name))
-                    run = (rl, il, combo, "model")
-                    add("model", ck, run, start)
-                    add("business", ck, (rl, il, combo, "business"), run)
+            if res.coverage.mode != "one":
+                add("startup", {**ik, "coverage": res.coverage.describe()}, (rl, il, NODES, "startup"), parent)
+            _add_combos(matrix, add, label, ik, start)
     _add_probes(matrix, add, label)
     return plan
+
+
+def _add_combos(matrix: Matrix, add: Callable[[Layer, dict[str, str], tuple[str, ...], tuple[str, ...] | None], bool],
+                label: Callable[[str], str], ik: dict[str, str], start: tuple[str, ...]) -> None:
+    """The model and business items of every model × dataset under the startup item ``start``."""
+    rl, il = start[0], start[1]
+    for mod in matrix.models:
+        for ds in matrix.datasets:
+            ck = {**ik, "model": mod.name, "dataset": ds.name}
+            combo = _combo(label(mod.name), label(ds.name))
+            run = (rl, il, combo, "model")
+            add("model", ck, run, start)
+            add("business", ck, (rl, il, combo, "business"), run)
 
 
 class _Labels:
@@ -166,6 +182,11 @@ def plan_uses_image(plan: Plan) -> bool:
     """True when the plan's scheduling items are keyed resource × image (a backend with
     ``scheduling_per_image``), False when keyed by resource alone."""
     return any(i.layer == "scheduling" and "image" in i.keys for i in plan.items)
+
+
+def is_coverage(item: PlannedItem) -> bool:
+    """True for a node-coverage item (startup keyed resource × image × coverage)."""
+    return "coverage" in item.keys
 
 
 def is_probe(item: PlannedItem) -> bool:

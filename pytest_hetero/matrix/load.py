@@ -28,6 +28,7 @@ from pytest_hetero.matrix.model import (
     DEFAULT_OUTPUT_LIMIT,
     DEFAULT_TIMEOUTS_S,
     DEFAULT_VALID_FOR_S,
+    Coverage,
     Dataset,
     ExcludeRule,
     GovernanceProbe,
@@ -442,7 +443,8 @@ def _build(data: dict[str, Any], path: Path, raw: bytes, pos: Positions, base: P
         limits={k: str(v) for k, v in r.get("limits", {}).items()},
         node_selector=dict(r.get("node_selector", {})), tolerations=tuple(r.get("tolerations", [])),
         queue=r.get("queue"), priority_class=r.get("priority_class"), expect=dict(r.get("expect", {})),
-        line=line("spec", "resources", i)) for i, r in enumerate(spec["resources"]))
+        line=line("spec", "resources", i), coverage=Coverage.parse(r.get("coverage")))
+        for i, r in enumerate(spec["resources"]))
     images = tuple(Image(
         name=m["name"], reference=m["reference"], digest=m.get("digest"),
         for_types=tuple(m.get("for", ["gpu", "npu", "cpu"])), line=line("spec", "images", i))

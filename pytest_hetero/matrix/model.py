@@ -7,6 +7,7 @@ seconds (float).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -36,6 +37,44 @@ DEFAULT_OUTPUT_LIMIT = 64 * 1024
 
 
 @dataclass(frozen=True)
+class Coverage:
+    """Which schedulable nodes of a pool the startup check runs on (``spec.resources[].coverage``):
+    ``mode`` ``one`` (the node the scheduler picks for the workload), ``every``, ``sample`` (``count``
+    nodes) or ``share`` (``share`` of them, 0 < share <= 1, rounded up)."""
+
+    mode: str = "one"
+    count: int | None = None
+    share: float | None = None
+
+    @classmethod
+    def parse(cls, value: Any) -> Coverage:
+        """From the schema-valid matrix value: ``"one"``, ``"every"``, ``{"sample": N}``, ``{"share": F}``."""
+        if isinstance(value, dict):
+            if "sample" in value:
+                return cls("sample", count=int(value["sample"]))
+            return cls("share", share=float(value["share"]))
+        return cls(str(value or "one"))
+
+    def how_many(self, schedulable: int) -> int:
+        """How many of ``schedulable`` nodes to exercise (0 when there are none)."""
+        if self.mode == "every":
+            return schedulable
+        if self.mode == "sample":
+            return min(schedulable, self.count or 1)
+        if self.mode == "share":
+            return min(schedulable, max(1, math.ceil((self.share or 0.0) * schedulable - 1e-9)))
+        return min(schedulable, 1)
+
+    def describe(self) -> str:
+        """The setting as the matrix says it: ``every``, ``sample 8``, ``share 0.25``, ``one``."""
+        if self.mode == "sample":
+            return f"sample {self.count}"
+        if self.mode == "share":
+            return f"share {self.share:g}"
+        return self.mode
+
+
+@dataclass(frozen=True)
 class Resource:
     """One resource type to validate: requests such as ``{"nvidia.com/gpu": "1"}`` (quantities as strings)."""
 
@@ -50,6 +89,8 @@ class Resource:
     priority_class: str | None = None
     expect: dict[str, Any] = field(default_factory=dict)
     line: int = 0
+    coverage: Coverage = field(default_factory=Coverage)
+    """Which schedulable nodes of the pool the startup check runs on (default ``one``)."""
 
     @property
     def device_resources(self) -> list[str]:

@@ -14,9 +14,12 @@ from pytest_hetero.status.compute import expired, parse_time
 
 
 def catalog_rows(statuses: list[dict[str, Any]], now: datetime) -> list[dict[str, Any]]:
-    """One row per pool: ``{"pool": "matrix/pool", "type", "vendor", "nodes", "requests", "labels" (node
-    selector), "queue", "task_types": {task: level}, "expires_at", "expired", "owners", "untested":
-    [{"nodeid", "status", "reason"}], "bundle": sha256, "verification", "superseded": n}``, sorted by pool."""
+    """One row per pool: ``{"pool": "matrix/pool", "type", "vendor", "nodes" (those the run exercised),
+    "node_levels": {node: {task: level}}, "unvalidated": [{"node", "reason"}] (nodes of the pool the run did
+    not exercise: this bundle validates nothing there), "coverage", "requests", "labels" (node selector),
+    "queue", "task_types": {task: level} (of the pool as a whole), "expires_at", "expired", "owners",
+    "untested": [{"nodeid", "status", "reason"}], "bundle": sha256, "verification", "superseded": n}``, sorted
+    by pool."""
     best: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {}
     superseded: dict[str, int] = {}
     for status in statuses:
@@ -31,6 +34,10 @@ def catalog_rows(statuses: list[dict[str, Any]], now: datetime) -> list[dict[str
     for name, (status, pool) in sorted(best.items()):
         rows.append({
             "pool": name, "type": pool["type"], "vendor": pool["vendor"], "nodes": list(pool["nodes"]),
+            "node_levels": {str(e["node"]): {t: v["level"] for t, v in sorted((e.get("task_types") or {}).items())}
+                            for e in pool.get("node_status") or []},
+            "unvalidated": [{"node": e.get("node"), "reason": e.get("reason")} for e in pool.get("unvalidated") or []],
+            "coverage": pool.get("coverage", "one"),
             "requests": pool["requests"], "labels": pool["node_selector"], "queue": pool["queue"],
             "task_types": {t: e["level"] for t, e in sorted(pool["task_types"].items())},
             "expires_at": pool["expires_at"], "expired": expired(pool, now), "owners": pool["owners"],
@@ -61,6 +68,18 @@ def catalog_text(rows: list[dict[str, Any]]) -> str:
             r["pool"], f"{r['type']}/{r['vendor']}", r["nodes"] or "this host", r["requests"], r["labels"],
             r["queue"], levels, expiry, owners, len(r["untested"]),
             f"sha256:{r['bundle'][:16]}… ({r['verification']})")) + " |")
+    for r in rows:
+        per_node = {n: lv for n, lv in r.get("node_levels", {}).items()
+                    if lv != r["task_types"]}  # a node whose levels differ from the pool's
+        if per_node:
+            lines.append(f"\nnodes of {r['pool']} at their own level:")
+            lines += [f"- {n}: " + ", ".join(f"{t}: {lv}" for t, lv in levels.items())
+                      for n, levels in per_node.items()]
+        if r.get("unvalidated"):
+            lines.append(f"\nunvalidated in {r['pool']} (not exercised by this run, coverage {r.get('coverage')}):")
+            lines += [f"- {e['node']}: {e['reason']}" for e in r["unvalidated"][:5]]
+            if len(r["unvalidated"]) > 5:
+                lines.append(f"- … and {len(r['unvalidated']) - 5} more")
     for r in rows:
         if r["untested"]:
             lines.append(f"\nuntested in {r['pool']}:")

@@ -125,6 +125,11 @@ def _untested_lines(evidence: dict[str, Any]) -> list[str]:
     for matrix, gaps in evidence["untested"]["never_covered"].items():
         lines += [f"  {NEVER_COVERED_LABELS.get(dim, dim)} in {matrix}: {', '.join(values)}"
                   for dim, values in gaps.items()]
+    nodes = evidence["untested"].get("nodes") or []
+    lines += [f"  unvalidated    node {e['node']} of {e['matrix']}/{e['pool']} ({cut(e['reason'], 100)})"
+              for e in nodes[:12]]
+    if len(nodes) > 12:
+        lines.append(f"  … {len(nodes) - 12} more unvalidated nodes in evidence.json")
     return lines
 
 

@@ -1,8 +1,16 @@
 """The validation status of a run: per resource pool × task type, the level reached, and its expiry.
 
 A **pool** is a matrix resource. Its ``nodes`` are the nodes a workload of the pool ran on
-(``scheduling.placed`` and ``model.run`` records' ``node``), never the nodes that merely match its
-selector: a claim covers exactly what ran (empty on engines that place nothing, e.g. the local host).
+(``scheduling.placed``, ``startup.pod``, ``model.run`` records' ``node``, and each node of a node-coverage
+item's ``startup.node`` records), never the nodes that merely match its selector: a claim covers exactly
+what ran (empty on engines that place nothing, e.g. the local host). Each of them has its own level
+(``node_status``): discovery as the pool's (its check reads every node), scheduling where the pool's passed
+and a workload was placed on the node, and startup, model and business from what ran **on that node**:
+every claim of the layer (startup: each image; model/business: each model × dataset of the task type) must
+have run there and passed (``not_run`` where it ran only on other nodes); a claim no record ties to a node
+(blocked, never ran) counts on every node. The nodes discovery listed that nothing exercised are
+``unvalidated``, each with the reason (the coverage choice, e.g. ``coverage one`` ran the workload on one
+node): this status says nothing of them, and ``hetero publish`` leaves them as they are.
 A **task type** is a model's ``task_type``. The **level** of (pool, task type) is the last layer of
 ``discovery → scheduling → startup → model → business`` up to which every layer has items for that pool
 (model and business: of models of that task type) and all of them passed. ``not_applicable`` is not a
@@ -14,6 +22,8 @@ pool's items that did not pass (``not_applicable`` included).
 Shape of :func:`validation_status` (it is ``evidence["validation"]``, signed in the run's predicate)::
 
     {"pools": [{"matrix", "pool", "type", "vendor", "requests", "node_selector", "queue", "nodes",
+                "coverage", "node_status": [{"node", "task_types": {task_type: {"level", "layers"}}}],
+                "unvalidated": [{"node", "status": "unvalidated", "reason"}], "model_runs_on": [node],
                 "domain", "verified_at", "valid_for_s", "expires_at", "owners",
                 "task_types": {task_type: {"level", "layers": {layer: summary}, "models": ["name@version"]}},
                 "untested": int}]}
@@ -71,21 +81,124 @@ def level_of(layers: Mapping[str, str]) -> str:
     return level
 
 
-RAN_ON: tuple[str, ...] = ("scheduling.placed", "model.run")
-"""Record kinds whose ``node`` names the node a workload of the pool ran on."""
+NODE_OF: tuple[str, ...] = ("scheduling.placed", "startup.pod", "model.run")
+"""Record kinds whose ``node`` names the node an item's workload ran on (the first one found is the item's)."""
+NODE_RECORD = "startup.node"
+"""A node-coverage item's record of one node's outcome (:mod:`pytest_hetero.layers.nodes`)."""
+COVERAGE_RECORD = "startup.coverage"
+"""A node-coverage item's record of the nodes it chose and why the others were not exercised."""
+NOT_RUN_HERE = "not_run"
+"""Status word of a claim that ran on other nodes of the pool but not on this one."""
 
 
-def _pool_nodes(items: list[dict[str, Any]]) -> list[str]:
-    """Names of the nodes a workload of the pool ran on (``node`` of its :data:`RAN_ON` records), in
-    order; the nodes matching the pool's selector that ran nothing are not among them."""
-    names: list[str] = []
+def _claim(item: dict[str, Any]) -> tuple[Any, ...]:
+    """What an item proves, whatever node it ran on: startup the image, model/business the combination."""
+    keys = item["keys"]
+    if item["layer"] == "startup":
+        return (keys.get("image"),)
+    return (keys.get("image"), keys.get("model"), keys.get("dataset"))
+
+
+def _item_node(item: dict[str, Any]) -> str | None:
+    for record in item.get("records") or []:
+        if record.get("kind") in NODE_OF:
+            name = (record.get("data") or {}).get("node")
+            if isinstance(name, str) and name:
+                return name
+    return None
+
+
+class _NodeFacts:
+    """Per node of one pool: which claims of which layer ran there and how they ended, and where a
+    workload of the pool was placed, from the pool's evidence items."""
+
+    def __init__(self, items: list[dict[str, Any]]) -> None:
+        self.order: list[str] = []
+        self.placed: set[str] = set()
+        self.facts: dict[tuple[str, tuple[Any, ...]], dict[str, set[str]]] = {}
+        """(layer, claim) → node → statuses seen there."""
+        self.claims: dict[tuple[str, tuple[Any, ...]], set[str]] = {}
+        """(layer, claim) → statuses of every item of it (wherever, or nowhere, it ran)."""
+        self.reasons: dict[str, str] = {}
+        model_node: dict[tuple[Any, ...], str] = {}
+        for item in items:
+            if item["layer"] == "model" and (node := _item_node(item)):
+                model_node[_claim(item)] = node
+        for item in items:
+            layer = item["layer"]
+            if layer not in ("scheduling", "startup", "model", "business") or "probe" in item["keys"]:
+                continue
+            claim = (layer, _claim(item))
+            self.claims.setdefault(claim, set()).add(item["status"])
+            for record in item.get("records") or []:
+                self._read(claim, record.get("kind"), record.get("data") or {})
+            if "coverage" in item["keys"]:
+                continue  # its nodes' outcomes are its startup.node records
+            node = _item_node(item) or (model_node.get(_claim(item)) if layer == "business" else None)
+            if node is not None:
+                self._see(node)
+                if layer != "scheduling":
+                    self.facts.setdefault(claim, {}).setdefault(node, set()).add(item["status"])
+
+    def _read(self, claim: tuple[str, tuple[Any, ...]], kind: Any, data: dict[str, Any]) -> None:
+        """Take in one record of an item of ``claim``: a placement, a node's outcome, the coverage choice."""
+        node = data.get("node")
+        if kind == "scheduling.placed" and isinstance(node, str):
+            self._see(node)
+            self.placed.add(node)
+        elif kind == NODE_RECORD and isinstance(node, str):
+            self._see(node)
+            self.facts.setdefault(claim, {}).setdefault(node, set()).add(str(data.get("outcome")))
+            if "scheduling" in (data.get("proven") or []):
+                self.placed.add(node)
+        elif kind == COVERAGE_RECORD:
+            for entry in data.get("not_exercised") or []:
+                self.reasons.setdefault(str(entry.get("node")), str(entry.get("reason")))
+
+    def _see(self, node: str) -> None:
+        if node not in self.order:
+            self.order.append(node)
+
+    def statuses(self, layer: str, node: str, models: set[str] | None) -> set[str]:
+        """Statuses of ``layer`` on ``node`` over every claim of the layer (model/business: of ``models``):
+        a claim that ran on some node counts there only (:data:`NOT_RUN_HERE` where it did not run on this
+        one); a claim no record ties to a node (blocked, never ran, or named no node) counts everywhere."""
+        out: set[str] = set()
+        for (name, claim), seen in self.claims.items():
+            if name != layer or (models is not None and claim[1] not in models):
+                continue
+            where = self.facts.get((name, claim))
+            out |= (where.get(node) or {NOT_RUN_HERE}) if where else seen
+        return out
+
+    def layers(self, node: str, pool: Mapping[str, str], models: set[str]) -> dict[str, str]:
+        """``{layer: summary}`` of ``node``: discovery as the pool's (its check covers every node),
+        scheduling passed where the pool's passed and a workload of it was placed on the node, the rest
+        from what ran on the node (:meth:`statuses`)."""
+        out = {"discovery": pool.get("discovery", "absent")}
+        sched = pool.get("scheduling", "absent")
+        out["scheduling"] = sched if sched != "passed" else ("passed" if node in self.placed else NOT_RUN_HERE)
+        out["startup"] = layer_summary(self.statuses("startup", node, None))
+        for layer in ("model", "business"):
+            out[layer] = layer_summary(self.statuses(layer, node, models))
+        return out
+
+
+def _unvalidated(items: list[dict[str, Any]], facts: _NodeFacts, coverage: str) -> list[dict[str, str]]:
+    """Nodes discovery listed in the pool that no workload of the run exercised, each with why."""
+    listed: list[str] = []
     for item in items:
+        if item["layer"] != "discovery":
+            continue
         for record in item.get("records") or []:
-            if record.get("kind") in RAN_ON:
-                name = (record.get("data") or {}).get("node")
-                if isinstance(name, str) and name and name not in names:
-                    names.append(name)
-    return names
+            if record.get("kind") == "discovery.snapshot":
+                listed += [str(n.get("name")) for n in (record.get("data") or {}).get("nodes") or []
+                           if isinstance(n, dict) and n.get("name") not in listed]
+    ran = ", ".join(facts.order) or "no node"
+    default = (f"not exercised: coverage {coverage} ran the pool's workload on {ran} only" if facts.order else
+               "not exercised: no workload of the pool ran (see its failed or blocked items)")
+    return [{"node": n, "status": "unvalidated", "reason": facts.reasons.get(n, default)}
+            for n in listed if n not in facts.order]
 
 
 def pool_status(matrix: Matrix, items: list[dict[str, Any]], finished_at: str) -> list[dict[str, Any]]:
@@ -107,16 +220,26 @@ def pool_status(matrix: Matrix, items: list[dict[str, Any]], finished_at: str) -
             name = None if item["layer"] in RESOURCE_LAYERS else item["keys"].get("model")
             seen.setdefault((item["layer"], name), set()).add(item["status"])
         task_types = {}
+        facts = _NodeFacts(mine)
+        per_node: dict[str, dict[str, Any]] = {node: {} for node in facts.order}
         for task_type, models in types.items():
             layers: dict[str, str] = {layer: layer_summary(
                 seen.get((layer, None), set()) if layer in RESOURCE_LAYERS
                 else set().union(*(seen.get((layer, m), set()) for m in models))) for layer in LAYERS}
             task_types[task_type] = {"level": level_of(layers), "layers": layers,
                                      "models": [f"{m.name}@{m.version}" for m in matrix.models if m.name in models]}
+            for node in facts.order:
+                mine_here = facts.layers(node, layers, set(models))
+                per_node[node][task_type] = {"level": level_of(mine_here), "layers": mine_here}
+        coverage = resource.coverage.describe()
+        ran_models = sorted({n for (layer, _), where in facts.facts.items() if layer == "model" for n in where})
         out.append({
             "matrix": matrix.name, "pool": resource.name, "type": resource.type, "vendor": resource.vendor,
             "requests": dict(resource.requests), "node_selector": dict(resource.node_selector),
-            "queue": resource.queue, "nodes": _pool_nodes(mine), "domain": matrix.validation_domain,
+            "queue": resource.queue, "nodes": list(facts.order), "coverage": coverage,
+            "node_status": [{"node": node, "task_types": per_node[node]} for node in facts.order],
+            "unvalidated": _unvalidated(mine, facts, coverage),
+            "model_runs_on": ran_models, "domain": matrix.validation_domain,
             "verified_at": iso(verified), "valid_for_s": matrix.valid_for_s,
             "expires_at": iso(verified + timedelta(seconds=matrix.valid_for_s)), "owners": dict(matrix.owners),
             "task_types": task_types, "untested": sum(1 for i in mine if i["status"] != "passed")})

@@ -1,6 +1,7 @@
 """What ``hetero publish`` writes on each node, decided from a verified validation status (pure).
 
-Per node of a pool and per task type of the status, under ``validation.<domain>/<task-type>``
+Per node of a pool the run exercised (``nodes``; each at its own level, ``node_status``: what ran on
+that node) and per task type of the status, under ``validation.<domain>/<task-type>``
 (:func:`pytest_hetero.status.compute.label_key`):
 
 * a **label** ``<key>=<level>`` while the status holds and the level is above ``none`` (removed
@@ -17,7 +18,8 @@ Per node of a pool and per task type of the status, under ``validation.<domain>/
 
 A plan is ``[{"node", "labels": {key: value | None}, "annotations": {key: value | None},
 "conditions": [{type, status, reason, message}], "taint": "add" | "remove" | None}]``; ``None``
-removes a label/annotation.
+removes a label/annotation. Nodes of a pool the run never exercised (``unvalidated``) are not in the
+plan: they keep whatever an earlier bundle published until it expires (:func:`left_as_is` names them).
 """
 
 from __future__ import annotations
@@ -55,12 +57,14 @@ def publish_plan(pools: list[dict[str, Any]], digest: str, now: datetime, taint:
                              "run the gate again and publish the new bundle")
     nodes: dict[str, dict[str, Any]] = {}
     for pool in pools:
+        own = {str(e.get("node")): e.get("task_types") or {} for e in pool.get("node_status") or []}
         for node in pool.get("nodes") or []:
             entry = nodes.setdefault(node, {"node": node, "labels": {}, "annotations": {}, "conditions": [],
                                             "taint": None})
             for task_type, status in sorted(pool["task_types"].items()):
                 key = label_key(pool["domain"], task_type)
-                level = str(status["level"])
+                # the node's own level (what ran on it); a bundle written before node status: the pool's
+                level = str((own.get(node, {}).get(task_type) or status)["level"]) if own else str(status["level"])
                 ok = LEVELS.index(level) >= LEVELS.index(require)
                 entry["labels"][key] = level if level != "none" else None
                 entry["annotations"][key + EXPIRES] = pool["expires_at"]
@@ -78,6 +82,20 @@ def publish_plan(pools: list[dict[str, Any]], digest: str, now: datetime, taint:
         for entry in plan:
             entry["taint"] = "remove" if any(c["status"] == "True" for c in entry["conditions"]) else "add"
     return plan
+
+
+def left_as_is(pools: list[dict[str, Any]], plan: list[dict[str, Any]]) -> list[dict[str, str]]:
+    """The nodes of ``pools`` (the signed ``validation.pools``) that the run did not exercise and ``plan``
+    does not touch: ``[{"node", "pool", "reason"}]``. Publishing leaves them as they are (a status an earlier
+    bundle published holds until its own expiry); they are unvalidated by this bundle."""
+    touched = {entry["node"] for entry in plan}
+    out = []
+    for pool in pools:
+        for entry in pool.get("unvalidated") or []:
+            if entry.get("node") not in touched:
+                out.append({"node": str(entry.get("node")), "pool": f"{pool['matrix']}/{pool['pool']}",
+                            "reason": str(entry.get("reason"))})
+    return out
 
 
 def expiry_plan(nodes: list[dict[str, Any]], domain: str, now: datetime, taint: str | None = None

@@ -40,6 +40,7 @@ from pytest_hetero.backends.kubernetes import usage as kube_usage
 from pytest_hetero.backends.kubernetes.session import KubeSession
 from pytest_hetero.backends.labels import OWNER
 from pytest_hetero.backends.protocol import (
+    ActionFailed,
     Backend,
     EngineFault,
     ExecResult,
@@ -118,6 +119,36 @@ class KubernetesBackend(Backend):
             raise
         started.usage = kube_usage.workload_facts(s, s.workloads[key])
         return started
+
+    def start_on(self, step: Step, nodes: list[str]) -> list[Started | EngineFault]:
+        """Node coverage: one workload per node, pinned by a node affinity on ``metadata.name`` (as the
+        DaemonSet controller pins its pods) and placed by the scheduler; all are created first, so they are
+        placed and started together, then each is waited for (:func:`.submit.place`, :func:`.startup.start`)
+        up to the layer timeout. One Started or EngineFault per node, in order; each node's records
+        (``scheduling.submitted``/``placed``/``pending``, ``startup.pod``/``failed``) name it."""
+        s = self.session
+        s.pods()
+        res, img = step.resource.name, step.image.name
+        for node in nodes:
+            try:
+                submit.submit(s, step.matrix, res, img, node)
+            except EngineFault:  # kept on the workload's record: place() raises it for its node
+                pass
+        out: list[Started | EngineFault] = []
+        for node in nodes:
+            key = submit.workload_key(res, img, node)
+            try:
+                placed = submit.place(s, step, step.timeout_s, node)
+                if isinstance(placed, Placement):
+                    raise ActionFailed(placed.message, (placed.decisive or {}).get("code") or "scheduling_timeout")
+                started = startup.start(s, step, node)
+                started.usage = kube_usage.workload_facts(s, s.workloads[key])
+                out.append(started)
+            except EngineFault as fault:
+                if not fault.usage and key in s.workloads:
+                    fault.usage = kube_usage.workload_facts(s, s.workloads[key], outcome="failed")
+                out.append(fault)
+        return out
 
     def run(self, started: Started, argv: list[str], timeout_s: float, env: dict[str, str] | None = None
             ) -> ExecResult:

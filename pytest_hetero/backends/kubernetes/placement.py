@@ -220,11 +220,15 @@ def unscheduled(
         conditions=[(p.get("status") or {}).get("conditions") for p in pods],
         **({"queue": note} if note else {}),
     )
-    decisive = ks.primary(reasons, pool, tolerations)
+    pinned = workload.get("node")
+    # a workload pinned to one node is kept off every other node by its own affinity: that says nothing
+    deciding = [r for r in reasons if r.code != "node_affinity_mismatch"] or reasons if pinned else reasons
+    decisive = ks.primary(deciding, pool, tolerations)
+    where = f" on node {pinned}" if pinned else ""
     if decisive is None:
         hint = no_reason_hint(ctx, workload, pods, queue, note, ns)
         return Placement(placed=False, message=(
-            f"{workload['kind']} {workload['name']} not scheduled within {timed_out or 0:g} s and "
+            f"{workload['kind']} {workload['name']} not scheduled{where} within {timed_out or 0:g} s and "
             f"nothing explains why (pods: {len(pods)}){hint}"))
     return Placement(placed=False, decisive=decisive.to_dict(),
-                     message=f"{workload['name']} not scheduled: {summarise(reasons, facts_only=True)}")
+                     message=f"{workload['name']} not scheduled{where}: {summarise(reasons, facts_only=True)}")

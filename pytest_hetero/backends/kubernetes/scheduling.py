@@ -28,6 +28,8 @@ KEEP_ALIVE = ["/bin/sh", "-c", "trap 'exit 0' TERM INT; while :; do sleep 3600 &
 """Command of the workload container: idles, exits 0 on SIGTERM."""
 SUBMIT_AS = ("pod", "job", "kueue-job", "volcano-job")
 KUEUE_QUEUE = "kueue.x-k8s.io/queue-name"
+PINNED = "pytest-hetero.dev/pinned-to-node"
+"""Annotation naming the node a node-coverage workload is pinned to."""
 
 
 def resources(resource: Resource) -> dict[str, dict[str, str]]:
@@ -83,9 +85,43 @@ def manifest(
     image: str,
     pull_policy: str | None = None,
     notes: dict[str, str] | None = None,
+    pinned_to: str | None = None,
 ) -> dict[str, Any]:
     """The object to create for ``submit_as`` (one of :data:`SUBMIT_AS`; ValueError otherwise);
-    ``notes`` become annotations of the object and of its pod template."""
+    ``notes`` become annotations of the object and of its pod template; ``pinned_to``: the pod may only
+    be placed on that node (:func:`pin`)."""
+    body = _manifest(submit_as, name, namespace, labels, resource, image, pull_policy, notes)
+    if pinned_to:
+        pin(body, pinned_to)
+    return body
+
+
+def pin(body: dict[str, Any], node: str) -> None:
+    """Restrict the pod(s) of ``body`` (a manifest of :func:`manifest`) to ``node``, the way the DaemonSet
+    controller does: a required node affinity on the field ``metadata.name``. The scheduler still places
+    the pod (resources, taints, selectors are checked), unlike ``spec.nodeName``, which bypasses it."""
+    term = {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}
+    affinity = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}}}
+    spec = body["spec"]
+    if body["kind"] == "Pod":
+        spec["affinity"] = affinity
+    elif "template" in spec:
+        spec["template"]["spec"]["affinity"] = affinity
+    else:
+        for task in spec.get("tasks") or []:
+            task["template"]["spec"]["affinity"] = affinity
+
+
+def _manifest(
+    submit_as: str,
+    name: str,
+    namespace: str,
+    labels: dict[str, str],
+    resource: Resource,
+    image: str,
+    pull_policy: str | None,
+    notes: dict[str, str] | None,
+) -> dict[str, Any]:
     meta: dict[str, Any] = {
         "name": name,
         "namespace": namespace,

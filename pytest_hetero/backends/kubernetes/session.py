@@ -39,7 +39,8 @@ class KubeSession:
         self.namespace = ""
         self.server: dict[str, Any] = {}
         self.watch: PodWatch | None = None
-        self.workloads: dict[tuple[str, str], dict[str, Any]] = {}
+        self.workloads: dict[tuple[str, ...], dict[str, Any]] = {}
+        """Workloads by (resource, image), and node-coverage ones by (resource, image, node)."""
         self.nodes: dict[str, dict[str, Any]] = {}
         self.seen_nodes: set[str] = set()
         """Nodes discovery listed or a workload was placed on (the fingerprint's ``nodes``)."""

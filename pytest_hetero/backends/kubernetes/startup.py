@@ -147,22 +147,24 @@ def read_logs(core: client.CoreV1Api, namespace: str, pod: str, previous: bool =
         return f"(logs unavailable: {getattr(exc, 'status', '')} {getattr(exc, 'reason', exc)})"
 
 
-def start(session: KubeSession, ctx: Step) -> Started:
-    """Wait until the item's workload container runs (placing it first when no scheduling item did);
-    record ``startup.pod`` (image digest as the node reports it) and ``startup.simulation`` on a KWOK
-    node; return the Started pod (its node's facts, the image identity as the node reports it).
+def start(session: KubeSession, ctx: Step, node: str | None = None) -> Started:
+    """Wait until the item's workload container runs (placing it first when no scheduling item did;
+    ``node``: the workload pinned to that node); record ``startup.pod`` (image digest as the node reports
+    it) and ``startup.simulation`` on a KWOK node; return the Started pod (its node's facts, the image
+    identity as the node reports it).
 
     Raises EngineUnavailable ``node_not_ready`` (:func:`.nodes.ensure_ready`) when the pod's node is
     not Ready; ActionFailed with the category of the normalised reasons (:func:`startup_category`) when the pod will not
     start (``container_exited``/``startup_timeout``, platform, when nothing explains it), or with the
     decisive Pending reason when it could not be placed.
     """
-    key = (ctx.resource.name, ctx.image.name)
+    key = submit.workload_key(ctx.resource.name, ctx.image.name, node)
     workload = session.workloads.get(key)
     if workload is None or "pod" not in workload:
-        ctx.record("startup.note", message="no placed workload from a scheduling item; submitted here")
+        if node is None:
+            ctx.record("startup.note", message="no placed workload from a scheduling item; submitted here")
         session.pods()
-        placed = submit.place(session, ctx, ctx.timeout_s)
+        placed = submit.place(session, ctx, ctx.timeout_s, node)
         if isinstance(placed, Placement):
             raise ActionFailed(placed.message, (placed.decisive or {}).get("code") or "scheduling_timeout")
         workload = session.workloads[key]
@@ -180,6 +182,7 @@ def start(session: KubeSession, ctx: Step) -> Started:
         pod=name,
         node=node.get("name"),
         phase=(pod.get("status") or {}).get("phase"),
+        pinned_to=node,
         container_statuses=(pod.get("status") or {}).get("containerStatuses"),
         **ident,
         declared_digest=ctx.image.digest,

@@ -27,15 +27,23 @@ if TYPE_CHECKING:
 PULL = {"never": "Never", "always": "Always", "if-not-present": "IfNotPresent"}
 
 
-def submit(session: KubeSession, matrix: Matrix, resource: str, image: str) -> dict[str, Any]:
+def workload_key(resource: str, image: str, node: str | None = None) -> tuple[str, ...]:
+    """The key of a workload in ``session.workloads``: (resource, image), plus the node it is pinned to."""
+    return (resource, image) if node is None else (resource, image, node)
+
+
+def submit(session: KubeSession, matrix: Matrix, resource: str, image: str, node: str | None = None
+           ) -> dict[str, Any]:
     """Create the resource × image workload once (later calls get the same record); return its record.
+    ``node``: a workload of its own pinned to that node (node coverage), placed by the scheduler all the same.
     Raises ActionFailed/EngineUnavailable (also kept on the record, for the item that owns it)."""
-    key = (resource, image)
+    key = workload_key(resource, image, node)
     with session.lock:
         if key in session.workloads:
             return session.workloads[key]
         # a digest of the key keeps truncated names of long resource/image names apart
-        tail = f"{hashlib.sha1(f'{resource}/{image}'.encode()).hexdigest()[:5]}-{session.owner[:6]}"
+        seed = f"{resource}/{image}" + (f"/{node}" if node is not None else "")
+        tail = f"{hashlib.sha1(seed.encode()).hexdigest()[:5]}-{session.owner[:6]}"
         probe = f"{kc.dns_name(resource, image, limit=50)}-{tail}"
         workload: dict[str, Any] = {
             "probe": probe,
@@ -43,6 +51,7 @@ def submit(session: KubeSession, matrix: Matrix, resource: str, image: str) -> d
             "kind": session.submit_as,
             "error": None,
             "created": threading.Event(),
+            "node": node,
         }
         session.workloads[key] = workload
     try:
@@ -62,6 +71,9 @@ def create(
     """
     probe = workload["probe"]
     res, img = matrix.resource(resource), matrix.image(image)
+    notes = kc.created_annotations()
+    if workload.get("node"):
+        notes[ks.PINNED] = str(workload["node"])
     labels = kc.labels(
         session.settings.run_id,
         session.owner,
@@ -80,7 +92,8 @@ def create(
             res,
             img.reference,
             PULL.get(str(session.target.get("pull_policy", ""))),
-            kc.created_annotations(),
+            notes,
+            pinned_to=workload.get("node"),
         )
     except ValueError as exc:
         workload["error"] = ActionFailed(str(exc), "bad_target")
@@ -116,15 +129,16 @@ def prefetch(session: KubeSession, ctx: Step) -> None:
         session.pool.submit(submit, session, m, r, i)
 
 
-def place(session: KubeSession, ctx: Step, timeout_s: float) -> dict[str, Any] | Placement:
-    """Submit and wait up to ``timeout_s`` seconds for the current item's workload; record
-    ``scheduling.submitted`` and ``scheduling.placed``; return its scheduled pod (JSON dict), or the
-    Placement of :func:`.placement.unscheduled` (not placed, with the reasons) when it is not placed.
+def place(session: KubeSession, ctx: Step, timeout_s: float, node: str | None = None) -> dict[str, Any] | Placement:
+    """Submit and wait up to ``timeout_s`` seconds for the current item's workload (``node``: the one
+    pinned to that node); record ``scheduling.submitted`` and ``scheduling.placed``; return its scheduled
+    pod (JSON dict), or the Placement of :func:`.placement.unscheduled` (not placed, with the reasons)
+    when it is not placed.
 
     Raises the workload's creation error (after recording ``scheduling.pending``).
     """
     start = time.perf_counter()
-    workload = submit(session, ctx.matrix, ctx.resource.name, ctx.image.name)
+    workload = submit(session, ctx.matrix, ctx.resource.name, ctx.image.name, node)
     workload["created"].wait(timeout_s)
     if workload["error"] is not None:
         reasons = getattr(workload["error"], "reasons", [])
@@ -133,6 +147,7 @@ def place(session: KubeSession, ctx: Step, timeout_s: float) -> dict[str, Any] |
             object=workload["name"],
             submit_as=workload["kind"],
             refused_by="apiserver",
+            pinned_to=node,
             reasons=reasons,
             message=workload["error"].message,
         )
@@ -142,6 +157,7 @@ def place(session: KubeSession, ctx: Step, timeout_s: float) -> dict[str, Any] |
         submit_as=workload["kind"],
         name=workload["name"],
         namespace=session.namespace,
+        pinned_to=node,
         manifest=workload["body"],
         submitted_at_epoch_s=workload["submitted_at"],
     )

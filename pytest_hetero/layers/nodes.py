@@ -1,0 +1,164 @@
+"""Node coverage: the startup check on each chosen schedulable node of a pool (``resources[].coverage``).
+
+A resource whose ``coverage`` is ``every``, ``{sample: N}`` or ``{share: F}`` has one node-coverage item per
+image (``<resource>::<image>::nodes::startup``, a startup item). Its check, once for every engine:
+
+1. ask the engine for the pool as it is now (:meth:`~pytest_hetero.backends.protocol.Backend.inventory`;
+   an engine without a node pool: not applicable);
+2. keep the schedulable nodes (Ready, not cordoned, every NoSchedule/NoExecute taint tolerated by the
+   resource) and choose among them (:func:`choose`: all, a sample drawn with a seed derived from the run id,
+   or a share rounded up); record ``startup.coverage`` (pool, schedulable, chosen, and why each other node
+   was not exercised);
+3. have the engine start the image on each chosen node, pinned to it but placed by the real scheduler
+   (:meth:`~pytest_hetero.backends.protocol.Backend.start_on`), and judge each as the startup layer judges
+   its workload (image digest, device payload: :func:`pytest_hetero.layers.startup.judge_payload`);
+4. record ``startup.node`` per chosen node: ``{"node", "outcome": passed|failed|error, "category",
+   "message", "proven": [layers proven on it by this item], "pod", "simulated"}``.
+
+The item fails when any chosen node failed, naming each (the category of the first; every cause keeps its
+own owner); the nodes that passed are proven all the same, node by node, in the validation status
+(:mod:`pytest_hetero.status.compute`). Model runs are not spread over the nodes: they run on the resource
+× image workload's node only, which each model item states (``scope.not_proven``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from typing import Any
+
+from pytest_hetero.backends.protocol import EngineFault, Started
+from pytest_hetero.layers import usage
+from pytest_hetero.layers.base import LayerContext, LayerFailed, LayerOutcome, NotApplicable
+from pytest_hetero.matrix.model import Coverage, Resource
+from pytest_hetero.matrix.tolerations import untolerated
+from pytest_hetero.probes.payload import payload_script
+
+NODE_RECORD = "startup.node"
+"""Record kind of one node's outcome in a node-coverage item."""
+COVERAGE_RECORD = "startup.coverage"
+"""Record kind of the choice of nodes (pool, schedulable, chosen, not exercised with reasons)."""
+
+
+def unschedulable_reason(resource: Resource, facts: dict[str, Any]) -> str | None:
+    """Why a pod of ``resource`` cannot land on the node (facts as ``NodePool.nodes`` holds them), or None."""
+    if facts.get("ready") != "True":
+        return f"not Ready ({facts.get('ready_reason') or facts.get('ready')})"
+    if facts.get("unschedulable"):
+        return "cordoned (spec.unschedulable: true)"
+    taints = untolerated(facts.get("taints") or [], [dict(t) for t in resource.tolerations])
+    if taints:
+        return f"untolerated taint {', '.join(taints)}"
+    return None
+
+
+def choose(coverage: Coverage, names: list[str], seed: str) -> list[str]:
+    """The nodes of ``names`` (schedulable, any order) to exercise: every one, or :meth:`Coverage.how_many`
+    drawn at random with ``seed`` (the same seed draws the same nodes), sorted by name."""
+    ordered = sorted(names)
+    wanted = coverage.how_many(len(ordered))
+    if wanted >= len(ordered):
+        return ordered
+    rng = random.Random(int(hashlib.sha256(seed.encode()).hexdigest()[:16], 16))  # noqa: S311 - a sample, not a secret
+    return sorted(rng.sample(ordered, wanted))
+
+
+def check(ctx: LayerContext) -> None:
+    """Run the startup check on each chosen node of the pool (see the module docstring). Raises
+    NotApplicable without a node pool, LayerFailed ``no_nodes`` when no node is schedulable, else
+    LayerFailed (LayerBroken when every failure is the engine's) naming every node that failed."""
+    engine = ctx.backend
+    seen = engine.inventory(ctx)
+    if seen.pool is None:
+        raise NotApplicable(f"node coverage ({ctx.resource.coverage.describe()}) needs a node pool; the "
+                            f"{engine.name} backend has a single host")
+    coverage = ctx.resource.coverage
+    pool = [str(f["name"]) for f in seen.pool.nodes]
+    skipped = {str(f["name"]): why for f in seen.pool.nodes
+               if (why := unschedulable_reason(ctx.resource, f)) is not None}
+    usable = [n for n in pool if n not in skipped]
+    seed = f"{ctx.settings.run_id}/{ctx.resource.name}"
+    chosen = choose(coverage, usable, seed)
+    not_chosen = [{"node": n, "reason": f"not schedulable for this resource: {skipped[n]}"}
+                  for n in pool if n in skipped]
+    not_chosen += [{"node": n, "reason": f"not chosen (coverage {coverage.describe()}: {len(chosen)} of "
+                                         f"{len(usable)} schedulable nodes)"}
+                   for n in usable if n not in chosen]
+    ctx.record(COVERAGE_RECORD, coverage=coverage.describe(), pool=pool, schedulable=usable, chosen=chosen,
+               not_exercised=not_chosen, seed=seed if coverage.mode == "sample" else None)
+    if not chosen:
+        raise LayerFailed(f"node coverage {coverage.describe()}: no schedulable node in the pool of "
+                          f"{ctx.resource.name} ({len(pool)} node(s): "
+                          + "; ".join(f"{e['node']}: {e['reason']}" for e in not_chosen[:5]) + ")", "no_nodes")
+    answers = engine.start_on(ctx, chosen)
+    failures: list[tuple[str, LayerOutcome]] = []
+    for node, answer in zip(chosen, answers, strict=True):
+        outcome = _judge_node(ctx, node, answer)
+        if outcome is not None:
+            failures.append((node, outcome))
+    if failures:
+        _fail(ctx, chosen, failures)
+
+
+def _judge_node(ctx: LayerContext, node: str, answer: Started | EngineFault) -> LayerOutcome | None:
+    """Judge one node's answer; record ``startup.node``; the failure (None: passed)."""
+    from pytest_hetero.layers import outcome_of
+    from pytest_hetero.layers.startup import judge_digest, judge_payload
+
+    placed = _placed_on(ctx, node)
+    if isinstance(answer, EngineFault):
+        usage.record(ctx, answer.usage, answer.usage.get("outcome") or "failed")
+        fault = outcome_of(answer)
+        _record(ctx, node, fault, ["scheduling"] if placed else [], None, None)
+        return fault
+    usage.record(ctx, answer.usage)
+    try:
+        if answer.identity is not None:
+            judge_digest(ctx, answer.identity)
+        timeout = str(max(1, int(ctx.timeout_s // 4)))
+        done = ctx.backend.run(answer, ["/bin/sh", "-c", payload_script()], ctx.timeout_s,
+                               {"HETERO_TIMEOUT": timeout})
+        judge_payload(ctx, answer, done.exit_code, done.stdout, done.stderr, artifact=f"payload-{node}.txt")
+    except EngineFault as exc:
+        fault = outcome_of(exc)
+        _record(ctx, node, fault, ["scheduling"], answer.name, answer.simulated)
+        return fault
+    except LayerOutcome as exc:
+        _record(ctx, node, exc, ["scheduling"], answer.name, answer.simulated)
+        return exc
+    _record(ctx, node, None, ["scheduling", "startup"], answer.name, answer.simulated)
+    return None
+
+
+def _placed_on(ctx: LayerContext, node: str) -> bool:
+    """True when this item recorded a placement on ``node`` (``scheduling.placed``)."""
+    return any(r["kind"] == "scheduling.placed" and r["data"].get("node") == node for r in ctx.evidence.records)
+
+
+def _record(ctx: LayerContext, node: str, failure: LayerOutcome | None, proven: list[str], pod: str | None,
+            simulated: bool | None) -> None:
+    if failure is None:
+        ctx.record(NODE_RECORD, node=node, outcome="passed", category=None, message=None, proven=proven, pod=pod,
+                   simulated=simulated)
+        return
+    ctx.record(NODE_RECORD, node=node, outcome="error" if failure.status == "error" else "failed",
+               category=failure.category, message=failure.message[:2000], proven=proven, pod=pod, simulated=simulated)
+
+
+def _fail(ctx: LayerContext, chosen: list[str], failures: list[tuple[str, LayerOutcome]]) -> None:
+    """Raise the item's outcome naming every node that failed (LayerBroken when the engine broke on every one)."""
+    from pytest_hetero.layers.base import LayerBroken
+
+    if all(isinstance(f, NotApplicable) for _, f in failures):
+        raise NotApplicable(failures[0][1].message)
+    text = "; ".join(f"{node}: {f.category}: {f.message}" for node, f in failures)
+    message = (f"startup failed on {len(failures)} of {len(chosen)} node(s) of pool {ctx.resource.name} "
+               f"(the others passed and are validated node by node): {text}")
+    causes: dict[str, list[str]] = {}
+    for node, f in failures:
+        causes.setdefault(f.category, []).append(node)
+    listed = tuple((c, f"on {', '.join(nodes)}") for c, nodes in causes.items()) if len(causes) > 1 else ()
+    if all(isinstance(f, LayerBroken) for _, f in failures):
+        raise LayerBroken(message, failures[0][1].category, causes=listed)
+    first = next(f for _, f in failures if not isinstance(f, LayerBroken))
+    raise LayerFailed(message, first.category, causes=listed)

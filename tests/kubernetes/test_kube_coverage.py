@@ -1,0 +1,198 @@
+"""Node coverage on the KWOK plane (issue 32): the startup check on each node of a pool, each through a pod
+pinned to its node by a node affinity and placed by the real kube-scheduler; evidence per node; a status,
+and a ``hetero publish --dry-run``, that cover exactly the nodes that ran.
+
+Each test makes its own pool of KWOK CPU nodes (label ``hetero-test.pool: cov-<tag>``), deleted afterwards.
+On KWOK the container states come from KWOK stages and exec runs on this host, as evidence says
+(``startup.simulation``); placement is the real scheduler's.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+from kubekit import POOL, SESSION, kube_matrix, schedulable
+from kubernetes.client.rest import ApiException
+from support import REPO, evidence_of, statuses
+
+if TYPE_CHECKING:  # annotation only: 'conftest' names differ per folder at run time
+    from conftest import Cluster
+
+COMBO = "digits-logreg@digits-test"
+
+
+def hetero(*argv: str) -> subprocess.CompletedProcess[str]:
+    """Run ``hetero`` from this tree (a real process)."""
+    env = {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    return subprocess.run([sys.executable, "-m", "pytest_hetero.cli", *argv], capture_output=True, text=True,
+                          env=env, cwd=REPO, timeout=120, check=False)
+
+
+@pytest.fixture
+def make_pool(cluster: Cluster) -> Iterator[Callable[..., tuple[str, list[str]]]]:
+    """``make_pool(n, small=k)``: a new pool of ``n`` KWOK CPU nodes (32 CPUs each; the last ``k`` with
+    500m allocatable, too small for the test's 1-CPU request), schedulable; returns (pool label, names)."""
+    made: list[str] = []
+
+    def make(n: int, small: int = 0) -> tuple[str, list[str]]:
+        tag = uuid.uuid4().hex[:5]
+        names = [f"cov{i}-{cluster.suffix}-{tag}" for i in range(n)]
+        for i, name in enumerate(names):
+            cap = {"cpu": "32", "memory": "128Gi", "pods": "110"}
+            alloc = {**cap, "cpu": "500m"} if i >= n - small else cap
+            cluster.core.create_node({
+                "metadata": {"name": name, "annotations": {"kwok.x-k8s.io/node": "fake"},
+                             "labels": {POOL: f"cov-{tag}", SESSION: cluster.suffix, "kubernetes.io/hostname": name}},
+                "spec": {}})
+            made.append(name)
+            cluster.core.patch_node_status(name, {"status": {"capacity": cap, "allocatable": alloc, "conditions": []}})
+        deadline = time.monotonic() + 60
+        while not all(schedulable(cluster.core.read_node(n)) for n in names):
+            assert time.monotonic() < deadline, f"nodes {names} not schedulable after 60 s"
+            time.sleep(0.3)
+        return f"cov-{tag}", names
+
+    yield make
+    for name in made:
+        try:
+            cluster.core.delete_node(name)
+        except ApiException:
+            pass
+
+
+def run_gate(pytester: pytest.Pytester, cluster: Cluster, run_id: str, pool: str, coverage: Any) -> dict[str, Any]:
+    """The digits case on a CPU resource of ``pool`` (``coverage`` unless None), signed; its evidence."""
+    resource: dict[str, Any] = {"name": "cpu", "type": "cpu", "requests": {"cpu": "1", "memory": "256Mi"},
+                                "pool": pool}
+    if coverage is not None:
+        resource["coverage"] = coverage
+    doc = json.loads(kube_matrix(cluster.suffix, cluster.namespace, [resource], name="cov"))
+    doc["spec"]["validation"] = {"valid_for": "2h", "domain": "cov.hetero.test"}
+    pytester.makefile(".matrix.yaml", cov=json.dumps(doc))
+    assert hetero("keygen", str(pytester.path / "key")).returncode == 0
+    result = pytester.runpytest("-p", "no:cacheprovider", "--hetero-run-id", run_id, "--hetero-kube-context", "hetero",
+                                "--hetero-sign-key", str(pytester.path / "key"))
+    ev = evidence_of(pytester)
+    ev["_ret"] = result.ret
+    return ev
+
+
+def items(ev: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {i["nodeid"].split("::", 1)[1]: i for i in ev["items"]}
+
+
+def records(item: dict[str, Any], kind: str) -> list[dict[str, Any]]:
+    return [r["data"] for r in item["records"] if r["kind"] == kind]
+
+
+def node_levels(pool: dict[str, Any]) -> dict[str, str]:
+    return {e["node"]: e["task_types"]["batch-inference"]["level"] for e in pool["node_status"]}
+
+
+def publish_dry_run(pytester: pytest.Pytester) -> dict[str, Any]:
+    [bundle] = sorted((pytester.path / "reports").iterdir())
+    done = hetero("publish", str(bundle), "--to", "kubernetes", "--key", str(pytester.path / "key.pub"), "--dry-run")
+    assert done.returncode == 0, done.stderr
+    return dict(json.loads(done.stdout))
+
+
+def test_every_node_of_a_four_node_pool_runs_the_startup_check(
+        pytester: pytest.Pytester, cluster: Cluster, run_id: str, make_pool: Callable[..., tuple[str, list[str]]]
+) -> None:
+    pool, names = make_pool(4)
+    ev = run_gate(pytester, cluster, run_id, pool, "every")
+    got = items(ev)
+    assert ev["_ret"] == 0, [i["failure"] for i in ev["items"] if i["failure"]]
+    assert set(statuses(ev).values()) == {"passed"} and "cpu::py::nodes::startup" in got
+    cover = got["cpu::py::nodes::startup"]
+    [choice] = records(cover, "startup.coverage")
+    assert (choice["coverage"], sorted(choice["pool"]), choice["chosen"], choice["not_exercised"]) == (
+        "every", sorted(names), sorted(names), [])
+    per_node = records(cover, "startup.node")
+    assert sorted(r["node"] for r in per_node) == sorted(names)  # 4 nodes, one record each
+    assert {(r["outcome"], tuple(r["proven"]), r["simulated"]) for r in per_node} == {
+        ("passed", ("scheduling", "startup"), True)}
+    # each pinned pod was placed by the scheduler on its own node (a node affinity, not spec.nodeName)
+    placed = records(cover, "scheduling.placed")
+    assert sorted(p["node"] for p in placed) == sorted(names)
+    for sub in records(cover, "scheduling.submitted"):
+        spec = sub["manifest"]["spec"]
+        assert "nodeName" not in spec
+        term = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+        assert term == [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": [sub["pinned_to"]]}]}]
+    assert sorted(d["node"] for d in records(cover, "startup.device_init")) == sorted(names)
+
+    main = records(got["cpu::py::scheduling"], "scheduling.placed")[0]["node"]
+    assert records(got[f"cpu::py::{COMBO}::model"], "model.run")[0]["node"] == main
+    [status] = ev["validation"]["pools"]
+    assert (sorted(status["nodes"]), status["unvalidated"], status["model_runs_on"]) == (sorted(names), [], [main])
+    # the models ran on one node: it is validated to business, the others to startup (stated per node)
+    assert node_levels(status) == {n: "business" if n == main else "startup" for n in names}
+    assert ev["untested"]["nodes"] == []
+
+    out = publish_dry_run(pytester)
+    key = "validation.cov.hetero.test/batch-inference"
+    assert {e["node"]: (e["labels"][key], e["conditions"][0]["status"]) for e in out["plan"]} == {
+        n: ("business", "True") if n == main else ("startup", "False") for n in names}
+    assert out["not_exercised"] == [] and out["applied"] == []
+
+
+def test_coverage_one_exercises_one_node_and_publish_labels_it_alone(
+        pytester: pytest.Pytester, cluster: Cluster, run_id: str, make_pool: Callable[..., tuple[str, list[str]]]
+) -> None:
+    pool, names = make_pool(4)
+    ev = run_gate(pytester, cluster, run_id, pool, None)
+    got = items(ev)
+    assert ev["_ret"] == 0, [i["failure"] for i in ev["items"] if i["failure"]]
+    assert len(got) == 5 and "cpu::py::nodes::startup" not in got
+    main = records(got["cpu::py::scheduling"], "scheduling.placed")[0]["node"]
+    [status] = ev["validation"]["pools"]
+    assert (status["nodes"], node_levels(status), status["coverage"]) == ([main], {main: "business"}, "one")
+    others = sorted(set(names) - {main})
+    assert sorted(u["node"] for u in status["unvalidated"]) == others
+    assert sorted((u["node"], u["pool"], u["status"]) for u in ev["untested"]["nodes"]) == [
+        (n, "cpu", "unvalidated") for n in others]
+    assert {u["reason"] for u in ev["untested"]["nodes"]} == {
+        f"not exercised: coverage one ran the pool's workload on {main} only"}
+
+    out = publish_dry_run(pytester)
+    assert [e["node"] for e in out["plan"]] == [main]
+    assert sorted(e["node"] for e in out["not_exercised"]) == others
+
+
+def test_a_node_that_cannot_hold_the_workload_fails_alone(
+        pytester: pytest.Pytester, cluster: Cluster, run_id: str, make_pool: Callable[..., tuple[str, list[str]]]
+) -> None:
+    pool, names = make_pool(4, small=1)
+    small = names[-1]
+    ev = run_gate(pytester, cluster, run_id, pool, "every")
+    got = items(ev)
+    cover = got["cpu::py::nodes::startup"]
+    assert cover["status"] == "failed" and ev["_ret"] == 1
+    assert cover["failure"]["category"] == "insufficient_resource", cover["failure"]
+    assert "startup failed on 1 of 4 node(s) of pool cpu" in cover["failure"]["message"]
+    assert small in cover["failure"]["message"]
+    outcomes = {r["node"]: (r["outcome"], r["proven"]) for r in records(cover, "startup.node")}
+    assert outcomes == {n: ("failed", []) if n == small else ("passed", ["scheduling", "startup"]) for n in names}
+    [pending] = records(cover, "scheduling.pending")
+    assert pending["pinned_to"] == small
+    # the model items depend on the workload's own startup, which passed: they ran
+    assert got[f"cpu::py::{COMBO}::business"]["status"] == "passed"
+    main = records(got["cpu::py::scheduling"], "scheduling.placed")[0]["node"]
+    [status] = ev["validation"]["pools"]
+    assert status["task_types"]["batch-inference"]["level"] == "scheduling"  # the pool: one node failed
+    assert node_levels(status) == {n: "business" if n == main else "discovery" if n == small else "startup"
+                                   for n in names}
+    out = publish_dry_run(pytester)
+    key = "validation.cov.hetero.test/batch-inference"
+    plan = {e["node"]: (e["labels"][key], e["conditions"][0]["status"]) for e in out["plan"]}
+    assert plan[small] == ("discovery", "False") and plan[main] == ("business", "True")

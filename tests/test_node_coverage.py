@@ -1,0 +1,166 @@
+"""Node coverage (issue 32): the ``coverage`` setting, its items, and a status that covers exactly what ran
+node by node (levels per node, unvalidated nodes named, publish plans per node). The engine side runs on the
+KWOK plane in tests/kubernetes/test_kube_coverage.py."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support import matrix_text
+
+from pytest_hetero.errors import MatrixError
+from pytest_hetero.layers.nodes import choose, unschedulable_reason
+from pytest_hetero.matrix.expand import expand
+from pytest_hetero.matrix.load import load_matrix
+from pytest_hetero.matrix.model import Coverage, Matrix
+from pytest_hetero.status.compute import pool_status
+from pytest_hetero.status.publish import left_as_is, parse_now, publish_plan
+
+
+def matrix(tmp_path: Path, coverage: Any) -> Matrix:
+    resource: dict[str, Any] = {"name": "cpu", "type": "cpu", "requests": {"cpu": 1}}
+    if coverage is not None:
+        resource["coverage"] = coverage
+    (tmp_path / "c.matrix.yaml").write_text(matrix_text(resources=[resource], backend="kubernetes", name="c"))
+    return load_matrix(tmp_path / "c.matrix.yaml")
+
+
+@pytest.mark.parametrize(("value", "want"), [(None, Coverage("one")), ("every", Coverage("every")),
+                                             ({"sample": 3}, Coverage("sample", count=3)),
+                                             ({"share": 0.25}, Coverage("share", share=0.25))])
+def test_coverage_setting_is_read(tmp_path: Path, value: Any, want: Coverage) -> None:
+    assert matrix(tmp_path, value).resources[0].coverage == want
+
+
+@pytest.mark.parametrize("value", ["all", {"sample": 0}, {"share": 0}, {"share": 1.5}, {"sample": 2, "share": 0.5}])
+def test_a_bad_coverage_is_named(tmp_path: Path, value: Any) -> None:
+    with pytest.raises(MatrixError) as err:
+        matrix(tmp_path, value)
+    assert "coverage" in err.value.render()
+
+
+def test_how_many_nodes_each_setting_exercises_and_the_sample_is_seeded() -> None:
+    names = [f"n{i}" for i in range(10)]
+    assert [Coverage(m).how_many(10) for m in ("one", "every")] == [1, 10]
+    assert (Coverage("sample", count=3).how_many(10), Coverage("sample", count=30).how_many(10)) == (3, 10)
+    assert [Coverage("share", share=s).how_many(10) for s in (0.25, 0.01, 1.0)] == [3, 1, 10]
+    assert Coverage("every").how_many(0) == 0 and choose(Coverage("every"), [], "s") == []
+    first = choose(Coverage("sample", count=4), names, "run-1/cpu")
+    assert len(first) == 4 and set(first) <= set(names) and first == sorted(first)
+    assert choose(Coverage("sample", count=4), list(reversed(names)), "run-1/cpu") == first  # the seed decides
+    draws = {tuple(choose(Coverage("sample", count=4), names, f"run-{i}/cpu")) for i in range(20)}
+    assert len(draws) > 1  # another run draws other nodes
+
+
+def test_unschedulable_nodes_are_named_with_why() -> None:
+    from pytest_hetero.matrix.model import Resource
+
+    res = Resource("g", "gpu", "nvidia", {"nvidia.com/gpu": "1"},
+                   tolerations=({"key": "gpu", "operator": "Exists", "effect": "NoSchedule"},))
+    ok = {"name": "a", "ready": "True", "unschedulable": False,
+          "taints": [{"key": "gpu", "effect": "NoSchedule"}, {"key": "x", "effect": "PreferNoSchedule"}]}
+    assert unschedulable_reason(res, ok) is None
+    assert unschedulable_reason(res, {**ok, "ready": "False", "ready_reason": "KubeletNotReady"}) == \
+        "not Ready (KubeletNotReady)"
+    assert unschedulable_reason(res, {**ok, "unschedulable": True}) == "cordoned (spec.unschedulable: true)"
+    assert unschedulable_reason(res, {**ok, "taints": [{"key": "d", "value": "t", "effect": "NoExecute"}]}) == \
+        "untolerated taint d=t:NoExecute"
+
+
+def test_node_coverage_item_depends_on_scheduling_not_on_startup(tmp_path: Path) -> None:
+    plan = expand(matrix(tmp_path, "every"), scheduling_per_image=True)
+    ids = {i.id: i for i in plan.items}
+    cover = ids["cpu::py::nodes::startup"]
+    assert (cover.layer, cover.keys["coverage"], cover.depends_on) == ("startup", "every", ("cpu", "py", "scheduling"))
+    assert ids["cpu::py::digits-logreg@digits-test::model"].depends_on == ("cpu", "py", "startup")
+    assert "cpu::py::nodes::startup" not in {i.id for i in expand(matrix(tmp_path, None), scheduling_per_image=True)
+                                             .items}
+
+
+def rec(kind: str, **data: Any) -> dict[str, Any]:
+    return {"kind": kind, "at": "2026-12-02T10:00:00Z", "data": data}
+
+
+def item(layer: str, status: str, *records: dict[str, Any], **keys: str) -> dict[str, Any]:
+    base = {"resource": "cpu", **({"image": "py"} if layer != "discovery" else {})}
+    if layer in ("model", "business"):
+        base.update(model="digits-logreg", dataset="digits-test")
+    return {"layer": layer, "status": status, "keys": {**base, **keys}, "records": list(records)}
+
+
+POOL = ["n1", "n2", "n3", "n4"]
+
+
+def run_items(coverage: bool, failed: str | None = None) -> list[dict[str, Any]]:
+    """A 4-node pool's items: the workload on n1 (startup, model, business passed); with ``coverage`` a
+    node-coverage item over every node, ``failed`` failing its payload there."""
+    out = [item("discovery", "passed", rec("discovery.snapshot", nodes=[{"name": n} for n in POOL])),
+           item("scheduling", "passed", rec("scheduling.placed", node="n1", pod="w")),
+           item("startup", "passed", rec("startup.pod", node="n1", pod="w")),
+           item("model", "passed", rec("model.run", node="n1", exit_code=0)),
+           item("business", "passed")]
+    if coverage:
+        nodes = [rec("startup.coverage", coverage="every", pool=POOL, schedulable=POOL, chosen=POOL, not_exercised=[])]
+        for n in POOL:
+            nodes += [rec("scheduling.placed", node=n, pod=f"p-{n}"),
+                      rec("startup.node", node=n, outcome="failed" if n == failed else "passed",
+                          proven=["scheduling"] if n == failed else ["scheduling", "startup"])]
+        out.append(item("startup", "failed" if failed else "passed", *nodes, coverage="every"))
+    return out
+
+
+def levels(pool: dict[str, Any]) -> dict[str, str]:
+    return {e["node"]: e["task_types"]["batch-inference"]["level"] for e in pool["node_status"]}
+
+
+def test_every_node_has_its_own_level_and_a_failed_node_fails_alone(tmp_path: Path) -> None:
+    m = matrix(tmp_path, "every")
+    [pool] = pool_status(m, run_items(True), "2026-12-02T10:00:00Z")
+    assert (pool["nodes"], pool["unvalidated"], pool["model_runs_on"]) == (POOL, [], ["n1"])
+    # the models ran on n1 only: the other nodes are proven to startup
+    assert levels(pool) == {"n1": "business", "n2": "startup", "n3": "startup", "n4": "startup"}
+    n2 = pool["node_status"][1]["task_types"]["batch-inference"]["layers"]
+    assert (n2["startup"], n2["model"], n2["business"]) == ("passed", "not_run", "not_run")
+    [pool] = pool_status(m, run_items(True, failed="n3"), "2026-12-02T10:00:00Z")
+    assert pool["task_types"]["batch-inference"]["level"] == "scheduling"  # the pool as a whole: a node failed
+    assert levels(pool) == {"n1": "business", "n2": "startup", "n3": "scheduling", "n4": "startup"}
+
+
+def test_coverage_one_exercises_one_node_and_names_the_others_unvalidated(tmp_path: Path) -> None:
+    [pool] = pool_status(matrix(tmp_path, None), run_items(False), "2026-12-02T10:00:00Z")
+    assert (pool["nodes"], levels(pool), pool["coverage"]) == (["n1"], {"n1": "business"}, "one")
+    assert [(u["node"], u["status"]) for u in pool["unvalidated"]] == [(n, "unvalidated") for n in POOL[1:]]
+    assert pool["unvalidated"][0]["reason"] == "not exercised: coverage one ran the pool's workload on n1 only"
+
+
+def test_publish_plan_labels_each_exercised_node_at_its_level_and_leaves_the_others(tmp_path: Path) -> None:
+    [pool] = pool_status(matrix(tmp_path, "every"), run_items(True, failed="n3"), "2026-12-02T10:00:00Z")
+    plan = publish_plan([pool], "ab" * 32, parse_now("2026-12-02T11:00:00Z"), "d/unvalidated")
+    key = f"validation.{pool['domain']}/batch-inference"
+    got = {e["node"]: (e["labels"][key], e["conditions"][0]["status"], e["taint"]) for e in plan}
+    assert got == {"n1": ("business", "True", "remove"), "n2": ("startup", "False", "add"),
+                   "n3": ("scheduling", "False", "add"), "n4": ("startup", "False", "add")}
+    [one] = pool_status(matrix(tmp_path, None), run_items(False), "2026-12-02T10:00:00Z")
+    plan = publish_plan([one], "ab" * 32, parse_now("2026-12-02T11:00:00Z"))
+    assert [e["node"] for e in plan] == ["n1"]
+    assert [e["node"] for e in left_as_is([one], plan)] == ["n2", "n3", "n4"]
+    # a bundle written before node status: every node at the pool's level, as before
+    old = {k: v for k, v in one.items() if k not in ("node_status", "unvalidated")}
+    assert publish_plan([old], "ab" * 32, parse_now("2026-12-02T11:00:00Z"))[0]["labels"][key] == "business"
+
+
+def test_catalog_lists_node_levels_and_unvalidated_nodes(tmp_path: Path) -> None:
+    from pytest_hetero.reporting.catalog import catalog_rows, catalog_text
+
+    [pool] = pool_status(matrix(tmp_path, None), run_items(False), "2026-12-02T10:00:00Z")
+    status = {"validation": {"pools": [pool]}, "digest": "cd" * 32, "verification": "verified", "untested": {}}
+    [row] = catalog_rows([status], parse_now("2026-12-02T11:00:00Z"))
+    assert (row["nodes"], row["node_levels"], [u["node"] for u in row["unvalidated"]]) == (
+        ["n1"], {"n1": {"batch-inference": "business"}}, ["n2", "n3", "n4"])
+    text = catalog_text([row])
+    assert "unvalidated in c/cpu (not exercised by this run, coverage one):" in text
+    assert "- n2: not exercised: coverage one ran the pool's workload on n1 only" in text
+    assert json.dumps(row)  # JSON-ready
