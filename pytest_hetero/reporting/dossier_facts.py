@@ -49,8 +49,9 @@ class Facts:
         for item in self.items:
             self.by_layer.setdefault(item["layer"], []).append(item)
             keys = item.get("keys") or {}
-            self.combo[(item.get("matrix", ""), *(str(keys.get(d, "")) for d in
-                                                   ("resource", "image", "model", "dataset")), item["layer"])] = item
+            if "coverage" not in keys:  # a node-coverage item is not its resource × image's startup item
+                dims = ("resource", "image", "model", "dataset")
+                self.combo[(item.get("matrix", ""), *(str(keys.get(d, "")) for d in dims), item["layer"])] = item
             mine: dict[str, list[dict[str, Any]]] = {}
             for record in item.get("records") or ():
                 kind = record.get("kind")
