@@ -147,9 +147,9 @@ def read_logs(core: client.CoreV1Api, namespace: str, pod: str, previous: bool =
         return f"(logs unavailable: {getattr(exc, 'status', '')} {getattr(exc, 'reason', exc)})"
 
 
-def start(session: KubeSession, ctx: Step, node: str | None = None) -> Started:
+def start(session: KubeSession, ctx: Step, pinned: str | None = None) -> Started:
     """Wait until the item's workload container runs (placing it first when no scheduling item did;
-    ``node``: the workload pinned to that node); record ``startup.pod`` (image digest as the node reports
+    ``pinned``: the workload pinned to that node); record ``startup.pod`` (image digest as the node reports
     it) and ``startup.simulation`` on a KWOK node; return the Started pod (its node's facts, the image
     identity as the node reports it).
 
@@ -158,13 +158,13 @@ def start(session: KubeSession, ctx: Step, node: str | None = None) -> Started:
     start (``container_exited``/``startup_timeout``, platform, when nothing explains it), or with the
     decisive Pending reason when it could not be placed.
     """
-    key = submit.workload_key(ctx.resource.name, ctx.image.name, node)
+    key = submit.workload_key(ctx.resource.name, ctx.image.name, pinned)
     workload = session.workloads.get(key)
     if workload is None or "pod" not in workload:
-        if node is None:
+        if pinned is None:
             ctx.record("startup.note", message="no placed workload from a scheduling item; submitted here")
         session.pods()
-        placed = submit.place(session, ctx, ctx.timeout_s, node)
+        placed = submit.place(session, ctx, ctx.timeout_s, pinned)
         if isinstance(placed, Placement):
             raise ActionFailed(placed.message, (placed.decisive or {}).get("code") or "scheduling_timeout")
         workload = session.workloads[key]
@@ -182,7 +182,7 @@ def start(session: KubeSession, ctx: Step, node: str | None = None) -> Started:
         pod=name,
         node=node.get("name"),
         phase=(pod.get("status") or {}).get("phase"),
-        pinned_to=node,
+        pinned_to=pinned,
         container_statuses=(pod.get("status") or {}).get("containerStatuses"),
         **ident,
         declared_digest=ctx.image.digest,
