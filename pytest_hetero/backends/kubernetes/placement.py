@@ -206,6 +206,7 @@ def unscheduled(
         "scheduling.pending",
         object=workload["name"],
         submit_as=workload["kind"],
+        pinned_to=workload.get("node"),
         timed_out_after_s=timed_out,
         reasons=[r.to_dict() for r in reasons],
         events=slim,
