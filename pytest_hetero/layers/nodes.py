@@ -11,7 +11,10 @@ image (``<resource>::<image>::nodes::startup``, a startup item). Its check, once
    was not exercised);
 3. have the engine start the image on each chosen node, pinned to it but placed by the real scheduler
    (:meth:`~pytest_hetero.backends.protocol.Backend.start_on`), and judge each as the startup layer judges
-   its workload (image digest, device payload: :func:`pytest_hetero.layers.startup.judge_payload`);
+   its workload (image digest, device payload: :func:`pytest_hetero.layers.startup.judge_payload`). The pods
+   are created together, so placement and container start overlap; the payloads run one node after the
+   other (the Kubernetes client's ``stream()`` swaps the shared ApiClient's ``call_api`` during an exec, so
+   concurrent execs on one client are not safe): the item takes about one payload's time per node;
 4. record ``startup.node`` per chosen node: ``{"node", "outcome": passed|failed|error, "category",
    "message", "proven": [layers proven on it by this item], "pod", "simulated"}``.
 
