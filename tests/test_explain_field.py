@@ -174,14 +174,43 @@ def test_pod_status_yaml_with_a_folded_message() -> None:
         ("insufficient_resource", "infrastructure", "cpu", 4, 10, None, None)]
 
 
-def test_kubernetes_1_5_predicate_events_are_read_only_in_part() -> None:
-    """The old ``No nodes are available that match all of the following predicates::`` form: the memory reason
-    is read (owner infrastructure, exit 1); cpu and MatchNodeSelector and the tabbed row fields are not (a gap
-    of pending/'s classifier, listed in FACTS.md) — this pins today's partial reading so a fix shows."""
+def test_kubernetes_1_5_tabbed_event_rows_and_predicates() -> None:
+    """Kubernetes <= 1.6 rows (tab-separated FirstSeen/LastSeen/Count/From/…) are events, and each predicate of
+    ``No nodes are available that match all of the following predicates::`` is its own reason, with the code the
+    1.9+ wording of the same predicate gets and the failure table's owner."""
     r = _read("events-k8s-1-5-tabbed-predicates-insufficient-cpu-memory-matchnodeselector-excerpt.txt")
-    assert [(f.code, f.owner, f.quantities.get("resource")) for f in r.findings] == [
-        ("insufficient_resource", "infrastructure", "memory")] * 2
-    assert r.exit_code() == 1 and [b.kind for b in r.blocks] == ["text"]
+    assert [b.kind for b in r.blocks] == ["events"] and r.exit_code() == 1
+    assert [(f.code, f.owner, f.quantities.get("resource"), f.quantities["nodes"], f.count, f.age,
+             f.quantities["repeated_over"], f.entity["reporter"], f.quantities["event_reason"])
+            for f in r.findings] == [
+        (code, owner, res, n, count, age, over, "default-scheduler", "FailedScheduling")
+        for count, age, over, cpu, mem in ((7, "48m", "2h", 9, 15), (9, "46m", "4h", 9, 16), (48, "42m", "10h", 11, 18))
+        for code, owner, res, n in (("insufficient_resource", "infrastructure", "cpu", cpu),
+                                    ("insufficient_resource", "infrastructure", "memory", mem),
+                                    ("node_selector_mismatch", "algorithm", None, 18))]
+    assert {f.quantities["predicate"] for f in r.findings} == {"Insufficient cpu", "Insufficient memory",
+                                                               "MatchNodeSelector"}
+
+
+def test_kubernetes_1_4_braced_reporter_and_a_verdict_without_predicates() -> None:
+    (f,) = _read("events-k8s-1-4-describe-tabbed-braced-from-failed-to-fit-no-predicates.txt").findings
+    assert (f.kind, f.code, f.failure, f.owner, f.undetermined, f.entity["reporter"], f.count, f.age,
+            f.quantities["repeated_over"], f.quantities["event_type"]) == (
+        "events", "unschedulable_unexplained", "scheduler_reason_unprinted", None, True, "default-scheduler", 50,
+        "37m", "51m", "Warning")
+    assert "loudmail-deployment-1671311517-s1nb9" in f.meaning and f.lines[0].number == 3
+
+
+def test_kubernetes_1_6_fit_failure_summary_and_1_7_predicates_keep_every_reason() -> None:
+    r = _read("event-k8s-1-6-fit-failure-summary-matchnodeselector-podtoleratesnodetaints.txt")
+    assert [(f.code, f.owner, f.quantities["nodes"], f.quantities["predicate"]) for f in r.findings] == [
+        ("node_selector_mismatch", "algorithm", 2, "MatchNodeSelector"),
+        ("untolerated_taint", "algorithm", 1, "PodToleratesNodeTaints")]
+    r = _read("message-k8s-1-7-predicates-podfitshostports-podtoleratesnodetaints.txt")
+    assert [(f.code, f.owner, f.quantities["nodes"], f.quantities["predicate"]) for f in r.findings] == [
+        ("port_conflict", "algorithm", 1, "PodFitsHostPorts"),
+        ("untolerated_taint", "algorithm", 1, "PodToleratesNodeTaints")]
+    assert r.exit_code() == 1
 
 
 def test_gpu_rows_without_the_table_header() -> None:

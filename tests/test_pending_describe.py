@@ -559,3 +559,30 @@ def test_get_events_wide_cuts_the_message_at_its_column() -> None:
     first, second = parse_events_table(text)
     assert (first.code, first.nodes, first.resource) == ("insufficient_resource", 2, "huawei.com/Ascend910")
     assert (second.source, second.code, second.message) == ("kubelet", "unknown", "two  spaces")
+
+
+def test_kubernetes_1_2_to_1_9_describe_event_rows() -> None:
+    """Old ``FirstSeen LastSeen Count From SubObjectPath Type Reason Message`` rows: tabs or re-flowed spaces,
+    braced reporters with a node, a SubObjectPath, and the 1.2-1.3 rows without a Type column."""
+    from pytest_hetero.pending.events import classify_row, parse_event_rows
+
+    lines = [
+        "  FirstSeen\tLastSeen\tCount\tFrom\t\t\tSubObjectPath\t\tType\t\tReason\t\tMessage",
+        "  ---------\t--------\t-----\t----\t\t\t-------------\t\t--------\t------\t\t-------",
+        "  3m\t\t3m\t\t1\t{kubelet node-1}\tspec.containers{cuda}\tWarning\t\tBackOff\t\tBack-off restarting failed "
+        "docker container",
+        "  5m   1m   12   {default-scheduler }   Warning   FailedScheduling   No nodes are available that match all "
+        "of the following predicates:: Insufficient alpha.kubernetes.io/nvidia-gpu (3).",
+        "  1h\t\t1h\t\t1\t{default-scheduler }\t\t\tScheduled\tSuccessfully assigned x to node-1",
+        "  2d\t\t1d\t\t4\tkubelet, node-2\t\t\tWarning\t\tFailedScheduling\tpod (x) failed to fit in any node",
+    ]
+    rows = parse_event_rows(lines)
+    assert [(r.type, r.reason, r.age, r.count, r.over, r.source, r.lines) for r in rows] == [
+        ("Warning", "BackOff", "3m", 1, "3m", "kubelet, node-1", [2]),
+        ("Warning", "FailedScheduling", "1m", 12, "5m", "default-scheduler", [3]),
+        ("Normal", "Scheduled", "1h", 1, "1h", "default-scheduler", [4]),
+        ("Warning", "FailedScheduling", "1d", 4, "2d", "kubelet, node-2", [5]),
+    ]
+    assert [[(r.code, r.resource) for r in classify_row(row)] for row in rows] == [
+        [("crash_loop", None)], [("insufficient_resource", "alpha.kubernetes.io/nvidia-gpu")], [],
+        [("unschedulable_unexplained", None)]]

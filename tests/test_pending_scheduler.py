@@ -250,3 +250,42 @@ def test_volcano_gang_verdict_in_a_pod_condition_is_not_a_node_reason() -> None:
 def test_any_non_blank_message_gives_at_least_one_reason(message: str) -> None:
     reasons = parse_scheduler_message(message)
     assert bool(reasons) == bool(message.split())
+
+
+def test_old_predicate_names_get_the_code_of_their_modern_wording() -> None:
+    """Every Kubernetes 1.2-1.9 predicate name is classified as the 1.9+ message of the same predicate."""
+    from pytest_hetero.pending.scheduler import PREDICATE_WORDING
+
+    for name, wording in PREDICATE_WORDING.items():
+        (old,) = parse_scheduler_message(f"No nodes are available that match all of the following predicates:: {name} (2).")
+        (new,) = parse_scheduler_message(f"0/3 nodes are available: 2 {wording}.")
+        assert (old.code, old.nodes, old.owner, old.detail["predicate"]) == (new.code, 2, new.owner, name), name
+        assert old.code != "unknown", name
+
+
+def test_old_predicate_message_of_the_issue_keeps_every_reason() -> None:
+    text = ("No nodes are available that match all of the following predicates:: Insufficient nvidia.com/gpu (2), "
+            "MatchNodeSelector (1), PodToleratesNodeTaints (1), NoDiskConflict (3).")
+    modern = ("0/7 nodes are available: 2 Insufficient nvidia.com/gpu, 1 node(s) didn't match node selector, "
+              "1 node(s) had taints that the pod didn't tolerate, 3 node(s) had no available disk.")
+    old, new = parse_scheduler_message(text), parse_scheduler_message(modern)
+    assert [(r.code, r.resource, r.nodes) for r in old] == [(r.code, r.resource, r.nodes) for r in new] == [
+        ("insufficient_resource", "nvidia.com/gpu", 2), ("node_selector_mismatch", None, 1),
+        ("untolerated_taint", None, 1), ("volume_binding", None, 3)]
+    assert [r.total_nodes for r in old] == [None] * 4  # the old form printed no total
+
+
+def test_old_forms_per_node_summary_and_single_reason() -> None:
+    per_node = ("pod (nginx) failed to fit in any node\nfit failure on node (n1): PodExceedsFreeCPU\n"
+                "fit failure on node (n2): MatchNodeSelector\nfit failure on node (n3): PodExceedsFreeCPU")
+    assert [(r.code, r.resource, r.nodes, r.node_names) for r in parse_scheduler_message(per_node)] == [
+        ("insufficient_resource", "cpu", 2, ("n1", "n3")), ("node_selector_mismatch", None, 1, ("n2",))]
+    summary = "fit failure summary on nodes : Insufficient pods (1), PodToleratesNodeNoExecuteTaints (2)"
+    assert [(r.code, r.nodes) for r in parse_scheduler_message(summary)] == [("too_many_pods", 1),
+                                                                          ("untolerated_taint", 2)]
+    assert [r.code for r in parse_scheduler_message("Failed for reason PodFitsPorts and possibly others")] == [
+        "port_conflict"]
+    assert [r.code for r in parse_scheduler_message("pod (x) failed to fit in any node")] == [
+        "unschedulable_unexplained"]
+    (unknown,) = parse_scheduler_message("No nodes are available that match all of the predicates: SomeNewPredicate (4).")
+    assert (unknown.code, unknown.nodes, unknown.message) == ("unknown", 4, "SomeNewPredicate (4)")

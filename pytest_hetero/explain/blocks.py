@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from pytest_hetero.explain import claim_nvidia
+from pytest_hetero.pending.events import OLD_HEADER, OLD_ROW
 from pytest_hetero.probes import line_prefix
 from pytest_hetero.probes.nvidia_table import GPU_ROW
 
@@ -45,11 +46,11 @@ TOOL_COMMAND = re.compile(
 NVSMI_STAMP = re.compile(
     r"^\s*\S+\s+\S+\s+\d{1,2}\s+\d\d:\d\d:\d\d\s+\d{4}\s*$|^\s*\d{4}[-/年]\S*\s+\S.*\d\d:\d\d:\d\d"
 )
-EVENT_HEADER = re.compile(r"^\s*Type\s+Reason\s+Age\s+From\s+Message\s*$")
+EVENT_HEADER = re.compile(r"^\s*Type\s+Reason\s+Age\s+From\s+Message\s*$|" + OLD_HEADER.pattern)
 GET_EVENTS_HEADER = re.compile(r"^\s*(?:NAMESPACE\s+)?LAST SEEN\s+TYPE\s+REASON\s+(?:OBJECT|KIND)\b.*MESSAGE")
 EVENT_ROW = re.compile(
     r"^\s*(?:(?:[\w.-]+\s+)?(?:<unknown>|\d+(?:\.\d+)?[smhdy][\w.]*|<invalid>)(?:\s+\(x\d+ over \S+\))?\s+)?"
-    r"(?:Normal|Warning)\s+[A-Z]\w+\s+\S"
+    r"(?:Normal|Warning)\s+[A-Z]\w+\s+\S|" + OLD_ROW.pattern
 )
 TABLE_HEADER = re.compile(r"^\s*(?:NAMESPACE\s+)?NAME\s+(?:READY|STATUS)\s|^\s*(?:NAMESPACE|NS)\s+NAME\s+USED\s+HARD")
 YAML_START = re.compile(

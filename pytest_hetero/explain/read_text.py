@@ -76,6 +76,8 @@ class Hit:
     lines: list[int] = field(default_factory=list)
     timestamps: list[str] = field(default_factory=list)
     count: int = 1
+    also: list[Hit] = field(default_factory=list)
+    """Further findings of the same line (each reason of a scheduler message keeps its own owner)."""
 
 
 WORKLOAD_SPEC: frozenset[str] = frozenset({
@@ -94,6 +96,8 @@ def reason_failure(code: str, cause: str | None = None) -> str | None:
     ``code``; ``workload_spec`` / ``team_share_exceeded`` for the field rows above; None for ``unknown`` and for
     a key the table does not have."""
     key = cause or code
+    if key == "unschedulable_unexplained":
+        return "scheduler_reason_unprinted"  # no predicate printed: the text cannot decide whose (undetermined)
     if key in WORKLOAD_SPEC:
         return "workload_spec"
     if key in TEAM_SHARE:
@@ -441,7 +445,8 @@ def _runtime(line: str, low: str) -> LineKind:
 
 
 def _scheduler_message(line: str, low: str) -> LineKind:
-    """A scheduler/admission/queue message: the first known reason, the others as ``also_N``."""
+    """A scheduler/admission/queue message: one hit per known reason (the others ride in ``also``), so each
+    reason keeps its own owner."""
     found = classify_message(line)
     if not found:
         return None
@@ -449,7 +454,7 @@ def _scheduler_message(line: str, low: str) -> LineKind:
     if not known:
         return None
     first = known[0]
-    first.quantities.update({f"also_{i}": h.code for i, h in enumerate(known[1:], 1)})
+    first.also = known[1:]
     return first
 
 
@@ -639,6 +644,10 @@ class _LineScan:
             hit.entity.setdefault("process", vllm.group("proc"))
             hit.entity.setdefault("pid", vllm.group("pid"))
         self.hits.append(hit)
+        for extra in hit.also:
+            extra.lines, extra.timestamps = list(hit.lines), list(hit.timestamps)
+            self.hits.append(extra)
+        hit.also = []
 
 
 def _hit_finding(ctx: Ctx, piece: Piece, kind: str, hit: Hit, indexes: list[int], count: int | None) -> Finding:

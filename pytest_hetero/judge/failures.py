@@ -109,6 +109,9 @@ def _rows() -> dict[str, Entry]:
         # --- scheduling ------------------------------------------------------------------------------
         "insufficient_resource": (INF, F, "nodes lack free capacity of the resource", _PENDING),
         "too_many_pods": (INF, F, "nodes are at their pod limit", _PENDING),
+        "unschedulable_unexplained": (P, F, "no node fits and the scheduler printed no reason (Kubernetes <= 1.4 "
+                                            "'failed to fit in any node'): the platform operates the scheduler; a "
+                                            "field text says undetermined", _PENDING),
         **_alike(P, F, _SPEC, _PENDING, "node_selector_mismatch", "node_affinity_mismatch", "node_name_mismatch",
                  "pod_affinity", "topology_spread", "port_conflict", "quota_requires_limits", "limitrange_violation",
                  "podsecurity_violation", "device_type_mismatch"),
@@ -413,6 +416,14 @@ UNDETERMINED: Final[dict[str, Undetermined]] = {
         "a gang message naming no resource, with members running: a member that exited and a cluster short of "
         "capacity read the same",
         _FIELD + "read_kube"),
+    "scheduler_reason_unprinted": Undetermined(
+        "infrastructure (nodes short of cpu/memory/devices), algorithm (the pod's selector, affinity, tolerations "
+        "or host ports), platform (node taints, readiness, cordons)",
+        "kubectl describe nodes (Allocated resources, Taints, Conditions) against the pod's requests and spec; the "
+        "scheduler's own log names the failed predicate per node",
+        "Kubernetes 1.2-1.4's 'pod (x) failed to fit in any node' (or 1.0's 'failed to find a fit for pod') names "
+        "no predicate when the per-node lines are absent",
+        _FIELD + "read_text, read_kube"),
 }
 """Field-text categories with no single owner (issue 31: where the text cannot decide, say so)."""
 

@@ -99,6 +99,15 @@ def _source_for(component: str) -> str:
     return "scheduler" if "scheduler" in low else "kubelet"
 
 
+_SCHEDULER_VERDICT = re.compile(
+    r"nodes are (?:un)?available|fit failure (?:summary )?on node|failed for reason [A-Z]|"
+    r"failed to (?:fit in any node|find a fit)",
+    re.IGNORECASE,
+)
+"""A scheduler's verdict in any version: ``0/N nodes are available`` (1.9+), ``No nodes are available that match``
+(1.5-1.8), ``fit failure (summary) on node(s)`` (1.2-1.4), ``Failed for reason X`` (1.0-1.1)."""
+
+
 def classify_message(message: str, *, reason: str = "", component: str = "") -> list[Reason]:
     """Reasons from one event (``reason``, ``message``, reporting ``component``); ``[]`` if not understood."""
     low = component.lower()
@@ -127,7 +136,7 @@ def classify_message(message: str, *, reason: str = "", component: str = "") -> 
     if reason == "FailedMount":
         return [make_reason("kubelet", "container_config_error", message.strip())]
     found = parse_admission_message(message) or parse_kueue_message(message) or parse_volcano_message(message)
-    if not found and re.search(r"nodes are (?:un)?available", message):
+    if not found and _SCHEDULER_VERDICT.search(message):
         found = parse_scheduler_message(message)
     return found or parse_hami_message(message)
 

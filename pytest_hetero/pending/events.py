@@ -10,6 +10,11 @@ Forms read (kubectl 1.18-1.34):
   columns, or the old ``COUNT`` column), cut at the header's column positions;
 * header-less rows, alone or several: ``5d15h  Warning  ExceedsGPUQuota  pod/x  <message>`` (with or
   without a namespace first, ages as ``3m (x41235 over 5d15h)``);
+* Kubernetes 1.2-1.9 ``kubectl describe`` rows under ``FirstSeen LastSeen Count From SubObjectPath Type Reason
+  Message``, the columns tab-separated (empty ones leave runs of tabs) or re-flowed into spaces; From is
+  ``{default-scheduler }`` / ``{kubelet node-1}`` (1.2-1.6) or ``kubelet, node-1``; SubObjectPath
+  ``spec.containers{name}`` or empty; 1.2-1.3 have no Type column (a ``Failed…``/``BackOff``/``Unhealthy``
+  reason is then a Warning). LastSeen is the row's age, FirstSeen the span its count covers;
 * Event objects are read by :mod:`.describe` (``parse_event_object``).
 
 Each row becomes an :class:`EventRow`; :func:`classify_row` turns it into reasons. Normal events are
@@ -46,6 +51,16 @@ _BARE_NO_OBJECT = re.compile(
     rf"^\s*(?P<age>{_AGE}(?:\s+\(x\d+ over {_AGE}\))?)\s+(?P<type>Normal|Warning)\s+(?P<reason>[A-Za-z][\w.:-]*)\s+"
     r"(?P<message>\S.*?)\s*$"
 )
+OLD_ROW = re.compile(
+    rf"^\s*(?P<first>{_AGE})\s+(?P<last>{_AGE})\s+(?P<count>\d+)\s+(?P<from>\{{[^}}]*\}}|[\w.@/-]+(?:, [\w.-]+)?)\s+"
+    r"(?:(?P<sub>[a-z][\w.]*\{[^}\s]*\}|spec\.\S+)\s+)?(?:(?P<type>Normal|Warning)\s+)?(?P<reason>[A-Z][\w.:-]*)\s+"
+    r"(?P<message>\S.*?)\s*$"
+)
+"""A Kubernetes 1.2-1.9 describe row (module docstring)."""
+OLD_HEADER = re.compile(
+    r"^\s*FirstSeen\s+LastSeen\s+Count\s+From\s+(?:Sub[Oo]bjectPath\s+)?(?:Type\s+)?Reason\s+Message\s*$"
+)
+_OLD_WARNING = re.compile(r"^(?:Failed|Back[Oo]ff|Unhealthy|Err|Evict|Insufficient|Invalid|OutOf|Missing|NodeNotReady)")
 _GET_HEADER = re.compile(r"\bLAST SEEN\b.*\bTYPE\b.*\bREASON\b.*\bMESSAGE\b")
 
 
@@ -107,6 +122,16 @@ def parse_event_rows(lines: list[str]) -> list[EventRow]:
                             source=m.group("from"), lines=[index])
             rows.append(last)
             continue
+        m = OLD_ROW.match(line)
+        if m:
+            reason = m.group("reason")
+            kind = m.group("type") or ("Warning" if _OLD_WARNING.match(reason) else "Normal")
+            braced = m.group("from")
+            source = ", ".join(braced.strip("{} ").split()) if braced.startswith("{") else braced
+            last = EventRow(kind, reason, m.group("message"), m.group("last"), int(m.group("count")), m.group("first"),
+                            source=source, lines=[index])
+            rows.append(last)
+            continue
         m = _BARE_ROW.match(line) or _BARE_NO_OBJECT.match(line)
         if m:
             groups = m.groupdict()
@@ -117,7 +142,7 @@ def parse_event_rows(lines: list[str]) -> list[EventRow]:
             continue
         if last is not None and line[:1] in (" ", "\t") and not re.match(r"^\s*-{3,}", line) and not re.match(
             r"^\s*Type\s+Reason", line
-        ):
+        ) and not OLD_HEADER.match(line):
             last.message += " " + line.strip()
             last.lines.append(index)
     return rows

@@ -22,6 +22,7 @@ insufficient_resource           capacity        nodes lack free capacity of ``re
 resource_not_advertised         capacity        no node advertises ``resource`` at all
 too_many_pods                   capacity        nodes are at their pod limit
 no_nodes                        capacity        the cluster has no schedulable node at all
+unschedulable_unexplained       capacity        no node fits and the scheduler printed no reason (<= 1.4)
 node_selector_mismatch          placement       nodeSelector / node affinity matches no node
 node_affinity_mismatch          placement       required node affinity (not a plain selector) fails
 node_name_mismatch              placement       ``spec.nodeName`` names another node
@@ -98,6 +99,7 @@ CODES: Mapping[str, str] = {
     "insufficient_resource": "capacity",
     "resource_not_advertised": "capacity",
     "too_many_pods": "capacity",
+    "unschedulable_unexplained": "capacity",
     "no_nodes": "capacity",
     "node_selector_mismatch": "placement",
     "node_affinity_mismatch": "placement",

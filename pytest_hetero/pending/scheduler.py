@@ -15,6 +15,15 @@ Formats read (message text of the event / ``PodScheduled=False`` condition):
   schedule pods``.
 * Volcano's ``all nodes are unavailable: 2 node(s) resource fit failed.`` / ``0/N nodes are
   unavailable: ...`` (same shape, Volcano wording).
+* Kubernetes 1.2-1.9 predicate messages, before the ``0/N`` form: ``No nodes are available that match all of
+  the following predicates:: Insufficient cpu (9), MatchNodeSelector (18).`` (1.5-1.6; 1.7-1.8 say ``all of the
+  predicates:``), 1.4's ``fit failure summary on nodes : PodToleratesNodeTaints (2)`` and 1.2-1.3's ``pod (x)
+  failed to fit in any node fit failure on node (n1): PodExceedsFreeCPU``, 1.0-1.1's ``Failed for reason
+  MatchNodeSelector and possibly others`` (the first predicate only). ``failed to fit in any node`` with no
+  predicate after it (1.2-1.4 printed the per-node lines only in the scheduler's log) and 1.0's ``failed to
+  find a fit for pod`` are ``unschedulable_unexplained``. Each predicate name is read as the
+  wording the same predicate prints from 1.9 on (``MatchNodeSelector`` -> ``node(s) didn't match node
+  selector``), so it gets the same code as the modern message; the count in parentheses is its node count.
 * HAMi (scheduler extender): ``1 NodeUnfitPod`` inside FailedScheduling, and its ``FilteringFailed``
   events ``<n> nodes CardInsufficientMemory(node-a,node-b)`` / ``no available node, <n> nodes do
   not meet``.
@@ -33,6 +42,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Collection
+from dataclasses import replace
 from typing import Any
 
 from pytest_hetero.pending.model import Reason, make_reason
@@ -53,11 +63,12 @@ _PATTERNS: tuple[tuple[str, str], ...] = (
     (r"^insufficient\s+\S+", "insufficient_resource"),
     (r"too many pods|pod number exceeded", "too_many_pods"),
     (r"resource fit failed", "insufficient_resource"),
-    (r"persistentvolume|\bvolume|free storage|\bpvc", "volume_binding"),
+    (r"persistentvolume|\bvolume|free storage|\bpvc|no available disk", "volume_binding"),
     (r"no preemption victims found", "preemption_no_victims"),
     (r"preemption is not helpful", "preemption_not_helpful"),
     (
-        r"node affinity/selector|didn't (?:match|satisfy) node ?selector|node selector does not match",
+        r"node affinity/selector|didn't (?:match|satisfy) node ?selector|node selector does not match|"
+        r"didn't have the requested labels",
         "node_selector_mismatch",
     ),
     (r"node affinity|nodeaffinity", "node_affinity_mismatch"),
@@ -102,6 +113,103 @@ HAMI_CODES: dict[str, str] = {
 _HAMI_NAMED = re.compile(r"(\d+)\s+nodes?\s+([A-Z][A-Za-z]+)\(([^)]*)\)")
 _HAMI_NONE = re.compile(r"no available node,\s*(\d+)\s+nodes? do not meet", re.IGNORECASE)
 _HAMI_CARDS = re.compile(r"(\d+)/(\d+)\s+([A-Z][A-Za-z]+)")
+
+
+#: Predicate names of the Kubernetes 1.2-1.9 scheduler (``pkg/scheduler/algorithm/predicates``) -> the wording the
+#: same predicate prints from 1.9 on (``predicates/error.go``), so both forms are classified by one table.
+PREDICATE_WORDING: dict[str, str] = {
+    "MatchNodeSelector": "node(s) didn't match node selector",
+    "PodToleratesNodeTaints": "node(s) had taints that the pod didn't tolerate",
+    "PodToleratesNodeNoExecuteTaints": "node(s) had taints that the pod didn't tolerate",
+    "NoDiskConflict": "node(s) had no available disk",
+    "NoVolumeZoneConflict": "node(s) had no available volume zone",
+    "MaxEBSVolumeCount": "node(s) exceed max volume count",
+    "MaxGCEPDVolumeCount": "node(s) exceed max volume count",
+    "MaxAzureDiskVolumeCount": "node(s) exceed max volume count",
+    "MaxCinderVolumeCount": "node(s) exceed max volume count",
+    "MaxCSIVolumeCountPred": "node(s) exceed max volume count",
+    "NoVolumeNodeConflict": "node(s) had volume node affinity conflict",
+    "VolumeNodeAffinityConflict": "node(s) had volume node affinity conflict",
+    "VolumeBindingNoMatch": "node(s) didn't find available persistent volumes to bind",
+    "MatchInterPodAffinity": "node(s) didn't match pod affinity/anti-affinity",
+    "CheckServiceAffinity": "node(s) didn't match service affinity",
+    "CheckNodeLabelPresence": "node(s) didn't have the requested labels",
+    "NodeLabelPresence": "node(s) didn't have the requested labels",
+    "PodFitsHostPorts": "node(s) didn't have free ports for the requested pod ports",
+    "PodFitsPorts": "node(s) didn't have free ports for the requested pod ports",
+    "HostName": "node(s) didn't match the requested hostname",
+    "PodFitsHost": "node(s) didn't match the requested hostname",
+    "CheckNodeMemoryPressure": "node(s) had memory pressure",
+    "NodeUnderMemoryPressure": "node(s) had memory pressure",
+    "CheckNodeDiskPressure": "node(s) had disk pressure",
+    "NodeUnderDiskPressure": "node(s) had disk pressure",
+    "CheckNodePIDPressure": "node(s) had pid pressure",
+    "NodeNotReady": "node(s) were not ready",
+    "NodeOutOfDisk": "node(s) were out of disk space",
+    "NodeNetworkUnavailable": "node(s) had network unavailable",
+    "NodeUnknownCondition": "node(s) had unknown conditions",
+    "NodeUnschedulable": "node(s) were unschedulable",
+    "PodExceedsFreeCPU": "Insufficient cpu",
+    "PodExceedsFreeMemory": "Insufficient memory",
+    "PodExceedsMaxPodNumber": "Too many pods",
+    "Insufficient pods": "Too many pods",
+}
+_PREDICATES = re.compile(
+    r"no nodes are available that match all of the (?:following )?predicates:+\s*(?P<body>.*)$|"
+    r"fit failure summary on nodes\s*:\s*(?P<summary>.*)$|"
+    r"failed for reason (?P<one>[A-Z]\w+)(?: and possibly others)?",
+    re.IGNORECASE,
+)
+_PREDICATE_ITEM = re.compile(r"(?P<name>[^,()]*?[^,()\s])\s*\((?P<n>\d+)\)")
+_NO_FIT = re.compile(r"failed to fit in any node|failed to find a fit for pod", re.IGNORECASE)
+_FIT_FAILURE = re.compile(r"fit failure on node \((?P<node>[^)]*)\)\s*:\s*(?P<why>.*?)(?=\s*fit failure on node \(|$)",
+                          re.IGNORECASE)
+
+
+def _predicate(name: str, *, nodes: int | None, source: str, advertised: Collection[str] | None,
+               node_names: tuple[str, ...] = ()) -> Reason:
+    """One old predicate name (or ``Insufficient <r>``) classified as its 1.9+ wording, its own text kept."""
+    name = name.strip().rstrip(".").strip()
+    wording = PREDICATE_WORDING.get(name, name)
+    reason = classify_fragment(wording, nodes=nodes, source=source, advertised=advertised)
+    message = f"{name} ({nodes})" if nodes is not None else name
+    detail = {**reason.detail, "predicate": name}
+    return replace(reason, message=message, node_names=node_names, detail=detail)
+
+
+def parse_predicate_message(
+    text: str, *, source: str = "scheduler", advertised: Collection[str] | None = None
+) -> list[Reason] | None:
+    """Reasons of a Kubernetes 1.2-1.9 predicate message (module docstring); None when ``text`` is not one.
+
+    ``No nodes are available that match all of the following predicates:: A (n), B (m).`` gives one reason
+    per predicate with ``nodes`` n (no total: the old scheduler did not print it); ``fit failure on node
+    (x): A`` lines give one reason per predicate with the nodes that named it. Never raises.
+    """
+    text = _squash(text)
+    m = _PREDICATES.search(text)
+    if m:
+        if m.group("one"):  # 1.0-1.1: "Failed for reason MatchNodeSelector and possibly others"
+            return [_predicate(m.group("one"), nodes=None, source=source, advertised=advertised)]
+        body = (m.group("body") if m.group("body") is not None else m.group("summary") or "").strip().rstrip(".")
+        items = list(_PREDICATE_ITEM.finditer(body))
+        if not items:
+            return [_predicate(p, nodes=None, source=source, advertised=advertised)
+                    for p in body.split(",") if p.strip()] or [make_reason(source, "unknown", text)]
+        return [_predicate(i.group("name"), nodes=int(i.group("n")), source=source, advertised=advertised)
+                for i in items]
+    fits = list(_FIT_FAILURE.finditer(text))
+    if not fits:
+        if _NO_FIT.search(text):  # the verdict without its predicates
+            return [make_reason(source, "unschedulable_unexplained", text)]
+        return None
+    per: dict[str, list[str]] = {}
+    for fit in fits:
+        for why in fit.group("why").strip().rstrip(".").split(","):
+            if why.strip():
+                per.setdefault(why.strip(), []).append(fit.group("node"))
+    return [_predicate(name, nodes=len(nodes), node_names=tuple(nodes), source=source, advertised=advertised)
+            for name, nodes in per.items()]
 
 
 def _squash(text: str) -> str:
@@ -210,6 +318,9 @@ def parse_scheduler_message(
         volcano = parse_gang_message(text) or classify_queue_text(text)
         if volcano:
             return volcano
+    old = parse_predicate_message(text, source=source, advertised=advertised)
+    if old is not None:
+        return old
     parts = _PREEMPTION.split(text, maxsplit=1)
     main, pre = parts[0], (parts[1] if len(parts) > 1 else "")
     reasons = _parse_part(main, preemption=False, source=source, advertised=advertised)
