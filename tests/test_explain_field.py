@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from pytest_hetero.explain import Finding, Report, explain_bytes
 
 FIELD = Path(__file__).resolve().parent / "data" / "field"
@@ -225,3 +227,21 @@ def test_gpu_rows_without_the_table_header() -> None:
     assert (v100.entity["bus_id"], v100.quantities["memory_used_mib"], v100.quantities["power_limit_w"],
             "power_w" in v100.quantities, v100.owner) == ("00008ED0:00:00.0", 593, 250.0, False, "infrastructure")
     assert "power draw reads ERR!" in v100.meaning
+
+
+@pytest.mark.parametrize(("name", "facts"), [
+    ("nccl-info-ring-trees-init-complete-64-ranks-socket-excerpt.txt",
+     {"hosts": 16, "processes": 16, "ranks": 64, "init_complete": 1, "transports": "NET/Socket"}),
+    ("nccl-info-bootstrap-mpirun-rank-prefix-nccl-2-5-6-excerpt.txt",
+     {"nccl_version": "2.5.6+cuda10.2", "hosts": 1, "processes": 4, "transports": "NET/Socket"}),
+    ("nccl-info-ring-trees-p2p-chunksize-comm-mnnvl-h20-two-nodes-excerpt.txt",
+     {"hosts": 2, "processes": 3, "ranks": 4, "nodes": 2}),
+])
+def test_nccl_info_topology_dumps_are_informational(name: str, facts: dict[str, object]) -> None:
+    """An NCCL INFO trace with no error in it (rings, trees, bootstrap, the version banner) is one ``ok`` finding
+    with its facts, never an unrecognised line and never a problem."""
+    r = _read(name)
+    (f,) = r.findings
+    lines = (FIELD / name).read_text().splitlines()
+    assert (f.code, f.severity, f.owner, f.count, dict(f.quantities)) == ("nccl_log", "ok", None, len(lines), facts)
+    assert [line.number for line in f.lines] == list(range(1, len(lines) + 1)) and r.exit_code() == 0

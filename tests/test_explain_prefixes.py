@@ -148,6 +148,15 @@ def test_torchrun_rank_prefix_names_the_rank_not_hccl() -> None:
     assert (f.code, f.entity["rank"]) == ("unrecognised", "3")
 
 
+def test_mpirun_tag_output_prefix_is_taken_off_and_names_the_rank() -> None:
+    """Open MPI ``--tag-output``: ``[<job>,<rank>]<stdout>:`` before every line (NVIDIA/nccl#300's paste)."""
+    lines, prefixes = normalise(["[1,3]<stdout>:5873af64cf59:10161:10551 [3] NCCL INFO NET/IB : No device found.",
+                                 "[1,0]<stderr>:NCCL version 2.5.6+cuda10.2"])
+    assert lines == ["5873af64cf59:10161:10551 [3] NCCL INFO NET/IB : No device found.",
+                     "NCCL version 2.5.6+cuda10.2"]
+    assert [p.rank for p in prefixes] == ["3", "0"]
+
+
 def test_ordinary_colon_lines_are_not_hosts() -> None:
     text = "NVRM: GPU at PCI:0000:01:00: GPU-1\nNVRM: Xid (PCI:0000:01:00): 13, pid=1, name=x, Graphics Exception\n" \
            "NVRM: GPU 0000:01:00.0: GPU has fallen off the bus."

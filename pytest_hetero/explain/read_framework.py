@@ -107,6 +107,51 @@ NCCL_NET = re.compile(r"(?:Connect to|connect to) (?P<peer>[\d.:a-fA-F]+)<(?P<po
 remoteGids …``."""
 NCCL_HEAD = re.compile(r"^\s*(?P<host>[\w.-]+):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] ")
 """The head NCCL puts on its debug lines (``NCCL_DEBUG``): ``<host>:<pid>:<tid> [<cudaDev>] ``."""
+NCCL_VERSION_LINE = re.compile(r"^\s*(?:[\w.-]+:\d+:\d+ \[\d+\] )?NCCL version (?P<ver>[\w.+-]+)\s*$")
+"""The banner rank 0 prints at init (``NCCL version 2.5.6+cuda10.2``): informational, part of the trace."""
+_NCCL_RANKS = re.compile(r"\bn[Rr]anks (?P<n>\d+)")
+_NCCL_NODES = re.compile(r"\bnNodes (?P<n>\d+)")
+_NCCL_VIA = re.compile(r"\bvia (?P<t>NET/[\w-]+|P2P|SHM|CollNet|NVLS)\b|NET/(?P<net>IB|Socket) : Using")
+
+
+def nccl_trace_facts(lines: list[str]) -> dict[str, Value]:
+    """Facts of NCCL ``NCCL INFO`` debug lines (NCCL 2.x, ``NCCL_DEBUG=INFO``) that carry no error: ``hosts``
+    and ``processes`` (distinct ``host`` / ``host:pid`` of the ``<host>:<pid>:<tid> [<dev>]`` head), the
+    ``nccl_version`` banner, ``ranks`` / ``nodes`` of a ``comm … nRanks N [nNodes M]`` line (the largest seen),
+    ``init_complete`` (``Init COMPLETE`` lines) and the ``transports`` the rings/trees were built over
+    (``via NET/IB/0`` → ``NET/IB``, ``P2P``, ``SHM``…), comma-joined in order of appearance. Keys whose
+    source line is absent are left out. Never raises."""
+    hosts: dict[str, None] = {}
+    procs: dict[str, None] = {}
+    transports: dict[str, None] = {}
+    facts: dict[str, Value] = {}
+    for line in lines:
+        head = NCCL_HEAD.match(line)
+        if head:
+            hosts[head.group("host")] = None
+            procs[f"{head.group('host')}:{head.group('pid')}"] = None
+        version = NCCL_VERSION_LINE.match(line)
+        if version:
+            facts["nccl_version"] = version.group("ver")
+        for via in _NCCL_VIA.finditer(line):
+            transports[(via.group("t") or f"NET/{via.group('net')}").split("/0")[0]] = None
+    text = "\n".join(lines)
+    ranks = max((int(m.group("n")) for m in _NCCL_RANKS.finditer(text)), default=0)
+    nodes = max((int(m.group("n")) for m in _NCCL_NODES.finditer(text)), default=0)
+    complete = text.count("Init COMPLETE")
+    if hosts:
+        facts.update(hosts=len(hosts), processes=len(procs))
+    if ranks:
+        facts["ranks"] = ranks
+    if nodes:
+        facts["nodes"] = nodes
+    if complete:
+        facts["init_complete"] = complete
+    if transports:
+        facts["transports"] = ", ".join(transports)
+    return facts
+
+
 NCCL_WARN = re.compile(r"NCCL WARN (?P<msg>.*?)\s*$")
 """Any other ``NCCL WARN`` line (the message as printed)."""
 RANK = re.compile(r"\[Rank (?P<rank>\d+)\]|\bRank (?P<rank2>\d+)\]")

@@ -206,7 +206,7 @@ def _nccl_hit(line: str, low: str) -> LineKind:
         return "context"
     if not ("nccl" in low or "watchdog" in low or ("connect to" in low and "socket" in low)):
         return None
-    if "NCCL INFO" in line:
+    if "NCCL INFO" in line or fw.NCCL_VERSION_LINE.match(line):
         return "context"  # NCCL's debug trace (``-> 6`` return codes, topology): joins the error around it
     n = fw.nccl(line)
     if n is None:
@@ -685,11 +685,16 @@ def classify_lines(ctx: Ctx, piece: Piece, indexes: list[int], kind: str = "text
     if scan.pending_context and merged:
         merged[-1].lines += scan.pending_context
         out[-1] = _hit_finding(ctx, piece, kind, merged[-1], merged[-1].lines, max(merged[-1].count, 1))
-    elif scan.pending_context and all("NCCL INFO" in lines[i] for i in scan.pending_context):
+    elif scan.pending_context and all("NCCL INFO" in lines[i] or fw.NCCL_VERSION_LINE.match(lines[i])
+                                      for i in scan.pending_context):
+        trace = [lines[i] for i in scan.pending_context]
+        facts = fw.nccl_trace_facts(trace)
+        said = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in facts.items())
         out.append(make(kind, "nccl_log", category="log", severity="ok",
-                        meaning=f"NCCL debug trace ({len(scan.pending_context)} NCCL INFO line(s), no error "
-                                "among them)",
-                        lines=ctx.src(scan.pending_context, piece.start), count=len(scan.pending_context)))
+                        meaning=f"NCCL debug trace ({len(scan.pending_context)} line(s), no error among them"
+                                + (f"; {said}" if said else "") + ")",
+                        lines=ctx.src(scan.pending_context, piece.start), count=len(scan.pending_context),
+                        quantities=facts))
     elif scan.pending_context:
         scan.unknown.append(scan.pending_context)
     for run in scan.unknown:

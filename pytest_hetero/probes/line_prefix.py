@@ -9,7 +9,8 @@ Operators rarely paste a tool's output bare. Lines arrive with the layers a coll
   ``<time> <host> <tag>[<pid>]: `` — the month may be English (``Jan  3``) or a CJK locale's (``8月 18``);
 * a raw ``/dev/kmsg`` record head ``<prio>,<seq>,<usec>,<flags>;`` (rewritten as the dmesg uptime stamp
   ``[<sec>.<usec>] `` so the kernel reader still has a time);
-* ``torchrun``'s per-rank ``[rank1]: `` / ``[default0]:`` (kept as the finding's ``rank``);
+* ``torchrun``'s per-rank ``[rank1]: `` / ``[default0]:`` and ``mpirun --tag-output``'s ``[1,0]<stdout>:`` (kept
+  as the finding's ``rank``);
 * ``kubectl logs --prefix``'s ``[pod/<name>/<container>] ``;
 * an RFC 3339 stamp from ``kubectl logs --timestamps`` or a CRI log file (``<rfc3339> stdout F ``).
 
@@ -87,8 +88,9 @@ HOST = re.compile(r"^(?P<host>(?:\d{1,3}(?:\.\d{1,3}){3}|\[?[0-9a-fA-F:]+:[0-9a-
 KUBECTL_PREFIX = re.compile(r"^\[(?P<host>(?:pod|deployment|daemonset|job|statefulset)/[\w.-]+/[\w.-]+)\] ")
 """``kubectl logs --prefix``: ``[pod/<name>/<container>] ``."""
 
-RANK_PREFIX = re.compile(r"^\[(?:rank|default)(?P<rank>\d+)\]:\s?")
-"""``torchrun`` per-rank output prefixes: ``[rank1]: `` (``--tee``/``--local-ranks-filter``), ``[default0]:``."""
+RANK_PREFIX = re.compile(r"^\[(?:(?:rank|default)(?P<rank>\d+)\]|\d+,(?P<mpirank>\d+)\]<std(?:out|err)>):\s?")
+"""Per-rank output prefixes: ``torchrun``'s ``[rank1]: `` (``--tee``/``--local-ranks-filter``), ``[default0]:``,
+and Open MPI ``mpirun --tag-output``'s ``[<job>,<rank>]<stdout>:`` / ``<stderr>:``."""
 
 KMSG = re.compile(r"^(?P<prio>\d{1,4}),(?P<seq>\d+),(?P<usec>\d+),[-+c]?[^;\s]*;")
 """A raw ``/dev/kmsg`` record head (Documentation/ABI/testing/dev-kmsg)."""
@@ -216,7 +218,8 @@ def _inner(line: str, head: Prefix | None) -> tuple[str, Prefix | None]:
         head = _join(head, kmsg.text, time=kmsg.time)
     rank = RANK_PREFIX.match(line)
     if rank:
-        head, line = _join(head, line[: rank.end()], rank=rank.group("rank")), line[rank.end():]
+        which = rank.group("rank") or rank.group("mpirank")
+        head, line = _join(head, line[: rank.end()], rank=which), line[rank.end():]
     return line, head
 
 
