@@ -245,3 +245,43 @@ def test_nccl_info_topology_dumps_are_informational(name: str, facts: dict[str, 
     lines = (FIELD / name).read_text().splitlines()
     assert (f.code, f.severity, f.owner, f.count, dict(f.quantities)) == ("nccl_log", "ok", None, len(lines), facts)
     assert [line.number for line in f.lines] == list(range(1, len(lines) + 1)) and r.exit_code() == 0
+
+
+def test_nvidia_smi_nvlink_status_inactive_links_on_an_sxm_part() -> None:
+    r = _read("nvidia-smi-nvlink-s-v100-sxm2-two-links-inactive-elided.txt")
+    (bad,) = _problems(r)
+    assert (bad.kind, bad.code, bad.failure, bad.owner, bad.severity, bad.entity["gpu_index"], bad.entity["gpu_name"],
+            dict(bad.quantities)) == (
+        "nvidia-smi-nvlink", "nvlink_inactive", "nvlink_fault", "infrastructure", "error", "3", "Tesla V100-SXM2-32GB",
+        {"links": 6, "active": 4, "inactive": 2, "inactive_links": "3,5", "speed_gbps": 25.781})
+    assert [line.number for line in bad.lines] == list(range(3, 10)) and r.exit_code() == 1
+    (report,) = [f for f in r.findings if f.code == "nvlink_report"]
+    assert dict(report.quantities) == {"gpus": 1, "links_active": 4, "links_inactive": 2}
+
+
+def test_nvidia_smi_nvlink_status_all_links_up_after_a_prompt() -> None:
+    r = _read("nvidia-smi-nvlink-status-h100-18-links-prompt-excerpt.txt")
+    assert [(f.code, f.severity, f.entity.get("gpu_index"), f.entity.get("uuid"), f.quantities.get("active"),
+             f.quantities.get("speed_gbps")) for f in r.findings] == [
+        ("nvlink_status", "ok", "0", "GPU-4039dfe4-0c97-4b1e-683e-eb7d42699053", 18, 26.562),
+        ("nvlink_status", "ok", "1", "GPU-dd3b269a-8f3a-d2d5-1518-2713ba03fcf7", 18, 26.562),
+        ("nvlink_report", "ok", None, None, None, None)]
+    assert r.findings[-1].quantities["links_active"] == 36 and r.exit_code() == 0
+
+
+def test_nvidia_smi_nvlink_status_family() -> None:
+    """The other layouts of the kind: a PCIe card with a bridge on some links (warning), a card with none (ok), an
+    SXM part with every link inactive (error), the NVML 'all links are inActive' answer."""
+    from pytest_hetero.explain import explain_text
+
+    pcie = ("GPU 0: NVIDIA A100 80GB PCIe (UUID: GPU-a)\n\t Link 0: 25 GB/s\n\t Link 1: <inactive>\n"
+            "GPU 1: NVIDIA RTX A6000 (UUID: GPU-b)\n\t Link 0: <inactive>\n\t Link 1: <inactive>\n"
+            "GPU 2: NVIDIA A100-SXM4-80GB (UUID: GPU-c)\n\t Link 0: <inactive>\n"
+            "GPU 3: NVIDIA H100 80GB HBM3 (UUID: GPU-d)\n"
+            "\tNVML: Unable to retrieve NVLink information as all links are inActive\n")
+    r = explain_text(pcie)
+    assert [(f.code, f.severity, f.owner) for f in r.findings] == [
+        ("nvlink_inactive", "warning", "infrastructure"), ("nvlink_status", "ok", None),
+        ("nvlink_inactive", "error", "infrastructure"), ("nvlink_inactive", "error", "infrastructure"),
+        ("nvlink_report", "ok", None)]
+    assert r.findings[3].quantities["all_inactive"] is True

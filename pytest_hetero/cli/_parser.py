@@ -240,7 +240,7 @@ def _add_probe(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
 
 
 EXPLAIN = """\
-Read any pasted GPU/NPU cluster output and say what it means: nvidia-smi (table, -q, -q -x, -L, mig
+Read any pasted GPU/NPU cluster output and say what it means: nvidia-smi (table, -q, -q -x, -L, nvlink -s, mig
 -lgi/-lci/-lgip, topo -m, --query-gpu csv), a dmesg or syslog excerpt (Xid, fallen off the bus,
 RmInitAdapter), dcgmi diag/discovery/nvlink/health/dmon, npu-smi info (and -t …), dcmi and CANN/ACL/HCCL
 errors, kubectl describe node/pod/workload, events, Kueue/Volcano objects, HAMi and device-plugin logs,

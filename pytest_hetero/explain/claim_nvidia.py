@@ -7,6 +7,9 @@ Each claimer takes ``(lines, i)`` and returns ``(kind, end)`` when a block of it
 
 * ``nvidia-smi -L``: ``GPU <n>: <name> (UUID: GPU-…)`` lines, each MIG device under its GPU as
   ``  MIG <profile> Device <n>: (UUID: MIG-…)`` (R470+) or ``MIG-GPU-<uuid>/<gi>/<ci>`` (R450/R460);
+* ``nvidia-smi nvlink -s`` / ``--status`` (R4xx-R5xx): the ``-L`` GPU line, then ``Link <n>: <speed> GB/s`` or
+  ``Link <n>: <inactive>`` per link, indented (or ``NVML: Unable to retrieve NVLink information as all links are
+  inActive`` for a GPU with none up);
 * ``nvidia-smi mig -lgi|-lci|-lgip|-lcip``: box tables titled ``GPU instances:``, ``Compute instances:``,
   ``GPU instance profiles:``, ``Compute instance profiles:``; ``-lgipp``/``-lcipp``: one
   ``GPU  0 Profile ID 14 Placements: {0,1,2,3}:1`` line per profile (``Placement :`` when there is one);
@@ -53,11 +56,21 @@ def _boxed(line: str) -> bool:
     return line.lstrip().startswith(("|", "+"))
 
 
+NVLINK_LINK = re.compile(r"^\s+Link (?P<link>\d+): (?:(?P<speed>\d+(?:\.\d+)?) GB/s|(?P<inactive><inactive>))\s*$")
+"""One link of ``nvidia-smi nvlink -s``: its speed, or ``<inactive>``."""
+NVLINK_NONE = re.compile(r"^\s*NVML: Unable to retrieve NVLink information as all links are inActive\s*$",
+                         re.IGNORECASE)
+
+
 def nvsmi_list(lines: list[str], i: int) -> Claim | None:
-    """``nvidia-smi -L`` (GPU lines, MIG lines under them)."""
+    """``nvidia-smi -L`` (GPU lines, MIG lines under them), or ``nvidia-smi nvlink -s`` when link lines follow."""
     if not GPU_LINE.match(lines[i]):
         return None
     n, j = len(lines), i + 1
+    if j < n and (NVLINK_LINK.match(lines[j]) or NVLINK_NONE.match(lines[j])):
+        while j < n and (GPU_LINE.match(lines[j]) or NVLINK_LINK.match(lines[j]) or NVLINK_NONE.match(lines[j])):
+            j += 1
+        return "nvidia-smi-nvlink", j
     while j < n and (GPU_LINE.match(lines[j]) or MIG_LINE.match(lines[j])):
         j += 1
     return "nvidia-smi-list", j

@@ -329,6 +329,85 @@ def read_nvlink(ctx: Ctx, piece: Piece) -> list[Finding]:
     return out
 
 
+_FABRIC_PART = re.compile(r"SXM|HBM|\bH[12]\d0\b|\bB[12]\d0\b|GB[23]00|HGX|DGX", re.IGNORECASE)
+"""GPU names of baseboard (SXM/HGX) parts, whose NVLinks are all wired: an inactive link is a fault there; a PCIe
+card's links are active only where a bridge connects them."""
+
+
+def _nvsmi_link_gpu(ctx: Ctx, piece: Piece, gpu: dict[str, str], rows: list[tuple[int, str, float | None]],
+                    none: bool) -> Finding:
+    """One GPU of ``nvidia-smi nvlink -s``: ``rows`` are (line index, link, speed GB/s or None when inactive)."""
+    active = [(link, speed) for _, link, speed in rows if speed is not None]
+    inactive = [link for _, link, speed in rows if speed is None]
+    fabric = bool(_FABRIC_PART.search(gpu["name"]))
+    speeds = sorted({speed for _, speed in active})
+    q: dict[str, Value] = {"links": len(rows), "active": len(active), "inactive": len(inactive),
+                           "inactive_links": ",".join(inactive) or None,
+                           "speed_gbps": speeds[0] if len(speeds) == 1 else None,
+                           "min_speed_gbps": speeds[0] if len(speeds) > 1 else None,
+                           "all_inactive": none or None}
+    q = {k: v for k, v in q.items() if v is not None}
+    entity = {"gpu_index": gpu["index"], "gpu_name": gpu["name"], "uuid": gpu["uuid"]}
+    src = ctx.src([int(gpu["line"])] + [i for i, _, _ in rows], piece.start)
+    what = f"GPU {gpu['index']} ({gpu['name']})"
+    if (inactive and active) or ((inactive or none) and fabric):
+        severity = "error" if fabric else "warning"
+        count = "every" if not active else f"{len(inactive)} of {len(rows)}"
+        why = ("a baseboard GPU's NVLinks are all wired: a link down is a fault of the GPU, its NVLink wiring or "
+               "(on NVSwitch systems) the fabric and its manager" if fabric
+               else "on a PCIe card only bridged links are active: check the bridge")
+        return make("nvidia-smi-nvlink", "nvlink_inactive", category="nvlink", failure="nvlink_fault",
+                    severity=severity, meaning=f"{what}: {count} NVLink link(s) inactive"
+                    + (f" ({', '.join(inactive)})" if inactive and active else "") + f"; {why}",
+                    lines=src, entity=entity, quantities=q)
+    if not active:
+        return make("nvidia-smi-nvlink", "nvlink_status", category="inventory", severity="ok",
+                    meaning=f"{what}: no NVLink link active (a PCIe card without a bridge)", lines=src,
+                    entity=entity, quantities=q)
+    return make("nvidia-smi-nvlink", "nvlink_status", category="inventory", severity="ok",
+                meaning=f"{what}: {len(active)} NVLink link(s) active"
+                + (f" at {speeds[0]:g} GB/s" if len(speeds) == 1 else f", {speeds[0]:g}-{speeds[-1]:g} GB/s"),
+                lines=src, entity=entity, quantities=q)
+
+
+def read_nvsmi_nvlink(ctx: Ctx, piece: Piece) -> list[Finding]:
+    """``nvidia-smi nvlink -s`` / ``--status`` (format in :mod:`.claim_nvidia`): one finding per GPU
+    (``nvlink_status`` ok, or ``nvlink_inactive`` with failure ``nvlink_fault``: an error on a baseboard
+    SXM/HGX part, a warning on a PCIe card where some links are up and others not), then ``nvlink_report``
+    (``gpus``, ``links_active``, ``links_inactive``). Speeds are the per-link GB/s as printed."""
+    from pytest_hetero.explain.claim_nvidia import GPU_LINE, NVLINK_LINK, NVLINK_NONE
+
+    lines = ctx.lines(piece)
+    out: list[Finding] = []
+    gpu: dict[str, str] | None = None
+    rows: list[tuple[int, str, float | None]] = []
+    none = False
+    for i, line in enumerate(lines):
+        head = GPU_LINE.match(line)
+        if head:
+            if gpu is not None:
+                out.append(_nvsmi_link_gpu(ctx, piece, gpu, rows, none))
+            gpu = {"index": head.group("index"), "name": head.group("name"), "uuid": head.group("uuid"),
+                   "line": str(i)}
+            rows, none = [], False
+            continue
+        link = NVLINK_LINK.match(line)
+        if link and gpu is not None:
+            rows.append((i, link.group("link"), float(link.group("speed")) if link.group("speed") else None))
+        elif NVLINK_NONE.match(line) and gpu is not None:
+            none = True
+    if gpu is not None:
+        out.append(_nvsmi_link_gpu(ctx, piece, gpu, rows, none))
+    per = [f for f in out if "active" in f.quantities]
+    up = sum(int(f.quantities["active"] or 0) for f in per)
+    down = sum(int(f.quantities["inactive"] or 0) for f in per)
+    out.append(make("nvidia-smi-nvlink", "nvlink_report", category="inventory", severity="ok",
+                    meaning=f"nvidia-smi nvlink -s: {len(out)} GPU(s), {up} link(s) active, {down} inactive",
+                    lines=ctx.span(piece, 3), quantities={"gpus": len(out), "links_active": up,
+                                                          "links_inactive": down}))
+    return out
+
+
 _VERDICT: dict[str, tuple[str, str | None]] = {
     "healthy": ("ok", None), "warning": ("warning", "gpu_health_incident"), "failure": ("error", "gpu_health_incident"),
     "fail": ("error", "gpu_health_incident")}
@@ -514,6 +593,7 @@ READERS: dict[str, Callable[[Ctx, Piece], list[Finding]]] = {
     "nvidia-smi-topo": read_topo,
     "nvidia-smi-csv": read_csv,
     "dcgmi-nvlink": read_nvlink,
+    "nvidia-smi-nvlink": read_nvsmi_nvlink,
     "dcgmi-health": read_health,
     "dcgmi-dmon": read_dmon,
 }
