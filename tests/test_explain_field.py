@@ -285,3 +285,24 @@ def test_nvidia_smi_nvlink_status_family() -> None:
         ("nvlink_inactive", "error", "infrastructure"), ("nvlink_inactive", "error", "infrastructure"),
         ("nvlink_report", "ok", None)]
     assert r.findings[3].quantities["all_inactive"] is True
+
+
+def test_volcano_describe_vcjob_pending_is_undetermined_and_the_podgroup_names_the_gang() -> None:
+    r = _read("volcano-describe-vcjob-and-podgroup-not-enough-resources-x78789-elided.txt")
+    job, gang = _problems(r)
+    assert (job.code, job.failure, job.owner, job.undetermined, job.quantities["status.state.phase"],
+            job.quantities["status.min_available"], job.quantities["status.pending"]) == (
+        "volcano_job_not_running", "volcano_job_waiting", None, True, "Pending", "1", "1")
+    assert "read next: kubectl describe podgroup" in (job.owner_candidates or "")
+    assert (gang.code, gang.owner, gang.quantities["unschedulable_tasks"], gang.quantities["tasks"],
+            gang.quantities["pending"], gang.quantities["min_available"]) == (
+        "gang_unschedulable", "infrastructure", "1", "1", "1", "1")
+    assert r.exit_code() == 1 and "volcano_queue" not in [f.code for f in r.findings]
+
+
+def test_volcano_v0_2_gang_wording_job_is_not_ready() -> None:
+    r = _read("volcano-pod-events-gang-job-is-not-ready-v0-2.txt")
+    assert [(f.code, f.owner, f.age, f.quantities["unschedulable_tasks"], f.quantities["tasks"],
+             f.quantities["min_available"], f.quantities["pending"]) for f in r.findings] == [
+        ("gang_unschedulable", "infrastructure", age, "10", n, "10", n)
+        for age, n in (("111s", "6"), ("104s", "10"), ("97s", "16"), ("81s", "22"), ("74s", "26"), ("66s", "30"))]

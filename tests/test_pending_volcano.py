@@ -125,3 +125,14 @@ def test_uninqueueable_condition_is_a_queue_reason() -> None:
         "platform",
         {"phase": "Pending", "condition_reason": "NotInqueueable"},
     )
+
+
+def test_gang_message_of_volcano_before_v0_3_says_job_is_not_ready() -> None:
+    """volcano-sh/volcano#520 renamed ``job is not ready`` to ``pod group is not ready``; both are the gang verdict
+    (the old wording was read as a node NotReady plus two unknown fragments)."""
+    from pytest_hetero.pending.scheduler import parse_scheduler_message
+
+    (r,) = parse_scheduler_message("10/6 tasks in gang unschedulable: job is not ready, 10 minAvailable, 6 Pending.",
+                                   source="volcano")
+    assert (r.code, dict(r.quantities)) == ("gang_unschedulable", {"unschedulable_tasks": "10", "tasks": "6",
+                                                                   "min_available": "10", "pending": "6"})

@@ -360,6 +360,9 @@ def read_describe_volcano(ctx: Ctx, piece: Piece) -> list[Finding]:
             continue
         prefix = f"{section}.{sub}." if sub and depth > 2 else f"{section}."
         q[(prefix + key).lower().replace(" ", "_")] = value
+    job = _volcano_job(ctx, piece, q)
+    if job is not None:
+        return [job]
     queue = q.get("name") or q.get("metadata.name")
     cap = {k.split(".capability.", 1)[1]: v for k, v in q.items() if ".capability." in k}
     state = q.get("status.state")
@@ -370,6 +373,37 @@ def read_describe_volcano(ctx: Ctx, piece: Piece) -> list[Finding]:
         f"; inqueue {q.get('status.inqueue')}" if q.get("status.inqueue") is not None else "")
     return [_volcano_queue("describe-volcano", closed, bool(cap), q.get("status.inqueue"), meaning, ctx.span(piece),
                            str(queue) if queue else None, q)]
+
+
+_JOB_WAITING = ("pending", "inqueue", "aborting", "aborted", "restarting", "terminating", "terminated", "failed",
+                "unknown")
+"""Volcano Job / PodGroup phases in which the job's pods are not all running or done (batch.volcano.sh/v1alpha1
+JobPhase, scheduling.volcano.sh PodGroupPhase)."""
+
+
+def _volcano_job(ctx: Ctx, piece: Piece, q: dict[str, Value]) -> Finding | None:
+    """A ``kubectl describe vcjob`` / ``describe podgroup`` status (``Min Available`` / ``Min Member`` and a
+    ``Phase``), or None when the piece is a queue. A phase that is not Running/Completed is an error whose owner the
+    status cannot decide (``volcano_job_waiting``: the PodGroup's conditions and events say why); else ok."""
+    kind = str(q.get("kind") or "")
+    phase = q.get("status.state.phase") or q.get("status.phase")
+    minimum = q.get("status.min_available") or q.get("spec.min_available") or q.get("spec.min_member")
+    if kind == "Queue" or not (minimum is not None or kind in ("Job", "PodGroup")) or phase is None:
+        return None
+    name = q.get("name") or q.get("metadata.name")
+    counts = {k.split(".", 1)[1]: v for k, v in q.items()
+              if k in ("status.pending", "status.running", "status.succeeded", "status.failed", "status.terminating")}
+    facts = ", ".join(f"{v} {k}" for k, v in counts.items())
+    what = ("Volcano PodGroup" if kind == "PodGroup" or "spec.min_member" in q else "Volcano Job") + (
+        f" {name}" if name else "")
+    meaning = f"{what}: phase {phase}" + (f", min available {minimum}" if minimum is not None else "") + (
+        f"; {facts}" if facts else "")
+    entity = {"job": str(name)} if name else {}
+    if str(phase).lower() in _JOB_WAITING:
+        return make("describe-volcano", "volcano_job_not_running", category="gang", failure="volcano_job_waiting",
+                    severity="error", meaning=meaning, lines=ctx.span(piece), entity=entity, quantities=q)
+    return make("describe-volcano", "volcano_job", category="gang", severity="ok", meaning=meaning,
+                lines=ctx.span(piece), entity=entity, quantities=q)
 
 
 def _volcano_queue(kind: str, closed: bool, capped: bool, inqueue: Value, meaning: str,

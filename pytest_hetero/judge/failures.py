@@ -416,6 +416,13 @@ UNDETERMINED: Final[dict[str, Undetermined]] = {
         "a gang message naming no resource, with members running: a member that exited and a cluster short of "
         "capacity read the same",
         _FIELD + "read_kube"),
+    "volcano_job_waiting": Undetermined(
+        "infrastructure (the cluster cannot place the gang), business (the queue's capability or share is used up), "
+        "platform (the queue is closed or the scheduler is not running), algorithm (a member pod failed)",
+        "kubectl describe podgroup <job> (its Unschedulable condition and events name the reason) and kubectl "
+        "describe queue <queue>",
+        "a vcjob's or PodGroup's status gives its phase and counts, not why it is not running",
+        _FIELD + "read_kube"),
     "scheduler_reason_unprinted": Undetermined(
         "infrastructure (nodes short of cpu/memory/devices), algorithm (the pod's selector, affinity, tolerations "
         "or host ports), platform (node taints, readiness, cordons)",

@@ -24,7 +24,7 @@ from pytest_hetero.pending.model import Reason, as_list, as_map, make_reason
 from pytest_hetero.pending.scheduler import parse_scheduler_message
 
 _GANG = re.compile(
-    r"(?P<k>\d+)/(?P<n>\d+) tasks in gang unschedulable:\s*(?P<rest>pod group is not ready[^\n]*)",
+    r"(?P<k>\d+)/(?P<n>\d+) tasks in gang unschedulable:\s*(?P<rest>(?:pod group|job) is not ready[^\n]*)",
     re.IGNORECASE,
 )
 _GANG_WORD = re.compile(r"gang", re.IGNORECASE)
@@ -48,7 +48,9 @@ def _snake(word: str) -> str:
 
 
 def parse_gang_message(message: str, *, detail: Mapping[str, str] | None = None) -> list[Reason]:
-    """Parse a ``tasks in gang unschedulable`` message (may be line-wrapped); ``[]`` if absent.
+    """Parse a ``tasks in gang unschedulable`` message (may be line-wrapped); ``[]`` if absent. Volcano before
+    v0.3 (volcano-sh/volcano#520, 2019) wrote ``job is not ready`` where later versions write ``pod group is not
+    ready``; both are read.
 
     Quantities: ``unschedulable_tasks`` (k) and ``tasks`` (n) of ``k/n``, each ``<count> <State>``
     stat as its snake_case name (``pending``, ``min_available``, ``succeeded``...), and the states
