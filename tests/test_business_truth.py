@@ -291,4 +291,10 @@ def test_the_fast_paths_read_and_join_as_the_plain_ones() -> None:
         rng.shuffle(given)
         predictions = [str(rng.randrange(3)) for _ in given]
         expected = join(replace(table, numbers=None), predictions, [id_text(v) or "" for v in given])
-        assert join_ids(table, predictions, given) == expected
+        found = join_ids(table, predictions, given)
+        assert found == expected
+        # the rows each joined row came from (slices, scores) are the text join's too
+        assert found.truth_rows.tolist() == expected.truth_rows.tolist()
+        assert found.pred_rows.tolist() == expected.pred_rows.tolist()
+        assert [table.targets[r] for r in found.truth_rows.tolist()] == found.y_true
+        assert [predictions[r] for r in found.pred_rows.tolist()] == found.y_pred

@@ -19,7 +19,7 @@ import io
 import json
 import math
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import repeat
 from pathlib import Path
 from typing import Any
@@ -56,6 +56,8 @@ class TruthTable:
     path: Path
     sha256: str
     format: str
+    slices: dict[str, list[str]] = field(default_factory=dict)
+    """Slice column → its value per row (:func:`slice_text`), for ``truth.slices``."""
     numbers: Any = None
     """``ids`` as an int64 numpy array when each is the decimal text of a non-negative integer as ``str`` writes it
     (:func:`_integer_ids`; then two ids are equal exactly when their numbers are), else None."""
@@ -94,8 +96,10 @@ def read_truth(truth: Truth) -> TruthTable:
                          "changed after it was digested; refusing to judge against it", "truth_changed")
     fmt = file_format(truth.path, truth.format)
     columns = [truth.target] + ([truth.id] if truth.id else [])
+    columns += [c for c in truth.slices if c not in columns]
     rows = {"csv": _csv, "jsonl": _jsonl, "parquet": _parquet}[fmt](data, columns, truth.path)
     targets = _targets(rows[truth.target], truth.task, truth.target, truth.path)
+    slices = {c: list(map(slice_text, rows[c])) for c in truth.slices}
     ids, numbers = None, None
     if truth.id:
         ids = id_texts(rows[truth.id])
@@ -108,7 +112,18 @@ def read_truth(truth: Truth) -> TruthTable:
                              f"{', '.join(map(repr, repeated[:3]))}): which row is the truth would be a guess",
                              "truth_invalid")
     return TruthTable(ids=ids, targets=targets, path=truth.path, sha256=digest, format=fmt,
-                      numbers=numbers if truth.id else None)
+                      numbers=numbers if truth.id else None, slices=slices)
+
+
+def slice_text(value: Any) -> str:
+    """A slice column's value as a rule names it: a string stripped, an integer or integral float as digits, null
+    as ``""``, anything else as compact JSON."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value.strip()
+    found = label_text(value)
+    return found if found is not None else json.dumps(value, separators=(",", ":"), sort_keys=True)
 
 
 def _csv(data: bytes, columns: list[str], path: Path) -> dict[str, list[Any]]:
@@ -200,7 +215,17 @@ def _csv_columns(reader: Any, where: list[int], width: int) -> list[list[str]] |
 
 def _targets(values: list[Any], task: str, column: str, path: Path) -> list[Any]:
     """The truth targets of ``values``: class labels as :func:`label_text` (worked out once per distinct value) or
-    finite floats. Raises TruthError naming the first row that is neither."""
+    finite floats; ranking: the relevant ids of each row (:func:`relevant_ids`); generation: the reference text.
+    Raises TruthError naming the first row that is none of these."""
+    if task in ("ranking", "generation"):
+        out = list(map(relevant_ids if task == "ranking" else _text, values))
+        if None in out:
+            row = out.index(None)
+            what = "relevant id(s): an id, a list of ids, or ids separated by '|'" if task == "ranking" else \
+                "reference text (a string)"
+            raise TruthError(f"truth file {path} row {row + 1}: target '{column}' is {values[row]!r}, not {what}",
+                             "truth_invalid")
+        return out
     if task == "regression":
         try:
             floats = list(map(float, values)) if set(map(type, values)) <= {str, int, float} else None
@@ -213,6 +238,23 @@ def _targets(values: list[Any], task: str, column: str, path: Path) -> list[Any]
     if labels is None:
         return [_target(v, task, column, i, path) for i, v in enumerate(values)]
     return labels
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def relevant_ids(value: Any) -> tuple[str, ...] | None:
+    """The relevant ids of a ranking truth row: a list of ids, one id, or text with ids separated by ``|`` (CSV);
+    each as :func:`id_text`. None when empty or when one is not an id."""
+    if isinstance(value, str):
+        parts: list[Any] = value.split("|")
+    elif isinstance(value, (list, tuple)):
+        parts = list(value)
+    else:
+        parts = [value]
+    found = [id_text(p) for p in parts]
+    return tuple(f for f in found if f is not None) if found and None not in found else None
 
 
 def label_texts(values: list[Any]) -> list[str] | None:
@@ -333,9 +375,10 @@ def _join_numbers(table: TruthTable, predictions: list[Any], ids: list[Any],
     extra = np.flatnonzero(~used)
     examples = {name: found for name, found in (("missing", [table.ids[i] for i in missing[:5].tolist()]),
                                                 ("extra", [str(ids[i]) for i in extra[:5].tolist()])) if found}
-    return Joined(y_true=list(map(table.targets.__getitem__, np.flatnonzero(hit).tolist())),
+    rows = np.flatnonzero(hit)
+    return Joined(y_true=list(map(table.targets.__getitem__, rows.tolist())),
                   y_pred=list(map(predictions.__getitem__, picked.tolist())), missing=len(missing), duplicate=0,
-                  extra=len(extra), examples=examples)
+                  extra=len(extra), examples=examples, truth_rows=rows, pred_rows=picked)
 
 
 def _columns(header: list[str], columns: list[str], path: Path) -> dict[str, int]:
@@ -460,6 +503,10 @@ class Joined:
     duplicate: int
     extra: int
     examples: dict[str, list[str]]
+    truth_rows: Any = field(default=None, compare=False)
+    """Truth row of each joined row (int64 array), for slices."""
+    pred_rows: Any = field(default=None, compare=False)
+    """Position in the predictions given of each joined row (int64 array), for values beside them (scores)."""
 
     @property
     def complete(self) -> bool:
@@ -476,29 +523,35 @@ def join(table: TruthTable, predictions: list[Any], ids: list[str] | None) -> Jo
     """Join ``predictions`` with ``table``: by ``ids`` (text, parallel to predictions) when the truth has an id
     column, else by position (row i of the truth ↔ prediction i; a length difference counts as missing or
     extra). A duplicated id joins none of its predictions (which one counts would be a guess)."""
+    import numpy as np
+
     if table.ids is None:
         n = min(len(predictions), table.rows)
+        rows = np.arange(n, dtype=np.int64)
         return Joined(y_true=table.targets[:n], y_pred=list(predictions[:n]), missing=table.rows - n,
-                      duplicate=0, extra=len(predictions) - n, examples={})
+                      duplicate=0, extra=len(predictions) - n, examples={}, truth_rows=rows, pred_rows=rows)
     assert ids is not None
     fast = _join_unique(table, predictions, ids)
     if fast is not None:
         return fast
     seen = Counter(ids)
-    by_id = {k: p for k, p in zip(ids, predictions, strict=True) if seen[k] == 1}
+    by_id = {k: i for i, k in enumerate(ids) if seen[k] == 1}
     truth_ids = set(table.ids)
-    y_true, y_pred, missing = [], [], []
-    for k, target in zip(table.ids, table.targets, strict=True):
+    y_true, y_pred, missing, truth_rows, pred_rows = [], [], [], [], []
+    for row, (k, target) in enumerate(zip(table.ids, table.targets, strict=True)):
         if k in by_id:
             y_true.append(target)
-            y_pred.append(by_id[k])
+            y_pred.append(predictions[by_id[k]])
+            truth_rows.append(row)
+            pred_rows.append(by_id[k])
         elif seen[k] == 0:
             missing.append(k)
     duplicate = [k for k, n in seen.items() if n > 1]
     extra = [k for k in seen if k not in truth_ids]
     return Joined(y_true=y_true, y_pred=y_pred, missing=len(missing), duplicate=len(duplicate), extra=len(extra),
                   examples={name: found[:5] for name, found in (("missing", missing), ("duplicate", duplicate),
-                                                                 ("extra", extra)) if found})
+                                                                 ("extra", extra)) if found},
+                  truth_rows=np.asarray(truth_rows, dtype=np.int64), pred_rows=np.asarray(pred_rows, dtype=np.int64))
 
 
 def _join_unique(table: TruthTable, predictions: list[Any], ids: list[str]) -> Joined | None:
@@ -520,6 +573,7 @@ def _join_unique(table: TruthTable, predictions: list[Any], ids: list[str]) -> J
     extra = np.flatnonzero(~used)
     examples = {name: [keys[i] for i in found[:5].tolist()] for name, found, keys in
                 (("missing", missing, table.ids), ("extra", extra, ids)) if len(found)}
-    return Joined(y_true=list(map(table.targets.__getitem__, np.flatnonzero(hit).tolist())),
+    rows = np.flatnonzero(hit)
+    return Joined(y_true=list(map(table.targets.__getitem__, rows.tolist())),
                   y_pred=list(map(predictions.__getitem__, picked.tolist())), missing=len(missing), duplicate=0,
-                  extra=len(extra), examples=examples)
+                  extra=len(extra), examples=examples, truth_rows=rows, pred_rows=picked)
