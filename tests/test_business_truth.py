@@ -298,3 +298,71 @@ def test_the_fast_paths_read_and_join_as_the_plain_ones() -> None:
         assert found.pred_rows.tolist() == expected.pred_rows.tolist()
         assert [table.targets[r] for r in found.truth_rows.tolist()] == found.y_true
         assert [predictions[r] for r in found.pred_rows.tolist()] == found.y_pred
+
+
+def test_the_numpy_csv_read_gives_what_the_csv_paths_give(tmp_path: Path) -> None:
+    """The numpy read of a plain CSV with integer ids (the 1M-prediction memory path: no Python string per id) gives
+    the csv paths' ids, numbers, targets and slices, and the same error or the same refusal, on random files:
+    leading zeros, signs, spaces, empty fields, blank lines, quotes, CRLF, missing final newline, short rows, text
+    labels, a repeated id, a missing column."""
+    import random
+
+    import pytest_hetero.matrix.truth_table as tt
+    from pytest_hetero.matrix.model import Truth
+
+    rng = random.Random(3030)
+    fast_used = 0
+    for n in range(400):
+        rows = rng.randrange(1, 30)
+        ids = rng.sample(range(10 ** rng.randrange(2, 6)), rows)
+        cells = []
+        for i in ids:
+            text = str(i)
+            roll = rng.random()
+            if roll < 0.03:
+                text = "0" + text
+            elif roll < 0.05:
+                text = " " + text
+            elif roll < 0.06:
+                text = "-" + text
+            elif roll < 0.07:
+                text = ""
+            label = rng.choice(["0", "1", "2", "cat", " dog", "3.0", ""]) if rng.random() < 0.3 else str(i % 3)
+            region = rng.choice(["eu", "us", "", "x y"])
+            cells.append(f"{label},{text},{region}")
+        if rng.random() < 0.05:
+            cells.append(cells[0])  # a repeated id
+        if rng.random() < 0.05:
+            cells.insert(rng.randrange(len(cells)), "")
+        if rng.random() < 0.05:
+            cells[-1] = cells[-1].rsplit(",", 1)[0]  # a short row
+        if rng.random() < 0.05:
+            cells[0] = '"1",' + cells[0].split(",", 1)[1]
+        ending = "\r\n" if rng.random() < 0.05 else "\n"
+        header = rng.choice(["label,id,region", "label,id,region", "label,ident,region"])
+        text = header + ending + ending.join(cells) + (ending if rng.random() < 0.8 else "")
+        path = tmp_path / f"t{n}.csv"
+        path.write_bytes(text.encode())
+        truth = Truth(task="classification", target="label", id="id", path=path,
+                      sha256=hashlib.sha256(text.encode()).hexdigest(), uri=str(path), slices=("region",))
+
+        def read() -> tuple[Any, ...]:
+            try:
+                table = tt.read_truth(truth)
+            except tt.TruthError as exc:
+                return ("error", exc.message, exc.category)
+            numbers = None if table.numbers is None else table.numbers.tolist()
+            assert table.ids is not None
+            return (list(table.ids), numbers, table.targets, table.slices)
+
+        fast = read()
+        original = tt._csv_integer_ids
+        tt._csv_integer_ids = lambda *a: None  # type: ignore[assignment]
+        try:
+            plain = read()
+        finally:
+            tt._csv_integer_ids = original
+        assert fast == plain, text
+        fast_used += tt._csv_integer_ids(text.encode(), ["label", "id", "region"], "id", path) is not None \
+            if header == "label,id,region" else 0
+    assert fast_used > 50  # the numpy path was taken (93 of the 400 files), not only refused

@@ -19,10 +19,11 @@ import io
 import json
 import math
 from collections import Counter
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import repeat
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 from pytest_hetero.matrix.model import Truth
 
@@ -51,7 +52,7 @@ class TruthTable:
     """The truth as the gate read it: ``ids`` (text; None when joined by order), ``targets`` (class labels as
     text, or floats for regression), the ``path`` and ``sha256`` of the bytes read, their ``format``."""
 
-    ids: list[str] | None
+    ids: Sequence[str] | None
     targets: list[Any]
     path: Path
     sha256: str
@@ -97,15 +98,24 @@ def read_truth(truth: Truth) -> TruthTable:
     fmt = file_format(truth.path, truth.format)
     columns = [truth.target] + ([truth.id] if truth.id else [])
     columns += [c for c in truth.slices if c not in columns]
-    rows = {"csv": _csv, "jsonl": _jsonl, "parquet": _parquet}[fmt](data, columns, truth.path)
+    fast = _csv_integer_ids(data, columns, truth.id, truth.path) if fmt == "csv" and truth.id else None
+    if fast is not None:
+        rows, found = fast
+    else:
+        rows = {"csv": _csv, "jsonl": _jsonl, "parquet": _parquet}[fmt](data, columns, truth.path)
+    del data
     targets = _targets(rows[truth.target], truth.task, truth.target, truth.path)
     slices = {c: list(map(slice_text, rows[c])) for c in truth.slices}
-    ids, numbers = None, None
+    ids: Sequence[str] | None = None
+    numbers = None
     if truth.id:
-        ids = id_texts(rows[truth.id])
-        if ids is None:  # a value that is not an id: the slow path names its row
-            ids = [_id(v, truth.id, i, truth.path) for i, v in enumerate(rows[truth.id])]
-        numbers = _integer_ids(ids)
+        if fast is not None:
+            ids, numbers = IntegerIds(found), found
+        else:
+            texts = id_texts(rows[truth.id])
+            if texts is None:  # a value that is not an id: the slow path names its row
+                texts = [_id(v, truth.id, i, truth.path) for i, v in enumerate(rows[truth.id])]
+            ids, numbers = texts, _integer_ids(texts)
         repeated = [] if _distinct(ids, numbers) else [k for k, n in Counter(ids).items() if n > 1]
         if repeated:
             raise TruthError(f"truth file {truth.path}: id column '{truth.id}' repeats {len(repeated)} id(s) (e.g. "
@@ -124,6 +134,115 @@ def slice_text(value: Any) -> str:
         return value.strip()
     found = label_text(value)
     return found if found is not None else json.dumps(value, separators=(",", ":"), sort_keys=True)
+
+
+class IntegerIds(Sequence[str]):
+    """Ids held as an int64 array, each read as ``str(n)`` when asked for (a million ids are not a million strings)."""
+
+    def __init__(self, numbers: Any) -> None:
+        self.numbers = numbers
+
+    def __len__(self) -> int:
+        return len(self.numbers)
+
+    @overload
+    def __getitem__(self, i: int) -> str: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[str]: ...
+
+    def __getitem__(self, i: int | slice) -> str | list[str]:
+        if isinstance(i, slice):
+            return list(map(str, self.numbers[i].tolist()))
+        return str(int(self.numbers[i]))
+
+    def __iter__(self) -> Iterator[str]:
+        return map(str, self.numbers.tolist())
+
+
+def _csv_integer_ids(data: bytes, columns: list[str], id_column: str, path: Path) \
+        -> tuple[dict[str, list[Any]], Any] | None:
+    """:func:`_csv` and the integer ids of :func:`read_truth` for a plain CSV read with numpy, without a Python
+    string per row: ASCII, no quote, NUL or CR, no blank line, every line as many fields as the header, every id the
+    decimal text of a non-negative integer as ``str`` writes it (ASCII digits, no leading zero, at most 18). Returns
+    the other columns (field texts as :mod:`csv` reads them: each distinct text one string) and the ids as an int64
+    array; None for any other file (the caller's paths read it, with the same results)."""
+    import numpy as np
+
+    if not data.isascii() or b'"' in data or b"\x00" in data or b"\r" in data:
+        return None
+    end = data.find(b"\n")
+    if end < 0 or end + 1 >= len(data):
+        return None
+    header = data[:end].decode("ascii").split(",")
+    where = _columns(header, columns, path)
+    width = len(header)
+    body = np.frombuffer(data, dtype=np.uint8, offset=end + 1)
+    newline = np.flatnonzero(body == 10)
+    if not len(newline) or newline[-1] != len(body) - 1:
+        newline = np.append(newline, len(body))
+    starts = np.empty_like(newline)
+    starts[0], starts[1:] = 0, newline[:-1] + 1
+    if bool(np.any(newline == starts)):  # a blank line
+        return None
+    comma = np.flatnonzero(body == 44)
+    if len(comma) != len(newline) * (width - 1) or (width > 1 and bool(np.any(
+            np.searchsorted(comma, newline) != np.arange(1, len(newline) + 1) * (width - 1)))):
+        return None
+    commas = comma.reshape(len(newline), width - 1)
+    del comma
+
+    def span(j: int) -> tuple[Any, Any]:
+        return (starts if j == 0 else commas[:, j - 1] + 1), (newline if j == width - 1 else commas[:, j])
+
+    numbers = _field_integers(body, *span(where[id_column]))
+    if numbers is None:
+        return None
+    out: dict[str, list[Any]] = {}
+    for c in columns:
+        if c != id_column:
+            found = _field_texts(body, *span(where[c]))
+            if found is None:
+                return None
+            out[c] = found
+    return out, numbers
+
+
+def _field_integers(body: Any, first: Any, stop: Any) -> Any:
+    """The fields ``body[first[i]:stop[i]]`` as an int64 array when each is the decimal text of a non-negative integer
+    as ``str`` writes it (1 to 18 ASCII digits, no leading zero), else None."""
+    import numpy as np
+
+    length = stop - first
+    if int(length.min()) < 1 or int(length.max()) > 18 or bool(np.any((body[first] == 48) & (length > 1))):
+        return None
+    numbers = np.zeros(len(first), dtype=np.int64)
+    last = len(body) - 1
+    for d in range(int(length.max())):
+        live = length > d
+        digit = body[np.minimum(first + d, last)].astype(np.int64) - 48
+        if bool(np.any(live & ((digit < 0) | (digit > 9)))):
+            return None
+        numbers = np.where(live, numbers * 10 + digit, numbers)
+    return numbers
+
+
+def _field_texts(body: Any, first: Any, stop: Any) -> list[str] | None:
+    """The texts of the fields ``body[first[i]:stop[i]]``, each distinct text one string (labels repeat); None when
+    the fields would take over 64 MiB as a table of bytes (long texts: the caller's path reads them)."""
+    import numpy as np
+
+    length = stop - first
+    widest = max(int(length.max()), 1)
+    if widest * len(first) > 64 * 2**20:
+        return None
+    table = np.zeros((len(first), widest), dtype=np.uint8)
+    last = len(body) - 1
+    for d in range(widest):
+        table[:, d] = np.where(length > d, body[np.minimum(first + d, last)], 0)
+    distinct, index = np.unique(table.view(f"S{widest}").ravel(), return_inverse=True)
+    texts = [t.decode("ascii") for t in distinct.tolist()]
+    return list(map(texts.__getitem__, index.tolist()))
 
 
 def _csv(data: bytes, columns: list[str], path: Path) -> dict[str, list[Any]]:
@@ -318,7 +437,7 @@ def _integer_ids(texts: list[str]) -> Any:
 _POWERS = [10 ** i for i in range(1, 19)]
 
 
-def _distinct(ids: list[str], numbers: Any) -> bool:
+def _distinct(ids: Sequence[str], numbers: Any) -> bool:
     """No id repeats (checked on ``numbers`` when given: a sort instead of a set of texts)."""
     import numpy as np
 
