@@ -300,7 +300,41 @@ def test_the_fast_paths_read_and_join_as_the_plain_ones() -> None:
         assert [predictions[r] for r in found.pred_rows.tolist()] == found.y_pred
 
 
-def test_the_numpy_csv_read_gives_what_the_csv_paths_give(tmp_path: Path) -> None:
+def _random_csv(rng: Any) -> tuple[str, str]:
+    """A small CSV ``label,id,region`` (or with another id column name) with random faults, and its header."""
+    rows = rng.randrange(1, 30)
+    cells = []
+    for i in rng.sample(range(10 ** rng.randrange(2, 6)), rows):
+        roll = rng.random()
+        text = {0: "0", 1: " ", 2: "-", 3: ""}.get(int(roll * 100) // 2, "") + str(i) if roll < 0.08 else str(i)
+        text = "" if 0.08 <= roll < 0.09 else text
+        label = rng.choice(["0", "1", "2", "cat", " dog", "3.0", ""]) if rng.random() < 0.3 else str(i % 3)
+        cells.append(f"{label},{text},{rng.choice(['eu', 'us', '', 'x y'])}")
+    if rng.random() < 0.05:
+        cells.append(cells[0])  # a repeated id
+    if rng.random() < 0.05:
+        cells.insert(rng.randrange(len(cells)), "")
+    if rng.random() < 0.05:
+        cells[-1] = cells[-1].rsplit(",", 1)[0]  # a short row
+    if rng.random() < 0.05:
+        cells[0] = '"1",' + cells[0].split(",", 1)[1]
+    ending = "\r\n" if rng.random() < 0.05 else "\n"
+    header = rng.choice(["label,id,region", "label,id,region", "label,ident,region"])
+    return header + ending + ending.join(cells) + (ending if rng.random() < 0.8 else ""), header
+
+
+def _read_table(truth: Any) -> tuple[Any, ...]:
+    import pytest_hetero.matrix.truth_table as tt
+
+    try:
+        table = tt.read_truth(truth)
+    except tt.TruthError as exc:
+        return ("error", exc.message, exc.category)
+    assert table.ids is not None
+    return (list(table.ids), None if table.numbers is None else table.numbers.tolist(), table.targets, table.slices)
+
+
+def test_the_numpy_csv_read_gives_what_the_csv_paths_give(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The numpy read of a plain CSV with integer ids (the 1M-prediction memory path: no Python string per id) gives
     the csv paths' ids, numbers, targets and slices, and the same error or the same refusal, on random files:
     leading zeros, signs, spaces, empty fields, blank lines, quotes, CRLF, missing final newline, short rows, text
@@ -312,57 +346,17 @@ def test_the_numpy_csv_read_gives_what_the_csv_paths_give(tmp_path: Path) -> Non
 
     rng = random.Random(3030)
     fast_used = 0
+    numpy_read = tt._csv_integer_ids
     for n in range(400):
-        rows = rng.randrange(1, 30)
-        ids = rng.sample(range(10 ** rng.randrange(2, 6)), rows)
-        cells = []
-        for i in ids:
-            text = str(i)
-            roll = rng.random()
-            if roll < 0.03:
-                text = "0" + text
-            elif roll < 0.05:
-                text = " " + text
-            elif roll < 0.06:
-                text = "-" + text
-            elif roll < 0.07:
-                text = ""
-            label = rng.choice(["0", "1", "2", "cat", " dog", "3.0", ""]) if rng.random() < 0.3 else str(i % 3)
-            region = rng.choice(["eu", "us", "", "x y"])
-            cells.append(f"{label},{text},{region}")
-        if rng.random() < 0.05:
-            cells.append(cells[0])  # a repeated id
-        if rng.random() < 0.05:
-            cells.insert(rng.randrange(len(cells)), "")
-        if rng.random() < 0.05:
-            cells[-1] = cells[-1].rsplit(",", 1)[0]  # a short row
-        if rng.random() < 0.05:
-            cells[0] = '"1",' + cells[0].split(",", 1)[1]
-        ending = "\r\n" if rng.random() < 0.05 else "\n"
-        header = rng.choice(["label,id,region", "label,id,region", "label,ident,region"])
-        text = header + ending + ending.join(cells) + (ending if rng.random() < 0.8 else "")
+        text, header = _random_csv(rng)
         path = tmp_path / f"t{n}.csv"
         path.write_bytes(text.encode())
         truth = Truth(task="classification", target="label", id="id", path=path,
                       sha256=hashlib.sha256(text.encode()).hexdigest(), uri=str(path), slices=("region",))
-
-        def read() -> tuple[Any, ...]:
-            try:
-                table = tt.read_truth(truth)
-            except tt.TruthError as exc:
-                return ("error", exc.message, exc.category)
-            numbers = None if table.numbers is None else table.numbers.tolist()
-            assert table.ids is not None
-            return (list(table.ids), numbers, table.targets, table.slices)
-
-        fast = read()
-        original = tt._csv_integer_ids
-        tt._csv_integer_ids = lambda *a: None  # type: ignore[assignment]
-        try:
-            plain = read()
-        finally:
-            tt._csv_integer_ids = original
-        assert fast == plain, text
-        fast_used += tt._csv_integer_ids(text.encode(), ["label", "id", "region"], "id", path) is not None \
-            if header == "label,id,region" else 0
-    assert fast_used > 50  # the numpy path was taken (93 of the 400 files), not only refused
+        monkeypatch.setattr(tt, "_csv_integer_ids", numpy_read)
+        fast = _read_table(truth)
+        monkeypatch.setattr(tt, "_csv_integer_ids", lambda *a: None)  # the csv paths only
+        assert fast == _read_table(truth), text
+        if header == "label,id,region":
+            fast_used += numpy_read(text.encode(), ["label", "id", "region"], "id", path) is not None
+    assert fast_used > 50  # the numpy path was taken, not only refused

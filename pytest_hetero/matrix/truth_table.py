@@ -178,14 +178,15 @@ def _csv_integer_ids(data: bytes, columns: list[str], id_column: str, path: Path
     where = _columns(header, columns, path)
     width = len(header)
     body = np.frombuffer(data, dtype=np.uint8, offset=end + 1)
-    newline = np.flatnonzero(body == 10)
+    small = np.int32 if len(body) < 2**31 - 1 else np.int64  # positions in half the memory
+    newline = np.flatnonzero(body == 10).astype(small)
     if not len(newline) or newline[-1] != len(body) - 1:
-        newline = np.append(newline, len(body))
+        newline = np.append(newline, len(body)).astype(small)
     starts = np.empty_like(newline)
     starts[0], starts[1:] = 0, newline[:-1] + 1
     if bool(np.any(newline == starts)):  # a blank line
         return None
-    comma = np.flatnonzero(body == 44)
+    comma = np.flatnonzero(body == 44).astype(small)
     if len(comma) != len(newline) * (width - 1) or (width > 1 and bool(np.any(
             np.searchsorted(comma, newline) != np.arange(1, len(newline) + 1) * (width - 1)))):
         return None
@@ -495,9 +496,23 @@ def _join_numbers(table: TruthTable, predictions: list[Any], ids: list[Any],
     examples = {name: found for name, found in (("missing", [table.ids[i] for i in missing[:5].tolist()]),
                                                 ("extra", [str(ids[i]) for i in extra[:5].tolist()])) if found}
     rows = np.flatnonzero(hit)
-    return Joined(y_true=list(map(table.targets.__getitem__, rows.tolist())),
-                  y_pred=list(map(predictions.__getitem__, picked.tolist())), missing=len(missing), duplicate=0,
-                  extra=len(extra), examples=examples, truth_rows=rows, pred_rows=picked)
+    return Joined(y_true=_take(table.targets, rows), y_pred=_take(predictions, picked), missing=len(missing),
+                  duplicate=0, extra=len(extra), examples=examples, truth_rows=_narrow(rows), pred_rows=_narrow(picked))
+
+
+def _narrow(rows: Any) -> Any:
+    """Row numbers as int32 when they fit (half the memory of int64 for the rows kept beside a join)."""
+    import numpy as np
+
+    return rows.astype(np.int32) if len(rows) and int(rows.max()) < 2**31 - 1 else rows
+
+
+def _take(values: list[Any], rows: Any) -> list[Any]:
+    """``[values[i] for i in rows]`` (``rows`` an int array) through an object array: no Python int per row."""
+    import numpy as np
+
+    found = np.fromiter(values, dtype=object, count=len(values))  # lists stay elements (ranked ids), not a 2-D table
+    return list(found[rows].tolist())
 
 
 def _columns(header: list[str], columns: list[str], path: Path) -> dict[str, int]:
@@ -693,6 +708,5 @@ def _join_unique(table: TruthTable, predictions: list[Any], ids: list[str]) -> J
     examples = {name: [keys[i] for i in found[:5].tolist()] for name, found, keys in
                 (("missing", missing, table.ids), ("extra", extra, ids)) if len(found)}
     rows = np.flatnonzero(hit)
-    return Joined(y_true=list(map(table.targets.__getitem__, rows.tolist())),
-                  y_pred=list(map(predictions.__getitem__, picked.tolist())), missing=len(missing), duplicate=0,
-                  extra=len(extra), examples=examples, truth_rows=rows, pred_rows=picked)
+    return Joined(y_true=_take(table.targets, rows), y_pred=_take(predictions, picked), missing=len(missing),
+                  duplicate=0, extra=len(extra), examples=examples, truth_rows=_narrow(rows), pred_rows=_narrow(picked))
