@@ -111,7 +111,8 @@ def test_unusable_outputs_make_the_rule_not_evaluable(tmp_path: Path, outputs: d
     ("  - {name: x, metric: acuracy, op: '>=', value: 0.9}\n",
      "rule 'x': unknown metric 'acuracy': the gate computes accuracy, balanced_accuracy, precision_macro, "
      "recall_macro, f1_macro, precision_weighted, recall_weighted, f1_weighted, precision[<class>], "
-     "recall[<class>], f1[<class>], mae, mse, rmse, r2, max_error, wall_s, per_sample_ms, throughput_sps, "
+     "recall[<class>], f1[<class>], top_k_accuracy@<k>, recall@<k>, mae, mse, rmse, r2, max_error, mrr, "
+     "exact_match, contains, regex_match, json_valid, rouge_l, wall_s, per_sample_ms, throughput_sps, "
      "memory_peak_mib, cpu_s"),
     ("  - {name: x, metric: mean(top_probability), op: '>=', value: 0.9}\n",
      "rule 'x': metric 'mean(top_probability)' is computed over a list the model wrote about itself"),
@@ -150,7 +151,7 @@ def test_every_rule_problem_reported_at_once(tmp_path: Path) -> None:
     assert info.value.render() == dedent(f"""
         3 problems in {where}:
         {where}:4:51: field 'rules[0].colour': unknown key 'colour'
-          hint: allowed keys: name, description, metric, golden, latency, service_latency, error_rate, throughput, op, value, tolerance, self_reported
+          hint: allowed keys: name, description, metric, golden, latency, service_latency, error_rate, throughput, op, value, tolerance, self_reported, slice
         {where}:5:3: field 'rules[1]': rule 'b': op '=>' unknown
           hint: use one of >= <= > < == !=
         {where}:6:3: field 'rules[2]': rule 'c': latency needs percentile (0-100) and max_ms

@@ -291,4 +291,72 @@ def test_the_fast_paths_read_and_join_as_the_plain_ones() -> None:
         rng.shuffle(given)
         predictions = [str(rng.randrange(3)) for _ in given]
         expected = join(replace(table, numbers=None), predictions, [id_text(v) or "" for v in given])
-        assert join_ids(table, predictions, given) == expected
+        found = join_ids(table, predictions, given)
+        assert found == expected
+        # the rows each joined row came from (slices, scores) are the text join's too
+        assert found.truth_rows.tolist() == expected.truth_rows.tolist()
+        assert found.pred_rows.tolist() == expected.pred_rows.tolist()
+        assert [table.targets[r] for r in found.truth_rows.tolist()] == found.y_true
+        assert [predictions[r] for r in found.pred_rows.tolist()] == found.y_pred
+
+
+def _random_csv(rng: Any) -> tuple[str, str]:
+    """A small CSV ``label,id,region`` (or with another id column name) with random faults, and its header."""
+    rows = rng.randrange(1, 30)
+    cells = []
+    for i in rng.sample(range(10 ** rng.randrange(2, 6)), rows):
+        roll = rng.random()
+        text = {0: "0", 1: " ", 2: "-", 3: ""}.get(int(roll * 100) // 2, "") + str(i) if roll < 0.08 else str(i)
+        text = "" if 0.08 <= roll < 0.09 else text
+        label = rng.choice(["0", "1", "2", "cat", " dog", "3.0", ""]) if rng.random() < 0.3 else str(i % 3)
+        cells.append(f"{label},{text},{rng.choice(['eu', 'us', '', 'x y'])}")
+    if rng.random() < 0.05:
+        cells.append(cells[0])  # a repeated id
+    if rng.random() < 0.05:
+        cells.insert(rng.randrange(len(cells)), "")
+    if rng.random() < 0.05:
+        cells[-1] = cells[-1].rsplit(",", 1)[0]  # a short row
+    if rng.random() < 0.05:
+        cells[0] = '"1",' + cells[0].split(",", 1)[1]
+    ending = "\r\n" if rng.random() < 0.05 else "\n"
+    header = rng.choice(["label,id,region", "label,id,region", "label,ident,region"])
+    return header + ending + ending.join(cells) + (ending if rng.random() < 0.8 else ""), header
+
+
+def _read_table(truth: Any) -> tuple[Any, ...]:
+    import pytest_hetero.matrix.truth_table as tt
+
+    try:
+        table = tt.read_truth(truth)
+    except tt.TruthError as exc:
+        return ("error", exc.message, exc.category)
+    assert table.ids is not None
+    return (list(table.ids), None if table.numbers is None else table.numbers.tolist(), table.targets, table.slices)
+
+
+def test_the_numpy_csv_read_gives_what_the_csv_paths_give(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The numpy read of a plain CSV with integer ids (the 1M-prediction memory path: no Python string per id) gives
+    the csv paths' ids, numbers, targets and slices, and the same error or the same refusal, on random files:
+    leading zeros, signs, spaces, empty fields, blank lines, quotes, CRLF, missing final newline, short rows, text
+    labels, a repeated id, a missing column."""
+    import random
+
+    import pytest_hetero.matrix.truth_table as tt
+    from pytest_hetero.matrix.model import Truth
+
+    rng = random.Random(3030)
+    fast_used = 0
+    numpy_read = tt._csv_integer_ids
+    for n in range(400):
+        text, header = _random_csv(rng)
+        path = tmp_path / f"t{n}.csv"
+        path.write_bytes(text.encode())
+        truth = Truth(task="classification", target="label", id="id", path=path,
+                      sha256=hashlib.sha256(text.encode()).hexdigest(), uri=str(path), slices=("region",))
+        monkeypatch.setattr(tt, "_csv_integer_ids", numpy_read)
+        fast = _read_table(truth)
+        monkeypatch.setattr(tt, "_csv_integer_ids", lambda *a: None)  # the csv paths only
+        assert fast == _read_table(truth), text
+        if header == "label,id,region":
+            fast_used += numpy_read(text.encode(), ["label", "id", "region"], "id", path) is not None
+    assert fast_used > 50  # the numpy path was taken, not only refused

@@ -51,6 +51,7 @@ from typing import Any
 
 from pytest_hetero.errors import CaseError, Location, RulesInvalid
 from pytest_hetero.matrix import gate_metrics
+from pytest_hetero.matrix.truth_table import slice_text
 from pytest_hetero.matrix.yamlnodes import MAX_BYTES, Positions, parse_yaml
 from pytest_hetero.safeio import read_file
 
@@ -67,13 +68,15 @@ SERVICE_CHECKS: dict[str, tuple[tuple[str, ...], str]] = {
 """Service rule kind → (its bound keys: all required, except throughput which needs one; hint)."""
 _AGG = re.compile(r"^(mean|min|max|count)\(([A-Za-z_][A-Za-z0-9_]*)\)$")
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")
+_AT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*@[0-9]+$")
+"""The shape of a cut-off metric (``recall@5``); whether the gate knows it is checked next (``did you mean``)."""
 
 
 def _number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-RULE_KEYS: tuple[str, ...] = ("name", "description", *KINDS, "op", "value", "tolerance", "self_reported")
+RULE_KEYS: tuple[str, ...] = ("name", "description", *KINDS, "op", "value", "tolerance", "self_reported", "slice")
 """Keys a rule may have; any other is reported as unknown (with a ``did you mean`` hint)."""
 
 
@@ -196,6 +199,21 @@ def _check_common(rule: dict[str, Any], kind: str, loc: Location) -> None:
                         "measurement: metric: per_sample_ms (or wall_s, throughput_sps)")
 
 
+def _check_slice(rule: dict[str, Any], loc: Location) -> None:
+    """``slice`` is one ``column: value`` pair (value text or a number), on a metric the gate computes."""
+    if "slice" not in rule:
+        return
+    found = rule["slice"]
+    if not (isinstance(found, dict) and len(found) == 1 and all(
+            isinstance(k, str) and isinstance(v, (str, int, float)) and not isinstance(v, bool)
+            for k, v in found.items())):
+        raise CaseError(f"rule '{rule['name']}': slice is one column: value pair ({found!r})", loc,
+                        "e.g. slice: {region: eu} (the column listed in the dataset's truth.slices)")
+    if rule.get("self_reported") or gate_metrics.task_of(str(rule["metric"])) is None:
+        raise CaseError(f"rule '{rule['name']}': slice applies to a metric the gate computes from truth, not to "
+                        f"{rule['metric']!r}", loc, "drop slice, or judge a computed metric such as accuracy")
+
+
 def _check_rule(rule: dict[str, Any], kind: str, loc: Location) -> None:
     if kind in SERVICE_CHECKS:
         _check_service_rule(rule["name"], kind, rule[kind], loc)
@@ -207,11 +225,13 @@ def _check_rule(rule: dict[str, Any], kind: str, loc: Location) -> None:
             raise CaseError(f"rule '{rule['name']}': value must be a number", loc, "e.g. value: 0.95")
         expr = rule["metric"]
         if not isinstance(expr, str) or not (_AGG.match(expr) or _NAME.match(expr)
-                                             or gate_metrics.PER_CLASS_NAME.match(expr)):
+                                             or gate_metrics.PER_CLASS_NAME.match(expr)
+                                             or _AT.match(expr)):
             raise CaseError(f"rule '{rule['name']}': metric {expr!r} is neither a metric name nor "
                             "mean(field), min(field), max(field) or count(field)", loc,
                             "e.g. metric: accuracy (computed by the gate from the dataset's truth)")
         _check_metric_name(rule["name"], expr, bool(rule.get("self_reported")), loc)
+        _check_slice(rule, loc)
         if "tolerance" in rule and (rule["op"] not in ("==", "!=") or not _number(rule["tolerance"])):
             raise CaseError(f"rule '{rule['name']}': tolerance applies to op == and != only, as a number "
                             f"(op {rule['op']}, tolerance {rule['tolerance']!r})", loc,
@@ -366,11 +386,17 @@ class GateValues:
     values: dict[str, tuple[float, dict[str, Any]]] = field(default_factory=dict)
     unavailable: dict[str, str] = field(default_factory=dict)
     why: str = "the gate computed no metrics for this run"
+    lazy: Callable[[str, tuple[str, str] | None], tuple[float, dict[str, Any]]] | None = None
+    """Computes a metric (over a slice: column, value) that is not in ``values`` when a rule asks for it; raises
+    :class:`NotEvaluable` saying why it cannot."""
 
-    def get(self, name: str) -> tuple[float, dict[str, Any]]:
-        """The value and provenance of ``name``. Raises :class:`NotEvaluable` (``no_truth``) saying why not."""
-        if name in self.values:
+    def get(self, name: str, where: tuple[str, str] | None = None) -> tuple[float, dict[str, Any]]:
+        """The value and provenance of ``name`` (over the truth rows whose column ``where[0]`` is ``where[1]``).
+        Raises :class:`NotEvaluable` (``no_truth``) saying why not."""
+        if name in self.values and where is None:
             return self.values[name]
+        if self.lazy is not None and name not in self.unavailable and gate_metrics.task_of(name) is not None:
+            return self.lazy(name, where)
         raise NotEvaluable(f"the gate has no value for metric '{name}': {self.unavailable.get(name, self.why)}",
                            "no_truth")
 
@@ -395,6 +421,15 @@ def evaluate(rules: list[dict[str, Any]], outputs: dict[str, Any],
     return results
 
 
+def _slice(rule: dict[str, Any]) -> tuple[str, str] | None:
+    """A rule's ``slice: {column: value}`` as (column, value text), or None."""
+    found = rule.get("slice")
+    if not found:
+        return None
+    ((column, value),) = found.items()
+    return str(column), slice_text(value)
+
+
 def _self_reported(expr: str) -> dict[str, Any]:
     agg = _AGG.match(expr)
     return {"source": "self_reported", "field": f"outputs.{agg.group(2)}" if agg else f"outputs.metrics.{expr}",
@@ -413,7 +448,7 @@ def _evaluate_kind(rule: dict[str, Any], outputs: dict[str, Any], gate: GateValu
         if rule.get("self_reported"):
             observed, provenance = metric_value(outputs, rule["metric"]), _self_reported(rule["metric"])
         else:
-            observed, provenance = gate.get(rule["metric"])
+            observed, provenance = gate.get(rule["metric"], _slice(rule))
         if not math.isfinite(observed):  # e.g. the mean of finite values too large for a double
             raise NotEvaluable(f"metric '{rule['metric']}' evaluates to {_shape(observed)}", "invalid")
         op, value, tol = rule["op"], float(rule["value"]), float(rule.get("tolerance", 0))

@@ -8,6 +8,7 @@ scikit-learn reports them; the classes are those of the truth and the prediction
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -51,27 +52,71 @@ MEASURED: dict[str, str] = {
     "cpu_s": "CPU-seconds the model run used as the engine measured them (model.run_time)",
 }
 """Values the gate measures around a batch run (no truth needed) → what each is."""
-TASK_METRICS: dict[str, dict[str, str]] = {"classification": CLASSIFICATION, "regression": REGRESSION}
+RANKING: dict[str, str] = {
+    "mrr": "mean over the truth rows of 1 / rank of the first relevant id in the ranked list (0 when none is "
+           "listed); with one relevant id per row and a full ranking = sklearn.metrics."
+           "label_ranking_average_precision_score",
+}
+"""Ranking metric name → how the gate computes it (``recall@<k>`` is parameterised: :data:`AT_K`)."""
+GENERATION: dict[str, str] = {
+    "exact_match": "share of rows whose prediction equals the reference text exactly (= sklearn.metrics."
+                   "accuracy_score on the texts)",
+    "contains": "share of rows whose prediction contains the reference text",
+    "regex_match": "share of rows whose prediction matches the reference, a RE2 pattern, somewhere (re2.search: "
+                   "linear time in the model's text)",
+    "json_valid": "share of rows whose prediction is JSON text valid against truth.json_schema "
+                  "(jsonschema, draft 2020-12)",
+    "rouge_l": "mean ROUGE-L F-measure of prediction against reference (rouge_score.rouge_scorer.RougeScorer("
+               "['rougeL']); the 'rouge' extra)",
+}
+"""Generation metric name → how the gate computes it."""
+AT_K: dict[str, tuple[str, str]] = {
+    "top_k_accuracy": ("classification", "share of rows whose true class is among the k highest outputs.scores "
+                       "(= sklearn.metrics.top_k_accuracy_score(k=k, labels=sorted classes))"),
+    "recall": ("ranking", "mean over the truth rows of |relevant ids in the first k listed| / |relevant ids|; with "
+               "one relevant id per row = sklearn.metrics.top_k_accuracy_score on the ranking"),
+}
+"""Metric names taking a cut-off ``@k`` (``top_k_accuracy@3``, ``recall@10``) → (task kind, how)."""
+TASK_METRICS: dict[str, dict[str, str]] = {"classification": CLASSIFICATION, "regression": REGRESSION,
+                                           "ranking": RANKING, "generation": GENERATION}
 PER_CLASS_NAME = re.compile(r"^(precision|recall|f1)\[(.+)\]$")
+AT_K_NAME = re.compile(r"^(top_k_accuracy|recall)@([1-9][0-9]{0,5})$")
+"""``<name>@<k>``: k from 1 to 999999."""
 
 
 def known(name: str) -> bool:
     """Whether ``name`` is a metric the gate computes or measures (any task kind)."""
-    return name in CLASSIFICATION or name in REGRESSION or name in MEASURED or bool(PER_CLASS_NAME.match(name))
+    return name in MEASURED or task_of(name) is not None
 
 
 def names() -> list[str]:
-    """Every metric name a rule may use (per-class ones as ``f1[<class>]``), for ``did you mean`` hints."""
-    return [*CLASSIFICATION, *(f"{n}[<class>]" for n in PER_CLASS), *REGRESSION, *MEASURED]
+    """Every metric name a rule may use (per-class ones as ``f1[<class>]``, cut-off ones as ``recall@<k>``), for
+    ``did you mean`` hints."""
+    return [*CLASSIFICATION, *(f"{n}[<class>]" for n in PER_CLASS), *(f"{n}@<k>" for n in AT_K), *REGRESSION,
+            *RANKING, *GENERATION, *MEASURED]
 
 
 def task_of(name: str) -> str | None:
-    """The task kind whose metric ``name`` is; None for a measured value."""
-    if name in REGRESSION:
-        return "regression"
-    if name in CLASSIFICATION or PER_CLASS_NAME.match(name):
+    """The task kind whose metric ``name`` is; None for a measured value or an unknown name."""
+    for task, table in TASK_METRICS.items():
+        if name in table:
+            return task
+    if PER_CLASS_NAME.match(name):
         return "classification"
-    return None
+    found = AT_K_NAME.match(name)
+    return AT_K[found.group(1)][0] if found else None
+
+
+def describe(name: str) -> str:
+    """How the gate computes metric ``name`` (a known one)."""
+    found = AT_K_NAME.match(name)
+    if found:
+        return AT_K[found.group(1)][1].replace("k=k", f"k={found.group(2)}").replace(" k ", f" {found.group(2)} ")
+    per = PER_CLASS_NAME.match(name)
+    if per:
+        return PER_CLASS[per.group(1)]
+    task = task_of(name)
+    return TASK_METRICS[task][name] if task else MEASURED[name]
 
 
 def sklearn_version() -> str:
@@ -173,3 +218,126 @@ def regression(y_true: list[float], y_pred: list[float]) -> Computed:
         out.values["r2"] = float(m.r2_score(t, p))
     out.values["max_error"] = float(m.max_error(t, p))
     return out
+
+
+def top_k_accuracy(y_true: list[str], scores: Any, classes: list[str], k: int) -> float:
+    """sklearn.metrics.top_k_accuracy_score of the true labels ``y_true`` (text) against ``scores`` (rows × classes,
+    float64), whose columns are the labels ``classes`` (text, distinct) in the model's order: the columns are put
+    in sorted label order, as scikit-learn requires (with two classes, the second's column, as it requires). Raises
+    ValueError when a true label is not among ``classes``."""
+    import warnings
+
+    import numpy as np
+    from sklearn.metrics import top_k_accuracy_score
+
+    unknown = set(y_true) - set(classes)
+    if unknown:
+        raise ValueError(f"true label(s) {', '.join(sorted(unknown)[:5])} not among outputs.classes")
+    order = sorted(range(len(classes)), key=classes.__getitem__)
+    labels = np.asarray([classes[i] for i in order])
+    ranked = np.asarray(scores, dtype=np.float64)[:, order]
+    with warnings.catch_warnings():  # k >= the number of classes: a perfect score, as scikit-learn warns
+        warnings.simplefilter("ignore")
+        return float(top_k_accuracy_score(np.asarray(y_true), ranked[:, 1] if len(classes) == 2 else ranked,
+                                          k=k, labels=labels))
+
+
+def _first_seen(ranked: list[str]) -> list[str]:
+    return list(dict.fromkeys(ranked))
+
+
+def recall_at(relevant: list[tuple[str, ...]], ranked: list[list[str]], k: int) -> float:
+    """Mean over rows of the share of the row's relevant ids among the first ``k`` distinct ids of its ranked list
+    (an id listed twice counts at its first place). Raises ValueError on empty input."""
+    if not relevant:
+        raise ValueError("no rows")
+    total = 0.0
+    for want, got in zip(relevant, ranked, strict=True):
+        wanted = set(want)
+        total += len(wanted.intersection(_first_seen(got)[:k])) / len(wanted)
+    return total / len(relevant)
+
+
+def mrr(relevant: list[tuple[str, ...]], ranked: list[list[str]]) -> float:
+    """Mean reciprocal rank: mean over rows of 1 / (place of the first relevant id among the distinct ids listed,
+    from 1), 0 when none is listed. Raises ValueError on empty input."""
+    if not relevant:
+        raise ValueError("no rows")
+    total = 0.0
+    for want, got in zip(relevant, ranked, strict=True):
+        wanted = set(want)
+        total += next((1.0 / place for place, i in enumerate(_first_seen(got), 1) if i in wanted), 0.0)
+    return total / len(relevant)
+
+
+def exact_match(references: list[str], texts: list[str]) -> float:
+    """Share of rows where the text equals the reference exactly (no normalisation)."""
+    return sum(map(str.__eq__, texts, references)) / len(references)
+
+
+def contains(references: list[str], texts: list[str]) -> float:
+    """Share of rows where the text contains the reference."""
+    return sum(map(str.__contains__, texts, references)) / len(references)
+
+
+def regex_match(patterns: list[str], texts: list[str]) -> float:
+    """Share of rows where RE2 pattern ``patterns[i]`` matches somewhere in ``texts[i]`` (each distinct pattern
+    compiled once; matching is linear in the text). Raises ValueError naming a pattern RE2 cannot compile."""
+    import re2
+
+    options = re2.Options()
+    options.log_errors = False
+    compiled: dict[str, Any] = {}
+    for pattern in set(patterns):
+        try:
+            compiled[pattern] = re2.compile(pattern, options)
+        except re2.error as exc:
+            raise ValueError(f"reference {pattern!r} is not a RE2 pattern: {exc}") from None
+    return sum(compiled[p].search(t) is not None for p, t in zip(patterns, texts, strict=True)) / len(patterns)
+
+
+def json_valid(texts: list[str], schema: dict[str, Any]) -> float:
+    """Share of ``texts`` that parse as JSON and are valid against ``schema`` (draft 2020-12). Raises ValueError for
+    a schema that is not one."""
+    import jsonschema
+
+    try:
+        jsonschema.Draft202012Validator.check_schema(schema)
+    except jsonschema.SchemaError as exc:
+        raise ValueError(f"truth.json_schema is not a JSON Schema: {exc.message}") from None
+    validator = jsonschema.Draft202012Validator(schema)
+    good = 0
+    for text in texts:
+        try:
+            value = json.loads(text)
+        except ValueError:
+            continue
+        good += validator.is_valid(value)
+    return good / len(texts)
+
+
+class NotInstalled(Exception):
+    """A metric's package is not installed here (the message says which and how)."""
+
+
+def rouge_l(references: list[str], texts: list[str]) -> float:
+    """Mean ROUGE-L F-measure of ``texts`` against ``references`` by Google's ``rouge-score`` package (its default
+    tokenizer, no stemming). Raises :class:`NotInstalled` without it."""
+    try:
+        from rouge_score import rouge_scorer
+    except ImportError:
+        raise NotInstalled("rouge_l needs the rouge-score package, not installed here: pip install "
+                           "'pytest-hetero[rouge]'") from None
+    scorer = rouge_scorer.RougeScorer(["rougeL"])
+    total = sum(float(scorer.score(r, t)["rougeL"].fmeasure) for r, t in zip(references, texts, strict=True))
+    return total / len(texts)
+
+
+def rouge_version() -> str:
+    """The installed rouge-score version ("" when absent)."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("rouge-score")
+    except metadata.PackageNotFoundError:
+        return ""

@@ -408,7 +408,8 @@ def _truth(dataset: dict[str, Any], rel: Callable[[str | None], Path | None]) ->
     found = rel(source["uri"])
     assert found is not None
     return Truth(task=raw["task"], target=raw["target"], id=raw.get("id"), path=found, sha256=_hex(source["sha256"]),
-                 uri=source["uri"], format=source.get("format"), separate=labels is not None)
+                 uri=source["uri"], format=source.get("format"), separate=labels is not None,
+                 slices=tuple(raw.get("slices", ())), json_schema=raw.get("json_schema"))
 
 
 def truth_problems(dataset: dict[str, Any], at: tuple[Any, ...],

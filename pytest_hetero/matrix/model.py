@@ -168,7 +168,7 @@ class Model:
     """The matrix grants the model's runs the host's network (local engine; default: loopback only)."""
 
 
-TASKS: tuple[str, ...] = ("classification", "regression")
+TASKS: tuple[str, ...] = ("classification", "regression", "ranking", "generation")
 """Task kinds whose metrics the gate computes from a dataset's truth (``spec.datasets[].truth.task``)."""
 
 
@@ -188,6 +188,11 @@ class Truth:
     format: str | None = None
     separate: bool = False
     """The truth is a labels file of its own (not the dataset file the model reads)."""
+    slices: tuple[str, ...] = ()
+    """Columns (fields) read beside the target so that a rule may judge a metric over the rows with one value of
+    one of them (``slice: {region: eu}``)."""
+    json_schema: dict[str, Any] | None = field(default=None, hash=False, compare=False)
+    """Generation: the JSON Schema each prediction (JSON text) must satisfy for ``json_valid``."""
 
 
 @dataclass(frozen=True)

@@ -19,10 +19,11 @@ import io
 import json
 import math
 from collections import Counter
-from dataclasses import dataclass
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
 from itertools import repeat
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 from pytest_hetero.matrix.model import Truth
 
@@ -51,11 +52,13 @@ class TruthTable:
     """The truth as the gate read it: ``ids`` (text; None when joined by order), ``targets`` (class labels as
     text, or floats for regression), the ``path`` and ``sha256`` of the bytes read, their ``format``."""
 
-    ids: list[str] | None
+    ids: Sequence[str] | None
     targets: list[Any]
     path: Path
     sha256: str
     format: str
+    slices: dict[str, list[str]] = field(default_factory=dict)
+    """Slice column → its value per row (:func:`slice_text`), for ``truth.slices``."""
     numbers: Any = None
     """``ids`` as an int64 numpy array when each is the decimal text of a non-negative integer as ``str`` writes it
     (:func:`_integer_ids`; then two ids are equal exactly when their numbers are), else None."""
@@ -94,21 +97,153 @@ def read_truth(truth: Truth) -> TruthTable:
                          "changed after it was digested; refusing to judge against it", "truth_changed")
     fmt = file_format(truth.path, truth.format)
     columns = [truth.target] + ([truth.id] if truth.id else [])
-    rows = {"csv": _csv, "jsonl": _jsonl, "parquet": _parquet}[fmt](data, columns, truth.path)
+    columns += [c for c in truth.slices if c not in columns]
+    fast = _csv_integer_ids(data, columns, truth.id, truth.path) if fmt == "csv" and truth.id else None
+    if fast is not None:
+        rows, found = fast
+    else:
+        rows = {"csv": _csv, "jsonl": _jsonl, "parquet": _parquet}[fmt](data, columns, truth.path)
+    del data
     targets = _targets(rows[truth.target], truth.task, truth.target, truth.path)
-    ids, numbers = None, None
+    slices = {c: list(map(slice_text, rows[c])) for c in truth.slices}
+    ids: Sequence[str] | None = None
+    numbers = None
     if truth.id:
-        ids = id_texts(rows[truth.id])
-        if ids is None:  # a value that is not an id: the slow path names its row
-            ids = [_id(v, truth.id, i, truth.path) for i, v in enumerate(rows[truth.id])]
-        numbers = _integer_ids(ids)
+        if fast is not None:
+            ids, numbers = IntegerIds(found), found
+        else:
+            texts = id_texts(rows[truth.id])
+            if texts is None:  # a value that is not an id: the slow path names its row
+                texts = [_id(v, truth.id, i, truth.path) for i, v in enumerate(rows[truth.id])]
+            ids, numbers = texts, _integer_ids(texts)
         repeated = [] if _distinct(ids, numbers) else [k for k, n in Counter(ids).items() if n > 1]
         if repeated:
             raise TruthError(f"truth file {truth.path}: id column '{truth.id}' repeats {len(repeated)} id(s) (e.g. "
                              f"{', '.join(map(repr, repeated[:3]))}): which row is the truth would be a guess",
                              "truth_invalid")
     return TruthTable(ids=ids, targets=targets, path=truth.path, sha256=digest, format=fmt,
-                      numbers=numbers if truth.id else None)
+                      numbers=numbers if truth.id else None, slices=slices)
+
+
+def slice_text(value: Any) -> str:
+    """A slice column's value as a rule names it: a string stripped, an integer or integral float as digits, null
+    as ``""``, anything else as compact JSON."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value.strip()
+    found = label_text(value)
+    return found if found is not None else json.dumps(value, separators=(",", ":"), sort_keys=True)
+
+
+class IntegerIds(Sequence[str]):
+    """Ids held as an int64 array, each read as ``str(n)`` when asked for (a million ids are not a million strings)."""
+
+    def __init__(self, numbers: Any) -> None:
+        self.numbers = numbers
+
+    def __len__(self) -> int:
+        return len(self.numbers)
+
+    @overload
+    def __getitem__(self, i: int) -> str: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[str]: ...
+
+    def __getitem__(self, i: int | slice) -> str | list[str]:
+        if isinstance(i, slice):
+            return list(map(str, self.numbers[i].tolist()))
+        return str(int(self.numbers[i]))
+
+    def __iter__(self) -> Iterator[str]:
+        return map(str, self.numbers.tolist())
+
+
+def _csv_integer_ids(data: bytes, columns: list[str], id_column: str, path: Path) \
+        -> tuple[dict[str, list[Any]], Any] | None:
+    """:func:`_csv` and the integer ids of :func:`read_truth` for a plain CSV read with numpy, without a Python
+    string per row: ASCII, no quote, NUL or CR, no blank line, every line as many fields as the header, every id the
+    decimal text of a non-negative integer as ``str`` writes it (ASCII digits, no leading zero, at most 18). Returns
+    the other columns (field texts as :mod:`csv` reads them: each distinct text one string) and the ids as an int64
+    array; None for any other file (the caller's paths read it, with the same results)."""
+    import numpy as np
+
+    if not data.isascii() or b'"' in data or b"\x00" in data or b"\r" in data:
+        return None
+    end = data.find(b"\n")
+    if end < 0 or end + 1 >= len(data):
+        return None
+    header = data[:end].decode("ascii").split(",")
+    where = _columns(header, columns, path)
+    width = len(header)
+    body = np.frombuffer(data, dtype=np.uint8, offset=end + 1)
+    small = np.int32 if len(body) < 2**31 - 1 else np.int64  # positions in half the memory
+    newline = np.flatnonzero(body == 10).astype(small)
+    if not len(newline) or newline[-1] != len(body) - 1:
+        newline = np.append(newline, len(body)).astype(small)
+    starts = np.empty_like(newline)
+    starts[0], starts[1:] = 0, newline[:-1] + 1
+    if bool(np.any(newline == starts)):  # a blank line
+        return None
+    comma = np.flatnonzero(body == 44).astype(small)
+    if len(comma) != len(newline) * (width - 1) or (width > 1 and bool(np.any(
+            np.searchsorted(comma, newline) != np.arange(1, len(newline) + 1) * (width - 1)))):
+        return None
+    commas = comma.reshape(len(newline), width - 1)
+    del comma
+
+    def span(j: int) -> tuple[Any, Any]:
+        return (starts if j == 0 else commas[:, j - 1] + 1), (newline if j == width - 1 else commas[:, j])
+
+    numbers = _field_integers(body, *span(where[id_column]))
+    if numbers is None:
+        return None
+    out: dict[str, list[Any]] = {}
+    for c in columns:
+        if c != id_column:
+            found = _field_texts(body, *span(where[c]))
+            if found is None:
+                return None
+            out[c] = found
+    return out, numbers
+
+
+def _field_integers(body: Any, first: Any, stop: Any) -> Any:
+    """The fields ``body[first[i]:stop[i]]`` as an int64 array when each is the decimal text of a non-negative integer
+    as ``str`` writes it (1 to 18 ASCII digits, no leading zero), else None."""
+    import numpy as np
+
+    length = stop - first
+    if int(length.min()) < 1 or int(length.max()) > 18 or bool(np.any((body[first] == 48) & (length > 1))):
+        return None
+    numbers = np.zeros(len(first), dtype=np.int64)
+    last = len(body) - 1
+    for d in range(int(length.max())):
+        live = length > d
+        digit = body[np.minimum(first + d, last)].astype(np.int64) - 48
+        if bool(np.any(live & ((digit < 0) | (digit > 9)))):
+            return None
+        numbers = np.where(live, numbers * 10 + digit, numbers)
+    return numbers
+
+
+def _field_texts(body: Any, first: Any, stop: Any) -> list[str] | None:
+    """The texts of the fields ``body[first[i]:stop[i]]``, each distinct text one string (labels repeat); None when
+    the fields would take over 64 MiB as a table of bytes (long texts: the caller's path reads them)."""
+    import numpy as np
+
+    length = stop - first
+    widest = max(int(length.max()), 1)
+    if widest * len(first) > 64 * 2**20:
+        return None
+    table = np.zeros((len(first), widest), dtype=np.uint8)
+    last = len(body) - 1
+    for d in range(widest):
+        table[:, d] = np.where(length > d, body[np.minimum(first + d, last)], 0)
+    distinct, index = np.unique(table.view(f"S{widest}").ravel(), return_inverse=True)
+    texts = [t.decode("ascii") for t in distinct.tolist()]
+    return list(map(texts.__getitem__, index.tolist()))
 
 
 def _csv(data: bytes, columns: list[str], path: Path) -> dict[str, list[Any]]:
@@ -200,7 +335,17 @@ def _csv_columns(reader: Any, where: list[int], width: int) -> list[list[str]] |
 
 def _targets(values: list[Any], task: str, column: str, path: Path) -> list[Any]:
     """The truth targets of ``values``: class labels as :func:`label_text` (worked out once per distinct value) or
-    finite floats. Raises TruthError naming the first row that is neither."""
+    finite floats; ranking: the relevant ids of each row (:func:`relevant_ids`); generation: the reference text.
+    Raises TruthError naming the first row that is none of these."""
+    if task in ("ranking", "generation"):
+        out = list(map(relevant_ids if task == "ranking" else _text, values))
+        if None in out:
+            row = out.index(None)
+            what = "relevant id(s): an id, a list of ids, or ids separated by '|'" if task == "ranking" else \
+                "reference text (a string)"
+            raise TruthError(f"truth file {path} row {row + 1}: target '{column}' is {values[row]!r}, not {what}",
+                             "truth_invalid")
+        return out
     if task == "regression":
         try:
             floats = list(map(float, values)) if set(map(type, values)) <= {str, int, float} else None
@@ -213,6 +358,23 @@ def _targets(values: list[Any], task: str, column: str, path: Path) -> list[Any]
     if labels is None:
         return [_target(v, task, column, i, path) for i, v in enumerate(values)]
     return labels
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def relevant_ids(value: Any) -> tuple[str, ...] | None:
+    """The relevant ids of a ranking truth row: a list of ids, one id, or text with ids separated by ``|`` (CSV);
+    each as :func:`id_text`. None when empty or when one is not an id."""
+    if isinstance(value, str):
+        parts: list[Any] = value.split("|")
+    elif isinstance(value, (list, tuple)):
+        parts = list(value)
+    else:
+        parts = [value]
+    found = [id_text(p) for p in parts]
+    return tuple(f for f in found if f is not None) if found and None not in found else None
 
 
 def label_texts(values: list[Any]) -> list[str] | None:
@@ -276,7 +438,7 @@ def _integer_ids(texts: list[str]) -> Any:
 _POWERS = [10 ** i for i in range(1, 19)]
 
 
-def _distinct(ids: list[str], numbers: Any) -> bool:
+def _distinct(ids: Sequence[str], numbers: Any) -> bool:
     """No id repeats (checked on ``numbers`` when given: a sort instead of a set of texts)."""
     import numpy as np
 
@@ -333,9 +495,24 @@ def _join_numbers(table: TruthTable, predictions: list[Any], ids: list[Any],
     extra = np.flatnonzero(~used)
     examples = {name: found for name, found in (("missing", [table.ids[i] for i in missing[:5].tolist()]),
                                                 ("extra", [str(ids[i]) for i in extra[:5].tolist()])) if found}
-    return Joined(y_true=list(map(table.targets.__getitem__, np.flatnonzero(hit).tolist())),
-                  y_pred=list(map(predictions.__getitem__, picked.tolist())), missing=len(missing), duplicate=0,
-                  extra=len(extra), examples=examples)
+    rows = np.flatnonzero(hit)
+    return Joined(y_true=_take(table.targets, rows), y_pred=_take(predictions, picked), missing=len(missing),
+                  duplicate=0, extra=len(extra), examples=examples, truth_rows=_narrow(rows), pred_rows=_narrow(picked))
+
+
+def _narrow(rows: Any) -> Any:
+    """Row numbers as int32 when they fit (half the memory of int64 for the rows kept beside a join)."""
+    import numpy as np
+
+    return rows.astype(np.int32) if len(rows) and int(rows.max()) < 2**31 - 1 else rows
+
+
+def _take(values: list[Any], rows: Any) -> list[Any]:
+    """``[values[i] for i in rows]`` (``rows`` an int array) through an object array: no Python int per row."""
+    import numpy as np
+
+    found = np.fromiter(values, dtype=object, count=len(values))  # lists stay elements (ranked ids), not a 2-D table
+    return list(found[rows].tolist())
 
 
 def _columns(header: list[str], columns: list[str], path: Path) -> dict[str, int]:
@@ -460,6 +637,10 @@ class Joined:
     duplicate: int
     extra: int
     examples: dict[str, list[str]]
+    truth_rows: Any = field(default=None, compare=False)
+    """Truth row of each joined row (int64 array), for slices."""
+    pred_rows: Any = field(default=None, compare=False)
+    """Position in the predictions given of each joined row (int64 array), for values beside them (scores)."""
 
     @property
     def complete(self) -> bool:
@@ -476,29 +657,35 @@ def join(table: TruthTable, predictions: list[Any], ids: list[str] | None) -> Jo
     """Join ``predictions`` with ``table``: by ``ids`` (text, parallel to predictions) when the truth has an id
     column, else by position (row i of the truth ↔ prediction i; a length difference counts as missing or
     extra). A duplicated id joins none of its predictions (which one counts would be a guess)."""
+    import numpy as np
+
     if table.ids is None:
         n = min(len(predictions), table.rows)
+        rows = np.arange(n, dtype=np.int64)
         return Joined(y_true=table.targets[:n], y_pred=list(predictions[:n]), missing=table.rows - n,
-                      duplicate=0, extra=len(predictions) - n, examples={})
+                      duplicate=0, extra=len(predictions) - n, examples={}, truth_rows=rows, pred_rows=rows)
     assert ids is not None
     fast = _join_unique(table, predictions, ids)
     if fast is not None:
         return fast
     seen = Counter(ids)
-    by_id = {k: p for k, p in zip(ids, predictions, strict=True) if seen[k] == 1}
+    by_id = {k: i for i, k in enumerate(ids) if seen[k] == 1}
     truth_ids = set(table.ids)
-    y_true, y_pred, missing = [], [], []
-    for k, target in zip(table.ids, table.targets, strict=True):
+    y_true, y_pred, missing, truth_rows, pred_rows = [], [], [], [], []
+    for row, (k, target) in enumerate(zip(table.ids, table.targets, strict=True)):
         if k in by_id:
             y_true.append(target)
-            y_pred.append(by_id[k])
+            y_pred.append(predictions[by_id[k]])
+            truth_rows.append(row)
+            pred_rows.append(by_id[k])
         elif seen[k] == 0:
             missing.append(k)
     duplicate = [k for k, n in seen.items() if n > 1]
     extra = [k for k in seen if k not in truth_ids]
     return Joined(y_true=y_true, y_pred=y_pred, missing=len(missing), duplicate=len(duplicate), extra=len(extra),
                   examples={name: found[:5] for name, found in (("missing", missing), ("duplicate", duplicate),
-                                                                 ("extra", extra)) if found})
+                                                                 ("extra", extra)) if found},
+                  truth_rows=np.asarray(truth_rows, dtype=np.int64), pred_rows=np.asarray(pred_rows, dtype=np.int64))
 
 
 def _join_unique(table: TruthTable, predictions: list[Any], ids: list[str]) -> Joined | None:
@@ -520,6 +707,6 @@ def _join_unique(table: TruthTable, predictions: list[Any], ids: list[str]) -> J
     extra = np.flatnonzero(~used)
     examples = {name: [keys[i] for i in found[:5].tolist()] for name, found, keys in
                 (("missing", missing, table.ids), ("extra", extra, ids)) if len(found)}
-    return Joined(y_true=list(map(table.targets.__getitem__, np.flatnonzero(hit).tolist())),
-                  y_pred=list(map(predictions.__getitem__, picked.tolist())), missing=len(missing), duplicate=0,
-                  extra=len(extra), examples=examples)
+    rows = np.flatnonzero(hit)
+    return Joined(y_true=_take(table.targets, rows), y_pred=_take(predictions, picked), missing=len(missing),
+                  duplicate=0, extra=len(extra), examples=examples, truth_rows=_narrow(rows), pred_rows=_narrow(picked))

@@ -19,11 +19,13 @@ from importlib import resources
 from typing import Any
 
 from pytest_hetero.matrix import gate_metrics as metrics
-from pytest_hetero.matrix.acceptance import SELF_REPORTED_NOTE, GateValues, _is_number
+from pytest_hetero.matrix.acceptance import SELF_REPORTED_NOTE, GateValues, NotEvaluable, _is_number
 from pytest_hetero.matrix.model import Dataset
 from pytest_hetero.matrix.truth_table import (
     Joined,
     TruthError,
+    TruthTable,
+    id_text,
     join,
     join_ids,
     label_text,
@@ -74,9 +76,33 @@ def check_outputs(outputs: dict[str, Any], dataset: Dataset) -> frozenset[type] 
     if not problems and truth is not None and truth.id and len(outputs["ids"]) != len(outputs["predictions"]):
         problems.append(f"outputs.ids has {len(outputs['ids'])} entries beside {len(outputs['predictions'])} "
                         "predictions: each prediction needs its id")
+    if not problems and "scores" in outputs:
+        problems.extend(_scores_problems(outputs))
     if problems:
         raise OutputsInvalid(problems)
     return kinds
+
+
+def _scores_problems(outputs: dict[str, Any]) -> list[str]:
+    """``outputs.scores`` is one row per prediction of one number per ``outputs.classes`` entry (distinct labels)."""
+    import numpy as np
+
+    classes, scores = outputs.get("classes"), outputs["scores"]
+    if not isinstance(classes, list):
+        return ["outputs.scores: given without outputs.classes (the class label of each score column)"]
+    labels = [label_text(c) for c in classes]
+    if None in labels or len(set(labels)) != len(labels):
+        return ["outputs.classes: each entry a distinct class label (integer or string)"]
+    try:
+        shape = np.asarray(scores, dtype=np.float64).shape
+    except (ValueError, TypeError):
+        return ["outputs.scores: not a table of numbers (one list of numbers per prediction)"]
+    predictions = outputs.get("predictions")
+    rows = len(predictions) if isinstance(predictions, list) else None
+    if len(shape) != 2 or shape[1] != len(classes) or (rows is not None and shape[0] != rows):
+        return [f"outputs.scores has shape {'x'.join(map(str, shape))}: one row per prediction ({rows}) of one "
+                f"score per class ({len(classes)})"]
+    return []
 
 
 @dataclass
@@ -162,26 +188,116 @@ def _gate_values(dataset: Dataset, outputs: dict[str, Any], outputs_sha256: str,
         gate.why = f"no prediction joined the truth ({truth.path}: {table.rows} rows; {_counts(joined)})"
         record["computed"] = {"unavailable": gate.why}
         return Judged(values=gate, record=record, joined=joined)
-    computed = (metrics.classification if truth.task == "classification" else metrics.regression)(
-        joined.y_true, joined.y_pred)
+    base = {"source": "computed", "truth_path": str(table.path), "truth_sha256": table.sha256,
+            "outputs_sha256": outputs_sha256}
+    gate.lazy = _Lazy(dataset, table, joined, outputs, kept, base).value
+    computed = _eager(truth.task, joined.y_true, joined.y_pred)
     library = computed.library
-    other = "regression" if truth.task == "classification" else "classification"
-    gate.unavailable.update({name: f"it is a {other} metric and dataset '{dataset.name}' is a {truth.task} task"
-                             for name in metrics.TASK_METRICS[other]})
+    for other in metrics.TASK_METRICS:
+        if other != truth.task:
+            gate.unavailable.update({name: f"it is a {other} metric and dataset '{dataset.name}' is a {truth.task} "
+                                     "task" for name in metrics.TASK_METRICS[other]})
     gate.why = (f"not a metric of the {truth.task} task of dataset '{dataset.name}' (classes: "
                 f"{', '.join(computed.classes[:20])})" if computed.classes else
                 f"not a metric of the {truth.task} task of dataset '{dataset.name}'")
     for name, value in computed.values.items():
-        provenance = {"source": "computed", "function": computed.functions[name], "library": library,
-                      "truth_path": str(table.path), "truth_sha256": table.sha256, "outputs_sha256": outputs_sha256,
-                      "rows": len(joined.y_true)}
-        gate.values[name] = (value, provenance)
+        gate.values[name] = (value, {**base, "function": computed.functions[name], "library": library,
+                                     "rows": len(joined.y_true)})
     record["computed"] = {"task": computed.task, "library": library, "outputs_sha256": outputs_sha256,
                           "values": {k: round(v, 6) for k, v in computed.values.items()},
                           "functions": computed.functions}
     if computed.classes:
         record["computed"].update(classes=computed.classes, confusion_matrix=computed.confusion)
     return Judged(values=gate, record=record, joined=joined)
+
+
+def _eager(task: str, y_true: list[Any], y_pred: list[Any]) -> metrics.Computed:
+    """The metrics of ``task`` computed for every run (the others when a rule asks: :class:`_Lazy`)."""
+    if task == "classification":
+        return metrics.classification(y_true, y_pred)
+    if task == "regression":
+        return metrics.regression(y_true, y_pred)
+    out = metrics.Computed(task=task, library="pytest_hetero.matrix.gate_metrics")
+    if task == "ranking":
+        out.values["mrr"] = metrics.mrr(y_true, y_pred)
+    else:
+        out.values.update(exact_match=metrics.exact_match(y_true, y_pred), contains=metrics.contains(y_true, y_pred))
+    out.functions = {name: metrics.describe(name) for name in out.values}
+    return out
+
+
+class _Lazy:
+    """Metrics computed when a rule asks for them: cut-off ones (``recall@5``, ``top_k_accuracy@3``), the costlier
+    generation ones (``regex_match``, ``json_valid``, ``rouge_l``), and any metric over a slice of the truth rows."""
+
+    def __init__(self, dataset: Dataset, table: TruthTable, joined: Joined, outputs: dict[str, Any],
+                 kept: Sequence[int], base: dict[str, Any]) -> None:
+        self.dataset, self.table, self.joined, self.outputs, self.kept, self.base = \
+            dataset, table, joined, outputs, kept, base
+
+    def value(self, name: str, where: tuple[str, str] | None) -> tuple[float, dict[str, Any]]:
+        """Metric ``name`` over the joined rows (those whose truth column ``where[0]`` is ``where[1]`` when given),
+        with its provenance. Raises NotEvaluable saying why there is none."""
+        import numpy as np
+
+        truth = self.dataset.truth
+        assert truth is not None
+        task = metrics.task_of(name)
+        if task != truth.task:
+            raise NotEvaluable(f"metric '{name}' is not one of the gate's {truth.task} metrics for dataset "
+                               f"'{self.dataset.name}'", "no_truth")
+        rows = np.arange(len(self.joined.y_true))
+        extra: dict[str, Any] = {}
+        if where is not None:
+            column, wanted = where
+            if column not in self.table.slices:
+                raise NotEvaluable(f"dataset '{self.dataset.name}' reads no slice column '{column}' (truth.slices: "
+                                   f"{', '.join(self.table.slices) or 'none'})", "no_truth")
+            values = self.table.slices[column]
+            rows = np.flatnonzero(np.fromiter((values[r] == wanted for r in self.joined.truth_rows.tolist()),
+                                              dtype=bool, count=len(rows)))
+            extra = {"slice": {column: wanted}}
+            if not len(rows):
+                raise NotEvaluable(f"no joined row has {column} = {wanted!r}", "missing")
+        y_true = [self.joined.y_true[i] for i in rows.tolist()] if where else self.joined.y_true
+        y_pred = [self.joined.y_pred[i] for i in rows.tolist()] if where else self.joined.y_pred
+        try:
+            value, library = self._compute(name, task, y_true, y_pred, rows)
+        except metrics.NotInstalled as exc:
+            raise NotEvaluable(f"not available: {exc}", "no_truth") from None
+        except ValueError as exc:
+            raise NotEvaluable(f"metric '{name}': {exc}", "invalid") from None
+        return value, {**self.base, "function": metrics.describe(name), "library": library, "rows": len(y_true),
+                       **extra}
+
+    def _compute(self, name: str, task: str, y_true: list[Any], y_pred: list[Any], rows: Any) -> tuple[float, str]:
+        import numpy as np
+
+        at = metrics.AT_K_NAME.match(name)
+        if at and at.group(1) == "top_k_accuracy":
+            scores, classes = self.outputs.get("scores"), self.outputs.get("classes")
+            if scores is None or classes is None:
+                raise ValueError("the outputs give no scores and classes (outputs.scores, outputs.classes)")
+            where = np.asarray(self.kept)[self.joined.pred_rows[rows]]
+            chosen = np.asarray(scores, dtype=np.float64)[where]
+            return metrics.top_k_accuracy(y_true, chosen, [label_text(c) or "" for c in classes],
+                                          int(at.group(2))), f"scikit-learn {metrics.sklearn_version()}"
+        if at:
+            return metrics.recall_at(y_true, y_pred, int(at.group(2))), "pytest_hetero.matrix.gate_metrics"
+        if task in ("classification", "regression", "ranking") or name in ("exact_match", "contains"):
+            computed = _eager(task, y_true, y_pred)
+            if name not in computed.values:
+                raise ValueError(f"not computed for these rows (classes: {', '.join(computed.classes[:20])})")
+            return computed.values[name], computed.library
+        if name == "regex_match":
+            return metrics.regex_match(y_true, y_pred), "google-re2"
+        if name == "json_valid":
+            truth = self.dataset.truth
+            assert truth is not None
+            if truth.json_schema is None:
+                raise ValueError(f"dataset '{self.dataset.name}' declares no truth.json_schema to validate against")
+            return metrics.json_valid(y_pred, truth.json_schema), "jsonschema (draft 2020-12)"
+        return metrics.rouge_l(y_true, y_pred), f"rouge-score {metrics.rouge_version()}"
 
 
 def _counts(joined: Joined) -> str:
@@ -232,6 +348,19 @@ def _predictions(values: list[Any], kept: Sequence[int], task: str) -> list[Any]
     """The ``kept`` predictions as the task compares them (class labels as text, regression values as floats),
     each distinct label worked out once. Raises :class:`TruthUnusable` naming the first that is neither."""
     chosen = _kept(values, kept)
+    if task == "ranking":
+        ranked = [[id_text(i) for i in v] if isinstance(v, list) else None for v in chosen]
+        for at, v in zip(kept, ranked, strict=True):
+            if v is None or None in v:
+                raise TruthUnusable(f"outputs.predictions[{at}] is {values[at]!r}: not a ranked list of ids (integers "
+                                    "or strings)", "outputs_invalid")
+        return ranked
+    if task == "generation":
+        for at in kept:
+            if not isinstance(values[at], str):
+                raise TruthUnusable(f"outputs.predictions[{at}] is {values[at]!r}: not text (a generation "
+                                    "prediction)", "outputs_invalid")
+        return list(chosen)
     if task == "classification":
         found = label_texts(chosen)
         if found is not None:

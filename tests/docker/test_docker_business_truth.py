@@ -197,3 +197,57 @@ def test_a_jsonl_dataset_with_its_truth_inline_is_given_without_it(
     assert (result["observed"], result["provenance"]["source"]) == (0.8, "computed")
     assert record(item, "business.metrics")["truth"]["format"] == "jsonl"
     assert leftovers(engine, run_id) == []
+
+
+def test_a_ranking_truth_is_withheld_and_recall_at_k_is_computed_outside_the_container(
+        pytester: pytest.Pytester, run_id: str, engine: Any) -> None:
+    """A JSONL ranking dataset whose objects carry the relevant documents (``relevant``, a list) and a ``lang``
+    column: the container reads the view without ``relevant`` (a model that would copy it ranks them first and cannot);
+    the gate computes recall@1 and MRR, and recall@2 over the ``lang: de`` rows, equal to scikit-learn's
+    top_k_accuracy_score and label_ranking_average_precision_score on the same ranking."""
+    from sklearn.metrics import label_ranking_average_precision_score, top_k_accuracy_score
+
+    rows = [{"q": i, "lang": "de" if i % 3 == 0 else "en", "relevant": [f"d{(i * 3 + 1) % 4}"]} for i in range(24)]
+    data = pytester.path / "search.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    code = pytester.path / "code" / "r"
+    code.mkdir(parents=True)
+    (code / "run.py").write_text(
+        "import json, sys\nrows = [json.loads(line) for line in open(sys.argv[1]) if line.strip()]\n"
+        "print('keys:', sorted({k for r in rows for k in r}), file=sys.stderr)\n"
+        "def rank(r):\n    docs = ['d%d' % ((r['q'] + j) % 4) for j in range(4)]\n"
+        "    return r.get('relevant', []) + [d for d in docs if d not in r.get('relevant', [])]\n"
+        "json.dump({'ids': [r['q'] for r in rows], 'predictions': [rank(r) for r in rows]}, open(sys.argv[2], 'w'))\n")
+    (pytester.path / "rules.yaml").write_text(
+        "apiVersion: pytest-hetero/v1\nkind: AcceptanceRules\nrules:\n"
+        "  - {name: r1, metric: 'recall@1', op: '>=', value: 0.9}\n  - {name: mrr, metric: mrr, op: '>=', value: 0.1}\n"
+        "  - {name: de, metric: 'recall@2', slice: {lang: de}, op: '>=', value: 0.1}\n")
+    weights = pytester.path / "weights.bin"
+    weights.write_bytes(b"no weights\n")
+    spec = {**DOCKER, "models": [{"name": "r", "version": "1", "uri": str(weights), "sha256": sha(weights),
+                                  "code": str(code), "entrypoint": ["{python}", "{code}/run.py", "{dataset}",
+                                                                    "{outputs}"]}],
+            "datasets": [{"name": "search", "version": "1", "uri": str(data), "sha256": sha(data),
+                          "acceptance": str(pytester.path / "rules.yaml"),
+                          "truth": {"task": "ranking", "target": "relevant", "id": "q", "slices": ["lang"]}}]}
+    pytester.makefile(".matrix.yaml", m=json.dumps({"apiVersion": "pytest-hetero/v1", "kind": "ValidationMatrix",
+                                                     "metadata": {"name": "r"}, "spec": spec}))
+    pytester.runpytest("-p", "no:cacheprovider", "--hetero-run-id", run_id)
+    ev = evidence(pytester)
+    model = _item(ev, "model", "r", "search")
+    assert record(model, "model.dataset_view")["removed"] == "relevant"
+    assert "keys: ['lang', 'q']" in record(model, "model.run")["stderr"]["text"]
+    # the same ranking as scores (document d_j scored 4 - its place) and the truth as class indices
+    scores = [[4.0 - [(r["q"] + j) % 4 for j in range(4)].index(d) for d in range(4)] for r in rows]
+    truth = [int(r["relevant"][0][1:]) for r in rows]
+    de = [i for i, r in enumerate(rows) if r["lang"] == "de"]
+    results = {r["name"]: r for r in record(_item(ev, "business", "r", "search"), "business.rules")["results"]}
+    assert results["r1"]["observed"] == round(top_k_accuracy_score(truth, scores, k=1, labels=range(4)), 6)
+    assert results["r1"]["verdict"] == "fail"  # the copy of the truth never reached the model
+    hot = [[int(j == t) for j in range(4)] for t in truth]
+    assert results["mrr"]["observed"] == round(label_ranking_average_precision_score(hot, scores), 6)
+    assert results["de"]["observed"] == round(top_k_accuracy_score(
+        [truth[i] for i in de], [scores[i] for i in de], k=2, labels=range(4)), 6)
+    assert results["de"]["observed"] == 0.5 and results["mrr"]["observed"] == 0.375
+    assert results["de"]["provenance"]["slice"] == {"lang": "de"} and results["de"]["provenance"]["rows"] == 8
+    assert leftovers(engine, run_id) == []
