@@ -181,3 +181,70 @@ def test_dev_entries_of_every_type_and_mqueues_do_not_reach_the_next_model_and_k
     assert after["status"] == "passed" and it["cpu::img::m-after@d1::business"]["status"] == "passed"
     assert record(after, "model.container") == {
         "note": "the container was stopped by an earlier run (model m-killer on dataset d1); started again here"}
+
+
+LATE_MODEL = r'''
+import argparse, ctypes, json, os, signal, struct
+p = argparse.ArgumentParser(); p.add_argument("--out"); p.add_argument("--mode")
+a = p.parse_args()
+json.dump({"metrics": {"accuracy": 1.0}}, open(a.out, "w"))
+if a.mode == "late-killer":
+    libc = ctypes.CDLL(None, use_errno=True)
+    watch = libc.inotify_init1(os.O_CLOEXEC)
+    assert libc.inotify_add_watch(watch, a.out.encode(), 0x10) >= 0  # IN_CLOSE_NOWRITE: a reader closed it
+    if os.fork() == 0:
+        # the child outlives the exec (its output closed, so the exec can end): once the gate has read the
+        # outputs (after its check of the container), it stops PID 1, before the reset kills it
+        os.setsid()
+        null = os.open("/dev/null", os.O_RDWR)
+        for fd in (0, 1, 2):
+            os.dup2(null, fd)
+        os.read(watch, 4096)
+        os.kill(1, signal.SIGTERM)
+        os._exit(0)
+'''
+
+
+def test_a_model_that_stops_pid_1_after_its_exec_returned_is_failed_itself_not_the_next_one(
+        pytester: pytest.Pytester, run_id: str, engine: Any) -> None:
+    """Before: a model whose child stopped the container's PID 1 an instant after the model's exec returned (once
+    the gate had checked the container and read the outputs, before the reset) passed; the next model got a new
+    container, noted as stopped by "a model run that ended as it stopped it". After: the gate looks at the
+    container again once the reset has killed everything the run left: the late killer fails
+    ``container_stopped_by_run`` (algorithm, its model team) with that said, and the next model runs in a new
+    container whose note names the killer, and passes on its own."""
+    code = pytester.path / "code"
+    code.mkdir()
+    (code / "model.py").write_text(LATE_MODEL)
+    (code / "weights.bin").write_bytes(b"weights\n")
+    (pytester.path / "set.csv").write_text("x,label\n1,0\n")
+    (pytester.path / "rules.yaml").write_text(RULES)
+
+    def sha(p: Path) -> str:
+        return hashlib.sha256(p.read_bytes()).hexdigest()
+
+    models = [{"name": f"m-{mode}", "version": "1.0.0", "uri": str(code / "weights.bin"),
+               "sha256": sha(code / "weights.bin"), "code": str(code),
+               "entrypoint": ["{python}", "{code}/model.py", "--out", "{outputs}", "--mode", mode]}
+              for mode in ("late-killer", "after")]
+    spec = {"target": {"backend": "docker", "pull_policy": "never"},
+            "owners": {"business": "risk-business", "model": "ml-team"},
+            "layers": {"model": {"timeout": "60s"}},
+            "resources": [{"name": "cpu", "type": "cpu", "vendor": "any", "requests": {"cpu": 1, "memory": "256Mi"}}],
+            "images": [{"name": "img", "reference": ONNX_IMAGE, "for": ["cpu"]}],
+            "models": models,
+            "datasets": [{"name": "d1", "version": "1.0.0", "uri": str(pytester.path / "set.csv"),
+                          "sha256": sha(pytester.path / "set.csv"), "acceptance": str(pytester.path / "rules.yaml")}]}
+    pytester.makefile(".matrix.yaml", dlate=json.dumps({"apiVersion": "pytest-hetero/v1", "kind": "ValidationMatrix",
+                                                        "metadata": {"name": "dlate"}, "spec": spec}))
+    pytester.runpytest("-p", "no:cacheprovider", "-p", "no:randomly", "--hetero-run-id", run_id)
+    it = items(evidence(pytester))
+    killer = it["cpu::img::m-late-killer@d1::model"]
+    category, owner, message = failure(killer)[1:]
+    assert (killer["status"], category, owner) == ("failed", "container_stopped_by_run", "ml-team")
+    assert "after its exec returned (exit 0)" in message, message
+    assert it["cpu::img::m-late-killer@d1::business"]["status"] == "blocked"
+    after = it["cpu::img::m-after@d1::model"]
+    assert after["status"] == "passed" and it["cpu::img::m-after@d1::business"]["status"] == "passed"
+    assert record(after, "model.container") == {
+        "note": "the container was stopped by an earlier run (model m-late-killer on dataset d1); started again here"}
