@@ -119,7 +119,9 @@ RESET_FACTS: dict[str, Any] = {
                      "every /dev entry not there before the first model run removed, whatever its type",
                      "POSIX message queues (/dev/mqueue) removed", "SysV IPC objects removed (ipcrm)"],
     "gaps": ["what a run changes inside a device folder that existed at start (docker's are mounts: pts, shm, "
-             "mqueue) is not compared"],
+             "mqueue) is not compared",
+             "a run runs as the same user as PID 1 and its idle sleep, which the reset keeps: it can ptrace them or "
+             "write their memory (/proc/1/mem), and code it puts there outlives the reset"],
 }
 """What :data:`RESET` guarantees, for a model run's ``isolation`` record (JSON values)."""
 OOM_COUNTERS = "cat /sys/fs/cgroup/memory.events /sys/fs/cgroup/memory/memory.oom_control 2>/dev/null"
