@@ -93,6 +93,27 @@ class SignCommand:
     public: Path
 
 
+def signer_spec(key: str | Path | None, command: str | None, public: str | Path | None, *,
+                key_flag: str = "--sign-key") -> Path | SignCommand | None:
+    """What signs for a ``hetero`` command that signs (``report --from-journal``, ``merge``, ``sign``,
+    ``sign-policy``): the key file ``key`` (given with ``key_flag``), or the external signer ``command`` with its
+    public key ``public`` (``--sign-command`` / ``--sign-public``: the same signer a run takes with
+    ``--hetero-sign-command``); None when neither is given. Raises SettingsError when both are given, or one of
+    ``--sign-command`` and ``--sign-public`` without the other."""
+    if command and key:
+        raise SettingsError(f"{key_flag} and --sign-command both given",
+                            hint="sign with one: a key file, or an external signer command")
+    if command and not public:
+        raise SettingsError("--sign-command needs --sign-public PEM (the signer's public key)",
+                            hint="pass the .pub of the key the command signs with")
+    if public and not command:
+        raise SettingsError("--sign-public is the public key of --sign-command, which is not given",
+                            hint=f"give the signer command, or sign with a key file ({key_flag} KEY)")
+    if command:
+        return SignCommand(str(command), Path(public).resolve() if public else Path())
+    return Path(key) if key else None
+
+
 @dataclass(frozen=True)
 class Settings:
     """The run's settings. Paths are absolute; ``parallel`` ≥ 1; ``timeout_scale`` > 0."""
@@ -201,11 +222,13 @@ def build_settings(option: Callable[[str], Any], ini: Callable[[str], Any], root
     )
 
 
-def bundle_settings(bundle_dir: Path, sign_key: Path | None) -> Settings:
+def bundle_settings(bundle_dir: Path, sign_key: Path | SignCommand | None) -> Settings:
     """Settings for finishing an existing bundle folder outside a pytest run (``hetero report``,
-    ``hetero merge``): ``bundle_dir`` is the bundle, ``sign_key`` the run key (None: unsigned);
+    ``hetero merge``): ``bundle_dir`` is the bundle, ``sign_key`` the run key or external signer (None:
+    unsigned);
     every selection option is unset, so only the writers and the signature apply."""
     bundle_dir = bundle_dir.resolve()
     return Settings(rootdir=Path.cwd(), matrix_glob="*.matrix.yaml", matrices=(), report_dir=bundle_dir.parent,
                     run_id=bundle_dir.name, backend=None, keep=False, parallel=1,
-                    sign_key=sign_key.resolve() if sign_key else None, profile=None, timeout_scale=1.0)
+                    sign_key=sign_key.resolve() if isinstance(sign_key, Path) else sign_key, profile=None,
+                    timeout_scale=1.0)

@@ -52,7 +52,7 @@ def test_merge_two_unsigned_shards_covers_whole_matrix(pytester: pytest.Pytester
     assert main(["merge", str(one), str(two), "-o", str(out), "--allow-unsigned"]) == 0
     assert capsys.readouterr().out.splitlines()[-1] == (  # the README's merge wrote an unsigned bundle silently
         f"merged bundle {out} is UNSIGNED (the shards' signatures do not carry over; sign the merge with "
-        "--sign-key KEY)")
+        "--sign-key KEY or --sign-command CMD --sign-public PEM)")
     merged = evidence(out)
     parts = [evidence(one), evidence(two)]
     assert sorted(i["nodeid"] for i in merged["items"]) == sorted(i["nodeid"] for p in parts for i in p["items"])

@@ -150,10 +150,12 @@ def host_sockets() -> list[str]:
     return sorted(found)
 
 
-def gate(folder: Path, *, as_user: str, network: bool = False, env: dict[str, str] | None = None) -> dict[str, Any]:
-    """Run :data:`GATE` as root or as uid 65534 (then in a mount namespace hiding /root but the interpreter's
+def gate(folder: Path, *, as_user: str, network: bool = False, env: dict[str, str] | None = None,
+         after: str = "") -> dict[str, Any]:
+    """Run :data:`GATE` (then ``after``, Python run by the gate once the sandbox is closed, whose output is
+    ``answer["after"]``) as root or as uid 65534 (then in a mount namespace hiding /root but the interpreter's
     prefix); its answer, with the probe's findings as ``seen``."""
-    (folder / "gate.py").write_text(GATE)
+    (folder / "gate.py").write_text(GATE + after)
     key = folder / "keys" / "k.key"
     argv = [sys.executable, str(folder / "gate.py"), str(folder), str(key), "1" if network else "0", str(key),
             *host_sockets()]
@@ -171,7 +173,9 @@ def gate(folder: Path, *, as_user: str, network: bool = False, env: dict[str, st
         environ["HOME"] = "/nonexistent"
     done = subprocess.run(argv, capture_output=True, text=True, env=environ, timeout=300, check=False)
     assert done.returncode == 0, done.stderr[-3000:]
-    answer: dict[str, Any] = json.loads(done.stdout)
+    first, _, rest = done.stdout.partition("\n")
+    answer: dict[str, Any] = json.loads(first)
+    answer["after"] = rest.strip()
     assert (answer["exit"], answer["failure"]) == (0, None), answer
     answer["seen"] = json.loads(answer["stdout"])
     return answer
@@ -244,7 +248,7 @@ def test_network_granted_by_the_matrix_is_the_hosts_and_is_recorded(folder: Path
     host = sorted(line.split(":")[0].strip() for line in Path("/proc/net/dev").read_text().splitlines()[2:])
     assert seen["interfaces"] == host and host != ["lo"]
     assert iso["network"] == "host network (granted by the matrix)" and "net" not in iso["namespaces"]
-    assert iso["gaps"] == ["it can reach the host's network and every service listening on it (granted by the "
-                           "matrix)"]
+    assert iso["gaps"] == ["it can reach the host's network and every service listening on it, abstract UNIX "
+                           "sockets of the host's network namespace included (granted by the matrix)"]
     assert seen["ctr_docker_containerd"].startswith("refused: RuntimeError")
     assert seen["read_key"] == "refused: PermissionError EACCES"

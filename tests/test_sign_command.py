@@ -126,3 +126,73 @@ def test_a_command_without_its_public_key_or_with_a_key_file_is_refused(pytester
                               "--hetero-sign-public", str(public), "--hetero-sign-key", str(private))
     assert both.ret == pytest.ExitCode.USAGE_ERROR
     both.stderr.fnmatch_lines(["*--hetero-sign-key and --hetero-sign-command both given*"])
+
+
+def hetero(*argv: str) -> subprocess.CompletedProcess[str]:
+    """``hetero ARGV…`` in a subprocess."""
+    return subprocess.run([sys.executable, "-m", "pytest_hetero.cli", *argv], capture_output=True, text=True,
+                          check=False, timeout=300)
+
+
+def test_report_merge_signoffs_and_policies_take_the_same_external_signer(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, signer: tuple[str, Path, Path],
+        tmp_path: Path) -> None:
+    """Before: ``hetero report --from-journal``, ``hetero merge``, ``hetero sign`` and ``hetero sign-policy`` took
+    a key file only, so recovering, merging or signing off a run signed by an external signer needed the key
+    on the host after all. Now each takes ``--sign-command CMD --sign-public PEM``: the rebuilt bundle
+    authenticates every journal line (its journal key derived through the signer, as the run derived it) and
+    verifies; the merge verifies; a team's sign-off and a signed trust policy carry the signer's keyid and a
+    signature that checks; a key file and a command together, or a command without its public key, are refused."""
+    command, public, _ = signer
+    monkeypatch.delenv("HETERO_SIGN_KEY", raising=False)
+    path = matrix(pytester.path)
+    pytester.runpytest(str(path), "-p", "no:cacheprovider", "--hetero-run-id", "r1", "--hetero-sign-command", command,
+                       "--hetero-sign-public", str(public), "-k", "model or business").assert_outcomes(passed=2)
+    bundle = pytester.path / "reports" / "r1"
+    signed = ["--sign-command", command, "--sign-public", str(public)]
+
+    # a crash before the bundle was finished: its copy without the attestation, rebuilt through the signer
+    crashed = tmp_path / "r1"
+    subprocess.run(["cp", "-a", str(bundle), str(crashed)], check=True)
+    (crashed / "attestation.intoto.jsonl").unlink()
+    rebuilt = hetero("report", "--from-journal", str(crashed), *signed)
+    assert rebuilt.returncode == 0, rebuilt.stdout + rebuilt.stderr
+    assert json.loads((crashed / "evidence.json").read_text())["journal"]["authenticated"] is True
+    assert hetero("verify", str(crashed), "--key", str(public)).returncode == 0
+
+    merged = tmp_path / "merged"
+    done = hetero("merge", str(bundle), "-o", str(merged), "--key", str(public), *signed)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "UNSIGNED" not in done.stdout
+    assert hetero("verify", str(merged), "--key", str(public)).returncode == 0, "the merge verifies"
+
+    team = tmp_path / "team"
+    team.mkdir(mode=0o700)
+    generate_keypair(team / "t.key", team / "t.pub")
+    (team / "signer.py").write_text(SIGNER.format(key=str(team / "t.key")))
+    team_command = f"{shlex.quote(sys.executable)} {shlex.quote(str(team / 'signer.py'))}"
+    signoff = hetero("sign", str(bundle), "--role", "business", "--decision", "accept", "--gate-key", str(public),
+                     "--sign-command", team_command, "--sign-public", str(team / "t.pub"))
+    assert signoff.returncode == 0, signoff.stdout + signoff.stderr
+    line = json.loads((bundle / "attestation.intoto.jsonl").read_text().splitlines()[1])
+    team_public = load_public_key(team / "t.pub")
+    assert [s["keyid"] for s in line["signatures"]] == [keyid(team_public)]
+    team_public.verify(base64.b64decode(line["signatures"][0]["sig"]),
+                       pae(line["payloadType"], base64.b64decode(line["payload"])))
+
+    policy = tmp_path / "policy.yaml"
+    policy.write_text("apiVersion: pytest-hetero/v1\nkind: TrustPolicy\nroles:\n  business:\n    keys:\n"
+                      f"      - {{names: [Risk Lead], public_key: {json.dumps((team / 't.pub').read_text())}}}\n")
+    signed_policy = hetero("sign-policy", str(policy), *signed)
+    assert signed_policy.returncode == 0, signed_policy.stdout + signed_policy.stderr
+    with_policy = hetero("verify", str(bundle), "--key", str(public), "--policy", str(policy),
+                         "--require-role", "business")
+    assert with_policy.returncode == 0, with_policy.stdout + with_policy.stderr
+
+    both = hetero("sign", str(bundle), "--role", "business", "--decision", "accept", "--key", str(team / "t.key"),
+                  "--sign-command", team_command, "--sign-public", str(team / "t.pub"))
+    assert both.returncode == 2 and "--key and --sign-command both given" in both.stderr, both.stderr
+    alone = hetero("merge", str(bundle), "-o", str(tmp_path / "m2"), "--key", str(public), "--sign-command", command)
+    assert alone.returncode == 2 and "--sign-command needs --sign-public PEM" in alone.stderr, alone.stderr
+    neither = hetero("sign-policy", str(policy))
+    assert neither.returncode == 2 and "needs a signer: --key PEM, or --sign-command" in neither.stderr, neither.stderr

@@ -43,7 +43,14 @@ from pytest_hetero.backends.protocol import (
     Step,
     render_entrypoint,
 )
-from pytest_hetero.backends.sandbox import Confinement, Launch, Sandbox, SandboxRefused, child_environment
+from pytest_hetero.backends.sandbox import (
+    Confinement,
+    Launch,
+    Sandbox,
+    SandboxRefused,
+    child_environment,
+    remove_tree,
+)
 from pytest_hetero.backends.sandbox.zygote import ZygoteFailed, args_pipe, run_root
 from pytest_hetero.backends.streams import MAX_OUTPUTS_BYTES, CappedStream
 from pytest_hetero.probes.usage import rusage_run_time, sampling
@@ -380,13 +387,15 @@ RUN_PREFIX = "hetero-run-"
 def run_folder() -> Iterator[Path]:
     """A private folder for one run (``tmp/`` inside for ``TMPDIR``) in this process's
     :func:`~pytest_hetero.backends.sandbox.zygote.run_root`, removed afterwards. Both names carry the
-    gate's pid so :func:`sweep_run_folders` can remove those a killed gate left behind."""
+    gate's pid so :func:`sweep_run_folders` can remove those a killed gate left behind. What the run left
+    there is removed whatever its shape (:func:`~pytest_hetero.backends.sandbox.remove_tree`: any depth, folders
+    of mode 0000, links not followed)."""
     tmp = Path(tempfile.mkdtemp(prefix=f"{RUN_PREFIX}{os.getpid()}-", dir=run_root()))
     try:
         (tmp / "tmp").mkdir()
         yield tmp
     finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        remove_tree(tmp)
 
 
 def sweep_run_folders(root: Path | None = None) -> list[Path]:
@@ -398,7 +407,7 @@ def sweep_run_folders(root: Path | None = None) -> list[Path]:
         pid = folder.name[len(RUN_PREFIX):].split("-", 1)[0]
         if not pid.isdigit() or int(pid) == os.getpid() or _alive(int(pid)):
             continue
-        shutil.rmtree(folder, ignore_errors=True)
+        remove_tree(folder)
         removed.append(folder)
     return removed
 

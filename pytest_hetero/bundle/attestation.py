@@ -40,6 +40,8 @@ from pytest_hetero.vocab import BLOCKING
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+    from pytest_hetero.bundle.signing import Signer
+
 SIGNOFF_PREDICATE_TYPE = "https://pytest-hetero.dev/attestation/signoff/v1"
 """predicateType of a team sign-off statement."""
 DECISIONS: tuple[str, ...] = ("accept", "accept-with-conditions", "accept-with-known-failures", "reject")
@@ -230,9 +232,10 @@ def _signoff_refusal(bundle_dir: Path, message: str, hint: str = "") -> BundleEr
     return BundleError(message, Location(str(bundle_dir / ATTESTATION)), hint)
 
 
-def add_signoff(bundle_dir: Path, key: Ed25519PrivateKey, role: str, decision: str, text: str | None = None,
+def add_signoff(bundle_dir: Path, key: Ed25519PrivateKey | Signer, role: str, decision: str, text: str | None = None,
                 layers: list[str] | None = None, *, supersede: bool = False) -> dict[str, Any]:
-    """Append ``role``'s sign-off, signed by ``key``, as a new line of the bundle's attestations;
+    """Append ``role``'s sign-off, signed by ``key`` (a private key, or a ``signing.Signer``: a key file or an
+    external signer command), as a new line of the bundle's attestations;
     return its in-toto statement.
 
     ``layers`` defaults to every layer the role owns in the run predicate. Raises BundleError when
@@ -241,7 +244,14 @@ def add_signoff(bundle_dir: Path, key: Ed25519PrivateKey, role: str, decision: s
     signed for this role and ``supersede`` is false (with it, the new line is the key's later decision:
     verification counts only a key's latest sign-off, see ``signoff_check.current``).
     """
-    from pytest_hetero.bundle.signing import PAYLOAD_TYPE, STATEMENT_TYPE, envelope_bytes, envelope_for, keyid
+    from pytest_hetero.bundle.signing import (
+        PAYLOAD_TYPE,
+        STATEMENT_TYPE,
+        Signer,
+        envelope_bytes,
+        envelope_for,
+        keyid,
+    )
 
     try:
         lines = read_attestations(bundle_dir, PAYLOAD_TYPE)
@@ -262,7 +272,7 @@ def add_signoff(bundle_dir: Path, key: Ed25519PrivateKey, role: str, decision: s
     why = decision_problem(decision, text, failing_counts(run.statement, chosen))
     if why:
         raise _signoff_refusal(bundle_dir, f"sign-off refused: {why}")
-    kid = keyid(key.public_key())
+    kid = key.keyid if isinstance(key, Signer) else keyid(key.public_key())
     for other in lines[1:]:
         if other.predicate.get("role") == role and any(s.get("keyid") == kid for s in other.signatures):
             if not supersede:

@@ -28,7 +28,7 @@ from pytest_hetero.evidence.inputs import RunInputs
 from pytest_hetero.evidence.model import utc_now
 from pytest_hetero.evidence.recorder import Recorder, assemble, read_journal
 from pytest_hetero.matrix.selection import SHARD_REASON
-from pytest_hetero.settings import bundle_settings
+from pytest_hetero.settings import SignCommand, bundle_settings
 
 ARTIFACTS = "artifacts"
 
@@ -175,7 +175,7 @@ def _journal_lines(run_id: str, evidences: list[dict[str, Any]], matrices: list[
 
 
 def merge_bundles(bundles: list[Path], out: Path, *, hook: Any, allow_unsigned: bool = False,
-                  keys: list[Any] | None = None, sign_key: Path | None = None,
+                  keys: list[Any] | None = None, sign_key: Path | SignCommand | None = None,
                   matrix: Path | None = None) -> dict[str, Any]:
     """Merge shard ``bundles`` (folders) into the new folder ``out``; return its evidence.
 

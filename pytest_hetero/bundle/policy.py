@@ -51,6 +51,8 @@ from pytest_hetero.errors import BundleError, Location
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
+    from pytest_hetero.bundle.signing import Signer
+
 POLICY_KIND = "TrustPolicy"
 POLICY_API = "pytest-hetero/v1"
 POLICY_PAYLOAD_TYPE = "application/vnd.pytest-hetero.trust-policy+yaml"
@@ -194,26 +196,28 @@ def parse_policy(data: bytes, path: Path, gate_keyids: frozenset[str] = frozense
     return name, gate, roles
 
 
-def policy_envelope(data: bytes, key: Ed25519PrivateKey) -> dict[str, Any]:
-    """A DSSE envelope over the policy bytes ``data``, signed by the gate ``key``."""
+def policy_envelope(data: bytes, key: Ed25519PrivateKey | Signer) -> dict[str, Any]:
+    """A DSSE envelope over the policy bytes ``data``, signed by the gate ``key`` (a private key or a
+    ``signing.Signer``). Raises SigningKeyError when an external signer fails."""
     import base64
 
-    from pytest_hetero.bundle.signing import keyid, pae
+    from pytest_hetero.bundle.signing import Signer, keyid, pae
 
+    kid = key.keyid if isinstance(key, Signer) else keyid(key.public_key())
     return {"payloadType": POLICY_PAYLOAD_TYPE, "payload": base64.b64encode(data).decode("ascii"),
-            "signatures": [{"keyid": keyid(key.public_key()),
+            "signatures": [{"keyid": kid,
                             "sig": base64.b64encode(key.sign(pae(POLICY_PAYLOAD_TYPE, data))).decode("ascii")}]}
 
 
-def sign_policy(path: Path, key: Ed25519PrivateKey) -> Path:
+def sign_policy(path: Path, key: Ed25519PrivateKey | Signer) -> Path:
     """Check the policy at ``path`` parses, then write its signature ``path + .dsse.json``; return that
     path. Raises PolicyError for an unreadable or malformed policy (nothing is written)."""
     from pytest_hetero.safeio import read_file
 
     data = read_file(path, "the trust policy", MAX_POLICY_BYTES, PolicyError)
-    from pytest_hetero.bundle.signing import keyid
+    from pytest_hetero.bundle.signing import Signer, keyid
 
-    parse_policy(data, path, frozenset({keyid(key.public_key())}))
+    parse_policy(data, path, frozenset({key.keyid if isinstance(key, Signer) else keyid(key.public_key())}))
     out = Path(str(path) + SIGNATURE_SUFFIX)
     out.write_text(json.dumps(policy_envelope(data, key), sort_keys=True, allow_nan=False) + "\n", encoding="ascii")
     return out

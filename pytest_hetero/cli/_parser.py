@@ -215,6 +215,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the run's report folder (holding journal.jsonl)")
     p.add_argument("--sign-key", metavar="PEM", type=Path, default=None,
                    help="Ed25519 private key to sign the rebuilt bundle")
+    _signer(p, "the run's")
     _plugins(p)
     p.set_defaults(func=_run_report)
     return parser
@@ -334,11 +335,21 @@ def _add_workflow(sub: argparse._SubParsersAction) -> None:  # type: ignore[type
     p = sub.add_parser("merge", help="merge shard bundles into one verified bundle")
     p.add_argument("bundles", nargs="+", type=Path, metavar="BUNDLE")
     p.add_argument("-o", "--output", type=Path, required=True, metavar="DIR")
-    p.add_argument("--sign-key", type=Path, default=None, metavar="PEM")
+    p.add_argument("--sign-key", type=Path, default=None, metavar="PEM", help="Ed25519 private key to sign the merge")
+    _signer(p, "the merge's")
     p.add_argument("--matrix", type=Path, default=None, help="the matrix file in this checkout")
     p.set_defaults(func=_run_merge)
     _trust(p)
     _plugins(p)
+
+
+def _signer(p: argparse.ArgumentParser, whose: str) -> None:
+    p.add_argument("--sign-command", metavar="CMD", default=None,
+                   help=f"external Ed25519 signer instead of a key file, as a run's --hetero-sign-command: reads the "
+                        f"message on stdin, writes the signature (raw, base64 or hex) on stdout; {whose} key then "
+                        "never sits on this host")
+    p.add_argument("--sign-public", metavar="PEM", type=Path, default=None,
+                   help="public key of --sign-command (every signature it returns is checked against it)")
 
 
 def _trust(p: argparse.ArgumentParser) -> None:
@@ -363,7 +374,8 @@ def _add_signing(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-
 
     p = sub.add_parser("sign", help="add a team's sign-off (its own attestation) to a bundle")
     p.add_argument("bundle", help="report folder (reports/<run-id>)")
-    p.add_argument("--key", required=True, help="the team's Ed25519 private key (PEM)")
+    p.add_argument("--key", default=None, help="the team's Ed25519 private key (PEM); or --sign-command")
+    _signer(p, "the team's")
     p.add_argument("--role", required=True, help="owner team as named in the matrix (e.g. business)")
     p.add_argument("--decision", required=True, choices=DECISIONS,
                    help="accept; accept-with-conditions; accept-with-known-failures (required when a layer signed "
@@ -384,7 +396,8 @@ def _add_signing(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-
 
     p = sub.add_parser("sign-policy", help="sign a trust policy with the gate key (writes POLICY.dsse.json)")
     p.add_argument("policy", type=Path, help="trust policy YAML (kind: TrustPolicy)")
-    p.add_argument("--key", required=True, help="the gate's Ed25519 private key (PEM)")
+    p.add_argument("--key", default=None, help="the gate's Ed25519 private key (PEM); or --sign-command")
+    _signer(p, "the gate's")
     p.set_defaults(func=_run_sign_policy)
 
     p = sub.add_parser("verify", help="verify a bundle offline: signatures, statement, manifest, sign-offs")

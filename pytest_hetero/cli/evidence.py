@@ -4,7 +4,8 @@ For a run that crashed or was killed (even with SIGKILL): every item that finish
 journal; everything planned but unfinished becomes ``not_run (interrupted …)`` in untested
 scope; the bundle is then finished as a run finishes its own
 (:func:`pytest_hetero.bundle.finish.publish`: evidence.json, renderings, manifest and statement,
-signed with ``--sign-key``), so the recovered bundle verifies like any other. Writers of plugins
+signed with ``--sign-key``, or by the run's external signer with ``--sign-command CMD --sign-public PEM``), so
+the recovered bundle verifies like any other. Writers of plugins
 (``-p MODULE``, the ``pytest_hetero`` entry points) run too.
 
 What recovery can prove about the journal: with the run's own key (``--sign-key``, the key the run
@@ -34,24 +35,26 @@ from pytest_hetero.evidence.journal import JournalKey
 from pytest_hetero.evidence.recorder import assemble, lock_journal
 from pytest_hetero.hooks.registry import plugin_manager
 from pytest_hetero.reporting.terminal import summary_lines
-from pytest_hetero.settings import bundle_settings
+from pytest_hetero.settings import SignCommand, bundle_settings, signer_spec
 
 
-def key_recovery(sign_key: Path | None) -> Any:
-    """A function deriving a run's journal key from its run line with the private key ``sign_key``
-    (None when the line names another key or no key is given). Raises SigningKeyError for a bad key."""
+def key_recovery(sign_key: Path | SignCommand | None) -> Any:
+    """A function deriving a run's journal key from its run line with ``sign_key``, the run's private key or
+    its external signer (``--sign-command``: it is asked to sign the derivation message, as the run asked it)
+    (None when the line names another key or no key is given). Raises SigningKeyError for a bad key or a
+    signer that cannot be started."""
     if sign_key is None:
         return lambda first: None
-    from pytest_hetero.bundle.signing import keyid, load_private_key
+    from pytest_hetero.bundle.signing import load_signer
 
-    private = load_private_key(sign_key)
-    kid = keyid(private.public_key())
+    signer = load_signer(sign_key)
+    kid = signer.keyid
 
     def recover(first: dict[str, Any]) -> JournalKey | None:
         info = first.get("journal") or {}
         if info.get("key") != "derived" or info.get("keyid") != kid or not isinstance(info.get("nonce"), str):
             return None
-        return JournalKey.derived(private.sign, kid, str(first.get("id", "")), info["nonce"])
+        return JournalKey.derived(signer.sign, kid, str(first.get("id", "")), info["nonce"])
 
     return recover
 
@@ -93,9 +96,10 @@ def run(args: argparse.Namespace) -> int:
         return 2
     code = 0
     try:
+        signer = signer_spec(args.sign_key, args.sign_command, args.sign_public)
         inputs = RunInputs()
-        evidence = assemble(bundle, inputs, recover=key_recovery(args.sign_key))
-        failed = publish(plugin_manager(args.plugins).hook, evidence, bundle_settings(bundle, args.sign_key), inputs)
+        evidence = assemble(bundle, inputs, recover=key_recovery(signer))
+        failed = publish(plugin_manager(args.plugins).hook, evidence, bundle_settings(bundle, signer), inputs)
         for _, problem in failed:
             if not isinstance(problem, TamperDetected):
                 raise problem

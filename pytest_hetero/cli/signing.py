@@ -51,12 +51,25 @@ def _sign_check(bundle: Path, gate: list[str]) -> tuple[list[str], bool]:
     return [str(p) for p in result.problems], bool(keys)
 
 
+def signer_of(args: argparse.Namespace, what: str) -> Any:
+    """The :class:`~pytest_hetero.bundle.signing.Signer` of ``--key`` or ``--sign-command``/``--sign-public``
+    (:func:`~pytest_hetero.settings.signer_spec`). Raises HeteroError when neither is given (``what`` says
+    what needs it), both are, or the key or signer is refused."""
+    from pytest_hetero.bundle.signing import load_signer
+    from pytest_hetero.settings import signer_spec
+
+    spec = signer_spec(args.key, args.sign_command, args.sign_public, key_flag="--key")
+    if spec is None:
+        raise HeteroError(f"{what} needs a signer: --key PEM, or --sign-command CMD --sign-public PEM")
+    return load_signer(spec)
+
+
 def _sign(args: argparse.Namespace) -> int:
     from pytest_hetero.bundle.attestation import add_signoff, chain_head, read_attestations
-    from pytest_hetero.bundle.signing import PAYLOAD_TYPE, keyid, load_private_key
+    from pytest_hetero.bundle.signing import PAYLOAD_TYPE
     from pytest_hetero.safeio import printable_name
 
-    key = load_private_key(Path(args.key))
+    key = signer_of(args, "a sign-off")
     problems, trusted = _sign_check(Path(args.bundle), args.gate_key)
     if problems and not args.unverified:
         for problem in problems:
@@ -70,7 +83,7 @@ def _sign(args: argparse.Namespace) -> int:
     claim = statement["predicate"]
     text = f": {claim['conditions']}" if claim["conditions"] else ""
     print(printable_name(f"signed {args.bundle} as {claim['role']} for {', '.join(claim['layers'])}: "
-                         f"{claim['decision']}{text}; key {keyid(key.public_key())} at {claim['signed_at']} "
+                         f"{claim['decision']}{text}; key {key.keyid} at {claim['signed_at']} "
                          f"(run {claim['run']['id']}, verdict {claim['run']['verdict']})"))
     head = chain_head(read_attestations(Path(args.bundle), PAYLOAD_TYPE))
     print(f"sign-off chain head: {head} (record it: hetero verify … --signoff-head {head} catches a removed sign-off)")
@@ -88,15 +101,14 @@ def _sign_policy(args: argparse.Namespace) -> int:
     import hashlib
 
     from pytest_hetero.bundle.policy import sign_policy
-    from pytest_hetero.bundle.signing import keyid, load_private_key
 
-    key = load_private_key(Path(args.key))
+    key = signer_of(args, "signing a trust policy")
     try:
         out = sign_policy(Path(args.policy), key)
     except OSError as exc:
         raise HeteroError(f"cannot write the signature of {args.policy}: {exc.strerror}") from None
     digest = hashlib.sha256(base64.b64decode(json.loads(out.read_text("ascii"))["payload"])).hexdigest()
-    print(f"wrote {out}: {args.policy} (sha256 {digest}) signed by gate key {keyid(key.public_key())}")
+    print(f"wrote {out}: {args.policy} (sha256 {digest}) signed by gate key {key.keyid}")
     return 0
 
 

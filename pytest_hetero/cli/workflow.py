@@ -309,11 +309,13 @@ def cmd_merge(args: argparse.Namespace) -> int:
     """``hetero merge BUNDLE… -o DIR``: one bundle, finished through the plugin registry."""
     from pytest_hetero.bundle.merge import merge_bundles
     from pytest_hetero.hooks.registry import plugin_manager
+    from pytest_hetero.settings import signer_spec
 
     try:
+        signer = signer_spec(args.sign_key, args.sign_command, args.sign_public)
         hook = plugin_manager(args.plugins).hook
         evidence = merge_bundles(args.bundles, args.output, hook=hook, allow_unsigned=args.allow_unsigned,
-                                 keys=_keys(args), sign_key=args.sign_key, matrix=args.matrix)
+                                 keys=_keys(args), sign_key=signer, matrix=args.matrix)
     except HeteroError as exc:
         print(exc.render(), file=sys.stderr)
         return 2
@@ -323,7 +325,7 @@ def cmd_merge(args: argparse.Namespace) -> int:
     for b in evidence["merge"]["bundles"]:
         note = " (accepted with --allow-unsigned)" if b["verification"] != "verified" else ""
         print(f"  {b['path']}: shard {b['shard'] or '-'}, {b['verification']}{note}")
-    if args.sign_key is None:
+    if signer is None:
         print(f"merged bundle {args.output} is UNSIGNED (the shards' signatures do not carry over; sign the merge "
-              "with --sign-key KEY)")
+              "with --sign-key KEY or --sign-command CMD --sign-public PEM)")
     return 0

@@ -119,7 +119,9 @@ RESET_FACTS: dict[str, Any] = {
                      "every /dev entry not there before the first model run removed, whatever its type",
                      "POSIX message queues (/dev/mqueue) removed", "SysV IPC objects removed (ipcrm)"],
     "gaps": ["what a run changes inside a device folder that existed at start (docker's are mounts: pts, shm, "
-             "mqueue) is not compared"],
+             "mqueue) is not compared",
+             "a run runs as the same user as PID 1 and its idle sleep, which the reset keeps: it can ptrace them or "
+             "write their memory (/proc/1/mem), and code it puts there outlives the reset"],
 }
 """What :data:`RESET` guarantees, for a model run's ``isolation`` record (JSON values)."""
 OOM_COUNTERS = "cat /sys/fs/cgroup/memory.events /sys/fs/cgroup/memory/memory.oom_control 2>/dev/null"
@@ -288,11 +290,17 @@ links=$(stat -c %h "$f" 2>/dev/null || echo 1)
 [ "$links" = 1 ] || { echo "links $links" >&2; exit 13; }
 size=$(stat -c %s "$f" 2>/dev/null || wc -c < "$f")
 [ "$size" -le "$max" ] || { echo "size $size" >&2; exit 14; }
+command -v head >/dev/null 2>&1 && exec head -c "$((max + 1))" "$f"
 exec cat "$f"
 """
 """``sh -c`` script run as ``sh -c READ_OUTPUTS sh PATH MAX``: refuses by metadata (exit 10 symbolic link,
 11 missing, 12 not a regular file, 13 other hard links, 14 larger than MAX bytes; one line on stderr),
-else copies the file to stdout."""
+else copies at most MAX + 1 bytes of the file to stdout (``head -c``; ``cat`` in an image without ``head``).
+A process the run left can swap the file between the checks and the copy (a link to ``/dev/zero``: the copy
+stops at MAX + 1 bytes; a FIFO: the copy waits, until :data:`READ_OUTPUTS_TIMEOUT_S`)."""
+READ_OUTPUTS_TIMEOUT_S = 30.0
+"""How long reading a run's outputs file may take before every process of the container but PID 1 is killed
+(the reader waiting on a FIFO a process of the run put in the file's place) and the outputs refused."""
 
 
 def read_outputs(api: docker.APIClient, cid: str, path: str, max_bytes: int) -> bytes | None:
@@ -305,10 +313,28 @@ def read_outputs(api: docker.APIClient, cid: str, path: str, max_bytes: int) -> 
     docker.errors.APIError when the engine refuses the exec.
     """
     ex = api.exec_create(cid, ["/bin/sh", "-c", READ_OUTPUTS, "sh", path, str(max_bytes)])
-    out, err = api.exec_start(ex["Id"], demux=True)
+    fired = threading.Event()
+
+    def kill() -> None:
+        fired.set()
+        try:
+            api.exec_start(api.exec_create(cid, KILL_ALL)["Id"])
+        except (docker.errors.APIError, *CONNECTION_LOST):
+            pass
+
+    timer = _Watchdog(READ_OUTPUTS_TIMEOUT_S, kill)
+    timer.start()
+    try:
+        out, err = api.exec_start(ex["Id"], demux=True)
+    finally:
+        timer.cancel()
     code = api.exec_inspect(ex["Id"]).get("ExitCode")
     why = (err or b"").decode("utf-8", "replace").strip()
     name = path.rsplit("/", 1)[-1]
+    if fired.is_set():
+        raise OutputsRefused("bad_outputs", f"outputs file {name} could not be read within "
+                                            f"{READ_OUTPUTS_TIMEOUT_S:g} s: a process the run left made it a FIFO "
+                                            "after it was checked; the run's processes were killed")
     if code == 0:
         data = out or b""
         if len(data) > max_bytes:

@@ -29,7 +29,7 @@ import docker.errors
 from pytest_hetero.backends.docker import client as run
 from pytest_hetero.backends.docker import outage, place
 from pytest_hetero.backends.docker import usage as docker_usage
-from pytest_hetero.backends.docker.errors import outcome, outcome_of_text, run_failure
+from pytest_hetero.backends.docker.errors import SETTLE_S, outcome, outcome_of_text, run_failure, stopped_after_run
 from pytest_hetero.backends.docker.session import DockerSession
 from pytest_hetero.backends.labels import LABEL, OWNER
 from pytest_hetero.backends.protocol import (
@@ -311,6 +311,10 @@ class DockerBackend(Backend):
         working-set and CPU series, ``details["run_time"]`` the run's peak working set and CPU-seconds
         (:class:`.usage.StatsSampling`).
 
+        Once the reset after the run has ended (nothing of the run is left to act), a container found stopped
+        with exit 0 is this run's doing: ``container_stopped_by_run`` (:func:`.errors.stopped_after_run`), even
+        when a child it left stopped PID 1 after the exec had returned.
+
         Raises ActionFailed: ``entrypoint_missing`` / ``oom_killed`` (algorithm),
         ``container_killed`` (infrastructure, the container died during the run), ``container_not_reset``
         (platform: what an earlier run left in the container could not be removed).
@@ -367,16 +371,55 @@ class DockerBackend(Backend):
             result.details["image"] = started_here
             result.details["workload_started"] = dict(container)
         result.failure = run_failure(s.api, ctx, workload, result, values["python"])
+        self._finish_run(ctx, workload, result, values["outputs"], reset_before)
+        return result
+
+    def _finish_run(self, ctx: Step, workload: dict[str, Any], result: ExecResult, outputs: str,
+                    reset_before: bool) -> None:
+        """After a model exec: read its outputs (unless the container died), reset the container, record
+        ``details["isolation"]``, then judge a container found stopped once the reset has ended (nothing of the
+        run is left to act): ``container_stopped_by_run`` (:func:`.errors.stopped_after_run`), even when a child
+        the run left stopped PID 1 after the exec returned or while its outputs were read."""
+        s = self.session
         if result.failure is None or result.failure["category"] not in ("container_killed",
                                                                         "container_stopped_by_run"):
             try:
-                result.outputs = run.read_outputs(s.api, workload["id"], values["outputs"], run.MAX_OUTPUTS_BYTES)
+                result.outputs = run.read_outputs(s.api, workload["id"], outputs, run.MAX_OUTPUTS_BYTES)
             except run.OutputsRefused as exc:
                 result.failure = {"category": exc.category, "message": exc.message}
+            except docker.errors.APIError:
+                if self._still_running(workload):
+                    raise
+                # the container stopped while its outputs were read (the reader exec was killed with it)
         why = self._reset(workload)
         result.details["isolation"] = {**run.RESET_FACTS, "confined": True, "reset_before": reset_before,
                                        "reset_after": "done" if not why else f"failed: {why}"}
-        return result
+        if result.failure is None or result.failure["category"] not in ("container_killed",
+                                                                        "container_stopped_by_run"):
+            state = self._state(workload)
+            if not state.get("Running"):
+                outage.raise_if_stopped_by_outage(s, workload, state, "after the model run")
+                late = stopped_after_run(s.api, ctx, workload, result)
+                if late is not None:
+                    result.failure, result.outputs = late, None
+
+    def _state(self, workload: dict[str, Any]) -> dict[str, Any]:
+        """The container's engine ``State``; a removed one counts as running (the next run's
+        :meth:`ensure_running` says it was removed)."""
+        try:
+            return dict(self.session.api.inspect_container(workload["id"])["State"])
+        except docker.errors.NotFound:
+            return {"Running": True}
+
+    def _still_running(self, workload: dict[str, Any]) -> bool:
+        """True when the container runs :data:`.errors.SETTLE_S` seconds from now (a container being stopped
+        kills its execs before the engine records it stopped); False as soon as it is found stopped."""
+        deadline = time.monotonic() + SETTLE_S
+        while self._state(workload).get("Running"):
+            if time.monotonic() >= deadline:
+                return True
+            time.sleep(0.05)
+        return False
 
     def _note_stopped_by_run(self, workload: dict[str, Any]) -> None:
         """Mark ``stopped_by_run`` a container a model run stopped just after it ended (exit 0, not OOM).

@@ -145,6 +145,27 @@ def run_failure(api: Any, ctx: Step, workload: dict[str, Any], result: ExecResul
                            f"{ctx.image.reference} (exit {result.exit_code})"}
     return None
 
+def stopped_after_run(api: Any, ctx: Step, workload: dict[str, Any], result: ExecResult) -> RunFailure | None:
+    """``container_stopped_by_run`` for a model run whose container's PID 1 stopped *after* its exec returned,
+    e.g. a child it left behind sent ``kill -TERM 1`` an instant later; None when the container still runs.
+
+    Called once the reset after the run has ended (:func:`.client.reset`: every process but PID 1 killed), so
+    nothing of this run can act any more and nothing of the next has started: a container found stopped
+    now, with exit 0 (PID 1's TERM/INT trap) and no OOM kill, was stopped by this run. ``workload
+    ["stopped_by_run"]`` is set so the next run gets a new container and is judged on its own. The caller
+    rules out an engine outage first (``outage.raise_if_stopped_by_outage``)."""
+    state = _state(api, workload)
+    if state.get("Running") or state.get("Status") == "removed" or state.get("ExitCode") != 0 \
+            or state.get("OOMKilled"):
+        return None
+    workload["stopped_by_run"] = f"model {ctx.model.name} on dataset {ctx.dataset.name}"
+    return {"category": "container_stopped_by_run",
+            "message": f"the model run stopped container {workload['name']} after its exec returned (exit "
+                       f"{result.exit_code}): PID 1 exited 0 through its TERM/INT trap before the reset that "
+                       "followed the run had killed what the run left running; the next model run gets a new "
+                       "container"}
+
+
 def _state(api: Any, workload: dict[str, Any]) -> dict[str, Any]:
     try:
         return dict(api.inspect_container(workload["id"])["State"])

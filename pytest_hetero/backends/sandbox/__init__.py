@@ -517,7 +517,8 @@ class Sandbox:
         gaps: list[str] = []
         network_fact = "host network (granted by the matrix)" if network else "loopback only (own network namespace)"
         if network:
-            gaps.append("it can reach the host's network and every service listening on it (granted by the matrix)")
+            gaps.append("it can reach the host's network and every service listening on it, abstract UNIX sockets "
+                        "of the host's network namespace included (granted by the matrix)")
         namespaces = ("pid", "mount", "ipc", "uts", *(() if network else ("net",)),
                       *(("user",) if os.geteuid() != 0 else ()))
         confinement = Confinement(
@@ -528,7 +529,10 @@ class Sandbox:
         if self.shared and run_dir.parent == run_root():  # run folders of backends.local.run_folder
             return self._forked(argv, user, confinement, cwd=cwd, bound=bound, run_dir=run_dir,
                                 protected=protected, env=env, network=network)
-        args = [*self._view(bound, run_dir, protected, network), "--chdir", str(cwd)]
+        # the root of the view is bubblewrap's tmpfs, without a size: in a user namespace it is the run's own
+        # (writable, unbounded RAM), and so is its /dev: both are made read-only once everything is mounted
+        args = [*self._view(bound, run_dir, protected, network), "--remount-ro", "/", "--remount-ro", "/dev", "--chdir",
+                str(cwd)]
         inner = [*self.limits.prlimit(), *_dropped(argv, user)]
         if os.geteuid() == 0:
             args += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--cap-add", "CAP_SETPCAP"]
@@ -720,6 +724,81 @@ class Sandbox:
         return Launch(argv=[*launcher, *argv], env=dict(env),
                       confinement=Confinement(mechanism="none", identity=f"uid {os.geteuid()} (the gate's own)",
                                               confined=False, gaps=gaps, reason=self._why_not))
+
+
+def remove_tree(path: Path) -> str:
+    """Remove ``path`` and everything under it, as the code under test may have left it: at any depth (no
+    recursion: ``shutil.rmtree`` raised RecursionError on 1,000 nested folders, a gate traceback), without
+    following a symbolic link, and making each folder the gate may not enter or write (mode 0000, which a run
+    as the gate's own uid can set) ``0700`` first. Only one folder descriptor is open at a time (10,000 nested
+    folders would exceed the descriptor limit); the way back up is ``..``, so ``path`` must not be written
+    by anyone meanwhile (a run folder once its run's processes are gone). Returns "" when all is gone, else
+    the first problem (one line); never raises."""
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+    def enter(name: str, parent: int | None) -> int:
+        try:
+            return os.open(name, flags, dir_fd=parent)
+        except PermissionError:
+            os.chmod(name, 0o700, dir_fd=parent)  # a folder (lstat said so); nobody can swap it now
+            return os.open(name, flags, dir_fd=parent)
+
+    try:
+        st = path.lstat()
+    except FileNotFoundError:
+        return ""
+    except OSError as exc:
+        return f"{path}: {exc.strerror}"
+    fd = -1
+    try:
+        if not stat.S_ISDIR(st.st_mode):
+            path.unlink()
+            return ""
+        fd = enter(str(path), None)
+        pending: list[list[str] | None] = [None]  # per open level: its sub-folders still to remove (None: unlisted)
+        while True:
+            subs = pending[-1]
+            if subs is None:
+                subs = pending[-1] = _unlink_all_but_folders(fd)
+            if subs:
+                child = enter(subs[-1], fd)
+                os.close(fd)
+                fd = child
+                pending.append(None)
+                continue
+            pending.pop()
+            if not pending:
+                break
+            parent = os.open("..", flags, dir_fd=fd)
+            os.close(fd)
+            fd = parent
+            above = pending[-1]
+            assert above is not None
+            os.rmdir(above.pop(), dir_fd=fd)
+        os.close(fd)
+        fd = -1
+        os.rmdir(path)
+    except OSError as exc:
+        return f"{path}: {exc.strerror}" + (f" ({exc.filename})" if exc.filename else "")
+    finally:
+        if fd >= 0:
+            os.close(fd)
+    return ""
+
+
+def _unlink_all_but_folders(fd: int) -> list[str]:
+    """Unlink every entry of the folder ``fd`` that is not a folder (links included, not followed), once the
+    folder is ``u+rwx`` (a run as the gate's uid can take that away); return the names of its folders."""
+    if os.fstat(fd).st_mode & 0o700 != 0o700:
+        os.fchmod(fd, 0o700)
+    folders: list[str] = []
+    with os.scandir(fd) as entries:
+        for entry in entries:
+            if entry.is_dir(follow_symlinks=False):
+                folders.append(entry.name)
+            else:
+                os.unlink(entry.name, dir_fd=fd)
+    return folders
 
 
 def _mask(path: Path) -> list[str]:
