@@ -27,7 +27,8 @@ def items(ev: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 def data(item: dict[str, Any], kind: str) -> dict[str, Any]:
     """The data of the item's (last) record of ``kind``."""
-    return [r["data"] for r in item["records"] if r["kind"] == kind][-1]
+    found: list[dict[str, Any]] = [r["data"] for r in item["records"] if r["kind"] == kind]
+    return found[-1]
 
 
 def test_cpu_pool_passes_all_five_layers(pytester: pytest.Pytester, cluster: Cluster, run_id: str) -> None:

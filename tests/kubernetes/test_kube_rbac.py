@@ -41,10 +41,11 @@ def install_rbac(cluster: Cluster, namespace: str, drop: tuple[str, str] | None 
         for rule in doc.get("rules", []):
             if drop and drop[0] in rule["resources"]:
                 rule["verbs"] = [v for v in rule["verbs"] if v != drop[1]]
-        utils.create_from_dict(cluster.api, doc)
-    token = cluster.core.create_namespaced_service_account_token(
-        "pytest-hetero", namespace, {"spec": {"expirationSeconds": 3600}}
-    ).status.token
+        utils.create_from_dict(cluster.api, doc)  # type: ignore[no-untyped-call]
+    answer: Any = cluster.core.create_namespaced_service_account_token(
+        "pytest-hetero", namespace, {"spec": {"expirationSeconds": 3600}}  # type: ignore[arg-type]  # a manifest dict, sent as it is
+    )
+    token = answer.status.token  # (the client's models make every field optional)
     admin = yaml.safe_load(Path(cluster.kubeconfig).read_text())
     return {
         "apiVersion": "v1",

@@ -15,7 +15,7 @@ import pytest
 import yaml
 from kubekit import kube_matrix
 from kubernetes import client
-from kubernetes.client.rest import ApiException
+from kubernetes.client.exceptions import ApiException
 from realkit import GPU, STANDIN, VENDOR_LABELS, data, failure, real_matrix, run
 from support import FIXTURES, evidence_of
 
