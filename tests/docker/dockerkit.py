@@ -98,7 +98,7 @@ def docker_matrix(*, resources: list[dict[str, Any]] | None = None, image: str =
     ``datasets`` > 1 adds copies of the digits dataset under other names (same file), so one
     container serves several model × dataset items.
     """
-    ds = [{"name": f"digits-test{'' if i == 0 else i}", "version": "1.0.0",
+    ds: list[dict[str, Any]] = [{"name": f"digits-test{'' if i == 0 else i}", "version": "1.0.0",
            "uri": str(DIGITS / "data" / "digits-test-1.0.0.csv"), "sha256": DATA_SHA,
            "acceptance": str(acceptance or DIGITS / "acceptance.yaml")} for i in range(datasets)]
     if acceptance is None:  # the digits rules judge gate-computed metrics: the label column is the truth

@@ -99,8 +99,8 @@ def private_engine(engine: Any) -> Iterator[PrivateEngine]:
     private.start()
     try:
         with docker.APIClient(base_url=private.url, timeout=120) as api:
-            api.load_image(b"".join(engine.get_image(SHELL_IMAGE)))
-            assert api.inspect_image(SHELL_IMAGE)["Id"] == engine.inspect_image(SHELL_IMAGE)["Id"]
+            api.load_image(b"".join(engine.get_image(SHELL_IMAGE)))  # type: ignore[no-untyped-call]  # (untyped in types-docker)
+            assert api.inspect_image(SHELL_IMAGE)["Id"] == engine.inspect_image(SHELL_IMAGE)["Id"]  # type: ignore[no-untyped-call]
         yield private
     finally:
         private.stop()
