@@ -38,7 +38,7 @@ def problems(tmp_path: Path, probes: list[dict[str, Any]], tenants: list[dict[st
 
 
 def test_tenants_and_probes_load_and_expand_to_scheduling_items(tmp_path: Path) -> None:
-    probes = [{"name": "a-not-b", "kind": "tenant-isolation", "resource": "cpu-host", "as": "a", "target": "b",
+    probes: list[dict[str, Any]] = [{"name": "a-not-b", "kind": "tenant-isolation", "resource": "cpu-host", "as": "a", "target": "b",
                "expect": {"reasons": ["forbidden_rbac"]}, "timeout": "20s"},
               {"name": "a-quota", "kind": "quota", "resource": "cpu-host", "as": "a", "above": {"cpu": 9},
                "within": {"cpu": "500m"}},

@@ -476,7 +476,7 @@ def test_a_node_selector_on_a_host_engine_is_named_not_proven_by_discovery(pytes
     if its labels had been checked. The host has no node labels: discovery passes on what it did check
     (the CPU) and names the selector as not proven in the untested scope (evidence and terminal); a
     resource without either records nothing of the kind."""
-    resources = [{"name": "labelled", "type": "cpu", "requests": {"cpu": 1},
+    resources: list[dict[str, Any]] = [{"name": "labelled", "type": "cpu", "requests": {"cpu": 1},
                   "node_selector": {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"},
                   "tolerations": [{"key": "dedicated", "operator": "Exists", "effect": "NoSchedule"}]},
                  {"name": "plain", "type": "cpu", "requests": {"cpu": 1}}]

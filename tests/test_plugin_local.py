@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from support import DATA_SHA, DIGITS, REPO, evidence_of, matrix_text, statuses
@@ -253,7 +254,7 @@ def test_xdist_gives_the_same_statuses_as_a_serial_run(pytester: pytest.Pytester
     parallel = pytester.runpytest("-p", "no:cacheprovider", "-n", "2", "--hetero-report-dir", "parallel")
     assert serial.ret == parallel.ret == 1
 
-    def load(folder: str) -> dict[str, object]:
+    def load(folder: str) -> dict[str, Any]:
         [bundle] = (pytester.path / folder).iterdir()
         return dict(json.loads((bundle / "evidence.json").read_text()))
 

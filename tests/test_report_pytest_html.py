@@ -7,6 +7,7 @@ import html
 import json
 import re
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -69,7 +70,7 @@ def test_cells_are_escaped() -> None:
                           '<td class="col-hetero-owner">&lt;script&gt;x&lt;/script&gt;</td>']
 
 
-def _hetero_extras(reports: list[Any]) -> list[dict[str, Any]]:
+def _hetero_extras(reports: Sequence[Any]) -> list[dict[str, Any]]:
     return [e for r in reports for e in getattr(r, "extras", []) if str(e.get("name", "")).startswith("hetero ")]
 
 

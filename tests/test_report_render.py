@@ -108,7 +108,7 @@ def test_junit_validates_against_the_published_schemas_and_maps_statuses() -> No
     evidence = sample_evidence()
     data = render_junit(evidence)
     junit_valid(data.decode())
-    doc = xmlschema.XMLSchema(str(published("xunit-junit-10.xsd"))).to_dict(data.decode())
+    doc: Any = xmlschema.XMLSchema(str(published("xunit-junit-10.xsd"))).to_dict(data.decode())  # the decoded XML
     assert doc["@tests"] == "11" and doc["@failures"] == "1" and doc["@errors"] == "0"
     suites = {s["@name"]: s for s in doc["testsuite"]}
     assert list(suites) == ["hetero.discovery", "hetero.scheduling", "hetero.startup", "hetero.model",

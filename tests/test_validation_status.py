@@ -96,7 +96,7 @@ def test_pool_status_groups_items_by_resource_task_type_and_layer(tmp_path: Path
     assert [p["pool"] for p in pools] == ["cpu-a", "cpu-b"]
     for pool in pools:
         for task_type, models in (("batch-inference", ["digits-logreg"]), ("fine-tune", ["trainer"])):
-            want = {layer: layer_summary(i["status"] for i in items if i["keys"]["resource"] == pool["pool"]
+            want: dict[str, str] = {layer: layer_summary(i["status"] for i in items if i["keys"]["resource"] == pool["pool"]
                                          and i["layer"] == layer and (layer in RESOURCE_LAYERS
                                                                       or i["keys"].get("model") in models))
                     for layer in LAYERS}
