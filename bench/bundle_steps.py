@@ -75,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     for module, names in STEPS:
         for name in names:
             wrap(module, name, name)
-    finish.recorded_manifest = manifest.recorded_manifest  # the name finish_bundle calls
+    finish.recorded_manifest = manifest.recorded_manifest  # type: ignore[attr-defined]  # the name finish_bundle calls
     pieces = writers.pieces  # what write_renderings writes from; timed whole, each format's pieces in turn
     writers.pieces = lambda fmt, *a, **k: iter(timed(f"render.{fmt}", lambda: list(pieces(fmt, *a, **k))))
     work = Path(tempfile.mkdtemp(prefix="hetero-steps-"))
