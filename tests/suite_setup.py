@@ -12,14 +12,24 @@ import os
 import tempfile
 from pathlib import Path
 
-# Test matrices live in temporary folders (outside any project) and name the repository's cases, or
-# files of a neighbouring temporary folder, by absolute path; path containment is on by default there,
-# so the suite allows those folders explicitly, as a user would (README "Safety"). Subprocesses and
-# pytester runs inherit it; tests of containment itself clear it.
-_ALLOWED = (str(Path(__file__).resolve().parents[1] / "cases"),
-            str(Path(tempfile.gettempdir()) / f"pytest-of-{getpass.getuser()}"))
-os.environ["HETERO_ALLOW_PATHS"] = os.pathsep.join(p for p in (os.environ.get("HETERO_ALLOW_PATHS", ""), *_ALLOWED)
-                                                   if p)
+import pytest
+from support import outside_paths
+
+
+@pytest.fixture
+def outside_inputs(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """``HETERO_ALLOW_PATHS`` for one test whose matrices sit in a temporary folder (outside any project)
+    and name the repository's ``cases/``, or files of a neighbouring temporary folder of this session, by
+    absolute path: path containment refuses those, so the test allows exactly these two folders, as a user
+    would (docs/safety.md). Its pytester runs and subprocesses inherit it; it is gone after the test.
+
+    Nothing sets it suite-wide: a test that does not take this fixture (a module marks itself with
+    ``pytestmark = pytest.mark.usefixtures("outside_inputs")`` and says why) runs with containment as a
+    user gets it. Returns the value set.
+    """
+    value = outside_paths(tmp_path_factory)
+    monkeypatch.setenv("HETERO_ALLOW_PATHS", value)
+    return value
 
 # Hypothesis keeps its storage (example database, constants cache) outside the checkout: its files are
 # mode 0600, and a checkout holding one is a project the sandbox user cannot read, so the gate copies it

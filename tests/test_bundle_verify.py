@@ -32,6 +32,10 @@ from pytest_hetero.bundle.signing import (
 from pytest_hetero.bundle.verify import verify_bundle
 from pytest_hetero.cli import build_parser
 
+# its matrices sit in a temporary folder and name the repository's cases/ (or a neighbouring temporary
+# folder) by absolute path, which path containment refuses unless allowed (suite_setup.outside_inputs)
+pytestmark = pytest.mark.usefixtures("outside_inputs")
+
 
 def hetero(*argv: str) -> int:
     """Run a ``hetero`` subcommand (keygen, sign, verify, render); returns the exit code."""

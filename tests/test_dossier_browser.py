@@ -23,6 +23,10 @@ from test_report_html import chromium  # noqa: F401 - the fixture (installs Chro
 from pytest_hetero.bundle.signing import generate_keypair
 from pytest_hetero.reporting.dossier_facts import number
 
+# its matrices sit in a temporary folder and name the repository's cases/ (or a neighbouring temporary
+# folder) by absolute path, which path containment refuses unless allowed (suite_setup.outside_inputs)
+pytestmark = pytest.mark.usefixtures("outside_inputs")
+
 CPU = {"name": "cpu-host", "type": "cpu", "requests": {"cpu": 1}}
 GPU = {"name": "gpu-nvidia", "type": "gpu", "vendor": "nvidia", "requests": {"nvidia.com/gpu": 1},
        "expect": {"devices": 1}}

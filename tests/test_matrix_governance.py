@@ -16,6 +16,10 @@ from pytest_hetero.layers.governance import breaches
 from pytest_hetero.matrix import load_matrix
 from pytest_hetero.matrix.expand import expand
 
+# its matrices sit in a temporary folder and name the repository's cases/ (or a neighbouring temporary
+# folder) by absolute path, which path containment refuses unless allowed (suite_setup.outside_inputs)
+pytestmark = pytest.mark.usefixtures("outside_inputs")
+
 REPO = Path(__file__).resolve().parents[1]
 TENANTS = [{"name": "a", "namespace": "team-a", "service_account": "runner", "queue": "lq",
             "cluster_queue": "cq-a"},

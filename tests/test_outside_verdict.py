@@ -13,6 +13,10 @@ from typing import Any
 import pytest
 from support import evidence_of, matrix_text, statuses
 
+# its matrices sit in a temporary folder and name the repository's cases/ (or a neighbouring temporary
+# folder) by absolute path, which path containment refuses unless allowed (suite_setup.outside_inputs)
+pytestmark = pytest.mark.usefixtures("outside_inputs")
+
 CPU = {"name": "cpu-host", "type": "cpu", "requests": {"cpu": 1}}
 COMBO = "digits-logreg@digits-test"
 AFTER_CALL = '''

@@ -10,6 +10,10 @@ from typing import Any
 import pytest
 from support import DATA_SHA, DIGITS, REPO, evidence_of, matrix_text, statuses
 
+# its matrices sit in a temporary folder and name the repository's cases/ (or a neighbouring temporary
+# folder) by absolute path, which path containment refuses unless allowed (suite_setup.outside_inputs)
+pytestmark = pytest.mark.usefixtures("outside_inputs")
+
 CPU = {"name": "cpu-host", "type": "cpu", "requests": {"cpu": 1}}
 GPU = {"name": "gpu-nvidia", "type": "gpu", "vendor": "nvidia", "requests": {"nvidia.com/gpu": 1}}
 COMBO = "digits-logreg@digits-test"

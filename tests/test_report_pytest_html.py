@@ -18,6 +18,10 @@ from support import matrix_text
 
 pytest.importorskip("pytest_html")
 
+# its matrices sit in a temporary folder and name the repository's cases/ (or a neighbouring temporary
+# folder) by absolute path, which path containment refuses unless allowed (suite_setup.outside_inputs)
+pytestmark = pytest.mark.usefixtures("outside_inputs")
+
 
 def _blob(page: str) -> dict[str, object]:
     found = re.search(r'data-jsonblob="([^"]*)"', page)

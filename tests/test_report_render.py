@@ -26,6 +26,10 @@ from pytest_hetero.reporting.junit import render_junit
 from pytest_hetero.reporting.markdown import render_markdown
 from pytest_hetero.reporting.view import heatgrid, heatmap
 
+# its matrices sit in a temporary folder and name the repository's cases/ (or a neighbouring temporary
+# folder) by absolute path, which path containment refuses unless allowed (suite_setup.outside_inputs)
+pytestmark = pytest.mark.usefixtures("outside_inputs")
+
 SCHEMAS = Path(__file__).resolve().parents[2] / "shared" / "schemas"
 JUNIT_XSDS = ("xunit-junit-10.xsd", "jenkins-junit.xsd")
 

@@ -22,6 +22,10 @@ from pytest_hetero.matrix.load import load_matrix
 from pytest_hetero.status.compute import RESOURCE_LAYERS, layer_summary, level_of, pool_status
 from pytest_hetero.status.publish import PublishRefused, expiry_plan, parse_now, publish_plan
 
+# its matrices sit in a temporary folder and name the repository's cases/ (or a neighbouring temporary
+# folder) by absolute path, which path containment refuses unless allowed (suite_setup.outside_inputs)
+pytestmark = pytest.mark.usefixtures("outside_inputs")
+
 
 def hetero(*argv: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}

@@ -30,6 +30,10 @@ import docker
 import pytest
 from dockerkit import SHELL_IMAGE, docker_matrix, evidence, failure, items, leftovers, record, statuses
 
+# its matrices sit in a temporary folder and name the repository's cases/ (or a neighbouring temporary
+# folder) by absolute path, which path containment refuses unless allowed (suite_setup.outside_inputs)
+pytestmark = pytest.mark.usefixtures("outside_inputs")
+
 SLOW_SLEEP_S = 30
 ACCURACY_ONLY = """apiVersion: pytest-hetero/v1
 kind: AcceptanceRules

@@ -24,6 +24,10 @@ from support import evidence_of
 if TYPE_CHECKING:  # annotation only: 'conftest' names differ per folder at run time
     from conftest import Cluster
 
+# its matrices sit in a temporary folder and name the repository's cases/ (or a neighbouring temporary
+# folder) by absolute path, which path containment refuses unless allowed (suite_setup.outside_inputs)
+pytestmark = pytest.mark.usefixtures("outside_inputs")
+
 
 @contextmanager
 def own_node(cluster: Cluster, stem: str, gpus: str, cordon: bool) -> Iterator[str]:

@@ -27,6 +27,10 @@ from support import evidence_of, statuses
 if TYPE_CHECKING:  # annotation only: 'conftest' names differ per folder at run time
     from conftest import Cluster
 
+# its matrices sit in a temporary folder and name the repository's cases/ (or a neighbouring temporary
+# folder) by absolute path, which path containment refuses unless allowed (suite_setup.outside_inputs)
+pytestmark = pytest.mark.usefixtures("outside_inputs")
+
 STAGE = "node-not-ready.stage.kwok.x-k8s.io"
 REASON = "KubeletNotReady"
 MESSAGE = "container runtime is down: PLEG is not healthy: pleg was last seen active 3m0s ago"

@@ -37,6 +37,10 @@ from pytest_hetero.status.compute import iso, parse_time
 if TYPE_CHECKING:  # annotation only: 'conftest' names differ per folder at run time
     from conftest import Cluster
 
+# its matrices sit in a temporary folder and name the repository's cases/ (or a neighbouring temporary
+# folder) by absolute path, which path containment refuses unless allowed (suite_setup.outside_inputs)
+pytestmark = pytest.mark.usefixtures("outside_inputs")
+
 
 def hetero(*argv: str, kubeconfig: Path | None = None) -> subprocess.CompletedProcess[str]:
     """Run ``hetero`` from this tree (a real process) with KUBECONFIG set when given."""

@@ -20,6 +20,10 @@ from support import REPO, evidence_of
 if TYPE_CHECKING:  # annotation only: 'conftest' names differ per folder at run time
     from conftest import Cluster
 
+# its matrices sit in a temporary folder and name the repository's cases/ (or a neighbouring temporary
+# folder) by absolute path, which path containment refuses unless allowed (suite_setup.outside_inputs)
+pytestmark = pytest.mark.usefixtures("outside_inputs")
+
 
 def install_rbac(cluster: Cluster, namespace: str, drop: tuple[str, str] | None = None) -> dict[str, Any]:
     """Apply deploy/rbac.yaml into ``namespace`` (minus verb ``drop[1]`` on resource ``drop[0]``);

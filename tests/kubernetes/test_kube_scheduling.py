@@ -15,6 +15,10 @@ from support import clear_reports, evidence_of
 if TYPE_CHECKING:  # annotation only: 'conftest' names differ per folder at run time
     from conftest import Cluster
 
+# its matrices sit in a temporary folder and name the repository's cases/ (or a neighbouring temporary
+# folder) by absolute path, which path containment refuses unless allowed (suite_setup.outside_inputs)
+pytestmark = pytest.mark.usefixtures("outside_inputs")
+
 
 def items(ev: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """nodeid without the matrix prefix → item evidence."""

@@ -22,6 +22,10 @@ from pytest_hetero.backends.protocol import ActionFailed, EngineUnavailable
 if TYPE_CHECKING:  # annotation only: 'conftest' names differ per folder at run time
     from conftest import Cluster
 
+# its matrices sit in a temporary folder and name the repository's cases/ (or a neighbouring temporary
+# folder) by absolute path, which path containment refuses unless allowed (suite_setup.outside_inputs)
+pytestmark = pytest.mark.usefixtures("outside_inputs")
+
 
 def items(pytester: pytest.Pytester) -> dict[str, dict[str, Any]]:
     return {i["nodeid"].split("::", 1)[1]: i for i in evidence_of(pytester)["items"]}

@@ -24,6 +24,10 @@ from pytest_hetero.matrix.model import Resource
 if TYPE_CHECKING:  # annotation only: 'conftest' names differ per folder at run time
     from conftest import RealNodeCluster
 
+# its matrices sit in a temporary folder and name the repository's cases/ (or a neighbouring temporary
+# folder) by absolute path, which path containment refuses unless allowed (suite_setup.outside_inputs)
+pytestmark = pytest.mark.usefixtures("outside_inputs")
+
 
 def read_node(realnode: RealNodeCluster, name: str) -> Any:
     """The node as the API answers it (the client's models make every field optional)."""

@@ -25,6 +25,10 @@ from pytest_hetero.backends.kubernetes.queues import KUEUE, Served
 if TYPE_CHECKING:  # annotation only: 'conftest' names differ per folder at run time
     from conftest import Cluster, RealNodeCluster
 
+# its matrices sit in a temporary folder and name the repository's cases/ (or a neighbouring temporary
+# folder) by absolute path, which path containment refuses unless allowed (suite_setup.outside_inputs)
+pytestmark = pytest.mark.usefixtures("outside_inputs")
+
 API = ("kueue.x-k8s.io", "v1beta2")
 PRODUCED = FIXTURES / "produced-here"
 

@@ -40,6 +40,10 @@ from pytest_hetero.evidence.usage import epoch
 if TYPE_CHECKING:  # annotation only: 'conftest' names differ per folder at run time
     from conftest import RealNodeCluster
 
+# its matrices sit in a temporary folder and name the repository's cases/ (or a neighbouring temporary
+# folder) by absolute path, which path containment refuses unless allowed (suite_setup.outside_inputs)
+pytestmark = pytest.mark.usefixtures("outside_inputs")
+
 
 @pytest.fixture(scope="module")
 def ns(realnode: RealNodeCluster) -> Iterator[str]:

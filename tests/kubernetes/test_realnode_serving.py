@@ -30,6 +30,10 @@ import yaml
 from kubernetes import client, utils
 from support import evidence_of, statuses
 
+# its matrices sit in a temporary folder and name the repository's cases/ (or a neighbouring temporary
+# folder) by absolute path, which path containment refuses unless allowed (suite_setup.outside_inputs)
+pytestmark = pytest.mark.usefixtures("outside_inputs")
+
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "matrices" / "example-serving-k8s.matrix.yaml"
 COMBO = "digits-service@digits-test"
