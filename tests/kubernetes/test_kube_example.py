@@ -53,6 +53,7 @@ def run_example(pytester: pytest.Pytester, realnode: RealNodeCluster, monkeypatc
     """Run matrices/example-k8s.matrix.yaml (its cases copied beside it) on the real node's plane in a
     fresh namespace whose pods on KWOK nodes exec on this host (a KWOK ClusterExec, removed after)."""
     shutil.copytree(REPO / "cases", pytester.path / "cases")
+    (pytester.path / ".hetero-root").touch()  # a project, as a checkout is: the matrix's ../cases stay inside it
     (pytester.path / "matrices").mkdir()
     shutil.copy(EXAMPLE, pytester.path / "matrices" / EXAMPLE.name)
     monkeypatch.setenv("KUBECONFIG", str(realnode.info.kubeconfig))

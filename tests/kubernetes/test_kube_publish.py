@@ -30,7 +30,7 @@ import yaml
 from kubekit import GFD, POOL, SESSION, kube_matrix, schedulable
 from kubernetes import utils
 from kubernetes.client.exceptions import ApiException
-from support import REPO
+from support import REPO, outside_paths
 
 from pytest_hetero.status.compute import iso, parse_time
 
@@ -140,7 +140,8 @@ def published(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Ite
         doc["spec"]["profiles"] = {"quick": {"layers": ["discovery", "scheduling", "startup"]}}
         (tmp / "pub.matrix.yaml").write_text(json.dumps(doc))
         assert hetero("keygen", str(tmp / "key")).returncode == 0
-        env = {**os.environ, "KUBECONFIG": str(cluster.kubeconfig),
+        # module-scoped, so before any test's outside_inputs: the run is allowed the matrix's cases/ itself
+        env = {**os.environ, "KUBECONFIG": str(cluster.kubeconfig), "HETERO_ALLOW_PATHS": outside_paths(tmp_path_factory),
                "PYTHONPATH": f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
         run = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:randomly",
                               str(tmp / "pub.matrix.yaml"), "--hetero-profile", "quick", "--hetero-kube-context",
