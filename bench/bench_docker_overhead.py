@@ -47,11 +47,13 @@ from pathlib import Path
 
 import docker
 import docker.types
+import docker.utils
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from pytest_hetero.backends.docker import client as docker_run
+from pytest_hetero.backends.docker import client as docker_run  # noqa: E402
+from pytest_hetero.backends.labels import RUN_ID
 from pytest_hetero.matrix.load import load_matrix
 from pytest_hetero.probes.payload import payload_script
 
@@ -92,11 +94,11 @@ def direct_once(api: docker.APIClient, out: Path) -> float:
               for m in docker_run.input_mounts([(model.name, model.path, code)], [(data.name, data.path)])]
     memory = 512 * 2**20  # the example's cpu-2c limits: cpu 2, memory 512Mi
     start = time.perf_counter()
-    api.inspect_image(image.reference)
+    api.inspect_image(image.reference)  # type: ignore[no-untyped-call]  # (untyped in types-docker)
     host = api.create_host_config(nano_cpus=2 * 10**9, mem_limit=memory, memswap_limit=memory,
                                   network_mode="none", mounts=mounts)
     cid = api.create_container(image.reference, command=docker_run.KEEP_ALIVE, host_config=host,
-                               labels={docker_run.RUN_ID: "bench-direct"})["Id"]
+                               labels={RUN_ID: "bench-direct"})["Id"]
     try:
         api.start(cid)
         api.exec_start(api.exec_create(cid, ["/bin/sh", "-c", payload_script()])["Id"])
@@ -224,8 +226,8 @@ def report(rounds: int, local: bool, walls: dict[str, list[float]], phases: dict
         print(f"{label:<32}" + "".join(f"{c:>28}" for c in cells))
     print(f"{'whole process':<32}" + "".join(f"{spread(walls[n]):>28}" for n in names))
     if not local:
-        for name, values in plain.items():
-            print(f"{name:<32}{spread([w for w, _ in values])}, CPU {spread([c for _, c in values])}")
+        for name, pairs in plain.items():
+            print(f"{name:<32}{spread([w for w, _ in pairs])}, CPU {spread([c for _, c in pairs])}")
         med = {**{n: statistics.median(v) for n, v in walls.items()},
                **{n: statistics.median(w for w, _ in v) for n, v in plain.items()}}
         cpu = {**{n: statistics.median(seen["CPU of the process"] for seen in phases[n]) for n in walls},
@@ -272,7 +274,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.breakdown or args.local:
         return breakdown(args.rounds, args.local)
     if args.plain_once:
-        api = docker.APIClient(**{**docker.utils.kwargs_from_env(), "timeout": 120})
+        api = docker.APIClient(timeout=120, **docker.utils.kwargs_from_env())
         direct_once(api, Path(args.plain_once))
         return 0
     gate_s: list[float] = []

@@ -23,6 +23,7 @@ import time
 from typing import Any
 
 import docker
+import docker.utils
 
 from pytest_hetero.backends.docker import client as run
 
@@ -53,7 +54,7 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=9)
     args = parser.parse_args()
-    api = docker.APIClient(**{**docker.utils.kwargs_from_env(), "timeout": 120})
+    api = docker.APIClient(timeout=120, **docker.utils.kwargs_from_env())
     cid = container(api)
     baseline = run.dev_baseline(api, cid)
     resets: list[float] = []

@@ -45,8 +45,7 @@ from kubernetes.watch.watch import iter_resp_lines
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from loop_timer import LoopTimer
-
+from bench.loop_timer import LoopTimer  # (the repository root is on sys.path)
 from pytest_hetero.backends.kubernetes.scheduling import manifest
 from pytest_hetero.matrix.model import Resource
 
@@ -71,7 +70,8 @@ class Bound:
         self.gone: set[str] = set()
         self.stop = threading.Event()
         self.cond = threading.Condition()
-        rv = self.core.list_namespaced_pod(namespace, limit=1).metadata.resource_version
+        first: Any = self.core.list_namespaced_pod(namespace, limit=1)  # the API's answer (every field optional)
+        rv = first.metadata.resource_version
         self.thread = threading.Thread(target=self._run, args=(rv,), daemon=True)
         self.thread.start()
 
@@ -85,7 +85,7 @@ class Bound:
                 allow_watch_bookmarks=True,
                 _preload_content=False,
             )
-            for line in iter_resp_lines(resp):
+            for line in iter_resp_lines(resp):  # type: ignore[no-untyped-call]
                 ev = json.loads(line)
                 obj = ev["object"]
                 rv = obj["metadata"].get("resourceVersion", rv)
@@ -122,7 +122,7 @@ def make_nodes(core: client.CoreV1Api, tag: str, count: int) -> list[str]:
         list(
             pool.map(
                 lambda n: core.create_node(
-                    {
+                    {  # type: ignore[arg-type]  # a manifest dict, sent as it is
                         "metadata": {
                             "name": n,
                             "annotations": {"kwok.x-k8s.io/node": "fake"},
@@ -136,9 +136,10 @@ def make_nodes(core: client.CoreV1Api, tag: str, count: int) -> list[str]:
         )
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
+        listed: list[Any] = core.list_node(label_selector=f"hetero-bench={tag}").items  # every field optional
         ready = sum(
             any(c.type == "Ready" and c.status == "True" for c in n.status.conditions or [])
-            for n in core.list_node(label_selector=f"hetero-bench={tag}").items
+            for n in listed
         )
         if ready == count:
             return names
@@ -292,7 +293,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     kubeconfig = plane()
-    api = config.new_client_from_config(config_file=str(kubeconfig))
+    api = config.new_client_from_config(config_file=str(kubeconfig))  # type: ignore[no-untyped-call]
     api.configuration.connection_pool_maxsize = 64
     core = client.CoreV1Api(api)
     tag = uuid.uuid4().hex[:6]
@@ -309,7 +310,7 @@ def main(argv: list[str] | None = None) -> int:
         for round_no in range(args.rounds):
             namespace = f"hetero-bench-{tag}-{round_no}"
             namespaces.append(namespace)
-            core.create_namespace({"metadata": {"name": namespace}})
+            core.create_namespace({"metadata": {"name": namespace}})  # type: ignore[arg-type]  # a manifest dict, sent as it is
             bound = Bound(api, namespace)
             for which in ("direct", "plugin") if round_no % 2 == 0 else ("plugin", "direct"):
                 if which == "direct":

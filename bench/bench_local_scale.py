@@ -46,8 +46,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from pytest_hetero.backends.local import child_environment, run_folder  # noqa: E402
-from pytest_hetero.backends.sandbox import Sandbox  # noqa: E402
+from pytest_hetero.backends.local import run_folder  # noqa: E402
+from pytest_hetero.backends.sandbox import (
+    Sandbox,  # noqa: E402
+    child_environment,  # noqa: E402
+)
 
 TARGET = 1.3
 RUNS = ("gate", "plain", "plain+sandbox", "gate-per-run")
@@ -140,9 +143,9 @@ def one_size(n: int, rounds: int, only: tuple[str, ...] = RUNS) -> dict[str, obj
         plain.write_text(PLAIN.format(argv=["/bin/sh", "-c", SCRIPT, "sh", "@OUT@"], n=n))
         sandboxed.write_text(PLAIN.format(argv=sandboxed_argv(folder), n=n))
         common = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly"]
-        gate = [*common, str(matrix), "-m", "model", "--hetero-report-dir", str(folder / "reports")]
-        commands = {"gate": gate, "plain": [*common, str(plain)], "plain+sandbox": [*common, str(sandboxed)],
-                    "gate-per-run": gate}
+        gate_argv = [*common, str(matrix), "-m", "model", "--hetero-report-dir", str(folder / "reports")]
+        commands = {"gate": gate_argv, "plain": [*common, str(plain)], "plain+sandbox": [*common, str(sandboxed)],
+                    "gate-per-run": gate_argv}
         for r in range(rounds):
             for name in only:
                 argv = commands[name]

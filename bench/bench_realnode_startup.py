@@ -37,8 +37,7 @@ from kubernetes import client, config
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from loop_timer import LoopTimer
-
+from bench.loop_timer import LoopTimer  # (the repository root is on sys.path)
 from pytest_hetero.backends.kubernetes.scheduling import KEEP_ALIVE
 from pytest_hetero.probes.payload import payload_script
 
@@ -122,9 +121,9 @@ def main(argv: list[str] | None = None) -> int:
     info = realnode()
     kubectl = subprocess.run(["bash", str(ROOT / "bench" / "kubectl_build.sh")], check=True, capture_output=True,
                              text=True).stdout.strip()
-    core = client.CoreV1Api(config.new_client_from_config(config_file=str(info.kubeconfig)))
+    core = client.CoreV1Api(config.new_client_from_config(config_file=str(info.kubeconfig)))  # type: ignore[no-untyped-call]
     namespace = f"hetero-bench-rn-{uuid.uuid4().hex[:6]}"
-    core.create_namespace({"metadata": {"name": namespace}})
+    core.create_namespace({"metadata": {"name": namespace}})  # type: ignore[arg-type]  # a manifest dict, sent as it is
     plugin_s: list[float] = []
     kubectl_s: list[float] = []
     try:

@@ -67,7 +67,7 @@ def create_nodes(core: client.CoreV1Api, tag: str, n: int) -> list[str]:
     cap = {"cpu": "64", "memory": "512Gi", "pods": "110", "nvidia.com/gpu": "8"}
 
     def one(i: int) -> None:
-        core.create_node(node_body(names[i], tag, i))
+        core.create_node(node_body(names[i], tag, i))  # type: ignore[arg-type]  # a manifest dict, sent as it is
         core.patch_node_status(names[i], {"status": {"capacity": cap, "allocatable": cap}})
 
     with ThreadPoolExecutor(8) as pool:
@@ -115,7 +115,7 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=15)
     args = parser.parse_args()
     kubeconfig = os.environ.get("KUBECONFIG") or "/tmp/hetero-kube/admin.kubeconfig"
-    api = config.new_client_from_config(config_file=kubeconfig)
+    api = config.new_client_from_config(config_file=kubeconfig)  # type: ignore[no-untyped-call]
     core = client.CoreV1Api(api)
     tag = uuid.uuid4().hex[:6]
     try:

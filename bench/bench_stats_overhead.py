@@ -32,8 +32,9 @@ import docker.types
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from pytest_hetero.backends.docker import client as docker_run
+from pytest_hetero.backends.docker import client as docker_run  # noqa: E402
 from pytest_hetero.backends.docker.usage import StatsSampling, stream_opener
+from pytest_hetero.backends.labels import RUN_ID
 from pytest_hetero.matrix.load import load_matrix
 
 MATRIX = ROOT / "matrices" / "example-docker.matrix.yaml"
@@ -60,7 +61,7 @@ def main() -> int:
                                   network_mode="none", mounts=mounts)
     name = f"hetero-bench-stats-{uuid.uuid4().hex[:8]}"
     cid = api.create_container(image.reference, command=docker_run.KEEP_ALIVE, host_config=host, name=name,
-                               labels={docker_run.RUN_ID: "bench-stats"})["Id"]
+                               labels={RUN_ID: "bench-stats"})["Id"]
     paths = docker_run.container_paths(model.name, model.path, code, data.name, data.path)
     digits = ["python3", f"{paths['code']}/infer.py", "--model", paths["model"], "--data", paths["dataset"],
               "--out", "/tmp/hetero-run/bench/outputs.json", "--provider", "CPUExecutionProvider"]
@@ -99,8 +100,8 @@ def main() -> int:
         for workload, argv in workloads.items():
             times: dict[str, list[float]] = {way: [] for way in ways}
             counts.clear()
-            for way in ways.values():  # warm-up: page cache, the engine's exec path
-                way(argv)
+            for warm in ways.values():  # warm-up: page cache, the engine's exec path
+                warm(argv)
             for r in range(args.rounds):
                 for way, run in ways.items():
                     times[way].append(run(argv))

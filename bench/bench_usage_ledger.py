@@ -21,6 +21,7 @@ import argparse
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 from pytest_hetero.evidence.usage import RECORD, ledger
@@ -32,7 +33,7 @@ def _items(n: int) -> list[dict[str, Any]]:
     out = []
     for i in range(n):
         t = base + i
-        records = [{"kind": k, "at": "2026-12-01T10:00:00.000000Z", "data": {"x": i}}
+        records: list[dict[str, Any]] = [{"kind": k, "at": "2026-12-01T10:00:00.000000Z", "data": {"x": i}}
                    for k in ("model.identity", "model.usage", "model.run", "model.outputs")]
         records.append({"kind": RECORD, "at": f"2026-12-01T10:00:{i % 60:02d}.{i:06d}Z", "data": {
             "workload": f"process/{i:012x}", "object": "process", "namespace": "local", "tenant": None,
@@ -69,7 +70,8 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=9)
     args = parser.parse_args()
     items = _items(args.items)
-    sides = {"A plain sum": lambda: plain(items), "B ledger": lambda: ledger(items, "2026-12-01T11:00:00Z")}
+    sides: dict[str, Callable[[], object]] = {"A plain sum": lambda: plain(items),
+                                              "B ledger": lambda: ledger(items, "2026-12-01T11:00:00Z")}
     times: dict[str, list[float]] = {k: [] for k in sides}
     for r in range(args.rounds):
         order = list(sides) if r % 2 == 0 else list(reversed(sides))

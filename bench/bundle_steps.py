@@ -18,11 +18,14 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import bench_bundle as bb  # noqa: E402
+if TYPE_CHECKING:  # run as a script, bench/ is on sys.path; mypy knows it as the package `bench`
+    from bench import bench_bundle as bb
+else:
+    import bench_bundle as bb
 
 import pytest_hetero.bundle.finish as finish  # noqa: E402
 import pytest_hetero.bundle.manifest as manifest  # noqa: E402
@@ -72,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     for module, names in STEPS:
         for name in names:
             wrap(module, name, name)
-    finish.recorded_manifest = manifest.recorded_manifest  # the name finish_bundle calls
+    finish.recorded_manifest = manifest.recorded_manifest  # type: ignore[attr-defined]  # the name finish_bundle calls
     pieces = writers.pieces  # what write_renderings writes from; timed whole, each format's pieces in turn
     writers.pieces = lambda fmt, *a, **k: iter(timed(f"render.{fmt}", lambda: list(pieces(fmt, *a, **k))))
     work = Path(tempfile.mkdtemp(prefix="hetero-steps-"))

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import subprocess
 import sys
 import time
 from collections import defaultdict
@@ -79,7 +80,7 @@ def pytest_configure(config: pytest.Config) -> None:
                         (local, "_drain"), (local, "read_outputs"), (local, "check_program"),
                         (sandbox.Sandbox, "prepare"), (recorder.Recorder, "item"), (recorder.Recorder, "sync")]:
         timed(owner, name, f"{getattr(owner, '__name__', owner)}.{name}")
-    timed(local.subprocess, "Popen", "subprocess.Popen (the launcher's start)")
+    timed(subprocess, "Popen", "subprocess.Popen (the launcher's start)")
     timed_context(local, "run_folder")
     timed_context(local, "sampling")
 

@@ -1,89 +1,9 @@
-"""Suite-wide setup. Shared helpers live in tests/support.py (``from support import …``)."""
+"""Suite-wide setup: importing :mod:`suite_setup` runs it once per session (environment, preloads); its
+``outside_inputs`` fixture is registered here for the modules that take it.
 
-from __future__ import annotations
+The body lives in tests/suite_setup.py, not here: mypy names a module by its file name, and tests/ would
+otherwise hold two modules called ``conftest`` (this one and tests/kubernetes/conftest.py).
+"""
 
-import getpass
-import os
-import tempfile
-from pathlib import Path
-
-# Test matrices live in temporary folders (outside any project) and name the repository's cases, or
-# files of a neighbouring temporary folder, by absolute path; path containment is on by default there,
-# so the suite allows those folders explicitly, as a user would (README "Safety"). Subprocesses and
-# pytester runs inherit it; tests of containment itself clear it.
-_ALLOWED = (str(Path(__file__).resolve().parents[1] / "cases"),
-            str(Path(tempfile.gettempdir()) / f"pytest-of-{getpass.getuser()}"))
-os.environ["HETERO_ALLOW_PATHS"] = os.pathsep.join(p for p in (os.environ.get("HETERO_ALLOW_PATHS", ""), *_ALLOWED)
-                                                   if p)
-
-# Hypothesis keeps its storage (example database, constants cache) outside the checkout: its files are
-# mode 0600, and a checkout holding one is a project the sandbox user cannot read, so the gate copies it
-# for the model (test_sandbox: a sandbox-user run must need no copy, whatever ran before it serially).
-os.environ.setdefault("HYPOTHESIS_STORAGE_DIRECTORY",
-                      str(Path(tempfile.gettempdir()) / f"hypothesis-of-{getpass.getuser()}"))
-try:
-    from hypothesis.configuration import set_hypothesis_home_dir
-except ImportError:  # pragma: no cover - hypothesis is a test dependency
-    pass
-else:
-    set_hypothesis_home_dir(os.environ["HYPOTHESIS_STORAGE_DIRECTORY"])
-
-
-def _preload_kubernetes_client() -> None:
-    """Import the kubernetes client's API and model classes before any in-process pytester run.
-
-    pytester drops the modules first imported inside a run when it ends. kubernetes ≥ 35 imports
-    APIs and models lazily, so a model class loaded inside one run and reloaded after it no longer
-    matches the class its API validates against (pydantic "valid instance of V1Node" errors in
-    later tests). Loading them once, up front, keeps one set of classes for the whole session.
-    """
-    try:
-        from kubernetes import client
-    except ImportError:
-        return
-    for name in client.__all__:
-        if name.endswith("Api") or name.startswith(("V1", "V2", "Core", "Rbac")):
-            getattr(client, name, None)
-
-
-_preload_kubernetes_client()
-
-
-def _preload_httpx() -> None:
-    """Load httpx and every httpcore module a plain request uses before any in-process pytester run.
-
-    The same hazard as above: httpcore imports its network backend and connection classes on first
-    use; first used inside a pytester run (our serving plugin's clients), they are dropped when the run
-    ends and reloaded later with new exception classes, so httpx no longer maps httpcore's
-    ``ConnectError`` and a refused connection escapes ``except httpx.HTTPError`` (seen in the serving
-    fixtures under pytest-xdist). One refused request to a closed loopback port loads them all once.
-    """
-    try:
-        import httpx
-    except ImportError:
-        return
-    try:
-        httpx.get("http://127.0.0.1:9/", timeout=0.5)
-    except httpx.HTTPError:
-        pass
-
-
-_preload_httpx()
-
-
-def _preload_metrics() -> None:
-    """Load numpy, scikit-learn's metrics and pyarrow's Parquet reader before any in-process pytester run.
-
-    The business layer imports them on first use; first used inside a pytester run, pytester drops them when
-    the run ends, and numpy's C core refuses a second load in one process ("cannot load module more than once
-    per process") in the next run's business items.
-    """
-    import sklearn.metrics  # noqa: F401
-
-    try:
-        import pyarrow.parquet  # noqa: F401
-    except ImportError:
-        pass
-
-
-_preload_metrics()
+import suite_setup  # noqa: F401
+from suite_setup import outside_inputs  # noqa: F401 - the fixture, for the modules that take it

@@ -16,6 +16,14 @@ REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO.parent / "shared" / "fixtures" / "real"
 """Real field outputs (nvidia-smi, npu-smi, kubectl…) with FACTS.md; read in place, never copied."""
 DIGITS = REPO / "cases" / "digits"
+
+
+def outside_paths(factory: pytest.TempPathFactory) -> str:
+    """The ``HETERO_ALLOW_PATHS`` value a test needs when its matrix sits in a temporary folder (outside any
+    project) and names the repository's ``cases/``, or files of another temporary folder of this session, by
+    absolute path: exactly those two folders (``os.pathsep``-separated). The ``outside_inputs`` fixture sets
+    it for one test; a module- or session-scoped fixture passes it in its subprocess's environment."""
+    return os.pathsep.join((str(REPO / "cases"), str(factory.getbasetemp())))
 MODEL_SHA = "d2230a9096140b09d443879ca3b0d7cb0021917896a8f462f79806de1109b523"
 DATA_SHA = "3678e2fa8f107ffa5d8518cc07a46b9e4ce67e89d65b2f88e4c391638d965bfb"
 

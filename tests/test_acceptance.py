@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from support import DIGITS, dedent
 
-from pytest_hetero.errors import CaseError
-from pytest_hetero.matrix.acceptance import GateValues, RulesInvalid, evaluate, load_rules, percentile
+from pytest_hetero.errors import CaseError, RulesInvalid
+from pytest_hetero.matrix.acceptance import GateValues, evaluate, load_rules, percentile
 
 OUTPUTS = {"indices": [0, 5, 10, 15], "labels": [0, 5, 0, 5], "predictions": [0, 9, 0, 5],
            "top_probability": [0.9, 0.5, 0.8, 0.7], "latency_ms": [1.0, 2.0, 3.0, 10.0]}
@@ -167,7 +167,12 @@ def test_rules_are_parsed_once_per_file_until_it_changes(tmp_path: Path, monkeyp
                     "  - {name: a, metric: accuracy, op: '>=', value: 0.5}\n")
     parses: list[Path] = []
     real = acceptance._parse_rules
-    monkeypatch.setattr(acceptance, "_parse_rules", lambda p, raw: parses.append(p) or real(p, raw))
+
+    def counted(p: Path, raw: Any) -> Any:
+        parses.append(p)
+        return real(p, raw)
+
+    monkeypatch.setattr(acceptance, "_parse_rules", counted)
     first = acceptance.load_rules(path)
     first[0]["value"] = 99  # a caller changing its copy changes nothing for the next
     assert [acceptance.load_rules(path)[0]["value"] for _ in range(50)] == [0.5] * 50

@@ -14,6 +14,10 @@ from pytest_hetero.bundle.baseline import classify, diff_evidence, metric_change
 from pytest_hetero.bundle.signing import generate_keypair
 from pytest_hetero.cli import main
 
+# its matrices sit in a temporary folder and name the repository's cases/ (or a neighbouring temporary
+# folder) by absolute path, which path containment refuses unless allowed (suite_setup.outside_inputs)
+pytestmark = pytest.mark.usefixtures("outside_inputs")
+
 RESOURCES = [{"name": "cpu-host", "type": "cpu", "requests": {"cpu": 1}},
              {"name": "gpu-nvidia", "type": "gpu", "vendor": "nvidia", "requests": {"nvidia.com/gpu": 1},
               "expect": {"devices": 1}}]

@@ -32,6 +32,10 @@ from pytest_hetero.bundle.signing import (
 from pytest_hetero.bundle.verify import verify_bundle
 from pytest_hetero.cli import build_parser
 
+# its matrices sit in a temporary folder and name the repository's cases/ (or a neighbouring temporary
+# folder) by absolute path, which path containment refuses unless allowed (suite_setup.outside_inputs)
+pytestmark = pytest.mark.usefixtures("outside_inputs")
+
 
 def hetero(*argv: str) -> int:
     """Run a ``hetero`` subcommand (keygen, sign, verify, render); returns the exit code."""
@@ -320,7 +324,7 @@ def test_standard_dsse_library_verifies_each_attestation_with_its_own_key(bundle
     sign-off's line with the team's key only; each payload's predicate type says what was signed."""
     from securesystemslib.dsse import Envelope
     from securesystemslib.exceptions import VerificationError
-    from securesystemslib.signer import SSlibKey
+    from securesystemslib.signer import Key, SSlibKey
 
     def sslib_key(pub: Path) -> SSlibKey:
         return SSlibKey.from_crypto(load_public_key(pub))
@@ -330,7 +334,7 @@ def test_standard_dsse_library_verifies_each_attestation_with_its_own_key(bundle
     run_line, signoff_line = (bundle / "attestation.intoto.jsonl").read_text().splitlines()
     run, signoff = Envelope.from_dict(json.loads(run_line)), Envelope.from_dict(json.loads(signoff_line))
     assert run.payload_type == signoff.payload_type == "application/vnd.in-toto+json"
-    both = [sslib_key(keys["run.pub"]), sslib_key(keys["business.pub"])]
+    both: list[Key] = [sslib_key(keys["run.pub"]), sslib_key(keys["business.pub"])]
     assert set(run.verify(both, 1)) == {kid(keys["run.pub"])}
     assert set(signoff.verify(both, 1)) == {kid(keys["business.pub"])}
     with pytest.raises(VerificationError):
@@ -411,7 +415,8 @@ def test_sign_key_from_environment(pytester: pytest.Pytester, tmp_path: Path,
 def test_commands_are_registered_in_the_hetero_cli(bundle: Path, keys: dict[str, Path]) -> None:
     from pytest_hetero.cli import build_parser, main
 
-    names = set(build_parser()._subparsers._group_actions[0].choices)  # type: ignore[union-attr]
+    commands = build_parser()._subparsers._group_actions[0]  # type: ignore[union-attr]
+    names = set(commands.choices or ())
     assert {"keygen", "sign", "verify", "render"} <= names
     assert main(["verify", str(bundle), "--key", str(keys["run.pub"])]) == 0
 

@@ -241,11 +241,12 @@ def test_every_classification_and_regression_metric_is_scikit_learns_own() -> No
             expected.update({f"{name}[{c}]": v for c, v in zip(labels, per_class, strict=True)})
         assert {name: got.values[name] for name in expected} == expected
         assert got.confusion == m.confusion_matrix(y_true, y_pred, labels=labels).tolist()
-    t = [rng.uniform(0, 10) for _ in range(200)]
-    p = [v + rng.gauss(0, 1) for v in t]
-    reg = regression(t, p)
+    t_values = [rng.uniform(0, 10) for _ in range(200)]
+    p_values = [v + rng.gauss(0, 1) for v in t_values]
+    reg = regression(t_values, p_values)
     assert (reg.values["mae"], reg.values["rmse"], reg.values["r2"], reg.values["max_error"]) == (
-        m.mean_absolute_error(t, p), m.root_mean_squared_error(t, p), m.r2_score(t, p), m.max_error(t, p))
+        m.mean_absolute_error(t_values, p_values), m.root_mean_squared_error(t_values, p_values),
+        m.r2_score(t_values, p_values), m.max_error(t_values, p_values))
     assert "r2" not in regression([1.0], [2.0]).values  # undefined for one sample: absent, not NaN
 
 
@@ -286,7 +287,7 @@ def test_the_fast_paths_read_and_join_as_the_plain_ones() -> None:
         truth_ids = [str(i) for i in ids]
         table = TruthTable(ids=truth_ids, targets=[str(i % 3) for i in ids], path=Path("t.csv"), sha256="0",
                            format="csv", numbers=_integer_ids(truth_ids))
-        given = rng.sample(range(70), rng.randrange(0, 50)) + ([ids[0]] if ids and rng.random() < 0.2 else [])
+        given: list[Any] = rng.sample(range(70), rng.randrange(0, 50)) + ([ids[0]] if ids and rng.random() < 0.2 else [])
         given += [rng.choice([-1, 2**70, "007", " 5 ", 3])] if rng.random() < 0.2 else []
         rng.shuffle(given)
         predictions = [str(rng.randrange(3)) for _ in given]

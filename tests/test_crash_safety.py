@@ -15,6 +15,10 @@ from pathlib import Path
 import pytest
 from support import DIGITS, MODEL_SHA, matrix_text
 
+# its matrices sit in a temporary folder and name the repository's cases/ (or a neighbouring temporary
+# folder) by absolute path, which path containment refuses unless allowed (suite_setup.outside_inputs)
+pytestmark = pytest.mark.usefixtures("outside_inputs")
+
 SLOW = {"name": "slow-model", "version": "1", "uri": str(DIGITS / "model" / "digits-logreg-1.0.0.onnx"),
         "sha256": MODEL_SHA, "entrypoint": ["{python}", "-c", "import time; time.sleep(120)"]}
 

@@ -16,6 +16,10 @@ from pytest_hetero.cli import main
 from pytest_hetero.layers.discovery import engine_gaps, node_differences
 from pytest_hetero.matrix.model import Resource
 
+# its matrices sit in a temporary folder and name the repository's cases/ (or a neighbouring temporary
+# folder) by absolute path, which path containment refuses unless allowed (suite_setup.outside_inputs)
+pytestmark = pytest.mark.usefixtures("outside_inputs")
+
 
 def cpu(**expect: Any) -> dict[str, Any]:
     return {"name": "cpu-host", "type": "cpu", "requests": {"cpu": 1}, "expect": expect}

@@ -13,14 +13,16 @@ import importlib.util
 import os
 import sys
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 docker = pytest.importorskip("docker", reason="docker SDK (pip install docker>=7) is required")
 
 
-def _load_engine_module():
+def _load_engine_module() -> Any:
     path = Path(__file__).resolve().parent / "infra" / "docker_engine.py"
     spec = importlib.util.spec_from_file_location("hetero_tests_docker_engine", path)
     assert spec is not None and spec.loader is not None
@@ -39,7 +41,7 @@ IN_CI = os.environ.get("CI", "").lower() == "true"
 
 
 @pytest.fixture(scope="module")
-def client():
+def client() -> Iterator[Any]:
     """A docker SDK client to a live engine that holds the test images."""
     if not engine.engine_answers():
         is_root = hasattr(os, "geteuid") and os.geteuid() == 0
@@ -52,13 +54,13 @@ def client():
     engine.ensure_docker()
     ids = engine.ensure_images()
     c = docker.from_env(timeout=120)
-    c.hetero_image_ids = ids  # type: ignore[attr-defined]
+    c.hetero_image_ids = ids
     yield c
     c.close()
 
 
 @pytest.fixture
-def label_value(client):
+def label_value(client: Any) -> Iterator[str]:
     """A unique label value; every container carrying it is force-removed after the test."""
     value = uuid.uuid4().hex
     yield value
@@ -66,7 +68,7 @@ def label_value(client):
         ct.remove(force=True)
 
 
-def test_engine_answers(client):
+def test_engine_answers(client: Any) -> None:
     assert client.ping() is True
     version = client.version()
     assert version["Version"]
@@ -75,14 +77,14 @@ def test_engine_answers(client):
     assert info["Driver"]  # overlay2 (preferred) or vfs when started by docker-engine.sh
 
 
-def test_images_present_with_reported_ids(client):
+def test_images_present_with_reported_ids(client: Any) -> None:
     for name, image_id in client.hetero_image_ids.items():
         image = client.images.get(name)
         assert image.id == image_id
         assert image.labels.get("org.pytest-hetero.image-key")
 
 
-def test_onnx_image_runs_onnxruntime_on_cpu(client, label_value):
+def test_onnx_image_runs_onnxruntime_on_cpu(client: Any, label_value: str) -> None:
     out = client.containers.run(
         engine.ONNX_IMAGE,
         ["python3", "-c", "import onnxruntime as o; print(o.__version__, o.get_available_providers())"],
@@ -94,7 +96,7 @@ def test_onnx_image_runs_onnxruntime_on_cpu(client, label_value):
     assert out.split()[0] == os.environ.get("HETERO_ORT_VERSION", "1.23.2")
 
 
-def test_onnx_image_runs_a_real_model(client, label_value):
+def test_onnx_image_runs_a_real_model(client: Any, label_value: str) -> None:
     """Build a tiny Add model on the host, run it inside the image, check the numbers."""
     onnx = pytest.importorskip("onnx", reason="onnx (host side) builds the test model")
     from onnx import TensorProto, helper
@@ -127,7 +129,7 @@ def test_onnx_image_runs_a_real_model(client, label_value):
     assert out.strip() == "CPUExecutionProvider [11.0, 22.0, 33.0]"
 
 
-def test_shell_only_image_has_sh_and_no_python(client, label_value):
+def test_shell_only_image_has_sh_and_no_python(client: Any, label_value: str) -> None:
     ct = client.containers.run(
         engine.SHELL_IMAGE,
         ["/bin/sh", "-c", "test -x /bin/sh && echo sh-present; python3 -c 1"],
@@ -142,7 +144,7 @@ def test_shell_only_image_has_sh_and_no_python(client, label_value):
     assert "python3: not found" in logs
 
 
-def test_missing_executable_fails_at_start_and_leaves_a_created_container(client, label_value):
+def test_missing_executable_fails_at_start_and_leaves_a_created_container(client: Any, label_value: str) -> None:
     """Exec'ing a binary the image lacks is an APIError at *start*, not an exit code; the
     container stays behind in 'created' state even with remove=True (the SDK never reaches its
     remove step), so backends must label and clean up."""
@@ -155,7 +157,7 @@ def test_missing_executable_fails_at_start_and_leaves_a_created_container(client
     assert [c.status for c in left] == ["created"]
 
 
-def test_label_filter_lists_and_removes_container(client, label_value):
+def test_label_filter_lists_and_removes_container(client: Any, label_value: str) -> None:
     other = uuid.uuid4().hex
     ct = client.containers.run(
         engine.SHELL_IMAGE, ["sleep", "300"], detach=True, network_mode="none",
@@ -174,7 +176,7 @@ def test_label_filter_lists_and_removes_container(client, label_value):
         client.containers.get(ct.id)
 
 
-def test_memory_limit_oom_kills_container(client, label_value):
+def test_memory_limit_oom_kills_container(client: Any, label_value: str) -> None:
     """--memory 64m (no swap here) kills a process that touches 200 MB: exit 137, OOMKilled."""
     ct = client.containers.run(
         engine.ONNX_IMAGE,
@@ -192,7 +194,7 @@ def test_memory_limit_oom_kills_container(client, label_value):
     assert b"survived" not in ct.logs()
 
 
-def test_device_passthrough_of_existing_node(client, label_value):
+def test_device_passthrough_of_existing_node(client: Any, label_value: str) -> None:
     out = client.containers.run(
         engine.SHELL_IMAGE, ["sh", "-c", "test -c /dev/hetero0 && echo char-device"],
         devices=["/dev/null:/dev/hetero0:rwm"], remove=True, network_mode="none",
@@ -201,7 +203,7 @@ def test_device_passthrough_of_existing_node(client, label_value):
     assert out.strip() == "char-device"
 
 
-def test_unknown_nvidia_runtime_is_rejected_at_create(client, label_value):
+def test_unknown_nvidia_runtime_is_rejected_at_create(client: Any, label_value: str) -> None:
     if "nvidia" in client.info().get("Runtimes", {}):
         pytest.skip("this engine has an nvidia runtime; the CPU-only rejection path does not apply")
     with pytest.raises(docker.errors.APIError, match="Unknown runtime specified nvidia") as err:

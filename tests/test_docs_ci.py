@@ -151,6 +151,8 @@ def test_gitlab_before_change_bootstraps_without_a_baseline(tmp_path: Path) -> N
     work = tmp_path / "checkout"
     for folder in ("matrices", "cases"):
         shutil.copytree(REPO / folder, work / folder)
+    # a CI job runs in a checkout: a git repository, the project its matrices' ../cases paths stay inside
+    subprocess.run(["git", "init", "-q", str(work)], check=True, timeout=60)
     old = (work / "matrices" / "example-cpu.matrix.yaml").read_text()
     (work / "old-matrix.yaml").write_text(old.replace("devices: 1", "devices: 2", 1))  # the change under review
     assert "devices: 1" in old  # the GPU row's expectation: its items are affected, and fail on this host

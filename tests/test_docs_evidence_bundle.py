@@ -11,6 +11,10 @@ from pathlib import Path
 import pytest
 from support import REPO, matrix_text
 
+# its matrices sit in a temporary folder and name the repository's cases/ (or a neighbouring temporary
+# folder) by absolute path, which path containment refuses unless allowed (suite_setup.outside_inputs)
+pytestmark = pytest.mark.usefixtures("outside_inputs")
+
 DOC = (REPO / "docs" / "evidence-bundle.md").read_text(encoding="utf-8")
 
 

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import docker
+import docker.utils
 import pytest
 from smallcase import matrix, write_case
 from support import REPO

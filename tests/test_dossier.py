@@ -38,10 +38,10 @@ def test_catalogue_has_both_languages_with_the_same_fields() -> None:
     # the Chinese is written, not copied: every sentence-length entry differs from its English
     same = [k for k, (en, zh) in MESSAGES.items() if en == zh and re.search(r"[a-z]{4,} [a-z]{4,}", en)]
     assert same == []
-    zh = Text("zh")
-    assert zh("h.proves") == "本次运行可证明" and zh("h.not_proves") == "本次运行不能证明"
-    assert zh.join(["资源发现", "调度"]) == "资源发现、调度"
-    assert zh.counts({"passed": 4, "failed": 1}) == "通过 4 项、失败 1 项"
+    chinese = Text("zh")
+    assert chinese("h.proves") == "本次运行可证明" and chinese("h.not_proves") == "本次运行不能证明"
+    assert chinese.join(["资源发现", "调度"]) == "资源发现、调度"
+    assert chinese.counts({"passed": 4, "failed": 1}) == "通过 4 项、失败 1 项"
     assert Text("en").counts({"passed": 4, "failed": 1}) == "4 passed, 1 failed"
     with pytest.raises(ValueError, match="unknown language 'fr'"):
         Text("fr")  # type: ignore[arg-type]
@@ -143,7 +143,7 @@ def test_sign_off_contract_fields_are_rendered_and_missing_ones_read_as_pending(
 
 
 def golden_failure(ev: dict[str, Any]) -> dict[str, Any]:
-    biz = next(i for i in ev["items"] if i["layer"] == "business" and i["status"] == "passed")
+    biz: dict[str, Any] = next(i for i in ev["items"] if i["layer"] == "business" and i["status"] == "passed")
     biz.update(status="failed", failure={"layer": "business", "category": "acceptance_failed", "owner": "business",
                                          "message": "2 of 3 acceptance rules failed"})
     biz["records"] = [{"kind": "business.rules", "at": "t", "data": {"run": None, "sensitive": False, "results": [

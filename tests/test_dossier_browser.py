@@ -23,6 +23,10 @@ from test_report_html import chromium  # noqa: F401 - the fixture (installs Chro
 from pytest_hetero.bundle.signing import generate_keypair
 from pytest_hetero.reporting.dossier_facts import number
 
+# its matrices sit in a temporary folder and name the repository's cases/ (or a neighbouring temporary
+# folder) by absolute path, which path containment refuses unless allowed (suite_setup.outside_inputs)
+pytestmark = pytest.mark.usefixtures("outside_inputs")
+
 CPU = {"name": "cpu-host", "type": "cpu", "requests": {"cpu": 1}}
 GPU = {"name": "gpu-nvidia", "type": "gpu", "vendor": "nvidia", "requests": {"nvidia.com/gpu": 1},
        "expect": {"devices": 1}}
@@ -39,10 +43,13 @@ rules:
 
 
 def run_gate(folder: Path, name: str, matrix: str, *args: str) -> Path:
-    """Run ``matrix`` with pytest in a fresh interpreter under ``folder``; return its bundle."""
+    """Run ``matrix`` with pytest in a fresh interpreter under ``folder``; return its bundle. The matrix names the
+    repository's cases/ and rules beside ``folder`` by absolute path: the run allows those two folders (it runs
+    in a module-scoped fixture, before any test's ``outside_inputs``)."""
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "t.matrix.yaml").write_text(matrix)
-    env = {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    env = {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
+           "HETERO_ALLOW_PATHS": os.pathsep.join((str(REPO / "cases"), str(folder.parent)))}
     done = subprocess.run([sys.executable, "-m", "pytest", "t.matrix.yaml", "-p", "no:cacheprovider",
                            "--hetero-report-dir", str(folder / "reports"), "--rootdir", str(folder), *args],
                           cwd=folder, capture_output=True, text=True, timeout=600, env=env, check=False)

@@ -17,6 +17,10 @@ from pytest_hetero.matrix.expand import expand
 from pytest_hetero.matrix.load import load_matrix
 from pytest_hetero.status.drift import affected_items, diff_snapshots, impact, observed_by_resource, parse_change
 
+# its matrices sit in a temporary folder and name the repository's cases/ (or a neighbouring temporary
+# folder) by absolute path, which path containment refuses unless allowed (suite_setup.outside_inputs)
+pytestmark = pytest.mark.usefixtures("outside_inputs")
+
 
 def node(pool: str, gpus: str | None = None, **labels: str) -> dict[str, Any]:
     alloc = {"cpu": "8", **({"nvidia.com/gpu": gpus} if gpus else {})}

@@ -83,7 +83,7 @@ def test_report_html_written_piece_by_piece_is_what_render_gives(tmp_path: Path)
     evidence = sample_evidence()
     evidence["items"][0]["records"].append({"kind": "model.stdout", "at": "2026-11-29T10:00:01Z",
                                             "data": {"text": EVIL + " lone \ud800 surrogate ✓"}})
-    signoff = {"run_signer": None, "source": "run_end", "roles": [], "note": "n", "signer_error": None}
+    signoff: dict[str, Any] = {"run_signer": None, "source": "run_end", "roles": [], "note": "n", "signer_error": None}
     write_renderings(evidence, tmp_path, signoff)
     page = (tmp_path / "report.html").read_bytes()
     assert page == render("html", evidence, signoff)

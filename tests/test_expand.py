@@ -5,10 +5,15 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from support import matrix_text
 
 from pytest_hetero.matrix import load_matrix
 from pytest_hetero.matrix.expand import expand
+
+# its matrices sit in a temporary folder and name the repository's cases/ (or a neighbouring temporary
+# folder) by absolute path, which path containment refuses unless allowed (suite_setup.outside_inputs)
+pytestmark = pytest.mark.usefixtures("outside_inputs")
 
 
 def _matrix(tmp_path: Path, **kw: object) -> object:

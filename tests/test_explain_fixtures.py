@@ -5,8 +5,10 @@ One test per file; ``test_every_fixture_has_a_test`` fails when a file is added 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -361,7 +363,7 @@ def test_npu_910a_two_warnings() -> None:
     assert [dict(f.entity)["npu_id"] for f in warn] == ["3", "7"]
     assert {dict(f.entity)["npu_name"] for f in ok + warn} == {"xxx"}
     assert {dict(f.entity)["chip"] for f in ok + warn} == {"0"}
-    power = {dict(f.entity)["npu_id"]: f.quantities["power_w"] for f in ok + warn}
+    power: dict[str, Any] = {dict(f.entity)["npu_id"]: f.quantities["power_w"] for f in ok + warn}  # numbers, read
     assert (power["3"], power["7"]) == (206.9, 203.2) and all(64.9 <= p <= 71.2 for k, p in power.items() if k not in "37")
     mem = {dict(f.entity)["npu_id"]: (f.quantities["memory_used_mb"], f.quantities["memory_total_mb"]) for f in ok + warn}
     assert (mem["0"], mem["3"], mem["7"]) == ((4252, 15137), (3616, 15039), (4521, 15039))
@@ -730,7 +732,8 @@ def test_timeslicing_quota_report() -> None:
             gpu.quantities["utilisation_pct"], gpu.quantities["power_w"], gpu.quantities["power_limit_w"]) == (
         "NVIDIA L4", 7291, 23034, 8.0, 36.0, 72.0)
     procs = _all(r, "gpu_process")
-    assert sorted(p.quantities["used_memory_mib"] for p in procs) == [1400, 2424, 3448]
+    used: list[Any] = [p.quantities["used_memory_mib"] for p in procs]  # numbers, read from the table
+    assert sorted(used) == [1400, 2424, 3448]
     assert {dict(p.entity)["process"] for p in procs} == {"python3"}
 
 
@@ -1142,7 +1145,7 @@ def test_torch_oom_old_message_as_outofmemoryerror_gpu0() -> None:
 def test_torch_oom_old_runtimeerror_gpu1() -> None:
     r = _read("torch-runtimeerror-cuda-oom-old-format-gpu1-tried-1-65-gib-1-40-free.txt")
     f = _one(r, "cuda_memory_allocation")
-    q = f.quantities
+    q: Mapping[str, Any] = f.quantities  # the sizes below are numbers (MiB), the others text
     assert f.entity["gpu_index"] == "1"
     assert (q["tried_to_allocate"], q["total_capacity"], q["allocated_by_pytorch"], q["free"],
             q["reserved_by_pytorch"]) == ("1.65 GiB", "7.79 GiB", "3.53 GiB", "1.40 GiB", "5.28 GiB")

@@ -44,7 +44,9 @@ def test_every_failure_a_reader_or_catalog_names_is_in_the_table() -> None:
     named[cann.failure] = "ascend_errors.match_cann"
     named.update({x.failure: "xid_codes" for x in [*XIDS.values(), xid_info(9999)]})
     named.update({row[2]: "dcgm.WARNING_CODES" for row in WARNING_CODES})
-    named[classify_warning("something else")[1]] = "dcgm.classify_warning"
+    unknown = classify_warning("something else")[1]
+    assert unknown is not None
+    named[unknown] = "dcgm.classify_warning"
     named.update({failure: "read_framework" for _, failure, _ in _NCCL_RESULTS.values()})
     named[PEER] = "read_framework.PEER"
     named.update({f: "reason_failure" for code in CODES for f in [reason_failure(code)] if f})

@@ -154,7 +154,7 @@ def test_mpirun_tag_output_prefix_is_taken_off_and_names_the_rank() -> None:
                                  "[1,0]<stderr>:NCCL version 2.5.6+cuda10.2"])
     assert lines == ["5873af64cf59:10161:10551 [3] NCCL INFO NET/IB : No device found.",
                      "NCCL version 2.5.6+cuda10.2"]
-    assert [p.rank for p in prefixes] == ["3", "0"]
+    assert [p.rank if p else None for p in prefixes] == ["3", "0"]
 
 
 def test_ordinary_colon_lines_are_not_hosts() -> None:

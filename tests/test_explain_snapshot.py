@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -25,7 +26,7 @@ pytestmark = pytest.mark.skipif(not bench_explain.REAL.is_dir(),
 
 def test_bench_log_reads_exactly_as_the_snapshot() -> None:
     pinned = json.loads(explain_snapshot.SNAPSHOT.read_text(encoding="utf-8"))
-    now = explain_snapshot.snapshot(pinned["lines"])
+    now: dict[str, Any] = explain_snapshot.snapshot(pinned["lines"])
     assert now["input_sha256"] == pinned["input_sha256"], (
         "the generated log changed (fixtures added or edited): check, then rewrite the snapshot")
     assert (now["blocks"], now["findings"]) == (pinned["blocks"], pinned["findings"])

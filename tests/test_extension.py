@@ -14,6 +14,10 @@ from pytest_hetero.bundle.signing import generate_keypair, load_public_key
 from pytest_hetero.bundle.verify import verify_bundle
 from pytest_hetero.cli import main as hetero
 
+# its matrices sit in a temporary folder and name the repository's cases/ (or a neighbouring temporary
+# folder) by absolute path, which path containment refuses unless allowed (suite_setup.outside_inputs)
+pytestmark = pytest.mark.usefixtures("outside_inputs")
+
 # Written against the Backend ABC of pytest_hetero.backends.protocol; the model runs for real.
 LAB_PLUGIN = '''
 import os

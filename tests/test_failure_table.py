@@ -249,6 +249,7 @@ def test_a_driver_error_behind_a_crash_loop_has_docker_s_owner_on_kubernetes() -
                       "error: timed out: unknown", phase="start")
     assert ([r.code for r in reasons][:2], kube, docker) == (
         ["crash_loop", "device_runtime_error"], "device_runtime_error", "oci_runtime_error")
+    assert kube is not None and docker is not None
     assert owner_category(kube, "startup") == owner_category(docker, "startup") == "infrastructure"
 
 

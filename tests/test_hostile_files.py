@@ -21,6 +21,10 @@ from bundle_samples import make_bundle, sample_evidence
 
 from pytest_hetero.bundle.signing import generate_keypair
 
+# its matrices sit in a temporary folder and name the repository's cases/ (or a neighbouring temporary
+# folder) by absolute path, which path containment refuses unless allowed (suite_setup.outside_inputs)
+pytestmark = pytest.mark.usefixtures("outside_inputs")
+
 REPO = Path(__file__).resolve().parents[1]
 DEADLINE_S = 30.0
 """A refusal takes well under a second; a hang (FIFO, /dev/zero) or a whole read of a sparse file would take

@@ -13,6 +13,10 @@ from support import matrix_text
 
 from pytest_hetero.cli.workflow import lint
 
+# its matrices sit in a temporary folder and name the repository's cases/ (or a neighbouring temporary
+# folder) by absolute path, which path containment refuses unless allowed (suite_setup.outside_inputs)
+pytestmark = pytest.mark.usefixtures("outside_inputs")
+
 MESSAGE = ("image 'py' reference 'python:current' is a Python environment of the local backend; the docker "
            "backend runs OCI images")
 HINT = "give an OCI image reference (e.g. pytest-hetero/py311-onnx:1"

@@ -13,8 +13,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from support import DIGITS, REPO, matrix_text
 from test_crash_safety import _hetero, _wait_items
+
+# its matrices sit in a temporary folder and name the repository's cases/ (or a neighbouring temporary
+# folder) by absolute path, which path containment refuses unless allowed (suite_setup.outside_inputs)
+pytestmark = pytest.mark.usefixtures("outside_inputs")
 
 
 def test_a_matrix_edited_during_the_run_leaves_a_bundle_that_verifies_with_the_inputs_used(tmp_path: Path) -> None:

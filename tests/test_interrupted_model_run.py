@@ -15,7 +15,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 from support import DIGITS, MODEL_SHA, matrix_text
+
+# its matrices sit in a temporary folder and name the repository's cases/ (or a neighbouring temporary
+# folder) by absolute path, which path containment refuses unless allowed (suite_setup.outside_inputs)
+pytestmark = pytest.mark.usefixtures("outside_inputs")
 
 MODEL = "cpu-host::py::quick@digits-test::model"
 BUSINESS = "cpu-host::py::quick@digits-test::business"

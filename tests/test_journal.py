@@ -20,6 +20,10 @@ from pytest_hetero.evidence import recorder as recorder_module
 from pytest_hetero.evidence.journal import JournalKey, read_lines
 from pytest_hetero.evidence.recorder import SYNC_EVERY_LINES, Recorder, assemble, journal_locked
 
+# its matrices sit in a temporary folder and name the repository's cases/ (or a neighbouring temporary
+# folder) by absolute path, which path containment refuses unless allowed (suite_setup.outside_inputs)
+pytestmark = pytest.mark.usefixtures("outside_inputs")
+
 
 def _item(n: int, status: str = "passed") -> dict[str, Any]:
     return {"nodeid": f"m.matrix.yaml::r{n}::discovery", "matrix": "m.matrix.yaml", "layer": "discovery",

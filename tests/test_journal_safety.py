@@ -19,10 +19,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support import DIGITS, MODEL_SHA, matrix_text
+from support import DIGITS, MODEL_SHA, matrix_text, outside_paths
 
 from pytest_hetero.bundle.signing import generate_keypair, load_public_key
 from pytest_hetero.bundle.verify import verify_bundle
+
+# its matrices sit in a temporary folder and name the repository's cases/ (or a neighbouring temporary
+# folder) by absolute path, which path containment refuses unless allowed (suite_setup.outside_inputs)
+pytestmark = pytest.mark.usefixtures("outside_inputs")
 
 MODEL = str(DIGITS / "model" / "digits-logreg-1.0.0.onnx")
 
@@ -265,7 +269,8 @@ def finished(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     (tmp / "m.matrix.yaml").write_text(matrix_text(name="m"))
     done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "m.matrix.yaml",
                            "--hetero-run-id", "r1", "--hetero-sign-key", str(key)], cwd=tmp, capture_output=True,
-                          text=True, timeout=300, check=False)
+                          text=True, timeout=300, check=False,
+                          env={**os.environ, "HETERO_ALLOW_PATHS": outside_paths(tmp_path_factory)})
     assert done.returncode == 0, done.stdout
     return tmp / "reports" / "r1", key
 

@@ -8,6 +8,10 @@ from pathlib import Path
 import pytest
 from support import evidence_of, matrix_text, statuses
 
+# its matrices sit in a temporary folder and name the repository's cases/ (or a neighbouring temporary
+# folder) by absolute path, which path containment refuses unless allowed (suite_setup.outside_inputs)
+pytestmark = pytest.mark.usefixtures("outside_inputs")
+
 COMBO = "digits-logreg@digits-test"
 
 

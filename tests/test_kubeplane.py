@@ -11,14 +11,17 @@ import importlib.util
 import os
 import time
 import uuid
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from kubernetes import client, config
-from kubernetes.client.rest import ApiException
+from kubernetes.client.exceptions import ApiException
 
 _spec = importlib.util.spec_from_file_location(
     "hetero_kubeplane", Path(__file__).parent / "infra" / "kubeplane.py")
+assert _spec is not None and _spec.loader is not None
 kubeplane = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(kubeplane)
 
@@ -34,10 +37,11 @@ def kube_api() -> client.ApiClient:
         if os.environ.get("CI", "").lower() == "true":
             pytest.fail(f"CI=true but the Kubernetes plane is unavailable: {exc}")
         pytest.skip(str(exc))
-    return config.new_client_from_config(config_file=str(kubeconfig))
+    api: client.ApiClient = config.new_client_from_config(config_file=str(kubeconfig))  # type: ignore[no-untyped-call]
+    return api
 
 
-def _wait(predicate, timeout_s: float, what: str, interval_s: float = 0.5):
+def _wait(predicate: Callable[[], Any], timeout_s: float, what: str, interval_s: float = 0.5) -> Any:
     """Poll ``predicate()`` until it returns a truthy value; return it.
 
     Raises AssertionError naming ``what`` after ``timeout_s`` seconds.
@@ -93,19 +97,19 @@ def gpu_pod(name: str, gpus: int = 1, node: str | None = None) -> client.V1Pod:
 
 
 @pytest.fixture
-def core(kube_api):
+def core(kube_api: client.ApiClient) -> client.CoreV1Api:
     """CoreV1Api bound to the plane."""
     return client.CoreV1Api(kube_api)
 
 
 @pytest.fixture
-def gpu_node_name(core):
+def gpu_node_name(core: client.CoreV1Api) -> Iterator[str]:
     """Create a ready fake 8-GPU node for one test; delete it afterwards."""
     name = f"kwok-gpu-{uuid.uuid4().hex[:6]}"
     core.create_node(gpu_node(name))
 
-    def ready():
-        node = core.read_node(name)
+    def ready() -> bool:
+        node: Any = core.read_node(name)  # the API's answer: the client's models make every field optional
         return any(c.type == "Ready" and c.status == "True"
                    for c in (node.status.conditions or []))
 
@@ -117,12 +121,12 @@ def gpu_node_name(core):
 
 
 @pytest.fixture
-def namespace(core):
+def namespace(core: client.CoreV1Api) -> Iterator[str]:
     """A fresh namespace (deleted afterwards) whose default SA exists."""
     name = f"hetero-smoke-{uuid.uuid4().hex[:6]}"
     core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
 
-    def has_sa():
+    def has_sa() -> client.V1ServiceAccount | None:
         try:
             return core.read_namespaced_service_account("default", name)
         except ApiException as exc:
@@ -137,34 +141,38 @@ def namespace(core):
         core.delete_namespace(name)
 
 
-def test_gpu_pod_scheduled_and_running(core, gpu_node_name, namespace):
+def test_gpu_pod_scheduled_and_running(core: client.CoreV1Api, gpu_node_name: str, namespace: str) -> None:
     core.create_namespaced_pod(namespace, gpu_pod("gpu-1", node=gpu_node_name))
 
-    def running():
-        pod = core.read_namespaced_pod("gpu-1", namespace)
+    def running() -> Any:
+        pod: Any = core.read_namespaced_pod("gpu-1", namespace)  # the API's answer: the client's models make every field optional
         return pod if pod.status.phase == "Running" else None
 
     pod = _wait(running, 60, "pod gpu-1 Running")
     assert pod.spec.node_name == gpu_node_name
-    node = core.read_node(gpu_node_name)
+    node: Any = core.read_node(gpu_node_name)
     assert node.status.allocatable[GPU] == "8"
 
 
-def test_gpu_quota_refuses_second_pod(core, gpu_node_name, namespace):
+def test_gpu_quota_refuses_second_pod(core: client.CoreV1Api, gpu_node_name: str, namespace: str) -> None:
     quota = client.V1ResourceQuota(
         metadata=client.V1ObjectMeta(name="gpu-quota"),
         spec=client.V1ResourceQuotaSpec(hard={f"requests.{GPU}": "1"}),
     )
     core.create_namespaced_resource_quota(namespace, quota)
     # Quota admission refuses everything until the controller fills status.hard.
-    _wait(lambda: core.read_namespaced_resource_quota("gpu-quota", namespace).status.hard,
+    def hard() -> Any:
+        quota: Any = core.read_namespaced_resource_quota("gpu-quota", namespace)  # the API's answer: the client's models make every field optional
+        return quota.status.hard
+
+    _wait(hard,
           60, "ResourceQuota status")
 
     core.create_namespaced_pod(namespace, gpu_pod("gpu-first", node=gpu_node_name))
     with pytest.raises(ApiException) as refused:
         core.create_namespaced_pod(namespace, gpu_pod("gpu-second", node=gpu_node_name))
     assert refused.value.status == 403
-    assert "exceeded quota" in refused.value.body
+    assert "exceeded quota" in str(refused.value.body)
 
 
 # --- KWOK debugging server: exec / logs through the real apiserver ----------
@@ -172,14 +180,17 @@ def test_gpu_quota_refuses_second_pod(core, gpu_node_name, namespace):
 KWOK_GROUP, KWOK_VERSION = "kwok.x-k8s.io", "v1alpha1"
 
 
-def _running_pod(core, namespace: str, name: str, node: str) -> client.V1Pod:
-    """Create a 1-GPU pod on ``node`` and wait (<= 60 s) until it is Running."""
+def _running_pod(core: client.CoreV1Api, namespace: str, name: str, node: str) -> Any:
+    """Create a 1-GPU pod on ``node`` and wait (<= 60 s) until it is Running; the pod as the API answers it."""
     core.create_namespaced_pod(namespace, gpu_pod(name, node=node))
-    return _wait(lambda: (p := core.read_namespaced_pod(name, namespace)).status.phase == "Running"
-                 and p, 60, f"pod {name} Running")
+
+    def pod() -> Any:
+        return core.read_namespaced_pod(name, namespace)
+
+    return _wait(lambda: (p := pod()).status.phase == "Running" and p, 60, f"pod {name} Running")
 
 
-def _exec(core, namespace: str, pod: str, command: list[str]) -> tuple[str, str, dict]:
+def _exec(core: client.CoreV1Api, namespace: str, pod: str, command: list[str]) -> tuple[str, str, dict[str, Any]]:
     """Exec ``command`` in ``pod`` via the apiserver (websocket).
 
     Returns (stdout, stderr, status) where status is the decoded error-channel
@@ -198,8 +209,8 @@ def _exec(core, namespace: str, pod: str, command: list[str]) -> tuple[str, str,
         ws.close()
 
 
-def test_exec_runs_local_command_via_exec_resource(kube_api, core, gpu_node_name, namespace,
-                                                   tmp_path):
+def test_exec_runs_local_command_via_exec_resource(kube_api: client.ApiClient, core: client.CoreV1Api,
+                                                   gpu_node_name: str, namespace: str, tmp_path: Path) -> None:
     _running_pod(core, namespace, "payload", gpu_node_name)
     crd = client.CustomObjectsApi(kube_api)
     crd.create_namespaced_custom_object(KWOK_GROUP, KWOK_VERSION, namespace, "execs", {
@@ -209,7 +220,7 @@ def test_exec_runs_local_command_via_exec_resource(kube_api, core, gpu_node_name
             "workDir": str(tmp_path), "envs": [{"name": "HETERO_ROLE", "value": "payload"}]}}]},
     })
 
-    def exec_ok():  # kwok sees the new Exec through a watch: retry briefly
+    def exec_ok() -> tuple[str, str, dict[str, Any]] | None:  # kwok sees the new Exec through a watch: retry briefly
         out, err, status = _exec(core, namespace, "payload",
                                  ["sh", "-c", "echo $HETERO_ROLE; pwd; echo oops >&2"])
         return (out, err, status) if status.get("status") == "Success" else None
@@ -224,8 +235,8 @@ def test_exec_runs_local_command_via_exec_resource(kube_api, core, gpu_node_name
     assert status["message"].endswith("exit status 3")
 
 
-def test_logs_served_from_local_file_via_logs_resource(kube_api, core, gpu_node_name, namespace,
-                                                       tmp_path):
+def test_logs_served_from_local_file_via_logs_resource(kube_api: client.ApiClient, core: client.CoreV1Api,
+                                                       gpu_node_name: str, namespace: str, tmp_path: Path) -> None:
     _running_pod(core, namespace, "payload", gpu_node_name)
     log_file = tmp_path / "payload.log"
     # KWOK parses CRI log lines: "<RFC3339Nano> <stream> <F|P> <text>".
@@ -238,7 +249,7 @@ def test_logs_served_from_local_file_via_logs_resource(kube_api, core, gpu_node_
             "spec": {"logs": [{"logsFile": str(log_file)}]},
         })
 
-    def logs():
+    def logs() -> str | None:
         try:
             return core.read_namespaced_pod_log("payload", namespace)
         except ApiException:
@@ -248,11 +259,11 @@ def test_logs_served_from_local_file_via_logs_resource(kube_api, core, gpu_node_
         "hello from payload\na warning\n"
 
 
-def test_node_not_ready_stage(core, gpu_node_name):
+def test_node_not_ready_stage(core: client.CoreV1Api, gpu_node_name: str) -> None:
     label = "node-not-ready.stage.kwok.x-k8s.io"
 
-    def ready_status():
-        node = core.read_node(gpu_node_name)
+    def ready_status() -> Any:
+        node: Any = core.read_node(gpu_node_name)  # the API's answer: the client's models make every field optional
         return next(c for c in node.status.conditions if c.type == "Ready")
 
     core.patch_node(gpu_node_name, {

@@ -10,6 +10,10 @@ from support import REPO, matrix_text
 
 from pytest_hetero.cli import main
 
+# its matrices sit in a temporary folder and name the repository's cases/ (or a neighbouring temporary
+# folder) by absolute path, which path containment refuses unless allowed (suite_setup.outside_inputs)
+pytestmark = pytest.mark.usefixtures("outside_inputs")
+
 GPU = {"name": "gpu-nvidia", "type": "gpu", "vendor": "nvidia", "requests": {"nvidia.com/gpu": 1}}
 CPU = {"name": "cpu-host", "type": "cpu", "requests": {"cpu": 1}}
 

@@ -11,6 +11,10 @@ from support import DIGITS, MODEL_SHA, REPO, dedent, matrix_text
 
 from pytest_hetero.cli import main
 
+# its matrices sit in a temporary folder and name the repository's cases/ (or a neighbouring temporary
+# folder) by absolute path, which path containment refuses unless allowed (suite_setup.outside_inputs)
+pytestmark = pytest.mark.usefixtures("outside_inputs")
+
 RULES_HEAD = "apiVersion: pytest-hetero/v1\nkind: AcceptanceRules\nrules:\n"
 
 

@@ -16,6 +16,10 @@ from pytest_hetero.layers.governance import breaches
 from pytest_hetero.matrix import load_matrix
 from pytest_hetero.matrix.expand import expand
 
+# its matrices sit in a temporary folder and name the repository's cases/ (or a neighbouring temporary
+# folder) by absolute path, which path containment refuses unless allowed (suite_setup.outside_inputs)
+pytestmark = pytest.mark.usefixtures("outside_inputs")
+
 REPO = Path(__file__).resolve().parents[1]
 TENANTS = [{"name": "a", "namespace": "team-a", "service_account": "runner", "queue": "lq",
             "cluster_queue": "cq-a"},
@@ -38,7 +42,7 @@ def problems(tmp_path: Path, probes: list[dict[str, Any]], tenants: list[dict[st
 
 
 def test_tenants_and_probes_load_and_expand_to_scheduling_items(tmp_path: Path) -> None:
-    probes = [{"name": "a-not-b", "kind": "tenant-isolation", "resource": "cpu-host", "as": "a", "target": "b",
+    probes: list[dict[str, Any]] = [{"name": "a-not-b", "kind": "tenant-isolation", "resource": "cpu-host", "as": "a", "target": "b",
                "expect": {"reasons": ["forbidden_rbac"]}, "timeout": "20s"},
               {"name": "a-quota", "kind": "quota", "resource": "cpu-host", "as": "a", "above": {"cpu": 9},
                "within": {"cpu": "500m"}},

@@ -8,13 +8,14 @@ run prints pytest's summary and the hetero summary, and writes every rendering: 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import unicodedata
 from pathlib import Path
 
 import pytest
-from support import DIGITS, MODEL_SHA, matrix_text
+from support import DIGITS, MODEL_SHA, matrix_text, outside_paths
 
 from pytest_hetero.reporting.view import (
     _INVISIBLE,
@@ -25,6 +26,10 @@ from pytest_hetero.reporting.view import (
     printable,
     terminal_text,
 )
+
+# its matrices sit in a temporary folder and name the repository's cases/ (or a neighbouring temporary
+# folder) by absolute path, which path containment refuses unless allowed (suite_setup.outside_inputs)
+pytestmark = pytest.mark.usefixtures("outside_inputs")
 
 HOSTILE = "\x1b[2J\x1b[31mred\x07bell\x00nul\x9b31mcsi\u202egnp.exe\u200bzw\u2066iso\u2069\ufeff"
 """What a model's stderr may hold: clear screen, colour, BEL, NUL, C1 CSI, bidi override and isolate, ZWSP, BOM."""
@@ -104,7 +109,7 @@ def hostile_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.Co
                                      f"    return {EVIL_OWNER!r} if layer == 'business' else None\n")
     done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "hostile.matrix.yaml",
                            "--hetero-run-id", "r1", "-rA"], cwd=tmp, capture_output=True, text=True, timeout=300,
-                          check=False)
+                          check=False, env={**os.environ, "HETERO_ALLOW_PATHS": outside_paths(tmp_path_factory)})
     return done, tmp / "reports" / "r1"
 
 

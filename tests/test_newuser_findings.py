@@ -14,6 +14,10 @@ from typing import Any
 import pytest
 from support import matrix_text
 
+# its matrices sit in a temporary folder and name the repository's cases/ (or a neighbouring temporary
+# folder) by absolute path, which path containment refuses unless allowed (suite_setup.outside_inputs)
+pytestmark = pytest.mark.usefixtures("outside_inputs")
+
 
 def _strict_json(text: str) -> Any:
     """Parse ``text`` as RFC 8259 JSON: NaN and ±Infinity refused as JSON.parse and jq refuse them."""
@@ -476,7 +480,7 @@ def test_a_node_selector_on_a_host_engine_is_named_not_proven_by_discovery(pytes
     if its labels had been checked. The host has no node labels: discovery passes on what it did check
     (the CPU) and names the selector as not proven in the untested scope (evidence and terminal); a
     resource without either records nothing of the kind."""
-    resources = [{"name": "labelled", "type": "cpu", "requests": {"cpu": 1},
+    resources: list[dict[str, Any]] = [{"name": "labelled", "type": "cpu", "requests": {"cpu": 1},
                   "node_selector": {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"},
                   "tolerations": [{"key": "dedicated", "operator": "Exists", "effect": "NoSchedule"}]},
                  {"name": "plain", "type": "cpu", "requests": {"cpu": 1}}]

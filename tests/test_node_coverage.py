@@ -19,6 +19,10 @@ from pytest_hetero.matrix.model import Coverage, Matrix
 from pytest_hetero.status.compute import pool_status
 from pytest_hetero.status.publish import left_as_is, parse_now, publish_plan
 
+# its matrices sit in a temporary folder and name the repository's cases/ (or a neighbouring temporary
+# folder) by absolute path, which path containment refuses unless allowed (suite_setup.outside_inputs)
+pytestmark = pytest.mark.usefixtures("outside_inputs")
+
 
 def matrix(tmp_path: Path, coverage: Any) -> Matrix:
     resource: dict[str, Any] = {"name": "cpu", "type": "cpu", "requests": {"cpu": 1}}

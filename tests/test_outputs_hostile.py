@@ -15,6 +15,10 @@ from support import DATA_SHA, DIGITS, MODEL_SHA, evidence_of, statuses
 
 from pytest_hetero.layers.execution import MAX_OUTPUTS_DEPTH, OutputsUnusable, parse_outputs
 
+# its matrices sit in a temporary folder and name the repository's cases/ (or a neighbouring temporary
+# folder) by absolute path, which path containment refuses unless allowed (suite_setup.outside_inputs)
+pytestmark = pytest.mark.usefixtures("outside_inputs")
+
 RULES = """\
 apiVersion: pytest-hetero/v1
 kind: AcceptanceRules

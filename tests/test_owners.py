@@ -11,6 +11,10 @@ from support import matrix_text
 
 from pytest_hetero.matrix.load import load_matrix
 
+# its matrices sit in a temporary folder and name the repository's cases/ (or a neighbouring temporary
+# folder) by absolute path, which path containment refuses unless allowed (suite_setup.outside_inputs)
+pytestmark = pytest.mark.usefixtures("outside_inputs")
+
 CPU = {"name": "cpu-host", "type": "cpu", "requests": {"cpu": 1}}
 HUGE = {"name": "cpu-huge", "type": "cpu", "requests": {"cpu": 1}, "expect": {"min_cpus": 100000}}
 COMBO = "digits-logreg@digits-test"

@@ -5,9 +5,14 @@ from __future__ import annotations
 import csv
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from support import DATA_SHA, DIGITS, REPO, evidence_of, matrix_text, statuses
+
+# its matrices sit in a temporary folder and name the repository's cases/ (or a neighbouring temporary
+# folder) by absolute path, which path containment refuses unless allowed (suite_setup.outside_inputs)
+pytestmark = pytest.mark.usefixtures("outside_inputs")
 
 CPU = {"name": "cpu-host", "type": "cpu", "requests": {"cpu": 1}}
 GPU = {"name": "gpu-nvidia", "type": "gpu", "vendor": "nvidia", "requests": {"nvidia.com/gpu": 1}}
@@ -253,7 +258,7 @@ def test_xdist_gives_the_same_statuses_as_a_serial_run(pytester: pytest.Pytester
     parallel = pytester.runpytest("-p", "no:cacheprovider", "-n", "2", "--hetero-report-dir", "parallel")
     assert serial.ret == parallel.ret == 1
 
-    def load(folder: str) -> dict[str, object]:
+    def load(folder: str) -> dict[str, Any]:
         [bundle] = (pytester.path / folder).iterdir()
         return dict(json.loads((bundle / "evidence.json").read_text()))
 

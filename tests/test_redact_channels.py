@@ -19,6 +19,10 @@ from support import DIGITS, MODEL_SHA
 from pytest_hetero.bundle import signing  # noqa: F401 - imported before pytester runs (they drop new modules)
 from pytest_hetero.cli import main
 
+# its matrices sit in a temporary folder and name the repository's cases/ (or a neighbouring temporary
+# folder) by absolute path, which path containment refuses unless allowed (suite_setup.outside_inputs)
+pytestmark = pytest.mark.usefixtures("outside_inputs")
+
 KINDS: dict[str, tuple[str, str]] = {
     # kind: (as written, the part that must never be seen)
     "github": ("ghp_A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8", "C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"),

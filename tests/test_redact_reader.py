@@ -16,6 +16,10 @@ from pytest_hetero.bundle.signing import generate_keypair  # imported before pyt
 from pytest_hetero.cli import main
 from pytest_hetero.redact import INVISIBLE_RANGES, Redactor, reader_view, untranslatable
 
+# its matrices sit in a temporary folder and name the repository's cases/ (or a neighbouring temporary
+# folder) by absolute path, which path containment refuses unless allowed (suite_setup.outside_inputs)
+pytestmark = pytest.mark.usefixtures("outside_inputs")
+
 GHP = "ghp_A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
 GHP_CORE = "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
 NPM = "npm_abcdefghijklmnopqrstuvwxyz0123456789"

@@ -196,7 +196,8 @@ def test_report_is_self_contained_and_printable(bundle: Path) -> None:
     assert "<link" not in html and "<script" not in html
     assert not re.search(r"""(src|href)=["']?(https?:)?//""", html)
     assert "@media print" in html
-    assert CSP.search(html).group(0) == ('<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; '
+    csp = CSP.search(html)
+    assert csp is not None and csp.group(0) == ('<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; '
                                          'style-src \'unsafe-inline\'; img-src data:">')
 
 

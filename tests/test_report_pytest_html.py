@@ -7,6 +7,7 @@ import html
 import json
 import re
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,10 @@ sys.path.insert(0, str(Path(__file__).parent))
 from support import matrix_text
 
 pytest.importorskip("pytest_html")
+
+# its matrices sit in a temporary folder and name the repository's cases/ (or a neighbouring temporary
+# folder) by absolute path, which path containment refuses unless allowed (suite_setup.outside_inputs)
+pytestmark = pytest.mark.usefixtures("outside_inputs")
 
 
 def _blob(page: str) -> dict[str, object]:
@@ -69,7 +74,7 @@ def test_cells_are_escaped() -> None:
                           '<td class="col-hetero-owner">&lt;script&gt;x&lt;/script&gt;</td>']
 
 
-def _hetero_extras(reports: list[Any]) -> list[dict[str, Any]]:
+def _hetero_extras(reports: Sequence[Any]) -> list[dict[str, Any]]:
     return [e for r in reports for e in getattr(r, "extras", []) if str(e.get("name", "")).startswith("hetero ")]
 
 

@@ -24,6 +24,10 @@ from support import DIGITS, MODEL_SHA, evidence_of, gone, statuses, survivors
 
 from pytest_hetero.bundle.signing import generate_keypair
 
+# its matrices sit in a temporary folder and name the repository's cases/ (or a neighbouring temporary
+# folder) by absolute path, which path containment refuses unless allowed (suite_setup.outside_inputs)
+pytestmark = pytest.mark.usefixtures("outside_inputs")
+
 EVIL = """\
 import json, os, sys, time
 open(sys.argv[1],"w").write('{"metrics": {"accuracy": 1}}')

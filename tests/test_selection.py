@@ -14,6 +14,10 @@ from pytest_hetero.matrix.expand import expand
 from pytest_hetero.matrix.load import load_matrix
 from pytest_hetero.matrix.selection import Request, assign_shards, parse_selector, parse_shard, select
 
+# its matrices sit in a temporary folder and name the repository's cases/ (or a neighbouring temporary
+# folder) by absolute path, which path containment refuses unless allowed (suite_setup.outside_inputs)
+pytestmark = pytest.mark.usefixtures("outside_inputs")
+
 
 def old_inputs(root: Path) -> Path:
     """A copy of the digits case's code folder and acceptance rules at ``root`` (an old revision's

@@ -22,6 +22,10 @@ from support import DATA_SHA, DIGITS, MODEL_SHA
 
 from pytest_hetero.bundle.signing import PAYLOAD_TYPE, generate_keypair, keyid, load_private_key, load_public_key, pae
 
+# its matrices sit in a temporary folder and name the repository's cases/ (or a neighbouring temporary
+# folder) by absolute path, which path containment refuses unless allowed (suite_setup.outside_inputs)
+pytestmark = pytest.mark.usefixtures("outside_inputs")
+
 SIGNER = """\
 import base64, sys
 from cryptography.hazmat.primitives import serialization

@@ -17,6 +17,10 @@ from support import evidence_of, matrix_text
 from pytest_hetero.evidence.usage import RECORD, epoch, held, ledger
 from pytest_hetero.matrix.quantity import quantity
 
+# its matrices sit in a temporary folder and name the repository's cases/ (or a neighbouring temporary
+# folder) by absolute path, which path containment refuses unless allowed (suite_setup.outside_inputs)
+pytestmark = pytest.mark.usefixtures("outside_inputs")
+
 
 def _two_models() -> str:
     """The digits case as two models of different task types and versions (same files, two claims)."""

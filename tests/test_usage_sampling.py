@@ -16,6 +16,10 @@ from support import FIXTURES, evidence_of, matrix_text
 from pytest_hetero.probes import usage
 from pytest_hetero.probes.usage import MAX_POINTS, Sampler, Source, cgroup_source, npu_smi_source, sampling
 
+# its matrices sit in a temporary folder and name the repository's cases/ (or a neighbouring temporary
+# folder) by absolute path, which path containment refuses unless allowed (suite_setup.outside_inputs)
+pytestmark = pytest.mark.usefixtures("outside_inputs")
+
 USAGES = FIXTURES / "npu-smi-info-t-usages-and-t-memory-npu1-32gb-hbm.txt"
 
 

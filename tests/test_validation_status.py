@@ -22,6 +22,10 @@ from pytest_hetero.matrix.load import load_matrix
 from pytest_hetero.status.compute import RESOURCE_LAYERS, layer_summary, level_of, pool_status
 from pytest_hetero.status.publish import PublishRefused, expiry_plan, parse_now, publish_plan
 
+# its matrices sit in a temporary folder and name the repository's cases/ (or a neighbouring temporary
+# folder) by absolute path, which path containment refuses unless allowed (suite_setup.outside_inputs)
+pytestmark = pytest.mark.usefixtures("outside_inputs")
+
 
 def hetero(*argv: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
@@ -96,7 +100,7 @@ def test_pool_status_groups_items_by_resource_task_type_and_layer(tmp_path: Path
     assert [p["pool"] for p in pools] == ["cpu-a", "cpu-b"]
     for pool in pools:
         for task_type, models in (("batch-inference", ["digits-logreg"]), ("fine-tune", ["trainer"])):
-            want = {layer: layer_summary(i["status"] for i in items if i["keys"]["resource"] == pool["pool"]
+            want: dict[str, str] = {layer: layer_summary(i["status"] for i in items if i["keys"]["resource"] == pool["pool"]
                                          and i["layer"] == layer and (layer in RESOURCE_LAYERS
                                                                       or i["keys"].get("model") in models))
                     for layer in LAYERS}

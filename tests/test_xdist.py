@@ -14,6 +14,10 @@ from typing import Any
 import pytest
 from support import matrix_text
 
+# its matrices sit in a temporary folder and name the repository's cases/ (or a neighbouring temporary
+# folder) by absolute path, which path containment refuses unless allowed (suite_setup.outside_inputs)
+pytestmark = pytest.mark.usefixtures("outside_inputs")
+
 pytest.importorskip("xdist")
 
 RESOURCES = [{"name": "cpu-a", "type": "cpu", "requests": {"cpu": 1}},

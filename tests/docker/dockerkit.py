@@ -6,6 +6,7 @@ import importlib.util
 import json
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +47,39 @@ def leftovers(api: Any, run_id: str) -> list[str]:
     return names
 
 
+@pytest.fixture(scope="session")
+def engine() -> Iterator[Any]:
+    """A ``docker.APIClient`` to a live engine holding ``ONNX_IMAGE`` and ``SHELL_IMAGE``."""
+    if not engine_answers() and not (hasattr(os, "geteuid") and os.geteuid() == 0):
+        reason = "no Docker engine answers and not root, so tests/infra/docker-engine.sh cannot start one"
+        if IN_CI:
+            pytest.fail(f"CI=true: {reason}")
+        pytest.skip(reason)
+    infra.ensure_docker()
+    infra.ensure_images()
+    api = docker.APIClient(**{**docker.utils.kwargs_from_env(), "timeout": 120})
+    yield api
+    api.close()
+
+
+@pytest.fixture
+def run_id(engine: Any, request: pytest.FixtureRequest) -> Iterator[str]:
+    """A fresh run id for one test; whatever still carries it afterwards is removed (and the test
+    that left it is told: leftovers are a failure of the backend's cleanup, asserted in the tests)."""
+    value = "t" + os.urandom(5).hex()
+    yield value
+    for name in leftovers(engine, value):
+        try:
+            if name.startswith("sha256:"):
+                engine.remove_image(name, force=True)
+            elif name.startswith("/"):
+                engine.remove_container(name, force=True, v=True)
+            else:
+                engine.remove_volume(name, force=True)
+        except docker.errors.NotFound:
+            pass
+
+
 DIGITS = REPO / "cases" / "digits"
 MODEL_SHA = "d2230a9096140b09d443879ca3b0d7cb0021917896a8f462f79806de1109b523"
 DATA_SHA = "3678e2fa8f107ffa5d8518cc07a46b9e4ce67e89d65b2f88e4c391638d965bfb"
@@ -64,7 +98,7 @@ def docker_matrix(*, resources: list[dict[str, Any]] | None = None, image: str =
     ``datasets`` > 1 adds copies of the digits dataset under other names (same file), so one
     container serves several model × dataset items.
     """
-    ds = [{"name": f"digits-test{'' if i == 0 else i}", "version": "1.0.0",
+    ds: list[dict[str, Any]] = [{"name": f"digits-test{'' if i == 0 else i}", "version": "1.0.0",
            "uri": str(DIGITS / "data" / "digits-test-1.0.0.csv"), "sha256": DATA_SHA,
            "acceptance": str(acceptance or DIGITS / "acceptance.yaml")} for i in range(datasets)]
     if acceptance is None:  # the digits rules judge gate-computed metrics: the label column is the truth

@@ -207,7 +207,8 @@ def test_a_ranking_truth_is_withheld_and_recall_at_k_is_computed_outside_the_con
     top_k_accuracy_score and label_ranking_average_precision_score on the same ranking."""
     from sklearn.metrics import label_ranking_average_precision_score, top_k_accuracy_score
 
-    rows = [{"q": i, "lang": "de" if i % 3 == 0 else "en", "relevant": [f"d{(i * 3 + 1) % 4}"]} for i in range(24)]
+    rows: list[dict[str, Any]] = [{"q": i, "lang": "de" if i % 3 == 0 else "en", "relevant": [f"d{(i * 3 + 1) % 4}"]}
+                                  for i in range(24)]
     data = pytester.path / "search.jsonl"
     data.write_text("".join(json.dumps(r) + "\n" for r in rows))
     code = pytester.path / "code" / "r"

@@ -30,6 +30,10 @@ import docker
 import pytest
 from dockerkit import SHELL_IMAGE, docker_matrix, evidence, failure, items, leftovers, record, statuses
 
+# its matrices sit in a temporary folder and name the repository's cases/ (or a neighbouring temporary
+# folder) by absolute path, which path containment refuses unless allowed (suite_setup.outside_inputs)
+pytestmark = pytest.mark.usefixtures("outside_inputs")
+
 SLOW_SLEEP_S = 30
 ACCURACY_ONLY = """apiVersion: pytest-hetero/v1
 kind: AcceptanceRules
@@ -99,8 +103,8 @@ def private_engine(engine: Any) -> Iterator[PrivateEngine]:
     private.start()
     try:
         with docker.APIClient(base_url=private.url, timeout=120) as api:
-            api.load_image(b"".join(engine.get_image(SHELL_IMAGE)))
-            assert api.inspect_image(SHELL_IMAGE)["Id"] == engine.inspect_image(SHELL_IMAGE)["Id"]
+            api.load_image(b"".join(engine.get_image(SHELL_IMAGE)))  # type: ignore[no-untyped-call]  # (untyped in types-docker)
+            assert api.inspect_image(SHELL_IMAGE)["Id"] == engine.inspect_image(SHELL_IMAGE)["Id"]  # type: ignore[no-untyped-call]
         yield private
     finally:
         private.stop()

@@ -23,6 +23,10 @@ from dockerkit import (
     statuses,
 )
 
+# its matrices sit in a temporary folder and name the repository's cases/ (or a neighbouring temporary
+# folder) by absolute path, which path containment refuses unless allowed (suite_setup.outside_inputs)
+pytestmark = pytest.mark.usefixtures("outside_inputs")
+
 
 def test_example_docker_matrix_end_to_end(tmp_path: Path, run_id: str, engine: Any) -> None:
     proc = subprocess.run(

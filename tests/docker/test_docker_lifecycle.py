@@ -27,6 +27,10 @@ from dockerkit import (
 
 from pytest_hetero.cli import main
 
+# its matrices sit in a temporary folder and name the repository's cases/ (or a neighbouring temporary
+# folder) by absolute path, which path containment refuses unless allowed (suite_setup.outside_inputs)
+pytestmark = pytest.mark.usefixtures("outside_inputs")
+
 
 def cleanup(*argv: str) -> int:
     """Run ``hetero cleanup ARGV`` in-process, through the ``hetero`` command's parsers."""

@@ -11,6 +11,10 @@ from typing import Any
 import pytest
 from dockerkit import COMBO, docker_matrix, evidence, leftovers, statuses
 
+# its matrices sit in a temporary folder and name the repository's cases/ (or a neighbouring temporary
+# folder) by absolute path, which path containment refuses unless allowed (suite_setup.outside_inputs)
+pytestmark = pytest.mark.usefixtures("outside_inputs")
+
 
 def test_a_whole_run_leaks_no_engine_socket(pytester: pytest.Pytester, run_id: str, engine: Any) -> None:
     pytester.makefile(".matrix.yaml", d=docker_matrix())

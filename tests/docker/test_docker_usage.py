@@ -12,6 +12,10 @@ from dockerkit import COMBO, ENTRYPOINT, docker_matrix, evidence, items
 from pytest_hetero.evidence.usage import RECORD
 from pytest_hetero.matrix.quantity import quantity
 
+# its matrices sit in a temporary folder and name the repository's cases/ (or a neighbouring temporary
+# folder) by absolute path, which path containment refuses unless allowed (suite_setup.outside_inputs)
+pytestmark = pytest.mark.usefixtures("outside_inputs")
+
 
 def _usage(item: dict[str, Any]) -> list[dict[str, Any]]:
     return [r["data"] for r in item["records"] if r["kind"] == RECORD]

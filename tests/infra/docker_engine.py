@@ -18,6 +18,7 @@ import shutil
 import signal
 import subprocess
 from pathlib import Path
+from typing import Any
 
 SCRIPT = Path(__file__).resolve().with_name("docker-engine.sh")
 
@@ -74,7 +75,7 @@ def _run(subcommand: str, timeout: float) -> str:
     return out
 
 
-def _kill_group(proc: subprocess.Popen) -> None:
+def _kill_group(proc: subprocess.Popen[Any]) -> None:
     for sig, grace in ((signal.SIGTERM, 15.0), (signal.SIGKILL, 5.0)):
         try:
             os.killpg(proc.pid, sig)

@@ -82,7 +82,7 @@ def _keep_webhook(hook: dict[str, Any], frameworks: list[str]) -> bool:
     return True
 
 
-def render(manifests: Path, url: str, ca_pem: bytes, frameworks: list[str]) -> tuple[list, list]:
+def render(manifests: Path, url: str, ca_pem: bytes, frameworks: list[str]) -> tuple[list[tuple[str, dict[str, Any]]], list[tuple[str, dict[str, Any]]]]:
     """Return (base objects, webhook configurations), each a list of (API path, object).
 
     ``url`` is the webhook server's base URL (``https://127.0.0.1:<port>``).
@@ -138,7 +138,8 @@ class Api:
         req = urllib.request.Request(self.server + path, data=body, method=method,
                                      headers={"Content-Type": content_type, "Accept": "application/json"})
         with urllib.request.urlopen(req, context=self.ctx, timeout=30) as resp:
-            return json.loads(resp.read() or b"{}")
+            answer: dict[str, Any] = json.loads(resp.read() or b"{}")
+            return answer
 
     def apply(self, path: str, obj: dict[str, Any]) -> None:
         """Server-side apply (force): idempotent, and takes over fields an older run set."""

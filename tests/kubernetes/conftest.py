@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 from kubekit import IN_CI, POOL, SESSION, FakeKubelet, node_specs, schedulable
 from kubernetes import client, config
-from kubernetes.client.rest import ApiException
+from kubernetes.client.exceptions import ApiException
 
 _spec = importlib.util.spec_from_file_location(
     "hetero_kubeplane", Path(__file__).parents[1] / "infra" / "kubeplane.py"
@@ -50,7 +50,7 @@ class Cluster:
     def new_namespace(self, stem: str) -> str:
         """Create a namespace ``<stem>-<suffix>-<random>`` (deleted at session end); wait for its default SA."""
         name = f"{stem}-{self.suffix}-{uuid.uuid4().hex[:4]}"
-        self.core.create_namespace({"metadata": {"name": name, "labels": {SESSION: self.suffix}}})
+        self.core.create_namespace({"metadata": {"name": name, "labels": {SESSION: self.suffix}}})  # type: ignore[arg-type]  # a manifest dict, sent as it is
         client.CustomObjectsApi(self.api).create_cluster_custom_object(
             "kwok.x-k8s.io",
             "v1alpha1",
@@ -66,7 +66,7 @@ class Cluster:
 
 
 def _ready(core: client.CoreV1Api, name: str) -> bool:
-    node = core.read_node(name)
+    node: Any = core.read_node(name)  # the API's answer (every field optional)
     return any(c.type == "Ready" and c.status == "True" for c in node.status.conditions or [])
 
 
@@ -83,7 +83,7 @@ def cluster() -> Iterator[Cluster]:
     # at whatever cluster the developer's environment names, and restore it afterwards
     previous = os.environ.get("KUBECONFIG")
     os.environ["KUBECONFIG"] = str(kubeconfig)
-    api = config.new_client_from_config(config_file=str(kubeconfig))
+    api = config.new_client_from_config(config_file=str(kubeconfig))  # type: ignore[no-untyped-call]
     core = client.CoreV1Api(api)
     suffix = uuid.uuid4().hex[:5]
     specs = node_specs(suffix)
@@ -92,7 +92,7 @@ def cluster() -> Iterator[Cluster]:
     made = Cluster(api, kubeconfig, suffix, "", nodes)
     try:
         for body in specs:
-            core.create_node(body)
+            core.create_node(body)  # type: ignore[arg-type]  # a manifest dict, sent as it is
             core.patch_node_status(body["metadata"]["name"], {"status": body["status"]})
             nodes.setdefault(body["metadata"]["labels"][POOL], []).append(body["metadata"]["name"])
         kubelet = FakeKubelet(api, nodes["outcome"][0])
@@ -124,7 +124,8 @@ def _wait_until_settled(core: client.CoreV1Api, nodes: dict[str, list[str]]) -> 
 def _delete_session_objects(api: client.ApiClient, suffix: str, specs: list[dict[str, Any]]) -> None:
     """Delete this session's namespaces (and their KWOK ClusterExecs), RBAC objects and nodes."""
     core = client.CoreV1Api(api)
-    for ns in core.list_namespace(label_selector=f"{SESSION}={suffix}").items:
+    namespaces: list[Any] = core.list_namespace(label_selector=f"{SESSION}={suffix}").items
+    for ns in namespaces:
         core.delete_namespace(ns.metadata.name)
         try:
             client.CustomObjectsApi(api).delete_cluster_custom_object(
@@ -133,9 +134,11 @@ def _delete_session_objects(api: client.ApiClient, suffix: str, specs: list[dict
         except ApiException:
             pass
     rbac = client.RbacAuthorizationV1Api(api)
-    for binding in rbac.list_cluster_role_binding(label_selector=f"{SESSION}={suffix}").items:
+    bindings: list[Any] = rbac.list_cluster_role_binding(label_selector=f"{SESSION}={suffix}").items
+    for binding in bindings:
         rbac.delete_cluster_role_binding(binding.metadata.name)
-    for role in rbac.list_cluster_role(label_selector=f"{SESSION}={suffix}").items:
+    roles: list[Any] = rbac.list_cluster_role(label_selector=f"{SESSION}={suffix}").items
+    for role in roles:
         rbac.delete_cluster_role(role.metadata.name)
     for body in specs:
         try:
@@ -149,7 +152,7 @@ def run_id(cluster: Cluster) -> Iterator[str]:
     """A fresh run id; afterwards nothing labelled with it may remain (asserted: cleanup is under test)."""
     value = "t" + uuid.uuid4().hex[:10]
     yield value
-    left = cluster.core.list_pod_for_all_namespaces(label_selector=f"pytest-hetero.run-id={value}").items
+    left: list[Any] = cluster.core.list_pod_for_all_namespaces(label_selector=f"pytest-hetero.run-id={value}").items
     alive = [p.metadata.name for p in left if p.metadata.deletion_timestamp is None]
     for p in left:
         try:
@@ -198,7 +201,7 @@ class RealNodeCluster:
     def new_namespace(self, stem: str) -> str:
         """Create ``<stem>-<suffix>-<random>`` (labelled with the session; deleted at session end)."""
         name = f"{stem}-{self.suffix}-{uuid.uuid4().hex[:4]}"
-        self.core.create_namespace({"metadata": {"name": name, "labels": {SESSION: self.suffix}}})
+        self.core.create_namespace({"metadata": {"name": name, "labels": {SESSION: self.suffix}}})  # type: ignore[arg-type]  # a manifest dict, sent as it is
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             try:
@@ -218,7 +221,7 @@ class RealNodeCluster:
         with _cache_env(self.cache):
             realnode_infra.ensure_realnode()
 
-    def pod_spec(self, containers: list[dict], **extra: object) -> dict:
+    def pod_spec(self, containers: list[dict[str, Any]], **extra: object) -> dict[str, Any]:
         """A pod spec that lands on the real node: its toleration and nodeSelector added."""
         info = self.info
         return {
@@ -270,14 +273,15 @@ def realnode() -> Iterator[RealNodeCluster]:
         if IN_CI:
             pytest.fail(f"CI=true but the real node is unavailable: {exc}")
         pytest.skip(f"real node unavailable: {exc}")
-    api = config.new_client_from_config(config_file=str(info.kubeconfig))
+    api = config.new_client_from_config(config_file=str(info.kubeconfig))  # type: ignore[no-untyped-call]
     cache = os.environ.get("HETERO_CACHE") or str(Path.home() / ".cache" / "pytest-hetero")
     made = RealNodeCluster(api, info, uuid.uuid4().hex[:5], cache)
     try:
         yield made
     finally:
         core = client.CoreV1Api(api)
-        for ns in core.list_namespace(label_selector=f"{SESSION}={made.suffix}").items:
+        mine: list[Any] = core.list_namespace(label_selector=f"{SESSION}={made.suffix}").items
+        for ns in mine:
             try:
                 core.delete_namespace(ns.metadata.name)
             except ApiException:

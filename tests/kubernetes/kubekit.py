@@ -29,7 +29,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from kubernetes import client, watch
-from kubernetes.client.rest import ApiException
+from kubernetes.client.exceptions import ApiException
 from support import matrix_text
 
 IN_CI = os.environ.get("CI", "").lower() == "true"
@@ -191,7 +191,7 @@ class FakeKubelet:
         done: set[str] = set()
         while not self.stop.is_set():
             try:
-                for ev in watch.Watch().stream(
+                for ev in watch.Watch().stream(  # type: ignore[no-untyped-call]  # (the client's watch is untyped)
                     self.core.list_pod_for_all_namespaces,
                     timeout_seconds=30,
                     field_selector=f"spec.nodeName={self.node}",
@@ -241,7 +241,7 @@ class FakeKubelet:
             reason, message = outcome["event"]
             self.core.create_namespaced_event(
                 ns,
-                {
+                {  # type: ignore[arg-type]  # a manifest dict, sent as it is
                     "metadata": {"generateName": f"{name}."},
                     "type": "Warning",
                     "reason": reason,

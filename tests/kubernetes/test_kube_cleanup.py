@@ -8,16 +8,20 @@ import os
 import subprocess
 import sys
 import threading
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from kubekit import kube_matrix
-from kubernetes.client.rest import ApiException
+from kubernetes.client.exceptions import ApiException
 
 from pytest_hetero.backends.kubernetes.watch import PodWatch
 
 if TYPE_CHECKING:  # annotation only: 'conftest' names differ per folder at run time
     from conftest import Cluster
+
+# its matrices sit in a temporary folder and name the repository's cases/ (or a neighbouring temporary
+# folder) by absolute path, which path containment refuses unless allowed (suite_setup.outside_inputs)
+pytestmark = pytest.mark.usefixtures("outside_inputs")
 
 
 def hetero(*args: str, kubeconfig: str) -> subprocess.CompletedProcess[str]:
@@ -33,13 +37,8 @@ def hetero(*args: str, kubeconfig: str) -> subprocess.CompletedProcess[str]:
 
 
 def pods_of(cluster: Cluster, run_id: str) -> list[str]:
-    return sorted(
-        p.metadata.name
-        for p in cluster.core.list_pod_for_all_namespaces(
-            label_selector=f"pytest-hetero.run-id={run_id}"
-        ).items
-        if p.metadata.deletion_timestamp is None
-    )
+    pods: list[Any] = cluster.core.list_pod_for_all_namespaces(label_selector=f"pytest-hetero.run-id={run_id}").items
+    return sorted(p.metadata.name for p in pods if p.metadata.deletion_timestamp is None)
 
 
 def test_keep_then_hetero_cleanup(pytester: pytest.Pytester, cluster: Cluster, run_id: str) -> None:
@@ -94,7 +93,7 @@ def test_cleanup_refuses_a_bare_call(cluster: Cluster) -> None:
     assert bare.returncode == 2 and "--older-than" in bare.stderr
 
 
-def _pod(name: str) -> dict:
+def _pod(name: str) -> dict[str, Any]:
     return {
         "metadata": {
             "name": name,
@@ -112,10 +111,10 @@ def test_watch_resumes_after_a_drop_and_relists_when_too_old(cluster: Cluster) -
     watch = PodWatch(cluster.api, ns, "pytest-hetero.owner=watchtest")
     watch.start()
     try:
-        cluster.core.create_namespaced_pod(ns, _pod("a"))
+        cluster.core.create_namespaced_pod(ns, _pod("a"))  # type: ignore[arg-type]  # a manifest dict, sent as it is
         assert watch.wait("a", lambda pods: pods, 10)
         watch._resp.shutdown()  # the connection drops mid-stream (as a proxy or apiserver restart does)
-        cluster.core.create_namespaced_pod(ns, _pod("b"))
+        cluster.core.create_namespaced_pod(ns, _pod("b"))  # type: ignore[arg-type]  # a manifest dict, sent as it is
         assert watch.wait("b", lambda pods: pods, 10)
         assert watch.resumes >= 1 and watch.relists == 0
     finally:
@@ -128,20 +127,20 @@ def test_watch_resumes_after_a_drop_and_relists_when_too_old(cluster: Cluster) -
     real_list = stale.core.list_namespaced_pod
     expired = {"sent": False}
 
-    def list_pods(*args: object, **kwargs: object) -> object:
+    def list_pods(*args: Any, **kwargs: Any) -> Any:
         if kwargs.get("watch") and not expired["sent"]:
             expired["sent"] = True
             raise ApiException(status=410, reason="Gone")
         return real_list(*args, **kwargs)
 
-    stale.core.list_namespaced_pod = list_pods  # type: ignore[method-assign]
+    stale.core.list_namespaced_pod = list_pods  # type: ignore[method-assign]  # the injected 410, then the real list
     stale.rv = "1"
     stale._thread = threading.Thread(target=stale._loop, daemon=True)
     stale._thread.start()
     try:
         assert stale.wait("a", lambda pods: pods, 15)
         assert stale.relists == 1 and expired["sent"]
-        cluster.core.create_namespaced_pod(ns, _pod("c"))
+        cluster.core.create_namespaced_pod(ns, _pod("c"))  # type: ignore[arg-type]  # a manifest dict, sent as it is
         assert stale.wait("c", lambda pods: pods, 15)
         assert {"a", "b", "c"} <= set(stale.pods)
     finally:

@@ -25,6 +25,10 @@ from test_kube_rbac import install_rbac
 if TYPE_CHECKING:  # annotation only: 'conftest' names differ per folder at run time
     from conftest import Cluster, RealNodeCluster
 
+# its matrices sit in a temporary folder and name the repository's cases/ (or a neighbouring temporary
+# folder) by absolute path, which path containment refuses unless allowed (suite_setup.outside_inputs)
+pytestmark = pytest.mark.usefixtures("outside_inputs")
+
 FINALIZER = "hetero-test.example/never-clears"
 CPU = [{"name": "cpu", "type": "cpu", "requests": {"cpu": "1"}, "pool": "cpu"}]
 

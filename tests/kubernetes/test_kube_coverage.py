@@ -20,11 +20,15 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 from kubekit import POOL, SESSION, kube_matrix, schedulable
-from kubernetes.client.rest import ApiException
+from kubernetes.client.exceptions import ApiException
 from support import REPO, evidence_of, statuses
 
 if TYPE_CHECKING:  # annotation only: 'conftest' names differ per folder at run time
     from conftest import Cluster
+
+# its matrices sit in a temporary folder and name the repository's cases/ (or a neighbouring temporary
+# folder) by absolute path, which path containment refuses unless allowed (suite_setup.outside_inputs)
+pytestmark = pytest.mark.usefixtures("outside_inputs")
 
 COMBO = "digits-logreg@digits-test"
 
@@ -48,7 +52,7 @@ def make_pool(cluster: Cluster) -> Iterator[Callable[..., tuple[str, list[str]]]
         for i, name in enumerate(names):
             cap = {"cpu": "32", "memory": "128Gi", "pods": "110"}
             alloc = {**cap, "cpu": "500m"} if i >= n - small else cap
-            cluster.core.create_node({
+            cluster.core.create_node({  # type: ignore[arg-type]  # a manifest dict, sent as it is
                 "metadata": {"name": name, "annotations": {"kwok.x-k8s.io/node": "fake"},
                              "labels": {POOL: f"cov-{tag}", SESSION: cluster.suffix, "kubernetes.io/hostname": name}},
                 "spec": {}})

@@ -29,7 +29,8 @@ def kube_bundle(pytester: pytest.Pytester, realnode: RealNodeCluster, example_po
     generate_keypair(pytester.path / "gate.key", pytester.path / "gate.pub")
     run_example(pytester, realnode, monkeypatch, "--hetero-sign-key", str(pytester.path / "gate.key"))
     evidence = evidence_of(pytester)
-    return pytester.path / "reports" / evidence["run"]["id"]
+    run_id: str = evidence["run"]["id"]
+    return pytester.path / "reports" / run_id
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])

@@ -15,12 +15,16 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 from kubekit import POOL, SESSION, kube_matrix, schedulable
-from kubernetes.client.rest import ApiException
+from kubernetes.client.exceptions import ApiException
 from support import REPO
 from test_kube_publish import hetero, wait_for
 
 if TYPE_CHECKING:  # annotation only: 'conftest' names differ per folder at run time
     from conftest import Cluster
+
+# its matrices sit in a temporary folder and name the repository's cases/ (or a neighbouring temporary
+# folder) by absolute path, which path containment refuses unless allowed (suite_setup.outside_inputs)
+pytestmark = pytest.mark.usefixtures("outside_inputs")
 
 DRIVER = "nvidia.com/cuda.driver.major"
 
@@ -46,7 +50,7 @@ def pools(cluster: Cluster) -> Any:
     names = {p: f"drift{p}-{cluster.suffix}-{tag}" for p in ("a", "b")}
     cap = {"cpu": "32", "memory": "128Gi", "pods": "110"}
     for pool, name in names.items():
-        cluster.core.create_node({"metadata": {
+        cluster.core.create_node({"metadata": {  # type: ignore[arg-type]  # a manifest dict, sent as it is
             "name": name, "annotations": {"kwok.x-k8s.io/node": "fake"},
             "labels": {POOL: f"drift-{pool}-{tag}", SESSION: cluster.suffix, "kubernetes.io/hostname": name,
                        DRIVER: "550"}}})

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 import pytest
 from kubekit import BASE, GFD, SESSION, schedulable
 from kubernetes import client
-from kubernetes.client.rest import ApiException
+from kubernetes.client.exceptions import ApiException
 from realkit import VENDOR_LABELS
 from support import REPO, evidence_of
 
@@ -33,7 +33,7 @@ def example_pools(realnode: RealNodeCluster) -> Iterator[dict[str, str]]:
     extra = {"cpu": ({}, {}), "gpu": ({"nvidia.com/gpu": "8"}, GFD)}
     for pool, name in names.items():
         cap = {**BASE, **extra[pool][0]}
-        core.create_node({"metadata": {"name": name, "annotations": {"kwok.x-k8s.io/node": "fake"},
+        core.create_node({"metadata": {"name": name, "annotations": {"kwok.x-k8s.io/node": "fake"},  # type: ignore[arg-type]  # a manifest dict, sent as it is
                                        "labels": {"hetero-example.pool": pool, SESSION: realnode.suffix,
                                                   **extra[pool][1]}},
                           "status": {"capacity": cap, "allocatable": cap}})
@@ -53,6 +53,7 @@ def run_example(pytester: pytest.Pytester, realnode: RealNodeCluster, monkeypatc
     """Run matrices/example-k8s.matrix.yaml (its cases copied beside it) on the real node's plane in a
     fresh namespace whose pods on KWOK nodes exec on this host (a KWOK ClusterExec, removed after)."""
     shutil.copytree(REPO / "cases", pytester.path / "cases")
+    (pytester.path / ".hetero-root").touch()  # a project, as a checkout is: the matrix's ../cases stay inside it
     (pytester.path / "matrices").mkdir()
     shutil.copy(EXAMPLE, pytester.path / "matrices" / EXAMPLE.name)
     monkeypatch.setenv("KUBECONFIG", str(realnode.info.kubeconfig))

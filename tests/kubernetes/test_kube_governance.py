@@ -18,11 +18,15 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from kubekit import BASE, POOL, SESSION, kube_matrix, schedulable
 from kubernetes import client
-from kubernetes.client.rest import ApiException
+from kubernetes.client.exceptions import ApiException
 from support import evidence_of
 
 if TYPE_CHECKING:  # annotation only: 'conftest' names differ per folder at run time
     from conftest import Cluster
+
+# its matrices sit in a temporary folder and name the repository's cases/ (or a neighbouring temporary
+# folder) by absolute path, which path containment refuses unless allowed (suite_setup.outside_inputs)
+pytestmark = pytest.mark.usefixtures("outside_inputs")
 
 
 @contextmanager
@@ -33,7 +37,7 @@ def own_node(cluster: Cluster, stem: str, gpus: str, cordon: bool) -> Iterator[s
     cap = {**BASE, "nvidia.com/gpu": gpus}
     # tainted for this pool alone: no other test's pod (on this shared plane) can take its GPU
     taints = [] if cordon else [{"key": "hetero-test/gov", "value": pool, "effect": "NoSchedule"}]
-    cluster.core.create_node({"metadata": {"name": name, "annotations": {"kwok.x-k8s.io/node": "fake"},
+    cluster.core.create_node({"metadata": {"name": name, "annotations": {"kwok.x-k8s.io/node": "fake"},  # type: ignore[arg-type]  # a manifest dict, sent as it is
                                            "labels": {POOL: pool, SESSION: cluster.suffix}},
                               "spec": {"unschedulable": cordon, "taints": taints},
                               "status": {"capacity": cap, "allocatable": cap}})
@@ -78,7 +82,7 @@ def priorities(cluster: Cluster) -> Iterator[tuple[str, str]]:
     tag = uuid.uuid4().hex[:5]
     names = (f"gov-low-{tag}", f"gov-high-{tag}")
     for name, value in zip(names, (100, 100000), strict=True):
-        sched.create_priority_class({"metadata": {"name": name, "labels": {SESSION: cluster.suffix}}, "value": value,
+        sched.create_priority_class({"metadata": {"name": name, "labels": {SESSION: cluster.suffix}}, "value": value,  # type: ignore[arg-type]  # a manifest dict, sent as it is
                                      "preemptionPolicy": "PreemptLowerPriority"})
     try:
         yield names
@@ -91,11 +95,11 @@ def priorities(cluster: Cluster) -> Iterator[tuple[str, str]]:
 def tenant(cluster: Cluster) -> Iterator[dict[str, Any]]:
     """Tenant ``a``: namespace, ServiceAccount ``tenant`` with a Role on pods there."""
     ns = cluster.new_namespace("gov-maint")
-    cluster.core.create_namespaced_service_account(ns, {"metadata": {"name": "tenant"}})
+    cluster.core.create_namespaced_service_account(ns, {"metadata": {"name": "tenant"}})  # type: ignore[arg-type]  # a manifest dict, sent as it is
     rbac = client.RbacAuthorizationV1Api(cluster.api)
-    rbac.create_namespaced_role(ns, {"metadata": {"name": "tenant"}, "rules": [
+    rbac.create_namespaced_role(ns, {"metadata": {"name": "tenant"}, "rules": [  # type: ignore[arg-type]  # a manifest dict, sent as it is
         {"apiGroups": [""], "resources": ["pods"], "verbs": ["create", "get", "list", "delete"]}]})
-    rbac.create_namespaced_role_binding(ns, {
+    rbac.create_namespaced_role_binding(ns, {  # type: ignore[arg-type]  # a manifest dict, sent as it is
         "metadata": {"name": "tenant"}, "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
                                                     "name": "tenant"},
         "subjects": [{"kind": "ServiceAccount", "name": "tenant", "namespace": ns}]})
@@ -118,6 +122,7 @@ def test_cordoned_tainted_and_notready_nodes_receive_no_workload_of_the_tenant(
     def attempt(pool: str) -> dict[str, Any]:
         item = items[pool]
         assert item["status"] == "passed", item.get("failure")
+        got: dict[str, Any]
         [got] = [r["data"] for r in item["records"] if r["kind"] == "governance.attempt"]
         assert got["identity"] == f"system:serviceaccount:{tenant['namespace']}:tenant"
         assert got["outcome"] == "pending" and got["facts"]["node"] is None

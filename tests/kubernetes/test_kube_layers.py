@@ -17,6 +17,10 @@ from support import evidence_of, statuses
 if TYPE_CHECKING:  # annotation only: 'conftest' names differ per folder at run time
     from conftest import Cluster
 
+# its matrices sit in a temporary folder and name the repository's cases/ (or a neighbouring temporary
+# folder) by absolute path, which path containment refuses unless allowed (suite_setup.outside_inputs)
+pytestmark = pytest.mark.usefixtures("outside_inputs")
+
 COMBO = "digits-logreg@digits-test"
 
 
@@ -27,7 +31,8 @@ def items(ev: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 def data(item: dict[str, Any], kind: str) -> dict[str, Any]:
     """The data of the item's (last) record of ``kind``."""
-    return [r["data"] for r in item["records"] if r["kind"] == kind][-1]
+    found: list[dict[str, Any]] = [r["data"] for r in item["records"] if r["kind"] == kind]
+    return found[-1]
 
 
 def test_cpu_pool_passes_all_five_layers(pytester: pytest.Pytester, cluster: Cluster, run_id: str) -> None:

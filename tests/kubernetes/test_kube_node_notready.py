@@ -21,11 +21,15 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 from kubekit import BASE, POOL, SESSION, kube_matrix
-from kubernetes.client.rest import ApiException
+from kubernetes.client.exceptions import ApiException
 from support import evidence_of, statuses
 
 if TYPE_CHECKING:  # annotation only: 'conftest' names differ per folder at run time
     from conftest import Cluster
+
+# its matrices sit in a temporary folder and name the repository's cases/ (or a neighbouring temporary
+# folder) by absolute path, which path containment refuses unless allowed (suite_setup.outside_inputs)
+pytestmark = pytest.mark.usefixtures("outside_inputs")
 
 STAGE = "node-not-ready.stage.kwok.x-k8s.io"
 REASON = "KubeletNotReady"
@@ -36,7 +40,8 @@ STALL = "digits-stall@digits-test"
 
 def ready(cluster: Cluster, name: str) -> str:
     """The node's Ready status (``True``/``False``/``Unknown``; ``Unknown`` without the condition)."""
-    conds = cluster.core.read_node(name).status.conditions or []
+    node: Any = cluster.core.read_node(name)  # the API's answer: the client's models make every field optional
+    conds = node.status.conditions or []
     return next((c.status for c in conds if c.type == "Ready"), "Unknown")
 
 
@@ -55,7 +60,8 @@ def turn_not_ready(cluster: Cluster, name: str) -> None:
 
 def taints(cluster: Cluster, name: str) -> list[Any]:
     """The node's taints (V1Taint objects)."""
-    return list(cluster.core.read_node(name).spec.taints or [])
+    node: Any = cluster.core.read_node(name)  # the API's answer: the client's models make every field optional
+    return list(node.spec.taints or [])
 
 
 @pytest.fixture
@@ -64,7 +70,7 @@ def lost_node(cluster: Cluster) -> Iterator[tuple[str, str]]:
     pool = f"lost-{uuid.uuid4().hex[:4]}"
     name = f"{pool}-{cluster.suffix}"
     cluster.core.create_node(
-        {
+        {  # type: ignore[arg-type]  # a manifest dict, sent as it is
             "metadata": {
                 "name": name,
                 "annotations": {
@@ -136,7 +142,7 @@ def stamp(text: str) -> float:
 
 def pods_of(cluster: Cluster, run_id: str) -> list[str]:
     """Pods labelled with the run id that are not being deleted."""
-    pods = cluster.core.list_pod_for_all_namespaces(label_selector=f"pytest-hetero.run-id={run_id}").items
+    pods: list[Any] = cluster.core.list_pod_for_all_namespaces(label_selector=f"pytest-hetero.run-id={run_id}").items
     return [p.metadata.name for p in pods if p.metadata.deletion_timestamp is None]
 
 

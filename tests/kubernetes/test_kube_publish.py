@@ -29,13 +29,17 @@ import pytest
 import yaml
 from kubekit import GFD, POOL, SESSION, kube_matrix, schedulable
 from kubernetes import utils
-from kubernetes.client.rest import ApiException
-from support import REPO
+from kubernetes.client.exceptions import ApiException
+from support import REPO, outside_paths
 
 from pytest_hetero.status.compute import iso, parse_time
 
 if TYPE_CHECKING:  # annotation only: 'conftest' names differ per folder at run time
     from conftest import Cluster
+
+# its matrices sit in a temporary folder and name the repository's cases/ (or a neighbouring temporary
+# folder) by absolute path, which path containment refuses unless allowed (suite_setup.outside_inputs)
+pytestmark = pytest.mark.usefixtures("outside_inputs")
 
 
 def hetero(*argv: str, kubeconfig: Path | None = None) -> subprocess.CompletedProcess[str]:
@@ -97,9 +101,10 @@ def publisher_kubeconfig(cluster: Cluster, tmp: Path, drop_status: bool = False)
             doc["rules"] = [r for r in doc.get("rules", []) if "nodes/status" not in r["resources"]] or None
             if doc["rules"] is None:
                 del doc["rules"]
-        utils.create_from_dict(cluster.api, doc)
-    token = cluster.core.create_namespaced_service_account_token(
-        "pytest-hetero-publisher", namespace, {"spec": {"expirationSeconds": 3600}}).status.token
+        utils.create_from_dict(cluster.api, doc)  # type: ignore[no-untyped-call]
+    answer: Any = cluster.core.create_namespaced_service_account_token(
+        "pytest-hetero-publisher", namespace, {"spec": {"expirationSeconds": 3600}})  # type: ignore[arg-type]  # a manifest dict, sent as it is
+    token = answer.status.token  # (the client's models make every field optional)
     admin = yaml.safe_load(Path(cluster.kubeconfig).read_text())
     path = tmp / f"publisher-{tag}.kubeconfig"
     path.write_text(yaml.safe_dump({
@@ -118,7 +123,7 @@ def published(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Ite
     domain, node = f"t{tag}.hetero.test", f"pubgpu-{cluster.suffix}-{tag}"
     taint = f"validation.{domain}/unvalidated"
     cap = {"cpu": "32", "memory": "128Gi", "pods": "110", "nvidia.com/gpu": "8"}
-    cluster.core.create_node({
+    cluster.core.create_node({  # type: ignore[arg-type]  # a manifest dict, sent as it is
         "metadata": {"name": node, "annotations": {"kwok.x-k8s.io/node": "fake"},
                      "labels": {POOL: f"pub-{tag}", SESSION: cluster.suffix, "kubernetes.io/hostname": node, **GFD}},
         "spec": {"taints": [{"key": taint, "effect": "NoSchedule"}]}})
@@ -135,7 +140,8 @@ def published(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Ite
         doc["spec"]["profiles"] = {"quick": {"layers": ["discovery", "scheduling", "startup"]}}
         (tmp / "pub.matrix.yaml").write_text(json.dumps(doc))
         assert hetero("keygen", str(tmp / "key")).returncode == 0
-        env = {**os.environ, "KUBECONFIG": str(cluster.kubeconfig),
+        # module-scoped, so before any test's outside_inputs: the run is allowed the matrix's cases/ itself
+        env = {**os.environ, "KUBECONFIG": str(cluster.kubeconfig), "HETERO_ALLOW_PATHS": outside_paths(tmp_path_factory),
                "PYTHONPATH": f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
         run = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:randomly",
                               str(tmp / "pub.matrix.yaml"), "--hetero-profile", "quick", "--hetero-kube-context",
@@ -155,19 +161,25 @@ def published(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Ite
 def probe_pod(p: Published, namespace: str, selector: dict[str, str]) -> str:
     """A pod of the batch-inference task type: nodeSelector ``selector``, no toleration of the taint."""
     name = f"probe-{uuid.uuid4().hex[:6]}"
-    p.cluster.core.create_namespaced_pod(namespace, {
+    p.cluster.core.create_namespaced_pod(namespace, {  # type: ignore[arg-type]  # a manifest dict, sent as it is
         "metadata": {"name": name},
         "spec": {"nodeSelector": selector, "terminationGracePeriodSeconds": 0,
                  "containers": [{"name": "c", "image": "python:3.11", "command": ["true"]}]}})
     return name
 
 
+def read_pod(p: Published, namespace: str, name: str) -> Any:
+    """The pod as the API answers it (the client's models make every field optional)."""
+    return p.cluster.core.read_namespaced_pod(name, namespace)
+
+
 def pod_node(p: Published, namespace: str, name: str) -> str | None:
-    return p.cluster.core.read_namespaced_pod(name, namespace).spec.node_name
+    node: str | None = read_pod(p, namespace, name).spec.node_name
+    return node
 
 
 def unschedulable_message(p: Published, namespace: str, name: str) -> str:
-    for c in p.cluster.core.read_namespaced_pod(name, namespace).status.conditions or []:
+    for c in read_pod(p, namespace, name).status.conditions or []:
         if c.type == "PodScheduled" and c.status == "False" and c.reason == "Unschedulable":
             return str(c.message)
     return ""

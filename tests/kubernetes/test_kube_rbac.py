@@ -20,6 +20,10 @@ from support import REPO, evidence_of
 if TYPE_CHECKING:  # annotation only: 'conftest' names differ per folder at run time
     from conftest import Cluster
 
+# its matrices sit in a temporary folder and name the repository's cases/ (or a neighbouring temporary
+# folder) by absolute path, which path containment refuses unless allowed (suite_setup.outside_inputs)
+pytestmark = pytest.mark.usefixtures("outside_inputs")
+
 
 def install_rbac(cluster: Cluster, namespace: str, drop: tuple[str, str] | None = None) -> dict[str, Any]:
     """Apply deploy/rbac.yaml into ``namespace`` (minus verb ``drop[1]`` on resource ``drop[0]``);
@@ -41,10 +45,11 @@ def install_rbac(cluster: Cluster, namespace: str, drop: tuple[str, str] | None 
         for rule in doc.get("rules", []):
             if drop and drop[0] in rule["resources"]:
                 rule["verbs"] = [v for v in rule["verbs"] if v != drop[1]]
-        utils.create_from_dict(cluster.api, doc)
-    token = cluster.core.create_namespaced_service_account_token(
-        "pytest-hetero", namespace, {"spec": {"expirationSeconds": 3600}}
-    ).status.token
+        utils.create_from_dict(cluster.api, doc)  # type: ignore[no-untyped-call]
+    answer: Any = cluster.core.create_namespaced_service_account_token(
+        "pytest-hetero", namespace, {"spec": {"expirationSeconds": 3600}}  # type: ignore[arg-type]  # a manifest dict, sent as it is
+    )
+    token = answer.status.token  # (the client's models make every field optional)
     admin = yaml.safe_load(Path(cluster.kubeconfig).read_text())
     return {
         "apiVersion": "v1",

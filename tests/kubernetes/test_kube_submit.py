@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 from kubekit import kube_matrix
-from kubernetes.client.rest import ApiException
+from kubernetes.client.exceptions import ApiException
 from support import clear_reports, evidence_of
 
 from pytest_hetero.backends.kubernetes.client import api_outcome
@@ -22,13 +22,18 @@ from pytest_hetero.backends.protocol import ActionFailed, EngineUnavailable
 if TYPE_CHECKING:  # annotation only: 'conftest' names differ per folder at run time
     from conftest import Cluster
 
+# its matrices sit in a temporary folder and name the repository's cases/ (or a neighbouring temporary
+# folder) by absolute path, which path containment refuses unless allowed (suite_setup.outside_inputs)
+pytestmark = pytest.mark.usefixtures("outside_inputs")
+
 
 def items(pytester: pytest.Pytester) -> dict[str, dict[str, Any]]:
     return {i["nodeid"].split("::", 1)[1]: i for i in evidence_of(pytester)["items"]}
 
 
 def data(item: dict[str, Any], kind: str) -> dict[str, Any]:
-    return [r["data"] for r in item["records"] if r["kind"] == kind][-1]
+    found: list[dict[str, Any]] = [r["data"] for r in item["records"] if r["kind"] == kind]
+    return found[-1]
 
 
 CPU = {"name": "cpu", "type": "cpu", "requests": {"cpu": "1"}, "pool": "cpu"}
@@ -151,11 +156,8 @@ def test_sigterm_mid_run_deletes_the_workloads(
         time.sleep(0.2)
     proc.send_signal(signal.SIGTERM)
     out = proc.communicate(timeout=60)[0].decode()
-    left = [
-        p.metadata.name
-        for p in cluster.core.list_namespaced_pod(cluster.namespace, label_selector=selector).items
-        if p.metadata.deletion_timestamp is None
-    ]
+    pods: list[Any] = cluster.core.list_namespaced_pod(cluster.namespace, label_selector=selector).items
+    left = [p.metadata.name for p in pods if p.metadata.deletion_timestamp is None]
     assert left == [], out[-3000:]
 
 

@@ -24,6 +24,15 @@ from pytest_hetero.matrix.model import Resource
 if TYPE_CHECKING:  # annotation only: 'conftest' names differ per folder at run time
     from conftest import RealNodeCluster
 
+# its matrices sit in a temporary folder and name the repository's cases/ (or a neighbouring temporary
+# folder) by absolute path, which path containment refuses unless allowed (suite_setup.outside_inputs)
+pytestmark = pytest.mark.usefixtures("outside_inputs")
+
+
+def read_node(realnode: RealNodeCluster, name: str) -> Any:
+    """The node as the API answers it (the client's models make every field optional)."""
+    return realnode.core.read_node(name)
+
 
 @pytest.fixture(scope="module")
 def ns(realnode: RealNodeCluster) -> Iterator[str]:
@@ -58,7 +67,7 @@ def test_a_cordoned_node_is_named(pytester: pytest.Pytester, realnode: RealNodeC
             # later: the next test holding the controls must not meet it
             deadline = time.monotonic() + 30
             while any(t.key == "node.kubernetes.io/unschedulable"
-                      for t in realnode.core.read_node(node).spec.taints or []):
+                      for t in read_node(realnode, node).spec.taints or []):
                 assert time.monotonic() < deadline, "the cordon's taint was not taken back"
                 time.sleep(0.2)
     item = got["gpu::discovery"]
@@ -87,14 +96,14 @@ def test_unhealthy_devices_lower_allocatable(pytester: pytest.Pytester, realnode
         control.write_text(f"{n - 1}\n")
         try:
             deadline = time.monotonic() + 30
-            while realnode.core.read_node(realnode.info.node).status.allocatable.get(GPU) != str(n - 1):
+            while read_node(realnode, realnode.info.node).status.allocatable.get(GPU) != str(n - 1):
                 assert time.monotonic() < deadline, "allocatable did not drop"
                 time.sleep(0.5)
             got = discover(pytester, realnode, ns, [gpu()])
         finally:
             control.unlink()
             deadline = time.monotonic() + 30
-            while realnode.core.read_node(realnode.info.node).status.allocatable.get(GPU) != str(n):
+            while read_node(realnode, realnode.info.node).status.allocatable.get(GPU) != str(n):
                 assert time.monotonic() < deadline, "allocatable did not come back"
                 time.sleep(0.5)
     item = got["gpu::discovery"]

@@ -18,12 +18,16 @@ from typing import TYPE_CHECKING, Any
 import pytest
 import yaml
 from kubernetes import client, utils
-from kubernetes.client.rest import ApiException
+from kubernetes.client.exceptions import ApiException
 from realkit import GPU, PYTHON, STANDIN, data, failure, real_matrix, run
 from support import REPO, evidence_of
 
 if TYPE_CHECKING:  # annotation only: 'conftest' names differ per folder at run time
     from conftest import RealNodeCluster
+
+# its matrices sit in a temporary folder and name the repository's cases/ (or a neighbouring temporary
+# folder) by absolute path, which path containment refuses unless allowed (suite_setup.outside_inputs)
+pytestmark = pytest.mark.usefixtures("outside_inputs")
 
 API = ("kueue.x-k8s.io", "v1beta2")
 RULES = [
@@ -34,7 +38,7 @@ RULES = [
 
 
 def _bind(rbac: client.RbacAuthorizationV1Api, ns: str, sa_ns: str, sa: str, name: str) -> None:
-    rbac.create_namespaced_role_binding(ns, {
+    rbac.create_namespaced_role_binding(ns, {  # type: ignore[arg-type]  # a manifest dict, sent as it is
         "metadata": {"name": name},
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "tenant"},
         "subjects": [{"kind": "ServiceAccount", "name": sa, "namespace": sa_ns}]})
@@ -56,11 +60,11 @@ def tenants(realnode: RealNodeCluster, real_kueue: Any, realnode_images: dict[st
     group, version = API
     try:
         for t in ("a", "b", "leaky"):
-            core.create_namespaced_service_account(ns[t], {"metadata": {"name": "tenant"}})
-            rbac.create_namespaced_role(ns[t], {"metadata": {"name": "tenant"}, "rules": RULES})
+            core.create_namespaced_service_account(ns[t], {"metadata": {"name": "tenant"}})  # type: ignore[arg-type]  # a manifest dict, sent as it is
+            rbac.create_namespaced_role(ns[t], {"metadata": {"name": "tenant"}, "rules": RULES})  # type: ignore[arg-type]  # a manifest dict, sent as it is
             _bind(rbac, ns[t], ns[t], "tenant", "tenant")
         _bind(rbac, ns["b"], ns["leaky"], "tenant", "leaky-tenant")  # the misconfiguration under test
-        core.create_namespaced_resource_quota(ns["a"], {"metadata": {"name": "tenant-a"}, "spec": {
+        core.create_namespaced_resource_quota(ns["a"], {"metadata": {"name": "tenant-a"}, "spec": {  # type: ignore[arg-type]  # a manifest dict, sent as it is
             "hard": {f"requests.{GPU}": "1", "pods": "3"}}})
         custom.create_cluster_custom_object(group, version, "resourceflavors", {
             "apiVersion": f"{group}/{version}", "kind": "ResourceFlavor", "metadata": {"name": made["rf"]},
@@ -123,11 +127,10 @@ def test_tenant_isolation_and_resourcequota_are_refused_by_the_cluster_as_the_te
     pytester: pytest.Pytester, realnode: RealNodeCluster, tenants: dict[str, Any]
 ) -> None:
     ns = tenants["ns"]
-    probes = [{"name": "a-not-into-b", "kind": "tenant-isolation", "resource": "gpu", "as": "a", "target": "b"},
-              {"name": "leaky-not-into-b", "kind": "tenant-isolation", "resource": "gpu", "as": "leaky",
-               "target": "b"},
-              {"name": "a-quota", "kind": "quota", "resource": "gpu", "as": "a", "above": {GPU: 2},
-               "within": {GPU: 1}}]
+    probes: list[dict[str, Any]] = [
+        {"name": "a-not-into-b", "kind": "tenant-isolation", "resource": "gpu", "as": "a", "target": "b"},
+        {"name": "leaky-not-into-b", "kind": "tenant-isolation", "resource": "gpu", "as": "leaky", "target": "b"},
+        {"name": "a-quota", "kind": "quota", "resource": "gpu", "as": "a", "above": {GPU: 2}, "within": {GPU: 1}}]
     got = run(pytester, governed(realnode, tenants, probes), "g" + uuid.uuid4().hex[:9], "-k", "governance")
     iso = got["gpu::governance::a-not-into-b::scheduling"]
     assert iso["status"] == "passed", iso.get("failure")
@@ -177,7 +180,7 @@ def test_attribution_counts_exactly_the_request_under_the_tenant_and_releases_it
 ) -> None:
     """submit_as pod: ResourceQuota ``used`` of tenant a's namespace rises by the workload's 1 GPU and
     1 pod while it holds them and returns after cleanup; the ledger holds its GPU-seconds."""
-    probes = [{"name": "a-usage", "kind": "attribution", "resource": "gpu", "as": "a"}]
+    probes: list[dict[str, Any]] = [{"name": "a-usage", "kind": "attribution", "resource": "gpu", "as": "a"}]
     got = run(pytester, governed(realnode, tenants, probes), "g" + uuid.uuid4().hex[:9], "-k", "governance")
     item = got["gpu::governance::a-usage::scheduling"]
     assert item["status"] == "passed", item.get("failure")
@@ -208,7 +211,7 @@ def test_through_kueue_the_queues_count_the_request_and_kueue_refuses_above_the_
 ) -> None:
     """submit_as kueue-job: the ClusterQueue and LocalQueue usage (and the ResourceQuota, once the
     admitted Job's pod exists) rise by 1 GPU and return; 2 GPUs on a 1-GPU ClusterQueue stay pending."""
-    probes = [{"name": "a-queue-usage", "kind": "attribution", "resource": "gpu", "as": "a"},
+    probes: list[dict[str, Any]] = [{"name": "a-queue-usage", "kind": "attribution", "resource": "gpu", "as": "a"},
               {"name": "a-queue-quota", "kind": "quota", "resource": "gpu", "as": "a", "above": {GPU: 2}}]
     got = run(pytester, governed(realnode, tenants, probes, "kueue-job"), "g" + uuid.uuid4().hex[:9],
               "-k", "governance")
@@ -252,9 +255,10 @@ def _least_privilege(realnode: RealNodeCluster, made: dict[str, Any]) -> tuple[d
             doc["roleRef"]["name"] = f"{doc['roleRef']['name']}-{tag}"
         for subject in doc.get("subjects", []):
             subject["namespace"] = ns["gate"]
-        utils.create_from_dict(realnode.api, doc)
-    token = realnode.core.create_namespaced_service_account_token(
-        "pytest-hetero", ns["gate"], {"spec": {"expirationSeconds": 3600}}).status.token
+        utils.create_from_dict(realnode.api, doc)  # type: ignore[no-untyped-call]
+    answer: Any = realnode.core.create_namespaced_service_account_token(
+        "pytest-hetero", ns["gate"], {"spec": {"expirationSeconds": 3600}})  # type: ignore[arg-type]  # a manifest dict, sent as it is
+    token = answer.status.token  # (the client's models make every field optional)
     admin = yaml.safe_load(Path(realnode.info.kubeconfig).read_text())
     return {"apiVersion": "v1", "kind": "Config", "clusters": admin["clusters"],
             "users": [{"name": "sa", "user": {"token": token}}],
@@ -298,7 +302,7 @@ def test_a_pod_without_an_accelerator_request_on_the_gpu_node_sees_no_device(
     NVIDIA_VISIBLE_DEVICES=all as the nvidia/cuda images do, the probe fails: that variable hands every
     GPU to the pod wherever the NVIDIA container toolkit honours it. A pod requesting N seeing exactly N
     is the startup layer's claim (test_realnode_layers)."""
-    probes = [{"name": "a-no-gpu", "kind": "device-isolation", "resource": "gpu", "as": "a", "image": "py"},
+    probes: list[dict[str, Any]] = [{"name": "a-no-gpu", "kind": "device-isolation", "resource": "gpu", "as": "a", "image": "py"},
               {"name": "a-no-gpu-cuda", "kind": "device-isolation", "resource": "gpu", "as": "a", "image": "acc"}]
     got = run(pytester, governed(realnode, tenants, probes), "g" + uuid.uuid4().hex[:9], "-k", "governance")
     item = got["gpu::governance::a-no-gpu::scheduling"]

@@ -19,11 +19,11 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import pytest
 from kubernetes import client
-from kubernetes.client.rest import ApiException
+from kubernetes.client.exceptions import ApiException
 from kubernetes.stream import stream
 from kubernetes.stream.ws_client import ERROR_CHANNEL
 
@@ -55,7 +55,8 @@ def ns(realnode: RealNodeCluster) -> Iterator[str]:
     name = realnode.new_namespace("realnode")
     yield name
     core = realnode.core
-    for pod in core.list_namespaced_pod(name).items:
+    pods: list[Any] = core.list_namespaced_pod(name).items
+    for pod in pods:
         core.delete_namespaced_pod(pod.metadata.name, name, grace_period_seconds=1)
     wait_for(lambda: not core.list_namespaced_pod(name).items, 60, "pods of the module deleted")
     core.delete_namespace(name)
@@ -76,7 +77,7 @@ def wait_for(pred: Callable[[], Any], timeout_s: float, what: str, every_s: floa
 
 def events(core: client.CoreV1Api, namespace: str, name: str) -> list[dict[str, Any]]:
     """Events about object ``name`` (oldest first): type, reason, source component, message, count."""
-    items = core.list_namespaced_event(namespace, field_selector=f"involvedObject.name={name}").items
+    items: list[Any] = core.list_namespaced_event(namespace, field_selector=f"involvedObject.name={name}").items
     items.sort(key=lambda e: e.first_timestamp or e.event_time or e.metadata.creation_timestamp)
     return [
         {"type": e.type, "reason": e.reason, "from": (e.source.component if e.source else None)
@@ -88,7 +89,7 @@ def events(core: client.CoreV1Api, namespace: str, name: str) -> list[dict[str, 
 def make_pod(realnode: RealNodeCluster, namespace: str, containers: list[dict[str, Any]],
              restart: str = "Never", **extra: Any) -> str:
     name = f"p-{uuid.uuid4().hex[:8]}"
-    realnode.core.create_namespaced_pod(namespace, {
+    realnode.core.create_namespaced_pod(namespace, {  # type: ignore[arg-type]  # a manifest dict, sent as it is
         "metadata": {"name": name},
         "spec": realnode.pod_spec(containers, restartPolicy=restart, **extra),
     })
@@ -107,13 +108,24 @@ def delete_pod(realnode: RealNodeCluster, namespace: str, name: str) -> None:
             realnode.core.read_namespaced_pod(name, namespace)
             return False
         except ApiException as exc:
-            return exc.status == 404
+            return bool(exc.status == 404)
 
     wait_for(gone, 60, f"pod {name} deleted by the kubelet")
 
 
+def read_pod(realnode: RealNodeCluster, namespace: str, name: str) -> Any:
+    """The pod as the API answers it (the client's models make every field optional; the tests read those
+    the kubelet fills)."""
+    return realnode.core.read_namespaced_pod(name, namespace)
+
+
+def read_node(realnode: RealNodeCluster) -> Any:
+    """The real node as the API answers it (every field optional in the client's models, as with :func:`read_pod`)."""
+    return realnode.core.read_node(realnode.info.node)
+
+
 def container_state(realnode: RealNodeCluster, namespace: str, name: str) -> Any:
-    statuses = realnode.core.read_namespaced_pod(name, namespace).status.container_statuses or []
+    statuses = read_pod(realnode, namespace, name).status.container_statuses or []
     return statuses[0] if statuses else None
 
 
@@ -147,14 +159,14 @@ def exec_in(realnode: RealNodeCluster, namespace: str, pod: str, cmd: list[str])
 
 def running(realnode: RealNodeCluster, namespace: str, name: str, timeout_s: float = 90) -> None:
     def ok() -> bool:
-        pod = realnode.core.read_namespaced_pod(name, namespace)
-        return pod.status.phase == "Running" and all(c.ready for c in pod.status.container_statuses or [])
+        pod = read_pod(realnode, namespace, name)
+        return bool(pod.status.phase == "Running" and all(c.ready for c in pod.status.container_statuses or []))
 
     wait_for(ok, timeout_s, f"pod {name} Running")
 
 
 def allocatable(realnode: RealNodeCluster, resource: str) -> tuple[str, str]:
-    node = realnode.core.read_node(realnode.info.node)
+    node = read_node(realnode)
     return node.status.capacity.get(resource, "0"), node.status.allocatable.get(resource, "0")
 
 
@@ -164,7 +176,7 @@ def sleeper(resources: dict[str, Any] | None = None, image: str = SHELL) -> dict
 
 # -------------------------------------------------------------------------------------- node ---
 def test_node_is_ready_tainted_and_real(realnode: RealNodeCluster) -> None:
-    node = realnode.core.read_node(realnode.info.node)
+    node = read_node(realnode)
     ready = next(c for c in node.status.conditions if c.type == "Ready")
     assert (ready.status, ready.reason) == ("True", "KubeletReady")
     assert [{"key": t.key, "value": t.value, "effect": t.effect} for t in node.spec.taints] == \
@@ -184,7 +196,7 @@ def test_node_is_ready_tainted_and_real(realnode: RealNodeCluster) -> None:
 
 def test_an_untolerating_pod_is_kept_off_by_the_taint(realnode: RealNodeCluster, ns: str) -> None:
     name = f"p-{uuid.uuid4().hex[:8]}"
-    realnode.core.create_namespaced_pod(ns, {"metadata": {"name": name}, "spec": {
+    realnode.core.create_namespaced_pod(ns, {"metadata": {"name": name}, "spec": {  # type: ignore[arg-type]  # a manifest dict
         "containers": [sleeper()], "nodeSelector": realnode.info.node_selector,
         "terminationGracePeriodSeconds": 1}})
     try:
@@ -202,7 +214,7 @@ def test_pod_runs_with_cni_and_logs_exec_go_through_the_apiserver(realnode: Real
                                     "command": ["sh", "-c", "echo hello from the real node; sleep 3600"]}])
     try:
         running(realnode, ns, name)
-        pod = realnode.core.read_namespaced_pod(name, ns)
+        pod = read_pod(realnode, ns, name)
         assert not pod.spec.host_network
         assert ipaddress.ip_address(pod.status.pod_ip) in ipaddress.ip_network("10.89.0.0/24")
         status = pod.status.container_statuses[0]
@@ -247,7 +259,7 @@ def test_oom_killed_by_the_memory_limit(realnode: RealNodeCluster, ns: str) -> N
         "resources": {"limits": {"memory": "20Mi"}},
     }])
     try:
-        wait_for(lambda: realnode.core.read_namespaced_pod(name, ns).status.phase == "Failed", 90, "phase Failed")
+        wait_for(lambda: read_pod(realnode, ns, name).status.phase == "Failed", 90, "phase Failed")
         st = container_state(realnode, ns, name)
         assert (st.state.terminated.reason, st.state.terminated.exit_code) == ("OOMKilled", 137)
         TRANSCRIPT["oom_killed"] = {"terminated": {"reason": st.state.terminated.reason,
@@ -372,7 +384,7 @@ def test_an_allocate_error_is_unexpected_admission_error(realnode: RealNodeClust
     try:
         name = make_pod(realnode, ns, [sleeper({"limits": {GPU: "1"}})])
         try:
-            pod = wait_for(lambda: (p := realnode.core.read_namespaced_pod(name, ns)).status.phase == "Failed"
+            pod = wait_for(lambda: (p := read_pod(realnode, ns, name)).status.phase == "Failed"
                            and p, 60, "the pod to fail admission")
             assert pod.status.reason == "UnexpectedAdmissionError"
             assert "Xid 79" in pod.status.message
@@ -405,13 +417,20 @@ def test_a_missing_driver_folder_leaves_the_tool_unusable(realnode: RealNodeClus
 
 # ---------------------------------------------------------------------------------- Kueue ------
 def _workload_of(realnode: RealNodeCluster, ns: str, job_uid: str, version: str = "v1beta2") -> Any:
-    items = client.CustomObjectsApi(realnode.api).list_namespaced_custom_object(
-        "kueue.x-k8s.io", version, ns, "workloads", label_selector=f"kueue.x-k8s.io/job-uid={job_uid}")["items"]
+    items = cast("dict[str, Any]", client.CustomObjectsApi(realnode.api).list_namespaced_custom_object(
+        "kueue.x-k8s.io", version, ns, "workloads", label_selector=f"kueue.x-k8s.io/job-uid={job_uid}"))["items"]
     return items[0] if items else None
 
 
 def _condition(obj: dict[str, Any], kind: str) -> dict[str, Any] | None:
     return next((c for c in obj.get("status", {}).get("conditions", []) if c["type"] == kind), None)
+
+
+def _present(obj: dict[str, Any], kind: str) -> dict[str, Any]:
+    """The ``kind`` condition of ``obj``, which must be there."""
+    cond = _condition(obj, kind)
+    assert cond is not None, f"no {kind} condition in {obj.get('status')}"
+    return cond
 
 
 def _job(name: str, queue: str, limits: dict[str, str], command: str = "echo NVIDIA_VISIBLE_DEVICES=$NVIDIA_VISIBLE_DEVICES",
@@ -455,17 +474,17 @@ class Queues:
         self.custom.create_namespaced_custom_object(group, version, self.ns, "localqueues", {
             "apiVersion": api, "kind": "LocalQueue", "metadata": {"name": self.lq},
             "spec": {"clusterQueue": self.cq}})
-        wait_for(lambda: (_condition(self.custom.get_cluster_custom_object(group, version, "clusterqueues",
-                                                                           self.cq), "Active") or {})
+        wait_for(lambda: (_condition(cast("dict[str, Any]", self.custom.get_cluster_custom_object(
+                     group, version, "clusterqueues", self.cq)), "Active") or {})
                  .get("status") == "True", 30, "ClusterQueue Active")
 
     def submit(self, name: str, limits: dict[str, str], **kw: Any) -> Any:
-        return self.batch.create_namespaced_job(self.ns, _job(name, self.lq, limits, **kw))
+        return self.batch.create_namespaced_job(self.ns, _job(name, self.lq, limits, **kw))  # type: ignore[arg-type]  # a manifest dict
 
     def workload(self, job: Any, version: str = "v1beta2") -> Any:
         return _workload_of(self.realnode, self.ns, job.metadata.uid, version)
 
-    def quota_reserved(self, job: Any, status: str) -> dict[str, Any]:
+    def quota_reserved(self, job: Any, status: str) -> Any:
         """Wait until the job's Workload has QuotaReserved=``status``; return the Workload."""
         return wait_for(lambda: (w := self.workload(job)) and (_condition(w, "QuotaReserved") or {})
                         .get("status") == status and w, 60, f"{job.metadata.name}: QuotaReserved={status}")
@@ -473,7 +492,8 @@ class Queues:
     def delete(self) -> None:
         group, version = KUEUE
         core = self.realnode.core
-        for job in self.batch.list_namespaced_job(self.ns).items:
+        jobs: list[Any] = self.batch.list_namespaced_job(self.ns).items
+        for job in jobs:
             self.batch.delete_namespaced_job(job.metadata.name, self.ns, propagation_policy="Foreground",
                                              grace_period_seconds=1)
         wait_for(lambda: not self.batch.list_namespaced_job(self.ns).items
@@ -495,11 +515,16 @@ class Queues:
                 self.custom.get_cluster_custom_object(group, version, plural, name)
                 return False
             except ApiException as exc:
-                return exc.status == 404
+                return bool(exc.status == 404)
 
         wait_for(lambda: gone("clusterqueues", self.cq) and gone("resourceflavors", self.rf), 60,
                  "ClusterQueue and ResourceFlavor deleted (finalizers cleared)")
         core.delete_namespace(self.ns)
+
+
+def read_job(queues: Queues, name: str) -> Any:
+    """The Job as the API answers it (every field optional in the client's models)."""
+    return queues.batch.read_namespaced_job(name, queues.ns)
 
 
 @pytest.fixture(scope="module")
@@ -526,10 +551,10 @@ def test_kueue_admits_a_job_within_quota_onto_the_real_node(realnode: RealNodeCl
     assert admission["clusterQueue"] == queues.cq
     assert admission["podSetAssignments"][0]["flavors"] == {GPU: queues.rf}
     assert admission["podSetAssignments"][0]["resourceUsage"] == {GPU: "1"}
-    assert _condition(wl, "QuotaReserved")["message"] == f"Quota reserved in ClusterQueue {queues.cq}"
-    done = wait_for(lambda: (j := queues.batch.read_namespaced_job("fits", queues.ns)).status.succeeded and j,
+    assert _present(wl, "QuotaReserved")["message"] == f"Quota reserved in ClusterQueue {queues.cq}"
+    done = wait_for(lambda: (j := read_job(queues, "fits")).status.succeeded and j,
                     90, "the admitted Job to succeed on the real node")
-    pods = realnode.core.list_namespaced_pod(queues.ns, label_selector=f"job-name={done.metadata.name}").items
+    pods: list[Any] = realnode.core.list_namespaced_pod(queues.ns, label_selector=f"job-name={done.metadata.name}").items
     assert [p.spec.node_name for p in pods] == [realnode.info.node]
     assert realnode.core.read_namespaced_pod_log(pods[0].metadata.name, queues.ns) == \
         "NVIDIA_VISIBLE_DEVICES=GPU-00000000-0000-4000-8000-000000000000\n"
@@ -542,13 +567,13 @@ def test_kueue_admits_a_job_within_quota_onto_the_real_node(realnode: RealNodeCl
 def test_kueue_holds_a_job_above_the_quota_with_its_own_message(realnode: RealNodeCluster, queues: Queues) -> None:
     big = queues.submit("too-big", {GPU: "3"})
     wl = queues.quota_reserved(big, "False")
-    cond = _condition(wl, "QuotaReserved")
+    cond = _present(wl, "QuotaReserved")
     assert cond["reason"] == _granular(queues, "ExceedsMaxQuota")
     assert cond["message"] == (
         f"couldn't assign flavors to pod set main: insufficient quota for {GPU} in flavor {queues.rf}, "
         "previously considered podsets requests (0) + current podset request (3) > maximum capacity (2)")
     time.sleep(2)
-    assert queues.batch.read_namespaced_job("too-big", queues.ns).spec.suspend is True
+    assert read_job(queues, "too-big").spec.suspend is True
     assert not realnode.core.list_namespaced_pod(queues.ns, label_selector="job-name=too-big").items
     # the deprecated v1beta1 is still served by v0.19 and converts to the same condition
     assert _condition(queues.workload(big, "v1beta1"), "QuotaReserved") == cond
@@ -564,13 +589,13 @@ def test_kueue_keeps_a_job_waiting_while_the_quota_is_used(realnode: RealNodeClu
     queues.quota_reserved(hold, "True")
     waiting = queues.submit("waiting", {GPU: "1"})
     wl = queues.quota_reserved(waiting, "False")
-    cond = _condition(wl, "QuotaReserved")
+    cond = _present(wl, "QuotaReserved")
     assert cond["reason"] == _granular(queues, "WaitingForQuota")
     assert cond["message"] == (f"couldn't assign flavors to pod set main: insufficient unused quota for {GPU} "
                                f"in flavor {queues.rf}, 1 more needed")
 
     def reserved() -> Any:
-        status = queues.custom.get_cluster_custom_object(*KUEUE, "clusterqueues", queues.cq)["status"]
+        status = cast("dict[str, Any]", queues.custom.get_cluster_custom_object(*KUEUE, "clusterqueues", queues.cq))["status"]
         usage = {r["name"]: r["total"] for f in status.get("flavorsReservation", []) for r in f["resources"]}
         return usage.get(GPU) == "2" and status
 
@@ -588,7 +613,7 @@ def test_kueue_finds_no_flavor_for_a_node_selector_it_cannot_meet(realnode: Real
     label = realnode.info.taint["key"]
     odd = queues.submit("elsewhere", {NPU: "1"}, node_selector={label: "elsewhere"})
     wl = queues.quota_reserved(odd, "False")
-    cond = _condition(wl, "QuotaReserved")
+    cond = _present(wl, "QuotaReserved")
     assert cond["reason"] == _granular(queues, "NoMatchingFlavor")
     assert cond["message"] == f"couldn't assign flavors to pod set main: flavor {queues.rf} doesn't match node affinity"
     TRANSCRIPT.setdefault("kueue", {})["no_matching_flavor"] = {
@@ -599,24 +624,22 @@ def test_kueue_finds_no_flavor_for_a_node_selector_it_cannot_meet(realnode: Real
 # ------------------------------------------------------------------------------ node NotReady ---
 def test_stopping_the_kubelet_turns_the_node_not_ready(realnode: RealNodeCluster) -> None:
     """Last in the module: the kubelet stops, the node lifecycle controller marks it; then it comes back."""
-    name = realnode.info.node
-
     def ready_condition() -> Any:
-        return next(c for c in realnode.core.read_node(name).status.conditions if c.type == "Ready")
+        return next(c for c in read_node(realnode).status.conditions if c.type == "Ready")
 
     realnode.stop_kubelet()
     try:
         cond = wait_for(lambda: (c := ready_condition()).status != "True" and c, 90, "Ready != True")
         assert (cond.status, cond.reason) == ("Unknown", "NodeStatusUnknown")
-        taints = wait_for(lambda: [t.key for t in realnode.core.read_node(name).spec.taints or []
+        taints = wait_for(lambda: [t.key for t in read_node(realnode).spec.taints or []
                                    if t.key.startswith("node.kubernetes.io/")], 30, "an unreachable taint")
         assert "node.kubernetes.io/unreachable" in taints
         TRANSCRIPT["node_not_ready"] = {"ready": {"status": cond.status, "reason": cond.reason,
                                                   "message": cond.message},
                                         "taints": [{"key": t.key, "effect": t.effect} for t in
-                                                   realnode.core.read_node(name).spec.taints or []]}
+                                                   read_node(realnode).spec.taints or []]}
     finally:
         realnode.ensure()
     assert ready_condition().status == "True"
-    wait_for(lambda: not [t for t in realnode.core.read_node(name).spec.taints or []
+    wait_for(lambda: not [t for t in read_node(realnode).spec.taints or []
                           if t.key.startswith("node.kubernetes.io/")], 30, "the unreachable taint removed")

@@ -15,7 +15,7 @@ import pytest
 import yaml
 from kubekit import kube_matrix
 from kubernetes import client
-from kubernetes.client.rest import ApiException
+from kubernetes.client.exceptions import ApiException
 from realkit import GPU, STANDIN, VENDOR_LABELS, data, failure, real_matrix, run
 from support import FIXTURES, evidence_of
 
@@ -24,6 +24,10 @@ from pytest_hetero.backends.kubernetes.queues import KUEUE, Served
 
 if TYPE_CHECKING:  # annotation only: 'conftest' names differ per folder at run time
     from conftest import Cluster, RealNodeCluster
+
+# its matrices sit in a temporary folder and name the repository's cases/ (or a neighbouring temporary
+# folder) by absolute path, which path containment refuses unless allowed (suite_setup.outside_inputs)
+pytestmark = pytest.mark.usefixtures("outside_inputs")
 
 API = ("kueue.x-k8s.io", "v1beta2")
 PRODUCED = FIXTURES / "produced-here"

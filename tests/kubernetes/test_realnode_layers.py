@@ -40,6 +40,10 @@ from pytest_hetero.evidence.usage import epoch
 if TYPE_CHECKING:  # annotation only: 'conftest' names differ per folder at run time
     from conftest import RealNodeCluster
 
+# its matrices sit in a temporary folder and name the repository's cases/ (or a neighbouring temporary
+# folder) by absolute path, which path containment refuses unless allowed (suite_setup.outside_inputs)
+pytestmark = pytest.mark.usefixtures("outside_inputs")
+
 
 @pytest.fixture(scope="module")
 def ns(realnode: RealNodeCluster) -> Iterator[str]:
@@ -58,7 +62,7 @@ def run_id(realnode: RealNodeCluster, ns: str) -> Iterator[str]:
     """A fresh run id; afterwards no pod of it may be left (cleanup is under test)."""
     value = "r" + uuid.uuid4().hex[:10]
     yield value
-    left = realnode.core.list_namespaced_pod(ns, label_selector=f"pytest-hetero.run-id={value}").items
+    left: list[Any] = realnode.core.list_namespaced_pod(ns, label_selector=f"pytest-hetero.run-id={value}").items
     alive = [p.metadata.name for p in left if p.metadata.deletion_timestamp is None]
     assert not alive, f"pods of run {value} left behind: {alive}"
 
@@ -277,7 +281,7 @@ def test_node_not_ready_mid_run(pytester: pytest.Pytester, realnode: RealNodeClu
     def stop_when_running() -> None:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
-            pods = realnode.core.list_namespaced_pod(ns, label_selector=f"pytest-hetero.run-id={run_id}").items
+            pods: list[Any] = realnode.core.list_namespaced_pod(ns, label_selector=f"pytest-hetero.run-id={run_id}").items
             if pods and pods[0].status.phase == "Running":
                 time.sleep(15)  # startup's payload takes a few seconds; then the model sleeps 300 s
                 realnode.stop_kubelet()

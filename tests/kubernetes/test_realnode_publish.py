@@ -14,7 +14,7 @@ import json
 import time
 import uuid
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 import realimages
@@ -24,6 +24,10 @@ from test_kube_publish import hetero, wait_for
 
 if TYPE_CHECKING:  # annotation only: 'conftest' names differ per folder at run time
     from conftest import RealNodeCluster
+
+# its matrices sit in a temporary folder and name the repository's cases/ (or a neighbouring temporary
+# folder) by absolute path, which path containment refuses unless allowed (suite_setup.outside_inputs)
+pytestmark = pytest.mark.usefixtures("outside_inputs")
 
 
 @pytest.fixture
@@ -57,21 +61,25 @@ def test_published_status_lets_a_validated_task_type_run_on_the_real_node(
         done = hetero("publish", str(bundle), "--to", "kubernetes", "--key", str(pytester.path / "key.pub"),
                       "--kubeconfig", str(info.kubeconfig), "--require-level", "startup")
         assert done.returncode == 0, done.stderr
-        node = realnode.core.read_node(info.node)
+        node: Any = realnode.core.read_node(info.node)  # the API's answer: the client's models make every field optional
         assert node.metadata.labels[key] == "startup"
         condition = next(c for c in node.status.conditions if c.type == key)
         assert (condition.status, condition.reason) == ("True", "Validated")
         time.sleep(1)  # the kubelet's next status update must keep the condition (it merges by type)
-        assert next(c for c in realnode.core.read_node(info.node).status.conditions if c.type == key).status == "True"
+        again: Any = realnode.core.read_node(info.node)
+        assert next(c for c in again.status.conditions if c.type == key).status == "True"
         pod = f"validated-{uuid.uuid4().hex[:6]}"
-        realnode.core.create_namespaced_pod(ns, {"metadata": {"name": pod}, "spec": realnode.pod_spec(
+        realnode.core.create_namespaced_pod(ns, {"metadata": {"name": pod}, "spec": realnode.pod_spec(  # type: ignore[arg-type]  # a manifest dict, sent as it is
             [{"name": "c", "image": STANDIN, "imagePullPolicy": "Never",
               "command": ["sh", "-c", "ls /dev | grep -E '^nvidia[0-9]+$'"],
               "resources": {"limits": {GPU: "1"}}}],
             nodeSelector={**info.node_selector, key: "startup"}, restartPolicy="Never")})
-        phase = wait_for(lambda: (p := realnode.core.read_namespaced_pod(pod, ns).status.phase) in (
-            "Succeeded", "Failed") and p, 120, "the validated workload to finish")
-        placed = realnode.core.read_namespaced_pod(pod, ns).spec.node_name
+        def read_pod() -> Any:  # the API's answer: the client's models make every field optional
+            return realnode.core.read_namespaced_pod(pod, ns)
+
+        phase = wait_for(lambda: (p := read_pod().status.phase) in ("Succeeded", "Failed") and p, 120,
+                         "the validated workload to finish")
+        placed = read_pod().spec.node_name
         log = realnode.core.read_namespaced_pod_log(pod, ns)
         assert (phase, placed, log.split()) == ("Succeeded", info.node, ["nvidia0"])
     finally:
@@ -80,5 +88,5 @@ def test_published_status_lets_a_validated_task_type_run_on_the_real_node(
             _content_type="application/merge-patch+json")
         realnode.core.patch_node_status(info.node, {"status": {"conditions": [{"type": key, "$patch": "delete"}]}},
                                         _content_type="application/strategic-merge-patch+json")
-    left = realnode.core.read_node(info.node)
+    left: Any = realnode.core.read_node(info.node)
     assert key not in (left.metadata.labels or {}) and all(c.type != key for c in left.status.conditions)

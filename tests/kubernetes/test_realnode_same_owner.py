@@ -30,6 +30,10 @@ from support import clear_reports, evidence_of, matrix_text
 if TYPE_CHECKING:
     from conftest import RealNodeCluster
 
+# its matrices sit in a temporary folder and name the repository's cases/ (or a neighbouring temporary
+# folder) by absolute path, which path containment refuses unless allowed (suite_setup.outside_inputs)
+pytestmark = pytest.mark.usefixtures("outside_inputs")
+
 docker = pytest.importorskip("docker", reason="docker SDK (pip install docker>=7) is required")
 
 CPU = {"name": "cpu", "type": "cpu", "requests": {"cpu": "100m"}}
@@ -53,7 +57,7 @@ def run_id(realnode: RealNodeCluster, ns: str) -> Iterator[str]:
     """A fresh run id; afterwards no pod or container of it may be left (cleanup is under test)."""
     value = "o" + uuid.uuid4().hex[:10]
     yield value
-    left = realnode.core.list_namespaced_pod(ns, label_selector=f"pytest-hetero.run-id={value}").items
+    left: list[Any] = realnode.core.list_namespaced_pod(ns, label_selector=f"pytest-hetero.run-id={value}").items
     alive = [p.metadata.name for p in left if p.metadata.deletion_timestamp is None]
     engine = docker.from_env()
     try:

@@ -30,6 +30,10 @@ import yaml
 from kubernetes import client, utils
 from support import evidence_of, statuses
 
+# its matrices sit in a temporary folder and name the repository's cases/ (or a neighbouring temporary
+# folder) by absolute path, which path containment refuses unless allowed (suite_setup.outside_inputs)
+pytestmark = pytest.mark.usefixtures("outside_inputs")
+
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "matrices" / "example-serving-k8s.matrix.yaml"
 COMBO = "digits-service@digits-test"
@@ -54,7 +58,7 @@ def ns(realnode: RealNodeCluster, image: str) -> Iterator[str]:
     yield name
     sel = "pytest-hetero.run-id"
     apps, core = client.AppsV1Api(realnode.api), realnode.core
-    found = [("deployment", apps.list_namespaced_deployment(name, label_selector=sel).items),
+    found: list[tuple[str, list[Any]]] = [("deployment", apps.list_namespaced_deployment(name, label_selector=sel).items),
              ("service", core.list_namespaced_service(name, label_selector=sel).items),
              ("secret", core.list_namespaced_secret(name, label_selector=sel).items),
              ("pod", core.list_namespaced_pod(name).items)]
@@ -212,7 +216,8 @@ def test_a_serving_deployment_that_cannot_be_deleted_makes_the_run_not_clean(
     def finalize() -> None:  # as a controller of the cluster would, once the Deployment exists
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
-            for dep in apps.list_namespaced_deployment(ns, label_selector="pytest-hetero.run-id").items:
+            deps: list[Any] = apps.list_namespaced_deployment(ns, label_selector="pytest-hetero.run-id").items
+            for dep in deps:
                 apps.patch_namespaced_deployment(dep.metadata.name, ns, {"metadata": {"finalizers": [FINALIZER]}})
                 return
             time.sleep(0.2)
@@ -222,7 +227,7 @@ def test_a_serving_deployment_that_cannot_be_deleted_makes_the_run_not_clean(
     try:
         result, items, found = _run(pytester, monkeypatch, realnode, ns, "-k", "scheduling or startup")
         ev = evidence_of(pytester)
-        dep = apps.read_namespaced_deployment("digits", ns)
+        dep: Any = apps.read_namespaced_deployment("digits", ns)  # the API's answer: the client's models make every field optional
         assert dep.metadata.deletion_timestamp is not None and FINALIZER in (dep.metadata.finalizers or [])
     finally:
         controller.join(5)
@@ -350,9 +355,10 @@ def _as_harness(realnode: RealNodeCluster, ns: str, manifests: tuple[str, ...], 
             doc["roleRef"]["name"] = f"{doc['roleRef']['name']}-{tag}"
         for subject in doc.get("subjects", []):
             subject["namespace"] = ns
-        utils.create_from_dict(realnode.api, doc)
-    token = realnode.core.create_namespaced_service_account_token(
-        "pytest-hetero", ns, {"spec": {"expirationSeconds": 3600}}).status.token
+        utils.create_from_dict(realnode.api, doc)  # type: ignore[no-untyped-call]
+    answer: Any = realnode.core.create_namespaced_service_account_token(
+        "pytest-hetero", ns, {"spec": {"expirationSeconds": 3600}})  # type: ignore[arg-type]  # a manifest dict, sent as it is
+    token = answer.status.token  # (the client's models make every field optional)
     admin = yaml.safe_load(Path(realnode.info.kubeconfig).read_text())
     path.write_text(yaml.safe_dump({
         "apiVersion": "v1", "kind": "Config", "clusters": admin["clusters"],

@@ -22,6 +22,10 @@ from support import evidence_of
 if TYPE_CHECKING:  # annotation only: 'conftest' names differ per folder at run time
     from conftest import RealNodeCluster
 
+# its matrices sit in a temporary folder and name the repository's cases/ (or a neighbouring temporary
+# folder) by absolute path, which path containment refuses unless allowed (suite_setup.outside_inputs)
+pytestmark = pytest.mark.usefixtures("outside_inputs")
+
 
 @pytest.fixture
 def ns(realnode: RealNodeCluster) -> Iterator[str]:
@@ -65,5 +69,5 @@ def test_a_model_reading_labels_through_its_code_folder_finds_none_in_the_pod(
         (result,) = _record(business, "business.rules")["results"]
         assert (result["observed"], result["verdict"], result["provenance"]["source"]) == (expected, "fail",
                                                                                              "computed")
-    left = realnode.core.list_namespaced_pod(ns, label_selector=f"pytest-hetero.run-id={run_id}").items
+    left: list[Any] = realnode.core.list_namespaced_pod(ns, label_selector=f"pytest-hetero.run-id={run_id}").items
     assert not [p.metadata.name for p in left if p.metadata.deletion_timestamp is None]

@@ -11,6 +11,10 @@ from support import evidence_of, statuses
 from serving.conftest import DigitsServers
 from serving.helpers import COMBO, REPO, items_of, records
 
+# its matrices sit in a temporary folder and name the repository's cases/ (or a neighbouring temporary
+# folder) by absolute path, which path containment refuses unless allowed (suite_setup.outside_inputs)
+pytestmark = pytest.mark.usefixtures("outside_inputs")
+
 
 def test_example_serving_matrix(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
                                 digits_servers: DigitsServers) -> None:

@@ -12,6 +12,10 @@ from support import evidence_of, statuses
 
 from serving.helpers import items_of, records, serving_matrix
 
+# its matrices sit in a temporary folder and name the repository's cases/ (or a neighbouring temporary
+# folder) by absolute path, which path containment refuses unless allowed (suite_setup.outside_inputs)
+pytestmark = pytest.mark.usefixtures("outside_inputs")
+
 MODEL_ID = "multilingual-e5-small-q4"
 TEXTS = ["how much protein should an adult eat per day", "the train to Lisbon leaves at nine",
          "GPU memory is exhausted by large batches", "quarterly revenue grew by four percent",

@@ -13,6 +13,10 @@ from support import evidence_of, statuses
 
 from serving.helpers import items_of, records, serving_matrix
 
+# its matrices sit in a temporary folder and name the repository's cases/ (or a neighbouring temporary
+# folder) by absolute path, which path containment refuses unless allowed (suite_setup.outside_inputs)
+pytestmark = pytest.mark.usefixtures("outside_inputs")
+
 PROMPTS = ["hello world", "the cat sat on the mat", "a dog ran fast", "hello world", "yes or no", "ok"]
 
 

@@ -11,6 +11,10 @@ from serving.conftest import DigitsServers
 from serving.helpers import COMBO, items_of, oip, records, serving_matrix
 from serving.servers import free_port
 
+# its matrices sit in a temporary folder and name the repository's cases/ (or a neighbouring temporary
+# folder) by absolute path, which path containment refuses unless allowed (suite_setup.outside_inputs)
+pytestmark = pytest.mark.usefixtures("outside_inputs")
+
 START, MODEL, BUSINESS = "cpu-host::py::startup", f"cpu-host::py::{COMBO}::model", f"cpu-host::py::{COMBO}::business"
 
 

@@ -13,6 +13,10 @@ from support import evidence_of, statuses
 from serving.conftest import DigitsServers
 from serving.helpers import COMBO, items_of, oip, records, serving_matrix
 
+# its matrices sit in a temporary folder and name the repository's cases/ (or a neighbouring temporary
+# folder) by absolute path, which path containment refuses unless allowed (suite_setup.outside_inputs)
+pytestmark = pytest.mark.usefixtures("outside_inputs")
+
 START = "cpu-host::py::startup"
 MODEL, BUSINESS = f"cpu-host::py::{COMBO}::model", f"cpu-host::py::{COMBO}::business"
 

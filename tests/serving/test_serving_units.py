@@ -17,6 +17,10 @@ from pytest_hetero.serving.openai import OpenAICompatible, _sse_text
 from pytest_hetero.serving.protocol import Sample, expand_endpoint, read_samples
 from serving.helpers import DIGITS, oip, serving_matrix
 
+# its matrices sit in a temporary folder and name the repository's cases/ (or a neighbouring temporary
+# folder) by absolute path, which path containment refuses unless allowed (suite_setup.outside_inputs)
+pytestmark = pytest.mark.usefixtures("outside_inputs")
+
 
 def test_expand_endpoint() -> None:
     env = {"HOST": "10.0.0.7", "EMPTY": ""}

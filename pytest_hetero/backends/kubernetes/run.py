@@ -123,7 +123,10 @@ def run_model(
     Its exit status is also written to ``run_dir/.rc`` (read back by :func:`exit_confirmed`).
 
     When ``stop`` is set first the outcome is ``abandoned`` and the process is left running: the caller
-    decides whether its node can still be reached (:func:`kill_run`).
+    decides whether its node can still be reached (:func:`kill_run`). When the run is interrupted (Ctrl-C,
+    SIGTERM: KeyboardInterrupt) the process is killed too, best effort within 5 s, and the interruption goes on:
+    deleting the pod ends it on a kubelet, but an exec can outlive its pod (KWOK's ClusterExec runs it on
+    the host), and the model must not go on running after the gate stopped.
     """
     exports = "".join(f"{k}={shlex.quote(v)}; export {k}; " for k, v in env.items())
     rd = shlex.quote(run_dir)
@@ -131,7 +134,11 @@ def run_model(
         f"mkdir -p {rd} && cd {shlex.quote(workdir)} && {exports}{{ {shlex.join(argv)} & }} && "
         f"echo $! > {rd}/.pid && wait $!; rc=$?; echo $rc > {rd}/.rc; exit $rc"
     )
-    done = kube_exec.run(core, namespace, pod, "workload", ["/bin/sh", "-c", script], timeout_s, stop=stop)
+    try:
+        done = kube_exec.run(core, namespace, pod, "workload", ["/bin/sh", "-c", script], timeout_s, stop=stop)
+    except KeyboardInterrupt:
+        kill_run(core, namespace, pod, run_dir, 5)
+        raise
     if done.timed_out:
         kill_run(core, namespace, pod, run_dir, 30)
     return done

@@ -1,0 +1,104 @@
+"""Suite-wide setup, run once when tests/conftest.py imports it. Shared helpers live in tests/support.py
+(``from support import …``).
+
+It lives outside conftest.py so that mypy, which names a module by its file, sees one module called
+``conftest`` in tests/ (tests/kubernetes/conftest.py, whose classes the Kubernetes tests import).
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+import tempfile
+from pathlib import Path
+
+import pytest
+from support import outside_paths
+
+
+@pytest.fixture
+def outside_inputs(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """``HETERO_ALLOW_PATHS`` for one test whose matrices sit in a temporary folder (outside any project)
+    and name the repository's ``cases/``, or files of a neighbouring temporary folder of this session, by
+    absolute path: path containment refuses those, so the test allows exactly these two folders, as a user
+    would (docs/safety.md). Its pytester runs and subprocesses inherit it; it is gone after the test.
+
+    Nothing sets it suite-wide: a test that does not take this fixture (a module marks itself with
+    ``pytestmark = pytest.mark.usefixtures("outside_inputs")`` and says why) runs with containment as a
+    user gets it. Returns the value set.
+    """
+    value = outside_paths(tmp_path_factory)
+    monkeypatch.setenv("HETERO_ALLOW_PATHS", value)
+    return value
+
+# Hypothesis keeps its storage (example database, constants cache) outside the checkout: its files are
+# mode 0600, and a checkout holding one is a project the sandbox user cannot read, so the gate copies it
+# for the model (test_sandbox: a sandbox-user run must need no copy, whatever ran before it serially).
+os.environ.setdefault("HYPOTHESIS_STORAGE_DIRECTORY",
+                      str(Path(tempfile.gettempdir()) / f"hypothesis-of-{getpass.getuser()}"))
+try:
+    from hypothesis.configuration import set_hypothesis_home_dir
+except ImportError:  # pragma: no cover - hypothesis is a test dependency
+    pass
+else:
+    set_hypothesis_home_dir(os.environ["HYPOTHESIS_STORAGE_DIRECTORY"])
+
+
+def _preload_kubernetes_client() -> None:
+    """Import the kubernetes client's API and model classes before any in-process pytester run.
+
+    pytester drops the modules first imported inside a run when it ends. kubernetes ≥ 35 imports
+    APIs and models lazily, so a model class loaded inside one run and reloaded after it no longer
+    matches the class its API validates against (pydantic "valid instance of V1Node" errors in
+    later tests). Loading them once, up front, keeps one set of classes for the whole session.
+    """
+    try:
+        from kubernetes import client
+    except ImportError:
+        return
+    for name in client.__all__:
+        if name.endswith("Api") or name.startswith(("V1", "V2", "Core", "Rbac")):
+            getattr(client, name, None)
+
+
+_preload_kubernetes_client()
+
+
+def _preload_httpx() -> None:
+    """Load httpx and every httpcore module a plain request uses before any in-process pytester run.
+
+    The same hazard as above: httpcore imports its network backend and connection classes on first
+    use; first used inside a pytester run (our serving plugin's clients), they are dropped when the run
+    ends and reloaded later with new exception classes, so httpx no longer maps httpcore's
+    ``ConnectError`` and a refused connection escapes ``except httpx.HTTPError`` (seen in the serving
+    fixtures under pytest-xdist). One refused request to a closed loopback port loads them all once.
+    """
+    try:
+        import httpx
+    except ImportError:
+        return
+    try:
+        httpx.get("http://127.0.0.1:9/", timeout=0.5)
+    except httpx.HTTPError:
+        pass
+
+
+_preload_httpx()
+
+
+def _preload_metrics() -> None:
+    """Load numpy, scikit-learn's metrics and pyarrow's Parquet reader before any in-process pytester run.
+
+    The business layer imports them on first use; first used inside a pytester run, pytester drops them when
+    the run ends, and numpy's C core refuses a second load in one process ("cannot load module more than once
+    per process") in the next run's business items.
+    """
+    import sklearn.metrics  # noqa: F401
+
+    try:
+        import pyarrow.parquet  # noqa: F401
+    except ImportError:
+        pass
+
+
+_preload_metrics()
