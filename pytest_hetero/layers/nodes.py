@@ -12,9 +12,11 @@ image (``<resource>::<image>::nodes::startup``, a startup item). Its check, once
 3. have the engine start the image on each chosen node, pinned to it but placed by the real scheduler
    (:meth:`~pytest_hetero.backends.protocol.Backend.start_on`), and judge each as the startup layer judges
    its workload (image digest, device payload: :func:`pytest_hetero.layers.startup.judge_payload`). The pods
-   are created together, so placement and container start overlap; the payloads run one node after the
-   other (the Kubernetes client's ``stream()`` swaps the shared ApiClient's ``call_api`` during an exec, so
-   concurrent execs on one client are not safe): the item takes about one payload's time per node;
+   are created together, so placement and container start overlap; the nodes are then checked concurrently,
+   at most ``--hetero-node-parallel`` (ini ``hetero_node_parallel``, default 8) at a time, each in a thread of
+   its own (on Kubernetes each exec opens on its own API client: :func:`~pytest_hetero.backends.kubernetes.
+   podexec.own_client`): the item takes about ⌈nodes / N⌉ payload times, not one per node. Records of
+   different nodes interleave in time; each names its node;
 4. record ``startup.node`` per chosen node: ``{"node", "outcome": passed|failed|error, "category",
    "message", "proven": [layers proven on it by this item], "pod", "simulated"}``.
 
@@ -28,6 +30,7 @@ from __future__ import annotations
 
 import hashlib
 import random
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from pytest_hetero.backends.protocol import EngineFault, Started
@@ -36,6 +39,7 @@ from pytest_hetero.layers.base import LayerContext, LayerFailed, LayerOutcome, N
 from pytest_hetero.matrix.model import Coverage, Resource
 from pytest_hetero.matrix.tolerations import untolerated
 from pytest_hetero.probes.payload import payload_script
+from pytest_hetero.signals import quiet_thread
 
 NODE_RECORD = "startup.node"
 """Record kind of one node's outcome in a node-coverage item."""
@@ -94,13 +98,28 @@ def check(ctx: LayerContext) -> None:
                           f"{ctx.resource.name} ({len(pool)} node(s): "
                           + "; ".join(f"{e['node']}: {e['reason']}" for e in not_chosen[:5]) + ")", "no_nodes")
     answers = engine.start_on(ctx, chosen)
-    failures: list[tuple[str, LayerOutcome]] = []
-    for node, answer in zip(chosen, answers, strict=True):
-        outcome = _judge_node(ctx, node, answer)
-        if outcome is not None:
-            failures.append((node, outcome))
+    outcomes = each_node(ctx, chosen, answers)
+    failures = [(node, outcome) for node, outcome in zip(chosen, outcomes, strict=True) if outcome is not None]
     if failures:
         _fail(ctx, chosen, failures)
+
+
+def each_node(ctx: LayerContext, chosen: list[str], answers: list[Started | EngineFault]
+              ) -> list[LayerOutcome | None]:
+    """Check every node's answer (:func:`_judge_node`), at most ``settings.node_parallel`` at a time, each in
+    a helper thread (SIGINT/SIGTERM left to the main thread); one failure (None: passed) per node, in order.
+    An exception that is not a layer outcome (a harness bug) is raised here once every node has finished."""
+    width = max(1, min(ctx.settings.node_parallel, len(chosen)))
+    if width == 1:
+        return [_judge_node(ctx, node, answer) for node, answer in zip(chosen, answers, strict=True)]
+
+    def one(pair: tuple[str, Started | EngineFault]) -> LayerOutcome | None:
+        quiet_thread()
+        return _judge_node(ctx, *pair)
+
+    with ThreadPoolExecutor(width, thread_name_prefix="hetero-node") as pool:
+        futures = [pool.submit(one, pair) for pair in zip(chosen, answers, strict=True)]
+        return [f.result() for f in futures]
 
 
 def _judge_node(ctx: LayerContext, node: str, answer: Started | EngineFault) -> LayerOutcome | None:
