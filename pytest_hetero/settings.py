@@ -32,6 +32,9 @@ OPTIONS: tuple[tuple[str, dict[str, object]], ...] = (
                        "help": "keep containers/pods the run created, for debugging"}),
     ("--hetero-parallel", {"type": int, "default": None, "metavar": "N",
                            "help": "concurrent scheduling/startup probes per backend"}),
+    ("--hetero-node-parallel", {"type": int, "default": None, "metavar": "N",
+                                "help": "nodes a node-coverage item checks at once (device payload and smoke "
+                                        "model run, each node's exec on its own connection; default 8)"}),
     ("--hetero-sign-key", {"default": None, "metavar": "PEM",
                            "help": "Ed25519 private key to sign the bundle (or $HETERO_SIGN_KEY)"}),
     ("--hetero-sign-command", {"default": None, "metavar": "CMD",
@@ -75,6 +78,7 @@ INI: tuple[tuple[str, str, str], ...] = (
     ("hetero_matrix_glob", "glob of matrix files collected from test paths", "*.matrix.yaml"),
     ("hetero_report_dir", "folder for evidence bundles", "reports"),
     ("hetero_parallel", "concurrent scheduling/startup probes per backend", "4"),
+    ("hetero_node_parallel", "nodes a node-coverage item checks at once", "8"),
     ("hetero_timeout_scale", "multiply every layer timeout", "1.0"),
 )
 """Ini keys as ``(name, help, default)``."""
@@ -140,6 +144,8 @@ class Settings:
     snapshot: bool = False
     affected_from_cluster: Path | None = None
     change: str | None = None
+    node_parallel: int = 8
+    """Nodes a node-coverage item checks at once (``--hetero-node-parallel``, ini ``hetero_node_parallel``)."""
 
     @property
     def bundle_dir(self) -> Path:
@@ -179,6 +185,8 @@ def build_settings(option: Callable[[str], Any], ini: Callable[[str], Any], root
         report_dir = anchor / report_dir
     parallel = option("--hetero-parallel")
     parallel = ini("hetero_parallel") if parallel is None else parallel
+    node_parallel = option("--hetero-node-parallel")
+    node_parallel = ini("hetero_node_parallel") if node_parallel is None else node_parallel
     scale = option("--hetero-timeout-scale")
     scale = ini("hetero_timeout_scale") if scale is None else scale
     key = option("--hetero-sign-key") or os.environ.get("HETERO_SIGN_KEY")
@@ -219,6 +227,7 @@ def build_settings(option: Callable[[str], Any], ini: Callable[[str], Any], root
         affected_from_cluster=Path(option("--hetero-affected-from-cluster")).resolve()
         if option("--hetero-affected-from-cluster") else None,
         change=option("--hetero-change"),
+        node_parallel=int(_number(node_parallel, "hetero_node_parallel", int, 1)),
     )
 
 

@@ -168,3 +168,75 @@ def test_catalog_lists_node_levels_and_unvalidated_nodes(tmp_path: Path) -> None
     assert "unvalidated in c/cpu (not exercised by this run, coverage one):" in text
     assert "- n2: not exercised: coverage one ran the pool's workload on n1 only" in text
     assert json.dumps(row)  # JSON-ready
+
+
+def smoke_items(outcomes: dict[str, str]) -> list[dict[str, Any]]:
+    """:func:`run_items` with a node-coverage item whose smoke model run ended ``outcomes[node]`` on each node
+    (``passed``: model proven there; ``failed``: the node failed on its smoke run, startup still proven)."""
+    out = run_items(False)
+    nodes = [rec("startup.coverage", coverage="every", pool=POOL, schedulable=POOL, chosen=POOL, not_exercised=[])]
+    for n in POOL:
+        ok = outcomes[n] == "passed"
+        smoke = {"model": "digits-logreg", "dataset": "digits-test", "outcome": outcomes[n],
+                 "category": None if ok else "nonzero_exit"}
+        nodes += [rec("scheduling.placed", node=n, pod=f"p-{n}"),
+                  rec("model.run", node=n, exit_code=0 if ok else 1),
+                  rec("startup.node", node=n, outcome=outcomes[n], category=smoke["category"],
+                      proven=["scheduling", "startup", "model"] if ok else ["scheduling", "startup"], smoke=smoke)]
+    ok_all = all(o == "passed" for o in outcomes.values())
+    out.append(item("startup", "passed" if ok_all else "failed", *nodes, coverage="every"))
+    return out
+
+
+def test_a_smoke_run_on_a_node_proves_the_model_there_and_a_failed_one_fails_that_node_only(tmp_path: Path) -> None:
+    m = matrix(tmp_path, "every")
+    [pool] = pool_status(m, smoke_items(dict.fromkeys(POOL, "passed")), "2026-12-02T10:00:00Z")
+    assert pool["model_runs_on"] == POOL
+    # business (acceptance) is judged on the model item's node only: the others reach model
+    assert levels(pool) == {"n1": "business", "n2": "model", "n3": "model", "n4": "model"}
+    n2 = pool["node_status"][1]["task_types"]["batch-inference"]["layers"]
+    assert (n2["startup"], n2["model"], n2["business"]) == ("passed", "passed", "not_run")
+    [pool] = pool_status(m, smoke_items({**dict.fromkeys(POOL, "passed"), "n3": "failed"}), "2026-12-02T10:00:00Z")
+    assert levels(pool) == {"n1": "business", "n2": "model", "n3": "startup", "n4": "model"}
+    n3 = pool["node_status"][2]["task_types"]["batch-inference"]["layers"]
+    assert (n3["startup"], n3["model"]) == ("passed", "failed")
+    plan = publish_plan([pool], "ab" * 32, parse_now("2026-12-02T11:00:00Z"), "d/unvalidated")
+    key = f"validation.{pool['domain']}/batch-inference"
+    assert {e["node"]: e["labels"][key] for e in plan} == {"n1": "business", "n2": "model", "n3": "startup",
+                                                            "n4": "model"}
+
+
+def test_the_smoke_combination_is_the_plans_first_model_item_of_the_resource_and_image(tmp_path: Path) -> None:
+    from pytest_hetero.layers.nodes import smoke_combo
+
+    class Ctx:  # what smoke_combo reads of a LayerContext
+        def __init__(self, m: Matrix) -> None:
+            self.matrix, self.backend = m, type("B", (), {"scheduling_per_image": True})()
+            self.planned = next(i for i in expand(m, scheduling_per_image=True).items if "coverage" in i.keys)
+
+    combo = smoke_combo(Ctx(matrix(tmp_path, "every")))  # type: ignore[arg-type]
+    assert combo is not None and (combo.layer, combo.keys) == (
+        "model", {"resource": "cpu", "image": "py", "model": "digits-logreg", "dataset": "digits-test"})
+    doc = json.loads(matrix_text(resources=[{"name": "cpu", "type": "cpu", "requests": {"cpu": 1},
+                                             "coverage": "every"}], backend="kubernetes", name="c",
+                                 exclude=[{"model": "digits-logreg", "reason": "not on this pool"}]))
+    (tmp_path / "x.matrix.yaml").write_text(json.dumps(doc))
+    assert smoke_combo(Ctx(load_matrix(tmp_path / "x.matrix.yaml"))) is None  # type: ignore[arg-type]
+
+
+def test_node_parallel_comes_from_the_option_else_the_ini_and_must_be_at_least_one(tmp_path: Path) -> None:
+    from pytest_hetero.errors import SettingsError
+    from pytest_hetero.settings import INI, build_settings
+
+    defaults = {name: default for name, _, default in INI}
+
+    def built(flag: Any, ini: Any = None) -> int:
+        def option(name: str) -> Any:
+            return flag if name == "--hetero-node-parallel" else [] if name in (
+                "--hetero-matrix", "--hetero-affected") else None
+        return build_settings(option, lambda n: ini if n == "hetero_node_parallel" and ini is not None
+                              else defaults[n], tmp_path, None, "r1").node_parallel
+
+    assert (built(None), built(3), built(None, "12")) == (8, 3, 12)
+    with pytest.raises(SettingsError, match="hetero_node_parallel must be ≥ 1"):
+        built(0)

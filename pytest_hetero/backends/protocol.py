@@ -96,6 +96,9 @@ class Step(Protocol):
     planned: PlannedItem
     settings: Settings
     timeout_s: float
+    pinned_node: str | None
+    """The node a node-coverage workload is pinned to (:meth:`Backend.start_on`): :meth:`Backend.execute`
+    then runs the smoke model run in that node's workload; None: the resource × image workload."""
 
     @property
     def layer(self) -> str:
@@ -483,7 +486,9 @@ class Backend(ABC):
     @abstractmethod
     def execute(self, step: Step) -> ExecResult:
         """Run the model entrypoint of ``step`` on its dataset (inputs copied or mounted in, the
-        outputs file copied out, size-bounded); return the run. Raises EngineFault."""
+        outputs file copied out, size-bounded); return the run. With ``step.pinned_node`` set (node
+        coverage's smoke run, only on engines with :meth:`start_on`): in the workload started on that node.
+        Raises EngineFault."""
 
     def govern(self, step: Step, probe: GovernanceProbe) -> GovernanceReport:
         """Carry out the attempts of governance ``probe`` on ``step.resource``'s pool, as the tenant it

@@ -92,6 +92,9 @@ class LayerContext:
     progress: Callable[[str], None] | None = None
     """Where a long check reports progress lines (the terminal, while output capture is
     suspended); None: no progress shown."""
+    pinned_node: str | None = None
+    """The node whose pinned workload a node-coverage smoke model run uses (see
+    :mod:`pytest_hetero.layers.nodes`); None for every ordinary item."""
     _made: set[Path] = field(default_factory=set, repr=False)
     """Artifact folders this context has created (one mkdir per folder, not per artifact)."""
 

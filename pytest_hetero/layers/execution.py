@@ -55,6 +55,13 @@ def check(ctx: LayerContext) -> None:
         _run_once(ctx, run if repeat > 1 else 0)
 
 
+def run_once(ctx: LayerContext) -> None:
+    """One run of ``ctx``'s model × dataset, recorded and judged as a model item's run is (no repeats, no
+    served model, the files' digests left to the model item): node coverage's smoke run on each node
+    (:mod:`pytest_hetero.layers.nodes`). Raises what a model item's run raises."""
+    _run_once(ctx, 0)
+
+
 def repeats(ctx: LayerContext) -> int:
     """How many times the profile that runs asks for each model run and business sample (``repeat``)."""
     if not ctx.settings.profile:

@@ -12,30 +12,43 @@ image (``<resource>::<image>::nodes::startup``, a startup item). Its check, once
 3. have the engine start the image on each chosen node, pinned to it but placed by the real scheduler
    (:meth:`~pytest_hetero.backends.protocol.Backend.start_on`), and judge each as the startup layer judges
    its workload (image digest, device payload: :func:`pytest_hetero.layers.startup.judge_payload`). The pods
-   are created together, so placement and container start overlap; the payloads run one node after the
-   other (the Kubernetes client's ``stream()`` swaps the shared ApiClient's ``call_api`` during an exec, so
-   concurrent execs on one client are not safe): the item takes about one payload's time per node;
-4. record ``startup.node`` per chosen node: ``{"node", "outcome": passed|failed|error, "category",
-   "message", "proven": [layers proven on it by this item], "pod", "simulated"}``.
+   are created together, so placement and container start overlap; the nodes are then checked concurrently,
+   at most ``--hetero-node-parallel`` (ini ``hetero_node_parallel``, default 8) at a time, each in a thread of
+   its own (on Kubernetes each exec opens on its own API client: :func:`~pytest_hetero.backends.kubernetes.
+   podexec.own_client`): the item takes about ⌈nodes / N⌉ payload times, not one per node. Records of
+   different nodes interleave in time; each names its node;
+4. on each node whose startup passed, a **smoke model run**: the first model × dataset the plan has for this
+   resource × image (:func:`smoke_combo`; a served model is skipped) runs once in that node's pinned pod
+   (:func:`pytest_hetero.layers.execution.run_once`: recorded and judged as a model item's run, its
+   records and artifacts, under ``<node>/<model@dataset>/``, in this item); none when the plan has none;
+5. record ``startup.node`` per chosen node: ``{"node", "outcome": passed|failed|error, "category",
+   "message", "proven": [layers proven on it by this item: model only when its smoke run passed], "pod",
+   "simulated", "smoke": {"model", "dataset", "outcome", "category"} or None}``; a failed smoke run fails
+   the node (its category, startup still proven there).
 
 The item fails when any chosen node failed, naming each (the category of the first; every cause keeps its
 own owner); the nodes that passed are proven all the same, node by node, in the validation status
-(:mod:`pytest_hetero.status.compute`). Model runs are not spread over the nodes: they run on the resource
-× image workload's node only, which each model item states (``scope.not_proven``).
+(:mod:`pytest_hetero.status.compute`: a node's model level counts its smoke run). The model items themselves
+run on the resource × image workload's node only, which each states (``scope.not_proven``); business
+(acceptance) is judged there only.
 """
 
 from __future__ import annotations
 
 import hashlib
 import random
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from typing import Any
 
 from pytest_hetero.backends.protocol import EngineFault, Started
 from pytest_hetero.layers import usage
 from pytest_hetero.layers.base import LayerContext, LayerFailed, LayerOutcome, NotApplicable
+from pytest_hetero.matrix.expand import PlannedItem
 from pytest_hetero.matrix.model import Coverage, Resource
 from pytest_hetero.matrix.tolerations import untolerated
 from pytest_hetero.probes.payload import payload_script
+from pytest_hetero.signals import quiet_thread
 
 NODE_RECORD = "startup.node"
 """Record kind of one node's outcome in a node-coverage item."""
@@ -94,13 +107,30 @@ def check(ctx: LayerContext) -> None:
                           f"{ctx.resource.name} ({len(pool)} node(s): "
                           + "; ".join(f"{e['node']}: {e['reason']}" for e in not_chosen[:5]) + ")", "no_nodes")
     answers = engine.start_on(ctx, chosen)
-    failures: list[tuple[str, LayerOutcome]] = []
-    for node, answer in zip(chosen, answers, strict=True):
-        outcome = _judge_node(ctx, node, answer)
-        if outcome is not None:
-            failures.append((node, outcome))
+    smoke = smoke_combo(ctx)
+    ctx.state["smoke"] = smoke
+    outcomes = each_node(ctx, chosen, answers)
+    failures = [(node, outcome) for node, outcome in zip(chosen, outcomes, strict=True) if outcome is not None]
     if failures:
         _fail(ctx, chosen, failures)
+
+
+def each_node(ctx: LayerContext, chosen: list[str], answers: list[Started | EngineFault]
+              ) -> list[LayerOutcome | None]:
+    """Check every node's answer (:func:`_judge_node`), at most ``settings.node_parallel`` at a time, each in
+    a helper thread (SIGINT/SIGTERM left to the main thread); one failure (None: passed) per node, in order.
+    An exception that is not a layer outcome (a harness bug) is raised here once every node has finished."""
+    width = max(1, min(ctx.settings.node_parallel, len(chosen)))
+    if width == 1:
+        return [_judge_node(ctx, node, answer) for node, answer in zip(chosen, answers, strict=True)]
+
+    def one(pair: tuple[str, Started | EngineFault]) -> LayerOutcome | None:
+        quiet_thread()
+        return _judge_node(ctx, *pair)
+
+    with ThreadPoolExecutor(width, thread_name_prefix="hetero-node") as pool:
+        futures = [pool.submit(one, pair) for pair in zip(chosen, answers, strict=True)]
+        return [f.result() for f in futures]
 
 
 def _judge_node(ctx: LayerContext, node: str, answer: Started | EngineFault) -> LayerOutcome | None:
@@ -129,8 +159,56 @@ def _judge_node(ctx: LayerContext, node: str, answer: Started | EngineFault) -> 
     except LayerOutcome as exc:
         _record(ctx, node, exc, ["scheduling"], answer.name, answer.simulated)
         return exc
-    _record(ctx, node, None, ["scheduling", "startup"], answer.name, answer.simulated)
+    smoke = _smoke(ctx, node)
+    if smoke is not None and smoke[1] is not None:
+        _record(ctx, node, smoke[1], ["scheduling", "startup"], answer.name, answer.simulated, smoke[0])
+        return smoke[1]
+    proven = ["scheduling", "startup"] + (["model"] if smoke is not None else [])
+    _record(ctx, node, None, proven, answer.name, answer.simulated, smoke[0] if smoke else None)
     return None
+
+
+def smoke_combo(ctx: LayerContext) -> PlannedItem | None:
+    """The model item of this resource × image a smoke run per node repeats: the plan's first (matrix order,
+    excluded combinations left out) whose model is run, not served; None when there is none."""
+    from pytest_hetero.matrix.expand import expand
+
+    keys = ctx.planned.keys
+    for item in expand(ctx.matrix, scheduling_per_image=ctx.backend.scheduling_per_image).items:
+        if (item.layer == "model" and item.keys.get("resource") == keys["resource"]
+                and item.keys.get("image") == keys["image"]
+                and ctx.matrix.model(item.keys["model"]).serving is None):
+            return item
+    return None
+
+
+def _smoke(ctx: LayerContext, node: str) -> tuple[dict[str, Any], LayerOutcome | None] | None:
+    """Run the smoke model run on ``node``'s pinned workload; ``(facts, failure or None)``, None when there
+    is no combination to run. Its records land in this item (``model.run`` names the node)."""
+    from pytest_hetero.layers import outcome_of
+    from pytest_hetero.layers.execution import run_once
+
+    combo = ctx.state.get("smoke")
+    if not isinstance(combo, PlannedItem):
+        return None
+    parts = (*ctx.planned.parts[:-1], node, combo.parts[-2])
+    run = replace(ctx, planned=PlannedItem("model", dict(combo.keys), parts, None), pinned_node=node,
+                  _made=set())
+    facts: dict[str, Any] = {"model": combo.keys["model"], "dataset": combo.keys["dataset"]}
+    failure: LayerOutcome | None = None
+    try:
+        run_once(run)
+    except EngineFault as exc:
+        failure = outcome_of(exc)
+    except LayerOutcome as exc:
+        failure = exc
+    finally:  # the business item never reads a smoke run's outputs: nothing kept in memory for it
+        mine = "::".join(run.scope + parts)
+        for key in [k for k in ctx.handoff if k.startswith(mine)]:
+            ctx.handoff.pop(key, None)
+    facts["outcome"] = "passed" if failure is None else "error" if failure.status == "error" else "failed"
+    facts["category"] = None if failure is None else failure.category
+    return facts, failure
 
 
 def _placed_on(ctx: LayerContext, node: str) -> bool:
@@ -139,13 +217,14 @@ def _placed_on(ctx: LayerContext, node: str) -> bool:
 
 
 def _record(ctx: LayerContext, node: str, failure: LayerOutcome | None, proven: list[str], pod: str | None,
-            simulated: bool | None) -> None:
+            simulated: bool | None, smoke: dict[str, Any] | None = None) -> None:
     if failure is None:
         ctx.record(NODE_RECORD, node=node, outcome="passed", category=None, message=None, proven=proven, pod=pod,
-                   simulated=simulated)
+                   simulated=simulated, smoke=smoke)
         return
     ctx.record(NODE_RECORD, node=node, outcome="error" if failure.status == "error" else "failed",
-               category=failure.category, message=failure.message[:2000], proven=proven, pod=pod, simulated=simulated)
+               category=failure.category, message=failure.message[:2000], proven=proven, pod=pod, simulated=simulated,
+               smoke=smoke)
 
 
 def _fail(ctx: LayerContext, chosen: list[str], failures: list[tuple[str, LayerOutcome]]) -> None:

@@ -8,9 +8,12 @@ what ran (empty on engines that place nothing, e.g. the local host). Each of the
 and a workload was placed on the node, and startup, model and business from what ran **on that node**:
 every claim of the layer (startup: each image; model/business: each model × dataset of the task type) must
 have run there and passed (``not_run`` where it ran only on other nodes); a claim no record ties to a node
-(blocked, never ran) counts on every node. The nodes discovery listed that nothing exercised are
-``unvalidated``, each with the reason (the coverage choice, e.g. ``coverage one`` ran the workload on one
-node): this status says nothing of them, and ``hetero publish`` leaves them as they are.
+(blocked, never ran) counts on every node. A node-coverage smoke model run (``startup.node``'s ``smoke``) is
+a run of its model × dataset on that node: the node's model level counts it (business is judged on the
+model items' node only, so a node proven by a smoke run alone reaches ``model``). The nodes discovery
+listed that nothing exercised are ``unvalidated``, each with the reason (the coverage choice, e.g.
+``coverage one`` ran the workload on one node): this status says nothing of them, and ``hetero publish``
+leaves them as they are.
 A **task type** is a model's ``task_type``. The **level** of (pool, task type) is the last layer of
 ``discovery → scheduling → startup → model → business`` up to which every layer has items for that pool
 (model and business: of models of that task type) and all of them passed. ``not_applicable`` is not a
@@ -148,9 +151,18 @@ class _NodeFacts:
             self.placed.add(node)
         elif kind == NODE_RECORD and isinstance(node, str):
             self._see(node)
-            self.facts.setdefault(claim, {}).setdefault(node, set()).add(str(data.get("outcome")))
-            if "scheduling" in (data.get("proven") or []):
+            proven = data.get("proven") or []
+            # startup passed where it is proven, whatever its smoke model run did after it
+            startup = "passed" if "startup" in proven else str(data.get("outcome"))
+            self.facts.setdefault(claim, {}).setdefault(node, set()).add(startup)
+            if "scheduling" in proven:
                 self.placed.add(node)
+            smoke = data.get("smoke")
+            if isinstance(smoke, dict) and claim[1]:  # the smoke run is a run of its model x dataset there
+                ran = ("model", (claim[1][0], smoke.get("model"), smoke.get("dataset")))
+                status = "passed" if "model" in proven else str(smoke.get("outcome"))
+                self.facts.setdefault(ran, {}).setdefault(node, set()).add(status)
+                self.claims.setdefault(ran, set()).add(status)
         elif kind == COVERAGE_RECORD:
             for entry in data.get("not_exercised") or []:
                 self.reasons.setdefault(str(entry.get("node")), str(entry.get("reason")))

@@ -123,7 +123,15 @@ def test_every_node_of_a_four_node_pool_runs_the_startup_check(
     per_node = records(cover, "startup.node")
     assert sorted(r["node"] for r in per_node) == sorted(names)  # 4 nodes, one record each
     assert {(r["outcome"], tuple(r["proven"]), r["simulated"]) for r in per_node} == {
-        ("passed", ("scheduling", "startup"), True)}
+        ("passed", ("scheduling", "startup", "model"), True)}
+    # each node ran the smoke model run (the plan's first model x dataset) in its own pinned pod
+    assert {json.dumps(r["smoke"], sort_keys=True) for r in per_node} == {json.dumps(
+        {"model": "digits-logreg", "dataset": "digits-test", "outcome": "passed", "category": None}, sort_keys=True)}
+    runs = records(cover, "model.run")
+    pods = {r["node"]: r["pod"] for r in per_node}
+    assert sorted((r["node"], r["pod"], r["exit_code"]) for r in runs) == sorted((n, pods[n], 0) for n in names)
+    assert {r["isolation"]["shared_between_runs"] for r in runs} == {False}
+    assert len(records(cover, "model.outputs")) == 4
     # each pinned pod was placed by the scheduler on its own node (a node affinity, not spec.nodeName)
     placed = records(cover, "scheduling.placed")
     assert sorted(p["node"] for p in placed) == sorted(names)
@@ -137,15 +145,16 @@ def test_every_node_of_a_four_node_pool_runs_the_startup_check(
     main = records(got["cpu::py::scheduling"], "scheduling.placed")[0]["node"]
     assert records(got[f"cpu::py::{COMBO}::model"], "model.run")[0]["node"] == main
     [status] = ev["validation"]["pools"]
-    assert (sorted(status["nodes"]), status["unvalidated"], status["model_runs_on"]) == (sorted(names), [], [main])
-    # the models ran on one node: it is validated to business, the others to startup (stated per node)
-    assert node_levels(status) == {n: "business" if n == main else "startup" for n in names}
+    assert (sorted(status["nodes"]), status["unvalidated"], status["model_runs_on"]) == (
+        sorted(names), [], sorted(names))
+    # the model items ran on one node: it is validated to business; the smoke runs prove the others to model
+    assert node_levels(status) == {n: "business" if n == main else "model" for n in names}
     assert ev["untested"]["nodes"] == []
 
     out = publish_dry_run(pytester)
     key = "validation.cov.hetero.test/batch-inference"
     assert {e["node"]: (e["labels"][key], e["conditions"][0]["status"]) for e in out["plan"]} == {
-        n: ("business", "True") if n == main else ("startup", "False") for n in names}
+        n: ("business", "True") if n == main else ("model", "False") for n in names}
     assert out["not_exercised"] == [] and out["applied"] == []
 
 
@@ -185,7 +194,9 @@ def test_a_node_that_cannot_hold_the_workload_fails_alone(
     assert "startup failed on 1 of 4 node(s) of pool cpu" in cover["failure"]["message"]
     assert small in cover["failure"]["message"]
     outcomes = {r["node"]: (r["outcome"], r["proven"]) for r in records(cover, "startup.node")}
-    assert outcomes == {n: ("failed", []) if n == small else ("passed", ["scheduling", "startup"]) for n in names}
+    assert outcomes == {n: ("failed", []) if n == small else ("passed", ["scheduling", "startup", "model"])
+                        for n in names}
+    assert sorted(r["node"] for r in records(cover, "model.run")) == sorted(set(names) - {small})  # no smoke there
     [pending] = records(cover, "scheduling.pending")
     assert pending["pinned_to"] == small
     # the model items depend on the workload's own startup, which passed: they ran
@@ -193,7 +204,7 @@ def test_a_node_that_cannot_hold_the_workload_fails_alone(
     main = records(got["cpu::py::scheduling"], "scheduling.placed")[0]["node"]
     [status] = ev["validation"]["pools"]
     assert status["task_types"]["batch-inference"]["level"] == "scheduling"  # the pool: one node failed
-    assert node_levels(status) == {n: "business" if n == main else "discovery" if n == small else "startup"
+    assert node_levels(status) == {n: "business" if n == main else "discovery" if n == small else "model"
                                    for n in names}
     out = publish_dry_run(pytester)
     key = "validation.cov.hetero.test/batch-inference"

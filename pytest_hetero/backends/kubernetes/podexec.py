@@ -4,6 +4,12 @@ The exit code comes from the error channel's Status: ``Success`` → 0; ``ExitCo
 (kubelet wording); else ``exit status N`` in its message (KWOK's local exec wording). A command
 that outlives ``timeout_s`` is left to the caller to kill (it knows the process); the stream is closed.
 So is one abandoned when the caller's ``stop`` event is set (its node turned NotReady): within 0.5 s.
+
+Each exec opens on its own ApiClient (:func:`own_client`, built from the caller's configuration and default
+headers): ``kubernetes.stream.stream`` swaps ``call_api`` on the ApiClient it is given while it opens the
+websocket, so a REST call made meanwhile on a shared client (a pending reason read, a ``--hetero-parallel``
+submit, another exec) would be sent as a websocket request (``Handshake status 200``), and two execs
+overlapping on one client could leave it swapped for good. Execs may thus run concurrently.
 """
 
 from __future__ import annotations
@@ -61,6 +67,16 @@ def exit_code(status_text: str) -> int | None:
     return int(found.group(1)) if found else None
 
 
+def own_client(core: client.CoreV1Api) -> client.CoreV1Api:
+    """A CoreV1Api on a new ApiClient with ``core``'s configuration (host, credentials, TLS, proxy: the
+    object itself, read only), default headers (impersonation, user agent) and cookie; close its
+    ``api_client`` when done (its connection pool)."""
+    shared = core.api_client
+    own = client.ApiClient(shared.configuration, cookie=shared.cookie)
+    own.default_headers = dict(shared.default_headers)
+    return client.CoreV1Api(own)
+
+
 def run(
     core: client.CoreV1Api,
     namespace: str,
@@ -71,25 +87,30 @@ def run(
     stdin: bytes | None = None,
     stop: threading.Event | None = None,
 ) -> ExecOutcome:
-    """Run ``argv`` in ``pod``/``container``; feed ``stdin`` (then close it); wait up to ``timeout_s``
-    seconds, or until ``stop`` is set (then ``abandoned``; the process is left to the caller).
+    """Run ``argv`` in ``pod``/``container`` (an exec on its own client: :func:`own_client`); feed ``stdin``
+    (then close it); wait up to ``timeout_s`` seconds, or until ``stop`` is set (then ``abandoned``; the
+    process is left to the caller).
 
     Raises ApiException when the apiserver refuses the exec (403 without ``create pods/exec``,
     400 when the container is not running) and websocket errors when the connection fails.
     """
     start = time.perf_counter()
-    ws = stream(
-        core.connect_get_namespaced_pod_exec,
-        pod,
-        namespace,
-        container=container,
-        command=argv,
-        stdin=stdin is not None,
-        stdout=True,
-        stderr=True,
-        tty=False,
-        _preload_content=False,
-    )
+    own = own_client(core)
+    try:
+        ws = stream(
+            own.connect_get_namespaced_pod_exec,
+            pod,
+            namespace,
+            container=container,
+            command=argv,
+            stdin=stdin is not None,
+            stdout=True,
+            stderr=True,
+            tty=False,
+            _preload_content=False,
+        )
+    finally:
+        own.api_client.close()  # the websocket has its own connection; the client made no REST call
     out, err = CappedStream(), CappedStream()
     status = ""
     try:

@@ -26,6 +26,7 @@ from pytest_hetero.backends.kubernetes import nodes as kube_node
 from pytest_hetero.backends.kubernetes import podexec as kube_exec
 from pytest_hetero.backends.kubernetes import startup
 from pytest_hetero.backends.kubernetes import usage as kube_usage
+from pytest_hetero.backends.kubernetes.submit import workload_key
 from pytest_hetero.backends.protocol import (
     EXECUTION_PROVIDERS,
     ActionFailed,
@@ -224,7 +225,7 @@ def execute(session: KubeSession, ctx: Step) -> ExecResult:
             "ran_on": "the KWOK host (simulated node)" if simulated else f"pod {pod}",
             "node": node or None,
             "abandoned": done.abandoned,
-            "isolation": dict(SHARED_POD),
+            "isolation": dict(SHARED_POD if ctx.pinned_node is None else PINNED_POD),
             "workload": ran,
             **({"truth_withheld": withheld} if (withheld := record_of(ctx.matrix, code, KUBE_HOW)) else {}),
             **done.streams,
@@ -245,6 +246,11 @@ SHARED_POD: dict[str, Any] = {
 }
 """A model run's ``isolation`` on this engine: models are not isolated from each other (the model layer
 names this as not proven, and the verdict cannot be ``pass``)."""
+PINNED_POD: dict[str, Any] = {
+    "mechanism": "kubernetes pod pinned to one node by node coverage; its smoke model run is the only model run in it",
+    "confined": True, "shared_between_runs": False,
+}
+"""``isolation`` of a node-coverage smoke run: the pinned pod holds no other model run."""
 OOM_EXIT = 137
 """Exit status of a process killed by SIGKILL (128 + 9), as the kernel's OOM killer leaves it."""
 OOM_COUNTERS = "cat /sys/fs/cgroup/memory.events /sys/fs/cgroup/memory/memory.oom_control 2>/dev/null"
@@ -277,12 +283,15 @@ def oom_failure(session: KubeSession, workload: dict[str, Any], limit: str) -> R
 
 
 def _workload(session: KubeSession, ctx: Step) -> tuple[dict[str, Any], dict[str, Any] | None]:
-    """The item's started workload; started here when no startup item did (then also the image
-    identity the model layer checks: ``{"digest", "known", "what", "owner"}``)."""
-    key = (ctx.resource.name, ctx.image.name)
+    """The item's started workload (``ctx.pinned_node``: the one :meth:`start_on` started on that node); started
+    here when no startup item did (then also the image identity the model layer checks: ``{"digest", "known",
+    "what", "owner"}``)."""
+    key = workload_key(ctx.resource.name, ctx.image.name, ctx.pinned_node)
     workload = session.workloads.get(key)
     if workload is not None and "pod" in workload:
         return workload, None
+    if ctx.pinned_node is not None:  # node coverage starts its pinned workloads first: none is a harness bug
+        raise RuntimeError(f"no started workload pinned to node {ctx.pinned_node} for {key[0]} x {key[1]}")
     ctx.record("model.note", message="no started workload from a startup item in this session; started here")
     identity = startup.start(session, ctx).identity
     started_here = None if identity is None else {
