@@ -24,7 +24,7 @@ from kubernetes import client
 from pytest_hetero.backends.kubernetes import client as kc
 from pytest_hetero.backends.kubernetes import nodes as kube_node
 from pytest_hetero.backends.kubernetes import podexec as kube_exec
-from pytest_hetero.backends.kubernetes import startup
+from pytest_hetero.backends.kubernetes import runtime, startup
 from pytest_hetero.backends.kubernetes import usage as kube_usage
 from pytest_hetero.backends.protocol import (
     EXECUTION_PROVIDERS,
@@ -118,9 +118,12 @@ def run_model(
     env: dict[str, str],
     timeout_s: float,
     stop: threading.Event | None = None,
+    python: str | None = None,
 ) -> kube_exec.ExecOutcome:
     """Run ``argv`` in ``workdir`` with ``env``; kill its process (pid file in ``run_dir``) at ``timeout_s``.
-    Its exit status is also written to ``run_dir/.rc`` (read back by :func:`exit_confirmed`).
+    Its exit status is also written to ``run_dir/.rc`` (read back by :func:`exit_confirmed`). With
+    ``python`` (the image's interpreter) the run is started by the gate's wrapper, which measures it
+    (:func:`.runtime.wrapped`; read back by :func:`.runtime.evidence`).
 
     When ``stop`` is set first the outcome is ``abandoned`` and the process is left running: the caller
     decides whether its node can still be reached (:func:`kill_run`). When the run is interrupted (Ctrl-C,
@@ -131,7 +134,8 @@ def run_model(
     exports = "".join(f"{k}={shlex.quote(v)}; export {k}; " for k, v in env.items())
     rd = shlex.quote(run_dir)
     script = (
-        f"mkdir -p {rd} && cd {shlex.quote(workdir)} && {exports}{{ {shlex.join(argv)} & }} && "
+        f"mkdir -p {rd} && cd {shlex.quote(workdir)} && {exports}"
+        f"{{ {runtime.wrapped(python, run_dir, argv) if python else shlex.join(argv)} & }} && "
         f"echo $! > {rd}/.pid && wait $!; rc=$?; echo $rc > {rd}/.rc; exit $rc"
     )
     try:
@@ -198,10 +202,15 @@ def execute(session: KubeSession, ctx: Step) -> ExecResult:
     values = {"python": str(session.target.get("python", "python3")), **paths,
               "outputs": f"{run_dir}/outputs.json", "provider": provider}
     argv = render_entrypoint(m.entrypoint, values)
+    simulated = bool(session.nodes.get(node, {}).get("simulated"))
     begun = time.time()
     done, failure = _run_watched(session, ctx, workload, node, argv, run_dir, f"{root}/code/{m.name}",
-                                 {"HETERO_EXECUTION_PROVIDER": provider})
+                                 {"HETERO_EXECUTION_PROVIDER": provider}, None if simulated else values["python"])
     ran = kube_usage.exec_facts(session, workload, begun, time.time())
+    sampled, run_time = runtime.evidence(session.core, session.namespace, pod, run_dir, done.duration_s) \
+        if not (done.abandoned or simulated) else runtime.read_back(
+            {}, "the run ran on the KWOK host (simulated node), not in the image" if simulated else
+            "the run was abandoned when its node turned NotReady", done.duration_s, pod)
     if failure is None and done.exit_code == OOM_EXIT:
         failure = oom_failure(session, workload, str(ctx.resource.limits.get("memory", "none")))
     outputs = None
@@ -212,7 +221,6 @@ def execute(session: KubeSession, ctx: Step) -> ExecResult:
             failure = {"category": exc.category, "message": exc.message}
         except Exception as exc:  # noqa: BLE001 - translated (e.g. the pod was deleted during the run)
             raise kc.api_outcome(exc, f"read the outputs of the model run in pod {pod}") from None
-    simulated = bool(session.nodes.get(node, {}).get("simulated"))
     return ExecResult(
         argv=argv, exit_code=done.exit_code, duration_s=done.duration_s, stdout=done.stdout,
         stderr=done.stderr, timed_out=done.timed_out, outputs=outputs, failure=failure,
@@ -227,6 +235,8 @@ def execute(session: KubeSession, ctx: Step) -> ExecResult:
             "isolation": dict(SHARED_POD),
             "workload": ran,
             **({"truth_withheld": withheld} if (withheld := record_of(ctx.matrix, code, KUBE_HOW)) else {}),
+            "usage": sampled,
+            "run_time": run_time,
             **done.streams,
             **({"image": started_here, "workload_started": kube_usage.workload_facts(session, workload)}
                if started_here is not None else {}),
@@ -305,7 +315,7 @@ def _ensure_inputs(session: KubeSession, ctx: Step, workload: dict[str, Any], ro
 
 def _run_watched(
     session: KubeSession, ctx: Step, workload: dict[str, Any], node: str, argv: list[str], run_dir: str,
-    workdir: str, env: dict[str, str],
+    workdir: str, env: dict[str, str], python: str | None = None,
 ) -> tuple[kube_exec.ExecOutcome, RunFailure | None]:
     """Run ``argv`` in the workload pod while watching ``node`` ("" = unknown, not watched); the run's
     outcome and, when the node turned NotReady, the abandoned run's ``failure`` dict."""
@@ -314,7 +324,7 @@ def _run_watched(
     started_at, started = utc_now(), time.perf_counter()
     try:
         done = run_model(session.core, session.namespace, pod, argv, run_dir, workdir, env, ctx.timeout_s,
-                         stop=watch.turned if watch else None)
+                         stop=watch.turned if watch else None, python=python)
     except ActionFailed:
         raise
     except Exception as exc:  # noqa: BLE001 - a dying node often breaks the exec stream first

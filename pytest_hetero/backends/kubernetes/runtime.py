@@ -1,0 +1,168 @@
+"""Run-time evidence of a model run exec'd in the workload pod, taken inside the pod.
+
+The run is started by the gate's wrapper (:mod:`.podwrap`, its text run by the image's ``{python}`` as
+``python -I -S -c``): it forks the model run, reaps it with ``wait4`` and samples the container's own
+cgroup meanwhile (read inside the pod: ``/sys/fs/cgroup`` is the container's cgroup there). The wrapper
+writes ``.rusage`` and ``.samples`` in the run dir; :func:`evidence` reads them back (one ``cat`` by exec)
+and turns them into what the local and Docker engines record:
+
+- ``model.run_time`` (:func:`~pytest_hetero.probes.usage.rusage_run_time`, as the local engine): the
+  ``ru_maxrss`` of the model run's process tree (:func:`~pytest_hetero.probes.usage.peak_rss`: unknown when
+  not above the wrapper's own peak at the fork) and ``ru_utime + ru_stime``;
+- ``model.usage``: the container cgroup's memory working set (usage − inactive file pages:
+  :func:`~pytest_hetero.probes.usage.working_set_of`; v2 ``memory.current``, v1 ``memory.usage_in_bytes``)
+  and CPU % of the cores the pod may use (from ``cpu.stat`` ``usage_usec`` or ``cpuacct.usage``) every
+  :data:`SAMPLE_INTERVAL_S`.
+
+An image without the interpreter runs the model unwrapped: both then say why (never 0).
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from kubernetes import client
+
+from pytest_hetero.backends.kubernetes import podexec as kube_exec
+from pytest_hetero.probes.usage import (
+    RUN_TIME_UNITS,
+    Sampler,
+    Source,
+    cpu_seconds_of,
+    measured,
+    peak_rss,
+    rusage_run_time,
+    unavailable,
+    working_set_of,
+)
+
+SAMPLE_INTERVAL_S: float = 1.0
+"""Seconds between two samples of the container's cgroup during a model run (the Docker engine's stats tick)."""
+WRAPPER = (Path(__file__).with_name("podwrap.py")).read_text(encoding="utf-8")
+"""The text of :mod:`.podwrap`, run in the pod."""
+SOURCE = "pod-cgroup"
+NO_WRAPPER = ".nowrap"
+"""File the run's shell writes in the run dir when the image has no interpreter for the wrapper."""
+FORKER = "the gate's wrapper in the pod, a python interpreter"
+
+
+def wrapped(python: str, run_dir: str, argv: list[str], interval_s: float = SAMPLE_INTERVAL_S) -> str:
+    """A shell command that runs ``argv`` under the wrapper with ``python`` (a command name or path), or
+    ``argv`` alone (writing why in ``run_dir/.nowrap``) when the image has no such interpreter. Meant to be
+    started in the background (``&``) so ``$!`` is the wrapper's pid."""
+    py, rd = shlex.quote(python), shlex.quote(run_dir)
+    return (f"( if command -v {py} >/dev/null 2>&1; then exec {py} -I -S -c {shlex.quote(WRAPPER)} {rd} "
+            f"{interval_s:g} {shlex.join(argv)}; fi; echo {shlex.quote(python)} > {rd}/{NO_WRAPPER}; "
+            f"exec {shlex.join(argv)} )")
+
+
+def evidence(core: client.CoreV1Api, namespace: str, pod: str, run_dir: str,
+             run_s: float) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(``model.usage``, ``model.run_time`` values) of the run in ``run_dir`` of ``pod`` (``run_s``: the
+    exec's wall time, seconds). Never raises: what cannot be read is unavailable with why."""
+    script = (f"cd {shlex.quote(run_dir)} 2>/dev/null || exit 3; for f in .rusage {NO_WRAPPER} .samples; do "
+              "echo \"=== $f\"; cat \"$f\" 2>/dev/null; echo; done; exit 0")
+    try:
+        done = kube_exec.run(core, namespace, pod, "workload", ["/bin/sh", "-c", script], 30)
+    except Exception as exc:  # noqa: BLE001 - evidence, never a verdict: unreadable says why
+        return read_back({}, f"its files could not be read from pod {pod}: {type(exc).__name__}: {exc}", run_s, pod)
+    if done.exit_code != 0:
+        return read_back({}, f"its run dir could not be read in pod {pod} (exit {done.exit_code})", run_s, pod)
+    files: dict[str, str] = {}
+    name = ""
+    for line in done.stdout.splitlines():
+        if line.startswith("=== "):
+            name = line[4:]
+            files[name] = ""
+        elif name:
+            files[name] += line + "\n"
+    return read_back(files, None, run_s, pod)
+
+
+def read_back(files: dict[str, str], why: str | None, run_s: float, pod: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """:func:`evidence` from the run dir's files (name → text; an absent file: ""), or unavailable
+    because of ``why``."""
+    nowrap = files.get(NO_WRAPPER, "").strip()
+    if why is None and nowrap:
+        why = f"the image has no {nowrap} to run the gate's in-pod wrapper (rusage and cgroup samples)"
+    if why is not None:
+        return unavailable(why), {name: measured(name, None, f"in-pod wrapper ({SOURCE})", why)
+                                  for name in RUN_TIME_UNITS}
+    return _series(files.get(".samples", ""), pod), _rusage(files.get(".rusage", ""), run_s)
+
+
+def _rusage(text: str, run_s: float) -> dict[str, Any]:
+    """The ``model.run_time`` values of the wrapper's ``.rusage`` JSON text."""
+    try:
+        got = json.loads(text)
+        peak, note = peak_rss(int(got["maxrss_kib"]), int(got["inherited_kib"]), FORKER)
+        cpu: float | None = float(got["utime"]) + float(got["stime"])
+    except (ValueError, KeyError, TypeError):
+        why = (f"the wrapper wrote no rusage: the run did not end by itself within its {run_s:.1f} s "
+               "(killed at its timeout, or its node was lost)" if not text.strip() else
+               f"the wrapper's rusage is not readable: {text.strip()[:200]}")
+        values = rusage_run_time(None, None, why)
+        values["cpu_s"]["unavailable"] = why
+        return values
+    values = rusage_run_time(peak, cpu, note.get("peak_rss_unmeasured"))
+    for v in values.values():
+        v["source"] = f"{v['source']}, taken inside the pod by the gate's wrapper"
+    return values
+
+
+def _iso(epoch_s: Any) -> str:
+    """RFC 3339 UTC text of ``epoch_s`` (seconds), "" when it is not a number."""
+    if not isinstance(epoch_s, (int, float)):
+        return ""
+    return datetime.fromtimestamp(epoch_s, timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _series(text: str, pod: str) -> dict[str, Any]:
+    """The ``model.usage`` record of the wrapper's ``.samples`` text (see :mod:`.podwrap`)."""
+    lines = text.splitlines()
+    try:
+        head = json.loads(lines[0]) if lines else {}
+    except ValueError:
+        head = {}
+    memory, cpu, cores = head.get("memory"), head.get("cpu"), head.get("cores") or 1
+    missing = [what for what, path in (("memory", memory), ("CPU", cpu)) if not path]
+    scope = (f"the cgroup of pod {pod}'s workload container, read inside it ({memory or 'no memory file'}, "
+             f"{cpu or 'no CPU file'}): every process in the container (the model run, the gate's wrapper "
+             f"and the container's idle main process); memory working set = usage − inactive_file; CPU % of "
+             f"the {cores} core(s) the container may run on")
+    source = Source(SOURCE, scope, {"container": {"name": f"{pod}/workload", "memory_total_mib": None}},
+                    read=(lambda: {}) if lines else None,
+                    unavailable=None if lines else "the wrapper wrote no samples (the run never started under it)")
+    sampler = Sampler(source, float(head.get("interval") or SAMPLE_INTERVAL_S))
+    sampler.started_at = _iso(head.get("at"))
+    fmt = "usage_usec" if str(cpu).endswith("cpu.stat") else "ns"
+    prev: tuple[float, float] | None = None
+    t0 = float(head.get("t") or 0.0)
+    for line in lines[1:]:
+        try:
+            at, used, stat, cpu_text, *error = json.loads(line)
+            at = float(at)
+        except (ValueError, TypeError):
+            continue
+        if error:
+            sampler.errors.append(str(error[0]))
+            continue
+        ws = working_set_of(float(used), stat) if used else None
+        cpu_s = cpu_seconds_of(cpu_text, fmt) if cpu_text else None
+        util = None
+        if cpu_s is not None:
+            if prev is not None and at > prev[0]:
+                util = round(max(0.0, cpu_s - prev[1]) / (at - prev[0]) / cores * 100.0, 1)
+            prev = (at, cpu_s)
+        sampler.times.append(round(at - t0, 3))
+        sampler.readings.append({"container": (None if ws is None else round(ws / 2**20, 1), util)})
+    began = head.get("at")
+    sampler.finished_at = _iso(began + sampler.times[-1] if sampler.times and isinstance(began, float) else None)
+    out = sampler.result()
+    if missing and out["available"]:
+        out["errors"] = [*out["errors"], f"no readable cgroup {' or '.join(missing)} file in the container"]
+    return out
