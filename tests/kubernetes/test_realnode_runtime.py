@@ -13,12 +13,13 @@ from typing import TYPE_CHECKING
 
 import pytest
 import realimages
-from realkit import COMBO, data, real_matrix, run
+from realkit import COMBO, GPU, STANDIN, controls, data, real_matrix, run
 
 if TYPE_CHECKING:
     from conftest import RealNodeCluster
 
 NO_PYTHON = "pytest-hetero/no-python:1"
+SMI_STANDIN = "pytest-hetero/accel-standin:3"
 CPU = {"name": "cpu", "type": "cpu", "requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"memory": "1Gi"}}
 HOLD = ("import runpy, sys, time; held = bytearray(160 * 2**20); held[::4096] = b'x' * (160 * 256); time.sleep(2.5); "
         "sys.argv = sys.argv[1:]; runpy.run_path(sys.argv[0], run_name='__main__')")
@@ -27,9 +28,10 @@ HOLD = ("import runpy, sys, time; held = bytearray(160 * 2**20); held[::4096] = 
 
 @pytest.fixture(scope="module")
 def ns(realnode: RealNodeCluster) -> Iterator[str]:
-    """This module's namespace on the real node's plane; the shell-only image imported into its containerd (the
-    Python image is the node's own, imported when it was set up)."""
-    realimages.ensure(realnode.info.containerd_socket, NO_PYTHON)
+    """This module's namespace on the real node's plane; the shell-only and stand-in images imported into its
+    containerd (the Python image is the node's own, imported when it was set up)."""
+    for image in (NO_PYTHON, STANDIN, SMI_STANDIN):
+        realimages.ensure(realnode.info.containerd_socket, image)
     name = realnode.new_namespace("runtime")
     yield name
     realnode.core.delete_namespace(name)
@@ -102,3 +104,48 @@ def test_an_image_without_the_wrappers_interpreter_says_why_never_zero(
     assert (sampled["available"], sampled["unavailable"], sampled["samples"]) == (False, why, 0)
     for name in ("memory_peak_mib", "cpu_s"):
         assert (values[name]["value"], values[name]["unavailable"]) == (None, why)
+
+
+SET_GPU = ("import os, time; uuids = [u for u in os.environ['NVIDIA_VISIBLE_DEVICES'].split(',') if u.startswith('GPU-')]; "
+           "open('/tmp/hetero-standin-smi', 'w').write(''.join(u + ' 20480 75\\n' for u in uuids)); time.sleep(2.5)")
+"""A model run that sets the stand-in nvidia-smi's answer for its GPUs (20480 MiB used, 75 %) and runs 2.5 s."""
+
+
+def test_gpu_devices_are_sampled_inside_the_pod_with_nvidia_smi_or_say_why(
+    pytester: pytest.Pytester, realnode: RealNodeCluster, ns: str, run_id: str
+) -> None:
+    """STAND-IN: accel-standin:3's ``nvidia-smi`` answers with the values this test's model writes (no GPU is
+    read); accel-standin:2 has only the device plugin's replay, which refuses ``--query-gpu``."""
+    gpu = {"name": "gpu", "type": "gpu", "vendor": "nvidia", "requests": {GPU: "1"}}
+    images = [{"name": "smi", "reference": SMI_STANDIN, "for": ["gpu"]},
+              {"name": "replay", "reference": STANDIN, "for": ["gpu"]}]
+    doc = json.loads(real_matrix(realnode.info, ns, [gpu], images=images, framework=False))
+    doc["spec"]["models"][0]["entrypoint"] = ["{python}", "-c", SET_GPU]
+    with controls(realnode.info, exclusive=False):
+        got = run(pytester, json.dumps(doc), run_id, "-k", "model")
+    model = got[f"gpu::smi::{COMBO}::model"]
+    assert data(model, "model.run")["exit_code"] == 0
+    sampled = data(model, "model.usage")
+    assert sampled["source"] == "pod-cgroup" and sampled["available"]
+    container, device = sampled["devices"]
+    assert container["id"] == "container"
+    assert device["id"].startswith("GPU-00000000-0000-4000-8000-") and device["source"] == "nvidia-smi"
+    assert (device["name"], device["memory_total_mib"]) == ("NVIDIA H100 80GB HBM3 (stand-in)", 81559.0)
+    sampling = sampled["device_sampling"]
+    assert (sampling["source"], sampling["available"], sampling["interval_s"], sampling["errors"]) == \
+        ("nvidia-smi", True, 1.0, [])
+    assert sampling["scope"].startswith("nvidia-smi --query-gpu inside the container, every 1 s: the devices "
+                                        f"allocated to it (NVIDIA_VISIBLE_DEVICES={device['id']})")
+    series = device["series"]
+    assert sampling["samples"] == len(series["t_s"]) >= 3
+    # the first sample may come before the model wrote its values: [N/A] then, None, never 0
+    assert set(series["memory_used_mib"]) <= {None, 20480.0} and series["memory_used_mib"][-1] == 20480.0
+    assert set(series["utilisation_pct"]) <= {None, 75.0} and series["utilisation_pct"][-1] == 75.0
+    assert (device["memory_high_water_mib"], device["utilisation_max_pct"]) == (20480.0, 75.0)
+    # the plugin's replay answers no query: each sample's refusal is kept, nothing is made up
+    replay = data(got[f"gpu::replay::{COMBO}::model"], "model.usage")
+    assert [d["id"] for d in replay["devices"]] == ["container"]
+    refused = replay["device_sampling"]
+    assert (refused["available"], refused["samples"]) == (False, 0)
+    assert refused["unavailable"].startswith("no sample could be read: nvidia-smi exited 2: nvidia-smi (replay): only "
+                                             "the plain 'nvidia-smi' output was recorded; got: --query-gpu=")

@@ -119,11 +119,12 @@ def run_model(
     timeout_s: float,
     stop: threading.Event | None = None,
     python: str | None = None,
+    devices: str = "-",
 ) -> kube_exec.ExecOutcome:
     """Run ``argv`` in ``workdir`` with ``env``; kill its process (pid file in ``run_dir``) at ``timeout_s``.
     Its exit status is also written to ``run_dir/.rc`` (read back by :func:`exit_confirmed`). With
     ``python`` (the image's interpreter) the run is started by the gate's wrapper, which measures it
-    (:func:`.runtime.wrapped`; read back by :func:`.runtime.evidence`).
+    (:func:`.runtime.wrapped`, with the device tool ``devices``; read back by :func:`.runtime.evidence`).
 
     When ``stop`` is set first the outcome is ``abandoned`` and the process is left running: the caller
     decides whether its node can still be reached (:func:`kill_run`). When the run is interrupted (Ctrl-C,
@@ -131,13 +132,7 @@ def run_model(
     deleting the pod ends it on a kubelet, but an exec can outlive its pod (KWOK's ClusterExec runs it on
     the host), and the model must not go on running after the gate stopped.
     """
-    exports = "".join(f"{k}={shlex.quote(v)}; export {k}; " for k, v in env.items())
-    rd = shlex.quote(run_dir)
-    script = (
-        f"mkdir -p {rd} && cd {shlex.quote(workdir)} && {exports}"
-        f"{{ {runtime.wrapped(python, run_dir, argv) if python else shlex.join(argv)} & }} && "
-        f"echo $! > {rd}/.pid && wait $!; rc=$?; echo $rc > {rd}/.rc; exit $rc"
-    )
+    script = run_script(argv, run_dir, workdir, env, python, devices)
     try:
         done = kube_exec.run(core, namespace, pod, "workload", ["/bin/sh", "-c", script], timeout_s, stop=stop)
     except KeyboardInterrupt:
@@ -146,6 +141,20 @@ def run_model(
     if done.timed_out:
         kill_run(core, namespace, pod, run_dir, 30)
     return done
+
+
+def run_script(argv: list[str], run_dir: str, workdir: str, env: dict[str, str], python: str | None,
+               devices: str = "-") -> str:
+    """The ``/bin/sh -c`` script of :func:`run_model`: runs ``argv`` in the background (under the gate's
+    wrapper with ``python``, :func:`.runtime.wrapped`), its pid in ``run_dir/.pid``, its exit status in
+    ``run_dir/.rc`` and as the script's own."""
+    exports = "".join(f"{k}={shlex.quote(v)}; export {k}; " for k, v in env.items())
+    rd = shlex.quote(run_dir)
+    return (
+        f"mkdir -p {rd} && cd {shlex.quote(workdir)} && {exports}"
+        f"{{ {runtime.wrapped(python, run_dir, argv, devices=devices) if python else shlex.join(argv)} & }} && "
+        f"echo $! > {rd}/.pid && wait $!; rc=$?; echo $rc > {rd}/.rc; exit $rc"
+    )
 
 
 def kill_run(core: client.CoreV1Api, namespace: str, pod: str, run_dir: str, wait_s: float) -> bool:
@@ -205,7 +214,8 @@ def execute(session: KubeSession, ctx: Step) -> ExecResult:
     simulated = bool(session.nodes.get(node, {}).get("simulated"))
     begun = time.time()
     done, failure = _run_watched(session, ctx, workload, node, argv, run_dir, f"{root}/code/{m.name}",
-                                 {"HETERO_EXECUTION_PROVIDER": provider}, None if simulated else values["python"])
+                                 {"HETERO_EXECUTION_PROVIDER": provider}, None if simulated else values["python"],
+                                 runtime.DEVICE_TOOLS.get(ctx.resource.type, "-"))
     ran = kube_usage.exec_facts(session, workload, begun, time.time())
     sampled, run_time = runtime.evidence(session.core, session.namespace, pod, run_dir, done.duration_s) \
         if not (done.abandoned or simulated) else runtime.read_back(
@@ -315,7 +325,7 @@ def _ensure_inputs(session: KubeSession, ctx: Step, workload: dict[str, Any], ro
 
 def _run_watched(
     session: KubeSession, ctx: Step, workload: dict[str, Any], node: str, argv: list[str], run_dir: str,
-    workdir: str, env: dict[str, str], python: str | None = None,
+    workdir: str, env: dict[str, str], python: str | None = None, devices: str = "-",
 ) -> tuple[kube_exec.ExecOutcome, RunFailure | None]:
     """Run ``argv`` in the workload pod while watching ``node`` ("" = unknown, not watched); the run's
     outcome and, when the node turned NotReady, the abandoned run's ``failure`` dict."""
@@ -324,7 +334,7 @@ def _run_watched(
     started_at, started = utc_now(), time.perf_counter()
     try:
         done = run_model(session.core, session.namespace, pod, argv, run_dir, workdir, env, ctx.timeout_s,
-                         stop=watch.turned if watch else None, python=python)
+                         stop=watch.turned if watch else None, python=python, devices=devices)
     except ActionFailed:
         raise
     except Exception as exc:  # noqa: BLE001 - a dying node often breaks the exec stream first

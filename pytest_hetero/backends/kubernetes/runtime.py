@@ -48,15 +48,21 @@ SOURCE = "pod-cgroup"
 NO_WRAPPER = ".nowrap"
 """File the run's shell writes in the run dir when the image has no interpreter for the wrapper."""
 FORKER = "the gate's wrapper in the pod, a python interpreter"
+DEVICE_TOOLS = {"gpu": "nvidia-smi"}
+"""Resource type → the tool the wrapper samples the container's devices with (NPUs: not yet)."""
 
 
-def wrapped(python: str, run_dir: str, argv: list[str], interval_s: float = SAMPLE_INTERVAL_S) -> str:
-    """A shell command that runs ``argv`` under the wrapper with ``python`` (a command name or path), or
+def wrapped(python: str, run_dir: str, argv: list[str], interval_s: float | None = None, devices: str = "-") -> str:
+    """A shell command that runs ``argv`` under the wrapper with ``python`` (a command name or path; samples
+    every ``interval_s`` seconds, :data:`SAMPLE_INTERVAL_S` by default; ``devices``: the device tool to
+    sample with, ``nvidia-smi``, or ``-`` for none), or
     ``argv`` alone (writing why in ``run_dir/.nowrap``) when the image has no such interpreter. Meant to be
     started in the background (``&``) so ``$!`` is the wrapper's pid."""
     py, rd = shlex.quote(python), shlex.quote(run_dir)
+    interval_s = SAMPLE_INTERVAL_S if interval_s is None else interval_s
     return (f"( if command -v {py} >/dev/null 2>&1; then exec {py} -I -S -c {shlex.quote(WRAPPER)} {rd} "
-            f"{interval_s:g} {shlex.join(argv)}; fi; echo {shlex.quote(python)} > {rd}/{NO_WRAPPER}; "
+            f"{interval_s:g} {shlex.quote(devices)} {shlex.join(argv)}; fi; "
+            f"echo {shlex.quote(python)} > {rd}/{NO_WRAPPER}; "
             f"exec {shlex.join(argv)} )")
 
 
@@ -64,7 +70,7 @@ def evidence(core: client.CoreV1Api, namespace: str, pod: str, run_dir: str,
              run_s: float) -> tuple[dict[str, Any], dict[str, Any]]:
     """(``model.usage``, ``model.run_time`` values) of the run in ``run_dir`` of ``pod`` (``run_s``: the
     exec's wall time, seconds). Never raises: what cannot be read is unavailable with why."""
-    script = (f"cd {shlex.quote(run_dir)} 2>/dev/null || exit 3; for f in .rusage {NO_WRAPPER} .samples; do "
+    script = (f"cd {shlex.quote(run_dir)} 2>/dev/null || exit 3; for f in .rusage {NO_WRAPPER} .samples .devices; do "
               "echo \"=== $f\"; cat \"$f\" 2>/dev/null; echo; done; exit 0")
     try:
         done = kube_exec.run(core, namespace, pod, "workload", ["/bin/sh", "-c", script], 30)
@@ -92,7 +98,10 @@ def read_back(files: dict[str, str], why: str | None, run_s: float, pod: str) ->
     if why is not None:
         return unavailable(why), {name: measured(name, None, f"in-pod wrapper ({SOURCE})", why)
                                   for name in RUN_TIME_UNITS}
-    return _series(files.get(".samples", ""), pod), _rusage(files.get(".rusage", ""), run_s)
+    usage = _series(files.get(".samples", ""), pod)
+    if files.get(".devices", "").strip():
+        add_devices(usage, files[".devices"])
+    return usage, _rusage(files.get(".rusage", ""), run_s)
 
 
 def _rusage(text: str, run_s: float) -> dict[str, Any]:
@@ -166,3 +175,69 @@ def _series(text: str, pod: str) -> dict[str, Any]:
     if missing and out["available"]:
         out["errors"] = [*out["errors"], f"no readable cgroup {' or '.join(missing)} file in the container"]
     return out
+
+
+DEVICE_FIELDS = ("index", "uuid", "name", "memory.used", "memory.total", "utilization.gpu")
+"""The ``--query-gpu`` fields the wrapper asks ``nvidia-smi`` for (:mod:`.podwrap`), in order: MiB and %."""
+
+
+def add_devices(usage: dict[str, Any], text: str) -> None:
+    """Add the devices the wrapper's ``.devices`` text sampled (``nvidia-smi --query-gpu … --format=csv,
+    noheader,nounits``: one line per device, :data:`DEVICE_FIELDS`) to ``usage`` (a ``model.usage`` record):
+    each device's series in ``devices`` with ``source`` ``nvidia-smi``, only the devices allocated to the
+    container (the UUIDs of ``NVIDIA_VISIBLE_DEVICES`` when it lists them), and ``device_sampling``: the
+    tool's source, interval, sample count, errors, or why nothing could be sampled (never 0)."""
+    lines = text.strip().splitlines()
+    try:
+        head = json.loads(lines[0])
+    except ValueError:
+        head = {}
+    tool = str(head.get("tool") or "nvidia-smi")
+    visible = str(head.get("visible") or "")
+    allocated = {v.strip() for v in visible.split(",") if v.strip().startswith("GPU-")}
+    names: dict[str, dict[str, Any]] = {}
+    sampler = Sampler(Source(tool, ""), float(head.get("interval") or usage.get("interval_s") or SAMPLE_INTERVAL_S))
+    t0 = float(head.get("t") or 0.0)
+    for line in lines[1:]:
+        try:
+            at, rc, out, err = json.loads(line)
+        except ValueError:
+            continue
+        if rc != 0:
+            if len(sampler.errors) < 5:
+                sampler.errors.append(f"{tool} exited {rc}: {str(err).strip()[-200:]}")
+            continue
+        reading: dict[str, tuple[float | None, float | None]] = {}
+        for row in out.strip().splitlines():
+            cells = [c.strip() for c in row.split(",")]
+            if len(cells) != len(DEVICE_FIELDS):
+                if len(sampler.errors) < 5:
+                    sampler.errors.append(f"{tool} answered a line of {len(cells)} fields, not "
+                                          f"{len(DEVICE_FIELDS)}: {row[:120]!r}")
+                continue
+            uuid = cells[1]
+            if allocated and uuid not in allocated:
+                continue
+            names[uuid] = {"name": cells[2], "memory_total_mib": _number(cells[4]), "source": tool}
+            reading[uuid] = (_number(cells[3]), _number(cells[5]))
+        if reading:
+            sampler.times.append(round(float(at) - t0, 3))
+            sampler.readings.append(reading)
+    scope = (f"{tool} --query-gpu inside the container, every {sampler.interval_s:g} s: the devices allocated to it "
+             f"(NVIDIA_VISIBLE_DEVICES={visible or 'unset'})")
+    why = (f"{tool} is not on PATH in the container" if not head.get("path") else
+           None if sampler.readings else "no sample could be read: " + ("; ".join(sampler.errors) or "no answer"))
+    sampler.source = Source(tool, scope, names, read=(lambda: {}) if why is None else None, unavailable=why)
+    sampler.started_at = _iso(head.get("at"))
+    got = sampler.result()
+    usage["devices"] = [*usage.get("devices", []), *got["devices"]]
+    usage["device_sampling"] = {k: got[k] for k in ("source", "scope", "interval_s", "available", "unavailable",
+                                                     "samples", "errors")}
+
+
+def _number(text: str) -> float | None:
+    """A number of an ``nvidia-smi`` CSV cell; None for ``[N/A]``, ``[Not Supported]`` and the like."""
+    try:
+        return float(text)
+    except ValueError:
+        return None
