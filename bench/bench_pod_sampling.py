@@ -3,13 +3,13 @@
 One pod (``pytest-hetero/py311-onnx:1``, no limits, on the real node by its nodeSelector and toleration)
 serves every round. A round runs a model the way the gate's Kubernetes engine does
 (:func:`pytest_hetero.backends.kubernetes.run.run_model`: the ``/bin/sh`` script by exec through the
-apiserver → kubelet, pid and exit-status files) and takes its exec wall time, three ways, interleaved:
+apiserver → kubelet, pid and exit-status files, the exit status read back) and takes the wall time of
+those execs, three ways, interleaved:
 
-- ``plain``: the run alone (the baseline: the engine's script before issue 33);
-- ``wrap 1 s`` / ``wrap 100 ms``: started by the gate's wrapper (:mod:`.podwrap`: ``python3 -I -S``, fork,
-  ``wait4``), sampling the container's cgroup every 1 s / 100 ms, then the evidence read back by one more
-  exec (:func:`.runtime.evidence`), counted in the time as the engine spends it;
-- ``wrap 1 s, no read-back``: the wrapped run alone (splits the cost: wrapper vs the read-back exec).
+- ``plain``: the engine before issue 33: the run, then ``cat .rc`` by exec (the baseline);
+- ``wrap 1 s`` / ``wrap 100 ms``: the engine now: the run started by the gate's wrapper (:mod:`.podwrap`:
+  ``python3 -I -S``, fork, ``wait4``) sampling the container's cgroup every 1 s / 100 ms, then its exit
+  status and evidence files read back by the one exec of :func:`.run.exit_confirmed`, then parsed.
 
 Workloads: ``loop3s`` (3 s of a pure-Python loop) and ``loop0.3s``. Prints each median with its spread and
 the ratio to plain; exits 1 when ``wrap 1 s`` / plain of ``loop3s`` is above :data:`TARGET`. Needs the real
@@ -32,8 +32,9 @@ from kubernetes import client, config
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from pytest_hetero.backends.kubernetes import podexec as kube_exec
 from pytest_hetero.backends.kubernetes import runtime
-from pytest_hetero.backends.kubernetes.run import run_model
+from pytest_hetero.backends.kubernetes.run import exit_confirmed, run_model
 from pytest_hetero.backends.kubernetes.scheduling import KEEP_ALIVE
 
 IMAGE = "pytest-hetero/py311-onnx:1"
@@ -81,22 +82,25 @@ def main(argv: list[str] | None = None) -> int:
         def once(code: str, way: str) -> float:
             run_dir = f"/tmp/bench/{uuid.uuid4().hex[:8]}"
             start = time.perf_counter()
-            if way == "plain":
+            if way == "plain":  # the engine before issue 33: the run, then its exit status read back
                 done = run_model(core, namespace, pod, ["python3", "-c", code], run_dir, "/tmp", {}, 120)
-            else:
+                confirmed = kube_exec.run(core, namespace, pod, "workload", ["cat", f"{run_dir}/.rc"], 15)
+                assert confirmed.stdout.strip() == "0"
+            else:  # the engine now: the wrapped run, its exit status and evidence files read back by one exec
                 runtime.SAMPLE_INTERVAL_S = 0.1 if way == "wrap 100 ms" else 1.0
                 done = run_model(core, namespace, pod, ["python3", "-c", code], run_dir, "/tmp", {}, 120,
                                  python="python3")
-                if way != "wrap 1 s, no read-back":
-                    usage, values = runtime.evidence(core, namespace, pod, run_dir, done.duration_s)
-                    samples[way].append(usage["samples"])
-                    if values["cpu_s"]["value"] is None:
-                        raise SystemExit(f"no rusage: {values}")
+                dumped: dict[str, str] = {}
+                assert exit_confirmed(core, namespace, pod, run_dir, done, dumped)
+                usage, values = runtime.evidence(core, namespace, pod, run_dir, done.duration_s, dumped)
+                samples[way].append(usage["samples"])
+                if values["cpu_s"]["value"] is None:
+                    raise SystemExit(f"no rusage: {values}")
             if done.exit_code != 0:
                 raise SystemExit(f"run failed ({done.exit_code}): {done.stderr[-1000:]}")
             return time.perf_counter() - start
 
-        ways = ("plain", "wrap 1 s", "wrap 100 ms", "wrap 1 s, no read-back")
+        ways = ("plain", "wrap 1 s", "wrap 100 ms")
         for workload, seconds in (("loop3s", 3.0), ("loop0.3s", 0.3)):
             code = LOOP.format(s=seconds)
             times: dict[str, list[float]] = {w: [] for w in ways}

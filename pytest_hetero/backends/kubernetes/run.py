@@ -213,11 +213,12 @@ def execute(session: KubeSession, ctx: Step) -> ExecResult:
     argv = render_entrypoint(m.entrypoint, values)
     simulated = bool(session.nodes.get(node, {}).get("simulated"))
     begun = time.time()
+    dumped: dict[str, str] = {}  # the wrapper's files, when the exit-status check read them too
     done, failure = _run_watched(session, ctx, workload, node, argv, run_dir, f"{root}/code/{m.name}",
                                  {"HETERO_EXECUTION_PROVIDER": provider}, None if simulated else values["python"],
-                                 runtime.DEVICE_TOOLS.get(ctx.resource.type, "-"))
+                                 runtime.DEVICE_TOOLS.get(ctx.resource.type, "-"), dumped)
     ran = kube_usage.exec_facts(session, workload, begun, time.time())
-    sampled, run_time = runtime.evidence(session.core, session.namespace, pod, run_dir, done.duration_s) \
+    sampled, run_time = runtime.evidence(session.core, session.namespace, pod, run_dir, done.duration_s, dumped) \
         if not (done.abandoned or simulated) else runtime.read_back(
             {}, "the run ran on the KWOK host (simulated node), not in the image" if simulated else
             "the run was abandoned when its node turned NotReady", done.duration_s, pod)
@@ -326,9 +327,11 @@ def _ensure_inputs(session: KubeSession, ctx: Step, workload: dict[str, Any], ro
 def _run_watched(
     session: KubeSession, ctx: Step, workload: dict[str, Any], node: str, argv: list[str], run_dir: str,
     workdir: str, env: dict[str, str], python: str | None = None, devices: str = "-",
+    dumped: dict[str, str] | None = None,
 ) -> tuple[kube_exec.ExecOutcome, RunFailure | None]:
     """Run ``argv`` in the workload pod while watching ``node`` ("" = unknown, not watched); the run's
-    outcome and, when the node turned NotReady, the abandoned run's ``failure`` dict."""
+    outcome and, when the node turned NotReady, the abandoned run's ``failure`` dict. ``dumped`` receives
+    the wrapper's evidence files when the exit-status check read them (:func:`exit_confirmed`)."""
     pod = workload["pod"]
     watch = kube_node.NodeWatch(session.api, node).start() if node else None
     started_at, started = utc_now(), time.perf_counter()
@@ -343,7 +346,7 @@ def _run_watched(
         done = kube_exec.ExecOutcome(None, "", "", time.perf_counter() - started, False, "", abandoned=True)
     else:
         if watch is not None and (broken_stream(done)
-                                  or not exit_confirmed(session.core, session.namespace, pod, run_dir, done)):
+                                  or not exit_confirmed(session.core, session.namespace, pod, run_dir, done, dumped)):
             # the kubelet's end of the stream went away without an exit status: a stopped kubelet looks
             # like this until the node lifecycle controller's grace period has passed
             if watch.turned.wait(NODE_VERDICT_WAIT_S):
@@ -374,22 +377,27 @@ def broken_stream(done: kube_exec.ExecOutcome) -> bool:
 
 
 def exit_confirmed(core: client.CoreV1Api, namespace: str, pod: str, run_dir: str,
-                   done: kube_exec.ExecOutcome) -> bool:
+                   done: kube_exec.ExecOutcome, dumped: dict[str, str] | None = None) -> bool:
     """Does the run's ``.rc`` file (written by :func:`run_model`'s wrapper) hold the exit status the exec
     reported? The apiserver's stream translator reports ``Success`` when the kubelet's end of the
     stream closes, also when the kubelet died mid-run; the file tells. True when there is nothing to
     confirm (no exit status, timed out, abandoned); False when the file cannot be read. Raises
-    ActionFailed ``pod_deleted`` when the pod is gone (deleted during the run)."""
+    ActionFailed ``pod_deleted`` when the pod is gone (deleted during the run). The same exec prints the
+    wrapper's evidence files (:func:`.runtime.dump_script`): into ``dumped`` when given (one exec less per run)."""
     if done.exit_code is None or done.timed_out or done.abandoned:
         return True
     try:
-        read = kube_exec.run(core, namespace, pod, "workload", ["cat", f"{run_dir}/.rc"], 15)
+        script = f"cat {shlex.quote(run_dir)}/.rc && {runtime.dump_script(run_dir)}"
+        read = kube_exec.run(core, namespace, pod, "workload", ["/bin/sh", "-c", script], 15)
     except Exception as exc:  # noqa: BLE001 - no answer from the pod is exactly what this check looks for
         outcome = kc.api_outcome(exc, f"read the exit status of the model run in pod {pod}")
         if outcome.category == "pod_deleted":
             raise outcome from None
         return False
-    return read.stdout.strip() == str(done.exit_code)
+    rc, _, rest = read.stdout.partition("=== ")
+    if dumped is not None and rest:
+        dumped.update(runtime.parse_dump("=== " + rest))
+    return rc.strip() == str(done.exit_code)
 
 
 def node_of(session: KubeSession, workload: dict[str, Any]) -> str:

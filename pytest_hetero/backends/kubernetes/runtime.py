@@ -66,27 +66,41 @@ def wrapped(python: str, run_dir: str, argv: list[str], interval_s: float | None
             f"exec {shlex.join(argv)} )")
 
 
-def evidence(core: client.CoreV1Api, namespace: str, pod: str, run_dir: str,
-             run_s: float) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(``model.usage``, ``model.run_time`` values) of the run in ``run_dir`` of ``pod`` (``run_s``: the
-    exec's wall time, seconds). Never raises: what cannot be read is unavailable with why."""
-    script = (f"cd {shlex.quote(run_dir)} 2>/dev/null || exit 3; for f in .rusage {NO_WRAPPER} .samples .devices; do "
-              "echo \"=== $f\"; cat \"$f\" 2>/dev/null; echo; done; exit 0")
-    try:
-        done = kube_exec.run(core, namespace, pod, "workload", ["/bin/sh", "-c", script], 30)
-    except Exception as exc:  # noqa: BLE001 - evidence, never a verdict: unreadable says why
-        return read_back({}, f"its files could not be read from pod {pod}: {type(exc).__name__}: {exc}", run_s, pod)
-    if done.exit_code != 0:
-        return read_back({}, f"its run dir could not be read in pod {pod} (exit {done.exit_code})", run_s, pod)
+def dump_script(run_dir: str) -> str:
+    """A shell script printing the run dir's evidence files, each after a ``=== <name>`` line (an absent one
+    empty); exit 3 when the run dir is not there. :func:`parse_dump` reads its output."""
+    return (f"cd {shlex.quote(run_dir)} 2>/dev/null || exit 3; for f in .rusage {NO_WRAPPER} .samples .devices; do "
+            "echo \"=== $f\"; cat \"$f\" 2>/dev/null; echo; done; exit 0")
+
+
+def parse_dump(stdout: str) -> dict[str, str]:
+    """File name → text of :func:`dump_script`'s output (what comes before its first section is left out)."""
     files: dict[str, str] = {}
     name = ""
-    for line in done.stdout.splitlines():
+    for line in stdout.splitlines():
         if line.startswith("=== "):
             name = line[4:]
             files[name] = ""
         elif name:
             files[name] += line + "\n"
-    return read_back(files, None, run_s, pod)
+    return files
+
+
+def evidence(core: client.CoreV1Api, namespace: str, pod: str, run_dir: str, run_s: float,
+             dumped: dict[str, str] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(``model.usage``, ``model.run_time`` values) of the run in ``run_dir`` of ``pod`` (``run_s``: the
+    exec's wall time, seconds), from ``dumped`` (:func:`parse_dump` of an exec that already read them: the
+    engine's exit-status check) or else read by one exec. Never raises: what cannot be read is unavailable
+    with why."""
+    if dumped:
+        return read_back(dumped, None, run_s, pod)
+    try:
+        done = kube_exec.run(core, namespace, pod, "workload", ["/bin/sh", "-c", dump_script(run_dir)], 30)
+    except Exception as exc:  # noqa: BLE001 - evidence, never a verdict: unreadable says why
+        return read_back({}, f"its files could not be read from pod {pod}: {type(exc).__name__}: {exc}", run_s, pod)
+    if done.exit_code != 0:
+        return read_back({}, f"its run dir could not be read in pod {pod} (exit {done.exit_code})", run_s, pod)
+    return read_back(parse_dump(done.stdout), None, run_s, pod)
 
 
 def read_back(files: dict[str, str], why: str | None, run_s: float, pod: str) -> tuple[dict[str, Any], dict[str, Any]]:
