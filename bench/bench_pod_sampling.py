@@ -54,13 +54,14 @@ def realnode() -> Any:
 
 def start_pod(core: client.CoreV1Api, info: Any, namespace: str, pod: str) -> None:
     """Create the bench pod on the real node and wait (up to 120 s) until it runs."""
-    core.create_namespaced_pod(namespace, {"metadata": {"name": pod}, "spec": {
+    manifest: Any = {"metadata": {"name": pod}, "spec": {
         "tolerations": [info.toleration], "nodeSelector": info.node_selector, "terminationGracePeriodSeconds": 1,
         "automountServiceAccountToken": False,
         "containers": [{"name": "workload", "image": IMAGE, "command": KEEP_ALIVE, "imagePullPolicy": "Never",
-                        "resources": {"requests": {"cpu": "100m"}}}]}})
+                        "resources": {"requests": {"cpu": "100m"}}}]}}
+    core.create_namespaced_pod(namespace, manifest)  # a manifest dict, sent as it is
     deadline = time.monotonic() + 120
-    while core.read_namespaced_pod(pod, namespace).status.phase != "Running":
+    while (core.read_namespaced_pod(pod, namespace).status or client.V1PodStatus()).phase != "Running":
         if time.monotonic() > deadline:
             raise SystemExit("the bench pod did not start in 120 s")
         time.sleep(0.5)
@@ -72,9 +73,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=7)
     args = parser.parse_args(argv)
     info = realnode()
-    core = client.CoreV1Api(config.new_client_from_config(config_file=str(info.kubeconfig)))
+    core = client.CoreV1Api(config.new_client_from_config(config_file=str(info.kubeconfig)))  # type: ignore[no-untyped-call]
     namespace, pod = f"hetero-bench-ps-{uuid.uuid4().hex[:6]}", "bench"
-    core.create_namespace({"metadata": {"name": namespace}})
+    core.create_namespace({"metadata": {"name": namespace}})  # type: ignore[arg-type]  # a manifest dict, sent as it is
     missed = False
     try:
         start_pod(core, info, namespace, pod)

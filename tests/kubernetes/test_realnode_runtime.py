@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 import realimages
@@ -42,7 +42,7 @@ def run_id(realnode: RealNodeCluster, ns: str) -> Iterator[str]:
     """A fresh run id; afterwards no pod of it may be left (cleanup is under test)."""
     value = "t" + uuid.uuid4().hex[:10]
     yield value
-    left = realnode.core.list_namespaced_pod(ns, label_selector=f"pytest-hetero.run-id={value}").items
+    left: list[Any] = realnode.core.list_namespaced_pod(ns, label_selector=f"pytest-hetero.run-id={value}").items
     alive = [p.metadata.name for p in left if p.metadata.deletion_timestamp is None]
     assert not alive, f"pods of run {value} left behind: {alive}"
 
