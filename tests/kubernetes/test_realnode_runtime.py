@@ -18,6 +18,10 @@ from realkit import COMBO, GPU, STANDIN, controls, data, real_matrix, run
 if TYPE_CHECKING:
     from conftest import RealNodeCluster
 
+# the matrices name the repository's digits case (outside each test's temporary folder) by absolute path,
+# which path containment refuses unless allowed (suite_setup.outside_inputs)
+pytestmark = pytest.mark.usefixtures("outside_inputs")
+
 NO_PYTHON = "pytest-hetero/no-python:1"
 SMI_STANDIN = "pytest-hetero/accel-standin:3"
 CPU = {"name": "cpu", "type": "cpu", "requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"memory": "1Gi"}}
