@@ -53,7 +53,7 @@ from pytest_hetero.backends.sandbox import (
 )
 from pytest_hetero.backends.sandbox.zygote import ZygoteFailed, args_pipe, run_root
 from pytest_hetero.backends.streams import MAX_OUTPUTS_BYTES, CappedStream
-from pytest_hetero.probes.usage import rusage_run_time, sampling
+from pytest_hetero.probes.usage import peak_rss, rusage_run_time, sampling
 from pytest_hetero.truth.view import model_input
 from pytest_hetero.truth.withhold import WithholdError, find_in, truth_files
 
@@ -520,21 +520,6 @@ def _not_started(argv: list[str], why: str, start: float) -> ExecResult:
     """The result of a run the sandbox never started (``details["sandbox_error"]``)."""
     return ExecResult(argv=argv, exit_code=1, duration_s=time.perf_counter() - start, stdout="",
                       stderr=f"sandbox: {why}", outputs=None, details={"sandbox_error": why})
-
-
-def peak_rss(child_kib: int, inherited_kib: int) -> tuple[float | None, dict[str, str]]:
-    """The run's peak RSS in MiB from its ``wait4`` ``ru_maxrss`` (KiB), or None and why.
-
-    Linux carries a process's RSS high-water mark across ``exec`` (``signal->maxrss``), so a child of the
-    gate starts from the gate's own high-water mark at the fork (``inherited_kib``, ``RUSAGE_SELF`` just
-    before it) and ``ru_maxrss`` is max(that, the run's own peak). Above it, the figure is the run's; at or
-    below it, the run's peak is unknown (only that it was no higher): ``(None, {"peak_rss_unmeasured":
-    reason})``."""
-    if child_kib > inherited_kib:
-        return round(child_kib / 1024.0, 2), {}
-    return None, {"peak_rss_unmeasured": f"at most {inherited_kib / 1024.0:.1f} MiB: the run's rusage starts from "
-                                         "the peak RSS of the process that forked it (the session sandbox's "
-                                         "supervisor, or the gate), and the run never exceeded it"}
 
 
 class _Reaper:

@@ -245,16 +245,36 @@ def working_set(usage_file: Path) -> float | None:
     used = _file_number(usage_file)
     if used is None:
         return None
-    inactive = stat_value(usage_file.with_name("memory.stat"), ("total_inactive_file", "inactive_file"))
+    try:
+        stat = usage_file.with_name("memory.stat").read_text()
+    except OSError:
+        return None
+    return working_set_of(used, stat)
+
+
+WORKING_SET_KEYS = ("total_inactive_file", "inactive_file")
+"""The ``memory.stat`` key subtracted from the usage: v1's hierarchical total first, then v2's."""
+
+
+def working_set_of(used: float, stat_text: str) -> float | None:
+    """Bytes of a cgroup's memory working set from its usage (bytes) and the text of its ``memory.stat``
+    (``key value`` lines; :data:`WORKING_SET_KEYS`): usage − inactive file pages, never below 0; None when
+    ``stat_text`` has no inactive file line (the usage alone would count page cache)."""
+    inactive = stat_text_value(stat_text, WORKING_SET_KEYS)
     return None if inactive is None else max(0.0, used - inactive)
 
 
 def stat_value(path: Path, keys: tuple[str, ...]) -> float | None:
     """The first of ``keys`` found in a ``key value`` per line file (``memory.stat``), or None."""
     try:
-        found = dict(line.split(" ", 1) for line in path.read_text().splitlines() if " " in line)
+        return stat_text_value(path.read_text(), keys)
     except OSError:
         return None
+
+
+def stat_text_value(text: str, keys: tuple[str, ...]) -> float | None:
+    """The first of ``keys`` found in ``key value`` per line ``text`` (``memory.stat``), or None."""
+    found = dict(line.split(" ", 1) for line in text.splitlines() if " " in line)
     for key in keys:
         if key in found:
             try:
@@ -273,15 +293,24 @@ def _file_number(path: Path) -> float | None:
 
 def _file_cpu_seconds(spec: tuple[Path, str]) -> float | None:
     path, fmt = spec
-    if fmt == "ns":
-        ns = _file_number(path)
-        return None if ns is None else ns / 1e9
     try:
-        for line in path.read_text().splitlines():
-            key, _, text = line.partition(" ")
+        return cpu_seconds_of(path.read_text(), fmt)
+    except OSError:
+        return None
+
+
+def cpu_seconds_of(text: str, fmt: str) -> float | None:
+    """CPU-seconds of a cgroup from the text of its CPU accounting file: ``fmt`` ``ns`` (v1
+    ``cpuacct.usage``: one number of nanoseconds) or ``usage_usec`` (v2 ``cpu.stat``: its ``usage_usec``
+    line, microseconds); None when it holds no such number."""
+    try:
+        if fmt == "ns":
+            return float(text.split()[0]) / 1e9
+        for line in text.splitlines():
+            key, _, value = line.partition(" ")
             if key == "usage_usec":
-                return float(text) / 1e6
-    except (OSError, ValueError):
+                return float(value) / 1e6
+    except (ValueError, IndexError):
         return None
     return None
 
@@ -465,6 +494,22 @@ def measured(name: str, value: float | None, source: str, why: str | None = None
     if value is None:
         out["unavailable"] = why or "not measured"
     return out
+
+
+def peak_rss(child_kib: int, inherited_kib: int,
+             forker: str = "the session sandbox's supervisor, or the gate") -> tuple[float | None, dict[str, str]]:
+    """The run's peak RSS in MiB from its ``wait4`` ``ru_maxrss`` (KiB), or None and why.
+
+    Linux carries a process's RSS high-water mark across ``exec`` (``signal->maxrss``), so a child starts
+    from the high-water mark of the process that forked it (``forker``, named in the reason) at the fork
+    (``inherited_kib``, ``RUSAGE_SELF`` just before it) and ``ru_maxrss`` is max(that, the run's own peak).
+    Above it, the figure is the run's; at or below it, the run's peak is unknown (only that it was no
+    higher): ``(None, {"peak_rss_unmeasured": reason})``."""
+    if child_kib > inherited_kib:
+        return round(child_kib / 1024.0, 2), {}
+    return None, {"peak_rss_unmeasured": f"at most {inherited_kib / 1024.0:.1f} MiB: the run's rusage starts from "
+                                         f"the peak RSS of the process that forked it ({forker}), and the run "
+                                         "never exceeded it"}
 
 
 def rusage_run_time(peak_rss_mib: float | None, cpu_s: float | None, rss_note: str | None) -> dict[str, Any]:

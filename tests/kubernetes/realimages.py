@@ -14,6 +14,13 @@ image                               stands for
                                     ``libnvidia-ml.so.1``, ``libascend_hal.so``, ``libascendcl.so`` (text
                                     files, not libraries), and ``NVIDIA_VISIBLE_DEVICES=all`` as the
                                     ``nvidia/cuda`` images set it
+``pytest-hetero/accel-standin:3``   ``:2`` plus a STAND-IN ``nvidia-smi`` (``/usr/local/bin``, ahead of the
+                                    device plugin's replay in ``/usr/bin``; :data:`STANDIN_SMI`): it answers
+                                    ``--query-gpu=… --format=csv,noheader,nounits`` for the devices of
+                                    ``NVIDIA_VISIBLE_DEVICES`` with the values a test writes in
+                                    ``/tmp/hetero-standin-smi`` (``uuid memory.used utilization.gpu`` lines;
+                                    ``[N/A]`` until then); any other call goes to the replay. Its numbers are
+                                    the test's, not a GPU's: it proves the in-pod sampling path only
 ``pytest-hetero/ghost-user:1``      an image whose ``USER`` has no passwd entry → ``CreateContainerError``
 ``pytest-hetero/crashing-shell:1``  an image whose entrypoint exits at once (its ``/bin/sh`` prints a line
                                     and exits 3) → ``CrashLoopBackOff``
@@ -44,6 +51,36 @@ ORT_DIST = "/usr/local/lib/python3.11/dist-packages"
 CRASH = "#!/bin/busybox ash\necho 'crashing-shell: the entrypoint exits 3 at once' >&2\nexit 3\n"
 OOM = "#!/bin/busybox ash\nexec /bin/busybox dd if=/dev/zero of=/dev/null bs=512M count=1\n"
 
+STANDIN_SMI = r"""#!/bin/sh
+# STAND-IN nvidia-smi of the pytest-hetero accel-standin:3 test image: NOT NVIDIA's tool, no GPU is read.
+# --query-gpu=<fields> --format=csv,noheader,nounits: one line per device of NVIDIA_VISIBLE_DEVICES, memory.used
+# and utilization.gpu from /tmp/hetero-standin-smi ("<uuid> <memory.used MiB> <utilization %>" lines, written by
+# the test's model), "[N/A]" for a device it does not list. Anything else: the device plugin's replay.
+case "$1" in --query-gpu=*) ;; *) exec /usr/bin/nvidia-smi "$@" ;; esac
+[ "$2" = "--format=csv,noheader,nounits" ] || { echo "stand-in nvidia-smi: only --format=csv,noheader,nounits" >&2; exit 2; }
+fields=${1#--query-gpu=}
+i=0
+for uuid in $(echo "${NVIDIA_VISIBLE_DEVICES:-}" | tr ',' ' '); do
+  case "$uuid" in GPU-*) ;; *) continue ;; esac
+  used="[N/A]"; util="[N/A]"
+  if [ -r /tmp/hetero-standin-smi ]; then
+    while read -r u m p; do [ "$u" = "$uuid" ] && used=$m && util=$p; done < /tmp/hetero-standin-smi
+  fi
+  line=""
+  for f in $(echo "$fields" | tr ',' ' '); do
+    case "$f" in
+      index) v=$i ;; uuid) v=$uuid ;; name) v="NVIDIA H100 80GB HBM3 (stand-in)" ;; memory.total) v=81559 ;;
+      memory.used) v=$used ;; utilization.gpu) v=$util ;;
+      *) echo "stand-in nvidia-smi: field $f is not answered" >&2; exit 2 ;;
+    esac
+    line="${line:+$line, }$v"
+  done
+  echo "$line"
+  i=$((i + 1))
+done
+"""
+"""The stand-in ``nvidia-smi`` of ``accel-standin:3`` (see the table above)."""
+
 RECIPES: dict[str, tuple[str, dict[str, str]]] = {
     # :2 has python3: startup fails an image without the interpreter its models' entrypoints run
     # (interpreter_missing), and :1 (busybox only) was that image. The CPU-only ONNX Runtime of the base is
@@ -72,6 +109,8 @@ RECIPES: dict[str, tuple[str, dict[str, str]]] = {
     ),
 }
 """Image → (Dockerfile, build-context files)."""
+RECIPES["pytest-hetero/accel-standin:3"] = (RECIPES["pytest-hetero/accel-standin:2"][0], {
+    **RECIPES["pytest-hetero/accel-standin:2"][1], "root/usr/local/bin/nvidia-smi": STANDIN_SMI})
 
 
 def recipe_key(name: str) -> str:

@@ -24,7 +24,7 @@ from kubernetes import client
 from pytest_hetero.backends.kubernetes import client as kc
 from pytest_hetero.backends.kubernetes import nodes as kube_node
 from pytest_hetero.backends.kubernetes import podexec as kube_exec
-from pytest_hetero.backends.kubernetes import startup
+from pytest_hetero.backends.kubernetes import runtime, startup
 from pytest_hetero.backends.kubernetes import usage as kube_usage
 from pytest_hetero.backends.kubernetes.submit import workload_key
 from pytest_hetero.backends.protocol import (
@@ -119,9 +119,13 @@ def run_model(
     env: dict[str, str],
     timeout_s: float,
     stop: threading.Event | None = None,
+    python: str | None = None,
+    devices: str = "-",
 ) -> kube_exec.ExecOutcome:
     """Run ``argv`` in ``workdir`` with ``env``; kill its process (pid file in ``run_dir``) at ``timeout_s``.
-    Its exit status is also written to ``run_dir/.rc`` (read back by :func:`exit_confirmed`).
+    Its exit status is also written to ``run_dir/.rc`` (read back by :func:`exit_confirmed`). With
+    ``python`` (the image's interpreter) the run is started by the gate's wrapper, which measures it
+    (:func:`.runtime.wrapped`, with the device tool ``devices``; read back by :func:`.runtime.evidence`).
 
     When ``stop`` is set first the outcome is ``abandoned`` and the process is left running: the caller
     decides whether its node can still be reached (:func:`kill_run`). When the run is interrupted (Ctrl-C,
@@ -129,12 +133,7 @@ def run_model(
     deleting the pod ends it on a kubelet, but an exec can outlive its pod (KWOK's ClusterExec runs it on
     the host), and the model must not go on running after the gate stopped.
     """
-    exports = "".join(f"{k}={shlex.quote(v)}; export {k}; " for k, v in env.items())
-    rd = shlex.quote(run_dir)
-    script = (
-        f"mkdir -p {rd} && cd {shlex.quote(workdir)} && {exports}{{ {shlex.join(argv)} & }} && "
-        f"echo $! > {rd}/.pid && wait $!; rc=$?; echo $rc > {rd}/.rc; exit $rc"
-    )
+    script = run_script(argv, run_dir, workdir, env, python, devices)
     try:
         done = kube_exec.run(core, namespace, pod, "workload", ["/bin/sh", "-c", script], timeout_s, stop=stop)
     except KeyboardInterrupt:
@@ -143,6 +142,20 @@ def run_model(
     if done.timed_out:
         kill_run(core, namespace, pod, run_dir, 30)
     return done
+
+
+def run_script(argv: list[str], run_dir: str, workdir: str, env: dict[str, str], python: str | None,
+               devices: str = "-") -> str:
+    """The ``/bin/sh -c`` script of :func:`run_model`: runs ``argv`` in the background (under the gate's
+    wrapper with ``python``, :func:`.runtime.wrapped`), its pid in ``run_dir/.pid``, its exit status in
+    ``run_dir/.rc`` and as the script's own."""
+    exports = "".join(f"{k}={shlex.quote(v)}; export {k}; " for k, v in env.items())
+    rd = shlex.quote(run_dir)
+    return (
+        f"mkdir -p {rd} && cd {shlex.quote(workdir)} && {exports}"
+        f"{{ {runtime.wrapped(python, run_dir, argv, devices=devices) if python else shlex.join(argv)} & }} && "
+        f"echo $! > {rd}/.pid && wait $!; rc=$?; echo $rc > {rd}/.rc; exit $rc"
+    )
 
 
 def kill_run(core: client.CoreV1Api, namespace: str, pod: str, run_dir: str, wait_s: float) -> bool:
@@ -199,10 +212,17 @@ def execute(session: KubeSession, ctx: Step) -> ExecResult:
     values = {"python": str(session.target.get("python", "python3")), **paths,
               "outputs": f"{run_dir}/outputs.json", "provider": provider}
     argv = render_entrypoint(m.entrypoint, values)
+    simulated = bool(session.nodes.get(node, {}).get("simulated"))
     begun = time.time()
+    dumped: dict[str, str] = {}  # the wrapper's files, when the exit-status check read them too
     done, failure = _run_watched(session, ctx, workload, node, argv, run_dir, f"{root}/code/{m.name}",
-                                 {"HETERO_EXECUTION_PROVIDER": provider})
+                                 {"HETERO_EXECUTION_PROVIDER": provider}, None if simulated else values["python"],
+                                 runtime.DEVICE_TOOLS.get(ctx.resource.type, "-"), dumped)
     ran = kube_usage.exec_facts(session, workload, begun, time.time())
+    sampled, run_time = runtime.evidence(session.core, session.namespace, pod, run_dir, done.duration_s, dumped) \
+        if not (done.abandoned or simulated) else runtime.read_back(
+            {}, "the run ran on the KWOK host (simulated node), not in the image" if simulated else
+            "the run was abandoned when its node turned NotReady", done.duration_s, pod)
     if failure is None and done.exit_code == OOM_EXIT:
         failure = oom_failure(session, workload, str(ctx.resource.limits.get("memory", "none")))
     outputs = None
@@ -213,7 +233,6 @@ def execute(session: KubeSession, ctx: Step) -> ExecResult:
             failure = {"category": exc.category, "message": exc.message}
         except Exception as exc:  # noqa: BLE001 - translated (e.g. the pod was deleted during the run)
             raise kc.api_outcome(exc, f"read the outputs of the model run in pod {pod}") from None
-    simulated = bool(session.nodes.get(node, {}).get("simulated"))
     return ExecResult(
         argv=argv, exit_code=done.exit_code, duration_s=done.duration_s, stdout=done.stdout,
         stderr=done.stderr, timed_out=done.timed_out, outputs=outputs, failure=failure,
@@ -228,6 +247,8 @@ def execute(session: KubeSession, ctx: Step) -> ExecResult:
             "isolation": dict(SHARED_POD if ctx.pinned_node is None else PINNED_POD),
             "workload": ran,
             **({"truth_withheld": withheld} if (withheld := record_of(ctx.matrix, code, KUBE_HOW)) else {}),
+            "usage": sampled,
+            "run_time": run_time,
             **done.streams,
             **({"image": started_here, "workload_started": kube_usage.workload_facts(session, workload)}
                if started_here is not None else {}),
@@ -314,16 +335,18 @@ def _ensure_inputs(session: KubeSession, ctx: Step, workload: dict[str, Any], ro
 
 def _run_watched(
     session: KubeSession, ctx: Step, workload: dict[str, Any], node: str, argv: list[str], run_dir: str,
-    workdir: str, env: dict[str, str],
+    workdir: str, env: dict[str, str], python: str | None = None, devices: str = "-",
+    dumped: dict[str, str] | None = None,
 ) -> tuple[kube_exec.ExecOutcome, RunFailure | None]:
     """Run ``argv`` in the workload pod while watching ``node`` ("" = unknown, not watched); the run's
-    outcome and, when the node turned NotReady, the abandoned run's ``failure`` dict."""
+    outcome and, when the node turned NotReady, the abandoned run's ``failure`` dict. ``dumped`` receives
+    the wrapper's evidence files when the exit-status check read them (:func:`exit_confirmed`)."""
     pod = workload["pod"]
     watch = kube_node.NodeWatch(session.api, node).start() if node else None
     started_at, started = utc_now(), time.perf_counter()
     try:
         done = run_model(session.core, session.namespace, pod, argv, run_dir, workdir, env, ctx.timeout_s,
-                         stop=watch.turned if watch else None)
+                         stop=watch.turned if watch else None, python=python, devices=devices)
     except ActionFailed:
         raise
     except Exception as exc:  # noqa: BLE001 - a dying node often breaks the exec stream first
@@ -332,7 +355,7 @@ def _run_watched(
         done = kube_exec.ExecOutcome(None, "", "", time.perf_counter() - started, False, "", abandoned=True)
     else:
         if watch is not None and (broken_stream(done)
-                                  or not exit_confirmed(session.core, session.namespace, pod, run_dir, done)):
+                                  or not exit_confirmed(session.core, session.namespace, pod, run_dir, done, dumped)):
             # the kubelet's end of the stream went away without an exit status: a stopped kubelet looks
             # like this until the node lifecycle controller's grace period has passed
             if watch.turned.wait(NODE_VERDICT_WAIT_S):
@@ -363,22 +386,27 @@ def broken_stream(done: kube_exec.ExecOutcome) -> bool:
 
 
 def exit_confirmed(core: client.CoreV1Api, namespace: str, pod: str, run_dir: str,
-                   done: kube_exec.ExecOutcome) -> bool:
+                   done: kube_exec.ExecOutcome, dumped: dict[str, str] | None = None) -> bool:
     """Does the run's ``.rc`` file (written by :func:`run_model`'s wrapper) hold the exit status the exec
     reported? The apiserver's stream translator reports ``Success`` when the kubelet's end of the
     stream closes, also when the kubelet died mid-run; the file tells. True when there is nothing to
     confirm (no exit status, timed out, abandoned); False when the file cannot be read. Raises
-    ActionFailed ``pod_deleted`` when the pod is gone (deleted during the run)."""
+    ActionFailed ``pod_deleted`` when the pod is gone (deleted during the run). The same exec prints the
+    wrapper's evidence files (:func:`.runtime.dump_script`): into ``dumped`` when given (one exec less per run)."""
     if done.exit_code is None or done.timed_out or done.abandoned:
         return True
     try:
-        read = kube_exec.run(core, namespace, pod, "workload", ["cat", f"{run_dir}/.rc"], 15)
+        script = f"cat {shlex.quote(run_dir)}/.rc && {runtime.dump_script(run_dir)}"
+        read = kube_exec.run(core, namespace, pod, "workload", ["/bin/sh", "-c", script], 15)
     except Exception as exc:  # noqa: BLE001 - no answer from the pod is exactly what this check looks for
         outcome = kc.api_outcome(exc, f"read the exit status of the model run in pod {pod}")
         if outcome.category == "pod_deleted":
             raise outcome from None
         return False
-    return read.stdout.strip() == str(done.exit_code)
+    rc, _, rest = read.stdout.partition("=== ")
+    if dumped is not None and rest:
+        dumped.update(runtime.parse_dump("=== " + rest))
+    return rc.strip() == str(done.exit_code)
 
 
 def node_of(session: KubeSession, workload: dict[str, Any]) -> str:

@@ -1,0 +1,150 @@
+"""The gate's wrapper of a model run inside the workload pod (standard library only).
+
+This file is not imported by the gate: its text runs in the pod as ``python -I -S -c <text> <run dir>
+<interval s> <device tool or -> <argv…>`` (:mod:`pytest_hetero.backends.kubernetes.runtime`). It forks the model run
+(``argv``; the child dies with the wrapper: ``PR_SET_PDEATHSIG`` SIGKILL), samples the container's cgroup
+every ``interval`` seconds while it runs and reaps it with ``wait4``, then exits as the run did (its exit
+code, or the signal that killed it, raised again on itself: ``137`` stays an OOM kill's status).
+
+Written in the run dir, read back and judged by the gate:
+
+- ``.samples``: a header line ``{"memory": path, "cpu": path, "cores": n, "interval": s, "at": epoch s, "t":
+  monotonic s}`` (the files found, or null; the CPUs it may run on; when sampling began), then
+  one JSON list per sample: ``[monotonic s, memory usage text, inactive file lines of memory.stat, CPU text]``
+  (raw file contents, "" when unreadable, plus ``error`` text after the first failure);
+- ``.devices`` (with a device tool, ``nvidia-smi``): a header ``{"tool", "path" (null: not on PATH), "query",
+  "at", "t", "visible": NVIDIA_VISIBLE_DEVICES}``, then one JSON list per sample: ``[monotonic s, exit code,
+  stdout, stderr tail]`` of ``nvidia-smi --query-gpu=… --format=csv,noheader,nounits``;
+- ``.rusage``: ``{"status": wait status, "maxrss_kib", "utime", "stime" (s, the run and every descendant it
+  reaped), "inherited_kib" (the wrapper's own peak RSS at the fork: where the run's ru_maxrss starts), "at": epoch s}``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import signal
+import sys
+import threading
+import time
+
+MEMORY = ("/sys/fs/cgroup/memory.current", "/sys/fs/cgroup/memory/memory.usage_in_bytes")
+CPU = ("/sys/fs/cgroup/cpu.stat", "/sys/fs/cgroup/cpuacct/cpuacct.usage", "/sys/fs/cgroup/cpu,cpuacct/cpuacct.usage")
+
+
+def _read(path: str) -> str:
+    with open(path) as f:
+        return f.read()
+
+
+def _sample(memory: str | None, cpu: str | None) -> list[object]:
+    stat = ""
+    if memory:
+        stat = "".join(line + "\n" for line in _read(os.path.join(os.path.dirname(memory), "memory.stat"))
+                       .splitlines() if line.split(" ", 1)[0] in ("inactive_file", "total_inactive_file"))
+    cpu_text = _read(cpu) if cpu else ""
+    if cpu and cpu.endswith("cpu.stat"):
+        cpu_text = "".join(line + "\n" for line in cpu_text.splitlines() if line.startswith("usage_usec "))
+    return [round(time.monotonic(), 3), _read(memory).strip() if memory else "", stat, cpu_text.strip()]
+
+
+def _sampler(out: str, interval: float, done: threading.Event) -> None:
+    memory = next((p for p in MEMORY if os.access(p, os.R_OK)), None)
+    cpu = next((p for p in CPU if os.access(p, os.R_OK)), None)
+    with open(out, "w", buffering=1) as f:
+        f.write(json.dumps({"memory": memory, "cpu": cpu, "cores": len(os.sched_getaffinity(0)), "interval": interval,
+                            "at": time.time(), "t": round(time.monotonic(), 3)}) + "\n")
+        errors = 0
+        while True:
+            try:
+                f.write(json.dumps(_sample(memory, cpu)) + "\n")
+            except OSError as exc:
+                errors += 1
+                if errors <= 3:
+                    f.write(json.dumps([round(time.monotonic(), 3), "", "", "", f"{type(exc).__name__}: {exc}"]) + "\n")
+            if done.wait(interval):
+                f.write(json.dumps(_sample(memory, cpu)) + "\n")  # the last one, as the run ends
+                return
+
+
+QUERY = "--query-gpu=index,uuid,name,memory.used,memory.total,utilization.gpu"
+FORMAT = "--format=csv,noheader,nounits"
+
+
+def _devices(out: str, interval: float, done: threading.Event, tool: str) -> None:
+    """Sample the devices the container sees with ``tool`` (``nvidia-smi``) every ``interval`` seconds."""
+    import shutil
+    import subprocess
+    path = shutil.which(tool)
+    with open(out, "w", buffering=1) as f:
+        f.write(json.dumps({"tool": tool, "path": path, "query": [QUERY, FORMAT], "at": time.time(),
+                            "interval": interval, "t": round(time.monotonic(), 3),
+                            "visible": os.environ.get("NVIDIA_VISIBLE_DEVICES")}) + "\n")
+        while path:
+            at = round(time.monotonic(), 3)
+            try:
+                got = subprocess.run([path, QUERY, FORMAT], capture_output=True, text=True,
+                                     timeout=max(5.0, 2 * interval))
+                f.write(json.dumps([at, got.returncode, got.stdout, got.stderr[-300:]]) + "\n")
+            except (OSError, subprocess.SubprocessError) as exc:
+                f.write(json.dumps([at, None, "", f"{type(exc).__name__}: {exc}"]) + "\n")
+            if done.wait(interval):
+                return
+
+
+def _die_with_parent() -> None:
+    """``PR_SET_PDEATHSIG`` SIGKILL: the gate kills a run at its timeout by the wrapper's pid."""
+    try:
+        import ctypes
+        ctypes.CDLL(None).prctl(1, signal.SIGKILL, 0, 0, 0)
+    except (ImportError, OSError, AttributeError):  # no ctypes in the image: the run outlives a killed wrapper
+        pass
+
+
+def main() -> None:
+    """Run ``argv`` (``sys.argv[4:]``) measured; write ``.samples``, ``.devices`` (``sys.argv[3]``: the device
+    tool, ``-`` for none) and ``.rusage`` in ``sys.argv[1]``."""
+    run_dir, interval, tool, argv = sys.argv[1], float(sys.argv[2]), sys.argv[3], sys.argv[4:]
+    inherited = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    parent = os.getpid()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            _die_with_parent()
+            if os.getppid() != parent:
+                os._exit(137)
+            os.execvp(argv[0], argv)
+        except OSError as exc:
+            sys.stderr.write(f"{argv[0]}: {exc.strerror}\n")
+            os._exit(127 if isinstance(exc, FileNotFoundError) else 126)
+    done = threading.Event()
+    thread = threading.Thread(target=_sampler, args=(os.path.join(run_dir, ".samples"), interval, done), daemon=True)
+    thread.start()
+    devices = threading.Thread(target=_devices, args=(os.path.join(run_dir, ".devices"), interval, done, tool),
+                               daemon=True)
+    if tool != "-":
+        devices.start()
+    while True:
+        try:
+            _, status, usage = os.wait4(pid, 0)
+            break
+        except InterruptedError:
+            continue
+    done.set()
+    thread.join(5)
+    if tool != "-":
+        devices.join(5)
+    with open(os.path.join(run_dir, ".rusage"), "w") as f:
+        json.dump({"status": status, "maxrss_kib": usage.ru_maxrss, "utime": usage.ru_utime, "stime": usage.ru_stime,
+                   "inherited_kib": inherited, "at": time.time()}, f)
+    if os.WIFSIGNALED(status):
+        try:
+            signal.signal(os.WTERMSIG(status), signal.SIG_DFL)
+        except (OSError, ValueError):  # SIGKILL has no handler to reset
+            pass
+        os.kill(os.getpid(), os.WTERMSIG(status))
+    sys.exit(os.waitstatus_to_exitcode(status))
+
+
+main()

@@ -1,0 +1,123 @@
+"""The gate's in-pod wrapper of a Kubernetes model run (:mod:`pytest_hetero.backends.kubernetes.podwrap`), run
+here by the same ``/bin/sh`` script the engine execs in the pod (:func:`~pytest_hetero.backends.kubernetes.run.
+run_script`): real processes, real ``wait4`` rusage, this machine's real cgroup files. The pod itself is in
+tests/kubernetes/test_realnode_runtime.py."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from pytest_hetero.backends.kubernetes import runtime
+from pytest_hetero.backends.kubernetes.run import run_script
+
+HOLD = "b = bytearray(96 * 2**20); b[::4096] = b'x' * (96 * 256); import time; time.sleep(0.7)"
+
+
+def run(tmp_path: Path, argv: list[str], python: str | None = sys.executable,
+        interval_s: float = 0.2, devices: str = "-") -> tuple[int, dict[str, Any], dict[str, Any]]:
+    """(exit status of the engine's script, ``model.usage``, ``model.run_time`` values) of ``argv``."""
+    saved, runtime.SAMPLE_INTERVAL_S = runtime.SAMPLE_INTERVAL_S, interval_s
+    try:
+        script = run_script(argv, str(tmp_path / "run"), str(tmp_path), {"HETERO_X": "1"}, python, devices)
+    finally:
+        runtime.SAMPLE_INTERVAL_S = saved
+    done = subprocess.run(["/bin/sh", "-c", script], capture_output=True, text=True, timeout=60)
+    return (done.returncode, *runtime.read_back(files(tmp_path / "run"), None, 1.0, "p"))
+
+
+def files(run_dir: Path) -> dict[str, str]:
+    """The run dir's evidence files as :func:`runtime.evidence` reads them (absent: "")."""
+    return {name: (run_dir / name).read_text() if (run_dir / name).exists() else ""
+            for name in (".rusage", runtime.NO_WRAPPER, ".samples", ".devices")}
+
+
+def test_the_run_is_measured_its_own_peak_rss_and_cpu_and_the_cgroup_series(tmp_path: Path) -> None:
+    rc, usage, values = run(tmp_path, [sys.executable, "-c", HOLD])
+    assert rc == 0 and (tmp_path / "run" / ".rc").read_text().strip() == "0"
+    peak, cpu = values["memory_peak_mib"], values["cpu_s"]
+    assert 96 < peak["value"] < 160 and "unavailable" not in peak  # the 96 MiB held + the interpreter
+    assert peak["source"].endswith("taken inside the pod by the gate's wrapper") and peak["measured_by"] == "gate"
+    assert 0 < cpu["value"] < 5
+    assert (usage["source"], usage["available"], usage["interval_s"], usage["errors"]) == ("pod-cgroup", True, 0.2, [])
+    assert usage["samples"] >= 3  # at the start, every 0.2 s of the 0.7 s+ run, at its end
+    (dev,) = usage["devices"]
+    assert all(m is not None and m > 0 for m in dev["series"]["memory_used_mib"])
+    assert dev["series"]["utilisation_pct"][0] is None and dev["series"]["utilisation_pct"][1] is not None
+
+
+def test_the_runs_exit_status_and_killing_signal_pass_through(tmp_path: Path) -> None:
+    assert run(tmp_path / "a", ["/bin/sh", "-c", "exit 3"])[0] == 3
+    rc, _, values = run(tmp_path / "b", ["/bin/sh", "-c", "kill -9 $$"])
+    assert rc == 128 + 9  # the status an OOM kill leaves, which the engine's oom check reads
+    assert values["cpu_s"]["value"] is not None
+    # a peak not above the wrapper's own at the fork is unknown, and says so (never 0)
+    assert values["memory_peak_mib"]["value"] is None
+    assert "the gate's wrapper in the pod" in values["memory_peak_mib"]["unavailable"]
+
+
+def test_killing_the_wrapper_by_its_pid_kills_the_run(tmp_path: Path) -> None:
+    """The engine kills a timed-out run by the pid in ``.pid`` (the wrapper's): the run dies with it."""
+    (tmp_path / "run").mkdir()
+    child = tmp_path / "child.pid"
+    script = run_script(["/bin/sh", "-c", f"echo $$ > {child}; exec sleep 30"], str(tmp_path / "run"),
+                        str(tmp_path), {}, sys.executable)
+    proc = subprocess.Popen(["/bin/sh", "-c", script])
+    try:
+        deadline = time.monotonic() + 10
+        while not child.exists() or not child.read_text().strip():
+            assert time.monotonic() < deadline, "the run never started"
+            time.sleep(0.05)
+        os.kill(int((tmp_path / "run" / ".pid").read_text()), signal.SIGKILL)
+        assert proc.wait(10) == 137
+        pid = int(child.read_text())
+        deadline = time.monotonic() + 5
+        while Path(f"/proc/{pid}").exists() and "Z" not in Path(f"/proc/{pid}/stat").read_text().split()[2]:
+            assert time.monotonic() < deadline, "the run outlived its killed wrapper"
+            time.sleep(0.05)
+    finally:
+        proc.kill()
+        proc.wait()
+    _, values = runtime.read_back(files(tmp_path / "run"), None, 3.0, "p")
+    assert values["memory_peak_mib"]["value"] is None
+    assert values["memory_peak_mib"]["unavailable"].startswith("the wrapper wrote no rusage: the run did not end")
+
+
+def test_an_image_without_the_interpreter_runs_the_model_unwrapped_and_says_why(tmp_path: Path) -> None:
+    rc, usage, values = run(tmp_path, ["/bin/sh", "-c", "test \"$HETERO_X\" = 1"], python="no-such-python3")
+    assert rc == 0  # the model ran, with its environment
+    why = "the image has no no-such-python3 to run the gate's in-pod wrapper (rusage and cgroup samples)"
+    assert (usage["available"], usage["unavailable"], usage["samples"]) == (False, why, 0)
+    assert all((v["value"], v["unavailable"]) == (None, why) for v in values.values())
+
+
+def test_devices_are_sampled_with_the_tool_only_those_allocated_or_say_why(tmp_path: Path,
+                                                                         monkeypatch: Any) -> None:
+    """A tool on PATH standing in for ``nvidia-smi`` (the real node's stand-in image has one too): the query
+    the wrapper sends, the allocated device kept, ``[N/A]`` read as None; no tool: why, never 0."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    tool = bin_dir / "nvidia-smi"
+    tool.write_text("#!/bin/sh\n[ \"$*\" = '--query-gpu=index,uuid,name,memory.used,memory.total,utilization.gpu "
+                    "--format=csv,noheader,nounits' ] || exit 2\n"
+                    "echo '0, GPU-a, Stand-in, 1234, 8192, [N/A]'\necho '1, GPU-b, Stand-in, 99, 8192, 50'\n")
+    tool.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    monkeypatch.setenv("NVIDIA_VISIBLE_DEVICES", "GPU-a")
+    rc, usage, _ = run(tmp_path / "a", ["sleep", "0.5"], devices="nvidia-smi")
+    assert rc == 0
+    container, device = usage["devices"]
+    assert (container["id"], device["id"], device["source"], device["memory_total_mib"]) == (
+        "container", "GPU-a", "nvidia-smi", 8192.0)
+    assert set(device["series"]["memory_used_mib"]) == {1234.0} and set(device["series"]["utilisation_pct"]) == {None}
+    assert usage["device_sampling"]["available"] and usage["device_sampling"]["samples"] >= 2
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    _, usage, _ = run(tmp_path / "b", ["true"], devices="nvidia-smi")
+    assert [d["id"] for d in usage["devices"]] == ["container"]
+    assert (usage["device_sampling"]["available"], usage["device_sampling"]["unavailable"]) == (
+        False, "nvidia-smi is not on PATH in the container")
