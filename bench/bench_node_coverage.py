@@ -44,10 +44,11 @@ def make_nodes(core: client.CoreV1Api, tag: str, count: int) -> list[str]:
     for n in names:
         core.create_node({"metadata": {"name": n, "annotations": {"kwok.x-k8s.io/node": "fake"},
                                        "labels": {"hetero-bench": tag, "kubernetes.io/hostname": n}},
-                          "status": {"capacity": cap, "allocatable": cap}})
+                          "status": {"capacity": cap, "allocatable": cap}})  # type: ignore[arg-type]  # a manifest dict
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
-        ready = sum(any(c.type == "Ready" and c.status == "True" for c in n.status.conditions or [])
+        ready = sum(any(c.type == "Ready" and c.status == "True"
+                        for c in (n.status.conditions if n.status else None) or [])
                     for n in core.list_node(label_selector=f"hetero-bench={tag}").items)
         if ready == count:
             return names
@@ -58,7 +59,7 @@ def make_nodes(core: client.CoreV1Api, tag: str, count: int) -> list[str]:
 def make_namespace(api: client.ApiClient, name: str) -> None:
     """Namespace ``name`` with a KWOK ClusterExec (exec runs locally, in /tmp) and its default service account."""
     core = client.CoreV1Api(api)
-    core.create_namespace({"metadata": {"name": name}})
+    core.create_namespace({"metadata": {"name": name}})  # type: ignore[arg-type]  # a manifest dict
     client.CustomObjectsApi(api).create_cluster_custom_object("kwok.x-k8s.io", "v1alpha1", "clusterexecs", {
         "apiVersion": "kwok.x-k8s.io/v1alpha1", "kind": "ClusterExec", "metadata": {"name": name},
         "spec": {"selector": {"matchNamespaces": [name]}, "execs": [{"local": {"workDir": "/tmp"}}]}})
@@ -109,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     kubeconfig = os.environ.get("KUBECONFIG")
     if not kubeconfig:
         parser.error('KUBECONFIG is not set: eval "$(bash tests/infra/kubeplane.sh env)" first')
-    api = config.new_client_from_config(config_file=kubeconfig)
+    api = config.new_client_from_config(config_file=kubeconfig)  # type: ignore[no-untyped-call]
     core = client.CoreV1Api(api)
     tag = uuid.uuid4().hex[:6]
     namespace = f"hetero-benchcov-{tag}"

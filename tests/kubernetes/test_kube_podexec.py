@@ -28,9 +28,9 @@ def running_pod(cluster: Cluster, namespace: str) -> str:
     cluster.core.create_namespaced_pod(namespace, {
         "metadata": {"name": name},
         "spec": {"nodeName": cluster.nodes["cpu"][0], "terminationGracePeriodSeconds": 0,
-                 "containers": [{"name": "workload", "image": "python:3.11", "command": ["sleep", "infinity"]}]}})
+                 "containers": [{"name": "workload", "image": "python:3.11", "command": ["sleep", "infinity"]}]}})  # type: ignore[arg-type]  # a manifest dict
     deadline = time.monotonic() + 60
-    while cluster.core.read_namespaced_pod(name, namespace).status.phase != "Running":
+    while getattr(cluster.core.read_namespaced_pod(name, namespace).status, "phase", None) != "Running":
         assert time.monotonic() < deadline, f"pod {name} not Running after 60 s"
         time.sleep(0.2)
     return name
