@@ -10,7 +10,7 @@ B (the gate, one business item after the model's outputs JSON is parsed): :func:
 extra ids counted), then the same metrics with scikit-learn on the joined labels
 (:func:`pytest_hetero.matrix.gate_metrics.classification`). B's parts are timed too: ``contract`` (check_outputs),
 ``read+join`` (truth read, digest, parse, canonicalise, join: work A does not do) and ``metrics`` (the classification
-call on the joined lists: A's work plus encoding labels as integers).
+call on the joined labels, integer codes on this path: A's work).
 
 Target (issue 30): B ≤ 2× A at N = 1,000,000, and B's peak traced memory (tracemalloc) within 2× the arrays' size
 (the two int64 label arrays A works on). Every figure is a median of ``REPEATS`` interleaved runs (CPU time, so a busy

@@ -217,6 +217,7 @@ def test_every_classification_and_regression_metric_is_scikit_learns_own() -> No
     from sklearn import metrics as m
 
     from pytest_hetero.matrix.gate_metrics import classification, regression
+    from pytest_hetero.matrix.truth_table import integer_labels
 
     rng = random.Random(30)
     y_true = [str(rng.randrange(4)) for _ in range(500)]
@@ -241,6 +242,18 @@ def test_every_classification_and_regression_metric_is_scikit_learns_own() -> No
             expected.update({f"{name}[{c}]": v for c, v in zip(labels, per_class, strict=True)})
         assert {name: got.values[name] for name in expected} == expected
         assert got.confusion == m.confusion_matrix(y_true, y_pred, labels=labels).tolist()
+        # the same labels as integer codes (the 1M-row path: no string per row) give the very same result
+        t_codes, p_codes = integer_labels(list(map(int, y_true))), integer_labels(list(map(int, y_pred)))
+        assert t_codes is not None and p_codes is not None and t_codes == y_true
+        coded = classification(t_codes, p_codes)
+        assert (coded.values, coded.classes, coded.confusion) == (got.values, got.classes, got.confusion)
+    many = [rng.randrange(-5, 300) for _ in range(3000)]  # over 256 classes: wider codes
+    guess = [v if rng.random() < 0.5 else rng.randrange(-5, 300) for v in many]
+    t_codes, p_codes = integer_labels(many), integer_labels(guess)
+    assert t_codes is not None and p_codes is not None and t_codes.codes.dtype == np.uint16
+    coded, plain = classification(t_codes, p_codes), classification(list(map(str, many)), list(map(str, guess)))
+    assert (coded.values, coded.classes, coded.confusion) == (plain.values, plain.classes, plain.confusion)
+    assert integer_labels([True, 1]) is None and integer_labels([1, 2**40]) is None and integer_labels([]) is None
     t_values = [rng.uniform(0, 10) for _ in range(200)]
     p_values = [v + rng.gauss(0, 1) for v in t_values]
     reg = regression(t_values, p_values)
@@ -265,6 +278,7 @@ def test_the_fast_paths_read_and_join_as_the_plain_ones() -> None:
         _integer_ids,
         _plain_csv_columns,
         id_text,
+        integer_labels,
         join,
         join_ids,
     )
@@ -294,6 +308,10 @@ def test_the_fast_paths_read_and_join_as_the_plain_ones() -> None:
         expected = join(replace(table, numbers=None), predictions, [id_text(v) or "" for v in given])
         found = join_ids(table, predictions, given)
         assert found == expected
+        coded = integer_labels([int(v) for v in predictions])  # predictions as codes (the 1M-row path) join alike
+        assert (coded is None) == (not predictions)
+        if coded is not None:
+            assert join_ids(table, coded, given) == expected
         # the rows each joined row came from (slices, scores) are the text join's too
         assert found.truth_rows.tolist() == expected.truth_rows.tolist()
         assert found.pred_rows.tolist() == expected.pred_rows.tolist()
@@ -355,6 +373,7 @@ def test_the_numpy_csv_read_gives_what_the_csv_paths_give(tmp_path: Path, monkey
         truth = Truth(task="classification", target="label", id="id", path=path,
                       sha256=hashlib.sha256(text.encode()).hexdigest(), uri=str(path), slices=("region",))
         monkeypatch.setattr(tt, "_csv_integer_ids", numpy_read)
+        monkeypatch.setattr(tt, "CSV_BLOCK", rng.choice([1, 7, 20, 1 << 20]))  # blocks of a line or a few
         fast = _read_table(truth)
         monkeypatch.setattr(tt, "_csv_integer_ids", lambda *a: None)  # the csv paths only
         assert fast == _read_table(truth), text

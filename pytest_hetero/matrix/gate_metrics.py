@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -149,22 +150,31 @@ def _class_key(label: str) -> tuple[int, int, str]:
         return (1, 0, label)
 
 
-def classification(y_true: list[str], y_pred: list[str]) -> Computed:
+def classification(y_true: Sequence[str], y_pred: Sequence[str]) -> Computed:
     """Every :data:`CLASSIFICATION` metric and the per-class ones, and the confusion matrix, of labels given as
-    text. Raises ValueError on empty input."""
+    text (lists, or :class:`~pytest_hetero.matrix.truth_table.Labels`: codes, used as they are). Raises ValueError
+    on empty input."""
     import numpy as np
 
     if not y_true:
         raise ValueError("no rows")
-    classes = sorted(set(y_true) | set(y_pred), key=_class_key)
-    # scikit-learn on integer codes (class i of ``classes``): the same values, without its slow path for objects
-    code = {c: i for i, c in enumerate(classes)}
-    t = np.fromiter(map(code.__getitem__, y_true), dtype=np.int64, count=len(y_true))
-    p = np.fromiter(map(code.__getitem__, y_pred), dtype=np.int64, count=len(y_pred))
+    coded = _coded(y_true, y_pred)
+    if coded is not None:
+        classes, t, p = coded
+    else:
+        classes = sorted(set(y_true) | set(y_pred), key=_class_key)
+        # scikit-learn on integer codes (class i of ``classes``): the same values, without its slow path for objects
+        code = {c: i for i, c in enumerate(classes)}
+        t = np.fromiter(map(code.__getitem__, y_true), dtype=np.int64, count=len(y_true))
+        p = np.fromiter(map(code.__getitem__, y_pred), dtype=np.int64, count=len(y_pred))
     out = Computed(task="classification", classes=classes, library=f"pytest_hetero.matrix.gate_metrics (equal to "
                    f"scikit-learn {sklearn_version()}, tested)")
     k = len(classes)
-    confusion = np.bincount(t * k + p, minlength=k * k).reshape(k, k)
+    flat = np.zeros(k * k, dtype=np.int64)
+    for start in range(0, len(t), 1 << 16):  # in blocks: small temporaries, small codes widened a block at a time
+        block = slice(start, start + (1 << 16))
+        flat += np.bincount(t[block].astype(np.int64) * k + p[block], minlength=k * k)
+    confusion = flat.reshape(k, k)
     tp = np.diagonal(confusion).copy()
     true_sum, pred_sum = confusion.sum(axis=1), confusion.sum(axis=0)
     out.values["accuracy"] = float(tp.sum()) / len(t)
@@ -186,6 +196,25 @@ def classification(y_true: list[str], y_pred: list[str]) -> Computed:
         if found:
             out.functions[name] = PER_CLASS[found.group(1)]
     return out
+
+
+def _coded(y_true: Sequence[str], y_pred: Sequence[str]) -> tuple[list[str], Any, Any] | None:
+    """The sorted classes of two :class:`~pytest_hetero.matrix.truth_table.Labels` (the texts their codes use) and
+    both as indexes into them (int32), without a string per row; None when either is not Labels."""
+    import numpy as np
+
+    from pytest_hetero.matrix.truth_table import Labels, code_dtype, counts
+
+    if not isinstance(y_true, Labels) or not isinstance(y_pred, Labels):
+        return None
+    used = [np.flatnonzero(counts(v.codes, len(v.texts))).tolist() for v in (y_true, y_pred)]
+    classes = sorted({y_true.texts[i] for i in used[0]} | {y_pred.texts[i] for i in used[1]}, key=_class_key)
+    at = {c: i for i, c in enumerate(classes)}
+    found = []
+    for v in (y_true, y_pred):  # a text neither uses has no class: 0, never read
+        lut = np.fromiter((at.get(x, 0) for x in v.texts), dtype=code_dtype(len(classes)), count=len(v.texts))
+        found.append(lut[v.codes])
+    return classes, found[0], found[1]
 
 
 def _divide(numerator: Any, denominator: Any) -> Any:
@@ -220,7 +249,7 @@ def regression(y_true: list[float], y_pred: list[float]) -> Computed:
     return out
 
 
-def top_k_accuracy(y_true: list[str], scores: Any, classes: list[str], k: int) -> float:
+def top_k_accuracy(y_true: Sequence[str], scores: Any, classes: list[str], k: int) -> float:
     """sklearn.metrics.top_k_accuracy_score of the true labels ``y_true`` (text) against ``scores`` (rows × classes,
     float64), whose columns are the labels ``classes`` (text, distinct) in the model's order: the columns are put
     in sorted label order, as scikit-learn requires (with two classes, the second's column, as it requires). Raises
@@ -238,7 +267,7 @@ def top_k_accuracy(y_true: list[str], scores: Any, classes: list[str], k: int) -
     ranked = np.asarray(scores, dtype=np.float64)[:, order]
     with warnings.catch_warnings():  # k >= the number of classes: a perfect score, as scikit-learn warns
         warnings.simplefilter("ignore")
-        return float(top_k_accuracy_score(np.asarray(y_true), ranked[:, 1] if len(classes) == 2 else ranked,
+        return float(top_k_accuracy_score(np.asarray(list(y_true)), ranked[:, 1] if len(classes) == 2 else ranked,
                                           k=k, labels=labels))
 
 

@@ -53,7 +53,7 @@ class TruthTable:
     text, or floats for regression), the ``path`` and ``sha256`` of the bytes read, their ``format``."""
 
     ids: Sequence[str] | None
-    targets: list[Any]
+    targets: Sequence[Any]
     path: Path
     sha256: str
     format: str
@@ -98,7 +98,7 @@ def read_truth(truth: Truth) -> TruthTable:
     fmt = file_format(truth.path, truth.format)
     columns = [truth.target] + ([truth.id] if truth.id else [])
     columns += [c for c in truth.slices if c not in columns]
-    fast = _csv_integer_ids(data, columns, truth.id, truth.path) if fmt == "csv" and truth.id else None
+    fast = _csv_integer_ids(data, columns, truth.id, truth.path, truth.target) if fmt == "csv" and truth.id else None
     if fast is not None:
         rows, found = fast
     else:
@@ -160,13 +160,104 @@ class IntegerIds(Sequence[str]):
         return map(str, self.numbers.tolist())
 
 
-def _csv_integer_ids(data: bytes, columns: list[str], id_column: str, path: Path) \
-        -> tuple[dict[str, list[Any]], Any] | None:
+class Labels(Sequence[str]):
+    """Class labels held as integer ``codes`` (a numpy int array, one per row) into ``texts`` (the label text of each
+    code): a million labels are a few MiB, not a million list slots. Reads as the sequence of texts; equal to any
+    sequence of the same texts (a list of labels compares equal to its Labels)."""
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __init__(self, codes: Any, texts: list[str]) -> None:
+        self.codes = codes
+        self.texts = texts
+
+    def __len__(self) -> int:
+        return len(self.codes)
+
+    @overload
+    def __getitem__(self, i: int) -> str: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> Labels: ...
+
+    def __getitem__(self, i: int | slice) -> str | Labels:
+        if isinstance(i, slice):
+            return Labels(self.codes[i], self.texts)
+        return self.texts[int(self.codes[i])]
+
+    def __iter__(self) -> Iterator[str]:
+        return map(self.texts.__getitem__, self.codes.tolist())
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Sequence) or isinstance(other, str) or len(other) != len(self):
+            return False
+        return all(a == b for a, b in zip(self, other, strict=True))
+
+    def __repr__(self) -> str:
+        return f"Labels({list(self)[:10]!r}{' …' if len(self) > 10 else ''})"
+
+    def take(self, rows: Any) -> Labels:
+        """The labels at ``rows`` (an int array), still as codes."""
+        return Labels(self.codes[rows], self.texts)
+
+
+def code_dtype(count: int) -> Any:
+    """The smallest numpy integer type holding the codes 0 … ``count`` - 1 (uint8 for up to 256 classes)."""
+    import numpy as np
+
+    return np.uint8 if count <= 2**8 else np.uint16 if count <= 2**16 else np.int32
+
+
+def integer_labels(values: list[Any]) -> Labels | None:
+    """``values`` as :class:`Labels` when every one is a Python int (not a bool) of at most 9 digits and they span
+    at most 2**20 numbers (class labels, not ids): read in blocks of 65,536, so no int64 array of all of them is
+    made. The texts are ``str(n)`` (:func:`label_text` of an int). None for anything else."""
+    import numpy as np
+
+    if not values or set(map(type, values)) != {int}:
+        return None
+    raw = np.empty(len(values), dtype=np.int32)
+    block = 1 << 16
+    for start in range(0, len(values), block):
+        part = np.fromiter(values[start:start + block], dtype=np.int64, count=min(block, len(values) - start))
+        if int(part.min()) < -10**9 or int(part.max()) > 10**9:
+            return None
+        raw[start:start + len(part)] = part
+    low, high = int(raw.min()), int(raw.max())
+    if high - low >= 2**20:
+        return None
+    raw -= low
+    present = np.flatnonzero(counts(raw, high - low + 1))
+    lut = np.zeros(high - low + 1, dtype=code_dtype(len(present)))
+    lut[present] = np.arange(len(present))
+    return Labels(lut[raw], [str(low + int(v)) for v in present.tolist()])
+
+
+CSV_BLOCK = 1 << 20
+"""Bytes of a plain CSV parsed at a time by :func:`_csv_integer_ids` (whole lines): its numpy temporaries stay a
+few MiB whatever the file's size."""
+
+
+def counts(codes: Any, size: int) -> Any:
+    """``numpy.bincount(codes, minlength=size)`` counted in blocks of 65,536 (bincount's own int64 copy of its input
+    stays small)."""
+    import numpy as np
+
+    out = np.zeros(size, dtype=np.int64)
+    for start in range(0, len(codes), 1 << 16):
+        out += np.bincount(codes[start:start + (1 << 16)], minlength=size)
+    return out
+
+
+def _csv_integer_ids(data: bytes, columns: list[str], id_column: str, path: Path, coded: str | None = None) \
+        -> tuple[dict[str, Any], Any] | None:
     """:func:`_csv` and the integer ids of :func:`read_truth` for a plain CSV read with numpy, without a Python
     string per row: ASCII, no quote, NUL or CR, no blank line, every line as many fields as the header, every id the
     decimal text of a non-negative integer as ``str`` writes it (ASCII digits, no leading zero, at most 18). Returns
-    the other columns (field texts as :mod:`csv` reads them: each distinct text one string) and the ids as an int64
-    array; None for any other file (the caller's paths read it, with the same results)."""
+    the other columns (field texts as :mod:`csv` reads them: each distinct text one string; column ``coded`` as
+    :class:`Labels`, integer codes into its distinct texts) and the ids as an int32 array (int64 when one needs
+    it); None for any other file (the caller's paths read it, with the same results). Read in blocks of whole lines
+    (:data:`CSV_BLOCK` bytes)."""
     import numpy as np
 
     if not data.isascii() or b'"' in data or b"\x00" in data or b"\r" in data:
@@ -177,36 +268,82 @@ def _csv_integer_ids(data: bytes, columns: list[str], id_column: str, path: Path
     header = data[:end].decode("ascii").split(",")
     where = _columns(header, columns, path)
     width = len(header)
-    body = np.frombuffer(data, dtype=np.uint8, offset=end + 1)
-    small = np.int32 if len(body) < 2**31 - 1 else np.int64  # positions in half the memory
-    newline = np.flatnonzero(body == 10).astype(small)
+    if coded == id_column:
+        coded = None
+    total = data.count(b"\n", end + 1) + (0 if data.endswith(b"\n") else 1)
+    numbers = np.empty(total, dtype=np.int32)  # int64 once an id needs it
+    codes = np.empty(total if coded is not None else 0, dtype=code_dtype(1))
+    known: dict[str, int] = {}
+    out: dict[str, Any] = {c: [] for c in columns if c not in (id_column, coded)}
+    start, done = end + 1, 0
+    while start < len(data):
+        stop = data.find(b"\n", min(start + CSV_BLOCK, len(data)) - 1)
+        stop = len(data) if stop < 0 else stop + 1
+        block = _csv_block(np.frombuffer(data, dtype=np.uint8, offset=start, count=stop - start), width,
+                           {c: where[c] for c in columns}, id_column, coded)
+        start = stop
+        if block is None or done + len(block[0]) > total:
+            return None
+        found, distinct_index, texts = block
+        rows = slice(done, done + len(found))
+        if numbers.dtype != np.int64 and int(found.max()) >= 2**31:
+            numbers = numbers.astype(np.int64)
+        numbers[rows] = found
+        if distinct_index is not None:
+            distinct, index = distinct_index
+            remap = np.fromiter((known.setdefault(t, len(known)) for t in distinct), dtype=np.int32,
+                                count=len(distinct))
+            if code_dtype(len(known)) != codes.dtype:
+                codes = codes.astype(code_dtype(len(known)))
+            codes[rows] = remap[index]
+        for c, more in texts.items():
+            out[c] += more
+        done += len(found)
+    if done != total:
+        return None
+    if coded is not None:
+        out[coded] = Labels(codes, list(known))
+    return out, numbers
+
+
+def _csv_block(body: Any, width: int, where: dict[str, int], id_column: str, coded: str | None) \
+        -> tuple[Any, tuple[list[str], Any] | None, dict[str, list[str]]] | None:
+    """One block of whole lines of a plain CSV (:func:`_csv_integer_ids`): its ids (int64), column ``coded``'s
+    distinct texts and index per row, the other columns' texts; None when the block is not plain."""
+    import numpy as np
+
+    newline = np.flatnonzero(body == 10).astype(np.int32)
     if not len(newline) or newline[-1] != len(body) - 1:
-        newline = np.append(newline, len(body)).astype(small)
+        newline = np.append(newline, len(body)).astype(np.int32)
     starts = np.empty_like(newline)
     starts[0], starts[1:] = 0, newline[:-1] + 1
     if bool(np.any(newline == starts)):  # a blank line
         return None
-    comma = np.flatnonzero(body == 44).astype(small)
+    comma = np.flatnonzero(body == 44).astype(np.int32)
     if len(comma) != len(newline) * (width - 1) or (width > 1 and bool(np.any(
             np.searchsorted(comma, newline) != np.arange(1, len(newline) + 1) * (width - 1)))):
         return None
     commas = comma.reshape(len(newline), width - 1)
-    del comma
 
     def span(j: int) -> tuple[Any, Any]:
         return (starts if j == 0 else commas[:, j - 1] + 1), (newline if j == width - 1 else commas[:, j])
 
-    numbers = _field_integers(body, *span(where[id_column]))
-    if numbers is None:
+    found = _field_integers(body, *span(where[id_column]))
+    if found is None:
         return None
-    out: dict[str, list[Any]] = {}
-    for c in columns:
-        if c != id_column:
-            found = _field_texts(body, *span(where[c]))
-            if found is None:
+    distinct_index = None
+    texts: dict[str, list[str]] = {}
+    for c, j in where.items():
+        if c == coded:
+            distinct_index = _field_codes(body, *span(j))
+            if distinct_index is None:
                 return None
-            out[c] = found
-    return out, numbers
+        elif c != id_column:
+            column = _field_texts(body, *span(j))
+            if column is None:
+                return None
+            texts[c] = column
+    return found, distinct_index, texts
 
 
 def _field_integers(body: Any, first: Any, stop: Any) -> Any:
@@ -231,6 +368,16 @@ def _field_integers(body: Any, first: Any, stop: Any) -> Any:
 def _field_texts(body: Any, first: Any, stop: Any) -> list[str] | None:
     """The texts of the fields ``body[first[i]:stop[i]]``, each distinct text one string (labels repeat); None when
     the fields would take over 64 MiB as a table of bytes (long texts: the caller's path reads them)."""
+    found = _field_codes(body, first, stop)
+    if found is None:
+        return None
+    texts, index = found
+    return list(map(texts.__getitem__, index.tolist()))
+
+
+def _field_codes(body: Any, first: Any, stop: Any) -> tuple[list[str], Any] | None:
+    """The distinct texts of the fields ``body[first[i]:stop[i]]`` (sorted) and, per field, the index of its text
+    (an int array); None when the fields would take over 64 MiB as a table of bytes."""
     import numpy as np
 
     length = stop - first
@@ -242,8 +389,7 @@ def _field_texts(body: Any, first: Any, stop: Any) -> list[str] | None:
     for d in range(widest):
         table[:, d] = np.where(length > d, body[np.minimum(first + d, last)], 0)
     distinct, index = np.unique(table.view(f"S{widest}").ravel(), return_inverse=True)
-    texts = [t.decode("ascii") for t in distinct.tolist()]
-    return list(map(texts.__getitem__, index.tolist()))
+    return [t.decode("ascii") for t in distinct.tolist()], index
 
 
 def _csv(data: bytes, columns: list[str], path: Path) -> dict[str, list[Any]]:
@@ -333,10 +479,16 @@ def _csv_columns(reader: Any, where: list[int], width: int) -> list[list[str]] |
     return cols
 
 
-def _targets(values: list[Any], task: str, column: str, path: Path) -> list[Any]:
+def _targets(values: Sequence[Any], task: str, column: str, path: Path) -> Sequence[Any]:
     """The truth targets of ``values``: class labels as :func:`label_text` (worked out once per distinct value) or
     finite floats; ranking: the relevant ids of each row (:func:`relevant_ids`); generation: the reference text.
-    Raises TruthError naming the first row that is none of these."""
+    Raises TruthError naming the first row that is none of these. Class labels read as :class:`Labels` stay
+    :class:`Labels` (their distinct texts made :func:`label_text` once)."""
+    if isinstance(values, Labels):
+        coded = _canonical_labels(values) if task == "classification" else None
+        if coded is not None:
+            return coded
+        values = list(values)
     if task in ("ranking", "generation"):
         out = list(map(relevant_ids if task == "ranking" else _text, values))
         if None in out:
@@ -360,6 +512,21 @@ def _targets(values: list[Any], task: str, column: str, path: Path) -> list[Any]
     return labels
 
 
+def _canonical_labels(values: Labels) -> Labels | None:
+    """``values`` with each distinct text made :func:`label_text` (``3.0`` and ``3`` one code); None when a text is
+    not a class label (the caller's path names its row)."""
+    import numpy as np
+
+    canonical = [label_text(t) for t in values.texts]
+    if None in canonical:
+        return None
+    at: dict[str | None, int] = {}
+    remap = np.fromiter((at.setdefault(c, len(at)) for c in canonical), dtype=code_dtype(len(canonical)),
+                        count=len(canonical))
+    codes = values.codes if len(at) == len(canonical) else remap[values.codes]
+    return Labels(codes, [c for c in at if c is not None])
+
+
 def _text(value: Any) -> str | None:
     return value if isinstance(value, str) else None
 
@@ -377,7 +544,7 @@ def relevant_ids(value: Any) -> tuple[str, ...] | None:
     return tuple(f for f in found if f is not None) if found and None not in found else None
 
 
-def label_texts(values: list[Any]) -> list[str] | None:
+def label_texts(values: Sequence[Any]) -> list[str] | None:
     """:func:`label_text` of every value, worked out once per distinct value (labels repeat); None when one is not
     a class label (or is a bool, or unhashable): the caller then looks at each value to name the bad one."""
     kinds = set(map(type, values))
@@ -406,7 +573,8 @@ def id_texts(values: list[Any]) -> list[str] | None:
     return None
 
 
-def join_ids(table: TruthTable, predictions: list[Any], ids: list[Any], kinds: frozenset[type] | None = None) -> Joined:
+def join_ids(table: TruthTable, predictions: Sequence[Any], ids: list[Any],
+             kinds: frozenset[type] | None = None) -> Joined:
     """:func:`join` by id with the outputs' ``ids`` as the model wrote them (parallel to ``predictions``): compared
     as :func:`id_text` (an id that is not one joins nothing). When the truth's ids are all plain decimal integers
     (no sign, no leading zero: their text is ``str(int)``) and the outputs' are all JSON integers, the same join is
@@ -444,6 +612,10 @@ def _distinct(ids: Sequence[str], numbers: Any) -> bool:
 
     if numbers is None:
         return len(set(ids)) == len(ids)
+    if len(numbers) and int(numbers.min()) >= 0 and int(numbers.max()) < 4 * len(numbers):  # row numbers: a bitmap
+        seen = np.zeros(int(numbers.max()) + 1, dtype=bool)
+        seen[numbers] = True
+        return int(np.count_nonzero(seen)) == len(numbers)
     ranked = np.sort(numbers)
     return not bool(np.any(ranked[1:] == ranked[:-1]))
 
@@ -456,12 +628,15 @@ def _positions(given: Any, truth: Any) -> Any:
 
     n = len(given)
     low, high = int(given.min()), int(given.max())
+    small = np.int32 if n < 2**31 - 1 else np.int64  # positions in half the memory
     if low >= 0 and high < 4 * max(n, len(truth)):
-        if int(np.bincount(given).max()) > 1:
+        table: Any = np.full(high + 1, -1, dtype=small)
+        table[given] = np.arange(n, dtype=small)
+        if int(np.count_nonzero(table >= 0)) != n:  # a number given twice
             return None
-        table = np.full(high + 1, -1, dtype=np.int64)
-        table[given] = np.arange(n, dtype=np.int64)
-        inside = truth <= high
+        if len(truth) and int(truth.min()) >= 0 and int(truth.max()) <= high:
+            return table[truth]
+        inside = (truth >= 0) & (truth <= high)
         return np.where(inside, table[np.where(inside, truth, 0)], -1)
     order = np.argsort(given, kind="stable")
     ranked = given[order]
@@ -472,7 +647,7 @@ def _positions(given: Any, truth: Any) -> Any:
     return np.where(ranked[at] == truth, order[at], -1)
 
 
-def _join_numbers(table: TruthTable, predictions: list[Any], ids: list[Any],
+def _join_numbers(table: TruthTable, predictions: Sequence[Any], ids: list[Any],
                   kinds: frozenset[type] | None = None) -> Joined | None:
     """The numeric :func:`join_ids` (None when it does not apply): the same rows, counts, examples and order."""
     import numpy as np
@@ -485,32 +660,40 @@ def _join_numbers(table: TruthTable, predictions: list[Any], ids: list[Any],
     except OverflowError:
         return None
     where = _positions(given, truth)
+    del given
     if where is None:
         return None  # an id predicted twice: the text path counts duplicates
     hit = where >= 0
-    picked = where[hit]
+    whole = bool(hit.all())  # every truth row joined: its rows in order, its labels as they are
+    picked = where if whole else where[hit]
     used = np.zeros(len(ids), dtype=bool)
     used[picked] = True
     missing = np.flatnonzero(~hit)
     extra = np.flatnonzero(~used)
     examples = {name: found for name, found in (("missing", [table.ids[i] for i in missing[:5].tolist()]),
                                                 ("extra", [str(ids[i]) for i in extra[:5].tolist()])) if found}
-    rows = np.flatnonzero(hit)
-    return Joined(y_true=_take(table.targets, rows), y_pred=_take(predictions, picked), missing=len(missing),
-                  duplicate=0, extra=len(extra), examples=examples, truth_rows=_narrow(rows), pred_rows=_narrow(picked))
+    del hit, used
+    rows = np.arange(len(where), dtype=np.int32 if len(where) < 2**31 - 1 else np.int64) if whole else \
+        _narrow(np.flatnonzero(where >= 0))
+    return Joined(y_true=table.targets if whole else _take(table.targets, rows), y_pred=_take(predictions, picked),
+                  missing=len(missing), duplicate=0, extra=len(extra), examples=examples, truth_rows=rows,
+                  pred_rows=_narrow(picked))
 
 
 def _narrow(rows: Any) -> Any:
     """Row numbers as int32 when they fit (half the memory of int64 for the rows kept beside a join)."""
     import numpy as np
 
-    return rows.astype(np.int32) if len(rows) and int(rows.max()) < 2**31 - 1 else rows
+    return rows.astype(np.int32, copy=False) if len(rows) and int(rows.max()) < 2**31 - 1 else rows
 
 
-def _take(values: list[Any], rows: Any) -> list[Any]:
-    """``[values[i] for i in rows]`` (``rows`` an int array) through an object array: no Python int per row."""
+def _take(values: Sequence[Any], rows: Any) -> Sequence[Any]:
+    """``[values[i] for i in rows]`` (``rows`` an int array) through an object array: no Python int per row;
+    :class:`Labels` stay codes."""
     import numpy as np
 
+    if isinstance(values, Labels):
+        return values.take(rows)
     found = np.fromiter(values, dtype=object, count=len(values))  # lists stay elements (ranked ids), not a 2-D table
     return list(found[rows].tolist())
 
@@ -631,8 +814,9 @@ class Joined:
     findings: ``missing`` (truth rows without a prediction), ``duplicate`` (ids predicted more than once: their
     rows are left out), ``extra`` (predictions for ids the truth does not have), each with a few ``examples``."""
 
-    y_true: list[Any]
-    y_pred: list[Any]
+    y_true: Sequence[Any]
+    y_pred: Sequence[Any]
+    """Either may be :class:`Labels` (class labels as codes) on the fast paths."""
     missing: int
     duplicate: int
     extra: int
@@ -653,7 +837,7 @@ class Joined:
                 "extra": self.extra}
 
 
-def join(table: TruthTable, predictions: list[Any], ids: list[str] | None) -> Joined:
+def join(table: TruthTable, predictions: Sequence[Any], ids: list[str] | None) -> Joined:
     """Join ``predictions`` with ``table``: by ``ids`` (text, parallel to predictions) when the truth has an id
     column, else by position (row i of the truth ↔ prediction i; a length difference counts as missing or
     extra). A duplicated id joins none of its predictions (which one counts would be a guess)."""
@@ -662,7 +846,7 @@ def join(table: TruthTable, predictions: list[Any], ids: list[str] | None) -> Jo
     if table.ids is None:
         n = min(len(predictions), table.rows)
         rows = np.arange(n, dtype=np.int64)
-        return Joined(y_true=table.targets[:n], y_pred=list(predictions[:n]), missing=table.rows - n,
+        return Joined(y_true=table.targets[:n], y_pred=_head(predictions, n), missing=table.rows - n,
                       duplicate=0, extra=len(predictions) - n, examples={}, truth_rows=rows, pred_rows=rows)
     assert ids is not None
     fast = _join_unique(table, predictions, ids)
@@ -688,7 +872,12 @@ def join(table: TruthTable, predictions: list[Any], ids: list[str] | None) -> Jo
                   truth_rows=np.asarray(truth_rows, dtype=np.int64), pred_rows=np.asarray(pred_rows, dtype=np.int64))
 
 
-def _join_unique(table: TruthTable, predictions: list[Any], ids: list[str]) -> Joined | None:
+def _head(values: Sequence[Any], n: int) -> Sequence[Any]:
+    """The first ``n`` of ``values``: a list, or :class:`Labels` kept as codes."""
+    return values[:n] if isinstance(values, Labels) else list(values[:n])
+
+
+def _join_unique(table: TruthTable, predictions: Sequence[Any], ids: list[str]) -> Joined | None:
     """:func:`join` by id when no id is predicted twice (None otherwise: the caller's path counts duplicates), with
     one dictionary of prediction positions and numpy masks instead of a Python loop over the rows: the same rows,
     counts and examples, in the same order."""

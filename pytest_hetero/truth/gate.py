@@ -16,16 +16,18 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
-from typing import Any
+from typing import Any, cast
 
 from pytest_hetero.matrix import gate_metrics as metrics
 from pytest_hetero.matrix.acceptance import SELF_REPORTED_NOTE, GateValues, NotEvaluable, _is_number
 from pytest_hetero.matrix.model import Dataset
 from pytest_hetero.matrix.truth_table import (
     Joined,
+    Labels,
     TruthError,
     TruthTable,
     id_text,
+    integer_labels,
     join,
     join_ids,
     label_text,
@@ -211,10 +213,12 @@ def _gate_values(dataset: Dataset, outputs: dict[str, Any], outputs_sha256: str,
     return Judged(values=gate, record=record, joined=joined)
 
 
-def _eager(task: str, y_true: list[Any], y_pred: list[Any]) -> metrics.Computed:
+def _eager(task: str, y_true: Sequence[Any], y_pred: Sequence[Any]) -> metrics.Computed:
     """The metrics of ``task`` computed for every run (the others when a rule asks: :class:`_Lazy`)."""
     if task == "classification":
         return metrics.classification(y_true, y_pred)
+    # only class labels are ever Labels (codes): the other tasks' values are lists
+    y_true, y_pred = cast("list[Any]", y_true), cast("list[Any]", y_pred)
     if task == "regression":
         return metrics.regression(y_true, y_pred)
     out = metrics.Computed(task=task, library="pytest_hetero.matrix.gate_metrics")
@@ -259,8 +263,8 @@ class _Lazy:
             extra = {"slice": {column: wanted}}
             if not len(rows):
                 raise NotEvaluable(f"no joined row has {column} = {wanted!r}", "missing")
-        y_true = [self.joined.y_true[i] for i in rows.tolist()] if where else self.joined.y_true
-        y_pred = [self.joined.y_pred[i] for i in rows.tolist()] if where else self.joined.y_pred
+        y_true = _at(self.joined.y_true, rows) if where else self.joined.y_true
+        y_pred = _at(self.joined.y_pred, rows) if where else self.joined.y_pred
         try:
             value, library = self._compute(name, task, y_true, y_pred, rows)
         except metrics.NotInstalled as exc:
@@ -270,7 +274,8 @@ class _Lazy:
         return value, {**self.base, "function": metrics.describe(name), "library": library, "rows": len(y_true),
                        **extra}
 
-    def _compute(self, name: str, task: str, y_true: list[Any], y_pred: list[Any], rows: Any) -> tuple[float, str]:
+    def _compute(self, name: str, task: str, y_true: Sequence[Any], y_pred: Sequence[Any],
+                 rows: Any) -> tuple[float, str]:
         import numpy as np
 
         at = metrics.AT_K_NAME.match(name)
@@ -282,22 +287,29 @@ class _Lazy:
             chosen = np.asarray(scores, dtype=np.float64)[where]
             return metrics.top_k_accuracy(y_true, chosen, [label_text(c) or "" for c in classes],
                                           int(at.group(2))), f"scikit-learn {metrics.sklearn_version()}"
+        # below, only ranking and generation values reach a list-taking metric: lists (only class labels are Labels)
+        texts, given = cast("list[Any]", y_true), cast("list[Any]", y_pred)
         if at:
-            return metrics.recall_at(y_true, y_pred, int(at.group(2))), "pytest_hetero.matrix.gate_metrics"
+            return metrics.recall_at(texts, given, int(at.group(2))), "pytest_hetero.matrix.gate_metrics"
         if task in ("classification", "regression", "ranking") or name in ("exact_match", "contains"):
             computed = _eager(task, y_true, y_pred)
             if name not in computed.values:
                 raise ValueError(f"not computed for these rows (classes: {', '.join(computed.classes[:20])})")
             return computed.values[name], computed.library
         if name == "regex_match":
-            return metrics.regex_match(y_true, y_pred), "google-re2"
+            return metrics.regex_match(texts, given), "google-re2"
         if name == "json_valid":
             truth = self.dataset.truth
             assert truth is not None
             if truth.json_schema is None:
                 raise ValueError(f"dataset '{self.dataset.name}' declares no truth.json_schema to validate against")
-            return metrics.json_valid(y_pred, truth.json_schema), "jsonschema (draft 2020-12)"
-        return metrics.rouge_l(y_true, y_pred), f"rouge-score {metrics.rouge_version()}"
+            return metrics.json_valid(given, truth.json_schema), "jsonschema (draft 2020-12)"
+        return metrics.rouge_l(texts, given), f"rouge-score {metrics.rouge_version()}"
+
+
+def _at(values: Sequence[Any], rows: Any) -> Sequence[Any]:
+    """The entries of ``values`` at ``rows`` (an int array): :class:`Labels` stay codes."""
+    return values.take(rows) if isinstance(values, Labels) else [values[i] for i in rows.tolist()]
 
 
 def _counts(joined: Joined) -> str:
@@ -344,7 +356,7 @@ def _kept(values: list[Any], kept: Sequence[int]) -> list[Any]:
     return values if isinstance(kept, range) else [values[i] for i in kept]
 
 
-def _predictions(values: list[Any], kept: Sequence[int], task: str) -> list[Any]:
+def _predictions(values: list[Any], kept: Sequence[int], task: str) -> Sequence[Any]:
     """The ``kept`` predictions as the task compares them (class labels as text, regression values as floats),
     each distinct label worked out once. Raises :class:`TruthUnusable` naming the first that is neither."""
     chosen = _kept(values, kept)
@@ -362,6 +374,9 @@ def _predictions(values: list[Any], kept: Sequence[int], task: str) -> list[Any]
                                     "prediction)", "outputs_invalid")
         return list(chosen)
     if task == "classification":
+        coded = integer_labels(chosen)  # integer classes: codes, not a million strings
+        if coded is not None:
+            return coded
         found = label_texts(chosen)
         if found is not None:
             return found
