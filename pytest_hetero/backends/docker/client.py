@@ -29,7 +29,25 @@ from pytest_hetero.backends.streams import CappedStream
 API_TIMEOUT_S = 120.0
 """Bound of every engine call except a model run's exec (which the layer timeout bounds)."""
 KEEP_ALIVE = ["/bin/sh", "-c", "trap 'exit 0' TERM INT; while :; do sleep 3600 & wait $!; done"]
-"""PID 1 of a workload container: idles, exits 0 on SIGTERM (so ``docker stop`` is immediate)."""
+"""PID 1 of a workload container: idles, exits 0 on SIGTERM (so ``docker stop`` is immediate). It runs as
+:func:`keeper_user`, never as a model run's user."""
+GATE_USER = "0:0"
+"""Default user of the gate's own execs (``/dev`` baseline, reset, outputs read, kill): the engine passes the
+run's user (:func:`model_user`). The workload container's user is :func:`keeper_user` (not root), so Docker
+gives no exec of it a capability (effective and permitted sets empty, whatever the exec's user: measured on
+Docker 20.10): uid 0 there is an ordinary uid, and only the run's own uid may kill its processes and remove
+what it made in the sticky ``/tmp``, ``/dev/shm`` and ``/dev/mqueue``."""
+KEEPER_USERS = ("65534:65534", "65533:65533")
+"""Unprivileged ``uid:gid`` of :data:`KEEP_ALIVE` (PID 1) and its idle ``sleep``; the second when the image's user
+is the first."""
+CAP_DROP = ["SETUID", "SETGID", "SETPCAP", "SYS_PTRACE"]
+"""Capabilities dropped from a workload container's bounding set (``HostConfig.CapDrop``; Docker's default set
+has no ``SYS_PTRACE``, dropped here all the same): no exec, even one given capabilities, can become
+:func:`keeper_user` or trace a process of another uid. With ``no-new-privileges`` (:data:`SECURITY_OPT`) a
+set-user-id file gives no uid or capability either."""
+SECURITY_OPT = ["no-new-privileges"]
+"""``HostConfig.SecurityOpt`` of a workload container: exec of a set-user-id or file-capability program gains
+nothing (no other uid, no capability)."""
 EXEC_WRAPPER = 'mkdir -p "$1" && echo $$ > "$1/.pid" && shift && exec "$@"'
 """``sh -c`` script run as ``sh -c WRAPPER sh RUN_DIR ARGV…``: makes the run folder, then becomes ARGV."""
 KILL_ALL = ["/bin/sh", "-c", "kill -9 -1"]
@@ -68,11 +86,12 @@ while :; do
   [ "$i" -ge 50 ] && { echo "processes still running after kill -9 -1:$left"; exit 3; }
   sleep 0.1
 done
+chmod -R u+rwx /tmp /dev/shm 2>/dev/null
 rm -rf /tmp/* /tmp/.[!.]* /tmp/..?* /dev/shm/* /dev/shm/.[!.]* /dev/shm/..?* 2>/dev/null
 cd /dev || exit 4
 for f in * .[!.]* ..?*; do
   { [ -e "$f" ] || [ -L "$f" ]; } || continue
-  known "$(describe "$f")" || rm -rf "./$f"
+  known "$(describe "$f")" || { [ -d "$f" ] && [ ! -L "$f" ] && chmod -R u+rwx "./$f" 2>/dev/null; rm -rf "./$f"; }
 done
 rm -f /dev/mqueue/* /dev/mqueue/.[!.]* /dev/mqueue/..?* 2>/dev/null
 restore
@@ -120,8 +139,13 @@ RESET_FACTS: dict[str, Any] = {
                      "POSIX message queues (/dev/mqueue) removed", "SysV IPC objects removed (ipcrm)"],
     "gaps": ["what a run changes inside a device folder that existed at start (docker's are mounts: pts, shm, "
              "mqueue) is not compared",
-             "a run runs as the same user as PID 1 and its idle sleep, which the reset keeps: it can ptrace them or "
-             "write their memory (/proc/1/mem), and code it puts there outlives the reset"],
+             "a run has no capability (the container's user is not root): a program that needs one inside a model "
+             "run (su, sudo, gosu, set-user-id files, chown, mknod, root's mode-600 files) is refused",
+             "the gate's own execs run as the run's user: a process a run left could race the start of the next "
+             "reset exec before kill -9 -1 reaches it (same uid, same empty capability set)"],
+    "pid_1": "runs as an unprivileged uid other than the run's; SETUID, SETGID, SETPCAP and SYS_PTRACE dropped, "
+             "no-new-privileges, no capability in any exec: a run cannot ptrace, write (/proc/1/mem) or signal PID 1 "
+             "or its idle sleep",
 }
 """What :data:`RESET` guarantees, for a model run's ``isolation`` record (JSON values)."""
 OOM_COUNTERS = "cat /sys/fs/cgroup/memory.events /sys/fs/cgroup/memory/memory.oom_control 2>/dev/null"
@@ -236,21 +260,34 @@ def engine_is_local(kwargs: dict[str, Any]) -> bool:
     return host in ("localhost", "127.0.0.1", "::1", socket.gethostname())
 
 
-def dev_baseline(api: docker.APIClient, cid: str) -> list[str]:
-    """The container's ``/dev`` entries (:data:`DEV_BASELINE` lines), read before any model run. Raises
-    docker.errors.APIError when the engine refuses the exec."""
-    ex = api.exec_create(cid, ["/bin/sh", "-c", DEV_BASELINE])
+def model_user(image_user: str | None) -> str:
+    """The user a model run (and a startup check) execs as: the image's ``Config.User``, ``0:0`` (root) when empty."""
+    return (image_user or "").strip() or "0:0"
+
+
+def keeper_user(run_user: str) -> str:
+    """The ``uid:gid`` of :data:`KEEP_ALIVE` for a container whose runs exec as ``run_user`` (:func:`model_user`):
+    the first of :data:`KEEPER_USERS` whose uid is not the run's (``nobody`` counts as 65534)."""
+    uid = run_user.split(":", 1)[0].strip()
+    taken = "65534" if uid == "nobody" else uid
+    return next(u for u in KEEPER_USERS if u.split(":", 1)[0] != taken)
+
+
+def dev_baseline(api: docker.APIClient, cid: str, user: str = GATE_USER) -> list[str]:
+    """The container's ``/dev`` entries (:data:`DEV_BASELINE` lines), read as ``user`` before any model run.
+    Raises docker.errors.APIError when the engine refuses the exec."""
+    ex = api.exec_create(cid, ["/bin/sh", "-c", DEV_BASELINE], user=user)
     out = (api.exec_start(ex["Id"]) or b"").decode("utf-8", "replace")
     return [line for line in out.splitlines() if line]
 
 
-def reset(api: docker.APIClient, cid: str, baseline: list[str]) -> str:
-    """Run :func:`reset_script` of ``baseline`` (:func:`dev_baseline`) in the container; return "" when it left
-    the container clean, else why not (one line).
+def reset(api: docker.APIClient, cid: str, baseline: list[str], user: str = GATE_USER) -> str:
+    """Run :func:`reset_script` of ``baseline`` (:func:`dev_baseline`) in the container as ``user`` (the runs'
+    user, :func:`model_user`); return "" when it left the container clean, else why not (one line).
 
     Raises docker.errors.APIError when the engine refuses the exec (container not running).
     """
-    ex = api.exec_create(cid, ["/bin/sh", "-c", reset_script(baseline)])
+    ex = api.exec_create(cid, ["/bin/sh", "-c", reset_script(baseline)], user=user)
     out = (api.exec_start(ex["Id"]) or b"").decode("utf-8", "replace").strip()
     code = api.exec_inspect(ex["Id"]).get("ExitCode")
     return "" if code == 0 else (out.splitlines() or [f"reset exited with {code}"])[-1][:300]
@@ -259,7 +296,7 @@ def reset(api: docker.APIClient, cid: str, baseline: list[str]) -> str:
 def oom_kills(api: docker.APIClient, cid: str) -> int | None:
     """The container cgroup's ``oom_kill`` counter (read inside it), or None when unreadable."""
     try:
-        ex = api.exec_create(cid, ["/bin/sh", "-c", OOM_COUNTERS])
+        ex = api.exec_create(cid, ["/bin/sh", "-c", OOM_COUNTERS], user=GATE_USER)
         out = api.exec_start(ex["Id"]) or b""
     except docker.errors.APIError:
         return None
@@ -290,6 +327,7 @@ links=$(stat -c %h "$f" 2>/dev/null || echo 1)
 [ "$links" = 1 ] || { echo "links $links" >&2; exit 13; }
 size=$(stat -c %s "$f" 2>/dev/null || wc -c < "$f")
 [ "$size" -le "$max" ] || { echo "size $size" >&2; exit 14; }
+chmod u+r "$f" 2>/dev/null
 command -v head >/dev/null 2>&1 && exec head -c "$((max + 1))" "$f"
 exec cat "$f"
 """
@@ -303,8 +341,10 @@ READ_OUTPUTS_TIMEOUT_S = 30.0
 (the reader waiting on a FIFO a process of the run put in the file's place) and the outputs refused."""
 
 
-def read_outputs(api: docker.APIClient, cid: str, path: str, max_bytes: int) -> bytes | None:
-    """The outputs file's bytes, read inside the container (``docker exec`` of :data:`READ_OUTPUTS`:
+def read_outputs(api: docker.APIClient, cid: str, path: str, max_bytes: int, user: str = GATE_USER
+                 ) -> bytes | None:
+    """The outputs file's bytes, read inside the container as ``user`` (the run's, :func:`model_user`: its
+    owner; ``docker exec`` of :data:`READ_OUTPUTS`:
     the run folder is a tmpfs, which the engine's archive endpoint cannot see); None when it does not exist.
 
     Checked by its metadata before a byte is read, as the local engine does: raises OutputsRefused
@@ -312,13 +352,13 @@ def read_outputs(api: docker.APIClient, cid: str, path: str, max_bytes: int) -> 
     links, ``outputs_too_large`` when it has more than ``max_bytes`` bytes. Raises
     docker.errors.APIError when the engine refuses the exec.
     """
-    ex = api.exec_create(cid, ["/bin/sh", "-c", READ_OUTPUTS, "sh", path, str(max_bytes)])
+    ex = api.exec_create(cid, ["/bin/sh", "-c", READ_OUTPUTS, "sh", path, str(max_bytes)], user=user)
     fired = threading.Event()
 
     def kill() -> None:
         fired.set()
         try:
-            api.exec_start(api.exec_create(cid, KILL_ALL)["Id"])
+            api.exec_start(api.exec_create(cid, KILL_ALL, user=user)["Id"])
         except (docker.errors.APIError, *CONNECTION_LOST):
             pass
 
@@ -367,8 +407,9 @@ class _Watchdog(threading.Timer):
 
 
 def run_exec(api: docker.APIClient, long_api: docker.APIClient, cid: str, argv: list[str], run_dir: str,
-             env: dict[str, str], workdir: str | None, timeout_s: float) -> ExecResult:
-    """Run ``argv`` in the container through :data:`EXEC_WRAPPER`; return its ExecResult.
+             env: dict[str, str], workdir: str | None, timeout_s: float, user: str = "0:0") -> ExecResult:
+    """Run ``argv`` in the container through :data:`EXEC_WRAPPER` as ``user`` (:func:`model_user`); return its
+    ExecResult.
 
     ``long_api`` has no read timeout (the run may take the whole layer timeout). At
     ``timeout_s`` seconds every non-init process in the container is killed (``timed_out``,
@@ -378,13 +419,13 @@ def run_exec(api: docker.APIClient, long_api: docker.APIClient, cid: str, argv: 
     :class:`EngineLost` (with the partial output) when the engine went away during the run.
     """
     ex = api.exec_create(cid, ["/bin/sh", "-c", EXEC_WRAPPER, "sh", run_dir, *argv], environment=env,
-                         workdir=workdir)
+                         workdir=workdir, user=user)
     fired = threading.Event()
 
     def kill() -> None:
         fired.set()
         try:
-            api.exec_start(api.exec_create(cid, KILL_ALL)["Id"])
+            api.exec_start(api.exec_create(cid, KILL_ALL, user=user)["Id"])
         except (docker.errors.APIError, *CONNECTION_LOST):
             pass
 

@@ -176,7 +176,8 @@ class DockerBackend(Backend):
         workload["dirty"] = True
         begin = time.perf_counter()
         try:
-            ex = s.api.exec_create(workload["id"], argv, environment=env or {})
+            ex = s.api.exec_create(workload["id"], argv, environment=env or {},
+                                   user=str(workload.get("user") or run.model_user(None)))
             out, err = s.api.exec_start(ex["Id"], demux=True)
             code = s.api.exec_inspect(ex["Id"]).get("ExitCode")
         except docker.errors.APIError as exc:
@@ -206,7 +207,8 @@ class DockerBackend(Backend):
         A failure leaves ``workload["dirty"]`` set, so the next model run resets before it starts.
         """
         try:
-            why = run.reset(self.session.api, workload["id"], workload.get("dev") or [])
+            why = run.reset(self.session.api, workload["id"], workload.get("dev") or [],
+                            str(workload.get("user") or run.GATE_USER))
         except docker.errors.APIError as exc:
             why = f"the engine refused the reset exec: {exc}"
         workload["dirty"] = bool(why)
@@ -234,25 +236,34 @@ class DockerBackend(Backend):
         name = run.safe_name("hetero", s.settings.run_id, *key)
         labels = run.labels(s.settings.run_id, s.owner, "workload", matrix=m.name, resource=key[0],
                             image=key[1])
+        try:
+            image_user = (s.api.inspect_image(image_id).get("Config") or {}).get("User")  # type: ignore[no-untyped-call]  # (untyped in types-docker)
+        except docker.errors.APIError as exc:
+            raise outcome(exc, f"inspecting image {image_id}", phase="start") from None
+        user = run.model_user(image_user)
+        keeper = run.keeper_user(user)
         host_config = s.api.create_host_config(
             **request.host_config(), network_mode=str(s.target.get("network", "none")),
-            read_only=True, tmpfs=dict(run.WORK_TMPFS),
+            read_only=True, tmpfs=dict(run.WORK_TMPFS), cap_drop=list(run.CAP_DROP),
+            security_opt=list(run.SECURITY_OPT),
             mounts=[docker.types.Mount(x["target"], x["source"], type="bind", read_only=x["read_only"])
                     for x in mounts])
         try:
             try:
                 cid = s.api.create_container(image_id, command=run.KEEP_ALIVE, name=name, labels=labels,
-                                             environment=request.environment, host_config=host_config)["Id"]
+                                             environment=request.environment, host_config=host_config,
+                                             user=keeper)["Id"]
             except docker.errors.APIError as exc:
                 if exc.status_code != 409:  # 409: the name is taken (another pytest-xdist worker of this run)
                     raise
                 name = f"{name}-{s.owner[:6]}"
                 cid = s.api.create_container(image_id, command=run.KEEP_ALIVE, name=name, labels=labels,
-                                             environment=request.environment, host_config=host_config)["Id"]
+                                             environment=request.environment, host_config=host_config,
+                                             user=keeper)["Id"]
         except docker.errors.APIError as exc:
             raise outcome(exc, f"creating container {name}", phase="start") from None
         # a fresh container's cgroup has counted no OOM kill yet; read again only after an exit 137
-        workload = {"id": cid, "name": name, "labels": labels, "oom_kills": 0, "dirty": False,
+        workload = {"id": cid, "name": name, "labels": labels, "oom_kills": 0, "dirty": False, "user": user,
                     "limit_bytes": request.mem_limit, "started_monotonic": time.monotonic()}
         s.workloads[key] = workload
         try:
@@ -262,7 +273,8 @@ class DockerBackend(Backend):
                           phase="start") from None
         state = s.api.inspect_container(cid)
         ctx.record("startup.container", id=cid, name=name, labels=labels, command=run.KEEP_ALIVE,
-                   root_filesystem="read-only", tmpfs=dict(run.WORK_TMPFS),
+                   pid_1_user=keeper, run_user=user, cap_drop=list(run.CAP_DROP),
+                   security_opt=list(run.SECURITY_OPT), root_filesystem="read-only", tmpfs=dict(run.WORK_TMPFS),
                    mounts=mounts, environment=request.environment, state=state["State"],
                    allocated=place.allocated(state["HostConfig"]))
         self.ensure_running(ctx, workload, "after start")
@@ -339,7 +351,7 @@ class DockerBackend(Backend):
                             "owner": identity.owner}
         self.ensure_running(ctx, workload, "before the model run")
         if "dev" not in workload:  # before any model ran in it: what the reset keeps of /dev
-            workload["dev"] = run.dev_baseline(s.api, workload["id"])
+            workload["dev"] = run.dev_baseline(s.api, workload["id"], str(workload.get("user") or run.GATE_USER))
         reset_before = bool(workload.get("dirty"))
         if reset_before and (why := self._reset(workload)):
             raise ActionFailed(f"container {workload['name']} could not be returned to its started state before "
@@ -355,7 +367,8 @@ class DockerBackend(Backend):
         begun = time.time()
         try:
             result, stats = self._exec_sampled(workload, argv, run_dir, {"HETERO_EXECUTION_PROVIDER": provider},
-                                               f"/hetero/code/{model.name}", ctx.timeout_s)
+                                               f"/hetero/code/{model.name}", ctx.timeout_s,
+                                               str(workload.get("user") or run.model_user(None)))
         except docker.errors.APIError as exc:
             self.ensure_running(ctx, workload, "before the model run")
             raise outcome(exc, f"exec in {workload['name']}", phase="run", interpreter=values["python"]) from None
@@ -384,7 +397,8 @@ class DockerBackend(Backend):
         if result.failure is None or result.failure["category"] not in ("container_killed",
                                                                         "container_stopped_by_run"):
             try:
-                result.outputs = run.read_outputs(s.api, workload["id"], outputs, run.MAX_OUTPUTS_BYTES)
+                result.outputs = run.read_outputs(s.api, workload["id"], outputs, run.MAX_OUTPUTS_BYTES,
+                                                str(workload.get("user") or run.GATE_USER))
             except run.OutputsRefused as exc:
                 result.failure = {"category": exc.category, "message": exc.message}
             except docker.errors.APIError:
@@ -434,7 +448,8 @@ class DockerBackend(Backend):
             workload["stopped_by_run"] = "a model run that ended as it stopped it"
 
     def _exec_sampled(self, workload: dict[str, Any], argv: list[str], run_dir: str, env: dict[str, str],
-                      workdir: str, timeout_s: float) -> tuple[ExecResult, docker_usage.StatsSampling | None]:
+                      workdir: str, timeout_s: float, user: str
+                      ) -> tuple[ExecResult, docker_usage.StatsSampling | None]:
         """:func:`.client.run_exec` of ``argv`` in ``workload``'s container with its stats stream read meanwhile
         (:class:`.usage.StatsSampling`, marked ``during`` the exec; None when sampling is off). Raises as
         run_exec does."""
@@ -445,7 +460,8 @@ class DockerBackend(Backend):
             stats.start()
             stats.during = True
         try:
-            return run.run_exec(s.api, s.long_api, workload["id"], argv, run_dir, env, workdir, timeout_s), stats
+            return run.run_exec(s.api, s.long_api, workload["id"], argv, run_dir, env, workdir, timeout_s,
+                                user), stats
         finally:
             if stats:
                 stats.during = False
