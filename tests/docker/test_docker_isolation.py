@@ -9,12 +9,13 @@ in ``/tmp`` and ``/dev/shm``. Model ``m-bad`` runs next in the same container an
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 from pathlib import Path
 from typing import Any
 
 import pytest
-from dockerkit import ONNX_IMAGE, evidence, failure, items, leftovers, record
+from dockerkit import COMBO, DIGITS, ONNX_IMAGE, docker_matrix, evidence, failure, items, leftovers, record
 
 MODEL = r'''
 import argparse, json, os, subprocess, site, sys
@@ -419,3 +420,34 @@ def test_outputs_swapped_for_a_fifo_while_the_gate_reads_them_never_hang_the_gat
     for n in range(len(delays)):
         item = it[f"cpu::img::m-swap{n}@d1::model"]
         assert item["status"] == "passed" or failure(item)[:3] == ("failed", "bad_outputs", "ml-team"), item["failure"]
+
+
+@pytest.mark.parametrize("user", ["ghost", "1000:1000"])
+def test_an_image_user_is_the_runs_and_a_missing_one_fails_startup(pytester: pytest.Pytester, run_id: str,
+                                                                    engine: Any, user: str,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """PID 1 runs as 65534, so a ``USER`` without a passwd entry no longer stops the container from starting: the
+    gate starts a process as that user once the container runs and fails startup ``oci_runtime_error``
+    (infrastructure, as the engine's own start refusal was before) with the engine's words. A numeric non-root
+    user is the run's user, and the gate's execs as that user can read its outputs and reset after it."""
+    tag = f"pytest-hetero/user-{run_id}:1"
+    said = list(engine.build(fileobj=io.BytesIO(f"FROM {ONNX_IMAGE}\nUSER {user}\n".encode()), tag=tag, rm=True,
+                             labels={"pytest-hetero.run-id": run_id}, decode=True))
+    assert not [x for x in said if "error" in x], said
+    try:
+        monkeypatch.setenv("HETERO_ALLOW_PATHS", str(DIGITS))  # the real digits case, outside pytester's folder
+        pytester.makefile(".matrix.yaml", duser=docker_matrix(image=tag, name="duser"))
+        pytester.runpytest("-p", "no:cacheprovider", "-p", "no:randomly", "--hetero-run-id", run_id)
+        it = items(evidence(pytester))
+        if user == "ghost":
+            status, category, owner, message = failure(it["cpu::img::startup"])
+            assert (status, category, owner) == ("failed", "oci_runtime_error", "infrastructure")
+            assert "no process can start as the image's user 'ghost'" in message, message
+        else:
+            container = record(it["cpu::img::startup"], "startup.container")
+            assert (container["pid_1_user"], container["run_user"]) == ("65534:65534", "1000:1000")
+            ran = it[f"cpu::img::{COMBO}::model"]
+            assert ran["status"] == "passed", ran["failure"]
+            assert record(ran, "model.run")["isolation"]["reset_after"] == "done"
+    finally:
+        engine.remove_image(tag, force=True)

@@ -273,6 +273,16 @@ def keeper_user(run_user: str) -> str:
     return next(u for u in KEEPER_USERS if u.split(":", 1)[0] != taken)
 
 
+def user_check(api: docker.APIClient, cid: str, user: str) -> str:
+    """"" when a process can start as ``user`` in the running container, else what the engine said (one line; e.g.
+    an image whose ``USER`` has no passwd entry: the container itself starts, as :func:`keeper_user`).
+    Raises docker.errors.APIError when the engine refuses the exec."""
+    ex = api.exec_create(cid, ["/bin/sh", "-c", ":"], user=user)
+    out = (api.exec_start(ex["Id"]) or b"").decode("utf-8", "replace").strip()
+    code = api.exec_inspect(ex["Id"]).get("ExitCode")
+    return "" if code == 0 else (out.splitlines() or [f"exit {code}"])[-1][:300]
+
+
 def dev_baseline(api: docker.APIClient, cid: str, user: str = GATE_USER) -> list[str]:
     """The container's ``/dev`` entries (:data:`DEV_BASELINE` lines), read as ``user`` before any model run.
     Raises docker.errors.APIError when the engine refuses the exec."""

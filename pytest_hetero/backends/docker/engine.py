@@ -278,6 +278,13 @@ class DockerBackend(Backend):
                    mounts=mounts, environment=request.environment, state=state["State"],
                    allocated=place.allocated(state["HostConfig"]))
         self.ensure_running(ctx, workload, "after start")
+        try:
+            said = run.user_check(s.api, cid, user)
+        except docker.errors.APIError as exc:
+            raise outcome(exc, f"starting a process as {user} in container {name}", phase="start") from None
+        if said:  # what starting the container itself said before PID 1 ran as another user
+            raise ActionFailed(f"container {name} from {ctx.image.reference}: no process can start as the image's "
+                               f"user {user!r}: {said}", "oci_runtime_error")
         return workload
 
     def ensure_running(self, ctx: Step, workload: dict[str, Any], when: str) -> None:
