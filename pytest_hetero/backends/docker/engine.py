@@ -320,6 +320,7 @@ class DockerBackend(Backend):
                             f"{(logs.strip().splitlines() or ['(no output)'])[-1][:200]}",
                             "container_killed" if code in (137, 143) else "container_exited")
 
+    @outage.engine_guarded
     def execute(self, ctx: Step) -> ExecResult:
         """Run the entrypoint inside the resource × image container (``docker exec``) with the layer timeout.
 

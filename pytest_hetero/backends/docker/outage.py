@@ -107,7 +107,9 @@ def engine_lost(session: DockerSession, ctx: Step, exc: BaseException, what: str
     session.drop_clients()
     waited = wait_for_engine(session.conn, float(session.target.get("engine_wait_s", ENGINE_WAIT_S)))
     state: dict[str, Any] | None = None
-    workload = session.workloads.get((ctx.resource.name, ctx.image.name))
+    # discovery and scheduling steps are keyed by resource only: they have no container of their own
+    image = ctx.planned.keys.get("image")
+    workload = session.workloads.get((ctx.resource.name, image)) if image is not None else None
     if waited is not None:
         outage.back_at, outage.waited_s = utc_now(), round(waited, 3)
         if workload is not None:
