@@ -19,6 +19,10 @@ import pytest
 from support import REPO
 from test_crash_safety import _hetero, _start, _wait_items
 
+# its matrix sits in a temporary folder and names cases/ by absolute path (test_crash_safety's _start), which path
+# containment refuses unless allowed (suite_setup.outside_inputs)
+pytestmark = pytest.mark.usefixtures("outside_inputs")
+
 MODEL = "cpu-host::py::digits-logreg@digits-test::model"
 
 
