@@ -66,6 +66,9 @@ def code_of(matrix: Matrix, model: Model) -> CodeView:
     except WithholdError as exc:
         raise ActionFailed(exc.message, "inputs_copy_failed") from None
 
+USER_CHECK_SETTLE_S = 2.0
+"""Seconds a failed start-as-the-image's-user check waits for the container's own stop to show (OOM at start)."""
+
 class DockerBackend(Backend):
     """A Docker Engine reached through the ``docker`` SDK; see the module docstring for target keys."""
 
@@ -283,6 +286,14 @@ class DockerBackend(Backend):
         except docker.errors.APIError as exc:
             raise outcome(exc, f"starting a process as {user} in container {name}", phase="start") from None
         if said:  # what starting the container itself said before PID 1 ran as another user
+            # unless the container itself stopped meanwhile (an image whose shell is OOM-killed at once: its
+            # PID 1 dies a moment after the check's exec did): that stop is the fact, as ensure_running says
+            settle = time.monotonic() + USER_CHECK_SETTLE_S
+            while (stopped := self._stopped(workload, "after start", "startup", ctx)) is None \
+                    and time.monotonic() < settle:
+                time.sleep(0.2)
+            if stopped is not None:
+                raise stopped
             raise ActionFailed(f"container {name} from {ctx.image.reference}: no process can start as the image's "
                                f"user {user!r}: {said}", "oci_runtime_error")
         return workload
