@@ -363,16 +363,7 @@ def read_outputs(api: docker.APIClient, cid: str, path: str, max_bytes: int, use
     docker.errors.APIError when the engine refuses the exec.
     """
     ex = api.exec_create(cid, ["/bin/sh", "-c", READ_OUTPUTS, "sh", path, str(max_bytes)], user=user)
-    fired = threading.Event()
-
-    def kill() -> None:
-        fired.set()
-        try:
-            api.exec_start(api.exec_create(cid, KILL_ALL, user=user)["Id"])
-        except (docker.errors.APIError, *CONNECTION_LOST):
-            pass
-
-    timer = _Watchdog(READ_OUTPUTS_TIMEOUT_S, kill)
+    timer, fired = _kill_all_after(api, cid, user, READ_OUTPUTS_TIMEOUT_S)
     timer.start()
     try:
         out, err = api.exec_start(ex["Id"], demux=True)
@@ -416,6 +407,21 @@ class _Watchdog(threading.Timer):
         super().run()
 
 
+def _kill_all_after(api: docker.APIClient, cid: str, user: str, timeout_s: float) -> tuple[_Watchdog, threading.Event]:
+    """A not yet started :class:`_Watchdog` that, ``timeout_s`` seconds after its start, sets the returned event
+    and runs :data:`KILL_ALL` in container ``cid`` as ``user`` (an engine that refuses or is gone is ignored)."""
+    fired = threading.Event()
+
+    def kill() -> None:
+        fired.set()
+        try:
+            api.exec_start(api.exec_create(cid, KILL_ALL, user=user)["Id"])
+        except (docker.errors.APIError, *CONNECTION_LOST):
+            pass
+
+    return _Watchdog(timeout_s, kill), fired
+
+
 def run_exec(api: docker.APIClient, long_api: docker.APIClient, cid: str, argv: list[str], run_dir: str,
              env: dict[str, str], workdir: str | None, timeout_s: float, user: str = "0:0") -> ExecResult:
     """Run ``argv`` in the container through :data:`EXEC_WRAPPER` as ``user`` (:func:`model_user`); return its
@@ -430,16 +436,7 @@ def run_exec(api: docker.APIClient, long_api: docker.APIClient, cid: str, argv: 
     """
     ex = api.exec_create(cid, ["/bin/sh", "-c", EXEC_WRAPPER, "sh", run_dir, *argv], environment=env,
                          workdir=workdir, user=user)
-    fired = threading.Event()
-
-    def kill() -> None:
-        fired.set()
-        try:
-            api.exec_start(api.exec_create(cid, KILL_ALL, user=user)["Id"])
-        except (docker.errors.APIError, *CONNECTION_LOST):
-            pass
-
-    timer = _Watchdog(timeout_s, kill)
+    timer, fired = _kill_all_after(api, cid, user, timeout_s)
     out, err = CappedStream(), CappedStream()
     start = time.perf_counter()
     timer.start()
