@@ -29,6 +29,9 @@ image                               stands for
 ``pytest-hetero/no-python:1``       a shell-only image (busybox): the models' ``{python}`` is not in it
 ``pytest-hetero/oom-shell:1``       an image whose ``/bin/sh`` allocates 512 MiB at once (busybox ``dd``
                                     with a 512M block) → ``OOMKilled`` under a smaller memory limit
+``pytest-hetero/late-oom-shell:1``  an image whose ``/bin/sh`` as PID 1 idles 2 s, then allocates 512 MiB
+                                    (``OOMKilled`` after it was seen running); run by exec it idles 8 s:
+                                    the startup checks are under way when the container is killed
 ==================================  =====================================================================
 
 The device nodes and ``nvidia-smi``/``npu-smi`` come from the test device plugin
@@ -49,6 +52,8 @@ PYTHON_BASE = "pytest-hetero/py311-onnx:1"
 """The real node's Python image (Debian 12, python3 3.11, ONNX Runtime CPU build), in the Docker engine."""
 ORT_DIST = "/usr/local/lib/python3.11/dist-packages"
 CRASH = "#!/bin/busybox ash\necho 'crashing-shell: the entrypoint exits 3 at once' >&2\nexit 3\n"
+LATE_OOM = ("#!/bin/busybox ash\nif [ $$ = 1 ]; then /bin/busybox sleep 2\n"
+            "  exec /bin/busybox dd if=/dev/zero of=/dev/null bs=512M count=1\nfi\n/bin/busybox sleep 8\nexit 3\n")
 OOM = "#!/bin/busybox ash\nexec /bin/busybox dd if=/dev/zero of=/dev/null bs=512M count=1\n"
 
 STANDIN_SMI = r"""#!/bin/sh
@@ -106,6 +111,10 @@ RECIPES: dict[str, tuple[str, dict[str, str]]] = {
     "pytest-hetero/oom-shell:1": (
         "FROM scratch\nCOPY --from=pytest-hetero/shell-only:1 /bin/busybox /bin/busybox\nCOPY sh /bin/sh\n",
         {"sh": OOM},
+    ),
+    "pytest-hetero/late-oom-shell:1": (
+        "FROM scratch\nCOPY --from=pytest-hetero/shell-only:1 /bin/busybox /bin/busybox\nCOPY sh /bin/sh\n",
+        {"sh": LATE_OOM},
     ),
 }
 """Image → (Dockerfile, build-context files)."""

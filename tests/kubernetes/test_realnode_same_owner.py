@@ -39,13 +39,14 @@ docker = pytest.importorskip("docker", reason="docker SDK (pip install docker>=7
 CPU = {"name": "cpu", "type": "cpu", "requests": {"cpu": "100m"}}
 SMALL = {"name": "cpu", "type": "cpu", "requests": {"cpu": "100m"}, "limits": {"memory": "64Mi"}}
 NO_SHELL, NO_PYTHON, OOM_SHELL = "pytest-hetero/no-shell:1", "pytest-hetero/no-python:1", "pytest-hetero/oom-shell:1"
+LATE_OOM = "pytest-hetero/late-oom-shell:1"
 
 
 @pytest.fixture(scope="module")
 def ns(realnode: RealNodeCluster) -> Iterator[str]:
     """This module's namespace on the real node's plane; the images it runs imported into its containerd
     (and so built in the Docker engine)."""
-    for name in (NO_SHELL, NO_PYTHON, OOM_SHELL):
+    for name in (NO_SHELL, NO_PYTHON, OOM_SHELL, LATE_OOM):
         realimages.ensure(realnode.info.containerd_socket, name)
     name = realnode.new_namespace("same-owner")
     yield name
@@ -100,6 +101,17 @@ def test_oom_at_startup_has_one_owner_on_docker_and_kubernetes(
     kube = on_kubernetes(pytester, realnode, ns, run_id, [OOM_SHELL], SMALL)
     moby = on_docker(pytester, run_id, [OOM_SHELL], SMALL)
     assert kube == moby == {OOM_SHELL: ("failed", "startup_oom_killed", "platform")}
+
+
+def test_an_oom_kill_while_the_startup_checks_run_is_the_oom_kill_on_docker_and_kubernetes(
+    pytester: pytest.Pytester, realnode: RealNodeCluster, ns: str, run_id: str
+) -> None:
+    """The container is seen running, then OOM-killed while the device payload runs in it (the exec then
+    ends with no report): the kill is the fact, ``startup_oom_killed`` (platform), on both engines; the
+    payload's missing report is not the image's ``payload_failed`` (seen in CI on the real node)."""
+    kube = on_kubernetes(pytester, realnode, ns, run_id, [LATE_OOM], SMALL)
+    moby = on_docker(pytester, run_id, [LATE_OOM], SMALL)
+    assert kube == moby == {LATE_OOM: ("failed", "startup_oom_killed", "platform")}
 
 
 def test_a_missing_interpreter_has_one_owner_on_docker_kubernetes_and_local(

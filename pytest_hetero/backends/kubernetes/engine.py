@@ -154,7 +154,8 @@ class KubernetesBackend(Backend):
             ) -> ExecResult:
         """Exec ``argv`` in the started pod's ``workload`` container through the apiserver; ``env`` is set
         by a ``/bin/sh`` wrapper (exec has no environment of its own). Raises the
-        :func:`~.client.api_outcome` of a refused exec."""
+        :func:`~.client.api_outcome` of a refused exec, and ActionFailed when the container stopped or
+        restarted before or while ``argv`` ran (:func:`.startup.stopped`: ``startup_oom_killed``, …)."""
         s = self.session
         if env:
             exports = "".join(f"{k}={_sh_quote(v)}; export {k}\n" for k, v in env.items())
@@ -163,7 +164,17 @@ class KubernetesBackend(Backend):
         try:
             done = kube_exec.run(s.core, s.namespace, str(started.handle), "workload", argv, timeout_s)
         except Exception as exc:  # noqa: BLE001 - translated
-            raise kc.api_outcome(exc, f"exec {argv[0]} in pod {started.handle}") from None
+            fault = startup.stopped(s, str(started.handle), f"before {argv[0]} could run in it", 2.0)
+            raise (fault or kc.api_outcome(exc, f"exec {argv[0]} in pod {started.handle}")) from None
+        if done.exit_code != 0 and not done.timed_out:
+            # a check that gave no exit status, or failed, in a container that stopped meanwhile (an image
+            # OOM-killed just after it was seen running): the stop is the fact, as on Docker; after no status
+            # or a signal's exit (>= 128) the kubelet is given a moment to report the stop
+            fault = startup.stopped(s, str(started.handle), f"while {argv[0]} ran in it (exit {done.exit_code})",
+                                    startup.STOP_SETTLE_S if done.exit_code is None or done.exit_code >= 128
+                                    else 0.0)
+            if fault is not None:
+                raise fault
         return ExecResult(argv=argv, exit_code=done.exit_code, duration_s=time.perf_counter() - begin,
                           stdout=done.stdout, stderr=done.stderr, outputs=None, timed_out=done.timed_out)
 

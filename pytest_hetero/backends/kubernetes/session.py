@@ -45,6 +45,8 @@ class KubeSession:
         self.seen_nodes: set[str] = set()
         """Nodes discovery listed or a workload was placed on (the fingerprint's ``nodes``)."""
         self.digests: dict[str, str] = {}
+        self.restarts: dict[str, int] = {}
+        """Pod name → its containers' restart count when startup saw it running (:func:`.startup.stopped`)."""
         self.lock = threading.Lock()
         self.pool = ThreadPoolExecutor(max(1, settings.parallel), thread_name_prefix="hetero-kube")
         self.prefetched: set[str] = set()

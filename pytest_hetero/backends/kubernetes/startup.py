@@ -55,6 +55,16 @@ its termination is the verdict: a real kubelet restarts it at once and, when it 
 ``CrashLoopBackOff`` (with the last exit kept in ``lastState``), which is the class reported then."""
 
 
+STOP_SETTLE_S = 5.0
+"""Seconds an exec into the workload pod that ended without an exit status waits for the pod's status to
+show why (the kubelet reports a container's stop within a relist or two, ~1–2 s here)."""
+
+
+def restart_count(pod: dict[str, Any]) -> int:
+    """The sum of the restart counts of ``pod``'s containers (JSON dict as the apiserver serves it)."""
+    return sum(int(e.get("restartCount") or 0) for e in (pod.get("status") or {}).get("containerStatuses") or [])
+
+
 def verdict(pods: list[dict[str, Any]], restart_grace: bool = False) -> tuple[str, dict[str, Any]] | None:
     """``("running", pod)``, ``("failed", pod)`` or None (still starting) for the workload's pods.
 
@@ -174,6 +184,7 @@ def start(session: KubeSession, ctx: Step, pinned: str | None = None) -> Started
     name = str(pod["metadata"]["name"])
     node = session.nodes.get((pod.get("spec") or {}).get("nodeName", ""), {})
     simulated = bool(node.get("simulated"))
+    session.restarts[name] = restart_count(pod)
     ident = image_identity(pod)
     if ident["digest"]:
         session.digests[ctx.image.name] = ident["digest"]
@@ -240,6 +251,40 @@ def startup_failed(
             "startup_timeout")
     raise ActionFailed(f"pod {name} did not start: {state_text(pod)} ({summarise(reasons, facts_only=True)})",
                        startup_category(reasons))
+
+
+def stopped(session: KubeSession, name: str, when: str, settle_s: float = 0.0) -> ActionFailed | None:
+    """The fault of workload pod ``name`` when its container stopped or restarted since startup saw it
+    running (an exec into it then gives no report: the stop is the fact, as on Docker), else None.
+
+    The pod is read from the apiserver until a stop shows or ``settle_s`` seconds passed. The fault's
+    category is that of the pod's normalised reasons (:func:`startup_category`: an OOM kill is
+    ``startup_oom_killed``), ``container_exited`` when none explains it, ``container_removed`` when
+    the pod is gone. None too when the pod cannot be read (the exec's own result then stands).
+    """
+    deadline = time.monotonic() + settle_s
+    while True:
+        try:
+            raw = session.core.read_namespaced_pod(name, session.namespace, _request_timeout=30)
+        except client.ApiException as exc:
+            if exc.status == 404:
+                return ActionFailed(f"pod {name} disappeared {when}", "container_removed")
+            return None
+        except Exception:  # noqa: BLE001 - unreadable: the exec's own result stands
+            return None
+        pod: dict[str, Any] = session.core.api_client.sanitize_for_serialization(raw)
+        entries = (pod.get("status") or {}).get("containerStatuses") or []
+        running = bool(entries) and all("running" in (e.get("state") or {}) for e in entries)
+        if running and restart_count(pod) <= session.restarts.get(name, 0):
+            if time.monotonic() >= deadline:
+                return None
+            time.sleep(0.5)
+            continue
+        reasons = ks.explain_pending([pod], ks.events_for(session.api, session.namespace, name), [], None)
+        if not reasons:
+            return ActionFailed(f"pod {name}'s container stopped {when}: {state_text(pod)}", "container_exited")
+        return ActionFailed(f"pod {name}'s container stopped {when}: {state_text(pod)} "
+                            f"({summarise(reasons, facts_only=True)})", startup_category(reasons))
 
 
 def startup_category(reasons: list[Reason]) -> str:
