@@ -10,10 +10,10 @@ from pathlib import Path
 from pytest_hetero.backends.docker.errors import RULES, classify
 from pytest_hetero.backends.kubernetes.startup import startup_category
 from pytest_hetero.judge.failures import TABLE, markdown, owner_category, status_of
-from pytest_hetero.layers.startup import CATEGORY
 from pytest_hetero.pending import explain
 from pytest_hetero.pending.model import CODES, make_reason
 from pytest_hetero.pending.startup import container_reasons
+from pytest_hetero.probes.payload import FAILURE as PAYLOAD_FAILURE
 from pytest_hetero.pytest_plugin.item import STORAGE_ERRORS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -169,8 +169,8 @@ def emitted() -> dict[str, str]:
         found.setdefault(rule.category, "backends/docker/errors.RULES")
     for code in CODES:
         found.setdefault(code, "pending/model.CODES")
-    for category in [*CATEGORY.values(), *STORAGE_ERRORS.values()]:
-        found.setdefault(category, "layers/startup.CATEGORY, pytest_plugin/item.STORAGE_ERRORS")
+    for category in [*PAYLOAD_FAILURE.values(), *STORAGE_ERRORS.values()]:
+        found.setdefault(category, "probes/payload.FAILURE, pytest_plugin/item.STORAGE_ERRORS")
     return found
 
 

@@ -17,6 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pytest_hetero.errors import ParseError
+from pytest_hetero.judge.failures import owner_category
 from pytest_hetero.probes.payload import (
     BEGIN,
     END,
@@ -107,11 +108,11 @@ def test_busybox_only_container_without_devices(tmp_path: Path) -> None:
         "report": None,
         "error": "no python3/python on PATH",
     }
-    assert [(f.category, f.owner) for f in assess(report, "nvidia.com/gpu")] == [
-        ("visibility", "infrastructure"),
-        ("device-node", "infrastructure"),
-        ("driver-library", "infrastructure"),
-        ("driver-library", "infrastructure"),
+    assert [(f.category, f.failure, owner_category(f.failure, "startup")) for f in assess(report, "nvidia.com/gpu")] == [
+        ("visibility", "device_not_visible", "infrastructure"),
+        ("device-node", "device_missing", "infrastructure"),
+        ("driver-library", "driver_missing", "infrastructure"),
+        ("driver-library", "driver_missing", "infrastructure"),
     ]
     assert assess(report, "gpu")[0].message == (
         "no /dev/nvidia<N> and NVIDIA_VISIBLE_DEVICES is None: the container runtime was not asked for a GPU "
@@ -213,19 +214,16 @@ def test_failing_smi_and_cpu_only_frameworks(tmp_path: Path) -> None:
     assert assess(report, "nvidia.com/gpu") == [
         Finding(
             "runtime",
-            "infrastructure",
             "nvidia-smi fails inside the container",
             "Failed to initialize NVML: Driver/library version mismatch",
         ),
         Finding(
             "framework",
-            "algorithm",
             "torch is a CPU-only build (torch.version.cuda is None)",
             "torch 2.3.1+cpu",
         ),
         Finding(
             "framework",
-            "algorithm",
             "onnxruntime has no CUDA/TensorRT execution provider (CPU build; install onnxruntime-gpu)",
             "providers ['CPUExecutionProvider']",
         ),
@@ -272,25 +270,21 @@ def test_npu_container_findings(tmp_path: Path) -> None:
     assert assess(report, "huawei.com/Ascend910") == [
         Finding(
             "device-node",
-            "infrastructure",
             "/dev/hisi_hdc is missing",
             "device nodes: ['/dev/davinci3', '/dev/davinci_manager', '/dev/devmm_svm']",
         ),
         Finding(
             "runtime",
-            "infrastructure",
             "libascendcl.so not found: no CANN runtime in the image or on LD_LIBRARY_PATH",
             "LD_LIBRARY_PATH=None",
         ),
         Finding(
             "runtime",
-            "infrastructure",
             "npu-smi info fails inside the container",
             "dcmi module initialize failed. ret is -8005",
         ),
         Finding(
             "framework",
-            "algorithm",
             "torch is installed without torch_npu: it cannot use the NPU",
             "ModuleNotFoundError: torch_npu",
         ),
@@ -327,7 +321,9 @@ def test_reader_errors_and_warnings() -> None:
     cut = parse_payload_output(f'{BEGIN}\n{{"schema":"hetero-payload/1","device_nodes":["/dev/nv')
     assert cut.warnings[0] == f"no {END} marker: payload output truncated"
     assert cut.warnings[1].startswith("payload JSON unreadable: Unterminated string")
-    assert [(f.category, f.owner) for f in assess(cut, "cpu")] == [("payload", "infrastructure")] * 2
+    # an unreadable payload is the image's (the target's image owner: platform by default), as the table says
+    assert [(f.category, f.failure, owner_category(f.failure, "startup")) for f in assess(cut, "cpu")] == [
+        ("payload", "payload_failed", "platform")] * 2
     other = parse_payload_output(f'{BEGIN}\n{{"schema":"x/9","device_nodes":"bad"}}\n{END}\n')
     assert (other.warnings, other.device_nodes) == (
         ("payload schema 'x/9', expected 'hetero-payload/1'",),
@@ -356,7 +352,6 @@ def test_runtime_finding_for_cuda_build_without_gpu() -> None:
     assert assess(report, "gpu") == [
         Finding(
             "runtime",
-            "infrastructure",
             "torch was built with CUDA but torch.cuda.is_available() is False (driver too old "
             "for this CUDA, or no GPU visible)",
             "torch 2.4.0 cuda 12.4",
@@ -436,7 +431,6 @@ def test_visibility_versus_injected_device_nodes() -> None:
     assert assess(_gpu_report((ctl,), "all"), "gpu") == [
         Finding(
             "device-node",
-            "infrastructure",
             "NVIDIA_VISIBLE_DEVICES='all' but no /dev/nvidia<N> device node: the runtime hook did not inject "
             "the GPUs (is nvidia-container-runtime the container's runtime?)",
             "device nodes: ['/dev/nvidiactl']",
@@ -445,7 +439,6 @@ def test_visibility_versus_injected_device_nodes() -> None:
     assert assess(_gpu_report(("/dev/nvidia0", ctl), "GPU-a,GPU-b"), "gpu") == [
         Finding(
             "device-node",
-            "infrastructure",
             "2 GPU(s) allocated but 1 /dev/nvidia<N> node(s)",
             "device nodes: ['/dev/nvidia0', '/dev/nvidiactl']",
         )
@@ -459,7 +452,6 @@ def test_visibility_versus_injected_device_nodes() -> None:
     assert assess(npu, "npu") == [
         Finding(
             "device-node",
-            "infrastructure",
             "4 NPU(s) allocated but 1 /dev/davinci<N> node(s)",
             "ASCEND_VISIBLE_DEVICES='0-3'",
         )

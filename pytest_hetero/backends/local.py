@@ -136,7 +136,7 @@ class LocalBackend(Backend):
         self._images[step.image.name] = digest
         step.record("startup.environment", image=step.image.name, reference=step.image.reference,
                     digest=digest, declared_digest=step.image.digest, **env)
-        return ImageIdentity(digest=digest, known=(digest,), what=f"environment {python}", owner="platform",
+        return ImageIdentity(digest=digest, known=(digest,), what=f"environment {python}",
                              environment={"python": str(python), "providers": env.get("providers"),
                                           "onnxruntime_error": env.get("onnxruntime_error")})
 

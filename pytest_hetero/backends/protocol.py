@@ -253,15 +253,15 @@ class Placement:
 @dataclass
 class ImageIdentity:
     """An image as the engine knows it: ``digest`` (the one evidence names) and every digest the
-    engine answers to (``known``: image id, repo digests); ``what`` names it in messages;
-    ``owner``: who owns image problems on this target. An engine that runs no container (local)
+    engine answers to (``known``: image id, repo digests); ``what`` names it in messages (who
+    owns image problems is the judge's: ``spec.target.image_owner`` through the failure table). An
+    engine that runs no container (local)
     reports the interpreter's framework view in ``environment`` (``{"python", "providers",
     "onnxruntime_error"}``) instead of running a device payload. ``handle`` is engine-private."""
 
     digest: str | None
     known: tuple[str, ...]
     what: str
-    owner: str = "platform"
     environment: dict[str, Any] | None = None
     handle: Any = None
 
@@ -271,8 +271,7 @@ class Started:
     """A started workload: ``name`` (container/pod, for messages), ``handle`` (engine-private),
     ``where`` (where commands run: ``pod x`` / the KWOK host), ``simulated`` (a KWOK node: commands
     run on its host, not in the image), ``node`` (the node's facts, when the engine has nodes),
-    ``identity`` (the image as it runs, when only known once started), ``image_owner`` (the team
-    that owns problems of the image on this target), ``usage`` (the workload's :data:`USAGE_FACTS`;
+    ``identity`` (the image as it runs, when only known once started), ``usage`` (the workload's :data:`USAGE_FACTS`;
     empty where nothing was started: the local engine starts a process per model run)."""
 
     name: str
@@ -281,7 +280,6 @@ class Started:
     simulated: bool = False
     node: dict[str, Any] = field(default_factory=dict)
     identity: ImageIdentity | None = None
-    image_owner: str = "platform"
     usage: dict[str, Any] = field(default_factory=dict)
 
 

@@ -106,7 +106,7 @@ def _run_once(ctx: LayerContext, run: int) -> None:
         from pytest_hetero.layers.startup import judge_digest
 
         judge_digest(ctx, ImageIdentity(digest=started_here["digest"], known=tuple(started_here["known"]),
-                                        what=started_here["what"], owner=started_here["owner"]))
+                                        what=started_here["what"]))
     isolation = result.details.get("isolation")
     if isinstance(isolation, dict) and not isolation.get("confined", True):
         ctx.record(NOT_PROVEN, layer="model", part=ISOLATION_PART,

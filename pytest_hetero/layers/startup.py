@@ -46,11 +46,6 @@ from pytest_hetero.probes.payload_rules import listed_devices
 
 DEVICE_EXPECT = frozenset({"devices", "product", "min_memory_mib", "driver", "cuda", "cann", "mig_profile"})
 """``expect`` keys the device inventory inside the workload is compared against."""
-CATEGORY = {"device-node": "device_missing", "visibility": "device_not_visible", "driver-library": "driver_missing",
-            "runtime": "runtime_broken", "framework": "framework_without_accelerator", "payload": "payload_failed"}
-"""Payload finding category → startup failure category."""
-
-
 def check(ctx: LayerContext) -> None:
     """Identify and start the image through the engine, judge what it reports (see the module
     docstring); then, when the matrix serves models, prove each inference service is ready, reports
@@ -169,7 +164,8 @@ def judge_payload(ctx: LayerContext, started: Started, exit_code: int | None, st
     ``startup.inventory`` when the image has the vendor tool); LayerFailed on the first finding.
 
     Raises LayerFailed: ``payload_failed`` (no readable output: no ``/bin/sh`` or the payload died;
-    the image's owner), a :data:`CATEGORY` value with the finding's owner, ``framework_missing`` /
+    the image's owner), the finding's failure category (:data:`pytest_hetero.probes.payload.FAILURE`),
+    ``framework_missing`` /
     ``framework_without_accelerator`` (algorithm), ``device_inventory_mismatch`` (infrastructure:
     the devices visible are not those allocated and expected, e.g. more than were allocated).
     ``artifact`` names the payload's output artifact (one per node in a node-coverage item).
@@ -205,7 +201,7 @@ def judge_payload(ctx: LayerContext, started: Started, exit_code: int | None, st
         first = findings[0]
         more = f" (+{len(findings) - 1} more findings)" if len(findings) > 1 else ""
         raise LayerFailed(f"device initialisation in {started.name}{where}: {first['message']}{more}",
-                          CATEGORY.get(first["category"], first["category"]))
+                          first["failure"])
     if devices is not None and devices["verdict"] == "missing":
         raise LayerFailed(f"device initialisation in {started.name}{where}: {devices['message']}",
                           "device_missing")
@@ -272,7 +268,7 @@ def visible_devices(resource: Resource, report: PayloadReport) -> dict[str, Any]
 def inventory_check(resource: Resource, report: PayloadReport, node: dict[str, Any]) -> dict[str, Any] | None:
     """Compare the device inventory the payload read inside the workload (``nvidia-smi``/``npu-smi``)
     with what was allocated and the matrix expects; the ``startup.inventory`` record data
-    (``differences``: ``[{"category", "message", "expected", "actual", "device", "owner"}]``, see
+    (``differences``: ``[{"category", "message", "expected", "actual", "device"}]``, see
     :mod:`pytest_hetero.probes.compare`), or None when there is nothing to compare (CPU resource,
     image without the vendor tool: the payload findings already say what is missing).
 

@@ -16,9 +16,6 @@ from typing import Any
 
 from pytest_hetero.probes.model import Device, Inventory, Partition, _plain
 
-OWNER = "infrastructure"
-"""Every difference found here is the platform's to fix, not the model's."""
-
 SOURCE_NAMES = {
     "nvml": "NVML",
     "nvidia-smi-xml": "nvidia-smi",
@@ -70,7 +67,8 @@ class Difference:
     """One named mismatch between what a probe saw and what was expected or advertised.
 
     ``category``: global-error, device-count, advertised-count, product, memory,
-    driver-version, cuda-version, cann-version, mig-profile, device-health; ``owner``; a
+    driver-version, cuda-version, cann-version, mig-profile, device-health (no owner: the layer
+    that reads it names the failure category, and the failure table its owner); a
     one-line ``message``; the expected/actual values as text; the device label if any.
     """
 
@@ -79,7 +77,6 @@ class Difference:
     expected: str | None = None
     actual: str | None = None
     device: str | None = None
-    owner: str = OWNER
 
     def to_dict(self) -> dict[str, Any]:
         """Return the difference as a JSON-ready dict."""

@@ -4,8 +4,8 @@
 shell and prints one JSON object between :data:`BEGIN` and :data:`END` marker lines: device
 nodes, visibility env vars, driver libraries, raw ``nvidia-smi -q -x`` / ``npu-smi info``, and,
 when the image has python3, ONNX Runtime providers, torch CUDA and torch_npu. :func:`assess`
-turns that into findings with an owner: ``infrastructure`` for device nodes, driver libraries
-and runtimes; ``algorithm`` for a framework build without the accelerator.
+turns that into findings, each naming the failure category it is (:data:`FAILURE`); the owner is
+the failure table's (:mod:`pytest_hetero.judge.failures`), never decided here.
 """
 
 from __future__ import annotations
@@ -26,6 +26,9 @@ END = "---HETERO-PAYLOAD-END---"
 """Marker line printed after the payload JSON."""
 SCHEMA = "hetero-payload/1"
 """Value of the ``schema`` key this reader understands."""
+FAILURE = {"device-node": "device_missing", "visibility": "device_not_visible", "driver-library": "driver_missing",
+           "runtime": "runtime_broken", "framework": "framework_without_accelerator", "payload": "payload_failed"}
+"""Payload finding category → the startup failure category it is (a row of the failure table)."""
 
 
 def payload_script() -> str:
@@ -69,20 +72,26 @@ class PayloadReport:
 
 @dataclass(frozen=True)
 class Finding:
-    """One missing piece in a container, and who has to provide it.
+    """One missing piece in a container.
 
-    ``category``: device-node, visibility, driver-library, runtime, framework, payload;
-    ``owner``: ``infrastructure`` or ``algorithm``; a sentence; the evidence it rests on.
+    ``category``: device-node, visibility, driver-library, runtime, framework, payload; ``failure``:
+    the failure category it is (:data:`FAILURE`; its owner is the failure table's); a sentence; the
+    evidence it rests on.
     """
 
     category: str
-    owner: str
     message: str
     evidence: str = ""
 
+    @property
+    def failure(self) -> str:
+        """The failure category of this finding (:data:`FAILURE`)."""
+        return FAILURE[self.category]
+
     def to_dict(self) -> dict[str, str]:
-        """Return the finding as a JSON-ready dict."""
-        return dict(_plain(self))
+        """Return the finding as a JSON-ready dict (``category``, ``failure``, ``message``, ``evidence``)."""
+        return {"category": self.category, "failure": self.failure, "message": self.message,
+                "evidence": self.evidence}
 
 
 def parse_payload_output(stdout: str) -> PayloadReport:
@@ -186,7 +195,7 @@ def assess(report: PayloadReport, resource_type: str) -> list[Finding]:
     an empty list means every piece the payload can see is in place.
     """
     findings = [
-        Finding("payload", "infrastructure", w, "payload output")
+        Finding("payload", w, "payload output")
         for w in report.warnings
         if "unreadable" in w or "truncated" in w or "not an object" in w
     ]

@@ -15,15 +15,13 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from pytest_hetero.probes.payload import PayloadReport
 
-INFRA = "infrastructure"
-ALGO = "algorithm"
-
-Rule = tuple[str, str, str, str]
-"""A finding as ``(category, owner, message, evidence)``; :func:`payload.assess` wraps it."""
+Rule = tuple[str, str, str]
+"""A finding as ``(category, message, evidence)``; :func:`payload.assess` wraps it. No owner: the
+failure table gives it (:data:`pytest_hetero.probes.payload.FAILURE` names the failure category)."""
 
 
-def _finding(category: str, owner: str, message: str, evidence: str = "") -> Rule:
-    return (category, owner, message, evidence)
+def _finding(category: str, message: str, evidence: str = "") -> Rule:
+    return (category, message, evidence)
 
 
 def _tool_error(tool: dict[str, object]) -> str:
@@ -40,7 +38,6 @@ def _framework(report: PayloadReport, accel: str) -> list[Rule]:
             found.append(
                 _finding(
                     "framework",
-                    ALGO,
                     "torch is a CPU-only build (torch.version.cuda is None)",
                     f"torch {torch.get('version')}",
                 )
@@ -52,7 +49,6 @@ def _framework(report: PayloadReport, accel: str) -> list[Rule]:
             found.append(
                 _finding(
                     "runtime",
-                    INFRA,
                     "torch was built with CUDA but torch.cuda.is_available() is "
                     "False (driver too old for this CUDA, or no GPU visible)",
                     evidence.strip("; "),
@@ -64,7 +60,6 @@ def _framework(report: PayloadReport, accel: str) -> list[Rule]:
             found.append(
                 _finding(
                     "framework",
-                    ALGO,
                     "onnxruntime has no CUDA/TensorRT execution provider "
                     "(CPU build; install onnxruntime-gpu)",
                     f"providers {ort.get('providers')}",
@@ -76,7 +71,6 @@ def _framework(report: PayloadReport, accel: str) -> list[Rule]:
             found.append(
                 _finding(
                     "framework",
-                    ALGO,
                     "torch is installed without torch_npu: it cannot use the NPU",
                     str(npu.get("error") or ""),
                 )
@@ -85,7 +79,6 @@ def _framework(report: PayloadReport, accel: str) -> list[Rule]:
             found.append(
                 _finding(
                     "runtime",
-                    INFRA,
                     "torch_npu is installed but torch.npu.is_available() is False",
                     str(npu.get("error") or ""),
                 )
@@ -94,7 +87,6 @@ def _framework(report: PayloadReport, accel: str) -> list[Rule]:
             found.append(
                 _finding(
                     "framework",
-                    ALGO,
                     "onnxruntime has no CANNExecutionProvider (not an Ascend build)",
                     f"providers {ort.get('providers')}",
                 )
@@ -126,7 +118,6 @@ def gpu_findings(report: PayloadReport) -> list[Rule]:
         found.append(
             _finding(
                 "visibility",
-                INFRA,
                 f"no /dev/nvidia<N> and NVIDIA_VISIBLE_DEVICES is {visible!r}: the container runtime "
                 "was not asked for a GPU (no device plugin allocation / runtimeClass)",
                 f"NVIDIA_VISIBLE_DEVICES={visible!r}; {nodes}",
@@ -136,7 +127,6 @@ def gpu_findings(report: PayloadReport) -> list[Rule]:
         found.append(
             _finding(
                 "device-node",
-                INFRA,
                 f"NVIDIA_VISIBLE_DEVICES={visible!r} but no /dev/nvidia<N> device node: the runtime hook "
                 "did not inject the GPUs (is nvidia-container-runtime the container's runtime?)",
                 nodes,
@@ -146,7 +136,6 @@ def gpu_findings(report: PayloadReport) -> list[Rule]:
         found.append(
             _finding(
                 "device-node",
-                INFRA,
                 f"{asked} GPU(s) allocated but {len(gpus)} /dev/nvidia<N> node(s)",
                 nodes,
             )
@@ -155,7 +144,6 @@ def gpu_findings(report: PayloadReport) -> list[Rule]:
         found.append(
             _finding(
                 "device-node",
-                INFRA,
                 "/dev/nvidiactl is missing",
                 f"device nodes: {list(report.device_nodes)}",
             )
@@ -165,14 +153,13 @@ def gpu_findings(report: PayloadReport) -> list[Rule]:
             found.append(
                 _finding(
                     "driver-library",
-                    INFRA,
                     f"{lib}* not found: driver libraries were not mounted (nvidia-container-toolkit hook)",
                     "searched LD_LIBRARY_PATH and standard dirs",
                 )
             )
     smi = report.tools.get("nvidia-smi") or {}
     if smi.get("present") and smi.get("rc") not in (0, None):
-        found.append(_finding("runtime", INFRA, "nvidia-smi fails inside the container", _tool_error(smi)))
+        found.append(_finding("runtime", "nvidia-smi fails inside the container", _tool_error(smi)))
     return found + _framework(report, "gpu")
 
 
@@ -185,7 +172,6 @@ def npu_findings(report: PayloadReport) -> list[Rule]:
         found.append(
             _finding(
                 "device-node",
-                INFRA,
                 f"{asked} NPU(s) allocated but {len(chips)} /dev/davinci<N> node(s)",
                 f"ASCEND_VISIBLE_DEVICES={report.env.get('ASCEND_VISIBLE_DEVICES')!r}",
             )
@@ -194,7 +180,6 @@ def npu_findings(report: PayloadReport) -> list[Rule]:
         found.append(
             _finding(
                 "device-node",
-                INFRA,
                 "no /dev/davinci<N> device node in the container",
                 f"ASCEND_VISIBLE_DEVICES={report.env.get('ASCEND_VISIBLE_DEVICES')!r}",
             )
@@ -203,14 +188,13 @@ def npu_findings(report: PayloadReport) -> list[Rule]:
         if node not in report.device_nodes:
             found.append(
                 _finding(
-                    "device-node", INFRA, f"{node} is missing", f"device nodes: {list(report.device_nodes)}"
+                    "device-node", f"{node} is missing", f"device nodes: {list(report.device_nodes)}"
                 )
             )
     if not report.has_library("libascend_hal.so"):
         found.append(
             _finding(
                 "driver-library",
-                INFRA,
                 "libascend_hal.so not found: the Ascend driver is not mounted (/usr/local/Ascend/driver)",
                 "searched LD_LIBRARY_PATH and standard dirs",
             )
@@ -219,12 +203,11 @@ def npu_findings(report: PayloadReport) -> list[Rule]:
         found.append(
             _finding(
                 "runtime",
-                INFRA,
                 "libascendcl.so not found: no CANN runtime in the image or on LD_LIBRARY_PATH",
                 f"LD_LIBRARY_PATH={report.env.get('LD_LIBRARY_PATH')!r}",
             )
         )
     smi = report.tools.get("npu-smi") or {}
     if smi.get("present") and smi.get("rc") not in (0, None):
-        found.append(_finding("runtime", INFRA, "npu-smi info fails inside the container", _tool_error(smi)))
+        found.append(_finding("runtime", "npu-smi info fails inside the container", _tool_error(smi)))
     return found + _framework(report, "npu")

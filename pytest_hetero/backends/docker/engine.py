@@ -2,8 +2,8 @@
 
 Target keys (``spec.target``): ``docker_host`` (``unix://…``/``tcp://…``; else ``DOCKER_HOST``),
 ``tls`` (see :func:`~pytest_hetero.backends.docker.client.connection`), ``pull_policy``
-(``never`` | ``if-not-present`` (default) | ``always``), ``image_owner`` (team owning image
-problems, default ``platform``), ``network`` (default ``none``), ``python`` (``{python}`` inside
+(``never`` | ``if-not-present`` (default) | ``always``), ``image_owner`` (read by the judge,
+never by the engine), ``network`` (default ``none``), ``python`` (``{python}`` inside
 the image, default ``python3``), ``device_ids`` / ``cpuset`` (``{resource: …}`` pinning).
 
 Inventory and placement live in :mod:`~pytest_hetero.backends.docker.place`; this module starts
@@ -132,7 +132,7 @@ class DockerBackend(Backend):
                     id=found["Id"], digest=digest, repo_digests=digests, declared_digest=step.image.digest,
                     created=found.get("Created"), size_bytes=found.get("Size"))
         return ImageIdentity(digest=digest, known=(str(found["Id"]), *digests), what=f"image {ref}",
-                             owner=s.image_owner, handle=str(found["Id"]))
+                             handle=str(found["Id"]))
 
     def _inspect_image(self, ref: str) -> dict[str, Any] | None:
         s = self.session
@@ -154,7 +154,7 @@ class DockerBackend(Backend):
             if not fault.usage and key in self.session.workloads:
                 fault.usage = self._usage(self.session.workloads[key], "failed")
             raise
-        return Started(name=workload["name"], handle=workload, image_owner=self.session.image_owner,
+        return Started(name=workload["name"], handle=workload,
                        usage=self._usage(workload))
 
     def _usage(self, workload: dict[str, Any], outcome: str | None = None) -> dict[str, Any]:
@@ -366,8 +366,7 @@ class DockerBackend(Backend):
             ctx.record("model.container", note=note)
             identity = self.identify(ctx)
             workload = self.launch(ctx, str(identity.handle))
-            started_here = {"digest": identity.digest, "known": list(identity.known), "what": identity.what,
-                            "owner": identity.owner}
+            started_here = {"digest": identity.digest, "known": list(identity.known), "what": identity.what}
         self.ensure_running(ctx, workload, "before the model run")
         if "dev" not in workload:  # before any model ran in it: what the reset keeps of /dev
             workload["dev"] = run.dev_baseline(s.api, workload["id"], str(workload.get("user") or run.GATE_USER))

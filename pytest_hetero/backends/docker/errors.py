@@ -21,8 +21,6 @@ from pytest_hetero.backends.protocol import ActionFailed, EngineFault, EngineUna
 if TYPE_CHECKING:
     from pytest_hetero.backends.protocol import ExecResult, RunFailure, Step
 
-IMAGE_OWNER_DEFAULT = "platform"
-"""``spec.target.image_owner`` when the matrix does not name one (a fact of the target, read by the judge)."""
 Phase = Literal["start", "run"]
 """What the engine was doing: starting the image (``start``: the gate's own commands) or running the
 model's entrypoint (``run``)."""

@@ -16,7 +16,6 @@ import docker
 import docker.errors
 
 from pytest_hetero.backends.docker import client as run
-from pytest_hetero.backends.docker.errors import IMAGE_OWNER_DEFAULT
 from pytest_hetero.backends.protocol import ActionFailed, EngineUnavailable
 from pytest_hetero.settings import Settings
 
@@ -54,7 +53,6 @@ class DockerSession:
     conn_error: str = ""
     local: bool = True
     owner: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
-    image_owner: str = IMAGE_OWNER_DEFAULT
     pull_policy: str = "if-not-present"
     engine: dict[str, Any] = field(default_factory=dict)
     workloads: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
@@ -74,7 +72,6 @@ class DockerSession:
         except docker.errors.DockerException as exc:
             conn, error = {"base_url": target.get("docker_host")}, str(exc)
         return cls(target=target, settings=settings, conn=conn, conn_error=error, local=run.engine_is_local(conn),
-                   image_owner=str(target.get("image_owner", IMAGE_OWNER_DEFAULT)),
                    pull_policy=str(target.get("pull_policy", "if-not-present")))
 
     @property

@@ -4,7 +4,7 @@ Target keys (``spec.target``): ``context``, ``namespace``, ``kubeconfig`` (see
 :mod:`~pytest_hetero.backends.kubernetes.client`; ``--hetero-kube-context``/``--hetero-kube-namespace``
 override), ``submit_as`` (``pod`` | ``job`` | ``kueue-job`` | ``volcano-job``, see
 :mod:`~pytest_hetero.backends.kubernetes.scheduling`), ``pull_policy`` (``never`` → ``Never``,
-``always`` → ``Always``, else ``IfNotPresent``), ``image_owner`` (default ``platform``),
+``always`` → ``Always``, else ``IfNotPresent``), ``image_owner`` (read by the judge alone),
 ``python`` (``{python}`` in the pod, default ``python3``), ``unschedulable_grace_s`` (seconds a pod
 may stay Unschedulable before the verdict is final; default 0: the scheduler's first verdict),
 ``cleanup_wait_s`` (seconds :meth:`KubernetesBackend.close` waits for deleted objects to be gone before it

@@ -316,7 +316,7 @@ def _workload(session: KubeSession, ctx: Step) -> tuple[dict[str, Any], dict[str
     ctx.record("model.note", message="no started workload from a startup item in this session; started here")
     identity = startup.start(session, ctx).identity
     started_here = None if identity is None else {
-        "digest": identity.digest, "known": list(identity.known), "what": identity.what, "owner": identity.owner}
+        "digest": identity.digest, "known": list(identity.known), "what": identity.what}
     return session.workloads[key], started_here
 
 

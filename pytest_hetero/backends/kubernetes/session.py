@@ -34,7 +34,6 @@ class KubeSession:
         self.owner = uuid.uuid4().hex[:10]
         self.context: str | None = settings.kube_context or target.get("context")
         self.submit_as = str(target.get("submit_as", "pod"))
-        self.image_owner = str(target.get("image_owner", "platform"))
         self._api: client.ApiClient | None = None
         self.namespace = ""
         self.server: dict[str, Any] = {}

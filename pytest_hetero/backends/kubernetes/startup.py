@@ -214,9 +214,8 @@ def start(session: KubeSession, ctx: Step, pinned: str | None = None) -> Started
         startup_failed(session, ctx, pod, found is None)
     where = "the KWOK host (simulated node: not inside the image)" if simulated else f"pod {name}"
     identity = ImageIdentity(digest=ident["digest"], known=(ident["digest"] or "",),
-                             what=f"image {ctx.image.reference}", owner=session.image_owner)
-    return Started(name=name, handle=name, where=where, simulated=simulated, node=node, identity=identity,
-                   image_owner=session.image_owner)
+                             what=f"image {ctx.image.reference}")
+    return Started(name=name, handle=name, where=where, simulated=simulated, node=node, identity=identity)
 
 
 def startup_failed(
