@@ -31,6 +31,9 @@ import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from realkit import data, failure, on_node, run
+from support import evidence_of
+
+from pytest_hetero.reporting.dossier import render_dossier
 
 if TYPE_CHECKING:  # annotation only: 'conftest' names differ per folder at run time
     from conftest import RealNodeCluster
@@ -89,9 +92,10 @@ def pool(realnode: RealNodeCluster, image: str) -> Iterator[dict[str, Any]]:
         assert left == [], f"left behind in {made['ns']}: {left}"
 
 
-def _matrix(realnode: RealNodeCluster, made: dict[str, Any], serving_class: str | None) -> str:
+def _matrix(realnode: RealNodeCluster, made: dict[str, Any], serving_class: str | None, **changes: Any) -> str:
     """The serving example's model and dataset on resource ``slots`` (one slot per pod, on the real node) with
-    one reserved-inference probe: 2 replicas, the burst of 4 pods at ``training``."""
+    one reserved-inference probe: 2 replicas, the burst of 4 pods at ``training``, p95 bound 3 s; ``changes``
+    replace keys of ``reserve``."""
     doc = yaml.safe_load(EXAMPLE.read_text())
     spec = doc["spec"]
     spec["target"] = {"backend": "kubernetes", "kubeconfig": str(realnode.info.kubeconfig), "namespace": made["ns"],
@@ -111,6 +115,7 @@ def _matrix(realnode: RealNodeCluster, made: dict[str, Any], serving_class: str 
                                "p95_ms": 3000, "max_error_rate": 0.0, "window": "2s", "duration": "16s"}
     if serving_class:
         reserve["priority_class"] = serving_class
+    reserve.update(changes)
     spec["governance"] = {"probes": [{"name": "floor", "kind": "reserved-inference", "resource": "slots",
                                       "image": "mlserver-digits", "reserve": reserve}]}
     return json.dumps(doc, indent=1)
@@ -199,4 +204,40 @@ def test_without_a_priorityclass_the_burst_preempts_the_serving_replicas(
     windows = [r["data"] for r in item["records"] if r["kind"] == "reserve.window"]
     assert all(w["ready_min"] == 2 for w in windows if w["phase"] == "before")
     assert min(w["ready_min"] for w in windows if w["phase"] == "burst") == 0
+    _clean(item)
+    # the dossier shows the timeline: each victim preempted, for which burst pod, seconds after the burst began
+    html = render_dossier(evidence_of(pytester), {}, "en")
+    section = html.split('<h3 id="reserved">', 1)[1].split("</section>", 1)[0]
+    assert "serving at no PriorityClass, 2 replica(s), floor 2" in section
+    for v in victims:
+        assert f'<code class="small">{v["pod"]}</code></td><td>serving</td><td>Preempted</td>' in section
+        assert f"→ {v['by']} Preempted by pod " in section
+
+
+def test_a_burst_that_fits_beside_the_serving_replicas_proves_nothing(
+        pytester: pytest.Pytester, realnode: RealNodeCluster, pool: dict[str, Any]) -> None:
+    """2 burst pods beside 2 serving replicas fill the 4 slots without asking to preempt: error, not a pass."""
+    got = run(pytester, _matrix(realnode, pool, pool["critical"], burst={"priority_class": pool["training"], "pods": 2},
+                                duration="6s"), "r" + uuid.uuid4().hex[:9], "-k", "governance")
+    item = got[ITEM]
+    assert failure(item) == ("error", "preemption_not_exercised", "platform"), item.get("failure")
+    burst = data(item, "reserve.burst")
+    assert (burst["placed"], burst["asked_to_preempt"]) == (2, False)
+    assert item["failure"]["message"].startswith("all 2 burst pods were placed beside the serving replicas")
+    cleanup = data(item, "governance.cleanup")
+    assert cleanup["leftovers"] == [] and len(cleanup["objects"]) == 4
+
+
+def test_a_latency_bound_the_service_cannot_meet_fails_with_the_window(
+        pytester: pytest.Pytester, realnode: RealNodeCluster, pool: dict[str, Any]) -> None:
+    """The floor holds (serving at 1000000) but a p95 bound of 0.01 ms cannot be met: serving_latency_breached,
+    naming the first burst window and its p95."""
+    got = run(pytester, _matrix(realnode, pool, pool["critical"], p95_ms=0.01, duration="6s"),
+              "r" + uuid.uuid4().hex[:9], "-k", "governance")
+    item = got[ITEM]
+    assert failure(item) == ("failed", "serving_latency_breached", "platform"), item.get("failure")
+    assert data(item, "reserve.victims")["victims"] == []
+    first = next(r["data"] for r in item["records"] if r["kind"] == "reserve.window" and r["data"]["phase"] == "burst")
+    assert item["failure"]["message"] == (f"window {first['from_s']}–{first['to_s']} s of the burst: p95 "
+                                          f"{first['p95_ms']} ms > the bound 0.01 ms ({first['ok']} requests)")
     _clean(item)
