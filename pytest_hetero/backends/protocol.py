@@ -421,7 +421,8 @@ class ReserveReport:
     ``{"at_s", "t" (epoch), "pod", "role" (serving/burst), "what", "source" (observed/event), "message"}``
     in time order; ``victims``: serving pods removed during the burst (``pod``, ``at_s``, ``by`` the burst pod
     named by the scheduler, ``evidence``: the Preempted event and DisruptionTarget condition seen);
-    ``cleanup``/``leftovers`` as for a governance probe."""
+    ``cleanup``/``leftovers`` as for a governance probe; ``usage``: :data:`USAGE_FACTS` of every pod the probe
+    made (serving replicas and their replacements, burst pods) plus its ``role``, for the usage ledger."""
 
     serving: dict[str, Any] = field(default_factory=dict)
     burst: dict[str, Any] = field(default_factory=dict)
@@ -430,6 +431,7 @@ class ReserveReport:
     victims: list[dict[str, Any]] = field(default_factory=list)
     cleanup: list[dict[str, Any]] = field(default_factory=list)
     leftovers: list[Leftover] = field(default_factory=list)
+    usage: list[dict[str, Any]] = field(default_factory=list)
 
 
 def render_entrypoint(entrypoint: tuple[str, ...], values: dict[str, str]) -> list[str]:

@@ -22,7 +22,8 @@ in this order:
 
 Records: ``reserve.serving``, ``reserve.burst``, ``reserve.window`` (one per window: phase, endpoints,
 ``ready_min``, requests, errors, p95), ``reserve.timeline`` (evictions, preemptions, readiness changes, each
-with ``at_s`` seconds since the burst started), ``reserve.victims``, ``governance.cleanup``.
+with ``at_s`` seconds since the burst started), ``reserve.victims``, ``governance.cleanup``, and one
+``usage.workload`` per pod the probe made (the run-wide usage ledger).
 
 What it cannot prove: a window shorter than the kubelet's readiness period can miss a flap; the load comes from
 the gate's host to pod IPs (no kube-proxy, no ingress); only the scheduler's priority preemption is exercised
@@ -40,6 +41,7 @@ from typing import Any
 import httpx
 
 from pytest_hetero.backends.protocol import Measure, ReserveReport
+from pytest_hetero.layers import usage
 from pytest_hetero.layers.base import LayerBroken, LayerContext, LayerFailed
 from pytest_hetero.layers.serving import REQUEST_TIMEOUT_S, protocol_for, serving_request
 from pytest_hetero.matrix.acceptance import percentile
@@ -102,6 +104,9 @@ def check(ctx: LayerContext, probe: GovernanceProbe) -> None:
                    float(serving.load.get("request_timeout_s", REQUEST_TIMEOUT_S)))
     report = ctx.backend.reserve_inference(ctx, probe, request, load)
     record(ctx, report)
+    for facts in report.usage:  # the run-wide ledger counts the probe's pods, as the other probes' workloads
+        usage.record(ctx, {k: v for k, v in facts.items() if k != "role"}
+                     | {"tenant": probe.acting_as, "role": f"governance:{probe.name}:{facts.get('role')}"})
     judge(ctx, probe, report)
 
 

@@ -205,6 +205,13 @@ def test_without_a_priorityclass_the_burst_preempts_the_serving_replicas(
     assert all(w["ready_min"] == 2 for w in windows if w["phase"] == "before")
     assert min(w["ready_min"] for w in windows if w["phase"] == "burst") == 0
     _clean(item)
+    # the usage ledger counts every pod the probe made: the victims failed, the replacements were refused
+    ledger = {r["data"]["name"]: r["data"] for r in item["records"] if r["kind"] == "usage.workload"}
+    assert {ledger[p]["outcome"] for p in first} == {"failed"}
+    assert {ledger[p["name"]]["outcome"] for p in burst["pods"]} == {"completed"}
+    assert {ledger[e["pod"]]["outcome"] for e in later} == {"refused"}
+    assert all(u["namespace"] == pool["ns"] and u["requests"] == {pool["slot"]: "1"} and u["released"]
+               and u["role"].startswith("governance:floor:") for u in ledger.values())
     # the dossier shows the timeline: each victim preempted, for which burst pod, seconds after the burst began
     html = render_dossier(evidence_of(pytester), {}, "en")
     section = html.split('<h3 id="reserved">', 1)[1].split("</section>", 1)[0]

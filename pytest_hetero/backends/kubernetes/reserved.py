@@ -184,7 +184,9 @@ class Watcher(threading.Thread):
                "nominated": pod.status.nominated_node_name, "unschedulable": _unschedulable(pod)}
         old = self.state.get(name)
         if old is None:
-            self.note(now, name, "created", priority=pod.spec.priority)
+            made = pod.metadata.creation_timestamp
+            self.note(now, name, "created", priority=pod.spec.priority,
+                      created_at=made.timestamp() if isinstance(made, datetime) else None)
             old = {"node": None, "ready": False, "deleting": False, "nominated": None, "unschedulable": None}
         if new["node"] and new["node"] != old["node"]:
             self.note(now, name, "scheduled", node=new["node"])
@@ -351,7 +353,32 @@ def probe(session: KubeSession, step: Step, probe: GovernanceProbe, request: Ser
             report.cleanup += records
             report.leftovers += left
         report.serving["cleanup_began"] = round(begun, 3)
+        report.usage = held(watcher, report, ns, dict(step.resource.requests), time.time())
     return report
+
+
+def held(watcher: Watcher, report: ReserveReport, namespace: str, requests: dict[str, str], gone_at: float
+         ) -> list[dict[str, Any]]:
+    """Usage facts of every pod the watcher saw (:data:`~pytest_hetero.backends.protocol.USAGE_FACTS` and
+    ``role``): submitted at its creationTimestamp, placed when seen scheduled, released when seen gone, else at
+    ``gone_at`` (its deletion confirmed by the cleanup; None when it is a leftover); outcome ``refused`` (never
+    placed), ``failed`` (a serving victim of the burst) or ``completed`` (held until the probe removed it)."""
+    first: dict[str, dict[str, float]] = {}
+    for note in watcher.notes:
+        at = first.setdefault(note["pod"], {})
+        at.setdefault(note["what"], note.get("created_at") or note["t"] if note["what"] == "created" else note["t"])
+    victims = {v["pod"] for v in report.victims}
+    left = bool(report.leftovers)
+    out = []
+    for pod, role in sorted(watcher.roles.items()):
+        at = first.get(pod, {})
+        placed = at.get("scheduled")
+        out.append({"workload": f"pod/{namespace}/{pod}", "object": "pod", "name": pod, "namespace": namespace,
+                    "requests": {k: str(v) for k, v in requests.items()}, "submitted": at.get("created"),
+                    "placed": placed, "released": at.get("gone") or (None if left else round(gone_at, 3)),
+                    "outcome": "refused" if placed is None else "failed" if pod in victims else "completed",
+                    "simulated": False, "role": role})
+    return out
 
 
 def _run(session: KubeSession, step: Step, conf: dict[str, Any], report: ReserveReport, watcher: Watcher,
