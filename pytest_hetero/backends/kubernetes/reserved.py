@@ -339,7 +339,11 @@ def probe(session: KubeSession, step: Step, probe: GovernanceProbe, request: Ser
         for body in (b for b in bodies if b["kind"] in ("Deployment", "Service")):
             _create(identity, body)
             deployed = True
-        _, facts = kube_serving.wait_rolled_out(session, ns, name, request.ready_timeout_s, "endpoint_not_ready")
+        try:
+            _, facts = kube_serving.wait_rolled_out(session, ns, name, request.ready_timeout_s, "endpoint_not_ready")
+        except kube_serving.NotReady as exc:
+            kube_serving.keep_not_ready(step, exc)  # the kubelet's account and the server's log tail
+            raise
         report.serving.update(ready=facts)
         watcher.start()
         _run(session, step, conf, report, watcher, identity, created, ns, name, group, image, measure)
