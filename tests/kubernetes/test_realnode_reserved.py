@@ -219,6 +219,8 @@ def test_without_a_priorityclass_the_burst_preempts_the_serving_replicas(
     for v in victims:
         assert f'<code class="small">{v["pod"]}</code></td><td>serving</td><td>Preempted</td>' in section
         assert f"→ {v['by']} Preempted by pod " in section
+    zh = render_dossier(evidence_of(pytester), {}, "zh")
+    assert "训练突发下的推理预留容量" in zh and all(v["pod"] in zh for v in victims)
 
 
 def test_a_burst_that_fits_beside_the_serving_replicas_proves_nothing(
