@@ -26,7 +26,8 @@ Optional serving verbs (a matrix's ``serving.deploy``; default: Unsupported / No
 the claim is not applicable there): :meth:`Backend.serving_endpoint` (deploy if the engine does, wait
 until ready, the base URL), :meth:`Backend.serving_pods` (the workloads behind it, recorded),
 :meth:`Backend.serving_switch` (roll to another version and wait; the rollback check), each given a
-:class:`ServingRequest`.
+:class:`ServingRequest`. :meth:`Backend.reserve_inference` (a reserved-inference governance probe: a
+serving Deployment loaded while a training burst fills its pool; :class:`ReserveReport`) is optional too.
 
 An action the engine could not carry out raises an :class:`EngineFault` naming what happened
 in engine terms (image absent, container OOM-killed, apiserver unreachable) with the category
@@ -43,6 +44,7 @@ still held, or was denied, what it asked for); :mod:`pytest_hetero.layers.usage`
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, TypedDict
 
@@ -395,6 +397,41 @@ class GovernanceReport:
     ledger: dict[str, Any] = field(default_factory=dict)
 
 
+Measure = Callable[[list[str], float], dict[str, Any]]
+"""The reserved-inference probe's load (given by the layer): ``measure(base_urls, seconds)`` sends requests
+to the ready endpoints ``base_urls`` (``http://HOST:PORT``) for ``seconds`` and returns the window's
+statistics (plain data); with no endpoint it only waits."""
+
+
+@dataclass
+class ReserveReport:
+    """What a reserved-inference probe saw (:meth:`Backend.reserve_inference`), in engine terms.
+
+    ``serving``: the Deployment (``deployment``, ``namespace``, ``replicas``, ``priority_class``: name,
+    ``value``, ``preemption_policy``, ``found``; None without one; ``pods`` Ready before the burst);
+    ``burst``: ``priority_class`` (as for serving), ``pods`` (name, node or None, ``placed``, ``pending``
+    with the scheduler's message, ``preempted_for``), ``asked_to_preempt`` (a burst pod found no room
+    without preemption: Pending Unschedulable, a nominated node, or a victim); ``windows``: per load window
+    ``phase`` (``before``/``burst``), ``from_s``/``to_s`` (seconds since the burst started), ``endpoints``
+    (ready endpoints the load was sent to), ``ready_min`` (fewest serving pods Ready seen in it) and the
+    statistics ``measure`` returned; ``timeline``: changes seen (pod created, scheduled, Ready, not Ready,
+    deleting, gone; the cluster's events ``Preempted``, ``Killing``, ``FailedScheduling``…), each
+    ``{"at_s", "t" (epoch), "pod", "role" (serving/burst), "what", "source" (observed/event), "message"}``
+    in time order; ``victims``: serving pods removed during the burst (``pod``, ``at_s``, ``by`` the burst pod
+    named by the scheduler, ``evidence``: the Preempted event and DisruptionTarget condition seen);
+    ``cleanup``/``leftovers`` as for a governance probe; ``usage``: :data:`USAGE_FACTS` of every pod the probe
+    made (serving replicas and their replacements, burst pods) plus its ``role``, for the usage ledger."""
+
+    serving: dict[str, Any] = field(default_factory=dict)
+    burst: dict[str, Any] = field(default_factory=dict)
+    windows: list[dict[str, Any]] = field(default_factory=list)
+    timeline: list[dict[str, Any]] = field(default_factory=list)
+    victims: list[dict[str, Any]] = field(default_factory=list)
+    cleanup: list[dict[str, Any]] = field(default_factory=list)
+    leftovers: list[Leftover] = field(default_factory=list)
+    usage: list[dict[str, Any]] = field(default_factory=list)
+
+
 def render_entrypoint(entrypoint: tuple[str, ...], values: dict[str, str]) -> list[str]:
     """Substitute ``{python}``, ``{code}``, ``{model}``, ``{dataset}``, ``{outputs}``, ``{provider}``.
 
@@ -496,6 +533,15 @@ class Backend(ABC):
         engine), EngineFault when the engine cannot be asked.
         """
         raise Unsupported(f"the {self.name} backend has no tenants, quotas or queues to probe")
+
+    def reserve_inference(self, step: Step, probe: GovernanceProbe, request: ServingRequest,
+                          measure: Measure) -> ReserveReport:
+        """Deploy ``request`` (the probe's serving Deployment: ``probe.reserve`` replicas and PriorityClass),
+        wait until ready, load it (``measure``) in windows before and during a burst of ``probe.reserve``
+        burst pods on ``step.resource``'s pool, observe readiness, preemptions and evictions, and remove what
+        it created; report what it saw (never a verdict). Raises Unsupported where the engine has no
+        scheduler priorities (a single host, a Docker engine), EngineFault when it cannot be asked."""
+        raise Unsupported(f"the {self.name} backend has no pool priorities or preemption to probe")
 
     def close(self) -> list[Leftover] | None:
         """Release everything this engine created (unless settings.keep). Must not raise.

@@ -276,6 +276,10 @@ def _rows() -> dict[str, Entry]:
         "attribution_untracked": (P, F, "usage could not be attributed", "governance"),
         "attribution_mismatch": (P, F, "usage attributed to the wrong tenant", "governance"),
         "usage_not_released": (P, F, "usage not released after the run", "governance"),
+        "serving_floor_broken": (P, F, "PriorityClasses and the pool's reserved capacity are the platform's: a "
+                                       "training burst took serving replicas below their floor", "governance"),
+        "serving_latency_breached": (P, F, "the platform's reservation did not keep the serving latency bound or "
+                                           "its requests succeeding during a training burst", "governance"),
         # --- the gate itself --------------------------------------------------------------------------
         "harness": (P, E, "a bug of the gate or a hook: the platform runs the gate", "pytest_plugin/item"),
         "backend_unknown": (P, E, "no plugin provides the backend spec.target names", "pytest_plugin/item"),

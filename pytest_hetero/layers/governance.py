@@ -25,7 +25,9 @@ reports them; the verdict is written here, once for every engine:
   test of preemption (error ``preemption_not_exercised``: not proven);
 * a probe with nothing to attempt (maintenance: no node of the pool in maintenance) → not applicable,
   with the engine's reason (untested scope, never a pass);
-* anything the probe created and could not remove → ``cleanup_incomplete`` (platform).
+* anything the probe created and could not remove → ``cleanup_incomplete`` (platform);
+* reserved-inference: judged by :mod:`pytest_hetero.layers.reserved` (serving replicas and latency kept during
+  a training burst).
 
 Why the scheduling layer and not a sixth one: a probe proves a claim about the path a workload takes
 to a node (who may submit, what is admitted, what is counted), which is the scheduling layer's claim;
@@ -53,6 +55,11 @@ def check(ctx: LayerContext) -> None:
     probe = ctx.matrix.probe(ctx.planned.keys["probe"])
     ctx.record("governance.probe", probe=probe.name, probe_kind=probe.kind, resource=probe.resource,
                acting_as=probe.acting_as, target=probe.target, expect_reasons=list(_accepted(probe)))
+    if probe.kind == "reserved-inference":  # a served model under a training burst: its own module
+        from pytest_hetero.layers import reserved  # httpx and the serving clients, only when asked for
+
+        reserved.check(ctx, probe)
+        return
     report = ctx.backend.govern(ctx, probe)
     ctx.record("governance.identity", **report.identity, observer=report.observer)
     for attempt in report.attempts:

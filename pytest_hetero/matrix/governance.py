@@ -22,6 +22,7 @@ KIND_KEYS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "maintenance": ((), ("as", "image", "expect")),
     "device-isolation": ((), ("as", "image")),
     "preemption": (("high", "low"), ("as", "image", "expect")),
+    "reserved-inference": (("reserve",), ("as", "image")),
 }
 """Kind → (keys it requires, keys it may take) beyond name, kind, resource, timeout and description."""
 COMMON_KEYS = frozenset({"name", "kind", "resource", "timeout", "description"})
@@ -68,7 +69,8 @@ def governance_problems(spec: dict[str, Any], names: dict[str, list[str]], error
             problems.append(error((*where, "name"), f"duplicate probe name '{probe['name']}'",
                                   "give each probe a unique name"))
         seen.append(probe["name"])
-        problems += _probe_problems(probe, where, {**names, "tenant": tenants}, error)
+        served = [m["name"] for m in spec.get("models", []) if m.get("serving")]
+        problems += _probe_problems(probe, where, {**names, "tenant": tenants, "served": served}, error)
     return problems
 
 
@@ -91,9 +93,32 @@ def _probe_problems(probe: dict[str, Any], at: tuple[Any, ...], names: dict[str,
         if key in probe and probe[key] not in names.get(dim, []):
             problems.append(error((*at, key), f"probe '{probe['name']}' names unknown {dim} '{probe[key]}'",
                                   _unknown(dim, probe[key], names.get(dim, []))))
+    if "reserve" in probe and kind == "reserved-inference":
+        problems += _reserve_problems(probe["reserve"], (*at, "reserve"), names, error)
     if "as" in probe and probe.get("target") == probe["as"]:
         problems.append(error((*at, "target"), f"probe '{probe['name']}' probes tenant '{probe['as']}' as itself",
                               "tenant isolation is one tenant refused what belongs to another: name two tenants"))
+    return problems
+
+
+def _reserve_problems(reserve: dict[str, Any], at: tuple[Any, ...], names: dict[str, list[str]],
+                      error: ErrorAt) -> list[MatrixError]:
+    """A reserved-inference probe's ``reserve``: its model must exist and be served, its dataset exist, its
+    floor (``min_ready``) be at most its replicas."""
+    problems = []
+    served = names.get("served", [])
+    if reserve["model"] not in names.get("model", []):
+        problems.append(error((*at, "model"), f"reserve.model names unknown model '{reserve['model']}'",
+                              _unknown("model", reserve["model"], names.get("model", []))))
+    elif reserve["model"] not in served:
+        problems.append(error((*at, "model"), f"model '{reserve['model']}' has no serving block",
+                              "the probe deploys a served model: name a model with serving (protocol, model_name)"))
+    if "dataset" in reserve and reserve["dataset"] not in names.get("dataset", []):
+        problems.append(error((*at, "dataset"), f"reserve.dataset names unknown dataset '{reserve['dataset']}'",
+                              _unknown("dataset", reserve["dataset"], names.get("dataset", []))))
+    if reserve.get("min_ready", 0) > reserve["replicas"]:
+        problems.append(error((*at, "min_ready"), f"min_ready {reserve['min_ready']} is above replicas "
+                              f"{reserve['replicas']}", "the floor is at most the Deployment's replicas"))
     return problems
 
 
@@ -104,4 +129,5 @@ def _need(kind: str, key: str) -> str:
         "above": "above: a request beyond the tenant's quota, e.g. {nvidia.com/gpu: 3}",
         "high": "high: the PriorityClass of the workload that must preempt",
         "low": "low: the PriorityClass of the workload that must be preempted (and of the one that waits)",
+        "reserve": "reserve: {model, replicas, burst: {priority_class, pods}, p95_ms} (docs/governance.md)",
     }.get(key, f"add {key}")

@@ -486,7 +486,8 @@ def _build(data: dict[str, Any], path: Path, raw: bytes, pos: Positions, base: P
         above={k: str(v) for k, v in x.get("above", {}).items()}, high=x.get("high"), low=x.get("low"),
         reasons=tuple((x.get("expect") or {}).get("reasons", ())),
         timeout_s=parse_duration(x["timeout"]) if "timeout" in x else None,
-        line=line("spec", "governance", "probes", i)) for i, x in enumerate(gov.get("probes", [])))
+        line=line("spec", "governance", "probes", i), reserve=dict(x.get("reserve") or {}))
+        for i, x in enumerate(gov.get("probes", [])))
     return Matrix(
         path=path, sha256=hashlib.sha256(raw).hexdigest(), raw=raw, name=data["metadata"]["name"],
         description=data["metadata"].get("description", ""),

@@ -225,7 +225,7 @@ class ExcludeRule:
 
 
 PROBE_KINDS: tuple[str, ...] = ("tenant-isolation", "quota", "attribution", "maintenance", "device-isolation",
-                                "preemption")
+                                "preemption", "reserved-inference")
 """Governance probe kinds (``spec.governance.probes[].kind``)."""
 
 
@@ -269,6 +269,9 @@ class GovernanceProbe:
     reasons: tuple[str, ...] = ()
     timeout_s: float | None = None
     line: int = 0
+    reserve: dict[str, Any] = field(default_factory=dict)
+    """reserved-inference: the matrix's ``reserve`` mapping as written (durations as written; see
+    :mod:`pytest_hetero.layers.reserved` for how each key is read)."""
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,7 @@ import jinja2
 import markupsafe
 
 from pytest_hetero import LAYERS, __version__
+from pytest_hetero.reporting import dossier_reserve
 from pytest_hetero.reporting import dossier_sections as sections
 from pytest_hetero.reporting.dossier_facts import Facts, cut, digest, short, when
 from pytest_hetero.reporting.dossier_text import Lang, Text
@@ -61,6 +62,7 @@ def render_dossier(evidence: dict[str, Any], signoff: dict[str, Any], lang: Lang
         chapters=sections.chapters(f, t, roles), results=sections.results(f, t), ops=sections.operations(f, t),
         phases=sections.phases(f, t, signoff), scenarios=sections.scenarios(f, t),
         untested=sections.untested(f, t), reproduce=sections.reproduce(f, t), heat=heatgrid(evidence),
+        reserve=dossier_reserve.reserved(f, t),
         layers=LAYERS, signoff=signoff, roles=roles)
 
 

@@ -23,6 +23,7 @@ KINDS: frozenset[str] = frozenset({
     "model.identity", "model.run", "model.outputs", "model.usage",
     "serving.auth", "serving.load", "serving.rollback", "serving.usage",
     "business.rules", "scope.not_proven", "governance.probe",
+    "reserve.serving", "reserve.burst", "reserve.window", "reserve.timeline",
 })
 """Record kinds the dossier reads; others stay in evidence.json only."""
 

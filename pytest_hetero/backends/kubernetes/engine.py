@@ -47,7 +47,9 @@ from pytest_hetero.backends.protocol import (
     GovernanceReport,
     Inventory,
     Leftover,
+    Measure,
     Placement,
+    ReserveReport,
     ServingRequest,
     Started,
     Step,
@@ -209,6 +211,13 @@ class KubernetesBackend(Backend):
         from pytest_hetero.backends.kubernetes import governance
 
         return governance.govern(self.session, step, probe)
+
+    def reserve_inference(self, step: Step, probe: GovernanceProbe, request: ServingRequest,
+                          measure: Measure) -> ReserveReport:
+        """A serving Deployment loaded while a training burst fills its pool (see :mod:`.reserved`)."""
+        from pytest_hetero.backends.kubernetes import reserved
+
+        return reserved.probe(self.session, step, probe, request, measure)
 
     def close(self) -> list[Leftover]:
         """Stop the watch; delete everything this backend created (by owner label) unless ``--hetero-keep``,
