@@ -225,7 +225,7 @@ class ExcludeRule:
 
 
 PROBE_KINDS: tuple[str, ...] = ("tenant-isolation", "quota", "attribution", "maintenance", "device-isolation",
-                                "preemption")
+                                "preemption", "network-isolation", "data-isolation")
 """Governance probe kinds (``spec.governance.probes[].kind``)."""
 
 
@@ -269,6 +269,13 @@ class GovernanceProbe:
     reasons: tuple[str, ...] = ()
     timeout_s: float | None = None
     line: int = 0
+    # network-isolation: the target's Services probed (empty: all), addresses outside the allowed egress
+    services: tuple[str, ...] = ()
+    egress: tuple[str, ...] = ()
+    # data-isolation: the target tenant's PersistentVolumeClaims, Secrets and image pull Secrets probed
+    claims: tuple[str, ...] = ()
+    secrets: tuple[str, ...] = ()
+    pull_secrets: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
