@@ -14,7 +14,11 @@
 # the node's pod network working for every other test. "start" waits until its nftables table exists and
 # fails with the enforcer's own error otherwise (e.g. a kernel without nft_queue: CONFIG_NFT_QUEUE).
 #
-# Usage: tests/infra/netpol.sh {build|start|stop|status|version}
+# "forward": pod-to-pod traffic on the node's bridge is let through the host's FORWARD chain (Docker sets
+# its policy to DROP and br_netfilter hands bridged frames to it, so without this rule no pod of the node
+# reaches another, policy or not). Idempotent; the rule is the node's network, not the enforcer's.
+#
+# Usage: tests/infra/netpol.sh {build|start|stop|status|version|forward}
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -29,6 +33,7 @@ RN_STATE="${HETERO_REALNODE_STATE:-/tmp/hetero-realnode}"
 PLANE_STATE="$RN_STATE/plane"
 STATE="$RN_STATE/netpol"
 NODE_NAME="${HETERO_REALNODE_NAME:-hetero-realnode}"
+BRIDGE="${HETERO_REALNODE_BRIDGE:-hetero-rn0}"     # realnode.sh's CNI bridge
 SA_DIR_IN_POD="/var/run/secrets/kubernetes.io/serviceaccount"
 
 T0=$SECONDS
@@ -172,6 +177,15 @@ cmd_start() {
 
 cmd_stop() { stop_enforcer; }
 
+cmd_forward() {
+  local chain=FORWARD rule
+  iptables -n -L DOCKER-USER >/dev/null 2>&1 && chain=DOCKER-USER   # Docker's chain for the host's own rules
+  rule=(-i "$BRIDGE" -o "$BRIDGE" -m comment --comment "hetero-realnode: pod to pod on the node bridge" -j ACCEPT)
+  iptables -C "$chain" "${rule[@]}" 2>/dev/null && return 0
+  iptables -I "$chain" 1 "${rule[@]}"
+  log "pod-to-pod forwarding on $BRIDGE accepted ($chain)"
+}
+
 cmd_status() {
   if alive && table_present; then
     echo "kube-network-policies ${KNP_VERSION}: running (pid $(pid)), nftables table inet kube-network-policies present"
@@ -188,5 +202,6 @@ case "${1:-}" in
   stop) lock_state; cmd_stop ;;
   status) cmd_status ;;
   version) echo "$KNP_VERSION" ;;
-  *) echo "usage: $0 {build|start|stop|status|version}" >&2; exit 2 ;;
+  forward) lock_state; cmd_forward ;;
+  *) echo "usage: $0 {build|start|stop|status|version|forward}" >&2; exit 2 ;;
 esac
