@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import pytest
+import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from realkit import PYTHON, data, failure, real_matrix, run
@@ -300,3 +301,38 @@ def test_data_probes_are_refused_in_the_clusters_own_words_and_a_leaky_binding_f
     read = _by_role(leak)["read-target-secret"]
     assert (read["outcome"], read["facts"]["returned"]) == ("allowed", ["token"])  # key names only, no value
     _clean(leak)
+
+
+def test_deploy_rbac_governance_is_enough_for_the_boundary_probes_as_the_harness_service_account(
+    pytester: pytest.Pytester, realnode: RealNodeCluster, estate: dict[str, Any]
+) -> None:
+    """The harness as ServiceAccount pytest-hetero with deploy/rbac.yaml + deploy/rbac-governance.yaml only
+    (bound in tenants a's and b's namespaces): it reads b's Services, EndpointSlices and NetworkPolicies and
+    a's claims, runs the controls and cleans up; the probes judge as with the admin's credentials."""
+    from test_realnode_governance import _least_privilege  # the same setup as the other probes' test
+
+    kubeconfig, cluster_scoped = _least_privilege(realnode, estate)
+    try:
+        path = pytester.path / "sa.kubeconfig"
+        path.write_text(yaml.safe_dump(kubeconfig))
+        probes = [_network_probe(estate),
+                  {"name": "a-not-b-data", "kind": "data-isolation", "resource": "node", "as": "a", "target": "b",
+                   "claims": ["datasets"], "secrets": ["hub-token"], "pull_secrets": ["registry-b"]}]
+        doc = json.loads(_matrix(realnode, estate, probes))
+        doc["spec"]["target"]["kubeconfig"] = str(path)
+        got = run(pytester, json.dumps(doc), "r" + uuid.uuid4().hex[:9], "-k", "governance")
+        harness = f"system:serviceaccount:{estate['ns']['gate']}:pytest-hetero"
+        net = got["node::governance::a-not-to-b::scheduling"]  # no policy: traffic through, as before
+        assert failure(net) == ("failed", "governance_not_enforced", "platform"), net.get("failure")
+        assert _by_role(net)["reach-target-pod"]["facts"]["control"]["outcome"] == "connected"
+        assert data(net, "governance.identity")["observer"] == harness
+        _clean(net)
+        item = got["node::governance::a-not-b-data::scheduling"]
+        assert item["status"] == "passed", item.get("failure")
+        assert data(item, "governance.identity")["observer"] == harness
+        _clean(item)
+    finally:
+        rbac = client.RbacAuthorizationV1Api(realnode.api)
+        for doc in cluster_scoped:
+            delete = (rbac.delete_cluster_role if doc["kind"] == "ClusterRole" else rbac.delete_cluster_role_binding)
+            delete(doc["metadata"]["name"])
