@@ -12,6 +12,7 @@ fail as "declared but not enforced", never pass.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import time
 import uuid
@@ -49,8 +50,7 @@ class Enforcer:
 def enforcer(realnode: RealNodeCluster) -> Iterator[Enforcer]:
     """kube-network-policies on the real node for this module's tests only (built on first use, cached
     under ~/.cache/pytest-hetero), stopped afterwards so no other test runs under it."""
-    env = {"HETERO_CACHE": realnode.cache, "PATH": "/usr/local/go/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-           "HOME": "/root"}
+    env = {**os.environ, "HETERO_CACHE": realnode.cache}
     got = subprocess.run(["bash", str(NETPOL_SH), "start"], capture_output=True, text=True, timeout=1800, env=env,
                          check=False)
     said = [x for x in got.stderr.splitlines() if "ERROR" in x]
