@@ -10,11 +10,12 @@ else ``network_timeout``, ``network_refused``, ``network_unreachable``: a policy
 whether a plugin drops or rejects); the policies that isolate the address are named in the
 ``governance.refused`` record. An address whose control could not reach it either is scope not proven.
 
-Data (``mount-target-claim``, ``mount-target-claim-by-name``, ``read-target-secret``,
-``pull-with-target-secret``, ``pull-with-target-secret-by-name``): each must be refused (RBAC 403,
-``forbidden_rbac``), left Unschedulable for its claim (``volume_binding``) or reported by the kubelet as
-a pull Secret it cannot retrieve (``pull_secret_unavailable``); carried out → ``governance_not_enforced``
-with the sentence of what the tenant could do; refused for another reason → ``refusal_unexpected``.
+Data (``mount-target-claim``, ``bind-target-volume``, ``mount-target-claim-by-name``,
+``read-target-secret``, ``pull-with-target-secret``, ``pull-with-target-secret-by-name``): each must be
+refused (RBAC 403, ``forbidden_rbac``), left Unschedulable or Pending for its claim or volume
+(``volume_binding``) or reported by the kubelet as a pull Secret it cannot retrieve
+(``pull_secret_unavailable``); carried out → ``governance_not_enforced`` with the sentence of what the
+tenant could do; refused for another reason → ``refusal_unexpected``.
 
 A probe whose every attempt was not made proves nothing: error ``probe_not_run``, never a pass.
 """
@@ -27,8 +28,8 @@ from pytest_hetero.layers.base import LayerBroken, LayerContext, LayerFailed
 from pytest_hetero.matrix.model import GovernanceProbe
 
 NETWORK_ROLES = ("reach-target-service", "reach-target-pod", "reach-egress")
-DATA_ROLES = ("mount-target-claim", "mount-target-claim-by-name", "read-target-secret", "pull-with-target-secret",
-              "pull-with-target-secret-by-name")
+DATA_ROLES = ("mount-target-claim", "bind-target-volume", "mount-target-claim-by-name", "read-target-secret",
+              "pull-with-target-secret", "pull-with-target-secret-by-name")
 ROLES = NETWORK_ROLES + DATA_ROLES
 """Attempt roles judged here."""
 
@@ -88,6 +89,8 @@ def could(probe: GovernanceProbe, tenant: str, attempt: dict[str, Any]) -> str:
     return {
         "mount-target-claim": f"tenant {tenant} could mount tenant {target}'s claim {facts.get('claim')} "
                               f"({attempt['action']}: {attempt['outcome']})",
+        "bind-target-volume": f"tenant {tenant} could bind the volume {facts.get('volume')} of tenant {target}'s "
+                              f"claim {facts.get('claim')} to a claim of its own ({attempt['action']})",
         "mount-target-claim-by-name": f"tenant {tenant} could mount a claim named {facts.get('claim')} in its own "
                                       f"namespace ({attempt['action']}: {attempt['outcome']})",
         "read-target-secret": f"tenant {tenant} could read tenant {target}'s Secret ({attempt['action']}; keys "

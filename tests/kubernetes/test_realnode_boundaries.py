@@ -33,7 +33,8 @@ if TYPE_CHECKING:  # annotation only: 'conftest' names differ per folder at run 
 pytestmark = pytest.mark.usefixtures("outside_inputs")
 
 NETPOL_SH = REPO / "tests" / "infra" / "netpol.sh"
-ROLE = [{"apiGroups": [""], "resources": ["pods"], "verbs": ["create", "get", "list", "watch", "delete"]}]
+ROLE = [{"apiGroups": [""], "resources": ["pods"], "verbs": ["create", "get", "list", "watch", "delete"]},
+        {"apiGroups": [""], "resources": ["persistentvolumeclaims"], "verbs": ["create", "get", "delete"]}]
 LEAK = [*ROLE, {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}]
 """What tenant leaky is also granted in b's namespace: the misconfiguration the data probe must catch."""
 
@@ -90,7 +91,8 @@ def _ready_ip(core: client.CoreV1Api, ns: str, name: str) -> str:
 def estate(realnode: RealNodeCluster, realnode_images: dict[str, str]) -> Iterator[dict[str, Any]]:
     """Pod-to-pod forwarding on the node's bridge (``netpol.sh forward``: Docker's FORWARD policy drops it
     otherwise). Tenants a, b and leaky (ServiceAccount ``tenant``, a Role on pods in their own namespace; leaky's
-    ServiceAccount also bound in b's namespace to pods and ``get secrets``: the misconfiguration), the
+    ServiceAccount also bound in b's namespace to pods and ``get secrets``: the misconfiguration; each may
+    create claims in its namespace), the
     gate's namespace. Tenant b's model service (pod ``model`` on 8080 behind Service ``model``), its claim
     ``datasets`` bound to a hostPath PersistentVolume, its Secret ``hub-token`` and pull Secret
     ``registry-b``; a listener ``outside`` on 8081 in the gate's namespace stands for an address outside
@@ -259,7 +261,7 @@ def test_data_probes_are_refused_in_the_clusters_own_words_and_a_leaky_binding_f
     pytester: pytest.Pytester, realnode: RealNodeCluster, estate: dict[str, Any]
 ) -> None:
     """Tenant a cannot mount b's claim (RBAC in b's namespace; in its own the scheduler finds no such
-    claim), read b's Secret, or pull with b's pull Secret (RBAC; in its own namespace the kubelet cannot
+    claim, and a claim of its own naming b's volume stays Pending), read b's Secret, or pull with b's pull Secret (RBAC; in its own namespace the kubelet cannot
     retrieve it). Tenant leaky, also bound in b's namespace, mounts the claim: the probe fails, owner
     platform, and its attempt to read the Secret got the keys."""
     probes: list[dict[str, Any]] = [
@@ -272,8 +274,8 @@ def test_data_probes_are_refused_in_the_clusters_own_words_and_a_leaky_binding_f
     assert item["status"] == "passed", item.get("failure")
     tried = _by_role(item)
     user = f"system:serviceaccount:{ns['a']}:tenant"
-    assert set(tried) == {"mount-target-claim", "mount-target-claim-by-name", "read-target-secret",
-                          "pull-with-target-secret", "pull-with-target-secret-by-name"}
+    assert set(tried) == {"mount-target-claim", "bind-target-volume", "mount-target-claim-by-name",
+                          "read-target-secret", "pull-with-target-secret", "pull-with-target-secret-by-name"}
     for role in ("mount-target-claim", "pull-with-target-secret"):
         assert (tried[role]["outcome"], tried[role]["facts"]["http_status"]) == ("refused", 403), tried[role]
         assert tried[role]["message"] == (f'pods is forbidden: User "{user}" cannot create resource "pods" in API '
@@ -282,6 +284,10 @@ def test_data_probes_are_refused_in_the_clusters_own_words_and_a_leaky_binding_f
     assert (secret["outcome"], secret["reasons"][0]["code"]) == ("refused", "forbidden_rbac")
     assert secret["message"] == (f'secrets "hub-token" is forbidden: User "{user}" cannot get resource "secrets" in '
                                  f'API group "" in the namespace "{ns["b"]}"')
+    bind = tried["bind-target-volume"]  # a's own claim naming b's volume: the PV controller keeps it Pending
+    assert (bind["outcome"], bind["reasons"][0]["code"], bind["facts"]["volume"]) == (
+        "pending", "volume_binding", estate["pv"]), bind
+    assert bind["message"] == f'volume "{estate["pv"]}" already bound to a different claim.'
     by_name = tried["mount-target-claim-by-name"]
     assert (by_name["outcome"], by_name["reasons"][0]["code"]) == ("pending", "volume_binding"), by_name
     assert 'persistentvolumeclaim "datasets" not found' in by_name["message"], by_name

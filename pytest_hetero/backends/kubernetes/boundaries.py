@@ -15,7 +15,9 @@ by the observer; the probe's own words (``timed out after 3 s``, ``[Errno 111] C
 its message.
 
 ``data-isolation`` (as A, ``target`` B). Per claim: a Pod in B's namespace mounting it
-[``mount-target-claim``] (RBAC must refuse) and a Pod in A's namespace naming it
+[``mount-target-claim``] (RBAC must refuse), a claim of A naming the PersistentVolume bound to it
+(``volumeName``) [``bind-target-volume``] (the PV controller must leave it Pending: ``volume "x" already
+bound to a different claim.``) and a Pod in A's namespace naming it
 [``mount-target-claim-by-name``] (claims are namespace-local: the scheduler must leave it Unschedulable,
 ``persistentvolumeclaim "x" not found``; not attempted when A has a claim of that name). Per Secret: get
 it in B's namespace [``read-target-secret``] (only its key names are kept when the read succeeds). Per
@@ -30,6 +32,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
+import uuid
 from typing import TYPE_CHECKING, Any
 
 from kubernetes import client
@@ -297,6 +300,7 @@ def data(run: _Probe, tenant: Tenant | None) -> None:
         into["spec"]["volumes"] = [volume]
         into["spec"]["containers"][0]["volumeMounts"] = [{"name": "data", "mountPath": "/data", "readOnly": True}]
         run.attempts.append(_fact(run.submit("mount-target-claim", into), "claim", claim))
+        run.attempts.append(_bind(run, tenant, target, claim))
         if claim in own_claims:
             run.attempts.append(Attempt("mount-target-claim-by-name", f"mount claim {claim} from namespace "
                                         f"{tenant.namespace}", run.identity.subject, "not-attempted",
@@ -316,6 +320,57 @@ def data(run: _Probe, tenant: Tenant | None) -> None:
         into["spec"]["imagePullSecrets"] = [{"name": secret}]
         run.attempts.append(_fact(run.submit("pull-with-target-secret", into), "pull_secret", secret))
         run.attempts.append(_pull_by_name(run, tenant, secret))
+
+
+def _bind(run: _Probe, tenant: Tenant, target: Tenant, claim: str) -> Attempt:
+    """A claim of A in A's namespace naming, by ``volumeName``, the PersistentVolume bound to B's ``claim``
+    (read by the observer): the PV controller must leave it Pending (``FailedBinding``: the volume is
+    bound to a different claim); ``placed`` when A's claim bound it."""
+    role = "bind-target-volume"
+    core = client.CoreV1Api(run.session.api)
+    try:
+        theirs = _json(core.read_namespaced_persistent_volume_claim, claim, target.namespace)
+    except ApiException as exc:
+        return Attempt(role, f"bind the volume of claim {target.namespace}/{claim}", run.identity.subject,
+                       "not-attempted", message=f"claim {target.namespace}/{claim} cannot be read: HTTP {exc.status}")
+    spec = theirs.get("spec") or {}
+    volume = spec.get("volumeName")
+    if not volume:
+        return Attempt(role, f"bind the volume of claim {target.namespace}/{claim}", run.identity.subject,
+                       "not-attempted", message=f"claim {target.namespace}/{claim} is bound to no volume")
+    s = run.session
+    name = kc.dns_name("hetero-gov", run.probe.name, "bind", uuid.uuid4().hex[:5])
+    body = {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {
+        "name": name, "namespace": tenant.namespace, "annotations": kc.created_annotations(),
+        "labels": kc.labels(s.settings.run_id, s.owner, "governance", matrix=run.step.matrix.name,
+                            resource=run.step.resource.name, probe=name)},
+        "spec": {"accessModes": spec.get("accessModes") or ["ReadWriteOnce"], "volumeName": volume,
+                 "storageClassName": spec.get("storageClassName") or "",
+                 "resources": {"requests": (spec.get("resources") or {}).get("requests") or {"storage": "1Mi"}}}}
+    action = f"create PersistentVolumeClaim {name} in namespace {tenant.namespace} for volume {volume}"
+    facts: dict[str, Any] = {"claim": claim, "volume": volume}
+    try:
+        client.CoreV1Api(run.identity.api).create_namespaced_persistent_volume_claim(
+            tenant.namespace, body, _request_timeout=kc.API_TIMEOUT_S)  # type: ignore[arg-type]  # a manifest dict
+    except Exception as exc:  # noqa: BLE001 - the refusal is the probe's answer
+        return _fact(tenancy.refused(role, action, run.identity, exc), "claim", claim)
+    run.created.add("pvc", tenant.namespace, name)
+    start = time.monotonic()
+    deadline = start + (run.probe.timeout_s or run.step.timeout_s)
+    while True:
+        mine = _json(core.read_namespaced_persistent_volume_claim, name, tenant.namespace)
+        if (mine.get("status") or {}).get("phase") == "Bound":
+            facts["placed_at"] = time.time()
+            return Attempt(role, action, run.identity.subject, "placed", waited_s=time.monotonic() - start,
+                           facts=facts)
+        said = [e for e in ks.events_for(run.session.api, tenant.namespace, name) if e.get("reason") == "FailedBinding"]
+        if said or time.monotonic() >= deadline:
+            words = str(said[0].get("message") or "") if said else ""
+            reasons = [{"source": "persistentvolume-controller", "code": "volume_binding", "message": words}] if said \
+                else []
+            return Attempt(role, action, run.identity.subject, "pending", reasons, words, time.monotonic() - start,
+                           facts)
+        time.sleep(tenancy.POLL_S)
 
 
 def _fact(attempt: Attempt, key: str, value: str) -> Attempt:
