@@ -55,9 +55,11 @@ step "Go builds started in the background (Kubernetes plane; Kueue, cosign and a
 bg "kubeplane build (kube-apiserver, scheduler, controller-manager, etcd, kwok)" \
   bash tests/infra/kubeplane.sh build
 BG_PLANE="kubeplane build (kube-apiserver, scheduler, controller-manager, etcd, kwok)"
-bg "Kueue, cosign and actionlint builds" \
-  bash -c 'bash tests/infra/kueue.sh build && bash tests/infra/gotools.sh build'
-BG_TOOLS="Kueue, cosign and actionlint builds"
+# kube-network-policies (the real node's NetworkPolicy enforcer, tests/kubernetes/test_realnode_boundaries.py):
+# 389 s of this chain on a cold cache (2 shared cores, nice 10, module downloads included)
+bg "Kueue, cosign, actionlint and kube-network-policies builds" \
+  bash -c 'bash tests/infra/kueue.sh build && bash tests/infra/gotools.sh build && bash tests/infra/netpol.sh build'
+BG_TOOLS="Kueue, cosign, actionlint and kube-network-policies builds"
 
 step "Python dependencies"
 timed "python deps" python3 -m pip install --quiet --disable-pip-version-check -e ".[test,nvidia,html,example-build]"
@@ -92,7 +94,7 @@ eval "$(bash tests/infra/kubeplane.sh env)"
 step "Real node (kubelet, containerd, CNI, test device plugin) and Kueue on a plane of their own"
 timed "real node build (kubelet, device plugin, pause image)" bash tests/infra/realnode.sh build
 timed "real node start (plane, containerd + images, kubelet, device plugin)" bash tests/infra/realnode.sh start
-timed "wait for the Kueue/cosign/actionlint builds" join "$BG_TOOLS"
+timed "wait for the Kueue/cosign/actionlint/kube-network-policies builds" join "$BG_TOOLS"
 timed "Kueue start" bash tests/infra/kueue.sh start
 
 # The ecosystem's own checkers the tests run: cosign verify-blob-attestation (the bundle's attestations) and

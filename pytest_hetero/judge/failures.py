@@ -273,6 +273,9 @@ def _rows() -> dict[str, Entry]:
         "eviction_unrecorded": (P, F, "a preemption left no record", "governance"),
         "probe_not_run": (P, E, "a governance probe could not run", "governance"),
         "device_isolation_breach": (P, F, "a tenant saw another's devices", "governance"),
+        "network_policy_not_enforced": (P, F, "a NetworkPolicy the cluster accepted did not stop the traffic: the "
+                                              "cluster's network plugin (or its policy agent on that node) does "
+                                              "not enforce it", "governance"),
         "attribution_untracked": (P, F, "usage could not be attributed", "governance"),
         "attribution_mismatch": (P, F, "usage attributed to the wrong tenant", "governance"),
         "usage_not_released": (P, F, "usage not released after the run", "governance"),

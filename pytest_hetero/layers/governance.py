@@ -25,6 +25,7 @@ reports them; the verdict is written here, once for every engine:
   test of preemption (error ``preemption_not_exercised``: not proven);
 * a probe with nothing to attempt (maintenance: no node of the pool in maintenance) → not applicable,
   with the engine's reason (untested scope, never a pass);
+* network and data boundaries: :mod:`pytest_hetero.layers.boundaries`;
 * anything the probe created and could not remove → ``cleanup_incomplete`` (platform);
 * reserved-inference: judged by :mod:`pytest_hetero.layers.reserved` (serving replicas and latency kept during
   a training burst).
@@ -40,7 +41,7 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
-from pytest_hetero.layers import usage
+from pytest_hetero.layers import boundaries, usage
 from pytest_hetero.layers.base import LayerBroken, LayerContext, LayerFailed, NotApplicable
 from pytest_hetero.matrix.governance import DEFAULT_REASONS
 from pytest_hetero.matrix.model import GovernanceProbe
@@ -77,6 +78,7 @@ def check(ctx: LayerContext) -> None:
     tenant = probe.acting_as or "the gate"
     for attempt in report.attempts:
         _judge(ctx, probe, tenant, attempt.to_dict())
+    boundaries.proven(probe, [a.to_dict() for a in report.attempts])
     if probe.kind == "attribution":
         attribution(ctx, tenant, report.usage)
     if report.leftovers:
@@ -87,6 +89,9 @@ def check(ctx: LayerContext) -> None:
 def _judge(ctx: LayerContext, probe: GovernanceProbe, tenant: str, attempt: dict[str, Any]) -> None:
     """Raise the outcome of one attempt that did not go as its role requires (module docstring)."""
     role = attempt["role"]
+    if role in boundaries.ROLES:
+        boundaries.judge(ctx, probe, tenant, attempt, _accepted(probe))
+        return
     if role in MUST_REFUSE:
         _refused(ctx, probe, tenant, attempt)
     elif role in MUST_ADMIT and attempt["outcome"] != "placed":

@@ -23,6 +23,8 @@ KIND_KEYS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "device-isolation": ((), ("as", "image")),
     "preemption": (("high", "low"), ("as", "image", "expect")),
     "reserved-inference": (("reserve",), ("as", "image")),
+    "network-isolation": (("as",), ("target", "services", "egress", "image", "expect")),
+    "data-isolation": (("as", "target"), ("claims", "secrets", "pull_secrets", "image", "expect")),
 }
 """Kind → (keys it requires, keys it may take) beyond name, kind, resource, timeout and description."""
 COMMON_KEYS = frozenset({"name", "kind", "resource", "timeout", "description"})
@@ -32,6 +34,8 @@ DEFAULT_REASONS: dict[str, tuple[str, ...]] = {
     "quota": ("quota_exceeded", "queue_quota_insufficient", "queue_request_exceeds_max"),
     "maintenance": ("node_unschedulable", "untolerated_taint", "node_not_ready"),
     "preemption": ("insufficient_resource", "preemption_not_helpful", "preemption_no_victims"),
+    "network-isolation": ("network_timeout", "network_refused", "network_unreachable"),
+    "data-isolation": ("forbidden_rbac", "volume_binding", "pull_secret_unavailable"),
 }
 """Kind → reason codes accepted as its refusal by default (attribution and device-isolation refuse
 nothing: their pass is an account that adds up, and devices that are absent)."""
@@ -95,6 +99,7 @@ def _probe_problems(probe: dict[str, Any], at: tuple[Any, ...], names: dict[str,
                                   _unknown(dim, probe[key], names.get(dim, []))))
     if "reserve" in probe and kind == "reserved-inference":
         problems += _reserve_problems(probe["reserve"], (*at, "reserve"), names, error)
+    problems += _boundary_problems(probe, at, error)
     if "as" in probe and probe.get("target") == probe["as"]:
         problems.append(error((*at, "target"), f"probe '{probe['name']}' probes tenant '{probe['as']}' as itself",
                               "tenant isolation is one tenant refused what belongs to another: name two tenants"))
@@ -120,6 +125,20 @@ def _reserve_problems(reserve: dict[str, Any], at: tuple[Any, ...], names: dict[
         problems.append(error((*at, "min_ready"), f"min_ready {reserve['min_ready']} is above replicas "
                               f"{reserve['replicas']}", "the floor is at most the Deployment's replicas"))
     return problems
+def _boundary_problems(probe: dict[str, Any], at: tuple[Any, ...], error: ErrorAt) -> list[MatrixError]:
+    """A network probe with nothing to reach (no target, no egress) or Services without a target; a data
+    probe naming no claim, Secret or pull Secret."""
+    kind = probe["kind"]
+    if kind == "network-isolation" and "target" not in probe and "egress" not in probe:
+        return [error(at, f"network-isolation probe '{probe['name']}' has nothing to reach",
+                      "add target: (a tenant whose Services must be unreachable) or egress: [host:port, ...]")]
+    if kind == "network-isolation" and "services" in probe and "target" not in probe:
+        return [error((*at, "services"), f"probe '{probe['name']}' names services without a target",
+                      "add target: the tenant whose namespace holds them")]
+    if kind == "data-isolation" and not any(k in probe for k in ("claims", "secrets", "pull_secrets")):
+        return [error(at, f"data-isolation probe '{probe['name']}' names no claim, Secret or pull Secret",
+                      "add claims:, secrets: or pull_secrets: with names of the target tenant's objects")]
+    return []
 
 
 def _need(kind: str, key: str) -> str:

@@ -486,7 +486,9 @@ def _build(data: dict[str, Any], path: Path, raw: bytes, pos: Positions, base: P
         above={k: str(v) for k, v in x.get("above", {}).items()}, high=x.get("high"), low=x.get("low"),
         reasons=tuple((x.get("expect") or {}).get("reasons", ())),
         timeout_s=parse_duration(x["timeout"]) if "timeout" in x else None,
-        line=line("spec", "governance", "probes", i), reserve=dict(x.get("reserve") or {}))
+        line=line("spec", "governance", "probes", i), reserve=dict(x.get("reserve") or {}),
+        services=_strings(x, "services"), egress=_strings(x, "egress"), claims=_strings(x, "claims"),
+        secrets=_strings(x, "secrets"), pull_secrets=_strings(x, "pull_secrets"))
         for i, x in enumerate(gov.get("probes", [])))
     return Matrix(
         path=path, sha256=hashlib.sha256(raw).hexdigest(), raw=raw, name=data["metadata"]["name"],
@@ -582,3 +584,8 @@ def _display(path: Path) -> str:
         return str(path.relative_to(Path.cwd()))
     except ValueError:
         return str(path)
+
+
+def _strings(probe: dict[str, Any], key: str) -> tuple[str, ...]:
+    """A governance probe's list of names (network and data boundaries), as strings; () when absent."""
+    return tuple(str(v) for v in probe.get(key) or ())

@@ -225,7 +225,8 @@ class ExcludeRule:
 
 
 PROBE_KINDS: tuple[str, ...] = ("tenant-isolation", "quota", "attribution", "maintenance", "device-isolation",
-                                "preemption", "reserved-inference")
+                                "preemption", "reserved-inference", "network-isolation",
+                               "data-isolation")
 """Governance probe kinds (``spec.governance.probes[].kind``)."""
 
 
@@ -272,6 +273,13 @@ class GovernanceProbe:
     reserve: dict[str, Any] = field(default_factory=dict)
     """reserved-inference: the matrix's ``reserve`` mapping as written (durations as written; see
     :mod:`pytest_hetero.layers.reserved` for how each key is read)."""
+    # network-isolation: the target's Services probed (empty: all), addresses outside the allowed egress
+    services: tuple[str, ...] = ()
+    egress: tuple[str, ...] = ()
+    # data-isolation: the target tenant's PersistentVolumeClaims, Secrets and image pull Secrets probed
+    claims: tuple[str, ...] = ()
+    secrets: tuple[str, ...] = ()
+    pull_secrets: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -34,6 +34,7 @@ Each kind's attempts (roles in brackets; the layer :mod:`pytest_hetero.layers.go
 Every object is created with the tenant's token alone (:mod:`.tenancy`), labelled with the run id and
 the engine's owner token (so ``hetero cleanup`` and :meth:`KubernetesBackend.close` find a leftover),
 deleted by the observer and waited for; the cleanup records are part of the report.
+``network-isolation`` and ``data-isolation`` are in :mod:`.boundaries`.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ import time
 import uuid
 from typing import Any
 
-from pytest_hetero.backends.kubernetes import accounts, inventory, queues, tenancy
+from pytest_hetero.backends.kubernetes import accounts, boundaries, inventory, queues, tenancy
 from pytest_hetero.backends.kubernetes import client as kc
 from pytest_hetero.backends.kubernetes import scheduling as ks
 from pytest_hetero.backends.kubernetes.session import KubeSession
@@ -135,7 +136,8 @@ def govern(session: KubeSession, step: Step, probe: GovernanceProbe) -> Governan
     try:
         skipped = {"tenant-isolation": _isolation, "quota": _quota, "attribution": _attribution,
                    "maintenance": _maintenance, "device-isolation": _device_isolation,
-                   "preemption": _preemption}[probe.kind](run, tenant)
+                   "preemption": _preemption, "network-isolation": boundaries.network,
+                   "data-isolation": boundaries.data}[probe.kind](run, tenant)
     finally:
         records, left = tenancy.delete_all(session.api, run.created)
     costs = ledger(run.attempts, time.time())

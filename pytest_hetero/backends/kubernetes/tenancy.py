@@ -100,7 +100,7 @@ def act_as(admin: client.ApiClient, tenant: Tenant | None, default_namespace: st
 
 @dataclass
 class Created:
-    """Objects a probe created: ``(kind, namespace, name)`` with kind ``pod`` or ``job``."""
+    """Objects a probe created: ``(kind, namespace, name)`` with kind ``pod``, ``job`` or ``pvc``."""
 
     objects: list[tuple[str, str, str]] = field(default_factory=list)
 
@@ -218,6 +218,10 @@ def pending_reasons(observer: client.ApiClient, pods: list[dict[str, Any]], load
 
 def _call(observer: client.ApiClient, kind: str, ns: str, name: str, verb: str) -> Any:
     """``verb`` (``delete`` or ``read``) one created object as the observer."""
+    if kind == "pvc":
+        claims = client.CoreV1Api(observer)
+        return (claims.delete_namespaced_persistent_volume_claim(name, ns, grace_period_seconds=0) if verb == "delete"
+                else claims.read_namespaced_persistent_volume_claim(name, ns))
     if kind == "pod":
         core = client.CoreV1Api(observer)
         return (core.delete_namespaced_pod(name, ns, grace_period_seconds=0) if verb == "delete"

@@ -1,0 +1,424 @@
+"""Network and data boundaries of a tenant on Kubernetes: the attempts of ``network-isolation`` and
+``data-isolation`` probes (:mod:`.governance` runs them; :mod:`pytest_hetero.layers.boundaries` judges).
+
+``network-isolation`` (as A; ``target`` B and/or ``egress`` addresses). The observer reads B's Services
+(``services``, else every one of B's namespace): each ClusterIP:port [``reach-target-service``] and each
+ready endpoint address:port of their EndpointSlices [``reach-target-pod``]; each ``egress`` host:port is
+[``reach-egress``]. One pod of A, in A's namespace and on the resource's pool, tries a TCP connection to
+every address (:data:`CONNECT`, :data:`CONNECT_S` seconds each). A refusal proves nothing when the
+address does not answer anyone, so each address is also tried by a **control** pod from where it must be
+reachable: B's own namespace, as tenant B, for B's addresses; the gate's namespace, as the gate, for
+egress addresses. An address its control could not reach is ``not-attempted`` (scope not proven). Each
+attempt names the NetworkPolicies that isolate it (:func:`isolating`: the policies of A's namespace
+selecting the probe pod for Egress, those of the target pod's namespace selecting it for Ingress), read
+by the observer; the probe's own words (``timed out after 3 s``, ``[Errno 111] Connection refused``) are
+its message.
+
+``data-isolation`` (as A, ``target`` B). Per claim: a Pod in B's namespace mounting it
+[``mount-target-claim``] (RBAC must refuse), a claim of A naming the PersistentVolume bound to it
+(``volumeName``) [``bind-target-volume``] (the PV controller must leave it Pending: ``volume "x" already
+bound to a different claim.``) and a Pod in A's namespace naming it
+[``mount-target-claim-by-name``] (claims are namespace-local: the scheduler must leave it Unschedulable,
+``persistentvolumeclaim "x" not found``; not attempted when A has a claim of that name). Per Secret: get
+it in B's namespace [``read-target-secret``] (only its key names are kept when the read succeeds). Per
+pull Secret: a Pod in B's namespace naming it [``pull-with-target-secret``] and one in A's namespace
+naming it [``pull-with-target-secret-by-name``], whose kubelet must say it cannot retrieve it (event
+``FailedToRetrieveImagePullSecret``, the kubelet's own words kept). Every pod is created with the tenant's
+token, runs ``true`` and is deleted by the observer.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+import uuid
+from typing import TYPE_CHECKING, Any
+
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from pytest_hetero.backends.kubernetes import client as kc
+from pytest_hetero.backends.kubernetes import scheduling as ks
+from pytest_hetero.backends.kubernetes import tenancy
+from pytest_hetero.backends.protocol import Attempt
+from pytest_hetero.matrix.model import Resource, Tenant
+
+if TYPE_CHECKING:  # governance imports this module (lazily); the annotation only names its run object
+    from pytest_hetero.backends.kubernetes.governance import _Probe
+
+CONNECT_S = 3.0
+"""Seconds each TCP connection attempt may take before it counts as ``timeout`` (a dropped SYN)."""
+CONNECT = """
+import errno, socket, sys, time
+wait = float(sys.argv[1])
+for address in sys.argv[2:]:
+    host, _, port = address.rpartition(":")
+    start = time.monotonic()
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=wait).close()
+        outcome, why = "connected", "connected"
+    except socket.timeout:
+        outcome, why = "timeout", "timed out after %g s" % wait
+    except ConnectionRefusedError as exc:
+        outcome, why = "refused", str(exc)
+    except OSError as exc:
+        outcome = "unreachable" if exc.errno in (errno.EHOSTUNREACH, errno.ENETUNREACH) else "error"
+        why = str(exc)
+    print("NET", address, outcome, "%.3f" % (time.monotonic() - start), why, flush=True)
+print("END", flush=True)
+"""
+"""Python program of the probe and control pods: ``NET <address> <connected|timeout|refused|unreachable|error>
+<seconds> <the socket's words>`` per address, then ``END`` (a truncated log is recognised)."""
+RUNNER = 'py="$(command -v python3 || command -v python)" || { echo "NOTOOL no python3 in the image"; exit 0; }; ' \
+         'exec "$py" -c "$0" "$@"'
+"""Shell line that runs :data:`CONNECT` with the image's Python (``NOTOOL`` when it has none)."""
+PULL_EVENT = "FailedToRetrieveImagePullSecret"
+"""The kubelet's event reason when a pod names an image pull Secret it cannot read in the pod's namespace."""
+
+
+def _plain(res: Resource) -> Resource:
+    """``res`` without its accelerator requests (a probe pod needs a place on the pool, not devices)."""
+    basic = {k: v for k, v in res.requests.items() if k not in res.device_resources}
+    return dataclasses.replace(res, requests=basic or {"cpu": "10m"},
+                               limits={k: v for k, v in res.limits.items() if k not in res.device_resources})
+
+
+def _pod(run: _Probe, role: str, namespace: str, command: list[str]) -> dict[str, Any]:
+    body = run.body(role, namespace, _plain(run.step.resource), "pod")
+    body["spec"]["restartPolicy"] = "Never"
+    body["spec"]["containers"][0]["command"] = command
+    return body
+
+
+def _json(call: Any, *args: Any, **kwargs: Any) -> dict[str, Any]:
+    resp: Any = call(*args, _preload_content=False, _request_timeout=kc.API_TIMEOUT_S, **kwargs)
+    return dict(json.loads(resp.data))
+
+
+# ------------------------------------------------------------------------------------------- network --
+
+def selects(selector: dict[str, Any] | None, labels: dict[str, str]) -> bool:
+    """True when the LabelSelector ``selector`` (``matchLabels``, ``matchExpressions`` with In, NotIn,
+    Exists, DoesNotExist; None or {} selects everything) matches ``labels``."""
+    selector = selector or {}
+    if any(labels.get(k) != v for k, v in (selector.get("matchLabels") or {}).items()):
+        return False
+    for expr in selector.get("matchExpressions") or []:
+        key, op, values = expr.get("key"), expr.get("operator"), expr.get("values") or []
+        present = key in labels
+        ok = {"In": present and labels.get(key) in values, "NotIn": not present or labels.get(key) not in values,
+              "Exists": present, "DoesNotExist": not present}.get(str(op), False)
+        if not ok:
+            return False
+    return True
+
+
+def isolating(policies: list[dict[str, Any]], labels: dict[str, str], direction: str) -> list[str]:
+    """``namespace/name`` of each NetworkPolicy (JSON dicts of one namespace) that selects a pod with
+    ``labels`` for ``direction`` (``Ingress`` or ``Egress``): such a pod accepts (sends) only what one of
+    them allows. ``policyTypes`` absent means Ingress, plus Egress when the policy has egress rules
+    (networking.k8s.io/v1 semantics)."""
+    out = []
+    for pol in policies:
+        spec = pol.get("spec") or {}
+        types = spec.get("policyTypes") or ["Ingress", *(["Egress"] if spec.get("egress") else [])]
+        if direction in types and selects(spec.get("podSelector"), labels):
+            out.append(f"{pol['metadata']['namespace']}/{pol['metadata']['name']}")
+    return out
+
+
+def _policies(api: client.ApiClient, namespace: str) -> list[dict[str, Any]]:
+    net = client.NetworkingV1Api(api)
+    return list(_json(net.list_namespaced_network_policy, namespace).get("items") or [])
+
+
+def _targets(run: _Probe, target: Tenant) -> tuple[list[dict[str, Any]], list[Attempt]]:
+    """The addresses of ``target``'s Services (module docstring): ``({role, address, service, pod,
+    labels}…, not-attempted attempts for Services that are absent or have no ClusterIP and no endpoint)``."""
+    core = client.CoreV1Api(run.session.api)
+    disc = client.DiscoveryV1Api(run.session.api)
+    ns = target.namespace
+    found = {s["metadata"]["name"]: s for s in _json(core.list_namespaced_service, ns).get("items") or []}
+    wanted = list(run.probe.services) or sorted(found)
+    out: list[dict[str, Any]] = []
+    missing: list[Attempt] = []
+    pods = {p["metadata"]["name"]: p["metadata"].get("labels") or {}
+            for p in _json(core.list_namespaced_pod, ns).get("items") or []}
+    for name in wanted:
+        svc = found.get(name)
+        if svc is None:
+            missing.append(Attempt("reach-target-service", f"reach Service {ns}/{name}", run.identity.subject,
+                                   "not-attempted", message=f"Service {ns}/{name} does not exist"))
+            continue
+        slices = _json(disc.list_namespaced_endpoint_slice, ns,
+                       label_selector=f"kubernetes.io/service-name={name}").get("items") or []
+        backends = []
+        for sl in slices:
+            ports = [p for p in sl.get("ports") or [] if p.get("protocol", "TCP") == "TCP" and p.get("port")]
+            for ep in sl.get("endpoints") or []:
+                if (ep.get("conditions") or {}).get("ready") is False:
+                    continue
+                pod = (ep.get("targetRef") or {}).get("name")
+                backends.append(pod)
+                out += [{"role": "reach-target-pod", "address": _join(addr, p["port"]), "service": name, "pod": pod,
+                         "labels": [pods.get(pod or "", {})]} for addr in ep.get("addresses") or [] for p in ports]
+        cluster_ip = (svc.get("spec") or {}).get("clusterIP")
+        if cluster_ip and cluster_ip != "None":
+            out += [{"role": "reach-target-service", "address": _join(cluster_ip, p["port"]), "service": name,
+                     "pod": None, "labels": [pods.get(b or "", {}) for b in backends]}
+                    for p in svc["spec"].get("ports") or [] if p.get("protocol", "TCP") == "TCP"]
+        elif not backends:
+            missing.append(Attempt("reach-target-service", f"reach Service {ns}/{name}", run.identity.subject,
+                                   "not-attempted", message=f"Service {ns}/{name} has no ClusterIP and no ready "
+                                                            "endpoint"))
+    return out, missing
+
+
+def _join(host: str, port: Any) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def _connect(run: _Probe, identity: tenancy.Identity, role: str, namespace: str, addresses: list[str]
+             ) -> tuple[dict[str, Any], str | None]:
+    """Create (as ``identity``) the pod that tries ``addresses``: ``(its manifest, None)``, or ``(manifest,
+    the refusal's words)`` when it could not be created."""
+    body = _pod(run, role, namespace, ["/bin/sh", "-c", RUNNER, CONNECT, str(CONNECT_S), *addresses])
+    error = tenancy.create(identity, body, run.created)
+    return body, (None if error is None else tenancy.refused(role, "", identity, error).message)
+
+
+def _results(run: _Probe, body: dict[str, Any], error: str | None, addresses: list[str]) -> dict[str, Any]:
+    """What the connecting pod ``body`` reported: ``{address: {outcome, seconds, detail}}`` plus ``_pod``
+    (``node``, ``outcome``, ``why``: what kept it from reporting)."""
+    if error is not None:
+        return {"_pod": {"node": None, "outcome": "refused", "why": error}}
+    timeout = (run.probe.timeout_s or run.step.timeout_s) + CONNECT_S * len(addresses)
+    outcome, pods, _, _ = tenancy.observe(run.session.api, run.session.served(), body, timeout, want="completed")
+    node = next((p["spec"].get("nodeName") for p in pods if (p.get("spec") or {}).get("nodeName")), None)
+    got: dict[str, Any] = {"_pod": {"node": node, "outcome": outcome, "why": ""}}
+    if outcome != "completed":
+        got["_pod"]["why"] = f"the pod {body['metadata']['name']} did not run to its end ({outcome})"
+        return got
+    from pytest_hetero.backends.kubernetes.startup import read_logs
+
+    log = read_logs(client.CoreV1Api(run.session.api), body["metadata"]["namespace"], body["metadata"]["name"])
+    for line in log.splitlines():
+        parts = line.split(" ", 5)
+        if parts[0] == "NET" and len(parts) >= 5:
+            got[parts[1]] = {"outcome": parts[2], "seconds": float(parts[3]), "detail": parts[4] if len(parts) == 5
+                             else f"{parts[4]} {parts[5]}"}
+        elif parts[0] == "NOTOOL":
+            got["_pod"]["why"] = line[7:]
+    if "END" not in log.splitlines() and not got["_pod"]["why"]:
+        got["_pod"]["why"] = f"the log of {body['metadata']['name']} is truncated"
+    return got
+
+
+def network(run: _Probe, tenant: Tenant | None) -> None:
+    """The ``network-isolation`` attempts (module docstring), appended to ``run.attempts``."""
+    assert tenant is not None  # the matrix requires 'as'  # noqa: S101
+    target = run.step.matrix.tenant(run.probe.target) if run.probe.target else None
+    wanted: list[dict[str, Any]] = []
+    if target is not None:
+        found, missing = _targets(run, target)
+        wanted += found
+        run.attempts += missing
+    wanted += [{"role": "reach-egress", "address": a, "service": None, "pod": None, "labels": []}
+               for a in run.probe.egress]
+    if not wanted:
+        return
+    mine = [w["address"] for w in wanted if w["role"] != "reach-egress"]
+    egress = [w["address"] for w in wanted if w["role"] == "reach-egress"]
+    probe, probe_error = _connect(run, run.identity, "connect", tenant.namespace, [w["address"] for w in wanted])
+    controls: list[tuple[str, list[str], dict[str, Any], str | None]] = []
+    if mine and target is not None:
+        try:
+            owner = tenancy.act_as(run.session.api, target, run.session.namespace)
+        except Exception as exc:  # noqa: BLE001 - a control that cannot run leaves the addresses unproven
+            controls.append((target.namespace, mine, {}, f"no token for tenant {target.name}: {exc}"))
+        else:
+            controls.append((target.namespace, mine, *_connect(run, owner, "control", target.namespace, mine)))
+    if egress:
+        gate = tenancy.act_as(run.session.api, None, run.session.namespace)
+        controls.append((run.session.namespace, egress, *_connect(run, gate, "control", run.session.namespace, egress)))
+    seen = _results(run, probe, probe_error, [w["address"] for w in wanted])
+    checked: dict[str, tuple[str, dict[str, Any]]] = {}
+    for ns, addresses, body, error in controls:
+        got = _results(run, body, error, addresses) if body else {"_pod": {"outcome": "refused", "why": error}}
+        checked.update({a: (ns, got.get(a) or {"outcome": "not-run", "detail": got["_pod"]["why"]}) for a in addresses})
+    mine_policies = isolating(_policies(run.session.api, tenant.namespace), probe["metadata"]["labels"], "Egress")
+    theirs = _policies(run.session.api, target.namespace) if target is not None else []
+    for want in wanted:
+        run.attempts.append(_reach(run, tenant, target, want, seen, checked[want["address"]], mine_policies, theirs))
+
+
+def _reach(run: _Probe, tenant: Tenant, target: Tenant | None, want: dict[str, Any], seen: dict[str, Any],
+           control: tuple[str, dict[str, Any]], egress_policies: list[str], theirs: list[dict[str, Any]]) -> Attempt:
+    """One address's attempt: ``allowed`` (connected), ``refused`` (timeout, refused, unreachable, error),
+    ``not-attempted`` (the probe pod did not report it, or its control did not connect)."""
+    address = want["address"]
+    what = (f"Service {target.namespace}/{want['service']}" if want["role"] == "reach-target-service" and target else
+            f"pod {target.namespace}/{want['pod']} behind Service {want['service']}" if target and want["pod"] else
+            "an address outside the allowed egress")
+    action = f"connect to {address} ({what}) from a pod of tenant {tenant.name} in namespace {tenant.namespace}"
+    ingress = sorted({p for labels in want["labels"] for p in isolating(theirs, labels, "Ingress")})
+    where, ctl = control
+    facts: dict[str, Any] = {"address": address, "target": what, "node": seen["_pod"]["node"],
+                             "policies": {"egress": egress_policies, "ingress": ingress},
+                             "control": {"from_namespace": where, **ctl}}
+    got = seen.get(address)
+    if got is None:
+        return Attempt(want["role"], action, run.identity.subject, "not-attempted",
+                       message=f"the probe pod did not report it: {seen['_pod']['why'] or seen['_pod']['outcome']}",
+                       facts=facts)
+    facts.update({"result": got["outcome"], "seconds": got["seconds"]})
+    if got["outcome"] == "connected":
+        return Attempt(want["role"], action, run.identity.subject, "allowed", message=got["detail"], facts=facts)
+    if ctl.get("outcome") != "connected":
+        return Attempt(want["role"], action, run.identity.subject, "not-attempted",
+                       message=f"{address} did not answer the control from namespace {where} either "
+                               f"({ctl.get('outcome')}: {ctl.get('detail')}): a refusal proves nothing", facts=facts)
+    reason = {"source": "probe pod", "code": f"network_{got['outcome']}",
+              "message": got["detail"]}
+    return Attempt(want["role"], action, run.identity.subject, "refused", [reason], got["detail"], got["seconds"],
+                   facts)
+
+
+# ---------------------------------------------------------------------------------------------- data --
+
+def data(run: _Probe, tenant: Tenant | None) -> None:
+    """The ``data-isolation`` attempts (module docstring), appended to ``run.attempts``."""
+    target = run.step.matrix.tenant(str(run.probe.target))
+    assert tenant is not None  # the matrix requires 'as' and 'target'  # noqa: S101
+    core = client.CoreV1Api(run.session.api)
+    own_claims = {c["metadata"]["name"] for c in
+                  _json(core.list_namespaced_persistent_volume_claim, tenant.namespace).get("items") or []}
+    for claim in run.probe.claims:
+        volume = {"name": "data", "persistentVolumeClaim": {"claimName": claim, "readOnly": True}}
+        into = _pod(run, "claim", target.namespace, ["/bin/sh", "-c", "true"])
+        into["spec"]["volumes"] = [volume]
+        into["spec"]["containers"][0]["volumeMounts"] = [{"name": "data", "mountPath": "/data", "readOnly": True}]
+        run.attempts.append(_fact(run.submit("mount-target-claim", into), "claim", claim))
+        run.attempts.append(_bind(run, tenant, target, claim))
+        if claim in own_claims:
+            run.attempts.append(Attempt("mount-target-claim-by-name", f"mount claim {claim} from namespace "
+                                        f"{tenant.namespace}", run.identity.subject, "not-attempted",
+                                        message=f"tenant {tenant.name} has a claim of the same name"))
+            continue
+        mine = _pod(run, "claim-by-name", tenant.namespace, ["/bin/sh", "-c", "true"])
+        mine["spec"]["volumes"] = [volume]
+        mine["spec"]["containers"][0]["volumeMounts"] = into["spec"]["containers"][0]["volumeMounts"]
+        run.attempts.append(_fact(run.submit("mount-target-claim-by-name", mine), "claim", claim))
+    theirs = client.CoreV1Api(run.identity.api)
+    for secret in run.probe.secrets:
+        run.attempts.append(run.read("read-target-secret", f"get Secret {secret} in namespace {target.namespace}",
+                                     lambda s=secret: sorted(theirs.read_namespaced_secret(
+                                         s, target.namespace, _request_timeout=kc.API_TIMEOUT_S).data or {})))
+    for secret in run.probe.pull_secrets:
+        into = _pod(run, "pull", target.namespace, ["/bin/sh", "-c", "true"])
+        into["spec"]["imagePullSecrets"] = [{"name": secret}]
+        run.attempts.append(_fact(run.submit("pull-with-target-secret", into), "pull_secret", secret))
+        run.attempts.append(_pull_by_name(run, tenant, secret))
+
+
+def _bind(run: _Probe, tenant: Tenant, target: Tenant, claim: str) -> Attempt:
+    """A claim of A in A's namespace naming, by ``volumeName``, the PersistentVolume bound to B's ``claim``
+    (read by the observer): the PV controller must leave it Pending (``FailedBinding``: the volume is
+    bound to a different claim); ``placed`` when A's claim bound it."""
+    role = "bind-target-volume"
+    core = client.CoreV1Api(run.session.api)
+    try:
+        theirs = _json(core.read_namespaced_persistent_volume_claim, claim, target.namespace)
+    except ApiException as exc:
+        return Attempt(role, f"bind the volume of claim {target.namespace}/{claim}", run.identity.subject,
+                       "not-attempted", message=f"claim {target.namespace}/{claim} cannot be read: HTTP {exc.status}")
+    spec = theirs.get("spec") or {}
+    volume = spec.get("volumeName")
+    if not volume:
+        return Attempt(role, f"bind the volume of claim {target.namespace}/{claim}", run.identity.subject,
+                       "not-attempted", message=f"claim {target.namespace}/{claim} is bound to no volume")
+    s = run.session
+    name = kc.dns_name("hetero-gov", run.probe.name, "bind", uuid.uuid4().hex[:5])
+    body = {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {
+        "name": name, "namespace": tenant.namespace, "annotations": kc.created_annotations(),
+        "labels": kc.labels(s.settings.run_id, s.owner, "governance", matrix=run.step.matrix.name,
+                            resource=run.step.resource.name, probe=name)},
+        "spec": {"accessModes": spec.get("accessModes") or ["ReadWriteOnce"], "volumeName": volume,
+                 "storageClassName": spec.get("storageClassName") or "",
+                 "resources": {"requests": (spec.get("resources") or {}).get("requests") or {"storage": "1Mi"}}}}
+    action = f"create PersistentVolumeClaim {name} in namespace {tenant.namespace} for volume {volume}"
+    facts: dict[str, Any] = {"claim": claim, "volume": volume}
+    try:
+        client.CoreV1Api(run.identity.api).create_namespaced_persistent_volume_claim(
+            tenant.namespace, body, _request_timeout=kc.API_TIMEOUT_S)  # type: ignore[arg-type]  # a manifest dict
+    except Exception as exc:  # noqa: BLE001 - the refusal is the probe's answer
+        return _fact(tenancy.refused(role, action, run.identity, exc), "claim", claim)
+    run.created.add("pvc", tenant.namespace, name)
+    start = time.monotonic()
+    deadline = start + (run.probe.timeout_s or run.step.timeout_s)
+    while True:
+        mine = _json(core.read_namespaced_persistent_volume_claim, name, tenant.namespace)
+        if (mine.get("status") or {}).get("phase") == "Bound":
+            facts["placed_at"] = time.time()
+            return Attempt(role, action, run.identity.subject, "placed", waited_s=time.monotonic() - start,
+                           facts=facts)
+        said = [e for e in ks.events_for(run.session.api, tenant.namespace, name) if e.get("reason") == "FailedBinding"]
+        if said or time.monotonic() >= deadline:
+            words = str(said[0].get("message") or "") if said else ""
+            reasons = [{"source": "persistentvolume-controller", "code": "volume_binding", "message": words}] if said \
+                else []
+            return Attempt(role, action, run.identity.subject, "pending", reasons, words, time.monotonic() - start,
+                           facts)
+        time.sleep(tenancy.POLL_S)
+
+
+def _fact(attempt: Attempt, key: str, value: str) -> Attempt:
+    attempt.facts[key] = value
+    return attempt
+
+
+def _pull_by_name(run: _Probe, tenant: Tenant, secret: str) -> Attempt:
+    """A pod of A in A's namespace naming pull Secret ``secret``: ``refused`` with the kubelet's words when it
+    reports :data:`PULL_EVENT`; ``allowed`` when the kubelet went on to the image without it (a Secret of that
+    name exists in A's namespace); ``pending`` when the kubelet said nothing within the timeout."""
+    body = _pod(run, "pull-by-name", tenant.namespace, ["/bin/sh", "-c", "true"])
+    body["spec"]["imagePullSecrets"] = [{"name": secret}]
+    meta = body["metadata"]
+    action = f"create Pod {meta['name']} in namespace {meta['namespace']} naming image pull Secret {secret}"
+    error = tenancy.create(run.identity, body, run.created)
+    if error is not None:
+        return _fact(tenancy.refused("pull-with-target-secret-by-name", action, run.identity, error), "pull_secret",
+                     secret)
+    core = client.CoreV1Api(run.session.api)
+    start = time.monotonic()
+    deadline = start + (run.probe.timeout_s or run.step.timeout_s)
+    synced_at: float | None = None
+    facts: dict[str, Any] = {"pull_secret": secret, "requests": {}}
+    while True:
+        events = [e for e in ks.events_for(run.session.api, meta["namespace"], meta["name"])]
+        said = [e for e in events if e.get("reason") == PULL_EVENT]
+        if said:
+            words = str(said[0].get("message") or "")
+            facts.update({"node": (said[0].get("source") or {}).get("host"), "event": PULL_EVENT})
+            reason = {"source": "kubelet", "code": "pull_secret_unavailable",
+                      "message": words}
+            return Attempt("pull-with-target-secret-by-name", action, run.identity.subject, "refused", [reason], words,
+                           time.monotonic() - start, facts)
+        try:
+            pod: Any = core.read_namespaced_pod(meta["name"], meta["namespace"], _request_timeout=kc.API_TIMEOUT_S)
+        except ApiException:
+            pod = None
+        states = [s.state for s in ((pod.status.container_statuses if pod and pod.status else None) or [])]
+        if synced_at is None and any(s.running or s.terminated or (s.waiting and s.waiting.reason not in
+                                                                    (None, "ContainerCreating")) for s in states):
+            synced_at = time.monotonic()  # the kubelet went past the pull: its event, if any, is on its way
+        now = time.monotonic()
+        if (synced_at is not None and now - synced_at > 5.0) or now >= deadline:
+            break
+        time.sleep(tenancy.POLL_S)
+    facts["events"] = [f"{e.get('reason')}: {e.get('message')}" for e in events][-10:]
+    outcome = "allowed" if synced_at is not None else "pending"
+    return Attempt("pull-with-target-secret-by-name", action, run.identity.subject, outcome,
+                   message="" if synced_at is None else f"the kubelet used a pull Secret named {secret} in namespace "
+                   f"{tenant.namespace} (no {PULL_EVENT} event)", waited_s=time.monotonic() - start, facts=facts)

@@ -1,0 +1,113 @@
+"""Network and data boundaries of a tenant, judged (the attempts of ``network-isolation`` and
+``data-isolation`` probes; :mod:`pytest_hetero.layers.governance` hands each attempt here).
+
+Network (``reach-target-service``, ``reach-target-pod``, ``reach-egress``): an address the tenant's pod
+connected to fails the probe: ``network_policy_not_enforced`` (platform) when a NetworkPolicy isolates it
+(declared, yet the traffic got through: the cluster's network plugin does not enforce it, or its agent is
+not running on that node), ``governance_not_enforced`` when none does (nothing was declared to stop it).
+A refusal (timeout, connection refused, unreachable) passes when its code is accepted (``expect.reasons``,
+else ``network_timeout``, ``network_refused``, ``network_unreachable``: a policy's semantics do not say
+whether a plugin drops or rejects); the policies that isolate the address are named in the
+``governance.refused`` record. An address whose control could not reach it either is scope not proven.
+
+Data (``mount-target-claim``, ``bind-target-volume``, ``mount-target-claim-by-name``,
+``read-target-secret``, ``pull-with-target-secret``, ``pull-with-target-secret-by-name``): each must be
+refused (RBAC 403, ``forbidden_rbac``), left Unschedulable or Pending for its claim or volume
+(``volume_binding``) or reported by the kubelet as a pull Secret it cannot retrieve
+(``pull_secret_unavailable``); carried out → ``governance_not_enforced`` with the sentence of what the
+tenant could do; refused for another reason → ``refusal_unexpected``.
+
+A probe whose every attempt was not made proves nothing: error ``probe_not_run``, never a pass.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pytest_hetero.layers.base import LayerBroken, LayerContext, LayerFailed
+from pytest_hetero.matrix.model import GovernanceProbe
+
+NETWORK_ROLES = ("reach-target-service", "reach-target-pod", "reach-egress")
+DATA_ROLES = ("mount-target-claim", "bind-target-volume", "mount-target-claim-by-name", "read-target-secret",
+              "pull-with-target-secret", "pull-with-target-secret-by-name")
+ROLES = NETWORK_ROLES + DATA_ROLES
+"""Attempt roles judged here."""
+
+
+def judge(ctx: LayerContext, probe: GovernanceProbe, tenant: str, attempt: dict[str, Any],
+          accepted: tuple[str, ...]) -> None:
+    """Judge one attempt of a network or data probe (module docstring); ``accepted``: reason codes that
+    count as the refusal. Raises LayerFailed; records ``governance.refused`` or ``scope.not_proven``."""
+    if attempt["outcome"] == "not-attempted":
+        ctx.record("scope.not_proven", layer="scheduling", part=attempt["action"], reason=attempt["message"])
+        return
+    facts = attempt["facts"]
+    policies = _policies(attempt)
+    if attempt["outcome"] not in ("refused", "pending"):
+        if attempt["role"] in NETWORK_ROLES:
+            _reached(tenant, attempt, policies)
+        raise LayerFailed(could(probe, tenant, attempt), "governance_not_enforced")
+    codes = [r["code"] for r in attempt["reasons"]]
+    if not set(codes) & set(accepted):
+        raise LayerFailed(f"{tenant}: {attempt['action']} was {attempt['outcome']}, but not for an expected reason "
+                          f"({', '.join(accepted)}): reasons {codes or 'none'}; the cluster said: "
+                          f"{attempt['message'] or 'nothing'}", "refusal_unexpected")
+    extra: dict[str, Any] = {}
+    if attempt["role"] in NETWORK_ROLES:
+        extra = {"address": facts.get("address"), "policies": policies, "by": (
+            "NetworkPolicy " + ", ".join(policies) if policies else
+            "no NetworkPolicy of either namespace isolates it: refused by something the gate cannot read "
+            "(an AdminNetworkPolicy, the network plugin's own policy, a firewall)")}
+    ctx.record("governance.refused", role=attempt["role"], codes=codes, message=attempt["message"], **extra)
+
+
+def _policies(attempt: dict[str, Any]) -> list[str]:
+    """The NetworkPolicies that isolate a network attempt's address: egress ones of the tenant's namespace,
+    and ingress ones of the target pod's namespace (not for ``reach-egress``)."""
+    found = attempt["facts"].get("policies") or {}
+    return [*(found.get("egress") or []), *(found.get("ingress") or [] if attempt["role"] != "reach-egress" else [])]
+
+
+def _reached(tenant: str, attempt: dict[str, Any], policies: list[str]) -> None:
+    facts = attempt["facts"]
+    got = (f"tenant {tenant}'s pod connected to {facts.get('address')} ({facts.get('target')}) on node "
+           f"{facts.get('node')}")
+    if policies:
+        raise LayerFailed(f"{got} although NetworkPolicy {', '.join(policies)} isolates it: the policy is declared "
+                          "but not enforced there (the network plugin does not enforce NetworkPolicy, or its "
+                          "policy agent is not running on that node)", "network_policy_not_enforced")
+    raise LayerFailed(f"{got}: no NetworkPolicy isolates it (none of the tenant's namespace selects its pod for "
+                      "Egress" + ("" if attempt["role"] == "reach-egress" else
+                                  ", none of the target's selects the target pod for Ingress") + ")",
+                      "governance_not_enforced")
+
+
+def could(probe: GovernanceProbe, tenant: str, attempt: dict[str, Any]) -> str:
+    """The sentence of what ``tenant`` could do with another tenant's data (a data attempt carried out)."""
+    target = probe.target or "another tenant"
+    facts = attempt["facts"]
+    return {
+        "mount-target-claim": f"tenant {tenant} could mount tenant {target}'s claim {facts.get('claim')} "
+                              f"({attempt['action']}: {attempt['outcome']})",
+        "bind-target-volume": f"tenant {tenant} could bind the volume {facts.get('volume')} of tenant {target}'s "
+                              f"claim {facts.get('claim')} to a claim of its own ({attempt['action']})",
+        "mount-target-claim-by-name": f"tenant {tenant} could mount a claim named {facts.get('claim')} in its own "
+                                      f"namespace ({attempt['action']}: {attempt['outcome']})",
+        "read-target-secret": f"tenant {tenant} could read tenant {target}'s Secret ({attempt['action']}; keys "
+                              f"{facts.get('returned')})",
+        "pull-with-target-secret": f"tenant {tenant} could create a pod naming tenant {target}'s pull Secret "
+                                   f"{facts.get('pull_secret')} ({attempt['action']}: {attempt['outcome']})",
+        "pull-with-target-secret-by-name": f"tenant {tenant}: {attempt['message'] or attempt['action']}: if it is "
+                                           f"a copy of tenant {target}'s, tenant {tenant} pulls {target}'s images",
+    }[attempt["role"]]
+
+
+def proven(probe: GovernanceProbe, attempts: list[dict[str, Any]]) -> None:
+    """Raise LayerBroken ``probe_not_run`` when a network or data probe made no attempt at all (every
+    address unreachable by its control too, every object absent): nothing was proven either way."""
+    if probe.kind not in ("network-isolation", "data-isolation"):
+        return
+    if all(a["outcome"] == "not-attempted" for a in attempts):
+        why = "; ".join(dict.fromkeys(a["message"] for a in attempts)) or "nothing to attempt"
+        raise LayerBroken(f"probe {probe.name} made no attempt, so the boundary is not proven: {why}",
+                          "probe_not_run")

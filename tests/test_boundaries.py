@@ -1,0 +1,181 @@
+"""Network and data boundary probes (``network-isolation``, ``data-isolation``), without a cluster: their
+matrix keys load and are checked (file, line, field and the fix), the NetworkPolicy selection the probe
+names policies with follows networking.k8s.io/v1 (``podSelector``, ``policyTypes`` defaults), and the
+verdicts of refusals an enforcer would produce (none runs on this kernel). The probes themselves run
+against the real node in tests/kubernetes/test_realnode_boundaries.py."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support import matrix_text
+
+from pytest_hetero.backends.kubernetes.boundaries import isolating, selects
+from pytest_hetero.errors import MatrixInvalid
+from pytest_hetero.layers.base import LayerBroken, LayerFailed
+from pytest_hetero.layers.boundaries import judge, proven
+from pytest_hetero.matrix import load_matrix
+from pytest_hetero.matrix.governance import DEFAULT_REASONS
+from pytest_hetero.matrix.model import GovernanceProbe
+
+pytestmark = pytest.mark.usefixtures("outside_inputs")
+
+TENANTS = [{"name": "a", "namespace": "team-a", "service_account": "runner"},
+           {"name": "b", "namespace": "team-b", "service_account": "runner"}]
+
+
+def write(tmp_path: Path, probes: list[dict[str, Any]]) -> Path:
+    path = tmp_path / "b.matrix.yaml"
+    path.write_text(matrix_text(extra_spec={"governance": {"tenants": TENANTS, "probes": probes}}))
+    return path
+
+
+def problems(tmp_path: Path, probes: list[dict[str, Any]]) -> list[tuple[str, str, str]]:
+    with pytest.raises(MatrixInvalid) as info:
+        load_matrix(write(tmp_path, probes))
+    return [(p.location.field or "", p.message, p.hint) for p in info.value.problems]
+
+
+def test_network_and_data_probes_load_with_their_names(tmp_path: Path) -> None:
+    matrix = load_matrix(write(tmp_path, [
+        {"name": "net", "kind": "network-isolation", "resource": "cpu-host", "as": "a", "target": "b",
+         "services": ["model"], "egress": ["203.0.113.10:443", "[2001:db8::1]:80"]},
+        {"name": "data", "kind": "data-isolation", "resource": "cpu-host", "as": "a", "target": "b",
+         "claims": ["datasets"], "secrets": ["hub-token"], "pull_secrets": ["registry-b"]}]))
+    net, data = matrix.probes
+    assert (net.kind, net.services, net.egress) == ("network-isolation", ("model",),
+                                                    ("203.0.113.10:443", "[2001:db8::1]:80"))
+    assert (data.claims, data.secrets, data.pull_secrets) == (("datasets",), ("hub-token",), ("registry-b",))
+
+
+def test_a_probe_with_nothing_to_reach_or_read_is_an_error_with_the_fix(tmp_path: Path) -> None:
+    got = problems(tmp_path, [
+        {"name": "n1", "kind": "network-isolation", "resource": "cpu-host", "as": "a"},
+        {"name": "n2", "kind": "network-isolation", "resource": "cpu-host", "as": "a", "services": ["m"],
+         "egress": ["10.0.0.1:80"]},
+        {"name": "d1", "kind": "data-isolation", "resource": "cpu-host", "as": "a", "target": "b"},
+        {"name": "d2", "kind": "data-isolation", "resource": "cpu-host", "as": "a", "target": "b",
+         "secrets": ["s"], "egress": ["10.0.0.1:80"]}])
+    assert got == [
+        ("spec.governance.probes[0:n1]", "network-isolation probe 'n1' has nothing to reach",
+         "add target: (a tenant whose Services must be unreachable) or egress: [host:port, ...]"),
+        ("spec.governance.probes[1:n2].services", "probe 'n2' names services without a target",
+         "add target: the tenant whose namespace holds them"),
+        ("spec.governance.probes[2:d1]", "data-isolation probe 'd1' names no claim, Secret or pull Secret",
+         "add claims:, secrets: or pull_secrets: with names of the target tenant's objects"),
+        ("spec.governance.probes[3:d2].egress", "a data-isolation probe does not take 'egress'",
+         "data-isolation takes as, claims, expect, image, pull_secrets, secrets, target besides name, kind and "
+         "resource")]
+
+
+def test_an_egress_address_without_a_port_is_refused_by_the_schema(tmp_path: Path) -> None:
+    got = problems(tmp_path, [{"name": "n", "kind": "network-isolation", "resource": "cpu-host", "as": "a",
+                               "egress": ["203.0.113.10"]}])
+    assert [f for f, _, _ in got] == ["spec.governance.probes[0:n].egress[0]"]
+
+
+def test_label_selectors_follow_the_api() -> None:
+    labels = {"app": "model", "tier": "serve"}
+    assert selects(None, labels) and selects({}, labels)
+    assert selects({"matchLabels": {"app": "model"}}, labels)
+    assert not selects({"matchLabels": {"app": "other"}}, labels)
+    assert selects({"matchExpressions": [{"key": "tier", "operator": "In", "values": ["serve", "x"]}]}, labels)
+    assert not selects({"matchExpressions": [{"key": "tier", "operator": "NotIn", "values": ["serve"]}]}, labels)
+    assert selects({"matchExpressions": [{"key": "zone", "operator": "DoesNotExist"}]}, labels)
+    assert not selects({"matchExpressions": [{"key": "zone", "operator": "Exists"}]}, labels)
+    assert not selects({"matchExpressions": [{"key": "tier", "operator": "Bogus"}]}, labels)
+
+
+def test_the_policies_that_isolate_a_pod_per_direction() -> None:
+    def pol(name: str, spec: dict[str, Any]) -> dict[str, Any]:
+        return {"metadata": {"namespace": "team-b", "name": name}, "spec": spec}
+
+    policies = [pol("ingress-default", {"podSelector": {}}),  # no policyTypes: Ingress only
+                pol("both-by-rules", {"podSelector": {}, "egress": [{}]}),  # egress rules: Egress too
+                pol("egress-only", {"podSelector": {}, "policyTypes": ["Egress"]}),
+                pol("other-pods", {"podSelector": {"matchLabels": {"app": "db"}}, "policyTypes": ["Ingress"]})]
+    labels = {"app": "model"}
+    assert isolating(policies, labels, "Ingress") == ["team-b/ingress-default", "team-b/both-by-rules"]
+    assert isolating(policies, labels, "Egress") == ["team-b/both-by-rules", "team-b/egress-only"]
+    assert isolating(policies, {"app": "db"}, "Ingress") == ["team-b/ingress-default", "team-b/both-by-rules",
+                                                             "team-b/other-pods"]
+
+
+class _Recorder:
+    """The one part of a LayerContext the boundary verdicts use: ``record``."""
+
+    def __init__(self) -> None:
+        self.records: list[tuple[str, dict[str, Any]]] = []
+
+    def record(self, kind: str, **data: Any) -> None:
+        self.records.append((kind, data))
+
+
+PROBE = GovernanceProbe(name="a-not-to-b", kind="network-isolation", resource="cpu-host", acting_as="a",
+                        target="b")
+ACCEPTED = DEFAULT_REASONS["network-isolation"]
+
+
+def _attempt(role: str, outcome: str, code: str = "", policies: dict[str, list[str]] | None = None
+             ) -> dict[str, Any]:
+    return {"role": role, "action": "connect to 10.0.0.7:8080 (pod team-b/model behind Service model) from a pod "
+            "of tenant a in namespace team-a", "outcome": outcome, "message": "timed out after 3 s",
+            "reasons": [{"source": "probe pod", "code": code, "message": "timed out after 3 s"}] if code else [],
+            "facts": {"address": "10.0.0.7:8080", "target": "pod team-b/model behind Service model", "node": "n1",
+                      "policies": policies or {"egress": [], "ingress": []}}}
+
+
+# The refusals below are what a running enforcer produces; none can run on this machine's kernel (no
+# nft_queue), so their verdicts are checked on the attempt records the engine writes.
+def test_a_timeout_passes_and_names_the_policies_that_isolate_the_address() -> None:
+    ctx = _Recorder()
+    judge(ctx, PROBE, "a", _attempt("reach-target-pod", "refused", "network_timeout",  # type: ignore[arg-type]
+                                    {"egress": ["team-a/egress-own"], "ingress": ["team-b/own-only"]}), ACCEPTED)
+    [(kind, data)] = ctx.records
+    assert (kind, data["by"], data["codes"]) == ("governance.refused", "NetworkPolicy team-a/egress-own, "
+                                                 "team-b/own-only", ["network_timeout"])
+    ctx = _Recorder()  # an egress address: the target's ingress policies do not apply to it
+    judge(ctx, PROBE, "a", _attempt("reach-egress", "refused", "network_refused",  # type: ignore[arg-type]
+                                    {"egress": ["team-a/egress-own"], "ingress": ["team-b/own-only"]}), ACCEPTED)
+    assert ctx.records[0][1]["policies"] == ["team-a/egress-own"]
+
+
+def test_a_refusal_without_a_networkpolicy_passes_and_says_the_gate_cannot_name_it() -> None:
+    ctx = _Recorder()
+    judge(ctx, PROBE, "a", _attempt("reach-target-pod", "refused", "network_timeout"), ACCEPTED)  # type: ignore[arg-type]
+    assert ctx.records[0][1]["by"].startswith("no NetworkPolicy of either namespace isolates it: refused by "
+                                              "something the gate cannot read")
+
+
+def test_a_refusal_the_matrix_does_not_accept_is_unexpected() -> None:
+    with pytest.raises(LayerFailed) as info:  # expect.reasons: [network_timeout] (a dropping plugin)
+        judge(_Recorder(), PROBE, "a", _attempt("reach-target-pod", "refused", "network_refused"),  # type: ignore[arg-type]
+              ("network_timeout",))
+    assert info.value.category == "refusal_unexpected"
+    assert "reasons ['network_refused']" in info.value.message
+
+
+def test_traffic_through_a_declared_policy_is_not_enforced_and_without_one_not_governed() -> None:
+    with pytest.raises(LayerFailed) as info:
+        judge(_Recorder(), PROBE, "a", _attempt("reach-target-pod", "allowed",  # type: ignore[arg-type]
+                                                policies={"egress": [], "ingress": ["team-b/own-only"]}), ACCEPTED)
+    assert info.value.category == "network_policy_not_enforced"
+    assert info.value.message.startswith("tenant a's pod connected to 10.0.0.7:8080 (pod team-b/model behind "
+                                         "Service model) on node n1 although NetworkPolicy team-b/own-only")
+    with pytest.raises(LayerFailed) as info:
+        judge(_Recorder(), PROBE, "a", _attempt("reach-egress", "allowed"), ACCEPTED)  # type: ignore[arg-type]
+    assert info.value.category == "governance_not_enforced"
+    assert info.value.message.endswith("(none of the tenant's namespace selects its pod for Egress)")
+
+
+def test_a_probe_that_proved_nothing_is_an_error_never_a_pass() -> None:
+    attempt = {**_attempt("reach-target-pod", "not-attempted"), "message": "the control did not connect either"}
+    ctx = _Recorder()
+    judge(ctx, PROBE, "a", attempt, ACCEPTED)  # type: ignore[arg-type]
+    assert ctx.records[0][0] == "scope.not_proven"
+    with pytest.raises(LayerBroken) as info:
+        proven(PROBE, [attempt])
+    assert (info.value.category, info.value.status) == ("probe_not_run", "error")
+    proven(PROBE, [attempt, _attempt("reach-egress", "refused", "network_timeout")])  # one proven: no error
