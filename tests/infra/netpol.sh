@@ -116,8 +116,11 @@ cmd_start() {
   [[ -f "$PLANE_STATE/ports.env" ]] && HETERO_KUBE_STATE="$PLANE_STATE" bash "$HERE/kubeplane.sh" status >/dev/null 2>&1 \
     || die "the real-node plane is not running (tests/infra/realnode.sh start)"
   if alive && table_present; then log "already running (pid $(pid))"; return 0; fi
-  cmd_build
   nft_ensure
+  # a kernel that refuses the queue statement refuses every rule the enforcer writes: say so before a build
+  local support; support="$(queue_support)"
+  [[ "$support" == *" accepts "* ]] || die "kube-network-policies cannot program its nftables rules: $support"
+  cmd_build
   local t=$SECONDS
   stop_enforcer
   mkdir -p "$STATE/logs" "$STATE/sa"
@@ -196,12 +199,25 @@ cmd_status() {
 
 lock_state() { mkdir -p "$RN_STATE"; exec 7>"$RN_STATE/netpol.lock"; flock 7; }
 
+# build-if-supported: the setup's background build, skipped (in seconds, no apt) where the kernel's own
+# configuration says it has no nftables queue statement (the enforcer could not run there; start says why)
+cmd_build_if_supported() {
+  local config=""
+  [[ -r /proc/config.gz ]] && config="$(zcat /proc/config.gz 2>/dev/null || true)"
+  if grep -qx '# CONFIG_NFT_QUEUE is not set' <<<"$config"; then
+    log "not built: this kernel ($(uname -r)) has no nftables queue statement (CONFIG_NFT_QUEUE is not set)"
+    return 0
+  fi
+  cmd_build
+}
+
 case "${1:-}" in
   build) cmd_build ;;
+  build-if-supported) cmd_build_if_supported ;;
   start) lock_state; cmd_start ;;
   stop) lock_state; cmd_stop ;;
   status) cmd_status ;;
   version) echo "$KNP_VERSION" ;;
   forward) lock_state; cmd_forward ;;
-  *) echo "usage: $0 {build|start|stop|status|version|forward}" >&2; exit 2 ;;
+  *) echo "usage: $0 {build|build-if-supported|start|stop|status|version|forward}" >&2; exit 2 ;;
 esac
