@@ -72,6 +72,12 @@ OPTIONS: tuple[tuple[str, dict[str, object]], ...] = (
     ("--hetero-change", {"default": None, "metavar": "TEXT|@FILE",
                          "help": "change record signed into the bundle: 'operator=…; ticket=…; reason=…; "
                                  "intended=RESOURCE,…' or a YAML file of those keys"}),
+    ("--hetero-audit-log", {"default": None, "metavar": "PATH|managed-fields",
+                            "help": "read who changed the pools' nodes, quotas, queues and device-plugin ConfigMaps "
+                                    "between the --hetero-affected-from-cluster bundle and this run from the "
+                                    "apiserver's audit log (JSON lines), or from managedFields "
+                                    "('managed-fields': no audit access), into the signed change record; flag "
+                                    "changes the change record does not name"}),
 )
 """Command-line options as ``(flag, argparse keyword arguments)``, registered in the group "hetero"."""
 INI: tuple[tuple[str, str, str], ...] = (
@@ -145,6 +151,7 @@ class Settings:
     affected_from_cluster: Path | None = None
     change: str | None = None
     node_parallel: int = 8
+    audit_log: str | None = None
     """Nodes a node-coverage item checks at once (``--hetero-node-parallel``, ini ``hetero_node_parallel``)."""
 
     @property
@@ -227,6 +234,7 @@ def build_settings(option: Callable[[str], Any], ini: Callable[[str], Any], root
         affected_from_cluster=Path(option("--hetero-affected-from-cluster")).resolve()
         if option("--hetero-affected-from-cluster") else None,
         change=option("--hetero-change"),
+        audit_log=option("--hetero-audit-log"),
         node_parallel=int(_number(node_parallel, "hetero_node_parallel", int, 1)),
     )
 

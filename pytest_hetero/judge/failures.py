@@ -384,6 +384,11 @@ def _rows() -> dict[str, Entry]:
         "team_share_exceeded": (B, F, "a field text shows a namespace quota or queue share used up: the share "
                                       "between teams is the business's; in a gate run the specific row above applies",
                                 _FIELD + "read_kube"),
+        # --- change records (--hetero-audit-log) -------------------------------------------------------
+        "undeclared_change": (P, F, "the apiserver's audit log (or managedFields) shows a change to a pool's nodes, "
+                                    "quota, queues or device-plugin settings that the run's change record does not "
+                                    "name: changes to the pools are the platform's to record",
+                              "status/audit (--hetero-audit-log)"),
     }
     return {category: Entry(*row) for category, row in rows.items()}
 

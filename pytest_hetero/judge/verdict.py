@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pytest_hetero.judge.failures import FailureStatus, owner_category, status_of
 from pytest_hetero.judge.model import Cause, Failure
-from pytest_hetero.vocab import BLOCKING, OWNER_CATEGORIES, Layer, OwnerCategory
+from pytest_hetero.vocab import BLOCKING, OWNER_CATEGORIES, Layer, OwnerCategory, Status
 
 if TYPE_CHECKING:
     from pytest_hetero.matrix.model import Matrix
@@ -143,3 +143,20 @@ def outside_failure(matrix: Matrix, layer: Layer, when: str, outcome: str, layer
     message = (f"pytest reported the {when} phase as {outcome} although the layer's verdict was "
                f"{layer_status if layer_status is not None else 'never reached'}: {text.strip()[-1500:]}")
     return item_failure(matrix, layer, "pytest_outcome", message, "error")
+
+
+def change_findings(matrix: Matrix, findings: Iterable[Mapping[str, Any]]) -> tuple[Status, list[dict[str, Any]]]:
+    """The status of a matrix's audited change record and its findings with theirs: each finding of
+    :func:`pytest_hetero.status.audit.classify` (``category``, ``message``, ``pools``, ``change``) gets
+    ``status`` (the failure table's, ``failed`` for ``undeclared_change``), ``owner`` (owner category) and
+    ``team`` (the matrix's ``spec.owners`` name; a change to the pools acts on their scheduling). The record's
+    status: ``failed`` when a finding failed, ``error`` when one errored, else ``passed`` (no change to a
+    pool the record leaves out was seen: what the source can see, see the audit module)."""
+    out = []
+    for finding in findings:
+        category = str(finding["category"])
+        owned = owner_category(category, "scheduling", image_owner=image_owner(matrix))
+        out.append({**finding, "status": status_of(category, "failed", "scheduling"), "owner": owned,
+                    "team": matrix.team(owned, "scheduling")})
+    statuses = {f["status"] for f in out}
+    return ("failed" if "failed" in statuses else "error" if "error" in statuses else "passed"), out

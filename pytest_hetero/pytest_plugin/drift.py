@@ -49,6 +49,11 @@ class ClusterRecord:
         for entry in self.drift or []:
             terminalreporter.write_line(f"{entry['matrix']}: {len(entry['changes'])} change(s) since "
                                         f"{entry['baseline']['label']}, {len(entry['affected'])} item(s) affected")
+        if self.change is not None and self.change.get("audit"):
+            from pytest_hetero.pytest_plugin.audit import summary_lines
+
+            for line in summary_lines(self.change["audit"]):
+                terminalreporter.write_line(line)
         if self.change is not None:
             c = self.change
             terminalreporter.write_line(f"change record: intended {c['intended'] or 'nothing named'}; observed "
@@ -77,7 +82,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     """Take the snapshots, compute the drift against the baseline, parse the change record."""
     config = session.config
     settings = config.stash[SETTINGS]
-    if not (settings.snapshot or settings.change):
+    if not (settings.snapshot or settings.change or settings.audit_log):
         return
     from pytest_hetero.pytest_plugin.selection import matrices_in_args, usage_error
 
@@ -97,7 +102,11 @@ def _prepare(settings: Any, plans: list[Any]) -> tuple[ClusterRecord, dict[str, 
     from pytest_hetero.evidence.model import utc_now
     from pytest_hetero.status.drift import drift_since, impact, observed_by_resource, parse_change
 
+    started = utc_now()
     change = parse_change(settings.change) if settings.change else None
+    if settings.audit_log and not settings.affected_from_cluster:
+        raise SettingsError("--hetero-audit-log reads the changes made since an earlier bundle, and none is given",
+                            hint="add --hetero-affected-from-cluster BUNDLE (the window starts where that run ended)")
     baseline, label = _baseline(settings) if settings.affected_from_cluster else (None, "")
     snapshots: list[dict[str, Any]] = []
     drift: list[dict[str, Any]] | None = [] if baseline is not None else None
@@ -127,7 +136,14 @@ def _prepare(settings: Any, plans: list[Any]) -> tuple[ClusterRecord, dict[str, 
         raise SettingsError("--hetero-snapshot records the cluster of kubernetes matrices, and none is collected",
                             hint="collect a matrix with spec.target.backend: kubernetes (or --hetero-backend "
                                  "kubernetes), or leave the option out")
+    if settings.audit_log:
+        from pytest_hetero.pytest_plugin.audit import audited
+
+        change = change if change is not None else {"operator": None, "ticket": None, "reason": None, "intended": []}
     record = ClusterRecord(snapshots, drift, impact(change, observed if drift is not None else None)
                            if change is not None else None)
+    if settings.audit_log and record.change is not None:
+        record.change["audit"] = audited(settings, plans, baseline, label, snapshots, started,
+                                         record.change["intended"])
     return record, hits, label
 

@@ -283,6 +283,36 @@ healthy() {
   curl -sk --max-time 3 "https://127.0.0.1:${KWOK_PORT}/healthz" >/dev/null || return 1
 }
 
+# The apiserver's audit policy (issue 35: who changed what, when): Metadata level (who, verb, object,
+# time; never a body) for the writes to the objects a pool's validation depends on; nothing else is
+# logged. Subresources are not listed, so node/quota/queue *status* writes (heartbeats, usage) are not
+# either. ConfigMaps: the device-plugin configurations by name (GPU operator, HAMi, Ascend, this
+# suite's test device plugin); a create has no name in its URL, so only updates/patches/deletes of
+# them match. The log is JSON lines of audit.k8s.io/v1 Event, $STATE/audit/audit.log (read by
+# `--hetero-audit-log`).
+write_audit_policy() {
+  cat > "$1" <<'POLICY'
+apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+  - level: Metadata
+    verbs: [create, update, patch, delete, deletecollection]
+    resources:
+      - {group: "", resources: [nodes, resourcequotas]}
+      - {group: kueue.x-k8s.io, resources: [resourceflavors, clusterqueues, localqueues, cohorts, workloadpriorityclasses, admissionchecks, topologies]}
+      - {group: scheduling.volcano.sh, resources: [queues, podgroups]}
+      - {group: batch.volcano.sh, resources: [jobs]}
+  - level: Metadata
+    verbs: [create, update, patch, delete, deletecollection]
+    resources:
+      - group: ""
+        resources: [configmaps]
+        resourceNames: [device-plugin-config, nvidia-device-plugin-config, time-slicing-config, default-mig-parted-config, hami-device-plugin, hami-scheduler-device, hami-scheduler-newversion, ascend-device-plugin-config, hetero-device-plugin-config]
+  - level: None
+POLICY
+}
+
 # --------------------------------------------------------------- commands --
 cmd_start() {
   if healthy; then log "already running (KUBECONFIG=$(kubeconfig_path))"; return 0; fi
@@ -292,7 +322,8 @@ cmd_start() {
   cmd_stop >/dev/null 2>&1 || true
   if [[ -d "$STATE/logs" ]]; then rm -rf "$STATE/logs.prev"; mv "$STATE/logs" "$STATE/logs.prev"; fi
   rm -rf "$STATE/etcd" "$STATE/pki" "$STATE/run" "$STATE"/*.kubeconfig "$STATE/ports.env" "$STATE/kwok"
-  mkdir -p "$STATE/logs" "$STATE/run" "$STATE/kwok"
+  mkdir -p "$STATE/logs" "$STATE/run" "$STATE/kwok" "$STATE/audit"
+  write_audit_policy "$STATE/audit/policy.yaml"
   local bd; bd="$(bin_dir)"
 
   ETCD_PORT="$(free_port)"; ETCD_PEER_PORT="$(free_port)"; APISERVER_PORT="$(free_port)"
@@ -329,7 +360,9 @@ PORTS
     --kubelet-client-certificate "$pki/apiserver-kubelet-client.crt" \
     --kubelet-client-key "$pki/apiserver-kubelet-client.key" \
     --kubelet-preferred-address-types InternalIP,Hostname \
-    --endpoint-reconciler-type none --profiling=false
+    --endpoint-reconciler-type none --profiling=false \
+    --audit-policy-file "$STATE/audit/policy.yaml" --audit-log-path "$STATE/audit/audit.log" \
+    --audit-log-format json --audit-log-maxsize 100 --audit-log-maxbackup 2
   wait_for "kube-apiserver /readyz" 120 apiserver_ready
 
   launch kube-controller-manager --kubeconfig "$STATE/controller-manager.kubeconfig" \

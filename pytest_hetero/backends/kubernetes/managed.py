@@ -1,0 +1,62 @@
+"""The ``managedFields`` of the objects a pool's validation depends on: the fallback of
+``--hetero-audit-log`` when the apiserver's audit log cannot be read.
+
+Each object's ``metadata.managedFields`` (server-side apply's field ownership, kept by every apiserver
+since 1.18: https://kubernetes.io/docs/reference/using-api/server-side-apply/#field-management) lists,
+per field manager and operation, the last time that manager wrote the object. It names a *client*
+(``kubectl-edit``, ``kubectl-patch``, ``helm``, a controller), never the authenticated user; two users
+with the same client are one entry, an earlier write by the same manager is overwritten, and a deleted
+object is gone. :mod:`pytest_hetero.status.audit` reads the entries; this module only lists them.
+
+Listed (raw JSON, one call per kind): nodes, the ResourceQuotas of the target namespaces, every
+ConfigMap whose name the caller keeps (device-plugin configuration), Kueue ResourceFlavors/ClusterQueues/LocalQueues
+(v1beta2 then v1beta1) and Volcano Queues. A kind not served (404) or not listable (403) is named in
+``problems``, so an empty list is never taken for "no change".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from kubernetes import client
+
+from pytest_hetero.backends.kubernetes.snapshot import Lister
+
+_KINDS: tuple[tuple[str, str, list[str]], ...] = (
+    ("nodes", "", ["/api/v1/nodes"]),
+    ("configmaps", "", ["/api/v1/configmaps"]),
+    *((plural, "kueue.x-k8s.io", [f"/apis/kueue.x-k8s.io/{v}/{plural}" for v in ("v1beta2", "v1beta1")])
+      for plural in ("resourceflavors", "clusterqueues", "localqueues")),
+    ("queues", "scheduling.volcano.sh", ["/apis/scheduling.volcano.sh/v1beta1/queues"]),
+)
+
+
+def _entry(item: dict[str, Any], resource: str, group: str) -> dict[str, Any]:
+    meta = item.get("metadata") or {}
+    return {"resource": resource, "apiGroup": group, "namespace": meta.get("namespace"), "name": meta.get("name"),
+            "managedFields": list(meta.get("managedFields") or [])}
+
+
+def managed_objects(api: client.ApiClient, namespaces: list[str],
+                    keep_configmap: Callable[[str], bool]) -> tuple[list[dict[str, Any]], list[str]]:
+    """``(objects, problems)``: each pool-relevant object as ``{"resource", "apiGroup", "namespace", "name",
+    "managedFields"}`` (module docstring), and ``"<kind>: not served"`` / ``"<kind>: forbidden: …"`` for
+    a kind that could not be listed; a ConfigMap only when ``keep_configmap(name)``. Raises ApiException
+    for anything but 403/404."""
+    lister = Lister(api)
+    objects: list[dict[str, Any]] = []
+    problems: list[str] = []
+    paths = [*_KINDS, *(("resourcequotas", "", [f"/api/v1/namespaces/{ns}/resourcequotas"])
+                        for ns in sorted(set(namespaces)))]
+    for resource, group, urls in paths:
+        items, problem = lister.section(urls)
+        if problem:
+            problems.append(f"{resource}{'.' + group if group else ''}: "
+                            + ("not served" if "served" in problem else f"forbidden: {problem['forbidden'][:200]}"))
+            continue
+        for item in items:
+            if resource == "configmaps" and not keep_configmap(str((item.get("metadata") or {}).get("name"))):
+                continue
+            objects.append(_entry(item, resource, group))
+    return objects, problems

@@ -1,0 +1,352 @@
+"""Who changed what, when: the apiserver's audit log (or, without it, ``managedFields``) read for the
+window between two bundles, each change mapped to the matrix pools whose objects it touched, and the
+changes to a pool the declared change record (``--hetero-change``) does not name.
+
+Pure logic and one bounded file reader; decides no status (the judge does,
+:func:`pytest_hetero.judge.verdict.change_findings`).
+
+**The audit log** is the Kubernetes apiserver's log backend output (``--audit-log-path``, default
+``--audit-log-format json``): one JSON object per line, each an ``audit.k8s.io/v1`` ``Event``
+(https://kubernetes.io/docs/reference/config-api/apiserver-audit.v1/). Read from it: ``verb``,
+``user.username``/``user.groups`` (the authenticated identity), ``impersonatedUser`` (when set, the
+change was made *as* that user *by* ``user``), ``objectRef`` (``resource``, ``subresource``,
+``namespace``, ``name``, ``apiGroup``), ``responseStatus.code``, ``stage`` and ``stageTimestamp``. A
+change is a write verb (:data:`WRITE_VERBS`) at stage ``ResponseComplete`` with a code below 400; a
+refused write (403, 409…) is counted, never listed as a change.
+
+**A change entry** (both sources): ``{"who": {"user", "groups", "via", "manager"}, "what": {"verb",
+"resource", "subresource", "namespace", "name", "apiGroup"}, "when", "code", "audit_id"}``; from the
+audit log ``manager`` is None; from managedFields ``user``/``groups``/``via`` are None and ``manager``
+is the field manager (a client's name, e.g. ``kubectl-edit``), ``verb`` the operation (``Update``,
+``Apply``), ``when`` the manager's last write (one per manager and operation: earlier writes by the same
+manager are not seen, and a deleted object is not seen at all).
+
+**Pool objects** (:func:`pools_of`) are what a pool's validation depends on: the pool's nodes (as
+:mod:`pytest_hetero.status.drift` decides pool membership, in the earlier or the current snapshot), a
+ResourceQuota of the target namespace (every pool), the pool's Kueue LocalQueue (``spec.queue`` in the
+target namespace), the ClusterQueue it points to (from the snapshot; any ClusterQueue, ResourceFlavor
+or Cohort when the snapshot does not say), the pool's Volcano Queue, and device-plugin ConfigMaps
+(:data:`DEVICE_CONFIG`: every pool that requests a device). A change to a pool object is *undeclared*
+for each of its pools the record's ``intended`` does not name; the control plane's own writes
+(:func:`control_plane`: kube-controller-manager's controllers, the scheduler, a kubelet) are kept and
+marked, never flagged.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from typing import TYPE_CHECKING, Any
+
+from pytest_hetero.errors import HeteroError, Location
+
+if TYPE_CHECKING:
+    from pytest_hetero.matrix.model import Matrix
+
+AUDIT_API_VERSION = "audit.k8s.io/v1"
+WRITE_VERBS = frozenset({"create", "update", "patch", "delete", "deletecollection"})
+MAX_AUDIT_BYTES = 2 << 30
+"""The largest audit log file read (2 GiB; a rotated log is ``--audit-log-maxsize`` MB, 100 on the test plane)."""
+MAX_LINE_BYTES = 1 << 20
+"""The longest line read (1 MiB): a Metadata-level event is about 1-2 KiB; a longer line is refused."""
+MAX_KEPT = 2000
+"""Changes listed in the record; more are counted (``truncated``), and every undeclared one is still flagged."""
+DEVICE_CONFIG = re.compile(r"device-plugin|time-slicing|mig-parted|hami|ascend|nvidia|gpu|npu", re.IGNORECASE)
+"""ConfigMap names taken for device-plugin configuration (GPU operator, HAMi, Ascend, time slicing, MIG)."""
+_CONTROL_PLANE_USERS = ("system:kube-controller-manager", "system:kube-scheduler", "system:apiserver")
+_CONTROL_PLANE_MANAGERS = ("kube-controller-manager", "kube-scheduler", "kubelet", "kube-apiserver")
+_TIME = re.compile(r"^(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)(?:\.(\d{1,9}))?(Z|[+-]\d\d:\d\d)$")
+_CHUNK = 1 << 20
+
+
+class AuditLogError(HeteroError):
+    """An audit log that cannot be read: names the file, the line and the fix."""
+
+
+def parse_time(text: object) -> datetime | None:
+    """An RFC 3339 timestamp (``2026-12-02T13:47:02.950088Z``, any fraction up to nanoseconds, or an
+    offset) as an aware UTC datetime; None for anything else."""
+    m = _TIME.match(text) if isinstance(text, str) else None
+    if m is None:
+        return None
+    fraction = (m.group(7) or "0")[:6].ljust(6, "0")
+    zone = m.group(8)
+    try:
+        y, mo, d, h, mi, sec = (int(m.group(i)) for i in range(1, 7))
+        stamp = datetime(y, mo, d, h, mi, sec, int(fraction))
+    except ValueError:
+        return None
+    if zone != "Z":
+        offset = timedelta(hours=int(zone[1:3]), minutes=int(zone[4:6]))
+        stamp = stamp - offset if zone[0] == "+" else stamp + offset
+    return stamp.replace(tzinfo=timezone.utc)
+
+
+def control_plane(who: dict[str, Any]) -> bool:
+    """True for a write by the cluster's own components: kube-controller-manager (its controllers' service
+    accounts ``system:serviceaccount:kube-system:*``), the scheduler, a kubelet (``system:node:*``) or, from
+    managedFields, those components' manager names."""
+    user = who.get("via") or who.get("user") or ""
+    if user:
+        return (user in _CONTROL_PLANE_USERS or user.startswith("system:node:")
+                or user.startswith("system:serviceaccount:kube-system:"))
+    manager = str(who.get("manager") or "")
+    return manager in _CONTROL_PLANE_MANAGERS
+
+
+@dataclass
+class Window:
+    """The changes read for ``[since, until)``: ``changes`` (at most :data:`MAX_KEPT` listed), ``writes``
+    (all writes in the window), ``refused`` (writes the apiserver refused), ``outside`` (events outside
+    the window), ``lines``, ``torn_last_line`` (an unterminated last line: the apiserver was writing it)."""
+
+    changes: list[dict[str, Any]] = field(default_factory=list)
+    writes: int = 0
+    refused: int = 0
+    outside: int = 0
+    lines: int = 0
+    torn_last_line: bool = False
+
+
+def _refuse(path: str, line: int, message: str, hint: str = "") -> AuditLogError:
+    return AuditLogError(message, Location(path, line),
+                         hint or "give the apiserver's audit log (--audit-log-path, --audit-log-format json): "
+                                 "JSON lines of audit.k8s.io/v1 Event")
+
+
+def _lines(fd: int, path: str) -> Iterator[tuple[int, bytes, bool]]:
+    """(line number, bytes, terminated) of each line of ``fd``, never holding more than one line of at most
+    :data:`MAX_LINE_BYTES` (a longer one is refused as soon as it is seen, not read whole)."""
+    pending = b""
+    number = 0
+    while True:
+        chunk = os.read(fd, _CHUNK)
+        if not chunk:
+            break
+        pending += chunk
+        while True:
+            cut = pending.find(b"\n")
+            if cut < 0:
+                break
+            number += 1
+            if cut > MAX_LINE_BYTES:
+                raise _refuse(path, number, f"line of {cut} bytes, more than the {MAX_LINE_BYTES} an audit event "
+                                            "may hold")
+            yield number, pending[:cut], True
+            pending = pending[cut + 1:]
+        if len(pending) > MAX_LINE_BYTES:
+            raise _refuse(path, number + 1, f"a line longer than the {MAX_LINE_BYTES} bytes an audit event may hold")
+    if pending:
+        yield number + 1, pending, False
+
+
+def _event(raw: bytes, path: str, number: int) -> dict[str, Any]:
+    """One line as an audit Event dict; raises AuditLogError naming the line and what is wrong."""
+    from pytest_hetero.safeio import Unreadable, loads_bounded
+
+    if b"\x00" in raw:
+        raise _refuse(path, number, "binary data (a NUL byte), not a JSON line")
+    try:
+        event = loads_bounded(raw, "the line")
+    except Unreadable as exc:
+        raise _refuse(path, number, f"not a JSON audit event: {exc.detail}") from None
+    if not isinstance(event, dict):
+        raise _refuse(path, number, f"a JSON {type(event).__name__}, not an audit Event object")
+    if event.get("kind") != "Event" or event.get("apiVersion") != AUDIT_API_VERSION:
+        raise _refuse(path, number, f"kind {str(event.get('kind'))[:40]!r} apiVersion "
+                                    f"{str(event.get('apiVersion'))[:40]!r}, not an {AUDIT_API_VERSION} Event",
+                      "give an audit log written with --audit-log-version audit.k8s.io/v1 (the default)")
+    for key, kind in (("verb", str), ("user", dict), ("stageTimestamp", str), ("stage", str)):
+        if not isinstance(event.get(key), kind):
+            raise _refuse(path, number, f"field '{key}' missing or not a {kind.__name__}")
+    return event
+
+
+def _text(value: object, most: int = 253) -> str | None:
+    """A name from the log as a bounded str (None when absent)."""
+    return None if value is None else str(value)[:most]
+
+
+def change_of(event: dict[str, Any]) -> dict[str, Any]:
+    """The change entry (module docstring) of an audit Event (one :func:`read_audit_log` accepted)."""
+    def mapping(value: object) -> dict[str, Any]:
+        return value if isinstance(value, dict) else {}
+
+    user, ref = mapping(event.get("user")), mapping(event.get("objectRef"))
+    status = mapping(event.get("responseStatus"))
+    as_user = event.get("impersonatedUser")
+    who = mapping(as_user) if isinstance(as_user, dict) else user
+    raw_groups = who.get("groups")
+    groups: list[Any] = raw_groups if isinstance(raw_groups, list) else []
+    return {"who": {"user": _text(who.get("username")), "groups": [str(g)[:253] for g in groups[:50]],
+                    "via": _text(user.get("username")) if isinstance(as_user, dict) else None, "manager": None},
+            "what": {"verb": _text(event.get("verb")), "resource": _text(ref.get("resource")),
+                     "subresource": _text(ref.get("subresource")), "namespace": _text(ref.get("namespace")),
+                     "name": _text(ref.get("name")), "apiGroup": _text(ref.get("apiGroup")) or ""},
+            "when": _text(event.get("stageTimestamp"), 40), "code": status.get("code"),
+            "audit_id": _text(event.get("auditID"), 64)}
+
+
+def read_audit_log(path: str, since: datetime, until: datetime) -> tuple[Window, dict[str, Any]]:
+    """The writes in ``[since, until)`` (by ``stageTimestamp``) of the audit log at ``path`` (module
+    docstring), and ``{"path", "bytes", "sha256"}`` of the file as read.
+
+    Bounded: the file is refused by its size above :data:`MAX_AUDIT_BYTES` before a byte is read, a line
+    above :data:`MAX_LINE_BYTES` as soon as it is seen; FIFOs, devices and folders are refused
+    (:func:`pytest_hetero.safeio.open_local`). Raises :class:`AuditLogError` naming the file and line for
+    a missing or unsafe file, binary data, a line that is not JSON, not an ``audit.k8s.io/v1`` Event or
+    lacks ``verb``/``user``/``stage``/``stageTimestamp``, or an unreadable timestamp; PermissionError when
+    the file may not be read (the caller falls back to managedFields). An unterminated last line (the
+    apiserver was writing it) is skipped and reported (``torn_last_line``)."""
+    import hashlib
+
+    from pytest_hetero.safeio import Unreadable, open_local, refusal
+
+    try:
+        fd = open_local(path)
+    except Unreadable as exc:
+        if "Permission denied" in exc.detail:
+            raise PermissionError(exc.detail) from None
+        raise refusal(path, "the audit log", exc, AuditLogError) from None
+    window = Window()
+    digest = hashlib.sha256()
+    try:
+        size = os.fstat(fd).st_size
+        if size > MAX_AUDIT_BYTES:
+            raise _refuse(path, 0, f"{size} bytes, more than the {MAX_AUDIT_BYTES} an audit log read here may hold",
+                          "give one rotated file (--audit-log-maxsize) or cut the window out first")
+        for number, raw, terminated in _lines(fd, path):
+            digest.update(raw + (b"\n" if terminated else b""))
+            window.lines = number
+            if not raw.strip():
+                continue
+            try:
+                event = _event(raw, path, number)
+            except AuditLogError:
+                if not terminated:
+                    window.torn_last_line = True
+                    continue
+                raise
+            _take(window, event, path, number, since, until)
+    finally:
+        os.close(fd)
+    return window, {"path": path, "bytes": size, "sha256": digest.hexdigest()}
+
+
+def _take(window: Window, event: dict[str, Any], path: str, number: int, since: datetime, until: datetime) -> None:
+    if event["verb"] not in WRITE_VERBS or event["stage"] not in ("ResponseComplete", "Panic"):
+        return
+    when = parse_time(event["stageTimestamp"])
+    if when is None:
+        raise _refuse(path, number, f"stageTimestamp {event['stageTimestamp'][:40]!r} is not an RFC 3339 time")
+    if not since <= when < until:
+        window.outside += 1
+        return
+    change = change_of(event)
+    if not isinstance(change["code"], int) or change["code"] >= 400 or event["stage"] == "Panic":
+        window.refused += 1
+        return
+    window.writes += 1
+    window.changes.append(change)
+
+
+def managed_changes(objects: list[dict[str, Any]], since: datetime, until: datetime) -> Window:
+    """The changes ``managedFields`` show in ``[since, until)``: ``objects`` are ``{"resource", "apiGroup",
+    "namespace", "name", "managedFields": [...]}`` as listed; status subresource entries are left out (as
+    the audit policy leaves status writes out)."""
+    window = Window()
+    for obj in objects:
+        for entry in obj.get("managedFields") or []:
+            if not isinstance(entry, dict) or entry.get("subresource"):
+                continue
+            when = parse_time(entry.get("time"))
+            if when is None or not since <= when < until:
+                window.outside += 1
+                continue
+            window.writes += 1
+            window.changes.append({
+                "who": {"user": None, "groups": None, "via": None, "manager": _text(entry.get("manager"))},
+                "what": {"verb": _text(entry.get("operation")), "resource": obj["resource"], "subresource": None,
+                         "namespace": obj.get("namespace"), "name": obj.get("name"), "apiGroup": obj["apiGroup"]},
+                "when": _text(entry.get("time"), 40), "code": None, "audit_id": None})
+    window.changes.sort(key=lambda c: str(c["when"]))
+    return window
+
+
+def _cluster_queue_of(snapshot: dict[str, Any], namespace: str, queue: str) -> str | None:
+    spec = ((snapshot.get("kueue") or {}).get("localqueues") or {}).get(f"{namespace}/{queue}")
+    return str(spec["clusterQueue"]) if isinstance(spec, dict) and spec.get("clusterQueue") else None
+
+
+def pools_of(what: dict[str, Any], matrix: Matrix, snapshots: list[dict[str, Any]], namespace: str | None) -> list[str]:
+    """The resources (pools) of ``matrix`` whose objects the change ``what`` touched (module docstring);
+    ``snapshots``: the earlier and the current snapshot (pool membership, LocalQueue → ClusterQueue),
+    ``namespace``: the target namespace. Empty: not a pool object."""
+    from pytest_hetero.status.drift import _pool_nodes
+
+    resource, group, name = what.get("resource"), what.get("apiGroup") or "", what.get("name")
+    ns = what.get("namespace")
+    pools: list[str] = []
+    for res in matrix.resources:
+        hit = False
+        if group == "" and resource == "nodes":
+            hit = name in _pool_nodes(res, snapshots)
+        elif group == "" and resource == "resourcequotas":
+            hit = ns == namespace
+        elif group == "" and resource == "configmaps":
+            hit = bool(res.device_resources) and bool(DEVICE_CONFIG.search(str(name or "")))
+        elif group == "kueue.x-k8s.io" and res.queue:
+            if resource == "localqueues":
+                hit = ns == namespace and name == res.queue
+            elif resource == "clusterqueues":
+                named = {_cluster_queue_of(s, namespace, res.queue) for s in snapshots} - {None} if namespace else set()
+                hit = name in named if named else True
+            else:
+                hit = resource in ("resourceflavors", "cohorts", "topologies")
+        elif group == "scheduling.volcano.sh" and resource == "queues":
+            hit = bool(res.queue) and name == res.queue
+        if hit:
+            pools.append(res.name)
+    return pools
+
+
+def classify(window: Window, matrix: Matrix, snapshots: list[dict[str, Any]], namespace: str | None,
+             intended: list[str]) -> dict[str, Any]:
+    """The audited part of one matrix's change record: ``{"matrix", "writes", "refused", "changes":
+    [change + "pools", "undeclared_pools", "control_plane"] (at most :data:`MAX_KEPT`), "truncated",
+    "findings": [{"category": "undeclared_change", "message", "pools", "change"}]}``. A finding is a
+    change to a pool object by anyone but the control plane whose pools ``intended`` does not all name."""
+    listed: list[dict[str, Any]] = []
+    findings: list[dict[str, Any]] = []
+    for change in window.changes:
+        pools = pools_of(change["what"], matrix, snapshots, namespace)
+        undeclared = [p for p in pools if p not in intended]
+        own = control_plane(change["who"])
+        entry = {**change, "pools": pools, "undeclared_pools": undeclared, "control_plane": own}
+        if len(listed) < MAX_KEPT:
+            listed.append(entry)
+        if undeclared and not own:
+            findings.append({"category": "undeclared_change", "pools": undeclared, "change": entry,
+                             "message": f"{describe_change(entry)} changed pool(s) {', '.join(undeclared)} "
+                                        "that the change record does not name"})
+    return {"matrix": matrix.name, "writes": window.writes, "refused": window.refused, "changes": listed,
+            "truncated": max(0, len(window.changes) - len(listed)), "findings": findings}
+
+
+def describe_change(change: dict[str, Any]) -> str:
+    """One line: ``alice (platform-ops) patch resourcequotas team-a/gpu-quota at 2026-12-02T13:47:02.950088Z``;
+    a managedFields entry reads ``manager kubectl-edit Update nodes gpu-1 at …``."""
+    who, what = change["who"], change["what"]
+    if who.get("manager"):
+        actor = f"manager {who['manager']}"
+    else:
+        groups = [g for g in who.get("groups") or [] if not str(g).startswith("system:authenticated")]
+        actor = str(who.get("user")) + (f" ({', '.join(groups)})" if groups else "")
+        actor += f" as impersonated by {who['via']}" if who.get("via") else ""
+    kind = what["resource"] + (f"/{what['subresource']}" if what.get("subresource") else "")
+    kind = f"{kind}.{what['apiGroup']}" if what.get("apiGroup") else kind
+    obj = f"{what['namespace']}/{what['name']}" if what.get("namespace") else str(what.get("name"))
+    return f"{actor} {what['verb']} {kind} {obj} at {change['when']}"

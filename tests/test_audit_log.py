@@ -1,0 +1,187 @@
+"""The audit-log reader and the pool mapping of ``--hetero-audit-log`` (pytest_hetero/status/audit.py) on a
+real audit log of the test plane's apiserver (tests/data/audit/kubeplane-v1.34.4.jsonl, written by
+kube-apiserver v1.34.4 with tests/infra/kubeplane.sh's audit policy: a quota created by the admin, patched
+by ``alice`` with her client certificate, a patch by the admin impersonating ``bob`` that RBAC refused, a
+node created, patched by two kube-controller-manager controllers and the admin, then deleted, and a
+device-plugin ConfigMap patched), and hostile files refused cleanly. The same path against a live
+apiserver is tests/kubernetes/test_kube_audit.py."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support import REPO, matrix_text
+
+from pytest_hetero.judge.verdict import change_findings
+from pytest_hetero.matrix.load import load_matrix
+from pytest_hetero.status.audit import (
+    MAX_LINE_BYTES,
+    AuditLogError,
+    classify,
+    describe_change,
+    managed_changes,
+    read_audit_log,
+)
+
+pytestmark = pytest.mark.usefixtures("outside_inputs")
+
+SAMPLE = REPO / "tests" / "data" / "audit" / "kubeplane-v1.34.4.jsonl"
+EARLY = datetime(2026, 12, 2, 13, 0, tzinfo=timezone.utc)
+LATE = datetime(2026, 12, 2, 14, 0, tzinfo=timezone.utc)
+
+
+@pytest.fixture
+def matrix(tmp_path: Path) -> Any:
+    resources = [{"name": "h100", "type": "gpu", "vendor": "nvidia", "requests": {"nvidia.com/gpu": 1},
+                  "node_selector": {"pool": "h100"}},
+                 {"name": "cpu", "type": "cpu", "requests": {"cpu": 1}, "node_selector": {"pool": "cpu"}}]
+    (tmp_path / "d.matrix.yaml").write_text(matrix_text(resources=resources, name="d"))
+    return load_matrix(tmp_path / "d.matrix.yaml")
+
+
+SNAP: dict[str, Any] = {"nodes": {"gpu-node-1": {"labels": {"pool": "h100"}, "allocatable": {}}}}
+
+
+def test_the_real_log_gives_who_what_when() -> None:
+    window, file = read_audit_log(str(SAMPLE), EARLY, LATE)
+    assert (window.lines, window.writes, window.refused, window.outside, window.torn_last_line) == (9, 8, 1, 0, False)
+    assert file["bytes"] == SAMPLE.stat().st_size and len(file["sha256"]) == 64
+    alice = window.changes[1]
+    assert alice["who"] == {"user": "alice", "groups": ["platform-ops", "system:authenticated"], "via": None,
+                            "manager": None}
+    assert alice["what"] == {"verb": "patch", "resource": "resourcequotas", "subresource": None,
+                             "namespace": "team-a", "name": "gpu-quota", "apiGroup": ""}
+    assert (alice["when"], alice["code"]) == ("2026-12-02T13:47:02.950088Z", 200)
+    assert describe_change(alice) == ("alice (platform-ops) patch resourcequotas team-a/gpu-quota at "
+                                      "2026-12-02T13:47:02.950088Z")
+    # bob's impersonated patch was refused (403): counted, never a change
+    assert all(c["who"]["user"] != "bob" for c in window.changes)
+    assert [c["who"]["user"] for c in window.changes if c["what"]["resource"] == "nodes"] == [
+        "hetero-admin", "system:serviceaccount:kube-system:node-controller",
+        "system:serviceaccount:kube-system:ttl-controller", "hetero-admin", "hetero-admin"]
+
+
+def test_the_window_is_between_the_two_bundles() -> None:
+    cut = datetime(2026, 12, 2, 13, 47, 3, 50000, tzinfo=timezone.utc)
+    before, _ = read_audit_log(str(SAMPLE), EARLY, cut)
+    after, _ = read_audit_log(str(SAMPLE), cut, LATE)
+    assert (before.writes, after.writes) == (2, 6)
+    assert (before.refused, before.outside, after.refused, after.outside) == (1, 6, 0, 3)
+    assert after.changes[0]["what"]["name"] == "gpu-node-1" and after.changes[0]["when"] == "2026-12-02T13:47:03.069811Z"
+
+
+def test_pool_changes_not_in_the_record_are_flagged_and_judged(matrix: Any) -> None:
+    window, _ = read_audit_log(str(SAMPLE), EARLY, LATE)
+    part = classify(window, matrix, [SNAP], "team-a", intended=["cpu"])
+    pools = {(c["who"]["user"], c["what"]["resource"], c["what"]["verb"]): c["pools"] for c in part["changes"]}
+    assert pools[("alice", "resourcequotas", "patch")] == ["h100", "cpu"]  # a quota of the target namespace
+    assert pools[("hetero-admin", "configmaps", "patch")] == ["h100"]  # device-plugin config: GPU pools only
+    assert pools[("hetero-admin", "nodes", "delete")] == ["h100"]
+    found = [(f["change"]["who"]["user"], f["change"]["what"]["resource"], f["change"]["what"]["verb"], f["pools"])
+             for f in part["findings"]]
+    assert found == [("hetero-admin", "resourcequotas", "create", ["h100"]),
+                     ("alice", "resourcequotas", "patch", ["h100"]),
+                     ("hetero-admin", "nodes", "create", ["h100"]), ("hetero-admin", "nodes", "patch", ["h100"]),
+                     ("hetero-admin", "configmaps", "patch", ["h100"]), ("hetero-admin", "nodes", "delete", ["h100"])]
+    # the node controllers' own writes are kept, marked, and never flagged
+    assert [c["control_plane"] for c in part["changes"] if c["who"]["user"].startswith("system:")] == [True, True]
+    status, judged = change_findings(matrix, part["findings"])
+    assert status == "failed"
+    assert {(f["status"], f["owner"], f["category"]) for f in judged} == {("failed", "platform", "undeclared_change")}
+    assert judged[1]["message"] == ("alice (platform-ops) patch resourcequotas team-a/gpu-quota at "
+                                    "2026-12-02T13:47:02.950088Z changed pool(s) h100 that the change record does "
+                                    "not name")
+    covered = classify(window, matrix, [SNAP], "team-a", intended=["cpu", "h100"])
+    assert covered["findings"] == [] and change_findings(matrix, covered["findings"])[0] == "passed"
+
+
+def test_a_quota_of_another_namespace_is_not_a_pool_object(matrix: Any) -> None:
+    window, _ = read_audit_log(str(SAMPLE), EARLY, LATE)
+    part = classify(window, matrix, [SNAP], "other-ns", intended=[])
+    assert all(not c["pools"] for c in part["changes"] if c["what"]["resource"] == "resourcequotas")
+
+
+def test_managed_fields_name_a_manager_not_a_user(matrix: Any) -> None:
+    objects = [{"resource": "resourcequotas", "apiGroup": "", "namespace": "team-a", "name": "gpu-quota",
+                "managedFields": [
+                    {"manager": "kubectl-patch", "operation": "Update", "time": "2026-12-02T13:47:02Z"},
+                    {"manager": "kube-controller-manager", "operation": "Update", "time": "2026-12-02T13:47:02Z",
+                     "subresource": "status"},
+                    {"manager": "helm", "operation": "Apply", "time": "2026-12-01T09:00:00Z"}]}]
+    window = managed_changes(objects, EARLY, LATE)
+    assert (window.writes, window.outside) == (1, 1)
+    [change] = window.changes
+    assert change["who"] == {"user": None, "groups": None, "via": None, "manager": "kubectl-patch"}
+    assert describe_change(change) == "manager kubectl-patch Update resourcequotas team-a/gpu-quota at 2026-12-02T13:47:02Z"
+    assert classify(window, matrix, [SNAP], "team-a", [])["findings"][0]["pools"] == ["h100", "cpu"]
+
+
+# ---------------------------------------------------------------------------------------- hostile files
+def refused(path: Path) -> str:
+    started = time.monotonic()
+    with pytest.raises(AuditLogError) as info:
+        read_audit_log(str(path), EARLY, LATE)
+    assert time.monotonic() - started < 5
+    return info.value.render()
+
+
+def test_a_huge_line_is_refused_without_reading_it_whole(tmp_path: Path) -> None:
+    good = SAMPLE.read_bytes().splitlines(keepends=True)[0]
+    path = tmp_path / "audit.log"
+    with path.open("wb") as fh:
+        fh.write(good)
+        fh.write(b'{"kind": "Event", "x": "' + b"a" * (MAX_LINE_BYTES * 3) + b'"}\n')
+    text = refused(path)
+    assert f"{path}:2: a line longer than the {MAX_LINE_BYTES} bytes an audit event may hold" in text
+
+
+def test_binary_data_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "audit.log"
+    path.write_bytes(SAMPLE.read_bytes() + os.urandom(64).replace(b"\n", b"x") + b"\x00\xff\n")
+    assert f"{path}:10: binary data (a NUL byte), not a JSON line" in refused(path)
+    path.write_bytes(b"\xff\xfe\x80 not utf-8\n")
+    assert f"{path}:1: not a JSON audit event: the line is not UTF-8" in refused(path)
+
+
+def test_wrong_json_and_wrong_kind_are_refused(tmp_path: Path) -> None:
+    path = tmp_path / "audit.log"
+    path.write_text('{"kind": "Event", "apiVersion": "audit.k8s.io/v1", \n')
+    assert f"{path}:1: not a JSON audit event" in refused(path)
+    path.write_text('[1, 2]\n')
+    assert f"{path}:1: a JSON list, not an audit Event object" in refused(path)
+    path.write_text(json.dumps({"kind": "Event", "apiVersion": "audit.k8s.io/v1beta1"}) + "\n")
+    text = refused(path)
+    assert "not an audit.k8s.io/v1 Event" in text and "--audit-log-version" in text
+    event = json.loads(SAMPLE.read_text().splitlines()[1])
+    del event["user"]
+    path.write_text(json.dumps(event) + "\n")
+    assert f"{path}:1: field 'user' missing or not a dict" in refused(path)
+    event = json.loads(SAMPLE.read_text().splitlines()[1])
+    event["stageTimestamp"] = "yesterday"
+    path.write_text(json.dumps(event) + "\n")
+    assert "stageTimestamp 'yesterday' is not an RFC 3339 time" in refused(path)
+
+
+def test_unsafe_and_oversize_files_are_refused(tmp_path: Path) -> None:
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    assert "not a regular file" in refused(fifo)
+    assert "cannot read the audit log: missing" in refused(tmp_path / "absent")
+    sparse = tmp_path / "sparse"
+    with sparse.open("wb") as fh:
+        fh.truncate(3 << 30)
+    assert "more than the 2147483648 an audit log read here may hold" in refused(sparse)
+
+
+def test_a_torn_last_line_is_skipped_and_said(tmp_path: Path) -> None:
+    path = tmp_path / "audit.log"
+    data = SAMPLE.read_bytes()
+    path.write_bytes(data + data.splitlines()[1][:200])
+    window, _ = read_audit_log(str(path), EARLY, LATE)
+    assert (window.writes, window.torn_last_line) == (8, True)
