@@ -27,7 +27,7 @@ import pytest
 CLAIM_ROOT = pytest.StashKey[Path]()
 """The folder claim ids are relative to (see :func:`claim_root`)."""
 PATH_OPTIONS: tuple[str, ...] = ("--hetero-affected-from", "--hetero-report-dir", "--hetero-baseline",
-                                 "--hetero-sign-key")
+                                 "--hetero-sign-key", "--hetero-audit-log")
 """Options whose value is a path but not a test path."""
 
 
