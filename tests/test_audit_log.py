@@ -23,6 +23,7 @@ from pytest_hetero.matrix.load import load_matrix
 from pytest_hetero.status.audit import (
     MAX_LINE_BYTES,
     AuditLogError,
+    Window,
     classify,
     describe_change,
     managed_changes,
@@ -185,3 +186,13 @@ def test_a_torn_last_line_is_skipped_and_said(tmp_path: Path) -> None:
     path.write_bytes(data + data.splitlines()[1][:200])
     window, _ = read_audit_log(str(path), EARLY, LATE)
     assert (window.writes, window.torn_last_line) == (8, True)
+
+
+def test_a_log_that_begins_after_the_window_starts_proves_nothing_before_it(matrix: Any) -> None:
+    window, _ = read_audit_log(str(SAMPLE), EARLY, LATE)
+    assert window.first is not None and window.first.isoformat() == "2026-12-02T13:47:02.877386+00:00"
+    assert window.last is not None and window.last.isoformat() == "2026-12-02T13:47:03.363162+00:00"
+    assert (window.covers(EARLY), window.covers(window.first), Window().covers(EARLY)) == (False, True, None)
+    covered = classify(window, matrix, [SNAP], "team-a", intended=["cpu", "h100"])
+    assert change_findings(matrix, covered["findings"], covers_window=False)[0] == "error"
+    assert change_findings(matrix, covered["findings"], covers_window=None)[0] == "passed"

@@ -145,13 +145,16 @@ def outside_failure(matrix: Matrix, layer: Layer, when: str, outcome: str, layer
     return item_failure(matrix, layer, "pytest_outcome", message, "error")
 
 
-def change_findings(matrix: Matrix, findings: Iterable[Mapping[str, Any]]) -> tuple[Status, list[dict[str, Any]]]:
+def change_findings(matrix: Matrix, findings: Iterable[Mapping[str, Any]],
+                    covers_window: bool | None = True) -> tuple[Status, list[dict[str, Any]]]:
     """The status of a matrix's audited change record and its findings with theirs: each finding of
     :func:`pytest_hetero.status.audit.classify` (``category``, ``message``, ``pools``, ``change``) gets
     ``status`` (the failure table's, ``failed`` for ``undeclared_change``), ``owner`` (owner category) and
     ``team`` (the matrix's ``spec.owners`` name; a change to the pools acts on their scheduling). The record's
-    status: ``failed`` when a finding failed, ``error`` when one errored, else ``passed`` (no change to a
-    pool the record leaves out was seen: what the source can see, see the audit module)."""
+    status: ``failed`` when a finding failed, ``error`` when one errored or when the source does not reach
+    back to the window's start (``covers_window`` False: a rotated or late-begun audit log, nothing proven
+    about the time before it), else ``passed`` (no change to a pool the record leaves out was seen: what
+    the source can see, see the audit module)."""
     out = []
     for finding in findings:
         category = str(finding["category"])
@@ -159,4 +162,5 @@ def change_findings(matrix: Matrix, findings: Iterable[Mapping[str, Any]]) -> tu
         out.append({**finding, "status": status_of(category, "failed", "scheduling"), "owner": owned,
                     "team": matrix.team(owned, "scheduling")})
     statuses = {f["status"] for f in out}
-    return ("failed" if "failed" in statuses else "error" if "error" in statuses else "passed"), out
+    return ("failed" if "failed" in statuses else
+            "error" if "error" in statuses or covers_window is False else "passed"), out

@@ -33,7 +33,8 @@ def _window(baseline: dict[str, Any], started: str) -> tuple[Any, Any]:
 def audited(settings: Any, plans: list[Any], baseline: dict[str, Any] | None, label: str,
             snapshots: list[dict[str, Any]], started: str, intended: list[str]) -> dict[str, Any]:
     """The ``audit`` part of the change record: ``{"source": "audit-log"|"managedFields", "who", "fallback",
-    "file", "problems", "window": {"from", "to", "bundle"}, "lines", "torn_last_line", "outside",
+    "file", "problems", "window": {"from", "to", "bundle"}, "lines", "torn_last_line", "log_span": {"first",
+    "last"}, "covers_window" (:meth:`Window.covers`; None for managedFields), "outside",
     "matrices": [{"matrix", "writes", "refused", "changes", "truncated", "findings", "status"}], "status"}``
     (``findings`` judged: status, owner, team). Raises SettingsError for an audit log that cannot be read
     (named file and line), or a cluster whose managedFields cannot be listed."""
@@ -55,6 +56,7 @@ def audited(settings: Any, plans: list[Any], baseline: dict[str, Any] | None, la
         fallback = "--hetero-audit-log managed-fields: no audit log access"
     if fallback is not None:
         source = "managedFields"
+    covers = window.covers(since) if fallback is None else None
     kube = [(m, p) for _prefix, m, p in plans if (settings.backend or m.backend) == "kubernetes"]
     problems: list[str] = []
     out = []
@@ -67,15 +69,21 @@ def audited(settings: Any, plans: list[Any], baseline: dict[str, Any] | None, la
         now = next((s["snapshot"] for s in snapshots if s["matrix"] == matrix.name), None)
         snaps = [s for s in (baseline_snapshot(baseline, matrix.name), now) if s is not None]
         part = classify(window, matrix, snaps, namespace, intended)
-        part["status"], part["findings"] = change_findings(matrix, part["findings"])
+        part["status"], part["findings"] = change_findings(matrix, part["findings"], covers)
         out.append(part)
     statuses = {p["status"] for p in out}
     return {"source": source, "who": WHO_MANAGER if fallback else WHO_USER, "fallback": fallback, "file": file,
             "problems": problems,
             "window": {"from": since.isoformat().replace("+00:00", "Z"), "to": started, "bundle": label},
             "lines": window.lines if fallback is None else None, "torn_last_line": window.torn_last_line,
+            "log_span": {"first": _stamp(window.first), "last": _stamp(window.last)} if fallback is None else None,
+            "covers_window": covers,
             "outside": window.outside, "matrices": out,
             "status": "failed" if "failed" in statuses else "error" if "error" in statuses else "passed"}
+
+
+def _stamp(when: Any) -> str | None:
+    return None if when is None else str(when.isoformat()).replace("+00:00", "Z")
 
 
 def _managed(settings: Any, matrix: Any, namespace: str | None) -> tuple[list[dict[str, Any]], list[str]]:
@@ -103,6 +111,8 @@ def summary_lines(audit: dict[str, Any]) -> list[str]:
     window = audit["window"]
     lines = [f"audited changes ({audit['source']}; who is the {audit['who'].split(':')[0]}) from {window['from']} "
              f"({window['bundle']}) to {window['to']}: " + (audit["fallback"] + "; " if audit["fallback"] else "")
+             + ("the log begins after the window starts (rotated?): earlier changes unseen; "
+                if audit.get("covers_window") is False else "")
              + f"status {audit['status']}"]
     for part in audit["matrices"]:
         shown = [c for c in part["changes"] if c["pools"]]

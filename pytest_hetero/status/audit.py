@@ -101,7 +101,8 @@ def control_plane(who: dict[str, Any]) -> bool:
 class Window:
     """The changes read for ``[since, until)``: ``changes`` (at most :data:`MAX_KEPT` listed), ``writes``
     (all writes in the window), ``refused`` (writes the apiserver refused), ``outside`` (events outside
-    the window), ``lines``, ``torn_last_line`` (an unterminated last line: the apiserver was writing it)."""
+    the window), ``lines``, ``torn_last_line`` (an unterminated last line: the apiserver was writing it),
+    ``first``/``last`` (the earliest and latest ``stageTimestamp`` of any event in the file)."""
 
     changes: list[dict[str, Any]] = field(default_factory=list)
     writes: int = 0
@@ -109,6 +110,14 @@ class Window:
     outside: int = 0
     lines: int = 0
     torn_last_line: bool = False
+    first: datetime | None = None
+    last: datetime | None = None
+
+    def covers(self, since: datetime) -> bool | None:
+        """Whether the file reaches back to ``since`` (its first event is no later): False when it begins
+        after (rotated, or the apiserver logged only later: earlier changes are unseen), None when it holds
+        no event (nothing written under the policy since the log began, or the log was just rotated)."""
+        return None if self.first is None else self.first <= since
 
 
 def _refuse(path: str, line: int, message: str, hint: str = "") -> AuditLogError:
@@ -237,11 +246,13 @@ def read_audit_log(path: str, since: datetime, until: datetime) -> tuple[Window,
 
 
 def _take(window: Window, event: dict[str, Any], path: str, number: int, since: datetime, until: datetime) -> None:
-    if event["verb"] not in WRITE_VERBS or event["stage"] not in ("ResponseComplete", "Panic"):
-        return
     when = parse_time(event["stageTimestamp"])
     if when is None:
         raise _refuse(path, number, f"stageTimestamp {event['stageTimestamp'][:40]!r} is not an RFC 3339 time")
+    window.first = when if window.first is None else min(window.first, when)
+    window.last = when if window.last is None else max(window.last, when)
+    if event["verb"] not in WRITE_VERBS or event["stage"] not in ("ResponseComplete", "Panic"):
+        return
     if not since <= when < until:
         window.outside += 1
         return

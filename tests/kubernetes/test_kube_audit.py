@@ -190,6 +190,7 @@ def test_a_quota_change_between_two_runs_is_in_the_second_record_with_its_user(
     audit = record["audit"]
     assert (audit["source"], audit["fallback"], audit["file"]["path"]) == ("audit-log", None, str(plane.audit_log))
     assert audit["window"]["from"] == first["evidence"]["run"]["finished_at"]
+    assert audit["covers_window"] is True and audit["log_span"]["first"] < audit["window"]["from"]
     [part] = audit["matrices"]
     quota = [c for c in part["changes"] if c["what"]["resource"] == "resourcequotas"]
     assert [(c["who"], c["what"], c["when"], c["pools"], c["undeclared_pools"]) for c in quota] == [(
