@@ -196,3 +196,35 @@ def test_a_log_that_begins_after_the_window_starts_proves_nothing_before_it(matr
     covered = classify(window, matrix, [SNAP], "team-a", intended=["cpu", "h100"])
     assert change_findings(matrix, covered["findings"], covers_window=False)[0] == "error"
     assert change_findings(matrix, covered["findings"], covers_window=None)[0] == "passed"
+
+
+KUEUE = REPO / "tests" / "data" / "audit" / "kubeplane-v1.34.4-kueue-impersonation.jsonl"
+"""The same apiserver with Kueue's LocalQueue/ClusterQueue kinds served (CRDs of group kueue.x-k8s.io): the
+admin creates ClusterQueue cq-gpu and LocalQueue team-a/lq-gpu (→ cq-gpu), then, impersonating ``carol``
+(group ml-platform, allowed by a ClusterRole), patches both; then creates ClusterQueue cq-cpu."""
+
+
+def test_impersonation_names_the_user_and_who_acted_and_queues_map_to_their_pool(tmp_path: Path) -> None:
+    resources = [{"name": "h100", "type": "gpu", "vendor": "nvidia", "requests": {"nvidia.com/gpu": 1},
+                  "node_selector": {"pool": "h100"}, "queue": "lq-gpu"},
+                 {"name": "cpu", "type": "cpu", "requests": {"cpu": 1}, "node_selector": {"pool": "cpu"},
+                  "queue": "lq-cpu"}]
+    (tmp_path / "q.matrix.yaml").write_text(matrix_text(resources=resources, name="q"))
+    matrix = load_matrix(tmp_path / "q.matrix.yaml")
+    window, _ = read_audit_log(str(KUEUE), EARLY, datetime(2026, 12, 2, 15, 0, tzinfo=timezone.utc))
+    assert window.writes == 5
+    carol = [c for c in window.changes if c["who"]["user"] == "carol"]
+    assert [c["who"] for c in carol] == [{"user": "carol", "groups": ["ml-platform", "system:authenticated"],
+                                          "via": "hetero-admin", "manager": None}] * 2
+    assert describe_change(carol[0]).startswith(
+        "carol (ml-platform) as impersonated by hetero-admin patch clusterqueues.kueue.x-k8s.io cq-gpu at ")
+    snapshot = {"kueue": {"localqueues": {"team-a/lq-gpu": {"clusterQueue": "cq-gpu"},
+                                          "team-a/lq-cpu": {"clusterQueue": "cq-cpu"}}}}
+    part = classify(window, matrix, [snapshot], "team-a", intended=[])
+    assert [(c["what"]["verb"], c["what"]["resource"], c["what"]["name"], c["pools"]) for c in part["changes"]] == [
+        ("create", "clusterqueues", "cq-gpu", ["h100"]), ("create", "localqueues", "lq-gpu", ["h100"]),
+        ("patch", "clusterqueues", "cq-gpu", ["h100"]), ("patch", "localqueues", "lq-gpu", ["h100"]),
+        ("create", "clusterqueues", "cq-cpu", ["cpu"])]
+    # without the LocalQueue → ClusterQueue mapping in a snapshot, any ClusterQueue may be a queued pool's
+    unknown = classify(window, matrix, [{}], "team-a", intended=[])
+    assert unknown["changes"][0]["pools"] == ["h100", "cpu"]
