@@ -154,6 +154,10 @@ def test_wrong_json_and_wrong_kind_are_refused(tmp_path: Path) -> None:
     path = tmp_path / "audit.log"
     path.write_text('{"kind": "Event", "apiVersion": "audit.k8s.io/v1", \n')
     assert f"{path}:1: not a JSON audit event" in refused(path)
+    path.write_text('{"kind": NaN}\n')
+    assert f"{path}:1: not a JSON audit event: non-standard token NaN" in refused(path)
+    path.write_text("[" * 100_000 + "\n")
+    assert f"{path}:1: not a JSON audit event" in refused(path)
     path.write_text('[1, 2]\n')
     assert f"{path}:1: a JSON list, not an audit Event object" in refused(path)
     path.write_text(json.dumps({"kind": "Event", "apiVersion": "audit.k8s.io/v1beta1"}) + "\n")
