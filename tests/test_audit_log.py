@@ -232,3 +232,19 @@ def test_impersonation_names_the_user_and_who_acted_and_queues_map_to_their_pool
     # without the LocalQueue → ClusterQueue mapping in a snapshot, any ClusterQueue may be a queued pool's
     unknown = classify(window, matrix, [{}], "team-a", intended=[])
     assert unknown["changes"][0]["pools"] == ["h100", "cpu"]
+
+
+def test_a_deletecollection_names_no_object_and_touches_every_pool_of_its_kind(matrix: Any, tmp_path: Path) -> None:
+    # the real node delete of the sample, as a deletecollection (the apiserver then records no name)
+    event = json.loads(SAMPLE.read_text().splitlines()[8])
+    assert (event["verb"], event["objectRef"]["name"]) == ("delete", "gpu-node-1")
+    event["verb"] = "deletecollection"
+    del event["objectRef"]["name"]
+    event["requestURI"] = "/api/v1/nodes"
+    path = tmp_path / "audit.log"
+    path.write_text(json.dumps(event) + "\n")
+    window, _ = read_audit_log(str(path), EARLY, LATE)
+    both = {"nodes": {**SNAP["nodes"], "cpu-1": {"labels": {"pool": "cpu"}, "allocatable": {}}}}
+    part = classify(window, matrix, [both], "team-a", intended=["cpu"])
+    assert [(f["change"]["what"]["verb"], f["pools"]) for f in part["findings"]] == [("deletecollection", ["h100"])]
+    assert part["changes"][0]["pools"] == ["h100", "cpu"]

@@ -312,33 +312,41 @@ def _cluster_queue_of(snapshot: dict[str, Any], namespace: str, queue: str) -> s
     return str(spec["clusterQueue"]) if isinstance(spec, dict) and spec.get("clusterQueue") else None
 
 
-def pools_of(what: dict[str, Any], matrix: Matrix, snapshots: list[dict[str, Any]], namespace: str | None) -> list[str]:
-    """The resources (pools) of ``matrix`` whose objects the change ``what`` touched (module docstring);
-    ``snapshots``: the earlier and the current snapshot (pool membership, LocalQueue → ClusterQueue),
-    ``namespace``: the target namespace. Empty: not a pool object."""
+def pool_members(matrix: Matrix, snapshots: list[dict[str, Any]]) -> dict[str, set[str]]:
+    """{resource: its pool's node names in any of ``snapshots``} (drift's pool membership), computed once."""
     from pytest_hetero.status.drift import _pool_nodes
 
+    return {res.name: _pool_nodes(res, snapshots) for res in matrix.resources}
+
+
+def pools_of(what: dict[str, Any], matrix: Matrix, snapshots: list[dict[str, Any]], namespace: str | None,
+             members: dict[str, set[str]] | None = None) -> list[str]:
+    """The resources (pools) of ``matrix`` whose objects the change ``what`` touched (module docstring);
+    ``snapshots``: the earlier and the current snapshot (pool membership, LocalQueue → ClusterQueue),
+    ``namespace``: the target namespace, ``members``: :func:`pool_members` when already computed. A
+    ``deletecollection`` (no name) touches every pool that has objects of that kind. Empty: not a pool object."""
+    members = members if members is not None else pool_members(matrix, snapshots)
     resource, group, name = what.get("resource"), what.get("apiGroup") or "", what.get("name")
-    ns = what.get("namespace")
+    ns, every = what.get("namespace"), what.get("name") is None and what.get("verb") == "deletecollection"
     pools: list[str] = []
     for res in matrix.resources:
         hit = False
         if group == "" and resource == "nodes":
-            hit = name in _pool_nodes(res, snapshots)
+            hit = bool(members[res.name]) if every else name in members[res.name]
         elif group == "" and resource == "resourcequotas":
             hit = ns == namespace
         elif group == "" and resource == "configmaps":
-            hit = bool(res.device_resources) and bool(DEVICE_CONFIG.search(str(name or "")))
+            hit = bool(res.device_resources) and (every or bool(DEVICE_CONFIG.search(str(name or ""))))
         elif group == "kueue.x-k8s.io" and res.queue:
             if resource == "localqueues":
-                hit = ns == namespace and name == res.queue
+                hit = ns == namespace and (every or name == res.queue)
             elif resource == "clusterqueues":
                 named = {_cluster_queue_of(s, namespace, res.queue) for s in snapshots} - {None} if namespace else set()
-                hit = name in named if named else True
+                hit = every or not named or name in named
             else:
                 hit = resource in ("resourceflavors", "cohorts", "topologies")
         elif group == "scheduling.volcano.sh" and resource == "queues":
-            hit = bool(res.queue) and name == res.queue
+            hit = bool(res.queue) and (every or name == res.queue)
         if hit:
             pools.append(res.name)
     return pools
@@ -352,8 +360,9 @@ def classify(window: Window, matrix: Matrix, snapshots: list[dict[str, Any]], na
     change to a pool object by anyone but the control plane whose pools ``intended`` does not all name."""
     listed: list[dict[str, Any]] = []
     findings: list[dict[str, Any]] = []
+    members = pool_members(matrix, snapshots)
     for change in window.changes:
-        pools = pools_of(change["what"], matrix, snapshots, namespace)
+        pools = pools_of(change["what"], matrix, snapshots, namespace, members)
         undeclared = [p for p in pools if p not in intended]
         own = control_plane(change["who"])
         entry = {**change, "pools": pools, "undeclared_pools": undeclared, "control_plane": own}
