@@ -248,3 +248,26 @@ def test_a_deletecollection_names_no_object_and_touches_every_pool_of_its_kind(m
     part = classify(window, matrix, [both], "team-a", intended=["cpu"])
     assert [(f["change"]["what"]["verb"], f["pools"]) for f in part["findings"]] == [("deletecollection", ["h100"])]
     assert part["changes"][0]["pools"] == ["h100", "cpu"]
+
+
+def test_a_log_this_user_may_not_read_is_a_permission_error_the_gate_falls_back_on(tmp_path: Path) -> None:
+    """--hetero-audit-log falls back to managedFields on PermissionError (pytest_plugin/audit.py); a real
+    EACCES: the file is 0600 of another user (as root: read as uid 65534 through setpriv)."""
+    import subprocess
+    import sys
+
+    path = tmp_path / "audit.log"
+    path.write_bytes(SAMPLE.read_bytes())
+    code = ("import sys; from datetime import datetime, timezone; from pytest_hetero.status.audit import "
+            "read_audit_log\ntry:\n    read_audit_log(sys.argv[1], datetime(2026, 1, 1, tzinfo=timezone.utc), "
+            "datetime(2027, 1, 1, tzinfo=timezone.utc))\nexcept PermissionError as exc:\n    print('denied:', exc)\n")
+    if os.geteuid() == 0:
+        path.chmod(0o600)
+        tmp_path.chmod(0o755)
+        argv = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable, "-c", code, str(path)]
+    else:
+        path.chmod(0)
+        argv = [sys.executable, "-c", code, str(path)]
+    out = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False,
+                         env={**os.environ, "PYTHONPATH": str(REPO)}, cwd="/")
+    assert out.stdout.strip() == "denied: cannot be opened (Permission denied)", out.stderr[-2000:]
