@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from support import REPO, matrix_text
 
-from pytest_hetero.judge.verdict import change_findings
+from pytest_hetero.judge.verdict import change_findings, change_record_status
 from pytest_hetero.matrix.load import load_matrix
 from pytest_hetero.status.audit import (
     MAX_LINE_BYTES,
@@ -29,6 +29,7 @@ from pytest_hetero.status.audit import (
     managed_changes,
     read_audit_log,
 )
+from pytest_hetero.vocab import Status
 
 pytestmark = pytest.mark.usefixtures("outside_inputs")
 
@@ -98,8 +99,11 @@ def test_pool_changes_not_in_the_record_are_flagged_and_judged(matrix: Any) -> N
     assert judged[1]["message"] == ("alice (platform-ops) patch resourcequotas team-a/gpu-quota at "
                                     "2026-12-02T13:47:02.950088Z changed pool(s) h100 that the change record does "
                                     "not name")
+    assert part["actors"] == ["alice", "hetero-admin"]  # the node controllers' writes are not actors
     covered = classify(window, matrix, [SNAP], "team-a", intended=["cpu", "h100"])
     assert covered["findings"] == [] and change_findings(matrix, covered["findings"])[0] == "passed"
+    statuses: list[list[Status]] = [["passed", "failed"], ["passed", "error"], ["passed"]]
+    assert [change_record_status(s) for s in statuses] == ["failed", "error", "passed"]
 
 
 def test_a_quota_of_another_namespace_is_not_a_pool_object(matrix: Any) -> None:

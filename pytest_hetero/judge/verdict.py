@@ -164,3 +164,10 @@ def change_findings(matrix: Matrix, findings: Iterable[Mapping[str, Any]],
     statuses = {f["status"] for f in out}
     return ("failed" if "failed" in statuses else
             "error" if "error" in statuses or covers_window is False else "passed"), out
+
+
+def change_record_status(statuses: Iterable[Status]) -> Status:
+    """The audited change record's status over its matrices' (:func:`change_findings`): ``failed`` when one
+    failed, else ``error`` when one errored, else ``passed``."""
+    seen = set(statuses)
+    return "failed" if "failed" in seen else "error" if "error" in seen else "passed"

@@ -31,14 +31,18 @@ def _window(baseline: dict[str, Any], started: str) -> tuple[Any, Any]:
 
 
 def audited(settings: Any, plans: list[Any], baseline: dict[str, Any] | None, label: str,
-            snapshots: list[dict[str, Any]], started: str, intended: list[str]) -> dict[str, Any]:
+            snapshots: list[dict[str, Any]], started: str, intended: list[str],
+            operator: str | None = None) -> dict[str, Any]:
     """The ``audit`` part of the change record: ``{"source": "audit-log"|"managedFields", "who", "fallback",
     "file", "problems", "window": {"from", "to", "bundle"}, "lines", "torn_last_line", "log_span": {"first",
     "last"}, "covers_window" (:meth:`Window.covers`; None for managedFields), "outside",
-    "matrices": [{"matrix", "writes", "refused", "changes", "truncated", "findings", "status"}], "status"}``
-    (``findings`` judged: status, owner, team). Raises SettingsError for an audit log that cannot be read
-    (named file and line), or a cluster whose managedFields cannot be listed."""
-    from pytest_hetero.judge.verdict import change_findings
+    "matrices": [{"matrix", "writes", "refused", "changes", "truncated", "findings", "actors", "status"}],
+    "actors" (who changed a pool, the control plane left out), "operator_in_log" (whether the declared
+    ``operator`` is among them; None without one, or from managedFields, which name no user), "status"}``
+    (``findings`` and statuses judged: :func:`pytest_hetero.judge.verdict.change_findings`). Raises
+    SettingsError for an audit log that cannot be read (named file and line), or a cluster whose
+    managedFields cannot be listed."""
+    from pytest_hetero.judge.verdict import change_findings, change_record_status
     from pytest_hetero.status.audit import AuditLogError, Window, classify, managed_changes, read_audit_log
     from pytest_hetero.status.drift import baseline_snapshot
 
@@ -71,15 +75,16 @@ def audited(settings: Any, plans: list[Any], baseline: dict[str, Any] | None, la
         part = classify(window, matrix, snaps, namespace, intended)
         part["status"], part["findings"] = change_findings(matrix, part["findings"], covers)
         out.append(part)
-    statuses = {p["status"] for p in out}
+    actors = sorted({a for p in out for a in p["actors"]})
     return {"source": source, "who": WHO_MANAGER if fallback else WHO_USER, "fallback": fallback, "file": file,
             "problems": problems,
             "window": {"from": since.isoformat().replace("+00:00", "Z"), "to": started, "bundle": label},
             "lines": window.lines if fallback is None else None, "torn_last_line": window.torn_last_line,
             "log_span": {"first": _stamp(window.first), "last": _stamp(window.last)} if fallback is None else None,
             "covers_window": covers,
-            "outside": window.outside, "matrices": out,
-            "status": "failed" if "failed" in statuses else "error" if "error" in statuses else "passed"}
+            "outside": window.outside, "matrices": out, "actors": actors,
+            "operator_in_log": (operator in actors) if operator and fallback is None else None,
+            "status": change_record_status(p["status"] for p in out)}
 
 
 def _stamp(when: Any) -> str | None:
@@ -114,6 +119,8 @@ def summary_lines(audit: dict[str, Any]) -> list[str]:
              + ("the log begins after the window starts (rotated?): earlier changes unseen; "
                 if audit.get("covers_window") is False else "")
              + f"status {audit['status']}"]
+    if audit.get("operator_in_log") is False:
+        lines.append(f"  the declared operator is not among who changed the pools: {', '.join(audit['actors'])}")
     for part in audit["matrices"]:
         shown = [c for c in part["changes"] if c["pools"]]
         lines.append(f"  {part['matrix']}: {part['writes']} write(s), {len(shown)} to its pools, "

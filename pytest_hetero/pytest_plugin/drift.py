@@ -144,6 +144,6 @@ def _prepare(settings: Any, plans: list[Any]) -> tuple[ClusterRecord, dict[str, 
                            if change is not None else None)
     if settings.audit_log and record.change is not None:
         record.change["audit"] = audited(settings, plans, baseline, label, snapshots, started,
-                                         record.change["intended"])
+                                         record.change["intended"], record.change["operator"])
     return record, hits, label
 

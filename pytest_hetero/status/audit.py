@@ -356,16 +356,21 @@ def classify(window: Window, matrix: Matrix, snapshots: list[dict[str, Any]], na
              intended: list[str]) -> dict[str, Any]:
     """The audited part of one matrix's change record: ``{"matrix", "writes", "refused", "changes":
     [change + "pools", "undeclared_pools", "control_plane"] (at most :data:`MAX_KEPT`), "truncated",
-    "findings": [{"category": "undeclared_change", "message", "pools", "change"}]}``. A finding is a
+    "findings": [{"category": "undeclared_change", "message", "pools", "change"}], "actors": [user, or
+    "manager <name>", of each change to a pool but the control plane's]}``. A finding is a
     change to a pool object by anyone but the control plane whose pools ``intended`` does not all name."""
     listed: list[dict[str, Any]] = []
     findings: list[dict[str, Any]] = []
     members = pool_members(matrix, snapshots)
+    actors: set[str] = set()
     for change in window.changes:
         pools = pools_of(change["what"], matrix, snapshots, namespace, members)
         undeclared = [p for p in pools if p not in intended]
         own = control_plane(change["who"])
         entry = {**change, "pools": pools, "undeclared_pools": undeclared, "control_plane": own}
+        if pools and not own:
+            who = change["who"]
+            actors.add(str(who["user"]) if who.get("user") else f"manager {who.get('manager')}")
         if len(listed) < MAX_KEPT:
             listed.append(entry)
         if undeclared and not own:
@@ -373,7 +378,8 @@ def classify(window: Window, matrix: Matrix, snapshots: list[dict[str, Any]], na
                              "message": f"{describe_change(entry)} changed pool(s) {', '.join(undeclared)} "
                                         "that the change record does not name"})
     return {"matrix": matrix.name, "writes": window.writes, "refused": window.refused, "changes": listed,
-            "truncated": max(0, len(window.changes) - len(listed)), "findings": findings}
+            "truncated": max(0, len(window.changes) - len(listed)), "findings": findings,
+            "actors": sorted(actors)}
 
 
 def describe_change(change: dict[str, Any]) -> str:

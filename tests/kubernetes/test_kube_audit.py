@@ -203,6 +203,7 @@ def test_a_quota_change_between_two_runs_is_in_the_second_record_with_its_user(
     assert flagged[0]["message"] == (f"alice (platform-ops) patch resourcequotas {setup['ns']}/team-quota at {when} "
                                      "changed pool(s) a that the change record does not name")
     assert (part["status"], audit["status"]) == ("failed", "failed")
+    assert (audit["actors"], audit["operator_in_log"]) == (["alice"], True)
     # signed: the statement's predicate carries the same record, and the bundle verifies
     predicate = json.loads((second["bundle"] / "statement.intoto.json").read_text())["predicate"]
     assert predicate["cluster"]["change_record"]["audit"] == audit
@@ -238,6 +239,7 @@ def test_without_audit_access_managed_fields_name_a_manager_and_say_so(
     assert [f["change"]["who"]["manager"] for f in part["findings"]
             if f["change"]["what"]["resource"] == "resourcequotas"] == ["curl"]
     assert "audited changes (managedFields; who is the manager)" in second["stdout"]
+    assert (audit["actors"], audit["operator_in_log"]) == (["manager curl"], None)
 
 
 def test_a_hostile_audit_log_is_refused_before_any_item_runs(
