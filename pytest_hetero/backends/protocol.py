@@ -17,6 +17,8 @@ verb                      answers / does                                        
 :meth:`Backend.start_on`  start it once on each named node of the pool (coverage)      startup
 :meth:`Backend.run`       run a command inside the started workload (:class:`ExecResult`) startup
 :meth:`Backend.execute`   run the model entrypoint on its inputs, outputs copied out  model
+:meth:`Backend.place_job` a task type's job (several pods: one gang) through a queue   scheduling
+                          controller: admission, pods, rendezvous (:class:`JobPlacement`)
 :meth:`Backend.govern`    a governance probe's attempts, as the tenant it acts as      scheduling
                           (:class:`GovernanceReport`)
 :meth:`Backend.close`     remove what it created; what it could not (:class:`Leftover`) evidence
@@ -250,6 +252,48 @@ class Placement:
     untranslatable: str = ""
     short_devices: str = ""
     usage: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class JobRequest:
+    """A task type's job to submit (``spec.task_queues``, :mod:`pytest_hetero.matrix.taskqueues`):
+    ``workers`` pods (each with the resource's requests), submitted to LocalQueue ``queue`` with
+    PriorityClass ``priority_class`` (None: the resource's), ``wait_s``: how long to wait for admission
+    and placement (seconds)."""
+
+    task_type: str
+    workers: int
+    queue: str | None
+    priority_class: str | None
+    wait_s: float
+
+
+@dataclass
+class JobPlacement:
+    """What became of a :class:`JobRequest` (facts, never a verdict).
+
+    ``admitted``: the queue controller admitted it (None: no queue controller answered); ``admission``:
+    the Workload's facts (:func:`pytest_hetero.backends.kubernetes.queues.kueue_admission`: ``workload``,
+    ``local_queue``, ``cluster_queue``, ``priority_class``, ``wait_s`` created → Admitted from the Workload's
+    conditions, ...); ``waited_s``: seconds from submission to admission or to giving up; ``pods``:
+    ``[{"index", "name", "node", "ip", "phase"}]`` of the job's pods as last seen (none before admission);
+    ``service``: the headless Service's name; ``rendezvous``: per pod, what the peers' check said
+    (``[{"index", "ok", "reached", "heard", "error"}]``; empty when it did not run); ``decisive``/``reasons``:
+    normalised Pending reasons (:class:`pytest_hetero.pending.Reason` dicts) when not admitted or not all
+    placed; ``message``: the engine's summary.
+    """
+
+    admitted: bool | None
+    placed: int = 0
+    workers: int = 1
+    admission: dict[str, Any] = field(default_factory=dict)
+    waited_s: float = 0.0
+    pods: list[dict[str, Any]] = field(default_factory=list)
+    service: str | None = None
+    rendezvous: list[dict[str, Any]] = field(default_factory=list)
+    decisive: dict[str, Any] | None = None
+    reasons: list[dict[str, Any]] = field(default_factory=list)
+    message: str = ""
 
 
 @dataclass
@@ -486,6 +530,15 @@ class Backend(ABC):
         engine cannot be asked.
         """
         raise Unsupported(f"the {self.name} backend cannot prove scheduling")
+
+    def place_job(self, step: Step, request: JobRequest) -> JobPlacement:
+        """Submit a task type's job (``request.workers`` pods of ``step.resource`` × ``step.image``) through
+        the engine's queue controller, admitted as one unit; wait for admission and placement, have the
+        pods find each other when there are several; report what happened (:class:`JobPlacement`).
+
+        Raises Unsupported where the engine has no queue controller, EngineFault when it cannot be asked.
+        """
+        raise Unsupported(f"the {self.name} backend has no queue controller to admit a job")
 
     def identify(self, step: Step) -> ImageIdentity | None:
         """The image of ``step`` as the engine resolves it before starting it (pulled per the target's

@@ -138,6 +138,15 @@ def _rows() -> dict[str, Entry]:
         "workload_evicted": (P, F, "the queue evicted or preempted the admitted workload", _PENDING),
         "queue_status_update_failed": (P, F, "the queue controller cannot write status", _PENDING),
         "gang_unschedulable": (INF, F, "not all gang members fit at once: capacity", _PENDING),
+        "queue_rule_mismatch": (P, F, "a task type's job was admitted in another LocalQueue / ClusterQueue / priority "
+                                      "class than spec.task_queues binds it to: queue objects and their defaulting "
+                                      "are the platform's", "scheduling (task type)"),
+        "queue_wait_exceeded": (P, F, "a task type's job waited longer than its max_wait from submission to "
+                                      "admission: queue quota and fair sharing are the platform's",
+                                "scheduling (task type)"),
+        "gang_rendezvous_failed": (P, F, "the pods of an admitted multi-pod job could not reach each other through "
+                                         "their headless Service's addresses: the pod network is the platform's",
+                                   "scheduling (task type), " + _KUBE),
         **_alike(INF, F, "device capacity (HAMi)", _PENDING, "device_memory_insufficient", "device_cores_insufficient",
                  "device_count_insufficient", "device_unfit"),
         "device_numa_unfit": (INF, F, "device topology (HAMi)", _PENDING),

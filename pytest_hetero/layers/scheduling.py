@@ -10,7 +10,8 @@ scheduler or engine did and why; the verdict is written here once for every engi
   fewer devices on the host than requested → ``insufficient_devices`` (infrastructure);
 * placed with other limits than requested → ``allocation_mismatch`` (platform).
 
-Governance probes (``spec.governance``) are scheduling items too: see :mod:`pytest_hetero.layers.governance`.
+Governance probes (``spec.governance``) are scheduling items too: see :mod:`pytest_hetero.layers.governance`;
+so are a task type's queue rules and multi-pod job (``spec.task_queues``): :mod:`pytest_hetero.layers.taskqueue`.
 
 Engines that place nothing (local) answer Unsupported: not applicable, recorded as untested scope.
 """
@@ -19,7 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pytest_hetero.layers import governance, usage
+from pytest_hetero.layers import governance, taskqueue, usage
 from pytest_hetero.layers.base import LayerContext, LayerFailed
 
 
@@ -28,6 +29,9 @@ def check(ctx: LayerContext) -> None:
     a governance probe's item is judged by :func:`pytest_hetero.layers.governance.check`."""
     if "probe" in ctx.planned.keys:
         governance.check(ctx)
+        return
+    if "task_type" in ctx.planned.keys:
+        taskqueue.check(ctx)
         return
     ctx.record("scheduling.request", resource=ctx.resource.name, requests=ctx.resource.requests,
                limits=ctx.resource.limits, node_selector=ctx.resource.node_selector,

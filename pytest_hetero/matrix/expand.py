@@ -10,6 +10,9 @@ A resource whose ``coverage`` is not ``one`` gains a node-coverage item per imag
 resource × image × coverage: ``("gpu-a", "py311", "nodes", "startup")``. It depends on the scheduling
 item, not on the startup item the models depend on, so a broken node never hides the others.
 
+A task type with a queue rule (``spec.task_queues``) gains a scheduling item per resource × image:
+``("gpu-a", "py311", "training", "scheduling")`` (:mod:`pytest_hetero.matrix.taskqueues`).
+
 Governance probes (``spec.governance.probes``) are scheduling items keyed resource × probe, after every
 resource's items: ``("gpu-a", "governance", "b-cannot-submit-to-a", "scheduling")``. They depend on
 nothing: a maintenance probe must run precisely when the pool's discovery fails on a cordoned node.
@@ -126,6 +129,7 @@ def expand(matrix: Matrix, *, scheduling_per_image: bool = False) -> Plan:
             if res.coverage.mode != "one":
                 add("startup", {**ik, "coverage": res.coverage.describe()}, (rl, il, NODES, "startup"), parent)
             _add_combos(matrix, add, label, ik, start)
+            _add_task_queues(matrix, plan, add, ik, (rl, il), disc if has_disc else None, scheduling_per_image)
     _add_probes(matrix, add, label)
     return plan
 
@@ -176,6 +180,29 @@ def _add_probes(matrix: Matrix, add: Callable[[Layer, dict[str, str], tuple[str,
     for probe in matrix.probes:
         add("scheduling", {"resource": probe.resource, "probe": probe.name},
             (label(probe.resource), "governance", label(probe.name), "scheduling"), None)
+
+
+def _add_task_queues(matrix: Matrix, plan: Plan,
+                     add: Callable[[Layer, dict[str, str], tuple[str, ...], tuple[str, ...] | None], bool],
+                     ik: dict[str, str], at: tuple[str, str], parent: tuple[str, ...] | None,
+                     per_image: bool) -> None:
+    """One scheduling item per ``spec.task_queues`` rule under resource × image ``at``
+    (``<resource>::<image>::<task type>::scheduling``), depending on discovery only: the job is submitted
+    on its own, whatever the resource × image workload did. Not applicable on a backend that places by
+    resource alone (no queue controller: Docker, local)."""
+    for rule in matrix.task_queues:
+        keys, parts = {**ik, "task_type": rule.task_type}, (*at, rule.task_type, "scheduling")
+        if per_image:
+            add("scheduling", keys, parts, parent)
+        else:
+            plan.omitted.append(Omitted("scheduling", keys, parts, "not_applicable",
+                                        "queue rules and multi-pod jobs are proven through Kubernetes queues "
+                                        "(Kueue); this backend has none"))
+
+
+def is_task_queue(item: PlannedItem) -> bool:
+    """True for a task type's scheduling item (keyed resource × image × task type)."""
+    return "task_type" in item.keys
 
 
 def plan_uses_image(plan: Plan) -> bool:

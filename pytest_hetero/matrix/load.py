@@ -23,6 +23,7 @@ from typing import Any
 from pytest_hetero import LAYERS
 from pytest_hetero.durations import parse_duration
 from pytest_hetero.errors import Location, MatrixError, MatrixInvalid
+from pytest_hetero.matrix import taskqueues
 from pytest_hetero.matrix.model import (
     DEFAULT_DOMAIN,
     DEFAULT_OUTPUT_LIMIT,
@@ -265,6 +266,7 @@ def _reference_problems(data: dict[str, Any], pos: Positions, file: str) -> list
     from pytest_hetero.matrix.governance import governance_problems
 
     problems += governance_problems(spec, names, error)
+    problems += taskqueues.task_queue_problems(spec, error)
     problems += [error(("spec", "profiles", pname, "layers", j), f"unknown layer '{layer}'",
                        f"layers are {', '.join(LAYERS)}", field=False)
                  for pname, prof in (spec.get("profiles") or {}).items()
@@ -498,7 +500,8 @@ def _build(data: dict[str, Any], path: Path, raw: bytes, pos: Positions, base: P
         output_limit=int(output_limit), resources=resources_, images=images, models=models,
         datasets=datasets, exclude=exclude, profiles=profiles,
         redact=tuple((r["kind"], r["pattern"]) for r in spec.get("redact", [])), source=data,
-        tenants=tenants, probes=probes, **_validation(spec.get("validation") or {}))
+        tenants=tenants, probes=probes, task_queues=taskqueues.build(spec, line),
+        **_validation(spec.get("validation") or {}))
 
 
 def _validation(raw: dict[str, Any]) -> dict[str, Any]:

@@ -13,6 +13,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from pytest_hetero.matrix.taskqueues import TaskQueue
 from pytest_hetero.vocab import DEFAULT_OWNERS, OWNER_CATEGORIES, Layer
 
 DEFAULT_TIMEOUTS_S: dict[Layer, float] = {
@@ -319,6 +320,8 @@ class Matrix:
     """``spec.validation.domain``: published label/condition keys are ``validation.<domain>/<task-type>``."""
     tenants: tuple[Tenant, ...] = ()
     probes: tuple[GovernanceProbe, ...] = ()
+    task_queues: tuple[TaskQueue, ...] = ()
+    """``spec.task_queues``: queue rules and job shape per task type (:mod:`.taskqueues`)."""
     read_from: Path | None = None
     """The folder its relative paths were read from when that is not the file's own (an earlier version of a
     matrix copied out of its project, read as if in the current matrix's folder); None otherwise."""

@@ -230,13 +230,16 @@ def pool_status(matrix: Matrix, items: list[dict[str, Any]], finished_at: str) -
         seen: dict[tuple[str, Any], set[str]] = {}
         for item in mine:
             name = None if item["layer"] in RESOURCE_LAYERS else item["keys"].get("model")
+            if "task_type" in item["keys"]:  # a task type's queue rule / job (spec.task_queues): its own only
+                name = "task:" + str(item["keys"]["task_type"])
             seen.setdefault((item["layer"], name), set()).add(item["status"])
         task_types = {}
         facts = _NodeFacts(mine)
         per_node: dict[str, dict[str, Any]] = {node: {} for node in facts.order}
         for task_type, models in types.items():
             layers: dict[str, str] = {layer: layer_summary(
-                seen.get((layer, None), set()) if layer in RESOURCE_LAYERS
+                seen.get((layer, None), set()) | seen.get((layer, f"task:{task_type}"), set())
+                if layer in RESOURCE_LAYERS
                 else set().union(*(seen.get((layer, m), set()) for m in models))) for layer in LAYERS}
             task_types[task_type] = {"level": level_of(layers), "layers": layers,
                                      "models": [f"{m.name}@{m.version}" for m in matrix.models if m.name in models]}

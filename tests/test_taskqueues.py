@@ -1,0 +1,120 @@
+"""spec.task_queues: loaded, refused where it cannot hold, planned as one scheduling item per resource × image
+× task type (Kubernetes), not applicable elsewhere; the verdict's rules on the facts an engine reports."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support import matrix_text
+
+from pytest_hetero.backends.protocol import JobPlacement, JobRequest
+from pytest_hetero.errors import MatrixInvalid
+from pytest_hetero.judge.failures import owner_category, status_of
+from pytest_hetero.layers.base import LayerFailed
+from pytest_hetero.layers.taskqueue import judge
+from pytest_hetero.matrix.expand import expand
+from pytest_hetero.matrix.load import load_matrix
+from pytest_hetero.matrix.taskqueues import TaskQueue
+
+# the matrices lie in tmp_path and name the repository's cases/ by absolute path (suite_setup.outside_inputs)
+pytestmark = pytest.mark.usefixtures("outside_inputs")
+
+
+def write(tmp_path: Path, task_queues: dict[str, Any], task_type: str = "training") -> Path:
+    doc = json.loads(matrix_text(backend="kubernetes", images=[{"name": "py", "reference": "python:3", "for": ["cpu"]}]))
+    doc["spec"]["models"][0]["task_type"] = task_type
+    doc["spec"]["task_queues"] = task_queues
+    path = tmp_path / "m.matrix.yaml"
+    path.write_text(json.dumps(doc, indent=1))
+    return path
+
+
+def test_a_rule_is_read_with_its_duration_and_workers(tmp_path: Path) -> None:
+    m = load_matrix(write(tmp_path, {"training": {"queue": "lq-train", "cluster_queue": "cq-train",
+                                                  "priority_class": "batch", "max_wait": "1m30s", "workers": 2}}))
+    [rule] = m.task_queues
+    assert (rule.task_type, rule.queue, rule.cluster_queue, rule.priority_class, rule.max_wait_s, rule.workers) == (
+        "training", "lq-train", "cq-train", "batch", 90.0, 2)
+    assert rule.line > 0
+
+
+def test_each_task_type_rule_is_a_scheduling_item_per_resource_and_image_on_kubernetes(tmp_path: Path) -> None:
+    m = load_matrix(write(tmp_path, {"training": {"workers": 2}}))
+    plan = expand(m, scheduling_per_image=True)
+    [item] = [i for i in plan.items if "task_type" in i.keys]
+    assert (item.id, item.layer, item.depends_on) == ("cpu-host::py::training::scheduling", "scheduling",
+                                                      ("cpu-host", "discovery"))
+    assert item.keys == {"resource": "cpu-host", "image": "py", "task_type": "training"}
+    # a backend without queues (docker, local): said not applicable, with the reason
+    flat = expand(m, scheduling_per_image=False)
+    assert not [i for i in flat.items if "task_type" in i.keys]
+    [gone] = [o for o in flat.omitted if "task_type" in o.keys]
+    assert gone.status == "not_applicable" and "Kubernetes queues" in gone.reason
+
+
+def test_a_rule_for_a_task_type_no_model_has_is_refused_at_its_line(tmp_path: Path) -> None:
+    with pytest.raises(MatrixInvalid) as err:
+        load_matrix(write(tmp_path, {"fine-tune": {"queue": "lq"}}))
+    [problem] = err.value.problems
+    assert problem.message == "no model has task_type 'fine-tune'"
+    assert problem.location.field == "spec.task_queues.fine-tune" and problem.location.line > 0
+    assert "training" in problem.hint
+
+
+def test_several_workers_only_for_training_and_fine_tune(tmp_path: Path) -> None:
+    with pytest.raises(MatrixInvalid) as err:
+        load_matrix(write(tmp_path, {"evaluation": {"workers": 2}}, task_type="evaluation"))
+    [problem] = err.value.problems
+    assert problem.message == "workers: 2 for task type 'evaluation', which runs one pod"
+    assert problem.location.field == "spec.task_queues.evaluation.workers"
+
+
+def test_a_bad_max_wait_is_refused_by_the_schema(tmp_path: Path) -> None:
+    with pytest.raises(MatrixInvalid) as err:
+        load_matrix(write(tmp_path, {"training": {"max_wait": "5 minutes"}}))
+    assert "max_wait" in err.value.problems[0].location.field
+
+
+RULE = TaskQueue("training", queue="lq", cluster_queue="cq-train", max_wait_s=5.0, workers=2, line=7)
+REQ = JobRequest("training", 2, "lq", None, 60.0)
+
+
+def admitted(**admission: Any) -> JobPlacement:
+    base = {"workload": "job-x-1", "local_queue": "lq", "cluster_queue": "cq-train", "priority_class": None,
+            "wait_s": 1.0}
+    ok = [{"index": i, "ok": True} for i in range(2)]
+    return JobPlacement(admitted=True, placed=2, workers=2, admission={**base, **admission}, rendezvous=ok,
+                        service="job-x")
+
+
+def category(job: JobPlacement) -> str | None:
+    try:
+        judge(RULE, REQ, job)
+    except LayerFailed as exc:
+        return exc.category
+    return None
+
+
+def test_verdicts_on_the_facts() -> None:
+    assert category(admitted()) is None
+    assert category(admitted(cluster_queue="cq-shared")) == "queue_rule_mismatch"
+    assert category(admitted(local_queue="other")) == "queue_rule_mismatch"
+    assert category(admitted(wait_s=6.0)) == "queue_wait_exceeded"
+    broken = admitted()
+    broken.rendezvous[1] = {"index": 1, "ok": False, "error": "peer 0: 10.0.0.1:29500: timed out"}
+    assert category(broken) == "gang_rendezvous_failed"
+    # never admitted: Kueue's reason decides; past max_wait the bound does, the reason kept in the message
+    waiting = JobPlacement(admitted=False, workers=2, waited_s=3.0, decisive={"code": "queue_request_exceeds_max"},
+                           message="not admitted: insufficient quota")
+    assert category(waiting) == "queue_request_exceeds_max"
+    waiting.waited_s = 9.0
+    assert category(waiting) == "queue_wait_exceeded"
+    assert category(JobPlacement(admitted=False, workers=2)) == "scheduling_timeout"
+
+
+def test_new_categories_are_the_platforms() -> None:
+    for name in ("queue_rule_mismatch", "queue_wait_exceeded", "gang_rendezvous_failed"):
+        assert (owner_category(name, "scheduling"), status_of(name, "failed", "scheduling")) == ("platform", "failed")
