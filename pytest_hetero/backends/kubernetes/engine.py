@@ -46,6 +46,8 @@ from pytest_hetero.backends.protocol import (
     ExecResult,
     GovernanceReport,
     Inventory,
+    JobPlacement,
+    JobRequest,
     Leftover,
     Measure,
     Placement,
@@ -107,6 +109,13 @@ class KubernetesBackend(Backend):
             placed.usage = kube_usage.workload_facts(s, s.workloads[key], outcome="refused")
             return placed
         return Placement(placed=True, usage=kube_usage.workload_facts(s, s.workloads[key], placed))
+
+    def place_job(self, step: Step, request: JobRequest) -> JobPlacement:
+        """A task type's job: an indexed Job with a headless Service, admitted by Kueue as one Workload;
+        its admission, pods and rendezvous (see :mod:`.gang`)."""
+        from pytest_hetero.backends.kubernetes import gang
+
+        return gang.place_job(self.session, step, request)
 
     def start(self, step: Step) -> Started:
         """Wait until the workload container runs, or say why not (see :func:`.startup.start`); the

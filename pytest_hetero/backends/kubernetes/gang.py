@@ -1,0 +1,334 @@
+"""A task type's job on Kubernetes: an indexed Job with a headless Service, admitted by Kueue as one Workload.
+
+For a ``spec.task_queues`` rule (:mod:`pytest_hetero.matrix.taskqueues`) :func:`place_job` creates
+
+* a headless Service (``clusterIP: None``, ``publishNotReadyAddresses``) selecting the job's pods by
+  :data:`GANG`, port :data:`PORT` (``rdzv``): the name the pods' DNS records hang on
+  (``<job>-<index>.<service>.<namespace>.svc``, each pod's ``subdomain`` is the Service);
+* a suspended ``batch/v1`` Job, ``completionMode: Indexed``, ``parallelism = completions = workers``,
+  labelled ``kueue.x-k8s.io/queue-name: <queue>``: Kueue makes ONE Workload of its pod set (count =
+  workers) and unsuspends the Job only when the quota of every pod is reserved (all or nothing: no pod
+  exists before admission). Each pod asks for the resource's requests and idles (:data:`~.scheduling.KEEP_ALIVE`).
+
+It waits up to the request's ``wait_s`` for the Workload's ``Admitted`` condition, then for every pod to
+run; with several pods, :func:`rendezvous` has each pod reach every other one. A Workload never admitted is
+explained by :func:`~.scheduling.explain_pending` from the Workload and the events of the Job and the
+Workload (Kueue's own words). Facts only (:class:`~pytest_hetero.backends.protocol.JobPlacement`);
+the verdict is :mod:`pytest_hetero.layers.taskqueue`'s.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any
+
+from kubernetes import client
+
+from pytest_hetero.backends.kubernetes import client as kc
+from pytest_hetero.backends.kubernetes import podexec, queues
+from pytest_hetero.backends.kubernetes import scheduling as ks
+from pytest_hetero.backends.labels import LABEL
+from pytest_hetero.backends.protocol import ActionFailed, JobPlacement, JobRequest, Step
+from pytest_hetero.pending import summarise
+
+if TYPE_CHECKING:
+    from pytest_hetero.backends.kubernetes.session import KubeSession
+
+PORT = 29500
+"""Rendezvous port of the job's pods (``torch.distributed``'s default ``MASTER_PORT``)."""
+GANG = LABEL + "gang"
+"""Label on the pods of one job: the headless Service's selector."""
+INDEX = "batch.kubernetes.io/job-completion-index"
+"""Annotation (and label) the Job controller puts on each pod of an Indexed Job: its index."""
+ANSWER = "/tmp/hetero-rendezvous.json"
+"""Where the rendezvous check also writes its answer in the pod (read when the exec stream returned none)."""
+POLL_S = 0.5
+"""Seconds between two reads while waiting for admission, pods and endpoints."""
+
+RENDEZVOUS = r"""
+import json, os, socket, sys, threading, time
+me = int(os.environ["JOB_COMPLETION_INDEX"])
+port, peers = int(sys.argv[1]), {int(k): v for k, v in json.loads(sys.argv[2]).items() if int(k) != me}
+end = time.monotonic() + float(sys.argv[3])
+heard, reached, errors, done = set(), {}, {}, threading.Event()
+srv = socket.socket(socket.AF_INET6 if ":" in "".join(peers.values()) else socket.AF_INET)
+srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+srv.bind(("", port)); srv.listen(64); srv.settimeout(0.2)
+def serve():
+    while time.monotonic() < end and not (done.is_set() and heard >= set(peers)):
+        try:
+            conn, _ = srv.accept()
+        except OSError:
+            continue
+        with conn:
+            try:
+                conn.settimeout(2)
+                got = conn.recv(64).decode().split()
+                if len(got) == 2 and got[0] == "hello":
+                    heard.add(int(got[1])); conn.sendall(("ack %d\n" % me).encode())
+            except (OSError, ValueError):
+                pass
+server = threading.Thread(target=serve, daemon=True); server.start()
+for j, addr in sorted(peers.items()):
+    while j not in reached and time.monotonic() < end:
+        t0 = time.perf_counter()
+        try:
+            with socket.create_connection((addr, port), timeout=1) as conn:
+                conn.sendall(("hello %d\n" % me).encode()); conn.settimeout(2)
+                got = conn.recv(64).decode().split()
+            if got[:1] == ["ack"] and got[1:2] == [str(j)]:
+                reached[j] = round((time.perf_counter() - t0) * 1000, 3)
+            else:
+                errors[j] = "%s:%d answered %r, not 'ack %d'" % (addr, port, " ".join(got), j); break
+        except OSError as exc:
+            errors[j] = "%s:%d: %s" % (addr, port, exc); time.sleep(0.2)
+done.set(); server.join(max(0.0, end - time.monotonic()))
+ok = set(reached) == set(peers) and heard >= set(peers)
+answer = json.dumps({"index": me, "host": socket.gethostname(), "reached_ms": {str(k): v for k, v in reached.items()},
+                     "heard": sorted(heard), "errors": {str(k): v for k, v in errors.items() if k not in reached},
+                     "ok": ok})
+with open(sys.argv[4], "w") as fh:
+    fh.write(answer + "\n")
+print(answer, flush=True)
+sys.exit(0 if ok else 1)
+"""
+"""The pods' check among themselves (Python 3 standard library): each listens on the port, connects to every
+peer's address, says ``hello <index>`` and expects ``ack <peer index>``; done when it reached and heard every
+peer. argv: port, ``{"index": address}``, seconds, answer file; prints (and writes) one JSON line; exit 0 when
+complete."""
+
+
+def names(session: KubeSession, step: Step, task_type: str) -> tuple[str, str]:
+    """``(job, probe)``: the Job's (and Service's) name, at most 52 characters so that a pod hostname
+    ``<job>-<index>`` stays a DNS label; and the probe label of its pods."""
+    seed = f"{step.resource.name}/{step.image.name}/{task_type}"
+    tail = f"{hashlib.sha1(seed.encode()).hexdigest()[:5]}-{session.owner[:6]}"
+    return (f"{kc.dns_name('hetero', task_type, step.resource.name, limit=39)}-{tail}",
+            f"{kc.dns_name(step.resource.name, step.image.name, task_type, limit=50)}-{tail}")
+
+
+def manifests(session: KubeSession, step: Step, request: JobRequest, name: str, probe: str
+              ) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``(service, job)`` manifests (JSON dicts) of the task type's job; see the module docstring."""
+    labels = kc.labels(session.settings.run_id, session.owner, "workload", matrix=step.matrix.name,
+                       resource=step.resource.name, image=step.image.name, probe=probe,
+                       task_type=request.task_type)
+    notes = kc.created_annotations()
+    pull = {"never": "Never", "always": "Always"}.get(str(session.target.get("pull_policy", "")), "IfNotPresent")
+    spec = ks.pod_spec(step.resource, step.image.reference, restart="Never", pull_policy=pull)
+    spec["subdomain"] = name
+    if request.priority_class:
+        spec["priorityClassName"] = request.priority_class
+    else:
+        spec.pop("priorityClassName", None)
+    meta = {"name": name, "namespace": session.namespace, "labels": dict(labels), "annotations": dict(notes)}
+    service = {"apiVersion": "v1", "kind": "Service", "metadata": meta, "spec": {
+        "clusterIP": "None", "publishNotReadyAddresses": True, "selector": {GANG: name},
+        "ports": [{"name": "rdzv", "port": PORT, "targetPort": PORT}]}}
+    job = {"apiVersion": "batch/v1", "kind": "Job",
+           "metadata": {**meta, "labels": {**labels, ks.KUEUE_QUEUE: request.queue or "default"}},
+           "spec": {"completionMode": "Indexed", "completions": request.workers, "parallelism": request.workers,
+                    "backoffLimit": 0, "suspend": True, "ttlSecondsAfterFinished": 3600,
+                    "template": {"metadata": {"labels": {**labels, GANG: name}, "annotations": dict(notes)},
+                                 "spec": spec}}}
+    return service, job
+
+
+def place_job(session: KubeSession, step: Step, request: JobRequest) -> JobPlacement:
+    """Create the job's Service and Job, wait for Kueue's admission, the pods and their rendezvous (up to
+    ``request.wait_s`` seconds in all, the rendezvous with its own bound); record ``scheduling.submitted``.
+
+    Raises ActionFailed ``api_not_served`` when the apiserver serves no Kueue API, and the
+    :func:`~.client.api_outcome` of a refused create.
+    """
+    served = session.served()
+    version = served.version(queues.KUEUE)
+    if version is None:
+        raise ActionFailed(f"a {request.task_type} job goes through Kueue: {served.describe(queues.KUEUE)}",
+                           "api_not_served")
+    name, probe = names(session, step, request.task_type)
+    service, job = manifests(session, step, request, name, probe)
+    ns = session.namespace
+    try:
+        client.CoreV1Api(session.api).create_namespaced_service(ns, service, _request_timeout=30)  # type: ignore[arg-type]
+        made: Any = client.BatchV1Api(session.api).create_namespaced_job(ns, job, _request_timeout=30)  # type: ignore[arg-type]
+    except Exception as exc:  # noqa: BLE001 - translated
+        raise kc.api_outcome(exc, f"create the Service and indexed Job {name} in namespace {ns}") from None
+    submitted = time.time()
+    step.record("scheduling.submitted", submit_as="indexed-job", name=name, service=name, namespace=ns,
+                task_type=request.task_type, workers=request.workers, queue=request.queue,
+                manifest=job, service_manifest=service, submitted_at_epoch_s=submitted)
+    deadline = time.monotonic() + request.wait_s
+    workload = wait_admitted(session, version, str(made.metadata.uid), deadline)
+    out = JobPlacement(admitted=False, workers=request.workers, service=name)
+    if workload is None or queues.condition(workload, "Admitted").get("status") != "True":
+        out.waited_s = time.time() - submitted
+        out.pods = pod_facts(list_pods(session, name))
+        explain(session, out, name, workload, [], f"indexed Job {name} ({request.workers} pods) not admitted by "
+                f"Kueue within {request.wait_s:g} s")
+        return out
+    out.admitted = True
+    out.admission = {**queues.kueue_admission(session.api, version, workload, submitted),
+                     "priority_class": (workload.get("spec") or {}).get("priorityClassName"),
+                     "priority": (workload.get("spec") or {}).get("priority")}
+    out.waited_s = time.time() - submitted
+    pods = wait_running(session, name, request.workers, deadline)
+    out.pods = pod_facts(pods)
+    running = [p for p in out.pods if p["phase"] == "Running" and p["ip"]]
+    out.placed = len([p for p in out.pods if p["node"]])
+    if len(running) < request.workers:
+        waiting = [p for p in pods if not (p.get("status") or {}).get("podIP")]
+        explain(session, out, name, None, waiting, f"indexed Job {name} admitted, but {len(running)} of "
+                f"{request.workers} pods running within {request.wait_s:g} s")
+        return out
+    if request.workers > 1:
+        peers = endpoint_addresses(session, name, request.workers, deadline)
+        for pod in out.pods:
+            pod["endpoint"] = peers.get(pod["index"])
+        out.rendezvous = rendezvous(session, out.pods, {i: a["ip"] for i, a in peers.items()},
+                                    max(10.0, deadline - time.monotonic()))
+    out.message = f"indexed Job {name}: {request.workers} pods admitted as one Workload and running"
+    return out
+
+
+def wait_admitted(session: KubeSession, version: str, uid: str, deadline: float) -> dict[str, Any] | None:
+    """The Job's Workload (``kueue.x-k8s.io/job-uid`` label) once Admitted, or as last read at ``deadline``
+    (None: Kueue made none)."""
+    del version  # read in the version discovery chose (queues.read_objects)
+    last: dict[str, Any] | None = None
+    while True:
+        found, _ = queues.read_objects(session.api, session.served(), queues.KUEUE, "workloads",
+                                       session.namespace, label_selector=f"{queues.JOB_UID}={uid}")
+        last = found[0] if found else last
+        if last is not None and queues.condition(last, "Admitted").get("status") == "True":
+            return last
+        if time.monotonic() >= deadline:
+            return last
+        time.sleep(POLL_S)
+
+
+def list_pods(session: KubeSession, name: str) -> list[dict[str, Any]]:
+    """The job's pods (JSON dicts), in index order; [] when they cannot be listed."""
+    try:
+        resp: Any = session.core.list_namespaced_pod(session.namespace, label_selector=f"{GANG}={name}",
+                                                     _preload_content=False, _request_timeout=kc.API_TIMEOUT_S)
+    except Exception:  # noqa: BLE001 - the caller waits or explains with what it has
+        return []
+    pods = [p for p in json.loads(resp.data).get("items") or []
+            if not (p.get("metadata") or {}).get("deletionTimestamp")]
+    return sorted(pods, key=lambda p: int(((p.get("metadata") or {}).get("annotations") or {}).get(INDEX, 0)))
+
+
+def wait_running(session: KubeSession, name: str, workers: int, deadline: float) -> list[dict[str, Any]]:
+    """The job's pods once ``workers`` of them run with an address, or as last listed at ``deadline``."""
+    while True:
+        pods = list_pods(session, name)
+        up = [p for p in pods
+              if (p.get("status") or {}).get("phase") == "Running" and (p.get("status") or {}).get("podIP")]
+        if len(up) >= workers or time.monotonic() >= deadline:
+            return pods
+        time.sleep(POLL_S)
+
+
+def pod_facts(pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``[{"index", "name", "node", "ip", "phase", "hostname", "subdomain"}]`` of ``pods``."""
+    out = []
+    for p in pods:
+        meta, spec, status = p.get("metadata") or {}, p.get("spec") or {}, p.get("status") or {}
+        index = (meta.get("annotations") or {}).get(INDEX)
+        out.append({"index": int(index) if index is not None else None, "name": meta.get("name"),
+                    "node": spec.get("nodeName"), "ip": status.get("podIP"), "phase": status.get("phase"),
+                    "hostname": spec.get("hostname"), "subdomain": spec.get("subdomain")})
+    return out
+
+
+def endpoint_addresses(session: KubeSession, service: str, workers: int, deadline: float) -> dict[int, dict[str, Any]]:
+    """Index → ``{"ip", "hostname", "dns_name"}`` of the headless Service's EndpointSlices (what cluster DNS
+    serves for ``<hostname>.<service>.<namespace>.svc``), once ``workers`` addresses are listed or at
+    ``deadline`` (at least 10 s from now); the index is read from the hostname ``<job>-<index>``."""
+    end = max(deadline, time.monotonic() + 10)
+    found: dict[int, dict[str, Any]] = {}
+    while True:
+        try:
+            slices: Any = client.DiscoveryV1Api(session.api).list_namespaced_endpoint_slice(
+                session.namespace, label_selector=f"kubernetes.io/service-name={service}",
+                _preload_content=False, _request_timeout=kc.API_TIMEOUT_S)
+            items = json.loads(slices.data).get("items") or []
+        except Exception:  # noqa: BLE001 - waited for again; what is found by the deadline is used
+            items = []
+        for eps in items:
+            for ep in eps.get("endpoints") or []:
+                host = str(ep.get("hostname") or "")
+                tail = host.rsplit("-", 1)[-1]
+                if ep.get("addresses") and tail.isdigit():
+                    found[int(tail)] = {"ip": ep["addresses"][0], "hostname": host,
+                                        "dns_name": f"{host}.{service}.{session.namespace}.svc"}
+        if len(found) >= workers or time.monotonic() >= end:
+            return found
+        time.sleep(POLL_S)
+
+
+def rendezvous(session: KubeSession, pods: list[dict[str, Any]], peers: dict[int, str], timeout_s: float
+               ) -> list[dict[str, Any]]:
+    """Have every pod of ``pods`` (:func:`pod_facts`) reach every other one at the addresses ``peers``
+    (index → address, from the headless Service's EndpointSlices) and be reached by it, all at once
+    (:data:`RENDEZVOUS`, exec'd in each pod's ``workload`` container, bounded by ``timeout_s`` seconds,
+    at most 60). One answer per pod: ``{"index", "pod", "ok", "reached_ms", "heard", "errors", "error",
+    "exit_code"}``. The communication check of a training job may replace this one function."""
+    python = str(session.target.get("python", "python3"))
+    bound = min(60.0, timeout_s)
+    argv = [python, "-c", RENDEZVOUS, str(PORT), json.dumps({str(k): v for k, v in peers.items()}), str(bound),
+            ANSWER]
+
+    def one(pod: dict[str, Any]) -> dict[str, Any]:
+        answer: dict[str, Any] = {"index": pod["index"], "pod": pod["name"], "ok": False, "error": None}
+        try:
+            done = podexec.run(session.core, session.namespace, pod["name"], "workload", argv, bound + 15)
+        except Exception as exc:  # noqa: BLE001 - kept as this pod's answer
+            answer["error"] = kc.api_outcome(exc, f"exec the rendezvous in pod {pod['name']}").message
+            return answer
+        answer["exit_code"] = done.exit_code
+        text = done.stdout.strip()
+        if not text and done.exit_code is not None:  # the exec stream lost it: read what the check wrote
+            again = podexec.run(session.core, session.namespace, pod["name"], "workload", ["cat", ANSWER], 30)
+            text, answer["answer_from"] = again.stdout.strip(), ANSWER
+        try:
+            answer.update(json.loads(text.splitlines()[-1]))
+        except (ValueError, IndexError):
+            answer["error"] = (f"no answer (exit {done.exit_code} after {done.duration_s:.1f} s, exec status "
+                               f"{done.status[:300]!r}, streams {done.streams}, argv {argv[:2]!r}, "
+                               f"peers {argv[4]}): {done.stderr.strip()[-500:]}")
+            return answer
+        if answer.get("index") != pod["index"]:
+            answer.update(ok=False, error=f"JOB_COMPLETION_INDEX {answer.get('index')} in pod of index {pod['index']}")
+        elif not answer.get("ok"):
+            answer["error"] = "; ".join(f"peer {k}: {v}" for k, v in (answer.get("errors") or {}).items()) or (
+                f"heard {answer.get('heard')} of {sorted(k for k in peers if k != pod['index'])}")
+        return answer
+
+    with ThreadPoolExecutor(max(1, len(pods)), thread_name_prefix="hetero-rdzv") as pool:
+        return list(pool.map(one, pods))
+
+
+def explain(session: KubeSession, out: JobPlacement, name: str, workload: dict[str, Any] | None,
+            pods: list[dict[str, Any]], what: str) -> None:
+    """Fill ``out``'s reasons, decisive reason and message from the Workload, the unplaced ``pods`` and the
+    events of the Job, the Workload and those pods (:func:`.scheduling.explain_pending`)."""
+    api, ns = session.api, session.namespace
+    events = ks.events_for(api, ns, name)
+    if workload is not None:
+        events += ks.events_for(api, ns, str((workload.get("metadata") or {}).get("name")))
+    events += [e for p in pods for e in ks.events_for(api, ns, p["metadata"]["name"])]
+    reasons = ks.explain_pending(pods, events, [workload] if workload else [], None)
+    decisive = ks.primary(reasons)
+    out.reasons = [r.to_dict() for r in reasons]
+    out.decisive = decisive.to_dict() if decisive else None
+    if workload is not None:
+        out.admission = {"workload": (workload.get("metadata") or {}).get("name"),
+                         "local_queue": (workload.get("spec") or {}).get("queueName"),
+                         "conditions": (workload.get("status") or {}).get("conditions")}
+    out.message = f"{what}: {summarise(reasons, facts_only=True)}" if reasons else (
+        f"{what} and nothing explains why" + ("" if workload else "; Kueue created no Workload for it"))

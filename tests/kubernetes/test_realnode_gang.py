@@ -1,0 +1,193 @@
+"""A task type's job through the real Kueue (v0.19.2) on the real node: several pods admitted as ONE Workload,
+their rendezvous over the real CNI, quota for fewer pods (waits, explained in Kueue's words, no pod started),
+and the queue rules of spec.task_queues (wrong ClusterQueue, wait over the bound).
+
+Each test makes its own namespace, ResourceFlavor, ClusterQueue (``cpu`` quota) and LocalQueue, and deletes
+them. The pods ask for ``cpu`` only, so other tests' GPU use on the shared node does not interfere.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+import pytest
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+from realkit import STANDIN, data, failure, real_matrix, run
+
+if TYPE_CHECKING:  # annotation only: 'conftest' names differ per folder at run time
+    from conftest import RealNodeCluster
+
+pytestmark = pytest.mark.usefixtures("outside_inputs", "real_kueue", "realnode_images")
+
+API = ("kueue.x-k8s.io", "v1beta2")
+CPU_PER_POD = "100m"
+
+
+@contextmanager
+def kueue_queues(realnode: RealNodeCluster, cpu_quota: str) -> Iterator[dict[str, str]]:
+    """A namespace, a ResourceFlavor for the real node, a ClusterQueue with ``cpu_quota`` of ``cpu`` and
+    LocalQueue ``lq`` pointing to it; all deleted afterwards."""
+    ns = realnode.new_namespace("gang")
+    suffix = uuid.uuid4().hex[:5]
+    made = {"ns": ns, "rf": f"gang-{suffix}", "cq": f"cq-gang-{suffix}", "lq": "lq"}
+    custom = client.CustomObjectsApi(realnode.api)
+    group, version = API
+    try:
+        custom.create_cluster_custom_object(group, version, "resourceflavors", {
+            "apiVersion": f"{group}/{version}", "kind": "ResourceFlavor", "metadata": {"name": made["rf"]},
+            "spec": {"nodeLabels": realnode.info.node_selector, "tolerations": [realnode.info.toleration]}})
+        custom.create_cluster_custom_object(group, version, "clusterqueues", {
+            "apiVersion": f"{group}/{version}", "kind": "ClusterQueue", "metadata": {"name": made["cq"]},
+            "spec": {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns}},
+                     "resourceGroups": [{"coveredResources": ["cpu"], "flavors": [
+                         {"name": made["rf"], "resources": [{"name": "cpu", "nominalQuota": cpu_quota}]}]}]}})
+        custom.create_namespaced_custom_object(group, version, ns, "localqueues", {
+            "apiVersion": f"{group}/{version}", "kind": "LocalQueue", "metadata": {"name": "lq"},
+            "spec": {"clusterQueue": made["cq"]}})
+        yield made
+    finally:
+        client.CoreV1Api(realnode.api).delete_namespace(ns)
+        for plural, name in (("clusterqueues", made["cq"]), ("resourceflavors", made["rf"])):
+            try:
+                custom.delete_cluster_custom_object(group, version, plural, name)
+            except ApiException as exc:
+                if exc.status != 404:
+                    raise
+
+
+def gang_run(pytester: pytest.Pytester, realnode: RealNodeCluster, made: dict[str, str], rule: dict[str, Any],
+             timeout: str = "60s", task_type: str = "training") -> dict[str, Any]:
+    """Run the ``<resource>::<image>::<task type>::scheduling`` item of a matrix whose model has ``task_type``
+    bound by ``rule``; its evidence item."""
+    resource = {"name": "trainer", "type": "cpu", "requests": {"cpu": CPU_PER_POD}, "queue": made["lq"]}
+    doc = json.loads(real_matrix(realnode.info, made["ns"], [resource],
+                                 images=[{"name": "acc", "reference": STANDIN, "for": ["cpu"]}],
+                                 layers={"scheduling": {"timeout": timeout}}, framework=False))
+    doc["spec"]["models"][0]["task_type"] = task_type
+    doc["spec"]["task_queues"] = {task_type: rule}
+    got = run(pytester, json.dumps(doc), "g" + uuid.uuid4().hex[:9], "-k", f"{task_type} and scheduling")
+    return got[f"trainer::acc::{task_type}::scheduling"]
+
+
+def test_a_two_pod_job_is_admitted_as_one_workload_and_its_pods_meet(
+    pytester: pytest.Pytester, realnode: RealNodeCluster
+) -> None:
+    with kueue_queues(realnode, "200m") as made:
+        item = gang_run(pytester, realnode, made, {"cluster_queue": made["cq"], "workers": 2, "max_wait": "30s"})
+    assert item["status"] == "passed", item.get("failure")
+    sent = data(item, "scheduling.submitted")
+    spec = sent["manifest"]["spec"]
+    assert (spec["completionMode"], spec["parallelism"], spec["completions"], spec["suspend"]) == (
+        "Indexed", 2, 2, True)
+    assert sent["service_manifest"]["spec"]["clusterIP"] == "None"
+    job = data(item, "scheduling.job")
+    adm = job["admission"]
+    # ONE Workload for both pods: one pod set of count 2, 2 x 100m of quota used
+    assert [(s["name"], s["count"]) for s in adm["pod_sets"]] == [("main", 2)]
+    assert adm["resource_usage"] == {"cpu": "200m"}
+    assert (adm["cluster_queue"], adm["local_queue"], adm["workload"].startswith("job-")) == (made["cq"], "lq", True)
+    assert 0 <= adm["wait_s"] <= 30 and adm["admitted_at"]
+    assert job["service"] == sent["service"]
+    pods = job["pods"]
+    assert sorted(p["index"] for p in pods) == [0, 1]
+    assert {p["node"] for p in pods} == {realnode.info.node}
+    assert all(p["ip"] and p["hostname"] == f"{sent['name']}-{p['index']}" and p["subdomain"] == job["service"]
+               for p in pods)
+    assert {p["index"]: p["endpoint"]["ip"] for p in pods} == {p["index"]: p["ip"] for p in pods}
+    # the rendezvous: each pod reached the other over the CNI and was reached by it
+    by_index = {r["index"]: r for r in job["rendezvous"]}
+    assert by_index[0]["ok"] and by_index[1]["ok"]
+    assert list(by_index[0]["reached_ms"]) == ["1"] and by_index[0]["heard"] == [1]
+    assert list(by_index[1]["reached_ms"]) == ["0"] and by_index[1]["heard"] == [0]
+    assert by_index[0]["host"] == f"{sent['name']}-0"
+
+
+def test_quota_for_one_pod_keeps_the_job_waiting_whole_and_says_why_in_kueues_words(
+    pytester: pytest.Pytester, realnode: RealNodeCluster
+) -> None:
+    with kueue_queues(realnode, CPU_PER_POD) as made:
+        item = gang_run(pytester, realnode, made, {"workers": 2}, timeout="8s")
+    status, category, owner = failure(item)
+    assert (status, owner) == ("failed", "platform")
+    job = data(item, "scheduling.job")
+    assert job["admitted"] is False and job["pods"] == [] and job["placed"] == 0  # never a partial start
+    first = job["reasons"][0]
+    # Kueue's words: the one Workload asks for both pods at once (200m), more than the queue can ever give
+    assert (first["source"], first["code"], category) == ("kueue", "queue_request_exceeds_max", first["code"])
+    assert (first["detail"]["condition_reason"], first["detail"]["pod_set"]) == ("ExceedsMaxQuota", "main")
+    assert first["message"] == (f"insufficient quota for cpu in flavor {made['rf']}, previously considered podsets "
+                                "requests (0) + current podset request (200m) > maximum capacity (100m)")
+    assert item["failure"]["message"].startswith(f"indexed Job {data(item, 'scheduling.submitted')['name']} "
+                                                 "(2 pods) not admitted by Kueue within 8 s: ")
+
+
+def test_a_task_type_admitted_in_another_cluster_queue_fails_its_scheduling_item(
+    pytester: pytest.Pytester, realnode: RealNodeCluster
+) -> None:
+    with kueue_queues(realnode, "200m") as made:
+        item = gang_run(pytester, realnode, made, {"cluster_queue": "cq-training-only", "workers": 1},
+                        task_type="fine-tune")
+    assert failure(item) == ("failed", "queue_rule_mismatch", "platform")
+    assert f"ClusterQueue '{made['cq']}', the rule says 'cq-training-only'" in item["failure"]["message"]
+    assert data(item, "scheduling.job")["admission"]["cluster_queue"] == made["cq"]
+
+
+def test_a_wait_over_the_bound_fails_with_the_wait_in_evidence(
+    pytester: pytest.Pytester, realnode: RealNodeCluster
+) -> None:
+    with kueue_queues(realnode, CPU_PER_POD) as made:
+        blocker = hold_quota(realnode, made)
+        stop = threading.Event()
+        release = threading.Thread(target=release_later, args=(realnode, made, blocker, stop), daemon=True)
+        release.start()
+        try:
+            item = gang_run(pytester, realnode, made, {"max_wait": "2s", "workers": 1}, timeout="60s")
+        finally:
+            stop.set()
+            release.join()
+    assert failure(item) == ("failed", "queue_wait_exceeded", "platform")
+    adm = data(item, "scheduling.job")["admission"]
+    assert adm["wait_s"] >= 3  # Workload created -> Admitted, from its conditions (1 s resolution)
+    assert f"waited {adm['wait_s']:g} s from submission to admission" in item["failure"]["message"]
+
+
+def hold_quota(realnode: RealNodeCluster, made: dict[str, str]) -> str:
+    """A Job of one pod through ``lq`` holding the whole quota; its name, once Kueue admitted it."""
+    name = "blocker"
+    pod = realnode.pod_spec([{"name": "c", "image": STANDIN, "imagePullPolicy": "Never",
+                              "command": ["/bin/sh", "-c", "sleep 600"],
+                              "resources": {"requests": {"cpu": CPU_PER_POD}}}], restartPolicy="Never",
+                            terminationGracePeriodSeconds=0)
+    client.BatchV1Api(realnode.api).create_namespaced_job(made["ns"], {  # type: ignore[arg-type]
+        "apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"name": name, "labels": {"kueue.x-k8s.io/queue-name": made["lq"]}},
+        "spec": {"suspend": True, "backoffLimit": 0, "template": {"spec": pod}}})
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        job: Any = client.BatchV1Api(realnode.api).read_namespaced_job(name, made["ns"])
+        if job.spec.suspend is False:
+            return name
+        time.sleep(0.3)
+    raise AssertionError("the blocker Job was not admitted by Kueue in 30 s")
+
+
+def release_later(realnode: RealNodeCluster, made: dict[str, str], blocker: str, stop: threading.Event) -> None:
+    """Once a second Workload (the run's job) waits in the namespace, hold the quota 5 s more, then delete the
+    blocker Job so that Kueue admits the run's job late."""
+    custom, (group, version) = client.CustomObjectsApi(realnode.api), API
+    while not stop.is_set():
+        found: Any = custom.list_namespaced_custom_object(group, version, made["ns"], "workloads")
+        if len(found["items"]) > 1:
+            break
+        time.sleep(0.2)
+    if stop.wait(5.0):
+        return
+    client.BatchV1Api(realnode.api).delete_namespaced_job(blocker, made["ns"], propagation_policy="Background",
+                                                          grace_period_seconds=0)
