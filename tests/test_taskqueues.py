@@ -18,6 +18,7 @@ from pytest_hetero.layers.taskqueue import judge
 from pytest_hetero.matrix.expand import expand
 from pytest_hetero.matrix.load import load_matrix
 from pytest_hetero.matrix.taskqueues import TaskQueue
+from pytest_hetero.status.compute import pool_status
 
 # the matrices lie in tmp_path and name the repository's cases/ by absolute path (suite_setup.outside_inputs)
 pytestmark = pytest.mark.usefixtures("outside_inputs")
@@ -118,3 +119,32 @@ def test_verdicts_on_the_facts() -> None:
 def test_new_categories_are_the_platforms() -> None:
     for name in ("queue_rule_mismatch", "queue_wait_exceeded", "gang_rendezvous_failed"):
         assert (owner_category(name, "scheduling"), status_of(name, "failed", "scheduling")) == ("platform", "failed")
+
+
+def test_a_task_types_scheduling_item_counts_for_that_task_type_only(tmp_path: Path) -> None:
+    """The training job's failed scheduling item lowers training's level on the pool, not batch-inference's."""
+    path = write(tmp_path, {"training": {"workers": 2}})
+    doc = json.loads(path.read_text())
+    doc["spec"]["models"].append({**doc["spec"]["models"][0], "name": "scorer", "task_type": "batch-inference"})
+    path.write_text(json.dumps(doc))
+    m = load_matrix(path)
+    items: list[dict[str, Any]] = [
+        {"keys": {"resource": "cpu-host"}, "layer": "discovery", "status": "passed"},
+        {"keys": {"resource": "cpu-host", "image": "py"}, "layer": "scheduling", "status": "passed"},
+        {"keys": {"resource": "cpu-host", "image": "py", "task_type": "training"}, "layer": "scheduling",
+         "status": "failed"}]
+    [pool] = pool_status(m, items, "2026-12-02T10:00:00Z")
+    levels = {t: pool["task_types"][t]["layers"]["scheduling"] for t in ("training", "batch-inference")}
+    assert levels == {"training": "failed", "batch-inference": "passed"}
+
+
+def test_the_workloads_priority_class_is_read_in_both_kueue_versions() -> None:
+    from pytest_hetero.backends.kubernetes.gang import priority_of
+
+    v1beta2 = {"spec": {"priority": 100, "priorityClassRef": {"group": "scheduling.k8s.io", "kind": "PriorityClass",
+                                                               "name": "batch"}}}
+    v1beta1 = {"spec": {"priority": 5, "priorityClassName": "low", "priorityClassSource": "kueue.x-k8s.io/workloadpriorityclass"}}
+    assert priority_of(v1beta2) == {"priority_class": "batch", "priority_class_kind": "PriorityClass", "priority": 100}
+    assert priority_of(v1beta1) == {"priority_class": "low", "priority_class_kind": "kueue.x-k8s.io/workloadpriorityclass",
+                                    "priority": 5}
+    assert priority_of({"spec": {}})["priority_class"] is None

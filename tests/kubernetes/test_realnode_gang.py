@@ -131,12 +131,23 @@ def test_quota_for_one_pod_keeps_the_job_waiting_whole_and_says_why_in_kueues_wo
 def test_a_task_type_admitted_in_another_cluster_queue_fails_its_scheduling_item(
     pytester: pytest.Pytester, realnode: RealNodeCluster
 ) -> None:
-    with kueue_queues(realnode, "200m") as made:
-        item = gang_run(pytester, realnode, made, {"cluster_queue": "cq-training-only", "workers": 1},
-                        task_type="fine-tune")
+    priority = client.SchedulingV1Api(realnode.api)
+    pc = f"gang-{uuid.uuid4().hex[:6]}"
+    priority.create_priority_class({"metadata": {"name": pc}, "value": 100})  # type: ignore[arg-type]
+    try:
+        with kueue_queues(realnode, "200m") as made:
+            item = gang_run(pytester, realnode, made, {"cluster_queue": "cq-training-only", "priority_class": pc,
+                                                       "workers": 1}, task_type="fine-tune")
+    finally:
+        priority.delete_priority_class(pc)
     assert failure(item) == ("failed", "queue_rule_mismatch", "platform")
-    assert f"ClusterQueue '{made['cq']}', the rule says 'cq-training-only'" in item["failure"]["message"]
-    assert data(item, "scheduling.job")["admission"]["cluster_queue"] == made["cq"]
+    message = item["failure"]["message"]
+    assert message.endswith(f": ClusterQueue '{made['cq']}', the rule says 'cq-training-only'")  # priority kept
+    admission = data(item, "scheduling.job")["admission"]
+    assert (admission["cluster_queue"], admission["local_queue"]) == (made["cq"], "lq")
+    assert (admission["priority_class"], admission["priority_class_kind"], admission["priority"]) == (
+        pc, "PriorityClass", 100)
+    assert data(item, "scheduling.submitted")["manifest"]["spec"]["template"]["spec"]["priorityClassName"] == pc
 
 
 def test_a_wait_over_the_bound_fails_with_the_wait_in_evidence(

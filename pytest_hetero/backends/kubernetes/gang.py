@@ -171,9 +171,7 @@ def place_job(session: KubeSession, step: Step, request: JobRequest) -> JobPlace
                 f"Kueue within {request.wait_s:g} s")
         return out
     out.admitted = True
-    out.admission = {**queues.kueue_admission(session.api, version, workload, submitted),
-                     "priority_class": (workload.get("spec") or {}).get("priorityClassName"),
-                     "priority": (workload.get("spec") or {}).get("priority")}
+    out.admission = {**queues.kueue_admission(session.api, version, workload, submitted), **priority_of(workload)}
     out.waited_s = time.time() - submitted
     pods = wait_running(session, name, request.workers, deadline)
     out.pods = pod_facts(pods)
@@ -192,6 +190,19 @@ def place_job(session: KubeSession, step: Step, request: JobRequest) -> JobPlace
                                     max(10.0, deadline - time.monotonic()))
     out.message = f"indexed Job {name}: {request.workers} pods admitted as one Workload and running"
     return out
+
+
+def priority_of(workload: dict[str, Any]) -> dict[str, Any]:
+    """``{"priority_class", "priority_class_kind", "priority"}`` of a Workload: ``spec.priorityClassRef``
+    (``kueue.x-k8s.io/v1beta2``: ``{group, kind, name}``, kind ``PriorityClass`` or ``WorkloadPriorityClass``)
+    or ``spec.priorityClassName``/``priorityClassSource`` (v1beta1); ``spec.priority`` (the number)."""
+    spec = workload.get("spec") or {}
+    ref = spec.get("priorityClassRef") or {}
+    if ref:
+        return {"priority_class": ref.get("name"), "priority_class_kind": ref.get("kind"),
+                "priority": spec.get("priority")}
+    return {"priority_class": spec.get("priorityClassName"), "priority_class_kind": spec.get("priorityClassSource"),
+            "priority": spec.get("priority")}
 
 
 def wait_admitted(session: KubeSession, version: str, uid: str, deadline: float) -> dict[str, Any] | None:
