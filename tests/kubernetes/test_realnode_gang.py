@@ -20,6 +20,7 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from realkit import STANDIN, data, failure, real_matrix, run
+from support import evidence_of
 
 if TYPE_CHECKING:  # annotation only: 'conftest' names differ per folder at run time
     from conftest import RealNodeCluster
@@ -81,6 +82,11 @@ def test_a_two_pod_job_is_admitted_as_one_workload_and_its_pods_meet(
 ) -> None:
     with kueue_queues(realnode, "200m") as made:
         item = gang_run(pytester, realnode, made, {"cluster_queue": made["cq"], "workers": 2, "max_wait": "30s"})
+        # the run removed what it made: Job, pods and headless Service (the namespace is still there)
+        cleanup = evidence_of(pytester)["cleanup"]
+        assert cleanup["leftovers"] == [], cleanup
+        core, batch = client.CoreV1Api(realnode.api), client.BatchV1Api(realnode.api)
+        assert (batch.list_namespaced_job(made["ns"]).items, core.list_namespaced_service(made["ns"]).items) == ([], [])
     assert item["status"] == "passed", item.get("failure")
     sent = data(item, "scheduling.submitted")
     spec = sent["manifest"]["spec"]
