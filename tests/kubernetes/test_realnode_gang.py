@@ -17,15 +17,17 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from kubekit import kube_matrix
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from realkit import STANDIN, data, failure, real_matrix, run
 from support import evidence_of
 
 if TYPE_CHECKING:  # annotation only: 'conftest' names differ per folder at run time
-    from conftest import RealNodeCluster
+    from conftest import Cluster, RealNodeCluster
 
-pytestmark = pytest.mark.usefixtures("outside_inputs", "real_kueue", "realnode_images")
+pytestmark = pytest.mark.usefixtures("outside_inputs")
+real = pytest.mark.usefixtures("real_kueue", "realnode_images")
 
 API = ("kueue.x-k8s.io", "v1beta2")
 CPU_PER_POD = "100m"
@@ -77,6 +79,7 @@ def gang_run(pytester: pytest.Pytester, realnode: RealNodeCluster, made: dict[st
     return got[f"trainer::acc::{task_type}::scheduling"]
 
 
+@real
 def test_a_two_pod_job_is_admitted_as_one_workload_and_its_pods_meet(
     pytester: pytest.Pytester, realnode: RealNodeCluster
 ) -> None:
@@ -115,6 +118,7 @@ def test_a_two_pod_job_is_admitted_as_one_workload_and_its_pods_meet(
     assert by_index[0]["host"] == f"{sent['name']}-0"
 
 
+@real
 def test_quota_for_one_pod_keeps_the_job_waiting_whole_and_says_why_in_kueues_words(
     pytester: pytest.Pytester, realnode: RealNodeCluster
 ) -> None:
@@ -134,6 +138,7 @@ def test_quota_for_one_pod_keeps_the_job_waiting_whole_and_says_why_in_kueues_wo
                                                  "(2 pods) not admitted by Kueue within 8 s: ")
 
 
+@real
 def test_a_task_type_admitted_in_another_cluster_queue_fails_its_scheduling_item(
     pytester: pytest.Pytester, realnode: RealNodeCluster
 ) -> None:
@@ -156,6 +161,7 @@ def test_a_task_type_admitted_in_another_cluster_queue_fails_its_scheduling_item
     assert data(item, "scheduling.submitted")["manifest"]["spec"]["template"]["spec"]["priorityClassName"] == pc
 
 
+@real
 def test_a_wait_over_the_bound_fails_with_the_wait_in_evidence(
     pytester: pytest.Pytester, realnode: RealNodeCluster
 ) -> None:
@@ -208,3 +214,20 @@ def release_later(realnode: RealNodeCluster, made: dict[str, str], blocker: str,
         return
     client.BatchV1Api(realnode.api).delete_namespaced_job(blocker, made["ns"], propagation_policy="Background",
                                                           grace_period_seconds=0)
+
+
+def test_without_kueue_the_job_is_not_submitted_and_the_item_says_so(pytester: pytest.Pytester, cluster: Cluster,
+                                                                    run_id: str) -> None:
+    """The KWOK plane serves no Kueue API: nothing is created, the item is an error (nothing proven either way)
+    naming API discovery's answer."""
+    resource = {"name": "cpu", "type": "cpu", "requests": {"cpu": "1"}, "pool": "cpu", "queue": "lq"}
+    doc = json.loads(kube_matrix(cluster.suffix, cluster.namespace, [resource], layers={"scheduling": {"timeout": "5s"}}))
+    doc["spec"]["models"][0]["task_type"] = "training"
+    doc["spec"]["task_queues"] = {"training": {"workers": 2}}
+    pytester.makefile(".matrix.yaml", k=json.dumps(doc))
+    pytester.runpytest("-p", "no:cacheprovider", "--hetero-run-id", run_id, "-k", "training")
+    [item] = evidence_of(pytester)["items"]
+    assert failure(item) == ("error", "api_not_served", "platform")
+    assert item["failure"]["message"] == ("a training job goes through Kueue: the apiserver serves no kueue.x-k8s.io "
+                                          "API (API discovery): the controller is not installed")
+    assert [r["kind"] for r in item["records"] if r["kind"].startswith("scheduling.")] == ["scheduling.request"]

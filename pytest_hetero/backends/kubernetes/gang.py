@@ -19,9 +19,9 @@ the verdict is :mod:`pytest_hetero.layers.taskqueue`'s.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import time
+import uuid
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
@@ -102,10 +102,9 @@ complete."""
 
 
 def names(session: KubeSession, step: Step, task_type: str) -> tuple[str, str]:
-    """``(job, probe)``: the Job's (and Service's) name, at most 52 characters so that a pod hostname
-    ``<job>-<index>`` stays a DNS label; and the probe label of its pods."""
-    seed = f"{step.resource.name}/{step.image.name}/{task_type}"
-    tail = f"{hashlib.sha1(seed.encode()).hexdigest()[:5]}-{session.owner[:6]}"
+    """``(job, probe)``: the Job's (and Service's) name, new for every call, at most 52 characters so that a
+    pod hostname ``<job>-<index>`` stays a DNS label; and the probe label of its pods."""
+    tail = f"{uuid.uuid4().hex[:5]}-{session.owner[:6]}"  # each submission its own (a repeated item too)
     return (f"{kc.dns_name('hetero', task_type, step.resource.name, limit=39)}-{tail}",
             f"{kc.dns_name(step.resource.name, step.image.name, task_type, limit=50)}-{tail}")
 
@@ -162,13 +161,14 @@ def place_job(session: KubeSession, step: Step, request: JobRequest) -> JobPlace
                 task_type=request.task_type, workers=request.workers, queue=request.queue,
                 manifest=job, service_manifest=service, submitted_at_epoch_s=submitted)
     deadline = time.monotonic() + request.wait_s
-    workload = wait_admitted(session, version, str(made.metadata.uid), deadline)
+    workload, read_error = wait_admitted(session, str(made.metadata.uid), deadline)
     out = JobPlacement(admitted=False, workers=request.workers, service=name)
     if workload is None or queues.condition(workload, "Admitted").get("status") != "True":
         out.waited_s = time.time() - submitted
         out.pods = pod_facts(list_pods(session, name))
         explain(session, out, name, workload, [], f"indexed Job {name} ({request.workers} pods) not admitted by "
-                f"Kueue within {request.wait_s:g} s")
+                f"Kueue within {request.wait_s:g} s" + (f" (its Workload could not be read: {read_error})"
+                                                       if read_error and workload is None else ""))
         return out
     out.admitted = True
     out.admission = {**queues.kueue_admission(session.api, version, workload, submitted), **priority_of(workload)}
@@ -186,8 +186,13 @@ def place_job(session: KubeSession, step: Step, request: JobRequest) -> JobPlace
         peers = endpoint_addresses(session, name, request.workers, deadline)
         for pod in out.pods:
             pod["endpoint"] = peers.get(pod["index"])
-        out.rendezvous = rendezvous(session, out.pods, {i: a["ip"] for i, a in peers.items()},
-                                    max(10.0, deadline - time.monotonic()))
+        if len(peers) < request.workers:  # a pod the Service does not list cannot be found by its peers
+            out.rendezvous = [{"index": p["index"], "pod": p["name"], "ok": False, "error": (
+                f"headless Service {name} lists {len(peers)} of {request.workers} pods (EndpointSlices: indexes "
+                f"{sorted(peers)})")} for p in out.pods]
+        else:
+            out.rendezvous = rendezvous(session, out.pods, {i: a["ip"] for i, a in peers.items()},
+                                        max(10.0, deadline - time.monotonic()))
     out.message = f"indexed Job {name}: {request.workers} pods admitted as one Workload and running"
     return out
 
@@ -205,19 +210,19 @@ def priority_of(workload: dict[str, Any]) -> dict[str, Any]:
             "priority": spec.get("priority")}
 
 
-def wait_admitted(session: KubeSession, version: str, uid: str, deadline: float) -> dict[str, Any] | None:
-    """The Job's Workload (``kueue.x-k8s.io/job-uid`` label) once Admitted, or as last read at ``deadline``
-    (None: Kueue made none)."""
-    del version  # read in the version discovery chose (queues.read_objects)
+def wait_admitted(session: KubeSession, uid: str, deadline: float) -> tuple[dict[str, Any] | None, str | None]:
+    """``(workload, error)``: the Job's Workload (``kueue.x-k8s.io/job-uid`` label, in the version discovery
+    chose) once Admitted, or as last read at ``deadline`` (None: Kueue made none, or it could not be read:
+    ``error`` is then the last read's failure)."""
     last: dict[str, Any] | None = None
     while True:
-        found, _ = queues.read_objects(session.api, session.served(), queues.KUEUE, "workloads",
-                                       session.namespace, label_selector=f"{queues.JOB_UID}={uid}")
+        found, error = queues.read_objects(session.api, session.served(), queues.KUEUE, "workloads",
+                                           session.namespace, label_selector=f"{queues.JOB_UID}={uid}")
         last = found[0] if found else last
         if last is not None and queues.condition(last, "Admitted").get("status") == "True":
-            return last
+            return last, None
         if time.monotonic() >= deadline:
-            return last
+            return last, error
         time.sleep(POLL_S)
 
 
