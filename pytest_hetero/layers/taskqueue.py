@@ -43,8 +43,9 @@ def check(ctx: LayerContext) -> None:
                          queue=rule.queue or ctx.resource.queue,
                          priority_class=rule.priority_class or ctx.resource.priority_class, wait_s=ctx.timeout_s)
     ctx.record("scheduling.request", resource=ctx.resource.name, requests=ctx.resource.requests,
-               task_type=rule.task_type, workers=rule.workers, queue=request.queue,
-               priority_class=request.priority_class, rule={
+               limits=ctx.resource.limits, node_selector=ctx.resource.node_selector,
+               tolerations=list(ctx.resource.tolerations), task_type=rule.task_type, workers=rule.workers,
+               queue=request.queue, priority_class=request.priority_class, rule={
                    "queue": rule.queue, "cluster_queue": rule.cluster_queue, "priority_class": rule.priority_class,
                    "max_wait_s": rule.max_wait_s, "workers": rule.workers, "line": rule.line})
     job = ctx.backend.place_job(ctx, request)
