@@ -148,3 +148,20 @@ def test_the_workloads_priority_class_is_read_in_both_kueue_versions() -> None:
     assert priority_of(v1beta1) == {"priority_class": "low", "priority_class_kind": "kueue.x-k8s.io/workloadpriorityclass",
                                     "priority": 5}
     assert priority_of({"spec": {}})["priority_class"] is None
+
+
+def test_a_changed_rule_affects_its_task_types_items_only(tmp_path: Path) -> None:
+    from pytest_hetero.matrix.diff import changed_items
+
+    old_dir, new_dir = tmp_path / "old", tmp_path / "new"
+    old_dir.mkdir()
+    new_dir.mkdir()
+    old = load_matrix(write(old_dir, {"training": {"workers": 2, "max_wait": "5m"}}))
+    new = load_matrix(write(new_dir, {"training": {"workers": 2, "max_wait": "1m"}}))
+    got = changed_items(old, expand(old, scheduling_per_image=True), new, expand(new, scheduling_per_image=True))
+    # (the model items differ too: a copy in another folder cannot tell its code folder is the same)
+    assert got["cpu-host::py::training::scheduling"] == "spec.task_queues.training changed"
+    assert {"cpu-host::discovery", "cpu-host::py::scheduling"}.isdisjoint(got)
+    same = load_matrix(write(new_dir, {"training": {"max_wait": "5m", "workers": 2}}))
+    assert "cpu-host::py::training::scheduling" not in changed_items(
+        old, expand(old, scheduling_per_image=True), same, expand(same, scheduling_per_image=True))

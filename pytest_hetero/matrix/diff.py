@@ -214,11 +214,25 @@ def changed_items(old: Matrix, old_plan: Plan, new: Matrix, new_plan: Plan) -> d
         return {item.id: "target changed" for item in new_plan.items}
     touched = {(c.dimension, c.name): c for c in changes}
     old_ids = {item.id for item in old_plan.items}
+    rules = _task_queue_changes(old, new)
     out: dict[str, str] = {}
     for item in new_plan.items:
         hits = [touched[(dim, name)] for dim, name in item.keys.items() if (dim, name) in touched]
         if hits:
             out[item.id] = "; ".join(c.describe() for c in hits)
+        elif item.keys.get("task_type") in rules:
+            out[item.id] = f"spec.task_queues.{item.keys['task_type']} changed"
         elif item.id not in old_ids:
             out[item.id] = "new in this matrix version (was excluded or absent)"
     return out
+
+
+def _task_queue_changes(old: Matrix, new: Matrix) -> set[str]:
+    """Task types whose ``spec.task_queues`` rule differs between ``old`` and ``new`` (its line aside)."""
+    from dataclasses import replace
+
+    def rules(m: Matrix) -> dict[str, object]:
+        return {r.task_type: replace(r, line=0) for r in m.task_queues}
+
+    before, after = rules(old), rules(new)
+    return {t for t in after if before.get(t) != after[t]}
