@@ -294,6 +294,8 @@ class JobPlacement:
     decisive: dict[str, Any] | None = None
     reasons: list[dict[str, Any]] = field(default_factory=list)
     message: str = ""
+    usage: list[dict[str, Any]] = field(default_factory=list)
+    """:data:`USAGE_FACTS` of each pod of the job (none before admission)."""
 
 
 @dataclass

@@ -16,12 +16,13 @@ Service through Kueue, one Workload for all its pods) and reports facts; the ver
 * pods placed but unable to reach each other → ``gang_rendezvous_failed``.
 
 ``scheduling.job`` holds the facts: the Workload and its admission, the wait, each pod's index, node and
-address, the headless Service and the rendezvous each pod reported.
+address, the headless Service and the rendezvous each pod reported; each pod is a ``usage.workload`` record.
 """
 
 from __future__ import annotations
 
 from pytest_hetero.backends.protocol import JobPlacement, JobRequest
+from pytest_hetero.layers import usage
 from pytest_hetero.layers.base import LayerContext, LayerFailed
 from pytest_hetero.matrix.taskqueues import TaskQueue
 
@@ -49,6 +50,8 @@ def check(ctx: LayerContext) -> None:
                    "queue": rule.queue, "cluster_queue": rule.cluster_queue, "priority_class": rule.priority_class,
                    "max_wait_s": rule.max_wait_s, "workers": rule.workers, "line": rule.line})
     job = ctx.backend.place_job(ctx, request)
+    for facts in job.usage:  # each pod of the job in the run's usage ledger
+        usage.record(ctx, facts)
     ctx.record("scheduling.job", task_type=rule.task_type, workers=job.workers, admitted=job.admitted,
                placed=job.placed, waited_s=round(job.waited_s, 3), admission=job.admission, pods=job.pods,
                service=job.service, rendezvous=job.rendezvous, reasons=job.reasons, message=job.message)

@@ -116,6 +116,10 @@ def test_a_two_pod_job_is_admitted_as_one_workload_and_its_pods_meet(
     assert list(by_index[0]["reached_ms"]) == ["1"] and by_index[0]["heard"] == [1]
     assert list(by_index[1]["reached_ms"]) == ["0"] and by_index[1]["heard"] == [0]
     assert by_index[0]["host"] == f"{sent['name']}-0"
+    # each pod is in the run's usage ledger, with what it asked for and where it ran
+    ledger = [r["data"] for r in item["records"] if r["kind"] == "usage.workload"]
+    assert sorted((u["name"], u["requests"], u["node"]) for u in ledger) == sorted(
+        (p["name"], {"cpu": CPU_PER_POD}, realnode.info.node) for p in pods)
 
 
 @real

@@ -30,6 +30,7 @@ from kubernetes import client
 from pytest_hetero.backends.kubernetes import client as kc
 from pytest_hetero.backends.kubernetes import podexec, queues
 from pytest_hetero.backends.kubernetes import scheduling as ks
+from pytest_hetero.backends.kubernetes import usage as kube_usage
 from pytest_hetero.backends.labels import LABEL
 from pytest_hetero.backends.protocol import ActionFailed, JobPlacement, JobRequest, Step
 from pytest_hetero.pending import summarise
@@ -175,6 +176,7 @@ def place_job(session: KubeSession, step: Step, request: JobRequest) -> JobPlace
     out.waited_s = time.time() - submitted
     pods = wait_running(session, name, request.workers, deadline)
     out.pods = pod_facts(pods)
+    out.usage = [kube_usage.pod_facts(session, p, submitted) for p in pods]
     running = [p for p in out.pods if p["phase"] == "Running" and p["ip"]]
     out.placed = len([p for p in out.pods if p["node"]])
     if len(running) < request.workers:
