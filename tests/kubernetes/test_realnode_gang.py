@@ -66,10 +66,10 @@ def kueue_queues(realnode: RealNodeCluster, cpu_quota: str) -> Iterator[dict[str
 
 
 def gang_run(pytester: pytest.Pytester, realnode: RealNodeCluster, made: dict[str, str], rule: dict[str, Any],
-             timeout: str = "60s", task_type: str = "training") -> dict[str, Any]:
+             timeout: str = "60s", task_type: str = "training", cpu: str = CPU_PER_POD) -> dict[str, Any]:
     """Run the ``<resource>::<image>::<task type>::scheduling`` item of a matrix whose model has ``task_type``
-    bound by ``rule``; its evidence item."""
-    resource = {"name": "trainer", "type": "cpu", "requests": {"cpu": CPU_PER_POD}, "queue": made["lq"]}
+    bound by ``rule`` (each pod asking for ``cpu``); its evidence item."""
+    resource = {"name": "trainer", "type": "cpu", "requests": {"cpu": cpu}, "queue": made["lq"]}
     doc = json.loads(real_matrix(realnode.info, made["ns"], [resource],
                                  images=[{"name": "acc", "reference": STANDIN, "for": ["cpu"]}],
                                  layers={"scheduling": {"timeout": timeout}}, framework=False))
@@ -140,6 +140,23 @@ def test_quota_for_one_pod_keeps_the_job_waiting_whole_and_says_why_in_kueues_wo
                                 "requests (0) + current podset request (200m) > maximum capacity (100m)")
     assert item["failure"]["message"].startswith(f"indexed Job {data(item, 'scheduling.submitted')['name']} "
                                                  "(2 pods) not admitted by Kueue within 8 s: ")
+
+
+@real
+def test_admitted_pods_that_no_node_fits_are_explained_by_the_schedulers_words(
+    pytester: pytest.Pytester, realnode: RealNodeCluster
+) -> None:
+    """Kueue's quota is not the nodes' capacity: it admits the job, the kube-scheduler cannot place its pods."""
+    with kueue_queues(realnode, "200") as made:
+        item = gang_run(pytester, realnode, made, {"workers": 2}, timeout="10s", cpu="64")
+    assert failure(item) == ("failed", "insufficient_resource", "infrastructure")
+    job = data(item, "scheduling.job")
+    assert (job["admitted"], job["placed"], len(job["pods"])) == (True, 0, 2)
+    assert {p["phase"] for p in job["pods"]} == {"Pending"}
+    first = job["reasons"][0]
+    assert (first["source"], first["code"], first["resource"]) == ("scheduler", "insufficient_resource", "cpu")
+    assert "Insufficient cpu" in first["message"]
+    assert "admitted, but 0 of 2 pods running within 10 s" in item["failure"]["message"]
 
 
 @real
