@@ -9,6 +9,7 @@ them. The pods ask for ``cpu`` only, so other tests' GPU use on the shared node 
 from __future__ import annotations
 
 import json
+import subprocess
 import threading
 import time
 import uuid
@@ -21,7 +22,7 @@ from kubekit import kube_matrix
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from realkit import STANDIN, data, failure, real_matrix, run
-from support import evidence_of
+from support import REPO, evidence_of
 
 if TYPE_CHECKING:  # annotation only: 'conftest' names differ per folder at run time
     from conftest import Cluster, RealNodeCluster
@@ -30,6 +31,7 @@ pytestmark = pytest.mark.usefixtures("outside_inputs")
 real = pytest.mark.usefixtures("real_kueue", "realnode_images")
 
 API = ("kueue.x-k8s.io", "v1beta2")
+NETPOL_SH = REPO / "tests" / "infra" / "netpol.sh"
 CPU_PER_POD = "100m"
 
 
@@ -79,7 +81,15 @@ def gang_run(pytester: pytest.Pytester, realnode: RealNodeCluster, made: dict[st
     return got[f"trainer::acc::{task_type}::scheduling"]
 
 
+@pytest.fixture(scope="module")
+def pod_to_pod(realnode: RealNodeCluster) -> None:
+    """Pod-to-pod forwarding on the real node's bridge (``netpol.sh forward``, idempotent): Docker sets the host's
+    FORWARD policy to DROP, which drops bridged pod traffic too; without it the rendezvous fails, as it should."""
+    subprocess.run(["bash", str(NETPOL_SH), "forward"], capture_output=True, text=True, timeout=60, check=True)
+
+
 @real
+@pytest.mark.usefixtures("pod_to_pod")
 def test_a_two_pod_job_is_admitted_as_one_workload_and_its_pods_meet(
     pytester: pytest.Pytester, realnode: RealNodeCluster
 ) -> None:
