@@ -57,10 +57,12 @@ bg "kubeplane build (kube-apiserver, scheduler, controller-manager, etcd, kwok)"
 BG_PLANE="kubeplane build (kube-apiserver, scheduler, controller-manager, etcd, kwok)"
 # kube-network-policies (the real node's NetworkPolicy enforcer, tests/kubernetes/test_realnode_boundaries.py):
 # 389 s of this chain on a cold cache (2 shared cores, nice 10, module downloads included); skipped on a kernel
-# without the nftables queue statement, where it cannot run (its start says why)
-bg "Kueue, cosign, actionlint and kube-network-policies builds" \
-  bash -c 'bash tests/infra/kueue.sh build && bash tests/infra/gotools.sh build && bash tests/infra/netpol.sh build-if-supported'
-BG_TOOLS="Kueue, cosign, actionlint and kube-network-policies builds"
+# without the nftables queue statement, where it cannot run (its start says why). There kube-router's firewall
+# (tests/infra/kuberouter.sh, v2.1.0, test plane only) is built instead: 599 s cold on 2 shared cores
+# (193 CPU-s, module downloads included); skipped where kube-network-policies is the enforcer
+bg "Kueue, cosign, actionlint and NetworkPolicy enforcer builds" \
+  bash -c 'bash tests/infra/kueue.sh build && bash tests/infra/gotools.sh build && bash tests/infra/netpol.sh build-if-supported && bash tests/infra/kuberouter.sh build-if-supported'
+BG_TOOLS="Kueue, cosign, actionlint and NetworkPolicy enforcer builds"
 
 step "Python dependencies"
 timed "python deps" python3 -m pip install --quiet --disable-pip-version-check -e ".[test,nvidia,html,example-build]"
@@ -95,7 +97,7 @@ eval "$(bash tests/infra/kubeplane.sh env)"
 step "Real node (kubelet, containerd, CNI, test device plugin) and Kueue on a plane of their own"
 timed "real node build (kubelet, device plugin, pause image)" bash tests/infra/realnode.sh build
 timed "real node start (plane, containerd + images, kubelet, device plugin)" bash tests/infra/realnode.sh start
-timed "wait for the Kueue/cosign/actionlint/kube-network-policies builds" join "$BG_TOOLS"
+timed "wait for the Kueue/cosign/actionlint/NetworkPolicy enforcer builds" join "$BG_TOOLS"
 timed "Kueue start" bash tests/infra/kueue.sh start
 
 # The ecosystem's own checkers the tests run: cosign verify-blob-attestation (the bundle's attestations) and
