@@ -179,3 +179,44 @@ def test_a_probe_that_proved_nothing_is_an_error_never_a_pass() -> None:
         proven(PROBE, [attempt])
     assert (info.value.category, info.value.status) == ("probe_not_run", "error")
     proven(PROBE, [attempt, _attempt("reach-egress", "refused", "network_timeout")])  # one proven: no error
+
+
+def _run_connect(addresses: list[str]) -> list[list[str]]:
+    """The probe pods' program run here with this Python: its ``NET`` lines, split."""
+    import subprocess
+    import sys
+
+    from pytest_hetero.backends.kubernetes.boundaries import CONNECT, CONNECT_S, SETTLE_S
+
+    out = subprocess.run([sys.executable, "-c", CONNECT, str(CONNECT_S), str(SETTLE_S), *addresses],
+                         capture_output=True, text=True, timeout=30, check=True).stdout.splitlines()
+    assert out[-1] == "END", out
+    return [line.split(" ", 4) for line in out[:-1]]
+
+
+def test_a_refused_connection_is_tried_again_until_the_settle_time_and_a_late_listener_counts_as_connected() -> None:
+    """A port nobody listens on is refused after SETTLE_S of tries (the socket's words kept); one whose
+    listener appears 0.6 s later (an enforcer that learned the pod's IP late) is connected."""
+    import socket
+    import threading
+
+    from pytest_hetero.backends.kubernetes.boundaries import SETTLE_S
+
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        closed = free.getsockname()[1]
+    late = socket.socket()
+    late.bind(("127.0.0.1", 0))
+    port = late.getsockname()[1]
+    timer = threading.Timer(0.6, late.listen)
+    timer.start()
+    try:
+        got = _run_connect([f"127.0.0.1:{port}", f"127.0.0.1:{closed}"])
+    finally:
+        timer.cancel()
+        late.close()
+    (_, addr0, outcome0, secs0, why0), (_, addr1, outcome1, secs1, why1) = got
+    assert (addr0, outcome0, why0) == (f"127.0.0.1:{port}", "connected", "connected")
+    assert 0.3 < float(secs0) < SETTLE_S  # refused at first, connected once the listener was up
+    assert (addr1, outcome1, why1) == (f"127.0.0.1:{closed}", "refused", "[Errno 111] Connection refused")
+    assert SETTLE_S <= float(secs1) < SETTLE_S + 1

@@ -5,7 +5,8 @@
 (``services``, else every one of B's namespace): each ClusterIP:port [``reach-target-service``] and each
 ready endpoint address:port of their EndpointSlices [``reach-target-pod``]; each ``egress`` host:port is
 [``reach-egress``]. One pod of A, in A's namespace and on the resource's pool, tries a TCP connection to
-every address (:data:`CONNECT`, :data:`CONNECT_S` seconds each). A refusal proves nothing when the
+every address (:data:`CONNECT`, :data:`CONNECT_S` seconds each; a refused or unreachable one again for
+:data:`SETTLE_S`, the time an enforcer may take to learn a new pod's IP). A refusal proves nothing when the
 address does not answer anyone, so each address is also tried by a **control** pod from where it must be
 reachable: B's own namespace, as tenant B, for B's addresses; the gate's namespace, as the gate, for
 egress addresses. An address its control could not reach is ``not-attempted`` (scope not proven). Each
@@ -49,27 +50,36 @@ if TYPE_CHECKING:  # governance imports this module (lazily); the annotation onl
 
 CONNECT_S = 3.0
 """Seconds each TCP connection attempt may take before it counts as ``timeout`` (a dropped SYN)."""
+SETTLE_S = 2.0
+"""Seconds a refused or unreachable connection is tried again (every 0.2 s) before it counts: a policy agent
+that learns a new pod's IP from the apiserver (kube-router: the IP is published once the pod's containers
+run) refuses the pod's first packets for a moment, which would make a control look refused."""
 CONNECT = """
 import errno, socket, sys, time
-wait = float(sys.argv[1])
-for address in sys.argv[2:]:
+wait, settle = float(sys.argv[1]), float(sys.argv[2])
+for address in sys.argv[3:]:
     host, _, port = address.rpartition(":")
     start = time.monotonic()
-    try:
-        socket.create_connection((host.strip("[]"), int(port)), timeout=wait).close()
-        outcome, why = "connected", "connected"
-    except socket.timeout:
-        outcome, why = "timeout", "timed out after %g s" % wait
-    except ConnectionRefusedError as exc:
-        outcome, why = "refused", str(exc)
-    except OSError as exc:
-        outcome = "unreachable" if exc.errno in (errno.EHOSTUNREACH, errno.ENETUNREACH) else "error"
-        why = str(exc)
+    while True:
+        try:
+            socket.create_connection((host.strip("[]"), int(port)), timeout=wait).close()
+            outcome, why = "connected", "connected"
+        except socket.timeout:
+            outcome, why = "timeout", "timed out after %g s" % wait
+        except ConnectionRefusedError as exc:
+            outcome, why = "refused", str(exc)
+        except OSError as exc:
+            outcome = "unreachable" if exc.errno in (errno.EHOSTUNREACH, errno.ENETUNREACH) else "error"
+            why = str(exc)
+        if outcome not in ("refused", "unreachable") or time.monotonic() - start >= settle:
+            break
+        time.sleep(0.2)
     print("NET", address, outcome, "%.3f" % (time.monotonic() - start), why, flush=True)
 print("END", flush=True)
 """
-"""Python program of the probe and control pods: ``NET <address> <connected|timeout|refused|unreachable|error>
-<seconds> <the socket's words>`` per address, then ``END`` (a truncated log is recognised)."""
+"""Python program of the probe and control pods (argv: :data:`CONNECT_S`, :data:`SETTLE_S`, addresses):
+``NET <address> <connected|timeout|refused|unreachable|error> <seconds> <the socket's words>`` per address
+(the last try's), then ``END`` (a truncated log is recognised)."""
 RUNNER = 'py="$(command -v python3 || command -v python)" || { echo "NOTOOL no python3 in the image"; exit 0; }; ' \
          'exec "$py" -c "$0" "$@"'
 """Shell line that runs :data:`CONNECT` with the image's Python (``NOTOOL`` when it has none)."""
@@ -183,7 +193,8 @@ def _connect(run: _Probe, identity: tenancy.Identity, role: str, namespace: str,
              ) -> tuple[dict[str, Any], str | None]:
     """Create (as ``identity``) the pod that tries ``addresses``: ``(its manifest, None)``, or ``(manifest,
     the refusal's words)`` when it could not be created."""
-    body = _pod(run, role, namespace, ["/bin/sh", "-c", RUNNER, CONNECT, str(CONNECT_S), *addresses])
+    body = _pod(run, role, namespace, ["/bin/sh", "-c", RUNNER, CONNECT, str(CONNECT_S), str(SETTLE_S),
+                                         *addresses])
     error = tenancy.create(identity, body, run.created)
     return body, (None if error is None else tenancy.refused(role, "", identity, error).message)
 
@@ -193,7 +204,7 @@ def _results(run: _Probe, body: dict[str, Any], error: str | None, addresses: li
     (``node``, ``outcome``, ``why``: what kept it from reporting)."""
     if error is not None:
         return {"_pod": {"node": None, "outcome": "refused", "why": error}}
-    timeout = (run.probe.timeout_s or run.step.timeout_s) + CONNECT_S * len(addresses)
+    timeout = (run.probe.timeout_s or run.step.timeout_s) + (CONNECT_S + SETTLE_S) * len(addresses)
     outcome, pods, _, _ = tenancy.observe(run.session.api, run.session.served(), body, timeout, want="completed")
     node = next((p["spec"].get("nodeName") for p in pods if (p.get("spec") or {}).get("nodeName")), None)
     got: dict[str, Any] = {"_pod": {"node": node, "outcome": outcome, "why": ""}}
