@@ -22,11 +22,15 @@
 # refused", not a timeout).
 #
 # Stop: kube-router leaves its rules in place on SIGTERM, and v2.1.0's --cleanup-config removes none of
-# them (it cleans up an empty NetworkPolicyController, whose iptables and ipset handler maps are nil) while
-# it flushes EVERY IPVS service of the host and deletes NAT masquerade rules (its service proxy's cleanup).
-# So "stop" never runs it: it deletes the jumps to kube-router's chains, flushes and deletes its chains
-# (KUBE-ROUTER-*, KUBE-POD-FW-*, KUBE-NWPLCY-*) and destroys its ipsets (KUBE-SRC-*, KUBE-DST-*), then
-# checks that none is left, and fails naming them otherwise.
+# them: it cleans up an empty NetworkPolicyController (nil iptables and ipset handler maps), logs
+# "Successfully cleaned the NetworkPolicyController configurations", then its service proxy's cleanup
+# tries to flush EVERY IPVS service of the host and panics (nil pointer) on the NAT masquerade rule.
+# Measured in a throwaway network namespace: a KUBE-ROUTER-FORWARD chain with its FORWARD jump, a
+# KUBE-POD-FW-* chain and a KUBE-SRC-* ipset were all still there after it. So "stop" never runs it: it
+# stops every kube-router this script started (by pid: the cached binary with this state's kubeconfig),
+# deletes the jumps to kube-router's chains, flushes and deletes its chains (KUBE-ROUTER-*, KUBE-POD-FW-*,
+# KUBE-NWPLCY-*) and destroys its ipsets (KUBE-SRC-*, KUBE-DST-*), then checks that none is left, and
+# fails naming them otherwise.
 #
 # Docker: each sync of kube-router saves the whole filter table (iptables-save) and restores it
 # (iptables-restore -T filter): a rule Docker adds between the two in the same table is lost until Docker
