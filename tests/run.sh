@@ -51,7 +51,7 @@ summary() {
 on_exit() { summary; local p; for p in "${BG_PID[@]}"; do kill "$p" 2>/dev/null || true; done; }
 trap on_exit EXIT
 
-step "Go builds started in the background (Kubernetes plane; Kueue, cosign and actionlint)"
+step "Go builds started in the background (Kubernetes plane; Kueue, cosign and actionlint; the NetworkPolicy enforcer)"
 bg "kubeplane build (kube-apiserver, scheduler, controller-manager, etcd, kwok)" \
   bash tests/infra/kubeplane.sh build
 BG_PLANE="kubeplane build (kube-apiserver, scheduler, controller-manager, etcd, kwok)"
@@ -60,16 +60,22 @@ BG_PLANE="kubeplane build (kube-apiserver, scheduler, controller-manager, etcd, 
 # without the nftables queue statement, where it cannot run (its start says why). There kube-router's firewall
 # (tests/infra/kuberouter.sh, v2.1.0, test plane only) is built instead: 599 s cold on 2 shared cores
 # (193 CPU-s, module downloads included); skipped where kube-network-policies is the enforcer
-bg "Kueue, cosign, actionlint and NetworkPolicy enforcer builds" \
-  bash -c 'bash tests/infra/kueue.sh build && bash tests/infra/gotools.sh build && bash tests/infra/netpol.sh build-if-supported && bash tests/infra/kuberouter.sh build-if-supported'
-BG_TOOLS="Kueue, cosign, actionlint and NetworkPolicy enforcer builds"
+# (a chain of its own beside Kueue's, which is the longest: the enforcer's ~200 CPU-s share the cores rather
+# than wait ~10 min behind it)
+bg "Kueue, cosign and actionlint builds" \
+  bash -c 'bash tests/infra/kueue.sh build && bash tests/infra/gotools.sh build'
+BG_TOOLS="Kueue, cosign and actionlint builds"
+bg "NetworkPolicy enforcer build (kube-network-policies or kube-router)" \
+  bash -c 'bash tests/infra/netpol.sh build-if-supported && bash tests/infra/kuberouter.sh build-if-supported'
+BG_ENFORCER="NetworkPolicy enforcer build (kube-network-policies or kube-router)"
 
 step "Python dependencies"
 timed "python deps" python3 -m pip install --quiet --disable-pip-version-check -e ".[test,nvidia,html,example-build]"
 
 # the local backend confines the code under test with bubblewrap (tests/test_sandbox.py needs it)
-step "bubblewrap"
-command -v bwrap >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq --no-install-recommends bubblewrap; }
+step "bubblewrap; nftables and ipset (the NetworkPolicy enforcers' tools, tests/infra/netpol.sh and kuberouter.sh)"
+command -v bwrap >/dev/null 2>&1 && command -v nft >/dev/null 2>&1 && command -v ipset >/dev/null 2>&1 \
+  || { apt-get update -qq && apt-get install -y -qq --no-install-recommends bubblewrap nftables ipset; }
 
 # The layout's gates: the import rules run with the suite (tests/test_architecture.py); lint and strict
 # typing run first, so a violation stops CI before anything slow starts.
@@ -97,8 +103,9 @@ eval "$(bash tests/infra/kubeplane.sh env)"
 step "Real node (kubelet, containerd, CNI, test device plugin) and Kueue on a plane of their own"
 timed "real node build (kubelet, device plugin, pause image)" bash tests/infra/realnode.sh build
 timed "real node start (plane, containerd + images, kubelet, device plugin)" bash tests/infra/realnode.sh start
-timed "wait for the Kueue/cosign/actionlint/NetworkPolicy enforcer builds" join "$BG_TOOLS"
+timed "wait for the Kueue/cosign/actionlint builds" join "$BG_TOOLS"
 timed "Kueue start" bash tests/infra/kueue.sh start
+timed "wait for the NetworkPolicy enforcer build" join "$BG_ENFORCER"
 
 # The ecosystem's own checkers the tests run: cosign verify-blob-attestation (the bundle's attestations) and
 # actionlint (docs/ci), built from the Go module proxy at pinned versions and cached like the control plane.
