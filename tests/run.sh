@@ -55,6 +55,9 @@ step "Go builds started in the background (Kubernetes plane; Kueue, cosign and a
 bg "kubeplane build (kube-apiserver, scheduler, controller-manager, etcd, kwok)" \
   bash tests/infra/kubeplane.sh build
 BG_PLANE="kubeplane build (kube-apiserver, scheduler, controller-manager, etcd, kwok)"
+bg "Kueue, cosign and actionlint builds" \
+  bash -c 'bash tests/infra/kueue.sh build && bash tests/infra/gotools.sh build'
+BG_TOOLS="Kueue, cosign and actionlint builds"
 # kube-network-policies (the real node's NetworkPolicy enforcer, tests/kubernetes/test_realnode_boundaries.py):
 # 389 s of this chain on a cold cache (2 shared cores, nice 10, module downloads included); skipped on a kernel
 # without the nftables queue statement, where it cannot run (its start says why). There kube-router's firewall
@@ -62,9 +65,6 @@ BG_PLANE="kubeplane build (kube-apiserver, scheduler, controller-manager, etcd, 
 # (193 CPU-s, module downloads included); skipped where kube-network-policies is the enforcer
 # (a chain of its own beside Kueue's, which is the longest: the enforcer's ~200 CPU-s share the cores rather
 # than wait ~10 min behind it)
-bg "Kueue, cosign and actionlint builds" \
-  bash -c 'bash tests/infra/kueue.sh build && bash tests/infra/gotools.sh build'
-BG_TOOLS="Kueue, cosign and actionlint builds"
 bg "NetworkPolicy enforcer build (kube-network-policies or kube-router)" \
   bash -c 'bash tests/infra/netpol.sh build-if-supported && bash tests/infra/kuberouter.sh build-if-supported'
 BG_ENFORCER="NetworkPolicy enforcer build (kube-network-policies or kube-router)"
