@@ -90,3 +90,22 @@ def test_the_local_engine_has_no_pool_priorities_so_the_probe_is_not_applicable(
     assert statuses(evidence)["cpu-host::governance::floor::scheduling"] == "not_applicable"
     [item] = [i for i in evidence["items"] if "governance" in i["nodeid"]]
     assert "the local backend has no pool priorities or preemption to probe" in json.dumps(item)
+
+
+def test_a_window_of_no_time_or_a_burst_shorter_than_a_window_is_refused_naming_the_field(tmp_path: Path) -> None:
+    """``window: 0s`` passes the schema's pattern but is no window (the run would stop on it), ``10ms`` sends almost
+    no request and falls between two listings of the serving pods (the floor unobserved), a ``duration`` shorter
+    than one window runs no burst window: each is an error naming the field and the fix, before anything is
+    deployed."""
+    got = problems(tmp_path, [probe(window="0s"), {**probe(window="10ms"), "name": "short"},
+                              {**probe(window="5s", duration="3s"), "name": "brief"}])
+    fields = {f: (m, h) for f, m, h in got}
+    assert fields["spec.governance.probes[0:floor].reserve.window"] == (
+        "reserve.window: bad duration '0s': must be more than zero (a number of seconds, or e.g. 250ms, 30s, 5m, 2h, "
+        "2d, 1w, 1m30s)", "e.g. window: 2s")
+    message, hint = fields["spec.governance.probes[1:short].reserve.window"]
+    assert message.startswith("reserve.window 10ms is shorter than 0.5 s") and hint == "e.g. window: 2s"
+    assert fields["spec.governance.probes[2:brief].reserve.duration"] == (
+        "reserve.duration 3s is shorter than one window (5s): no load window would run during the burst",
+        "watch the burst for several windows, e.g. duration: 20s with window: 2s")
+    assert len(got) == 3, got

@@ -13,6 +13,7 @@ import difflib
 from collections.abc import Callable
 from typing import Any
 
+from pytest_hetero.durations import parse_duration
 from pytest_hetero.errors import MatrixError
 
 KIND_KEYS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
@@ -39,6 +40,8 @@ DEFAULT_REASONS: dict[str, tuple[str, ...]] = {
 }
 """Kind → reason codes accepted as its refusal by default (attribution and device-isolation refuse
 nothing: their pass is an account that adds up, and devices that are absent)."""
+MIN_WINDOW_S = 0.5
+"""Shortest ``reserve.window``: the reserved-inference watcher lists the serving pods every 0.5 s."""
 RESERVED_GROUP = "governance"
 """The collector level of the probes (``<resource>::governance::<probe>::scheduling``): no image may
 be called so."""
@@ -109,7 +112,8 @@ def _probe_problems(probe: dict[str, Any], at: tuple[Any, ...], names: dict[str,
 def _reserve_problems(reserve: dict[str, Any], at: tuple[Any, ...], names: dict[str, list[str]],
                       error: ErrorAt) -> list[MatrixError]:
     """A reserved-inference probe's ``reserve``: its model must exist and be served, its dataset exist, its
-    floor (``min_ready``) be at most its replicas."""
+    floor (``min_ready``) be at most its replicas, its ``window`` be longer than no time and its ``duration`` at
+    least one window (else every window of the burst is empty, judged as failed requests, or none runs)."""
     problems = []
     served = names.get("served", [])
     if reserve["model"] not in names.get("model", []):
@@ -124,6 +128,20 @@ def _reserve_problems(reserve: dict[str, Any], at: tuple[Any, ...], names: dict[
     if reserve.get("min_ready", 0) > reserve["replicas"]:
         problems.append(error((*at, "min_ready"), f"min_ready {reserve['min_ready']} is above replicas "
                               f"{reserve['replicas']}", "the floor is at most the Deployment's replicas"))
+    seconds = {}
+    for key, default in (("window", "2s"), ("duration", "20s")):
+        try:
+            seconds[key] = parse_duration(reserve.get(key, default))
+        except ValueError as exc:
+            problems.append(error((*at, key), f"reserve.{key}: {exc}", f"e.g. {key}: {default}"))
+    if seconds.get("window", 1.0) < MIN_WINDOW_S:
+        problems.append(error((*at, "window"), f"reserve.window {reserve['window']} is shorter than "
+                              f"{MIN_WINDOW_S:g} s: a window sends almost no request and falls between two listings of "
+                              "the serving pods (its floor would not be observed)", "e.g. window: 2s"))
+    if "window" in seconds and "duration" in seconds and seconds["duration"] < seconds["window"]:
+        problems.append(error((*at, "duration"), f"reserve.duration {reserve.get('duration', '20s')} is shorter than "
+                              f"one window ({reserve.get('window', '2s')}): no load window would run during the burst",
+                              "watch the burst for several windows, e.g. duration: 20s with window: 2s"))
     return problems
 def _boundary_problems(probe: dict[str, Any], at: tuple[Any, ...], error: ErrorAt) -> list[MatrixError]:
     """A network probe with nothing to reach (no target, no egress) or Services without a target; a data
