@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from support import matrix_text
 
-from pytest_hetero.backends.kubernetes.boundaries import isolating, selects
+from pytest_hetero.backends.kubernetes.boundaries import isolating, opening, selects
 from pytest_hetero.errors import MatrixInvalid
 from pytest_hetero.layers.base import LayerBroken, LayerFailed
 from pytest_hetero.layers.boundaries import judge, proven
@@ -93,7 +93,7 @@ def test_the_policies_that_isolate_a_pod_per_direction() -> None:
         return {"metadata": {"namespace": "team-b", "name": name}, "spec": spec}
 
     policies = [pol("ingress-default", {"podSelector": {}}),  # no policyTypes: Ingress only
-                pol("both-by-rules", {"podSelector": {}, "egress": [{}]}),  # egress rules: Egress too
+                pol("both-by-rules", {"podSelector": {}, "egress": [{"to": [{"podSelector": {}}]}]}),  # Egress too
                 pol("egress-only", {"podSelector": {}, "policyTypes": ["Egress"]}),
                 pol("other-pods", {"podSelector": {"matchLabels": {"app": "db"}}, "policyTypes": ["Ingress"]})]
     labels = {"app": "model"}
@@ -101,6 +101,29 @@ def test_the_policies_that_isolate_a_pod_per_direction() -> None:
     assert isolating(policies, labels, "Egress") == ["team-b/both-by-rules", "team-b/egress-only"]
     assert isolating(policies, {"app": "db"}, "Ingress") == ["team-b/ingress-default", "team-b/both-by-rules",
                                                              "team-b/other-pods"]
+
+
+def test_a_policy_that_admits_every_peer_isolates_nothing() -> None:
+    """Policies add up: one selecting the pod with a rule without peers (``ingress: [{}]``, or on the port)
+    allows that traffic, so no policy isolates it and :func:`opening` names the one that lets it in; a rule
+    with peers, on another port or another protocol opens nothing."""
+    def pol(name: str, spec: dict[str, Any]) -> dict[str, Any]:
+        return {"metadata": {"namespace": "team-b", "name": name}, "spec": spec}
+
+    deny = pol("deny", {"podSelector": {}, "policyTypes": ["Ingress", "Egress"]})
+    open_all = pol("looks-like-deny", {"podSelector": {}, "ingress": [{}]})
+    on_port = pol("port-8080", {"podSelector": {}, "policyTypes": ["Ingress"],
+                                "ingress": [{"ports": [{"port": 8000, "endPort": 8090}]}]})
+    peers = pol("own-pods", {"podSelector": {}, "ingress": [{"from": [{"podSelector": {}}]}]})
+    udp = pol("udp", {"podSelector": {}, "ingress": [{"ports": [{"port": 8080, "protocol": "UDP"}]}]})
+    labels = {"app": "model"}
+    assert isolating([deny, open_all], labels, "Ingress", 8080) == []
+    assert opening([deny, open_all], labels, "Ingress", 8080) == ["team-b/looks-like-deny"]
+    assert isolating([deny, on_port], labels, "Ingress", 8080) == []
+    assert isolating([deny, on_port], labels, "Ingress", 9000) == ["team-b/deny", "team-b/port-8080"]
+    assert isolating([deny, peers, udp], labels, "Ingress", 8080) == ["team-b/deny", "team-b/own-pods", "team-b/udp"]
+    assert isolating([deny, open_all], labels, "Egress", 8080) == ["team-b/deny"]  # an ingress rule opens no egress
+    assert opening([pol("all-out", {"podSelector": {}, "egress": [{}]})], labels, "Egress") == ["team-b/all-out"]
 
 
 class _Recorder:

@@ -76,6 +76,10 @@ def _reached(tenant: str, attempt: dict[str, Any], policies: list[str]) -> None:
         raise LayerFailed(f"{got} although NetworkPolicy {', '.join(policies)} isolates it: the policy is declared "
                           "but not enforced there (the network plugin does not enforce NetworkPolicy, or its "
                           "policy agent is not running on that node)", "network_policy_not_enforced")
+    allowing = (facts.get("policies") or {}).get("allowing") or []
+    if allowing:
+        raise LayerFailed(f"{got}: no NetworkPolicy isolates it (NetworkPolicy {', '.join(allowing)} admits every "
+                          "peer on that port, and policies add up)", "governance_not_enforced")
     raise LayerFailed(f"{got}: no NetworkPolicy isolates it (none of the tenant's namespace selects its pod for "
                       "Egress" + ("" if attempt["role"] == "reach-egress" else
                                   ", none of the target's selects the target pod for Ingress") + ")",

@@ -220,7 +220,7 @@ def test_without_a_networkpolicy_the_tenants_pod_reaches_the_other_tenants_model
     assert set(tried) == {"reach-target-service", "reach-target-pod", "reach-egress"}
     pod, egress = tried["reach-target-pod"], tried["reach-egress"]
     assert (pod["outcome"], pod["message"], pod["facts"]["policies"]) == ("allowed", "connected",
-                                                                          {"egress": [], "ingress": []})
+                                                                          {"egress": [], "ingress": [], "allowing": []})
     assert pod["identity"] == f"system:serviceaccount:{ns['a']}:tenant"
     assert (pod["facts"]["control"]["from_namespace"], pod["facts"]["control"]["outcome"]) == (ns["b"], "connected")
     assert (egress["outcome"], egress["facts"]["address"]) == ("allowed", f"{estate['outside_ip']}:8081")
@@ -275,7 +275,7 @@ def test_with_networkpolicies_the_probe_passes_where_enforced_and_fails_as_not_e
     tried = _by_role(item)
     pod, egress = tried["reach-target-pod"], tried["reach-egress"]
     assert pod["facts"]["policies"] == {"egress": [f"{ns['a']}/a-egress-own-namespace"],
-                                        "ingress": [f"{ns['b']}/b-own-namespace-only"]}
+                                        "ingress": [f"{ns['b']}/b-own-namespace-only"], "allowing": []}
     assert egress["facts"]["policies"]["egress"] == [f"{ns['a']}/a-egress-own-namespace"]
     assert pod["facts"]["control"]["outcome"] == egress["facts"]["control"]["outcome"] == "connected"
     if enforcer.running:
@@ -298,6 +298,34 @@ def test_with_networkpolicies_the_probe_passes_where_enforced_and_fails_as_not_e
             f"{ns['b']}/b-own-namespace-only isolates it: the policy is declared but not enforced there (the "
             "network plugin does not enforce NetworkPolicy, or its policy agent is not running on that node)")
         assert (pod["outcome"], egress["outcome"]) == ("allowed", "allowed")
+    _clean(item)
+
+
+def test_a_policy_that_selects_the_target_but_admits_every_peer_is_not_called_declared_but_not_enforced(
+    pytester: pytest.Pytester, realnode: RealNodeCluster, estate: dict[str, Any]
+) -> None:
+    """Tenant b's NetworkPolicy ``b-deny-others`` selects its model pod for Ingress with a rule ``{}``: it admits
+    every peer, so a's connection is allowed by it (any enforcer lets it through). The probe fails
+    ``governance_not_enforced`` naming the policy that admits it, never ``network_policy_not_enforced``: that
+    would blame the network plugin for a policy that asks for the traffic, and a refusal elsewhere would be
+    credited to it."""
+    ns = estate["ns"]
+    net = client.NetworkingV1Api(realnode.api)
+    net.create_namespaced_network_policy(ns["b"], {"metadata": {"name": "b-deny-others"}, "spec": {  # type: ignore[arg-type]  # a manifest dict, sent as it is
+        "podSelector": {}, "policyTypes": ["Ingress"], "ingress": [{}]}})
+    try:
+        got = run(pytester, _matrix(realnode, estate, [_network_probe(estate)]), "n" + uuid.uuid4().hex[:9],
+                  "-k", "governance")
+    finally:
+        net.delete_namespaced_network_policy("b-deny-others", ns["b"])
+    item = got["node::governance::a-not-to-b::scheduling"]
+    assert failure(item) == ("failed", "governance_not_enforced", "platform"), item.get("failure")
+    assert item["failure"]["message"] == (
+        f"tenant a's pod connected to {estate['model_ip']}:8080 (pod {ns['b']}/model behind Service model) on node "
+        f"{realnode.info.node}: no NetworkPolicy isolates it (NetworkPolicy {ns['b']}/b-deny-others admits every "
+        "peer on that port, and policies add up)")
+    pod = _by_role(item)["reach-target-pod"]
+    assert pod["facts"]["policies"] == {"egress": [], "ingress": [], "allowing": [f"{ns['b']}/b-deny-others"]}
     _clean(item)
 
 

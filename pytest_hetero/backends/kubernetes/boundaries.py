@@ -124,11 +124,48 @@ def selects(selector: dict[str, Any] | None, labels: dict[str, str]) -> bool:
     return True
 
 
-def isolating(policies: list[dict[str, Any]], labels: dict[str, str], direction: str) -> list[str]:
+def _opens(rule: dict[str, Any], direction: str, port: int | None) -> bool:
+    """True when one ``ingress``/``egress`` rule admits every peer (no ``from``/``to``) on every port (no
+    ``ports``) or on TCP ``port`` (a numeric port, with ``endPort`` its range; a named port is not resolved)."""
+    if rule.get("from" if direction == "Ingress" else "to"):
+        return False
+    ports = rule.get("ports") or []
+    if not ports:
+        return True
+    for p in ports:
+        if p.get("protocol", "TCP") != "TCP":
+            continue
+        if "port" not in p or p["port"] is None:
+            return True
+        if port is not None and isinstance(p["port"], int) and p["port"] <= port <= int(p.get("endPort") or p["port"]):
+            return True
+    return False
+
+
+def opening(policies: list[dict[str, Any]], labels: dict[str, str], direction: str, port: int | None = None
+            ) -> list[str]:
+    """``namespace/name`` of each NetworkPolicy selecting a pod with ``labels`` for ``direction`` with a rule that
+    admits every peer (on ``port``, when given; see :func:`_opens`): traffic the pod's policies allow."""
+    out = []
+    for pol in policies:
+        spec = pol.get("spec") or {}
+        types = spec.get("policyTypes") or ["Ingress", *(["Egress"] if spec.get("egress") else [])]
+        rules = spec.get("ingress" if direction == "Ingress" else "egress") or []
+        if direction in types and selects(spec.get("podSelector"), labels) and any(
+                _opens(r or {}, direction, port) for r in rules):
+            out.append(f"{pol['metadata']['namespace']}/{pol['metadata']['name']}")
+    return out
+
+
+def isolating(policies: list[dict[str, Any]], labels: dict[str, str], direction: str, port: int | None = None
+              ) -> list[str]:
     """``namespace/name`` of each NetworkPolicy (JSON dicts of one namespace) that selects a pod with
     ``labels`` for ``direction`` (``Ingress`` or ``Egress``): such a pod accepts (sends) only what one of
     them allows. ``policyTypes`` absent means Ingress, plus Egress when the policy has egress rules
-    (networking.k8s.io/v1 semantics)."""
+    (networking.k8s.io/v1 semantics). [] when one of them admits every peer (on ``port``: :func:`opening`):
+    policies are additive, so that traffic is allowed, not isolated (an ``ingress: [{}]`` rule)."""
+    if opening(policies, labels, direction, port):
+        return []
     out = []
     for pol in policies:
         spec = pol.get("spec") or {}
@@ -258,14 +295,15 @@ def network(run: _Probe, tenant: Tenant | None) -> None:
     for ns, addresses, body, error in controls:
         got = _results(run, body, error, addresses) if body else {"_pod": {"outcome": "refused", "why": error}}
         checked.update({a: (ns, got.get(a) or {"outcome": "not-run", "detail": got["_pod"]["why"]}) for a in addresses})
-    mine_policies = isolating(_policies(run.session.api, tenant.namespace), probe["metadata"]["labels"], "Egress")
+    mine_policies = (_policies(run.session.api, tenant.namespace), probe["metadata"]["labels"])
     theirs = _policies(run.session.api, target.namespace) if target is not None else []
     for want in wanted:
         run.attempts.append(_reach(run, tenant, target, want, seen, checked[want["address"]], mine_policies, theirs))
 
 
 def _reach(run: _Probe, tenant: Tenant, target: Tenant | None, want: dict[str, Any], seen: dict[str, Any],
-           control: tuple[str, dict[str, Any]], egress_policies: list[str], theirs: list[dict[str, Any]]) -> Attempt:
+           control: tuple[str, dict[str, Any]], mine: tuple[list[dict[str, Any]], dict[str, str]],
+           theirs: list[dict[str, Any]]) -> Attempt:
     """One address's attempt: ``allowed`` (connected), ``refused`` (timeout, refused, unreachable, error),
     ``not-attempted`` (the probe pod did not report it, or its control did not connect)."""
     address = want["address"]
@@ -273,10 +311,14 @@ def _reach(run: _Probe, tenant: Tenant, target: Tenant | None, want: dict[str, A
             f"pod {target.namespace}/{want['pod']} behind Service {want['service']}" if target and want["pod"] else
             "an address outside the allowed egress")
     action = f"connect to {address} ({what}) from a pod of tenant {tenant.name} in namespace {tenant.namespace}"
-    ingress = sorted({p for labels in want["labels"] for p in isolating(theirs, labels, "Ingress")})
+    port = int(address.rpartition(":")[2])
+    ingress = sorted({p for labels in want["labels"] for p in isolating(theirs, labels, "Ingress", port)})
+    opened = sorted({p for labels in want["labels"] for p in opening(theirs, labels, "Ingress", port)}
+                    if want["role"] != "reach-egress" else set()) + opening(*mine, "Egress", port)
+    egress_policies = isolating(*mine, "Egress", port)
     where, ctl = control
     facts: dict[str, Any] = {"address": address, "target": what, "node": seen["_pod"]["node"],
-                             "policies": {"egress": egress_policies, "ingress": ingress},
+                             "policies": {"egress": egress_policies, "ingress": ingress, "allowing": opened},
                              "control": {"from_namespace": where, **ctl}}
     got = seen.get(address)
     if got is None:
