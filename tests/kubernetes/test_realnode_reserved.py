@@ -250,3 +250,28 @@ def test_a_latency_bound_the_service_cannot_meet_fails_with_the_window(
     assert item["failure"]["message"] == (f"window {first['from_s']}–{first['to_s']} s of the burst: p95 "
                                           f"{first['p95_ms']} ms > the bound 0.01 ms ({first['ok']} requests)")
     _clean(item)
+
+
+def test_a_burst_priorityclass_that_never_preempts_is_refused_before_anything_is_deployed(
+        pytester: pytest.Pytester, realnode: RealNodeCluster, pool: dict[str, Any]) -> None:
+    """The burst's PriorityClass (1000, above the unprotected serving replicas' 0) has ``preemptionPolicy: Never``:
+    its pods wait in the queue and never ask to preempt, so a full pool leaves them Unschedulable beside intact
+    serving replicas, which once passed as a reservation that held. It is error ``preemption_not_exercised``
+    naming the class and its policy, before the probe deploys anything."""
+    patient = f"hetero-patient-{uuid.uuid4().hex[:6]}"
+    sched = client.SchedulingV1Api(realnode.api)
+    sched.create_priority_class({"metadata": {"name": patient}, "value": TRAINING,  # type: ignore[arg-type]  # a manifest dict
+                                 "preemptionPolicy": "Never", "description": "pytest-hetero reserved-inference test"})
+    try:
+        got = run(pytester, _matrix(realnode, pool, None, burst={"priority_class": patient, "pods": SLOTS},
+                                    duration="6s"), "r" + uuid.uuid4().hex[:9], "-k", "governance")
+    finally:
+        sched.delete_priority_class(patient)
+    item = got[ITEM]
+    assert failure(item) == ("error", "preemption_not_exercised", "platform"), item.get("failure")
+    assert item["failure"]["message"] == (
+        f"PriorityClass {patient} of the burst (reserve.burst.priority_class) has preemptionPolicy Never: its pods "
+        "never ask to preempt, so the reservation would not be tested; name a class with preemptionPolicy "
+        "PreemptLowerPriority (the training workloads' class)")
+    assert not [r for r in item["records"] if r["kind"] == "reserve.window"]
+    assert realnode.core.list_namespaced_pod(pool["ns"]).items == []

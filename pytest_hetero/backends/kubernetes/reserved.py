@@ -307,13 +307,19 @@ def _remove(api: client.ApiClient, namespace: str, name: str) -> tuple[list[dict
 def probe(session: KubeSession, step: Step, probe: GovernanceProbe, request: ServingRequest,
           measure: Measure) -> ReserveReport:
     """Carry out a reserved-inference probe (see the module docstring). Raises ActionFailed ``configuration``
-    for a PriorityClass that does not exist, the serving layer's ``endpoint_not_ready`` (:class:`.serving.NotReady`,
-    with the kubelet's reason) when the Deployment never becomes ready, the API's outcome of a refused create;
-    whatever it created is removed in every case."""
+    for a PriorityClass that does not exist, ``preemption_not_exercised`` for a burst class that never preempts
+    (``preemptionPolicy: Never``), both before anything is created; the serving layer's ``endpoint_not_ready``
+    (:class:`.serving.NotReady`, with the kubelet's reason) when the Deployment never becomes ready, the API's
+    outcome of a refused create; whatever it created is removed in every case."""
     conf = settings(probe)
     api = session.api
     classes = {"serving": priority_class(api, conf["priority_class"]),
                "burst": priority_class(api, conf["burst"]["priority_class"])}
+    if (classes["burst"] or {}).get("preemption_policy") == "Never":
+        raise ActionFailed(f"PriorityClass {conf['burst']['priority_class']} of the burst "
+                           "(reserve.burst.priority_class) has preemptionPolicy Never: its pods never ask to preempt, "
+                           "so the reservation would not be tested; name a class with preemptionPolicy "
+                           "PreemptLowerPriority (the training workloads' class)", "preemption_not_exercised")
     tenant = step.matrix.tenant(probe.acting_as) if probe.acting_as else None
     identity = tenancy.act_as(api, tenant, session.namespace)
     ns, tag = identity.namespace, uuid.uuid4().hex[:5]
