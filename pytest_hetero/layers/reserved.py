@@ -17,7 +17,8 @@ in this order:
   ``serving_latency_breached`` (platform);
 * a burst that never asked to preempt (every burst pod placed, none left Unschedulable, nominated or
   preempting) → error ``preemption_not_exercised``: the pool had room for the burst beside the serving
-  replicas, so the reservation was not tested; a burst pod the API refused → error ``probe_not_run``;
+  replicas, so the reservation was not tested; a burst pod the API refused, or a burst window in which the
+  serving pods were never listed (its floor unobserved) → error ``probe_not_run``;
 * anything the probe created and could not remove → ``cleanup_incomplete`` (platform).
 
 Records: ``reserve.serving``, ``reserve.burst``, ``reserve.window`` (one per window: phase, endpoints,
@@ -49,6 +50,10 @@ from pytest_hetero.matrix.model import GovernanceProbe
 from pytest_hetero.serving.load import TRANSPORT_ERROR, run_level
 from pytest_hetero.serving.protocol import PreparedRequest, read_samples
 
+UNSEEN_S = 1.0
+"""A burst window at least this long (two listings of the watcher, 0.5 s apart) without any listing of the serving
+pods is unobserved, not a floor that held (a shorter last window may fall between two listings; any window is
+unobserved when the watcher reported errors)."""
 TIMELINE_CAP = 2000
 """Timeline entries kept in evidence (the first ones: a burst that churns pods for minutes is cut, and says so)."""
 
@@ -149,6 +154,12 @@ def judge(ctx: LayerContext, probe: GovernanceProbe, report: ReserveReport) -> N
         if w.get("p95_ms") is not None and w["p95_ms"] > bound:
             raise LayerFailed(f"window {w['from_s']}–{w['to_s']} s of the burst: p95 {w['p95_ms']} ms > the bound "
                               f"{bound:g} ms ({w['ok']} requests)", "serving_latency_breached")
+    errors = "; ".join(report.serving.get("watch_errors") or [])
+    unseen = [w for w in during if w.get("ready_min") is None and (errors or w["to_s"] - w["from_s"] >= UNSEEN_S)]
+    if unseen:
+        raise LayerBroken(f"the serving pods were not listed during {len(unseen)} of {len(during)} burst window(s) "
+                          f"(first {unseen[0]['from_s']}–{unseen[0]['to_s']} s), so the floor of {floor} Ready "
+                          f"replicas was not observed; the watcher's errors: {errors or 'none'}", "probe_not_run")
     if report.burst.get("refused"):
         raise LayerBroken(f"the API refused burst pods, so the pool was not filled: {report.burst['refused'][0]}",
                           "probe_not_run")

@@ -133,9 +133,15 @@ class Watcher(threading.Thread):
         self.errors: list[str] = []
 
     def run(self) -> None:
-        """Poll until :meth:`stop`."""
+        """Poll until :meth:`stop`; an error that is not a listing's is noted and ends the watch (the windows
+        after it have no listing: the layer judges them unobserved)."""
         while True:
-            self.poll()
+            try:
+                self.poll()
+            except Exception as exc:  # noqa: BLE001 - noted: the windows without a listing say the rest
+                with self.lock:
+                    self.errors.append(f"the watch stopped: {type(exc).__name__}: {exc}"[:300])
+                return
             if self.halt.wait(POLL_S):
                 return
 

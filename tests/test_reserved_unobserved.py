@@ -1,0 +1,72 @@
+"""A reserved-inference burst window in which the serving pods were never listed proves no floor: the watcher
+(the real :class:`~pytest_hetero.backends.kubernetes.reserved.Watcher`, here against an apiserver address that
+refuses connections, as an apiserver that is down or overloaded does) records its error and no readiness, and
+the verdict is error ``probe_not_run`` naming the window and the error, never a floor that held."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from kubernetes import client
+
+from pytest_hetero.backends.kubernetes.reserved import Watcher
+from pytest_hetero.backends.protocol import ReserveReport
+from pytest_hetero.layers.base import LayerBroken
+from pytest_hetero.layers.reserved import judge
+from pytest_hetero.matrix.model import GovernanceProbe
+
+
+def _closed_port_api() -> client.ApiClient:
+    conf = client.Configuration()
+    conf.host = "http://127.0.0.1:9"  # discard port: nothing listens, the connection is refused at once
+    conf.retries = 0
+    return client.ApiClient(conf)
+
+
+def test_a_burst_window_without_a_listing_of_the_serving_pods_is_not_a_floor_that_held() -> None:
+    watcher = Watcher(_closed_port_api(), "ns", {"serving": "app=x", "burst": "probe=x-burst"})
+    start = time.time()
+    watcher.poll()
+    watcher.poll()
+    end = time.time()
+    assert watcher.ready == [] and len(watcher.errors) == 1, watcher.errors
+    window = {"phase": "burst", "from_s": 0.0, "to_s": round(end - start, 3), "endpoints": ["x-1"],
+              "ready_min": watcher.ready_min(start, end), "requests": 12, "ok": 12, "errors": 0, "error_rate": 0.0,
+              "p95_ms": 5.0}
+    assert window["ready_min"] is None
+    report = ReserveReport(serving={"deployment": "x", "priority_class": None},
+                           burst={"priority_class": {"name": "training"}, "placed": 2, "asked_to_preempt": True,
+                                  "refused": []},
+                           windows=[window])
+    report.serving["watch_errors"] = watcher.errors
+    probe = GovernanceProbe("floor", "reserved-inference", "pool", reserve={
+        "model": "m", "replicas": 2, "burst": {"priority_class": "training", "pods": 4}, "p95_ms": 100})
+    with pytest.raises(LayerBroken) as info:
+        judge(None, probe, report)  # type: ignore[arg-type]  # judge reads only the probe and the report
+    assert info.value.category == "probe_not_run"
+    assert str(info.value).startswith(
+        f"the serving pods were not listed during 1 of 1 burst window(s) (first 0.0–{window['to_s']} s), so the "
+        "floor of 2 Ready replicas was not observed; the watcher's errors: MaxRetryError")
+
+
+def test_a_long_burst_window_without_a_listing_is_unobserved_even_without_a_watch_error() -> None:
+    """No error noted, yet a 2 s window with no listing (a watcher starved or stopped): unobserved; a last window
+    of 0.5 s between two listings 0.5 s apart is not held against the probe."""
+    probe = GovernanceProbe("floor", "reserved-inference", "pool", reserve={
+        "model": "m", "replicas": 2, "burst": {"priority_class": "training", "pods": 4}, "p95_ms": 100})
+
+    def window(start: float, end: float, ready: int | None) -> dict[str, object]:
+        return {"phase": "burst", "from_s": start, "to_s": end, "endpoints": ["x-1"], "ready_min": ready,
+                "requests": 10, "ok": 10, "errors": 0, "error_rate": 0.0, "p95_ms": 5.0}
+
+    def report(*windows: dict[str, object]) -> ReserveReport:
+        return ReserveReport(serving={"deployment": "x", "priority_class": None, "watch_errors": []},
+                             burst={"priority_class": {"name": "training"}, "placed": 2, "asked_to_preempt": True,
+                                    "refused": []}, windows=list(windows))
+
+    judge(None, probe, report(window(0.0, 2.0, 2), window(2.0, 2.5, None)))  # type: ignore[arg-type]
+    with pytest.raises(LayerBroken) as info:
+        judge(None, probe, report(window(0.0, 2.0, 2), window(2.0, 4.0, None)))  # type: ignore[arg-type]
+    assert str(info.value) == ("the serving pods were not listed during 1 of 2 burst window(s) (first 2.0–4.0 s), so "
+                               "the floor of 2 Ready replicas was not observed; the watcher's errors: none")
