@@ -243,3 +243,18 @@ def test_a_refused_connection_is_tried_again_until_the_settle_time_and_a_late_li
     assert 0.3 < float(secs0) < SETTLE_S  # refused at first, connected once the listener was up
     assert (addr1, outcome1, why1) == (f"127.0.0.1:{closed}", "refused", "[Errno 111] Connection refused")
     assert SETTLE_S <= float(secs1) < SETTLE_S + 1
+
+
+def test_a_named_service_the_target_does_not_have_is_a_configuration_error_naming_the_field() -> None:
+    """``services: [modle]`` beside a refused egress address: the egress refusal alone would pass, with b's
+    model never tried; the probe is error ``configuration`` naming ``services`` and the Services b has."""
+    absent = {"role": "reach-target-service", "action": "reach Service team-b/modle", "outcome": "not-attempted",
+              "message": "Service team-b/modle does not exist", "reasons": [],
+              "facts": {"service": "modle", "absent": "services", "present": ["model"]}}
+    with pytest.raises(LayerBroken) as info:
+        proven(PROBE, [absent, _attempt("reach-egress", "refused", "network_timeout")])
+    assert (info.value.category, info.value.status) == ("configuration", "error")
+    assert info.value.message == (
+        f"probe {PROBE.name}: Service team-b/modle does not exist: spec.governance.probes[{PROBE.name}].services names "
+        "what tenant b does not have, so that part of the boundary was not tested; correct the name (its services: "
+        "model)")

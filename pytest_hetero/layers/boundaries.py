@@ -17,7 +17,8 @@ refused (RBAC 403, ``forbidden_rbac``), left Unschedulable or Pending for its cl
 (``pull_secret_unavailable``); carried out → ``governance_not_enforced`` with the sentence of what the
 tenant could do; refused for another reason → ``refusal_unexpected``.
 
-A probe whose every attempt was not made proves nothing: error ``probe_not_run``, never a pass.
+A probe whose every attempt was not made proves nothing: error ``probe_not_run``, never a pass; a Service or
+claim the probe names that the target does not have is error ``configuration`` naming the field.
 """
 
 from __future__ import annotations
@@ -107,10 +108,21 @@ def could(probe: GovernanceProbe, tenant: str, attempt: dict[str, Any]) -> str:
 
 
 def proven(probe: GovernanceProbe, attempts: list[dict[str, Any]]) -> None:
-    """Raise LayerBroken ``probe_not_run`` when a network or data probe made no attempt at all (every
-    address unreachable by its control too, every object absent): nothing was proven either way."""
+    """Raise LayerBroken ``configuration`` when a Service (``services``) or claim (``claims``) the probe names
+    does not exist in the target's namespace (a misspelt name left untested while the rest passed), naming the
+    field; ``probe_not_run`` when a network or data probe made no attempt at all (every address unreachable by
+    its control too): nothing was proven either way. Called after every attempt was judged: a breach wins."""
     if probe.kind not in ("network-isolation", "data-isolation"):
         return
+    absent = [a for a in attempts if a["outcome"] == "not-attempted" and (a.get("facts") or {}).get("absent")]
+    if absent:
+        field = absent[0]["facts"]["absent"]
+        present = absent[0]["facts"].get("present")
+        raise LayerBroken(f"probe {probe.name}: {'; '.join(dict.fromkeys(a['message'] for a in absent))}: "
+                          f"spec.governance.probes[{probe.name}].{field} names what tenant {probe.target} does not "
+                          "have, so that part of the boundary was not tested; correct the name"
+                          + (f" (its {field}: {', '.join(present) or 'none'})" if present is not None else ""),
+                          "configuration")
     if all(a["outcome"] == "not-attempted" for a in attempts):
         why = "; ".join(dict.fromkeys(a["message"] for a in attempts)) or "nothing to attempt"
         raise LayerBroken(f"probe {probe.name} made no attempt, so the boundary is not proven: {why}",

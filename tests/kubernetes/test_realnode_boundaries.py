@@ -381,6 +381,26 @@ def test_data_probes_are_refused_in_the_clusters_own_words_and_a_leaky_binding_f
     _clean(leak)
 
 
+def test_a_misspelt_claim_is_a_configuration_error_naming_the_field_not_a_pass(
+    pytester: pytest.Pytester, realnode: RealNodeCluster, estate: dict[str, Any]
+) -> None:
+    """``claims: [dataset]`` where b's claim is ``datasets``: RBAC still refuses a's pod in b's namespace and a's own
+    pod finds no such claim, but b's volume was never tried (the claim does not exist), so the data boundary of
+    b's real claim is untested. Error ``configuration`` naming ``claims``, never a pass."""
+    probe = {"name": "a-not-b-data", "kind": "data-isolation", "resource": "node", "as": "a", "target": "b",
+             "claims": ["dataset"], "secrets": ["hub-token"], "pull_secrets": ["registry-b"]}
+    got = run(pytester, _matrix(realnode, estate, [probe]), "d" + uuid.uuid4().hex[:9], "-k", "governance")
+    item = got["node::governance::a-not-b-data::scheduling"]
+    ns = estate["ns"]
+    assert failure(item) == ("error", "configuration", "platform"), item.get("failure")
+    assert item["failure"]["message"] == (
+        f"probe a-not-b-data: claim {ns['b']}/dataset cannot be read: HTTP 404 (it does not exist): "
+        "spec.governance.probes[a-not-b-data].claims names what tenant b does not have, so that part of the boundary "
+        "was not tested; correct the name")
+    assert _by_role(item)["bind-target-volume"]["facts"] == {"claim": "dataset", "absent": "claims"}
+    _clean(item)
+
+
 def test_deploy_rbac_governance_is_enough_for_the_boundary_probes_as_the_harness_service_account(
     pytester: pytest.Pytester, realnode: RealNodeCluster, estate: dict[str, Any]
 ) -> None:

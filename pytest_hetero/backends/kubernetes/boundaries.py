@@ -196,7 +196,8 @@ def _targets(run: _Probe, target: Tenant) -> tuple[list[dict[str, Any]], list[At
         svc = found.get(name)
         if svc is None:
             missing.append(Attempt("reach-target-service", f"reach Service {ns}/{name}", run.identity.subject,
-                                   "not-attempted", message=f"Service {ns}/{name} does not exist"))
+                                   "not-attempted", message=f"Service {ns}/{name} does not exist",
+                                   facts={"service": name, "absent": "services", "present": sorted(found)[:20]}))
             continue
         slices = _json(disc.list_namespaced_endpoint_slice, ns,
                        label_selector=f"kubernetes.io/service-name={name}").get("items") or []
@@ -385,7 +386,9 @@ def _bind(run: _Probe, tenant: Tenant, target: Tenant, claim: str) -> Attempt:
         theirs = _json(core.read_namespaced_persistent_volume_claim, claim, target.namespace)
     except ApiException as exc:
         return Attempt(role, f"bind the volume of claim {target.namespace}/{claim}", run.identity.subject,
-                       "not-attempted", message=f"claim {target.namespace}/{claim} cannot be read: HTTP {exc.status}")
+                       "not-attempted", message=f"claim {target.namespace}/{claim} cannot be read: HTTP {exc.status}"
+                       + (" (it does not exist)" if exc.status == 404 else ""),
+                       facts={"claim": claim, **({"absent": "claims"} if exc.status == 404 else {})})
     spec = theirs.get("spec") or {}
     volume = spec.get("volumeName")
     if not volume:
