@@ -189,7 +189,7 @@ def _rows() -> dict[str, Entry]:
         "device_driver_missing": (INF, F, "the engine cannot select a device driver", _DOCKER),
         "oci_runtime_error": (INF, F, "runc / containerd shim failed", _DOCKER),
         "mount_failed": (P, F, "bind mounts are the platform's configuration", _DOCKER),
-        "container_removed": (INF, F, "the container disappeared under the run", _DOCKER),
+        "container_removed": (INF, F, "the container disappeared under the run", _DOCKER + ", " + _KUBE),
         "container_killed": (INF, F, "the container was killed by a signal from outside the run", _ALL),
         "container_stopped_by_run": (A, F, "the model run signalled the container's PID 1 (it exits 0 through its "
                                            "trap only then)", _DOCKER),
