@@ -110,6 +110,8 @@ PATTERN_HINTS = {
     "^[0-9]+(\\.[0-9]+)?(m|k|Ki|Mi|Gi|Ti|M|G|T)?$":
         "write a Kubernetes quantity: a number with an optional unit m, k, M, G, T, Ki, Mi, Gi or Ti (e.g. 1, 500m, "
         "16Gi)",
+    "^(\\[[0-9A-Fa-f:.]+\\]|[A-Za-z0-9.-]+):[0-9]{1,5}$":
+        "write host:port, an IPv6 host in brackets (e.g. 203.0.113.10:443, proxy.example.com:3128, [2001:db8::1]:443)",
 }
 """Schema pattern → the fix in words (instead of the regular expression)."""
 REDACT_HINT = ("spec.redact is a list of {kind, pattern}: kind a lowercase name shown as [REDACTED:<kind>], pattern a "
