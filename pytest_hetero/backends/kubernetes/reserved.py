@@ -55,6 +55,8 @@ EVENT_REASONS = frozenset({"Preempted", "Killing", "FailedScheduling", "Schedule
                            "FailedPreStopHook", "Evicted", "TaintManagerEviction"})
 """Event reasons of the probe's pods kept in the timeline."""
 GONE_WAIT_S = 60.0
+MANAGED_BY = "endpointslice.kubernetes.io/managed-by=endpointslice-controller.k8s.io"
+"""Label selector of the EndpointSlices kube-controller-manager's endpoint-slice controller writes for a Service."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -217,9 +219,12 @@ class Watcher(threading.Thread):
 
 
 def ready_endpoints(api: client.ApiClient, namespace: str, name: str) -> list[tuple[str, str]]:
-    """``[(pod name, "http://IP:PORT")]`` of the ready endpoints of Service ``name``'s EndpointSlices."""
+    """``[(pod name, "http://IP:PORT")]`` of the ready endpoints of Service ``name``'s EndpointSlices that the
+    endpoint-slice controller manages (label ``endpointslice.kubernetes.io/managed-by``: a hand-made slice carrying
+    the Service's name, which whoever may create EndpointSlices in the namespace can add, is not followed)."""
     slices = client.DiscoveryV1Api(api).list_namespaced_endpoint_slice(
-        namespace, label_selector=f"kubernetes.io/service-name={name}", _request_timeout=kc.API_TIMEOUT_S).items
+        namespace, label_selector=f"kubernetes.io/service-name={name},{MANAGED_BY}",
+        _request_timeout=kc.API_TIMEOUT_S).items
     out = []
     for sl in slices:
         port = next((p.port for p in sl.ports or [] if p.name == "http"), None)
