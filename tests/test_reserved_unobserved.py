@@ -12,7 +12,7 @@ from kubernetes import client
 
 from pytest_hetero.backends.kubernetes.reserved import Watcher
 from pytest_hetero.backends.protocol import ReserveReport
-from pytest_hetero.layers.base import LayerBroken
+from pytest_hetero.layers.base import LayerBroken, LayerFailed
 from pytest_hetero.layers.reserved import judge
 from pytest_hetero.matrix.model import GovernanceProbe
 
@@ -70,3 +70,21 @@ def test_a_long_burst_window_without_a_listing_is_unobserved_even_without_a_watc
         judge(None, probe, report(window(0.0, 2.0, 2), window(2.0, 4.0, None)))  # type: ignore[arg-type]
     assert str(info.value) == ("the serving pods were not listed during 1 of 2 burst window(s) (first 2.0–4.0 s), so "
                                "the floor of 2 Ready replicas was not observed; the watcher's errors: none")
+
+
+def test_a_burst_window_where_nothing_succeeded_is_not_within_the_latency_bound() -> None:
+    """``max_error_rate: 1`` (the schema's maximum) lets every request of a window fail; its p95 is then not
+    measured (None) and was skipped, so a service that answered nothing during the burst passed the bound."""
+    probe = GovernanceProbe("floor", "reserved-inference", "pool", reserve={
+        "model": "m", "replicas": 2, "burst": {"priority_class": "training", "pods": 4}, "p95_ms": 100,
+        "max_error_rate": 1})
+    window = {"phase": "burst", "from_s": 0.0, "to_s": 2.0, "endpoints": ["x-1", "x-2"], "ready_min": 2,
+              "requests": 4, "ok": 0, "errors": 4, "error_rate": 1.0, "p95_ms": None, "first_error": "HTTP 503"}
+    report = ReserveReport(serving={"deployment": "x", "priority_class": None, "watch_errors": []},
+                           burst={"priority_class": {"name": "training"}, "placed": 2, "asked_to_preempt": True,
+                                  "refused": []}, windows=[window])
+    with pytest.raises(LayerFailed) as info:
+        judge(None, probe, report)  # type: ignore[arg-type]  # judge reads only the probe and the report
+    assert info.value.category == "serving_latency_breached"
+    assert str(info.value) == ("window 0.0–2.0 s of the burst: no request succeeded (4 of 4 failed; HTTP 503), so its "
+                               "p95 is not within the bound 100 ms: it was not measured")

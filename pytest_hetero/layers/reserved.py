@@ -13,7 +13,8 @@ in this order:
   the floor (``reserve.min_ready``, default ``replicas``) → ``serving_floor_broken`` (platform: PriorityClasses,
   their values and the pool's reservation are the platform's setup);
 * a burst window whose share of failed requests is above ``reserve.max_error_rate`` (default 0; a window with no
-  ready endpoint fails all of its requests) or whose p95 latency is above ``reserve.p95_ms`` →
+  ready endpoint fails all of its requests), with no successful request (even with ``max_error_rate: 1``: no p95
+  was measured) or whose p95 latency is above ``reserve.p95_ms`` →
   ``serving_latency_breached`` (platform);
 * a burst that never asked to preempt (every burst pod placed, none left Unschedulable, nominated or
   preempting) → error ``preemption_not_exercised``: the pool had room for the burst beside the serving
@@ -151,6 +152,11 @@ def judge(ctx: LayerContext, probe: GovernanceProbe, report: ReserveReport) -> N
             raise LayerFailed(f"window {w['from_s']}–{w['to_s']} s of the burst: {w['errors']} of {w['requests']} "
                               f"requests failed (error rate {w['error_rate']} > {allowed}; "
                               f"{w.get('first_error') or 'no answer'})", "serving_latency_breached")
+        if not w.get("ok"):
+            raise LayerFailed(f"window {w['from_s']}–{w['to_s']} s of the burst: no request succeeded "
+                              f"({w['errors']} of {w['requests']} failed; {w.get('first_error') or 'none sent'}), so "
+                              f"its p95 is not within the bound {bound:g} ms: it was not measured",
+                              "serving_latency_breached")
         if w.get("p95_ms") is not None and w["p95_ms"] > bound:
             raise LayerFailed(f"window {w['from_s']}–{w['to_s']} s of the burst: p95 {w['p95_ms']} ms > the bound "
                               f"{bound:g} ms ({w['ok']} requests)", "serving_latency_breached")
