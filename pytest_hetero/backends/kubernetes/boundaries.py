@@ -5,8 +5,8 @@
 (``services``, else every one of B's namespace): each ClusterIP:port [``reach-target-service``] and each
 ready endpoint address:port of their EndpointSlices [``reach-target-pod``]; each ``egress`` host:port is
 [``reach-egress``]. One pod of A, in A's namespace and on the resource's pool, tries a TCP connection to
-every address (:data:`CONNECT`, :data:`CONNECT_S` seconds each; a refused or unreachable one again for
-:data:`SETTLE_S`, the time an enforcer may take to learn a new pod's IP). A refusal proves nothing when the
+every address (:data:`CONNECT`, :data:`CONNECT_S` seconds each, the first after :data:`SETTLE_S`; a refused or unreachable one again
+for :data:`SETTLE_S`: the time an enforcer may take to learn a new pod's IP). A refusal proves nothing when the
 address does not answer anyone, so each address is also tried by a **control** pod from where it must be
 reachable: B's own namespace, as tenant B, for B's addresses; the gate's namespace, as the gate, for
 egress addresses. An address its control could not reach is ``not-attempted`` (scope not proven). Each
@@ -51,12 +51,15 @@ if TYPE_CHECKING:  # governance imports this module (lazily); the annotation onl
 CONNECT_S = 3.0
 """Seconds each TCP connection attempt may take before it counts as ``timeout`` (a dropped SYN)."""
 SETTLE_S = 2.0
-"""Seconds a refused or unreachable connection is tried again (every 0.2 s) before it counts: a policy agent
-that learns a new pod's IP from the apiserver (kube-router: the IP is published once the pod's containers
-run) refuses the pod's first packets for a moment, which would make a control look refused."""
+"""Seconds a probe or control pod waits before its first packet, and a refused or unreachable connection is
+tried again (every 0.2 s) before it counts: a policy agent that learns a new pod's IP from the apiserver
+(kube-router: the IP is published once the pod's containers run) neither filters nor admits the pod's first
+packets as its policies say for a moment (a probe's connection got through 2 times in 4 without the wait,
+0 in 4 with it, on the real node), and would make a control look refused."""
 CONNECT = """
 import errno, socket, sys, time
 wait, settle = float(sys.argv[1]), float(sys.argv[2])
+time.sleep(settle)  # a policy agent learns this new pod's IP from the apiserver: no packet before it could
 for address in sys.argv[3:]:
     host, _, port = address.rpartition(":")
     start = time.monotonic()
