@@ -181,9 +181,17 @@ def plan_report(args: argparse.Namespace, hook: Any = None) -> dict[str, Any]:
         "deselected": [{"id": i, "reason": r} for i, r in dropped.items()],
         "affected": {k[2:]: v for k, v in selection.affected.items()},
         "cluster": cluster,
+        "task_types": _task_checks(matrix),
         "estimate": estimate(matrix, plan, {i.id for i in run}, bundle,
                              resolve_profile(matrix, args.profile).repeat if args.profile else 1),
     }
+
+
+def _task_checks(matrix: Any) -> dict[str, dict[str, Any]]:
+    """``{model: {"task_type", "checks": [check, ...]}}``: the checks each model's task type brings."""
+    from pytest_hetero.matrix.training import checks_of
+
+    return {m.name: {"task_type": m.task_type, "checks": list(checks_of(m.task_type))} for m in matrix.models}
 
 
 def _cluster_drift(args: argparse.Namespace, matrix: Any, plan: Any) -> dict[str, Any]:
@@ -244,6 +252,9 @@ def _print_plan(rep: dict[str, Any], out: Any) -> None:
             print(f"  {n} {reason}", file=out)
     if rep.get("cluster") is not None:
         _print_cluster(rep["cluster"], out)
+    for name, t in rep.get("task_types", {}).items():
+        print(f"task type of {name}: {t['task_type']}; checks it brings: {', '.join(t['checks']) or 'none'}",
+              file=out)
     est = rep["estimate"]
     src = ", ".join(f"{n} from {k.replace('_', ' ')}" for k, n in est["source"].items()) or "no items"
     runs = f"; each model item runs {est['repeat']} times" if est.get("repeat", 1) > 1 else ""
