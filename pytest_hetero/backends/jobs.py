@@ -1,8 +1,8 @@
 """The job verbs an engine may offer for the training checks: a job of ``world_size`` ranks, each a workload
 running the same gate program from the image, able to reach rank 0's rendezvous port, optionally with a
 volume. Neutral ground (no engine imports it back): the types here, the verbs on
-:class:`~pytest_hetero.backends.protocol.Backend` (``start_job``, ``job_logs``, ``job_running``, ``kill_rank``, ``wait_job``,
-``remove_job``), an engine's implementation in its own package (Docker: :mod:`.docker.jobs`).
+:class:`~pytest_hetero.backends.protocol.Backend` (``start_job``, ``job_logs``, ``job_running``, ``kill_rank``,
+``wait_job``, ``remove_job``), an engine's implementation in its own package (Docker: :mod:`.docker.jobs`).
 
 An engine reports facts only (exit codes, signals, its own OOM verdict, logs, times); the training layer
 (:mod:`pytest_hetero.layers.training`) reads them and judges.

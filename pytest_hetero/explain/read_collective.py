@@ -29,6 +29,8 @@ _RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
 """(category, pattern) in the order tried: the first match wins (a full disk says more than the peer loss
 it causes)."""
 
+_STATUS = re.compile(r"absl::Status: ([A-Z_]{4,40})")
+"""The status code an XLA coordination failure prints (``DEADLINE_EXCEEDED``, ``UNAVAILABLE``)."""
 _FIELD = re.compile(r"NCCL|HCCL|HCCP|ERR0\d{4}|E[EIJZ]\d{4}")
 """Text the field readers of NCCL/HCCL/CANN are asked about."""
 
@@ -49,5 +51,7 @@ def read_failure(text: str) -> tuple[str, str] | None:
         if match:
             start = text.rfind("\n", 0, match.start()) + 1
             end = text.find("\n", match.end())
-            return category, text[start:end if end >= 0 else len(text)].strip()[:300]
+            line = text[start:end if end >= 0 else len(text)].strip()[:300]
+            status = _STATUS.search(text)  # absl/gRPC status of an XLA coordination failure: says which
+            return category, f"{line} ({status.group(1)})" if status and status.group(1) not in line else line
     return None
