@@ -151,3 +151,16 @@ def test_full_volume_is_infrastructure(pytester: pytest.Pytester, run_id: str, e
     assert (status, category, owner) == ("failed", "volume_full", "infrastructure"), message
     assert "No space left on device" in message
     assert leftovers(engine, run_id) == [] and job_networks(engine, run_id) == []
+
+
+def test_cleanup_removes_a_job_network_left_by_a_dead_run(run_id: str, engine: Any,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """A run killed between start_job and remove_job leaves its job network: `hetero cleanup` removes it."""
+    from pytest_hetero.cli import main
+
+    engine.create_network(f"hetero-{run_id}-job", driver="bridge",
+                          labels={"pytest-hetero.run-id": run_id, "pytest-hetero.role": "job"})
+    assert main(["cleanup", "--backend", "docker", "--run-id", run_id, "--json"]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    assert [(e["kind"], e["name"], e["removed"]) for e in listed] == [("network", f"hetero-{run_id}-job", True)]
+    assert job_networks(engine, run_id) == []
