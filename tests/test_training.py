@@ -11,11 +11,12 @@ from typing import Any
 import pytest
 from support import REPO, matrix_text
 
+from pytest_hetero.backends.jobs import JobSpec, RankExit
 from pytest_hetero.cli import main
 from pytest_hetero.explain.read_collective import read_failure
 from pytest_hetero.judge.failures import TABLE, UNDETERMINED
 from pytest_hetero.layers.base import LayerFailed
-from pytest_hetero.layers.training import measure
+from pytest_hetero.layers.training import raise_first_failure, measure
 from pytest_hetero.matrix.expand import expand
 from pytest_hetero.matrix.load import load_matrix
 from pytest_hetero.matrix.training import TASK_CHECKS, Training, checks_of
@@ -168,3 +169,32 @@ def test_torch_gloo_and_tcpstore_texts() -> None:
 
 def owner(category: str) -> str:
     return TABLE[category].owner
+
+
+def ended(rank: int, code: int | None, at: float | None, stderr: str = "", **flags: Any) -> RankExit:
+    return RankExit(rank=rank, name=f"r{rank}", exit_code=code, stdout="", stderr=stderr, ended=at,
+                    signal=code - 128 if code and code > 128 else None, **flags)
+
+
+SPEC = JobSpec(name="communication", world_size=2, argv=("{python}",))
+
+
+@pytest.mark.parametrize(("exits", "category", "words"), [
+    # the first rank to end in failure names the cause: rank 1's SIGKILL came before rank 0's peer loss
+    ([ended(0, 1, 20.0, "Connection reset by peer"), ended(1, 137, 10.0)], "collective_peer_killed",
+     "rank 1 (r1) was killed"),
+    ([ended(0, 137, 10.0, oom_killed=True), ended(1, 1, 12.0, "Connection reset by peer")], "oom_killed",
+     "memory limit"),
+    ([ended(0, 1, 9.0, "OSError: [Errno 28] No space left on device"), ended(1, 137, 19.0, stopped_after_peer=True)],
+     "volume_full", "rank 1 stopped by the gate after its peer failed"),
+    ([ended(0, 0, 5.0), ended(1, None, None)], "job_hung", "rank(s) 1 still running"),
+    ([ended(0, 2, 5.0, "ValueError: something else")], "job_rank_failed", "ValueError: something else"),
+])
+def test_the_first_failing_rank_names_the_cause(exits: list[RankExit], category: str, words: str) -> None:
+    with pytest.raises(LayerFailed) as exc:
+        raise_first_failure(SPEC, exits)
+    assert exc.value.category == category and words in exc.value.message
+
+
+def test_a_rank_the_gate_killed_is_no_failure() -> None:
+    raise_first_failure(SPEC, [ended(0, 137, 3.0, killed_by_gate=True)])

@@ -406,6 +406,9 @@ def _rows() -> dict[str, Entry]:
         "job_rank_failed": (IMG, F, "a rank of the gate's own job program exited non-zero with an error no reader "
                                     "names: the image's Python or framework (the program is the gate's)",
                             "layers/training"),
+        "job_hung": (INF, F, "no rank of the gate's job failed, yet one never ended within the layer timeout: a "
+                             "collective or a write that never completes (a network black hole, hung storage)",
+                     "layers/training"),
         "volume_full": (INF, F, "the volume the job writes its checkpoints to is full (ENOSPC, EDQUOT): its size or "
                                 "quota", "layers/training"),
         "volume_read_only": (P, F, "the volume the job writes its checkpoints to is mounted read-only",

@@ -148,7 +148,7 @@ def _run(ctx: LayerContext, spec: JobSpec, kill_when: Any = None) -> list[RankEx
         if e.stdout or e.stderr:
             ctx.artifact(f"{spec.name}-a{spec.attempt}-rank{e.rank}.log",
                          f"--- stdout\n{e.stdout}\n--- stderr\n{e.stderr}")
-    _raise_first_failure(spec, exits)
+    raise_first_failure(spec, exits)
     return exits
 
 
@@ -164,12 +164,18 @@ def _kill_when(ctx: LayerContext, job: Job, ready: Any) -> None:
         time.sleep(0.2)
 
 
-def _raise_first_failure(spec: JobSpec, exits: list[RankExit]) -> None:
-    if all(e.exit_code is None for e in exits if not e.killed_by_gate) and any(
-            e.exit_code is None for e in exits):
-        raise LayerFailed(f"job {spec.name}: no rank ended within the layer timeout", "timeout")
+def raise_first_failure(spec: JobSpec, exits: list[RankExit]) -> None:
+    """Raise LayerFailed for the first rank of ``exits`` that ended in failure (by end time): SIGKILL from outside
+    ``collective_peer_killed``, its memory limit ``oom_killed``, else its text read by
+    :func:`~pytest_hetero.explain.read_collective.read_failure` (``job_rank_failed`` when unread); with no failed
+    rank, ``job_hung`` when a rank was still running at the timeout. Returns when every rank ended 0 or was the
+    gate's kill."""
     failed = sorted((e for e in exits if e.failed), key=lambda e: (e.ended or float("inf"), e.rank))
     if not failed:
+        hung = [e.rank for e in exits if e.exit_code is None and not e.killed_by_gate]
+        if hung:
+            raise LayerFailed(f"job {spec.name}: rank(s) {', '.join(map(str, hung))} still running at the layer "
+                              "timeout, no rank failed; stopped by the gate", "job_hung")
         return
     first = failed[0]
     others = [f"rank {e.rank} " + ("stopped by the gate after its peer failed" if e.stopped_after_peer else
