@@ -16,7 +16,7 @@ from pytest_hetero.cli import main
 from pytest_hetero.explain.read_collective import read_failure
 from pytest_hetero.judge.failures import TABLE, UNDETERMINED
 from pytest_hetero.layers.base import LayerFailed
-from pytest_hetero.layers.training import raise_first_failure, measure
+from pytest_hetero.layers.training import measure, raise_first_failure
 from pytest_hetero.matrix.expand import expand
 from pytest_hetero.matrix.load import load_matrix
 from pytest_hetero.matrix.training import TASK_CHECKS, Training, checks_of
