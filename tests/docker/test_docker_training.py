@@ -77,6 +77,8 @@ def test_training_row_runs_communication_and_checkpoint(pytester: pytest.Pyteste
         assert s["time_us"] > 0 and s["busbw_gbps"] == pytest.approx(s["algbw_gbps"], rel=1e-6)
         assert s["algbw_gbps"] == pytest.approx(s["bytes"] / (s["time_us"] * 1e-6) / 1e9, rel=1e-3)
     assert comm["latency_us"] == comm["sizes"][0]["time_us"]
+    job = record(items(ev)[COMM], "training.job")  # a short alias: a long run id would exceed a DNS label's 63
+    assert job["rendezvous"] == "hetero-rank-0:29500" and len(job["ranks"]) == 2
     rule = record(items(ev)[COMM], "training.rule")
     assert rule["met"] is True and rule["at_bytes"] == 262144
     ckpt = record(items(ev)[CKPT], "training.checkpoint")

@@ -30,6 +30,8 @@ from pytest_hetero.backends.protocol import ActionFailed, Step, Unsupported
 
 LOG_LIMIT = 256 * 1024
 """Bytes of each rank's stdout and stderr kept (the tail)."""
+RANK_ALIAS = "hetero-rank-{rank}"
+"""DNS name of a rank on its job's network (rank 0's is the rendezvous host)."""
 POLL_S = 0.25
 """Seconds between two looks at the rank containers while waiting."""
 
@@ -51,8 +53,10 @@ def start(session: DockerSession, step: Step, spec: JobSpec, image: str, python:
     programs.chmod(0o755)
     for f in programs.iterdir():
         f.chmod(0o644)
+    # rank 0 is reached by a short alias on the job's own network: a container name can exceed the 63 characters
+    # of a DNS label (a long run id), and then the other ranks' resolver cannot look it up
     job = Job(spec=spec, ranks=[f"{base}-r{rank}" for rank in range(spec.world_size)],
-              rendezvous_host=f"{base}-r0", where=f"Docker network {base}",
+              rendezvous_host=RANK_ALIAS.format(rank=0), where=f"Docker network {base}",
               handle={"network": base, "ids": [], "programs": str(programs), "started": {}})
     labels = run.labels(session.settings.run_id, session.owner, "job", matrix=step.matrix.name,
                         resource=step.resource.name, image=step.image.name, job=spec.name)
@@ -71,7 +75,10 @@ def start(session: DockerSession, step: Step, spec: JobSpec, image: str, python:
             cid = api.create_container(image, command=argv, name=name, user=user, host_config=host_config,
                                        environment={**request.environment,
                                                     **spec.rank_env(rank, job.rendezvous_host)},
-                                       labels={**labels, f"{LABEL}rank": str(rank)})["Id"]
+                                       labels={**labels, f"{LABEL}rank": str(rank)},
+                                       networking_config=api.create_networking_config(
+                                           {base: api.create_endpoint_config(  # type: ignore[arg-type]  # a dict of
+                                               aliases=[RANK_ALIAS.format(rank=rank)])}))["Id"]  # EndpointConfig
             job.handle["ids"].append(cid)
             api.start(cid)
             job.handle["started"][rank] = time.time()
