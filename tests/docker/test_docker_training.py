@@ -21,7 +21,7 @@ pytestmark = pytest.mark.usefixtures("outside_inputs")
 COMM = f"cpu::img::{COMBO}::communication::model"
 CKPT = f"cpu::img::{COMBO}::checkpoint::model"
 FAST = {"world_size": 2,
-        "communication": {"sizes": ["4Ki", "256Ki"], "iterations": 3, "rendezvous_timeout": "20s",
+        "communication": {"sizes": ["4Ki", "256Ki"], "iterations": 3, "rendezvous_timeout": "60s",
                           "min_busbw_gbps": 0.0001},
         "checkpoint": {"steps": 4, "kill_after": 2, "size": "64Ki", "step_pause": "0.3s"}}
 
@@ -91,7 +91,7 @@ def test_training_row_runs_communication_and_checkpoint(pytester: pytest.Pyteste
 
 
 def test_killed_peer_is_infrastructure(pytester: pytest.Pytester, run_id: str, engine: Any, jax_image: str) -> None:
-    long = {"world_size": 2, "communication": {"sizes": ["64Ki"], "iterations": 100000, "rendezvous_timeout": "30s"}}
+    long = {"world_size": 2, "communication": {"sizes": ["64Ki"], "iterations": 100000, "rendezvous_timeout": "60s"}}
 
     def kill_rank_1() -> None:
         c = rank_container(engine, run_id, 1)
