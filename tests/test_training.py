@@ -198,3 +198,15 @@ def test_the_first_failing_rank_names_the_cause(exits: list[RankExit], category:
 
 def test_a_rank_the_gate_killed_is_no_failure() -> None:
     raise_first_failure(SPEC, [ended(0, 137, 3.0, killed_by_gate=True)])
+
+
+def test_a_checkpoint_kill_after_the_last_step_is_a_configuration_error(pytester: pytest.Pytester) -> None:
+    """Checked before any job starts (here on the local engine, which runs no jobs: the settings come first)."""
+    doc = training_doc("training", {"checkpoint": {"steps": 3, "kill_after": 3}})
+    pytester.makefile(".matrix.yaml", m=json.dumps(doc))
+    pytester.runpytest("-p", "no:cacheprovider", "-k", "checkpoint")
+    (bundle,) = list((pytester.path / "reports").iterdir())
+    (item,) = [i for i in json.loads((bundle / "evidence.json").read_text())["items"]
+               if i["nodeid"].endswith("::checkpoint::model")]
+    assert (item["status"], item["failure"]["category"]) == ("error", "configuration")
+    assert "kill_after (3) must be below steps (3)" in item["failure"]["message"]

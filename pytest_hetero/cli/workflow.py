@@ -136,7 +136,8 @@ def estimate(matrix: Matrix, plan: Plan, run_ids: set[str], bundle: dict[str, An
             seconds, kind = sum(by_layer[item.layer]) / len(by_layer[item.layer]), "bundle_layer_mean"
         else:
             seconds, kind = matrix.timeouts_s[item.layer], "timeout"
-        runs = repeat if item.layer == "model" and matrix.model(item.keys["model"]).serving is None else 1
+        runs = repeat if item.layer == "model" and "check" not in item.keys \
+            and matrix.model(item.keys["model"]).serving is None else 1
         total += seconds * runs
         source[kind] += 1
     return {"seconds": round(total, 3), "repeat": repeat, "source": dict(source)}

@@ -202,6 +202,9 @@ def _last(text: str) -> str:
 def checkpoint(ctx: LayerContext) -> None:
     """The checkpoint/resume check (module docstring)."""
     t = ctx.model.training
+    if t.kill_after >= t.steps:
+        raise LayerBroken(f"training.checkpoint.kill_after ({t.kill_after}) must be below steps ({t.steps}): the job "
+                          "would finish before the gate kills it", "configuration")
     scratch = None
     volume = t.volume
     if volume is None:
