@@ -210,3 +210,22 @@ def test_a_checkpoint_kill_after_the_last_step_is_a_configuration_error(pytester
                if i["nodeid"].endswith("::checkpoint::model")]
     assert (item["status"], item["failure"]["category"]) == ("error", "configuration")
     assert "kill_after (3) must be below steps (3)" in item["failure"]["message"]
+
+
+def heat_item(layer: str, status: str, check: str | None = None) -> dict[str, Any]:
+    keys = {"resource": "cpu", "image": "img", "model": "m", "dataset": "d", **({"check": check} if check else {})}
+    tail = f"{check}::model" if check else layer
+    return {"nodeid": f"x.matrix.yaml::cpu::img::m@d::{tail}", "matrix": "x.matrix.yaml", "layer": layer,
+            "keys": keys, "status": status}
+
+
+@pytest.mark.parametrize(("run", "comm", "shown"), [
+    ("passed", "passed", "m@d::model"), ("passed", "failed", "communication::model"),
+    ("failed", "passed", "m@d::model"), ("failed", "failed", "m@d::model")])
+def test_the_heat_map_model_cell_never_hides_a_failure(run: str, comm: str, shown: str) -> None:
+    from pytest_hetero.reporting.view import heatmap
+
+    ev = {"items": [heat_item("model", run), heat_item("business", "passed"), heat_item("model", comm, "communication")],
+          "untested": {"items": []}}
+    (row,) = heatmap(ev)["rows"]
+    assert row["cells"]["model"]["nodeid"].endswith(shown)
