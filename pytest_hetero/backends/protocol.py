@@ -51,6 +51,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, TypedDict
 
 if TYPE_CHECKING:
+    from pytest_hetero.backends.jobs import Job, JobSpec, RankExit
     from pytest_hetero.evidence.model import Artifact
     from pytest_hetero.matrix.expand import PlannedItem
     from pytest_hetero.matrix.model import Dataset, GovernanceProbe, Image, Matrix, Model, Resource
@@ -597,6 +598,38 @@ class Backend(ABC):
         it created; report what it saw (never a verdict). Raises Unsupported where the engine has no
         scheduler priorities (a single host, a Docker engine), EngineFault when it cannot be asked."""
         raise Unsupported(f"the {self.name} backend has no pool priorities or preemption to probe")
+
+    # -- jobs of several ranks (optional verbs; the training checks, :mod:`pytest_hetero.backends.jobs`) -----
+    def start_job(self, step: Step, spec: JobSpec) -> Job:
+        """Start ``spec.world_size`` workloads of ``step.image`` for ``step.resource``, one per rank, each running
+        ``spec.argv`` with :meth:`JobSpec.rank_env`, able to reach rank 0 at ``Job.rendezvous_host:spec.port``.
+        Returns at once (ranks run on). Raises Unsupported where the engine runs no such job, EngineFault when a
+        rank cannot be started (what was started is removed first)."""
+        raise Unsupported(f"the {self.name} backend runs no jobs of several ranks")
+
+    def job_logs(self, job: Job, rank: int) -> str:
+        """What rank ``rank`` wrote to stdout so far (its log). Raises EngineFault when it cannot be read."""
+        raise Unsupported(f"the {self.name} backend runs no jobs of several ranks")
+
+    def job_running(self, job: Job) -> list[int]:
+        """The ranks of ``job`` still running now. Raises EngineFault when the engine cannot be asked."""
+        raise Unsupported(f"the {self.name} backend runs no jobs of several ranks")
+
+    def kill_rank(self, job: Job, rank: int) -> None:
+        """Kill rank ``rank``'s workload at once (SIGKILL: the gate's fault injection or checkpoint kill); it is
+        recorded in ``job.killed``. Raises EngineFault when the engine cannot be asked."""
+        raise Unsupported(f"the {self.name} backend runs no jobs of several ranks")
+
+    def wait_job(self, job: Job, timeout_s: float, settle_s: float = 10.0) -> list[RankExit]:
+        """Wait until every rank ended, at most ``timeout_s`` seconds; once one rank ended in failure the others
+        get ``settle_s`` seconds to end too (a collective whose peer is gone may hang), then the rest are stopped
+        (``stopped_after_peer``); ranks still running at ``timeout_s`` are stopped (``exit_code`` None).
+        One :class:`RankExit` per rank, by rank. Raises EngineFault when the engine cannot be asked."""
+        raise Unsupported(f"the {self.name} backend runs no jobs of several ranks")
+
+    def remove_job(self, job: Job) -> None:
+        """Remove the job's workloads and network objects (not the volume). Must not raise."""
+        return None
 
     def close(self) -> list[Leftover] | None:
         """Release everything this engine created (unless settings.keep). Must not raise.

@@ -136,7 +136,8 @@ def estimate(matrix: Matrix, plan: Plan, run_ids: set[str], bundle: dict[str, An
             seconds, kind = sum(by_layer[item.layer]) / len(by_layer[item.layer]), "bundle_layer_mean"
         else:
             seconds, kind = matrix.timeouts_s[item.layer], "timeout"
-        runs = repeat if item.layer == "model" and matrix.model(item.keys["model"]).serving is None else 1
+        runs = repeat if item.layer == "model" and "check" not in item.keys \
+            and matrix.model(item.keys["model"]).serving is None else 1
         total += seconds * runs
         source[kind] += 1
     return {"seconds": round(total, 3), "repeat": repeat, "source": dict(source)}
@@ -181,9 +182,17 @@ def plan_report(args: argparse.Namespace, hook: Any = None) -> dict[str, Any]:
         "deselected": [{"id": i, "reason": r} for i, r in dropped.items()],
         "affected": {k[2:]: v for k, v in selection.affected.items()},
         "cluster": cluster,
+        "task_types": _task_checks(matrix),
         "estimate": estimate(matrix, plan, {i.id for i in run}, bundle,
                              resolve_profile(matrix, args.profile).repeat if args.profile else 1),
     }
+
+
+def _task_checks(matrix: Any) -> dict[str, dict[str, Any]]:
+    """``{model: {"task_type", "checks": [check, ...]}}``: the checks each model's task type brings."""
+    from pytest_hetero.matrix.training import checks_of
+
+    return {m.name: {"task_type": m.task_type, "checks": list(checks_of(m.task_type))} for m in matrix.models}
 
 
 def _cluster_drift(args: argparse.Namespace, matrix: Any, plan: Any) -> dict[str, Any]:
@@ -244,6 +253,9 @@ def _print_plan(rep: dict[str, Any], out: Any) -> None:
             print(f"  {n} {reason}", file=out)
     if rep.get("cluster") is not None:
         _print_cluster(rep["cluster"], out)
+    for name, t in rep.get("task_types", {}).items():
+        print(f"task type of {name}: {t['task_type']}; checks it brings: {', '.join(t['checks']) or 'none'}",
+              file=out)
     est = rep["estimate"]
     src = ", ".join(f"{n} from {k.replace('_', ' ')}" for k, n in est["source"].items()) or "no items"
     runs = f"; each model item runs {est['repeat']} times" if est.get("repeat", 1) > 1 else ""

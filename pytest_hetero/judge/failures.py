@@ -387,6 +387,37 @@ def _rows() -> dict[str, Entry]:
                                "read_framework"),
         "nccl_usage_error": (A, F, "NCCL says the program called it wrongly (invalid argument / usage)", _FIELD +
                              "read_framework"),
+        # --- the training checks (layers/training; issue 34): communication and checkpoint/resume -------------
+        "rendezvous_unreachable": (P, F, "the job's ranks could not reach rank 0's rendezvous address and port "
+                                         "(refused, no route, deadline exceeded): the network between the job's "
+                                         "workloads (network policy, CNI, Service, firewall)", "layers/training"),
+        "collective_peer_killed": (INF, F, "a rank of the job was killed from outside it (SIGKILL, not its own "
+                                           "memory limit, not the gate) and the other ranks lost their peer: its "
+                                           "node, its runtime or an operator", "layers/training"),
+        "collective_peer_lost": (INF, F, "a rank lost its peer in the collective (connection closed or reset, "
+                                         "heartbeat timeout) and no rank names another cause: the peer's node or "
+                                         "the link", "layers/training"),
+        "collective_wrong_result": (P, F, "the all-reduce returned a wrong sum: the framework, collective library "
+                                          "or driver stack the image and node ship", "layers/training"),
+        "bus_bandwidth_below_minimum": (INF, F, "the bus bandwidth the gate measured is below the matrix's minimum: "
+                                                "the pool's interconnect (network, NVLink, HCCS)", "layers/training"),
+        "no_collective_framework": (IMG, F, "the image ships no collective framework the gate can drive "
+                                            "(torch.distributed or jax)", "layers/training"),
+        "job_rank_failed": (IMG, F, "a rank of the gate's own job program exited non-zero with an error no reader "
+                                    "names: the image's Python or framework (the program is the gate's)",
+                            "layers/training"),
+        "job_hung": (INF, F, "no rank of the gate's job failed, yet one never ended within the layer timeout: a "
+                             "collective or a write that never completes (a network black hole, hung storage)",
+                     "layers/training"),
+        "volume_full": (INF, F, "the volume the job writes its checkpoints to is full (ENOSPC, EDQUOT): its size or "
+                                "quota", "layers/training"),
+        "volume_read_only": (P, F, "the volume the job writes its checkpoints to is mounted read-only",
+                             "layers/training"),
+        "checkpoint_not_resumed": (P, F, "after the restart the job did not find the checkpoint it wrote, or "
+                                         "resumed another step: the volume does not persist across restarts",
+                                   "layers/training"),
+        "checkpoint_corrupted": (INF, F, "the checkpoint read back after the restart differs from the one written "
+                                         "(digest): the storage", "layers/training"),
         "workload_spec": (A, F, "a field text shows a pod spec written by the workload's owner (selector, affinity, "
                                 "tolerations, limits, flavor, policy) that the cluster refuses; in a gate run the "
                                 "gate writes the spec and the specific row above applies", _FIELD + "read_kube"),

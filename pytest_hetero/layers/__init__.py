@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from pytest_hetero.backends.protocol import EngineFault, EngineUnavailable, Unsupported
-from pytest_hetero.layers import business, discovery, execution, scheduling, startup, usage
+from pytest_hetero.layers import business, discovery, execution, scheduling, startup, training, usage
 from pytest_hetero.layers.base import LayerBroken, LayerContext, LayerFailed, LayerOutcome, NotApplicable
 
 
@@ -38,10 +38,15 @@ def _judging(check: Callable[[LayerContext], None]) -> Callable[[LayerContext], 
     return run
 
 
+def _model(ctx: LayerContext) -> None:
+    """The model run, or the check a task type brings (keyed ``check``: :mod:`.training`)."""
+    (training.check if "check" in ctx.planned.keys else execution.check)(ctx)
+
+
 CHECKS: dict[str, Callable[[LayerContext], None]] = {
     "discovery": _judging(discovery.check),
     "scheduling": _judging(scheduling.check),
     "startup": _judging(startup.check),
-    "model": _judging(execution.check),
+    "model": _judging(_model),
     "business": _judging(business.check),
 }

@@ -6,6 +6,9 @@ So a resource's discovery is proven once and shared by every combination that us
 The id parts of an item read like the claim it proves, e.g.
 ``("cpu-host", "py311", "digits-logreg@digits-test", "model")``.
 
+A model whose ``task_type`` brings checks (training, fine-tune: :mod:`.training`) gains a model-layer item
+per check beside its run, under the same startup item: ``("cpu-2c", "py311", "m@d", "communication", "model")``.
+
 A resource whose ``coverage`` is not ``one`` gains a node-coverage item per image, a startup item keyed
 resource × image × coverage: ``("gpu-a", "py311", "nodes", "startup")``. It depends on the scheduling
 item, not on the startup item the models depend on, so a broken node never hides the others.
@@ -24,6 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from pytest_hetero.matrix.model import Matrix
+from pytest_hetero.matrix.training import checks_of
 from pytest_hetero.vocab import Layer, Status
 
 DIMENSIONS: dict[str, tuple[str, ...]] = {
@@ -145,6 +149,8 @@ def _add_combos(matrix: Matrix, add: Callable[[Layer, dict[str, str], tuple[str,
             run = (rl, il, combo, "model")
             add("model", ck, run, start)
             add("business", ck, (rl, il, combo, "business"), run)
+            for check in checks_of(mod.task_type):  # what the task type brings (matrix/training.py)
+                add("model", {**ck, "check": check}, (rl, il, combo, check, "model"), start)
 
 
 class _Labels:

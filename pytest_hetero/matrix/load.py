@@ -42,6 +42,7 @@ from pytest_hetero.matrix.model import (
     Tenant,
     Truth,
 )
+from pytest_hetero.matrix.training import parse_training
 from pytest_hetero.matrix.yamlnodes import MAX_BYTES, Positions, dotted, parse_yaml, read_yaml
 from pytest_hetero.safeio import Unreadable, read_file, read_local, resolved
 from pytest_hetero.usercache import cache_dir, installed_files
@@ -460,7 +461,7 @@ def _build(data: dict[str, Any], path: Path, raw: bytes, pos: Positions, base: P
         runtime=m.get("runtime", ""), code=rel(m.get("code")), line=line("spec", "models", i),
         serving=_serving(m.get("serving"), str(m["version"])),
         task_type=m.get("task_type", "online-inference" if "serving" in m else "batch-inference"),
-        network=bool(m.get("network", False)))
+        network=bool(m.get("network", False)), training=parse_training(m.get("training"), base))
         for i, m in enumerate(spec["models"]))
     datasets = tuple(Dataset(
         name=d["name"], version=str(d["version"]), uri=d["uri"], path=rel(d["uri"]) or base,

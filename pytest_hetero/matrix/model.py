@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_hetero.matrix.taskqueues import TaskQueue
+from pytest_hetero.matrix.training import Training
 from pytest_hetero.vocab import DEFAULT_OWNERS, OWNER_CATEGORIES, Layer
 
 DEFAULT_TIMEOUTS_S: dict[Layer, float] = {
@@ -167,6 +168,8 @@ class Model:
     """What the model is validated for (:data:`TASK_TYPES`); the validation status is per pool × task type."""
     network: bool = False
     """The matrix grants the model's runs the host's network (local engine; default: loopback only)."""
+    training: Training = field(default_factory=Training)
+    """``spec.models[].training``: the settings of the checks its task type brings (:mod:`.training`)."""
 
 
 TASKS: tuple[str, ...] = ("classification", "regression", "ranking", "generation")

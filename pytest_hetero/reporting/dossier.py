@@ -320,6 +320,15 @@ def _statement(f: Facts, t: Text, layer: str, item: dict[str, Any]) -> str:
             return t("proves.startup_only", resource=res, image=img, digest=image_digest)
         detail = f"{init['framework']}, {init['wanted_provider']}" if init.get("wanted_provider") else init["framework"]
         return t("proves.startup", resource=res, image=img, digest=image_digest, init=detail)
+    if layer == "model" and keys.get("check") == "communication":  # what a training task type brings
+        comm = f.first(item, "training.communication") or {}
+        top = (comm.get("sizes") or [{}])[-1]
+        return t("proves.communication", resource=res, image=img, world=comm.get("world_size", "?"),
+                 backend=comm.get("backend", "?"), busbw=top.get("busbw_gbps", "?"), bytes=top.get("bytes", "?"))
+    if layer == "model" and keys.get("check") == "checkpoint":
+        ckpt = f.first(item, "training.checkpoint") or {}
+        return t("proves.checkpoint", resource=res, image=img, step=ckpt.get("resumed_step", "?"),
+                 volume=ckpt.get("volume", "?"))
     ident = f.identity(item)
     if layer == "model":
         run = f.first(item, "model.run") or {}

@@ -21,6 +21,7 @@ KINDS: frozenset[str] = frozenset({
     "startup.environment", "startup.pod", "startup.image", "startup.container", "startup.device_init",
     "startup.simulation", "startup.failed", "artifact.digest",
     "model.identity", "model.run", "model.outputs", "model.usage",
+    "training.communication", "training.checkpoint",
     "serving.auth", "serving.load", "serving.rollback", "serving.usage",
     "business.rules", "scope.not_proven", "governance.probe",
     "reserve.serving", "reserve.burst", "reserve.window", "reserve.timeline",
@@ -50,7 +51,8 @@ class Facts:
         for item in self.items:
             self.by_layer.setdefault(item["layer"], []).append(item)
             keys = item.get("keys") or {}
-            if "coverage" not in keys:  # a node-coverage item is not its resource × image's startup item
+            # a node-coverage item is not its resource × image's startup item, nor a training check its model run
+            if "coverage" not in keys and "check" not in keys:
                 dims = ("resource", "image", "model", "dataset")
                 self.combo[(item.get("matrix", ""), *(str(keys.get(d, "")) for d in dims), item["layer"])] = item
             mine: dict[str, list[dict[str, Any]]] = {}

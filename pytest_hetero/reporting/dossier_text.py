@@ -143,6 +143,14 @@ MESSAGES: dict[str, tuple[str, str]] = {
                      "(exit 0, outputs kept)",
                      "模型 {model} {version} 在 {resource} × {image} 上以数据集 {dataset} {dataset_version} 运行完成，"
                      "用时 {duration} 秒（退出码 0，输出已留存）"),
+    "proves.communication": ("{resource} × {image}: an all-reduce across {world} ranks ({backend}) returned the right "
+                             "sum; bus bandwidth {busbw} GB/s at {bytes} B",
+                             "{resource} × {image}：{world} 个进程的 all-reduce（{backend}）结果正确；"
+                             "{bytes} 字节时总线带宽 {busbw} GB/s"),
+    "proves.checkpoint": ("{resource} × {image}: the job wrote its checkpoint to {volume}, was killed, restarted and "
+                          "resumed at step {step} with the digest it wrote",
+                          "{resource} × {image}：作业将检查点写入 {volume}，被终止后重启，"
+                          "从第 {step} 步恢复且摘要一致"),
     "proves.business": ("{model}@{dataset} on {resource} × {image}: all {rules} acceptance rules met",
                         "{model}@{dataset} 在 {resource} × {image} 上：{rules} 条业务验收规则全部满足"),
     "proves.none": ("Nothing in this layer passed: none of its claims is proven.",

@@ -197,7 +197,15 @@ def _item_rows(items: list[dict[str, Any]], located: list[tuple[str, tuple[str, 
                rows_keys: list[tuple[str, tuple[str, ...]]]) -> list[dict[str, Any]]:
     """One heat-map row per combination; each layer's cell is the item keyed by the longest prefix."""
     by_prefix = {(matrix, entry["layer"], key): index
-                 for index, (entry, (matrix, key)) in enumerate(zip(items, located, strict=True))}
+                 for index, (entry, (matrix, key)) in enumerate(zip(items, located, strict=True))
+                 if "check" not in (entry.get("keys") or {})}
+    for index, (entry, (matrix, key)) in enumerate(zip(items, located, strict=True)):
+        # a check a training task type brings shares its combination's model cell: shown there when no model run is, or
+        # when it did not pass while the model run did (a failure is never hidden, the model run's own never replaced)
+        slot = (matrix, entry["layer"], key)
+        if "check" in (entry.get("keys") or {}) and (slot not in by_prefix or (
+                entry["status"] != "passed" and items[by_prefix[slot]]["status"] == "passed")):
+            by_prefix[slot] = index
     rows = []
     for matrix, key in rows_keys:
         cells: dict[str, Any] = {}

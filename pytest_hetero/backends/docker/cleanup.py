@@ -17,7 +17,7 @@ from pytest_hetero.backends.labels import CREATED_AT, RUN_ID, CleanupError, sele
 
 
 def cleanup(args: argparse.Namespace) -> list[dict[str, Any]]:
-    """Remove (or list, with ``args.dry_run``) the Docker containers, volumes and images of
+    """Remove (or list, with ``args.dry_run``) the Docker containers, volumes, images and networks of
     pytest-hetero runs selected by ``args`` (``run_id``, ``older_than_s``, ``docker_host``).
 
     Raises CleanupError when the engine cannot be reached.
@@ -44,6 +44,9 @@ def cleanup(args: argparse.Namespace) -> list[dict[str, Any]]:
         for i in api.images(all=True, filters={"label": RUN_ID}):
             found.append(("image", i["Id"], i.get("Labels") or {}, i.get("Created"),
                           partial(api.remove_image, i["Id"], force=True)))
+        for n in api.networks(filters={"label": RUN_ID}):  # a training job's network (after its containers)
+            found.append(("network", n["Name"], n.get("Labels") or {}, None,
+                          partial(api.remove_network, n["Id"])))
         for kind, name, labels, created, remove in found:
             match, age = selected(labels, created, args, now)
             if not match:

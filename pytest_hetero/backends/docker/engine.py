@@ -27,10 +27,12 @@ import docker
 import docker.errors
 
 from pytest_hetero.backends.docker import client as run
+from pytest_hetero.backends.docker import jobs as docker_jobs
 from pytest_hetero.backends.docker import outage, place
 from pytest_hetero.backends.docker import usage as docker_usage
 from pytest_hetero.backends.docker.errors import SETTLE_S, outcome, outcome_of_text, run_failure, stopped_after_run
 from pytest_hetero.backends.docker.session import DockerSession
+from pytest_hetero.backends.jobs import Job, JobSpec, RankExit
 from pytest_hetero.backends.labels import LABEL, OWNER
 from pytest_hetero.backends.protocol import (
     EXECUTION_PROVIDERS,
@@ -491,6 +493,33 @@ class DockerBackend(Backend):
             s.api.remove_container(cid, force=True, v=True)
         except docker.errors.NotFound:
             pass
+
+    # -- jobs of several ranks: one container per rank on a network of the job's own (.jobs) ----------------
+    @outage.engine_guarded
+    def start_job(self, step: Step, spec: JobSpec) -> Job:
+        """One container per rank of ``spec`` from the image as :meth:`identify` resolved it (:mod:`.jobs`)."""
+        image_id = self.session.image_ids.get(step.image.name) or self.identify(step).handle
+        return docker_jobs.start(self.session, step, spec, str(image_id), str(self.target.get("python", "python3")))
+
+    def job_logs(self, job: Job, rank: int) -> str:
+        """Rank ``rank``'s stdout so far."""
+        return docker_jobs.logs(self.session, job, rank)
+
+    def job_running(self, job: Job) -> list[int]:
+        """The ranks whose containers are running."""
+        return docker_jobs.running(self.session, job)
+
+    def kill_rank(self, job: Job, rank: int) -> None:
+        """SIGKILL rank ``rank``'s container."""
+        docker_jobs.kill(self.session, job, rank)
+
+    def wait_job(self, job: Job, timeout_s: float, settle_s: float = 10.0) -> list[RankExit]:
+        """Every rank's exit (:func:`.jobs.wait`)."""
+        return docker_jobs.wait(self.session, job, timeout_s, settle_s)
+
+    def remove_job(self, job: Job) -> None:
+        """Remove the rank containers and the job's network."""
+        docker_jobs.remove(self.session, job)
 
     def close(self) -> None:
         """Remove every container and image this backend created (found by its owner label), or,

@@ -1,0 +1,278 @@
+"""The checks a training or fine-tune task type brings (:mod:`pytest_hetero.matrix.training`), judged once for
+every engine that offers the job verbs (:mod:`pytest_hetero.backends.jobs`).
+
+**communication**: a job of ``world_size`` ranks runs the gate's all-reduce benchmark
+(:mod:`pytest_hetero.probes.jobs.allreduce`) through the framework the image ships. The gate reads each rank's
+raw times and values, checks the sum every rank got (``Σ contributed``), and computes per message size the
+collective's time (the slowest rank's median), ``algbw = bytes / time`` and nccl-tests' ``busbw = algbw ×
+2(n−1)/n`` (n: devices in the collective; GB/s = 10⁹ B/s); the latency is the time of the smallest size. The
+matrix's ``min_busbw_gbps`` is the acceptance rule. Evidence: ``training.communication``.
+
+**checkpoint**: a one-rank job runs the gate's step loop (:mod:`pytest_hetero.probes.jobs.checkpoint`) with
+the matrix's volume; once step ``kill_after`` is written the gate kills it (SIGKILL), starts it again over the
+same volume, and checks that it resumed at the step it wrote, read back the digest it wrote (and, where the
+gate can read the volume itself, the digest the gate computes of the file), and finished. Evidence:
+``training.checkpoint`` with write/read times.
+
+A rank that ended in failure is read in order of its end: the first to fail names the cause. A rank killed by
+SIGKILL that neither the gate nor its memory limit killed is ``collective_peer_killed``; otherwise its text goes
+through :func:`pytest_hetero.explain.read_collective.read_failure` (NCCL/HCCL field readers, gloo, rendezvous,
+errno); owners come from the failure table.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from pytest_hetero.backends.jobs import Job, JobSpec, RankExit
+from pytest_hetero.explain.read_collective import read_failure
+from pytest_hetero.layers import usage
+from pytest_hetero.layers.base import LayerBroken, LayerContext, LayerFailed
+from pytest_hetero.matrix.training import Training
+from pytest_hetero.probes.jobs import ALLREDUCE, CHECKPOINT, text
+
+SETTLE_S = 10.0
+"""Seconds the other ranks get to end once one rank ended in failure (a collective whose peer is gone hangs)."""
+
+
+def check(ctx: LayerContext) -> None:
+    """Run the check ``ctx.planned.keys["check"]`` names. Raises LayerFailed/LayerBroken (category from the failure
+    table's training rows or the field readers), NotApplicable (via the engine's Unsupported) where the engine
+    runs no jobs of several ranks."""
+    which = ctx.planned.keys["check"]
+    if which == "communication":
+        communication(ctx)
+    elif which == "checkpoint":
+        checkpoint(ctx)
+    else:
+        raise LayerBroken(f"unknown training check {which!r}", "harness")
+
+
+# -- communication ---------------------------------------------------------------------------------------------
+def communication(ctx: LayerContext) -> None:
+    """The all-reduce check (module docstring)."""
+    t = ctx.model.training
+    spec = JobSpec(name="communication", world_size=t.world_size, argv=("{python}", f"/hetero-job/{ALLREDUCE}"),
+                   files={ALLREDUCE: text(ALLREDUCE)}, port=t.port, env={
+                       "HETERO_SIZES": ",".join(str(s) for s in t.sizes), "HETERO_ITERATIONS": str(t.iterations),
+                       "HETERO_WARMUP": str(t.warmup), "HETERO_FRAMEWORK": t.framework, "HETERO_BACKEND": t.backend,
+                       "HETERO_RENDEZVOUS_TIMEOUT_S": str(t.rendezvous_timeout_s), "PYTHONUNBUFFERED": "1"})
+    exits = _run(ctx, spec)
+    results = [_result(e.stdout) for e in exits]
+    facts = measure(results, t)
+    ctx.record("training.communication", **facts)
+    if facts["wrong"]:
+        raise LayerFailed(f"all-reduce returned a wrong sum: {facts['wrong'][0]}", "collective_wrong_result")
+    if t.min_busbw_gbps is not None:
+        at = next((s for s in facts["sizes"] if s["bytes"] == t.judged_at), None)
+        if at is None:
+            raise LayerBroken(f"training.communication.at {t.judged_at} B is none of the measured sizes",
+                              "configuration")
+        ctx.record("training.rule", name="min_busbw_gbps", at_bytes=t.judged_at, value=t.min_busbw_gbps,
+                   measured=at["busbw_gbps"], met=at["busbw_gbps"] >= t.min_busbw_gbps)
+        if at["busbw_gbps"] < t.min_busbw_gbps:
+            raise LayerFailed(f"bus bandwidth {at['busbw_gbps']:.4g} GB/s at {t.judged_at} B is below the minimum "
+                              f"{t.min_busbw_gbps:g} GB/s ({facts['world_size']} ranks, {facts['backend']})",
+                              "bus_bandwidth_below_minimum")
+
+
+def measure(results: list[dict[str, Any]], training: Training) -> dict[str, Any]:
+    """The gate's numbers from every rank's result line (:mod:`pytest_hetero.probes.jobs.allreduce`):
+    ``{"world_size", "devices", "framework", "backend", "init_s" (max), "expected" (Σ contributed), "wrong"
+    (messages), "latency_us", "sizes": [{"bytes", "time_us", "algbw_gbps", "busbw_gbps", "spread_us"}]}``.
+    ``time_us`` is the slowest rank's median (µs); ``spread_us`` the slowest rank's max − min. Raises LayerFailed
+    ``job_rank_failed`` when the ranks disagree on world size or sizes."""
+    world = {r["world_size"] for r in results}
+    if len(world) != 1 or len(results) != next(iter(world)):
+        raise LayerFailed(f"ranks report world sizes {sorted(world)} for {len(results)} ranks", "job_rank_failed")
+    devices = int(results[0]["devices"])
+    expected = float(sum(r["contributed"] for r in results))
+    wrong = [f"rank {r['rank']} read {s['first']:g}/{s['last']:g} at {s['bytes']} B, expected {expected:g}"
+             for r in results for s in r["sizes"] if s["first"] != expected or s["last"] != expected]
+    sizes = []
+    for i, first in enumerate(results[0]["sizes"]):
+        nbytes = int(first["bytes"])
+        per_rank = [r["sizes"][i]["times_s"] for r in results]
+        if any(r["sizes"][i]["bytes"] != nbytes for r in results):
+            raise LayerFailed("ranks measured different message sizes", "job_rank_failed")
+        slowest = max(per_rank, key=statistics.median)
+        seconds = statistics.median(slowest)
+        algbw = nbytes / seconds / 1e9 if seconds > 0 else 0.0
+        busbw = algbw * 2 * (devices - 1) / devices if devices > 1 else 0.0
+        sizes.append({"bytes": nbytes, "time_us": round(seconds * 1e6, 2), "algbw_gbps": round(algbw, 6),
+                      "busbw_gbps": round(busbw, 6), "spread_us": round((max(slowest) - min(slowest)) * 1e6, 2),
+                      "iterations": len(slowest)})
+    return {"world_size": len(results), "devices": devices, "framework": results[0]["framework"],
+            "backend": results[0]["backend"], "init_s": round(max(r["init_s"] for r in results), 3),
+            "expected": expected, "wrong": wrong[:10],
+            "latency_us": min(sizes, key=lambda s: s["bytes"])["time_us"] if sizes else None,
+            "busbw_formula": "algbw * 2(n-1)/n (nccl-tests all_reduce)", "sizes": sizes,
+            "judged_at_bytes": training.judged_at}
+
+
+def _result(stdout: str) -> dict[str, Any]:
+    for line in reversed(stdout.splitlines()):
+        if line.startswith('{"event": "result"'):
+            data: dict[str, Any] = json.loads(line)
+            return data
+    raise LayerFailed("a rank ended 0 without its result line", "job_rank_failed")
+
+
+# -- the job: run, read every rank ---------------------------------------------------------------------------
+def _run(ctx: LayerContext, spec: JobSpec, kill_when: Any = None) -> list[RankExit]:
+    """Start ``spec``, optionally kill rank 0 once ``kill_when(log)`` is true, wait, record every rank, remove
+    the job; raise the first failing rank's category. Returns the exits when every rank ended 0 (or was the
+    gate's kill)."""
+    backend = ctx.backend
+    job = backend.start_job(ctx, spec)
+    ctx.record("training.job", name=spec.name, attempt=spec.attempt, world_size=spec.world_size, ranks=job.ranks,
+               rendezvous=f"{job.rendezvous_host}:{spec.port}", where=job.where, volume=spec.volume)
+    try:
+        if kill_when is not None:
+            _kill_when(ctx, job, kill_when)
+        exits = backend.wait_job(job, ctx.timeout_s, SETTLE_S)
+    finally:
+        backend.remove_job(job)
+    for e in exits:
+        usage.record(ctx, e.usage, run=True)
+        ctx.record("training.rank", job=spec.name, attempt=spec.attempt, rank=e.rank, name=e.name,
+                   exit_code=e.exit_code, signal=e.signal, oom_killed=e.oom_killed, killed_by_gate=e.killed_by_gate,
+                   stopped_after_peer=e.stopped_after_peer, started=e.started, ended=e.ended)
+        if e.stdout or e.stderr:
+            ctx.artifact(f"{spec.name}-a{spec.attempt}-rank{e.rank}.log",
+                         f"--- stdout\n{e.stdout}\n--- stderr\n{e.stderr}")
+    raise_first_failure(spec, exits)
+    return exits
+
+
+def _kill_when(ctx: LayerContext, job: Job, ready: Any) -> None:
+    deadline = time.monotonic() + ctx.timeout_s
+    while time.monotonic() < deadline:
+        log = ctx.backend.job_logs(job, 0)
+        if ready(log):
+            ctx.backend.kill_rank(job, 0)
+            return
+        if '"event": "done"' in log or 0 not in ctx.backend.job_running(job):
+            return
+        time.sleep(0.2)
+
+
+def raise_first_failure(spec: JobSpec, exits: list[RankExit]) -> None:
+    """Raise LayerFailed for the first rank of ``exits`` that ended in failure (by end time): SIGKILL from outside
+    ``collective_peer_killed``, its memory limit ``oom_killed``, else its text read by
+    :func:`~pytest_hetero.explain.read_collective.read_failure` (``job_rank_failed`` when unread); with no failed
+    rank, ``job_hung`` when a rank was still running at the timeout. Returns when every rank ended 0 or was the
+    gate's kill."""
+    failed = sorted((e for e in exits if e.failed), key=lambda e: (e.ended or float("inf"), e.rank))
+    if not failed:
+        hung = [e.rank for e in exits if e.exit_code is None and not e.killed_by_gate]
+        if hung:
+            raise LayerFailed(f"job {spec.name}: rank(s) {', '.join(map(str, hung))} still running at the layer "
+                              "timeout, no rank failed; stopped by the gate", "job_hung")
+        return
+    first = failed[0]
+    others = [f"rank {e.rank} " + ("stopped by the gate after its peer failed" if e.stopped_after_peer else
+                                   f"exit {e.exit_code}") for e in exits if e is not first and not e.killed_by_gate]
+    tail = f" ({'; '.join(others)})" if others else ""
+    if first.signal == 9 and not first.oom_killed:
+        raise LayerFailed(f"job {spec.name}: rank {first.rank} ({first.name}) was killed (SIGKILL, not by its "
+                          f"memory limit, not by the gate){tail}", "collective_peer_killed")
+    if first.oom_killed:
+        raise LayerFailed(f"job {spec.name}: rank {first.rank} ({first.name}) was killed by its memory limit{tail}",
+                          "oom_killed")
+    found = read_failure(first.stderr + "\n" + first.stdout)
+    category, line = found if found else ("job_rank_failed", _last(first.stderr))
+    raise LayerFailed(f"job {spec.name}: rank {first.rank} ({first.name}) exited {first.exit_code}: {line}{tail}",
+                      category)
+
+
+def _last(text: str) -> str:
+    lines = [x for x in text.splitlines() if x.strip() and not x.startswith("    @")]
+    return lines[-1][:300] if lines else "(no error text)"
+
+
+# -- checkpoint --------------------------------------------------------------------------------------------------
+def checkpoint(ctx: LayerContext) -> None:
+    """The checkpoint/resume check (module docstring)."""
+    t = ctx.model.training
+    if t.kill_after >= t.steps:
+        raise LayerBroken(f"training.checkpoint.kill_after ({t.kill_after}) must be below steps ({t.steps}): the job "
+                          "would finish before the gate kills it", "configuration")
+    scratch = None
+    volume = t.volume
+    if volume is None:
+        scratch = Path(tempfile.mkdtemp(prefix="hetero-ckpt-"))
+        scratch.chmod(0o777)
+        volume = str(scratch)
+    try:
+        _checkpoint(ctx, t, volume, scratch is not None)
+    finally:
+        if scratch is not None:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _events(log: str) -> list[dict[str, Any]]:
+    out = []
+    for line in log.splitlines():
+        if line.startswith('{"event"'):
+            try:
+                out.append(json.loads(line))
+            except ValueError:
+                continue
+    return out
+
+
+def _checkpoint(ctx: LayerContext, t: Training, volume: str, scratch: bool) -> None:
+    base = JobSpec(name="checkpoint", world_size=1, argv=("{python}", f"/hetero-job/{CHECKPOINT}"),
+                   files={CHECKPOINT: text(CHECKPOINT)}, volume=volume, port=t.port,
+                   env={"HETERO_STEPS": str(t.steps), "HETERO_CHECKPOINT_BYTES": str(t.checkpoint_bytes),
+                        "HETERO_STEP_SLEEP_S": str(t.step_pause_s), "PYTHONUNBUFFERED": "1"})
+    local = Path(volume)
+    if local.is_absolute() and local.is_dir():
+        for name in ("ckpt.bin", "ckpt.tmp"):  # a previous run's state would be resumed from
+            (local / name).unlink(missing_ok=True)
+
+    def written_enough(log: str) -> bool:
+        return any(e["event"] == "written" and e["step"] >= t.kill_after for e in _events(log))
+
+    first = _run(ctx, base, kill_when=written_enough)[0]
+    before = _events(first.stdout)
+    written = [e for e in before if e["event"] == "written"]
+    if not first.killed_by_gate or not written:
+        raise LayerFailed(f"the job ended before the gate could kill it after step {t.kill_after}", "job_rank_failed")
+    last = written[-1]
+    on_volume = None
+    if local.is_absolute() and (local / "ckpt.bin").is_file():  # the gate reads the volume itself where it can
+        on_volume = hashlib.sha256((local / "ckpt.bin").read_bytes()).hexdigest()
+    second = _run(ctx, JobSpec(**{**base.__dict__, "attempt": 2}))[0]
+    after = _events(second.stdout)
+    resumed = next((e for e in after if e["event"] == "resumed"), None)
+    done = next((e for e in after if e["event"] == "done"), None)
+    facts = {"volume": volume, "scratch": scratch, "steps": t.steps, "killed_after_step": last["step"],
+             "written_digest": last["sha256"], "digest_on_volume": on_volume,
+             "resumed_step": resumed["step"] if resumed else None,
+             "read_digest": resumed["sha256"] if resumed else None,
+             "final_step": done["step"] if done else None, "bytes": last["bytes"],
+             "write_s": {"median": round(statistics.median(e["write_s"] for e in written), 6),
+                         "max": round(max(e["write_s"] for e in written), 6), "count": len(written)},
+             "read_s": round(resumed["read_s"], 6) if resumed else None}
+    ctx.record("training.checkpoint", **facts)
+    if resumed is None:
+        raise LayerFailed(f"the restarted job found no checkpoint on {volume} (it had written step {last['step']})",
+                          "checkpoint_not_resumed")
+    if resumed["step"] != last["step"]:
+        raise LayerFailed(f"the restarted job resumed at step {resumed['step']}, the last written was {last['step']}",
+                          "checkpoint_not_resumed")
+    if resumed["sha256"] != last["sha256"] or (on_volume is not None and on_volume != last["sha256"]):
+        raise LayerFailed(f"checkpoint digest read back {resumed['sha256'][:16]}… (volume: "
+                          f"{(on_volume or '-')[:16]}…) differs from the written {last['sha256'][:16]}…",
+                          "checkpoint_corrupted")
+    if done is None or done["step"] != t.steps:
+        raise LayerFailed(f"the restarted job did not finish its {t.steps} steps", "job_rank_failed")
