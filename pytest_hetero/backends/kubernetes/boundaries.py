@@ -2,17 +2,17 @@
 ``data-isolation`` probes (:mod:`.governance` runs them; :mod:`pytest_hetero.layers.boundaries` judges).
 
 ``network-isolation`` (as A; ``target`` B and/or ``egress`` addresses). The observer reads B's Services
-(``services``, else every one of B's namespace): each ClusterIP:port [``reach-target-service``] and each
-ready endpoint address:port of their EndpointSlices [``reach-target-pod``]; each ``egress`` host:port is
-[``reach-egress``]. One pod of A, in A's namespace and on the resource's pool, tries a TCP connection to
-every address (:data:`CONNECT`, :data:`CONNECT_S` seconds each, the first after :data:`SETTLE_S`; a refused or unreachable one again
-for :data:`SETTLE_S`: the time an enforcer may take to learn a new pod's IP). A refusal proves nothing when the
-address does not answer anyone, so each address is also tried by a **control** pod from where it must be
-reachable: B's own namespace, as tenant B, for B's addresses; the gate's namespace, as the gate, for
-egress addresses. An address its control could not reach is ``not-attempted`` (scope not proven). Each
-attempt names the NetworkPolicies that isolate it (:func:`isolating`: the policies of A's namespace
-selecting the probe pod for Egress, those of the target pod's namespace selecting it for Ingress), read
-by the observer; the probe's own words (``timed out after 3 s``, ``[Errno 111] Connection refused``) are
+(``services``, else every one of B's namespace): each ClusterIP:port [``reach-target-service``] and each ready
+endpoint address:port of their EndpointSlices [``reach-target-pod``]; each ``egress`` host:port is
+[``reach-egress``]. One pod of A, in A's namespace and on the resource's pool, tries a TCP connection to every
+address (:data:`CONNECT`, :data:`CONNECT_S` seconds each, the first after :data:`SETTLE_S`; a refused or
+unreachable one again for :data:`SETTLE_S`: the time an enforcer may take to learn a new pod's IP). A refusal
+proves nothing when the address does not answer anyone, so each address is also tried by a **control** pod
+from where it must be reachable: B's own namespace, as tenant B, for B's addresses; the gate's namespace, as
+the gate, for egress addresses. An address its control could not reach is ``not-attempted`` (scope not
+proven). Each attempt names the NetworkPolicies that isolate it (:func:`isolating`: the policies of A's
+namespace selecting the probe pod for Egress, those of the target pod's namespace selecting it for Ingress),
+read by the observer; the probe's own words (``timed out after 3 s``, ``[Errno 111] Connection refused``) are
 its message.
 
 ``data-isolation`` (as A, ``target`` B). Per claim: a Pod in B's namespace mounting it
