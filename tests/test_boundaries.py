@@ -6,6 +6,7 @@ against the real node in tests/kubernetes/test_realnode_boundaries.py."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -218,8 +219,9 @@ def _run_connect(addresses: list[str]) -> list[list[str]]:
 
 
 def test_a_refused_connection_is_tried_again_until_the_settle_time_and_a_late_listener_counts_as_connected() -> None:
-    """A port nobody listens on is refused after SETTLE_S of tries (the socket's words kept); one whose
-    listener appears 0.6 s later (an enforcer that learned the pod's IP late) is connected."""
+    """The program waits SETTLE_S before its first packet; then a port nobody listens on is refused after
+    SETTLE_S of tries (the socket's words kept), and one whose listener appears 0.6 s after the first try (an
+    enforcer that learned the pod's IP late) is connected."""
     import socket
     import threading
 
@@ -231,8 +233,9 @@ def test_a_refused_connection_is_tried_again_until_the_settle_time_and_a_late_li
     late = socket.socket()
     late.bind(("127.0.0.1", 0))
     port = late.getsockname()[1]
-    timer = threading.Timer(0.6, late.listen)
+    timer = threading.Timer(SETTLE_S + 0.6, late.listen)
     timer.start()
+    began = time.monotonic()
     try:
         got = _run_connect([f"127.0.0.1:{port}", f"127.0.0.1:{closed}"])
     finally:
@@ -243,6 +246,7 @@ def test_a_refused_connection_is_tried_again_until_the_settle_time_and_a_late_li
     assert 0.3 < float(secs0) < SETTLE_S  # refused at first, connected once the listener was up
     assert (addr1, outcome1, why1) == (f"127.0.0.1:{closed}", "refused", "[Errno 111] Connection refused")
     assert SETTLE_S <= float(secs1) < SETTLE_S + 1
+    assert time.monotonic() - began >= SETTLE_S + float(secs0) + float(secs1)  # no packet before the settle
 
 
 def test_a_named_service_the_target_does_not_have_is_a_configuration_error_naming_the_field() -> None:
