@@ -77,17 +77,9 @@ cmd_build() {
   log "TIMING build kube-router $((SECONDS - t))s"
 }
 
-plane_port() { sed -n 's/^APISERVER_PORT=//p' "$PLANE_STATE/ports.env"; }
-curl_admin() {
-  local d="$PLANE_STATE/pki"
-  curl -sf --max-time 10 --cacert "$d/ca.crt" --cert "$d/admin.crt" --key "$d/admin.key" "$@"
-}
-apply() {  # apply <collection path under the API> <json>: create, or leave it as it is when it exists
-  local code
-  code="$(curl_admin -o /dev/null -w '%{http_code}' -X POST -H 'Content-Type: application/json' \
-          "https://127.0.0.1:$(plane_port)$1" -d "$2" || true)"
-  [[ "$code" == 201 || "$code" == 409 ]] || die "POST $1 answered HTTP ${code:-nothing}"
-}
+# plane_port, curl_admin, apply: the real-node plane's API as its admin
+# shellcheck source=tests/infra/planeapi.sh
+source "$(dirname "${BASH_SOURCE[0]}")/planeapi.sh"
 ipset_ensure() {  # kube-router runs the ipset command (Debian bookworm: ipset 7.17)
   command -v ipset >/dev/null && return 0
   log "apt-get install ipset"
