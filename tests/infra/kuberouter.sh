@@ -57,37 +57,19 @@ SERVICE_CIDR="${HETERO_SERVICE_CIDR:-10.96.0.0/16}"   # kubeplane.sh's --service
 T0=$SECONDS
 log() { printf '[kuberouter +%ss] %s\n' "$((SECONDS - T0))" "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
+# go_build_cached, apt_ensure, kernel_config; plane_port, curl_admin, apply (the real-node plane's API)
+# shellcheck source=tests/infra/enforcers.sh
+source "$HERE/enforcers.sh"
 
 cache_dir() { echo "$CACHE_ROOT/kube-router/kr-${KR_VERSION}"; }
 kr_bin() { echo "$(cache_dir)/bin/kube-router"; }
 
 cmd_build() {
-  local dir; dir="$(cache_dir)"
-  if [[ -x "$(kr_bin)" ]]; then log "kube-router ${KR_VERSION} cached: $dir"; return; fi
-  [[ -x "$GO" ]] || die "go not found and no cached kube-router in $dir (needs Go >= 1.21)"
-  mkdir -p "$CACHE_ROOT/kube-router"
-  exec 6>"$CACHE_ROOT/kube-router/.build.lock"; flock 6
-  if [[ -x "$(kr_bin)" ]]; then log "kube-router ${KR_VERSION} cached: $dir"; return; fi
-  export GOFLAGS="-trimpath -buildvcs=false" CGO_ENABLED=0 GOTOOLCHAIN=local
-  local t=$SECONDS tmp; tmp="$(mktemp -d "$CACHE_ROOT/kube-router/.build.XXXXXX")"
-  log "building kube-router ${KR_VERSION} (go install ${KR_MODULE}/cmd/kube-router; test plane only, see the header)"
-  GOBIN="$tmp/bin" nice -n "${HETERO_BUILD_NICE:-10}" "$GO" install -ldflags "-s -w" \
-    "${KR_MODULE}/cmd/kube-router@${KR_VERSION}"
-  mkdir -p "$dir/bin"; mv "$tmp/bin/kube-router" "$(kr_bin)"; rm -rf "$tmp"
-  log "TIMING build kube-router $((SECONDS - t))s"
+  go_build_cached "kube-router ${KR_VERSION}" kube-router "$(kr_bin)" "${KR_MODULE}/cmd/kube-router@${KR_VERSION}" \
+    kube-router 1.21
 }
 
-# plane_port, curl_admin, apply: the real-node plane's API as its admin
-# shellcheck source=tests/infra/planeapi.sh
-source "$(dirname "${BASH_SOURCE[0]}")/planeapi.sh"
-ipset_ensure() {  # kube-router runs the ipset command (Debian bookworm: ipset 7.17)
-  command -v ipset >/dev/null && return 0
-  log "apt-get install ipset"
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq ipset >/dev/null 2>&1 || {
-    apt-get update -qq >/dev/null 2>&1 || true
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq ipset >/dev/null || die "apt-get install ipset failed"
-  }
-}
+ipset_ensure() { apt_ensure ipset ipset; }  # kube-router runs the ipset command (Debian bookworm: ipset 7.17)
 
 # Whether this kernel takes what kube-router writes: an ipset, an iptables rule matching it (xt_set), the
 # physdev match and REJECT, tried in a throwaway network namespace (nothing of the host's is touched).
@@ -248,8 +230,7 @@ lock_state() { mkdir -p "$RN_STATE"; exec 7>"$RN_STATE/kuberouter.lock"; flock 7
 # kernel whose configuration says kube-network-policies cannot run (no CONFIG_NFT_QUEUE) and that has
 # ipset and the iptables set match. Elsewhere skipped in seconds (no apt, no Go).
 cmd_build_if_supported() {
-  local config=""
-  [[ -r /proc/config.gz ]] && config="$(zcat /proc/config.gz 2>/dev/null || true)"
+  local config; config="$(kernel_config)"
   if ! grep -qx '# CONFIG_NFT_QUEUE is not set' <<<"$config"; then
     log "not built: kube-network-policies is the enforcer here (the kernel's configuration does not say it lacks nft_queue)"
     return 0

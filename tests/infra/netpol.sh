@@ -39,37 +39,19 @@ SA_DIR_IN_POD="/var/run/secrets/kubernetes.io/serviceaccount"
 T0=$SECONDS
 log() { printf '[netpol +%ss] %s\n' "$((SECONDS - T0))" "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
+# go_build_cached, apt_ensure, kernel_config; plane_port, curl_admin, apply (the real-node plane's API)
+# shellcheck source=tests/infra/enforcers.sh
+source "$HERE/enforcers.sh"
 
 cache_dir() { echo "$CACHE_ROOT/kube-network-policies/knp-${KNP_VERSION}"; }
 knp_bin() { echo "$(cache_dir)/bin/kube-network-policies"; }
 
 cmd_build() {
-  local dir; dir="$(cache_dir)"
-  if [[ -x "$(knp_bin)" ]]; then log "kube-network-policies ${KNP_VERSION} cached: $dir"; return; fi
-  [[ -x "$GO" ]] || die "go not found and no cached kube-network-policies in $dir (needs Go >= 1.23)"
-  mkdir -p "$CACHE_ROOT/kube-network-policies"
-  exec 6>"$CACHE_ROOT/kube-network-policies/.build.lock"; flock 6
-  if [[ -x "$(knp_bin)" ]]; then log "kube-network-policies ${KNP_VERSION} cached: $dir"; return; fi
-  export GOFLAGS="-trimpath -buildvcs=false" CGO_ENABLED=0 GOTOOLCHAIN=local
-  local t=$SECONDS tmp; tmp="$(mktemp -d "$CACHE_ROOT/kube-network-policies/.build.XXXXXX")"
-  log "building kube-network-policies ${KNP_VERSION} (go install sigs.k8s.io/kube-network-policies/cmd)"
-  GOBIN="$tmp/bin" nice -n "${HETERO_BUILD_NICE:-10}" "$GO" install -ldflags "-s -w" \
-    "sigs.k8s.io/kube-network-policies/cmd@${KNP_VERSION}"
-  mkdir -p "$dir/bin"; mv "$tmp/bin/cmd" "$(knp_bin)"; rm -rf "$tmp"
-  log "TIMING build kube-network-policies $((SECONDS - t))s"
+  go_build_cached "kube-network-policies ${KNP_VERSION}" kube-network-policies "$(knp_bin)" \
+    "sigs.k8s.io/kube-network-policies/cmd@${KNP_VERSION}" cmd 1.23
 }
 
-# plane_port, curl_admin, apply: the real-node plane's API as its admin
-# shellcheck source=tests/infra/planeapi.sh
-source "$(dirname "${BASH_SOURCE[0]}")/planeapi.sh"
-nft_ensure() {  # the nft command reads the ruleset (Debian bookworm: nftables 1.0.6)
-  command -v nft >/dev/null && return 0
-  log "apt-get install nftables"
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nftables >/dev/null 2>&1 || {
-    apt-get update -qq >/dev/null 2>&1 || true
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nftables >/dev/null || die "apt-get install nftables failed"
-  }
-}
+nft_ensure() { apt_ensure nft nftables; }  # the nft command reads the ruleset (Debian bookworm: nftables 1.0.6)
 
 pid() { cat "$STATE/knp.pid" 2>/dev/null || true; }
 alive() {
@@ -89,7 +71,7 @@ add chain inet hetero-queue-check c { type filter hook forward priority 0; }
 add rule inet hetero-queue-check c queue num 100 bypass
 NFT
 )" || true
-  [[ -r /proc/config.gz ]] && config="$(zcat /proc/config.gz | grep -E '^(# )?CONFIG_NFT_QUEUE[ =]' || true)"
+  config="$(kernel_config | grep -E '^(# )?CONFIG_NFT_QUEUE[ =]' || true)"
   if [[ -z "$said" ]]; then echo "this kernel accepts the nftables queue statement"; return; fi
   echo "this kernel ($(uname -r)) refuses the nftables queue statement: nft: ${said}${config:+; /proc/config.gz: $config}"
 }
@@ -194,8 +176,7 @@ lock_state() { mkdir -p "$RN_STATE"; exec 7>"$RN_STATE/netpol.lock"; flock 7; }
 # build-if-supported: the setup's background build, skipped (in seconds, no apt) where the kernel's own
 # configuration says it has no nftables queue statement (the enforcer could not run there; start says why)
 cmd_build_if_supported() {
-  local config=""
-  [[ -r /proc/config.gz ]] && config="$(zcat /proc/config.gz 2>/dev/null || true)"
+  local config; config="$(kernel_config)"
   if grep -qx '# CONFIG_NFT_QUEUE is not set' <<<"$config"; then
     log "not built: this kernel ($(uname -r)) has no nftables queue statement (CONFIG_NFT_QUEUE is not set)"
     return 0
