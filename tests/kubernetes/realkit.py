@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import fcntl
 import json
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -90,3 +91,43 @@ def controls(info: Any, exclusive: bool) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+KUEUE_API = ("kueue.x-k8s.io", "v1beta2")
+"""Kueue's API group and the version the real Kueue stores."""
+
+
+@contextmanager
+def kueue_queues(realnode: Any, prefix: str, resource: str, quota: Any) -> Iterator[dict[str, str]]:
+    """A new namespace (``realnode.new_namespace(prefix)``), a ResourceFlavor for the real node, a ClusterQueue
+    of ``quota`` of ``resource`` for that namespace and LocalQueue ``lq`` pointing to it: ``{"ns", "rf", "cq",
+    "lq"}``. The namespace, ClusterQueue and ResourceFlavor are deleted afterwards (already gone is fine)."""
+    from kubernetes import client
+    from kubernetes.client.exceptions import ApiException
+
+    ns = realnode.new_namespace(prefix)
+    suffix = uuid.uuid4().hex[:5]
+    made = {"ns": ns, "rf": f"{prefix}-{suffix}", "cq": f"cq-{prefix}-{suffix}", "lq": "lq"}
+    custom = client.CustomObjectsApi(realnode.api)
+    group, version = KUEUE_API
+    try:
+        custom.create_cluster_custom_object(group, version, "resourceflavors", {
+            "apiVersion": f"{group}/{version}", "kind": "ResourceFlavor", "metadata": {"name": made["rf"]},
+            "spec": {"nodeLabels": realnode.info.node_selector, "tolerations": [realnode.info.toleration]}})
+        custom.create_cluster_custom_object(group, version, "clusterqueues", {
+            "apiVersion": f"{group}/{version}", "kind": "ClusterQueue", "metadata": {"name": made["cq"]},
+            "spec": {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns}},
+                     "resourceGroups": [{"coveredResources": [resource], "flavors": [
+                         {"name": made["rf"], "resources": [{"name": resource, "nominalQuota": quota}]}]}]}})
+        custom.create_namespaced_custom_object(group, version, ns, "localqueues", {
+            "apiVersion": f"{group}/{version}", "kind": "LocalQueue", "metadata": {"name": "lq"},
+            "spec": {"clusterQueue": made["cq"]}})
+        yield made
+    finally:
+        client.CoreV1Api(realnode.api).delete_namespace(ns)
+        for plural, name in (("clusterqueues", made["cq"]), ("resourceflavors", made["rf"])):
+            try:
+                custom.delete_cluster_custom_object(group, version, plural, name)
+            except ApiException as exc:
+                if exc.status != 404:
+                    raise

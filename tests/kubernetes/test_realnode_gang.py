@@ -13,15 +13,12 @@ import subprocess
 import threading
 import time
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 import pytest
 from kubekit import kube_matrix
 from kubernetes import client
-from kubernetes.client.exceptions import ApiException
-from realkit import STANDIN, data, failure, real_matrix, run
+from realkit import KUEUE_API, STANDIN, data, failure, kueue_queues, real_matrix, run
 from support import REPO, evidence_of
 
 if TYPE_CHECKING:  # annotation only: 'conftest' names differ per folder at run time
@@ -30,41 +27,8 @@ if TYPE_CHECKING:  # annotation only: 'conftest' names differ per folder at run 
 pytestmark = pytest.mark.usefixtures("outside_inputs")
 real = pytest.mark.usefixtures("real_kueue", "realnode_images")
 
-API = ("kueue.x-k8s.io", "v1beta2")
 NETPOL_SH = REPO / "tests" / "infra" / "netpol.sh"
 CPU_PER_POD = "100m"
-
-
-@contextmanager
-def kueue_queues(realnode: RealNodeCluster, cpu_quota: str) -> Iterator[dict[str, str]]:
-    """A namespace, a ResourceFlavor for the real node, a ClusterQueue with ``cpu_quota`` of ``cpu`` and
-    LocalQueue ``lq`` pointing to it; all deleted afterwards."""
-    ns = realnode.new_namespace("gang")
-    suffix = uuid.uuid4().hex[:5]
-    made = {"ns": ns, "rf": f"gang-{suffix}", "cq": f"cq-gang-{suffix}", "lq": "lq"}
-    custom = client.CustomObjectsApi(realnode.api)
-    group, version = API
-    try:
-        custom.create_cluster_custom_object(group, version, "resourceflavors", {
-            "apiVersion": f"{group}/{version}", "kind": "ResourceFlavor", "metadata": {"name": made["rf"]},
-            "spec": {"nodeLabels": realnode.info.node_selector, "tolerations": [realnode.info.toleration]}})
-        custom.create_cluster_custom_object(group, version, "clusterqueues", {
-            "apiVersion": f"{group}/{version}", "kind": "ClusterQueue", "metadata": {"name": made["cq"]},
-            "spec": {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns}},
-                     "resourceGroups": [{"coveredResources": ["cpu"], "flavors": [
-                         {"name": made["rf"], "resources": [{"name": "cpu", "nominalQuota": cpu_quota}]}]}]}})
-        custom.create_namespaced_custom_object(group, version, ns, "localqueues", {
-            "apiVersion": f"{group}/{version}", "kind": "LocalQueue", "metadata": {"name": "lq"},
-            "spec": {"clusterQueue": made["cq"]}})
-        yield made
-    finally:
-        client.CoreV1Api(realnode.api).delete_namespace(ns)
-        for plural, name in (("clusterqueues", made["cq"]), ("resourceflavors", made["rf"])):
-            try:
-                custom.delete_cluster_custom_object(group, version, plural, name)
-            except ApiException as exc:
-                if exc.status != 404:
-                    raise
 
 
 def gang_run(pytester: pytest.Pytester, realnode: RealNodeCluster, made: dict[str, str], rule: dict[str, Any],
@@ -93,7 +57,7 @@ def pod_to_pod(realnode: RealNodeCluster) -> None:
 def test_a_two_pod_job_is_admitted_as_one_workload_and_its_pods_meet(
     pytester: pytest.Pytester, realnode: RealNodeCluster
 ) -> None:
-    with kueue_queues(realnode, "200m") as made:
+    with kueue_queues(realnode, "gang", "cpu", "200m") as made:
         item = gang_run(pytester, realnode, made, {"cluster_queue": made["cq"], "workers": 2, "max_wait": "30s"})
         # the run removed what it made: Job, pods and headless Service (the namespace is still there)
         cleanup = evidence_of(pytester)["cleanup"]
@@ -136,7 +100,7 @@ def test_a_two_pod_job_is_admitted_as_one_workload_and_its_pods_meet(
 def test_quota_for_one_pod_keeps_the_job_waiting_whole_and_says_why_in_kueues_words(
     pytester: pytest.Pytester, realnode: RealNodeCluster
 ) -> None:
-    with kueue_queues(realnode, CPU_PER_POD) as made:
+    with kueue_queues(realnode, "gang", "cpu", CPU_PER_POD) as made:
         item = gang_run(pytester, realnode, made, {"workers": 2}, timeout="8s")
     status, category, owner = failure(item)
     assert (status, owner) == ("failed", "platform")
@@ -157,7 +121,7 @@ def test_admitted_pods_that_no_node_fits_are_explained_by_the_schedulers_words(
     pytester: pytest.Pytester, realnode: RealNodeCluster
 ) -> None:
     """Kueue's quota is not the nodes' capacity: it admits the job, the kube-scheduler cannot place its pods."""
-    with kueue_queues(realnode, "200") as made:
+    with kueue_queues(realnode, "gang", "cpu", "200") as made:
         item = gang_run(pytester, realnode, made, {"workers": 2}, timeout="10s", cpu="64")
     assert failure(item) == ("failed", "insufficient_resource", "infrastructure")
     job = data(item, "scheduling.job")
@@ -177,7 +141,7 @@ def test_a_task_type_admitted_in_another_cluster_queue_fails_its_scheduling_item
     pc = f"gang-{uuid.uuid4().hex[:6]}"
     priority.create_priority_class({"metadata": {"name": pc}, "value": 100})  # type: ignore[arg-type]
     try:
-        with kueue_queues(realnode, "200m") as made:
+        with kueue_queues(realnode, "gang", "cpu", "200m") as made:
             item = gang_run(pytester, realnode, made, {"cluster_queue": "cq-training-only", "priority_class": pc,
                                                        "workers": 1}, task_type="fine-tune")
     finally:
@@ -196,7 +160,7 @@ def test_a_task_type_admitted_in_another_cluster_queue_fails_its_scheduling_item
 def test_a_wait_over_the_bound_fails_with_the_wait_in_evidence(
     pytester: pytest.Pytester, realnode: RealNodeCluster
 ) -> None:
-    with kueue_queues(realnode, CPU_PER_POD) as made:
+    with kueue_queues(realnode, "gang", "cpu", CPU_PER_POD) as made:
         blocker = hold_quota(realnode, made)
         stop = threading.Event()
         release = threading.Thread(target=release_later, args=(realnode, made, blocker, stop), daemon=True)
@@ -235,7 +199,7 @@ def hold_quota(realnode: RealNodeCluster, made: dict[str, str]) -> str:
 def release_later(realnode: RealNodeCluster, made: dict[str, str], blocker: str, stop: threading.Event) -> None:
     """Once a second Workload (the run's job) waits in the namespace, hold the quota 5 s more, then delete the
     blocker Job so that Kueue admits the run's job late."""
-    custom, (group, version) = client.CustomObjectsApi(realnode.api), API
+    custom, (group, version) = client.CustomObjectsApi(realnode.api), KUEUE_API
     while not stop.is_set():
         found: Any = custom.list_namespaced_custom_object(group, version, made["ns"], "workloads")
         if len(found["items"]) > 1:

@@ -14,9 +14,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 import yaml
 from kubekit import kube_matrix
-from kubernetes import client
-from kubernetes.client.exceptions import ApiException
-from realkit import GPU, STANDIN, VENDOR_LABELS, data, failure, real_matrix, run
+from realkit import GPU, STANDIN, VENDOR_LABELS, data, failure, kueue_queues, real_matrix, run
 from support import FIXTURES, evidence_of
 
 from pytest_hetero.backends.kubernetes import scheduling as ks
@@ -29,7 +27,6 @@ if TYPE_CHECKING:  # annotation only: 'conftest' names differ per folder at run 
 # folder) by absolute path, which path containment refuses unless allowed (suite_setup.outside_inputs)
 pytestmark = pytest.mark.usefixtures("outside_inputs")
 
-API = ("kueue.x-k8s.io", "v1beta2")
 PRODUCED = FIXTURES / "produced-here"
 
 
@@ -37,32 +34,8 @@ PRODUCED = FIXTURES / "produced-here"
 def queues(realnode: RealNodeCluster, real_kueue: Any, realnode_images: dict[str, str]) -> Iterator[dict[str, str]]:
     """A ResourceFlavor for the real node, a ClusterQueue with 2 GPUs of quota, LocalQueue ``lq``."""
     realnode.core.patch_node(realnode.info.node, {"metadata": {"labels": VENDOR_LABELS}})
-    ns = realnode.new_namespace("kueue-run")
-    suffix = uuid.uuid4().hex[:5]
-    made = {"ns": ns, "rf": f"real-{suffix}", "cq": f"cq-{suffix}", "lq": "lq"}
-    custom = client.CustomObjectsApi(realnode.api)
-    group, version = API
-    custom.create_cluster_custom_object(group, version, "resourceflavors", {
-        "apiVersion": f"{group}/{version}", "kind": "ResourceFlavor", "metadata": {"name": made["rf"]},
-        "spec": {"nodeLabels": realnode.info.node_selector, "tolerations": [realnode.info.toleration]}})
-    custom.create_cluster_custom_object(group, version, "clusterqueues", {
-        "apiVersion": f"{group}/{version}", "kind": "ClusterQueue", "metadata": {"name": made["cq"]},
-        "spec": {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns}},
-                 "resourceGroups": [{"coveredResources": [GPU], "flavors": [
-                     {"name": made["rf"], "resources": [{"name": GPU, "nominalQuota": 2}]}]}]}})
-    custom.create_namespaced_custom_object(group, version, ns, "localqueues", {
-        "apiVersion": f"{group}/{version}", "kind": "LocalQueue", "metadata": {"name": "lq"},
-        "spec": {"clusterQueue": made["cq"]}})
-    try:
+    with kueue_queues(realnode, "kueue-run", GPU, 2) as made:
         yield made
-    finally:
-        for plural, name in (("clusterqueues", made["cq"]), ("resourceflavors", made["rf"])):
-            try:
-                custom.delete_cluster_custom_object(group, version, plural, name)
-            except ApiException as exc:
-                if exc.status != 404:
-                    raise
-        realnode.core.delete_namespace(ns)
 
 
 def kueue_run(pytester: pytest.Pytester, realnode: RealNodeCluster, queues: dict[str, str], gpus: str,
