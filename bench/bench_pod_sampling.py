@@ -19,7 +19,6 @@ node (tests/infra/realnode.sh) and its Python image.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import statistics
 import sys
 import time
@@ -32,6 +31,7 @@ from kubernetes import client, config
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.realnode_handle import realnode  # (the repository root is on sys.path)
 from pytest_hetero.backends.kubernetes import podexec as kube_exec
 from pytest_hetero.backends.kubernetes import runtime
 from pytest_hetero.backends.kubernetes.run import exit_confirmed, run_model
@@ -42,14 +42,6 @@ TARGET = 1.02
 """Most the model run's wall time may grow with 1 s sampling (issue 33)."""
 LOOP = "import time; end = time.perf_counter() + {s}\nwhile time.perf_counter() < end: sum(range(1000))\n"
 
-
-def realnode() -> Any:
-    """The running real node (``tests/infra/realnode.py``)."""
-    spec = importlib.util.spec_from_file_location("hetero_realnode", ROOT / "tests" / "infra" / "realnode.py")
-    mod = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-    sys.modules["hetero_realnode"] = mod
-    spec.loader.exec_module(mod)  # type: ignore[union-attr]
-    return mod.ensure_realnode()
 
 
 def start_pod(core: client.CoreV1Api, info: Any, namespace: str, pod: str) -> None:

@@ -19,7 +19,6 @@ medians and spread; prints the ratio (no target is set by the issue: the figure 
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import statistics
@@ -38,19 +37,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.loop_timer import LoopTimer  # (the repository root is on sys.path)
+from bench.realnode_handle import realnode  # (the repository root is on sys.path)
 from pytest_hetero.backends.kubernetes.scheduling import KEEP_ALIVE
 from pytest_hetero.probes.payload import payload_script
 
 IMAGE = "pytest-hetero/shell-only:1"
 
-
-def realnode() -> Any:
-    """The running real node (``tests/infra/realnode.py``; started when needed)."""
-    spec = importlib.util.spec_from_file_location("hetero_realnode", ROOT / "tests" / "infra" / "realnode.py")
-    mod = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-    sys.modules["hetero_realnode"] = mod
-    spec.loader.exec_module(mod)  # type: ignore[union-attr]
-    return mod.ensure_realnode()
 
 
 def matrix_doc(info: Any, namespace: str) -> dict[str, Any]:
