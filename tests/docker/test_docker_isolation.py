@@ -79,6 +79,37 @@ def project(root: Path) -> str:
                        "metadata": {"name": "dpoison"}, "spec": spec})
 
 
+def adversary_matrix(pytester: pytest.Pytester, name: str, source: str, runs: dict[str, list[str]]) -> None:
+    """Write ``<name>.matrix.yaml`` for the Docker engine under ``pytester.path``: a code folder whose
+    ``model.py`` is ``source``, one model ``m-<key>`` per entry of ``runs`` (its entrypoint ``{python}
+    {code}/model.py --out {outputs}`` followed by the entry's arguments), one image, and dataset ``d1`` (one
+    row) judged by :data:`RULES`."""
+    code = pytester.path / "code"
+    code.mkdir()
+    (code / "model.py").write_text(source)
+    (code / "weights.bin").write_bytes(b"weights\n")
+    (pytester.path / "set.csv").write_text("x,label\n1,0\n")
+    (pytester.path / "rules.yaml").write_text(RULES)
+
+    def sha(p: Path) -> str:
+        return hashlib.sha256(p.read_bytes()).hexdigest()
+
+    models = [{"name": f"m-{key}", "version": "1.0.0", "uri": str(code / "weights.bin"),
+               "sha256": sha(code / "weights.bin"), "code": str(code),
+               "entrypoint": ["{python}", "{code}/model.py", "--out", "{outputs}", *args]}
+              for key, args in runs.items()]
+    spec = {"target": {"backend": "docker", "pull_policy": "never"},
+            "owners": {"business": "risk-business", "model": "ml-team"},
+            "layers": {"model": {"timeout": "60s"}},
+            "resources": [{"name": "cpu", "type": "cpu", "vendor": "any", "requests": {"cpu": 1, "memory": "256Mi"}}],
+            "images": [{"name": "img", "reference": ONNX_IMAGE, "for": ["cpu"]}],
+            "models": models,
+            "datasets": [{"name": "d1", "version": "1.0.0", "uri": str(pytester.path / "set.csv"),
+                          "sha256": sha(pytester.path / "set.csv"), "acceptance": str(pytester.path / "rules.yaml")}]}
+    pytester.makefile(".matrix.yaml", **{name: json.dumps({"apiVersion": "pytest-hetero/v1", "kind": "ValidationMatrix",
+                                                            "metadata": {"name": name}, "spec": spec})})
+
+
 def test_a_model_cannot_poison_the_next_model_in_the_same_container(
         pytester: pytest.Pytester, run_id: str, engine: Any) -> None:
     pytester.makefile(".matrix.yaml", dpoison=project(pytester.path))
@@ -140,30 +171,7 @@ def test_dev_entries_of_every_type_and_mqueues_do_not_reach_the_next_model_and_k
     ``container_exited`` (platform). After: the victim finds nothing and fails on its own 0.5; the killer's
     signal is refused (PID 1 runs as another uid, and no exec of the container has CAP_KILL), so the killer
     fails on its own exit (algorithm) and the model after it passes in the same container."""
-    code = pytester.path / "code"
-    code.mkdir()
-    (code / "model.py").write_text(DEV_MODEL)
-    (code / "weights.bin").write_bytes(b"weights\n")
-    (pytester.path / "set.csv").write_text("x,label\n1,0\n")
-    (pytester.path / "rules.yaml").write_text(RULES)
-
-    def sha(p: Path) -> str:
-        return hashlib.sha256(p.read_bytes()).hexdigest()
-
-    models = [{"name": f"m-{mode}", "version": "1.0.0", "uri": str(code / "weights.bin"),
-               "sha256": sha(code / "weights.bin"), "code": str(code),
-               "entrypoint": ["{python}", "{code}/model.py", "--out", "{outputs}", "--mode", mode]}
-              for mode in ("poison", "victim", "killer", "after")]
-    spec = {"target": {"backend": "docker", "pull_policy": "never"},
-            "owners": {"business": "risk-business", "model": "ml-team"},
-            "layers": {"model": {"timeout": "60s"}},
-            "resources": [{"name": "cpu", "type": "cpu", "vendor": "any", "requests": {"cpu": 1, "memory": "256Mi"}}],
-            "images": [{"name": "img", "reference": ONNX_IMAGE, "for": ["cpu"]}],
-            "models": models,
-            "datasets": [{"name": "d1", "version": "1.0.0", "uri": str(pytester.path / "set.csv"),
-                          "sha256": sha(pytester.path / "set.csv"), "acceptance": str(pytester.path / "rules.yaml")}]}
-    pytester.makefile(".matrix.yaml", ddev=json.dumps({"apiVersion": "pytest-hetero/v1", "kind": "ValidationMatrix",
-                                                       "metadata": {"name": "ddev"}, "spec": spec}))
+    adversary_matrix(pytester, "ddev", DEV_MODEL, {mode: ["--mode", mode] for mode in ("poison", "victim", "killer", "after")})
     pytester.runpytest("-p", "no:cacheprovider", "-p", "no:randomly", "--hetero-run-id", run_id)
     ev = evidence(pytester)
     it = items(ev)
@@ -223,30 +231,7 @@ def test_a_model_cannot_stop_or_trace_pid_1_even_after_its_exec_returned(
     After: PID 1 runs as another, unprivileged uid and no exec of the container has a capability, so the late
     killer's SIGTERM is refused (it passes: its own outputs are fine), the next model runs in the same
     container, passes on its own, and its PTRACE_ATTACH of PID 1 is refused."""
-    code = pytester.path / "code"
-    code.mkdir()
-    (code / "model.py").write_text(LATE_MODEL)
-    (code / "weights.bin").write_bytes(b"weights\n")
-    (pytester.path / "set.csv").write_text("x,label\n1,0\n")
-    (pytester.path / "rules.yaml").write_text(RULES)
-
-    def sha(p: Path) -> str:
-        return hashlib.sha256(p.read_bytes()).hexdigest()
-
-    models = [{"name": f"m-{mode}", "version": "1.0.0", "uri": str(code / "weights.bin"),
-               "sha256": sha(code / "weights.bin"), "code": str(code),
-               "entrypoint": ["{python}", "{code}/model.py", "--out", "{outputs}", "--mode", mode]}
-              for mode in ("late-killer", "after")]
-    spec = {"target": {"backend": "docker", "pull_policy": "never"},
-            "owners": {"business": "risk-business", "model": "ml-team"},
-            "layers": {"model": {"timeout": "60s"}},
-            "resources": [{"name": "cpu", "type": "cpu", "vendor": "any", "requests": {"cpu": 1, "memory": "256Mi"}}],
-            "images": [{"name": "img", "reference": ONNX_IMAGE, "for": ["cpu"]}],
-            "models": models,
-            "datasets": [{"name": "d1", "version": "1.0.0", "uri": str(pytester.path / "set.csv"),
-                          "sha256": sha(pytester.path / "set.csv"), "acceptance": str(pytester.path / "rules.yaml")}]}
-    pytester.makefile(".matrix.yaml", dlate=json.dumps({"apiVersion": "pytest-hetero/v1", "kind": "ValidationMatrix",
-                                                        "metadata": {"name": "dlate"}, "spec": spec}))
+    adversary_matrix(pytester, "dlate", LATE_MODEL, {mode: ["--mode", mode] for mode in ("late-killer", "after")})
     pytester.runpytest("-p", "no:cacheprovider", "-p", "no:randomly", "--hetero-run-id", run_id)
     it = items(evidence(pytester))
     killer = it["cpu::img::m-late-killer@d1::model"]
@@ -306,30 +291,7 @@ def test_a_model_cannot_trace_or_write_pid_1_so_the_next_model_result_is_its_own
     (reading it) passed with accuracy 1.0 instead of its own 0.5. After: PID 1 runs as an unprivileged uid other
     than the run's, and the container has no CAP_SYS_PTRACE, CAP_SETUID, CAP_SETGID: the attach and the write
     are refused, the model cannot become PID 1's uid, and the victim fails on its own 0.5."""
-    code = pytester.path / "code"
-    code.mkdir()
-    (code / "model.py").write_text(INJECT_MODEL)
-    (code / "weights.bin").write_bytes(b"weights\n")
-    (pytester.path / "set.csv").write_text("x,label\n1,0\n")
-    (pytester.path / "rules.yaml").write_text(RULES)
-
-    def sha(p: Path) -> str:
-        return hashlib.sha256(p.read_bytes()).hexdigest()
-
-    models = [{"name": f"m-{mode}", "version": "1.0.0", "uri": str(code / "weights.bin"),
-               "sha256": sha(code / "weights.bin"), "code": str(code),
-               "entrypoint": ["{python}", "{code}/model.py", "--out", "{outputs}", "--mode", mode]}
-              for mode in ("injector", "victim")]
-    spec = {"target": {"backend": "docker", "pull_policy": "never"},
-            "owners": {"business": "risk-business", "model": "ml-team"},
-            "layers": {"model": {"timeout": "60s"}},
-            "resources": [{"name": "cpu", "type": "cpu", "vendor": "any", "requests": {"cpu": 1, "memory": "256Mi"}}],
-            "images": [{"name": "img", "reference": ONNX_IMAGE, "for": ["cpu"]}],
-            "models": models,
-            "datasets": [{"name": "d1", "version": "1.0.0", "uri": str(pytester.path / "set.csv"),
-                          "sha256": sha(pytester.path / "set.csv"), "acceptance": str(pytester.path / "rules.yaml")}]}
-    pytester.makefile(".matrix.yaml", dinj=json.dumps({"apiVersion": "pytest-hetero/v1", "kind": "ValidationMatrix",
-                                                       "metadata": {"name": "dinj"}, "spec": spec}))
+    adversary_matrix(pytester, "dinj", INJECT_MODEL, {mode: ["--mode", mode] for mode in ("injector", "victim")})
     pytester.runpytest("-p", "no:cacheprovider", "-p", "no:randomly", "--hetero-run-id", run_id)
     ev = evidence(pytester)
     it = items(ev)
@@ -388,31 +350,8 @@ def test_outputs_swapped_for_a_fifo_while_the_gate_reads_them_never_hang_the_gat
     120 s read timeout would have made it a harness error, owned by platform). After: the read is bounded
     (``head -c``, and a 30 s watchdog that kills the run's processes): each swapper ends passed (its copy came
     first) or failed ``bad_outputs`` (algorithm), never an error, and the session ends."""
-    code = pytester.path / "code"
-    code.mkdir()
-    (code / "model.py").write_text(SWAP_MODEL)
-    (code / "weights.bin").write_bytes(b"weights\n")
-    (pytester.path / "set.csv").write_text("x,label\n1,0\n")
-    (pytester.path / "rules.yaml").write_text(RULES)
-
-    def sha(p: Path) -> str:
-        return hashlib.sha256(p.read_bytes()).hexdigest()
-
     delays = ("0.001", "0.002", "0.003")
-    models = [{"name": f"m-swap{n}", "version": "1.0.0", "uri": str(code / "weights.bin"),
-               "sha256": sha(code / "weights.bin"), "code": str(code),
-               "entrypoint": ["{python}", "{code}/model.py", "--out", "{outputs}", delay]}
-              for n, delay in enumerate(delays)]
-    spec = {"target": {"backend": "docker", "pull_policy": "never"},
-            "owners": {"business": "risk-business", "model": "ml-team"},
-            "layers": {"model": {"timeout": "60s"}},
-            "resources": [{"name": "cpu", "type": "cpu", "vendor": "any", "requests": {"cpu": 1, "memory": "256Mi"}}],
-            "images": [{"name": "img", "reference": ONNX_IMAGE, "for": ["cpu"]}],
-            "models": models,
-            "datasets": [{"name": "d1", "version": "1.0.0", "uri": str(pytester.path / "set.csv"),
-                          "sha256": sha(pytester.path / "set.csv"), "acceptance": str(pytester.path / "rules.yaml")}]}
-    pytester.makefile(".matrix.yaml", dswap=json.dumps({"apiVersion": "pytest-hetero/v1", "kind": "ValidationMatrix",
-                                                        "metadata": {"name": "dswap"}, "spec": spec}))
+    adversary_matrix(pytester, "dswap", SWAP_MODEL, {f"swap{n}": [delay] for n, delay in enumerate(delays)})
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:randomly", "--hetero-run-id", run_id,
                                            "-k", "model", timeout=150)
     assert result.ret in (0, 1), result.stdout.str()[-3000:]
