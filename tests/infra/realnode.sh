@@ -256,6 +256,12 @@ node_field() {
   plane_api "/api/v1/nodes/$NODE_NAME" 2>/dev/null | python3 -c "import json,sys; n=json.load(sys.stdin); print($1)"
 }
 node_ready() { [[ "$(node_field "next((c['status'] for c in n['status'].get('conditions',[]) if c['type']=='Ready'),'')")" == "True" ]]; }
+# The node lifecycle controller's taints (not-ready, unreachable) outlive Ready=True by a few seconds
+# after a kubelet restart: a pod created in between is judged against a NoExecute taint it does not
+# tolerate. The node is usable only once they are gone.
+no_lifecycle_taint() {
+  [[ "$(node_field "sum(t['key'] in ('node.kubernetes.io/not-ready','node.kubernetes.io/unreachable') for t in n['spec'].get('taints') or [])")" == "0" ]]
+}
 node_allocatable() { node_field "n['status'].get('allocatable',{}).get('$1','0')"; }
 node_capacity() { node_field "n['status'].get('capacity',{}).get('$1','0')"; }
 # Capacity, not allocatable: a device a test marked Unhealthy lowers only allocatable.
@@ -519,6 +525,7 @@ cmd_start() {
   s=$SECONDS; start_containerd; import_images; log "TIMING start containerd+images $((SECONDS - s))s"
   s=$SECONDS; start_kubelet "$ip"; log "TIMING start kubelet $((SECONDS - s))s"
   s=$SECONDS; start_deviceplugin; log "TIMING start device-plugin $((SECONDS - s))s"
+  wait_for "node $NODE_NAME without the not-ready/unreachable taints" 90 no_lifecycle_taint
   healthy_node || die "real node not healthy after start (logs: $STATE/logs)"
   log "real node $NODE_NAME ($ip) up in $((SECONDS - T0))s; KUBECONFIG=$PLANE_STATE/admin.kubeconfig"
 }
@@ -526,7 +533,7 @@ cmd_start() {
 healthy_node() {
   local c
   for c in "${COMPONENTS[@]}"; do current "$c" || return 1; done
-  containerd_up && node_ready && devices_advertised \
+  containerd_up && node_ready && no_lifecycle_taint && devices_advertised \
     && [[ "$(cat "$STATE/pki/ca.fingerprint" 2>/dev/null)" == "$(ca_fingerprint)" ]]
 }
 
