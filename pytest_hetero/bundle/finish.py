@@ -159,7 +159,9 @@ def _inputs_evidence(evidence: dict[str, Any], inputs: RunInputs) -> None:
     warnings += [f"input not kept in the bundle: {p}" for p in inputs.problems]
     untested = evidence["untested"]
     run = evidence["run"]
-    run["exit_status"] = exit_status(run.get("exit_status"), (evidence.get("baseline_diff") or {}).get("gate"))
+    audit = ((evidence.get("cluster") or {}).get("change_record") or {}).get("audit") or {}
+    change = audit.get("status") if audit.get("status") in ("passed", "failed", "error") else None
+    run["exit_status"] = exit_status(run.get("exit_status"), (evidence.get("baseline_diff") or {}).get("gate"), change)
     for change in inputs.changed:
         warnings.append(change["reason"])
         layer = {"code": "model", "acceptance": "business"}[change["input"]]
@@ -167,7 +169,7 @@ def _inputs_evidence(evidence: dict[str, Any], inputs: RunInputs) -> None:
             {"nodeid": n, "layer": layer, "part": INPUTS_PART, "reason": change["reason"]} for n in change["nodeids"])
     leftovers = (evidence.get("cleanup") or {}).get("leftovers") or []
     judged = summarise(evidence["items"], untested, leftovers, evidence["run"].get("exit_status"),
-                       len(evidence.get("errors") or []))
+                       len(evidence.get("errors") or []), change)
     evidence["summary"].update({k: judged[k] for k in ("verdict", "verdict_reason", "selection")})
 
 

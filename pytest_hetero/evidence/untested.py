@@ -15,6 +15,7 @@ from pytest_hetero import LAYERS
 from pytest_hetero.evidence.model import UNTESTED_STATUSES
 from pytest_hetero.matrix.expand import Plan
 from pytest_hetero.matrix.model import Matrix
+from pytest_hetero.vocab import Status
 
 DOES_NOT_PROVE: dict[str, str] = {
     "discovery": "A discovery pass shows the devices and advertised resources seen at that moment on the "
@@ -124,7 +125,7 @@ def untested_scope(plans: Iterable[tuple[Matrix, str, Plan]], items: list[dict[s
 
 def summarise(items: list[dict[str, Any]], untested: dict[str, Any],
               leftovers: list[dict[str, Any]] | None = None, exit_status: int | None = None,
-              collect_errors: int = 0) -> dict[str, Any]:
+              collect_errors: int = 0, change_record: Status | None = None) -> dict[str, Any]:
     """Per-layer status counts over reported and untested items, totals, and the gate verdict.
 
     The verdict and its reason are the judge's (:func:`pytest_hetero.judge.verdict.run_verdict`): ``fail``,
@@ -132,7 +133,8 @@ def summarise(items: list[dict[str, Any]], untested: dict[str, Any],
     (nothing passed, an item did not run, code ran unconfined (:data:`ISOLATION_PART`,
     :data:`MODELS_ISOLATION_PART`) or its inputs changed (:data:`INPUTS_PART`), or planned items were not
     selected: ``selection`` says how many and why), else ``pass``. ``exit_status``: the exit status the
-    run signs. An item a rerun plugin ran again counts by its last attempt (as pytest counts it);
+    run signs; ``change_record``: the audited change record's status (None without one). An item a rerun
+    plugin ran again counts by its last attempt (as pytest counts it);
     ``flaky`` names those that passed only after an earlier attempt failed or errored.
     Returns ``{"by_layer": {layer: {status: n}}, "totals": {status: n}, "verdict": str, "verdict_reason": str,
     "selection": {"deselected": n, "by": [reason]}, "flaky": [nodeid], "clean": bool, "leftovers": n}``.
@@ -157,7 +159,7 @@ def summarise(items: list[dict[str, Any]], untested: dict[str, Any],
     reasons = sorted({str(e.get("reason") or "deselected") for e in untested["items"] if e["status"] == "deselected"})
     selection = {"deselected": totals.get("deselected", 0), "by": reasons[:5] + ([f"{len(reasons) - 5} more"]
                                                                                if len(reasons) > 5 else [])}
-    verdict, why = run_verdict(totals, left, unconfined, selection, exit_status, collect_errors)
+    verdict, why = run_verdict(totals, left, unconfined, selection, exit_status, collect_errors, change_record)
     flaky = sorted(i["nodeid"] for i in items if i["status"] == "passed" and i.get("attempts"))
     return {"by_layer": by_layer, "totals": totals, "verdict": verdict, "verdict_reason": why,
             "selection": selection, "flaky": flaky, "clean": not left, "leftovers": left}

@@ -93,20 +93,26 @@ def item_failure(matrix: Matrix, layer: Layer, category: str, message: str, repo
 
 
 def run_verdict(totals: Mapping[str, int], leftovers: int, unconfined: bool, selection: Mapping[str, Any],
-                exit_status: int | None, collect_errors: int = 0) -> tuple[Verdict, str]:
+                exit_status: int | None, collect_errors: int = 0,
+                change_record: Status | None = None) -> tuple[Verdict, str]:
     """The run's verdict and why.
 
-    ``fail``: an item failed or errored, a file could not be collected (``collect_errors``), or pytest's
-    exit status (the one signed) is not 0 while every item
+    ``fail``: an item failed or errored, a file could not be collected (``collect_errors``), the audited
+    change record failed (``change_record``: its status from :func:`change_record_status`, None without
+    ``--hetero-audit-log``: a pool change the declared record does not name), or pytest's exit status (the
+    one signed) is not 0 while every item
     passed (e.g. ``--fail-on-flaky`` exits 7); ``not_clean``: ``leftovers`` workloads the engines could not
     remove; ``incomplete``: nothing passed, an item did not run (``not_run``), code under test ran
-    unconfined or its inputs changed (``unconfined``), or the run did not cover its plan (``selection``:
+    unconfined or its inputs changed (``unconfined``), the audited change record is ``error`` (its source does
+    not reach back over the window), or the run did not cover its plan (``selection``:
     ``{"deselected": n, "by": [reasons]}`` from -k/-m, profiles, shards, affected-only); else ``pass``.
     """
     if totals.get("failed") or totals.get("error"):
         return "fail", f"{totals.get('failed', 0)} failed, {totals.get('error', 0)} error"
     if collect_errors:
         return "fail", f"{collect_errors} file(s) could not be collected"
+    if change_record == "failed":
+        return "fail", "the audited change record failed: a change to a pool that --hetero-change does not name"
     if exit_status not in (None, 0, 5) and not (leftovers and exit_status == 1):
         # exit 1 with leftovers and no failed item is the plugin's own not_clean exit status
         return "fail", (f"exit status {exit_status} although no item failed (--fail-on-flaky, a baseline gate, "
@@ -119,20 +125,26 @@ def run_verdict(totals: Mapping[str, int], leftovers: int, unconfined: bool, sel
         return "incomplete", f"{totals['not_run']} item(s) did not run"
     if unconfined:
         return "incomplete", "code under test ran unconfined, shared an unreset workload, or its inputs changed"
+    if change_record == "error":
+        return "incomplete", "the audited change record's source does not cover the window since the baseline"
     if selection.get("deselected"):
         by = "; ".join(selection.get("by") or [])
         return "incomplete", f"{selection['deselected']} planned item(s) not selected ({by})"
     return "pass", "every planned item ran and none failed"
 
 
-def exit_status(pytest_status: int | None, gate: Mapping[str, Any] | None) -> int | None:
+def exit_status(pytest_status: int | None, gate: Mapping[str, Any] | None,
+                change_record: Status | None = None) -> int | None:
     """The exit status the run signs and the process returns: pytest's (``pytest_status``, after every
     plugin had its say, e.g. pytest-rerunfailures' ``--fail-on-flaky`` 7), except that a baseline gate
     with a policy other than ``any-failure`` (``gate``: ``baseline_diff["gate"]``) decides 0 or 1 when
-    pytest's status is 0 or 1 (tests ran)."""
+    pytest's status is 0 or 1 (tests ran), and a failed audited change record (``change_record``, see
+    :func:`run_verdict`) turns 0 into 1."""
     if gate is None or pytest_status not in (0, 1) or gate.get("policy") == "any-failure" and not gate.get("failed"):
-        return pytest_status
-    return 1 if gate.get("failed") else 0
+        status = pytest_status
+    else:
+        status = 1 if gate.get("failed") else 0
+    return 1 if status == 0 and change_record == "failed" else status
 
 
 def outside_failure(matrix: Matrix, layer: Layer, when: str, outcome: str, layer_status: object,

@@ -203,6 +203,11 @@ def test_a_quota_change_between_two_runs_is_in_the_second_record_with_its_user(
     assert flagged[0]["message"] == (f"alice (platform-ops) patch resourcequotas {setup['ns']}/team-quota at {when} "
                                      "changed pool(s) a that the change record does not name")
     assert (part["status"], audit["status"]) == ("failed", "failed")
+    # an undeclared change fails the run: the verdict and the exit status signed and returned
+    summary = second["evidence"]["summary"]
+    assert (summary["verdict"], second["rc"], second["evidence"]["run"]["exit_status"]) == ("fail", 1, 1)
+    assert summary["verdict_reason"] == ("the audited change record failed: a change to a pool that "
+                                         "--hetero-change does not name")
     assert (audit["actors"], audit["operator_in_log"]) == (["alice"], True)
     # signed: the statement's predicate carries the same record, and the bundle verifies
     predicate = json.loads((second["bundle"] / "statement.intoto.json").read_text())["predicate"]
@@ -218,6 +223,7 @@ def test_a_quota_change_between_two_runs_is_in_the_second_record_with_its_user(
     [part] = covered["evidence"]["cluster"]["change_record"]["audit"]["matrices"]
     assert [c["who"]["user"] for c in part["changes"] if c["what"]["resource"] == "resourcequotas"] == ["alice"]
     assert [f for f in part["findings"] if f["change"]["what"]["resource"] == "resourcequotas"] == []
+    assert covered["evidence"]["summary"]["verdict"] != "fail" and covered["rc"] == 0, covered["stdout"][-3000:]
 
 
 def test_without_audit_access_managed_fields_name_a_manager_and_say_so(
