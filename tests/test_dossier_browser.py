@@ -136,6 +136,32 @@ def dense(text: str) -> str:
     return re.sub(r"\s+", "", text)
 
 
+def sampled(bundle: Path) -> list[tuple[str, int]]:
+    """Per sampled device of each model run, (memory|util, number of points read), in evidence order."""
+    evidence = json.loads((bundle / "evidence.json").read_text())
+    out = []
+    for item in evidence["items"]:
+        for rec in item["records"]:
+            if rec["kind"] == "model.usage" and rec["data"]["available"]:
+                for dev in rec["data"]["devices"]:
+                    for kind, key in (("memory", "memory_used_mib"), ("util", "utilisation_pct")):
+                        n = sum(v is not None for v in dev["series"][key])
+                        if n >= 2:
+                            out.append((kind, n))
+    return out
+
+
+def charted(html: str) -> list[tuple[str, int]]:
+    """The dossier's usage charts as (kind, points drawn): the figure's count and its polylines' vertices agree."""
+    out = []
+    for kind, points, body in re.findall(r'<figure class="chart chart-(memory|util)" data-points="(\d+)">(.*?)</figure>',
+                                         html, re.S):
+        drawn = sum(len(p.split()) for p in re.findall(r'<polyline class="series" points="([^"]*)"', body))
+        assert drawn == int(points), body
+        out.append((kind, int(points)))
+    return out
+
+
 @pytest.mark.parametrize("lang", ["en", "zh"])
 def test_dossier_of_a_passing_cpu_run(bundles: dict[str, Path], chromium: str, lang: str,  # noqa: F811
                                       tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -150,7 +176,13 @@ def test_dossier_of_a_passing_cpu_run(bundles: dict[str, Path], chromium: str, l
         assert "digits-logreg 1.0.0 × digits-test 1.0.0" in flat
         assert "Scheduling: the local backend places nothing" in flat
         assert "cgroup" in flat and "MiB" in flat  # run-time usage sampled during the model run
+        assert "Memory used over the run:" in flat and "Utilisation over the run:" in flat
     else:
+        assert dense("运行期间内存占用：") in squeezed and dense("运行期间利用率：") in squeezed
+    # the pictures draw exactly the points the evidence holds (a value no sample read is a gap, never 0)
+    html = (tmp_path / f"cpu-{lang}.html").read_text()
+    assert charted(html) == sampled(bundles["cpu"])
+    if lang == "zh":
         assert dense("验收结论 通过——调度未在此后端（local）上得到证明") in squeezed
         assert "本次运行可证明" in squeezed and "本次运行不能证明" in squeezed
         assert dense(f"{number(accuracy)}（{number(accuracy * 100, 2)}%）") in squeezed

@@ -135,7 +135,8 @@ def number(value: Any, digits: int = 4) -> str:
     """A number as plain text: at most ``digits`` decimals, no trailing zeros (``0.963889`` → ``0.9639``)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return str(value)
-    text = f"{value:.{digits}f}".rstrip("0").rstrip(".")
+    text = f"{value:.{digits}f}"
+    text = text.rstrip("0").rstrip(".") if "." in text else text  # 1000 with no decimals stays 1000
     return text or "0"
 
 

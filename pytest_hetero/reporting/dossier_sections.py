@@ -13,6 +13,7 @@ from typing import Any
 
 from pytest_hetero import LAYERS
 from pytest_hetero.evidence.usage import epoch
+from pytest_hetero.reporting.dossier_charts import queue_charts, usage_charts
 from pytest_hetero.reporting.dossier_facts import Facts, cut, digest, number, short, when, where
 from pytest_hetero.reporting.dossier_text import Text
 from pytest_hetero.reporting.view import verification
@@ -244,19 +245,24 @@ def operations(f: Facts, t: Text) -> dict[str, Any]:
     (``scheduling.submitted``, ``scheduling.placed``, the startup item's ``startup.pod`` container
     statuses); a step no record holds reads "not recorded"."""
     runs = _sorted([i for i in f.items if i["layer"] == "model" and i["nodeid"] in f.records])
-    usage_rows, scopes = [], []
+    usage_rows, scopes, sampled = [], [], []
     for item in runs:
         for kind in ("model.usage", "serving.usage"):
             for data in f.all(item, kind):
+                sampled.append((short(item["nodeid"]), data))
                 usage_rows += _usage_rows(f, t, item, data)
                 if data.get("scope") and data["scope"] not in scopes:
                     scopes.append(data["scope"])
-    queue_rows = [_queue_row(f, t, i) for i in _sorted(f.with_kind["scheduling.submitted"])]
+    queued = _sorted(f.with_kind["scheduling.submitted"])
+    queue_rows = [_queue_row(f, t, i) for i in queued]
     note = "" if queue_rows else t("ops.no_queue", backends=", ".join(f.backends))
+    waits = [(_pool(f, i), short(i["nodeid"]), b - a)
+             for i in queued for a, _p, b, _s in (_queue_times(f, i),) if a is not None and b is not None]
     return {"usage": usage_rows[:OPS_ROWS], "usage_more": max(0, len(usage_rows) - OPS_ROWS),
             "scopes": [t("ops.scope", scope=s) for s in scopes[:4]], "queue": queue_rows[:OPS_ROWS],
             "queue_more": max(0, len(queue_rows) - OPS_ROWS), "queue_note": note,
-            "none": "" if runs else t("ops.none")}
+            "none": "" if runs else t("ops.none"), "charts": usage_charts(t, sampled),
+            "queue_charts": queue_charts(t, waits)}
 
 
 def _usage_rows(f: Facts, t: Text, item: dict[str, Any], data: dict[str, Any]) -> list[dict[str, str]]:
@@ -278,7 +284,16 @@ def _usage_rows(f: Facts, t: Text, item: dict[str, Any], data: dict[str, Any]) -
     return rows
 
 
-def _queue_row(f: Facts, t: Text, item: dict[str, Any]) -> dict[str, str]:
+def _pool(f: Facts, item: dict[str, Any]) -> str:
+    """The pool an item ran in: its resource, named with its matrix when the run has several."""
+    resource = str((item.get("keys") or {}).get("resource", ""))
+    matrix = str(item.get("matrix", ""))
+    return resource if len(f.names) <= 1 else f"{f.names.get(matrix) or matrix}/{resource}"
+
+
+def _queue_times(f: Facts, item: dict[str, Any]) -> tuple[float | None, float | None, float | None, list[Any]]:
+    """A queued item's submitted, placed and started times (epoch seconds, None when not recorded) and its
+    startup pod's container statuses."""
     submitted = f.first(item, "scheduling.submitted") or {}
     placed = f.first(item, "scheduling.placed") or {}
     startup = f.sibling(item, "startup") or f.combo.get((item.get("matrix", ""), str((item.get("keys") or {}).get(
@@ -286,8 +301,13 @@ def _queue_row(f: Facts, t: Text, item: dict[str, Any]) -> dict[str, str]:
     pod = (f.first(startup, "startup.pod") if startup else None) or {}
     statuses = pod.get("container_statuses") or []
     started = next((((s.get("state") or {}).get("running") or {}).get("startedAt") for s in statuses), None)
-    t0, t_placed, t_started = (epoch(submitted.get("submitted_at_epoch_s")),
-                               epoch(placed.get("observed_epoch_s") or placed.get("decided_at")), epoch(started))
+    return (epoch(submitted.get("submitted_at_epoch_s")),
+            epoch(placed.get("observed_epoch_s") or placed.get("decided_at")), epoch(started), statuses)
+
+
+def _queue_row(f: Facts, t: Text, item: dict[str, Any]) -> dict[str, str]:
+    placed = f.first(item, "scheduling.placed") or {}
+    t0, t_placed, t_started, statuses = _queue_times(f, item)
     missing = t("ops.not_recorded")
     waits = [_wait(t, b - t0) for b in (t_placed, t_started) if t0 is not None and b is not None]
     restarts = sum(int(s.get("restartCount") or 0) for s in statuses) if statuses else None

@@ -66,6 +66,20 @@ def test_dossier_of_a_kubernetes_run(kube_bundle: Path, example_pools: dict[str,
         assert "这些节点为模拟节点（KWOK）" in squeezed
         assert f"{number(accuracy)}（{number(accuracy * 100, 2)}%）" in squeezed
         assert "排队等待（提交→准入→调度→启动）" in squeezed
+    # the queue picture: per pool, one bar per workload whose submission and start were both recorded
+    html = (tmp_path / f"{kube_bundle.name}-{lang}.html").read_text()
+    drawn = re.findall(r'<figure class="chart chart-queue" data-bars="(\d+)"><figcaption class="small">Pool ([^:]+): '
+                       r'(\d+) workload\(s\), wait p50 [\d.]+ s, p95 [\d.]+ s, max [\d.]+ s', html)
+    queued: dict[str, int] = {}
+    for item in evidence["items"]:
+        if any(r["kind"] == "scheduling.submitted" for r in item["records"]):
+            queued[item["keys"]["resource"]] = queued.get(item["keys"]["resource"], 0) + 1
+    if lang == "en":
+        assert {pool: (int(bars), int(count)) for bars, pool, count in drawn} == {
+            pool: (n, n) for pool, n in queued.items()}, html[html.find("chart-queue") - 200:][:3000]
+        assert "Queue wait per pool (submitted → started" in flat
+    else:
+        assert "各资源池排队等待（提交→启动" in squeezed
     out = subprocess.run(["pdftotext", str(tmp_path / f"{kube_bundle.name}-{lang}.pdf"), "-"], capture_output=True,
                          text=True, check=True).stdout
     assert out.count("\f") >= 4  # several A4 pages

@@ -1,0 +1,123 @@
+"""The dossier's pictures of run-time evidence: memory and utilisation over each model run, and the queue
+wait of each pool.
+
+Only numbers the gate recorded are drawn: the ``series`` of a ``model.usage`` / ``serving.usage`` record
+(:meth:`pytest_hetero.probes.usage.Sampler.result`: ``t_s`` seconds since sampling began, ``memory_used_mib``,
+``utilisation_pct``; a sample no reading could fill is None and leaves a gap, never a zero) and the waits of
+the queue table (submitted → started, from ``scheduling.submitted`` and the startup item's pod statuses).
+A series with fewer than two read points is not drawn (a line needs two), and the table beside it still
+says what was read. The shapes are plain data: the template draws them as inline SVG (text the PDF keeps
+selectable), so every value passes through the template's escaping.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from pytest_hetero.reporting.dossier_facts import number
+from pytest_hetero.reporting.dossier_text import Text
+
+WIDTH, HEIGHT = 320, 120
+"""The drawing area of one chart, in SVG user units (CSS pixels at 100 %)."""
+LEFT, RIGHT, TOP, BOTTOM = 66, 8, 10, 22
+"""Margins of the plotted area inside a chart: the y labels sit left of it, the x labels below it."""
+CHARTS = 12
+"""At most this many usage charts are drawn; the rest are counted (their numbers stay in evidence.json)."""
+BARS = 20
+"""At most this many waits are drawn per pool (the longest); percentiles count every wait."""
+
+
+def usage_charts(t: Text, records: Iterable[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
+    """``{"charts": [chart], "more": n}`` for ``records``: ``(item id, usage data)`` of the model runs in the
+    order the dossier lists them. Per sampled device of an available record, one chart of memory used (MiB)
+    and one of utilisation (%) over the run. A chart: ``{"kind": "memory"|"util", "caption", "segments": [SVG
+    points string], "points": n, "y_max", "x_max", "y_top", "y_bottom", "x_end", "width", "height",
+    "frame": {"x0", "x1", "y0", "y1"}}``."""
+    charts: list[dict[str, Any]] = []
+    for item, data in records:
+        if not data.get("available"):
+            continue
+        for dev in data.get("devices") or []:
+            series = dev.get("series") or {}
+            times = series.get("t_s") or []
+            where = {"item": item, "device": str(dev.get("name") or dev.get("id")),
+                     "source": str(data.get("source", "")), "interval": number(data.get("interval_s"))}
+            for what, values, top in (("memory", series.get("memory_used_mib") or [], None),
+                                      ("util", series.get("utilisation_pct") or [], 100.0)):
+                chart = _line(times, values, top)
+                if chart is not None:
+                    charts.append({**chart, "kind": what, "caption": t(f"chart.{what}", **where),
+                                   "y_top": t(f"chart.{what}_unit", value=number(chart["y_max"], 0)),
+                                   "y_bottom": t(f"chart.{what}_unit", value="0"),
+                                   "x_end": t("chart.seconds", value=number(chart["x_max"], 1))})
+    return {"charts": charts[:CHARTS], "more": max(0, len(charts) - CHARTS)}
+
+
+def _line(times: Sequence[Any], values: Sequence[Any], top: float | None) -> dict[str, Any] | None:
+    """Scaled polyline segments of ``values`` over ``times`` (a None value or time breaks the line), y from 0
+    to at least ``top`` (utilisation: 100 %, higher when a multi-core CPU % went above it), else 10 % above the
+    highest value; None when fewer than two finite points."""
+    pairs = [(_finite(x), _finite(y)) for x, y in zip(times, values, strict=False)]
+    read = [(x, y) for x, y in pairs if x is not None and y is not None]
+    if len(read) < 2:
+        return None
+    x_max = max(x for x, _ in read) or 1.0
+    highest = max(y for _, y in read)
+    y_max = max(top, highest) if top is not None else (highest * 1.1 or 1.0)
+    w, h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
+    segments: list[str] = []
+    current: list[str] = []
+    for x, y in pairs:
+        if x is None or y is None:
+            if len(current) > 1:
+                segments.append(" ".join(current))
+            current = []
+            continue
+        px = LEFT + w * max(0.0, x) / x_max
+        py = TOP + h * (1.0 - min(max(y, 0.0), y_max) / y_max)
+        current.append(f"{px:.1f},{py:.1f}")
+    if len(current) > 1:
+        segments.append(" ".join(current))
+    return {"segments": segments, "points": len(read), "x_max": x_max, "y_max": y_max,
+            "width": WIDTH, "height": HEIGHT, "frame": {"x0": LEFT, "x1": WIDTH - RIGHT, "y0": TOP,
+                                                        "y1": HEIGHT - BOTTOM}}
+
+
+def _finite(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    out = float(value)
+    return out if math.isfinite(out) else None
+
+
+def queue_charts(t: Text, waits: Sequence[tuple[str, str, float]]) -> list[dict[str, Any]]:
+    """Per pool, the waits submitted → started of its items as bars, with the pool's percentiles.
+
+    ``waits``: ``(pool, item id, seconds)``. Returns ``[{"pool", "summary", "bars": [{"item", "label", "y",
+    "width"}], "more", "height", "width", "left"}]``, pools in name order; p50/p95 are nearest-rank over every
+    wait of the pool (a negative wait, stamped in the second of the submission, counts as 0)."""
+    pools: dict[str, list[tuple[str, float]]] = {}
+    for pool, item, seconds in waits:
+        if _finite(seconds) is not None:
+            pools.setdefault(pool, []).append((item, max(0.0, float(seconds))))
+    out = []
+    for pool in sorted(pools):
+        rows = sorted(pools[pool], key=lambda r: -r[1])
+        ordered = sorted(s for _, s in rows)
+        longest = ordered[-1] or 1.0
+        shown = rows[:BARS]
+        bar_w = WIDTH - 150 - 60  # room for the label after the longest bar
+        out.append({"pool": pool, "summary": t("chart.queue_summary", pool=pool, count=len(ordered),
+                                                 p50=number(_rank(ordered, 50), 2), p95=number(_rank(ordered, 95), 2),
+                                                 max=number(ordered[-1], 2)),
+                    "bars": [{"item": item, "label": t("chart.seconds", value=number(s, 2)), "y": 4 + 16 * k,
+                              "width": round(max(1.0, bar_w * s / longest), 1)} for k, (item, s) in enumerate(shown)],
+                    "more": len(rows) - len(shown), "height": 8 + 16 * len(shown), "width": WIDTH, "left": 150})
+    return out
+
+
+def _rank(ordered: Sequence[float], pct: int) -> float:
+    """The nearest-rank ``pct`` percentile of the sorted, non-empty ``ordered``."""
+    return ordered[max(0, math.ceil(pct / 100 * len(ordered)) - 1)]
