@@ -13,6 +13,7 @@ from typing import Any
 
 from pytest_hetero import LAYERS
 from pytest_hetero.evidence.usage import epoch
+from pytest_hetero.reporting.dossier_capacity import capacity
 from pytest_hetero.reporting.dossier_charts import queue_charts, usage_charts
 from pytest_hetero.reporting.dossier_facts import Facts, cut, digest, number, short, when, where
 from pytest_hetero.reporting.dossier_text import Text
@@ -261,8 +262,8 @@ def operations(f: Facts, t: Text) -> dict[str, Any]:
     return {"usage": usage_rows[:OPS_ROWS], "usage_more": max(0, len(usage_rows) - OPS_ROWS),
             "scopes": [t("ops.scope", scope=s) for s in scopes[:4]], "queue": queue_rows[:OPS_ROWS],
             "queue_more": max(0, len(queue_rows) - OPS_ROWS), "queue_note": note,
-            "none": "" if runs else t("ops.none"), "charts": usage_charts(t, sampled),
-            "queue_charts": queue_charts(t, waits)}
+            "none": "" if runs else t("ops.none"), "charts": usage_charts(t, sampled), "backends": f.backends,
+            "queue_charts": queue_charts(t, waits), "capacity": capacity(f, t)}
 
 
 def _usage_rows(f: Facts, t: Text, item: dict[str, Any], data: dict[str, Any]) -> list[dict[str, str]]:

@@ -78,8 +78,12 @@ def test_dossier_of_a_kubernetes_run(kube_bundle: Path, example_pools: dict[str,
         assert {pool: (int(bars), int(count)) for bars, pool, count in drawn} == {
             pool: (n, n) for pool, n in queued.items()}, html[html.find("chart-queue") - 200:][:3000]
         assert "Queue wait per pool (submitted → started" in flat
+        assert "Pool capacity at discovery (allocatable vs requested by the pods on each node)" in flat
+        # the real node's GPUs: 4 advertised by the test device plugin, all healthy
+        assert re.search(r'<tr><td>gpu-real</td><td><code class="small">[^<]+</code></td><td>nvidia.com/gpu</td>'
+                         r'<td class="num">4</td><td class="num">4</td>', html)
     else:
-        assert "各资源池排队等待（提交→启动" in squeezed
+        assert "各资源池排队等待（提交→启动" in squeezed and "发现阶段的资源池容量" in squeezed
     out = subprocess.run(["pdftotext", str(tmp_path / f"{kube_bundle.name}-{lang}.pdf"), "-"], capture_output=True,
                          text=True, check=True).stdout
     assert out.count("\f") >= 4  # several A4 pages

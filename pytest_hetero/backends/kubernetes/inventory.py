@@ -4,8 +4,10 @@ Nodes are those matching the resource's ``node_selector`` (all nodes when it has
 to nodes advertising a requested extended resource). Per node: Ready condition, every other
 condition (kubelet pressure conditions, and those node-problem-detector or a device health agent
 set, e.g. ``GPUMissing``), whether it is cordoned (``spec.unschedulable``), taints, labels, capacity
-and allocatable of every requested resource name, whether KWOK simulates it. What that means for
-the claim is judged by :mod:`pytest_hetero.layers.discovery`.
+and allocatable of every requested resource name, what the pods bound to it request of each
+(``requested_by_pods``, base units, :mod:`.capacity`; None when pods could not be listed, the reason in the
+snapshot's ``capacity_view``), whether KWOK simulates it. What that means for the claim is judged by
+:mod:`pytest_hetero.layers.discovery`.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import Any
 
 from kubernetes import client
 
+from pytest_hetero.backends.kubernetes.capacity import requested_on
 from pytest_hetero.backends.kubernetes.client import api_outcome
 from pytest_hetero.backends.protocol import NodePool, Step
 from pytest_hetero.evidence.model import utc_now
@@ -67,4 +70,9 @@ def pool(step: Step, api: client.ApiClient) -> NodePool:
         facts = [f for f in facts if any(f["capacity"].get(w) for w in wanted)]
     snapshot = {"source": "kubernetes", "resource_version": body["metadata"].get("resourceVersion"),
                 "taken_at": utc_now(), "label_selector": selector, "requested": names}
+    held, pods, why = requested_on(api, [f["name"] for f in facts], names, step.timeout_s)
+    for f in facts:
+        f["requested_by_pods"] = None if why else held.get(f["name"], {})
+    snapshot["capacity_view"] = {"pods_counted": pods, "unavailable": why,
+                                 "rule": "effective requests of the pods bound to each node and not ended"}
     return NodePool(nodes=facts, snapshot=snapshot, selector=selector, wanted=wanted)

@@ -1,0 +1,67 @@
+"""The dossier's capacity view of each pool: per node and requested resource, capacity, allocatable, what the
+pods bound to the node requested when discovery listed it, what was free, and what the node withholds
+(capacity − allocatable: for a device, devices its plugin reported unhealthy; for cpu/memory, the node's
+reservations); and the devices a model run held without using them.
+
+Inputs are the ``discovery.snapshot`` records (Kubernetes: :mod:`pytest_hetero.backends.kubernetes.inventory`
+and :mod:`~pytest_hetero.backends.kubernetes.capacity`) and the ``model.usage`` device summaries
+(:meth:`pytest_hetero.probes.usage.Sampler.result`). A value the engine did not read is "not read", never 0.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pytest_hetero.matrix.quantity import quantity_or_none
+from pytest_hetero.reporting.dossier_facts import Facts, number, short
+from pytest_hetero.reporting.dossier_text import Text
+
+ROWS = 40
+"""At most this many node × resource rows (the rest are counted; every node stays in evidence.json)."""
+
+
+def _amount(name: str, value: float | None, t: Text) -> str:
+    if value is None:
+        return t("ops.not_read")
+    if name == "memory" or name.endswith("/memory") or name == "ephemeral-storage":
+        return t("cap.gib", value=number(value / 2**30, 1))
+    return number(value, 3)
+
+
+def capacity(f: Facts, t: Text) -> dict[str, Any]:
+    """``{"rows": [{"pool", "node", "resource", "capacity", "allocatable", "requested", "free", "withheld"}],
+    "more": n, "notes": [text], "idle": [{"item", "device", "samples"}]}``: the capacity view at discovery of
+    every pool a discovery item listed, and the devices held idle (a model run's device whose utilisation
+    never rose above 0 % over two or more samples)."""
+    rows: list[dict[str, str]] = []
+    notes: list[str] = []
+    for item in f.by_layer["discovery"]:
+        for snap in f.all(item, "discovery.snapshot"):
+            nodes = snap.get("nodes")
+            if not isinstance(nodes, list):
+                continue  # a host probe's snapshot: no node pool
+            view = snap.get("capacity_view") or {}
+            pool = str((item.get("keys") or {}).get("resource", ""))
+            if view.get("unavailable"):
+                notes.append(t("cap.unavailable", pool=pool, why=str(view["unavailable"])[:200]))
+            for node in nodes:
+                held = node.get("requested_by_pods")
+                for name in snap.get("requested") or []:
+                    cap = quantity_or_none((node.get("capacity") or {}).get(name))
+                    alloc = quantity_or_none((node.get("allocatable") or {}).get(name))
+                    asked = None if held is None else float(held.get(name, 0.0))
+                    free = None if alloc is None or asked is None else alloc - asked
+                    withheld = None if cap is None or alloc is None else cap - alloc
+                    rows.append({"pool": pool, "node": str(node.get("name")), "resource": str(name),
+                                 "capacity": _amount(name, cap, t), "allocatable": _amount(name, alloc, t),
+                                 "requested": _amount(name, asked, t), "free": _amount(name, free, t),
+                                 "withheld": _amount(name, withheld, t)})
+    idle = []
+    for item in f.with_kind["model.usage"]:
+        for data in f.all(item, "model.usage"):
+            for dev in data.get("devices") or [] if data.get("available") else []:
+                series = [v for v in (dev.get("series") or {}).get("utilisation_pct") or [] if v is not None]
+                if len(series) >= 2 and max(series) <= 0:
+                    idle.append({"item": short(item["nodeid"]), "device": str(dev.get("name") or dev.get("id")),
+                                 "samples": str(len(series))})
+    return {"rows": rows[:ROWS], "more": max(0, len(rows) - ROWS), "notes": notes, "idle": idle}
