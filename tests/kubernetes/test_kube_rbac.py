@@ -25,10 +25,12 @@ if TYPE_CHECKING:  # annotation only: 'conftest' names differ per folder at run 
 pytestmark = pytest.mark.usefixtures("outside_inputs")
 
 
-def install_rbac(cluster: Cluster, namespace: str, drop: tuple[str, str] | None = None) -> dict[str, Any]:
-    """Apply deploy/rbac.yaml into ``namespace`` (minus verb ``drop[1]`` on resource ``drop[0]``);
-    return the ServiceAccount's kubeconfig as a dict."""
-    docs = [d for d in yaml.safe_load_all((REPO / "deploy" / "rbac.yaml").read_text()) if d]
+def install_rbac(cluster: Cluster, namespace: str, drop: tuple[str, str] | None = None,
+                 extra: tuple[str, ...] = ()) -> dict[str, Any]:
+    """Apply deploy/rbac.yaml (and the optional ``extra`` files of deploy/) into ``namespace`` (minus verb
+    ``drop[1]`` on resource ``drop[0]``); return the ServiceAccount's kubeconfig as a dict."""
+    docs = [d for name in ("rbac.yaml", *extra) for d in yaml.safe_load_all((REPO / "deploy" / name).read_text())
+            if d]
     tag = uuid.uuid4().hex[:5]
     for doc in docs:
         doc = copy.deepcopy(doc)
@@ -103,6 +105,25 @@ def test_least_privilege_is_enough_for_five_layers(
         "cpu::py::digits-logreg@digits-test::model": "passed",
         "cpu::py::digits-logreg@digits-test::business": "passed",
     }
+    # no cluster-wide pod list in the least privilege: the capacity view says so, never 0
+    view, requested = capacity_view(got["cpu::discovery"])
+    assert view["unavailable"] == "list pods in all namespaces: HTTP 403 Forbidden" and set(requested) == {None}
+
+
+def capacity_view(item: dict[str, Any]) -> tuple[dict[str, Any], list[Any]]:
+    """A discovery item's ``capacity_view`` and each node's ``requested_by_pods``."""
+    [snap] = [r["data"] for r in item["records"] if r["kind"] == "discovery.snapshot" and "nodes" in r["data"]]
+    return snap["capacity_view"], [n["requested_by_pods"] for n in snap["nodes"]]
+
+
+def test_the_optional_capacity_role_lets_discovery_read_what_the_pods_request(
+    pytester: pytest.Pytester, cluster: Cluster, run_id: str
+) -> None:
+    ns = cluster.new_namespace("hetero-rbac")
+    got = run_as(pytester, cluster, run_id, install_rbac(cluster, ns, extra=("rbac-capacity.yaml",)), ns,
+                 select="discovery")
+    view, requested = capacity_view(got["cpu::discovery"])
+    assert view["unavailable"] is None and all(isinstance(r, dict) for r in requested) and requested
 
 
 def test_missing_verb_is_named(pytester: pytest.Pytester, cluster: Cluster, run_id: str) -> None:
