@@ -242,7 +242,9 @@ def _checkpoint(ctx: LayerContext, t: Training, volume: str, scratch: bool) -> N
     def written_enough(log: str) -> bool:
         return any(e["event"] == "written" and e["step"] >= t.kill_after for e in _events(log))
 
-    first = _run(ctx, base, kill_when=written_enough)[0]
+    # attempt 1 starts from nothing: a volume the gate cannot clear itself (a PVC) may hold an earlier run's state
+    first = _run(ctx, JobSpec(**{**base.__dict__, "env": {**base.env, "HETERO_CHECKPOINT_FRESH": "1"}}),
+                 kill_when=written_enough)[0]
     before = _events(first.stdout)
     written = [e for e in before if e["event"] == "written"]
     if not first.killed_by_gate or not written:

@@ -167,3 +167,24 @@ def ensure(socket: Path, name: str) -> str:
     _ctr(socket, "images", "import", "--snapshotter", "overlayfs", "-", data=image)
     _ctr(socket, "images", "label", full, f"hetero.key={key}", "io.cri-containerd.pinned=pinned")
     return name
+
+
+def import_from_docker(socket: Path, name: str, key: str) -> str:
+    """Import the Docker engine's image ``name`` (built there, e.g. tests/docker/trainkit.py's jax image, whose
+    build needs pip's index, which the recipes above do without) into the containerd at ``socket`` unless it
+    holds it with the label ``hetero.key=<key>``; label and pin it like :func:`ensure`. Return the reference the
+    kubelet knows it by. Raises subprocess.CalledProcessError when ``docker save`` or ``ctr import`` fails."""
+    full = f"docker.io/{name}"
+    if _key_in_containerd(socket, full) == key:
+        return name
+    with subprocess.Popen(["docker", "save", name], stdout=subprocess.PIPE) as save:
+        done = subprocess.run(["ctr", "--address", str(socket), "-n", "k8s.io", "images", "import",
+                               "--snapshotter", "overlayfs", "-"], stdin=save.stdout, capture_output=True,
+                              timeout=600, check=False)
+        assert save.stdout is not None
+        save.stdout.close()
+    if save.returncode or done.returncode:
+        raise subprocess.CalledProcessError(save.returncode or done.returncode, ["docker save | ctr import", name],
+                                            done.stdout, done.stderr)
+    _ctr(socket, "images", "label", full, f"hetero.key={key}", "io.cri-containerd.pinned=pinned")
+    return name

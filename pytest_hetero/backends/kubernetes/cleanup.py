@@ -100,6 +100,8 @@ def _serving_objects(
          lambda m: core.delete_namespaced_service(m["name"], m["namespace"])),
         ("secret", core.list_secret_for_all_namespaces, core.list_namespaced_secret,
          lambda m: core.delete_namespaced_secret(m["name"], m["namespace"])),
+        ("configmap", core.list_config_map_for_all_namespaces, core.list_namespaced_config_map,  # training jobs
+         lambda m: core.delete_namespaced_config_map(m["name"], m["namespace"])),
     ]
     for kind, list_all, list_in, delete in kinds:
         try:

@@ -31,6 +31,7 @@ import threading
 import time
 from typing import Any
 
+from pytest_hetero.backends.jobs import Job, JobSpec, RankExit
 from pytest_hetero.backends.kubernetes import client as kc
 from pytest_hetero.backends.kubernetes import inventory, startup, submit
 from pytest_hetero.backends.kubernetes import podexec as kube_exec
@@ -116,6 +117,48 @@ class KubernetesBackend(Backend):
         from pytest_hetero.backends.kubernetes import gang
 
         return gang.place_job(self.session, step, request)
+
+    # -- jobs of several ranks: an indexed Job with a headless Service, one pod per rank (.jobs) ------------
+    def start_job(self, step: Step, spec: JobSpec) -> Job:
+        """The training checks' job: the gang job's manifests with the gate's programs, through Kueue when the
+        matrix names a queue (see :func:`.jobs.start`)."""
+        from pytest_hetero.backends.kubernetes import jobs as kube_jobs
+
+        return kube_jobs.start(self.session, step, spec, self._python)
+
+    def job_logs(self, job: Job, rank: int) -> str:
+        """Rank ``rank``'s log so far (stdout and stderr: one log on Kubernetes)."""
+        from pytest_hetero.backends.kubernetes import jobs as kube_jobs
+
+        return kube_jobs.logs(self.session, job, rank)
+
+    def job_running(self, job: Job) -> list[int]:
+        """The ranks whose container runs."""
+        from pytest_hetero.backends.kubernetes import jobs as kube_jobs
+
+        return kube_jobs.running(self.session, job)
+
+    def kill_rank(self, job: Job, rank: int) -> None:
+        """SIGKILL rank ``rank``'s program in its pod."""
+        from pytest_hetero.backends.kubernetes import jobs as kube_jobs
+
+        kube_jobs.kill(self.session, job, rank, self._python)
+
+    def wait_job(self, job: Job, timeout_s: float, settle_s: float = 10.0) -> list[RankExit]:
+        """Every rank's exit (:func:`.jobs.wait`)."""
+        from pytest_hetero.backends.kubernetes import jobs as kube_jobs
+
+        return kube_jobs.wait(self.session, job, timeout_s, settle_s, self._python)
+
+    def remove_job(self, job: Job) -> None:
+        """Delete the job's Job, pods, Service and ConfigMap."""
+        from pytest_hetero.backends.kubernetes import jobs as kube_jobs
+
+        kube_jobs.remove(self.session, job)
+
+    @property
+    def _python(self) -> str:
+        return str(self.target.get("python", "python3"))
 
     def start(self, step: Step) -> Started:
         """Wait until the workload container runs, or say why not (see :func:`.startup.start`); the

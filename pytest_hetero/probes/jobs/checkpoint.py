@@ -2,7 +2,8 @@
 
 Environment (set by the gate): ``HETERO_CHECKPOINT_DIR`` (the volume the matrix names, mounted),
 ``HETERO_STEPS`` (steps in all), ``HETERO_CHECKPOINT_BYTES`` (size of the state written each step),
-``HETERO_STEP_SLEEP_S`` (pause after each step, so the gate can stop it between two).
+``HETERO_STEP_SLEEP_S`` (pause after each step, so the gate can stop it between two), ``HETERO_CHECKPOINT_FRESH``
+(``1``: remove an earlier checkpoint first: the gate's first attempt).
 
 The state is ``step`` and a deterministic byte pattern of the given size derived from the step; each step it
 is written to ``ckpt.tmp``, fsync'd and renamed to ``ckpt.bin`` (the header line holds the step). At start,
@@ -33,6 +34,10 @@ def main() -> int:
     pause = float(os.environ.get("HETERO_STEP_SLEEP_S", "0"))
     path, tmp = os.path.join(folder, "ckpt.bin"), os.path.join(folder, "ckpt.tmp")
     step = 0
+    if os.environ.get("HETERO_CHECKPOINT_FRESH") == "1":  # the gate's first attempt: an earlier run's state goes
+        for old in (path, tmp):
+            if os.path.exists(old):
+                os.remove(old)
     if os.path.exists(path):
         start = time.perf_counter()
         with open(path, "rb") as fh:

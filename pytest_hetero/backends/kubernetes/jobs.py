@@ -1,0 +1,325 @@
+"""Jobs of several ranks on Kubernetes (:mod:`pytest_hetero.backends.jobs`): the training checks' job is the task
+type's gang job of :mod:`.gang` (its manifests, reused): a headless Service and an Indexed Job of
+``world_size`` completions, one pod per rank, the rank from the completion index; submitted to Kueue (suspended,
+``kueue.x-k8s.io/queue-name``) when the matrix names a queue for the model's task type (``spec.task_queues``) or
+its resource, else started at once.
+
+To what the gang job is, this adds
+
+* the gate's programs (:attr:`JobSpec.files`) in a ConfigMap mounted read-only at
+  :data:`~pytest_hetero.backends.jobs.JOB_DIR`; the volume (:attr:`JobSpec.volume`: a PersistentVolumeClaim
+  name) at :data:`~pytest_hetero.backends.jobs.VOLUME_DIR`;
+* ``HETERO_RANK``/``RANK`` from the pod's completion index (downward API), the other variables of
+  :meth:`JobSpec.rank_env` in the template;
+* the rendezvous address: every pod starts the :data:`LAUNCHER` (Python standard library), which waits until the
+  gate wrote rank 0's pod IP into :data:`ADDRESS_FILE` (an emptyDir, by exec once every pod runs) and then execs
+  the program with ``HETERO_RENDEZVOUS_ADDR``/``MASTER_ADDR`` set. The pod IP, not the headless Service's DNS
+  name ``<job>-0.<service>``: the name needs cluster DNS, which a cluster may lack (the test node has none),
+  while the pod IP is the address the CNI gives and routes; the DNS name is in evidence beside it;
+* ``shareProcessNamespace``: the rank's program is then not its PID namespace's init, so the gate's kill
+  (:func:`kill`, exec ``kill -9``) is a real SIGKILL and the kubelet reports the runtime's exit code (137);
+* ``backoffLimitPerIndex: 0``: a failed rank is not retried and does not make the Job controller delete the
+  other ranks' pods (with ``backoffLimit: 0`` it would, and their exits would be lost): the gate stops them
+  itself after the settle time, as on Docker.
+
+Facts only (:class:`~pytest_hetero.backends.jobs.RankExit`): exit codes, the kubelet's ``OOMKilled``, the
+container's log (Kubernetes keeps stdout and stderr in one log: ``stdout`` is the whole log, ``stderr`` its
+lines that are not the programs' JSON event lines), start and end times. Everything carries the run's owner
+labels, so the engine's close and ``hetero cleanup`` remove what :func:`remove` could not.
+"""
+
+from __future__ import annotations
+
+import base64
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, NoReturn
+
+from kubernetes import client
+
+from pytest_hetero.backends.jobs import JOB_DIR, VOLUME_DIR, Job, JobSpec, RankExit
+from pytest_hetero.backends.kubernetes import client as kc
+from pytest_hetero.backends.kubernetes import gang, podexec, queues
+from pytest_hetero.backends.kubernetes import usage as kube_usage
+from pytest_hetero.backends.labels import LABEL
+from pytest_hetero.backends.protocol import ActionFailed, JobPlacement, JobRequest, Step
+from pytest_hetero.evidence.usage import epoch
+
+if TYPE_CHECKING:
+    from pytest_hetero.backends.kubernetes.session import KubeSession
+
+LAUNCHER = "hetero-launch.py"
+"""File name of the launcher in :data:`~pytest_hetero.backends.jobs.JOB_DIR`."""
+ADDRESS_DIR = "/hetero-rendezvous"
+ADDRESS_FILE = ADDRESS_DIR + "/addr"
+"""Where the gate writes rank 0's address in every pod (an emptyDir)."""
+LAUNCHER_CODE = r'''"""pytest-hetero job launcher: wait for rank 0's address (the gate writes it), exec the program."""
+import os, sys, time
+path = "/hetero-rendezvous/addr"
+end = time.monotonic() + float(os.environ.get("HETERO_ADDRESS_WAIT_S", "600"))
+while not os.path.exists(path):
+    if time.monotonic() > end:
+        print("hetero-launch: the gate never wrote rank 0's address to " + path, file=sys.stderr, flush=True)
+        sys.exit(3)
+    time.sleep(0.1)
+with open(path) as fh:
+    addr = fh.read().strip()
+os.environ["HETERO_RENDEZVOUS_ADDR"] = os.environ["MASTER_ADDR"] = addr
+os.execvp(sys.argv[1], sys.argv[1:])
+'''
+WRITE_ADDRESS = ("import os, sys\nopen(sys.argv[1] + '.tmp', 'w').write(sys.argv[2] + '\\n')\n"
+                 "os.replace(sys.argv[1] + '.tmp', sys.argv[1])\n")
+KILL = ("import os, sys\nme = os.getpid()\nfor p in os.listdir('/proc'):\n"
+        "    if not p.isdigit() or int(p) == me:\n        continue\n"
+        "    try:\n        line = open('/proc/%s/cmdline' % p, 'rb').read()\n    except OSError:\n        continue\n"
+        "    if sys.argv[1].encode() in line:\n        os.kill(int(p), 9)\n        print(p)\n")
+"""Run by exec in a rank's pod: SIGKILL every process whose command line holds argv[1] (the job's folder)."""
+LOG_LIMIT = 256 * 1024
+"""Bytes of each rank's log kept (the tail)."""
+POLL_S = 0.5
+"""Seconds between two looks at the rank pods while waiting."""
+PER_RANK = {"HETERO_RANK", "RANK", "HETERO_RENDEZVOUS_ADDR", "MASTER_ADDR"}
+"""Variables of :meth:`JobSpec.rank_env` that differ per rank or come from the launcher."""
+
+
+def request_of(step: Step, spec: JobSpec) -> JobRequest:
+    """The gang :class:`~pytest_hetero.backends.protocol.JobRequest` of ``spec``: the model's task type, its
+    ``spec.task_queues`` rule's queue and priority class (else the resource's queue), ``world_size`` workers."""
+    task = step.model.task_type or "training"
+    rule = next((r for r in step.matrix.task_queues if r.task_type == task), None)
+    return JobRequest(task_type=task, workers=spec.world_size,
+                      queue=(rule.queue if rule else None) or step.resource.queue,
+                      priority_class=rule.priority_class if rule else None, wait_s=step.timeout_s)
+
+
+def manifests(session: KubeSession, step: Step, spec: JobSpec, python: str
+              ) -> tuple[str, dict[str, Any], dict[str, Any], dict[str, Any], JobRequest]:
+    """``(name, configmap, service, job, request)``: :func:`.gang.manifests` of the job's request with the
+    programs, the volume, the launcher, the per-rank environment (module docstring)."""
+    request = request_of(step, spec)
+    name, probe = gang.names(session, step, f"{spec.name[:5]}{spec.attempt}")
+    service, job = gang.manifests(session, step, request, name, probe)
+    labels = {**job["metadata"]["labels"], LABEL + "job": spec.name}
+    if not request.queue:  # no queue: the Job runs at once, Kueue leaves it alone
+        labels.pop("kueue.x-k8s.io/queue-name", None)
+        job["spec"]["suspend"] = False
+    job["metadata"]["labels"] = labels
+    service["spec"]["ports"] = [{"name": "rdzv", "port": spec.port, "targetPort": spec.port}]
+    files = {**spec.files, LAUNCHER: LAUNCHER_CODE.encode()}
+    configmap: dict[str, Any] = {"apiVersion": "v1", "kind": "ConfigMap",
+                 "metadata": {**service["metadata"], "labels": dict(service["metadata"]["labels"])},
+                 "binaryData": {k: base64.b64encode(v).decode() for k, v in files.items()}}
+    jspec = job["spec"]
+    jspec.pop("backoffLimit", None)
+    jspec["backoffLimitPerIndex"] = 0
+    pod = jspec["template"]["spec"]
+    pod["shareProcessNamespace"] = True
+    pod["terminationGracePeriodSeconds"] = 1
+    jspec["template"]["metadata"]["labels"][LABEL + "job"] = spec.name
+    argv = [python if a == "{python}" else a for a in spec.argv]
+    index: dict[str, Any] = {"fieldRef": {"fieldPath": f"metadata.annotations['{gang.INDEX}']"}}
+    env: list[dict[str, Any]] = [{"name": k, "value": v} for k, v in spec.rank_env(0, "").items() if k not in PER_RANK]
+    env += [{"name": "HETERO_RANK", "valueFrom": index}, {"name": "RANK", "valueFrom": index}]
+    container = pod["containers"][0]
+    container.update(command=[python, f"{JOB_DIR}/{LAUNCHER}", *argv], env=env,
+                     ports=[{"name": "rdzv", "containerPort": spec.port}],
+                     terminationMessagePolicy="FallbackToLogsOnError")
+    mounts = [{"name": "programs", "mountPath": JOB_DIR, "readOnly": True},
+              {"name": "rendezvous", "mountPath": ADDRESS_DIR}]
+    volumes: list[dict[str, Any]] = [{"name": "programs", "configMap": {"name": name, "defaultMode": 0o644}},
+                                     {"name": "rendezvous", "emptyDir": {"sizeLimit": "1Mi"}}]
+    if spec.volume:
+        mounts.append({"name": "volume", "mountPath": VOLUME_DIR})
+        volumes.append({"name": "volume", "persistentVolumeClaim": {"claimName": spec.volume}})
+    container["volumeMounts"] = mounts
+    pod["volumes"] = volumes
+    return name, configmap, service, job, request
+
+
+def start(session: KubeSession, step: Step, spec: JobSpec, python: str) -> Job:
+    """Create the job's ConfigMap, headless Service and Indexed Job; wait (up to the layer's timeout) for
+    Kueue's admission when it is queued and for every rank's pod to run with an address; write rank 0's pod IP
+    into every pod; record ``training.k8s.job``. Raises ActionFailed: ``api_not_served`` (a queue named but no
+    Kueue API), the decisive Pending reason's category (``scheduling_timeout`` when nothing explains it) when it
+    is not admitted or a pod does not run, ``container_exited`` when the address cannot be written; the
+    :func:`~.client.api_outcome` of a refused create. What was created is removed before raising."""
+    core = session.core  # connects: the namespace is known from here on
+    name, configmap, service, manifest, request = manifests(session, step, spec, python)
+    ns = session.namespace
+    job = Job(spec=spec, ranks=[f"{name}-{r}" for r in range(spec.world_size)], rendezvous_host="",
+              where=f"namespace {ns}, indexed Job {name}, headless Service {name}",
+              handle={"name": name, "queue": request.queue})
+    if request.queue and session.served().version(queues.KUEUE) is None:
+        raise ActionFailed(f"the {spec.name} job goes to LocalQueue {request.queue}: "
+                           f"{session.served().describe(queues.KUEUE)}", "api_not_served")
+    try:
+        core.create_namespaced_config_map(ns, configmap, _request_timeout=30)  # type: ignore[arg-type]
+        core.create_namespaced_service(ns, service, _request_timeout=30)  # type: ignore[arg-type]
+        made: Any = client.BatchV1Api(session.api).create_namespaced_job(ns, manifest, _request_timeout=30)  # type: ignore[arg-type]
+    except Exception as exc:  # noqa: BLE001 - translated
+        remove(session, job)
+        raise kc.api_outcome(exc, f"create the ConfigMap, Service and indexed Job {name} in namespace {ns}") \
+            from None
+    submitted = time.time()
+    job.handle["submitted"] = submitted
+    deadline = time.monotonic() + step.timeout_s
+    facts: dict[str, Any] = {"name": name, "namespace": ns, "queue": request.queue, "workers": spec.world_size,
+                             "volume_claim": spec.volume, "manifest": manifest, "service_manifest": service}
+    try:
+        if request.queue:
+            workload, error = gang.wait_admitted(session, str(made.metadata.uid), deadline)
+            if workload is None or queues.condition(workload, "Admitted").get("status") != "True":
+                _refuse(session, step, facts, name, workload, [], f"indexed Job {name} ({spec.world_size} pods) "
+                        f"not admitted by Kueue within {step.timeout_s:g} s" + (f" ({error})" if error else ""))
+            facts["admission"] = {**queues.kueue_admission(session.api, session.served().version(
+                queues.KUEUE) or "", workload, submitted), **gang.priority_of(workload)}
+        pods = gang.wait_running(session, name, spec.world_size, deadline)
+        up = {int(p["index"]): p for p in gang.pod_facts(pods) if p["phase"] == "Running" and p["ip"]}
+        facts["pods"] = gang.pod_facts(pods)
+        if len(up) < spec.world_size:
+            waiting = [p for p in pods if not (p.get("status") or {}).get("podIP")
+                       or (p.get("status") or {}).get("phase") != "Running"]
+            _refuse(session, step, facts, name, None, waiting, f"indexed Job {name}: {len(up)} of "
+                    f"{spec.world_size} pods running within {step.timeout_s:g} s")
+        job.ranks = [str(up[r]["name"]) for r in range(spec.world_size)]
+        job.rendezvous_host = str(up[0]["ip"])
+        facts["rendezvous"] = {"address": f"{job.rendezvous_host}:{spec.port}",
+                               "dns_name": f"{name}-0.{name}.{ns}.svc:{spec.port}"}
+        for rank, pod in enumerate(job.ranks):  # the launcher execs the program once its file is there
+            done = podexec.run(core, ns, pod, "workload", [python, "-c", WRITE_ADDRESS, ADDRESS_FILE,
+                                                            job.rendezvous_host], 60)
+            if done.exit_code != 0:
+                raise ActionFailed(f"writing rank 0's address into rank {rank}'s pod {pod}: exit {done.exit_code}"
+                                   f" {done.stderr.strip()[-300:]}", "container_exited")
+        job.handle["started"] = time.time()
+    except BaseException:
+        step.record("training.k8s.job", **facts)
+        remove(session, job)
+        raise
+    step.record("training.k8s.job", **facts)
+    return job
+
+
+def _refuse(session: KubeSession, step: Step, facts: dict[str, Any], name: str, workload: dict[str, Any] | None,
+            pods: list[dict[str, Any]], what: str) -> NoReturn:
+    """Raise ActionFailed for a job not admitted or not running: the decisive normalised reason (Kueue's,
+    the scheduler's, the kubelet's words, :func:`.gang.explain`)."""
+    out = JobPlacement(admitted=workload is not None, service=name)
+    gang.explain(session, out, name, workload, pods, what)
+    facts.update(reasons=out.reasons, decisive=out.decisive)
+    raise ActionFailed(out.message, str((out.decisive or {}).get("code") or "scheduling_timeout"))
+
+
+def _pods(session: KubeSession, job: Job) -> dict[int, dict[str, Any]]:
+    """Rank → the job's pod of that completion index (the newest when there are several)."""
+    out: dict[int, dict[str, Any]] = {}
+    for p in gang.list_pods(session, job.handle["name"]):
+        index = ((p.get("metadata") or {}).get("annotations") or {}).get(gang.INDEX)
+        if index is not None:
+            out[int(index)] = p
+    return out
+
+
+def _state(pod: dict[str, Any] | None) -> dict[str, Any]:
+    """The workload container's ``state`` (``{"running": …}``, ``{"terminated": …}``, ``{"waiting": …}``)."""
+    for c in ((pod or {}).get("status") or {}).get("containerStatuses") or []:
+        if c.get("name") == "workload":
+            return dict(c.get("state") or {})
+    return {}
+
+
+def logs(session: KubeSession, job: Job, rank: int) -> str:
+    """Rank ``rank``'s log so far (stdout and stderr together, its last :data:`LOG_LIMIT` bytes); "" when
+    there is none yet."""
+    try:
+        text = str(session.core.read_namespaced_pod_log(job.ranks[rank], session.namespace, container="workload",
+                                                        limit_bytes=LOG_LIMIT, _request_timeout=30))
+    except Exception:  # noqa: BLE001 - no log yet (or any more): the caller polls
+        return ""
+    return text
+
+
+def running(session: KubeSession, job: Job) -> list[int]:
+    """The ranks whose workload container runs now."""
+    return sorted(r for r, p in _pods(session, job).items() if "running" in _state(p))
+
+
+def kill(session: KubeSession, job: Job, rank: int, python: str) -> None:
+    """SIGKILL rank ``rank``'s program (an exec of :data:`KILL` in its pod: the process namespace is shared, so
+    the program is not its namespace's init); record the gate's kill in ``job.killed``. A rank already
+    stopped is left as it is."""
+    job.killed.add(rank)
+    _signal(session, job, rank, python)
+
+
+def _signal(session: KubeSession, job: Job, rank: int, python: str) -> None:
+    try:
+        podexec.run(session.core, session.namespace, job.ranks[rank], "workload",
+                    [python, "-c", KILL, JOB_DIR + "/"], 30)
+    except Exception:  # noqa: BLE001, S110 - the container may have stopped meanwhile: its exit says so
+        pass
+
+
+def wait(session: KubeSession, job: Job, timeout_s: float, settle_s: float, python: str) -> list[RankExit]:
+    """Wait for every rank (see :meth:`~pytest_hetero.backends.protocol.Backend.wait_job`); return their exits."""
+    deadline = time.monotonic() + timeout_s
+    settle_until: float | None = None
+    stopped: set[int] = set()
+    timed_out: set[int] = set()
+    world = job.spec.world_size
+    while True:
+        pods = _pods(session, job)
+        states = [_state(pods.get(r)) for r in range(world)]
+        alive = [r for r, st in enumerate(states) if "terminated" not in st]
+        if not alive:
+            break
+        failed = [r for r, st in enumerate(states) if (st.get("terminated") or {}).get("exitCode")
+                  and r not in job.killed]
+        now = time.monotonic()
+        if failed and settle_until is None:
+            settle_until = now + settle_s
+        if (settle_until is not None and now >= settle_until) or now >= deadline:
+            for r in alive:
+                (stopped if now < deadline else timed_out).add(r)
+                _signal(session, job, r, python)
+            end = time.monotonic() + 30  # the kubelet reports the stop
+            while time.monotonic() < end:
+                pods = _pods(session, job)
+                if all("terminated" in _state(pods.get(r)) for r in range(world)):
+                    break
+                time.sleep(POLL_S)
+            break
+        time.sleep(POLL_S)
+    return [_exit(session, job, r, pods.get(r), stopped=r in stopped, timed_out=r in timed_out) for r in range(world)]
+
+
+def _exit(session: KubeSession, job: Job, rank: int, pod: dict[str, Any] | None, *, stopped: bool,
+          timed_out: bool) -> RankExit:
+    ended = _state(pod).get("terminated") or {}
+    code = None if timed_out or not ended else ended.get("exitCode")
+    log = logs(session, job, rank)
+    errors = "\n".join(x for x in log.splitlines() if not x.startswith('{"event"'))
+    usage = kube_usage.pod_facts(session, pod, job.handle.get("submitted")) if pod else {}
+    return RankExit(rank=rank, name=job.ranks[rank], exit_code=code, stdout=log, stderr=errors,
+                    signal=(code - 128) if isinstance(code, int) and code > 128 else None,
+                    oom_killed=ended.get("reason") == "OOMKilled", killed_by_gate=rank in job.killed,
+                    stopped_after_peer=stopped, started=epoch(ended.get("startedAt")),
+                    ended=epoch(ended.get("finishedAt")), usage=usage)
+
+
+def remove(session: KubeSession, job: Job) -> None:
+    """Delete the Job (its pods at once), the Service and the ConfigMap (never the volume's claim). Never
+    raises: what is left carries the owner label for the engine's close and ``hetero cleanup``."""
+    name, ns = job.handle.get("name", ""), session.namespace
+    deletes: tuple[Callable[[], Any], ...] = (lambda: client.BatchV1Api(session.api).delete_namespaced_job(
+                   name, ns, propagation_policy="Background", grace_period_seconds=0, _request_timeout=30),
+               lambda: session.core.delete_collection_namespaced_pod(
+                   ns, label_selector=f"{gang.GANG}={name}", grace_period_seconds=0, _request_timeout=30),
+               lambda: session.core.delete_namespaced_service(name, ns, _request_timeout=30),
+               lambda: session.core.delete_namespaced_config_map(name, ns, _request_timeout=30))
+    for delete in deletes:
+        try:
+            delete()
+        except Exception:  # noqa: BLE001, S110 - gone already, or left to the engine's close
+            pass
+

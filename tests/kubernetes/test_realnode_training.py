@@ -1,0 +1,256 @@
+"""The checks a training task type brings, on the real node (kubelet + containerd + the bridge CNI) through the real
+Kueue: the communication check (a two-rank all-reduce through jax's gloo across two pods of one Indexed Job, the CNI
+carrying the traffic) and checkpoint/resume on a PersistentVolumeClaim bound to a real PersistentVolume (hostPath:
+the node has no dynamic provisioner), with the same evidence as on Docker (tests/docker/test_docker_training.py);
+a killed peer and an unreachable rendezvous port with the category and owner Docker gives for the same fact.
+
+Each test makes its own namespace, Kueue queues, PV/PVC and image import (the jax image is built in the Docker engine
+by tests/docker/trainkit.py and imported into the node's containerd: never relies on another test), and removes
+them. Pods ask for ``cpu`` only (the ClusterQueue covers only cpu), so other tests' device use does not interfere.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+import realimages
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+from realkit import COMBO, data, failure, kueue_queues, real_matrix, run
+from support import REPO, evidence_of
+
+if TYPE_CHECKING:  # annotation only: 'conftest' names differ per folder at run time
+    from conftest import RealNodeCluster
+
+pytestmark = pytest.mark.usefixtures("outside_inputs", "real_kueue", "pod_to_pod")
+
+NETPOL_SH = REPO / "tests" / "infra" / "netpol.sh"
+BRIDGE = "hetero-rn0"
+"""realnode.sh's CNI bridge (netpol.sh's ``BRIDGE``)."""
+COMM = f"trainer::jax::{COMBO}::communication::model"
+CKPT = f"trainer::jax::{COMBO}::checkpoint::model"
+FAST = {"world_size": 2,
+        "communication": {"sizes": ["4Ki", "256Ki"], "iterations": 3, "rendezvous_timeout": "60s",
+                          "min_busbw_gbps": 0.0001},
+        "checkpoint": {"steps": 4, "kill_after": 2, "size": "64Ki", "step_pause": "0.3s"}}
+SAME_FACT = {"killed peer": ("failed", "collective_peer_killed", "infrastructure"),
+             "unreachable rendezvous": ("failed", "rendezvous_unreachable", "platform")}
+"""What tests/docker/test_docker_training.py asserts for the same facts on Docker."""
+
+
+@pytest.fixture(scope="module")
+def pod_to_pod(realnode: RealNodeCluster) -> None:
+    """Pod-to-pod forwarding on the real node's bridge (``netpol.sh forward``, idempotent; see test_realnode_gang)."""
+    subprocess.run(["bash", str(NETPOL_SH), "forward"], capture_output=True, text=True, timeout=60, check=True)
+
+
+@pytest.fixture(scope="module")
+def jax_image(realnode: RealNodeCluster) -> str:
+    """tests/docker/trainkit.py's jax image, built in the Docker engine when missing and imported into the real
+    node's containerd when it does not hold it with trainkit's key."""
+    import docker
+
+    sys.path.insert(0, str(REPO / "tests" / "docker"))
+    try:
+        import trainkit
+    finally:
+        sys.path.remove(str(REPO / "tests" / "docker"))
+    trainkit.ensure_jax_image(docker.APIClient(**{**docker.utils.kwargs_from_env(), "timeout": 300}))
+    return realimages.import_from_docker(realnode.info.containerd_socket, trainkit.JAX_IMAGE, trainkit.KEY)
+
+
+@pytest.fixture
+def queues(realnode: RealNodeCluster) -> Iterator[dict[str, str]]:
+    """A namespace with a LocalQueue ``lq`` of 2 CPUs (kueue_queues)."""
+    with kueue_queues(realnode, "ktrain", "cpu", "2") as made:
+        yield made
+
+
+@pytest.fixture
+def claim(realnode: RealNodeCluster, queues: dict[str, str]) -> Iterator[tuple[str, Path]]:
+    """``(claim name, host folder)``: a hostPath PersistentVolume (a folder of this host, where the node's kubelet
+    runs) pre-bound to a PersistentVolumeClaim in the test's namespace, both of a storage class of their own
+    (no provisioner touches them); both deleted and the folder removed afterwards."""
+    core = realnode.core
+    tag = uuid.uuid4().hex[:6]
+    folder = Path(f"/tmp/hetero-ktrain-pv-{tag}")
+    folder.mkdir(mode=0o777)
+    folder.chmod(0o777)
+    pv, pvc, klass = f"hetero-ktrain-{tag}", "ckpt", f"hetero-ktrain-{tag}"
+    core.create_persistent_volume({  # type: ignore[arg-type]
+        "apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": pv},
+        "spec": {"capacity": {"storage": "64Mi"}, "accessModes": ["ReadWriteOnce"], "storageClassName": klass,
+                 "persistentVolumeReclaimPolicy": "Retain", "hostPath": {"path": str(folder), "type": "Directory"},
+                 "claimRef": {"namespace": queues["ns"], "name": pvc}}})
+    try:
+        core.create_namespaced_persistent_volume_claim(queues["ns"], {  # type: ignore[arg-type]
+            "apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": pvc},
+            "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": klass, "volumeName": pv,
+                     "resources": {"requests": {"storage": "64Mi"}}}})
+        end = time.monotonic() + 60
+        while core.read_namespaced_persistent_volume_claim(pvc, queues["ns"]).status.phase != "Bound":
+            assert time.monotonic() < end, "the claim never bound to its PersistentVolume"
+            time.sleep(0.2)
+        yield pvc, folder
+    finally:
+        for delete in (lambda: core.delete_namespaced_persistent_volume_claim(pvc, queues["ns"]),
+                       lambda: core.delete_persistent_volume(pv)):
+            try:
+                delete()
+            except ApiException as exc:
+                if exc.status != 404:
+                    raise
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def training_run(pytester: pytest.Pytester, realnode: RealNodeCluster, made: dict[str, str], image: str,
+                 training: dict[str, Any], *args: str) -> dict[str, dict[str, Any]]:
+    """Run a training row (resource ``trainer``: 500m CPU, LocalQueue ``lq``; image ``jax``); items by id."""
+    resource = {"name": "trainer", "type": "cpu", "requests": {"cpu": "500m"}, "queue": made["lq"]}
+    doc = json.loads(real_matrix(realnode.info, made["ns"], [resource],
+                                 images=[{"name": "jax", "reference": image, "for": ["cpu"]}],
+                                 layers={"startup": {"timeout": "90s"}, "model": {"timeout": "150s"}}))
+    doc["spec"]["models"][0].update(task_type="training", training=training)
+    return run(pytester, json.dumps(doc), "t" + uuid.uuid4().hex[:9], *args)
+
+
+def leftovers(realnode: RealNodeCluster, ns: str) -> list[str]:
+    """Jobs, Services, ConfigMaps the gate made and pods still in ``ns``."""
+    core, batch = realnode.core, client.BatchV1Api(realnode.api)
+    made = "pytest-hetero.owner"
+    return ([f"job/{j.metadata.name}" for j in batch.list_namespaced_job(ns).items]
+            + [f"pod/{p.metadata.name}" for p in core.list_namespaced_pod(ns).items]
+            + [f"service/{s.metadata.name}" for s in core.list_namespaced_service(ns).items]
+            + [f"configmap/{c.metadata.name}" for c in core.list_namespaced_config_map(ns).items
+               if made in (c.metadata.labels or {})])
+
+
+def test_training_row_runs_communication_and_checkpoint_on_the_real_node(
+    pytester: pytest.Pytester, realnode: RealNodeCluster, jax_image: str, queues: dict[str, str],
+    claim: tuple[str, Path]
+) -> None:
+    name, folder = claim
+    got = training_run(pytester, realnode, queues, jax_image,
+                       {**FAST, "checkpoint": {**FAST["checkpoint"], "volume": name}},
+                       "-k", "communication or checkpoint")
+    assert got[COMM]["status"] == "passed", got[COMM].get("failure")
+    assert got[CKPT]["status"] == "passed", got[CKPT].get("failure")
+    assert evidence_of(pytester)["cleanup"]["leftovers"] == []
+    assert leftovers(realnode, queues["ns"]) == []
+    comm = data(got[COMM], "training.communication")
+    assert comm["world_size"] == 2 and comm["devices"] == 2 and comm["backend"] == "gloo"
+    assert comm["framework"].startswith("jax ") and comm["expected"] == 3.0 and comm["wrong"] == []
+    assert [s["bytes"] for s in comm["sizes"]] == [4096, 262144]
+    for s in comm["sizes"]:  # nccl-tests: busbw = algbw * 2(n-1)/n, n = 2 → busbw == algbw
+        assert s["time_us"] > 0 and s["busbw_gbps"] == pytest.approx(s["algbw_gbps"], rel=1e-6)
+        assert s["algbw_gbps"] == pytest.approx(s["bytes"] / (s["time_us"] * 1e-6) / 1e9, rel=1e-3)
+    assert data(got[COMM], "training.rule")["met"] is True
+    # two pods of ONE Workload admitted by Kueue from the matrix's queue, on the node, meeting over the CNI
+    k8s = data(got[COMM], "training.k8s.job")
+    adm = k8s["admission"]
+    assert (adm["local_queue"], adm["cluster_queue"]) == ("lq", queues["cq"])
+    assert [(s["name"], s["count"]) for s in adm["pod_sets"]] == [("main", 2)]
+    assert k8s["manifest"]["spec"]["completionMode"] == "Indexed" and k8s["manifest"]["spec"]["suspend"] is True
+    assert k8s["service_manifest"]["spec"]["clusterIP"] == "None"
+    pods = {p["index"]: p for p in k8s["pods"]}
+    assert sorted(pods) == [0, 1] and {p["node"] for p in pods.values()} == {realnode.info.node}
+    assert pods[0]["ip"] != pods[1]["ip"] and k8s["rendezvous"]["address"] == f"{pods[0]['ip']}:29500"
+    job = data(got[COMM], "training.job")
+    assert job["rendezvous"] == f"{pods[0]['ip']}:29500" and job["ranks"] == [pods[0]["name"], pods[1]["name"]]
+    # checkpoint on the PVC: killed by the gate after step 2, resumed at the step it wrote with its digest
+    ckpt = data(got[CKPT], "training.checkpoint")
+    assert ckpt["volume"] == name and ckpt["killed_after_step"] >= 2
+    assert ckpt["resumed_step"] == ckpt["killed_after_step"] and ckpt["read_digest"] == ckpt["written_digest"]
+    assert ckpt["final_step"] == 4 and ckpt["read_s"] >= 0 and ckpt["write_s"]["count"] >= 2
+    # the claim's PersistentVolume holds the final state the job wrote (read here, on the node's host)
+    on_volume = (folder / "ckpt.bin").read_bytes()
+    assert on_volume.startswith(b"step=4\n") and len(on_volume) == len(b"step=4\n") + 64 * 1024
+    ranks = [r["data"] for r in got[CKPT]["records"] if r["kind"] == "training.rank"]
+    assert [(r["attempt"], r["killed_by_gate"], r["exit_code"]) for r in ranks] == [(1, True, 137), (2, False, 0)]
+    claims = [r["data"]["volume_claim"] for r in got[CKPT]["records"] if r["kind"] == "training.k8s.job"]
+    assert claims == [name, name]
+
+
+def rank_pod(realnode: RealNodeCluster, ns: str, rank: int, needle: str, deadline_s: float = 120.0
+             ) -> dict[str, Any]:
+    """The communication job's pod of ``rank`` once its log holds ``needle`` (waits)."""
+    core = realnode.core
+    end = time.monotonic() + deadline_s
+    while time.monotonic() < end:
+        for pod in core.list_namespaced_pod(ns, label_selector="pytest-hetero.job=communication").items:
+            if (pod.metadata.annotations or {}).get("batch.kubernetes.io/job-completion-index") != str(rank):
+                continue
+            try:
+                if needle in core.read_namespaced_pod_log(pod.metadata.name, ns, container="workload"):
+                    return dict(client.ApiClient().sanitize_for_serialization(pod))
+            except ApiException:
+                pass
+        time.sleep(0.2)
+    raise AssertionError(f"rank {rank} in {ns} never logged {needle!r}")
+
+
+def kill_from_the_node(realnode: RealNodeCluster, ns: str, rank: int) -> None:
+    """SIGKILL rank ``rank``'s container through the node's containerd (as the kernel or a node agent would:
+    neither the gate nor the pod's memory limit), once it joined the collective."""
+    pod = rank_pod(realnode, ns, rank, '"event": "joined"')
+    cid = pod["status"]["containerStatuses"][0]["containerID"].split("://", 1)[1]
+    time.sleep(1.0)
+    subprocess.run(["ctr", "--address", str(realnode.info.containerd_socket), "-n", "k8s.io", "tasks", "kill",
+                    "-s", "SIGKILL", cid], capture_output=True, timeout=30, check=True)
+
+
+def killed_peer_on_kubernetes(pytester: pytest.Pytester, realnode: RealNodeCluster, made: dict[str, str],
+                              image: str) -> tuple[tuple[str, str, str], str]:
+    """A communication run whose rank 1 is killed from the node: (status, category, owner), message."""
+    long = {"world_size": 2, "communication": {"sizes": ["64Ki"], "iterations": 100000, "rendezvous_timeout": "60s"}}
+    killer = threading.Thread(target=kill_from_the_node, args=(realnode, made["ns"], 1), daemon=True)
+    killer.start()
+    got = training_run(pytester, realnode, made, image, long, "-k", "communication")
+    killer.join(5)
+    return failure(got[COMM]), got[COMM]["failure"]["message"]
+
+
+def test_killed_peer_is_infrastructure_on_the_real_node(
+    pytester: pytest.Pytester, realnode: RealNodeCluster, jax_image: str, queues: dict[str, str]
+) -> None:
+    found, message = killed_peer_on_kubernetes(pytester, realnode, queues, jax_image)
+    assert found == SAME_FACT["killed peer"], message
+    assert "rank 1" in message and "rank 0 stopped by the gate after its peer failed" in message
+    assert leftovers(realnode, queues["ns"]) == []
+
+
+@pytest.fixture
+def dropped_port() -> Iterator[int]:
+    """A rendezvous port whose TCP traffic between the node's pods is dropped by the host's FORWARD rules (as a
+    network policy or a firewall between nodes would); the rule is removed afterwards."""
+    port = 29641
+    chain = "DOCKER-USER" if subprocess.run(["iptables", "-n", "-L", "DOCKER-USER"], capture_output=True
+                                            ).returncode == 0 else "FORWARD"
+    rule = ["-i", BRIDGE, "-o", BRIDGE, "-p", "tcp", "--dport", str(port), "-m", "comment", "--comment",
+            "hetero ktrain test: rendezvous port dropped", "-j", "DROP"]
+    subprocess.run(["iptables", "-I", chain, "1", *rule], check=True, capture_output=True, timeout=30)
+    try:
+        yield port
+    finally:
+        subprocess.run(["iptables", "-D", chain, *rule], check=True, capture_output=True, timeout=30)
+
+
+def test_unreachable_rendezvous_is_platform_on_the_real_node(
+    pytester: pytest.Pytester, realnode: RealNodeCluster, jax_image: str, queues: dict[str, str], dropped_port: int
+) -> None:
+    slow = {"world_size": 2, "communication": {"sizes": ["4Ki"], "iterations": 1, "rendezvous_timeout": "8s",
+                                               "port": dropped_port}}
+    got = training_run(pytester, realnode, queues, jax_image, slow, "-k", "communication")
+    assert failure(got[COMM]) == SAME_FACT["unreachable rendezvous"], got[COMM].get("failure")
+    assert "RegisterTask" in got[COMM]["failure"]["message"]
+    assert leftovers(realnode, queues["ns"]) == []
