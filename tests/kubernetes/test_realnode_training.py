@@ -27,7 +27,7 @@ import realimages
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from realkit import COMBO, data, failure, kueue_queues, real_matrix, run
-from support import REPO, evidence_of
+from support import REPO, clear_reports, evidence_of
 
 if TYPE_CHECKING:  # annotation only: 'conftest' names differ per folder at run time
     from conftest import RealNodeCluster
@@ -44,7 +44,8 @@ FAST = {"world_size": 2,
                           "min_busbw_gbps": 0.0001},
         "checkpoint": {"steps": 4, "kill_after": 2, "size": "64Ki", "step_pause": "0.3s"}}
 SAME_FACT = {"killed peer": ("failed", "collective_peer_killed", "infrastructure"),
-             "unreachable rendezvous": ("failed", "rendezvous_unreachable", "platform")}
+             "unreachable rendezvous": ("failed", "rendezvous_unreachable", "platform"),
+             "full volume": ("failed", "volume_full", "infrastructure")}
 """What tests/docker/test_docker_training.py asserts for the same facts on Docker."""
 
 
@@ -81,35 +82,16 @@ def claim(realnode: RealNodeCluster, queues: dict[str, str]) -> Iterator[tuple[s
     """``(claim name, host folder)``: a hostPath PersistentVolume (a folder of this host, where the node's kubelet
     runs) pre-bound to a PersistentVolumeClaim in the test's namespace, both of a storage class of their own
     (no provisioner touches them); both deleted and the folder removed afterwards."""
-    core = realnode.core
-    tag = uuid.uuid4().hex[:6]
-    folder = Path(f"/tmp/hetero-ktrain-pv-{tag}")
+    folder = Path(f"/tmp/hetero-ktrain-pv-{uuid.uuid4().hex[:6]}")
     folder.mkdir(mode=0o777)
     folder.chmod(0o777)
-    pv, pvc, klass = f"hetero-ktrain-{tag}", "ckpt", f"hetero-ktrain-{tag}"
-    core.create_persistent_volume({  # type: ignore[arg-type]
-        "apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": pv},
-        "spec": {"capacity": {"storage": "64Mi"}, "accessModes": ["ReadWriteOnce"], "storageClassName": klass,
-                 "persistentVolumeReclaimPolicy": "Retain", "hostPath": {"path": str(folder), "type": "Directory"},
-                 "claimRef": {"namespace": queues["ns"], "name": pvc}}})
     try:
-        core.create_namespaced_persistent_volume_claim(queues["ns"], {  # type: ignore[arg-type]
-            "apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": pvc},
-            "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": klass, "volumeName": pv,
-                     "resources": {"requests": {"storage": "64Mi"}}}})
-        end = time.monotonic() + 60
-        while core.read_namespaced_persistent_volume_claim(pvc, queues["ns"]).status.phase != "Bound":
-            assert time.monotonic() < end, "the claim never bound to its PersistentVolume"
-            time.sleep(0.2)
-        yield pvc, folder
+        name, remove = hostpath_claim(realnode, queues["ns"], folder)
+        try:
+            yield name, folder
+        finally:
+            remove()
     finally:
-        for delete in (lambda: core.delete_namespaced_persistent_volume_claim(pvc, queues["ns"]),
-                       lambda: core.delete_persistent_volume(pv)):
-            try:
-                delete()
-            except ApiException as exc:
-                if exc.status != 404:
-                    raise
         shutil.rmtree(folder, ignore_errors=True)
 
 
@@ -220,15 +202,6 @@ def killed_peer_on_kubernetes(pytester: pytest.Pytester, realnode: RealNodeClust
     return failure(got[COMM]), got[COMM]["failure"]["message"]
 
 
-def test_killed_peer_is_infrastructure_on_the_real_node(
-    pytester: pytest.Pytester, realnode: RealNodeCluster, jax_image: str, queues: dict[str, str]
-) -> None:
-    found, message = killed_peer_on_kubernetes(pytester, realnode, queues, jax_image)
-    assert found == SAME_FACT["killed peer"], message
-    assert "rank 1" in message and "rank 0 stopped by the gate after its peer failed" in message
-    assert leftovers(realnode, queues["ns"]) == []
-
-
 @pytest.fixture
 def dropped_port() -> Iterator[int]:
     """A rendezvous port whose TCP traffic between the node's pods is dropped by the host's FORWARD rules (as a
@@ -253,4 +226,146 @@ def test_unreachable_rendezvous_is_platform_on_the_real_node(
     got = training_run(pytester, realnode, queues, jax_image, slow, "-k", "communication")
     assert failure(got[COMM]) == SAME_FACT["unreachable rendezvous"], got[COMM].get("failure")
     assert "RegisterTask" in got[COMM]["failure"]["message"]
+    assert leftovers(realnode, queues["ns"]) == []
+
+
+# -- the same fact, the same category and owner on Docker and on the real node ------------------------------------
+@pytest.fixture
+def small_tmpfs(tmp_path: Path) -> Iterator[Path]:
+    """A 128 KiB tmpfs (mode 1777): a volume that fills at the first 1 MiB checkpoint."""
+    where = tmp_path / "small"
+    where.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=128k,mode=1777", "tmpfs", str(where)], check=True)
+    try:
+        yield where
+    finally:
+        subprocess.run(["umount", str(where)], check=True)
+
+
+def hostpath_claim(realnode: RealNodeCluster, ns: str, folder: Path) -> tuple[str, Any]:
+    """A hostPath PersistentVolume on ``folder`` pre-bound to claim ``ckpt`` in ``ns`` (Bound on return):
+    ``(claim name, remove())``."""
+    core = realnode.core
+    tag = uuid.uuid4().hex[:6]
+    pv, pvc, klass = f"hetero-ktrain-{tag}", "ckpt", f"hetero-ktrain-{tag}"
+    core.create_persistent_volume({  # type: ignore[arg-type]
+        "apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": pv},
+        "spec": {"capacity": {"storage": "64Mi"}, "accessModes": ["ReadWriteOnce"], "storageClassName": klass,
+                 "persistentVolumeReclaimPolicy": "Retain", "hostPath": {"path": str(folder), "type": "Directory"},
+                 "claimRef": {"namespace": ns, "name": pvc}}})
+
+    def remove() -> None:
+        for delete in (lambda: core.delete_namespaced_persistent_volume_claim(pvc, ns),
+                       lambda: core.delete_persistent_volume(pv)):
+            try:
+                delete()
+            except ApiException as exc:
+                if exc.status != 404:
+                    raise
+
+    try:
+        core.create_namespaced_persistent_volume_claim(ns, {  # type: ignore[arg-type]
+            "apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": pvc},
+            "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": klass, "volumeName": pv,
+                     "resources": {"requests": {"storage": "64Mi"}}}})
+        end = time.monotonic() + 60
+        while core.read_namespaced_persistent_volume_claim(pvc, ns).status.phase != "Bound":
+            assert time.monotonic() < end, "the claim never bound to its PersistentVolume"
+            time.sleep(0.2)
+    except BaseException:
+        remove()
+        raise
+    return pvc, remove
+
+
+def docker_kit() -> Any:
+    """tests/docker/dockerkit.py (its folder is not on this folder's path)."""
+    sys.path.insert(0, str(REPO / "tests" / "docker"))
+    try:
+        import dockerkit
+    finally:
+        sys.path.remove(str(REPO / "tests" / "docker"))
+    return dockerkit
+
+
+def on_docker(pytester: pytest.Pytester, image: str, training: dict[str, Any], kill_rank_1: bool, *args: str
+              ) -> tuple[tuple[str, str, str], str]:
+    """The training row on the real Docker engine (as tests/docker/test_docker_training.py runs it), optionally
+    SIGKILLing rank 1's container from outside once it joined: ``((status, category, owner), message)``."""
+    import docker
+
+    kit = docker_kit()
+    api = docker.APIClient(**{**docker.utils.kwargs_from_env(), "timeout": 120})
+    run_id = "d" + uuid.uuid4().hex[:9]
+
+    def kill() -> None:
+        end = time.monotonic() + 120
+        while time.monotonic() < end:
+            found = api.containers(all=True, filters={"label": [f"pytest-hetero.run-id={run_id}",
+                                                                "pytest-hetero.rank=1"]})
+            if found and b'"event": "joined"' in api.logs(found[0]["Id"], stdout=True, stderr=False):
+                time.sleep(1.0)
+                api.kill(found[0]["Id"], signal="SIGKILL")
+                return
+            time.sleep(0.1)
+
+    doc = json.loads(kit.docker_matrix(image=image, layers={"startup": {"timeout": "60s"},
+                                                            "model": {"timeout": "120s"}},
+                                       resources=[{"name": "trainer", "type": "cpu",
+                                                   "requests": {"cpu": 1, "memory": "1Gi"}}]))
+    doc["spec"]["images"][0]["name"] = "jax"
+    doc["spec"]["models"][0].update(task_type="training", training=training)
+    killer = threading.Thread(target=kill, daemon=True)
+    if kill_rank_1:
+        killer.start()
+    pytester.makefile(".matrix.yaml", d=json.dumps(doc, indent=1))
+    clear_reports(pytester)
+    try:
+        pytester.runpytest("-p", "no:cacheprovider", "--hetero-run-id", run_id, *args)
+    finally:
+        (pytester.path / "d.matrix.yaml").unlink()
+    if kill_rank_1:
+        killer.join(5)
+    item = kit.items(kit.evidence(pytester))
+    assert kit.leftovers(api, run_id) == []
+    status, category, owner, message = kit.failure(item[COMM if kill_rank_1 else CKPT])
+    return (status, category, owner), message
+
+
+@pytest.mark.parametrize("fact", ["killed peer", "full volume"])
+def test_the_same_fact_gets_the_same_category_and_owner_on_docker_and_on_the_real_node(
+    pytester: pytest.Pytester, realnode: RealNodeCluster, jax_image: str, queues: dict[str, str],
+    small_tmpfs: Path, fact: str
+) -> None:
+    """A peer SIGKILLed from outside (Docker: the engine's kill; the node: containerd's), and a checkpoint volume
+    that fills (Docker: a bind-mounted 128 KiB tmpfs; the node: a PVC bound to a hostPath PV on the same tmpfs)."""
+    if fact == "killed peer":
+        training = {"world_size": 2, "communication": {"sizes": ["64Ki"], "iterations": 100000,
+                                                       "rendezvous_timeout": "60s"}}
+        killer = threading.Thread(target=kill_from_the_node, args=(realnode, queues["ns"], 1), daemon=True)
+        killer.start()
+        got = training_run(pytester, realnode, queues, jax_image, training, "-k", "communication")
+        killer.join(5)
+        kube, kube_message = failure(got[COMM]), got[COMM]["failure"]["message"]
+        (pytester.path / "k.matrix.yaml").unlink()
+        docker_found, docker_message = on_docker(pytester, jax_image, training, True, "-k", "communication")
+        for message in (kube_message, docker_message):
+            assert "rank 1" in message and "rank 0 stopped by the gate after its peer failed" in message, message
+    else:
+        name, remove = hostpath_claim(realnode, queues["ns"], small_tmpfs)
+        ckpt = {"steps": 3, "kill_after": 1, "size": "1Mi"}
+        try:
+            got = training_run(pytester, realnode, queues, jax_image, {"checkpoint": {**ckpt, "volume": name}},
+                               "-k", "checkpoint")
+        finally:
+            remove()
+        kube, kube_message = failure(got[CKPT]), got[CKPT]["failure"]["message"]
+        (pytester.path / "k.matrix.yaml").unlink()
+        docker_found, docker_message = on_docker(pytester, jax_image,
+                                                 {"checkpoint": {**ckpt, "volume": str(small_tmpfs)}}, False,
+                                                 "-k", "checkpoint")
+        for message in (kube_message, docker_message):
+            assert "No space left on device" in message, message
+    assert kube == docker_found, (kube_message, docker_message)
+    assert kube == SAME_FACT[fact], kube_message
     assert leftovers(realnode, queues["ns"]) == []
