@@ -42,7 +42,7 @@ from pytest_hetero.backends.kubernetes import client as kc
 from pytest_hetero.backends.kubernetes import gang, podexec, queues
 from pytest_hetero.backends.kubernetes import usage as kube_usage
 from pytest_hetero.backends.labels import LABEL
-from pytest_hetero.backends.protocol import ActionFailed, JobPlacement, JobRequest, Step
+from pytest_hetero.backends.protocol import ActionFailed, JobPlacement, JobRequest, Step, Unsupported
 from pytest_hetero.evidence.usage import epoch
 
 if TYPE_CHECKING:
@@ -141,9 +141,15 @@ def start(session: KubeSession, step: Step, spec: JobSpec, python: str) -> Job:
     Kueue's admission when it is queued and for every rank's pod to run with an address; write rank 0's pod IP
     into every pod; record ``training.k8s.job``. Raises ActionFailed: ``api_not_served`` (a queue named but no
     Kueue API), the decisive Pending reason's category (``scheduling_timeout`` when nothing explains it) when it
-    is not admitted or a pod does not run, ``container_exited`` when the address cannot be written; the
+    is not admitted or a pod does not run, ``container_exited`` when the address cannot be written; Unsupported
+    when the pods landed on a KWOK-simulated node (nothing runs there: the items are not applicable) or the
+    volume is a path (no claim named); the
     :func:`~.client.api_outcome` of a refused create. What was created is removed before raising."""
     core = session.core  # connects: the namespace is known from here on
+    if spec.volume and "/" in spec.volume:
+        raise Unsupported(f"the {spec.name} job's volume {spec.volume} is a folder of the gate's host "
+                          "(training.checkpoint.volume absent, or a path): on Kubernetes it must name a "
+                          f"PersistentVolumeClaim of namespace {session.namespace}")
     name, configmap, service, manifest, request = manifests(session, step, spec, python)
     ns = session.namespace
     job = Job(spec=spec, ranks=[f"{name}-{r}" for r in range(spec.world_size)], rendezvous_host="",
@@ -173,9 +179,18 @@ def start(session: KubeSession, step: Step, spec: JobSpec, python: str) -> Job:
                         f"not admitted by Kueue within {step.timeout_s:g} s" + (f" ({error})" if error else ""))
             facts["admission"] = {**queues.kueue_admission(session.api, session.served().version(
                 queues.KUEUE) or "", workload, submitted), **gang.priority_of(workload)}
-        pods = gang.wait_running(session, name, spec.world_size, deadline)
-        up = {int(p["index"]): p for p in gang.pod_facts(pods) if p["phase"] == "Running" and p["ip"]}
+        pods = _wait_pods(session, spec, name, deadline)
         facts["pods"] = gang.pod_facts(pods)
+        up = {int(p["index"]): p for p in facts["pods"] if p["phase"] == "Running" and p["ip"]}
+        ended = {int(p["index"]): p for p in facts["pods"] if p["phase"] in ("Succeeded", "Failed")}
+        if ended and len(up) + len(ended) >= spec.world_size:
+            # a rank ended before the rendezvous (its program could not start: no interpreter, …): its exit is
+            # the fact, read by wait() like any rank's; the others wait for an address that never comes
+            job.ranks = [str((up.get(r) or ended[r])["name"]) for r in range(spec.world_size)]
+            facts["ended_before_rendezvous"] = sorted(ended)
+            job.handle["started"] = time.time()
+            step.record("training.k8s.job", **facts)
+            return job
         if len(up) < spec.world_size:
             waiting = [p for p in pods if not (p.get("status") or {}).get("podIP")
                        or (p.get("status") or {}).get("phase") != "Running"]
@@ -208,6 +223,38 @@ def _refuse(session: KubeSession, step: Step, facts: dict[str, Any], name: str, 
     gang.explain(session, out, name, workload, pods, what)
     facts.update(reasons=out.reasons, decisive=out.decisive)
     raise ActionFailed(out.message, str((out.decisive or {}).get("code") or "scheduling_timeout"))
+
+
+def _wait_pods(session: KubeSession, spec: JobSpec, name: str, deadline: float) -> list[dict[str, Any]]:
+    """The job's pods once every rank runs with an address or one ended, or as last listed at ``deadline``.
+    Raises Unsupported as soon as a pod is placed on a KWOK-simulated node (no process runs there: KWOK reports
+    the pod Running, then Succeeded, and no rank would ever take part)."""
+    simulated: dict[str, bool] = {}
+    while True:
+        pods = gang.list_pods(session, name)
+        facts = gang.pod_facts(pods)
+        for node in {str(p["node"]) for p in facts if p["node"]} - set(simulated):
+            simulated[node] = _simulated(session, node)
+        fake = sorted(n for n, yes in simulated.items() if yes)
+        if fake:
+            raise Unsupported(f"the {spec.name} job's pods landed on KWOK-simulated node(s) {', '.join(fake)}: no "
+                              "process runs there, so no rank could take part")
+        up = [p for p in facts if p["phase"] == "Running" and p["ip"]]
+        if len(up) >= spec.world_size or any(p["phase"] in ("Succeeded", "Failed") for p in facts) \
+                or time.monotonic() >= deadline:
+            return pods
+        time.sleep(POLL_S)
+
+
+def _simulated(session: KubeSession, node: str) -> bool:
+    """The node is simulated by KWOK (annotation ``kwok.x-k8s.io/node: fake``, as :mod:`.inventory` reads it)."""
+    if node not in session.nodes:
+        try:
+            meta = session.core.read_node(node, _request_timeout=30).metadata
+        except Exception:  # noqa: BLE001 - unreadable: treated as real; its pods' exits will say what happened
+            return False
+        return ((meta.annotations if meta else None) or {}).get("kwok.x-k8s.io/node") == "fake"
+    return bool(session.nodes[node].get("simulated"))
 
 
 def _pods(session: KubeSession, job: Job) -> dict[int, dict[str, Any]]:
