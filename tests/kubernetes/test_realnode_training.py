@@ -96,12 +96,13 @@ def claim(realnode: RealNodeCluster, queues: dict[str, str]) -> Iterator[tuple[s
 
 
 def training_run(pytester: pytest.Pytester, realnode: RealNodeCluster, made: dict[str, str], image: str,
-                 training: dict[str, Any], *args: str) -> dict[str, dict[str, Any]]:
-    """Run a training row (resource ``trainer``: 500m CPU, LocalQueue ``lq``; image ``jax``); items by id."""
+                 training: dict[str, Any], *args: str, timeout: str = "150s") -> dict[str, dict[str, Any]]:
+    """Run a training row (resource ``trainer``: 500m CPU, LocalQueue ``lq``; image ``jax``; the model layer's
+    ``timeout``); items by id."""
     resource = {"name": "trainer", "type": "cpu", "requests": {"cpu": "500m"}, "queue": made["lq"]}
     doc = json.loads(real_matrix(realnode.info, made["ns"], [resource],
                                  images=[{"name": "jax", "reference": image, "for": ["cpu"]}],
-                                 layers={"startup": {"timeout": "90s"}, "model": {"timeout": "150s"}}))
+                                 layers={"startup": {"timeout": "90s"}, "model": {"timeout": timeout}}))
     doc["spec"]["models"][0].update(task_type="training", training=training)
     return run(pytester, json.dumps(doc), "t" + uuid.uuid4().hex[:9], *args)
 
@@ -161,6 +162,24 @@ def test_training_row_runs_communication_and_checkpoint_on_the_real_node(
     assert [(r["attempt"], r["killed_by_gate"], r["exit_code"]) for r in ranks] == [(1, True, 137), (2, False, 0)]
     claims = [r["data"]["volume_claim"] for r in got[CKPT]["records"] if r["kind"] == "training.k8s.job"]
     assert claims == [name, name]
+
+
+def test_a_job_the_queue_cannot_admit_whole_waits_and_is_explained_in_kueues_words(
+    pytester: pytest.Pytester, realnode: RealNodeCluster, jax_image: str
+) -> None:
+    """Quota for one rank (500m) and a job of two: Kueue admits nothing (all or nothing), no pod starts, and the item
+    fails with Kueue's own reason, owner platform."""
+    with kueue_queues(realnode, "ktrain", "cpu", "500m") as made:
+        got = training_run(pytester, realnode, made, jax_image, {"world_size": 2}, "-k", "communication",
+                           timeout="8s")
+        assert leftovers(realnode, made["ns"]) == []
+    status, category, owner = failure(got[COMM])
+    assert (status, category, owner) == ("failed", "queue_request_exceeds_max", "platform"), got[COMM]["failure"]
+    k8s = data(got[COMM], "training.k8s.job")
+    assert (k8s["decisive"]["source"], k8s["decisive"]["code"]) == ("kueue", "queue_request_exceeds_max")
+    assert "pods" not in k8s and "current podset request (1) > maximum capacity (500m)" in k8s["decisive"]["message"]
+    assert got[COMM]["failure"]["message"].startswith(f"indexed Job {k8s['name']} (2 pods) not admitted by Kueue "
+                                                     "within 8 s: ")
 
 
 def rank_pod(realnode: RealNodeCluster, ns: str, rank: int, needle: str, deadline_s: float = 120.0
