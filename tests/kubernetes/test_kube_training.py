@@ -33,6 +33,35 @@ def test_training_items_on_a_simulated_node_are_not_applicable(pytester: pytest.
         item = got[f"cpu::py::digits-logreg@digits-test::{check}::model"]
         assert item["status"] == "not_applicable", item.get("failure")
         assert why in json.dumps(item), item
+    # no queue named (neither spec.task_queues nor the resource): the Job started at once, outside Kueue
+    comm = got["cpu::py::digits-logreg@digits-test::communication::model"]
+    sent = next(r["data"] for r in comm["records"] if r["kind"] == "training.k8s.job")
+    assert (sent["queue"], sent["manifest"]["spec"]["suspend"]) == (None, False)
+    assert "kueue.x-k8s.io/queue-name" not in sent["manifest"]["metadata"]["labels"]
+    assert sent["manifest"]["spec"]["backoffLimitPerIndex"] == 0 and "backoffLimit" not in sent["manifest"]["spec"]
     batch = client.BatchV1Api(cluster.api)
     assert [j.metadata.name for j in batch.list_namespaced_job(cluster.namespace,
                                                                label_selector=f"pytest-hetero.run-id={run_id}").items] == []
+
+
+def test_cleanup_removes_a_job_configmap_left_by_a_dead_run(cluster: Cluster, run_id: str,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    """A run killed between start_job and remove_job leaves its programs' ConfigMap: `hetero cleanup` removes it
+    (by the run-id label, like the Job, its pods and its Service)."""
+    import os
+
+    from pytest_hetero.cli import main
+
+    core = client.CoreV1Api(cluster.api)
+    name = f"hetero-{run_id}-job"
+    core.create_namespaced_config_map(cluster.namespace, {  # type: ignore[arg-type]
+        "metadata": {"name": name, "labels": {"pytest-hetero.run-id": run_id, "pytest-hetero.role": "workload"}},
+        "data": {"allreduce.py": "print('left behind')\n"}})
+    assert os.environ["KUBECONFIG"] == str(cluster.kubeconfig)
+    assert main(["cleanup", "--backend", "kubernetes", "--run-id", run_id, "--kube-namespace", cluster.namespace,
+                 "--json"]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    assert [(e["kind"], e["name"], e["removed"]) for e in listed] == [
+        ("configmap", f"{cluster.namespace}/{name}", True)]
+    assert [c.metadata.name for c in core.list_namespaced_config_map(
+        cluster.namespace, label_selector=f"pytest-hetero.run-id={run_id}").items] == []
