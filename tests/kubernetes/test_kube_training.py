@@ -6,7 +6,7 @@ node (test_realnode_training.py)."""
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from kubekit import kube_matrix
@@ -39,7 +39,7 @@ def test_training_items_on_a_simulated_node_are_not_applicable(pytester: pytest.
     assert (sent["queue"], sent["manifest"]["spec"]["suspend"]) == (None, False)
     assert "kueue.x-k8s.io/queue-name" not in sent["manifest"]["metadata"]["labels"]
     assert sent["manifest"]["spec"]["backoffLimitPerIndex"] == 0 and "backoffLimit" not in sent["manifest"]["spec"]
-    batch = client.BatchV1Api(cluster.api)
+    batch: Any = client.BatchV1Api(cluster.api)
     assert [j.metadata.name for j in batch.list_namespaced_job(cluster.namespace,
                                                                label_selector=f"pytest-hetero.run-id={run_id}").items] == []
 
@@ -52,9 +52,9 @@ def test_cleanup_removes_a_job_configmap_left_by_a_dead_run(cluster: Cluster, ru
 
     from pytest_hetero.cli import main
 
-    core = client.CoreV1Api(cluster.api)
+    core: Any = client.CoreV1Api(cluster.api)
     name = f"hetero-{run_id}-job"
-    core.create_namespaced_config_map(cluster.namespace, {  # type: ignore[arg-type]
+    core.create_namespaced_config_map(cluster.namespace, {
         "metadata": {"name": name, "labels": {"pytest-hetero.run-id": run_id, "pytest-hetero.role": "workload"}},
         "data": {"allreduce.py": "print('left behind')\n"}})
     assert os.environ["KUBECONFIG"] == str(cluster.kubeconfig)

@@ -18,7 +18,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -39,7 +39,7 @@ BRIDGE = "hetero-rn0"
 """realnode.sh's CNI bridge (netpol.sh's ``BRIDGE``)."""
 COMM = f"trainer::jax::{COMBO}::communication::model"
 CKPT = f"trainer::jax::{COMBO}::checkpoint::model"
-FAST = {"world_size": 2,
+FAST: dict[str, Any] = {"world_size": 2,
         "communication": {"sizes": ["4Ki", "256Ki"], "iterations": 3, "rendezvous_timeout": "60s",
                           "min_busbw_gbps": 0.0001},
         "checkpoint": {"steps": 4, "kill_after": 2, "size": "64Ki", "step_pause": "0.3s"}}
@@ -59,14 +59,12 @@ def pod_to_pod(realnode: RealNodeCluster) -> None:
 def jax_image(realnode: RealNodeCluster) -> str:
     """tests/docker/trainkit.py's jax image, built in the Docker engine when missing and imported into the real
     node's containerd when it does not hold it with trainkit's key."""
-    import docker
-
     sys.path.insert(0, str(REPO / "tests" / "docker"))
     try:
         import trainkit
     finally:
         sys.path.remove(str(REPO / "tests" / "docker"))
-    trainkit.ensure_jax_image(docker.APIClient(**{**docker.utils.kwargs_from_env(), "timeout": 300}))
+    trainkit.ensure_jax_image(docker_api())
     return realimages.import_from_docker(realnode.info.containerd_socket, trainkit.JAX_IMAGE, trainkit.KEY)
 
 
@@ -109,7 +107,8 @@ def training_run(pytester: pytest.Pytester, realnode: RealNodeCluster, made: dic
 
 def leftovers(realnode: RealNodeCluster, ns: str) -> list[str]:
     """Jobs, Services, ConfigMaps the gate made and pods still in ``ns``."""
-    core, batch = realnode.core, client.BatchV1Api(realnode.api)
+    core: Any = realnode.core
+    batch: Any = client.BatchV1Api(realnode.api)
     made = "pytest-hetero.owner"
     return ([f"job/{j.metadata.name}" for j in batch.list_namespaced_job(ns).items]
             + [f"pod/{p.metadata.name}" for p in core.list_namespaced_pod(ns).items]
@@ -185,7 +184,7 @@ def test_a_job_the_queue_cannot_admit_whole_waits_and_is_explained_in_kueues_wor
 def rank_pod(realnode: RealNodeCluster, ns: str, rank: int, needle: str, deadline_s: float = 120.0
              ) -> dict[str, Any]:
     """The communication job's pod of ``rank`` once its log holds ``needle`` (waits)."""
-    core = realnode.core
+    core: Any = realnode.core
     end = time.monotonic() + deadline_s
     while time.monotonic() < end:
         for pod in core.list_namespaced_pod(ns, label_selector="pytest-hetero.job=communication").items:
@@ -193,7 +192,7 @@ def rank_pod(realnode: RealNodeCluster, ns: str, rank: int, needle: str, deadlin
                 continue
             try:
                 if needle in core.read_namespaced_pod_log(pod.metadata.name, ns, container="workload"):
-                    return dict(client.ApiClient().sanitize_for_serialization(pod))
+                    return dict(client.ApiClient().sanitize_for_serialization(pod))  # type: ignore[no-untyped-call]
             except ApiException:
                 pass
         time.sleep(0.2)
@@ -264,18 +263,19 @@ def small_tmpfs(tmp_path: Path) -> Iterator[Path]:
 def hostpath_claim(realnode: RealNodeCluster, ns: str, folder: Path) -> tuple[str, Any]:
     """A hostPath PersistentVolume on ``folder`` pre-bound to claim ``ckpt`` in ``ns`` (Bound on return):
     ``(claim name, remove())``."""
-    core = realnode.core
+    core: Any = realnode.core
     tag = uuid.uuid4().hex[:6]
     pv, pvc, klass = f"hetero-ktrain-{tag}", "ckpt", f"hetero-ktrain-{tag}"
-    core.create_persistent_volume({  # type: ignore[arg-type]
+    core.create_persistent_volume({
         "apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": pv},
         "spec": {"capacity": {"storage": "64Mi"}, "accessModes": ["ReadWriteOnce"], "storageClassName": klass,
                  "persistentVolumeReclaimPolicy": "Retain", "hostPath": {"path": str(folder), "type": "Directory"},
                  "claimRef": {"namespace": ns, "name": pvc}}})
 
     def remove() -> None:
-        for delete in (lambda: core.delete_namespaced_persistent_volume_claim(pvc, ns),
-                       lambda: core.delete_persistent_volume(pv)):
+        deletes: tuple[Callable[[], Any], ...] = (lambda: core.delete_namespaced_persistent_volume_claim(pvc, ns),
+                                                  lambda: core.delete_persistent_volume(pv))
+        for delete in deletes:
             try:
                 delete()
             except ApiException as exc:
@@ -283,7 +283,7 @@ def hostpath_claim(realnode: RealNodeCluster, ns: str, folder: Path) -> tuple[st
                     raise
 
     try:
-        core.create_namespaced_persistent_volume_claim(ns, {  # type: ignore[arg-type]
+        core.create_namespaced_persistent_volume_claim(ns, {
             "apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": pvc},
             "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": klass, "volumeName": pv,
                      "resources": {"requests": {"storage": "64Mi"}}}})
@@ -295,6 +295,15 @@ def hostpath_claim(realnode: RealNodeCluster, ns: str, folder: Path) -> tuple[st
         remove()
         raise
     return pvc, remove
+
+
+def docker_api() -> Any:
+    """A ``docker.APIClient`` of the engine the environment names (the Docker tests' engine)."""
+    import docker
+    import docker.utils
+
+    env: dict[str, Any] = dict(docker.utils.kwargs_from_env())
+    return docker.APIClient(**env, timeout=300)
 
 
 def docker_kit() -> Any:
@@ -311,10 +320,8 @@ def on_docker(pytester: pytest.Pytester, image: str, training: dict[str, Any], k
               ) -> tuple[tuple[str, str, str], str]:
     """The training row on the real Docker engine (as tests/docker/test_docker_training.py runs it), optionally
     SIGKILLing rank 1's container from outside once it joined: ``((status, category, owner), message)``."""
-    import docker
-
     kit = docker_kit()
-    api = docker.APIClient(**{**docker.utils.kwargs_from_env(), "timeout": 120})
+    api = docker_api()
     run_id = "d" + uuid.uuid4().hex[:9]
 
     def kill() -> None:
