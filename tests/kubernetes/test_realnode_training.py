@@ -159,8 +159,13 @@ def test_training_row_runs_communication_and_checkpoint_on_the_real_node(
     assert on_volume.startswith(b"step=4\n") and len(on_volume) == len(b"step=4\n") + 64 * 1024
     ranks = [r["data"] for r in got[CKPT]["records"] if r["kind"] == "training.rank"]
     assert [(r["attempt"], r["killed_by_gate"], r["exit_code"]) for r in ranks] == [(1, True, 137), (2, False, 0)]
-    claims = [r["data"]["volume_claim"] for r in got[CKPT]["records"] if r["kind"] == "training.k8s.job"]
-    assert claims == [name, name]
+    # ONE Job: the gate killed its pod, the Job controller started a new pod of the same index over the same claim
+    made = [r["data"] for r in got[CKPT]["records"] if r["kind"] == "training.k8s.job"]
+    assert [m["volume_claim"] for m in made] == [name, name] and made[0]["name"] == made[1]["name"]
+    assert made[1]["restarted_by"].startswith("the Job controller") and made[1]["replaces"] == [ranks[0]["name"]]
+    assert ranks[1]["name"] != ranks[0]["name"] and ranks[1]["name"].startswith(f"{made[0]['name']}-0-")
+    spec = made[0]["manifest"]["spec"]
+    assert (spec["backoffLimitPerIndex"], spec["podFailurePolicy"]["rules"][0]["onExitCodes"]["values"]) == (1, [137])
 
 
 def test_a_job_the_queue_cannot_admit_whole_waits_and_is_explained_in_kueues_words(

@@ -12,15 +12,21 @@ To what the gang job is, this adds
 * ``HETERO_RANK``/``RANK`` from the pod's completion index (downward API), the other variables of
   :meth:`JobSpec.rank_env` in the template;
 * the rendezvous address: every pod starts the :data:`LAUNCHER` (Python standard library), which waits until the
-  gate wrote rank 0's pod IP into :data:`ADDRESS_FILE` (an emptyDir, by exec once every pod runs) and then execs
-  the program with ``HETERO_RENDEZVOUS_ADDR``/``MASTER_ADDR`` set. The pod IP, not the headless Service's DNS
+  gate wrote rank 0's pod IP into :data:`ADDRESS_FILE` (an emptyDir, by exec once every pod runs; JSON
+  ``{"addr", "env", "unset"}``: the attempt's own variables over the template's) and then execs the program
+  with ``HETERO_RENDEZVOUS_ADDR``/``MASTER_ADDR`` set. The pod IP, not the headless Service's DNS
   name ``<job>-0.<service>``: the name needs cluster DNS, which a cluster may lack (the test node has none),
   while the pod IP is the address the CNI gives and routes; the DNS name is in evidence beside it;
 * ``shareProcessNamespace``: the rank's program is then not its PID namespace's init, so the gate's kill
   (:func:`kill`, exec ``kill -9``) is a real SIGKILL and the kubelet reports the runtime's exit code (137);
 * ``backoffLimitPerIndex: 0``: a failed rank is not retried and does not make the Job controller delete the
   other ranks' pods (with ``backoffLimit: 0`` it would, and their exits would be lost): the gate stops them
-  itself after the settle time, as on Docker.
+  itself after the settle time, as on Docker;
+* the checkpoint job (one with a volume) restarts **in place**: ``backoffLimitPerIndex: 1`` and a
+  ``podFailurePolicy`` that fails the index at once on any exit but 137, so the gate's SIGKILL makes the Job
+  controller start a new pod of the same index over the same claim; :func:`remove` keeps that Job
+  (:data:`KEPT`) and the next attempt's :func:`start` takes the new pod over (it waits in the launcher until the
+  gate hands it the address) instead of creating another Job.
 
 Facts only (:class:`~pytest_hetero.backends.jobs.RankExit`): exit codes, the kubelet's ``OOMKilled``, the
 container's log (Kubernetes keeps stdout and stderr in one log: ``stdout`` is the whole log, ``stderr`` its
@@ -31,6 +37,7 @@ labels, so the engine's close and ``hetero cleanup`` remove what :func:`remove` 
 from __future__ import annotations
 
 import base64
+import json
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -54,7 +61,7 @@ ADDRESS_DIR = "/hetero-rendezvous"
 ADDRESS_FILE = ADDRESS_DIR + "/addr"
 """Where the gate writes rank 0's address in every pod (an emptyDir)."""
 LAUNCHER_CODE = r'''"""pytest-hetero job launcher: wait for rank 0's address (the gate writes it), exec the program."""
-import os, sys, time
+import json, os, sys, time
 path = "/hetero-rendezvous/addr"
 end = time.monotonic() + float(os.environ.get("HETERO_ADDRESS_WAIT_S", "600"))
 while not os.path.exists(path):
@@ -63,12 +70,16 @@ while not os.path.exists(path):
         sys.exit(3)
     time.sleep(0.1)
 with open(path) as fh:
-    addr = fh.read().strip()
-os.environ["HETERO_RENDEZVOUS_ADDR"] = os.environ["MASTER_ADDR"] = addr
+    given = json.load(fh)
+for key in given.get("unset", []):
+    os.environ.pop(key, None)
+os.environ.update(given.get("env", {}))
+os.environ["HETERO_RENDEZVOUS_ADDR"] = os.environ["MASTER_ADDR"] = given["addr"]
 os.execvp(sys.argv[1], sys.argv[1:])
 '''
-WRITE_ADDRESS = ("import os, sys\nopen(sys.argv[1] + '.tmp', 'w').write(sys.argv[2] + '\\n')\n"
+WRITE_ADDRESS = ("import os, sys\nopen(sys.argv[1] + '.tmp', 'w').write(sys.argv[2])\n"
                  "os.replace(sys.argv[1] + '.tmp', sys.argv[1])\n")
+"""Run by exec in a rank's pod: write argv[2] (``{"addr", "env", "unset"}`` JSON) to argv[1] atomically."""
 KILL = ("import os, sys\nme = os.getpid()\nfor p in os.listdir('/proc'):\n"
         "    if not p.isdigit() or int(p) == me:\n        continue\n"
         "    try:\n        line = open('/proc/%s/cmdline' % p, 'rb').read()\n    except OSError:\n        continue\n"
@@ -112,6 +123,10 @@ def manifests(session: KubeSession, step: Step, spec: JobSpec, python: str
     jspec = job["spec"]
     jspec.pop("backoffLimit", None)
     jspec["backoffLimitPerIndex"] = 0
+    if spec.volume:  # the checkpoint job: a SIGKILLed rank (137: the gate's kill) is restarted once by the Job
+        jspec["backoffLimitPerIndex"] = 1  # controller over the same claim; any other failure ends its index
+        jspec["podFailurePolicy"] = {"rules": [{"action": "FailIndex", "onExitCodes": {
+            "containerName": "workload", "operator": "NotIn", "values": [137]}}]}
     pod = jspec["template"]["spec"]
     pod["shareProcessNamespace"] = True
     pod["terminationGracePeriodSeconds"] = 1
@@ -150,11 +165,15 @@ def start(session: KubeSession, step: Step, spec: JobSpec, python: str) -> Job:
         raise Unsupported(f"the {spec.name} job's volume {spec.volume} is a folder of the gate's host "
                           "(training.checkpoint.volume absent, or a path): on Kubernetes it must name a "
                           f"PersistentVolumeClaim of namespace {session.namespace}")
+    kept = KEPT.pop(_key(session, step, spec), None)
+    if kept is not None and spec.attempt > 1:
+        return _restarted(session, step, spec, python, kept)
     name, configmap, service, manifest, request = manifests(session, step, spec, python)
     ns = session.namespace
     job = Job(spec=spec, ranks=[f"{name}-{r}" for r in range(spec.world_size)], rendezvous_host="",
               where=f"namespace {ns}, indexed Job {name}, headless Service {name}",
-              handle={"name": name, "queue": request.queue})
+              handle={"name": name, "queue": request.queue, "key": _key(session, step, spec),
+                      "restartable": bool(spec.volume)})
     if request.queue and session.served().version(queues.KUEUE) is None:
         raise ActionFailed(f"the {spec.name} job goes to LocalQueue {request.queue}: "
                            f"{session.served().describe(queues.KUEUE)}", "api_not_served")
@@ -200,12 +219,7 @@ def start(session: KubeSession, step: Step, spec: JobSpec, python: str) -> Job:
         job.rendezvous_host = str(up[0]["ip"])
         facts["rendezvous"] = {"address": f"{job.rendezvous_host}:{spec.port}",
                                "dns_name": f"{name}-0.{name}.{ns}.svc:{spec.port}"}
-        for rank, pod in enumerate(job.ranks):  # the launcher execs the program once its file is there
-            done = podexec.run(core, ns, pod, "workload", [python, "-c", WRITE_ADDRESS, ADDRESS_FILE,
-                                                            job.rendezvous_host], 60)
-            if done.exit_code != 0:
-                raise ActionFailed(f"writing rank 0's address into rank {rank}'s pod {pod}: exit {done.exit_code}"
-                                   f" {done.stderr.strip()[-300:]}", "container_exited")
+        _hand_over(session, job, python)
         job.handle["started"] = time.time()
     except BaseException:
         step.record("training.k8s.job", **facts)
@@ -223,6 +237,68 @@ def _refuse(session: KubeSession, step: Step, facts: dict[str, Any], name: str, 
     gang.explain(session, out, name, workload, pods, what)
     facts.update(reasons=out.reasons, decisive=out.decisive)
     raise ActionFailed(out.message, str((out.decisive or {}).get("code") or "scheduling_timeout"))
+
+
+def _hand_over(session: KubeSession, job: Job, python: str, template: JobSpec | None = None) -> None:
+    """Write rank 0's address into every rank's pod (the launcher execs the program once it is there), with the
+    attempt's own :attr:`JobSpec.env` over the pod template's (``template``: the spec the Job was made from, when
+    it is another attempt's; its variables this attempt lacks are unset). Raises ActionFailed
+    ``container_exited`` when it cannot be written."""
+    given = {"addr": job.rendezvous_host, "env": dict(job.spec.env),
+             "unset": sorted(set(template.env) - set(job.spec.env)) if template else []}
+    for rank, pod in enumerate(job.ranks):
+        done = podexec.run(session.core, session.namespace, pod, "workload",
+                           [python, "-c", WRITE_ADDRESS, ADDRESS_FILE, json.dumps(given)], 60)
+        if done.exit_code != 0:
+            raise ActionFailed(f"writing rank 0's address into rank {rank}'s pod {pod}: exit {done.exit_code}"
+                               f" {done.stderr.strip()[-300:]}", "container_exited")
+
+
+KEPT: dict[tuple[str, str, str, str], Job] = {}
+"""Checkpoint jobs whose rank the gate killed, kept by :func:`remove` for the next attempt: the Job controller
+restarts the killed pod (``backoffLimitPerIndex: 1``, only for exit 137) and :func:`start` of the next attempt takes
+that pod over. Key: (owner, item, job name, claim)."""
+
+
+def _key(session: KubeSession, step: Step, spec: JobSpec) -> tuple[str, str, str, str]:
+    return session.owner, step.planned.id, spec.name, spec.volume or ""
+
+
+def _restarted(session: KubeSession, step: Step, spec: JobSpec, python: str, kept: Job) -> Job:
+    """Attempt ``spec.attempt`` of a kept job: the pod the Job controller started in place of the killed one (same
+    index, same claim), handed rank 0's address (its own); record ``training.k8s.job`` with ``restarted_by``.
+    Raises ActionFailed like :func:`start` when no replacement runs within the layer's timeout."""
+    name, ns = kept.handle["name"], session.namespace
+    job = Job(spec=spec, ranks=[], rendezvous_host="", where=kept.where, handle={**kept.handle, "restartable": False})
+    gone = set(kept.ranks)
+    facts: dict[str, Any] = {"name": name, "namespace": ns, "queue": kept.handle.get("queue"),
+                             "workers": spec.world_size, "volume_claim": spec.volume,
+                             "restarted_by": "the Job controller (backoffLimitPerIndex 1, podFailurePolicy: exit 137)",
+                             "replaces": sorted(gone)}
+    deadline = time.monotonic() + step.timeout_s
+    try:
+        while True:
+            pods = [p for p in gang.list_pods(session, name) if (p.get("metadata") or {}).get("name") not in gone]
+            up = {int(p["index"]): p for p in gang.pod_facts(pods) if p["phase"] == "Running" and p["ip"]}
+            if len(up) >= spec.world_size or time.monotonic() >= deadline:
+                break
+            time.sleep(POLL_S)
+        facts["pods"] = gang.pod_facts(pods)
+        if len(up) < spec.world_size:
+            _refuse(session, step, facts, name, None, pods, f"indexed Job {name}: the Job controller restarted "
+                    f"{len(up)} of {spec.world_size} killed pods within {step.timeout_s:g} s")
+        job.ranks = [str(up[r]["name"]) for r in range(spec.world_size)]
+        job.rendezvous_host = str(up[0]["ip"])
+        facts["rendezvous"] = {"address": f"{job.rendezvous_host}:{spec.port}",
+                               "dns_name": f"{name}-0.{name}.{ns}.svc:{spec.port}"}
+        _hand_over(session, job, python, kept.spec)
+        job.handle["started"] = time.time()
+    except BaseException:
+        step.record("training.k8s.job", **facts)
+        remove(session, job)
+        raise
+    step.record("training.k8s.job", **facts)
+    return job
 
 
 def _wait_pods(session: KubeSession, spec: JobSpec, name: str, deadline: float) -> list[dict[str, Any]]:
@@ -258,13 +334,10 @@ def _simulated(session: KubeSession, node: str) -> bool:
 
 
 def _pods(session: KubeSession, job: Job) -> dict[int, dict[str, Any]]:
-    """Rank → the job's pod of that completion index (the newest when there are several)."""
-    out: dict[int, dict[str, Any]] = {}
-    for p in gang.list_pods(session, job.handle["name"]):
-        index = ((p.get("metadata") or {}).get("annotations") or {}).get(gang.INDEX)
-        if index is not None:
-            out[int(index)] = p
-    return out
+    """Rank → the job's pod of that rank (by the names :func:`start` found: a pod the Job controller started in
+    place of a killed one belongs to the next attempt)."""
+    by_name = {(p.get("metadata") or {}).get("name"): p for p in gang.list_pods(session, job.handle["name"])}
+    return {r: by_name[n] for r, n in enumerate(job.ranks) if n in by_name}
 
 
 def _state(pod: dict[str, Any] | None) -> dict[str, Any]:
@@ -356,7 +429,12 @@ def _exit(session: KubeSession, job: Job, rank: int, pod: dict[str, Any] | None,
 
 def remove(session: KubeSession, job: Job) -> None:
     """Delete the Job (its pods at once), the Service and the ConfigMap (never the volume's claim). Never
-    raises: what is left carries the owner label for the engine's close and ``hetero cleanup``."""
+    raises: what is left carries the owner label for the engine's close and ``hetero cleanup``. A checkpoint job
+    whose rank the gate killed is kept instead (:data:`KEPT`): the Job controller restarts that rank for the
+    next attempt."""
+    if job.killed and job.handle.get("restartable") and job.handle.get("key"):
+        KEPT[job.handle["key"]] = job
+        return
     name, ns = job.handle.get("name", ""), session.namespace
     deletes: tuple[Callable[[], Any], ...] = (lambda: client.BatchV1Api(session.api).delete_namespaced_job(
                    name, ns, propagation_policy="Background", grace_period_seconds=0, _request_timeout=30),
