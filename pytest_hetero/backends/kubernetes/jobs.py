@@ -428,7 +428,8 @@ def _exit(session: KubeSession, job: Job, rank: int, pod: dict[str, Any] | None,
 
 
 def remove(session: KubeSession, job: Job) -> None:
-    """Delete the Job (its pods at once), the Service and the ConfigMap (never the volume's claim). Never
+    """Delete the Job (its pods with it: background propagation), the Service and the ConfigMap (never the
+    volume's claim). Never
     raises: what is left carries the owner label for the engine's close and ``hetero cleanup``. A checkpoint job
     whose rank the gate killed is kept instead (:data:`KEPT`): the Job controller restarts that rank for the
     next attempt."""
@@ -438,8 +439,6 @@ def remove(session: KubeSession, job: Job) -> None:
     name, ns = job.handle.get("name", ""), session.namespace
     deletes: tuple[Callable[[], Any], ...] = (lambda: client.BatchV1Api(session.api).delete_namespaced_job(
                    name, ns, propagation_policy="Background", grace_period_seconds=0, _request_timeout=30),
-               lambda: session.core.delete_collection_namespaced_pod(
-                   ns, label_selector=f"{gang.GANG}={name}", grace_period_seconds=0, _request_timeout=30),
                lambda: session.core.delete_namespaced_service(name, ns, _request_timeout=30),
                lambda: session.core.delete_namespaced_config_map(name, ns, _request_timeout=30))
     for delete in deletes:
