@@ -35,6 +35,13 @@ OPTIONS: tuple[tuple[str, dict[str, object]], ...] = (
     ("--hetero-node-parallel", {"type": int, "default": None, "metavar": "N",
                                 "help": "nodes a node-coverage item checks at once (device payload and smoke "
                                         "model run, each node's exec on its own connection; default 8)"}),
+    ("--hetero-model-runs", {"default": None, "choices": ("shared", "per-run"),
+                             "help": "kubernetes: every model run an exec in the shared workload pod (shared), or "
+                                     "a Pod of its own placed by the scheduler (per-run); overrides "
+                                     "resources[].model_runs"}),
+    ("--hetero-concurrency", {"type": int, "default": None, "metavar": "N",
+                              "help": "model-run Pods of one resource x image at once with per-run model runs; "
+                                      "overrides resources[].concurrency"}),
     ("--hetero-sign-key", {"default": None, "metavar": "PEM",
                            "help": "Ed25519 private key to sign the bundle (or $HETERO_SIGN_KEY)"}),
     ("--hetero-sign-command", {"default": None, "metavar": "CMD",
@@ -85,6 +92,8 @@ INI: tuple[tuple[str, str, str], ...] = (
     ("hetero_report_dir", "folder for evidence bundles", "reports"),
     ("hetero_parallel", "concurrent scheduling/startup probes per backend", "4"),
     ("hetero_node_parallel", "nodes a node-coverage item checks at once", "8"),
+    ("hetero_model_runs", "kubernetes model runs when a resource says nothing: shared or per-run", "shared"),
+    ("hetero_concurrency", "model-run Pods of one resource x image at once when a resource says nothing", "4"),
     ("hetero_timeout_scale", "multiply every layer timeout", "1.0"),
 )
 """Ini keys as ``(name, help, default)``."""
@@ -153,6 +162,14 @@ class Settings:
     node_parallel: int = 8
     audit_log: str | None = None
     """Nodes a node-coverage item checks at once (``--hetero-node-parallel``, ini ``hetero_node_parallel``)."""
+    model_runs: str | None = None
+    """``--hetero-model-runs`` (``shared`` | ``per-run``): overrides every resource's ``model_runs``; None: none."""
+    concurrency: int | None = None
+    """``--hetero-concurrency``: overrides every resource's ``concurrency``; None: not given."""
+    default_model_runs: str = "shared"
+    """Ini ``hetero_model_runs``: the model runs of a resource that names none."""
+    default_concurrency: int = 4
+    """Ini ``hetero_concurrency``: the concurrency of a resource that names none."""
 
     @property
     def bundle_dir(self) -> Path:
@@ -236,7 +253,20 @@ def build_settings(option: Callable[[str], Any], ini: Callable[[str], Any], root
         change=option("--hetero-change"),
         audit_log=option("--hetero-audit-log"),
         node_parallel=int(_number(node_parallel, "hetero_node_parallel", int, 1)),
+        model_runs=option("--hetero-model-runs"),
+        concurrency=None if option("--hetero-concurrency") is None
+        else int(_number(option("--hetero-concurrency"), "--hetero-concurrency", int, 1)),
+        default_model_runs=_model_runs(ini("hetero_model_runs")),
+        default_concurrency=int(_number(ini("hetero_concurrency"), "hetero_concurrency", int, 1)),
     )
+
+
+def _model_runs(value: object) -> str:
+    """The ini ``hetero_model_runs`` value, checked (SettingsError unless ``shared`` or ``per-run``)."""
+    if str(value) not in ("shared", "per-run"):
+        raise SettingsError(f"hetero_model_runs must be shared or per-run, got {value!r}",
+                            hint="hetero_model_runs = per-run")
+    return str(value)
 
 
 def bundle_settings(bundle_dir: Path, sign_key: Path | SignCommand | None) -> Settings:

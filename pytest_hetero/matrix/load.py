@@ -449,7 +449,8 @@ def _build(data: dict[str, Any], path: Path, raw: bytes, pos: Positions, base: P
         limits={k: str(v) for k, v in r.get("limits", {}).items()},
         node_selector=dict(r.get("node_selector", {})), tolerations=tuple(r.get("tolerations", [])),
         queue=r.get("queue"), priority_class=r.get("priority_class"), expect=dict(r.get("expect", {})),
-        line=line("spec", "resources", i), coverage=Coverage.parse(r.get("coverage")))
+        line=line("spec", "resources", i), coverage=Coverage.parse(r.get("coverage")),
+        model_runs=r.get("model_runs"), concurrency=r.get("concurrency"))
         for i, r in enumerate(spec["resources"]))
     images = tuple(Image(
         name=m["name"], reference=m["reference"], digest=m.get("digest"),

@@ -231,6 +231,10 @@ class LayerItem(pytest.Item):
                 handoff=self.config.stash.setdefault(HANDOFF, {}), scope=self._artifact_scope(),
                 timeout_s=self.matrix.timeouts_s[self.planned.layer] * settings.timeout_scale,
                 hook=self.config.hook, progress=TerminalProgress(self.config))
+            if self.planned.layer == "model":  # the items an engine may start ahead (per-run model runs)
+                from pytest_hetero.pytest_plugin.spread import upcoming
+
+                ctx.state["upcoming"] = upcoming(self)
             CHECKS[self.planned.layer](ctx)
             self.config.hook.pytest_hetero_layer_check(ctx=ctx)
         except NotApplicable as exc:

@@ -239,8 +239,14 @@ class KubernetesBackend(Backend):
     def execute(self, step: Step) -> ExecResult:
         """Copy inputs into the workload pod (once), exec the entrypoint with the layer timeout, read outputs.
 
-        See :func:`.run.execute` for the result's details and the faults it raises.
+        See :func:`.run.execute` for the result's details and the faults it raises. With ``model_runs: per-run``
+        the run gets a Pod of its own, and the runs of the model items after it are launched ahead, up to the
+        resource's concurrency (see :mod:`.spread`).
         """
+        from pytest_hetero.backends.kubernetes import spread
+
+        if spread.wanted(step):
+            return spread.execute(self.session, step)
         return kube_model.execute(self.session, step)
 
     def serving_endpoint(self, step: Step, request: ServingRequest) -> str:
@@ -291,6 +297,9 @@ class KubernetesBackend(Backend):
 
     def _close(self) -> list[Leftover]:
         s = self.session
+        from pytest_hetero.backends.kubernetes import spread
+
+        spread.shutdown(s)
         s.pool.shutdown(wait=True, cancel_futures=True)
         if s.watch is not None:
             s.watch.stop()

@@ -187,9 +187,12 @@ def read_outputs(core: client.CoreV1Api, namespace: str, pod: str, path: str) ->
     return done.stdout.encode("utf-8", "surrogateescape") if done.exit_code == 0 else None
 
 
-def execute(session: KubeSession, ctx: Step) -> ExecResult:
+def execute(session: KubeSession, ctx: Step, given: dict[str, Any] | None = None,
+            isolation: dict[str, Any] | None = None) -> ExecResult:
     """Copy inputs into the item's workload pod (once; starting it first when no startup item did),
-    exec the rendered entrypoint with the layer timeout (seconds), read the outputs file.
+    exec the rendered entrypoint with the layer timeout (seconds), read the outputs file. ``given``: a started
+    workload record of the caller's to run in instead (a model run's own pod, :mod:`.spread`), whose
+    ``isolation`` then replaces the shared pod's.
 
     The pod's node is checked first and watched during the run (:mod:`.nodes`): a run whose node
     turns NotReady is abandoned at once; its result then carries ``failure`` (status ``error``,
@@ -199,7 +202,7 @@ def execute(session: KubeSession, ctx: Step) -> ExecResult:
     (:func:`copy_inputs`), EngineUnavailable ``node_not_ready`` (:func:`.nodes.ensure_ready`), a refused or
     broken exec translated by :func:`.client.api_outcome`, and whatever :func:`.startup.start` raises.
     """
-    workload, started_here = _workload(session, ctx)
+    workload, started_here = (given, None) if given is not None else _workload(session, ctx)
     pod, root = workload["pod"], f"/tmp/hetero-{session.owner}"
     node = node_of(session, workload)
     kube_node.ensure_ready(session, ctx, workload, node)
@@ -244,7 +247,7 @@ def execute(session: KubeSession, ctx: Step) -> ExecResult:
             "ran_on": "the KWOK host (simulated node)" if simulated else f"pod {pod}",
             "node": node or None,
             "abandoned": done.abandoned,
-            "isolation": dict(SHARED_POD if ctx.pinned_node is None else PINNED_POD),
+            "isolation": dict(isolation or (SHARED_POD if ctx.pinned_node is None else PINNED_POD)),
             "workload": ran,
             **({"truth_withheld": withheld} if (withheld := record_of(ctx.matrix, code, KUBE_HOW)) else {}),
             "usage": sampled,

@@ -1,0 +1,356 @@
+"""Model runs spread over the pool's capacity: each model run a Pod of its own (``resources[].model_runs: per-run``).
+
+With ``per-run`` (``--hetero-model-runs`` overrides the matrix, ini ``hetero_model_runs`` is the default) every model ×
+dataset run of a resource × image is a workload of its own, built as the resource × image workload is
+(:func:`.scheduling.manifest`: the resource's requests, nodeSelector, tolerations, priority class; a Job through
+Kueue with ``submit_as: kueue-job``), placed by the real scheduler, and deleted once its run is read back. Each
+Pod carries ``activeDeadlineSeconds`` (placement + run timeout + :data:`DEADLINE_MARGIN_S`), so a gate killed
+with SIGKILL leaves no run going past it; Ctrl-C and SIGTERM reach :func:`shutdown` through the engine's close,
+which deletes every object the run created (what it cannot delete is reported as leftovers).
+
+How a run goes (:func:`one_run`, in a thread of the group's pool): create the Pod, wait on the run's pod watch
+until its container runs (placement and start, up to the model timeout; a Pod that will not start fails with
+the category :func:`.startup.startup_failed` gives it), read the devices the device plugin handed it (every
+``*_VISIBLE_DEVICES`` variable in the container's environment), then run the model in it exactly as in the
+shared pod (:func:`.run.execute`: inputs copied in, the entrypoint under the gate's wrapper, node watched,
+outputs read back), and delete the Pod.
+
+**Concurrency and joining.** pytest items stay the units of report, run one after the other. The first model item
+of a resource × image to run (its startup passed: gating is the items', unchanged) launches the runs of itself and
+of the model items after it in this session (``state["upcoming"]``, set by the pytest glue), at most
+``concurrency`` (``--hetero-concurrency`` > ``resources[].concurrency`` > ini ``hetero_concurrency``, default 4)
+at once; each model item then waits for its own run's result, joined to it when it arrives, and the records the
+run made are written into that item's evidence. A run no item asked for ahead (a rerun, a repeat) runs when asked.
+
+**The startup workload** (the resource × image pod the startup item proved) is deleted when the first run is
+launched, so the devices it held serve the model runs; when no startup item started one, each run's own Pod gives
+the image digest the model layer checks.
+
+Evidence per run (``details["spread"]``): the Pod, the node it ran on, the devices it was handed, when it was
+created, running, run, deleted (epoch seconds), how long it waited for a slot and for the scheduler, the
+concurrency. ``details["isolation"]`` says the run had its pod to itself (isolation between model runs proven);
+on a KWOK-simulated node the run executed on the KWOK host, and isolation is stated not proven.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import threading
+import time
+import uuid
+import weakref
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from kubernetes import client
+
+from pytest_hetero.backends.kubernetes import client as kc
+from pytest_hetero.backends.kubernetes import podexec as kube_exec
+from pytest_hetero.backends.kubernetes import run as kube_model
+from pytest_hetero.backends.kubernetes import scheduling as ks
+from pytest_hetero.backends.kubernetes import startup
+from pytest_hetero.backends.kubernetes import usage as kube_usage
+from pytest_hetero.backends.kubernetes.submit import PULL, workload_key
+from pytest_hetero.backends.protocol import ActionFailed, EngineFault, ExecResult, Step
+from pytest_hetero.evidence.model import Artifact
+from pytest_hetero.signals import quiet_thread
+
+if TYPE_CHECKING:
+    from pytest_hetero.backends.kubernetes.session import KubeSession
+    from pytest_hetero.matrix.expand import PlannedItem
+    from pytest_hetero.matrix.model import Dataset, Image, Matrix, Model, Resource
+    from pytest_hetero.settings import Settings
+
+PER_RUN_POD: dict[str, Any] = {
+    "mechanism": "kubernetes pod of its own per model run, placed by the scheduler with the resource's requests "
+                 "and deleted after the run",
+    "confined": True, "shared_between_runs": False,
+    "models_isolation": "proven: no other model run used this run's pod (file system, processes, devices)",
+}
+"""``isolation`` of a per-run model run on a node with a kubelet."""
+PER_RUN_SIMULATED: dict[str, Any] = {
+    "mechanism": "kubernetes pod of its own per model run on a KWOK-simulated node",
+    "confined": True, "shared_between_runs": True,
+    "reason": "the run executed on the KWOK host (simulated node), where every run shares one file system",
+}
+"""``isolation`` of a per-run model run on a KWOK node: not proven (the exec ran on the simulator's host)."""
+DEADLINE_MARGIN_S = 60.0
+"""Seconds added to a run Pod's placement + run timeouts for its ``activeDeadlineSeconds``."""
+VISIBLE = re.compile(r"^([A-Z0-9_]*VISIBLE_DEVICES)=(.*)$", re.MULTILINE)
+"""Environment variables through which device plugins hand a container its devices."""
+
+
+def mode(step: Step) -> tuple[str, int]:
+    """``(model_runs, concurrency)`` of the step's resource: the command line's, else the matrix's, else the ini's."""
+    s, res = step.settings, step.resource
+    runs = s.model_runs or res.model_runs or s.default_model_runs
+    width = s.concurrency or res.concurrency or s.default_concurrency
+    return runs, max(1, int(width))
+
+
+def wanted(step: Step) -> bool:
+    """True when the step's model run goes to a Pod of its own: ``per-run`` and an ordinary model item (not a
+    node-coverage smoke run, which has its pinned pod, nor a task type's check)."""
+    return step.pinned_node is None and "check" not in step.planned.keys and mode(step)[0] == "per-run"
+
+
+@dataclass
+class Deferred:
+    """The Step a run in a helper thread is handed: the item's matrix entries and timeout; what the run records
+    (and the artifacts it keeps) wait in ``records``/``artifacts`` until the item joins the result."""
+
+    matrix: Matrix
+    planned: PlannedItem
+    settings: Settings
+    timeout_s: float
+    pinned_node: str | None = None
+    records: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    artifacts: list[tuple[str, str | bytes, str]] = field(default_factory=list)
+
+    @property
+    def layer(self) -> str:
+        """The item's layer (``model``)."""
+        return self.planned.layer
+
+    @property
+    def resource(self) -> Resource:
+        """The resource of the item."""
+        return self.matrix.resource(self.planned.keys["resource"])
+
+    @property
+    def image(self) -> Image:
+        """The image of the item."""
+        return self.matrix.image(self.planned.keys["image"])
+
+    @property
+    def model(self) -> Model:
+        """The model of the item."""
+        return self.matrix.model(self.planned.keys["model"])
+
+    @property
+    def dataset(self) -> Dataset:
+        """The dataset of the item."""
+        return self.matrix.dataset(self.planned.keys["dataset"])
+
+    def record(self, kind: str, **data: Any) -> None:
+        """Keep the record for the item that joins the run."""
+        self.records.append((kind, data))
+
+    def artifact(self, name: str, content: str | bytes, media_type: str = "text/plain") -> Artifact:
+        """Keep the artifact for the item that joins the run; the Artifact returned is provisional."""
+        self.artifacts.append((name, content, media_type))
+        data = content.encode("utf-8", "replace") if isinstance(content, str) else content
+        return Artifact(name=name, path=f"(kept with the item: {name})", size=len(data),
+                        sha256=hashlib.sha256(data).hexdigest(), media_type=media_type)
+
+    def replay(self, step: Step) -> None:
+        """Write what the run recorded and kept into ``step`` (the joining item)."""
+        for name, content, media_type in self.artifacts:
+            step.artifact(name, content, media_type)
+        for kind, data in self.records:
+            step.record(kind, **data)
+
+
+Outcome = tuple["ExecResult | EngineFault", Deferred]
+
+
+class Group:
+    """The runs of one matrix × resource × image: a pool of ``width`` threads, each run's future by item id."""
+
+    def __init__(self, width: int) -> None:
+        self.width = width
+        self.pool = ThreadPoolExecutor(width, thread_name_prefix="hetero-run")
+        self.futures: dict[tuple[str, ...], list[Future[Outcome]]] = {}
+        self.lock = threading.Lock()
+
+    def launch(self, session: KubeSession, step: Step, planned: PlannedItem) -> None:
+        """Queue the run of ``planned`` (``step``'s matrix, settings and timeout)."""
+        deferred = Deferred(step.matrix, planned, step.settings, step.timeout_s)
+        queued = time.time()
+        future = self.pool.submit(_guarded, session, deferred, self.width, queued)
+        with self.lock:
+            self.futures.setdefault(planned.parts, []).append(future)
+
+    def take(self, planned: PlannedItem) -> Future[Outcome] | None:
+        """The first queued run of ``planned`` not yet joined, or None."""
+        with self.lock:
+            queue = self.futures.get(planned.parts) or []
+            return queue.pop(0) if queue else None
+
+
+_STATE: weakref.WeakKeyDictionary[KubeSession, dict[tuple[str, ...], Group]] = weakref.WeakKeyDictionary()
+_STOP: weakref.WeakKeyDictionary[KubeSession, threading.Event] = weakref.WeakKeyDictionary()
+
+
+def execute(session: KubeSession, step: Step) -> ExecResult:
+    """The item's model run in a Pod of its own (see the module docstring); on the group's first item, the runs of
+    the model items after it are launched too. Raises what the run raised (an EngineFault: the Pod refused, not
+    started, the exec broken), after writing the run's records into ``step``."""
+    runs, width = mode(step)
+    key = (step.matrix.sha256, step.resource.name, step.image.name)
+    with session.lock:
+        groups = _STATE.setdefault(session, {})
+        _STOP.setdefault(session, threading.Event())
+        group = groups.get(key)
+        first = group is None
+        if group is None:
+            group = groups[key] = Group(width)
+    if first:
+        released = release_shared(session, step)
+        upcoming = ahead(step)
+        step.record("model.spread", model_runs=runs, concurrency=width, launched=len(upcoming),
+                    items=["::".join(p.parts) for p in upcoming], startup_workload_released=released)
+        for planned in upcoming:
+            group.launch(session, step, planned)
+    future = group.take(step.planned)
+    if future is None:
+        step.record("model.note", message="this model run was not launched ahead (a rerun or a repeat): run now")
+        group.launch(session, step, step.planned)
+        future = group.take(step.planned)
+        assert future is not None  # noqa: S101 - launched on the line above
+    outcome, deferred = future.result()
+    deferred.replay(step)
+    if isinstance(outcome, EngineFault):
+        raise outcome
+    return outcome
+
+
+def ahead(step: Step) -> list[PlannedItem]:
+    """The model items of this session from ``step``'s on, in the order they will run (``state["upcoming"]``: the
+    whole group's list, set by the pytest glue); just ``step``'s when the glue gave none or it is not in it."""
+    group = (getattr(step, "state", None) or {}).get("upcoming") or []
+    at = next((i for i, p in enumerate(group) if p.parts == step.planned.parts), None)
+    return [step.planned] if at is None else list(group[at:])
+
+
+def release_shared(session: KubeSession, step: Step) -> str | None:
+    """Delete the started resource × image workload's pod (its startup is proven), so the devices it holds serve
+    the model runs; the pod's name, or None when no startup item started one in this session."""
+    workload = session.workloads.get(workload_key(step.resource.name, step.image.name))
+    if workload is None or "pod" not in workload or workload.get("released"):
+        return None
+    _delete(session, workload.get("body") or {"kind": "Pod"}, str(workload["name"]), str(workload["pod"]))
+    workload["released"] = time.time()
+    return str(workload["pod"])
+
+
+def _guarded(session: KubeSession, deferred: Deferred, width: int, queued: float) -> Outcome:
+    """:func:`one_run` in a helper thread: an EngineFault is the run's outcome, not the thread's death."""
+    quiet_thread()
+    try:
+        return one_run(session, deferred, width, queued), deferred
+    except EngineFault as fault:
+        return fault, deferred
+    except Exception as exc:  # noqa: BLE001 - translated: the item that joins it reports it
+        return kc.api_outcome(exc, f"run the model of {'::'.join(deferred.planned.parts)} in a pod of its own"), \
+            deferred
+
+
+def one_run(session: KubeSession, step: Deferred, width: int, queued: float) -> ExecResult:
+    """Create the run's Pod, wait until it runs, run the model in it (:func:`.run.execute`), delete it; the
+    result with ``details["spread"]`` (see the module docstring). Raises ActionFailed ``run_cancelled`` when the
+    gate is stopping, and what placement, startup or the run raise."""
+    stop = _STOP.get(session)
+    if stop is not None and stop.is_set():
+        raise ActionFailed("the gate stopped before this model run's Pod was created", "harness")
+    begun = time.time()
+    workload = create(session, step)
+    try:
+        found = session.pods().wait(workload["probe"], startup.waiter(), step.timeout_s)
+        pods = session.pods().by_key(workload["probe"])
+        pod = found[1] if found else (pods[-1] if pods else {"metadata": {"name": workload["name"]}})
+        name = str(pod["metadata"]["name"])
+        if found is None or found[0] == "failed":
+            step.record("model.run_pod", pod=name, node=(pod.get("spec") or {}).get("nodeName"),
+                        phase=(pod.get("status") or {}).get("phase"))
+            startup.startup_failed(session, step, pod, found is None)
+        running = time.time()
+        node = str((pod.get("spec") or {}).get("nodeName") or "")
+        workload["pod"] = name
+        simulated = bool(session.nodes.get(node, {}).get("simulated"))
+        devices = visible_devices(session, name)
+        result = kube_model.execute(session, step, given=workload,
+                                    isolation=PER_RUN_SIMULATED if simulated else PER_RUN_POD)
+        ran = result.details.get("workload") or {}  # the exec's own times (.usage.exec_facts)
+        ident = startup.image_identity(pod)
+        if "pod" not in (session.workloads.get(workload_key(step.resource.name, step.image.name)) or {}):
+            result.details["image"] = {"digest": ident["digest"], "known": [ident["digest"] or ""],
+                                       "what": f"image {step.image.reference}"}
+        facts = kube_usage.workload_facts(session, workload, outcome="completed" if result.exit_code == 0 else "failed")
+    finally:
+        workload.pop("inputs", None)  # the copy goes with the pod
+        deleted = _delete(session, workload["body"], workload["name"], workload.get("pod"))
+    facts["released"] = deleted
+    result.details["workload"] = facts
+    result.details["spread"] = {
+        "pod": name, "node": node or None, "devices": devices, "concurrency": width,
+        "queued_at": queued, "created_at": begun, "running_at": running,
+        "run_started_at": ran.get("started"), "run_ended_at": ran.get("ended"), "deleted_at": deleted,
+        "waited_for_slot_s": round(begun - queued, 3), "waited_for_pod_s": round(running - begun, 3),
+    }
+    return result
+
+
+def create(session: KubeSession, step: Step) -> dict[str, Any]:
+    """Create the run's workload (a Pod, or the Job ``submit_as`` names) with ``activeDeadlineSeconds``; its record
+    (``probe``, ``name``, ``kind``, ``body``, ``submitted_at``), shaped as :func:`.submit.submit`'s. Raises
+    ActionFailed ``bad_target`` when the manifest cannot be built, the translated refusal of the create."""
+    res, img = step.resource, step.image
+    tail = f"{uuid.uuid4().hex[:6]}-{session.owner[:6]}"
+    probe = f"{kc.dns_name('run', res.name, step.model.name, step.dataset.name, limit=48)}-{tail}"
+    labels = kc.labels(session.settings.run_id, session.owner, "workload", matrix=step.matrix.name,
+                       resource=res.name, image=img.name, probe=probe)
+    try:
+        body = ks.manifest(session.submit_as, probe, session.namespace, labels, res, img.reference,
+                           PULL.get(str(session.target.get("pull_policy", ""))), kc.created_annotations())
+    except ValueError as exc:
+        raise ActionFailed(str(exc), "bad_target") from None
+    deadline = int(2 * step.timeout_s + DEADLINE_MARGIN_S)
+    if body["kind"] == "Pod":
+        body["spec"]["activeDeadlineSeconds"] = deadline
+    elif "template" in body["spec"]:
+        body["spec"]["activeDeadlineSeconds"] = deadline
+        body["spec"]["template"]["spec"]["activeDeadlineSeconds"] = deadline
+    workload: dict[str, Any] = {"probe": probe, "name": probe, "kind": session.submit_as, "error": None,
+                                "node": None, "body": body, "submitted_at": time.time()}
+    try:
+        ks.create(session.api, body)
+    except Exception as exc:  # noqa: BLE001 - translated
+        raise kc.api_outcome(exc, f"create {body['kind']} {probe} in namespace {session.namespace}") from None
+    return workload
+
+
+def visible_devices(session: KubeSession, pod: str) -> dict[str, str]:
+    """Every ``*_VISIBLE_DEVICES`` variable of the pod's container environment (what the device plugin handed it);
+    empty when there is none or it cannot be read."""
+    try:
+        done = kube_exec.run(session.core, session.namespace, pod, "workload", ["/bin/sh", "-c", "env"], 30)
+    except Exception:  # noqa: BLE001 - evidence, not a verdict
+        return {}
+    return dict(VISIBLE.findall(done.stdout))
+
+
+def _delete(session: KubeSession, body: dict[str, Any], name: str, pod: str | None) -> float:
+    """Delete the run's object (grace 0; a Job with its pods), never raising; epoch seconds of the request."""
+    when = time.time()
+    try:
+        if body.get("kind") == "Pod" or body.get("kind") is None:
+            session.core.delete_namespaced_pod(pod or name, session.namespace, grace_period_seconds=0,
+                                               _request_timeout=30)
+        elif body.get("apiVersion") == "batch/v1":
+            client.BatchV1Api(session.api).delete_namespaced_job(
+                name, session.namespace, grace_period_seconds=0, propagation_policy="Background", _request_timeout=30)
+    except Exception:  # noqa: BLE001, S110 - gone already, or left to the engine's close (owner label)
+        pass
+    return when
+
+
+def shutdown(session: KubeSession) -> None:
+    """Stop launching runs (queued ones are cancelled, running ones end when close deletes their pods)."""
+    stop = _STOP.get(session)
+    if stop is not None:
+        stop.set()
+    for group in (_STATE.get(session) or {}).values():
+        group.pool.shutdown(wait=False, cancel_futures=True)

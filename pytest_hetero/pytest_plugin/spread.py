@@ -1,0 +1,49 @@
+"""The model items a model item's engine may start ahead (``resources[].model_runs: per-run``).
+
+pytest runs items one after the other; an engine that spreads model runs over a pool's capacity
+(:mod:`pytest_hetero.backends.kubernetes.spread`) launches, at the first model item of a matrix × resource × image,
+the runs of the model items after it, and each item joins its own result when it runs. This glue tells it which
+items those are: the session's items (after deselection: ``-k``, profiles, shards), in run order, grouped by
+matrix × resource × image; a task type's checks are left out (they are not model runs). Under pytest-xdist a
+resource's items all run on one worker (:mod:`.xdist`), so the group is that worker's.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pytest
+
+if TYPE_CHECKING:
+    from pytest_hetero.matrix.expand import PlannedItem
+    from pytest_hetero.pytest_plugin.item import LayerItem
+
+GROUPS = pytest.StashKey[dict[tuple[str, str, str], list["PlannedItem"]]]()
+"""(matrix sha256, resource, image) → the session's model items of that group, in run order (built once)."""
+
+
+def upcoming(item: LayerItem) -> list[PlannedItem]:
+    """The model items of ``item``'s group in run order (the same list object for every item of the group);
+    empty for an item that is not a model run."""
+    if item.planned.layer != "model" or "check" in item.planned.keys:
+        return []
+    groups = item.config.stash.get(GROUPS, None)
+    if groups is None:
+        groups = _groups(item.session.items)
+        item.config.stash[GROUPS] = groups
+    return groups.get(_key(item), [])
+
+
+def _key(item: LayerItem) -> tuple[str, str, str]:
+    keys = item.planned.keys
+    return item.matrix.sha256, keys["resource"], keys.get("image", "")
+
+
+def _groups(items: list[pytest.Item]) -> dict[tuple[str, str, str], list[PlannedItem]]:
+    from pytest_hetero.pytest_plugin.item import LayerItem
+
+    out: dict[tuple[str, str, str], list[PlannedItem]] = {}
+    for item in items:
+        if isinstance(item, LayerItem) and item.planned.layer == "model" and "check" not in item.planned.keys:
+            out.setdefault(_key(item), []).append(item.planned)
+    return out
