@@ -10,6 +10,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 import realimages
 from realkit import GPU, STANDIN, VENDOR_LABELS, controls, data, real_matrix, run
-from support import evidence_of
+from support import evidence_of, outside_paths
 
 if TYPE_CHECKING:  # annotation only: 'conftest' names differ per folder at run time
     from conftest import RealNodeCluster
@@ -32,6 +37,7 @@ import argparse, json, os, time
 p = argparse.ArgumentParser()
 for a in ("--name", "--data", "--out", "--sleep"):
     p.add_argument(a, required=True)
+p.add_argument("--tag", default="")
 a = p.parse_args()
 began = time.time()
 time.sleep(float(a.sleep))
@@ -63,9 +69,10 @@ def run_id(realnode: RealNodeCluster, ns: str) -> Iterator[str]:
 
 
 def spread_matrix(realnode: RealNodeCluster, ns: str, folder: Path, runs: int, model_runs: str,
-                  concurrency: int = 4, sleep_s: float = RUN_S) -> str:
+                  concurrency: int = 4, sleep_s: float = RUN_S, tag: str = "") -> str:
     """A matrix of ``runs`` stand-in models (``m1``…) on one small dataset, each run asking for one GPU of the
-    real node, with ``model_runs`` and ``concurrency``; its files written to ``folder``."""
+    real node, with ``model_runs`` and ``concurrency``; its files written to ``folder``; ``tag``: a word in each
+    model process's command line."""
     (folder / "code").mkdir(exist_ok=True)
     (folder / "code" / "model.py").write_text(MODEL)
     (folder / "w.json").write_text("{}\n")
@@ -82,7 +89,7 @@ def spread_matrix(realnode: RealNodeCluster, ns: str, folder: Path, runs: int, m
         {"name": f"m{i}", "version": "1", "uri": str(folder / "w.json"), "sha256": sha["w.json"],
          "code": str(folder / "code"),
          "entrypoint": ["{python}", "{code}/model.py", "--name", f"m{i}", "--data", "{dataset}", "--out",
-                        "{outputs}", "--sleep", str(sleep_s)]} for i in range(1, runs + 1)]
+                        "{outputs}", "--sleep", str(sleep_s), "--tag", tag]} for i in range(1, runs + 1)]
     doc["spec"]["datasets"] = [{"name": "d", "version": "1", "uri": str(folder / "data.csv"),
                                 "sha256": sha["data.csv"], "acceptance": str(folder / "rules.yaml")}]
     return json.dumps(doc, indent=1)
@@ -139,3 +146,52 @@ def test_shared_model_runs_stay_in_one_pod_one_after_the_other(
     assert runs[0]["isolation"]["shared_between_runs"] is True
     assert [r["data"]["part"] for r in got["gpu::acc::m1@d::model"]["records"] if r["kind"] == "scope.not_proven"] \
         == ["isolation between model runs"]
+
+
+def _on_this_host(token: str) -> list[str]:
+    """Pids of processes on this host (the real node's containers run here) whose command line carries ``token``."""
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            if token.encode() in cmdline.read_bytes():
+                found.append(cmdline.parent.name)
+        except OSError:
+            pass
+    return found
+
+
+def test_ctrl_c_while_per_run_model_runs_go_leaves_nothing_running(
+    tmp_path: Path, tmp_path_factory: pytest.TempPathFactory, realnode: RealNodeCluster, ns: str, run_id: str
+) -> None:
+    token = f"spread-intr-{run_id}"
+    (tmp_path / "k.matrix.yaml").write_text(spread_matrix(realnode, ns, tmp_path, 3, "per-run", sleep_s=120,
+                                                          tag=token))
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "HETERO_ALLOW_PATHS": outside_paths(tmp_path_factory)}
+    proc = subprocess.Popen([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:randomly",
+                             "k.matrix.yaml", "--hetero-run-id", run_id, "--rootdir", str(tmp_path)],
+                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True, env=env)
+    try:
+        deadline = time.monotonic() + 120
+        while len(_on_this_host(token)) < 3 and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert len(_on_this_host(token)) >= 3, "the three model runs never ran at once"
+        os.killpg(proc.pid, signal.SIGINT)
+        out, _ = proc.communicate(timeout=90)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+    assert proc.returncode == 2, out[-3000:]
+    ev = json.loads((tmp_path / "reports" / run_id / "evidence.json").read_text())
+    assert ev["run"]["interrupted"] is True
+    untested = {u["nodeid"].split("::", 1)[1]: u["reason"] for u in ev["untested"]["items"]}
+    assert untested["gpu::acc::m1@d::model"] == "not_run (interrupted before this item finished)"
+    assert ev["cleanup"] == {"clean": True, "leftovers": []}
+    # nothing of the run is left running: its pods are gone (the run_id fixture checks again), so are the models
+    pods: list[Any] = realnode.core.list_namespaced_pod(ns, label_selector=f"pytest-hetero.run-id={run_id}").items
+    assert [p.metadata.name for p in pods if p.metadata.deletion_timestamp is None] == []
+    deadline = time.monotonic() + 30
+    while _on_this_host(token) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert _on_this_host(token) == []

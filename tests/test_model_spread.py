@@ -1,0 +1,110 @@
+"""Model runs spread over the pool (issue 32): the ``model_runs``/``concurrency`` settings, their precedence, and the
+model items the pytest glue tells an engine it may start ahead. The engine side runs on the real node in
+tests/kubernetes/test_realnode_spread.py."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support import matrix_text
+
+from pytest_hetero.backends.kubernetes.spread import Deferred, ahead, mode, wanted
+from pytest_hetero.errors import MatrixError, SettingsError
+from pytest_hetero.matrix.expand import expand
+from pytest_hetero.matrix.load import load_matrix
+from pytest_hetero.matrix.model import Matrix
+from pytest_hetero.settings import INI, Settings, build_settings
+
+pytestmark = pytest.mark.usefixtures("outside_inputs")
+
+
+def matrix(tmp_path: Path, models: int = 1, **resource: Any) -> Matrix:
+    res: dict[str, Any] = {"name": "gpu", "type": "gpu", "requests": {"nvidia.com/gpu": 1}, **resource}
+    doc = json.loads(matrix_text(resources=[res], backend="kubernetes", name="s",
+                                 images=[{"name": "py", "reference": "pytest-hetero/py311-onnx:1"}]))
+    first = doc["spec"]["models"][0]
+    doc["spec"]["models"] = [{**first, "name": f"m{i}"} for i in range(1, models + 1)]
+    (tmp_path / "s.matrix.yaml").write_text(json.dumps(doc))
+    return load_matrix(tmp_path / "s.matrix.yaml")
+
+
+def settings(tmp_path: Path, flags: dict[str, Any] | None = None, ini: dict[str, str] | None = None) -> Settings:
+    defaults = {name: default for name, _, default in INI} | (ini or {})
+
+    def option(name: str) -> Any:
+        return (flags or {}).get(name, [] if name in ("--hetero-matrix", "--hetero-affected") else None)
+
+    return build_settings(option, defaults.__getitem__, tmp_path, None, "r1")
+
+
+def step(m: Matrix, s: Settings, model: str = "m1") -> Deferred:
+    [planned] = [p for p in expand(m, scheduling_per_image=True).items
+                 if p.layer == "model" and p.keys["model"] == model]
+    return Deferred(m, planned, s, 60.0)
+
+
+def test_the_settings_are_read_from_the_matrix(tmp_path: Path) -> None:
+    m = matrix(tmp_path, model_runs="per-run", concurrency=8)
+    assert (m.resources[0].model_runs, m.resources[0].concurrency) == ("per-run", 8)
+    plain = matrix(tmp_path)
+    assert (plain.resources[0].model_runs, plain.resources[0].concurrency) == (None, None)
+
+
+@pytest.mark.parametrize(("field", "value"), [("model_runs", "per_run"), ("concurrency", 0)])
+def test_a_bad_value_is_refused_naming_the_field(tmp_path: Path, field: str, value: Any) -> None:
+    with pytest.raises(MatrixError) as err:
+        matrix(tmp_path, **{field: value})
+    assert field in err.value.render()
+
+
+def test_the_command_line_beats_the_matrix_which_beats_the_ini(tmp_path: Path) -> None:
+    m = matrix(tmp_path, model_runs="per-run", concurrency=8)
+    assert mode(step(m, settings(tmp_path))) == ("per-run", 8)
+    assert mode(step(m, settings(tmp_path, {"--hetero-model-runs": "shared", "--hetero-concurrency": 2}))) \
+        == ("shared", 2)
+    plain = matrix(tmp_path)
+    assert mode(step(plain, settings(tmp_path))) == ("shared", 4)
+    assert mode(step(plain, settings(tmp_path, ini={"hetero_model_runs": "per-run", "hetero_concurrency": "16"}))) \
+        == ("per-run", 16)
+    assert wanted(step(plain, settings(tmp_path, {"--hetero-model-runs": "per-run"})))
+    assert not wanted(step(plain, settings(tmp_path)))
+
+
+def test_bad_run_settings_are_refused(tmp_path: Path) -> None:
+    with pytest.raises(SettingsError, match="hetero_model_runs must be shared or per-run"):
+        settings(tmp_path, ini={"hetero_model_runs": "parallel"})
+    with pytest.raises(SettingsError, match="--hetero-concurrency must be ≥ 1"):
+        settings(tmp_path, {"--hetero-concurrency": 0})
+
+
+def test_runs_ahead_are_the_group_from_this_item_on(tmp_path: Path) -> None:
+    m = matrix(tmp_path, models=3)
+    s = settings(tmp_path)
+    group = [step(m, s, f"m{i}").planned for i in (1, 2, 3)]
+    second = step(m, s, "m2")
+    assert ahead(second) == [second.planned]  # no list from the glue: this item only
+    second.state = {"upcoming": group}  # type: ignore[attr-defined]  # as LayerContext.state carries it
+    assert ahead(second) == group[1:]
+
+
+def test_the_glue_groups_the_selected_model_items_in_run_order(pytester: pytest.Pytester, tmp_path: Path) -> None:
+    matrix(tmp_path, models=3)
+    pytester.makefile(".matrix.yaml", s=(tmp_path / "s.matrix.yaml").read_text())
+    pytester.makeconftest('''
+import pytest
+from pytest_hetero.pytest_plugin.item import LayerItem
+from pytest_hetero.pytest_plugin.spread import upcoming
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_finish(session):
+    for item in session.items:
+        if isinstance(item, LayerItem) and item.planned.layer == "model":
+            print("UPCOMING", item.planned.keys["model"], [p.keys["model"] for p in upcoming(item)])
+''')
+    out = pytester.runpytest("-p", "no:cacheprovider", "-p", "no:randomly", "--collect-only", "-q", "-s",
+                             "-k", "not m2")
+    lines = sorted(line for line in out.outlines if line.startswith("UPCOMING"))
+    assert lines == ["UPCOMING m1 ['m1', 'm3']", "UPCOMING m3 ['m1', 'm3']"]
