@@ -13,7 +13,9 @@ reports them as leftovers; default 30).
 One workload pod per resource × image: placement submits it and waits (on one pod watch) until it
 is placed (:mod:`~pytest_hetero.backends.kubernetes.submit`); start waits until its container runs
 (:mod:`~pytest_hetero.backends.kubernetes.startup`); commands (the device payload) and model runs exec
-into it (:mod:`~pytest_hetero.backends.kubernetes.run`). The modules share one
+into it (:mod:`~pytest_hetero.backends.kubernetes.run`); with ``model_runs: per-run`` each model run is a Pod
+of its own, up to the resource's concurrency at once (:mod:`~pytest_hetero.backends.kubernetes.spread`).
+The modules share one
 :class:`~pytest_hetero.backends.kubernetes.session.KubeSession`; verdicts are the layers'. With
 ``--hetero-parallel N`` > 1 the first
 scheduling item submits every resource × image workload of its matrix, N at a time, so the
