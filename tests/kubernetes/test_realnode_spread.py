@@ -176,6 +176,11 @@ def test_ctrl_c_while_per_run_model_runs_go_leaves_nothing_running(
         while len(_on_this_host(token)) < 3 and proc.poll() is None and time.monotonic() < deadline:
             time.sleep(0.2)
         assert len(_on_this_host(token)) >= 3, "the three model runs never ran at once"
+        # a gate killed outright (SIGKILL) cannot delete them: each run Pod ends itself at its deadline
+        # (twice the model timeout, 2 min here, plus 60 s)
+        running: list[Any] = realnode.core.list_namespaced_pod(ns, label_selector=f"pytest-hetero.run-id={run_id}").items
+        deadlines = {p.metadata.name: p.spec.active_deadline_seconds for p in running if p.metadata.name.startswith("run-")}
+        assert len(deadlines) == 3 and set(deadlines.values()) == {300}, deadlines
         os.killpg(proc.pid, signal.SIGINT)
         out, _ = proc.communicate(timeout=90)
     finally:
