@@ -5,6 +5,7 @@ stated not proven there (the real node's case, where it is proven, is tests/kube
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -32,7 +33,7 @@ def test_per_run_pods_on_kwok_nodes_say_the_exec_ran_on_the_host(
     models = {i["nodeid"].split("::", 1)[1]: i for i in ev["items"] if i["layer"] == "model"}
     assert result.ret == 0, [i["failure"] for i in ev["items"] if i["failure"]]
     assert sorted(models) == ["cpu::py::digits-logreg@digits-test::model", "cpu::py::second@digits-test::model"]
-    pods = set()
+    pods, roots = set(), set()
     for item in models.values():
         [run] = [r["data"] for r in item["records"] if r["kind"] == "model.run"]
         assert (run["exit_code"], run["simulated"]) == (0, True)
@@ -41,4 +42,7 @@ def test_per_run_pods_on_kwok_nodes_say_the_exec_ran_on_the_host(
         parts: list[Any] = [r["data"]["part"] for r in item["records"] if r["kind"] == "scope.not_proven"]
         assert "isolation between model runs" in parts
         pods.add(run["spread"]["pod"])
+        roots.add(run["run_dir"].split("/runs/")[0])
     assert len(pods) == 2  # a Pod per run
+    # each run's inputs went to a folder of its own on the KWOK host (this host), removed after its run
+    assert len(roots) == 2 and not [r for r in roots if Path(r).exists()], roots

@@ -192,7 +192,7 @@ def execute(session: KubeSession, ctx: Step, given: dict[str, Any] | None = None
     """Copy inputs into the item's workload pod (once; starting it first when no startup item did),
     exec the rendered entrypoint with the layer timeout (seconds), read the outputs file. ``given``: a started
     workload record of the caller's to run in instead (a model run's own pod, :mod:`.spread`), whose
-    ``isolation`` then replaces the shared pod's.
+    ``isolation`` then replaces the shared pod's (its ``root``, when set, is where the inputs go).
 
     The pod's node is checked first and watched during the run (:mod:`.nodes`): a run whose node
     turns NotReady is abandoned at once; its result then carries ``failure`` (status ``error``,
@@ -203,7 +203,7 @@ def execute(session: KubeSession, ctx: Step, given: dict[str, Any] | None = None
     broken exec translated by :func:`.client.api_outcome`, and whatever :func:`.startup.start` raises.
     """
     workload, started_here = (given, None) if given is not None else _workload(session, ctx)
-    pod, root = workload["pod"], f"/tmp/hetero-{session.owner}"
+    pod, root = workload["pod"], str(workload.get("root") or f"/tmp/hetero-{session.owner}")
     node = node_of(session, workload)
     kube_node.ensure_ready(session, ctx, workload, node)
     _ensure_inputs(session, ctx, workload, root)

@@ -257,6 +257,7 @@ def one_run(session: KubeSession, step: Deferred, width: int, queued: float) -> 
         raise ActionFailed("the gate stopped before this model run's Pod was created", "harness")
     begun = time.time()
     workload = create(session, step)
+    name = node = ""
     try:
         found = session.pods().wait(workload["probe"], startup.waiter(), step.timeout_s)
         pods = session.pods().by_key(workload["probe"])
@@ -280,7 +281,9 @@ def one_run(session: KubeSession, step: Deferred, width: int, queued: float) -> 
                                        "what": f"image {step.image.reference}"}
         facts = kube_usage.workload_facts(session, workload, outcome="completed" if result.exit_code == 0 else "failed")
     finally:
-        workload.pop("inputs", None)  # the copy goes with the pod
+        if workload.pop("inputs", None) and session.nodes.get(node, {}).get("simulated"):
+            # on a KWOK node the copy is on the host (each run has a root of its own there): removed with the run
+            kube_exec.try_run(session.core, session.namespace, name, ["rm", "-rf", workload["root"]], 5)
         deleted = _delete(session, workload["body"], workload["name"], workload.get("pod"))
     facts["released"] = deleted
     result.details["workload"] = facts
@@ -314,7 +317,8 @@ def create(session: KubeSession, step: Step) -> dict[str, Any]:
         body["spec"]["activeDeadlineSeconds"] = deadline
         body["spec"]["template"]["spec"]["activeDeadlineSeconds"] = deadline
     workload: dict[str, Any] = {"probe": probe, "name": probe, "kind": session.submit_as, "error": None,
-                                "node": None, "body": body, "submitted_at": time.time()}
+                                "node": None, "body": body, "submitted_at": time.time(),
+                                "root": f"/tmp/hetero-{session.owner}-{tail[:6]}"}
     try:
         ks.create(session.api, body)
     except Exception as exc:  # noqa: BLE001 - translated
