@@ -134,8 +134,8 @@ class _NodeFacts:
                 continue
             claim = (layer, _claim(item))
             self.claims.setdefault(claim, set()).add(item["status"])
-            for record in item.get("records") or []:
-                self._read(claim, record.get("kind"), record.get("data") or {})
+            for record in item["records"]:
+                self._read(claim, record["kind"], record["data"])
             if "coverage" in item["keys"]:
                 continue  # its nodes' outcomes are its startup.node records
             node = _item_node(item) or (model_node.get(_claim(item)) if layer == "business" else None)
@@ -144,7 +144,7 @@ class _NodeFacts:
                 if layer != "scheduling":
                     self.facts.setdefault(claim, {}).setdefault(node, set()).add(item["status"])
 
-    def _read(self, claim: tuple[str, tuple[Any, ...]], kind: Any, data: dict[str, Any]) -> None:
+    def _read(self, claim: tuple[str, tuple[Any, ...]], kind: str, data: dict[str, Any]) -> None:
         """Take in one record of an item of ``claim``: a placement, a node's outcome, the coverage choice."""
         node = data.get("node")
         if kind == "scheduling.placed" and isinstance(node, str):
