@@ -26,8 +26,9 @@ if TYPE_CHECKING:  # annotations only (postponed): no run-time dependency on typ
 __all__ = [
     "ArtifactDict", "CauseDict", "CleanupSection", "DocumentError", "Entry", "EvidenceDocument", "FailureDict",
     "ItemDict", "JournalSection", "LeftoverDict", "MatrixEntry", "NotProvenEntry", "PoolStatus", "RecordDict",
-    "RuleResult", "RunSection", "SelectionCounts", "SummarySection", "TaskTypeLevel", "UntestedEntry", "UntestedNode",
-    "UntestedSection", "ValidationSection", "as_document", "failure_of", "item_of", "matrix_of_item", "owner_of",
+    "RuleResult", "RunSection", "SelectionCounts", "SummarySection", "TaskTypeLevel", "UntestedEntry",
+    "UntestedNode", "UntestedSection", "ValidationSection", "as_document", "check_item", "failure_of", "item_of",
+    "matrix_of_item", "owner_of",
 ]
 
 
@@ -361,7 +362,7 @@ def as_document(value: object) -> EvidenceDocument:
         raise DocumentError("", f"the document is {_kind(value)}, not an object")
     _check_sections(value)
     for n, item in enumerate(value["items"]):
-        _check_item(item, f"items[{n}]")
+        check_item(item, f"items[{n}]")
     for n, entry in enumerate(value.get("matrices") or []):
         if type(entry) is not dict or not all(type(entry.get(k)) is str for k in ("prefix", "name", "sha256")):
             raise DocumentError(f"matrices[{n}]", "is not a matrix entry {prefix, name, sha256: strings}")
@@ -389,8 +390,11 @@ def _check_sections(value: dict[str, Any]) -> None:
             raise DocumentError(name, f"is {_kind(value[name])}, not {_named(typ)}")
 
 
-def _check_item(item: object, where: str) -> None:
-    """An item's journaled fields, its records' ``kind``/``at``/``data`` and its failure's four strings."""
+def check_item(item: object, where: str) -> None:
+    """Check one item as :func:`as_document` does (its journaled fields, the vocabulary of its layer and status,
+    its records' ``kind``/``at``/``data``, its failure's four strings); ``where`` prefixes the field path.
+    The pytest plugin checks each item's evidence with it once the ``pytest_hetero_evidence`` hooks ran.
+    Raises :class:`DocumentError` naming the first field that is wrong."""
     _check(item, _ITEM_TYPES, where)
     assert isinstance(item, dict)  # _check refused anything else
     for r, record in enumerate(item["records"]):
