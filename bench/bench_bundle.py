@@ -56,7 +56,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_hetero.bundle.finish import publish
 from pytest_hetero.bundle.signing import generate_keypair, keyid, load_private_key
@@ -69,6 +69,9 @@ from pytest_hetero.matrix.load import load_matrix
 from pytest_hetero.reporting.ctrf import render_ctrf
 from pytest_hetero.reporting.junit import render_junit
 from pytest_hetero.settings import bundle_settings
+
+if TYPE_CHECKING:
+    from pytest_hetero.evidence.document import EvidenceDocument
 
 OWNERS = {"discovery": "infrastructure", "scheduling": "platform", "startup": "platform", "model": "algorithm",
           "business": "business"}
@@ -259,7 +262,7 @@ BASELINE_COMMAND = ("import json\n"
                     "    json.dump(items, fh)\n")
 
 
-def floor_work(bundle: Path, evidence: dict[str, Any], ctrf: dict[str, Any], sign: Callable[[bytes], bytes],
+def floor_work(bundle: Path, evidence: EvidenceDocument, ctrf: dict[str, Any], sign: Callable[[bytes], bytes],
                out: Path) -> None:
     """The finish's unavoidable parts done the plain way (see the module docstring, C), writing into ``out``."""
     secret = hashlib.sha256(b"bench").digest()
@@ -320,7 +323,7 @@ def main(argv: list[str] | None = None) -> int:
         settings = bundle_settings(bundle, work / "run.key")
         loaded = load_matrix(matrix)
         held = {matrix.name: (loaded, expand(loaded, scheduling_per_image=False))}  # as the controller holds it
-        evidence: dict[str, Any] = assemble(bundle, RunInputs(held), key=key)
+        evidence = assemble(bundle, RunInputs(held), key=key)
 
         walls: dict[str, list[float]] = {"json.dump": [], "finish": [], "report": [], "plain": []}
 

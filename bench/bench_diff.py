@@ -53,7 +53,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from pytest_hetero.bundle.finish import finish_bundle
 from pytest_hetero.bundle.signing import generate_keypair
@@ -62,6 +62,9 @@ from pytest_hetero.evidence.inputs import RunInputs
 from pytest_hetero.evidence.recorder import write_evidence
 from pytest_hetero.evidence.untested import DOES_NOT_PROVE, summarise
 from pytest_hetero.reporting.writers import write_renderings
+
+if TYPE_CHECKING:
+    from pytest_hetero.evidence.document import EvidenceDocument, ItemDict, UntestedSection
 
 REPO = Path(__file__).resolve().parents[1]
 MATRIX = REPO / "matrices" / "example-cpu.matrix.yaml"
@@ -109,7 +112,7 @@ def _item(n: int, variant: int) -> dict[str, Any]:
     return item
 
 
-def evidence_doc(items: int, variant: int) -> dict[str, Any]:
+def evidence_doc(items: int, variant: int) -> EvidenceDocument:
     """An evidence document of ``items`` items shaped as the recorder writes it (variant 1: the changed run)."""
     reported, untested = [], []
     for n in range(items):
@@ -119,7 +122,7 @@ def evidence_doc(items: int, variant: int) -> dict[str, Any]:
                              "reason": "deselected (profile quick)", "blocked_by": None})
         else:
             reported.append(item)
-    scope = {"items": untested, "never_covered": {}, "does_not_prove": dict(DOES_NOT_PROVE)}
+    scope = cast("UntestedSection", {"items": untested, "never_covered": {}, "does_not_prove": dict(DOES_NOT_PROVE)})
     return {"schema": "pytest-hetero/evidence/v1",
             "run": {"id": f"run-{variant}", "tool": "pytest-hetero", "tool_version": "0.1.0", "host": "bench",
                     "started_at": "2026-11-29T00:00:00.000000Z", "finished_at": "2026-11-29T01:00:00.000000Z",
@@ -128,11 +131,11 @@ def evidence_doc(items: int, variant: int) -> dict[str, Any]:
                           "sha256": hashlib.sha256(MATRIX.read_bytes()).hexdigest()}],
             "target": [{"backend": "kubernetes", "identity": "prod", "nodes": [f"n{i}" for i in range(40 + variant)],
                         "versions": {"driver": f"55{variant}.1"}, "images": {}}],
-            "items": reported, "untested": scope, "summary": summarise(reported, scope), "errors": [],
-            "warnings": []}
+            "items": cast("list[ItemDict]", reported), "untested": scope,
+            "summary": summarise(cast("list[ItemDict]", reported), scope), "errors": [], "warnings": []}
 
 
-def write_bundle(folder: Path, evidence: dict[str, Any], key: Path) -> None:
+def write_bundle(folder: Path, evidence: EvidenceDocument, key: Path) -> None:
     """Write ``evidence`` as a complete signed bundle in ``folder``, as a run finishes its own."""
     folder.mkdir(parents=True)
     for item in evidence["items"]:

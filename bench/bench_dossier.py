@@ -22,7 +22,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -30,6 +30,9 @@ from pytest_hetero.evidence.recorder import write_evidence
 from pytest_hetero.evidence.untested import DOES_NOT_PROVE, summarise
 from pytest_hetero.reporting.dossier import render_dossier
 from pytest_hetero.reporting.html import render_html
+
+if TYPE_CHECKING:
+    from pytest_hetero.evidence.document import EvidenceDocument, UntestedSection
 
 TARGET = 3.0
 OWNERS = {"discovery": "infrastructure", "scheduling": "platform", "startup": "platform", "model": "algorithm",
@@ -44,7 +47,7 @@ def _bench_bundle() -> Any:
     return module
 
 
-def synthetic_evidence(n: int) -> dict[str, Any]:
+def synthetic_evidence(n: int) -> EvidenceDocument:
     """An evidence document of ``n`` items (the bundle benchmark's generator: 20 resources × 5 images ×
     model@dataset, 3 % failed, 7 % blocked) whose business items carry acceptance results."""
     items = _bench_bundle().synthetic_items(n)
@@ -57,9 +60,10 @@ def synthetic_evidence(n: int) -> dict[str, Any]:
                  "bound": {"op": ">=", "value": 0.95, "tolerance": None}},
                 {"name": "latency-p95", "kind": "latency", "expected": "p95 ≤ 20 ms", "observed": 3.5 + i % 7,
                  "verdict": "pass", "detail": ""}]}})
-    untested = {"items": [{k: i[k] for k in ("nodeid", "layer", "keys", "status", "reason", "blocked_by")}
-                          for i in items if i["status"] == "blocked"], "never_covered": {}, "not_proven": [],
-                "does_not_prove": dict(DOES_NOT_PROVE)}
+    untested = cast("UntestedSection", {
+        "items": [{k: i[k] for k in ("nodeid", "layer", "keys", "status", "reason", "blocked_by")}
+                  for i in items if i["status"] == "blocked"], "never_covered": {}, "not_proven": [],
+        "does_not_prove": dict(DOES_NOT_PROVE)})
     return {"schema": "pytest-hetero/evidence/v1",
             "run": {"id": "bench", "tool": "pytest-hetero", "tool_version": "0.1.0", "host": "bench",
                     "started_at": "2026-11-29T10:00:00.000000Z", "finished_at": "2026-11-29T10:10:00.000000Z",
@@ -68,7 +72,8 @@ def synthetic_evidence(n: int) -> dict[str, Any]:
                           "sha256": "0" * 64}],
             "target": [{"backend": "kubernetes", "identity": "bench", "nodes": [f"node-{i}" for i in range(40)],
                         "images": {}, "versions": {"kubernetes": "v1.34.1"}}],
-            "items": items, "untested": untested, "summary": summarise(items, untested), "errors": [], "warnings": []}
+            "items": items, "untested": untested, "summary": summarise(items, untested), "errors": [],
+            "warnings": []}
 
 
 def signoff() -> dict[str, Any]:

@@ -10,13 +10,17 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from pytest_hetero.bundle.finish import finish_bundle
 from pytest_hetero.bundle.signoff import matrix_owners, run_signoff
+from pytest_hetero.evidence.document import as_document
 from pytest_hetero.evidence.inputs import RunInputs
 from pytest_hetero.evidence.untested import DOES_NOT_PROVE, summarise
 from pytest_hetero.reporting.writers import write_renderings
+
+if TYPE_CHECKING:
+    from pytest_hetero.evidence.document import ItemDict, UntestedSection
 
 REPO = Path(__file__).resolve().parents[1]
 MATRIX = REPO / "matrices" / "example-cpu.matrix.yaml"
@@ -90,7 +94,7 @@ def sample_evidence(models: int = 1, datasets: int = 1, log_text: str = "all goo
         "matrices": [{"name": "example-cpu", "path": str(MATRIX), "prefix": PREFIX, "sha256": sha}],
         "target": [{"backend": "local", "identity": "vm", "nodes": ["vm"], "images": {},
                     "versions": {"kernel": "6.1", "python": "3.11.7"}}],
-        "items": items, "untested": scope, "summary": summarise(items, scope), "errors": [], "warnings": [],
+        "items": items, "untested": scope, "summary": summarise(cast("list[ItemDict]", items), cast("UntestedSection", scope)), "errors": [], "warnings": [],
     }
 
 
@@ -108,12 +112,12 @@ def make_bundle(bundle_dir: Path, evidence: dict[str, Any], key: Path | None,
             path.write_text("stdout of the model run\n", encoding="utf-8")
     (bundle_dir / "evidence.json").write_text(json.dumps(evidence, indent=1, sort_keys=True), encoding="utf-8")
     inputs = RunInputs()
-    kept = inputs.keep(evidence, bundle_dir)
-    teams = matrix_owners(evidence, inputs)
+    kept = inputs.keep(as_document(evidence), bundle_dir)
+    teams = matrix_owners(as_document(evidence), inputs)
     if owners:
         teams = {name: {**per, **owners} for name, per in teams.items()}
-    write_renderings(evidence, bundle_dir, run_signoff(teams, key))
-    finish_bundle(evidence, bundle_dir, key, teams, kept)
+    write_renderings(as_document(evidence), bundle_dir, run_signoff(teams, key))
+    finish_bundle(as_document(evidence), bundle_dir, key, teams, kept)
     return bundle_dir
 
 

@@ -13,6 +13,7 @@ from support import DIGITS, matrix_text
 from pytest_hetero.bundle.baseline import classify, diff_evidence, metric_changes, status_map, target_changes
 from pytest_hetero.bundle.signing import generate_keypair
 from pytest_hetero.cli import main
+from pytest_hetero.evidence.document import as_document
 
 # its matrices sit in a temporary folder and name the repository's cases/ (or a neighbouring temporary
 # folder) by absolute path, which path containment refuses unless allowed (suite_setup.outside_inputs)
@@ -148,10 +149,10 @@ def test_target_and_metric_changes_from_real_bundle(baseline: Path) -> None:
     accuracy = next(r for r in results if r["name"] == "accuracy-floor")
     before = accuracy["observed"]
     accuracy["observed"] = before * 0.9
-    found = metric_changes(status_map(old), status_map(new), 0.05)
+    found = metric_changes(status_map(as_document(old)), status_map(as_document(new)), 0.05)
     assert [(m["item"], m["rule"], m["relative_change"]) for m in found if m["rule"] == "accuracy-floor"] == \
         [(BIZ, "accuracy-floor", pytest.approx(-0.1))]
-    assert diff_evidence(old, new)["metric_changes"] == found
+    assert diff_evidence(as_document(old), new)["metric_changes"] == found
 
 
 @pytest.mark.parametrize("old, new, expected", [

@@ -9,7 +9,7 @@ import string
 import time
 from html.parser import HTMLParser
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import pytest
 from bundle_samples import EVIL, PREFIX, make_bundle, sample_evidence
@@ -17,10 +17,14 @@ from test_bundle_verify import hetero
 
 from pytest_hetero.bundle.signoff import signoff_context
 from pytest_hetero.bundle.signoff_check import NO_POLICY, SignOff
+from pytest_hetero.evidence.document import as_document
 from pytest_hetero.reporting import dossier_sections as sections
 from pytest_hetero.reporting.dossier import cover, not_proves, proves, qualifications, render_dossier
 from pytest_hetero.reporting.dossier_facts import Facts
 from pytest_hetero.reporting.dossier_text import MESSAGES, Text
+
+if TYPE_CHECKING:
+    from pytest_hetero.evidence.document import UntestedSection
 
 OWNERS = {"example-cpu": {"discovery": "infrastructure", "scheduling": "platform", "startup": "platform",
                           "model": "algorithm", "business": "business"}}
@@ -69,14 +73,14 @@ def test_verdict_carries_its_qualification(lang: str, words: str) -> None:
     ev = local_pass()
     signed = signoff_context(OWNERS, "ab" * 32, None)
     t = Text(lang)  # type: ignore[arg-type]
-    assert cover(Facts(ev), t, signed, sections.roles(signed, t))["verdict"] == words
+    assert cover(Facts(as_document(ev)), t, signed, sections.roles(signed, t))["verdict"] == words
     unsigned = signoff_context(OWNERS, None, "no key")
-    assert qualifications(Facts(ev), t, unsigned)[-1] == t("q.unsigned")
+    assert qualifications(Facts(as_document(ev)), t, unsigned)[-1] == t("q.unsigned")
 
 
 def test_failing_run_verdict_names_failures_and_partial_layers() -> None:
     t = Text("en")
-    quals = qualifications(Facts(sample_evidence()), t, signoff_context(OWNERS, None, "no key"))
+    quals = qualifications(Facts(as_document(sample_evidence())), t, signoff_context(OWNERS, None, "no key"))
     assert quals == ["1 item(s) failed, 0 errored",
                      "discovery, scheduling, startup, model execution, business acceptance proven for 1 of 2 "
                      "resources", "bundle unsigned"]
@@ -89,11 +93,11 @@ def test_proves_and_does_not_prove_are_specific_to_what_ran() -> None:
         "model": "model-0", "version": "1.1.0", "sha256": "d2" * 32, "dataset": "data-0", "dataset_version": "2.0",
         "dataset_sha256": "36" * 32}}, {"kind": "model.run", "at": "t", "data": {"duration_s": 0.19, "exit_code": 0}}]
     t = Text("en")
-    lines = {p["layer"]: p["lines"] for p in proves(Facts(ev), t)}
+    lines = {p["layer"]: p["lines"] for p in proves(Facts(as_document(ev)), t)}
     assert lines["model"] == ["model-0 1.1.0 ran on data-0 2.0 on cpu-host × py-current in 0.19 s (exit 0, "
                               "outputs kept)"]
     assert lines["scheduling"] == [t("proves.none")]
-    dnp = not_proves(Facts(ev), t)
+    dnp = not_proves(Facts(as_document(ev)), t)
     assert "Scheduling: the local backend places nothing: no scheduler, queue, quota or Pending reason was " \
            "exercised for any resource." in dnp
     assert t("dnp.startup.local") in dnp
@@ -130,12 +134,12 @@ def test_sign_off_contract_fields_are_rendered_and_missing_ones_read_as_pending(
     claim = role["signed"][0]
     assert role["state"] == "pending" and claim["verified"] is False and claim["checked"] is True
     assert claim["why_unverified"] == NO_POLICY and claim["names"] == []
-    conditions = cover(Facts(sample_evidence()), t, FULL_CONTRACT, roles)["conditions"]
+    conditions = cover(Facts(as_document(sample_evidence())), t, FULL_CONTRACT, roles)["conditions"]
     assert conditions == ["business accepted on condition: re-measure latency on the H200 pool before go-live",
                           "A sign-off for platform does not verify: key not in the trust policy",
                           "Sign-off pending: algorithm (model execution)",
                           "1 failed or errored item(s) owned by infrastructure"]
-    html = render_dossier(sample_evidence(), FULL_CONTRACT, "zh")
+    html = render_dossier(as_document(sample_evidence()), FULL_CONTRACT, "zh")
     text = visible_text(html)
     assert "Li Wei (business owner)" in text and "附条件接受" in text and "已验证" in text
     assert "签名：未验证：key not in the trust policy" in text and "签名：已验证" in text
@@ -159,7 +163,7 @@ def golden_failure(ev: dict[str, Any]) -> dict[str, Any]:
 def test_acceptance_results_show_units_verdicts_and_failing_golden_indices() -> None:
     ev = sample_evidence()
     golden_failure(ev)
-    res = sections.results(Facts(ev), Text("en"))
+    res = sections.results(Facts(as_document(ev)), Text("en"))
     (group,) = res["groups"]
     assert group["heading"] == "model-0 ? × data-0 ?"  # no model.identity recorded in this sample
     rows = {(r["where"], r["rule"]): r for r in group["rows"]}
@@ -170,12 +174,12 @@ def test_acceptance_results_show_units_verdicts_and_failing_golden_indices() -> 
     assert (lat["observed"], lat["verdict_text"]) == ("0.0114 ms", "fail")
     blocked = rows[("gpu-nvidia × py-current", "")]
     assert blocked["verdict_text"].startswith(f"business layer blocked: blocked by {GPU_DISC}")
-    zh = sections.results(Facts(ev), Text("zh"))["groups"][0]["rows"]
+    zh = sections.results(Facts(as_document(ev)), Text("zh"))["groups"][0]["rows"]
     assert {r["observed"] for r in zh} >= {"0.9639（96.39%）", "0.0114 毫秒"}
 
 
 def test_untested_scope_is_grouped_with_who_can_close_it() -> None:
-    groups = sections.untested(Facts(sample_evidence()), Text("zh"))
+    groups = sections.untested(Facts(as_document(sample_evidence())), Text("zh"))
     first, second = groups["groups"]
     assert (first["reason"], first["count"], first["who"]) == ("被 gpu-nvidia::discovery 阻断", 4, "基础设施团队")
     assert first["how"] == "修复根因失败（driver_missing）后重新运行"
@@ -186,7 +190,7 @@ def test_untested_scope_is_grouped_with_who_can_close_it() -> None:
 def test_phases_and_scenarios_mark_what_proves_them_or_not_covered() -> None:
     ev = local_pass()
     t = Text("en")
-    unsigned = {p["what"]: p for p in sections.phases(Facts(ev), t, signoff_context(OWNERS, None, "x"))}
+    unsigned = {p["what"]: p for p in sections.phases(Facts(as_document(ev)), t, signoff_context(OWNERS, None, "x"))}
     assert unsigned["1. Resource catalogue usable"]["state"] == "covered"
     assert unsigned["1. Resource catalogue usable"]["proof"] == ["cpu-host::discovery"]
     placement = unsigned["2. Tasks land in the right pool, Pending explained, no boundary crossed"]
@@ -195,10 +199,10 @@ def test_phases_and_scenarios_mark_what_proves_them_or_not_covered() -> None:
     assert unsigned["4. Expansion breaks nothing"]["detail"] == "no baseline was compared"
     ev["baseline_diff"] = {"baseline": {"run": "night-1"}, "counts": {"regression": 1, "new_failure": 0},
                            "transitions": {}, "verification": "verified", "gate": {}}
-    expansion = sections.phases(Facts(ev), t, signoff_context(OWNERS, None, "x"))[3]
+    expansion = sections.phases(Facts(as_document(ev)), t, signoff_context(OWNERS, None, "x"))[3]
     assert (expansion["state"], expansion["detail"]) == ("against", "against baseline night-1: 1 regression(s), "
                                                                     "0 new failure(s)")
-    scen = {s["what"]: s for s in sections.scenarios(Facts(ev), t)}
+    scen = {s["what"]: s for s in sections.scenarios(Facts(as_document(ev)), t)}
     assert scen["New resource admitted"]["state"] == "partial"
     assert scen["Training / fine-tune under quota"]["state"] == "not_covered"
     assert scen["Inference service: version, entry, permission, observability, rollback"]["detail"] == \
@@ -216,7 +220,7 @@ def test_change_since_baseline_lists_versions_transitions_metrics_and_gate() -> 
         "metric_changes": [{"item": "example-cpu::x::business", "rule": "accuracy-floor", "old": 0.96, "new": 0.9,
                             "relative_change": -0.0625}],
         "target_changes": [], "gate": {"policy": "regression", "failed": True, "reasons": ["1 regression(s)"]}}
-    lines = cover(Facts(ev), Text("zh"), {"roles": []}, [])["change"]
+    lines = cover(Facts(as_document(ev)), Text("zh"), {"roles": []}, [])["change"]
     assert lines == ["基线运行 night-1（签名已验证）。", "模型 digits-logreg：1.0.0 → 1.1.0", "状态变化：回归 1 项",
                      "回归：cpu-host::discovery（通过 → 失败）", "x::business 的指标 accuracy-floor：0.96 → 0.9（-6.2%）",
                      "基线门禁（失败策略 regression）：未通过: 1 regression(s)"]
@@ -250,7 +254,7 @@ def test_evidence_text_is_escaped_and_control_characters_dropped() -> None:
     gpu = next(i for i in ev["items"] if i["nodeid"] == GPU_DISC)
     gpu["failure"]["message"] = EVIL + "\x1b[31m red\x00"
     ev["run"]["invocation"] = [EVIL]
-    html = render_dossier(ev, signoff_context(OWNERS, None, EVIL), "en")
+    html = render_dossier(as_document(ev), signoff_context(OWNERS, None, EVIL), "en")
     assert "<script>" not in html and "<img src=x" not in html and "&lt;script&gt;" in html
     assert "\x1b" not in html and "\x00" not in html
     assert "<script" not in html.split("<style>")[0] and html.count("<script") == 0
@@ -284,7 +288,7 @@ def big_evidence(n: int) -> dict[str, Any]:
                           for i in items if i["status"] == "blocked"], "never_covered": {},
                 "does_not_prove": dict(DOES_NOT_PROVE)}
     ev = copy.deepcopy(sample_evidence())
-    ev.update(items=items, untested=untested, summary=summarise(items, untested),
+    ev.update(items=items, untested=untested, summary=summarise(items, cast("UntestedSection", untested)),
               matrices=[{"name": "bench", "prefix": "matrices/bench.matrix.yaml", "sha256": "0" * 64}])
     return ev
 
@@ -293,7 +297,7 @@ def big_evidence(n: int) -> dict[str, Any]:
 def test_dossier_of_a_large_run_stays_readable(n: int) -> None:
     ev = big_evidence(n)
     start = time.perf_counter()
-    html = render_dossier(ev, signoff_context({"bench": OWNERS["example-cpu"]}, None, "no key"), "zh")
+    html = render_dossier(as_document(ev), signoff_context({"bench": OWNERS["example-cpu"]}, None, "no key"), "zh")
     elapsed = time.perf_counter() - start
     print(f"dossier of {n} items: {len(html) / 1e6:.2f} MB in {elapsed:.2f} s")
     assert len(html) < 1_500_000
@@ -314,10 +318,10 @@ def test_queue_wait_from_what_the_engine_recorded() -> None:
                                                             "observed_epoch_s": 1796121718.46}}]
     startup["records"] = [{"kind": "startup.pod", "at": "t", "data": {"container_statuses": [
         {"restartCount": 2, "state": {"running": {"startedAt": "2026-12-01T10:41:58Z"}}}]}}]
-    ops = sections.operations(Facts(ev), Text("en"))
+    ops = sections.operations(Facts(as_document(ev)), Text("en"))
     assert ops["queue"] == [{"item": "cpu-host::scheduling", "submitted": "2026-12-01 10:41:58",
                              "admitted": "not recorded", "placed": "2026-12-01 10:41:58",
                              "started": "2026-12-01 10:41:58", "wait": "0.06 s / < 1 s (stamped in whole seconds)",
                              "restarts": "2"}]
-    assert sections.operations(Facts(sample_evidence()), Text("zh"))["queue_note"] == \
+    assert sections.operations(Facts(as_document(sample_evidence())), Text("zh"))["queue_note"] == \
         "此后端未进行排队或调度，排队等待不适用（local）。"

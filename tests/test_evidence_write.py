@@ -17,6 +17,7 @@ from pytest_hetero.evidence.recorder import write_evidence
 sys.path.insert(0, str(Path(__file__).parent))
 from bundle_samples import EVIL, sample_evidence  # noqa: E402
 
+from pytest_hetero.evidence.document import as_document
 from pytest_hetero.reporting.writers import render, write_renderings  # noqa: E402
 
 
@@ -84,9 +85,9 @@ def test_report_html_written_piece_by_piece_is_what_render_gives(tmp_path: Path)
     evidence["items"][0]["records"].append({"kind": "model.stdout", "at": "2026-11-29T10:00:01Z",
                                             "data": {"text": EVIL + " lone \ud800 surrogate ✓"}})
     signoff: dict[str, Any] = {"run_signer": None, "source": "run_end", "roles": [], "note": "n", "signer_error": None}
-    write_renderings(evidence, tmp_path, signoff)
+    write_renderings(as_document(evidence), tmp_path, signoff)
     page = (tmp_path / "report.html").read_bytes()
-    assert page == render("html", evidence, signoff)
+    assert page == render("html", as_document(evidence), signoff)
     assert b"&lt;script&gt;document.title" in page and b"<script>document" not in page
 
 
@@ -101,6 +102,6 @@ def test_a_page_that_fails_half_way_leaves_no_file(tmp_path: Path, monkeypatch: 
 
     monkeypatch.setattr(html, "html_chunks", broken)
     with pytest.raises(RuntimeError, match="template broke"):
-        write_renderings(sample_evidence(), tmp_path, {"run_signer": None, "source": "run_end", "roles": [],
+        write_renderings(as_document(sample_evidence()), tmp_path, {"run_signer": None, "source": "run_end", "roles": [],
                                                        "note": "", "signer_error": None})
     assert sorted(p.name for p in tmp_path.iterdir()) == []

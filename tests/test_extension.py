@@ -202,3 +202,25 @@ def test_a_plugin_from_the_entry_point_group_needs_no_p(lab: Path, pytester: pyt
     pytester.runpytest("-p", "no:cacheprovider", "--hetero-run-id", "r3").assert_outcomes(passed=9)
     result = pytester.runpytest("-p", "no:cacheprovider", "-p", "no:lab", "--hetero-run-id", "r4")
     result.stdout.fnmatch_lines(["*unknown backend 'lab'*"])
+
+
+BAD_RECORD_HOOK = """
+def pytest_hetero_evidence(evidence):
+    if evidence["layer"] == "discovery":
+        evidence["records"].append({"kind": "lab.half"})  # no "at", no "data": not a record
+"""
+
+
+def test_a_hook_that_leaves_a_malformed_record_errors_its_item_and_the_bundle_still_renders(
+        lab: Path, pytester: pytest.Pytester, tmp_path: Path) -> None:
+    pytester.makeconftest(BAD_RECORD_HOOK)
+    pytester.runpytest("-p", "labplugin", "-p", "no:cacheprovider", "--hetero-run-id", "r2")
+    bundle = lab / "reports" / "r2"
+    evidence = json.loads((bundle / "evidence.json").read_text())
+    discovery = next(i for i in evidence["items"] if i["layer"] == "discovery")
+    assert discovery["status"] == "error"
+    assert "a pytest_hetero_evidence hook left this item's evidence not of its shape" in discovery["failure"]["message"]
+    assert "evidence.records[" in discovery["failure"]["message"]
+    assert not any(r.get("kind") == "lab.half" for i in evidence["items"] for r in i["records"])
+    assert hetero(["render", str(bundle), "--format", "md", "--out", str(tmp_path / "s.md")]) == 0
+

@@ -17,6 +17,7 @@ from support import DIGITS, matrix_text
 
 from pytest_hetero.errors import BundleError
 from pytest_hetero.evidence import recorder as recorder_module
+from pytest_hetero.evidence.document import as_document
 from pytest_hetero.evidence.journal import JournalKey, read_lines
 from pytest_hetero.evidence.recorder import SYNC_EVERY_LINES, Recorder, assemble, journal_locked
 
@@ -245,8 +246,8 @@ def test_a_code_folder_shared_by_models_is_kept_once_and_never_copies_a_bundle(t
     bundle = project / "reports" / "r1"
     bundle.mkdir()
     inputs = RunInputs()
-    inputs.keep({"matrices": [{"path": str(matrix.path), "prefix": "m.matrix.yaml", "name": "m",
-                               "sha256": matrix.sha256}]}, bundle)
+    inputs.keep(as_document({"items": [], "untested": {"items": []}, "matrices": [
+        {"path": str(matrix.path), "prefix": "m.matrix.yaml", "name": "m", "sha256": matrix.sha256}]}), bundle)
     code = inputs.section["m"]["code"]
     listing = (bundle / "inputs/m/code/m0.sha256sum").read_text().splitlines()
     assert [line.split("  ", 1)[1] for line in listing] == [".hetero-root", "data.csv", "m.matrix.yaml",

@@ -14,6 +14,7 @@ from pytest_hetero.bundle.finish import finish_bundle
 from pytest_hetero.bundle.signing import generate_keypair, load_public_key
 from pytest_hetero.bundle.verify import verify_bundle
 from pytest_hetero.cli import main
+from pytest_hetero.evidence.document import as_document
 
 # its matrices sit in a temporary folder and name the repository's cases/ (or a neighbouring temporary
 # folder) by absolute path, which path containment refuses unless allowed (suite_setup.outside_inputs)
@@ -116,7 +117,7 @@ def test_signed_shards_are_verified_and_the_merge_is_re_signed(pytester: pytest.
                                                "sha256": hashlib.sha256(b"captured output\n").hexdigest()})
     (two / "evidence.json").write_text(json.dumps(shard, indent=1))
     statement = json.loads((two / "statement.intoto.json").read_text())  # signed again, as its run would have
-    finish_bundle(shard, two, key, statement["predicate"]["owners"],
+    finish_bundle(as_document(shard), two, key, statement["predicate"]["owners"],
                   [(s["name"], s["digest"]["sha256"]) for s in statement["subject"][1:]])
     assert verify_bundle(two, [load_public_key(pub)]).ok
     original = artifact.read_bytes()

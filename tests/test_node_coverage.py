@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import pytest
 from support import matrix_text
@@ -18,6 +18,9 @@ from pytest_hetero.matrix.load import load_matrix
 from pytest_hetero.matrix.model import Coverage, Matrix
 from pytest_hetero.status.compute import pool_status
 from pytest_hetero.status.publish import left_as_is, parse_now, publish_plan
+
+if TYPE_CHECKING:
+    from pytest_hetero.evidence.document import ItemDict, PoolStatus
 
 # its matrices sit in a temporary folder and name the repository's cases/ (or a neighbouring temporary
 # folder) by absolute path, which path containment refuses unless allowed (suite_setup.outside_inputs)
@@ -88,17 +91,17 @@ def rec(kind: str, **data: Any) -> dict[str, Any]:
     return {"kind": kind, "at": "2026-12-02T10:00:00Z", "data": data}
 
 
-def item(layer: str, status: str, *records: dict[str, Any], **keys: str) -> dict[str, Any]:
+def item(layer: str, status: str, *records: dict[str, Any], **keys: str) -> ItemDict:
     base = {"resource": "cpu", **({"image": "py"} if layer != "discovery" else {})}
     if layer in ("model", "business"):
         base.update(model="digits-logreg", dataset="digits-test")
-    return {"layer": layer, "status": status, "keys": {**base, **keys}, "records": list(records)}
+    return cast("ItemDict", {"layer": layer, "status": status, "keys": {**base, **keys}, "records": list(records)})
 
 
 POOL = ["n1", "n2", "n3", "n4"]
 
 
-def run_items(coverage: bool, failed: str | None = None) -> list[dict[str, Any]]:
+def run_items(coverage: bool, failed: str | None = None) -> list[ItemDict]:
     """A 4-node pool's items: the workload on n1 (startup, model, business passed); with ``coverage`` a
     node-coverage item over every node, ``failed`` failing its payload there."""
     out = [item("discovery", "passed", rec("discovery.snapshot", nodes=[{"name": n} for n in POOL])),
@@ -116,7 +119,7 @@ def run_items(coverage: bool, failed: str | None = None) -> list[dict[str, Any]]
     return out
 
 
-def levels(pool: dict[str, Any]) -> dict[str, str]:
+def levels(pool: PoolStatus) -> dict[str, str]:
     return {e["node"]: e["task_types"]["batch-inference"]["level"] for e in pool["node_status"]}
 
 
@@ -152,7 +155,7 @@ def test_publish_plan_labels_each_exercised_node_at_its_level_and_leaves_the_oth
     assert [e["node"] for e in plan] == ["n1"]
     assert [e["node"] for e in left_as_is([one], plan)] == ["n2", "n3", "n4"]
     # a bundle written before node status: every node at the pool's level, as before
-    old = {k: v for k, v in one.items() if k not in ("node_status", "unvalidated")}
+    old = cast("PoolStatus", {k: v for k, v in one.items() if k not in ("node_status", "unvalidated")})
     assert publish_plan([old], "ab" * 32, parse_now("2026-12-02T11:00:00Z"))[0]["labels"][key] == "business"
 
 
@@ -170,7 +173,7 @@ def test_catalog_lists_node_levels_and_unvalidated_nodes(tmp_path: Path) -> None
     assert json.dumps(row)  # JSON-ready
 
 
-def smoke_items(outcomes: dict[str, str]) -> list[dict[str, Any]]:
+def smoke_items(outcomes: dict[str, str]) -> list[ItemDict]:
     """:func:`run_items` with a node-coverage item whose smoke model run ended ``outcomes[node]`` on each node
     (``passed``: model proven there; ``failed``: the node failed on its smoke run, startup still proven)."""
     out = run_items(False)

@@ -18,6 +18,7 @@ from test_bundle_verify import hetero
 from pytest_hetero.bundle.attestation import add_signoff
 from pytest_hetero.bundle.signing import generate_keypair, load_private_key
 from pytest_hetero.bundle.signoff import signoff_context
+from pytest_hetero.evidence.document import as_document
 from pytest_hetero.reporting.html import render_html
 
 ENSURE = Path(__file__).parent / "infra" / "chromium.sh"
@@ -177,7 +178,7 @@ def test_injected_script_does_not_execute_even_without_csp(chromium: str, tmp_pa
     evidence["items"][0]["status"] = "failed"
     evidence["run"]["host"] = EVIL
     page = tmp_path / "nocsp.html"
-    html = render_html(evidence, signoff_context({}, None, EVIL))
+    html = render_html(as_document(evidence), signoff_context({}, None, EVIL))
     assert CSP.search(html)
     page.write_text(CSP.sub("", html), encoding="utf-8")
     dom_text = dump_dom(chromium, page, tmp_path / "profile")
@@ -209,7 +210,7 @@ def test_render_pdf(chromium: str, bundle: Path, tmp_path: Path) -> None:
 
 def test_large_run_stays_usable(tmp_path: Path) -> None:
     evidence = sample_evidence(models=40, datasets=25)
-    html = render_html(evidence, signoff_context({}, None, "no key"))
+    html = render_html(as_document(evidence), signoff_context({}, None, "no key"))
     assert "2001 combinations (resource × image × model × dataset): the grid above shows them per resource × " \
            "image." in html
     assert html.count('<td class="gcell"') == 3 and 'id="heat"' not in html
@@ -226,15 +227,15 @@ def test_the_compiled_template_is_kept_for_the_next_run_in_a_folder_only_this_us
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     evidence = sample_evidence()
-    first = render_html(evidence, signoff_context({}, None, "no key"))
+    first = render_html(as_document(evidence), signoff_context({}, None, "no key"))
     folder = tmp_path / "pytest-hetero" / "jinja2"
     entries = list(folder.iterdir())
     assert folder.stat().st_mode & 0o777 == 0o700 and entries
     assert all(e.name.startswith("__jinja2_") and e.stat().st_size > 100 for e in entries)
-    assert render_html(evidence, signoff_context({}, None, "no key")) == first
+    assert render_html(as_document(evidence), signoff_context({}, None, "no key")) == first
     folder.chmod(0o777)
     assert template_cache() is None
-    assert render_html(evidence, signoff_context({}, None, "no key")) == first
+    assert render_html(as_document(evidence), signoff_context({}, None, "no key")) == first
 
 
 def test_record_data_reads_as_json_compact_where_short_and_indented_where_long() -> None:

@@ -21,6 +21,7 @@ from test_bundle_verify import hetero
 from pytest_hetero.bundle.signing import generate_keypair
 from pytest_hetero.bundle.signoff import signoff_context
 from pytest_hetero.bundle.signoff_check import SignOff
+from pytest_hetero.evidence.document import as_document
 from pytest_hetero.reporting.ctrf import render_ctrf
 from pytest_hetero.reporting.junit import render_junit
 from pytest_hetero.reporting.markdown import render_markdown
@@ -65,7 +66,7 @@ def test_markdown_summary() -> None:
                       "2026-11-29T11:00:00Z", ["Ana Ruiz"], verified=True),
               SignOff(3, "ef" * 32, "platform", ["startup"], "accept", None, "2026-11-29T11:00:00Z",
                       why_unverified="signed by a key the policy p does not give 'platform'")]
-    text = render_markdown(evidence, signoff_context(OWNERS, "cd" * 32, None, claims, source="attestations",
+    text = render_markdown(as_document(evidence), signoff_context(OWNERS, "cd" * 32, None, claims, source="attestations",
                                                      run_verified=True))
     assert text.splitlines()[:12] == [
         "## pytest-hetero: FAIL",
@@ -87,7 +88,7 @@ def test_markdown_summary() -> None:
             "Ruiz (key `abababababababab`) at 2026-11-29T11:00:00Z: GPU host in repair") in text
     assert ("- platform (scheduling, startup): **pending**\n  - not verified (key `efefefefefefefef`): signed by a key "
             "the policy p does not give 'platform'") in text
-    at_run_end = render_markdown(evidence, signoff_context(OWNERS, "cd" * 32, None))
+    at_run_end = render_markdown(as_document(evidence), signoff_context(OWNERS, "cd" * 32, None))
     assert "- platform (scheduling, startup)\n" in at_run_end and "pending" not in at_run_end
     assert "4 blocked, 1 excluded" in text
     assert "- excluded: `matrices/example-cpu.matrix.yaml::cpu-host::py-old::startup` — excluded by matrix rule " \
@@ -100,7 +101,7 @@ def test_markdown_escapes_html_and_limits_lines() -> None:
     evidence["items"][0]["status"] = "failed"
     evidence["items"][0]["failure"] = {"layer": "discovery", "category": "x", "owner": "infrastructure",
                                        "message": EVIL + "\n| table | break"}
-    text = render_markdown(evidence, signoff_context(OWNERS, None, "no key"))
+    text = render_markdown(as_document(evidence), signoff_context(OWNERS, None, "no key"))
     assert "<script" not in text and "&lt;script&gt;" in text
     assert "\\| table \\| break" in text
     assert "bundle **UNSIGNED**" in text
@@ -110,7 +111,7 @@ def test_markdown_escapes_html_and_limits_lines() -> None:
 def test_junit_validates_against_the_published_schemas_and_maps_statuses() -> None:
     """Before: junit-10.xsd refused testcase@status (x10) and jenkins-junit.xsd skipped@message (x5)."""
     evidence = sample_evidence()
-    data = render_junit(evidence)
+    data = render_junit(as_document(evidence))
     junit_valid(data.decode())
     doc: Any = xmlschema.XMLSchema(str(published("xunit-junit-10.xsd"))).to_dict(data.decode())  # the decoded XML
     assert doc["@tests"] == "11" and doc["@failures"] == "1" and doc["@errors"] == "0"
@@ -169,7 +170,7 @@ def test_junit_keeps_control_characters_out() -> None:
     evidence["items"][0]["status"] = "error"
     evidence["items"][0]["failure"] = {"layer": "discovery", "category": "harness", "owner": "platform",
                                        "message": "bad\x00byte\x1b[31m \"quoted\"\nnext line " + EVIL}
-    data = render_junit(evidence).decode()
+    data = render_junit(as_document(evidence)).decode()
     junit_valid(data)
     case = next(c for s in JUnitXml.fromstring(data) for c in s if c.classname == "matrices.example-cpu.matrix.yaml."
                 "cpu-host" and c.name == "discovery")
@@ -178,7 +179,7 @@ def test_junit_keeps_control_characters_out() -> None:
 
 def test_ctrf_document() -> None:
     """Before: the official CTRF schema refused ``suite`` (must be an array) and specVersion was 1.0.0."""
-    doc = render_ctrf(sample_evidence())
+    doc = render_ctrf(as_document(sample_evidence()))
     assert ctrf_errors(doc) == []
     assert doc["reportFormat"] == "CTRF" and doc["specVersion"] == "0.1.0"
     assert (doc["runId"], doc["timestamp"], doc["generatedBy"]) == ("run-1", "2026-11-29T10:05:00.000000Z",
@@ -216,7 +217,7 @@ def test_ctrf_of_a_real_run_is_valid(pytester: pytest.Pytester) -> None:
 
 
 def test_heatmap_rows_and_blocked_cells() -> None:
-    heat = heatmap(sample_evidence())
+    heat = heatmap(as_document(sample_evidence()))
     assert heat["summarised"] is False and heat["total_rows"] == 3
     rows = {tuple(r["keys"]): r["cells"] for r in heat["rows"]}
     assert list(rows) == [("cpu-host", "py-current", "model-0", "data-0"), ("cpu-host", "py-old"),
@@ -231,7 +232,7 @@ def test_heatmap_rows_and_blocked_cells() -> None:
 
 
 def test_heatmap_lists_no_rows_beyond_the_limit() -> None:
-    heat = heatmap(sample_evidence(models=10, datasets=5), limit=50)
+    heat = heatmap(as_document(sample_evidence(models=10, datasets=5)), limit=50)
     assert heat == {"summarised": True, "total_rows": 101, "rows": []}
 
 
@@ -240,7 +241,7 @@ def test_heatgrid_is_resource_by_image_with_layer_subcells_and_numbered_reasons(
     evidence["items"][0]["status"] = "error"  # cpu-host discovery: the harness broke
     evidence["items"][0]["failure"] = {"layer": "discovery", "category": "probe_crashed", "owner": "platform",
                                        "message": "lscpu: exit 139"}
-    grid = heatgrid(evidence)
+    grid = heatgrid(as_document(evidence))
     (g,) = grid["grids"]
     assert g["matrix"] == PREFIX and g["images"] == ["py-current", "py-old"]
     cells = {(r["resource"], c["image"]): c["layers"] for r in g["rows"] for c in r["cells"]}
@@ -315,10 +316,10 @@ def test_not_proven_parts_are_rendered() -> None:
     evidence = sample_evidence()
     evidence["untested"]["not_proven"] = [{"nodeid": f"{PREFIX}::cpu-host::scheduling", "layer": "scheduling",
                                            "part": "queue/quota", "reason": "docker has no <queue>"}]
-    text = render_markdown(evidence, signoff_context(OWNERS, None, None))
+    text = render_markdown(as_document(evidence), signoff_context(OWNERS, None, None))
     assert "- not proven: `matrices/example-cpu.matrix.yaml::cpu-host::scheduling` queue/quota — docker has no " \
            "&lt;queue&gt;" in text
-    html = render_html(evidence, signoff_context(OWNERS, None, None))
+    html = render_html(as_document(evidence), signoff_context(OWNERS, None, None))
     assert ("<tr><td><code>matrices/example-cpu.matrix.yaml::cpu-host::scheduling</code></td><td>scheduling</td>"
             "<td>queue/quota</td><td>docker has no &lt;queue&gt;</td></tr>") in html
 
@@ -332,11 +333,11 @@ def test_terminal_control_codes_from_a_model_reach_no_rendering() -> None:
     evidence["items"][0]["status"] = "failed"
     evidence["items"][0]["failure"] = {"layer": "discovery", "category": "x", "owner": "infrastructure",
                                        "message": "\x1b[31mCUDA error\x1b[0m: out of\x00 memory\x08!"}
-    markdown = render_markdown(evidence, signoff_context(OWNERS, None, "no key"))
+    markdown = render_markdown(as_document(evidence), signoff_context(OWNERS, None, "no key"))
     assert "\\[31mCUDA error\\[0m: out of memory!" in markdown  # [ is escaped in Markdown
-    html = render_html(evidence, signoff_context(OWNERS, None, "no key"))
+    html = render_html(as_document(evidence), signoff_context(OWNERS, None, "no key"))
     assert "[31mCUDA error[0m: out of memory!" in html
-    junit = render_junit(evidence).decode()
+    junit = render_junit(as_document(evidence)).decode()
     assert 'message="[31mCUDA error[0m: out of memory!"' in junit
     for text in (markdown, html, junit):
         assert not any(c in text for c in "\x1b\x00\x08")

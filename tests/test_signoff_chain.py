@@ -128,7 +128,7 @@ def test_the_signoff_view_does_not_count_signoffs_after_a_removed_one(bundle: Pa
     sign(bundle, keys, "biz", "risk-business", "accept-with-known-failures", "INC-42", "--supersede", capsys=capsys)
     drop_line(bundle, 2)
     gate = [load_public_key(keys["gate.pub"])]
-    view = bundle_signoff(bundle, {"items": []}, gate, load_policy(policy, gate))
+    view = bundle_signoff(bundle, {"items": [], "untested": {"items": []}}, gate, load_policy(policy, gate))
     (role,) = [r for r in view["roles"] if r["role"] == "risk-business"]
     assert role["state"] == "pending"
     assert [(s["decision"], s["verified"], s["why_unverified"]) for s in role["signed"]] == [

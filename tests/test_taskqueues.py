@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import pytest
 from support import matrix_text
@@ -19,6 +19,9 @@ from pytest_hetero.matrix.expand import expand
 from pytest_hetero.matrix.load import load_matrix
 from pytest_hetero.matrix.taskqueues import TaskQueue
 from pytest_hetero.status.compute import pool_status
+
+if TYPE_CHECKING:
+    from pytest_hetero.evidence.document import ItemDict
 
 # the matrices lie in tmp_path and name the repository's cases/ by absolute path (suite_setup.outside_inputs)
 pytestmark = pytest.mark.usefixtures("outside_inputs")
@@ -129,11 +132,11 @@ def test_a_task_types_scheduling_item_counts_for_that_task_type_only(tmp_path: P
     path.write_text(json.dumps(doc))
     m = load_matrix(path)
     items: list[dict[str, Any]] = [
-        {"keys": {"resource": "cpu-host"}, "layer": "discovery", "status": "passed"},
-        {"keys": {"resource": "cpu-host", "image": "py"}, "layer": "scheduling", "status": "passed"},
+        {"keys": {"resource": "cpu-host"}, "layer": "discovery", "status": "passed", "records": []},
+        {"keys": {"resource": "cpu-host", "image": "py"}, "layer": "scheduling", "status": "passed", "records": []},
         {"keys": {"resource": "cpu-host", "image": "py", "task_type": "training"}, "layer": "scheduling",
-         "status": "failed"}]
-    [pool] = pool_status(m, items, "2026-12-02T10:00:00Z")
+         "status": "failed", "records": []}]
+    [pool] = pool_status(m, cast("list[ItemDict]", items), "2026-12-02T10:00:00Z")
     levels = {t: pool["task_types"][t]["layers"]["scheduling"] for t in ("training", "batch-inference")}
     assert levels == {"training": "failed", "batch-inference": "passed"}
 

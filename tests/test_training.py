@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import pytest
 from support import REPO, matrix_text
@@ -20,6 +20,9 @@ from pytest_hetero.layers.training import measure, raise_first_failure
 from pytest_hetero.matrix.expand import expand
 from pytest_hetero.matrix.load import load_matrix
 from pytest_hetero.matrix.training import TASK_CHECKS, Training, checks_of
+
+if TYPE_CHECKING:
+    from pytest_hetero.evidence.document import EvidenceDocument
 
 # the matrices sit in tmp_path and name the repository's cases/ by absolute path (suite_setup.outside_inputs)
 pytestmark = pytest.mark.usefixtures("outside_inputs")
@@ -227,5 +230,5 @@ def test_the_heat_map_model_cell_never_hides_a_failure(run: str, comm: str, show
 
     ev = {"items": [heat_item("model", run), heat_item("business", "passed"), heat_item("model", comm, "communication")],
           "untested": {"items": []}}
-    (row,) = heatmap(ev)["rows"]
+    (row,) = heatmap(cast("EvidenceDocument", ev))["rows"]
     assert row["cells"]["model"]["nodeid"].endswith(shown)

@@ -9,7 +9,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import pytest
 from support import REPO, matrix_text
@@ -21,6 +21,9 @@ from pytest_hetero.errors import BundleError, MatrixError
 from pytest_hetero.matrix.load import load_matrix
 from pytest_hetero.status.compute import RESOURCE_LAYERS, layer_summary, level_of, pool_status
 from pytest_hetero.status.publish import PublishRefused, expiry_plan, parse_now, publish_plan
+
+if TYPE_CHECKING:
+    from pytest_hetero.evidence.document import ItemDict, PoolStatus
 
 # its matrices sit in a temporary folder and name the repository's cases/ (or a neighbouring temporary
 # folder) by absolute path, which path containment refuses unless allowed (suite_setup.outside_inputs)
@@ -95,8 +98,9 @@ def test_pool_status_groups_items_by_resource_task_type_and_layer(tmp_path: Path
             models = [None] if layer in RESOURCE_LAYERS else ["digits-logreg", "trainer"]
             for m, model in enumerate(models):
                 keys = {"resource": res, **({"model": model} if model else {})}
-                items.append({"keys": keys, "layer": layer, "status": statuses[(r * 7 + n * 3 + m) % 6]})
-    pools = pool_status(matrix, items, "2026-11-29T10:00:00Z")
+                items.append({"keys": keys, "layer": layer, "status": statuses[(r * 7 + n * 3 + m) % 6],
+                              "records": []})
+    pools = pool_status(matrix, cast("list[ItemDict]", items), "2026-11-29T10:00:00Z")
     assert [p["pool"] for p in pools] == ["cpu-a", "cpu-b"]
     for pool in pools:
         for task_type, models in (("batch-inference", ["digits-logreg"]), ("fine-tune", ["trainer"])):
@@ -197,8 +201,9 @@ def test_catalog_renders_pools_levels_expiry_and_untested(signed: tuple[Path, Pa
 
 
 def test_publish_plan_refuses_expired_and_nodeless_status() -> None:
-    pool = {"matrix": "m", "pool": "p", "nodes": ["n1"], "domain": "d.example", "expires_at": "2026-01-02T00:00:00Z",
-            "task_types": {"training": {"level": "startup"}, "batch-inference": {"level": "business"}}}
+    pool = cast("PoolStatus", {"matrix": "m", "pool": "p", "nodes": ["n1"], "domain": "d.example",
+                               "expires_at": "2026-01-02T00:00:00Z",
+                               "task_types": {"training": {"level": "startup"}, "batch-inference": {"level": "business"}}})
     plan = publish_plan([pool], "ab" * 32, parse_now("2026-01-01T00:00:00Z"), "d.example/unvalidated")
     [entry] = plan
     assert entry["labels"] == {"validation.d.example/batch-inference": "business",
@@ -210,7 +215,7 @@ def test_publish_plan_refuses_expired_and_nodeless_status() -> None:
     with pytest.raises(PublishRefused, match="has expired: m/p"):
         publish_plan([pool], "ab" * 32, parse_now("2026-01-02T00:00:00Z"))
     with pytest.raises(PublishRefused, match="nothing to publish"):
-        publish_plan([{**pool, "nodes": []}], "ab" * 32, parse_now("2026-01-01T00:00:00Z"))
+        publish_plan([cast("PoolStatus", {**pool, "nodes": []})], "ab" * 32, parse_now("2026-01-01T00:00:00Z"))
     nodes = [{"name": "n1", "annotations": {"validation.d.example/training.expires-at": "2026-01-02T00:00:00Z",
                                             "validation.d.example/serve.expires-at": "2026-02-01T00:00:00Z"},
               "conditions": [{"type": "validation.d.example/serve", "status": "True"}]}]

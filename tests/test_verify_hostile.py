@@ -28,6 +28,7 @@ from pytest_hetero.bundle.signing import (
     load_public_key,
 )
 from pytest_hetero.bundle.verify import verify_bundle
+from pytest_hetero.evidence.document import as_document
 
 REPO = Path(__file__).resolve().parents[1]
 DEADLINE_S = 60
@@ -170,7 +171,7 @@ def test_a_signed_bundle_without_evidence_is_incomplete(tmp_path: Path, keys: di
     evidence = sample_evidence()
     bundle = make_bundle(tmp_path / "b", evidence, keys["gate"])
     (bundle / "evidence.json").unlink()
-    finish_bundle(evidence, bundle, keys["gate"], {"example-cpu": {}}, [])
+    finish_bundle(as_document(evidence), bundle, keys["gate"], {"example-cpu": {}}, [])
     status, out, _ = verify_cli(bundle, keys["gate.pub"])
     assert status == 1 and out == [
         "FAIL evidence.json: incomplete: a documented file of every bundle is not in the signed manifest: the bundle "

@@ -16,11 +16,15 @@ the gate), ``untested-growth`` (regression, plus any newly_untested item).
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_hetero.errors import BundleError, HeteroError
+from pytest_hetero.evidence.document import item_of
 from pytest_hetero.evidence.inputs import input_digests
 from pytest_hetero.vocab import BLOCKING
+
+if TYPE_CHECKING:
+    from pytest_hetero.evidence.document import Entry, EvidenceDocument, RecordDict
 
 FAILING = BLOCKING
 """failed, error, blocked (:data:`pytest_hetero.vocab.BLOCKING`)."""
@@ -31,19 +35,19 @@ DEFAULT_TOLERANCE = 0.05
 """Relative change (5 %) beyond which an observed metric value is reported as changed."""
 
 
-def matrix_names(evidence: dict[str, Any]) -> set[str]:
+def matrix_names(evidence: EvidenceDocument) -> set[str]:
     """Names of the matrices a bundle covers."""
     return {m["name"] for m in evidence.get("matrices", [])}
 
 
-def status_map(evidence: dict[str, Any]) -> dict[str, dict[str, Any]]:
+def status_map(evidence: EvidenceDocument) -> dict[str, Entry]:
     """``matrix name::id below the file`` → the reported item or untested entry (reported wins)."""
     names = {m["prefix"]: m["name"] for m in evidence.get("matrices", [])}
-    out: dict[str, dict[str, Any]] = {}
-    for source in (evidence.get("untested", {}).get("items", []), evidence.get("items", [])):
-        for entry in source:
-            prefix, _, rest = entry["nodeid"].partition("::")
-            out[f"{names.get(prefix, prefix)}::{rest}"] = entry
+    out: dict[str, Entry] = {}
+    both: list[Entry] = [*evidence["untested"]["items"], *evidence["items"]]
+    for entry in both:
+        prefix, _, rest = entry["nodeid"].partition("::")
+        out[f"{names.get(prefix, prefix)}::{rest}"] = entry
     return out
 
 
@@ -79,32 +83,37 @@ def target_changes(old: list[dict[str, Any]], new: list[dict[str, Any]]) -> list
     return changes
 
 
-def _observed(entry: dict[str, Any]) -> dict[str, float]:
+def _records(entry: Entry) -> list[RecordDict]:
+    """An item's records; none for an untested-only entry."""
+    item = item_of(entry)
+    return item["records"] if item else []
+
+
+def _observed(entry: Entry) -> dict[str, float]:
     out: dict[str, float] = {}
-    for record in entry.get("records") or []:
-        if record.get("kind") == "business.rules":
-            for result in record.get("data", {}).get("results", []):
+    for record in _records(entry):
+        if record["kind"] == "business.rules":
+            for result in record["data"].get("results", []):
                 value = result.get("observed")
                 if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
                     out[str(result.get("name"))] = float(value)
     return out
 
 
-def _units(entry: dict[str, Any]) -> dict[str, str]:
+def _units(entry: Entry) -> dict[str, str]:
     """Rule name → unit of its observed value (``ms`` for latency), where the result names one."""
-    return {str(r.get("name")): str(r["unit"]) for record in entry.get("records") or []
-            if record.get("kind") == "business.rules" for r in record.get("data", {}).get("results", [])
+    return {str(r.get("name")): str(r["unit"]) for record in _records(entry)
+            if record["kind"] == "business.rules" for r in record["data"].get("results", [])
             if r.get("unit")}
 
 
-def metric_changes(old: dict[str, dict[str, Any]], new: dict[str, dict[str, Any]],
-                   tolerance: float) -> list[dict[str, Any]]:
+def metric_changes(old: dict[str, Entry], new: dict[str, Entry], tolerance: float) -> list[dict[str, Any]]:
     """Observed values of ``business.rules`` results (accuracy, latency…) that moved by more than
     ``tolerance`` relative to the baseline value. Returns ``[{"item", "rule", "old", "new",
     "relative_change"}]`` sorted by item then rule."""
     out = []
-    for key in sorted(k for k, e in new.items() if e.get("layer") == "business" and k in old):
-        if old[key].get("records") == new[key].get("records"):
+    for key in sorted(k for k, e in new.items() if e["layer"] == "business" and k in old):
+        if _records(old[key]) == _records(new[key]):
             continue  # same records, same observed values (a C-level comparison skips the common case)
         a, b = _observed(old[key]), _observed(new[key])
         for rule in sorted(set(a) & set(b)):
@@ -117,22 +126,22 @@ def metric_changes(old: dict[str, dict[str, Any]], new: dict[str, dict[str, Any]
     return out
 
 
-def _identities(evidence: dict[str, Any]) -> dict[tuple[str, str], tuple[str, str]]:
+def _identities(evidence: EvidenceDocument) -> dict[tuple[str, str], tuple[str, str]]:
     """{("model"|"dataset", name): (version, sha256)} from the ``model.identity`` records of a run."""
     out: dict[tuple[str, str], tuple[str, str]] = {}
-    for item in evidence.get("items", []):
-        if item.get("layer") != "model":
+    for item in evidence["items"]:
+        if item["layer"] != "model":
             continue
-        for record in item.get("records") or []:
-            if record.get("kind") == "model.identity":
-                data = record.get("data") or {}
+        for record in item["records"]:
+            if record["kind"] == "model.identity":
+                data = record["data"]
                 out[("model", str(data.get("model")))] = (str(data.get("version")), str(data.get("sha256") or ""))
                 out[("dataset", str(data.get("dataset")))] = (str(data.get("dataset_version")),
                                                              str(data.get("dataset_sha256") or ""))
     return out
 
 
-def input_changes(old: dict[str, Any], new: dict[str, Any]) -> list[dict[str, Any]]:
+def input_changes(old: EvidenceDocument, new: EvidenceDocument) -> list[dict[str, Any]]:
     """What the run was given that differs from the baseline's: model and data-set versions (or, at the same
     version, their sha256) as the model items recorded them, each matrix file's sha256, and the digests of
     each model's code folder and each data set's acceptance rules (``code``/``rules``, named
@@ -148,8 +157,8 @@ def input_changes(old: dict[str, Any], new: dict[str, Any]) -> list[dict[str, An
         elif sa != sb:
             out.append({"what": key[0], "name": key[1], "old": f"{va} (sha256 {sa[:12]}…)",
                         "new": f"{vb} (sha256 {sb[:12]}…)"})
-    ma = {m["name"]: m.get("sha256") for m in old.get("matrices", [])}
-    mb = {m["name"]: m.get("sha256") for m in new.get("matrices", [])}
+    ma = {m["name"]: m["sha256"] for m in old.get("matrices", [])}
+    mb = {m["name"]: m["sha256"] for m in new.get("matrices", [])}
     out += [{"what": "matrix", "name": name, "old": f"sha256 {str(ma[name])[:12]}…",
              "new": f"sha256 {str(mb[name])[:12]}…"} for name in sorted(set(ma) & set(mb)) if ma[name] != mb[name]]
     da, db = input_digests(old), input_digests(new)
@@ -173,7 +182,7 @@ def classify(old: str | None, new: str | None) -> str | None:
     return None
 
 
-def diff_evidence(old: dict[str, Any], new: dict[str, Any], *, tolerance: float = DEFAULT_TOLERANCE,
+def diff_evidence(old: EvidenceDocument, new: EvidenceDocument, *, tolerance: float = DEFAULT_TOLERANCE,
                   policy: str = "regression") -> dict[str, Any]:
     """The ``baseline_diff`` section (see :func:`_diff`), computed with the cyclic collector paused: the two
     documents are large and the diff makes no cycles, so collections would only walk both heaps again."""
@@ -183,7 +192,7 @@ def diff_evidence(old: dict[str, Any], new: dict[str, Any], *, tolerance: float 
         return _diff(old, new, tolerance=tolerance, policy=policy)
 
 
-def _diff(old: dict[str, Any], new: dict[str, Any], *, tolerance: float, policy: str) -> dict[str, Any]:
+def _diff(old: EvidenceDocument, new: EvidenceDocument, *, tolerance: float, policy: str) -> dict[str, Any]:
     """The ``baseline_diff`` section: ``{"baseline": {run, matrices}, "transitions": {name:
     [{"item", "old", "new"}]}, "counts": {name: n}, "target_changes": [...], "input_changes": [...]
     (:func:`input_changes`), "metric_changes": [...], "tolerance", "gate": {"policy", "failed", "reasons"}}``.
@@ -220,7 +229,7 @@ def _diff(old: dict[str, Any], new: dict[str, Any], *, tolerance: float, policy:
     return diff
 
 
-def gate(diff: dict[str, Any], policy: str, new: dict[str, Any]) -> dict[str, Any]:
+def gate(diff: dict[str, Any], policy: str, new: EvidenceDocument) -> dict[str, Any]:
     """``{"policy", "failed", "reasons"}`` for ``policy`` (one of :data:`POLICIES`)."""
     counts = diff["counts"]
     reasons = []
@@ -263,7 +272,7 @@ def diff_lines(diff: dict[str, Any], limit: int = 20) -> list[str]:
     return lines
 
 
-def baseline_section(old: dict[str, Any], verification: str, new: dict[str, Any], policy: str) -> dict[str, Any]:
+def baseline_section(old: EvidenceDocument, verification: str, new: EvidenceDocument, policy: str) -> dict[str, Any]:
     """The ``baseline_diff`` section of ``new`` against the baseline ``old`` (whose verification
     :func:`~pytest_hetero.bundle.verify.load_evidence` reported as ``verification``) under gate
     ``policy``: :func:`diff_evidence` plus ``verification``; when the two cannot be compared,

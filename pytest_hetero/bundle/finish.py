@@ -28,7 +28,7 @@ import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from pytest_hetero.bundle.manifest import (
     ATTESTATION,
@@ -48,6 +48,7 @@ from pytest_hetero.evidence.recorder import EVIDENCE, JOURNAL, write_evidence
 from pytest_hetero.settings import SignCommand
 
 if TYPE_CHECKING:
+    from pytest_hetero.evidence.document import EvidenceDocument
     from pytest_hetero.evidence.inputs import RunInputs
     from pytest_hetero.settings import Settings
 
@@ -88,7 +89,8 @@ def interrupts_held(notice: str, held: list[int]) -> Iterator[None]:
             signal.signal(sig, handler)
 
 
-def publish(hook: Any, evidence: dict[str, Any], settings: Settings, inputs: RunInputs) -> list[tuple[str, Exception]]:
+def publish(hook: Any, evidence: EvidenceDocument, settings: Settings, inputs: RunInputs
+            ) -> list[tuple[str, Exception]]:
     """Finish the bundle ``settings.bundle_dir`` for the assembled ``evidence``:
 
     1. ``pytest_hetero_amend_evidence`` adds its sections to ``evidence`` (selection, baseline diff…);
@@ -127,7 +129,7 @@ def publish(hook: Any, evidence: dict[str, Any], settings: Settings, inputs: Run
     return failed
 
 
-def _redact_sections(evidence: dict[str, Any], inputs: RunInputs) -> None:
+def _redact_sections(evidence: EvidenceDocument, inputs: RunInputs) -> None:
     """Redact the sections of ``evidence`` built at the finish (untested scope, inputs, what hooks
     added…) as each item's evidence was redacted when it was journaled: names from the matrix (a
     model named like a token) reach them unredacted. The environment's secrets and every matrix's
@@ -140,12 +142,13 @@ def _redact_sections(evidence: dict[str, Any], inputs: RunInputs) -> None:
         with contextlib.suppress(MatrixError, OSError, KeyError, TypeError):
             extra += list(inputs.matrix(entry).redact)
     redactor = Redactor(extra=extra)
-    for key, value in list(evidence.items()):
+    raw = cast("dict[str, object]", evidence)  # every section but items, whatever its type, redacted in place
+    for key, value in list(raw.items()):
         if key != "items":
-            evidence[key] = redactor.data(value)
+            raw[key] = redactor.data(value)
 
 
-def _inputs_evidence(evidence: dict[str, Any], inputs: RunInputs) -> None:
+def _inputs_evidence(evidence: EvidenceDocument, inputs: RunInputs) -> None:
     """Put what keeping the inputs found into ``evidence``: inputs that could not be kept
     (``inputs_not_kept``, also signed in the predicate: verification fails on it) and inputs that changed
     while the run used them (a ``not_proven`` entry per item that used one, so the verdict is at best
@@ -167,10 +170,13 @@ def _inputs_evidence(evidence: dict[str, Any], inputs: RunInputs) -> None:
         layer = {"code": "model", "acceptance": "business"}[change["input"]]
         untested.setdefault("not_proven", []).extend(
             {"nodeid": n, "layer": layer, "part": INPUTS_PART, "reason": change["reason"]} for n in change["nodeids"])
-    leftovers = (evidence.get("cleanup") or {}).get("leftovers") or []
-    judged = summarise(evidence["items"], untested, leftovers, evidence["run"].get("exit_status"),
-                       len(evidence.get("errors") or []), change)
-    evidence["summary"].update({k: judged[k] for k in ("verdict", "verdict_reason", "selection")})
+    cleanup = evidence.get("cleanup")
+    judged = summarise(evidence["items"], untested, cleanup["leftovers"] if cleanup else [],
+                       evidence["run"].get("exit_status"), len(evidence.get("errors") or []), change)
+    summary = evidence["summary"]
+    summary["verdict"] = judged["verdict"]
+    summary["verdict_reason"] = judged["verdict_reason"]
+    summary["selection"] = judged["selection"]
 
 
 def _start_finish(bundle: Path) -> set[str]:
@@ -243,7 +249,7 @@ def _set_aside(bundle: Path, rel: str) -> str:
     return str(target)
 
 
-def recorded(evidence: dict[str, Any], inputs: RunInputs | None, bundle: Path) -> tuple[dict[str, tuple[str, int]],
+def recorded(evidence: EvidenceDocument, inputs: RunInputs | None, bundle: Path) -> tuple[dict[str, tuple[str, int]],
                                                                                        list[Problem]]:
     """Bundle path → (sha256, size) of every file the gate wrote: the finish's own (``inputs.written``)
     and every artifact an item's evidence lists (its earlier attempts' too). Two items recording one path
@@ -275,7 +281,7 @@ def recorded(evidence: dict[str, Any], inputs: RunInputs | None, bundle: Path) -
     return out, problems
 
 
-def finish_bundle(evidence: dict[str, Any], bundle_dir: Path, key_path: Path | SignCommand | None,
+def finish_bundle(evidence: EvidenceDocument, bundle_dir: Path, key_path: Path | SignCommand | None,
                   owners: dict[str, dict[str, str]], inputs: RunInputs | list[tuple[str, str]] | None = None
                   ) -> str | None:
     """Write manifest.json, the statement and its envelope; sign with ``key_path`` when given.
@@ -365,7 +371,7 @@ def _interrupted(problem: Problem, torn: dict[str, Any] | None) -> str:
     return problem.kind
 
 
-def interrupted_summary(evidence: dict[str, Any], aside: list[dict[str, Any]]) -> str:
+def interrupted_summary(evidence: EvidenceDocument, aside: list[dict[str, Any]]) -> str:
     """One line saying the run was cut off mid-write and what was lost (empty when the journal is whole):
     the torn line, the item whose result it held, and the artifacts it had written, kept out of the bundle."""
     torn = (evidence.get("journal") or {}).get("torn")
@@ -380,7 +386,7 @@ def interrupted_summary(evidence: dict[str, Any], aside: list[dict[str, Any]]) -
             f"{torn['bytes']} bytes without an end; {what}{kept}")
 
 
-def tamper_summary(evidence: dict[str, Any], aside: list[dict[str, Any]]) -> str:
+def tamper_summary(evidence: EvidenceDocument, aside: list[dict[str, Any]]) -> str:
     """One line naming what was kept out of the bundle (empty when nothing was). Files an interrupted run
     left (see :func:`interrupted_summary`) are not tampering and are not named here."""
     rejected = (evidence.get("journal") or {}).get("rejected") or []

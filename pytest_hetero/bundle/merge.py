@@ -19,7 +19,7 @@ import filecmp
 import json
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_hetero.bundle.finish import publish
 from pytest_hetero.bundle.verify import load_verified
@@ -30,10 +30,13 @@ from pytest_hetero.evidence.recorder import Recorder, assemble, read_journal
 from pytest_hetero.matrix.selection import SHARD_REASON
 from pytest_hetero.settings import SignCommand, bundle_settings
 
+if TYPE_CHECKING:
+    from pytest_hetero.evidence.document import EvidenceDocument
+
 ARTIFACTS = "artifacts"
 
 
-def _matrix_lines(bundle: Path, evidence: dict[str, Any]) -> list[dict[str, Any]]:
+def _matrix_lines(bundle: Path, evidence: EvidenceDocument) -> list[dict[str, Any]]:
     try:
         lines = [e for e in read_journal(bundle) if e["type"] == "matrix"]
     except BundleError:
@@ -44,7 +47,7 @@ def _matrix_lines(bundle: Path, evidence: dict[str, Any]) -> list[dict[str, Any]
     return [{"type": "matrix", **m, "scheduling_per_image": per_image} for m in evidence["matrices"]]
 
 
-def check_shards(evidences: list[tuple[Path, dict[str, Any]]]) -> dict[str, str]:
+def check_shards(evidences: list[tuple[Path, EvidenceDocument]]) -> dict[str, str]:
     """Check digests, overlap and coverage; return nodeid → reason for items no bundle ran
     (to journal as deselected). Raises BundleError naming the offending bundles/items."""
     digests = {p: sorted((m["name"], m["sha256"]) for m in ev["matrices"]) for p, ev in evidences}
@@ -149,7 +152,7 @@ def _point_at_matrix(matrices: list[dict[str, Any]], matrix: Path | None, first_
         raise BundleError(f"{matrix} (sha256 {digest[:12]}…) is not the matrix the shards ran", Location(str(matrix)))
 
 
-def _journal_lines(run_id: str, evidences: list[dict[str, Any]], matrices: list[dict[str, Any]],
+def _journal_lines(run_id: str, evidences: list[EvidenceDocument], matrices: list[dict[str, Any]],
                    deselected: dict[str, str]) -> list[dict[str, Any]]:
     """The merged run's journal: one run line, the matrices, every shard's items, deselections, each
     distinct target fingerprint and collection error, and one end line (worst exit status)."""
@@ -176,7 +179,7 @@ def _journal_lines(run_id: str, evidences: list[dict[str, Any]], matrices: list[
 
 def merge_bundles(bundles: list[Path], out: Path, *, hook: Any, allow_unsigned: bool = False,
                   keys: list[Any] | None = None, sign_key: Path | SignCommand | None = None,
-                  matrix: Path | None = None) -> dict[str, Any]:
+                  matrix: Path | None = None) -> EvidenceDocument:
     """Merge shard ``bundles`` (folders) into the new folder ``out``; return its evidence.
 
     ``hook`` is the ``pytest_hetero_*`` hook relay that finishes the bundle (writers, signature;

@@ -35,7 +35,7 @@ import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
@@ -46,6 +46,9 @@ from pytest_hetero.bundle.manifest import ATTESTATION, STATEMENT
 from pytest_hetero.errors import BundleError, Location
 from pytest_hetero.evidence.model import STATUSES
 from pytest_hetero.settings import SignCommand
+
+if TYPE_CHECKING:
+    from pytest_hetero.evidence.document import EvidenceDocument
 
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
 PAYLOAD_TYPE = "application/vnd.in-toto+json"
@@ -157,7 +160,7 @@ def canonical(obj: Any) -> bytes:
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode("utf-8")
 
 
-def build_predicate(evidence: dict[str, Any], owners: dict[str, dict[str, str]],
+def build_predicate(evidence: EvidenceDocument, owners: dict[str, dict[str, str]],
                     run_keyid: str | None) -> dict[str, Any]:
     """The signed claim about a run, from the evidence.json document.
 
@@ -180,6 +183,8 @@ def build_predicate(evidence: dict[str, Any], owners: dict[str, dict[str, str]],
     for entry in untested["items"]:
         by_status[entry["status"]] = by_status.get(entry["status"], 0) + 1
     run = evidence["run"]
+    cleanup = evidence.get("cleanup")
+    leftovers = cleanup["leftovers"] if cleanup else []
     return {
         "tool": {"name": "pytest-hetero", "version": run.get("tool_version", __version__)},
         "run": {k: run.get(k) for k in ("id", "started_at", "finished_at", "finished_at_recovered", "exit_status",
@@ -194,7 +199,7 @@ def build_predicate(evidence: dict[str, Any], owners: dict[str, dict[str, str]],
         "selection": summary.get("selection"),
         "cleanup": {"clean": summary.get("clean", True),
                     "leftovers": [{k: x.get(k) for k in ("backend", "kind", "namespace", "name", "reason")}
-                                  for x in (evidence.get("cleanup") or {}).get("leftovers") or []]},
+                                  for x in leftovers]},
         "untested": {"items": [{k: e.get(k) for k in ("nodeid", "layer", "keys", "status", "reason", "blocked_by")}
                                for e in untested["items"]],
                      "never_covered": untested["never_covered"], "by_status": by_status,

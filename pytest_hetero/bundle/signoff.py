@@ -50,6 +50,7 @@ if TYPE_CHECKING:
 
     from pytest_hetero.bundle.policy import TrustPolicy
     from pytest_hetero.bundle.signoff_check import SignOff
+    from pytest_hetero.evidence.document import EvidenceDocument
     from pytest_hetero.evidence.inputs import RunInputs
 
 STATES: tuple[str, ...] = ("pending", "accepted", "accepted_with_conditions", "accepted_with_known_failures",
@@ -59,15 +60,15 @@ RUN_END_NOTE = ("Written at the end of the run. Team sign-offs are separate atte
                 "`hetero render BUNDLE --key GATE.pub --policy POLICY` or `hetero verify … --policy POLICY`.")
 
 
-def owners_from_items(evidence: dict[str, Any]) -> dict[str, dict[str, str]]:
+def owners_from_items(evidence: EvidenceDocument) -> dict[str, dict[str, str]]:
     """{matrix prefix: {layer: owner}} as seen on reported items (fallback when matrices are gone)."""
     owners: dict[str, dict[str, str]] = {}
     for item in evidence["items"]:
-        owners.setdefault(item.get("matrix", ""), {}).setdefault(item["layer"], item.get("owner", ""))
+        owners.setdefault(item["matrix"], {}).setdefault(item["layer"], item["owner"])
     return owners
 
 
-def matrix_owners(evidence: dict[str, Any], inputs: RunInputs) -> dict[str, dict[str, str]]:
+def matrix_owners(evidence: EvidenceDocument, inputs: RunInputs) -> dict[str, dict[str, str]]:
     """{matrix name: {layer: team}} from the run's matrices, else (a matrix that no longer loads)
     from the owners on its reported items."""
     owners: dict[str, dict[str, str]] = {}
@@ -137,7 +138,7 @@ def run_signoff(owners: dict[str, dict[str, str]], key_path: Path | SignCommand 
     return signoff_context(owners, signer, why, run_verified=signer is not None)
 
 
-def bundle_signoff(bundle_dir: Path, evidence: dict[str, Any], keys: list[Ed25519PublicKey] | None = None,
+def bundle_signoff(bundle_dir: Path, evidence: EvidenceDocument, keys: list[Ed25519PublicKey] | None = None,
                    policy: TrustPolicy | None = None) -> dict[str, Any]:
     """The sign-off view read back from a bundle's attestations at view time (``source:
     attestations``). The run's signature is checked against ``keys`` and the policy's gate keys;

@@ -73,6 +73,7 @@ if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
     from pytest_hetero.bundle.policy import TrustPolicy
+    from pytest_hetero.evidence.document import EvidenceDocument
 
 MAX_MANIFEST_BYTES = 512 * MIB
 """The most ``manifest.json`` may hold (50,000 items with 3 artifacts each: about 30 MiB)."""
@@ -509,7 +510,7 @@ class Loaded:
     (``verified``, ``unsigned`` or ``unverified``), and the signed ``manifest`` [(path, sha256, size)]
     (empty unless verified)."""
 
-    evidence: dict[str, Any]
+    evidence: EvidenceDocument
     verification: str
     manifest: list[tuple[str, str, int]]
 
@@ -528,7 +529,11 @@ def _refuse(bundle: Path, result: Verification) -> BundleError:
                        Location(str(bundle)), hint)
 
 
-def _evidence_of(data: bytes, where: Path) -> dict[str, Any]:
+def _evidence_of(data: bytes, where: Path) -> EvidenceDocument:
+    """The evidence document in ``data`` (the bytes of ``where``): the one place untrusted JSON becomes an
+    :class:`~pytest_hetero.evidence.document.EvidenceDocument` (:func:`~pytest_hetero.evidence.document.as_document`
+    checks its shape). Raises BundleError naming the field that is wrong."""
+    from pytest_hetero.evidence.document import DocumentError, as_document
     from pytest_hetero.evidence.model import gc_paused
 
     try:
@@ -539,7 +544,11 @@ def _evidence_of(data: bytes, where: Path) -> dict[str, Any]:
                           "point at a report folder written by pytest-hetero") from None
     if not isinstance(evidence, dict) or "items" not in evidence or "untested" not in evidence:
         raise BundleError("not an evidence document", Location(str(where)))
-    return evidence
+    try:
+        return as_document(evidence)
+    except DocumentError as exc:
+        raise BundleError(f"not an evidence document: {exc.message}", Location(str(where), field=exc.path),
+                          "use the bundle exactly as the run wrote it") from None
 
 
 def _unverified_read(bundle: Path, state: str) -> Loaded:
@@ -599,7 +608,8 @@ def load_verified(path: Path, *, allow_unsigned: bool, keys: list[Any] | None = 
     return Loaded(_evidence_of(data, bundle / EVIDENCE), "verified", entries)
 
 
-def load_evidence(path: Path, *, allow_unsigned: bool, keys: list[Any] | None = None) -> tuple[dict[str, Any], str]:
+def load_evidence(path: Path, *, allow_unsigned: bool, keys: list[Any] | None = None
+                  ) -> tuple[EvidenceDocument, str]:
     """(evidence document, ``verified`` | ``unsigned`` | ``unverified``) of the bundle at ``path``;
     see :func:`load_verified` (same checks, same errors)."""
     loaded = load_verified(path, allow_unsigned=allow_unsigned, keys=keys)

@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
     from pytest_hetero.bundle.signing import Signer
+    from pytest_hetero.evidence.document import MatrixEntry, PoolStatus, UntestedEntry, ValidationSection
 
 VSA_PREDICATE_TYPE = "https://slsa.dev/verification_summary/v1"
 VERIFIER_ID = "https://pytest-hetero.dev/gate"
@@ -47,9 +48,10 @@ LEVELS_POLICY = "https://pytest-hetero.dev/policy/validation-levels/v1"
 MAX_VSA_BYTES = 64 * 1024 * 1024
 
 
-def pool_identity(pool: dict[str, Any]) -> dict[str, Any]:
+def pool_identity(pool: PoolStatus) -> dict[str, Any]:
     """What names a pool in its subject digest: matrix, pool, requests, node selector, nodes."""
-    return {k: pool.get(k) for k in ("matrix", "pool", "requests", "node_selector", "nodes")}
+    return {"matrix": pool.get("matrix"), "pool": pool.get("pool"), "requests": pool.get("requests"),
+            "node_selector": pool.get("node_selector"), "nodes": pool.get("nodes")}
 
 
 def verified_level(task_type: str, level: str) -> str:
@@ -57,7 +59,7 @@ def verified_level(task_type: str, level: str) -> str:
     return f"PYTEST_HETERO_{task_type}_{level}".upper().replace("-", "_")
 
 
-def vsa_statement(pool: dict[str, Any], statement_digest: str, matrix_sha256: str) -> dict[str, Any]:
+def vsa_statement(pool: PoolStatus, statement_digest: str, matrix_sha256: str) -> dict[str, Any]:
     """The in-toto Statement v1 (a VSA) of one ``pool`` entry of the validation status."""
     from pytest_hetero.bundle.signing import STATEMENT_TYPE, canonical
 
@@ -80,7 +82,7 @@ def vsa_statement(pool: dict[str, Any], statement_digest: str, matrix_sha256: st
     }
 
 
-def write_vsas(bundle_dir: Path, validation: dict[str, Any], matrices: list[dict[str, Any]],
+def write_vsas(bundle_dir: Path, validation: ValidationSection, matrices: list[MatrixEntry],
                statement_bytes: bytes, key: Ed25519PrivateKey | Signer | None) -> int:
     """Write ``validation.intoto.jsonl`` (one envelope per pool; none written when there is no pool);
     return the number of lines. ``matrices`` are the evidence's ``[{"name", "sha256", …}]``."""
@@ -182,7 +184,7 @@ def _vsa_line(raw: bytes, n: int, keys: dict[str, Ed25519PublicKey] | None, dige
 
 
 def read_vsas(bundle_dir: Path, keys: dict[str, Ed25519PublicKey] | None,
-              predicate_validation: dict[str, Any]) -> list[dict[str, Any]]:
+              predicate_validation: ValidationSection) -> list[dict[str, Any]]:
     """The VSA statements of ``bundle_dir``, checked offline (:func:`check_vsas` against the bundle's
     ``statement.intoto.json``). Raises BundleError naming the first problem; also when the
     statement signs no pool."""
@@ -248,14 +250,15 @@ def load_status(path: Path, keys: list[Any] | None, *, allow_unsigned: bool = Fa
     except Unreadable as exc:
         raise BundleError(f"cannot read the run's attestation: {exc.detail}", Location(str(bundle))) from None
     validation = run.predicate.get("validation")
-    if not isinstance(validation, dict) or validation != loaded.evidence.get("validation"):
+    signed = loaded.evidence.get("validation")
+    if not isinstance(validation, dict) or signed is None or validation != signed:
         raise BundleError("the bundle signs no validation status (written by a pytest-hetero without it, or "
                           "its evidence differs)", Location(str(bundle)), "rerun the gate with this version")
-    vsas = read_vsas(bundle, gate_keys(keys) if loaded.verification == "verified" and keys else None, validation) \
-        if validation.get("pools") else []
-    untested: dict[str, list[dict[str, Any]]] = {}
+    vsas = read_vsas(bundle, gate_keys(keys) if loaded.verification == "verified" and keys else None, signed) \
+        if signed.get("pools") else []
+    untested: dict[str, list[UntestedEntry]] = {}
     for entry in loaded.evidence["untested"]["items"]:
-        untested.setdefault(str((entry.get("keys") or {}).get("resource")), []).append(entry)
+        untested.setdefault(str(entry["keys"].get("resource")), []).append(entry)
     return {"bundle": bundle, "digest": hashlib.sha256(run.payload).hexdigest(),
             "verification": loaded.verification, "validation": validation, "vsas": vsas,
             "run": run.predicate.get("run") or {}, "untested": untested}

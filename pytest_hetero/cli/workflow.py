@@ -20,6 +20,7 @@ from pytest_hetero import LAYERS
 from pytest_hetero.errors import HeteroError, MatrixError
 
 if TYPE_CHECKING:
+    from pytest_hetero.evidence.document import EvidenceDocument
     from pytest_hetero.matrix.expand import Plan
     from pytest_hetero.matrix.model import Matrix
 
@@ -112,7 +113,7 @@ def _lint_rules(path: Path, out: Any) -> int:
     return 0
 
 
-def estimate(matrix: Matrix, plan: Plan, run_ids: set[str], bundle: dict[str, Any] | None,
+def estimate(matrix: Matrix, plan: Plan, run_ids: set[str], bundle: EvidenceDocument | None,
              repeat: int = 1) -> dict[str, Any]:
     """Serial duration estimate (seconds) of the items in ``run_ids``: each item's duration in
     ``bundle`` when it ran there, else that layer's mean there, else the layer timeout (an upper
@@ -121,11 +122,11 @@ def estimate(matrix: Matrix, plan: Plan, run_ids: set[str], bundle: dict[str, An
     ``{"seconds", "repeat", "source": {"bundle_item"|"bundle_layer_mean"|"timeout": n}}``."""
     by_item: dict[str, float] = {}
     by_layer: dict[str, list[float]] = {}
-    for item in (bundle or {}).get("items", []):
-        runs = max(1, sum(1 for r in item.get("records", []) if r.get("kind") == "model.repeat"))
-        per_run = float(item.get("duration_s") or 0.0) / runs
-        by_item[item["nodeid"].split("::", 1)[1]] = per_run
-        by_layer.setdefault(item["layer"], []).append(per_run)
+    for done in bundle["items"] if bundle else []:
+        runs = max(1, sum(1 for r in done["records"] if r["kind"] == "model.repeat"))
+        per_run = float(done.get("duration_s") or 0.0) / runs
+        by_item[done["nodeid"].split("::", 1)[1]] = per_run
+        by_layer.setdefault(done["layer"], []).append(per_run)
     total, source = 0.0, Counter[str]()
     for item in plan.items:
         if item.id not in run_ids:

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 from pytest_hetero.errors import MatrixError
 
 if TYPE_CHECKING:
+    from pytest_hetero.evidence.document import EvidenceDocument
     from pytest_hetero.evidence.journal import JournalRead
     from pytest_hetero.matrix.expand import Plan
     from pytest_hetero.matrix.model import Matrix
@@ -118,19 +119,19 @@ def code_digest(root: Path) -> str:
     return digest
 
 
-def used_inputs(evidence: Mapping[str, Any]) -> dict[str, dict[str, list[str]]]:
+def used_inputs(evidence: EvidenceDocument) -> dict[str, dict[str, list[str]]]:
     """``{path: {sha256: [nodeid…]}}`` of the inputs items recorded using (:data:`USED` records)."""
     out: dict[str, dict[str, list[str]]] = {}
-    for item in evidence.get("items", []):
-        for record in item.get("records", []):
-            if record.get("kind") == USED:
-                data = record.get("data") or {}
+    for item in evidence["items"]:
+        for record in item["records"]:
+            if record["kind"] == USED:
+                data = record["data"]
                 out.setdefault(str(data.get("path")), {}).setdefault(str(data.get("sha256")), []).append(
-                    str(item.get("nodeid")))
+                    item["nodeid"])
     return out
 
 
-def input_digests(evidence: Mapping[str, Any]) -> dict[tuple[str, str, str], str]:
+def input_digests(evidence: EvidenceDocument) -> dict[tuple[str, str, str], str]:
     """``{(matrix name, "code"|"rules", model or dataset name): sha256}`` of the code folders and acceptance
     files a run used: the digest items recorded when they used them (:data:`USED`), else the one the
     bundle's ``inputs`` section kept (bundles written before items recorded it)."""
@@ -236,7 +237,7 @@ class RunInputs:
         kept = Redactor(extra=matrix.redact).bytes(raw)
         return kept, sha256_text(kept) if sha256_text(raw) == entry["sha256"] else str(entry["sha256"])
 
-    def keep(self, evidence: dict[str, Any], bundle_dir: Path) -> list[tuple[str, str]]:
+    def keep(self, evidence: EvidenceDocument, bundle_dir: Path) -> list[tuple[str, str]]:
         """Copy each matrix of ``evidence`` (secrets redacted) to ``inputs/<name>.matrix.yaml`` under
         ``bundle_dir``, and its models' ``code`` folders and datasets' ``acceptance`` files under
         ``inputs/<name>/`` (see the module docstring), from the bytes the run loaded (``Matrix.raw``,

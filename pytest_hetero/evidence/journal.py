@@ -40,9 +40,12 @@ import secrets
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_hetero.errors import BundleError, Location
+
+if TYPE_CHECKING:
+    from pytest_hetero.evidence.document import JournalSection
 
 KEY_CONTEXT = b"pytest-hetero/journal-key/v1\x00"
 """Domain separation for the signature a journal key is derived from (never a message signed otherwise)."""
@@ -170,7 +173,7 @@ class JournalRead:
     mid-write): ``{"line", "bytes", "nodeid", "paths"}`` — the item and artifact paths its surviving bytes
     name (None, [] when cut before them). A crash, not tampering: see :func:`torn_tail`."""
 
-    def section(self) -> dict[str, Any]:
+    def section(self) -> JournalSection:
         """The ``journal`` section of evidence.json (and of the signed predicate)."""
         return {"lines": len(self.entries), "sha256": self.sha256, "authenticated": self.authenticated,
                 **({"torn": self.torn} if self.torn else {}),

@@ -30,15 +30,16 @@ import json
 import math
 import os
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from pytest_hetero.errors import BundleError, Location, MatrixError
 from pytest_hetero.evidence.journal import JournalKey, JournalRead, read_lines, seal
 from pytest_hetero.evidence.model import SCHEMA, utc_now
 
 if TYPE_CHECKING:
+    from pytest_hetero.evidence.document import EvidenceDocument, ItemDict, LeftoverDict, MatrixEntry, RunSection
     from pytest_hetero.evidence.inputs import RunInputs
     from pytest_hetero.matrix.expand import Plan
     from pytest_hetero.matrix.model import Matrix
@@ -357,7 +358,7 @@ def _good_item(ev: Any) -> bool:
 
 
 def assemble(bundle_dir: Path, inputs: RunInputs | None = None, key: JournalKey | None = None,
-             recover: Callable[[dict[str, Any]], JournalKey | None] | None = None) -> dict[str, Any]:
+             recover: Callable[[dict[str, Any]], JournalKey | None] | None = None) -> EvidenceDocument:
     """Build the evidence document from the journal; see :func:`_assemble`. The cyclic garbage
     collector is paused meanwhile: a large run allocates many small dicts and nothing cyclic."""
     enabled = gc.isenabled()
@@ -426,7 +427,7 @@ def _last_time(entries: list[dict[str, Any]]) -> str | None:
 
 
 def _assemble(bundle_dir: Path, inputs: RunInputs | None, key: JournalKey | None,
-              recover: Callable[[dict[str, Any]], JournalKey | None] | None) -> dict[str, Any]:
+              recover: Callable[[dict[str, Any]], JournalKey | None] | None) -> EvidenceDocument:
     """Build the evidence document from the journal and return it (nothing is written).
 
     Lines are read and authenticated with ``key`` (the live run's) or the key ``recover`` derives
@@ -452,14 +453,15 @@ def _assemble(bundle_dir: Path, inputs: RunInputs | None, key: JournalKey | None
     run = _single(entries, "run", path) or {}
     end = _single(entries, "end", path)
     interrupted = end is None or bool(end.get("interrupted"))
-    items = {k: e["evidence"] for k, e in _by_key(entries, "item", lambda e: str(e["evidence"]["nodeid"]),
-                                                  path).items()}
+    # journaled item lines passed entry_problem (EVIDENCE_FIELDS) and authenticated: ItemDict as written
+    items: dict[str, ItemDict] = {
+        k: e["evidence"] for k, e in _by_key(entries, "item", lambda e: str(e["evidence"]["nodeid"]), path).items()}
     deselected = {e["nodeid"]: e["reason"] for e in entries if e["type"] == "deselected"}
     warnings = _journal_warnings(read)
     plans: list[tuple[Matrix, str, Plan]] = []
-    matrices = []
+    matrices: list[MatrixEntry] = []
     for e in _by_key(entries, "matrix", lambda e: str(e["prefix"]), path).values():
-        matrices.append({k: e[k] for k in ("path", "prefix", "name", "sha256")})
+        matrices.append({"path": e["path"], "prefix": e["prefix"], "name": e["name"], "sha256": e["sha256"]})
         try:
             matrix = inputs.matrix(e)
             plan = inputs.plan(e, e["scheduling_per_image"])
@@ -478,14 +480,15 @@ def _assemble(bundle_dir: Path, inputs: RunInputs | None, key: JournalKey | None
     for e in (e for e in entries if e["type"] == "target"):
         latest[f"{e['fingerprint'].get('backend')}|{e['fingerprint'].get('identity')}"] = e["fingerprint"]
     fingerprints = list(latest.values())
-    leftovers = [{"backend": e["backend"], **x} for e in entries if e["type"] == "cleanup" for x in e["leftovers"]]
-    doc = {
+    leftovers = [cast("LeftoverDict", {"backend": e["backend"], **x}) for e in entries if e["type"] == "cleanup"
+                 for x in e["leftovers"]]
+    doc: EvidenceDocument = {
         "schema": SCHEMA,
-        "run": {**{k: v for k, v in run.items() if k not in ("type", "seq", "journal")},
-                "finished_at": end["at"] if end else _last_time(entries),
-                "finished_at_recovered": end is None,
-                "exit_status": end["exit_status"] if end else None, "interrupted": interrupted,
-                "stopped": stopped},
+        "run": cast("RunSection", {**{k: v for k, v in run.items() if k not in ("type", "seq", "journal")},
+                                   "finished_at": end["at"] if end else _last_time(entries),
+                                   "finished_at_recovered": end is None,
+                                   "exit_status": end["exit_status"] if end else None, "interrupted": interrupted,
+                                   "stopped": stopped}),
         "matrices": matrices,
         "target": fingerprints,
         "items": item_list,
@@ -493,7 +496,7 @@ def _assemble(bundle_dir: Path, inputs: RunInputs | None, key: JournalKey | None
         "summary": summarise(item_list, untested, leftovers, end["exit_status"] if end else None,
                              sum(1 for e in entries if e["type"] == "collect_error")),
         "cleanup": {"clean": not leftovers, "leftovers": leftovers},
-        "usage": ledger(item_list, end["at"] if end else None),
+        "usage": ledger(cast("list[dict[str, Any]]", item_list), end["at"] if end else None),
         "errors": [{"nodeid": e["nodeid"], "message": e["message"]}
                    for e in entries if e["type"] == "collect_error"],
         "warnings": warnings,
@@ -502,7 +505,7 @@ def _assemble(bundle_dir: Path, inputs: RunInputs | None, key: JournalKey | None
     return doc
 
 
-def write_evidence(bundle_dir: Path, evidence: dict[str, Any]) -> tuple[str, int]:
+def write_evidence(bundle_dir: Path, evidence: Mapping[str, object]) -> tuple[str, int]:
     """Write ``evidence`` as ``bundle_dir/evidence.json`` (atomically: a temporary file, then a
     rename), compact with sorted keys, RFC 8259 JSON; return (hex sha256, size in bytes) of what was written.
 
@@ -526,8 +529,7 @@ def write_evidence(bundle_dir: Path, evidence: dict[str, Any]) -> tuple[str, int
                 fh.write(data)
 
             put("{")
-            for n, key in enumerate(sorted(evidence)):
-                value = evidence[key]
+            for n, (key, value) in enumerate(sorted(evidence.items())):
                 put(("," if n else "") + encode(key) + ":")
                 if key == "items" and isinstance(value, list):
                     put("[")

@@ -8,14 +8,26 @@ values that no passing item covered. Plus, per layer, what even a pass does not 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
 
 from pytest_hetero import LAYERS
 from pytest_hetero.evidence.model import UNTESTED_STATUSES
 from pytest_hetero.matrix.expand import Plan
 from pytest_hetero.matrix.model import Matrix
 from pytest_hetero.vocab import Status
+
+if TYPE_CHECKING:
+    from pytest_hetero.evidence.document import (
+        Entry,
+        ItemDict,
+        NotProvenEntry,
+        SelectionCounts,
+        SummarySection,
+        UntestedEntry,
+        UntestedSection,
+    )
+    from pytest_hetero.vocab import Layer
 
 DOES_NOT_PROVE: dict[str, str] = {
     "discovery": "A discovery pass shows the devices and advertised resources seen at that moment on the "
@@ -59,14 +71,14 @@ not reset in between (an engine's ``isolation.shared_between_runs``): an earlier
 run's result (a ``.pth`` file, a process left running), so the run's verdict cannot be ``pass``."""
 
 
-def _entry(nodeid: str, layer: str, keys: dict[str, str], status: str, reason: str | None,
-           blocked_by: str | None = None) -> dict[str, Any]:
+def _entry(nodeid: str, layer: Layer, keys: dict[str, str], status: Status, reason: str | None,
+           blocked_by: str | None = None) -> UntestedEntry:
     return {"nodeid": nodeid, "layer": layer, "keys": keys, "status": status,
             "reason": reason or "", "blocked_by": blocked_by}
 
 
-def untested_scope(plans: Iterable[tuple[Matrix, str, Plan]], items: list[dict[str, Any]],
-                   deselected: dict[str, str], interrupted: bool, stopped: str = "", lost: str = "") -> dict[str, Any]:
+def untested_scope(plans: Iterable[tuple[Matrix, str, Plan]], items: list[ItemDict],
+                   deselected: dict[str, str], interrupted: bool, stopped: str = "", lost: str = "") -> UntestedSection:
     """Compute the ``untested`` section of evidence.json.
 
     ``plans``: (matrix, matrix nodeid prefix such as ``matrices/x.matrix.yaml``, plan);
@@ -79,7 +91,7 @@ def untested_scope(plans: Iterable[tuple[Matrix, str, Plan]], items: list[dict[s
     "not_proven": [{nodeid, layer, part, reason}] (parts of items that ran but could not be
     proven, from ``scope.not_proven`` records), "does_not_prove": {layer: text}}``.
     """
-    out: list[dict[str, Any]] = []
+    out: list[UntestedEntry] = []
     reported = {i["nodeid"]: i for i in items}
     for item in items:
         if item["status"] in UNTESTED_STATUSES:
@@ -116,16 +128,16 @@ def untested_scope(plans: Iterable[tuple[Matrix, str, Plan]], items: list[dict[s
         gaps[NOT_END_TO_END] = [r for r in dims["resource"] if r not in end_to_end]
         never[matrix.name] = {k: v for k, v in gaps.items() if v}
     out.sort(key=lambda e: e["nodeid"])
-    not_proven = [{"nodeid": i["nodeid"], "layer": r["data"].get("layer", i["layer"]),
-                   "part": r["data"].get("part", ""), "reason": r["data"].get("reason", "")}
-                  for i in items for r in i.get("records", []) if r.get("kind") == NOT_PROVEN]
+    not_proven: list[NotProvenEntry] = [
+        {"nodeid": i["nodeid"], "layer": r["data"].get("layer", i["layer"]), "part": r["data"].get("part", ""),
+         "reason": r["data"].get("reason", "")} for i in items for r in i["records"] if r["kind"] == NOT_PROVEN]
     return {"items": out, "never_covered": never, "not_proven": not_proven,
             "does_not_prove": dict(DOES_NOT_PROVE)}
 
 
-def summarise(items: list[dict[str, Any]], untested: dict[str, Any],
-              leftovers: list[dict[str, Any]] | None = None, exit_status: int | None = None,
-              collect_errors: int = 0, change_record: Status | None = None) -> dict[str, Any]:
+def summarise(items: list[ItemDict], untested: UntestedSection,
+              leftovers: Sequence[object] | None = None, exit_status: int | None = None,
+              collect_errors: int = 0, change_record: Status | None = None) -> SummarySection:
     """Per-layer status counts over reported and untested items, totals, and the gate verdict.
 
     The verdict and its reason are the judge's (:func:`pytest_hetero.judge.verdict.run_verdict`): ``fail``,
@@ -143,7 +155,8 @@ def summarise(items: list[dict[str, Any]], untested: dict[str, Any],
 
     by_layer: dict[str, dict[str, int]] = {layer: {} for layer in LAYERS}
     seen: set[str] = set()
-    for entry in [*items, *untested["items"]]:
+    both: list[Entry] = [*items, *untested["items"]]
+    for entry in both:
         if entry["nodeid"] in seen:
             continue
         seen.add(entry["nodeid"])
@@ -154,11 +167,11 @@ def summarise(items: list[dict[str, Any]], untested: dict[str, Any],
         for status, n in counts.items():
             totals[status] = totals.get(status, 0) + n
     left = len(leftovers or [])
-    unconfined = any(p.get("part") in (ISOLATION_PART, MODELS_ISOLATION_PART, INPUTS_PART)
+    unconfined = any(p["part"] in (ISOLATION_PART, MODELS_ISOLATION_PART, INPUTS_PART)
                      for p in untested.get("not_proven", []))
-    reasons = sorted({str(e.get("reason") or "deselected") for e in untested["items"] if e["status"] == "deselected"})
-    selection = {"deselected": totals.get("deselected", 0), "by": reasons[:5] + ([f"{len(reasons) - 5} more"]
-                                                                               if len(reasons) > 5 else [])}
+    reasons = sorted({str(e["reason"] or "deselected") for e in untested["items"] if e["status"] == "deselected"})
+    more = [f"{len(reasons) - 5} more"] if len(reasons) > 5 else []
+    selection: SelectionCounts = {"deselected": totals.get("deselected", 0), "by": reasons[:5] + more}
     verdict, why = run_verdict(totals, left, unconfined, selection, exit_status, collect_errors, change_record)
     flaky = sorted(i["nodeid"] for i in items if i["status"] == "passed" and i.get("attempts"))
     return {"by_layer": by_layer, "totals": totals, "verdict": verdict, "verdict_reason": why,

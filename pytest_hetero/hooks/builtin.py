@@ -16,6 +16,7 @@ import pluggy
 if TYPE_CHECKING:
     from pytest_hetero.backends.labels import CleanupReport
     from pytest_hetero.backends.protocol import Backend
+    from pytest_hetero.evidence.document import EvidenceDocument, PoolStatus, ValidationSection
     from pytest_hetero.evidence.inputs import RunInputs
     from pytest_hetero.matrix.model import Serving
     from pytest_hetero.serving.protocol import ServingProtocol
@@ -66,7 +67,7 @@ def pytest_hetero_failure_owner(layer: str, category: str, default: str) -> str 
 
 
 @hookimpl(trylast=True)
-def pytest_hetero_amend_evidence(evidence: dict[str, Any], settings: Settings, inputs: RunInputs) -> None:
+def pytest_hetero_amend_evidence(evidence: EvidenceDocument, settings: Settings, inputs: RunInputs) -> None:
     """Add the ``validation`` section (each pool × task type's level and expiry, and each exercised node's
     own: :func:`pytest_hetero.status.compute.validation_status`), the nodes of each pool the run did not
     exercise to the untested scope (``untested.nodes``: ``[{"matrix", "pool", "node", "status", "reason"}]``),
@@ -92,27 +93,28 @@ def pytest_hetero_amend_evidence(evidence: dict[str, Any], settings: Settings, i
         "profiles": _profiles(evidence, settings.profile, inputs)}
 
 
-def _validation(evidence: dict[str, Any], inputs: RunInputs) -> dict[str, Any]:
+def _validation(evidence: EvidenceDocument, inputs: RunInputs) -> ValidationSection:
     """The validation status of the run's matrices (a matrix that no longer loads is left out)."""
     from pytest_hetero.errors import HeteroError
     from pytest_hetero.evidence.model import utc_now
     from pytest_hetero.redact import Redactor
     from pytest_hetero.status.compute import validation_status
 
-    pools: list[dict[str, Any]] = []
+    pools: list[PoolStatus] = []
     for entry in evidence.get("matrices", []):
         try:
             matrix = inputs.matrix(entry)
         except HeteroError:
             continue
         # matrix values (node selectors, owners, names) pass the same redaction as the items' records
-        status = validation_status([(matrix, str(entry["prefix"]))], evidence["items"],
+        status = validation_status([(matrix, entry["prefix"])], evidence["items"],
                                    evidence["run"].get("finished_at") or utc_now())
-        pools += Redactor(extra=matrix.redact).data(status)["pools"]
+        redacted: ValidationSection = Redactor(extra=matrix.redact).data(status)
+        pools += redacted["pools"]
     return {"pools": pools}
 
 
-def _profiles(evidence: dict[str, Any], name: str | None, inputs: RunInputs) -> dict[str, dict[str, Any]]:
+def _profiles(evidence: EvidenceDocument, name: str | None, inputs: RunInputs) -> dict[str, dict[str, Any]]:
     """Matrix name → the profile that ran (layers, representative, repeat: with ``repeat`` > 1 each
     model item runs that many times and its business item judges every sample)."""
     from pytest_hetero.errors import HeteroError
@@ -132,7 +134,7 @@ def _profiles(evidence: dict[str, Any], name: str | None, inputs: RunInputs) -> 
 
 
 @hookimpl(trylast=True)
-def pytest_hetero_write_reports(evidence: dict[str, Any], bundle_dir: Path, settings: Settings,
+def pytest_hetero_write_reports(evidence: EvidenceDocument, bundle_dir: Path, settings: Settings,
                                 inputs: RunInputs) -> list[Path]:
     """report.html, summary.md, junit.xml and ctrf.json, with the sign-off section naming the run
     key's keyid (or saying UNSIGNED and why)."""
@@ -143,7 +145,7 @@ def pytest_hetero_write_reports(evidence: dict[str, Any], bundle_dir: Path, sett
 
 
 @hookimpl(trylast=True)
-def pytest_hetero_bundle_finished(evidence: dict[str, Any], bundle_dir: Path, settings: Settings,
+def pytest_hetero_bundle_finished(evidence: EvidenceDocument, bundle_dir: Path, settings: Settings,
                                   inputs: RunInputs) -> None:
     """Manifest, statement and DSSE envelope, signed with ``settings.sign_key`` when set (last of all)."""
     from pytest_hetero.bundle.finish import finish_bundle

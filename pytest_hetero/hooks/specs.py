@@ -10,7 +10,7 @@ Implementations may take any subset of a hook's arguments, by name.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pluggy
 
@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 
     from pytest_hetero.backends.labels import CleanupReport
     from pytest_hetero.backends.protocol import Backend
+    from pytest_hetero.evidence.document import EvidenceDocument, ItemDict
     from pytest_hetero.evidence.inputs import RunInputs
     from pytest_hetero.layers.base import LayerContext
     from pytest_hetero.matrix.model import Serving
@@ -64,7 +65,7 @@ def pytest_hetero_failure_owner(layer: str, category: str, default: str) -> str 
 
 
 @hookspec
-def pytest_hetero_evidence(ctx: LayerContext | None, evidence: dict[str, Any]) -> None:
+def pytest_hetero_evidence(ctx: LayerContext | None, evidence: ItemDict) -> None:
     """Add to an item's finished evidence (the dict journaled for it: ``nodeid``, ``layer``,
     ``keys``, ``status``, ``records``, ``artifacts``…), e.g. append to ``evidence["records"]``.
 
@@ -78,7 +79,7 @@ def pytest_hetero_evidence(ctx: LayerContext | None, evidence: dict[str, Any]) -
 
 
 @hookspec
-def pytest_hetero_amend_evidence(evidence: dict[str, Any], settings: Settings, inputs: RunInputs) -> None:
+def pytest_hetero_amend_evidence(evidence: EvidenceDocument, settings: Settings, inputs: RunInputs) -> None:
     """Add a top-level section to the run's evidence document before evidence.json is written
     (its only write): the built-ins add ``selection`` (profile, affected-only, shard) and
     ``baseline_diff`` (``--hetero-baseline``).
@@ -91,7 +92,7 @@ def pytest_hetero_amend_evidence(evidence: dict[str, Any], settings: Settings, i
 
 
 @hookspec
-def pytest_hetero_write_reports(evidence: dict[str, Any], bundle_dir: Path, settings: Settings,
+def pytest_hetero_write_reports(evidence: EvidenceDocument, bundle_dir: Path, settings: Settings,
                                 inputs: RunInputs) -> list[Path] | None:
     """Render ``evidence`` (the evidence.json document, as written) into files under ``bundle_dir``;
     return their paths. Called on the controller after evidence.json and the matrix copies
@@ -100,7 +101,7 @@ def pytest_hetero_write_reports(evidence: dict[str, Any], bundle_dir: Path, sett
 
 
 @hookspec
-def pytest_hetero_bundle_finished(evidence: dict[str, Any], bundle_dir: Path, settings: Settings,
+def pytest_hetero_bundle_finished(evidence: EvidenceDocument, bundle_dir: Path, settings: Settings,
                                   inputs: RunInputs) -> None:
     """Called after every writer; the built-in implementation, last of all, writes manifest.json,
     the in-toto statement and its DSSE envelope (signed with ``settings.sign_key`` when set).

@@ -9,9 +9,12 @@ field manager (a client's name), not a user.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_hetero.errors import SettingsError
+
+if TYPE_CHECKING:
+    from pytest_hetero.evidence.document import EvidenceDocument
 
 MANAGED = "managed-fields"
 WHO_USER = "user: the authenticated identity the apiserver recorded (impersonation: the user acted as, 'via' who did)"
@@ -19,7 +22,7 @@ WHO_MANAGER = ("manager: a field manager (the client's name, e.g. kubectl-patch)
                "manager only, deleted objects unseen")
 
 
-def _window(baseline: dict[str, Any], started: str) -> tuple[Any, Any]:
+def _window(baseline: EvidenceDocument, started: str) -> tuple[Any, Any]:
     from pytest_hetero.status.audit import parse_time
 
     since = parse_time((baseline.get("run") or {}).get("finished_at"))
@@ -30,7 +33,7 @@ def _window(baseline: dict[str, Any], started: str) -> tuple[Any, Any]:
     return since, until
 
 
-def audited(settings: Any, plans: list[Any], baseline: dict[str, Any] | None, label: str,
+def audited(settings: Any, plans: list[Any], baseline: EvidenceDocument | None, label: str,
             snapshots: list[dict[str, Any]], started: str, intended: list[str],
             operator: str | None = None) -> dict[str, Any]:
     """The ``audit`` part of the change record: ``{"source": "audit-log"|"managedFields", "who", "fallback",

@@ -10,7 +10,7 @@ signs and returns from its gate), and it prints the comparison.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -20,6 +20,9 @@ from pytest_hetero.pytest_plugin.selection import matrices_in_args, usage_error
 from pytest_hetero.pytest_plugin.stash import PLANS, SETTINGS
 from pytest_hetero.settings import Settings
 
+if TYPE_CHECKING:
+    from pytest_hetero.evidence.document import EvidenceDocument
+
 _GATE = pytest.StashKey["BaselineGate"]()
 
 
@@ -27,12 +30,12 @@ class BaselineGate:
     """Session plugin: the verified baseline evidence (``old``, ``verification`` as
     :func:`~pytest_hetero.bundle.verify.load_evidence` said) and, after the run, its ``diff``."""
 
-    def __init__(self, old: dict[str, Any], verification: str) -> None:
+    def __init__(self, old: EvidenceDocument, verification: str) -> None:
         self.old = old
         self.verification = verification
         self.diff: dict[str, Any] | None = None
 
-    def pytest_hetero_amend_evidence(self, evidence: dict[str, Any], settings: Settings) -> None:
+    def pytest_hetero_amend_evidence(self, evidence: EvidenceDocument, settings: Settings) -> None:
         """Add the ``baseline_diff`` section (transitions, target and metric changes, the gate)."""
         self.diff = evidence["baseline_diff"] = baseline_section(self.old, self.verification, evidence,
                                                                  settings.fail_on)
@@ -71,7 +74,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     _check_matrix(old, {m.name for _, m, _ in matrices_in_args(config)})
 
 
-def _check_matrix(baseline: dict[str, Any], names: set[str]) -> None:
+def _check_matrix(baseline: EvidenceDocument, names: set[str]) -> None:
     if names and not names & matrix_names(baseline):
         raise pytest.UsageError(
             f"--hetero-baseline covers matrix {', '.join(sorted(matrix_names(baseline)))}, "

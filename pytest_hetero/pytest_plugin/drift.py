@@ -15,12 +15,15 @@ each worker takes its own (a cluster changing during collection could make them 
 from __future__ import annotations
 
 import hashlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from pytest_hetero.errors import HeteroError
 from pytest_hetero.pytest_plugin.stash import SETTINGS
+
+if TYPE_CHECKING:
+    from pytest_hetero.evidence.document import EvidenceDocument
 
 CLUSTER_HITS = pytest.StashKey["tuple[dict[str, dict[str, str]] | None, str]"]()
 """(matrix name → {item id: reason}, or None without a baseline; the baseline's label)."""
@@ -33,7 +36,7 @@ class ClusterRecord:
                  change: dict[str, Any] | None) -> None:
         self.snapshots, self.drift, self.change = snapshots, drift, change
 
-    def pytest_hetero_amend_evidence(self, evidence: dict[str, Any]) -> None:
+    def pytest_hetero_amend_evidence(self, evidence: EvidenceDocument) -> None:
         """Add ``cluster``: ``{"snapshots": [{"matrix", "taken_at", "sha256", "snapshot"}], "drift":
         [{"matrix", "baseline", "changes", "affected"}] | None, "change_record": {…, "observed",
         "unintended", "not_observed"} | None}``."""
@@ -68,7 +71,7 @@ def _target(matrix: Any, settings: Any) -> tuple[dict[str, Any], str | None, lis
     return target, settings.kube_context or target.get("context"), [namespace] if namespace else []
 
 
-def _baseline(settings: Any) -> tuple[dict[str, Any], str]:
+def _baseline(settings: Any) -> tuple[EvidenceDocument, str]:
     from pytest_hetero.bundle.verify import load_evidence, trusted_keys
     from pytest_hetero.status.drift import baseline_label
 

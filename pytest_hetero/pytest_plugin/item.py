@@ -20,6 +20,7 @@ import pytest
 
 from pytest_hetero.backends.protocol import Backend
 from pytest_hetero.errors import HeteroError
+from pytest_hetero.evidence.document import DocumentError, check_item
 from pytest_hetero.evidence.model import Failure, ItemEvidence, utc_now
 from pytest_hetero.judge.failures import FailureStatus
 from pytest_hetero.judge.verdict import Gate, gating, item_failure, not_applicable
@@ -146,6 +147,12 @@ class LayerItem(pytest.Item):
             data["attempt"] = len(earlier) + 1
             data["attempts"] = list(earlier)
         self.config.hook.pytest_hetero_evidence(ctx=ctx, evidence=data)
+        try:  # what a hook added is journaled, signed and rendered: it must be of the document's shape
+            check_item(data, "evidence")
+        except DocumentError as exc:
+            raise HeteroError(f"a pytest_hetero_evidence hook left this item's evidence not of its shape: {exc}",
+                              hint='a record is {"kind": str, "at": ISO 8601 time, "data": {...}} '
+                                   "(ItemEvidence.record); see pytest_hetero/evidence/document.py") from None
         self.stash[OUTCOME] = self.redactor().data(data)
 
     def setup(self) -> None:

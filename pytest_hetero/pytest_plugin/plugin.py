@@ -19,7 +19,7 @@ import subprocess
 import sys
 from collections.abc import Generator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import pytest
 
@@ -41,6 +41,7 @@ from pytest_hetero.pytest_plugin.stash import (
 )
 
 if TYPE_CHECKING:
+    from pytest_hetero.evidence.document import EvidenceDocument
     from pytest_hetero.evidence.recorder import Recorder
     from pytest_hetero.matrix.expand import Plan
     from pytest_hetero.matrix.model import Matrix
@@ -375,7 +376,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         ev = layer_item.new_evidence()
         ev.status, ev.failure = outside_failure(layer_item.matrix, layer_item.planned.layer, report.when,
                                                 report.outcome, None, str(report.longrepr or ""))
-        evidence = ev.to_dict()
+        evidence = cast("dict[str, Any]", ev.to_dict())  # the stash's JSON, as a worker's report carries it
     if evidence is None or (report.when == "setup" and report.passed):
         return
     if report.skipped and isinstance(report.longrepr, tuple):
@@ -642,7 +643,7 @@ def _close_backends(config: pytest.Config, recorder: Recorder | None) -> list[tu
     return leftovers
 
 
-_SUMMARY = pytest.StashKey[dict[str, Any]]()
+_SUMMARY = pytest.StashKey["EvidenceDocument"]()
 _LEFTOVERS = pytest.StashKey[list[tuple[str, dict[str, Any]]]]()
 """(backend name, Leftover dict) of every engine of the run, the workers' included."""
 
@@ -651,7 +652,7 @@ class _Refused(Exception):
     """Assembly refused the journal (conflicting lines): no bundle is written."""
 
 
-def _finish(session: pytest.Session, settings: Settings, recorder: Recorder) -> dict[str, Any] | None:
+def _finish(session: pytest.Session, settings: Settings, recorder: Recorder) -> EvidenceDocument | None:
     """Assemble the journal (its lines authenticated with the run's journal key) and finish the bundle
     (:func:`~pytest_hetero.bundle.finish.publish`), the matrices coming from what this process holds;
     hook failures are reported on stderr (a bug, not a HeteroError, makes the exit status

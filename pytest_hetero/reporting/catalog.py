@@ -8,9 +8,12 @@ superseded. Output: :func:`catalog_rows` (JSON-ready) and :func:`catalog_text` (
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_hetero.status.compute import expired, parse_time
+
+if TYPE_CHECKING:
+    from pytest_hetero.evidence.document import PoolStatus
 
 
 def catalog_rows(statuses: list[dict[str, Any]], now: datetime) -> list[dict[str, Any]]:
@@ -20,7 +23,7 @@ def catalog_rows(statuses: list[dict[str, Any]], now: datetime) -> list[dict[str
     "queue", "task_types": {task: level} (of the pool as a whole), "expires_at", "expired", "owners",
     "untested": [{"nodeid", "status", "reason"}], "bundle": sha256, "verification", "superseded": n}``, sorted
     by pool."""
-    best: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {}
+    best: dict[str, tuple[dict[str, Any], PoolStatus]] = {}
     superseded: dict[str, int] = {}
     for status in statuses:
         for pool in status["validation"].get("pools") or []:

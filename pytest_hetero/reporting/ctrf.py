@@ -17,9 +17,13 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from pytest_hetero.evidence.document import item_of
 from pytest_hetero.reporting.view import entries, owner_shown, rule_results, verification
+
+if TYPE_CHECKING:
+    from pytest_hetero.evidence.document import EvidenceDocument
 
 SPEC_VERSION = "0.1.0"
 """The CTRF specification version the official schema in ``shared/schemas`` describes."""
@@ -34,7 +38,7 @@ def _epoch_ms(stamp: str | None) -> int:
     return int(datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp() * 1000)
 
 
-def render_ctrf(evidence: dict[str, Any], signoff: dict[str, Any] | None = None) -> dict[str, Any]:
+def render_ctrf(evidence: EvidenceDocument, signoff: dict[str, Any] | None = None) -> dict[str, Any]:
     """Return the CTRF document as a JSON-ready dict whose key order is deterministic (every dict
     is built in a fixed order), so it can be serialised without ``sort_keys``. With the sign-off view
     ``signoff``, ``results.extra`` says whether the bundle was verified and by which key
@@ -46,31 +50,32 @@ def render_ctrf(evidence: dict[str, Any], signoff: dict[str, Any] | None = None)
         status = _CTRF_STATUS.get(entry["status"], "other")
         summary["tests"] += 1
         summary[status] += 1
-        failure = entry.get("failure") or {}
+        item = item_of(entry)
+        failure = item.get("failure") if item else None
         parts = entry["nodeid"].split("::")
         test: dict[str, Any] = {
             "name": entry["nodeid"], "testId": entry["nodeid"], "status": status, "rawStatus": entry["status"],
-            "duration": round(float(entry.get("duration_s") or 0) * 1000),
+            "duration": round(float((item.get("duration_s") if item else 0) or 0) * 1000),
             "suite": parts[:-1] or [f"hetero.{entry['layer']}"], "filePath": parts[0],
             "tags": [entry["layer"]],
             "labels": {"layer": entry["layer"], "owner": owner_shown(entry),
-                       **{str(k): str(v) for k, v in sorted(entry.get("keys", {}).items())}},
-            "extra": {"owner": owner_shown(entry), "layer_owner": entry.get("owner"),
+                       **{str(k): str(v) for k, v in sorted(entry["keys"].items())}},
+            "extra": {"owner": owner_shown(entry), "layer_owner": item["owner"] if item else None,
                       "blocked_by": entry.get("blocked_by")},
         }
         rules = rule_results(entry)
         if rules:
             test["extra"]["rules"] = rules
-        if entry.get("started_at") and entry.get("finished_at"):
-            test["start"], test["stop"] = _epoch_ms(entry["started_at"]), _epoch_ms(entry["finished_at"])
+        if item and item.get("started_at") and item.get("finished_at"):
+            test["start"], test["stop"] = _epoch_ms(item.get("started_at")), _epoch_ms(item.get("finished_at"))
         if failure:
-            test["message"] = str(failure.get("message") or "")
-            test["extra"]["category"] = failure.get("category")
+            test["message"] = str(failure["message"] or "")
+            test["extra"]["category"] = failure["category"]
         elif entry.get("reason"):
-            test["message"] = str(entry["reason"])
-        if entry.get("artifacts"):
+            test["message"] = str(entry.get("reason"))
+        if item and item["artifacts"]:
             test["attachments"] = [{"name": str(a["name"]), "contentType": str(a.get("media_type") or "text/plain"),
-                                    "path": str(a["path"])} for a in entry["artifacts"]]
+                                    "path": str(a["path"])} for a in item["artifacts"]]
         tests.append(test)
     summary["start"] = _epoch_ms(run.get("started_at"))
     summary["stop"] = _epoch_ms(run.get("finished_at")) or summary["start"]

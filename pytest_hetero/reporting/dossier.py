@@ -23,17 +23,21 @@ from __future__ import annotations
 
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jinja2
 import markupsafe
 
 from pytest_hetero import LAYERS, __version__
+from pytest_hetero.evidence.document import item_of
 from pytest_hetero.reporting import dossier_reserve
 from pytest_hetero.reporting import dossier_sections as sections
 from pytest_hetero.reporting.dossier_facts import Facts, cut, digest, short, when
 from pytest_hetero.reporting.dossier_text import Lang, Text
-from pytest_hetero.reporting.view import heatgrid, printable, verification
+from pytest_hetero.reporting.view import heatgrid, matrix_of, printable, verification
+
+if TYPE_CHECKING:
+    from pytest_hetero.evidence.document import Entry, EvidenceDocument
 
 TEMPLATES = Path(__file__).parent / "templates"
 PROVES_LIMIT = 8
@@ -41,7 +45,7 @@ PROVES_LIMIT = 8
 CHANGE_LIMIT = 12
 
 
-def render_dossier(evidence: dict[str, Any], signoff: dict[str, Any], lang: Lang = "en") -> str:
+def render_dossier(evidence: EvidenceDocument, signoff: dict[str, Any], lang: Lang = "en") -> str:
     """The dossier as one self-contained HTML page (no script, no network; A4 print stylesheet).
 
     ``signoff`` has the shape of :func:`pytest_hetero.bundle.signoff.signoff_context` (roles may carry
@@ -119,15 +123,15 @@ def pools(f: Facts, t: Text, limit: int = 20) -> list[str]:
     seen: dict[str, str] = {}
     for item in f.with_kind["scheduling.request"]:
         data = f.first(item, "scheduling.request") or {}
-        name = str(data.get("resource") or (item.get("keys") or {}).get("resource"))
+        name = str(data.get("resource") or item["keys"].get("resource"))
         if name in seen:
             continue
         selector = data.get("node_selector") or {}
         extra = t("scope.selector", selector=_pairs(selector)) if selector else ""
         extra += t("scope.queue", queue=data["queue"]) if data.get("queue") else ""
         seen[name] = t("scope.pool", resource=name, requests=_pairs(data.get("requests") or {}), selector=extra)
-    for item in f.entries:
-        name = str((item.get("keys") or {}).get("resource", ""))
+    for entry in f.entries:
+        name = str(entry["keys"].get("resource", ""))
         if name and name not in seen:
             seen[name] = name
     lines = [seen[k] for k in sorted(seen)]
@@ -186,12 +190,12 @@ def _not_proven(f: Facts, t: Text, layer: str, counts: Counter[str]) -> str:
     return t("q.none", layer=t.term(layer), statuses=t.join([t.status(s) for s in sorted(statuses)]))
 
 
-def _backends_of(f: Facts, item: dict[str, Any]) -> list[str]:
+def _backends_of(f: Facts, item: Entry) -> list[str]:
     """The backend an item ran on: the run's only backend, else the one its matrix names."""
     if len(f.backends) <= 1:
         return f.backends
     return [str(x.get("backend")) for x in f.evidence.get("target") or []
-            if x.get("matrix") in (None, item.get("matrix"))][:1] or f.backends
+            if x.get("matrix") in (None, it["matrix"] if (it := item_of(item)) else None)][:1] or f.backends
 
 
 def _resource_coverage(f: Facts, layer: str) -> tuple[int, int]:
@@ -201,7 +205,7 @@ def _resource_coverage(f: Facts, layer: str) -> tuple[int, int]:
     for entry in f.entries:
         if entry["layer"] != layer:
             continue
-        key = (entry.get("matrix") or entry["nodeid"].split("::", 1)[0], str((entry.get("keys") or {}).get("resource")))
+        key = (matrix_of(entry), str(entry["keys"].get("resource")))
         every.add(key)
         if entry["status"] == "passed":
             passed.add(key)
@@ -268,7 +272,7 @@ def conditions(f: Facts, t: Text, roles: list[dict[str, Any]]) -> list[str]:
                 accepted_failures.add(role["role"])
             elif decision == "rejected":
                 lines.append(t("cond.rejected", role=name))
-    owners = Counter((i.get("failure") or {}).get("owner") or i.get("owner") or "" for i in f.items
+    owners = Counter(((fl := i.get("failure")) and fl["owner"]) or i["owner"] or "" for i in f.items
                      if i["status"] in ("failed", "error"))
     lines += [t("cond.failures", count=n, team=t.team(team)) for team, n in sorted(owners.items())
               if team not in accepted_failures]
@@ -296,8 +300,8 @@ def proves(f: Facts, t: Text) -> list[dict[str, Any]]:
     return out
 
 
-def _statement(f: Facts, t: Text, layer: str, item: dict[str, Any]) -> str:
-    keys = item.get("keys") or {}
+def _statement(f: Facts, t: Text, layer: str, item: Entry) -> str:
+    keys = item["keys"]
     res, img = keys.get("resource", ""), keys.get("image", "")
     if layer == "discovery":
         snap = f.first(item, "discovery.snapshot") or {}

@@ -9,10 +9,14 @@ from __future__ import annotations
 
 from collections import Counter
 from datetime import datetime, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_hetero import LAYERS
+from pytest_hetero.evidence.document import matrix_of_item
 from pytest_hetero.reporting.view import entries
+
+if TYPE_CHECKING:
+    from pytest_hetero.evidence.document import Entry, EvidenceDocument, ItemDict, RunSection
 
 KINDS: frozenset[str] = frozenset({
     "discovery.snapshot", "discovery.engine", "discovery.engine_can_satisfy",
@@ -39,22 +43,22 @@ class Facts:
     ``backends``: the target backends; ``names``: matrix nodeid prefix → matrix name.
     """
 
-    def __init__(self, evidence: dict[str, Any]) -> None:
+    def __init__(self, evidence: EvidenceDocument) -> None:
         self.evidence = evidence
-        self.run: dict[str, Any] = evidence.get("run", {})
-        self.items: list[dict[str, Any]] = evidence["items"]
+        self.run: RunSection = evidence.get("run", {})
+        self.items: list[ItemDict] = evidence["items"]
         self.entries = entries(evidence)
-        self.by_layer: dict[str, list[dict[str, Any]]] = {layer: [] for layer in LAYERS}
+        self.by_layer: dict[str, list[ItemDict]] = {layer: [] for layer in LAYERS}
         self.records: dict[str, dict[str, list[dict[str, Any]]]] = {}
-        self.with_kind: dict[str, list[dict[str, Any]]] = {kind: [] for kind in KINDS}
-        self.combo: dict[tuple[str, ...], dict[str, Any]] = {}
+        self.with_kind: dict[str, list[ItemDict]] = {kind: [] for kind in KINDS}
+        self.combo: dict[tuple[str, ...], Entry] = {}
         for item in self.items:
             self.by_layer.setdefault(item["layer"], []).append(item)
-            keys = item.get("keys") or {}
+            keys = item["keys"]
             # a node-coverage item is not its resource × image's startup item, nor a training check its model run
             if "coverage" not in keys and "check" not in keys:
                 dims = ("resource", "image", "model", "dataset")
-                self.combo[(item.get("matrix", ""), *(str(keys.get(d, "")) for d in dims), item["layer"])] = item
+                self.combo[(matrix_of_item(item), *(str(keys.get(d, "")) for d in dims), item["layer"])] = item
             mine: dict[str, list[dict[str, Any]]] = {}
             for record in item.get("records") or ():
                 kind = record.get("kind")
@@ -70,22 +74,22 @@ class Facts:
             layer: Counter({s: int(n) for s, n in (evidence["summary"]["by_layer"].get(layer) or {}).items()})
             for layer in LAYERS}
 
-    def first(self, item: dict[str, Any], kind: str) -> dict[str, Any] | None:
+    def first(self, item: Entry, kind: str) -> dict[str, Any] | None:
         """The data of ``item``'s first record of ``kind`` (None when it has none)."""
         found = self.records.get(item["nodeid"], {}).get(kind)
         return found[0] if found else None
 
-    def all(self, item: dict[str, Any], kind: str) -> list[dict[str, Any]]:
+    def all(self, item: Entry, kind: str) -> list[dict[str, Any]]:
         """The data of every record of ``kind`` on ``item``."""
         return self.records.get(item["nodeid"], {}).get(kind, [])
 
-    def sibling(self, item: dict[str, Any], layer: str) -> dict[str, Any] | None:
+    def sibling(self, item: Entry, layer: str) -> Entry | None:
         """The item of ``layer`` with the same matrix and keys (the model item of a business item…)."""
-        keys = item.get("keys") or {}
-        return self.combo.get((item.get("matrix", ""), *(str(keys.get(d, "")) for d in
+        keys = item["keys"]
+        return self.combo.get((matrix_of_item(item), *(str(keys.get(d, "")) for d in
                                                         ("resource", "image", "model", "dataset")), layer))
 
-    def identity(self, item: dict[str, Any]) -> dict[str, Any]:
+    def identity(self, item: Entry) -> dict[str, Any]:
         """The model identity (``model.identity`` data) of a model or business item's combination, or {}."""
         for candidate in (item, self.sibling(item, "model")):
             if candidate is not None:
@@ -100,9 +104,9 @@ def short(nodeid: str) -> str:
     return nodeid.split("::", 1)[1] if "::" in nodeid else nodeid
 
 
-def where(item: dict[str, Any]) -> str:
+def where(item: Entry) -> str:
     """``resource × image`` (× ``model@dataset``) of an item, as far as its keys go."""
-    keys = item.get("keys") or {}
+    keys = item["keys"]
     parts = [str(keys[d]) for d in ("resource", "image") if d in keys]
     if "model" in keys:
         parts.append(f"{keys['model']}@{keys.get('dataset', '')}")

@@ -9,15 +9,21 @@ for ``templates/dossier.html.j2``; lists are capped (failures first) and say how
 from __future__ import annotations
 
 import shlex
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pytest_hetero import LAYERS
+from pytest_hetero.evidence.document import failure_of, matrix_of_item, owner_of
 from pytest_hetero.evidence.usage import epoch
 from pytest_hetero.reporting.dossier_capacity import capacity
 from pytest_hetero.reporting.dossier_charts import queue_charts, usage_charts
 from pytest_hetero.reporting.dossier_facts import Facts, cut, digest, number, short, when, where
 from pytest_hetero.reporting.dossier_text import Text
 from pytest_hetero.reporting.view import verification
+
+if TYPE_CHECKING:
+    from pytest_hetero.evidence.document import Entry, ItemDict, RuleResult, UntestedEntry
+
+_E = TypeVar("_E", "ItemDict", "UntestedEntry", "Entry")
 
 ITEM_ROWS = 25
 """Items listed per layer chapter (failures first)."""
@@ -47,11 +53,11 @@ EVIDENCE_KINDS: dict[str, list[tuple[str, tuple[str, ...]]]] = {
 items with a failure; ``scheduling.queue``: placements or Pending decisions through a queue)."""
 
 
-def _sorted(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _sorted(items: list[_E]) -> list[_E]:
     return sorted(items, key=lambda i: (PRIORITY.get(i["status"], 5), i["nodeid"]))
 
 
-def image_digest(f: Facts, item: dict[str, Any]) -> str:
+def image_digest(f: Facts, item: Entry) -> str:
     """The image digest a startup item recorded (local environment, Docker image or pod container)."""
     for kind in ("startup.environment", "startup.image", "startup.pod"):
         data = f.first(item, kind)
@@ -119,7 +125,7 @@ def chapters(f: Facts, t: Text, all_roles: list[dict[str, Any]]) -> list[dict[st
     return out
 
 
-def _present(f: Facts, reported: list[dict[str, Any]], kinds: tuple[str, ...]) -> int:
+def _present(f: Facts, reported: list[ItemDict], kinds: tuple[str, ...]) -> int:
     if kinds == ("failure",):
         return sum(1 for i in reported if i.get("failure"))
     if kinds == ("scheduling.queue",):
@@ -129,15 +135,15 @@ def _present(f: Facts, reported: list[dict[str, Any]], kinds: tuple[str, ...]) -
     return sum(1 for i in reported if i["nodeid"] in ids)
 
 
-def _row(f: Facts, t: Text, layer: str, item: dict[str, Any]) -> dict[str, Any]:
-    failure = item.get("failure") or {}
-    reason = f"{failure.get('category')}: {failure.get('message')}" if failure else (item.get("reason") or "")
+def _row(f: Facts, t: Text, layer: str, item: Entry) -> dict[str, Any]:
+    failure = failure_of(item)
+    reason = f"{failure['category']}: {failure['message']}" if failure else (item.get("reason") or "")
     return {"item": short(item["nodeid"]), "status": item["status"], "status_text": t.status(item["status"]),
             "fact": _fact(f, t, layer, item), "reason": cut(reason, 220),
-            "owner": t.team(failure.get("owner") or item.get("owner") or "")}
+            "owner": t.team((failure["owner"] if failure else "") or owner_of(item))}
 
 
-def _fact(f: Facts, t: Text, layer: str, item: dict[str, Any]) -> str:
+def _fact(f: Facts, t: Text, layer: str, item: Entry) -> str:
     if item["nodeid"] not in f.records:
         return ""
     if layer == "discovery":
@@ -145,7 +151,7 @@ def _fact(f: Facts, t: Text, layer: str, item: dict[str, Any]) -> str:
         observed = snap.get("observed") or {}
         count = len(snap.get("nodes") or observed.get("devices") or [])
         return t("fact.snapshot", devices=count, at=when(observed.get("collected_at") or snap.get("taken_at")
-                                                          or item.get("finished_at")))
+                                                          or (item["finished_at"] if "finished_at" in item else None)))
     if layer == "scheduling":
         placed = f.first(item, "scheduling.placed")
         return t("fact.placed", node=placed.get("node"), waited=placed.get("waited_s")) if placed else ""
@@ -171,8 +177,8 @@ def results(f: Facts, t: Text) -> dict[str, Any]:
     shown = business[:RESULT_ITEMS]
     groups: dict[tuple[str, str, str], dict[str, Any]] = {}
     for item in sorted(shown, key=lambda i: (where(i), PRIORITY.get(i["status"], 5))):
-        keys = item.get("keys") or {}
-        group_key = (item.get("matrix", ""), str(keys.get("model")), str(keys.get("dataset")))
+        keys = item["keys"]
+        group_key = (matrix_of_item(item), str(keys.get("model")), str(keys.get("dataset")))
         group = groups.get(group_key)
         if group is None:
             ident = f.identity(item)
@@ -186,13 +192,13 @@ def results(f: Facts, t: Text) -> dict[str, Any]:
     return {"groups": list(groups.values()), "more": max(0, len(business) - RESULT_ITEMS)}
 
 
-def _result_rows(f: Facts, t: Text, item: dict[str, Any]) -> list[dict[str, Any]]:
-    place = " × ".join(str((item.get("keys") or {}).get(d, "")) for d in ("resource", "image"))
+def _result_rows(f: Facts, t: Text, item: Entry) -> list[dict[str, Any]]:
+    place = " × ".join(str(item["keys"].get(d, "")) for d in ("resource", "image"))
     records = f.all(item, "business.rules")
     if not records:
         return [{"where": place, "rule": "", "threshold": "", "observed": "", "verdict": item["status"],
                  "verdict_text": t("res.not_run", status=t.status(item["status"]),
-                                   reason=cut(item.get("reason") or (item.get("failure") or {}).get("message"), 200)),
+                                   reason=cut(item.get("reason") or ((fl := failure_of(item)) and fl["message"]), 200)),
                  "failing": ""}]
     rows = []
     for data in records:
@@ -205,17 +211,18 @@ def _result_rows(f: Facts, t: Text, item: dict[str, Any]) -> list[dict[str, Any]
     return rows
 
 
-def observed(t: Text, result: dict[str, Any]) -> str:
+def observed(t: Text, result: RuleResult) -> str:
     """A rule's observed value with its unit (latency in ms, accuracy also as a percentage) and where the value
     came from (computed, measured, or self-reported, not verified)."""
     shown = _observed(t, result)
-    source = (result.get("provenance") or {}).get("source")
+    provenance = result.get("provenance")
+    source = provenance.get("source") if provenance else None
     if result.get("observed") is None or source not in ("computed", "measured", "self_reported"):
         return shown
     return f"{shown} · {t(f'prov.{source}')}"
 
 
-def _observed(t: Text, result: dict[str, Any]) -> str:
+def _observed(t: Text, result: RuleResult) -> str:
     value = result.get("observed")
     if value is None:
         return cut(result.get("detail"), 200)
@@ -226,7 +233,7 @@ def _observed(t: Text, result: dict[str, Any]) -> str:
     return number(value) if isinstance(value, (int, float)) else str(value)
 
 
-def _failing(result: dict[str, Any]) -> str:
+def _failing(result: RuleResult) -> str:
     """The failing golden sample indices (the rule's own, never sample content), else the rule's detail."""
     if result.get("kind") != "golden" or result.get("verdict") == "pass":
         return ""
@@ -266,7 +273,7 @@ def operations(f: Facts, t: Text) -> dict[str, Any]:
             "queue_charts": queue_charts(t, waits), "capacity": capacity(f, t)}
 
 
-def _usage_rows(f: Facts, t: Text, item: dict[str, Any], data: dict[str, Any]) -> list[dict[str, str]]:
+def _usage_rows(f: Facts, t: Text, item: Entry, data: dict[str, Any]) -> list[dict[str, str]]:
     run = f.first(item, "model.run") or {}
     rss = t("ops.mib", value=number(run["peak_rss_mib"], 1)) if run.get("peak_rss_mib") is not None else ""
     base = {"item": short(item["nodeid"]), "source": str(data.get("source", "")), "rss": rss}
@@ -285,20 +292,20 @@ def _usage_rows(f: Facts, t: Text, item: dict[str, Any], data: dict[str, Any]) -
     return rows
 
 
-def _pool(f: Facts, item: dict[str, Any]) -> str:
+def _pool(f: Facts, item: Entry) -> str:
     """The pool an item ran in: its resource, named with its matrix when the run has several."""
-    resource = str((item.get("keys") or {}).get("resource", ""))
-    matrix = str(item.get("matrix", ""))
+    resource = str(item["keys"].get("resource", ""))
+    matrix = matrix_of_item(item)
     return resource if len(f.names) <= 1 else f"{f.names.get(matrix) or matrix}/{resource}"
 
 
-def _queue_times(f: Facts, item: dict[str, Any]) -> tuple[float | None, float | None, float | None, list[Any]]:
+def _queue_times(f: Facts, item: Entry) -> tuple[float | None, float | None, float | None, list[Any]]:
     """A queued item's submitted, placed and started times (epoch seconds, None when not recorded) and its
     startup pod's container statuses."""
     submitted = f.first(item, "scheduling.submitted") or {}
     placed = f.first(item, "scheduling.placed") or {}
-    startup = f.sibling(item, "startup") or f.combo.get((item.get("matrix", ""), str((item.get("keys") or {}).get(
-        "resource", "")), str((item.get("keys") or {}).get("image", "")), "", "", "startup"))
+    startup = f.sibling(item, "startup") or f.combo.get((matrix_of_item(item), str(item["keys"].get(
+        "resource", "")), str(item["keys"].get("image", "")), "", "", "startup"))
     pod = (f.first(startup, "startup.pod") if startup else None) or {}
     statuses = pod.get("container_statuses") or []
     started = next((((s.get("state") or {}).get("running") or {}).get("startedAt") for s in statuses), None)
@@ -306,7 +313,7 @@ def _queue_times(f: Facts, item: dict[str, Any]) -> tuple[float | None, float | 
             epoch(placed.get("observed_epoch_s") or placed.get("decided_at")), epoch(started), statuses)
 
 
-def _queue_row(f: Facts, t: Text, item: dict[str, Any]) -> dict[str, str]:
+def _queue_row(f: Facts, t: Text, item: Entry) -> dict[str, str]:
     placed = f.first(item, "scheduling.placed") or {}
     t0, t_placed, t_started, statuses = _queue_times(f, item)
     missing = t("ops.not_recorded")
@@ -327,7 +334,7 @@ def _wait(t: Text, seconds: float) -> str:
 # ---------------------------------------------------------------- phases and scenarios
 
 
-def _coverage(t: Text, state: str, what: str, items: list[dict[str, Any]], detail: str) -> dict[str, Any]:
+def _coverage(t: Text, state: str, what: str, items: list[ItemDict], detail: str) -> dict[str, Any]:
     ids = [short(i["nodeid"]) for i in items]
     return {"what": what, "state": state, "state_text": t(f"cov.{state}"), "proof": ids[:6],
             "more": max(0, len(ids) - 6), "detail": detail}
@@ -360,7 +367,7 @@ def phases(f: Facts, t: Text, signoff: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
-def probes(f: Facts, kind: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def probes(f: Facts, kind: str) -> tuple[list[ItemDict], list[ItemDict]]:
     """(passed, failed or errored) governance probe items of ``kind`` (``governance.probe`` record's
     ``probe_kind``, e.g. ``tenant-isolation``, ``attribution``): the only facts that prove a tenant
     boundary or usage attribution. A probe that was not applicable, blocked or not run is in neither."""
@@ -375,8 +382,8 @@ def _placement(f: Facts, t: Text) -> dict[str, Any]:
     items = [i for i in f.by_layer["scheduling"] if not f.first(i, "governance.probe")]
     placed = [i for i in items if i["status"] == "passed"]
     failed = [i for i in items if i["status"] in ("failed", "error")]
-    unexplained = [i for i in failed if (i.get("failure") or {}).get("category") in ("scheduling_timeout", None)]
-    mismatch = [i for i in failed if (i.get("failure") or {}).get("category") == "allocation_mismatch"]
+    unexplained = [i for i in failed if ((fl := i.get("failure")) and fl["category"]) in ("scheduling_timeout", None)]
+    mismatch = [i for i in failed if ((fl := i.get("failure")) and fl["category"]) == "allocation_mismatch"]
     tenants, crossed = probes(f, "tenant-isolation")
     if not placed and not failed and not tenants and not crossed:
         return _coverage(t, "not_covered", t("phase.placement"), [], t("d.placement_none", backends=", ".join(
@@ -417,12 +424,12 @@ def _new_resource(f: Facts, t: Text) -> dict[str, Any]:
     status: dict[tuple[str, str], dict[str, set[str]]] = {}
     for item in f.items:
         if item["layer"] in ("discovery", "scheduling", "startup"):
-            key = (item.get("matrix", ""), str((item.get("keys") or {}).get("resource")))
+            key = (matrix_of_item(item), str(item["keys"].get("resource")))
             status.setdefault(key, {}).setdefault(item["layer"], set()).add(item["status"])
     full = [k for k, s in status.items() if all(s.get(x) == {"passed"} for x in ("discovery", "scheduling", "startup"))]
     part = [k for k, s in status.items() if k not in full and s.get("discovery") == {"passed"}
             and "passed" in s.get("startup", set())]
-    proof = [i for i in f.by_layer["discovery"] if (i.get("matrix", ""), str(i["keys"].get("resource"))) in full + part]
+    proof = [i for i in f.by_layer["discovery"] if (matrix_of_item(i), str(i["keys"].get("resource"))) in full + part]
     if full:
         return _coverage(t, "covered", t("scn.new_resource"), proof, t("d.new_resource", count=len(full)))
     if part:
@@ -471,15 +478,15 @@ def untested(f: Facts, t: Text) -> dict[str, Any]:
              for m, gaps in sorted((f.evidence["untested"].get("never_covered") or {}).items())
              for d, v in sorted(gaps.items())]
     parts: dict[tuple[str, str], dict[str, Any]] = {}
-    for entry in f.evidence["untested"].get("not_proven") or []:
-        layer, part = str(entry.get("layer") or ""), str(entry.get("part") or "")
+    for gap in f.evidence["untested"].get("not_proven") or []:
+        layer, part = str(gap.get("layer") or ""), str(gap.get("part") or "")
         group = parts.setdefault((layer, part), {
             "reason": t("un.part", layer=t.layer(layer), part=part), "count": 0, "examples": [],
-            "who": t.team(str(by_id.get(str(entry.get("nodeid")), {}).get("owner") or "")),
-            "how": cut(str(entry.get("reason") or ""), 300)})
+            "who": t.team(owned["owner"] if (owned := by_id.get(str(gap.get("nodeid")))) else ""),
+            "how": cut(str(gap.get("reason") or ""), 300)})
         group["count"] += 1
         if len(group["examples"]) < 3:
-            group["examples"].append(short(str(entry.get("nodeid") or "")))
+            group["examples"].append(short(str(gap.get("nodeid") or "")))
     ordered += sorted(parts.values(), key=lambda g: (-g["count"], g["reason"]))
     return {"groups": ordered[:UNTESTED_GROUPS], "more": max(0, len(ordered) - UNTESTED_GROUPS), "never": never,
             "none": "" if ordered or never else t("un.none")}
@@ -488,21 +495,22 @@ def untested(f: Facts, t: Text) -> dict[str, Any]:
 _DIMS = frozenset({"resource", "image", "model", "dataset", "resource_without_business_pass"})
 
 
-def _group(f: Facts, t: Text, entry: dict[str, Any], by_id: dict[str, dict[str, Any]]
+def _group(f: Facts, t: Text, entry: UntestedEntry, by_id: dict[str, ItemDict]
            ) -> tuple[tuple[str, str], str, str, str]:
     """(group key, reason in words, who can close it, how) of one untested entry."""
     status, layer = entry["status"], entry["layer"]
     reason = str(entry.get("reason") or "")
-    if status == "blocked" and entry.get("blocked_by"):
-        root = by_id.get(entry["blocked_by"], {})
-        failure = root.get("failure") or {}
-        return ((status, entry["blocked_by"]), t("un.blocked", root=short(entry["blocked_by"])),
-                t.team(failure.get("owner") or root.get("owner") or ""), t("how.blocked",
-                                                                           category=failure.get("category", "?")))
+    blocked_by = entry["blocked_by"]
+    if status == "blocked" and blocked_by:
+        root = by_id.get(blocked_by)
+        failure = root.get("failure") if root else None
+        return ((status, blocked_by), t("un.blocked", root=short(blocked_by)),
+                t.team((failure["owner"] if failure else "") or (root["owner"] if root else "")),
+                t("how.blocked", category=failure["category"] if failure else "?"))
     if status == "not_applicable":
         backends = ", ".join(f.backends)
         return ((status, layer), t("un.not_applicable", layer=t.layer(layer), backends=backends),
-                t.team(str(by_id.get(entry["nodeid"], {}).get("owner") or "")), t("how.not_applicable",
+                t.team(owned["owner"] if (owned := by_id.get(entry["nodeid"])) else ""), t("how.not_applicable",
                                                                                   layer=t.layer(layer)))
     if status == "excluded":
         return (status, reason), t("un.excluded", reason=reason), t("who.matrix"), t("how.excluded")

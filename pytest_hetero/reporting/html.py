@@ -20,12 +20,13 @@ import os
 from collections.abc import Iterator
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jinja2
 import markupsafe
 
 from pytest_hetero import LAYERS, __version__
+from pytest_hetero.evidence.document import item_of
 from pytest_hetero.evidence.model import STATUSES
 from pytest_hetero.reporting.view import (
     DIMENSIONS,
@@ -38,6 +39,9 @@ from pytest_hetero.reporting.view import (
     verification,
 )
 from pytest_hetero.usercache import cache_dir
+
+if TYPE_CHECKING:
+    from pytest_hetero.evidence.document import Entry, EvidenceDocument
 
 ITEM_DETAIL_LIMIT = 1500
 UNTESTED_LIMIT = 1000
@@ -113,24 +117,25 @@ def _record_text(data: Any) -> str:
     return text
 
 
-def _details(items: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], set[int]]:
+def _details(items: list[Entry]) -> tuple[list[dict[str, Any]], set[int]]:
     order = sorted(range(len(items)), key=lambda i: (_PRIORITY.get(items[i]["status"], 5), i))[:ITEM_DETAIL_LIMIT]
     shown = sorted(order)
     out = []
     for index in shown:
         item = items[index]
+        reported = item_of(item)
         out.append({"index": index, "item": item,
-                    "records": [{"kind": r.get("kind"), "at": r.get("at"), "text": _record_text(r.get("data"))}
-                                for r in item.get("records", [])]})
+                    "records": [{"kind": r["kind"], "at": r["at"], "text": _record_text(r["data"])}
+                                for r in (reported["records"] if reported else [])]})
     return out, set(shown)
 
 
-def render_html(evidence: dict[str, Any], signoff: dict[str, Any]) -> str:
+def render_html(evidence: EvidenceDocument, signoff: dict[str, Any]) -> str:
     """Return report.html as text. ``signoff`` has the shape of :func:`pytest_hetero.bundle.signoff.signoff_context`."""
     return "".join(html_chunks(evidence, signoff))
 
 
-def html_chunks(evidence: dict[str, Any], signoff: dict[str, Any]) -> Iterator[str]:
+def html_chunks(evidence: EvidenceDocument, signoff: dict[str, Any]) -> Iterator[str]:
     """report.html as consecutive pieces of text (Jinja's ``generate``), so a writer need not hold the
     page: its whole text, the pieces joined, was about three times the page at 1,500 detailed items."""
     items = entries(evidence)
@@ -148,7 +153,7 @@ def html_chunks(evidence: dict[str, Any], signoff: dict[str, Any]) -> Iterator[s
         baseline=_baseline_lines(evidence))
 
 
-def _baseline_lines(evidence: dict[str, Any]) -> list[str]:
+def _baseline_lines(evidence: EvidenceDocument) -> list[str]:
     """The ``baseline_diff`` section (added before evidence.json is written, see
     :mod:`pytest_hetero.bundle.baseline`) as lines; empty without one."""
     diff = evidence.get("baseline_diff")

@@ -23,25 +23,30 @@ readers understand (each on one line, brackets percent-encoded:
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from xml.sax.saxutils import escape, quoteattr
 
 from junitparser import JUnitXml, TestSuite
 
 from pytest_hetero import LAYERS
+from pytest_hetero.evidence.document import item_of
 from pytest_hetero.evidence.model import UNTESTED_STATUSES
 from pytest_hetero.reporting.view import entries, junit_properties, owner_shown, printable, rule_results, verification
 
+if TYPE_CHECKING:
+    from pytest_hetero.evidence.document import Entry, EvidenceDocument
 
-def _properties(entry: dict[str, Any]) -> list[tuple[str, str]]:
-    props = [("layer", entry["layer"])]
-    props += [(dim, str(value)) for dim, value in sorted(entry.get("keys", {}).items())]
-    props += [("owner", owner_shown(entry)), ("layer_owner", str(entry.get("owner") or "")),
+
+def _properties(entry: Entry) -> list[tuple[str, str]]:
+    item = item_of(entry)
+    props: list[tuple[str, str]] = [("layer", entry["layer"])]
+    props += [(dim, str(value)) for dim, value in sorted(entry["keys"].items())]
+    props += [("owner", owner_shown(entry)), ("layer_owner", item["owner"] if item else ""),
               ("status", entry["status"]),
               ("evidence", f"evidence.json#{entry['nodeid']}")]
-    if entry.get("blocked_by"):
-        props.append(("blocked_by", entry["blocked_by"]))
-    props += [("artifact", a["path"]) for a in entry.get("artifacts", [])]
+    if blocked_by := entry.get("blocked_by"):
+        props.append(("blocked_by", blocked_by))
+    props += [("artifact", a["path"]) for a in (item["artifacts"] if item else [])]
     for r in rule_results(entry):  # rule.<name>: threshold; observed [unit]; provenance; verdict
         observed = f"{r['observed']}{' ' + r['unit'] if r['unit'] else ''}"
         sample = f"sample {r['run']}: " if r["run"] else ""
@@ -61,18 +66,19 @@ def junit_identity(nodeid: str) -> tuple[str, str]:
     return ".".join(names[:-1]), names[-1]
 
 
-def _case_xml(entry: dict[str, Any], tally: dict[str, int]) -> str:
+def _case_xml(entry: Entry, tally: dict[str, int]) -> str:
     """One ``<testcase>`` element as text, children in schema order; counts it into ``tally``."""
     status = entry["status"]
-    failure = entry.get("failure") or {}
+    item = item_of(entry)
+    failure = item.get("failure") if item else None
     classname, name = junit_identity(printable(entry["nodeid"]))
     head = (f"<testcase classname={quoteattr(classname)} name={quoteattr(name)}"
-            f" time=\"{float(entry.get('duration_s') or 0.0):.3f}\">")
+            f" time=\"{_seconds(entry):.3f}\">")
     result = ""
     if status in ("failed", "error"):
-        message = printable(str(failure.get("message") or entry.get("reason") or ""))[:2000]
+        message = printable(str((failure["message"] if failure else "") or entry.get("reason") or ""))[:2000]
         kind = "failure" if status == "failed" else "error"
-        category = printable(str(failure.get("category", status)))
+        category = printable(failure["category"] if failure else status)
         result = f"<{kind} message={quoteattr(message)} type={quoteattr(category)} />"
         tally["failures" if status == "failed" else "errors"] += 1
     elif status in UNTESTED_STATUSES:
@@ -80,6 +86,12 @@ def _case_xml(entry: dict[str, Any], tally: dict[str, int]) -> str:
         tally["skipped"] += 1
     props = junit_properties(_properties(entry))
     return f"{head}{result}<system-out>{escape(props)}</system-out></testcase>"
+
+
+def _seconds(entry: Entry) -> float:
+    """An item's wall seconds; 0 for an untested-only entry."""
+    item = item_of(entry)
+    return float((item.get("duration_s") if item else 0.0) or 0.0)
 
 
 def _open_tag(element: Any) -> str:
@@ -90,7 +102,7 @@ def _open_tag(element: Any) -> str:
     return text[:-2].rstrip() + ">"
 
 
-def render_junit(evidence: dict[str, Any], signoff: dict[str, Any] | None = None) -> bytes:
+def render_junit(evidence: EvidenceDocument, signoff: dict[str, Any] | None = None) -> bytes:
     """Return the JUnit XML document as UTF-8 bytes (with XML declaration). With the sign-off view
     ``signoff``, each suite's properties say whether the bundle was verified and by which key
     (``verification``, ``verified_by``; see :func:`pytest_hetero.reporting.view.verification`).
@@ -105,10 +117,10 @@ def render_junit(evidence: dict[str, Any], signoff: dict[str, Any] | None = None
     counts: dict[str, dict[str, int]] = {}
     times: dict[str, float] = {}
     for entry in entries(evidence):
-        layer = entry["layer"]
+        layer: str = entry["layer"]
         tally = counts.setdefault(layer, {"tests": 0, "failures": 0, "errors": 0, "skipped": 0})
         tally["tests"] += 1
-        times[layer] = times.get(layer, 0.0) + float(entry.get("duration_s") or 0.0)
+        times[layer] = times.get(layer, 0.0) + _seconds(entry)
         cases.setdefault(layer, []).append(_case_xml(entry, tally))
     root: Any = JUnitXml(f"pytest-hetero {evidence['run'].get('id', '')}")
     root.tests = sum(c["tests"] for c in counts.values())

@@ -10,11 +10,14 @@ what GitHub or GitLab would turn into a mention or a link to an issue (``@team``
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_hetero.evidence.model import STATUSES
 from pytest_hetero.evidence.untested import NEVER_COVERED_LABELS
 from pytest_hetero.reporting.view import failures_by_owner, layer_counts, printable, verification
+
+if TYPE_CHECKING:
+    from pytest_hetero.evidence.document import EvidenceDocument
 
 MAX_LINES = 20
 _SPECIAL = re.compile(r"([\\`*_\[\]|~])")
@@ -40,7 +43,7 @@ def code(text: Any, limit: int = 200) -> str:
     return f"`{line[: limit - 1] + '…' if len(line) > limit else line}`"
 
 
-def render_markdown(evidence: dict[str, Any], signoff: dict[str, Any]) -> str:
+def render_markdown(evidence: EvidenceDocument, signoff: dict[str, Any]) -> str:
     """Return the summary as Markdown text (GitHub-flavoured tables)."""
     run = evidence["run"]
     verdict = evidence["summary"]["verdict"].upper()
@@ -63,7 +66,7 @@ def render_markdown(evidence: dict[str, Any], signoff: dict[str, Any]) -> str:
     return "\n".join(out)
 
 
-def _failures(evidence: dict[str, Any]) -> list[str]:
+def _failures(evidence: EvidenceDocument) -> list[str]:
     """``### Failures by owner``: at most MAX_LINES failures under their owner (none: no section)."""
     groups = failures_by_owner(evidence)
     if not groups:
@@ -105,7 +108,7 @@ def _signoff(signoff: dict[str, Any]) -> list[str]:
     return [*out, ""]
 
 
-def _baseline(evidence: dict[str, Any]) -> list[str]:
+def _baseline(evidence: EvidenceDocument) -> list[str]:
     """``### Baseline comparison`` when the run was compared with a baseline."""
     diff = evidence.get("baseline_diff")
     if not diff or "gate" not in diff:
@@ -116,7 +119,7 @@ def _baseline(evidence: dict[str, Any]) -> list[str]:
             ""]
 
 
-def _untested(evidence: dict[str, Any]) -> list[str]:
+def _untested(evidence: EvidenceDocument) -> list[str]:
     """``### Untested scope``: counts by status, the first MAX_LINES items, parts not proven, never covered."""
     untested = evidence["untested"]["items"]
     out = ["### Untested scope"]
@@ -143,7 +146,7 @@ def _untested(evidence: dict[str, Any]) -> list[str]:
     return out
 
 
-def _usage(evidence: dict[str, Any]) -> list[str]:
+def _usage(evidence: EvidenceDocument) -> list[str]:
     """``### Usage ledger``: resource-seconds per namespace and project, and waste (nothing when the evidence
     has no ledger or the gate created no workload)."""
     usage = evidence.get("usage") or {}

@@ -11,11 +11,14 @@ from __future__ import annotations
 
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_hetero import LAYERS
 from pytest_hetero.evidence.untested import NEVER_COVERED_LABELS
 from pytest_hetero.reporting.view import one_line
+
+if TYPE_CHECKING:
+    from pytest_hetero.evidence.document import EvidenceDocument, RuleResult
 
 ORDER = ("passed", "failed", "error", "blocked", "not_applicable", "skipped", "excluded", "deselected",
          "not_run")
@@ -29,7 +32,7 @@ def cut(text: str, limit: int) -> str:
     return (head.rsplit(" ", 1)[0] if " " in head else head) + "…"
 
 
-def summary_lines(evidence: dict[str, Any], bundle_dir: Path) -> list[str]:
+def summary_lines(evidence: EvidenceDocument, bundle_dir: Path) -> list[str]:
     """Plain-text lines of the summary (also used by ``hetero`` commands and tests)."""
     summary = evidence["summary"]
     lines = [f"verdict: {summary['verdict'].upper()}   evidence: {bundle_dir / 'evidence.json'}"]
@@ -47,7 +50,7 @@ def summary_lines(evidence: dict[str, Any], bundle_dir: Path) -> list[str]:
     return [one_line(line) for line in lines]
 
 
-def _journal_lines(evidence: dict[str, Any]) -> list[str]:
+def _journal_lines(evidence: EvidenceDocument) -> list[str]:
     """Journal lines rejected (not the gate's) or lost (unreadable), when there were any."""
     journal = evidence.get("journal") or {}
     lines = []
@@ -60,7 +63,7 @@ def _journal_lines(evidence: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _coverage_lines(evidence: dict[str, Any]) -> list[str]:
+def _coverage_lines(evidence: EvidenceDocument) -> list[str]:
     """What the verdict covers when some planned items did not run in this session (deselected by
     -k/-m/--lf/profile/shard, or not run after an interruption); nothing when every item ran."""
     missing = Counter(u["status"] for u in evidence["untested"]["items"] if u["status"] in ("deselected", "not_run"))
@@ -72,7 +75,7 @@ def _coverage_lines(evidence: dict[str, Any]) -> list[str]:
             "(listed in untested scope)"]
 
 
-def _flaky_lines(evidence: dict[str, Any]) -> list[str]:
+def _flaky_lines(evidence: EvidenceDocument) -> list[str]:
     """Items that passed only on a rerun, with how each earlier attempt ended."""
     flaky = set(evidence["summary"].get("flaky", []))
     lines = []
@@ -83,9 +86,10 @@ def _flaky_lines(evidence: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _cleanup_lines(evidence: dict[str, Any]) -> list[str]:
+def _cleanup_lines(evidence: EvidenceDocument) -> list[str]:
     """``cleanup: N objects left`` and each leftover with why and how to remove it (clean: nothing)."""
-    left = (evidence.get("cleanup") or {}).get("leftovers") or []
+    cleanup = evidence.get("cleanup")
+    left = cleanup["leftovers"] if cleanup else []
     if not left:
         return []
     lines = [f"cleanup: NOT CLEAN, {len(left)} object(s) the run created are still there:"]
@@ -96,20 +100,21 @@ def _cleanup_lines(evidence: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _failure_lines(evidence: dict[str, Any]) -> list[str]:
+def _failure_lines(evidence: EvidenceDocument) -> list[str]:
     """``failures by owner:`` then each owner's count and failed items (none: nothing)."""
-    failures = [i for i in evidence["items"] if i["status"] in ("failed", "error") and i.get("failure")]
+    failures = [(i["nodeid"], f) for i in evidence["items"] if i["status"] in ("failed", "error")
+                and (f := i.get("failure"))]
     if not failures:
         return []
     lines = ["failures by owner:"]
-    for owner, n in Counter(i["failure"]["owner"] for i in failures).most_common():
+    for owner, n in Counter(f["owner"] for _, f in failures).most_common():
         lines.append(f"  {owner}: {n}")
-        lines += [f"    {i['nodeid']}: {i['failure']['category']}: {cut(i['failure']['message'].splitlines()[0], 140)}"
-                  for i in failures if i["failure"]["owner"] == owner]
+        lines += [f"    {nodeid}: {f['category']}: {cut(f['message'].splitlines()[0], 140)}"
+                  for nodeid, f in failures if f["owner"] == owner]
     return lines
 
 
-def _untested_lines(evidence: dict[str, Any]) -> list[str]:
+def _untested_lines(evidence: EvidenceDocument) -> list[str]:
     """The untested scope: counts by status, the first 12 items, parts not proven, never covered."""
     lines: list[str] = []
     untested = evidence["untested"]["items"]
@@ -137,7 +142,7 @@ OBSERVED_ITEMS = 10
 """Business items whose observed values the terminal lists (the rest are in report.html)."""
 
 
-def observed(result: dict[str, Any]) -> str:
+def observed(result: RuleResult) -> str:
     """One rule's observed value with its unit, provenance and verdict, e.g. ``accuracy 0.96 computed (pass)``
     or ``latency-p95 3.1 ms self-reported, not verified (pass)``."""
     value = result.get("observed")
@@ -146,15 +151,16 @@ def observed(result: dict[str, Any]) -> str:
     return f"{result['name']} {shown}{unit}{provenance_text(result)} ({result['verdict']})"
 
 
-def provenance_text(result: dict[str, Any]) -> str:
+def provenance_text(result: RuleResult) -> str:
     """`` computed``, `` measured`` or `` self-reported, not verified`` for a rule result with provenance."""
-    source = (result.get("provenance") or {}).get("source")
+    provenance = result.get("provenance")
+    source = provenance.get("source") if provenance else None
     if source == "self_reported":
         return " self-reported, not verified"
     return f" {source}" if source else ""
 
 
-def _observed_lines(evidence: dict[str, Any]) -> list[str]:
+def _observed_lines(evidence: EvidenceDocument) -> list[str]:
     """``observed:`` then, per business item that judged outputs, each rule's observed value (first
     :data:`OBSERVED_ITEMS` items; a repeated sample shows its last run)."""
     lines = []
@@ -168,7 +174,7 @@ def _observed_lines(evidence: dict[str, Any]) -> list[str]:
     return ["observed business values:", *lines] if lines else []
 
 
-def write_summary(terminalreporter: Any, evidence: dict[str, Any], bundle_dir: Path, signature: str) -> None:
+def write_summary(terminalreporter: Any, evidence: EvidenceDocument, bundle_dir: Path, signature: str) -> None:
     """Write the summary section to pytest's terminal reporter (any object with ``write_sep`` and
     ``write_line``); ``signature`` is the last line (who signed the bundle, or UNSIGNED)."""
     terminalreporter.write_sep("=", "pytest-hetero evidence")

@@ -22,64 +22,69 @@ import hashlib
 import json
 import math
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 import jinja2
 
+from pytest_hetero.evidence.document import item_of
 from pytest_hetero.evidence.inputs import input_digests
 from pytest_hetero.vocab import FAILED
+
+if TYPE_CHECKING:
+    from pytest_hetero.evidence.document import Entry, EvidenceDocument, RuleResult
 
 SPARK = "▁▂▃▄▅▆▇█"
 
 
-def _night_inputs(evidence: dict[str, Any]) -> dict[str, str]:
+def _night_inputs(evidence: EvidenceDocument) -> dict[str, str]:
     """Per matrix prefix: a digest of what every item of that matrix was given (matrix, tool, target)."""
     run = evidence.get("run", {})
     target = json.dumps([{k: t.get(k) for k in ("backend", "identity", "versions", "images")}
                          for t in evidence.get("target", [])], sort_keys=True, default=str)
-    return {m.get("prefix", ""): hashlib.sha256(f"{m.get('sha256')}|{run.get('tool_version')}|{target}".encode())
+    return {m["prefix"]: hashlib.sha256(f"{m['sha256']}|{run.get('tool_version')}|{target}".encode())
             .hexdigest()[:16] for m in evidence.get("matrices", [])}
 
 
-def _identities(evidence: dict[str, Any]) -> dict[tuple[str, ...], str]:
+def _identities(evidence: EvidenceDocument) -> dict[tuple[str, ...], str]:
     """(matrix, resource, image, model, dataset) → model/data-set version and sha256 of its model run."""
     out = {}
-    for item in evidence.get("items", []):
-        if item.get("layer") != "model":
+    for item in evidence["items"]:
+        if item["layer"] != "model":
             continue
-        data = next((r.get("data") or {} for r in item.get("records") or [] if r.get("kind") == "model.identity"), None)
+        data = next((r["data"] for r in item["records"] if r["kind"] == "model.identity"), None)
         if data is not None:
-            keys = item.get("keys") or {}
-            out[(item.get("matrix", ""), *(str(keys.get(d)) for d in ("resource", "image", "model", "dataset")))] = \
+            keys = item["keys"]
+            out[(item["matrix"], *(str(keys.get(d)) for d in ("resource", "image", "model", "dataset")))] = \
                 "|".join(str(data.get(k)) for k in ("version", "sha256", "dataset_version", "dataset_sha256"))
     return out
 
 
-def _night(evidence: dict[str, Any]) -> tuple[dict[str, tuple[str, str, str]], dict[tuple[str, str], dict[str, Any]]]:
+def _night(evidence: EvidenceDocument) -> tuple[dict[str, tuple[str, str, str]], dict[tuple[str, str], RuleResult]]:
     """(item key → (status, input digest, layer), (item key, rule) → result) for one night."""
-    names = {m.get("prefix", ""): m.get("name", "") for m in evidence.get("matrices", [])}
+    names = {m["prefix"]: m["name"] for m in evidence.get("matrices", [])}
     inputs, idents, used = _night_inputs(evidence), _identities(evidence), input_digests(evidence)
     statuses: dict[str, tuple[str, str, str]] = {}
-    metrics: dict[tuple[str, str], dict[str, Any]] = {}
-    for source in (evidence.get("untested", {}).get("items", []), evidence.get("items", [])):
-        for entry in source:
-            prefix, _, rest = entry["nodeid"].partition("::")
-            key = f"{names.get(prefix, prefix)}::{rest}"
-            keys = entry.get("keys") or {}
-            ident = idents.get((entry.get("matrix", prefix), *(str(keys.get(d)) for d in
-                                                              ("resource", "image", "model", "dataset"))), "")
-            name = names.get(prefix, prefix)
-            code, rules = used.get((name, "code", str(keys.get("model"))), ""), \
-                used.get((name, "rules", str(keys.get("dataset"))), "")
-            statuses[key] = (entry["status"], f"{inputs.get(prefix, '')}|{ident}|{code}|{rules}", entry["layer"])
-            for record in entry.get("records") or []:
-                if record.get("kind") == "business.rules":
-                    for result in (record.get("data") or {}).get("results") or []:
-                        metrics[(key, str(result.get("name")))] = result
+    metrics: dict[tuple[str, str], RuleResult] = {}
+    both: list[Entry] = [*evidence["untested"]["items"], *evidence["items"]]
+    for entry in both:
+        item = item_of(entry)
+        prefix, _, rest = entry["nodeid"].partition("::")
+        key = f"{names.get(prefix, prefix)}::{rest}"
+        keys = entry["keys"]
+        ident = idents.get((item["matrix"] if item else prefix, *(str(keys.get(d)) for d in
+                                                          ("resource", "image", "model", "dataset"))), "")
+        name = names.get(prefix, prefix)
+        code, rules = used.get((name, "code", str(keys.get("model"))), ""), \
+            used.get((name, "rules", str(keys.get("dataset"))), "")
+        statuses[key] = (entry["status"], f"{inputs.get(prefix, '')}|{ident}|{code}|{rules}", entry["layer"])
+        for record in item["records"] if item else []:
+            if record["kind"] == "business.rules":
+                for result in record["data"].get("results") or []:
+                    metrics[(key, str(result.get("name")))] = result
     return statuses, metrics
 
 
-def trend(nights: list[tuple[dict[str, Any], str]]) -> dict[str, Any]:
+def trend(nights: list[tuple[EvidenceDocument, str]]) -> dict[str, Any]:
     """The trend of ``nights`` (``(evidence, verification)`` pairs, any order).
 
     Returns ``{"nights": [{"run", "started_at", "verdict", "verification", "tool_version"}], "items":
@@ -105,7 +110,7 @@ def trend(nights: list[tuple[dict[str, Any], str]]) -> dict[str, Any]:
             "items": items, "metrics": metrics, "summary": summary}
 
 
-def _numeric(value: Any) -> bool:
+def _numeric(value: object) -> TypeGuard[float | int]:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
@@ -128,13 +133,13 @@ def _item_trend(key: str, seen: list[tuple[str, str, str] | None]) -> dict[str, 
             "failing_since": since, "changes": changes, "flaky": flaky > 0, "flaky_changes": flaky}
 
 
-def _metric_trend(key: tuple[str, str], results: list[dict[str, Any] | None]) -> dict[str, Any]:
-    latest: dict[str, Any] = next((r for r in reversed(results) if r), {})
+def _metric_trend(key: tuple[str, str], results: list[RuleResult | None]) -> dict[str, Any]:
+    latest = next((r for r in reversed(results) if r), None)
     return {"item": key[0], "rule": key[1],
-            "series": [float(r["observed"]) if r and _numeric(r.get("observed")) else None for r in results],
+            "series": [float(value) if r and _numeric(value := r.get("observed")) else None for r in results],
             "verdicts": [r.get("verdict") if r else None for r in results],
             "bound": next((r["bound"] for r in reversed(results) if r and isinstance(r.get("bound"), dict)), None),
-            "expected": str(latest.get("expected") or "")}
+            "expected": str((latest.get("expected") if latest else None) or "")}
 
 
 def sparkline(series: list[float | None]) -> str:

@@ -12,10 +12,13 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_hetero import LAYERS
 from pytest_hetero.evidence.model import STATUSES
+
+if TYPE_CHECKING:
+    from pytest_hetero.evidence.document import Entry, EvidenceDocument
 
 _INVISIBLE = ("\x7f-\x9f"  # DEL and the C1 controls (CSI \x9b starts a terminal sequence by itself)
               # Unicode format characters (category Cf, Unicode 14): bidi embeddings, overrides and isolates,
@@ -126,12 +129,13 @@ SEVERITY: tuple[str, ...] = ("failed", "error", "not_run", "blocked", "skipped",
 """Worst first: a summarised cell takes the colour of its worst status."""
 
 
-def entries(evidence: dict[str, Any]) -> list[dict[str, Any]]:
-    """Every item once (reported items first, then untested-only entries), each with ``owner``
-    (may be empty for never-run items) and ``index`` (its position, used as anchor ``item-N``)."""
-    out: list[dict[str, Any]] = []
+def entries(evidence: EvidenceDocument) -> list[Entry]:
+    """Every item once (reported items first, then untested-only entries); an entry's position is its
+    ``index`` (used as anchor ``item-N``)."""
+    out: list[Entry] = []
     seen: set[str] = set()
-    for entry in [*evidence["items"], *evidence["untested"]["items"]]:
+    both: list[Entry] = [*evidence["items"], *evidence["untested"]["items"]]
+    for entry in both:
         if entry["nodeid"] in seen:
             continue
         seen.add(entry["nodeid"])
@@ -139,15 +143,23 @@ def entries(evidence: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
-def rule_results(entry: dict[str, Any]) -> list[dict[str, Any]]:
+def matrix_of(entry: Entry) -> str:
+    """The matrix nodeid prefix of an item or untested entry (an untested-only entry names none: its
+    nodeid's first part)."""
+    return ("matrix" in entry and entry["matrix"]) or entry["nodeid"].split("::", 1)[0]
+
+
+def rule_results(entry: Entry) -> list[dict[str, Any]]:
     """A business item's acceptance results for the JUnit and CTRF renderings: per rule of each judged sample
     ``{"name", "metric", "threshold", "observed", "unit", "provenance", "verdict", "run"}`` (``provenance`` is
     computed, measured or self_reported; ``run`` the repeated sample, else None). Empty for other items."""
-    out = []
-    for record in entry.get("records") or ():
-        if record.get("kind") != "business.rules":
+    out: list[dict[str, Any]] = []
+    if "records" not in entry:
+        return out
+    for record in entry["records"]:
+        if record["kind"] != "business.rules":
             continue
-        data = record.get("data") or {}
+        data = record["data"]
         for r in data.get("results") or ():
             out.append({"name": r.get("name"), "metric": r.get("metric") or r.get("kind"),
                         "threshold": r.get("expected"), "observed": r.get("observed"), "unit": r.get("unit"),
@@ -156,8 +168,8 @@ def rule_results(entry: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
-def _key(entry: dict[str, Any]) -> tuple[str, ...]:
-    keys = entry.get("keys", {})
+def _key(entry: Entry) -> tuple[str, ...]:
+    keys = entry["keys"]
     if len(keys) == 4:  # the common case: a model or business item
         try:
             return (str(keys["resource"]), str(keys["image"]), str(keys["model"]), str(keys["dataset"]))
@@ -171,7 +183,7 @@ def _key(entry: dict[str, Any]) -> tuple[str, ...]:
     return tuple(out)
 
 
-def heatmap(evidence: dict[str, Any], limit: int = HEATMAP_ROW_LIMIT) -> dict[str, Any]:
+def heatmap(evidence: EvidenceDocument, limit: int = HEATMAP_ROW_LIMIT) -> dict[str, Any]:
     """Rows of the per-combination heat map (every resource × image × model × dataset).
 
     Returns ``{"summarised": bool, "total_rows": int, "rows": [{"matrix", "keys": [str, …], "cells":
@@ -179,7 +191,7 @@ def heatmap(evidence: dict[str, Any], limit: int = HEATMAP_ROW_LIMIT) -> dict[st
     Beyond ``limit`` rows there are no rows (``summarised``): :func:`heatgrid` shows the run instead.
     """
     items = entries(evidence)
-    located = [(entry.get("matrix") or entry["nodeid"].split("::", 1)[0], _key(entry)) for entry in items]
+    located = [(matrix_of(entry), _key(entry)) for entry in items]
     keysets: dict[str, set[tuple[str, ...]]] = {}
     for matrix, key in located:
         keysets.setdefault(matrix, set()).add(key)
@@ -193,17 +205,17 @@ def heatmap(evidence: dict[str, Any], limit: int = HEATMAP_ROW_LIMIT) -> dict[st
     return {"summarised": summarised, "total_rows": len(rows_keys), "rows": rows}
 
 
-def _item_rows(items: list[dict[str, Any]], located: list[tuple[str, tuple[str, ...]]],
+def _item_rows(items: list[Entry], located: list[tuple[str, tuple[str, ...]]],
                rows_keys: list[tuple[str, tuple[str, ...]]]) -> list[dict[str, Any]]:
     """One heat-map row per combination; each layer's cell is the item keyed by the longest prefix."""
     by_prefix = {(matrix, entry["layer"], key): index
                  for index, (entry, (matrix, key)) in enumerate(zip(items, located, strict=True))
-                 if "check" not in (entry.get("keys") or {})}
+                 if "check" not in entry["keys"]}
     for index, (entry, (matrix, key)) in enumerate(zip(items, located, strict=True)):
         # a check a training task type brings shares its combination's model cell: shown there when no model run is, or
         # when it did not pass while the model run did (a failure is never hidden, the model run's own never replaced)
         slot = (matrix, entry["layer"], key)
-        if "check" in (entry.get("keys") or {}) and (slot not in by_prefix or (
+        if "check" in entry["keys"] and (slot not in by_prefix or (
                 entry["status"] != "passed" and items[by_prefix[slot]]["status"] == "passed")):
             by_prefix[slot] = index
     rows = []
@@ -228,18 +240,18 @@ NOTED: frozenset[str] = frozenset({"failed", "error", "blocked", "not_run"})
 """Statuses whose reason the grid shows (hover and numbered notes)."""
 
 
-def why(entry: dict[str, Any]) -> str:
+def why(entry: Entry) -> str:
     """One line saying why an item did not pass: ``category: message`` of its failure, ``blocked by
     <root>``, or its reason; '' for a pass."""
-    failure = entry.get("failure") or {}
+    failure = entry["failure"] if "failure" in entry else None
     if failure:
-        return printable(f"{failure.get('category')}: {failure.get('message')}")[:200]
+        return printable(f"{failure['category']}: {failure['message']}")[:200]
     if entry.get("blocked_by"):
         return "blocked by " + str(entry["blocked_by"]).split("::", 1)[-1]
     return printable(str(entry.get("reason") or ""))[:200]
 
 
-def heatgrid(evidence: dict[str, Any], reason_limit: int = GRID_REASONS) -> dict[str, Any]:
+def heatgrid(evidence: EvidenceDocument, reason_limit: int = GRID_REASONS) -> dict[str, Any]:
     """The run as a resource × image grid per matrix, each cell holding the five layers as sub-cells.
 
     A sub-cell counts the items of its layer for that resource × image (every model@dataset for model and
@@ -257,8 +269,8 @@ def heatgrid(evidence: dict[str, Any], reason_limit: int = GRID_REASONS) -> dict
     images: dict[str, dict[str, set[str]]] = {}
     reasons: dict[str, list[int]] = {}
     for entry in entries(evidence):
-        matrix = entry.get("matrix") or entry["nodeid"].split("::", 1)[0]
-        keys = entry.get("keys") or {}
+        matrix = matrix_of(entry)
+        keys = entry["keys"]
         res, img = str(keys.get("resource", "")), str(keys.get("image", "*"))
         per = images.setdefault(matrix, {}).setdefault(res, set())
         if img != "*":
@@ -311,26 +323,29 @@ def _subcell(layer: str, counts: Counter[str], mine: list[int], texts: dict[int,
             "total": total, "notes": mine, "title": title}
 
 
-def failures_by_owner(evidence: dict[str, Any]) -> list[tuple[str, list[dict[str, Any]]]]:
+def failures_by_owner(evidence: EvidenceDocument) -> list[tuple[str, list[dict[str, Any]]]]:
     """[(owner team, [failed/errored item dicts, each with ``index`` as in :func:`entries`])],
     teams with most failures first."""
     groups: dict[str, list[dict[str, Any]]] = {}
     for index, item in enumerate(evidence["items"]):
         if item["status"] in ("failed", "error"):
-            owner = (item.get("failure") or {}).get("owner") or item.get("owner") or "unowned"
+            failure = item.get("failure")
+            owner = (failure["owner"] if failure else "") or item["owner"] or "unowned"
             groups.setdefault(owner, []).append({**item, "index": index})
     return sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0]))
 
 
-def layer_counts(evidence: dict[str, Any]) -> list[tuple[str, dict[str, int]]]:
+def layer_counts(evidence: EvidenceDocument) -> list[tuple[str, dict[str, int]]]:
     """[(layer, {status: n for every status in STATUSES})] in layer order."""
     by_layer = evidence["summary"]["by_layer"]
     return [(layer, {s: int(by_layer.get(layer, {}).get(s, 0)) for s in STATUSES}) for layer in LAYERS]
 
 
-def owner_shown(entry: dict[str, Any]) -> str:
+def owner_shown(entry: Entry) -> str:
     """The owner every rendering shows for an item or untested entry: its failure's owner (the failure
     table's, :mod:`pytest_hetero.judge.failures`) when it failed, else the owner of its layer's conclusion,
     so evidence, terminal, pytest-html, JUnit and CTRF name the same team for the same failure."""
-    failure = entry.get("failure") or {}
-    return str(failure.get("owner") or entry.get("owner") or "")
+    if "owner" not in entry:  # an untested-only entry: no item, no owner
+        return ""
+    failure = entry.get("failure")
+    return (failure["owner"] if failure else "") or entry["owner"]

@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Any
 from pytest_hetero import LAYERS
 
 if TYPE_CHECKING:
+    from pytest_hetero.evidence.document import ItemDict, PoolStatus, TaskTypeLevel, UntestedNode, ValidationSection
     from pytest_hetero.matrix.model import Matrix
 
 LEVELS: tuple[str, ...] = ("none", *LAYERS)
@@ -94,7 +95,7 @@ NOT_RUN_HERE = "not_run"
 """Status word of a claim that ran on other nodes of the pool but not on this one."""
 
 
-def _claim(item: dict[str, Any]) -> tuple[Any, ...]:
+def _claim(item: ItemDict) -> tuple[Any, ...]:
     """What an item proves, whatever node it ran on: startup the image, model/business the combination."""
     keys = item["keys"]
     if item["layer"] == "startup":
@@ -102,10 +103,10 @@ def _claim(item: dict[str, Any]) -> tuple[Any, ...]:
     return (keys.get("image"), keys.get("model"), keys.get("dataset"))
 
 
-def _item_node(item: dict[str, Any]) -> str | None:
-    for record in item.get("records") or []:
-        if record.get("kind") in NODE_OF:
-            name = (record.get("data") or {}).get("node")
+def _item_node(item: ItemDict) -> str | None:
+    for record in item["records"]:
+        if record["kind"] in NODE_OF:
+            name = record["data"].get("node")
             if isinstance(name, str) and name:
                 return name
     return None
@@ -115,7 +116,7 @@ class _NodeFacts:
     """Per node of one pool: which claims of which layer ran there and how they ended, and where a
     workload of the pool was placed, from the pool's evidence items."""
 
-    def __init__(self, items: list[dict[str, Any]]) -> None:
+    def __init__(self, items: list[ItemDict]) -> None:
         self.order: list[str] = []
         self.placed: set[str] = set()
         self.facts: dict[tuple[str, tuple[Any, ...]], dict[str, set[str]]] = {}
@@ -133,8 +134,8 @@ class _NodeFacts:
                 continue
             claim = (layer, _claim(item))
             self.claims.setdefault(claim, set()).add(item["status"])
-            for record in item.get("records") or []:
-                self._read(claim, record.get("kind"), record.get("data") or {})
+            for record in item["records"]:
+                self._read(claim, record["kind"], record["data"])
             if "coverage" in item["keys"]:
                 continue  # its nodes' outcomes are its startup.node records
             node = _item_node(item) or (model_node.get(_claim(item)) if layer == "business" else None)
@@ -143,7 +144,7 @@ class _NodeFacts:
                 if layer != "scheduling":
                     self.facts.setdefault(claim, {}).setdefault(node, set()).add(item["status"])
 
-    def _read(self, claim: tuple[str, tuple[Any, ...]], kind: Any, data: dict[str, Any]) -> None:
+    def _read(self, claim: tuple[str, tuple[Any, ...]], kind: str, data: dict[str, Any]) -> None:
         """Take in one record of an item of ``claim``: a placement, a node's outcome, the coverage choice."""
         node = data.get("node")
         if kind == "scheduling.placed" and isinstance(node, str):
@@ -196,15 +197,15 @@ class _NodeFacts:
         return out
 
 
-def _unvalidated(items: list[dict[str, Any]], facts: _NodeFacts, coverage: str) -> list[dict[str, str]]:
+def _unvalidated(items: list[ItemDict], facts: _NodeFacts, coverage: str) -> list[UntestedNode]:
     """Nodes discovery listed in the pool that no workload of the run exercised, each with why."""
     listed: list[str] = []
     for item in items:
         if item["layer"] != "discovery":
             continue
-        for record in item.get("records") or []:
-            if record.get("kind") == "discovery.snapshot":
-                listed += [str(n.get("name")) for n in (record.get("data") or {}).get("nodes") or []
+        for record in item["records"]:
+            if record["kind"] == "discovery.snapshot":
+                listed += [str(n.get("name")) for n in record["data"].get("nodes") or []
                            if isinstance(n, dict) and n.get("name") not in listed]
     ran = ", ".join(facts.order) or "no node"
     default = (f"not exercised: coverage {coverage} ran the pool's workload on {ran} only" if facts.order else
@@ -213,17 +214,17 @@ def _unvalidated(items: list[dict[str, Any]], facts: _NodeFacts, coverage: str) 
             for n in listed if n not in facts.order]
 
 
-def pool_status(matrix: Matrix, items: list[dict[str, Any]], finished_at: str) -> list[dict[str, Any]]:
+def pool_status(matrix: Matrix, items: list[ItemDict], finished_at: str) -> list[PoolStatus]:
     """The status entries of every resource of ``matrix``, from ``items`` (the evidence items of that
     matrix, as dicts). ``finished_at`` (ISO) is when the status starts to hold."""
     types: dict[str, list[str]] = {}
     for model in matrix.models:
         types.setdefault(model.task_type, []).append(model.name)
     verified = parse_time(finished_at)
-    by_resource: dict[Any, list[dict[str, Any]]] = {}
+    by_resource: dict[Any, list[ItemDict]] = {}
     for item in items:  # one pass over the items, not one per resource × task type × layer
         by_resource.setdefault(item["keys"].get("resource"), []).append(item)
-    out = []
+    out: list[PoolStatus] = []
     for resource in matrix.resources:
         mine = by_resource.get(resource.name, [])
         # (layer, model; None on the resource layers, which every task type shares) → statuses seen
@@ -233,7 +234,7 @@ def pool_status(matrix: Matrix, items: list[dict[str, Any]], finished_at: str) -
             if "task_type" in item["keys"]:  # a task type's queue rule / job (spec.task_queues): its own only
                 name = "task:" + str(item["keys"]["task_type"])
             seen.setdefault((item["layer"], name), set()).add(item["status"])
-        task_types = {}
+        task_types: dict[str, TaskTypeLevel] = {}
         facts = _NodeFacts(mine)
         per_node: dict[str, dict[str, Any]] = {node: {} for node in facts.order}
         for task_type, models in types.items():
@@ -261,16 +262,16 @@ def pool_status(matrix: Matrix, items: list[dict[str, Any]], finished_at: str) -
     return out
 
 
-def validation_status(matrices: list[tuple[Matrix, str]], items: list[dict[str, Any]],
-                      finished_at: str) -> dict[str, Any]:
+def validation_status(matrices: list[tuple[Matrix, str]], items: list[ItemDict],
+                      finished_at: str) -> ValidationSection:
     """``{"pools": [...]}`` for ``matrices`` [(Matrix, its evidence prefix)] over the evidence ``items``."""
-    pools: list[dict[str, Any]] = []
+    pools: list[PoolStatus] = []
     for matrix, prefix in matrices:
-        pools += pool_status(matrix, [i for i in items if i.get("matrix") == prefix], finished_at)
+        pools += pool_status(matrix, [i for i in items if i["matrix"] == prefix], finished_at)
     return {"pools": pools}
 
 
-def expired(pool: dict[str, Any], now: datetime) -> bool:
+def expired(pool: PoolStatus, now: datetime) -> bool:
     """True when ``pool["expires_at"]`` is at or before ``now`` (aware datetime)."""
     return parse_time(str(pool["expires_at"])) <= now
 

@@ -33,6 +33,7 @@ import re
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from pytest_hetero.evidence.document import EvidenceDocument
     from pytest_hetero.matrix.expand import Plan
     from pytest_hetero.matrix.model import Matrix, Resource
 
@@ -254,12 +255,12 @@ def observed_by_resource(hits: dict[str, str], plan: Plan) -> dict[str, list[str
     return {k: sorted(v) for k, v in sorted(out.items())}
 
 
-def baseline_label(evidence: dict[str, Any], verification: str) -> str:
+def baseline_label(evidence: EvidenceDocument, verification: str) -> str:
     """How a baseline bundle is named in drift and messages: ``bundle <run id> (<how it was verified>)``."""
     return f"bundle {evidence['run'].get('id')} ({verification})"
 
 
-def drift_since(baseline: dict[str, Any], label: str, matrix: Matrix, plan: Plan, live: dict[str, Any],
+def drift_since(baseline: EvidenceDocument, label: str, matrix: Matrix, plan: Plan, live: dict[str, Any],
                 option: str) -> tuple[dict[str, Any], list[dict[str, Any]], dict[str, str]]:
     """The cluster drift of ``matrix`` since the baseline bundle's evidence ``baseline`` (named ``label``,
     :func:`baseline_label`): (the baseline's snapshot, :func:`diff_snapshots` of it against ``live``,
@@ -275,7 +276,7 @@ def drift_since(baseline: dict[str, Any], label: str, matrix: Matrix, plan: Plan
     return old, changes, affected_items(changes, matrix, plan, old, live)
 
 
-def baseline_snapshot(evidence: dict[str, Any], matrix_name: str) -> dict[str, Any] | None:
+def baseline_snapshot(evidence: EvidenceDocument, matrix_name: str) -> dict[str, Any] | None:
     """The snapshot a baseline bundle's evidence recorded for ``matrix_name`` (None: none recorded)."""
     for entry in (evidence.get("cluster") or {}).get("snapshots") or []:
         if entry.get("matrix") == matrix_name:

@@ -25,10 +25,13 @@ plan: they keep whatever an earlier bundle published until it expires (:func:`le
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_hetero.errors import HeteroError
 from pytest_hetero.status.compute import LEVELS, expired, label_key, parse_time
+
+if TYPE_CHECKING:
+    from pytest_hetero.evidence.document import PoolStatus
 
 EXPIRES = ".expires-at"
 BUNDLE = ".bundle"
@@ -42,7 +45,7 @@ def _condition(key: str, ok: bool, reason: str, message: str) -> dict[str, str]:
     return {"type": key, "status": "True" if ok else "False", "reason": reason, "message": message[:1000]}
 
 
-def publish_plan(pools: list[dict[str, Any]], digest: str, now: datetime, taint: str | None = None,
+def publish_plan(pools: list[PoolStatus], digest: str, now: datetime, taint: str | None = None,
                  require: str = "business") -> list[dict[str, Any]]:
     """The node changes publishing ``pools`` (the signed ``validation.pools``) of the bundle whose run
     statement has sha256 ``digest``, as of ``now`` (aware). A task type's condition is ``True`` only when
@@ -84,7 +87,7 @@ def publish_plan(pools: list[dict[str, Any]], digest: str, now: datetime, taint:
     return plan
 
 
-def left_as_is(pools: list[dict[str, Any]], plan: list[dict[str, Any]]) -> list[dict[str, str]]:
+def left_as_is(pools: list[PoolStatus], plan: list[dict[str, Any]]) -> list[dict[str, str]]:
     """The nodes of ``pools`` (the signed ``validation.pools``) that the run did not exercise and ``plan``
     does not touch: ``[{"node", "pool", "reason"}]``. Publishing leaves them as they are (a status an earlier
     bundle published holds until its own expiry); they are unvalidated by this bundle."""

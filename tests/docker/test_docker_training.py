@@ -16,6 +16,7 @@ import pytest
 from dockerkit import COMBO, docker_matrix, evidence, failure, items, leftovers, record, statuses
 from trainkit import ensure_jax_image
 
+from pytest_hetero.evidence.document import as_document
 from pytest_hetero.reporting.dossier import proves
 from pytest_hetero.reporting.dossier_facts import Facts
 from pytest_hetero.reporting.dossier_text import Text
@@ -91,7 +92,7 @@ def test_training_row_runs_communication_and_checkpoint(pytester: pytest.Pyteste
     assert ckpt["final_step"] == 4 and ckpt["read_s"] >= 0 and ckpt["write_s"]["count"] >= 2
     ranks = [r["data"] for r in items(ev)[CKPT]["records"] if r["kind"] == "training.rank"]
     assert [(r["attempt"], r["killed_by_gate"], r["exit_code"]) for r in ranks] == [(1, True, 137), (2, False, 0)]
-    lines = {p["layer"]: p["lines"] for p in proves(Facts(ev), Text("en"))}["model"]
+    lines = {p["layer"]: p["lines"] for p in proves(Facts(as_document(ev)), Text("en"))}["model"]
     assert f"cpu × img: an all-reduce across 2 ranks (gloo) returned the right sum; bus bandwidth " \
            f"{comm['sizes'][-1]['busbw_gbps']} GB/s at 262144 B" in lines
     assert f"cpu × img: the job wrote its checkpoint to {ckpt['volume']}, was killed, restarted and resumed at step " \

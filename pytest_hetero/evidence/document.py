@@ -1,0 +1,427 @@
+"""The evidence document (``evidence.json``) as types: what each section holds, so mypy checks every read.
+
+These are :class:`~typing.TypedDict` s: at run time the document stays the plain dicts and lists that
+``json`` reads and writes (the bytes on disk do not change; bundles signed before still verify and render),
+while the checker knows each field's type, and that statuses, layers and owner categories are the
+:mod:`pytest_hetero.vocab` Literals. A field every writer has always written is required (read it with a
+subscript); one a later version added, or that is written only sometimes, is ``NotRequired`` (read it with
+``.get``). Records' ``data`` stays an open JSON object: each record kind has its own facts.
+
+Untrusted JSON becomes an :class:`EvidenceDocument` in one place, :func:`as_document` (used by the
+verifying loader, :func:`pytest_hetero.bundle.verify.load_verified`): it checks the shape of what is typed
+as required and refuses the rest with the field's path, so a document edited by hand fails there with a
+clear message, not later as a ``KeyError`` in a renderer.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, TypedDict, cast, final
+
+from pytest_hetero.judge.model import CauseDict, FailureDict
+from pytest_hetero.vocab import LAYERS, STATUSES, Layer, OwnerCategory, Status
+
+if TYPE_CHECKING:  # annotations only (postponed): no run-time dependency on typing_extensions on 3.10
+    from typing_extensions import NotRequired
+
+__all__ = [
+    "ArtifactDict", "CauseDict", "CleanupSection", "DocumentError", "Entry", "EvidenceDocument", "FailureDict",
+    "ItemDict", "JournalSection", "LeftoverDict", "MatrixEntry", "NotProvenEntry", "PoolStatus", "RecordDict",
+    "RuleResult", "RunSection", "SelectionCounts", "SummarySection", "TaskTypeLevel", "UntestedEntry",
+    "UntestedNode", "UntestedSection", "ValidationSection", "as_document", "check_item", "failure_of", "item_of",
+    "matrix_of_item", "owner_of",
+]
+
+
+class RecordDict(TypedDict):
+    """One timestamped fact of an item: ``kind`` (``scheduling.placed``, ``usage.workload``…), ``at`` (ISO
+    8601 UTC) and the kind's own ``data``."""
+
+    kind: str
+    at: str
+    data: dict[str, Any]
+
+
+class RuleResult(TypedDict, total=False):
+    """One acceptance rule's result in a ``business.rules`` record's ``data.results``
+    (:func:`pytest_hetero.matrix.acceptance.evaluate`): ``verdict`` pass, fail or not_evaluable; ``observed``
+    the value (None when not evaluable); ``provenance.source`` computed, measured or self_reported; ``bound``
+    ``{op, value, tolerance, unit}`` of a numeric rule; ``failing`` the failing golden sample indices."""
+
+    name: str
+    kind: str
+    metric: str
+    expected: str | None
+    observed: float | int | str | None
+    unit: str
+    verdict: str
+    detail: str
+    problem: str
+    provenance: dict[str, str]
+    bound: dict[str, Any]
+    failing: list[int]
+
+
+class ArtifactDict(TypedDict):
+    """A captured file: ``path`` relative to the bundle folder, ``size`` in bytes, ``sha256`` hex."""
+
+    name: str
+    path: str
+    size: int
+    sha256: str
+    media_type: str
+
+
+@final
+class ItemDict(TypedDict):
+    """One item's evidence (:meth:`pytest_hetero.evidence.model.ItemEvidence.to_dict`): the journal
+    refuses an item line without the first eight fields (``recorder.EVIDENCE_FIELDS``)."""
+
+    nodeid: str
+    matrix: str
+    layer: Layer
+    keys: dict[str, str]
+    owner: str
+    status: Status
+    records: list[RecordDict]
+    artifacts: list[ArtifactDict]
+    started_at: NotRequired[str]
+    finished_at: NotRequired[str]
+    duration_s: NotRequired[float]
+    failure: NotRequired[FailureDict | None]
+    blocked_by: NotRequired[str | None]
+    reason: NotRequired[str | None]
+    attempt: NotRequired[int]
+    """This attempt's number, when a rerun plugin ran the item again (only then)."""
+    attempts: NotRequired[list[dict[str, Any]]]
+    """Earlier attempts of an item a rerun plugin ran again (only then)."""
+
+
+@final
+class UntestedEntry(TypedDict):
+    """One item of the untested scope (:func:`pytest_hetero.evidence.untested.untested_scope`)."""
+
+    nodeid: str
+    layer: Layer
+    keys: dict[str, str]
+    status: Status
+    reason: str
+    blocked_by: str | None
+
+
+Entry = ItemDict | UntestedEntry
+"""An item that reached a report, or an untested-only entry (renderings list both, each once). Both are
+``@final``: ``"records" in entry`` (see :func:`item_of`) narrows an entry to its :class:`ItemDict`."""
+
+
+def item_of(entry: Entry) -> ItemDict | None:
+    """``entry`` when it is an item that reached a report (it has ``records``), else None (an untested-only
+    entry: no owner, records, failure, artifacts or times)."""
+    return entry if "records" in entry else None
+
+
+def failure_of(entry: Entry) -> FailureDict | None:
+    """The failure of an item (None when it has none, or for an untested-only entry)."""
+    return entry.get("failure") if "records" in entry else None
+
+
+def owner_of(entry: Entry) -> str:
+    """The owner (team) of an item's layer conclusion; '' for an untested-only entry."""
+    return entry["owner"] if "records" in entry else ""
+
+
+def matrix_of_item(entry: Entry) -> str:
+    """The matrix nodeid prefix an item names; '' for an untested-only entry."""
+    return entry["matrix"] if "records" in entry else ""
+
+
+class NotProvenEntry(TypedDict):
+    """A part of an item that ran but could not be proven (a ``scope.not_proven`` record)."""
+
+    nodeid: str
+    layer: str
+    part: str
+    reason: str
+
+
+class UntestedNode(TypedDict, total=False):
+    """A node of a pool no workload of the run exercised (added by the built-in amend hook)."""
+
+    matrix: str
+    pool: str
+    node: str
+    status: str
+    reason: str
+
+
+class UntestedSection(TypedDict):
+    """Everything the run did not prove; ``never_covered``: matrix name → dimension → values."""
+
+    items: list[UntestedEntry]
+    never_covered: NotRequired[dict[str, dict[str, list[str]]]]
+    not_proven: NotRequired[list[NotProvenEntry]]
+    does_not_prove: NotRequired[dict[str, str]]
+    nodes: NotRequired[list[UntestedNode]]
+
+
+class SelectionCounts(TypedDict):
+    """How many planned items were not selected, and the first reasons why."""
+
+    deselected: int
+    by: list[str]
+
+
+class SummarySection(TypedDict):
+    """Per-layer and total status counts and the judge's verdict
+    (:func:`pytest_hetero.evidence.untested.summarise`)."""
+
+    by_layer: dict[str, dict[str, int]]
+    totals: dict[str, int]
+    verdict: str
+    verdict_reason: NotRequired[str]
+    selection: NotRequired[SelectionCounts]
+    flaky: NotRequired[list[str]]
+    clean: NotRequired[bool]
+    leftovers: NotRequired[int]
+
+
+class RunSection(TypedDict, total=False):
+    """The run: who ran what, where, when (the journal's run line, plus its end line)."""
+
+    id: str
+    tool: str
+    tool_version: str
+    git_commit: str | None
+    host: str
+    python: str
+    pytest: str
+    rootdir: str
+    invocation: list[str]
+    profile: str | None
+    backend_override: str | None
+    started_at: str
+    finished_at: str | None
+    finished_at_recovered: bool
+    exit_status: int | None
+    interrupted: bool
+    stopped: str
+
+
+class MatrixEntry(TypedDict):
+    """A matrix file the run planned: its path, nodeid prefix, name and sha256 when the run read it."""
+
+    prefix: str
+    name: str
+    sha256: str
+    path: NotRequired[str]
+
+
+class LeftoverDict(TypedDict, total=False):
+    """Something an engine created that was still there after the run
+    (:class:`pytest_hetero.backends.protocol.Leftover`, with its ``backend``)."""
+
+    backend: str
+    kind: str
+    name: str
+    namespace: str | None
+    reason: str
+    detail: dict[str, Any]
+    remove: str
+
+
+class CleanupSection(TypedDict):
+    """Whether every engine removed what it created, and what it left."""
+
+    clean: bool
+    leftovers: list[LeftoverDict]
+
+
+class JournalSection(TypedDict, total=False):
+    """What reading the journal kept and set aside (:meth:`pytest_hetero.evidence.journal.JournalRead.section`)."""
+
+    lines: int
+    sha256: str
+    authenticated: bool
+    torn: dict[str, Any]
+    """The line a killed run cut off: ``line``, ``bytes``, ``nodeid`` when it named its item, ``paths``."""
+    unauthenticated_reason: str | None
+    key: str | None
+    keyid: str | None
+    lost: list[dict[str, Any]]
+    rejected: list[dict[str, Any]]
+    missing_seq: list[int]
+
+
+class TaskTypeLevel(TypedDict):
+    """One task type's validation level on a pool, and each layer's summary word."""
+
+    level: str
+    layers: dict[str, str]
+    models: NotRequired[list[str]]
+
+
+class PoolStatus(TypedDict, total=False):
+    """One pool × its task types' validation level and expiry
+    (:func:`pytest_hetero.status.compute.pool_status`)."""
+
+    matrix: str
+    pool: str
+    type: str
+    vendor: str
+    requests: dict[str, Any]
+    node_selector: dict[str, str]
+    queue: str | None
+    nodes: list[str]
+    coverage: str
+    node_status: list[dict[str, Any]]
+    unvalidated: list[UntestedNode]
+    model_runs_on: list[str]
+    domain: str
+    verified_at: str
+    valid_for_s: float
+    expires_at: str
+    owners: dict[str, str]
+    task_types: dict[str, TaskTypeLevel]
+    untested: int
+
+
+class ValidationSection(TypedDict):
+    """The validation status of the run's pools."""
+
+    pools: list[PoolStatus]
+
+
+class EvidenceDocument(TypedDict):
+    """``evidence.json``: see docs/evidence.md. ``items`` and ``untested`` are what every document has
+    (the loader refuses one without them); the other sections were added over time, or by hooks
+    (``validation``, ``selection``, ``baseline_diff``…), so a reader of an older bundle meets their absence."""
+
+    items: list[ItemDict]
+    untested: UntestedSection
+    schema: NotRequired[str]
+    run: NotRequired[RunSection]
+    matrices: NotRequired[list[MatrixEntry]]
+    target: NotRequired[list[dict[str, Any]]]
+    summary: NotRequired[SummarySection]
+    cleanup: NotRequired[CleanupSection]
+    usage: NotRequired[dict[str, Any]]
+    errors: NotRequired[list[dict[str, str]]]
+    warnings: NotRequired[list[str]]
+    journal: NotRequired[JournalSection]
+    inputs: NotRequired[dict[str, Any]]
+    inputs_not_kept: NotRequired[list[Any]]
+    validation: NotRequired[ValidationSection]
+    selection: NotRequired[dict[str, Any]]
+    baseline_diff: NotRequired[dict[str, Any]]
+    cluster: NotRequired[dict[str, Any]]
+    merge: NotRequired[dict[str, Any]]
+
+
+class DocumentError(ValueError):
+    """A JSON value is not an evidence document: ``path`` names the field (``items[3].status``), ``message``
+    what is wrong with it."""
+
+    def __init__(self, path: str, message: str) -> None:
+        super().__init__(f"{path}: {message}" if path else message)
+        self.path = path
+        self.message = message
+
+
+_ITEM_TYPES: tuple[tuple[str, type], ...] = (
+    ("nodeid", str), ("matrix", str), ("layer", str), ("keys", dict), ("owner", str), ("status", str),
+    ("records", list), ("artifacts", list))
+_UNTESTED_TYPES: tuple[tuple[str, type], ...] = (("nodeid", str), ("layer", str), ("status", str), ("keys", dict))
+_SECTIONS: tuple[tuple[str, type], ...] = (
+    ("run", dict), ("summary", dict), ("cleanup", dict), ("journal", dict), ("matrices", list), ("target", list),
+    ("validation", dict), ("usage", dict), ("errors", list), ("warnings", list))
+_STATUSES = frozenset(STATUSES)
+_LAYERS = frozenset(LAYERS)
+
+
+_KINDS: dict[type, str] = {dict: "an object", list: "a list", str: "a string"}
+
+
+def _kind(value: object) -> str:
+    """How a message names the JSON type of ``value``."""
+    return _KINDS.get(type(value)) or f"a JSON {type(value).__name__}"
+
+
+def _named(typ: type) -> str:
+    return _KINDS[typ]
+
+
+def as_document(value: object) -> EvidenceDocument:
+    """``value`` (parsed, untrusted JSON) as an :class:`EvidenceDocument`, after checking what the type
+    says every document has: the top-level sections' JSON types, each item's eight journaled fields
+    (their types; ``layer`` and ``status`` one of :mod:`pytest_hetero.vocab`'s), ``untested.items``'
+    ``nodeid``/``layer``/``status``. One pass over the items; nothing is copied or changed.
+
+    Raises :class:`DocumentError` naming the first field that is wrong (``items[12].status: 'pased' is not
+    a status``).
+    """
+    if not isinstance(value, dict):
+        raise DocumentError("", f"the document is {_kind(value)}, not an object")
+    _check_sections(value)
+    for n, item in enumerate(value["items"]):
+        check_item(item, f"items[{n}]")
+    for n, entry in enumerate(value.get("matrices") or []):
+        if type(entry) is not dict or not all(type(entry.get(k)) is str for k in ("prefix", "name", "sha256")):
+            raise DocumentError(f"matrices[{n}]", "is not a matrix entry {prefix, name, sha256: strings}")
+    untested = value["untested"].get("items")
+    if not isinstance(untested, list):
+        raise DocumentError("untested.items", "missing" if untested is None else f"is {_kind(untested)}, not a list")
+    for n, entry in enumerate(untested):
+        _check(entry, _UNTESTED_TYPES, f"untested.items[{n}]")
+        if type(entry.get("reason")) is not str or not isinstance(entry.get("blocked_by", ""), (str, type(None))):
+            raise DocumentError(f"untested.items[{n}]", "is not an untested entry {reason: string, blocked_by: "
+                                                        "string or null}")
+    return cast(EvidenceDocument, value)
+
+
+def _check_sections(value: dict[str, Any]) -> None:
+    """``items`` and ``untested`` are there; every section present has its JSON type."""
+    required: tuple[tuple[str, type], ...] = (("items", list), ("untested", dict))
+    for name, typ in required:
+        if name not in value:
+            raise DocumentError(name, "missing")
+        if not isinstance(value[name], typ):
+            raise DocumentError(name, f"is {_kind(value[name])}, not {_named(typ)}")
+    for name, typ in _SECTIONS:
+        if name in value and value[name] is not None and not isinstance(value[name], typ):
+            raise DocumentError(name, f"is {_kind(value[name])}, not {_named(typ)}")
+
+
+def check_item(item: object, where: str) -> None:
+    """Check one item as :func:`as_document` does (its journaled fields, the vocabulary of its layer and status,
+    its records' ``kind``/``at``/``data``, its failure's four strings); ``where`` prefixes the field path.
+    The pytest plugin checks each item's evidence with it once the ``pytest_hetero_evidence`` hooks ran.
+    Raises :class:`DocumentError` naming the first field that is wrong."""
+    _check(item, _ITEM_TYPES, where)
+    assert isinstance(item, dict)  # _check refused anything else
+    for r, record in enumerate(item["records"]):
+        if (type(record) is not dict or type(record.get("kind")) is not str or type(record.get("at")) is not str
+                or type(record.get("data")) is not dict):
+            raise DocumentError(f"{where}.records[{r}]", "is not a record {kind: string, at: string, data: object}")
+    failure = item.get("failure")
+    if failure is not None and (type(failure) is not dict or not all(
+            type(failure.get(k)) is str for k in ("layer", "category", "message", "owner"))):
+        raise DocumentError(f"{where}.failure", "is not a failure {layer, category, message, owner: strings}")
+
+
+def _check(entry: object, fields: tuple[tuple[str, type], ...], where: str) -> None:
+    if type(entry) is not dict:
+        raise DocumentError(where, f"is {_kind(entry)}, not an object")
+    for name, typ in fields:
+        if name not in entry:
+            raise DocumentError(f"{where}.{name}", "missing")
+        if type(entry[name]) is not typ:
+            raise DocumentError(f"{where}.{name}", f"is {_kind(entry[name])}, not {_named(typ)}")
+    if entry["status"] not in _STATUSES:
+        raise DocumentError(f"{where}.status", f"{entry['status']!r} is not a status ({', '.join(STATUSES)})")
+    if entry["layer"] not in _LAYERS:
+        raise DocumentError(f"{where}.layer", f"{entry['layer']!r} is not a layer ({', '.join(LAYERS)})")
+
+
+def owner_category(failure: FailureDict | None) -> OwnerCategory | None:
+    """The failure table's owner category of ``failure`` (None for none, or a failure written before the
+    table existed)."""
+    return failure.get("owner_category") if failure else None

@@ -1,0 +1,68 @@
+"""The typed evidence document: JSON read from a bundle becomes an EvidenceDocument in one place (the verifying
+loader), which refuses a document that is not of its shape, naming the field, before any renderer reads it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from bundle_samples import make_bundle, sample_evidence
+from test_bundle_verify import hetero
+
+from pytest_hetero.bundle.verify import load_evidence
+from pytest_hetero.errors import BundleError
+from pytest_hetero.evidence.document import DocumentError, as_document, failure_of, item_of, owner_of
+
+
+def _edit(bundle: Path, change: Any) -> None:
+    doc = json.loads((bundle / "evidence.json").read_text())
+    change(doc)
+    (bundle / "evidence.json").write_text(json.dumps(doc))
+
+
+def test_a_bundle_as_written_loads_and_renders_unchanged(tmp_path: Path) -> None:
+    bundle = make_bundle(tmp_path / "b", sample_evidence(), None)
+    before = (bundle / "evidence.json").read_bytes()
+    doc, state = load_evidence(bundle, allow_unsigned=True)
+    assert state == "unsigned"
+    assert doc["items"] and all(item_of(i) is i for i in doc["items"])
+    assert all(item_of(e) is None and owner_of(e) == "" and failure_of(e) is None for e in doc["untested"]["items"])
+    failed = [i for i in doc["items"] if i["status"] == "failed"]
+    assert failed and failure_of(failed[0]) == failed[0]["failure"]
+    out = tmp_path / "summary.md"
+    assert hetero("render", str(bundle), "--format", "md", "--out", str(out)) == 0
+    assert "infrastructure" in out.read_text()
+    assert (bundle / "evidence.json").read_bytes() == before  # reading never rewrites the document
+
+
+@pytest.mark.parametrize(("change", "field", "words"), [
+    (lambda d: d["items"][0].update(status="pased"), "items[0].status", "'pased' is not a status"),
+    (lambda d: d["items"][1].pop("records"), "items[1].records", "missing"),
+    (lambda d: d["items"][2]["records"].append({"kind": "x", "at": "t"}), "items[2].records[", "not a record"),
+    (lambda d: d["items"][0].update(failure={"message": 3}), "items[0].failure", "not a failure"),
+    (lambda d: d["untested"]["items"][0].update(layer="shipping"), "untested.items[0].layer", "not a layer"),
+    (lambda d: d.update(summary=[]), "summary", "is a list, not an object"),
+    (lambda d: d["matrices"][0].pop("sha256"), "matrices[0]", "not a matrix entry"),
+])
+def test_render_refuses_a_document_not_of_its_shape_naming_the_field(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], change: Any, field: str, words: str) -> None:
+    bundle = make_bundle(tmp_path / "b", sample_evidence(), None)
+    _edit(bundle, change)
+    assert hetero("render", str(bundle), "--format", "md", "--out", str(tmp_path / "x.md")) != 0
+    err = capsys.readouterr().err
+    assert f"evidence.json: field '{field}" in err and "not an evidence document" in err and words in err
+    assert not (tmp_path / "x.md").exists()
+    with pytest.raises(BundleError) as caught:  # the loader itself, as diff, catalog, trend and merge call it
+        load_evidence(bundle, allow_unsigned=True)
+    assert caught.value.location.field.startswith(field) and words in caught.value.message
+
+
+def test_as_document_checks_without_copying() -> None:
+    raw = sample_evidence()
+    assert as_document(raw) is raw
+    with pytest.raises(DocumentError, match=r"^items: missing$"):
+        as_document({"untested": {"items": []}})
+    with pytest.raises(DocumentError, match="the document is a list, not an object"):
+        as_document([])
