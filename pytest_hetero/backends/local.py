@@ -55,7 +55,7 @@ from pytest_hetero.backends.sandbox.zygote import ZygoteFailed, args_pipe, run_r
 from pytest_hetero.backends.streams import MAX_OUTPUTS_BYTES, CappedStream
 from pytest_hetero.probes.usage import peak_rss, rusage_run_time, sampling
 from pytest_hetero.truth.view import model_input
-from pytest_hetero.truth.withhold import WithholdError, find_in, truth_files
+from pytest_hetero.truth.withhold import WithholdError, answer_files, find_in
 
 ENV_SNIPPET = r"""
 import json, sys, hashlib
@@ -206,7 +206,7 @@ class LocalBackend(Backend):
                 launch, result = run_confined(self.sandbox, argv, cwd=cwd, run_dir=tmp, env=env, inputs=inputs,
                                               timeout_s=step.timeout_s, network=model.network,
                                               hide=[Path(w["path"]) for w in withheld])
-            if step.matrix.datasets and truth_files(step.matrix.datasets):
+            if step.matrix.datasets and answer_files(step.matrix.datasets):
                 result.details["truth_withheld"] = {
                     "how": "masked in the sandbox where the run could see them (opening one fails)"
                     if launch.confinement.mechanism == "bubblewrap" else
@@ -233,9 +233,9 @@ def truth_withheld(step: Step, folders: list[Path], given: list[Path]) -> list[d
     and dataset files as the matrix declares them: a dataset file that is another dataset's truth too is this
     run's input). Raises ActionFailed ``sandbox_setup_failed`` when a folder is too large to search."""
     own = {p.resolve() for p in given}
-    truths = [t for t in truth_files(step.matrix.datasets) if t.path not in own]
+    truths = [t for t in answer_files(step.matrix.datasets) if t.path not in own]
     out: dict[str, dict[str, str]] = {str(t.path): {"path": str(t.path), "sha256": t.sha256, "dataset": t.dataset,
-                                                    "why": "truth file"} for t in truths}
+                                                    "why": t.kind} for t in truths}
     for folder in folders:
         try:
             found = find_in(folder, truths)

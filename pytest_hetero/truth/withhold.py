@@ -59,6 +59,9 @@ class TruthFile:
     sha256: str
     size: int | None
     dataset: str
+    kind: str = "truth file"
+    """What it is, in the ``why`` of a :class:`Withheld`: ``truth file``, or ``golden samples`` (an acceptance file
+    whose golden rules hold expected answers: :func:`answer_files`)."""
 
 
 @dataclass(frozen=True)
@@ -91,6 +94,34 @@ def truth_files(datasets: Iterable[Dataset]) -> list[TruthFile]:
         except OSError:
             size = None
         out[path] = TruthFile(path=path, sha256=truth.sha256, size=size, dataset=dataset.name)
+    return list(out.values())
+
+
+def answer_files(datasets: Iterable[Dataset]) -> list[TruthFile]:
+    """What the code under test must not read: the :func:`truth_files`, and each dataset's acceptance file that holds
+    a golden rule (its samples' ``expected`` values are answers the gate holds, like the truth column: a model that
+    read them would pass the rule without predicting them); deduplicated by path. An acceptance file that cannot be
+    read or parsed is left to the business item to report."""
+    from pytest_hetero.errors import CaseError
+    from pytest_hetero.matrix.acceptance import load_rules
+    from pytest_hetero.matrix.yamlnodes import MAX_BYTES
+    from pytest_hetero.safeio import read_file
+
+    out = {t.path: t for t in truth_files(datasets)}
+    for dataset in datasets:
+        if dataset.acceptance is None:
+            continue
+        path = _resolved(dataset.acceptance)
+        if path in out:
+            continue
+        try:
+            raw = read_file(path, "the acceptance rules", MAX_BYTES, CaseError)
+            rules = load_rules(path, raw)
+        except CaseError:  # the business item reports the file; nothing to withhold from it here
+            continue
+        if any(isinstance(rule, dict) and "golden" in rule for rule in rules):
+            out[path] = TruthFile(path=path, sha256=hashlib.sha256(raw).hexdigest(), size=len(raw),
+                                  dataset=dataset.name, kind="golden samples")
     return list(out.values())
 
 
@@ -129,7 +160,7 @@ def match(path: Path, truths: Sequence[TruthFile]) -> Withheld | None:
     for truth in truths:
         if real == truth.path:
             return Withheld(path=path, sha256=truth.sha256, dataset=truth.dataset,
-                            why=f"links to truth file {truth.path}" if path.is_symlink() else "truth file")
+                            why=f"links to {truth.kind} {truth.path}" if path.is_symlink() else truth.kind)
     sized = [t for t in truths if t.size == st.st_size]
     if not sized:
         return None
@@ -190,7 +221,7 @@ def code_view(code: Path, datasets: Iterable[Dataset]) -> CodeView:
     folder (modes kept, ``__pycache__`` left out as the container copies do). A code *file* that is a truth file is
     replaced by an empty file. Raises :class:`WithholdError` (folder too large) and OSError (copy failed)."""
     original = code
-    withheld = tuple(find_in(code, truth_files(datasets)))
+    withheld = tuple(find_in(code, answer_files(datasets)))
     if not withheld:
         return CodeView(path=original, original=original, withheld=())
     key = (_resolved(code), tuple(sorted((str(w.path), w.sha256) for w in withheld)))
@@ -241,4 +272,4 @@ def model_code(matrix: Matrix, model: Model) -> CodeView:
 def record_of(matrix: Matrix, view: CodeView, how: str = CONTAINER_HOW) -> dict[str, object] | None:
     """The ``model.truth_withheld`` record of a container run with ``view`` (None when no dataset of ``matrix``
     declares truth: nothing to withhold)."""
-    return view.record(how) if truth_files(matrix.datasets) else None
+    return view.record(how) if answer_files(matrix.datasets) else None
