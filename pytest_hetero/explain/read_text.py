@@ -195,6 +195,15 @@ def _oom_hit(line: str, low: str) -> LineKind:
                    f"torch_npu could not allocate {q['tried_to_allocate']} on the NPU (the model's memory demand "
                    "exceeds what is free)", "ascend-oom", q, entity)
     q = {"cuda_error": "cudaErrorMemoryAllocation", "cuda_error_number": 2, **q}
+    # PyTorch 2.2+ names this process's use apart ("this process has M"): the "Process P has M" before it are
+    # other processes on the device; holding more than this one, the program's demand did not fill the GPU
+    others = sum(fw.mib(*str(v).split()) for k, v in q.items() if k.startswith("other_process."))
+    own = q.get("process_in_use_mib")
+    if isinstance(own, float) and others > own:
+        return Hit("cuda_memory_allocation", "cuda", "gpu_memory_held_elsewhere", "error",
+                   f"CUDA error 2 cudaErrorMemoryAllocation: another process holds {round(others / 1024, 2)} GiB of "
+                   f"the GPU's memory, this process {q['process_in_use']}: the GPU was not free for it", "cuda", q,
+                   entity)
     return Hit("cuda_memory_allocation", "cuda", "cuda_program_error", "error",
                f"CUDA error 2 cudaErrorMemoryAllocation: the program asked for {q['tried_to_allocate']} of GPU "
                f"memory" + (f" with {q['free']} free" if "free" in q else ""), "cuda", q, entity)

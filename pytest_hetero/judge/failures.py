@@ -483,6 +483,13 @@ UNDETERMINED: Final[dict[str, Undetermined]] = {
         "Kubernetes 1.2-1.4's 'pod (x) failed to fit in any node' (or 1.0's 'failed to find a fit for pod') names "
         "no predicate when the per-node lines are absent",
         _FIELD + "read_text, read_kube"),
+    "gpu_memory_held_elsewhere": Undetermined(
+        "platform (a co-tenant or a process left behind on a GPU the platform handed out as free), algorithm "
+        "(another process of the same job on the same GPU, e.g. ranks without torch.cuda.set_device)",
+        "nvidia-smi --query-compute-apps=pid,process_name,used_memory on that node, and which pod each pid belongs to",
+        "PyTorch 2.2+'s CUDA OOM names another process holding more of the GPU's memory than the failing one: "
+        "the GPU was not free, and the text does not say whose that process is",
+        _FIELD + "read_text"),
 }
 """Field-text categories with no single owner (issue 31: where the text cannot decide, say so)."""
 
