@@ -161,6 +161,42 @@ def _drop_privileges(user: list[int] | None) -> None:
     _check(_libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "set no_new_privs")
 
 
+PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 22, 2
+KEYRING_SYSCALLS = ((0xC000003E, (248, 249, 250, 0x40000000 + 248, 0x40000000 + 249, 0x40000000 + 250)),
+                    (0x40000003, (286, 287, 288)), (0xC00000B7, (217, 218, 219)))
+"""(AUDIT_ARCH_*, the numbers of ``add_key``, ``request_key``, ``keyctl``): x86_64 (and its x32 ABI), i386, aarch64."""
+
+
+class _SockFprog(ctypes.Structure):
+    """``struct sock_fprog`` (linux/filter.h)."""
+
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+
+def _deny_keyrings() -> None:
+    """A seccomp filter making ``add_key``, ``request_key`` and ``keyctl`` fail with EPERM, as Docker's default
+    profile does: the kernel's key rings are neither files, processes nor IPC objects, so nothing else resets
+    them. Without it a run reads and writes the gate's session key ring (it inherits and possesses it: a login's
+    credentials are there) and the sandbox user's user key ring, which outlives every run (one run's key is the
+    next one's). Needs ``no_new_privs`` (set by :func:`_drop_privileges`); inherited by every child."""
+    import struct
+
+    ld_abs, jeq, ret = 0x20, 0x15, 0x06
+    allow, deny = 0x7FFF0000, 0x00050000 | 1  # SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO | EPERM
+    prog = [(ld_abs, 0, 0, 4)]  # A = seccomp_data.arch
+    for arch, numbers in KEYRING_SYSCALLS:
+        m = len(numbers)
+        prog.append((jeq, 0, m + 3, arch))  # another arch: skip this block (A still holds the arch)
+        prog.append((ld_abs, 0, 0, 0))  # A = seccomp_data.nr
+        prog += [(jeq, m - i, 0, n) for i, n in enumerate(numbers)]
+        prog += [(ret, 0, 0, allow), (ret, 0, 0, deny)]
+    prog.append((ret, 0, 0, allow))
+    code = ctypes.create_string_buffer(b"".join(struct.pack("=HBBI", *ins) for ins in prog))
+    fprog = _SockFprog(len(prog), ctypes.addressof(code))
+    _check(_libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.addressof(fprog), 0, 0),
+           "install the seccomp filter denying the key ring calls")
+
+
 def _exec_run(request: dict[str, Any], out: int, err: int, report: int) -> None:
     """In the run (PID 1 of its namespace): /proc, session, descriptors, working folder, exec. Never
     returns; a failure before the exec is written to ``report`` (close-on-exec)."""
@@ -183,6 +219,7 @@ def _exec_run(request: dict[str, Any], out: int, err: int, report: int) -> None:
         os.closerange(report + 1, 1 << 16)
         os.chdir(str(request["cwd"]))
         _drop_privileges(request.get("user"))
+        _deny_keyrings()
         argv = [str(a) for a in request["argv"]]
         os.execvpe(argv[0], argv, {str(k): str(v) for k, v in request["env"].items()})
     except BaseException as exc:  # noqa: BLE001 - every failure must reach the gate
