@@ -326,8 +326,9 @@ def regex_match(patterns: list[str], texts: list[str]) -> float:
 
 
 def json_valid(texts: list[str], schema: dict[str, Any]) -> float:
-    """Share of ``texts`` that parse as JSON and are valid against ``schema`` (draft 2020-12). Raises ValueError for
-    a schema that is not one."""
+    """Share of ``texts`` that parse as JSON and are valid against ``schema`` (draft 2020-12); a text nested too deep
+    for the (recursive) parser or validator counts as invalid, never as a gate error. Raises ValueError for a schema
+    that is not one."""
     import jsonschema
 
     try:
@@ -338,10 +339,9 @@ def json_valid(texts: list[str], schema: dict[str, Any]) -> float:
     good = 0
     for text in texts:
         try:
-            value = json.loads(text)
-        except ValueError:
+            good += validator.is_valid(json.loads(text))
+        except (ValueError, RecursionError):  # not JSON, or nested past what the parser / validator can descend
             continue
-        good += validator.is_valid(value)
     return good / len(texts)
 
 
