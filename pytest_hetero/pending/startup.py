@@ -29,6 +29,10 @@ _DEVICE_RUNTIME = re.compile(
     r"ascend-docker|libnvidia-ml\.so|failed to initialize nvml|dcmi",
     re.IGNORECASE,
 )
+_CUDA_REQUIREMENT = re.compile(r"requirement error: unsatisfied condition: cuda\s*(?P<req>[<>=!]{1,2}\s*[\d.]+)",
+                               re.IGNORECASE)
+"""nvidia-container-cli's ``NVIDIA_REQUIRE_CUDA`` check: the image needs a newer CUDA than the node's driver
+supports, the same driver/runtime pairing the CUDA runtime reports as ``cudaErrorInsufficientDriver``."""
 _NETWORK = re.compile(
     r"i/o timeout|connection refused|dial tcp|tls handshake|no such host|toomanyrequests|"
     r"context deadline exceeded|network is unreachable",
@@ -76,6 +80,11 @@ def classify_startup(
     if exit_code is not None:
         detail["exit_code"] = exit_code
     if _DEVICE_RUNTIME.search(message) and reason not in PULL:
+        required = _CUDA_REQUIREMENT.search(message)
+        if required:  # one fact, one owner: the category the CUDA runtime's own wording of it gets
+            return make_reason("kubelet", "device_runtime_error", text, cause="cuda_environment_error",
+                               detail={**detail, "state_reason": reason,
+                                       "requires_cuda": re.sub(r"\s+", "", required.group("req"))})
         return make_reason("kubelet", "device_runtime_error", text, detail={**detail, "state_reason": reason})
     if reason in PULL or "pull" in reason.lower() and "image" in message.lower():
         return make_reason(
