@@ -431,10 +431,12 @@ def _image_detail(hit: Hit, code: str, line: str) -> None:
     hit.quantities["cause"] = "not_found" if not_found else None
 
 
-_CLI_INVOCATION = re.compile(r"nvidia-container-cli(?:\s+--?[\w.-]+(?:=\S+)?)*\s+(?:configure|list|info)\b"
-                             r"(?:\s+--?[\w.-]+(?:[=@]\S*)?)*(?:\s+/\S+)?\s*$")
-"""An echoed ``nvidia-container-cli … configure --device=… <rootfs>`` command line (debug logs print the hook's
-invocation): the command the runtime ran, not an error."""
+_CLI_INVOCATION = re.compile(r"nvidia-container-cli(?:\s+--?[\w.][\w.-]*(?:=\S+)?)*\s+(?:configure|list|info)\b"
+                             r"(?:\s+--?[\w.][\w.-]*(?:[=@]\S*)?)*(?:\s+/\S+)?\s*$")
+r"""An echoed ``nvidia-container-cli … configure --device=… <rootfs>`` command line (debug logs print the hook's
+invocation): the command the runtime ran, not an error. Each option has one way to be split (the name after its
+dashes starts with a word character or a dot): with ``--?[\w.-]+``, ``--ab`` split two ways and a line of n options
+that is not an invocation cost 2**n backtracking steps."""
 
 
 def _runtime(line: str, low: str) -> LineKind:
