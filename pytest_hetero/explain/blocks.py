@@ -59,7 +59,11 @@ YAML_START = re.compile(
 YAML_LINE = re.compile(r"^\s*(?:- )?(?:[\w./\"'-]+|\"[^\"]*\"|'[^']*'):(?:\s|$)|^\s*- |^\s+\S|^---\s*$|^\s*#")
 KV_LINE = re.compile(r"^\s*[^\s:：|+\[<{#$>][^:：]*?\s*[:：]\s*\S")
 NPU_KV_KEY = re.compile(r"^\s*(?:NPU ID|Chip ID|Chip Count|Chip Name|Board ID|PCIe Bus Info)\s*[:：]")
-LABEL_LINE = re.compile(r"^\s*[\w.-]+(?:/[\w.-]+)?=[^\s=]*\s*(?:\S+=\S*\s*)*$")
+LABEL_LINE = re.compile(r"^\s*[\w.-]+(?:/[\w.-]+)?=(?:\S[^\s=]*=\S*|[^\s=]*)(?:\s+\S[^\s=]*=\S*)*\s*$")
+"""A ``key=value`` label line: the first key, then whitespace-separated words that each hold an ``=`` after their
+first character. The same lines as ``…=[^\\s=]*\\s*(?:\\S+=\\S*\\s*)*$`` (checked on every string of up to 8
+characters of ``a= /.,-``), without its ways of splitting ``a=a=a=…`` into groups: on a line that is not labels
+that one backtracked exponentially (``k=v`` and 16 ``a=`` then `` y``: 5 s; each ``a=`` more, ×3)."""
 JSON_FRAGMENT = re.compile(r'^\s*"[^"]+"\s*:\s*(?:"[^"]*"|[-\d.]+|true|false|null)\s*,?\s*$')
 RESOURCE_LINE = re.compile(
     r"^\s+(?:[\w.-]+/[\w.-]+|cpu|memory|pods|ephemeral-storage|hugepages-\w+)\s*:?\s+\S+(?:\s+\S+)?\s*$"
