@@ -86,3 +86,19 @@ def test_a_model_cannot_read_the_golden_answers_from_its_acceptance_file(pyteste
     (result,) = _records(business, "business.rules")[0]["results"]
     assert (result["name"], result["verdict"], result["observed"]) == ("golden", "fail", "0/2 match")
     assert business["status"] == "failed"
+
+
+def test_the_container_code_view_leaves_the_golden_acceptance_file_out(tmp_path: Path) -> None:
+    """Docker mounts and Kubernetes unpacks this copy of the code folder: without the rules file that holds the
+    golden answers (found by path and, renamed, by bytes), everything else as it was."""
+    from pytest_hetero.matrix.load import load_matrix
+    from pytest_hetero.truth.withhold import code_view
+
+    matrix_path = _layout(tmp_path)
+    code = tmp_path / "code"
+    (code / "notes.yaml").write_bytes((code / "acceptance.yaml").read_bytes())
+    matrix = load_matrix(matrix_path)
+    view = code_view(code, matrix.datasets)
+    assert sorted(p.name for p in view.path.iterdir()) == ["cheat.py", "model.bin"]
+    assert {(w.path.name, w.why) for w in view.withheld} == {
+        ("acceptance.yaml", "golden samples"), ("notes.yaml", f"same bytes as {code / 'acceptance.yaml'}")}
