@@ -68,7 +68,10 @@ def _matrix(root: Path) -> Path:
     return path
 
 
-def test_no_key_ring_carries_anything_into_a_model_run(pytester: pytest.Pytester) -> None:
+@pytest.mark.parametrize("shared", ["on", "off"])  # runs forked by the session sandbox, or a bubblewrap each
+def test_no_key_ring_carries_anything_into_a_model_run(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
+                                                       shared: str) -> None:
+    monkeypatch.setenv("HETERO_SANDBOX_SHARED", shared)
     libc = ctypes.CDLL(None, use_errno=True)
     # a key in the session key ring the gate runs in (a login's credentials live there)
     gate_key = libc.syscall(248, b"user", b"attack2-gate", b"gate-secret", 11, -3)

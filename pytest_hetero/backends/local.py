@@ -44,6 +44,7 @@ from pytest_hetero.backends.protocol import (
     render_entrypoint,
 )
 from pytest_hetero.backends.sandbox import (
+    SECCOMP_FD,
     Confinement,
     Launch,
     Sandbox,
@@ -433,19 +434,23 @@ def run_measured(argv: list[str], launch: Launch, cwd: Path, timeout_s: float) -
     """
     if launch.zygote is not None:
         return _run_forked(argv, launch, cwd, timeout_s)
-    fds = args_pipe(launch.args)
+    seccomp = args_pipe(launch.seccomp)  # bwrap's --seccomp program, when the launch has one
+    blob = launch.args.replace(b"\0" + SECCOMP_FD.encode() + b"\0", f"\0{seccomp.read}\0".encode()) \
+        if seccomp.read >= 0 else launch.args
+    fds = args_pipe(blob)
     command = [str(fds.read) if a == "{fd}" else a for a in launch.argv]
     out, err = CappedStream(), CappedStream()
     inherited_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # what the child's ru_maxrss starts from
     start = time.perf_counter()
     try:
         proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                env=launch.env, cwd=cwd, start_new_session=True, pass_fds=fds.fds)
+                                env=launch.env, cwd=cwd, start_new_session=True, pass_fds=(*fds.fds, *seccomp.fds))
     except OSError as exc:
         raise EngineUnavailable(f"cannot start {command[0]}: {exc.strerror}", "spawn_failed") from None
     finally:
-        if fds.read >= 0:
-            os.close(fds.read)
+        for fd in (fds.read, seccomp.read):
+            if fd >= 0:
+                os.close(fd)
     reaper = _Reaper(proc.pid, timeout_s)
     try:
         _drain(proc, out, err, reaper)

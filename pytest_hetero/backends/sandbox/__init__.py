@@ -51,6 +51,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from pytest_hetero.backends.sandbox.init import keyring_filter
 from pytest_hetero.backends.sandbox.zygote import Zygote, run_root
 
 SANDBOX_USER = "hetero-sandbox"
@@ -212,6 +213,10 @@ class Confinement:
                 "copied": list(self.copied), "gaps": list(self.gaps), "reason": self.reason}
 
 
+SECCOMP_FD = "{seccomp-fd}"
+"""Stands for the descriptor of :attr:`Launch.seccomp` in :attr:`Launch.args` until the run is started."""
+
+
 @dataclass
 class Launch:
     """What to start: ``argv`` (the launcher's, then the run's), ``args`` (bwrap arguments to hand
@@ -221,6 +226,9 @@ class Launch:
     env: dict[str, str]
     confinement: Confinement
     args: bytes = b""
+    seccomp: bytes = b""
+    """The seccomp program bubblewrap loads (its ``--seccomp`` argument in ``args`` is :data:`SECCOMP_FD`, replaced
+    by the descriptor it is handed in); empty when none (zygote runs install their own)."""
     zygote: Zygote | None = None
     """Set when the run is forked by the session's sandbox (:mod:`.zygote`) instead of a bubblewrap of its
     own; ``argv`` is then what that sandbox execs (``setpriv …`` first)."""
@@ -532,13 +540,13 @@ class Sandbox:
         # the root of the view is bubblewrap's tmpfs, without a size: in a user namespace it is the run's own
         # (writable, unbounded RAM), and so is its /dev: both are made read-only once everything is mounted
         args = [*self._view(bound, run_dir, protected, network), "--remount-ro", "/", "--remount-ro", "/dev", "--chdir",
-                str(cwd)]
+                str(cwd), "--seccomp", SECCOMP_FD]
         inner = [*self.limits.prlimit(), *_dropped(argv, user)]
         if os.geteuid() == 0:
             args += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--cap-add", "CAP_SETPCAP"]
         blob = b"".join(a.encode() + b"\0" for a in args)
         return Launch(argv=[str(self._bwrap), "--args", "{fd}", "--", *inner], env=dict(env),
-                      confinement=confinement, args=blob)
+                      confinement=confinement, args=blob, seccomp=keyring_filter())
 
     def _forked(self, argv: Sequence[str], user: tuple[int, int] | None, confinement: Confinement, *,
                 cwd: Path, bound: Sequence[Path], run_dir: Path, protected: Sequence[Path],

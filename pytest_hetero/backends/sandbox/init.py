@@ -173,12 +173,13 @@ class _SockFprog(ctypes.Structure):
     _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
 
 
-def _deny_keyrings() -> None:
-    """A seccomp filter making ``add_key``, ``request_key`` and ``keyctl`` fail with EPERM, as Docker's default
-    profile does: the kernel's key rings are neither files, processes nor IPC objects, so nothing else resets
-    them. Without it a run reads and writes the gate's session key ring (it inherits and possesses it: a login's
-    credentials are there) and the sandbox user's user key ring, which outlives every run (one run's key is the
-    next one's). Needs ``no_new_privs`` (set by :func:`_drop_privileges`); inherited by every child."""
+def keyring_filter() -> bytes:
+    """The seccomp program (``struct sock_filter`` array, native byte order: what ``prctl(PR_SET_SECCOMP)`` and
+    bubblewrap's ``--seccomp FD`` take) making ``add_key``, ``request_key`` and ``keyctl`` fail with EPERM, as
+    Docker's default profile does, on the :data:`KEYRING_SYSCALLS` architectures; every other call is allowed. The
+    kernel's key rings are neither files, processes nor IPC objects, so nothing else resets them: without it a run
+    reads and writes the gate's session key ring (it inherits and possesses it: a login's credentials are there)
+    and the sandbox user's user key ring, which outlives every run (one run's key is the next one's)."""
     import struct
 
     ld_abs, jeq, ret = 0x20, 0x15, 0x06
@@ -191,8 +192,15 @@ def _deny_keyrings() -> None:
         prog += [(jeq, m - i, 0, n) for i, n in enumerate(numbers)]
         prog += [(ret, 0, 0, allow), (ret, 0, 0, deny)]
     prog.append((ret, 0, 0, allow))
-    code = ctypes.create_string_buffer(b"".join(struct.pack("=HBBI", *ins) for ins in prog))
-    fprog = _SockFprog(len(prog), ctypes.addressof(code))
+    return b"".join(struct.pack("=HBBI", *ins) for ins in prog)
+
+
+def _deny_keyrings() -> None:
+    """Install :func:`keyring_filter` on this process (inherited by every child). Needs ``no_new_privs`` (set by
+    :func:`_drop_privileges`)."""
+    program = keyring_filter()
+    code = ctypes.create_string_buffer(program, len(program))
+    fprog = _SockFprog(len(program) // 8, ctypes.addressof(code))
     _check(_libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.addressof(fprog), 0, 0),
            "install the seccomp filter denying the key ring calls")
 
