@@ -206,6 +206,39 @@ def test_rouge_l_without_its_package_is_not_available_never_zero(pytester: pytes
                              "here: pip install 'pytest-hetero[rouge]'")
 
 
+PADDED = """import csv, json, sys
+rows = list(csv.DictReader(open(sys.argv[1], newline='')))
+# row 1's answer buried in three million tokens: a table of 3M x 1 cells per reference token
+out = {'ids': [r['id'] for r in rows], 'predictions': ['Paris', 'Rome ' + 'a ' * 3_000_000]}
+json.dump(out, open(sys.argv[2], 'w'))
+"""
+
+
+def test_a_prediction_far_longer_than_its_reference_is_refused_not_scored_for_minutes(
+        pytester: pytest.Pytester) -> None:
+    """Before: ROUGE-L's LCS table is prediction x reference cells in pure Python, so a model writing a huge
+    generation made the gate compute for minutes and hold gigabytes (30 x 1M tokens: 11 s, +369 MiB). After: a
+    prediction over max(8 x its reference's tokens, 2048) is refused with its row named (the rule is not evaluable,
+    invalid outputs) in well under a second of metric time."""
+    import time
+
+    data = pytester.path / "capitals.csv"
+    data.write_text("id,question,reference\n0,capital?,Paris\n1,capital?,Rome\n")
+    truth = {"task": "generation", "target": "reference", "id": "id"}
+    rules = HEAD + "  - {name: rouge, metric: rouge_l, op: '>=', value: 0.5}\n"
+    pytester.makefile(".matrix.yaml", m=_matrix(pytester.path, {"name": "capitals", "uri": str(data),
+                                                                "sha256": _sha(data), "truth": truth},
+                                                {"m": PADDED}, rules))
+    started = time.monotonic()
+    pytester.runpytest("-p", "no:cacheprovider")
+    assert time.monotonic() - started < 60
+    got = _results(pytester)["rouge"]
+    assert (got["verdict"], got["observed"]) == ("not_evaluable", None)
+    assert got["detail"] == ("cannot evaluate: metric 'rouge_l': the prediction of row 1 has 3000001 tokens, more "
+                             "than the 2048 ROUGE-L scores against its reference (max(8 x the reference's tokens, "
+                             "2048)): outputs too long to score; shorten the model's generations")
+
+
 JSONISH = """import csv, json, sys
 rows = list(csv.DictReader(open(sys.argv[1], newline='')))
 texts = ['{"n": 3}', '{"n": "three"}', 'not json', '{"n": 12, "extra": true}', '{"m": 1}']

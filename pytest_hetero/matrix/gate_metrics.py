@@ -349,14 +349,37 @@ class NotInstalled(Exception):
     """A metric's package is not installed here (the message says which and how)."""
 
 
+ROUGE_RATIO, ROUGE_FLOOR = 8, 2048
+"""A prediction is scored by ROUGE-L only when it has at most ``max(ROUGE_RATIO × its reference's tokens,
+ROUGE_FLOOR)`` tokens: the LCS table is prediction × reference cells in pure Python (time and memory), so the
+dataset's references, not the model's outputs, bound what scoring a run costs."""
+_ROUGE_TOKEN = re.compile(r"[a-z0-9]+")
+
+
+def _rouge_tokens(text: str) -> int:
+    """How many tokens rouge-score's default tokenizer makes of ``text`` (lower-cased runs of [a-z0-9]), counted
+    without building them."""
+    return _ROUGE_TOKEN.subn("", text.lower())[1]
+
+
 def rouge_l(references: list[str], texts: list[str]) -> float:
     """Mean ROUGE-L F-measure of ``texts`` against ``references`` by Google's ``rouge-score`` package (its default
-    tokenizer, no stemming). Raises :class:`NotInstalled` without it."""
+    tokenizer, no stemming). Raises :class:`NotInstalled` without it, and ValueError (the rule is then not
+    evaluable: invalid outputs) for a prediction longer than :data:`ROUGE_RATIO` × its reference (at least
+    :data:`ROUGE_FLOOR` tokens), naming its row."""
     try:
         from rouge_score import rouge_scorer
     except ImportError:
         raise NotInstalled("rouge_l needs the rouge-score package, not installed here: pip install "
                            "'pytest-hetero[rouge]'") from None
+    for row, (reference, text) in enumerate(zip(references, texts, strict=True)):
+        if len(text) <= ROUGE_FLOOR:
+            continue  # fewer characters than the floor's tokens: within the bound
+        limit = max(ROUGE_RATIO * _rouge_tokens(reference), ROUGE_FLOOR)
+        if (n := _rouge_tokens(text)) > limit:
+            raise ValueError(f"the prediction of row {row} has {n} tokens, more than the {limit} ROUGE-L scores "
+                             f"against its reference (max({ROUGE_RATIO} x the reference's tokens, {ROUGE_FLOOR})): "
+                             "outputs too long to score; shorten the model's generations")
     scorer = rouge_scorer.RougeScorer(["rougeL"])
     total = sum(float(scorer.score(r, t)["rougeL"].fmeasure) for r, t in zip(references, texts, strict=True))
     return total / len(texts)
