@@ -471,6 +471,25 @@ def _container_block(lines: list[str], i: int) -> Claim | None:
     return "describe-pod", j
 
 
+_STATE_HEAD = re.compile(r"^(\s*)(?:State|Last State):\s+(?:Waiting|Running|Terminated)\s*$")
+_STATE_KEYS = re.compile(r"^\s+(?:Reason|Exit Code|Signal|Started|Finished|Restart Count|Ready|Last State|State):",
+                         re.MULTILINE)
+
+
+def _state_fields(lines: list[str], i: int) -> Claim | None:
+    """A container's ``State:``/``Last State:`` fields of ``kubectl describe pod`` pasted alone (no ``Containers:``
+    line, no container name above them): read as a describe-pod piece while the lines stay indented at least as
+    far as the first and none is blank."""
+    head = _STATE_HEAD.match(lines[i])
+    if head is None or len(_STATE_KEYS.findall("\n".join(lines[i + 1 : i + 6]))) < 2:
+        return None
+    base = len(head.group(1))
+    n, j = len(lines), i + 1
+    while j < n and lines[j].strip() and len(lines[j]) - len(lines[j].lstrip()) >= base:
+        j += 1
+    return "describe-pod", j
+
+
 def _describe(lines: list[str], i: int) -> Claim | None:
     line = lines[i]
     if not DESCRIBE_TOP.match(line.lstrip()) or line[:1] == "-":
@@ -587,6 +606,7 @@ CLAIMERS: tuple[Callable[[list[str], int], Claim | None], ...] = (
     _klog,
     _events,
     _container_block,
+    _state_fields,
     _describe,
     _table,
     _yaml,
