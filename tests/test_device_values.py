@@ -137,3 +137,44 @@ def test_the_wrapper_samples_the_allocated_npus_with_npu_smi(tmp_path: Path, sta
     assert usage["device_sampling"]["samples"] >= 3 and usage["device_sampling"]["interval_s"] == 0.2
     got = device_run_time(usage, "npu", "kubernetes")
     assert (got["gpu_memory_peak_mib"]["value"], got["device_utilisation_mean"]["value"]) == (16384.0, 0.7)
+
+
+def test_the_wrapper_samples_gpus_with_one_looping_nvidia_smi(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``accel-standin:4``'s stand-in ``nvidia-smi`` loops with ``-lms`` as the real one does: one process for the
+    run, one block of lines (one per GPU) per sample; the devices not allocated are left out."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    calls = tmp_path / "calls"
+    # the stand-in, logging each start (a second start would mean the per-sample fallback ran)
+    (bin_dir / "nvidia-smi").write_text(realimages.STANDIN_SMI_LMS.replace(
+        "fields=", f'echo "$*" >> {calls}\nfields=', 1))
+    (bin_dir / "nvidia-smi").chmod(0o755)
+    values_file = Path("/tmp/hetero-standin-smi")
+    assert not values_file.exists(), "another run of this test holds /tmp/hetero-standin-smi"
+    values_file.write_text("GPU-b 30000 40\n")
+    try:
+        monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+        monkeypatch.setenv("NVIDIA_VISIBLE_DEVICES", "GPU-b")
+        saved, runtime.SAMPLE_INTERVAL_S = runtime.SAMPLE_INTERVAL_S, 0.2
+        try:
+            script = run_script([sys.executable, "-c", SETTLED], str(tmp_path / "run"), str(tmp_path), {},
+                                sys.executable, "nvidia-smi")
+        finally:
+            runtime.SAMPLE_INTERVAL_S = saved
+        done = subprocess.run(["/bin/sh", "-c", script], capture_output=True, text=True, timeout=60)
+    finally:
+        values_file.unlink()
+    assert done.returncode == 0, done.stderr
+    assert calls.read_text().splitlines() == [
+        "--query-gpu=index,uuid,name,memory.used,memory.total,utilization.gpu --format=csv,noheader,nounits -lms 200"]
+    run_dir = tmp_path / "run"
+    files = {n: (run_dir / n).read_text() if (run_dir / n).exists() else ""
+             for n in (".rusage", runtime.NO_WRAPPER, ".samples", ".devices")}
+    usage, _ = runtime.read_back(files, None, 1.0, "p")
+    _, gpu = usage["devices"]
+    assert (gpu["id"], gpu["memory_total_mib"]) == ("GPU-b", 81559.0)
+    times = gpu["series"]["t_s"]
+    assert len(times) >= 3 and times == sorted(times) and len(set(times)) == len(times)  # one sample per block
+    assert set(gpu["series"]["memory_used_mib"]) == {30000.0} and set(gpu["series"]["utilisation_pct"]) == {40.0}
+    got = device_run_time(usage, "gpu", "kubernetes")
+    assert (got["gpu_memory_peak_mib"]["value"], got["device_utilisation_mean"]["value"]) == (30000.0, 0.4)

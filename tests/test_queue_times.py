@@ -32,7 +32,13 @@ def test_wait_start_and_run_per_pool_with_unknown_spans_counted_never_zero() -> 
                        placed="2027-01-15T08:00:05Z", requests={}, simulated=True))  # RFC 3339, never started
     items.append(_item("m.matrix.yaml::gpu::img::c::model", workload="exec/ns/g0/1", object="exec", started=t,
                        ended=t + 5, requests={}))  # a run inside a pod: not a workload of its own here
+    items.append(_item("m.matrix.yaml::cpu::img::startup", workload="pod/ns/c1", object="pod", submitted=t + 0.7,
+                       placed=t, started=t + 1, requests={}))  # placed in the second it was submitted: 0
+    items.append(_item("m.matrix.yaml::cpu::img::startup", workload="pod/ns/c2", object="pod", submitted=t + 5,
+                       placed=t, requests={}))  # placed 5 s before it was submitted: clocks disagree, unknown
     pools = ledger(items, "2026-12-02T17:10:00Z")["queue"]["pools"]
+    assert pools["cpu"]["wait_s"] == {"count": 1, "p50": 0.0, "p95": 0.0, "max": 0.0}
+    assert pools["cpu"]["unknown"]["wait_s"] == 1
     gpu, npu = pools["gpu"], pools["npu"]
     assert (gpu["workloads"], gpu["simulated"], gpu["unknown"]) == (3, 0, {"wait_s": 0, "start_s": 0, "run_s": 0})
     assert gpu["wait_s"] == {"count": 3, "p50": 3.0, "p95": 30.0, "max": 30.0}

@@ -13,8 +13,10 @@ A pool is the matrix resource the reporting item is keyed by (the second part of
 ``<matrix file>::<resource>::…``), the pool of devices a row asks for. Per pool: how many workloads had
 each span, and its p50 / p95 / max (nearest-rank percentiles, seconds). Model runs exec'd inside a pod
 (``object: exec``) are not workloads of their own here. A missing time leaves that span out (counted in
-``unknown``), never 0. Kubernetes times have 1 s resolution (``metav1.Time``); on KWOK nodes they are the
-simulator's (``simulated`` counts those workloads).
+``unknown``), never 0. Kubernetes times are truncated to the second (``metav1.Time``) while ``submitted`` is
+the gate's own clock: a pod placed within the second it was submitted shows ``placed`` up to 1 s before
+``submitted``; such a span (at most :data:`RESOLUTION_S` below 0) is 0, its lower bound; one further below is
+unknown (clocks that disagree). On KWOK nodes the times are the simulator's (``simulated`` counts them).
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ from typing import Any
 
 from pytest_hetero.evidence.usage import epoch
 
+RESOLUTION_S = 1.0
+"""The coarsest time resolution of the facts (Kubernetes ``metav1.Time``: whole seconds, truncated)."""
 SPANS = {"wait_s": ("submitted", "placed"), "start_s": ("placed", "started"), "run_s": ("started", "ended")}
 """Span name → (from, to) usage facts."""
 
@@ -59,10 +63,10 @@ def queue_times(workloads: dict[str, dict[str, Any]]) -> dict[str, Any]:
         per = spans.setdefault(pool, {name: [] for name in SPANS})
         for name, (start, end) in SPANS.items():
             a, b = epoch(w.get(start)), epoch(w.get(end))
-            if a is None or b is None or b < a:
+            if a is None or b is None or b < a - RESOLUTION_S:
                 entry["unknown"][name] += 1
             else:
-                per[name].append(b - a)
+                per[name].append(max(0.0, b - a))
     for pool, per in spans.items():
         for name, values in per.items():
             if values:

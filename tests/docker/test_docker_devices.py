@@ -50,7 +50,7 @@ def standin_image(run_id: str) -> Iterator[str]:
         (root / "Dockerfile").write_text(
             f"FROM {ONNX_IMAGE}\nCOPY nvidia-smi npu-smi /usr/local/bin/\n"
             f"ENV NVIDIA_VISIBLE_DEVICES={GPU_ID} ASCEND_VISIBLE_DEVICES=3\n")
-        for name, text in (("nvidia-smi", realimages.STANDIN_SMI), ("npu-smi", realimages.STANDIN_NPU_SMI)):
+        for name, text in (("nvidia-smi", realimages.STANDIN_SMI_LMS), ("npu-smi", realimages.STANDIN_NPU_SMI)):
             (root / name).write_text(text)
             (root / name).chmod(0o755)
         subprocess.run(["docker", "build", "-q", "--network", "none", "-t", tag, str(root)], capture_output=True,

@@ -22,7 +22,8 @@ image                               stands for
                                     ``[N/A]`` until then); any other call goes to the replay. Its numbers are
                                     the test's, not a GPU's: it proves the in-pod sampling path only
 ``pytest-hetero/accel-standin:4``   the Python image (ONNX Runtime kept: the digits model runs) with the
-                                    STAND-IN ``nvidia-smi`` of ``:3`` and a STAND-IN ``npu-smi``
+                                    STAND-IN ``nvidia-smi`` of ``:3`` (also looping with ``-lms``) and a
+                                    STAND-IN ``npu-smi``
                                     (:data:`STANDIN_NPU_SMI`) in ``/usr/local/bin``, first on the image's
                                     ``PATH`` (ahead of the plugin's ``npu-smi`` replay in ``/usr/local/sbin``):
                                     ``info -t usages|memory -i N`` in the real key/value layout for the NPUs
@@ -94,6 +95,13 @@ for uuid in $(echo "${NVIDIA_VISIBLE_DEVICES:-}" | tr ',' ' '); do
 done
 """
 """The stand-in ``nvidia-smi`` of ``accel-standin:3`` (see the table above)."""
+STANDIN_SMI_LMS = STANDIN_SMI.replace("accel-standin:3", "accel-standin:4").replace(
+    '[ "$2" = "--format=csv,noheader,nounits" ]',
+    'lms=""; [ "$3" = "-lms" ] && lms=$4\n[ "$2" = "--format=csv,noheader,nounits" ]').replace(
+    "i=0\nfor uuid", "while :; do\ni=0\nfor uuid").rstrip("\n") + (
+    '\n[ -n "$lms" ] || break\nsleep "$((lms / 1000)).$(printf %03d $((lms % 1000)))"\ndone\n')
+"""``STANDIN_SMI`` that also loops as ``--query-gpu=… --format=csv,noheader,nounits -lms <ms>`` does (of
+``accel-standin:4``)."""
 
 STANDIN_NPU_SMI = r"""#!/bin/sh
 # STAND-IN npu-smi of the pytest-hetero accel-standin:4 test image: NOT Huawei's tool, no NPU is read.
@@ -156,7 +164,7 @@ RECIPES["pytest-hetero/accel-standin:3"] = (RECIPES["pytest-hetero/accel-standin
 
 RECIPES["pytest-hetero/accel-standin:4"] = (
     f"FROM {PYTHON_BASE}\nCOPY root/ /\nENV PATH=/usr/local/bin:/usr/local/sbin:/usr/sbin:/usr/bin:/sbin:/bin\n",
-    {"root/usr/local/bin/nvidia-smi": STANDIN_SMI, "root/usr/local/bin/npu-smi": STANDIN_NPU_SMI})
+    {"root/usr/local/bin/nvidia-smi": STANDIN_SMI_LMS, "root/usr/local/bin/npu-smi": STANDIN_NPU_SMI})
 
 
 def recipe_key(name: str) -> str:

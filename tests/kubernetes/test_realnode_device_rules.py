@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 import realimages
 from realkit import COMBO, GPU, NPU, controls, data, real_matrix, run
+from support import evidence_of
 
 if TYPE_CHECKING:
     from conftest import RealNodeCluster
@@ -85,5 +86,12 @@ def test_device_memory_and_utilisation_rules_pass_and_fail_on_the_allocated_devi
         assert results[1]["provenance"] == {"source": "measured", "unit": "ratio",
                                             "by": f"the gate: {values['device_utilisation_mean']['source']}"}
         assert business["failure"]["category"] == "acceptance_failed"
+    # queue and placement times per pool, from the real kubelet's pod conditions (1 s resolution)
+    pools = evidence_of(pytester)["usage"]["queue"]["pools"]
+    for row in ("gpu", "npu"):
+        wait, start = pools[row]["wait_s"], pools[row]["start_s"]
+        assert wait["count"] >= 1 and 0 <= wait["p50"] <= wait["p95"] <= wait["max"] < 60
+        assert start["count"] >= 1 and 0 <= start["p50"] <= start["max"] < 60
+        assert pools[row]["simulated"] == 0
     left: list[Any] = realnode.core.list_namespaced_pod(ns, label_selector=f"pytest-hetero.run-id={run_id}").items
     assert not [p.metadata.name for p in left if p.metadata.deletion_timestamp is None]

@@ -31,6 +31,7 @@ import signal
 import sys
 import threading
 import time
+from typing import TextIO
 
 MEMORY = ("/sys/fs/cgroup/memory.current", "/sys/fs/cgroup/memory/memory.usage_in_bytes")
 CPU = ("/sys/fs/cgroup/cpu.stat", "/sys/fs/cgroup/cpuacct/cpuacct.usage", "/sys/fs/cgroup/cpu,cpuacct/cpuacct.usage")
@@ -87,8 +88,9 @@ def _npu_ids(visible: str | None) -> list[str]:
 
 def _devices(out: str, interval: float, done: threading.Event, tool: str) -> None:
     """Sample the devices the container sees with ``tool`` every ``interval`` seconds: ``nvidia-smi``
-    (one ``--query-gpu`` call a sample) or ``npu-smi`` (``info -t usages -i N`` for each NPU of
-    ``ASCEND_VISIBLE_DEVICES`` a sample, ``info -t memory -i N`` once, in the header)."""
+    (one ``--query-gpu … -lms`` process, :func:`_looped`; else one ``--query-gpu`` call a sample) or
+    ``npu-smi`` (``info -t usages -i N`` for each NPU of ``ASCEND_VISIBLE_DEVICES`` a sample, ``info -t memory
+    -i N`` once, in the header)."""
     import shutil
     import subprocess
     path = shutil.which(tool)
@@ -111,6 +113,8 @@ def _devices(out: str, interval: float, done: threading.Event, tool: str) -> Non
         if npu and path:
             head["memory"] = {i: call(["info", "-t", "memory", "-i", i]) for i in ids}
         f.write(json.dumps(head) + "\n")
+        if path and not npu and _looped(f, path, interval, done):
+            return
         while path and (ids or not npu):
             at = round(time.monotonic(), 3)
             if npu:
@@ -119,6 +123,41 @@ def _devices(out: str, interval: float, done: threading.Event, tool: str) -> Non
                 f.write(json.dumps([at, *call([QUERY, FORMAT])]) + "\n")
             if done.wait(interval):
                 return
+
+
+def _looped(f: TextIO, path: str, interval: float, done: threading.Event) -> bool:
+    """Sample with one ``nvidia-smi --query-gpu … -lms <interval ms>`` process (NVML is opened once, not once a
+    sample): each block of lines (one per GPU; a new block starts when the index does not grow) is one sample
+    line of ``f``. True when it sampled until ``done``; False when the tool ended first (no ``-lms``, a refusal):
+    the caller then calls it once per sample, which records each answer."""
+    import subprocess
+    try:
+        proc = subprocess.Popen([path, QUERY, FORMAT, "-lms", str(max(1, round(interval * 1000)))],
+                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    except OSError:
+        return False
+    def stop() -> None:
+        done.wait()
+        proc.terminate()
+
+    threading.Thread(target=stop, daemon=True).start()
+    block: list[str] = []
+    at, last = 0.0, -1
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        first = line.split(",", 1)[0].strip()
+        index = int(first) if first.isdecimal() else -1
+        if block and index <= last:
+            f.write(json.dumps([at, 0, "".join(block), ""]) + "\n")
+            block = []
+        if not block:
+            at = round(time.monotonic(), 3)
+        block.append(line)
+        last = index
+    if block:
+        f.write(json.dumps([at, 0, "".join(block), ""]) + "\n")
+    proc.wait()
+    return done.is_set()
 
 
 def _die_with_parent() -> None:
