@@ -133,12 +133,16 @@ def _looped(f: TextIO, path: str, interval: float, done: threading.Event) -> boo
     import subprocess
     try:
         proc = subprocess.Popen([path, QUERY, FORMAT, "-lms", str(max(1, round(interval * 1000)))],
-                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, start_new_session=True)
     except OSError:
         return False
-    def stop() -> None:
+
+    def stop() -> None:  # its whole process group: a child of a tool left holding the pipe would delay the end
         done.wait()
-        proc.terminate()
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except OSError:  # already gone
+            pass
 
     threading.Thread(target=stop, daemon=True).start()
     block: list[str] = []
