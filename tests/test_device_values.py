@@ -154,7 +154,7 @@ def test_the_wrapper_samples_gpus_with_one_looping_nvidia_smi(tmp_path: Path, mo
     values_file.write_text("GPU-b 30000 40\n")
     try:
         monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
-        monkeypatch.setenv("NVIDIA_VISIBLE_DEVICES", "GPU-b")
+        monkeypatch.setenv("NVIDIA_VISIBLE_DEVICES", "GPU-a,GPU-b")
         saved, runtime.SAMPLE_INTERVAL_S = runtime.SAMPLE_INTERVAL_S, 0.2
         try:
             script = run_script([sys.executable, "-c", SETTLED], str(tmp_path / "run"), str(tmp_path), {},
@@ -171,10 +171,13 @@ def test_the_wrapper_samples_gpus_with_one_looping_nvidia_smi(tmp_path: Path, mo
     files = {n: (run_dir / n).read_text() if (run_dir / n).exists() else ""
              for n in (".rusage", runtime.NO_WRAPPER, ".samples", ".devices")}
     usage, _ = runtime.read_back(files, None, 1.0, "p")
-    _, gpu = usage["devices"]
-    assert (gpu["id"], gpu["memory_total_mib"]) == ("GPU-b", 81559.0)
+    _, idle, gpu = usage["devices"]
+    assert (idle["id"], gpu["id"], gpu["memory_total_mib"]) == ("GPU-a", "GPU-b", 81559.0)
     times = gpu["series"]["t_s"]
-    assert len(times) >= 3 and times == sorted(times) and len(set(times)) == len(times)  # one sample per block
+    # one sample per block: the two lines of a block (written one by one) are merged into one
+    assert len(times) >= 3 and times == sorted(times) and len(set(times)) == len(times) == usage["device_sampling"][
+        "samples"]
+    assert set(idle["series"]["memory_used_mib"]) == {None}  # [N/A]: not read, never 0
     assert set(gpu["series"]["memory_used_mib"]) == {30000.0} and set(gpu["series"]["utilisation_pct"]) == {40.0}
     got = device_run_time(usage, "gpu", "kubernetes")
     assert (got["gpu_memory_peak_mib"]["value"], got["device_utilisation_mean"]["value"]) == (30000.0, 0.4)

@@ -127,9 +127,10 @@ def _devices(out: str, interval: float, done: threading.Event, tool: str) -> Non
 
 def _looped(f: TextIO, path: str, interval: float, done: threading.Event) -> bool:
     """Sample with one ``nvidia-smi --query-gpu … -lms <interval ms>`` process (NVML is opened once, not once a
-    sample): each block of lines (one per GPU; a new block starts when the index does not grow) is one sample
-    line of ``f``. True when it sampled until ``done``; False when the tool ended first (no ``-lms``, a refusal):
-    the caller then calls it once per sample, which records each answer."""
+    sample): each line goes to ``f`` as it comes, timed by its block (one line per GPU; a new block starts when
+    the index does not grow), so the lines of one block share their sample time. True when it sampled until
+    ``done``; False when the tool ended first (no ``-lms``, a refusal): the caller then calls it once per
+    sample, which records each answer."""
     import subprocess
     try:
         proc = subprocess.Popen([path, QUERY, FORMAT, "-lms", str(max(1, round(interval * 1000)))],
@@ -145,21 +146,15 @@ def _looped(f: TextIO, path: str, interval: float, done: threading.Event) -> boo
             pass
 
     threading.Thread(target=stop, daemon=True).start()
-    block: list[str] = []
     at, last = 0.0, -1
     assert proc.stdout is not None
-    for line in proc.stdout:
+    for line in proc.stdout:  # each line as it comes, with its block's time (the gate merges a block's lines)
         first = line.split(",", 1)[0].strip()
         index = int(first) if first.isdecimal() else -1
-        if block and index <= last:
-            f.write(json.dumps([at, 0, "".join(block), ""]) + "\n")
-            block = []
-        if not block:
+        if index <= last or not at:
             at = round(time.monotonic(), 3)
-        block.append(line)
+        f.write(json.dumps([at, 0, line, ""]) + "\n")
         last = index
-    if block:
-        f.write(json.dumps([at, 0, "".join(block), ""]) + "\n")
     proc.wait()
     return done.is_set()
 

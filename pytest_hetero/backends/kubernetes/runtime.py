@@ -237,9 +237,7 @@ def add_devices(usage: dict[str, Any], text: str) -> None:
                 continue
             names[uuid] = {"name": cells[2], "memory_total_mib": _number(cells[4]), "source": tool}
             reading[uuid] = (_number(cells[3]), _number(cells[5]))
-        if reading:
-            sampler.times.append(round(float(at) - t0, 3))
-            sampler.readings.append(reading)
+        _append(sampler, round(float(at) - t0, 3), reading)
     scope = (f"{tool} --query-gpu inside the container, every {sampler.interval_s:g} s: the devices allocated to it "
              f"(NVIDIA_VISIBLE_DEVICES={visible or 'unset'})")
     why = (f"{tool} is not on PATH in the container" if not head.get("path") else
@@ -250,6 +248,16 @@ def add_devices(usage: dict[str, Any], text: str) -> None:
     usage["devices"] = [*usage.get("devices", []), *got["devices"]]
     usage["device_sampling"] = {k: got[k] for k in ("source", "scope", "interval_s", "available", "unavailable",
                                                      "samples", "errors")}
+
+
+def _append(sampler: Sampler, t_s: float, reading: dict[str, tuple[float | None, float | None]]) -> None:
+    """Add ``reading`` at ``t_s`` to ``sampler``: merged into the last sample when it has that time (the lines of
+    one ``nvidia-smi -lms`` block come one by one), nothing when empty."""
+    if reading and sampler.times and sampler.times[-1] == t_s:
+        sampler.readings[-1].update(reading)
+    elif reading:
+        sampler.times.append(t_s)
+        sampler.readings.append(reading)
 
 
 def add_npu_devices(usage: dict[str, Any], head: dict[str, Any], lines: list[str]) -> None:
