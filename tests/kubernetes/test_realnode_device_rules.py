@@ -11,6 +11,7 @@ the values' derivation and provenance, a rule passing and one failing.
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
@@ -45,6 +46,11 @@ def ns(realnode: RealNodeCluster) -> Iterator[str]:
     realimages.ensure(realnode.info.containerd_socket, IMAGE)
     name = realnode.new_namespace("devrules")
     yield name
+    # the devices go back to the node only once the run's pods are gone (not when deletion starts): wait, so
+    # the next test on this shared node (4 stand-in GPUs, 4 NPUs) is not refused for want of one
+    deadline = time.monotonic() + 60
+    while realnode.core.list_namespaced_pod(name).items and time.monotonic() < deadline:
+        time.sleep(0.5)
     realnode.core.delete_namespace(name)
 
 
