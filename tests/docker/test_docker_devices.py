@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from dockerkit import COMBO, ONNX_IMAGE, docker_matrix, evidence, items, leftovers
+from dockerkit import COMBO, ONNX_IMAGE, SHELL_IMAGE, docker_matrix, evidence, items, leftovers
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "kubernetes"))
 import realimages  # noqa: E402
@@ -108,4 +108,24 @@ def test_device_rules_pass_and_fail_on_the_containers_devices_and_a_missing_tool
         "unavailable": "nvidia-smi: nvidia-smi is not on PATH in the container"}
     results = _data(it[f"gpu::plain::{COMBO}::business"], "business.rules")["results"]
     assert [r["verdict"] for r in results] == ["not_evaluable", "not_evaluable"]
+    assert leftovers(engine, run_id) == []
+
+
+def test_an_image_without_the_interpreter_for_the_sampler_says_why(pytester: pytest.Pytester, run_id: str,
+                                                                   engine: Any) -> None:
+    """A shell-only image on a GPU row: the model runs; the device sampler cannot, and says so (never 0)."""
+    doc = json.loads(docker_matrix(resources=[{"name": "gpu", "type": "gpu", "vendor": "nvidia",
+                                               "requests": {"cpu": 1, "memory": "256Mi"}}],
+                                   image=SHELL_IMAGE, entrypoint=["/bin/sh", "-c", "sleep 1.2"], runtime=""))
+    doc["spec"]["models"][0].pop("runtime", None)
+    pytester.makefile(".matrix.yaml", d=json.dumps(doc))
+    pytester.runpytest("-p", "no:cacheprovider", "--hetero-run-id", run_id, "-k", "model")
+    model = items(evidence(pytester))[f"gpu::img::{COMBO}::model"]
+    assert _data(model, "model.run")["exit_code"] == 0
+    sampling = _data(model, "model.usage")["device_sampling"]
+    why = "the image has no python3 to run the gate's device sampler"
+    assert (sampling["source"], sampling["available"], sampling["unavailable"]) == ("nvidia-smi", False, why)
+    values = _data(model, "model.run_time")["values"]
+    for name in ("gpu_memory_peak_mib", "device_utilisation_mean"):
+        assert (values[name]["value"], values[name]["unavailable"]) == (None, f"nvidia-smi: {why}")
     assert leftovers(engine, run_id) == []
