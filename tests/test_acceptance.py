@@ -113,7 +113,7 @@ def test_unusable_outputs_make_the_rule_not_evaluable(tmp_path: Path, outputs: d
      "recall_macro, f1_macro, precision_weighted, recall_weighted, f1_weighted, precision[<class>], "
      "recall[<class>], f1[<class>], top_k_accuracy@<k>, recall@<k>, mae, mse, rmse, r2, max_error, mrr, "
      "exact_match, contains, regex_match, json_valid, rouge_l, wall_s, per_sample_ms, throughput_sps, "
-     "memory_peak_mib, cpu_s"),
+     "memory_peak_mib, cpu_s, gpu_memory_peak_mib, device_utilisation_mean"),
     ("  - {name: x, metric: mean(top_probability), op: '>=', value: 0.9}\n",
      "rule 'x': metric 'mean(top_probability)' is computed over a list the model wrote about itself"),
     ("  - {name: x, latency: {percentile: 95, max_ms: 20}}\n",

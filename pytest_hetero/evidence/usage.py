@@ -195,7 +195,8 @@ def ledger(items: list[dict[str, Any]], until: str | None) -> dict[str, Any]:
     "items"}, "retries": {"reruns", "restarts", "resource_seconds"}, "idle": {"seconds", "worst":
     [{"workload", "nodeid", "idle_s"}]}}``, ``governance`` (the probes' ledgers summed: ``probes``,
     ``resource_seconds`` by namespace, ``attempts``, ``refused``, ``waited_s``), ``incomplete``
-    (``count`` and the first :data:`LISTED` ``{"workload", "nodeid", "missing"}``).
+    (``count`` and the first :data:`LISTED` ``{"workload", "nodeid", "missing"}``), ``queue`` (wait, start and
+    run seconds per pool: :func:`pytest_hetero.evidence.queue_times.queue_times`).
     """
     end = epoch(until)
     workloads: dict[str, dict[str, Any]] = {}
@@ -320,4 +321,12 @@ def _section(workloads: dict[str, dict[str, Any]], until: float | None, open_end
                        "waited_s": round(gov["waited_s"], 3)},
         "incomplete": {"count": incomplete_count, "workloads": incomplete,
                        "until": "run end" if not open_end else "last reported time (interrupted run)"},
+        "queue": _queue(workloads),
     }
+
+
+def _queue(workloads: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """Queue and placement times per pool (:mod:`pytest_hetero.evidence.queue_times`)."""
+    from pytest_hetero.evidence.queue_times import queue_times
+
+    return queue_times(workloads)

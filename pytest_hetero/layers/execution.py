@@ -21,6 +21,7 @@ from pytest_hetero.layers.base import LayerBroken, LayerContext, LayerFailed, ke
 from pytest_hetero.layers.startup import verify_inputs
 from pytest_hetero.layers.usage import keep_run_time
 from pytest_hetero.layers.usage import record as record_usage
+from pytest_hetero.probes.device_values import device_run_time
 from pytest_hetero.probes.usage import unavailable
 from pytest_hetero.signals import interruptions_noticed
 from pytest_hetero.truth.view import RECORD as VIEW_RECORD
@@ -96,7 +97,8 @@ def _run_once(ctx: LayerContext, run: int) -> None:
     usage = result.details.pop("usage", None)
     ctx.record("model.usage", **(usage if isinstance(usage, dict) else unavailable(
         f"the {ctx.backend.name} engine does not sample device memory or utilisation during a run")))
-    keep_run_time(ctx, result.details.pop("run_time", None), ctx.backend.name, run)
+    keep_run_time(ctx, result.details.pop("run_time", None), ctx.backend.name, run,  # + the devices' values
+                  device_run_time(usage if isinstance(usage, dict) else None, ctx.resource.type, ctx.backend.name))
     withheld = result.details.pop("truth_withheld", None)
     if isinstance(withheld, dict):  # the truth files (and their copies) the run could not read, and how
         ctx.record(WITHHELD_RECORD, **withheld)

@@ -53,9 +53,11 @@ def _key(ctx: LayerContext, parts: tuple[str, ...], run: int) -> str:
     return "::".join(ctx.scope + parts) + f"#run_time{run}"
 
 
-def keep_run_time(ctx: LayerContext, values: dict[str, Any] | None, engine: str, run: int = 0) -> None:
+def keep_run_time(ctx: LayerContext, values: dict[str, Any] | None, engine: str, run: int = 0,
+                  devices: dict[str, Any] | None = None) -> None:
     """Record the gate's run-time ``values`` of this model run (``{name: measured(...)}`` from the engine's
-    ``details["run_time"]``; None: the engine measures none, each is then unavailable and says so) as
+    ``details["run_time"]``; None: the engine measures none, each is then unavailable and says so), with the
+    device values ``devices`` (:func:`~pytest_hetero.probes.device_values.device_run_time`) as
     ``model.run_time`` and hand them to the business item (the same process: a resource's items never
     split across xdist workers)."""
     from pytest_hetero.probes.usage import RUN_TIME_UNITS, measured
@@ -63,6 +65,7 @@ def keep_run_time(ctx: LayerContext, values: dict[str, Any] | None, engine: str,
     if not isinstance(values, dict):
         values = {name: measured(name, None, f"the {engine} engine", f"the {engine} engine does not measure "
                                  "a model run's own memory and CPU time") for name in RUN_TIME_UNITS}
+    values = {**values, **(devices or {})}
     ctx.record(RUN_TIME_RECORD, run=run or None, values=values)
     ctx.handoff[_key(ctx, ctx.planned.parts, run)] = json.dumps(values).encode()
 
@@ -80,9 +83,10 @@ def add_run_time(gate: Any, values: dict[str, Any] | None) -> None:
     :class:`~pytest_hetero.matrix.acceptance.GateValues`): a measured number with provenance ``{"source":
     "measured", "by": "the gate: <its source>", "unit"}``, or, when it could not be measured, why (a rule on it
     is then not evaluable, never judged on 0). None: the model run was not in this process, said per name."""
+    from pytest_hetero.probes.device_values import DEVICE_RUN_TIME_UNITS
     from pytest_hetero.probes.usage import RUN_TIME_UNITS
 
-    for name in RUN_TIME_UNITS:
+    for name in (*RUN_TIME_UNITS, *DEVICE_RUN_TIME_UNITS):
         found = (values or {}).get(name)
         got: dict[str, Any] = found if isinstance(found, dict) else {}
         value = got.get("value")

@@ -51,6 +51,10 @@ MEASURED: dict[str, str] = {
     "throughput_sps": "predictions per second of the run's wall time",
     "memory_peak_mib": "the model run's own memory high-water mark as the engine measured it, in MiB (model.run_time)",
     "cpu_s": "CPU-seconds the model run used as the engine measured them (model.run_time)",
+    "gpu_memory_peak_mib": "highest memory used on a device allocated to the model run, in MiB, sampled by the "
+                           "gate inside its container (nvidia-smi / NVML / npu-smi HBM; model.run_time)",
+    "device_utilisation_mean": "mean utilisation 0-1 of the devices allocated to the model run over its samples "
+                               "(utilization.gpu / AI Core; model.run_time)",
 }
 """Values the gate measures around a batch run (no truth needed) → what each is."""
 RANKING: dict[str, str] = {

@@ -21,6 +21,16 @@ image                               stands for
                                     ``/tmp/hetero-standin-smi`` (``uuid memory.used utilization.gpu`` lines;
                                     ``[N/A]`` until then); any other call goes to the replay. Its numbers are
                                     the test's, not a GPU's: it proves the in-pod sampling path only
+``pytest-hetero/accel-standin:4``   the Python image (ONNX Runtime kept: the digits model runs) with the
+                                    STAND-IN ``nvidia-smi`` of ``:3`` (also looping with ``-lms``) and a
+                                    STAND-IN ``npu-smi``
+                                    (:data:`STANDIN_NPU_SMI`) in ``/usr/local/bin``, first on the image's
+                                    ``PATH`` (ahead of the plugin's ``npu-smi`` replay in ``/usr/local/sbin``):
+                                    ``info -t usages|memory -i N`` in the real key/value layout for the NPUs
+                                    of ``ASCEND_VISIBLE_DEVICES``, values from ``/tmp/hetero-standin-npu``
+                                    (``id hbm-rate% aicore-rate%`` lines; ``NA`` until then). Its numbers are
+                                    the test's: it proves the in-pod sampling path, the allocation filter
+                                    and the rules on device values only
 ``pytest-hetero/ghost-user:1``      an image whose ``USER`` has no passwd entry → ``CreateContainerError``
 ``pytest-hetero/crashing-shell:1``  an image whose entrypoint exits at once (its ``/bin/sh`` prints a line
                                     and exits 3) → ``CrashLoopBackOff``
@@ -85,6 +95,37 @@ for uuid in $(echo "${NVIDIA_VISIBLE_DEVICES:-}" | tr ',' ' '); do
 done
 """
 """The stand-in ``nvidia-smi`` of ``accel-standin:3`` (see the table above)."""
+STANDIN_SMI_LMS = STANDIN_SMI.replace("accel-standin:3", "accel-standin:4").replace(
+    '[ "$2" = "--format=csv,noheader,nounits" ]',
+    'lms=""; [ "$3" = "-lms" ] && lms=$4\n[ "$2" = "--format=csv,noheader,nounits" ]').replace(
+    "i=0\nfor uuid", "while :; do\ni=0\nfor uuid").rstrip("\n") + (
+    '\n[ -n "$lms" ] || break\nsleep "$((lms / 1000)).$(printf %03d $((lms % 1000)))"\ndone\n')
+"""``STANDIN_SMI`` that also loops as ``--query-gpu=… --format=csv,noheader,nounits -lms <ms>`` does (of
+``accel-standin:4``)."""
+
+STANDIN_NPU_SMI = r"""#!/bin/sh
+# STAND-IN npu-smi of the pytest-hetero accel-standin:4 test image: NOT Huawei's tool, no NPU is read.
+# info -t usages|memory -i N, N one of ASCEND_VISIBLE_DEVICES: the key/value layout of the real tool (captured in
+# shared/fixtures/real/npu-smi-info-t-usages-and-t-memory-npu1-32gb-hbm.txt), HBM and AI Core usage rates from
+# /tmp/hetero-standin-npu ("<id> <hbm rate %> <aicore rate %>" lines, written by the test's model), "NA" for an NPU
+# it does not list. Anything else: the device plugin's replay.
+[ "$1 $2" = "info -t" ] && [ "$4" = "-i" ] || exec /usr/local/sbin/npu-smi "$@"
+case ",${ASCEND_VISIBLE_DEVICES:-}," in *",$5,"*) ;; *) echo "Error: the npu id $5 is invalid." >&2; exit 1 ;; esac
+hbm=NA; core=NA
+if [ -r /tmp/hetero-standin-npu ]; then
+  while read -r i h c; do [ "$i" = "$5" ] && hbm=$h && core=$c; done < /tmp/hetero-standin-npu
+fi
+row() { printf '%-31s: %s\n' "$1" "$2"; }
+case "$3" in
+  usages) row "NPU ID" "$5"; row "Chip Count" 1; echo; row "DDR Capacity(MB)" 15079; row "DDR Usage Rate(%)" 14
+          row "HBM Capacity(MB)" 32768; row "HBM Usage Rate(%)" "$hbm"; row "Aicore Usage Rate(%)" "$core"
+          row "Aicpu Usage Rate(%)" 0; row "Chip ID" 0 ;;
+  memory) row "NPU ID" "$5"; row "Chip Count" 1; echo; row "DDR Capacity(MB)" 0; row "HBM Capacity(MB)" 32768
+          row "HBM Clock Speed(MHz)" 1600; row "Chip ID" 0 ;;
+  *) exec /usr/local/sbin/npu-smi "$@" ;;
+esac
+"""
+"""The stand-in ``npu-smi`` of ``accel-standin:4`` (see the table above)."""
 
 RECIPES: dict[str, tuple[str, dict[str, str]]] = {
     # :2 has python3: startup fails an image without the interpreter its models' entrypoints run
@@ -120,6 +161,10 @@ RECIPES: dict[str, tuple[str, dict[str, str]]] = {
 """Image → (Dockerfile, build-context files)."""
 RECIPES["pytest-hetero/accel-standin:3"] = (RECIPES["pytest-hetero/accel-standin:2"][0], {
     **RECIPES["pytest-hetero/accel-standin:2"][1], "root/usr/local/bin/nvidia-smi": STANDIN_SMI})
+
+RECIPES["pytest-hetero/accel-standin:4"] = (
+    f"FROM {PYTHON_BASE}\nCOPY root/ /\nENV PATH=/usr/local/bin:/usr/local/sbin:/usr/sbin:/usr/bin:/sbin:/bin\n",
+    {"root/usr/local/bin/nvidia-smi": STANDIN_SMI_LMS, "root/usr/local/bin/npu-smi": STANDIN_NPU_SMI})
 
 
 def recipe_key(name: str) -> str:

@@ -27,6 +27,7 @@ import docker
 import docker.errors
 
 from pytest_hetero.backends.docker import client as run
+from pytest_hetero.backends.docker import devices as docker_devices
 from pytest_hetero.backends.docker import jobs as docker_jobs
 from pytest_hetero.backends.docker import outage, place
 from pytest_hetero.backends.docker import usage as docker_usage
@@ -384,11 +385,14 @@ class DockerBackend(Backend):
         values = {"python": str(s.target.get("python", "python3")), **paths,
                   "outputs": f"{run_dir}/outputs.json", "provider": provider}
         argv = render_entrypoint(model.entrypoint, values)
+        user = str(workload.get("user") or run.model_user(None))
+        tool = docker_devices.tool_of(ctx.resource.type)  # GPU/NPU rows: the devices, sampled inside the container
+        refused = docker_devices.start(s.api, workload["id"], user, values["python"], run_dir, tool,
+                                       ctx.timeout_s) if tool else ""
         begun = time.time()
         try:
             result, stats = self._exec_sampled(workload, argv, run_dir, {"HETERO_EXECUTION_PROVIDER": provider},
-                                               f"/hetero/code/{model.name}", ctx.timeout_s,
-                                               str(workload.get("user") or run.model_user(None)))
+                                               f"/hetero/code/{model.name}", ctx.timeout_s, user)
         except docker.errors.APIError as exc:
             self.ensure_running(ctx, workload, "before the model run")
             raise outcome(exc, f"exec in {workload['name']}", phase="run", interpreter=values["python"]) from None
@@ -397,6 +401,8 @@ class DockerBackend(Backend):
         result.details["usage"], result.details["run_time"] = (stats.result(), stats.run_time(result.duration_s)) \
             if stats else (unavailable(NOT_SAMPLED), {name: measured(name, None, docker_usage.STATS_SOURCE,
                                                                      NOT_SAMPLED) for name in RUN_TIME_UNITS})
+        if tool:
+            docker_devices.finish(s.api, workload["id"], user, run_dir, result.details["usage"], tool, refused)
         container = workload.get("usage") or self._usage(workload)
         if container:
             result.details["workload"] = docker_usage.exec_facts(container, begun, time.time())

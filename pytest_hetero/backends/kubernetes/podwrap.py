@@ -12,9 +12,12 @@ Written in the run dir, read back and judged by the gate:
   monotonic s}`` (the files found, or null; the CPUs it may run on; when sampling began), then
   one JSON list per sample: ``[monotonic s, memory usage text, inactive file lines of memory.stat, CPU text]``
   (raw file contents, "" when unreadable, plus ``error`` text after the first failure);
-- ``.devices`` (with a device tool, ``nvidia-smi``): a header ``{"tool", "path" (null: not on PATH), "query",
-  "at", "t", "visible": NVIDIA_VISIBLE_DEVICES}``, then one JSON list per sample: ``[monotonic s, exit code,
-  stdout, stderr tail]`` of ``nvidia-smi --query-gpu=… --format=csv,noheader,nounits``;
+- ``.devices`` (with a device tool, ``nvidia-smi`` or ``npu-smi``): a header ``{"tool", "path" (null: not on
+  PATH), "query", "at", "t", "visible": NVIDIA_VISIBLE_DEVICES / ASCEND_VISIBLE_DEVICES}`` (``npu-smi``: also
+  ``"memory": {npu id: [exit code, stdout, stderr tail]}`` of ``info -t memory -i N``), then one JSON list per
+  sample: ``nvidia-smi``: ``[monotonic s, exit code, stdout, stderr tail]`` of ``--query-gpu=…
+  --format=csv,noheader,nounits``; ``npu-smi``: ``[monotonic s, {npu id: [exit code, stdout, stderr tail]}]``
+  of ``info -t usages -i N`` for each NPU of ``ASCEND_VISIBLE_DEVICES``;
 - ``.rusage``: ``{"status": wait status, "maxrss_kib", "utime", "stime" (s, the run and every descendant it
   reaped), "inherited_kib" (the wrapper's own peak RSS at the fork: where the run's ru_maxrss starts), "at": epoch s}``.
 """
@@ -28,6 +31,7 @@ import signal
 import sys
 import threading
 import time
+from typing import TextIO
 
 MEMORY = ("/sys/fs/cgroup/memory.current", "/sys/fs/cgroup/memory/memory.usage_in_bytes")
 CPU = ("/sys/fs/cgroup/cpu.stat", "/sys/fs/cgroup/cpuacct/cpuacct.usage", "/sys/fs/cgroup/cpu,cpuacct/cpuacct.usage")
@@ -72,25 +76,87 @@ QUERY = "--query-gpu=index,uuid,name,memory.used,memory.total,utilization.gpu"
 FORMAT = "--format=csv,noheader,nounits"
 
 
+def _npu_ids(visible: str | None) -> list[str]:
+    """The NPU ids of ``ASCEND_VISIBLE_DEVICES`` (``0,1``, ``0-3``); unreadable items are left out."""
+    ids: list[str] = []
+    for item in (visible or "").replace(" ", "").split(","):
+        lo, sep, hi = item.partition("-")
+        if lo.isdecimal() and (not sep or hi.isdecimal()):
+            ids.extend(str(i) for i in range(int(lo), int(hi if sep else lo) + 1))
+    return ids
+
+
 def _devices(out: str, interval: float, done: threading.Event, tool: str) -> None:
-    """Sample the devices the container sees with ``tool`` (``nvidia-smi``) every ``interval`` seconds."""
+    """Sample the devices the container sees with ``tool`` every ``interval`` seconds: ``nvidia-smi``
+    (one ``--query-gpu … -lms`` process, :func:`_looped`; else one ``--query-gpu`` call a sample) or
+    ``npu-smi`` (``info -t usages -i N`` for each NPU of ``ASCEND_VISIBLE_DEVICES`` a sample, ``info -t memory
+    -i N`` once, in the header)."""
     import shutil
     import subprocess
     path = shutil.which(tool)
+    npu = tool == "npu-smi"
+    visible = os.environ.get("ASCEND_VISIBLE_DEVICES" if npu else "NVIDIA_VISIBLE_DEVICES")
+    limit = max(5.0, 2 * interval)
+
+    def call(argv: list[str]) -> list[object]:
+        try:
+            got = subprocess.run([path or tool, *argv], capture_output=True, text=True, timeout=limit)
+            return [got.returncode, got.stdout, got.stderr[-300:]]
+        except (OSError, subprocess.SubprocessError) as exc:
+            return [None, "", f"{type(exc).__name__}: {exc}"]
+
+    ids = _npu_ids(visible) if npu else []
     with open(out, "w", buffering=1) as f:
-        f.write(json.dumps({"tool": tool, "path": path, "query": [QUERY, FORMAT], "at": time.time(),
-                            "interval": interval, "t": round(time.monotonic(), 3),
-                            "visible": os.environ.get("NVIDIA_VISIBLE_DEVICES")}) + "\n")
-        while path:
+        head: dict[str, object] = {"tool": tool, "path": path, "query": ["info", "-t", "usages"] if npu else
+                                   [QUERY, FORMAT], "at": time.time(), "interval": interval,
+                                   "t": round(time.monotonic(), 3), "visible": visible}
+        if npu and path:
+            head["memory"] = {i: call(["info", "-t", "memory", "-i", i]) for i in ids}
+        f.write(json.dumps(head) + "\n")
+        if path and not npu and _looped(f, path, interval, done):
+            return
+        while path and (ids or not npu):
             at = round(time.monotonic(), 3)
-            try:
-                got = subprocess.run([path, QUERY, FORMAT], capture_output=True, text=True,
-                                     timeout=max(5.0, 2 * interval))
-                f.write(json.dumps([at, got.returncode, got.stdout, got.stderr[-300:]]) + "\n")
-            except (OSError, subprocess.SubprocessError) as exc:
-                f.write(json.dumps([at, None, "", f"{type(exc).__name__}: {exc}"]) + "\n")
+            if npu:
+                f.write(json.dumps([at, {i: call(["info", "-t", "usages", "-i", i]) for i in ids}]) + "\n")
+            else:
+                f.write(json.dumps([at, *call([QUERY, FORMAT])]) + "\n")
             if done.wait(interval):
                 return
+
+
+def _looped(f: TextIO, path: str, interval: float, done: threading.Event) -> bool:
+    """Sample with one ``nvidia-smi --query-gpu … -lms <interval ms>`` process (NVML is opened once, not once a
+    sample): each line goes to ``f`` as it comes, timed by its block (one line per GPU; a new block starts when
+    the index does not grow), so the lines of one block share their sample time. True when it sampled until
+    ``done``; False when the tool ended first (no ``-lms``, a refusal): the caller then calls it once per
+    sample, which records each answer."""
+    import subprocess
+    try:
+        proc = subprocess.Popen([path, QUERY, FORMAT, "-lms", str(max(1, round(interval * 1000)))],
+                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, start_new_session=True)
+    except OSError:
+        return False
+
+    def stop() -> None:  # its whole process group: a child of a tool left holding the pipe would delay the end
+        done.wait()
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except OSError:  # already gone
+            pass
+
+    threading.Thread(target=stop, daemon=True).start()
+    at, last = 0.0, -1
+    assert proc.stdout is not None
+    for line in proc.stdout:  # each line as it comes, with its block's time (the gate merges a block's lines)
+        first = line.split(",", 1)[0].strip()
+        index = int(first) if first.isdecimal() else -1
+        if index <= last or not at:
+            at = round(time.monotonic(), 3)
+        f.write(json.dumps([at, 0, line, ""]) + "\n")
+        last = index
+    proc.wait()
+    return done.is_set()
 
 
 def _die_with_parent() -> None:

@@ -48,8 +48,8 @@ SOURCE = "pod-cgroup"
 NO_WRAPPER = ".nowrap"
 """File the run's shell writes in the run dir when the image has no interpreter for the wrapper."""
 FORKER = "the gate's wrapper in the pod, a python interpreter"
-DEVICE_TOOLS = {"gpu": "nvidia-smi"}
-"""Resource type → the tool the wrapper samples the container's devices with (NPUs: not yet)."""
+DEVICE_TOOLS = {"gpu": "nvidia-smi", "npu": "npu-smi"}
+"""Resource type → the tool the wrapper samples the container's devices with."""
 
 
 def wrapped(python: str, run_dir: str, argv: list[str], interval_s: float | None = None, devices: str = "-") -> str:
@@ -207,6 +207,9 @@ def add_devices(usage: dict[str, Any], text: str) -> None:
     except ValueError:
         head = {}
     tool = str(head.get("tool") or "nvidia-smi")
+    if tool == "npu-smi":
+        add_npu_devices(usage, head, lines[1:])
+        return
     visible = str(head.get("visible") or "")
     allocated = {v.strip() for v in visible.split(",") if v.strip().startswith("GPU-")}
     names: dict[str, dict[str, Any]] = {}
@@ -234,13 +237,80 @@ def add_devices(usage: dict[str, Any], text: str) -> None:
                 continue
             names[uuid] = {"name": cells[2], "memory_total_mib": _number(cells[4]), "source": tool}
             reading[uuid] = (_number(cells[3]), _number(cells[5]))
-        if reading:
-            sampler.times.append(round(float(at) - t0, 3))
-            sampler.readings.append(reading)
+        _append(sampler, round(float(at) - t0, 3), reading)
     scope = (f"{tool} --query-gpu inside the container, every {sampler.interval_s:g} s: the devices allocated to it "
              f"(NVIDIA_VISIBLE_DEVICES={visible or 'unset'})")
     why = (f"{tool} is not on PATH in the container" if not head.get("path") else
            None if sampler.readings else "no sample could be read: " + ("; ".join(sampler.errors) or "no answer"))
+    sampler.source = Source(tool, scope, names, read=(lambda: {}) if why is None else None, unavailable=why)
+    sampler.started_at = _iso(head.get("at"))
+    got = sampler.result()
+    usage["devices"] = [*usage.get("devices", []), *got["devices"]]
+    usage["device_sampling"] = {k: got[k] for k in ("source", "scope", "interval_s", "available", "unavailable",
+                                                     "samples", "errors")}
+
+
+def _append(sampler: Sampler, t_s: float, reading: dict[str, tuple[float | None, float | None]]) -> None:
+    """Add ``reading`` at ``t_s`` to ``sampler``: merged into the last sample when it has that time (the lines of
+    one ``nvidia-smi -lms`` block come one by one), nothing when empty."""
+    if reading and sampler.times and sampler.times[-1] == t_s:
+        sampler.readings[-1].update(reading)
+    elif reading:
+        sampler.times.append(t_s)
+        sampler.readings.append(reading)
+
+
+def add_npu_devices(usage: dict[str, Any], head: dict[str, Any], lines: list[str]) -> None:
+    """:func:`add_devices` for the wrapper's ``npu-smi`` samples (``head``: the ``.devices`` header, ``lines``:
+    its sample lines, see :mod:`.podwrap`): per NPU of ``ASCEND_VISIBLE_DEVICES``, HBM used MiB = ``HBM Usage
+    Rate(%)`` × ``HBM Capacity(MB)`` / 100 and utilisation = ``Aicore Usage Rate(%)`` of ``npu-smi info -t
+    usages -i N`` (key/value output, :func:`~pytest_hetero.probes.ascend_kv.parse_npu_kv`), the capacity from
+    ``info -t memory -i N`` (read once), else from ``-t usages``."""
+    from pytest_hetero.probes.ascend_kv import parse_npu_kv
+
+    def values(text: str) -> dict[str, str]:
+        chips = parse_npu_kv(str(text).splitlines()).chips()
+        return chips[0].values if chips else {}
+
+    tool, visible = "npu-smi", str(head.get("visible") or "")
+    errors: list[str] = []
+    capacity: dict[str, float | None] = {}
+    for npu, got in (head.get("memory") or {}).items():
+        if isinstance(got, list) and len(got) == 3 and got[0] == 0:
+            capacity[npu] = _number(values(got[1]).get("HBM Capacity(MB)", ""))
+        elif isinstance(got, list) and len(got) == 3 and len(errors) < 5:
+            errors.append(f"npu-smi info -t memory -i {npu} exited {got[0]}: {str(got[2]).strip()[-200:]}")
+    names: dict[str, dict[str, Any]] = {}
+    sampler = Sampler(Source(tool, ""), float(head.get("interval") or usage.get("interval_s") or SAMPLE_INTERVAL_S))
+    t0 = float(head.get("t") or 0.0)
+    for line in lines:
+        try:
+            at, per = json.loads(line)
+            at = float(at)
+        except (ValueError, TypeError):
+            continue
+        reading: dict[str, tuple[float | None, float | None]] = {}
+        for npu, got in (per or {}).items():
+            rc, out, err = got if isinstance(got, list) and len(got) == 3 else (None, "", "unreadable")
+            if rc != 0:
+                if len(errors) < 5:
+                    errors.append(f"npu-smi info -t usages -i {npu} exited {rc}: {str(err).strip()[-200:]}")
+                continue
+            kv = values(out)
+            total = capacity.get(npu) or _number(kv.get("HBM Capacity(MB)", ""))
+            rate = _number(kv.get("HBM Usage Rate(%)", ""))
+            names[f"npu{npu}"] = {"name": f"NPU {npu}", "memory_total_mib": total, "source": tool}
+            reading[f"npu{npu}"] = (None if rate is None or total is None else round(rate * total / 100.0, 1),
+                                    _number(kv.get("Aicore Usage Rate(%)", "")))
+        if reading:
+            sampler.times.append(round(at - t0, 3))
+            sampler.readings.append(reading)
+    sampler.errors = errors
+    scope = (f"npu-smi info -t usages -i N inside the container, every {sampler.interval_s:g} s: the NPUs allocated "
+             f"to it (ASCEND_VISIBLE_DEVICES={visible or 'unset'}); HBM used = HBM Usage Rate × HBM Capacity")
+    why = ("npu-smi is not on PATH in the container" if not head.get("path") else
+           "ASCEND_VISIBLE_DEVICES names no NPU in the container" if "memory" in head and not head["memory"] else
+           None if sampler.readings else "no sample could be read: " + ("; ".join(errors) or "no answer"))
     sampler.source = Source(tool, scope, names, read=(lambda: {}) if why is None else None, unavailable=why)
     sampler.started_at = _iso(head.get("at"))
     got = sampler.result()

@@ -1,0 +1,183 @@
+"""Device series of a model run and the values acceptance rules judge on them (issue 33):
+``gpu_memory_peak_mib`` and ``device_utilisation_mean`` (:mod:`pytest_hetero.probes.device_values`), the
+Kubernetes wrapper's ``npu-smi`` samples read back (:func:`~pytest_hetero.backends.kubernetes.runtime.
+add_npu_devices`) from the real tool's key/value layout (shared/fixtures/real), and the wrapper run here with the
+stand-in tools of the real node's test image on PATH (real processes; the tools' numbers are the test's)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_hetero.backends.kubernetes import runtime
+from pytest_hetero.backends.kubernetes.run import run_script
+from pytest_hetero.probes.device_values import device_run_time
+
+REAL = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "real"
+sys.path.insert(0, str(Path(__file__).parent / "kubernetes"))
+import realimages  # noqa: E402
+
+SETTLED = "import time; time.sleep(0.9)"
+
+
+def _real_npu_blocks() -> tuple[str, str]:
+    """(``npu-smi info -t usages -i 1`` output, ``-t memory -i 1`` output) of the real capture."""
+    text = (REAL / "npu-smi-info-t-usages-and-t-memory-npu1-32gb-hbm.txt").read_text()
+    usages, memory = text.split("npu-smi info -t memory -i 1")
+    return usages.split("npu-smi info -t usages -i 1", 1)[1], memory
+
+
+def test_npu_smi_samples_of_the_real_layout_give_hbm_used_and_aicore_of_the_allocated_npu() -> None:
+    usages, memory = _real_npu_blocks()
+    busy = usages.replace("HBM Usage Rate(%)              : 0", "HBM Usage Rate(%)              : 25") \
+                 .replace("Aicore Usage Rate(%)           : 0", "Aicore Usage Rate(%)           : 60")
+    head = {"tool": "npu-smi", "path": "/usr/local/sbin/npu-smi", "visible": "1", "interval": 1.0, "t": 10.0,
+            "at": 1.7e9, "memory": {"1": [0, memory, ""]}}
+    lines = [json.dumps([10.0, {"1": [0, usages, ""]}]), json.dumps([11.0, {"1": [0, busy, ""]}]),
+             json.dumps([12.0, {"1": [1, "", "Error: the npu id 1 is invalid."]}])]
+    usage: dict[str, Any] = {"source": "pod-cgroup", "devices": [{"id": "container", "memory_high_water_mib": 80.0}]}
+    runtime.add_devices(usage, "\n".join([json.dumps(head), *lines]))
+    container, npu = usage["devices"]
+    assert (npu["id"], npu["name"], npu["source"], npu["memory_total_mib"]) == ("npu1", "NPU 1", "npu-smi", 32768.0)
+    # the real capture's 0 % is a reading (an idle NPU), kept as 0; 25 % of 32768 MB HBM = 8192 MiB
+    assert npu["series"] == {"t_s": [0.0, 1.0], "memory_used_mib": [0.0, 8192.0], "utilisation_pct": [0.0, 60.0]}
+    sampling = usage["device_sampling"]
+    assert (sampling["source"], sampling["available"], sampling["samples"]) == ("npu-smi", True, 2)
+    assert sampling["errors"] == ["npu-smi info -t usages -i 1 exited 1: Error: the npu id 1 is invalid."]
+    assert "ASCEND_VISIBLE_DEVICES=1" in sampling["scope"]
+    values = device_run_time(usage, "npu", "kubernetes")
+    assert values["gpu_memory_peak_mib"]["value"] == 8192.0  # the container's 80 MiB is not a device
+    assert values["device_utilisation_mean"]["value"] == 0.3
+    assert values["gpu_memory_peak_mib"]["source"].startswith("npu-smi: highest device memory used in any sample "
+                                                              "of device(s) npu1 (npu-smi info -t usages")
+
+
+def test_a_missing_tool_or_no_device_is_stated_never_zero() -> None:
+    missing: dict[str, Any] = {"source": "pod-cgroup", "devices": []}
+    runtime.add_devices(missing, json.dumps({"tool": "npu-smi", "path": None, "visible": "0", "t": 0}))
+    assert missing["device_sampling"]["unavailable"] == "npu-smi is not on PATH in the container"
+    for got in device_run_time(missing, "npu", "kubernetes").values():
+        assert (got["value"], got["unavailable"]) == (None, "npu-smi: npu-smi is not on PATH in the container")
+    none: dict[str, Any] = {"source": "pod-cgroup", "devices": []}
+    runtime.add_devices(none, json.dumps({"tool": "npu-smi", "path": "/x/npu-smi", "visible": "", "memory": {}}))
+    assert none["device_sampling"]["unavailable"] == "ASCEND_VISIBLE_DEVICES names no NPU in the container"
+    cpu = device_run_time({"source": "docker-stats", "available": True, "devices": [{"id": "container"}]}, "cpu",
+                          "docker")
+    assert cpu["device_utilisation_mean"] == {
+        "value": None, "unit": "ratio", "source": "the docker engine's device sampling", "measured_by": "gate",
+        "unavailable": "a cpu resource: no accelerator device was allocated to the run"}
+    assert device_run_time(None, "gpu", "local")["gpu_memory_peak_mib"]["unavailable"] == \
+        "the local engine sampled no device of this gpu resource during the run"
+
+
+def test_every_sample_not_available_is_none_with_why() -> None:
+    usage: dict[str, Any] = {"source": "pod-cgroup", "devices": []}
+    head = {"tool": "nvidia-smi", "path": "/usr/local/bin/nvidia-smi", "visible": "GPU-a", "t": 0.0}
+    na = "0, GPU-a, NVIDIA H100 80GB HBM3, [N/A], 81559, [N/A]\n"
+    runtime.add_devices(usage, "\n".join([json.dumps(head), json.dumps([0.5, 0, na, ""])]))
+    got = device_run_time(usage, "gpu", "kubernetes")
+    assert (got["gpu_memory_peak_mib"]["value"], got["device_utilisation_mean"]["value"]) == (None, None)
+    assert got["gpu_memory_peak_mib"]["unavailable"] == ("nvidia-smi read no memory figure of device(s) GPU-a in any "
+                                                        "sample (each was not available)")
+
+
+def test_local_nvml_series_give_the_same_values() -> None:
+    usage = {"source": "nvml", "scope": "each GPU as a whole", "available": True, "devices": [
+        {"id": "0", "memory_high_water_mib": 30000.0, "utilisation_mean_pct": 40.0},
+        {"id": "1", "memory_high_water_mib": 12000.5, "utilisation_mean_pct": 90.0}]}
+    got = device_run_time(usage, "gpu", "local")
+    assert (got["gpu_memory_peak_mib"]["value"], got["device_utilisation_mean"]["value"]) == (30000.0, 0.65)
+    assert got["device_utilisation_mean"]["source"] == ("nvml: mean over device(s) 0, 1 of each one's mean "
+                                                        "utilisation over its samples, 0-1 (each GPU as a whole)")
+
+
+@pytest.fixture
+def standin_tools(tmp_path: Path) -> Path:
+    """A bin folder with the real node image's stand-in ``npu-smi`` (it reads its values from
+    ``/tmp/hetero-standin-npu``)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "npu-smi").write_text(realimages.STANDIN_NPU_SMI)
+    (bin_dir / "npu-smi").chmod(0o755)
+    return bin_dir
+
+
+def test_the_wrapper_samples_the_allocated_npus_with_npu_smi(tmp_path: Path, standin_tools: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """The stand-in reads /tmp/hetero-standin-npu; this test owns it for its run (removed after)."""
+    values_file = Path("/tmp/hetero-standin-npu")
+    assert not values_file.exists(), "another run of this test holds /tmp/hetero-standin-npu"
+    values_file.write_text("2 50 70\n5 90 90\n")  # NPU 5 is not allocated to the run: left out
+    try:
+        monkeypatch.setenv("PATH", f"{standin_tools}:{os.environ['PATH']}")
+        monkeypatch.setenv("ASCEND_VISIBLE_DEVICES", "2")
+        saved, runtime.SAMPLE_INTERVAL_S = runtime.SAMPLE_INTERVAL_S, 0.2
+        try:
+            script = run_script([sys.executable, "-c", SETTLED], str(tmp_path / "run"), str(tmp_path), {},
+                                sys.executable, "npu-smi")
+        finally:
+            runtime.SAMPLE_INTERVAL_S = saved
+        done = subprocess.run(["/bin/sh", "-c", script], capture_output=True, text=True, timeout=60)
+    finally:
+        values_file.unlink()
+    assert done.returncode == 0, done.stderr
+    run_dir = tmp_path / "run"
+    files = {n: (run_dir / n).read_text() if (run_dir / n).exists() else ""
+             for n in (".rusage", runtime.NO_WRAPPER, ".samples", ".devices")}
+    usage, _ = runtime.read_back(files, None, 1.0, "p")
+    container, npu = usage["devices"]
+    assert npu["id"] == "npu2" and npu["memory_total_mib"] == 32768.0
+    assert set(npu["series"]["memory_used_mib"]) == {16384.0} and set(npu["series"]["utilisation_pct"]) == {70.0}
+    assert usage["device_sampling"]["samples"] >= 3 and usage["device_sampling"]["interval_s"] == 0.2
+    got = device_run_time(usage, "npu", "kubernetes")
+    assert (got["gpu_memory_peak_mib"]["value"], got["device_utilisation_mean"]["value"]) == (16384.0, 0.7)
+
+
+def test_the_wrapper_samples_gpus_with_one_looping_nvidia_smi(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``accel-standin:4``'s stand-in ``nvidia-smi`` loops with ``-lms`` as the real one does: one process for the
+    run, one block of lines (one per GPU) per sample; the devices not allocated are left out."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    calls = tmp_path / "calls"
+    # the stand-in, logging each start (a second start would mean the per-sample fallback ran)
+    (bin_dir / "nvidia-smi").write_text(realimages.STANDIN_SMI_LMS.replace(
+        "fields=", f'echo "$*" >> {calls}\nfields=', 1))
+    (bin_dir / "nvidia-smi").chmod(0o755)
+    values_file = Path("/tmp/hetero-standin-smi")
+    assert not values_file.exists(), "another run of this test holds /tmp/hetero-standin-smi"
+    values_file.write_text("GPU-b 30000 40\n")
+    try:
+        monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+        monkeypatch.setenv("NVIDIA_VISIBLE_DEVICES", "GPU-a,GPU-b")
+        saved, runtime.SAMPLE_INTERVAL_S = runtime.SAMPLE_INTERVAL_S, 0.2
+        try:
+            script = run_script([sys.executable, "-c", SETTLED], str(tmp_path / "run"), str(tmp_path), {},
+                                sys.executable, "nvidia-smi")
+        finally:
+            runtime.SAMPLE_INTERVAL_S = saved
+        done = subprocess.run(["/bin/sh", "-c", script], capture_output=True, text=True, timeout=60)
+    finally:
+        values_file.unlink()
+    assert done.returncode == 0, done.stderr
+    assert calls.read_text().splitlines() == [
+        "--query-gpu=index,uuid,name,memory.used,memory.total,utilization.gpu --format=csv,noheader,nounits -lms 200"]
+    run_dir = tmp_path / "run"
+    files = {n: (run_dir / n).read_text() if (run_dir / n).exists() else ""
+             for n in (".rusage", runtime.NO_WRAPPER, ".samples", ".devices")}
+    usage, _ = runtime.read_back(files, None, 1.0, "p")
+    _, idle, gpu = usage["devices"]
+    assert (idle["id"], gpu["id"], gpu["memory_total_mib"]) == ("GPU-a", "GPU-b", 81559.0)
+    times = gpu["series"]["t_s"]
+    # one sample per block: the two lines of a block (written one by one) are merged into one
+    assert len(times) >= 3 and times == sorted(times) and len(set(times)) == len(times) == usage["device_sampling"][
+        "samples"]
+    assert set(idle["series"]["memory_used_mib"]) == {None}  # [N/A]: not read, never 0
+    assert set(gpu["series"]["memory_used_mib"]) == {30000.0} and set(gpu["series"]["utilisation_pct"]) == {40.0}
+    got = device_run_time(usage, "gpu", "kubernetes")
+    assert (got["gpu_memory_peak_mib"]["value"], got["device_utilisation_mean"]["value"]) == (30000.0, 0.4)
