@@ -217,3 +217,17 @@ def test_probe_from_reads_kernel_log_without_xid_and_keeps_wall_clock() -> None:
     xid = parse_captured("nvidia", "Mar  3 04:11:52 node kernel: [1234.5] NVRM: Xid (PCI:0000:3b:00): 79, pid=1, "
                                    "name=x, GPU has fallen off the bus.\n")
     assert xid.extra["xid_events"][0]["timestamp"] == "Mar  3 04:11:52"
+
+
+def test_a_containers_state_fields_pasted_alone_are_read() -> None:
+    """``kubectl describe pod``'s State / Last State lines copied without ``Containers:`` or the container's name
+    above them (indented as kubectl prints them, or not): the OOM kill and the back-off are read, owned by the
+    algorithm team as in the whole describe output."""
+    fields = ("State:          Waiting\n  Reason:       CrashLoopBackOff\nLast State:     Terminated\n"
+              "  Reason:       OOMKilled\n  Exit Code:    137\n  Started:      Mon, 01 Dec 2026 10:00:00 +0000\n"
+              "  Finished:     Mon, 01 Dec 2026 10:00:05 +0000\nReady:          False\nRestart Count:  4\n")
+    for indent in ("", "    "):
+        report = explain_text("".join(indent + line + "\n" for line in fields.splitlines()))
+        assert [b.kind for b in report.blocks] == ["describe-pod"]
+        assert sorted((f.code, f.owner) for f in report.findings if f.severity != "info") == [
+            ("crash_loop", "algorithm"), ("oom_killed", "algorithm")]
