@@ -18,6 +18,7 @@ import pytest
 from pytest_hetero.backends.kubernetes import runtime
 from pytest_hetero.backends.kubernetes.run import run_script
 from pytest_hetero.probes.device_values import device_run_time
+from pytest_hetero.probes.usage import IN_WORKLOAD
 
 REAL = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "real"
 sys.path.insert(0, str(Path(__file__).parent / "kubernetes"))
@@ -70,7 +71,8 @@ def test_a_missing_tool_or_no_device_is_stated_never_zero() -> None:
     cpu = device_run_time({"source": "docker-stats", "available": True, "devices": [{"id": "container"}]}, "cpu",
                           "docker")
     assert cpu["device_utilisation_mean"] == {
-        "value": None, "unit": "ratio", "source": "the docker engine's device sampling", "measured_by": "gate",
+        "value": None, "unit": "ratio", "source": "the docker engine's device sampling", "measured_by": IN_WORKLOAD,
+        "in_workload": True,
         "unavailable": "a cpu resource: no accelerator device was allocated to the run"}
     assert device_run_time(None, "gpu", "local")["gpu_memory_peak_mib"]["unavailable"] == \
         "the local engine sampled no device of this gpu resource during the run"

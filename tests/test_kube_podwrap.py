@@ -15,6 +15,7 @@ from typing import Any
 
 from pytest_hetero.backends.kubernetes import runtime
 from pytest_hetero.backends.kubernetes.run import run_script
+from pytest_hetero.probes.usage import IN_WORKLOAD
 
 HOLD = "b = bytearray(96 * 2**20); b[::4096] = b'x' * (96 * 256); import time; time.sleep(0.7)"
 
@@ -42,7 +43,7 @@ def test_the_run_is_measured_its_own_peak_rss_and_cpu_and_the_cgroup_series(tmp_
     assert rc == 0 and (tmp_path / "run" / ".rc").read_text().strip() == "0"
     peak, cpu = values["memory_peak_mib"], values["cpu_s"]
     assert 96 < peak["value"] < 160 and "unavailable" not in peak  # the 96 MiB held + the interpreter
-    assert peak["source"].endswith("taken inside the pod by the gate's wrapper") and peak["measured_by"] == "gate"
+    assert peak["source"].endswith("taken inside the pod by the gate's wrapper") and peak["measured_by"] == IN_WORKLOAD and peak["in_workload"]
     assert 0 < cpu["value"] < 5
     assert (usage["source"], usage["available"], usage["interval_s"], usage["errors"]) == ("pod-cgroup", True, 0.2, [])
     assert usage["samples"] >= 3  # at the start, every 0.2 s of the 0.7 s+ run, at its end

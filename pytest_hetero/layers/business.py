@@ -98,7 +98,8 @@ def _failed_text(failed: list[dict[str, Any]]) -> str:
                      + (f" {r['unit']}" if r.get("unit") else "")
                      + (f" ({r['detail']})" if r["detail"] else "")
                      + (f" [{r['provenance']['source']}]" if r.get("provenance", {}).get("source") in
-                        ("computed", "measured") else "")  # a self-reported value's detail says so
+                        ("computed", "measured", "measured_in_workload")
+                        else "")  # a self-reported value's detail says so
                      for r in failed)
 
 

@@ -81,8 +81,10 @@ def run_time_of(ctx: LayerContext, parts: tuple[str, ...], run: int = 0) -> dict
 def add_run_time(gate: Any, values: dict[str, Any] | None) -> None:
     """Add the run-time ``values`` (:func:`run_time_of`) to ``gate`` (a
     :class:`~pytest_hetero.matrix.acceptance.GateValues`): a measured number with provenance ``{"source":
-    "measured", "by": "the gate: <its source>", "unit"}``, or, when it could not be measured, why (a rule on it
-    is then not evaluable, never judged on 0). None: the model run was not in this process, said per name."""
+    "measured", "by": "the gate: <its source>", "unit"}`` (``measured_in_workload`` when the gate's sampler took
+    it inside the model's container, where the code under test can overwrite it), or, when it could not be
+    measured, why (a rule on it is then not evaluable, never judged on 0). None: the model run was not in this
+    process, said per name."""
     from pytest_hetero.probes.device_values import DEVICE_RUN_TIME_UNITS
     from pytest_hetero.probes.usage import RUN_TIME_UNITS
 
@@ -91,7 +93,8 @@ def add_run_time(gate: Any, values: dict[str, Any] | None) -> None:
         got: dict[str, Any] = found if isinstance(found, dict) else {}
         value = got.get("value")
         if isinstance(value, (int, float)) and not isinstance(value, bool):
-            gate.values[name] = (float(value), {"source": "measured", "by": f"the gate: {got.get('source')}",
+            where = "measured_in_workload" if got.get("in_workload") else "measured"
+            gate.values[name] = (float(value), {"source": where, "by": f"the gate: {got.get('source')}",
                                                 "unit": got.get("unit")})
             continue
         gate.values.pop(name, None)

@@ -64,10 +64,15 @@ def device_run_time(usage: dict[str, Any] | None, resource_type: str, engine: st
     ``engine`` (its name) only word the reason of a value that could not be measured. Never raises."""
     usage = usage if isinstance(usage, dict) else {}
     devices = _accelerators(usage)
+    from pytest_hetero.probes.usage import inside
+
+    # Docker and Kubernetes sample the devices with the image's tool inside the model's container; locally the
+    # gate's own process reads them (NVML / npu-smi on the host)
+    marked = inside if engine in ("docker", "kubernetes") else (lambda values: values)
     if not devices:
         why = _why_none(usage, resource_type, engine)
-        return {name: value(name, None, f"the {engine} engine's device sampling", why)
-                for name in DEVICE_RUN_TIME_UNITS}
+        return marked({name: value(name, None, f"the {engine} engine's device sampling", why)
+                       for name in DEVICE_RUN_TIME_UNITS})
     tool = str(devices[0].get("source") or usage.get("source"))
     sampling = usage.get("device_sampling")
     scope = str((sampling if isinstance(sampling, dict) else usage).get("scope") or "")
@@ -76,7 +81,7 @@ def device_run_time(usage: dict[str, Any] | None, resource_type: str, engine: st
              if isinstance(d.get("memory_high_water_mib"), (int, float))]
     means = [float(d["utilisation_mean_pct"]) for d in devices
              if isinstance(d.get("utilisation_mean_pct"), (int, float))]
-    return {
+    return marked({
         "gpu_memory_peak_mib": value(
             "gpu_memory_peak_mib", max(peaks) if peaks else None,
             f"{tool}: highest device memory used in any sample of device(s) {ids} ({scope})",
@@ -85,4 +90,4 @@ def device_run_time(usage: dict[str, Any] | None, resource_type: str, engine: st
             "device_utilisation_mean", sum(means) / len(means) / 100.0 if means else None,
             f"{tool}: mean over device(s) {ids} of each one's mean utilisation over its samples, 0-1 ({scope})",
             f"{tool} read no utilisation of device(s) {ids} in any sample (each was not available)"),
-    }
+    })

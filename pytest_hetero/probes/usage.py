@@ -496,6 +496,19 @@ def measured(name: str, value: float | None, source: str, why: str | None = None
     return out
 
 
+IN_WORKLOAD = "gate, sampled inside the workload (its samples are writable by the code under test)"
+"""``measured_by`` of a value whose samples the gate's sampler took inside the model's container or pod: a run
+written to deceive can overwrite them before the gate reads them back (docs/run-time-evidence.md)."""
+
+
+def inside(values: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Mark each of ``values`` (:func:`measured`'s shape) as sampled inside the workload: ``measured_by``
+    :data:`IN_WORKLOAD`, ``in_workload`` True. Returns ``values``."""
+    for value in values.values():
+        value.update(measured_by=IN_WORKLOAD, in_workload=True)
+    return values
+
+
 def peak_rss(child_kib: int, inherited_kib: int,
              forker: str = "the session sandbox's supervisor, or the gate") -> tuple[float | None, dict[str, str]]:
     """The run's peak RSS in MiB from its ``wait4`` ``ru_maxrss`` (KiB), or None and why.

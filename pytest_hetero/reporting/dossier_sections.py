@@ -217,7 +217,8 @@ def observed(t: Text, result: RuleResult) -> str:
     shown = _observed(t, result)
     provenance = result.get("provenance")
     source = provenance.get("source") if provenance else None
-    if result.get("observed") is None or source not in ("computed", "measured", "self_reported"):
+    if result.get("observed") is None or source not in ("computed", "measured", "measured_in_workload",
+                                                                     "self_reported"):
         return shown
     return f"{shown} · {t(f'prov.{source}')}"
 

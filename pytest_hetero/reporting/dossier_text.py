@@ -286,6 +286,8 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "unit.share": ("{value} ({percent} %)", "{value}（{percent}%）"),
     "prov.computed": ("computed", "门禁计算"),
     "prov.measured": ("measured", "门禁测量"),
+    "prov.measured_in_workload": ("measured inside the workload (the code under test can overwrite these samples)",
+                                  "在工作负载内测量（被测代码可改写这些采样）"),
     "prov.self_reported": ("self-reported, not verified", "模型自报，未经验证"),
     # operations
     "ops.source": ("Source", "数据来源"),

@@ -22,6 +22,8 @@ from typing import Any
 import pytest
 from dockerkit import COMBO, ONNX_IMAGE, SHELL_IMAGE, docker_matrix, evidence, items, leftovers
 
+from pytest_hetero.probes.usage import IN_WORKLOAD
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "kubernetes"))
 import realimages  # noqa: E402
 
@@ -96,7 +98,7 @@ def test_device_rules_pass_and_fail_on_the_containers_devices_and_a_missing_tool
         results = _data(it[f"{row}::sa::{COMBO}::business"], "business.rules")["results"]
         assert [(r["name"], r["verdict"], r["observed"]) for r in results] == [
             ("device-memory", "pass", peak), ("device-busy", "fail", mean)]
-        assert results[0]["provenance"] == {"source": "measured", "unit": "MiB",
+        assert results[0]["provenance"] == {"source": "measured_in_workload", "unit": "MiB",
                                             "by": f"the gate: {values['gpu_memory_peak_mib']['source']}"}
     plain = it[f"gpu::plain::{COMBO}::model"]
     assert plain["status"] == "passed", plain.get("failure")
@@ -104,7 +106,8 @@ def test_device_rules_pass_and_fail_on_the_containers_devices_and_a_missing_tool
     assert (sampling["available"], sampling["unavailable"]) == (False, "nvidia-smi is not on PATH in the container")
     values = _data(plain, "model.run_time")["values"]
     assert values["gpu_memory_peak_mib"] == {
-        "value": None, "unit": "MiB", "source": "the docker engine's device sampling", "measured_by": "gate",
+        "value": None, "unit": "MiB", "source": "the docker engine's device sampling", "measured_by": IN_WORKLOAD,
+        "in_workload": True,
         "unavailable": "nvidia-smi: nvidia-smi is not on PATH in the container"}
     results = _data(it[f"gpu::plain::{COMBO}::business"], "business.rules")["results"]
     assert [r["verdict"] for r in results] == ["not_evaluable", "not_evaluable"]

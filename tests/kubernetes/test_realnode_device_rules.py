@@ -89,7 +89,7 @@ def test_device_memory_and_utilisation_rules_pass_and_fail_on_the_allocated_devi
         results: list[dict[str, Any]] = data(business, "business.rules")["results"]
         assert [(r["name"], r["verdict"], r["observed"]) for r in results] == [
             ("device-memory", "pass", peak), ("device-busy", "fail", mean)]
-        assert results[1]["provenance"] == {"source": "measured", "unit": "ratio",
+        assert results[1]["provenance"] == {"source": "measured_in_workload", "unit": "ratio",
                                             "by": f"the gate: {values['device_utilisation_mean']['source']}"}
         assert business["failure"]["category"] == "acceptance_failed"
     # queue and placement times per pool, from the real kubelet's pod conditions (1 s resolution)

@@ -15,6 +15,8 @@ import pytest
 import realimages
 from realkit import COMBO, GPU, STANDIN, controls, data, real_matrix, run
 
+from pytest_hetero.probes.usage import IN_WORKLOAD
+
 if TYPE_CHECKING:
     from conftest import RealNodeCluster
 
@@ -82,14 +84,14 @@ def test_model_run_in_the_pod_is_measured_inside_it_and_judged_on_its_peak(
     assert series["utilisation_pct"][0] is None  # no CPU delta before the second sample: not read, never 0
     peak = values["memory_peak_mib"]
     # the model's own peak RSS (wait4 of its process tree in the pod): the 160 MiB held + the interpreter
-    assert 160 < peak["value"] < 512 and peak["measured_by"] == "gate"
+    assert 160 < peak["value"] < 512 and peak["measured_by"] == IN_WORKLOAD
     assert peak["source"] == ("wait4 rusage ru_maxrss of the model run's process tree (peak RSS of its largest "
                               "process), taken inside the pod by the gate's wrapper")
     assert 0 < values["cpu_s"]["value"] < 60 and "unavailable" not in values["cpu_s"]
     results = data(got[f"cpu::py::{COMBO}::business"], "business.rules")["results"]
     assert [(r["name"], r["verdict"]) for r in results] == [("memory-roomy", "pass"), ("memory-tight", "fail")]
     for r in results:
-        assert r["observed"] == peak["value"] and r["provenance"] == {"source": "measured", "unit": "MiB",
+        assert r["observed"] == peak["value"] and r["provenance"] == {"source": "measured_in_workload", "unit": "MiB",
                                                                       "by": f"the gate: {peak['source']}"}
     assert got[f"cpu::py::{COMBO}::business"]["failure"]["category"] == "acceptance_failed"
 

@@ -33,6 +33,7 @@ from pytest_hetero.probes.usage import (
     Sampler,
     Source,
     cpu_seconds_of,
+    inside,
     measured,
     peak_rss,
     rusage_run_time,
@@ -110,12 +111,12 @@ def read_back(files: dict[str, str], why: str | None, run_s: float, pod: str) ->
     if why is None and nowrap:
         why = f"the image has no {nowrap} to run the gate's in-pod wrapper (rusage and cgroup samples)"
     if why is not None:
-        return unavailable(why), {name: measured(name, None, f"in-pod wrapper ({SOURCE})", why)
-                                  for name in RUN_TIME_UNITS}
+        return unavailable(why), inside({name: measured(name, None, f"in-pod wrapper ({SOURCE})", why)
+                                         for name in RUN_TIME_UNITS})
     usage = _series(files.get(".samples", ""), pod)
     if files.get(".devices", "").strip():
         add_devices(usage, files[".devices"])
-    return usage, _rusage(files.get(".rusage", ""), run_s)
+    return usage, inside(_rusage(files.get(".rusage", ""), run_s))
 
 
 def _rusage(text: str, run_s: float) -> dict[str, Any]:
