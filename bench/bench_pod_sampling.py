@@ -39,6 +39,7 @@ from pytest_hetero.backends.kubernetes import podexec as kube_exec
 from pytest_hetero.backends.kubernetes import runtime
 from pytest_hetero.backends.kubernetes.run import exit_confirmed, run_model
 from pytest_hetero.backends.kubernetes.scheduling import KEEP_ALIVE
+from pytest_hetero.probes import inworkload
 
 IMAGE = "pytest-hetero/accel-standin:4"
 """The node's Python image plus the stand-in ``nvidia-smi`` (every way runs in it: the same image for all)."""
@@ -89,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
                 confirmed = kube_exec.run(core, namespace, pod, "workload", ["cat", f"{run_dir}/.rc"], 15)
                 assert confirmed.stdout.strip() == "0"
             else:  # the engine now: the wrapped run, its exit status and evidence files read back by one exec
-                runtime.SAMPLE_INTERVAL_S = 0.1 if way == "wrap 100 ms" else 1.0
+                inworkload.SAMPLE_INTERVAL_S = 0.1 if way == "wrap 100 ms" else 1.0
                 done = run_model(core, namespace, pod, ["python3", "-c", code], run_dir, "/tmp", {}, 120,
                                  python="python3", devices="nvidia-smi" if way.endswith("smi") else "-")
                 dumped: dict[str, str] = {}

@@ -103,3 +103,14 @@ def gone(marker: str, within_s: float = 5.0) -> list[int]:
     while survivors(marker) and time.monotonic() < deadline:
         time.sleep(0.05)
     return survivors(marker)
+
+
+def ctrl_c_reaches() -> None:
+    """``preexec_fn`` of a gate started to be interrupted: SIGINT back to its default, so the child's Python
+    turns it into KeyboardInterrupt as a terminal's would. A process started in the background of a
+    non-interactive shell (``cmd &``, e.g. a CI wrapper) inherits SIGINT ignored, and Python keeps an ignored
+    SIGINT ignored: the Ctrl-C the test sends would never arrive."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+

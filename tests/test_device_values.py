@@ -17,6 +17,7 @@ import pytest
 
 from pytest_hetero.backends.kubernetes import runtime
 from pytest_hetero.backends.kubernetes.run import run_script
+from pytest_hetero.probes import inworkload
 from pytest_hetero.probes.device_values import device_run_time
 from pytest_hetero.probes.usage import IN_WORKLOAD
 
@@ -119,12 +120,12 @@ def test_the_wrapper_samples_the_allocated_npus_with_npu_smi(tmp_path: Path, sta
     try:
         monkeypatch.setenv("PATH", f"{standin_tools}:{os.environ['PATH']}")
         monkeypatch.setenv("ASCEND_VISIBLE_DEVICES", "2")
-        saved, runtime.SAMPLE_INTERVAL_S = runtime.SAMPLE_INTERVAL_S, 0.2
+        saved, inworkload.SAMPLE_INTERVAL_S = inworkload.SAMPLE_INTERVAL_S, 0.2
         try:
             script = run_script([sys.executable, "-c", SETTLED], str(tmp_path / "run"), str(tmp_path), {},
                                 sys.executable, "npu-smi")
         finally:
-            runtime.SAMPLE_INTERVAL_S = saved
+            inworkload.SAMPLE_INTERVAL_S = saved
         done = subprocess.run(["/bin/sh", "-c", script], capture_output=True, text=True, timeout=60)
     finally:
         values_file.unlink()
@@ -157,12 +158,12 @@ def test_the_wrapper_samples_gpus_with_one_looping_nvidia_smi(tmp_path: Path, mo
     try:
         monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
         monkeypatch.setenv("NVIDIA_VISIBLE_DEVICES", "GPU-a,GPU-b")
-        saved, runtime.SAMPLE_INTERVAL_S = runtime.SAMPLE_INTERVAL_S, 0.2
+        saved, inworkload.SAMPLE_INTERVAL_S = inworkload.SAMPLE_INTERVAL_S, 0.2
         try:
             script = run_script([sys.executable, "-c", SETTLED], str(tmp_path / "run"), str(tmp_path), {},
                                 sys.executable, "nvidia-smi")
         finally:
-            runtime.SAMPLE_INTERVAL_S = saved
+            inworkload.SAMPLE_INTERVAL_S = saved
         done = subprocess.run(["/bin/sh", "-c", script], capture_output=True, text=True, timeout=60)
     finally:
         values_file.unlink()

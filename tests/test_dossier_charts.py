@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from pytest_hetero.reporting.dossier_charts import BARS, HEIGHT, LEFT, TOP, queue_charts, usage_charts
+from pytest_hetero.evidence.queue_times import queue_times
+from pytest_hetero.reporting.dossier_charts import HEIGHT, LEFT, TOP, queue_charts, usage_charts
 from pytest_hetero.reporting.dossier_text import Text
 
 
@@ -44,10 +45,21 @@ def test_fewer_than_two_points_or_an_unavailable_sampler_draw_nothing() -> None:
                       "utilisation_pct": ["x", True]}) == []
 
 
-def test_queue_percentiles_are_nearest_rank_over_every_wait_of_the_pool() -> None:
-    waits = [("gpu", f"item-{k}", float(k)) for k in range(1, 31)] + [("cpu", "c", -0.4)]
-    [cpu, gpu] = queue_charts(Text("en"), waits)
-    assert cpu["summary"] == "Pool cpu: 1 workload(s), wait p50 0 s, p95 0 s, max 0 s"
-    assert gpu["summary"] == "Pool gpu: 30 workload(s), wait p50 15 s, p95 29 s, max 30 s"
-    assert (len(gpu["bars"]), gpu["more"]) == (BARS, 30 - BARS)
-    assert [b["item"] for b in gpu["bars"][:2]] == ["item-30", "item-29"]  # the longest first
+def test_the_queue_picture_draws_the_ledgers_percentiles_per_pool() -> None:
+    """The bars and the summary are the usage ledger's figures (queue_times: the one place percentiles are
+    computed), per pool: 30 GPU workloads waiting 1..30 s and starting in 2 s; one CPU workload placed within the
+    second of its submission (0, the lower bound) that never started (its start span unknown, never 0)."""
+    workloads = {f"g{k}": {"_nodeid": f"m.yaml::gpu::img::scheduling#{k}", "submitted": 1000.0,
+                           "placed": 1000.0 + k, "started": 1002.0 + k} for k in range(1, 31)}
+    workloads["c"] = {"_nodeid": "m.yaml::cpu::img::scheduling", "submitted": 1000.4, "placed": 1000.0}
+    pools = queue_times(workloads)["pools"]
+    [cpu, gpu] = queue_charts(Text("en"), pools)
+    assert cpu["summary"] == ("Pool cpu: 1 workload(s); wait 1 measured, p50 0 s, p95 0 s, max 0 s; start not "
+                              "recorded; 1 span(s) without a recorded time")
+    assert gpu["summary"] == ("Pool gpu: 30 workload(s); wait 30 measured, p50 15 s, p95 29 s, max 30 s; start 30 "
+                              "measured, p50 2 s, p95 2 s, max 2 s; 0 span(s) without a recorded time")
+    assert [(b["item"], b["label"]) for b in gpu["bars"]] == [
+        ("wait p50", "15 s"), ("wait p95", "29 s"), ("wait max", "30 s"),
+        ("start p50", "2 s"), ("start p95", "2 s"), ("start max", "2 s")]
+    assert gpu["bars"][2]["width"] == 110.0 and gpu["bars"][0]["width"] == 55.0  # scaled to the longest
+    assert queue_charts(Text("en"), {"npu": {"workloads": 2, "unknown": {"wait_s": 2}}}) == []

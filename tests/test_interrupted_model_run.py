@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support import DIGITS, MODEL_SHA, matrix_text
+from support import DIGITS, MODEL_SHA, ctrl_c_reaches, matrix_text
 
 # its matrices sit in a temporary folder and name the repository's cases/ (or a neighbouring temporary
 # folder) by absolute path, which path containment refuses unless allowed (suite_setup.outside_inputs)
@@ -60,7 +60,8 @@ def _pytest(tmp_path: Path) -> subprocess.Popen[str]:
     return subprocess.Popen([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:randomly",
                              "intr.matrix.yaml", "--hetero-run-id", "r1", "--rootdir", str(tmp_path)],
                             cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+                            start_new_session=True, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                            preexec_fn=ctrl_c_reaches)
 
 
 def _outcome(tmp_path: Path) -> tuple[dict[str, str], dict[str, str], Any]:

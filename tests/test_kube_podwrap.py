@@ -1,4 +1,4 @@
-"""The gate's in-pod wrapper of a Kubernetes model run (:mod:`pytest_hetero.backends.kubernetes.podwrap`), run
+"""The gate's in-pod wrapper of a Kubernetes model run (:mod:`pytest_hetero.probes.podwrap`), run
 here by the same ``/bin/sh`` script the engine execs in the pod (:func:`~pytest_hetero.backends.kubernetes.run.
 run_script`): real processes, real ``wait4`` rusage, this machine's real cgroup files. The pod itself is in
 tests/kubernetes/test_realnode_runtime.py."""
@@ -15,6 +15,7 @@ from typing import Any
 
 from pytest_hetero.backends.kubernetes import runtime
 from pytest_hetero.backends.kubernetes.run import run_script
+from pytest_hetero.probes import inworkload
 from pytest_hetero.probes.usage import IN_WORKLOAD
 
 HOLD = "b = bytearray(96 * 2**20); b[::4096] = b'x' * (96 * 256); import time; time.sleep(0.7)"
@@ -23,11 +24,11 @@ HOLD = "b = bytearray(96 * 2**20); b[::4096] = b'x' * (96 * 256); import time; t
 def run(tmp_path: Path, argv: list[str], python: str | None = sys.executable,
         interval_s: float = 0.2, devices: str = "-") -> tuple[int, dict[str, Any], dict[str, Any]]:
     """(exit status of the engine's script, ``model.usage``, ``model.run_time`` values) of ``argv``."""
-    saved, runtime.SAMPLE_INTERVAL_S = runtime.SAMPLE_INTERVAL_S, interval_s
+    saved, inworkload.SAMPLE_INTERVAL_S = inworkload.SAMPLE_INTERVAL_S, interval_s
     try:
         script = run_script(argv, str(tmp_path / "run"), str(tmp_path), {"HETERO_X": "1"}, python, devices)
     finally:
-        runtime.SAMPLE_INTERVAL_S = saved
+        inworkload.SAMPLE_INTERVAL_S = saved
     done = subprocess.run(["/bin/sh", "-c", script], capture_output=True, text=True, timeout=60)
     return (done.returncode, *runtime.read_back(files(tmp_path / "run"), None, 1.0, "p"))
 

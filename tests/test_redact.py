@@ -125,9 +125,8 @@ def test_secret_quoted_by_a_collection_error_is_redacted(pytester: pytest.Pytest
         "  hint: write a number (e.g. 2 or 0.5, without quotes)\n"
         "m.matrix.yaml:26:9: field 'spec.resources[0:cpu-host].https://[REDACTED:url-credentials]@h/': "
         "unknown key 'https://[REDACTED:url-credentials]@h/'\n"
-        "  hint: allowed keys: coverage, description, expect, limits, name, node_selector, priority_class, queue, "
-        "requests, "
-        "tolerations, type, vendor")
+        "  hint: allowed keys: concurrency, coverage, description, expect, limits, model_runs, name, node_selector, "
+        "priority_class, queue, requests, tolerations, type, vendor")
     assert "tok-5e3f9a7c1d" not in result.stdout.str() and "hunter2hunter2" not in result.stdout.str()
 
 

@@ -13,7 +13,7 @@ selectable), so every value passes through the template's escaping.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from pytest_hetero.reporting.dossier_facts import number
@@ -25,8 +25,6 @@ LEFT, RIGHT, TOP, BOTTOM = 66, 8, 10, 22
 """Margins of the plotted area inside a chart: the y labels sit left of it, the x labels below it."""
 CHARTS = 12
 """At most this many usage charts are drawn; the rest are counted (their numbers stay in evidence.json)."""
-BARS = 20
-"""At most this many waits are drawn per pool (the longest); percentiles count every wait."""
 
 
 def usage_charts(t: Text, records: Iterable[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
@@ -92,32 +90,38 @@ def _finite(value: Any) -> float | None:
     return out if math.isfinite(out) else None
 
 
-def queue_charts(t: Text, waits: Sequence[tuple[str, str, float]]) -> list[dict[str, Any]]:
-    """Per pool, the waits submitted → started of its items as bars, with the pool's percentiles.
-
-    ``waits``: ``(pool, item id, seconds)``. Returns ``[{"pool", "summary", "bars": [{"item", "label", "y",
-    "width"}], "more", "height", "width", "left"}]``, pools in name order; p50/p95 are nearest-rank over every
-    wait of the pool (a negative wait, stamped in the second of the submission, counts as 0)."""
-    pools: dict[str, list[tuple[str, float]]] = {}
-    for pool, item, seconds in waits:
-        if _finite(seconds) is not None:
-            pools.setdefault(pool, []).append((item, max(0.0, float(seconds))))
+def queue_charts(t: Text, pools: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Per pool, its queue and placement spans as bars, from the usage ledger's ``queue.pools``
+    (:func:`pytest_hetero.evidence.queue_times.queue_times`: the one place the percentiles are computed):
+    wait (placed − submitted) and start (started − placed), each p50 / p95 / max, scaled to the pool's longest.
+    Returns ``[{"pool", "summary", "bars": [{"item", "label", "y", "width"}], "height", "width", "left"}]``,
+    pools in name order; a pool with neither span measured is left out (the table says why)."""
     out = []
     for pool in sorted(pools):
-        rows = sorted(pools[pool], key=lambda r: -r[1])
-        ordered = sorted(s for _, s in rows)
-        longest = ordered[-1] or 1.0
-        shown = rows[:BARS]
+        entry = pools[pool] if isinstance(pools[pool], Mapping) else {}
+        shown = [(span, stat, float(entry[span][stat])) for span in ("wait_s", "start_s")
+                 if isinstance(entry.get(span), Mapping) for stat in ("p50", "p95", "max")
+                 if _finite(entry[span].get(stat)) is not None]
+        if not shown:
+            continue
+        longest = max(v for _, _, v in shown) or 1.0
         bar_w = WIDTH - 150 - 60  # room for the label after the longest bar
-        out.append({"pool": pool, "summary": t("chart.queue_summary", pool=pool, count=len(ordered),
-                                                 p50=number(_rank(ordered, 50), 2), p95=number(_rank(ordered, 95), 2),
-                                                 max=number(ordered[-1], 2)),
-                    "bars": [{"item": item, "label": t("chart.seconds", value=number(s, 2)), "y": 4 + 16 * k,
-                              "width": round(max(1.0, bar_w * s / longest), 1)} for k, (item, s) in enumerate(shown)],
-                    "more": len(rows) - len(shown), "height": 8 + 16 * len(shown), "width": WIDTH, "left": 150})
+        gaps = entry.get("unknown")
+        unknown = sum(v for k, v in gaps.items() if k in ("wait_s", "start_s") and isinstance(v, int)) \
+            if isinstance(gaps, Mapping) else 0
+        out.append({"pool": pool, "summary": t("chart.queue_summary", pool=pool, count=entry.get("workloads", 0),
+                                                 wait=_span(t, entry.get("wait_s")),
+                                                 start=_span(t, entry.get("start_s")),
+                                                 unknown=unknown),
+                    "bars": [{"item": t(f"chart.{span}", stat=stat), "label": t("chart.seconds", value=number(v, 2)),
+                              "y": 4 + 16 * k, "width": round(max(1.0, bar_w * v / longest), 1)}
+                             for k, (span, stat, v) in enumerate(shown)],
+                    "height": 8 + 16 * len(shown), "width": WIDTH, "left": 150})
     return out
 
 
-def _rank(ordered: Sequence[float], pct: int) -> float:
-    """The nearest-rank ``pct`` percentile of the sorted, non-empty ``ordered``."""
-    return ordered[max(0, math.ceil(pct / 100 * len(ordered)) - 1)]
+def _span(t: Text, stats: Any) -> str:
+    if not isinstance(stats, Mapping):
+        return t("ops.not_recorded")
+    return t("chart.span", count=stats.get("count"), p50=number(stats.get("p50"), 2), p95=number(stats.get("p95"), 2),
+             max=number(stats.get("max"), 2))

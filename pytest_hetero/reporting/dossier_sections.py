@@ -265,13 +265,12 @@ def operations(f: Facts, t: Text) -> dict[str, Any]:
     queued = _sorted(f.with_kind["scheduling.submitted"])
     queue_rows = [_queue_row(f, t, i) for i in queued]
     note = "" if queue_rows else t("ops.no_queue", backends=", ".join(f.backends))
-    waits = [(_pool(f, i), short(i["nodeid"]), b - a)
-             for i in queued for a, _p, b, _s in (_queue_times(f, i),) if a is not None and b is not None]
+    ledger = ((f.evidence.get("usage") or {}).get("queue") or {}).get("pools") or {}
     return {"usage": usage_rows[:OPS_ROWS], "usage_more": max(0, len(usage_rows) - OPS_ROWS),
             "scopes": [t("ops.scope", scope=s) for s in scopes[:4]], "queue": queue_rows[:OPS_ROWS],
             "queue_more": max(0, len(queue_rows) - OPS_ROWS), "queue_note": note,
             "none": "" if runs else t("ops.none"), "charts": usage_charts(t, sampled), "backends": f.backends,
-            "queue_charts": queue_charts(t, waits), "capacity": capacity(f, t)}
+            "queue_charts": queue_charts(t, ledger), "capacity": capacity(f, t)}
 
 
 def _usage_rows(f: Facts, t: Text, item: Entry, data: dict[str, Any]) -> list[dict[str, str]]:
@@ -291,13 +290,6 @@ def _usage_rows(f: Facts, t: Text, item: Entry, data: dict[str, Any]) -> list[di
                      else t("ops.not_read"),
                      "samples": t("ops.count", count=data.get("samples"), interval=number(data.get("interval_s")))})
     return rows
-
-
-def _pool(f: Facts, item: Entry) -> str:
-    """The pool an item ran in: its resource, named with its matrix when the run has several."""
-    resource = str(item["keys"].get("resource", ""))
-    matrix = matrix_of_item(item)
-    return resource if len(f.names) <= 1 else f"{f.names.get(matrix) or matrix}/{resource}"
 
 
 def _queue_times(f: Facts, item: Entry) -> tuple[float | None, float | None, float | None, list[Any]]:

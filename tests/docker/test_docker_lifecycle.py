@@ -24,6 +24,7 @@ from dockerkit import (
     record,
     statuses,
 )
+from support import ctrl_c_reaches
 
 from pytest_hetero.cli import main
 
@@ -114,7 +115,7 @@ def test_signal_mid_run_removes_every_container(tmp_path: Path, run_id: str, eng
     proc = subprocess.Popen([sys.executable, "-m", "pytest", "sleepy.matrix.yaml", "-p", "no:cacheprovider",
                              "--hetero-run-id", run_id, "--rootdir", str(tmp_path)],
                             cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+                            env={**os.environ, "PYTHONUNBUFFERED": "1"}, preexec_fn=ctrl_c_reaches)
     try:
         deadline = time.monotonic() + 90
         running = False

@@ -66,24 +66,25 @@ def test_dossier_of_a_kubernetes_run(kube_bundle: Path, example_pools: dict[str,
         assert "这些节点为模拟节点（KWOK）" in squeezed
         assert f"{number(accuracy)}（{number(accuracy * 100, 2)}%）" in squeezed
         assert "排队等待（提交→准入→调度→启动）" in squeezed
-    # the queue picture: per pool, one bar per workload whose submission and start were both recorded
+    # the queue picture: per pool of the usage ledger (the one place its percentiles are computed), its figures
     html = (tmp_path / f"{kube_bundle.name}-{lang}.html").read_text()
-    drawn = re.findall(r'<figure class="chart chart-queue" data-bars="(\d+)"><figcaption class="small">Pool ([^:]+): '
-                       r'(\d+) workload\(s\), wait p50 [\d.]+ s, p95 [\d.]+ s, max [\d.]+ s', html)
-    queued: dict[str, int] = {}
-    for item in evidence["items"]:
-        if any(r["kind"] == "scheduling.submitted" for r in item["records"]):
-            queued[item["keys"]["resource"]] = queued.get(item["keys"]["resource"], 0) + 1
+    ledger = evidence["usage"]["queue"]["pools"]
+    drawn = dict(re.findall(r'<figure class="chart chart-queue"[^>]*><figcaption class="small">(?:Pool|资源池) '
+                            r'([^:：]+)[:：]([^<]*)', html))
+    assert set(drawn) == {p for p, e in ledger.items() if "wait_s" in e or "start_s" in e} and drawn
     if lang == "en":
-        assert {pool: (int(bars), int(count)) for bars, pool, count in drawn} == {
-            pool: (n, n) for pool, n in queued.items()}, html[html.find("chart-queue") - 200:][:3000]
-        assert "Queue wait per pool (submitted → started" in flat
+        for pool, e in ledger.items():
+            if "wait_s" in e:
+                w = e["wait_s"]
+                assert (f" {e['workloads']} workload(s); wait {w['count']} measured, p50 {number(w['p50'], 2)} s, "
+                        f"p95 {number(w['p95'], 2)} s, max {number(w['max'], 2)} s;") in drawn[pool]
+        assert "Queue and placement per pool (wait: submitted → placed; start: placed → started)" in flat
         assert "Pool capacity at discovery (allocatable vs requested by the pods on each node)" in flat
         # the real node's GPUs: 4 advertised by the test device plugin, all healthy
         assert re.search(r'<tr><td>gpu-real</td><td><code class="small">[^<]+</code></td><td>nvidia.com/gpu</td>'
                          r'<td class="num">4</td><td class="num">4</td>', html)
     else:
-        assert "各资源池排队等待（提交→启动" in squeezed and "发现阶段的资源池容量" in squeezed
+        assert "各资源池排队与调度（等待：提交→调度完成" in squeezed and "发现阶段的资源池容量" in squeezed
     out = subprocess.run(["pdftotext", str(tmp_path / f"{kube_bundle.name}-{lang}.pdf"), "-"], capture_output=True,
                          text=True, check=True).stdout
     assert out.count("\f") >= 4  # several A4 pages

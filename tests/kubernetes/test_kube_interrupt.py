@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 from kubekit import kube_matrix
-from support import outside_paths
+from support import ctrl_c_reaches, outside_paths
 
 if TYPE_CHECKING:  # annotation only: 'conftest' names differ per folder at run time
     from conftest import Cluster
@@ -61,7 +61,7 @@ def test_ctrl_c_while_the_model_runs_interrupts_the_run_and_deletes_the_workload
     proc = subprocess.Popen([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:randomly",
                              "k.matrix.yaml", "--hetero-run-id", run_id, "--rootdir", str(tmp_path)],
                             cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True, env=env)
+                            start_new_session=True, env=env, preexec_fn=ctrl_c_reaches)
     try:
         deadline = time.monotonic() + 120
         while not _on_this_host(token) and proc.poll() is None and time.monotonic() < deadline:

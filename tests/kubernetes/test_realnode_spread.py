@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 import realimages
 from realkit import GPU, STANDIN, VENDOR_LABELS, controls, data, real_matrix, run
-from support import evidence_of, outside_paths
+from support import ctrl_c_reaches, evidence_of, outside_paths
 
 if TYPE_CHECKING:  # annotation only: 'conftest' names differ per folder at run time
     from conftest import RealNodeCluster
@@ -170,7 +170,7 @@ def test_ctrl_c_while_per_run_model_runs_go_leaves_nothing_running(
     proc = subprocess.Popen([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:randomly",
                              "k.matrix.yaml", "--hetero-run-id", run_id, "--rootdir", str(tmp_path)],
                             cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True, env=env)
+                            start_new_session=True, env=env, preexec_fn=ctrl_c_reaches)
     try:
         deadline = time.monotonic() + 120
         while len(_on_this_host(token)) < 3 and proc.poll() is None and time.monotonic() < deadline:

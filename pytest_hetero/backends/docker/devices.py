@@ -1,12 +1,12 @@
 """Device series of a Docker model run, sampled inside its container (issue 33).
 
 On a GPU or NPU row the engine starts, beside the model's exec, a second exec in the same container: the
-Kubernetes engine's in-pod wrapper (:mod:`pytest_hetero.backends.kubernetes.podwrap`, run by the image's
+gate's in-workload wrapper (:mod:`pytest_hetero.probes.podwrap`, the Kubernetes engine's too, run by the image's
 ``{python}`` as ``python -I -S -c``) with a child that only waits, so the wrapper samples the devices the
 container sees with the device tool (``nvidia-smi --query-gpu … --format=csv,noheader,nounits``, or
 ``npu-smi info -t usages|memory -i N`` for each NPU of ``ASCEND_VISIBLE_DEVICES``) every interval, into its
 own folder beside the run dir. When the model's exec has ended, one exec stops it (a ``.stop`` file the
-child waits for) and reads the samples back; :func:`pytest_hetero.backends.kubernetes.runtime.add_devices`
+child waits for) and reads the samples back; :func:`pytest_hetero.probes.inworkload.add_devices`
 turns them into the devices of ``model.usage`` and ``device_sampling``, as on Kubernetes. Only the devices
 allocated to the container count (the UUIDs of its ``NVIDIA_VISIBLE_DEVICES`` when it lists them, the ids of
 ``ASCEND_VISIBLE_DEVICES``). A missing tool or interpreter is stated, never 0.
@@ -21,18 +21,17 @@ from typing import Any
 
 import docker
 
+from pytest_hetero.probes import inworkload as runtime
+
 WAIT_STEP_S = 0.5
 """Seconds between two looks of the sampler's child for the ``.stop`` file."""
 
 
 def tool_of(resource_type: str) -> str | None:
     """The device tool sampled on a row of ``resource_type`` (``nvidia-smi``, ``npu-smi``), None for none
-    (the Kubernetes engine's table, :data:`~pytest_hetero.backends.kubernetes.runtime.DEVICE_TOOLS`: its module,
-    with the Kubernetes client, is imported only for a device row)."""
+    (:data:`~pytest_hetero.probes.inworkload.DEVICE_TOOLS`, the Kubernetes engine's table too)."""
     if resource_type not in ("gpu", "npu"):
         return None
-    from pytest_hetero.backends.kubernetes import runtime
-
     return runtime.DEVICE_TOOLS.get(resource_type)
 
 
@@ -46,8 +45,6 @@ def start(api: docker.APIClient, cid: str, user: str, python: str, run_dir: str,
     """Start the device sampler of the run ``run_dir`` in container ``cid`` as ``user``, detached (``tool``:
     ``nvidia-smi`` or ``npu-smi``; it stops by itself after ``timeout_s`` + 30 s at the latest); return "" or why
     it could not start. Never raises."""
-    from pytest_hetero.backends.kubernetes import runtime
-
     where = folder(run_dir)
     steps = int((timeout_s + 30.0) / WAIT_STEP_S) + 1
     child = ["/bin/sh", "-c", f"i=0; while [ ! -e {shlex.quote(where)}/.stop ] && [ $i -lt {steps} ]; do "
@@ -66,8 +63,6 @@ def finish(api: docker.APIClient, cid: str, user: str, run_dir: str, usage: dict
     """Stop the sampler of the run ``run_dir`` and add what it sampled to ``usage`` (the run's ``model.usage``
     record): its devices and ``device_sampling`` (why none, when ``refused`` (:func:`start`'s answer) or the
     samples cannot be read, or the image has no interpreter for the sampler). Never raises."""
-    from pytest_hetero.backends.kubernetes import runtime
-
     where = folder(run_dir)
     why = refused
     files: dict[str, str] = {}

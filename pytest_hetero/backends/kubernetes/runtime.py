@@ -1,7 +1,7 @@
 """Run-time evidence of a model run exec'd in the workload pod, taken inside the pod.
 
-The run is started by the gate's wrapper (:mod:`.podwrap`, its text run by the image's ``{python}`` as
-``python -I -S -c``): it forks the model run, reaps it with ``wait4`` and samples the container's own
+The run is started by the gate's wrapper (:mod:`pytest_hetero.probes.podwrap`, its text run by the image's
+``{python}`` as ``python -I -S -c``; the engine-neutral parts are :mod:`pytest_hetero.probes.inworkload`): it forks the model run, reaps it with ``wait4`` and samples the container's own
 cgroup meanwhile (read inside the pod: ``/sys/fs/cgroup`` is the container's cgroup there). The wrapper
 writes ``.rusage`` and ``.samples`` in the run dir; :func:`evidence` reads them back (one ``cat`` by exec)
 and turns them into what the local and Docker engines record:
@@ -19,72 +19,50 @@ An image without the interpreter runs the model unwrapped: both then say why (ne
 
 from __future__ import annotations
 
-import json
-import shlex
-from datetime import datetime, timezone
-from pathlib import Path
 from typing import Any
 
 from kubernetes import client
 
 from pytest_hetero.backends.kubernetes import podexec as kube_exec
-from pytest_hetero.probes.usage import (
-    RUN_TIME_UNITS,
-    Sampler,
-    Source,
-    cpu_seconds_of,
-    inside,
-    measured,
-    peak_rss,
-    rusage_run_time,
-    unavailable,
-    working_set_of,
+from pytest_hetero.probes.inworkload import (
+    DEVICE_FIELDS as DEVICE_FIELDS,
 )
-
-SAMPLE_INTERVAL_S: float = 1.0
-"""Seconds between two samples of the container's cgroup during a model run (the Docker engine's stats tick)."""
-WRAPPER = (Path(__file__).with_name("podwrap.py")).read_text(encoding="utf-8")
-"""The text of :mod:`.podwrap`, run in the pod."""
-SOURCE = "pod-cgroup"
-NO_WRAPPER = ".nowrap"
-"""File the run's shell writes in the run dir when the image has no interpreter for the wrapper."""
-FORKER = "the gate's wrapper in the pod, a python interpreter"
-DEVICE_TOOLS = {"gpu": "nvidia-smi", "npu": "npu-smi"}
-"""Resource type → the tool the wrapper samples the container's devices with."""
-
-
-def wrapped(python: str, run_dir: str, argv: list[str], interval_s: float | None = None, devices: str = "-") -> str:
-    """A shell command that runs ``argv`` under the wrapper with ``python`` (a command name or path; samples
-    every ``interval_s`` seconds, :data:`SAMPLE_INTERVAL_S` by default; ``devices``: the device tool to
-    sample with, ``nvidia-smi``, or ``-`` for none), or
-    ``argv`` alone (writing why in ``run_dir/.nowrap``) when the image has no such interpreter. Meant to be
-    started in the background (``&``) so ``$!`` is the wrapper's pid."""
-    py, rd = shlex.quote(python), shlex.quote(run_dir)
-    interval_s = SAMPLE_INTERVAL_S if interval_s is None else interval_s
-    return (f"( if command -v {py} >/dev/null 2>&1; then exec {py} -I -S -c {shlex.quote(WRAPPER)} {rd} "
-            f"{interval_s:g} {shlex.quote(devices)} {shlex.join(argv)}; fi; "
-            f"echo {shlex.quote(python)} > {rd}/{NO_WRAPPER}; "
-            f"exec {shlex.join(argv)} )")
-
-
-def dump_script(run_dir: str) -> str:
-    """A shell script printing the run dir's evidence files, each after a ``=== <name>`` line (an absent one
-    empty); exit 3 when the run dir is not there. :func:`parse_dump` reads its output."""
-    return (f"cd {shlex.quote(run_dir)} 2>/dev/null || exit 3; for f in .rusage {NO_WRAPPER} .samples .devices; do "
-            "echo \"=== $f\"; cat \"$f\" 2>/dev/null; echo; done; exit 0")
-
-
-def parse_dump(stdout: str) -> dict[str, str]:
-    """File name → text of :func:`dump_script`'s output (what comes before its first section is left out)."""
-    files: dict[str, str] = {}
-    name = ""
-    for line in stdout.splitlines():
-        if line.startswith("=== "):
-            name = line[4:]
-            files[name] = ""
-        elif name:
-            files[name] += line + "\n"
-    return files
+from pytest_hetero.probes.inworkload import (
+    DEVICE_TOOLS as DEVICE_TOOLS,
+)
+from pytest_hetero.probes.inworkload import (
+    FORKER as FORKER,
+)
+from pytest_hetero.probes.inworkload import (
+    NO_WRAPPER as NO_WRAPPER,
+)
+from pytest_hetero.probes.inworkload import (
+    SAMPLE_INTERVAL_S as SAMPLE_INTERVAL_S,
+)
+from pytest_hetero.probes.inworkload import (
+    SOURCE as SOURCE,
+)
+from pytest_hetero.probes.inworkload import (
+    WRAPPER as WRAPPER,
+)
+from pytest_hetero.probes.inworkload import (
+    add_devices as add_devices,
+)
+from pytest_hetero.probes.inworkload import (
+    add_npu_devices as add_npu_devices,
+)
+from pytest_hetero.probes.inworkload import (
+    dump_script as dump_script,
+)
+from pytest_hetero.probes.inworkload import (
+    parse_dump as parse_dump,
+)
+from pytest_hetero.probes.inworkload import (
+    read_back as read_back,
+)
+from pytest_hetero.probes.inworkload import (
+    wrapped as wrapped,
+)
 
 
 def evidence(core: client.CoreV1Api, namespace: str, pod: str, run_dir: str, run_s: float,
@@ -102,227 +80,3 @@ def evidence(core: client.CoreV1Api, namespace: str, pod: str, run_dir: str, run
     if done.exit_code != 0:
         return read_back({}, f"its run dir could not be read in pod {pod} (exit {done.exit_code})", run_s, pod)
     return read_back(parse_dump(done.stdout), None, run_s, pod)
-
-
-def read_back(files: dict[str, str], why: str | None, run_s: float, pod: str) -> tuple[dict[str, Any], dict[str, Any]]:
-    """:func:`evidence` from the run dir's files (name → text; an absent file: ""), or unavailable
-    because of ``why``."""
-    nowrap = files.get(NO_WRAPPER, "").strip()
-    if why is None and nowrap:
-        why = f"the image has no {nowrap} to run the gate's in-pod wrapper (rusage and cgroup samples)"
-    if why is not None:
-        return unavailable(why), inside({name: measured(name, None, f"in-pod wrapper ({SOURCE})", why)
-                                         for name in RUN_TIME_UNITS})
-    usage = _series(files.get(".samples", ""), pod)
-    if files.get(".devices", "").strip():
-        add_devices(usage, files[".devices"])
-    return usage, inside(_rusage(files.get(".rusage", ""), run_s))
-
-
-def _rusage(text: str, run_s: float) -> dict[str, Any]:
-    """The ``model.run_time`` values of the wrapper's ``.rusage`` JSON text."""
-    try:
-        got = json.loads(text)
-        peak, note = peak_rss(int(got["maxrss_kib"]), int(got["inherited_kib"]), FORKER)
-        cpu: float | None = float(got["utime"]) + float(got["stime"])
-    except (ValueError, KeyError, TypeError):
-        why = (f"the wrapper wrote no rusage: the run did not end by itself within its {run_s:.1f} s "
-               "(killed at its timeout, or its node was lost)" if not text.strip() else
-               f"the wrapper's rusage is not readable: {text.strip()[:200]}")
-        values = rusage_run_time(None, None, why)
-        values["cpu_s"]["unavailable"] = why
-        return values
-    values = rusage_run_time(peak, cpu, note.get("peak_rss_unmeasured"))
-    for v in values.values():
-        v["source"] = f"{v['source']}, taken inside the pod by the gate's wrapper"
-    return values
-
-
-def _iso(epoch_s: Any) -> str:
-    """RFC 3339 UTC text of ``epoch_s`` (seconds), "" when it is not a number."""
-    if not isinstance(epoch_s, (int, float)):
-        return ""
-    return datetime.fromtimestamp(epoch_s, timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-def _series(text: str, pod: str) -> dict[str, Any]:
-    """The ``model.usage`` record of the wrapper's ``.samples`` text (see :mod:`.podwrap`)."""
-    lines = text.splitlines()
-    try:
-        head = json.loads(lines[0]) if lines else {}
-    except ValueError:
-        head = {}
-    memory, cpu, cores = head.get("memory"), head.get("cpu"), head.get("cores") or 1
-    missing = [what for what, path in (("memory", memory), ("CPU", cpu)) if not path]
-    scope = (f"the cgroup of pod {pod}'s workload container, read inside it ({memory or 'no memory file'}, "
-             f"{cpu or 'no CPU file'}): every process in the container (the model run, the gate's wrapper "
-             f"and the container's idle main process); memory working set = usage − inactive_file; CPU % of "
-             f"the {cores} core(s) the container may run on")
-    source = Source(SOURCE, scope, {"container": {"name": f"{pod}/workload", "memory_total_mib": None}},
-                    read=(lambda: {}) if lines else None,
-                    unavailable=None if lines else "the wrapper wrote no samples (the run never started under it)")
-    sampler = Sampler(source, float(head.get("interval") or SAMPLE_INTERVAL_S))
-    sampler.started_at = _iso(head.get("at"))
-    fmt = "usage_usec" if str(cpu).endswith("cpu.stat") else "ns"
-    prev: tuple[float, float] | None = None
-    t0 = float(head.get("t") or 0.0)
-    for line in lines[1:]:
-        try:
-            at, used, stat, cpu_text, *error = json.loads(line)
-            at = float(at)
-        except (ValueError, TypeError):
-            continue
-        if error:
-            sampler.errors.append(str(error[0]))
-            continue
-        ws = working_set_of(float(used), stat) if used else None
-        cpu_s = cpu_seconds_of(cpu_text, fmt) if cpu_text else None
-        util = None
-        if cpu_s is not None:
-            if prev is not None and at > prev[0]:
-                util = round(max(0.0, cpu_s - prev[1]) / (at - prev[0]) / cores * 100.0, 1)
-            prev = (at, cpu_s)
-        sampler.times.append(round(at - t0, 3))
-        sampler.readings.append({"container": (None if ws is None else round(ws / 2**20, 1), util)})
-    began = head.get("at")
-    sampler.finished_at = _iso(began + sampler.times[-1] if sampler.times and isinstance(began, float) else None)
-    out = sampler.result()
-    if missing and out["available"]:
-        out["errors"] = [*out["errors"], f"no readable cgroup {' or '.join(missing)} file in the container"]
-    return out
-
-
-DEVICE_FIELDS = ("index", "uuid", "name", "memory.used", "memory.total", "utilization.gpu")
-"""The ``--query-gpu`` fields the wrapper asks ``nvidia-smi`` for (:mod:`.podwrap`), in order: MiB and %."""
-
-
-def add_devices(usage: dict[str, Any], text: str) -> None:
-    """Add the devices the wrapper's ``.devices`` text sampled (``nvidia-smi --query-gpu … --format=csv,
-    noheader,nounits``: one line per device, :data:`DEVICE_FIELDS`) to ``usage`` (a ``model.usage`` record):
-    each device's series in ``devices`` with ``source`` ``nvidia-smi``, only the devices allocated to the
-    container (the UUIDs of ``NVIDIA_VISIBLE_DEVICES`` when it lists them), and ``device_sampling``: the
-    tool's source, interval, sample count, errors, or why nothing could be sampled (never 0)."""
-    lines = text.strip().splitlines()
-    try:
-        head = json.loads(lines[0])
-    except ValueError:
-        head = {}
-    tool = str(head.get("tool") or "nvidia-smi")
-    if tool == "npu-smi":
-        add_npu_devices(usage, head, lines[1:])
-        return
-    visible = str(head.get("visible") or "")
-    allocated = {v.strip() for v in visible.split(",") if v.strip().startswith("GPU-")}
-    names: dict[str, dict[str, Any]] = {}
-    sampler = Sampler(Source(tool, ""), float(head.get("interval") or usage.get("interval_s") or SAMPLE_INTERVAL_S))
-    t0 = float(head.get("t") or 0.0)
-    for line in lines[1:]:
-        try:
-            at, rc, out, err = json.loads(line)
-        except ValueError:
-            continue
-        if rc != 0:
-            if len(sampler.errors) < 5:
-                sampler.errors.append(f"{tool} exited {rc}: {str(err).strip()[-200:]}")
-            continue
-        reading: dict[str, tuple[float | None, float | None]] = {}
-        for row in out.strip().splitlines():
-            cells = [c.strip() for c in row.split(",")]
-            if len(cells) != len(DEVICE_FIELDS):
-                if len(sampler.errors) < 5:
-                    sampler.errors.append(f"{tool} answered a line of {len(cells)} fields, not "
-                                          f"{len(DEVICE_FIELDS)}: {row[:120]!r}")
-                continue
-            uuid = cells[1]
-            if allocated and uuid not in allocated:
-                continue
-            names[uuid] = {"name": cells[2], "memory_total_mib": _number(cells[4]), "source": tool}
-            reading[uuid] = (_number(cells[3]), _number(cells[5]))
-        _append(sampler, round(float(at) - t0, 3), reading)
-    scope = (f"{tool} --query-gpu inside the container, every {sampler.interval_s:g} s: the devices allocated to it "
-             f"(NVIDIA_VISIBLE_DEVICES={visible or 'unset'})")
-    why = (f"{tool} is not on PATH in the container" if not head.get("path") else
-           None if sampler.readings else "no sample could be read: " + ("; ".join(sampler.errors) or "no answer"))
-    sampler.source = Source(tool, scope, names, read=(lambda: {}) if why is None else None, unavailable=why)
-    sampler.started_at = _iso(head.get("at"))
-    got = sampler.result()
-    usage["devices"] = [*usage.get("devices", []), *got["devices"]]
-    usage["device_sampling"] = {k: got[k] for k in ("source", "scope", "interval_s", "available", "unavailable",
-                                                     "samples", "errors")}
-
-
-def _append(sampler: Sampler, t_s: float, reading: dict[str, tuple[float | None, float | None]]) -> None:
-    """Add ``reading`` at ``t_s`` to ``sampler``: merged into the last sample when it has that time (the lines of
-    one ``nvidia-smi -lms`` block come one by one), nothing when empty."""
-    if reading and sampler.times and sampler.times[-1] == t_s:
-        sampler.readings[-1].update(reading)
-    elif reading:
-        sampler.times.append(t_s)
-        sampler.readings.append(reading)
-
-
-def add_npu_devices(usage: dict[str, Any], head: dict[str, Any], lines: list[str]) -> None:
-    """:func:`add_devices` for the wrapper's ``npu-smi`` samples (``head``: the ``.devices`` header, ``lines``:
-    its sample lines, see :mod:`.podwrap`): per NPU of ``ASCEND_VISIBLE_DEVICES``, HBM used MiB = ``HBM Usage
-    Rate(%)`` × ``HBM Capacity(MB)`` / 100 and utilisation = ``Aicore Usage Rate(%)`` of ``npu-smi info -t
-    usages -i N`` (key/value output, :func:`~pytest_hetero.probes.ascend_kv.parse_npu_kv`), the capacity from
-    ``info -t memory -i N`` (read once), else from ``-t usages``."""
-    from pytest_hetero.probes.ascend_kv import parse_npu_kv
-
-    def values(text: str) -> dict[str, str]:
-        chips = parse_npu_kv(str(text).splitlines()).chips()
-        return chips[0].values if chips else {}
-
-    tool, visible = "npu-smi", str(head.get("visible") or "")
-    errors: list[str] = []
-    capacity: dict[str, float | None] = {}
-    for npu, got in (head.get("memory") or {}).items():
-        if isinstance(got, list) and len(got) == 3 and got[0] == 0:
-            capacity[npu] = _number(values(got[1]).get("HBM Capacity(MB)", ""))
-        elif isinstance(got, list) and len(got) == 3 and len(errors) < 5:
-            errors.append(f"npu-smi info -t memory -i {npu} exited {got[0]}: {str(got[2]).strip()[-200:]}")
-    names: dict[str, dict[str, Any]] = {}
-    sampler = Sampler(Source(tool, ""), float(head.get("interval") or usage.get("interval_s") or SAMPLE_INTERVAL_S))
-    t0 = float(head.get("t") or 0.0)
-    for line in lines:
-        try:
-            at, per = json.loads(line)
-            at = float(at)
-        except (ValueError, TypeError):
-            continue
-        reading: dict[str, tuple[float | None, float | None]] = {}
-        for npu, got in (per or {}).items():
-            rc, out, err = got if isinstance(got, list) and len(got) == 3 else (None, "", "unreadable")
-            if rc != 0:
-                if len(errors) < 5:
-                    errors.append(f"npu-smi info -t usages -i {npu} exited {rc}: {str(err).strip()[-200:]}")
-                continue
-            kv = values(out)
-            total = capacity.get(npu) or _number(kv.get("HBM Capacity(MB)", ""))
-            rate = _number(kv.get("HBM Usage Rate(%)", ""))
-            names[f"npu{npu}"] = {"name": f"NPU {npu}", "memory_total_mib": total, "source": tool}
-            reading[f"npu{npu}"] = (None if rate is None or total is None else round(rate * total / 100.0, 1),
-                                    _number(kv.get("Aicore Usage Rate(%)", "")))
-        if reading:
-            sampler.times.append(round(at - t0, 3))
-            sampler.readings.append(reading)
-    sampler.errors = errors
-    scope = (f"npu-smi info -t usages -i N inside the container, every {sampler.interval_s:g} s: the NPUs allocated "
-             f"to it (ASCEND_VISIBLE_DEVICES={visible or 'unset'}); HBM used = HBM Usage Rate × HBM Capacity")
-    why = ("npu-smi is not on PATH in the container" if not head.get("path") else
-           "ASCEND_VISIBLE_DEVICES names no NPU in the container" if "memory" in head and not head["memory"] else
-           None if sampler.readings else "no sample could be read: " + ("; ".join(errors) or "no answer"))
-    sampler.source = Source(tool, scope, names, read=(lambda: {}) if why is None else None, unavailable=why)
-    sampler.started_at = _iso(head.get("at"))
-    got = sampler.result()
-    usage["devices"] = [*usage.get("devices", []), *got["devices"]]
-    usage["device_sampling"] = {k: got[k] for k in ("source", "scope", "interval_s", "available", "unavailable",
-                                                     "samples", "errors")}
-
-
-def _number(text: str) -> float | None:
-    """A number of an ``nvidia-smi`` CSV cell; None for ``[N/A]``, ``[Not Supported]`` and the like."""
-    try:
-        return float(text)
-    except ValueError:
-        return None
