@@ -1,7 +1,8 @@
 """Run-time evidence of a model run exec'd in the workload pod, taken inside the pod.
 
 The run is started by the gate's wrapper (:mod:`pytest_hetero.probes.podwrap`, its text run by the image's
-``{python}`` as ``python -I -S -c``; the engine-neutral parts are :mod:`pytest_hetero.probes.inworkload`): it forks the model run, reaps it with ``wait4`` and samples the container's own
+``{python}`` as ``python -I -S -c``; the engine-neutral parts are :mod:`pytest_hetero.probes.inworkload`): it
+forks the model run, reaps it with ``wait4`` and samples the container's own
 cgroup meanwhile (read inside the pod: ``/sys/fs/cgroup`` is the container's cgroup there). The wrapper
 writes ``.rusage`` and ``.samples`` in the run dir; :func:`evidence` reads them back (one ``cat`` by exec)
 and turns them into what the local and Docker engines record:
