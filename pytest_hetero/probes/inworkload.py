@@ -4,13 +4,11 @@ files (:func:`dump_script`, :func:`parse_dump`) and what they become (:func:`rea
 ``model.run_time``; :func:`add_devices`: the device series). The Kubernetes engine runs it in the workload pod
 (:mod:`pytest_hetero.backends.kubernetes.runtime`), the Docker engine beside a model's exec to sample devices
 (:mod:`pytest_hetero.backends.docker.devices`); neither engine imports the other.
-Run-time evidence of a model run exec'd in the workload pod, taken inside the pod.
 
-The run is started by the gate's wrapper (:mod:`.podwrap`, its text run by the image's ``{python}`` as
-``python -I -S -c``): it forks the model run, reaps it with ``wait4`` and samples the container's own
-cgroup meanwhile (read inside the pod: ``/sys/fs/cgroup`` is the container's cgroup there). The wrapper
-writes ``.rusage`` and ``.samples`` in the run dir; :func:`evidence` reads them back (one ``cat`` by exec)
-and turns them into what the local and Docker engines record:
+The wrapper (run by the image's ``{python}`` as ``python -I -S -c``) forks the model run, reaps it with ``wait4``
+and samples the container's own cgroup meanwhile (``/sys/fs/cgroup`` is the container's cgroup inside it). It
+writes ``.rusage`` and ``.samples`` in the run dir; an engine dumps them (:func:`dump_script`) and
+:func:`read_back` turns them into what the local and Docker engines record:
 
 - ``model.run_time`` (:func:`~pytest_hetero.probes.usage.rusage_run_time`, as the local engine): the
   ``ru_maxrss`` of the model run's process tree (:func:`~pytest_hetero.probes.usage.peak_rss`: unknown when

@@ -5,15 +5,8 @@ The run is started by the gate's wrapper (:mod:`pytest_hetero.probes.podwrap`, i
 forks the model run, reaps it with ``wait4`` and samples the container's own
 cgroup meanwhile (read inside the pod: ``/sys/fs/cgroup`` is the container's cgroup there). The wrapper
 writes ``.rusage`` and ``.samples`` in the run dir; :func:`evidence` reads them back (one ``cat`` by exec)
-and turns them into what the local and Docker engines record:
-
-- ``model.run_time`` (:func:`~pytest_hetero.probes.usage.rusage_run_time`, as the local engine): the
-  ``ru_maxrss`` of the model run's process tree (:func:`~pytest_hetero.probes.usage.peak_rss`: unknown when
-  not above the wrapper's own peak at the fork) and ``ru_utime + ru_stime``;
-- ``model.usage``: the container cgroup's memory working set (usage − inactive file pages:
-  :func:`~pytest_hetero.probes.usage.working_set_of`; v2 ``memory.current``, v1 ``memory.usage_in_bytes``)
-  and CPU % of the cores the pod may use (from ``cpu.stat`` ``usage_usec`` or ``cpuacct.usage``) every
-  :data:`SAMPLE_INTERVAL_S`.
+and :mod:`pytest_hetero.probes.inworkload` turns them into ``model.run_time`` and ``model.usage``, as the local
+and Docker engines record them.
 
 An image without the interpreter runs the model unwrapped: both then say why (never 0).
 """
