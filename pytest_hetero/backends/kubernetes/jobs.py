@@ -215,12 +215,7 @@ def start(session: KubeSession, step: Step, spec: JobSpec, python: str) -> Job:
                        or (p.get("status") or {}).get("phase") != "Running"]
             _refuse(session, step, facts, name, None, waiting, f"indexed Job {name}: {len(up)} of "
                     f"{spec.world_size} pods running within {step.timeout_s:g} s")
-        job.ranks = [str(up[r]["name"]) for r in range(spec.world_size)]
-        job.rendezvous_host = str(up[0]["ip"])
-        facts["rendezvous"] = {"address": f"{job.rendezvous_host}:{spec.port}",
-                               "dns_name": f"{name}-0.{name}.{ns}.svc:{spec.port}"}
-        _hand_over(session, job, python)
-        job.handle["started"] = time.time()
+        _start_ranks(session, job, up, facts, python)
     except BaseException:
         step.record("training.k8s.job", **facts)
         remove(session, job)
@@ -237,6 +232,21 @@ def _refuse(session: KubeSession, step: Step, facts: dict[str, Any], name: str, 
     gang.explain(session, out, name, workload, pods, what)
     facts.update(reasons=out.reasons, decisive=out.decisive)
     raise ActionFailed(out.message, str((out.decisive or {}).get("code") or "scheduling_timeout"))
+
+
+def _start_ranks(session: KubeSession, job: Job, up: dict[int, dict[str, Any]], facts: dict[str, Any], python: str,
+                 template: JobSpec | None = None) -> None:
+    """Start the job on its running pods ``up`` (rank index → :func:`.gang.pod_facts` entry, every rank present):
+    the ranks in index order, rank 0's pod IP as the rendezvous (``facts["rendezvous"]``: that address and the DNS
+    name it stands for), handed to every rank (:func:`_hand_over`, ``template`` as there), and the start time.
+    Raises what :func:`_hand_over` raises."""
+    spec, name = job.spec, job.handle["name"]
+    job.ranks = [str(up[r]["name"]) for r in range(spec.world_size)]
+    job.rendezvous_host = str(up[0]["ip"])
+    facts["rendezvous"] = {"address": f"{job.rendezvous_host}:{spec.port}",
+                           "dns_name": f"{name}-0.{name}.{session.namespace}.svc:{spec.port}"}
+    _hand_over(session, job, python, template)
+    job.handle["started"] = time.time()
 
 
 def _hand_over(session: KubeSession, job: Job, python: str, template: JobSpec | None = None) -> None:
@@ -287,12 +297,7 @@ def _restarted(session: KubeSession, step: Step, spec: JobSpec, python: str, kep
         if len(up) < spec.world_size:
             _refuse(session, step, facts, name, None, pods, f"indexed Job {name}: the Job controller restarted "
                     f"{len(up)} of {spec.world_size} killed pods within {step.timeout_s:g} s")
-        job.ranks = [str(up[r]["name"]) for r in range(spec.world_size)]
-        job.rendezvous_host = str(up[0]["ip"])
-        facts["rendezvous"] = {"address": f"{job.rendezvous_host}:{spec.port}",
-                               "dns_name": f"{name}-0.{name}.{ns}.svc:{spec.port}"}
-        _hand_over(session, job, python, kept.spec)
-        job.handle["started"] = time.time()
+        _start_ranks(session, job, up, facts, python, kept.spec)
     except BaseException:
         step.record("training.k8s.job", **facts)
         remove(session, job)
