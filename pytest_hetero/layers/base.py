@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from pytest_hetero.evidence.model import Artifact, ItemEvidence
-from pytest_hetero.matrix.expand import PlannedItem
-from pytest_hetero.matrix.model import Dataset, Image, Matrix, Model, Resource
+from pytest_hetero.matrix.expand import PlannedEntries, PlannedItem
+from pytest_hetero.matrix.model import Matrix
 from pytest_hetero.redact import Redactor
 from pytest_hetero.vocab import Status
 
@@ -64,7 +64,7 @@ _SAFE = re.compile(r"[^A-Za-z0-9._@-]+")
 
 
 @dataclass
-class LayerContext:
+class LayerContext(PlannedEntries):
     """Everything a check needs: the item, its matrix entries, the backend, settings, and evidence.
 
     ``artifact_dir`` is ``<bundle>/artifacts/[<scope>/]<id parts>/``; ``timeout_s`` is the layer
@@ -97,31 +97,6 @@ class LayerContext:
     :mod:`pytest_hetero.layers.nodes`); None for every ordinary item."""
     _made: set[Path] = field(default_factory=set, repr=False)
     """Artifact folders this context has created (one mkdir per folder, not per artifact)."""
-
-    @property
-    def layer(self) -> str:
-        """This item's layer."""
-        return self.planned.layer
-
-    @property
-    def resource(self) -> Resource:
-        """The resource this item is keyed by."""
-        return self.matrix.resource(self.planned.keys["resource"])
-
-    @property
-    def image(self) -> Image:
-        """The image (KeyError on discovery/scheduling items keyed by resource only)."""
-        return self.matrix.image(self.planned.keys["image"])
-
-    @property
-    def model(self) -> Model:
-        """The model (model and business items only)."""
-        return self.matrix.model(self.planned.keys["model"])
-
-    @property
-    def dataset(self) -> Dataset:
-        """The dataset (model and business items only)."""
-        return self.matrix.dataset(self.planned.keys["dataset"])
 
     @property
     def artifact_dir(self) -> Path:

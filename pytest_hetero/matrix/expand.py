@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from pytest_hetero.matrix.model import Matrix
+from pytest_hetero.matrix.model import Dataset, Image, Matrix, Model, Resource
 from pytest_hetero.matrix.training import checks_of
 from pytest_hetero.vocab import Layer, Status
 
@@ -56,6 +56,39 @@ class PlannedItem:
     def id(self) -> str:
         """``::``-joined parts, e.g. ``cpu-host::py311::startup``."""
         return "::".join(self.parts)
+
+
+class PlannedEntries:
+    """The matrix entries an item is keyed by, for a context that holds its ``matrix`` and ``planned`` item (the
+    layers' :class:`~pytest_hetero.layers.base.LayerContext`, the Kubernetes engine's deferred model run)."""
+
+    matrix: Matrix
+    planned: PlannedItem
+
+    @property
+    def layer(self) -> str:
+        """This item's layer."""
+        return self.planned.layer
+
+    @property
+    def resource(self) -> Resource:
+        """The resource this item is keyed by."""
+        return self.matrix.resource(self.planned.keys["resource"])
+
+    @property
+    def image(self) -> Image:
+        """The image (KeyError on discovery/scheduling items keyed by resource only)."""
+        return self.matrix.image(self.planned.keys["image"])
+
+    @property
+    def model(self) -> Model:
+        """The model (model and business items only)."""
+        return self.matrix.model(self.planned.keys["model"])
+
+    @property
+    def dataset(self) -> Dataset:
+        """The dataset (model and business items only)."""
+        return self.matrix.dataset(self.planned.keys["dataset"])
 
 
 @dataclass(frozen=True)

@@ -55,12 +55,13 @@ from pytest_hetero.backends.kubernetes import usage as kube_usage
 from pytest_hetero.backends.kubernetes.submit import PULL, workload_key
 from pytest_hetero.backends.protocol import ActionFailed, EngineFault, ExecResult, Step
 from pytest_hetero.evidence.model import Artifact
+from pytest_hetero.matrix.expand import PlannedEntries
 from pytest_hetero.signals import quiet_thread
 
 if TYPE_CHECKING:
     from pytest_hetero.backends.kubernetes.session import KubeSession
     from pytest_hetero.matrix.expand import PlannedItem
-    from pytest_hetero.matrix.model import Dataset, Image, Matrix, Model, Resource
+    from pytest_hetero.matrix.model import Matrix
     from pytest_hetero.settings import Settings
 
 PER_RUN_POD: dict[str, Any] = {
@@ -97,7 +98,7 @@ def wanted(step: Step) -> bool:
 
 
 @dataclass
-class Deferred:
+class Deferred(PlannedEntries):
     """The Step a run in a helper thread is handed: the item's matrix entries and timeout; what the run records
     (and the artifacts it keeps) wait in ``records``/``artifacts`` until the item joins the result."""
 
@@ -108,31 +109,6 @@ class Deferred:
     pinned_node: str | None = None
     records: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     artifacts: list[tuple[str, str | bytes, str]] = field(default_factory=list)
-
-    @property
-    def layer(self) -> str:
-        """The item's layer (``model``)."""
-        return self.planned.layer
-
-    @property
-    def resource(self) -> Resource:
-        """The resource of the item."""
-        return self.matrix.resource(self.planned.keys["resource"])
-
-    @property
-    def image(self) -> Image:
-        """The image of the item."""
-        return self.matrix.image(self.planned.keys["image"])
-
-    @property
-    def model(self) -> Model:
-        """The model of the item."""
-        return self.matrix.model(self.planned.keys["model"])
-
-    @property
-    def dataset(self) -> Dataset:
-        """The dataset of the item."""
-        return self.matrix.dataset(self.planned.keys["dataset"])
 
     def record(self, kind: str, **data: Any) -> None:
         """Keep the record for the item that joins the run."""
