@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -16,14 +15,13 @@ from typing import Any
 import pytest
 
 from pytest_hetero.backends.kubernetes import runtime
-from pytest_hetero.backends.kubernetes.run import run_script
-from pytest_hetero.probes import inworkload
 from pytest_hetero.probes.device_values import device_run_time
 from pytest_hetero.probes.usage import IN_WORKLOAD
 
 REAL = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "real"
 sys.path.insert(0, str(Path(__file__).parent / "kubernetes"))
 import realimages  # noqa: E402
+from test_kube_podwrap import run  # noqa: E402
 
 SETTLED = "import time; time.sleep(0.9)"
 
@@ -120,20 +118,10 @@ def test_the_wrapper_samples_the_allocated_npus_with_npu_smi(tmp_path: Path, sta
     try:
         monkeypatch.setenv("PATH", f"{standin_tools}:{os.environ['PATH']}")
         monkeypatch.setenv("ASCEND_VISIBLE_DEVICES", "2")
-        saved, inworkload.SAMPLE_INTERVAL_S = inworkload.SAMPLE_INTERVAL_S, 0.2
-        try:
-            script = run_script([sys.executable, "-c", SETTLED], str(tmp_path / "run"), str(tmp_path), {},
-                                sys.executable, "npu-smi")
-        finally:
-            inworkload.SAMPLE_INTERVAL_S = saved
-        done = subprocess.run(["/bin/sh", "-c", script], capture_output=True, text=True, timeout=60)
+        rc, usage, _ = run(tmp_path, [sys.executable, "-c", SETTLED], devices="npu-smi")
     finally:
         values_file.unlink()
-    assert done.returncode == 0, done.stderr
-    run_dir = tmp_path / "run"
-    files = {n: (run_dir / n).read_text() if (run_dir / n).exists() else ""
-             for n in (".rusage", runtime.NO_WRAPPER, ".samples", ".devices")}
-    usage, _ = runtime.read_back(files, None, 1.0, "p")
+    assert rc == 0
     container, npu = usage["devices"]
     assert npu["id"] == "npu2" and npu["memory_total_mib"] == 32768.0
     assert set(npu["series"]["memory_used_mib"]) == {16384.0} and set(npu["series"]["utilisation_pct"]) == {70.0}
@@ -158,22 +146,12 @@ def test_the_wrapper_samples_gpus_with_one_looping_nvidia_smi(tmp_path: Path, mo
     try:
         monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
         monkeypatch.setenv("NVIDIA_VISIBLE_DEVICES", "GPU-a,GPU-b")
-        saved, inworkload.SAMPLE_INTERVAL_S = inworkload.SAMPLE_INTERVAL_S, 0.2
-        try:
-            script = run_script([sys.executable, "-c", SETTLED], str(tmp_path / "run"), str(tmp_path), {},
-                                sys.executable, "nvidia-smi")
-        finally:
-            inworkload.SAMPLE_INTERVAL_S = saved
-        done = subprocess.run(["/bin/sh", "-c", script], capture_output=True, text=True, timeout=60)
+        rc, usage, _ = run(tmp_path, [sys.executable, "-c", SETTLED], devices="nvidia-smi")
     finally:
         values_file.unlink()
-    assert done.returncode == 0, done.stderr
+    assert rc == 0
     assert calls.read_text().splitlines() == [
         "--query-gpu=index,uuid,name,memory.used,memory.total,utilization.gpu --format=csv,noheader,nounits -lms 200"]
-    run_dir = tmp_path / "run"
-    files = {n: (run_dir / n).read_text() if (run_dir / n).exists() else ""
-             for n in (".rusage", runtime.NO_WRAPPER, ".samples", ".devices")}
-    usage, _ = runtime.read_back(files, None, 1.0, "p")
     _, idle, gpu = usage["devices"]
     assert (idle["id"], gpu["id"], gpu["memory_total_mib"]) == ("GPU-a", "GPU-b", 81559.0)
     times = gpu["series"]["t_s"]
