@@ -30,17 +30,6 @@ import realimages  # noqa: E402
 pytestmark = pytest.mark.usefixtures("outside_inputs")
 
 GPU_ID = "GPU-00000000-0000-4000-8000-0000000000d0"
-SET_DEVICES = (
-    "import os, runpy, sys, time\n"
-    "gpus = [u for u in os.environ.get('NVIDIA_VISIBLE_DEVICES', '').split(',') if u.startswith('GPU-')]\n"
-    "npus = [i for i in os.environ.get('ASCEND_VISIBLE_DEVICES', '').split(',') if i.isdigit()]\n"
-    "open('/tmp/hetero-standin-smi', 'w').write(''.join(u + ' 20480 75\\n' for u in gpus))\n"
-    "open('/tmp/hetero-standin-npu', 'w').write(''.join(i + ' 50 70\\n' for i in npus))\n"
-    "time.sleep(2.5)\nsys.argv = sys.argv[1:]\n"
-    "if '--provider' in sys.argv: sys.argv[sys.argv.index('--provider') + 1] = 'CPUExecutionProvider'\n"
-    "runpy.run_path(sys.argv[0], run_name='__main__')\n")
-"""Sets the stand-ins' answer (GPU: 20480 MiB, 75 %; NPU: HBM 50 % of 32768 MB, AI Core 70 %) for 2.5 s (over two
-1 s samples), then runs the digits model on ONNX Runtime's CPU provider (the devices are stand-ins)."""
 
 
 @pytest.fixture
@@ -78,7 +67,7 @@ def test_device_rules_pass_and_fail_on_the_containers_devices_and_a_missing_tool
         {"name": "npu", "type": "npu", "vendor": "huawei", "requests": cpu_only}]))
     doc["spec"]["images"] = [{"name": "sa", "reference": standin_image, "for": ["gpu", "npu"]},
                              {"name": "plain", "reference": ONNX_IMAGE, "for": ["gpu"]}]
-    doc["spec"]["models"][0]["entrypoint"][1:1] = ["-c", SET_DEVICES]
+    doc["spec"]["models"][0]["entrypoint"][1:1] = ["-c", realimages.SET_DEVICES]
     pytester.makefile(".matrix.yaml", d=json.dumps(doc))
     pytester.runpytest("-p", "no:cacheprovider", "--hetero-run-id", run_id, "-k", "model or business")
     it = items(evidence(pytester))

@@ -27,18 +27,6 @@ if TYPE_CHECKING:
 pytestmark = pytest.mark.usefixtures("outside_inputs")
 
 IMAGE = "pytest-hetero/accel-standin:4"
-SET_DEVICES = (
-    "import os, runpy, sys, time\n"
-    "gpus = [u for u in os.environ.get('NVIDIA_VISIBLE_DEVICES', '').split(',') if u.startswith('GPU-')]\n"
-    "npus = [i for i in os.environ.get('ASCEND_VISIBLE_DEVICES', '').split(',') if i.isdigit()]\n"
-    "open('/tmp/hetero-standin-smi', 'w').write(''.join(u + ' 20480 75\\n' for u in gpus))\n"
-    "open('/tmp/hetero-standin-npu', 'w').write(''.join(i + ' 50 70\\n' for i in npus))\n"
-    "time.sleep(2.5)\nsys.argv = sys.argv[1:]\n"
-    "if '--provider' in sys.argv: sys.argv[sys.argv.index('--provider') + 1] = 'CPUExecutionProvider'\n"
-    "runpy.run_path(sys.argv[0], run_name='__main__')\n")
-"""Sets the stand-ins' answer for the run's own devices (GPU: 20480 MiB used, 75 %; NPU: HBM 50 % of 32768 MB,
-AI Core 70 %), holds them 2.5 s (over two 1 s samples), then runs the digits model on ONNX Runtime's CPU provider
-(the devices are stand-ins: the provider the gate names for the row is not in the image)."""
 
 
 @pytest.fixture
@@ -66,7 +54,7 @@ def test_device_memory_and_utilisation_rules_pass_and_fail_on_the_allocated_devi
     npu = {"name": "npu", "type": "npu", "vendor": "huawei", "requests": {NPU: "1"}}
     doc = json.loads(real_matrix(realnode.info, ns, [gpu, npu],
                                  images=[{"name": "sa", "reference": IMAGE, "for": ["gpu", "npu"]}]))
-    doc["spec"]["models"][0]["entrypoint"][1:1] = ["-c", SET_DEVICES]
+    doc["spec"]["models"][0]["entrypoint"][1:1] = ["-c", realimages.SET_DEVICES]
     doc["spec"]["datasets"][0]["acceptance"] = str(rules)
     doc["spec"]["datasets"][0].pop("truth", None)
     with controls(realnode.info, exclusive=False):
