@@ -23,14 +23,9 @@ ENDED = ("Succeeded", "Failed")
 """Pod phases whose requests no longer hold a node's capacity."""
 
 
-def _requests(container: Mapping[str, Any], names: Iterable[str]) -> dict[str, float]:
-    asked = ((container.get("resources") or {}).get("requests") or {})
-    out = {}
-    for name in names:
-        value = quantity_or_none(asked.get(name)) if name in asked else None
-        if value is not None:
-            out[name] = value
-    return out
+def _request(container: Mapping[str, Any], name: str) -> float:
+    """A container's request of ``name`` in base units (absent or unparsable: 0)."""
+    return quantity_or_none(((container.get("resources") or {}).get("requests") or {}).get(name)) or 0.0
 
 
 def pod_requests(pod: Mapping[str, Any], names: Iterable[str]) -> dict[str, float]:
@@ -40,10 +35,10 @@ def pod_requests(pod: Mapping[str, Any], names: Iterable[str]) -> dict[str, floa
     spec = pod.get("spec") or {}
     out: dict[str, float] = {}
     for name in wanted:
-        running = sum(_requests(c, [name]).get(name, 0.0) for c in spec.get("containers") or [])
+        running = sum(_request(c, name) for c in spec.get("containers") or [])
         sidecars, init_peak = 0.0, 0.0
         for c in spec.get("initContainers") or []:
-            value = _requests(c, [name]).get(name, 0.0)
+            value = _request(c, name)
             if c.get("restartPolicy") == "Always":
                 sidecars += value
             else:
