@@ -5,13 +5,15 @@ test function, in the same environment.
 Each measurement runs in a fresh subprocess; time is wall seconds until collection finished (the
 run stops there, before any bundle is written), memory is that process's peak RSS
 (``ru_maxrss``, KiB on Linux). Prints one JSON line per measurement and the ratios; target ≤ 1.5×
-time and ≤ 2× memory. Usage: ``python bench/bench_plan_collect.py [--repeat 3]``.
+time and ≤ 2× memory, quoted as medians over the interleaved rounds with their spread.
+Usage: ``python bench/bench_plan_collect.py [--repeat 3]``.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -65,10 +67,15 @@ def measure(mode: str, target: Path, cwd: Path) -> dict[str, Any]:
     return dict(json.loads(lines[-1]))
 
 
-def best(runs: list[dict[str, Any]]) -> dict[str, Any]:
-    """The fastest run, with the lowest peak RSS seen."""
-    fastest = min(runs, key=lambda r: r["seconds"])
-    return {**fastest, "peak_rss_kib": min(r["peak_rss_kib"] for r in runs)}
+def median_of(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The rounds of one mode as medians with their spread: ``seconds`` and ``peak_rss_kib`` are the medians
+    (wall seconds, KiB), ``seconds_range`` and ``peak_rss_range`` the (min, max) over the rounds; ``items`` as
+    counted (every round collects the same number, checked by the caller)."""
+    secs = [float(r["seconds"]) for r in runs]
+    rss = [int(r["peak_rss_kib"]) for r in runs]
+    return {"mode": runs[0]["mode"], "items": runs[0]["items"], "rounds": len(runs),
+            "seconds": statistics.median(secs), "seconds_range": (min(secs), max(secs)),
+            "peak_rss_kib": statistics.median(rss), "peak_rss_range": (min(rss), max(rss))}
 
 
 def main() -> int:
@@ -92,17 +99,20 @@ def main() -> int:
         for _ in range(args.repeat):  # interleaved, so a busy machine slows every mode alike
             for mode, target in (("plain", plain), ("collect", matrix), ("plan", matrix)):
                 runs[mode].append(measure(mode, target, root))
-        results = {mode: best(r) for mode, r in runs.items()}
+        results = {mode: median_of(r) for mode, r in runs.items()}
         assert results["collect"]["items"] == results["plain"]["items"] == results["plan"]["items"] == n
     for r in results.values():
         print(json.dumps(r))
     base = results["plain"]
     for mode in ("plan", "collect"):
         r = results[mode]
-        print(f"{mode:8} {r['items']} items: time {r['seconds'] / base['seconds']:.2f}× "
-              f"({r['seconds']:.2f} s vs {base['seconds']:.2f} s), peak memory "
-              f"{r['peak_rss_kib'] / base['peak_rss_kib']:.2f}× ({r['peak_rss_kib'] // 1024} MiB vs "
-              f"{base['peak_rss_kib'] // 1024} MiB)")
+        lo, hi = r["seconds_range"]
+        blo, bhi = base["seconds_range"]
+        print(f"{mode:8} {r['items']} items, medians of {r['rounds']} rounds: time "
+              f"{r['seconds'] / base['seconds']:.2f}× ({r['seconds']:.2f} s, {lo:.2f}-{hi:.2f}, vs "
+              f"{base['seconds']:.2f} s, {blo:.2f}-{bhi:.2f}), peak memory "
+              f"{r['peak_rss_kib'] / base['peak_rss_kib']:.2f}× ({r['peak_rss_kib'] / 1024:.0f} MiB vs "
+              f"{base['peak_rss_kib'] / 1024:.0f} MiB)")
     return 0
 
 
