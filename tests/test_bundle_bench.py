@@ -19,9 +19,11 @@ def test_bench_reports_medians_spreads_and_ratios(capsys: pytest.CaptureFixture[
     code = bench.main(["--items", "90", "--models", "2", "--datasets", "2", "--rounds", "2"])
     out = capsys.readouterr().out
     assert re.search(r"^items: 94 \(2 resources; 40 model items, 120 artifacts\); bundle: ", out, re.MULTILINE)
-    assert re.search(r"^in process  A json\.dump of the evidence +cpu +\d+\.\d\d s \(\d+\.\d\d–\d+\.\d\d\)", out,
+    assert re.search(r"^in process  A json\.dumps of the evidence +cpu +\d+\.\d\d s \(\d+\.\d\d–\d+\.\d\d\)", out,
                      re.MULTILINE)
-    ratio = re.search(r"^ratio bundle_in_process: (\d+\.\d\d)x \(median of rounds \d+\.\d\dx; target <= 3x\) "
-                      r"(ok|MISSED)$", out, re.MULTILINE)
+    assert re.search(r"^ratio bundle_in_process: \d+\.\d\dx json\.dumps \(median of rounds \d+\.\d\dx; reported\)$",
+                     out, re.MULTILINE)
+    ratio = re.search(r"^ratio bundle_finish_over_floor: (\d+\.\d\d)x \(target <= 2x\) (ok|MISSED)$", out,
+                      re.MULTILINE)
     assert ratio and code == (0 if ratio.group(2) == "ok" else 1)
     assert re.search(r"^ratio bundle_command: \d+\.\d\dx wall, \d+\.\d\dx peak RSS \(reported\)$", out, re.MULTILINE)
