@@ -4,7 +4,8 @@ test function, in the same environment.
 
 Each measurement runs in a fresh subprocess; time is wall seconds until collection finished (the
 run stops there, before any bundle is written), memory is that process's peak RSS
-(``ru_maxrss``, KiB on Linux). Prints one JSON line per measurement and the ratios; target ≤ 1.5×
+(VmHWM of the image after exec, KiB: ``ru_maxrss`` would carry this larger parent's high-water mark
+across fork and exec). Prints one JSON line per measurement and the ratios; target ≤ 1.5×
 time and ≤ 2× memory, quoted as medians over the interleaved rounds with their spread.
 Usage: ``python bench/bench_plan_collect.py [--repeat 3]``.
 """
@@ -22,12 +23,13 @@ from typing import Any
 
 SHA = "0" * 64
 PROBE = r"""
-import json, os, resource, sys, time
+import json, os, sys, time
 started = time.perf_counter()
 mode, target = sys.argv[1], sys.argv[2]
 def report(items):
+    hwm = next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmHWM:"))
     print(json.dumps({"mode": mode, "seconds": round(time.perf_counter() - started, 3), "items": items,
-                      "peak_rss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}), flush=True)
+                      "peak_rss_kib": hwm}), flush=True)
     os._exit(0)
 if mode == "plan":
     import io
