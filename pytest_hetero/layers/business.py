@@ -33,7 +33,7 @@ from pytest_hetero.errors import CaseError
 from pytest_hetero.evidence.inputs import USED
 from pytest_hetero.layers.base import LayerBroken, LayerContext, LayerFailed, outputs_of, wall_of
 from pytest_hetero.layers.usage import add_run_time, run_time_of
-from pytest_hetero.matrix.acceptance import NOT_EVALUABLE, evaluate, load_rules
+from pytest_hetero.matrix.acceptance import NOT_EVALUABLE, AcceptanceRule, evaluate, load_rules
 from pytest_hetero.truth.gate import Judged, OutputsInvalid, TruthUnusable, check_outputs, gate_values, join_problem
 
 
@@ -135,7 +135,7 @@ def _judge_values(ctx: LayerContext, outputs: dict[str, Any], digest: str, wall_
         raise LayerBroken(prefix + exc.message, exc.category) from None
 
 
-def _rules(ctx: LayerContext, path: Path) -> list[dict[str, Any]]:
+def _rules(ctx: LayerContext, path: Path) -> list[AcceptanceRule]:
     """The acceptance rules of ``path`` as the run pinned them when it loaded the matrix (``Matrix.pinned``;
     the file itself only when it did not read then), recorded with the digest of the bytes judged by (the
     bundle keeps a copy of the same bytes). Raises LayerFailed (``bad_rules``) for a bad file."""
@@ -162,7 +162,7 @@ def _digest_now(path: Path) -> str | None:
         return None
 
 
-def not_evaluable(rules: list[dict[str, Any]], results: list[dict[str, Any]]) -> LayerBroken:
+def not_evaluable(rules: list[AcceptanceRule], results: list[dict[str, Any]]) -> LayerBroken:
     """The outcome for rule ``results`` (each with ``prefix``) that could not be evaluated: see the
     module docstring for the categories; the message names each rule, why, and what the outputs
     offered. Rules of different causes (a typo in the rules beside a metric the outputs lack) keep
@@ -172,8 +172,8 @@ def not_evaluable(rules: list[dict[str, Any]], results: list[dict[str, Any]]) ->
     names = offered["metrics"] + offered["fields"]
     close = {}
     for result in results:
-        rule = next((r for r in rules if r["name"] == result["name"]), {})
-        wanted = _wanted(rule)
+        rule = next((r for r in rules if r["name"] == result["name"]), None)
+        wanted = _wanted(rule) if rule is not None else ""
         match = difflib.get_close_matches(wanted, names, n=1, cutoff=0.75) if wanted else []
         if result.get("problem") == "missing" and match:
             close[result["name"]] = match[0]
@@ -204,9 +204,9 @@ def _cause(result: dict[str, Any], close: dict[str, str]) -> str:
     return "outputs_missing_metric" if result.get("problem") == "missing" else "outputs_invalid"
 
 
-def _wanted(rule: dict[str, Any]) -> str:
+def _wanted(rule: AcceptanceRule) -> str:
     """The metric or field name a rule reads (``mean(x)`` → ``x``; empty for service rules)."""
-    kind = rule.get("kind")
+    kind = rule["kind"]
     if kind == "metric":
         expr = str(rule["metric"])
         return expr[expr.find("(") + 1:-1] if expr.endswith(")") and "(" in expr else expr
