@@ -108,6 +108,14 @@ class LoadDoc(TypedDict, total=False):
     request_timeout: Scalar
 
 
+class AuthDoc(TypedDict, total=False):
+    """``serving.auth``: the environment variable holding the bearer token, and whether the endpoint must refuse
+    a request without it."""
+
+    token_env: str
+    protected: bool
+
+
 class ServingDoc(TypedDict):
     """``spec.models[].serving``: ``protocol`` and ``model_name`` are required."""
 
@@ -118,7 +126,7 @@ class ServingDoc(TypedDict):
     version: NotRequired[str]
     ready_timeout: NotRequired[Scalar]
     task: NotRequired[str]
-    auth: NotRequired[dict[str, str | bool]]
+    auth: NotRequired[AuthDoc]
     load: NotRequired[LoadDoc]
     rollback: NotRequired[RollbackDoc]
     options: NotRequired[dict[str, object]]

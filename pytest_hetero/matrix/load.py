@@ -354,7 +354,7 @@ def _serving(raw: ServingDoc | None, version: str) -> Serving | None:
     return Serving(
         protocol=raw["protocol"], model_name=raw["model_name"], version=str(raw.get("version", version)),
         endpoint=raw.get("endpoint"), deploy={k: str(v) for k, v in raw["deploy"].items()} if "deploy" in raw else None,
-        task=raw.get("task", ""), auth=dict(raw.get("auth", {})), load=load,
+        task=raw.get("task", ""), auth=raw.get("auth", {}).copy(), load=load,
         rollback=dict(raw["rollback"]) if "rollback" in raw else None, options=dict(raw.get("options", {})),
         ready_timeout_s=parse_duration(raw["ready_timeout"]) if "ready_timeout" in raw else None)
 
@@ -467,7 +467,7 @@ def _build(data: MatrixDoc, path: Path, raw: bytes, pos: Positions, base: Path) 
         name=r["name"], type=r["type"], vendor=r.get("vendor", "any"),
         requests={k: str(v) for k, v in r["requests"].items()},
         limits={k: str(v) for k, v in r.get("limits", {}).items()},
-        node_selector=dict(r.get("node_selector", {})), tolerations=tuple(dict(t) for t in r.get("tolerations", [])),
+        node_selector=dict(r.get("node_selector", {})), tolerations=tuple(r.get("tolerations", [])),
         queue=r.get("queue"), priority_class=r.get("priority_class"), expect=dict(r.get("expect", {})),
         line=line("spec", "resources", i), coverage=Coverage.parse(r.get("coverage")),
         model_runs=r.get("model_runs"), concurrency=r.get("concurrency"))

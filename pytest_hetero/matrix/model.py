@@ -13,7 +13,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol, TypeVar
 
-from pytest_hetero.matrix.document import MatrixDoc
+from pytest_hetero.matrix.document import AuthDoc, MatrixDoc, TolerationDoc
 from pytest_hetero.matrix.taskqueues import TaskQueue
 from pytest_hetero.matrix.training import Training
 from pytest_hetero.vocab import DEFAULT_OWNERS, OWNER_CATEGORIES, Layer
@@ -87,7 +87,7 @@ class Resource:
     requests: dict[str, str]
     limits: dict[str, str] = field(default_factory=dict)
     node_selector: dict[str, str] = field(default_factory=dict)
-    tolerations: tuple[dict[str, Any], ...] = ()
+    tolerations: tuple[TolerationDoc, ...] = ()
     queue: str | None = None
     priority_class: str | None = None
     expect: dict[str, Any] = field(default_factory=dict)
@@ -127,6 +127,10 @@ class Image:
     line: int = 0
 
 
+def _no_auth() -> AuthDoc:
+    return {}
+
+
 @dataclass(frozen=True)
 class Serving:
     """An online inference service the model version is served by (``spec.models[].serving``).
@@ -148,7 +152,7 @@ class Serving:
     endpoint: str | None = None
     deploy: dict[str, str] | None = None
     task: str = ""
-    auth: dict[str, Any] = field(default_factory=dict)
+    auth: AuthDoc = field(default_factory=_no_auth)
     load: dict[str, Any] = field(default_factory=dict)
     rollback: dict[str, Any] | None = None
     options: dict[str, Any] = field(default_factory=dict)
@@ -201,7 +205,7 @@ class Truth:
     slices: tuple[str, ...] = ()
     """Columns (fields) read beside the target so that a rule may judge a metric over the rows with one value of
     one of them (``slice: {region: eu}``)."""
-    json_schema: dict[str, Any] | None = field(default=None, hash=False, compare=False)
+    json_schema: dict[str, object] | None = field(default=None, hash=False, compare=False)
     """Generation: the JSON Schema each prediction (JSON text) must satisfy for ``json_valid``."""
 
 
