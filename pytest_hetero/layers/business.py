@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_hetero.errors import CaseError
+from pytest_hetero.evidence.document import RuleResult
 from pytest_hetero.evidence.inputs import USED
 from pytest_hetero.layers.base import LayerBroken, LayerContext, LayerFailed, outputs_of, wall_of
 from pytest_hetero.layers.usage import add_run_time, run_time_of
@@ -92,7 +93,7 @@ def check(ctx: LayerContext) -> None:
         raise not_evaluable(rules, unevaluable)
 
 
-def _failed_text(failed: list[dict[str, Any]]) -> str:
+def _failed_text(failed: list[RuleResult]) -> str:
     """Each failed rule: expected, observed with its unit, detail, and the observed value's provenance."""
     return "; ".join(f"{r['name']}: expected {r['expected']}, observed {r['observed']}"
                      + (f" {r['unit']}" if r.get("unit") else "")
