@@ -16,7 +16,6 @@ import re
 from collections.abc import Callable
 from dataclasses import replace
 from functools import lru_cache
-from importlib import resources
 from pathlib import Path
 from typing import Any, Literal, cast
 
@@ -54,6 +53,8 @@ from pytest_hetero.matrix.model import (
     Tenant,
     Truth,
 )
+from pytest_hetero.matrix.reference import Node as SchemaNode
+from pytest_hetero.matrix.reference import schema
 from pytest_hetero.matrix.training import parse_training
 from pytest_hetero.matrix.yamlnodes import MAX_BYTES, Positions, dotted, parse_yaml, read_yaml
 from pytest_hetero.safeio import Unreadable, read_file, read_local, resolved
@@ -62,10 +63,9 @@ from pytest_hetero.vocab import DEFAULT_OWNERS
 
 
 @lru_cache(maxsize=1)
-def matrix_schema() -> dict[str, Any]:
-    """The JSON Schema (draft 2020-12) of ValidationMatrix v1 shipped in the package."""
-    text = resources.files("pytest_hetero.matrix").joinpath("schema.json").read_text("utf-8")
-    return dict(json.loads(text))
+def matrix_schema() -> SchemaNode:
+    """The JSON Schema (draft 2020-12) of ValidationMatrix v1 shipped in the package (read once)."""
+    return schema()
 
 
 MAX_DURATION_S = 7 * 24 * 3600.0
