@@ -360,19 +360,41 @@ def read_describe_volcano(ctx: Ctx, piece: Piece) -> list[Finding]:
             continue
         prefix = f"{section}.{sub}." if sub and depth > 2 else f"{section}."
         q[(prefix + key).lower().replace(" ", "_")] = value
-    job = _volcano_job(ctx, piece, q)
+    text = VolcanoText.of(q)
+    job = _volcano_job(ctx, piece, text)
     if job is not None:
         return [job]
-    queue = q.get("name") or q.get("metadata.name")
+    queue, state = text.name, text.state
     cap = {k.split(".capability.", 1)[1]: v for k, v in q.items() if ".capability." in k}
-    state = q.get("status.state")
     closed = isinstance(state, str) and state.lower() in ("closed", "closing")
     meaning = "Volcano queue" + (f" {queue}" if queue else "") + (
         ": capability " + ", ".join(f"{k} {v}" for k, v in cap.items()) if cap else "") + (
         f"; state {state}" if state else "") + (
-        f"; inqueue {q.get('status.inqueue')}" if q.get("status.inqueue") is not None else "")
-    return [_volcano_queue("describe-volcano", closed, bool(cap), q.get("status.inqueue"), meaning, ctx.span(piece),
+        f"; inqueue {text.inqueue}" if text.inqueue is not None else "")
+    return [_volcano_queue("describe-volcano", closed, bool(cap), text.inqueue, meaning, ctx.span(piece),
                            str(queue) if queue else None, q)]
+
+
+class VolcanoText(NamedTuple):
+    """``kubectl describe queue|vcjob|podgroup`` read once: ``fields`` (``section.sub.key``, lowercased, spaces as
+    ``_`` -> value as printed) and those the readers use: the object's name, kind, phase, minimum members (Min
+    Available / Min Member), queue state and Inqueue count (None, "" for kind, when not printed)."""
+
+    fields: dict[str, Value]
+    name: Value
+    kind: str
+    phase: Value
+    minimum: Value
+    state: Value
+    inqueue: Value
+
+    @classmethod
+    def of(cls, q: dict[str, Value]) -> VolcanoText:
+        """The facts of the flattened describe fields ``q``."""
+        return cls(q, q.get("name") or q.get("metadata.name"), str(q.get("kind") or ""),
+                   q.get("status.state.phase") or q.get("status.phase"),
+                   q.get("status.min_available") or q.get("spec.min_available") or q.get("spec.min_member"),
+                   q.get("status.state"), q.get("status.inqueue"))
 
 
 _JOB_WAITING = ("pending", "inqueue", "aborting", "aborted", "restarting", "terminating", "terminated", "failed",
@@ -381,16 +403,13 @@ _JOB_WAITING = ("pending", "inqueue", "aborting", "aborted", "restarting", "term
 JobPhase, scheduling.volcano.sh PodGroupPhase)."""
 
 
-def _volcano_job(ctx: Ctx, piece: Piece, q: dict[str, Value]) -> Finding | None:
+def _volcano_job(ctx: Ctx, piece: Piece, text: VolcanoText) -> Finding | None:
     """A ``kubectl describe vcjob`` / ``describe podgroup`` status (``Min Available`` / ``Min Member`` and a
     ``Phase``), or None when the piece is a queue. A phase that is not Running/Completed is an error whose owner the
     status cannot decide (``volcano_job_waiting``: the PodGroup's conditions and events say why); else ok."""
-    kind = str(q.get("kind") or "")
-    phase = q.get("status.state.phase") or q.get("status.phase")
-    minimum = q.get("status.min_available") or q.get("spec.min_available") or q.get("spec.min_member")
+    q, kind, phase, minimum, name = text.fields, text.kind, text.phase, text.minimum, text.name
     if kind == "Queue" or not (minimum is not None or kind in ("Job", "PodGroup")) or phase is None:
         return None
-    name = q.get("name") or q.get("metadata.name")
     counts = {k.split(".", 1)[1]: v for k, v in q.items()
               if k in ("status.pending", "status.running", "status.succeeded", "status.failed", "status.terminating")}
     facts = ", ".join(f"{v} {k}" for k, v in counts.items())
@@ -581,6 +600,22 @@ class KubeObject:
                    status=status if isinstance(status, Mapping) else None, whole=obj)
 
 
+class KubeCondition(NamedTuple):
+    """A ``status.conditions[]`` entry as written: ``type`` as text (``str`` of the value: "None" when absent),
+    ``status`` and ``reason`` as written (None when absent), ``message`` as written ("" when absent)."""
+
+    type: str
+    status: object
+    reason: object
+    message: object
+
+
+def _conditions(status: Mapping[str, Any]) -> list[KubeCondition]:
+    """The mapping entries of ``status.conditions`` (none when absent, null or empty), in order."""
+    return [KubeCondition(str(c.get("type")), c.get("status"), c.get("reason"), c.get("message", ""))
+            for c in status.get("conditions", []) or [] if isinstance(c, Mapping)]
+
+
 def _node_object(ctx: Ctx, piece: Piece, obj: KubeObject) -> list[Finding]:
     status = obj.status if obj.status is not None else obj.whole
     meta = obj.metadata
@@ -603,14 +638,13 @@ def _node_object(ctx: Ctx, piece: Piece, obj: KubeObject) -> list[Finding]:
               for t in spec.get("taints", []) or [] if isinstance(t, Mapping)]
     if taints:
         out += _taint_finding(ctx, piece, taints, [0], name, "yaml")
-    for cond in status.get("conditions", []) or []:
-        if isinstance(cond, Mapping):
-            ctype, cstat = str(cond.get("type")), str(cond.get("status"))
-            if (ctype == "Ready" and cstat != "True") or (ctype != "Ready" and cstat == "True" and "Pressure" in ctype):
-                code = "node_not_ready" if ctype == "Ready" else "node_pressure"
-                out.append(make("yaml", code, category="node-health", failure=code, severity="error",
-                                meaning=f"condition {ctype}={cstat}: {cond.get('message', '')}",
-                                lines=ctx.span(piece, 1), entity={"node": name}))
+    for cond in _conditions(status):
+        ctype, cstat = cond.type, str(cond.status)
+        if (ctype == "Ready" and cstat != "True") or (ctype != "Ready" and cstat == "True" and "Pressure" in ctype):
+            code = "node_not_ready" if ctype == "Ready" else "node_pressure"
+            out.append(make("yaml", code, category="node-health", failure=code, severity="error",
+                            meaning=f"condition {ctype}={cstat}: {cond.message}",
+                            lines=ctx.span(piece, 1), entity={"node": name}))
     ann = meta.get("annotations")
     if isinstance(ann, Mapping):
         for key, value in ann.items():
@@ -628,7 +662,7 @@ def _workload(ctx: Ctx, piece: Piece, obj: KubeObject) -> list[Finding]:
     if out:
         return out
     status = obj.status or {}
-    conds = {str(c.get("type")): c for c in status.get("conditions", []) or [] if isinstance(c, Mapping)}
+    conds = {c.type: c for c in _conditions(status)}
     admission = status.get("admission") if isinstance(status.get("admission"), Mapping) else {}
     assert isinstance(admission, Mapping)
     q: dict[str, Value] = {"cluster_queue": admission.get("clusterQueue")}
@@ -638,11 +672,11 @@ def _workload(ctx: Ctx, piece: Piece, obj: KubeObject) -> list[Finding]:
                 q[f"flavor.{res}"] = str(flavor)
             for res, used in (ps.get("resourceUsage") or {}).items():
                 q[f"usage.{res}"] = str(used)
-    if "Finished" in conds and conds["Finished"].get("status") == "True":
-        code, meaning = "workload_finished", f"Workload finished: {conds['Finished'].get('reason')} " \
-                                             f"{conds['Finished'].get('message', '')}".strip()
-    elif "Admitted" in conds and conds["Admitted"].get("status") == "True":
-        code, meaning = "workload_admitted", f"Workload admitted: {conds.get('QuotaReserved', {}).get('message', '')}"
+    finished, admitted, quota = conds.get("Finished"), conds.get("Admitted"), conds.get("QuotaReserved")
+    if finished is not None and finished.status == "True":
+        code, meaning = "workload_finished", f"Workload finished: {finished.reason} {finished.message}".strip()
+    elif admitted is not None and admitted.status == "True":
+        code, meaning = "workload_admitted", f"Workload admitted: {quota.message if quota is not None else ''}"
     else:
         code, meaning = "workload_pending", "Workload not admitted yet (no condition says why)"
     return [make("yaml", code, category="queue", severity="ok" if code != "workload_pending" else "warning",
