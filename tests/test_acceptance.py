@@ -10,13 +10,13 @@ import pytest
 from support import DIGITS, dedent
 
 from pytest_hetero.errors import CaseError, RulesInvalid
-from pytest_hetero.matrix.acceptance import GateValues, evaluate, load_rules, percentile
+from pytest_hetero.matrix.acceptance import AcceptanceRule, GateValues, evaluate, load_rules, percentile
 
 OUTPUTS = {"indices": [0, 5, 10, 15], "labels": [0, 5, 0, 5], "predictions": [0, 9, 0, 5],
            "top_probability": [0.9, 0.5, 0.8, 0.7], "latency_ms": [1.0, 2.0, 3.0, 10.0]}
 
 
-def _rules(tmp_path: Path, body: str) -> list[dict[str, object]]:
+def _rules(tmp_path: Path, body: str) -> list[AcceptanceRule]:
     path = tmp_path / "r.yaml"
     path.write_text("apiVersion: pytest-hetero/v1\nkind: AcceptanceRules\nrules:\n" + body)
     return load_rules(path)

@@ -7,7 +7,7 @@ import pytest
 from support import REPO
 
 from pytest_hetero.cli import main
-from pytest_hetero.matrix.reference import _deref, _element, explain, markdown, schema
+from pytest_hetero.matrix.reference import Node, _deref, _element, explain, markdown, schema
 
 
 def test_the_generated_reference_matches_the_schema() -> None:
@@ -19,7 +19,7 @@ def test_every_field_has_a_meaning() -> None:
     root = schema()
     missing: list[str] = []
 
-    def walk(path: list[str], node: dict[str, object]) -> None:
+    def walk(path: list[str], node: Node) -> None:
         for name, child in _element(root, node).get("properties", {}).items():
             if not _deref(root, child).get("description"):
                 missing.append(".".join([*path, name]))

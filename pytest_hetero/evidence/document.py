@@ -45,7 +45,8 @@ class RuleResult(TypedDict, total=False):
     """One acceptance rule's result in a ``business.rules`` record's ``data.results``
     (:func:`pytest_hetero.matrix.acceptance.evaluate`): ``verdict`` pass, fail or not_evaluable; ``observed``
     the value (None when not evaluable); ``provenance.source`` computed, measured or self_reported; ``bound``
-    ``{op, value, tolerance, unit}`` of a numeric rule; ``failing`` the failing golden sample indices."""
+    ``{op, value, tolerance, unit}`` of a numeric rule; ``failing`` the failing golden sample indices;
+    ``available`` (a rule not evaluable) the ``metrics`` and ``fields`` the outputs offered."""
 
     name: str
     kind: str
@@ -59,6 +60,7 @@ class RuleResult(TypedDict, total=False):
     provenance: dict[str, str]
     bound: dict[str, Any]
     failing: list[int]
+    available: dict[str, list[str]]
 
 
 class ArtifactDict(TypedDict):

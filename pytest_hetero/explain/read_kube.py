@@ -7,7 +7,8 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Mapping
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, NamedTuple
 
 import yaml
 
@@ -215,8 +216,7 @@ _DESCRIBE_NODE = "describe-node"
 def _node_head(ctx: Ctx, piece: Piece, node: NodeText, name: str | None) -> list[Finding]:
     """The ``node`` finding of a describe: name, roles, creation, cordon flag, lease renewal, internal IP
     and, when the lease was renewed within the minute of creation, the seconds between the two."""
-    head = node.where.get("Name", []) + node.where.get("Roles", []) + node.where.get("CreationTimestamp", []) + \
-        node.where.get("Unschedulable", [])
+    head = node.lines_of("Name", "Roles", "CreationTimestamp", "Unschedulable")
     if not (head or name):
         return []
     q: dict[str, Value] = {"roles": node.fields.get("Roles"), "created": node.fields.get("CreationTimestamp"),
@@ -230,7 +230,7 @@ def _node_head(ctx: Ctx, piece: Piece, node: NodeText, name: str | None) -> list
     roles = f", roles {node.fields['Roles']}" if node.fields.get("Roles") else ""
     return [make(_DESCRIBE_NODE, "node", category="node", severity="ok",
                  meaning=f"node {name or '?'}{roles}",
-                 lines=ctx.src(head + node.where.get("Lease.RenewTime", []), piece.start), entity={"node": name},
+                 lines=ctx.src(head + node.lines_of("Lease.RenewTime"), piece.start), entity={"node": name},
                  timestamps=[created or None], quantities=q)]
 
 
@@ -241,16 +241,16 @@ def _node_health(ctx: Ctx, piece: Piece, node: NodeText, name: str | None) -> li
     if node.fields.get("Unschedulable", "").lower() == "true":
         out.append(make(_DESCRIBE_NODE, "node_unschedulable", category="node-health", failure="node_unschedulable",
                         severity="error", meaning="the node is cordoned (Unschedulable: true)",
-                        lines=ctx.src(node.where.get("Unschedulable", []), piece.start), entity={"node": name}))
+                        lines=ctx.src(node.lines_of("Unschedulable"), piece.start), entity={"node": name}))
     for row in node.conditions:
-        ctype, status = row.get("Type", ""), row.get("Status", "")
+        ctype, status = row.type, row.status
         if (ctype == "Ready" and status != "True") or (ctype != "Ready" and status == "True"):
-            why = f"{row.get('Reason', '')} {row.get('Message', '')}"
+            why = f"{row.reason or ''} {row.message or ''}"
             code = "node_not_ready" if ctype == "Ready" else "node_pressure"
             out.append(make(_DESCRIBE_NODE, code, category="node-health", failure=code, severity="error",
                             meaning=f"condition {ctype}={status}: {why}".strip(),
-                            lines=ctx.src([int(row["_line"])], piece.start), entity={"node": name},
-                            quantities={"condition": ctype, "status": status, "reason": row.get("Reason")}))
+                            lines=ctx.src([row.line], piece.start), entity={"node": name},
+                            quantities={"condition": ctype, "status": status, "reason": row.reason}))
     return out
 
 
@@ -258,7 +258,7 @@ def _node_hami(ctx: Ctx, piece: Piece, node: NodeText, lines: list[str], name: s
     """HAMi annotations of a described node: each ``hami.io/node-*-register`` device list, then a
     handshake left at ``Requesting`` or devices marked ``Deleted_<time>`` (node unregistered)."""
     ann = node.annotations
-    ann_idx = node.where.get("Annotations", [])
+    ann_idx = node.lines_of("Annotations")
     out: list[Finding] = []
     for key, value in ann.items():
         if key.startswith("hami.io/node-") and key.endswith("-register"):
@@ -295,9 +295,9 @@ def read_describe_node(ctx: Ctx, piece: Piece) -> list[Finding]:
     kind = _DESCRIBE_NODE
     out = _node_head(ctx, piece, node, name)
     if node.labels:
-        out += label_findings(ctx, piece, node.labels, node.where.get("Labels", []), kind, name)
+        out += label_findings(ctx, piece, node.labels, node.lines_of("Labels"), kind, name)
     if node.taints:
-        out += _taint_finding(ctx, piece, node.taints, node.where.get("Taints", []), name, kind)
+        out += _taint_finding(ctx, piece, node.taints, node.lines_of("Taints"), name, kind)
     out += _node_health(ctx, piece, node, name)
     if node.capacity or node.allocatable or node.allocated:
         idx = [i for k, v in node.where.items() if k.startswith(("Capacity", "Allocatable", "Allocated")) for i in v]
@@ -360,19 +360,41 @@ def read_describe_volcano(ctx: Ctx, piece: Piece) -> list[Finding]:
             continue
         prefix = f"{section}.{sub}." if sub and depth > 2 else f"{section}."
         q[(prefix + key).lower().replace(" ", "_")] = value
-    job = _volcano_job(ctx, piece, q)
+    text = VolcanoText.of(q)
+    job = _volcano_job(ctx, piece, text)
     if job is not None:
         return [job]
-    queue = q.get("name") or q.get("metadata.name")
+    queue, state = text.name, text.state
     cap = {k.split(".capability.", 1)[1]: v for k, v in q.items() if ".capability." in k}
-    state = q.get("status.state")
     closed = isinstance(state, str) and state.lower() in ("closed", "closing")
     meaning = "Volcano queue" + (f" {queue}" if queue else "") + (
         ": capability " + ", ".join(f"{k} {v}" for k, v in cap.items()) if cap else "") + (
         f"; state {state}" if state else "") + (
-        f"; inqueue {q.get('status.inqueue')}" if q.get("status.inqueue") is not None else "")
-    return [_volcano_queue("describe-volcano", closed, bool(cap), q.get("status.inqueue"), meaning, ctx.span(piece),
+        f"; inqueue {text.inqueue}" if text.inqueue is not None else "")
+    return [_volcano_queue("describe-volcano", closed, bool(cap), text.inqueue, meaning, ctx.span(piece),
                            str(queue) if queue else None, q)]
+
+
+class VolcanoText(NamedTuple):
+    """``kubectl describe queue|vcjob|podgroup`` read once: ``fields`` (``section.sub.key``, lowercased, spaces as
+    ``_`` -> value as printed) and those the readers use: the object's name, kind, phase, minimum members (Min
+    Available / Min Member), queue state and Inqueue count (None, "" for kind, when not printed)."""
+
+    fields: dict[str, Value]
+    name: Value
+    kind: str
+    phase: Value
+    minimum: Value
+    state: Value
+    inqueue: Value
+
+    @classmethod
+    def of(cls, q: dict[str, Value]) -> VolcanoText:
+        """The facts of the flattened describe fields ``q``."""
+        return cls(q, q.get("name") or q.get("metadata.name"), str(q.get("kind") or ""),
+                   q.get("status.state.phase") or q.get("status.phase"),
+                   q.get("status.min_available") or q.get("spec.min_available") or q.get("spec.min_member"),
+                   q.get("status.state"), q.get("status.inqueue"))
 
 
 _JOB_WAITING = ("pending", "inqueue", "aborting", "aborted", "restarting", "terminating", "terminated", "failed",
@@ -381,16 +403,13 @@ _JOB_WAITING = ("pending", "inqueue", "aborting", "aborted", "restarting", "term
 JobPhase, scheduling.volcano.sh PodGroupPhase)."""
 
 
-def _volcano_job(ctx: Ctx, piece: Piece, q: dict[str, Value]) -> Finding | None:
+def _volcano_job(ctx: Ctx, piece: Piece, text: VolcanoText) -> Finding | None:
     """A ``kubectl describe vcjob`` / ``describe podgroup`` status (``Min Available`` / ``Min Member`` and a
     ``Phase``), or None when the piece is a queue. A phase that is not Running/Completed is an error whose owner the
     status cannot decide (``volcano_job_waiting``: the PodGroup's conditions and events say why); else ok."""
-    kind = str(q.get("kind") or "")
-    phase = q.get("status.state.phase") or q.get("status.phase")
-    minimum = q.get("status.min_available") or q.get("spec.min_available") or q.get("spec.min_member")
+    q, kind, phase, minimum, name = text.fields, text.kind, text.phase, text.minimum, text.name
     if kind == "Queue" or not (minimum is not None or kind in ("Job", "PodGroup")) or phase is None:
         return None
-    name = q.get("name") or q.get("metadata.name")
     counts = {k.split(".", 1)[1]: v for k, v in q.items()
               if k in ("status.pending", "status.running", "status.succeeded", "status.failed", "status.terminating")}
     facts = ", ".join(f"{v} {k}" for k, v in counts.items())
@@ -443,26 +462,50 @@ _POD_BAD = {
 """``kubectl get pods`` STATUS (after the last ``:``, as in ``Init:CrashLoopBackOff``) -> reason code."""
 
 
-def _quota_row(ctx: Ctx, piece: Piece, i: int, row: dict[str, str]) -> Finding:
+class TableRow(NamedTuple):
+    """A row of a ``kubectl get`` table, its cells cut at the header's column starts (``cells``: column -> text)
+    and the cells the readers use: NAME, NAMESPACE (or NS), STATUS, READY, RESTARTS, AGE, NODE, USED and HARD
+    (None where the table has no such column)."""
+
+    cells: dict[str, str]
+    name: str | None
+    namespace: str | None
+    status: str | None
+    ready: str | None
+    restarts: str | None
+    age: str | None
+    node: str | None
+    used: str | None
+    hard: str | None
+
+    @classmethod
+    def of(cls, cells: dict[str, str]) -> TableRow:
+        """The row of ``cells``."""
+        return cls(cells, cells.get("NAME"), cells.get("NS") or cells.get("NAMESPACE"), cells.get("STATUS"),
+                   cells.get("READY"), cells.get("RESTARTS"), cells.get("AGE"), cells.get("NODE"), cells.get("USED"),
+                   cells.get("HARD"))
+
+
+def _quota_row(ctx: Ctx, piece: Piece, i: int, row: TableRow, used_text: str, hard_text: str) -> Finding:
     """A ``kubectl get resourcequota`` row: used/hard per resource, those at the limit named."""
-    used = dict(re.findall(r"([\w./-]+):(\S+?)(?=[\s\]])", row["USED"]))
-    hard = dict(re.findall(r"([\w./-]+):(\S+?)(?=[\s\]])", row["HARD"]))
+    used = dict(re.findall(r"([\w./-]+):(\S+?)(?=[\s\]])", used_text))
+    hard = dict(re.findall(r"([\w./-]+):(\S+?)(?=[\s\]])", hard_text))
     full = [k for k in hard if used.get(k) == hard[k]]
-    ns = row.get("NS") or row.get("NAMESPACE")
+    ns = row.namespace
     usage = ", ".join(f"{k} {used.get(k, '?')}/{v}" for k, v in hard.items())
     return make("kubectl-table", "quota_usage", category="quota", severity="ok",
-                meaning=f"ResourceQuota {row.get('NAME')} in {ns}: {usage}"
+                meaning=f"ResourceQuota {row.name} in {ns}: {usage}"
                         + (f" (at the limit: {', '.join(full)})" if full else ""),
                 lines=ctx.src([i], piece.start), entity={"namespace": ns},
                 quantities={**{f"used.{k}": v for k, v in used.items()}, **{f"hard.{k}": v for k, v in hard.items()}})
 
 
-def _node_row(ctx: Ctx, piece: Piece, i: int, row: dict[str, str]) -> Finding:
+def _node_row(ctx: Ctx, piece: Piece, i: int, row: TableRow) -> Finding:
     """A ``kubectl get nodes`` row: Ready, or NotReady / cordoned (``Ready,SchedulingDisabled``)."""
-    status, name = row.get("STATUS", ""), row.get("NAME", "")
+    status, name = row.status or "", row.name or ""
     ok = status.split(",")[0] == "Ready"
     extra = [s for s in status.split(",")[1:] if s]
-    q: dict[str, Value] = {k.lower().replace("-", "_").replace(" ", "_"): v for k, v in row.items()
+    q: dict[str, Value] = {k.lower().replace("-", "_").replace(" ", "_"): v for k, v in row.cells.items()
                            if k not in ("NAME",) and v}
     if ok and not extra:
         return make("kubectl-table", "node", category="node", severity="ok",
@@ -474,13 +517,13 @@ def _node_row(ctx: Ctx, piece: Piece, i: int, row: dict[str, str]) -> Finding:
                 lines=ctx.src([i], piece.start), entity={"node": name}, quantities=q)
 
 
-def _pod_row(ctx: Ctx, piece: Piece, i: int, row: dict[str, str]) -> Finding:
+def _pod_row(ctx: Ctx, piece: Piece, i: int, row: TableRow) -> Finding:
     """A ``kubectl get pods`` row: running/completed, Pending (reason in the events), a known bad
     state (:data:`_POD_BAD`), or another state (ok while it is a normal transition)."""
-    status, name, ready = row.get("STATUS", ""), row.get("NAME", ""), row.get("READY", "")
-    q: dict[str, Value] = {"ready": ready, "status": status, "restarts": row.get("RESTARTS"), "age": row.get("AGE"),
-                           "node": row.get("NODE")}
-    entity = {"pod": name, "namespace": row.get("NAMESPACE"), "node": row.get("NODE")}
+    status, name, ready = row.status or "", row.name or "", row.ready or ""
+    q: dict[str, Value] = {"ready": ready, "status": status, "restarts": row.restarts, "age": row.age,
+                           "node": row.node}
+    entity = {"pod": name, "namespace": row.cells.get("NAMESPACE"), "node": row.node}
     at = ctx.src([i], piece.start)
     base = status.split(":")[-1]
     if status in ("Running", "Completed", "Succeeded") and (status != "Running" or (
@@ -517,13 +560,14 @@ def read_table(ctx: Ctx, piece: Piece) -> list[Finding]:
             continue
         if not cols:
             continue
-        row: dict[str, str] = {}
+        cells: dict[str, str] = {}
         for j, (name, start) in enumerate(cols):
             end = cols[j + 1][1] if j + 1 < len(cols) else None
-            row[name] = line[start:end].strip()
-        if "USED" in row and "HARD" in row:
-            out.append(_quota_row(ctx, piece, i, row))
-        elif "ROLES" in row or "VERSION" in row:
+            cells[name] = line[start:end].strip()
+        row = TableRow.of(cells)
+        if row.used is not None and row.hard is not None:
+            out.append(_quota_row(ctx, piece, i, row, row.used, row.hard))
+        elif "ROLES" in cells or "VERSION" in cells:
             out.append(_node_row(ctx, piece, i, row))
         else:
             out.append(_pod_row(ctx, piece, i, row))
@@ -533,11 +577,48 @@ def read_table(ctx: Ctx, piece: Piece) -> list[Finding]:
 # --- objects -----------------------------------------------------------------------------------------
 
 
-def _node_object(ctx: Ctx, piece: Piece, obj: Mapping[str, Any]) -> list[Finding]:
-    status = obj.get("status") if isinstance(obj.get("status"), Mapping) else obj
-    assert isinstance(status, Mapping)
-    meta = obj.get("metadata") if isinstance(obj.get("metadata"), Mapping) else {}
-    assert isinstance(meta, Mapping)
+@dataclass(frozen=True)
+class KubeObject:
+    """A parsed YAML/JSON mapping read as a Kubernetes object (``kubectl get -o yaml|json``), once, at the edge:
+    ``kind`` and ``api`` (``apiVersion``) as text ("" when absent), its ``metadata`` and ``spec`` mappings (empty
+    when absent or not a mapping), its ``status`` mapping (None when absent or not a mapping: a kind-less node
+    status is the object itself) and the ``whole`` mapping."""
+
+    kind: str
+    api: str
+    metadata: Mapping[str, Any]
+    spec: Mapping[str, Any]
+    status: Mapping[str, Any] | None
+    whole: Mapping[str, Any]
+
+    @classmethod
+    def parse(cls, obj: Mapping[str, Any]) -> KubeObject:
+        """Read ``obj``'s kind, apiVersion, metadata, spec and status. Never raises."""
+        meta, spec, status = obj.get("metadata"), obj.get("spec"), obj.get("status")
+        return cls(kind=str(obj.get("kind", "")), api=str(obj.get("apiVersion", "")),
+                   metadata=meta if isinstance(meta, Mapping) else {}, spec=spec if isinstance(spec, Mapping) else {},
+                   status=status if isinstance(status, Mapping) else None, whole=obj)
+
+
+class KubeCondition(NamedTuple):
+    """A ``status.conditions[]`` entry as written: ``type`` as text (``str`` of the value: "None" when absent),
+    ``status`` and ``reason`` as written (None when absent), ``message`` as written ("" when absent)."""
+
+    type: str
+    status: object
+    reason: object
+    message: object
+
+
+def _conditions(status: Mapping[str, Any]) -> list[KubeCondition]:
+    """The mapping entries of ``status.conditions`` (none when absent, null or empty), in order."""
+    return [KubeCondition(str(c.get("type")), c.get("status"), c.get("reason"), c.get("message", ""))
+            for c in status.get("conditions", []) or [] if isinstance(c, Mapping)]
+
+
+def _node_object(ctx: Ctx, piece: Piece, obj: KubeObject) -> list[Finding]:
+    status = obj.status if obj.status is not None else obj.whole
+    meta = obj.metadata
     addresses = {str(a.get("type")): str(a.get("address")) for a in status.get("addresses", []) or []
                  if isinstance(a, Mapping)}
     name = str(meta.get("name") or addresses.get("Hostname") or "") or None
@@ -552,20 +633,18 @@ def _node_object(ctx: Ctx, piece: Piece, obj: Mapping[str, Any]) -> list[Finding
     labels = meta.get("labels")
     if isinstance(labels, Mapping) and labels:
         out += label_findings(ctx, piece, {str(k): str(v) for k, v in labels.items()}, [0], "yaml", name)
-    spec = obj.get("spec") if isinstance(obj.get("spec"), Mapping) else {}
-    assert isinstance(spec, Mapping)
+    spec = obj.spec
     taints = [f"{t.get('key')}{'=' + str(t['value']) if t.get('value') else ''}:{t.get('effect')}"
               for t in spec.get("taints", []) or [] if isinstance(t, Mapping)]
     if taints:
         out += _taint_finding(ctx, piece, taints, [0], name, "yaml")
-    for cond in status.get("conditions", []) or []:
-        if isinstance(cond, Mapping):
-            ctype, cstat = str(cond.get("type")), str(cond.get("status"))
-            if (ctype == "Ready" and cstat != "True") or (ctype != "Ready" and cstat == "True" and "Pressure" in ctype):
-                code = "node_not_ready" if ctype == "Ready" else "node_pressure"
-                out.append(make("yaml", code, category="node-health", failure=code, severity="error",
-                                meaning=f"condition {ctype}={cstat}: {cond.get('message', '')}",
-                                lines=ctx.span(piece, 1), entity={"node": name}))
+    for cond in _conditions(status):
+        ctype, cstat = cond.type, str(cond.status)
+        if (ctype == "Ready" and cstat != "True") or (ctype != "Ready" and cstat == "True" and "Pressure" in ctype):
+            code = "node_not_ready" if ctype == "Ready" else "node_pressure"
+            out.append(make("yaml", code, category="node-health", failure=code, severity="error",
+                            meaning=f"condition {ctype}={cstat}: {cond.message}",
+                            lines=ctx.span(piece, 1), entity={"node": name}))
     ann = meta.get("annotations")
     if isinstance(ann, Mapping):
         for key, value in ann.items():
@@ -574,19 +653,16 @@ def _node_object(ctx: Ctx, piece: Piece, obj: Mapping[str, Any]) -> list[Finding
     return out
 
 
-def _workload(ctx: Ctx, piece: Piece, obj: Mapping[str, Any]) -> list[Finding]:
-    reasons = pending_explain(dict(obj))
+def _workload(ctx: Ctx, piece: Piece, obj: KubeObject) -> list[Finding]:
+    reasons = pending_explain(dict(obj.whole))
     span = ctx.span(piece)
-    meta = obj.get("metadata") if isinstance(obj.get("metadata"), Mapping) else {}
-    assert isinstance(meta, Mapping)
-    name = str(meta.get("name", "")) or None
+    name = str(obj.metadata.get("name", "")) or None
     out = [reason_finding("yaml", r, _lines_for(ctx, piece, r.message) or span[:1], entity={"workload": name or ""})
            for r in reasons]
     if out:
         return out
-    status = obj.get("status") if isinstance(obj.get("status"), Mapping) else {}
-    assert isinstance(status, Mapping)
-    conds = {str(c.get("type")): c for c in status.get("conditions", []) or [] if isinstance(c, Mapping)}
+    status = obj.status or {}
+    conds = {c.type: c for c in _conditions(status)}
     admission = status.get("admission") if isinstance(status.get("admission"), Mapping) else {}
     assert isinstance(admission, Mapping)
     q: dict[str, Value] = {"cluster_queue": admission.get("clusterQueue")}
@@ -596,11 +672,11 @@ def _workload(ctx: Ctx, piece: Piece, obj: Mapping[str, Any]) -> list[Finding]:
                 q[f"flavor.{res}"] = str(flavor)
             for res, used in (ps.get("resourceUsage") or {}).items():
                 q[f"usage.{res}"] = str(used)
-    if "Finished" in conds and conds["Finished"].get("status") == "True":
-        code, meaning = "workload_finished", f"Workload finished: {conds['Finished'].get('reason')} " \
-                                             f"{conds['Finished'].get('message', '')}".strip()
-    elif "Admitted" in conds and conds["Admitted"].get("status") == "True":
-        code, meaning = "workload_admitted", f"Workload admitted: {conds.get('QuotaReserved', {}).get('message', '')}"
+    finished, admitted, quota = conds.get("Finished"), conds.get("Admitted"), conds.get("QuotaReserved")
+    if finished is not None and finished.status == "True":
+        code, meaning = "workload_finished", f"Workload finished: {finished.reason} {finished.message}".strip()
+    elif admitted is not None and admitted.status == "True":
+        code, meaning = "workload_admitted", f"Workload admitted: {quota.message if quota is not None else ''}"
     else:
         code, meaning = "workload_pending", "Workload not admitted yet (no condition says why)"
     return [make("yaml", code, category="queue", severity="ok" if code != "workload_pending" else "warning",
@@ -615,12 +691,9 @@ def _lines_for(ctx: Ctx, piece: Piece, message: str) -> tuple[SourceLine, ...]:
     return ctx.src(idx[:8], piece.start)
 
 
-def _podgroup(ctx: Ctx, piece: Piece, obj: Mapping[str, Any]) -> list[Finding]:
-    reasons = pending_explain(dict(obj))
-    meta = obj.get("metadata") if isinstance(obj.get("metadata"), Mapping) else {}
-    spec = obj.get("spec") if isinstance(obj.get("spec"), Mapping) else {}
-    status = obj.get("status") if isinstance(obj.get("status"), Mapping) else {}
-    assert isinstance(meta, Mapping) and isinstance(spec, Mapping) and isinstance(status, Mapping)
+def _podgroup(ctx: Ctx, piece: Piece, obj: KubeObject) -> list[Finding]:
+    reasons = pending_explain(dict(obj.whole))
+    meta, spec, status = obj.metadata, obj.spec, obj.status or {}
     entity = {"podgroup": str(meta.get("name", "")), "queue": str(spec.get("queue", ""))}
     out = []
     for r in reasons:
@@ -642,11 +715,8 @@ def _podgroup(ctx: Ctx, piece: Piece, obj: Mapping[str, Any]) -> list[Finding]:
                  lines=ctx.span(piece, 1), entity=entity, quantities=q)]
 
 
-def _vcjob(ctx: Ctx, piece: Piece, obj: Mapping[str, Any]) -> list[Finding]:
-    status = obj.get("status") if isinstance(obj.get("status"), Mapping) else {}
-    meta = obj.get("metadata") if isinstance(obj.get("metadata"), Mapping) else {}
-    spec = obj.get("spec") if isinstance(obj.get("spec"), Mapping) else {}
-    assert isinstance(status, Mapping) and isinstance(meta, Mapping) and isinstance(spec, Mapping)
+def _vcjob(ctx: Ctx, piece: Piece, obj: KubeObject) -> list[Finding]:
+    meta, spec, status = obj.metadata, obj.spec, obj.status or {}
     state = status.get("state") if isinstance(status.get("state"), Mapping) else {}
     assert isinstance(state, Mapping)
     phase = str(state.get("phase", ""))
@@ -662,11 +732,8 @@ def _vcjob(ctx: Ctx, piece: Piece, obj: Mapping[str, Any]) -> list[Finding]:
                  entity={"workload": str(meta.get("name", "")), "queue": str(spec.get("queue", ""))}, quantities=q)]
 
 
-def _queue(ctx: Ctx, piece: Piece, obj: Mapping[str, Any]) -> list[Finding]:
-    meta = obj.get("metadata") if isinstance(obj.get("metadata"), Mapping) else {}
-    spec = obj.get("spec") if isinstance(obj.get("spec"), Mapping) else {}
-    status = obj.get("status") if isinstance(obj.get("status"), Mapping) else {}
-    assert isinstance(meta, Mapping) and isinstance(spec, Mapping) and isinstance(status, Mapping)
+def _queue(ctx: Ctx, piece: Piece, obj: KubeObject) -> list[Finding]:
+    meta, spec, status = obj.metadata, obj.spec, obj.status or {}
     q: dict[str, Value] = {"weight": spec.get("weight"), "reclaimable": spec.get("reclaimable"),
                            "state": status.get("state")}
     for part in ("capability", "guarantee", "deserved"):
@@ -761,7 +828,7 @@ def _events_list(ctx: Ctx, piece: Piece, items: list[Any]) -> list[Finding]:
     return out
 
 
-def _settings(ctx: Ctx, piece: Piece, obj: Mapping[str, Any]) -> list[Finding]:
+def _settings(ctx: Ctx, piece: Piece, obj: KubeObject) -> list[Finding]:
     flat: dict[str, Value] = {}
 
     def walk(node: object, prefix: str) -> None:
@@ -774,7 +841,7 @@ def _settings(ctx: Ctx, piece: Piece, obj: Mapping[str, Any]) -> list[Finding]:
         elif isinstance(node, (str, int, float, bool)):
             flat[prefix] = node
 
-    walk(obj, "")
+    walk(obj.whole, "")
     for key, value in list(flat.items()):
         if isinstance(value, str) and ("sharing:" in value or "migStrategy" in value):
             try:
@@ -788,7 +855,7 @@ def _settings(ctx: Ctx, piece: Piece, obj: Mapping[str, Any]) -> list[Finding]:
                  meaning=meaning, lines=ctx.span(piece), quantities=short)]
 
 
-ObjectReader = Callable[[Ctx, Piece, Mapping[str, Any]], list[Finding] | None]
+ObjectReader = Callable[[Ctx, Piece, KubeObject], list[Finding] | None]
 """Reads one shape of mapping: ``(ctx, piece, obj) -> findings``."""
 
 
@@ -807,18 +874,18 @@ def _read_list(ctx: Ctx, piece: Piece, obj: list[Any]) -> list[Finding] | None:
     return found or None
 
 
-def _dcgm_document(ctx: Ctx, piece: Piece, obj: Mapping[str, Any]) -> list[Finding]:
+def _dcgm_document(ctx: Ctx, piece: Piece, obj: KubeObject) -> list[Finding]:
     """A ``dcgmi diag -j`` document."""
     from pytest_hetero.explain.read_nvidia import dcgm_json_findings
     from pytest_hetero.probes.dcgm import parse_dcgm_json
 
-    return dcgm_json_findings(ctx, piece, parse_dcgm_json(obj))
+    return dcgm_json_findings(ctx, piece, parse_dcgm_json(obj.whole))
 
 
-def _item_list(ctx: Ctx, piece: Piece, obj: Mapping[str, Any]) -> list[Finding]:
+def _item_list(ctx: Ctx, piece: Piece, obj: KubeObject) -> list[Finding]:
     """A ``kind: …List`` with ``items``: an event list as one, anything else item by item."""
-    items = obj["items"]
-    if str(obj.get("kind", "")) == "EventList" or all(isinstance(x, Mapping) and x.get("kind") == "Event"
+    items = obj.whole["items"]
+    if obj.kind == "EventList" or all(isinstance(x, Mapping) and x.get("kind") == "Event"
                                                        for x in items):
         return _events_list(ctx, piece, items)
     out: list[Finding] = []
@@ -827,66 +894,67 @@ def _item_list(ctx: Ctx, piece: Piece, obj: Mapping[str, Any]) -> list[Finding]:
     return out
 
 
-def _status_has(obj: Mapping[str, Any], *keys: str) -> bool:
+def _status_has(obj: KubeObject, *keys: str) -> bool:
     """True when ``obj.status`` is a mapping holding one of ``keys``."""
-    status = obj.get("status")
-    return isinstance(status, Mapping) and any(key in status for key in keys)
+    return obj.status is not None and any(key in obj.status for key in keys)
 
 
-def _is_node(obj: Mapping[str, Any], kind: str, api: str) -> bool:
+def _is_node(obj: KubeObject) -> bool:
     """A Node, or a kind-less object whose status reads like a node's."""
-    return kind == "Node" or (not kind and _status_has(obj, "capacity", "allocatable", "nodeInfo"))
+    return obj.kind == "Node" or (not obj.kind and _status_has(obj, "capacity", "allocatable", "nodeInfo"))
 
 
-def _is_workload(obj: Mapping[str, Any], kind: str, api: str) -> bool:
+def _is_workload(obj: KubeObject) -> bool:
     """A Kueue Workload (by kind or API group), or a kind-less object whose status reads like one."""
-    return kind == "Workload" or "kueue" in api or (not kind and _status_has(obj, "resourceRequests", "admission"))
+    return obj.kind == "Workload" or "kueue" in obj.api or (
+        not obj.kind and _status_has(obj, "resourceRequests", "admission"))
 
 
-def _is_settings(obj: Mapping[str, Any], kind: str, api: str) -> bool:
+def _is_settings(obj: KubeObject) -> bool:
     """Device-plugin settings: a ``settings`` key or an embedded config with ``sharing:``/``migStrategy``."""
-    return "settings" in obj or any(isinstance(v, str) and ("sharing:" in v or "migStrategy" in v)
-                                    for v in obj.values())
+    return "settings" in obj.whole or any(isinstance(v, str) and ("sharing:" in v or "migStrategy" in v)
+                                          for v in obj.whole.values())
 
 
-def _is_label_map(obj: Mapping[str, Any], kind: str, api: str) -> bool:
+def _is_label_map(obj: KubeObject) -> bool:
     """A flat map of ``prefix/name: value`` strings (node labels as JSON)."""
-    return bool(obj) and all(isinstance(k, str) and "/" in k and isinstance(v, str) for k, v in obj.items())
+    return bool(obj.whole) and all(isinstance(k, str) and "/" in k and isinstance(v, str)
+                                   for k, v in obj.whole.items())
 
 
-def _label_map(ctx: Ctx, piece: Piece, obj: Mapping[str, Any]) -> list[Finding]:
-    return label_findings(ctx, piece, {str(k): str(v) for k, v in obj.items()}, [0], "json", None)
+def _label_map(ctx: Ctx, piece: Piece, obj: KubeObject) -> list[Finding]:
+    return label_findings(ctx, piece, {str(k): str(v) for k, v in obj.whole.items()}, [0], "json", None)
 
 
-def _single_event(ctx: Ctx, piece: Piece, obj: Mapping[str, Any]) -> list[Finding]:
-    return _events_list(ctx, piece, [obj])
+def _single_event(ctx: Ctx, piece: Piece, obj: KubeObject) -> list[Finding]:
+    return _events_list(ctx, piece, [obj.whole])
 
 
-_OBJECT_SHAPES: tuple[tuple[Callable[[Mapping[str, Any], str, str], bool], ObjectReader], ...] = (
-    (lambda obj, kind, api: is_dcgm_json(obj), _dcgm_document),
-    (lambda obj, kind, api: isinstance(obj.get("items"), list), _item_list),
+_OBJECT_SHAPES: tuple[tuple[Callable[[KubeObject], bool], ObjectReader], ...] = (
+    (lambda obj: is_dcgm_json(obj.whole), _dcgm_document),
+    (lambda obj: isinstance(obj.whole.get("items"), list), _item_list),
     (_is_node, _node_object),
     (_is_workload, _workload),
-    (lambda obj, kind, api: kind == "PodGroup", _podgroup),
-    (lambda obj, kind, api: kind == "Queue" and "volcano" in api, _queue),
-    (lambda obj, kind, api: kind == "Job" and "batch.volcano.sh" in api, _vcjob),
-    (lambda obj, kind, api: kind == "Event", _single_event),
+    (lambda obj: obj.kind == "PodGroup", _podgroup),
+    (lambda obj: obj.kind == "Queue" and "volcano" in obj.api, _queue),
+    (lambda obj: obj.kind == "Job" and "batch.volcano.sh" in obj.api, _vcjob),
+    (lambda obj: obj.kind == "Event", _single_event),
     (_is_settings, _settings),
     (_is_label_map, _label_map),
 )
-"""(fits, reader) for the mapping shapes known by their keys, in priority order: ``fits(obj, kind,
-apiVersion)`` picks the first reader."""
+"""(fits, reader) for the mapping shapes known by their keys, in priority order: ``fits(obj)`` picks the first
+reader."""
 
 
-def _other_object(ctx: Ctx, piece: Piece, obj: Mapping[str, Any], kind: str) -> list[Finding] | None:
+def _other_object(ctx: Ctx, piece: Piece, obj: KubeObject) -> list[Finding] | None:
     """A mapping of no known shape: what the pending reasons explain says, else ``object`` (nothing
     blocking) when it looks like a Kubernetes object, else None."""
-    reasons = pending_explain(dict(obj))
+    reasons = pending_explain(dict(obj.whole))
     if reasons:
         return [reason_finding("yaml", r, _lines_for(ctx, piece, r.message) or ctx.span(piece, 1)) for r in reasons]
-    if kind or "status" in obj or "conditions" in obj:
+    if obj.kind or "status" in obj.whole or "conditions" in obj.whole:
         return [make("yaml", "object", category="kubernetes", severity="ok",
-                     meaning=f"{kind or 'object'} with nothing blocking", lines=ctx.span(piece, 1))]
+                     meaning=f"{obj.kind or 'object'} with nothing blocking", lines=ctx.span(piece, 1))]
     return None
 
 
@@ -897,11 +965,11 @@ def read_object(ctx: Ctx, piece: Piece, obj: object) -> list[Finding] | None:
         return _read_list(ctx, piece, obj)
     if not isinstance(obj, Mapping):
         return None
-    kind, api = str(obj.get("kind", "")), str(obj.get("apiVersion", ""))
+    parsed = KubeObject.parse(obj)
     for fits, read in _OBJECT_SHAPES:
-        if fits(obj, kind, api):
-            return read(ctx, piece, obj)
-    return _other_object(ctx, piece, obj, kind)
+        if fits(parsed):
+            return read(ctx, piece, parsed)
+    return _other_object(ctx, piece, parsed)
 
 
 def read_yaml(ctx: Ctx, piece: Piece) -> list[Finding]:

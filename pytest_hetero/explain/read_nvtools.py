@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections import Counter
 from collections.abc import Callable, Iterator
 
 from pytest_hetero.explain.blocks import Piece
@@ -42,7 +43,7 @@ def read_list(ctx: Ctx, piece: Piece) -> list[Finding]:
     out: list[Finding] = []
     gpu: dict[str, str] | None = None
     gpu_at = 0
-    migs: dict[str, int] = {}
+    migs: Counter[str] = Counter()
     profiles: list[str] = []
     gpus = 0
     for i, line in enumerate(lines):
@@ -60,7 +61,7 @@ def read_list(ctx: Ctx, piece: Piece) -> list[Finding]:
             continue
         parent = gpu or {}
         key = parent.get("gpu_index", "?")
-        migs[key] = migs.get(key, 0) + 1
+        migs[key] += 1
         profiles.append(m.group("profile"))
         out.append(make("nvidia-smi-list", "mig_device", category="inventory", severity="ok",
                         meaning=f"MIG device {m.group('device')} ({m.group('profile')}) on GPU {key}",
@@ -106,7 +107,7 @@ def _slices(spans: list[tuple[int, int]]) -> str:
     return ",".join(runs)
 
 
-def _lgi_row(line: str, per_gpu: dict[str, list[tuple[int, int]]], overlaps: dict[str, int]
+def _lgi_row(line: str, per_gpu: dict[str, list[tuple[int, int]]], overlaps: Counter[str]
              ) -> tuple[str, str, dict[str, str], dict[str, Value]] | None:
     m = _LGI.match(line)
     if not m:
@@ -118,7 +119,7 @@ def _lgi_row(line: str, per_gpu: dict[str, list[tuple[int, int]]], overlaps: dic
         start, size = int(m.group("start")), int(m.group("size"))
         q.update(placement_start=start, placement_size=size)
         if any(start < s + z and s < start + size for s, z in spans):
-            overlaps[gpu] = overlaps.get(gpu, 0) + 1
+            overlaps[gpu] += 1
         spans.append((start, size))
     return ("gpu_instance", f"GPU {gpu} GPU instance {m.group('id')}: {m.group('name')}",
             {"gpu_index": gpu, "gpu_instance_id": m.group("id")}, q)
@@ -166,7 +167,7 @@ def _profile_row(lines: list[str], i: int, gip: bool) -> tuple[str, str, dict[st
 def _mig_table(ctx: Ctx, piece: Piece, lines: list[str], title: str) -> list[Finding]:
     out: list[Finding] = []
     per_gpu: dict[str, list[tuple[int, int]]] = {}
-    overlaps: dict[str, int] = {}
+    overlaps: Counter[str] = Counter()
     for i, line in enumerate(lines):
         idx = [i]
         if title == "GPU instances":
@@ -189,7 +190,7 @@ def _mig_table(ctx: Ctx, piece: Piece, lines: list[str], title: str) -> list[Fin
                         meaning=f"GPU {gpu}: {count} GPU instance(s) on slices {_slices(spans) or '?'}",
                         lines=ctx.span(piece, 2), entity={"gpu_index": gpu},
                         quantities={"instances": count, "slices_used": _slices(spans) or None,
-                                    "overlapping_placements": overlaps.get(gpu, 0)}))
+                                    "overlapping_placements": overlaps[gpu]}))
     return out
 
 
@@ -231,7 +232,7 @@ def read_topo(ctx: Ctx, piece: Piece) -> list[Finding]:
     devices = [h for h in header if re.match(r"^(?:GPU\d+|NIC\d+|mlx\d\S*)$", h)]
     extras = header[len(devices):]
     q: dict[str, Value] = {}
-    gpu_links: dict[str, int] = {}
+    gpu_links: Counter[str] = Counter()
     legend = 0
     rows = 0
     for line in lines[1:]:
@@ -254,7 +255,7 @@ def read_topo(ctx: Ctx, piece: Piece) -> list[Finding]:
             a, b = sorted((name, col), key=lambda d: (not d.startswith("GPU"), int(re.sub(r"\D", "", d) or 0)))
             q[f"link.{a}-{b}"] = value
             if name.startswith("GPU") and col.startswith("GPU") and devices.index(col) > devices.index(name):
-                gpu_links[value] = gpu_links.get(value, 0) + 1
+                gpu_links[value] += 1
         rest = values[len(devices):]
         if name.startswith("GPU") and rest:
             keys = ["cpu_affinity", "numa_affinity", "gpu_numa_id"][: len(extras)]

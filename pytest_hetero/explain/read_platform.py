@@ -13,7 +13,9 @@
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Callable
+from typing import NamedTuple
 
 from pytest_hetero.explain.blocks import Piece
 from pytest_hetero.explain.claim_nvidia import HWLOG, KUEUE_TABLE
@@ -35,7 +37,7 @@ def read_hwlog(ctx: Ctx, piece: Piece) -> list[Finding]:
     from pytest_hetero.explain.read_text import classify_lines
 
     lines = ctx.lines(piece)
-    levels: dict[str, int] = {}
+    levels: Counter[str] = Counter()
     facts: dict[str, Value] = {}
     infos: list[int] = []
     stamps: list[str] = []
@@ -46,7 +48,7 @@ def read_hwlog(ctx: Ctx, piece: Piece) -> list[Finding]:
         if not m:
             continue
         level = m.group("level")
-        levels[level] = levels.get(level, 0) + 1
+        levels[level] += 1
         for key, pattern in _PLUGIN_FACTS:
             f = pattern.search(m.group("msg"))
             if f and key not in facts:
@@ -86,7 +88,26 @@ def _fields(lines: list[str], start: int, end: int) -> dict[str, str]:
     return out
 
 
-def _kueue_entries(lines: list[str]) -> tuple[list[dict[str, str]], list[dict[str, str]]]:
+class KueueEntry(NamedTuple):
+    """One ``Admission Checks:`` or ``Conditions:`` entry of ``kubectl describe workload``: its Name, State
+    (admission checks), Type, Status (conditions), Message and Last Transition Time; None for a field the entry
+    does not print."""
+
+    name: str | None
+    state: str | None
+    type: str | None
+    status: str | None
+    message: str | None
+    last_transition_time: str | None
+
+    @classmethod
+    def of(cls, fields: dict[str, str]) -> KueueEntry:
+        """The entry of an excerpt's ``Field: value`` pairs."""
+        return cls(fields.get("Name"), fields.get("State"), fields.get("Type"), fields.get("Status"),
+                   fields.get("Message"), fields.get("Last Transition Time"))
+
+
+def _kueue_entries(lines: list[str]) -> tuple[list[KueueEntry], list[KueueEntry]]:
     """``(admission checks, conditions)`` of a describe-workload excerpt: each entry's ``Field: value`` pairs
     (a new entry starts at each ``Last Transition Time:``, the first field kubectl prints for both)."""
     sections: list[tuple[str, int, int]] = []
@@ -99,14 +120,14 @@ def _kueue_entries(lines: list[str]) -> tuple[list[dict[str, str]], list[dict[st
             head = (m.group(1), i)
     if head:
         sections.append((head[0], head[1], len(lines)))
-    checks: list[dict[str, str]] = []
-    conditions: list[dict[str, str]] = []
+    checks: list[KueueEntry] = []
+    conditions: list[KueueEntry] = []
     for name, start, end in sections:
         cuts = [i for i in range(start + 1, end) if re.match(r"^\s*Last Transition Time\s*:", lines[i])]
         if not cuts or cuts[0] != start + 1:
             cuts.insert(0, start + 1)
         for a, b in zip(cuts, cuts[1:] + [end], strict=False):
-            (checks if name == "Admission Checks" else conditions).append(_fields(lines, a, b))
+            (checks if name == "Admission Checks" else conditions).append(KueueEntry.of(_fields(lines, a, b)))
     return checks, conditions
 
 
@@ -115,20 +136,20 @@ def read_kueue_describe(ctx: Ctx, piece: Piece) -> list[Finding]:
     with ``QuotaReserved`` True and no ``Admitted`` True is reserved, not admitted: ``workload_not_admitted``
     names the admission checks still ``Pending``/``Retry``/``Rejected``."""
     checks, conditions = _kueue_entries(ctx.lines(piece))
-    true = {c.get("Type") for c in conditions if c.get("Status") == "True"}
+    true = {c.type for c in conditions if c.status == "True"}
     out: list[Finding] = []
     for c in checks:
         out.append(make("kueue-describe", "admission_check", category="inventory", severity="ok",
-                        meaning=f"admission check {c.get('Name')}: {c.get('State')}", lines=ctx.span(piece),
-                        entity={"admission_check": c.get("Name")},
-                        quantities={"state": c.get("State"), "message": c.get("Message") or None,
-                                    "last_transition_time": c.get("Last Transition Time")}))
-    q: dict[str, Value] = {"conditions": ",".join(f"{c.get('Type')}={c.get('Status')}" for c in conditions) or None}
+                        meaning=f"admission check {c.name}: {c.state}", lines=ctx.span(piece),
+                        entity={"admission_check": c.name},
+                        quantities={"state": c.state, "message": c.message or None,
+                                    "last_transition_time": c.last_transition_time}))
+    q: dict[str, Value] = {"conditions": ",".join(f"{c.type}={c.status}" for c in conditions) or None}
     if "QuotaReserved" in true and "Admitted" not in true:
-        waiting = [c for c in checks if c.get("State") not in ("Ready",)]
+        waiting = [c for c in checks if c.state not in ("Ready",)]
         q.update(quota_reserved=True, admitted=False,
-                 pending_checks=",".join(f"{c.get('Name')}={c.get('State')}" for c in waiting) or None,
-                 quota_message=next((c.get("Message") for c in conditions if c.get("Type") == "QuotaReserved"), None))
+                 pending_checks=",".join(f"{c.name}={c.state}" for c in waiting) or None,
+                 quota_message=next((c.message for c in conditions if c.type == "QuotaReserved"), None))
         out.append(make("kueue-describe", "workload_not_admitted", category="queue", failure="workload_not_admitted",
                         severity="warning",
                         meaning="quota reserved but not admitted: "

@@ -30,10 +30,11 @@ from pathlib import Path
 from typing import Any
 
 from pytest_hetero.errors import CaseError
+from pytest_hetero.evidence.document import RuleResult
 from pytest_hetero.evidence.inputs import USED
 from pytest_hetero.layers.base import LayerBroken, LayerContext, LayerFailed, outputs_of, wall_of
 from pytest_hetero.layers.usage import add_run_time, run_time_of
-from pytest_hetero.matrix.acceptance import NOT_EVALUABLE, evaluate, load_rules
+from pytest_hetero.matrix.acceptance import NOT_EVALUABLE, AcceptanceRule, evaluate, load_rules
 from pytest_hetero.truth.gate import Judged, OutputsInvalid, TruthUnusable, check_outputs, gate_values, join_problem
 
 
@@ -92,7 +93,7 @@ def check(ctx: LayerContext) -> None:
         raise not_evaluable(rules, unevaluable)
 
 
-def _failed_text(failed: list[dict[str, Any]]) -> str:
+def _failed_text(failed: list[RuleResult]) -> str:
     """Each failed rule: expected, observed with its unit, detail, and the observed value's provenance."""
     return "; ".join(f"{r['name']}: expected {r['expected']}, observed {r['observed']}"
                      + (f" {r['unit']}" if r.get("unit") else "")
@@ -135,7 +136,7 @@ def _judge_values(ctx: LayerContext, outputs: dict[str, Any], digest: str, wall_
         raise LayerBroken(prefix + exc.message, exc.category) from None
 
 
-def _rules(ctx: LayerContext, path: Path) -> list[dict[str, Any]]:
+def _rules(ctx: LayerContext, path: Path) -> list[AcceptanceRule]:
     """The acceptance rules of ``path`` as the run pinned them when it loaded the matrix (``Matrix.pinned``;
     the file itself only when it did not read then), recorded with the digest of the bytes judged by (the
     bundle keeps a copy of the same bytes). Raises LayerFailed (``bad_rules``) for a bad file."""
@@ -162,7 +163,7 @@ def _digest_now(path: Path) -> str | None:
         return None
 
 
-def not_evaluable(rules: list[dict[str, Any]], results: list[dict[str, Any]]) -> LayerBroken:
+def not_evaluable(rules: list[AcceptanceRule], results: list[dict[str, Any]]) -> LayerBroken:
     """The outcome for rule ``results`` (each with ``prefix``) that could not be evaluated: see the
     module docstring for the categories; the message names each rule, why, and what the outputs
     offered. Rules of different causes (a typo in the rules beside a metric the outputs lack) keep
@@ -172,8 +173,8 @@ def not_evaluable(rules: list[dict[str, Any]], results: list[dict[str, Any]]) ->
     names = offered["metrics"] + offered["fields"]
     close = {}
     for result in results:
-        rule = next((r for r in rules if r["name"] == result["name"]), {})
-        wanted = _wanted(rule)
+        rule = next((r for r in rules if r["name"] == result["name"]), None)
+        wanted = _wanted(rule) if rule is not None else ""
         match = difflib.get_close_matches(wanted, names, n=1, cutoff=0.75) if wanted else []
         if result.get("problem") == "missing" and match:
             close[result["name"]] = match[0]
@@ -204,9 +205,9 @@ def _cause(result: dict[str, Any], close: dict[str, str]) -> str:
     return "outputs_missing_metric" if result.get("problem") == "missing" else "outputs_invalid"
 
 
-def _wanted(rule: dict[str, Any]) -> str:
+def _wanted(rule: AcceptanceRule) -> str:
     """The metric or field name a rule reads (``mean(x)`` → ``x``; empty for service rules)."""
-    kind = rule.get("kind")
+    kind = rule["kind"]
     if kind == "metric":
         expr = str(rule["metric"])
         return expr[expr.find("(") + 1:-1] if expr.endswith(")") and "(" in expr else expr

@@ -41,7 +41,7 @@ from pytest_hetero.backends.protocol import EngineFault, ServingRequest, Unsuppo
 from pytest_hetero.errors import CaseError
 from pytest_hetero.layers.base import LayerBroken, LayerContext, LayerFailed, keep_outputs
 from pytest_hetero.layers.usage import record as record_usage
-from pytest_hetero.matrix.acceptance import evaluate, load_rules
+from pytest_hetero.matrix.acceptance import AcceptanceRule, evaluate, load_rules
 from pytest_hetero.matrix.model import Model, Serving
 from pytest_hetero.probes.usage import Sampler, sampling, unavailable
 from pytest_hetero.serving.load import TRANSPORT_ERROR, LevelResult, run_levels, summarise
@@ -384,7 +384,7 @@ def rollback(ctx: LayerContext, proto: ServingProtocol, base: str, samples: list
 
 
 def _via_deploy(ctx: LayerContext, proto: ServingProtocol, old_proto: ServingProtocol, samples: list[Any],
-                golden: list[dict[str, Any]]) -> dict[str, Any]:
+                golden: list[AcceptanceRule]) -> dict[str, Any]:
     """Roll the engine's deployed object to the previous version (``serving.rollback.switch``), check it
     (:func:`_previous_side`), and roll it back to the current version (``serving.rollback.restore``)
     whatever happened after the switch was asked, a failed rollout included. Raises the engine's
@@ -420,7 +420,7 @@ def _restore(ctx: LayerContext, proto: ServingProtocol, quiet: bool) -> None:
 
 
 def _previous_side(ctx: LayerContext, old_proto: ServingProtocol, samples: list[Any],
-                   golden: list[dict[str, Any]]) -> dict[str, Any]:
+                   golden: list[AcceptanceRule]) -> dict[str, Any]:
     """Ready, identity and the golden samples of the previous version (``old_proto.serving``); the
     rollback side of ``serving.rollback``. LayerFailed ``rollback_unreachable`` /
     ``rollback_wrong_version``."""
@@ -448,7 +448,7 @@ def _previous_side(ctx: LayerContext, old_proto: ServingProtocol, samples: list[
             "golden": evaluate(golden, old_outputs), "answered": len(answers), "requests": len(requests)}
 
 
-def _golden_rules(ctx: LayerContext) -> list[dict[str, Any]]:
+def _golden_rules(ctx: LayerContext) -> list[AcceptanceRule]:
     if ctx.dataset.acceptance is None:
         return []
     try:

@@ -44,16 +44,21 @@ import hashlib
 import math
 import operator
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal, TypedDict, cast
 
 from pytest_hetero.errors import CaseError, Location, RulesInvalid
 from pytest_hetero.matrix import gate_metrics
 from pytest_hetero.matrix.truth_table import slice_text
 from pytest_hetero.matrix.yamlnodes import MAX_BYTES, Positions, parse_yaml
 from pytest_hetero.safeio import read_file
+
+if TYPE_CHECKING:  # annotations only (postponed): no run-time dependency on typing_extensions on 3.10
+    from typing_extensions import NotRequired
+
+    from pytest_hetero.evidence.document import RuleResult
 
 OPS: dict[str, Callable[[Any, Any], bool]] = {
     ">=": operator.ge, "<=": operator.le, ">": operator.gt, "<": operator.lt,
@@ -80,11 +85,72 @@ RULE_KEYS: tuple[str, ...] = ("name", "description", *KINDS, "op", "value", "tol
 """Keys a rule may have; any other is reported as unknown (with a ``did you mean`` hint)."""
 
 
-_PARSED: dict[Path, tuple[bytes, list[dict[str, Any]]]] = {}
+class GoldenSample(TypedDict):
+    """One expectation of a golden rule: the sample whose key is ``index`` answers ``expected`` (within
+    ``tolerance`` for numbers)."""
+
+    index: object
+    expected: object
+    tolerance: NotRequired[float]
+
+
+class GoldenBody(TypedDict):
+    """A golden rule's body: ``samples``; ``field`` (default ``predictions``) and ``key`` (default ``indices``)
+    name the outputs lists read."""
+
+    samples: list[GoldenSample]
+    field: NotRequired[str]
+    key: NotRequired[str]
+
+
+class LatencyBody(TypedDict):
+    """A latency rule's body: nearest-rank ``percentile`` (0–100) of ``field`` (default ``latency_ms``) at most
+    ``max_ms``."""
+
+    percentile: float
+    max_ms: float
+    field: NotRequired[str]
+
+
+class ServiceBody(TypedDict, total=False):
+    """A service rule's body (:data:`SERVICE_CHECKS` says which keys each kind needs): ``percentile`` and
+    ``max_ms`` (service_latency), ``max`` (error_rate), ``min_rps``/``min_sps`` (throughput), and the
+    ``concurrency`` level it applies to (absent: every level)."""
+
+    percentile: float
+    max_ms: float
+    max: float
+    min_rps: float
+    min_sps: float
+    concurrency: int
+
+
+class AcceptanceRule(TypedDict):
+    """A checked rule of an AcceptanceRules file (:func:`load_rules`): its ``name``, its one ``kind`` (the key of
+    :data:`KINDS` it has, whose body is that key's value), its ``line`` in the file, and the keys of its kind."""
+
+    name: str
+    kind: str
+    line: int
+    description: NotRequired[str]
+    metric: NotRequired[str]
+    op: NotRequired[str]
+    value: NotRequired[float]
+    tolerance: NotRequired[float]
+    self_reported: NotRequired[bool]
+    slice: NotRequired[dict[str, str | int | float]]
+    golden: NotRequired[GoldenBody]
+    latency: NotRequired[LatencyBody]
+    service_latency: NotRequired[ServiceBody]
+    error_rate: NotRequired[ServiceBody]
+    throughput: NotRequired[ServiceBody]
+
+
+_PARSED: dict[Path, tuple[bytes, list[AcceptanceRule]]] = {}
 """Rules already parsed in this process: path → (sha256 of the bytes parsed, rules)."""
 
 
-def load_rules(path: Path, raw: bytes | None = None) -> list[dict[str, Any]]:
+def load_rules(path: Path, raw: bytes | None = None) -> list[AcceptanceRule]:
     """Read and check an AcceptanceRules file; return its rules (dicts, each with ``line``).
 
     ``raw``: the file's bytes as the run pinned them when it loaded the matrix (``Matrix.pinned``); the
@@ -104,13 +170,13 @@ def load_rules(path: Path, raw: bytes | None = None) -> list[dict[str, Any]]:
     stamp = hashlib.sha256(raw).digest()
     known = _PARSED.get(path)
     if known is not None and known[0] == stamp:
-        return [dict(rule) for rule in known[1]]
+        return [rule.copy() for rule in known[1]]
     rules = _parse_rules(path, raw)
     _PARSED[path] = (stamp, rules)
-    return [dict(rule) for rule in rules]
+    return [rule.copy() for rule in rules]
 
 
-def _parse_rules(path: Path, raw: bytes) -> list[dict[str, Any]]:
+def _parse_rules(path: Path, raw: bytes) -> list[AcceptanceRule]:
     data, pos = parse_yaml(raw, path, CaseError)
     where = str(path)
     if not isinstance(data, dict) or data.get("kind") != "AcceptanceRules":
@@ -119,7 +185,7 @@ def _parse_rules(path: Path, raw: bytes) -> list[dict[str, Any]]:
     rules = data.get("rules")
     if not isinstance(rules, list) or not rules:
         raise CaseError("no rules", Location(where, *pos.of(("rules",)), "rules"), "list at least one rule")
-    out: list[dict[str, Any]] = []
+    out: list[AcceptanceRule] = []
     problems: list[CaseError] = []
     for i, rule in enumerate(rules):
         found = _rule_problems(rule, i, pos, where)
@@ -135,7 +201,7 @@ def _parse_rules(path: Path, raw: bytes) -> list[dict[str, Any]]:
                 Location(where, *pos.of(("rules", i, "name")), f"rules[{i}].name"),
                 "give each rule its own name: results, trends and diffs are keyed by it"))
             continue
-        out.append({**rule, "kind": kind, "line": line})
+        out.append(cast(AcceptanceRule, {**rule, "kind": kind, "line": line}))  # _rule_problems found none
     if len(problems) == 1:
         raise problems[0]
     if problems:
@@ -304,10 +370,29 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
-def _numbers(outputs: dict[str, Any], name: str) -> list[float]:
-    if name not in outputs:
+@dataclass(frozen=True)
+class ModelOutputs:
+    """A model run's outputs JSON object as the rules read it, parsed once by :func:`evaluate`: ``fields`` its
+    top-level members as written (lists the rules aggregate or compare, ``service`` the load levels the gate
+    measured) and ``metrics`` the values it reports about itself (``outputs.metrics``; empty when absent or not an
+    object)."""
+
+    fields: Mapping[str, object]
+    metrics: Mapping[str, object]
+
+    @classmethod
+    def parse(cls, outputs: object) -> ModelOutputs:
+        """Read ``outputs`` (anything else than a JSON object reads as an empty one). Never raises."""
+        if not isinstance(outputs, dict):
+            return cls({}, {})
+        found = outputs.get("metrics")
+        return cls(outputs, found if isinstance(found, dict) else {})
+
+
+def _numbers(outputs: ModelOutputs, name: str) -> list[float]:
+    if name not in outputs.fields:
         raise NotEvaluable(f"outputs field '{name}' is absent")
-    values = outputs[name]
+    values = outputs.fields[name]
     if not isinstance(values, list) or not all(_is_number(v) for v in values):
         raise NotEvaluable(f"outputs field '{name}' is {_shape(values)}, not a list of numbers", "invalid")
     return [float(v) for v in values]
@@ -325,18 +410,15 @@ def _shape(value: Any) -> str:
     return "an object" if isinstance(value, dict) else f"a {type(value).__name__}"
 
 
-def available(outputs: Any) -> dict[str, list[str]]:
+def available(outputs: ModelOutputs) -> dict[str, list[str]]:
     """What ``outputs`` offers rules: ``metrics`` (numeric entries of ``outputs.metrics``) and
     ``fields`` (top-level non-empty lists of numbers, for ``mean(f)``…, latency and golden rules)."""
-    if not isinstance(outputs, dict):
-        return {"metrics": [], "fields": []}
-    found = outputs.get("metrics")
-    metrics: dict[str, Any] = found if isinstance(found, dict) else {}
-    return {"metrics": sorted(k for k, v in metrics.items() if _is_number(v)),
-            "fields": sorted(k for k, v in outputs.items() if isinstance(v, list) and v and all(map(_is_number, v)))}
+    return {"metrics": sorted(k for k, v in outputs.metrics.items() if _is_number(v)),
+            "fields": sorted(k for k, v in outputs.fields.items()
+                             if isinstance(v, list) and v and all(map(_is_number, v)))}
 
 
-def metric_value(outputs: dict[str, Any], expr: str) -> float:
+def metric_value(outputs: ModelOutputs, expr: str) -> float:
     """Value of a self-reported metric expression on ``outputs`` (``outputs.metrics.<name>`` or an aggregate over
     a list field; nothing is derived from the outputs' own ``labels``). Raises :class:`NotEvaluable` when the data is
     absent (``missing``) or null, not numeric or of inconsistent shape (``invalid``)."""
@@ -349,12 +431,12 @@ def metric_value(outputs: dict[str, Any], expr: str) -> float:
         if not values:
             raise NotEvaluable(f"outputs field '{name}' is empty", "invalid")
         return {"mean": sum(values) / len(values), "min": min(values), "max": max(values)}[fn]
-    metrics = outputs.get("metrics") or {}
-    if isinstance(metrics, dict) and expr in metrics:
-        if not _is_number(metrics[expr]):
-            raise NotEvaluable(f"metric '{expr}' is {_shape(metrics[expr])}, not a number", "invalid")
-        return float(metrics[expr])
-    raise NotEvaluable(f"metric '{expr}' is absent")
+    if expr not in outputs.metrics:
+        raise NotEvaluable(f"metric '{expr}' is absent")
+    value = outputs.metrics[expr]
+    if not isinstance(value, (int, float)) or not _is_number(value):
+        raise NotEvaluable(f"metric '{expr}' is {_shape(value)}, not a number", "invalid")
+    return float(value)
 
 
 UNITS: dict[str, str] = {"_ms": "ms", "_s": "s", "_seconds": "s", "_mib": "MiB", "_bytes": "bytes", "_pct": "%"}
@@ -401,27 +483,28 @@ class GateValues:
                            "no_truth")
 
 
-def evaluate(rules: list[dict[str, Any]], outputs: dict[str, Any],
-             gate: GateValues | None = None) -> list[dict[str, Any]]:
+def evaluate(rules: list[AcceptanceRule], outputs: Mapping[str, object],
+             gate: GateValues | None = None) -> list[RuleResult]:
     """Evaluate every rule on ``outputs`` and the ``gate``'s own values (none when omitted). A rule whose data
     is absent or unusable gets verdict :data:`NOT_EVALUABLE` with ``detail`` (why), ``problem``
     (``missing``/``invalid``/``no_truth``) and ``available`` (see :func:`available`): it proves nothing either way
     and fails no one's claim."""
-    results = []
+    results: list[RuleResult] = []
+    read = ModelOutputs.parse(outputs)
     gate = gate if gate is not None else GateValues()
     for rule in rules:
         try:
-            results.append({"name": rule["name"], "kind": rule["kind"], **_evaluate(rule, outputs, gate)})
+            results.append({"name": rule["name"], "kind": rule["kind"], **_evaluate(rule, read, gate)})
         except (KeyError, ValueError, TypeError) as exc:
             problem = exc.problem if isinstance(exc, NotEvaluable) else "invalid"
             text = str(exc) if isinstance(exc, NotEvaluable) else f"{type(exc).__name__}: {exc}"
             results.append({"name": rule["name"], "kind": rule["kind"], "expected": None, "observed": None,
                             "verdict": NOT_EVALUABLE, "detail": f"cannot evaluate: {text}", "problem": problem,
-                            "available": available(outputs)})
+                            "available": available(read)})
     return results
 
 
-def _slice(rule: dict[str, Any]) -> tuple[str, str] | None:
+def _slice(rule: AcceptanceRule) -> tuple[str, str] | None:
     """A rule's ``slice: {column: value}`` as (column, value text), or None."""
     found = rule.get("slice")
     if not found:
@@ -436,14 +519,14 @@ def _self_reported(expr: str) -> dict[str, Any]:
             "note": SELF_REPORTED_NOTE}
 
 
-def _evaluate(rule: dict[str, Any], outputs: dict[str, Any], gate: GateValues) -> dict[str, Any]:
+def _evaluate(rule: AcceptanceRule, outputs: ModelOutputs, gate: GateValues) -> RuleResult:
     result = _evaluate_kind(rule, outputs, gate)
     if result.get("provenance", {}).get("source") == "self_reported":
         result["detail"] = f"{SELF_REPORTED_NOTE}; {result['detail']}" if result["detail"] else SELF_REPORTED_NOTE
     return result
 
 
-def _evaluate_kind(rule: dict[str, Any], outputs: dict[str, Any], gate: GateValues) -> dict[str, Any]:
+def _evaluate_kind(rule: AcceptanceRule, outputs: ModelOutputs, gate: GateValues) -> RuleResult:
     if rule["kind"] == "metric":
         if rule.get("self_reported"):
             observed, provenance = metric_value(outputs, rule["metric"]), _self_reported(rule["metric"])
@@ -466,18 +549,21 @@ def _evaluate_kind(rule: dict[str, Any], outputs: dict[str, Any], gate: GateValu
                 "metric": rule["metric"],
                 **({"unit": unit} if unit else {})}
     if rule["kind"] in SERVICE_CHECKS:
-        return {**_evaluate_service(rule["kind"], rule[rule["kind"]], outputs),
+        body = rule["service_latency"] if rule["kind"] == "service_latency" else (
+            rule["error_rate"] if rule["kind"] == "error_rate" else rule["throughput"])
+        return {**_evaluate_service(rule["kind"], body, outputs),
                 "provenance": {"source": "measured", "by": "the gate's load generator (outputs.service.levels)"}}
     if rule["kind"] == "latency":
         lat = rule["latency"]
-        values = _numbers(outputs, lat.get("field", "latency_ms"))
+        field = lat.get("field", "latency_ms")
+        values = _numbers(outputs, field)
         if not values:
-            raise NotEvaluable(f"outputs field '{lat.get('field', 'latency_ms')}' is an empty list", "invalid")
+            raise NotEvaluable(f"outputs field '{field}' is an empty list", "invalid")
         observed = percentile(values, float(lat["percentile"]))
         ok = observed <= float(lat["max_ms"])
         return {"expected": f"p{lat['percentile']} ≤ {lat['max_ms']} ms", "observed": round(observed, 4),
                 "unit": "ms", "verdict": "pass" if ok else "fail", "detail": "",
-                "provenance": {"source": "self_reported", "field": f"outputs.{lat.get('field', 'latency_ms')}",
+                "provenance": {"source": "self_reported", "field": f"outputs.{field}",
                                "note": SELF_REPORTED_NOTE},
                 "bound": {"op": "<=", "value": float(lat["max_ms"]), "tolerance": None, "unit": "ms"}}
     return {**_evaluate_golden(rule["golden"], outputs),
@@ -485,15 +571,15 @@ def _evaluate_kind(rule: dict[str, Any], outputs: dict[str, Any], gate: GateValu
                            "file's own) against the model's answer"}}
 
 
-def _evaluate_golden(gold: dict[str, Any], outputs: dict[str, Any]) -> dict[str, Any]:
+def _evaluate_golden(gold: GoldenBody, outputs: ModelOutputs) -> RuleResult:
     """A golden rule's result (see :func:`evaluate`); raises :class:`NotEvaluable` as it says."""
     field, key = gold.get("field", "predictions"), gold.get("key", "indices")
-    values, keys = outputs.get(field), outputs.get(key)
-    if field not in outputs:
+    values, keys = outputs.fields.get(field), outputs.fields.get(key)
+    if field not in outputs.fields:
         raise NotEvaluable(f"outputs field '{field}' is absent")
     if not isinstance(values, list):
         raise NotEvaluable(f"outputs field '{field}' is {_shape(values)}, not a list", "invalid")
-    if key in outputs and (not isinstance(keys, list) or len(keys) != len(values)):
+    if key in outputs.fields and (not isinstance(keys, list) or len(keys) != len(values)):
         raise NotEvaluable(f"outputs field '{key}' is {_shape(keys)} beside {len(values)} '{field}'", "invalid")
     position = _positions(keys, key) if isinstance(keys, list) else None
     mismatches, absent = [], []
@@ -507,7 +593,7 @@ def _evaluate_golden(gold: dict[str, Any], outputs: dict[str, Any]) -> dict[str,
         if isinstance(got, float) and not math.isfinite(got):
             raise NotEvaluable(f"outputs field '{field}' holds {_shape(got)} at index {sample['index']!r}", "invalid")
         tol = sample.get("tolerance")
-        ok = got is not None and (abs(float(got) - float(sample["expected"])) <= float(tol)
+        ok = got is not None and (abs(float(got) - _as_float(sample["expected"])) <= float(tol)
                                   if tol is not None else got == sample["expected"])
         if not ok:
             mismatches.append({"index": sample["index"], "expected": sample["expected"], "observed": got})
@@ -546,8 +632,21 @@ def _list_index(index: Any, length: int) -> int | None:
     return index if isinstance(index, int) and not isinstance(index, bool) and 0 <= index < length else None
 
 
-def _evaluate_service(kind: str, body: dict[str, Any], outputs: dict[str, Any]) -> dict[str, Any]:
-    levels = (outputs.get("service") or {}).get("levels")
+_FLOORS: tuple[tuple[Literal["min_rps", "min_sps"], str], ...] = (("min_rps", "req/s"), ("min_sps", "samples/s"))
+"""A throughput rule's floors: key and unit."""
+
+
+def _as_float(value: object) -> float:
+    """``float(value)`` of a value as YAML wrote it (a golden sample's ``expected``). Raises TypeError, as
+    ``float`` does, for a value that is neither a number nor text, and ValueError for text that is no number."""
+    if isinstance(value, (int, float, str, bytes)):
+        return float(value)
+    raise TypeError(f"float() argument must be a string or a real number, not '{type(value).__name__}'")
+
+
+def _evaluate_service(kind: str, body: ServiceBody, outputs: ModelOutputs) -> RuleResult:
+    service = outputs.fields.get("service") or {}
+    levels = service.get("levels") if isinstance(service, dict) else None
     if not isinstance(levels, list) or not levels:
         raise NotEvaluable("outputs have no service levels (not the run of a served model?)")
     wanted = body.get("concurrency")
@@ -576,8 +675,7 @@ def _evaluate_service(kind: str, body: dict[str, Any], outputs: dict[str, Any]) 
     expected = {"service_latency": lambda: f"p{body['percentile']} ≤ {body['max_ms']} ms",
                 "error_rate": lambda: f"error rate ≤ {body['max']}",
                 "throughput": lambda: " and ".join(
-                    f"{label} ≥ {body[key]}" for key, label in (("min_rps", "req/s"), ("min_sps", "samples/s"))
-                    if key in body)}[kind]()
+                    f"{label} ≥ {body[key]}" for key, label in _FLOORS if key in body)}[kind]()
     scope = f" at concurrency {wanted}" if wanted is not None else " at every concurrency level"
     return {"expected": expected + scope, "observed": "; ".join(observed), "verdict": "fail" if bad else "pass",
             "detail": ("bound missed at " + "; ".join(bad)) if bad else ""}

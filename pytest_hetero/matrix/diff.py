@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pytest_hetero.matrix.document import DatasetDoc, ImageDoc, ModelDoc, ResourceDoc
 from pytest_hetero.matrix.expand import Plan
 from pytest_hetero.matrix.model import Matrix
 from pytest_hetero.matrix.references import file_sha256
@@ -64,8 +65,11 @@ BY_CONTENT: dict[str, frozenset[str]] = {"model": frozenset({"code"}), "dataset"
 folder or rules file moved with the same content is no change, one edited at the same path is."""
 
 
-def _definitions(matrix: Matrix, dim: str) -> dict[str, dict[str, Any]]:
-    entries = matrix.source.get("spec", {}).get(DIMENSION_KEYS[dim], [])
+def _definitions(matrix: Matrix, dim: str) -> dict[str, dict[str, object]]:
+    spec = matrix.source["spec"]
+    listed: dict[str, list[ResourceDoc] | list[ImageDoc] | list[ModelDoc] | list[DatasetDoc]] = {
+        "resource": spec["resources"], "image": spec["images"], "model": spec["models"], "dataset": spec["datasets"]}
+    entries = listed[dim]
     skip = _IGNORED | BY_CONTENT.get(dim, frozenset())
     return {e["name"]: {k: v for k, v in e.items() if k not in skip or not isinstance(v, str)} for e in entries}
 

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
 from pytest_hetero.durations import parse_duration
 from pytest_hetero.errors import MatrixError
+from pytest_hetero.matrix.document import ProbeDoc, ReserveDoc, SpecDoc
 
 KIND_KEYS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "tenant-isolation": (("as", "target"), ("image", "expect")),
@@ -49,7 +50,7 @@ be called so."""
 ErrorAt = Callable[[tuple[Any, ...], str, str], MatrixError]
 
 
-def governance_problems(spec: dict[str, Any], names: dict[str, list[str]], error: ErrorAt) -> list[MatrixError]:
+def governance_problems(spec: SpecDoc, names: dict[str, list[str]], error: ErrorAt) -> list[MatrixError]:
     """Problems of ``spec.governance`` the schema cannot see: duplicate tenant or probe names, names of
     resources, images and tenants that do not exist, keys the probe's kind does not take, a tenant
     probed by itself, and an image named ``governance`` (the probes' collector level).
@@ -86,7 +87,7 @@ def _unknown(kind: str, value: str, known: list[str]) -> str:
     return f"did you mean '{close[0]}'?" if close else f"known {kind}s: {', '.join(known) or 'none declared'}"
 
 
-def _probe_problems(probe: dict[str, Any], at: tuple[Any, ...], names: dict[str, list[str]],
+def _probe_problems(probe: ProbeDoc, at: tuple[Any, ...], names: dict[str, list[str]],
                     error: ErrorAt) -> list[MatrixError]:
     kind = probe["kind"]
     required, optional = KIND_KEYS[kind]
@@ -96,7 +97,9 @@ def _probe_problems(probe: dict[str, Any], at: tuple[Any, ...], names: dict[str,
                 for key in probe if key not in COMMON_KEYS and key not in required and key not in optional]
     problems += [error(at, f"a {kind} probe needs '{key}'", _need(kind, key)) for key in required
                  if key not in probe]
-    for key, dim in (("resource", "resource"), ("image", "image"), ("as", "tenant"), ("target", "tenant")):
+    named: tuple[tuple[Literal["resource", "image", "as", "target"], str], ...] = (
+        ("resource", "resource"), ("image", "image"), ("as", "tenant"), ("target", "tenant"))
+    for key, dim in named:
         if key in probe and probe[key] not in names.get(dim, []):
             problems.append(error((*at, key), f"probe '{probe['name']}' names unknown {dim} '{probe[key]}'",
                                   _unknown(dim, probe[key], names.get(dim, []))))
@@ -109,7 +112,7 @@ def _probe_problems(probe: dict[str, Any], at: tuple[Any, ...], names: dict[str,
     return problems
 
 
-def _reserve_problems(reserve: dict[str, Any], at: tuple[Any, ...], names: dict[str, list[str]],
+def _reserve_problems(reserve: ReserveDoc, at: tuple[Any, ...], names: dict[str, list[str]],
                       error: ErrorAt) -> list[MatrixError]:
     """A reserved-inference probe's ``reserve``: its model must exist and be served, its dataset exist, its
     floor (``min_ready``) be at most its replicas, its ``window`` be longer than no time and its ``duration`` at
@@ -129,7 +132,8 @@ def _reserve_problems(reserve: dict[str, Any], at: tuple[Any, ...], names: dict[
         problems.append(error((*at, "min_ready"), f"min_ready {reserve['min_ready']} is above replicas "
                               f"{reserve['replicas']}", "the floor is at most the Deployment's replicas"))
     seconds = {}
-    for key, default in (("window", "2s"), ("duration", "20s")):
+    spans: tuple[tuple[Literal["window", "duration"], str], ...] = (("window", "2s"), ("duration", "20s"))
+    for key, default in spans:
         try:
             seconds[key] = parse_duration(reserve.get(key, default))
         except ValueError as exc:
@@ -143,7 +147,7 @@ def _reserve_problems(reserve: dict[str, Any], at: tuple[Any, ...], names: dict[
                               f"one window ({reserve.get('window', '2s')}): no load window would run during the burst",
                               "watch the burst for several windows, e.g. duration: 20s with window: 2s"))
     return problems
-def _boundary_problems(probe: dict[str, Any], at: tuple[Any, ...], error: ErrorAt) -> list[MatrixError]:
+def _boundary_problems(probe: ProbeDoc, at: tuple[Any, ...], error: ErrorAt) -> list[MatrixError]:
     """A network probe with nothing to reach (no target, no egress) or Services without a target; a data
     probe naming no claim, Secret or pull Secret."""
     kind = probe["kind"]

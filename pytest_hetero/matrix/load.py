@@ -16,14 +16,25 @@ import re
 from collections.abc import Callable
 from dataclasses import replace
 from functools import lru_cache
-from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, cast
 
 from pytest_hetero import LAYERS
 from pytest_hetero.durations import parse_duration
 from pytest_hetero.errors import Location, MatrixError, MatrixInvalid
 from pytest_hetero.matrix import taskqueues
+from pytest_hetero.matrix.document import (
+    DatasetDoc,
+    GovernanceDoc,
+    ImageDoc,
+    MatrixDoc,
+    ModelDoc,
+    ProbeDoc,
+    ResourceDoc,
+    ServingDoc,
+    SpecDoc,
+    ValidationDoc,
+)
 from pytest_hetero.matrix.model import (
     DEFAULT_DOMAIN,
     DEFAULT_OUTPUT_LIMIT,
@@ -42,6 +53,8 @@ from pytest_hetero.matrix.model import (
     Tenant,
     Truth,
 )
+from pytest_hetero.matrix.reference import Node as SchemaNode
+from pytest_hetero.matrix.reference import schema
 from pytest_hetero.matrix.training import parse_training
 from pytest_hetero.matrix.yamlnodes import MAX_BYTES, Positions, dotted, parse_yaml, read_yaml
 from pytest_hetero.safeio import Unreadable, read_file, read_local, resolved
@@ -50,10 +63,9 @@ from pytest_hetero.vocab import DEFAULT_OWNERS
 
 
 @lru_cache(maxsize=1)
-def matrix_schema() -> dict[str, Any]:
-    """The JSON Schema (draft 2020-12) of ValidationMatrix v1 shipped in the package."""
-    text = resources.files("pytest_hetero.matrix").joinpath("schema.json").read_text("utf-8")
-    return dict(json.loads(text))
+def matrix_schema() -> SchemaNode:
+    """The JSON Schema (draft 2020-12) of ValidationMatrix v1 shipped in the package (read once)."""
+    return schema()
 
 
 MAX_DURATION_S = 7 * 24 * 3600.0
@@ -230,7 +242,7 @@ def _validate(data: Any, pos: Positions, file: str) -> list[MatrixError]:
     return problems
 
 
-def _reference_problems(data: dict[str, Any], pos: Positions, file: str) -> list[MatrixError]:
+def _reference_problems(data: MatrixDoc, pos: Positions, file: str) -> list[MatrixError]:
     """Problems the schema cannot see: duplicate names, exclude rules naming unknown entries, timeouts
     out of range, bad redaction patterns, model entrypoints, unknown profile layers."""
     spec = data["spec"]
@@ -256,9 +268,9 @@ def _reference_problems(data: dict[str, Any], pos: Positions, file: str) -> list
             problems.append(error(("spec", "layers", layer, "timeout"),
                                   f"timeout {conf['timeout']!r} is {seconds:g} s, outside (0, 7 days]",
                                   "write a duration like '90s', '5m' or '2h'"))
-    for i, rule in enumerate(spec.get("redact", [])):
+    for i, redact in enumerate(spec.get("redact", [])):
         try:
-            re.compile(rule["pattern"])
+            re.compile(redact["pattern"])
         except re.error as exc:
             problems.append(error(("spec", "redact", i, "pattern"), f"bad regular expression: {exc}",
                                   "write a Python regular expression"))
@@ -277,15 +289,17 @@ def _reference_problems(data: dict[str, Any], pos: Positions, file: str) -> list
     return problems
 
 
-def _name_problems(spec: dict[str, Any], error: Callable[[tuple[Any, ...], str, str], MatrixError]
+def _name_problems(spec: SpecDoc, error: Callable[[tuple[Any, ...], str, str], MatrixError]
                    ) -> tuple[list[MatrixError], dict[str, list[str]]]:
     """Duplicate resource/image/model/dataset names; and the names of each dimension, in order."""
     problems: list[MatrixError] = []
     names: dict[str, list[str]] = {}
-    for dim, key in (("resource", "resources"), ("image", "images"), ("model", "models"),
-                     ("dataset", "datasets")):
+    entries: tuple[tuple[str, str, list[ResourceDoc] | list[ImageDoc] | list[ModelDoc] | list[DatasetDoc]], ...] = (
+        ("resource", "resources", spec["resources"]), ("image", "images", spec["images"]),
+        ("model", "models", spec["models"]), ("dataset", "datasets", spec["datasets"]))
+    for dim, key, listed in entries:
         names[dim] = []
-        for i, entry in enumerate(spec[key]):
+        for i, entry in enumerate(listed):
             if entry["name"] in names[dim]:
                 problems.append(error(("spec", key, i, "name"), f"duplicate {dim} name '{entry['name']}'",
                                       f"give each {dim} a unique name"))
@@ -293,8 +307,8 @@ def _name_problems(spec: dict[str, Any], error: Callable[[tuple[Any, ...], str, 
     return problems, names
 
 
-def _model_problems(model: dict[str, Any], path: tuple[Any, ...], pos: Positions, file: str,
-                    data: dict[str, Any]) -> list[MatrixError]:
+def _model_problems(model: ModelDoc, path: tuple[Any, ...], pos: Positions, file: str,
+                    data: MatrixDoc) -> list[MatrixError]:
     """A model is run (entrypoint, uri, sha256) or served (serving with endpoint or deploy)."""
     def err(message: str, hint: str, *sub: Any) -> MatrixError:
         line, col = pos.of((*path, *sub))
@@ -328,17 +342,19 @@ def _model_problems(model: dict[str, Any], path: tuple[Any, ...], pos: Positions
     return problems
 
 
-def _serving(raw: dict[str, Any] | None, version: str) -> Serving | None:
+def _serving(raw: ServingDoc | None, version: str) -> Serving | None:
     if raw is None:
         return None
-    load = dict(raw.get("load", {}))
-    for key in ("duration", "request_timeout"):
-        if key in load:
-            load[f"{key}_s"] = parse_duration(load.pop(key))
+    given = raw.get("load", {})
+    load: dict[str, object] = {k: v for k, v in given.items() if k not in ("duration", "request_timeout")}
+    if "duration" in given:
+        load["duration_s"] = parse_duration(given["duration"])
+    if "request_timeout" in given:
+        load["request_timeout_s"] = parse_duration(given["request_timeout"])
     return Serving(
         protocol=raw["protocol"], model_name=raw["model_name"], version=str(raw.get("version", version)),
-        endpoint=raw.get("endpoint"), deploy=dict(raw["deploy"]) if "deploy" in raw else None,
-        task=raw.get("task", ""), auth=dict(raw.get("auth", {})), load=load,
+        endpoint=raw.get("endpoint"), deploy={k: str(v) for k, v in raw["deploy"].items()} if "deploy" in raw else None,
+        task=raw.get("task", ""), auth=raw.get("auth", {}).copy(), load=load,
         rollback=dict(raw["rollback"]) if "rollback" in raw else None, options=dict(raw.get("options", {})),
         ready_timeout_s=parse_duration(raw["ready_timeout"]) if "ready_timeout" in raw else None)
 
@@ -373,28 +389,32 @@ def containment_root(matrix_path: Path) -> tuple[Path, str]:
                     "folder is the boundary)")
 
 
-def _escaping_paths(data: dict[str, Any], pos: Positions, file: str, matrix_path: Path) -> list[MatrixError]:
+def _escaping_paths(data: MatrixDoc, pos: Positions, file: str, matrix_path: Path) -> list[MatrixError]:
     """Model/dataset/code/acceptance paths that resolve (symlinks followed) outside the containment root
     (:func:`containment_root`) and every folder allowed by ``HETERO_ALLOW_PATHS``."""
     root, which = containment_root(matrix_path)
     roots = allowed_roots(root)
     problems = []
-    for key, fields in (("models", ("uri", "code")), ("datasets", ("uri", "acceptance"))):
-        for i, entry in enumerate(data["spec"][key]):
-            labels = (entry.get("truth") or {}).get("labels") if key == "datasets" else None
-            for field in (*fields, "truth.labels.uri") if labels else fields:
-                value = labels.get("uri") if field == "truth.labels.uri" and labels else entry.get(field)
-                if not isinstance(value, str) or "://" in value:
-                    continue
-                target = resolved(matrix_path.parent / value)
-                if not any(target == r or r in target.parents for r in roots):
-                    at = ("spec", key, i, *field.split("."))
-                    line, col = pos.of(at)
-                    problems.append(MatrixError(
-                        f"path {value!r} resolves to {target}, outside {which}",
-                        Location(file, line, col, dotted(at, data)),
-                        "keep models and data under the project, or allow the folder with "
-                        f"HETERO_ALLOW_PATHS (e.g. HETERO_ALLOW_PATHS={target.parent})"))
+    paths: list[tuple[str, int, str, str | None]] = []  # (key, index, field, the path as written)
+    for i, model in enumerate(data["spec"]["models"]):
+        paths += [("models", i, "uri", model.get("uri")), ("models", i, "code", model.get("code"))]
+    for i, dataset in enumerate(data["spec"]["datasets"]):
+        paths += [("datasets", i, "uri", dataset["uri"]), ("datasets", i, "acceptance", dataset.get("acceptance"))]
+        labels = dataset.get("truth", {}).get("labels")
+        if labels:
+            paths.append(("datasets", i, "truth.labels.uri", labels["uri"]))
+    for key, i, field, value in paths:
+        if not isinstance(value, str) or "://" in value:
+            continue
+        target = resolved(matrix_path.parent / value)
+        if not any(target == r or r in target.parents for r in roots):
+            at = ("spec", key, i, *field.split("."))
+            line, col = pos.of(at)
+            problems.append(MatrixError(
+                f"path {value!r} resolves to {target}, outside {which}",
+                Location(file, line, col, dotted(at, data)),
+                "keep models and data under the project, or allow the folder with "
+                f"HETERO_ALLOW_PATHS (e.g. HETERO_ALLOW_PATHS={target.parent})"))
     return problems
 
 
@@ -402,7 +422,7 @@ def _hex(digest: str) -> str:
     return digest.split(":", 1)[-1]
 
 
-def _truth(dataset: dict[str, Any], rel: Callable[[str | None], Path | None]) -> Truth | None:
+def _truth(dataset: DatasetDoc, rel: Callable[[str | None], Path | None]) -> Truth | None:
     """The dataset's :class:`Truth` (None when it declares none): in its ``labels`` file when it names one,
     else in the dataset file (then with the dataset's sha256 and format)."""
     raw = dataset.get("truth")
@@ -417,7 +437,7 @@ def _truth(dataset: dict[str, Any], rel: Callable[[str | None], Path | None]) ->
                  slices=tuple(raw.get("slices", ())), json_schema=raw.get("json_schema"))
 
 
-def truth_problems(dataset: dict[str, Any], at: tuple[Any, ...],
+def truth_problems(dataset: DatasetDoc, at: tuple[Any, ...],
                    error: Callable[[tuple[Any, ...], str, str], MatrixError]) -> list[MatrixError]:
     """A truth that joins by id names its id column; one that names none says ``join: order``."""
     truth = dataset.get("truth")
@@ -434,7 +454,7 @@ def truth_problems(dataset: dict[str, Any], at: tuple[Any, ...],
     return []
 
 
-def _build(data: dict[str, Any], path: Path, raw: bytes, pos: Positions, base: Path) -> Matrix:
+def _build(data: MatrixDoc, path: Path, raw: bytes, pos: Positions, base: Path) -> Matrix:
     spec = data["spec"]
 
     def rel(p: str | None) -> Path | None:
@@ -474,14 +494,15 @@ def _build(data: dict[str, Any], path: Path, raw: bytes, pos: Positions, base: P
                 for layer in LAYERS}
     output_limit = max((layers.get(layer, {}).get("output_limit_bytes", DEFAULT_OUTPUT_LIMIT)
                         for layer in LAYERS), default=DEFAULT_OUTPUT_LIMIT)
-    exclude = tuple(ExcludeRule(match={k: v for k, v in e.items() if k != "reason"},
+    exclude = tuple(ExcludeRule(match={k: str(v) for k, v in e.items() if k != "reason"},
                                 reason=e["reason"], line=line("spec", "exclude", i))
                     for i, e in enumerate(spec.get("exclude", [])))
     profiles = {n: Profile(name=n, layers=tuple(p.get("layers", LAYERS)),
                            representative=bool(p.get("representative", False)),
                            repeat=int(p.get("repeat", 1)))
                 for n, p in (spec.get("profiles") or {}).items()}
-    gov = spec.get("governance") or {}
+    gov: GovernanceDoc = spec.get("governance") or {}
+    validation: ValidationDoc = spec.get("validation") or {}
     tenants = tuple(Tenant(name=x["name"], namespace=x["namespace"], service_account=x["service_account"],
                            queue=x.get("queue"), cluster_queue=x.get("cluster_queue"),
                            line=line("spec", "governance", "tenants", i))
@@ -505,14 +526,8 @@ def _build(data: dict[str, Any], path: Path, raw: bytes, pos: Positions, base: P
         datasets=datasets, exclude=exclude, profiles=profiles,
         redact=tuple((r["kind"], r["pattern"]) for r in spec.get("redact", [])), source=data,
         tenants=tenants, probes=probes, task_queues=taskqueues.build(spec, line),
-        **_validation(spec.get("validation") or {}))
-
-
-def _validation(raw: dict[str, Any]) -> dict[str, Any]:
-    """``valid_for_s`` and ``validation_domain`` of ``spec.validation`` (schema-checked), defaults when absent."""
-    out: dict[str, Any] = {"validation_domain": raw.get("domain", DEFAULT_DOMAIN)}
-    out["valid_for_s"] = parse_duration(raw.get("valid_for", DEFAULT_VALID_FOR_S))
-    return out
+        validation_domain=validation.get("domain", DEFAULT_DOMAIN),
+        valid_for_s=parse_duration(validation.get("valid_for", DEFAULT_VALID_FOR_S)))
 
 
 def load_matrix(path: str | Path, *, read_from: Path | None = None) -> Matrix:
@@ -545,11 +560,13 @@ def load_matrix(path: str | Path, *, read_from: Path | None = None) -> Matrix:
         raise MatrixInvalid([MatrixError(f"top level is a {type(data).__name__}, not a mapping",
                              Location(display, 1, 1), "start with apiVersion: pytest-hetero/v1")])
     problems = _schema_problems(data, pos, display)
-    if not problems:
-        problems = _reference_problems(data, pos, display) + _escaping_paths(data, pos, display, placed)
     if problems:
         raise MatrixInvalid(problems)
-    matrix = _build(data, path, raw, pos, placed.parent)
+    doc = cast(MatrixDoc, data)  # the schema admitted it: its shape is MatrixDoc's
+    problems = _reference_problems(doc, pos, display) + _escaping_paths(doc, pos, display, placed)
+    if problems:
+        raise MatrixInvalid(problems)
+    matrix = _build(doc, path, raw, pos, placed.parent)
     if placed != path:
         matrix = replace(matrix, read_from=placed.parent)
     for dataset in matrix.datasets:  # the rules that decide the run are read now, once, like the matrix
@@ -593,6 +610,7 @@ def _display(path: Path) -> str:
         return str(path)
 
 
-def _strings(probe: dict[str, Any], key: str) -> tuple[str, ...]:
+def _strings(probe: ProbeDoc, key: Literal["services", "egress", "claims", "secrets", "pull_secrets"]
+             ) -> tuple[str, ...]:
     """A governance probe's list of names (network and data boundaries), as strings; () when absent."""
     return tuple(str(v) for v in probe.get(key) or ())

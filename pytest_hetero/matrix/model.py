@@ -11,8 +11,9 @@ import math
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple, Protocol, TypeVar
 
+from pytest_hetero.matrix.document import AuthDoc, MatrixDoc, TolerationDoc
 from pytest_hetero.matrix.taskqueues import TaskQueue
 from pytest_hetero.matrix.training import Training
 from pytest_hetero.vocab import DEFAULT_OWNERS, OWNER_CATEGORIES, Layer
@@ -86,7 +87,7 @@ class Resource:
     requests: dict[str, str]
     limits: dict[str, str] = field(default_factory=dict)
     node_selector: dict[str, str] = field(default_factory=dict)
-    tolerations: tuple[dict[str, Any], ...] = ()
+    tolerations: tuple[TolerationDoc, ...] = ()
     queue: str | None = None
     priority_class: str | None = None
     expect: dict[str, Any] = field(default_factory=dict)
@@ -126,6 +127,10 @@ class Image:
     line: int = 0
 
 
+def _no_auth() -> AuthDoc:
+    return {}
+
+
 @dataclass(frozen=True)
 class Serving:
     """An online inference service the model version is served by (``spec.models[].serving``).
@@ -147,7 +152,7 @@ class Serving:
     endpoint: str | None = None
     deploy: dict[str, str] | None = None
     task: str = ""
-    auth: dict[str, Any] = field(default_factory=dict)
+    auth: AuthDoc = field(default_factory=_no_auth)
     load: dict[str, Any] = field(default_factory=dict)
     rollback: dict[str, Any] | None = None
     options: dict[str, Any] = field(default_factory=dict)
@@ -200,7 +205,7 @@ class Truth:
     slices: tuple[str, ...] = ()
     """Columns (fields) read beside the target so that a rule may judge a metric over the rows with one value of
     one of them (``slice: {region: eu}``)."""
-    json_schema: dict[str, Any] | None = field(default=None, hash=False, compare=False)
+    json_schema: dict[str, object] | None = field(default=None, hash=False, compare=False)
     """Generation: the JSON Schema each prediction (JSON text) must satisfy for ``json_valid``."""
 
 
@@ -301,9 +306,36 @@ class Profile:
     repeat: int = 1
 
 
+class _Named(Protocol):
+    @property
+    def name(self) -> str: ...
+
+
+_E = TypeVar("_E", bound=_Named)
+
+
+def _first_by_name(entries: tuple[_E, ...]) -> dict[str, _E]:
+    """``entries`` by name, the first of a name winning."""
+    found: dict[str, _E] = {}
+    for entry in entries:
+        found.setdefault(entry.name, entry)
+    return found
+
+
+class _Index(NamedTuple):
+    """A matrix's entries of each dimension by name (:meth:`Matrix._by_name`)."""
+
+    resource: dict[str, Resource]
+    image: dict[str, Image]
+    model: dict[str, Model]
+    dataset: dict[str, Dataset]
+    tenant: dict[str, Tenant]
+
+
 @dataclass(frozen=True)
 class Matrix:
-    """A validated matrix. ``path`` is absolute, ``sha256`` is of the file bytes, ``source`` is the raw dict."""
+    """A validated matrix. ``path`` is absolute, ``sha256`` is of the file bytes, ``source`` is the document as
+    written (schema-valid)."""
 
     path: Path
     sha256: str
@@ -320,8 +352,8 @@ class Matrix:
     datasets: tuple[Dataset, ...]
     exclude: tuple[ExcludeRule, ...]
     profiles: dict[str, Profile]
+    source: MatrixDoc = field(repr=False)
     redact: tuple[tuple[str, str], ...] = ()
-    source: dict[str, Any] = field(repr=False, default_factory=dict)
     valid_for_s: float = DEFAULT_VALID_FOR_S
     """``spec.validation.valid_for`` in seconds: how long each pool's validation status holds after the run."""
     validation_domain: str = DEFAULT_DOMAIN
@@ -364,48 +396,49 @@ class Matrix:
         return next((self.owners[name] for name in layers if self.owners.get(name, owner) != owner), owner)
 
     @cached_property
-    def _by_name(self) -> dict[str, dict[str, Any]]:
+    def _by_name(self) -> _Index:
         """Entries of each dimension by name (the first of a name wins), built on first lookup: items look
         their entries up many times, and a scan per lookup made a 10k-item run quadratic."""
-        index: dict[str, dict[str, Any]] = {}
-        for dim, entries in (("resource", self.resources), ("image", self.images), ("model", self.models),
-                             ("dataset", self.datasets), ("tenant", self.tenants)):
-            found: dict[str, Any] = {}
-            for entry in entries:
-                found.setdefault(entry.name, entry)
-            index[dim] = found
-        return index
+        return _Index(_first_by_name(self.resources), _first_by_name(self.images), _first_by_name(self.models),
+                      _first_by_name(self.datasets), _first_by_name(self.tenants))
 
-    def _named(self, dim: str, name: str) -> Any:
-        try:
-            return self._by_name[dim][name]
-        except KeyError:
-            raise StopIteration(f"no {dim} {name!r} in matrix {self.name}") from None
+    def _missing(self, dim: str, name: str) -> StopIteration:
+        return StopIteration(f"no {dim} {name!r} in matrix {self.name}")
 
     def resource(self, name: str) -> Resource:
         """Return the resource called ``name``; StopIteration when absent."""
-        found: Resource = self._named("resource", name)
-        return found
+        try:
+            return self._by_name.resource[name]
+        except KeyError:
+            raise self._missing("resource", name) from None
 
     def image(self, name: str) -> Image:
         """Return the image called ``name``; StopIteration when absent."""
-        found: Image = self._named("image", name)
-        return found
+        try:
+            return self._by_name.image[name]
+        except KeyError:
+            raise self._missing("image", name) from None
 
     def model(self, name: str) -> Model:
         """Return the model called ``name``; StopIteration when absent."""
-        found: Model = self._named("model", name)
-        return found
+        try:
+            return self._by_name.model[name]
+        except KeyError:
+            raise self._missing("model", name) from None
 
     def dataset(self, name: str) -> Dataset:
         """Return the dataset called ``name``; StopIteration when absent."""
-        found: Dataset = self._named("dataset", name)
-        return found
+        try:
+            return self._by_name.dataset[name]
+        except KeyError:
+            raise self._missing("dataset", name) from None
 
     def tenant(self, name: str) -> Tenant:
         """Return the tenant called ``name``; StopIteration when absent."""
-        found: Tenant = self._named("tenant", name)
-        return found
+        try:
+            return self._by_name.tenant[name]
+        except KeyError:
+            raise self._missing("tenant", name) from None
 
     def probe(self, name: str) -> GovernanceProbe:
         """Return the governance probe called ``name``; StopIteration when absent."""

@@ -12,23 +12,33 @@ from __future__ import annotations
 import difflib
 import json
 from importlib import resources
-from typing import Any
+from typing import Any, TypedDict, cast
 
 from pytest_hetero.errors import HeteroError
 
-Node = dict[str, Any]
+Node = TypedDict("Node", {
+    "$ref": str, "$defs": "dict[str, Node]", "type": "str | list[str]", "items": "Node",
+    "properties": "dict[str, Node]", "additionalProperties": "Node | bool", "required": "list[str]",
+    "description": str, "default": object, "examples": "list[object]", "pattern": str, "enum": "list[object]",
+    "const": object, "oneOf": "list[Node]", "anyOf": "list[Node]",
+}, total=False)
+"""A JSON Schema (draft 2020-12) node, with the keywords the reference reads (``$ref`` names ``#/$defs/NAME``)."""
 
 
 def schema() -> Node:
     """The ValidationMatrix v1 JSON Schema shipped in the package."""
-    return dict(json.loads(resources.files("pytest_hetero.matrix").joinpath("schema.json").read_text("utf-8")))
+    text = resources.files("pytest_hetero.matrix").joinpath("schema.json").read_text("utf-8")
+    return cast(Node, json.loads(text))  # the package's own schema file: an object of JSON Schema keywords
 
 
 def _deref(root: Node, node: Node) -> Node:
     """``node`` with its ``$ref`` (``#/$defs/NAME``) followed; the referring node's own annotations win."""
     while "$ref" in node:
         target = root["$defs"][node["$ref"].rsplit("/", 1)[-1]]
-        node = {**target, **{k: v for k, v in node.items() if k != "$ref"}}
+        own = node.copy()
+        del own["$ref"]
+        node = target.copy()
+        node.update(own)
     return node
 
 
@@ -38,8 +48,9 @@ def _element(root: Node, node: Node) -> Node:
     node = _deref(root, node)
     if node.get("type") == "array" and isinstance(node.get("items"), dict):
         return _deref(root, node["items"])
-    if "properties" not in node and isinstance(node.get("additionalProperties"), dict):
-        return _deref(root, node["additionalProperties"])
+    values = node.get("additionalProperties")
+    if "properties" not in node and isinstance(values, dict):
+        return _deref(root, values)
     return node
 
 
@@ -62,8 +73,9 @@ def type_words(root: Node, node: Node) -> str:
     kind = node.get("type", "any")
     if kind == "array":
         return f"list of {type_words(root, node.get('items', {}))}"
-    if kind == "object" and "properties" not in node and isinstance(node.get("additionalProperties"), dict):
-        return f"map of string to {type_words(root, node['additionalProperties'])}"
+    values = node.get("additionalProperties")
+    if kind == "object" and "properties" not in node and isinstance(values, dict):
+        return f"map of string to {type_words(root, values)}"
     return str(kind)
 
 

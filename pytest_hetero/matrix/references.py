@@ -14,10 +14,9 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 from string import Formatter
-from typing import Any
 
 from pytest_hetero.errors import CaseError, HeteroError, Location, MatrixError, RulesInvalid
-from pytest_hetero.matrix.acceptance import load_rules
+from pytest_hetero.matrix.acceptance import AcceptanceRule, load_rules
 from pytest_hetero.matrix.model import Dataset, Matrix, Model
 
 Report = Callable[[str, int, str, str], None]
@@ -110,7 +109,7 @@ def _truth_references(err: Report, dataset: Dataset, where: str, digests: bool) 
                     "of the file, with one row per id")
 
 
-def _rule_task_problems(err: Report, dataset: Dataset, rules: list[dict[str, Any]], where: str) -> None:
+def _rule_task_problems(err: Report, dataset: Dataset, rules: list[AcceptanceRule], where: str) -> None:
     """A rule over a gate metric needs truth, of the task kind the metric belongs to."""
     from pytest_hetero.matrix.gate_metrics import task_of
 

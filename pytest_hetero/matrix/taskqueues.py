@@ -24,6 +24,7 @@ from typing import Any
 
 from pytest_hetero.durations import parse_duration
 from pytest_hetero.errors import MatrixError
+from pytest_hetero.matrix.document import SpecDoc
 
 GANG_TASK_TYPES = ("training", "fine-tune")
 """Task types whose job may have several pods (``workers`` > 1)."""
@@ -44,7 +45,7 @@ class TaskQueue:
     line: int = 0
 
 
-def build(spec: dict[str, Any], line: Callable[..., int]) -> tuple[TaskQueue, ...]:
+def build(spec: SpecDoc, line: Callable[..., int]) -> tuple[TaskQueue, ...]:
     """The :class:`TaskQueue` of each ``spec.task_queues`` entry (schema-checked), in file order;
     ``line(*path)`` gives the line of a path of the document."""
     return tuple(TaskQueue(
@@ -55,7 +56,7 @@ def build(spec: dict[str, Any], line: Callable[..., int]) -> tuple[TaskQueue, ..
         for t, r in (spec.get("task_queues") or {}).items())
 
 
-def task_queue_problems(spec: dict[str, Any],
+def task_queue_problems(spec: SpecDoc,
                         error: Callable[[tuple[Any, ...], str, str], MatrixError]) -> list[MatrixError]:
     """Problems the schema cannot see: a rule for a task type no model has; ``workers`` > 1 for a task
     type that runs one pod."""

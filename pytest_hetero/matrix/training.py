@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_hetero.durations import parse_duration
+from pytest_hetero.matrix.document import TrainingDoc
 
 TASK_CHECKS: dict[str, tuple[str, ...]] = {
     "training": ("communication", "checkpoint"),
@@ -75,7 +76,7 @@ def checks_of(task_type: str) -> tuple[str, ...]:
     return TASK_CHECKS.get(task_type, ())
 
 
-def parse_training(raw: dict[str, Any] | None, base: Path) -> Training:
+def parse_training(raw: TrainingDoc | None, base: Path) -> Training:
     """:class:`Training` from the schema-valid ``spec.models[].training`` mapping (None: the defaults).
     Sizes and checkpoint bytes may be quantities (``1Mi``); a ``checkpoint.volume`` holding a ``/`` is a path,
     resolved against ``base`` (the matrix's folder), else a name (a PersistentVolumeClaim)."""

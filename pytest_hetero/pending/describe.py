@@ -295,6 +295,7 @@ def parse_event_object(obj: Mapping[str, Any]) -> list[Reason]:
     row is (:func:`pytest_hetero.pending.events.classify_row`): ``[]`` unless it carries a refusal, as
     Volcano's ``queue resource quota insufficient`` / ``resource in cluster is overused`` do."""
     message = str(obj.get("message") or obj.get("note") or "")
+    reason = str(obj.get("reason", ""))
     source = as_map(obj.get("source"), "source")
     component = str(
         source.get("component") or obj.get("reportingComponent") or obj.get("reportingController") or ""
@@ -302,14 +303,13 @@ def parse_event_object(obj: Mapping[str, Any]) -> list[Reason]:
     if str(obj.get("type", "Warning")) == "Normal":
         from pytest_hetero.pending.events import EventRow, classify_row  # events imports this module
 
-        return classify_row(EventRow(type="Normal", reason=str(obj.get("reason", "")), message=message,
-                                     source=component))
-    found = classify_message(message, reason=str(obj.get("reason", "")), component=component)
+        return classify_row(EventRow(type="Normal", reason=reason, message=message, source=component))
+    found = classify_message(message, reason=reason, component=component)
     unknown = make_reason(
         _source_for(component),
         "unknown",
         message.strip(),
-        detail={"event_reason": str(obj.get("reason", ""))},
+        detail={"event_reason": reason},
     )
     return found or ([unknown] if message.strip() else [])
 

@@ -18,8 +18,20 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 _TOP = re.compile(r"^(?P<key>[A-Z][\w -]{0,40}):(?:\s+(?P<value>.*?))?\s*$")
+
+
+class NodeCondition(NamedTuple):
+    """A row of a described node's ``Conditions:`` table: its ``Type`` and ``Status`` cells ("" without such a
+    column), its ``Reason`` and ``Message`` cells (None without such a column) and its 0-based ``line``."""
+
+    type: str
+    status: str
+    reason: str | None
+    message: str | None
+    line: int
 
 
 @dataclass
@@ -36,9 +48,14 @@ class NodeText:
     allocated: dict[str, tuple[str, str]] = field(default_factory=dict)
     addresses: dict[str, str] = field(default_factory=dict)
     lease: dict[str, str] = field(default_factory=dict)
-    conditions: list[dict[str, str]] = field(default_factory=list)
+    conditions: list[NodeCondition] = field(default_factory=list)
     event_lines: list[int] = field(default_factory=list)
     where: dict[str, list[int]] = field(default_factory=dict)
+
+    def lines_of(self, *entries: str) -> list[int]:
+        """The 0-based line indexes of ``entries`` (``"Name"``, ``"Lease.RenewTime"``…), entry by entry; an
+        entry the text does not have adds none."""
+        return [index for entry in entries for index in self.where.get(entry, ())]
 
 
 _KEY_VALUE_SECTIONS = ("Capacity", "Allocatable", "Addresses", "Lease")
@@ -110,8 +127,8 @@ class _NodeScan:
         cols = self.cond_cols
         row = {name: line[start : cols[i + 1][1] if i + 1 < len(cols) else None].strip()
                for i, (name, start) in enumerate(cols)}
-        row["_line"] = str(index)
-        self.node.conditions.append(row)
+        self.node.conditions.append(NodeCondition(row.get("Type", ""), row.get("Status", ""), row.get("Reason"),
+                                                  row.get("Message"), index))
 
 
 def parse_describe_node(lines: list[str]) -> NodeText:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from pytest_hetero.errors import CaseError, MatrixInvalid
-from pytest_hetero.matrix.acceptance import evaluate, load_rules
+from pytest_hetero.matrix.acceptance import AcceptanceRule, evaluate, load_rules
 from pytest_hetero.matrix.load import load_matrix
 from pytest_hetero.matrix.model import Serving
 from pytest_hetero.serving.oip import OpenInferenceProtocol
@@ -88,7 +88,7 @@ LEVELS = {"service": {"levels": [
 ]}}
 
 
-def _rules(tmp_path: Path, body: str) -> list[dict[str, object]]:
+def _rules(tmp_path: Path, body: str) -> list[AcceptanceRule]:
     path = tmp_path / "rules.yaml"
     path.write_text("apiVersion: pytest-hetero/v1\nkind: AcceptanceRules\nrules:\n" + body)
     return load_rules(path)
