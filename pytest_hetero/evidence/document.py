@@ -204,6 +204,8 @@ class RunSection(TypedDict, total=False):
     exit_status: int | None
     interrupted: bool
     stopped: str
+    merged_from: list[str | None]
+    """The run ids of the shards a merged run (``hetero merge``) was assembled from (only then)."""
 
 
 class MatrixEntry(TypedDict):

@@ -37,7 +37,7 @@ import math
 import os
 import re
 import secrets
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -123,7 +123,7 @@ def finite(obj: Any) -> Any:
     return obj
 
 
-def _dumps(entry: dict[str, Any]) -> str:
+def _dumps(entry: Mapping[str, object]) -> str:
     try:
         text = json.dumps(entry, sort_keys=True, separators=(",", ":"), default=str, allow_nan=False)
     except ValueError:  # rare: a NaN or ±Infinity somewhere; only then walk the entry
@@ -135,7 +135,7 @@ def _dumps(entry: dict[str, Any]) -> str:
     return text
 
 
-def seal(entry: dict[str, Any], seq: int, key: JournalKey) -> bytes:
+def seal(entry: Mapping[str, object], seq: int, key: JournalKey) -> bytes:
     """One journal line (UTF-8 bytes with the newline) for ``entry``, numbered ``seq``, authenticated."""
     body = _dumps({**entry, "seq": seq}).encode("ascii")
     return body[:-1] + b',"mac":"' + key.mac(body).encode("ascii") + b'"}\n'
