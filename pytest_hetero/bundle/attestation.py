@@ -40,6 +40,7 @@ from pytest_hetero.vocab import BLOCKING
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+    from pytest_hetero.bundle.intoto import ChainLink, Envelope, Signature, SignoffPredicate, SignoffStatement
     from pytest_hetero.bundle.signing import Signer
 
 SIGNOFF_PREDICATE_TYPE = "https://pytest-hetero.dev/attestation/signoff/v1"
@@ -61,7 +62,8 @@ class Attestation:
 
     line: int
     raw: bytes
-    envelope: dict[str, Any]
+    envelope: Envelope
+    """Its shape checked by :func:`parse_line`: exactly the DSSE fields, with their JSON types."""
     payload: bytes
     statement: dict[str, Any]
 
@@ -78,10 +80,9 @@ class Attestation:
         return value if isinstance(value, dict) else {}
 
     @property
-    def signatures(self) -> list[dict[str, str]]:
+    def signatures(self) -> list[Signature]:
         """The envelope's ``[{"keyid", "sig"}]`` (shape checked by :func:`parse_line`)."""
-        sigs: list[dict[str, str]] = self.envelope["signatures"]
-        return sigs
+        return self.envelope["signatures"]
 
 
 def _envelope_shape(envelope: Any, payload_type: str) -> str | None:
@@ -143,7 +144,7 @@ def read_attestations(bundle_dir: Path, payload_type: str) -> list[Attestation]:
     return [parse_line(raw, n, payload_type) for n, raw in enumerate(lines, 1)]
 
 
-def read_envelope(bundle_dir: Path) -> tuple[dict[str, Any], bytes, dict[str, Any]]:
+def read_envelope(bundle_dir: Path) -> tuple[Envelope, bytes, dict[str, Any]]:
     """The run's attestation (line 1): (DSSE envelope, payload bytes, statement dict).
 
     Raises BundleError naming the file when it is missing, hostile or malformed."""
@@ -199,7 +200,7 @@ def decision_problem(decision: str, text: str | None, failing: dict[str, int]) -
     return None
 
 
-def chain_link(sequence: int, previous_line: bytes) -> dict[str, Any]:
+def chain_link(sequence: int, previous_line: bytes) -> ChainLink:
     """The ``chain`` member of the ``sequence``-th sign-off (1-based): ``{"sequence": n, "previous": sha256
     hex of the line before it}`` (``previous_line``: that line's bytes without its newline; for the first
     sign-off, the run's line). Signed with the sign-off, it makes each sign-off vouch for every line before
@@ -215,17 +216,21 @@ def chain_head(lines: list[Attestation]) -> str:
 
 
 def signoff_predicate(statement: dict[str, Any], role: str, layers: list[str], decision: str,
-                      text: str | None, chain: dict[str, Any] | None = None) -> dict[str, Any]:
+                      text: str | None, chain: ChainLink | None = None) -> SignoffPredicate:
     """The predicate of a sign-off: ``{"role", "layers", "decision", "conditions", "signed_at", "run":
     {"id", "verdict", "finished_at"}, "failing": {layer: n}, "chain": {"sequence", "previous"}}``
     (``conditions`` is the decision's text, None for a plain accept without text; ``chain``: see
     :func:`chain_link`)."""
     predicate = statement.get("predicate", {})
     run = predicate.get("run", {})
-    return {"role": role, "layers": layers, "decision": decision, "conditions": (text or "").strip() or None,
-            "signed_at": utc_now(),
-            "run": {"id": run.get("id"), "verdict": predicate.get("verdict"), "finished_at": run.get("finished_at")},
-            "failing": failing_counts(statement, layers), **({"chain": chain} if chain is not None else {})}
+    out: SignoffPredicate = {
+        "role": role, "layers": layers, "decision": decision, "conditions": (text or "").strip() or None,
+        "signed_at": utc_now(),
+        "run": {"id": run.get("id"), "verdict": predicate.get("verdict"), "finished_at": run.get("finished_at")},
+        "failing": failing_counts(statement, layers)}
+    if chain is not None:
+        out["chain"] = chain
+    return out
 
 
 def _signoff_refusal(bundle_dir: Path, message: str, hint: str = "") -> BundleError:
@@ -233,7 +238,7 @@ def _signoff_refusal(bundle_dir: Path, message: str, hint: str = "") -> BundleEr
 
 
 def add_signoff(bundle_dir: Path, key: Ed25519PrivateKey | Signer, role: str, decision: str, text: str | None = None,
-                layers: list[str] | None = None, *, supersede: bool = False) -> dict[str, Any]:
+                layers: list[str] | None = None, *, supersede: bool = False) -> SignoffStatement:
     """Append ``role``'s sign-off, signed by ``key`` (a private key, or a ``signing.Signer``: a key file or an
     external signer command), as a new line of the bundle's attestations;
     return its in-toto statement.
@@ -281,11 +286,12 @@ def add_signoff(bundle_dir: Path, key: Ed25519PrivateKey | Signer, role: str, de
                     f"({other.predicate.get('decision')!r} at {other.predicate.get('signed_at')})",
                     "to record a later decision that supersedes it (the earlier line stays, superseded), sign "
                     "again with --supersede")
-    statement = {"_type": STATEMENT_TYPE,
-                 "subject": [{"name": STATEMENT, "digest": {"sha256": hashlib.sha256(run.payload).hexdigest()}}],
-                 "predicateType": SIGNOFF_PREDICATE_TYPE,
-                 "predicate": signoff_predicate(run.statement, role, chosen, decision, text,
-                                                chain_link(len(lines), lines[-1].raw))}
+    statement: SignoffStatement = {
+        "_type": STATEMENT_TYPE,
+        "subject": [{"name": STATEMENT, "digest": {"sha256": hashlib.sha256(run.payload).hexdigest()}}],
+        "predicateType": SIGNOFF_PREDICATE_TYPE,
+        "predicate": signoff_predicate(run.statement, role, chosen, decision, text,
+                                       chain_link(len(lines), lines[-1].raw))}
     payload = json.dumps(statement, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
                          allow_nan=False).encode("utf-8")
     line = envelope_bytes(envelope_for(payload, key))

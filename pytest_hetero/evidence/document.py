@@ -25,10 +25,10 @@ if TYPE_CHECKING:  # annotations only (postponed): no run-time dependency on typ
 
 __all__ = [
     "ArtifactDict", "CauseDict", "CleanupSection", "DocumentError", "Entry", "EvidenceDocument", "FailureDict",
-    "ItemDict", "JournalSection", "LeftoverDict", "MatrixEntry", "NotProvenEntry", "PoolStatus", "RecordDict",
-    "RuleResult", "RunSection", "SelectionCounts", "SummarySection", "TaskTypeLevel", "UntestedEntry",
-    "UntestedNode", "UntestedSection", "ValidationSection", "as_document", "check_item", "failure_of", "item_of",
-    "matrix_of_item", "owner_of",
+    "ItemDict", "JournalSection", "LeftoverDict", "LineNote", "MatrixEntry", "NotProvenEntry", "PoolStatus",
+    "RecordDict", "RuleResult", "RunSection", "SelectionCounts", "SummarySection", "TaskTypeLevel", "TornLine",
+    "UntestedEntry", "UntestedNode", "UntestedSection", "ValidationSection", "as_document", "check_item",
+    "failure_of", "item_of", "matrix_of_item", "owner_of",
 ]
 
 
@@ -237,19 +237,37 @@ class CleanupSection(TypedDict):
     leftovers: list[LeftoverDict]
 
 
+class TornLine(TypedDict):
+    """The journal's last line when a killed run cut it off (:func:`pytest_hetero.evidence.journal.torn_tail`):
+    its file ``line`` number, its length in ``bytes``, the ``nodeid`` it named (None when cut before it) and the
+    artifact ``paths`` it named."""
+
+    line: int
+    bytes: int
+    nodeid: str | None
+    paths: list[str]
+
+
+class LineNote(TypedDict):
+    """A journal line set aside: its file ``line`` number (1-based) and ``why``."""
+
+    line: int
+    why: str
+
+
 class JournalSection(TypedDict, total=False):
     """What reading the journal kept and set aside (:meth:`pytest_hetero.evidence.journal.JournalRead.section`)."""
 
     lines: int
     sha256: str
     authenticated: bool
-    torn: dict[str, Any]
-    """The line a killed run cut off: ``line``, ``bytes``, ``nodeid`` when it named its item, ``paths``."""
+    torn: TornLine
+    """The line a killed run cut off (only then)."""
     unauthenticated_reason: str | None
     key: str | None
     keyid: str | None
-    lost: list[dict[str, Any]]
-    rejected: list[dict[str, Any]]
+    lost: list[LineNote]
+    rejected: list[LineNote]
     missing_seq: list[int]
 
 

@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, Any
 from pytest_hetero.errors import BundleError, Location
 
 if TYPE_CHECKING:
-    from pytest_hetero.evidence.document import JournalSection
+    from pytest_hetero.evidence.document import JournalSection, TornLine
 
 KEY_CONTEXT = b"pytest-hetero/journal-key/v1\x00"
 """Domain separation for the signature a journal key is derived from (never a message signed otherwise)."""
@@ -168,7 +168,7 @@ class JournalRead:
     file_size: int = 0
     numbers: list[int] = field(default_factory=list)
     """File line number (1-based) of each accepted entry."""
-    torn: dict[str, Any] | None = None
+    torn: TornLine | None = None
     """The journal's last line when it is torn (no newline, not JSON: the run was killed or the disk filled
     mid-write): ``{"line", "bytes", "nodeid", "paths"}`` — the item and artifact paths its surviving bytes
     name (None, [] when cut before them). A crash, not tampering: see :func:`torn_tail`."""
@@ -310,7 +310,7 @@ _TORN_NODEID = re.compile(rb'"nodeid":"((?:[^"\\]|\\.){1,2000})"')
 _TORN_PATH = re.compile(rb'"path":"(artifacts/(?:[^"\\]|\\.){1,2000})"')
 
 
-def torn_tail(read: JournalRead, last: tuple[int, bytes] | None) -> dict[str, Any] | None:
+def torn_tail(read: JournalRead, last: tuple[int, bytes] | None) -> TornLine | None:
     """The torn last line of a journal, or None: the file's last line (``last``: its number and bytes) was
     lost, has no newline and is no JSON — what a write cut short by SIGKILL or a full disk leaves (every
     line the gate writes is whole JSON ending in a newline). Its surviving bytes name the item and the
