@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypedDict, TypeVar, cast
 
 from pytest_hetero.errors import BundleError, Location, MatrixError
 from pytest_hetero.evidence.document import ItemDict, LeftoverDict, RunSection
-from pytest_hetero.evidence.journal import JournalKey, JournalRead, read_lines, seal
+from pytest_hetero.evidence.journal import JournalKey, JournalRead, Recover, no_recovery, read_lines, seal
 from pytest_hetero.evidence.model import SCHEMA, utc_now
 from pytest_hetero.vocab import LAYERS, STATUSES
 
@@ -372,13 +372,13 @@ class Recorder:
 
 
 def read_journal(bundle_dir: Path, key: JournalKey | None = None,
-                 recover: Callable[[dict[str, Any]], JournalKey | None] | None = None) -> list[JournalLine]:
+                 recover: Recover | None = None) -> list[JournalLine]:
     """The usable entries of ``bundle_dir``'s journal (see :func:`read_checked`)."""
     return read_checked(bundle_dir, key, recover)[0]
 
 
 def read_checked(bundle_dir: Path, key: JournalKey | None = None,
-                 recover: Callable[[dict[str, Any]], JournalKey | None] | None = None
+                 recover: Recover | None = None
                  ) -> tuple[list[JournalLine], JournalRead]:
     """Read the journal (:func:`pytest_hetero.evidence.journal.read_lines`: torn, non-UTF-8 and
     forged lines are set aside and named) and check each accepted entry's shape.
@@ -387,7 +387,7 @@ def read_checked(bundle_dir: Path, key: JournalKey | None = None,
     missing, holds no run line, or an accepted line is not an entry assembly can use (see ENTRY_FIELDS).
     """
     path = bundle_dir / JOURNAL
-    read = read_lines(path, key, recover or (lambda first: None))
+    read = read_lines(path, key, recover or no_recovery)
     for number, entry in zip(read.numbers, read.entries, strict=True):
         problem = entry_problem(entry)
         if problem:
@@ -462,7 +462,7 @@ def _good_item(ev: Any) -> bool:
 
 
 def assemble(bundle_dir: Path, inputs: RunInputs | None = None, key: JournalKey | None = None,
-             recover: Callable[[dict[str, Any]], JournalKey | None] | None = None) -> EvidenceDocument:
+             recover: Recover | None = None) -> EvidenceDocument:
     """Build the evidence document from the journal; see :func:`_assemble`. The cyclic garbage
     collector is paused meanwhile: a large run allocates many small dicts and nothing cyclic."""
     enabled = gc.isenabled()
@@ -530,7 +530,7 @@ def _last_time(entries: list[JournalLine]) -> str | None:
 
 
 def _assemble(bundle_dir: Path, inputs: RunInputs | None, key: JournalKey | None,
-              recover: Callable[[dict[str, Any]], JournalKey | None] | None) -> EvidenceDocument:
+              recover: Recover | None) -> EvidenceDocument:
     """Build the evidence document from the journal and return it (nothing is written).
 
     Lines are read and authenticated with ``key`` (the live run's) or the key ``recover`` derives
