@@ -19,7 +19,7 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from pytest_hetero.errors import BundleError, HeteroError
-from pytest_hetero.evidence.document import item_of
+from pytest_hetero.evidence.document import item_of, model_identity, rule_results
 from pytest_hetero.evidence.inputs import input_digests
 from pytest_hetero.vocab import BLOCKING
 
@@ -92,18 +92,16 @@ def _records(entry: Entry) -> list[RecordDict]:
 def _observed(entry: Entry) -> dict[str, float]:
     out: dict[str, float] = {}
     for record in _records(entry):
-        if record["kind"] == "business.rules":
-            for result in record["data"].get("results", []):
-                value = result.get("observed")
-                if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
-                    out[str(result.get("name"))] = float(value)
+        for result in rule_results(record):
+            value = result.get("observed")
+            if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+                out[str(result.get("name"))] = float(value)
     return out
 
 
 def _units(entry: Entry) -> dict[str, str]:
     """Rule name → unit of its observed value (``ms`` for latency), where the result names one."""
-    return {str(r.get("name")): str(r["unit"]) for record in _records(entry)
-            if record["kind"] == "business.rules" for r in record["data"].get("results", [])
+    return {str(r.get("name")): str(r["unit"]) for record in _records(entry) for r in rule_results(record)
             if r.get("unit")}
 
 
@@ -133,11 +131,11 @@ def _identities(evidence: EvidenceDocument) -> dict[tuple[str, str], tuple[str, 
         if item["layer"] != "model":
             continue
         for record in item["records"]:
-            if record["kind"] == "model.identity":
-                data = record["data"]
-                out[("model", str(data.get("model")))] = (str(data.get("version")), str(data.get("sha256") or ""))
-                out[("dataset", str(data.get("dataset")))] = (str(data.get("dataset_version")),
-                                                             str(data.get("dataset_sha256") or ""))
+            identity = model_identity(record)
+            if identity is not None:
+                out[("model", str(identity["model"]))] = (str(identity["version"]), str(identity["sha256"] or ""))
+                out[("dataset", str(identity["dataset"]))] = (str(identity["dataset_version"]),
+                                                             str(identity["dataset_sha256"] or ""))
     return out
 
 
