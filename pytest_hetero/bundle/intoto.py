@@ -120,10 +120,17 @@ class PredicateUntested(TypedDict):
     nodes: NotRequired[list[UntestedNode]]
 
 
+class FailedWaste(TypedDict):
+    """The failed workloads of the usage ledger's waste: how many, and their resource-seconds."""
+
+    workloads: Any
+    resource_seconds: Any
+
+
 class PredicateWaste(TypedDict):
     """The usage ledger's waste, summed: failed workloads' requests, retries, idle seconds."""
 
-    failed: dict[str, Any]
+    failed: FailedWaste
     retries: Any
     idle_s: Any
 
@@ -141,10 +148,18 @@ class PredicateUsage(TypedDict):
     incomplete: Any
 
 
+class SnapshotDigest(TypedDict):
+    """One cluster snapshot as the predicate names it: its matrix, when it was taken, its sha256."""
+
+    matrix: Any
+    taken_at: Any
+    sha256: Any
+
+
 class PredicateCluster(TypedDict):
     """The cluster snapshots' digests, their drift and the change record (``--hetero-snapshot``)."""
 
-    snapshots: list[dict[str, Any]]
+    snapshots: list[SnapshotDigest]
     drift: Any
     change_record: Any
 

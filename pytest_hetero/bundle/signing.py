@@ -55,6 +55,7 @@ if TYPE_CHECKING:
         PredicateUsage,
         RunPredicate,
         RunStatement,
+        SnapshotDigest,
     )
     from pytest_hetero.bundle.intoto import Signature as DsseSignature
     from pytest_hetero.evidence.document import EvidenceDocument
@@ -237,9 +238,11 @@ def _usage(section: dict[str, Any] | None) -> PredicateUsage | None:
     if not section:
         return None
     waste = section.get("waste") or {}
+    failed = waste.get("failed") or {}
     return {"workloads": section.get("workloads"), "simulated": section.get("simulated"),
             "resource_seconds": section.get("resource_seconds"), "cpu_s": section.get("cpu_s"),
-            "waste": {"failed": {k: (waste.get("failed") or {}).get(k) for k in ("workloads", "resource_seconds")},
+            "waste": {"failed": {"workloads": failed.get("workloads"),
+                                 "resource_seconds": failed.get("resource_seconds")},
                       "retries": waste.get("retries"),
                       "idle_s": (waste.get("idle") or {}).get("seconds")},
             "governance": section.get("governance"),
@@ -251,7 +254,9 @@ def _cluster(section: dict[str, Any] | None) -> PredicateCluster | None:
     evidence.json), the drift against a baseline (changes, affected items) and the change record."""
     if not section:
         return None
-    snapshots = [{k: s.get(k) for k in ("matrix", "taken_at", "sha256")} for s in section.get("snapshots") or []]
+    snapshots: list[SnapshotDigest] = [
+        {"matrix": s.get("matrix"), "taken_at": s.get("taken_at"), "sha256": s.get("sha256")}
+        for s in section.get("snapshots") or []]
     return {"snapshots": snapshots,
             "drift": section.get("drift"), "change_record": section.get("change_record")}
 
