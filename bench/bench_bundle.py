@@ -75,7 +75,8 @@ from pytest_hetero.reporting.junit import render_junit
 from pytest_hetero.settings import bundle_settings
 
 if TYPE_CHECKING:
-    from pytest_hetero.evidence.document import EvidenceDocument
+    from pytest_hetero.evidence.document import ArtifactDict, EvidenceDocument, ItemDict
+    from pytest_hetero.vocab import Layer
 
 OWNERS = {"discovery": "infrastructure", "scheduling": "platform", "startup": "platform", "model": "algorithm",
           "business": "business"}
@@ -159,7 +160,7 @@ def write_inputs(work: Path, resources: int, models: int = 25, datasets: int = 2
     return path
 
 
-def _artifacts(bundle: Path, parts: list[str], n: int) -> list[dict[str, Any]]:
+def _artifacts(bundle: Path, parts: list[str], n: int) -> list[ArtifactDict]:
     """Write a model item's stdout, stderr and outputs; return their Artifact dicts (as the gate records)."""
     folder = bundle.joinpath("artifacts", *parts, "model")
     folder.mkdir(parents=True, exist_ok=True)
@@ -167,7 +168,7 @@ def _artifacts(bundle: Path, parts: list[str], n: int) -> list[dict[str, Any]]:
                 "stderr.txt": "warning: provider fallback\n" * 4,
                 "outputs.json": json.dumps({"metrics": {"accuracy": 0.96}, "predictions": list(range(120)),
                                             "latency_ms": [1.5] * 60})}
-    out = []
+    out: list[ArtifactDict] = []
     for name, text in contents.items():
         data = text.encode()
         (folder / name).write_bytes(data)
@@ -177,7 +178,7 @@ def _artifacts(bundle: Path, parts: list[str], n: int) -> list[dict[str, Any]]:
     return out
 
 
-def _item(prefix: str, parts: list[str], layer: str, keys: dict[str, str], n: int) -> dict[str, Any]:
+def _item(prefix: str, parts: list[str], layer: Layer, keys: dict[str, str], n: int) -> ItemDict:
     failed = n % 31 == 0
     return {"nodeid": f"{prefix}::{'::'.join(parts)}::{layer}", "matrix": prefix, "layer": layer, "keys": keys,
             "owner": OWNERS[layer], "status": "failed" if failed else "passed",
@@ -201,10 +202,11 @@ def write_run(bundle: Path, matrix: Path, resources: int, key: JournalKey, model
     rec.matrix(str(matrix), prefix, "bench", hashlib.sha256(matrix.read_bytes()).hexdigest(), False)
     rec.target({"backend": "local", "identity": "bench", "nodes": ["bench"], "versions": {"python": "3.11"}})
     n = 0
-    batch: list[dict[str, Any]] = []
+    batch: list[ItemDict] = []
     for r in range(resources):
         res = f"res-{r:02d}"
-        for layer in ("discovery", "scheduling"):
+        layers: tuple[Layer, ...] = ("discovery", "scheduling")
+        for layer in layers:
             batch.append(_item(prefix, [res], layer, {"resource": res}, n := n + 1))
         for i in range(IMAGES):
             img = f"img-{i}"

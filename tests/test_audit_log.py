@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 from support import REPO, matrix_text
 
+from pytest_hetero.evidence.document import SelectionCounts
 from pytest_hetero.judge.verdict import change_findings, change_record_status, exit_status, run_verdict
 from pytest_hetero.matrix.load import load_matrix
 from pytest_hetero.status.audit import (
@@ -209,7 +210,8 @@ def test_a_log_that_begins_after_the_window_starts_proves_nothing_before_it(matr
 def test_the_change_record_status_decides_the_run_verdict_and_exit_status() -> None:
     """A failed record fails a run whose items all passed (and turns exit 0 into 1); a record whose source
     does not cover the window leaves it incomplete; a passed one (or none) changes nothing."""
-    totals, none = {"passed": 4}, {"deselected": 0, "by": []}
+    totals = {"passed": 4}
+    none: SelectionCounts = {"deselected": 0, "by": []}
     assert [run_verdict(totals, 0, False, none, 0, 0, change)[0] for change in ("failed", "error", "passed", None)] == [
         "fail", "incomplete", "pass", "pass"]
     assert [exit_status(0, None, change) for change in ("failed", "error", "passed", None)] == [1, 0, 0, 0]

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from pytest_hetero.evidence.queue_times import queue_times
+from pytest_hetero.evidence.usage import Workload
 from pytest_hetero.reporting.dossier_charts import HEIGHT, LEFT, TOP, queue_charts, usage_charts
 from pytest_hetero.reporting.dossier_text import Text
 
@@ -49,9 +50,12 @@ def test_the_queue_picture_draws_the_ledgers_percentiles_per_pool() -> None:
     """The bars and the summary are the usage ledger's figures (queue_times: the one place percentiles are
     computed), per pool: 30 GPU workloads waiting 1..30 s and starting in 2 s; one CPU workload placed within the
     second of its submission (0, the lower bound) that never started (its start span unknown, never 0)."""
-    workloads = {f"g{k}": {"_nodeid": f"m.yaml::gpu::img::scheduling#{k}", "submitted": 1000.0,
-                           "placed": 1000.0 + k, "started": 1002.0 + k} for k in range(1, 31)}
-    workloads["c"] = {"_nodeid": "m.yaml::cpu::img::scheduling", "submitted": 1000.4, "placed": 1000.0}
+    def workload(nodeid: str, **facts: float) -> Workload:
+        return Workload(facts, nodeid, 0, "", nodeid)
+
+    workloads = {f"g{k}": workload(f"m.yaml::gpu::img::scheduling#{k}", submitted=1000.0, placed=1000.0 + k,
+                                   started=1002.0 + k) for k in range(1, 31)}
+    workloads["c"] = workload("m.yaml::cpu::img::scheduling", submitted=1000.4, placed=1000.0)
     pools = queue_times(workloads)["pools"]
     [cpu, gpu] = queue_charts(Text("en"), pools)
     assert cpu["summary"] == ("Pool cpu: 1 workload(s); wait 1 measured, p50 0 s, p95 0 s, max 0 s; start not "

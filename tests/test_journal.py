@@ -74,6 +74,27 @@ def test_assembly_refuses_two_item_lines_that_disagree(tmp_path: Path) -> None:
         assemble(tmp_path / "r1", key=rec.key)
 
 
+@pytest.mark.parametrize(("field", "value", "problem"), [
+    ("status", "pased", "item entry field 'evidence.status' is 'pased', not a status (passed, failed, error, blocked, "
+                        "not_applicable, skipped, excluded, deselected, not_run)"),
+    ("layer", "modle", "item entry field 'evidence.layer' is 'modle', not a layer (discovery, scheduling, startup, "
+                       "model, business)"),
+])
+def test_a_journaled_item_outside_the_vocabulary_is_refused_naming_the_field(tmp_path: Path, field: str, value: str,
+                                                                             problem: str) -> None:
+    rec = Recorder(tmp_path / "r1", {"id": "r1"})
+    rec.item(_item(0))
+    rec.item({**_item(1), field: value})  # authenticated: the line is the gate's, its word is not
+    rec.end(0, False)
+    assert recorder_module.entry_problem({"type": "item", "evidence": {**_item(1), field: value}}) == problem
+    with pytest.raises(BundleError, match=r"journal line is not a pytest-hetero entry: ") as refused:
+        assemble(tmp_path / "r1", key=rec.key)
+    assert refused.value.message == f"journal line is not a pytest-hetero entry: {problem}"
+    assert refused.value.location.line == 3
+    # the typed loader refuses the same word, so a journal check that passes means the document loads
+    assert recorder_module.entry_problem({"type": "item", "evidence": _item(1)}) == ""
+
+
 def test_fsync_is_a_group_commit_and_every_line_is_written_at_once(tmp_path: Path,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(recorder_module, "SYNC_INTERVAL_S", 3600.0)

@@ -8,7 +8,7 @@ import os
 import random
 from pathlib import Path
 
-from pytest_hetero.bundle.manifest import _sort_key, bundle_files, manifest_bytes
+from pytest_hetero.bundle.manifest import Manifest, ManifestFile, _sort_key, bundle_files, manifest_bytes
 
 
 def _walk_plain(bundle: Path) -> tuple[list[str], list[str]]:
@@ -52,9 +52,9 @@ def test_the_manifest_bytes_are_json_dumps_indent_1(tmp_path: Path) -> None:
     rng = random.Random(1)
     chars = 'ab/é"\\\n\t\u2028\x01😀 '
     for _ in range(300):
-        files = [{"path": "".join(rng.choice(chars) for _ in range(rng.randint(1, 12))),
-                  "sha256": f"{rng.getrandbits(256):064x}", "size": rng.randint(0, 10**12)}
-                 for _ in range(rng.randint(0, 5))]
-        manifest = {"schema": "pytest-hetero/manifest/v1", "algorithm": "sha256", "files": files}
+        files: list[ManifestFile] = [{"path": "".join(rng.choice(chars) for _ in range(rng.randint(1, 12))),
+                                      "sha256": f"{rng.getrandbits(256):064x}", "size": rng.randint(0, 10**12)}
+                                     for _ in range(rng.randint(0, 5))]
+        manifest: Manifest = {"schema": "pytest-hetero/manifest/v1", "algorithm": "sha256", "files": files}
         assert manifest_bytes(manifest) == (json.dumps(manifest, sort_keys=True, indent=1, ensure_ascii=False)
                                             + "\n").encode("utf-8")

@@ -13,11 +13,13 @@ import sys
 import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
+from typing import cast
 
 import pytest
 from bundle_samples import make_bundle, sample_evidence
 
 from pytest_hetero.bundle.finish import finish_bundle
+from pytest_hetero.bundle.intoto import Envelope
 from pytest_hetero.bundle.manifest import Problem, manifest_bytes
 from pytest_hetero.bundle.signing import (
     envelope_bytes,
@@ -161,7 +163,7 @@ def test_unsigned_fields_beside_the_dsse_envelope_are_refused(bundle: Path, keys
             ({**envelope, "signatures": [{**envelope["signatures"][0], "role": "business"}]},
              "line 1: signature 1 has unsigned field(s) 'role'"),
             ({**envelope, "payload": "not base64!"}, "line 1: payload is not base64")):
-        path.write_bytes(envelope_bytes(edited))
+        path.write_bytes(envelope_bytes(cast("Envelope", edited)))  # deliberately not a DSSE envelope
         status, out, _ = verify_cli(bundle, keys["gate.pub"])
         assert (status, out[0]) == (1, f"FAIL attestation.intoto.jsonl: malformed: {expected}")
 
@@ -223,8 +225,8 @@ def test_manifest_entries_of_another_shape_and_listed_escapes(bundle: Path, keys
 
 
 def test_a_payload_that_is_not_an_object(bundle: Path, keys: dict[str, Path]) -> None:
-    line = {"payload": base64.b64encode(b"[1]").decode(), "payloadType": "application/vnd.in-toto+json",
-            "signatures": []}
+    line: Envelope = {"payload": base64.b64encode(b"[1]").decode(), "payloadType": "application/vnd.in-toto+json",
+                      "signatures": []}
     (bundle / "attestation.intoto.jsonl").write_bytes(envelope_bytes(line))
     assert [str(p) for p in verify_bundle(bundle, [load_public_key(keys["gate.pub"])]).problems] == [
         "attestation.intoto.jsonl: malformed: line 1: the payload is not a JSON object"]

@@ -40,6 +40,7 @@ from pytest_hetero.vocab import BLOCKING
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+    from pytest_hetero.bundle.intoto import ChainLink, Envelope, Signature, SignoffPredicate, SignoffStatement
     from pytest_hetero.bundle.signing import Signer
 
 SIGNOFF_PREDICATE_TYPE = "https://pytest-hetero.dev/attestation/signoff/v1"
@@ -61,7 +62,8 @@ class Attestation:
 
     line: int
     raw: bytes
-    envelope: dict[str, Any]
+    envelope: Envelope
+    """Its shape checked by :func:`parse_line`: exactly the DSSE fields, with their JSON types."""
     payload: bytes
     statement: dict[str, Any]
 
@@ -78,10 +80,9 @@ class Attestation:
         return value if isinstance(value, dict) else {}
 
     @property
-    def signatures(self) -> list[dict[str, str]]:
+    def signatures(self) -> list[Signature]:
         """The envelope's ``[{"keyid", "sig"}]`` (shape checked by :func:`parse_line`)."""
-        sigs: list[dict[str, str]] = self.envelope["signatures"]
-        return sigs
+        return self.envelope["signatures"]
 
 
 def _envelope_shape(envelope: Any, payload_type: str) -> str | None:
@@ -143,7 +144,7 @@ def read_attestations(bundle_dir: Path, payload_type: str) -> list[Attestation]:
     return [parse_line(raw, n, payload_type) for n, raw in enumerate(lines, 1)]
 
 
-def read_envelope(bundle_dir: Path) -> tuple[dict[str, Any], bytes, dict[str, Any]]:
+def read_envelope(bundle_dir: Path) -> tuple[Envelope, bytes, dict[str, Any]]:
     """The run's attestation (line 1): (DSSE envelope, payload bytes, statement dict).
 
     Raises BundleError naming the file when it is missing, hostile or malformed."""
@@ -157,23 +158,48 @@ def read_envelope(bundle_dir: Path) -> tuple[dict[str, Any], bytes, dict[str, An
     return run.envelope, run.payload, run.statement
 
 
-def role_layers(statement: dict[str, Any], role: str) -> list[str]:
+@dataclass(frozen=True)
+class RunClaim:
+    """What a sign-off reads of the run's signed predicate, parsed once from the untrusted statement
+    (:meth:`of`): ``owners`` ({matrix: {layer: team}}), ``counts`` ({layer: {status: n}}), and the run's
+    ``run_id``, ``verdict`` and ``finished_at`` as the predicate states them (a sign-off repeats them as they
+    are). An owners or counts entry that is not an object, a team that is not a string and a count that is
+    not an integer are left out."""
+
+    owners: dict[str, dict[str, str]]
+    counts: dict[str, dict[str, int]]
+    run_id: object = None
+    verdict: object = None
+    finished_at: object = None
+
+    @classmethod
+    def of(cls, statement: dict[str, Any]) -> RunClaim:
+        """The claim of the run statement ``statement`` (parsed JSON)."""
+        found = statement.get("predicate")
+        predicate: dict[str, Any] = found if isinstance(found, dict) else {}
+        owners, counts, run = predicate.get("owners"), predicate.get("counts"), predicate.get("run")
+        run = run if isinstance(run, dict) else {}
+        return cls(
+            {str(m): {str(layer): team for layer, team in per.items() if isinstance(team, str)}
+             for m, per in owners.items() if isinstance(per, dict)} if isinstance(owners, dict) else {},
+            {str(layer): {str(status): n for status, n in per.items() if isinstance(n, int)}
+             for layer, per in counts.items() if isinstance(per, dict)} if isinstance(counts, dict) else {},
+            run.get("id"), predicate.get("verdict"), run.get("finished_at"))
+
+
+def role_layers(claim: RunClaim, role: str) -> list[str]:
     """Layers (in LAYERS order) that ``role`` owns in any matrix of the signed run predicate."""
-    owners = statement.get("predicate", {}).get("owners", {})
-    if not isinstance(owners, dict):
-        return []
-    owned = {layer for per in owners.values() if isinstance(per, dict) for layer, team in per.items() if team == role}
+    owned = {layer for per in claim.owners.values() for layer, team in per.items() if team == role}
     return [layer for layer in LAYERS if layer in owned]
 
 
-def failing_counts(statement: dict[str, Any], layers: list[str]) -> dict[str, int]:
+def failing_counts(claim: RunClaim, layers: list[str]) -> dict[str, int]:
     """{layer: items failed, errored or blocked} for ``layers`` per the run predicate's counts
     (layers with none are left out)."""
-    counts = statement.get("predicate", {}).get("counts", {})
     out = {}
     for layer in layers:
-        per = counts.get(layer, {}) if isinstance(counts, dict) else {}
-        n = sum(int(per.get(s, 0)) for s in sorted(BLOCKING) if isinstance(per.get(s, 0), int))
+        per = claim.counts.get(layer, {})
+        n = sum(int(per.get(s, 0)) for s in sorted(BLOCKING))
         if n:
             out[layer] = n
     return out
@@ -199,7 +225,7 @@ def decision_problem(decision: str, text: str | None, failing: dict[str, int]) -
     return None
 
 
-def chain_link(sequence: int, previous_line: bytes) -> dict[str, Any]:
+def chain_link(sequence: int, previous_line: bytes) -> ChainLink:
     """The ``chain`` member of the ``sequence``-th sign-off (1-based): ``{"sequence": n, "previous": sha256
     hex of the line before it}`` (``previous_line``: that line's bytes without its newline; for the first
     sign-off, the run's line). Signed with the sign-off, it makes each sign-off vouch for every line before
@@ -214,18 +240,19 @@ def chain_head(lines: list[Attestation]) -> str:
     return f"{len(lines) - 1}:{hashlib.sha256(lines[-1].raw).hexdigest()}"
 
 
-def signoff_predicate(statement: dict[str, Any], role: str, layers: list[str], decision: str,
-                      text: str | None, chain: dict[str, Any] | None = None) -> dict[str, Any]:
+def signoff_predicate(claim: RunClaim, role: str, layers: list[str], decision: str,
+                      text: str | None, chain: ChainLink | None = None) -> SignoffPredicate:
     """The predicate of a sign-off: ``{"role", "layers", "decision", "conditions", "signed_at", "run":
     {"id", "verdict", "finished_at"}, "failing": {layer: n}, "chain": {"sequence", "previous"}}``
     (``conditions`` is the decision's text, None for a plain accept without text; ``chain``: see
     :func:`chain_link`)."""
-    predicate = statement.get("predicate", {})
-    run = predicate.get("run", {})
-    return {"role": role, "layers": layers, "decision": decision, "conditions": (text or "").strip() or None,
-            "signed_at": utc_now(),
-            "run": {"id": run.get("id"), "verdict": predicate.get("verdict"), "finished_at": run.get("finished_at")},
-            "failing": failing_counts(statement, layers), **({"chain": chain} if chain is not None else {})}
+    out: SignoffPredicate = {
+        "role": role, "layers": layers, "decision": decision, "conditions": (text or "").strip() or None,
+        "signed_at": utc_now(), "run": {"id": claim.run_id, "verdict": claim.verdict, "finished_at": claim.finished_at},
+        "failing": failing_counts(claim, layers)}
+    if chain is not None:
+        out["chain"] = chain
+    return out
 
 
 def _signoff_refusal(bundle_dir: Path, message: str, hint: str = "") -> BundleError:
@@ -233,7 +260,7 @@ def _signoff_refusal(bundle_dir: Path, message: str, hint: str = "") -> BundleEr
 
 
 def add_signoff(bundle_dir: Path, key: Ed25519PrivateKey | Signer, role: str, decision: str, text: str | None = None,
-                layers: list[str] | None = None, *, supersede: bool = False) -> dict[str, Any]:
+                layers: list[str] | None = None, *, supersede: bool = False) -> SignoffStatement:
     """Append ``role``'s sign-off, signed by ``key`` (a private key, or a ``signing.Signer``: a key file or an
     external signer command), as a new line of the bundle's attestations;
     return its in-toto statement.
@@ -258,10 +285,10 @@ def add_signoff(bundle_dir: Path, key: Ed25519PrivateKey | Signer, role: str, de
     except Unreadable as exc:
         raise _signoff_refusal(bundle_dir, f"cannot read the attestations: {exc.kind}: {exc.detail}") from None
     run = lines[0]
-    owned = role_layers(run.statement, role)
+    claim = RunClaim.of(run.statement)
+    owned = role_layers(claim, role)
     if not owned:
-        owners = run.predicate.get("owners", {})
-        teams = sorted({t for per in owners.values() for t in per.values()})
+        teams = sorted({t for per in claim.owners.values() for t in per.values()})
         raise _signoff_refusal(bundle_dir, f"role {role!r} owns no layer in this bundle's matrices",
                                f"owner roles here: {', '.join(teams)}")
     chosen: list[str] = [x for x in LAYERS if x in (layers or owned)]
@@ -269,7 +296,7 @@ def add_signoff(bundle_dir: Path, key: Ed25519PrivateKey | Signer, role: str, de
     if foreign:
         raise _signoff_refusal(bundle_dir, f"role {role!r} cannot vouch for {', '.join(foreign)}: it owns only "
                                f"{', '.join(owned)}", "each team signs the layers it owns")
-    why = decision_problem(decision, text, failing_counts(run.statement, chosen))
+    why = decision_problem(decision, text, failing_counts(claim, chosen))
     if why:
         raise _signoff_refusal(bundle_dir, f"sign-off refused: {why}")
     kid = key.keyid if isinstance(key, Signer) else keyid(key.public_key())
@@ -281,11 +308,12 @@ def add_signoff(bundle_dir: Path, key: Ed25519PrivateKey | Signer, role: str, de
                     f"({other.predicate.get('decision')!r} at {other.predicate.get('signed_at')})",
                     "to record a later decision that supersedes it (the earlier line stays, superseded), sign "
                     "again with --supersede")
-    statement = {"_type": STATEMENT_TYPE,
-                 "subject": [{"name": STATEMENT, "digest": {"sha256": hashlib.sha256(run.payload).hexdigest()}}],
-                 "predicateType": SIGNOFF_PREDICATE_TYPE,
-                 "predicate": signoff_predicate(run.statement, role, chosen, decision, text,
-                                                chain_link(len(lines), lines[-1].raw))}
+    statement: SignoffStatement = {
+        "_type": STATEMENT_TYPE,
+        "subject": [{"name": STATEMENT, "digest": {"sha256": hashlib.sha256(run.payload).hexdigest()}}],
+        "predicateType": SIGNOFF_PREDICATE_TYPE,
+        "predicate": signoff_predicate(claim, role, chosen, decision, text,
+                                       chain_link(len(lines), lines[-1].raw))}
     payload = json.dumps(statement, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
                          allow_nan=False).encode("utf-8")
     line = envelope_bytes(envelope_for(payload, key))

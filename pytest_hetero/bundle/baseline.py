@@ -16,14 +16,16 @@ the gate), ``untested-growth`` (regression, plus any newly_untested item).
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from pytest_hetero.errors import BundleError, HeteroError
-from pytest_hetero.evidence.document import item_of
+from pytest_hetero.evidence.document import item_of, model_identity, rule_results
 from pytest_hetero.evidence.inputs import input_digests
 from pytest_hetero.vocab import BLOCKING
 
 if TYPE_CHECKING:
+    from typing_extensions import NotRequired
+
     from pytest_hetero.evidence.document import Entry, EvidenceDocument, RecordDict
 
 FAILING = BLOCKING
@@ -51,6 +53,55 @@ def status_map(evidence: EvidenceDocument) -> dict[str, Entry]:
     return out
 
 
+class Transition(TypedDict):
+    """An item whose status changed (or stayed failing): ``item`` (matrix name::id), ``old`` and ``new``
+    statuses (``absent`` when the item is not in that run)."""
+
+    item: str
+    old: str
+    new: str
+
+
+class TargetChange(TypedDict):
+    """A target fingerprint field that differs (``field``: its dotted path) between the baseline and the run;
+    for a list field, also what was ``added`` and ``removed``."""
+
+    backend: str
+    field: str
+    old: Any
+    new: Any
+    added: NotRequired[list[Any]]
+    removed: NotRequired[list[Any]]
+
+
+class InputChange(TypedDict):
+    """An input that differs: ``what`` (model, dataset, matrix, code, rules), its ``name``, old and new."""
+
+    what: str
+    name: str
+    old: str
+    new: str
+
+
+class MetricChange(TypedDict):
+    """An observed rule value that moved beyond the tolerance (``relative_change`` to the baseline's)."""
+
+    item: str
+    rule: str
+    old: float
+    new: float
+    relative_change: float
+    unit: NotRequired[str]
+
+
+class GateResult(TypedDict):
+    """The gate policy's answer: whether it failed, and why."""
+
+    policy: str
+    failed: bool
+    reasons: list[str]
+
+
 def _flatten(value: Any, path: str, out: dict[str, Any]) -> None:
     if isinstance(value, dict):
         for k, v in value.items():
@@ -59,7 +110,7 @@ def _flatten(value: Any, path: str, out: dict[str, Any]) -> None:
         out[path] = sorted(map(str, value)) if isinstance(value, list) else value
 
 
-def target_changes(old: list[dict[str, Any]], new: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def target_changes(old: list[dict[str, Any]], new: list[dict[str, Any]]) -> list[TargetChange]:
     """Fields of the target fingerprints (per backend) that differ: driver/runtime versions,
     image digests, node set (``added``/``removed``), allocatable. Returns ``[{"backend",
     "field", "old", "new"}]`` (plus ``added``/``removed`` for lists), sorted."""
@@ -70,12 +121,12 @@ def target_changes(old: list[dict[str, Any]], new: list[dict[str, Any]]) -> list
         return out
 
     a, b = by_backend(old), by_backend(new)
-    changes = []
+    changes: list[TargetChange] = []
     for backend in sorted(set(a) | set(b)):
         fa, fb = a.get(backend, {}), b.get(backend, {})
         for key in sorted(set(fa) | set(fb)):
             if fa.get(key) != fb.get(key):
-                entry = {"backend": backend, "field": key, "old": fa.get(key), "new": fb.get(key)}
+                entry: TargetChange = {"backend": backend, "field": key, "old": fa.get(key), "new": fb.get(key)}
                 if isinstance(fa.get(key), list) or isinstance(fb.get(key), list):
                     entry["added"] = sorted(set(fb.get(key) or []) - set(fa.get(key) or []))
                     entry["removed"] = sorted(set(fa.get(key) or []) - set(fb.get(key) or []))
@@ -92,26 +143,24 @@ def _records(entry: Entry) -> list[RecordDict]:
 def _observed(entry: Entry) -> dict[str, float]:
     out: dict[str, float] = {}
     for record in _records(entry):
-        if record["kind"] == "business.rules":
-            for result in record["data"].get("results", []):
-                value = result.get("observed")
-                if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
-                    out[str(result.get("name"))] = float(value)
+        for result in rule_results(record):
+            value = result.get("observed")
+            if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+                out[str(result.get("name"))] = float(value)
     return out
 
 
 def _units(entry: Entry) -> dict[str, str]:
     """Rule name → unit of its observed value (``ms`` for latency), where the result names one."""
-    return {str(r.get("name")): str(r["unit"]) for record in _records(entry)
-            if record["kind"] == "business.rules" for r in record["data"].get("results", [])
+    return {str(r.get("name")): str(r["unit"]) for record in _records(entry) for r in rule_results(record)
             if r.get("unit")}
 
 
-def metric_changes(old: dict[str, Entry], new: dict[str, Entry], tolerance: float) -> list[dict[str, Any]]:
+def metric_changes(old: dict[str, Entry], new: dict[str, Entry], tolerance: float) -> list[MetricChange]:
     """Observed values of ``business.rules`` results (accuracy, latency…) that moved by more than
     ``tolerance`` relative to the baseline value. Returns ``[{"item", "rule", "old", "new",
     "relative_change"}]`` sorted by item then rule."""
-    out = []
+    out: list[MetricChange] = []
     for key in sorted(k for k, e in new.items() if e["layer"] == "business" and k in old):
         if _records(old[key]) == _records(new[key]):
             continue  # same records, same observed values (a C-level comparison skips the common case)
@@ -120,9 +169,12 @@ def metric_changes(old: dict[str, Entry], new: dict[str, Entry], tolerance: floa
             scale = max(abs(a[rule]), 1e-12)
             rel = (b[rule] - a[rule]) / scale
             if abs(rel) > tolerance:
+                change: MetricChange = {"item": key, "rule": rule, "old": a[rule], "new": b[rule],
+                                        "relative_change": round(rel, 6)}
                 unit = _units(new[key]).get(rule)
-                out.append({"item": key, "rule": rule, "old": a[rule], "new": b[rule],
-                            "relative_change": round(rel, 6), **({"unit": unit} if unit else {})})
+                if unit:
+                    change["unit"] = unit
+                out.append(change)
     return out
 
 
@@ -133,15 +185,15 @@ def _identities(evidence: EvidenceDocument) -> dict[tuple[str, str], tuple[str, 
         if item["layer"] != "model":
             continue
         for record in item["records"]:
-            if record["kind"] == "model.identity":
-                data = record["data"]
-                out[("model", str(data.get("model")))] = (str(data.get("version")), str(data.get("sha256") or ""))
-                out[("dataset", str(data.get("dataset")))] = (str(data.get("dataset_version")),
-                                                             str(data.get("dataset_sha256") or ""))
+            identity = model_identity(record)
+            if identity is not None:
+                out[("model", str(identity["model"]))] = (str(identity["version"]), str(identity["sha256"] or ""))
+                out[("dataset", str(identity["dataset"]))] = (str(identity["dataset_version"]),
+                                                             str(identity["dataset_sha256"] or ""))
     return out
 
 
-def input_changes(old: EvidenceDocument, new: EvidenceDocument) -> list[dict[str, Any]]:
+def input_changes(old: EvidenceDocument, new: EvidenceDocument) -> list[InputChange]:
     """What the run was given that differs from the baseline's: model and data-set versions (or, at the same
     version, their sha256) as the model items recorded them, each matrix file's sha256, and the digests of
     each model's code folder and each data set's acceptance rules (``code``/``rules``, named
@@ -149,7 +201,7 @@ def input_changes(old: EvidenceDocument, new: EvidenceDocument) -> list[dict[str
     ``[{"what": "model"|"dataset"|"matrix"|"code"|"rules", "name", "old", "new"}]`` sorted; ``old``/``new``
     None when absent."""
     a, b = _identities(old), _identities(new)
-    out = []
+    out: list[InputChange] = []
     for key in sorted(set(a) & set(b)):
         (va, sa), (vb, sb) = a[key], b[key]
         if va != vb:
@@ -202,7 +254,7 @@ def _diff(old: EvidenceDocument, new: EvidenceDocument, *, tolerance: float, pol
                           f"covers {', '.join(sorted(matrix_names(new))) or 'none'}",
                           hint="compare runs of the same matrix (metadata.name)")
     a, b = status_map(old), status_map(new)
-    transitions: dict[str, list[dict[str, Any]]] = {name: [] for name in TRANSITIONS}
+    transitions: dict[str, list[Transition]] = {name: [] for name in TRANSITIONS}
     old_status = {k: e["status"] for k, e in a.items()}
     for key, entry in b.items():  # unsorted walk; only the (few) transitions are sorted
         sa, sb = old_status.pop(key, None), entry["status"]
@@ -229,7 +281,7 @@ def _diff(old: EvidenceDocument, new: EvidenceDocument, *, tolerance: float, pol
     return diff
 
 
-def gate(diff: dict[str, Any], policy: str, new: EvidenceDocument) -> dict[str, Any]:
+def gate(diff: dict[str, Any], policy: str, new: EvidenceDocument) -> GateResult:
     """``{"policy", "failed", "reasons"}`` for ``policy`` (one of :data:`POLICIES`)."""
     counts = diff["counts"]
     reasons = []

@@ -48,7 +48,8 @@ from pytest_hetero.evidence.recorder import EVIDENCE, JOURNAL, write_evidence
 from pytest_hetero.settings import SignCommand
 
 if TYPE_CHECKING:
-    from pytest_hetero.evidence.document import EvidenceDocument
+    from pytest_hetero.bundle.intoto import UnrecordedFile
+    from pytest_hetero.evidence.document import EvidenceDocument, TornLine
     from pytest_hetero.evidence.inputs import RunInputs
     from pytest_hetero.settings import Settings
 
@@ -323,9 +324,10 @@ def finish_bundle(evidence: EvidenceDocument, bundle_dir: Path, key_path: Path |
         manifest, found = recorded_manifest(bundle_dir, files, run_inputs.before)
         problems += found
     torn = (evidence.get("journal") or {}).get("torn")
-    aside = [{"path": p.path, "kind": _interrupted(p, torn), "detail": p.detail,
-              "moved_to": _set_aside(bundle_dir, p.path) if p.kind in ("unrecorded", "modified") else None}
-             for p in problems]
+    aside: list[UnrecordedFile] = [
+        {"path": p.path, "kind": _interrupted(p, torn), "detail": p.detail,
+         "moved_to": _set_aside(bundle_dir, p.path) if p.kind in ("unrecorded", "modified") else None}
+        for p in problems]
     manifest_digest = write_manifest_data(bundle_dir, manifest)
     digests = dict(kept)
     subjects = [("manifest.json", manifest_digest)]
@@ -361,24 +363,24 @@ def finish_bundle(evidence: EvidenceDocument, bundle_dir: Path, key_path: Path |
     return run_keyid
 
 
-def _interrupted(problem: Problem, torn: dict[str, Any] | None) -> str:
+def _interrupted(problem: Problem, torn: TornLine | None) -> str:
     """``interrupted`` for a file the gate did not record because the run was cut off while recording it (the
     journal's last line is torn, and the file is an artifact: named by the torn line, or under ``artifacts/``),
     else the problem's own kind. It is kept out of the bundle all the same; only the words differ."""
-    if torn and problem.kind == "unrecorded" and (problem.path in torn.get("paths", [])
+    if torn and problem.kind == "unrecorded" and (problem.path in torn["paths"]
                                                   or problem.path.startswith("artifacts/")):
         return "interrupted"
     return problem.kind
 
 
-def interrupted_summary(evidence: EvidenceDocument, aside: list[dict[str, Any]]) -> str:
+def interrupted_summary(evidence: EvidenceDocument, aside: list[UnrecordedFile]) -> str:
     """One line saying the run was cut off mid-write and what was lost (empty when the journal is whole):
     the torn line, the item whose result it held, and the artifacts it had written, kept out of the bundle."""
     torn = (evidence.get("journal") or {}).get("torn")
     if not torn:
         return ""
     files = [a["path"] for a in aside if a["kind"] == "interrupted"]
-    what = f"the result of {torn['nodeid']} was lost (reported not_run)" if torn.get("nodeid") else \
+    what = f"the result of {torn['nodeid']} was lost (reported not_run)" if torn["nodeid"] else \
         "the line was cut before it named its item (the item is reported not_run)"
     kept = (f"; {len(files)} file(s) it had written were kept out of the bundle (listed in the signed statement): "
             + ", ".join(json.dumps(f) for f in files[:5]) if files else "")
@@ -386,7 +388,7 @@ def interrupted_summary(evidence: EvidenceDocument, aside: list[dict[str, Any]])
             f"{torn['bytes']} bytes without an end; {what}{kept}")
 
 
-def tamper_summary(evidence: EvidenceDocument, aside: list[dict[str, Any]]) -> str:
+def tamper_summary(evidence: EvidenceDocument, aside: list[UnrecordedFile]) -> str:
     """One line naming what was kept out of the bundle (empty when nothing was). Files an interrupted run
     left (see :func:`interrupted_summary`) are not tampering and are not named here."""
     rejected = (evidence.get("journal") or {}).get("rejected") or []

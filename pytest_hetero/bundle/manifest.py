@@ -24,7 +24,7 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 MANIFEST = "manifest.json"
 STATEMENT = "statement.intoto.json"
@@ -100,7 +100,23 @@ def _walk(bundle_dir: Path, sizes: bool) -> tuple[dict[str, int], list[str]]:
     return files, odd
 
 
-def build_manifest(bundle_dir: Path) -> dict[str, Any]:
+class ManifestFile(TypedDict):
+    """One file of the bundle as ``manifest.json`` lists it: bundle-relative POSIX path, hex sha256, bytes."""
+
+    path: str
+    sha256: str
+    size: int
+
+
+class Manifest(TypedDict):
+    """``manifest.json``: its schema, the digest algorithm (``sha256``) and every file listed."""
+
+    schema: str
+    algorithm: str
+    files: list[ManifestFile]
+
+
+def build_manifest(bundle_dir: Path) -> Manifest:
     """Hash every file of the bundle; return ``{"schema", "algorithm": "sha256", "files":
     [{"path", "sha256", "size"}]}`` in deterministic order. Symlinks are refused (BundleError),
     since a link could point outside the signed folder."""
@@ -110,7 +126,7 @@ def build_manifest(bundle_dir: Path) -> dict[str, Any]:
     if odd:
         raise BundleError(f"bundle contains {len(odd)} symlink(s) or special file(s): {', '.join(odd[:5])}",
                           Location(str(bundle_dir)), "capture artifacts as regular files")
-    entries = []
+    entries: list[ManifestFile] = []
     for rel in files:
         digest, size = sha256_file(bundle_dir / rel)
         entries.append({"path": rel, "sha256": digest, "size": size})
@@ -118,7 +134,7 @@ def build_manifest(bundle_dir: Path) -> dict[str, Any]:
 
 
 def recorded_manifest(bundle_dir: Path, recorded: dict[str, tuple[str, int]], before: set[str]
-                      ) -> tuple[dict[str, Any], list[Problem]]:
+                      ) -> tuple[Manifest, list[Problem]]:
     """The manifest of what the gate wrote, and what was set aside: (manifest, problems).
 
     ``recorded`` maps a bundle path to the (sha256, size) the gate wrote there; such a file is listed
@@ -130,7 +146,7 @@ def recorded_manifest(bundle_dir: Path, recorded: dict[str, tuple[str, int]], be
     ``modified`` (a recorded file whose size changed), ``missing`` (recorded, gone).
     """
     found, odd = bundle_sizes(bundle_dir)
-    entries: list[dict[str, Any]] = []
+    entries: list[ManifestFile] = []
     problems = [Problem(rel, "unrecorded", "a symlink or special file in the bundle folder") for rel in odd]
     for rel in sorted(found, key=_sort_key):
         if rel in recorded:
@@ -150,7 +166,7 @@ def recorded_manifest(bundle_dir: Path, recorded: dict[str, tuple[str, int]], be
     return {"schema": MANIFEST_SCHEMA, "algorithm": "sha256", "files": entries}, problems
 
 
-def write_manifest_data(bundle_dir: Path, manifest: dict[str, Any]) -> str:
+def write_manifest_data(bundle_dir: Path, manifest: Manifest) -> str:
     """Write ``manifest`` as ``manifest.json`` (atomically); return its hex sha256."""
     data = manifest_bytes(manifest)
     tmp = bundle_dir / (MANIFEST + ".tmp")
@@ -159,7 +175,7 @@ def write_manifest_data(bundle_dir: Path, manifest: dict[str, Any]) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def manifest_bytes(manifest: dict[str, Any]) -> bytes:
+def manifest_bytes(manifest: Manifest) -> bytes:
     """Canonical serialisation: ``json.dumps(manifest, sort_keys=True, indent=1, ensure_ascii=False)``, UTF-8,
     trailing newline. A manifest of the usual shape is written by hand to exactly those bytes (the
     standard library indents in pure Python: half a second at 7,500 entries); any other shape goes
@@ -177,7 +193,7 @@ def manifest_bytes(manifest: dict[str, Any]) -> bytes:
             f'"schema": {dumps(manifest["schema"])}\n}}\n').encode()
 
 
-def write_manifest(bundle_dir: Path) -> tuple[dict[str, Any], str]:
+def write_manifest(bundle_dir: Path) -> tuple[Manifest, str]:
     """Build and write ``manifest.json``; return (manifest, its hex sha256)."""
     manifest = build_manifest(bundle_dir)
     data = manifest_bytes(manifest)

@@ -26,7 +26,7 @@ from pytest_hetero.bundle.verify import load_verified
 from pytest_hetero.errors import BundleError, Location
 from pytest_hetero.evidence.inputs import RunInputs
 from pytest_hetero.evidence.model import utc_now
-from pytest_hetero.evidence.recorder import Recorder, assemble, read_journal
+from pytest_hetero.evidence.recorder import JournalLine, MatrixLine, Recorder, RunLine, assemble, read_journal
 from pytest_hetero.matrix.selection import SHARD_REASON
 from pytest_hetero.settings import SignCommand, bundle_settings
 
@@ -36,7 +36,9 @@ if TYPE_CHECKING:
 ARTIFACTS = "artifacts"
 
 
-def _matrix_lines(bundle: Path, evidence: EvidenceDocument) -> list[dict[str, Any]]:
+def _matrix_lines(bundle: Path, evidence: EvidenceDocument) -> list[MatrixLine]:
+    """The matrix lines of ``bundle``'s journal; without a readable journal, made from ``evidence``'s
+    ``matrices`` (a matrix entry written without its ``path`` gets an empty one: its kept copy stands in)."""
     try:
         lines = [e for e in read_journal(bundle) if e["type"] == "matrix"]
     except BundleError:
@@ -44,7 +46,8 @@ def _matrix_lines(bundle: Path, evidence: EvidenceDocument) -> list[dict[str, An
     if lines:
         return lines
     per_image = any(i["layer"] == "scheduling" and "image" in i["keys"] for i in evidence["items"])
-    return [{"type": "matrix", **m, "scheduling_per_image": per_image} for m in evidence["matrices"]]
+    return [{"type": "matrix", "path": m.get("path", ""), "prefix": m["prefix"], "name": m["name"],
+             "sha256": m["sha256"], "scheduling_per_image": per_image} for m in evidence["matrices"]]
 
 
 def check_shards(evidences: list[tuple[Path, EvidenceDocument]]) -> dict[str, str]:
@@ -134,7 +137,7 @@ def _copy_artifacts(src: Path, out: Path) -> None:
         shutil.copy2(path, dest)
 
 
-def _point_at_matrix(matrices: list[dict[str, Any]], matrix: Path | None, first_bundle: Path) -> None:
+def _point_at_matrix(matrices: list[MatrixLine], matrix: Path | None, first_bundle: Path) -> None:
     """Point the matrix lines at ``matrix`` (the merge job's checkout; else the first shard's kept copy
     when the recorded path is gone). Raises BundleError when it is not the matrix the shards ran."""
     if matrix is None:
@@ -152,15 +155,17 @@ def _point_at_matrix(matrices: list[dict[str, Any]], matrix: Path | None, first_
         raise BundleError(f"{matrix} (sha256 {digest[:12]}…) is not the matrix the shards ran", Location(str(matrix)))
 
 
-def _journal_lines(run_id: str, evidences: list[EvidenceDocument], matrices: list[dict[str, Any]],
-                   deselected: dict[str, str]) -> list[dict[str, Any]]:
-    """The merged run's journal: one run line, the matrices, every shard's items, deselections, each
-    distinct target fingerprint and collection error, and one end line (worst exit status)."""
+def _journal_lines(run_id: str, evidences: list[EvidenceDocument], matrices: list[MatrixLine],
+                   deselected: dict[str, str]) -> tuple[RunLine, list[JournalLine]]:
+    """The merged run's journal: its run line, and the lines after it: the matrices, every shard's items,
+    deselections, each distinct target fingerprint and collection error, and one end line (worst exit status)."""
     runs = [ev["run"] for ev in evidences]
-    run = {**{k: v for k, v in runs[0].items() if k not in ("finished_at", "exit_status", "interrupted")},
-           "type": "run", "id": run_id, "started_at": min(r.get("started_at") or "" for r in runs),
-           "merged_from": [r.get("id") for r in runs]}
-    lines: list[dict[str, Any]] = [run, *matrices]
+    run: RunLine = {**runs[0], "type": "run", "id": run_id, "started_at": min(r.get("started_at") or "" for r in runs),
+                    "merged_from": [r.get("id") for r in runs]}
+    run.pop("finished_at", None)  # the merged run's end is its end line's
+    run.pop("exit_status", None)
+    run.pop("interrupted", None)
+    lines: list[JournalLine] = [*matrices]
     lines += [{"type": "item", "evidence": i} for ev in evidences for i in ev["items"]]
     lines += [{"type": "deselected", "nodeid": n, "reason": r} for n, r in sorted(deselected.items())]
     seen: set[str] = set()
@@ -170,11 +175,12 @@ def _journal_lines(run_id: str, evidences: list[EvidenceDocument], matrices: lis
             if key not in seen:
                 seen.add(key)
                 lines.append({"type": "target", "fingerprint": fp})
-        lines += [{"type": "collect_error", **e} for e in ev.get("errors", [])]
+        lines += [{"type": "collect_error", "nodeid": e["nodeid"], "message": e["message"]}
+                  for e in ev.get("errors", [])]
     statuses = [r.get("exit_status") or 0 for r in runs]
     lines.append({"type": "end", "at": max(r.get("finished_at") or utc_now() for r in runs),
                   "exit_status": max(statuses), "interrupted": any(r.get("interrupted") for r in runs)})
-    return lines
+    return run, lines
 
 
 def merge_bundles(bundles: list[Path], out: Path, *, hook: Any, allow_unsigned: bool = False,
@@ -199,12 +205,12 @@ def merge_bundles(bundles: list[Path], out: Path, *, hook: Any, allow_unsigned: 
     if out.exists() and any(out.iterdir()):
         raise BundleError(f"{out} exists and is not empty", Location(str(out)), "choose a new folder")
     out.mkdir(parents=True, exist_ok=True)
-    lines = _journal_lines(out.name, [ev for _, ev in evidences], matrices, deselected)
+    run, lines = _journal_lines(out.name, [ev for _, ev in evidences], matrices, deselected)
     # the merged journal is this process's own: numbered and authenticated like a run's
-    recorder = Recorder(out, {k: v for k, v in lines[0].items() if k != "type"})
+    recorder = Recorder(out, {k: v for k, v in run.items() if k != "type"})
     if recorder.claim():
         raise BundleError(recorder.refused, Location(str(out)), "choose a new folder")
-    recorder.write_entries(lines[1:])
+    recorder.write_entries(lines)
     recorder.sync()
     recorder.close()
     if recorder.broken:

@@ -51,6 +51,7 @@ from pytest_hetero.errors import BundleError, Location
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
+    from pytest_hetero.bundle.intoto import Envelope
     from pytest_hetero.bundle.signing import Signer
 
 POLICY_KIND = "TrustPolicy"
@@ -196,7 +197,7 @@ def parse_policy(data: bytes, path: Path, gate_keyids: frozenset[str] = frozense
     return name, gate, roles
 
 
-def policy_envelope(data: bytes, key: Ed25519PrivateKey | Signer) -> dict[str, Any]:
+def policy_envelope(data: bytes, key: Ed25519PrivateKey | Signer) -> Envelope:
     """A DSSE envelope over the policy bytes ``data``, signed by the gate ``key`` (a private key or a
     ``signing.Signer``). Raises SigningKeyError when an external signer fails."""
     import base64

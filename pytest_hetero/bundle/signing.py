@@ -48,6 +48,16 @@ from pytest_hetero.evidence.model import STATUSES
 from pytest_hetero.settings import SignCommand
 
 if TYPE_CHECKING:
+    from pytest_hetero.bundle.intoto import (
+        Envelope,
+        PredicateCluster,
+        PredicateUntested,
+        PredicateUsage,
+        RunPredicate,
+        RunStatement,
+        SnapshotDigest,
+    )
+    from pytest_hetero.bundle.intoto import Signature as DsseSignature
     from pytest_hetero.evidence.document import EvidenceDocument
 
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
@@ -161,7 +171,7 @@ def canonical(obj: Any) -> bytes:
 
 
 def build_predicate(evidence: EvidenceDocument, owners: dict[str, dict[str, str]],
-                    run_keyid: str | None) -> dict[str, Any]:
+                    run_keyid: str | None) -> RunPredicate:
     """The signed claim about a run, from the evidence.json document.
 
     Shape: ``tool {name, version}``, ``run`` (id, times, exit status, interrupted, git commit),
@@ -177,7 +187,8 @@ def build_predicate(evidence: EvidenceDocument, owners: dict[str, dict[str, str]
     ``run_signer`` (keyid or null when unsigned).
     """
     summary = evidence["summary"]
-    counts = {layer: {s: int(summary["by_layer"].get(layer, {}).get(s, 0)) for s in STATUSES} for layer in LAYERS}
+    counts: dict[str, dict[str, int]] = {
+        layer: {s: int(summary["by_layer"].get(layer, {}).get(s, 0)) for s in STATUSES} for layer in LAYERS}
     untested = evidence["untested"]
     by_status: dict[str, int] = {}
     for entry in untested["items"]:
@@ -185,10 +196,20 @@ def build_predicate(evidence: EvidenceDocument, owners: dict[str, dict[str, str]
     run = evidence["run"]
     cleanup = evidence.get("cleanup")
     leftovers = cleanup["leftovers"] if cleanup else []
+    # blocked_by: the typed loader accepts an entry written without it (as_document)
+    scope: PredicateUntested = {
+        "items": [{"nodeid": e["nodeid"], "layer": e["layer"], "keys": e["keys"], "status": e["status"],
+                   "reason": e["reason"], "blocked_by": e.get("blocked_by")} for e in untested["items"]],
+        "never_covered": untested["never_covered"], "by_status": by_status,
+        "not_proven": untested.get("not_proven", [])}
+    if untested.get("nodes"):
+        scope["nodes"] = untested["nodes"]
     return {
         "tool": {"name": "pytest-hetero", "version": run.get("tool_version", __version__)},
-        "run": {k: run.get(k) for k in ("id", "started_at", "finished_at", "finished_at_recovered", "exit_status",
-                                        "interrupted", "git_commit", "host", "profile")},
+        "run": {"id": run.get("id"), "started_at": run.get("started_at"), "finished_at": run.get("finished_at"),
+                "finished_at_recovered": run.get("finished_at_recovered"), "exit_status": run.get("exit_status"),
+                "interrupted": run.get("interrupted"), "git_commit": run.get("git_commit"), "host": run.get("host"),
+                "profile": run.get("profile")},
         "matrices": [{"name": m["name"], "sha256": m["sha256"]} for m in evidence["matrices"]],
         "owners": owners,
         "target": evidence["target"],
@@ -198,13 +219,9 @@ def build_predicate(evidence: EvidenceDocument, owners: dict[str, dict[str, str]
         "verdict_reason": summary.get("verdict_reason"),
         "selection": summary.get("selection"),
         "cleanup": {"clean": summary.get("clean", True),
-                    "leftovers": [{k: x.get(k) for k in ("backend", "kind", "namespace", "name", "reason")}
-                                  for x in leftovers]},
-        "untested": {"items": [{k: e.get(k) for k in ("nodeid", "layer", "keys", "status", "reason", "blocked_by")}
-                               for e in untested["items"]],
-                     "never_covered": untested["never_covered"], "by_status": by_status,
-                     "not_proven": untested.get("not_proven", []),
-                     **({"nodes": untested["nodes"]} if untested.get("nodes") else {})},
+                    "leftovers": [{"backend": x.get("backend"), "kind": x.get("kind"), "namespace": x.get("namespace"),
+                                   "name": x.get("name"), "reason": x.get("reason")} for x in leftovers]},
+        "untested": scope,
         "does_not_prove": untested["does_not_prove"],
         "validation": evidence.get("validation") or {"pools": []},
         "cluster": _cluster(evidence.get("cluster")),
@@ -213,7 +230,7 @@ def build_predicate(evidence: EvidenceDocument, owners: dict[str, dict[str, str]
     }
 
 
-def _usage(section: dict[str, Any] | None) -> dict[str, Any] | None:
+def _usage(section: dict[str, Any] | None) -> PredicateUsage | None:
     """The predicate's ``usage``: the run-wide ledger's sums (resource-seconds by namespace, project, task
     type and model version; waste; governance; how many records were incomplete), without its
     per-workload lists (those are in evidence.json, which the statement's subject covers). None when the
@@ -221,26 +238,30 @@ def _usage(section: dict[str, Any] | None) -> dict[str, Any] | None:
     if not section:
         return None
     waste = section.get("waste") or {}
+    failed = waste.get("failed") or {}
     return {"workloads": section.get("workloads"), "simulated": section.get("simulated"),
             "resource_seconds": section.get("resource_seconds"), "cpu_s": section.get("cpu_s"),
-            "waste": {"failed": {k: (waste.get("failed") or {}).get(k) for k in ("workloads", "resource_seconds")},
+            "waste": {"failed": {"workloads": failed.get("workloads"),
+                                 "resource_seconds": failed.get("resource_seconds")},
                       "retries": waste.get("retries"),
                       "idle_s": (waste.get("idle") or {}).get("seconds")},
             "governance": section.get("governance"),
             "incomplete": (section.get("incomplete") or {}).get("count")}
 
 
-def _cluster(section: dict[str, Any] | None) -> dict[str, Any] | None:
+def _cluster(section: dict[str, Any] | None) -> PredicateCluster | None:
     """The predicate's ``cluster``: each snapshot's matrix, time and sha256 (the snapshot itself is in
     evidence.json), the drift against a baseline (changes, affected items) and the change record."""
     if not section:
         return None
-    snapshots = [{k: s.get(k) for k in ("matrix", "taken_at", "sha256")} for s in section.get("snapshots") or []]
+    snapshots: list[SnapshotDigest] = [
+        {"matrix": s.get("matrix"), "taken_at": s.get("taken_at"), "sha256": s.get("sha256")}
+        for s in section.get("snapshots") or []]
     return {"snapshots": snapshots,
             "drift": section.get("drift"), "change_record": section.get("change_record")}
 
 
-def build_statement(subjects: list[tuple[str, str]], predicate: dict[str, Any]) -> dict[str, Any]:
+def build_statement(subjects: list[tuple[str, str]], predicate: RunPredicate) -> RunStatement:
     """in-toto Statement v1 over ``subjects`` [(bundle-relative name, sha256 hex)]."""
     return {"_type": STATEMENT_TYPE,
             "subject": [{"name": name, "digest": {"sha256": digest}} for name, digest in subjects],
@@ -251,10 +272,10 @@ def _b64(data: bytes) -> str:
     return base64.b64encode(data).decode("ascii")
 
 
-def envelope_for(statement_bytes: bytes, key: Ed25519PrivateKey | Signer | None) -> dict[str, Any]:
+def envelope_for(statement_bytes: bytes, key: Ed25519PrivateKey | Signer | None) -> Envelope:
     """DSSE envelope over ``statement_bytes``; signed by ``key`` (a private key or a :class:`Signer`), or
     with no signature when None. Raises SigningKeyError when a signer fails."""
-    sigs = []
+    sigs: list[DsseSignature] = []
     if isinstance(key, Ed25519PrivateKey):
         key = Signer(key.sign, key.public_key(), keyid(key.public_key()), "key")
     if key is not None:
@@ -262,14 +283,14 @@ def envelope_for(statement_bytes: bytes, key: Ed25519PrivateKey | Signer | None)
     return {"payloadType": PAYLOAD_TYPE, "payload": _b64(statement_bytes), "signatures": sigs}
 
 
-def envelope_bytes(envelope: dict[str, Any]) -> bytes:
+def envelope_bytes(envelope: Envelope) -> bytes:
     """The DSSE envelope as written to ``attestation.intoto.jsonl``: one line of compact JSON with
     sorted keys (ASCII), then a newline. :func:`~pytest_hetero.bundle.verify.verify_bundle` expects exactly
     these bytes."""
     return json.dumps(envelope, sort_keys=True, separators=(",", ":"), allow_nan=False).encode("ascii") + b"\n"
 
 
-def write_envelope(bundle_dir: Path, envelope: dict[str, Any]) -> None:
+def write_envelope(bundle_dir: Path, envelope: Envelope) -> None:
     """Write ``envelope`` as the run's attestation, the only line of ``attestation.intoto.jsonl``
     (atomically; a bundle being finished has no sign-off yet)."""
     tmp = bundle_dir / (ATTESTATION + ".tmp")
@@ -277,7 +298,7 @@ def write_envelope(bundle_dir: Path, envelope: dict[str, Any]) -> None:
     tmp.replace(bundle_dir / ATTESTATION)
 
 
-def write_statement(bundle_dir: Path, statement: dict[str, Any], key: Ed25519PrivateKey | Signer | None) -> bytes:
+def write_statement(bundle_dir: Path, statement: RunStatement, key: Ed25519PrivateKey | Signer | None) -> bytes:
     """Write ``statement.intoto.json`` (the exact payload bytes) and its envelope; return the bytes."""
     data = json.dumps(statement, sort_keys=True, indent=1, ensure_ascii=False, allow_nan=False).encode("utf-8") + b"\n"
     (bundle_dir / STATEMENT).write_bytes(data)

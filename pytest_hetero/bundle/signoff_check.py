@@ -19,6 +19,7 @@ from pytest_hetero.bundle.attestation import (
     DECISIONS,
     SIGNOFF_PREDICATE_TYPE,
     Attestation,
+    RunClaim,
     decision_problem,
     failing_counts,
     role_layers,
@@ -92,7 +93,7 @@ def _signoff_of(att: Attestation) -> SignOff:
                    signed_at=pred.get("signed_at") if isinstance(pred.get("signed_at"), str) else None)
 
 
-def _signoff_shape(att: Attestation, run_digest: str, run_statement: dict[str, Any]) -> str | None:
+def _signoff_shape(att: Attestation, run_digest: str, claim: RunClaim) -> str | None:
     """What makes a sign-off line wrong whatever key signed it (None when well-formed)."""
     if att.predicate_type != SIGNOFF_PREDICATE_TYPE or att.statement.get("_type") != STATEMENT_TYPE:
         return (f"not a sign-off statement (predicateType {att.predicate_type[:120]!r}); every line after the "
@@ -108,10 +109,10 @@ def _signoff_shape(att: Attestation, run_digest: str, run_statement: dict[str, A
             or any(x not in LAYERS for x in layers) or pred.get("decision") not in DECISIONS \
             or not isinstance(pred.get("conditions"), (str, type(None))) or not isinstance(pred.get("signed_at"), str):
         return "the predicate is not {role, layers, decision, conditions, signed_at}"
-    owned = role_layers(run_statement, role)
+    owned = role_layers(claim, role)
     if any(x not in owned for x in layers):
         return f"role {role!r} vouches for {', '.join(layers)} but owns {', '.join(owned) or 'no layer'}"
-    return decision_problem(pred["decision"], pred.get("conditions"), failing_counts(run_statement, layers))
+    return decision_problem(pred["decision"], pred.get("conditions"), failing_counts(claim, layers))
 
 
 def _bind(signoff: SignOff, att: Attestation, policy: TrustPolicy) -> str | None:
@@ -172,10 +173,11 @@ def check_signoffs(lines: list[Attestation], run_digest: str, run_statement: dic
     out: list[SignOff] = []
     problems: list[Problem] = []
     previous = run_line
+    claim = RunClaim.of(run_statement)
     for sequence, att in enumerate(lines, 1):
         signoff = _signoff_of(att)
         label = f"sign-off line {att.line} (role {signoff.role[:60]}, keyid {signoff.keyid[:16]}…)"
-        why = _signoff_shape(att, run_digest, run_statement)
+        why = _signoff_shape(att, run_digest, claim)
         kind = "signoff"
         if why is None and att.raw != envelope_bytes(att.envelope).rstrip(b"\n"):
             why = "the line is not byte for byte as hetero sign writes it (reformatted or edited)"

@@ -39,6 +39,7 @@ from pytest_hetero.errors import BundleError, Location
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
+    from pytest_hetero.bundle.intoto import PoolIdentity, VsaStatement
     from pytest_hetero.bundle.signing import Signer
     from pytest_hetero.evidence.document import MatrixEntry, PoolStatus, UntestedEntry, ValidationSection
 
@@ -48,7 +49,7 @@ LEVELS_POLICY = "https://pytest-hetero.dev/policy/validation-levels/v1"
 MAX_VSA_BYTES = 64 * 1024 * 1024
 
 
-def pool_identity(pool: PoolStatus) -> dict[str, Any]:
+def pool_identity(pool: PoolStatus) -> PoolIdentity:
     """What names a pool in its subject digest: matrix, pool, requests, node selector, nodes."""
     return {"matrix": pool.get("matrix"), "pool": pool.get("pool"), "requests": pool.get("requests"),
             "node_selector": pool.get("node_selector"), "nodes": pool.get("nodes")}
@@ -59,7 +60,7 @@ def verified_level(task_type: str, level: str) -> str:
     return f"PYTEST_HETERO_{task_type}_{level}".upper().replace("-", "_")
 
 
-def vsa_statement(pool: PoolStatus, statement_digest: str, matrix_sha256: str) -> dict[str, Any]:
+def vsa_statement(pool: PoolStatus, statement_digest: str, matrix_sha256: str) -> VsaStatement:
     """The in-toto Statement v1 (a VSA) of one ``pool`` entry of the validation status."""
     from pytest_hetero.bundle.signing import STATEMENT_TYPE, canonical
 

@@ -25,36 +25,34 @@ import argparse
 import os
 import sys
 from pathlib import Path
-from typing import Any
 
 from pytest_hetero.bundle.finish import TamperDetected, publish
 from pytest_hetero.bundle.manifest import ATTESTATION
 from pytest_hetero.errors import HeteroError
 from pytest_hetero.evidence.inputs import RunInputs
-from pytest_hetero.evidence.journal import JournalKey
+from pytest_hetero.evidence.journal import JournalKey, KeyOrigin, Recover, no_recovery
 from pytest_hetero.evidence.recorder import assemble, lock_journal
 from pytest_hetero.hooks.registry import plugin_manager
 from pytest_hetero.reporting.terminal import summary_lines
 from pytest_hetero.settings import SignCommand, bundle_settings, signer_spec
 
 
-def key_recovery(sign_key: Path | SignCommand | None) -> Any:
+def key_recovery(sign_key: Path | SignCommand | None) -> Recover:
     """A function deriving a run's journal key from its run line with ``sign_key``, the run's private key or
     its external signer (``--sign-command``: it is asked to sign the derivation message, as the run asked it)
     (None when the line names another key or no key is given). Raises SigningKeyError for a bad key or a
     signer that cannot be started."""
     if sign_key is None:
-        return lambda first: None
+        return no_recovery
     from pytest_hetero.bundle.signing import load_signer
 
     signer = load_signer(sign_key)
     kid = signer.keyid
 
-    def recover(first: dict[str, Any]) -> JournalKey | None:
-        info = first.get("journal") or {}
-        if info.get("key") != "derived" or info.get("keyid") != kid or not isinstance(info.get("nonce"), str):
+    def recover(origin: KeyOrigin) -> JournalKey | None:
+        if origin.key != "derived" or origin.keyid != kid or origin.nonce is None:
             return None
-        return JournalKey.derived(signer.sign, kid, str(first.get("id", "")), info["nonce"])
+        return JournalKey.derived(signer.sign, kid, origin.run_id, origin.nonce)
 
     return recover
 

@@ -14,7 +14,7 @@ import sys
 from collections import Counter
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from pytest_hetero import LAYERS
 from pytest_hetero.errors import HeteroError, MatrixError
@@ -88,6 +88,71 @@ def lint(paths: list[Path], out: Any = None, *, digests: bool = False, hook: Any
     return 1 if bad else 0
 
 
+class Estimate(TypedDict):
+    """A plan's serial duration estimate: ``seconds``, a model item's ``repeat``, and how many items' times
+    came from each ``source`` (``bundle_item``, ``bundle_layer_mean``, ``timeout``)."""
+
+    seconds: float
+    repeat: int
+    source: dict[str, int]
+
+
+class TaskChecks(TypedDict):
+    """A model's task type and the checks it brings."""
+
+    task_type: str
+    checks: list[str]
+
+
+class ClusterDrift(TypedDict):
+    """``--affected-from-cluster``: the baseline's ``label``, the cluster ``changes`` since it, the items
+    ``affected`` ({item id: reason}) and the declared change record with its impact (None without one)."""
+
+    label: str
+    changes: list[dict[str, Any]]
+    affected: dict[str, str]
+    change_record: dict[str, Any] | None
+
+
+class PlannedMatrix(TypedDict):
+    """The planned matrix: its name, file path and sha256."""
+
+    name: str
+    path: str
+    sha256: str
+
+
+class LeftOutItem(TypedDict):
+    """An item the plan leaves out (excluded, incompatible; or deselected: no ``status``), and why."""
+
+    id: str
+    reason: str
+
+
+class OmittedItem(LeftOutItem):
+    """An item the expansion omitted, with its status (``excluded``…)."""
+
+    status: str
+
+
+class PlanReport(TypedDict):
+    """``hetero plan``'s report (``--json`` prints it): what would run, what not and why, and how long."""
+
+    matrix: PlannedMatrix
+    backend: str | None
+    profile: str | None
+    shard: str | None
+    items: int
+    planned: int
+    by_layer_resource: dict[str, dict[str, int]]
+    omitted: list[OmittedItem]
+    deselected: list[LeftOutItem]
+    affected: dict[str, str]
+    cluster: ClusterDrift | None
+    task_types: dict[str, TaskChecks]
+    estimate: Estimate
+
+
 def _kind(path: Path) -> object:
     """The ``kind`` of the YAML document at ``path``; None when it cannot be read (load_matrix says why)."""
     from pytest_hetero.matrix.yamlnodes import read_yaml
@@ -114,7 +179,7 @@ def _lint_rules(path: Path, out: Any) -> int:
 
 
 def estimate(matrix: Matrix, plan: Plan, run_ids: set[str], bundle: EvidenceDocument | None,
-             repeat: int = 1) -> dict[str, Any]:
+             repeat: int = 1) -> Estimate:
     """Serial duration estimate (seconds) of the items in ``run_ids``: each item's duration in
     ``bundle`` when it ran there, else that layer's mean there, else the layer timeout (an upper
     bound). A model item runs ``repeat`` times (a profile's ``repeat``; a served model once): its time
@@ -144,7 +209,7 @@ def estimate(matrix: Matrix, plan: Plan, run_ids: set[str], bundle: EvidenceDocu
     return {"seconds": round(total, 3), "repeat": repeat, "source": dict(source)}
 
 
-def plan_report(args: argparse.Namespace, hook: Any = None) -> dict[str, Any]:
+def plan_report(args: argparse.Namespace, hook: Any = None) -> PlanReport:
     """The plan of ``args.matrix`` under the selection options, as a JSON-ready dict; ``hook``
     resolves the backend (default: the registry with ``args.plugins``)."""
     from pytest_hetero.hooks.registry import plugin_manager
@@ -189,14 +254,14 @@ def plan_report(args: argparse.Namespace, hook: Any = None) -> dict[str, Any]:
     }
 
 
-def _task_checks(matrix: Any) -> dict[str, dict[str, Any]]:
+def _task_checks(matrix: Matrix) -> dict[str, TaskChecks]:
     """``{model: {"task_type", "checks": [check, ...]}}``: the checks each model's task type brings."""
     from pytest_hetero.matrix.training import checks_of
 
     return {m.name: {"task_type": m.task_type, "checks": list(checks_of(m.task_type))} for m in matrix.models}
 
 
-def _cluster_drift(args: argparse.Namespace, matrix: Any, plan: Any) -> dict[str, Any]:
+def _cluster_drift(args: argparse.Namespace, matrix: Matrix, plan: Plan) -> ClusterDrift:
     """``hetero plan --affected-from-cluster BUNDLE``: the live cluster of the matrix's target diffed against
     the verified baseline's snapshot: ``{"label", "changes", "affected": {item id: reason}, "change_record"}``."""
     from pytest_hetero.backends.kubernetes.snapshot import snapshot_of_target
@@ -214,7 +279,7 @@ def _cluster_drift(args: argparse.Namespace, matrix: Any, plan: Any) -> dict[str
     return {"label": label, "changes": changes, "affected": found, "change_record": record}
 
 
-def _print_cluster(cluster: dict[str, Any], out: Any) -> None:
+def _print_cluster(cluster: ClusterDrift, out: Any) -> None:
     from pytest_hetero.status.drift import describe
 
     print(f"cluster changes since {cluster['label']}: {len(cluster['changes'])}", file=out)
@@ -227,7 +292,7 @@ def _print_cluster(cluster: dict[str, Any], out: Any) -> None:
               f"not observed {record['not_observed']}", file=out)
 
 
-def _print_plan(rep: dict[str, Any], out: Any) -> None:
+def _print_plan(rep: PlanReport, out: Any) -> None:
     m = rep["matrix"]
     print(f"matrix {m['name']} ({m['path']}, sha256 {m['sha256'][:12]}…), backend {rep['backend']}"
           + (f", profile {rep['profile']}" if rep["profile"] else "")
@@ -252,14 +317,14 @@ def _print_plan(rep: dict[str, Any], out: Any) -> None:
         print(f"affected: {len(rep['affected'])} items", file=out)
         for reason, n in Counter(rep["affected"].values()).most_common():
             print(f"  {n} {reason}", file=out)
-    if rep.get("cluster") is not None:
+    if rep["cluster"] is not None:
         _print_cluster(rep["cluster"], out)
-    for name, t in rep.get("task_types", {}).items():
+    for name, t in rep["task_types"].items():
         print(f"task type of {name}: {t['task_type']}; checks it brings: {', '.join(t['checks']) or 'none'}",
               file=out)
     est = rep["estimate"]
     src = ", ".join(f"{n} from {k.replace('_', ' ')}" for k, n in est["source"].items()) or "no items"
-    runs = f"; each model item runs {est['repeat']} times" if est.get("repeat", 1) > 1 else ""
+    runs = f"; each model item runs {est['repeat']} times" if est["repeat"] > 1 else ""
     print(f"estimate: {est['seconds']:.0f} s serial ({src}{runs})", file=out)
 
 

@@ -5,7 +5,9 @@ These are :class:`~typing.TypedDict` s: at run time the document stays the plain
 while the checker knows each field's type, and that statuses, layers and owner categories are the
 :mod:`pytest_hetero.vocab` Literals. A field every writer has always written is required (read it with a
 subscript); one a later version added, or that is written only sometimes, is ``NotRequired`` (read it with
-``.get``). Records' ``data`` stays an open JSON object: each record kind has its own facts.
+``.get``). Records' ``data`` stays an open JSON object: each record kind has its own facts, and the loader
+checks no kind's fields; a kind read across modules has a typed reader (:func:`rule_results`,
+:func:`model_identity`) that keeps a reader's defaults for a record that lacks a field.
 
 Untrusted JSON becomes an :class:`EvidenceDocument` in one place, :func:`as_document` (used by the
 verifying loader, :func:`pytest_hetero.bundle.verify.load_verified`): it checks the shape of what is typed
@@ -25,10 +27,11 @@ if TYPE_CHECKING:  # annotations only (postponed): no run-time dependency on typ
 
 __all__ = [
     "ArtifactDict", "CauseDict", "CleanupSection", "DocumentError", "Entry", "EvidenceDocument", "FailureDict",
-    "ItemDict", "JournalSection", "LeftoverDict", "MatrixEntry", "NotProvenEntry", "PoolStatus", "RecordDict",
-    "RuleResult", "RunSection", "SelectionCounts", "SummarySection", "TaskTypeLevel", "UntestedEntry",
-    "UntestedNode", "UntestedSection", "ValidationSection", "as_document", "check_item", "failure_of", "item_of",
-    "matrix_of_item", "owner_of",
+    "IDENTITY_RECORD", "ItemDict", "JournalSection", "LeftoverDict", "LineNote", "MatrixEntry", "ModelIdentity",
+    "NotProvenEntry", "PoolStatus", "RULES_RECORD", "RecordDict", "RuleResult", "RunSection", "SelectionCounts",
+    "SummarySection", "TaskTypeLevel", "TornLine", "UntestedEntry", "UntestedNode", "UntestedSection",
+    "ValidationSection", "as_document", "check_item", "failure_of", "item_of", "matrix_of_item", "model_identity",
+    "owner_of", "rule_results",
 ]
 
 
@@ -61,6 +64,45 @@ class RuleResult(TypedDict, total=False):
     bound: dict[str, Any]
     failing: list[int]
     available: dict[str, list[str]]
+
+
+RULES_RECORD = "business.rules"
+"""Record kind of a business item's acceptance rule results (``data.results``: :class:`RuleResult` s)."""
+IDENTITY_RECORD = "model.identity"
+"""Record kind of the model and data set a model item ran (:class:`ModelIdentity`)."""
+
+
+class ModelIdentity(TypedDict):
+    """What a ``model.identity`` record names (written by the model layer for a model run, by the serving
+    layer for a served model: a served model has no ``sha256``), each field as the record holds it (None
+    when it lacks it: a record edited by hand, or a served model's ``sha256``)."""
+
+    model: str | None
+    version: str | None
+    sha256: str | None
+    dataset: str | None
+    dataset_version: str | None
+    dataset_sha256: str | None
+
+
+def rule_results(record: RecordDict) -> list[RuleResult]:
+    """The rule results of a ``business.rules`` record (:func:`pytest_hetero.matrix.acceptance.evaluate`'s, as
+    the business layer wrote them); [] for a record of another kind or one without results. Each result's
+    fields stay optional to a reader (:class:`RuleResult` is not total)."""
+    if record["kind"] != RULES_RECORD:
+        return []
+    results: list[RuleResult] = record["data"].get("results", [])
+    return results
+
+
+def model_identity(record: RecordDict) -> ModelIdentity | None:
+    """The identity a ``model.identity`` record names; None for a record of another kind."""
+    if record["kind"] != IDENTITY_RECORD:
+        return None
+    data = record["data"]
+    return {"model": data.get("model"), "version": data.get("version"), "sha256": data.get("sha256"),
+            "dataset": data.get("dataset"), "dataset_version": data.get("dataset_version"),
+            "dataset_sha256": data.get("dataset_sha256")}
 
 
 class ArtifactDict(TypedDict):
@@ -206,6 +248,8 @@ class RunSection(TypedDict, total=False):
     exit_status: int | None
     interrupted: bool
     stopped: str
+    merged_from: list[str | None]
+    """The run ids of the shards a merged run (``hetero merge``) was assembled from (only then)."""
 
 
 class MatrixEntry(TypedDict):
@@ -237,19 +281,37 @@ class CleanupSection(TypedDict):
     leftovers: list[LeftoverDict]
 
 
+class TornLine(TypedDict):
+    """The journal's last line when a killed run cut it off (:func:`pytest_hetero.evidence.journal.torn_tail`):
+    its file ``line`` number, its length in ``bytes``, the ``nodeid`` it named (None when cut before it) and the
+    artifact ``paths`` it named."""
+
+    line: int
+    bytes: int
+    nodeid: str | None
+    paths: list[str]
+
+
+class LineNote(TypedDict):
+    """A journal line set aside: its file ``line`` number (1-based) and ``why``."""
+
+    line: int
+    why: str
+
+
 class JournalSection(TypedDict, total=False):
     """What reading the journal kept and set aside (:meth:`pytest_hetero.evidence.journal.JournalRead.section`)."""
 
     lines: int
     sha256: str
     authenticated: bool
-    torn: dict[str, Any]
-    """The line a killed run cut off: ``line``, ``bytes``, ``nodeid`` when it named its item, ``paths``."""
+    torn: TornLine
+    """The line a killed run cut off (only then)."""
     unauthenticated_reason: str | None
     key: str | None
     keyid: str | None
-    lost: list[dict[str, Any]]
-    rejected: list[dict[str, Any]]
+    lost: list[LineNote]
+    rejected: list[LineNote]
     missing_seq: list[int]
 
 

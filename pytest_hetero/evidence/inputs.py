@@ -26,13 +26,16 @@ import re
 import sys
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, TypedDict, TypeVar
 
 from pytest_hetero.errors import MatrixError
 
 if TYPE_CHECKING:
-    from pytest_hetero.evidence.document import EvidenceDocument
+    from typing_extensions import NotRequired
+
+    from pytest_hetero.evidence.document import EvidenceDocument, MatrixEntry
     from pytest_hetero.evidence.journal import JournalRead
+    from pytest_hetero.evidence.recorder import MatrixLine
     from pytest_hetero.matrix.expand import Plan
     from pytest_hetero.matrix.model import Matrix
 
@@ -48,6 +51,64 @@ DIGEST_FILE_LIMIT = 256 << 20
 """Largest file digested (bytes); a larger one is listed with its size and ``-`` for its digest."""
 SKIPPED_DIRS = frozenset({".git", ".hg", ".svn", "__pycache__", ".mypy_cache", ".pytest_cache", ".ruff_cache"})
 """Folders of a ``code`` folder that are neither digested nor copied (VCS data, caches)."""
+
+
+class LeftOut(TypedDict):
+    """A file of a code folder not copied into the bundle: its path, and why (a too large or skipped file also
+    has its ``size`` and ``sha256``, ``-`` when too large to digest)."""
+
+    path: str
+    why: str
+    size: NotRequired[int]
+    sha256: NotRequired[str]
+
+
+class AcceptanceKept(TypedDict):
+    """An acceptance file kept under ``inputs/``: its ``path``, ``sha256`` at the finish and bundle ``copy``;
+    ``used_sha256`` and ``changed_during_run`` when items used other bytes."""
+
+    path: str
+    sha256: str
+    copy: str
+    used_sha256: NotRequired[list[str]]
+    changed_during_run: NotRequired[bool]
+
+
+class CodeKept(TypedDict):
+    """A code folder kept under ``inputs/``: its ``path``, the ``sha256`` of its ``listing`` (``sha256sum``
+    format), how many ``files`` it has, how many were ``copied`` (``bytes_copied``), those ``left_out``;
+    ``same_as`` the model whose entry it repeats (a shared folder), ``used_sha256`` and ``changed_during_run``
+    when items used other bytes."""
+
+    path: str
+    sha256: str
+    listing: str
+    files: int
+    copied: int
+    bytes_copied: int
+    left_out: list[LeftOut]
+    same_as: NotRequired[str]
+    used_sha256: NotRequired[list[str]]
+    changed_during_run: NotRequired[bool]
+
+
+class MatrixInputs(TypedDict):
+    """What was kept of one matrix's inputs: acceptance files by data set, code folders by model."""
+
+    acceptance: dict[str, AcceptanceKept]
+    code: dict[str, CodeKept]
+
+
+class InputChanged(TypedDict):
+    """An input whose bytes at the finish are not those items used: its path, kind, the items, why."""
+
+    path: str
+    input: Literal["code", "acceptance"]
+    nodeids: list[str]
+    reason: str
+
+
+_Kept = TypeVar("_Kept", AcceptanceKept, CodeKept)
 
 
 def write_atomic(path: Path, data: bytes) -> tuple[str, int]:
@@ -164,14 +225,14 @@ class RunInputs:
         """``[(bundle path, statement digest)]`` of the matrix copies :meth:`keep` wrote."""
         self.written: dict[str, tuple[str, int]] = {}
         """Bundle path → (hex sha256, size) of every file the finish wrote (the manifest lists these)."""
-        self.section: dict[str, Any] = {}
+        self.section: dict[str, MatrixInputs] = {}
         """The ``inputs`` section (matrix name → code folders and acceptance files kept), see :meth:`keep`."""
         self.journal: JournalRead | None = None
         """What assembly read from the journal (lines kept, lost, rejected), set by ``assemble``."""
         self.problems: list[str] = []
         """Inputs that could not be kept, one line each (also written to stderr)."""
         self._used: dict[str, dict[str, list[str]]] = {}
-        self.changed: list[dict[str, Any]] = []
+        self.changed: list[InputChanged] = []
         """Inputs whose bytes at the finish are not those an item used (``{"path", "input", "nodeids",
         "reason"}``), see :meth:`keep`."""
         self.before: set[str] = set()
@@ -179,13 +240,13 @@ class RunInputs:
         self.held_signals: list[int] = []
         """Signals (SIGINT, SIGTERM) that arrived while the finish held them."""
 
-    def _held_for(self, entry: Mapping[str, Any]) -> tuple[Matrix, Plan] | None:
-        held = self._held.get(str(entry.get("prefix")))
-        if held is None or held[0].sha256 != entry.get("sha256") or str(held[0].path) != str(entry.get("path")):
+    def _held_for(self, entry: MatrixEntry | MatrixLine) -> tuple[Matrix, Plan] | None:
+        held = self._held.get(entry["prefix"])
+        if held is None or held[0].sha256 != entry["sha256"] or str(held[0].path) != str(entry.get("path")):
             return None
         return held
 
-    def matrix(self, entry: Mapping[str, Any]) -> Matrix:
+    def matrix(self, entry: MatrixEntry | MatrixLine) -> Matrix:
         """The Matrix of ``entry``. Raises MatrixError when it is not held and its file no longer loads."""
         held = self._held_for(entry)
         if held is not None:
@@ -203,7 +264,7 @@ class RunInputs:
             raise found
         return found
 
-    def plan(self, entry: Mapping[str, Any], scheduling_per_image: bool) -> Plan:
+    def plan(self, entry: MatrixEntry | MatrixLine, scheduling_per_image: bool) -> Plan:
         """The plan of ``entry``'s matrix as collection expanded it (``scheduling_per_image`` as the
         backend planned). Raises MatrixError like :meth:`matrix`."""
         from pytest_hetero.matrix.expand import expand, plan_uses_image
@@ -213,7 +274,7 @@ class RunInputs:
             return held[1]
         return expand(self.matrix(entry), scheduling_per_image=scheduling_per_image)
 
-    def copy(self, entry: Mapping[str, Any]) -> tuple[bytes, str]:
+    def copy(self, entry: MatrixEntry | MatrixLine) -> tuple[bytes, str]:
         """The bytes kept in ``inputs/`` for ``entry`` and the sha256 the signed statement records for them.
 
         Only a file that loads as a valid matrix named as the entry says is copied (MatrixError
@@ -252,7 +313,7 @@ class RunInputs:
         self.kept = []
         self._used = used_inputs(evidence)
         for m in evidence["matrices"]:
-            name = str(m.get("name"))
+            name = m["name"]
             if not NAME.fullmatch(name):
                 self._problem(f"matrix name {name!r} in the journal is not a plain name; nothing copied for it")
                 continue
@@ -278,7 +339,7 @@ class RunInputs:
         self.problems.append(text)
         sys.stderr.write(f"pytest-hetero: {text}\n")
 
-    def _keep_referenced(self, matrix: Matrix, folder: Path, rel: str) -> dict[str, Any]:
+    def _keep_referenced(self, matrix: Matrix, folder: Path, rel: str) -> MatrixInputs:
         """Copy the acceptance files and code folders ``matrix`` names under ``folder`` (bundle path
         ``rel``); return ``{"acceptance": {dataset: {path, sha256, copy}}, "code": {model: {…}}}``."""
         from pytest_hetero.matrix.yamlnodes import MAX_BYTES
@@ -286,7 +347,7 @@ class RunInputs:
         from pytest_hetero.safeio import Unreadable, read_local
 
         redactor = Redactor(extra=matrix.redact)
-        out: dict[str, Any] = {"acceptance": {}, "code": {}}
+        out: MatrixInputs = {"acceptance": {}, "code": {}}
         for dataset in matrix.datasets:
             if dataset.acceptance is None or not NAME.fullmatch(dataset.name):
                 continue
@@ -301,9 +362,9 @@ class RunInputs:
             except Unreadable as exc:
                 self._problem(f"cannot copy acceptance file {dataset.acceptance}: {exc.kind}: {exc.detail}")
                 continue
-            out["acceptance"][dataset.name] = self._compare(
-                {"path": str(dataset.acceptance), "sha256": hashlib.sha256(raw).hexdigest(), "copy": dest},
-                "acceptance")
+            kept: AcceptanceKept = {"path": str(dataset.acceptance), "sha256": hashlib.sha256(raw).hexdigest(),
+                                    "copy": dest}
+            out["acceptance"][dataset.name] = self._compare(kept, "acceptance")
         skip = {str(m.path) for m in matrix.models} | {str(d.path) for d in matrix.datasets}
         bundle_dir = folder.parent.parent
         first: dict[Path, str] = {}  # a code folder shared by many models is digested and copied once
@@ -322,13 +383,15 @@ class RunInputs:
             first[model.code] = model.name
         return out
 
-    def _compare(self, kept: dict[str, Any], what: str) -> dict[str, Any]:
+    def _compare(self, kept: _Kept, what: Literal["code", "acceptance"]) -> _Kept:
         """``kept`` (an input's entry, with ``path`` and ``sha256`` at the finish), flagged when items
         recorded using other bytes (see :meth:`keep`)."""
         used = self._used.get(kept["path"], {})
         if used and set(used) != {kept["sha256"]}:
             nodeids = sorted({n for ids in used.values() for n in ids})
-            kept = {**kept, "used_sha256": sorted(used), "changed_during_run": True}
+            kept = kept.copy()
+            kept["used_sha256"] = sorted(used)
+            kept["changed_during_run"] = True
             reason = (f"the {what} {'folder' if what == 'code' else 'file'} {kept['path']} changed while the run "
                       f"used it (used as sha256 {', '.join(d[:12] + '…' for d in sorted(used))}; at the finish "
                       f"{kept['sha256'][:12]}…): the bundle's copy may not be what the items ran with")
@@ -336,13 +399,13 @@ class RunInputs:
             sys.stderr.write(f"pytest-hetero: {reason}\n")
         return kept
 
-    def _keep_code(self, root: Path, bundle_dir: Path, dest: str, skip: set[str], redactor: Any) -> dict[str, Any]:
+    def _keep_code(self, root: Path, bundle_dir: Path, dest: str, skip: set[str], redactor: Any) -> CodeKept:
         """Digest every file of the code folder ``root`` into ``<dest>.sha256sum`` and copy those that fit
         the limits (and are not the model or dataset files themselves) under ``dest``."""
         lines: list[str] = []
         copied = total = 0
         files, bundles = _walk(root, bundle_dir)
-        left_out: list[dict[str, Any]] = [
+        left_out: list[LeftOut] = [
             {"path": rel + "/", "why": "a pytest-hetero bundle folder (evidence, not code)"} for rel in bundles]
         for rel, entry in files:
             if entry.is_symlink():

@@ -37,7 +37,7 @@ import math
 import os
 import re
 import secrets
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, Any
 from pytest_hetero.errors import BundleError, Location
 
 if TYPE_CHECKING:
-    from pytest_hetero.evidence.document import JournalSection
+    from pytest_hetero.evidence.document import JournalSection, TornLine
 
 KEY_CONTEXT = b"pytest-hetero/journal-key/v1\x00"
 """Domain separation for the signature a journal key is derived from (never a message signed otherwise)."""
@@ -123,7 +123,7 @@ def finite(obj: Any) -> Any:
     return obj
 
 
-def _dumps(entry: dict[str, Any]) -> str:
+def _dumps(entry: Mapping[str, object]) -> str:
     try:
         text = json.dumps(entry, sort_keys=True, separators=(",", ":"), default=str, allow_nan=False)
     except ValueError:  # rare: a NaN or ±Infinity somewhere; only then walk the entry
@@ -135,7 +135,7 @@ def _dumps(entry: dict[str, Any]) -> str:
     return text
 
 
-def seal(entry: dict[str, Any], seq: int, key: JournalKey) -> bytes:
+def seal(entry: Mapping[str, object], seq: int, key: JournalKey) -> bytes:
     """One journal line (UTF-8 bytes with the newline) for ``entry``, numbered ``seq``, authenticated."""
     body = _dumps({**entry, "seq": seq}).encode("ascii")
     return body[:-1] + b',"mac":"' + key.mac(body).encode("ascii") + b'"}\n'
@@ -168,7 +168,7 @@ class JournalRead:
     file_size: int = 0
     numbers: list[int] = field(default_factory=list)
     """File line number (1-based) of each accepted entry."""
-    torn: dict[str, Any] | None = None
+    torn: TornLine | None = None
     """The journal's last line when it is torn (no newline, not JSON: the run was killed or the disk filled
     mid-write): ``{"line", "bytes", "nodeid", "paths"}`` — the item and artifact paths its surviving bytes
     name (None, [] when cut before them). A crash, not tampering: see :func:`torn_tail`."""
@@ -208,32 +208,63 @@ def _parse(raw: bytes) -> tuple[dict[str, Any] | None, bytes, str, str]:
     return entry, line[:-_TAIL] + b"}", found.group(1).decode("ascii"), ""
 
 
-def key_for(first: dict[str, Any], key: JournalKey | None, recover: Callable[[dict[str, Any]], JournalKey | None]
-            ) -> tuple[JournalKey | None, str]:
-    """The key to check a journal whose run line is ``first``: ``key`` (the live run's), else what
-    ``recover`` derives from the run line (its ``id`` and ``journal`` member); (None, why) when there
-    is none."""
-    info = first.get("journal") if isinstance(first.get("journal"), dict) else None
+@dataclass(frozen=True)
+class KeyOrigin:
+    """How a journal's key was made, as its run line says (parsed once by :meth:`of`): the run's ``run_id``,
+    whether the line has a ``journal`` member at all (``stated``: journals written before authentication have
+    none), and that member's ``key`` (``derived`` or ``ephemeral``), ``keyid`` and ``nonce`` (each None when
+    absent or not a string)."""
+
+    run_id: str
+    stated: bool
+    key: str | None = None
+    keyid: str | None = None
+    nonce: str | None = None
+
+    @classmethod
+    def of(cls, first: dict[str, Any]) -> KeyOrigin:
+        """The key origin the run line ``first`` (an untrusted parsed line) states."""
+        info = first.get("journal")
+        run_id = str(first.get("id", ""))
+        if not isinstance(info, dict):
+            return cls(run_id, False)
+        key, keyid, nonce = info.get("key"), info.get("keyid"), info.get("nonce")
+        return cls(run_id, True, key if isinstance(key, str) else None, keyid if isinstance(keyid, str) else None,
+                   nonce if isinstance(nonce, str) else None)
+
+
+Recover = Callable[[KeyOrigin], JournalKey | None]
+"""Derives a crashed run's journal key from the origin its run line states (None: it cannot)."""
+
+
+def no_recovery(origin: KeyOrigin) -> JournalKey | None:
+    """The :data:`Recover` of a reader holding no run key: it derives nothing."""
+    return None
+
+
+def key_for(origin: KeyOrigin, key: JournalKey | None, recover: Recover) -> tuple[JournalKey | None, str]:
+    """The key to check a journal whose run line states ``origin``: ``key`` (the live run's), else what
+    ``recover`` derives from it; (None, why) when there is none."""
     if key is not None:
         return key, ""
-    if info is None:
+    if not origin.stated:
         return None, "the journal carries no MACs (written before journal authentication)"
-    if info.get("key") == "ephemeral":
+    if origin.key == "ephemeral":
         return None, ("the run was unsigned: its journal key lived only in the crashed process, so these lines "
                       "cannot be told from lines another process appended")
-    derived = recover(first)
+    derived = recover(origin)
     if derived is None:
-        return None, (f"the journal key is derived from run key {str(info.get('keyid'))[:16]}…; pass that "
+        return None, (f"the journal key is derived from run key {str(origin.keyid)[:16]}…; pass that "
                       "private key (--sign-key) to authenticate the lines")
     return derived, ""
 
 
-def read_lines(path: Path, key: JournalKey | None = None,
-               recover: Callable[[dict[str, Any]], JournalKey | None] = lambda first: None) -> JournalRead:
+def read_lines(path: Path, key: JournalKey | None = None, recover: Recover = no_recovery) -> JournalRead:
     """Read the journal at ``path`` (see the module docstring).
 
-    ``key`` is the live run's key; without it, ``recover(run line)`` may derive one (``hetero
-    report --from-journal --sign-key``). Raises BundleError when the file cannot be read, its first
+    ``key`` is the live run's key; without it, ``recover`` may derive one from the run line's
+    :class:`KeyOrigin` (``hetero report --from-journal --sign-key``). Raises BundleError when the file cannot be
+    read, its first
     readable line is not the run line, or, unauthenticated, two different lines claim one ``seq``
     (neither can be picked).
     """
@@ -259,8 +290,7 @@ def read_lines(path: Path, key: JournalKey | None = None,
     return out
 
 
-def _read(fh: Any, key: JournalKey | None, recover: Callable[[dict[str, Any]], JournalKey | None],
-          path: Path) -> JournalRead:
+def _read(fh: Any, key: JournalKey | None, recover: Recover, path: Path) -> JournalRead:
     """Read the open journal ``fh`` line by line (never the whole file at once)."""
     out = JournalRead()
     check: JournalKey | None = None
@@ -310,7 +340,7 @@ _TORN_NODEID = re.compile(rb'"nodeid":"((?:[^"\\]|\\.){1,2000})"')
 _TORN_PATH = re.compile(rb'"path":"(artifacts/(?:[^"\\]|\\.){1,2000})"')
 
 
-def torn_tail(read: JournalRead, last: tuple[int, bytes] | None) -> dict[str, Any] | None:
+def torn_tail(read: JournalRead, last: tuple[int, bytes] | None) -> TornLine | None:
     """The torn last line of a journal, or None: the file's last line (``last``: its number and bytes) was
     lost, has no newline and is no JSON — what a write cut short by SIGKILL or a full disk leaves (every
     line the gate writes is whole JSON ending in a newline). Its surviving bytes name the item and the
@@ -339,13 +369,13 @@ def _bounded_lines(fh: Any) -> Any:
         yield raw
 
 
-def _start(out: JournalRead, first: dict[str, Any], key: JournalKey | None,
-           recover: Callable[[dict[str, Any]], JournalKey | None], where: Location) -> JournalKey | None:
+def _start(out: JournalRead, first: dict[str, Any], key: JournalKey | None, recover: Recover,
+           where: Location) -> JournalKey | None:
     """Read the run line ``first``: note how the journal is authenticated in ``out``; return the key."""
     if first.get("type") != "run":
         raise BundleError("the journal does not start with its run line", where,
                           "its first line was lost or the journal was edited; a run line is needed to rebuild")
-    check, out.why_not = key_for(first, key, recover)
+    check, out.why_not = key_for(KeyOrigin.of(first), key, recover)
     out.authenticated = check is not None
     out.key = dict(first.get("journal") or {})
     return check

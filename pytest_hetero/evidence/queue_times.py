@@ -22,13 +22,21 @@ unknown (clocks that disagree). On KWOK nodes the times are the simulator's (``s
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
 from pytest_hetero.evidence.usage import epoch
 
+if TYPE_CHECKING:
+    from typing_extensions import NotRequired
+
+    from pytest_hetero.evidence.usage import Workload
+
 RESOLUTION_S = 1.0
 """The coarsest time resolution of the facts (Kubernetes ``metav1.Time``: whole seconds, truncated)."""
-SPANS = {"wait_s": ("submitted", "placed"), "start_s": ("placed", "started"), "run_s": ("started", "ended")}
+Span = Literal["wait_s", "start_s", "run_s"]
+"""A span's name: how long a workload waited for a node, took to start, ran."""
+SPANS: dict[Span, tuple[str, str]] = {
+    "wait_s": ("submitted", "placed"), "start_s": ("placed", "started"), "run_s": ("started", "ended")}
 """Span name → (from, to) usage facts."""
 
 
@@ -47,16 +55,46 @@ def pool_of(nodeid: Any) -> str:
     return parts[1] if len(parts) > 1 and parts[1] else "(unknown)"
 
 
-def queue_times(workloads: dict[str, dict[str, Any]]) -> dict[str, Any]:
+class SpanStats(TypedDict):
+    """One span's spread over a pool's workloads (seconds): how many had it, p50, p95, max."""
+
+    count: int
+    p50: float
+    p95: float
+    max: float
+
+
+class PoolQueue(TypedDict):
+    """One pool's queue and placement times: workloads, how many ran on simulated nodes, how many lacked each
+    span (``unknown``), and each span's :class:`SpanStats` when any workload had it."""
+
+    workloads: int
+    simulated: int
+    unknown: dict[str, int]
+    wait_s: NotRequired[SpanStats]
+    start_s: NotRequired[SpanStats]
+    run_s: NotRequired[SpanStats]
+
+
+class QueueSection(TypedDict):
+    """The usage ledger's ``queue``: units, how it was computed, and each pool's :class:`PoolQueue`."""
+
+    units: str
+    method: str
+    pools: dict[str, PoolQueue]
+
+
+def queue_times(workloads: dict[str, Workload]) -> QueueSection:
     """``{"units": "seconds", "method", "pools": {pool: {"workloads", "simulated", "unknown": {span: n},
-    <span>: {"count", "p50", "p95", "max"}}}}`` of the ledger's folded ``workloads`` (key → facts with
-    ``_nodeid``). Never raises on a bad record: a time that is not one leaves its span out."""
-    spans: dict[str, dict[str, list[float]]] = {}
-    pools: dict[str, dict[str, Any]] = {}
-    for w in workloads.values():
+    <span>: {"count", "p50", "p95", "max"}}}}`` of the ledger's folded ``workloads`` (key → workload). Never
+    raises on a bad record: a time that is not one leaves its span out."""
+    spans: dict[str, dict[Span, list[float]]] = {}
+    pools: dict[str, PoolQueue] = {}
+    for workload in workloads.values():
+        w = workload.facts
         if w.get("object") == "exec":
             continue
-        pool = pool_of(w.get("_nodeid"))
+        pool = pool_of(workload.nodeid)
         entry = pools.setdefault(pool, {"workloads": 0, "simulated": 0, "unknown": dict.fromkeys(SPANS, 0)})
         entry["workloads"] += 1
         entry["simulated"] += bool(w.get("simulated"))
@@ -70,8 +108,10 @@ def queue_times(workloads: dict[str, dict[str, Any]]) -> dict[str, Any]:
     for pool, per in spans.items():
         for name, values in per.items():
             if values:
-                pools[pool][name] = {"count": len(values), "p50": round(percentile(values, 50), 3),
-                                     "p95": round(percentile(values, 95), 3), "max": round(max(values), 3)}
+                stats: SpanStats = {"count": len(values), "p50": round(percentile(values, 50), 3),
+                                    "p95": round(percentile(values, 95), 3), "max": round(max(values), 3)}
+                pools[pool][name] = stats
     return {"units": "seconds", "method": "nearest-rank percentiles per pool (the matrix resource of the "
             "item that reported the workload); wait = placed − submitted, start = started − placed, "
             "run = ended − started", "pools": pools}
+

@@ -30,16 +30,20 @@ import json
 import math
 import os
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Literal, TypedDict, TypeVar, cast
 
 from pytest_hetero.errors import BundleError, Location, MatrixError
-from pytest_hetero.evidence.journal import JournalKey, JournalRead, read_lines, seal
+from pytest_hetero.evidence.document import ItemDict, LeftoverDict, RunSection
+from pytest_hetero.evidence.journal import JournalKey, JournalRead, Recover, no_recovery, read_lines, seal
 from pytest_hetero.evidence.model import SCHEMA, utc_now
+from pytest_hetero.vocab import LAYERS, STATUSES
 
 if TYPE_CHECKING:
-    from pytest_hetero.evidence.document import EvidenceDocument, ItemDict, LeftoverDict, MatrixEntry, RunSection
+    from typing_extensions import NotRequired, Required
+
+    from pytest_hetero.evidence.document import EvidenceDocument, MatrixEntry
     from pytest_hetero.evidence.inputs import RunInputs
     from pytest_hetero.matrix.expand import Plan
     from pytest_hetero.matrix.model import Matrix
@@ -50,6 +54,87 @@ SYNC_EVERY_LINES = 64
 """Lines written since the last fsync that trigger the next one."""
 SYNC_INTERVAL_S = 0.1
 """Seconds since the last fsync after which the next line written triggers one."""
+
+
+class RunLine(RunSection, total=False):
+    """The journal's first line: the run's metadata (:class:`~pytest_hetero.evidence.document.RunSection`'s
+    fields, those the run knows at its start). Its ``journal`` member (how the key was made,
+    :attr:`JournalKey.info`) and ``seq`` are the journal's own, read by :mod:`~pytest_hetero.evidence.journal`
+    and left out of the ``run`` section."""
+
+    type: Required[Literal["run"]]
+
+
+class MatrixLine(TypedDict):
+    """A matrix the run planned (:meth:`Recorder.matrix`): what re-planning it needs."""
+
+    type: Literal["matrix"]
+    path: str
+    prefix: str
+    name: str
+    sha256: str
+    scheduling_per_image: bool
+    seq: NotRequired[int]
+
+
+class ItemLine(TypedDict):
+    """One finished item's evidence (:meth:`Recorder.item`)."""
+
+    type: Literal["item"]
+    evidence: ItemDict
+    seq: NotRequired[int]
+
+
+class DeselectedLine(TypedDict):
+    """An item left out by -k/-m, a profile or a shard, and why."""
+
+    type: Literal["deselected"]
+    nodeid: str
+    reason: str
+    seq: NotRequired[int]
+
+
+class CollectErrorLine(TypedDict):
+    """A collection error (an invalid matrix), with its rendered message."""
+
+    type: Literal["collect_error"]
+    nodeid: str
+    message: str
+    seq: NotRequired[int]
+
+
+class TargetLine(TypedDict):
+    """A backend's target fingerprint (the engine's own shape: ``backend``, ``identity``, versions…)."""
+
+    type: Literal["target"]
+    fingerprint: dict[str, Any]
+    seq: NotRequired[int]
+
+
+class CleanupLine(TypedDict):
+    """What one backend could not remove at session end."""
+
+    type: Literal["cleanup"]
+    backend: str
+    leftovers: list[LeftoverDict]
+    seq: NotRequired[int]
+
+
+class EndLine(TypedDict):
+    """The last line: the exit status; ``stopped`` (pytest's reason for stopping early) since it was added."""
+
+    type: Literal["end"]
+    at: str
+    exit_status: int
+    interrupted: bool
+    stopped: NotRequired[str]
+    seq: NotRequired[int]
+
+
+JournalLine = RunLine | MatrixLine | ItemLine | DeselectedLine | CollectErrorLine | TargetLine | CleanupLine | EndLine
+"""One journal line as :func:`read_checked` returns it (its ``type`` tells which; ``mac`` removed): the fields
+:data:`ENTRY_FIELDS` and :data:`EVIDENCE_FIELDS` name are checked, the rest are as the gate wrote them."""
+_Line = TypeVar("_Line", RunLine, EndLine, MatrixLine, ItemLine)
 
 
 class RunCollision(BundleError):
@@ -170,20 +255,19 @@ class Recorder:
         self._append([{"type": "run", **run, "journal": self.key.info}])
         return ""
 
-    def _write(self, entry: dict[str, Any]) -> None:
+    def _write(self, entry: JournalLine) -> None:
         self._write_many([entry])
 
-    def write_entries(self, entries: list[dict[str, Any]]) -> None:
-        """Append ready-made entries (typed like the journal's lines) in one write; ``hetero merge``
-        writes a merged run's journal this way."""
+    def write_entries(self, entries: Sequence[JournalLine]) -> None:
+        """Append ready-made lines in one write; ``hetero merge`` writes a merged run's journal this way."""
         self._write_many(entries)
 
-    def _write_many(self, entries: list[dict[str, Any]]) -> None:
+    def _write_many(self, entries: Sequence[Mapping[str, object]]) -> None:
         if not entries or self._fd is None and (self.claim() or self.broken):
             return
         self._append(entries)
 
-    def _append(self, entries: list[dict[str, Any]]) -> None:
+    def _append(self, entries: Sequence[Mapping[str, object]]) -> None:
         """Seal, write (one ``write`` call, so a line is in the kernel before this returns) and, as
         the group commit says, fsync; on an OSError note why in ``broken`` and write no more."""
         if self.broken or self._fd is None or not entries:
@@ -235,7 +319,7 @@ class Recorder:
 
     def item(self, evidence: dict[str, Any]) -> None:
         """Append one finished item's evidence dict."""
-        self._write({"type": "item", "evidence": evidence})
+        self._write_many([{"type": "item", "evidence": evidence}])  # checked by check_item before it got here
 
     def deselected(self, nodeid: str, reason: str) -> None:
         """Append that ``nodeid`` was deselected, and why."""
@@ -263,7 +347,7 @@ class Recorder:
     def cleanup(self, backend: str, leftovers: list[dict[str, Any]]) -> None:
         """Append what ``backend`` could not remove at session end (Leftover dicts; see
         :class:`~pytest_hetero.backends.protocol.Leftover`): evidence's ``cleanup`` and the verdict read it."""
-        self._write({"type": "cleanup", "backend": backend, "leftovers": leftovers})
+        self._write_many([{"type": "cleanup", "backend": backend, "leftovers": leftovers}])
 
     def end(self, exit_status: int, interrupted: bool, stopped: str = "") -> None:
         """Append the end line, fsync and close the journal (which releases the run folder's lock);
@@ -288,28 +372,30 @@ class Recorder:
 
 
 def read_journal(bundle_dir: Path, key: JournalKey | None = None,
-                 recover: Callable[[dict[str, Any]], JournalKey | None] | None = None) -> list[dict[str, Any]]:
+                 recover: Recover | None = None) -> list[JournalLine]:
     """The usable entries of ``bundle_dir``'s journal (see :func:`read_checked`)."""
     return read_checked(bundle_dir, key, recover)[0]
 
 
 def read_checked(bundle_dir: Path, key: JournalKey | None = None,
-                 recover: Callable[[dict[str, Any]], JournalKey | None] | None = None
-                 ) -> tuple[list[dict[str, Any]], JournalRead]:
+                 recover: Recover | None = None
+                 ) -> tuple[list[JournalLine], JournalRead]:
     """Read the journal (:func:`pytest_hetero.evidence.journal.read_lines`: torn, non-UTF-8 and
     forged lines are set aside and named) and check each accepted entry's shape.
 
-    Returns (entries, what was read). Raises BundleError when the journal is missing, holds no
-    run line, or an accepted line is not an entry assembly can use (see ENTRY_FIELDS).
+    Returns (the entries as :data:`JournalLine` s, what was read). Raises BundleError when the journal is
+    missing, holds no run line, or an accepted line is not an entry assembly can use (see ENTRY_FIELDS).
     """
     path = bundle_dir / JOURNAL
-    read = read_lines(path, key, recover or (lambda first: None))
+    read = read_lines(path, key, recover or no_recovery)
     for number, entry in zip(read.numbers, read.entries, strict=True):
         problem = entry_problem(entry)
         if problem:
             raise BundleError(f"journal line is not a pytest-hetero entry: {problem}", Location(str(path), number),
                               "the journal was edited or corrupted")
-    return read.entries, read
+    # every entry passed entry_problem: its type is one of ENTRY_FIELDS' and the fields assembly reads hold
+    # their JSON types (an item's status and layer the vocabulary's), which is what JournalLine states
+    return cast("list[JournalLine]", read.entries), read
 
 
 ENTRY_FIELDS: dict[str, dict[str, type | tuple[type, ...]]] = {
@@ -346,19 +432,37 @@ def entry_problem(entry: Any) -> str:
             return f"{kind} entry lacks '{where}{name}'"
         if not isinstance(obj[name], typ) or (typ is int and isinstance(obj[name], bool)):
             return f"{kind} entry field '{where}{name}' is a {type(obj[name]).__name__}"
+    if kind == "item":
+        return _vocabulary_problem(entry["evidence"])
     return ""
 
 
+def _vocabulary_problem(evidence: dict[str, Any]) -> str:
+    """Why an item's ``status`` or ``layer`` (strings) is not one of :mod:`pytest_hetero.vocab`'s, the words
+    the typed loader (:func:`pytest_hetero.evidence.document.as_document`) accepts; empty when both are."""
+    if evidence["status"] not in _STATUSES:
+        return f"item entry field 'evidence.status' is {evidence['status']!r}, not a status ({', '.join(STATUSES)})"
+    if evidence["layer"] not in _LAYERS:
+        return f"item entry field 'evidence.layer' is {evidence['layer']!r}, not a layer ({', '.join(LAYERS)})"
+    return ""
+
+
+_STATUSES: frozenset[str] = frozenset(STATUSES)
+_LAYERS: frozenset[str] = frozenset(LAYERS)
+
+
 def _good_item(ev: Any) -> bool:
-    """The fields of EVIDENCE_FIELDS hold their types (bool is no int: none of them is an int)."""
+    """The fields of EVIDENCE_FIELDS hold their types (bool is no int: none of them is an int), and the
+    status and layer are the vocabulary's."""
     return (type(ev) is dict and type(ev.get("nodeid")) is str and type(ev.get("matrix")) is str
-            and type(ev.get("layer")) is str and type(ev.get("keys")) is dict and type(ev.get("owner")) is str
-            and type(ev.get("status")) is str and type(ev.get("records")) is list
+            and type(ev.get("layer")) is str and ev["layer"] in _LAYERS and type(ev.get("keys")) is dict
+            and type(ev.get("owner")) is str and type(ev.get("status")) is str and ev["status"] in _STATUSES
+            and type(ev.get("records")) is list
             and type(ev.get("artifacts")) is list)
 
 
 def assemble(bundle_dir: Path, inputs: RunInputs | None = None, key: JournalKey | None = None,
-             recover: Callable[[dict[str, Any]], JournalKey | None] | None = None) -> EvidenceDocument:
+             recover: Recover | None = None) -> EvidenceDocument:
     """Build the evidence document from the journal; see :func:`_assemble`. The cyclic garbage
     collector is paused meanwhile: a large run allocates many small dicts and nothing cyclic."""
     enabled = gc.isenabled()
@@ -370,28 +474,25 @@ def assemble(bundle_dir: Path, inputs: RunInputs | None = None, key: JournalKey 
             gc.enable()
 
 
-def _single(entries: list[dict[str, Any]], kind: str, path: Path) -> dict[str, Any] | None:
-    """The one entry of ``kind`` (run, end); two that differ are a conflict: BundleError."""
-    found = [e for e in entries if e["type"] == kind]
+def _single(found: list[_Line], kind: str, path: Path) -> _Line | None:
+    """The one entry of ``found`` (the run's lines of ``kind``: run, end); two that differ are a conflict:
+    BundleError."""
     if any(_same(e, found[0]) is False for e in found[1:]):
         raise BundleError(f"the journal holds {len(found)} different {kind} lines", Location(str(path)),
                           "refusing to pick one: the journal was written to by another process")
     return found[0] if found else None
 
 
-def _same(a: dict[str, Any], b: dict[str, Any]) -> bool:
+def _same(a: Mapping[str, object], b: Mapping[str, object]) -> bool:
     """Two entries say the same (their sequence numbers aside)."""
     return {k: v for k, v in a.items() if k != "seq"} == {k: v for k, v in b.items() if k != "seq"}
 
 
-def _by_key(entries: list[dict[str, Any]], kind: str, key: Callable[[dict[str, Any]], str], path: Path
-            ) -> dict[str, dict[str, Any]]:
-    """Entries of ``kind`` by ``key`` (item nodeid, matrix prefix); a repeat that says the same is
-    dropped, one that differs is a conflict: BundleError naming both lines' sequence numbers."""
-    out: dict[str, dict[str, Any]] = {}
+def _by_key(entries: list[_Line], kind: str, key: Callable[[_Line], str], path: Path) -> dict[str, _Line]:
+    """``entries`` (the journal's lines of ``kind``) by ``key`` (item nodeid, matrix prefix); a repeat that says
+    the same is dropped, one that differs is a conflict: BundleError naming both lines' sequence numbers."""
+    out: dict[str, _Line] = {}
     for e in entries:
-        if e["type"] != kind:
-            continue
         k = key(e)
         if k in out and not _same(out[k], e):
             raise BundleError(f"two {kind} lines for {k} disagree (seq {out[k].get('seq')} and {e.get('seq')})",
@@ -412,22 +513,24 @@ def _journal_warnings(read: JournalRead) -> list[str]:
     return out
 
 
-def _last_time(entries: list[dict[str, Any]]) -> str | None:
-    """The latest time the journal ``entries`` state (the run's start, items' finish times, records' and
-    lines' ``at``): the finish time of a run that wrote no ``end`` line (killed), as far as its journal can
-    tell. ISO 8601 UTC strings of one format compare as times; None when no entry has one."""
-    times = [str(e["started_at"]) for e in entries if e["type"] == "run" and e.get("started_at")]
-    times += [str(e["at"]) for e in entries if isinstance(e.get("at"), str)]
-    for entry in entries:
-        evidence = entry.get("evidence") if entry["type"] == "item" else None
-        if isinstance(evidence, dict):
-            times += [str(evidence[k]) for k in ("started_at", "finished_at") if isinstance(evidence.get(k), str)
-                      and evidence[k]]
+def _last_time(entries: list[JournalLine]) -> str | None:
+    """The latest time the journal ``entries`` state (the run's start, items' finish times, the end line's
+    ``at``): the finish time of a run that wrote no ``end`` line (killed), as far as its journal can tell.
+    ISO 8601 UTC strings of one format compare as times; None when no entry has one."""
+    times: list[str] = []
+    for e in entries:
+        if e["type"] == "run":
+            times += [str(e["started_at"])] if e.get("started_at") else []
+        elif e["type"] == "end":
+            times.append(e["at"])
+        elif e["type"] == "item":
+            evidence = e["evidence"]
+            times += [t for t in (evidence.get("started_at"), evidence.get("finished_at")) if isinstance(t, str) and t]
     return max(times, default=None)
 
 
 def _assemble(bundle_dir: Path, inputs: RunInputs | None, key: JournalKey | None,
-              recover: Callable[[dict[str, Any]], JournalKey | None] | None) -> EvidenceDocument:
+              recover: Recover | None) -> EvidenceDocument:
     """Build the evidence document from the journal and return it (nothing is written).
 
     Lines are read and authenticated with ``key`` (the live run's) or the key ``recover`` derives
@@ -450,17 +553,16 @@ def _assemble(bundle_dir: Path, inputs: RunInputs | None, key: JournalKey | None
     path = bundle_dir / JOURNAL
     entries, read = read_checked(bundle_dir, key, recover)
     inputs.journal = read
-    run = _single(entries, "run", path) or {}
-    end = _single(entries, "end", path)
-    interrupted = end is None or bool(end.get("interrupted"))
-    # journaled item lines passed entry_problem (EVIDENCE_FIELDS) and authenticated: ItemDict as written
-    items: dict[str, ItemDict] = {
-        k: e["evidence"] for k, e in _by_key(entries, "item", lambda e: str(e["evidence"]["nodeid"]), path).items()}
+    run = _single([e for e in entries if e["type"] == "run"], "run", path)
+    end = _single([e for e in entries if e["type"] == "end"], "end", path)
+    interrupted = end is None or end["interrupted"]
+    items = {k: e["evidence"] for k, e in _by_key([e for e in entries if e["type"] == "item"], "item",
+                                                  lambda e: e["evidence"]["nodeid"], path).items()}
     deselected = {e["nodeid"]: e["reason"] for e in entries if e["type"] == "deselected"}
     warnings = _journal_warnings(read)
     plans: list[tuple[Matrix, str, Plan]] = []
     matrices: list[MatrixEntry] = []
-    for e in _by_key(entries, "matrix", lambda e: str(e["prefix"]), path).values():
+    for e in _by_key([e for e in entries if e["type"] == "matrix"], "matrix", lambda e: e["prefix"], path).values():
         matrices.append({"path": e["path"], "prefix": e["prefix"], "name": e["name"], "sha256": e["sha256"]})
         try:
             matrix = inputs.matrix(e)
@@ -477,14 +579,17 @@ def _assemble(bundle_dir: Path, inputs: RunInputs | None, key: JournalKey | None
             f"(lines {', '.join(str(n) for n, _ in read.lost[:10])})" if read.lost or read.missing else "")
     untested = untested_scope(plans, item_list, deselected, interrupted, stopped, lost)
     latest: dict[str, dict[str, Any]] = {}
-    for e in (e for e in entries if e["type"] == "target"):
-        latest[f"{e['fingerprint'].get('backend')}|{e['fingerprint'].get('identity')}"] = e["fingerprint"]
+    for line in entries:
+        if line["type"] == "target":
+            fingerprint = line["fingerprint"]
+            latest[f"{fingerprint.get('backend')}|{fingerprint.get('identity')}"] = fingerprint
     fingerprints = list(latest.values())
-    leftovers = [cast("LeftoverDict", {"backend": e["backend"], **x}) for e in entries if e["type"] == "cleanup"
-                 for x in e["leftovers"]]
+    leftovers: list[LeftoverDict] = [{"backend": e["backend"], **x} for e in entries if e["type"] == "cleanup"
+                                     for x in e["leftovers"]]
     doc: EvidenceDocument = {
         "schema": SCHEMA,
-        "run": cast("RunSection", {**{k: v for k, v in run.items() if k not in ("type", "seq", "journal")},
+        # the run line's fields but its own (type, seq, journal) are the RunSection fields the run wrote
+        "run": cast("RunSection", {**{k: v for k, v in (run or {}).items() if k not in ("type", "seq", "journal")},
                                    "finished_at": end["at"] if end else _last_time(entries),
                                    "finished_at_recovered": end is None,
                                    "exit_status": end["exit_status"] if end else None, "interrupted": interrupted,
@@ -496,6 +601,7 @@ def _assemble(bundle_dir: Path, inputs: RunInputs | None, key: JournalKey | None
         "summary": summarise(item_list, untested, leftovers, end["exit_status"] if end else None,
                              sum(1 for e in entries if e["type"] == "collect_error")),
         "cleanup": {"clean": not leftovers, "leftovers": leftovers},
+        # the ledger reads items as untrusted JSON (a bad record counts with what it has): any JSON object
         "usage": ledger(cast("list[dict[str, Any]]", item_list), end["at"] if end else None),
         "errors": [{"nodeid": e["nodeid"], "message": e["message"]}
                    for e in entries if e["type"] == "collect_error"],

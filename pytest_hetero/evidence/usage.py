@@ -16,10 +16,14 @@ from __future__ import annotations
 
 import functools
 import heapq
+from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from pytest_hetero.matrix.quantity import quantity_or_none
+
+if TYPE_CHECKING:
+    from pytest_hetero.evidence.queue_times import QueueSection
 
 RECORD = "usage.workload"
 """Record kind of one workload's usage facts in an item's evidence."""
@@ -157,17 +161,51 @@ def _rounded(table: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
     return {k: {r: round(v, 3) for r, v in sorted(per.items())} for k, per in sorted(table.items())}
 
 
-def _merge(into: dict[str, Any], facts: dict[str, Any], at: str) -> None:
+@dataclass
+class Workload:
+    """One workload as the ledger folds its reports (:func:`_fold`): ``facts`` (an engine's
+    :data:`~pytest_hetero.backends.protocol.USAGE_FACTS`, every one optional; a later report's win), the
+    ``nodeid`` of the item that first reported it, its ``attempt`` (≥ 1: a rerun plugin's earlier attempt),
+    ``at`` the time of the latest report, ``by`` the item whose report says how it ended."""
+
+    facts: dict[str, Any]
+    nodeid: str
+    attempt: int
+    at: str
+    by: str
+
+
+@dataclass
+class _Governance:
+    """The governance probes' own ledgers, summed (:func:`_fold_governance`)."""
+
+    probes: int = 0
+    resource_seconds: dict[str, dict[str, float]] = field(default_factory=dict)
+    attempts: int = 0
+    refused: int = 0
+    waited_s: float = 0.0
+
+
+class IncompleteWorkload(TypedDict):
+    """A workload whose held time or requests could not be said exactly: what was ``missing``."""
+
+    workload: str
+    nodeid: str
+    missing: list[str]
+
+
+def _merge(into: Workload, facts: dict[str, Any], at: str) -> None:
     """Fold one report of a workload into what is known of it: a later report's facts win, an
     earlier one only fills what is still unknown."""
-    newer = at >= into.get("_at", "")
+    newer = at >= into.at
+    known = into.facts
     for key, value in facts.items():
         if value is None:
             continue
-        if newer or into.get(key) is None:
-            into[key] = value
+        if newer or known.get(key) is None:
+            known[key] = value
     if newer:
-        into["_at"] = at
+        into.at = at
 
 
 def _records(item: dict[str, Any]) -> list[tuple[dict[str, Any], int]]:
@@ -199,9 +237,9 @@ def ledger(items: list[dict[str, Any]], until: str | None) -> dict[str, Any]:
     run seconds per pool: :func:`pytest_hetero.evidence.queue_times.queue_times`).
     """
     end = epoch(until)
-    workloads: dict[str, dict[str, Any]] = {}
+    workloads: dict[str, Workload] = {}
     reruns = 0
-    gov: dict[str, Any] = {"probes": 0, "resource_seconds": {}, "attempts": 0, "refused": 0, "waited_s": 0.0}
+    gov = _Governance()
     latest = ""  # ISO 8601 UTC strings of one format compare as times: parsed once, at the end
     for item in items:
         reruns += len(item.get("attempts") or [])
@@ -210,35 +248,34 @@ def ledger(items: list[dict[str, Any]], until: str | None) -> dict[str, Any]:
             if kind == RECORD and isinstance(data, dict):
                 at = str(rec.get("at") or "")
                 latest = max(latest, at)
-                _fold(workloads, data, at, item.get("nodeid"), attempt)
+                _fold(workloads, data, at, item["nodeid"], attempt)  # an evidence dict always has its nodeid
             elif kind == "governance.ledger" and isinstance(data, dict):
                 _fold_governance(gov, data)
     return _section(workloads, end if end is not None else epoch(latest), end is None, reruns, gov)
 
 
-def _fold(workloads: dict[str, dict[str, Any]], data: dict[str, Any], at: str, nodeid: Any, attempt: int) -> None:
+def _fold(workloads: dict[str, Workload], data: dict[str, Any], at: str, nodeid: str, attempt: int) -> None:
     """Fold one ``usage.workload`` record (``data``, recorded ``at`` by item ``nodeid``) into ``workloads``."""
     key = str(data.get("workload") or f"{nodeid}#{len(workloads)}")
     w = workloads.get(key)
     if w is None:  # the common case: the first report of a workload is taken as it is
-        w = workloads[key] = {k: v for k, v in data.items() if v is not None}
-        w.update(_nodeid=nodeid, _attempt=attempt, _at=at, _by=nodeid)
+        workloads[key] = Workload({k: v for k, v in data.items() if v is not None}, nodeid, attempt, at, nodeid)
         return
-    if data.get("outcome") is not None and at >= w["_at"]:
-        w["_by"] = nodeid  # the item whose report says how the workload ended
+    if data.get("outcome") is not None and at >= w.at:
+        w.by = nodeid  # the item whose report says how the workload ended
     _merge(w, data, at)
 
 
-def _fold_governance(gov: dict[str, Any], data: dict[str, Any]) -> None:
-    gov["probes"] += 1
+def _fold_governance(gov: _Governance, data: dict[str, Any]) -> None:
+    gov.probes += 1
     for ns, per in (data.get("resource_seconds") or {}).items():
         if isinstance(per, dict):
-            _add(gov["resource_seconds"], str(ns), {str(r): _number(v) for r, v in per.items()})
+            _add(gov.resource_seconds, str(ns), {str(r): _number(v) for r, v in per.items()})
     found = data.get("waste")
     waste: dict[str, Any] = found if isinstance(found, dict) else {}
-    gov["attempts"] += int(_number(waste.get("attempts")))
-    gov["refused"] += int(_number(waste.get("refused")))
-    gov["waited_s"] += _number(waste.get("waited_s"))
+    gov.attempts += int(_number(waste.get("attempts")))
+    gov.refused += int(_number(waste.get("refused")))
+    gov.waited_s += _number(waste.get("waited_s"))
 
 
 def _number(value: Any) -> float:
@@ -246,20 +283,20 @@ def _number(value: Any) -> float:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0.0
 
 
-def _idle(idlest: list[tuple[float, str, str]], key: str, w: dict[str, Any]) -> float:
+def _idle(idlest: list[tuple[float, str, str]], key: str, w: Workload) -> float:
     """``w``'s idle seconds (0 when unknown), kept in ``idlest`` (a heap of the :data:`WORST` idlest)."""
-    gap = idle(w)
+    gap = idle(w.facts)
     if gap is None:
         return 0.0
     if len(idlest) < WORST:
-        heapq.heappush(idlest, (gap, key, str(w["_nodeid"])))
+        heapq.heappush(idlest, (gap, key, str(w.nodeid)))
     elif gap > idlest[0][0]:
-        heapq.heapreplace(idlest, (gap, key, str(w["_nodeid"])))
+        heapq.heapreplace(idlest, (gap, key, str(w.nodeid)))
     return gap
 
 
-def _section(workloads: dict[str, dict[str, Any]], until: float | None, open_end: bool, reruns: int,
-             gov: dict[str, Any]) -> dict[str, Any]:
+def _section(workloads: dict[str, Workload], until: float | None, open_end: bool, reruns: int,
+             gov: _Governance) -> dict[str, Any]:
     tables: dict[str, dict[str, dict[str, float]]] = {
         "by_namespace": {}, "by_project": {}, "by_task_type": {}, "by_model": {}}
     failed: dict[str, dict[str, float]] = {}
@@ -268,10 +305,11 @@ def _section(workloads: dict[str, dict[str, Any]], until: float | None, open_end
     failed_count = restarts = simulated = 0
     idle_total = 0.0
     idlest: list[tuple[float, str, str]] = []
-    incomplete: list[dict[str, Any]] = []
+    incomplete: list[IncompleteWorkload] = []
     incomplete_count = 0
     cpu_s = 0.0
-    for key, w in workloads.items():
+    for key, workload in workloads.items():
+        w = workload.facts
         seconds, missing = held(w, until)
         if not open_end:  # released by the engine's cleanup, before the run's end line: the documented bound
             missing = [m for m in missing if m != "released"]
@@ -279,7 +317,8 @@ def _section(workloads: dict[str, dict[str, Any]], until: float | None, open_end
         missing += bad
         if missing or seconds is None:
             incomplete_count += 1
-            incomplete += [{"workload": key, "nodeid": w["_nodeid"], "missing": missing}][:LISTED - len(incomplete)]
+            incomplete += [IncompleteWorkload(workload=key, nodeid=workload.nodeid, missing=missing)
+                           ][:LISTED - len(incomplete)]
         if w.get("object") != "exec":
             _add(tables["by_namespace"], str(w.get("namespace") or "(unknown)"), amounts)
             _add(tables["by_project"], str(w.get("tenant") or GATE), amounts)
@@ -290,12 +329,12 @@ def _section(workloads: dict[str, dict[str, Any]], until: float | None, open_end
         if w.get("outcome") in ("failed", "refused"):
             failed_count += 1
             _add(failed, "all", amounts)
-            by = str(w.get("_by") or w["_nodeid"])
+            by = str(workload.by or workload.nodeid)
             if len(failed_items) < LISTED and by not in failed_items:
                 failed_items.append(by)
-        if w["_attempt"]:
+        if workload.attempt:
             _add(retried, "all", amounts)
-        idle_total += _idle(idlest, key, w)
+        idle_total += _idle(idlest, key, workload)
         simulated += bool(w.get("simulated"))
         if isinstance(w.get("cpu_s"), (int, float)):
             cpu_s += float(w["cpu_s"])
@@ -317,15 +356,15 @@ def _section(workloads: dict[str, dict[str, Any]], until: float | None, open_end
             "idle": {"seconds": round(idle_total, 3),
                      "worst": [{"workload": k, "nodeid": n, "idle_s": round(s, 3)} for s, k, n in idlest[:WORST]]},
         },
-        "governance": {**gov, "resource_seconds": _rounded(gov["resource_seconds"]),
-                       "waited_s": round(gov["waited_s"], 3)},
+        "governance": {"probes": gov.probes, "resource_seconds": _rounded(gov.resource_seconds),
+                       "attempts": gov.attempts, "refused": gov.refused, "waited_s": round(gov.waited_s, 3)},
         "incomplete": {"count": incomplete_count, "workloads": incomplete,
                        "until": "run end" if not open_end else "last reported time (interrupted run)"},
         "queue": _queue(workloads),
     }
 
 
-def _queue(workloads: dict[str, dict[str, Any]]) -> dict[str, Any]:
+def _queue(workloads: dict[str, Workload]) -> QueueSection:
     """Queue and placement times per pool (:mod:`pytest_hetero.evidence.queue_times`)."""
     from pytest_hetero.evidence.queue_times import queue_times
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypedDict
 
 import pluggy
 
@@ -114,13 +114,22 @@ def _validation(evidence: EvidenceDocument, inputs: RunInputs) -> ValidationSect
     return {"pools": pools}
 
 
-def _profiles(evidence: EvidenceDocument, name: str | None, inputs: RunInputs) -> dict[str, dict[str, Any]]:
+class ProfileRan(TypedDict):
+    """The profile a matrix ran: its name, layers, whether representative resources only, repeat."""
+
+    name: str
+    layers: list[str]
+    representative: bool
+    repeat: int
+
+
+def _profiles(evidence: EvidenceDocument, name: str | None, inputs: RunInputs) -> dict[str, ProfileRan]:
     """Matrix name → the profile that ran (layers, representative, repeat: with ``repeat`` > 1 each
     model item runs that many times and its business item judges every sample)."""
     from pytest_hetero.errors import HeteroError
     from pytest_hetero.matrix.selection import resolve_profile
 
-    out: dict[str, dict[str, Any]] = {}
+    out: dict[str, ProfileRan] = {}
     if name is None:
         return out
     for entry in evidence.get("matrices", []):

@@ -17,6 +17,7 @@ from pytest_hetero.judge.model import Cause, Failure
 from pytest_hetero.vocab import BLOCKING, OWNER_CATEGORIES, Layer, OwnerCategory, Status
 
 if TYPE_CHECKING:
+    from pytest_hetero.evidence.document import SelectionCounts
     from pytest_hetero.matrix.model import Matrix
 
 Verdict = Literal["pass", "fail", "not_clean", "incomplete"]
@@ -92,7 +93,7 @@ def item_failure(matrix: Matrix, layer: Layer, category: str, message: str, repo
                            kept if len(kept) > 1 else ())
 
 
-def run_verdict(totals: Mapping[str, int], leftovers: int, unconfined: bool, selection: Mapping[str, Any],
+def run_verdict(totals: Mapping[str, int], leftovers: int, unconfined: bool, selection: SelectionCounts,
                 exit_status: int | None, collect_errors: int = 0,
                 change_record: Status | None = None) -> tuple[Verdict, str]:
     """The run's verdict and why.
@@ -127,8 +128,8 @@ def run_verdict(totals: Mapping[str, int], leftovers: int, unconfined: bool, sel
         return "incomplete", "code under test ran unconfined, shared an unreset workload, or its inputs changed"
     if change_record == "error":
         return "incomplete", "the audited change record's source does not cover the window since the baseline"
-    if selection.get("deselected"):
-        by = "; ".join(selection.get("by") or [])
+    if selection["deselected"]:
+        by = "; ".join(selection["by"])
         return "incomplete", f"{selection['deselected']} planned item(s) not selected ({by})"
     return "pass", "every planned item ran and none failed"
 
