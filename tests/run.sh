@@ -113,5 +113,11 @@ eval "$(bash tests/infra/gotools.sh env)"
 
 trap - EXIT
 summary
-step "pytest"
-exec python3 -m pytest "$@"
+# pytest-xdist workers (HETERO_TEST_WORKERS, default 4; 0 runs serially): the real node's and the Docker engine's
+# tests each run in one lane, in order, on one worker; every worker has a KWOK plane of its own; other files are
+# spread over the workers (tests/suite_setup.py). Most tests wait on pods, containers and processes, so four
+# workers keep two cores busy.
+WORKERS="${HETERO_TEST_WORKERS:-4}"
+step "pytest ($([[ "$WORKERS" == 0 ]] && echo serial || echo "$WORKERS workers"))"
+if [[ "$WORKERS" == 0 ]]; then exec python3 -m pytest "$@"; fi
+exec python3 -m pytest -n "$WORKERS" "$@"

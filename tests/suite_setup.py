@@ -11,6 +11,7 @@ import getpass
 import os
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 from support import outside_paths
@@ -102,3 +103,68 @@ def _preload_metrics() -> None:
 
 
 _preload_metrics()
+
+
+
+LANES: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("realnode", ("tests/kubernetes/test_realnode_", "tests/kubernetes/test_kube_cleanup_evidence.py",
+                  "tests/kubernetes/test_kube_dossier.py", "tests/kubernetes/test_kube_example.py")),
+    ("docker", ("tests/docker/", "tests/test_docker_engine.py", "tests/test_apt_mirror.py")),
+)
+"""The suite's lanes under pytest-xdist (``bash tests/run.sh`` runs it with ``-n``): tests sharing one piece of
+infrastructure that a concurrent test could disturb run one after another on one worker, in file order: the real
+node (one node, 4 stand-in GPUs, its CPU, one Kueue: every file whose tests take the ``realnode``,
+``realnode_images`` or ``real_kueue`` fixture, checked at collection) and the Docker engine (containers and images
+counted by label). The KWOK plane needs no lane: each worker has a plane of its own (:func:`_plane_per_worker`).
+First matching prefix wins (nodeids are relative to the repository root)."""
+
+REAL_NODE_FIXTURES = frozenset({"realnode", "realnode_images", "real_kueue"})
+
+
+def lane_of(nodeid: str) -> str | None:
+    """The lane of a test's nodeid (``tests/docker/test_x.py::test_y`` → ``docker``), None for a test that
+    uses no infrastructure a concurrent test could disturb."""
+    for lane, prefixes in LANES:
+        if nodeid.startswith(prefixes):
+            return lane
+    return None
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Refuse a test that takes a real-node fixture outside the real node's lane: under ``-n`` it would run beside
+    the lane's tests on the one node (its GPUs and CPU) and both would fail by chance."""
+    stray = sorted({item.nodeid.split("::", 1)[0] for item in items
+                    if REAL_NODE_FIXTURES & set(getattr(item, "fixturenames", ())) and lane_of(item.nodeid) != "realnode"})
+    if stray:
+        raise pytest.UsageError(f"{', '.join(stray)}: takes a real-node fixture but is not in the real node's lane; "
+                                "add the file to LANES['realnode'] in tests/suite_setup.py")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """pytest-xdist's scheduler for this suite: each :data:`LANES` lane is one work unit (its tests run in order
+    on one worker), every other test file is a unit of its own. xdist queues the units largest first, so the
+    lanes start at once and the other files fill the remaining workers and those whose lane ended. Tried before
+    the plugin's own scheduler (which groups matrix items by resource: this suite's own items are plain tests)."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class LaneScheduling(LoadScopeScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            lane = lane_of(nodeid)
+            return f"lane:{lane}" if lane else nodeid.split("::", 1)[0]
+
+    return LaneScheduling(config, log)
+
+
+def _plane_per_worker() -> None:
+    """Give each pytest-xdist worker but the first a KWOK plane of its own (``HETERO_KUBE_STATE`` of the first,
+    default ``/tmp/hetero-kube``, suffixed with the worker id; started on first use by the ``cluster`` fixture,
+    ``tests/infra/kubeplane.py``): a session's KWOK nodes carry the pools' labels, and two sessions on one plane
+    would see, select and taint each other's nodes."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if worker and worker != "gw0":
+        base = os.environ.get("HETERO_KUBE_STATE") or "/tmp/hetero-kube"  # kubeplane.sh's default
+        os.environ["HETERO_KUBE_STATE"] = f"{base}-{worker}"
+
+
+_plane_per_worker()
