@@ -114,12 +114,13 @@ class SmokeRun(TypedDict):
 
 class NodeOutcomeData(TypedDict):
     """``startup.node`` (:mod:`pytest_hetero.layers.nodes`): one node of a coverage item, how its startup
-    ended, the layers proven on it, and its smoke run (None when none ran)."""
+    ended, the layers proven on it, and its smoke run (None when none ran; absent before smoke runs were
+    recorded)."""
 
     node: str
     outcome: str
     proven: list[str]
-    smoke: SmokeRun | None
+    smoke: NotRequired[SmokeRun | None]
 
 
 class NotExercised(TypedDict):
