@@ -186,7 +186,7 @@ class RunData(TypedDict, total=False):
     peak_rss_mib: float | None
 
 
-class UsageSeries(TypedDict, total=False):
+class UsageSeries(TypedDict):
     """A sampled device's series (:meth:`pytest_hetero.probes.usage.Sampler.result`): seconds since the
     start, memory used (MiB) and utilisation (%); None where no sample was read."""
 
@@ -195,20 +195,23 @@ class UsageSeries(TypedDict, total=False):
     utilisation_pct: list[float | None]
 
 
-class UsageDevice(TypedDict, total=False):
-    """One sampled device of a usage record."""
+class UsageDevice(TypedDict):
+    """One sampled device of a usage record: its id (and name when the source knows it), memory high-water
+    mark (MiB), mean and highest utilisation (%), None where no sample read them, and its series."""
 
     id: str
-    name: str
+    name: NotRequired[str]
     memory_high_water_mib: float | None
     utilisation_mean_pct: float | None
     utilisation_max_pct: float | None
     series: UsageSeries
 
 
-class UsageData(TypedDict, total=False):
-    """``model.usage`` / ``serving.usage`` (:meth:`pytest_hetero.probes.usage.Sampler.result`,
-    :func:`pytest_hetero.probes.usage.unavailable`, and the engines' own samplers)."""
+class UsageData(TypedDict):
+    """``model.usage`` / ``serving.usage``: every sampler's record is :meth:`pytest_hetero.probes.usage.Sampler.result`
+    (the local, Docker, Kubernetes in-pod and serving samplers) or :func:`pytest_hetero.probes.usage.unavailable`
+    (an engine that does not sample), which write every field: the source and what it sampled (``scope``), the
+    interval (s), whether any sample was read and why not, the sample count and the devices."""
 
     source: str
     scope: str

@@ -400,11 +400,11 @@ def _parts_not_proven(f: Facts, t: Text) -> list[str]:
 
 
 def _usage_gaps(f: Facts, t: Text) -> list[str]:
-    missing = [d for i in f.with_kind[USAGE.name] for d in f.all(i, USAGE) if not d.get("available")]
+    missing = [d for i in f.with_kind[USAGE.name] for d in f.all(i, USAGE) if not d["available"]]
     lines = []
     if missing:
-        lines.append(t("dnp.usage", count=len(missing), why=cut(missing[0].get("unavailable"), 160)))
-    if any(d.get("source") == "cgroup" for i in f.with_kind[USAGE.name] for d in f.all(i, USAGE)):
+        lines.append(t("dnp.usage", count=len(missing), why=cut(missing[0]["unavailable"], 160)))
+    if any(d["source"] == "cgroup" for i in f.with_kind[USAGE.name] for d in f.all(i, USAGE)):
         lines.append(t("dnp.cgroup"))
     return lines
 

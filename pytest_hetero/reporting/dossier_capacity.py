@@ -91,9 +91,9 @@ def capacity(f: Facts, t: Text) -> Capacity:
     idle: list[IdleRow] = []
     for item in f.with_kind[USAGE.name]:
         for data in f.all(item, USAGE):
-            for dev in data.get("devices") or [] if data.get("available") else []:
-                series = [v for v in (dev.get("series") or {}).get("utilisation_pct") or [] if v is not None]
+            for dev in data["devices"] if data["available"] else []:
+                series = [v for v in dev["series"]["utilisation_pct"] if v is not None]
                 if len(series) >= 2 and max(series) <= 0:
-                    idle.append({"item": short(item["nodeid"]), "device": str(dev.get("name") or dev.get("id")),
+                    idle.append({"item": short(item["nodeid"]), "device": str(dev.get("name") or dev["id"]),
                                  "samples": str(len(series))})
     return {"rows": rows[:ROWS], "more": max(0, len(rows) - ROWS), "notes": notes, "idle": idle}

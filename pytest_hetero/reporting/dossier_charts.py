@@ -97,16 +97,15 @@ def usage_charts(t: Text, records: Iterable[tuple[str, UsageData]]) -> UsageChar
     "frame": {"x0", "x1", "y0", "y1"}}``."""
     charts: list[Chart] = []
     for item, data in records:
-        if not data.get("available"):
+        if not data["available"]:
             continue
-        for dev in data.get("devices") or []:
-            series = dev.get("series") or {}
-            times = series.get("t_s") or []
-            where = {"item": item, "device": str(dev.get("name") or dev.get("id")),
-                     "source": str(data.get("source", "")), "interval": number(data.get("interval_s"))}
+        for dev in data["devices"]:
+            series = dev["series"]
+            times = series["t_s"]
+            where = {"item": item, "device": str(dev.get("name") or dev["id"]),
+                     "source": str(data["source"]), "interval": number(data["interval_s"])}
             shown: tuple[tuple[str, list[float | None], float | None], ...] = (
-                ("memory", series.get("memory_used_mib") or [], None),
-                ("util", series.get("utilisation_pct") or [], 100.0))
+                ("memory", series["memory_used_mib"], None), ("util", series["utilisation_pct"], 100.0))
             for what, values, top in shown:
                 line = _line(times, values, top)
                 if line is not None:

@@ -302,7 +302,7 @@ def operations(f: Facts, t: Text) -> Operations:
             for data in f.all(item, kind):
                 sampled.append((short(item["nodeid"]), data))
                 usage_rows += _usage_rows(f, t, item, data)
-                scope = data.get("scope")
+                scope = data["scope"]
                 if scope and scope not in scopes:
                     scopes.append(scope)
     queued = _sorted(f.with_kind[SUBMITTED.name])
@@ -319,19 +319,18 @@ def operations(f: Facts, t: Text) -> Operations:
 def _usage_rows(f: Facts, t: Text, item: Entry, data: UsageData) -> list[UsageRow]:
     run = f.first(item, RUN) or {}
     rss = t("ops.mib", value=number(run["peak_rss_mib"], 1)) if run.get("peak_rss_mib") is not None else ""
-    item_id, source = short(item["nodeid"]), str(data.get("source", ""))
-    if not data.get("available"):
+    item_id, source = short(item["nodeid"]), str(data["source"])
+    if not data["available"]:
         return [{"item": item_id, "source": source, "rss": rss, "device": "",
-                 "memory": t("ops.unavailable", why=cut(data.get("unavailable"), 160)), "util": "", "samples": ""}]
+                 "memory": t("ops.unavailable", why=cut(data["unavailable"], 160)), "util": "", "samples": ""}]
     rows: list[UsageRow] = []
-    for dev in data.get("devices") or []:
-        high, mean = dev.get("memory_high_water_mib"), dev.get("utilisation_mean_pct")
-        top = dev.get("utilisation_max_pct")
-        rows.append({"item": item_id, "source": source, "rss": rss, "device": str(dev.get("name") or dev.get("id")),
+    for dev in data["devices"]:
+        high, mean, top = dev["memory_high_water_mib"], dev["utilisation_mean_pct"], dev["utilisation_max_pct"]
+        rows.append({"item": item_id, "source": source, "rss": rss, "device": str(dev.get("name") or dev["id"]),
                      "memory": t("ops.mib", value=number(high, 1)) if high is not None else t("ops.not_read"),
                      "util": t("ops.pct", mean=number(mean, 1), max=number(top, 1)) if mean is not None
                      else t("ops.not_read"),
-                     "samples": t("ops.count", count=data.get("samples"), interval=number(data.get("interval_s")))})
+                     "samples": t("ops.count", count=data["samples"], interval=number(data["interval_s"]))})
     return rows
 
 
@@ -444,7 +443,7 @@ def scenarios(f: Facts, t: Text) -> list[Coverage]:
     out.append(_coverage(t, "partial", t("scn.training"), queued, t("d.training", queues=", ".join(queues)))
                if queued else _coverage(t, "not_covered", t("scn.training"), [], t("d.training_none")))
     out.append(_inference(f, t))
-    sampled = [i for i in f.with_kind[USAGE.name] if any(d.get("available") for d in f.all(i, USAGE))]
+    sampled = [i for i in f.with_kind[USAGE.name] if any(d["available"] for d in f.all(i, USAGE))]
     attributed, miscounted = probes(f, "attribution")
     if miscounted:
         out.append(_coverage(t, "against", t("scn.usage"), miscounted, t("d.usage_against", count=len(miscounted))))
