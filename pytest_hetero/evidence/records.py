@@ -165,21 +165,24 @@ class DigestData(TypedDict, total=False):
     expected: str | None
 
 
-class IdentityData(TypedDict, total=False):
-    """``model.identity`` (:mod:`pytest_hetero.layers.execution`, :mod:`pytest_hetero.layers.serving`):
-    model, dataset and their versions and digests; ``serving`` the protocol of a served model."""
+class IdentityData(TypedDict):
+    """``model.identity`` (:mod:`pytest_hetero.layers.execution`, :mod:`pytest_hetero.layers.serving`; both
+    write the model, its version, the dataset, its version and digest): the model's digest (a model run's
+    only), ``serving`` the protocol of a served model."""
 
     model: str
     version: str | None
-    sha256: str | None
     dataset: str
     dataset_version: str | None
     dataset_sha256: str | None
-    serving: str
+    sha256: NotRequired[str | None]
+    serving: NotRequired[str]
 
 
 class RunData(TypedDict, total=False):
-    """``model.run`` (:mod:`pytest_hetero.layers.execution`)."""
+    """``model.run`` (:mod:`pytest_hetero.layers.execution`): the exit code, the run's wall time (s), its memory
+    high-water mark (MiB; None when not read). Read with ``.get``: sample bundles hold model.run records
+    with other fields (tests/bundle_samples.py)."""
 
     exit_code: int | None
     duration_s: float

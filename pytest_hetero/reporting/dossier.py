@@ -352,10 +352,11 @@ def _statement(f: Facts, t: Text, layer: str, item: Entry) -> str:
                  volume=ckpt.get("volume", "?"))
     ident = f.identity(item)
     if layer == "model":
-        run = f.first(item, RUN) or {}
-        return t("proves.model", model=ident.get("model", keys.get("model")), version=ident.get("version", "?"),
-                 dataset=ident.get("dataset", keys.get("dataset")), dataset_version=ident.get("dataset_version", "?"),
-                 resource=res, image=img, duration=run.get("duration_s", "?"))
+        run = f.first(item, RUN)
+        return t("proves.model", model=ident["model"] if ident else keys.get("model"),
+                 version=ident["version"] if ident else "?", dataset=ident["dataset"] if ident else keys.get("dataset"),
+                 dataset_version=ident["dataset_version"] if ident else "?", resource=res, image=img,
+                 duration=run.get("duration_s", "?") if run else "?")
     rules = f.first(item, RULES)
     return t("proves.business", model=keys.get("model"), dataset=keys.get("dataset"), resource=res, image=img,
              rules=len(rules["results"]) if rules else 0)

@@ -93,14 +93,14 @@ class Facts:
         return self.combo.get((matrix_of_item(item), *(str(keys.get(d, "")) for d in
                                                         ("resource", "image", "model", "dataset")), layer))
 
-    def identity(self, item: Entry) -> IdentityData:
-        """The model identity (``model.identity`` data) of a model or business item's combination, or {}."""
+    def identity(self, item: Entry) -> IdentityData | None:
+        """The model identity (``model.identity`` data) of a model or business item's combination (None: none)."""
         for candidate in (item, self.sibling(item, "model")):
             if candidate is not None:
                 found = self.first(candidate, IDENTITY)
                 if found:
                     return found
-        return {}
+        return None
 
 
 def short(nodeid: str) -> str:

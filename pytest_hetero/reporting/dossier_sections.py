@@ -223,10 +223,10 @@ def results(f: Facts, t: Text) -> Results:
         if group is None:
             ident = f.identity(item)
             group = groups[group_key] = {
-                "heading": t("res.heading", model=keys.get("model"), version=ident.get("version", "?"),
-                             dataset=keys.get("dataset"), dataset_version=ident.get("dataset_version", "?")),
+                "heading": t("res.heading", model=keys.get("model"), version=ident["version"] if ident else "?",
+                             dataset=keys.get("dataset"), dataset_version=ident["dataset_version"] if ident else "?"),
                 "digests": t("res.digests", model_sha=digest(ident.get("sha256"), 16) or "?",
-                             dataset_sha=digest(ident.get("dataset_sha256"), 16) or "?") if ident else "",
+                             dataset_sha=digest(ident["dataset_sha256"], 16) or "?") if ident else "",
                 "rows": []}
         group["rows"] += _result_rows(f, t, item)
     return {"groups": list(groups.values()), "more": max(0, len(business) - RESULT_ITEMS)}
@@ -317,8 +317,8 @@ def operations(f: Facts, t: Text) -> Operations:
 
 
 def _usage_rows(f: Facts, t: Text, item: Entry, data: UsageData) -> list[UsageRow]:
-    run = f.first(item, RUN) or {}
-    rss = t("ops.mib", value=number(run["peak_rss_mib"], 1)) if run.get("peak_rss_mib") is not None else ""
+    run = f.first(item, RUN)
+    rss = t("ops.mib", value=number(run["peak_rss_mib"], 1)) if run and run.get("peak_rss_mib") is not None else ""
     item_id, source = short(item["nodeid"]), str(data["source"])
     if not data["available"]:
         return [{"item": item_id, "source": source, "rss": rss, "device": "",
@@ -473,7 +473,7 @@ def _new_resource(f: Facts, t: Text) -> Coverage:
 
 
 def _inference(f: Facts, t: Text) -> Coverage:
-    served = [i for i in f.by_layer["model"] if (f.first(i, IDENTITY) or {}).get("serving")]
+    served = [i for i in f.by_layer["model"] if (ident := f.first(i, IDENTITY)) and ident.get("serving")]
     if not served:
         return _coverage(t, "not_covered", t("scn.inference"), [], t("d.inference_none"))
     aspects = {
