@@ -25,7 +25,7 @@ from pytest_hetero.evidence.document import as_document
 from pytest_hetero.reporting.ctrf import render_ctrf
 from pytest_hetero.reporting.junit import render_junit
 from pytest_hetero.reporting.markdown import render_markdown
-from pytest_hetero.reporting.view import heatgrid, heatmap
+from pytest_hetero.reporting.view import HeatCell, SubCell, heatgrid, heatmap
 
 # its matrices sit in a temporary folder and name the repository's cases/ (or a neighbouring temporary
 # folder) by absolute path, which path containment refuses unless allowed (suite_setup.outside_inputs)
@@ -223,12 +223,25 @@ def test_heatmap_rows_and_blocked_cells() -> None:
     assert list(rows) == [("cpu-host", "py-current", "model-0", "data-0"), ("cpu-host", "py-old"),
                           ("gpu-nvidia", "py-current", "model-0", "data-0")]
     gpu = rows[("gpu-nvidia", "py-current", "model-0", "data-0")]
-    assert gpu["discovery"]["status"] == "failed"
-    assert gpu["business"]["status"] == "blocked"
-    assert gpu["business"]["blocked_by"] == f"{PREFIX}::gpu-nvidia::discovery"
+    assert _cell(gpu, "discovery")["status"] == "failed"
+    assert _cell(gpu, "business")["status"] == "blocked"
+    assert _cell(gpu, "business")["blocked_by"] == f"{PREFIX}::gpu-nvidia::discovery"
     old = rows[("cpu-host", "py-old")]
-    assert old["discovery"]["status"] == "passed" and old["startup"]["status"] == "excluded"
+    assert _cell(old, "discovery")["status"] == "passed" and _cell(old, "startup")["status"] == "excluded"
     assert old["model"] is None
+
+
+def _cell(cells: dict[str, HeatCell | None], layer: str) -> HeatCell:
+    """The heat-map cell of ``layer`` (the test fails when the row has no item there)."""
+    found = cells[layer]
+    assert found is not None, f"no {layer} cell"
+    return found
+
+
+def _layers(found: list[SubCell] | None) -> list[SubCell]:
+    """A grid cell's sub-cells (the test fails when the resource has no such image)."""
+    assert found is not None, "no cell"
+    return found
 
 
 def test_heatmap_lists_no_rows_beyond_the_limit() -> None:
@@ -246,14 +259,14 @@ def test_heatgrid_is_resource_by_image_with_layer_subcells_and_numbered_reasons(
     assert g["matrix"] == PREFIX and g["images"] == ["py-current", "py-old"]
     cells = {(r["resource"], c["image"]): c["layers"] for r in g["rows"] for c in r["cells"]}
     assert cells[("gpu-nvidia", "py-old")] is None  # gpu-nvidia has no py-old item at all
-    gpu = {sub["layer"]: sub for sub in cells[("gpu-nvidia", "py-current")]}
-    assert [s["letter"] for s in cells[("gpu-nvidia", "py-current")]] == ["D", "S", "U", "M", "B"]
+    gpu = {sub["layer"]: sub for sub in _layers(cells[("gpu-nvidia", "py-current")])}
+    assert [s["letter"] for s in _layers(cells[("gpu-nvidia", "py-current")])] == ["D", "S", "U", "M", "B"]
     assert (gpu["discovery"]["status"], gpu["discovery"]["notes"]) == ("failed", [2])
     assert gpu["model"]["counts"] == {"blocked": 50} and gpu["model"]["notes"] == [3]
     assert gpu["model"]["title"] == "model: 50 blocked\n[3] blocked by gpu-nvidia::discovery"
-    cpu = {sub["layer"]: sub for sub in cells[("cpu-host", "py-current")]}
+    cpu = {sub["layer"]: sub for sub in _layers(cells[("cpu-host", "py-current")])}
     assert (cpu["discovery"]["status"], cpu["business"]["passed"], cpu["business"]["total"]) == ("error", 50, 50)
-    old = {sub["layer"]: sub for sub in cells[("cpu-host", "py-old")]}
+    old = {sub["layer"]: sub for sub in _layers(cells[("cpu-host", "py-old")])}
     # a resource-level item (discovery) counts in every image column; py-old's startup was excluded
     assert (old["discovery"]["status"], old["startup"]["status"], old["model"]["status"]) == ("error", "excluded",
                                                                                               "none")

@@ -231,4 +231,5 @@ def test_the_heat_map_model_cell_never_hides_a_failure(run: str, comm: str, show
     ev = {"items": [heat_item("model", run), heat_item("business", "passed"), heat_item("model", comm, "communication")],
           "untested": {"items": []}}
     (row,) = heatmap(cast("EvidenceDocument", ev))["rows"]
-    assert row["cells"]["model"]["nodeid"].endswith(shown)
+    model = row["cells"]["model"]
+    assert model is not None and model["nodeid"].endswith(shown)

@@ -12,7 +12,7 @@ from bundle_samples import PREFIX, make_bundle, sample_evidence
 from test_bundle_verify import hetero
 
 from pytest_hetero.bundle.signing import generate_keypair
-from pytest_hetero.reporting.trend import bound_text, sparkline, svg_series, trend
+from pytest_hetero.reporting.trend import MetricTrend, bound_text, sparkline, svg_series, trend
 
 BIZ = f"{PREFIX}::cpu-host::py-current::model-0@data-0::business"
 MODEL = f"{PREFIX}::cpu-host::py-current::model-0@data-0::model"
@@ -106,8 +106,11 @@ def test_trend_verifies_every_bundle_first(nights: tuple[list[Path], Path], tmp_
 
 def test_trend_helpers() -> None:
     assert sparkline([1.0, None, 3.0, 2.0]) == "▁·█▄"
-    assert bound_text({"bound": {"op": "<=", "value": 20, "tolerance": None, "unit": "ms"}}) == "<= 20 ms"
-    assert bound_text({"bound": None, "expected": "p95 ≤ 20 ms"}) == "p95 ≤ 20 ms"
+    metric: MetricTrend = {"item": "m::x", "rule": "p95", "series": [18.0], "verdicts": ["pass"], "expected": "",
+                           "bound": {"op": "<=", "value": 20, "tolerance": None, "unit": "ms"}}
+    assert bound_text(metric) == "<= 20 ms"
+    assert bound_text({**metric, "bound": None, "expected": "p95 ≤ 20 ms"}) == "p95 ≤ 20 ms"
+    assert bound_text({**metric, "bound": None}) == "?"
     svg = svg_series([0.9, 0.96], {"op": ">=", "value": 0.95})
     assert svg.count("<circle") == 2 and 'y1="' in svg
     assert trend([])["summary"] == {"nights": 0, "items": 0, "failing_now": 0, "flaky": 0, "metrics": 0}

@@ -8,7 +8,7 @@ superseded. Output: :func:`catalog_rows` (JSON-ready) and :func:`catalog_text` (
 from __future__ import annotations
 
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from pytest_hetero.status.compute import expired, parse_time
 
@@ -16,7 +16,37 @@ if TYPE_CHECKING:
     from pytest_hetero.evidence.document import PoolStatus
 
 
-def catalog_rows(statuses: list[dict[str, Any]], now: datetime) -> list[dict[str, Any]]:
+class Unvalidated(TypedDict):
+    """A node of a pool the run did not exercise, and why."""
+
+    node: str | None
+    reason: str | None
+
+
+class CatalogRow(TypedDict):
+    """One pool of the catalogue (see :func:`catalog_rows`)."""
+
+    pool: str
+    type: str
+    vendor: str
+    nodes: list[str]
+    node_levels: dict[str, dict[str, str]]
+    unvalidated: list[Unvalidated]
+    coverage: str
+    requests: dict[str, Any]
+    labels: dict[str, str]
+    queue: str | None
+    task_types: dict[str, str]
+    expires_at: str
+    expired: bool
+    owners: dict[str, str]
+    untested: list[dict[str, Any]]
+    bundle: str
+    verification: str
+    superseded: int
+
+
+def catalog_rows(statuses: list[dict[str, Any]], now: datetime) -> list[CatalogRow]:
     """One row per pool: ``{"pool": "matrix/pool", "type", "vendor", "nodes" (those the run exercised),
     "node_levels": {node: {task: level}}, "unvalidated": [{"node", "reason"}] (nodes of the pool the run did
     not exercise: this bundle validates nothing there), "coverage", "requests", "labels" (node selector),
@@ -33,7 +63,7 @@ def catalog_rows(statuses: list[dict[str, Any]], now: datetime) -> list[dict[str
                 if parse_time(best[name][1]["verified_at"]) >= parse_time(pool["verified_at"]):
                     continue
             best[name] = (status, pool)
-    rows = []
+    rows: list[CatalogRow] = []
     for name, (status, pool) in sorted(best.items()):
         rows.append({
             "pool": name, "type": pool["type"], "vendor": pool["vendor"], "nodes": list(pool["nodes"]),
@@ -59,7 +89,7 @@ def _cell(value: Any) -> str:
     return (str(value) if value not in (None, "") else "-").replace("|", "\\|")
 
 
-def catalog_text(rows: list[dict[str, Any]]) -> str:
+def catalog_text(rows: list[CatalogRow]) -> str:
     """The catalogue as a Markdown table, then per pool what is untested (at most 5 entries each)."""
     lines = ["| pool | type | nodes | requestable | labels | queue | validated (task type: level) | expires | "
              "owners | untested | bundle |", "|" + "---|" * 11]
@@ -72,14 +102,14 @@ def catalog_text(rows: list[dict[str, Any]]) -> str:
             r["queue"], levels, expiry, owners, len(r["untested"]),
             f"sha256:{r['bundle'][:16]}… ({r['verification']})")) + " |")
     for r in rows:
-        per_node = {n: lv for n, lv in r.get("node_levels", {}).items()
+        per_node = {n: lv for n, lv in r["node_levels"].items()
                     if lv != r["task_types"]}  # a node whose levels differ from the pool's
         if per_node:
             lines.append(f"\nnodes of {r['pool']} at their own level:")
             lines += [f"- {n}: " + ", ".join(f"{t}: {lv}" for t, lv in levels.items())
                       for n, levels in per_node.items()]
-        if r.get("unvalidated"):
-            lines.append(f"\nunvalidated in {r['pool']} (not exercised by this run, coverage {r.get('coverage')}):")
+        if r["unvalidated"]:
+            lines.append(f"\nunvalidated in {r['pool']} (not exercised by this run, coverage {r['coverage']}):")
             lines += [f"- {e['node']}: {e['reason']}" for e in r["unvalidated"][:5]]
             if len(r["unvalidated"]) > 5:
                 lines.append(f"- … and {len(r['unvalidated']) - 5} more")

@@ -19,7 +19,7 @@ import json
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from pytest_hetero.evidence.document import item_of
+from pytest_hetero.evidence.document import failure_of, item_of
 from pytest_hetero.reporting.view import entries, owner_shown, rule_results, verification
 
 if TYPE_CHECKING:
@@ -51,7 +51,7 @@ def render_ctrf(evidence: EvidenceDocument, signoff: dict[str, Any] | None = Non
         summary["tests"] += 1
         summary[status] += 1
         item = item_of(entry)
-        failure = item.get("failure") if item else None
+        failure = failure_of(entry)
         parts = entry["nodeid"].split("::")
         test: dict[str, Any] = {
             "name": entry["nodeid"], "testId": entry["nodeid"], "status": status, "rawStatus": entry["status"],

@@ -29,7 +29,20 @@ import jinja2
 import markupsafe
 
 from pytest_hetero import LAYERS, __version__
-from pytest_hetero.evidence.document import item_of
+from pytest_hetero.evidence.document import failure_of, item_of
+from pytest_hetero.evidence.records import (
+    CHECKPOINT,
+    COMMUNICATION,
+    DEVICE_INIT,
+    NOT_PROVEN,
+    PLACED,
+    REQUEST,
+    RULES,
+    RUN,
+    SIMULATION,
+    SNAPSHOT,
+    USAGE,
+)
 from pytest_hetero.reporting import dossier_reserve
 from pytest_hetero.reporting import dossier_sections as sections
 from pytest_hetero.reporting.dossier_facts import Facts, cut, digest, short, when
@@ -38,6 +51,8 @@ from pytest_hetero.reporting.view import heatgrid, matrix_of, printable, verific
 
 if TYPE_CHECKING:
     from pytest_hetero.evidence.document import Entry, EvidenceDocument
+    from pytest_hetero.evidence.records import CommunicationSize
+    from pytest_hetero.reporting.dossier_rows import Cover, Proof, Role
 
 TEMPLATES = Path(__file__).parent / "templates"
 PROVES_LIMIT = 8
@@ -77,7 +92,7 @@ def _css() -> str:
 # ---------------------------------------------------------------- cover
 
 
-def cover(f: Facts, t: Text, signoff: dict[str, Any], roles: list[dict[str, Any]]) -> dict[str, Any]:
+def cover(f: Facts, t: Text, signoff: dict[str, Any], roles: list[Role]) -> Cover:
     """``{"verdict", "verdict_class", "verification" (sentence), "verification_state", "verified_by", "scope":
     [(label, [lines])], "change": [lines], "conditions": [lines]}``. The verdict of a bundle not verified
     with a trusted key is worded as an unproven claim (``verdict.unverified``)."""
@@ -112,7 +127,7 @@ def scope(f: Facts, t: Text) -> list[tuple[str, list[str]]]:
         (t("scope.pools"), pools(f, t)),
         (t("scope.backends"), [", ".join(f.backends)]),
         (t("scope.profile"), [str(run.get("profile") or t("scope.no_profile"))]),
-        (t("scope.matrix"), [f"{m.get('name')} · sha256 {m.get('sha256')}" for m in f.evidence.get("matrices") or []]),
+        (t("scope.matrix"), [f"{m['name']} · sha256 {m['sha256']}" for m in f.evidence.get("matrices") or []]),
         (t("scope.items"), [t("scope.counts", total=sum(totals.values()), counts=counts)]),
     ]
 
@@ -122,14 +137,16 @@ def pools(f: Facts, t: Text, limit: int = 20) -> list[str]:
     its name as the discovery items know it."""
     seen: dict[str, str] = {}
     for item in f.with_kind["scheduling.request"]:
-        data = f.first(item, "scheduling.request") or {}
-        name = str(data.get("resource") or item["keys"].get("resource"))
+        data = f.first(item, REQUEST)
+        if data is None:  # with_kind holds only items with such a record
+            continue
+        name = str(data["resource"] or item["keys"].get("resource"))
         if name in seen:
             continue
-        selector = data.get("node_selector") or {}
+        selector = data["node_selector"]
         extra = t("scope.selector", selector=_pairs(selector)) if selector else ""
-        extra += t("scope.queue", queue=data["queue"]) if data.get("queue") else ""
-        seen[name] = t("scope.pool", resource=name, requests=_pairs(data.get("requests") or {}), selector=extra)
+        extra += t("scope.queue", queue=data["queue"]) if data["queue"] else ""
+        seen[name] = t("scope.pool", resource=name, requests=_pairs(data["requests"] or {}), selector=extra)
     for entry in f.entries:
         name = str(entry["keys"].get("resource", ""))
         if name and name not in seen:
@@ -162,12 +179,11 @@ def qualifications(f: Facts, t: Text, signoff: dict[str, Any]) -> list[str]:
         if passed < total:
             partial.setdefault((passed, total), []).append(t.term(layer))
     quals += [t("q.partial", layer=t.join(names), passed=p, total=n) for (p, n), names in partial.items()]
-    nodes = sorted({str(d.get("node")) for item in f.with_kind["startup.simulation"]
-                    for d in f.all(item, "startup.simulation")})
+    nodes = sorted({str(d["node"]) for item in f.with_kind[SIMULATION.name] for d in f.all(item, SIMULATION)})
     if nodes:
         quals.append(t("q.simulated", nodes=", ".join(nodes[:4]) + (" …" if len(nodes) > 4 else "")))
-    parts = sorted({(str(d.get("layer") or item["layer"]), str(d.get("part", ""))) for item in f.with_kind[
-        "scope.not_proven"] for d in f.all(item, "scope.not_proven")})
+    parts = sorted({(str(d["layer"] or item["layer"]), str(d["part"])) for item in f.with_kind[NOT_PROVEN.name]
+                    for d in f.all(item, NOT_PROVEN)})
     quals += [t("q.part", layer=t.term(layer), part=part) for layer, part in parts]
     if f.run.get("interrupted"):
         quals.append(t("q.interrupted"))
@@ -250,7 +266,7 @@ _VERIFICATIONS = frozenset({"change.verified", "change.unsigned", "change.unveri
 _WHATS = frozenset({"model", "dataset", "image", "matrix"})
 
 
-def conditions(f: Facts, t: Text, roles: list[dict[str, Any]]) -> list[str]:
+def conditions(f: Facts, t: Text, roles: list[Role]) -> list[str]:
     """Open conditions: pending sign-offs, sign-offs that did not verify, conditions and known failures
     accepted, rejections (verified sign-offs only), and the failed items of teams that have not accepted them."""
     lines: list[str] = []
@@ -272,7 +288,7 @@ def conditions(f: Facts, t: Text, roles: list[dict[str, Any]]) -> list[str]:
                 accepted_failures.add(role["role"])
             elif decision == "rejected":
                 lines.append(t("cond.rejected", role=name))
-    owners = Counter(((fl := i.get("failure")) and fl["owner"]) or i["owner"] or "" for i in f.items
+    owners = Counter(((fl := failure_of(i)) and fl["owner"]) or i["owner"] or "" for i in f.items
                      if i["status"] in ("failed", "error"))
     lines += [t("cond.failures", count=n, team=t.team(team)) for team, n in sorted(owners.items())
               if team not in accepted_failures]
@@ -282,9 +298,9 @@ def conditions(f: Facts, t: Text, roles: list[dict[str, Any]]) -> list[str]:
 # ---------------------------------------------------------------- proves / does not prove
 
 
-def proves(f: Facts, t: Text) -> list[dict[str, Any]]:
+def proves(f: Facts, t: Text) -> list[Proof]:
     """Per layer: ``{"layer", "name", "lines": [statement], "more": n}`` for the items that passed."""
-    out = []
+    out: list[Proof] = []
     for layer in LAYERS:
         passed = [i for i in f.by_layer[layer] if i["status"] == "passed"]
         lines: list[str] = []
@@ -304,44 +320,46 @@ def _statement(f: Facts, t: Text, layer: str, item: Entry) -> str:
     keys = item["keys"]
     res, img = keys.get("resource", ""), keys.get("image", "")
     if layer == "discovery":
-        snap = f.first(item, "discovery.snapshot") or {}
-        nodes = [str(n.get("name", n)) if isinstance(n, dict) else str(n) for n in snap.get("nodes") or []]
+        snap = f.first(item, SNAPSHOT) or {}
+        nodes = [str(n["name"]) for n in snap.get("nodes") or []]
         place = t("where.nodes", nodes=", ".join(nodes[:4])) if nodes else ", ".join(
             str(x.get("identity")) for x in f.evidence.get("target") or []) or "?"
         return t("proves.discovery", resource=res, where=place, at=when(item.get("finished_at")))
     if layer == "scheduling":
-        req = f.first(item, "scheduling.request") or {}
-        placed = f.first(item, "scheduling.placed")
+        req = f.first(item, REQUEST)
+        requests = _pairs((req["requests"] if req else None) or {})
+        placed = f.first(item, PLACED)
         if placed:
-            return t("proves.scheduling", resource=res, requests=_pairs(req.get("requests") or {}),
-                     node=placed.get("node"), waited=placed.get("waited_s"))
-        return t("proves.scheduling_engine", resource=res, backend=", ".join(_backends_of(f, item)),
-                 requests=_pairs(req.get("requests") or {}))
+            return t("proves.scheduling", resource=res, requests=requests, node=placed["node"],
+                     waited=placed["waited_s"])
+        return t("proves.scheduling_engine", resource=res, backend=", ".join(_backends_of(f, item)), requests=requests)
     if layer == "startup":
-        init = f.first(item, "startup.device_init") or {}
+        init = f.first(item, DEVICE_INIT) or {}
         image_digest = digest(sections.image_digest(f, item)) or "?"
-        if not init.get("framework"):  # nothing initialised a framework: say only that the image started
+        framework = init.get("framework")
+        if not framework:  # nothing initialised a framework: say only that the image started
             return t("proves.startup_only", resource=res, image=img, digest=image_digest)
-        detail = f"{init['framework']}, {init['wanted_provider']}" if init.get("wanted_provider") else init["framework"]
+        detail = f"{framework}, {init['wanted_provider']}" if init.get("wanted_provider") else framework
         return t("proves.startup", resource=res, image=img, digest=image_digest, init=detail)
     if layer == "model" and keys.get("check") == "communication":  # what a training task type brings
-        comm = f.first(item, "training.communication") or {}
-        top = (comm.get("sizes") or [{}])[-1]
+        comm = f.first(item, COMMUNICATION) or {}
+        top: CommunicationSize = (comm.get("sizes") or [{}])[-1]
         return t("proves.communication", resource=res, image=img, world=comm.get("world_size", "?"),
                  backend=comm.get("backend", "?"), busbw=top.get("busbw_gbps", "?"), bytes=top.get("bytes", "?"))
     if layer == "model" and keys.get("check") == "checkpoint":
-        ckpt = f.first(item, "training.checkpoint") or {}
+        ckpt = f.first(item, CHECKPOINT) or {}
         return t("proves.checkpoint", resource=res, image=img, step=ckpt.get("resumed_step", "?"),
                  volume=ckpt.get("volume", "?"))
     ident = f.identity(item)
     if layer == "model":
-        run = f.first(item, "model.run") or {}
-        return t("proves.model", model=ident.get("model", keys.get("model")), version=ident.get("version", "?"),
-                 dataset=ident.get("dataset", keys.get("dataset")), dataset_version=ident.get("dataset_version", "?"),
-                 resource=res, image=img, duration=run.get("duration_s", "?"))
-    rules = f.first(item, "business.rules") or {}
+        run = f.first(item, RUN)
+        return t("proves.model", model=ident["model"] if ident else keys.get("model"),
+                 version=ident["version"] if ident else "?", dataset=ident["dataset"] if ident else keys.get("dataset"),
+                 dataset_version=ident["dataset_version"] if ident else "?", resource=res, image=img,
+                 duration=run.get("duration_s", "?") if run else "?")
+    rules = f.first(item, RULES)
     return t("proves.business", model=keys.get("model"), dataset=keys.get("dataset"), resource=res, image=img,
-             rules=len(rules.get("results") or []))
+             rules=len(rules["results"]) if rules else 0)
 
 
 def not_proves(f: Facts, t: Text) -> list[str]:
@@ -362,8 +380,7 @@ def not_proves(f: Facts, t: Text) -> list[str]:
         lines.append(t("dnp.scheduling"))
     if any(_backends_of(f, i) == ["local"] for i in f.by_layer["startup"] if i["status"] == "passed"):
         lines.append(t("dnp.startup.local"))
-    nodes = sorted({str(d.get("node")) for i in f.with_kind["startup.simulation"]
-                    for d in f.all(i, "startup.simulation")})
+    nodes = sorted({str(d["node"]) for i in f.with_kind[SIMULATION.name] for d in f.all(i, SIMULATION)})
     if nodes:
         lines.append(t("dnp.simulated", nodes=", ".join(nodes[:6])))
     for layer, key in (("startup", "dnp.startup"), ("model", "dnp.model"), ("business", "dnp.business")):
@@ -376,20 +393,19 @@ def not_proves(f: Facts, t: Text) -> list[str]:
 
 def _parts_not_proven(f: Facts, t: Text) -> list[str]:
     groups: dict[tuple[str, str], list[str]] = {}
-    for item in f.with_kind["scope.not_proven"]:
-        for d in f.all(item, "scope.not_proven"):
-            groups.setdefault((str(d.get("layer") or item["layer"]), str(d.get("part", ""))), []).append(
-                str(d.get("reason", "")))
+    for item in f.with_kind[NOT_PROVEN.name]:
+        for d in f.all(item, NOT_PROVEN):
+            groups.setdefault((str(d["layer"] or item["layer"]), str(d["part"])), []).append(str(d["reason"]))
     return [t("dnp.part", layer=t.layer(layer), part=part, count=len(reasons), reason=cut(reasons[0], 200))
             for (layer, part), reasons in sorted(groups.items())]
 
 
 def _usage_gaps(f: Facts, t: Text) -> list[str]:
-    missing = [d for i in f.with_kind["model.usage"] for d in f.all(i, "model.usage") if not d.get("available")]
+    missing = [d for i in f.with_kind[USAGE.name] for d in f.all(i, USAGE) if not d["available"]]
     lines = []
     if missing:
-        lines.append(t("dnp.usage", count=len(missing), why=cut(missing[0].get("unavailable"), 160)))
-    if any(d.get("source") == "cgroup" for i in f.with_kind["model.usage"] for d in f.all(i, "model.usage")):
+        lines.append(t("dnp.usage", count=len(missing), why=cut(missing[0]["unavailable"], 160)))
+    if any(d["source"] == "cgroup" for i in f.with_kind[USAGE.name] for d in f.all(i, USAGE)):
         lines.append(t("dnp.cgroup"))
     return lines
 

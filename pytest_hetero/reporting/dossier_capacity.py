@@ -10,14 +10,45 @@ and :mod:`~pytest_hetero.backends.kubernetes.capacity`) and the ``model.usage`` 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TypedDict
 
+from pytest_hetero.evidence.records import SNAPSHOT, USAGE
 from pytest_hetero.matrix.quantity import quantity_or_none
 from pytest_hetero.reporting.dossier_facts import Facts, number, short
 from pytest_hetero.reporting.dossier_text import Text
 
 ROWS = 40
 """At most this many node × resource rows (the rest are counted; every node stays in evidence.json)."""
+
+
+class CapacityRow(TypedDict):
+    """One node × requested resource of a pool, each amount as text ("not read" when the engine did not read it)."""
+
+    pool: str
+    node: str
+    resource: str
+    capacity: str
+    allocatable: str
+    requested: str
+    free: str
+    withheld: str
+
+
+class IdleRow(TypedDict):
+    """A device a model run held whose utilisation never rose above 0 %, over ``samples`` samples."""
+
+    item: str
+    device: str
+    samples: str
+
+
+class Capacity(TypedDict):
+    """The capacity view: at most :data:`ROWS` rows (``more`` counts the rest), notes, idle devices."""
+
+    rows: list[CapacityRow]
+    more: int
+    notes: list[str]
+    idle: list[IdleRow]
 
 
 def _amount(name: str, value: float | None, t: Text) -> str:
@@ -28,22 +59,23 @@ def _amount(name: str, value: float | None, t: Text) -> str:
     return number(value, 3)
 
 
-def capacity(f: Facts, t: Text) -> dict[str, Any]:
+def capacity(f: Facts, t: Text) -> Capacity:
     """``{"rows": [{"pool", "node", "resource", "capacity", "allocatable", "requested", "free", "withheld"}],
     "more": n, "notes": [text], "idle": [{"item", "device", "samples"}]}``: the capacity view at discovery of
     every pool a discovery item listed, and the devices held idle (a model run's device whose utilisation
     never rose above 0 % over two or more samples)."""
-    rows: list[dict[str, str]] = []
+    rows: list[CapacityRow] = []
     notes: list[str] = []
     for item in f.by_layer["discovery"]:
-        for snap in f.all(item, "discovery.snapshot"):
+        for snap in f.all(item, SNAPSHOT):
             nodes = snap.get("nodes")
             if not isinstance(nodes, list):
                 continue  # a host probe's snapshot: no node pool
             view = snap.get("capacity_view") or {}
-            pool = str((item.get("keys") or {}).get("resource", ""))
-            if view.get("unavailable"):
-                notes.append(t("cap.unavailable", pool=pool, why=str(view["unavailable"])[:200]))
+            pool = str(item["keys"].get("resource", ""))
+            why = view.get("unavailable")
+            if why:
+                notes.append(t("cap.unavailable", pool=pool, why=str(why)[:200]))
             for node in nodes:
                 held = node.get("requested_by_pods")
                 for name in snap.get("requested") or []:
@@ -52,16 +84,16 @@ def capacity(f: Facts, t: Text) -> dict[str, Any]:
                     asked = None if held is None else float(held.get(name, 0.0))
                     free = None if alloc is None or asked is None else alloc - asked
                     withheld = None if cap is None or alloc is None else cap - alloc
-                    rows.append({"pool": pool, "node": str(node.get("name")), "resource": str(name),
+                    rows.append({"pool": pool, "node": str(node["name"]), "resource": str(name),
                                  "capacity": _amount(name, cap, t), "allocatable": _amount(name, alloc, t),
                                  "requested": _amount(name, asked, t), "free": _amount(name, free, t),
                                  "withheld": _amount(name, withheld, t)})
-    idle = []
-    for item in f.with_kind["model.usage"]:
-        for data in f.all(item, "model.usage"):
-            for dev in data.get("devices") or [] if data.get("available") else []:
-                series = [v for v in (dev.get("series") or {}).get("utilisation_pct") or [] if v is not None]
+    idle: list[IdleRow] = []
+    for item in f.with_kind[USAGE.name]:
+        for data in f.all(item, USAGE):
+            for dev in data["devices"] if data["available"] else []:
+                series = [v for v in dev["series"]["utilisation_pct"] if v is not None]
                 if len(series) >= 2 and max(series) <= 0:
-                    idle.append({"item": short(item["nodeid"]), "device": str(dev.get("name") or dev.get("id")),
+                    idle.append({"item": short(item["nodeid"]), "device": str(dev.get("name") or dev["id"]),
                                  "samples": str(len(series))})
     return {"rows": rows[:ROWS], "more": max(0, len(rows) - ROWS), "notes": notes, "idle": idle}

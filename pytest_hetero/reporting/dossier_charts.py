@@ -14,10 +14,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from pytest_hetero.reporting.dossier_facts import number
 from pytest_hetero.reporting.dossier_text import Text
+
+if TYPE_CHECKING:
+    from pytest_hetero.evidence.records import UsageData
 
 WIDTH, HEIGHT = 320, 120
 """The drawing area of one chart, in SVG user units (CSS pixels at 100 %)."""
@@ -27,33 +30,93 @@ CHARTS = 12
 """At most this many usage charts are drawn; the rest are counted (their numbers stay in evidence.json)."""
 
 
-def usage_charts(t: Text, records: Iterable[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
+class Frame(TypedDict):
+    """The plotted area's corners, in SVG user units."""
+
+    x0: int
+    x1: int
+    y0: int
+    y1: int
+
+
+class Line(TypedDict):
+    """A scaled polyline: ``segments`` (SVG points strings, one per unbroken run), the number of read
+    points, the x and y the area spans, the drawing's size and its plotted area."""
+
+    segments: list[str]
+    points: int
+    x_max: float
+    y_max: float
+    width: int
+    height: int
+    frame: Frame
+
+
+class Chart(Line):
+    """A usage chart: its line, what it shows (``memory`` or ``util``), the caption and the axis labels."""
+
+    kind: str
+    caption: str
+    y_top: str
+    y_bottom: str
+    x_end: str
+
+
+class UsageCharts(TypedDict):
+    """At most :data:`CHARTS` charts; ``more`` counts the rest."""
+
+    charts: list[Chart]
+    more: int
+
+
+class Bar(TypedDict):
+    """One bar of a pool's queue chart."""
+
+    item: str
+    label: str
+    y: int
+    width: float
+
+
+class QueueChart(TypedDict):
+    """A pool's queue and placement spans as bars."""
+
+    pool: str
+    summary: str
+    bars: list[Bar]
+    height: int
+    width: int
+    left: int
+
+
+def usage_charts(t: Text, records: Iterable[tuple[str, UsageData]]) -> UsageCharts:
     """``{"charts": [chart], "more": n}`` for ``records``: ``(item id, usage data)`` of the model runs in the
     order the dossier lists them. Per sampled device of an available record, one chart of memory used (MiB)
     and one of utilisation (%) over the run. A chart: ``{"kind": "memory"|"util", "caption", "segments": [SVG
     points string], "points": n, "y_max", "x_max", "y_top", "y_bottom", "x_end", "width", "height",
     "frame": {"x0", "x1", "y0", "y1"}}``."""
-    charts: list[dict[str, Any]] = []
+    charts: list[Chart] = []
     for item, data in records:
-        if not data.get("available"):
+        if not data["available"]:
             continue
-        for dev in data.get("devices") or []:
-            series = dev.get("series") or {}
-            times = series.get("t_s") or []
-            where = {"item": item, "device": str(dev.get("name") or dev.get("id")),
-                     "source": str(data.get("source", "")), "interval": number(data.get("interval_s"))}
-            for what, values, top in (("memory", series.get("memory_used_mib") or [], None),
-                                      ("util", series.get("utilisation_pct") or [], 100.0)):
-                chart = _line(times, values, top)
-                if chart is not None:
-                    charts.append({**chart, "kind": what, "caption": t(f"chart.{what}", **where),
-                                   "y_top": t(f"chart.{what}_unit", value=number(chart["y_max"], 0)),
+        for dev in data["devices"]:
+            series = dev["series"]
+            times = series["t_s"]
+            where = {"item": item, "device": str(dev.get("name") or dev["id"]),
+                     "source": str(data["source"]), "interval": number(data["interval_s"])}
+            shown: tuple[tuple[str, list[float | None], float | None], ...] = (
+                ("memory", series["memory_used_mib"], None), ("util", series["utilisation_pct"], 100.0))
+            for what, values, top in shown:
+                line = _line(times, values, top)
+                if line is not None:
+                    charts.append({**line, "kind": what, "caption": t(f"chart.{what}", **where),
+                                   "y_top": t(f"chart.{what}_unit", value=number(line["y_max"], 0)),
                                    "y_bottom": t(f"chart.{what}_unit", value="0"),
-                                   "x_end": t("chart.seconds", value=number(chart["x_max"], 1))})
+                                   "x_end": t("chart.seconds", value=number(line["x_max"], 1))})
     return {"charts": charts[:CHARTS], "more": max(0, len(charts) - CHARTS)}
 
 
-def _line(times: Sequence[Any], values: Sequence[Any], top: float | None) -> dict[str, Any] | None:
+def _line(times: Sequence[Any], values: Sequence[Any], top: float | None) -> Line | None:
     """Scaled polyline segments of ``values`` over ``times`` (a None value or time breaks the line), y from 0
     to at least ``top`` (utilisation: 100 %, higher when a multi-core CPU % went above it), else 10 % above the
     highest value; None when fewer than two finite points."""
@@ -90,13 +153,13 @@ def _finite(value: Any) -> float | None:
     return out if math.isfinite(out) else None
 
 
-def queue_charts(t: Text, pools: Mapping[str, Any]) -> list[dict[str, Any]]:
+def queue_charts(t: Text, pools: Mapping[str, Any]) -> list[QueueChart]:
     """Per pool, its queue and placement spans as bars, from the usage ledger's ``queue.pools``
     (:func:`pytest_hetero.evidence.queue_times.queue_times`: the one place the percentiles are computed):
     wait (placed − submitted) and start (started − placed), each p50 / p95 / max, scaled to the pool's longest.
     Returns ``[{"pool", "summary", "bars": [{"item", "label", "y", "width"}], "height", "width", "left"}]``,
     pools in name order; a pool with neither span measured is left out (the table says why)."""
-    out = []
+    out: list[QueueChart] = []
     for pool in sorted(pools):
         entry = pools[pool] if isinstance(pools[pool], Mapping) else {}
         shown = [(span, stat, float(entry[span][stat])) for span in ("wait_s", "start_s")

@@ -9,14 +9,17 @@ from __future__ import annotations
 
 from collections import Counter
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pytest_hetero import LAYERS
 from pytest_hetero.evidence.document import matrix_of_item
+from pytest_hetero.evidence.records import IDENTITY, IdentityData, Kind, data_of
 from pytest_hetero.reporting.view import entries
 
 if TYPE_CHECKING:
-    from pytest_hetero.evidence.document import Entry, EvidenceDocument, ItemDict, RunSection
+    from pytest_hetero.evidence.document import Entry, EvidenceDocument, ItemDict, RecordDict, RunSection
+
+D = TypeVar("D")
 
 KINDS: frozenset[str] = frozenset({
     "discovery.snapshot", "discovery.engine", "discovery.engine_can_satisfy",
@@ -49,7 +52,7 @@ class Facts:
         self.items: list[ItemDict] = evidence["items"]
         self.entries = entries(evidence)
         self.by_layer: dict[str, list[ItemDict]] = {layer: [] for layer in LAYERS}
-        self.records: dict[str, dict[str, list[dict[str, Any]]]] = {}
+        self.records: dict[str, dict[str, list[RecordDict]]] = {}
         self.with_kind: dict[str, list[ItemDict]] = {kind: [] for kind in KINDS}
         self.combo: dict[tuple[str, ...], Entry] = {}
         for item in self.items:
@@ -59,29 +62,30 @@ class Facts:
             if "coverage" not in keys and "check" not in keys:
                 dims = ("resource", "image", "model", "dataset")
                 self.combo[(matrix_of_item(item), *(str(keys.get(d, "")) for d in dims), item["layer"])] = item
-            mine: dict[str, list[dict[str, Any]]] = {}
-            for record in item.get("records") or ():
-                kind = record.get("kind")
+            mine: dict[str, list[RecordDict]] = {}
+            for record in item["records"]:
+                kind = record["kind"]
                 if kind in KINDS:
                     if kind not in mine:
                         self.with_kind[kind].append(item)
-                    mine.setdefault(kind, []).append(record.get("data") or {})
+                    mine.setdefault(kind, []).append(record)
             if mine:
                 self.records[item["nodeid"]] = mine
         self.backends = sorted({str(t.get("backend")) for t in evidence.get("target") or [] if t.get("backend")})
-        self.names = {m.get("prefix", ""): m.get("name", "") for m in evidence.get("matrices") or []}
+        self.names = {m["prefix"]: m["name"] for m in evidence.get("matrices") or []}
         self.by_layer_counts: dict[str, Counter[str]] = {
             layer: Counter({s: int(n) for s, n in (evidence["summary"]["by_layer"].get(layer) or {}).items()})
             for layer in LAYERS}
 
-    def first(self, item: Entry, kind: str) -> dict[str, Any] | None:
-        """The data of ``item``'s first record of ``kind`` (None when it has none)."""
-        found = self.records.get(item["nodeid"], {}).get(kind)
-        return found[0] if found else None
+    def first(self, item: Entry, kind: Kind[D]) -> D | None:
+        """The data of ``item``'s first record of ``kind`` (None when it has none), as ``kind``'s shape."""
+        found = self.records.get(item["nodeid"], {}).get(kind.name)
+        return data_of(found[0], kind) if found else None
 
-    def all(self, item: Entry, kind: str) -> list[dict[str, Any]]:
-        """The data of every record of ``kind`` on ``item``."""
-        return self.records.get(item["nodeid"], {}).get(kind, [])
+    def all(self, item: Entry, kind: Kind[D]) -> list[D]:
+        """The data of every record of ``kind`` on ``item``, as ``kind``'s shape."""
+        mine = self.records.get(item["nodeid"], {}).get(kind.name, [])
+        return [d for r in mine if (d := data_of(r, kind)) is not None]
 
     def sibling(self, item: Entry, layer: str) -> Entry | None:
         """The item of ``layer`` with the same matrix and keys (the model item of a business item…)."""
@@ -89,14 +93,14 @@ class Facts:
         return self.combo.get((matrix_of_item(item), *(str(keys.get(d, "")) for d in
                                                         ("resource", "image", "model", "dataset")), layer))
 
-    def identity(self, item: Entry) -> dict[str, Any]:
-        """The model identity (``model.identity`` data) of a model or business item's combination, or {}."""
+    def identity(self, item: Entry) -> IdentityData | None:
+        """The model identity (``model.identity`` data) of a model or business item's combination (None: none)."""
         for candidate in (item, self.sibling(item, "model")):
             if candidate is not None:
-                found = self.first(candidate, "model.identity")
+                found = self.first(candidate, IDENTITY)
                 if found:
                     return found
-        return {}
+        return None
 
 
 def short(nodeid: str) -> str:

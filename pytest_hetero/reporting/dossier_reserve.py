@@ -9,10 +9,14 @@ capped at :data:`TIMELINE_ROWS` rows. Plain data for ``templates/dossier.html.j2
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, TypedDict
 
+from pytest_hetero.evidence.records import RESERVE_BURST, RESERVE_SERVING, RESERVE_TIMELINE, RESERVE_WINDOW
 from pytest_hetero.reporting.dossier_facts import Facts, cut, number, short
 from pytest_hetero.reporting.dossier_text import Text
+
+if TYPE_CHECKING:
+    from pytest_hetero.evidence.records import ClassRef
 
 TIMELINE_ROWS = 40
 SHOWN = frozenset({"Preempted", "Killing", "Evicted", "TaintManagerEviction", "deleting", "gone", "ready", "not-ready",
@@ -20,28 +24,63 @@ SHOWN = frozenset({"Preempted", "Killing", "Evicted", "TaintManagerEviction", "d
 """What of the timeline the dossier shows (the rest stays in evidence.json)."""
 
 
-def _cls(value: Any, t: Text) -> str:
+class WindowRow(TypedDict):
+    """One load window: its phase, span (seconds since the burst started), serving pods Ready at least, requests
+    answered of sent, p95 in ms ("–" when none answered)."""
+
+    phase: str | None
+    span: str
+    ready: int | None
+    answered: str
+    p95: str
+
+
+class TimelineRow(TypedDict):
+    """One thing that happened to a pod: when (seconds since the burst started, ``±1`` at a whole-second
+    resolution), the pod, its role, what and the detail."""
+
+    at: str
+    pod: str
+    role: str
+    what: str
+    detail: str
+
+
+class Reserved(TypedDict):
+    """One reserved-inference probe item's account."""
+
+    item: str
+    status: str
+    status_text: str
+    setup: str
+    windows: list[WindowRow]
+    timeline: list[TimelineRow]
+    more: int
+
+
+def _cls(value: ClassRef | None, t: Text) -> str:
     if not value:
         return t("rsv.no_class")
     return f"{value.get('name')} ({value.get('value')})"
 
 
-def reserved(f: Facts, t: Text) -> list[dict[str, Any]]:
+def reserved(f: Facts, t: Text) -> list[Reserved]:
     """``[{"item", "status", "setup" (one line), "windows": [rows], "timeline": [rows], "more"}]``, one per
     reserved-inference probe item that recorded its serving Deployment."""
-    out = []
+    out: list[Reserved] = []
     for item in f.with_kind["reserve.serving"]:
-        serving, burst = f.first(item, "reserve.serving") or {}, f.first(item, "reserve.burst") or {}
+        serving, burst = f.first(item, RESERVE_SERVING) or {}, f.first(item, RESERVE_BURST) or {}
         setup = t("rsv.setup", cls=_cls(serving.get("priority_class"), t), replicas=serving.get("replicas"),
                   floor=serving.get("min_ready"), burst_cls=_cls(burst.get("priority_class"), t),
                   pods=burst.get("requested"))
-        windows = [{"phase": w.get("phase"), "span": f"{number(w.get('from_s'), 1)} – {number(w.get('to_s'), 1)}",
-                    "ready": w.get("ready_min"), "answered": f"{w.get('ok')}/{w.get('requests')}",
-                    "p95": number(w.get("p95_ms"), 1) if w.get("p95_ms") is not None else "–"}
-                   for w in f.all(item, "reserve.window")]
-        entries = [e for r in f.all(item, "reserve.timeline") for e in r.get("entries") or []
+        windows: list[WindowRow] = [
+            {"phase": w.get("phase"), "span": f"{number(w.get('from_s'), 1)} – {number(w.get('to_s'), 1)}",
+             "ready": w.get("ready_min"), "answered": f"{w.get('ok')}/{w.get('requests')}",
+             "p95": number(w.get("p95_ms"), 1) if w.get("p95_ms") is not None else "–"}
+            for w in f.all(item, RESERVE_WINDOW)]
+        entries = [e for r in f.all(item, RESERVE_TIMELINE) for e in r.get("entries") or []
                    if e.get("what") in SHOWN and (e.get("at_s") or 0) >= 0]
-        rows = [{"at": number(e.get("at_s"), 3) + (" ±1" if e.get("resolution_s", 0) >= 1 else ""),
+        rows: list[TimelineRow] = [{"at": number(e.get("at_s"), 3) + (" ±1" if e.get("resolution_s", 0) >= 1 else ""),
                  "pod": str(e.get("pod")), "role": str(e.get("role")), "what": str(e.get("what")),
                  "detail": cut((f"→ {e['by']} " if e.get("by") else "") + str(e.get("message") or ""), 140)}
                 for e in entries]

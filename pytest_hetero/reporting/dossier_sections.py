@@ -13,6 +13,25 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from pytest_hetero import LAYERS
 from pytest_hetero.evidence.document import failure_of, matrix_of_item, owner_of
+from pytest_hetero.evidence.records import (
+    DIGEST,
+    ENVIRONMENT,
+    IDENTITY,
+    IMAGE,
+    PENDING,
+    PLACED,
+    POD,
+    PROBE,
+    REQUEST,
+    ROLLBACK,
+    RULES,
+    RUN,
+    SERVING_AUTH,
+    SERVING_USAGE,
+    SNAPSHOT,
+    SUBMITTED,
+    USAGE,
+)
 from pytest_hetero.evidence.usage import epoch
 from pytest_hetero.reporting.dossier_capacity import capacity
 from pytest_hetero.reporting.dossier_charts import queue_charts, usage_charts
@@ -22,6 +41,22 @@ from pytest_hetero.reporting.view import verification
 
 if TYPE_CHECKING:
     from pytest_hetero.evidence.document import Entry, ItemDict, RuleResult, UntestedEntry
+    from pytest_hetero.evidence.records import UsageData
+    from pytest_hetero.reporting.dossier_rows import (
+        Chapter,
+        Coverage,
+        ItemRow,
+        Operations,
+        QueueRow,
+        ResultGroup,
+        ResultRow,
+        Results,
+        Role,
+        SignedRow,
+        Untested,
+        UntestedGroup,
+        UsageRow,
+    )
 
 _E = TypeVar("_E", "ItemDict", "UntestedEntry", "Entry")
 
@@ -57,9 +92,15 @@ def _sorted(items: list[_E]) -> list[_E]:
     return sorted(items, key=lambda i: (PRIORITY.get(i["status"], 5), i["nodeid"]))
 
 
+def _queue(f: Facts, item: Entry) -> str | None:
+    """The queue an item's ``scheduling.request`` named (None without a request or a queue)."""
+    request = f.first(item, REQUEST)
+    return request["queue"] if request else None
+
+
 def image_digest(f: Facts, item: Entry) -> str:
     """The image digest a startup item recorded (local environment, Docker image or pod container)."""
-    for kind in ("startup.environment", "startup.image", "startup.pod"):
+    for kind in (ENVIRONMENT, IMAGE, POD):
         data = f.first(item, kind)
         if data and data.get("digest"):
             return str(data["digest"])
@@ -69,16 +110,16 @@ def image_digest(f: Facts, item: Entry) -> str:
 # ---------------------------------------------------------------- sign-off
 
 
-def roles(signoff: dict[str, Any], t: Text) -> list[dict[str, Any]]:
+def roles(signoff: dict[str, Any], t: Text) -> list[Role]:
     """The sign-off view's roles with every field of the contract filled: ``{"role", "owner", "layers",
     "state", "state_text", "signed": [{"keyid", "names", "decision", "decision_text", "conditions" (list),
     "signed_at", "verified", "checked" (the view said whether it verified), "why_unverified"}]}``; decisions
     as ``hetero sign`` writes them (``accept``,
     ``accept-with-conditions`` …) read as their state word. A field the view does not carry reads as
     pending / not verified (never as accepted)."""
-    out = []
+    out: list[Role] = []
     for role in signoff.get("roles") or []:
-        signed = []
+        signed: list[SignedRow] = []
         for claim in role.get("signed") or []:
             raw = str(claim.get("decision") or "signed")
             decision = DECISIONS.get(raw, raw)
@@ -103,16 +144,16 @@ def roles(signoff: dict[str, Any], t: Text) -> list[dict[str, Any]]:
 # ---------------------------------------------------------------- the five layers
 
 
-def chapters(f: Facts, t: Text, all_roles: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def chapters(f: Facts, t: Text, all_roles: list[Role]) -> list[Chapter]:
     """Per layer: ``{"layer", "name", "claim", "owners", "counts": [(status, text, n)], "evidence":
     [(label, present_count)], "rows": [{"item", "status", "status_text", "fact", "reason", "owner"}],
     "more", "roles": [role]}``."""
-    out = []
+    out: list[Chapter] = []
     for layer in LAYERS:
         reported = f.by_layer[layer]
         listed = _sorted([e for e in f.entries if e["layer"] == layer])
         counts = f.by_layer_counts[layer]
-        owners = sorted({i.get("owner") or "" for i in reported} - {""})
+        owners = sorted({i["owner"] for i in reported} - {""})
         out.append({
             "layer": layer, "name": t.layer(layer), "claim": t(f"claim.{layer}"),
             "owners": [t.team(o) for o in owners],
@@ -129,13 +170,12 @@ def _present(f: Facts, reported: list[ItemDict], kinds: tuple[str, ...]) -> int:
     if kinds == ("failure",):
         return sum(1 for i in reported if i.get("failure"))
     if kinds == ("scheduling.queue",):
-        return sum(1 for i in reported if (f.first(i, "scheduling.request") or {}).get("queue")
-                   or any(d.get("queue_objects") for d in f.all(i, "scheduling.pending")))
+        return sum(1 for i in reported if _queue(f, i) or any(d.get("queue_objects") for d in f.all(i, PENDING)))
     ids = {i["nodeid"] for kind in kinds for i in f.with_kind.get(kind, [])}
     return sum(1 for i in reported if i["nodeid"] in ids)
 
 
-def _row(f: Facts, t: Text, layer: str, item: Entry) -> dict[str, Any]:
+def _row(f: Facts, t: Text, layer: str, item: Entry) -> ItemRow:
     failure = failure_of(item)
     reason = f"{failure['category']}: {failure['message']}" if failure else (item.get("reason") or "")
     return {"item": short(item["nodeid"]), "status": item["status"], "status_text": t.status(item["status"]),
@@ -147,22 +187,22 @@ def _fact(f: Facts, t: Text, layer: str, item: Entry) -> str:
     if item["nodeid"] not in f.records:
         return ""
     if layer == "discovery":
-        snap = f.first(item, "discovery.snapshot") or {}
+        snap = f.first(item, SNAPSHOT) or {}
         observed = snap.get("observed") or {}
         count = len(snap.get("nodes") or observed.get("devices") or [])
         return t("fact.snapshot", devices=count, at=when(observed.get("collected_at") or snap.get("taken_at")
                                                           or (item["finished_at"] if "finished_at" in item else None)))
     if layer == "scheduling":
-        placed = f.first(item, "scheduling.placed")
-        return t("fact.placed", node=placed.get("node"), waited=placed.get("waited_s")) if placed else ""
+        placed = f.first(item, PLACED)
+        return t("fact.placed", node=placed["node"], waited=placed["waited_s"]) if placed else ""
     if layer == "startup":
         found = image_digest(f, item)
         return t("fact.digest", digest=digest(found)) if found else ""
     if layer == "model":
-        run = f.first(item, "model.run")
+        run = f.first(item, RUN)
         return t("fact.run", exit_code=run.get("exit_code"), duration=run.get("duration_s"),
                  rss="—" if run.get("peak_rss_mib") is None else run["peak_rss_mib"]) if run else ""
-    results = [r for d in f.all(item, "business.rules") for r in d.get("results") or []]
+    results = [r for d in f.all(item, RULES) for r in d["results"]]
     return t("fact.rules", passed=sum(r.get("verdict") == "pass" for r in results), total=len(results)) \
         if results else ""
 
@@ -170,12 +210,12 @@ def _fact(f: Facts, t: Text, layer: str, item: Entry) -> str:
 # ---------------------------------------------------------------- acceptance results
 
 
-def results(f: Facts, t: Text) -> dict[str, Any]:
+def results(f: Facts, t: Text) -> Results:
     """``{"groups": [{"heading", "digests", "rows": [{"where", "rule", "threshold", "observed", "verdict",
     "verdict_text", "failing"}]}], "more"}``: one group per matrix × model × dataset."""
     business = _sorted([e for e in f.entries if e["layer"] == "business"])
     shown = business[:RESULT_ITEMS]
-    groups: dict[tuple[str, str, str], dict[str, Any]] = {}
+    groups: dict[tuple[str, str, str], ResultGroup] = {}
     for item in sorted(shown, key=lambda i: (where(i), PRIORITY.get(i["status"], 5))):
         keys = item["keys"]
         group_key = (matrix_of_item(item), str(keys.get("model")), str(keys.get("dataset")))
@@ -183,27 +223,27 @@ def results(f: Facts, t: Text) -> dict[str, Any]:
         if group is None:
             ident = f.identity(item)
             group = groups[group_key] = {
-                "heading": t("res.heading", model=keys.get("model"), version=ident.get("version", "?"),
-                             dataset=keys.get("dataset"), dataset_version=ident.get("dataset_version", "?")),
+                "heading": t("res.heading", model=keys.get("model"), version=ident["version"] if ident else "?",
+                             dataset=keys.get("dataset"), dataset_version=ident["dataset_version"] if ident else "?"),
                 "digests": t("res.digests", model_sha=digest(ident.get("sha256"), 16) or "?",
-                             dataset_sha=digest(ident.get("dataset_sha256"), 16) or "?") if ident else "",
+                             dataset_sha=digest(ident["dataset_sha256"], 16) or "?") if ident else "",
                 "rows": []}
         group["rows"] += _result_rows(f, t, item)
     return {"groups": list(groups.values()), "more": max(0, len(business) - RESULT_ITEMS)}
 
 
-def _result_rows(f: Facts, t: Text, item: Entry) -> list[dict[str, Any]]:
+def _result_rows(f: Facts, t: Text, item: Entry) -> list[ResultRow]:
     place = " × ".join(str(item["keys"].get(d, "")) for d in ("resource", "image"))
-    records = f.all(item, "business.rules")
+    records = f.all(item, RULES)
     if not records:
         return [{"where": place, "rule": "", "threshold": "", "observed": "", "verdict": item["status"],
                  "verdict_text": t("res.not_run", status=t.status(item["status"]),
                                    reason=cut(item.get("reason") or ((fl := failure_of(item)) and fl["message"]), 200)),
                  "failing": ""}]
-    rows = []
+    rows: list[ResultRow] = []
     for data in records:
         prefix = t("res.sample", run=data["run"]) + " · " if data.get("run") else ""
-        for r in data.get("results") or []:
+        for r in data["results"]:
             rows.append({"where": place, "rule": prefix + str(r.get("name")), "threshold": str(r.get("expected") or ""),
                          "observed": observed(t, r), "verdict": "passed" if r.get("verdict") == "pass" else "failed",
                          "verdict_text": t("res.pass") if r.get("verdict") == "pass" else t("res.fail"),
@@ -247,22 +287,25 @@ def _failing(result: RuleResult) -> str:
 # ---------------------------------------------------------------- run-time operations
 
 
-def operations(f: Facts, t: Text) -> dict[str, Any]:
+def operations(f: Facts, t: Text) -> Operations:
     """``{"usage": [rows], "usage_more", "scopes": [text], "queue": [rows], "queue_note"}``: per model run or
     service load, the device memory high-water mark and utilisation (or why not available); per placed
     workload, submitted → admitted → placed → started and restarts, from what the engine recorded
     (``scheduling.submitted``, ``scheduling.placed``, the startup item's ``startup.pod`` container
     statuses); a step no record holds reads "not recorded"."""
     runs = _sorted([i for i in f.items if i["layer"] == "model" and i["nodeid"] in f.records])
-    usage_rows, scopes, sampled = [], [], []
+    usage_rows: list[UsageRow] = []
+    scopes: list[str] = []
+    sampled: list[tuple[str, UsageData]] = []
     for item in runs:
-        for kind in ("model.usage", "serving.usage"):
+        for kind in (USAGE, SERVING_USAGE):
             for data in f.all(item, kind):
                 sampled.append((short(item["nodeid"]), data))
                 usage_rows += _usage_rows(f, t, item, data)
-                if data.get("scope") and data["scope"] not in scopes:
-                    scopes.append(data["scope"])
-    queued = _sorted(f.with_kind["scheduling.submitted"])
+                scope = data["scope"]
+                if scope and scope not in scopes:
+                    scopes.append(scope)
+    queued = _sorted(f.with_kind[SUBMITTED.name])
     queue_rows = [_queue_row(f, t, i) for i in queued]
     note = "" if queue_rows else t("ops.no_queue", backends=", ".join(f.backends))
     ledger = ((f.evidence.get("usage") or {}).get("queue") or {}).get("pools") or {}
@@ -273,47 +316,48 @@ def operations(f: Facts, t: Text) -> dict[str, Any]:
             "queue_charts": queue_charts(t, ledger), "capacity": capacity(f, t)}
 
 
-def _usage_rows(f: Facts, t: Text, item: Entry, data: dict[str, Any]) -> list[dict[str, str]]:
-    run = f.first(item, "model.run") or {}
-    rss = t("ops.mib", value=number(run["peak_rss_mib"], 1)) if run.get("peak_rss_mib") is not None else ""
-    base = {"item": short(item["nodeid"]), "source": str(data.get("source", "")), "rss": rss}
-    if not data.get("available"):
-        return [{**base, "device": "", "memory": t("ops.unavailable", why=cut(data.get("unavailable"), 160)),
-                 "util": "", "samples": ""}]
-    rows = []
-    for dev in data.get("devices") or []:
-        high, mean = dev.get("memory_high_water_mib"), dev.get("utilisation_mean_pct")
-        top = dev.get("utilisation_max_pct")
-        rows.append({**base, "device": str(dev.get("name") or dev.get("id")),
+def _usage_rows(f: Facts, t: Text, item: Entry, data: UsageData) -> list[UsageRow]:
+    run = f.first(item, RUN)
+    rss = t("ops.mib", value=number(run["peak_rss_mib"], 1)) if run and run.get("peak_rss_mib") is not None else ""
+    item_id, source = short(item["nodeid"]), str(data["source"])
+    if not data["available"]:
+        return [{"item": item_id, "source": source, "rss": rss, "device": "",
+                 "memory": t("ops.unavailable", why=cut(data["unavailable"], 160)), "util": "", "samples": ""}]
+    rows: list[UsageRow] = []
+    for dev in data["devices"]:
+        high, mean, top = dev["memory_high_water_mib"], dev["utilisation_mean_pct"], dev["utilisation_max_pct"]
+        rows.append({"item": item_id, "source": source, "rss": rss, "device": str(dev.get("name") or dev["id"]),
                      "memory": t("ops.mib", value=number(high, 1)) if high is not None else t("ops.not_read"),
                      "util": t("ops.pct", mean=number(mean, 1), max=number(top, 1)) if mean is not None
                      else t("ops.not_read"),
-                     "samples": t("ops.count", count=data.get("samples"), interval=number(data.get("interval_s")))})
+                     "samples": t("ops.count", count=data["samples"], interval=number(data["interval_s"]))})
     return rows
 
 
 def _queue_times(f: Facts, item: Entry) -> tuple[float | None, float | None, float | None, list[Any]]:
     """A queued item's submitted, placed and started times (epoch seconds, None when not recorded) and its
     startup pod's container statuses."""
-    submitted = f.first(item, "scheduling.submitted") or {}
-    placed = f.first(item, "scheduling.placed") or {}
+    submitted = f.first(item, SUBMITTED)
+    placed = f.first(item, PLACED)
     startup = f.sibling(item, "startup") or f.combo.get((matrix_of_item(item), str(item["keys"].get(
         "resource", "")), str(item["keys"].get("image", "")), "", "", "startup"))
-    pod = (f.first(startup, "startup.pod") if startup else None) or {}
+    pod = (f.first(startup, POD) if startup else None) or {}
     statuses = pod.get("container_statuses") or []
     started = next((((s.get("state") or {}).get("running") or {}).get("startedAt") for s in statuses), None)
-    return (epoch(submitted.get("submitted_at_epoch_s")),
-            epoch(placed.get("observed_epoch_s") or placed.get("decided_at")), epoch(started), statuses)
+    return (epoch(submitted.get("submitted_at_epoch_s") if submitted else None),
+            epoch((placed.get("observed_epoch_s") or placed.get("decided_at")) if placed else None), epoch(started),
+            statuses)
 
 
-def _queue_row(f: Facts, t: Text, item: Entry) -> dict[str, str]:
-    placed = f.first(item, "scheduling.placed") or {}
+def _queue_row(f: Facts, t: Text, item: Entry) -> QueueRow:
+    placed = f.first(item, PLACED)
     t0, t_placed, t_started, statuses = _queue_times(f, item)
     missing = t("ops.not_recorded")
     waits = [_wait(t, b - t0) for b in (t_placed, t_started) if t0 is not None and b is not None]
     restarts = sum(int(s.get("restartCount") or 0) for s in statuses) if statuses else None
     return {"item": short(item["nodeid"]), "submitted": when(t0) or missing,
-            "admitted": when(placed.get("admitted_at")) or missing, "placed": when(t_placed) or missing,
+            "admitted": when(placed.get("admitted_at") if placed else None) or missing,
+            "placed": when(t_placed) or missing,
             "started": when(t_started) or missing, "wait": " / ".join(waits) or missing,
             "restarts": missing if restarts is None else str(restarts)}
 
@@ -327,21 +371,21 @@ def _wait(t: Text, seconds: float) -> str:
 # ---------------------------------------------------------------- phases and scenarios
 
 
-def _coverage(t: Text, state: str, what: str, items: list[ItemDict], detail: str) -> dict[str, Any]:
+def _coverage(t: Text, state: str, what: str, items: list[ItemDict], detail: str) -> Coverage:
     ids = [short(i["nodeid"]) for i in items]
     return {"what": what, "state": state, "state_text": t(f"cov.{state}"), "proof": ids[:6],
             "more": max(0, len(ids) - 6), "detail": detail}
 
 
-def phases(f: Facts, t: Text, signoff: dict[str, Any]) -> list[dict[str, Any]]:
+def phases(f: Facts, t: Text, signoff: dict[str, Any]) -> list[Coverage]:
     """The four acceptance phases, each covered / partly covered / not covered / contradicted, with its items."""
     disc = f.by_layer["discovery"]
     ok = [i for i in disc if i["status"] == "passed"]
     state = "not_covered" if not disc else "covered" if len(ok) == len(disc) else "partial" if ok else "against"
     out = [_coverage(t, state, t("phase.catalogue"), ok, t("d.catalogue", passed=len(ok), total=len(disc)))]
     out.append(_placement(f, t))
-    digests = [i for i in f.with_kind["artifact.digest"] if all(
-        d.get("observed") == d.get("expected") or not d.get("expected") for d in f.all(i, "artifact.digest"))]
+    digests = [i for i in f.with_kind[DIGEST.name] if all(
+        d.get("observed") == d.get("expected") or not d.get("expected") for d in f.all(i, DIGEST))]
     images = [i for i in f.by_layer["startup"] if image_digest(f, i)]
     signed = verification(signoff)[0] == "verified"  # a signature nobody checked proves nothing
     state = "covered" if signed and digests else "partial" if signed or digests else "not_covered"
@@ -364,15 +408,14 @@ def probes(f: Facts, kind: str) -> tuple[list[ItemDict], list[ItemDict]]:
     """(passed, failed or errored) governance probe items of ``kind`` (``governance.probe`` record's
     ``probe_kind``, e.g. ``tenant-isolation``, ``attribution``): the only facts that prove a tenant
     boundary or usage attribution. A probe that was not applicable, blocked or not run is in neither."""
-    mine = [i for i in f.with_kind["governance.probe"]
-            if any(d.get("probe_kind") == kind for d in f.all(i, "governance.probe"))]
+    mine = [i for i in f.with_kind[PROBE.name] if any(d["probe_kind"] == kind for d in f.all(i, PROBE))]
     return ([i for i in mine if i["status"] == "passed"], [i for i in mine if i["status"] in ("failed", "error")])
 
 
-def _placement(f: Facts, t: Text) -> dict[str, Any]:
+def _placement(f: Facts, t: Text) -> Coverage:
     """Phase 2: placements and Pending reasons from the placement items (governance probes are not
     placements); "no boundary crossed" only from a tenant-isolation probe that ran and passed."""
-    items = [i for i in f.by_layer["scheduling"] if not f.first(i, "governance.probe")]
+    items = [i for i in f.by_layer["scheduling"] if not f.first(i, PROBE)]
     placed = [i for i in items if i["status"] == "passed"]
     failed = [i for i in items if i["status"] in ("failed", "error")]
     unexplained = [i for i in failed if ((fl := i.get("failure")) and fl["category"]) in ("scheduling_timeout", None)]
@@ -390,18 +433,17 @@ def _placement(f: Facts, t: Text) -> dict[str, Any]:
                        unexplained=len(unexplained)) + t("verdict.join") + boundary)
 
 
-def scenarios(f: Facts, t: Text) -> list[dict[str, Any]]:
+def scenarios(f: Facts, t: Text) -> list[Coverage]:
     """The four POC scenarios, each with the items that prove it (or "not covered" and why). Usage
     attribution is covered only by an attribution probe that passed; device samples alone prove nothing
     about who the usage is counted to."""
     out = [_new_resource(f, t)]
-    queued = [i for i in f.by_layer["scheduling"] if i["status"] == "passed"
-              and (f.first(i, "scheduling.request") or {}).get("queue")]
-    queues = sorted({str((f.first(i, "scheduling.request") or {}).get("queue")) for i in queued})
+    queued = [i for i in f.by_layer["scheduling"] if i["status"] == "passed" and _queue(f, i)]
+    queues = sorted({str(_queue(f, i)) for i in queued})
     out.append(_coverage(t, "partial", t("scn.training"), queued, t("d.training", queues=", ".join(queues)))
                if queued else _coverage(t, "not_covered", t("scn.training"), [], t("d.training_none")))
     out.append(_inference(f, t))
-    sampled = [i for i in f.with_kind["model.usage"] if any(d.get("available") for d in f.all(i, "model.usage"))]
+    sampled = [i for i in f.with_kind[USAGE.name] if any(d["available"] for d in f.all(i, USAGE))]
     attributed, miscounted = probes(f, "attribution")
     if miscounted:
         out.append(_coverage(t, "against", t("scn.usage"), miscounted, t("d.usage_against", count=len(miscounted))))
@@ -413,7 +455,7 @@ def scenarios(f: Facts, t: Text) -> list[dict[str, Any]]:
     return out
 
 
-def _new_resource(f: Facts, t: Text) -> dict[str, Any]:
+def _new_resource(f: Facts, t: Text) -> Coverage:
     status: dict[tuple[str, str], dict[str, set[str]]] = {}
     for item in f.items:
         if item["layer"] in ("discovery", "scheduling", "startup"):
@@ -430,18 +472,18 @@ def _new_resource(f: Facts, t: Text) -> dict[str, Any]:
     return _coverage(t, "not_covered", t("scn.new_resource"), [], t("d.catalogue", passed=0, total=len(status)))
 
 
-def _inference(f: Facts, t: Text) -> dict[str, Any]:
-    served = [i for i in f.by_layer["model"] if (f.first(i, "model.identity") or {}).get("serving")]
+def _inference(f: Facts, t: Text) -> Coverage:
+    served = [i for i in f.by_layer["model"] if (ident := f.first(i, IDENTITY)) and ident.get("serving")]
     if not served:
         return _coverage(t, "not_covered", t("scn.inference"), [], t("d.inference_none"))
     aspects = {
         "version": [i for i in served if i["status"] == "passed"],
-        "entry": [i for i in f.by_layer["startup"] if i["status"] == "passed" and f.first(i, "serving.auth")],
-        "permission": [i for i in f.with_kind["serving.auth"] if any(d.get("protected") for d in
-                                                                     f.all(i, "serving.auth"))],
+        "entry": [i for i in f.by_layer["startup"] if i["status"] == "passed" and f.first(i, SERVING_AUTH) is not None],
+        "permission": [i for i in f.with_kind[SERVING_AUTH.name] if any(d["protected"] for d in
+                                                                        f.all(i, SERVING_AUTH))],
         "observability": [i for i in f.with_kind["serving.load"] if i["status"] == "passed"],
-        "rollback": [i for i in f.with_kind["serving.rollback"] if any(d.get("status") == "verified" for d in
-                                                                       f.all(i, "serving.rollback"))],
+        "rollback": [i for i in f.with_kind[ROLLBACK.name] if any(d["status"] == "verified" for d in
+                                                                  f.all(i, ROLLBACK))],
     }
     notes = t.join([f"{t('aspect.' + k)}: {t('cov.covered') if v else t('cov.not_covered')}"
                     for k, v in aspects.items()])
@@ -453,13 +495,13 @@ def _inference(f: Facts, t: Text) -> dict[str, Any]:
 # ---------------------------------------------------------------- untested scope
 
 
-def untested(f: Facts, t: Text) -> dict[str, Any]:
+def untested(f: Facts, t: Text) -> Untested:
     """``{"groups": [{"reason", "count", "examples", "who", "how"}], "more", "never": [lines], "none"}``:
     untested items grouped by why, each with the team or person who can close the group and how, then
     the parts of items that ran but were not proven (``untested.not_proven``, grouped by layer and part).
     "Nothing untested" (``none``) only when there is none of either and nothing is never covered."""
     by_id = {i["nodeid"]: i for i in f.items}
-    groups: dict[tuple[str, str], dict[str, Any]] = {}
+    groups: dict[tuple[str, str], UntestedGroup] = {}
     for entry in f.evidence["untested"]["items"]:
         key, label, who, how = _group(f, t, entry, by_id)
         group = groups.setdefault(key, {"reason": label, "count": 0, "examples": [], "who": who, "how": how})
@@ -470,16 +512,16 @@ def untested(f: Facts, t: Text) -> dict[str, Any]:
     never = [t("un.never", matrix=m, dimension=t(f"dim.{d}") if d in _DIMS else d, values=", ".join(v))
              for m, gaps in sorted((f.evidence["untested"].get("never_covered") or {}).items())
              for d, v in sorted(gaps.items())]
-    parts: dict[tuple[str, str], dict[str, Any]] = {}
+    parts: dict[tuple[str, str], UntestedGroup] = {}
     for gap in f.evidence["untested"].get("not_proven") or []:
-        layer, part = str(gap.get("layer") or ""), str(gap.get("part") or "")
+        layer, part = str(gap["layer"] or ""), str(gap["part"] or "")
         group = parts.setdefault((layer, part), {
             "reason": t("un.part", layer=t.layer(layer), part=part), "count": 0, "examples": [],
-            "who": t.team(owned["owner"] if (owned := by_id.get(str(gap.get("nodeid")))) else ""),
-            "how": cut(str(gap.get("reason") or ""), 300)})
+            "who": t.team(owned["owner"] if (owned := by_id.get(str(gap["nodeid"]))) else ""),
+            "how": cut(str(gap["reason"] or ""), 300)})
         group["count"] += 1
         if len(group["examples"]) < 3:
-            group["examples"].append(short(str(gap.get("nodeid") or "")))
+            group["examples"].append(short(str(gap["nodeid"] or "")))
     ordered += sorted(parts.values(), key=lambda g: (-g["count"], g["reason"]))
     return {"groups": ordered[:UNTESTED_GROUPS], "more": max(0, len(ordered) - UNTESTED_GROUPS), "never": never,
             "none": "" if ordered or never else t("un.none")}
@@ -492,11 +534,11 @@ def _group(f: Facts, t: Text, entry: UntestedEntry, by_id: dict[str, ItemDict]
            ) -> tuple[tuple[str, str], str, str, str]:
     """(group key, reason in words, who can close it, how) of one untested entry."""
     status, layer = entry["status"], entry["layer"]
-    reason = str(entry.get("reason") or "")
+    reason = str(entry["reason"] or "")
     blocked_by = entry["blocked_by"]
     if status == "blocked" and blocked_by:
         root = by_id.get(blocked_by)
-        failure = root.get("failure") if root else None
+        failure = failure_of(root) if root else None
         return ((status, blocked_by), t("un.blocked", root=short(blocked_by)),
                 t.team((failure["owner"] if failure else "") or (root["owner"] if root else "")),
                 t("how.blocked", category=failure["category"] if failure else "?"))
@@ -527,7 +569,7 @@ def reproduce(f: Facts, t: Text) -> list[tuple[str, str]]:
     rows.append((t("rep.verify"), f"hetero verify reports/{rid} --key KEY.pub"))
     rows.append((t("rep.render"), f"hetero render reports/{rid} --format dossier --lang {t.lang} --pdf "
                                   f"--out dossier-{rid}-{t.lang}.pdf"))
-    rows += [(t("rep.matrix"), f"{m.get('name')}: sha256 {m.get('sha256')}") for m in f.evidence.get("matrices") or []]
+    rows += [(t("rep.matrix"), f"{m['name']}: sha256 {m['sha256']}") for m in f.evidence.get("matrices") or []]
     rows.append((t("rep.tool"), f"{run.get('tool', 'pytest-hetero')} {run.get('tool_version', '?')}"))
     rows.append((t("rep.git"), str(run.get("git_commit") or t("rep.not_recorded"))))
     rows.append((t("rep.env"), t("rep.env_value", host=run.get("host", "?"), python=run.get("python", "?"),

@@ -29,7 +29,7 @@ from xml.sax.saxutils import escape, quoteattr
 from junitparser import JUnitXml, TestSuite
 
 from pytest_hetero import LAYERS
-from pytest_hetero.evidence.document import item_of
+from pytest_hetero.evidence.document import failure_of, item_of
 from pytest_hetero.evidence.model import UNTESTED_STATUSES
 from pytest_hetero.reporting.view import entries, junit_properties, owner_shown, printable, rule_results, verification
 
@@ -69,8 +69,7 @@ def junit_identity(nodeid: str) -> tuple[str, str]:
 def _case_xml(entry: Entry, tally: dict[str, int]) -> str:
     """One ``<testcase>`` element as text, children in schema order; counts it into ``tally``."""
     status = entry["status"]
-    item = item_of(entry)
-    failure = item.get("failure") if item else None
+    failure = failure_of(entry)
     classname, name = junit_identity(printable(entry["nodeid"]))
     head = (f"<testcase classname={quoteattr(classname)} name={quoteattr(name)}"
             f" time=\"{_seconds(entry):.3f}\">")

@@ -77,8 +77,9 @@ def _failures(evidence: EvidenceDocument) -> list[str]:
         out.append(f"- **{md(owner)}** ({len(items)})")
         for item in items[: max(0, MAX_LINES - lines)]:
             lines += 1
-            failure = item.get("failure") or {}
-            out.append(f"  - {code(item['nodeid'])}: {md(failure.get('category'))}: {md(failure.get('message'))}")
+            failure = item["failure"]
+            category, message = (failure["category"], failure["message"]) if failure else (None, None)
+            out.append(f"  - {code(item['nodeid'])}: {md(category)}: {md(message)}")
     total = sum(len(i) for _, i in groups)
     if total > lines:
         out.append(f"- … {total - lines} more in report.html / evidence.json")
@@ -131,12 +132,12 @@ def _untested(evidence: EvidenceDocument) -> list[str]:
             by_status[entry["status"]] = by_status.get(entry["status"], 0) + 1
         out.append(", ".join(f"{n} {s}" for s, n in sorted(by_status.items(), key=lambda kv: -kv[1])))
         out.append("")
-        out += [f"- {entry['status']}: {code(entry['nodeid'])} — {md(entry.get('reason'))}"
+        out += [f"- {entry['status']}: {code(entry['nodeid'])} — {md(entry['reason'])}"
                 for entry in untested[:MAX_LINES]]
         if len(untested) > MAX_LINES:
             out.append(f"- … {len(untested) - MAX_LINES} more in report.html / evidence.json")
     not_proven = evidence["untested"].get("not_proven", [])
-    out += [f"- not proven: {code(entry['nodeid'])} {md(entry.get('part'))} — {md(entry.get('reason'))}"
+    out += [f"- not proven: {code(entry['nodeid'])} {md(entry['part'])} — {md(entry['reason'])}"
             for entry in not_proven[:MAX_LINES]]
     if len(not_proven) > MAX_LINES:
         out.append(f"- … {len(not_proven) - MAX_LINES} more not-proven parts in evidence.json")

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_hetero import LAYERS
+from pytest_hetero.evidence.document import failure_of
 from pytest_hetero.evidence.untested import NEVER_COVERED_LABELS
 from pytest_hetero.reporting.view import one_line
 
@@ -103,7 +104,7 @@ def _cleanup_lines(evidence: EvidenceDocument) -> list[str]:
 def _failure_lines(evidence: EvidenceDocument) -> list[str]:
     """``failures by owner:`` then each owner's count and failed items (none: nothing)."""
     failures = [(i["nodeid"], f) for i in evidence["items"] if i["status"] in ("failed", "error")
-                and (f := i.get("failure"))]
+                and (f := failure_of(i))]
     if not failures:
         return []
     lines = ["failures by owner:"]

@@ -22,18 +22,73 @@ import hashlib
 import json
 import math
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeGuard
+from typing import TYPE_CHECKING, Any, TypedDict, TypeGuard
 
 import jinja2
 
 from pytest_hetero.evidence.document import item_of
 from pytest_hetero.evidence.inputs import input_digests
+from pytest_hetero.evidence.records import RULES, data_of
 from pytest_hetero.vocab import FAILED
 
 if TYPE_CHECKING:
     from pytest_hetero.evidence.document import Entry, EvidenceDocument, RuleResult
 
 SPARK = "▁▂▃▄▅▆▇█"
+
+
+class Night(TypedDict):
+    """One night: its run id, start time, verdict, how its bundle verified, the tool version."""
+
+    run: str | None
+    started_at: str | None
+    verdict: str | None
+    verification: str
+    tool_version: str | None
+
+
+class ItemTrend(TypedDict):
+    """An item across the nights: its status each night (None: it did not exist), the first night it failed,
+    the night its failing streak began, status changes, and those with unchanged inputs (flaky)."""
+
+    item: str
+    layer: str
+    history: list[str | None]
+    first_failing: int | None
+    failing_since: int | None
+    changes: int
+    flaky: bool
+    flaky_changes: int
+
+
+class MetricTrend(TypedDict):
+    """A business rule's numeric observed value across the nights, its verdicts and its accepted bound."""
+
+    item: str
+    rule: str
+    series: list[float | None]
+    verdicts: list[str | None]
+    bound: dict[str, Any] | None
+    expected: str
+
+
+class TrendSummary(TypedDict):
+    """How many nights, items, items failing now, flaky items and metric series."""
+
+    nights: int
+    items: int
+    failing_now: int
+    flaky: int
+    metrics: int
+
+
+class Trend(TypedDict):
+    """The trend (:func:`trend`): ``hetero trend --format json`` writes it as it is."""
+
+    nights: list[Night]
+    items: list[ItemTrend]
+    metrics: list[MetricTrend]
+    summary: TrendSummary
 
 
 def _night_inputs(evidence: EvidenceDocument) -> dict[str, str]:
@@ -78,13 +133,13 @@ def _night(evidence: EvidenceDocument) -> tuple[dict[str, tuple[str, str, str]],
             used.get((name, "rules", str(keys.get("dataset"))), "")
         statuses[key] = (entry["status"], f"{inputs.get(prefix, '')}|{ident}|{code}|{rules}", entry["layer"])
         for record in item["records"] if item else []:
-            if record["kind"] == "business.rules":
-                for result in record["data"].get("results") or []:
-                    metrics[(key, str(result.get("name")))] = result
+            judged = data_of(record, RULES)
+            for result in judged["results"] if judged else []:
+                metrics[(key, str(result.get("name")))] = result
     return statuses, metrics
 
 
-def trend(nights: list[tuple[EvidenceDocument, str]]) -> dict[str, Any]:
+def trend(nights: list[tuple[EvidenceDocument, str]]) -> Trend:
     """The trend of ``nights`` (``(evidence, verification)`` pairs, any order).
 
     Returns ``{"nights": [{"run", "started_at", "verdict", "verification", "tool_version"}], "items":
@@ -101,7 +156,7 @@ def trend(nights: list[tuple[EvidenceDocument, str]]) -> dict[str, Any]:
     items.sort(key=lambda e: (e["failing_since"] is None, not e["flaky"], e["item"]))
     metric_keys = sorted({k for _, metrics in per_night for k, r in metrics.items() if _numeric(r.get("observed"))})
     metrics = [_metric_trend(k, [m.get(k) for _, m in per_night]) for k in metric_keys]
-    summary = {"nights": len(ordered), "items": len(items),
+    summary: TrendSummary = {"nights": len(ordered), "items": len(items),
                "failing_now": sum(1 for e in items if e["failing_since"] is not None),
                "flaky": sum(1 for e in items if e["flaky"]), "metrics": len(metrics)}
     return {"nights": [{"run": ev.get("run", {}).get("id"), "started_at": ev.get("run", {}).get("started_at"),
@@ -114,7 +169,7 @@ def _numeric(value: object) -> TypeGuard[float | int]:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
-def _item_trend(key: str, seen: list[tuple[str, str, str] | None]) -> dict[str, Any]:
+def _item_trend(key: str, seen: list[tuple[str, str, str] | None]) -> ItemTrend:
     history = [s[0] if s else None for s in seen]
     failing = [i for i, s in enumerate(history) if s in FAILED]
     since = None
@@ -133,7 +188,7 @@ def _item_trend(key: str, seen: list[tuple[str, str, str] | None]) -> dict[str, 
             "failing_since": since, "changes": changes, "flaky": flaky > 0, "flaky_changes": flaky}
 
 
-def _metric_trend(key: tuple[str, str], results: list[RuleResult | None]) -> dict[str, Any]:
+def _metric_trend(key: tuple[str, str], results: list[RuleResult | None]) -> MetricTrend:
     latest = next((r for r in reversed(results) if r), None)
     return {"item": key[0], "rule": key[1],
             "series": [float(value) if r and _numeric(value := r.get("observed")) else None for r in results],
@@ -152,7 +207,7 @@ def sparkline(series: list[float | None]) -> str:
     return "".join("·" if v is None else SPARK[min(7, int((v - low) / span * 7.999))] for v in series)
 
 
-def render_trend_text(data: dict[str, Any], limit: int = 50) -> str:
+def render_trend_text(data: Trend, limit: int = 50) -> str:
     """Plain text for a terminal: nights, items failing now (with the night they started), flaky items, and
     each metric's series with its bound."""
     nights = data["nights"]
@@ -182,11 +237,11 @@ def render_trend_text(data: dict[str, Any], limit: int = 50) -> str:
     return "\n".join(lines) + "\n"
 
 
-def bound_text(metric: dict[str, Any]) -> str:
+def bound_text(metric: MetricTrend) -> str:
     """The accepted bound of a metric series in words (``>= 0.95``, ``<= 20 ms``), else its expected text."""
-    bound = metric.get("bound")
+    bound = metric["bound"]
     if not bound:
-        return metric.get("expected") or "?"
+        return metric["expected"] or "?"
     tol = f" ± {bound['tolerance']:g}" if bound.get("tolerance") else ""
     return f"{bound['op']} {bound['value']:g}{tol}" + (f" {bound['unit']}" if bound.get("unit") else "")
 
@@ -214,7 +269,7 @@ def svg_series(series: list[float | None], bound: dict[str, Any] | None, width: 
             f'{line}<polyline points="{points}" class="series"/>{dots}</svg>')
 
 
-def render_trend_html(data: dict[str, Any], limit: int = 50) -> str:
+def render_trend_html(data: Trend, limit: int = 50) -> str:
     """A self-contained HTML page (no script, no network): nights, each item's status history as coloured
     cells (failing now and flaky first), and each metric's series as an SVG line with its bound dashed."""
     folder = Path(__file__).parent / "templates"

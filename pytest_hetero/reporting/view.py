@@ -12,13 +12,119 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from pytest_hetero import LAYERS
+from pytest_hetero.evidence.document import failure_of
 from pytest_hetero.evidence.model import STATUSES
+from pytest_hetero.evidence.records import RULES, data_of
 
 if TYPE_CHECKING:
-    from pytest_hetero.evidence.document import Entry, EvidenceDocument
+    from pytest_hetero.evidence.document import ArtifactDict, Entry, EvidenceDocument, FailureDict, RecordDict
+
+
+class RuleRow(TypedDict):
+    """One rule's result of a judged sample, as the JUnit and CTRF renderings show it (see :func:`rule_results`)."""
+
+    name: str | None
+    metric: str | None
+    threshold: str | None
+    observed: float | int | str | None
+    unit: str | None
+    provenance: str | None
+    verdict: str | None
+    run: int | None
+
+
+class HeatCell(TypedDict):
+    """A heat-map cell: the item's status, its index in :func:`entries`, node id, root, reason, why."""
+
+    status: str
+    index: int
+    nodeid: str
+    blocked_by: str | None
+    reason: str | None
+    why: str
+
+
+class HeatRow(TypedDict):
+    """A heat-map row: the matrix, the combination's key values and each layer's cell (None: no item)."""
+
+    matrix: str
+    keys: list[str]
+    cells: dict[str, HeatCell | None]
+
+
+class Heatmap(TypedDict):
+    """The heat map: its rows, or none when ``summarised`` (more than the limit: ``total_rows``)."""
+
+    summarised: bool
+    total_rows: int
+    rows: list[HeatRow]
+
+
+class SubCell(TypedDict):
+    """One layer of a grid cell: the worst status, counts by status, passed of total, notes and hover text."""
+
+    layer: str
+    letter: str
+    status: str
+    counts: dict[str, int]
+    passed: int
+    total: int
+    notes: list[int]
+    title: str
+
+
+class GridCell(TypedDict):
+    """A resource × image cell (``layers`` None where the resource has no such image)."""
+
+    image: str
+    layers: list[SubCell] | None
+
+
+class GridRow(TypedDict):
+    """A resource's row of cells."""
+
+    resource: str
+    cells: list[GridCell]
+
+
+class Grid(TypedDict):
+    """One matrix's grid."""
+
+    matrix: str
+    images: list[str]
+    rows: list[GridRow]
+
+
+class Reason(TypedDict):
+    """A numbered failure reason and how many items it explains."""
+
+    n: int
+    text: str
+    count: int
+
+
+class FailedRow(TypedDict):
+    """A failed or errored item as the failure lists show it: its index in :func:`entries` (the report's
+    detail anchor), node id, layer, status, failure, records and artifacts."""
+
+    index: int
+    nodeid: str
+    layer: str
+    status: str
+    failure: FailureDict | None
+    records: list[RecordDict]
+    artifacts: list[ArtifactDict]
+
+
+class Heatgrid(TypedDict):
+    """The grids, the numbered reasons (``reasons_more``: reasons beyond the limit)."""
+
+    grids: list[Grid]
+    reasons: list[Reason]
+    reasons_more: int
 
 _INVISIBLE = ("\x7f-\x9f"  # DEL and the C1 controls (CSI \x9b starts a terminal sequence by itself)
               # Unicode format characters (category Cf, Unicode 14): bidi embeddings, overrides and isolates,
@@ -149,18 +255,18 @@ def matrix_of(entry: Entry) -> str:
     return ("matrix" in entry and entry["matrix"]) or entry["nodeid"].split("::", 1)[0]
 
 
-def rule_results(entry: Entry) -> list[dict[str, Any]]:
+def rule_results(entry: Entry) -> list[RuleRow]:
     """A business item's acceptance results for the JUnit and CTRF renderings: per rule of each judged sample
     ``{"name", "metric", "threshold", "observed", "unit", "provenance", "verdict", "run"}`` (``provenance`` is
     computed, measured or self_reported; ``run`` the repeated sample, else None). Empty for other items."""
-    out: list[dict[str, Any]] = []
+    out: list[RuleRow] = []
     if "records" not in entry:
         return out
     for record in entry["records"]:
-        if record["kind"] != "business.rules":
+        data = data_of(record, RULES)
+        if data is None:
             continue
-        data = record["data"]
-        for r in data.get("results") or ():
+        for r in data["results"]:
             out.append({"name": r.get("name"), "metric": r.get("metric") or r.get("kind"),
                         "threshold": r.get("expected"), "observed": r.get("observed"), "unit": r.get("unit"),
                         "provenance": (r.get("provenance") or {}).get("source"), "verdict": r.get("verdict"),
@@ -183,7 +289,7 @@ def _key(entry: Entry) -> tuple[str, ...]:
     return tuple(out)
 
 
-def heatmap(evidence: EvidenceDocument, limit: int = HEATMAP_ROW_LIMIT) -> dict[str, Any]:
+def heatmap(evidence: EvidenceDocument, limit: int = HEATMAP_ROW_LIMIT) -> Heatmap:
     """Rows of the per-combination heat map (every resource × image × model × dataset).
 
     Returns ``{"summarised": bool, "total_rows": int, "rows": [{"matrix", "keys": [str, …], "cells":
@@ -206,7 +312,7 @@ def heatmap(evidence: EvidenceDocument, limit: int = HEATMAP_ROW_LIMIT) -> dict[
 
 
 def _item_rows(items: list[Entry], located: list[tuple[str, tuple[str, ...]]],
-               rows_keys: list[tuple[str, tuple[str, ...]]]) -> list[dict[str, Any]]:
+               rows_keys: list[tuple[str, tuple[str, ...]]]) -> list[HeatRow]:
     """One heat-map row per combination; each layer's cell is the item keyed by the longest prefix."""
     by_prefix = {(matrix, entry["layer"], key): index
                  for index, (entry, (matrix, key)) in enumerate(zip(items, located, strict=True))
@@ -218,16 +324,16 @@ def _item_rows(items: list[Entry], located: list[tuple[str, tuple[str, ...]]],
         if "check" in entry["keys"] and (slot not in by_prefix or (
                 entry["status"] != "passed" and items[by_prefix[slot]]["status"] == "passed")):
             by_prefix[slot] = index
-    rows = []
+    rows: list[HeatRow] = []
     for matrix, key in rows_keys:
-        cells: dict[str, Any] = {}
+        cells: dict[str, HeatCell | None] = {}
         for layer in LAYERS:
             found = next((by_prefix[(matrix, layer, key[:n])] for n in range(len(key), 0, -1)
                           if (matrix, layer, key[:n]) in by_prefix), None)
             e = items[found] if found is not None else None
-            cells[layer] = None if e is None else {"status": e["status"], "index": found, "nodeid": e["nodeid"],
-                                                    "blocked_by": e.get("blocked_by"), "reason": e.get("reason"),
-                                                    "why": why(e)}
+            cells[layer] = None if e is None or found is None else {
+                "status": e["status"], "index": found, "nodeid": e["nodeid"], "blocked_by": e.get("blocked_by"),
+                "reason": e.get("reason"), "why": why(e)}
         rows.append({"matrix": matrix, "keys": list(key), "cells": cells})
     return rows
 
@@ -251,7 +357,7 @@ def why(entry: Entry) -> str:
     return printable(str(entry.get("reason") or ""))[:200]
 
 
-def heatgrid(evidence: EvidenceDocument, reason_limit: int = GRID_REASONS) -> dict[str, Any]:
+def heatgrid(evidence: EvidenceDocument, reason_limit: int = GRID_REASONS) -> Heatgrid:
     """The run as a resource × image grid per matrix, each cell holding the five layers as sub-cells.
 
     A sub-cell counts the items of its layer for that resource × image (every model@dataset for model and
@@ -286,21 +392,22 @@ def heatgrid(evidence: EvidenceDocument, reason_limit: int = GRID_REASONS) -> di
                 mine.append(found[0])
     texts = {n: text for text, (n, _) in reasons.items()}
     grids = [_grid(matrix, per, tally, notes, texts) for matrix, per in sorted(images.items())]
-    numbered = [{"n": n, "text": text, "count": count} for text, (n, count) in reasons.items() if n <= reason_limit]
+    numbered: list[Reason] = [{"n": n, "text": text, "count": count} for text, (n, count) in reasons.items()
+                              if n <= reason_limit]
     return {"grids": grids, "reasons": numbered, "reasons_more": max(0, len(reasons) - reason_limit)}
 
 
 def _grid(matrix: str, per: dict[str, set[str]], tally: dict[tuple[str, str, str, str], Counter[str]],
-          notes: dict[tuple[str, str, str, str], list[int]], texts: dict[int, str]) -> dict[str, Any]:
+          notes: dict[tuple[str, str, str, str], list[int]], texts: dict[int, str]) -> Grid:
     columns = sorted({img for imgs in per.values() for img in imgs}) or ["*"]
-    rows = []
+    rows: list[GridRow] = []
     for res in sorted(per):
-        cells: list[dict[str, Any]] = []
+        cells: list[GridCell] = []
         for img in columns:
             if img not in per[res] and per[res]:
                 cells.append({"image": img, "layers": None})
                 continue
-            layers = []
+            layers: list[SubCell] = []
             for layer in LAYERS:
                 counts: Counter[str] = Counter()
                 mine: list[int] = []
@@ -313,7 +420,7 @@ def _grid(matrix: str, per: dict[str, set[str]], tally: dict[tuple[str, str, str
     return {"matrix": matrix, "images": columns, "rows": rows}
 
 
-def _subcell(layer: str, counts: Counter[str], mine: list[int], texts: dict[int, str]) -> dict[str, Any]:
+def _subcell(layer: str, counts: Counter[str], mine: list[int], texts: dict[int, str]) -> SubCell:
     total = sum(counts.values())
     status = next((s for s in SEVERITY if counts.get(s)), "none")
     title = f"{layer}: " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())) if total else f"{layer}: —"
@@ -323,15 +430,17 @@ def _subcell(layer: str, counts: Counter[str], mine: list[int], texts: dict[int,
             "total": total, "notes": mine, "title": title}
 
 
-def failures_by_owner(evidence: EvidenceDocument) -> list[tuple[str, list[dict[str, Any]]]]:
-    """[(owner team, [failed/errored item dicts, each with ``index`` as in :func:`entries`])],
-    teams with most failures first."""
-    groups: dict[str, list[dict[str, Any]]] = {}
+def failures_by_owner(evidence: EvidenceDocument) -> list[tuple[str, list[FailedRow]]]:
+    """[(owner team, [failed/errored items, each with ``index`` as in :func:`entries`])], teams with most
+    failures first."""
+    groups: dict[str, list[FailedRow]] = {}
     for index, item in enumerate(evidence["items"]):
         if item["status"] in ("failed", "error"):
-            failure = item.get("failure")
+            failure = failure_of(item)
             owner = (failure["owner"] if failure else "") or item["owner"] or "unowned"
-            groups.setdefault(owner, []).append({**item, "index": index})
+            groups.setdefault(owner, []).append({
+                "index": index, "nodeid": item["nodeid"], "layer": item["layer"], "status": item["status"],
+                "failure": failure, "records": item["records"], "artifacts": item["artifacts"]})
     return sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0]))
 
 
@@ -347,5 +456,5 @@ def owner_shown(entry: Entry) -> str:
     so evidence, terminal, pytest-html, JUnit and CTRF name the same team for the same failure."""
     if "owner" not in entry:  # an untested-only entry: no item, no owner
         return ""
-    failure = entry.get("failure")
+    failure = failure_of(entry)
     return (failure["owner"] if failure else "") or entry["owner"]

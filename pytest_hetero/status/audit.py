@@ -40,11 +40,13 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict, cast
 
 from pytest_hetero.errors import HeteroError, Location
 
 if TYPE_CHECKING:
+    from typing_extensions import NotRequired
+
     from pytest_hetero.matrix.model import Matrix
 
 AUDIT_API_VERSION = "audit.k8s.io/v1"
@@ -70,6 +72,80 @@ def _no_constant(token: str) -> Any:
 _DECODER = json.JSONDecoder(parse_constant=_no_constant)
 """One decoder for every line (``json.loads`` with a hook builds a new one per call): RFC 8259 only, as
 :func:`pytest_hetero.safeio.loads_bounded` reads; an integer over Python's digit limit is a ValueError."""
+
+
+class AuditEvent(TypedDict):
+    """An ``audit.k8s.io/v1`` Event line as :func:`read_audit_log` accepted it (kind, apiVersion, verb, user,
+    stage and stageTimestamp checked); the other fields are read as the apiserver wrote them, untrusted."""
+
+    kind: str
+    apiVersion: str
+    verb: str
+    user: dict[str, object]
+    stage: str
+    stageTimestamp: str
+    objectRef: NotRequired[object]
+    responseStatus: NotRequired[object]
+    impersonatedUser: NotRequired[object]
+    auditID: NotRequired[object]
+
+
+class Who(TypedDict):
+    """Who made a change: the user and groups (the impersonated identity when there is one), ``via`` the user
+    who impersonated, ``manager`` the field manager (managedFields only; the rest then None)."""
+
+    user: str | None
+    groups: list[str] | None
+    via: str | None
+    manager: str | None
+
+
+class What(TypedDict):
+    """What a change wrote: the verb (managedFields: the operation) and the object."""
+
+    verb: str | None
+    resource: str | None
+    subresource: str | None
+    namespace: str | None
+    name: str | None
+    apiGroup: str
+
+
+class ChangeEntry(TypedDict):
+    """A change entry (module docstring): who, what, when (RFC 3339), the response code (None from
+    managedFields) and the audit ID."""
+
+    who: Who
+    what: What
+    when: str | None
+    code: int | None
+    audit_id: str | None
+
+
+class ListedChange(ChangeEntry):
+    """A change as a matrix's audited record lists it: the pools it touched, those the change record does not
+    name, and whether the control plane made it."""
+
+    pools: list[str]
+    undeclared_pools: list[str]
+    control_plane: bool
+
+
+class Finding(TypedDict):
+    """A change to pools the change record does not name (``undeclared_change``)."""
+
+    category: str
+    pools: list[str]
+    change: ListedChange
+    message: str
+
+
+class FileRead(TypedDict):
+    """The audit log file as read: its path, size in bytes and sha256."""
+
+    path: str
+    bytes: int
+    sha256: str
 
 
 class AuditLogError(HeteroError):
@@ -100,15 +176,15 @@ def parse_time(text: object) -> datetime | None:
     return stamp.replace(tzinfo=timezone.utc)
 
 
-def control_plane(who: dict[str, Any]) -> bool:
+def control_plane(who: Who) -> bool:
     """True for a write by the cluster's own components: kube-controller-manager (its controllers' service
     accounts ``system:serviceaccount:kube-system:*``), the scheduler, a kubelet (``system:node:*``) or, from
     managedFields, those components' manager names."""
-    user = who.get("via") or who.get("user") or ""
+    user = who["via"] or who["user"] or ""
     if user:
         return (user in _CONTROL_PLANE_USERS or user.startswith("system:node:")
                 or user.startswith("system:serviceaccount:kube-system:"))
-    manager = str(who.get("manager") or "")
+    manager = str(who["manager"] or "")
     return manager in _CONTROL_PLANE_MANAGERS
 
 
@@ -119,7 +195,7 @@ class Window:
     the window), ``lines``, ``torn_last_line`` (an unterminated last line: the apiserver was writing it),
     ``first``/``last`` (the earliest and latest ``stageTimestamp`` of any event in the file)."""
 
-    changes: list[dict[str, Any]] = field(default_factory=list)
+    changes: list[ChangeEntry] = field(default_factory=list)
     writes: int = 0
     refused: int = 0
     outside: int = 0
@@ -171,7 +247,7 @@ def _lines(fd: int, path: str, digest: Any) -> Iterator[tuple[int, bytes, bool]]
         yield number + 1, pending, False
 
 
-def _event(raw: bytes, path: str, number: int) -> dict[str, Any]:
+def _event(raw: bytes, path: str, number: int) -> AuditEvent:
     """One line as an audit Event dict; raises AuditLogError naming the line and what is wrong."""
     if b"\x00" in raw:
         raise _refuse(path, number, "binary data (a NUL byte), not a JSON line")
@@ -192,7 +268,7 @@ def _event(raw: bytes, path: str, number: int) -> dict[str, Any]:
     for key, kind in (("verb", str), ("user", dict), ("stageTimestamp", str), ("stage", str)):
         if not isinstance(event.get(key), kind):
             raise _refuse(path, number, f"field '{key}' missing or not a {kind.__name__}")
-    return event
+    return cast(AuditEvent, event)  # the checks above are what the type requires; the rest stays untrusted
 
 
 def _text(value: object, most: int = 253) -> str | None:
@@ -200,27 +276,27 @@ def _text(value: object, most: int = 253) -> str | None:
     return None if value is None else str(value)[:most]
 
 
-def change_of(event: dict[str, Any]) -> dict[str, Any]:
+def change_of(event: AuditEvent) -> ChangeEntry:
     """The change entry (module docstring) of an audit Event (one :func:`read_audit_log` accepted)."""
-    def mapping(value: object) -> dict[str, Any]:
-        return value if isinstance(value, dict) else {}
-
-    user, ref = mapping(event.get("user")), mapping(event.get("objectRef"))
-    status = mapping(event.get("responseStatus"))
+    user = event["user"]
+    ref = event.get("objectRef")
+    ref = ref if isinstance(ref, dict) else {}
+    status = event.get("responseStatus")
+    code = status.get("code") if isinstance(status, dict) else None
     as_user = event.get("impersonatedUser")
-    who = mapping(as_user) if isinstance(as_user, dict) else user
+    who = as_user if isinstance(as_user, dict) else user
     raw_groups = who.get("groups")
-    groups: list[Any] = raw_groups if isinstance(raw_groups, list) else []
+    groups: list[object] = raw_groups if isinstance(raw_groups, list) else []
     return {"who": {"user": _text(who.get("username")), "groups": [str(g)[:253] for g in groups[:50]],
                     "via": _text(user.get("username")) if isinstance(as_user, dict) else None, "manager": None},
-            "what": {"verb": _text(event.get("verb")), "resource": _text(ref.get("resource")),
+            "what": {"verb": _text(event["verb"]), "resource": _text(ref.get("resource")),
                      "subresource": _text(ref.get("subresource")), "namespace": _text(ref.get("namespace")),
                      "name": _text(ref.get("name")), "apiGroup": _text(ref.get("apiGroup")) or ""},
-            "when": _text(event.get("stageTimestamp"), 40), "code": status.get("code"),
+            "when": _text(event["stageTimestamp"], 40), "code": code if isinstance(code, int) else None,
             "audit_id": _text(event.get("auditID"), 64)}
 
 
-def read_audit_log(path: str, since: datetime, until: datetime) -> tuple[Window, dict[str, Any]]:
+def read_audit_log(path: str, since: datetime, until: datetime) -> tuple[Window, FileRead]:
     """The writes in ``[since, until)`` (by ``stageTimestamp``) of the audit log at ``path`` (module
     docstring), and ``{"path", "bytes", "sha256"}`` of the file as read.
 
@@ -265,7 +341,7 @@ def read_audit_log(path: str, since: datetime, until: datetime) -> tuple[Window,
     return window, {"path": path, "bytes": size, "sha256": digest.hexdigest()}
 
 
-def _take(window: Window, event: dict[str, Any], path: str, number: int, since: datetime, until: datetime) -> None:
+def _take(window: Window, event: AuditEvent, path: str, number: int, since: datetime, until: datetime) -> None:
     when = parse_time(event["stageTimestamp"])
     if when is None:
         raise _refuse(path, number, f"stageTimestamp {event['stageTimestamp'][:40]!r} is not an RFC 3339 time")
@@ -319,15 +395,15 @@ def pool_members(matrix: Matrix, snapshots: list[dict[str, Any]]) -> dict[str, s
     return {res.name: _pool_nodes(res, snapshots) for res in matrix.resources}
 
 
-def pools_of(what: dict[str, Any], matrix: Matrix, snapshots: list[dict[str, Any]], namespace: str | None,
+def pools_of(what: What, matrix: Matrix, snapshots: list[dict[str, Any]], namespace: str | None,
              members: dict[str, set[str]] | None = None) -> list[str]:
     """The resources (pools) of ``matrix`` whose objects the change ``what`` touched (module docstring);
     ``snapshots``: the earlier and the current snapshot (pool membership, LocalQueue → ClusterQueue),
     ``namespace``: the target namespace, ``members``: :func:`pool_members` when already computed. A
     ``deletecollection`` (no name) touches every pool that has objects of that kind. Empty: not a pool object."""
     members = members if members is not None else pool_members(matrix, snapshots)
-    resource, group, name = what.get("resource"), what.get("apiGroup") or "", what.get("name")
-    ns, every = what.get("namespace"), what.get("name") is None and what.get("verb") == "deletecollection"
+    resource, group, name = what["resource"], what["apiGroup"] or "", what["name"]
+    ns, every = what["namespace"], name is None and what["verb"] == "deletecollection"
     pools: list[str] = []
     for res in matrix.resources:
         hit = False
@@ -359,18 +435,18 @@ def classify(window: Window, matrix: Matrix, snapshots: list[dict[str, Any]], na
     "findings": [{"category": "undeclared_change", "message", "pools", "change"}], "actors": [user, or
     "manager <name>", of each change to a pool but the control plane's]}``. A finding is a
     change to a pool object by anyone but the control plane whose pools ``intended`` does not all name."""
-    listed: list[dict[str, Any]] = []
-    findings: list[dict[str, Any]] = []
+    listed: list[ListedChange] = []
+    findings: list[Finding] = []
     members = pool_members(matrix, snapshots)
     actors: set[str] = set()
     for change in window.changes:
         pools = pools_of(change["what"], matrix, snapshots, namespace, members)
         undeclared = [p for p in pools if p not in intended]
         own = control_plane(change["who"])
-        entry = {**change, "pools": pools, "undeclared_pools": undeclared, "control_plane": own}
+        entry: ListedChange = {**change, "pools": pools, "undeclared_pools": undeclared, "control_plane": own}
         if pools and not own:
             who = change["who"]
-            actors.add(str(who["user"]) if who.get("user") else f"manager {who.get('manager')}")
+            actors.add(str(who["user"]) if who["user"] else f"manager {who['manager']}")
         if len(listed) < MAX_KEPT:
             listed.append(entry)
         if undeclared and not own:
@@ -382,17 +458,17 @@ def classify(window: Window, matrix: Matrix, snapshots: list[dict[str, Any]], na
             "actors": sorted(actors)}
 
 
-def describe_change(change: dict[str, Any]) -> str:
+def describe_change(change: ChangeEntry) -> str:
     """One line: ``alice (platform-ops) patch resourcequotas team-a/gpu-quota at 2026-12-02T13:47:02.950088Z``;
     a managedFields entry reads ``manager kubectl-edit Update nodes gpu-1 at …``."""
     who, what = change["who"], change["what"]
-    if who.get("manager"):
+    if who["manager"]:
         actor = f"manager {who['manager']}"
     else:
-        groups = [g for g in who.get("groups") or [] if not str(g).startswith("system:authenticated")]
-        actor = str(who.get("user")) + (f" ({', '.join(groups)})" if groups else "")
-        actor += f" as impersonated by {who['via']}" if who.get("via") else ""
-    kind = what["resource"] + (f"/{what['subresource']}" if what.get("subresource") else "")
-    kind = f"{kind}.{what['apiGroup']}" if what.get("apiGroup") else kind
-    obj = f"{what['namespace']}/{what['name']}" if what.get("namespace") else str(what.get("name"))
+        groups = [g for g in who["groups"] or [] if not str(g).startswith("system:authenticated")]
+        actor = str(who["user"]) + (f" ({', '.join(groups)})" if groups else "")
+        actor += f" as impersonated by {who['via']}" if who["via"] else ""
+    kind = str(what["resource"]) + (f"/{what['subresource']}" if what["subresource"] else "")
+    kind = f"{kind}.{what['apiGroup']}" if what["apiGroup"] else kind
+    obj = f"{what['namespace']}/{what['name']}" if what["namespace"] else str(what["name"])
     return f"{actor} {what['verb']} {kind} {obj} at {change['when']}"

@@ -41,9 +41,17 @@ from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any
 
 from pytest_hetero import LAYERS
+from pytest_hetero.evidence.records import COVERAGE, NODE_OUTCOME, PLACED, SNAPSHOT, data_of
 
 if TYPE_CHECKING:
-    from pytest_hetero.evidence.document import ItemDict, PoolStatus, TaskTypeLevel, UntestedNode, ValidationSection
+    from pytest_hetero.evidence.document import (
+        ItemDict,
+        PoolStatus,
+        RecordDict,
+        TaskTypeLevel,
+        UntestedNode,
+        ValidationSection,
+    )
     from pytest_hetero.matrix.model import Matrix
 
 LEVELS: tuple[str, ...] = ("none", *LAYERS)
@@ -87,9 +95,9 @@ def level_of(layers: Mapping[str, str]) -> str:
 
 NODE_OF: tuple[str, ...] = ("scheduling.placed", "startup.pod", "model.run")
 """Record kinds whose ``node`` names the node an item's workload ran on (the first one found is the item's)."""
-NODE_RECORD = "startup.node"
+NODE_RECORD = NODE_OUTCOME.name
 """A node-coverage item's record of one node's outcome (:mod:`pytest_hetero.layers.nodes`)."""
-COVERAGE_RECORD = "startup.coverage"
+COVERAGE_RECORD = COVERAGE.name
 """A node-coverage item's record of the nodes it chose and why the others were not exercised."""
 NOT_RUN_HERE = "not_run"
 """Status word of a claim that ran on other nodes of the pool but not on this one."""
@@ -135,7 +143,7 @@ class _NodeFacts:
             claim = (layer, _claim(item))
             self.claims.setdefault(claim, set()).add(item["status"])
             for record in item["records"]:
-                self._read(claim, record["kind"], record["data"])
+                self._read(claim, record)
             if "coverage" in item["keys"]:
                 continue  # its nodes' outcomes are its startup.node records
             node = _item_node(item) or (model_node.get(_claim(item)) if layer == "business" else None)
@@ -144,29 +152,29 @@ class _NodeFacts:
                 if layer != "scheduling":
                     self.facts.setdefault(claim, {}).setdefault(node, set()).add(item["status"])
 
-    def _read(self, claim: tuple[str, tuple[Any, ...]], kind: str, data: dict[str, Any]) -> None:
+    def _read(self, claim: tuple[str, tuple[Any, ...]], record: RecordDict) -> None:
         """Take in one record of an item of ``claim``: a placement, a node's outcome, the coverage choice."""
-        node = data.get("node")
-        if kind == "scheduling.placed" and isinstance(node, str):
+        if (placed := data_of(record, PLACED)) is not None:
+            self._see(placed["node"])
+            self.placed.add(placed["node"])
+        elif (outcome := data_of(record, NODE_OUTCOME)) is not None:
+            node = outcome["node"]
             self._see(node)
-            self.placed.add(node)
-        elif kind == NODE_RECORD and isinstance(node, str):
-            self._see(node)
-            proven = data.get("proven") or []
+            proven = outcome["proven"]
             # startup passed where it is proven, whatever its smoke model run did after it
-            startup = "passed" if "startup" in proven else str(data.get("outcome"))
+            startup = "passed" if "startup" in proven else str(outcome["outcome"])
             self.facts.setdefault(claim, {}).setdefault(node, set()).add(startup)
             if "scheduling" in proven:
                 self.placed.add(node)
-            smoke = data.get("smoke")
-            if isinstance(smoke, dict) and claim[1]:  # the smoke run is a run of its model x dataset there
-                ran = ("model", (claim[1][0], smoke.get("model"), smoke.get("dataset")))
-                status = "passed" if "model" in proven else str(smoke.get("outcome"))
+            smoke = outcome.get("smoke")
+            if smoke is not None and claim[1]:  # the smoke run is a run of its model x dataset there
+                ran = ("model", (claim[1][0], smoke["model"], smoke["dataset"]))
+                status = "passed" if "model" in proven else str(smoke["outcome"])
                 self.facts.setdefault(ran, {}).setdefault(node, set()).add(status)
                 self.claims.setdefault(ran, set()).add(status)
-        elif kind == COVERAGE_RECORD:
-            for entry in data.get("not_exercised") or []:
-                self.reasons.setdefault(str(entry.get("node")), str(entry.get("reason")))
+        elif (coverage := data_of(record, COVERAGE)) is not None:
+            for entry in coverage["not_exercised"]:
+                self.reasons.setdefault(str(entry["node"]), str(entry["reason"]))
 
     def _see(self, node: str) -> None:
         if node not in self.order:
@@ -204,9 +212,8 @@ def _unvalidated(items: list[ItemDict], facts: _NodeFacts, coverage: str) -> lis
         if item["layer"] != "discovery":
             continue
         for record in item["records"]:
-            if record["kind"] == "discovery.snapshot":
-                listed += [str(n.get("name")) for n in record["data"].get("nodes") or []
-                           if isinstance(n, dict) and n.get("name") not in listed]
+            if (snapshot := data_of(record, SNAPSHOT)) is not None:
+                listed += [str(n["name"]) for n in snapshot.get("nodes") or [] if n["name"] not in listed]
     ran = ", ".join(facts.order) or "no node"
     default = (f"not exercised: coverage {coverage} ran the pool's workload on {ran} only" if facts.order else
                "not exercised: no workload of the pool ran (see its failed or blocked items)")
@@ -236,7 +243,7 @@ def pool_status(matrix: Matrix, items: list[ItemDict], finished_at: str) -> list
             seen.setdefault((item["layer"], name), set()).add(item["status"])
         task_types: dict[str, TaskTypeLevel] = {}
         facts = _NodeFacts(mine)
-        per_node: dict[str, dict[str, Any]] = {node: {} for node in facts.order}
+        per_node: dict[str, dict[str, TaskTypeLevel]] = {node: {} for node in facts.order}
         for task_type, models in types.items():
             layers: dict[str, str] = {layer: layer_summary(
                 seen.get((layer, None), set()) | seen.get((layer, f"task:{task_type}"), set())

@@ -30,7 +30,7 @@ advertise every requested extended resource, in the old or the new snapshot.
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 if TYPE_CHECKING:
     from pytest_hetero.evidence.document import EvidenceDocument
@@ -45,13 +45,24 @@ LATE = ("startup", "model", "business")
 EARLY = ("discovery", "scheduling")
 
 
-def _flat(prefix: str, old: dict[str, Any], new: dict[str, Any], kind: str, name: str) -> list[dict[str, Any]]:
+class Change(TypedDict):
+    """One change between two snapshots (module docstring): the kind of object, its name (``*``: the kind's
+    listing), the field, the old and the new value (None: absent)."""
+
+    kind: str
+    name: str
+    field: str
+    old: Any
+    new: Any
+
+
+def _flat(prefix: str, old: dict[str, Any], new: dict[str, Any], kind: str, name: str) -> list[Change]:
     return [{"kind": kind, "name": name, "field": f"{prefix}.{k}" if prefix else k, "old": old.get(k),
              "new": new.get(k)} for k in sorted(set(old) | set(new)) if old.get(k) != new.get(k)]
 
 
-def _node_changes(old: dict[str, Any], new: dict[str, Any]) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
+def _node_changes(old: dict[str, Any], new: dict[str, Any]) -> list[Change]:
+    out: list[Change] = []
     for name in sorted(set(old) | set(new)):
         a, b = old.get(name), new.get(name)
         if a is None or b is None:
@@ -81,7 +92,7 @@ def _marker(section: Any) -> str | None:
     return None
 
 
-def _section(old: Any, new: Any, kind: str) -> list[dict[str, Any]]:
+def _section(old: Any, new: Any, kind: str) -> list[Change]:
     a, b = _marker(old), _marker(new)
     if a or b:
         return [] if a == b else [{"kind": kind, "name": "*", "field": "listing", "old": a or "listed",
@@ -92,7 +103,7 @@ def _section(old: Any, new: Any, kind: str) -> list[dict[str, Any]]:
     return changes
 
 
-def diff_snapshots(old: dict[str, Any], new: dict[str, Any]) -> list[dict[str, Any]]:
+def diff_snapshots(old: dict[str, Any], new: dict[str, Any]) -> list[Change]:
     """Every change from snapshot ``old`` to ``new`` (module docstring), nodes first, each list sorted. A
     kind that became (or stopped being) not served / forbidden is one change, name ``*``, field ``listing``."""
     changes = _node_changes(old.get("nodes") or {}, new.get("nodes") or {})
@@ -106,7 +117,7 @@ def diff_snapshots(old: dict[str, Any], new: dict[str, Any]) -> list[dict[str, A
     return changes
 
 
-def describe(change: dict[str, Any]) -> str:
+def describe(change: Change) -> str:
     """One line: ``node gpu-1: labels.nvidia.com/cuda.driver.major 550 → 560``."""
     return f"{change['kind']} {change['name']}: {change['field']} {change['old']} → {change['new']}"
 
@@ -125,7 +136,7 @@ def _pool_nodes(resource: Resource, snapshots: list[dict[str, Any]]) -> set[str]
     return out
 
 
-def _node_layers(change: dict[str, Any], resource: Resource) -> tuple[str, ...]:
+def _node_layers(change: Change, resource: Resource) -> tuple[str, ...]:
     """The layers of ``resource`` a change on one of its nodes can affect."""
     field = str(change["field"])
     if field == "node":
@@ -140,7 +151,7 @@ def _node_layers(change: dict[str, Any], resource: Resource) -> tuple[str, ...]:
     return EARLY
 
 
-def _resource_layers(change: dict[str, Any], resource: Resource, pools: dict[str, set[str]]) -> tuple[str, ...]:
+def _resource_layers(change: Change, resource: Resource, pools: dict[str, set[str]]) -> tuple[str, ...]:
     """Layers of ``resource`` that ``change`` can affect (empty: none)."""
     kind = change["kind"]
     if kind == "node":
@@ -158,7 +169,7 @@ def _resource_layers(change: dict[str, Any], resource: Resource, pools: dict[str
     return ("scheduling",)  # resourcequota, limitrange of a target namespace
 
 
-def affected_items(changes: list[dict[str, Any]], matrix: Matrix, plan: Plan, old: dict[str, Any],
+def affected_items(changes: list[Change], matrix: Matrix, plan: Plan, old: dict[str, Any],
                    new: dict[str, Any]) -> dict[str, str]:
     """``{item id: "changed in the cluster: <first change>"}`` of the items of ``plan`` that ``changes``
     can affect (module docstring); ``old``/``new`` are the snapshots (for pool membership)."""
@@ -261,7 +272,7 @@ def baseline_label(evidence: EvidenceDocument, verification: str) -> str:
 
 
 def drift_since(baseline: EvidenceDocument, label: str, matrix: Matrix, plan: Plan, live: dict[str, Any],
-                option: str) -> tuple[dict[str, Any], list[dict[str, Any]], dict[str, str]]:
+                option: str) -> tuple[dict[str, Any], list[Change], dict[str, str]]:
     """The cluster drift of ``matrix`` since the baseline bundle's evidence ``baseline`` (named ``label``,
     :func:`baseline_label`): (the baseline's snapshot, :func:`diff_snapshots` of it against ``live``,
     :func:`affected_items`). Raises SettingsError naming ``option`` (the command-line option that asked

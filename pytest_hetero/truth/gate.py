@@ -13,10 +13,10 @@ import json
 import math
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, TypedDict, cast
 
 from pytest_hetero.matrix import gate_metrics as metrics
 from pytest_hetero.matrix.acceptance import SELF_REPORTED_NOTE, GateValues, NotEvaluable, _is_number
@@ -34,6 +34,75 @@ from pytest_hetero.matrix.truth_table import (
     label_texts,
     read_truth,
 )
+
+if TYPE_CHECKING:
+    from typing_extensions import NotRequired
+
+
+class SelfReported(TypedDict, total=False):
+    """The model's own numbers (``outputs.metrics``' numeric entries), labelled as self-reported; empty when
+    the model wrote none."""
+
+    values: dict[str, float | int]
+    note: str
+
+
+class Measured(TypedDict, total=False):
+    """What the gate measured around the run: wall time (s), per sample (ms) and throughput (samples/s), the
+    sample count and who measured; or ``unavailable`` and why."""
+
+    wall_s: float
+    per_sample_ms: float
+    throughput_sps: float
+    samples: int | None
+    by: str
+    unavailable: str
+
+
+class Computed(TypedDict, total=False):
+    """The task's metrics the gate computed from the truth (rounded to 6 places), the functions and library that
+    computed them, the classes and confusion matrix of a classification; or ``unavailable`` and why."""
+
+    task: str
+    library: str
+    outputs_sha256: str
+    values: dict[str, float]
+    functions: dict[str, str]
+    classes: list[str]
+    confusion_matrix: list[list[int]]
+    unavailable: str
+
+
+class TruthSource(TypedDict):
+    """The truth file read: path, sha256, format, target column, how it was joined, its row count."""
+
+    path: str
+    sha256: str
+    format: str
+    target: str
+    join: str
+    rows: int
+
+
+class JoinFindings(TypedDict):
+    """Row counts of the join, and a few example ids of each kind (only for a dataset that is not sensitive)."""
+
+    joined: int
+    missing: int
+    duplicate: int
+    extra: int
+    examples: NotRequired[dict[str, list[str]]]
+
+
+class MetricsRecord(TypedDict):
+    """The ``business.metrics`` record's data (:func:`gate_values`): the model's own numbers, what was measured,
+    what was computed, and (with truth) the truth file and the join's findings."""
+
+    self_reported: SelfReported
+    measured: Measured
+    computed: Computed | None
+    truth: NotRequired[TruthSource]
+    join: NotRequired[JoinFindings]
 
 
 @lru_cache(maxsize=1)
@@ -113,7 +182,7 @@ class Judged:
     (``business.metrics``), and the ``joined`` rows (None without truth)."""
 
     values: GateValues
-    record: dict[str, Any] = field(default_factory=dict)
+    record: MetricsRecord
     joined: Joined | None = None
 
 
@@ -155,7 +224,7 @@ def _gate_values(dataset: Dataset, outputs: dict[str, Any], outputs_sha256: str,
     predictions), and the record of it all with the model's self-reported ``metrics`` beside (never used for a
     computed value). ``sensitive``: join examples (ids) withheld. Raises :class:`TruthUnusable`."""
     gate = GateValues()
-    record: dict[str, Any] = {"self_reported": _self_reported(outputs), "measured": {}, "computed": None}
+    record: MetricsRecord = {"self_reported": _self_reported(outputs), "measured": {}, "computed": None}
     predictions = outputs.get("predictions")
     count = len(predictions) if isinstance(predictions, list) else None
     _measured(gate, record, wall_s, count)
@@ -180,9 +249,12 @@ def _gate_values(dataset: Dataset, outputs: dict[str, Any], outputs_sha256: str,
     chosen = _predictions(predictions, kept, truth.task)
     joined = join_ids(table, chosen, _kept(outputs["ids"], kept), id_kinds if isinstance(kept, range) else None) \
         if truth.id else join(table, chosen, None)
-    source = {"path": str(table.path), "sha256": table.sha256, "format": table.format, "target": truth.target,
-              "join": f"id '{truth.id}'" if truth.id else "row order", "rows": table.rows}
-    findings: dict[str, Any] = joined.counts()
+    source: TruthSource = {"path": str(table.path), "sha256": table.sha256, "format": table.format,
+                           "target": truth.target, "join": f"id '{truth.id}'" if truth.id else "row order",
+                           "rows": table.rows}
+    counted = joined.counts()
+    findings: JoinFindings = {"joined": counted["joined"], "missing": counted["missing"],
+                              "duplicate": counted["duplicate"], "extra": counted["extra"]}
     if joined.examples and not sensitive:
         findings["examples"] = joined.examples
     record["truth"], record["join"] = source, findings
@@ -205,11 +277,11 @@ def _gate_values(dataset: Dataset, outputs: dict[str, Any], outputs_sha256: str,
     for name, value in computed.values.items():
         gate.values[name] = (value, {**base, "function": computed.functions[name], "library": library,
                                      "rows": len(joined.y_true)})
-    record["computed"] = {"task": computed.task, "library": library, "outputs_sha256": outputs_sha256,
-                          "values": {k: round(v, 6) for k, v in computed.values.items()},
-                          "functions": computed.functions}
+    done: Computed = {"task": computed.task, "library": library, "outputs_sha256": outputs_sha256,
+                      "values": {k: round(v, 6) for k, v in computed.values.items()}, "functions": computed.functions}
     if computed.classes:
-        record["computed"].update(classes=computed.classes, confusion_matrix=computed.confusion)
+        done["classes"], done["confusion_matrix"] = computed.classes, computed.confusion
+    record["computed"] = done
     return Judged(values=gate, record=record, joined=joined)
 
 
@@ -326,7 +398,7 @@ def join_problem(joined: Joined, rows: int) -> str:
     return text + (f" ({examples})" if examples else "")
 
 
-def _measured(gate: GateValues, record: dict[str, Any], wall_s: float | None, count: int | None) -> None:
+def _measured(gate: GateValues, record: MetricsRecord, wall_s: float | None, count: int | None) -> None:
     if wall_s is None:
         why = "the gate has no wall time of this run (a served model, or the run was in another process)"
         gate.unavailable.update({name: why for name in metrics.MEASURED})
@@ -341,10 +413,15 @@ def _measured(gate: GateValues, record: dict[str, Any], wall_s: float | None, co
         gate.unavailable.update(per_sample_ms=why, throughput_sps=why)
     for name, value in values.items():
         gate.values[name] = (value, {**provenance, **({"samples": count} if name != "wall_s" else {})})
-    record["measured"] = {**{k: round(v, 6) for k, v in values.items()}, "samples": count, "by": provenance["by"]}
+    measured: Measured = {"wall_s": round(values["wall_s"], 6)}
+    if "per_sample_ms" in values:
+        measured["per_sample_ms"] = round(values["per_sample_ms"], 6)
+        measured["throughput_sps"] = round(values["throughput_sps"], 6)
+    measured["samples"], measured["by"] = count, provenance["by"]
+    record["measured"] = measured
 
 
-def _self_reported(outputs: dict[str, Any]) -> dict[str, Any]:
+def _self_reported(outputs: dict[str, Any]) -> SelfReported:
     """The numbers the model wrote about itself: ``outputs.metrics``' numeric entries, labelled."""
     found = outputs.get("metrics")
     values = {k: v for k, v in found.items() if _is_number(v)} if isinstance(found, dict) else {}

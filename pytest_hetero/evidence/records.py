@@ -1,0 +1,383 @@
+"""The ``data`` of the record kinds the renderings read, as types (:class:`~pytest_hetero.evidence.document.RecordDict`
+keeps ``data`` an open JSON object; a reader that knows a record's ``kind`` reads its data through one of these).
+
+Each is a :class:`~typing.TypedDict` over the plain dict that ``json`` reads back (nothing on disk changes). A
+field that every writer of the kind writes is required (read with a subscript); one that only some writers,
+or only some runs, write is ``NotRequired`` and read with ``.get``. The writer of each kind is named in its
+docstring. A :class:`Kind` (``PLACED = Kind[PlacedData]("scheduling.placed")``) names a kind with its data's
+type; :class:`pytest_hetero.reporting.dossier_facts.Facts` reads records through it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Generic, TypedDict, TypeVar, cast
+
+from pytest_hetero.evidence.document import RuleResult
+
+if TYPE_CHECKING:  # annotations only (postponed): no run-time dependency on typing_extensions on 3.10
+    from typing_extensions import NotRequired
+
+    from pytest_hetero.evidence.document import RecordDict
+
+__all__ = [
+    "CapacityView", "CheckpointData", "ClassRef", "CommunicationData", "CommunicationSize", "CoverageData",
+    "DeviceInitData", "DigestData", "GovernanceProbeData", "IdentityData", "ImageData", "Kind",
+    "NodeOutcomeData", "NotExercised", "NotProvenData", "ObservedDevices", "PendingData", "PlacedData",
+    "RequestData", "ReserveBurstData", "ReserveServingData", "ReserveTimelineData", "ReserveWindowData",
+    "RollbackData", "RulesData", "RunData", "ServingAuthData", "SimulationData", "SmokeRun", "SnapshotData",
+    "SnapshotNode", "SubmittedData", "TimelineEntry", "UsageData", "UsageDevice", "UsageSeries", "data_of",
+]
+
+
+class RequestData(TypedDict):
+    """``scheduling.request`` (:mod:`pytest_hetero.layers.scheduling`, :mod:`pytest_hetero.layers.taskqueue`):
+    the resource's name, requests and node selector, and the queue (None without one)."""
+
+    resource: str
+    requests: dict[str, Any]
+    node_selector: dict[str, str]
+    queue: str | None
+    limits: NotRequired[dict[str, Any]]
+    priority_class: NotRequired[str | None]
+
+
+class PlacedData(TypedDict):
+    """``scheduling.placed`` (:mod:`pytest_hetero.backends.kubernetes.placement`): the pod, its node, the
+    seconds waited; ``decided_at`` the PodScheduled condition's time (ISO, None when absent),
+    ``observed_epoch_s`` when the bind was watched (None when not), ``admitted_at`` a Kueue admission."""
+
+    pod: str
+    node: str
+    waited_s: float
+    decided_at: NotRequired[str | None]
+    observed_epoch_s: NotRequired[float | None]
+    admitted_at: NotRequired[str | float | None]
+
+
+class SubmittedData(TypedDict):
+    """``scheduling.submitted`` (:mod:`pytest_hetero.backends.kubernetes.submit`, ``.gang``)."""
+
+    name: str
+    submitted_at_epoch_s: NotRequired[float | None]
+
+
+class PendingData(TypedDict, total=False):
+    """``scheduling.pending`` (:mod:`pytest_hetero.backends.kubernetes.placement`, ``.submit``): the queue
+    objects a Pending decision went through (placement only)."""
+
+    queue_objects: list[dict[str, Any]]
+
+
+class SnapshotNode(TypedDict):
+    """One node of a pool's ``discovery.snapshot`` (:mod:`pytest_hetero.backends.kubernetes.inventory`):
+    capacity and allocatable by resource name (Kubernetes quantities), and what the pods bound to it
+    requested (None when the pods could not be listed)."""
+
+    name: str
+    capacity: NotRequired[dict[str, Any]]
+    allocatable: NotRequired[dict[str, Any]]
+    requested_by_pods: NotRequired[dict[str, float] | None]
+
+
+class ObservedDevices(TypedDict, total=False):
+    """A host probe's inventory (``observed`` of its ``discovery.snapshot``)."""
+
+    devices: list[Any]
+    collected_at: str | None
+
+
+class CapacityView(TypedDict, total=False):
+    """Whether the pods of a pool's nodes could be counted (``unavailable``: why not)."""
+
+    unavailable: str | None
+
+
+class SnapshotData(TypedDict, total=False):
+    """``discovery.snapshot`` (:mod:`pytest_hetero.layers.discovery`): a host probe's ``observed`` inventory,
+    or a node pool's ``nodes``, ``requested`` resource names and ``capacity_view``."""
+
+    nodes: list[SnapshotNode]
+    observed: ObservedDevices
+    taken_at: str
+    capacity_view: CapacityView
+    requested: list[str]
+
+
+class SmokeRun(TypedDict):
+    """The smoke model run of a node (:mod:`pytest_hetero.layers.nodes`): its model × dataset and outcome."""
+
+    model: str
+    dataset: str
+    outcome: str
+
+
+class NodeOutcomeData(TypedDict):
+    """``startup.node`` (:mod:`pytest_hetero.layers.nodes`): one node of a coverage item, how its startup
+    ended, the layers proven on it, and its smoke run (None when none ran; absent before smoke runs were
+    recorded)."""
+
+    node: str
+    outcome: str
+    proven: list[str]
+    smoke: NotRequired[SmokeRun | None]
+
+
+class NotExercised(TypedDict):
+    """A node of the pool a coverage item did not exercise, and why."""
+
+    node: str
+    reason: str
+
+
+class CoverageData(TypedDict):
+    """``startup.coverage`` (:mod:`pytest_hetero.layers.nodes`): the nodes not exercised, each with why."""
+
+    not_exercised: list[NotExercised]
+
+
+class DeviceInitData(TypedDict, total=False):
+    """``startup.device_init`` (:mod:`pytest_hetero.layers.startup`): the framework initialised (None or
+    absent when none was) and the execution provider wanted."""
+
+    framework: str | None
+    wanted_provider: str
+
+
+class ImageData(TypedDict, total=False):
+    """``startup.environment`` / ``startup.image`` / ``startup.pod``: the image's ``digest``; a pod's
+    ``container_statuses`` (the Kubernetes ContainerStatus objects, as the apiserver wrote them)."""
+
+    digest: str | None
+    container_statuses: list[dict[str, Any]] | None
+
+
+class SimulationData(TypedDict):
+    """``startup.simulation`` (:mod:`pytest_hetero.backends.kubernetes.startup`): the simulated node."""
+
+    node: str | None
+
+
+class DigestData(TypedDict, total=False):
+    """``artifact.digest`` (:mod:`pytest_hetero.layers.startup`): the digest observed and the one declared."""
+
+    observed: str | None
+    expected: str | None
+
+
+class IdentityData(TypedDict):
+    """``model.identity`` (:mod:`pytest_hetero.layers.execution`, :mod:`pytest_hetero.layers.serving`; both
+    write the model, its version, the dataset, its version and digest): the model's digest (a model run's
+    only), ``serving`` the protocol of a served model."""
+
+    model: str
+    version: str | None
+    dataset: str
+    dataset_version: str | None
+    dataset_sha256: str | None
+    sha256: NotRequired[str | None]
+    serving: NotRequired[str]
+
+
+class RunData(TypedDict, total=False):
+    """``model.run`` (:mod:`pytest_hetero.layers.execution`): the exit code, the run's wall time (s), its memory
+    high-water mark (MiB; None when not read). Read with ``.get``: sample bundles hold model.run records
+    with other fields (tests/bundle_samples.py)."""
+
+    exit_code: int | None
+    duration_s: float
+    peak_rss_mib: float | None
+
+
+class UsageSeries(TypedDict):
+    """A sampled device's series (:meth:`pytest_hetero.probes.usage.Sampler.result`): seconds since the
+    start, memory used (MiB) and utilisation (%); None where no sample was read."""
+
+    t_s: list[float | None]
+    memory_used_mib: list[float | None]
+    utilisation_pct: list[float | None]
+
+
+class UsageDevice(TypedDict):
+    """One sampled device of a usage record: its id (and name when the source knows it), memory high-water
+    mark (MiB), mean and highest utilisation (%), None where no sample read them, and its series."""
+
+    id: str
+    name: NotRequired[str]
+    memory_high_water_mib: float | None
+    utilisation_mean_pct: float | None
+    utilisation_max_pct: float | None
+    series: UsageSeries
+
+
+class UsageData(TypedDict):
+    """``model.usage`` / ``serving.usage``: every sampler's record is :meth:`pytest_hetero.probes.usage.Sampler.result`
+    (the local, Docker, Kubernetes in-pod and serving samplers) or :func:`pytest_hetero.probes.usage.unavailable`
+    (an engine that does not sample), which write every field: the source and what it sampled (``scope``), the
+    interval (s), whether any sample was read and why not, the sample count and the devices."""
+
+    source: str
+    scope: str
+    interval_s: float | None
+    available: bool
+    unavailable: str | None
+    samples: int
+    devices: list[UsageDevice]
+
+
+class CommunicationSize(TypedDict, total=False):
+    """One message size of a collective-communication test."""
+
+    bytes: int
+    busbw_gbps: float
+
+
+class CommunicationData(TypedDict, total=False):
+    """``training.communication`` (:mod:`pytest_hetero.layers.training`)."""
+
+    world_size: int
+    backend: str
+    sizes: list[CommunicationSize]
+
+
+class CheckpointData(TypedDict, total=False):
+    """``training.checkpoint`` (:mod:`pytest_hetero.layers.training`)."""
+
+    resumed_step: int
+    volume: str
+
+
+class RulesData(TypedDict):
+    """``business.rules`` (:mod:`pytest_hetero.layers.business`): each rule's result; ``run`` numbers a
+    repeated sample (None for a single run)."""
+
+    results: list[RuleResult]
+    run: NotRequired[int | None]
+
+
+class NotProvenData(TypedDict):
+    """``scope.not_proven`` (:mod:`pytest_hetero.layers.discovery`, ``.startup``, ``.boundaries``,
+    ``.governance``): the layer, the part of it not proven, and why."""
+
+    layer: str
+    part: str
+    reason: str
+
+
+class GovernanceProbeData(TypedDict):
+    """``governance.probe`` (:mod:`pytest_hetero.layers.governance`)."""
+
+    probe: str
+    probe_kind: str
+
+
+class ServingAuthData(TypedDict):
+    """``serving.auth`` (:mod:`pytest_hetero.layers.serving`): whether the endpoint refused a request
+    without its token."""
+
+    protected: bool
+
+
+class RollbackData(TypedDict):
+    """``serving.rollback`` (:mod:`pytest_hetero.layers.serving`): ``verified`` or ``not_applicable``."""
+
+    status: str
+
+
+class ClassRef(TypedDict, total=False):
+    """A PriorityClass: its name and value."""
+
+    name: str
+    value: int
+
+
+class ReserveServingData(TypedDict, total=False):
+    """``reserve.serving`` (:mod:`pytest_hetero.layers.reserved`)."""
+
+    priority_class: ClassRef | None
+    replicas: int
+    min_ready: int
+
+
+class ReserveBurstData(TypedDict, total=False):
+    """``reserve.burst`` (:mod:`pytest_hetero.layers.reserved`)."""
+
+    priority_class: ClassRef | None
+    requested: int
+
+
+class ReserveWindowData(TypedDict, total=False):
+    """``reserve.window``: one load window (:mod:`pytest_hetero.layers.reserved`)."""
+
+    phase: str
+    from_s: float
+    to_s: float
+    ready_min: int
+    ok: int
+    requests: int
+    p95_ms: float | None
+
+
+class TimelineEntry(TypedDict, total=False):
+    """One thing that happened to a pod after the burst started (seconds since then)."""
+
+    at_s: float
+    resolution_s: float
+    pod: str
+    role: str
+    what: str
+    by: str
+    message: str
+
+
+class ReserveTimelineData(TypedDict, total=False):
+    """``reserve.timeline`` (:mod:`pytest_hetero.layers.reserved`)."""
+
+    entries: list[TimelineEntry]
+
+
+D = TypeVar("D")
+
+
+@dataclass(frozen=True)
+class Kind(Generic[D]):
+    """A record kind's name, typed with the shape of its ``data`` (``Kind[PlacedData]("scheduling.placed")``):
+    a reader indexed by kind (:class:`pytest_hetero.reporting.dossier_facts.Facts`) returns that shape."""
+
+    name: str
+
+
+def data_of(record: RecordDict, kind: Kind[D]) -> D | None:
+    """``record``'s ``data`` as ``kind``'s shape when the record is of that kind, else None: the one place the
+    open JSON object of a record becomes its kind's type."""
+    return cast(D, record["data"]) if record["kind"] == kind.name else None
+
+
+REQUEST = Kind[RequestData]("scheduling.request")
+PLACED = Kind[PlacedData]("scheduling.placed")
+SUBMITTED = Kind[SubmittedData]("scheduling.submitted")
+PENDING = Kind[PendingData]("scheduling.pending")
+SNAPSHOT = Kind[SnapshotData]("discovery.snapshot")
+DEVICE_INIT = Kind[DeviceInitData]("startup.device_init")
+ENVIRONMENT = Kind[ImageData]("startup.environment")
+IMAGE = Kind[ImageData]("startup.image")
+POD = Kind[ImageData]("startup.pod")
+SIMULATION = Kind[SimulationData]("startup.simulation")
+NODE_OUTCOME = Kind[NodeOutcomeData]("startup.node")
+COVERAGE = Kind[CoverageData]("startup.coverage")
+DIGEST = Kind[DigestData]("artifact.digest")
+IDENTITY = Kind[IdentityData]("model.identity")
+RUN = Kind[RunData]("model.run")
+USAGE = Kind[UsageData]("model.usage")
+SERVING_USAGE = Kind[UsageData]("serving.usage")
+COMMUNICATION = Kind[CommunicationData]("training.communication")
+CHECKPOINT = Kind[CheckpointData]("training.checkpoint")
+RULES = Kind[RulesData]("business.rules")
+NOT_PROVEN = Kind[NotProvenData]("scope.not_proven")
+PROBE = Kind[GovernanceProbeData]("governance.probe")
+SERVING_AUTH = Kind[ServingAuthData]("serving.auth")
+ROLLBACK = Kind[RollbackData]("serving.rollback")
+RESERVE_SERVING = Kind[ReserveServingData]("reserve.serving")
+RESERVE_BURST = Kind[ReserveBurstData]("reserve.burst")
+RESERVE_WINDOW = Kind[ReserveWindowData]("reserve.window")
+RESERVE_TIMELINE = Kind[ReserveTimelineData]("reserve.timeline")
