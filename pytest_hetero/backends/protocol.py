@@ -93,6 +93,77 @@ are epoch seconds as floats). Engines report facts only; the ledger's arithmetic
 assembly's (:mod:`pytest_hetero.evidence.usage`)."""
 
 
+class UsageFacts(TypedDict, total=False):
+    """The facts an engine reports of one workload it created (:data:`USAGE_FACTS` says what each means;
+    every key optional: an engine reports what it can tell). Times are epoch seconds; None: not known (yet)."""
+
+    workload: str
+    object: str
+    within: str
+    name: str | None
+    namespace: str
+    tenant: str | None
+    requests: dict[str, str | float] | None
+    """None: the engine could not tell (a governance probe's attempt that named none)."""
+    submitted: float | None
+    placed: float | None
+    started: float | None
+    ended: float | None
+    released: float | None
+    attempts: int
+    outcome: str
+    simulated: bool
+    cpu_s: float | None
+    node: str | None
+    """The node a pod was bound to (Kubernetes; None: not bound)."""
+    role: str
+    """What a reserved-inference probe made the workload for (``serving``/``burst``)."""
+
+
+class ProbeWorkload(UsageFacts, total=False):
+    """A workload a governance probe placed, in its :class:`ProbeLedger`: its :class:`UsageFacts` (``role``,
+    ``namespace``, ``requests``, ``workload``, ``object``, ``name``, ``placed``, ``released``, ``outcome``) and
+    ``held_s`` (seconds from placement until the probe's objects were confirmed gone: an upper bound)."""
+
+    held_s: float
+
+
+class ProbeWaste(TypedDict):
+    """A governance probe's work the cluster turned away: ``attempts``, ``refused`` (refused or left pending),
+    ``waited_s`` (seconds spent waiting for placement or a verdict)."""
+
+    attempts: int
+    refused: int
+    waited_s: float
+
+
+class ProbeLedger(TypedDict):
+    """What a governance probe cost the cluster (:attr:`GovernanceReport.ledger`): ``resource_seconds``
+    ``{namespace: {resource: request × seconds held}}``, its ``workloads`` and its ``waste``."""
+
+    resource_seconds: dict[str, dict[str, float]]
+    workloads: list[ProbeWorkload]
+    waste: ProbeWaste
+
+
+class ServingPod(TypedDict, total=False):
+    """One workload behind a serving deployment (:meth:`Backend.serving_pods`); keys the engine cannot know
+    are absent. ``usage``: :data:`USAGE_FACTS` of a pod the engine deployed for this run (the ledger counts it)."""
+
+    name: str
+    node: str | None
+    phase: str | None
+    ready: bool
+    ip: str | None
+    image: str | None
+    image_digest: str | None
+    requests: dict[str, str]
+    limits: dict[str, str]
+    version: str | None
+    revision: str | None
+    usage: UsageFacts
+
+
 class Step(Protocol):
     """What an engine is handed for one item: the matrix entries, the layer's timeout, and where to
     put what it observes. :class:`pytest_hetero.layers.base.LayerContext` is one."""
@@ -139,10 +210,10 @@ class EngineFault(Exception):
 
     status: ClassVar[str] = "failed"
 
-    def __init__(self, message: str, category: str = "", usage: dict[str, Any] | None = None) -> None:
+    def __init__(self, message: str, category: str = "", usage: UsageFacts | None = None) -> None:
         self.message = message
         self.category = category or "unspecified"
-        self.usage: dict[str, Any] = usage or {}
+        self.usage: UsageFacts = usage or {}
         """The failed workload's :data:`USAGE_FACTS` (empty: the engine created none or cannot tell)."""
         super().__init__(message)
 
@@ -252,7 +323,7 @@ class Placement:
     message: str = ""
     untranslatable: str = ""
     short_devices: str = ""
-    usage: dict[str, Any] = field(default_factory=dict)
+    usage: UsageFacts = field(default_factory=UsageFacts)
 
 
 @dataclass(frozen=True)
@@ -295,7 +366,7 @@ class JobPlacement:
     decisive: dict[str, Any] | None = None
     reasons: list[dict[str, Any]] = field(default_factory=list)
     message: str = ""
-    usage: list[dict[str, Any]] = field(default_factory=list)
+    usage: list[UsageFacts] = field(default_factory=list)
     """:data:`USAGE_FACTS` of each pod of the job (none before admission)."""
 
 
@@ -329,7 +400,7 @@ class Started:
     simulated: bool = False
     node: dict[str, Any] = field(default_factory=dict)
     identity: ImageIdentity | None = None
-    usage: dict[str, Any] = field(default_factory=dict)
+    usage: UsageFacts = field(default_factory=UsageFacts)
 
 
 class _RunFailureBase(TypedDict):
@@ -441,7 +512,7 @@ class GovernanceReport:
     cleanup: list[dict[str, Any]] = field(default_factory=list)
     leftovers: list[Leftover] = field(default_factory=list)
     skipped: str = ""
-    ledger: dict[str, Any] = field(default_factory=dict)
+    ledger: ProbeLedger | None = None
 
 
 Measure = Callable[[list[str], float], dict[str, Any]]
@@ -476,7 +547,7 @@ class ReserveReport:
     victims: list[dict[str, Any]] = field(default_factory=list)
     cleanup: list[dict[str, Any]] = field(default_factory=list)
     leftovers: list[Leftover] = field(default_factory=list)
-    usage: list[dict[str, Any]] = field(default_factory=list)
+    usage: list[UsageFacts] = field(default_factory=list)
 
 
 def render_entrypoint(entrypoint: tuple[str, ...], values: dict[str, str]) -> list[str]:
@@ -651,7 +722,7 @@ class Backend(ABC):
         raise Unsupported(f"the {self.name} backend cannot resolve {request.deploy} to an endpoint "
                           "(serving_endpoint not implemented); give serving.endpoint")
 
-    def serving_pods(self, step: Step, request: ServingRequest) -> list[dict[str, Any]] | None:
+    def serving_pods(self, step: Step, request: ServingRequest) -> list[ServingPod] | None:
         """The workloads backing ``request.deploy`` now: ``[{"name", "node", "phase", "ready", "ip",
         "image", "image_digest", "requests", "limits", "revision", "usage"}]`` (keys the engine cannot know
         are absent; ``usage``: :data:`USAGE_FACTS` of a pod the engine deployed for this run, which the

@@ -70,9 +70,12 @@ def check(ctx: LayerContext) -> None:
     ctx.record("governance.cleanup", objects=report.cleanup, leftovers=[x.to_dict() for x in report.leftovers])
     if report.ledger:
         ctx.record("governance.ledger", tenant=probe.acting_as, **report.ledger)
-        for held in report.ledger.get("workloads") or []:  # the run-wide ledger counts each probe workload too
-            usage.record(ctx, {k: v for k, v in held.items() if k not in ("role", "held_s")}
-                         | {"tenant": probe.acting_as, "role": f"governance:{probe.name}:{held.get('role')}"})
+        for held in report.ledger["workloads"]:  # the run-wide ledger counts each probe workload too
+            own = held.copy()
+            role = own.pop("role", None)
+            own.pop("held_s", None)
+            own["tenant"], own["role"] = probe.acting_as, f"governance:{probe.name}:{role}"
+            usage.record(ctx, own)
     if report.skipped:
         raise NotApplicable(report.skipped)
     tenant = probe.acting_as or "the gate"
