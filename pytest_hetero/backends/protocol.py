@@ -50,7 +50,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, TypedDict
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # annotations only (postponed): no run-time dependency on typing_extensions on 3.10
+    from typing_extensions import NotRequired
+
     from pytest_hetero.backends.jobs import Job, JobSpec, RankExit
     from pytest_hetero.evidence.model import Artifact
     from pytest_hetero.matrix.expand import PlannedItem
@@ -275,6 +277,42 @@ class EngineView:
     local: bool = True
 
 
+class Taint(TypedDict, total=False):
+    """A Kubernetes node ``Taint`` as the API serves it (``value`` and ``timeAdded`` may be absent)."""
+
+    key: str
+    value: str
+    effect: str
+    timeAdded: str
+
+
+class NodeFacts(TypedDict):
+    """What evidence keeps of one node of a pool (:attr:`NodePool.nodes`; every key written by the engine):
+    ``ready`` the Ready condition's status (``Unknown`` without one) with its ``ready_reason`` and
+    ``ready_message``, every other condition, ``unschedulable`` (cordoned), ``taints``, ``labels``,
+    ``capacity``/``allocatable`` of the requested resource names (quantity strings; None: not advertised),
+    ``simulated`` (a KWOK node)."""
+
+    name: str
+    resource_version: NotRequired[str | None]
+    ready: str
+    ready_reason: str | None
+    ready_message: str | None
+    conditions: NotRequired[list[dict[str, str | None]]]
+    """Every condition but Ready: its ``type``, ``status``, ``reason``, ``message``, ``lastTransitionTime``
+    (Kubernetes ``NodeCondition`` fields, each key written; None where the API left one out). A third
+    party's engine may leave ``conditions`` and ``resource_version`` out (``tests/test_extension.py``'s does)."""
+    unschedulable: bool
+    taints: list[Taint]
+    labels: dict[str, str]
+    capacity: dict[str, str | None]
+    allocatable: dict[str, str | None]
+    simulated: bool
+    requested_by_pods: NotRequired[dict[str, float] | None]
+    """What the pods bound to the node request (base units), added by a pool listing; None: pods could not
+    be listed."""
+
+
 @dataclass
 class NodePool:
     """The nodes of the resource's pool as an apiserver lists them.
@@ -287,7 +325,7 @@ class NodePool:
     selector used (empty: all nodes, narrowed to those advertising ``wanted``).
     """
 
-    nodes: list[dict[str, Any]]
+    nodes: list[NodeFacts]
     snapshot: dict[str, Any]
     selector: str
     wanted: list[str]

@@ -37,7 +37,7 @@ import json
 import re
 from typing import Any
 
-from pytest_hetero.backends.protocol import EngineView, HostView, NodePool
+from pytest_hetero.backends.protocol import EngineView, HostView, NodeFacts, NodePool
 from pytest_hetero.errors import Location, MatrixError
 from pytest_hetero.layers.base import LayerBroken, LayerContext, LayerFailed
 from pytest_hetero.matrix.model import Matrix, Resource
@@ -319,7 +319,7 @@ def _judge_engine(ctx: LayerContext, view: EngineView) -> list[tuple[str, str]]:
     return gaps
 
 
-def node_differences(resource: Resource, facts: dict[str, Any]) -> list[dict[str, Any]]:
+def node_differences(resource: Resource, facts: NodeFacts) -> list[dict[str, Any]]:
     """Named differences of one node (facts as :class:`~pytest_hetero.backends.protocol.NodePool`
     holds them) against the resource: each ``{"node", "code", "field", "expected", "observed", "message"}``."""
     node, out = facts["name"], []
@@ -363,7 +363,7 @@ def node_differences(resource: Resource, facts: dict[str, Any]) -> list[dict[str
     return out
 
 
-def _node_cpu(resource: Resource, facts: dict[str, Any], add: Any) -> None:
+def _node_cpu(resource: Resource, facts: NodeFacts, add: Any) -> None:
     """A CPU resource's ``min_cpus`` and ``min_memory_mib``/``min_memory_total_mib`` against the node's
     allocatable cpu and memory."""
     if resource.type != "cpu":
@@ -400,7 +400,7 @@ def judged_conditions(target: dict[str, Any]) -> tuple[str, ...] | None:
     return tuple(value)
 
 
-def node_health_differences(resource: Resource, facts: dict[str, Any],
+def node_health_differences(resource: Resource, facts: NodeFacts,
                             judged: tuple[str, ...] | None = None) -> list[dict[str, Any]]:
     """Named differences of one node's health beyond Ready (facts as ``NodePool.nodes`` holds them):
     cordoned, NoSchedule/NoExecute taints ``resource`` does not tolerate, problem conditions set True
@@ -410,14 +410,14 @@ def node_health_differences(resource: Resource, facts: dict[str, Any],
     "expected", "observed", "message"}`` (owners are the failure table's); a lifecycle taint standing for a cordon or a
     NotReady node already named is not named twice."""
     node, out = facts["name"], []
-    if facts.get("unschedulable"):
+    if facts["unschedulable"]:
         out.append({"node": node, "code": "node_unschedulable", "field": "spec.unschedulable", "expected": False,
                     "observed": True,
                     "message": f"node {node}: cordoned (spec.unschedulable: true): no new pod lands there"})
-    said = {"node.kubernetes.io/unschedulable"} if facts.get("unschedulable") else set()
-    if facts.get("ready") != "True":
+    said = {"node.kubernetes.io/unschedulable"} if facts["unschedulable"] else set()
+    if facts["ready"] != "True":
         said |= {"node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"}
-    for taint in facts.get("taints") or []:
+    for taint in facts["taints"]:
         if (taint.get("effect") not in BLOCKING_EFFECTS or taint.get("key") in said
                 or any(tolerates(t, taint) for t in resource.tolerations)):
             continue
@@ -427,8 +427,8 @@ def node_health_differences(resource: Resource, facts: dict[str, Any],
                     "message": f"node {node}: taint {taint_text(taint)} is not tolerated by resource "
                                f"{resource.name} (add a toleration, or pick another pool)"})
     for cond in facts.get("conditions") or []:
-        kind = str(cond.get("type", ""))
-        if cond.get("status") != "True" or (judged is not None and kind not in judged):
+        kind = str(cond["type"])
+        if cond["status"] != "True" or (judged is not None and kind not in judged):
             continue
         if judged is None and is_status_key(kind):  # the gate's own published status: True means validated
             continue

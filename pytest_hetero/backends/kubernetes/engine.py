@@ -93,7 +93,7 @@ class KubernetesBackend(Backend):
         s = self.session
         pool = inventory.pool(step, s.api)
         for facts in pool.nodes:
-            s.nodes[facts["name"]] = facts
+            s.nodes[facts["name"]] = dict(facts)
             s.seen_nodes.add(facts["name"])
         return Inventory(pool=pool)
 

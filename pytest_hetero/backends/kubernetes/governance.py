@@ -48,7 +48,7 @@ from pytest_hetero.backends.kubernetes import accounts, boundaries, inventory, q
 from pytest_hetero.backends.kubernetes import client as kc
 from pytest_hetero.backends.kubernetes import scheduling as ks
 from pytest_hetero.backends.kubernetes.session import KubeSession
-from pytest_hetero.backends.protocol import Attempt, GovernanceReport, ProbeLedger, ProbeWorkload, Step
+from pytest_hetero.backends.protocol import Attempt, GovernanceReport, NodeFacts, ProbeLedger, ProbeWorkload, Step
 from pytest_hetero.matrix.model import GovernanceProbe, Resource, Tenant
 from pytest_hetero.matrix.tolerations import untolerated
 
@@ -178,7 +178,7 @@ def ledger(attempts: list[Attempt], gone_at: float) -> ProbeLedger:
                       "waited_s": round(sum(a.waited_s for a in attempts), 3)}}
 
 
-def in_maintenance(node: dict[str, Any], resource: Resource) -> list[str]:
+def in_maintenance(node: NodeFacts, resource: Resource) -> list[str]:
     """Why ``node`` (facts of :func:`.inventory.node_facts`) must receive no workload of ``resource``:
     ``cordoned``, ``NotReady (<status>)``, ``taint <key=value:effect>`` per untolerated blocking taint;
     [] when it may."""
