@@ -149,12 +149,12 @@ def framework_gaps(ctx: LayerContext, report: PayloadReport) -> list[tuple[str, 
         return [("framework_missing", (f"image {ctx.image.reference} has no python3/python; the models need "
                  f"ONNX Runtime ({python.get('error')})"))]
     ort = report.framework("onnxruntime")
-    if not ort.get("available"):
+    if not ort.available:
         return [("framework_missing", (f"ONNX Runtime not importable in image {ctx.image.reference}: "
-                 f"{ort.get('error') or python.get('error')}"))]
-    if wanted not in (ort.get("providers") or []):
+                 f"{ort.error or python.get('error')}"))]
+    if wanted not in (ort.providers or []):
         return [("framework_without_accelerator", (f"{wanted} not available in the image's ONNX Runtime "
-                 f"{ort.get('version')} (has {', '.join(ort.get('providers') or [])})"))]
+                 f"{ort.version} (has {', '.join(ort.providers or [])})"))]
     return []
 
 
@@ -188,7 +188,7 @@ def judge_payload(ctx: LayerContext, started: Started, exit_code: int | None, st
     ort = report.framework("onnxruntime")
     ctx.record("startup.device_init", exit_code=exit_code, artifact=art.path,
                shell_only=not (report.python or {}).get("present"),
-               wanted_provider=EXECUTION_PROVIDERS[ctx.resource.type], providers=ort.get("providers"),
+               wanted_provider=EXECUTION_PROVIDERS[ctx.resource.type], providers=ort.providers,
                findings=findings, framework_gaps=[{"category": c, "message": m} for c, m in gaps], report=data,
                **placement)
     devices = visible_devices(ctx.resource, report)
