@@ -22,7 +22,7 @@ from typing import Any
 
 from pytest_hetero.backends.protocol import UsageFacts
 from pytest_hetero.evidence.usage import epoch
-from pytest_hetero.probes.usage import Sampler, Source, _now, measured
+from pytest_hetero.probes.usage import Measured, Sampler, Source, _now, measured
 
 
 def requests_of(host_config: dict[str, Any]) -> dict[str, str | float]:
@@ -187,7 +187,7 @@ class StatsSampling:
             out["unavailable"] = "the engine sent no stats document before the run ended (one per 1 s tick)"
         return out
 
-    def run_time(self, run_s: float) -> dict[str, Any]:
+    def run_time(self, run_s: float) -> dict[str, Measured]:
         """``{"memory_peak_mib", "cpu_s"}`` (:func:`~pytest_hetero.probes.usage.measured`); ``run_s``: the
         exec's wall time, to explain a run too short to be sampled during it."""
         with self._lock:
