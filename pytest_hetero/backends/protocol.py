@@ -408,6 +408,16 @@ class JobPlacement:
     """:data:`USAGE_FACTS` of each pod of the job (none before admission)."""
 
 
+class InterpreterView(TypedDict):
+    """An interpreter's framework view (:attr:`ImageIdentity.environment`, engines without containers): the
+    ``python`` executable, ONNX Runtime's execution ``providers`` (None: ONNX Runtime is not importable) and
+    ``onnxruntime_error`` (why not; None when it is)."""
+
+    python: str
+    providers: list[str] | None
+    onnxruntime_error: str | None
+
+
 @dataclass
 class ImageIdentity:
     """An image as the engine knows it: ``digest`` (the one evidence names) and every digest the
@@ -420,7 +430,7 @@ class ImageIdentity:
     digest: str | None
     known: tuple[str, ...]
     what: str
-    environment: dict[str, Any] | None = None
+    environment: InterpreterView | None = None
     handle: Any = None
 
 

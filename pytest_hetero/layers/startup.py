@@ -27,7 +27,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from pytest_hetero.backends.protocol import EXECUTION_PROVIDERS, ImageIdentity, Started
+from pytest_hetero.backends.protocol import EXECUTION_PROVIDERS, ImageIdentity, InterpreterView, Started
 from pytest_hetero.errors import ParseError
 from pytest_hetero.layers import usage
 from pytest_hetero.layers.base import LayerContext, LayerFailed
@@ -101,13 +101,13 @@ def framework_models(ctx: LayerContext) -> list[str]:
     return [m.name for m in ctx.matrix.models if m.runtime in FRAMEWORK_RUNTIMES]
 
 
-def judge_environment(ctx: LayerContext, env: dict[str, Any]) -> None:
+def judge_environment(ctx: LayerContext, env: InterpreterView) -> None:
     """Judge an interpreter's framework view (engines without containers): when a model declares
     ``runtime: onnxruntime``, ONNX Runtime must be importable with the resource's execution provider.
     Records ``startup.device_init``; LayerFailed (algorithm). Without such a model nothing is required,
     and on an accelerator the device initialisation is recorded as not proven."""
     wanted = EXECUTION_PROVIDERS[ctx.resource.type]
-    providers = env.get("providers")
+    providers = env["providers"]
     needing = framework_models(ctx)
     if not needing:
         ctx.record("startup.device_init", framework=None, wanted_provider=wanted, providers=providers, ok=True,
@@ -118,7 +118,7 @@ def judge_environment(ctx: LayerContext, env: dict[str, Any]) -> None:
                               f"{wanted} in the environment was not checked")
         return
     if providers is None:
-        raise LayerFailed(f"ONNX Runtime not importable in {env.get('python')}: {env.get('onnxruntime_error')} "
+        raise LayerFailed(f"ONNX Runtime not importable in {env['python']}: {env['onnxruntime_error']} "
                           f"(models with runtime: onnxruntime: {', '.join(needing)})", "framework_missing")
     ctx.record("startup.device_init", framework="onnxruntime", wanted_provider=wanted,
                providers=providers, ok=wanted in providers, models=needing)
