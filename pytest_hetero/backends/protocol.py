@@ -510,6 +510,19 @@ class Leftover:
                 "detail": dict(self.detail), "remove": self.remove}
 
 
+class AttemptDict(TypedDict):
+    """:meth:`Attempt.to_dict`: an attempt as evidence records it and the layers judge it (every field)."""
+
+    role: str
+    action: str
+    identity: str
+    outcome: str
+    reasons: list[dict[str, Any]]
+    message: str
+    waited_s: float
+    facts: dict[str, Any]
+
+
 @dataclass
 class Attempt:
     """One action of a governance probe as the engine carried it out, in engine terms; the layer judges it.
@@ -536,7 +549,7 @@ class Attempt:
     waited_s: float = 0.0
     facts: dict[str, Any] = field(default_factory=dict)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> AttemptDict:
         """The attempt as a JSON-ready dict (every field)."""
         return {"role": self.role, "action": self.action, "identity": self.identity, "outcome": self.outcome,
                 "reasons": list(self.reasons), "message": self.message, "waited_s": round(self.waited_s, 3),
