@@ -14,6 +14,7 @@ import pytest
 from support import matrix_text
 
 from pytest_hetero.backends.kubernetes.boundaries import isolating, opening, selects
+from pytest_hetero.backends.protocol import AttemptDict
 from pytest_hetero.errors import MatrixInvalid
 from pytest_hetero.layers.base import LayerBroken, LayerFailed
 from pytest_hetero.layers.boundaries import judge, proven
@@ -143,9 +144,10 @@ ACCEPTED = DEFAULT_REASONS["network-isolation"]
 
 
 def _attempt(role: str, outcome: str, code: str = "", policies: dict[str, list[str]] | None = None
-             ) -> dict[str, Any]:
+             ) -> AttemptDict:
     return {"role": role, "action": "connect to 10.0.0.7:8080 (pod team-b/model behind Service model) from a pod "
-            "of tenant a in namespace team-a", "outcome": outcome, "message": "timed out after 3 s",
+            "of tenant a in namespace team-a", "identity": "system:serviceaccount:team-a:hetero", "outcome": outcome,
+            "message": "timed out after 3 s", "waited_s": 3.0,
             "reasons": [{"source": "probe pod", "code": code, "message": "timed out after 3 s"}] if code else [],
             "facts": {"address": "10.0.0.7:8080", "target": "pod team-b/model behind Service model", "node": "n1",
                       "policies": policies or {"egress": [], "ingress": []}}}
@@ -195,7 +197,8 @@ def test_traffic_through_a_declared_policy_is_not_enforced_and_without_one_not_g
 
 
 def test_a_probe_that_proved_nothing_is_an_error_never_a_pass() -> None:
-    attempt = {**_attempt("reach-target-pod", "not-attempted"), "message": "the control did not connect either"}
+    attempt: AttemptDict = {**_attempt("reach-target-pod", "not-attempted"),
+                            "message": "the control did not connect either"}
     ctx = _Recorder()
     judge(ctx, PROBE, "a", attempt, ACCEPTED)  # type: ignore[arg-type]
     assert ctx.records[0][0] == "scope.not_proven"
@@ -252,7 +255,8 @@ def test_a_refused_connection_is_tried_again_until_the_settle_time_and_a_late_li
 def test_a_named_service_the_target_does_not_have_is_a_configuration_error_naming_the_field() -> None:
     """``services: [modle]`` beside a refused egress address: the egress refusal alone would pass, with b's
     model never tried; the probe is error ``configuration`` naming ``services`` and the Services b has."""
-    absent = {"role": "reach-target-service", "action": "reach Service team-b/modle", "outcome": "not-attempted",
+    absent: AttemptDict = {"role": "reach-target-service", "action": "reach Service team-b/modle",
+              "identity": "system:serviceaccount:team-a:hetero", "outcome": "not-attempted", "waited_s": 0.0,
               "message": "Service team-b/modle does not exist", "reasons": [],
               "facts": {"service": "modle", "absent": "services", "present": ["model"]}}
     with pytest.raises(LayerBroken) as info:

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from support import evidence_of, matrix_text
 
-from pytest_hetero.backends.protocol import EngineView
+from pytest_hetero.backends.protocol import EngineView, NodeFacts
 from pytest_hetero.cli import main
 from pytest_hetero.layers.discovery import engine_gaps, node_differences
 from pytest_hetero.matrix.model import Resource
@@ -102,8 +102,10 @@ def test_engine_and_node_pool_judge_cpu_expectations() -> None:
     assert engine_gaps(resource, view) == [
         ("expectation_mismatch", "the engine has 4 CPUs, matrix expects at least 8"),
         ("expectation_mismatch", "the engine has 16384 MiB memory, matrix expects 65536 MiB")]
-    facts = {"name": "n1", "ready": "True", "ready_reason": None, "ready_message": None, "labels": {},
-             "capacity": {"cpu": "16", "memory": "32Gi"}, "allocatable": {"cpu": "15500m", "memory": "30Gi"}}
+    facts: NodeFacts = {"name": "n1", "resource_version": None, "ready": "True", "ready_reason": None,
+                        "ready_message": None, "conditions": [], "unschedulable": False, "taints": [], "labels": {},
+                        "capacity": {"cpu": "16", "memory": "32Gi"}, "allocatable": {"cpu": "15500m", "memory": "30Gi"},
+                        "simulated": False}
     found = node_differences(resource, facts)
     assert [(d["field"], d["observed"]) for d in found] == [("allocatable[memory]", "30Gi")]
     assert found[0]["message"] == "node n1: allocatable memory 30Gi, matrix expects at least 65536 MiB"

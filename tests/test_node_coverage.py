@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, cast
 import pytest
 from support import matrix_text
 
+from pytest_hetero.backends.protocol import NodeFacts
 from pytest_hetero.errors import MatrixError
 from pytest_hetero.layers.nodes import choose, unschedulable_reason
 from pytest_hetero.matrix.expand import expand
@@ -67,8 +68,10 @@ def test_unschedulable_nodes_are_named_with_why() -> None:
 
     res = Resource("g", "gpu", "nvidia", {"nvidia.com/gpu": "1"},
                    tolerations=({"key": "gpu", "operator": "Exists", "effect": "NoSchedule"},))
-    ok = {"name": "a", "ready": "True", "unschedulable": False,
-          "taints": [{"key": "gpu", "effect": "NoSchedule"}, {"key": "x", "effect": "PreferNoSchedule"}]}
+    ok: NodeFacts = {"name": "a", "resource_version": None, "ready": "True", "ready_reason": None,
+                     "ready_message": None, "conditions": [], "unschedulable": False,
+                     "taints": [{"key": "gpu", "effect": "NoSchedule"}, {"key": "x", "effect": "PreferNoSchedule"}],
+                     "labels": {}, "capacity": {}, "allocatable": {}, "simulated": False}
     assert unschedulable_reason(res, ok) is None
     assert unschedulable_reason(res, {**ok, "ready": "False", "ready_reason": "KubeletNotReady"}) == \
         "not Ready (KubeletNotReady)"

@@ -19,6 +19,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from pytest_hetero.backends.protocol import UsageFacts
+
 JOB_DIR = "/hetero-job"
 """Where the job's programs (:attr:`JobSpec.files`) are, read-only, in every rank's workload."""
 VOLUME_DIR = "/hetero-volume"
@@ -88,7 +90,7 @@ class RankExit:
     stopped_after_peer: bool = False
     started: float | None = None
     ended: float | None = None
-    usage: dict[str, Any] = field(default_factory=dict)
+    usage: UsageFacts = field(default_factory=UsageFacts)
 
     @property
     def failed(self) -> bool:

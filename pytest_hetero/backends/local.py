@@ -41,6 +41,7 @@ from pytest_hetero.backends.protocol import (
     Leftover,
     Started,
     Step,
+    UsageFacts,
     render_entrypoint,
 )
 from pytest_hetero.backends.sandbox import (
@@ -248,7 +249,7 @@ def truth_withheld(step: Step, folders: list[Path], given: list[Path]) -> list[d
     return list(out.values())
 
 
-def process_usage(step: Step, begun: float, ended: float, result: ExecResult) -> dict[str, Any]:
+def process_usage(step: Step, begun: float, ended: float, result: ExecResult) -> UsageFacts:
     """The usage facts (:data:`~pytest_hetero.backends.protocol.USAGE_FACTS`) of one model process:
     namespace ``local``, the resource's requests (nothing reserves them on a single host: request-seconds
     are what the run would have asked a scheduler for), started/ended at ``begun``/``ended`` (epoch s; no

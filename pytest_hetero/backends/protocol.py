@@ -50,7 +50,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, TypedDict
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # annotations only (postponed): no run-time dependency on typing_extensions on 3.10
+    from typing_extensions import NotRequired
+
     from pytest_hetero.backends.jobs import Job, JobSpec, RankExit
     from pytest_hetero.evidence.model import Artifact
     from pytest_hetero.matrix.expand import PlannedItem
@@ -91,6 +93,77 @@ USAGE_FACTS: dict[str, str] = {
 """The facts an engine may report of one workload it created (every key optional, JSON values; times
 are epoch seconds as floats). Engines report facts only; the ledger's arithmetic is the layers' and
 assembly's (:mod:`pytest_hetero.evidence.usage`)."""
+
+
+class UsageFacts(TypedDict, total=False):
+    """The facts an engine reports of one workload it created (:data:`USAGE_FACTS` says what each means;
+    every key optional: an engine reports what it can tell). Times are epoch seconds; None: not known (yet)."""
+
+    workload: str
+    object: str
+    within: str
+    name: str | None
+    namespace: str
+    tenant: str | None
+    requests: dict[str, str | float] | None
+    """None: the engine could not tell (a governance probe's attempt that named none)."""
+    submitted: float | None
+    placed: float | None
+    started: float | None
+    ended: float | None
+    released: float | None
+    attempts: int
+    outcome: str
+    simulated: bool
+    cpu_s: float | None
+    node: str | None
+    """The node a pod was bound to (Kubernetes; None: not bound)."""
+    role: str
+    """What a reserved-inference probe made the workload for (``serving``/``burst``)."""
+
+
+class ProbeWorkload(UsageFacts, total=False):
+    """A workload a governance probe placed, in its :class:`ProbeLedger`: its :class:`UsageFacts` (``role``,
+    ``namespace``, ``requests``, ``workload``, ``object``, ``name``, ``placed``, ``released``, ``outcome``) and
+    ``held_s`` (seconds from placement until the probe's objects were confirmed gone: an upper bound)."""
+
+    held_s: float
+
+
+class ProbeWaste(TypedDict):
+    """A governance probe's work the cluster turned away: ``attempts``, ``refused`` (refused or left pending),
+    ``waited_s`` (seconds spent waiting for placement or a verdict)."""
+
+    attempts: int
+    refused: int
+    waited_s: float
+
+
+class ProbeLedger(TypedDict):
+    """What a governance probe cost the cluster (:attr:`GovernanceReport.ledger`): ``resource_seconds``
+    ``{namespace: {resource: request × seconds held}}``, its ``workloads`` and its ``waste``."""
+
+    resource_seconds: dict[str, dict[str, float]]
+    workloads: list[ProbeWorkload]
+    waste: ProbeWaste
+
+
+class ServingPod(TypedDict, total=False):
+    """One workload behind a serving deployment (:meth:`Backend.serving_pods`); keys the engine cannot know
+    are absent. ``usage``: :data:`USAGE_FACTS` of a pod the engine deployed for this run (the ledger counts it)."""
+
+    name: str
+    node: str | None
+    phase: str | None
+    ready: bool
+    ip: str | None
+    image: str | None
+    image_digest: str | None
+    requests: dict[str, str]
+    limits: dict[str, str]
+    version: str | None
+    revision: str | None
+    usage: UsageFacts
 
 
 class Step(Protocol):
@@ -139,10 +212,10 @@ class EngineFault(Exception):
 
     status: ClassVar[str] = "failed"
 
-    def __init__(self, message: str, category: str = "", usage: dict[str, Any] | None = None) -> None:
+    def __init__(self, message: str, category: str = "", usage: UsageFacts | None = None) -> None:
         self.message = message
         self.category = category or "unspecified"
-        self.usage: dict[str, Any] = usage or {}
+        self.usage: UsageFacts = usage or {}
         """The failed workload's :data:`USAGE_FACTS` (empty: the engine created none or cannot tell)."""
         super().__init__(message)
 
@@ -204,6 +277,42 @@ class EngineView:
     local: bool = True
 
 
+class Taint(TypedDict, total=False):
+    """A Kubernetes node ``Taint`` as the API serves it (``value`` and ``timeAdded`` may be absent)."""
+
+    key: str
+    value: str
+    effect: str
+    timeAdded: str
+
+
+class NodeFacts(TypedDict):
+    """What evidence keeps of one node of a pool (:attr:`NodePool.nodes`; every key written by the engine):
+    ``ready`` the Ready condition's status (``Unknown`` without one) with its ``ready_reason`` and
+    ``ready_message``, every other condition, ``unschedulable`` (cordoned), ``taints``, ``labels``,
+    ``capacity``/``allocatable`` of the requested resource names (quantity strings; None: not advertised),
+    ``simulated`` (a KWOK node)."""
+
+    name: str
+    resource_version: NotRequired[str | None]
+    ready: str
+    ready_reason: str | None
+    ready_message: str | None
+    conditions: NotRequired[list[dict[str, str | None]]]
+    """Every condition but Ready: its ``type``, ``status``, ``reason``, ``message``, ``lastTransitionTime``
+    (Kubernetes ``NodeCondition`` fields, each key written; None where the API left one out). A third
+    party's engine may leave ``conditions`` and ``resource_version`` out (``tests/test_extension.py``'s does)."""
+    unschedulable: bool
+    taints: list[Taint]
+    labels: dict[str, str]
+    capacity: dict[str, str | None]
+    allocatable: dict[str, str | None]
+    simulated: bool
+    requested_by_pods: NotRequired[dict[str, float] | None]
+    """What the pods bound to the node request (base units), added by a pool listing; None: pods could not
+    be listed."""
+
+
 @dataclass
 class NodePool:
     """The nodes of the resource's pool as an apiserver lists them.
@@ -216,7 +325,7 @@ class NodePool:
     selector used (empty: all nodes, narrowed to those advertising ``wanted``).
     """
 
-    nodes: list[dict[str, Any]]
+    nodes: list[NodeFacts]
     snapshot: dict[str, Any]
     selector: str
     wanted: list[str]
@@ -252,7 +361,7 @@ class Placement:
     message: str = ""
     untranslatable: str = ""
     short_devices: str = ""
-    usage: dict[str, Any] = field(default_factory=dict)
+    usage: UsageFacts = field(default_factory=UsageFacts)
 
 
 @dataclass(frozen=True)
@@ -295,8 +404,18 @@ class JobPlacement:
     decisive: dict[str, Any] | None = None
     reasons: list[dict[str, Any]] = field(default_factory=list)
     message: str = ""
-    usage: list[dict[str, Any]] = field(default_factory=list)
+    usage: list[UsageFacts] = field(default_factory=list)
     """:data:`USAGE_FACTS` of each pod of the job (none before admission)."""
+
+
+class InterpreterView(TypedDict):
+    """An interpreter's framework view (:attr:`ImageIdentity.environment`, engines without containers): the
+    ``python`` executable, ONNX Runtime's execution ``providers`` (None: ONNX Runtime is not importable) and
+    ``onnxruntime_error`` (why not; None when it is)."""
+
+    python: str
+    providers: list[str] | None
+    onnxruntime_error: str | None
 
 
 @dataclass
@@ -311,7 +430,7 @@ class ImageIdentity:
     digest: str | None
     known: tuple[str, ...]
     what: str
-    environment: dict[str, Any] | None = None
+    environment: InterpreterView | None = None
     handle: Any = None
 
 
@@ -329,7 +448,7 @@ class Started:
     simulated: bool = False
     node: dict[str, Any] = field(default_factory=dict)
     identity: ImageIdentity | None = None
-    usage: dict[str, Any] = field(default_factory=dict)
+    usage: UsageFacts = field(default_factory=UsageFacts)
 
 
 class _RunFailureBase(TypedDict):
@@ -391,6 +510,19 @@ class Leftover:
                 "detail": dict(self.detail), "remove": self.remove}
 
 
+class AttemptDict(TypedDict):
+    """:meth:`Attempt.to_dict`: an attempt as evidence records it and the layers judge it (every field)."""
+
+    role: str
+    action: str
+    identity: str
+    outcome: str
+    reasons: list[dict[str, Any]]
+    message: str
+    waited_s: float
+    facts: dict[str, Any]
+
+
 @dataclass
 class Attempt:
     """One action of a governance probe as the engine carried it out, in engine terms; the layer judges it.
@@ -417,7 +549,7 @@ class Attempt:
     waited_s: float = 0.0
     facts: dict[str, Any] = field(default_factory=dict)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> AttemptDict:
         """The attempt as a JSON-ready dict (every field)."""
         return {"role": self.role, "action": self.action, "identity": self.identity, "outcome": self.outcome,
                 "reasons": list(self.reasons), "message": self.message, "waited_s": round(self.waited_s, 3),
@@ -441,7 +573,7 @@ class GovernanceReport:
     cleanup: list[dict[str, Any]] = field(default_factory=list)
     leftovers: list[Leftover] = field(default_factory=list)
     skipped: str = ""
-    ledger: dict[str, Any] = field(default_factory=dict)
+    ledger: ProbeLedger | None = None
 
 
 Measure = Callable[[list[str], float], dict[str, Any]]
@@ -476,7 +608,7 @@ class ReserveReport:
     victims: list[dict[str, Any]] = field(default_factory=list)
     cleanup: list[dict[str, Any]] = field(default_factory=list)
     leftovers: list[Leftover] = field(default_factory=list)
-    usage: list[dict[str, Any]] = field(default_factory=list)
+    usage: list[UsageFacts] = field(default_factory=list)
 
 
 def render_entrypoint(entrypoint: tuple[str, ...], values: dict[str, str]) -> list[str]:
@@ -651,7 +783,7 @@ class Backend(ABC):
         raise Unsupported(f"the {self.name} backend cannot resolve {request.deploy} to an endpoint "
                           "(serving_endpoint not implemented); give serving.endpoint")
 
-    def serving_pods(self, step: Step, request: ServingRequest) -> list[dict[str, Any]] | None:
+    def serving_pods(self, step: Step, request: ServingRequest) -> list[ServingPod] | None:
         """The workloads backing ``request.deploy`` now: ``[{"name", "node", "phase", "ready", "ip",
         "image", "image_digest", "requests", "limits", "revision", "usage"}]`` (keys the engine cannot know
         are absent; ``usage``: :data:`USAGE_FACTS` of a pod the engine deployed for this run, which the

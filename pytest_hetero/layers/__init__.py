@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from pytest_hetero.backends.protocol import EngineFault, EngineUnavailable, Unsupported
+from pytest_hetero.backends.protocol import EngineFault, EngineUnavailable, Unsupported, UsageFacts
 from pytest_hetero.layers import business, discovery, execution, scheduling, startup, training, usage
 from pytest_hetero.layers.base import LayerBroken, LayerContext, LayerFailed, LayerOutcome, NotApplicable
 
@@ -30,7 +30,8 @@ def _judging(check: Callable[[LayerContext], None]) -> Callable[[LayerContext], 
             check(ctx)
         except EngineFault as fault:
             # the workload the failed action created held (or was denied) resources: the ledger's waste
-            held = getattr(fault, "usage", None) or {}  # a third party's fault may skip EngineFault.__init__
+            # a third party's fault may skip EngineFault.__init__
+            held: UsageFacts = getattr(fault, "usage", None) or UsageFacts()
             usage.record(ctx, held, held.get("outcome") or "failed", run=ctx.layer == "model")
             raise outcome_of(fault) from None
 

@@ -23,10 +23,13 @@ claim the probe names that the target does not have is error ``configuration`` n
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_hetero.layers.base import LayerBroken, LayerContext, LayerFailed
 from pytest_hetero.matrix.model import GovernanceProbe
+
+if TYPE_CHECKING:
+    from pytest_hetero.backends.protocol import AttemptDict
 
 NETWORK_ROLES = ("reach-target-service", "reach-target-pod", "reach-egress")
 DATA_ROLES = ("mount-target-claim", "bind-target-volume", "mount-target-claim-by-name", "read-target-secret",
@@ -35,7 +38,7 @@ ROLES = NETWORK_ROLES + DATA_ROLES
 """Attempt roles judged here."""
 
 
-def judge(ctx: LayerContext, probe: GovernanceProbe, tenant: str, attempt: dict[str, Any],
+def judge(ctx: LayerContext, probe: GovernanceProbe, tenant: str, attempt: AttemptDict,
           accepted: tuple[str, ...]) -> None:
     """Judge one attempt of a network or data probe (module docstring); ``accepted``: reason codes that
     count as the refusal. Raises LayerFailed; records ``governance.refused`` or ``scope.not_proven``."""
@@ -62,14 +65,14 @@ def judge(ctx: LayerContext, probe: GovernanceProbe, tenant: str, attempt: dict[
     ctx.record("governance.refused", role=attempt["role"], codes=codes, message=attempt["message"], **extra)
 
 
-def _policies(attempt: dict[str, Any]) -> list[str]:
+def _policies(attempt: AttemptDict) -> list[str]:
     """The NetworkPolicies that isolate a network attempt's address: egress ones of the tenant's namespace,
     and ingress ones of the target pod's namespace (not for ``reach-egress``)."""
     found = attempt["facts"].get("policies") or {}
     return [*(found.get("egress") or []), *(found.get("ingress") or [] if attempt["role"] != "reach-egress" else [])]
 
 
-def _reached(tenant: str, attempt: dict[str, Any], policies: list[str]) -> None:
+def _reached(tenant: str, attempt: AttemptDict, policies: list[str]) -> None:
     facts = attempt["facts"]
     got = (f"tenant {tenant}'s pod connected to {facts.get('address')} ({facts.get('target')}) on node "
            f"{facts.get('node')}")
@@ -87,7 +90,7 @@ def _reached(tenant: str, attempt: dict[str, Any], policies: list[str]) -> None:
                       "governance_not_enforced")
 
 
-def could(probe: GovernanceProbe, tenant: str, attempt: dict[str, Any]) -> str:
+def could(probe: GovernanceProbe, tenant: str, attempt: AttemptDict) -> str:
     """The sentence of what ``tenant`` could do with another tenant's data (a data attempt carried out)."""
     target = probe.target or "another tenant"
     facts = attempt["facts"]
@@ -107,14 +110,14 @@ def could(probe: GovernanceProbe, tenant: str, attempt: dict[str, Any]) -> str:
     }[attempt["role"]]
 
 
-def proven(probe: GovernanceProbe, attempts: list[dict[str, Any]]) -> None:
+def proven(probe: GovernanceProbe, attempts: list[AttemptDict]) -> None:
     """Raise LayerBroken ``configuration`` when a Service (``services``) or claim (``claims``) the probe names
     does not exist in the target's namespace (a misspelt name left untested while the rest passed), naming the
     field; ``probe_not_run`` when a network or data probe made no attempt at all (every address unreachable by
     its control too): nothing was proven either way. Called after every attempt was judged: a breach wins."""
     if probe.kind not in ("network-isolation", "data-isolation"):
         return
-    absent = [a for a in attempts if a["outcome"] == "not-attempted" and (a.get("facts") or {}).get("absent")]
+    absent = [a for a in attempts if a["outcome"] == "not-attempted" and a["facts"].get("absent")]
     if absent:
         field = absent[0]["facts"]["absent"]
         present = absent[0]["facts"].get("present")

@@ -35,15 +35,18 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
-from pytest_hetero.backends.protocol import EngineView, HostView, NodePool
+from pytest_hetero.backends.protocol import EngineView, HostView, NodeFacts, NodePool
 from pytest_hetero.errors import Location, MatrixError
 from pytest_hetero.layers.base import LayerBroken, LayerContext, LayerFailed
 from pytest_hetero.matrix.model import Matrix, Resource
 from pytest_hetero.matrix.quantity import quantity_or_none
 from pytest_hetero.matrix.tolerations import BLOCKING_EFFECTS, taint_text, tolerates
 from pytest_hetero.status.compute import is_status_key
+
+if TYPE_CHECKING:
+    from pytest_hetero.probes.compare import DifferenceDict, ExpectationFields
 
 VENDOR_LABELS: dict[str, tuple[str, ...]] = {
     "nvidia": ("nvidia.com/gpu.product",),
@@ -80,17 +83,46 @@ def check(ctx: LayerContext) -> None:
                           causes=tuple((c, "; ".join(m)) for c, m in by_code.items()) if len(by_code) > 1 else ())
 
 
-def expectation(resource: Resource) -> dict[str, Any]:
+class CpuDifference(TypedDict):
+    """One difference of a CPU host against its resource (:func:`cpu_differences`)."""
+
+    field: str
+    expected: str
+    observed: str | int | float | None
+    message: str
+
+
+class NodeDifference(TypedDict):
+    """One difference of a node against its resource (:func:`node_differences`,
+    :func:`node_health_differences`): ``code`` is the failure category, ``field`` what was read."""
+
+    node: str
+    code: str
+    field: str
+    expected: str | int | float | bool | None
+    observed: str | int | float | bool | None
+    message: str
+
+
+def expectation(resource: Resource) -> ExpectationFields:
     """A matrix resource's ``expect`` as the probe comparator's Expectation mapping
     (:class:`pytest_hetero.probes.compare.Expectation`): ``resource``, ``count``, ``product``,
     ``min_memory_mib``, ``driver_version``, ``cuda_version``, ``cann_version``, ``mig_profiles``."""
     exp = resource.expect
     names = resource.device_resources
-    out: dict[str, Any] = {"resource": names[0] if names else resource.type}
-    for ours, theirs in (("devices", "count"), ("product", "product"), ("min_memory_mib", "min_memory_mib"),
-                         ("driver", "driver_version"), ("cuda", "cuda_version"), ("cann", "cann_version")):
-        if ours in exp:
-            out[theirs] = exp[ours]
+    out: ExpectationFields = {"resource": names[0] if names else resource.type}
+    if "devices" in exp:
+        out["count"] = exp["devices"]
+    if "product" in exp:
+        out["product"] = exp["product"]
+    if "min_memory_mib" in exp:
+        out["min_memory_mib"] = exp["min_memory_mib"]
+    if "driver" in exp:
+        out["driver_version"] = exp["driver"]
+    if "cuda" in exp:
+        out["cuda_version"] = exp["cuda"]
+    if "cann" in exp:
+        out["cann_version"] = exp["cann"]
     if "mig_profile" in exp:
         out["mig_profiles"] = (exp["mig_profile"],)
     return out
@@ -172,7 +204,7 @@ def requested(resource: Resource, name: str) -> float | None:
     return quantity_or_none(merged.get(name))
 
 
-def host_differences(resource: Resource, view: HostView) -> list[dict[str, Any]]:
+def host_differences(resource: Resource, view: HostView) -> list[DifferenceDict] | list[CpuDifference]:
     """Named differences between a host probe and the resource's ``expect`` (and what it requests):
     the comparator's for device vendors, :func:`cpu_differences` for CPU."""
     if view.vendor != "cpu":
@@ -182,12 +214,13 @@ def host_differences(resource: Resource, view: HostView) -> list[dict[str, Any]]
     return cpu_differences(resource, view)
 
 
-def cpu_differences(resource: Resource, view: HostView) -> list[dict[str, Any]]:
+def cpu_differences(resource: Resource, view: HostView) -> list[CpuDifference]:
     """A CPU host against the resource: usable CPUs (cgroup limit, else logical CPUs) against
     ``min_cpus`` and the requested cpu; usable memory (MiB: cgroup limit, else total) against
     ``min_memory_mib`` / ``min_memory_total_mib`` and the requested memory; the CPU model against
     ``product`` (a regular expression). Each difference ``{"field", "expected", "observed", "message"}``."""
-    expect, extra, out = resource.expect, view.devices.extra or {}, []
+    expect, extra = resource.expect, view.devices.extra or {}
+    out: list[CpuDifference] = []
     cpus = extra.get("cpu_limit_cores") or extra.get("logical_cpus")
     mem = extra.get("memory_effective_mib") or extra.get("memory_total_mib")
     model = str(extra.get("model") or next((d.name for d in view.devices.devices if d.name), "") or "")
@@ -244,7 +277,7 @@ def _judge_host(ctx: LayerContext, view: HostView) -> list[tuple[str, str]]:
         return [("device_unhealthy", "unhealthy devices: " + "; ".join(
             f"{d.label}: {', '.join(d.errors) or d.health_raw}" for d in sick))]
     if differences:
-        return [("expectation_mismatch", "; ".join(str(d.get("message", d)) for d in differences))]
+        return [("expectation_mismatch", "; ".join(d["message"] for d in differences))]
     return []
 
 
@@ -319,10 +352,11 @@ def _judge_engine(ctx: LayerContext, view: EngineView) -> list[tuple[str, str]]:
     return gaps
 
 
-def node_differences(resource: Resource, facts: dict[str, Any]) -> list[dict[str, Any]]:
+def node_differences(resource: Resource, facts: NodeFacts) -> list[NodeDifference]:
     """Named differences of one node (facts as :class:`~pytest_hetero.backends.protocol.NodePool`
     holds them) against the resource: each ``{"node", "code", "field", "expected", "observed", "message"}``."""
-    node, out = facts["name"], []
+    node = facts["name"]
+    out: list[NodeDifference] = []
 
     def add(code: str, field: str, expected: Any, observed: Any, message: str) -> None:
         out.append({"node": node, "code": code, "field": field, "expected": expected, "observed": observed,
@@ -363,7 +397,7 @@ def node_differences(resource: Resource, facts: dict[str, Any]) -> list[dict[str
     return out
 
 
-def _node_cpu(resource: Resource, facts: dict[str, Any], add: Any) -> None:
+def _node_cpu(resource: Resource, facts: NodeFacts, add: Any) -> None:
     """A CPU resource's ``min_cpus`` and ``min_memory_mib``/``min_memory_total_mib`` against the node's
     allocatable cpu and memory."""
     if resource.type != "cpu":
@@ -400,8 +434,8 @@ def judged_conditions(target: dict[str, Any]) -> tuple[str, ...] | None:
     return tuple(value)
 
 
-def node_health_differences(resource: Resource, facts: dict[str, Any],
-                            judged: tuple[str, ...] | None = None) -> list[dict[str, Any]]:
+def node_health_differences(resource: Resource, facts: NodeFacts,
+                            judged: tuple[str, ...] | None = None) -> list[NodeDifference]:
     """Named differences of one node's health beyond Ready (facts as ``NodePool.nodes`` holds them):
     cordoned, NoSchedule/NoExecute taints ``resource`` does not tolerate, problem conditions set True
     (``judged``: the condition types to judge, None: all but Ready and the validation status the gate
@@ -409,15 +443,16 @@ def node_health_differences(resource: Resource, facts: dict[str, Any],
     :func:`pytest_hetero.status.compute.is_status_key`). Each ``{"node", "code", "field",
     "expected", "observed", "message"}`` (owners are the failure table's); a lifecycle taint standing for a cordon or a
     NotReady node already named is not named twice."""
-    node, out = facts["name"], []
-    if facts.get("unschedulable"):
+    node = facts["name"]
+    out: list[NodeDifference] = []
+    if facts["unschedulable"]:
         out.append({"node": node, "code": "node_unschedulable", "field": "spec.unschedulable", "expected": False,
                     "observed": True,
                     "message": f"node {node}: cordoned (spec.unschedulable: true): no new pod lands there"})
-    said = {"node.kubernetes.io/unschedulable"} if facts.get("unschedulable") else set()
-    if facts.get("ready") != "True":
+    said = {"node.kubernetes.io/unschedulable"} if facts["unschedulable"] else set()
+    if facts["ready"] != "True":
         said |= {"node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"}
-    for taint in facts.get("taints") or []:
+    for taint in facts["taints"]:
         if (taint.get("effect") not in BLOCKING_EFFECTS or taint.get("key") in said
                 or any(tolerates(t, taint) for t in resource.tolerations)):
             continue
@@ -427,8 +462,8 @@ def node_health_differences(resource: Resource, facts: dict[str, Any],
                     "message": f"node {node}: taint {taint_text(taint)} is not tolerated by resource "
                                f"{resource.name} (add a toleration, or pick another pool)"})
     for cond in facts.get("conditions") or []:
-        kind = str(cond.get("type", ""))
-        if cond.get("status") != "True" or (judged is not None and kind not in judged):
+        kind = str(cond["type"])
+        if cond["status"] != "True" or (judged is not None and kind not in judged):
             continue
         if judged is None and is_status_key(kind):  # the gate's own published status: True means validated
             continue

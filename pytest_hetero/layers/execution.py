@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from pytest_hetero.backends.protocol import UsageFacts
 from pytest_hetero.errors import HeteroError
 from pytest_hetero.evidence.inputs import USED, code_digest
 from pytest_hetero.evidence.model import bounded, sha256_text
@@ -90,8 +91,9 @@ def _run_once(ctx: LayerContext, run: int) -> None:
         ctx.record(VIEW_RECORD, **made.record())
     with interruptions_noticed("the model run"):  # a Ctrl-C meanwhile is the run's interruption, never the model's
         result = ctx.backend.execute(ctx)
-    workload = result.details.pop("workload", None)
-    record_usage(ctx, result.details.pop("workload_started", None))  # started here: no startup item did
+    workload: UsageFacts | None = result.details.pop("workload", None)
+    started: UsageFacts | None = result.details.pop("workload_started", None)
+    record_usage(ctx, started)  # started here: no startup item did
     ran_well = result.exit_code == 0 and not result.timed_out and result.failure is None
     record_usage(ctx, workload if isinstance(workload, dict) else None, None if ran_well else "failed", run=True)
     usage = result.details.pop("usage", None)

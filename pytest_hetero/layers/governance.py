@@ -39,12 +39,15 @@ for every user, while a probe item differs from a placement item only in its key
 from __future__ import annotations
 
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_hetero.layers import boundaries, usage
 from pytest_hetero.layers.base import LayerBroken, LayerContext, LayerFailed, NotApplicable
 from pytest_hetero.matrix.governance import DEFAULT_REASONS
 from pytest_hetero.matrix.model import GovernanceProbe
+
+if TYPE_CHECKING:
+    from pytest_hetero.backends.protocol import AttemptDict
 
 MUST_REFUSE = ("submit-into-target", "list-target-pods", "list-target-workloads", "submit-to-target-queue",
                "submit-via-target-cluster-queue", "above", "node", "waiter")
@@ -70,9 +73,12 @@ def check(ctx: LayerContext) -> None:
     ctx.record("governance.cleanup", objects=report.cleanup, leftovers=[x.to_dict() for x in report.leftovers])
     if report.ledger:
         ctx.record("governance.ledger", tenant=probe.acting_as, **report.ledger)
-        for held in report.ledger.get("workloads") or []:  # the run-wide ledger counts each probe workload too
-            usage.record(ctx, {k: v for k, v in held.items() if k not in ("role", "held_s")}
-                         | {"tenant": probe.acting_as, "role": f"governance:{probe.name}:{held.get('role')}"})
+        for held in report.ledger["workloads"]:  # the run-wide ledger counts each probe workload too
+            own = held.copy()
+            role = own.pop("role", None)
+            own.pop("held_s", None)
+            own["tenant"], own["role"] = probe.acting_as, f"governance:{probe.name}:{role}"
+            usage.record(ctx, own)
     if report.skipped:
         raise NotApplicable(report.skipped)
     tenant = probe.acting_as or "the gate"
@@ -86,7 +92,7 @@ def check(ctx: LayerContext) -> None:
             f"{x.kind} {x.namespace}/{x.name}: {x.reason}" for x in report.leftovers), "cleanup_incomplete")
 
 
-def _judge(ctx: LayerContext, probe: GovernanceProbe, tenant: str, attempt: dict[str, Any]) -> None:
+def _judge(ctx: LayerContext, probe: GovernanceProbe, tenant: str, attempt: AttemptDict) -> None:
     """Raise the outcome of one attempt that did not go as its role requires (module docstring)."""
     role = attempt["role"]
     if role in boundaries.ROLES:
@@ -111,7 +117,7 @@ def _accepted(probe: GovernanceProbe) -> tuple[str, ...]:
     return probe.reasons or DEFAULT_REASONS.get(probe.kind, ())
 
 
-def _could(probe: GovernanceProbe, tenant: str, attempt: dict[str, Any]) -> str:
+def _could(probe: GovernanceProbe, tenant: str, attempt: AttemptDict) -> str:
     """The sentence of what ``tenant`` could do that it must not."""
     target = probe.target or "another tenant"
     returned = attempt["facts"].get("returned")
@@ -134,7 +140,7 @@ def _could(probe: GovernanceProbe, tenant: str, attempt: dict[str, Any]) -> str:
     }[attempt["role"]]
 
 
-def _refused(ctx: LayerContext, probe: GovernanceProbe, tenant: str, attempt: dict[str, Any]) -> None:
+def _refused(ctx: LayerContext, probe: GovernanceProbe, tenant: str, attempt: AttemptDict) -> None:
     """Pass silently when ``attempt`` was refused (or left pending) for an accepted reason; else raise.
     An attempt the engine did not make (``not-attempted``) is recorded as scope not proven."""
     if attempt["outcome"] == "not-attempted":
@@ -151,7 +157,7 @@ def _refused(ctx: LayerContext, probe: GovernanceProbe, tenant: str, attempt: di
     ctx.record("governance.refused", role=attempt["role"], codes=codes, message=attempt["message"])
 
 
-def preempted(ctx: LayerContext, tenant: str, attempt: dict[str, Any]) -> None:
+def preempted(ctx: LayerContext, tenant: str, attempt: AttemptDict) -> None:
     """The high-priority workload was placed (checked before): the low one must have been evicted for it,
     with the eviction recorded by the cluster (DisruptionTarget condition or Preempted event)."""
     victim = attempt["facts"].get("victim") or {}
@@ -179,7 +185,7 @@ def breaches(facts: dict[str, Any]) -> list[str]:
             *(f"{k}={v}" for k, v in sorted(env.items()) if v.strip() not in NOT_GRANTING)]
 
 
-def devices(ctx: LayerContext, tenant: str, attempt: dict[str, Any]) -> None:
+def devices(ctx: LayerContext, tenant: str, attempt: AttemptDict) -> None:
     """Judge the device-isolation pod (no accelerator request): it must have run to its end and seen
     no accelerator device node and no variable granting devices."""
     facts = attempt["facts"]

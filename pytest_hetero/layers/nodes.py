@@ -41,7 +41,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any
 
-from pytest_hetero.backends.protocol import EngineFault, Started
+from pytest_hetero.backends.protocol import EngineFault, NodeFacts, Started
 from pytest_hetero.layers import usage
 from pytest_hetero.layers.base import LayerContext, LayerFailed, LayerOutcome, NotApplicable
 from pytest_hetero.matrix.expand import PlannedItem
@@ -56,13 +56,13 @@ COVERAGE_RECORD = "startup.coverage"
 """Record kind of the choice of nodes (pool, schedulable, chosen, not exercised with reasons)."""
 
 
-def unschedulable_reason(resource: Resource, facts: dict[str, Any]) -> str | None:
+def unschedulable_reason(resource: Resource, facts: NodeFacts) -> str | None:
     """Why a pod of ``resource`` cannot land on the node (facts as ``NodePool.nodes`` holds them), or None."""
-    if facts.get("ready") != "True":
-        return f"not Ready ({facts.get('ready_reason') or facts.get('ready')})"
-    if facts.get("unschedulable"):
+    if facts["ready"] != "True":
+        return f"not Ready ({facts['ready_reason'] or facts['ready']})"
+    if facts["unschedulable"]:
         return "cordoned (spec.unschedulable: true)"
-    taints = untolerated(facts.get("taints") or [], [dict(t) for t in resource.tolerations])
+    taints = untolerated(facts["taints"], [dict(t) for t in resource.tolerations])
     if taints:
         return f"untolerated taint {', '.join(taints)}"
     return None

@@ -111,8 +111,10 @@ def check(ctx: LayerContext, probe: GovernanceProbe) -> None:
     report = ctx.backend.reserve_inference(ctx, probe, request, load)
     record(ctx, report)
     for facts in report.usage:  # the run-wide ledger counts the probe's pods, as the other probes' workloads
-        usage.record(ctx, {k: v for k, v in facts.items() if k != "role"}
-                     | {"tenant": probe.acting_as, "role": f"governance:{probe.name}:{facts.get('role')}"})
+        own = facts.copy()
+        role = own.pop("role", None)
+        own["tenant"], own["role"] = probe.acting_as, f"governance:{probe.name}:{role}"
+        usage.record(ctx, own)
     judge(ctx, probe, report)
 
 

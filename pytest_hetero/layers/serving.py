@@ -207,8 +207,7 @@ def record_deploy(ctx: LayerContext, serving: Serving, proto: ServingProtocol, m
     ctx.record("serving.deploy", deploy=serving.deploy, recorded=True, pods=pods)
     for facts in held:
         if isinstance(facts, dict) and facts:
-            served = {"model": f"{model.name}@{model.version}", "task_type": model.task_type} if model else {}
-            record_usage(ctx, facts | served)
+            record_usage(ctx, facts, model=model)
 
 
 def startup(ctx: LayerContext) -> None:

@@ -27,7 +27,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from pytest_hetero.backends.protocol import EXECUTION_PROVIDERS, ImageIdentity, Started
+from pytest_hetero.backends.protocol import EXECUTION_PROVIDERS, ImageIdentity, InterpreterView, Started
 from pytest_hetero.errors import ParseError
 from pytest_hetero.layers import usage
 from pytest_hetero.layers.base import LayerContext, LayerFailed
@@ -101,13 +101,13 @@ def framework_models(ctx: LayerContext) -> list[str]:
     return [m.name for m in ctx.matrix.models if m.runtime in FRAMEWORK_RUNTIMES]
 
 
-def judge_environment(ctx: LayerContext, env: dict[str, Any]) -> None:
+def judge_environment(ctx: LayerContext, env: InterpreterView) -> None:
     """Judge an interpreter's framework view (engines without containers): when a model declares
     ``runtime: onnxruntime``, ONNX Runtime must be importable with the resource's execution provider.
     Records ``startup.device_init``; LayerFailed (algorithm). Without such a model nothing is required,
     and on an accelerator the device initialisation is recorded as not proven."""
     wanted = EXECUTION_PROVIDERS[ctx.resource.type]
-    providers = env.get("providers")
+    providers = env["providers"]
     needing = framework_models(ctx)
     if not needing:
         ctx.record("startup.device_init", framework=None, wanted_provider=wanted, providers=providers, ok=True,
@@ -118,7 +118,7 @@ def judge_environment(ctx: LayerContext, env: dict[str, Any]) -> None:
                               f"{wanted} in the environment was not checked")
         return
     if providers is None:
-        raise LayerFailed(f"ONNX Runtime not importable in {env.get('python')}: {env.get('onnxruntime_error')} "
+        raise LayerFailed(f"ONNX Runtime not importable in {env['python']}: {env['onnxruntime_error']} "
                           f"(models with runtime: onnxruntime: {', '.join(needing)})", "framework_missing")
     ctx.record("startup.device_init", framework="onnxruntime", wanted_provider=wanted,
                providers=providers, ok=wanted in providers, models=needing)
@@ -149,12 +149,12 @@ def framework_gaps(ctx: LayerContext, report: PayloadReport) -> list[tuple[str, 
         return [("framework_missing", (f"image {ctx.image.reference} has no python3/python; the models need "
                  f"ONNX Runtime ({python.get('error')})"))]
     ort = report.framework("onnxruntime")
-    if not ort.get("available"):
+    if not ort.available:
         return [("framework_missing", (f"ONNX Runtime not importable in image {ctx.image.reference}: "
-                 f"{ort.get('error') or python.get('error')}"))]
-    if wanted not in (ort.get("providers") or []):
+                 f"{ort.error or python.get('error')}"))]
+    if wanted not in (ort.providers or []):
         return [("framework_without_accelerator", (f"{wanted} not available in the image's ONNX Runtime "
-                 f"{ort.get('version')} (has {', '.join(ort.get('providers') or [])})"))]
+                 f"{ort.version} (has {', '.join(ort.providers or [])})"))]
     return []
 
 
@@ -188,7 +188,7 @@ def judge_payload(ctx: LayerContext, started: Started, exit_code: int | None, st
     ort = report.framework("onnxruntime")
     ctx.record("startup.device_init", exit_code=exit_code, artifact=art.path,
                shell_only=not (report.python or {}).get("present"),
-               wanted_provider=EXECUTION_PROVIDERS[ctx.resource.type], providers=ort.get("providers"),
+               wanted_provider=EXECUTION_PROVIDERS[ctx.resource.type], providers=ort.providers,
                findings=findings, framework_gaps=[{"category": c, "message": m} for c, m in gaps], report=data,
                **placement)
     devices = visible_devices(ctx.resource, report)

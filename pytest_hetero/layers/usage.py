@@ -16,37 +16,49 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
+from pytest_hetero.backends.protocol import UsageFacts
 from pytest_hetero.evidence.usage import RECORD, held, idle
 from pytest_hetero.layers.base import LayerContext
+
+if TYPE_CHECKING:
+    from pytest_hetero.matrix.model import Model
 
 RUN_TIME_RECORD = "model.run_time"
 
 
-def record(ctx: LayerContext, facts: dict[str, Any] | None, outcome: str | None = None, run: bool = False) -> None:
+class Attribution(TypedDict, total=False):
+    """What a ``usage.workload`` record adds to the engine's :class:`UsageFacts` for a workload of a model
+    (:func:`record`): ``model`` (``name@version``) and its ``task_type``; absent for any other workload."""
+
+    model: str
+    task_type: str
+
+
+def record(ctx: LayerContext, facts: UsageFacts | None, outcome: str | None = None, run: bool = False,
+           model: Model | None = None) -> None:
     """Record ``facts`` (an engine's usage facts; nothing when empty or None) as ``usage.workload``.
 
     ``outcome`` overrides the engine's when the layer knows better (``failed``: the action the
     workload was made for did not happen); ``run``: the workload is this item's model run, so it is
-    attributed to the model (``model`` ``name@version``, ``task_type``). ``held_s`` is counted up to
+    attributed to the model (``model`` ``name@version``, ``task_type``); ``model``: attribute it to this model
+    (a serving pod of the model). ``held_s`` is counted up to
     now when the workload is still held (``open``: True); ``idle_s`` is ``started − placed``.
     """
     if not facts:
         return
-    data = dict(facts)
+    data = facts.copy()
     if outcome is not None:
         data["outcome"] = outcome
     if run and "model" in ctx.planned.keys:
         model = ctx.model
-        data["model"] = f"{model.name}@{model.version}"
-        data["task_type"] = model.task_type
-    seconds, missing = held(data, time.time())
-    gap = idle(data)
-    data["held_s"] = None if seconds is None else round(seconds, 3)
-    data["idle_s"] = None if gap is None else round(gap, 3)
-    data["open"] = "released" in missing
-    ctx.record(RECORD, **data)
+    served: Attribution = ({"model": f"{model.name}@{model.version}", "task_type": model.task_type}
+                           if model is not None else {})
+    seconds, missing = held(dict(data), time.time())
+    gap = idle(dict(data))
+    ctx.record(RECORD, **data, **served, held_s=None if seconds is None else round(seconds, 3),
+               idle_s=None if gap is None else round(gap, 3), open="released" in missing)
 
 
 def _key(ctx: LayerContext, parts: tuple[str, ...], run: int) -> str:

@@ -12,9 +12,9 @@ import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
-from typing import Any
+from typing import Any, TypedDict
 
-from pytest_hetero.probes.model import Device, Inventory, Partition, _plain
+from pytest_hetero.probes.model import Device, Inventory, Partition
 
 SOURCE_NAMES = {
     "nvml": "NVML",
@@ -23,6 +23,30 @@ SOURCE_NAMES = {
     "npu-smi": "npu-smi",
     "proc": "/proc",
 }
+
+
+class ExpectationFields(TypedDict, total=False):
+    """:class:`Expectation`'s fields as a mapping (what :func:`compare` accepts and evidence records as
+    ``expected``); a field left out takes the dataclass's default."""
+
+    resource: str
+    count: int
+    product: str
+    min_memory_mib: int
+    driver_version: str
+    cuda_version: str
+    cann_version: str
+    mig_profiles: tuple[str, ...]
+
+
+class DifferenceDict(TypedDict):
+    """:meth:`Difference.to_dict`: a :class:`Difference` as JSON (every field written)."""
+
+    category: str
+    message: str
+    expected: str | None
+    actual: str | None
+    device: str | None
 
 
 @dataclass(frozen=True)
@@ -78,9 +102,10 @@ class Difference:
     actual: str | None = None
     device: str | None = None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> DifferenceDict:
         """Return the difference as a JSON-ready dict."""
-        return dict(_plain(self))
+        return {"category": self.category, "message": self.message, "expected": self.expected,
+                "actual": self.actual, "device": self.device}
 
 
 def _key(version: str) -> tuple[tuple[int, int | str], ...]:

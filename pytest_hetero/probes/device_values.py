@@ -17,7 +17,10 @@ process on it).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pytest_hetero.probes.usage import Measured
 
 DEVICE_RUN_TIME_UNITS: dict[str, str] = {"gpu_memory_peak_mib": "MiB", "device_utilisation_mean": "ratio"}
 """The device values of one model run, by name, with their unit (``ratio``: 0-1)."""
@@ -25,12 +28,12 @@ DEVICE_SOURCES = frozenset({"nvml", "nvidia-smi", "npu-smi"})
 """The ``source`` of a usage series that read an accelerator device (not a cgroup or container)."""
 
 
-def value(name: str, number: float | None, source: str, why: str | None = None) -> dict[str, Any]:
+def value(name: str, number: float | None, source: str, why: str | None = None) -> Measured:
     """One device value as evidence, in the shape of :func:`pytest_hetero.probes.usage.measured`:
     ``{"value", "unit", "source", "measured_by": "gate"}`` plus ``unavailable`` (why) when ``number`` is None.
     ``name``: a key of :data:`DEVICE_RUN_TIME_UNITS` (KeyError otherwise)."""
-    out: dict[str, Any] = {"value": None if number is None else round(float(number), 4),
-                           "unit": DEVICE_RUN_TIME_UNITS[name], "source": source, "measured_by": "gate"}
+    out: Measured = {"value": None if number is None else round(float(number), 4),
+                     "unit": DEVICE_RUN_TIME_UNITS[name], "source": source, "measured_by": "gate"}
     if number is None:
         out["unavailable"] = why or "not measured"
     return out
@@ -58,7 +61,7 @@ def _why_none(usage: dict[str, Any], resource_type: str, engine: str) -> str:
     return f"the {engine} engine sampled no device of this {resource_type} resource during the run"
 
 
-def device_run_time(usage: dict[str, Any] | None, resource_type: str, engine: str) -> dict[str, dict[str, Any]]:
+def device_run_time(usage: dict[str, Any] | None, resource_type: str, engine: str) -> dict[str, Measured]:
     """``{"gpu_memory_peak_mib", "device_utilisation_mean"}`` (:func:`value`) of a model run from its
     ``model.usage`` record (None: the engine recorded none); ``resource_type`` (``gpu``, ``npu``, ``cpu``) and
     ``engine`` (its name) only word the reason of a value that could not be measured. Never raises."""

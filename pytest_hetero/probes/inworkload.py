@@ -31,6 +31,7 @@ from typing import Any
 
 from pytest_hetero.probes.usage import (
     RUN_TIME_UNITS,
+    Measured,
     Sampler,
     Source,
     cpu_seconds_of,
@@ -103,7 +104,7 @@ def read_back(files: dict[str, str], why: str | None, run_s: float, pod: str) ->
     return usage, inside(_rusage(files.get(".rusage", ""), run_s))
 
 
-def _rusage(text: str, run_s: float) -> dict[str, Any]:
+def _rusage(text: str, run_s: float) -> dict[str, Measured]:
     """The ``model.run_time`` values of the wrapper's ``.rusage`` JSON text."""
     try:
         got = json.loads(text)

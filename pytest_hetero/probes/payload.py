@@ -36,6 +36,43 @@ def payload_script() -> str:
     return resources.files("pytest_hetero.probes").joinpath("payload.sh").read_text(encoding="utf-8")
 
 
+def _text(value: object) -> str | None:
+    """A JSON value payload.sh writes as a string, as text (None stays None; another type as its ``str``)."""
+    return None if value is None else str(value)
+
+
+@dataclass(frozen=True)
+class FrameworkFacts:
+    """One framework entry of payload.sh's python report (``torch``, ``onnxruntime``, ``torch_npu``), read
+    once by :meth:`PayloadReport.framework`: ``available`` (importable), ``version``, ``error`` (why not),
+    ``providers`` (ONNX Runtime's execution providers; None: not reported), ``cuda_build`` (torch's
+    ``torch.version.cuda``), ``cuda_available``/``npu_available`` (True/False as reported; None: not a
+    boolean or not reported)."""
+
+    available: bool = False
+    version: str | None = None
+    error: str | None = None
+    providers: list[str] | None = None
+    cuda_build: str | None = None
+    cuda_available: bool | None = None
+    npu_available: bool | None = None
+
+
+@dataclass(frozen=True)
+class ToolRun:
+    """payload.sh's run of a vendor tool (``nvidia-smi``/``npu-smi``), read once by :meth:`PayloadReport.tool`:
+    ``present`` in the image, its exit code ``rc`` (None: not run), ``output`` and ``error`` text."""
+
+    present: bool = False
+    rc: int | None = None
+    output: str | None = None
+    error: str | None = None
+
+    def text(self) -> str:
+        """``error`` then ``output`` (each empty when absent), one newline between them."""
+        return f"{self.error or ''}\n{self.output or ''}"
+
+
 @dataclass(frozen=True)
 class PayloadReport:
     """The payload's JSON as typed fields (shapes follow ``payload.sh``).
@@ -55,11 +92,28 @@ class PayloadReport:
     warnings: tuple[str, ...] = ()
     raw: str = ""
 
-    def framework(self, name: str) -> dict[str, Any]:
-        """Return the python report entry ``name`` (``torch``, ``onnxruntime``…) or ``{}``."""
+    def framework(self, name: str) -> FrameworkFacts:
+        """The python report entry ``name`` (``torch``, ``onnxruntime``…); every field unset when the entry
+        is absent or not an object."""
         report = self.python.get("report") or {}
         value = report.get(name)
-        return value if isinstance(value, dict) else {}
+        entry: dict[str, Any] = value if isinstance(value, dict) else {}
+        providers = entry.get("providers")
+        cuda, npu = entry.get("cuda_available"), entry.get("npu_available")
+        return FrameworkFacts(available=bool(entry.get("available")), version=_text(entry.get("version")),
+                              error=_text(entry.get("error")),
+                              providers=[str(p) for p in providers] if isinstance(providers, list) else None,
+                              cuda_build=_text(entry.get("cuda_build")),
+                              cuda_available=cuda if isinstance(cuda, bool) else None,
+                              npu_available=npu if isinstance(npu, bool) else None)
+
+    def tool(self, name: str) -> ToolRun:
+        """The payload's run of vendor tool ``name``; not present when the report has no such entry."""
+        value = self.tools.get(name)
+        run: dict[str, Any] = value if isinstance(value, dict) else {}
+        rc = run.get("rc")
+        return ToolRun(present=bool(run.get("present")), rc=rc if isinstance(rc, int) else None,
+                       output=_text(run.get("output")), error=_text(run.get("error")))
 
     def has_library(self, prefix: str) -> bool:
         """Return True when a library whose file name starts with ``prefix`` was found."""
@@ -159,10 +213,10 @@ def tool_inventory(report: PayloadReport, vendor: str) -> Inventory | None:
     from pytest_hetero.probes.nvidia import parse_nvidia_smi
 
     name, parse = ("npu-smi", parse_npu_smi_info) if vendor == "ascend" else ("nvidia-smi", parse_nvidia_smi)
-    run = report.tools.get(name) or {}
-    if not run.get("present"):
+    run = report.tool(name)
+    if not run.present:
         return None
-    text = f"{run.get('error') or ''}\n{run.get('output') or ''}".strip("\n")
+    text = run.text().strip("\n")
     try:
         return parse(text)
     except ParseError as exc:

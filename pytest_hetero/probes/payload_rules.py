@@ -13,7 +13,7 @@ import re
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from pytest_hetero.probes.payload import PayloadReport
+    from pytest_hetero.probes.payload import PayloadReport, ToolRun
 
 Rule = tuple[str, str, str]
 """A finding as ``(category, message, evidence)``; :func:`payload.assess` wraps it. No owner: the
@@ -24,9 +24,9 @@ def _finding(category: str, message: str, evidence: str = "") -> Rule:
     return (category, message, evidence)
 
 
-def _tool_error(tool: dict[str, object]) -> str:
-    text = f"{tool.get('error') or ''}\n{tool.get('output') or ''}".strip()
-    return text.splitlines()[0][:300] if text else f"exit {tool.get('rc')}"
+def _tool_error(tool: ToolRun) -> str:
+    text = tool.text().strip()
+    return text.splitlines()[0][:300] if text else f"exit {tool.rc}"
 
 
 def _framework(report: PayloadReport, accel: str) -> list[Rule]:
@@ -34,18 +34,16 @@ def _framework(report: PayloadReport, accel: str) -> list[Rule]:
     torch = report.framework("torch")
     ort = report.framework("onnxruntime")
     if accel == "gpu":
-        if torch.get("available") and not torch.get("cuda_build"):
+        if torch.available and not torch.cuda_build:
             found.append(
                 _finding(
                     "framework",
                     "torch is a CPU-only build (torch.version.cuda is None)",
-                    f"torch {torch.get('version')}",
+                    f"torch {torch.version}",
                 )
             )
-        elif torch.get("available") and torch.get("cuda_available") is False:
-            evidence = (
-                f"torch {torch.get('version')} cuda {torch.get('cuda_build')}; {torch.get('error') or ''}"
-            )
+        elif torch.available and torch.cuda_available is False:
+            evidence = f"torch {torch.version} cuda {torch.cuda_build}; {torch.error or ''}"
             found.append(
                 _finding(
                     "runtime",
@@ -54,41 +52,41 @@ def _framework(report: PayloadReport, accel: str) -> list[Rule]:
                     evidence.strip("; "),
                 )
             )
-        if ort.get("available") and not any(
-            p in (ort.get("providers") or []) for p in ("CUDAExecutionProvider", "TensorrtExecutionProvider")
+        if ort.available and not any(
+            p in (ort.providers or []) for p in ("CUDAExecutionProvider", "TensorrtExecutionProvider")
         ):
             found.append(
                 _finding(
                     "framework",
                     "onnxruntime has no CUDA/TensorRT execution provider "
                     "(CPU build; install onnxruntime-gpu)",
-                    f"providers {ort.get('providers')}",
+                    f"providers {ort.providers}",
                 )
             )
     else:
         npu = report.framework("torch_npu")
-        if torch.get("available") and not npu.get("available"):
+        if torch.available and not npu.available:
             found.append(
                 _finding(
                     "framework",
                     "torch is installed without torch_npu: it cannot use the NPU",
-                    str(npu.get("error") or ""),
+                    npu.error or "",
                 )
             )
-        elif npu.get("available") and npu.get("npu_available") is False:
+        elif npu.available and npu.npu_available is False:
             found.append(
                 _finding(
                     "runtime",
                     "torch_npu is installed but torch.npu.is_available() is False",
-                    str(npu.get("error") or ""),
+                    npu.error or "",
                 )
             )
-        if ort.get("available") and "CANNExecutionProvider" not in (ort.get("providers") or []):
+        if ort.available and "CANNExecutionProvider" not in (ort.providers or []):
             found.append(
                 _finding(
                     "framework",
                     "onnxruntime has no CANNExecutionProvider (not an Ascend build)",
-                    f"providers {ort.get('providers')}",
+                    f"providers {ort.providers}",
                 )
             )
     return found
@@ -157,8 +155,8 @@ def gpu_findings(report: PayloadReport) -> list[Rule]:
                     "searched LD_LIBRARY_PATH and standard dirs",
                 )
             )
-    smi = report.tools.get("nvidia-smi") or {}
-    if smi.get("present") and smi.get("rc") not in (0, None):
+    smi = report.tool("nvidia-smi")
+    if smi.present and smi.rc not in (0, None):
         found.append(_finding("runtime", "nvidia-smi fails inside the container", _tool_error(smi)))
     return found + _framework(report, "gpu")
 
@@ -207,7 +205,7 @@ def npu_findings(report: PayloadReport) -> list[Rule]:
                 f"LD_LIBRARY_PATH={report.env.get('LD_LIBRARY_PATH')!r}",
             )
         )
-    smi = report.tools.get("npu-smi") or {}
-    if smi.get("present") and smi.get("rc") not in (0, None):
+    smi = report.tool("npu-smi")
+    if smi.present and smi.rc not in (0, None):
         found.append(_finding("runtime", "npu-smi info fails inside the container", _tool_error(smi)))
     return found + _framework(report, "npu")

@@ -37,9 +37,26 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from pytest_hetero.signals import quiet_thread
+
+if TYPE_CHECKING:  # annotations only (postponed): no run-time dependency on typing_extensions on 3.10
+    from typing_extensions import NotRequired
+
+
+class Measured(TypedDict):
+    """One run-time value as evidence (:func:`measured`, :func:`pytest_hetero.probes.device_values.value`):
+    ``value`` (None: not measured, ``unavailable`` says why), its ``unit`` and ``source``, who measured it
+    (``measured_by``); ``in_workload`` when the gate's sampler took it inside the model's workload
+    (:func:`inside`)."""
+
+    value: float | None
+    unit: str
+    source: str
+    measured_by: str
+    unavailable: NotRequired[str]
+    in_workload: NotRequired[bool]
 
 DEFAULT_INTERVAL_S = 0.5
 """Seconds between two samples."""
@@ -485,12 +502,12 @@ RUN_TIME_UNITS: dict[str, str] = {"memory_peak_mib": "MiB", "cpu_s": "s"}
 of kind ``run_time`` name them (:mod:`pytest_hetero.matrix.acceptance`)."""
 
 
-def measured(name: str, value: float | None, source: str, why: str | None = None) -> dict[str, Any]:
+def measured(name: str, value: float | None, source: str, why: str | None = None) -> Measured:
     """One run-time value as evidence: ``{"value", "unit", "source", "measured_by": "gate"}``, plus
     ``unavailable`` (why) when ``value`` is None: a value that could not be measured is never 0.
     ``name`` is a key of :data:`RUN_TIME_UNITS` (KeyError otherwise)."""
-    out: dict[str, Any] = {"value": None if value is None else round(float(value), 3), "unit": RUN_TIME_UNITS[name],
-                           "source": source, "measured_by": "gate"}
+    out: Measured = {"value": None if value is None else round(float(value), 3), "unit": RUN_TIME_UNITS[name],
+                     "source": source, "measured_by": "gate"}
     if value is None:
         out["unavailable"] = why or "not measured"
     return out
@@ -501,11 +518,11 @@ IN_WORKLOAD = "gate, sampled inside the workload (its samples are writable by th
 written to deceive can overwrite them before the gate reads them back (docs/run-time-evidence.md)."""
 
 
-def inside(values: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+def inside(values: dict[str, Measured]) -> dict[str, Measured]:
     """Mark each of ``values`` (:func:`measured`'s shape) as sampled inside the workload: ``measured_by``
     :data:`IN_WORKLOAD`, ``in_workload`` True. Returns ``values``."""
     for value in values.values():
-        value.update(measured_by=IN_WORKLOAD, in_workload=True)
+        value["measured_by"], value["in_workload"] = IN_WORKLOAD, True
     return values
 
 
@@ -525,7 +542,7 @@ def peak_rss(child_kib: int, inherited_kib: int,
                                          "never exceeded it"}
 
 
-def rusage_run_time(peak_rss_mib: float | None, cpu_s: float | None, rss_note: str | None) -> dict[str, Any]:
+def rusage_run_time(peak_rss_mib: float | None, cpu_s: float | None, rss_note: str | None) -> dict[str, Measured]:
     """The run-time values of a model run from the ``wait4`` rusage of its process tree (local engine):
     ``memory_peak_mib`` (``ru_maxrss``: the peak RSS of the tree's largest process, the run itself or a
     descendant it reaped; ``rss_note`` says why it is None) and ``cpu_s`` (``ru_utime`` + ``ru_stime`` of the

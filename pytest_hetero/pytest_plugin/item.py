@@ -14,7 +14,7 @@ import time
 import traceback
 from dataclasses import replace
 from pathlib import Path, PurePosixPath
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import pytest
 
@@ -32,6 +32,10 @@ from pytest_hetero.pytest_plugin.ordering import number
 from pytest_hetero.pytest_plugin.serving import TerminalProgress
 from pytest_hetero.pytest_plugin.stash import ATTEMPTS, BACKENDS, FINAL, HANDOFF, OUTCOME, PLANS, REDACTORS, SETTINGS
 from pytest_hetero.redact import Redactor
+
+if TYPE_CHECKING:
+    from pytest_hetero.evidence.document import ItemDict
+    from pytest_hetero.pytest_plugin.stash import SlimEvidence
 
 STORAGE_ERRORS = {errno.ENOSPC: "disk_full", errno.EDQUOT: "disk_full", errno.EROFS: "read_only_filesystem"}
 """errno of an OSError raised inside a layer → category (owner infrastructure): a disk the run writes to."""
@@ -65,12 +69,13 @@ def _group(name: str) -> pytest.MarkDecorator:
     return _MARKERS[key]
 
 
-def keep_attempt(bundle_dir: Path, evidence: dict[str, Any], number: int) -> dict[str, Any]:
+def keep_attempt(bundle_dir: Path, evidence: ItemDict | SlimEvidence, number: int) -> dict[str, Any]:
     """``evidence`` of attempt ``number`` with its artifact files moved from ``<folder>/<name>`` to
     ``<folder>/attempt-<number>/<name>`` under ``bundle_dir`` and every mention of their paths
     (artifacts, records) rewritten; a file already gone keeps its recorded path."""
     moved: dict[str, str] = {}
-    for art in evidence.get("artifacts", []):
+    artifacts = evidence["artifacts"] if "artifacts" in evidence else []  # SlimEvidence (journaled) has none
+    for art in artifacts:
         old = PurePosixPath(art["path"])
         new = old.parent / f"attempt-{number}" / old.name
         source = bundle_dir / old

@@ -19,7 +19,7 @@ import subprocess
 import sys
 from collections.abc import Generator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import pytest
 
@@ -28,6 +28,7 @@ from pytest_hetero.errors import HeteroError
 from pytest_hetero.hooks import builtin
 from pytest_hetero.hooks.registry import register_builtins
 from pytest_hetero.pytest_plugin.options import add_options, settings_of
+from pytest_hetero.pytest_plugin.pytest_html import evidence_of
 from pytest_hetero.pytest_plugin.stash import (
     AHEAD,
     BACKENDS,
@@ -38,11 +39,13 @@ from pytest_hetero.pytest_plugin.stash import (
     PREVIOUS_SIGTERM,
     RECORDER,
     SETTINGS,
+    SlimEvidence,
 )
 
 if TYPE_CHECKING:
-    from pytest_hetero.evidence.document import EvidenceDocument
+    from pytest_hetero.evidence.document import EvidenceDocument, FailureDict, ItemDict
     from pytest_hetero.evidence.recorder import Recorder
+    from pytest_hetero.judge.failures import FailureStatus
     from pytest_hetero.matrix.expand import Plan
     from pytest_hetero.matrix.model import Matrix
     from pytest_hetero.pytest_plugin.item import LayerItem
@@ -359,16 +362,20 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     layer_item = found[0]
     final = item.stash.get(FINAL, None)
     if final is not None:
-        if report.failed and final.get("status") not in OUTSIDE_KEEPS:  # e.g. a teardown error after a pass
+        if report.failed and final["status"] not in OUTSIDE_KEEPS:  # e.g. a teardown error after a pass
             override = outside_verdict(final, report, layer_item.matrix)
-            item.stash[FINAL] = {**final, **override}
+            corrected = final.copy()  # a new dict, status and failure replaced in place
+            corrected["status"], corrected["failure"] = override["status"], override["failure"]
+            item.stash[FINAL] = corrected
             report.user_properties.append((OVERRIDE_PROPERTY, override))
         return
     evidence = item.stash.get(OUTCOME, None)
-    if evidence is not None and report.failed and evidence.get("status") not in OUTSIDE_KEEPS:
+    if evidence is not None and report.failed and evidence["status"] not in OUTSIDE_KEEPS:
         # pytest failed this phase for a reason outside the layer's verdict (a warning turned error by
         # -W error, a plugin's check after the call): the evidence must say so, not passed
-        evidence = {**evidence, **outside_verdict(evidence, report, layer_item.matrix)}
+        override = outside_verdict(evidence, report, layer_item.matrix)
+        evidence = evidence.copy()  # a new dict, status and failure replaced in place
+        evidence["status"], evidence["failure"] = override["status"], override["failure"]
     if evidence is None and report.failed:
         # the layer never finished (a timeout plugin killed the run, a BaseException): pytest's account
         from pytest_hetero.judge.verdict import outside_failure
@@ -376,7 +383,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         ev = layer_item.new_evidence()
         ev.status, ev.failure = outside_failure(layer_item.matrix, layer_item.planned.layer, report.when,
                                                 report.outcome, None, str(report.longrepr or ""))
-        evidence = cast("dict[str, Any]", ev.to_dict())  # the stash's JSON, as a worker's report carries it
+        evidence = ev.to_dict()  # the stash's JSON, as a worker's report carries it
     if evidence is None or (report.when == "setup" and report.passed):
         return
     if report.skipped and isinstance(report.longrepr, tuple):
@@ -403,14 +410,21 @@ OUTSIDE_KEEPS = ("failed", "error")
 """Evidence statuses a pytest failure outside the layer's verdict leaves as they are (already not a pass)."""
 
 
-def outside_verdict(evidence: dict[str, Any], report: pytest.TestReport, matrix: Matrix) -> dict[str, Any]:
+class OutsideVerdict(TypedDict):
+    """What replaces an item's status and failure when pytest failed a phase outside the layer's verdict."""
+
+    status: FailureStatus
+    failure: FailureDict
+
+
+def outside_verdict(evidence: ItemDict | SlimEvidence, report: pytest.TestReport, matrix: Matrix) -> OutsideVerdict:
     """What replaces ``evidence``'s status and failure when pytest failed ``report``'s phase for a reason
     outside the layer's verdict: ``{"status": "error", "failure": {layer, category "pytest_outcome",
     message (the phase, the status the layer gave, pytest's text, its last 1500 characters), owner}}``,
     as the judge writes it (:func:`pytest_hetero.judge.verdict.outside_failure`)."""
     from pytest_hetero.judge.verdict import outside_failure
 
-    status, failure = outside_failure(matrix, evidence["layer"], report.when, report.outcome, evidence.get("status"),
+    status, failure = outside_failure(matrix, evidence["layer"], report.when, report.outcome, evidence["status"],
                                       str(report.longrepr or ""))
     return {"status": status, "failure": failure.to_dict()}
 
@@ -420,13 +434,17 @@ SLIM_FIELDS: tuple[str, ...] = ("nodeid", "matrix", "layer", "keys", "owner", "s
 """What an item and its report keep of the evidence once it is journaled (gating, pytest-html columns)."""
 
 
-def slim(evidence: dict[str, Any]) -> dict[str, Any]:
+def slim(evidence: ItemDict | SlimEvidence) -> SlimEvidence:
     """``evidence`` without its records and artifacts (the journal holds them): a few hundred bytes
-    instead of tens of kilobytes, so a long run's memory does not grow with what items recorded."""
-    return {k: evidence.get(k) for k in SLIM_FIELDS}
+    instead of tens of kilobytes, so a long run's memory does not grow with what items recorded
+    (:data:`SLIM_FIELDS`, in that order)."""
+    return {"nodeid": evidence["nodeid"], "matrix": evidence["matrix"], "layer": evidence["layer"],
+            "keys": evidence["keys"], "owner": evidence["owner"], "status": evidence["status"],
+            "blocked_by": evidence.get("blocked_by"), "reason": evidence.get("reason"),
+            "failure": evidence.get("failure")}
 
 
-def shared_slim(evidence: dict[str, Any], known: dict[str, Any] | None) -> dict[str, Any]:
+def shared_slim(evidence: ItemDict | SlimEvidence, known: SlimEvidence | None) -> SlimEvidence:
     """:func:`slim` of ``evidence``, or ``known`` itself when that says the same: an item's phases, its
     stash and its reports then hold one slim dict instead of one each (they are replaced, never changed)."""
     made = slim(evidence)
@@ -458,9 +476,10 @@ class Slimmer:
         final = item.stash.get(FINAL, None) if item is not None else None
         if item is not None and str(report.outcome) != "rerun" and OUTCOME in item.stash:
             item.stash[OUTCOME] = shared_slim(item.stash[OUTCOME], final)
-        report.user_properties = [(name, shared_slim(value, final) if name == EVIDENCE_PROPERTY
-                                   and isinstance(value, dict) else value) for name, value in props
-                                  if name != TARGET_PROPERTY]
+        carried = evidence_of(report)
+        slimmed = shared_slim(carried, final) if carried is not None else None
+        report.user_properties = [(name, slimmed if name == EVIDENCE_PROPERTY and value is carried else value)
+                                  for name, value in props if name != TARGET_PROPERTY]
 
 
 class Journaler:

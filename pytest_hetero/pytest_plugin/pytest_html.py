@@ -8,19 +8,26 @@ people used to it: the signed artifact remains the bundle's own report.html.
 from __future__ import annotations
 
 import html
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
+
+if TYPE_CHECKING:
+    from pytest_hetero.evidence.document import ItemDict
+    from pytest_hetero.pytest_plugin.stash import SlimEvidence
 
 EVIDENCE_PROPERTY = "hetero_evidence"
 COLUMNS: tuple[tuple[str, str], ...] = (("layer", "Layer"), ("resource", "Resource"), ("owner", "Owner"))
 
 
-def evidence_of(report: Any) -> dict[str, Any] | None:
-    """The item evidence dict pytest-hetero put on ``report.user_properties``, or None."""
+def evidence_of(report: Any) -> ItemDict | SlimEvidence | None:
+    """The item evidence dict pytest-hetero put on ``report.user_properties`` (its
+    :class:`~pytest_hetero.evidence.document.ItemDict`, checked when the item finished, or its
+    :class:`~pytest_hetero.pytest_plugin.stash.SlimEvidence` once journaled), or None."""
     for name, value in getattr(report, "user_properties", ()):
-        if name == EVIDENCE_PROPERTY and isinstance(value, dict):
-            return value
+        carried: ItemDict | SlimEvidence = value
+        if name == EVIDENCE_PROPERTY and isinstance(carried, dict):
+            return carried
     return None
 
 
@@ -34,9 +41,12 @@ def pytest_html_results_table_header(cells: list[str]) -> None:
 @pytest.hookimpl(optionalhook=True)
 def pytest_html_results_table_row(report: Any, cells: list[str]) -> None:
     """Fill the three columns from the item's evidence (escaped; empty for non-matrix tests)."""
-    evidence = evidence_of(report) or {}
-    values = {"layer": evidence.get("layer", ""), "resource": evidence.get("keys", {}).get("resource", ""),
-              "owner": (evidence.get("failure") or {}).get("owner") or evidence.get("owner", "")}
+    evidence = evidence_of(report)
+    values = {"layer": "", "resource": "", "owner": ""}
+    if evidence is not None:
+        failure = evidence.get("failure")
+        values = {"layer": evidence["layer"], "resource": evidence["keys"].get("resource", ""),
+                  "owner": (failure["owner"] if failure else None) or evidence["owner"]}
     for offset, (key, _) in enumerate(COLUMNS):
         cells.insert(2 + offset, f'<td class="col-hetero-{key}">{html.escape(str(values[key]))}</td>')
 
@@ -64,7 +74,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     from pytest_hetero.pytest_plugin.plugin import slim
 
     found = list(getattr(report, "extras", []))
-    why = evidence.get("reason") or (evidence.get("failure") or {}).get("message")
+    failure = evidence.get("failure")
+    why = evidence.get("reason") or (failure["message"] if failure else None)
     line = f"{evidence['status']}: {why}" if why else evidence["status"]
     found.append(extras.text(line, name="hetero status"))
     found.append(extras.json(slim(evidence), name="hetero evidence"))

@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict, final
 
 import pytest
 
 if TYPE_CHECKING:
     from pytest_hetero.backends.protocol import Backend
+    from pytest_hetero.evidence.document import FailureDict, ItemDict  # noqa: F401 - named in StashKey["…"]
     from pytest_hetero.evidence.recorder import Recorder  # noqa: F401 - named in StashKey["…"]
     from pytest_hetero.matrix.expand import Plan
     from pytest_hetero.matrix.model import Matrix
     from pytest_hetero.redact import Redactor
     from pytest_hetero.settings import Settings  # noqa: F401 - named in StashKey["…"]
+    from pytest_hetero.vocab import Layer, Status
 
 SETTINGS = pytest.StashKey["Settings"]()
 """The frozen run settings."""
@@ -27,15 +29,35 @@ PREVIOUS_SIGTERM = pytest.StashKey[Any]()
 """The SIGTERM handler :func:`pytest_hetero.signals.catch_sigterm` replaced, given back at unconfigure."""
 BACKENDS = pytest.StashKey[dict[tuple[str, str], "Backend"]]()
 """(backend name, canonical target JSON) → live Backend, built on first use, closed at session end."""
-OUTCOME = pytest.StashKey[dict[str, Any]]()
-"""On an item: its finished evidence dict (status, failure, blocked_by…), read by dependents."""
+
+
+@final
+class SlimEvidence(TypedDict):
+    """What an item and its reports keep of its evidence once it is journaled (gating, pytest-html columns):
+    :data:`pytest_hetero.pytest_plugin.plugin.SLIM_FIELDS` of its :class:`~pytest_hetero.evidence.document.ItemDict`
+    (``blocked_by``, ``reason``, ``failure``: None where the evidence has none)."""
+
+    nodeid: str
+    matrix: str
+    layer: Layer
+    keys: dict[str, str]
+    owner: str
+    status: Status
+    blocked_by: str | None
+    reason: str | None
+    failure: FailureDict | None
+
+
+OUTCOME = pytest.StashKey["ItemDict | SlimEvidence"]()
+"""On an item: its finished evidence dict (status, failure, blocked_by…), read by dependents; :class:`SlimEvidence`
+once its report is logged."""
 REDACTORS = pytest.StashKey[dict[str, "Redactor"]]()
 """Matrix sha256 → the Redactor for that matrix's items (environment secrets + spec.redact patterns)."""
 HANDOFF = pytest.StashKey[dict[str, bytes]]()
 """Model item id → its outputs bytes, for the business item on the same process (see layers.base.keep_outputs)."""
 DESELECTED = pytest.StashKey[dict[str, str]]()
 """Nodeid → reason for items deselected in this process (-k/-m/profile/shard)."""
-FINAL = pytest.StashKey[dict[str, Any]]()
+FINAL = pytest.StashKey[SlimEvidence]()
 """On an item: the evidence already attached to one of this attempt's reports (attached once per attempt)."""
 ATTEMPTS = pytest.StashKey[list[dict[str, Any]]]()
 """On an item a rerun plugin ran again: the evidence of its earlier attempts, artifacts moved to ``attempt-N/``."""

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from realkit import GPU, VENDOR_LABELS, controls, data, failure, real_matrix, run
 
+from pytest_hetero.backends.protocol import NodeFacts
 from pytest_hetero.judge.failures import owner_category
 from pytest_hetero.layers.discovery import node_health_differences
 from pytest_hetero.matrix.model import Resource
@@ -139,7 +140,9 @@ def test_lifecycle_taints_of_a_not_ready_node_are_not_named_twice() -> None:
     """Rules on facts as the engine reports them (no cluster): a NotReady node's not-ready taint and a
     cordon's unschedulable taint are the same fact as the condition / the cordon."""
     resource = Resource(name="r", type="gpu", vendor="nvidia", requests={GPU: "1"})
-    facts = {"name": "n1", "ready": "False", "unschedulable": True, "conditions": [
+    facts: NodeFacts = {"name": "n1", "resource_version": None, "ready": "False", "ready_reason": None,
+             "ready_message": None, "labels": {}, "capacity": {}, "allocatable": {}, "simulated": False,
+             "unschedulable": True, "conditions": [
         {"type": "MemoryPressure", "status": "False"}, {"type": "DiskPressure", "status": "True", "reason": "Full"}],
         "taints": [{"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"},
                    {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"},

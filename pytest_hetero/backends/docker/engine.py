@@ -47,6 +47,7 @@ from pytest_hetero.backends.protocol import (
     Placement,
     Started,
     Step,
+    UsageFacts,
     render_entrypoint,
 )
 from pytest_hetero.matrix.model import Matrix, Model
@@ -160,7 +161,7 @@ class DockerBackend(Backend):
         return Started(name=workload["name"], handle=workload,
                        usage=self._usage(workload))
 
-    def _usage(self, workload: dict[str, Any], outcome: str | None = None) -> dict[str, Any]:
+    def _usage(self, workload: dict[str, Any], outcome: str | None = None) -> UsageFacts:
         """The container's usage facts (:func:`.usage.container_facts`), kept on ``workload`` for its
         model runs; what was last known when the engine cannot be asked."""
         try:
@@ -168,7 +169,8 @@ class DockerBackend(Backend):
                                                              outcome)
         except docker.errors.APIError:
             pass
-        return dict(workload.get("usage") or {})
+        known: UsageFacts = workload.get("usage") or UsageFacts()
+        return known.copy()
 
     @outage.engine_guarded
     def run(self, started: Started, argv: list[str], timeout_s: float, env: dict[str, str] | None = None

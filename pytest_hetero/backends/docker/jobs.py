@@ -26,7 +26,7 @@ from pytest_hetero.backends.docker.errors import outcome
 from pytest_hetero.backends.docker.session import DockerSession
 from pytest_hetero.backends.jobs import JOB_DIR, VOLUME_DIR, Job, JobSpec, RankExit
 from pytest_hetero.backends.labels import LABEL
-from pytest_hetero.backends.protocol import ActionFailed, Step, Unsupported
+from pytest_hetero.backends.protocol import ActionFailed, Step, Unsupported, UsageFacts
 
 LOG_LIMIT = 256 * 1024
 """Bytes of each rank's stdout and stderr kept (the tail)."""
@@ -166,9 +166,9 @@ def _exit(session: DockerSession, job: Job, rank: int, state: dict[str, Any], *,
     err = bytes(api.logs(cid, stdout=False, stderr=True)[-LOG_LIMIT:]).decode("utf-8", "replace")
     code = None if timed_out else state.get("ExitCode")
     started, ended = _epoch(state.get("StartedAt")), _epoch(state.get("FinishedAt"))
-    usage = {"workload": f"container/{cid}", "object": "container", "name": job.ranks[rank], "namespace": "docker",
-             "started": started, "ended": ended, "attempts": 1,
-             "outcome": "completed" if code == 0 else "failed"}
+    usage: UsageFacts = {"workload": f"container/{cid}", "object": "container", "name": job.ranks[rank],
+                         "namespace": "docker", "started": started, "ended": ended, "attempts": 1,
+                         "outcome": "completed" if code == 0 else "failed"}
     return RankExit(rank=rank, name=job.ranks[rank], exit_code=code, stdout=out, stderr=err,
                     signal=(code - 128) if isinstance(code, int) and code > 128 else None,
                     oom_killed=bool(state.get("OOMKilled")), killed_by_gate=rank in job.killed,

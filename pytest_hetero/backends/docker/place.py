@@ -28,7 +28,7 @@ from pytest_hetero.backends.docker.errors import outcome
 from pytest_hetero.backends.docker.session import DockerSession
 from pytest_hetero.backends.docker.translate import ASCEND_CONTROL_DEVICES, EngineRequest, translate
 from pytest_hetero.backends.host import host_view
-from pytest_hetero.backends.protocol import ActionFailed, EngineView, Inventory, Placement, Step
+from pytest_hetero.backends.protocol import ActionFailed, EngineView, Inventory, Placement, Step, UsageFacts
 
 PROBE_PROGRAM = "/hetero-placement-probe"
 """Absent from the empty probe image: runc's ``exec: "/hetero-placement-probe": stat …`` is the success signal."""
@@ -174,13 +174,13 @@ def place(ctx: Step, session: DockerSession) -> Placement:
                                              "CpusetCpus": request.cpuset_cpus or ""}, allocated=got, usage=facts)
 
 
-def _probe_usage(api: docker.APIClient, cid: str) -> dict[str, Any]:
+def _probe_usage(api: docker.APIClient, cid: str) -> UsageFacts:
     """Remove the placement probe ``cid``; return its usage facts (:mod:`.usage`; ``released`` when the
     engine confirmed the removal, epoch s), or {} when it could not be inspected."""
     try:
         facts = docker_usage.container_facts(api.inspect_container(cid), "completed")
     except docker.errors.APIError:
-        facts = {}
+        facts = UsageFacts()
     try:
         api.remove_container(cid, force=True)
     except docker.errors.APIError:

@@ -20,13 +20,14 @@ import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from pytest_hetero.backends.protocol import UsageFacts
 from pytest_hetero.evidence.usage import epoch
-from pytest_hetero.probes.usage import Sampler, Source, _now, measured
+from pytest_hetero.probes.usage import Measured, Sampler, Source, _now, measured
 
 
-def requests_of(host_config: dict[str, Any]) -> dict[str, float]:
+def requests_of(host_config: dict[str, Any]) -> dict[str, str | float]:
     """``{"cpu": cores, "memory": bytes}`` of a container's HostConfig (each only when limited)."""
-    out: dict[str, float] = {}
+    out: dict[str, str | float] = {}
     if host_config.get("NanoCpus"):
         out["cpu"] = int(host_config["NanoCpus"]) / 1e9
     if host_config.get("Memory"):
@@ -34,12 +35,12 @@ def requests_of(host_config: dict[str, Any]) -> dict[str, float]:
     return out
 
 
-def container_facts(inspect: dict[str, Any], outcome: str | None = None) -> dict[str, Any]:
+def container_facts(inspect: dict[str, Any], outcome: str | None = None) -> UsageFacts:
     """The usage facts of one container from its inspect document; ``outcome`` overrides its state's."""
     state = inspect.get("State") or {}
     created = epoch(inspect.get("Created"))
     running = bool(state.get("Running"))
-    facts = {"workload": f"container/{str(inspect.get('Id'))[:12]}", "object": "container",
+    facts: UsageFacts = {"workload": f"container/{str(inspect.get('Id'))[:12]}", "object": "container",
              "name": str(inspect.get("Name") or "").lstrip("/"), "namespace": "docker", "tenant": None,
              "requests": requests_of(inspect.get("HostConfig") or {}), "submitted": created, "placed": created,
              "started": epoch(state.get("StartedAt")), "ended": None if running else epoch(state.get("FinishedAt")),
@@ -48,7 +49,7 @@ def container_facts(inspect: dict[str, Any], outcome: str | None = None) -> dict
     return facts
 
 
-def exec_facts(container: dict[str, Any], begun: float, ended: float) -> dict[str, Any]:
+def exec_facts(container: UsageFacts, begun: float, ended: float) -> UsageFacts:
     """A model run exec'd in ``container`` (its facts, :func:`container_facts`) from ``begun`` to ``ended``
     (epoch s): the container's requests over the run's wall time, counted for the model only."""
     return {"workload": f"exec/docker/{container['workload'].split('/', 1)[1]}/{uuid.uuid4().hex[:8]}",
@@ -186,7 +187,7 @@ class StatsSampling:
             out["unavailable"] = "the engine sent no stats document before the run ended (one per 1 s tick)"
         return out
 
-    def run_time(self, run_s: float) -> dict[str, Any]:
+    def run_time(self, run_s: float) -> dict[str, Measured]:
         """``{"memory_peak_mib", "cpu_s"}`` (:func:`~pytest_hetero.probes.usage.measured`); ``run_s``: the
         exec's wall time, to explain a run too short to be sampled during it."""
         with self._lock:

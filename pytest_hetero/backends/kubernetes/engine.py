@@ -55,6 +55,7 @@ from pytest_hetero.backends.protocol import (
     Measure,
     Placement,
     ReserveReport,
+    ServingPod,
     ServingRequest,
     Started,
     Step,
@@ -92,7 +93,7 @@ class KubernetesBackend(Backend):
         s = self.session
         pool = inventory.pool(step, s.api)
         for facts in pool.nodes:
-            s.nodes[facts["name"]] = facts
+            s.nodes[facts["name"]] = dict(facts)
             s.seen_nodes.add(facts["name"])
         return Inventory(pool=pool)
 
@@ -256,7 +257,7 @@ class KubernetesBackend(Backend):
         the ready pod's ``http://IP:PORT`` from the Service's EndpointSlice (see :mod:`.serving`)."""
         return kube_serving.endpoint(self.session, step, request)
 
-    def serving_pods(self, step: Step, request: ServingRequest) -> list[dict[str, Any]]:
+    def serving_pods(self, step: Step, request: ServingRequest) -> list[ServingPod]:
         """The Deployment's current pods: node, resources, image digest, version (see :func:`.serving.pods`)."""
         return kube_serving.pods(self.session, request)
 

@@ -48,7 +48,7 @@ from pytest_hetero.backends.kubernetes import accounts, boundaries, inventory, q
 from pytest_hetero.backends.kubernetes import client as kc
 from pytest_hetero.backends.kubernetes import scheduling as ks
 from pytest_hetero.backends.kubernetes.session import KubeSession
-from pytest_hetero.backends.protocol import Attempt, GovernanceReport, Step
+from pytest_hetero.backends.protocol import Attempt, GovernanceReport, NodeFacts, ProbeLedger, ProbeWorkload, Step
 from pytest_hetero.matrix.model import GovernanceProbe, Resource, Tenant
 from pytest_hetero.matrix.tolerations import untolerated
 
@@ -148,7 +148,7 @@ def govern(session: KubeSession, step: Step, probe: GovernanceProbe) -> Governan
                             skipped=skipped or "", ledger=costs)
 
 
-def ledger(attempts: list[Attempt], gone_at: float) -> dict[str, Any]:
+def ledger(attempts: list[Attempt], gone_at: float) -> ProbeLedger:
     """What a probe cost, from its attempts and ``gone_at`` (epoch seconds: its objects confirmed gone):
     ``resource_seconds`` ``{namespace: {resource: request × seconds held}}`` of every workload placed
     (held from placement until ``gone_at``: an upper bound, deletion included), ``workloads`` (role,
@@ -158,7 +158,7 @@ def ledger(attempts: list[Attempt], gone_at: float) -> dict[str, Any]:
     from kubernetes.utils import parse_quantity
 
     held: dict[str, dict[str, float]] = {}
-    workloads = []
+    workloads: list[ProbeWorkload] = []
     for a in attempts:
         if "placed_at" not in a.facts:
             continue
@@ -178,7 +178,7 @@ def ledger(attempts: list[Attempt], gone_at: float) -> dict[str, Any]:
                       "waited_s": round(sum(a.waited_s for a in attempts), 3)}}
 
 
-def in_maintenance(node: dict[str, Any], resource: Resource) -> list[str]:
+def in_maintenance(node: NodeFacts, resource: Resource) -> list[str]:
     """Why ``node`` (facts of :func:`.inventory.node_facts`) must receive no workload of ``resource``:
     ``cordoned``, ``NotReady (<status>)``, ``taint <key=value:effect>`` per untolerated blocking taint;
     [] when it may."""

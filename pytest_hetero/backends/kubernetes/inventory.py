@@ -19,11 +19,11 @@ from kubernetes import client
 
 from pytest_hetero.backends.kubernetes.capacity import requested_on
 from pytest_hetero.backends.kubernetes.client import api_outcome
-from pytest_hetero.backends.protocol import NodePool, Step
+from pytest_hetero.backends.protocol import NodeFacts, NodePool, Step
 from pytest_hetero.evidence.model import utc_now
 
 
-def node_facts(node: dict[str, Any], names: list[str]) -> dict[str, Any]:
+def node_facts(node: dict[str, Any], names: list[str]) -> NodeFacts:
     """What evidence keeps of one node (JSON dict from the API): see the module docstring;
     ``conditions`` lists every condition but Ready as ``{"type", "status", "reason", "message",
     "lastTransitionTime"}`` (Kubernetes ``NodeCondition`` fields)."""

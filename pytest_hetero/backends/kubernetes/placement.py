@@ -71,9 +71,9 @@ def refresh_nodes(session: KubeSession, names: list[str], wanted: str) -> None:
         resp: Any = session.core.list_node(_preload_content=False, _request_timeout=kc.API_TIMEOUT_S)
         for node in json.loads(resp.data).get("items") or []:
             known = session.nodes.get(node["metadata"]["name"], {}).get("capacity") or {}
-            session.nodes[node["metadata"]["name"]] = inventory.node_facts(
+            session.nodes[node["metadata"]["name"]] = dict(inventory.node_facts(
                 node, sorted({*known, *names})
-            )
+            ))
     except Exception as exc:  # noqa: BLE001 - allocation evidence is best effort
         session.nodes[wanted] = {"name": wanted, "error": str(exc)}
 
@@ -91,7 +91,7 @@ def pool_nodes(session: KubeSession, ctx: Step) -> list[dict[str, Any]] | None:
         )
     except Exception:  # noqa: BLE001 - the verdict then falls back to node counts
         return None
-    return [inventory.node_facts(n, list(ctx.resource.requests)) for n in json.loads(resp.data)["items"]]
+    return [dict(inventory.node_facts(n, list(ctx.resource.requests))) for n in json.loads(resp.data)["items"]]
 
 
 def owner_uid(session: KubeSession, workload: dict[str, Any]) -> str | None:

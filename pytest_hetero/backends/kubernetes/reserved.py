@@ -43,7 +43,15 @@ from pytest_hetero.backends.kubernetes import tenancy
 from pytest_hetero.backends.kubernetes.session import KubeSession
 from pytest_hetero.backends.kubernetes.submit import PULL
 from pytest_hetero.backends.labels import LABEL
-from pytest_hetero.backends.protocol import ActionFailed, Leftover, Measure, ReserveReport, ServingRequest, Step
+from pytest_hetero.backends.protocol import (
+    ActionFailed,
+    Leftover,
+    Measure,
+    ReserveReport,
+    ServingRequest,
+    Step,
+    UsageFacts,
+)
 from pytest_hetero.durations import parse_duration
 from pytest_hetero.matrix.model import GovernanceProbe, Image, Resource
 
@@ -379,7 +387,7 @@ def probe(session: KubeSession, step: Step, probe: GovernanceProbe, request: Ser
 
 
 def held(watcher: Watcher, report: ReserveReport, namespace: str, requests: dict[str, str], gone_at: float
-         ) -> list[dict[str, Any]]:
+         ) -> list[UsageFacts]:
     """Usage facts of every pod the watcher saw (:data:`~pytest_hetero.backends.protocol.USAGE_FACTS` and
     ``role``): submitted at its creationTimestamp, placed when seen scheduled, released when seen gone, else at
     ``gone_at`` (its deletion confirmed by the cleanup; None when it is a leftover); outcome ``refused`` (never
@@ -390,7 +398,7 @@ def held(watcher: Watcher, report: ReserveReport, namespace: str, requests: dict
         at.setdefault(note["what"], note.get("created_at") or note["t"] if note["what"] == "created" else note["t"])
     victims = {v["pod"] for v in report.victims}
     left = bool(report.leftovers)
-    out = []
+    out: list[UsageFacts] = []
     for pod, role in sorted(watcher.roles.items()):
         at = first.get(pod, {})
         placed = at.get("scheduled")

@@ -51,7 +51,7 @@ from pytest_hetero.backends.kubernetes import usage as kube_usage
 from pytest_hetero.backends.kubernetes.startup import STUCK, image_identity, read_logs, state_text
 from pytest_hetero.backends.kubernetes.submit import PULL
 from pytest_hetero.backends.labels import LABEL, OWNER, RUN_ID
-from pytest_hetero.backends.protocol import ActionFailed, ServingRequest, Step, Unsupported
+from pytest_hetero.backends.protocol import ActionFailed, ServingPod, ServingRequest, Step, Unsupported
 
 if TYPE_CHECKING:
     from pytest_hetero.backends.kubernetes.session import KubeSession
@@ -308,7 +308,7 @@ def _restarted(pod: dict[str, Any]) -> bool:
     return any((s.get("restartCount") or 0) > 0 for s in (pod.get("status") or {}).get("containerStatuses") or [])
 
 
-def pods(session: KubeSession, request: ServingRequest) -> list[dict[str, Any]]:
+def pods(session: KubeSession, request: ServingRequest) -> list[ServingPod]:
     """The current pods of the Deployment: ``[{"name", "node", "phase", "ready", "ip", "image",
     "image_digest", "requests", "limits", "version", "revision", "usage"}]`` (see the protocol's verb;
     ``usage``: the pod's usage facts, :mod:`.usage`, for a Deployment this run deployed)."""
@@ -321,7 +321,7 @@ def pods(session: KubeSession, request: ServingRequest) -> list[dict[str, Any]]:
         found = _pods(api, namespace, dep, current)
     except ApiException as exc:
         raise kc.api_outcome(exc, f"list the pods of Deployment {namespace}/{name}") from None
-    out = []
+    out: list[ServingPod] = []
     for pod in found:
         container = (pod.get("spec") or {}).get("containers", [{}])[0]
         env = {e.get("name"): e.get("value") for e in container.get("env") or []}

@@ -16,6 +16,7 @@ from pytest_hetero.evidence.usage import epoch
 
 if TYPE_CHECKING:
     from pytest_hetero.backends.kubernetes.session import KubeSession
+    from pytest_hetero.backends.protocol import UsageFacts
 
 PHASE_OUTCOME = {"Pending": "pending", "Running": "running", "Succeeded": "completed", "Failed": "failed"}
 """Pod phase → the usage fact ``outcome``."""
@@ -31,7 +32,7 @@ def _container(pod: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
 
 
 def pod_facts(session: KubeSession, pod: dict[str, Any], submitted: float | None = None,
-              tenant: str | None = None) -> dict[str, Any]:
+              tenant: str | None = None) -> UsageFacts:
     """The usage facts of ``pod`` (a JSON dict as the API serves it); ``submitted``: epoch seconds of the
     create call (else the pod's creationTimestamp); ``tenant``: who submitted it (None: the gate)."""
     meta, status = pod.get("metadata") or {}, pod.get("status") or {}
@@ -56,7 +57,7 @@ def pod_facts(session: KubeSession, pod: dict[str, Any], submitted: float | None
 
 
 def workload_facts(session: KubeSession, workload: dict[str, Any], pod: dict[str, Any] | None = None,
-                   outcome: str | None = None) -> dict[str, Any]:
+                   outcome: str | None = None) -> UsageFacts:
     """The usage facts of the gate's resource × image ``workload`` (its record in ``session.workloads``):
     of ``pod`` when given, else of its latest pod in the run's watch, else of the manifest alone (not
     created, or no pod yet: requests and submission time only). ``outcome`` overrides the pod's."""
@@ -80,7 +81,7 @@ def workload_facts(session: KubeSession, workload: dict[str, Any], pod: dict[str
     return facts
 
 
-def exec_facts(session: KubeSession, workload: dict[str, Any], begun: float, ended: float) -> dict[str, Any]:
+def exec_facts(session: KubeSession, workload: dict[str, Any], begun: float, ended: float) -> UsageFacts:
     """The usage facts of one model run exec'd in ``workload``'s pod from ``begun`` to ``ended`` (epoch s):
     the pod's requests over the run's wall time, counted for the model (object ``exec``, ``within`` the pod,
     so the pod is not counted twice for its namespace)."""
