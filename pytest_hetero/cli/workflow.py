@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from pytest_hetero.evidence.document import EvidenceDocument
     from pytest_hetero.matrix.expand import Plan
     from pytest_hetero.matrix.model import Matrix
+    from pytest_hetero.status.drift import Change
 
 
 def scheduling_per_image(matrix: Matrix, hook: Any, backend: str | None = None) -> bool:
@@ -109,7 +110,7 @@ class ClusterDrift(TypedDict):
     ``affected`` ({item id: reason}) and the declared change record with its impact (None without one)."""
 
     label: str
-    changes: list[dict[str, Any]]
+    changes: list[Change]
     affected: dict[str, str]
     change_record: dict[str, Any] | None
 
