@@ -20,6 +20,7 @@ from kubernetes import client
 from pytest_hetero.backends.kubernetes import client as kc
 from pytest_hetero.backends.kubernetes import inventory, queues
 from pytest_hetero.backends.kubernetes import scheduling as ks
+from pytest_hetero.backends.kubernetes.objects import parse_node
 from pytest_hetero.backends.protocol import Placement, Step
 from pytest_hetero.pending import summarise
 
@@ -69,11 +70,9 @@ def refresh_nodes(session: KubeSession, names: list[str], wanted: str) -> None:
     """One node list (not one read per placement) into ``session.nodes``; best effort without list nodes."""
     try:
         resp: Any = session.core.list_node(_preload_content=False, _request_timeout=kc.API_TIMEOUT_S)
-        for node in json.loads(resp.data).get("items") or []:
-            known = session.nodes.get(node["metadata"]["name"], {}).get("capacity") or {}
-            session.nodes[node["metadata"]["name"]] = inventory.node_facts(
-                node, sorted({*known, *names})
-            )
+        for node in (parse_node(item) for item in json.loads(resp.data).get("items") or []):
+            known = session.nodes.get(node.name, {}).get("capacity") or {}
+            session.nodes[node.name] = inventory.node_facts(node, sorted({*known, *names}))
     except Exception as exc:  # noqa: BLE001 - allocation evidence is best effort
         session.nodes[wanted] = {"name": wanted, "error": str(exc)}
 
@@ -91,7 +90,7 @@ def pool_nodes(session: KubeSession, ctx: Step) -> list[dict[str, Any]] | None:
         )
     except Exception:  # noqa: BLE001 - the verdict then falls back to node counts
         return None
-    return [inventory.node_facts(n, list(ctx.resource.requests)) for n in json.loads(resp.data)["items"]]
+    return [inventory.node_facts(parse_node(n), list(ctx.resource.requests)) for n in json.loads(resp.data)["items"]]
 
 
 def owner_uid(session: KubeSession, workload: dict[str, Any]) -> str | None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import uuid
 from typing import TYPE_CHECKING, Any
 
+from pytest_hetero.backends.kubernetes.objects import NO_STATUS, Container, ContainerStatus, Pod, find, parse_pod
 from pytest_hetero.evidence.usage import epoch
 
 if TYPE_CHECKING:
@@ -21,37 +22,36 @@ PHASE_OUTCOME = {"Pending": "pending", "Running": "running", "Succeeded": "compl
 """Pod phase → the usage fact ``outcome``."""
 
 
-def _container(pod: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+def _container(pod: Pod) -> tuple[Container, ContainerStatus]:
     """The ``workload`` container's spec and status (the first container's when none is so named)."""
-    spec = (pod.get("spec") or {}).get("containers") or [{}]
-    status = (pod.get("status") or {}).get("containerStatuses") or []
-    c = next((x for x in spec if x.get("name") == "workload"), spec[0])
-    s = next((x for x in status if x.get("name") == c.get("name")), status[0] if status else {})
+    spec = pod.containers or (Container(name=None, requests={}, restart_policy=None),)
+    status = pod.container_statuses
+    c = next((x for x in spec if x.name == "workload"), spec[0])
+    s = next((x for x in status if x.name == c.name), status[0] if status else NO_STATUS)
     return c, s
 
 
 def pod_facts(session: KubeSession, pod: dict[str, Any], submitted: float | None = None,
               tenant: str | None = None) -> dict[str, Any]:
-    """The usage facts of ``pod`` (a JSON dict as the API serves it); ``submitted``: epoch seconds of the
-    create call (else the pod's creationTimestamp); ``tenant``: who submitted it (None: the gate)."""
-    meta, status = pod.get("metadata") or {}, pod.get("status") or {}
-    spec, cstatus = _container(pod)
-    cond: dict[str, Any] = next((c for c in status.get("conditions") or [] if c.get("type") == "PodScheduled"
-                 and c.get("status") == "True"), {})
-    state, last = cstatus.get("state") or {}, (cstatus.get("lastState") or {}).get("terminated") or {}
-    running, ended = state.get("running") or {}, state.get("terminated") or {}
-    starts = [t for t in (epoch(last.get("startedAt")), epoch(running.get("startedAt")),
-                          epoch(ended.get("startedAt"))) if t is not None]
-    node = (pod.get("spec") or {}).get("nodeName") or ""
-    namespace = meta.get("namespace") or session.namespace
-    return {"workload": f"pod/{namespace}/{meta.get('name')}", "object": "pod", "name": meta.get("name"),
+    """The usage facts of ``pod`` (a JSON dict as the API serves it, read through
+    :func:`~.objects.parse_pod`); ``submitted``: epoch seconds of the create call (else the pod's
+    creationTimestamp); ``tenant``: who submitted it (None: the gate)."""
+    seen = parse_pod(pod)
+    spec, cstatus = _container(seen)
+    cond = find(seen.conditions, "PodScheduled", "True")
+    starts = [t for t in (epoch(cstatus.last_ran_from), epoch(cstatus.running_since),
+                          epoch(cstatus.ran_from)) if t is not None]
+    node = seen.node_name
+    namespace = seen.namespace or session.namespace
+    name = seen.name or None
+    return {"workload": f"pod/{namespace}/{name}", "object": "pod", "name": name,
             "namespace": namespace, "tenant": tenant,
-            "requests": dict((spec.get("resources") or {}).get("requests") or {}),
-            "submitted": submitted if submitted is not None else epoch(meta.get("creationTimestamp")),
-            "placed": epoch(cond.get("lastTransitionTime")), "started": min(starts) if starts else None,
-            "ended": epoch(ended.get("finishedAt")), "released": epoch(meta.get("deletionTimestamp")),
-            "attempts": 1 + int(cstatus.get("restartCount") or 0),
-            "outcome": PHASE_OUTCOME.get(str(status.get("phase")), "pending"), "node": node or None,
+            "requests": dict(spec.requests),
+            "submitted": submitted if submitted is not None else epoch(seen.created),
+            "placed": epoch(cond.last_transition if cond else None), "started": min(starts) if starts else None,
+            "ended": epoch(cstatus.ended_at), "released": epoch(seen.deleting_since),
+            "attempts": 1 + cstatus.restart_count,
+            "outcome": PHASE_OUTCOME.get(str(seen.phase), "pending"), "node": node or None,
             "simulated": bool(session.nodes.get(node, {}).get("simulated"))}
 
 

@@ -1,0 +1,157 @@
+"""Kubernetes API objects as the backend reads them, parsed once from the JSON the apiserver serves.
+
+Each parser takes one object as ``json.loads`` of a GET, LIST item or watch event gives it (field names
+of the Kubernetes API reference, ``core/v1`` Pod and Node) and returns a frozen dataclass holding only
+the fields the backend reads, absent fields filled with their API default (empty map or list, None for
+an absent time or string, False, 0). The rest of the package reads attributes of these, never the JSON.
+Times stay RFC 3339 strings as served (``metav1.Time``). The parsers never raise for a missing field;
+an object without ``metadata.name`` has the name "".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Condition:
+    """One ``status.conditions[]`` entry of a Pod or Node: ``type`` (``Ready``, ``PodScheduled``…),
+    ``status`` (``True``/``False``/``Unknown``), ``reason``, ``message``, ``last_transition``
+    (``lastTransitionTime``); None where the entry has no such field."""
+
+    type: str | None
+    status: str | None
+    reason: str | None
+    message: str | None
+    last_transition: str | None
+
+    def fields(self) -> dict[str, str | None]:
+        """``{"type", "status", "reason", "message", "lastTransitionTime"}`` (API names, None when absent)."""
+        return {"type": self.type, "status": self.status, "reason": self.reason, "message": self.message,
+                "lastTransitionTime": self.last_transition}
+
+
+def parse_conditions(raw: list[dict[str, Any]] | None) -> tuple[Condition, ...]:
+    """``status.conditions`` (a JSON list, or None) as :class:`Condition`s, in order."""
+    return tuple(Condition(type=c.get("type"), status=c.get("status"), reason=c.get("reason"),
+                           message=c.get("message"), last_transition=c.get("lastTransitionTime"))
+                 for c in raw or [])
+
+
+def find(conditions: tuple[Condition, ...], kind: str, status: str | None = None) -> Condition | None:
+    """The first condition of type ``kind`` (and, when given, of ``status``), else None."""
+    return next((c for c in conditions if c.type == kind and (status is None or c.status == status)), None)
+
+
+@dataclass(frozen=True)
+class Node:
+    """A ``core/v1`` Node: ``metadata`` name, resourceVersion, labels, annotations; ``spec`` taints (as
+    served: ``{"key", "value"?, "effect", "timeAdded"?}``) and unschedulable (cordoned); ``status``
+    conditions, capacity and allocatable (resource name → quantity string)."""
+
+    name: str
+    resource_version: str | None
+    labels: dict[str, str]
+    annotations: dict[str, str]
+    taints: list[dict[str, str]]
+    unschedulable: bool
+    conditions: tuple[Condition, ...]
+    capacity: dict[str, str]
+    allocatable: dict[str, str]
+
+    @property
+    def simulated(self) -> bool:
+        """True for a node KWOK simulates (annotation ``kwok.x-k8s.io/node: fake``)."""
+        return self.annotations.get("kwok.x-k8s.io/node") == "fake"
+
+
+def parse_node(raw: dict[str, Any]) -> Node:
+    """A Node from its JSON (see :class:`Node`)."""
+    meta, spec, status = raw.get("metadata") or {}, raw.get("spec") or {}, raw.get("status") or {}
+    return Node(name=str(meta.get("name") or ""), resource_version=meta.get("resourceVersion"),
+                labels=dict(meta.get("labels") or {}), annotations=dict(meta.get("annotations") or {}),
+                taints=list(spec.get("taints") or []), unschedulable=bool(spec.get("unschedulable")),
+                conditions=parse_conditions(status.get("conditions")),
+                capacity=dict(status.get("capacity") or {}), allocatable=dict(status.get("allocatable") or {}))
+
+
+@dataclass(frozen=True)
+class Container:
+    """One ``spec.containers[]`` / ``spec.initContainers[]`` entry: ``name``, ``requests``
+    (``resources.requests``: resource name → quantity string), ``restart_policy`` (an init container's
+    ``restartPolicy``: ``Always`` makes it a sidecar; None otherwise)."""
+
+    name: str | None
+    requests: dict[str, str]
+    restart_policy: str | None
+
+
+def _container(raw: dict[str, Any]) -> Container:
+    return Container(name=raw.get("name"), requests=dict((raw.get("resources") or {}).get("requests") or {}),
+                     restart_policy=raw.get("restartPolicy"))
+
+
+@dataclass(frozen=True)
+class ContainerStatus:
+    """One ``status.containerStatuses[]`` entry: ``name``, ``restart_count`` (``restartCount``, 0 when
+    absent), ``image_id`` (``imageID``), and the times of ``state.running.startedAt`` (``running_since``),
+    ``state.terminated.startedAt`` / ``finishedAt`` (``ran_from`` / ``ended_at``) and
+    ``lastState.terminated.startedAt`` (``last_ran_from``); None where absent."""
+
+    name: str | None
+    restart_count: int
+    image_id: str | None
+    running_since: str | None
+    ran_from: str | None
+    ended_at: str | None
+    last_ran_from: str | None
+
+
+NO_STATUS = ContainerStatus(name=None, restart_count=0, image_id=None, running_since=None, ran_from=None,
+                            ended_at=None, last_ran_from=None)
+"""The status of a container the kubelet has not reported yet."""
+
+
+def _container_status(raw: dict[str, Any]) -> ContainerStatus:
+    state, last = raw.get("state") or {}, (raw.get("lastState") or {}).get("terminated") or {}
+    running, ended = state.get("running") or {}, state.get("terminated") or {}
+    return ContainerStatus(name=raw.get("name"), restart_count=int(raw.get("restartCount") or 0),
+                           image_id=raw.get("imageID"), running_since=running.get("startedAt"),
+                           ran_from=ended.get("startedAt"), ended_at=ended.get("finishedAt"),
+                           last_ran_from=last.get("startedAt"))
+
+
+@dataclass(frozen=True)
+class Pod:
+    """A ``core/v1`` Pod: ``metadata`` name, namespace (None when absent), creationTimestamp and
+    deletionTimestamp (``created``/``deleting_since``), ownerReferences' ``(kind, name)``s; ``spec``
+    nodeName ("" when unbound), containers, initContainers, overhead; ``status`` phase (None when
+    absent), conditions, containerStatuses."""
+
+    name: str
+    namespace: str | None
+    created: str | None
+    deleting_since: str | None
+    owners: tuple[tuple[str | None, str | None], ...]
+    node_name: str
+    containers: tuple[Container, ...]
+    init_containers: tuple[Container, ...]
+    overhead: dict[str, str]
+    phase: str | None
+    conditions: tuple[Condition, ...]
+    container_statuses: tuple[ContainerStatus, ...]
+
+
+def parse_pod(raw: dict[str, Any]) -> Pod:
+    """A Pod from its JSON (see :class:`Pod`)."""
+    meta, spec, status = raw.get("metadata") or {}, raw.get("spec") or {}, raw.get("status") or {}
+    return Pod(name=str(meta.get("name") or ""), namespace=meta.get("namespace"),
+               created=meta.get("creationTimestamp"), deleting_since=meta.get("deletionTimestamp"),
+               owners=tuple((o.get("kind"), o.get("name")) for o in meta.get("ownerReferences") or []),
+               node_name=str(spec.get("nodeName") or ""),
+               containers=tuple(_container(c) for c in spec.get("containers") or []),
+               init_containers=tuple(_container(c) for c in spec.get("initContainers") or []),
+               overhead=dict(spec.get("overhead") or {}), phase=status.get("phase"),
+               conditions=parse_conditions(status.get("conditions")),
+               container_statuses=tuple(_container_status(s) for s in status.get("containerStatuses") or []))
