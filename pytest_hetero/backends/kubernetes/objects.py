@@ -124,13 +124,14 @@ def _container_status(raw: dict[str, Any]) -> ContainerStatus:
 
 @dataclass(frozen=True)
 class Pod:
-    """A ``core/v1`` Pod: ``metadata`` name, namespace (None when absent), creationTimestamp and
+    """A ``core/v1`` Pod: ``metadata`` name, namespace (None when absent), labels, creationTimestamp and
     deletionTimestamp (``created``/``deleting_since``), ownerReferences' ``(kind, name)``s; ``spec``
     nodeName ("" when unbound), containers, initContainers, overhead; ``status`` phase (None when
     absent), conditions, containerStatuses."""
 
     name: str
     namespace: str | None
+    labels: dict[str, str]
     created: str | None
     deleting_since: str | None
     owners: tuple[tuple[str | None, str | None], ...]
@@ -146,7 +147,7 @@ class Pod:
 def parse_pod(raw: dict[str, Any]) -> Pod:
     """A Pod from its JSON (see :class:`Pod`)."""
     meta, spec, status = raw.get("metadata") or {}, raw.get("spec") or {}, raw.get("status") or {}
-    return Pod(name=str(meta.get("name") or ""), namespace=meta.get("namespace"),
+    return Pod(name=str(meta.get("name") or ""), namespace=meta.get("namespace"), labels=dict(meta.get("labels") or {}),
                created=meta.get("creationTimestamp"), deleting_since=meta.get("deletionTimestamp"),
                owners=tuple((o.get("kind"), o.get("name")) for o in meta.get("ownerReferences") or []),
                node_name=str(spec.get("nodeName") or ""),
