@@ -93,41 +93,76 @@ def _container(raw: dict[str, Any]) -> Container:
 
 
 @dataclass(frozen=True)
+class Ended:
+    """A container's ``terminated`` state: ``reason`` (``OOMKilled``, ``Error``, ``Completed``…), ``exit_code``
+    (``exitCode``), ``message``, ``started_at``/``finished_at`` (``startedAt``/``finishedAt``); None where absent."""
+
+    reason: str | None
+    exit_code: int | None
+    message: str | None
+    started_at: str | None
+    finished_at: str | None
+
+
+def _ended(raw: dict[str, Any] | None) -> Ended | None:
+    if not raw:
+        return None
+    return Ended(reason=raw.get("reason"), exit_code=raw.get("exitCode"), message=raw.get("message"),
+                 started_at=raw.get("startedAt"), finished_at=raw.get("finishedAt"))
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """A container's ``waiting`` state: ``reason`` (``ErrImagePull``, ``CrashLoopBackOff``…) and ``message``."""
+
+    reason: str | None
+    message: str | None
+
+
+@dataclass(frozen=True)
 class ContainerStatus:
-    """One ``status.containerStatuses[]`` entry: ``name``, ``restart_count`` (``restartCount``, 0 when
-    absent), ``image_id`` (``imageID``), and the times of ``state.running.startedAt`` (``running_since``),
-    ``state.terminated.startedAt`` / ``finishedAt`` (``ran_from`` / ``ended_at``) and
-    ``lastState.terminated.startedAt`` (``last_ran_from``); None where absent."""
+    """One ``status.containerStatuses[]`` entry: ``name``, ``image``, ``image_id`` (``imageID``),
+    ``restart_count`` (``restartCount``, 0 when absent); its ``state``: ``running`` (the key is present),
+    ``running_since`` (``running.startedAt``), ``terminated`` (the key is present), ``ended`` (its
+    terminated state, None when absent or empty), ``waiting`` (None when absent or empty); ``last_ended``:
+    ``lastState.terminated`` (None when absent or empty)."""
 
     name: str | None
-    restart_count: int
+    image: str | None
     image_id: str | None
+    restart_count: int
+    running: bool
     running_since: str | None
-    ran_from: str | None
-    ended_at: str | None
-    last_ran_from: str | None
+    terminated: bool
+    ended: Ended | None
+    waiting: Waiting | None
+    last_ended: Ended | None
 
 
-NO_STATUS = ContainerStatus(name=None, restart_count=0, image_id=None, running_since=None, ran_from=None,
-                            ended_at=None, last_ran_from=None)
+NO_STATUS = ContainerStatus(name=None, image=None, image_id=None, restart_count=0, running=False,
+                            running_since=None, terminated=False, ended=None, waiting=None, last_ended=None)
 """The status of a container the kubelet has not reported yet."""
 
 
 def _container_status(raw: dict[str, Any]) -> ContainerStatus:
-    state, last = raw.get("state") or {}, (raw.get("lastState") or {}).get("terminated") or {}
-    running, ended = state.get("running") or {}, state.get("terminated") or {}
-    return ContainerStatus(name=raw.get("name"), restart_count=int(raw.get("restartCount") or 0),
-                           image_id=raw.get("imageID"), running_since=running.get("startedAt"),
-                           ran_from=ended.get("startedAt"), ended_at=ended.get("finishedAt"),
-                           last_ran_from=last.get("startedAt"))
+    state = raw.get("state") or {}
+    waiting = state.get("waiting")
+    return ContainerStatus(name=raw.get("name"), image=raw.get("image"), image_id=raw.get("imageID"),
+                           restart_count=int(raw.get("restartCount") or 0), running="running" in state,
+                           running_since=(state.get("running") or {}).get("startedAt"),
+                           terminated="terminated" in state, ended=_ended(state.get("terminated")),
+                           waiting=Waiting(reason=waiting.get("reason"), message=waiting.get("message"))
+                           if waiting else None,
+                           last_ended=_ended((raw.get("lastState") or {}).get("terminated")))
 
 
 @dataclass(frozen=True)
 class Pod:
     """A ``core/v1`` Pod: ``metadata`` name, namespace (None when absent), labels, creationTimestamp and
     deletionTimestamp (``created``/``deleting_since``), ownerReferences' ``(kind, name)``s; ``spec``
-    nodeName ("" when unbound), containers, initContainers, overhead; ``status`` phase (None when
-    absent), conditions, containerStatuses."""
+    nodeName ("" when unbound), restartPolicy (``Always`` when absent), containers, initContainers,
+    overhead; ``status`` phase, reason and message (None when absent), conditions, containerStatuses;
+    ``deleted``: the run's pod watch saw it deleted (its own ``deleted`` mark, :mod:`.watch`)."""
 
     name: str
     namespace: str | None
@@ -136,12 +171,16 @@ class Pod:
     deleting_since: str | None
     owners: tuple[tuple[str | None, str | None], ...]
     node_name: str
+    restart_policy: str | None
     containers: tuple[Container, ...]
     init_containers: tuple[Container, ...]
     overhead: dict[str, str]
     phase: str | None
+    reason: str | None
+    message: str | None
     conditions: tuple[Condition, ...]
     container_statuses: tuple[ContainerStatus, ...]
+    deleted: bool
 
 
 def parse_pod(raw: dict[str, Any]) -> Pod:
@@ -150,9 +189,10 @@ def parse_pod(raw: dict[str, Any]) -> Pod:
     return Pod(name=str(meta.get("name") or ""), namespace=meta.get("namespace"), labels=dict(meta.get("labels") or {}),
                created=meta.get("creationTimestamp"), deleting_since=meta.get("deletionTimestamp"),
                owners=tuple((o.get("kind"), o.get("name")) for o in meta.get("ownerReferences") or []),
-               node_name=str(spec.get("nodeName") or ""),
+               node_name=str(spec.get("nodeName") or ""), restart_policy=spec.get("restartPolicy", "Always"),
                containers=tuple(_container(c) for c in spec.get("containers") or []),
                init_containers=tuple(_container(c) for c in spec.get("initContainers") or []),
-               overhead=dict(spec.get("overhead") or {}), phase=status.get("phase"),
-               conditions=parse_conditions(status.get("conditions")),
-               container_statuses=tuple(_container_status(s) for s in status.get("containerStatuses") or []))
+               overhead=dict(spec.get("overhead") or {}), phase=status.get("phase"), reason=status.get("reason"),
+               message=status.get("message"), conditions=parse_conditions(status.get("conditions")),
+               container_statuses=tuple(_container_status(s) for s in status.get("containerStatuses") or []),
+               deleted=bool(raw.get("deleted")))

@@ -48,6 +48,7 @@ from kubernetes.client.exceptions import ApiException
 from pytest_hetero.backends.kubernetes import client as kc
 from pytest_hetero.backends.kubernetes import scheduling as ks
 from pytest_hetero.backends.kubernetes import usage as kube_usage
+from pytest_hetero.backends.kubernetes.objects import Pod, parse_pod
 from pytest_hetero.backends.kubernetes.startup import STUCK, image_identity, read_logs, state_text
 from pytest_hetero.backends.kubernetes.submit import PULL
 from pytest_hetero.backends.labels import LABEL, OWNER, RUN_ID
@@ -276,8 +277,7 @@ timeout, quoted the same way."""
 
 
 def _stuck(pod: dict[str, Any]) -> bool:
-    return any((s.get("state") or {}).get("waiting", {}).get("reason") in FINAL
-               for s in (pod.get("status") or {}).get("containerStatuses") or [])
+    return any(s.waiting is not None and s.waiting.reason in FINAL for s in parse_pod(pod).container_statuses)
 
 
 def _not_ready(api: client.ApiClient, namespace: str, name: str, dep: Any, pods: list[dict[str, Any]],
@@ -293,19 +293,20 @@ def _not_ready(api: client.ApiClient, namespace: str, name: str, dep: Any, pods:
         pod_name = pod["metadata"]["name"]
         warnings = [f"{e.get('reason')}: {e.get('message')}" for e in ks.events_for(api, namespace, pod_name)
                     if e.get("type") == "Warning"]
-        why = f"pod {pod_name}: {state_text(pod) or 'Running, not Ready'}"
+        seen = parse_pod(pod)
+        why = f"pod {pod_name}: {state_text(seen) or 'Running, not Ready'}"
         if warnings:
             why += f"; last kubelet warning: {warnings[-1]}"
-        facts.update(pod=pod_name, state=state_text(pod), warnings=warnings[-10:],
-                     log=read_logs(client.CoreV1Api(api), namespace, pod_name, previous=_restarted(pod),
+        facts.update(pod=pod_name, state=state_text(seen), warnings=warnings[-10:],
+                     log=read_logs(client.CoreV1Api(api), namespace, pod_name, previous=_restarted(seen),
                                    container="server"))
     when = f"after {waited:.0f} s" if stuck is not None else f"within {timeout_s:g} s"
     raise NotReady(f"Deployment {namespace}/{name} not ready {when}: {why}", category, facts)
 
 
-def _restarted(pod: dict[str, Any]) -> bool:
+def _restarted(pod: Pod) -> bool:
     """True when the pod's container was restarted (its previous run's log holds why it ended)."""
-    return any((s.get("restartCount") or 0) > 0 for s in (pod.get("status") or {}).get("containerStatuses") or [])
+    return any(s.restart_count > 0 for s in pod.container_statuses)
 
 
 def pods(session: KubeSession, request: ServingRequest) -> list[dict[str, Any]]:
@@ -328,7 +329,7 @@ def pods(session: KubeSession, request: ServingRequest) -> list[dict[str, Any]]:
         node = (pod.get("spec") or {}).get("nodeName")
         if node:
             session.seen_nodes.add(node)
-        ident = image_identity(pod)
+        ident = image_identity(parse_pod(pod))
         out.append({"name": pod["metadata"]["name"], "node": node, "phase": (pod.get("status") or {}).get("phase"),
                     "ready": _pod_ready(pod), "ip": (pod.get("status") or {}).get("podIP"),
                     "image": container.get("image"), "image_digest": ident["digest"],

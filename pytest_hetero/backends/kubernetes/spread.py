@@ -52,6 +52,7 @@ from pytest_hetero.backends.kubernetes import run as kube_model
 from pytest_hetero.backends.kubernetes import scheduling as ks
 from pytest_hetero.backends.kubernetes import startup
 from pytest_hetero.backends.kubernetes import usage as kube_usage
+from pytest_hetero.backends.kubernetes.objects import parse_pod
 from pytest_hetero.backends.kubernetes.submit import PULL, workload_key
 from pytest_hetero.backends.protocol import ActionFailed, EngineFault, ExecResult, Step
 from pytest_hetero.evidence.model import Artifact
@@ -251,7 +252,7 @@ def one_run(session: KubeSession, step: Deferred, width: int, queued: float) -> 
         result = kube_model.execute(session, step, given=workload,
                                     isolation=PER_RUN_SIMULATED if simulated else PER_RUN_POD)
         ran = result.details.get("workload") or {}  # the exec's own times (.usage.exec_facts)
-        ident = startup.image_identity(pod)
+        ident = startup.image_identity(parse_pod(pod))
         if "pod" not in (session.workloads.get(workload_key(step.resource.name, step.image.name)) or {}):
             result.details["image"] = {"digest": ident["digest"], "known": [ident["digest"] or ""],
                                        "what": f"image {step.image.reference}"}

@@ -39,8 +39,9 @@ def pod_facts(session: KubeSession, pod: dict[str, Any], submitted: float | None
     seen = parse_pod(pod)
     spec, cstatus = _container(seen)
     cond = find(seen.conditions, "PodScheduled", "True")
-    starts = [t for t in (epoch(cstatus.last_ran_from), epoch(cstatus.running_since),
-                          epoch(cstatus.ran_from)) if t is not None]
+    ended, last = cstatus.ended, cstatus.last_ended
+    starts = [t for t in (epoch(last.started_at if last else None), epoch(cstatus.running_since),
+                          epoch(ended.started_at if ended else None)) if t is not None]
     node = seen.node_name
     namespace = seen.namespace or session.namespace
     name = seen.name or None
@@ -49,7 +50,7 @@ def pod_facts(session: KubeSession, pod: dict[str, Any], submitted: float | None
             "requests": dict(spec.requests),
             "submitted": submitted if submitted is not None else epoch(seen.created),
             "placed": epoch(cond.last_transition if cond else None), "started": min(starts) if starts else None,
-            "ended": epoch(cstatus.ended_at), "released": epoch(seen.deleting_since),
+            "ended": epoch(ended.finished_at if ended else None), "released": epoch(seen.deleting_since),
             "attempts": 1 + cstatus.restart_count,
             "outcome": PHASE_OUTCOME.get(str(seen.phase), "pending"), "node": node or None,
             "simulated": bool(session.nodes.get(node, {}).get("simulated"))}
