@@ -43,7 +43,7 @@ from kubernetes.client.exceptions import ApiException
 from pytest_hetero.backends.kubernetes import client as kc
 from pytest_hetero.backends.kubernetes import scheduling as ks
 from pytest_hetero.backends.kubernetes import tenancy
-from pytest_hetero.backends.kubernetes.objects import parse_pod
+from pytest_hetero.backends.kubernetes.objects import SlicePort, parse_pod, parse_ports, parse_slice
 from pytest_hetero.backends.protocol import Attempt
 from pytest_hetero.matrix.model import Resource, Tenant
 
@@ -266,56 +266,19 @@ class Target:
 
 
 @dataclass(frozen=True)
-class ServicePort:
-    """A ``ports[]`` entry of a Service or EndpointSlice: ``protocol`` (``TCP`` when absent) and ``port``."""
-
-    protocol: str | None
-    port: int | None
-
-
-def _ports(raw: list[dict[str, Any]] | None) -> list[ServicePort]:
-    return [ServicePort(protocol=p.get("protocol", "TCP"), port=p.get("port")) for p in raw or []]
-
-
-@dataclass(frozen=True)
-class Endpoint:
-    """An ``endpoints[]`` entry of an EndpointSlice: ``ready`` (``conditions.ready``: None when unknown, which
-    counts as ready), the ``pod`` of its ``targetRef`` (None when absent) and its ``addresses``."""
-
-    ready: bool | None
-    pod: str | None
-    addresses: list[str]
-
-
-@dataclass(frozen=True)
-class EndpointSlice:
-    """A ``discovery.k8s.io/v1`` EndpointSlice: its ``ports`` and ``endpoints``."""
-
-    ports: list[ServicePort]
-    endpoints: list[Endpoint]
-
-
-def parse_slice(raw: dict[str, Any]) -> EndpointSlice:
-    """An EndpointSlice from its JSON."""
-    return EndpointSlice(ports=_ports(raw.get("ports")), endpoints=[
-        Endpoint(ready=(e.get("conditions") or {}).get("ready"), pod=(e.get("targetRef") or {}).get("name"),
-                 addresses=list(e.get("addresses") or [])) for e in raw.get("endpoints") or []])
-
-
-@dataclass(frozen=True)
 class Service:
     """A ``core/v1`` Service: ``name``, ``cluster_ip`` (``spec.clusterIP``; ``None`` text for a headless one,
     None when absent) and its ``ports``."""
 
     name: str
     cluster_ip: str | None
-    ports: list[ServicePort]
+    ports: list[SlicePort]
 
 
 def parse_service(raw: dict[str, Any]) -> Service:
     """A Service from its JSON; KeyError without ``metadata.name``."""
     spec = raw.get("spec") or {}
-    return Service(name=raw["metadata"]["name"], cluster_ip=spec.get("clusterIP"), ports=_ports(spec.get("ports")))
+    return Service(name=raw["metadata"]["name"], cluster_ip=spec.get("clusterIP"), ports=parse_ports(spec.get("ports")))
 
 
 def _targets(run: _Probe, target: Tenant) -> tuple[list[Target], list[Attempt]]:

@@ -31,6 +31,7 @@ from pytest_hetero.backends.kubernetes import client as kc
 from pytest_hetero.backends.kubernetes import podexec, queues
 from pytest_hetero.backends.kubernetes import scheduling as ks
 from pytest_hetero.backends.kubernetes import usage as kube_usage
+from pytest_hetero.backends.kubernetes.objects import parse_pod, parse_slice
 from pytest_hetero.backends.labels import LABEL
 from pytest_hetero.backends.protocol import ActionFailed, JobPlacement, JobRequest, Step
 from pytest_hetero.pending import summarise
@@ -176,7 +177,7 @@ def place_job(session: KubeSession, step: Step, request: JobRequest) -> JobPlace
     out.waited_s = time.time() - submitted
     pods = wait_running(session, name, request.workers, deadline)
     out.pods = pod_facts(pods)
-    out.usage = [kube_usage.pod_facts(session, p, submitted) for p in pods]
+    out.usage = [kube_usage.pod_facts(session, parse_pod(p), submitted) for p in pods]
     running = [p for p in out.pods if p["phase"] == "Running" and p["ip"]]
     out.placed = len([p for p in out.pods if p["node"]])
     if len(running) < request.workers:
@@ -235,17 +236,16 @@ def list_pods(session: KubeSession, name: str) -> list[dict[str, Any]]:
                                                      _preload_content=False, _request_timeout=kc.API_TIMEOUT_S)
     except Exception:  # noqa: BLE001 - the caller waits or explains with what it has
         return []
-    pods = [p for p in json.loads(resp.data).get("items") or []
-            if not (p.get("metadata") or {}).get("deletionTimestamp")]
-    return sorted(pods, key=lambda p: int(((p.get("metadata") or {}).get("annotations") or {}).get(INDEX, 0)))
+    live = [(pod, raw) for pod, raw in ((parse_pod(raw), raw) for raw in json.loads(resp.data).get("items") or [])
+            if not pod.deleting_since]
+    return [raw for _, raw in sorted(live, key=lambda seen: int(seen[0].annotations.get(INDEX, 0)))]
 
 
 def wait_running(session: KubeSession, name: str, workers: int, deadline: float) -> list[dict[str, Any]]:
     """The job's pods once ``workers`` of them run with an address, or as last listed at ``deadline``."""
     while True:
         pods = list_pods(session, name)
-        up = [p for p in pods
-              if (p.get("status") or {}).get("phase") == "Running" and (p.get("status") or {}).get("podIP")]
+        up = [p for p in map(parse_pod, pods) if p.phase == "Running" and p.ip]
         if len(up) >= workers or time.monotonic() >= deadline:
             return pods
         time.sleep(POLL_S)
@@ -254,12 +254,11 @@ def wait_running(session: KubeSession, name: str, workers: int, deadline: float)
 def pod_facts(pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """``[{"index", "name", "node", "ip", "phase", "hostname", "subdomain"}]`` of ``pods``."""
     out = []
-    for p in pods:
-        meta, spec, status = p.get("metadata") or {}, p.get("spec") or {}, p.get("status") or {}
-        index = (meta.get("annotations") or {}).get(INDEX)
-        out.append({"index": int(index) if index is not None else None, "name": meta.get("name"),
-                    "node": spec.get("nodeName"), "ip": status.get("podIP"), "phase": status.get("phase"),
-                    "hostname": spec.get("hostname"), "subdomain": spec.get("subdomain")})
+    for p in map(parse_pod, pods):
+        index = p.annotations.get(INDEX)
+        out.append({"index": int(index) if index is not None else None, "name": p.name,
+                    "node": p.node_name or None, "ip": p.ip, "phase": p.phase,
+                    "hostname": p.hostname, "subdomain": p.subdomain})
     return out
 
 
@@ -274,15 +273,15 @@ def endpoint_addresses(session: KubeSession, service: str, workers: int, deadlin
             slices: Any = client.DiscoveryV1Api(session.api).list_namespaced_endpoint_slice(
                 session.namespace, label_selector=f"kubernetes.io/service-name={service}",
                 _preload_content=False, _request_timeout=kc.API_TIMEOUT_S)
-            items = json.loads(slices.data).get("items") or []
+            items = [parse_slice(i) for i in json.loads(slices.data).get("items") or []]
         except Exception:  # noqa: BLE001 - waited for again; what is found by the deadline is used
             items = []
         for eps in items:
-            for ep in eps.get("endpoints") or []:
-                host = str(ep.get("hostname") or "")
+            for ep in eps.endpoints:
+                host = str(ep.hostname or "")
                 tail = host.rsplit("-", 1)[-1]
-                if ep.get("addresses") and tail.isdigit():
-                    found[int(tail)] = {"ip": ep["addresses"][0], "hostname": host,
+                if ep.addresses and tail.isdigit():
+                    found[int(tail)] = {"ip": ep.addresses[0], "hostname": host,
                                         "dns_name": f"{host}.{service}.{session.namespace}.svc"}
         if len(found) >= workers or time.monotonic() >= end:
             return found

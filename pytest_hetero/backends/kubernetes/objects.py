@@ -78,17 +78,28 @@ def parse_node(raw: dict[str, Any]) -> Node:
 
 @dataclass(frozen=True)
 class Container:
-    """One ``spec.containers[]`` / ``spec.initContainers[]`` entry: ``name``, ``requests``
-    (``resources.requests``: resource name → quantity string), ``restart_policy`` (an init container's
-    ``restartPolicy``: ``Always`` makes it a sidecar; None otherwise)."""
+    """One ``spec.containers[]`` / ``spec.initContainers[]`` entry: ``name``, ``image`` (None when absent),
+    ``requests`` and ``limits`` (``resources.requests``/``limits``: resource name → quantity string),
+    ``env`` (name → literal ``value``, None for one set ``valueFrom``), ``restart_policy`` (an init
+    container's ``restartPolicy``: ``Always`` makes it a sidecar; None otherwise)."""
 
     name: str | None
+    image: str | None
     requests: dict[str, str]
+    limits: dict[str, str]
+    env: dict[str, str | None]
     restart_policy: str | None
 
 
+NO_CONTAINER = Container(name=None, image=None, requests={}, limits={}, env={}, restart_policy=None)
+"""A pod spec without containers reads as having this one."""
+
+
 def _container(raw: dict[str, Any]) -> Container:
-    return Container(name=raw.get("name"), requests=dict((raw.get("resources") or {}).get("requests") or {}),
+    resources = raw.get("resources") or {}
+    return Container(name=raw.get("name"), image=raw.get("image"), requests=dict(resources.get("requests") or {}),
+                     limits=dict(resources.get("limits") or {}),
+                     env={e.get("name"): e.get("value") for e in raw.get("env") or []},
                      restart_policy=raw.get("restartPolicy"))
 
 
@@ -158,24 +169,29 @@ def _container_status(raw: dict[str, Any]) -> ContainerStatus:
 
 @dataclass(frozen=True)
 class Pod:
-    """A ``core/v1`` Pod: ``metadata`` name, namespace (None when absent), labels, creationTimestamp and
-    deletionTimestamp (``created``/``deleting_since``), ownerReferences' ``(kind, name)``s; ``spec``
-    nodeName ("" when unbound), restartPolicy (``Always`` when absent), containers, initContainers,
-    overhead; ``status`` phase, reason and message (None when absent), conditions, containerStatuses;
+    """A ``core/v1`` Pod: ``metadata`` name, namespace (None when absent), labels, annotations,
+    creationTimestamp and deletionTimestamp (``created``/``deleting_since``), ownerReferences'
+    ``(kind, name)``s; ``spec`` nodeName ("" when unbound), hostname and subdomain (None when absent),
+    restartPolicy (``Always`` when absent), containers, initContainers, overhead; ``status`` phase, podIP
+    (``ip``), reason and message (None when absent), conditions, containerStatuses;
     ``deleted``: the run's pod watch saw it deleted (its own ``deleted`` mark, :mod:`.watch`)."""
 
     name: str
     namespace: str | None
     labels: dict[str, str]
+    annotations: dict[str, str]
     created: str | None
     deleting_since: str | None
     owners: tuple[tuple[str | None, str | None], ...]
     node_name: str
+    hostname: str | None
+    subdomain: str | None
     restart_policy: str | None
     containers: tuple[Container, ...]
     init_containers: tuple[Container, ...]
     overhead: dict[str, str]
     phase: str | None
+    ip: str | None
     reason: str | None
     message: str | None
     conditions: tuple[Condition, ...]
@@ -187,12 +203,56 @@ def parse_pod(raw: dict[str, Any]) -> Pod:
     """A Pod from its JSON (see :class:`Pod`)."""
     meta, spec, status = raw.get("metadata") or {}, raw.get("spec") or {}, raw.get("status") or {}
     return Pod(name=str(meta.get("name") or ""), namespace=meta.get("namespace"), labels=dict(meta.get("labels") or {}),
+               annotations=dict(meta.get("annotations") or {}),
                created=meta.get("creationTimestamp"), deleting_since=meta.get("deletionTimestamp"),
                owners=tuple((o.get("kind"), o.get("name")) for o in meta.get("ownerReferences") or []),
-               node_name=str(spec.get("nodeName") or ""), restart_policy=spec.get("restartPolicy", "Always"),
+               node_name=str(spec.get("nodeName") or ""), hostname=spec.get("hostname"),
+               subdomain=spec.get("subdomain"), restart_policy=spec.get("restartPolicy", "Always"),
                containers=tuple(_container(c) for c in spec.get("containers") or []),
                init_containers=tuple(_container(c) for c in spec.get("initContainers") or []),
-               overhead=dict(spec.get("overhead") or {}), phase=status.get("phase"), reason=status.get("reason"),
+               overhead=dict(spec.get("overhead") or {}), phase=status.get("phase"), ip=status.get("podIP"),
+               reason=status.get("reason"),
                message=status.get("message"), conditions=parse_conditions(status.get("conditions")),
                container_statuses=tuple(_container_status(s) for s in status.get("containerStatuses") or []),
                deleted=bool(raw.get("deleted")))
+
+
+@dataclass(frozen=True)
+class SlicePort:
+    """A ``ports[]`` entry of a Service or EndpointSlice: ``protocol`` (``TCP`` when absent) and ``port``."""
+
+    protocol: str | None
+    port: int | None
+
+
+def parse_ports(raw: list[dict[str, Any]] | None) -> list[SlicePort]:
+    """``ports`` of a Service spec or an EndpointSlice (JSON list, or None) as :class:`SlicePort`s."""
+    return [SlicePort(protocol=p.get("protocol", "TCP"), port=p.get("port")) for p in raw or []]
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """An ``endpoints[]`` entry of an EndpointSlice: ``ready`` (``conditions.ready``: None when unknown, which
+    counts as ready), ``hostname`` (None when absent), the ``pod`` of its ``targetRef`` (None when absent)
+    and its ``addresses``."""
+
+    ready: bool | None
+    hostname: str | None
+    pod: str | None
+    addresses: list[str]
+
+
+@dataclass(frozen=True)
+class EndpointSlice:
+    """A ``discovery.k8s.io/v1`` EndpointSlice: its ``ports`` and ``endpoints``."""
+
+    ports: list[SlicePort]
+    endpoints: list[Endpoint]
+
+
+def parse_slice(raw: dict[str, Any]) -> EndpointSlice:
+    """An EndpointSlice from its JSON."""
+    return EndpointSlice(ports=parse_ports(raw.get("ports")), endpoints=[
+        Endpoint(ready=(e.get("conditions") or {}).get("ready"), hostname=e.get("hostname"),
+                 pod=(e.get("targetRef") or {}).get("name"), addresses=list(e.get("addresses") or []))
+        for e in raw.get("endpoints") or []])

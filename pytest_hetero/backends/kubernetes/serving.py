@@ -48,7 +48,7 @@ from kubernetes.client.exceptions import ApiException
 from pytest_hetero.backends.kubernetes import client as kc
 from pytest_hetero.backends.kubernetes import scheduling as ks
 from pytest_hetero.backends.kubernetes import usage as kube_usage
-from pytest_hetero.backends.kubernetes.objects import Pod, parse_pod
+from pytest_hetero.backends.kubernetes.objects import NO_CONTAINER, Pod, find, parse_pod
 from pytest_hetero.backends.kubernetes.startup import STUCK, image_identity, read_logs, state_text
 from pytest_hetero.backends.kubernetes.submit import PULL
 from pytest_hetero.backends.labels import LABEL, OWNER, RUN_ID
@@ -230,7 +230,7 @@ def wait_rolled_out(session: KubeSession, namespace: str, name: str, timeout_s: 
             sets = _rs_of(apps, namespace, dep)
             current = next((rs for rs in sets if _revision(rs) == _revision(dep)), None)
             pods = _pods(api, namespace, dep, current)
-            ready = {p["metadata"]["name"] for p in pods if _pod_ready(p)}
+            ready = {p.name for p in map(parse_pod, pods) if _pod_ready(p)}
             address = _ready_address(api, namespace, name, ready) if _complete(dep) and current else None
         except ApiException as exc:
             raise kc.api_outcome(exc, f"read Deployment {namespace}/{name}") from None
@@ -263,9 +263,8 @@ def _pods(api: client.ApiClient, namespace: str, dep: Any, current: Any) -> list
             if p.metadata.deletion_timestamp is None]
 
 
-def _pod_ready(pod: dict[str, Any]) -> bool:
-    return any(c.get("type") == "Ready" and c.get("status") == "True"
-               for c in (pod.get("status") or {}).get("conditions") or [])
+def _pod_ready(pod: Pod) -> bool:
+    return find(pod.conditions, "Ready", "True") is not None
 
 
 FINAL = STUCK - {"CreateContainerConfigError", "CreateContainerError", "RunContainerError", "ErrImagePull"}
@@ -323,19 +322,17 @@ def pods(session: KubeSession, request: ServingRequest) -> list[dict[str, Any]]:
     except ApiException as exc:
         raise kc.api_outcome(exc, f"list the pods of Deployment {namespace}/{name}") from None
     out = []
-    for pod in found:
-        container = (pod.get("spec") or {}).get("containers", [{}])[0]
-        env = {e.get("name"): e.get("value") for e in container.get("env") or []}
-        node = (pod.get("spec") or {}).get("nodeName")
+    for pod in map(parse_pod, found):
+        container = pod.containers[0] if pod.containers else NO_CONTAINER
+        node = pod.node_name or None
         if node:
             session.seen_nodes.add(node)
-        ident = image_identity(parse_pod(pod))
-        out.append({"name": pod["metadata"]["name"], "node": node, "phase": (pod.get("status") or {}).get("phase"),
-                    "ready": _pod_ready(pod), "ip": (pod.get("status") or {}).get("podIP"),
-                    "image": container.get("image"), "image_digest": ident["digest"],
-                    "requests": (container.get("resources") or {}).get("requests") or {},
-                    "limits": (container.get("resources") or {}).get("limits") or {},
-                    "version": env.get(VERSION_ENV), "revision": _revision(dep)})
+        ident = image_identity(pod)
+        out.append({"name": pod.name, "node": node, "phase": pod.phase,
+                    "ready": _pod_ready(pod), "ip": pod.ip,
+                    "image": container.image, "image_digest": ident["digest"],
+                    "requests": container.requests, "limits": container.limits,
+                    "version": container.env.get(VERSION_ENV), "revision": _revision(dep)})
         if (namespace, name) in session.serving:  # deployed by this run: the gate's own workload, ledgered
             out[-1]["usage"] = kube_usage.pod_facts(session, pod)
     return out

@@ -12,7 +12,15 @@ from __future__ import annotations
 import uuid
 from typing import TYPE_CHECKING, Any
 
-from pytest_hetero.backends.kubernetes.objects import NO_STATUS, Container, ContainerStatus, Pod, find, parse_pod
+from pytest_hetero.backends.kubernetes.objects import (
+    NO_CONTAINER,
+    NO_STATUS,
+    Container,
+    ContainerStatus,
+    Pod,
+    find,
+    parse_pod,
+)
 from pytest_hetero.evidence.usage import epoch
 
 if TYPE_CHECKING:
@@ -24,19 +32,17 @@ PHASE_OUTCOME = {"Pending": "pending", "Running": "running", "Succeeded": "compl
 
 def _container(pod: Pod) -> tuple[Container, ContainerStatus]:
     """The ``workload`` container's spec and status (the first container's when none is so named)."""
-    spec = pod.containers or (Container(name=None, requests={}, restart_policy=None),)
+    spec = pod.containers or (NO_CONTAINER,)
     status = pod.container_statuses
     c = next((x for x in spec if x.name == "workload"), spec[0])
     s = next((x for x in status if x.name == c.name), status[0] if status else NO_STATUS)
     return c, s
 
 
-def pod_facts(session: KubeSession, pod: dict[str, Any], submitted: float | None = None,
+def pod_facts(session: KubeSession, seen: Pod, submitted: float | None = None,
               tenant: str | None = None) -> dict[str, Any]:
-    """The usage facts of ``pod`` (a JSON dict as the API serves it, read through
-    :func:`~.objects.parse_pod`); ``submitted``: epoch seconds of the create call (else the pod's
-    creationTimestamp); ``tenant``: who submitted it (None: the gate)."""
-    seen = parse_pod(pod)
+    """The usage facts of pod ``seen`` (:func:`~.objects.parse_pod` of its JSON); ``submitted``: epoch
+    seconds of the create call (else the pod's creationTimestamp); ``tenant``: who submitted it (None: the gate)."""
     spec, cstatus = _container(seen)
     cond = find(seen.conditions, "PodScheduled", "True")
     ended, last = cstatus.ended, cstatus.last_ended
@@ -65,7 +71,7 @@ def workload_facts(session: KubeSession, workload: dict[str, Any], pod: dict[str
         pods = session.pods().by_key(workload["probe"]) if "probe" in workload else []
         pod = pods[-1] if pods else None
     if pod is not None:
-        facts = pod_facts(session, pod, workload.get("submitted_at"))
+        facts = pod_facts(session, parse_pod(pod), workload.get("submitted_at"))
     else:
         body = workload.get("body") or {}
         spec = body.get("spec") or {}
