@@ -23,7 +23,7 @@ import json
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from kubernetes import client
 
@@ -165,7 +165,7 @@ def place_job(session: KubeSession, step: Step, request: JobRequest) -> JobPlace
     deadline = time.monotonic() + request.wait_s
     workload, read_error = wait_admitted(session, str(made.metadata.uid), deadline)
     out = JobPlacement(admitted=False, workers=request.workers, service=name)
-    if workload is None or queues.condition(workload, "Admitted").get("status") != "True":
+    if workload is None or not queues.parse_workload(workload).holds("Admitted"):
         out.waited_s = time.time() - submitted
         out.pods = pod_facts(list_pods(session, name))
         explain(session, out, name, workload, [], f"indexed Job {name} ({request.workers} pods) not admitted by "
@@ -173,7 +173,8 @@ def place_job(session: KubeSession, step: Step, request: JobRequest) -> JobPlace
                                                        if read_error and workload is None else ""))
         return out
     out.admitted = True
-    out.admission = {**queues.kueue_admission(session.api, version, workload, submitted), **priority_of(workload)}
+    priority = priority_of(queues.parse_workload(workload))
+    out.admission = {**queues.kueue_admission(session.api, version, workload, submitted), **priority}
     out.waited_s = time.time() - submitted
     pods = wait_running(session, name, request.workers, deadline)
     out.pods = pod_facts(pods)
@@ -200,17 +201,23 @@ def place_job(session: KubeSession, step: Step, request: JobRequest) -> JobPlace
     return out
 
 
-def priority_of(workload: dict[str, Any]) -> dict[str, Any]:
+class Priority(TypedDict):
+    """A Workload's priority as the admission facts keep it (see :func:`priority_of`)."""
+
+    priority_class: str | None
+    priority_class_kind: str | None
+    priority: int | None
+
+
+def priority_of(workload: queues.Workload) -> Priority:
     """``{"priority_class", "priority_class_kind", "priority"}`` of a Workload: ``spec.priorityClassRef``
     (``kueue.x-k8s.io/v1beta2``: ``{group, kind, name}``, kind ``PriorityClass`` or ``WorkloadPriorityClass``)
     or ``spec.priorityClassName``/``priorityClassSource`` (v1beta1); ``spec.priority`` (the number)."""
-    spec = workload.get("spec") or {}
-    ref = spec.get("priorityClassRef") or {}
-    if ref:
-        return {"priority_class": ref.get("name"), "priority_class_kind": ref.get("kind"),
-                "priority": spec.get("priority")}
-    return {"priority_class": spec.get("priorityClassName"), "priority_class_kind": spec.get("priorityClassSource"),
-            "priority": spec.get("priority")}
+    if workload.priority_ref is not None:
+        name, kind = workload.priority_ref
+        return {"priority_class": name, "priority_class_kind": kind, "priority": workload.priority}
+    return {"priority_class": workload.priority_class_name, "priority_class_kind": workload.priority_class_source,
+            "priority": workload.priority}
 
 
 def wait_admitted(session: KubeSession, uid: str, deadline: float) -> tuple[dict[str, Any] | None, str | None]:
@@ -222,7 +229,7 @@ def wait_admitted(session: KubeSession, uid: str, deadline: float) -> tuple[dict
         found, error = queues.read_objects(session.api, session.served(), queues.KUEUE, "workloads",
                                            session.namespace, label_selector=f"{queues.JOB_UID}={uid}")
         last = found[0] if found else last
-        if last is not None and queues.condition(last, "Admitted").get("status") == "True":
+        if last is not None and queues.parse_workload(last).holds("Admitted"):
             return last, None
         if time.monotonic() >= deadline:
             return last, error
@@ -336,16 +343,16 @@ def explain(session: KubeSession, out: JobPlacement, name: str, workload: dict[s
     events of the Job, the Workload and those pods (:func:`.scheduling.explain_pending`)."""
     api, ns = session.api, session.namespace
     events = ks.events_for(api, ns, name)
-    if workload is not None:
-        events += ks.events_for(api, ns, str((workload.get("metadata") or {}).get("name")))
+    seen = queues.parse_workload(workload) if workload is not None else None
+    if seen is not None:
+        events += ks.events_for(api, ns, str(seen.name))
     events += [e for p in pods for e in ks.events_for(api, ns, p["metadata"]["name"])]
     reasons = ks.explain_pending(pods, events, [workload] if workload else [], None)
     decisive = ks.primary(reasons)
     out.reasons = [r.to_dict() for r in reasons]
     out.decisive = decisive.to_dict() if decisive else None
-    if workload is not None:
-        out.admission = {"workload": (workload.get("metadata") or {}).get("name"),
-                         "local_queue": (workload.get("spec") or {}).get("queueName"),
+    if workload is not None and seen is not None:
+        out.admission = {"workload": seen.name, "local_queue": seen.queue_name,
                          "conditions": (workload.get("status") or {}).get("conditions")}
     out.message = f"{what}: {summarise(reasons, facts_only=True)}" if reasons else (
         f"{what} and nothing explains why" + ("" if workload else "; Kueue created no Workload for it"))

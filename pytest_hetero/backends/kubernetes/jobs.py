@@ -194,11 +194,11 @@ def start(session: KubeSession, step: Step, spec: JobSpec, python: str) -> Job:
     try:
         if request.queue:
             workload, error = gang.wait_admitted(session, str(made.metadata.uid), deadline)
-            if workload is None or queues.condition(workload, "Admitted").get("status") != "True":
+            if workload is None or not queues.parse_workload(workload).holds("Admitted"):
                 _refuse(session, step, facts, name, workload, [], f"indexed Job {name} ({spec.world_size} pods) "
                         f"not admitted by Kueue within {step.timeout_s:g} s" + (f" ({error})" if error else ""))
             facts["admission"] = {**queues.kueue_admission(session.api, session.served().version(
-                queues.KUEUE) or "", workload, submitted), **gang.priority_of(workload)}
+                queues.KUEUE) or "", workload, submitted), **gang.priority_of(queues.parse_workload(workload))}
         pods = _wait_pods(session, spec, name, deadline)
         facts["pods"] = gang.pod_facts(pods)
         up = {int(p["index"]): p for p in facts["pods"] if p["phase"] == "Running" and p["ip"]}
