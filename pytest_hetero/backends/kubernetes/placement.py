@@ -20,7 +20,7 @@ from kubernetes import client
 from pytest_hetero.backends.kubernetes import client as kc
 from pytest_hetero.backends.kubernetes import inventory, queues
 from pytest_hetero.backends.kubernetes import scheduling as ks
-from pytest_hetero.backends.kubernetes.objects import parse_node
+from pytest_hetero.backends.kubernetes.objects import find, parse_node, parse_pod
 from pytest_hetero.backends.protocol import Placement, Step
 from pytest_hetero.pending import summarise
 
@@ -41,9 +41,7 @@ def record_placed(
     if any(n not in known for n in ctx.resource.requests):
         refresh_nodes(session, list(ctx.resource.requests), node)
     facts = session.nodes.get(node, {})
-    cond: dict[str, Any] = next(
-        (c for c in pod["status"].get("conditions") or [] if c.get("type") == "PodScheduled"), {}
-    )
+    cond = find(parse_pod(pod).conditions, "PodScheduled")
     workload["pod"] = pod["metadata"]["name"]
     session.seen_nodes.add(node)
     if workload["kind"] == "kueue-job":
@@ -53,7 +51,7 @@ def record_placed(
         pod=pod["metadata"]["name"],
         node=node,
         waited_s=round(waited_s, 4),
-        decided_at=cond.get("lastTransitionTime"),
+        decided_at=cond.last_transition if cond else None,
         recorded_epoch_s=time.time(),
         observed_epoch_s=session.pods().bound_at.get(pod["metadata"]["name"]),
         requested=ks.resources(ctx.resource),

@@ -240,19 +240,19 @@ def one_run(session: KubeSession, step: Deferred, width: int, queued: float) -> 
         pods = session.pods().by_key(workload["probe"])
         pod = found[1] if found else (pods[-1] if pods else {"metadata": {"name": workload["name"]}})
         name = str(pod["metadata"]["name"])
+        seen = parse_pod(pod)
         if found is None or found[0] == "failed":
-            step.record("model.run_pod", pod=name, node=(pod.get("spec") or {}).get("nodeName"),
-                        phase=(pod.get("status") or {}).get("phase"))
+            step.record("model.run_pod", pod=name, node=seen.node_name or None, phase=seen.phase)
             startup.startup_failed(session, step, pod, found is None)
         running = time.time()
-        node = str((pod.get("spec") or {}).get("nodeName") or "")
+        node = seen.node_name
         workload["pod"] = name
         simulated = bool(session.nodes.get(node, {}).get("simulated"))
         devices = visible_devices(session, name)
         result = kube_model.execute(session, step, given=workload,
                                     isolation=PER_RUN_SIMULATED if simulated else PER_RUN_POD)
         ran = result.details.get("workload") or {}  # the exec's own times (.usage.exec_facts)
-        ident = startup.image_identity(parse_pod(pod))
+        ident = startup.image_identity(seen)
         if "pod" not in (session.workloads.get(workload_key(step.resource.name, step.image.name)) or {}):
             result.details["image"] = {"digest": ident["digest"], "known": [ident["digest"] or ""],
                                        "what": f"image {step.image.reference}"}
