@@ -42,6 +42,7 @@ from __future__ import annotations
 import dataclasses
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from pytest_hetero.backends.kubernetes import accounts, boundaries, inventory, queues, tenancy
@@ -347,7 +348,7 @@ def _quota(run: _Probe, tenant: Tenant | None) -> None:
         run.attempts.append(run.submit("within", within))
 
 
-def _reader(run: _Probe, tenant: Tenant | None) -> Any:
+def _reader(run: _Probe, tenant: Tenant | None) -> Callable[[], dict[str, accounts.Account]]:
     """Reads the accounts the probe workload passes through: the namespace's ResourceQuotas, and the
     tenant's Kueue queues only when it is submitted through them (``kueue-job``)."""
     queued = tenant if _submit_as(run, tenant) == "kueue-job" else None
@@ -383,8 +384,15 @@ def _after(run: _Probe, tenant: Tenant | None) -> None:
     run.usage["after"], run.usage["after_waited_s"] = after, round(waited, 3)
 
 
-def _used(read: dict[str, Any]) -> dict[str, Any]:
-    """The parts of an account read that follow usage (ResourceQuota used, queue usage/reservation)."""
-    return {k: (v.get("used") if k.startswith("resourcequota/") else
-                {"usage": v.get("usage"), "reservation": v.get("reservation")}) for k, v in read.items()}
+def _used(read: dict[str, accounts.Account]) -> dict[str, object]:
+    """The parts of an account read that follow usage (ResourceQuota used, queue usage/reservation; None
+    for what an unreadable queue cannot say)."""
+    return {k: _following(v) for k, v in read.items()}
 
+
+def _following(account: accounts.Account) -> object:
+    if "used" in account:
+        return account["used"]
+    if "error" in account:
+        return {"usage": None, "reservation": None}
+    return {"usage": account["usage"], "reservation": account["reservation"]}
