@@ -256,3 +256,24 @@ def parse_slice(raw: dict[str, Any]) -> EndpointSlice:
         Endpoint(ready=(e.get("conditions") or {}).get("ready"), hostname=e.get("hostname"),
                  pod=(e.get("targetRef") or {}).get("name"), addresses=list(e.get("addresses") or []))
         for e in raw.get("endpoints") or []])
+
+
+@dataclass(frozen=True)
+class Meta:
+    """The ``metadata`` of a namespaced object: ``name``, ``namespace``, ``labels``, ``annotations``,
+    creationTimestamp (``created``), deletionTimestamp (``deleting_since``), ``finalizers``."""
+
+    name: str
+    namespace: str
+    labels: dict[str, str]
+    annotations: dict[str, str]
+    created: str | None
+    deleting_since: str | None
+    finalizers: list[str]
+
+
+def parse_meta(raw: dict[str, Any]) -> Meta:
+    """:class:`Meta` from an object's ``metadata`` JSON; KeyError without ``name`` or ``namespace``."""
+    return Meta(name=str(raw["name"]), namespace=str(raw["namespace"]), labels=dict(raw.get("labels") or {}),
+                annotations=dict(raw.get("annotations") or {}), created=raw.get("creationTimestamp"),
+                deleting_since=raw.get("deletionTimestamp"), finalizers=list(raw.get("finalizers") or []))
