@@ -30,7 +30,7 @@ from pytest_hetero.evidence.model import utc_now
 from pytest_hetero.signals import quiet_thread
 
 if TYPE_CHECKING:
-    from pytest_hetero.backends.kubernetes.session import KubeSession
+    from pytest_hetero.backends.kubernetes.session import KubeSession, WorkloadRecord
 
 CATEGORY = "node_not_ready"
 WATCH_TIMEOUT_S = 60
@@ -104,7 +104,7 @@ def read(core: client.CoreV1Api, name: str) -> dict[str, Any]:
     return dict(json.loads(resp.data))
 
 
-def ensure_ready(session: KubeSession, ctx: Step, workload: dict[str, Any], node: str) -> None:
+def ensure_ready(session: KubeSession, ctx: Step, workload: WorkloadRecord, node: str) -> None:
     """Before a layer touches the workload pod: raise EngineUnavailable ``node_not_ready`` (owner
     ``infrastructure``) when an earlier item lost the workload's node, or when ``node`` (name; "" =
     unknown, nothing checked) is not Ready now; record ``<layer>.node_not_ready`` with the condition.
@@ -235,7 +235,7 @@ class NodeWatch:
 def abandoned(
     session: KubeSession,
     ctx: Step,
-    workload: dict[str, Any],
+    workload: WorkloadRecord,
     watch: NodeWatch,
     started_at: str,
     after_s: float,

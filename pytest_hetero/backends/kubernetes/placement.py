@@ -25,13 +25,13 @@ from pytest_hetero.backends.protocol import Placement, Step
 from pytest_hetero.pending import summarise
 
 if TYPE_CHECKING:
-    from pytest_hetero.backends.kubernetes.session import KubeSession
+    from pytest_hetero.backends.kubernetes.session import KubeSession, WorkloadRecord
 
 
 def record_placed(
     session: KubeSession,
     ctx: Step,
-    workload: dict[str, Any],
+    workload: WorkloadRecord,
     pod: dict[str, Any],
     waited_s: float,
 ) -> None:
@@ -91,7 +91,7 @@ def pool_nodes(session: KubeSession, ctx: Step) -> list[dict[str, Any]] | None:
     return [inventory.node_facts(parse_node(n), list(ctx.resource.requests)) for n in json.loads(resp.data)["items"]]
 
 
-def owner_uid(session: KubeSession, workload: dict[str, Any]) -> str | None:
+def owner_uid(session: KubeSession, workload: WorkloadRecord) -> str | None:
     """Uid of the Job / Volcano Job behind a workload (None for a plain pod or when unreadable)."""
     try:
         if workload["kind"] in ("job", "kueue-job"):
@@ -109,7 +109,7 @@ def owner_uid(session: KubeSession, workload: dict[str, Any]) -> str | None:
     return None
 
 
-def record_admission(session: KubeSession, ctx: Step, workload: dict[str, Any]) -> None:
+def record_admission(session: KubeSession, ctx: Step, workload: WorkloadRecord) -> None:
     """Record ``scheduling.queue`` for a placed ``kueue-job``: its admitted Workload (ClusterQueue,
     flavors, quota used, wait; :func:`.queues.kueue_admission`), or why it cannot be read."""
     served = session.served()
@@ -125,7 +125,7 @@ def record_admission(session: KubeSession, ctx: Step, workload: dict[str, Any]) 
                **queues.kueue_admission(session.api, version, found[0], workload.get("submitted_at")))
 
 
-def queue_state(session: KubeSession, workload: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+def queue_state(session: KubeSession, workload: WorkloadRecord) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """The queue objects behind an unplaced Job (its Kueue Workloads or Volcano PodGroups) and what
     evidence says of reading them: ``{"controller", "api", "error", "job_uid"}`` (``{}`` for a pod or a
     plain Job): ``served`` is False when API discovery found no version of the controller's API."""
@@ -149,7 +149,7 @@ def queue_state(session: KubeSession, workload: dict[str, Any]) -> tuple[list[di
     return found, note
 
 
-def no_reason_hint(ctx: Step, workload: dict[str, Any], pods: list[dict[str, Any]], queue: list[dict[str, Any]],
+def no_reason_hint(ctx: Step, workload: WorkloadRecord, pods: list[dict[str, Any]], queue: list[dict[str, Any]],
                    note: dict[str, Any], namespace: str) -> str:
     """Why nothing explains an unplaced workload, as far as the cluster lets one say (a message tail)."""
     if note.get("error"):
@@ -165,7 +165,7 @@ def no_reason_hint(ctx: Step, workload: dict[str, Any], pods: list[dict[str, Any
 
 
 def unscheduled(
-    session: KubeSession, ctx: Step, workload: dict[str, Any], timed_out: float | None
+    session: KubeSession, ctx: Step, workload: WorkloadRecord, timed_out: float | None
 ) -> Placement:
     """Record ``scheduling.pending``; return the Placement (not placed) with the decisive reason
     (:func:`.scheduling.primary`; None when nothing explains the wait — for a ``kueue-job`` without a
@@ -203,7 +203,7 @@ def unscheduled(
         "scheduling.pending",
         object=workload["name"],
         submit_as=workload["kind"],
-        pinned_to=workload.get("node"),
+        pinned_to=workload["node"],
         timed_out_after_s=timed_out,
         reasons=[r.to_dict() for r in reasons],
         events=slim,
@@ -218,7 +218,7 @@ def unscheduled(
         conditions=[(p.get("status") or {}).get("conditions") for p in pods],
         **({"queue": note} if note else {}),
     )
-    pinned = workload.get("node")
+    pinned = workload["node"]
     # a workload pinned to one node is kept off every other node by its own affinity: that says nothing
     deciding = [r for r in reasons if r.code != "node_affinity_mismatch"] or reasons if pinned else reasons
     decisive = ks.primary(deciding, pool, tolerations)

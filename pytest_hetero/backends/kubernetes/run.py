@@ -42,7 +42,7 @@ from pytest_hetero.truth.view import model_input, model_inputs
 from pytest_hetero.truth.withhold import CodeView, WithholdError, model_code, record_of
 
 if TYPE_CHECKING:
-    from pytest_hetero.backends.kubernetes.session import KubeSession
+    from pytest_hetero.backends.kubernetes.session import KubeSession, WorkloadRecord
 
 
 def input_tar(matrix: Matrix) -> bytes:
@@ -187,7 +187,7 @@ def read_outputs(core: client.CoreV1Api, namespace: str, pod: str, path: str) ->
     return done.stdout.encode("utf-8", "surrogateescape") if done.exit_code == 0 else None
 
 
-def execute(session: KubeSession, ctx: Step, given: dict[str, Any] | None = None,
+def execute(session: KubeSession, ctx: Step, given: WorkloadRecord | None = None,
             isolation: dict[str, Any] | None = None) -> ExecResult:
     """Copy inputs into the item's workload pod (once; starting it first when no startup item did),
     exec the rendered entrypoint with the layer timeout (seconds), read the outputs file. ``given``: a started
@@ -292,7 +292,7 @@ def oom_kills(core: client.CoreV1Api, namespace: str, pod: str) -> int | None:
     return int(found.group(1)) if found else None
 
 
-def oom_failure(session: KubeSession, workload: dict[str, Any], limit: str) -> RunFailure | None:
+def oom_failure(session: KubeSession, workload: WorkloadRecord, limit: str) -> RunFailure | None:
     """The ExecResult ``failure`` of a run that ended with exit 137 because the kernel's OOM killer
     killed it under the container's memory limit: ``oom_killed`` (algorithm: the model needs more
     memory than the resource's memory ``limit``, quoted); None when the cgroup's ``oom_kill`` counter did not grow
@@ -306,7 +306,7 @@ def oom_failure(session: KubeSession, workload: dict[str, Any], limit: str) -> R
                        f"the container's memory limit {limit}: the model needs more memory than the resource allows"}
 
 
-def _workload(session: KubeSession, ctx: Step) -> tuple[dict[str, Any], dict[str, Any] | None]:
+def _workload(session: KubeSession, ctx: Step) -> tuple[WorkloadRecord, dict[str, Any] | None]:
     """The item's started workload (``ctx.pinned_node``: the one :meth:`start_on` started on that node); started
     here when no startup item did (then also the image identity the model layer checks: ``{"digest", "known",
     "what", "owner"}``)."""
@@ -323,7 +323,7 @@ def _workload(session: KubeSession, ctx: Step) -> tuple[dict[str, Any], dict[str
     return session.workloads[key], started_here
 
 
-def _ensure_inputs(session: KubeSession, ctx: Step, workload: dict[str, Any], root: str) -> None:
+def _ensure_inputs(session: KubeSession, ctx: Step, workload: WorkloadRecord, root: str) -> None:
     """Copy the matrix's inputs into the workload pod under ``root`` once per workload."""
     if workload.get("inputs"):
         return
@@ -337,7 +337,7 @@ def _ensure_inputs(session: KubeSession, ctx: Step, workload: dict[str, Any], ro
 
 
 def _run_watched(
-    session: KubeSession, ctx: Step, workload: dict[str, Any], node: str, argv: list[str], run_dir: str,
+    session: KubeSession, ctx: Step, workload: WorkloadRecord, node: str, argv: list[str], run_dir: str,
     workdir: str, env: dict[str, str], python: str | None = None, devices: str = "-",
     dumped: dict[str, str] | None = None,
 ) -> tuple[kube_exec.ExecOutcome, RunFailure | None]:
@@ -412,7 +412,7 @@ def exit_confirmed(core: client.CoreV1Api, namespace: str, pod: str, run_dir: st
     return rc.strip() == str(done.exit_code)
 
 
-def node_of(session: KubeSession, workload: dict[str, Any]) -> str:
+def node_of(session: KubeSession, workload: WorkloadRecord) -> str:
     """Name of the node the workload's pod runs on, as the run's pod watch saw it ("" when unknown)."""
     pods = session.watch.by_key(workload["probe"]) if session.watch else []
     return next(((p.get("spec") or {}).get("nodeName", "") for p in pods), "")

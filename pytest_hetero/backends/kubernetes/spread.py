@@ -60,7 +60,7 @@ from pytest_hetero.matrix.expand import PlannedEntries
 from pytest_hetero.signals import quiet_thread
 
 if TYPE_CHECKING:
-    from pytest_hetero.backends.kubernetes.session import KubeSession
+    from pytest_hetero.backends.kubernetes.session import KubeSession, WorkloadRecord
     from pytest_hetero.matrix.expand import PlannedItem
     from pytest_hetero.matrix.model import Matrix
     from pytest_hetero.settings import Settings
@@ -273,7 +273,7 @@ def one_run(session: KubeSession, step: Deferred, width: int, queued: float) -> 
     return result
 
 
-def create(session: KubeSession, step: Step) -> dict[str, Any]:
+def create(session: KubeSession, step: Step) -> WorkloadRecord:
     """Create the run's workload (a Pod, or the Job ``submit_as`` names) with ``activeDeadlineSeconds``; its record
     (``probe``, ``name``, ``kind``, ``body``, ``submitted_at``), shaped as :func:`.submit.submit`'s. Raises
     ActionFailed ``bad_target`` when the manifest cannot be built, the translated refusal of the create."""
@@ -293,7 +293,7 @@ def create(session: KubeSession, step: Step) -> dict[str, Any]:
     elif "template" in body["spec"]:
         body["spec"]["activeDeadlineSeconds"] = deadline
         body["spec"]["template"]["spec"]["activeDeadlineSeconds"] = deadline
-    workload: dict[str, Any] = {"probe": probe, "name": probe, "kind": session.submit_as, "error": None,
+    workload: WorkloadRecord = {"probe": probe, "name": probe, "kind": session.submit_as, "error": None,
                                 "node": None, "body": body, "submitted_at": time.time(),
                                 "root": f"/tmp/hetero-{session.owner}-{tail[:6]}"}
     try:

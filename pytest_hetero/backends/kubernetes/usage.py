@@ -24,7 +24,7 @@ from pytest_hetero.backends.kubernetes.objects import (
 from pytest_hetero.evidence.usage import epoch
 
 if TYPE_CHECKING:
-    from pytest_hetero.backends.kubernetes.session import KubeSession
+    from pytest_hetero.backends.kubernetes.session import KubeSession, WorkloadRecord
 
 PHASE_OUTCOME = {"Pending": "pending", "Running": "running", "Succeeded": "completed", "Failed": "failed"}
 """Pod phase → the usage fact ``outcome``."""
@@ -62,32 +62,35 @@ def pod_facts(session: KubeSession, seen: Pod, submitted: float | None = None,
             "simulated": bool(session.nodes.get(node, {}).get("simulated"))}
 
 
-def workload_facts(session: KubeSession, workload: dict[str, Any], pod: dict[str, Any] | None = None,
+def workload_facts(session: KubeSession, workload: WorkloadRecord | None, pod: dict[str, Any] | None = None,
                    outcome: str | None = None) -> dict[str, Any]:
-    """The usage facts of the gate's resource × image ``workload`` (its record in ``session.workloads``):
-    of ``pod`` when given, else of its latest pod in the run's watch, else of the manifest alone (not
-    created, or no pod yet: requests and submission time only). ``outcome`` overrides the pod's."""
-    if pod is None:
-        pods = session.pods().by_key(workload["probe"]) if "probe" in workload else []
+    """The usage facts of the gate's resource × image ``workload`` (its record in ``session.workloads``; None:
+    no record was made): of ``pod`` when given, else of its latest pod in the run's watch, else of the manifest
+    alone (not created, or no pod yet: requests and submission time only). ``outcome`` overrides the pod's."""
+    if pod is None and workload is not None:
+        pods = session.pods().by_key(workload["probe"])
         pod = pods[-1] if pods else None
+    submitted = workload.get("submitted_at") if workload is not None else None
     if pod is not None:
-        facts = pod_facts(session, parse_pod(pod), workload.get("submitted_at"))
+        facts = pod_facts(session, parse_pod(pod), submitted)
     else:
-        body = workload.get("body") or {}
+        body = workload.get("body", {}) if workload is not None else {}
         spec = body.get("spec") or {}
         if body.get("kind") != "Pod":  # a Job (batch, Kueue, Volcano): its pod template's spec
             spec = (spec.get("template") or {}).get("spec") or {}
         requests = ((spec.get("containers") or [{}])[0].get("resources") or {}).get("requests") or {}
-        facts = {"workload": f"{str(workload.get('kind') or 'pod').lower()}/{session.namespace}/{workload.get('name')}",
-                 "object": str(workload.get("kind") or "pod"), "name": workload.get("name"),
+        kind = str((workload["kind"] if workload is not None else None) or "pod")
+        name = workload["name"] if workload is not None else None
+        facts = {"workload": f"{kind.lower()}/{session.namespace}/{name}",
+                 "object": kind, "name": name,
                  "namespace": session.namespace, "tenant": None, "requests": dict(requests),
-                 "submitted": workload.get("submitted_at"), "attempts": 1, "outcome": "pending"}
+                 "submitted": submitted, "attempts": 1, "outcome": "pending"}
     if outcome is not None:
         facts["outcome"] = outcome
     return facts
 
 
-def exec_facts(session: KubeSession, workload: dict[str, Any], begun: float, ended: float) -> dict[str, Any]:
+def exec_facts(session: KubeSession, workload: WorkloadRecord, begun: float, ended: float) -> dict[str, Any]:
     """The usage facts of one model run exec'd in ``workload``'s pod from ``begun`` to ``ended`` (epoch s):
     the pod's requests over the run's wall time, counted for the model (object ``exec``, ``within`` the pod,
     so the pod is not counted twice for its namespace)."""
