@@ -43,7 +43,7 @@ from kubernetes.client.exceptions import ApiException
 from pytest_hetero.backends.kubernetes import client as kc
 from pytest_hetero.backends.kubernetes import scheduling as ks
 from pytest_hetero.backends.kubernetes import tenancy
-from pytest_hetero.backends.kubernetes.objects import SlicePort, parse_pod, parse_ports, parse_slice
+from pytest_hetero.backends.kubernetes.objects import SlicePort, parse_event, parse_pod, parse_ports, parse_slice
 from pytest_hetero.backends.protocol import Attempt
 from pytest_hetero.matrix.model import Resource, Tenant
 
@@ -559,9 +559,10 @@ def _bind(run: _Probe, tenant: Tenant, target: Tenant, claim: str) -> Attempt:
             facts["placed_at"] = time.time()
             return Attempt(role, action, run.identity.subject, "placed", waited_s=time.monotonic() - start,
                            facts=facts)
-        said = [e for e in ks.events_for(run.session.api, tenant.namespace, name) if e.get("reason") == "FailedBinding"]
+        said = [e for e in map(parse_event, ks.events_for(run.session.api, tenant.namespace, name))
+                if e.reason == "FailedBinding"]
         if said or time.monotonic() >= deadline:
-            words = str(said[0].get("message") or "") if said else ""
+            words = str(said[0].message or "") if said else ""
             reasons = [{"source": "persistentvolume-controller", "code": "volume_binding", "message": words}] if said \
                 else []
             return Attempt(role, action, run.identity.subject, "pending", reasons, words, time.monotonic() - start,
@@ -592,11 +593,11 @@ def _pull_by_name(run: _Probe, tenant: Tenant, secret: str) -> Attempt:
     synced_at: float | None = None
     facts: dict[str, Any] = {"pull_secret": secret, "requests": {}}
     while True:
-        events = [e for e in ks.events_for(run.session.api, meta["namespace"], meta["name"])]
-        said = [e for e in events if e.get("reason") == PULL_EVENT]
+        events = [parse_event(e) for e in ks.events_for(run.session.api, meta["namespace"], meta["name"])]
+        said = [e for e in events if e.reason == PULL_EVENT]
         if said:
-            words = str(said[0].get("message") or "")
-            facts.update({"node": (said[0].get("source") or {}).get("host"), "event": PULL_EVENT})
+            words = str(said[0].message or "")
+            facts.update({"node": said[0].source_host, "event": PULL_EVENT})
             reason = {"source": "kubelet", "code": "pull_secret_unavailable",
                       "message": words}
             return Attempt("pull-with-target-secret-by-name", action, run.identity.subject, "refused", [reason], words,
@@ -613,7 +614,7 @@ def _pull_by_name(run: _Probe, tenant: Tenant, secret: str) -> Attempt:
         if (synced_at is not None and now - synced_at > 5.0) or now >= deadline:
             break
         time.sleep(tenancy.POLL_S)
-    facts["events"] = [f"{e.get('reason')}: {e.get('message')}" for e in events][-10:]
+    facts["events"] = [f"{e.reason}: {e.message}" for e in events][-10:]
     outcome = "allowed" if synced_at is not None else "pending"
     return Attempt("pull-with-target-secret-by-name", action, run.identity.subject, outcome,
                    message="" if synced_at is None else f"the kubelet used a pull Secret named {secret} in namespace "

@@ -48,6 +48,7 @@ from typing import Any
 from pytest_hetero.backends.kubernetes import accounts, boundaries, inventory, queues, tenancy
 from pytest_hetero.backends.kubernetes import client as kc
 from pytest_hetero.backends.kubernetes import scheduling as ks
+from pytest_hetero.backends.kubernetes.objects import parse_event
 from pytest_hetero.backends.kubernetes.session import KubeSession
 from pytest_hetero.backends.protocol import Attempt, GovernanceReport, Step
 from pytest_hetero.matrix.model import GovernanceProbe, Resource, Tenant
@@ -251,11 +252,11 @@ def _victim(run: _Probe, body: dict[str, Any], wait_s: float) -> dict[str, Any]:
             break
         time.sleep(tenancy.POLL_S)
     conditions = [c for c in (pod.status.conditions or []) if c.type == "DisruptionTarget"] if pod else []
-    events = [e for e in ks.events_for(run.session.api, meta["namespace"], meta["name"])
-              if e.get("reason") == "Preempted"]
+    events = [e for e in map(parse_event, ks.events_for(run.session.api, meta["namespace"], meta["name"]))
+              if e.reason == "Preempted"]
     return {"pod": meta["name"], "evicted": pod is None or pod.metadata.deletion_timestamp is not None,
             "disruption": [{"reason": c.reason, "message": c.message} for c in conditions],
-            "events": [str(e.get("message")) for e in events]}
+            "events": [str(e.message) for e in events]}
 
 
 def _preemption(run: _Probe, tenant: Tenant | None) -> None:

@@ -277,3 +277,25 @@ def parse_meta(raw: dict[str, Any]) -> Meta:
     return Meta(name=str(raw["name"]), namespace=str(raw["namespace"]), labels=dict(raw.get("labels") or {}),
                 annotations=dict(raw.get("annotations") or {}), created=raw.get("creationTimestamp"),
                 deleting_since=raw.get("deletionTimestamp"), finalizers=list(raw.get("finalizers") or []))
+
+
+@dataclass(frozen=True)
+class Event:
+    """A ``core/v1`` Event: ``type`` (``Normal``/``Warning``), ``reason``, ``message``, ``count`` and the
+    reporting ``source.host`` (``source_host``: the kubelet's node); None where absent."""
+
+    type: str | None
+    reason: str | None
+    message: str | None
+    count: int | None
+    source_host: str | None
+
+    def brief(self) -> dict[str, object]:
+        """``{"type", "reason", "message", "count"}`` (API names, None when absent)."""
+        return {"type": self.type, "reason": self.reason, "message": self.message, "count": self.count}
+
+
+def parse_event(raw: dict[str, Any]) -> Event:
+    """An Event from its JSON."""
+    return Event(type=raw.get("type"), reason=raw.get("reason"), message=raw.get("message"), count=raw.get("count"),
+                 source_host=(raw.get("source") or {}).get("host"))

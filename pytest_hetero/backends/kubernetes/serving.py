@@ -48,7 +48,7 @@ from kubernetes.client.exceptions import ApiException
 from pytest_hetero.backends.kubernetes import client as kc
 from pytest_hetero.backends.kubernetes import scheduling as ks
 from pytest_hetero.backends.kubernetes import usage as kube_usage
-from pytest_hetero.backends.kubernetes.objects import NO_CONTAINER, Pod, find, parse_pod
+from pytest_hetero.backends.kubernetes.objects import NO_CONTAINER, Pod, find, parse_event, parse_pod
 from pytest_hetero.backends.kubernetes.startup import STUCK, image_identity, read_logs, state_text
 from pytest_hetero.backends.kubernetes.submit import PULL
 from pytest_hetero.backends.labels import LABEL, OWNER, RUN_ID
@@ -290,8 +290,8 @@ def _not_ready(api: client.ApiClient, namespace: str, name: str, dep: Any, pods:
         why = f"no pod was created ({conditions or 'no Deployment conditions'})"
     else:
         pod_name = pod["metadata"]["name"]
-        warnings = [f"{e.get('reason')}: {e.get('message')}" for e in ks.events_for(api, namespace, pod_name)
-                    if e.get("type") == "Warning"]
+        warnings = [f"{e.reason}: {e.message}" for e in map(parse_event, ks.events_for(api, namespace, pod_name))
+                    if e.type == "Warning"]
         seen = parse_pod(pod)
         why = f"pod {pod_name}: {state_text(seen) or 'Running, not Ready'}"
         if warnings:

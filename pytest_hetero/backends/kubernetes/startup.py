@@ -26,7 +26,7 @@ from kubernetes import client
 from pytest_hetero.backends.kubernetes import nodes as kube_node
 from pytest_hetero.backends.kubernetes import scheduling as ks
 from pytest_hetero.backends.kubernetes import submit
-from pytest_hetero.backends.kubernetes.objects import NO_STATUS, Pod, parse_pod
+from pytest_hetero.backends.kubernetes.objects import NO_STATUS, Pod, parse_event, parse_pod
 from pytest_hetero.backends.protocol import ActionFailed, ImageIdentity, Placement, Started, Step
 from pytest_hetero.pending import summarise
 from pytest_hetero.pending.model import Reason
@@ -241,7 +241,7 @@ def startup_failed(
         pod=name,
         timed_out=timed_out,
         reasons=[r.to_dict() for r in reasons],
-        events=[{k: e.get(k) for k in ("type", "reason", "message", "count")} for e in events],
+        events=[parse_event(e).brief() for e in events],
     )
     phase = seen.phase
     if not reasons and phase in ("Succeeded", "Failed"):
