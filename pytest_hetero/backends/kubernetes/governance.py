@@ -48,7 +48,7 @@ from typing import Any
 from pytest_hetero.backends.kubernetes import accounts, boundaries, inventory, queues, tenancy
 from pytest_hetero.backends.kubernetes import client as kc
 from pytest_hetero.backends.kubernetes import scheduling as ks
-from pytest_hetero.backends.kubernetes.objects import parse_event
+from pytest_hetero.backends.kubernetes.objects import parse_event, parse_pod
 from pytest_hetero.backends.kubernetes.session import KubeSession
 from pytest_hetero.backends.protocol import Attempt, GovernanceReport, Step
 from pytest_hetero.matrix.model import GovernanceProbe, Resource, Tenant
@@ -100,8 +100,9 @@ class _Probe:
             return tenancy.refused(role, action, self.identity, error)
         s = self.session
         outcome, pods, loads, waited = tenancy.observe(s.api, s.served(), body, self.timeout_s, want, patient)
-        node = next((p["spec"].get("nodeName") for p in pods if (p.get("spec") or {}).get("nodeName")), None)
-        facts: dict[str, Any] = {"node": node, "pods": [p["metadata"]["name"] for p in pods],
+        seen = [parse_pod(p) for p in pods]
+        node = next((p.node_name for p in seen if p.node_name), None)
+        facts: dict[str, Any] = {"node": node, "pods": [p.name for p in seen],
                                  "workloads": [w["metadata"]["name"] for w in loads], "requests": requests_of(body)}
         if outcome == "pending":
             reasons, words = tenancy.pending_reasons(self.session.api, pods, loads, meta["namespace"], meta["name"])

@@ -17,7 +17,7 @@ import threading
 import time
 import uuid
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
 
 from kubernetes import client
 
@@ -26,6 +26,7 @@ from pytest_hetero.backends.kubernetes import nodes as kube_node
 from pytest_hetero.backends.kubernetes import podexec as kube_exec
 from pytest_hetero.backends.kubernetes import runtime, startup
 from pytest_hetero.backends.kubernetes import usage as kube_usage
+from pytest_hetero.backends.kubernetes.objects import parse_pod
 from pytest_hetero.backends.kubernetes.submit import workload_key
 from pytest_hetero.backends.protocol import (
     EXECUTION_PROVIDERS,
@@ -188,7 +189,7 @@ def read_outputs(core: client.CoreV1Api, namespace: str, pod: str, path: str) ->
 
 
 def execute(session: KubeSession, ctx: Step, given: WorkloadRecord | None = None,
-            isolation: dict[str, Any] | None = None) -> ExecResult:
+            isolation: Isolation | None = None) -> ExecResult:
     """Copy inputs into the item's workload pod (once; starting it first when no startup item did),
     exec the rendered entrypoint with the layer timeout (seconds), read the outputs file. ``given``: a started
     workload record of the caller's to run in instead (a model run's own pod, :mod:`.spread`), whose
@@ -263,14 +264,25 @@ KUBE_HOW = "left out of the copy of the code folder unpacked in the pod"
 """``how`` of this engine's ``model.truth_withheld`` record (on a KWOK-simulated node the run executes on the KWOK
 host itself, where nothing is withheld: its result says ``simulated``)."""
 
-SHARED_POD: dict[str, Any] = {
+class Isolation(TypedDict):
+    """A model run's ``isolation`` on this engine: the ``mechanism``, whether the run was ``confined``, whether its
+    place was ``shared_between_runs``; why not isolated (``reason``) or what was proven (``models_isolation``)."""
+
+    mechanism: str
+    confined: bool
+    shared_between_runs: bool
+    reason: NotRequired[str]
+    models_isolation: NotRequired[str]
+
+
+SHARED_POD: Isolation = {
     "mechanism": "kubernetes pod; every model × dataset run of a resource × image is an exec in its workload pod",
     "confined": True, "shared_between_runs": True,
     "reason": "the workload pod's file system and processes are not reset between model runs",
 }
 """A model run's ``isolation`` on this engine: models are not isolated from each other (the model layer
 names this as not proven, and the verdict cannot be ``pass``)."""
-PINNED_POD: dict[str, Any] = {
+PINNED_POD: Isolation = {
     "mechanism": "kubernetes pod pinned to one node by node coverage; its smoke model run is the only model run in it",
     "confined": True, "shared_between_runs": False,
 }
@@ -415,4 +427,4 @@ def exit_confirmed(core: client.CoreV1Api, namespace: str, pod: str, run_dir: st
 def node_of(session: KubeSession, workload: WorkloadRecord) -> str:
     """Name of the node the workload's pod runs on, as the run's pod watch saw it ("" when unknown)."""
     pods = session.watch.by_key(workload["probe"]) if session.watch else []
-    return next(((p.get("spec") or {}).get("nodeName", "") for p in pods), "")
+    return next((parse_pod(p).node_name for p in pods), "")

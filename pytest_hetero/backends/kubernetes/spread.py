@@ -65,14 +65,14 @@ if TYPE_CHECKING:
     from pytest_hetero.matrix.model import Matrix
     from pytest_hetero.settings import Settings
 
-PER_RUN_POD: dict[str, Any] = {
+PER_RUN_POD: kube_model.Isolation = {
     "mechanism": "kubernetes pod of its own per model run, placed by the scheduler with the resource's requests "
                  "and deleted after the run",
     "confined": True, "shared_between_runs": False,
     "models_isolation": "proven: no other model run used this run's pod (file system, processes, devices)",
 }
 """``isolation`` of a per-run model run on a node with a kubelet."""
-PER_RUN_SIMULATED: dict[str, Any] = {
+PER_RUN_SIMULATED: kube_model.Isolation = {
     "mechanism": "kubernetes pod of its own per model run on a KWOK-simulated node",
     "confined": True, "shared_between_runs": True,
     "reason": "the run executed on the KWOK host (simulated node), where every run shares one file system",
