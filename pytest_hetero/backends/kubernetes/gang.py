@@ -182,7 +182,7 @@ def place_job(session: KubeSession, step: Step, request: JobRequest) -> JobPlace
     running = [p for p in out.pods if p["phase"] == "Running" and p["ip"]]
     out.placed = len([p for p in out.pods if p["node"]])
     if len(running) < request.workers:
-        waiting = [p for p in pods if not (p.get("status") or {}).get("podIP")]
+        waiting = [p for p in pods if not parse_pod(p).ip]
         explain(session, out, name, None, waiting, f"indexed Job {name} admitted, but {len(running)} of "
                 f"{request.workers} pods running within {request.wait_s:g} s")
         return out
@@ -269,12 +269,20 @@ def pod_facts(pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def endpoint_addresses(session: KubeSession, service: str, workers: int, deadline: float) -> dict[int, dict[str, Any]]:
+class PeerAddress(TypedDict):
+    """Where a gang pod is reached: its ``ip``, ``hostname`` and ``dns_name`` as cluster DNS serves them."""
+
+    ip: str
+    hostname: str
+    dns_name: str
+
+
+def endpoint_addresses(session: KubeSession, service: str, workers: int, deadline: float) -> dict[int, PeerAddress]:
     """Index → ``{"ip", "hostname", "dns_name"}`` of the headless Service's EndpointSlices (what cluster DNS
     serves for ``<hostname>.<service>.<namespace>.svc``), once ``workers`` addresses are listed or at
     ``deadline`` (at least 10 s from now); the index is read from the hostname ``<job>-<index>``."""
     end = max(deadline, time.monotonic() + 10)
-    found: dict[int, dict[str, Any]] = {}
+    found: dict[int, PeerAddress] = {}
     while True:
         try:
             slices: Any = client.DiscoveryV1Api(session.api).list_namespaced_endpoint_slice(
