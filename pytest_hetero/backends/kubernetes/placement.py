@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from kubernetes import client
 
@@ -125,17 +125,29 @@ def record_admission(session: KubeSession, ctx: Step, workload: WorkloadRecord) 
                **queues.kueue_admission(session.api, version, found[0], workload.get("submitted_at")))
 
 
-def queue_state(session: KubeSession, workload: WorkloadRecord) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+class QueueNote(TypedDict):
+    """How the queue objects behind an unplaced Job were read: the ``controller`` (``kueue``/``volcano``), its
+    ``api`` as discovery describes it, whether it is ``served``, the Job's uid (``job_uid``; None when it cannot
+    be read) and the read's ``error`` (None when it succeeded)."""
+
+    controller: str
+    api: str
+    served: bool
+    job_uid: str | None
+    error: str | None
+
+
+def queue_state(session: KubeSession, workload: WorkloadRecord) -> tuple[list[dict[str, Any]], QueueNote | None]:
     """The queue objects behind an unplaced Job (its Kueue Workloads or Volcano PodGroups) and what
-    evidence says of reading them: ``{"controller", "api", "error", "job_uid"}`` (``{}`` for a pod or a
-    plain Job): ``served`` is False when API discovery found no version of the controller's API."""
+    evidence says of reading them (:class:`QueueNote`; None for a pod or a plain Job): ``served`` is False
+    when API discovery found no version of the controller's API."""
     which = {"kueue-job": ("kueue", queues.KUEUE, "workloads"),
              "volcano-job": ("volcano", queues.VOLCANO, "podgroups")}.get(workload["kind"])
     if which is None:
-        return [], {}
+        return [], None
     name, api_group, plural = which
     served, uid = session.served(), owner_uid(session, workload)
-    note: dict[str, Any] = {"controller": name, "api": served.describe(api_group),
+    note: QueueNote = {"controller": name, "api": served.describe(api_group),
                             "served": served.version(api_group) is not None, "job_uid": uid, "error": None}
     if uid is None:
         note["error"] = f"{workload['kind']} {workload['name']} cannot be read (deleted?)"
@@ -150,14 +162,14 @@ def queue_state(session: KubeSession, workload: WorkloadRecord) -> tuple[list[di
 
 
 def no_reason_hint(ctx: Step, workload: WorkloadRecord, pods: list[dict[str, Any]], queue: list[dict[str, Any]],
-                   note: dict[str, Any], namespace: str) -> str:
+                   note: QueueNote | None, namespace: str) -> str:
     """Why nothing explains an unplaced workload, as far as the cluster lets one say (a message tail)."""
-    if note.get("error"):
+    if note is not None and note["error"]:
         return f"; its {note['controller']} objects could not be read: {note['error']}"
-    if note and not note["served"]:
+    if note is not None and not note["served"]:
         return f"; {note['api']}"
     if workload["kind"] == "kueue-job" and not queue:
-        return (f"; Kueue ({note['api']}) created no Workload for it: is LocalQueue "
+        return (f"; Kueue ({note['api'] if note is not None else None}) created no Workload for it: is LocalQueue "
                 f"{ctx.resource.queue or 'default'} present in {namespace}, and Kueue's batch/job integration on?")
     if workload["kind"] != "pod" and not pods:
         return "; no pod was created for it"
@@ -216,7 +228,7 @@ def unscheduled(
             for q in queue
         ],
         conditions=[(p.get("status") or {}).get("conditions") for p in pods],
-        **({"queue": note} if note else {}),
+        **({"queue": note} if note is not None else {}),
     )
     pinned = workload["node"]
     # a workload pinned to one node is kept off every other node by its own affinity: that says nothing
