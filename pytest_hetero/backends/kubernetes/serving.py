@@ -230,7 +230,7 @@ def wait_rolled_out(session: KubeSession, namespace: str, name: str, timeout_s: 
             sets = _rs_of(apps, namespace, dep)
             current = next((rs for rs in sets if _revision(rs) == _revision(dep)), None)
             pods = _pods(api, namespace, dep, current)
-            ready = {p.name for p in map(parse_pod, pods) if _pod_ready(p)}
+            ready = {p.name for p in pods if _pod_ready(p)}
             address = _ready_address(api, namespace, name, ready) if _complete(dep) and current else None
         except ApiException as exc:
             raise kc.api_outcome(exc, f"read Deployment {namespace}/{name}") from None
@@ -252,14 +252,15 @@ def wait_rolled_out(session: KubeSession, namespace: str, name: str, timeout_s: 
         time.sleep(POLL_S)
 
 
-def _pods(api: client.ApiClient, namespace: str, dep: Any, current: Any) -> list[dict[str, Any]]:
-    """Pods (JSON dicts) of the Deployment's current ReplicaSet (all of its pods before one exists)."""
+def _pods(api: client.ApiClient, namespace: str, dep: Any, current: Any) -> list[Pod]:
+    """Pods (:func:`~.objects.parse_pod` of their JSON) of the Deployment's current ReplicaSet (all of its pods
+    before one exists)."""
     labels = dict(dep.spec.selector.match_labels)
     if current is not None:
         labels["pod-template-hash"] = current.metadata.labels.get("pod-template-hash", "")
     found: Any = client.CoreV1Api(api).list_namespaced_pod(
         namespace, label_selector=",".join(f"{k}={v}" for k, v in labels.items()), _request_timeout=kc.API_TIMEOUT_S)
-    return [api.sanitize_for_serialization(p) for p in found.items  # type: ignore[no-untyped-call]
+    return [parse_pod(api.sanitize_for_serialization(p)) for p in found.items  # type: ignore[no-untyped-call]
             if p.metadata.deletion_timestamp is None]
 
 
@@ -275,12 +276,12 @@ cache: timed out waiting for the condition`` for a Secret that exists); they end
 timeout, quoted the same way."""
 
 
-def _stuck(pod: dict[str, Any]) -> bool:
-    return any(s.waiting is not None and s.waiting.reason in FINAL for s in parse_pod(pod).container_statuses)
+def _stuck(pod: Pod) -> bool:
+    return any(s.waiting is not None and s.waiting.reason in FINAL for s in pod.container_statuses)
 
 
-def _not_ready(api: client.ApiClient, namespace: str, name: str, dep: Any, pods: list[dict[str, Any]],
-               stuck: dict[str, Any] | None, waited: float, timeout_s: float, category: str) -> None:
+def _not_ready(api: client.ApiClient, namespace: str, name: str, dep: Any, pods: list[Pod],
+               stuck: Pod | None, waited: float, timeout_s: float, category: str) -> None:
     """Raise ActionFailed ``category`` naming the kubelet's account of the first (stuck) pod."""
     pod = stuck or (pods[0] if pods else None)
     facts: dict[str, Any] = {"deployment": f"{namespace}/{name}", "waited_s": round(waited, 3),
@@ -289,15 +290,14 @@ def _not_ready(api: client.ApiClient, namespace: str, name: str, dep: Any, pods:
         conditions = "; ".join(f"{c.type}={c.status} {c.reason}: {c.message}" for c in dep.status.conditions or [])
         why = f"no pod was created ({conditions or 'no Deployment conditions'})"
     else:
-        pod_name = pod["metadata"]["name"]
+        pod_name = pod.name
         warnings = [f"{e.reason}: {e.message}" for e in map(parse_event, ks.events_for(api, namespace, pod_name))
                     if e.type == "Warning"]
-        seen = parse_pod(pod)
-        why = f"pod {pod_name}: {state_text(seen) or 'Running, not Ready'}"
+        why = f"pod {pod_name}: {state_text(pod) or 'Running, not Ready'}"
         if warnings:
             why += f"; last kubelet warning: {warnings[-1]}"
-        facts.update(pod=pod_name, state=state_text(seen), warnings=warnings[-10:],
-                     log=read_logs(client.CoreV1Api(api), namespace, pod_name, previous=_restarted(seen),
+        facts.update(pod=pod_name, state=state_text(pod), warnings=warnings[-10:],
+                     log=read_logs(client.CoreV1Api(api), namespace, pod_name, previous=_restarted(pod),
                                    container="server"))
     when = f"after {waited:.0f} s" if stuck is not None else f"within {timeout_s:g} s"
     raise NotReady(f"Deployment {namespace}/{name} not ready {when}: {why}", category, facts)
@@ -322,7 +322,7 @@ def pods(session: KubeSession, request: ServingRequest) -> list[dict[str, Any]]:
     except ApiException as exc:
         raise kc.api_outcome(exc, f"list the pods of Deployment {namespace}/{name}") from None
     out = []
-    for pod in map(parse_pod, found):
+    for pod in found:
         container = pod.containers[0] if pod.containers else NO_CONTAINER
         node = pod.node_name or None
         if node:
