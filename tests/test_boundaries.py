@@ -13,7 +13,14 @@ from typing import Any
 import pytest
 from support import matrix_text
 
-from pytest_hetero.backends.kubernetes.boundaries import isolating, opening, selects
+from pytest_hetero.backends.kubernetes.boundaries import (
+    NetworkPolicy,
+    isolating,
+    opening,
+    parse_policy,
+    parse_selector,
+    selects,
+)
 from pytest_hetero.backends.protocol import AttemptDict
 from pytest_hetero.errors import MatrixInvalid
 from pytest_hetero.layers.base import LayerBroken, LayerFailed
@@ -80,19 +87,23 @@ def test_an_egress_address_without_a_port_is_refused_by_the_schema(tmp_path: Pat
 
 def test_label_selectors_follow_the_api() -> None:
     labels = {"app": "model", "tier": "serve"}
-    assert selects(None, labels) and selects({}, labels)
-    assert selects({"matchLabels": {"app": "model"}}, labels)
-    assert not selects({"matchLabels": {"app": "other"}}, labels)
-    assert selects({"matchExpressions": [{"key": "tier", "operator": "In", "values": ["serve", "x"]}]}, labels)
-    assert not selects({"matchExpressions": [{"key": "tier", "operator": "NotIn", "values": ["serve"]}]}, labels)
-    assert selects({"matchExpressions": [{"key": "zone", "operator": "DoesNotExist"}]}, labels)
-    assert not selects({"matchExpressions": [{"key": "zone", "operator": "Exists"}]}, labels)
-    assert not selects({"matchExpressions": [{"key": "tier", "operator": "Bogus"}]}, labels)
+
+    def sel(raw: dict[str, Any] | None) -> bool:
+        return selects(parse_selector(raw), labels)
+
+    assert sel(None) and sel({})
+    assert sel({"matchLabels": {"app": "model"}})
+    assert not sel({"matchLabels": {"app": "other"}})
+    assert sel({"matchExpressions": [{"key": "tier", "operator": "In", "values": ["serve", "x"]}]})
+    assert not sel({"matchExpressions": [{"key": "tier", "operator": "NotIn", "values": ["serve"]}]})
+    assert sel({"matchExpressions": [{"key": "zone", "operator": "DoesNotExist"}]})
+    assert not sel({"matchExpressions": [{"key": "zone", "operator": "Exists"}]})
+    assert not sel({"matchExpressions": [{"key": "tier", "operator": "Bogus"}]})
 
 
 def test_the_policies_that_isolate_a_pod_per_direction() -> None:
-    def pol(name: str, spec: dict[str, Any]) -> dict[str, Any]:
-        return {"metadata": {"namespace": "team-b", "name": name}, "spec": spec}
+    def pol(name: str, spec: dict[str, Any]) -> NetworkPolicy:
+        return parse_policy({"metadata": {"namespace": "team-b", "name": name}, "spec": spec})
 
     policies = [pol("ingress-default", {"podSelector": {}}),  # no policyTypes: Ingress only
                 pol("both-by-rules", {"podSelector": {}, "egress": [{"to": [{"podSelector": {}}]}]}),  # Egress too
@@ -109,8 +120,8 @@ def test_a_policy_that_admits_every_peer_isolates_nothing() -> None:
     """Policies add up: one selecting the pod with a rule without peers (``ingress: [{}]``, or on the port)
     allows that traffic, so no policy isolates it and :func:`opening` names the one that lets it in; a rule
     with peers, on another port or another protocol opens nothing."""
-    def pol(name: str, spec: dict[str, Any]) -> dict[str, Any]:
-        return {"metadata": {"namespace": "team-b", "name": name}, "spec": spec}
+    def pol(name: str, spec: dict[str, Any]) -> NetworkPolicy:
+        return parse_policy({"metadata": {"namespace": "team-b", "name": name}, "spec": spec})
 
     deny = pol("deny", {"podSelector": {}, "policyTypes": ["Ingress", "Egress"]})
     open_all = pol("looks-like-deny", {"podSelector": {}, "ingress": [{}]})

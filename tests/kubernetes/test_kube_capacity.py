@@ -19,6 +19,7 @@ from support import evidence_of
 from test_kube_coverage import hetero
 
 from pytest_hetero.backends.kubernetes.capacity import pod_requests
+from pytest_hetero.backends.kubernetes.objects import parse_pod
 
 if TYPE_CHECKING:  # annotation only: 'conftest' names differ per folder at run time
     from conftest import Cluster
@@ -47,8 +48,8 @@ def test_the_effective_request_follows_the_schedulers_rule() -> None:
                init=[{GPU: "3"}, {GPU: "1", "sidecar": True}, {GPU: "2"}], overhead={"cpu": "100m"})
     # running: 1 GPU + sidecar 1 = 2; the second plain init container runs beside the sidecar: 2 + 1 = 3;
     # the first: 3 → max 3 GPUs. cpu: 0.5 running + 0.1 overhead.
-    assert pod_requests(body, [GPU, "cpu", "memory"]) == {GPU: 3.0, "cpu": 0.6}
-    assert pod_requests(pod("q", "n", [{"memory": "1Gi"}]), ["memory", GPU]) == {"memory": 2.0**30}
+    assert pod_requests(parse_pod(body), [GPU, "cpu", "memory"]) == {GPU: 3.0, "cpu": 0.6}
+    assert pod_requests(parse_pod(pod("q", "n", [{"memory": "1Gi"}])), ["memory", GPU]) == {"memory": 2.0**30}
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypedDict, final
 
 from kubernetes import client
 
@@ -26,7 +26,37 @@ from pytest_hetero.backends.kubernetes import queues
 from pytest_hetero.matrix.model import Tenant
 
 
-def quota_accounts(api: client.ApiClient, namespace: str) -> dict[str, dict[str, dict[str, str]]]:
+@final
+class QuotaAccount(TypedDict):
+    """A ResourceQuota's account: its ``hard`` limits and what it counts as ``used`` (quantity strings)."""
+
+    hard: dict[str, str]
+    used: dict[str, str]
+
+
+@final
+class QueueAccount(TypedDict):
+    """A Kueue queue's account: ``usage`` and ``reservation`` (``<flavor>/<res>`` → quantity string), and its
+    ``admitted_workloads``/``reserving_workloads`` counts (None where its status has none)."""
+
+    usage: dict[str, str]
+    reservation: dict[str, str]
+    admitted_workloads: int | None
+    reserving_workloads: int | None
+
+
+@final
+class Unreadable(TypedDict):
+    """A queue whose status could not be read, and why."""
+
+    error: str
+
+
+Account = QuotaAccount | QueueAccount | Unreadable
+"""One entry of :func:`read`."""
+
+
+def quota_accounts(api: client.ApiClient, namespace: str) -> dict[str, QuotaAccount]:
     """``{"resourcequota/<name>": {"hard", "used"}}`` of ``namespace``. Raises the api_outcome of a refused list."""
     try:
         found: Any = client.CoreV1Api(api).list_namespaced_resource_quota(namespace, _request_timeout=kc.API_TIMEOUT_S)
@@ -38,18 +68,29 @@ def quota_accounts(api: client.ApiClient, namespace: str) -> dict[str, dict[str,
 
 
 def _flavors(entries: list[dict[str, Any]] | None) -> dict[str, str]:
+    """``<flavor>/<resource>`` → ``total`` of a queue status's ``flavorsUsage``/``flavorsReservation`` (JSON)."""
     return {f"{f.get('name')}/{r.get('name')}": str(r.get("total")) for f in entries or []
             for r in f.get("resources") or []}
 
 
-def queue_accounts(api: client.ApiClient, served: queues.Served, tenant: Tenant | None) -> dict[str, dict[str, Any]]:
+def _queue_account(raw: dict[str, Any]) -> QueueAccount:
+    """The account of a ClusterQueue or LocalQueue from its JSON (``status``)."""
+    status = raw.get("status") or {}
+    return {"usage": _flavors(status.get("flavorsUsage") or status.get("flavorUsage")),
+            "reservation": _flavors(status.get("flavorsReservation")),
+            "admitted_workloads": status.get("admittedWorkloads"),
+            "reserving_workloads": status.get("reservingWorkloads")}
+
+
+def queue_accounts(api: client.ApiClient, served: queues.Served, tenant: Tenant | None
+                   ) -> dict[str, QueueAccount | Unreadable]:
     """Usage of the tenant's LocalQueue and ClusterQueue (those it names), when Kueue is served; ``{}``
     otherwise. A queue that cannot be read is kept as ``{"error": text}``."""
     version = served.version(queues.KUEUE)
     if tenant is None or version is None:
         return {}
     custom = client.CustomObjectsApi(api)
-    out: dict[str, dict[str, Any]] = {}
+    out: dict[str, QueueAccount | Unreadable] = {}
     reads: list[tuple[str, Callable[[], Any]]] = []
     if tenant.cluster_queue:
         reads.append((f"clusterqueue/{tenant.cluster_queue}", lambda: custom.get_cluster_custom_object(
@@ -60,18 +101,15 @@ def queue_accounts(api: client.ApiClient, served: queues.Served, tenant: Tenant 
             _request_timeout=kc.API_TIMEOUT_S)))
     for key, read in reads:
         try:
-            status = read().get("status") or {}
+            raw = read()
         except Exception as exc:  # noqa: BLE001 - kept in the account
             out[key] = {"error": kc.api_outcome(exc, f"read {key}").message}
             continue
-        out[key] = {"usage": _flavors(status.get("flavorsUsage") or status.get("flavorUsage")),
-                    "reservation": _flavors(status.get("flavorsReservation")),
-                    "admitted_workloads": status.get("admittedWorkloads"),
-                    "reserving_workloads": status.get("reservingWorkloads")}
+        out[key] = _queue_account(raw)
     return out
 
 
-def tracks(account: dict[str, Any], requested: dict[str, str]) -> bool:
+def tracks(account: Account, requested: dict[str, str]) -> bool:
     """True when ``account`` (one entry of :func:`read`) counts one of the ``requested`` resources: a
     ResourceQuota whose ``hard`` names ``<res>``, ``requests.<res>`` or ``limits.<res>`` (or pods), a
     queue whose usage or reservation names ``<flavor>/<res>``."""
@@ -79,17 +117,19 @@ def tracks(account: dict[str, Any], requested: dict[str, str]) -> bool:
         names = set(account["hard"])
         return bool(names & {"pods", "count/pods"}) or any(
             n in names for r in requested for n in (r, f"requests.{r}", f"limits.{r}"))
-    keys = [*(account.get("usage") or {}), *(account.get("reservation") or {})]
+    if "error" in account:
+        return False
+    keys = [*account["usage"], *account["reservation"]]
     return any(k.split("/", 1)[-1] == r for k in keys for r in requested)
 
 
-def read(api: client.ApiClient, served: queues.Served, tenant: Tenant | None, namespace: str) -> dict[str, Any]:
+def read(api: client.ApiClient, served: queues.Served, tenant: Tenant | None, namespace: str) -> dict[str, Account]:
     """Every account of ``namespace`` and of the tenant's queues (see the module docstring)."""
     return {**quota_accounts(api, namespace), **queue_accounts(api, served, tenant)}
 
 
-def settle(reader: Callable[[], dict[str, Any]], done: Callable[[dict[str, Any]], bool], wait_s: float
-           ) -> tuple[dict[str, Any], float]:
+def settle(reader: Callable[[], dict[str, Account]], done: Callable[[dict[str, Account]], bool], wait_s: float
+           ) -> tuple[dict[str, Account], float]:
     """Poll ``reader`` (every 0.5 s, up to ``wait_s`` seconds) until ``done`` holds for what it read;
     ``(last read, seconds waited)``."""
     start = time.monotonic()

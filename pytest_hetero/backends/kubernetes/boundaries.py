@@ -34,7 +34,8 @@ import dataclasses
 import json
 import time
 import uuid
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
 
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
@@ -42,6 +43,7 @@ from kubernetes.client.exceptions import ApiException
 from pytest_hetero.backends.kubernetes import client as kc
 from pytest_hetero.backends.kubernetes import scheduling as ks
 from pytest_hetero.backends.kubernetes import tenancy
+from pytest_hetero.backends.kubernetes.objects import SlicePort, parse_event, parse_pod, parse_ports, parse_slice
 from pytest_hetero.backends.protocol import Attempt
 from pytest_hetero.matrix.model import Resource, Tenant
 
@@ -111,90 +113,185 @@ def _json(call: Any, *args: Any, **kwargs: Any) -> dict[str, Any]:
 
 # ------------------------------------------------------------------------------------------- network --
 
-def selects(selector: dict[str, Any] | None, labels: dict[str, str]) -> bool:
+@dataclass(frozen=True)
+class Requirement:
+    """One ``matchExpressions[]`` entry of a LabelSelector: ``key``, ``operator`` (In, NotIn, Exists,
+    DoesNotExist; None when absent), ``values``."""
+
+    key: str | None
+    operator: str | None
+    values: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Selector:
+    """A LabelSelector (``matchLabels``, ``matchExpressions``); both empty selects everything."""
+
+    match_labels: dict[str, str]
+    match_expressions: tuple[Requirement, ...]
+
+
+def parse_selector(raw: dict[str, Any] | None) -> Selector:
+    """A LabelSelector from its JSON (None or {}: the empty selector)."""
+    raw = raw or {}
+    return Selector(match_labels=dict(raw.get("matchLabels") or {}),
+                    match_expressions=tuple(Requirement(key=e.get("key"), operator=e.get("operator"),
+                                                        values=tuple(e.get("values") or []))
+                                            for e in raw.get("matchExpressions") or []))
+
+
+@dataclass(frozen=True)
+class PolicyPort:
+    """One ``ports[]`` entry of a NetworkPolicy rule: ``protocol`` (``TCP`` when absent), ``port`` (a number,
+    a named port, or None: every port), ``end_port`` (``endPort``: the range's end, None when absent or 0)."""
+
+    protocol: str | None
+    port: int | str | None
+    end_port: int | None
+
+
+@dataclass(frozen=True)
+class PolicyRule:
+    """One ``ingress[]``/``egress[]`` rule: ``peers`` (it names peers: ``from``/``to`` not empty) and its
+    ``ports`` (empty: every port)."""
+
+    peers: bool
+    ports: tuple[PolicyPort, ...]
+
+
+@dataclass(frozen=True)
+class NetworkPolicy:
+    """A ``networking.k8s.io/v1`` NetworkPolicy: ``ref`` (``namespace/name``), ``types`` (``policyTypes``;
+    absent: Ingress, plus Egress when it has egress rules), ``selector`` (``podSelector``), ``ingress`` and
+    ``egress`` rules."""
+
+    ref: str
+    types: tuple[str, ...]
+    selector: Selector
+    ingress: tuple[PolicyRule, ...]
+    egress: tuple[PolicyRule, ...]
+
+
+def _rule(raw: dict[str, Any] | None, peers: str) -> PolicyRule:
+    raw = raw or {}
+    return PolicyRule(peers=bool(raw.get(peers)), ports=tuple(
+        PolicyPort(protocol=p.get("protocol", "TCP"), port=p.get("port"), end_port=p.get("endPort") or None)
+        for p in raw.get("ports") or []))
+
+
+def parse_policy(raw: dict[str, Any]) -> NetworkPolicy:
+    """A NetworkPolicy from its JSON (see :class:`NetworkPolicy`); KeyError without ``metadata.namespace``
+    or ``metadata.name`` (the apiserver always sets both)."""
+    spec = raw.get("spec") or {}
+    types = spec.get("policyTypes") or ["Ingress", *(["Egress"] if spec.get("egress") else [])]
+    return NetworkPolicy(ref=f"{raw['metadata']['namespace']}/{raw['metadata']['name']}", types=tuple(types),
+                         selector=parse_selector(spec.get("podSelector")),
+                         ingress=tuple(_rule(r, "from") for r in spec.get("ingress") or []),
+                         egress=tuple(_rule(r, "to") for r in spec.get("egress") or []))
+
+
+def selects(selector: Selector, labels: dict[str, str]) -> bool:
     """True when the LabelSelector ``selector`` (``matchLabels``, ``matchExpressions`` with In, NotIn,
-    Exists, DoesNotExist; None or {} selects everything) matches ``labels``."""
-    selector = selector or {}
-    if any(labels.get(k) != v for k, v in (selector.get("matchLabels") or {}).items()):
+    Exists, DoesNotExist; the empty selector selects everything) matches ``labels``."""
+    if any(labels.get(k) != v for k, v in selector.match_labels.items()):
         return False
-    for expr in selector.get("matchExpressions") or []:
-        key, op, values = expr.get("key"), expr.get("operator"), expr.get("values") or []
+    for expr in selector.match_expressions:
+        key, op, values = expr.key, expr.operator, expr.values
         present = key in labels
-        ok = {"In": present and labels.get(key) in values, "NotIn": not present or labels.get(key) not in values,
+        ok = {"In": present and labels.get(str(key)) in values,
+              "NotIn": not present or labels.get(str(key)) not in values,
               "Exists": present, "DoesNotExist": not present}.get(str(op), False)
         if not ok:
             return False
     return True
 
 
-def _opens(rule: dict[str, Any], direction: str, port: int | None) -> bool:
+def _opens(rule: PolicyRule, port: int | None) -> bool:
     """True when one ``ingress``/``egress`` rule admits every peer (no ``from``/``to``) on every port (no
     ``ports``) or on TCP ``port`` (a numeric port, with ``endPort`` its range; a named port is not resolved)."""
-    if rule.get("from" if direction == "Ingress" else "to"):
+    if rule.peers:
         return False
-    ports = rule.get("ports") or []
-    if not ports:
+    if not rule.ports:
         return True
-    for p in ports:
-        if p.get("protocol", "TCP") != "TCP":
+    for p in rule.ports:
+        if p.protocol != "TCP":
             continue
-        if "port" not in p or p["port"] is None:
+        if p.port is None:
             return True
-        if port is not None and isinstance(p["port"], int) and p["port"] <= port <= int(p.get("endPort") or p["port"]):
+        if port is not None and isinstance(p.port, int) and p.port <= port <= int(p.end_port or p.port):
             return True
     return False
 
 
-def opening(policies: list[dict[str, Any]], labels: dict[str, str], direction: str, port: int | None = None
+def opening(policies: list[NetworkPolicy], labels: dict[str, str], direction: str, port: int | None = None
             ) -> list[str]:
     """``namespace/name`` of each NetworkPolicy selecting a pod with ``labels`` for ``direction`` with a rule that
     admits every peer (on ``port``, when given; see :func:`_opens`): traffic the pod's policies allow."""
     out = []
     for pol in policies:
-        spec = pol.get("spec") or {}
-        types = spec.get("policyTypes") or ["Ingress", *(["Egress"] if spec.get("egress") else [])]
-        rules = spec.get("ingress" if direction == "Ingress" else "egress") or []
-        if direction in types and selects(spec.get("podSelector"), labels) and any(
-                _opens(r or {}, direction, port) for r in rules):
-            out.append(f"{pol['metadata']['namespace']}/{pol['metadata']['name']}")
+        rules = pol.ingress if direction == "Ingress" else pol.egress
+        if direction in pol.types and selects(pol.selector, labels) and any(_opens(r, port) for r in rules):
+            out.append(pol.ref)
     return out
 
 
-def isolating(policies: list[dict[str, Any]], labels: dict[str, str], direction: str, port: int | None = None
+def isolating(policies: list[NetworkPolicy], labels: dict[str, str], direction: str, port: int | None = None
               ) -> list[str]:
-    """``namespace/name`` of each NetworkPolicy (JSON dicts of one namespace) that selects a pod with
+    """``namespace/name`` of each NetworkPolicy (of one namespace) that selects a pod with
     ``labels`` for ``direction`` (``Ingress`` or ``Egress``): such a pod accepts (sends) only what one of
     them allows. ``policyTypes`` absent means Ingress, plus Egress when the policy has egress rules
     (networking.k8s.io/v1 semantics). [] when one of them admits every peer (on ``port``: :func:`opening`):
     policies are additive, so that traffic is allowed, not isolated (an ``ingress: [{}]`` rule)."""
     if opening(policies, labels, direction, port):
         return []
-    out = []
-    for pol in policies:
-        spec = pol.get("spec") or {}
-        types = spec.get("policyTypes") or ["Ingress", *(["Egress"] if spec.get("egress") else [])]
-        if direction in types and selects(spec.get("podSelector"), labels):
-            out.append(f"{pol['metadata']['namespace']}/{pol['metadata']['name']}")
-    return out
+    return [pol.ref for pol in policies if direction in pol.types and selects(pol.selector, labels)]
 
 
-def _policies(api: client.ApiClient, namespace: str) -> list[dict[str, Any]]:
+def _policies(api: client.ApiClient, namespace: str) -> list[NetworkPolicy]:
     net = client.NetworkingV1Api(api)
-    return list(_json(net.list_namespaced_network_policy, namespace).get("items") or [])
+    return [parse_policy(p) for p in _json(net.list_namespaced_network_policy, namespace).get("items") or []]
 
 
-def _targets(run: _Probe, target: Tenant) -> tuple[list[dict[str, Any]], list[Attempt]]:
-    """The addresses of ``target``'s Services (module docstring): ``({role, address, service, pod,
-    labels}…, not-attempted attempts for Services that are absent or have no ClusterIP and no endpoint)``."""
+@dataclass(frozen=True)
+class Target:
+    """One address to try: ``role`` (``reach-target-pod``, ``reach-target-service``, ``reach-egress``),
+    ``address`` (``host:port``), the ``service`` and ``pod`` behind it (None for egress), and the
+    ``labels`` of the pods that receive what is sent to it."""
+
+    role: str
+    address: str
+    service: str | None
+    pod: str | None
+    labels: list[dict[str, str]]
+
+
+@dataclass(frozen=True)
+class Service:
+    """A ``core/v1`` Service: ``name``, ``cluster_ip`` (``spec.clusterIP``; ``None`` text for a headless one,
+    None when absent) and its ``ports``."""
+
+    name: str
+    cluster_ip: str | None
+    ports: list[SlicePort]
+
+
+def parse_service(raw: dict[str, Any]) -> Service:
+    """A Service from its JSON; KeyError without ``metadata.name``."""
+    spec = raw.get("spec") or {}
+    return Service(name=raw["metadata"]["name"], cluster_ip=spec.get("clusterIP"), ports=parse_ports(spec.get("ports")))
+
+
+def _targets(run: _Probe, target: Tenant) -> tuple[list[Target], list[Attempt]]:
+    """The addresses of ``target``'s Services (module docstring), and not-attempted attempts for Services
+    that are absent or have no ClusterIP and no endpoint."""
     core = client.CoreV1Api(run.session.api)
     disc = client.DiscoveryV1Api(run.session.api)
     ns = target.namespace
-    found = {s["metadata"]["name"]: s for s in _json(core.list_namespaced_service, ns).get("items") or []}
+    found = {s.name: s for s in (parse_service(i) for i in _json(core.list_namespaced_service, ns).get("items") or [])}
     wanted = list(run.probe.services) or sorted(found)
-    out: list[dict[str, Any]] = []
+    out: list[Target] = []
     missing: list[Attempt] = []
-    pods = {p["metadata"]["name"]: p["metadata"].get("labels") or {}
-            for p in _json(core.list_namespaced_pod, ns).get("items") or []}
+    pods = {p.name: p.labels for p in (parse_pod(i) for i in _json(core.list_namespaced_pod, ns).get("items") or [])}
     for name in wanted:
         svc = found.get(name)
         if svc is None:
@@ -202,23 +299,21 @@ def _targets(run: _Probe, target: Tenant) -> tuple[list[dict[str, Any]], list[At
                                    "not-attempted", message=f"Service {ns}/{name} does not exist",
                                    facts={"service": name, "absent": "services", "present": sorted(found)[:20]}))
             continue
-        slices = _json(disc.list_namespaced_endpoint_slice, ns,
-                       label_selector=f"kubernetes.io/service-name={name}").get("items") or []
+        slices = [parse_slice(i) for i in _json(disc.list_namespaced_endpoint_slice, ns,
+                                                label_selector=f"kubernetes.io/service-name={name}").get("items") or []]
         backends = []
         for sl in slices:
-            ports = [p for p in sl.get("ports") or [] if p.get("protocol", "TCP") == "TCP" and p.get("port")]
-            for ep in sl.get("endpoints") or []:
-                if (ep.get("conditions") or {}).get("ready") is False:
+            ports = [p for p in sl.ports if p.protocol == "TCP" and p.port]
+            for ep in sl.endpoints:
+                if ep.ready is False:
                     continue
-                pod = (ep.get("targetRef") or {}).get("name")
-                backends.append(pod)
-                out += [{"role": "reach-target-pod", "address": _join(addr, p["port"]), "service": name, "pod": pod,
-                         "labels": [pods.get(pod or "", {})]} for addr in ep.get("addresses") or [] for p in ports]
-        cluster_ip = (svc.get("spec") or {}).get("clusterIP")
-        if cluster_ip and cluster_ip != "None":
-            out += [{"role": "reach-target-service", "address": _join(cluster_ip, p["port"]), "service": name,
-                     "pod": None, "labels": [pods.get(b or "", {}) for b in backends]}
-                    for p in svc["spec"].get("ports") or [] if p.get("protocol", "TCP") == "TCP"]
+                backends.append(ep.pod)
+                out += [Target("reach-target-pod", _join(addr, p.port), name, ep.pod, [pods.get(ep.pod or "", {})])
+                        for addr in ep.addresses for p in ports]
+        if svc.cluster_ip and svc.cluster_ip != "None":
+            out += [Target("reach-target-service", _join(svc.cluster_ip, p.port), name, None,
+                           [pods.get(b or "", {}) for b in backends])
+                    for p in svc.ports if p.protocol == "TCP"]
         elif not backends:
             missing.append(Attempt("reach-target-service", f"reach Service {ns}/{name}", run.identity.subject,
                                    "not-attempted", message=f"Service {ns}/{name} has no ClusterIP and no ready "
@@ -226,7 +321,7 @@ def _targets(run: _Probe, target: Tenant) -> tuple[list[dict[str, Any]], list[At
     return out, missing
 
 
-def _join(host: str, port: Any) -> str:
+def _join(host: str, port: int | None) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
@@ -240,17 +335,38 @@ def _connect(run: _Probe, identity: tenancy.Identity, role: str, namespace: str,
     return body, (None if error is None else tenancy.refused(role, "", identity, error).message)
 
 
-def _results(run: _Probe, body: dict[str, Any], error: str | None, addresses: list[str]) -> dict[str, Any]:
-    """What the connecting pod ``body`` reported: ``{address: {outcome, seconds, detail}}`` plus ``_pod``
-    (``node``, ``outcome``, ``why``: what kept it from reporting)."""
+class Connection(TypedDict):
+    """What a connecting pod said of one address (its ``NET`` line): ``outcome`` (``connected``, ``timeout``,
+    ``refused``, ``unreachable``, ``error``; ``not-run`` when the pod did not report it), ``seconds`` (the
+    last try's; absent for ``not-run``), ``detail`` (the socket's words, or why it was not run)."""
+
+    outcome: str
+    seconds: NotRequired[float]
+    detail: str
+
+
+@dataclass
+class Report:
+    """What one connecting pod reported: the ``node`` it ran on, the pod's ``outcome`` (``completed``,
+    ``refused``, ``pending``…), ``why`` it did not report (empty when it did), and one :class:`Connection`
+    per address it reported."""
+
+    node: str | None
+    outcome: str
+    why: str
+    connections: dict[str, Connection]
+
+
+def _results(run: _Probe, body: dict[str, Any], error: str | None, addresses: list[str]) -> Report:
+    """What the connecting pod ``body`` reported (see :class:`Report`)."""
     if error is not None:
-        return {"_pod": {"node": None, "outcome": "refused", "why": error}}
+        return Report(node=None, outcome="refused", why=error, connections={})
     timeout = (run.probe.timeout_s or run.step.timeout_s) + (CONNECT_S + SETTLE_S) * len(addresses)
     outcome, pods, _, _ = tenancy.observe(run.session.api, run.session.served(), body, timeout, want="completed")
-    node = next((p["spec"].get("nodeName") for p in pods if (p.get("spec") or {}).get("nodeName")), None)
-    got: dict[str, Any] = {"_pod": {"node": node, "outcome": outcome, "why": ""}}
+    node = next((p.node_name for p in map(parse_pod, pods) if p.node_name), None)
+    got = Report(node=node, outcome=outcome, why="", connections={})
     if outcome != "completed":
-        got["_pod"]["why"] = f"the pod {body['metadata']['name']} did not run to its end ({outcome})"
+        got.why = f"the pod {body['metadata']['name']} did not run to its end ({outcome})"
         return got
     from pytest_hetero.backends.kubernetes.startup import read_logs
 
@@ -258,12 +374,12 @@ def _results(run: _Probe, body: dict[str, Any], error: str | None, addresses: li
     for line in log.splitlines():
         parts = line.split(" ", 5)
         if parts[0] == "NET" and len(parts) >= 5:
-            got[parts[1]] = {"outcome": parts[2], "seconds": float(parts[3]), "detail": parts[4] if len(parts) == 5
-                             else f"{parts[4]} {parts[5]}"}
+            got.connections[parts[1]] = {"outcome": parts[2], "seconds": float(parts[3]),
+                                         "detail": parts[4] if len(parts) == 5 else f"{parts[4]} {parts[5]}"}
         elif parts[0] == "NOTOOL":
-            got["_pod"]["why"] = line[7:]
-    if "END" not in log.splitlines() and not got["_pod"]["why"]:
-        got["_pod"]["why"] = f"the log of {body['metadata']['name']} is truncated"
+            got.why = line[7:]
+    if "END" not in log.splitlines() and not got.why:
+        got.why = f"the log of {body['metadata']['name']} is truncated"
     return got
 
 
@@ -271,18 +387,17 @@ def network(run: _Probe, tenant: Tenant | None) -> None:
     """The ``network-isolation`` attempts (module docstring), appended to ``run.attempts``."""
     assert tenant is not None  # the matrix requires 'as'  # noqa: S101
     target = run.step.matrix.tenant(run.probe.target) if run.probe.target else None
-    wanted: list[dict[str, Any]] = []
+    wanted: list[Target] = []
     if target is not None:
         found, missing = _targets(run, target)
         wanted += found
         run.attempts += missing
-    wanted += [{"role": "reach-egress", "address": a, "service": None, "pod": None, "labels": []}
-               for a in run.probe.egress]
+    wanted += [Target("reach-egress", a, None, None, []) for a in run.probe.egress]
     if not wanted:
         return
-    mine = [w["address"] for w in wanted if w["role"] != "reach-egress"]
-    egress = [w["address"] for w in wanted if w["role"] == "reach-egress"]
-    probe, probe_error = _connect(run, run.identity, "connect", tenant.namespace, [w["address"] for w in wanted])
+    mine = [w.address for w in wanted if w.role != "reach-egress"]
+    egress = [w.address for w in wanted if w.role == "reach-egress"]
+    probe, probe_error = _connect(run, run.identity, "connect", tenant.namespace, [w.address for w in wanted])
     controls: list[tuple[str, list[str], dict[str, Any], str | None]] = []
     if mine and target is not None:
         try:
@@ -294,51 +409,52 @@ def network(run: _Probe, tenant: Tenant | None) -> None:
     if egress:
         gate = tenancy.act_as(run.session.api, None, run.session.namespace)
         controls.append((run.session.namespace, egress, *_connect(run, gate, "control", run.session.namespace, egress)))
-    seen = _results(run, probe, probe_error, [w["address"] for w in wanted])
-    checked: dict[str, tuple[str, dict[str, Any]]] = {}
+    seen = _results(run, probe, probe_error, [w.address for w in wanted])
+    checked: dict[str, tuple[str, Connection]] = {}
     for ns, addresses, body, error in controls:
-        got = _results(run, body, error, addresses) if body else {"_pod": {"outcome": "refused", "why": error}}
-        checked.update({a: (ns, got.get(a) or {"outcome": "not-run", "detail": got["_pod"]["why"]}) for a in addresses})
+        got = _results(run, body, error, addresses) if body else Report(None, "refused", error or "", {})
+        checked.update({a: (ns, got.connections.get(a) or {"outcome": "not-run", "detail": got.why})
+                        for a in addresses})
     mine_policies = (_policies(run.session.api, tenant.namespace), probe["metadata"]["labels"])
     theirs = _policies(run.session.api, target.namespace) if target is not None else []
     for want in wanted:
-        run.attempts.append(_reach(run, tenant, target, want, seen, checked[want["address"]], mine_policies, theirs))
+        run.attempts.append(_reach(run, tenant, target, want, seen, checked[want.address], mine_policies, theirs))
 
 
-def _reach(run: _Probe, tenant: Tenant, target: Tenant | None, want: dict[str, Any], seen: dict[str, Any],
-           control: tuple[str, dict[str, Any]], mine: tuple[list[dict[str, Any]], dict[str, str]],
-           theirs: list[dict[str, Any]]) -> Attempt:
+def _reach(run: _Probe, tenant: Tenant, target: Tenant | None, want: Target, seen: Report,
+           control: tuple[str, Connection], mine: tuple[list[NetworkPolicy], dict[str, str]],
+           theirs: list[NetworkPolicy]) -> Attempt:
     """One address's attempt: ``allowed`` (connected), ``refused`` (timeout, refused, unreachable, error),
     ``not-attempted`` (the probe pod did not report it, or its control did not connect)."""
-    address = want["address"]
-    what = (f"Service {target.namespace}/{want['service']}" if want["role"] == "reach-target-service" and target else
-            f"pod {target.namespace}/{want['pod']} behind Service {want['service']}" if target and want["pod"] else
+    address = want.address
+    what = (f"Service {target.namespace}/{want.service}" if want.role == "reach-target-service" and target else
+            f"pod {target.namespace}/{want.pod} behind Service {want.service}" if target and want.pod else
             "an address outside the allowed egress")
     action = f"connect to {address} ({what}) from a pod of tenant {tenant.name} in namespace {tenant.namespace}"
     port = int(address.rpartition(":")[2])
-    ingress = sorted({p for labels in want["labels"] for p in isolating(theirs, labels, "Ingress", port)})
-    opened = sorted({p for labels in want["labels"] for p in opening(theirs, labels, "Ingress", port)}
-                    if want["role"] != "reach-egress" else set()) + opening(*mine, "Egress", port)
+    ingress = sorted({p for labels in want.labels for p in isolating(theirs, labels, "Ingress", port)})
+    opened = sorted({p for labels in want.labels for p in opening(theirs, labels, "Ingress", port)}
+                    if want.role != "reach-egress" else set()) + opening(*mine, "Egress", port)
     egress_policies = isolating(*mine, "Egress", port)
     where, ctl = control
-    facts: dict[str, Any] = {"address": address, "target": what, "node": seen["_pod"]["node"],
+    facts: dict[str, Any] = {"address": address, "target": what, "node": seen.node,
                              "policies": {"egress": egress_policies, "ingress": ingress, "allowing": opened},
                              "control": {"from_namespace": where, **ctl}}
-    got = seen.get(address)
+    got = seen.connections.get(address)
     if got is None:
-        return Attempt(want["role"], action, run.identity.subject, "not-attempted",
-                       message=f"the probe pod did not report it: {seen['_pod']['why'] or seen['_pod']['outcome']}",
+        return Attempt(want.role, action, run.identity.subject, "not-attempted",
+                       message=f"the probe pod did not report it: {seen.why or seen.outcome}",
                        facts=facts)
     facts.update({"result": got["outcome"], "seconds": got["seconds"]})
     if got["outcome"] == "connected":
-        return Attempt(want["role"], action, run.identity.subject, "allowed", message=got["detail"], facts=facts)
-    if ctl.get("outcome") != "connected":
-        return Attempt(want["role"], action, run.identity.subject, "not-attempted",
+        return Attempt(want.role, action, run.identity.subject, "allowed", message=got["detail"], facts=facts)
+    if ctl["outcome"] != "connected":
+        return Attempt(want.role, action, run.identity.subject, "not-attempted",
                        message=f"{address} did not answer the control from namespace {where} either "
-                               f"({ctl.get('outcome')}: {ctl.get('detail')}): a refusal proves nothing", facts=facts)
+                               f"({ctl['outcome']}: {ctl['detail']}): a refusal proves nothing", facts=facts)
     reason = {"source": "probe pod", "code": f"network_{got['outcome']}",
               "message": got["detail"]}
-    return Attempt(want["role"], action, run.identity.subject, "refused", [reason], got["detail"], got["seconds"],
+    return Attempt(want.role, action, run.identity.subject, "refused", [reason], got["detail"], got["seconds"],
                    facts)
 
 
@@ -379,6 +495,27 @@ def data(run: _Probe, tenant: Tenant | None) -> None:
         run.attempts.append(_pull_by_name(run, tenant, secret))
 
 
+@dataclass(frozen=True)
+class Claim:
+    """A ``core/v1`` PersistentVolumeClaim: ``spec`` volumeName (``volume``), accessModes,
+    storageClassName (``storage_class``), ``resources.requests``; ``status.phase`` (None where absent)."""
+
+    volume: str | None
+    access_modes: list[str]
+    storage_class: str | None
+    requests: dict[str, str]
+    phase: str | None
+
+
+def parse_claim(raw: dict[str, Any]) -> Claim:
+    """A PersistentVolumeClaim from its JSON."""
+    spec = raw.get("spec") or {}
+    return Claim(volume=spec.get("volumeName"), access_modes=list(spec.get("accessModes") or []),
+                 storage_class=spec.get("storageClassName"),
+                 requests=dict((spec.get("resources") or {}).get("requests") or {}),
+                 phase=(raw.get("status") or {}).get("phase"))
+
+
 def _bind(run: _Probe, tenant: Tenant, target: Tenant, claim: str) -> Attempt:
     """A claim of A in A's namespace naming, by ``volumeName``, the PersistentVolume bound to B's ``claim``
     (read by the observer): the PV controller must leave it Pending (``FailedBinding``: the volume is
@@ -392,8 +529,8 @@ def _bind(run: _Probe, tenant: Tenant, target: Tenant, claim: str) -> Attempt:
                        "not-attempted", message=f"claim {target.namespace}/{claim} cannot be read: HTTP {exc.status}"
                        + (" (it does not exist)" if exc.status == 404 else ""),
                        facts={"claim": claim, **({"absent": "claims"} if exc.status == 404 else {})})
-    spec = theirs.get("spec") or {}
-    volume = spec.get("volumeName")
+    spec = parse_claim(theirs)
+    volume = spec.volume
     if not volume:
         return Attempt(role, f"bind the volume of claim {target.namespace}/{claim}", run.identity.subject,
                        "not-attempted", message=f"claim {target.namespace}/{claim} is bound to no volume")
@@ -403,9 +540,9 @@ def _bind(run: _Probe, tenant: Tenant, target: Tenant, claim: str) -> Attempt:
         "name": name, "namespace": tenant.namespace, "annotations": kc.created_annotations(),
         "labels": kc.labels(s.settings.run_id, s.owner, "governance", matrix=run.step.matrix.name,
                             resource=run.step.resource.name, probe=name)},
-        "spec": {"accessModes": spec.get("accessModes") or ["ReadWriteOnce"], "volumeName": volume,
-                 "storageClassName": spec.get("storageClassName") or "",
-                 "resources": {"requests": (spec.get("resources") or {}).get("requests") or {"storage": "1Mi"}}}}
+        "spec": {"accessModes": spec.access_modes or ["ReadWriteOnce"], "volumeName": volume,
+                 "storageClassName": spec.storage_class or "",
+                 "resources": {"requests": spec.requests or {"storage": "1Mi"}}}}
     action = f"create PersistentVolumeClaim {name} in namespace {tenant.namespace} for volume {volume}"
     facts: dict[str, Any] = {"claim": claim, "volume": volume}
     try:
@@ -417,14 +554,15 @@ def _bind(run: _Probe, tenant: Tenant, target: Tenant, claim: str) -> Attempt:
     start = time.monotonic()
     deadline = start + (run.probe.timeout_s or run.step.timeout_s)
     while True:
-        mine = _json(core.read_namespaced_persistent_volume_claim, name, tenant.namespace)
-        if (mine.get("status") or {}).get("phase") == "Bound":
+        mine = parse_claim(_json(core.read_namespaced_persistent_volume_claim, name, tenant.namespace))
+        if mine.phase == "Bound":
             facts["placed_at"] = time.time()
             return Attempt(role, action, run.identity.subject, "placed", waited_s=time.monotonic() - start,
                            facts=facts)
-        said = [e for e in ks.events_for(run.session.api, tenant.namespace, name) if e.get("reason") == "FailedBinding"]
+        said = [e for e in map(parse_event, ks.events_for(run.session.api, tenant.namespace, name))
+                if e.reason == "FailedBinding"]
         if said or time.monotonic() >= deadline:
-            words = str(said[0].get("message") or "") if said else ""
+            words = str(said[0].message or "") if said else ""
             reasons = [{"source": "persistentvolume-controller", "code": "volume_binding", "message": words}] if said \
                 else []
             return Attempt(role, action, run.identity.subject, "pending", reasons, words, time.monotonic() - start,
@@ -455,11 +593,11 @@ def _pull_by_name(run: _Probe, tenant: Tenant, secret: str) -> Attempt:
     synced_at: float | None = None
     facts: dict[str, Any] = {"pull_secret": secret, "requests": {}}
     while True:
-        events = [e for e in ks.events_for(run.session.api, meta["namespace"], meta["name"])]
-        said = [e for e in events if e.get("reason") == PULL_EVENT]
+        events = [parse_event(e) for e in ks.events_for(run.session.api, meta["namespace"], meta["name"])]
+        said = [e for e in events if e.reason == PULL_EVENT]
         if said:
-            words = str(said[0].get("message") or "")
-            facts.update({"node": (said[0].get("source") or {}).get("host"), "event": PULL_EVENT})
+            words = str(said[0].message or "")
+            facts.update({"node": said[0].source_host, "event": PULL_EVENT})
             reason = {"source": "kubelet", "code": "pull_secret_unavailable",
                       "message": words}
             return Attempt("pull-with-target-secret-by-name", action, run.identity.subject, "refused", [reason], words,
@@ -476,7 +614,7 @@ def _pull_by_name(run: _Probe, tenant: Tenant, secret: str) -> Attempt:
         if (synced_at is not None and now - synced_at > 5.0) or now >= deadline:
             break
         time.sleep(tenancy.POLL_S)
-    facts["events"] = [f"{e.get('reason')}: {e.get('message')}" for e in events][-10:]
+    facts["events"] = [f"{e.reason}: {e.message}" for e in events][-10:]
     outcome = "allowed" if synced_at is not None else "pending"
     return Attempt("pull-with-target-secret-by-name", action, run.identity.subject, outcome,
                    message="" if synced_at is None else f"the kubelet used a pull Secret named {secret} in namespace "

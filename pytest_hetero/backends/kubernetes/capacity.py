@@ -12,38 +12,33 @@ devices). One LIST of pods over all namespaces, bounded by the step's timeout.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from typing import Any
 
 from kubernetes import client
 
+from pytest_hetero.backends.kubernetes.objects import Pod, parse_pod
 from pytest_hetero.matrix.quantity import quantity_or_none
 
 ENDED = ("Succeeded", "Failed")
 """Pod phases whose requests no longer hold a node's capacity."""
 
 
-def _request(container: Mapping[str, Any], name: str) -> float:
-    """A container's request of ``name`` in base units (absent or unparsable: 0)."""
-    return quantity_or_none(((container.get("resources") or {}).get("requests") or {}).get(name)) or 0.0
-
-
-def pod_requests(pod: Mapping[str, Any], names: Iterable[str]) -> dict[str, float]:
-    """The effective request of ``pod`` (a Pod as JSON) for each of ``names`` (absent: 0), in base units;
-    see the module docstring for the rule."""
+def pod_requests(pod: Pod, names: Iterable[str]) -> dict[str, float]:
+    """The effective request of ``pod`` (:func:`~.objects.parse_pod` of a Pod's JSON) for each of ``names``
+    (absent or unparsable: 0), in base units; see the module docstring for the rule."""
     wanted = list(names)
-    spec = pod.get("spec") or {}
     out: dict[str, float] = {}
     for name in wanted:
-        running = sum(_request(c, name) for c in spec.get("containers") or [])
+        running = sum(quantity_or_none(c.requests.get(name)) or 0.0 for c in pod.containers)
         sidecars, init_peak = 0.0, 0.0
-        for c in spec.get("initContainers") or []:
-            value = _request(c, name)
-            if c.get("restartPolicy") == "Always":
+        for c in pod.init_containers:
+            value = quantity_or_none(c.requests.get(name)) or 0.0
+            if c.restart_policy == "Always":
                 sidecars += value
             else:
                 init_peak = max(init_peak, value + sidecars)
-        overhead = quantity_or_none((spec.get("overhead") or {}).get(name)) or 0.0
+        overhead = quantity_or_none(pod.overhead.get(name)) or 0.0
         total = max(running + sidecars, init_peak) + overhead
         if total:
             out[name] = total
@@ -67,9 +62,9 @@ def requested_on(api: client.ApiClient, nodes: Iterable[str], names: Iterable[st
         return {}, 0, f"list pods in all namespaces: {type(exc).__name__}: {str(exc)[:200]}"
     out: dict[str, dict[str, float]] = {n: {} for n in wanted}
     counted = 0
-    for pod in body.get("items") or []:
-        node = (pod.get("spec") or {}).get("nodeName")
-        if node not in wanted or (pod.get("status") or {}).get("phase") in ENDED:
+    for pod in (parse_pod(item) for item in body.get("items") or []):
+        node = pod.node_name
+        if node not in wanted or pod.phase in ENDED:
             continue
         counted += 1
         for name, value in pod_requests(pod, names).items():

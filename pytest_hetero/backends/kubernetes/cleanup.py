@@ -22,6 +22,7 @@ from kubernetes.client import BatchV1Api, CoreV1Api, CustomObjectsApi  # noqa: F
 from kubernetes.client.exceptions import ApiException
 
 from pytest_hetero.backends.kubernetes.client import connect
+from pytest_hetero.backends.kubernetes.objects import Meta, parse_meta
 from pytest_hetero.backends.labels import CREATED_AT, RUN_ID
 from pytest_hetero.backends.protocol import EngineFault, Leftover
 from pytest_hetero.evidence.usage import epoch
@@ -31,8 +32,8 @@ VOLCANO = ("batch.volcano.sh", "v1alpha1", "jobs")
 
 def owned(
     api: client.ApiClient, namespace: str | None, selector: str
-) -> Iterator[tuple[str, dict[str, Any], Callable[[], Any]]]:
-    """``(kind, metadata dict, delete())`` of every pod, Job, serving object (:func:`_serving_objects`)
+) -> Iterator[tuple[str, Meta, Callable[[], Any]]]:
+    """``(kind, metadata, delete())`` of every pod, Job, serving object (:func:`_serving_objects`)
     and Volcano Job matching ``selector`` in ``namespace`` (None: all namespaces). Raises ApiException
     when pods or Jobs cannot be listed."""
     core, batch = client.CoreV1Api(api), client.BatchV1Api(api)
@@ -47,20 +48,20 @@ def owned(
         else batch.list_namespaced_job(namespace, label_selector=selector)
     )
     for job in jobs.items:
-        meta: dict[str, Any] = api.sanitize_for_serialization(job.metadata)  # type: ignore[no-untyped-call]
+        meta = parse_meta(api.sanitize_for_serialization(job.metadata))  # type: ignore[no-untyped-call]
         yield (
             "job",
             meta,
             lambda m=meta: batch.delete_namespaced_job(  # type: ignore[misc]
-                m["name"], m["namespace"], propagation_policy="Background", grace_period_seconds=0
+                m.name, m.namespace, propagation_policy="Background", grace_period_seconds=0
             ),
         )
     for pod in pods.items:
-        meta = api.sanitize_for_serialization(pod.metadata)  # type: ignore[no-untyped-call]
+        meta = parse_meta(api.sanitize_for_serialization(pod.metadata))  # type: ignore[no-untyped-call]
         yield (
             "pod",
             meta,
-            lambda m=meta: core.delete_namespaced_pod(m["name"], m["namespace"], grace_period_seconds=0),  # type: ignore[misc]
+            lambda m=meta: core.delete_namespaced_pod(m.name, m.namespace, grace_period_seconds=0),  # type: ignore[misc]
         )
     yield from _serving_objects(api, namespace, selector)
     custom = client.CustomObjectsApi(api)
@@ -76,32 +77,32 @@ def owned(
         vcjobs = {"items": []}
     assert isinstance(vcjobs, dict)
     for obj in vcjobs.get("items") or []:
-        meta = obj["metadata"]
+        meta = parse_meta(obj["metadata"])
         yield (
             "volcano-job",
             meta,
             lambda m=meta: custom.delete_namespaced_custom_object(  # type: ignore[misc]
-                VOLCANO[0], VOLCANO[1], m["namespace"], VOLCANO[2], m["name"]
+                VOLCANO[0], VOLCANO[1], m.namespace, VOLCANO[2], m.name
             ),
         )
 
 
 def _serving_objects(
     api: client.ApiClient, namespace: str | None, selector: str
-) -> Iterator[tuple[str, dict[str, Any], Callable[[], Any]]]:
-    """``(kind, metadata dict, delete())`` of the Deployments, Services and Secrets matching ``selector``.
+) -> Iterator[tuple[str, Meta, Callable[[], Any]]]:
+    """``(kind, metadata, delete())`` of the Deployments, Services and Secrets matching ``selector``.
     A kind the caller may not list (HTTP 403: a Role without serving) is skipped: the run could not
     have created it either. Raises ApiException otherwise."""
     apps, core = client.AppsV1Api(api), client.CoreV1Api(api)
     kinds: list[tuple[str, Callable[..., Any], Callable[..., Any], Callable[..., Any]]] = [
         ("deployment", apps.list_deployment_for_all_namespaces, apps.list_namespaced_deployment,
-         lambda m: apps.delete_namespaced_deployment(m["name"], m["namespace"], propagation_policy="Foreground")),
+         lambda m: apps.delete_namespaced_deployment(m.name, m.namespace, propagation_policy="Foreground")),
         ("service", core.list_service_for_all_namespaces, core.list_namespaced_service,
-         lambda m: core.delete_namespaced_service(m["name"], m["namespace"])),
+         lambda m: core.delete_namespaced_service(m.name, m.namespace)),
         ("secret", core.list_secret_for_all_namespaces, core.list_namespaced_secret,
-         lambda m: core.delete_namespaced_secret(m["name"], m["namespace"])),
+         lambda m: core.delete_namespaced_secret(m.name, m.namespace)),
         ("configmap", core.list_config_map_for_all_namespaces, core.list_namespaced_config_map,  # training jobs
-         lambda m: core.delete_namespaced_config_map(m["name"], m["namespace"])),
+         lambda m: core.delete_namespaced_config_map(m.name, m.namespace)),
     ]
     for kind, list_all, list_in, delete in kinds:
         try:
@@ -112,11 +113,11 @@ def _serving_objects(
                 continue
             raise
         for obj in found.items:
-            meta: dict[str, Any] = api.sanitize_for_serialization(obj.metadata)  # type: ignore[no-untyped-call]
+            meta = parse_meta(api.sanitize_for_serialization(obj.metadata))  # type: ignore[no-untyped-call]
             yield kind, meta, _bound(delete, meta)
 
 
-def _bound(delete: Callable[[dict[str, Any]], Any], meta: dict[str, Any]) -> Callable[[], Any]:
+def _bound(delete: Callable[[Meta], Any], meta: Meta) -> Callable[[], Any]:
     """``delete`` of the object ``meta`` as a call without arguments."""
     return lambda: delete(meta)
 
@@ -140,13 +141,13 @@ def delete_owned(api: client.ApiClient, namespace: str, selector: str, workers: 
     left: list[Leftover] = []
     remove = f"hetero cleanup --backend kubernetes --kube-namespace {namespace}"
 
-    def one(entry: tuple[str, dict[str, Any], Callable[[], Any]]) -> None:
+    def one(entry: tuple[str, Meta, Callable[[], Any]]) -> None:
         kind, meta, delete = entry
         try:
             delete()
         except ApiException as exc:
             if exc.status != 404:
-                left.append(Leftover(kind, meta["name"], f"delete refused: HTTP {exc.status}: {_message(exc)}",
+                left.append(Leftover(kind, meta.name, f"delete refused: HTTP {exc.status}: {_message(exc)}",
                                      namespace, {"status": exc.status}, remove))
 
     try:
@@ -174,15 +175,15 @@ def lingering(api: client.ApiClient, namespace: str, selector: str, wait_s: floa
 
     deadline = time.monotonic() + wait_s
     while True:
-        still = [(k, m) for k, m, _ in owned(api, namespace, selector) if (k, m["name"]) not in known]
+        still = [(k, m) for k, m, _ in owned(api, namespace, selector) if (k, m.name) not in known]
         if not still or time.monotonic() >= deadline:
             break
         time.sleep(0.5)
-    return [Leftover(kind, meta["name"], (
+    return [Leftover(kind, meta.name, (
         f"still present {wait_s:g} s after deletion"
-        + (f": finalizers {', '.join(meta.get('finalizers') or [])} never cleared" if meta.get("finalizers") else "")),
-        namespace, {"deletionTimestamp": str(meta.get("deletionTimestamp") or ""),
-                    "finalizers": list(meta.get("finalizers") or [])}, remove)
+        + (f": finalizers {', '.join(meta.finalizers)} never cleared" if meta.finalizers else "")),
+        namespace, {"deletionTimestamp": str(meta.deleting_since or ""),
+                    "finalizers": list(meta.finalizers)}, remove)
         for kind, meta in still]
 
 
@@ -242,14 +243,14 @@ def cleanup(args: argparse.Namespace) -> list[dict[str, Any]]:
     except Exception as exc:  # noqa: BLE001 - unreachable or forbidden: exit code 2
         raise CleanupError(f"Kubernetes objects not listable in {ns or 'all namespaces'}: {exc}") from None
     for kind, meta, delete in found:
-        labels = {**(meta.get("labels") or {}), **(meta.get("annotations") or {})}
-        match, age = selected(labels, epoch(meta.get("creationTimestamp")), args, now)
+        labels = {**meta.labels, **meta.annotations}
+        match, age = selected(labels, epoch(meta.created), args, now)
         if not match:
             continue
         entry = {
             "backend": "kubernetes",
             "kind": kind,
-            "name": f"{meta['namespace']}/{meta['name']}",
+            "name": f"{meta.namespace}/{meta.name}",
             "run_id": labels.get(RUN_ID),
             "created_at": labels.get(CREATED_AT),
             "age_s": None if age is None else round(age, 1),

@@ -107,7 +107,7 @@ class KubernetesBackend(Backend):
         try:
             placed = submit.place(s, step, step.timeout_s)
         except EngineFault as fault:  # the create was refused: what it asked for, and that it got nothing
-            fault.usage = fault.usage or kube_usage.workload_facts(s, s.workloads.get(key, {}), outcome="refused")
+            fault.usage = fault.usage or kube_usage.workload_facts(s, s.workloads.get(key), outcome="refused")
             raise
         if isinstance(placed, Placement):
             placed.usage = kube_usage.workload_facts(s, s.workloads[key], outcome="refused")

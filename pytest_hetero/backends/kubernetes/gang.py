@@ -23,7 +23,7 @@ import json
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from kubernetes import client
 
@@ -31,6 +31,7 @@ from pytest_hetero.backends.kubernetes import client as kc
 from pytest_hetero.backends.kubernetes import podexec, queues
 from pytest_hetero.backends.kubernetes import scheduling as ks
 from pytest_hetero.backends.kubernetes import usage as kube_usage
+from pytest_hetero.backends.kubernetes.objects import parse_pod, parse_slice
 from pytest_hetero.backends.labels import LABEL
 from pytest_hetero.backends.protocol import ActionFailed, JobPlacement, JobRequest, Step
 from pytest_hetero.pending import summarise
@@ -164,7 +165,7 @@ def place_job(session: KubeSession, step: Step, request: JobRequest) -> JobPlace
     deadline = time.monotonic() + request.wait_s
     workload, read_error = wait_admitted(session, str(made.metadata.uid), deadline)
     out = JobPlacement(admitted=False, workers=request.workers, service=name)
-    if workload is None or queues.condition(workload, "Admitted").get("status") != "True":
+    if workload is None or not queues.parse_workload(workload).holds("Admitted"):
         out.waited_s = time.time() - submitted
         out.pods = pod_facts(list_pods(session, name))
         explain(session, out, name, workload, [], f"indexed Job {name} ({request.workers} pods) not admitted by "
@@ -172,15 +173,16 @@ def place_job(session: KubeSession, step: Step, request: JobRequest) -> JobPlace
                                                        if read_error and workload is None else ""))
         return out
     out.admitted = True
-    out.admission = {**queues.kueue_admission(session.api, version, workload, submitted), **priority_of(workload)}
+    priority = priority_of(queues.parse_workload(workload))
+    out.admission = {**queues.kueue_admission(session.api, version, workload, submitted), **priority}
     out.waited_s = time.time() - submitted
     pods = wait_running(session, name, request.workers, deadline)
     out.pods = pod_facts(pods)
-    out.usage = [kube_usage.pod_facts(session, p, submitted) for p in pods]
+    out.usage = [kube_usage.pod_facts(session, parse_pod(p), submitted) for p in pods]
     running = [p for p in out.pods if p["phase"] == "Running" and p["ip"]]
     out.placed = len([p for p in out.pods if p["node"]])
     if len(running) < request.workers:
-        waiting = [p for p in pods if not (p.get("status") or {}).get("podIP")]
+        waiting = [p for p in pods if not parse_pod(p).ip]
         explain(session, out, name, None, waiting, f"indexed Job {name} admitted, but {len(running)} of "
                 f"{request.workers} pods running within {request.wait_s:g} s")
         return out
@@ -199,17 +201,23 @@ def place_job(session: KubeSession, step: Step, request: JobRequest) -> JobPlace
     return out
 
 
-def priority_of(workload: dict[str, Any]) -> dict[str, Any]:
+class Priority(TypedDict):
+    """A Workload's priority as the admission facts keep it (see :func:`priority_of`)."""
+
+    priority_class: str | None
+    priority_class_kind: str | None
+    priority: int | None
+
+
+def priority_of(workload: queues.Workload) -> Priority:
     """``{"priority_class", "priority_class_kind", "priority"}`` of a Workload: ``spec.priorityClassRef``
     (``kueue.x-k8s.io/v1beta2``: ``{group, kind, name}``, kind ``PriorityClass`` or ``WorkloadPriorityClass``)
     or ``spec.priorityClassName``/``priorityClassSource`` (v1beta1); ``spec.priority`` (the number)."""
-    spec = workload.get("spec") or {}
-    ref = spec.get("priorityClassRef") or {}
-    if ref:
-        return {"priority_class": ref.get("name"), "priority_class_kind": ref.get("kind"),
-                "priority": spec.get("priority")}
-    return {"priority_class": spec.get("priorityClassName"), "priority_class_kind": spec.get("priorityClassSource"),
-            "priority": spec.get("priority")}
+    if workload.priority_ref is not None:
+        name, kind = workload.priority_ref
+        return {"priority_class": name, "priority_class_kind": kind, "priority": workload.priority}
+    return {"priority_class": workload.priority_class_name, "priority_class_kind": workload.priority_class_source,
+            "priority": workload.priority}
 
 
 def wait_admitted(session: KubeSession, uid: str, deadline: float) -> tuple[dict[str, Any] | None, str | None]:
@@ -221,7 +229,7 @@ def wait_admitted(session: KubeSession, uid: str, deadline: float) -> tuple[dict
         found, error = queues.read_objects(session.api, session.served(), queues.KUEUE, "workloads",
                                            session.namespace, label_selector=f"{queues.JOB_UID}={uid}")
         last = found[0] if found else last
-        if last is not None and queues.condition(last, "Admitted").get("status") == "True":
+        if last is not None and queues.parse_workload(last).holds("Admitted"):
             return last, None
         if time.monotonic() >= deadline:
             return last, error
@@ -235,17 +243,16 @@ def list_pods(session: KubeSession, name: str) -> list[dict[str, Any]]:
                                                      _preload_content=False, _request_timeout=kc.API_TIMEOUT_S)
     except Exception:  # noqa: BLE001 - the caller waits or explains with what it has
         return []
-    pods = [p for p in json.loads(resp.data).get("items") or []
-            if not (p.get("metadata") or {}).get("deletionTimestamp")]
-    return sorted(pods, key=lambda p: int(((p.get("metadata") or {}).get("annotations") or {}).get(INDEX, 0)))
+    live = [(pod, raw) for pod, raw in ((parse_pod(raw), raw) for raw in json.loads(resp.data).get("items") or [])
+            if not pod.deleting_since]
+    return [raw for _, raw in sorted(live, key=lambda seen: int(seen[0].annotations.get(INDEX, 0)))]
 
 
 def wait_running(session: KubeSession, name: str, workers: int, deadline: float) -> list[dict[str, Any]]:
     """The job's pods once ``workers`` of them run with an address, or as last listed at ``deadline``."""
     while True:
         pods = list_pods(session, name)
-        up = [p for p in pods
-              if (p.get("status") or {}).get("phase") == "Running" and (p.get("status") or {}).get("podIP")]
+        up = [p for p in map(parse_pod, pods) if p.phase == "Running" and p.ip]
         if len(up) >= workers or time.monotonic() >= deadline:
             return pods
         time.sleep(POLL_S)
@@ -254,35 +261,42 @@ def wait_running(session: KubeSession, name: str, workers: int, deadline: float)
 def pod_facts(pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """``[{"index", "name", "node", "ip", "phase", "hostname", "subdomain"}]`` of ``pods``."""
     out = []
-    for p in pods:
-        meta, spec, status = p.get("metadata") or {}, p.get("spec") or {}, p.get("status") or {}
-        index = (meta.get("annotations") or {}).get(INDEX)
-        out.append({"index": int(index) if index is not None else None, "name": meta.get("name"),
-                    "node": spec.get("nodeName"), "ip": status.get("podIP"), "phase": status.get("phase"),
-                    "hostname": spec.get("hostname"), "subdomain": spec.get("subdomain")})
+    for p in map(parse_pod, pods):
+        index = p.annotations.get(INDEX)
+        out.append({"index": int(index) if index is not None else None, "name": p.name,
+                    "node": p.node_name or None, "ip": p.ip, "phase": p.phase,
+                    "hostname": p.hostname, "subdomain": p.subdomain})
     return out
 
 
-def endpoint_addresses(session: KubeSession, service: str, workers: int, deadline: float) -> dict[int, dict[str, Any]]:
+class PeerAddress(TypedDict):
+    """Where a gang pod is reached: its ``ip``, ``hostname`` and ``dns_name`` as cluster DNS serves them."""
+
+    ip: str
+    hostname: str
+    dns_name: str
+
+
+def endpoint_addresses(session: KubeSession, service: str, workers: int, deadline: float) -> dict[int, PeerAddress]:
     """Index → ``{"ip", "hostname", "dns_name"}`` of the headless Service's EndpointSlices (what cluster DNS
     serves for ``<hostname>.<service>.<namespace>.svc``), once ``workers`` addresses are listed or at
     ``deadline`` (at least 10 s from now); the index is read from the hostname ``<job>-<index>``."""
     end = max(deadline, time.monotonic() + 10)
-    found: dict[int, dict[str, Any]] = {}
+    found: dict[int, PeerAddress] = {}
     while True:
         try:
             slices: Any = client.DiscoveryV1Api(session.api).list_namespaced_endpoint_slice(
                 session.namespace, label_selector=f"kubernetes.io/service-name={service}",
                 _preload_content=False, _request_timeout=kc.API_TIMEOUT_S)
-            items = json.loads(slices.data).get("items") or []
+            items = [parse_slice(i) for i in json.loads(slices.data).get("items") or []]
         except Exception:  # noqa: BLE001 - waited for again; what is found by the deadline is used
             items = []
         for eps in items:
-            for ep in eps.get("endpoints") or []:
-                host = str(ep.get("hostname") or "")
+            for ep in eps.endpoints:
+                host = str(ep.hostname or "")
                 tail = host.rsplit("-", 1)[-1]
-                if ep.get("addresses") and tail.isdigit():
-                    found[int(tail)] = {"ip": ep["addresses"][0], "hostname": host,
+                if ep.addresses and tail.isdigit():
+                    found[int(tail)] = {"ip": ep.addresses[0], "hostname": host,
                                         "dns_name": f"{host}.{service}.{session.namespace}.svc"}
         if len(found) >= workers or time.monotonic() >= end:
             return found
@@ -337,16 +351,16 @@ def explain(session: KubeSession, out: JobPlacement, name: str, workload: dict[s
     events of the Job, the Workload and those pods (:func:`.scheduling.explain_pending`)."""
     api, ns = session.api, session.namespace
     events = ks.events_for(api, ns, name)
-    if workload is not None:
-        events += ks.events_for(api, ns, str((workload.get("metadata") or {}).get("name")))
+    seen = queues.parse_workload(workload) if workload is not None else None
+    if seen is not None:
+        events += ks.events_for(api, ns, str(seen.name))
     events += [e for p in pods for e in ks.events_for(api, ns, p["metadata"]["name"])]
     reasons = ks.explain_pending(pods, events, [workload] if workload else [], None)
     decisive = ks.primary(reasons)
     out.reasons = [r.to_dict() for r in reasons]
     out.decisive = decisive.to_dict() if decisive else None
-    if workload is not None:
-        out.admission = {"workload": (workload.get("metadata") or {}).get("name"),
-                         "local_queue": (workload.get("spec") or {}).get("queueName"),
+    if workload is not None and seen is not None:
+        out.admission = {"workload": seen.name, "local_queue": seen.queue_name,
                          "conditions": (workload.get("status") or {}).get("conditions")}
     out.message = f"{what}: {summarise(reasons, facts_only=True)}" if reasons else (
         f"{what} and nothing explains why" + ("" if workload else "; Kueue created no Workload for it"))

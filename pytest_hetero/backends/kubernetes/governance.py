@@ -42,11 +42,13 @@ from __future__ import annotations
 import dataclasses
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from pytest_hetero.backends.kubernetes import accounts, boundaries, inventory, queues, tenancy
 from pytest_hetero.backends.kubernetes import client as kc
 from pytest_hetero.backends.kubernetes import scheduling as ks
+from pytest_hetero.backends.kubernetes.objects import parse_event, parse_pod
 from pytest_hetero.backends.kubernetes.session import KubeSession
 from pytest_hetero.backends.protocol import Attempt, GovernanceReport, NodeFacts, ProbeLedger, ProbeWorkload, Step
 from pytest_hetero.matrix.model import GovernanceProbe, Resource, Tenant
@@ -98,8 +100,9 @@ class _Probe:
             return tenancy.refused(role, action, self.identity, error)
         s = self.session
         outcome, pods, loads, waited = tenancy.observe(s.api, s.served(), body, self.timeout_s, want, patient)
-        node = next((p["spec"].get("nodeName") for p in pods if (p.get("spec") or {}).get("nodeName")), None)
-        facts: dict[str, Any] = {"node": node, "pods": [p["metadata"]["name"] for p in pods],
+        seen = [parse_pod(p) for p in pods]
+        node = next((p.node_name for p in seen if p.node_name), None)
+        facts: dict[str, Any] = {"node": node, "pods": [p.name for p in seen],
                                  "workloads": [w["metadata"]["name"] for w in loads], "requests": requests_of(body)}
         if outcome == "pending":
             reasons, words = tenancy.pending_reasons(self.session.api, pods, loads, meta["namespace"], meta["name"])
@@ -250,11 +253,11 @@ def _victim(run: _Probe, body: dict[str, Any], wait_s: float) -> dict[str, Any]:
             break
         time.sleep(tenancy.POLL_S)
     conditions = [c for c in (pod.status.conditions or []) if c.type == "DisruptionTarget"] if pod else []
-    events = [e for e in ks.events_for(run.session.api, meta["namespace"], meta["name"])
-              if e.get("reason") == "Preempted"]
+    events = [e for e in map(parse_event, ks.events_for(run.session.api, meta["namespace"], meta["name"]))
+              if e.reason == "Preempted"]
     return {"pod": meta["name"], "evicted": pod is None or pod.metadata.deletion_timestamp is not None,
             "disruption": [{"reason": c.reason, "message": c.message} for c in conditions],
-            "events": [str(e.get("message")) for e in events]}
+            "events": [str(e.message) for e in events]}
 
 
 def _preemption(run: _Probe, tenant: Tenant | None) -> None:
@@ -347,7 +350,7 @@ def _quota(run: _Probe, tenant: Tenant | None) -> None:
         run.attempts.append(run.submit("within", within))
 
 
-def _reader(run: _Probe, tenant: Tenant | None) -> Any:
+def _reader(run: _Probe, tenant: Tenant | None) -> Callable[[], dict[str, accounts.Account]]:
     """Reads the accounts the probe workload passes through: the namespace's ResourceQuotas, and the
     tenant's Kueue queues only when it is submitted through them (``kueue-job``)."""
     queued = tenant if _submit_as(run, tenant) == "kueue-job" else None
@@ -383,8 +386,15 @@ def _after(run: _Probe, tenant: Tenant | None) -> None:
     run.usage["after"], run.usage["after_waited_s"] = after, round(waited, 3)
 
 
-def _used(read: dict[str, Any]) -> dict[str, Any]:
-    """The parts of an account read that follow usage (ResourceQuota used, queue usage/reservation)."""
-    return {k: (v.get("used") if k.startswith("resourcequota/") else
-                {"usage": v.get("usage"), "reservation": v.get("reservation")}) for k, v in read.items()}
+def _used(read: dict[str, accounts.Account]) -> dict[str, object]:
+    """The parts of an account read that follow usage (ResourceQuota used, queue usage/reservation; None
+    for what an unreadable queue cannot say)."""
+    return {k: _following(v) for k, v in read.items()}
 
+
+def _following(account: accounts.Account) -> object:
+    if "used" in account:
+        return account["used"]
+    if "error" in account:
+        return {"usage": None, "reservation": None}
+    return {"usage": account["usage"], "reservation": account["reservation"]}

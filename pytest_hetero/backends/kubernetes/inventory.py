@@ -19,31 +19,29 @@ from kubernetes import client
 
 from pytest_hetero.backends.kubernetes.capacity import requested_on
 from pytest_hetero.backends.kubernetes.client import api_outcome
+from pytest_hetero.backends.kubernetes.objects import Node, find, parse_node
 from pytest_hetero.backends.protocol import NodeFacts, NodePool, Step
 from pytest_hetero.evidence.model import utc_now
 
 
-def node_facts(node: dict[str, Any], names: list[str]) -> NodeFacts:
-    """What evidence keeps of one node (JSON dict from the API): see the module docstring;
-    ``conditions`` lists every condition but Ready as ``{"type", "status", "reason", "message",
+def node_facts(node: Node, names: list[str]) -> NodeFacts:
+    """What evidence keeps of one node (:func:`~.objects.parse_node` of the API's JSON): see the module
+    docstring; ``conditions`` lists every condition but Ready as ``{"type", "status", "reason", "message",
     "lastTransitionTime"}`` (Kubernetes ``NodeCondition`` fields)."""
-    meta, status = node["metadata"], node.get("status") or {}
-    ready = next((c for c in status.get("conditions") or [] if c.get("type") == "Ready"), None)
-    cap, alloc = status.get("capacity") or {}, status.get("allocatable") or {}
+    ready = find(node.conditions, "Ready")
     return {
-        "name": meta["name"],
-        "resource_version": meta.get("resourceVersion"),
-        "ready": (ready or {}).get("status", "Unknown"),
-        "ready_reason": (ready or {}).get("reason"),
-        "ready_message": (ready or {}).get("message"),
-        "conditions": [{k: c.get(k) for k in ("type", "status", "reason", "message", "lastTransitionTime")}
-                       for c in status.get("conditions") or [] if c.get("type") != "Ready"],
-        "unschedulable": bool((node.get("spec") or {}).get("unschedulable")),
-        "taints": (node.get("spec") or {}).get("taints") or [],
-        "labels": meta.get("labels") or {},
-        "capacity": {n: cap.get(n) for n in names},
-        "allocatable": {n: alloc.get(n) for n in names},
-        "simulated": (meta.get("annotations") or {}).get("kwok.x-k8s.io/node") == "fake",
+        "name": node.name,
+        "resource_version": node.resource_version,
+        "ready": "Unknown" if ready is None or ready.status is None else ready.status,
+        "ready_reason": ready.reason if ready else None,
+        "ready_message": ready.message if ready else None,
+        "conditions": [c.fields() for c in node.conditions if c.type != "Ready"],
+        "unschedulable": node.unschedulable,
+        "taints": node.taints,
+        "labels": node.labels,
+        "capacity": {n: node.capacity.get(n) for n in names},
+        "allocatable": {n: node.allocatable.get(n) for n in names},
+        "simulated": node.simulated,
     }
 
 
@@ -64,7 +62,7 @@ def pool(step: Step, api: client.ApiClient) -> NodePool:
     except Exception as exc:  # noqa: BLE001 - translated
         raise api_outcome(exc, "list nodes") from None
     body = json.loads(resp.data)
-    facts = [node_facts(n, facts_of) for n in body.get("items") or []]
+    facts = [node_facts(parse_node(n), facts_of) for n in body.get("items") or []]
     wanted = resource.device_resources
     if wanted and not selector:
         facts = [f for f in facts if any(f["capacity"].get(w) for w in wanted)]

@@ -48,6 +48,7 @@ from pytest_hetero.backends.jobs import JOB_DIR, VOLUME_DIR, Job, JobSpec, RankE
 from pytest_hetero.backends.kubernetes import client as kc
 from pytest_hetero.backends.kubernetes import gang, podexec, queues
 from pytest_hetero.backends.kubernetes import usage as kube_usage
+from pytest_hetero.backends.kubernetes.objects import NO_STATUS, ContainerStatus, Pod, parse_pod
 from pytest_hetero.backends.labels import LABEL
 from pytest_hetero.backends.protocol import ActionFailed, JobPlacement, JobRequest, Step, Unsupported
 from pytest_hetero.evidence.usage import epoch
@@ -193,11 +194,11 @@ def start(session: KubeSession, step: Step, spec: JobSpec, python: str) -> Job:
     try:
         if request.queue:
             workload, error = gang.wait_admitted(session, str(made.metadata.uid), deadline)
-            if workload is None or queues.condition(workload, "Admitted").get("status") != "True":
+            if workload is None or not queues.parse_workload(workload).holds("Admitted"):
                 _refuse(session, step, facts, name, workload, [], f"indexed Job {name} ({spec.world_size} pods) "
                         f"not admitted by Kueue within {step.timeout_s:g} s" + (f" ({error})" if error else ""))
             facts["admission"] = {**queues.kueue_admission(session.api, session.served().version(
-                queues.KUEUE) or "", workload, submitted), **gang.priority_of(workload)}
+                queues.KUEUE) or "", workload, submitted), **gang.priority_of(queues.parse_workload(workload))}
         pods = _wait_pods(session, spec, name, deadline)
         facts["pods"] = gang.pod_facts(pods)
         up = {int(p["index"]): p for p in facts["pods"] if p["phase"] == "Running" and p["ip"]}
@@ -338,19 +339,16 @@ def _simulated(session: KubeSession, node: str) -> bool:
     return bool(session.nodes[node].get("simulated"))
 
 
-def _pods(session: KubeSession, job: Job) -> dict[int, dict[str, Any]]:
+def _pods(session: KubeSession, job: Job) -> dict[int, Pod]:
     """Rank → the job's pod of that rank (by the names :func:`start` found: a pod the Job controller started in
     place of a killed one belongs to the next attempt)."""
-    by_name = {(p.get("metadata") or {}).get("name"): p for p in gang.list_pods(session, job.handle["name"])}
+    by_name = {p.name: p for p in map(parse_pod, gang.list_pods(session, job.handle["name"]))}
     return {r: by_name[n] for r, n in enumerate(job.ranks) if n in by_name}
 
 
-def _state(pod: dict[str, Any] | None) -> dict[str, Any]:
-    """The workload container's ``state`` (``{"running": …}``, ``{"terminated": …}``, ``{"waiting": …}``)."""
-    for c in ((pod or {}).get("status") or {}).get("containerStatuses") or []:
-        if c.get("name") == "workload":
-            return dict(c.get("state") or {})
-    return {}
+def _state(pod: Pod | None) -> ContainerStatus:
+    """The workload container's status (its state: running, terminated, waiting); NO_STATUS when none."""
+    return next((c for c in (pod.container_statuses if pod else ()) if c.name == "workload"), NO_STATUS)
 
 
 def logs(session: KubeSession, job: Job, rank: int) -> str:
@@ -366,7 +364,7 @@ def logs(session: KubeSession, job: Job, rank: int) -> str:
 
 def running(session: KubeSession, job: Job) -> list[int]:
     """The ranks whose workload container runs now."""
-    return sorted(r for r, p in _pods(session, job).items() if "running" in _state(p))
+    return sorted(r for r, p in _pods(session, job).items() if _state(p).running)
 
 
 def kill(session: KubeSession, job: Job, rank: int, python: str) -> None:
@@ -395,10 +393,10 @@ def wait(session: KubeSession, job: Job, timeout_s: float, settle_s: float, pyth
     while True:
         pods = _pods(session, job)
         states = [_state(pods.get(r)) for r in range(world)]
-        alive = [r for r, st in enumerate(states) if "terminated" not in st]
+        alive = [r for r, st in enumerate(states) if not st.terminated]
         if not alive:
             break
-        failed = [r for r, st in enumerate(states) if (st.get("terminated") or {}).get("exitCode")
+        failed = [r for r, st in enumerate(states) if st.ended is not None and st.ended.exit_code
                   and r not in job.killed]
         now = time.monotonic()
         if failed and settle_until is None:
@@ -410,7 +408,7 @@ def wait(session: KubeSession, job: Job, timeout_s: float, settle_s: float, pyth
             end = time.monotonic() + 30  # the kubelet reports the stop
             while time.monotonic() < end:
                 pods = _pods(session, job)
-                if all("terminated" in _state(pods.get(r)) for r in range(world)):
+                if all(_state(pods.get(r)).terminated for r in range(world)):
                     break
                 time.sleep(POLL_S)
             break
@@ -418,18 +416,18 @@ def wait(session: KubeSession, job: Job, timeout_s: float, settle_s: float, pyth
     return [_exit(session, job, r, pods.get(r), stopped=r in stopped, timed_out=r in timed_out) for r in range(world)]
 
 
-def _exit(session: KubeSession, job: Job, rank: int, pod: dict[str, Any] | None, *, stopped: bool,
+def _exit(session: KubeSession, job: Job, rank: int, pod: Pod | None, *, stopped: bool,
           timed_out: bool) -> RankExit:
-    ended = _state(pod).get("terminated") or {}
-    code = None if timed_out or not ended else ended.get("exitCode")
+    ended = _state(pod).ended
+    code = None if timed_out or ended is None else ended.exit_code
     log = logs(session, job, rank)
     errors = "\n".join(x for x in log.splitlines() if not x.startswith('{"event"'))
     usage = kube_usage.pod_facts(session, pod, job.handle.get("submitted")) if pod else {}
     return RankExit(rank=rank, name=job.ranks[rank], exit_code=code, stdout=log, stderr=errors,
                     signal=(code - 128) if isinstance(code, int) and code > 128 else None,
-                    oom_killed=ended.get("reason") == "OOMKilled", killed_by_gate=rank in job.killed,
-                    stopped_after_peer=stopped, started=epoch(ended.get("startedAt")),
-                    ended=epoch(ended.get("finishedAt")), usage=usage)
+                    oom_killed=ended is not None and ended.reason == "OOMKilled", killed_by_gate=rank in job.killed,
+                    stopped_after_peer=stopped, started=epoch(ended.started_at if ended else None),
+                    ended=epoch(ended.finished_at if ended else None), usage=usage)
 
 
 def remove(session: KubeSession, job: Job) -> None:

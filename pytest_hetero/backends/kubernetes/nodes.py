@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import threading
 from contextlib import closing
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
 
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
@@ -30,35 +30,72 @@ from pytest_hetero.evidence.model import utc_now
 from pytest_hetero.signals import quiet_thread
 
 if TYPE_CHECKING:
-    from pytest_hetero.backends.kubernetes.session import KubeSession
+    from pytest_hetero.backends.kubernetes.session import KubeSession, WorkloadRecord
 
 CATEGORY = "node_not_ready"
 WATCH_TIMEOUT_S = 60
 """Server-side timeout of one node watch request (seconds); the thread then re-lists and watches again."""
 
 
-def ready_condition(node: dict[str, Any]) -> dict[str, Any]:
-    """The node's Ready condition (JSON dict of ``status.conditions[]``); a node without one, or one
+class ReadyCondition(TypedDict):
+    """A node's ``Ready`` condition as the apiserver serves it (``NodeCondition``: ``type`` and ``status``
+    always; the times, ``reason`` and ``message`` when set), or as :func:`unknown` makes one."""
+
+    type: str
+    status: str
+    lastHeartbeatTime: NotRequired[str]
+    lastTransitionTime: NotRequired[str]
+    reason: NotRequired[str]
+    message: NotRequired[str]
+
+
+def _ready(raw: dict[str, Any]) -> ReadyCondition:
+    """The Ready condition from its JSON, keys in the API's order; a missing ``status`` reads ``Unknown``."""
+    cond: ReadyCondition = {"type": str(raw.get("type")), "status": str(raw.get("status", "Unknown"))}
+    if "lastHeartbeatTime" in raw:
+        cond["lastHeartbeatTime"] = raw["lastHeartbeatTime"]
+    if "lastTransitionTime" in raw:
+        cond["lastTransitionTime"] = raw["lastTransitionTime"]
+    if "reason" in raw:
+        cond["reason"] = raw["reason"]
+    if "message" in raw:
+        cond["message"] = raw["message"]
+    return cond
+
+
+def ready_condition(node: dict[str, Any]) -> ReadyCondition:
+    """The node's Ready condition (of its JSON's ``status.conditions[]``); a node without one, or one
     the watch saw deleted (``deleted`` key), reads as ``status: Unknown`` with a reason saying why."""
     if node.get("deleted"):
         return unknown("NodeDeleted", "the Node object was deleted")
     for cond in (node.get("status") or {}).get("conditions") or []:
         if cond.get("type") == "Ready":
-            return dict(cond)
+            return _ready(cond)
     return unknown("NoReadyCondition", "the node reports no Ready condition")
 
 
-def unknown(reason: str, message: str) -> dict[str, Any]:
+def unknown(reason: str, message: str) -> ReadyCondition:
     """A Ready condition of status ``Unknown`` with ``reason`` and ``message`` (no timestamps)."""
     return {"type": "Ready", "status": "Unknown", "reason": reason, "message": message}
 
 
-def describe(cond: dict[str, Any]) -> str:
+def describe(cond: ReadyCondition) -> str:
     """``Ready=Unknown since <lastTransitionTime>, NodeStatusUnknown: Kubelet stopped posting node status.``
-    for a Ready condition (JSON dict)."""
+    for a Ready condition."""
     since = f" since {cond['lastTransitionTime']}" if cond.get("lastTransitionTime") else ""
-    why = ": ".join(str(cond[k]) for k in ("reason", "message") if cond.get(k))
-    return f"Ready={cond.get('status', 'Unknown')}{since}" + (f", {why}" if why else "")
+    why = ": ".join(str(x) for x in (cond.get("reason"), cond.get("message")) if x)
+    return f"Ready={cond['status']}{since}" + (f", {why}" if why else "")
+
+
+class Transition(TypedDict):
+    """One change of a node's Ready status a :class:`NodeWatch` saw: the condition's ``status``, ``reason``,
+    ``message``, ``lastTransitionTime`` (None where the condition has none) and ``seen_at`` (UTC, RFC 3339)."""
+
+    status: str
+    reason: str | None
+    message: str | None
+    lastTransitionTime: str | None
+    seen_at: str
 
 
 def read(core: client.CoreV1Api, name: str) -> dict[str, Any]:
@@ -67,7 +104,7 @@ def read(core: client.CoreV1Api, name: str) -> dict[str, Any]:
     return dict(json.loads(resp.data))
 
 
-def ensure_ready(session: KubeSession, ctx: Step, workload: dict[str, Any], node: str) -> None:
+def ensure_ready(session: KubeSession, ctx: Step, workload: WorkloadRecord, node: str) -> None:
     """Before a layer touches the workload pod: raise EngineUnavailable ``node_not_ready`` (owner
     ``infrastructure``) when an earlier item lost the workload's node, or when ``node`` (name; "" =
     unknown, nothing checked) is not Ready now; record ``<layer>.node_not_ready`` with the condition.
@@ -96,7 +133,7 @@ def ensure_ready(session: KubeSession, ctx: Step, workload: dict[str, Any], node
         error = f"{type(exc).__name__}: {exc}"[:300]
         ctx.record(f"{ctx.layer}.node_check", node=node, checked=False, error=error)
         return
-    if cond.get("status") == "True":
+    if cond["status"] == "True":
         return
     ctx.record(f"{ctx.layer}.node_not_ready", node=node, condition=cond, checked_at=utc_now())
     workload["node_lost"] = {
@@ -116,7 +153,7 @@ class NodeWatch:
     re-lists after a dropped connection or a watch timeout).
 
     ``turned`` is set once Ready is not ``True`` (or the node is deleted); ``condition`` is that
-    condition, ``seen_at`` the UTC time (RFC 3339) the watch saw it; ``transitions`` lists every change
+    condition (None before), ``seen_at`` the UTC time (RFC 3339) the watch saw it; ``transitions`` lists every change
     of the Ready status the watch saw, in order, as ``{"status", "reason", "message",
     "lastTransitionTime", "seen_at"}``; ``error`` the last watch failure (it retries with backoff).
     """
@@ -124,9 +161,9 @@ class NodeWatch:
     def __init__(self, api: client.ApiClient, name: str) -> None:
         self.core, self.name = client.CoreV1Api(api), name
         self.turned = threading.Event()
-        self.condition: dict[str, Any] = {}
+        self.condition: ReadyCondition | None = None
         self.seen_at = ""
-        self.transitions: list[dict[str, Any]] = []
+        self.transitions: list[Transition] = []
         self.error: str | None = None
         self._stop = threading.Event()
         self._resp: Any = None
@@ -142,7 +179,7 @@ class NodeWatch:
 
     def _observe(self, node: dict[str, Any]) -> None:
         cond = ready_condition(node)
-        status = cond.get("status", "Unknown")
+        status = cond["status"]
         if not self.transitions or self.transitions[-1]["status"] != status:
             self.transitions.append(
                 {
@@ -198,7 +235,7 @@ class NodeWatch:
 def abandoned(
     session: KubeSession,
     ctx: Step,
-    workload: dict[str, Any],
+    workload: WorkloadRecord,
     watch: NodeWatch,
     started_at: str,
     after_s: float,
@@ -208,7 +245,7 @@ def abandoned(
     RFC 3339): record ``model.node_not_ready`` (condition, the transitions the watch saw with
     timestamps, whether the run's process was killed: None = kill not attempted), mark the workload
     lost, and return the ExecResult ``failure`` dict (status ``error``)."""
-    cond = watch.condition
+    cond = watch.condition or unknown("NotObserved", "the node watch saw no Ready condition")
     ctx.record(
         "model.node_not_ready",
         node=watch.name,

@@ -13,24 +13,25 @@ from __future__ import annotations
 
 import json
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from kubernetes import client
 
 from pytest_hetero.backends.kubernetes import client as kc
 from pytest_hetero.backends.kubernetes import inventory, queues
 from pytest_hetero.backends.kubernetes import scheduling as ks
+from pytest_hetero.backends.kubernetes.objects import find, parse_node, parse_pod
 from pytest_hetero.backends.protocol import Placement, Step
 from pytest_hetero.pending import summarise
 
 if TYPE_CHECKING:
-    from pytest_hetero.backends.kubernetes.session import KubeSession
+    from pytest_hetero.backends.kubernetes.session import KubeSession, WorkloadRecord
 
 
 def record_placed(
     session: KubeSession,
     ctx: Step,
-    workload: dict[str, Any],
+    workload: WorkloadRecord,
     pod: dict[str, Any],
     waited_s: float,
 ) -> None:
@@ -40,9 +41,7 @@ def record_placed(
     if any(n not in known for n in ctx.resource.requests):
         refresh_nodes(session, list(ctx.resource.requests), node)
     facts = session.nodes.get(node, {})
-    cond: dict[str, Any] = next(
-        (c for c in pod["status"].get("conditions") or [] if c.get("type") == "PodScheduled"), {}
-    )
+    cond = find(parse_pod(pod).conditions, "PodScheduled")
     workload["pod"] = pod["metadata"]["name"]
     session.seen_nodes.add(node)
     if workload["kind"] == "kueue-job":
@@ -52,7 +51,7 @@ def record_placed(
         pod=pod["metadata"]["name"],
         node=node,
         waited_s=round(waited_s, 4),
-        decided_at=cond.get("lastTransitionTime"),
+        decided_at=cond.last_transition if cond else None,
         recorded_epoch_s=time.time(),
         observed_epoch_s=session.pods().bound_at.get(pod["metadata"]["name"]),
         requested=ks.resources(ctx.resource),
@@ -69,11 +68,9 @@ def refresh_nodes(session: KubeSession, names: list[str], wanted: str) -> None:
     """One node list (not one read per placement) into ``session.nodes``; best effort without list nodes."""
     try:
         resp: Any = session.core.list_node(_preload_content=False, _request_timeout=kc.API_TIMEOUT_S)
-        for node in json.loads(resp.data).get("items") or []:
-            known = session.nodes.get(node["metadata"]["name"], {}).get("capacity") or {}
-            session.nodes[node["metadata"]["name"]] = dict(inventory.node_facts(
-                node, sorted({*known, *names})
-            ))
+        for node in (parse_node(item) for item in json.loads(resp.data).get("items") or []):
+            known = session.nodes.get(node.name, {}).get("capacity") or {}
+            session.nodes[node.name] = dict(inventory.node_facts(node, sorted({*known, *names})))
     except Exception as exc:  # noqa: BLE001 - allocation evidence is best effort
         session.nodes[wanted] = {"name": wanted, "error": str(exc)}
 
@@ -91,10 +88,11 @@ def pool_nodes(session: KubeSession, ctx: Step) -> list[dict[str, Any]] | None:
         )
     except Exception:  # noqa: BLE001 - the verdict then falls back to node counts
         return None
-    return [dict(inventory.node_facts(n, list(ctx.resource.requests))) for n in json.loads(resp.data)["items"]]
+    return [dict(inventory.node_facts(parse_node(n), list(ctx.resource.requests)))
+            for n in json.loads(resp.data)["items"]]
 
 
-def owner_uid(session: KubeSession, workload: dict[str, Any]) -> str | None:
+def owner_uid(session: KubeSession, workload: WorkloadRecord) -> str | None:
     """Uid of the Job / Volcano Job behind a workload (None for a plain pod or when unreadable)."""
     try:
         if workload["kind"] in ("job", "kueue-job"):
@@ -112,7 +110,7 @@ def owner_uid(session: KubeSession, workload: dict[str, Any]) -> str | None:
     return None
 
 
-def record_admission(session: KubeSession, ctx: Step, workload: dict[str, Any]) -> None:
+def record_admission(session: KubeSession, ctx: Step, workload: WorkloadRecord) -> None:
     """Record ``scheduling.queue`` for a placed ``kueue-job``: its admitted Workload (ClusterQueue,
     flavors, quota used, wait; :func:`.queues.kueue_admission`), or why it cannot be read."""
     served = session.served()
@@ -128,17 +126,29 @@ def record_admission(session: KubeSession, ctx: Step, workload: dict[str, Any]) 
                **queues.kueue_admission(session.api, version, found[0], workload.get("submitted_at")))
 
 
-def queue_state(session: KubeSession, workload: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+class QueueNote(TypedDict):
+    """How the queue objects behind an unplaced Job were read: the ``controller`` (``kueue``/``volcano``), its
+    ``api`` as discovery describes it, whether it is ``served``, the Job's uid (``job_uid``; None when it cannot
+    be read) and the read's ``error`` (None when it succeeded)."""
+
+    controller: str
+    api: str
+    served: bool
+    job_uid: str | None
+    error: str | None
+
+
+def queue_state(session: KubeSession, workload: WorkloadRecord) -> tuple[list[dict[str, Any]], QueueNote | None]:
     """The queue objects behind an unplaced Job (its Kueue Workloads or Volcano PodGroups) and what
-    evidence says of reading them: ``{"controller", "api", "error", "job_uid"}`` (``{}`` for a pod or a
-    plain Job): ``served`` is False when API discovery found no version of the controller's API."""
+    evidence says of reading them (:class:`QueueNote`; None for a pod or a plain Job): ``served`` is False
+    when API discovery found no version of the controller's API."""
     which = {"kueue-job": ("kueue", queues.KUEUE, "workloads"),
              "volcano-job": ("volcano", queues.VOLCANO, "podgroups")}.get(workload["kind"])
     if which is None:
-        return [], {}
+        return [], None
     name, api_group, plural = which
     served, uid = session.served(), owner_uid(session, workload)
-    note: dict[str, Any] = {"controller": name, "api": served.describe(api_group),
+    note: QueueNote = {"controller": name, "api": served.describe(api_group),
                             "served": served.version(api_group) is not None, "job_uid": uid, "error": None}
     if uid is None:
         note["error"] = f"{workload['kind']} {workload['name']} cannot be read (deleted?)"
@@ -152,15 +162,15 @@ def queue_state(session: KubeSession, workload: dict[str, Any]) -> tuple[list[di
     return found, note
 
 
-def no_reason_hint(ctx: Step, workload: dict[str, Any], pods: list[dict[str, Any]], queue: list[dict[str, Any]],
-                   note: dict[str, Any], namespace: str) -> str:
+def no_reason_hint(ctx: Step, workload: WorkloadRecord, pods: list[dict[str, Any]], queue: list[dict[str, Any]],
+                   note: QueueNote | None, namespace: str) -> str:
     """Why nothing explains an unplaced workload, as far as the cluster lets one say (a message tail)."""
-    if note.get("error"):
+    if note is not None and note["error"]:
         return f"; its {note['controller']} objects could not be read: {note['error']}"
-    if note and not note["served"]:
+    if note is not None and not note["served"]:
         return f"; {note['api']}"
     if workload["kind"] == "kueue-job" and not queue:
-        return (f"; Kueue ({note['api']}) created no Workload for it: is LocalQueue "
+        return (f"; Kueue ({note['api'] if note is not None else None}) created no Workload for it: is LocalQueue "
                 f"{ctx.resource.queue or 'default'} present in {namespace}, and Kueue's batch/job integration on?")
     if workload["kind"] != "pod" and not pods:
         return "; no pod was created for it"
@@ -168,7 +178,7 @@ def no_reason_hint(ctx: Step, workload: dict[str, Any], pods: list[dict[str, Any
 
 
 def unscheduled(
-    session: KubeSession, ctx: Step, workload: dict[str, Any], timed_out: float | None
+    session: KubeSession, ctx: Step, workload: WorkloadRecord, timed_out: float | None
 ) -> Placement:
     """Record ``scheduling.pending``; return the Placement (not placed) with the decisive reason
     (:func:`.scheduling.primary`; None when nothing explains the wait — for a ``kueue-job`` without a
@@ -206,7 +216,7 @@ def unscheduled(
         "scheduling.pending",
         object=workload["name"],
         submit_as=workload["kind"],
-        pinned_to=workload.get("node"),
+        pinned_to=workload["node"],
         timed_out_after_s=timed_out,
         reasons=[r.to_dict() for r in reasons],
         events=slim,
@@ -219,9 +229,9 @@ def unscheduled(
             for q in queue
         ],
         conditions=[(p.get("status") or {}).get("conditions") for p in pods],
-        **({"queue": note} if note else {}),
+        **({"queue": note} if note is not None else {}),
     )
-    pinned = workload.get("node")
+    pinned = workload["node"]
     # a workload pinned to one node is kept off every other node by its own affinity: that says nothing
     deciding = [r for r in reasons if r.code != "node_affinity_mismatch"] or reasons if pinned else reasons
     decisive = ks.primary(deciding, pool, tolerations)

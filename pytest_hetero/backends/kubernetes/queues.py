@@ -20,6 +20,7 @@ from typing import Any
 from kubernetes import client
 
 from pytest_hetero.backends.kubernetes import client as kc
+from pytest_hetero.backends.kubernetes.objects import Condition, find, parse_conditions
 from pytest_hetero.evidence.usage import epoch
 
 KUEUE = ("kueue.x-k8s.io", ("v1beta2", "v1beta1"))
@@ -89,9 +90,58 @@ def owned_by(objects: list[dict[str, Any]], uid: str) -> list[dict[str, Any]]:
     return [o for o in objects if any(r.get("uid") == uid for r in o.get("metadata", {}).get("ownerReferences") or [])]
 
 
-def condition(obj: dict[str, Any], kind: str) -> dict[str, Any]:
-    """``status.conditions[type=kind]`` of a Kubernetes object, ``{}`` when absent."""
-    return next((c for c in (obj.get("status") or {}).get("conditions") or [] if c.get("type") == kind), {})
+@dataclass(frozen=True)
+class PodSetAssignment:
+    """One ``status.admission.podSetAssignments[]`` entry of a Workload: ``name``, ``count``, ``flavors``
+    (resource → flavor) and ``resource_usage`` (``resourceUsage``: resource → quantity); None where absent."""
+
+    name: str | None
+    count: int | None
+    flavors: dict[str, str] | None
+    resource_usage: dict[str, str] | None
+
+    def fields(self) -> dict[str, object]:
+        """``{"name", "count", "flavors", "resourceUsage"}`` (API names, None when absent)."""
+        return {"name": self.name, "count": self.count, "flavors": self.flavors, "resourceUsage": self.resource_usage}
+
+
+@dataclass(frozen=True)
+class Workload:
+    """A Kueue Workload (``kueue.x-k8s.io`` v1beta2 or v1beta1): ``metadata`` name and creationTimestamp
+    (``created``); ``spec`` queueName, priority, priorityClassRef's ``(name, kind)`` (v1beta2; None when
+    absent or empty), priorityClassName and priorityClassSource (v1beta1); ``status`` conditions and the
+    admission's clusterQueue and podSetAssignments. None where absent."""
+
+    name: str | None
+    created: str | None
+    queue_name: str | None
+    priority: int | None
+    priority_ref: tuple[str | None, str | None] | None
+    priority_class_name: str | None
+    priority_class_source: str | None
+    conditions: tuple[Condition, ...]
+    cluster_queue: str | None
+    pod_sets: tuple[PodSetAssignment, ...]
+
+    def holds(self, kind: str, status: str = "True") -> bool:
+        """True when the condition ``kind`` (``Admitted``, ``QuotaReserved``, ``Evicted``…) has ``status``."""
+        return find(self.conditions, kind, status) is not None
+
+
+def parse_workload(raw: dict[str, Any]) -> Workload:
+    """A Workload from its JSON (see :class:`Workload`)."""
+    meta, spec, status = raw.get("metadata") or {}, raw.get("spec") or {}, raw.get("status") or {}
+    ref = spec.get("priorityClassRef") or {}
+    admission = status.get("admission") or {}
+    return Workload(name=meta.get("name"), created=meta.get("creationTimestamp"), queue_name=spec.get("queueName"),
+                    priority=spec.get("priority"), priority_ref=(ref.get("name"), ref.get("kind")) if ref else None,
+                    priority_class_name=spec.get("priorityClassName"),
+                    priority_class_source=spec.get("priorityClassSource"),
+                    conditions=parse_conditions(status.get("conditions")),
+                    cluster_queue=admission.get("clusterQueue"),
+                    pod_sets=tuple(PodSetAssignment(name=s.get("name"), count=s.get("count"), flavors=s.get("flavors"),
+                                                    resource_usage=s.get("resourceUsage"))
+                                   for s in admission.get("podSetAssignments") or []))
 
 
 def kueue_admission(api: client.ApiClient, version: str, workload: dict[str, Any],
@@ -103,27 +153,27 @@ def kueue_admission(api: client.ApiClient, version: str, workload: dict[str, Any
     ``wait_since_submit_s`` from the backend's submission, epoch seconds ``submitted_epoch_s``);
     ``cluster_queue_status``: the ClusterQueue's ``flavorsReservation``, ``flavorsUsage``,
     ``admittedWorkloads``, ``pendingWorkloads`` (``error`` instead when it cannot be read)."""
-    status = workload.get("status") or {}
-    admission = status.get("admission") or {}
-    sets = admission.get("podSetAssignments") or []
-    flavors = {k: v for s in sets for k, v in (s.get("flavors") or {}).items()}
-    usage = {k: v for s in sets for k, v in (s.get("resourceUsage") or {}).items()}
-    created = workload.get("metadata", {}).get("creationTimestamp")
-    reserved, admitted = condition(workload, "QuotaReserved"), condition(workload, "Admitted")
-    c, a = epoch(created), epoch(admitted.get("lastTransitionTime"))
+    seen = parse_workload(workload)
+    sets = seen.pod_sets
+    flavors = {k: v for s in sets for k, v in (s.flavors or {}).items()}
+    usage = {k: v for s in sets for k, v in (s.resource_usage or {}).items()}
+    created = seen.created
+    reserved, admitted = find(seen.conditions, "QuotaReserved"), find(seen.conditions, "Admitted")
+    admitted_at = admitted.last_transition if admitted else None
+    c, a = epoch(created), epoch(admitted_at)
     out: dict[str, Any] = {
-        "api_version": f"{KUEUE[0]}/{version}", "workload": workload.get("metadata", {}).get("name"),
-        "local_queue": (workload.get("spec") or {}).get("queueName"),
-        "cluster_queue": admission.get("clusterQueue"), "flavors": flavors, "resource_usage": usage,
-        "pod_sets": [{k: s.get(k) for k in ("name", "count", "flavors", "resourceUsage")} for s in sets],
-        "created_at": created, "quota_reserved_at": reserved.get("lastTransitionTime"),
-        "quota_reserved_message": reserved.get("message"), "admitted_at": admitted.get("lastTransitionTime"),
+        "api_version": f"{KUEUE[0]}/{version}", "workload": seen.name,
+        "local_queue": seen.queue_name,
+        "cluster_queue": seen.cluster_queue, "flavors": flavors, "resource_usage": usage,
+        "pod_sets": [s.fields() for s in sets],
+        "created_at": created, "quota_reserved_at": reserved.last_transition if reserved else None,
+        "quota_reserved_message": reserved.message if reserved else None, "admitted_at": admitted_at,
         "wait_s": None if c is None or a is None else a - c,
         "wait_since_submit_s": None if a is None or submitted_epoch_s is None else round(a - submitted_epoch_s, 3),
     }
     try:
         cq: Any = client.CustomObjectsApi(api).get_cluster_custom_object(
-            KUEUE[0], version, "clusterqueues", str(admission.get("clusterQueue")), _request_timeout=kc.API_TIMEOUT_S)
+            KUEUE[0], version, "clusterqueues", str(seen.cluster_queue), _request_timeout=kc.API_TIMEOUT_S)
         cq_status = cq.get("status") or {}
         out["cluster_queue_status"] = {k: cq_status.get(k) for k in (
             "flavorsReservation", "flavorsUsage", "admittedWorkloads", "pendingWorkloads", "reservingWorkloads")}

@@ -31,7 +31,7 @@ import threading
 import time
 import uuid
 from datetime import datetime
-from typing import Any, cast
+from typing import Any, TypedDict, cast
 
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
@@ -75,7 +75,29 @@ class _Shim:
     image: Image
 
 
-def settings(probe: GovernanceProbe) -> dict[str, Any]:
+class Burst(TypedDict):
+    """The burst of a reserved-inference probe: its pods' ``priority_class`` and how many ``pods``."""
+
+    priority_class: str
+    pods: int
+
+
+class ReserveSettings(TypedDict):
+    """``probe.reserve`` with defaults and durations in seconds (see :func:`settings`)."""
+
+    model: str
+    dataset: str | None
+    priority_class: str | None
+    replicas: int
+    min_ready: int
+    burst: Burst
+    p95_ms: float
+    max_error_rate: float
+    window_s: float
+    duration_s: float
+
+
+def settings(probe: GovernanceProbe) -> ReserveSettings:
     """``probe.reserve`` with defaults and durations in seconds: ``model``, ``dataset`` (None: the matrix's
     first), ``priority_class`` (None), ``replicas``, ``min_ready`` (default replicas), ``burst`` (``priority_class``,
     ``pods``), ``p95_ms``, ``max_error_rate`` (0), ``window_s`` (2), ``duration_s`` (20)."""
@@ -87,7 +109,16 @@ def settings(probe: GovernanceProbe) -> dict[str, Any]:
             "window_s": parse_duration(r.get("window", "2s")), "duration_s": parse_duration(r.get("duration", "20s"))}
 
 
-def priority_class(api: client.ApiClient, name: str | None) -> dict[str, Any] | None:
+class PriorityFacts(TypedDict):
+    """A PriorityClass as the probe's report keeps it."""
+
+    name: str
+    value: int
+    preemption_policy: str | None
+    global_default: bool
+
+
+def priority_class(api: client.ApiClient, name: str | None) -> PriorityFacts | None:
     """``{"name", "value", "preemption_policy", "global_default"}`` of PriorityClass ``name`` (None for None).
     ActionFailed ``configuration`` when it does not exist."""
     if name is None:
@@ -125,6 +156,20 @@ def _unschedulable(pod: Any) -> str | None:
     return None
 
 
+@dataclasses.dataclass
+class PodState:
+    """What the last listing showed of one pod: its ``node`` (None: unbound), ``ready``, ``deleting`` (a
+    deletion timestamp), the ``nominated`` node, the scheduler's ``unschedulable`` message, and ``gone``
+    (absent from a listing after it was seen)."""
+
+    node: str | None = None
+    ready: bool = False
+    deleting: bool = False
+    nominated: str | None = None
+    unschedulable: str | None = None
+    gone: bool = False
+
+
 class Watcher(threading.Thread):
     """Lists the probe's pods (``selectors``: role → label selector) every :data:`POLL_S` seconds and notes
     every change (see the module docstring); ``ready`` holds ``(epoch, serving pods Ready and not deleting)``
@@ -135,7 +180,7 @@ class Watcher(threading.Thread):
         self.core, self.namespace, self.selectors = client.CoreV1Api(api), namespace, selectors
         self.halt = threading.Event()
         self.lock = threading.Lock()
-        self.state: dict[str, dict[str, Any]] = {}
+        self.state: dict[str, PodState] = {}
         self.roles: dict[str, str] = {}
         self.uids: dict[str, str] = {}
         self.notes: list[dict[str, Any]] = []
@@ -186,33 +231,32 @@ class Watcher(threading.Thread):
                     live.add(name)
                     self.roles[name], self.uids[pod.metadata.uid] = role, name
                     self._changes(now, name, pod)
-                    if role == "serving" and self.state[name]["ready"] and not self.state[name]["deleting"]:
+                    if role == "serving" and self.state[name].ready and not self.state[name].deleting:
                         ready += 1
                 for name, st in self.state.items():
-                    if self.roles.get(name) == role and name not in live and not st.get("gone"):
-                        st["gone"] = True
+                    if self.roles.get(name) == role and name not in live and not st.gone:
+                        st.gone = True
                         self.note(now, name, "gone")
             self.ready.append((now, ready))
 
     def _changes(self, now: float, name: str, pod: Any) -> None:
-        new = {"node": pod.spec.node_name, "ready": _ready(pod),
-               "deleting": pod.metadata.deletion_timestamp is not None,
-               "nominated": pod.status.nominated_node_name, "unschedulable": _unschedulable(pod)}
+        new = PodState(node=pod.spec.node_name, ready=_ready(pod), deleting=pod.metadata.deletion_timestamp is not None,
+                       nominated=pod.status.nominated_node_name, unschedulable=_unschedulable(pod))
         old = self.state.get(name)
         if old is None:
             made = pod.metadata.creation_timestamp
             self.note(now, name, "created", priority=pod.spec.priority,
                       created_at=made.timestamp() if isinstance(made, datetime) else None)
-            old = {"node": None, "ready": False, "deleting": False, "nominated": None, "unschedulable": None}
-        if new["node"] and new["node"] != old["node"]:
-            self.note(now, name, "scheduled", node=new["node"])
-        if new["nominated"] and new["nominated"] != old["nominated"]:
-            self.note(now, name, "nominated", node=new["nominated"])
-        if new["unschedulable"] and not old["unschedulable"]:
-            self.note(now, name, "unschedulable", new["unschedulable"])
-        if new["ready"] != old["ready"]:
-            self.note(now, name, "ready" if new["ready"] else "not-ready")
-        if new["deleting"] and not old["deleting"]:
+            old = PodState()
+        if new.node and new.node != old.node:
+            self.note(now, name, "scheduled", node=new.node)
+        if new.nominated and new.nominated != old.nominated:
+            self.note(now, name, "nominated", node=new.nominated)
+        if new.unschedulable and not old.unschedulable:
+            self.note(now, name, "unschedulable", new.unschedulable)
+        if new.ready != old.ready:
+            self.note(now, name, "ready" if new.ready else "not-ready")
+        if new.deleting and not old.deleting:
             cond = [{"reason": c.reason, "message": c.message} for c in pod.status.conditions or []
                     if c.type == "DisruptionTarget"]
             self.note(now, name, "deleting", "; ".join(f"{c['reason']}: {c['message']}" for c in cond),
@@ -334,7 +378,8 @@ def probe(session: KubeSession, step: Step, probe: GovernanceProbe, request: Ser
     api = session.api
     classes = {"serving": priority_class(api, conf["priority_class"]),
                "burst": priority_class(api, conf["burst"]["priority_class"])}
-    if (classes["burst"] or {}).get("preemption_policy") == "Never":
+    burst_class = classes["burst"]
+    if burst_class is not None and burst_class["preemption_policy"] == "Never":
         raise ActionFailed(f"PriorityClass {conf['burst']['priority_class']} of the burst "
                            "(reserve.burst.priority_class) has preemptionPolicy Never: its pods never ask to preempt, "
                            "so the reservation would not be tested; name a class with preemptionPolicy "
@@ -410,7 +455,7 @@ def held(watcher: Watcher, report: ReserveReport, namespace: str, requests: dict
     return out
 
 
-def _run(session: KubeSession, step: Step, conf: dict[str, Any], report: ReserveReport, watcher: Watcher,
+def _run(session: KubeSession, step: Step, conf: ReserveSettings, report: ReserveReport, watcher: Watcher,
          identity: tenancy.Identity, created: tenancy.Created, ns: str, name: str, group: str, image: Image,
          measure: Measure) -> None:
     """The windows before the burst, the burst, the windows during it; fills ``report``."""
@@ -465,9 +510,9 @@ def _burst_pods(report: ReserveReport, watcher: Watcher) -> None:
     for pod, role in sorted(watcher.roles.items()):
         if role != "burst":
             continue
-        st = watcher.state.get(pod, {})
-        pods.append({"name": pod, "node": st.get("node"), "placed": bool(st.get("node")),
-                     "nominated": st.get("nominated"), "pending": st.get("unschedulable")})
+        st = watcher.state.get(pod) or PodState()
+        pods.append({"name": pod, "node": st.node, "placed": bool(st.node),
+                     "nominated": st.nominated, "pending": st.unschedulable})
     preemptors = {e.get("by") for e in report.timeline if e["what"] == "Preempted"}
     asked = [e for e in report.timeline if e["role"] == "burst" and e["what"] in ("unschedulable", "nominated",
                                                                                   "FailedScheduling")]

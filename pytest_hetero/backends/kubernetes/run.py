@@ -17,7 +17,7 @@ import threading
 import time
 import uuid
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
 
 from kubernetes import client
 
@@ -26,6 +26,7 @@ from pytest_hetero.backends.kubernetes import nodes as kube_node
 from pytest_hetero.backends.kubernetes import podexec as kube_exec
 from pytest_hetero.backends.kubernetes import runtime, startup
 from pytest_hetero.backends.kubernetes import usage as kube_usage
+from pytest_hetero.backends.kubernetes.objects import parse_pod
 from pytest_hetero.backends.kubernetes.submit import workload_key
 from pytest_hetero.backends.protocol import (
     EXECUTION_PROVIDERS,
@@ -42,7 +43,7 @@ from pytest_hetero.truth.view import model_input, model_inputs
 from pytest_hetero.truth.withhold import CodeView, WithholdError, model_code, record_of
 
 if TYPE_CHECKING:
-    from pytest_hetero.backends.kubernetes.session import KubeSession
+    from pytest_hetero.backends.kubernetes.session import KubeSession, WorkloadRecord
 
 
 def input_tar(matrix: Matrix) -> bytes:
@@ -187,8 +188,8 @@ def read_outputs(core: client.CoreV1Api, namespace: str, pod: str, path: str) ->
     return done.stdout.encode("utf-8", "surrogateescape") if done.exit_code == 0 else None
 
 
-def execute(session: KubeSession, ctx: Step, given: dict[str, Any] | None = None,
-            isolation: dict[str, Any] | None = None) -> ExecResult:
+def execute(session: KubeSession, ctx: Step, given: WorkloadRecord | None = None,
+            isolation: Isolation | None = None) -> ExecResult:
     """Copy inputs into the item's workload pod (once; starting it first when no startup item did),
     exec the rendered entrypoint with the layer timeout (seconds), read the outputs file. ``given``: a started
     workload record of the caller's to run in instead (a model run's own pod, :mod:`.spread`), whose
@@ -263,14 +264,25 @@ KUBE_HOW = "left out of the copy of the code folder unpacked in the pod"
 """``how`` of this engine's ``model.truth_withheld`` record (on a KWOK-simulated node the run executes on the KWOK
 host itself, where nothing is withheld: its result says ``simulated``)."""
 
-SHARED_POD: dict[str, Any] = {
+class Isolation(TypedDict):
+    """A model run's ``isolation`` on this engine: the ``mechanism``, whether the run was ``confined``, whether its
+    place was ``shared_between_runs``; why not isolated (``reason``) or what was proven (``models_isolation``)."""
+
+    mechanism: str
+    confined: bool
+    shared_between_runs: bool
+    reason: NotRequired[str]
+    models_isolation: NotRequired[str]
+
+
+SHARED_POD: Isolation = {
     "mechanism": "kubernetes pod; every model × dataset run of a resource × image is an exec in its workload pod",
     "confined": True, "shared_between_runs": True,
     "reason": "the workload pod's file system and processes are not reset between model runs",
 }
 """A model run's ``isolation`` on this engine: models are not isolated from each other (the model layer
 names this as not proven, and the verdict cannot be ``pass``)."""
-PINNED_POD: dict[str, Any] = {
+PINNED_POD: Isolation = {
     "mechanism": "kubernetes pod pinned to one node by node coverage; its smoke model run is the only model run in it",
     "confined": True, "shared_between_runs": False,
 }
@@ -292,7 +304,7 @@ def oom_kills(core: client.CoreV1Api, namespace: str, pod: str) -> int | None:
     return int(found.group(1)) if found else None
 
 
-def oom_failure(session: KubeSession, workload: dict[str, Any], limit: str) -> RunFailure | None:
+def oom_failure(session: KubeSession, workload: WorkloadRecord, limit: str) -> RunFailure | None:
     """The ExecResult ``failure`` of a run that ended with exit 137 because the kernel's OOM killer
     killed it under the container's memory limit: ``oom_killed`` (algorithm: the model needs more
     memory than the resource's memory ``limit``, quoted); None when the cgroup's ``oom_kill`` counter did not grow
@@ -306,7 +318,7 @@ def oom_failure(session: KubeSession, workload: dict[str, Any], limit: str) -> R
                        f"the container's memory limit {limit}: the model needs more memory than the resource allows"}
 
 
-def _workload(session: KubeSession, ctx: Step) -> tuple[dict[str, Any], dict[str, Any] | None]:
+def _workload(session: KubeSession, ctx: Step) -> tuple[WorkloadRecord, dict[str, Any] | None]:
     """The item's started workload (``ctx.pinned_node``: the one :meth:`start_on` started on that node); started
     here when no startup item did (then also the image identity the model layer checks: ``{"digest", "known",
     "what", "owner"}``)."""
@@ -323,7 +335,7 @@ def _workload(session: KubeSession, ctx: Step) -> tuple[dict[str, Any], dict[str
     return session.workloads[key], started_here
 
 
-def _ensure_inputs(session: KubeSession, ctx: Step, workload: dict[str, Any], root: str) -> None:
+def _ensure_inputs(session: KubeSession, ctx: Step, workload: WorkloadRecord, root: str) -> None:
     """Copy the matrix's inputs into the workload pod under ``root`` once per workload."""
     if workload.get("inputs"):
         return
@@ -337,7 +349,7 @@ def _ensure_inputs(session: KubeSession, ctx: Step, workload: dict[str, Any], ro
 
 
 def _run_watched(
-    session: KubeSession, ctx: Step, workload: dict[str, Any], node: str, argv: list[str], run_dir: str,
+    session: KubeSession, ctx: Step, workload: WorkloadRecord, node: str, argv: list[str], run_dir: str,
     workdir: str, env: dict[str, str], python: str | None = None, devices: str = "-",
     dumped: dict[str, str] | None = None,
 ) -> tuple[kube_exec.ExecOutcome, RunFailure | None]:
@@ -412,7 +424,7 @@ def exit_confirmed(core: client.CoreV1Api, namespace: str, pod: str, run_dir: st
     return rc.strip() == str(done.exit_code)
 
 
-def node_of(session: KubeSession, workload: dict[str, Any]) -> str:
+def node_of(session: KubeSession, workload: WorkloadRecord) -> str:
     """Name of the node the workload's pod runs on, as the run's pod watch saw it ("" when unknown)."""
     pods = session.watch.by_key(workload["probe"]) if session.watch else []
-    return next(((p.get("spec") or {}).get("nodeName", "") for p in pods), "")
+    return next((parse_pod(p).node_name for p in pods), "")

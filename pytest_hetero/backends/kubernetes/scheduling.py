@@ -19,6 +19,7 @@ from typing import Any
 
 from kubernetes import client
 
+from pytest_hetero.backends.kubernetes.objects import parse_pod
 from pytest_hetero.matrix.model import BASIC_RESOURCES as BASIC
 from pytest_hetero.matrix.model import Resource
 from pytest_hetero.matrix.tolerations import untolerated as matrix_untolerated
@@ -181,21 +182,18 @@ def create(api: client.ApiClient, body: dict[str, Any]) -> None:
 
 
 def scheduled(pods: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """The first live pod with ``spec.nodeName`` set, else None."""
-    return next((p for p in pods if not p.get("deleted") and (p.get("spec") or {}).get("nodeName")), None)
+    """The first live pod (JSON dicts as the pod watch keeps them) with ``spec.nodeName`` set, else None."""
+    return next((raw for raw in pods if (pod := parse_pod(raw)).node_name and not pod.deleted), None)
 
 
 def unschedulable(pods: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """The first live pod whose PodScheduled condition is False with reason Unschedulable, else None."""
-    for pod in pods:
-        for cond in (pod.get("status") or {}).get("conditions") or []:
-            if (
-                cond.get("type") == "PodScheduled"
-                and cond.get("status") == "False"
-                and cond.get("reason") == "Unschedulable"
-                and not pod.get("deleted")
-            ):
-                return pod
+    """The first live pod (JSON dicts as the pod watch keeps them) whose PodScheduled condition is False
+    with reason Unschedulable, else None."""
+    for raw in pods:
+        pod = parse_pod(raw)
+        if not pod.deleted and any(c.type == "PodScheduled" and c.status == "False" and c.reason == "Unschedulable"
+                                   for c in pod.conditions):
+            return raw
     return None
 
 

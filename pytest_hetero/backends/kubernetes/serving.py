@@ -48,6 +48,7 @@ from kubernetes.client.exceptions import ApiException
 from pytest_hetero.backends.kubernetes import client as kc
 from pytest_hetero.backends.kubernetes import scheduling as ks
 from pytest_hetero.backends.kubernetes import usage as kube_usage
+from pytest_hetero.backends.kubernetes.objects import NO_CONTAINER, Pod, find, parse_event, parse_pod
 from pytest_hetero.backends.kubernetes.startup import STUCK, image_identity, read_logs, state_text
 from pytest_hetero.backends.kubernetes.submit import PULL
 from pytest_hetero.backends.labels import LABEL, OWNER, RUN_ID
@@ -229,7 +230,7 @@ def wait_rolled_out(session: KubeSession, namespace: str, name: str, timeout_s: 
             sets = _rs_of(apps, namespace, dep)
             current = next((rs for rs in sets if _revision(rs) == _revision(dep)), None)
             pods = _pods(api, namespace, dep, current)
-            ready = {p["metadata"]["name"] for p in pods if _pod_ready(p)}
+            ready = {p.name for p in pods if _pod_ready(p)}
             address = _ready_address(api, namespace, name, ready) if _complete(dep) and current else None
         except ApiException as exc:
             raise kc.api_outcome(exc, f"read Deployment {namespace}/{name}") from None
@@ -251,20 +252,20 @@ def wait_rolled_out(session: KubeSession, namespace: str, name: str, timeout_s: 
         time.sleep(POLL_S)
 
 
-def _pods(api: client.ApiClient, namespace: str, dep: Any, current: Any) -> list[dict[str, Any]]:
-    """Pods (JSON dicts) of the Deployment's current ReplicaSet (all of its pods before one exists)."""
+def _pods(api: client.ApiClient, namespace: str, dep: Any, current: Any) -> list[Pod]:
+    """Pods (:func:`~.objects.parse_pod` of their JSON) of the Deployment's current ReplicaSet (all of its pods
+    before one exists)."""
     labels = dict(dep.spec.selector.match_labels)
     if current is not None:
         labels["pod-template-hash"] = current.metadata.labels.get("pod-template-hash", "")
     found: Any = client.CoreV1Api(api).list_namespaced_pod(
         namespace, label_selector=",".join(f"{k}={v}" for k, v in labels.items()), _request_timeout=kc.API_TIMEOUT_S)
-    return [api.sanitize_for_serialization(p) for p in found.items  # type: ignore[no-untyped-call]
+    return [parse_pod(api.sanitize_for_serialization(p)) for p in found.items  # type: ignore[no-untyped-call]
             if p.metadata.deletion_timestamp is None]
 
 
-def _pod_ready(pod: dict[str, Any]) -> bool:
-    return any(c.get("type") == "Ready" and c.get("status") == "True"
-               for c in (pod.get("status") or {}).get("conditions") or [])
+def _pod_ready(pod: Pod) -> bool:
+    return find(pod.conditions, "Ready", "True") is not None
 
 
 FINAL = STUCK - {"CreateContainerConfigError", "CreateContainerError", "RunContainerError", "ErrImagePull"}
@@ -275,13 +276,12 @@ cache: timed out waiting for the condition`` for a Secret that exists); they end
 timeout, quoted the same way."""
 
 
-def _stuck(pod: dict[str, Any]) -> bool:
-    return any((s.get("state") or {}).get("waiting", {}).get("reason") in FINAL
-               for s in (pod.get("status") or {}).get("containerStatuses") or [])
+def _stuck(pod: Pod) -> bool:
+    return any(s.waiting is not None and s.waiting.reason in FINAL for s in pod.container_statuses)
 
 
-def _not_ready(api: client.ApiClient, namespace: str, name: str, dep: Any, pods: list[dict[str, Any]],
-               stuck: dict[str, Any] | None, waited: float, timeout_s: float, category: str) -> None:
+def _not_ready(api: client.ApiClient, namespace: str, name: str, dep: Any, pods: list[Pod],
+               stuck: Pod | None, waited: float, timeout_s: float, category: str) -> None:
     """Raise ActionFailed ``category`` naming the kubelet's account of the first (stuck) pod."""
     pod = stuck or (pods[0] if pods else None)
     facts: dict[str, Any] = {"deployment": f"{namespace}/{name}", "waited_s": round(waited, 3),
@@ -290,9 +290,9 @@ def _not_ready(api: client.ApiClient, namespace: str, name: str, dep: Any, pods:
         conditions = "; ".join(f"{c.type}={c.status} {c.reason}: {c.message}" for c in dep.status.conditions or [])
         why = f"no pod was created ({conditions or 'no Deployment conditions'})"
     else:
-        pod_name = pod["metadata"]["name"]
-        warnings = [f"{e.get('reason')}: {e.get('message')}" for e in ks.events_for(api, namespace, pod_name)
-                    if e.get("type") == "Warning"]
+        pod_name = pod.name
+        warnings = [f"{e.reason}: {e.message}" for e in map(parse_event, ks.events_for(api, namespace, pod_name))
+                    if e.type == "Warning"]
         why = f"pod {pod_name}: {state_text(pod) or 'Running, not Ready'}"
         if warnings:
             why += f"; last kubelet warning: {warnings[-1]}"
@@ -303,9 +303,9 @@ def _not_ready(api: client.ApiClient, namespace: str, name: str, dep: Any, pods:
     raise NotReady(f"Deployment {namespace}/{name} not ready {when}: {why}", category, facts)
 
 
-def _restarted(pod: dict[str, Any]) -> bool:
+def _restarted(pod: Pod) -> bool:
     """True when the pod's container was restarted (its previous run's log holds why it ended)."""
-    return any((s.get("restartCount") or 0) > 0 for s in (pod.get("status") or {}).get("containerStatuses") or [])
+    return any(s.restart_count > 0 for s in pod.container_statuses)
 
 
 def pods(session: KubeSession, request: ServingRequest) -> list[ServingPod]:
@@ -323,18 +323,16 @@ def pods(session: KubeSession, request: ServingRequest) -> list[ServingPod]:
         raise kc.api_outcome(exc, f"list the pods of Deployment {namespace}/{name}") from None
     out: list[ServingPod] = []
     for pod in found:
-        container = (pod.get("spec") or {}).get("containers", [{}])[0]
-        env = {e.get("name"): e.get("value") for e in container.get("env") or []}
-        node = (pod.get("spec") or {}).get("nodeName")
+        container = pod.containers[0] if pod.containers else NO_CONTAINER
+        node = pod.node_name or None
         if node:
             session.seen_nodes.add(node)
         ident = image_identity(pod)
-        out.append({"name": pod["metadata"]["name"], "node": node, "phase": (pod.get("status") or {}).get("phase"),
-                    "ready": _pod_ready(pod), "ip": (pod.get("status") or {}).get("podIP"),
-                    "image": container.get("image"), "image_digest": ident["digest"],
-                    "requests": (container.get("resources") or {}).get("requests") or {},
-                    "limits": (container.get("resources") or {}).get("limits") or {},
-                    "version": env.get(VERSION_ENV), "revision": _revision(dep)})
+        out.append({"name": pod.name, "node": node, "phase": pod.phase,
+                    "ready": _pod_ready(pod), "ip": pod.ip,
+                    "image": container.image, "image_digest": ident["digest"],
+                    "requests": container.requests, "limits": container.limits,
+                    "version": container.env.get(VERSION_ENV), "revision": _revision(dep)})
         if (namespace, name) in session.serving:  # deployed by this run: the gate's own workload, ledgered
             out[-1]["usage"] = kube_usage.pod_facts(session, pod)
     return out

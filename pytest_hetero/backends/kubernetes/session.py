@@ -11,15 +11,51 @@ from __future__ import annotations
 import threading
 import uuid
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from kubernetes import client
 
 from pytest_hetero.backends.kubernetes import client as kc
+from pytest_hetero.backends.kubernetes.nodes import ReadyCondition
 from pytest_hetero.backends.kubernetes.queues import Served, discover
 from pytest_hetero.backends.kubernetes.watch import PodWatch
 from pytest_hetero.backends.labels import OWNER
+from pytest_hetero.backends.protocol import EngineFault
 from pytest_hetero.settings import Settings
+
+
+class NodeLost(TypedDict):
+    """Why a workload's pod is not used again (:mod:`.nodes`): its ``node``, what it ``said`` (``was NotReady
+    before`` / ``turned NotReady during``), the ``item`` that saw it, and the node's Ready ``condition``."""
+
+    node: str
+    said: str
+    item: str
+    condition: ReadyCondition
+
+
+class WorkloadRecord(TypedDict):
+    """One workload the run created (:mod:`.submit`, or a model run's own pod, :mod:`.spread`): its pod label
+    ``probe`` key, object ``name`` and ``kind`` (``target.submit_as``), the fault of its creation (``error``;
+    None when it was created), the ``node`` it is pinned to (None: not pinned); ``created`` (set once the create
+    call answered), the manifest ``body`` and ``submitted_at`` (epoch s) once submitted; then what the layers
+    learn: its ``pod``, ``node_lost``, ``released`` (epoch s), ``oom_kills`` seen, the ``inputs`` folder copied
+    into it and the ``root`` folder of a model run's pod."""
+
+    probe: str
+    name: str
+    kind: str
+    error: EngineFault | None
+    node: str | None
+    created: NotRequired[threading.Event]
+    body: NotRequired[dict[str, Any]]
+    submitted_at: NotRequired[float]
+    root: NotRequired[str]
+    pod: NotRequired[str]
+    node_lost: NotRequired[NodeLost]
+    released: NotRequired[float]
+    oom_kills: NotRequired[int]
+    inputs: NotRequired[str]
 
 
 class KubeSession:
@@ -38,7 +74,7 @@ class KubeSession:
         self.namespace = ""
         self.server: dict[str, Any] = {}
         self.watch: PodWatch | None = None
-        self.workloads: dict[tuple[str, ...], dict[str, Any]] = {}
+        self.workloads: dict[tuple[str, ...], WorkloadRecord] = {}
         """Workloads by (resource, image), and node-coverage ones by (resource, image, node)."""
         self.nodes: dict[str, dict[str, Any]] = {}
         self.seen_nodes: set[str] = set()

@@ -22,16 +22,26 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypedDict
 
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from pytest_hetero.backends.kubernetes.client import connect
+from pytest_hetero.backends.kubernetes.objects import Node, parse_node, parse_pod
 
 DEVICE_WORDS = re.compile(r"nvidia|gpu|ascend|npu|device-plugin|dcgm|hami|mlu|dcu", re.IGNORECASE)
 """DaemonSets whose name or image matches are recorded (device plugins, GPU/NPU operators, exporters)."""
 SNAPSHOT_SCHEMA = "pytest-hetero/cluster-snapshot/v1"
+
+
+class Problem(TypedDict, total=False):
+    """Why a section is empty: ``{"served": False}`` (404) or ``{"forbidden": "<message>"}`` (403)."""
+
+    served: bool
+    forbidden: str
 
 
 class Lister:
@@ -49,10 +59,10 @@ class Lister:
             raise ApiException(status=response.status, reason=data.decode("utf-8", "replace")[:500])
         return list(json.loads(data).get("items") or [])
 
-    def section(self, paths: list[str]) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+    def section(self, paths: list[str]) -> tuple[list[dict[str, Any]], Problem | None]:
         """Items of the first served path of ``paths``; ``(items, None)`` or ``([], {"served": False} |
         {"forbidden": message})``."""
-        missing: dict[str, Any] = {"served": False}
+        missing: Problem = {"served": False}
         for path in paths:
             try:
                 return self.get(path), None
@@ -64,54 +74,104 @@ class Lister:
         return [], missing
 
 
-def _node(item: dict[str, Any]) -> dict[str, Any]:
-    meta, spec, status = item.get("metadata") or {}, item.get("spec") or {}, item.get("status") or {}
-    return {"labels": dict(meta.get("labels") or {}),
-            "taints": sorted(f"{t.get('key')}={t.get('value') or ''}:{t.get('effect')}"
-                             for t in spec.get("taints") or []),
-            "conditions": {str(c.get("type")): str(c.get("status")) for c in status.get("conditions") or []},
-            "allocatable": dict(status.get("allocatable") or {}), "unschedulable": bool(spec.get("unschedulable"))}
+class NodeEntry(TypedDict):
+    """A node's entry of the ``nodes`` section (module docstring)."""
+
+    labels: dict[str, str]
+    taints: list[str]
+    conditions: dict[str, str]
+    allocatable: dict[str, str]
+    unschedulable: bool
 
 
-def _named(items: list[dict[str, Any]], keep: Any, namespaced: bool = False) -> dict[str, Any]:
+def _node(node: Node) -> NodeEntry:
+    return {"labels": dict(node.labels),
+            "taints": sorted(f"{t.get('key')}={t.get('value') or ''}:{t.get('effect')}" for t in node.taints),
+            "conditions": {str(c.type): str(c.status) for c in node.conditions},
+            "allocatable": dict(node.allocatable), "unschedulable": node.unschedulable}
+
+
+@dataclass(frozen=True)
+class Object:
+    """Any listed object as the snapshot keeps it: ``metadata`` namespace and name (None where absent), its
+    ``spec`` (as served, {} when absent) and the top-level ``handler``/``scheduling`` (RuntimeClass) and
+    ``value``/``preemptionPolicy``/``globalDefault`` (PriorityClass) fields (None where absent)."""
+
+    namespace: str | None
+    name: str | None
+    spec: dict[str, Any]
+    top: dict[str, Any]
+
+
+TOP_FIELDS = ("handler", "scheduling", "value", "preemptionPolicy", "globalDefault")
+"""Top-level fields of RuntimeClasses and PriorityClasses the snapshot keeps."""
+
+
+def parse_object(raw: dict[str, Any]) -> Object:
+    """An :class:`Object` from a listed item's JSON."""
+    meta = raw.get("metadata") or {}
+    return Object(namespace=meta.get("namespace"), name=meta.get("name"), spec=dict(raw.get("spec") or {}),
+                  top={k: raw.get(k) for k in TOP_FIELDS})
+
+
+def _named(items: list[dict[str, Any]], keep: Callable[[Object], object], namespaced: bool = False
+           ) -> dict[str, object]:
     out = {}
-    for item in items:
-        meta = item.get("metadata") or {}
-        name = f"{meta.get('namespace')}/{meta.get('name')}" if namespaced else str(meta.get("name"))
-        out[name] = keep(item)
+    for obj in map(parse_object, items):
+        name = f"{obj.namespace}/{obj.name}" if namespaced else str(obj.name)
+        out[name] = keep(obj)
     return out
 
 
-def _daemonsets(lister: Lister) -> dict[str, Any]:
+@dataclass(frozen=True)
+class DaemonSet:
+    """A ``apps/v1`` DaemonSet: ``ref`` (``namespace/name``), ``name`` and the ``images`` of its pod
+    template's containers (sorted; ``None`` text for a container without one)."""
+
+    ref: str
+    name: str
+    images: list[str]
+
+
+def parse_daemonset(raw: dict[str, Any]) -> DaemonSet:
+    """A DaemonSet from its JSON."""
+    meta = raw.get("metadata") or {}
+    containers = ((raw.get("spec") or {}).get("template") or {}).get("spec", {}).get("containers") or []
+    return DaemonSet(ref=f"{meta.get('namespace')}/{meta.get('name')}", name=str(meta.get("name")),
+                     images=sorted(str(c.get("image")) for c in containers))
+
+
+class DaemonSetEntry(TypedDict):
+    """A device DaemonSet's entry of the ``daemonsets`` section: its images and its pods' image digests."""
+
+    images: list[str]
+    digests: list[str]
+
+
+def _daemonsets(lister: Lister) -> dict[str, DaemonSetEntry] | Problem:
     items, problem = lister.section(["/apis/apps/v1/daemonsets"])
     if problem:
         return problem
-    out: dict[str, Any] = {}
-    for ds in items:
-        meta = ds.get("metadata") or {}
-        containers = ((ds.get("spec") or {}).get("template") or {}).get("spec", {}).get("containers") or []
-        images = sorted(str(c.get("image")) for c in containers)
-        if DEVICE_WORDS.search(str(meta.get("name"))) or any(DEVICE_WORDS.search(i) for i in images):
-            out[f"{meta.get('namespace')}/{meta.get('name')}"] = {"images": images, "digests": []}
+    out: dict[str, DaemonSetEntry] = {}
+    for ds in map(parse_daemonset, items):
+        if DEVICE_WORDS.search(ds.name) or any(DEVICE_WORDS.search(i) for i in ds.images):
+            out[ds.ref] = {"images": ds.images, "digests": []}
     if out:
         pods, _ = lister.section(["/api/v1/pods"])
-        for pod in pods:
-            meta = pod.get("metadata") or {}
-            owner = next((o.get("name") for o in meta.get("ownerReferences") or []
-                          if o.get("kind") == "DaemonSet"), None)
-            key = f"{meta.get('namespace')}/{owner}"
+        for pod in map(parse_pod, pods):
+            owner = next((name for kind, name in pod.owners if kind == "DaemonSet"), None)
+            key = f"{pod.namespace}/{owner}"
             if owner and key in out:
-                ids = {str(s.get("imageID")) for s in (pod.get("status") or {}).get("containerStatuses") or []
-                       if s.get("imageID")}
+                ids = {str(s.image_id) for s in pod.container_statuses if s.image_id}
                 out[key]["digests"] = sorted(set(out[key]["digests"]) | ids)
     return out
 
 
-def _kueue(lister: Lister) -> dict[str, Any]:
-    out: dict[str, Any] = {}
+def _kueue(lister: Lister) -> dict[str, dict[str, object] | Problem]:
+    out: dict[str, dict[str, object] | Problem] = {}
     for plural, namespaced in (("resourceflavors", False), ("clusterqueues", False), ("localqueues", True)):
         items, problem = lister.section([f"/apis/kueue.x-k8s.io/{v}/{plural}" for v in ("v1beta2", "v1beta1")])
-        out[plural] = problem or _named(items, lambda i: i.get("spec") or {}, namespaced)
+        out[plural] = problem or _named(items, lambda i: i.spec, namespaced)
     return out
 
 
@@ -123,25 +183,25 @@ def take_snapshot(api: client.ApiClient, namespaces: list[str]) -> dict[str, Any
     volcano, vproblem = lister.section(["/apis/scheduling.volcano.sh/v1beta1/queues"])
     sections: dict[str, Any] = {
         "schema": SNAPSHOT_SCHEMA,
-        "nodes": problem or {str((n.get("metadata") or {}).get("name")): _node(n) for n in nodes},
+        "nodes": problem or {node.name: _node(node) for node in map(parse_node, nodes)},
         "daemonsets": _daemonsets(lister),
         "runtimeclasses": _section(lister, "/apis/node.k8s.io/v1/runtimeclasses",
-                                   lambda i: {"handler": i.get("handler"), "scheduling": i.get("scheduling")}),
+                                   lambda i: {k: i.top[k] for k in ("handler", "scheduling")}),
         "priorityclasses": _section(lister, "/apis/scheduling.k8s.io/v1/priorityclasses",
-                                    lambda i: {k: i.get(k) for k in ("value", "preemptionPolicy", "globalDefault")}),
+                                    lambda i: {k: i.top[k] for k in ("value", "preemptionPolicy", "globalDefault")}),
         "kueue": _kueue(lister),
-        "volcano": {"queues": vproblem or _named(volcano, lambda i: i.get("spec") or {})},
+        "volcano": {"queues": vproblem or _named(volcano, lambda i: i.spec)},
         "resourcequotas": {}, "limitranges": {},
     }
     for ns in sorted(set(namespaces)):
         for kind in ("resourcequotas", "limitranges"):
             items, problem = lister.section([f"/api/v1/namespaces/{ns}/{kind}"])
             sections[kind].update({f"{ns}/*": problem} if problem else
-                                  _named(items, lambda i: i.get("spec") or {}, namespaced=True))
+                                  _named(items, lambda i: i.spec, namespaced=True))
     return sections
 
 
-def _section(lister: Lister, path: str, keep: Any) -> dict[str, Any]:
+def _section(lister: Lister, path: str, keep: Callable[[Object], object]) -> dict[str, object] | Problem:
     items, problem = lister.section([path])
     return problem or _named(items, keep)
 

@@ -52,6 +52,7 @@ from pytest_hetero.backends.kubernetes import run as kube_model
 from pytest_hetero.backends.kubernetes import scheduling as ks
 from pytest_hetero.backends.kubernetes import startup
 from pytest_hetero.backends.kubernetes import usage as kube_usage
+from pytest_hetero.backends.kubernetes.objects import parse_pod
 from pytest_hetero.backends.kubernetes.submit import PULL, workload_key
 from pytest_hetero.backends.protocol import ActionFailed, EngineFault, ExecResult, Step
 from pytest_hetero.evidence.model import Artifact
@@ -59,19 +60,19 @@ from pytest_hetero.matrix.expand import PlannedEntries
 from pytest_hetero.signals import quiet_thread
 
 if TYPE_CHECKING:
-    from pytest_hetero.backends.kubernetes.session import KubeSession
+    from pytest_hetero.backends.kubernetes.session import KubeSession, WorkloadRecord
     from pytest_hetero.matrix.expand import PlannedItem
     from pytest_hetero.matrix.model import Matrix
     from pytest_hetero.settings import Settings
 
-PER_RUN_POD: dict[str, Any] = {
+PER_RUN_POD: kube_model.Isolation = {
     "mechanism": "kubernetes pod of its own per model run, placed by the scheduler with the resource's requests "
                  "and deleted after the run",
     "confined": True, "shared_between_runs": False,
     "models_isolation": "proven: no other model run used this run's pod (file system, processes, devices)",
 }
 """``isolation`` of a per-run model run on a node with a kubelet."""
-PER_RUN_SIMULATED: dict[str, Any] = {
+PER_RUN_SIMULATED: kube_model.Isolation = {
     "mechanism": "kubernetes pod of its own per model run on a KWOK-simulated node",
     "confined": True, "shared_between_runs": True,
     "reason": "the run executed on the KWOK host (simulated node), where every run shares one file system",
@@ -239,19 +240,19 @@ def one_run(session: KubeSession, step: Deferred, width: int, queued: float) -> 
         pods = session.pods().by_key(workload["probe"])
         pod = found[1] if found else (pods[-1] if pods else {"metadata": {"name": workload["name"]}})
         name = str(pod["metadata"]["name"])
+        seen = parse_pod(pod)
         if found is None or found[0] == "failed":
-            step.record("model.run_pod", pod=name, node=(pod.get("spec") or {}).get("nodeName"),
-                        phase=(pod.get("status") or {}).get("phase"))
+            step.record("model.run_pod", pod=name, node=seen.node_name or None, phase=seen.phase)
             startup.startup_failed(session, step, pod, found is None)
         running = time.time()
-        node = str((pod.get("spec") or {}).get("nodeName") or "")
+        node = seen.node_name
         workload["pod"] = name
         simulated = bool(session.nodes.get(node, {}).get("simulated"))
         devices = visible_devices(session, name)
         result = kube_model.execute(session, step, given=workload,
                                     isolation=PER_RUN_SIMULATED if simulated else PER_RUN_POD)
         ran = result.details.get("workload") or {}  # the exec's own times (.usage.exec_facts)
-        ident = startup.image_identity(pod)
+        ident = startup.image_identity(seen)
         if "pod" not in (session.workloads.get(workload_key(step.resource.name, step.image.name)) or {}):
             result.details["image"] = {"digest": ident["digest"], "known": [ident["digest"] or ""],
                                        "what": f"image {step.image.reference}"}
@@ -272,7 +273,7 @@ def one_run(session: KubeSession, step: Deferred, width: int, queued: float) -> 
     return result
 
 
-def create(session: KubeSession, step: Step) -> dict[str, Any]:
+def create(session: KubeSession, step: Step) -> WorkloadRecord:
     """Create the run's workload (a Pod, or the Job ``submit_as`` names) with ``activeDeadlineSeconds``; its record
     (``probe``, ``name``, ``kind``, ``body``, ``submitted_at``), shaped as :func:`.submit.submit`'s. Raises
     ActionFailed ``bad_target`` when the manifest cannot be built, the translated refusal of the create."""
@@ -292,7 +293,7 @@ def create(session: KubeSession, step: Step) -> dict[str, Any]:
     elif "template" in body["spec"]:
         body["spec"]["activeDeadlineSeconds"] = deadline
         body["spec"]["template"]["spec"]["activeDeadlineSeconds"] = deadline
-    workload: dict[str, Any] = {"probe": probe, "name": probe, "kind": session.submit_as, "error": None,
+    workload: WorkloadRecord = {"probe": probe, "name": probe, "kind": session.submit_as, "error": None,
                                 "node": None, "body": body, "submitted_at": time.time(),
                                 "root": f"/tmp/hetero-{session.owner}-{tail[:6]}"}
     try:

@@ -19,13 +19,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from kubernetes import client
 
 from pytest_hetero.backends.kubernetes import nodes as kube_node
 from pytest_hetero.backends.kubernetes import scheduling as ks
 from pytest_hetero.backends.kubernetes import submit
+from pytest_hetero.backends.kubernetes.objects import NO_STATUS, Pod, parse_event, parse_pod
 from pytest_hetero.backends.protocol import ActionFailed, ImageIdentity, Placement, Started, Step
 from pytest_hetero.pending import summarise
 from pytest_hetero.pending.model import Reason
@@ -60,44 +61,39 @@ STOP_SETTLE_S = 5.0
 show why (the kubelet reports a container's stop within a relist or two, ~1–2 s here)."""
 
 
-def restart_count(pod: dict[str, Any]) -> int:
-    """The sum of the restart counts of ``pod``'s containers (JSON dict as the apiserver serves it)."""
-    return sum(int(e.get("restartCount") or 0) for e in (pod.get("status") or {}).get("containerStatuses") or [])
+def restart_count(pod: Pod) -> int:
+    """The sum of the restart counts of ``pod``'s containers."""
+    return sum(s.restart_count for s in pod.container_statuses)
 
 
 def verdict(pods: list[dict[str, Any]], restart_grace: bool = False) -> tuple[str, dict[str, Any]] | None:
-    """``("running", pod)``, ``("failed", pod)`` or None (still starting) for the workload's pods.
+    """``("running", pod)``, ``("failed", pod)`` or None (still starting) for the workload's pods (JSON dicts
+    as the pod watch keeps them, read through :func:`~.objects.parse_pod`; the pod is returned as given).
 
     A terminated container of a pod the kubelet restarts (``restartPolicy: Always``) is final only with
     ``restart_grace`` (its grace ran out, see :data:`RESTART_GRACE_S`); a waiting reason in
     :data:`STUCK`, a terminated container of any other pod, or pod phase Failed/Succeeded is final."""
-    for pod in pods:
-        if pod.get("deleted"):
+    for raw in pods:
+        pod = parse_pod(raw)
+        if pod.deleted:
             continue
-        status = pod.get("status") or {}
-        statuses = status.get("containerStatuses") or []
-        restarts = (pod.get("spec") or {}).get("restartPolicy", "Always") == "Always"
-        if status.get("phase") in ("Failed", "Succeeded"):
-            return "failed", pod
+        statuses = pod.container_statuses
+        restarts = pod.restart_policy == "Always"
+        if pod.phase in ("Failed", "Succeeded"):
+            return "failed", raw
         for entry in statuses:
-            state = entry.get("state") or {}
-            if (state.get("waiting") or {}).get("reason") in STUCK:
-                return "failed", pod
-            if "terminated" in state and (restart_grace or not restarts):
-                return "failed", pod
-        if (
-            status.get("phase") == "Running"
-            and statuses
-            and all("running" in (e.get("state") or {}) for e in statuses)
-        ):
-            return "running", pod
+            if entry.waiting is not None and entry.waiting.reason in STUCK:
+                return "failed", raw
+            if entry.terminated and (restart_grace or not restarts):
+                return "failed", raw
+        if pod.phase == "Running" and statuses and all(e.running for e in statuses):
+            return "running", raw
     return None
 
 
 def terminated_seen(pods: list[dict[str, Any]]) -> bool:
-    """True when a live pod has a container in the terminated state (it may be restarted)."""
-    return any("terminated" in (e.get("state") or {}) for p in pods if not p.get("deleted")
-               for e in (p.get("status") or {}).get("containerStatuses") or [])
+    """True when a live pod (JSON dict) has a container in the terminated state (it may be restarted)."""
+    return any(e.terminated for p in map(parse_pod, pods) if not p.deleted for e in p.container_statuses)
 
 
 def waiter(grace_s: float = RESTART_GRACE_S) -> Callable[[list[dict[str, Any]]], Any]:
@@ -113,32 +109,39 @@ def waiter(grace_s: float = RESTART_GRACE_S) -> Callable[[list[dict[str, Any]]],
     return done
 
 
-def state_text(pod: dict[str, Any]) -> str:
+def state_text(pod: Pod) -> str:
     """What the kubelet says of the workload pod in one line: the pod's phase reason and message
     (kubelet admission: ``UnexpectedAdmissionError``), else the first container's waiting reason and
     message, or its terminated reason and exit code (the last one before a restart when waiting)."""
-    status = pod.get("status") or {}
-    if status.get("reason"):
-        return f"pod {status.get('phase')}, {status['reason']}: {status.get('message') or ''}".rstrip(": ")
-    for entry in status.get("containerStatuses") or []:
-        state, last = entry.get("state") or {}, (entry.get("lastState") or {}).get("terminated") or {}
-        ended = state.get("terminated") or last
-        code = f"{ended.get('reason')}, exit {ended.get('exitCode')}" if ended else ""
-        waiting = state.get("waiting") or {}
-        if waiting:
-            after = f" (last: {code}; {entry.get('restartCount', 0)} restarts)" if last else ""
-            return f"{waiting.get('reason')}: {waiting.get('message') or ''}".rstrip(": ") + after
-        if code:
-            return f"terminated {code}" + (f": {ended['message']}" if ended.get("message") else "")
-    return f"phase {status.get('phase')}"
+    if pod.reason:
+        return f"pod {pod.phase}, {pod.reason}: {pod.message or ''}".rstrip(": ")
+    for entry in pod.container_statuses:
+        ended = entry.ended or entry.last_ended
+        code = f"{ended.reason}, exit {ended.exit_code}" if ended else ""
+        waiting = entry.waiting
+        if waiting is not None:
+            after = f" (last: {code}; {entry.restart_count} restarts)" if entry.last_ended else ""
+            return f"{waiting.reason}: {waiting.message or ''}".rstrip(": ") + after
+        if ended is not None and code:
+            return f"terminated {code}" + (f": {ended.message}" if ended.message else "")
+    return f"phase {pod.phase}"
 
 
-def image_identity(pod: dict[str, Any]) -> dict[str, Any]:
+class ImageFacts(TypedDict):
+    """The workload container's image as the node reports it: ``image``, ``image_id`` (``imageID``), and
+    ``digest`` (the part after ``@``, else the whole id); None where the node reports none."""
+
+    image: str | None
+    image_id: str | None
+    digest: str | None
+
+
+def image_identity(pod: Pod) -> ImageFacts:
     """``{"image", "image_id", "digest"}`` of the workload container as the node reports it."""
-    entry: dict[str, Any] = next(iter((pod.get("status") or {}).get("containerStatuses") or []), {})
-    image_id = str(entry.get("imageID") or "")
+    entry = pod.container_statuses[0] if pod.container_statuses else NO_STATUS
+    image_id = str(entry.image_id or "")
     return {
-        "image": entry.get("image"),
+        "image": entry.image,
         "image_id": image_id or None,
         "digest": image_id.split("@", 1)[1] if "@" in image_id else (image_id or None),
     }
@@ -181,18 +184,19 @@ def start(session: KubeSession, ctx: Step, pinned: str | None = None) -> Started
     found = session.pods().wait(workload["probe"], waiter(), ctx.timeout_s)
     pods = session.pods().by_key(workload["probe"])
     pod = found[1] if found else (pods[-1] if pods else {"metadata": {"name": workload.get("pod", "")}})
-    name = str(pod["metadata"]["name"])
-    node = session.nodes.get((pod.get("spec") or {}).get("nodeName", ""), {})
+    seen = parse_pod(pod)
+    name = seen.name
+    node = session.nodes.get(seen.node_name, {})
     simulated = bool(node.get("simulated"))
-    session.restarts[name] = restart_count(pod)
-    ident = image_identity(pod)
+    session.restarts[name] = restart_count(seen)
+    ident = image_identity(seen)
     if ident["digest"]:
         session.digests[ctx.image.name] = ident["digest"]
     ctx.record(
         "startup.pod",
         pod=name,
         node=node.get("name"),
-        phase=(pod.get("status") or {}).get("phase"),
+        phase=seen.phase,
         pinned_to=pinned,
         container_statuses=(pod.get("status") or {}).get("containerStatuses"),
         **ident,
@@ -209,7 +213,7 @@ def start(session: KubeSession, ctx: Step, pinned: str | None = None) -> Started
             ],
             real=["apiserver admission", "scheduler placement", "pod status/events", "exec/log API path"],
         )
-    kube_node.ensure_ready(session, ctx, workload, (pod.get("spec") or {}).get("nodeName", ""))
+    kube_node.ensure_ready(session, ctx, workload, seen.node_name)
     if found is None or found[0] == "failed":
         startup_failed(session, ctx, pod, found is None)
     where = "the KWOK host (simulated node: not inside the image)" if simulated else f"pod {name}"
@@ -229,16 +233,17 @@ def startup_failed(
     name = pod["metadata"]["name"]
     events = ks.events_for(session.api, session.namespace, name)
     reasons = ks.explain_pending([pod], events, [], None)
-    restarted = any(e.get("restartCount") for e in (pod.get("status") or {}).get("containerStatuses") or [])
+    seen = parse_pod(pod)
+    restarted = any(s.restart_count for s in seen.container_statuses)
     ctx.artifact("container.log", read_logs(session.core, session.namespace, name, previous=restarted))
     ctx.record(
         "startup.failed",
         pod=name,
         timed_out=timed_out,
         reasons=[r.to_dict() for r in reasons],
-        events=[{k: e.get(k) for k in ("type", "reason", "message", "count")} for e in events],
+        events=[parse_event(e).brief() for e in events],
     )
-    phase = (pod.get("status") or {}).get("phase")
+    phase = seen.phase
     if not reasons and phase in ("Succeeded", "Failed"):
         raise ActionFailed(
             f"pod {name} ended ({phase}) instead of idling for the layers after it (a Job's pod "
@@ -248,7 +253,7 @@ def startup_failed(
         raise ActionFailed(
             f"pod {name} not running after {ctx.timeout_s:g} s (phase {phase})",
             "startup_timeout")
-    raise ActionFailed(f"pod {name} did not start: {state_text(pod)} ({summarise(reasons, facts_only=True)})",
+    raise ActionFailed(f"pod {name} did not start: {state_text(seen)} ({summarise(reasons, facts_only=True)})",
                        startup_category(reasons))
 
 
@@ -272,17 +277,17 @@ def stopped(session: KubeSession, name: str, when: str, settle_s: float = 0.0) -
         except Exception:  # noqa: BLE001 - unreadable: the exec's own result stands
             return None
         pod: dict[str, Any] = session.core.api_client.sanitize_for_serialization(raw)
-        entries = (pod.get("status") or {}).get("containerStatuses") or []
-        running = bool(entries) and all("running" in (e.get("state") or {}) for e in entries)
-        if running and restart_count(pod) <= session.restarts.get(name, 0):
+        seen = parse_pod(pod)
+        running = bool(seen.container_statuses) and all(e.running for e in seen.container_statuses)
+        if running and restart_count(seen) <= session.restarts.get(name, 0):
             if time.monotonic() >= deadline:
                 return None
             time.sleep(0.5)
             continue
         reasons = ks.explain_pending([pod], ks.events_for(session.api, session.namespace, name), [], None)
         if not reasons:
-            return ActionFailed(f"pod {name}'s container stopped {when}: {state_text(pod)}", "container_exited")
-        return ActionFailed(f"pod {name}'s container stopped {when}: {state_text(pod)} "
+            return ActionFailed(f"pod {name}'s container stopped {when}: {state_text(seen)}", "container_exited")
+        return ActionFailed(f"pod {name}'s container stopped {when}: {state_text(seen)} "
                             f"({summarise(reasons, facts_only=True)})", startup_category(reasons))
 
 

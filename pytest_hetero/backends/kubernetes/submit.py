@@ -22,7 +22,7 @@ from pytest_hetero.backends.protocol import ActionFailed, Placement, Step
 from pytest_hetero.matrix.model import Matrix
 
 if TYPE_CHECKING:
-    from pytest_hetero.backends.kubernetes.session import KubeSession
+    from pytest_hetero.backends.kubernetes.session import KubeSession, WorkloadRecord
 
 PULL = {"never": "Never", "always": "Always", "if-not-present": "IfNotPresent"}
 
@@ -33,7 +33,7 @@ def workload_key(resource: str, image: str, node: str | None = None) -> tuple[st
 
 
 def submit(session: KubeSession, matrix: Matrix, resource: str, image: str, node: str | None = None
-           ) -> dict[str, Any]:
+           ) -> WorkloadRecord:
     """Create the resource × image workload once (later calls get the same record); return its record.
     ``node``: a workload of its own pinned to that node (node coverage), placed by the scheduler all the same.
     Raises ActionFailed/EngineUnavailable (also kept on the record, for the item that owns it)."""
@@ -45,7 +45,7 @@ def submit(session: KubeSession, matrix: Matrix, resource: str, image: str, node
         seed = f"{resource}/{image}" + (f"/{node}" if node is not None else "")
         tail = f"{hashlib.sha1(seed.encode()).hexdigest()[:5]}-{session.owner[:6]}"
         probe = f"{kc.dns_name(resource, image, limit=50)}-{tail}"
-        workload: dict[str, Any] = {
+        workload: WorkloadRecord = {
             "probe": probe,
             "name": f"{kc.dns_name('hetero', resource, image, limit=50)}-{tail}",
             "kind": session.submit_as,
@@ -61,8 +61,8 @@ def submit(session: KubeSession, matrix: Matrix, resource: str, image: str, node
 
 
 def create(
-    session: KubeSession, matrix: Matrix, resource: str, image: str, workload: dict[str, Any]
-) -> dict[str, Any]:
+    session: KubeSession, matrix: Matrix, resource: str, image: str, workload: WorkloadRecord
+) -> WorkloadRecord:
     """Build the workload's manifest and create it; return ``workload`` with ``body`` and
     ``submitted_at`` (epoch seconds) added.
 
@@ -72,7 +72,7 @@ def create(
     probe = workload["probe"]
     res, img = matrix.resource(resource), matrix.image(image)
     notes = kc.created_annotations()
-    if workload.get("node"):
+    if workload["node"]:
         notes[ks.PINNED] = str(workload["node"])
     labels = kc.labels(
         session.settings.run_id,
@@ -93,20 +93,20 @@ def create(
             img.reference,
             PULL.get(str(session.target.get("pull_policy", ""))),
             notes,
-            pinned_to=workload.get("node"),
+            pinned_to=workload["node"],
         )
     except ValueError as exc:
-        workload["error"] = ActionFailed(str(exc), "bad_target")
-        raise workload["error"] from None
+        refused = ActionFailed(str(exc), "bad_target")
+        workload["error"] = refused
+        raise refused from None
     workload["body"] = body
     workload["submitted_at"] = time.time()
     try:
         ks.create(session.api, body)
     except Exception as exc:  # noqa: BLE001 - translated, kept for the item that owns it
-        workload["error"] = kc.api_outcome(
-            exc, f"create {body['kind']} {workload['name']} in namespace {session.namespace}"
-        )
-        raise workload["error"] from None
+        fault = kc.api_outcome(exc, f"create {body['kind']} {workload['name']} in namespace {session.namespace}")
+        workload["error"] = fault
+        raise fault from None
     return workload
 
 

@@ -30,6 +30,7 @@ from kubernetes.client.exceptions import ApiException
 from pytest_hetero.backends.kubernetes import client as kc
 from pytest_hetero.backends.kubernetes import queues
 from pytest_hetero.backends.kubernetes import scheduling as ks
+from pytest_hetero.backends.kubernetes.objects import find
 from pytest_hetero.backends.protocol import ActionFailed, Attempt, Leftover
 from pytest_hetero.matrix.model import Tenant
 
@@ -159,15 +160,16 @@ def workloads_of(api: client.ApiClient, served: queues.Served, namespace: str, u
 
 def admitted(workload: dict[str, Any]) -> bool:
     """True when the Workload's ``Admitted`` condition is True."""
-    return queues.condition(workload, "Admitted").get("status") == "True"
+    return queues.parse_workload(workload).holds("Admitted")
 
 
 def kueue_refusal(workload: dict[str, Any]) -> bool:
     """True when Kueue has said why it does not admit the Workload yet (QuotaReserved False with a
     message, or an Evicted/Preempted condition)."""
-    reserved = queues.condition(workload, "QuotaReserved")
-    return bool(reserved.get("status") == "False" and reserved.get("message")) or any(
-        queues.condition(workload, c).get("status") == "True" for c in ("Evicted", "Preempted"))
+    seen = queues.parse_workload(workload)
+    reserved = find(seen.conditions, "QuotaReserved")
+    return bool(reserved is not None and reserved.status == "False" and reserved.message) or any(
+        seen.holds(c) for c in ("Evicted", "Preempted"))
 
 
 def observe(observer: client.ApiClient, served: queues.Served, body: dict[str, Any], timeout_s: float,

@@ -12,76 +12,86 @@ from __future__ import annotations
 import uuid
 from typing import TYPE_CHECKING, Any
 
+from pytest_hetero.backends.kubernetes.objects import (
+    NO_CONTAINER,
+    NO_STATUS,
+    Container,
+    ContainerStatus,
+    Pod,
+    find,
+    parse_pod,
+)
 from pytest_hetero.evidence.usage import epoch
 
 if TYPE_CHECKING:
-    from pytest_hetero.backends.kubernetes.session import KubeSession
+    from pytest_hetero.backends.kubernetes.session import KubeSession, WorkloadRecord
     from pytest_hetero.backends.protocol import UsageFacts
 
 PHASE_OUTCOME = {"Pending": "pending", "Running": "running", "Succeeded": "completed", "Failed": "failed"}
 """Pod phase → the usage fact ``outcome``."""
 
 
-def _container(pod: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+def _container(pod: Pod) -> tuple[Container, ContainerStatus]:
     """The ``workload`` container's spec and status (the first container's when none is so named)."""
-    spec = (pod.get("spec") or {}).get("containers") or [{}]
-    status = (pod.get("status") or {}).get("containerStatuses") or []
-    c = next((x for x in spec if x.get("name") == "workload"), spec[0])
-    s = next((x for x in status if x.get("name") == c.get("name")), status[0] if status else {})
+    spec = pod.containers or (NO_CONTAINER,)
+    status = pod.container_statuses
+    c = next((x for x in spec if x.name == "workload"), spec[0])
+    s = next((x for x in status if x.name == c.name), status[0] if status else NO_STATUS)
     return c, s
 
 
-def pod_facts(session: KubeSession, pod: dict[str, Any], submitted: float | None = None,
+def pod_facts(session: KubeSession, seen: Pod, submitted: float | None = None,
               tenant: str | None = None) -> UsageFacts:
-    """The usage facts of ``pod`` (a JSON dict as the API serves it); ``submitted``: epoch seconds of the
-    create call (else the pod's creationTimestamp); ``tenant``: who submitted it (None: the gate)."""
-    meta, status = pod.get("metadata") or {}, pod.get("status") or {}
-    spec, cstatus = _container(pod)
-    cond: dict[str, Any] = next((c for c in status.get("conditions") or [] if c.get("type") == "PodScheduled"
-                 and c.get("status") == "True"), {})
-    state, last = cstatus.get("state") or {}, (cstatus.get("lastState") or {}).get("terminated") or {}
-    running, ended = state.get("running") or {}, state.get("terminated") or {}
-    starts = [t for t in (epoch(last.get("startedAt")), epoch(running.get("startedAt")),
-                          epoch(ended.get("startedAt"))) if t is not None]
-    node = (pod.get("spec") or {}).get("nodeName") or ""
-    namespace = meta.get("namespace") or session.namespace
-    return {"workload": f"pod/{namespace}/{meta.get('name')}", "object": "pod", "name": meta.get("name"),
+    """The usage facts of pod ``seen`` (:func:`~.objects.parse_pod` of its JSON); ``submitted``: epoch
+    seconds of the create call (else the pod's creationTimestamp); ``tenant``: who submitted it (None: the gate)."""
+    spec, cstatus = _container(seen)
+    cond = find(seen.conditions, "PodScheduled", "True")
+    ended, last = cstatus.ended, cstatus.last_ended
+    starts = [t for t in (epoch(last.started_at if last else None), epoch(cstatus.running_since),
+                          epoch(ended.started_at if ended else None)) if t is not None]
+    node = seen.node_name
+    namespace = seen.namespace or session.namespace
+    name = seen.name or None
+    return {"workload": f"pod/{namespace}/{name}", "object": "pod", "name": name,
             "namespace": namespace, "tenant": tenant,
-            "requests": dict((spec.get("resources") or {}).get("requests") or {}),
-            "submitted": submitted if submitted is not None else epoch(meta.get("creationTimestamp")),
-            "placed": epoch(cond.get("lastTransitionTime")), "started": min(starts) if starts else None,
-            "ended": epoch(ended.get("finishedAt")), "released": epoch(meta.get("deletionTimestamp")),
-            "attempts": 1 + int(cstatus.get("restartCount") or 0),
-            "outcome": PHASE_OUTCOME.get(str(status.get("phase")), "pending"), "node": node or None,
+            "requests": dict(spec.requests),
+            "submitted": submitted if submitted is not None else epoch(seen.created),
+            "placed": epoch(cond.last_transition if cond else None), "started": min(starts) if starts else None,
+            "ended": epoch(ended.finished_at if ended else None), "released": epoch(seen.deleting_since),
+            "attempts": 1 + cstatus.restart_count,
+            "outcome": PHASE_OUTCOME.get(str(seen.phase), "pending"), "node": node or None,
             "simulated": bool(session.nodes.get(node, {}).get("simulated"))}
 
 
-def workload_facts(session: KubeSession, workload: dict[str, Any], pod: dict[str, Any] | None = None,
+def workload_facts(session: KubeSession, workload: WorkloadRecord | None, pod: dict[str, Any] | None = None,
                    outcome: str | None = None) -> UsageFacts:
-    """The usage facts of the gate's resource × image ``workload`` (its record in ``session.workloads``):
-    of ``pod`` when given, else of its latest pod in the run's watch, else of the manifest alone (not
-    created, or no pod yet: requests and submission time only). ``outcome`` overrides the pod's."""
-    if pod is None:
-        pods = session.pods().by_key(workload["probe"]) if "probe" in workload else []
+    """The usage facts of the gate's resource × image ``workload`` (its record in ``session.workloads``; None:
+    no record was made): of ``pod`` when given, else of its latest pod in the run's watch, else of the manifest
+    alone (not created, or no pod yet: requests and submission time only). ``outcome`` overrides the pod's."""
+    if pod is None and workload is not None:
+        pods = session.pods().by_key(workload["probe"])
         pod = pods[-1] if pods else None
+    submitted = workload.get("submitted_at") if workload is not None else None
     if pod is not None:
-        facts = pod_facts(session, pod, workload.get("submitted_at"))
+        facts = pod_facts(session, parse_pod(pod), submitted)
     else:
-        body = workload.get("body") or {}
+        body = workload.get("body", {}) if workload is not None else {}
         spec = body.get("spec") or {}
         if body.get("kind") != "Pod":  # a Job (batch, Kueue, Volcano): its pod template's spec
             spec = (spec.get("template") or {}).get("spec") or {}
         requests = ((spec.get("containers") or [{}])[0].get("resources") or {}).get("requests") or {}
-        facts = {"workload": f"{str(workload.get('kind') or 'pod').lower()}/{session.namespace}/{workload.get('name')}",
-                 "object": str(workload.get("kind") or "pod"), "name": workload.get("name"),
+        kind = str((workload["kind"] if workload is not None else None) or "pod")
+        name = workload["name"] if workload is not None else None
+        facts = {"workload": f"{kind.lower()}/{session.namespace}/{name}",
+                 "object": kind, "name": name,
                  "namespace": session.namespace, "tenant": None, "requests": dict(requests),
-                 "submitted": workload.get("submitted_at"), "attempts": 1, "outcome": "pending"}
+                 "submitted": submitted, "attempts": 1, "outcome": "pending"}
     if outcome is not None:
         facts["outcome"] = outcome
     return facts
 
 
-def exec_facts(session: KubeSession, workload: dict[str, Any], begun: float, ended: float) -> UsageFacts:
+def exec_facts(session: KubeSession, workload: WorkloadRecord, begun: float, ended: float) -> UsageFacts:
     """The usage facts of one model run exec'd in ``workload``'s pod from ``begun`` to ``ended`` (epoch s):
     the pod's requests over the run's wall time, counted for the model (object ``exec``, ``within`` the pod,
     so the pod is not counted twice for its namespace)."""

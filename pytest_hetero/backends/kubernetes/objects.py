@@ -1,0 +1,303 @@
+"""Kubernetes API objects as the backend reads them, parsed once from the JSON the apiserver serves.
+
+Each parser takes one object as ``json.loads`` of a GET, LIST item or watch event gives it (field names
+of the Kubernetes API reference, ``core/v1`` Pod and Node) and returns a frozen dataclass holding only
+the fields the backend reads, absent fields filled with their API default (empty map or list, None for
+an absent time or string, False, 0). The rest of the package reads attributes of these, never the JSON.
+Times stay RFC 3339 strings as served (``metav1.Time``). The parsers never raise for a missing field;
+an object without ``metadata.name`` has the name "".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from pytest_hetero.backends.protocol import Taint
+
+
+@dataclass(frozen=True)
+class Condition:
+    """One ``status.conditions[]`` entry of a Pod or Node: ``type`` (``Ready``, ``PodScheduled``…),
+    ``status`` (``True``/``False``/``Unknown``), ``reason``, ``message``, ``last_transition``
+    (``lastTransitionTime``); None where the entry has no such field."""
+
+    type: str | None
+    status: str | None
+    reason: str | None
+    message: str | None
+    last_transition: str | None
+
+    def fields(self) -> dict[str, str | None]:
+        """``{"type", "status", "reason", "message", "lastTransitionTime"}`` (API names, None when absent)."""
+        return {"type": self.type, "status": self.status, "reason": self.reason, "message": self.message,
+                "lastTransitionTime": self.last_transition}
+
+
+def parse_conditions(raw: list[dict[str, Any]] | None) -> tuple[Condition, ...]:
+    """``status.conditions`` (a JSON list, or None) as :class:`Condition`s, in order."""
+    return tuple(Condition(type=c.get("type"), status=c.get("status"), reason=c.get("reason"),
+                           message=c.get("message"), last_transition=c.get("lastTransitionTime"))
+                 for c in raw or [])
+
+
+def find(conditions: tuple[Condition, ...], kind: str, status: str | None = None) -> Condition | None:
+    """The first condition of type ``kind`` (and, when given, of ``status``), else None."""
+    return next((c for c in conditions if c.type == kind and (status is None or c.status == status)), None)
+
+
+@dataclass(frozen=True)
+class Node:
+    """A ``core/v1`` Node: ``metadata`` name, resourceVersion, labels, annotations; ``spec`` taints (as
+    served: ``{"key", "value"?, "effect", "timeAdded"?}``) and unschedulable (cordoned); ``status``
+    conditions, capacity and allocatable (resource name → quantity string)."""
+
+    name: str
+    resource_version: str | None
+    labels: dict[str, str]
+    annotations: dict[str, str]
+    taints: list[Taint]
+    unschedulable: bool
+    conditions: tuple[Condition, ...]
+    capacity: dict[str, str]
+    allocatable: dict[str, str]
+
+    @property
+    def simulated(self) -> bool:
+        """True for a node KWOK simulates (annotation ``kwok.x-k8s.io/node: fake``)."""
+        return self.annotations.get("kwok.x-k8s.io/node") == "fake"
+
+
+def parse_node(raw: dict[str, Any]) -> Node:
+    """A Node from its JSON (see :class:`Node`)."""
+    meta, spec, status = raw.get("metadata") or {}, raw.get("spec") or {}, raw.get("status") or {}
+    return Node(name=str(meta.get("name") or ""), resource_version=meta.get("resourceVersion"),
+                labels=dict(meta.get("labels") or {}), annotations=dict(meta.get("annotations") or {}),
+                taints=list(spec.get("taints") or []), unschedulable=bool(spec.get("unschedulable")),
+                conditions=parse_conditions(status.get("conditions")),
+                capacity=dict(status.get("capacity") or {}), allocatable=dict(status.get("allocatable") or {}))
+
+
+@dataclass(frozen=True)
+class Container:
+    """One ``spec.containers[]`` / ``spec.initContainers[]`` entry: ``name``, ``image`` (None when absent),
+    ``requests`` and ``limits`` (``resources.requests``/``limits``: resource name → quantity string),
+    ``env`` (name → literal ``value``, None for one set ``valueFrom``), ``restart_policy`` (an init
+    container's ``restartPolicy``: ``Always`` makes it a sidecar; None otherwise)."""
+
+    name: str | None
+    image: str | None
+    requests: dict[str, str]
+    limits: dict[str, str]
+    env: dict[str, str | None]
+    restart_policy: str | None
+
+
+NO_CONTAINER = Container(name=None, image=None, requests={}, limits={}, env={}, restart_policy=None)
+"""A pod spec without containers reads as having this one."""
+
+
+def _container(raw: dict[str, Any]) -> Container:
+    resources = raw.get("resources") or {}
+    return Container(name=raw.get("name"), image=raw.get("image"), requests=dict(resources.get("requests") or {}),
+                     limits=dict(resources.get("limits") or {}),
+                     env={e.get("name"): e.get("value") for e in raw.get("env") or []},
+                     restart_policy=raw.get("restartPolicy"))
+
+
+@dataclass(frozen=True)
+class Ended:
+    """A container's ``terminated`` state: ``reason`` (``OOMKilled``, ``Error``, ``Completed``…), ``exit_code``
+    (``exitCode``), ``message``, ``started_at``/``finished_at`` (``startedAt``/``finishedAt``); None where absent."""
+
+    reason: str | None
+    exit_code: int | None
+    message: str | None
+    started_at: str | None
+    finished_at: str | None
+
+
+def _ended(raw: dict[str, Any] | None) -> Ended | None:
+    if not raw:
+        return None
+    return Ended(reason=raw.get("reason"), exit_code=raw.get("exitCode"), message=raw.get("message"),
+                 started_at=raw.get("startedAt"), finished_at=raw.get("finishedAt"))
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """A container's ``waiting`` state: ``reason`` (``ErrImagePull``, ``CrashLoopBackOff``…) and ``message``."""
+
+    reason: str | None
+    message: str | None
+
+
+@dataclass(frozen=True)
+class ContainerStatus:
+    """One ``status.containerStatuses[]`` entry: ``name``, ``image``, ``image_id`` (``imageID``),
+    ``restart_count`` (``restartCount``, 0 when absent); its ``state``: ``running`` (the key is present),
+    ``running_since`` (``running.startedAt``), ``terminated`` (the key is present), ``ended`` (its
+    terminated state, None when absent or empty), ``waiting`` (None when absent or empty); ``last_ended``:
+    ``lastState.terminated`` (None when absent or empty)."""
+
+    name: str | None
+    image: str | None
+    image_id: str | None
+    restart_count: int
+    running: bool
+    running_since: str | None
+    terminated: bool
+    ended: Ended | None
+    waiting: Waiting | None
+    last_ended: Ended | None
+
+
+NO_STATUS = ContainerStatus(name=None, image=None, image_id=None, restart_count=0, running=False,
+                            running_since=None, terminated=False, ended=None, waiting=None, last_ended=None)
+"""The status of a container the kubelet has not reported yet."""
+
+
+def _container_status(raw: dict[str, Any]) -> ContainerStatus:
+    state = raw.get("state") or {}
+    waiting = state.get("waiting")
+    return ContainerStatus(name=raw.get("name"), image=raw.get("image"), image_id=raw.get("imageID"),
+                           restart_count=int(raw.get("restartCount") or 0), running="running" in state,
+                           running_since=(state.get("running") or {}).get("startedAt"),
+                           terminated="terminated" in state, ended=_ended(state.get("terminated")),
+                           waiting=Waiting(reason=waiting.get("reason"), message=waiting.get("message"))
+                           if waiting else None,
+                           last_ended=_ended((raw.get("lastState") or {}).get("terminated")))
+
+
+@dataclass(frozen=True)
+class Pod:
+    """A ``core/v1`` Pod: ``metadata`` name, namespace (None when absent), labels, annotations,
+    creationTimestamp and deletionTimestamp (``created``/``deleting_since``), ownerReferences'
+    ``(kind, name)``s; ``spec`` nodeName ("" when unbound), hostname and subdomain (None when absent),
+    restartPolicy (``Always`` when absent), containers, initContainers, overhead; ``status`` phase, podIP
+    (``ip``), reason and message (None when absent), conditions, containerStatuses;
+    ``deleted``: the run's pod watch saw it deleted (its own ``deleted`` mark, :mod:`.watch`)."""
+
+    name: str
+    namespace: str | None
+    labels: dict[str, str]
+    annotations: dict[str, str]
+    created: str | None
+    deleting_since: str | None
+    owners: tuple[tuple[str | None, str | None], ...]
+    node_name: str
+    hostname: str | None
+    subdomain: str | None
+    restart_policy: str | None
+    containers: tuple[Container, ...]
+    init_containers: tuple[Container, ...]
+    overhead: dict[str, str]
+    phase: str | None
+    ip: str | None
+    reason: str | None
+    message: str | None
+    conditions: tuple[Condition, ...]
+    container_statuses: tuple[ContainerStatus, ...]
+    deleted: bool
+
+
+def parse_pod(raw: dict[str, Any]) -> Pod:
+    """A Pod from its JSON (see :class:`Pod`)."""
+    meta, spec, status = raw.get("metadata") or {}, raw.get("spec") or {}, raw.get("status") or {}
+    return Pod(name=str(meta.get("name") or ""), namespace=meta.get("namespace"), labels=dict(meta.get("labels") or {}),
+               annotations=dict(meta.get("annotations") or {}),
+               created=meta.get("creationTimestamp"), deleting_since=meta.get("deletionTimestamp"),
+               owners=tuple((o.get("kind"), o.get("name")) for o in meta.get("ownerReferences") or []),
+               node_name=str(spec.get("nodeName") or ""), hostname=spec.get("hostname"),
+               subdomain=spec.get("subdomain"), restart_policy=spec.get("restartPolicy", "Always"),
+               containers=tuple(_container(c) for c in spec.get("containers") or []),
+               init_containers=tuple(_container(c) for c in spec.get("initContainers") or []),
+               overhead=dict(spec.get("overhead") or {}), phase=status.get("phase"), ip=status.get("podIP"),
+               reason=status.get("reason"),
+               message=status.get("message"), conditions=parse_conditions(status.get("conditions")),
+               container_statuses=tuple(_container_status(s) for s in status.get("containerStatuses") or []),
+               deleted=bool(raw.get("deleted")))
+
+
+@dataclass(frozen=True)
+class SlicePort:
+    """A ``ports[]`` entry of a Service or EndpointSlice: ``protocol`` (``TCP`` when absent) and ``port``."""
+
+    protocol: str | None
+    port: int | None
+
+
+def parse_ports(raw: list[dict[str, Any]] | None) -> list[SlicePort]:
+    """``ports`` of a Service spec or an EndpointSlice (JSON list, or None) as :class:`SlicePort`s."""
+    return [SlicePort(protocol=p.get("protocol", "TCP"), port=p.get("port")) for p in raw or []]
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """An ``endpoints[]`` entry of an EndpointSlice: ``ready`` (``conditions.ready``: None when unknown, which
+    counts as ready), ``hostname`` (None when absent), the ``pod`` of its ``targetRef`` (None when absent)
+    and its ``addresses``."""
+
+    ready: bool | None
+    hostname: str | None
+    pod: str | None
+    addresses: list[str]
+
+
+@dataclass(frozen=True)
+class EndpointSlice:
+    """A ``discovery.k8s.io/v1`` EndpointSlice: its ``ports`` and ``endpoints``."""
+
+    ports: list[SlicePort]
+    endpoints: list[Endpoint]
+
+
+def parse_slice(raw: dict[str, Any]) -> EndpointSlice:
+    """An EndpointSlice from its JSON."""
+    return EndpointSlice(ports=parse_ports(raw.get("ports")), endpoints=[
+        Endpoint(ready=(e.get("conditions") or {}).get("ready"), hostname=e.get("hostname"),
+                 pod=(e.get("targetRef") or {}).get("name"), addresses=list(e.get("addresses") or []))
+        for e in raw.get("endpoints") or []])
+
+
+@dataclass(frozen=True)
+class Meta:
+    """The ``metadata`` of a namespaced object: ``name``, ``namespace``, ``labels``, ``annotations``,
+    creationTimestamp (``created``), deletionTimestamp (``deleting_since``), ``finalizers``."""
+
+    name: str
+    namespace: str
+    labels: dict[str, str]
+    annotations: dict[str, str]
+    created: str | None
+    deleting_since: str | None
+    finalizers: list[str]
+
+
+def parse_meta(raw: dict[str, Any]) -> Meta:
+    """:class:`Meta` from an object's ``metadata`` JSON; KeyError without ``name`` or ``namespace``."""
+    return Meta(name=str(raw["name"]), namespace=str(raw["namespace"]), labels=dict(raw.get("labels") or {}),
+                annotations=dict(raw.get("annotations") or {}), created=raw.get("creationTimestamp"),
+                deleting_since=raw.get("deletionTimestamp"), finalizers=list(raw.get("finalizers") or []))
+
+
+@dataclass(frozen=True)
+class Event:
+    """A ``core/v1`` Event: ``type`` (``Normal``/``Warning``), ``reason``, ``message``, ``count`` and the
+    reporting ``source.host`` (``source_host``: the kubelet's node); None where absent."""
+
+    type: str | None
+    reason: str | None
+    message: str | None
+    count: int | None
+    source_host: str | None
+
+    def brief(self) -> dict[str, object]:
+        """``{"type", "reason", "message", "count"}`` (API names, None when absent)."""
+        return {"type": self.type, "reason": self.reason, "message": self.message, "count": self.count}
+
+
+def parse_event(raw: dict[str, Any]) -> Event:
+    """An Event from its JSON."""
+    return Event(type=raw.get("type"), reason=raw.get("reason"), message=raw.get("message"), count=raw.get("count"),
+                 source_host=(raw.get("source") or {}).get("host"))
