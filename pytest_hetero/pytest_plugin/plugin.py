@@ -28,11 +28,11 @@ from pytest_hetero.errors import HeteroError
 from pytest_hetero.hooks import builtin
 from pytest_hetero.hooks.registry import register_builtins
 from pytest_hetero.pytest_plugin.options import add_options, settings_of
-from pytest_hetero.pytest_plugin.pytest_html import evidence_of
 from pytest_hetero.pytest_plugin.stash import (
     AHEAD,
     BACKENDS,
     DESELECTED,
+    EVIDENCE_PROPERTY,
     FINAL,
     OUTCOME,
     PLANS,
@@ -40,6 +40,7 @@ from pytest_hetero.pytest_plugin.stash import (
     RECORDER,
     SETTINGS,
     SlimEvidence,
+    evidence_of,
 )
 
 if TYPE_CHECKING:
@@ -51,7 +52,6 @@ if TYPE_CHECKING:
     from pytest_hetero.pytest_plugin.item import LayerItem
     from pytest_hetero.settings import Settings
 
-EVIDENCE_PROPERTY = "hetero_evidence"
 MATRIX_PROPERTY = "hetero_matrix"
 TARGET_PROPERTY = "hetero_target"
 

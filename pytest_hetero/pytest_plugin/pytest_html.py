@@ -12,23 +12,12 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from pytest_hetero.pytest_plugin.stash import evidence_of
+
 if TYPE_CHECKING:
-    from pytest_hetero.evidence.document import ItemDict
-    from pytest_hetero.pytest_plugin.stash import SlimEvidence
+    pass
 
-EVIDENCE_PROPERTY = "hetero_evidence"
 COLUMNS: tuple[tuple[str, str], ...] = (("layer", "Layer"), ("resource", "Resource"), ("owner", "Owner"))
-
-
-def evidence_of(report: Any) -> ItemDict | SlimEvidence | None:
-    """The item evidence dict pytest-hetero put on ``report.user_properties`` (its
-    :class:`~pytest_hetero.evidence.document.ItemDict`, checked when the item finished, or its
-    :class:`~pytest_hetero.pytest_plugin.stash.SlimEvidence` once journaled), or None."""
-    for name, value in getattr(report, "user_properties", ()):
-        carried: ItemDict | SlimEvidence = value
-        if name == EVIDENCE_PROPERTY and isinstance(carried, dict):
-            return carried
-    return None
 
 
 @pytest.hookimpl(optionalhook=True)

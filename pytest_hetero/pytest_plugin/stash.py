@@ -61,3 +61,19 @@ FINAL = pytest.StashKey[SlimEvidence]()
 """On an item: the evidence already attached to one of this attempt's reports (attached once per attempt)."""
 ATTEMPTS = pytest.StashKey[list[dict[str, Any]]]()
 """On an item a rerun plugin ran again: the evidence of its earlier attempts, artifacts moved to ``attempt-N/``."""
+
+
+EVIDENCE_PROPERTY = "hetero_evidence"
+"""The ``user_properties`` name under which an item's evidence rides on its report (to xdist's controller,
+the journal, pytest-html)."""
+
+
+def evidence_of(report: Any) -> ItemDict | SlimEvidence | None:
+    """The item evidence dict pytest-hetero put on ``report.user_properties`` (its
+    :class:`~pytest_hetero.evidence.document.ItemDict`, checked when the item finished, or its
+    :class:`~pytest_hetero.pytest_plugin.stash.SlimEvidence` once journaled), or None."""
+    for name, value in getattr(report, "user_properties", ()):
+        carried: ItemDict | SlimEvidence = value
+        if name == EVIDENCE_PROPERTY and isinstance(carried, dict):
+            return carried
+    return None
