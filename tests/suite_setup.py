@@ -164,7 +164,8 @@ def _plane_per_worker() -> None:
     worker = os.environ.get("PYTEST_XDIST_WORKER")
     if worker and worker != "gw0":
         base = os.environ.get("HETERO_KUBE_STATE") or "/tmp/hetero-kube"  # kubeplane.sh's default
-        os.environ["HETERO_KUBE_STATE"] = f"{base}-{worker}"
+        if not base.endswith(f"-{worker}"):  # a pytest run started from this worker inherits the suffixed value
+            os.environ["HETERO_KUBE_STATE"] = f"{base}-{worker}"
 
 
 _plane_per_worker()
