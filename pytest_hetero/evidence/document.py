@@ -397,8 +397,6 @@ _UNTESTED_TYPES: tuple[tuple[str, type], ...] = (("nodeid", str), ("layer", str)
 _SECTIONS: tuple[tuple[str, type], ...] = (
     ("run", dict), ("summary", dict), ("cleanup", dict), ("journal", dict), ("matrices", list), ("target", list),
     ("validation", dict), ("usage", dict), ("errors", list), ("warnings", list))
-_STATUSES = frozenset(STATUSES)
-_LAYERS = frozenset(LAYERS)
 
 
 _KINDS: dict[type, str] = {dict: "an object", list: "a list", str: "a string"}
@@ -479,9 +477,9 @@ def _check(entry: object, fields: tuple[tuple[str, type], ...], where: str) -> N
             raise DocumentError(f"{where}.{name}", "missing")
         if type(entry[name]) is not typ:
             raise DocumentError(f"{where}.{name}", f"is {_kind(entry[name])}, not {_named(typ)}")
-    if entry["status"] not in _STATUSES:
+    if entry["status"] not in STATUSES:
         raise DocumentError(f"{where}.status", f"{entry['status']!r} is not a status ({', '.join(STATUSES)})")
-    if entry["layer"] not in _LAYERS:
+    if entry["layer"] not in LAYERS:
         raise DocumentError(f"{where}.layer", f"{entry['layer']!r} is not a layer ({', '.join(LAYERS)})")
 
 

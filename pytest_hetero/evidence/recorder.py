@@ -440,23 +440,21 @@ def entry_problem(entry: Any) -> str:
 def _vocabulary_problem(evidence: dict[str, Any]) -> str:
     """Why an item's ``status`` or ``layer`` (strings) is not one of :mod:`pytest_hetero.vocab`'s, the words
     the typed loader (:func:`pytest_hetero.evidence.document.as_document`) accepts; empty when both are."""
-    if evidence["status"] not in _STATUSES:
+    if evidence["status"] not in STATUSES:
         return f"item entry field 'evidence.status' is {evidence['status']!r}, not a status ({', '.join(STATUSES)})"
-    if evidence["layer"] not in _LAYERS:
+    if evidence["layer"] not in LAYERS:
         return f"item entry field 'evidence.layer' is {evidence['layer']!r}, not a layer ({', '.join(LAYERS)})"
     return ""
 
 
-_STATUSES: frozenset[str] = frozenset(STATUSES)
-_LAYERS: frozenset[str] = frozenset(LAYERS)
 
 
 def _good_item(ev: Any) -> bool:
     """The fields of EVIDENCE_FIELDS hold their types (bool is no int: none of them is an int), and the
     status and layer are the vocabulary's."""
     return (type(ev) is dict and type(ev.get("nodeid")) is str and type(ev.get("matrix")) is str
-            and type(ev.get("layer")) is str and ev["layer"] in _LAYERS and type(ev.get("keys")) is dict
-            and type(ev.get("owner")) is str and type(ev.get("status")) is str and ev["status"] in _STATUSES
+            and type(ev.get("layer")) is str and ev["layer"] in LAYERS and type(ev.get("keys")) is dict
+            and type(ev.get("owner")) is str and type(ev.get("status")) is str and ev["status"] in STATUSES
             and type(ev.get("records")) is list
             and type(ev.get("artifacts")) is list)
 
