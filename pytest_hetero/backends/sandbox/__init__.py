@@ -437,6 +437,9 @@ class Sandbox:
         """Input (as the run sees it) → the readable copy bound there (:meth:`_stage`)."""
         self._stage_root: Path | None = None
         self._staged_bytes = 0
+        self._readable: dict[tuple[Path, int], tuple[int, int, int, int]] = {}
+        """(input, uid) → the input's own (mode, uid, gid, mtime) when a scan found everything in it readable
+        by that uid (:meth:`_unreadable`)."""
         self.stage_limit = _size(os.environ, "HETERO_SANDBOX_STAGE", STAGE_LIMIT_BYTES)
         self.shared = os.geteuid() == 0 and os.environ.get("HETERO_SANDBOX_SHARED", "on").strip().lower() != "off"
         """Runs whose folder is in :func:`~.zygote.run_root` (``backends.local.run_folder``) are forked by one
@@ -600,6 +603,24 @@ class Sandbox:
                       {"PATH": os.environ.get("PATH", os.defpath), "LANG": "C.UTF-8"},
                       python=str(python if python.is_file() else os.path.realpath(sys.executable)), root=root)
 
+    def _unreadable(self, path: Path, user: _Identity, protected: Sequence[Path]) -> bool:
+        """True when ``user`` cannot read something in input ``path`` (:func:`unreadable_inside`). A folder found
+        wholly readable is not scanned again in this session while its own mode, owner and mtime stay the same:
+        the interpreter's tree (tens of thousands of entries, scanned to the limit) cost about 0.4 s of CPU per
+        run, twice per model item. A mode changed deeper inside after the first scan is not seen: the run then
+        meets the permission error itself."""
+        try:
+            st = path.stat()
+        except OSError:
+            return True
+        key, mark = (path, user.uid), (st.st_mode, st.st_uid, st.st_gid, st.st_mtime_ns)
+        if self._readable.get(key) == mark:
+            return False
+        if unreadable_inside(path, user.uid, (user.gid,), protected) is not None:
+            return True
+        self._readable[key] = mark
+        return False
+
     def _stage(self, path: Path, user: _Identity, protected: Sequence[Path]) -> Path:
         """Copy ``path`` once per session into this process's staging folder (``<tmp>/hetero-run-<pid>-stage``,
         0700, removed by :meth:`close` or ``sweep_run_folders``), readable by ``user``, without the protected
@@ -643,8 +664,7 @@ class Sandbox:
         user = self._user
         assert user is not None
         copied = [f"{path} (copied: {user.name} cannot read {self._stage(path, user, protected)})"
-                  for path in bound if path in self._staged or
-                  unreadable_inside(path, user.uid, (user.gid,), protected) is not None]
+                  for path in bound if path in self._staged or self._unreadable(path, user, protected)]
         os.chown(run_dir, user.uid, user.gid)
         for sub in run_dir.iterdir():
             os.chown(sub, user.uid, user.gid)
