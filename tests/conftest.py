@@ -10,5 +10,6 @@ import suite_setup  # noqa: F401
 from suite_setup import (
     outside_inputs,  # noqa: F401 - the fixture, for the modules that take it
     pytest_collection_modifyitems,  # noqa: F401 - the real node's fixtures stay in its lane
+    pytest_runtest_protocol,  # noqa: F401 - per-test CPU, when HETERO_TEST_CPU_LOG names a file
     pytest_xdist_make_scheduler,  # noqa: F401 - the lanes under pytest-xdist
 )

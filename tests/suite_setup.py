@@ -169,3 +169,30 @@ def _plane_per_worker() -> None:
 
 
 _plane_per_worker()
+
+
+CPU_LOG = os.environ.get("HETERO_TEST_CPU_LOG", "")
+"""A file each test's CPU seconds are appended to (``nodeid<TAB>own<TAB>children<TAB>wall``: the worker's own
+user+system time over the test's setup, call and teardown, the same for its waited-for subprocesses — gate runs,
+CLI calls — and wall seconds); unset: nothing is written. Daemons (apiservers, dockerd, containerd, kubelet)
+are not in it. docs/testing.md says how CI time was measured with it."""
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item) -> Any:
+    """Log the test's CPU to :data:`CPU_LOG` when it is set."""
+    if not CPU_LOG:
+        yield
+        return
+    import resource
+    import time
+
+    def cpu() -> tuple[float, float]:
+        own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+        return own.ru_utime + own.ru_stime, kids.ru_utime + kids.ru_stime
+
+    (own0, kids0), t0 = cpu(), time.monotonic()
+    yield
+    (own1, kids1), wall = cpu(), time.monotonic() - t0
+    with open(CPU_LOG, "a", encoding="utf-8") as log:
+        log.write(f"{item.nodeid}\t{own1 - own0:.2f}\t{kids1 - kids0:.2f}\t{wall:.2f}\n")
