@@ -182,7 +182,17 @@ def test_ctrl_c_while_per_run_model_runs_go_leaves_nothing_running(
         deadlines = {p.metadata.name: p.spec.active_deadline_seconds for p in running if p.metadata.name.startswith("run-")}
         assert len(deadlines) == 3 and set(deadlines.values()) == {300}, deadlines
         os.killpg(proc.pid, signal.SIGINT)
-        out, _ = proc.communicate(timeout=90)
+        try:
+            out, _ = proc.communicate(timeout=90)
+        except subprocess.TimeoutExpired:
+            # SIGABRT: pytest's faulthandler writes every thread's stack, so the failure shows where it waited
+            os.killpg(proc.pid, signal.SIGABRT)
+            try:
+                rest, _ = proc.communicate(timeout=10)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                rest, _ = proc.communicate()
+            pytest.fail(f"the gate had not ended 90 s after Ctrl-C; what it wrote:\n{rest[-8000:]}")
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
