@@ -21,6 +21,8 @@ if TYPE_CHECKING:
 
 FORMATS: dict[str, str] = {"html": "report.html", "md": "summary.md", "junit": "junit.xml", "ctrf": "ctrf.json"}
 """Rendering format → file name in the bundle."""
+HTML_BATCH = 1024
+"""Template strings of report.html joined into one piece of :func:`pieces` (bounded memory, few writes)."""
 ON_DEMAND: tuple[str, ...] = ("dossier",)
 """Formats rendered only when asked for (``hetero render --format dossier``), never written by a run."""
 
@@ -35,8 +37,9 @@ def render(fmt: str, evidence: EvidenceDocument, signoff: dict[str, Any], lang: 
 
 def pieces(fmt: str, evidence: EvidenceDocument, signoff: dict[str, Any], lang: str = "en") -> Iterator[bytes]:
     """:func:`render` as consecutive pieces of bytes, for a writer that need not hold the whole rendering:
-    report.html comes as the template yields it (its whole text was about three times the page at 1,500
-    detailed items), every other format as one piece. Raises as :func:`render` does, when iterated."""
+    report.html as the template yields it, :data:`HTML_BATCH` strings per piece (its whole text was about three
+    times the page at 1,500 detailed items), every other format as one piece. Raises as :func:`render` does,
+    when iterated."""
     if fmt == "dossier":
         from pytest_hetero.reporting.dossier import render_dossier
         from pytest_hetero.reporting.dossier_text import LANGS
@@ -50,7 +53,15 @@ def pieces(fmt: str, evidence: EvidenceDocument, signoff: dict[str, Any], lang: 
     if fmt == "html":
         from pytest_hetero.reporting.html import html_chunks
 
-        yield from (piece.encode("utf-8", "replace") for piece in html_chunks(evidence, signoff))
+        # the template yields ~20 strings per item: encoded and written BATCH at a time, not one by one
+        batch: list[str] = []
+        for piece in html_chunks(evidence, signoff):
+            batch.append(piece)
+            if len(batch) >= HTML_BATCH:
+                yield "".join(batch).encode("utf-8", "replace")
+                batch.clear()
+        if batch:
+            yield "".join(batch).encode("utf-8", "replace")
     elif fmt == "md":
         from pytest_hetero.reporting.markdown import render_markdown
 
