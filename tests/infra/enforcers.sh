@@ -12,7 +12,7 @@ go_build_cached() {
   mkdir -p "$CACHE_ROOT/$sub"
   exec 6>"$CACHE_ROOT/$sub/.build.lock"; flock 6
   if [[ -x "$bin" ]]; then log "$label cached: $dir"; return; fi
-  export GOFLAGS="-trimpath -buildvcs=false" CGO_ENABLED=0 GOTOOLCHAIN=local
+  export GOFLAGS="-trimpath -buildvcs=false -gcflags=all=-dwarf=false" CGO_ENABLED=0 GOTOOLCHAIN=local
   local t=$SECONDS tmp; tmp="$(mktemp -d "$CACHE_ROOT/$sub/.build.XXXXXX")"
   log "building $label (go install $pkg)"
   GOBIN="$tmp/bin" nice -n "${HETERO_BUILD_NICE:-10}" "$GO" install -ldflags "-s -w" "$pkg"

@@ -46,7 +46,7 @@ build_one() {
   t=$SECONDS
   log "building $tool $(version_of "$tool") from the Go module proxy (slow on few cores)"
   # static binary, no VCS stamping; nice: the build shares the machine with running tests
-  GOFLAGS="-trimpath -buildvcs=false -mod=mod" CGO_ENABLED=0 GOTOOLCHAIN=local GOBIN="$tmp" \
+  GOFLAGS="-trimpath -buildvcs=false -mod=mod -gcflags=all=-dwarf=false" CGO_ENABLED=0 GOTOOLCHAIN=local GOBIN="$tmp" \
     nice -n 10 "$GO" install -ldflags "-s -w" "$(package_of "$tool")"
   mkdir -p "$(dirname "$out")"
   mv "$tmp/$tool" "$out"

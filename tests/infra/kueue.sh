@@ -46,7 +46,7 @@ cmd_build() {
   mkdir -p "$CACHE_ROOT/kueue"
   exec 6>"$CACHE_ROOT/kueue/.build.lock"; flock 6
   if [[ -x "$dir/bin/kueue" && -d "$dir/manifests" ]]; then log "kueue ${KUEUE_VERSION} cached: $dir"; return; fi
-  export GOFLAGS="-trimpath -buildvcs=false" CGO_ENABLED=0 GOTOOLCHAIN=local
+  export GOFLAGS="-trimpath -buildvcs=false -gcflags=all=-dwarf=false" CGO_ENABLED=0 GOTOOLCHAIN=local
   local t=$SECONDS tmp; tmp="$(mktemp -d "$CACHE_ROOT/kueue/.build.XXXXXX")"
   if [[ ! -x "$dir/bin/kueue" ]]; then
     log "building kueue ${KUEUE_VERSION} (go install sigs.k8s.io/kueue/cmd/kueue; slow on few cores)"

@@ -55,7 +55,7 @@ deviceplugin_dir() { echo "$(rn_cache)/deviceplugin-$(deviceplugin_key)"; }
 
 go_env() {
   # Same flags as kubeplane.sh, so the kubelet build hits the apiserver's Go build cache.
-  export GOFLAGS="-trimpath -buildvcs=false -mod=mod"
+  export GOFLAGS="-trimpath -buildvcs=false -mod=mod -gcflags=all=-dwarf=false"
   export GOMAXPROCS="${GOMAXPROCS:-$(nproc)}"
   export CGO_ENABLED=0
   export GOTOOLCHAIN=local
