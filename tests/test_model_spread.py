@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from support import matrix_text
 
-from pytest_hetero.backends.kubernetes.spread import Deferred, ahead, mode, wanted
+from pytest_hetero.backends.spread import Deferred, ahead, mode, wanted
 from pytest_hetero.errors import MatrixError, SettingsError
 from pytest_hetero.matrix.expand import expand
 from pytest_hetero.matrix.load import load_matrix
