@@ -4,9 +4,7 @@ CPU set of its own, the runs going concurrently, each result joined to its item;
 from __future__ import annotations
 
 import json
-import os
 import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -14,8 +12,7 @@ from typing import Any
 
 import docker.errors
 import pytest
-from dockerkit import RUN_LABEL, docker_matrix, evidence, items, leftovers, record, statuses
-from support import ctrl_c_reaches
+from dockerkit import RUN_LABEL, docker_matrix, evidence, interrupted, items, leftovers, record, statuses
 
 pytestmark = pytest.mark.usefixtures("outside_inputs")
 
@@ -104,30 +101,21 @@ def test_ctrl_c_mid_run_removes_every_run_container(tmp_path: Path, run_id: str,
     """A real pytest process, interrupted while two per-run containers run their models: none is left."""
     sleepy = ["/bin/sh", "-c", "sleep 45"]
     (tmp_path / "sleepy.matrix.yaml").write_text(spread_matrix("per-run", entrypoint=sleepy))
-    proc = subprocess.Popen([sys.executable, "-m", "pytest", "sleepy.matrix.yaml", "-p", "no:cacheprovider",
-                             "--hetero-run-id", run_id, "--rootdir", str(tmp_path)],
-                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            env={**os.environ, "PYTHONUNBUFFERED": "1"}, preexec_fn=ctrl_c_reaches)
-    try:
-        deadline = time.monotonic() + 90
-        sleeping: set[str] = set()
-        while time.monotonic() < deadline and len(sleeping) < 2 and proc.poll() is None:
-            for c in engine.containers(filters={"label": f"{RUN_LABEL}={run_id}"}):
-                try:  # the startup container is stopped and removed once the runs begin
-                    processes = engine.top(c["Id"])["Processes"] or []
-                except docker.errors.APIError:  # gone, or no longer running
-                    continue
-                if any("sleep 45" in " ".join(p) for p in processes):
-                    sleeping.add(c["Id"])
-            time.sleep(0.2)
-        assert len(sleeping) == 2, "two model runs never ran at once"
-        proc.send_signal(signal.SIGINT)
-        out, _ = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
-    assert proc.returncode == 2, out[-2000:]
+    sleeping: set[str] = set()
+
+    def two_sleep() -> bool:
+        for c in engine.containers(filters={"label": f"{RUN_LABEL}={run_id}"}):
+            try:  # the startup container is stopped and removed once the runs begin
+                processes = engine.top(c["Id"])["Processes"] or []
+            except docker.errors.APIError:  # gone, or no longer running
+                continue
+            if any("sleep 45" in " ".join(p) for p in processes):
+                sleeping.add(c["Id"])
+        return len(sleeping) >= 2  # two model runs at once, each in its container
+
+    code, out = interrupted(tmp_path, ["sleepy.matrix.yaml", "-p", "no:cacheprovider", "--hetero-run-id", run_id,
+                                       "--rootdir", str(tmp_path)], two_sleep, signal.SIGINT)
+    assert code == 2, out[-2000:]
     assert leftovers(engine, run_id) == []
     ev = json.loads((tmp_path / "reports" / run_id / "evidence.json").read_text())
     assert ev["run"]["interrupted"] is True
