@@ -109,8 +109,8 @@ def release_shared(session: KubeSession, step: Step) -> str | None:
 
 def one_run(session: KubeSession, step: Deferred, width: int, queued: float) -> ExecResult:
     """Create the run's Pod, wait until it runs, run the model in it (:func:`.run.execute`), delete it; the
-    result with ``details["spread"]`` (see the module docstring). Raises ActionFailed ``run_cancelled`` when the
-    gate is stopping, and what placement, startup or the run raise."""
+    result with ``details["spread"]`` (see the module docstring). Raises what placement, startup or the run raise
+    (a run the gate stops before it begins is refused by :class:`~pytest_hetero.backends.spread.Group`)."""
     begun = time.time()
     workload = create(session, step)
     name = node = ""
