@@ -36,12 +36,12 @@ OPTIONS: tuple[tuple[str, dict[str, object]], ...] = (
                                 "help": "nodes a node-coverage item checks at once (device payload and smoke "
                                         "model run, each node's exec on its own connection; default 8)"}),
     ("--hetero-model-runs", {"default": None, "choices": ("shared", "per-run"),
-                             "help": "kubernetes: every model run an exec in the shared workload pod (shared), or "
-                                     "a Pod of its own placed by the scheduler (per-run); overrides "
-                                     "resources[].model_runs"}),
+                             "help": "every model run an exec in the shared workload (shared), or a workload of "
+                                     "its own: a Pod placed by the scheduler on kubernetes, a container pinned to "
+                                     "a device slot on docker (per-run); overrides resources[].model_runs"}),
     ("--hetero-concurrency", {"type": int, "default": None, "metavar": "N",
-                              "help": "model-run Pods of one resource x image at once with per-run model runs; "
-                                      "overrides resources[].concurrency"}),
+                              "help": "model runs of one resource x image at once with per-run model runs (docker: "
+                                      "at most one per device slot); overrides resources[].concurrency"}),
     ("--hetero-sign-key", {"default": None, "metavar": "PEM",
                            "help": "Ed25519 private key to sign the bundle (or $HETERO_SIGN_KEY)"}),
     ("--hetero-sign-command", {"default": None, "metavar": "CMD",
@@ -92,8 +92,9 @@ INI: tuple[tuple[str, str, str], ...] = (
     ("hetero_report_dir", "folder for evidence bundles", "reports"),
     ("hetero_parallel", "concurrent scheduling/startup probes per backend", "4"),
     ("hetero_node_parallel", "nodes a node-coverage item checks at once", "8"),
-    ("hetero_model_runs", "kubernetes model runs when a resource says nothing: shared or per-run", "shared"),
-    ("hetero_concurrency", "model-run Pods of one resource x image at once when a resource says nothing", "4"),
+    ("hetero_model_runs", "kubernetes and docker model runs when a resource says nothing: shared or per-run",
+     "shared"),
+    ("hetero_concurrency", "per-run model runs of one resource x image at once when a resource says nothing", "4"),
     ("hetero_timeout_scale", "multiply every layer timeout", "1.0"),
 )
 """Ini keys as ``(name, help, default)``."""

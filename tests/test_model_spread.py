@@ -5,13 +5,16 @@ tests/kubernetes/test_realnode_spread.py."""
 from __future__ import annotations
 
 import json
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 from support import matrix_text
 
-from pytest_hetero.backends.kubernetes.spread import Deferred, ahead, mode, wanted
+from pytest_hetero.backends.protocol import ActionFailed, ExecResult
+from pytest_hetero.backends.spread import Deferred, Plan, Spread, ahead, mode, wanted
 from pytest_hetero.errors import MatrixError, SettingsError
 from pytest_hetero.matrix.expand import expand
 from pytest_hetero.matrix.load import load_matrix
@@ -108,3 +111,49 @@ def pytest_collection_finish(session):
                              "-k", "not m2")
     lines = sorted(line for line in out.outlines if line.startswith("UPCOMING"))
     assert lines == ["UPCOMING m1 ['m1', 'm3']", "UPCOMING m3 ['m1', 'm3']"]
+
+
+def test_runs_go_at_most_width_at_once_and_each_item_joins_its_own(tmp_path: Path) -> None:
+    m = matrix(tmp_path, models=4)
+    s = settings(tmp_path, {"--hetero-model-runs": "per-run", "--hetero-concurrency": 2})
+    steps = [step(m, s, f"m{i}") for i in (1, 2, 3, 4)]
+    for each in steps:
+        each.state = {"upcoming": [x.planned for x in steps]}  # type: ignore[attr-defined]  # as LayerContext's
+    lock, running, peak = threading.Lock(), [0], [0]
+
+    def run(deferred: Deferred, width: int, queued: float) -> ExecResult:
+        with lock:
+            running[0] += 1
+            peak[0] = max(peak[0], running[0])
+        time.sleep(0.2)
+        with lock:
+            running[0] -= 1
+        deferred.record("ran", model=deferred.model.name, width=width)
+        if deferred.model.name == "m3":
+            raise ActionFailed("m3's container exited", "container_exited")
+        return ExecResult(argv=[deferred.model.name], exit_code=0, duration_s=0.2, stdout=deferred.model.name,
+                          stderr="", outputs=None)
+
+    def plan(concurrency: int) -> Plan:
+        return Plan(run=run, unexpected=lambda exc, _: ActionFailed(str(exc), "harness"), width=concurrency,
+                    noun="container", facts={"slots": 2})
+
+    spread = Spread()
+    joined: list[str] = []
+    for each in steps:
+        try:
+            joined.append(spread.execute(each, plan).stdout)
+        except ActionFailed as exc:
+            joined.append(exc.category)
+    assert joined == ["m1", "m2", "container_exited", "m4"]  # each item its own result, a fault its own too
+    assert peak[0] == 2  # the width, never more
+    assert [d for k, d in steps[0].records if k == "model.spread"] == [
+        {"model_runs": "per-run", "concurrency": 2, "launched": 4, "slots": 2,
+         "items": ["::".join(x.planned.parts) for x in steps]}]
+    assert [[d["model"] for k, d in x.records if k == "ran"] for x in steps] == [["m1"], ["m2"], ["m3"], ["m4"]]
+    spread.shutdown()
+    other = tmp_path / "other"
+    other.mkdir()
+    late = step(matrix(other, models=2), s)  # another matrix: a group of its own, after the engine's close
+    with pytest.raises(ActionFailed, match="the gate stopped before this model run's container was created"):
+        spread.execute(late, plan)

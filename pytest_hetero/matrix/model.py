@@ -95,10 +95,12 @@ class Resource:
     coverage: Coverage = field(default_factory=Coverage)
     """Which schedulable nodes of the pool the startup check runs on (default ``one``)."""
     model_runs: str | None = None
-    """``shared`` (every model run an exec in the resource × image workload pod), ``per-run`` (a Pod per model
-    run, :mod:`pytest_hetero.backends.kubernetes.spread`); None: the run's default (ini ``hetero_model_runs``)."""
+    """``shared`` (every model run an exec in the resource × image workload), ``per-run`` (a workload per model
+    run: a Pod, :mod:`pytest_hetero.backends.kubernetes.spread`; a container pinned to a device slot,
+    :mod:`pytest_hetero.backends.docker.spread`); None: the run's default (ini ``hetero_model_runs``)."""
     concurrency: int | None = None
-    """Model-run Pods of one resource × image at once (``per-run``); None: the run's default."""
+    """Model runs of one resource × image at once (``per-run``; Docker: at most one per device slot); None: the
+    run's default."""
 
     @property
     def device_resources(self) -> list[str]:

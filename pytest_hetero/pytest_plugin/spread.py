@@ -1,11 +1,12 @@
 """The model items a model item's engine may start ahead (``resources[].model_runs: per-run``).
 
 pytest runs items one after the other; an engine that spreads model runs over a pool's capacity
-(:mod:`pytest_hetero.backends.kubernetes.spread`) launches, at the first model item of a matrix × resource × image,
-the runs of the model items after it, and each item joins its own result when it runs. This glue tells it which
-items those are: the session's items (after deselection: ``-k``, profiles, shards), in run order, grouped by
-matrix × resource × image; a task type's checks are left out (they are not model runs). Under pytest-xdist a
-resource's items all run on one worker (:mod:`.xdist`), so the group is that worker's.
+(:mod:`pytest_hetero.backends.spread`: Kubernetes and Docker) launches, at the first model item of a
+matrix × resource × image, the runs of the model items after it, and each item joins its own result when it
+runs. This glue tells it which items those are: the session's items (after deselection: ``-k``, profiles,
+shards), in run order, grouped by matrix × resource × image; a task type's checks are left out (they are not
+model runs). Under pytest-xdist a resource's items all run on one worker (:mod:`.xdist`), so the group is that
+worker's.
 """
 
 from __future__ import annotations

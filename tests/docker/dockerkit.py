@@ -5,12 +5,15 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import subprocess
 import sys
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from support import ctrl_c_reaches
 
 docker = pytest.importorskip("docker", reason="docker SDK (pip install docker>=7) is required")
 
@@ -149,3 +152,25 @@ def failure(item: dict[str, Any]) -> tuple[str, str, str, str]:
     """``(status, category, owner, message)`` of an item."""
     f = item["failure"] or {}
     return item["status"], f.get("category", ""), f.get("owner", ""), f.get("message", "")
+
+
+def interrupted(cwd: Path, argv: list[str], ready: Callable[[], bool], sig: int, wait_s: float = 90.0
+                ) -> tuple[int, str]:
+    """Run ``python -m pytest ARGV`` in ``cwd`` as a real process that a Ctrl-C reaches, poll ``ready()`` every
+    0.2 s until it is true (AssertionError when ``wait_s`` seconds pass or the process ends first), then send it
+    ``sig``; its exit status and output (stdout and stderr). The process is killed if it outlives the test."""
+    proc = subprocess.Popen([sys.executable, "-m", "pytest", *argv], cwd=cwd, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                            preexec_fn=ctrl_c_reaches)
+    try:
+        deadline = time.monotonic() + wait_s
+        while not ready():
+            assert time.monotonic() < deadline and proc.poll() is None, "the gate never got where it was awaited"
+            time.sleep(0.2)
+        proc.send_signal(sig)
+        out, _ = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    return proc.returncode, out

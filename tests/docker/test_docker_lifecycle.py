@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -19,12 +18,12 @@ from dockerkit import (
     RUN_LABEL,
     docker_matrix,
     evidence,
+    interrupted,
     items,
     leftovers,
     record,
     statuses,
 )
-from support import ctrl_c_reaches
 
 from pytest_hetero.cli import main
 
@@ -112,27 +111,18 @@ def test_hetero_command_lists_cleanup() -> None:
 def test_signal_mid_run_removes_every_container(tmp_path: Path, run_id: str, engine: Any, sig: int) -> None:
     """A real pytest process, stopped by a signal while the model runs: its containers are gone afterwards."""
     (tmp_path / "sleepy.matrix.yaml").write_text(docker_matrix(entrypoint=["/bin/sh", "-c", "sleep 45"]))
-    proc = subprocess.Popen([sys.executable, "-m", "pytest", "sleepy.matrix.yaml", "-p", "no:cacheprovider",
-                             "--hetero-run-id", run_id, "--rootdir", str(tmp_path)],
-                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            env={**os.environ, "PYTHONUNBUFFERED": "1"}, preexec_fn=ctrl_c_reaches)
-    try:
-        deadline = time.monotonic() + 90
-        running = False
-        while time.monotonic() < deadline and not running and proc.poll() is None:
-            for c in engine.containers(filters={"label": f"{RUN_LABEL}={run_id}"}):
-                running = any("sleep 45" in " ".join(p) for p in engine.top(c["Id"])["Processes"] or [])
-            time.sleep(0.2)
-        assert running, "the model run never started"
-        # the workload container and the empty placement-probe image exist while the run goes on
-        assert [x[0] for x in sorted(leftovers(engine, run_id))] == ["/", "s"]
-        proc.send_signal(sig)
-        out, _ = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
-    assert proc.returncode == 2, out[-2000:]
+
+    def running() -> bool:
+        for c in engine.containers(filters={"label": f"{RUN_LABEL}={run_id}"}):
+            if any("sleep 45" in " ".join(p) for p in engine.top(c["Id"])["Processes"] or []):
+                # the workload container and the empty placement-probe image exist while the run goes on
+                assert [x[0] for x in sorted(leftovers(engine, run_id))] == ["/", "s"]
+                return True
+        return False
+
+    code, out = interrupted(tmp_path, ["sleepy.matrix.yaml", "-p", "no:cacheprovider", "--hetero-run-id", run_id,
+                                       "--rootdir", str(tmp_path)], running, sig)
+    assert code == 2, out[-2000:]
     assert leftovers(engine, run_id) == []
     ev = json.loads((tmp_path / "reports" / run_id / "evidence.json").read_text())
     st = statuses(ev)

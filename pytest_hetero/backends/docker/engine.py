@@ -18,6 +18,7 @@ Verdicts are the layers'. Everything created is labelled with the run id and rem
 
 from __future__ import annotations
 
+import functools
 import sys
 import time
 import uuid
@@ -30,6 +31,7 @@ from pytest_hetero.backends.docker import client as run
 from pytest_hetero.backends.docker import devices as docker_devices
 from pytest_hetero.backends.docker import jobs as docker_jobs
 from pytest_hetero.backends.docker import outage, place
+from pytest_hetero.backends.docker import spread as docker_spread
 from pytest_hetero.backends.docker import usage as docker_usage
 from pytest_hetero.backends.docker.errors import SETTLE_S, outcome, outcome_of_text, run_failure, stopped_after_run
 from pytest_hetero.backends.docker.session import DockerSession
@@ -50,6 +52,7 @@ from pytest_hetero.backends.protocol import (
     UsageFacts,
     render_entrypoint,
 )
+from pytest_hetero.backends.spread import Deferred, Plan, wanted
 from pytest_hetero.matrix.model import Matrix, Model
 from pytest_hetero.probes.usage import RUN_TIME_UNITS, measured, unavailable
 from pytest_hetero.settings import Settings
@@ -227,23 +230,24 @@ class DockerBackend(Backend):
         cid = started.handle["id"]
         return str(self.session.api.logs(cid, stdout=True, stderr=True).decode("utf-8", "replace"))
 
-    def launch(self, ctx: Step, image_id: str) -> dict[str, Any]:
+    def launch(self, ctx: Step, image_id: str, alone: docker_spread.Slot | None = None) -> dict[str, Any]:
         """Create and start the resource × image container; record it; return its workload dict.
 
-        A previous container for the same key (a repeated startup) is removed first. Raises
-        ActionFailed classified by :mod:`.errors` (start refused, exited, OOM-killed).
+        A previous container for the same key (a repeated startup) is removed first. ``alone``: the container of
+        one model run instead (:mod:`.spread`), pinned to that device slot, named and labelled per run, not kept
+        as the resource × image container. Raises ActionFailed classified by :mod:`.errors` (start refused,
+        exited, OOM-killed).
         """
         s = self.session
         key = (ctx.resource.name, ctx.image.name)
-        if key in s.workloads:
+        if key in s.workloads and alone is None:
             self._remove(s.workloads.pop(key)["id"])
-        request = place.translate_or_fail(ctx, s.target, s.local)
+        target = s.target if alone is None else alone.target(s.target, ctx.resource.name)
+        request = place.translate_or_fail(ctx, target, s.local)
         m = ctx.matrix
         models = [(x.name, x.path, code_of(m, x).path) for x in m.models]  # without the truth files they may hold
         mounts = run.input_mounts(models, model_inputs(m.datasets)) + request.mounts
-        name = run.safe_name("hetero", s.settings.run_id, *key)
-        labels = run.labels(s.settings.run_id, s.owner, "workload", matrix=m.name, resource=key[0],
-                            image=key[1])
+        name, labels = self._marks(ctx, alone is not None)
         try:
             image_user = (s.api.inspect_image(image_id).get("Config") or {}).get("User")  # type: ignore[no-untyped-call]  # (untyped in types-docker)
         except docker.errors.APIError as exc:
@@ -273,7 +277,7 @@ class DockerBackend(Backend):
         # a fresh container's cgroup has counted no OOM kill yet; read again only after an exit 137
         workload = {"id": cid, "name": name, "labels": labels, "oom_kills": 0, "dirty": False, "user": user,
                     "limit_bytes": request.mem_limit, "started_monotonic": time.monotonic()}
-        s.workloads[key] = workload
+        self._keep(key, workload, alone is not None)
         try:
             s.api.start(cid)
         except docker.errors.APIError as exc:
@@ -302,6 +306,30 @@ class DockerBackend(Backend):
             raise ActionFailed(f"container {name} from {ctx.image.reference}: no process can start as the image's "
                                f"user {user!r}: {said}", "oci_runtime_error")
         return workload
+
+    def _keep(self, key: tuple[str, str], workload: dict[str, Any], alone: bool) -> None:
+        """Keep a created container as the resource × image's; a model run's own container (``alone``) is kept
+        by its run, and removed at once when the gate is stopping (its close may have listed the run's containers
+        before this one was created). Raises ActionFailed ``harness`` then."""
+        s = self.session
+        if not alone:
+            s.workloads[key] = workload
+            return
+        workload["created_at"] = time.time()
+        if s.spread.stop.is_set():
+            self._remove(workload["id"])
+            raise ActionFailed(f"the gate stopped while container {workload['name']} was created", "harness")
+
+    def _marks(self, ctx: Step, alone: bool) -> tuple[str, dict[str, str]]:
+        """Name and labels of the resource × image container, or (``alone``) of one model run's own container."""
+        s, m = self.session, ctx.matrix
+        key = (ctx.resource.name, ctx.image.name)
+        if alone:
+            return (run.safe_name("hetero", s.settings.run_id, *key, "run", uuid.uuid4().hex[:8]),
+                    run.labels(s.settings.run_id, s.owner, "model-run", matrix=m.name, resource=key[0], image=key[1],
+                               model=ctx.model.name, dataset=ctx.dataset.name))
+        return (run.safe_name("hetero", s.settings.run_id, *key),
+                run.labels(s.settings.run_id, s.owner, "workload", matrix=m.name, resource=key[0], image=key[1]))
 
     def ensure_running(self, ctx: Step, workload: dict[str, Any], when: str) -> None:
         """ActionFailed when the container is no longer running: ``oom_killed`` (exit 137 with
@@ -338,7 +366,9 @@ class DockerBackend(Backend):
 
     @outage.engine_guarded
     def execute(self, ctx: Step) -> ExecResult:
-        """Run the entrypoint inside the resource × image container (``docker exec``) with the layer timeout.
+        """Run the entrypoint inside the resource × image container (``docker exec``) with the layer timeout;
+        with ``model_runs: per-run``, in a container of its own pinned to a device slot, the runs of the model
+        items after it launched ahead (:meth:`_run_alone`, :mod:`.spread`).
 
         The container is reset (:func:`.client.reset`) before the run when an earlier run left it used, and
         after it (once the outputs are copied out); ``details["isolation"]`` records both
@@ -355,6 +385,8 @@ class DockerBackend(Backend):
         ``container_killed`` (infrastructure, the container died during the run), ``container_not_reset``
         (platform: what an earlier run left in the container could not be removed).
         """
+        if wanted(ctx):
+            return self.session.spread.execute(ctx, functools.partial(self._plan, ctx))
         s = self.session
         key = (ctx.resource.name, ctx.image.name)
         workload = s.workloads.get(key)
@@ -379,6 +411,13 @@ class DockerBackend(Backend):
         if reset_before and (why := self._reset(workload)):
             raise ActionFailed(f"container {workload['name']} could not be returned to its started state before "
                                f"the model run: {why}", "container_not_reset")
+        return self._run_in(ctx, workload, started_here, reset_before)
+
+    def _run_in(self, ctx: Step, workload: dict[str, Any], started_here: dict[str, Any] | None,
+                reset_before: bool | None) -> ExecResult:
+        """The model run in ``workload``'s running container (see :meth:`execute`); ``reset_before`` None: the
+        container is the run's own (:meth:`_run_alone`), neither reset before nor after."""
+        s = self.session
         model, dataset = ctx.model, ctx.dataset
         code = code_of(ctx.matrix, model)
         paths = run.container_paths(model.name, model.path, code.path, dataset.name, model_input(dataset))
@@ -415,8 +454,78 @@ class DockerBackend(Backend):
         self._finish_run(ctx, workload, result, values["outputs"], reset_before)
         return result
 
+    def _plan(self, ctx: Step, concurrency: int) -> Plan:
+        """How the per-run model runs of ``ctx``'s resource × image go (:mod:`.spread`): the resource's device
+        slots, at most ``concurrency`` runs at once, one per slot. The resource × image container (its startup
+        is proven) is removed first, so what it holds serves the runs. Raises ActionFailed ``bad_request`` for a
+        malformed request or ``target.cpuset``."""
+        s, res = self.session, ctx.resource
+        s.api  # noqa: B018 - connects and reads info: the engine's CPUs
+        try:
+            found = docker_spread.slots_of({**res.requests, **res.limits},
+                                           (s.target.get("device_ids") or {}).get(res.name),
+                                           (s.target.get("cpuset") or {}).get(res.name),
+                                           s.engine["info"].get("NCPU"), docker_spread.host_devices(s.local))
+        except ValueError as exc:
+            raise ActionFailed(f"resource {res.name}: {exc}", "bad_request") from None
+        shared = s.workloads.pop((res.name, ctx.image.name), None)
+        if shared is not None:
+            self._remove(shared["id"])
+        return Plan(run=functools.partial(self._run_alone, docker_spread.Slots(found)), unexpected=self._unexpected,
+                    width=docker_spread.width(concurrency, found), noun="container",
+                    facts={"concurrency_setting": concurrency, "slots": [x.to_dict() for x in found],
+                           "startup_container_removed": shared["name"] if shared else None})
+
+    def _unexpected(self, exc: Exception, ctx: Deferred) -> EngineFault:
+        """Any other exception of a per-run model run, translated: an engine that went away
+        (:func:`.outage.engine_lost`), else the engine's answer (:func:`.errors.outcome`)."""
+        if isinstance(exc, (run.EngineLost, *run.CONNECTION_LOST)):
+            return outage.engine_lost(self.session, ctx, exc, "a model run in a container of its own")
+        return outcome(exc, f"the model run of {'::'.join(ctx.planned.parts)} in a container of its own",
+                       phase="run")
+
+    def _run_alone(self, slots: docker_spread.Slots, ctx: Deferred, width: int, queued: float) -> ExecResult:
+        """One model run (in a helper thread) in a container of its own pinned to a free slot of ``slots`` (waited
+        for), removed after the run; the result with ``details["spread"]`` (see :mod:`.spread`). Raises what
+        :meth:`identify`, :meth:`launch` and the run raise."""
+        s = self.session
+        slot, waited = slots.take()
+        got = time.time()
+        workload: dict[str, Any] | None = None
+        try:
+            started_here: dict[str, Any] | None = None
+            image_id = s.image_ids.get(ctx.image.name)
+            if image_id is None:  # no startup item identified the image in this session: this item checks it
+                identity = self.identify(ctx)
+                image_id = str(identity.handle)
+                started_here = {"digest": identity.digest, "known": list(identity.known), "what": identity.what}
+            workload = self.launch(ctx, image_id, alone=slot)
+            running = time.time()
+            result = self._run_in(ctx, workload, started_here, None)
+            facts = self._usage(workload, "completed" if result.exit_code == 0 else "failed")
+        finally:
+            removed = time.time()
+            if workload is not None:
+                try:
+                    self._remove(workload["id"])
+                except docker.errors.DockerException:
+                    pass  # left to the engine's close (owner label)
+            slots.give(slot)
+        ran = result.details.get("workload") or {}  # the exec's own window (.usage.exec_facts)
+        result.details.pop("workload_started", None)  # the run's container is its workload, counted once
+        if facts:
+            facts["released"] = removed
+            result.details["workload"] = facts
+        result.details["spread"] = {
+            "container": workload["name"], "container_id": workload["id"], "slot": slot.to_dict(),
+            "concurrency": width, "queued_at": queued, "slot_at": got, "created_at": workload["created_at"],
+            "running_at": running, "run_started_at": ran.get("started"), "run_ended_at": ran.get("ended"),
+            "removed_at": removed, "waited_for_slot_s": round(got - queued, 3), "slot_wait_s": round(waited, 3),
+        }
+        return result
+
     def _finish_run(self, ctx: Step, workload: dict[str, Any], result: ExecResult, outputs: str,
-                    reset_before: bool) -> None:
+                    reset_before: bool | None) -> None:
         """After a model exec: read its outputs (unless the container died), reset the container, record
         ``details["isolation"]``, then judge a container found stopped once the reset has ended (nothing of the
         run is left to act): ``container_stopped_by_run`` (:func:`.errors.stopped_after_run`), even when a child
@@ -433,9 +542,12 @@ class DockerBackend(Backend):
                 if self._still_running(workload):
                     raise
                 # the container stopped while its outputs were read (the reader exec was killed with it)
-        why = self._reset(workload)
-        result.details["isolation"] = {**run.RESET_FACTS, "confined": True, "reset_before": reset_before,
-                                       "reset_after": "done" if not why else f"failed: {why}"}
+        if reset_before is None:  # the run's own container, removed after it
+            result.details["isolation"] = dict(docker_spread.PER_RUN_CONTAINER)
+        else:
+            why = self._reset(workload)
+            result.details["isolation"] = {**run.RESET_FACTS, "confined": True, "reset_before": reset_before,
+                                           "reset_after": "done" if not why else f"failed: {why}"}
         if result.failure is None or result.failure["category"] not in ("container_killed",
                                                                         "container_stopped_by_run"):
             state = self._state(workload)
@@ -533,6 +645,7 @@ class DockerBackend(Backend):
         """Remove every container and image this backend created (found by its owner label), or,
         with ``--hetero-keep``, print how to reach them. Never raises."""
         s = self.session
+        s.spread.shutdown()  # before the listing: a run container created meanwhile removes itself (.launch)
         if s._api is None and not s.interruptions:
             return
         try:

@@ -17,6 +17,7 @@ import docker.errors
 
 from pytest_hetero.backends.docker import client as run
 from pytest_hetero.backends.protocol import ActionFailed, EngineUnavailable
+from pytest_hetero.backends.spread import Spread
 from pytest_hetero.settings import Settings
 
 
@@ -45,7 +46,7 @@ class DockerSession:
     """Connection and run state: ``conn`` (APIClient kwargs, see :func:`.client.connection`),
     ``local`` (the engine's host is this host), ``owner`` (this process's label token), the
     containers it started (``workloads`` by (resource, image)), image ``digests`` by image name,
-    the placement-probe image, and engine outages seen (``interruptions``)."""
+    the placement-probe image, engine outages seen (``interruptions``) and the per-run model runs (``spread``)."""
 
     target: dict[str, Any]
     settings: Settings
@@ -60,6 +61,8 @@ class DockerSession:
     image_ids: dict[str, str] = field(default_factory=dict)
     probe_image: str | None = None
     interruptions: list[Interruption] = field(default_factory=list)
+    spread: Spread = field(default_factory=Spread)
+    """The per-run model runs of this session (``model_runs: per-run``, :mod:`.spread`)."""
     _api: docker.APIClient | None = None
     _long: docker.APIClient | None = None
     _stats: docker.APIClient | None = None

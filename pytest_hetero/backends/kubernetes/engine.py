@@ -247,8 +247,9 @@ class KubernetesBackend(Backend):
         resource's concurrency (see :mod:`.spread`).
         """
         from pytest_hetero.backends.kubernetes import spread
+        from pytest_hetero.backends.spread import wanted
 
-        if spread.wanted(step):
+        if wanted(step):
             return spread.execute(self.session, step)
         return kube_model.execute(self.session, step)
 

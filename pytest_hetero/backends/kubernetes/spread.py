@@ -15,12 +15,10 @@ the category :func:`.startup.startup_failed` gives it), read the devices the dev
 shared pod (:func:`.run.execute`: inputs copied in, the entrypoint under the gate's wrapper, node watched,
 outputs read back), and delete the Pod.
 
-**Concurrency and joining.** pytest items stay the units of report, run one after the other. The first model item
-of a resource × image to run (its startup passed: gating is the items', unchanged) launches the runs of itself and
-of the model items after it in this session (``state["upcoming"]``, set by the pytest glue), at most
+**Concurrency and joining** are the engine-neutral :class:`~pytest_hetero.backends.spread.Spread`'s: the first
+model item of a resource × image launches the runs of itself and of the model items after it, at most
 ``concurrency`` (``--hetero-concurrency`` > ``resources[].concurrency`` > ini ``hetero_concurrency``, default 4)
-at once; each model item then waits for its own run's result, joined to it when it arrives, and the records the
-run made are written into that item's evidence. A run no item asked for ahead (a rerun, a repeat) runs when asked.
+Pods at once; each model item joins its own run's result when it arrives.
 
 **The startup workload** (the resource × image pod the startup item proved) is deleted when the first run is
 launched, so the devices it held serve the model runs; when no startup item started one, each run's own Pod gives
@@ -34,14 +32,11 @@ on a KWOK-simulated node the run executed on the KWOK host, and isolation is sta
 
 from __future__ import annotations
 
-import hashlib
+import functools
 import re
-import threading
 import time
 import uuid
 import weakref
-from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from kubernetes import client
@@ -55,15 +50,10 @@ from pytest_hetero.backends.kubernetes import usage as kube_usage
 from pytest_hetero.backends.kubernetes.objects import parse_pod
 from pytest_hetero.backends.kubernetes.submit import PULL, workload_key
 from pytest_hetero.backends.protocol import ActionFailed, EngineFault, ExecResult, Step
-from pytest_hetero.evidence.model import Artifact
-from pytest_hetero.matrix.expand import PlannedEntries
-from pytest_hetero.signals import quiet_thread
+from pytest_hetero.backends.spread import Deferred, Plan, Spread
 
 if TYPE_CHECKING:
     from pytest_hetero.backends.kubernetes.session import KubeSession, WorkloadRecord
-    from pytest_hetero.matrix.expand import PlannedItem
-    from pytest_hetero.matrix.model import Matrix
-    from pytest_hetero.settings import Settings
 
 PER_RUN_POD: kube_model.Isolation = {
     "mechanism": "kubernetes pod of its own per model run, placed by the scheduler with the resource's requests "
@@ -84,122 +74,26 @@ VISIBLE = re.compile(r"^([A-Z0-9_]*VISIBLE_DEVICES)=(.*)$", re.MULTILINE)
 """Environment variables through which device plugins hand a container its devices."""
 
 
-def mode(step: Step) -> tuple[str, int]:
-    """``(model_runs, concurrency)`` of the step's resource: the command line's, else the matrix's, else the ini's."""
-    s, res = step.settings, step.resource
-    runs = s.model_runs or res.model_runs or s.default_model_runs
-    width = s.concurrency or res.concurrency or s.default_concurrency
-    return runs, max(1, int(width))
-
-
-def wanted(step: Step) -> bool:
-    """True when the step's model run goes to a Pod of its own: ``per-run`` and an ordinary model item (not a
-    node-coverage smoke run, which has its pinned pod, nor a task type's check)."""
-    return step.pinned_node is None and "check" not in step.planned.keys and mode(step)[0] == "per-run"
-
-
-@dataclass
-class Deferred(PlannedEntries):
-    """The Step a run in a helper thread is handed: the item's matrix entries and timeout; what the run records
-    (and the artifacts it keeps) wait in ``records``/``artifacts`` until the item joins the result."""
-
-    matrix: Matrix
-    planned: PlannedItem
-    settings: Settings
-    timeout_s: float
-    pinned_node: str | None = None
-    records: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
-    artifacts: list[tuple[str, str | bytes, str]] = field(default_factory=list)
-
-    def record(self, kind: str, **data: Any) -> None:
-        """Keep the record for the item that joins the run."""
-        self.records.append((kind, data))
-
-    def artifact(self, name: str, content: str | bytes, media_type: str = "text/plain") -> Artifact:
-        """Keep the artifact for the item that joins the run; the Artifact returned is provisional."""
-        self.artifacts.append((name, content, media_type))
-        data = content.encode("utf-8", "replace") if isinstance(content, str) else content
-        return Artifact(name=name, path=f"(kept with the item: {name})", size=len(data),
-                        sha256=hashlib.sha256(data).hexdigest(), media_type=media_type)
-
-    def replay(self, step: Step) -> None:
-        """Write what the run recorded and kept into ``step`` (the joining item)."""
-        for name, content, media_type in self.artifacts:
-            step.artifact(name, content, media_type)
-        for kind, data in self.records:
-            step.record(kind, **data)
-
-
-Outcome = tuple["ExecResult | EngineFault", Deferred]
-
-
-class Group:
-    """The runs of one matrix × resource × image: a pool of ``width`` threads, each run's future by item id."""
-
-    def __init__(self, width: int) -> None:
-        self.width = width
-        self.pool = ThreadPoolExecutor(width, thread_name_prefix="hetero-run")
-        self.futures: dict[tuple[str, ...], list[Future[Outcome]]] = {}
-        self.lock = threading.Lock()
-
-    def launch(self, session: KubeSession, step: Step, planned: PlannedItem) -> None:
-        """Queue the run of ``planned`` (``step``'s matrix, settings and timeout)."""
-        deferred = Deferred(step.matrix, planned, step.settings, step.timeout_s)
-        queued = time.time()
-        future = self.pool.submit(_guarded, session, deferred, self.width, queued)
-        with self.lock:
-            self.futures.setdefault(planned.parts, []).append(future)
-
-    def take(self, planned: PlannedItem) -> Future[Outcome] | None:
-        """The first queued run of ``planned`` not yet joined, or None."""
-        with self.lock:
-            queue = self.futures.get(planned.parts) or []
-            return queue.pop(0) if queue else None
-
-
-_STATE: weakref.WeakKeyDictionary[KubeSession, dict[tuple[str, ...], Group]] = weakref.WeakKeyDictionary()
-_STOP: weakref.WeakKeyDictionary[KubeSession, threading.Event] = weakref.WeakKeyDictionary()
+_SPREADS: weakref.WeakKeyDictionary[KubeSession, Spread] = weakref.WeakKeyDictionary()
 
 
 def execute(session: KubeSession, step: Step) -> ExecResult:
     """The item's model run in a Pod of its own (see the module docstring); on the group's first item, the runs of
     the model items after it are launched too. Raises what the run raised (an EngineFault: the Pod refused, not
     started, the exec broken), after writing the run's records into ``step``."""
-    runs, width = mode(step)
-    key = (step.matrix.sha256, step.resource.name, step.image.name)
     with session.lock:
-        groups = _STATE.setdefault(session, {})
-        _STOP.setdefault(session, threading.Event())
-        group = groups.get(key)
-        first = group is None
-        if group is None:
-            group = groups[key] = Group(width)
-    if first:
-        released = release_shared(session, step)
-        upcoming = ahead(step)
-        step.record("model.spread", model_runs=runs, concurrency=width, launched=len(upcoming),
-                    items=["::".join(p.parts) for p in upcoming], startup_workload_released=released)
-        for planned in upcoming:
-            group.launch(session, step, planned)
-    future = group.take(step.planned)
-    if future is None:
-        step.record("model.note", message="this model run was not launched ahead (a rerun or a repeat): run now")
-        group.launch(session, step, step.planned)
-        future = group.take(step.planned)
-        assert future is not None  # noqa: S101 - launched on the line above
-    outcome, deferred = future.result()
-    deferred.replay(step)
-    if isinstance(outcome, EngineFault):
-        raise outcome
-    return outcome
+        spread = _SPREADS.setdefault(session, Spread())
+
+    def plan(width: int) -> Plan:
+        return Plan(run=functools.partial(one_run, session), unexpected=_unexpected, width=width, noun="Pod",
+                    facts={"startup_workload_released": release_shared(session, step)})
+
+    return spread.execute(step, plan)
 
 
-def ahead(step: Step) -> list[PlannedItem]:
-    """The model items of this session from ``step``'s on, in the order they will run (``state["upcoming"]``: the
-    whole group's list, set by the pytest glue); just ``step``'s when the glue gave none or it is not in it."""
-    group = (getattr(step, "state", None) or {}).get("upcoming") or []
-    at = next((i for i, p in enumerate(group) if p.parts == step.planned.parts), None)
-    return [step.planned] if at is None else list(group[at:])
+def _unexpected(exc: Exception, step: Deferred) -> EngineFault:
+    """Any other exception of a run, translated (:func:`.client.api_outcome`)."""
+    return kc.api_outcome(exc, f"run the model of {'::'.join(step.planned.parts)} in a pod of its own")
 
 
 def release_shared(session: KubeSession, step: Step) -> str | None:
@@ -213,25 +107,10 @@ def release_shared(session: KubeSession, step: Step) -> str | None:
     return str(workload["pod"])
 
 
-def _guarded(session: KubeSession, deferred: Deferred, width: int, queued: float) -> Outcome:
-    """:func:`one_run` in a helper thread: an EngineFault is the run's outcome, not the thread's death."""
-    quiet_thread()
-    try:
-        return one_run(session, deferred, width, queued), deferred
-    except EngineFault as fault:
-        return fault, deferred
-    except Exception as exc:  # noqa: BLE001 - translated: the item that joins it reports it
-        return kc.api_outcome(exc, f"run the model of {'::'.join(deferred.planned.parts)} in a pod of its own"), \
-            deferred
-
-
 def one_run(session: KubeSession, step: Deferred, width: int, queued: float) -> ExecResult:
     """Create the run's Pod, wait until it runs, run the model in it (:func:`.run.execute`), delete it; the
-    result with ``details["spread"]`` (see the module docstring). Raises ActionFailed ``run_cancelled`` when the
-    gate is stopping, and what placement, startup or the run raise."""
-    stop = _STOP.get(session)
-    if stop is not None and stop.is_set():
-        raise ActionFailed("the gate stopped before this model run's Pod was created", "harness")
+    result with ``details["spread"]`` (see the module docstring). Raises what placement, startup or the run raise
+    (a run the gate stops before it begins is refused by :class:`~pytest_hetero.backends.spread.Group`)."""
     begun = time.time()
     workload = create(session, step)
     name = node = ""
@@ -330,8 +209,6 @@ def _delete(session: KubeSession, body: dict[str, Any], name: str, pod: str | No
 
 def shutdown(session: KubeSession) -> None:
     """Stop launching runs (queued ones are cancelled, running ones end when close deletes their pods)."""
-    stop = _STOP.get(session)
-    if stop is not None:
-        stop.set()
-    for group in (_STATE.get(session) or {}).values():
-        group.pool.shutdown(wait=False, cancel_futures=True)
+    spread = _SPREADS.get(session)
+    if spread is not None:
+        spread.shutdown()

@@ -1,0 +1,122 @@
+"""Per-run model runs on the real engine (``model_runs: per-run``): each model run a container of its own pinned to a
+CPU set of its own, the runs going concurrently, each result joined to its item; Ctrl-C removes every container."""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import docker.errors
+import pytest
+from dockerkit import RUN_LABEL, docker_matrix, evidence, interrupted, items, leftovers, record, statuses
+
+pytestmark = pytest.mark.usefixtures("outside_inputs")
+
+SLEEP_S = 3
+# the digits model after a pause, then the container's host name (Docker's default: the container id's first 12
+# characters) written into its outputs, so each item's outputs say which container made them
+SCRIPT = (f'sleep {SLEEP_S} && "$1" "$2/infer.py" --model "$3" --data "$4" --out "$5" --provider "$6" && "$1" -c '
+          '"import json, socket, sys; d = json.load(open(sys.argv[1])); d[\'host\'] = socket.gethostname(); '
+          'json.dump(d, open(sys.argv[1], \'w\'))" "$5"')
+ENTRYPOINT = ["/bin/sh", "-c", SCRIPT, "sh", "{python}", "{code}", "{model}", "{dataset}", "{outputs}", "{provider}"]
+RUNS = 4
+
+
+def spread_matrix(model_runs: str, concurrency: int = 2, entrypoint: list[str] | None = None) -> str:
+    """The digits case on 4 data sets (4 model runs) of a CPU resource asking for one CPU per run."""
+    doc = json.loads(docker_matrix(datasets=RUNS, entrypoint=entrypoint or ENTRYPOINT))
+    doc["spec"]["resources"][0].update(model_runs=model_runs, concurrency=concurrency)
+    return json.dumps(doc)
+
+
+def model_runs(ev: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """nodeid → the ``model.run`` record of every model item."""
+    return {k: record(v, "model.run") for k, v in items(ev).items() if k.endswith("::model")}
+
+
+def outputs_host(pytester: pytest.Pytester, ev: dict[str, Any], nodeid: str) -> str:
+    """The host name the model wrote into the outputs the gate kept for ``nodeid``."""
+    [bundle] = sorted((pytester.path / "reports").iterdir())
+    [art] = [a for a in items(ev)[nodeid]["artifacts"] if a["name"] == "outputs.json"]
+    return str(json.loads((bundle / art["path"]).read_text())["host"])
+
+
+def test_per_run_containers_overlap_on_cpu_sets_of_their_own(pytester: pytest.Pytester, run_id: str,
+                                                             engine: Any) -> None:
+    pytester.makefile(".matrix.yaml", d=spread_matrix("per-run"))
+    begun = time.monotonic()
+    result = pytester.runpytest("-p", "no:cacheprovider", "-p", "no:randomly", "--hetero-run-id", run_id)
+    per_run_s = time.monotonic() - begun
+    ev = evidence(pytester)
+    assert result.ret == 0, [(i["nodeid"], i["failure"]) for i in ev["items"] if i["failure"]]
+    runs = model_runs(ev)
+    assert len(runs) == RUNS
+    spreads = [r["spread"] for r in runs.values()]
+    # a container of its own per run, each pinned to a CPU of its own while another ran (2 CPUs, concurrency 2)
+    assert len({s["container_id"] for s in spreads}) == RUNS
+    assert {s["concurrency"] for s in spreads} == {2}
+    assert all(s["slot"]["kind"] == "cpuset" and len(s["slot"]["ids"]) == 1 for s in spreads)
+    for nodeid, run in runs.items():
+        started = record(items(ev)[nodeid], "startup.container")
+        assert started["id"] == run["spread"]["container_id"] == run["container_id"]
+        assert started["allocated"]["CpusetCpus"] == ",".join(run["spread"]["slot"]["ids"])
+        assert run["isolation"]["shared_between_runs"] is False and "proven" in run["isolation"]["models_isolation"]
+        # the outputs joined to this item came from this item's container
+        assert outputs_host(pytester, ev, nodeid) == run["container_id"][:12]
+    # two runs at once: each run overlapped another (times), on different CPU sets
+    windows = sorted((s["run_started_at"], s["run_ended_at"], s["slot"]["ids"][0]) for s in spreads)
+    overlaps = [(a, b) for i, a in enumerate(windows) for b in windows[i + 1:] if b[0] < a[1]]
+    assert len(overlaps) >= 2 and all(a[2] != b[2] for a, b in overlaps), windows
+    makespan = max(s["removed_at"] for s in spreads) - min(s["queued_at"] for s in spreads)
+    serial = sum(s["removed_at"] - s["slot_at"] for s in spreads)  # each run's own time, slot to removal
+    assert makespan < serial, (makespan, serial)
+    first = record(items(ev)["cpu::img::digits-logreg@digits-test::model"], "model.spread")
+    assert (first["model_runs"], first["concurrency"], first["launched"]) == ("per-run", 2, RUNS)
+    assert first["startup_container_removed"] == f"hetero-{run_id}-cpu-img"
+    assert leftovers(engine, run_id) == []
+
+    # the same matrix with the shared container: the same statuses, one container, the runs one after the other
+    shared = pytester.mkdir("shared")
+    (shared / "d.matrix.yaml").write_text(spread_matrix("shared"))
+    begun = time.monotonic()
+    again = pytester.runpytest("-p", "no:cacheprovider", "-p", "no:randomly", "--hetero-run-id", run_id + "s",
+                               str(shared / "d.matrix.yaml"), "--hetero-report-dir", str(shared / "reports"))
+    shared_s = time.monotonic() - begun
+    [bundle] = sorted((shared / "reports").iterdir())
+    ev_shared = json.loads((bundle / "evidence.json").read_text())
+    assert again.ret == 0
+    assert statuses(ev_shared) == statuses(ev)
+    assert len({r["container_id"] for r in model_runs(ev_shared).values()}) == 1
+    shared_runs = sum(r["duration_s"] for r in model_runs(ev_shared).values())
+    sys.stderr.write(f"per-run: pytest {per_run_s:.1f} s, model runs {makespan:.1f} s (their own times {serial:.1f} s)"
+                     f"; shared: pytest {shared_s:.1f} s, model runs {shared_runs:.1f} s; ideal "
+                     f"{RUNS // 2 * SLEEP_S} s\n")
+
+
+def test_ctrl_c_mid_run_removes_every_run_container(tmp_path: Path, run_id: str, engine: Any) -> None:
+    """A real pytest process, interrupted while two per-run containers run their models: none is left."""
+    sleepy = ["/bin/sh", "-c", "sleep 45"]
+    (tmp_path / "sleepy.matrix.yaml").write_text(spread_matrix("per-run", entrypoint=sleepy))
+    sleeping: set[str] = set()
+
+    def two_sleep() -> bool:
+        for c in engine.containers(filters={"label": f"{RUN_LABEL}={run_id}"}):
+            try:  # the startup container is stopped and removed once the runs begin
+                processes = engine.top(c["Id"])["Processes"] or []
+            except docker.errors.APIError:  # gone, or no longer running
+                continue
+            if any("sleep 45" in " ".join(p) for p in processes):
+                sleeping.add(c["Id"])
+        return len(sleeping) >= 2  # two model runs at once, each in its container
+
+    code, out = interrupted(tmp_path, ["sleepy.matrix.yaml", "-p", "no:cacheprovider", "--hetero-run-id", run_id,
+                                       "--rootdir", str(tmp_path)], two_sleep, signal.SIGINT)
+    assert code == 2, out[-2000:]
+    assert leftovers(engine, run_id) == []
+    ev = json.loads((tmp_path / "reports" / run_id / "evidence.json").read_text())
+    assert ev["run"]["interrupted"] is True
+    assert {v for k, v in statuses(ev).items() if k.endswith("::model")} == {"not_run"}

@@ -1,0 +1,90 @@
+"""The device slots of Docker's per-run model runs (``model_runs: per-run``): how a host's CPUs or accelerator indices
+are cut into one slot per concurrent run, how many runs go at once, and what each slot pins in the engine request.
+The runs themselves go on the real engine in tests/docker/test_docker_spread.py."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import pytest
+
+from pytest_hetero.backends.docker.spread import Slot, Slots, cpu_list, slots_of, width
+from pytest_hetero.backends.docker.translate import translate
+from pytest_hetero.matrix.model import Resource
+
+NO_DEVICES: dict[str, list[str]] = {"nvidia": [], "ascend": []}
+
+
+def ids(slots: list[Slot]) -> list[tuple[str, tuple[str, ...]]]:
+    return [(s.kind, s.ids) for s in slots]
+
+
+def test_a_cpu_list_reads_as_the_kernel_writes_it() -> None:
+    assert cpu_list("0-3,6") == ["0", "1", "2", "3", "6"]
+    assert cpu_list("5") == ["5"]
+    for bad in ("3-1", "a", "1-b", "-2"):
+        with pytest.raises(ValueError, match="is not a CPU list"):
+            cpu_list(bad)
+
+
+def test_cpu_slots_are_the_engines_cpus_cut_by_the_request() -> None:
+    assert ids(slots_of({"cpu": "1", "memory": "512Mi"}, None, None, 2, NO_DEVICES)) == [
+        ("cpuset", ("0",)), ("cpuset", ("1",))]
+    # 1.5 CPUs asked for: 2 CPUs a slot; the 5th CPU of 5 is left over
+    assert ids(slots_of({"cpu": "1500m"}, None, None, 5, NO_DEVICES)) == [
+        ("cpuset", ("0", "1")), ("cpuset", ("2", "3"))]
+    # the target's cpuset for the resource bounds the CPUs the slots are taken from
+    assert ids(slots_of({"cpu": "2"}, None, "2-5", 64, NO_DEVICES)) == [("cpuset", ("2", "3")), ("cpuset", ("4", "5"))]
+    assert ids(slots_of({"memory": "1Gi"}, None, None, 3, NO_DEVICES)) == [("cpuset", (str(i),)) for i in range(3)]
+    # fewer CPUs than one run asks for: one slot the engine places unpinned
+    assert ids(slots_of({"cpu": "4"}, None, None, 2, NO_DEVICES)) == [("unpinned", ())]
+
+
+def test_accelerator_slots_are_device_indices() -> None:
+    host = {"nvidia": ["0", "1", "2", "3"], "ascend": ["0", "1"]}
+    assert ids(slots_of({"cpu": "1", "nvidia.com/gpu": "1"}, None, None, 2, host)) == [
+        ("devices", (str(i),)) for i in range(4)]
+    assert ids(slots_of({"nvidia.com/gpu": "2"}, None, None, 2, host)) == [
+        ("devices", ("0", "1")), ("devices", ("2", "3"))]
+    # the target's device ids for the resource, in its order, beat the host's
+    assert ids(slots_of({"nvidia.com/gpu": "1"}, ["3", "1"], None, 2, host)) == [("devices", ("3",)), ("devices", ("1",))]
+    assert ids(slots_of({"huawei.com/Ascend910": "1"}, None, None, 2, host)) == [("devices", ("0",)), ("devices", ("1",))]
+    # a remote engine's devices cannot be listed from here: one unpinned slot, the runs one at a time
+    assert ids(slots_of({"nvidia.com/gpu": "1"}, None, None, 2, NO_DEVICES)) == [("unpinned", ())]
+
+
+def test_runs_at_once_are_the_concurrency_at_most_one_per_slot() -> None:
+    two = [Slot("cpuset", ("0",)), Slot("cpuset", ("1",))]
+    assert (width(4, two), width(1, two), width(2, two), width(3, [Slot("unpinned", ())])) == (2, 1, 2, 1)
+
+
+@pytest.mark.parametrize(("requests", "slot", "field", "expected"), [
+    ({"cpu": "1"}, Slot("cpuset", ("1",)), "cpuset_cpus", "1"),
+    ({"cpu": "2"}, Slot("cpuset", ("2", "3")), "cpuset_cpus", "2,3"),
+    ({"nvidia.com/gpu": "1"}, Slot("devices", ("2",)), "device_requests",
+     [{"Driver": "", "Count": 0, "DeviceIDs": ["2"], "Capabilities": [["gpu"]]}]),
+    ({"huawei.com/Ascend910": "1"}, Slot("devices", ("1",)), "environment", {"ASCEND_VISIBLE_DEVICES": "1"}),
+])
+def test_a_slot_pins_the_engine_request(requests: dict[str, str], slot: Slot, field: str, expected: Any) -> None:
+    res = Resource(name="r", type="cpu", vendor="any", requests=requests)
+    target: dict[str, Any] = {"backend": "docker", "cpuset": {"other": "0"}}
+    pinned = slot.target(target, "r")
+    assert getattr(translate(res, pinned, host_visible=False), field) == expected
+    assert target == {"backend": "docker", "cpuset": {"other": "0"}}  # the target itself is left as it was
+    assert Slot("unpinned", ()).target(target, "r") is target
+
+
+def test_a_run_waits_for_a_free_slot() -> None:
+    pool = Slots([Slot("cpuset", ("0",)), Slot("cpuset", ("1",))])
+    first, second = pool.take()[0], pool.take()[0]
+    assert {first.ids, second.ids} == {("0",), ("1",)}
+    got: list[tuple[Slot, float]] = []
+    waiter = threading.Thread(target=lambda: got.append(pool.take()))
+    waiter.start()
+    time.sleep(0.3)
+    assert got == []  # both slots taken: the third run waits
+    pool.give(second)
+    waiter.join(5)
+    assert got[0][0] == second and got[0][1] >= 0.25
