@@ -16,7 +16,7 @@ from dockerkit import RUN_LABEL, docker_matrix, evidence, interrupted, items, le
 
 pytestmark = pytest.mark.usefixtures("outside_inputs")
 
-SLEEP_S = 3
+SLEEP_S = 8  # longer than a container create under a CPU-bound CI (~3 s seen): the pairs overlap however slow
 # the digits model after a pause, then the container's host name (Docker's default: the container id's first 12
 # characters) written into its outputs, so each item's outputs say which container made them
 SCRIPT = (f'sleep {SLEEP_S} && "$1" "$2/infer.py" --model "$3" --data "$4" --out "$5" --provider "$6" && "$1" -c '
