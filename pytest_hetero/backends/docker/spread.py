@@ -19,8 +19,9 @@ SIGTERM reach the engine's close, which cancels the runs not started and removes
 
 Evidence per run (``details["spread"]``): the container (id, name), its device slot, when the run was queued, got
 its slot, the container was created, started, the model ran, the container was removed (epoch seconds), how long
-it waited for a slot, the concurrency. ``details["isolation"]`` is :data:`PER_RUN_CONTAINER`: no other model run
-used the run's container (isolation between model runs proven).
+it waited for a slot, the concurrency. ``details["isolation"]`` (:func:`isolation`) is :data:`PER_RUN_CONTAINER`: no
+other model run used the run's container (isolation between model runs proven), unless runs went at once on a
+network their containers share (``target.network`` other than ``none``): not proven then.
 """
 
 from __future__ import annotations
@@ -39,7 +40,30 @@ PER_RUN_CONTAINER: dict[str, Any] = {
     "confined": True, "shared_between_runs": False,
     "models_isolation": "proven: no other model run used this run's container (file system, processes, devices)",
 }
-"""``isolation`` of a per-run model run on Docker."""
+"""``isolation`` of a per-run model run on Docker (:func:`isolation`: its network ``none``, or runs one at a time)."""
+
+
+def isolation(slot: Slot, network: str, width: int) -> dict[str, Any]:
+    """``details["isolation"]`` of a per-run model run pinned to ``slot``, its container on ``network``
+    (``target.network``), runs going ``width`` at once.
+
+    :data:`PER_RUN_CONTAINER` (proven) when the container has no network (``none``, the default) or the runs go
+    one at a time; else not proven (``shared_between_runs``): containers on one network at once reach each other
+    (``bridge`` or a network of the target's) or share one network namespace (``host``, ``container:…``), so one
+    run can take a port another run needs or answer in its service's place. An unpinned slot (no device index
+    known) is said to be."""
+    facts = dict(PER_RUN_CONTAINER)
+    if slot.kind == "unpinned":
+        facts["mechanism"] = ("docker container of its own per model run, not pinned to a device slot (no device "
+                              "index known: the engine places the request), read-only root file system, removed "
+                              "after the run")
+    if network == "none" or width <= 1:
+        return facts
+    facts.pop("models_isolation")
+    return {**facts, "shared_between_runs": True,
+            "reason": f"model runs went {width} at once on the network {network!r} (target.network), which their "
+                      "containers share: a run could reach another run's ports or take one it needs (target.network "
+                      "none, or concurrency 1, keeps them apart)"}
 
 
 @dataclass(frozen=True)
