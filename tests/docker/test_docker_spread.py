@@ -152,3 +152,23 @@ def test_runs_at_once_on_a_shared_network_are_not_proven_isolated(pytester: pyte
         assert gap["part"] == "isolation between model runs", gap
     assert {v for k, v in statuses(ev).items() if k.endswith("::model")} != {"passed"}
     assert leftovers(engine, run_id) == []
+
+
+def test_a_cpu_listed_twice_is_never_two_slots(pytester: pytest.Pytester, run_id: str, engine: Any) -> None:
+    """``target.cpuset`` naming CPU 0 twice (``0,0``) for a resource of one CPU a run: not two slots on one CPU (two
+    runs at once pinned to the same CPU, each recorded as pinned to a slot of its own, isolation proven), but a
+    malformed request the model items report, naming the CPU."""
+    doc = json.loads(spread_matrix("per-run"))
+    doc["spec"]["target"]["cpuset"] = {"cpu": "0,0"}
+    pytester.makefile(".matrix.yaml", d=json.dumps(doc))
+    pytester.runpytest("-p", "no:cacheprovider", "-p", "no:randomly", "--hetero-run-id", run_id)
+    ev = evidence(pytester)
+    models = {k: v for k, v in items(ev).items() if k.endswith("::model")}
+    assert len(models) == RUNS
+    pinned = [record(v, "model.run")["spread"]["slot"]["ids"] for v in models.values()
+              if any(r["kind"] == "model.run" for r in v["records"])]
+    assert pinned == [], pinned  # no run went on a slot
+    for item in models.values():
+        assert item["failure"]["category"] == "bad_request", item["failure"]
+        assert "'0,0'" in item["failure"]["message"] and "twice" in item["failure"]["message"], item["failure"]
+    assert leftovers(engine, run_id) == []
