@@ -101,3 +101,13 @@ def test_isolation_is_proven_only_without_a_network_the_runs_at_once_share() -> 
     # a slot with no device index is not said to be pinned
     assert "not pinned" in isolation(unpinned, "none", 1)["mechanism"]
     assert "pinned to one device slot" in isolation(pinned, "none", 1)["mechanism"]
+
+
+def test_a_cpu_or_device_listed_twice_is_refused() -> None:
+    for text in ("0,0", "0-3,2", "1, 1-2"):
+        with pytest.raises(ValueError, match="twice"):
+            cpu_list(text)
+    with pytest.raises(ValueError, match=r"target.device_ids \['0', '1', '0'\] names device 0 twice"):
+        slots_of({"nvidia.com/gpu": "1"}, ["0", "1", "0"], None, 8, NO_DEVICES)
+    assert ids(slots_of({"nvidia.com/gpu": "1"}, ["1", "0"], None, 8, NO_DEVICES)) == [("devices", ("1",)),
+                                                                                      ("devices", ("0",))]

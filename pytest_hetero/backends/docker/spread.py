@@ -90,7 +90,8 @@ class Slot:
 
 def cpu_list(text: str) -> list[str]:
     """The CPU numbers of a cpuset list (``"0-3,6"`` → ``["0", "1", "2", "3", "6"]``, the kernel's
-    ``cpuset.cpus`` format). Raises ValueError naming the text when it is not one."""
+    ``cpuset.cpus`` format). Raises ValueError naming the text when it is not one, or names a CPU twice (two slots
+    would share it: :func:`distinct`)."""
     out: list[str] = []
     for part in str(text).replace(" ", "").split(","):
         if not part:
@@ -99,7 +100,19 @@ def cpu_list(text: str) -> list[str]:
         if not low.isdecimal() or (high and not high.isdecimal()) or (high and int(high) < int(low)):
             raise ValueError(f"{text!r} is not a CPU list (e.g. 0-3,6)")
         out += [str(i) for i in range(int(low), int(high or low) + 1)]
-    return out
+    return distinct(out, f"target.cpuset {text!r}", "CPU")
+
+
+def distinct(ids: list[str], source: str, noun: str) -> list[str]:
+    """``ids`` when none is listed twice; else ValueError naming ``source`` and the id: slots carved from them
+    would share that CPU or device while each run is recorded pinned to a slot of its own."""
+    seen: set[str] = set()
+    for i in ids:
+        if i in seen:
+            raise ValueError(f"{source} names {noun} {i} twice: a {noun} may be in one slot only (runs at once "
+                             f"would share it)")
+        seen.add(i)
+    return ids
 
 
 def carve(ids: list[str], per_slot: int, kind: str) -> list[Slot]:
@@ -116,11 +129,13 @@ def slots_of(requests: dict[str, str], pinned_devices: list[str] | None, cpuset:
 
     ``pinned_devices``: ``target.device_ids[<resource>]`` (None: not given); ``cpuset``: ``target.cpuset[<resource>]``;
     ``ncpu``: the engine's CPUs; ``host_devices``: the device indices the host has by vendor (``nvidia``,
-    ``ascend``; empty when not known). Raises ValueError for a malformed quantity or CPU list."""
+    ``ascend``; empty when not known). Raises ValueError for a malformed quantity or CPU list, or a CPU or device
+    index listed twice."""
     for key, value in requests.items():
         if key == NVIDIA_GPU or key.startswith(ASCEND_PREFIXES):
             vendor = "nvidia" if key == NVIDIA_GPU else "ascend"
-            known = [str(i) for i in pinned_devices] if pinned_devices else host_devices.get(vendor, [])
+            known = distinct([str(i) for i in pinned_devices], f"target.device_ids {list(pinned_devices)!r}",
+                             "device") if pinned_devices else host_devices.get(vendor, [])
             return carve(known, int(quantity(value)), "devices")
     cpus = cpu_list(cpuset) if cpuset is not None else [str(i) for i in range(ncpu or 0)]
     per = math.ceil(quantity(requests["cpu"])) if "cpu" in requests else 1
