@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from pytest_hetero.backends.docker.spread import Slot, Slots, cpu_list, slots_of, width
+from pytest_hetero.backends.docker.spread import PER_RUN_CONTAINER, Slot, Slots, cpu_list, isolation, slots_of, width
 from pytest_hetero.backends.docker.translate import translate
 from pytest_hetero.matrix.model import Resource
 
@@ -88,3 +88,26 @@ def test_a_run_waits_for_a_free_slot() -> None:
     pool.give(second)
     waiter.join(5)
     assert got[0][0] == second and got[0][1] >= 0.25
+
+
+def test_isolation_is_proven_only_without_a_network_the_runs_at_once_share() -> None:
+    pinned, unpinned = Slot("cpuset", ("0",)), Slot("unpinned", ())
+    assert isolation(pinned, "none", 4) == PER_RUN_CONTAINER  # the default: no network at all
+    assert isolation(pinned, "host", 1) == PER_RUN_CONTAINER  # one at a time: no run is alive beside another
+    for network in ("host", "bridge", "my-net", "container:abc"):
+        shared = isolation(pinned, network, 2)
+        assert shared["shared_between_runs"] is True and "models_isolation" not in shared
+        assert f"2 at once on the network {network!r}" in shared["reason"]
+    # a slot with no device index is not said to be pinned
+    assert "not pinned" in isolation(unpinned, "none", 1)["mechanism"]
+    assert "pinned to one device slot" in isolation(pinned, "none", 1)["mechanism"]
+
+
+def test_a_cpu_or_device_listed_twice_is_refused() -> None:
+    for text in ("0,0", "0-3,2", "1, 1-2"):
+        with pytest.raises(ValueError, match="twice"):
+            cpu_list(text)
+    with pytest.raises(ValueError, match=r"target.device_ids \['0', '1', '0'\] names device 0 twice"):
+        slots_of({"nvidia.com/gpu": "1"}, ["0", "1", "0"], None, 8, NO_DEVICES)
+    assert ids(slots_of({"nvidia.com/gpu": "1"}, ["1", "0"], None, 8, NO_DEVICES)) == [("devices", ("1",)),
+                                                                                      ("devices", ("0",))]

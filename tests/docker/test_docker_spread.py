@@ -120,3 +120,55 @@ def test_ctrl_c_mid_run_removes_every_run_container(tmp_path: Path, run_id: str,
     ev = json.loads((tmp_path / "reports" / run_id / "evidence.json").read_text())
     assert ev["run"]["interrupted"] is True
     assert {v for k, v in statuses(ev).items() if k.endswith("::model")} == {"not_run"}
+
+
+def test_runs_at_once_on_a_shared_network_are_not_proven_isolated(pytester: pytest.Pytester, run_id: str,
+                                                                  engine: Any) -> None:
+    """``target.network: host``: two runs at once share the host's network namespace, so one run can take the
+    loopback port the other needs (each binds 127.0.0.1:PORT and holds it): one run's result is the other's doing,
+    and no run may be recorded isolated from the others (``shared_between_runs``, ``scope.not_proven``)."""
+    port = 20000 + int(run_id.encode().hex()[-4:], 16) % 20000
+    hold = (f'"$1" -c "import socket, time; s = socket.socket(); s.bind((\'127.0.0.1\', {port})); s.listen(1); '
+            f'time.sleep(10)" && "$1" "$2/infer.py" --model "$3" --data "$4" --out "$5" --provider "$6"')
+    doc = json.loads(docker_matrix(datasets=2, target={"network": "host"},
+                                   entrypoint=["/bin/sh", "-c", hold, "sh", "{python}", "{code}", "{model}",
+                                               "{dataset}", "{outputs}", "{provider}"]))
+    doc["spec"]["resources"][0].update(model_runs="per-run", concurrency=2)
+    pytester.makefile(".matrix.yaml", d=json.dumps(doc))
+    pytester.runpytest("-p", "no:cacheprovider", "-p", "no:randomly", "--hetero-run-id", run_id)
+    ev = evidence(pytester)
+    runs = model_runs(ev)
+    assert len(runs) == 2
+    # the interference itself: exactly one of the two runs at once found the port taken (by the other run)
+    assert sorted(r["exit_code"] for r in runs.values())[0] == 0, runs
+    assert sorted(r["exit_code"] for r in runs.values())[1] != 0
+    assert "Address already in use" in "".join(r["stderr"]["text"] for r in runs.values())
+    for nodeid, run in runs.items():
+        isolation = run["isolation"]
+        assert isolation["shared_between_runs"] is True, isolation
+        assert "proven" not in isolation.get("models_isolation", ""), isolation
+        assert "network" in isolation["reason"] and "host" in isolation["reason"], isolation
+        gap = record(items(ev)[nodeid], "scope.not_proven")
+        assert gap["part"] == "isolation between model runs", gap
+    assert {v for k, v in statuses(ev).items() if k.endswith("::model")} != {"passed"}
+    assert leftovers(engine, run_id) == []
+
+
+def test_a_cpu_listed_twice_is_never_two_slots(pytester: pytest.Pytester, run_id: str, engine: Any) -> None:
+    """``target.cpuset`` naming CPU 0 twice (``0,0``) for a resource of one CPU a run: not two slots on one CPU (two
+    runs at once pinned to the same CPU, each recorded as pinned to a slot of its own, isolation proven), but a
+    malformed request the model items report, naming the CPU."""
+    doc = json.loads(spread_matrix("per-run"))
+    doc["spec"]["target"]["cpuset"] = {"cpu": "0,0"}
+    pytester.makefile(".matrix.yaml", d=json.dumps(doc))
+    pytester.runpytest("-p", "no:cacheprovider", "-p", "no:randomly", "--hetero-run-id", run_id)
+    ev = evidence(pytester)
+    models = {k: v for k, v in items(ev).items() if k.endswith("::model")}
+    assert len(models) == RUNS
+    pinned = [record(v, "model.run")["spread"]["slot"]["ids"] for v in models.values()
+              if any(r["kind"] == "model.run" for r in v["records"])]
+    assert pinned == [], pinned  # no run went on a slot
+    for item in models.values():
+        assert item["failure"]["category"] == "bad_request", item["failure"]
+        assert "'0,0'" in item["failure"]["message"] and "twice" in item["failure"]["message"], item["failure"]
+    assert leftovers(engine, run_id) == []

@@ -502,6 +502,7 @@ class DockerBackend(Backend):
             workload = self.launch(ctx, image_id, alone=slot)
             running = time.time()
             result = self._run_in(ctx, workload, started_here, None)
+            result.details["isolation"] = docker_spread.isolation(slot, str(s.target.get("network", "none")), width)
             facts = self._usage(workload, "completed" if result.exit_code == 0 else "failed")
         finally:
             removed = time.time()
@@ -542,9 +543,7 @@ class DockerBackend(Backend):
                 if self._still_running(workload):
                     raise
                 # the container stopped while its outputs were read (the reader exec was killed with it)
-        if reset_before is None:  # the run's own container, removed after it
-            result.details["isolation"] = dict(docker_spread.PER_RUN_CONTAINER)
-        else:
+        if reset_before is not None:  # the run's own container (None) is removed after it: _run_alone says so
             why = self._reset(workload)
             result.details["isolation"] = {**run.RESET_FACTS, "confined": True, "reset_before": reset_before,
                                            "reset_after": "done" if not why else f"failed: {why}"}

@@ -19,8 +19,9 @@ SIGTERM reach the engine's close, which cancels the runs not started and removes
 
 Evidence per run (``details["spread"]``): the container (id, name), its device slot, when the run was queued, got
 its slot, the container was created, started, the model ran, the container was removed (epoch seconds), how long
-it waited for a slot, the concurrency. ``details["isolation"]`` is :data:`PER_RUN_CONTAINER`: no other model run
-used the run's container (isolation between model runs proven).
+it waited for a slot, the concurrency. ``details["isolation"]`` (:func:`isolation`) is :data:`PER_RUN_CONTAINER`: no
+other model run used the run's container (isolation between model runs proven), unless runs went at once on a
+network their containers share (``target.network`` other than ``none``): not proven then.
 """
 
 from __future__ import annotations
@@ -39,7 +40,30 @@ PER_RUN_CONTAINER: dict[str, Any] = {
     "confined": True, "shared_between_runs": False,
     "models_isolation": "proven: no other model run used this run's container (file system, processes, devices)",
 }
-"""``isolation`` of a per-run model run on Docker."""
+"""``isolation`` of a per-run model run on Docker (:func:`isolation`: its network ``none``, or runs one at a time)."""
+
+
+def isolation(slot: Slot, network: str, width: int) -> dict[str, Any]:
+    """``details["isolation"]`` of a per-run model run pinned to ``slot``, its container on ``network``
+    (``target.network``), runs going ``width`` at once.
+
+    :data:`PER_RUN_CONTAINER` (proven) when the container has no network (``none``, the default) or the runs go
+    one at a time; else not proven (``shared_between_runs``): containers on one network at once reach each other
+    (``bridge`` or a network of the target's) or share one network namespace (``host``, ``container:…``), so one
+    run can take a port another run needs or answer in its service's place. An unpinned slot (no device index
+    known) is said to be."""
+    facts = dict(PER_RUN_CONTAINER)
+    if slot.kind == "unpinned":
+        facts["mechanism"] = ("docker container of its own per model run, not pinned to a device slot (no device "
+                              "index known: the engine places the request), read-only root file system, removed "
+                              "after the run")
+    if network == "none" or width <= 1:
+        return facts
+    facts.pop("models_isolation")
+    return {**facts, "shared_between_runs": True,
+            "reason": f"model runs went {width} at once on the network {network!r} (target.network), which their "
+                      "containers share: a run could reach another run's ports or take one it needs (target.network "
+                      "none, or concurrency 1, keeps them apart)"}
 
 
 @dataclass(frozen=True)
@@ -66,7 +90,8 @@ class Slot:
 
 def cpu_list(text: str) -> list[str]:
     """The CPU numbers of a cpuset list (``"0-3,6"`` → ``["0", "1", "2", "3", "6"]``, the kernel's
-    ``cpuset.cpus`` format). Raises ValueError naming the text when it is not one."""
+    ``cpuset.cpus`` format). Raises ValueError naming the text when it is not one, or names a CPU twice (two slots
+    would share it: :func:`distinct`)."""
     out: list[str] = []
     for part in str(text).replace(" ", "").split(","):
         if not part:
@@ -75,7 +100,19 @@ def cpu_list(text: str) -> list[str]:
         if not low.isdecimal() or (high and not high.isdecimal()) or (high and int(high) < int(low)):
             raise ValueError(f"{text!r} is not a CPU list (e.g. 0-3,6)")
         out += [str(i) for i in range(int(low), int(high or low) + 1)]
-    return out
+    return distinct(out, f"target.cpuset {text!r}", "CPU")
+
+
+def distinct(ids: list[str], source: str, noun: str) -> list[str]:
+    """``ids`` when none is listed twice; else ValueError naming ``source`` and the id: slots carved from them
+    would share that CPU or device while each run is recorded pinned to a slot of its own."""
+    seen: set[str] = set()
+    for i in ids:
+        if i in seen:
+            raise ValueError(f"{source} names {noun} {i} twice: a {noun} may be in one slot only (runs at once "
+                             f"would share it)")
+        seen.add(i)
+    return ids
 
 
 def carve(ids: list[str], per_slot: int, kind: str) -> list[Slot]:
@@ -92,11 +129,13 @@ def slots_of(requests: dict[str, str], pinned_devices: list[str] | None, cpuset:
 
     ``pinned_devices``: ``target.device_ids[<resource>]`` (None: not given); ``cpuset``: ``target.cpuset[<resource>]``;
     ``ncpu``: the engine's CPUs; ``host_devices``: the device indices the host has by vendor (``nvidia``,
-    ``ascend``; empty when not known). Raises ValueError for a malformed quantity or CPU list."""
+    ``ascend``; empty when not known). Raises ValueError for a malformed quantity or CPU list, or a CPU or device
+    index listed twice."""
     for key, value in requests.items():
         if key == NVIDIA_GPU or key.startswith(ASCEND_PREFIXES):
             vendor = "nvidia" if key == NVIDIA_GPU else "ascend"
-            known = [str(i) for i in pinned_devices] if pinned_devices else host_devices.get(vendor, [])
+            known = distinct([str(i) for i in pinned_devices], f"target.device_ids {list(pinned_devices)!r}",
+                             "device") if pinned_devices else host_devices.get(vendor, [])
             return carve(known, int(quantity(value)), "devices")
     cpus = cpu_list(cpuset) if cpuset is not None else [str(i) for i in range(ncpu or 0)]
     per = math.ceil(quantity(requests["cpu"])) if "cpu" in requests else 1
