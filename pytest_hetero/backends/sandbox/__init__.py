@@ -437,9 +437,9 @@ class Sandbox:
         """Input (as the run sees it) → the readable copy bound there (:meth:`_stage`)."""
         self._stage_root: Path | None = None
         self._staged_bytes = 0
-        self._readable: dict[tuple[Path, int], tuple[int, int, int, int]] = {}
-        """(input, uid) → the input's own (mode, uid, gid, mtime) when a scan found everything in it readable
-        by that uid (:meth:`_unreadable`)."""
+        self._readable: dict[tuple[Path, int], tuple[int, int, int, int, int, int]] = {}
+        """(input, uid) → the input's own (device, inode, mode, uid, gid, mtime) when a scan found everything in it
+        readable by that uid (:meth:`_unreadable`)."""
         self.stage_limit = _size(os.environ, "HETERO_SANDBOX_STAGE", STAGE_LIMIT_BYTES)
         self.shared = os.geteuid() == 0 and os.environ.get("HETERO_SANDBOX_SHARED", "on").strip().lower() != "off"
         """Runs whose folder is in :func:`~.zygote.run_root` (``backends.local.run_folder``) are forked by one
@@ -605,7 +605,8 @@ class Sandbox:
 
     def _unreadable(self, path: Path, user: _Identity, protected: Sequence[Path]) -> bool:
         """True when ``user`` cannot read something in input ``path`` (:func:`unreadable_inside`). A folder found
-        wholly readable is not scanned again in this session while its own mode, owner and mtime stay the same:
+        wholly readable is not scanned again in this session while it is the same folder (device, inode) with the same
+        mode, owner and mtime:
         the interpreter's tree (tens of thousands of entries, scanned to the limit) cost about 0.4 s of CPU per
         run, twice per model item. A mode changed deeper inside after the first scan is not seen: the run then
         meets the permission error itself."""
@@ -613,7 +614,7 @@ class Sandbox:
             st = path.stat()
         except OSError:
             return True
-        key, mark = (path, user.uid), (st.st_mode, st.st_uid, st.st_gid, st.st_mtime_ns)
+        key, mark = (path, user.uid), (st.st_dev, st.st_ino, st.st_mode, st.st_uid, st.st_gid, st.st_mtime_ns)
         if self._readable.get(key) == mark:
             return False
         if unreadable_inside(path, user.uid, (user.gid,), protected) is not None:
