@@ -390,3 +390,40 @@ def test_an_image_user_is_the_runs_and_a_missing_one_fails_startup(pytester: pyt
             assert record(ran, "model.run")["isolation"]["reset_after"] == "done"
     finally:
         engine.remove_image(tag, force=True)
+
+
+THREADS_MODEL = r'''
+import argparse, json, threading
+p = argparse.ArgumentParser(); p.add_argument("--out"); p.add_argument("--want", type=int)
+a = p.parse_args()
+threading.stack_size(65536)
+hold, started, refused = threading.Event(), 0, ""
+try:
+    for _ in range(a.want):
+        threading.Thread(target=hold.wait, daemon=True).start()
+        started += 1
+except RuntimeError as exc:  # "can't start new thread": the container's pids.max was reached
+    refused = str(exc)
+hold.set()
+print("started", started, "refused", refused)
+json.dump({"metrics": {"accuracy": 1.0}}, open(a.out, "w"))
+'''
+
+
+def test_a_model_that_forks_without_end_meets_its_containers_pid_limit(
+        pytester: pytest.Pytester, run_id: str, engine: Any) -> None:
+    """A fork bomb in one model's container took the host's PIDs from the gate and from runs beside it (no
+    ``PidsLimit``). Now every workload container holds at most ``PIDS_LIMIT`` tasks (threads count): a model asking
+    for more threads than that gets "can't start new thread" inside its own container, recorded with the limit."""
+    from pytest_hetero.backends.docker.client import PIDS_LIMIT
+
+    adversary_matrix(pytester, "dpids", THREADS_MODEL, {"many": ["--want", str(PIDS_LIMIT + 500)]})
+    pytester.runpytest("-p", "no:cacheprovider", "-p", "no:randomly", "--hetero-run-id", run_id,
+                       "-k", "startup or model")
+    it = items(evidence(pytester))
+    started = record(it["cpu::img::startup"], "startup.container")
+    assert started["pids_limit"] == PIDS_LIMIT == started["allocated"].get("PidsLimit", PIDS_LIMIT)
+    out = record(it["cpu::img::m-many@d1::model"], "model.run")["stdout"]["text"]
+    count = int(out.split()[1])
+    assert 0 < count < PIDS_LIMIT and "can't start new thread" in out, out
+    assert leftovers(engine, run_id) == []

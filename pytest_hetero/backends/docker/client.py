@@ -48,6 +48,11 @@ set-user-id file gives no uid or capability either."""
 SECURITY_OPT = ["no-new-privileges"]
 """``HostConfig.SecurityOpt`` of a workload container: exec of a set-user-id or file-capability program gains
 nothing (no other uid, no capability)."""
+PIDS_LIMIT = 4096
+"""Processes and threads a workload container may hold at once (``HostConfig.PidsLimit``, the container's
+``pids.max``; the local sandbox's default, ``HETERO_SANDBOX_PIDS``): a model that forks without end fails in
+its own container (its fork gets EAGAIN) instead of taking the host's PIDs from the gate and from the runs
+beside it."""
 EXEC_WRAPPER = 'mkdir -p "$1" && echo $$ > "$1/.pid" && shift && exec "$@"'
 """``sh -c`` script run as ``sh -c WRAPPER sh RUN_DIR ARGV…``: makes the run folder, then becomes ARGV."""
 KILL_ALL = ["/bin/sh", "-c", "kill -9 -1"]

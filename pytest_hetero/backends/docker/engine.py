@@ -257,7 +257,7 @@ class DockerBackend(Backend):
         host_config = s.api.create_host_config(
             **request.host_config(), network_mode=str(s.target.get("network", "none")),
             read_only=True, tmpfs=dict(run.WORK_TMPFS), cap_drop=list(run.CAP_DROP),
-            security_opt=list(run.SECURITY_OPT),
+            security_opt=list(run.SECURITY_OPT), pids_limit=run.PIDS_LIMIT,
             mounts=[docker.types.Mount(x["target"], x["source"], type="bind", read_only=x["read_only"])
                     for x in mounts])
         try:
@@ -286,7 +286,8 @@ class DockerBackend(Backend):
         state = s.api.inspect_container(cid)
         ctx.record("startup.container", id=cid, name=name, labels=labels, command=run.KEEP_ALIVE,
                    pid_1_user=keeper, run_user=user, cap_drop=list(run.CAP_DROP),
-                   security_opt=list(run.SECURITY_OPT), root_filesystem="read-only", tmpfs=dict(run.WORK_TMPFS),
+                   security_opt=list(run.SECURITY_OPT), pids_limit=run.PIDS_LIMIT, root_filesystem="read-only",
+                   tmpfs=dict(run.WORK_TMPFS),
                    mounts=mounts, environment=request.environment, state=state["State"],
                    allocated=place.allocated(state["HostConfig"]))
         self.ensure_running(ctx, workload, "after start")
