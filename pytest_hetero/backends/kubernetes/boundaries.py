@@ -43,6 +43,7 @@ from kubernetes.client.exceptions import ApiException
 from pytest_hetero.backends.kubernetes import client as kc
 from pytest_hetero.backends.kubernetes import scheduling as ks
 from pytest_hetero.backends.kubernetes import tenancy
+from pytest_hetero.backends.kubernetes.manifests import PodManifest, Volume
 from pytest_hetero.backends.kubernetes.objects import SlicePort, parse_event, parse_pod, parse_ports, parse_slice
 from pytest_hetero.backends.protocol import Attempt
 from pytest_hetero.matrix.model import Resource, Tenant
@@ -99,7 +100,7 @@ def _plain(res: Resource) -> Resource:
                                limits={k: v for k, v in res.limits.items() if k not in res.device_resources})
 
 
-def _pod(run: _Probe, role: str, namespace: str, command: list[str]) -> dict[str, Any]:
+def _pod(run: _Probe, role: str, namespace: str, command: list[str]) -> PodManifest:
     body = run.body(role, namespace, _plain(run.step.resource), "pod")
     body["spec"]["restartPolicy"] = "Never"
     body["spec"]["containers"][0]["command"] = command
@@ -326,7 +327,7 @@ def _join(host: str, port: int | None) -> str:
 
 
 def _connect(run: _Probe, identity: tenancy.Identity, role: str, namespace: str, addresses: list[str]
-             ) -> tuple[dict[str, Any], str | None]:
+             ) -> tuple[PodManifest, str | None]:
     """Create (as ``identity``) the pod that tries ``addresses``: ``(its manifest, None)``, or ``(manifest,
     the refusal's words)`` when it could not be created."""
     body = _pod(run, role, namespace, ["/bin/sh", "-c", RUNNER, CONNECT, str(CONNECT_S), str(SETTLE_S),
@@ -357,7 +358,7 @@ class Report:
     connections: dict[str, Connection]
 
 
-def _results(run: _Probe, body: dict[str, Any], error: str | None, addresses: list[str]) -> Report:
+def _results(run: _Probe, body: PodManifest, error: str | None, addresses: list[str]) -> Report:
     """What the connecting pod ``body`` reported (see :class:`Report`)."""
     if error is not None:
         return Report(node=None, outcome="refused", why=error, connections={})
@@ -398,12 +399,12 @@ def network(run: _Probe, tenant: Tenant | None) -> None:
     mine = [w.address for w in wanted if w.role != "reach-egress"]
     egress = [w.address for w in wanted if w.role == "reach-egress"]
     probe, probe_error = _connect(run, run.identity, "connect", tenant.namespace, [w.address for w in wanted])
-    controls: list[tuple[str, list[str], dict[str, Any], str | None]] = []
+    controls: list[tuple[str, list[str], PodManifest | None, str | None]] = []
     if mine and target is not None:
         try:
             owner = tenancy.act_as(run.session.api, target, run.session.namespace)
         except Exception as exc:  # noqa: BLE001 - a control that cannot run leaves the addresses unproven
-            controls.append((target.namespace, mine, {}, f"no token for tenant {target.name}: {exc}"))
+            controls.append((target.namespace, mine, None, f"no token for tenant {target.name}: {exc}"))
         else:
             controls.append((target.namespace, mine, *_connect(run, owner, "control", target.namespace, mine)))
     if egress:
@@ -468,7 +469,7 @@ def data(run: _Probe, tenant: Tenant | None) -> None:
     own_claims = {c["metadata"]["name"] for c in
                   _json(core.list_namespaced_persistent_volume_claim, tenant.namespace).get("items") or []}
     for claim in run.probe.claims:
-        volume = {"name": "data", "persistentVolumeClaim": {"claimName": claim, "readOnly": True}}
+        volume: Volume = {"name": "data", "persistentVolumeClaim": {"claimName": claim, "readOnly": True}}
         into = _pod(run, "claim", target.namespace, ["/bin/sh", "-c", "true"])
         into["spec"]["volumes"] = [volume]
         into["spec"]["containers"][0]["volumeMounts"] = [{"name": "data", "mountPath": "/data", "readOnly": True}]

@@ -31,6 +31,7 @@ from pytest_hetero.backends.kubernetes import client as kc
 from pytest_hetero.backends.kubernetes import podexec, queues
 from pytest_hetero.backends.kubernetes import scheduling as ks
 from pytest_hetero.backends.kubernetes import usage as kube_usage
+from pytest_hetero.backends.kubernetes.manifests import JobManifest, ObjectMeta, ServiceManifest
 from pytest_hetero.backends.kubernetes.objects import parse_pod, parse_slice
 from pytest_hetero.backends.labels import LABEL
 from pytest_hetero.backends.protocol import ActionFailed, JobPlacement, JobRequest, Step
@@ -112,8 +113,8 @@ def names(session: KubeSession, step: Step, task_type: str) -> tuple[str, str]:
 
 
 def manifests(session: KubeSession, step: Step, request: JobRequest, name: str, probe: str
-              ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """``(service, job)`` manifests (JSON dicts) of the task type's job; see the module docstring."""
+              ) -> tuple[ServiceManifest, JobManifest]:
+    """``(service, job)`` manifests of the task type's job; see the module docstring."""
     labels = kc.labels(session.settings.run_id, session.owner, "workload", matrix=step.matrix.name,
                        resource=step.resource.name, image=step.image.name, probe=probe,
                        task_type=request.task_type)
@@ -125,11 +126,12 @@ def manifests(session: KubeSession, step: Step, request: JobRequest, name: str, 
         spec["priorityClassName"] = request.priority_class
     else:
         spec.pop("priorityClassName", None)
-    meta = {"name": name, "namespace": session.namespace, "labels": dict(labels), "annotations": dict(notes)}
-    service = {"apiVersion": "v1", "kind": "Service", "metadata": meta, "spec": {
+    meta: ObjectMeta = {"name": name, "namespace": session.namespace, "labels": dict(labels),
+                        "annotations": dict(notes)}
+    service: ServiceManifest = {"apiVersion": "v1", "kind": "Service", "metadata": meta, "spec": {
         "clusterIP": "None", "publishNotReadyAddresses": True, "selector": {GANG: name},
         "ports": [{"name": "rdzv", "port": PORT, "targetPort": PORT}]}}
-    job = {"apiVersion": "batch/v1", "kind": "Job",
+    job: JobManifest = {"apiVersion": "batch/v1", "kind": "Job",
            "metadata": {**meta, "labels": {**labels, ks.KUEUE_QUEUE: request.queue or "default"}},
            "spec": {"completionMode": "Indexed", "completions": request.workers, "parallelism": request.workers,
                     "backoffLimit": 0, "suspend": True, "ttlSecondsAfterFinished": 3600,

@@ -40,6 +40,7 @@ from pytest_hetero.backends.kubernetes import client as kc
 from pytest_hetero.backends.kubernetes import scheduling as ks
 from pytest_hetero.backends.kubernetes import serving as kube_serving
 from pytest_hetero.backends.kubernetes import tenancy
+from pytest_hetero.backends.kubernetes.manifests import DeploymentManifest, ServiceManifest
 from pytest_hetero.backends.kubernetes.session import KubeSession
 from pytest_hetero.backends.kubernetes.submit import PULL
 from pytest_hetero.backends.labels import LABEL
@@ -315,7 +316,7 @@ def events(api: client.ApiClient, namespace: str, pods: dict[str, str], uids: di
     return out
 
 
-def _create(identity: tenancy.Identity, body: dict[str, Any]) -> None:
+def _create(identity: tenancy.Identity, body: DeploymentManifest | ServiceManifest) -> None:
     kind, ns = body["kind"], body["metadata"]["namespace"]
     try:
         if kind == "Deployment":

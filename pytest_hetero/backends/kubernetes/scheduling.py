@@ -15,10 +15,22 @@ Kueue Workload / Volcano PodGroup and their events (read by :mod:`.queues`) with
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Literal, overload
 
 from kubernetes import client
 
+from pytest_hetero.backends.kubernetes.manifests import (
+    Affinity,
+    Container,
+    JobManifest,
+    JobSpec,
+    ObjectMeta,
+    PodManifest,
+    PodSpec,
+    PodTemplateSpec,
+    ResourceRequirements,
+    Workload,
+)
 from pytest_hetero.backends.kubernetes.objects import parse_pod
 from pytest_hetero.matrix.model import BASIC_RESOURCES as BASIC
 from pytest_hetero.matrix.model import Resource
@@ -33,7 +45,7 @@ PINNED = "pytest-hetero.dev/pinned-to-node"
 """Annotation naming the node a node-coverage workload is pinned to."""
 
 
-def resources(resource: Resource) -> dict[str, dict[str, str]]:
+def resources(resource: Resource) -> ResourceRequirements:
     """``{"requests", "limits"}`` of the workload container (extended resources: limit = request)."""
     requests = {k: str(v) for k, v in resource.requests.items()}
     limits = {k: str(v) for k, v in resource.limits.items()}
@@ -50,9 +62,9 @@ def pod_spec(
     restart: str = "Always",
     scheduler: str | None = None,
     pull_policy: str | None = None,
-) -> dict[str, Any]:
-    """The PodSpec (JSON dict) of the resource × image workload."""
-    container: dict[str, Any] = {
+) -> PodSpec:
+    """The PodSpec of the resource × image workload."""
+    container: Container = {
         "name": "workload",
         "image": image,
         "command": KEEP_ALIVE,
@@ -60,7 +72,7 @@ def pod_spec(
     }
     if pull_policy:
         container["imagePullPolicy"] = pull_policy
-    spec: dict[str, Any] = {
+    spec: PodSpec = {
         "containers": [container],
         "restartPolicy": restart,
         "terminationGracePeriodSeconds": 2,
@@ -69,7 +81,7 @@ def pod_spec(
     if resource.node_selector:
         spec["nodeSelector"] = dict(resource.node_selector)
     if resource.tolerations:
-        spec["tolerations"] = [dict(t) for t in resource.tolerations]
+        spec["tolerations"] = [t.copy() for t in resource.tolerations]
     if resource.priority_class:
         spec["priorityClassName"] = resource.priority_class
     if scheduler:
@@ -77,6 +89,14 @@ def pod_spec(
     return spec
 
 
+@overload
+def manifest(submit_as: Literal["pod"], name: str, namespace: str, labels: dict[str, str], resource: Resource,
+             image: str, pull_policy: str | None = None, notes: dict[str, str] | None = None,
+             pinned_to: str | None = None) -> PodManifest: ...
+@overload
+def manifest(submit_as: str, name: str, namespace: str, labels: dict[str, str], resource: Resource, image: str,
+             pull_policy: str | None = None, notes: dict[str, str] | None = None,
+             pinned_to: str | None = None) -> Workload: ...
 def manifest(
     submit_as: str,
     name: str,
@@ -87,7 +107,7 @@ def manifest(
     pull_policy: str | None = None,
     notes: dict[str, str] | None = None,
     pinned_to: str | None = None,
-) -> dict[str, Any]:
+) -> Workload:
     """The object to create for ``submit_as`` (one of :data:`SUBMIT_AS`; ValueError otherwise);
     ``notes`` become annotations of the object and of its pod template; ``pinned_to``: the pod may only
     be placed on that node (:func:`pin`)."""
@@ -97,19 +117,18 @@ def manifest(
     return body
 
 
-def pin(body: dict[str, Any], node: str) -> None:
+def pin(body: Workload, node: str) -> None:
     """Restrict the pod(s) of ``body`` (a manifest of :func:`manifest`) to ``node``, the way the DaemonSet
     controller does: a required node affinity on the field ``metadata.name``. The scheduler still places
     the pod (resources, taints, selectors are checked), unlike ``spec.nodeName``, which bypasses it."""
-    term = {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}
-    affinity = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}}}
-    spec = body["spec"]
-    if body["kind"] == "Pod":
-        spec["affinity"] = affinity
-    elif "template" in spec:
-        spec["template"]["spec"]["affinity"] = affinity
+    affinity: Affinity = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}]}}}
+    if body["apiVersion"] == "v1":
+        body["spec"]["affinity"] = affinity
+    elif body["apiVersion"] == "batch/v1":
+        body["spec"]["template"]["spec"]["affinity"] = affinity
     else:
-        for task in spec.get("tasks") or []:
+        for task in body["spec"]["tasks"]:
             task["template"]["spec"]["affinity"] = affinity
 
 
@@ -122,21 +141,22 @@ def _manifest(
     image: str,
     pull_policy: str | None,
     notes: dict[str, str] | None,
-) -> dict[str, Any]:
-    meta: dict[str, Any] = {
+) -> Workload:
+    meta: ObjectMeta = {
         "name": name,
         "namespace": namespace,
         "labels": dict(labels),
         "annotations": dict(notes or {}),
     }
     if submit_as == "pod":
-        return {
+        pod: PodManifest = {
             "apiVersion": "v1",
             "kind": "Pod",
             "metadata": meta,
             "spec": pod_spec(resource, image, pull_policy=pull_policy),
         }
-    template = {
+        return pod
+    template: PodTemplateSpec = {
         "metadata": {"labels": dict(labels), "annotations": dict(notes or {})},
         "spec": pod_spec(
             resource,
@@ -147,11 +167,12 @@ def _manifest(
         ),
     }
     if submit_as in ("job", "kueue-job"):
-        spec: dict[str, Any] = {"backoffLimit": 0, "template": template, "ttlSecondsAfterFinished": 3600}
+        spec: JobSpec = {"backoffLimit": 0, "template": template, "ttlSecondsAfterFinished": 3600}
         if submit_as == "kueue-job":
             meta["labels"][KUEUE_QUEUE] = resource.queue or "default"
             spec["suspend"] = True
-        return {"apiVersion": "batch/v1", "kind": "Job", "metadata": meta, "spec": spec}
+        job: JobManifest = {"apiVersion": "batch/v1", "kind": "Job", "metadata": meta, "spec": spec}
+        return job
     if submit_as == "volcano-job":
         return {
             "apiVersion": "batch.volcano.sh/v1alpha1",
@@ -168,7 +189,7 @@ def _manifest(
     raise ValueError(f"target.submit_as {submit_as!r} is not one of {', '.join(SUBMIT_AS)}")
 
 
-def create(api: client.ApiClient, body: dict[str, Any]) -> None:
+def create(api: client.ApiClient, body: Workload) -> None:
     """Create ``body`` in its namespace. Raises ApiException (403 quota/RBAC, 404 missing CRD…)."""
     ns = body["metadata"]["namespace"]
     if body["kind"] == "Pod":
@@ -177,8 +198,20 @@ def create(api: client.ApiClient, body: dict[str, Any]) -> None:
         client.BatchV1Api(api).create_namespaced_job(ns, body, _request_timeout=30)  # type: ignore[arg-type]
     else:
         client.CustomObjectsApi(api).create_namespaced_custom_object(
-            "batch.volcano.sh", "v1alpha1", ns, "jobs", body, _request_timeout=30
+            "batch.volcano.sh", "v1alpha1", ns, "jobs", body, _request_timeout=30  # type: ignore[arg-type]
         )
+
+
+def requests_of(body: Workload) -> dict[str, str] | None:
+    """``resources.requests`` of the first container of ``body``'s pods (a Pod's spec, a Job's pod template;
+    None when the container has none, and for a Volcano Job, whose tasks are not read)."""
+    if body["apiVersion"] == "v1":
+        spec = body["spec"]
+    elif body["apiVersion"] == "batch/v1":
+        spec = body["spec"]["template"]["spec"]
+    else:
+        return None
+    return spec["containers"][0]["resources"].get("requests")
 
 
 def scheduled(pods: list[dict[str, Any]]) -> dict[str, Any] | None:

@@ -48,6 +48,7 @@ from kubernetes.client.exceptions import ApiException
 from pytest_hetero.backends.kubernetes import client as kc
 from pytest_hetero.backends.kubernetes import scheduling as ks
 from pytest_hetero.backends.kubernetes import usage as kube_usage
+from pytest_hetero.backends.kubernetes.manifests import EnvVar, ObjectMeta, Serving
 from pytest_hetero.backends.kubernetes.objects import NO_CONTAINER, Pod, find, parse_event, parse_pod
 from pytest_hetero.backends.kubernetes.startup import STUCK, image_identity, read_logs, state_text
 from pytest_hetero.backends.kubernetes.submit import PULL
@@ -89,26 +90,28 @@ def _selector(session: KubeSession, name: str) -> dict[str, str]:
 
 
 def manifests(session: KubeSession, step: Step, request: ServingRequest, namespace: str, name: str
-              ) -> list[dict[str, Any]]:
-    """Secret (when a token is given), Deployment and Service bodies (JSON dicts) for ``request``."""
-    meta = {"namespace": namespace, "labels": kc.labels(session.settings.run_id, session.owner, "serving",
+              ) -> list[Serving]:
+    """Secret (when a token is given), Deployment and Service bodies for ``request``."""
+    meta: ObjectMeta = {"namespace": namespace, "labels": kc.labels(session.settings.run_id, session.owner, "serving",
                                                         model=request.model_name),
             "annotations": kc.created_annotations()}
     spec = ks.pod_spec(step.resource, step.image.reference,
                        pull_policy=PULL.get(str(session.target.get("pull_policy", ""))))
     container = spec["containers"][0]
     del container["command"]
-    env: list[dict[str, Any]] = [{"name": VERSION_ENV, "value": request.version},
+    env: list[EnvVar] = [{"name": VERSION_ENV, "value": request.version},
                                  {"name": PORT_ENV, "value": str(PORT)}]
-    bodies: list[dict[str, Any]] = []
+    bodies: list[Serving] = []
     if request.token:
         secret = f"{name}-token"
         bodies.append({"apiVersion": "v1", "kind": "Secret", "metadata": {**meta, "name": secret},
                        "type": "Opaque", "stringData": {"token": request.token}})
         env.append({"name": TOKEN_ENV, "valueFrom": {"secretKeyRef": {"name": secret, "key": "token"}}})
-    container.update(name="server", env=env, ports=[{"name": "http", "containerPort": PORT}],
-                     readinessProbe={"httpGet": {"path": request.ready_path, "port": "http"},
-                                     "periodSeconds": 1, "failureThreshold": 2, "timeoutSeconds": 2})
+    container["name"] = "server"
+    container["env"] = env
+    container["ports"] = [{"name": "http", "containerPort": PORT}]
+    container["readinessProbe"] = {"httpGet": {"path": request.ready_path, "port": "http"},
+                                   "periodSeconds": 1, "failureThreshold": 2, "timeoutSeconds": 2}
     pods = _selector(session, name)
     bodies.append({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {**meta, "name": name},
                    "spec": {"replicas": 1, "revisionHistoryLimit": 5, "selector": {"matchLabels": pods},
@@ -118,7 +121,7 @@ def manifests(session: KubeSession, step: Step, request: ServingRequest, namespa
     return bodies
 
 
-def _create(api: client.ApiClient, session: KubeSession, body: dict[str, Any]) -> None:
+def _create(api: client.ApiClient, session: KubeSession, body: Serving) -> None:
     """Create ``body``; an object of that name this run created already is fine. ActionFailed
     ``serving_object_exists`` (platform) for one it did not create; the API's refusal otherwise."""
     kind, namespace, name = body["kind"], body["metadata"]["namespace"], body["metadata"]["name"]

@@ -16,6 +16,7 @@ from typing import Any, NotRequired, TypedDict
 from kubernetes import client
 
 from pytest_hetero.backends.kubernetes import client as kc
+from pytest_hetero.backends.kubernetes.manifests import Workload
 from pytest_hetero.backends.kubernetes.nodes import ReadyCondition
 from pytest_hetero.backends.kubernetes.queues import Served, discover
 from pytest_hetero.backends.kubernetes.watch import PodWatch
@@ -48,7 +49,7 @@ class WorkloadRecord(TypedDict):
     error: EngineFault | None
     node: str | None
     created: NotRequired[threading.Event]
-    body: NotRequired[dict[str, Any]]
+    body: NotRequired[Workload]
     submitted_at: NotRequired[float]
     root: NotRequired[str]
     pod: NotRequired[str]

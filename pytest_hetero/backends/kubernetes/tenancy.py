@@ -30,6 +30,7 @@ from kubernetes.client.exceptions import ApiException
 from pytest_hetero.backends.kubernetes import client as kc
 from pytest_hetero.backends.kubernetes import queues
 from pytest_hetero.backends.kubernetes import scheduling as ks
+from pytest_hetero.backends.kubernetes.manifests import Workload
 from pytest_hetero.backends.kubernetes.objects import find
 from pytest_hetero.backends.protocol import ActionFailed, Attempt, Leftover
 from pytest_hetero.matrix.model import Tenant
@@ -110,7 +111,7 @@ class Created:
         self.objects.append((kind, namespace, name))
 
 
-def create(identity: Identity, body: dict[str, Any], created: Created) -> ApiException | Exception | None:
+def create(identity: Identity, body: Workload, created: Created) -> ApiException | Exception | None:
     """Create ``body`` (a Pod or batch/v1 Job) as ``identity``; None when the apiserver accepted it (then
     remembered in ``created``), else the exception it answered with."""
     try:
@@ -172,7 +173,7 @@ def kueue_refusal(workload: dict[str, Any]) -> bool:
         seen.holds(c) for c in ("Evicted", "Preempted"))
 
 
-def observe(observer: client.ApiClient, served: queues.Served, body: dict[str, Any], timeout_s: float,
+def observe(observer: client.ApiClient, served: queues.Served, body: Workload, timeout_s: float,
             want: str = "placed", patient: bool = False
             ) -> tuple[str, list[dict[str, Any]], list[dict[str, Any]], float]:
     """Watch (poll every 0.4 s, as the observer) what becomes of the created ``body`` for up to

@@ -21,6 +21,7 @@ from pytest_hetero.backends.kubernetes.objects import (
     find,
     parse_pod,
 )
+from pytest_hetero.backends.kubernetes.scheduling import requests_of
 from pytest_hetero.evidence.usage import epoch
 
 if TYPE_CHECKING:
@@ -75,11 +76,8 @@ def workload_facts(session: KubeSession, workload: WorkloadRecord | None, pod: d
     if pod is not None:
         facts = pod_facts(session, parse_pod(pod), submitted)
     else:
-        body = workload.get("body", {}) if workload is not None else {}
-        spec = body.get("spec") or {}
-        if body.get("kind") != "Pod":  # a Job (batch, Kueue, Volcano): its pod template's spec
-            spec = (spec.get("template") or {}).get("spec") or {}
-        requests = ((spec.get("containers") or [{}])[0].get("resources") or {}).get("requests") or {}
+        body = workload.get("body") if workload is not None else None
+        requests = (requests_of(body) or {}) if body is not None else {}
         kind = str((workload["kind"] if workload is not None else None) or "pod")
         name = workload["name"] if workload is not None else None
         facts = {"workload": f"{kind.lower()}/{session.namespace}/{name}",

@@ -1,0 +1,427 @@
+"""The Kubernetes objects the gate builds and creates, as TypedDicts of their JSON.
+
+Field names, nesting and optionality are those of the Kubernetes API reference (``core/v1`` Pod, Service,
+ConfigMap, Secret, PersistentVolumeClaim; ``batch/v1`` Job; ``apps/v1`` Deployment; Volcano's
+``batch.volcano.sh/v1alpha1`` Job), cut to the fields the gate writes or reads back. A field the API lets
+a client leave out is optional here (``total=False``); one the gate always writes, or the API requires, is
+``Required``. The official client accepts these dicts as request bodies (it serialises a dict as is), and
+evidence keeps them as they were sent (``manifest`` facts).
+
+:class:`ServedPod` is a Pod as the apiserver serves it (a LIST item, a watch event's object), with the
+``deleted`` mark :mod:`.watch` adds; :mod:`.objects` parses it into :class:`.objects.Pod` for reading.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, Required, TypedDict
+
+
+class ObjectMeta(TypedDict, total=False):
+    """``metadata`` of an object the gate creates (every one has a name and a namespace), or of a pod
+    template (neither); ``uid``, ``resourceVersion``, the timestamps and ``ownerReferences`` are the
+    apiserver's, present only in what it serves."""
+
+    name: str
+    namespace: str
+    labels: dict[str, str]
+    annotations: dict[str, str]
+    uid: str
+    resourceVersion: str
+    creationTimestamp: str
+    deletionTimestamp: str
+    finalizers: list[str]
+    ownerReferences: list[OwnerReference]
+
+
+class OwnerReference(TypedDict, total=False):
+    """An ``ownerReferences[]`` entry as served: ``kind`` and ``name`` of the owner (and its ``uid``)."""
+
+    kind: str
+    name: str
+    uid: str
+
+
+class Toleration(TypedDict, total=False):
+    """A pod's ``tolerations[]`` entry (``core/v1`` Toleration; the matrix's
+    :class:`~pytest_hetero.matrix.document.TolerationDoc` has the same shape)."""
+
+    key: str
+    operator: str
+    value: str
+    effect: str
+    tolerationSeconds: int
+
+
+class ResourceRequirements(TypedDict, total=False):
+    """``resources`` of a container: resource name → quantity string."""
+
+    requests: dict[str, str]
+    limits: dict[str, str]
+
+
+class ObjectFieldSelector(TypedDict):
+    """``fieldRef``: the pod field whose value an environment variable takes (``metadata.annotations['x']``…)."""
+
+    fieldPath: str
+
+
+class SecretKeySelector(TypedDict):
+    """``secretKeyRef``: the ``key`` of Secret ``name`` an environment variable takes."""
+
+    name: str
+    key: str
+
+
+class EnvVarSource(TypedDict, total=False):
+    """``valueFrom`` of an environment variable: a pod field or a Secret's key."""
+
+    fieldRef: ObjectFieldSelector
+    secretKeyRef: SecretKeySelector
+
+
+class EnvVar(TypedDict, total=False):
+    """A container's ``env[]`` entry: a literal ``value`` or a ``valueFrom`` source."""
+
+    name: Required[str]
+    value: str
+    valueFrom: EnvVarSource
+
+
+class ContainerPort(TypedDict):
+    """A container's ``ports[]`` entry (the gate names every port)."""
+
+    name: str
+    containerPort: int
+
+
+class VolumeMount(TypedDict, total=False):
+    """A container's ``volumeMounts[]`` entry."""
+
+    name: Required[str]
+    mountPath: Required[str]
+    readOnly: bool
+
+
+class HTTPGetAction(TypedDict):
+    """``httpGet`` of a probe: ``path`` on ``port`` (a number or a container port's name)."""
+
+    path: str
+    port: int | str
+
+
+class Probe(TypedDict, total=False):
+    """A container's ``readinessProbe``."""
+
+    httpGet: Required[HTTPGetAction]
+    periodSeconds: int
+    failureThreshold: int
+    timeoutSeconds: int
+
+
+class Container(TypedDict, total=False):
+    """A ``containers[]`` entry of a pod spec the gate builds (``name``, ``image``, ``resources`` always
+    written by :func:`.scheduling.pod_spec`)."""
+
+    name: Required[str]
+    image: Required[str]
+    command: list[str]
+    args: list[str]
+    resources: Required[ResourceRequirements]
+    imagePullPolicy: str
+    env: list[EnvVar]
+    ports: list[ContainerPort]
+    volumeMounts: list[VolumeMount]
+    readinessProbe: Probe
+    terminationMessagePolicy: str
+
+
+class ConfigMapVolumeSource(TypedDict):
+    """``configMap`` of a volume: the ConfigMap's ``name`` and the files' ``defaultMode``."""
+
+    name: str
+    defaultMode: int
+
+
+class EmptyDirVolumeSource(TypedDict):
+    """``emptyDir`` of a volume, bounded by ``sizeLimit`` (a quantity)."""
+
+    sizeLimit: str
+
+
+class ClaimVolumeSource(TypedDict, total=False):
+    """``persistentVolumeClaim`` of a volume: the claim's name, mounted ``readOnly`` or not."""
+
+    claimName: Required[str]
+    readOnly: bool
+
+
+class Volume(TypedDict, total=False):
+    """A pod's ``volumes[]`` entry: exactly one source besides ``name``."""
+
+    name: Required[str]
+    configMap: ConfigMapVolumeSource
+    emptyDir: EmptyDirVolumeSource
+    persistentVolumeClaim: ClaimVolumeSource
+
+
+class LocalObjectReference(TypedDict):
+    """A reference by ``name`` to an object of the pod's namespace (an ``imagePullSecrets[]`` entry)."""
+
+    name: str
+
+
+class FieldRequirement(TypedDict):
+    """A ``matchFields[]`` entry of a node selector term (``metadata.name In [node]``)."""
+
+    key: str
+    operator: str
+    values: list[str]
+
+
+class NodeSelectorTerm(TypedDict):
+    """A ``nodeSelectorTerms[]`` entry: the gate's pins match the node's name field."""
+
+    matchFields: list[FieldRequirement]
+
+
+class NodeSelector(TypedDict):
+    """``requiredDuringSchedulingIgnoredDuringExecution`` of a node affinity."""
+
+    nodeSelectorTerms: list[NodeSelectorTerm]
+
+
+class NodeAffinity(TypedDict):
+    """``nodeAffinity`` of a pod: the required node selector only."""
+
+    requiredDuringSchedulingIgnoredDuringExecution: NodeSelector
+
+
+class Affinity(TypedDict):
+    """A pod's ``affinity`` (node affinity only: :func:`.scheduling.pin`)."""
+
+    nodeAffinity: NodeAffinity
+
+
+class PodSpec(TypedDict, total=False):
+    """A ``core/v1`` PodSpec as the gate builds it (:func:`.scheduling.pod_spec` writes ``containers``,
+    ``restartPolicy``, ``terminationGracePeriodSeconds``, ``automountServiceAccountToken``) and as the
+    apiserver serves it back (``nodeName``, ``hostname``, ``initContainers``, ``overhead``)."""
+
+    containers: Required[list[Container]]
+    initContainers: list[Container]
+    restartPolicy: str
+    terminationGracePeriodSeconds: int
+    automountServiceAccountToken: bool
+    nodeSelector: dict[str, str]
+    tolerations: list[Toleration]
+    priorityClassName: str
+    schedulerName: str
+    affinity: Affinity
+    subdomain: str
+    hostname: str
+    nodeName: str
+    shareProcessNamespace: bool
+    volumes: list[Volume]
+    imagePullSecrets: list[LocalObjectReference]
+    overhead: dict[str, str]
+    activeDeadlineSeconds: int
+
+
+class PodTemplateSpec(TypedDict):
+    """``template`` of a Job, Deployment or Volcano task: the pods' ``metadata`` and ``spec``."""
+
+    metadata: ObjectMeta
+    spec: PodSpec
+
+
+class PodManifest(TypedDict):
+    """A ``core/v1`` Pod the gate creates."""
+
+    apiVersion: Literal["v1"]
+    kind: Literal["Pod"]
+    metadata: ObjectMeta
+    spec: PodSpec
+
+
+class ExitCodeRule(TypedDict):
+    """``onExitCodes`` of a pod failure policy rule."""
+
+    containerName: str
+    operator: str
+    values: list[int]
+
+
+class PodFailurePolicyRule(TypedDict):
+    """A ``podFailurePolicy.rules[]`` entry: ``action`` on the container's exit codes."""
+
+    action: str
+    onExitCodes: ExitCodeRule
+
+
+class PodFailurePolicy(TypedDict):
+    """A Job's ``podFailurePolicy``."""
+
+    rules: list[PodFailurePolicyRule]
+
+
+class JobSpec(TypedDict, total=False):
+    """A ``batch/v1`` JobSpec (``template`` always written)."""
+
+    template: Required[PodTemplateSpec]
+    backoffLimit: int
+    backoffLimitPerIndex: int
+    podFailurePolicy: PodFailurePolicy
+    ttlSecondsAfterFinished: int
+    suspend: bool
+    completionMode: str
+    completions: int
+    parallelism: int
+    activeDeadlineSeconds: int
+
+
+class JobManifest(TypedDict):
+    """A ``batch/v1`` Job the gate creates (a workload, or a gang's indexed Job)."""
+
+    apiVersion: Literal["batch/v1"]
+    kind: Literal["Job"]
+    metadata: ObjectMeta
+    spec: JobSpec
+
+
+class VolcanoTask(TypedDict):
+    """A ``tasks[]`` entry of a Volcano Job: ``replicas`` pods of ``template``."""
+
+    name: str
+    replicas: int
+    template: PodTemplateSpec
+
+
+class VolcanoJobSpec(TypedDict):
+    """The spec of a Volcano Job as :func:`.scheduling.manifest` writes it."""
+
+    schedulerName: str
+    queue: str
+    minAvailable: int
+    maxRetry: int
+    tasks: list[VolcanoTask]
+
+
+class VolcanoJobManifest(TypedDict):
+    """A ``batch.volcano.sh/v1alpha1`` Job."""
+
+    apiVersion: Literal["batch.volcano.sh/v1alpha1"]
+    kind: Literal["Job"]
+    metadata: ObjectMeta
+    spec: VolcanoJobSpec
+
+
+Workload = PodManifest | JobManifest | VolcanoJobManifest
+"""A workload manifest of ``target.submit_as`` (:func:`.scheduling.manifest`): told apart by ``apiVersion``."""
+
+
+class ServicePort(TypedDict, total=False):
+    """A Service's ``ports[]`` entry (``targetPort``: a number or a container port's name)."""
+
+    name: str
+    port: Required[int]
+    targetPort: int | str
+    protocol: str
+
+
+class ServiceSpec(TypedDict, total=False):
+    """A ``core/v1`` ServiceSpec: ``selector`` and ``ports`` (``clusterIP: None`` makes it headless)."""
+
+    selector: Required[dict[str, str]]
+    ports: Required[list[ServicePort]]
+    clusterIP: str
+    publishNotReadyAddresses: bool
+
+
+class ServiceManifest(TypedDict):
+    """A ``core/v1`` Service the gate creates."""
+
+    apiVersion: Literal["v1"]
+    kind: Literal["Service"]
+    metadata: ObjectMeta
+    spec: ServiceSpec
+
+
+class ConfigMapManifest(TypedDict):
+    """A ``core/v1`` ConfigMap of files (``binaryData``: file name → base64 of its bytes)."""
+
+    apiVersion: Literal["v1"]
+    kind: Literal["ConfigMap"]
+    metadata: ObjectMeta
+    binaryData: dict[str, str]
+
+
+class SecretManifest(TypedDict):
+    """A ``core/v1`` Secret of ``stringData``."""
+
+    apiVersion: Literal["v1"]
+    kind: Literal["Secret"]
+    metadata: ObjectMeta
+    type: str
+    stringData: dict[str, str]
+
+
+class LabelSelector(TypedDict):
+    """A Deployment's ``selector`` (``matchLabels`` only)."""
+
+    matchLabels: dict[str, str]
+
+
+class DeploymentSpec(TypedDict):
+    """An ``apps/v1`` DeploymentSpec as the gate writes it."""
+
+    replicas: int
+    revisionHistoryLimit: int
+    selector: LabelSelector
+    template: PodTemplateSpec
+
+
+class DeploymentManifest(TypedDict):
+    """An ``apps/v1`` Deployment the gate creates."""
+
+    apiVersion: Literal["apps/v1"]
+    kind: Literal["Deployment"]
+    metadata: ObjectMeta
+    spec: DeploymentSpec
+
+
+Serving = SecretManifest | DeploymentManifest | ServiceManifest
+"""An object of a served model (:func:`.serving.manifests`)."""
+
+
+class ContainerStateJSON(TypedDict, total=False):
+    """``state``/``lastState`` of a container status as served: at most one of ``waiting``, ``running``,
+    ``terminated`` (each a JSON object whose fields :mod:`.objects` reads)."""
+
+    waiting: dict[str, str]
+    running: dict[str, str]
+    terminated: dict[str, str | int]
+
+
+class PodStatus(TypedDict, total=False):
+    """A served Pod's ``status`` (the fields the gate reads; every one may be absent)."""
+
+    phase: str
+    podIP: str
+    reason: str
+    message: str
+    conditions: list[dict[str, str]]
+    containerStatuses: list[dict[str, object]]
+
+
+class ServedPod(TypedDict, total=False):
+    """A ``core/v1`` Pod as the apiserver serves it (a LIST item, a watch event's object): ``metadata``
+    (name and namespace always served), ``spec``, ``status``; ``deleted``: set by :mod:`.watch` on a pod
+    it saw deleted. Read it through :func:`.objects.parse_pod`."""
+
+    apiVersion: str
+    kind: str
+    metadata: Required[ObjectMeta]
+    spec: PodSpec
+    status: PodStatus
+    deleted: bool
+
