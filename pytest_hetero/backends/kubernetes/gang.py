@@ -31,7 +31,7 @@ from pytest_hetero.backends.kubernetes import client as kc
 from pytest_hetero.backends.kubernetes import podexec, queues
 from pytest_hetero.backends.kubernetes import scheduling as ks
 from pytest_hetero.backends.kubernetes import usage as kube_usage
-from pytest_hetero.backends.kubernetes.manifests import JobManifest, ObjectMeta, ServiceManifest
+from pytest_hetero.backends.kubernetes.manifests import JobManifest, ObjectMeta, ServedPod, ServiceManifest
 from pytest_hetero.backends.kubernetes.objects import parse_pod, parse_slice
 from pytest_hetero.backends.labels import LABEL
 from pytest_hetero.backends.protocol import ActionFailed, JobPlacement, JobRequest, Step
@@ -238,7 +238,7 @@ def wait_admitted(session: KubeSession, uid: str, deadline: float) -> tuple[dict
         time.sleep(POLL_S)
 
 
-def list_pods(session: KubeSession, name: str) -> list[dict[str, Any]]:
+def list_pods(session: KubeSession, name: str) -> list[ServedPod]:
     """The job's pods (JSON dicts), in index order; [] when they cannot be listed."""
     try:
         resp: Any = session.core.list_namespaced_pod(session.namespace, label_selector=f"{GANG}={name}",
@@ -250,7 +250,7 @@ def list_pods(session: KubeSession, name: str) -> list[dict[str, Any]]:
     return [raw for _, raw in sorted(live, key=lambda seen: int(seen[0].annotations.get(INDEX, 0)))]
 
 
-def wait_running(session: KubeSession, name: str, workers: int, deadline: float) -> list[dict[str, Any]]:
+def wait_running(session: KubeSession, name: str, workers: int, deadline: float) -> list[ServedPod]:
     """The job's pods once ``workers`` of them run with an address, or as last listed at ``deadline``."""
     while True:
         pods = list_pods(session, name)
@@ -260,7 +260,7 @@ def wait_running(session: KubeSession, name: str, workers: int, deadline: float)
         time.sleep(POLL_S)
 
 
-def pod_facts(pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def pod_facts(pods: list[ServedPod]) -> list[dict[str, Any]]:
     """``[{"index", "name", "node", "ip", "phase", "hostname", "subdomain"}]`` of ``pods``."""
     out = []
     for p in map(parse_pod, pods):
@@ -348,7 +348,7 @@ def rendezvous(session: KubeSession, pods: list[dict[str, Any]], peers: dict[int
 
 
 def explain(session: KubeSession, out: JobPlacement, name: str, workload: dict[str, Any] | None,
-            pods: list[dict[str, Any]], what: str) -> None:
+            pods: list[ServedPod], what: str) -> None:
     """Fill ``out``'s reasons, decisive reason and message from the Workload, the unplaced ``pods`` and the
     events of the Job, the Workload and those pods (:func:`.scheduling.explain_pending`)."""
     api, ns = session.api, session.namespace

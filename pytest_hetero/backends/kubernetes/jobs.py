@@ -53,6 +53,7 @@ from pytest_hetero.backends.kubernetes.manifests import (
     EnvVar,
     EnvVarSource,
     JobManifest,
+    ServedPod,
     ServiceManifest,
     Volume,
     VolumeMount,
@@ -236,7 +237,7 @@ def start(session: KubeSession, step: Step, spec: JobSpec, python: str) -> Job:
 
 
 def _refuse(session: KubeSession, step: Step, facts: dict[str, Any], name: str, workload: dict[str, Any] | None,
-            pods: list[dict[str, Any]], what: str) -> NoReturn:
+            pods: list[ServedPod], what: str) -> NoReturn:
     """Raise ActionFailed for a job not admitted or not running: the decisive normalised reason (Kueue's,
     the scheduler's, the kubelet's words, :func:`.gang.explain`)."""
     out = JobPlacement(admitted=workload is not None, service=name)
@@ -317,7 +318,7 @@ def _restarted(session: KubeSession, step: Step, spec: JobSpec, python: str, kep
     return job
 
 
-def _wait_pods(session: KubeSession, spec: JobSpec, name: str, deadline: float) -> list[dict[str, Any]]:
+def _wait_pods(session: KubeSession, spec: JobSpec, name: str, deadline: float) -> list[ServedPod]:
     """The job's pods once every rank runs with an address or one ended, or as last listed at ``deadline``.
     Raises Unsupported as soon as a pod is placed on a KWOK-simulated node (no process runs there: KWOK reports
     the pod Running, then Succeeded, and no rank would ever take part)."""

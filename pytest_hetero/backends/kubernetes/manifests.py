@@ -8,12 +8,16 @@ a client leave out is optional here (``total=False``); one the gate always write
 evidence keeps them as they were sent (``manifest`` facts).
 
 :class:`ServedPod` is a Pod as the apiserver serves it (a LIST item, a watch event's object), with the
-``deleted`` mark :mod:`.watch` adds; :mod:`.objects` parses it into :class:`.objects.Pod` for reading.
+``deleted`` mark :mod:`.watch` adds; :mod:`.objects` parses it into :class:`.objects.Pod` for reading
+(likewise :class:`ServedNode`, its conditions :class:`ConditionJSON`). Their fields are all optional:
+the apiserver leaves out what is unset, and the parsers fill API defaults.
 """
 
 from __future__ import annotations
 
 from typing import Literal, Required, TypedDict
+
+from pytest_hetero.backends.protocol import Taint
 
 
 class ObjectMeta(TypedDict, total=False):
@@ -31,6 +35,13 @@ class ObjectMeta(TypedDict, total=False):
     deletionTimestamp: str
     finalizers: list[str]
     ownerReferences: list[OwnerReference]
+    managedFields: list[dict[str, object]]
+
+
+class Listed(TypedDict, total=False):
+    """Any object of a list call, as far as the gate reads every kind: its ``metadata``."""
+
+    metadata: ObjectMeta
 
 
 class OwnerReference(TypedDict, total=False):
@@ -133,6 +144,7 @@ class Container(TypedDict, total=False):
     volumeMounts: list[VolumeMount]
     readinessProbe: Probe
     terminationMessagePolicy: str
+    restartPolicy: str
 
 
 class ConfigMapVolumeSource(TypedDict):
@@ -393,13 +405,58 @@ Serving = SecretManifest | DeploymentManifest | ServiceManifest
 """An object of a served model (:func:`.serving.manifests`)."""
 
 
-class ContainerStateJSON(TypedDict, total=False):
-    """``state``/``lastState`` of a container status as served: at most one of ``waiting``, ``running``,
-    ``terminated`` (each a JSON object whose fields :mod:`.objects` reads)."""
+class ConditionJSON(TypedDict, total=False):
+    """A ``status.conditions[]`` entry of a Pod or Node as served."""
 
-    waiting: dict[str, str]
-    running: dict[str, str]
-    terminated: dict[str, str | int]
+    type: str
+    status: str
+    reason: str
+    message: str
+    lastTransitionTime: str
+    lastHeartbeatTime: str
+
+
+class WaitingState(TypedDict, total=False):
+    """``state.waiting`` of a container status: ``reason`` (``ErrImagePull``…) and ``message``."""
+
+    reason: str
+    message: str
+
+
+class RunningState(TypedDict, total=False):
+    """``state.running`` of a container status: ``startedAt``."""
+
+    startedAt: str
+
+
+class TerminatedState(TypedDict, total=False):
+    """``state.terminated`` (or ``lastState.terminated``) of a container status."""
+
+    reason: str
+    exitCode: int
+    message: str
+    startedAt: str
+    finishedAt: str
+
+
+class ContainerState(TypedDict, total=False):
+    """``state``/``lastState`` of a container status: at most one of ``waiting``, ``running``, ``terminated``."""
+
+    waiting: WaitingState
+    running: RunningState
+    terminated: TerminatedState
+
+
+class ContainerStatusJSON(TypedDict, total=False):
+    """A ``status.containerStatuses[]`` entry as served."""
+
+    name: str
+    image: str
+    imageID: str
+    restartCount: int
+    ready: bool
+    state: ContainerState
+    lastState: ContainerState
 
 
 class PodStatus(TypedDict, total=False):
@@ -409,8 +466,8 @@ class PodStatus(TypedDict, total=False):
     podIP: str
     reason: str
     message: str
-    conditions: list[dict[str, str]]
-    containerStatuses: list[dict[str, object]]
+    conditions: list[ConditionJSON]
+    containerStatuses: list[ContainerStatusJSON]
 
 
 class ServedPod(TypedDict, total=False):
@@ -425,3 +482,29 @@ class ServedPod(TypedDict, total=False):
     status: PodStatus
     deleted: bool
 
+
+class NodeSpec(TypedDict, total=False):
+    """A served Node's ``spec``: its ``taints`` and whether it is cordoned (``unschedulable``)."""
+
+    taints: list[Taint]
+    unschedulable: bool
+
+
+class NodeStatus(TypedDict, total=False):
+    """A served Node's ``status``: ``conditions``, ``capacity`` and ``allocatable`` (name → quantity)."""
+
+    conditions: list[ConditionJSON]
+    capacity: dict[str, str]
+    allocatable: dict[str, str]
+
+
+class ServedNode(TypedDict, total=False):
+    """A ``core/v1`` Node as the apiserver serves it; ``deleted``: set by a node watch that saw it deleted
+    (then nothing else may be known: ``{"deleted": True}``). Read it through :func:`.objects.parse_node`."""
+
+    apiVersion: str
+    kind: str
+    metadata: ObjectMeta
+    spec: NodeSpec
+    status: NodeStatus
+    deleted: bool

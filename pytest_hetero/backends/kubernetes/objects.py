@@ -13,6 +13,20 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from pytest_hetero.backends.kubernetes.manifests import (
+    ConditionJSON,
+    ContainerState,
+    ContainerStatusJSON,
+    NodeSpec,
+    NodeStatus,
+    ObjectMeta,
+    PodSpec,
+    PodStatus,
+    ServedNode,
+    ServedPod,
+    TerminatedState,
+)
+from pytest_hetero.backends.kubernetes.manifests import Container as ContainerJSON
 from pytest_hetero.backends.protocol import Taint
 
 
@@ -34,7 +48,7 @@ class Condition:
                 "lastTransitionTime": self.last_transition}
 
 
-def parse_conditions(raw: list[dict[str, Any]] | None) -> tuple[Condition, ...]:
+def parse_conditions(raw: list[ConditionJSON] | None) -> tuple[Condition, ...]:
     """``status.conditions`` (a JSON list, or None) as :class:`Condition`s, in order."""
     return tuple(Condition(type=c.get("type"), status=c.get("status"), reason=c.get("reason"),
                            message=c.get("message"), last_transition=c.get("lastTransitionTime"))
@@ -68,9 +82,11 @@ class Node:
         return self.annotations.get("kwok.x-k8s.io/node") == "fake"
 
 
-def parse_node(raw: dict[str, Any]) -> Node:
+def parse_node(raw: ServedNode) -> Node:
     """A Node from its JSON (see :class:`Node`)."""
-    meta, spec, status = raw.get("metadata") or {}, raw.get("spec") or {}, raw.get("status") or {}
+    meta: ObjectMeta = raw.get("metadata") or {}
+    spec: NodeSpec = raw.get("spec") or {}
+    status: NodeStatus = raw.get("status") or {}
     return Node(name=str(meta.get("name") or ""), resource_version=meta.get("resourceVersion"),
                 labels=dict(meta.get("labels") or {}), annotations=dict(meta.get("annotations") or {}),
                 taints=list(spec.get("taints") or []), unschedulable=bool(spec.get("unschedulable")),
@@ -97,7 +113,7 @@ NO_CONTAINER = Container(name=None, image=None, requests={}, limits={}, env={}, 
 """A pod spec without containers reads as having this one."""
 
 
-def _container(raw: dict[str, Any]) -> Container:
+def _container(raw: ContainerJSON) -> Container:
     resources = raw.get("resources") or {}
     return Container(name=raw.get("name"), image=raw.get("image"), requests=dict(resources.get("requests") or {}),
                      limits=dict(resources.get("limits") or {}),
@@ -117,7 +133,7 @@ class Ended:
     finished_at: str | None
 
 
-def _ended(raw: dict[str, Any] | None) -> Ended | None:
+def _ended(raw: TerminatedState | None) -> Ended | None:
     if not raw:
         return None
     return Ended(reason=raw.get("reason"), exit_code=raw.get("exitCode"), message=raw.get("message"),
@@ -157,8 +173,8 @@ NO_STATUS = ContainerStatus(name=None, image=None, image_id=None, restart_count=
 """The status of a container the kubelet has not reported yet."""
 
 
-def _container_status(raw: dict[str, Any]) -> ContainerStatus:
-    state = raw.get("state") or {}
+def _container_status(raw: ContainerStatusJSON) -> ContainerStatus:
+    state: ContainerState = raw.get("state") or {}
     waiting = state.get("waiting")
     return ContainerStatus(name=raw.get("name"), image=raw.get("image"), image_id=raw.get("imageID"),
                            restart_count=int(raw.get("restartCount") or 0), running="running" in state,
@@ -201,9 +217,11 @@ class Pod:
     deleted: bool
 
 
-def parse_pod(raw: dict[str, Any]) -> Pod:
+def parse_pod(raw: ServedPod) -> Pod:
     """A Pod from its JSON (see :class:`Pod`)."""
-    meta, spec, status = raw.get("metadata") or {}, raw.get("spec") or {}, raw.get("status") or {}
+    meta: ObjectMeta = raw.get("metadata") or {}
+    spec: PodSpec = raw.get("spec") or {"containers": []}
+    status: PodStatus = raw.get("status") or {}
     return Pod(name=str(meta.get("name") or ""), namespace=meta.get("namespace"), labels=dict(meta.get("labels") or {}),
                annotations=dict(meta.get("annotations") or {}),
                created=meta.get("creationTimestamp"), deleting_since=meta.get("deletionTimestamp"),

@@ -20,6 +20,7 @@ from kubernetes import client
 from pytest_hetero.backends.kubernetes import client as kc
 from pytest_hetero.backends.kubernetes import inventory, queues
 from pytest_hetero.backends.kubernetes import scheduling as ks
+from pytest_hetero.backends.kubernetes.manifests import ServedPod
 from pytest_hetero.backends.kubernetes.objects import find, parse_node, parse_pod
 from pytest_hetero.backends.protocol import Placement, Step
 from pytest_hetero.pending import summarise
@@ -32,7 +33,7 @@ def record_placed(
     session: KubeSession,
     ctx: Step,
     workload: WorkloadRecord,
-    pod: dict[str, Any],
+    pod: ServedPod,
     waited_s: float,
 ) -> None:
     """Record ``scheduling.placed`` for ``pod`` (JSON dict); ``waited_s`` from submission to the verdict."""
@@ -162,7 +163,7 @@ def queue_state(session: KubeSession, workload: WorkloadRecord) -> tuple[list[di
     return found, note
 
 
-def no_reason_hint(ctx: Step, workload: WorkloadRecord, pods: list[dict[str, Any]], queue: list[dict[str, Any]],
+def no_reason_hint(ctx: Step, workload: WorkloadRecord, pods: list[ServedPod], queue: list[dict[str, Any]],
                    note: QueueNote | None, namespace: str) -> str:
     """Why nothing explains an unplaced workload, as far as the cluster lets one say (a message tail)."""
     if note is not None and note["error"]:

@@ -29,6 +29,7 @@ from pytest_hetero.backends.kubernetes.manifests import (
     PodSpec,
     PodTemplateSpec,
     ResourceRequirements,
+    ServedPod,
     Workload,
 )
 from pytest_hetero.backends.kubernetes.objects import parse_pod
@@ -214,12 +215,12 @@ def requests_of(body: Workload) -> dict[str, str] | None:
     return spec["containers"][0]["resources"].get("requests")
 
 
-def scheduled(pods: list[dict[str, Any]]) -> dict[str, Any] | None:
+def scheduled(pods: list[ServedPod]) -> ServedPod | None:
     """The first live pod (JSON dicts as the pod watch keeps them) with ``spec.nodeName`` set, else None."""
     return next((raw for raw in pods if (pod := parse_pod(raw)).node_name and not pod.deleted), None)
 
 
-def unschedulable(pods: list[dict[str, Any]]) -> dict[str, Any] | None:
+def unschedulable(pods: list[ServedPod]) -> ServedPod | None:
     """The first live pod (JSON dicts as the pod watch keeps them) whose PodScheduled condition is False
     with reason Unschedulable, else None."""
     for raw in pods:
@@ -246,7 +247,7 @@ def events_for(api: client.ApiClient, namespace: str, name: str) -> list[dict[st
 
 
 def explain_pending(
-    pods: list[dict[str, Any]],
+    pods: list[ServedPod],
     events: list[dict[str, Any]],
     queue: list[dict[str, Any]],
     advertised: set[str] | None,

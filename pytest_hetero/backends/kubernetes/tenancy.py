@@ -30,7 +30,7 @@ from kubernetes.client.exceptions import ApiException
 from pytest_hetero.backends.kubernetes import client as kc
 from pytest_hetero.backends.kubernetes import queues
 from pytest_hetero.backends.kubernetes import scheduling as ks
-from pytest_hetero.backends.kubernetes.manifests import Workload
+from pytest_hetero.backends.kubernetes.manifests import ServedPod, Workload
 from pytest_hetero.backends.kubernetes.objects import find
 from pytest_hetero.backends.protocol import ActionFailed, Attempt, Leftover
 from pytest_hetero.matrix.model import Tenant
@@ -136,7 +136,7 @@ def refused(role: str, action: str, identity: Identity, exc: BaseException) -> A
                    message=message, facts={"http_status": status, "category": fault.category})
 
 
-def pods_of(api: client.ApiClient, namespace: str, selector: str) -> list[dict[str, Any]]:
+def pods_of(api: client.ApiClient, namespace: str, selector: str) -> list[ServedPod]:
     """The pods matching ``selector`` in ``namespace`` (JSON dicts); [] when none."""
     resp: Any = client.CoreV1Api(api).list_namespaced_pod(namespace, label_selector=selector, _preload_content=False,
                                                          _request_timeout=kc.API_TIMEOUT_S)
@@ -175,7 +175,7 @@ def kueue_refusal(workload: dict[str, Any]) -> bool:
 
 def observe(observer: client.ApiClient, served: queues.Served, body: Workload, timeout_s: float,
             want: str = "placed", patient: bool = False
-            ) -> tuple[str, list[dict[str, Any]], list[dict[str, Any]], float]:
+            ) -> tuple[str, list[ServedPod], list[dict[str, Any]], float]:
     """Watch (poll every 0.4 s, as the observer) what becomes of the created ``body`` for up to
     ``timeout_s`` seconds: ``(outcome, pods, workloads, waited_s)`` with outcome ``placed`` (a pod bound
     to a node, for a Kueue Job also its Workload admitted), ``completed`` (with ``want="completed"``: a
@@ -188,7 +188,7 @@ def observe(observer: client.ApiClient, served: queues.Served, body: Workload, t
     kueue = body["kind"] == "Job" and ks.KUEUE_QUEUE in meta["labels"]
     uid = job_uid(observer, ns, name) if kueue else ""
     start = time.monotonic()
-    pods: list[dict[str, Any]] = []
+    pods: list[ServedPod] = []
     loads: list[dict[str, Any]] = []
     while True:
         pods = pods_of(observer, ns, selector)
@@ -207,7 +207,7 @@ def observe(observer: client.ApiClient, served: queues.Served, body: Workload, t
         time.sleep(POLL_S)
 
 
-def pending_reasons(observer: client.ApiClient, pods: list[dict[str, Any]], loads: list[dict[str, Any]],
+def pending_reasons(observer: client.ApiClient, pods: list[ServedPod], loads: list[dict[str, Any]],
                     namespace: str, name: str) -> tuple[list[dict[str, Any]], str]:
     """Normalised reasons (dicts, decisive first) and the cluster's own words for a workload left pending:
     its pods' PodScheduled condition, the events of the pods and of ``name``, its Kueue Workloads."""

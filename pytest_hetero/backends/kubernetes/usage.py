@@ -10,8 +10,9 @@ restarted: ``lastState.terminated.startedAt``), ``attempts`` 1 + ``restartCount`
 from __future__ import annotations
 
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from pytest_hetero.backends.kubernetes.manifests import ServedPod
 from pytest_hetero.backends.kubernetes.objects import (
     NO_CONTAINER,
     NO_STATUS,
@@ -64,7 +65,7 @@ def pod_facts(session: KubeSession, seen: Pod, submitted: float | None = None,
             "simulated": bool(session.nodes.get(node, {}).get("simulated"))}
 
 
-def workload_facts(session: KubeSession, workload: WorkloadRecord | None, pod: dict[str, Any] | None = None,
+def workload_facts(session: KubeSession, workload: WorkloadRecord | None, pod: ServedPod | None = None,
                    outcome: str | None = None) -> UsageFacts:
     """The usage facts of the gate's resource × image ``workload`` (its record in ``session.workloads``; None:
     no record was made): of ``pod`` when given, else of its latest pod in the run's watch, else of the manifest
