@@ -31,7 +31,13 @@ from pytest_hetero.backends.kubernetes import client as kc
 from pytest_hetero.backends.kubernetes import podexec, queues
 from pytest_hetero.backends.kubernetes import scheduling as ks
 from pytest_hetero.backends.kubernetes import usage as kube_usage
-from pytest_hetero.backends.kubernetes.manifests import JobManifest, ObjectMeta, ServedPod, ServiceManifest
+from pytest_hetero.backends.kubernetes.manifests import (
+    JobManifest,
+    ObjectMeta,
+    ServedPod,
+    ServedWorkload,
+    ServiceManifest,
+)
 from pytest_hetero.backends.kubernetes.objects import parse_pod, parse_slice
 from pytest_hetero.backends.labels import LABEL
 from pytest_hetero.backends.protocol import ActionFailed, JobPlacement, JobRequest, Step
@@ -222,11 +228,11 @@ def priority_of(workload: queues.Workload) -> Priority:
             "priority": workload.priority}
 
 
-def wait_admitted(session: KubeSession, uid: str, deadline: float) -> tuple[dict[str, Any] | None, str | None]:
+def wait_admitted(session: KubeSession, uid: str, deadline: float) -> tuple[ServedWorkload | None, str | None]:
     """``(workload, error)``: the Job's Workload (``kueue.x-k8s.io/job-uid`` label, in the version discovery
     chose) once Admitted, or as last read at ``deadline`` (None: Kueue made none, or it could not be read:
     ``error`` is then the last read's failure)."""
-    last: dict[str, Any] | None = None
+    last: ServedWorkload | None = None
     while True:
         found, error = queues.read_objects(session.api, session.served(), queues.KUEUE, "workloads",
                                            session.namespace, label_selector=f"{queues.JOB_UID}={uid}")
@@ -347,7 +353,7 @@ def rendezvous(session: KubeSession, pods: list[dict[str, Any]], peers: dict[int
         return list(pool.map(one, pods))
 
 
-def explain(session: KubeSession, out: JobPlacement, name: str, workload: dict[str, Any] | None,
+def explain(session: KubeSession, out: JobPlacement, name: str, workload: ServedWorkload | None,
             pods: list[ServedPod], what: str) -> None:
     """Fill ``out``'s reasons, decisive reason and message from the Workload, the unplaced ``pods`` and the
     events of the Job, the Workload and those pods (:func:`.scheduling.explain_pending`)."""

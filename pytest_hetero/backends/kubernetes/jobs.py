@@ -54,6 +54,7 @@ from pytest_hetero.backends.kubernetes.manifests import (
     EnvVarSource,
     JobManifest,
     ServedPod,
+    ServedWorkload,
     ServiceManifest,
     Volume,
     VolumeMount,
@@ -236,7 +237,7 @@ def start(session: KubeSession, step: Step, spec: JobSpec, python: str) -> Job:
     return job
 
 
-def _refuse(session: KubeSession, step: Step, facts: dict[str, Any], name: str, workload: dict[str, Any] | None,
+def _refuse(session: KubeSession, step: Step, facts: dict[str, Any], name: str, workload: ServedWorkload | None,
             pods: list[ServedPod], what: str) -> NoReturn:
     """Raise ActionFailed for a job not admitted or not running: the decisive normalised reason (Kueue's,
     the scheduler's, the kubelet's words, :func:`.gang.explain`)."""

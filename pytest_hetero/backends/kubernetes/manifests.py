@@ -508,3 +508,129 @@ class ServedNode(TypedDict, total=False):
     spec: NodeSpec
     status: NodeStatus
     deleted: bool
+
+
+class EventSource(TypedDict, total=False):
+    """An Event's ``source``: the reporting ``component`` and the ``host`` (a kubelet's node)."""
+
+    component: str
+    host: str
+
+
+class ObjectReference(TypedDict, total=False):
+    """An Event's ``involvedObject``: ``kind``, ``name``, ``namespace``, ``uid``."""
+
+    kind: str
+    name: str
+    namespace: str
+    uid: str
+
+
+class EventJSON(TypedDict, total=False):
+    """A ``core/v1`` Event as served: ``type`` (``Normal``/``Warning``), ``reason``, ``message``, ``count``,
+    its times (``firstTimestamp``/``lastTimestamp`` whole seconds, ``eventTime`` microseconds; each may be
+    absent), ``source``, ``reportingComponent``, ``involvedObject``. Read it through
+    :func:`.objects.parse_event`."""
+
+    metadata: ObjectMeta
+    type: str
+    reason: str
+    message: str
+    count: int
+    firstTimestamp: str
+    lastTimestamp: str
+    eventTime: str
+    source: EventSource
+    reportingComponent: str
+    involvedObject: ObjectReference
+
+
+class PriorityClassRef(TypedDict, total=False):
+    """A Kueue v1beta2 Workload's ``spec.priorityClassRef``: ``group``, ``kind`` (``PriorityClass`` or
+    ``WorkloadPriorityClass``), ``name``."""
+
+    group: str
+    kind: str
+    name: str
+
+
+class WorkloadSpec(TypedDict, total=False):
+    """A Kueue Workload's ``spec``: ``queueName``, ``priority``, and its priority class (v1beta2
+    ``priorityClassRef``; v1beta1 ``priorityClassName``/``priorityClassSource``)."""
+
+    queueName: str
+    priority: int
+    priorityClassRef: PriorityClassRef
+    priorityClassName: str
+    priorityClassSource: str
+
+
+class PodSetAssignmentJSON(TypedDict, total=False):
+    """A ``status.admission.podSetAssignments[]`` entry: ``name``, ``count``, ``flavors`` (resource →
+    flavor), ``resourceUsage`` (resource → quantity)."""
+
+    name: str
+    count: int
+    flavors: dict[str, str]
+    resourceUsage: dict[str, str]
+
+
+class Admission(TypedDict, total=False):
+    """A Kueue Workload's ``status.admission``: the ``clusterQueue`` and the ``podSetAssignments``."""
+
+    clusterQueue: str
+    podSetAssignments: list[PodSetAssignmentJSON]
+
+
+class WorkloadStatus(TypedDict, total=False):
+    """A Kueue Workload's ``status``: ``conditions`` (QuotaReserved, Admitted, Evicted…) and ``admission``."""
+
+    conditions: list[ConditionJSON]
+    admission: Admission
+
+
+class ServedWorkload(TypedDict, total=False):
+    """A Kueue Workload (``kueue.x-k8s.io`` v1beta2 or v1beta1) as served; read it through
+    :func:`.queues.parse_workload`."""
+
+    apiVersion: str
+    kind: str
+    metadata: ObjectMeta
+    spec: WorkloadSpec
+    status: WorkloadStatus
+
+
+class PodGroupStatus(TypedDict, total=False):
+    """A Volcano PodGroup's ``status``: its ``phase`` and ``conditions`` (Unschedulable…)."""
+
+    phase: str
+    conditions: list[ConditionJSON]
+
+
+class ServedPodGroup(TypedDict, total=False):
+    """A Volcano PodGroup (``scheduling.volcano.sh/v1beta1``) as served: what the gate reads of it (the
+    rest, for :func:`pytest_hetero.pending.explain`, stays in the object)."""
+
+    apiVersion: str
+    kind: str
+    metadata: ObjectMeta
+    status: PodGroupStatus
+
+
+QueueObject = ServedWorkload | ServedPodGroup
+"""What a queue made of a Job: Kueue's Workload or Volcano's PodGroup."""
+
+
+class LocalQueueSpec(TypedDict, total=False):
+    """A Kueue LocalQueue's ``spec``: the ``clusterQueue`` it points at."""
+
+    clusterQueue: str
+
+
+class ServedLocalQueue(TypedDict, total=False):
+    """A Kueue LocalQueue as served."""
+
+    apiVersion: str
+    kind: str
+    metadata: ObjectMeta
+    spec: LocalQueueSpec

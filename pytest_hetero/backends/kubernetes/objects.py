@@ -17,6 +17,7 @@ from pytest_hetero.backends.kubernetes.manifests import (
     ConditionJSON,
     ContainerState,
     ContainerStatusJSON,
+    EventJSON,
     NodeSpec,
     NodeStatus,
     ObjectMeta,
@@ -315,7 +316,7 @@ class Event:
         return {"type": self.type, "reason": self.reason, "message": self.message, "count": self.count}
 
 
-def parse_event(raw: dict[str, Any]) -> Event:
+def parse_event(raw: EventJSON) -> Event:
     """An Event from its JSON."""
     return Event(type=raw.get("type"), reason=raw.get("reason"), message=raw.get("message"), count=raw.get("count"),
                  source_host=(raw.get("source") or {}).get("host"))

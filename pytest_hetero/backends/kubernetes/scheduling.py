@@ -15,6 +15,7 @@ Kueue Workload / Volcano PodGroup and their events (read by :mod:`.queues`) with
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any, Literal, overload
 
 from kubernetes import client
@@ -22,17 +23,21 @@ from kubernetes import client
 from pytest_hetero.backends.kubernetes.manifests import (
     Affinity,
     Container,
+    EventJSON,
     JobManifest,
     JobSpec,
     ObjectMeta,
     PodManifest,
     PodSpec,
     PodTemplateSpec,
+    QueueObject,
     ResourceRequirements,
     ServedPod,
+    Toleration,
     Workload,
 )
 from pytest_hetero.backends.kubernetes.objects import parse_pod
+from pytest_hetero.backends.protocol import NodeFacts, Taint
 from pytest_hetero.matrix.model import BASIC_RESOURCES as BASIC
 from pytest_hetero.matrix.model import Resource
 from pytest_hetero.matrix.tolerations import untolerated as matrix_untolerated
@@ -231,8 +236,8 @@ def unschedulable(pods: list[ServedPod]) -> ServedPod | None:
     return None
 
 
-def events_for(api: client.ApiClient, namespace: str, name: str) -> list[dict[str, Any]]:
-    """Events of the object ``name`` in ``namespace`` (JSON dicts, oldest first); [] when unreadable."""
+def events_for(api: client.ApiClient, namespace: str, name: str) -> list[EventJSON]:
+    """Events of the object ``name`` in ``namespace`` (oldest first); [] when unreadable."""
     try:
         resp: Any = client.CoreV1Api(api).list_namespaced_event(
             namespace,
@@ -242,14 +247,14 @@ def events_for(api: client.ApiClient, namespace: str, name: str) -> list[dict[st
         )
     except Exception:  # noqa: BLE001 - events are best effort (RBAC may lack them; the pod status holds the verdict)
         return []
-    items = json.loads(resp.data).get("items") or []
+    items: list[EventJSON] = json.loads(resp.data).get("items") or []
     return sorted(items, key=lambda e: str(e.get("lastTimestamp") or e.get("eventTime") or ""))
 
 
 def explain_pending(
     pods: list[ServedPod],
-    events: list[dict[str, Any]],
-    queue: list[dict[str, Any]],
+    events: list[EventJSON],
+    queue: Sequence[QueueObject],
     advertised: set[str] | None,
 ) -> list[Reason]:
     """Normalised reasons from pods, events (of the pods, the Job, the PodGroup) and queue objects
@@ -294,28 +299,28 @@ def order_reasons(reasons: list[Reason]) -> list[Reason]:
     return queue + [r for r in reasons if r not in queue] if queue else reasons
 
 
-def untolerated(taints: list[dict[str, Any]], tolerations: list[dict[str, Any]]) -> list[str]:
+def untolerated(taints: Sequence[Taint], tolerations: Sequence[Toleration]) -> list[str]:
     """``key=value:effect`` of each NoSchedule/NoExecute taint no toleration tolerates (core/v1 rules;
     :func:`pytest_hetero.matrix.tolerations.untolerated`)."""
     return matrix_untolerated(taints, tolerations)
 
 
-def applies(reason: Reason, pool: list[dict[str, Any]], tolerations: list[dict[str, Any]]) -> bool:
+def applies(reason: Reason, pool: list[NodeFacts], tolerations: Sequence[Toleration]) -> bool:
     """Could ``reason`` come from a node of ``pool`` (node facts of the nodes the selector picks)?
     Other nodes' verdicts (their taints, their labels) say nothing about the pool."""
     if reason.code == "node_selector_mismatch":
         return not pool
     if reason.code == "untolerated_taint":
-        return any(untolerated(f.get("taints") or [], tolerations) for f in pool)
+        return any(untolerated(f["taints"], tolerations) for f in pool)
     if reason.code == "node_not_ready":
-        return any(f.get("ready") != "True" for f in pool)
+        return any(f["ready"] != "True" for f in pool)
     return True
 
 
 def primary(
     reasons: list[Reason],
-    pool: list[dict[str, Any]] | None = None,
-    tolerations: list[dict[str, Any]] | None = None,
+    pool: list[NodeFacts] | None = None,
+    tolerations: Sequence[Toleration] | None = None,
 ) -> Reason | None:
     """The reason that decides: not a preemption verdict; with the selector's ``pool`` known, one that
     can come from a pool node (see :func:`applies`); then most nodes."""
@@ -326,13 +331,13 @@ def primary(
 
 
 def name_taints(
-    reasons: list[Reason], pool: list[dict[str, Any]], tolerations: list[dict[str, Any]]
+    reasons: list[Reason], pool: list[NodeFacts], tolerations: Sequence[Toleration]
 ) -> list[Reason]:
     """Fill ``taint`` of an ``untolerated_taint`` reason the scheduler left unnamed (1.34 says only
     "had untolerated taint(s)") when the pool's nodes carry exactly one untolerated taint."""
     from dataclasses import replace
 
-    found = sorted({t for f in pool for t in untolerated(f.get("taints") or [], tolerations)})
+    found = sorted({t for f in pool for t in untolerated(f["taints"], tolerations)})
     if len(found) != 1:
         return reasons
     return [

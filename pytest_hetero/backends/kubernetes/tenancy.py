@@ -30,7 +30,7 @@ from kubernetes.client.exceptions import ApiException
 from pytest_hetero.backends.kubernetes import client as kc
 from pytest_hetero.backends.kubernetes import queues
 from pytest_hetero.backends.kubernetes import scheduling as ks
-from pytest_hetero.backends.kubernetes.manifests import ServedPod, Workload
+from pytest_hetero.backends.kubernetes.manifests import ServedPod, ServedWorkload, Workload
 from pytest_hetero.backends.kubernetes.objects import find
 from pytest_hetero.backends.protocol import ActionFailed, Attempt, Leftover
 from pytest_hetero.matrix.model import Tenant
@@ -152,19 +152,19 @@ def job_uid(api: client.ApiClient, namespace: str, name: str) -> str:
     return str(job.metadata.uid)
 
 
-def workloads_of(api: client.ApiClient, served: queues.Served, namespace: str, uid: str) -> list[dict[str, Any]]:
+def workloads_of(api: client.ApiClient, served: queues.Served, namespace: str, uid: str) -> list[ServedWorkload]:
     """Kueue Workloads of the Job with ``uid`` (the ``kueue.x-k8s.io/job-uid`` label); [] when Kueue is
     not served or none exists yet."""
     found, _ = queues.read_objects(api, served, queues.KUEUE, "workloads", namespace, f"{queues.JOB_UID}={uid}")
     return found
 
 
-def admitted(workload: dict[str, Any]) -> bool:
+def admitted(workload: ServedWorkload) -> bool:
     """True when the Workload's ``Admitted`` condition is True."""
     return queues.parse_workload(workload).holds("Admitted")
 
 
-def kueue_refusal(workload: dict[str, Any]) -> bool:
+def kueue_refusal(workload: ServedWorkload) -> bool:
     """True when Kueue has said why it does not admit the Workload yet (QuotaReserved False with a
     message, or an Evicted/Preempted condition)."""
     seen = queues.parse_workload(workload)
@@ -175,7 +175,7 @@ def kueue_refusal(workload: dict[str, Any]) -> bool:
 
 def observe(observer: client.ApiClient, served: queues.Served, body: Workload, timeout_s: float,
             want: str = "placed", patient: bool = False
-            ) -> tuple[str, list[ServedPod], list[dict[str, Any]], float]:
+            ) -> tuple[str, list[ServedPod], list[ServedWorkload], float]:
     """Watch (poll every 0.4 s, as the observer) what becomes of the created ``body`` for up to
     ``timeout_s`` seconds: ``(outcome, pods, workloads, waited_s)`` with outcome ``placed`` (a pod bound
     to a node, for a Kueue Job also its Workload admitted), ``completed`` (with ``want="completed"``: a
@@ -189,7 +189,7 @@ def observe(observer: client.ApiClient, served: queues.Served, body: Workload, t
     uid = job_uid(observer, ns, name) if kueue else ""
     start = time.monotonic()
     pods: list[ServedPod] = []
-    loads: list[dict[str, Any]] = []
+    loads: list[ServedWorkload] = []
     while True:
         pods = pods_of(observer, ns, selector)
         loads = workloads_of(observer, served, ns, uid) if uid else []
@@ -207,7 +207,7 @@ def observe(observer: client.ApiClient, served: queues.Served, body: Workload, t
         time.sleep(POLL_S)
 
 
-def pending_reasons(observer: client.ApiClient, pods: list[ServedPod], loads: list[dict[str, Any]],
+def pending_reasons(observer: client.ApiClient, pods: list[ServedPod], loads: list[ServedWorkload],
                     namespace: str, name: str) -> tuple[list[dict[str, Any]], str]:
     """Normalised reasons (dicts, decisive first) and the cluster's own words for a workload left pending:
     its pods' PodScheduled condition, the events of the pods and of ``name``, its Kueue Workloads."""
