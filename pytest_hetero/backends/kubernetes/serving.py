@@ -50,6 +50,7 @@ from pytest_hetero.backends.kubernetes import scheduling as ks
 from pytest_hetero.backends.kubernetes import usage as kube_usage
 from pytest_hetero.backends.kubernetes.manifests import EnvVar, ObjectMeta, Serving
 from pytest_hetero.backends.kubernetes.objects import NO_CONTAINER, Pod, find, parse_event, parse_pod
+from pytest_hetero.backends.kubernetes.session import Deployed
 from pytest_hetero.backends.kubernetes.startup import STUCK, image_identity, read_logs, state_text
 from pytest_hetero.backends.kubernetes.submit import PULL
 from pytest_hetero.backends.labels import LABEL, OWNER, RUN_ID
@@ -155,17 +156,17 @@ def endpoint(session: KubeSession, step: Step, request: ServingRequest) -> str:
     key = (namespace, name)
     with session.lock:
         first = key not in session.serving
-        entry = session.serving.setdefault(key, {"created": False, "for": (step.resource.name, step.image.name)})
-    if entry["for"] != (step.resource.name, step.image.name):
-        raise ActionFailed(f"Deployment {namespace}/{name} was deployed for resource {entry['for'][0]} × image "
-                           f"{entry['for'][1]}, not {step.resource.name} × {step.image.name}: serving.deploy is "
-                           "deployed once, for one resource and image; give the serving matrix one of each (or "
-                           "select one with -k)", "configuration")
+        entry = session.serving.setdefault(key, Deployed((step.resource.name, step.image.name)))
+    if entry.resource_image != (step.resource.name, step.image.name):
+        raise ActionFailed(f"Deployment {namespace}/{name} was deployed for resource {entry.resource_image[0]} × "
+                           f"image {entry.resource_image[1]}, not {step.resource.name} × {step.image.name}: "
+                           "serving.deploy is deployed once, for one resource and image; give the serving matrix "
+                           "one of each (or select one with -k)", "configuration")
     if first:
         bodies = manifests(session, step, request, namespace, name)
         for body in bodies:
             _create(session.api, session, body)
-        session.serving[key]["created"] = True
+        session.serving[key].created = True
         step.record("serving.k8s.deployed", namespace=namespace, name=name, image=step.image.reference,
                     version=request.version, objects=[f"{b['kind']}/{b['metadata']['name']}" for b in bodies],
                     port=PORT, token_secret=bool(request.token))

@@ -11,6 +11,7 @@ from __future__ import annotations
 import threading
 import uuid
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any, NotRequired, TypedDict
 
 from kubernetes import client
@@ -59,6 +60,15 @@ class WorkloadRecord(TypedDict):
     inputs: NotRequired[str]
 
 
+@dataclass
+class Deployed:
+    """A serving Deployment this run deploys (:mod:`.serving`): for which ``(resource, image)``, and whether its
+    objects were ``created`` (set once every create call answered)."""
+
+    resource_image: tuple[str, str]
+    created: bool = False
+
+
 class KubeSession:
     """Connection and run state: the ApiClient (on first use), ``namespace`` and ``context``, the
     run's pod watch, the workloads created (by (resource, image)), the node facts seen (``nodes`` by
@@ -86,7 +96,7 @@ class KubeSession:
         self.lock = threading.Lock()
         self.pool = ThreadPoolExecutor(max(1, settings.parallel), thread_name_prefix="hetero-kube")
         self.prefetched: set[str] = set()
-        self.serving: dict[tuple[str, str], dict[str, Any]] = {}
+        self.serving: dict[tuple[str, str], Deployed] = {}
         """Serving objects deployed (by (namespace, name)); see :mod:`.serving`."""
         self._served: Served | None = None
 
