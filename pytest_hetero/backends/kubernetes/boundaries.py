@@ -35,7 +35,7 @@ import json
 import time
 import uuid
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
+from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypedDict
 
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
@@ -43,7 +43,19 @@ from kubernetes.client.exceptions import ApiException
 from pytest_hetero.backends.kubernetes import client as kc
 from pytest_hetero.backends.kubernetes import scheduling as ks
 from pytest_hetero.backends.kubernetes import tenancy
-from pytest_hetero.backends.kubernetes.manifests import PodManifest, Volume
+from pytest_hetero.backends.kubernetes.manifests import (
+    ClaimManifest,
+    ClaimSpec,
+    LabelSelectorJSON,
+    NetworkPolicySpec,
+    PodManifest,
+    PolicyRuleJSON,
+    ServedClaim,
+    ServedNetworkPolicy,
+    ServedService,
+    ServedServiceSpec,
+    Volume,
+)
 from pytest_hetero.backends.kubernetes.objects import SlicePort, parse_event, parse_pod, parse_ports, parse_slice
 from pytest_hetero.backends.protocol import Attempt
 from pytest_hetero.matrix.model import Resource, Tenant
@@ -107,9 +119,11 @@ def _pod(run: _Probe, role: str, namespace: str, command: list[str]) -> PodManif
     return body
 
 
-def _json(call: Any, *args: Any, **kwargs: Any) -> dict[str, Any]:
+def _json(call: Any, *args: Any, **kwargs: Any) -> Any:
+    """The body ``call`` (an official-client read or list call) answers, as ``json.loads`` decodes it: an
+    object (or a list's ``items``) the caller reads through the parser of its kind."""
     resp: Any = call(*args, _preload_content=False, _request_timeout=kc.API_TIMEOUT_S, **kwargs)
-    return dict(json.loads(resp.data))
+    return json.loads(resp.data)
 
 
 # ------------------------------------------------------------------------------------------- network --
@@ -132,7 +146,7 @@ class Selector:
     match_expressions: tuple[Requirement, ...]
 
 
-def parse_selector(raw: dict[str, Any] | None) -> Selector:
+def parse_selector(raw: LabelSelectorJSON | None) -> Selector:
     """A LabelSelector from its JSON (None or {}: the empty selector)."""
     raw = raw or {}
     return Selector(match_labels=dict(raw.get("matchLabels") or {}),
@@ -173,17 +187,17 @@ class NetworkPolicy:
     egress: tuple[PolicyRule, ...]
 
 
-def _rule(raw: dict[str, Any] | None, peers: str) -> PolicyRule:
+def _rule(raw: PolicyRuleJSON | None, peers: Literal["from", "to"]) -> PolicyRule:
     raw = raw or {}
     return PolicyRule(peers=bool(raw.get(peers)), ports=tuple(
         PolicyPort(protocol=p.get("protocol", "TCP"), port=p.get("port"), end_port=p.get("endPort") or None)
         for p in raw.get("ports") or []))
 
 
-def parse_policy(raw: dict[str, Any]) -> NetworkPolicy:
+def parse_policy(raw: ServedNetworkPolicy) -> NetworkPolicy:
     """A NetworkPolicy from its JSON (see :class:`NetworkPolicy`); KeyError without ``metadata.namespace``
     or ``metadata.name`` (the apiserver always sets both)."""
-    spec = raw.get("spec") or {}
+    spec: NetworkPolicySpec = raw.get("spec") or {}
     types = spec.get("policyTypes") or ["Ingress", *(["Egress"] if spec.get("egress") else [])]
     return NetworkPolicy(ref=f"{raw['metadata']['namespace']}/{raw['metadata']['name']}", types=tuple(types),
                          selector=parse_selector(spec.get("podSelector")),
@@ -276,9 +290,9 @@ class Service:
     ports: list[SlicePort]
 
 
-def parse_service(raw: dict[str, Any]) -> Service:
+def parse_service(raw: ServedService) -> Service:
     """A Service from its JSON; KeyError without ``metadata.name``."""
-    spec = raw.get("spec") or {}
+    spec: ServedServiceSpec = raw.get("spec") or {}
     return Service(name=raw["metadata"]["name"], cluster_ip=spec.get("clusterIP"), ports=parse_ports(spec.get("ports")))
 
 
@@ -508,9 +522,9 @@ class Claim:
     phase: str | None
 
 
-def parse_claim(raw: dict[str, Any]) -> Claim:
+def parse_claim(raw: ServedClaim) -> Claim:
     """A PersistentVolumeClaim from its JSON."""
-    spec = raw.get("spec") or {}
+    spec: ClaimSpec = raw.get("spec") or {}
     return Claim(volume=spec.get("volumeName"), access_modes=list(spec.get("accessModes") or []),
                  storage_class=spec.get("storageClassName"),
                  requests=dict((spec.get("resources") or {}).get("requests") or {}),
@@ -537,7 +551,7 @@ def _bind(run: _Probe, tenant: Tenant, target: Tenant, claim: str) -> Attempt:
                        "not-attempted", message=f"claim {target.namespace}/{claim} is bound to no volume")
     s = run.session
     name = kc.dns_name("hetero-gov", run.probe.name, "bind", uuid.uuid4().hex[:5])
-    body = {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {
+    body: ClaimManifest = {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {
         "name": name, "namespace": tenant.namespace, "annotations": kc.created_annotations(),
         "labels": kc.labels(s.settings.run_id, s.owner, "governance", matrix=run.step.matrix.name,
                             resource=run.step.resource.name, probe=name)},

@@ -627,6 +627,35 @@ class LocalQueueSpec(TypedDict, total=False):
     clusterQueue: str
 
 
+class FlavorResourceUsage(TypedDict, total=False):
+    """A ``resources[]`` entry of a queue's flavor usage: the resource ``name`` and its ``total`` (a quantity)."""
+
+    name: str
+    total: str
+    borrowed: str
+
+
+class FlavorUsage(TypedDict, total=False):
+    """A ``flavorsUsage[]``/``flavorsReservation[]`` entry of a queue's status: the flavor ``name`` and its
+    ``resources``."""
+
+    name: str
+    resources: list[FlavorResourceUsage]
+
+
+class QueueStatus(TypedDict, total=False):
+    """A Kueue ClusterQueue's or LocalQueue's ``status``: ``flavorsUsage`` (a LocalQueue of Kueue before
+    v0.9: ``flavorUsage``), ``flavorsReservation``, ``admittedWorkloads``, ``reservingWorkloads``,
+    ``pendingWorkloads``."""
+
+    flavorsUsage: list[FlavorUsage]
+    flavorUsage: list[FlavorUsage]
+    flavorsReservation: list[FlavorUsage]
+    admittedWorkloads: int
+    reservingWorkloads: int
+    pendingWorkloads: int
+
+
 class ServedLocalQueue(TypedDict, total=False):
     """A Kueue LocalQueue as served."""
 
@@ -634,3 +663,169 @@ class ServedLocalQueue(TypedDict, total=False):
     kind: str
     metadata: ObjectMeta
     spec: LocalQueueSpec
+    status: QueueStatus
+
+
+class ServedClusterQueue(TypedDict, total=False):
+    """A Kueue ClusterQueue as served (its ``status`` only is read)."""
+
+    apiVersion: str
+    kind: str
+    metadata: ObjectMeta
+    status: QueueStatus
+
+
+class PortJSON(TypedDict, total=False):
+    """A ``ports[]`` entry of a served Service or EndpointSlice: ``name``, ``protocol`` (TCP when absent),
+    ``port`` (absent in a slice: every port), a Service's ``targetPort``."""
+
+    name: str
+    protocol: str
+    port: int
+    targetPort: int | str
+
+
+class ServedServiceSpec(TypedDict, total=False):
+    """A served Service's ``spec``: ``clusterIP`` (``None`` for a headless one) and ``ports``."""
+
+    clusterIP: str
+    ports: list[PortJSON]
+
+
+class ServedService(TypedDict, total=False):
+    """A ``core/v1`` Service as served."""
+
+    metadata: ObjectMeta
+    spec: ServedServiceSpec
+
+
+class EndpointConditions(TypedDict, total=False):
+    """An endpoint's ``conditions``: ``ready`` (absent: unknown, which counts as ready)."""
+
+    ready: bool
+    serving: bool
+    terminating: bool
+
+
+class EndpointJSON(TypedDict, total=False):
+    """An ``endpoints[]`` entry of an EndpointSlice: ``addresses``, ``conditions``, ``hostname``, ``targetRef``."""
+
+    addresses: list[str]
+    conditions: EndpointConditions
+    hostname: str
+    targetRef: ObjectReference
+
+
+class ServedEndpointSlice(TypedDict, total=False):
+    """A ``discovery.k8s.io/v1`` EndpointSlice as served: ``ports`` and ``endpoints``."""
+
+    metadata: ObjectMeta
+    ports: list[PortJSON]
+    endpoints: list[EndpointJSON]
+
+
+class SelectorRequirement(TypedDict, total=False):
+    """A ``matchExpressions[]`` entry of a LabelSelector: ``key``, ``operator``, ``values``."""
+
+    key: str
+    operator: str
+    values: list[str]
+
+
+class LabelSelectorJSON(TypedDict, total=False):
+    """A LabelSelector: ``matchLabels`` and ``matchExpressions`` (both absent: everything)."""
+
+    matchLabels: dict[str, str]
+    matchExpressions: list[SelectorRequirement]
+
+
+class PolicyPortJSON(TypedDict, total=False):
+    """A NetworkPolicy rule's ``ports[]`` entry: ``protocol``, ``port`` (a number or a named port),
+    ``endPort``."""
+
+    protocol: str
+    port: int | str
+    endPort: int
+
+
+class PolicyPeer(TypedDict, total=False):
+    """A ``from[]``/``to[]`` entry of a NetworkPolicy rule (selectors or an ``ipBlock``; never read field by
+    field: a rule with peers admits only them)."""
+
+    podSelector: LabelSelectorJSON
+    namespaceSelector: LabelSelectorJSON
+    ipBlock: dict[str, object]
+
+
+PolicyRuleJSON = TypedDict("PolicyRuleJSON", {"from": list[PolicyPeer], "to": list[PolicyPeer],
+                                              "ports": list[PolicyPortJSON]}, total=False)
+"""An ``ingress[]`` (``from``, ``ports``) or ``egress[]`` (``to``, ``ports``) rule of a NetworkPolicy."""
+
+
+class NetworkPolicySpec(TypedDict, total=False):
+    """A NetworkPolicy's ``spec``: ``podSelector``, ``policyTypes``, ``ingress`` and ``egress`` rules."""
+
+    podSelector: LabelSelectorJSON
+    policyTypes: list[str]
+    ingress: list[PolicyRuleJSON]
+    egress: list[PolicyRuleJSON]
+
+
+class ServedNetworkPolicy(TypedDict, total=False):
+    """A ``networking.k8s.io/v1`` NetworkPolicy as served (``metadata`` name and namespace always set)."""
+
+    metadata: Required[ObjectMeta]
+    spec: NetworkPolicySpec
+
+
+class ClaimSpec(TypedDict, total=False):
+    """A PersistentVolumeClaim's ``spec``: ``volumeName``, ``accessModes``, ``storageClassName`` (``""``:
+    no class), ``resources.requests``."""
+
+    volumeName: str
+    accessModes: list[str]
+    storageClassName: str
+    resources: ResourceRequirements
+
+
+class ClaimStatus(TypedDict, total=False):
+    """A PersistentVolumeClaim's ``status``: its ``phase`` (Pending, Bound, Lost)."""
+
+    phase: str
+
+
+class ClaimManifest(TypedDict):
+    """A ``core/v1`` PersistentVolumeClaim the gate creates."""
+
+    apiVersion: Literal["v1"]
+    kind: Literal["PersistentVolumeClaim"]
+    metadata: ObjectMeta
+    spec: ClaimSpec
+
+
+class ServedClaim(TypedDict, total=False):
+    """A PersistentVolumeClaim as served."""
+
+    metadata: ObjectMeta
+    spec: ClaimSpec
+    status: ClaimStatus
+
+
+class ServedTemplate(TypedDict, total=False):
+    """A pod ``template`` as served (a controller's): the pods' ``metadata`` and ``spec``."""
+
+    metadata: ObjectMeta
+    spec: PodSpec
+
+
+class DaemonSetSpec(TypedDict, total=False):
+    """An ``apps/v1`` DaemonSet's ``spec``: its pod ``template``."""
+
+    template: ServedTemplate
+
+
+class ServedDaemonSet(TypedDict, total=False):
+    """An ``apps/v1`` DaemonSet as served."""
+
+    metadata: ObjectMeta
+    spec: DaemonSetSpec

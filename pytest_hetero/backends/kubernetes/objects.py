@@ -11,7 +11,6 @@ an object without ``metadata.name`` has the name "".
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from pytest_hetero.backends.kubernetes.manifests import (
     ConditionJSON,
@@ -23,6 +22,8 @@ from pytest_hetero.backends.kubernetes.manifests import (
     ObjectMeta,
     PodSpec,
     PodStatus,
+    PortJSON,
+    ServedEndpointSlice,
     ServedNode,
     ServedPod,
     TerminatedState,
@@ -246,7 +247,7 @@ class SlicePort:
     port: int | None
 
 
-def parse_ports(raw: list[dict[str, Any]] | None) -> list[SlicePort]:
+def parse_ports(raw: list[PortJSON] | None) -> list[SlicePort]:
     """``ports`` of a Service spec or an EndpointSlice (JSON list, or None) as :class:`SlicePort`s."""
     return [SlicePort(protocol=p.get("protocol", "TCP"), port=p.get("port")) for p in raw or []]
 
@@ -271,7 +272,7 @@ class EndpointSlice:
     endpoints: list[Endpoint]
 
 
-def parse_slice(raw: dict[str, Any]) -> EndpointSlice:
+def parse_slice(raw: ServedEndpointSlice) -> EndpointSlice:
     """An EndpointSlice from its JSON."""
     return EndpointSlice(ports=parse_ports(raw.get("ports")), endpoints=[
         Endpoint(ready=(e.get("conditions") or {}).get("ready"), hostname=e.get("hostname"),
@@ -293,7 +294,7 @@ class Meta:
     finalizers: list[str]
 
 
-def parse_meta(raw: dict[str, Any]) -> Meta:
+def parse_meta(raw: ObjectMeta) -> Meta:
     """:class:`Meta` from an object's ``metadata`` JSON; KeyError without ``name`` or ``namespace``."""
     return Meta(name=str(raw["name"]), namespace=str(raw["namespace"]), labels=dict(raw.get("labels") or {}),
                 annotations=dict(raw.get("annotations") or {}), created=raw.get("creationTimestamp"),

@@ -30,7 +30,13 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from pytest_hetero.backends.kubernetes.client import connect
-from pytest_hetero.backends.kubernetes.manifests import ObjectMeta
+from pytest_hetero.backends.kubernetes.manifests import (
+    DaemonSetSpec,
+    ObjectMeta,
+    PodSpec,
+    ServedDaemonSet,
+    ServedTemplate,
+)
 from pytest_hetero.backends.kubernetes.objects import Node, parse_node, parse_pod
 
 T = TypeVar("T")
@@ -152,10 +158,13 @@ class DaemonSet:
     images: list[str]
 
 
-def parse_daemonset(raw: dict[str, Any]) -> DaemonSet:
+def parse_daemonset(raw: ServedDaemonSet) -> DaemonSet:
     """A DaemonSet from its JSON."""
-    meta = raw.get("metadata") or {}
-    containers = ((raw.get("spec") or {}).get("template") or {}).get("spec", {}).get("containers") or []
+    meta: ObjectMeta = raw.get("metadata") or {}
+    spec: DaemonSetSpec = raw.get("spec") or {}
+    template: ServedTemplate = spec.get("template") or {}
+    pod: PodSpec = template.get("spec") or {"containers": []}
+    containers = pod.get("containers") or []
     return DaemonSet(ref=f"{meta.get('namespace')}/{meta.get('name')}", name=str(meta.get("name")),
                      images=sorted(str(c.get("image")) for c in containers))
 
