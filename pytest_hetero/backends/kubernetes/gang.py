@@ -125,7 +125,7 @@ def manifests(session: KubeSession, step: Step, request: JobRequest, name: str, 
                        resource=step.resource.name, image=step.image.name, probe=probe,
                        task_type=request.task_type)
     notes = kc.created_annotations()
-    pull = {"never": "Never", "always": "Always"}.get(str(session.target.get("pull_policy", "")), "IfNotPresent")
+    pull = {"never": "Never", "always": "Always"}.get(session.conf.pull_policy, "IfNotPresent")
     spec = ks.pod_spec(step.resource, step.image.reference, restart="Never", pull_policy=pull)
     spec["subdomain"] = name
     if request.priority_class:
@@ -318,7 +318,7 @@ def rendezvous(session: KubeSession, pods: list[dict[str, Any]], peers: dict[int
     (:data:`RENDEZVOUS`, exec'd in each pod's ``workload`` container, bounded by ``timeout_s`` seconds,
     at most 60). One answer per pod: ``{"index", "pod", "ok", "reached_ms", "heard", "errors", "error",
     "exit_code"}``. The communication check of a training job may replace this one function."""
-    python = str(session.target.get("python", "python3"))
+    python = session.conf.python
     bound = min(60.0, timeout_s)
     argv = [python, "-c", RENDEZVOUS, str(PORT), json.dumps({str(k): v for k, v in peers.items()}), str(bound),
             ANSWER]

@@ -466,7 +466,7 @@ def _run(session: KubeSession, step: Step, conf: ReserveSettings, report: Reserv
         before.append(_window(api, ns, name, window, measure))
     t0 = time.time()
     burst_res = dataclasses.replace(step.resource, priority_class=conf["burst"]["priority_class"])
-    pull = PULL.get(str(session.target.get("pull_policy", "")))
+    pull = PULL.get(session.conf.pull_policy)
     labels = kc.labels(session.settings.run_id, session.owner, "governance", matrix=step.matrix.name,
                        resource=step.resource.name, probe=group)
     refused = []

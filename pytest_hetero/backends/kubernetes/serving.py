@@ -97,7 +97,7 @@ def manifests(session: KubeSession, step: Step, request: ServingRequest, namespa
                                                         model=request.model_name),
             "annotations": kc.created_annotations()}
     spec = ks.pod_spec(step.resource, step.image.reference,
-                       pull_policy=PULL.get(str(session.target.get("pull_policy", ""))))
+                       pull_policy=PULL.get(session.conf.pull_policy))
     container = spec["containers"][0]
     del container["command"]
     env: list[EnvVar] = [{"name": VERSION_ENV, "value": request.version},

@@ -92,7 +92,7 @@ def create(
             labels,
             res,
             img.reference,
-            PULL.get(str(session.target.get("pull_policy", ""))),
+            PULL.get(session.conf.pull_policy),
             notes,
             pinned_to=workload["node"],
         )
@@ -162,7 +162,7 @@ def place(session: KubeSession, ctx: Step, timeout_s: float, node: str | None = 
         manifest=workload["body"],
         submitted_at_epoch_s=workload["submitted_at"],
     )
-    grace = float(session.target.get("unschedulable_grace_s", 0))
+    grace = session.conf.unschedulable_grace_s
     first_refusal: list[float] = []
 
     def done(pods: list[ServedPod]) -> ServedPod | str | None:
