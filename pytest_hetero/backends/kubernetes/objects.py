@@ -86,9 +86,10 @@ class Node:
 
 def parse_node(raw: ServedNode) -> Node:
     """A Node from its JSON (see :class:`Node`)."""
-    meta: ObjectMeta = raw.get("metadata") or {}
-    spec: NodeSpec = raw.get("spec") or {}
-    status: NodeStatus = raw.get("status") or {}
+    meta: ObjectMeta
+    spec: NodeSpec
+    status: NodeStatus
+    meta, spec, status = raw.get("metadata") or {}, raw.get("spec") or {}, raw.get("status") or {}
     return Node(name=str(meta.get("name") or ""), resource_version=meta.get("resourceVersion"),
                 labels=dict(meta.get("labels") or {}), annotations=dict(meta.get("annotations") or {}),
                 taints=list(spec.get("taints") or []), unschedulable=bool(spec.get("unschedulable")),
@@ -221,9 +222,10 @@ class Pod:
 
 def parse_pod(raw: ServedPod) -> Pod:
     """A Pod from its JSON (see :class:`Pod`)."""
-    meta: ObjectMeta = raw.get("metadata") or {}
-    spec: PodSpec = raw.get("spec") or {"containers": []}
-    status: PodStatus = raw.get("status") or {}
+    meta = raw["metadata"]
+    spec: PodSpec
+    status: PodStatus
+    spec, status = raw.get("spec") or {"containers": []}, raw.get("status") or {}
     return Pod(name=str(meta.get("name") or ""), namespace=meta.get("namespace"), labels=dict(meta.get("labels") or {}),
                annotations=dict(meta.get("annotations") or {}),
                created=meta.get("creationTimestamp"), deleting_since=meta.get("deletionTimestamp"),

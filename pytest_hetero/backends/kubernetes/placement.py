@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
 from kubernetes import client
 
@@ -177,6 +177,12 @@ def no_reason_hint(ctx: Step, workload: WorkloadRecord, pods: list[ServedPod], q
     return ""
 
 
+SLIM_EVENT: tuple[Literal["type", "reason", "message", "count", "firstTimestamp", "lastTimestamp", "source",
+                          "reportingComponent"], ...] = (
+    "type", "reason", "message", "count", "firstTimestamp", "lastTimestamp", "source", "reportingComponent")
+"""The fields of an event ``scheduling.pending`` keeps (None where the event has none)."""
+
+
 def unscheduled(
     session: KubeSession, ctx: Step, workload: WorkloadRecord, timed_out: float | None
 ) -> Placement:
@@ -195,19 +201,7 @@ def unscheduled(
     reasons = ks.name_taints(
         ks.explain_pending(pods, events, queue, advertised or None), pool or [], tolerations
     )
-    slim = [
-        {
-            "type": e.get("type"),
-            "reason": e.get("reason"),
-            "message": e.get("message"),
-            "count": e.get("count"),
-            "firstTimestamp": e.get("firstTimestamp"),
-            "lastTimestamp": e.get("lastTimestamp"),
-            "source": e.get("source"),
-            "reportingComponent": e.get("reportingComponent"),
-        }
-        for e in events
-    ]
+    slim = [{k: e.get(k) for k in SLIM_EVENT} for e in events]
     ctx.artifact("pending-pod.json", json.dumps(pods, indent=1), "application/json")
     ctx.record(
         "scheduling.pending",

@@ -154,9 +154,10 @@ class Workload:
 
 def parse_workload(raw: ServedWorkload) -> Workload:
     """A Workload from its JSON (see :class:`Workload`)."""
-    meta: ObjectMeta = raw.get("metadata") or {}
-    spec: WorkloadSpec = raw.get("spec") or {}
-    status: WorkloadStatus = raw.get("status") or {}
+    meta: ObjectMeta
+    spec: WorkloadSpec
+    status: WorkloadStatus
+    meta, spec, status = raw.get("metadata") or {}, raw.get("spec") or {}, raw.get("status") or {}
     ref: PriorityClassRef = spec.get("priorityClassRef") or {}
     admission: Admission = status.get("admission") or {}
     return Workload(name=meta.get("name"), created=meta.get("creationTimestamp"), queue_name=spec.get("queueName"),

@@ -33,7 +33,6 @@ from pytest_hetero.backends.kubernetes.client import connect
 from pytest_hetero.backends.kubernetes.manifests import (
     DaemonSetSpec,
     ObjectMeta,
-    PodSpec,
     ServedDaemonSet,
     ServedTemplate,
 )
@@ -160,11 +159,11 @@ class DaemonSet:
 
 def parse_daemonset(raw: ServedDaemonSet) -> DaemonSet:
     """A DaemonSet from its JSON."""
-    meta: ObjectMeta = raw.get("metadata") or {}
-    spec: DaemonSetSpec = raw.get("spec") or {}
+    meta: ObjectMeta
+    spec: DaemonSetSpec
+    meta, spec = raw.get("metadata") or {}, raw.get("spec") or {}
     template: ServedTemplate = spec.get("template") or {}
-    pod: PodSpec = template.get("spec") or {"containers": []}
-    containers = pod.get("containers") or []
+    containers = (template.get("spec") or {"containers": []}).get("containers") or []
     return DaemonSet(ref=f"{meta.get('namespace')}/{meta.get('name')}", name=str(meta.get("name")),
                      images=sorted(str(c.get("image")) for c in containers))
 

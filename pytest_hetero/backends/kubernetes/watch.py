@@ -21,7 +21,7 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.watch.watch import iter_resp_lines
 
 from pytest_hetero.backends.kubernetes.client import PROBE
-from pytest_hetero.backends.kubernetes.manifests import PodSpec, ServedPod
+from pytest_hetero.backends.kubernetes.manifests import ServedPod
 from pytest_hetero.signals import quiet_thread
 
 WATCH_TIMEOUT_S = 240
@@ -76,8 +76,7 @@ class PodWatch:
             pod = {**pod, "deleted": True}
         self.pods[name] = pod
         self.seen_at[name] = now
-        spec: PodSpec = pod.get("spec") or {"containers": []}
-        if name not in self.bound_at and spec.get("nodeName"):
+        if name not in self.bound_at and (pod.get("spec") or {"containers": []}).get("nodeName"):
             self.bound_at[name] = time.time()
         key = _labels(pod).get(PROBE)
         if key is not None:
@@ -159,8 +158,7 @@ class PodWatch:
 
 
 def _labels(pod: Pod) -> dict[str, str]:
-    labels: dict[str, str] = pod["metadata"].get("labels") or {}
-    return labels
+    return pod["metadata"].get("labels") or {}
 
 
 def close_watch(resp: Any) -> None:
