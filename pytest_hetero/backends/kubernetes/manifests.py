@@ -1,16 +1,23 @@
-"""The Kubernetes objects the gate builds and creates, as TypedDicts of their JSON.
+"""The Kubernetes objects of the gate, as TypedDicts of their JSON: those it builds and creates, and those it
+reads as the apiserver serves them.
 
 Field names, nesting and optionality are those of the Kubernetes API reference (``core/v1`` Pod, Service,
-ConfigMap, Secret, PersistentVolumeClaim; ``batch/v1`` Job; ``apps/v1`` Deployment; Volcano's
-``batch.volcano.sh/v1alpha1`` Job), cut to the fields the gate writes or reads back. A field the API lets
-a client leave out is optional here (``total=False``); one the gate always writes, or the API requires, is
-``Required``. The official client accepts these dicts as request bodies (it serialises a dict as is), and
-evidence keeps them as they were sent (``manifest`` facts).
+ConfigMap, Secret, PersistentVolumeClaim, Node, Event; ``batch/v1`` Job; ``apps/v1`` Deployment and
+DaemonSet; ``discovery.k8s.io/v1`` EndpointSlice; ``networking.k8s.io/v1`` NetworkPolicy; Kueue's
+``kueue.x-k8s.io`` Workload, LocalQueue, ClusterQueue; Volcano's ``batch.volcano.sh/v1alpha1`` Job and
+``scheduling.volcano.sh/v1beta1`` PodGroup), cut to the fields the gate writes or reads back.
 
-:class:`ServedPod` is a Pod as the apiserver serves it (a LIST item, a watch event's object), with the
-``deleted`` mark :mod:`.watch` adds; :mod:`.objects` parses it into :class:`.objects.Pod` for reading
-(likewise :class:`ServedNode`, its conditions :class:`ConditionJSON`). Their fields are all optional:
-the apiserver leaves out what is unset, and the parsers fill API defaults.
+Built objects (``*Manifest``, :data:`Workload`, :data:`Serving`): a field the API lets a client leave out
+is optional (``total=False``); one the gate always writes, or the API requires, is ``Required``. The
+official client accepts these dicts as request bodies (it serialises a dict as is), and evidence keeps them
+as they were sent (``manifest`` facts).
+
+Served objects (``Served*``, :class:`EventJSON`, :class:`ConditionJSON`): what a GET, a LIST item or a watch
+event's object holds, as ``json.loads`` decodes it. Every field is optional (the apiserver leaves out what is
+unset) but the ``metadata`` of a Pod and of a NetworkPolicy, which it always serves; the parsers of
+:mod:`.objects`, :mod:`.queues`, :mod:`.boundaries`, :mod:`.accounts` and :mod:`.snapshot` read them once and
+fill API defaults. :class:`ServedPod` carries the ``deleted`` mark :mod:`.watch` adds, :class:`ServedNode`
+the node watch's.
 """
 
 from __future__ import annotations
@@ -472,8 +479,8 @@ class PodStatus(TypedDict, total=False):
 
 class ServedPod(TypedDict, total=False):
     """A ``core/v1`` Pod as the apiserver serves it (a LIST item, a watch event's object): ``metadata``
-    (name and namespace always served), ``spec``, ``status``; ``deleted``: set by :mod:`.watch` on a pod
-    it saw deleted. Read it through :func:`.objects.parse_pod`."""
+    (always served, with name and namespace), ``spec``, ``status``; ``deleted``: set by :mod:`.watch` on a
+    pod it saw deleted. Read it through :func:`.objects.parse_pod`."""
 
     apiVersion: str
     kind: str
