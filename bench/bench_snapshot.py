@@ -100,7 +100,7 @@ def matrix_file(folder: Path) -> Path:
 
 
 def plain(lister: Lister) -> int:
-    return sum(len(lister.section(paths)[0]) for paths in PATHS)
+    return sum(len(lister.section(paths, lambda item: item)[0]) for paths in PATHS)
 
 
 def gate(api: client.ApiClient, baseline: dict[str, Any], matrix: Any, plan: Any) -> int:

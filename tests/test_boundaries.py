@@ -21,6 +21,7 @@ from pytest_hetero.backends.kubernetes.boundaries import (
     parse_selector,
     selects,
 )
+from pytest_hetero.backends.kubernetes.manifests import LabelSelectorJSON, NetworkPolicySpec
 from pytest_hetero.backends.protocol import AttemptDict
 from pytest_hetero.errors import MatrixInvalid
 from pytest_hetero.layers.base import LayerBroken, LayerFailed
@@ -88,7 +89,7 @@ def test_an_egress_address_without_a_port_is_refused_by_the_schema(tmp_path: Pat
 def test_label_selectors_follow_the_api() -> None:
     labels = {"app": "model", "tier": "serve"}
 
-    def sel(raw: dict[str, Any] | None) -> bool:
+    def sel(raw: LabelSelectorJSON | None) -> bool:
         return selects(parse_selector(raw), labels)
 
     assert sel(None) and sel({})
@@ -102,7 +103,7 @@ def test_label_selectors_follow_the_api() -> None:
 
 
 def test_the_policies_that_isolate_a_pod_per_direction() -> None:
-    def pol(name: str, spec: dict[str, Any]) -> NetworkPolicy:
+    def pol(name: str, spec: NetworkPolicySpec) -> NetworkPolicy:
         return parse_policy({"metadata": {"namespace": "team-b", "name": name}, "spec": spec})
 
     policies = [pol("ingress-default", {"podSelector": {}}),  # no policyTypes: Ingress only
@@ -120,7 +121,7 @@ def test_a_policy_that_admits_every_peer_isolates_nothing() -> None:
     """Policies add up: one selecting the pod with a rule without peers (``ingress: [{}]``, or on the port)
     allows that traffic, so no policy isolates it and :func:`opening` names the one that lets it in; a rule
     with peers, on another port or another protocol opens nothing."""
-    def pol(name: str, spec: dict[str, Any]) -> NetworkPolicy:
+    def pol(name: str, spec: NetworkPolicySpec) -> NetworkPolicy:
         return parse_policy({"metadata": {"namespace": "team-b", "name": name}, "spec": spec})
 
     deny = pol("deny", {"podSelector": {}, "policyTypes": ["Ingress", "Egress"]})

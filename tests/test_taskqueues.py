@@ -143,11 +143,12 @@ def test_a_task_types_scheduling_item_counts_for_that_task_type_only(tmp_path: P
 
 def test_the_workloads_priority_class_is_read_in_both_kueue_versions() -> None:
     from pytest_hetero.backends.kubernetes.gang import priority_of
+    from pytest_hetero.backends.kubernetes.manifests import ServedWorkload
     from pytest_hetero.backends.kubernetes.queues import parse_workload
 
-    v1beta2 = {"spec": {"priority": 100, "priorityClassRef": {"group": "scheduling.k8s.io", "kind": "PriorityClass",
+    v1beta2: ServedWorkload = {"spec": {"priority": 100, "priorityClassRef": {"group": "scheduling.k8s.io", "kind": "PriorityClass",
                                                                "name": "batch"}}}
-    v1beta1 = {"spec": {"priority": 5, "priorityClassName": "low", "priorityClassSource": "kueue.x-k8s.io/workloadpriorityclass"}}
+    v1beta1: ServedWorkload = {"spec": {"priority": 5, "priorityClassName": "low", "priorityClassSource": "kueue.x-k8s.io/workloadpriorityclass"}}
     assert priority_of(parse_workload(v1beta2)) == {"priority_class": "batch", "priority_class_kind": "PriorityClass", "priority": 100}
     assert priority_of(parse_workload(v1beta1)) == {"priority_class": "low", "priority_class_kind": "kueue.x-k8s.io/workloadpriorityclass",
                                     "priority": 5}

@@ -10,7 +10,7 @@ import re
 import time
 import uuid
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pytest
 from kubekit import POOL, SESSION, kube_matrix, schedulable
@@ -19,6 +19,7 @@ from support import evidence_of
 from test_kube_coverage import hetero
 
 from pytest_hetero.backends.kubernetes.capacity import pod_requests
+from pytest_hetero.backends.kubernetes.manifests import Container, PodSpec, ServedPod
 from pytest_hetero.backends.kubernetes.objects import parse_pod
 
 if TYPE_CHECKING:  # annotation only: 'conftest' names differ per folder at run time
@@ -30,22 +31,29 @@ pytestmark = pytest.mark.usefixtures("outside_inputs")
 GPU = "nvidia.com/gpu"
 
 
-def pod(name: str, node: str, containers: list[dict[str, Any]], init: list[dict[str, Any]] | None = None,
-        **spec: Any) -> dict[str, Any]:
-    def c(k: int, x: dict[str, Any], prefix: str) -> dict[str, Any]:
-        extra = {"restartPolicy": "Always"} if x.pop("sidecar", False) else {}
-        return {"name": f"{prefix}{k}", "image": "pause", "resources": {"requests": x, "limits": {
-            n: v for n, v in x.items() if n == GPU}}, **extra}
-    return {"metadata": {"name": name}, "spec": {
-        "nodeName": node, "containers": [c(k, dict(x), "c") for k, x in enumerate(containers)],
-        "initContainers": [c(k, dict(x), "i") for k, x in enumerate(init or [])],
-        "tolerations": [{"operator": "Exists"}], **spec}}
+def pod(name: str, node: str, containers: list[dict[str, str]], init: list[dict[str, str]] | None = None,
+        sidecar_at: tuple[int, ...] = (), overhead: dict[str, str] | None = None) -> ServedPod:
+    """A pod bound to ``node`` whose containers and init containers (those at ``sidecar_at`` sidecars:
+    ``restartPolicy: Always``) request the given quantities; extended resources get limit = request."""
+    def c(k: int, x: dict[str, str], prefix: str, sidecar: bool = False) -> Container:
+        made: Container = {"name": f"{prefix}{k}", "image": "pause", "resources": {"requests": x, "limits": {
+            n: v for n, v in x.items() if n == GPU}}}
+        if sidecar:
+            made["restartPolicy"] = "Always"
+        return made
+    spec: PodSpec = {"nodeName": node, "containers": [c(k, dict(x), "c") for k, x in enumerate(containers)],
+                     "initContainers": [c(k, dict(x), "i", k in sidecar_at)
+                                        for k, x in enumerate(init or [])],
+                     "tolerations": [{"operator": "Exists"}]}
+    if overhead is not None:
+        spec["overhead"] = overhead
+    return {"metadata": {"name": name}, "spec": spec}
 
 
 def test_the_effective_request_follows_the_schedulers_rule() -> None:
     """Containers add up; an init container counts alone unless larger; sidecars add to both; overhead adds."""
     body = pod("p", "n", [{GPU: "1", "cpu": "250m"}, {"cpu": "250m"}],
-               init=[{GPU: "3"}, {GPU: "1", "sidecar": True}, {GPU: "2"}], overhead={"cpu": "100m"})
+               init=[{GPU: "3"}, {GPU: "1"}, {GPU: "2"}], sidecar_at=(1,), overhead={"cpu": "100m"})
     # running: 1 GPU + sidecar 1 = 2; the second plain init container runs beside the sidecar: 2 + 1 = 3;
     # the first: 3 → max 3 GPUs. cpu: 0.5 running + 0.1 overhead.
     assert pod_requests(parse_pod(body), [GPU, "cpu", "memory"]) == {GPU: 3.0, "cpu": 0.6}
@@ -82,7 +90,7 @@ def test_discovery_records_allocatable_against_what_the_pods_on_each_node_reques
     pool, node, ns = gpu_node
     for body in (pod("two", node, [{GPU: "2", "cpu": "500m"}]),
                  pod("init", node, [{GPU: "1"}], init=[{GPU: "3"}]),
-                 pod("sidecar", node, [{GPU: "1"}], init=[{GPU: "1", "sidecar": True}])):
+                 pod("sidecar", node, [{GPU: "1"}], init=[{GPU: "1"}], sidecar_at=(0,))):
         cluster.core.create_namespaced_pod(ns, body)  # type: ignore[arg-type]  # a manifest dict, sent as it is
     doc = json.loads(kube_matrix(cluster.suffix, ns, [{"name": "gpu", "type": "gpu", "vendor": "nvidia",
                                                        "requests": {GPU: "1", "cpu": "1"}, "pool": pool}]))

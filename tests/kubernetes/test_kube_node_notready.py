@@ -272,16 +272,17 @@ def test_node_not_ready_before_the_model_run_fails_fast(
 
 
 def test_ready_condition_and_its_description() -> None:
-    from pytest_hetero.backends.kubernetes.nodes import describe, ready_condition
+    from pytest_hetero.backends.kubernetes.manifests import ServedNode
+    from pytest_hetero.backends.kubernetes.nodes import ReadyCondition, describe, ready_condition
 
-    lost = {
+    lost: ReadyCondition = {
         "type": "Ready",
         "status": "Unknown",
         "reason": "NodeStatusUnknown",
         "message": "Kubelet stopped posting node status.",
         "lastTransitionTime": "2025-01-02T12:01:02Z",
     }
-    node = {"status": {"conditions": [{"type": "MemoryPressure", "status": "False"}, lost]}}
+    node: ServedNode = {"status": {"conditions": [{"type": "MemoryPressure", "status": "False"}, {**lost}]}}
     assert ready_condition(node) == lost
     assert describe(lost) == (
         "Ready=Unknown since 2025-01-02T12:01:02Z, NodeStatusUnknown: Kubelet stopped posting node status."

@@ -18,6 +18,7 @@ from realkit import GPU, STANDIN, VENDOR_LABELS, data, failure, kueue_queues, re
 from support import FIXTURES, evidence_of
 
 from pytest_hetero.backends.kubernetes import scheduling as ks
+from pytest_hetero.backends.kubernetes.manifests import EventJSON
 from pytest_hetero.backends.kubernetes.queues import KUEUE, Served
 
 if TYPE_CHECKING:  # annotation only: 'conftest' names differ per folder at run time
@@ -106,8 +107,8 @@ def test_versions_are_chosen_by_discovery() -> None:
 
 
 # ------------------------------------------------------------------------------------ Volcano --
-def _events_of(name: str) -> list[dict[str, Any]]:
-    items = yaml.safe_load((PRODUCED / "vc-events.yaml").read_text())["items"]
+def _events_of(name: str) -> list[EventJSON]:
+    items: list[EventJSON] = yaml.safe_load((PRODUCED / "vc-events.yaml").read_text())["items"]
     return [e for e in items if e["involvedObject"]["name"] == name]
 
 

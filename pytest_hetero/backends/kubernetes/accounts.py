@@ -23,6 +23,7 @@ from kubernetes import client
 
 from pytest_hetero.backends.kubernetes import client as kc
 from pytest_hetero.backends.kubernetes import queues
+from pytest_hetero.backends.kubernetes.manifests import FlavorUsage, QueueStatus, ServedClusterQueue, ServedLocalQueue
 from pytest_hetero.matrix.model import Tenant
 
 
@@ -67,15 +68,15 @@ def quota_accounts(api: client.ApiClient, namespace: str) -> dict[str, QuotaAcco
             for q in found.items}
 
 
-def _flavors(entries: list[dict[str, Any]] | None) -> dict[str, str]:
+def _flavors(entries: list[FlavorUsage] | None) -> dict[str, str]:
     """``<flavor>/<resource>`` → ``total`` of a queue status's ``flavorsUsage``/``flavorsReservation`` (JSON)."""
     return {f"{f.get('name')}/{r.get('name')}": str(r.get("total")) for f in entries or []
             for r in f.get("resources") or []}
 
 
-def _queue_account(raw: dict[str, Any]) -> QueueAccount:
+def _queue_account(raw: ServedClusterQueue | ServedLocalQueue) -> QueueAccount:
     """The account of a ClusterQueue or LocalQueue from its JSON (``status``)."""
-    status = raw.get("status") or {}
+    status: QueueStatus = raw.get("status") or {}
     return {"usage": _flavors(status.get("flavorsUsage") or status.get("flavorUsage")),
             "reservation": _flavors(status.get("flavorsReservation")),
             "admitted_workloads": status.get("admittedWorkloads"),

@@ -35,7 +35,7 @@ import json
 import time
 import uuid
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
+from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypedDict
 
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
@@ -43,6 +43,19 @@ from kubernetes.client.exceptions import ApiException
 from pytest_hetero.backends.kubernetes import client as kc
 from pytest_hetero.backends.kubernetes import scheduling as ks
 from pytest_hetero.backends.kubernetes import tenancy
+from pytest_hetero.backends.kubernetes.manifests import (
+    ClaimManifest,
+    ClaimSpec,
+    LabelSelectorJSON,
+    NetworkPolicySpec,
+    PodManifest,
+    PolicyRuleJSON,
+    ServedClaim,
+    ServedNetworkPolicy,
+    ServedService,
+    ServedServiceSpec,
+    Volume,
+)
 from pytest_hetero.backends.kubernetes.objects import SlicePort, parse_event, parse_pod, parse_ports, parse_slice
 from pytest_hetero.backends.protocol import Attempt
 from pytest_hetero.matrix.model import Resource, Tenant
@@ -99,16 +112,18 @@ def _plain(res: Resource) -> Resource:
                                limits={k: v for k, v in res.limits.items() if k not in res.device_resources})
 
 
-def _pod(run: _Probe, role: str, namespace: str, command: list[str]) -> dict[str, Any]:
+def _pod(run: _Probe, role: str, namespace: str, command: list[str]) -> PodManifest:
     body = run.body(role, namespace, _plain(run.step.resource), "pod")
     body["spec"]["restartPolicy"] = "Never"
     body["spec"]["containers"][0]["command"] = command
     return body
 
 
-def _json(call: Any, *args: Any, **kwargs: Any) -> dict[str, Any]:
+def _json(call: Any, *args: Any, **kwargs: Any) -> Any:
+    """The body ``call`` (an official-client read or list call) answers, as ``json.loads`` decodes it: an
+    object (or a list's ``items``) the caller reads through the parser of its kind."""
     resp: Any = call(*args, _preload_content=False, _request_timeout=kc.API_TIMEOUT_S, **kwargs)
-    return dict(json.loads(resp.data))
+    return json.loads(resp.data)
 
 
 # ------------------------------------------------------------------------------------------- network --
@@ -131,7 +146,7 @@ class Selector:
     match_expressions: tuple[Requirement, ...]
 
 
-def parse_selector(raw: dict[str, Any] | None) -> Selector:
+def parse_selector(raw: LabelSelectorJSON | None) -> Selector:
     """A LabelSelector from its JSON (None or {}: the empty selector)."""
     raw = raw or {}
     return Selector(match_labels=dict(raw.get("matchLabels") or {}),
@@ -172,17 +187,17 @@ class NetworkPolicy:
     egress: tuple[PolicyRule, ...]
 
 
-def _rule(raw: dict[str, Any] | None, peers: str) -> PolicyRule:
+def _rule(raw: PolicyRuleJSON | None, peers: Literal["from", "to"]) -> PolicyRule:
     raw = raw or {}
     return PolicyRule(peers=bool(raw.get(peers)), ports=tuple(
         PolicyPort(protocol=p.get("protocol", "TCP"), port=p.get("port"), end_port=p.get("endPort") or None)
         for p in raw.get("ports") or []))
 
 
-def parse_policy(raw: dict[str, Any]) -> NetworkPolicy:
+def parse_policy(raw: ServedNetworkPolicy) -> NetworkPolicy:
     """A NetworkPolicy from its JSON (see :class:`NetworkPolicy`); KeyError without ``metadata.namespace``
     or ``metadata.name`` (the apiserver always sets both)."""
-    spec = raw.get("spec") or {}
+    spec: NetworkPolicySpec = raw.get("spec") or {}
     types = spec.get("policyTypes") or ["Ingress", *(["Egress"] if spec.get("egress") else [])]
     return NetworkPolicy(ref=f"{raw['metadata']['namespace']}/{raw['metadata']['name']}", types=tuple(types),
                          selector=parse_selector(spec.get("podSelector")),
@@ -275,9 +290,9 @@ class Service:
     ports: list[SlicePort]
 
 
-def parse_service(raw: dict[str, Any]) -> Service:
+def parse_service(raw: ServedService) -> Service:
     """A Service from its JSON; KeyError without ``metadata.name``."""
-    spec = raw.get("spec") or {}
+    spec: ServedServiceSpec = raw.get("spec") or {}
     return Service(name=raw["metadata"]["name"], cluster_ip=spec.get("clusterIP"), ports=parse_ports(spec.get("ports")))
 
 
@@ -326,7 +341,7 @@ def _join(host: str, port: int | None) -> str:
 
 
 def _connect(run: _Probe, identity: tenancy.Identity, role: str, namespace: str, addresses: list[str]
-             ) -> tuple[dict[str, Any], str | None]:
+             ) -> tuple[PodManifest, str | None]:
     """Create (as ``identity``) the pod that tries ``addresses``: ``(its manifest, None)``, or ``(manifest,
     the refusal's words)`` when it could not be created."""
     body = _pod(run, role, namespace, ["/bin/sh", "-c", RUNNER, CONNECT, str(CONNECT_S), str(SETTLE_S),
@@ -357,7 +372,7 @@ class Report:
     connections: dict[str, Connection]
 
 
-def _results(run: _Probe, body: dict[str, Any], error: str | None, addresses: list[str]) -> Report:
+def _results(run: _Probe, body: PodManifest, error: str | None, addresses: list[str]) -> Report:
     """What the connecting pod ``body`` reported (see :class:`Report`)."""
     if error is not None:
         return Report(node=None, outcome="refused", why=error, connections={})
@@ -398,12 +413,12 @@ def network(run: _Probe, tenant: Tenant | None) -> None:
     mine = [w.address for w in wanted if w.role != "reach-egress"]
     egress = [w.address for w in wanted if w.role == "reach-egress"]
     probe, probe_error = _connect(run, run.identity, "connect", tenant.namespace, [w.address for w in wanted])
-    controls: list[tuple[str, list[str], dict[str, Any], str | None]] = []
+    controls: list[tuple[str, list[str], PodManifest | None, str | None]] = []
     if mine and target is not None:
         try:
             owner = tenancy.act_as(run.session.api, target, run.session.namespace)
         except Exception as exc:  # noqa: BLE001 - a control that cannot run leaves the addresses unproven
-            controls.append((target.namespace, mine, {}, f"no token for tenant {target.name}: {exc}"))
+            controls.append((target.namespace, mine, None, f"no token for tenant {target.name}: {exc}"))
         else:
             controls.append((target.namespace, mine, *_connect(run, owner, "control", target.namespace, mine)))
     if egress:
@@ -468,7 +483,7 @@ def data(run: _Probe, tenant: Tenant | None) -> None:
     own_claims = {c["metadata"]["name"] for c in
                   _json(core.list_namespaced_persistent_volume_claim, tenant.namespace).get("items") or []}
     for claim in run.probe.claims:
-        volume = {"name": "data", "persistentVolumeClaim": {"claimName": claim, "readOnly": True}}
+        volume: Volume = {"name": "data", "persistentVolumeClaim": {"claimName": claim, "readOnly": True}}
         into = _pod(run, "claim", target.namespace, ["/bin/sh", "-c", "true"])
         into["spec"]["volumes"] = [volume]
         into["spec"]["containers"][0]["volumeMounts"] = [{"name": "data", "mountPath": "/data", "readOnly": True}]
@@ -507,9 +522,9 @@ class Claim:
     phase: str | None
 
 
-def parse_claim(raw: dict[str, Any]) -> Claim:
+def parse_claim(raw: ServedClaim) -> Claim:
     """A PersistentVolumeClaim from its JSON."""
-    spec = raw.get("spec") or {}
+    spec: ClaimSpec = raw.get("spec") or {}
     return Claim(volume=spec.get("volumeName"), access_modes=list(spec.get("accessModes") or []),
                  storage_class=spec.get("storageClassName"),
                  requests=dict((spec.get("resources") or {}).get("requests") or {}),
@@ -536,7 +551,7 @@ def _bind(run: _Probe, tenant: Tenant, target: Tenant, claim: str) -> Attempt:
                        "not-attempted", message=f"claim {target.namespace}/{claim} is bound to no volume")
     s = run.session
     name = kc.dns_name("hetero-gov", run.probe.name, "bind", uuid.uuid4().hex[:5])
-    body = {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {
+    body: ClaimManifest = {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {
         "name": name, "namespace": tenant.namespace, "annotations": kc.created_annotations(),
         "labels": kc.labels(s.settings.run_id, s.owner, "governance", matrix=run.step.matrix.name,
                             resource=run.step.resource.name, probe=name)},

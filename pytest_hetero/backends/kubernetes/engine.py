@@ -161,7 +161,7 @@ class KubernetesBackend(Backend):
 
     @property
     def _python(self) -> str:
-        return str(self.target.get("python", "python3"))
+        return self.session.conf.python
 
     def start(self, step: Step) -> Started:
         """Wait until the workload container runs, or say why not (see :func:`.startup.start`); the
@@ -335,7 +335,7 @@ class KubernetesBackend(Backend):
                 kube_exec.run(s.core, s.namespace, w["pod"], "workload", rm, 30)
             except Exception:  # noqa: BLE001, S110 - the pod may be gone already
                 pass
-        wait_s = float(s.target.get("cleanup_wait_s", CLEANUP_WAIT_S))
+        wait_s = CLEANUP_WAIT_S if s.conf.cleanup_wait_s is None else s.conf.cleanup_wait_s
         left = []
         for namespace in sorted({s.namespace} | kube_serving.namespaces(s)):
             left += delete_owned(s.api, namespace, f"{OWNER}={s.owner}", s.settings.parallel, wait_s)

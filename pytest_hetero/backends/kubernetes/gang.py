@@ -31,6 +31,13 @@ from pytest_hetero.backends.kubernetes import client as kc
 from pytest_hetero.backends.kubernetes import podexec, queues
 from pytest_hetero.backends.kubernetes import scheduling as ks
 from pytest_hetero.backends.kubernetes import usage as kube_usage
+from pytest_hetero.backends.kubernetes.manifests import (
+    JobManifest,
+    ObjectMeta,
+    ServedPod,
+    ServedWorkload,
+    ServiceManifest,
+)
 from pytest_hetero.backends.kubernetes.objects import parse_pod, parse_slice
 from pytest_hetero.backends.labels import LABEL
 from pytest_hetero.backends.protocol import ActionFailed, JobPlacement, JobRequest, Step
@@ -112,24 +119,25 @@ def names(session: KubeSession, step: Step, task_type: str) -> tuple[str, str]:
 
 
 def manifests(session: KubeSession, step: Step, request: JobRequest, name: str, probe: str
-              ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """``(service, job)`` manifests (JSON dicts) of the task type's job; see the module docstring."""
+              ) -> tuple[ServiceManifest, JobManifest]:
+    """``(service, job)`` manifests of the task type's job; see the module docstring."""
     labels = kc.labels(session.settings.run_id, session.owner, "workload", matrix=step.matrix.name,
                        resource=step.resource.name, image=step.image.name, probe=probe,
                        task_type=request.task_type)
     notes = kc.created_annotations()
-    pull = {"never": "Never", "always": "Always"}.get(str(session.target.get("pull_policy", "")), "IfNotPresent")
+    pull = {"never": "Never", "always": "Always"}.get(session.conf.pull_policy, "IfNotPresent")
     spec = ks.pod_spec(step.resource, step.image.reference, restart="Never", pull_policy=pull)
     spec["subdomain"] = name
     if request.priority_class:
         spec["priorityClassName"] = request.priority_class
     else:
         spec.pop("priorityClassName", None)
-    meta = {"name": name, "namespace": session.namespace, "labels": dict(labels), "annotations": dict(notes)}
-    service = {"apiVersion": "v1", "kind": "Service", "metadata": meta, "spec": {
+    meta: ObjectMeta = {"name": name, "namespace": session.namespace, "labels": dict(labels),
+                        "annotations": dict(notes)}
+    service: ServiceManifest = {"apiVersion": "v1", "kind": "Service", "metadata": meta, "spec": {
         "clusterIP": "None", "publishNotReadyAddresses": True, "selector": {GANG: name},
         "ports": [{"name": "rdzv", "port": PORT, "targetPort": PORT}]}}
-    job = {"apiVersion": "batch/v1", "kind": "Job",
+    job: JobManifest = {"apiVersion": "batch/v1", "kind": "Job",
            "metadata": {**meta, "labels": {**labels, ks.KUEUE_QUEUE: request.queue or "default"}},
            "spec": {"completionMode": "Indexed", "completions": request.workers, "parallelism": request.workers,
                     "backoffLimit": 0, "suspend": True, "ttlSecondsAfterFinished": 3600,
@@ -220,11 +228,11 @@ def priority_of(workload: queues.Workload) -> Priority:
             "priority": workload.priority}
 
 
-def wait_admitted(session: KubeSession, uid: str, deadline: float) -> tuple[dict[str, Any] | None, str | None]:
+def wait_admitted(session: KubeSession, uid: str, deadline: float) -> tuple[ServedWorkload | None, str | None]:
     """``(workload, error)``: the Job's Workload (``kueue.x-k8s.io/job-uid`` label, in the version discovery
     chose) once Admitted, or as last read at ``deadline`` (None: Kueue made none, or it could not be read:
     ``error`` is then the last read's failure)."""
-    last: dict[str, Any] | None = None
+    last: ServedWorkload | None = None
     while True:
         found, error = queues.read_objects(session.api, session.served(), queues.KUEUE, "workloads",
                                            session.namespace, label_selector=f"{queues.JOB_UID}={uid}")
@@ -236,7 +244,7 @@ def wait_admitted(session: KubeSession, uid: str, deadline: float) -> tuple[dict
         time.sleep(POLL_S)
 
 
-def list_pods(session: KubeSession, name: str) -> list[dict[str, Any]]:
+def list_pods(session: KubeSession, name: str) -> list[ServedPod]:
     """The job's pods (JSON dicts), in index order; [] when they cannot be listed."""
     try:
         resp: Any = session.core.list_namespaced_pod(session.namespace, label_selector=f"{GANG}={name}",
@@ -248,7 +256,7 @@ def list_pods(session: KubeSession, name: str) -> list[dict[str, Any]]:
     return [raw for _, raw in sorted(live, key=lambda seen: int(seen[0].annotations.get(INDEX, 0)))]
 
 
-def wait_running(session: KubeSession, name: str, workers: int, deadline: float) -> list[dict[str, Any]]:
+def wait_running(session: KubeSession, name: str, workers: int, deadline: float) -> list[ServedPod]:
     """The job's pods once ``workers`` of them run with an address, or as last listed at ``deadline``."""
     while True:
         pods = list_pods(session, name)
@@ -258,7 +266,7 @@ def wait_running(session: KubeSession, name: str, workers: int, deadline: float)
         time.sleep(POLL_S)
 
 
-def pod_facts(pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def pod_facts(pods: list[ServedPod]) -> list[dict[str, Any]]:
     """``[{"index", "name", "node", "ip", "phase", "hostname", "subdomain"}]`` of ``pods``."""
     out = []
     for p in map(parse_pod, pods):
@@ -310,7 +318,7 @@ def rendezvous(session: KubeSession, pods: list[dict[str, Any]], peers: dict[int
     (:data:`RENDEZVOUS`, exec'd in each pod's ``workload`` container, bounded by ``timeout_s`` seconds,
     at most 60). One answer per pod: ``{"index", "pod", "ok", "reached_ms", "heard", "errors", "error",
     "exit_code"}``. The communication check of a training job may replace this one function."""
-    python = str(session.target.get("python", "python3"))
+    python = session.conf.python
     bound = min(60.0, timeout_s)
     argv = [python, "-c", RENDEZVOUS, str(PORT), json.dumps({str(k): v for k, v in peers.items()}), str(bound),
             ANSWER]
@@ -345,8 +353,8 @@ def rendezvous(session: KubeSession, pods: list[dict[str, Any]], peers: dict[int
         return list(pool.map(one, pods))
 
 
-def explain(session: KubeSession, out: JobPlacement, name: str, workload: dict[str, Any] | None,
-            pods: list[dict[str, Any]], what: str) -> None:
+def explain(session: KubeSession, out: JobPlacement, name: str, workload: ServedWorkload | None,
+            pods: list[ServedPod], what: str) -> None:
     """Fill ``out``'s reasons, decisive reason and message from the Workload, the unplaced ``pods`` and the
     events of the Job, the Workload and those pods (:func:`.scheduling.explain_pending`)."""
     api, ns = session.api, session.namespace

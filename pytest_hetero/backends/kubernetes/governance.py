@@ -43,11 +43,12 @@ import dataclasses
 import time
 import uuid
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal, overload
 
 from pytest_hetero.backends.kubernetes import accounts, boundaries, inventory, queues, tenancy
 from pytest_hetero.backends.kubernetes import client as kc
 from pytest_hetero.backends.kubernetes import scheduling as ks
+from pytest_hetero.backends.kubernetes.manifests import PodManifest, Workload
 from pytest_hetero.backends.kubernetes.objects import parse_event, parse_pod
 from pytest_hetero.backends.kubernetes.session import KubeSession
 from pytest_hetero.backends.protocol import Attempt, GovernanceReport, NodeFacts, ProbeLedger, ProbeWorkload, Step
@@ -78,7 +79,11 @@ class _Probe:
     def timeout_s(self) -> float:
         return self.probe.timeout_s or self.step.timeout_s
 
-    def body(self, role: str, namespace: str, resource: Resource, submit_as: str) -> dict[str, Any]:
+    @overload
+    def body(self, role: str, namespace: str, resource: Resource, submit_as: Literal["pod"]) -> PodManifest: ...
+    @overload
+    def body(self, role: str, namespace: str, resource: Resource, submit_as: str) -> Workload: ...
+    def body(self, role: str, namespace: str, resource: Resource, submit_as: str) -> Workload:
         """The manifest of a probe workload (``submit_as`` ``pod`` or ``kueue-job``)."""
         s = self.session
         name = kc.dns_name("hetero-gov", self.probe.name, role, uuid.uuid4().hex[:5])
@@ -88,7 +93,7 @@ class _Probe:
         return ks.manifest(submit_as, name, namespace, labels, resource, image.reference, None,
                            kc.created_annotations())
 
-    def submit(self, role: str, body: dict[str, Any], want: str = "placed", patient: bool = False) -> Attempt:
+    def submit(self, role: str, body: Workload, want: str = "placed", patient: bool = False) -> Attempt:
         """Create ``body`` as the tenant and watch it (as the observer) until placed or pending."""
         meta = body["metadata"]
         action = f"create {body['kind']} {meta['name']} in namespace {meta['namespace']}"
@@ -119,10 +124,9 @@ class _Probe:
         return Attempt(role, action, self.identity.subject, "allowed", facts={"returned": found})
 
 
-def requests_of(body: dict[str, Any]) -> dict[str, str]:
+def requests_of(body: Workload) -> dict[str, str]:
     """The container requests (quantity strings) of a Pod or Job manifest."""
-    spec = body["spec"] if body["kind"] == "Pod" else body["spec"]["template"]["spec"]
-    return dict(spec["containers"][0]["resources"].get("requests") or {})
+    return dict(ks.requests_of(body) or {})
 
 
 def _tenant(step: Step, name: str | None) -> Tenant | None:
@@ -233,7 +237,7 @@ def _device_isolation(run: _Probe, tenant: Tenant | None) -> None:
     run.attempts.append(attempt)
 
 
-def _victim(run: _Probe, body: dict[str, Any], wait_s: float) -> dict[str, Any]:
+def _victim(run: _Probe, body: PodManifest, wait_s: float) -> dict[str, Any]:
     """What became of the low-priority pod once the high one was placed: ``evicted`` (deletion requested
     or gone), its ``DisruptionTarget`` condition, its ``Preempted`` events (the scheduler's words)."""
     from kubernetes import client

@@ -48,6 +48,17 @@ from pytest_hetero.backends.jobs import JOB_DIR, VOLUME_DIR, Job, JobSpec, RankE
 from pytest_hetero.backends.kubernetes import client as kc
 from pytest_hetero.backends.kubernetes import gang, podexec, queues
 from pytest_hetero.backends.kubernetes import usage as kube_usage
+from pytest_hetero.backends.kubernetes.manifests import (
+    ConfigMapManifest,
+    EnvVar,
+    EnvVarSource,
+    JobManifest,
+    ServedPod,
+    ServedWorkload,
+    ServiceManifest,
+    Volume,
+    VolumeMount,
+)
 from pytest_hetero.backends.kubernetes.objects import NO_STATUS, ContainerStatus, Pod, parse_pod
 from pytest_hetero.backends.labels import LABEL
 from pytest_hetero.backends.protocol import ActionFailed, JobPlacement, JobRequest, Step, Unsupported
@@ -105,7 +116,7 @@ def request_of(step: Step, spec: JobSpec) -> JobRequest:
 
 
 def manifests(session: KubeSession, step: Step, spec: JobSpec, python: str
-              ) -> tuple[str, dict[str, Any], dict[str, Any], dict[str, Any], JobRequest]:
+              ) -> tuple[str, ConfigMapManifest, ServiceManifest, JobManifest, JobRequest]:
     """``(name, configmap, service, job, request)``: :func:`.gang.manifests` of the job's request with the
     programs, the volume, the launcher, the per-rank environment (module docstring)."""
     request = request_of(step, spec)
@@ -118,7 +129,7 @@ def manifests(session: KubeSession, step: Step, spec: JobSpec, python: str
     job["metadata"]["labels"] = labels
     service["spec"]["ports"] = [{"name": "rdzv", "port": spec.port, "targetPort": spec.port}]
     files = {**spec.files, LAUNCHER: LAUNCHER_CODE.encode()}
-    configmap: dict[str, Any] = {"apiVersion": "v1", "kind": "ConfigMap",
+    configmap: ConfigMapManifest = {"apiVersion": "v1", "kind": "ConfigMap",
                  "metadata": {**service["metadata"], "labels": dict(service["metadata"]["labels"])},
                  "binaryData": {k: base64.b64encode(v).decode() for k, v in files.items()}}
     jspec = job["spec"]
@@ -133,16 +144,17 @@ def manifests(session: KubeSession, step: Step, spec: JobSpec, python: str
     pod["terminationGracePeriodSeconds"] = 1
     jspec["template"]["metadata"]["labels"][LABEL + "job"] = spec.name
     argv = [python if a == "{python}" else a for a in spec.argv]
-    index: dict[str, Any] = {"fieldRef": {"fieldPath": f"metadata.annotations['{gang.INDEX}']"}}
-    env: list[dict[str, Any]] = [{"name": k, "value": v} for k, v in spec.rank_env(0, "").items() if k not in PER_RANK]
+    index: EnvVarSource = {"fieldRef": {"fieldPath": f"metadata.annotations['{gang.INDEX}']"}}
+    env: list[EnvVar] = [{"name": k, "value": v} for k, v in spec.rank_env(0, "").items() if k not in PER_RANK]
     env += [{"name": "HETERO_RANK", "valueFrom": index}, {"name": "RANK", "valueFrom": index}]
     container = pod["containers"][0]
-    container.update(command=[python, f"{JOB_DIR}/{LAUNCHER}", *argv], env=env,
-                     ports=[{"name": "rdzv", "containerPort": spec.port}],
-                     terminationMessagePolicy="FallbackToLogsOnError")
-    mounts = [{"name": "programs", "mountPath": JOB_DIR, "readOnly": True},
+    container["command"] = [python, f"{JOB_DIR}/{LAUNCHER}", *argv]
+    container["env"] = env
+    container["ports"] = [{"name": "rdzv", "containerPort": spec.port}]
+    container["terminationMessagePolicy"] = "FallbackToLogsOnError"
+    mounts: list[VolumeMount] = [{"name": "programs", "mountPath": JOB_DIR, "readOnly": True},
               {"name": "rendezvous", "mountPath": ADDRESS_DIR}]
-    volumes: list[dict[str, Any]] = [{"name": "programs", "configMap": {"name": name, "defaultMode": 0o644}},
+    volumes: list[Volume] = [{"name": "programs", "configMap": {"name": name, "defaultMode": 0o644}},
                                      {"name": "rendezvous", "emptyDir": {"sizeLimit": "1Mi"}}]
     if spec.volume:
         mounts.append({"name": "volume", "mountPath": VOLUME_DIR})
@@ -225,8 +237,8 @@ def start(session: KubeSession, step: Step, spec: JobSpec, python: str) -> Job:
     return job
 
 
-def _refuse(session: KubeSession, step: Step, facts: dict[str, Any], name: str, workload: dict[str, Any] | None,
-            pods: list[dict[str, Any]], what: str) -> NoReturn:
+def _refuse(session: KubeSession, step: Step, facts: dict[str, Any], name: str, workload: ServedWorkload | None,
+            pods: list[ServedPod], what: str) -> NoReturn:
     """Raise ActionFailed for a job not admitted or not running: the decisive normalised reason (Kueue's,
     the scheduler's, the kubelet's words, :func:`.gang.explain`)."""
     out = JobPlacement(admitted=workload is not None, service=name)
@@ -307,7 +319,7 @@ def _restarted(session: KubeSession, step: Step, spec: JobSpec, python: str, kep
     return job
 
 
-def _wait_pods(session: KubeSession, spec: JobSpec, name: str, deadline: float) -> list[dict[str, Any]]:
+def _wait_pods(session: KubeSession, spec: JobSpec, name: str, deadline: float) -> list[ServedPod]:
     """The job's pods once every rank runs with an address or one ended, or as last listed at ``deadline``.
     Raises Unsupported as soon as a pod is placed on a KWOK-simulated node (no process runs there: KWOK reports
     the pod Running, then Succeeded, and no rank would ever take part)."""

@@ -17,10 +17,12 @@ ConfigMap whose name the caller keeps (device-plugin configuration), Kueue Resou
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from kubernetes import client
 
+from pytest_hetero.backends.kubernetes.manifests import Listed, ObjectMeta
 from pytest_hetero.backends.kubernetes.snapshot import Lister
 
 _KINDS: tuple[tuple[str, str, list[str]], ...] = (
@@ -32,8 +34,8 @@ _KINDS: tuple[tuple[str, str, list[str]], ...] = (
 )
 
 
-def _entry(item: dict[str, Any], resource: str, group: str) -> dict[str, Any]:
-    meta = item.get("metadata") or {}
+def _entry(item: Listed, resource: str, group: str) -> dict[str, Any]:
+    meta: ObjectMeta = item.get("metadata") or {}
     return {"resource": resource, "apiGroup": group, "namespace": meta.get("namespace"), "name": meta.get("name"),
             "managedFields": list(meta.get("managedFields") or [])}
 
@@ -50,13 +52,10 @@ def managed_objects(api: client.ApiClient, namespaces: list[str],
     paths = [*_KINDS, *(("resourcequotas", "", [f"/api/v1/namespaces/{ns}/resourcequotas"])
                         for ns in sorted(set(namespaces)))]
     for resource, group, urls in paths:
-        items, problem = lister.section(urls)
+        items, problem = lister.section(urls, partial(_entry, resource=resource, group=group))
         if problem:
             problems.append(f"{resource}{'.' + group if group else ''}: "
                             + ("not served" if "served" in problem else f"forbidden: {problem['forbidden'][:200]}"))
             continue
-        for item in items:
-            if resource == "configmaps" and not keep_configmap(str((item.get("metadata") or {}).get("name"))):
-                continue
-            objects.append(_entry(item, resource, group))
+        objects += [entry for entry in items if resource != "configmaps" or keep_configmap(str(entry["name"]))]
     return objects, problems

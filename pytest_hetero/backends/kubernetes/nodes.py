@@ -24,6 +24,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from pytest_hetero.backends.kubernetes import client as kc
+from pytest_hetero.backends.kubernetes.manifests import ConditionJSON, ServedNode
 from pytest_hetero.backends.kubernetes.watch import close_watch, watch_events
 from pytest_hetero.backends.protocol import EngineUnavailable, RunFailure, Step
 from pytest_hetero.evidence.model import utc_now
@@ -49,7 +50,7 @@ class ReadyCondition(TypedDict):
     message: NotRequired[str]
 
 
-def _ready(raw: dict[str, Any]) -> ReadyCondition:
+def _ready(raw: ConditionJSON) -> ReadyCondition:
     """The Ready condition from its JSON, keys in the API's order; a missing ``status`` reads ``Unknown``."""
     cond: ReadyCondition = {"type": str(raw.get("type")), "status": str(raw.get("status", "Unknown"))}
     if "lastHeartbeatTime" in raw:
@@ -63,7 +64,7 @@ def _ready(raw: dict[str, Any]) -> ReadyCondition:
     return cond
 
 
-def ready_condition(node: dict[str, Any]) -> ReadyCondition:
+def ready_condition(node: ServedNode) -> ReadyCondition:
     """The node's Ready condition (of its JSON's ``status.conditions[]``); a node without one, or one
     the watch saw deleted (``deleted`` key), reads as ``status: Unknown`` with a reason saying why."""
     if node.get("deleted"):
@@ -98,10 +99,11 @@ class Transition(TypedDict):
     seen_at: str
 
 
-def read(core: client.CoreV1Api, name: str) -> dict[str, Any]:
-    """The Node ``name`` as a JSON dict (one GET). Raises ApiException / urllib3 errors as the client does."""
+def read(core: client.CoreV1Api, name: str) -> ServedNode:
+    """The Node ``name`` as served (one GET). Raises ApiException / urllib3 errors as the client does."""
     resp: Any = core.read_node(name, _preload_content=False, _request_timeout=kc.API_TIMEOUT_S)
-    return dict(json.loads(resp.data))
+    node: ServedNode = json.loads(resp.data)
+    return node
 
 
 def ensure_ready(session: KubeSession, ctx: Step, workload: WorkloadRecord, node: str) -> None:
@@ -177,7 +179,7 @@ class NodeWatch:
         """Hold the open watch response so :meth:`stop` can close it."""
         self._resp = resp
 
-    def _observe(self, node: dict[str, Any]) -> None:
+    def _observe(self, node: ServedNode) -> None:
         cond = ready_condition(node)
         status = cond["status"]
         if not self.transitions or self.transitions[-1]["status"] != status:
@@ -215,7 +217,8 @@ class NodeWatch:
                         if kind == "ERROR":
                             break  # e.g. 410 Gone: re-list
                         if kind in ("ADDED", "MODIFIED", "DELETED"):
-                            self._observe({**obj, "deleted": True} if kind == "DELETED" else obj)
+                            seen: ServedNode = obj
+                            self._observe({**seen, "deleted": True} if kind == "DELETED" else seen)
                         if self._stop.is_set() or self.turned.is_set():
                             return
                 backoff = 0.2

@@ -11,8 +11,24 @@ an object without ``metadata.name`` has the name "".
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
+from pytest_hetero.backends.kubernetes.manifests import (
+    ConditionJSON,
+    ContainerState,
+    ContainerStatusJSON,
+    EventJSON,
+    NodeSpec,
+    NodeStatus,
+    ObjectMeta,
+    PodSpec,
+    PodStatus,
+    PortJSON,
+    ServedEndpointSlice,
+    ServedNode,
+    ServedPod,
+    TerminatedState,
+)
+from pytest_hetero.backends.kubernetes.manifests import Container as ContainerJSON
 from pytest_hetero.backends.protocol import Taint
 
 
@@ -34,7 +50,7 @@ class Condition:
                 "lastTransitionTime": self.last_transition}
 
 
-def parse_conditions(raw: list[dict[str, Any]] | None) -> tuple[Condition, ...]:
+def parse_conditions(raw: list[ConditionJSON] | None) -> tuple[Condition, ...]:
     """``status.conditions`` (a JSON list, or None) as :class:`Condition`s, in order."""
     return tuple(Condition(type=c.get("type"), status=c.get("status"), reason=c.get("reason"),
                            message=c.get("message"), last_transition=c.get("lastTransitionTime"))
@@ -68,8 +84,11 @@ class Node:
         return self.annotations.get("kwok.x-k8s.io/node") == "fake"
 
 
-def parse_node(raw: dict[str, Any]) -> Node:
+def parse_node(raw: ServedNode) -> Node:
     """A Node from its JSON (see :class:`Node`)."""
+    meta: ObjectMeta
+    spec: NodeSpec
+    status: NodeStatus
     meta, spec, status = raw.get("metadata") or {}, raw.get("spec") or {}, raw.get("status") or {}
     return Node(name=str(meta.get("name") or ""), resource_version=meta.get("resourceVersion"),
                 labels=dict(meta.get("labels") or {}), annotations=dict(meta.get("annotations") or {}),
@@ -97,7 +116,7 @@ NO_CONTAINER = Container(name=None, image=None, requests={}, limits={}, env={}, 
 """A pod spec without containers reads as having this one."""
 
 
-def _container(raw: dict[str, Any]) -> Container:
+def _container(raw: ContainerJSON) -> Container:
     resources = raw.get("resources") or {}
     return Container(name=raw.get("name"), image=raw.get("image"), requests=dict(resources.get("requests") or {}),
                      limits=dict(resources.get("limits") or {}),
@@ -117,7 +136,7 @@ class Ended:
     finished_at: str | None
 
 
-def _ended(raw: dict[str, Any] | None) -> Ended | None:
+def _ended(raw: TerminatedState | None) -> Ended | None:
     if not raw:
         return None
     return Ended(reason=raw.get("reason"), exit_code=raw.get("exitCode"), message=raw.get("message"),
@@ -157,8 +176,8 @@ NO_STATUS = ContainerStatus(name=None, image=None, image_id=None, restart_count=
 """The status of a container the kubelet has not reported yet."""
 
 
-def _container_status(raw: dict[str, Any]) -> ContainerStatus:
-    state = raw.get("state") or {}
+def _container_status(raw: ContainerStatusJSON) -> ContainerStatus:
+    state: ContainerState = raw.get("state") or {}
     waiting = state.get("waiting")
     return ContainerStatus(name=raw.get("name"), image=raw.get("image"), image_id=raw.get("imageID"),
                            restart_count=int(raw.get("restartCount") or 0), running="running" in state,
@@ -201,9 +220,12 @@ class Pod:
     deleted: bool
 
 
-def parse_pod(raw: dict[str, Any]) -> Pod:
+def parse_pod(raw: ServedPod) -> Pod:
     """A Pod from its JSON (see :class:`Pod`)."""
-    meta, spec, status = raw.get("metadata") or {}, raw.get("spec") or {}, raw.get("status") or {}
+    meta = raw["metadata"]
+    spec: PodSpec
+    status: PodStatus
+    spec, status = raw.get("spec") or {"containers": []}, raw.get("status") or {}
     return Pod(name=str(meta.get("name") or ""), namespace=meta.get("namespace"), labels=dict(meta.get("labels") or {}),
                annotations=dict(meta.get("annotations") or {}),
                created=meta.get("creationTimestamp"), deleting_since=meta.get("deletionTimestamp"),
@@ -227,7 +249,7 @@ class SlicePort:
     port: int | None
 
 
-def parse_ports(raw: list[dict[str, Any]] | None) -> list[SlicePort]:
+def parse_ports(raw: list[PortJSON] | None) -> list[SlicePort]:
     """``ports`` of a Service spec or an EndpointSlice (JSON list, or None) as :class:`SlicePort`s."""
     return [SlicePort(protocol=p.get("protocol", "TCP"), port=p.get("port")) for p in raw or []]
 
@@ -252,7 +274,7 @@ class EndpointSlice:
     endpoints: list[Endpoint]
 
 
-def parse_slice(raw: dict[str, Any]) -> EndpointSlice:
+def parse_slice(raw: ServedEndpointSlice) -> EndpointSlice:
     """An EndpointSlice from its JSON."""
     return EndpointSlice(ports=parse_ports(raw.get("ports")), endpoints=[
         Endpoint(ready=(e.get("conditions") or {}).get("ready"), hostname=e.get("hostname"),
@@ -274,7 +296,7 @@ class Meta:
     finalizers: list[str]
 
 
-def parse_meta(raw: dict[str, Any]) -> Meta:
+def parse_meta(raw: ObjectMeta) -> Meta:
     """:class:`Meta` from an object's ``metadata`` JSON; KeyError without ``name`` or ``namespace``."""
     return Meta(name=str(raw["name"]), namespace=str(raw["namespace"]), labels=dict(raw.get("labels") or {}),
                 annotations=dict(raw.get("annotations") or {}), created=raw.get("creationTimestamp"),
@@ -297,7 +319,7 @@ class Event:
         return {"type": self.type, "reason": self.reason, "message": self.message, "count": self.count}
 
 
-def parse_event(raw: dict[str, Any]) -> Event:
+def parse_event(raw: EventJSON) -> Event:
     """An Event from its JSON."""
     return Event(type=raw.get("type"), reason=raw.get("reason"), message=raw.get("message"), count=raw.get("count"),
                  source_host=(raw.get("source") or {}).get("host"))

@@ -13,15 +13,17 @@ from __future__ import annotations
 
 import json
 import time
-from typing import TYPE_CHECKING, Any, TypedDict
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
 from kubernetes import client
 
 from pytest_hetero.backends.kubernetes import client as kc
 from pytest_hetero.backends.kubernetes import inventory, queues
 from pytest_hetero.backends.kubernetes import scheduling as ks
+from pytest_hetero.backends.kubernetes.manifests import QueueObject, ServedPod
 from pytest_hetero.backends.kubernetes.objects import find, parse_node, parse_pod
-from pytest_hetero.backends.protocol import Placement, Step
+from pytest_hetero.backends.protocol import NodeFacts, Placement, Step
 from pytest_hetero.pending import summarise
 
 if TYPE_CHECKING:
@@ -32,7 +34,7 @@ def record_placed(
     session: KubeSession,
     ctx: Step,
     workload: WorkloadRecord,
-    pod: dict[str, Any],
+    pod: ServedPod,
     waited_s: float,
 ) -> None:
     """Record ``scheduling.placed`` for ``pod`` (JSON dict); ``waited_s`` from submission to the verdict."""
@@ -75,7 +77,7 @@ def refresh_nodes(session: KubeSession, names: list[str], wanted: str) -> None:
         session.nodes[wanted] = {"name": wanted, "error": str(exc)}
 
 
-def pool_nodes(session: KubeSession, ctx: Step) -> list[dict[str, Any]] | None:
+def pool_nodes(session: KubeSession, ctx: Step) -> list[NodeFacts] | None:
     """Facts of the nodes the resource's selector picks; None without a selector or without list nodes."""
     selector = ctx.resource.node_selector
     if not selector:
@@ -88,8 +90,7 @@ def pool_nodes(session: KubeSession, ctx: Step) -> list[dict[str, Any]] | None:
         )
     except Exception:  # noqa: BLE001 - the verdict then falls back to node counts
         return None
-    return [dict(inventory.node_facts(parse_node(n), list(ctx.resource.requests)))
-            for n in json.loads(resp.data)["items"]]
+    return [inventory.node_facts(parse_node(n), list(ctx.resource.requests)) for n in json.loads(resp.data)["items"]]
 
 
 def owner_uid(session: KubeSession, workload: WorkloadRecord) -> str | None:
@@ -138,7 +139,7 @@ class QueueNote(TypedDict):
     error: str | None
 
 
-def queue_state(session: KubeSession, workload: WorkloadRecord) -> tuple[list[dict[str, Any]], QueueNote | None]:
+def queue_state(session: KubeSession, workload: WorkloadRecord) -> tuple[Sequence[QueueObject], QueueNote | None]:
     """The queue objects behind an unplaced Job (its Kueue Workloads or Volcano PodGroups) and what
     evidence says of reading them (:class:`QueueNote`; None for a pod or a plain Job): ``served`` is False
     when API discovery found no version of the controller's API."""
@@ -153,16 +154,15 @@ def queue_state(session: KubeSession, workload: WorkloadRecord) -> tuple[list[di
     if uid is None:
         note["error"] = f"{workload['kind']} {workload['name']} cannot be read (deleted?)"
         return [], note
-    if name == "kueue":
-        found, note["error"] = queues.read_objects(session.api, served, api_group, plural, session.namespace,
+    if plural == "workloads":
+        loads, note["error"] = queues.read_objects(session.api, served, api_group, "workloads", session.namespace,
                                                    label_selector=f"{queues.JOB_UID}={uid}")
-    else:
-        found, note["error"] = queues.read_objects(session.api, served, api_group, plural, session.namespace)
-        found = queues.owned_by(found, uid)
-    return found, note
+        return loads, note
+    groups, note["error"] = queues.read_objects(session.api, served, api_group, "podgroups", session.namespace)
+    return queues.owned_by(groups, uid), note
 
 
-def no_reason_hint(ctx: Step, workload: WorkloadRecord, pods: list[dict[str, Any]], queue: list[dict[str, Any]],
+def no_reason_hint(ctx: Step, workload: WorkloadRecord, pods: list[ServedPod], queue: Sequence[QueueObject],
                    note: QueueNote | None, namespace: str) -> str:
     """Why nothing explains an unplaced workload, as far as the cluster lets one say (a message tail)."""
     if note is not None and note["error"]:
@@ -175,6 +175,12 @@ def no_reason_hint(ctx: Step, workload: WorkloadRecord, pods: list[dict[str, Any
     if workload["kind"] != "pod" and not pods:
         return "; no pod was created for it"
     return ""
+
+
+SLIM_EVENT: tuple[Literal["type", "reason", "message", "count", "firstTimestamp", "lastTimestamp", "source",
+                          "reportingComponent"], ...] = (
+    "type", "reason", "message", "count", "firstTimestamp", "lastTimestamp", "source", "reportingComponent")
+"""The fields of an event ``scheduling.pending`` keeps (None where the event has none)."""
 
 
 def unscheduled(
@@ -191,26 +197,11 @@ def unscheduled(
     queue, note = queue_state(session, workload)
     events += [e for q in queue if q.get("kind") == "PodGroup" for e in ks.events_for(api, ns, q["metadata"]["name"])]
     advertised = {n for f in session.nodes.values() for n, v in (f.get("capacity") or {}).items() if v}
-    pool, tolerations = pool_nodes(session, ctx), [dict(t) for t in ctx.resource.tolerations]
+    pool, tolerations = pool_nodes(session, ctx), ctx.resource.tolerations
     reasons = ks.name_taints(
         ks.explain_pending(pods, events, queue, advertised or None), pool or [], tolerations
     )
-    slim = [
-        {
-            k: e.get(k)
-            for k in (
-                "type",
-                "reason",
-                "message",
-                "count",
-                "firstTimestamp",
-                "lastTimestamp",
-                "source",
-                "reportingComponent",
-            )
-        }
-        for e in events
-    ]
+    slim = [{k: e.get(k) for k in SLIM_EVENT} for e in events]
     ctx.artifact("pending-pod.json", json.dumps(pods, indent=1), "application/json")
     ctx.record(
         "scheduling.pending",

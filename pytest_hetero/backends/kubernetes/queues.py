@@ -15,11 +15,21 @@ condition times: 1 s resolution) and the ClusterQueue's reservation and usage th
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal, overload
 
 from kubernetes import client
 
 from pytest_hetero.backends.kubernetes import client as kc
+from pytest_hetero.backends.kubernetes.manifests import (
+    Admission,
+    ObjectMeta,
+    PriorityClassRef,
+    ServedLocalQueue,
+    ServedPodGroup,
+    ServedWorkload,
+    WorkloadSpec,
+    WorkloadStatus,
+)
 from pytest_hetero.backends.kubernetes.objects import Condition, find, parse_conditions
 from pytest_hetero.evidence.usage import epoch
 
@@ -69,8 +79,22 @@ def discover(api: client.ApiClient) -> Served:
     return Served(groups={g.name: [v.version for v in g.versions or []] for g in found.groups or []})
 
 
+@overload
+def read_objects(api: client.ApiClient, served: Served, which: tuple[str, tuple[str, ...]],
+                 plural: Literal["workloads"], namespace: str, label_selector: str | None = None
+                 ) -> tuple[list[ServedWorkload], str | None]: ...
+@overload
+def read_objects(api: client.ApiClient, served: Served, which: tuple[str, tuple[str, ...]],
+                 plural: Literal["podgroups"], namespace: str, label_selector: str | None = None
+                 ) -> tuple[list[ServedPodGroup], str | None]: ...
+@overload
+def read_objects(api: client.ApiClient, served: Served, which: tuple[str, tuple[str, ...]],
+                 plural: Literal["localqueues"], namespace: str, label_selector: str | None = None
+                 ) -> tuple[list[ServedLocalQueue], str | None]: ...
 def read_objects(api: client.ApiClient, served: Served, which: tuple[str, tuple[str, ...]], plural: str,
-                 namespace: str, label_selector: str | None = None) -> tuple[list[dict[str, Any]], str | None]:
+                 namespace: str, label_selector: str | None = None
+                 ) -> tuple[list[ServedWorkload], str | None] | tuple[list[ServedPodGroup], str | None] \
+        | tuple[list[ServedLocalQueue], str | None]:
     """``(objects, error)``: the namespace's ``plural`` of ``which`` matching ``label_selector``, in the
     version discovery chose; ``([], None)`` when the group is not served,
     ``([], error text)`` when the read failed."""
@@ -85,7 +109,7 @@ def read_objects(api: client.ApiClient, served: Served, which: tuple[str, tuple[
     return list(found.get("items") or []), None
 
 
-def owned_by(objects: list[dict[str, Any]], uid: str) -> list[dict[str, Any]]:
+def owned_by(objects: list[ServedPodGroup], uid: str) -> list[ServedPodGroup]:
     """The objects with an ownerReference to ``uid``."""
     return [o for o in objects if any(r.get("uid") == uid for r in o.get("metadata", {}).get("ownerReferences") or [])]
 
@@ -128,11 +152,14 @@ class Workload:
         return find(self.conditions, kind, status) is not None
 
 
-def parse_workload(raw: dict[str, Any]) -> Workload:
+def parse_workload(raw: ServedWorkload) -> Workload:
     """A Workload from its JSON (see :class:`Workload`)."""
+    meta: ObjectMeta
+    spec: WorkloadSpec
+    status: WorkloadStatus
     meta, spec, status = raw.get("metadata") or {}, raw.get("spec") or {}, raw.get("status") or {}
-    ref = spec.get("priorityClassRef") or {}
-    admission = status.get("admission") or {}
+    ref: PriorityClassRef = spec.get("priorityClassRef") or {}
+    admission: Admission = status.get("admission") or {}
     return Workload(name=meta.get("name"), created=meta.get("creationTimestamp"), queue_name=spec.get("queueName"),
                     priority=spec.get("priority"), priority_ref=(ref.get("name"), ref.get("kind")) if ref else None,
                     priority_class_name=spec.get("priorityClassName"),
@@ -144,7 +171,7 @@ def parse_workload(raw: dict[str, Any]) -> Workload:
                                    for s in admission.get("podSetAssignments") or []))
 
 
-def kueue_admission(api: client.ApiClient, version: str, workload: dict[str, Any],
+def kueue_admission(api: client.ApiClient, version: str, workload: ServedWorkload,
                     submitted_epoch_s: float | None) -> dict[str, Any]:
     """What an admitted Workload records: ``api_version``, ``workload``, ``local_queue``,
     ``cluster_queue``, ``flavors`` (resource → flavor), ``resource_usage`` (resource → quantity) and

@@ -40,6 +40,7 @@ from pytest_hetero.backends.kubernetes import client as kc
 from pytest_hetero.backends.kubernetes import scheduling as ks
 from pytest_hetero.backends.kubernetes import serving as kube_serving
 from pytest_hetero.backends.kubernetes import tenancy
+from pytest_hetero.backends.kubernetes.manifests import DeploymentManifest, ServiceManifest
 from pytest_hetero.backends.kubernetes.session import KubeSession
 from pytest_hetero.backends.kubernetes.submit import PULL
 from pytest_hetero.backends.labels import LABEL
@@ -315,7 +316,7 @@ def events(api: client.ApiClient, namespace: str, pods: dict[str, str], uids: di
     return out
 
 
-def _create(identity: tenancy.Identity, body: dict[str, Any]) -> None:
+def _create(identity: tenancy.Identity, body: DeploymentManifest | ServiceManifest) -> None:
     kind, ns = body["kind"], body["metadata"]["namespace"]
     try:
         if kind == "Deployment":
@@ -465,7 +466,7 @@ def _run(session: KubeSession, step: Step, conf: ReserveSettings, report: Reserv
         before.append(_window(api, ns, name, window, measure))
     t0 = time.time()
     burst_res = dataclasses.replace(step.resource, priority_class=conf["burst"]["priority_class"])
-    pull = PULL.get(str(session.target.get("pull_policy", "")))
+    pull = PULL.get(session.conf.pull_policy)
     labels = kc.labels(session.settings.run_id, session.owner, "governance", matrix=step.matrix.name,
                        resource=step.resource.name, probe=group)
     refused = []

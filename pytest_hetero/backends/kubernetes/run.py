@@ -213,7 +213,7 @@ def execute(session: KubeSession, ctx: Step, given: WorkloadRecord | None = None
     paths = input_paths(root, m.name, m.path, code.path, d.name, model_input(d))
     run_dir = f"{root}/runs/{kc.dns_name(m.name, d.name)}-{uuid.uuid4().hex[:8]}"
     provider = EXECUTION_PROVIDERS[ctx.resource.type]
-    values = {"python": str(session.target.get("python", "python3")), **paths,
+    values = {"python": session.conf.python, **paths,
               "outputs": f"{run_dir}/outputs.json", "provider": provider}
     argv = render_entrypoint(m.entrypoint, values)
     simulated = bool(session.nodes.get(node, {}).get("simulated"))

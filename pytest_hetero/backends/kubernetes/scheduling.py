@@ -15,11 +15,29 @@ Kueue Workload / Volcano PodGroup and their events (read by :mod:`.queues`) with
 from __future__ import annotations
 
 import json
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, Literal, overload
 
 from kubernetes import client
 
+from pytest_hetero.backends.kubernetes.manifests import (
+    Affinity,
+    Container,
+    EventJSON,
+    JobManifest,
+    JobSpec,
+    ObjectMeta,
+    PodManifest,
+    PodSpec,
+    PodTemplateSpec,
+    QueueObject,
+    ResourceRequirements,
+    ServedPod,
+    Toleration,
+    Workload,
+)
 from pytest_hetero.backends.kubernetes.objects import parse_pod
+from pytest_hetero.backends.protocol import NodeFacts, Taint
 from pytest_hetero.matrix.model import BASIC_RESOURCES as BASIC
 from pytest_hetero.matrix.model import Resource
 from pytest_hetero.matrix.tolerations import untolerated as matrix_untolerated
@@ -33,7 +51,7 @@ PINNED = "pytest-hetero.dev/pinned-to-node"
 """Annotation naming the node a node-coverage workload is pinned to."""
 
 
-def resources(resource: Resource) -> dict[str, dict[str, str]]:
+def resources(resource: Resource) -> ResourceRequirements:
     """``{"requests", "limits"}`` of the workload container (extended resources: limit = request)."""
     requests = {k: str(v) for k, v in resource.requests.items()}
     limits = {k: str(v) for k, v in resource.limits.items()}
@@ -50,9 +68,9 @@ def pod_spec(
     restart: str = "Always",
     scheduler: str | None = None,
     pull_policy: str | None = None,
-) -> dict[str, Any]:
-    """The PodSpec (JSON dict) of the resource × image workload."""
-    container: dict[str, Any] = {
+) -> PodSpec:
+    """The PodSpec of the resource × image workload."""
+    container: Container = {
         "name": "workload",
         "image": image,
         "command": KEEP_ALIVE,
@@ -60,7 +78,7 @@ def pod_spec(
     }
     if pull_policy:
         container["imagePullPolicy"] = pull_policy
-    spec: dict[str, Any] = {
+    spec: PodSpec = {
         "containers": [container],
         "restartPolicy": restart,
         "terminationGracePeriodSeconds": 2,
@@ -69,7 +87,7 @@ def pod_spec(
     if resource.node_selector:
         spec["nodeSelector"] = dict(resource.node_selector)
     if resource.tolerations:
-        spec["tolerations"] = [dict(t) for t in resource.tolerations]
+        spec["tolerations"] = [t.copy() for t in resource.tolerations]
     if resource.priority_class:
         spec["priorityClassName"] = resource.priority_class
     if scheduler:
@@ -77,6 +95,14 @@ def pod_spec(
     return spec
 
 
+@overload
+def manifest(submit_as: Literal["pod"], name: str, namespace: str, labels: dict[str, str], resource: Resource,
+             image: str, pull_policy: str | None = None, notes: dict[str, str] | None = None,
+             pinned_to: str | None = None) -> PodManifest: ...
+@overload
+def manifest(submit_as: str, name: str, namespace: str, labels: dict[str, str], resource: Resource, image: str,
+             pull_policy: str | None = None, notes: dict[str, str] | None = None,
+             pinned_to: str | None = None) -> Workload: ...
 def manifest(
     submit_as: str,
     name: str,
@@ -87,7 +113,7 @@ def manifest(
     pull_policy: str | None = None,
     notes: dict[str, str] | None = None,
     pinned_to: str | None = None,
-) -> dict[str, Any]:
+) -> Workload:
     """The object to create for ``submit_as`` (one of :data:`SUBMIT_AS`; ValueError otherwise);
     ``notes`` become annotations of the object and of its pod template; ``pinned_to``: the pod may only
     be placed on that node (:func:`pin`)."""
@@ -97,19 +123,18 @@ def manifest(
     return body
 
 
-def pin(body: dict[str, Any], node: str) -> None:
+def pin(body: Workload, node: str) -> None:
     """Restrict the pod(s) of ``body`` (a manifest of :func:`manifest`) to ``node``, the way the DaemonSet
     controller does: a required node affinity on the field ``metadata.name``. The scheduler still places
     the pod (resources, taints, selectors are checked), unlike ``spec.nodeName``, which bypasses it."""
-    term = {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}
-    affinity = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}}}
-    spec = body["spec"]
-    if body["kind"] == "Pod":
-        spec["affinity"] = affinity
-    elif "template" in spec:
-        spec["template"]["spec"]["affinity"] = affinity
+    affinity: Affinity = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}]}}}
+    if body["apiVersion"] == "v1":
+        body["spec"]["affinity"] = affinity
+    elif body["apiVersion"] == "batch/v1":
+        body["spec"]["template"]["spec"]["affinity"] = affinity
     else:
-        for task in spec.get("tasks") or []:
+        for task in body["spec"]["tasks"]:
             task["template"]["spec"]["affinity"] = affinity
 
 
@@ -122,21 +147,22 @@ def _manifest(
     image: str,
     pull_policy: str | None,
     notes: dict[str, str] | None,
-) -> dict[str, Any]:
-    meta: dict[str, Any] = {
+) -> Workload:
+    meta: ObjectMeta = {
         "name": name,
         "namespace": namespace,
         "labels": dict(labels),
         "annotations": dict(notes or {}),
     }
     if submit_as == "pod":
-        return {
+        pod: PodManifest = {
             "apiVersion": "v1",
             "kind": "Pod",
             "metadata": meta,
             "spec": pod_spec(resource, image, pull_policy=pull_policy),
         }
-    template = {
+        return pod
+    template: PodTemplateSpec = {
         "metadata": {"labels": dict(labels), "annotations": dict(notes or {})},
         "spec": pod_spec(
             resource,
@@ -147,11 +173,12 @@ def _manifest(
         ),
     }
     if submit_as in ("job", "kueue-job"):
-        spec: dict[str, Any] = {"backoffLimit": 0, "template": template, "ttlSecondsAfterFinished": 3600}
+        spec: JobSpec = {"backoffLimit": 0, "template": template, "ttlSecondsAfterFinished": 3600}
         if submit_as == "kueue-job":
             meta["labels"][KUEUE_QUEUE] = resource.queue or "default"
             spec["suspend"] = True
-        return {"apiVersion": "batch/v1", "kind": "Job", "metadata": meta, "spec": spec}
+        job: JobManifest = {"apiVersion": "batch/v1", "kind": "Job", "metadata": meta, "spec": spec}
+        return job
     if submit_as == "volcano-job":
         return {
             "apiVersion": "batch.volcano.sh/v1alpha1",
@@ -168,7 +195,7 @@ def _manifest(
     raise ValueError(f"target.submit_as {submit_as!r} is not one of {', '.join(SUBMIT_AS)}")
 
 
-def create(api: client.ApiClient, body: dict[str, Any]) -> None:
+def create(api: client.ApiClient, body: Workload) -> None:
     """Create ``body`` in its namespace. Raises ApiException (403 quota/RBAC, 404 missing CRD…)."""
     ns = body["metadata"]["namespace"]
     if body["kind"] == "Pod":
@@ -177,16 +204,28 @@ def create(api: client.ApiClient, body: dict[str, Any]) -> None:
         client.BatchV1Api(api).create_namespaced_job(ns, body, _request_timeout=30)  # type: ignore[arg-type]
     else:
         client.CustomObjectsApi(api).create_namespaced_custom_object(
-            "batch.volcano.sh", "v1alpha1", ns, "jobs", body, _request_timeout=30
+            "batch.volcano.sh", "v1alpha1", ns, "jobs", body, _request_timeout=30  # type: ignore[arg-type]
         )
 
 
-def scheduled(pods: list[dict[str, Any]]) -> dict[str, Any] | None:
+def requests_of(body: Workload) -> dict[str, str] | None:
+    """``resources.requests`` of the first container of ``body``'s pods (a Pod's spec, a Job's pod template;
+    None when the container has none, and for a Volcano Job, whose tasks are not read)."""
+    if body["apiVersion"] == "v1":
+        spec = body["spec"]
+    elif body["apiVersion"] == "batch/v1":
+        spec = body["spec"]["template"]["spec"]
+    else:
+        return None
+    return spec["containers"][0]["resources"].get("requests")
+
+
+def scheduled(pods: list[ServedPod]) -> ServedPod | None:
     """The first live pod (JSON dicts as the pod watch keeps them) with ``spec.nodeName`` set, else None."""
     return next((raw for raw in pods if (pod := parse_pod(raw)).node_name and not pod.deleted), None)
 
 
-def unschedulable(pods: list[dict[str, Any]]) -> dict[str, Any] | None:
+def unschedulable(pods: list[ServedPod]) -> ServedPod | None:
     """The first live pod (JSON dicts as the pod watch keeps them) whose PodScheduled condition is False
     with reason Unschedulable, else None."""
     for raw in pods:
@@ -197,8 +236,8 @@ def unschedulable(pods: list[dict[str, Any]]) -> dict[str, Any] | None:
     return None
 
 
-def events_for(api: client.ApiClient, namespace: str, name: str) -> list[dict[str, Any]]:
-    """Events of the object ``name`` in ``namespace`` (JSON dicts, oldest first); [] when unreadable."""
+def events_for(api: client.ApiClient, namespace: str, name: str) -> list[EventJSON]:
+    """Events of the object ``name`` in ``namespace`` (oldest first); [] when unreadable."""
     try:
         resp: Any = client.CoreV1Api(api).list_namespaced_event(
             namespace,
@@ -208,14 +247,14 @@ def events_for(api: client.ApiClient, namespace: str, name: str) -> list[dict[st
         )
     except Exception:  # noqa: BLE001 - events are best effort (RBAC may lack them; the pod status holds the verdict)
         return []
-    items = json.loads(resp.data).get("items") or []
+    items: list[EventJSON] = json.loads(resp.data).get("items") or []
     return sorted(items, key=lambda e: str(e.get("lastTimestamp") or e.get("eventTime") or ""))
 
 
 def explain_pending(
-    pods: list[dict[str, Any]],
-    events: list[dict[str, Any]],
-    queue: list[dict[str, Any]],
+    pods: list[ServedPod],
+    events: list[EventJSON],
+    queue: Sequence[QueueObject],
     advertised: set[str] | None,
 ) -> list[Reason]:
     """Normalised reasons from pods, events (of the pods, the Job, the PodGroup) and queue objects
@@ -260,28 +299,28 @@ def order_reasons(reasons: list[Reason]) -> list[Reason]:
     return queue + [r for r in reasons if r not in queue] if queue else reasons
 
 
-def untolerated(taints: list[dict[str, Any]], tolerations: list[dict[str, Any]]) -> list[str]:
+def untolerated(taints: Sequence[Taint], tolerations: Sequence[Toleration]) -> list[str]:
     """``key=value:effect`` of each NoSchedule/NoExecute taint no toleration tolerates (core/v1 rules;
     :func:`pytest_hetero.matrix.tolerations.untolerated`)."""
     return matrix_untolerated(taints, tolerations)
 
 
-def applies(reason: Reason, pool: list[dict[str, Any]], tolerations: list[dict[str, Any]]) -> bool:
+def applies(reason: Reason, pool: list[NodeFacts], tolerations: Sequence[Toleration]) -> bool:
     """Could ``reason`` come from a node of ``pool`` (node facts of the nodes the selector picks)?
     Other nodes' verdicts (their taints, their labels) say nothing about the pool."""
     if reason.code == "node_selector_mismatch":
         return not pool
     if reason.code == "untolerated_taint":
-        return any(untolerated(f.get("taints") or [], tolerations) for f in pool)
+        return any(untolerated(f["taints"], tolerations) for f in pool)
     if reason.code == "node_not_ready":
-        return any(f.get("ready") != "True" for f in pool)
+        return any(f["ready"] != "True" for f in pool)
     return True
 
 
 def primary(
     reasons: list[Reason],
-    pool: list[dict[str, Any]] | None = None,
-    tolerations: list[dict[str, Any]] | None = None,
+    pool: list[NodeFacts] | None = None,
+    tolerations: Sequence[Toleration] | None = None,
 ) -> Reason | None:
     """The reason that decides: not a preemption verdict; with the selector's ``pool`` known, one that
     can come from a pool node (see :func:`applies`); then most nodes."""
@@ -292,13 +331,13 @@ def primary(
 
 
 def name_taints(
-    reasons: list[Reason], pool: list[dict[str, Any]], tolerations: list[dict[str, Any]]
+    reasons: list[Reason], pool: list[NodeFacts], tolerations: Sequence[Toleration]
 ) -> list[Reason]:
     """Fill ``taint`` of an ``untolerated_taint`` reason the scheduler left unnamed (1.34 says only
     "had untolerated taint(s)") when the pool's nodes carry exactly one untolerated taint."""
     from dataclasses import replace
 
-    found = sorted({t for f in pool for t in untolerated(f.get("taints") or [], tolerations)})
+    found = sorted({t for f in pool for t in untolerated(f["taints"], tolerations)})
     if len(found) != 1:
         return reasons
     return [

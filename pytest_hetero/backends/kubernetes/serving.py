@@ -48,7 +48,9 @@ from kubernetes.client.exceptions import ApiException
 from pytest_hetero.backends.kubernetes import client as kc
 from pytest_hetero.backends.kubernetes import scheduling as ks
 from pytest_hetero.backends.kubernetes import usage as kube_usage
+from pytest_hetero.backends.kubernetes.manifests import EnvVar, ObjectMeta, Serving
 from pytest_hetero.backends.kubernetes.objects import NO_CONTAINER, Pod, find, parse_event, parse_pod
+from pytest_hetero.backends.kubernetes.session import Deployed
 from pytest_hetero.backends.kubernetes.startup import STUCK, image_identity, read_logs, state_text
 from pytest_hetero.backends.kubernetes.submit import PULL
 from pytest_hetero.backends.labels import LABEL, OWNER, RUN_ID
@@ -89,26 +91,28 @@ def _selector(session: KubeSession, name: str) -> dict[str, str]:
 
 
 def manifests(session: KubeSession, step: Step, request: ServingRequest, namespace: str, name: str
-              ) -> list[dict[str, Any]]:
-    """Secret (when a token is given), Deployment and Service bodies (JSON dicts) for ``request``."""
-    meta = {"namespace": namespace, "labels": kc.labels(session.settings.run_id, session.owner, "serving",
+              ) -> list[Serving]:
+    """Secret (when a token is given), Deployment and Service bodies for ``request``."""
+    meta: ObjectMeta = {"namespace": namespace, "labels": kc.labels(session.settings.run_id, session.owner, "serving",
                                                         model=request.model_name),
             "annotations": kc.created_annotations()}
     spec = ks.pod_spec(step.resource, step.image.reference,
-                       pull_policy=PULL.get(str(session.target.get("pull_policy", ""))))
+                       pull_policy=PULL.get(session.conf.pull_policy))
     container = spec["containers"][0]
     del container["command"]
-    env: list[dict[str, Any]] = [{"name": VERSION_ENV, "value": request.version},
+    env: list[EnvVar] = [{"name": VERSION_ENV, "value": request.version},
                                  {"name": PORT_ENV, "value": str(PORT)}]
-    bodies: list[dict[str, Any]] = []
+    bodies: list[Serving] = []
     if request.token:
         secret = f"{name}-token"
         bodies.append({"apiVersion": "v1", "kind": "Secret", "metadata": {**meta, "name": secret},
                        "type": "Opaque", "stringData": {"token": request.token}})
         env.append({"name": TOKEN_ENV, "valueFrom": {"secretKeyRef": {"name": secret, "key": "token"}}})
-    container.update(name="server", env=env, ports=[{"name": "http", "containerPort": PORT}],
-                     readinessProbe={"httpGet": {"path": request.ready_path, "port": "http"},
-                                     "periodSeconds": 1, "failureThreshold": 2, "timeoutSeconds": 2})
+    container["name"] = "server"
+    container["env"] = env
+    container["ports"] = [{"name": "http", "containerPort": PORT}]
+    container["readinessProbe"] = {"httpGet": {"path": request.ready_path, "port": "http"},
+                                   "periodSeconds": 1, "failureThreshold": 2, "timeoutSeconds": 2}
     pods = _selector(session, name)
     bodies.append({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {**meta, "name": name},
                    "spec": {"replicas": 1, "revisionHistoryLimit": 5, "selector": {"matchLabels": pods},
@@ -118,7 +122,7 @@ def manifests(session: KubeSession, step: Step, request: ServingRequest, namespa
     return bodies
 
 
-def _create(api: client.ApiClient, session: KubeSession, body: dict[str, Any]) -> None:
+def _create(api: client.ApiClient, session: KubeSession, body: Serving) -> None:
     """Create ``body``; an object of that name this run created already is fine. ActionFailed
     ``serving_object_exists`` (platform) for one it did not create; the API's refusal otherwise."""
     kind, namespace, name = body["kind"], body["metadata"]["namespace"], body["metadata"]["name"]
@@ -152,17 +156,17 @@ def endpoint(session: KubeSession, step: Step, request: ServingRequest) -> str:
     key = (namespace, name)
     with session.lock:
         first = key not in session.serving
-        entry = session.serving.setdefault(key, {"created": False, "for": (step.resource.name, step.image.name)})
-    if entry["for"] != (step.resource.name, step.image.name):
-        raise ActionFailed(f"Deployment {namespace}/{name} was deployed for resource {entry['for'][0]} × image "
-                           f"{entry['for'][1]}, not {step.resource.name} × {step.image.name}: serving.deploy is "
-                           "deployed once, for one resource and image; give the serving matrix one of each (or "
-                           "select one with -k)", "configuration")
+        entry = session.serving.setdefault(key, Deployed((step.resource.name, step.image.name)))
+    if entry.resource_image != (step.resource.name, step.image.name):
+        raise ActionFailed(f"Deployment {namespace}/{name} was deployed for resource {entry.resource_image[0]} × "
+                           f"image {entry.resource_image[1]}, not {step.resource.name} × {step.image.name}: "
+                           "serving.deploy is deployed once, for one resource and image; give the serving matrix "
+                           "one of each (or select one with -k)", "configuration")
     if first:
         bodies = manifests(session, step, request, namespace, name)
         for body in bodies:
             _create(session.api, session, body)
-        session.serving[key]["created"] = True
+        session.serving[key].created = True
         step.record("serving.k8s.deployed", namespace=namespace, name=name, image=step.image.reference,
                     version=request.version, objects=[f"{b['kind']}/{b['metadata']['name']}" for b in bodies],
                     port=PORT, token_secret=bool(request.token))

@@ -11,11 +11,13 @@ from __future__ import annotations
 import threading
 import uuid
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any, NotRequired, TypedDict
 
 from kubernetes import client
 
 from pytest_hetero.backends.kubernetes import client as kc
+from pytest_hetero.backends.kubernetes.manifests import Workload
 from pytest_hetero.backends.kubernetes.nodes import ReadyCondition
 from pytest_hetero.backends.kubernetes.queues import Served, discover
 from pytest_hetero.backends.kubernetes.watch import PodWatch
@@ -48,7 +50,7 @@ class WorkloadRecord(TypedDict):
     error: EngineFault | None
     node: str | None
     created: NotRequired[threading.Event]
-    body: NotRequired[dict[str, Any]]
+    body: NotRequired[Workload]
     submitted_at: NotRequired[float]
     root: NotRequired[str]
     pod: NotRequired[str]
@@ -56,6 +58,42 @@ class WorkloadRecord(TypedDict):
     released: NotRequired[float]
     oom_kills: NotRequired[int]
     inputs: NotRequired[str]
+
+
+@dataclass(frozen=True)
+class KubeTarget:
+    """What this engine reads of the matrix's ``spec.target`` (:class:`pytest_hetero.matrix.document.TargetDoc`),
+    resolved once (:func:`parse_target`): ``context`` and ``namespace`` (None: the kubeconfig's), ``submit_as``
+    (``pod`` when absent), ``pull_policy`` (``""`` when absent: the engine's default), the ``python`` the
+    workload image runs (``python3``), ``unschedulable_grace_s`` (0), ``cleanup_wait_s`` (None: the cleanup's
+    default)."""
+
+    context: str | None
+    namespace: str | None
+    submit_as: str
+    pull_policy: str
+    python: str
+    unschedulable_grace_s: float
+    cleanup_wait_s: float | None
+
+
+def parse_target(raw: dict[str, Any]) -> KubeTarget:
+    """:class:`KubeTarget` of a matrix target (as the backend receives it; the schema checked its types)."""
+    wait = raw.get("cleanup_wait_s")
+    return KubeTarget(context=raw.get("context"), namespace=raw.get("namespace"),
+                      submit_as=str(raw.get("submit_as", "pod")), pull_policy=str(raw.get("pull_policy", "")),
+                      python=str(raw.get("python", "python3")),
+                      unschedulable_grace_s=float(raw.get("unschedulable_grace_s", 0)),
+                      cleanup_wait_s=None if wait is None else float(wait))
+
+
+@dataclass
+class Deployed:
+    """A serving Deployment this run deploys (:mod:`.serving`): for which ``(resource, image)``, and whether its
+    objects were ``created`` (set once every create call answered)."""
+
+    resource_image: tuple[str, str]
+    created: bool = False
 
 
 class KubeSession:
@@ -66,10 +104,11 @@ class KubeSession:
 
     def __init__(self, target: dict[str, Any], settings: Settings) -> None:
         self.target = target
+        self.conf = parse_target(target)
         self.settings = settings
         self.owner = uuid.uuid4().hex[:10]
-        self.context: str | None = settings.kube_context or target.get("context")
-        self.submit_as = str(target.get("submit_as", "pod"))
+        self.context: str | None = settings.kube_context or self.conf.context
+        self.submit_as = self.conf.submit_as
         self._api: client.ApiClient | None = None
         self.namespace = ""
         self.server: dict[str, Any] = {}
@@ -85,7 +124,7 @@ class KubeSession:
         self.lock = threading.Lock()
         self.pool = ThreadPoolExecutor(max(1, settings.parallel), thread_name_prefix="hetero-kube")
         self.prefetched: set[str] = set()
-        self.serving: dict[tuple[str, str], dict[str, Any]] = {}
+        self.serving: dict[tuple[str, str], Deployed] = {}
         """Serving objects deployed (by (namespace, name)); see :mod:`.serving`."""
         self._served: Served | None = None
 
@@ -100,7 +139,7 @@ class KubeSession:
         with self.lock:
             if self._api is None:
                 api, namespace, context = kc.connect(self.target, self.context)
-                self.namespace = self.settings.kube_namespace or self.target.get("namespace") or namespace
+                self.namespace = self.settings.kube_namespace or self.conf.namespace or namespace
                 self.context = self.context or context
                 try:
                     self.server = client.VersionApi(api).get_code(_request_timeout=kc.API_TIMEOUT_S).to_dict()

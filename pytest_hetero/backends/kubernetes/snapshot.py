@@ -24,13 +24,21 @@ import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TypedDict
+from typing import Any, TypedDict, TypeVar
 
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from pytest_hetero.backends.kubernetes.client import connect
+from pytest_hetero.backends.kubernetes.manifests import (
+    DaemonSetSpec,
+    ObjectMeta,
+    ServedDaemonSet,
+    ServedTemplate,
+)
 from pytest_hetero.backends.kubernetes.objects import Node, parse_node, parse_pod
+
+T = TypeVar("T")
 
 DEVICE_WORDS = re.compile(r"nvidia|gpu|ascend|npu|device-plugin|dcgm|hami|mlu|dcu", re.IGNORECASE)
 """DaemonSets whose name or image matches are recorded (device plugins, GPU/NPU operators, exporters)."""
@@ -45,13 +53,15 @@ class Problem(TypedDict, total=False):
 
 
 class Lister:
-    """Raw list calls of one cluster (``api``: an ApiClient): each returns the decoded JSON ``items``."""
+    """Raw list calls of one cluster (``api``: an ApiClient): :meth:`get` returns the decoded JSON ``items``,
+    :meth:`section` parses each with the parser of the kind listed."""
 
     def __init__(self, api: client.ApiClient) -> None:
         self.api = api
 
-    def get(self, path: str, query: list[tuple[str, str]] | None = None) -> list[dict[str, Any]]:
-        """GET ``path`` (an API list path) and return its ``items``. Raises ApiException."""
+    def get(self, path: str, query: list[tuple[str, str]] | None = None) -> list[Any]:
+        """GET ``path`` (an API list path) and return its ``items`` as ``json.loads`` decoded them (objects of
+        the kind ``path`` lists, read through that kind's parser). Raises ApiException."""
         response: Any = self.api.call_api(*self.api.param_serialize("GET", path, query_params=query or [],
                                                                     auth_settings=["BearerToken"]))
         data: bytes = response.read()
@@ -59,13 +69,14 @@ class Lister:
             raise ApiException(status=response.status, reason=data.decode("utf-8", "replace")[:500])
         return list(json.loads(data).get("items") or [])
 
-    def section(self, paths: list[str]) -> tuple[list[dict[str, Any]], Problem | None]:
-        """Items of the first served path of ``paths``; ``(items, None)`` or ``([], {"served": False} |
-        {"forbidden": message})``."""
+    def section(self, paths: list[str], parse: Callable[[Any], T]) -> tuple[list[T], Problem | None]:
+        """Items of the first served path of ``paths``, each as ``parse`` (the parser of the kind the paths
+        list: :func:`.objects.parse_pod`, :func:`parse_object`…) makes it; ``(items, None)`` or ``([],
+        {"served": False} | {"forbidden": message})``."""
         missing: Problem = {"served": False}
         for path in paths:
             try:
-                return self.get(path), None
+                return [parse(item) for item in self.get(path)], None
             except ApiException as exc:
                 if exc.status == 403:
                     return [], {"forbidden": str(exc.reason)}
@@ -99,25 +110,38 @@ class Object:
 
     namespace: str | None
     name: str | None
-    spec: dict[str, Any]
-    top: dict[str, Any]
+    spec: dict[str, object]
+    top: dict[str, object]
+
+
+class ListedObject(TypedDict, total=False):
+    """Any listed object as served: its ``metadata``, its ``spec`` (kept as served, never read field by
+    field) and the top-level fields of :data:`TOP_FIELDS` (kept likewise)."""
+
+    metadata: ObjectMeta
+    spec: dict[str, object]
+    handler: object
+    scheduling: object
+    value: object
+    preemptionPolicy: object
+    globalDefault: object
 
 
 TOP_FIELDS = ("handler", "scheduling", "value", "preemptionPolicy", "globalDefault")
 """Top-level fields of RuntimeClasses and PriorityClasses the snapshot keeps."""
 
 
-def parse_object(raw: dict[str, Any]) -> Object:
+def parse_object(raw: ListedObject) -> Object:
     """An :class:`Object` from a listed item's JSON."""
-    meta = raw.get("metadata") or {}
+    meta: ObjectMeta = raw.get("metadata") or {}
     return Object(namespace=meta.get("namespace"), name=meta.get("name"), spec=dict(raw.get("spec") or {}),
                   top={k: raw.get(k) for k in TOP_FIELDS})
 
 
-def _named(items: list[dict[str, Any]], keep: Callable[[Object], object], namespaced: bool = False
+def _named(items: list[Object], keep: Callable[[Object], object], namespaced: bool = False
            ) -> dict[str, object]:
     out = {}
-    for obj in map(parse_object, items):
+    for obj in items:
         name = f"{obj.namespace}/{obj.name}" if namespaced else str(obj.name)
         out[name] = keep(obj)
     return out
@@ -133,10 +157,13 @@ class DaemonSet:
     images: list[str]
 
 
-def parse_daemonset(raw: dict[str, Any]) -> DaemonSet:
+def parse_daemonset(raw: ServedDaemonSet) -> DaemonSet:
     """A DaemonSet from its JSON."""
-    meta = raw.get("metadata") or {}
-    containers = ((raw.get("spec") or {}).get("template") or {}).get("spec", {}).get("containers") or []
+    meta: ObjectMeta
+    spec: DaemonSetSpec
+    meta, spec = raw.get("metadata") or {}, raw.get("spec") or {}
+    template: ServedTemplate = spec.get("template") or {}
+    containers = (template.get("spec") or {"containers": []}).get("containers") or []
     return DaemonSet(ref=f"{meta.get('namespace')}/{meta.get('name')}", name=str(meta.get("name")),
                      images=sorted(str(c.get("image")) for c in containers))
 
@@ -149,16 +176,16 @@ class DaemonSetEntry(TypedDict):
 
 
 def _daemonsets(lister: Lister) -> dict[str, DaemonSetEntry] | Problem:
-    items, problem = lister.section(["/apis/apps/v1/daemonsets"])
+    items, problem = lister.section(["/apis/apps/v1/daemonsets"], parse_daemonset)
     if problem:
         return problem
     out: dict[str, DaemonSetEntry] = {}
-    for ds in map(parse_daemonset, items):
+    for ds in items:
         if DEVICE_WORDS.search(ds.name) or any(DEVICE_WORDS.search(i) for i in ds.images):
             out[ds.ref] = {"images": ds.images, "digests": []}
     if out:
-        pods, _ = lister.section(["/api/v1/pods"])
-        for pod in map(parse_pod, pods):
+        pods, _ = lister.section(["/api/v1/pods"], parse_pod)
+        for pod in pods:
             owner = next((name for kind, name in pod.owners if kind == "DaemonSet"), None)
             key = f"{pod.namespace}/{owner}"
             if owner and key in out:
@@ -170,7 +197,8 @@ def _daemonsets(lister: Lister) -> dict[str, DaemonSetEntry] | Problem:
 def _kueue(lister: Lister) -> dict[str, dict[str, object] | Problem]:
     out: dict[str, dict[str, object] | Problem] = {}
     for plural, namespaced in (("resourceflavors", False), ("clusterqueues", False), ("localqueues", True)):
-        items, problem = lister.section([f"/apis/kueue.x-k8s.io/{v}/{plural}" for v in ("v1beta2", "v1beta1")])
+        items, problem = lister.section([f"/apis/kueue.x-k8s.io/{v}/{plural}" for v in ("v1beta2", "v1beta1")],
+                                        parse_object)
         out[plural] = problem or _named(items, lambda i: i.spec, namespaced)
     return out
 
@@ -179,11 +207,11 @@ def take_snapshot(api: client.ApiClient, namespaces: list[str]) -> dict[str, Any
     """The snapshot (module docstring) of the cluster ``api`` talks to, quotas/limits of ``namespaces``.
     Raises ApiException for anything but 403/404 on a list call."""
     lister = Lister(api)
-    nodes, problem = lister.section(["/api/v1/nodes"])
-    volcano, vproblem = lister.section(["/apis/scheduling.volcano.sh/v1beta1/queues"])
+    nodes, problem = lister.section(["/api/v1/nodes"], parse_node)
+    volcano, vproblem = lister.section(["/apis/scheduling.volcano.sh/v1beta1/queues"], parse_object)
     sections: dict[str, Any] = {
         "schema": SNAPSHOT_SCHEMA,
-        "nodes": problem or {node.name: _node(node) for node in map(parse_node, nodes)},
+        "nodes": problem or {node.name: _node(node) for node in nodes},
         "daemonsets": _daemonsets(lister),
         "runtimeclasses": _section(lister, "/apis/node.k8s.io/v1/runtimeclasses",
                                    lambda i: {k: i.top[k] for k in ("handler", "scheduling")}),
@@ -195,14 +223,14 @@ def take_snapshot(api: client.ApiClient, namespaces: list[str]) -> dict[str, Any
     }
     for ns in sorted(set(namespaces)):
         for kind in ("resourcequotas", "limitranges"):
-            items, problem = lister.section([f"/api/v1/namespaces/{ns}/{kind}"])
+            items, problem = lister.section([f"/api/v1/namespaces/{ns}/{kind}"], parse_object)
             sections[kind].update({f"{ns}/*": problem} if problem else
                                   _named(items, lambda i: i.spec, namespaced=True))
     return sections
 
 
 def _section(lister: Lister, path: str, keep: Callable[[Object], object]) -> dict[str, object] | Problem:
-    items, problem = lister.section([path])
+    items, problem = lister.section([path], parse_object)
     return problem or _named(items, keep)
 
 

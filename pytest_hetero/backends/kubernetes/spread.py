@@ -47,6 +47,7 @@ from pytest_hetero.backends.kubernetes import run as kube_model
 from pytest_hetero.backends.kubernetes import scheduling as ks
 from pytest_hetero.backends.kubernetes import startup
 from pytest_hetero.backends.kubernetes import usage as kube_usage
+from pytest_hetero.backends.kubernetes.manifests import ServedPod, Workload
 from pytest_hetero.backends.kubernetes.objects import parse_pod
 from pytest_hetero.backends.kubernetes.submit import PULL, workload_key
 from pytest_hetero.backends.protocol import ActionFailed, EngineFault, ExecResult, Step
@@ -102,7 +103,7 @@ def release_shared(session: KubeSession, step: Step) -> str | None:
     workload = session.workloads.get(workload_key(step.resource.name, step.image.name))
     if workload is None or "pod" not in workload or workload.get("released"):
         return None
-    _delete(session, workload.get("body") or {"kind": "Pod"}, str(workload["name"]), str(workload["pod"]))
+    _delete(session, workload.get("body"), str(workload["name"]), str(workload["pod"]))
     workload["released"] = time.time()
     return str(workload["pod"])
 
@@ -117,7 +118,7 @@ def one_run(session: KubeSession, step: Deferred, width: int, queued: float) -> 
     try:
         found = session.pods().wait(workload["probe"], startup.waiter(), step.timeout_s)
         pods = session.pods().by_key(workload["probe"])
-        pod = found[1] if found else (pods[-1] if pods else {"metadata": {"name": workload["name"]}})
+        pod: ServedPod = found[1] if found else (pods[-1] if pods else {"metadata": {"name": workload["name"]}})
         name = str(pod["metadata"]["name"])
         seen = parse_pod(pod)
         if found is None or found[0] == "failed":
@@ -169,7 +170,7 @@ def create(session: KubeSession, step: Step) -> WorkloadRecord:
     deadline = int(2 * step.timeout_s + DEADLINE_MARGIN_S)
     if body["kind"] == "Pod":
         body["spec"]["activeDeadlineSeconds"] = deadline
-    elif "template" in body["spec"]:
+    elif body["apiVersion"] == "batch/v1":
         body["spec"]["activeDeadlineSeconds"] = deadline
         body["spec"]["template"]["spec"]["activeDeadlineSeconds"] = deadline
     workload: WorkloadRecord = {"probe": probe, "name": probe, "kind": session.submit_as, "error": None,
@@ -192,14 +193,15 @@ def visible_devices(session: KubeSession, pod: str) -> dict[str, str]:
     return dict(VISIBLE.findall(done.stdout))
 
 
-def _delete(session: KubeSession, body: dict[str, Any], name: str, pod: str | None) -> float:
-    """Delete the run's object (grace 0; a Job with its pods), never raising; epoch seconds of the request."""
+def _delete(session: KubeSession, body: Workload | None, name: str, pod: str | None) -> float:
+    """Delete the run's object (``body`` None: a pod; grace 0; a Job with its pods), never raising; epoch
+    seconds of the request."""
     when = time.time()
     try:
-        if body.get("kind") == "Pod" or body.get("kind") is None:
+        if body is None or body["kind"] == "Pod":
             session.core.delete_namespaced_pod(pod or name, session.namespace, grace_period_seconds=0,
                                                _request_timeout=30)
-        elif body.get("apiVersion") == "batch/v1":
+        elif body["apiVersion"] == "batch/v1":
             client.BatchV1Api(session.api).delete_namespaced_job(
                 name, session.namespace, grace_period_seconds=0, propagation_policy="Background", _request_timeout=30)
     except Exception:  # noqa: BLE001, S110 - gone already, or left to the engine's close (owner label)

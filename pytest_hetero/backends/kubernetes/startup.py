@@ -19,13 +19,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import TYPE_CHECKING, TypedDict
 
 from kubernetes import client
 
 from pytest_hetero.backends.kubernetes import nodes as kube_node
 from pytest_hetero.backends.kubernetes import scheduling as ks
 from pytest_hetero.backends.kubernetes import submit
+from pytest_hetero.backends.kubernetes.manifests import ServedPod
 from pytest_hetero.backends.kubernetes.objects import NO_STATUS, Pod, parse_event, parse_pod
 from pytest_hetero.backends.protocol import ActionFailed, ImageIdentity, Placement, Started, Step
 from pytest_hetero.pending import summarise
@@ -66,7 +67,7 @@ def restart_count(pod: Pod) -> int:
     return sum(s.restart_count for s in pod.container_statuses)
 
 
-def verdict(pods: list[dict[str, Any]], restart_grace: bool = False) -> tuple[str, dict[str, Any]] | None:
+def verdict(pods: list[ServedPod], restart_grace: bool = False) -> tuple[str, ServedPod] | None:
     """``("running", pod)``, ``("failed", pod)`` or None (still starting) for the workload's pods (JSON dicts
     as the pod watch keeps them, read through :func:`~.objects.parse_pod`; the pod is returned as given).
 
@@ -91,17 +92,17 @@ def verdict(pods: list[dict[str, Any]], restart_grace: bool = False) -> tuple[st
     return None
 
 
-def terminated_seen(pods: list[dict[str, Any]]) -> bool:
+def terminated_seen(pods: list[ServedPod]) -> bool:
     """True when a live pod (JSON dict) has a container in the terminated state (it may be restarted)."""
     return any(e.terminated for p in map(parse_pod, pods) if not p.deleted for e in p.container_statuses)
 
 
-def waiter(grace_s: float = RESTART_GRACE_S) -> Callable[[list[dict[str, Any]]], Any]:
+def waiter(grace_s: float = RESTART_GRACE_S) -> Callable[[list[ServedPod]], tuple[str, ServedPod] | None]:
     """A ``PodWatch.wait`` predicate: :func:`verdict`, with the restart grace counted from the first
     time a terminated container was seen (``grace_s`` seconds)."""
     first: list[float] = []
 
-    def done(pods: list[dict[str, Any]]) -> Any:
+    def done(pods: list[ServedPod]) -> tuple[str, ServedPod] | None:
         if terminated_seen(pods) and not first:
             first.append(time.monotonic())
         return verdict(pods, restart_grace=bool(first) and time.monotonic() - first[0] >= grace_s)
@@ -183,7 +184,7 @@ def start(session: KubeSession, ctx: Step, pinned: str | None = None) -> Started
         workload = session.workloads[key]
     found = session.pods().wait(workload["probe"], waiter(), ctx.timeout_s)
     pods = session.pods().by_key(workload["probe"])
-    pod = found[1] if found else (pods[-1] if pods else {"metadata": {"name": workload.get("pod", "")}})
+    pod: ServedPod = found[1] if found else (pods[-1] if pods else {"metadata": {"name": workload.get("pod", "")}})
     seen = parse_pod(pod)
     name = seen.name
     node = session.nodes.get(seen.node_name, {})
@@ -223,7 +224,7 @@ def start(session: KubeSession, ctx: Step, pinned: str | None = None) -> Started
 
 
 def startup_failed(
-    session: KubeSession, ctx: Step, pod: dict[str, Any], timed_out: bool
+    session: KubeSession, ctx: Step, pod: ServedPod, timed_out: bool
 ) -> None:
     """Record ``startup.failed`` for ``pod`` (JSON dict: reasons, events, the container log) and raise
     ActionFailed with the category of its reasons (:func:`startup_category`; ``container_exited`` /
@@ -276,7 +277,7 @@ def stopped(session: KubeSession, name: str, when: str, settle_s: float = 0.0) -
             return None
         except Exception:  # noqa: BLE001 - unreadable: the exec's own result stands
             return None
-        pod: dict[str, Any] = session.core.api_client.sanitize_for_serialization(raw)
+        pod: ServedPod = session.core.api_client.sanitize_for_serialization(raw)
         seen = parse_pod(pod)
         running = bool(seen.container_statuses) and all(e.running for e in seen.container_statuses)
         if running and restart_count(seen) <= session.restarts.get(name, 0):

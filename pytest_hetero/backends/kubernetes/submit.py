@@ -13,11 +13,12 @@ from __future__ import annotations
 import hashlib
 import threading
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pytest_hetero.backends.kubernetes import client as kc
 from pytest_hetero.backends.kubernetes import placement as kp
 from pytest_hetero.backends.kubernetes import scheduling as ks
+from pytest_hetero.backends.kubernetes.manifests import ServedPod
 from pytest_hetero.backends.protocol import ActionFailed, Placement, Step
 from pytest_hetero.matrix.model import Matrix
 
@@ -91,7 +92,7 @@ def create(
             labels,
             res,
             img.reference,
-            PULL.get(str(session.target.get("pull_policy", ""))),
+            PULL.get(session.conf.pull_policy),
             notes,
             pinned_to=workload["node"],
         )
@@ -129,7 +130,7 @@ def prefetch(session: KubeSession, ctx: Step) -> None:
         session.pool.submit(submit, session, m, r, i)
 
 
-def place(session: KubeSession, ctx: Step, timeout_s: float, node: str | None = None) -> dict[str, Any] | Placement:
+def place(session: KubeSession, ctx: Step, timeout_s: float, node: str | None = None) -> ServedPod | Placement:
     """Submit and wait up to ``timeout_s`` seconds for the current item's workload (``node``: the one
     pinned to that node); record ``scheduling.submitted`` and ``scheduling.placed``; return its scheduled
     pod (JSON dict), or the Placement of :func:`.placement.unscheduled` (not placed, with the reasons)
@@ -161,10 +162,10 @@ def place(session: KubeSession, ctx: Step, timeout_s: float, node: str | None = 
         manifest=workload["body"],
         submitted_at_epoch_s=workload["submitted_at"],
     )
-    grace = float(session.target.get("unschedulable_grace_s", 0))
+    grace = session.conf.unschedulable_grace_s
     first_refusal: list[float] = []
 
-    def done(pods: list[dict[str, Any]]) -> Any:
+    def done(pods: list[ServedPod]) -> ServedPod | str | None:
         if ks.scheduled(pods):
             return ks.scheduled(pods)
         if ks.unschedulable(pods):
@@ -172,8 +173,8 @@ def place(session: KubeSession, ctx: Step, timeout_s: float, node: str | None = 
             return "unschedulable" if time.monotonic() - first_refusal[0] >= grace else None
         return None
 
-    found = session.pods().wait(workload["probe"], done, timeout_s)
-    if isinstance(found, dict):
-        kp.record_placed(session, ctx, workload, found, time.perf_counter() - start)
-        return found
-    return kp.unscheduled(session, ctx, workload, timeout_s if found is None else None)
+    found: ServedPod | str | None = session.pods().wait(workload["probe"], done, timeout_s)
+    if found is None or isinstance(found, str):
+        return kp.unscheduled(session, ctx, workload, timeout_s if found is None else None)
+    kp.record_placed(session, ctx, workload, found, time.perf_counter() - start)
+    return found

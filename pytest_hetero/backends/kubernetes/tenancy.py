@@ -30,6 +30,7 @@ from kubernetes.client.exceptions import ApiException
 from pytest_hetero.backends.kubernetes import client as kc
 from pytest_hetero.backends.kubernetes import queues
 from pytest_hetero.backends.kubernetes import scheduling as ks
+from pytest_hetero.backends.kubernetes.manifests import ServedPod, ServedWorkload, Workload
 from pytest_hetero.backends.kubernetes.objects import find
 from pytest_hetero.backends.protocol import ActionFailed, Attempt, Leftover
 from pytest_hetero.matrix.model import Tenant
@@ -110,7 +111,7 @@ class Created:
         self.objects.append((kind, namespace, name))
 
 
-def create(identity: Identity, body: dict[str, Any], created: Created) -> ApiException | Exception | None:
+def create(identity: Identity, body: Workload, created: Created) -> ApiException | Exception | None:
     """Create ``body`` (a Pod or batch/v1 Job) as ``identity``; None when the apiserver accepted it (then
     remembered in ``created``), else the exception it answered with."""
     try:
@@ -135,7 +136,7 @@ def refused(role: str, action: str, identity: Identity, exc: BaseException) -> A
                    message=message, facts={"http_status": status, "category": fault.category})
 
 
-def pods_of(api: client.ApiClient, namespace: str, selector: str) -> list[dict[str, Any]]:
+def pods_of(api: client.ApiClient, namespace: str, selector: str) -> list[ServedPod]:
     """The pods matching ``selector`` in ``namespace`` (JSON dicts); [] when none."""
     resp: Any = client.CoreV1Api(api).list_namespaced_pod(namespace, label_selector=selector, _preload_content=False,
                                                          _request_timeout=kc.API_TIMEOUT_S)
@@ -151,19 +152,19 @@ def job_uid(api: client.ApiClient, namespace: str, name: str) -> str:
     return str(job.metadata.uid)
 
 
-def workloads_of(api: client.ApiClient, served: queues.Served, namespace: str, uid: str) -> list[dict[str, Any]]:
+def workloads_of(api: client.ApiClient, served: queues.Served, namespace: str, uid: str) -> list[ServedWorkload]:
     """Kueue Workloads of the Job with ``uid`` (the ``kueue.x-k8s.io/job-uid`` label); [] when Kueue is
     not served or none exists yet."""
     found, _ = queues.read_objects(api, served, queues.KUEUE, "workloads", namespace, f"{queues.JOB_UID}={uid}")
     return found
 
 
-def admitted(workload: dict[str, Any]) -> bool:
+def admitted(workload: ServedWorkload) -> bool:
     """True when the Workload's ``Admitted`` condition is True."""
     return queues.parse_workload(workload).holds("Admitted")
 
 
-def kueue_refusal(workload: dict[str, Any]) -> bool:
+def kueue_refusal(workload: ServedWorkload) -> bool:
     """True when Kueue has said why it does not admit the Workload yet (QuotaReserved False with a
     message, or an Evicted/Preempted condition)."""
     seen = queues.parse_workload(workload)
@@ -172,9 +173,9 @@ def kueue_refusal(workload: dict[str, Any]) -> bool:
         seen.holds(c) for c in ("Evicted", "Preempted"))
 
 
-def observe(observer: client.ApiClient, served: queues.Served, body: dict[str, Any], timeout_s: float,
+def observe(observer: client.ApiClient, served: queues.Served, body: Workload, timeout_s: float,
             want: str = "placed", patient: bool = False
-            ) -> tuple[str, list[dict[str, Any]], list[dict[str, Any]], float]:
+            ) -> tuple[str, list[ServedPod], list[ServedWorkload], float]:
     """Watch (poll every 0.4 s, as the observer) what becomes of the created ``body`` for up to
     ``timeout_s`` seconds: ``(outcome, pods, workloads, waited_s)`` with outcome ``placed`` (a pod bound
     to a node, for a Kueue Job also its Workload admitted), ``completed`` (with ``want="completed"``: a
@@ -187,8 +188,8 @@ def observe(observer: client.ApiClient, served: queues.Served, body: dict[str, A
     kueue = body["kind"] == "Job" and ks.KUEUE_QUEUE in meta["labels"]
     uid = job_uid(observer, ns, name) if kueue else ""
     start = time.monotonic()
-    pods: list[dict[str, Any]] = []
-    loads: list[dict[str, Any]] = []
+    pods: list[ServedPod] = []
+    loads: list[ServedWorkload] = []
     while True:
         pods = pods_of(observer, ns, selector)
         loads = workloads_of(observer, served, ns, uid) if uid else []
@@ -206,7 +207,7 @@ def observe(observer: client.ApiClient, served: queues.Served, body: dict[str, A
         time.sleep(POLL_S)
 
 
-def pending_reasons(observer: client.ApiClient, pods: list[dict[str, Any]], loads: list[dict[str, Any]],
+def pending_reasons(observer: client.ApiClient, pods: list[ServedPod], loads: list[ServedWorkload],
                     namespace: str, name: str) -> tuple[list[dict[str, Any]], str]:
     """Normalised reasons (dicts, decisive first) and the cluster's own words for a workload left pending:
     its pods' PodScheduled condition, the events of the pods and of ``name``, its Kueue Workloads."""

@@ -10,8 +10,9 @@ restarted: ``lastState.terminated.startedAt``), ``attempts`` 1 + ``restartCount`
 from __future__ import annotations
 
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from pytest_hetero.backends.kubernetes.manifests import ServedPod
 from pytest_hetero.backends.kubernetes.objects import (
     NO_CONTAINER,
     NO_STATUS,
@@ -21,6 +22,7 @@ from pytest_hetero.backends.kubernetes.objects import (
     find,
     parse_pod,
 )
+from pytest_hetero.backends.kubernetes.scheduling import requests_of
 from pytest_hetero.evidence.usage import epoch
 
 if TYPE_CHECKING:
@@ -63,7 +65,7 @@ def pod_facts(session: KubeSession, seen: Pod, submitted: float | None = None,
             "simulated": bool(session.nodes.get(node, {}).get("simulated"))}
 
 
-def workload_facts(session: KubeSession, workload: WorkloadRecord | None, pod: dict[str, Any] | None = None,
+def workload_facts(session: KubeSession, workload: WorkloadRecord | None, pod: ServedPod | None = None,
                    outcome: str | None = None) -> UsageFacts:
     """The usage facts of the gate's resource × image ``workload`` (its record in ``session.workloads``; None:
     no record was made): of ``pod`` when given, else of its latest pod in the run's watch, else of the manifest
@@ -75,11 +77,8 @@ def workload_facts(session: KubeSession, workload: WorkloadRecord | None, pod: d
     if pod is not None:
         facts = pod_facts(session, parse_pod(pod), submitted)
     else:
-        body = workload.get("body", {}) if workload is not None else {}
-        spec = body.get("spec") or {}
-        if body.get("kind") != "Pod":  # a Job (batch, Kueue, Volcano): its pod template's spec
-            spec = (spec.get("template") or {}).get("spec") or {}
-        requests = ((spec.get("containers") or [{}])[0].get("resources") or {}).get("requests") or {}
+        body = workload.get("body") if workload is not None else None
+        requests = (requests_of(body) or {}) if body is not None else {}
         kind = str((workload["kind"] if workload is not None else None) or "pod")
         name = workload["name"] if workload is not None else None
         facts = {"workload": f"{kind.lower()}/{session.namespace}/{name}",

@@ -14,19 +14,21 @@ import threading
 import time
 from collections.abc import Callable, Generator
 from contextlib import closing
-from typing import Any
+from typing import Any, TypeVar
 
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from kubernetes.watch.watch import iter_resp_lines
 
 from pytest_hetero.backends.kubernetes.client import PROBE
+from pytest_hetero.backends.kubernetes.manifests import ServedPod
 from pytest_hetero.signals import quiet_thread
 
 WATCH_TIMEOUT_S = 240
 """Server-side timeout of one watch request (seconds); the thread then resumes."""
 
-Pod = dict[str, Any]
+Pod = ServedPod
+T = TypeVar("T")
 
 
 class PodWatch:
@@ -74,9 +76,9 @@ class PodWatch:
             pod = {**pod, "deleted": True}
         self.pods[name] = pod
         self.seen_at[name] = now
-        if name not in self.bound_at and (pod.get("spec") or {}).get("nodeName"):
+        if name not in self.bound_at and (pod.get("spec") or {"containers": []}).get("nodeName"):
             self.bound_at[name] = time.time()
-        key = (pod["metadata"].get("labels") or {}).get(PROBE)
+        key = _labels(pod).get(PROBE)
         if key is not None:
             self.events.setdefault(key, threading.Event()).set()
 
@@ -128,7 +130,7 @@ class PodWatch:
                 if self._stop.is_set():
                     return
 
-    def wait(self, key: str, done: Callable[[list[Pod]], Any], timeout_s: float) -> Any:
+    def wait(self, key: str, done: Callable[[list[Pod]], T], timeout_s: float) -> T | None:
         """Block until ``done(pods with probe label key)`` is truthy; return that value, or None after
         ``timeout_s`` seconds. ``done`` runs on the waiting thread after each change of those pods."""
         deadline = time.monotonic() + timeout_s
@@ -147,12 +149,16 @@ class PodWatch:
     def by_key(self, key: str) -> list[Pod]:
         """Current pods carrying probe label ``key`` (deleted ones included, marked ``deleted``)."""
         with self.lock:
-            return [p for p in self.pods.values() if (p["metadata"].get("labels") or {}).get(PROBE) == key]
+            return [p for p in self.pods.values() if _labels(p).get(PROBE) == key]
 
     def stop(self) -> None:
         """Stop the watch thread (closes the stream). Never raises."""
         self._stop.set()
         close_watch(self._resp)
+
+
+def _labels(pod: Pod) -> dict[str, str]:
+    return pod["metadata"].get("labels") or {}
 
 
 def close_watch(resp: Any) -> None:
@@ -165,12 +171,13 @@ def close_watch(resp: Any) -> None:
 
 
 def watch_events(list_call: Callable[..., Any], *args: Any, resource_version: str | None, timeout_s: int,
-                 on_response: Callable[[Any], None], **selectors: Any) -> Generator[tuple[str, dict[str, Any]]]:
+                 on_response: Callable[[Any], None], **selectors: Any) -> Generator[tuple[str, Any]]:
     """One watch request through an official-client list call (``list_call(*args, watch=True, …)``,
     raw JSON lines, bookmarks allowed): yields ``(type, object)`` per event (``ADDED``, ``MODIFIED``,
     ``DELETED``, ``BOOKMARK``, ``ERROR`` with a Status object) until the server ends the watch after
-    ``timeout_s`` seconds. ``on_response`` gets the HTTP response first, so another thread can close
-    it to stop the watch; the connection is released when the generator ends. Raises what the
+    ``timeout_s`` seconds; the object as ``json.loads`` decoded it (the caller knows the kind it listed:
+    a :class:`~.manifests.ServedPod` of a pod watch). ``on_response`` gets the HTTP response first, so
+    another thread can close it to stop the watch; the connection is released when the generator ends. Raises what the
     client raises for a refused request (ApiException, urllib3 errors)."""
     resp: Any = list_call(*args, **selectors, watch=True, resource_version=resource_version,
                           allow_watch_bookmarks=True, timeout_seconds=timeout_s, _preload_content=False,
