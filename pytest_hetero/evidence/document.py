@@ -25,6 +25,8 @@ from pytest_hetero.vocab import LAYERS, STATUSES, Layer, OwnerCategory, Status
 if TYPE_CHECKING:  # annotations only (postponed): no run-time dependency on typing_extensions on 3.10
     from typing_extensions import NotRequired
 
+    from pytest_hetero.bundle.baseline import BaselineSection
+
 __all__ = [
     "ArtifactDict", "CauseDict", "CleanupSection", "DocumentError", "Entry", "EvidenceDocument", "FailureDict",
     "IDENTITY_RECORD", "ItemDict", "JournalSection", "LeftoverDict", "LineNote", "MatrixEntry", "ModelIdentity",
@@ -375,7 +377,7 @@ class EvidenceDocument(TypedDict):
     inputs_not_kept: NotRequired[list[Any]]
     validation: NotRequired[ValidationSection]
     selection: NotRequired[dict[str, Any]]
-    baseline_diff: NotRequired[dict[str, Any]]
+    baseline_diff: NotRequired[BaselineSection]
     cluster: NotRequired[dict[str, Any]]
     merge: NotRequired[dict[str, Any]]
 

@@ -392,14 +392,14 @@ def phases(f: Facts, t: Text, signoff: dict[str, Any]) -> list[Coverage]:
     signature = t("d.signed") if signed else t("d.signed_unverified") if signoff.get("run_signer") else t("d.unsigned")
     detail = t("d.evidence", signature=signature, digests=len(digests), images=len(images))
     out.append(_coverage(t, state, t("phase.evidence"), digests, detail))
-    diff = f.evidence.get("baseline_diff") or {}
-    counts = diff.get("counts") or {}
-    if not counts:
+    diff = f.evidence.get("baseline_diff")
+    if not diff or "error" in diff or not diff["counts"]:
         out.append(_coverage(t, "not_covered", t("phase.expansion"), [], t("d.no_baseline")))
     else:
+        counts = diff["counts"]  # every transition's count (a hand-made section may name fewer)
         bad = counts.get("regression", 0) + counts.get("new_failure", 0)
         out.append(_coverage(t, "against" if bad else "covered", t("phase.expansion"), [], t(
-            "d.expansion", run=(diff.get("baseline") or {}).get("run"), regressions=counts.get("regression", 0),
+            "d.expansion", run=diff["baseline"]["run"], regressions=counts.get("regression", 0),
             new=counts.get("new_failure", 0))))
     return out
 

@@ -157,8 +157,10 @@ def _baseline_lines(evidence: EvidenceDocument) -> list[str]:
     """The ``baseline_diff`` section (added before evidence.json is written, see
     :mod:`pytest_hetero.bundle.baseline`) as lines; empty without one."""
     diff = evidence.get("baseline_diff")
-    if not diff or "gate" not in diff:
-        return [diff["error"]] if diff and "error" in diff else []
+    if not diff:
+        return []
+    if "error" in diff:
+        return [diff["error"]]
     from pytest_hetero.bundle.baseline import diff_lines
 
     return diff_lines(diff, limit=50)
