@@ -26,6 +26,7 @@ if TYPE_CHECKING:  # annotations only (postponed): no run-time dependency on typ
     from typing_extensions import NotRequired
 
     from pytest_hetero.bundle.baseline import BaselineSection
+    from pytest_hetero.evidence.usage import UsageSection
 
 __all__ = [
     "ArtifactDict", "CauseDict", "CleanupSection", "DocumentError", "Entry", "EvidenceDocument", "FailureDict",
@@ -369,7 +370,7 @@ class EvidenceDocument(TypedDict):
     target: NotRequired[list[dict[str, Any]]]
     summary: NotRequired[SummarySection]
     cleanup: NotRequired[CleanupSection]
-    usage: NotRequired[dict[str, Any]]
+    usage: NotRequired[UsageSection]
     errors: NotRequired[list[dict[str, str]]]
     warnings: NotRequired[list[str]]
     journal: NotRequired[JournalSection]

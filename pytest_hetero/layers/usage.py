@@ -55,8 +55,8 @@ def record(ctx: LayerContext, facts: UsageFacts | None, outcome: str | None = No
         model = ctx.model
     served: Attribution = ({"model": f"{model.name}@{model.version}", "task_type": model.task_type}
                            if model is not None else {})
-    seconds, missing = held(dict(data), time.time())
-    gap = idle(dict(data))
+    seconds, missing = held(data, time.time())
+    gap = idle(data)
     ctx.record(RECORD, **data, **served, held_s=None if seconds is None else round(seconds, 3),
                idle_s=None if gap is None else round(gap, 3), open="released" in missing)
 

@@ -308,7 +308,9 @@ def operations(f: Facts, t: Text) -> Operations:
     queued = _sorted(f.with_kind[SUBMITTED.name])
     queue_rows = [_queue_row(f, t, i) for i in queued]
     note = "" if queue_rows else t("ops.no_queue", backends=", ".join(f.backends))
-    ledger = ((f.evidence.get("usage") or {}).get("queue") or {}).get("pools") or {}
+    usage = f.evidence.get("usage")
+    queue = usage.get("queue") if usage else None  # a bundle written before issue 33 has no queue
+    ledger = queue["pools"] if queue else {}
     return {"usage": usage_rows[:OPS_ROWS], "usage_more": max(0, len(usage_rows) - OPS_ROWS),
             "scopes": [t("ops.scope", scope=s) for s in scopes[:4]], "queue": queue_rows[:OPS_ROWS],
             "queue_more": max(0, len(queue_rows) - OPS_ROWS), "queue_note": note,

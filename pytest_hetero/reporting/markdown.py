@@ -150,26 +150,26 @@ def _untested(evidence: EvidenceDocument) -> list[str]:
 def _usage(evidence: EvidenceDocument) -> list[str]:
     """``### Usage ledger``: resource-seconds per namespace and project, and waste (nothing when the evidence
     has no ledger or the gate created no workload)."""
-    usage = evidence.get("usage") or {}
-    if not usage.get("workloads"):
+    usage = evidence.get("usage")
+    if not usage or not usage["workloads"]:
         return []
-    tables = usage.get("resource_seconds") or {}
+    tables = usage["resource_seconds"]
 
     def per(table: dict[str, dict[str, float]]) -> str:
         return "; ".join(f"{md(k)}: " + ", ".join(f"{md(r)} {v:g}" for r, v in amounts.items())
                          for k, amounts in list(table.items())[:MAX_LINES]) or "none"
 
-    waste = usage.get("waste") or {}
-    failed, retries, idle = waste.get("failed") or {}, waste.get("retries") or {}, waste.get("idle") or {}
+    waste = usage["waste"]
+    failed, retries, idle = waste["failed"], waste["retries"], waste["idle"]
     out = ["", "### Usage ledger",
-           f"{usage['workloads']} workloads ({usage.get('simulated') or 0} on simulated nodes); resource-seconds "
+           f"{usage['workloads']} workloads ({usage['simulated']} on simulated nodes); resource-seconds "
            "(request × seconds held)", "",
-           f"- by namespace: {per(tables.get('by_namespace') or {})}",
-           f"- by project: {per(tables.get('by_project') or {})}",
-           f"- by model: {per(tables.get('by_model') or {})}",
-           f"- waste: {failed.get('workloads', 0)} failed workloads, {retries.get('reruns', 0)} reruns, "
-           f"{retries.get('restarts', 0)} restarts, {idle.get('seconds', 0):g} s idle between placement and start"]
-    if (usage.get("incomplete") or {}).get("count"):
+           f"- by namespace: {per(tables['by_namespace'])}",
+           f"- by project: {per(tables['by_project'])}",
+           f"- by model: {per(tables['by_model'])}",
+           f"- waste: {failed['workloads']} failed workloads, {retries['reruns']} reruns, "
+           f"{retries['restarts']} restarts, {idle['seconds']:g} s idle between placement and start"]
+    if usage["incomplete"]["count"]:
         out.append(f"- incomplete: {usage['incomplete']['count']} workloads missing a time or quantity "
                    "(evidence.json names them)")
     return out
