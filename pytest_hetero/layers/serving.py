@@ -360,8 +360,9 @@ def rollback(ctx: LayerContext, proto: ServingProtocol, base: str, samples: list
     serving = proto.serving
     assert serving.rollback is not None
     spec = serving.rollback
-    old = dataclasses.replace(serving, version=str(spec["version"]), endpoint=spec.get("endpoint"),
-                              deploy=spec.get("deploy") or serving.deploy, rollback=None)
+    deploy = {k: str(v) for k, v in spec["deploy"].items()} if "deploy" in spec else serving.deploy
+    old = dataclasses.replace(serving, version=str(spec["version"]), endpoint=spec.get("endpoint"), deploy=deploy,
+                              rollback=None)
     golden = _golden_rules(ctx)
     side_now = {"endpoint": base, "version": serving.version, "golden": evaluate(golden, current_outputs)}
     old_proto = protocol_for(ctx, old)
