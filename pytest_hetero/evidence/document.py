@@ -27,14 +27,15 @@ if TYPE_CHECKING:  # annotations only (postponed): no run-time dependency on typ
 
     from pytest_hetero.bundle.baseline import BaselineSection
     from pytest_hetero.evidence.usage import UsageSection
+    from pytest_hetero.hooks.builtin import ProfileRan
 
 __all__ = [
     "ArtifactDict", "CauseDict", "CleanupSection", "DocumentError", "Entry", "EvidenceDocument", "FailureDict",
-    "IDENTITY_RECORD", "ItemDict", "JournalSection", "LeftoverDict", "LineNote", "MatrixEntry", "ModelIdentity",
-    "NotProvenEntry", "PoolStatus", "RULES_RECORD", "RecordDict", "RuleResult", "RunSection", "SelectionCounts",
-    "SummarySection", "TaskTypeLevel", "TornLine", "UntestedEntry", "UntestedNode", "UntestedSection",
-    "ValidationSection", "as_document", "check_item", "failure_of", "item_of", "matrix_of_item", "model_identity",
-    "owner_of", "rule_results",
+    "IDENTITY_RECORD", "ItemDict", "JournalSection", "LeftoverDict", "LineNote", "MatrixEntry", "MergeSection",
+    "MergedBundle", "ModelIdentity", "NotProvenEntry", "PoolStatus", "RULES_RECORD", "RecordDict", "RuleBound",
+    "RuleResult", "RunSection", "SelectionCounts", "SelectionSection", "SummarySection", "TaskTypeLevel", "TornLine",
+    "UntestedEntry", "UntestedNode", "UntestedSection", "ValidationSection", "as_document", "check_item",
+    "failure_of", "item_of", "matrix_of_item", "model_identity", "owner_of", "rule_results",
 ]
 
 
@@ -64,9 +65,19 @@ class RuleResult(TypedDict, total=False):
     detail: str
     problem: str
     provenance: dict[str, str]
-    bound: dict[str, Any]
+    bound: RuleBound
     failing: list[int]
     available: dict[str, list[str]]
+
+
+class RuleBound(TypedDict):
+    """A numeric rule's accepted bound (:func:`pytest_hetero.matrix.acceptance.evaluate`, a metric or latency
+    rule): the comparison, the value, the tolerance (None: none) and the observed value's unit when it has one."""
+
+    op: str
+    value: float
+    tolerance: float | None
+    unit: NotRequired[str]
 
 
 RULES_RECORD = "business.rules"
@@ -351,6 +362,36 @@ class PoolStatus(TypedDict, total=False):
     untested: int
 
 
+class SelectionSection(TypedDict):
+    """What a run was asked to select (the built-in amend hook, when a profile, affected-only or shard option
+    was given; a merged run's is its first shard's, ``shard`` None): the profile, the affected names and
+    bundles, the shard (``k/n``), deselections by reason, and each matrix's profile as it ran.
+    ``affected_from_cluster`` and ``profiles`` are absent from the sections of older bundles."""
+
+    profile: str | None
+    affected: list[str]
+    affected_from: str | None
+    shard: str | None
+    deselected: dict[str, int]
+    affected_from_cluster: NotRequired[str | None]
+    profiles: NotRequired[dict[str, ProfileRan]]
+
+
+class MergedBundle(TypedDict):
+    """One shard a merged run was assembled from: its path, run id, how its signature verified, its shard."""
+
+    path: str
+    run: str | None
+    verification: str
+    shard: str | None
+
+
+class MergeSection(TypedDict):
+    """The bundles ``hetero merge`` assembled the run from (:func:`pytest_hetero.bundle.merge.merge_bundles`)."""
+
+    bundles: list[MergedBundle]
+
+
 class ValidationSection(TypedDict):
     """The validation status of the run's pools."""
 
@@ -377,10 +418,10 @@ class EvidenceDocument(TypedDict):
     inputs: NotRequired[dict[str, Any]]
     inputs_not_kept: NotRequired[list[Any]]
     validation: NotRequired[ValidationSection]
-    selection: NotRequired[dict[str, Any]]
+    selection: NotRequired[SelectionSection]
     baseline_diff: NotRequired[BaselineSection]
     cluster: NotRequired[dict[str, Any]]
-    merge: NotRequired[dict[str, Any]]
+    merge: NotRequired[MergeSection]
 
 
 class DocumentError(ValueError):

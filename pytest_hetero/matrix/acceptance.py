@@ -58,7 +58,7 @@ from pytest_hetero.safeio import read_file
 if TYPE_CHECKING:  # annotations only (postponed): no run-time dependency on typing_extensions on 3.10
     from typing_extensions import NotRequired
 
-    from pytest_hetero.evidence.document import RuleResult
+    from pytest_hetero.evidence.document import RuleBound, RuleResult
 
 OPS: dict[str, Callable[[Any, Any], bool]] = {
     ">=": operator.ge, "<=": operator.le, ">": operator.gt, "<": operator.lt,
@@ -543,7 +543,9 @@ def _evaluate_kind(rule: AcceptanceRule, outputs: ModelOutputs, gate: GateValues
             ok = OPS[op](observed, value)
             expected = f"{rule['metric']} {op} {value}"
         unit = unit_of(rule["metric"])
-        bound = {"op": op, "value": value, "tolerance": tol or None, **({"unit": unit} if unit else {})}
+        bound: RuleBound = {"op": op, "value": value, "tolerance": tol or None}
+        if unit:
+            bound["unit"] = unit
         return {"expected": expected + (f" {unit}" if unit else ""), "observed": round(observed, 6),
                 "verdict": "pass" if ok else "fail", "detail": "", "bound": bound, "provenance": provenance,
                 "metric": rule["metric"],

@@ -22,7 +22,7 @@ import hashlib
 import json
 import math
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypedDict, TypeGuard
+from typing import TYPE_CHECKING, TypedDict, TypeGuard
 
 import jinja2
 
@@ -32,7 +32,7 @@ from pytest_hetero.evidence.records import RULES, data_of
 from pytest_hetero.vocab import FAILED
 
 if TYPE_CHECKING:
-    from pytest_hetero.evidence.document import Entry, EvidenceDocument, RuleResult
+    from pytest_hetero.evidence.document import Entry, EvidenceDocument, RuleBound, RuleResult
 
 SPARK = "▁▂▃▄▅▆▇█"
 
@@ -68,7 +68,7 @@ class MetricTrend(TypedDict):
     rule: str
     series: list[float | None]
     verdicts: list[str | None]
-    bound: dict[str, Any] | None
+    bound: RuleBound | None
     expected: str
 
 
@@ -246,7 +246,7 @@ def bound_text(metric: MetricTrend) -> str:
     return f"{bound['op']} {bound['value']:g}{tol}" + (f" {bound['unit']}" if bound.get("unit") else "")
 
 
-def svg_series(series: list[float | None], bound: dict[str, Any] | None, width: int = 240, height: int = 48) -> str:
+def svg_series(series: list[float | None], bound: RuleBound | None, width: int = 240, height: int = 48) -> str:
     """An inline SVG polyline of ``series`` with the bound as a dashed line (values scaled to include it)."""
     values = [v for v in series if v is not None]
     limit = bound.get("value") if bound and _numeric(bound.get("value")) else None
