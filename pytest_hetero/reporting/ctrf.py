@@ -23,6 +23,7 @@ from pytest_hetero.evidence.document import failure_of, item_of
 from pytest_hetero.reporting.view import entries, owner_shown, rule_results, verification
 
 if TYPE_CHECKING:
+    from pytest_hetero.bundle.signoff import SignoffView
     from pytest_hetero.evidence.document import EvidenceDocument
 
 SPEC_VERSION = "0.1.0"
@@ -38,7 +39,7 @@ def _epoch_ms(stamp: str | None) -> int:
     return int(datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp() * 1000)
 
 
-def render_ctrf(evidence: EvidenceDocument, signoff: dict[str, Any] | None = None) -> dict[str, Any]:
+def render_ctrf(evidence: EvidenceDocument, signoff: SignoffView | None = None) -> dict[str, Any]:
     """Return the CTRF document as a JSON-ready dict whose key order is deterministic (every dict
     is built in a fixed order), so it can be serialised without ``sort_keys``. With the sign-off view
     ``signoff``, ``results.extra`` says whether the bundle was verified and by which key
@@ -99,7 +100,7 @@ def render_ctrf(evidence: EvidenceDocument, signoff: dict[str, Any] | None = Non
                                   **_verification(signoff)}}}
 
 
-def _verification(signoff: dict[str, Any] | None) -> dict[str, Any]:
+def _verification(signoff: SignoffView | None) -> dict[str, Any]:
     if signoff is None:
         return {}
     state, by = verification(signoff)

@@ -50,6 +50,7 @@ from pytest_hetero.reporting.dossier_text import Lang, Text
 from pytest_hetero.reporting.view import heatgrid, matrix_of, printable, verification
 
 if TYPE_CHECKING:
+    from pytest_hetero.bundle.signoff import SignoffView
     from pytest_hetero.evidence.document import Entry, EvidenceDocument
     from pytest_hetero.evidence.records import CommunicationSize
     from pytest_hetero.reporting.dossier_rows import Cover, Proof, Role
@@ -60,7 +61,7 @@ PROVES_LIMIT = 8
 CHANGE_LIMIT = 12
 
 
-def render_dossier(evidence: EvidenceDocument, signoff: dict[str, Any], lang: Lang = "en") -> str:
+def render_dossier(evidence: EvidenceDocument, signoff: SignoffView, lang: Lang = "en") -> str:
     """The dossier as one self-contained HTML page (no script, no network; A4 print stylesheet).
 
     ``signoff`` has the shape of :func:`pytest_hetero.bundle.signoff.signoff_context` (roles may carry
@@ -92,7 +93,7 @@ def _css() -> str:
 # ---------------------------------------------------------------- cover
 
 
-def cover(f: Facts, t: Text, signoff: dict[str, Any], roles: list[Role]) -> Cover:
+def cover(f: Facts, t: Text, signoff: SignoffView, roles: list[Role]) -> Cover:
     """``{"verdict", "verdict_class", "verification" (sentence), "verification_state", "verified_by", "scope":
     [(label, [lines])], "change": [lines], "conditions": [lines]}``. The verdict of a bundle not verified
     with a trusted key is worded as an unproven claim (``verdict.unverified``)."""
@@ -159,7 +160,7 @@ def _pairs(mapping: dict[str, Any]) -> str:
     return ", ".join(f"{k}={v}" for k, v in sorted(mapping.items())) or "{}"
 
 
-def qualifications(f: Facts, t: Text, signoff: dict[str, Any]) -> list[str]:
+def qualifications(f: Facts, t: Text, signoff: SignoffView) -> list[str]:
     """What qualifies the verdict, in order: failures; layers not proven (not applicable on this backend,
     blocked, deselected, or otherwise); layers proven for only some resources; simulated nodes; parts of
     layers not proven; an interrupted run; an unsigned bundle."""

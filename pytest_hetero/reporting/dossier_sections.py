@@ -40,6 +40,7 @@ from pytest_hetero.reporting.dossier_text import Text
 from pytest_hetero.reporting.view import verification
 
 if TYPE_CHECKING:
+    from pytest_hetero.bundle.signoff import SignoffView
     from pytest_hetero.evidence.document import Entry, ItemDict, RuleResult, UntestedEntry
     from pytest_hetero.evidence.records import UsageData
     from pytest_hetero.reporting.dossier_rows import (
@@ -110,7 +111,7 @@ def image_digest(f: Facts, item: Entry) -> str:
 # ---------------------------------------------------------------- sign-off
 
 
-def roles(signoff: dict[str, Any], t: Text) -> list[Role]:
+def roles(signoff: SignoffView, t: Text) -> list[Role]:
     """The sign-off view's roles with every field of the contract filled: ``{"role", "owner", "layers",
     "state", "state_text", "signed": [{"keyid", "names", "decision", "decision_text", "conditions" (list),
     "signed_at", "verified", "checked" (the view said whether it verified), "why_unverified"}]}``; decisions
@@ -124,11 +125,11 @@ def roles(signoff: dict[str, Any], t: Text) -> list[Role]:
             raw = str(claim.get("decision") or "signed")
             decision = DECISIONS.get(raw, raw)
             verified = claim.get("verified") is True
-            conditions = claim.get("conditions") or []
+            conditions = claim.get("conditions")
             signed.append({
                 "keyid": str(claim.get("keyid", "")), "names": [str(n) for n in claim.get("names") or []],
                 "decision": decision, "decision_text": t(f"state.{decision}") if decision in STATES else decision,
-                "conditions": [conditions] if isinstance(conditions, str) else [str(c) for c in conditions],
+                "conditions": [conditions] if conditions else [],
                 "signed_at": when(claim.get("signed_at")),
                 "verified": verified, "checked": "verified" in claim,
                 "why_unverified": None if verified else str(claim.get("why_unverified") or t("so.not_checked")),
@@ -379,7 +380,7 @@ def _coverage(t: Text, state: str, what: str, items: list[ItemDict], detail: str
             "more": max(0, len(ids) - 6), "detail": detail}
 
 
-def phases(f: Facts, t: Text, signoff: dict[str, Any]) -> list[Coverage]:
+def phases(f: Facts, t: Text, signoff: SignoffView) -> list[Coverage]:
     """The four acceptance phases, each covered / partly covered / not covered / contradicted, with its items."""
     disc = f.by_layer["discovery"]
     ok = [i for i in disc if i["status"] == "passed"]

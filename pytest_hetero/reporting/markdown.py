@@ -17,6 +17,7 @@ from pytest_hetero.evidence.untested import NEVER_COVERED_LABELS
 from pytest_hetero.reporting.view import failures_by_owner, layer_counts, printable, verification
 
 if TYPE_CHECKING:
+    from pytest_hetero.bundle.signoff import SignoffView
     from pytest_hetero.evidence.document import EvidenceDocument
 
 MAX_LINES = 20
@@ -43,7 +44,7 @@ def code(text: Any, limit: int = 200) -> str:
     return f"`{line[: limit - 1] + '…' if len(line) > limit else line}`"
 
 
-def render_markdown(evidence: EvidenceDocument, signoff: dict[str, Any]) -> str:
+def render_markdown(evidence: EvidenceDocument, signoff: SignoffView) -> str:
     """Return the summary as Markdown text (GitHub-flavoured tables)."""
     run = evidence["run"]
     verdict = evidence["summary"]["verdict"].upper()
@@ -86,7 +87,7 @@ def _failures(evidence: EvidenceDocument) -> list[str]:
     return [*out, ""]
 
 
-def _signoff(signoff: dict[str, Any]) -> list[str]:
+def _signoff(signoff: SignoffView) -> list[str]:
     """``### Sign-off``: each role with its layers, state and who signed (none: no section). A
     view written at the end of the run (``source: run_end``) shows no state: sign-offs come later."""
     roles = signoff.get("roles", [])
