@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import TYPE_CHECKING, TypedDict
 
 from pytest_hetero.evidence.document import failure_of, item_of
 from pytest_hetero.reporting.view import entries, owner_shown, rule_results, verification
@@ -100,13 +100,27 @@ class ResultsExtra(Verified):
     run_id: str | None
 
 
+class EnvironmentExtra(TypedDict):
+    """The environment's ``extra``: the run's target fingerprints (each engine's own shape), keys sorted."""
+
+    target: list[object]
+
+
+class CtrfEnvironment(TypedDict):
+    """The report's ``environment``: the matrices' names, the run id, the targets."""
+
+    appName: str
+    buildName: str
+    extra: EnvironmentExtra
+
+
 class CtrfResults(TypedDict):
     """The report's ``results``."""
 
     tool: dict[str, str]
     summary: dict[str, int]
     tests: list[CtrfTest]
-    environment: dict[str, Any]
+    environment: CtrfEnvironment
     extra: ResultsExtra
 
 
