@@ -105,11 +105,13 @@ class SnapshotData(TypedDict, total=False):
 
 
 class SmokeRun(TypedDict):
-    """The smoke model run of a node (:mod:`pytest_hetero.layers.nodes`): its model × dataset and outcome."""
+    """The smoke model run of a node (:mod:`pytest_hetero.layers.nodes`): its model × dataset, outcome and the
+    failure's category (None when it passed; absent from records written before it was)."""
 
     model: str
     dataset: str
     outcome: str
+    category: NotRequired[str | None]
 
 
 class NodeOutcomeData(TypedDict):
