@@ -9,7 +9,7 @@ for ``templates/dossier.html.j2``; lists are capped (failures first) and say how
 from __future__ import annotations
 
 import shlex
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from pytest_hetero import LAYERS
 from pytest_hetero.evidence.document import failure_of, matrix_of_item, owner_of
@@ -42,7 +42,7 @@ from pytest_hetero.reporting.view import verification
 if TYPE_CHECKING:
     from pytest_hetero.bundle.signoff import SignoffView
     from pytest_hetero.evidence.document import Entry, ItemDict, RuleResult, UntestedEntry
-    from pytest_hetero.evidence.records import UsageData
+    from pytest_hetero.evidence.records import ContainerStatus, UsageData
     from pytest_hetero.reporting.dossier_rows import (
         Chapter,
         Coverage,
@@ -337,7 +337,7 @@ def _usage_rows(f: Facts, t: Text, item: Entry, data: UsageData) -> list[UsageRo
     return rows
 
 
-def _queue_times(f: Facts, item: Entry) -> tuple[float | None, float | None, float | None, list[Any]]:
+def _queue_times(f: Facts, item: Entry) -> tuple[float | None, float | None, float | None, list[ContainerStatus]]:
     """A queued item's submitted, placed and started times (epoch seconds, None when not recorded) and its
     startup pod's container statuses."""
     submitted = f.first(item, SUBMITTED)
