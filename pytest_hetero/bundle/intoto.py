@@ -23,6 +23,7 @@ if TYPE_CHECKING:  # annotations only (postponed): no run-time dependency on typ
         UntestedNode,
         ValidationSection,
     )
+    from pytest_hetero.evidence.inputs import MatrixInputs
     from pytest_hetero.evidence.usage import GovernanceUsage, RetryWaste
     from pytest_hetero.vocab import Layer, Status
 
@@ -198,7 +199,7 @@ class RunPredicate(TypedDict):
     usage: PredicateUsage | None
     run_signer: str | None
     journal: NotRequired[JournalSection | None]
-    inputs: NotRequired[dict[str, Any]]
+    inputs: NotRequired[dict[str, MatrixInputs]]
     unrecorded_files: NotRequired[list[UnrecordedFile]]
     inputs_not_kept: NotRequired[list[Any]]
 
@@ -254,7 +255,7 @@ class PoolIdentity(TypedDict):
 
     matrix: str | None
     pool: str | None
-    requests: dict[str, Any] | None
+    requests: dict[str, str] | None
     node_selector: dict[str, str] | None
     nodes: list[str] | None
 

@@ -26,15 +26,16 @@ if TYPE_CHECKING:  # annotations only (postponed): no run-time dependency on typ
     from typing_extensions import NotRequired
 
     from pytest_hetero.bundle.baseline import BaselineSection
+    from pytest_hetero.evidence.inputs import MatrixInputs
     from pytest_hetero.evidence.usage import UsageSection
     from pytest_hetero.hooks.builtin import ProfileRan
 
 __all__ = [
     "ArtifactDict", "CauseDict", "CleanupSection", "DocumentError", "Entry", "EvidenceDocument", "FailureDict",
     "IDENTITY_RECORD", "ItemDict", "JournalSection", "LeftoverDict", "LineNote", "MatrixEntry", "MergeSection",
-    "MergedBundle", "ModelIdentity", "NotProvenEntry", "PoolStatus", "RULES_RECORD", "RecordDict", "RuleBound",
-    "RuleResult", "RunSection", "SelectionCounts", "SelectionSection", "SummarySection", "TaskTypeLevel", "TornLine",
-    "UntestedEntry", "UntestedNode", "UntestedSection", "ValidationSection", "as_document", "check_item",
+    "MergedBundle", "ModelIdentity", "NodeStatus", "NotProvenEntry", "PoolStatus", "RULES_RECORD", "RecordDict",
+    "RuleBound", "RuleResult", "RunSection", "SelectionCounts", "SelectionSection", "SummarySection", "TaskTypeLevel",
+    "TornLine", "UntestedEntry", "UntestedNode", "UntestedSection", "ValidationSection", "as_document", "check_item",
     "failure_of", "item_of", "matrix_of_item", "model_identity", "owner_of", "rule_results",
 ]
 
@@ -337,6 +338,13 @@ class TaskTypeLevel(TypedDict):
     models: NotRequired[list[str]]
 
 
+class NodeStatus(TypedDict):
+    """One node of a pool the run exercised, and each task type's validation level on it."""
+
+    node: str
+    task_types: dict[str, TaskTypeLevel]
+
+
 class PoolStatus(TypedDict, total=False):
     """One pool × its task types' validation level and expiry
     (:func:`pytest_hetero.status.compute.pool_status`)."""
@@ -345,12 +353,12 @@ class PoolStatus(TypedDict, total=False):
     pool: str
     type: str
     vendor: str
-    requests: dict[str, Any]
+    requests: dict[str, str]
     node_selector: dict[str, str]
     queue: str | None
     nodes: list[str]
     coverage: str
-    node_status: list[dict[str, Any]]
+    node_status: list[NodeStatus]
     unvalidated: list[UntestedNode]
     model_runs_on: list[str]
     domain: str
@@ -415,7 +423,7 @@ class EvidenceDocument(TypedDict):
     errors: NotRequired[list[dict[str, str]]]
     warnings: NotRequired[list[str]]
     journal: NotRequired[JournalSection]
-    inputs: NotRequired[dict[str, Any]]
+    inputs: NotRequired[dict[str, MatrixInputs]]
     inputs_not_kept: NotRequired[list[Any]]
     validation: NotRequired[ValidationSection]
     selection: NotRequired[SelectionSection]
