@@ -184,15 +184,15 @@ def _observed(entry: Entry) -> dict[str, float]:
     out: dict[str, float] = {}
     for record in _records(entry):
         for result in rule_results(record):
-            value = result.get("observed")
+            value = result["observed"]
             if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
-                out[str(result.get("name"))] = float(value)
+                out[str(result["name"])] = float(value)
     return out
 
 
 def _units(entry: Entry) -> dict[str, str]:
     """Rule name → unit of its observed value (``ms`` for latency), where the result names one."""
-    return {str(r.get("name")): str(r["unit"]) for record in _records(entry) for r in rule_results(record)
+    return {str(r["name"]): str(r["unit"]) for record in _records(entry) for r in rule_results(record)
             if r.get("unit")}
 
 

@@ -34,9 +34,10 @@ __all__ = [
     "ArtifactDict", "CauseDict", "CleanupSection", "DocumentError", "Entry", "EvidenceDocument", "FailureDict",
     "IDENTITY_RECORD", "ItemDict", "JournalSection", "LeftoverDict", "LineNote", "MatrixEntry", "MergeSection",
     "MergedBundle", "ModelIdentity", "NodeStatus", "NotProvenEntry", "PoolStatus", "RULES_RECORD", "RecordDict",
-    "RuleBound", "RuleResult", "RunSection", "SelectionCounts", "SelectionSection", "SummarySection", "TaskTypeLevel",
-    "TornLine", "UntestedEntry", "UntestedNode", "UntestedSection", "ValidationSection", "as_document", "check_item",
-    "failure_of", "item_of", "matrix_of_item", "model_identity", "owner_of", "rule_results",
+    "RuleBound", "RuleResult", "RuleVerdict", "RunSection", "SelectionCounts", "SelectionSection", "SummarySection",
+    "TaskTypeLevel", "TornLine", "UntestedEntry", "UntestedNode", "UntestedSection", "ValidationSection",
+    "as_document", "check_item", "failure_of", "item_of", "matrix_of_item", "model_identity", "owner_of",
+    "rule_results",
 ]
 
 
@@ -49,26 +50,33 @@ class RecordDict(TypedDict):
     data: dict[str, Any]
 
 
-class RuleResult(TypedDict, total=False):
-    """One acceptance rule's result in a ``business.rules`` record's ``data.results``
-    (:func:`pytest_hetero.matrix.acceptance.evaluate`): ``verdict`` pass, fail or not_evaluable; ``observed``
-    the value (None when not evaluable); ``provenance.source`` computed, measured or self_reported; ``bound``
-    ``{op, value, tolerance, unit}`` of a numeric rule; ``failing`` the failing golden sample indices;
-    ``available`` (a rule not evaluable) the ``metrics`` and ``fields`` the outputs offered."""
+class RuleVerdict(TypedDict):
+    """What judging one acceptance rule found (:func:`pytest_hetero.matrix.acceptance.evaluate` writes every
+    result with these): the ``expected`` text, the ``observed`` value (None when not evaluable), the ``verdict``
+    (pass, fail or not_evaluable) and why (``detail``, empty when nothing to say); ``provenance.source`` computed,
+    measured or self_reported; ``bound`` ``{op, value, tolerance, unit}`` of a numeric rule; ``failing`` the
+    failing golden sample indices; ``problem`` and ``available`` (a rule not evaluable) the kind of problem and
+    the ``metrics`` and ``fields`` the outputs offered."""
+
+    expected: str | None
+    observed: float | int | str | None
+    verdict: str
+    detail: str
+    metric: NotRequired[str]
+    unit: NotRequired[str]
+    problem: NotRequired[str]
+    provenance: NotRequired[dict[str, str]]
+    bound: NotRequired[RuleBound]
+    failing: NotRequired[list[int]]
+    available: NotRequired[dict[str, list[str]]]
+
+
+class RuleResult(RuleVerdict):
+    """One acceptance rule's result in a ``business.rules`` record's ``data.results``: the rule's ``name`` and
+    ``kind`` and its :class:`RuleVerdict`."""
 
     name: str
     kind: str
-    metric: str
-    expected: str | None
-    observed: float | int | str | None
-    unit: str
-    verdict: str
-    detail: str
-    problem: str
-    provenance: dict[str, str]
-    bound: RuleBound
-    failing: list[int]
-    available: dict[str, list[str]]
 
 
 class RuleBound(TypedDict):

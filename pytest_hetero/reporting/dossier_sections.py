@@ -204,7 +204,7 @@ def _fact(f: Facts, t: Text, layer: str, item: Entry) -> str:
         return t("fact.run", exit_code=run.get("exit_code"), duration=run.get("duration_s"),
                  rss="—" if run.get("peak_rss_mib") is None else run["peak_rss_mib"]) if run else ""
     results = [r for d in f.all(item, RULES) for r in d["results"]]
-    return t("fact.rules", passed=sum(r.get("verdict") == "pass" for r in results), total=len(results)) \
+    return t("fact.rules", passed=sum(r["verdict"] == "pass" for r in results), total=len(results)) \
         if results else ""
 
 
@@ -245,9 +245,9 @@ def _result_rows(f: Facts, t: Text, item: Entry) -> list[ResultRow]:
     for data in records:
         prefix = t("res.sample", run=data["run"]) + " · " if data.get("run") else ""
         for r in data["results"]:
-            rows.append({"where": place, "rule": prefix + str(r.get("name")), "threshold": str(r.get("expected") or ""),
-                         "observed": observed(t, r), "verdict": "passed" if r.get("verdict") == "pass" else "failed",
-                         "verdict_text": t("res.pass") if r.get("verdict") == "pass" else t("res.fail"),
+            rows.append({"where": place, "rule": prefix + str(r["name"]), "threshold": str(r["expected"] or ""),
+                         "observed": observed(t, r), "verdict": "passed" if r["verdict"] == "pass" else "failed",
+                         "verdict_text": t("res.pass") if r["verdict"] == "pass" else t("res.fail"),
                          "failing": _failing(r)})
     return rows
 
@@ -258,31 +258,31 @@ def observed(t: Text, result: RuleResult) -> str:
     shown = _observed(t, result)
     provenance = result.get("provenance")
     source = provenance.get("source") if provenance else None
-    if result.get("observed") is None or source not in ("computed", "measured", "measured_in_workload",
+    if result["observed"] is None or source not in ("computed", "measured", "measured_in_workload",
                                                                      "self_reported"):
         return shown
     return f"{shown} · {t(f'prov.{source}')}"
 
 
 def _observed(t: Text, result: RuleResult) -> str:
-    value = result.get("observed")
+    value = result["observed"]
     if value is None:
-        return cut(result.get("detail"), 200)
-    if result.get("kind") == "latency":
+        return cut(result["detail"], 200)
+    if result["kind"] == "latency":
         return t("unit.ms", value=number(value))
-    if result.get("kind") == "metric" and isinstance(value, (int, float)) and "accuracy" in str(result.get("expected")):
+    if result["kind"] == "metric" and isinstance(value, (int, float)) and "accuracy" in str(result["expected"]):
         return t("unit.share", value=number(value), percent=number(value * 100, 2))
     return number(value) if isinstance(value, (int, float)) else str(value)
 
 
 def _failing(result: RuleResult) -> str:
     """The failing golden sample indices (the rule's own, never sample content), else the rule's detail."""
-    if result.get("kind") != "golden" or result.get("verdict") == "pass":
+    if result["kind"] != "golden" or result["verdict"] == "pass":
         return ""
     indices = result.get("failing")
     if isinstance(indices, list):
         return ", ".join(map(str, indices))
-    return cut(result.get("detail"), 300)
+    return cut(result["detail"], 300)
 
 
 # ---------------------------------------------------------------- run-time operations

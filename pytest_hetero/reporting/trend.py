@@ -135,7 +135,7 @@ def _night(evidence: EvidenceDocument) -> tuple[dict[str, tuple[str, str, str]],
         for record in item["records"] if item else []:
             judged = data_of(record, RULES)
             for result in judged["results"] if judged else []:
-                metrics[(key, str(result.get("name")))] = result
+                metrics[(key, str(result["name"]))] = result
     return statuses, metrics
 
 
@@ -154,7 +154,7 @@ def trend(nights: list[tuple[EvidenceDocument, str]]) -> Trend:
     keys = sorted({k for statuses, _ in per_night for k in statuses})
     items = [_item_trend(key, [statuses.get(key) for statuses, _ in per_night]) for key in keys]
     items.sort(key=lambda e: (e["failing_since"] is None, not e["flaky"], e["item"]))
-    metric_keys = sorted({k for _, metrics in per_night for k, r in metrics.items() if _numeric(r.get("observed"))})
+    metric_keys = sorted({k for _, metrics in per_night for k, r in metrics.items() if _numeric(r["observed"])})
     metrics = [_metric_trend(k, [m.get(k) for _, m in per_night]) for k in metric_keys]
     summary: TrendSummary = {"nights": len(ordered), "items": len(items),
                "failing_now": sum(1 for e in items if e["failing_since"] is not None),
@@ -191,10 +191,10 @@ def _item_trend(key: str, seen: list[tuple[str, str, str] | None]) -> ItemTrend:
 def _metric_trend(key: tuple[str, str], results: list[RuleResult | None]) -> MetricTrend:
     latest = next((r for r in reversed(results) if r), None)
     return {"item": key[0], "rule": key[1],
-            "series": [float(value) if r and _numeric(value := r.get("observed")) else None for r in results],
-            "verdicts": [r.get("verdict") if r else None for r in results],
+            "series": [float(value) if r and _numeric(value := r["observed"]) else None for r in results],
+            "verdicts": [r["verdict"] if r else None for r in results],
             "bound": next((r["bound"] for r in reversed(results) if r and isinstance(r.get("bound"), dict)), None),
-            "expected": str((latest.get("expected") if latest else None) or "")}
+            "expected": str((latest["expected"] if latest else None) or "")}
 
 
 def sparkline(series: list[float | None]) -> str:

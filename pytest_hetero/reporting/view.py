@@ -268,9 +268,9 @@ def rule_results(entry: Entry) -> list[RuleRow]:
         if data is None:
             continue
         for r in data["results"]:
-            out.append({"name": r.get("name"), "metric": r.get("metric") or r.get("kind"),
-                        "threshold": r.get("expected"), "observed": r.get("observed"), "unit": r.get("unit"),
-                        "provenance": (r.get("provenance") or {}).get("source"), "verdict": r.get("verdict"),
+            out.append({"name": r["name"], "metric": r.get("metric") or r["kind"],
+                        "threshold": r["expected"], "observed": r["observed"], "unit": r.get("unit"),
+                        "provenance": (r.get("provenance") or {}).get("source"), "verdict": r["verdict"],
                         "run": data.get("run")})
     return out
 
