@@ -70,7 +70,7 @@ from pytest_hetero.evidence.recorder import Recorder, assemble
 from pytest_hetero.hooks.registry import plugin_manager
 from pytest_hetero.matrix.expand import expand
 from pytest_hetero.matrix.load import load_matrix
-from pytest_hetero.reporting.ctrf import render_ctrf
+from pytest_hetero.reporting.ctrf import CtrfReport, render_ctrf
 from pytest_hetero.reporting.junit import render_junit
 from pytest_hetero.settings import bundle_settings
 
@@ -269,7 +269,7 @@ BASELINE_COMMAND = ("import json\n"
                     "    fh.write(json.dumps(items))\n")
 
 
-def floor_work(bundle: Path, evidence: EvidenceDocument, ctrf: dict[str, Any], sign: Callable[[bytes], bytes],
+def floor_work(bundle: Path, evidence: EvidenceDocument, ctrf: CtrfReport, sign: Callable[[bytes], bytes],
                out: Path) -> None:
     """The finish's unavoidable parts done the plain way (see the module docstring, C), writing into ``out``."""
     secret = hashlib.sha256(b"bench").digest()

@@ -32,6 +32,7 @@ from pytest_hetero.reporting.dossier import render_dossier
 from pytest_hetero.reporting.html import render_html
 
 if TYPE_CHECKING:
+    from pytest_hetero.bundle.signoff import SignoffView
     from pytest_hetero.evidence.document import EvidenceDocument, UntestedSection
 
 TARGET = 3.0
@@ -76,7 +77,7 @@ def synthetic_evidence(n: int) -> EvidenceDocument:
             "warnings": []}
 
 
-def signoff() -> dict[str, Any]:
+def signoff() -> SignoffView:
     teams = sorted(set(OWNERS.values()))
     return {"run_signer": "ab" * 32, "signer_error": None,
             "roles": [{"role": t, "layers": [x for x, o in OWNERS.items() if o == t], "signed": []} for t in teams]}

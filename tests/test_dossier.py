@@ -15,7 +15,7 @@ import pytest
 from bundle_samples import EVIL, PREFIX, make_bundle, sample_evidence
 from test_bundle_verify import hetero
 
-from pytest_hetero.bundle.signoff import signoff_context
+from pytest_hetero.bundle.signoff import SignoffView, signoff_context
 from pytest_hetero.bundle.signoff_check import NO_POLICY, SignOff
 from pytest_hetero.evidence.document import as_document
 from pytest_hetero.reporting import dossier_sections as sections
@@ -104,7 +104,7 @@ def test_proves_and_does_not_prove_are_specific_to_what_ran() -> None:
     assert t("dnp.simulated", nodes="kwok-1") not in dnp
 
 
-FULL_CONTRACT = {"run_signer": "cd" * 32, "signer_error": None, "roles": [
+FULL_CONTRACT: SignoffView = {"run_signer": "cd" * 32, "signer_error": None, "roles": [
     {"role": "business", "layers": ["business"], "owner": "risk-business", "state": "accepted_with_conditions",
      "signed": [{"keyid": "ab" * 32, "names": ["Li Wei (business owner)"], "decision": "accept-with-conditions",
                  "conditions": "re-measure latency on the H200 pool before go-live",

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from pytest_hetero.bundle.signoff import SignoffView
 from pytest_hetero.evidence.recorder import write_evidence
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -84,7 +85,7 @@ def test_report_html_written_piece_by_piece_is_what_render_gives(tmp_path: Path)
     evidence = sample_evidence()
     evidence["items"][0]["records"].append({"kind": "model.stdout", "at": "2026-11-29T10:00:01Z",
                                             "data": {"text": EVIL + " lone \ud800 surrogate ✓"}})
-    signoff: dict[str, Any] = {"run_signer": None, "source": "run_end", "roles": [], "note": "n", "signer_error": None}
+    signoff: SignoffView = {"run_signer": None, "source": "run_end", "roles": [], "note": "n", "signer_error": None}
     write_renderings(as_document(evidence), tmp_path, signoff)
     page = (tmp_path / "report.html").read_bytes()
     assert page == render("html", as_document(evidence), signoff)

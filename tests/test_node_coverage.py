@@ -163,10 +163,12 @@ def test_publish_plan_labels_each_exercised_node_at_its_level_and_leaves_the_oth
 
 
 def test_catalog_lists_node_levels_and_unvalidated_nodes(tmp_path: Path) -> None:
+    from pytest_hetero.bundle.vsa import BundleStatus
     from pytest_hetero.reporting.catalog import catalog_rows, catalog_text
 
     [pool] = pool_status(matrix(tmp_path, None), run_items(False), "2026-12-02T10:00:00Z")
-    status = {"validation": {"pools": [pool]}, "digest": "cd" * 32, "verification": "verified", "untested": {}}
+    status: BundleStatus = {"bundle": tmp_path, "digest": "cd" * 32, "verification": "verified",
+                            "validation": {"pools": [pool]}, "vsas": [], "run": {}, "untested": {}}
     [row] = catalog_rows([status], parse_now("2026-12-02T11:00:00Z"))
     assert (row["nodes"], row["node_levels"], [u["node"] for u in row["unvalidated"]]) == (
         ["n1"], {"n1": {"batch-inference": "business"}}, ["n2", "n3", "n4"])

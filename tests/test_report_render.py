@@ -22,7 +22,7 @@ from pytest_hetero.bundle.signing import generate_keypair
 from pytest_hetero.bundle.signoff import signoff_context
 from pytest_hetero.bundle.signoff_check import SignOff
 from pytest_hetero.evidence.document import as_document
-from pytest_hetero.reporting.ctrf import render_ctrf
+from pytest_hetero.reporting.ctrf import CtrfReport, render_ctrf
 from pytest_hetero.reporting.junit import render_junit
 from pytest_hetero.reporting.markdown import render_markdown
 from pytest_hetero.reporting.view import HeatCell, SubCell, heatgrid, heatmap
@@ -50,7 +50,7 @@ def junit_valid(data: str) -> None:
         assert errors == [], (name, errors[:5])
 
 
-def ctrf_errors(doc: dict[str, Any]) -> list[str]:
+def ctrf_errors(doc: CtrfReport) -> list[str]:
     import jsonschema
 
     schema = json.loads(published("ctrf.schema.json").read_text())

@@ -190,7 +190,9 @@ def test_the_signoff_view_contract(bundle: Path, keys: dict[str, Path], policy: 
     gate = [load_public_key(keys["gate.pub"])]
     view = bundle_signoff(bundle, evidence, gate, load_policy(policy, gate))
     assert (view["source"], view["run_verified"], view["run_signer"]) == ("attestations", True, keyid(gate[0]))
-    assert view["policy"]["name"] == "acme" and view["policy"]["trusted_by"].startswith("signed by gate key")
+    policy_view = view["policy"]
+    assert policy_view is not None
+    assert policy_view["name"] == "acme" and policy_view["trusted_by"].startswith("signed by gate key")
     roles = {r["role"]: r for r in view["roles"]}
     assert sorted(roles) == ["algorithm", "infra-team", "platform", "risk-business"]
     business = roles["risk-business"]

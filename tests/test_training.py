@@ -16,7 +16,7 @@ from pytest_hetero.cli import main
 from pytest_hetero.explain.read_collective import read_failure
 from pytest_hetero.judge.failures import TABLE, UNDETERMINED
 from pytest_hetero.layers.base import LayerFailed
-from pytest_hetero.layers.training import measure, raise_first_failure
+from pytest_hetero.layers.training import RankResult, measure, raise_first_failure
 from pytest_hetero.matrix.expand import expand
 from pytest_hetero.matrix.load import load_matrix
 from pytest_hetero.matrix.training import TASK_CHECKS, Training, checks_of
@@ -104,7 +104,7 @@ def test_a_bad_training_field_names_its_line(tmp_path: Path, capsys: pytest.Capt
 
 
 def rank(rank: int, times: dict[int, list[float]], value: float = 3.0, contributed: int | None = None,
-         world: int = 2) -> dict[str, Any]:
+         world: int = 2) -> RankResult:
     return {"rank": rank, "world_size": world, "framework": "jax 0.10.2", "backend": "gloo", "devices": world,
             "contributed": rank + 1 if contributed is None else contributed, "init_s": 0.5 + rank,
             "sizes": [{"bytes": b, "elements": b // 4, "times_s": t, "first": value, "last": value}

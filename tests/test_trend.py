@@ -111,6 +111,6 @@ def test_trend_helpers() -> None:
     assert bound_text(metric) == "<= 20 ms"
     assert bound_text({**metric, "bound": None, "expected": "p95 ≤ 20 ms"}) == "p95 ≤ 20 ms"
     assert bound_text({**metric, "bound": None}) == "?"
-    svg = svg_series([0.9, 0.96], {"op": ">=", "value": 0.95})
+    svg = svg_series([0.9, 0.96], {"op": ">=", "value": 0.95, "tolerance": None})
     assert svg.count("<circle") == 2 and 'y1="' in svg
     assert trend([])["summary"] == {"nights": 0, "items": 0, "failing_now": 0, "flaky": 0, "metrics": 0}

@@ -16,7 +16,7 @@ the gate), ``untested-growth`` (regression, plus any newly_untested item).
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import TYPE_CHECKING, Any, TypedDict, final
 
 from pytest_hetero.errors import BundleError, HeteroError
 from pytest_hetero.evidence.document import item_of, model_identity, rule_results
@@ -102,6 +102,46 @@ class GateResult(TypedDict):
     reasons: list[str]
 
 
+class BaselineRun(TypedDict):
+    """The baseline a diff compared with: its run id (None when its document names none) and matrix names."""
+
+    run: str | None
+    matrices: list[str]
+
+
+@final
+class BaselineDiff(TypedDict):
+    """The ``baseline_diff`` section of two comparable runs (:func:`diff_evidence`): the baseline, each
+    transition's items and count, the target, input and metric changes, the tolerance, the gate; and
+    ``verification``, how the baseline's signature was checked (added by :func:`baseline_section` and
+    ``hetero diff``; absent from :func:`diff_evidence`'s own answer)."""
+
+    baseline: BaselineRun
+    transitions: dict[str, list[Transition]]
+    counts: dict[str, int]
+    target_changes: list[TargetChange]
+    input_changes: NotRequired[list[InputChange]]
+    """Absent from the sections of bundles written before input changes were compared."""
+    metric_changes: list[MetricChange]
+    tolerance: float
+    gate: GateResult
+    verification: NotRequired[str]
+
+
+@final
+class BaselineError(TypedDict):
+    """The ``baseline_diff`` section when the two runs cannot be compared (:func:`baseline_section`): the
+    error as rendered, a failed gate, and ``verification`` ``error``."""
+
+    error: str
+    gate: GateResult
+    verification: str
+
+
+BaselineSection = BaselineDiff | BaselineError
+"""What :func:`baseline_section` writes as ``baseline_diff`` (``"error" in section`` tells them apart)."""
+
+
 def _flatten(value: Any, path: str, out: dict[str, Any]) -> None:
     if isinstance(value, dict):
         for k, v in value.items():
@@ -144,15 +184,15 @@ def _observed(entry: Entry) -> dict[str, float]:
     out: dict[str, float] = {}
     for record in _records(entry):
         for result in rule_results(record):
-            value = result.get("observed")
+            value = result["observed"]
             if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
-                out[str(result.get("name"))] = float(value)
+                out[str(result["name"])] = float(value)
     return out
 
 
 def _units(entry: Entry) -> dict[str, str]:
     """Rule name → unit of its observed value (``ms`` for latency), where the result names one."""
-    return {str(r.get("name")): str(r["unit"]) for record in _records(entry) for r in rule_results(record)
+    return {str(r["name"]): str(r["unit"]) for record in _records(entry) for r in rule_results(record)
             if r.get("unit")}
 
 
@@ -235,7 +275,7 @@ def classify(old: str | None, new: str | None) -> str | None:
 
 
 def diff_evidence(old: EvidenceDocument, new: EvidenceDocument, *, tolerance: float = DEFAULT_TOLERANCE,
-                  policy: str = "regression") -> dict[str, Any]:
+                  policy: str = "regression") -> BaselineDiff:
     """The ``baseline_diff`` section (see :func:`_diff`), computed with the cyclic collector paused: the two
     documents are large and the diff makes no cycles, so collections would only walk both heaps again."""
     from pytest_hetero.evidence.model import gc_paused
@@ -244,7 +284,7 @@ def diff_evidence(old: EvidenceDocument, new: EvidenceDocument, *, tolerance: fl
         return _diff(old, new, tolerance=tolerance, policy=policy)
 
 
-def _diff(old: EvidenceDocument, new: EvidenceDocument, *, tolerance: float, policy: str) -> dict[str, Any]:
+def _diff(old: EvidenceDocument, new: EvidenceDocument, *, tolerance: float, policy: str) -> BaselineDiff:
     """The ``baseline_diff`` section: ``{"baseline": {run, matrices}, "transitions": {name:
     [{"item", "old", "new"}]}, "counts": {name: n}, "target_changes": [...], "input_changes": [...]
     (:func:`input_changes`), "metric_changes": [...], "tolerance", "gate": {"policy", "failed", "reasons"}}``.
@@ -268,22 +308,22 @@ def _diff(old: EvidenceDocument, new: EvidenceDocument, *, tolerance: float, pol
             transitions[name].append({"item": key, "old": sa, "new": "absent"})
     for entries in transitions.values():
         entries.sort(key=lambda e: e["item"])
-    diff = {
+    counts = {name: len(v) for name, v in transitions.items()}
+    return {
         "baseline": {"run": old.get("run", {}).get("id"), "matrices": sorted(matrix_names(old))},
         "transitions": transitions,
-        "counts": {name: len(v) for name, v in transitions.items()},
+        "counts": counts,
         "target_changes": target_changes(old.get("target", []), new.get("target", [])),
         "input_changes": input_changes(old, new),
         "metric_changes": metric_changes(a, b, tolerance),
         "tolerance": tolerance,
+        "gate": gate(counts, policy, new),
     }
-    diff["gate"] = gate(diff, policy, new)
-    return diff
 
 
-def gate(diff: dict[str, Any], policy: str, new: EvidenceDocument) -> GateResult:
-    """``{"policy", "failed", "reasons"}`` for ``policy`` (one of :data:`POLICIES`)."""
-    counts = diff["counts"]
+def gate(counts: dict[str, int], policy: str, new: EvidenceDocument) -> GateResult:
+    """``{"policy", "failed", "reasons"}`` for ``policy`` (one of :data:`POLICIES`), from a diff's transition
+    ``counts`` (every name of :data:`TRANSITIONS`) and, for ``any-failure``, the run's own totals."""
     reasons = []
     if policy == "any-failure":
         bad = new.get("summary", {}).get("totals", {})
@@ -299,7 +339,7 @@ def gate(diff: dict[str, Any], policy: str, new: EvidenceDocument) -> GateResult
     return {"policy": policy, "failed": bool(reasons), "reasons": reasons}
 
 
-def diff_lines(diff: dict[str, Any], limit: int = 20) -> list[str]:
+def diff_lines(diff: BaselineDiff, limit: int = 20) -> list[str]:
     """Human-readable lines of a ``baseline_diff`` section (terminal, ``hetero diff``)."""
     g = diff["gate"]
     lines = [f"baseline {diff['baseline']['run']}: " + ", ".join(
@@ -311,8 +351,8 @@ def diff_lines(diff: dict[str, Any], limit: int = 20) -> list[str]:
             continue
         for entry in diff["transitions"][name][:limit]:
             lines.append(f"  {name:<14} {entry['item']}  ({entry['old']} → {entry['new']})")
-    for c in diff.get("input_changes", [])[:limit]:
-        lines.append(f"  {c['what']} {c['name']}: {c['old']} → {c['new']}")
+    for i in diff.get("input_changes", [])[:limit]:
+        lines.append(f"  {i['what']} {i['name']}: {i['old']} → {i['new']}")
     for c in diff["target_changes"][:limit]:
         lines.append(f"  target {c['backend']}.{c['field']}: {c['old']} → {c['new']}")
     for m in diff["metric_changes"][:limit]:
@@ -324,7 +364,8 @@ def diff_lines(diff: dict[str, Any], limit: int = 20) -> list[str]:
     return lines
 
 
-def baseline_section(old: EvidenceDocument, verification: str, new: EvidenceDocument, policy: str) -> dict[str, Any]:
+def baseline_section(old: EvidenceDocument, verification: str, new: EvidenceDocument,
+                     policy: str) -> BaselineSection:
     """The ``baseline_diff`` section of ``new`` against the baseline ``old`` (whose verification
     :func:`~pytest_hetero.bundle.verify.load_evidence` reported as ``verification``) under gate
     ``policy``: :func:`diff_evidence` plus ``verification``; when the two cannot be compared,
@@ -332,7 +373,7 @@ def baseline_section(old: EvidenceDocument, verification: str, new: EvidenceDocu
     try:
         diff = diff_evidence(old, new, policy=policy)
     except HeteroError as exc:
-        diff = {"error": exc.render(), "gate": {"policy": policy, "failed": True, "reasons": [exc.message]}}
-        verification = "error"
+        return {"error": exc.render(), "gate": {"policy": policy, "failed": True, "reasons": [exc.message]},
+                "verification": "error"}
     diff["verification"] = verification
     return diff

@@ -165,7 +165,8 @@ def _inputs_evidence(evidence: EvidenceDocument, inputs: RunInputs) -> None:
     run = evidence["run"]
     audit = ((evidence.get("cluster") or {}).get("change_record") or {}).get("audit") or {}
     change = audit.get("status") if audit.get("status") in ("passed", "failed", "error") else None
-    run["exit_status"] = exit_status(run.get("exit_status"), (evidence.get("baseline_diff") or {}).get("gate"), change)
+    diff = evidence.get("baseline_diff")
+    run["exit_status"] = exit_status(run.get("exit_status"), diff["gate"] if diff else None, change)
     for change in inputs.changed:
         warnings.append(change["reason"])
         layer = {"code": "model", "acceptance": "business"}[change["input"]]

@@ -23,6 +23,8 @@ if TYPE_CHECKING:  # annotations only (postponed): no run-time dependency on typ
         UntestedNode,
         ValidationSection,
     )
+    from pytest_hetero.evidence.inputs import MatrixInputs
+    from pytest_hetero.evidence.usage import GovernanceUsage, RetryWaste
     from pytest_hetero.vocab import Layer, Status
 
 
@@ -123,29 +125,29 @@ class PredicateUntested(TypedDict):
 class FailedWaste(TypedDict):
     """The failed workloads of the usage ledger's waste: how many, and their resource-seconds."""
 
-    workloads: Any
-    resource_seconds: Any
+    workloads: int
+    resource_seconds: dict[str, float]
 
 
 class PredicateWaste(TypedDict):
     """The usage ledger's waste, summed: failed workloads' requests, retries, idle seconds."""
 
     failed: FailedWaste
-    retries: Any
-    idle_s: Any
+    retries: RetryWaste
+    idle_s: float
 
 
 class PredicateUsage(TypedDict):
     """The usage ledger's sums (:func:`pytest_hetero.bundle.signing.build_predicate`); each value is the
-    evidence ledger's (:func:`pytest_hetero.evidence.usage.ledger`), None where it had none."""
+    evidence ledger's (:class:`pytest_hetero.evidence.usage.UsageSection`), ``incomplete`` its count."""
 
-    workloads: Any
-    simulated: Any
-    resource_seconds: Any
-    cpu_s: Any
+    workloads: int
+    simulated: int
+    resource_seconds: dict[str, dict[str, dict[str, float]]]
+    cpu_s: float
     waste: PredicateWaste
-    governance: Any
-    incomplete: Any
+    governance: GovernanceUsage
+    incomplete: int
 
 
 class SnapshotDigest(TypedDict):
@@ -197,7 +199,7 @@ class RunPredicate(TypedDict):
     usage: PredicateUsage | None
     run_signer: str | None
     journal: NotRequired[JournalSection | None]
-    inputs: NotRequired[dict[str, Any]]
+    inputs: NotRequired[dict[str, MatrixInputs]]
     unrecorded_files: NotRequired[list[UnrecordedFile]]
     inputs_not_kept: NotRequired[list[Any]]
 
@@ -253,7 +255,7 @@ class PoolIdentity(TypedDict):
 
     matrix: str | None
     pool: str | None
-    requests: dict[str, Any] | None
+    requests: dict[str, str] | None
     node_selector: dict[str, str] | None
     nodes: list[str] | None
 

@@ -36,6 +36,12 @@ if TYPE_CHECKING:
 ARTIFACTS = "artifacts"
 
 
+def _shard(evidence: EvidenceDocument) -> str | None:
+    """The shard (``k/n``) a run selected; None for a run that selected none (no ``selection`` section)."""
+    selection = evidence.get("selection")
+    return selection["shard"] if selection else None
+
+
 def _matrix_lines(bundle: Path, evidence: EvidenceDocument) -> list[MatrixLine]:
     """The matrix lines of ``bundle``'s journal; without a readable journal, made from ``evidence``'s
     ``matrices`` (a matrix entry written without its ``path`` gets an empty one: its kept copy stands in)."""
@@ -59,7 +65,7 @@ def check_shards(evidences: list[tuple[Path, EvidenceDocument]]) -> dict[str, st
         if digest != first:
             raise BundleError(f"{path} was run from matrix {digest}, {first_path} from {first}",
                               Location(str(path)), "merge shards of one run of the same matrix version")
-    shards = [ev.get("selection", {}).get("shard") for _, ev in evidences]
+    shards = [_shard(ev) for _, ev in evidences]
     named = [s for s in shards if s]
     if len(set(named)) != len(named):
         raise BundleError(f"the same shard appears twice: {', '.join(sorted(named))}",
@@ -223,7 +229,7 @@ def merge_bundles(bundles: list[Path], out: Path, *, hook: Any, allow_unsigned: 
     inputs = RunInputs()
     evidence = assemble(out, inputs, key=recorder.key)
     evidence["merge"] = {"bundles": [{"path": str(p), "run": ev["run"].get("id"), "verification": v,
-                                      "shard": ev.get("selection", {}).get("shard")} for p, ev, v in loaded]}
+                                      "shard": _shard(ev)} for p, ev, v in loaded]}
     first_sel = evidences[0][1].get("selection")
     if first_sel:
         evidence["selection"] = {**first_sel, "shard": None}

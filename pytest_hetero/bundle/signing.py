@@ -59,6 +59,7 @@ if TYPE_CHECKING:
     )
     from pytest_hetero.bundle.intoto import Signature as DsseSignature
     from pytest_hetero.evidence.document import EvidenceDocument
+    from pytest_hetero.evidence.usage import UsageSection
 
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
 PAYLOAD_TYPE = "application/vnd.in-toto+json"
@@ -230,23 +231,22 @@ def build_predicate(evidence: EvidenceDocument, owners: dict[str, dict[str, str]
     }
 
 
-def _usage(section: dict[str, Any] | None) -> PredicateUsage | None:
+def _usage(section: UsageSection | None) -> PredicateUsage | None:
     """The predicate's ``usage``: the run-wide ledger's sums (resource-seconds by namespace, project, task
     type and model version; waste; governance; how many records were incomplete), without its
     per-workload lists (those are in evidence.json, which the statement's subject covers). None when the
     evidence has no ledger (a bundle written before it existed)."""
     if not section:
         return None
-    waste = section.get("waste") or {}
-    failed = waste.get("failed") or {}
-    return {"workloads": section.get("workloads"), "simulated": section.get("simulated"),
-            "resource_seconds": section.get("resource_seconds"), "cpu_s": section.get("cpu_s"),
-            "waste": {"failed": {"workloads": failed.get("workloads"),
-                                 "resource_seconds": failed.get("resource_seconds")},
-                      "retries": waste.get("retries"),
-                      "idle_s": (waste.get("idle") or {}).get("seconds")},
-            "governance": section.get("governance"),
-            "incomplete": (section.get("incomplete") or {}).get("count")}
+    waste = section["waste"]
+    failed = waste["failed"]
+    return {"workloads": section["workloads"], "simulated": section["simulated"],
+            "resource_seconds": section["resource_seconds"], "cpu_s": section["cpu_s"],
+            "waste": {"failed": {"workloads": failed["workloads"], "resource_seconds": failed["resource_seconds"]},
+                      "retries": waste["retries"],
+                      "idle_s": waste["idle"]["seconds"]},
+            "governance": section["governance"],
+            "incomplete": section["incomplete"]["count"]}
 
 
 def _cluster(section: dict[str, Any] | None) -> PredicateCluster | None:

@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypedDict
 
 from pytest_hetero import LAYERS
 from pytest_hetero.errors import BundleError, MatrixError
@@ -52,6 +52,53 @@ if TYPE_CHECKING:
     from pytest_hetero.bundle.signoff_check import SignOff
     from pytest_hetero.evidence.document import EvidenceDocument
     from pytest_hetero.evidence.inputs import RunInputs
+
+class SignedView(TypedDict, total=False):
+    """One sign-off of a role in the sign-off view (:meth:`pytest_hetero.bundle.signoff_check.SignOff.view`
+    writes every field; a renderer reads each with a default, since a view may come from elsewhere)."""
+
+    keyid: str
+    names: list[str]
+    decision: str
+    conditions: str | None
+    signed_at: str | None
+    verified: bool
+    why_unverified: str | None
+    layers: list[str]
+
+
+class RoleView(TypedDict, total=False):
+    """One owner team of the sign-off view: its layers, its sign-offs and its state (one of :data:`STATES`)."""
+
+    role: str
+    layers: list[str]
+    owner: str
+    signed: list[SignedView]
+    state: str
+
+
+class PolicyView(TypedDict):
+    """The trust policy the sign-offs were checked against: its name, sha256 and who trusts it."""
+
+    name: str
+    sha256: str
+    trusted_by: str
+
+
+class SignoffView(TypedDict, total=False):
+    """The sign-off view (shape in the module docstring). :func:`signoff_context` writes every field; the
+    renderers take a view with any of them missing (read with defaults: never accepted unless it says so)."""
+
+    source: str
+    run_signer: str | None
+    run_verified: bool
+    signer_error: str | None
+    verification: str
+    verified_by: str | None
+    policy: PolicyView | None
+    note: str
+    roles: list[RoleView]
+
 
 STATES: tuple[str, ...] = ("pending", "accepted", "accepted_with_conditions", "accepted_with_known_failures",
                            "rejected")
@@ -94,14 +141,14 @@ def _teams(owners: dict[str, dict[str, str]]) -> dict[str, set[str]]:
 
 def signoff_context(owners: dict[str, dict[str, str]], run_signer: str | None, signer_error: str | None,
                     signoffs: list[SignOff] | None = None, *, source: str = "run_end", run_verified: bool = False,
-                    policy: TrustPolicy | None = None, note: str = RUN_END_NOTE) -> dict[str, Any]:
+                    policy: TrustPolicy | None = None, note: str = RUN_END_NOTE) -> SignoffView:
     """The sign-off view (shape in the module docstring) for the owner teams in ``owners``
     ({matrix: {layer: team}}) and the checked ``signoffs``
     (:class:`~pytest_hetero.bundle.signoff_check.SignOff`, from
     :func:`~pytest_hetero.bundle.signoff_check.check_signoffs`)."""
     from pytest_hetero.bundle.signoff_check import role_state
 
-    roles = []
+    roles: list[RoleView] = []
     teams = _teams(owners)
     for team in sorted(teams):
         mine = [s for s in signoffs or [] if s.role == team]
@@ -130,7 +177,7 @@ def run_signer(key_path: Path | SignCommand | None) -> tuple[str | None, str | N
         return None, f"signing key refused: {exc.message}"
 
 
-def run_signoff(owners: dict[str, dict[str, str]], key_path: Path | SignCommand | None) -> dict[str, Any]:
+def run_signoff(owners: dict[str, dict[str, str]], key_path: Path | SignCommand | None) -> SignoffView:
     """The sign-off view of a bundle being written (``source: run_end``): its owner teams
     (``owners``: {matrix: {layer: team}}), none signed yet, and the run key's keyid or why there
     is none."""
@@ -139,7 +186,7 @@ def run_signoff(owners: dict[str, dict[str, str]], key_path: Path | SignCommand 
 
 
 def bundle_signoff(bundle_dir: Path, evidence: EvidenceDocument, keys: list[Ed25519PublicKey] | None = None,
-                   policy: TrustPolicy | None = None) -> dict[str, Any]:
+                   policy: TrustPolicy | None = None) -> SignoffView:
     """The sign-off view read back from a bundle's attestations at view time (``source:
     attestations``). The run's signature is checked against ``keys`` and the policy's gate keys;
     each sign-off is verified only when the run's signature is and ``policy`` binds its key to its

@@ -29,6 +29,7 @@ from pytest_hetero.bundle.signing import PAYLOAD_TYPE, STATEMENT_TYPE, check_sig
 
 if TYPE_CHECKING:
     from pytest_hetero.bundle.policy import TrustPolicy
+    from pytest_hetero.bundle.signoff import SignedView
 
 NO_POLICY = "no trust policy given (--policy): who signed is not checked"
 
@@ -50,7 +51,7 @@ class SignOff:
     verified: bool = False
     why_unverified: str | None = None
 
-    def view(self) -> dict[str, Any]:
+    def view(self) -> SignedView:
         """The entry of the sign-off view's ``signed`` list (see :mod:`pytest_hetero.bundle.signoff`)."""
         return {"keyid": self.keyid, "names": list(self.names), "decision": self.decision,
                 "conditions": self.conditions, "signed_at": self.signed_at, "verified": self.verified,

@@ -30,7 +30,7 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from pytest_hetero import __version__
 from pytest_hetero.bundle.manifest import STATEMENT, VALIDATION
@@ -232,7 +232,21 @@ def _vsa_problem(statement: dict[str, Any], digest: str, expected: dict[str, dic
     return None
 
 
-def load_status(path: Path, keys: list[Any] | None, *, allow_unsigned: bool = False) -> dict[str, Any]:
+class BundleStatus(TypedDict):
+    """The validation status a bundle signs (:func:`load_status`): its folder, the sha256 of its run statement,
+    how it verified, the signed ``validation`` section, its VSA statements, the signed predicate's ``run``
+    and the untested entries by pool (the resource they are keyed by)."""
+
+    bundle: Path
+    digest: str
+    verification: str
+    validation: ValidationSection
+    vsas: list[dict[str, Any]]
+    run: dict[str, Any]
+    untested: dict[str, list[UntestedEntry]]
+
+
+def load_status(path: Path, keys: list[Any] | None, *, allow_unsigned: bool = False) -> BundleStatus:
     """The validation status a bundle signs, checked offline with ``keys`` (public keys):
     ``{"bundle": folder, "digest": sha256 of the run statement, "verification": verified | unsigned |
     unverified, "validation": the predicate's section, "vsas": [VSA statements], "run": the predicate's
@@ -261,5 +275,5 @@ def load_status(path: Path, keys: list[Any] | None, *, allow_unsigned: bool = Fa
     for entry in loaded.evidence["untested"]["items"]:
         untested.setdefault(str(entry["keys"].get("resource")), []).append(entry)
     return {"bundle": bundle, "digest": hashlib.sha256(run.payload).hexdigest(),
-            "verification": loaded.verification, "validation": validation, "vsas": vsas,
+            "verification": loaded.verification, "validation": signed, "vsas": vsas,
             "run": run.predicate.get("run") or {}, "untested": untested}

@@ -11,12 +11,15 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_hetero.errors import HeteroError
 
+if TYPE_CHECKING:
+    from pytest_hetero.bundle.vsa import BundleStatus
 
-def _statuses(args: argparse.Namespace, allow_unsigned: bool) -> list[dict[str, Any]]:
+
+def _statuses(args: argparse.Namespace, allow_unsigned: bool) -> list[BundleStatus]:
     from pytest_hetero.bundle.verify import trusted_keys
     from pytest_hetero.bundle.vsa import load_status
 

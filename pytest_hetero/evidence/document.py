@@ -25,13 +25,19 @@ from pytest_hetero.vocab import LAYERS, STATUSES, Layer, OwnerCategory, Status
 if TYPE_CHECKING:  # annotations only (postponed): no run-time dependency on typing_extensions on 3.10
     from typing_extensions import NotRequired
 
+    from pytest_hetero.bundle.baseline import BaselineSection
+    from pytest_hetero.evidence.inputs import MatrixInputs
+    from pytest_hetero.evidence.usage import UsageSection
+    from pytest_hetero.hooks.builtin import ProfileRan
+
 __all__ = [
     "ArtifactDict", "CauseDict", "CleanupSection", "DocumentError", "Entry", "EvidenceDocument", "FailureDict",
-    "IDENTITY_RECORD", "ItemDict", "JournalSection", "LeftoverDict", "LineNote", "MatrixEntry", "ModelIdentity",
-    "NotProvenEntry", "PoolStatus", "RULES_RECORD", "RecordDict", "RuleResult", "RunSection", "SelectionCounts",
-    "SummarySection", "TaskTypeLevel", "TornLine", "UntestedEntry", "UntestedNode", "UntestedSection",
-    "ValidationSection", "as_document", "check_item", "failure_of", "item_of", "matrix_of_item", "model_identity",
-    "owner_of", "rule_results",
+    "IDENTITY_RECORD", "ItemDict", "JournalSection", "LeftoverDict", "LineNote", "MatrixEntry", "MergeSection",
+    "MergedBundle", "ModelIdentity", "NodeStatus", "NotProvenEntry", "PoolStatus", "RULES_RECORD", "RecordDict",
+    "RuleBound", "RuleResult", "RuleVerdict", "RunSection", "SelectionCounts", "SelectionSection", "SummarySection",
+    "TaskTypeLevel", "TornLine", "UntestedEntry", "UntestedNode", "UntestedSection", "ValidationSection",
+    "as_document", "check_item", "failure_of", "item_of", "matrix_of_item", "model_identity", "owner_of",
+    "rule_results",
 ]
 
 
@@ -44,26 +50,43 @@ class RecordDict(TypedDict):
     data: dict[str, Any]
 
 
-class RuleResult(TypedDict, total=False):
-    """One acceptance rule's result in a ``business.rules`` record's ``data.results``
-    (:func:`pytest_hetero.matrix.acceptance.evaluate`): ``verdict`` pass, fail or not_evaluable; ``observed``
-    the value (None when not evaluable); ``provenance.source`` computed, measured or self_reported; ``bound``
-    ``{op, value, tolerance, unit}`` of a numeric rule; ``failing`` the failing golden sample indices;
-    ``available`` (a rule not evaluable) the ``metrics`` and ``fields`` the outputs offered."""
+class RuleVerdict(TypedDict):
+    """What judging one acceptance rule found (:func:`pytest_hetero.matrix.acceptance.evaluate` writes every
+    result with these): the ``expected`` text, the ``observed`` value (None when not evaluable), the ``verdict``
+    (pass, fail or not_evaluable) and why (``detail``, empty when nothing to say); ``provenance.source`` computed,
+    measured or self_reported; ``bound`` ``{op, value, tolerance, unit}`` of a numeric rule; ``failing`` the
+    failing golden sample indices; ``problem`` and ``available`` (a rule not evaluable) the kind of problem and
+    the ``metrics`` and ``fields`` the outputs offered."""
+
+    expected: str | None
+    observed: float | int | str | None
+    verdict: str
+    detail: str
+    metric: NotRequired[str]
+    unit: NotRequired[str]
+    problem: NotRequired[str]
+    provenance: NotRequired[dict[str, str]]
+    bound: NotRequired[RuleBound]
+    failing: NotRequired[list[int]]
+    available: NotRequired[dict[str, list[str]]]
+
+
+class RuleResult(RuleVerdict):
+    """One acceptance rule's result in a ``business.rules`` record's ``data.results``: the rule's ``name`` and
+    ``kind`` and its :class:`RuleVerdict`."""
 
     name: str
     kind: str
-    metric: str
-    expected: str | None
-    observed: float | int | str | None
-    unit: str
-    verdict: str
-    detail: str
-    problem: str
-    provenance: dict[str, str]
-    bound: dict[str, Any]
-    failing: list[int]
-    available: dict[str, list[str]]
+
+
+class RuleBound(TypedDict):
+    """A numeric rule's accepted bound (:func:`pytest_hetero.matrix.acceptance.evaluate`, a metric or latency
+    rule): the comparison, the value, the tolerance (None: none) and the observed value's unit when it has one."""
+
+    op: str
+    value: float
+    tolerance: float | None
+    unit: NotRequired[str]
 
 
 RULES_RECORD = "business.rules"
@@ -323,6 +346,13 @@ class TaskTypeLevel(TypedDict):
     models: NotRequired[list[str]]
 
 
+class NodeStatus(TypedDict):
+    """One node of a pool the run exercised, and each task type's validation level on it."""
+
+    node: str
+    task_types: dict[str, TaskTypeLevel]
+
+
 class PoolStatus(TypedDict, total=False):
     """One pool × its task types' validation level and expiry
     (:func:`pytest_hetero.status.compute.pool_status`)."""
@@ -331,12 +361,12 @@ class PoolStatus(TypedDict, total=False):
     pool: str
     type: str
     vendor: str
-    requests: dict[str, Any]
+    requests: dict[str, str]
     node_selector: dict[str, str]
     queue: str | None
     nodes: list[str]
     coverage: str
-    node_status: list[dict[str, Any]]
+    node_status: list[NodeStatus]
     unvalidated: list[UntestedNode]
     model_runs_on: list[str]
     domain: str
@@ -346,6 +376,36 @@ class PoolStatus(TypedDict, total=False):
     owners: dict[str, str]
     task_types: dict[str, TaskTypeLevel]
     untested: int
+
+
+class SelectionSection(TypedDict):
+    """What a run was asked to select (the built-in amend hook, when a profile, affected-only or shard option
+    was given; a merged run's is its first shard's, ``shard`` None): the profile, the affected names and
+    bundles, the shard (``k/n``), deselections by reason, and each matrix's profile as it ran.
+    ``affected_from_cluster`` and ``profiles`` are absent from the sections of older bundles."""
+
+    profile: str | None
+    affected: list[str]
+    affected_from: str | None
+    shard: str | None
+    deselected: dict[str, int]
+    affected_from_cluster: NotRequired[str | None]
+    profiles: NotRequired[dict[str, ProfileRan]]
+
+
+class MergedBundle(TypedDict):
+    """One shard a merged run was assembled from: its path, run id, how its signature verified, its shard."""
+
+    path: str
+    run: str | None
+    verification: str
+    shard: str | None
+
+
+class MergeSection(TypedDict):
+    """The bundles ``hetero merge`` assembled the run from (:func:`pytest_hetero.bundle.merge.merge_bundles`)."""
+
+    bundles: list[MergedBundle]
 
 
 class ValidationSection(TypedDict):
@@ -367,17 +427,17 @@ class EvidenceDocument(TypedDict):
     target: NotRequired[list[dict[str, Any]]]
     summary: NotRequired[SummarySection]
     cleanup: NotRequired[CleanupSection]
-    usage: NotRequired[dict[str, Any]]
+    usage: NotRequired[UsageSection]
     errors: NotRequired[list[dict[str, str]]]
     warnings: NotRequired[list[str]]
     journal: NotRequired[JournalSection]
-    inputs: NotRequired[dict[str, Any]]
+    inputs: NotRequired[dict[str, MatrixInputs]]
     inputs_not_kept: NotRequired[list[Any]]
     validation: NotRequired[ValidationSection]
-    selection: NotRequired[dict[str, Any]]
-    baseline_diff: NotRequired[dict[str, Any]]
+    selection: NotRequired[SelectionSection]
+    baseline_diff: NotRequired[BaselineSection]
     cluster: NotRequired[dict[str, Any]]
-    merge: NotRequired[dict[str, Any]]
+    merge: NotRequired[MergeSection]
 
 
 class DocumentError(ValueError):

@@ -199,13 +199,12 @@ def input_digests(evidence: EvidenceDocument) -> dict[tuple[str, str, str], str]
     used = {path: sorted(digests) for path, digests in used_inputs(evidence).items()}
     out: dict[tuple[str, str, str], str] = {}
     for matrix, section in (evidence.get("inputs") or {}).items():
-        if not isinstance(section, dict):
-            continue
-        for kind, group in (("code", section.get("code")), ("rules", section.get("acceptance"))):
-            for name, entry in (group or {}).items():
-                if isinstance(entry, dict):
-                    seen = used.get(str(entry.get("path")))
-                    out[(str(matrix), kind, str(name))] = ",".join(seen) if seen else str(entry.get("sha256"))
+        kept: list[tuple[str, str, str, str]] = [
+            *(("code", name, e["path"], e["sha256"]) for name, e in section["code"].items()),
+            *(("rules", name, e["path"], e["sha256"]) for name, e in section["acceptance"].items())]
+        for kind, name, path, sha256 in kept:
+            seen = used.get(path)
+            out[(matrix, kind, name)] = ",".join(seen) if seen else sha256
     return out
 
 

@@ -21,24 +21,26 @@ if TYPE_CHECKING:  # annotations only (postponed): no run-time dependency on typ
     from pytest_hetero.evidence.document import RecordDict
 
 __all__ = [
-    "CapacityView", "CheckpointData", "ClassRef", "CommunicationData", "CommunicationSize", "CoverageData",
-    "DeviceInitData", "DigestData", "GovernanceProbeData", "IdentityData", "ImageData", "Kind",
-    "NodeOutcomeData", "NotExercised", "NotProvenData", "ObservedDevices", "PendingData", "PlacedData",
-    "RequestData", "ReserveBurstData", "ReserveServingData", "ReserveTimelineData", "ReserveWindowData",
-    "RollbackData", "RulesData", "RunData", "ServingAuthData", "SimulationData", "SmokeRun", "SnapshotData",
-    "SnapshotNode", "SubmittedData", "TimelineEntry", "UsageData", "UsageDevice", "UsageSeries", "data_of",
+    "CapacityView", "CheckpointData", "ClassRef", "CommunicationData", "CommunicationSize", "ContainerState",
+    "ContainerStatus", "CoverageData", "DeviceInitData", "DigestData", "GovernanceProbeData", "IdentityData",
+    "ImageData", "Kind", "NodeOutcomeData", "NotExercised", "NotProvenData", "ObservedDevices", "PendingData",
+    "PlacedData", "RequestData", "ReserveBurstData", "ReserveServingData", "ReserveTimelineData", "ReserveWindowData",
+    "RollbackData", "RulesData", "RunData", "RunningState", "ServingAuthData", "SimulationData", "SmokeRun",
+    "SnapshotData", "SnapshotNode", "SubmittedData", "TimelineEntry", "UsageData", "UsageDevice", "UsageSeries",
+    "data_of",
 ]
 
 
 class RequestData(TypedDict):
     """``scheduling.request`` (:mod:`pytest_hetero.layers.scheduling`, :mod:`pytest_hetero.layers.taskqueue`):
-    the resource's name, requests and node selector, and the queue (None without one)."""
+    the resource's name, requests and limits (:attr:`pytest_hetero.matrix.model.Resource.requests`: quantity
+    strings by resource name) and node selector, and the queue (None without one)."""
 
     resource: str
-    requests: dict[str, Any]
+    requests: dict[str, str]
     node_selector: dict[str, str]
     queue: str | None
-    limits: NotRequired[dict[str, Any]]
+    limits: NotRequired[dict[str, str]]
     priority_class: NotRequired[str | None]
 
 
@@ -75,8 +77,8 @@ class SnapshotNode(TypedDict):
     requested (None when the pods could not be listed)."""
 
     name: str
-    capacity: NotRequired[dict[str, Any]]
-    allocatable: NotRequired[dict[str, Any]]
+    capacity: NotRequired[dict[str, str | None]]
+    allocatable: NotRequired[dict[str, str | None]]
     requested_by_pods: NotRequired[dict[str, float] | None]
 
 
@@ -105,11 +107,13 @@ class SnapshotData(TypedDict, total=False):
 
 
 class SmokeRun(TypedDict):
-    """The smoke model run of a node (:mod:`pytest_hetero.layers.nodes`): its model × dataset and outcome."""
+    """The smoke model run of a node (:mod:`pytest_hetero.layers.nodes`): its model × dataset, outcome and the
+    failure's category (None when it passed; absent from records written before it was)."""
 
     model: str
     dataset: str
     outcome: str
+    category: NotRequired[str | None]
 
 
 class NodeOutcomeData(TypedDict):
@@ -144,12 +148,33 @@ class DeviceInitData(TypedDict, total=False):
     wanted_provider: str
 
 
+class RunningState(TypedDict, total=False):
+    """A Kubernetes ContainerStateRunning: when the container started (RFC 3339)."""
+
+    startedAt: str
+
+
+class ContainerState(TypedDict, total=False):
+    """A Kubernetes ContainerState, as far as the gate reads it (the running state)."""
+
+    running: RunningState | None
+
+
+class ContainerStatus(TypedDict, total=False):
+    """A Kubernetes ContainerStatus as the apiserver wrote it (``core/v1``), as far as the gate reads it: its
+    name, restart count and state. Foreign: every field optional to a reader."""
+
+    name: str
+    restartCount: int
+    state: ContainerState
+
+
 class ImageData(TypedDict, total=False):
     """``startup.environment`` / ``startup.image`` / ``startup.pod``: the image's ``digest``; a pod's
     ``container_statuses`` (the Kubernetes ContainerStatus objects, as the apiserver wrote them)."""
 
     digest: str | None
-    container_statuses: list[dict[str, Any]] | None
+    container_statuses: list[ContainerStatus] | None
 
 
 class SimulationData(TypedDict):

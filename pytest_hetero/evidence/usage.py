@@ -18,11 +18,14 @@ import functools
 import heapq
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import TYPE_CHECKING, Any, TypedDict, cast
 
 from pytest_hetero.matrix.quantity import quantity_or_none
 
 if TYPE_CHECKING:
+    from typing_extensions import NotRequired
+
+    from pytest_hetero.evidence.document import ItemDict, RecordDict
     from pytest_hetero.evidence.queue_times import QueueSection
 
 RECORD = "usage.workload"
@@ -53,6 +56,135 @@ DOES_NOT_COVER = (
     "a workload released by the engine's cleanup is counted until the run's end line (after every engine "
     "closed): an upper bound",
 )
+
+
+class HeldTimes(TypedDict, total=False):
+    """The facts :func:`held` and :func:`idle` read of a workload (each optional: an engine reports what it
+    can tell): its epoch times (None: not known) and how it ended. An engine's
+    :class:`~pytest_hetero.backends.protocol.UsageFacts` is one."""
+
+    submitted: float | None
+    placed: float | None
+    started: float | None
+    ended: float | None
+    released: float | None
+    outcome: str
+
+
+class WorkloadFacts(HeldTimes, total=False):
+    """A ``usage.workload`` record's ``data`` as the ledger reads it (:mod:`pytest_hetero.layers.usage` writes
+    the engine's :class:`~pytest_hetero.backends.protocol.UsageFacts`, the model it ran and that model's task
+    type): every fact optional, and as untrusted as the journal line it came from (the ledger checks the
+    type of each value it counts)."""
+
+    workload: str
+    object: str
+    namespace: str
+    tenant: str | None
+    requests: dict[str, str | float] | None
+    attempts: int
+    simulated: bool
+    cpu_s: float | None
+    model: str
+    task_type: str
+
+
+class ProbeWasteData(TypedDict, total=False):
+    """What a governance probe's cluster turned away, as its ``governance.ledger`` record holds it."""
+
+    attempts: int
+    refused: int
+    waited_s: float
+
+
+class GovernanceLedgerData(TypedDict, total=False):
+    """A ``governance.ledger`` record's ``data`` (:mod:`pytest_hetero.layers.governance`, from the probe's
+    :class:`~pytest_hetero.backends.protocol.ProbeLedger`) as the ledger reads it: resource-seconds by
+    namespace and the waste; untrusted like :class:`WorkloadFacts`."""
+
+    resource_seconds: dict[str, dict[str, float]]
+    waste: ProbeWasteData
+
+
+class FailedWaste(TypedDict):
+    """Workloads that failed or were refused: how many, their resource-seconds, the items that said so."""
+
+    workloads: int
+    resource_seconds: dict[str, float]
+    items: list[str]
+
+
+class RetryWaste(TypedDict):
+    """Reruns of items, restarts of workloads, and the resource-seconds of earlier attempts."""
+
+    reruns: int
+    restarts: int
+    resource_seconds: dict[str, float]
+
+
+class IdleWorkload(TypedDict):
+    """One of the idlest workloads: its key, the item that reported it, seconds between placement and start."""
+
+    workload: str
+    nodeid: str
+    idle_s: float
+
+
+class IdleWaste(TypedDict):
+    """Seconds between placement and start, summed, and the :data:`WORST` idlest workloads."""
+
+    seconds: float
+    worst: list[IdleWorkload]
+
+
+class Waste(TypedDict):
+    """The usage section's ``waste``."""
+
+    failed: FailedWaste
+    retries: RetryWaste
+    idle: IdleWaste
+
+
+class GovernanceUsage(TypedDict):
+    """The governance probes' ledgers summed: probes, resource-seconds by namespace, attempts, refused, waited."""
+
+    probes: int
+    resource_seconds: dict[str, dict[str, float]]
+    attempts: int
+    refused: int
+    waited_s: float
+
+
+class IncompleteUsage(TypedDict):
+    """How many workloads lacked a time or a quantity, the first :data:`LISTED`, and until when they count."""
+
+    count: int
+    workloads: list[IncompleteWorkload]
+    until: str
+
+
+class UsageUnits(TypedDict):
+    """What the section's numbers count."""
+
+    resource_seconds: str
+    times: str
+
+
+class UsageSection(TypedDict):
+    """The evidence document's ``usage`` section (:func:`ledger`, its only writer: every field but ``queue``,
+    which bundles written before issue 33 lack)."""
+
+    covers: list[str]
+    does_not_cover: list[str]
+    units: UsageUnits
+    workloads: int
+    simulated: int
+    resource_seconds: dict[str, dict[str, dict[str, float]]]
+    cpu_s: float
+    waste: Waste
+    governance: GovernanceUsage
+    incomplete: IncompleteUsage
+    queue: NotRequired[QueueSection]
 
 
 def epoch(value: Any) -> float | None:
@@ -89,7 +221,7 @@ def _rfc3339(text: str) -> float | None:
         return None
 
 
-def held(facts: dict[str, Any], until: float | None = None) -> tuple[float | None, list[str]]:
+def held(facts: HeldTimes, until: float | None = None) -> tuple[float | None, list[str]]:
     """Seconds the workload of ``facts`` held its requests, and what was missing to say it exactly.
 
     A workload never placed (``outcome`` refused or pending, no ``placed``) held nothing: 0 s. Else from
@@ -118,7 +250,7 @@ def held(facts: dict[str, Any], until: float | None = None) -> tuple[float | Non
     return max(0.0, end - begin), missing
 
 
-def idle(facts: dict[str, Any]) -> float | None:
+def idle(facts: HeldTimes) -> float | None:
     """Seconds between placement and start (``started − placed``, ≥ 0); None when either is unknown."""
     placed, started = epoch(facts.get("placed")), epoch(facts.get("started"))
     if placed is None or started is None:
@@ -168,7 +300,7 @@ class Workload:
     ``nodeid`` of the item that first reported it, its ``attempt`` (≥ 1: a rerun plugin's earlier attempt),
     ``at`` the time of the latest report, ``by`` the item whose report says how it ended."""
 
-    facts: dict[str, Any]
+    facts: WorkloadFacts
     nodeid: str
     attempt: int
     at: str
@@ -194,23 +326,25 @@ class IncompleteWorkload(TypedDict):
     missing: list[str]
 
 
-def _merge(into: Workload, facts: dict[str, Any], at: str) -> None:
+def _merge(into: Workload, facts: WorkloadFacts, at: str) -> None:
     """Fold one report of a workload into what is known of it: a later report's facts win, an
     earlier one only fills what is still unknown."""
     newer = at >= into.at
-    known = into.facts
-    for key, value in facts.items():
-        if value is None:
-            continue
-        if newer or known.get(key) is None:
-            known[key] = value
+    into.facts = {**into.facts, **facts} if newer else {**facts, **into.facts}
     if newer:
         into.at = at
 
 
-def _records(item: dict[str, Any]) -> list[tuple[dict[str, Any], int]]:
+def _reported(data: dict[str, Any]) -> WorkloadFacts:
+    """A ``usage.workload`` record's ``data`` (a JSON object) as :class:`WorkloadFacts`, the facts that are
+    None left out (an unknown fact is absent): the one place the ledger takes a record's data as that shape.
+    Each value keeps whatever JSON type it had; the readers check the type of what they count."""
+    return cast("WorkloadFacts", {k: v for k, v in data.items() if v is not None})
+
+
+def _records(item: ItemDict | dict[str, Any]) -> list[tuple[RecordDict | dict[str, Any], int]]:
     """(record, attempt) of every record of ``item`` and of its earlier attempts (a rerun plugin's;
-    attempt ≥ 1 numbers those, 0 is the final attempt)."""
+    attempt ≥ 1 numbers those, 0 is the final attempt); a record that is not a JSON object is left out."""
     out = [(r, 0) for r in item.get("records") or [] if isinstance(r, dict)]
     for n, earlier in enumerate(item.get("attempts") or [], 1):
         if isinstance(earlier, dict):
@@ -218,8 +352,10 @@ def _records(item: dict[str, Any]) -> list[tuple[dict[str, Any], int]]:
     return out
 
 
-def ledger(items: list[dict[str, Any]], until: str | None) -> dict[str, Any]:
-    """The evidence document's ``usage`` section from the run's ``items`` (evidence dicts), walked once.
+def ledger(items: list[ItemDict] | list[dict[str, Any]], until: str | None) -> UsageSection:
+    """The evidence document's ``usage`` section from the run's ``items`` (evidence dicts, or any JSON objects
+    with a ``nodeid``: the ledger takes what it finds in ``records``, each record's ``data`` untrusted), walked
+    once.
 
     ``until``: ISO time of the run's end line (written after every engine's cleanup), the release time
     of a workload whose engine reported none; None (an interrupted run): such workloads count until
@@ -248,31 +384,32 @@ def ledger(items: list[dict[str, Any]], until: str | None) -> dict[str, Any]:
             if kind == RECORD and isinstance(data, dict):
                 at = str(rec.get("at") or "")
                 latest = max(latest, at)
-                _fold(workloads, data, at, item["nodeid"], attempt)  # an evidence dict always has its nodeid
+                _fold(workloads, _reported(data), at, item["nodeid"], attempt)  # an item always has its nodeid
             elif kind == "governance.ledger" and isinstance(data, dict):
-                _fold_governance(gov, data)
+                _fold_governance(gov, cast("GovernanceLedgerData", data))
     return _section(workloads, end if end is not None else epoch(latest), end is None, reruns, gov)
 
 
-def _fold(workloads: dict[str, Workload], data: dict[str, Any], at: str, nodeid: str, attempt: int) -> None:
+def _fold(workloads: dict[str, Workload], data: WorkloadFacts, at: str, nodeid: str, attempt: int) -> None:
     """Fold one ``usage.workload`` record (``data``, recorded ``at`` by item ``nodeid``) into ``workloads``."""
     key = str(data.get("workload") or f"{nodeid}#{len(workloads)}")
     w = workloads.get(key)
     if w is None:  # the common case: the first report of a workload is taken as it is
-        workloads[key] = Workload({k: v for k, v in data.items() if v is not None}, nodeid, attempt, at, nodeid)
+        workloads[key] = Workload(data, nodeid, attempt, at, nodeid)
         return
     if data.get("outcome") is not None and at >= w.at:
         w.by = nodeid  # the item whose report says how the workload ended
     _merge(w, data, at)
 
 
-def _fold_governance(gov: _Governance, data: dict[str, Any]) -> None:
+def _fold_governance(gov: _Governance, data: GovernanceLedgerData) -> None:
+    """Add one ``governance.ledger`` record's ``data`` to ``gov`` (a value of the wrong JSON type adds nothing)."""
     gov.probes += 1
     for ns, per in (data.get("resource_seconds") or {}).items():
         if isinstance(per, dict):
             _add(gov.resource_seconds, str(ns), {str(r): _number(v) for r, v in per.items()})
     found = data.get("waste")
-    waste: dict[str, Any] = found if isinstance(found, dict) else {}
+    waste: ProbeWasteData = found if isinstance(found, dict) else {}
     gov.attempts += int(_number(waste.get("attempts")))
     gov.refused += int(_number(waste.get("refused")))
     gov.waited_s += _number(waste.get("waited_s"))
@@ -296,7 +433,7 @@ def _idle(idlest: list[tuple[float, str, str]], key: str, w: Workload) -> float:
 
 
 def _section(workloads: dict[str, Workload], until: float | None, open_end: bool, reruns: int,
-             gov: _Governance) -> dict[str, Any]:
+             gov: _Governance) -> UsageSection:
     tables: dict[str, dict[str, dict[str, float]]] = {
         "by_namespace": {}, "by_project": {}, "by_task_type": {}, "by_model": {}}
     failed: dict[str, dict[str, float]] = {}
@@ -336,8 +473,9 @@ def _section(workloads: dict[str, Workload], until: float | None, open_end: bool
             _add(retried, "all", amounts)
         idle_total += _idle(idlest, key, workload)
         simulated += bool(w.get("simulated"))
-        if isinstance(w.get("cpu_s"), (int, float)):
-            cpu_s += float(w["cpu_s"])
+        used = w.get("cpu_s")
+        if isinstance(used, (int, float)):
+            cpu_s += float(used)
     idlest.sort(reverse=True)
     return {
         "covers": list(COVERS),

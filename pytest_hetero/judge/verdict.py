@@ -17,6 +17,7 @@ from pytest_hetero.judge.model import Cause, Failure
 from pytest_hetero.vocab import BLOCKING, OWNER_CATEGORIES, Layer, OwnerCategory, Status
 
 if TYPE_CHECKING:
+    from pytest_hetero.bundle.baseline import GateResult
     from pytest_hetero.evidence.document import SelectionCounts
     from pytest_hetero.matrix.model import Matrix
 
@@ -134,17 +135,17 @@ def run_verdict(totals: Mapping[str, int], leftovers: int, unconfined: bool, sel
     return "pass", "every planned item ran and none failed"
 
 
-def exit_status(pytest_status: int | None, gate: Mapping[str, Any] | None,
+def exit_status(pytest_status: int | None, gate: GateResult | None,
                 change_record: Status | None = None) -> int | None:
     """The exit status the run signs and the process returns: pytest's (``pytest_status``, after every
     plugin had its say, e.g. pytest-rerunfailures' ``--fail-on-flaky`` 7), except that a baseline gate
     with a policy other than ``any-failure`` (``gate``: ``baseline_diff["gate"]``) decides 0 or 1 when
     pytest's status is 0 or 1 (tests ran), and a failed audited change record (``change_record``, see
     :func:`run_verdict`) turns 0 into 1."""
-    if gate is None or pytest_status not in (0, 1) or gate.get("policy") == "any-failure" and not gate.get("failed"):
+    if gate is None or pytest_status not in (0, 1) or gate["policy"] == "any-failure" and not gate["failed"]:
         status = pytest_status
     else:
-        status = 1 if gate.get("failed") else 0
+        status = 1 if gate["failed"] else 0
     return 1 if status == 0 and change_record == "failed" else status
 
 

@@ -38,6 +38,13 @@ from pytest_hetero.matrix.acceptance import NOT_EVALUABLE, AcceptanceRule, evalu
 from pytest_hetero.truth.gate import Judged, OutputsInvalid, TruthUnusable, check_outputs, gate_values, join_problem
 
 
+class Unevaluable(RuleResult, total=False):
+    """A rule result that could not be evaluated, with the ``prefix`` that names its sample (empty for a
+    single run)."""
+
+    prefix: str
+
+
 def check(ctx: LayerContext) -> None:
     """Evaluate every rule on every sample; record expected/observed/verdict each. Raises LayerFailed
     naming the failed rules, else LayerBroken naming the rules that could not be evaluated."""
@@ -51,7 +58,7 @@ def check(ctx: LayerContext) -> None:
 
     count = repeats(ctx) if ctx.model.serving is None else 1
     failures: list[tuple[str, str]] = []
-    unevaluable: list[dict[str, Any]] = []
+    unevaluable: list[Unevaluable] = []
     unmatched: list[str] = []
     for run in range(1, count + 1) if count > 1 else (0,):
         raw, outputs = _outputs(ctx, depends, run)
@@ -66,7 +73,7 @@ def check(ctx: LayerContext) -> None:
                     r["detail"] = "[withheld: sensitive dataset]" if r["detail"] else ""
         ctx.record("business.rules", file=str(dataset.acceptance), outputs_of="::".join(depends),
                    sensitive=dataset.sensitive, results=results, run=run or None)
-        unevaluable += [{**r, "prefix": prefix} for r in results if r["verdict"] == NOT_EVALUABLE]
+        unevaluable += [Unevaluable(**r, prefix=prefix) for r in results if r["verdict"] == NOT_EVALUABLE]
         failed = [r for r in results if r["verdict"] == "fail"]
         if failed:
             text = _failed_text(failed)
@@ -163,7 +170,7 @@ def _digest_now(path: Path) -> str | None:
         return None
 
 
-def not_evaluable(rules: list[AcceptanceRule], results: list[dict[str, Any]]) -> LayerBroken:
+def not_evaluable(rules: list[AcceptanceRule], results: list[Unevaluable]) -> LayerBroken:
     """The outcome for rule ``results`` (each with ``prefix``) that could not be evaluated: see the
     module docstring for the categories; the message names each rule, why, and what the outputs
     offered. Rules of different causes (a typo in the rules beside a metric the outputs lack) keep
@@ -194,7 +201,7 @@ def not_evaluable(rules: list[AcceptanceRule], results: list[dict[str, Any]]) ->
     return LayerBroken(message, decisive, causes=causes if len(causes) > 1 else ())
 
 
-def _cause(result: dict[str, Any], close: dict[str, str]) -> str:
+def _cause(result: Unevaluable, close: dict[str, str]) -> str:
     """The category of one unevaluable rule: a typo in the rules (a close name exists), a gate metric the
     dataset's truth would give and none is declared, a metric the outputs lack, or an outputs value that cannot
     be used."""

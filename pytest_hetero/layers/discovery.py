@@ -402,13 +402,14 @@ def _node_cpu(resource: Resource, facts: NodeFacts, add: Any) -> None:
     allocatable cpu and memory."""
     if resource.type != "cpu":
         return
-    for key, name, unit in (("min_cpus", "cpu", 1.0), ("min_memory_mib", "memory", 2.0**20),
-                            ("min_memory_total_mib", "memory", 2.0**20)):
-        if key not in resource.expect:
+    exp = resource.expect
+    for wanted, name, unit in ((exp.get("min_cpus"), "cpu", 1.0), (exp.get("min_memory_mib"), "memory", 2.0**20),
+                               (exp.get("min_memory_total_mib"), "memory", 2.0**20)):
+        if wanted is None:  # the matrix does not ask for it
             continue
         have = quantity_or_none(facts["allocatable"].get(name))
-        if have is None or have < float(resource.expect[key]) * unit:
-            shown = f"{resource.expect[key]}{' MiB' if unit > 1 else ''}"
+        if have is None or have < float(wanted) * unit:
+            shown = f"{wanted}{' MiB' if unit > 1 else ''}"
             add("expectation_mismatch", f"allocatable[{name}]", f">= {shown}", facts["allocatable"].get(name),
                 f"allocatable {name} {facts['allocatable'].get(name) or 'absent'}, matrix expects at least {shown}")
 

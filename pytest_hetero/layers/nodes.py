@@ -39,7 +39,7 @@ import hashlib
 import random
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING
 
 from pytest_hetero.backends.protocol import EngineFault, NodeFacts, Started
 from pytest_hetero.layers import usage
@@ -49,6 +49,9 @@ from pytest_hetero.matrix.model import Coverage, Resource
 from pytest_hetero.matrix.tolerations import untolerated
 from pytest_hetero.probes.payload import payload_script
 from pytest_hetero.signals import quiet_thread
+
+if TYPE_CHECKING:
+    from pytest_hetero.evidence.records import SmokeRun
 
 NODE_RECORD = "startup.node"
 """Record kind of one node's outcome in a node-coverage item."""
@@ -182,7 +185,7 @@ def smoke_combo(ctx: LayerContext) -> PlannedItem | None:
     return None
 
 
-def _smoke(ctx: LayerContext, node: str) -> tuple[dict[str, Any], LayerOutcome | None] | None:
+def _smoke(ctx: LayerContext, node: str) -> tuple[SmokeRun, LayerOutcome | None] | None:
     """Run the smoke model run on ``node``'s pinned workload; ``(facts, failure or None)``, None when there
     is no combination to run. Its records land in this item (``model.run`` names the node)."""
     from pytest_hetero.layers import outcome_of
@@ -194,7 +197,6 @@ def _smoke(ctx: LayerContext, node: str) -> tuple[dict[str, Any], LayerOutcome |
     parts = (*ctx.planned.parts[:-1], node, combo.parts[-2])
     run = replace(ctx, planned=PlannedItem("model", dict(combo.keys), parts, None), pinned_node=node,
                   _made=set())
-    facts: dict[str, Any] = {"model": combo.keys["model"], "dataset": combo.keys["dataset"]}
     failure: LayerOutcome | None = None
     try:
         run_once(run)
@@ -206,8 +208,9 @@ def _smoke(ctx: LayerContext, node: str) -> tuple[dict[str, Any], LayerOutcome |
         mine = "::".join(run.scope + parts)
         for key in [k for k in ctx.handoff if k.startswith(mine)]:
             ctx.handoff.pop(key, None)
-    facts["outcome"] = "passed" if failure is None else "error" if failure.status == "error" else "failed"
-    facts["category"] = None if failure is None else failure.category
+    outcome = "passed" if failure is None else "error" if failure.status == "error" else "failed"
+    facts: SmokeRun = {"model": combo.keys["model"], "dataset": combo.keys["dataset"], "outcome": outcome,
+                       "category": None if failure is None else failure.category}
     return facts, failure
 
 
@@ -217,7 +220,7 @@ def _placed_on(ctx: LayerContext, node: str) -> bool:
 
 
 def _record(ctx: LayerContext, node: str, failure: LayerOutcome | None, proven: list[str], pod: str | None,
-            simulated: bool | None, smoke: dict[str, Any] | None = None) -> None:
+            simulated: bool | None, smoke: SmokeRun | None = None) -> None:
     if failure is None:
         ctx.record(NODE_RECORD, node=node, outcome="passed", category=None, message=None, proven=proven, pod=pod,
                    simulated=simulated, smoke=smoke)

@@ -32,7 +32,7 @@ import json
 import os
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 from urllib.parse import urlsplit
 
 import httpx
@@ -52,6 +52,9 @@ from pytest_hetero.serving.protocol import (
     expand_endpoint,
     read_samples,
 )
+
+if TYPE_CHECKING:
+    from pytest_hetero.evidence.document import RuleResult
 
 REQUEST_TIMEOUT_S = 10.0
 REFUSED = (401, 403)
@@ -346,6 +349,23 @@ def _judge(results: list[Any], summaries: list[dict[str, Any]], versions: dict[s
         raise LayerFailed(f"{len(malformed)} responses malformed, first: {malformed[0]}", "bad_responses")
 
 
+class CurrentSide(TypedDict):
+    """The current version's side of a ``serving.rollback`` record: its endpoint, version and golden results."""
+
+    endpoint: str
+    version: str
+    golden: list[RuleResult]
+
+
+class PreviousSide(CurrentSide):
+    """The previous version's side (:func:`_previous_side`): also the version it reported, and how many of its
+    requests were answered."""
+
+    reported_version: str | None
+    answered: int
+    requests: int
+
+
 def rollback(ctx: LayerContext, proto: ServingProtocol, base: str, samples: list[Any],
              current_outputs: dict[str, Any]) -> None:
     """Switch to ``serving.rollback`` (second endpoint, or the engine rolls ``deploy`` to it and back
@@ -360,10 +380,12 @@ def rollback(ctx: LayerContext, proto: ServingProtocol, base: str, samples: list
     serving = proto.serving
     assert serving.rollback is not None
     spec = serving.rollback
-    old = dataclasses.replace(serving, version=str(spec["version"]), endpoint=spec.get("endpoint"),
-                              deploy=spec.get("deploy") or serving.deploy, rollback=None)
+    deploy = {k: str(v) for k, v in spec["deploy"].items()} if "deploy" in spec else serving.deploy
+    old = dataclasses.replace(serving, version=str(spec["version"]), endpoint=spec.get("endpoint"), deploy=deploy,
+                              rollback=None)
     golden = _golden_rules(ctx)
-    side_now = {"endpoint": base, "version": serving.version, "golden": evaluate(golden, current_outputs)}
+    side_now: CurrentSide = {"endpoint": base, "version": serving.version,
+                             "golden": evaluate(golden, current_outputs)}
     old_proto = protocol_for(ctx, old)
     if spec.get("endpoint") is not None:
         side_old = _previous_side(ctx, old_proto, samples, golden)
@@ -383,7 +405,7 @@ def rollback(ctx: LayerContext, proto: ServingProtocol, base: str, samples: list
 
 
 def _via_deploy(ctx: LayerContext, proto: ServingProtocol, old_proto: ServingProtocol, samples: list[Any],
-                golden: list[AcceptanceRule]) -> dict[str, Any]:
+                golden: list[AcceptanceRule]) -> PreviousSide:
     """Roll the engine's deployed object to the previous version (``serving.rollback.switch``), check it
     (:func:`_previous_side`), and roll it back to the current version (``serving.rollback.restore``)
     whatever happened after the switch was asked, a failed rollout included. Raises the engine's
@@ -419,7 +441,7 @@ def _restore(ctx: LayerContext, proto: ServingProtocol, quiet: bool) -> None:
 
 
 def _previous_side(ctx: LayerContext, old_proto: ServingProtocol, samples: list[Any],
-                   golden: list[AcceptanceRule]) -> dict[str, Any]:
+                   golden: list[AcceptanceRule]) -> PreviousSide:
     """Ready, identity and the golden samples of the previous version (``old_proto.serving``); the
     rollback side of ``serving.rollback``. LayerFailed ``rollback_unreachable`` /
     ``rollback_wrong_version``."""

@@ -29,7 +29,7 @@ import statistics
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from pytest_hetero.backends.jobs import Job, JobSpec, RankExit
 from pytest_hetero.explain.read_collective import read_failure
@@ -37,6 +37,9 @@ from pytest_hetero.layers import usage
 from pytest_hetero.layers.base import LayerBroken, LayerContext, LayerFailed
 from pytest_hetero.matrix.training import Training
 from pytest_hetero.probes.jobs import ALLREDUCE, CHECKPOINT, text
+
+if TYPE_CHECKING:  # annotations only (postponed): no run-time dependency on typing_extensions on 3.10
+    from typing_extensions import NotRequired
 
 SETTLE_S = 10.0
 """Seconds the other ranks get to end once one rank ended in failure (a collective whose peer is gone hangs)."""
@@ -53,6 +56,71 @@ def check(ctx: LayerContext) -> None:
         checkpoint(ctx)
     else:
         raise LayerBroken(f"unknown training check {which!r}", "harness")
+
+
+class RankSize(TypedDict):
+    """One message size of a rank's result line: bytes, float32 elements, seconds per iteration, and the first and
+    last element after a fresh reduction."""
+
+    bytes: int
+    elements: int
+    times_s: list[float]
+    first: float
+    last: float
+
+
+class RankResult(TypedDict):
+    """A rank's result line (:mod:`pytest_hetero.probes.jobs.allreduce`, the in-job probe; its ``event`` is
+    ``result``): rank, world size, framework and backend, devices in the collective, its share of the expected
+    sum, the seconds to initialise, and each message size."""
+
+    rank: int
+    world_size: int
+    framework: str
+    backend: str
+    devices: int
+    contributed: float
+    init_s: float
+    sizes: list[RankSize]
+
+
+class SizeFacts(TypedDict):
+    """One message size as the gate measured it over every rank (see :func:`measure`)."""
+
+    bytes: int
+    time_us: float
+    algbw_gbps: float
+    busbw_gbps: float
+    spread_us: float
+    iterations: int
+
+
+class CommunicationFacts(TypedDict):
+    """The ``training.communication`` record's facts (:func:`measure`)."""
+
+    world_size: int
+    devices: int
+    framework: str
+    backend: str
+    init_s: float
+    expected: float
+    wrong: list[str]
+    latency_us: float | None
+    busbw_formula: str
+    sizes: list[SizeFacts]
+    judged_at_bytes: int
+
+
+class JobEvent(TypedDict):
+    """A line of the checkpoint job (:mod:`pytest_hetero.probes.jobs.checkpoint`): ``written`` (step, sha256,
+    write_s, bytes), ``resumed`` (step, sha256, read_s, bytes) or ``done`` (step, sha256)."""
+
+    event: str
+    step: int
+    sha256: str
+    bytes: NotRequired[int]
+    write_s: NotRequired[float]
+    read_s: NotRequired[float]
 
 
 # -- communication ---------------------------------------------------------------------------------------------
@@ -83,7 +151,7 @@ def communication(ctx: LayerContext) -> None:
                               "bus_bandwidth_below_minimum")
 
 
-def measure(results: list[dict[str, Any]], training: Training) -> dict[str, Any]:
+def measure(results: list[RankResult], training: Training) -> CommunicationFacts:
     """The gate's numbers from every rank's result line (:mod:`pytest_hetero.probes.jobs.allreduce`):
     ``{"world_size", "devices", "framework", "backend", "init_s" (max), "expected" (Σ contributed), "wrong"
     (messages), "latency_us", "sizes": [{"bytes", "time_us", "algbw_gbps", "busbw_gbps", "spread_us"}]}``.
@@ -96,7 +164,7 @@ def measure(results: list[dict[str, Any]], training: Training) -> dict[str, Any]
     expected = float(sum(r["contributed"] for r in results))
     wrong = [f"rank {r['rank']} read {s['first']:g}/{s['last']:g} at {s['bytes']} B, expected {expected:g}"
              for r in results for s in r["sizes"] if s["first"] != expected or s["last"] != expected]
-    sizes = []
+    sizes: list[SizeFacts] = []
     for i, first in enumerate(results[0]["sizes"]):
         nbytes = int(first["bytes"])
         per_rank = [r["sizes"][i]["times_s"] for r in results]
@@ -117,10 +185,11 @@ def measure(results: list[dict[str, Any]], training: Training) -> dict[str, Any]
             "judged_at_bytes": training.judged_at}
 
 
-def _result(stdout: str) -> dict[str, Any]:
+def _result(stdout: str) -> RankResult:
+    """The rank's result line (its last ``{"event": "result", …}`` line of ``stdout``)."""
     for line in reversed(stdout.splitlines()):
         if line.startswith('{"event": "result"'):
-            data: dict[str, Any] = json.loads(line)
+            data: RankResult = json.loads(line)
             return data
     raise LayerFailed("a rank ended 0 without its result line", "job_rank_failed")
 
@@ -218,8 +287,9 @@ def checkpoint(ctx: LayerContext) -> None:
             shutil.rmtree(scratch, ignore_errors=True)
 
 
-def _events(log: str) -> list[dict[str, Any]]:
-    out = []
+def _events(log: str) -> list[JobEvent]:
+    """The checkpoint job's event lines of ``log`` (a line that is not JSON is left out)."""
+    out: list[JobEvent] = []
     for line in log.splitlines():
         if line.startswith('{"event"'):
             try:

@@ -24,6 +24,7 @@ from pytest_hetero.layers.base import LayerContext
 
 if TYPE_CHECKING:
     from pytest_hetero.matrix.model import Model
+    from pytest_hetero.probes.usage import Measured
 
 RUN_TIME_RECORD = "model.run_time"
 
@@ -55,8 +56,8 @@ def record(ctx: LayerContext, facts: UsageFacts | None, outcome: str | None = No
         model = ctx.model
     served: Attribution = ({"model": f"{model.name}@{model.version}", "task_type": model.task_type}
                            if model is not None else {})
-    seconds, missing = held(dict(data), time.time())
-    gap = idle(dict(data))
+    seconds, missing = held(data, time.time())
+    gap = idle(data)
     ctx.record(RECORD, **data, **served, held_s=None if seconds is None else round(seconds, 3),
                idle_s=None if gap is None else round(gap, 3), open="released" in missing)
 
@@ -65,8 +66,8 @@ def _key(ctx: LayerContext, parts: tuple[str, ...], run: int) -> str:
     return "::".join(ctx.scope + parts) + f"#run_time{run}"
 
 
-def keep_run_time(ctx: LayerContext, values: dict[str, Any] | None, engine: str, run: int = 0,
-                  devices: dict[str, Any] | None = None) -> None:
+def keep_run_time(ctx: LayerContext, values: dict[str, Measured] | None, engine: str, run: int = 0,
+                  devices: dict[str, Measured] | None = None) -> None:
     """Record the gate's run-time ``values`` of this model run (``{name: measured(...)}`` from the engine's
     ``details["run_time"]``; None: the engine measures none, each is then unavailable and says so), with the
     device values ``devices`` (:func:`~pytest_hetero.probes.device_values.device_run_time`) as
@@ -82,15 +83,15 @@ def keep_run_time(ctx: LayerContext, values: dict[str, Any] | None, engine: str,
     ctx.handoff[_key(ctx, ctx.planned.parts, run)] = json.dumps(values).encode()
 
 
-def run_time_of(ctx: LayerContext, parts: tuple[str, ...], run: int = 0) -> dict[str, Any] | None:
-    """The run-time values the gate measured of model item ``parts`` (see :func:`keep_run_time`); None when
-    this process holds none (the model item did not run here)."""
+def run_time_of(ctx: LayerContext, parts: tuple[str, ...], run: int = 0) -> dict[str, Measured] | None:
+    """The run-time values the gate measured of model item ``parts`` (see :func:`keep_run_time`, which handed
+    them over as JSON); None when this process holds none (the model item did not run here)."""
     raw = ctx.handoff.pop(_key(ctx, parts, run), None)
-    found = None if raw is None else json.loads(raw)
+    found: dict[str, Measured] | None = None if raw is None else json.loads(raw)
     return found if isinstance(found, dict) else None
 
 
-def add_run_time(gate: Any, values: dict[str, Any] | None) -> None:
+def add_run_time(gate: Any, values: dict[str, Measured] | None) -> None:
     """Add the run-time ``values`` (:func:`run_time_of`) to ``gate`` (a
     :class:`~pytest_hetero.matrix.acceptance.GateValues`): a measured number with provenance ``{"source":
     "measured", "by": "the gate: <its source>", "unit"}`` (``measured_in_workload`` when the gate's sampler took
@@ -101,14 +102,13 @@ def add_run_time(gate: Any, values: dict[str, Any] | None) -> None:
     from pytest_hetero.probes.usage import RUN_TIME_UNITS
 
     for name in (*RUN_TIME_UNITS, *DEVICE_RUN_TIME_UNITS):
-        found = (values or {}).get(name)
-        got: dict[str, Any] = found if isinstance(found, dict) else {}
-        value = got.get("value")
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            where = "measured_in_workload" if got.get("in_workload") else "measured"
-            gate.values[name] = (float(value), {"source": where, "by": f"the gate: {got.get('source')}",
-                                                "unit": got.get("unit")})
+        found = values.get(name) if values else None  # a name the engine did not measure is absent
+        value = found["value"] if found else None
+        if found and isinstance(value, (int, float)) and not isinstance(value, bool):
+            where = "measured_in_workload" if found.get("in_workload") else "measured"
+            gate.values[name] = (float(value), {"source": where, "by": f"the gate: {found['source']}",
+                                                "unit": found["unit"]})
             continue
         gate.values.pop(name, None)
-        gate.unavailable[name] = str(got.get("unavailable")) if got else (
+        gate.unavailable[name] = str(found.get("unavailable")) if found else (
             "the gate has no run-time values of this run (the model run was in another process)")

@@ -58,7 +58,7 @@ from pytest_hetero.safeio import read_file
 if TYPE_CHECKING:  # annotations only (postponed): no run-time dependency on typing_extensions on 3.10
     from typing_extensions import NotRequired
 
-    from pytest_hetero.evidence.document import RuleResult
+    from pytest_hetero.evidence.document import RuleBound, RuleResult, RuleVerdict
 
 OPS: dict[str, Callable[[Any, Any], bool]] = {
     ">=": operator.ge, "<=": operator.le, ">": operator.gt, "<": operator.lt,
@@ -519,14 +519,14 @@ def _self_reported(expr: str) -> dict[str, Any]:
             "note": SELF_REPORTED_NOTE}
 
 
-def _evaluate(rule: AcceptanceRule, outputs: ModelOutputs, gate: GateValues) -> RuleResult:
+def _evaluate(rule: AcceptanceRule, outputs: ModelOutputs, gate: GateValues) -> RuleVerdict:
     result = _evaluate_kind(rule, outputs, gate)
     if result.get("provenance", {}).get("source") == "self_reported":
         result["detail"] = f"{SELF_REPORTED_NOTE}; {result['detail']}" if result["detail"] else SELF_REPORTED_NOTE
     return result
 
 
-def _evaluate_kind(rule: AcceptanceRule, outputs: ModelOutputs, gate: GateValues) -> RuleResult:
+def _evaluate_kind(rule: AcceptanceRule, outputs: ModelOutputs, gate: GateValues) -> RuleVerdict:
     if rule["kind"] == "metric":
         if rule.get("self_reported"):
             observed, provenance = metric_value(outputs, rule["metric"]), _self_reported(rule["metric"])
@@ -543,11 +543,15 @@ def _evaluate_kind(rule: AcceptanceRule, outputs: ModelOutputs, gate: GateValues
             ok = OPS[op](observed, value)
             expected = f"{rule['metric']} {op} {value}"
         unit = unit_of(rule["metric"])
-        bound = {"op": op, "value": value, "tolerance": tol or None, **({"unit": unit} if unit else {})}
-        return {"expected": expected + (f" {unit}" if unit else ""), "observed": round(observed, 6),
-                "verdict": "pass" if ok else "fail", "detail": "", "bound": bound, "provenance": provenance,
-                "metric": rule["metric"],
-                **({"unit": unit} if unit else {})}
+        bound: RuleBound = {"op": op, "value": value, "tolerance": tol or None}
+        if unit:
+            bound["unit"] = unit
+        judged: RuleVerdict = {"expected": expected + (f" {unit}" if unit else ""), "observed": round(observed, 6),
+                               "verdict": "pass" if ok else "fail", "detail": "", "bound": bound,
+                               "provenance": provenance, "metric": rule["metric"]}
+        if unit:
+            judged["unit"] = unit
+        return judged
     if rule["kind"] in SERVICE_CHECKS:
         body = rule["service_latency"] if rule["kind"] == "service_latency" else (
             rule["error_rate"] if rule["kind"] == "error_rate" else rule["throughput"])
@@ -571,7 +575,7 @@ def _evaluate_kind(rule: AcceptanceRule, outputs: ModelOutputs, gate: GateValues
                            "file's own) against the model's answer"}}
 
 
-def _evaluate_golden(gold: GoldenBody, outputs: ModelOutputs) -> RuleResult:
+def _evaluate_golden(gold: GoldenBody, outputs: ModelOutputs) -> RuleVerdict:
     """A golden rule's result (see :func:`evaluate`); raises :class:`NotEvaluable` as it says."""
     field, key = gold.get("field", "predictions"), gold.get("key", "indices")
     values, keys = outputs.fields.get(field), outputs.fields.get(key)
@@ -644,7 +648,7 @@ def _as_float(value: object) -> float:
     raise TypeError(f"float() argument must be a string or a real number, not '{type(value).__name__}'")
 
 
-def _evaluate_service(kind: str, body: ServiceBody, outputs: ModelOutputs) -> RuleResult:
+def _evaluate_service(kind: str, body: ServiceBody, outputs: ModelOutputs) -> RuleVerdict:
     service = outputs.fields.get("service") or {}
     levels = service.get("levels") if isinstance(service, dict) else None
     if not isinstance(levels, list) or not levels:

@@ -45,6 +45,7 @@ from pytest_hetero.matrix.model import (
     ExcludeRule,
     GovernanceProbe,
     Image,
+    LoadSettings,
     Matrix,
     Model,
     Profile,
@@ -346,16 +347,22 @@ def _serving(raw: ServingDoc | None, version: str) -> Serving | None:
     if raw is None:
         return None
     given = raw.get("load", {})
-    load: dict[str, object] = {k: v for k, v in given.items() if k not in ("duration", "request_timeout")}
+    load: LoadSettings = {}
+    if "concurrency" in given:
+        load["concurrency"] = given["concurrency"]
+    if "requests" in given:
+        load["requests"] = given["requests"]
     if "duration" in given:
         load["duration_s"] = parse_duration(given["duration"])
+    if "batch" in given:
+        load["batch"] = given["batch"]
     if "request_timeout" in given:
         load["request_timeout_s"] = parse_duration(given["request_timeout"])
     return Serving(
         protocol=raw["protocol"], model_name=raw["model_name"], version=str(raw.get("version", version)),
         endpoint=raw.get("endpoint"), deploy={k: str(v) for k, v in raw["deploy"].items()} if "deploy" in raw else None,
         task=raw.get("task", ""), auth=raw.get("auth", {}).copy(), load=load,
-        rollback=dict(raw["rollback"]) if "rollback" in raw else None, options=dict(raw.get("options", {})),
+        rollback=raw["rollback"].copy() if "rollback" in raw else None, options=dict(raw.get("options", {})),
         ready_timeout_s=parse_duration(raw["ready_timeout"]) if "ready_timeout" in raw else None)
 
 
@@ -468,7 +475,7 @@ def _build(data: MatrixDoc, path: Path, raw: bytes, pos: Positions, base: Path) 
         requests={k: str(v) for k, v in r["requests"].items()},
         limits={k: str(v) for k, v in r.get("limits", {}).items()},
         node_selector=dict(r.get("node_selector", {})), tolerations=tuple(r.get("tolerations", [])),
-        queue=r.get("queue"), priority_class=r.get("priority_class"), expect=dict(r.get("expect", {})),
+        queue=r.get("queue"), priority_class=r.get("priority_class"), expect=r.get("expect", {}).copy(),
         line=line("spec", "resources", i), coverage=Coverage.parse(r.get("coverage")),
         model_runs=r.get("model_runs"), concurrency=r.get("concurrency"))
         for i, r in enumerate(spec["resources"]))

@@ -11,9 +11,9 @@ import math
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any, NamedTuple, Protocol, TypeVar
+from typing import Any, NamedTuple, Protocol, TypedDict, TypeVar
 
-from pytest_hetero.matrix.document import AuthDoc, MatrixDoc, TolerationDoc
+from pytest_hetero.matrix.document import AuthDoc, ExpectDoc, MatrixDoc, RollbackDoc, TolerationDoc
 from pytest_hetero.matrix.taskqueues import TaskQueue
 from pytest_hetero.matrix.training import Training
 from pytest_hetero.vocab import DEFAULT_OWNERS, OWNER_CATEGORIES, Layer
@@ -90,7 +90,7 @@ class Resource:
     tolerations: tuple[TolerationDoc, ...] = ()
     queue: str | None = None
     priority_class: str | None = None
-    expect: dict[str, Any] = field(default_factory=dict)
+    expect: ExpectDoc = field(default_factory=ExpectDoc)
     line: int = 0
     coverage: Coverage = field(default_factory=Coverage)
     """Which schedulable nodes of the pool the startup check runs on (default ``one``)."""
@@ -133,6 +133,18 @@ def _no_auth() -> AuthDoc:
     return {}
 
 
+class LoadSettings(TypedDict, total=False):
+    """A served model's ``load`` (:class:`~pytest_hetero.matrix.document.LoadDoc`) with its durations parsed:
+    concurrency levels, requests per level, samples per request, and ``duration_s`` / ``request_timeout_s``
+    (seconds) for ``duration`` / ``request_timeout``; each key only when the matrix gives it."""
+
+    concurrency: list[int]
+    requests: int
+    batch: int
+    duration_s: float
+    request_timeout_s: float
+
+
 @dataclass(frozen=True)
 class Serving:
     """An online inference service the model version is served by (``spec.models[].serving``).
@@ -155,8 +167,8 @@ class Serving:
     deploy: dict[str, str] | None = None
     task: str = ""
     auth: AuthDoc = field(default_factory=_no_auth)
-    load: dict[str, Any] = field(default_factory=dict)
-    rollback: dict[str, Any] | None = None
+    load: LoadSettings = field(default_factory=LoadSettings)
+    rollback: RollbackDoc | None = None
     options: dict[str, Any] = field(default_factory=dict)
     ready_timeout_s: float | None = None
 

@@ -21,6 +21,7 @@ from pytest_hetero.pytest_plugin.stash import PLANS, SETTINGS
 from pytest_hetero.settings import Settings
 
 if TYPE_CHECKING:
+    from pytest_hetero.bundle.baseline import BaselineSection
     from pytest_hetero.evidence.document import EvidenceDocument
 
 _GATE = pytest.StashKey["BaselineGate"]()
@@ -33,7 +34,7 @@ class BaselineGate:
     def __init__(self, old: EvidenceDocument, verification: str) -> None:
         self.old = old
         self.verification = verification
-        self.diff: dict[str, Any] | None = None
+        self.diff: BaselineSection | None = None
 
     def pytest_hetero_amend_evidence(self, evidence: EvidenceDocument, settings: Settings) -> None:
         """Add the ``baseline_diff`` section (transitions, target and metric changes, the gate)."""

@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
@@ -61,12 +62,12 @@ class MatrixFile(pytest.File):
         backend, plan = plan_matrix(self.config, matrix)
         self.config.stash[PLANS][prefix] = (matrix, plan)
         self.claim_prefix = prefix
-        tree: dict[str, Any] = {}
+        tree = ItemTree()
         for planned in plan.items:
             node = tree
             for part in planned.parts[:-1]:
-                node = node.setdefault(part, {})
-            node[planned.parts[-1]] = planned
+                node = node.groups.setdefault(part, ItemTree())
+            node.items[planned.parts[-1]] = planned
         yield from _children(self, tree, matrix, backend)
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:
@@ -79,10 +80,19 @@ class MatrixFile(pytest.File):
         return Redactor().text(str(super().repr_failure(excinfo)))
 
 
+@dataclass
+class ItemTree:
+    """One level of the planned items' dependency tree: the items of this level by the last part of their node
+    id, and the deeper levels by their part (each in plan order)."""
+
+    items: dict[str, PlannedItem] = field(default_factory=dict)
+    groups: dict[str, ItemTree] = field(default_factory=dict)
+
+
 class Group(pytest.Collector):
     """One level of the dependency tree (a resource, an image, or a model@dataset combination)."""
 
-    def __init__(self, *, tree: dict[str, Any], matrix: Matrix, backend: str, **kwargs: Any) -> None:
+    def __init__(self, *, tree: ItemTree, matrix: Matrix, backend: str, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self._tree = tree
         self._matrix = matrix
@@ -93,11 +103,9 @@ class Group(pytest.Collector):
         yield from _children(self, self._tree, self._matrix, self._backend)
 
 
-def _children(parent: pytest.Collector, tree: dict[str, Any], matrix: Matrix,
+def _children(parent: pytest.Collector, tree: ItemTree, matrix: Matrix,
               backend: str) -> Iterator[pytest.Item | pytest.Collector]:
-    for name, value in tree.items():
-        if isinstance(value, PlannedItem):
-            yield LayerItem.from_parent(parent, name=name, planned=value, matrix=matrix, backend=backend)
-    for name, value in tree.items():
-        if isinstance(value, dict):
-            yield Group.from_parent(parent, name=name, tree=value, matrix=matrix, backend=backend)
+    for name, planned in tree.items.items():
+        yield LayerItem.from_parent(parent, name=name, planned=planned, matrix=matrix, backend=backend)
+    for name, level in tree.groups.items():
+        yield Group.from_parent(parent, name=name, tree=level, matrix=matrix, backend=backend)

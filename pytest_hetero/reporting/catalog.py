@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, TypedDict
 from pytest_hetero.status.compute import expired, parse_time
 
 if TYPE_CHECKING:
+    from pytest_hetero.bundle.vsa import BundleStatus
     from pytest_hetero.evidence.document import PoolStatus
 
 
@@ -21,6 +22,14 @@ class Unvalidated(TypedDict):
 
     node: str | None
     reason: str | None
+
+
+class UntestedRow(TypedDict):
+    """An untested entry of a pool, as the catalogue lists it."""
+
+    nodeid: str
+    status: str
+    reason: str
 
 
 class CatalogRow(TypedDict):
@@ -40,23 +49,23 @@ class CatalogRow(TypedDict):
     expires_at: str
     expired: bool
     owners: dict[str, str]
-    untested: list[dict[str, Any]]
+    untested: list[UntestedRow]
     bundle: str
     verification: str
     superseded: int
 
 
-def catalog_rows(statuses: list[dict[str, Any]], now: datetime) -> list[CatalogRow]:
+def catalog_rows(statuses: list[BundleStatus], now: datetime) -> list[CatalogRow]:
     """One row per pool: ``{"pool": "matrix/pool", "type", "vendor", "nodes" (those the run exercised),
     "node_levels": {node: {task: level}}, "unvalidated": [{"node", "reason"}] (nodes of the pool the run did
     not exercise: this bundle validates nothing there), "coverage", "requests", "labels" (node selector),
     "queue", "task_types": {task: level} (of the pool as a whole), "expires_at", "expired", "owners",
     "untested": [{"nodeid", "status", "reason"}], "bundle": sha256, "verification", "superseded": n}``, sorted
     by pool."""
-    best: dict[str, tuple[dict[str, Any], PoolStatus]] = {}
+    best: dict[str, tuple[BundleStatus, PoolStatus]] = {}
     superseded: dict[str, int] = {}
     for status in statuses:
-        for pool in status["validation"].get("pools") or []:
+        for pool in status["validation"]["pools"]:
             name = f"{pool['matrix']}/{pool['pool']}"
             if name in best:
                 superseded[name] = superseded.get(name, 0) + 1
@@ -74,7 +83,7 @@ def catalog_rows(statuses: list[dict[str, Any]], now: datetime) -> list[CatalogR
             "requests": pool["requests"], "labels": pool["node_selector"], "queue": pool["queue"],
             "task_types": {t: e["level"] for t, e in sorted(pool["task_types"].items())},
             "expires_at": pool["expires_at"], "expired": expired(pool, now), "owners": pool["owners"],
-            "untested": [{k: e.get(k) for k in ("nodeid", "status", "reason")}
+            "untested": [{"nodeid": e["nodeid"], "status": e["status"], "reason": e["reason"]}
                          for e in status["untested"].get(pool["pool"], [])],
             "bundle": status["digest"], "verification": status["verification"],
             "superseded": superseded.get(name, 0)})

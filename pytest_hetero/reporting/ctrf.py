@@ -17,13 +17,17 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypedDict
 
 from pytest_hetero.evidence.document import failure_of, item_of
 from pytest_hetero.reporting.view import entries, owner_shown, rule_results, verification
 
 if TYPE_CHECKING:
+    from typing_extensions import NotRequired
+
+    from pytest_hetero.bundle.signoff import SignoffView
     from pytest_hetero.evidence.document import EvidenceDocument
+    from pytest_hetero.reporting.view import RuleRow
 
 SPEC_VERSION = "0.1.0"
 """The CTRF specification version the official schema in ``shared/schemas`` describes."""
@@ -32,19 +36,116 @@ _CTRF_STATUS = {"passed": "passed", "failed": "failed", "error": "failed", "not_
                 "deselected": "skipped"}
 
 
+class CtrfTestExtra(TypedDict):
+    """A CTRF test's ``extra``: the owner shown, the layer's owner, what blocked it, its rule results (a business
+    item) and its failure category (a failed item)."""
+
+    owner: str
+    layer_owner: str | None
+    blocked_by: str | None
+    rules: NotRequired[list[RuleRow]]
+    category: NotRequired[str]
+
+
+class Attachment(TypedDict):
+    """A captured file of a test: its name, media type and path in the bundle."""
+
+    name: str
+    contentType: str
+    path: str
+
+
+class CtrfTest(TypedDict):
+    """One CTRF test (an item or an untested entry); keys in the order they are written."""
+
+    name: str
+    testId: str
+    status: str
+    rawStatus: str
+    duration: int
+    suite: list[str]
+    filePath: str
+    tags: list[str]
+    labels: dict[str, str]
+    extra: CtrfTestExtra
+    start: NotRequired[int]
+    stop: NotRequired[int]
+    message: NotRequired[str]
+    attachments: NotRequired[list[Attachment]]
+
+
+class Verified(TypedDict, total=False):
+    """Whether the bundle verified and by which key (only with a sign-off view)."""
+
+    verification: str
+    verified_by: str | None
+
+
+class RunId(TypedDict, total=False):
+    """The report's ``runId`` (when the run has an id)."""
+
+    runId: str
+
+
+class Stamp(TypedDict, total=False):
+    """The report's ``timestamp`` (when the run has a time)."""
+
+    timestamp: str
+
+
+class ResultsExtra(Verified):
+    """The results' ``extra``: the run's verdict and id, and :class:`Verified`."""
+
+    verdict: str
+    run_id: str | None
+
+
+class EnvironmentExtra(TypedDict):
+    """The environment's ``extra``: the run's target fingerprints (each engine's own shape), keys sorted."""
+
+    target: list[object]
+
+
+class CtrfEnvironment(TypedDict):
+    """The report's ``environment``: the matrices' names, the run id, the targets."""
+
+    appName: str
+    buildName: str
+    extra: EnvironmentExtra
+
+
+class CtrfResults(TypedDict):
+    """The report's ``results``."""
+
+    tool: dict[str, str]
+    summary: dict[str, int]
+    tests: list[CtrfTest]
+    environment: CtrfEnvironment
+    extra: ResultsExtra
+
+
+class CtrfReport(RunId, Stamp):
+    """The CTRF document, keys in the order they are written."""
+
+    reportFormat: str
+    specVersion: str
+    generatedBy: str
+    results: CtrfResults
+
+
 def _epoch_ms(stamp: str | None) -> int:
     if not stamp:
         return 0
     return int(datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp() * 1000)
 
 
-def render_ctrf(evidence: EvidenceDocument, signoff: dict[str, Any] | None = None) -> dict[str, Any]:
+def render_ctrf(evidence: EvidenceDocument, signoff: SignoffView | None = None) -> CtrfReport:
     """Return the CTRF document as a JSON-ready dict whose key order is deterministic (every dict
     is built in a fixed order), so it can be serialised without ``sort_keys``. With the sign-off view
     ``signoff``, ``results.extra`` says whether the bundle was verified and by which key
     (``verification``, ``verified_by``; see :func:`pytest_hetero.reporting.view.verification`)."""
     run = evidence["run"]
-    tests = []
+    tests: list[CtrfTest] = []
     summary = {"tests": 0, "passed": 0, "failed": 0, "pending": 0, "skipped": 0, "other": 0}
     for entry in entries(evidence):
         status = _CTRF_STATUS.get(entry["status"], "other")
@@ -53,7 +154,7 @@ def render_ctrf(evidence: EvidenceDocument, signoff: dict[str, Any] | None = Non
         item = item_of(entry)
         failure = failure_of(entry)
         parts = entry["nodeid"].split("::")
-        test: dict[str, Any] = {
+        test: CtrfTest = {
             "name": entry["nodeid"], "testId": entry["nodeid"], "status": status, "rawStatus": entry["status"],
             "duration": round(float((item.get("duration_s") if item else 0) or 0) * 1000),
             "suite": parts[:-1] or [f"hetero.{entry['layer']}"], "filePath": parts[0],
@@ -81,13 +182,11 @@ def render_ctrf(evidence: EvidenceDocument, signoff: dict[str, Any] | None = Non
     summary["stop"] = _epoch_ms(run.get("finished_at")) or summary["start"]
     summary["duration"] = max(0, summary["stop"] - summary["start"])
     summary["suites"] = len({tuple(t["suite"]) for t in tests})
-    head: dict[str, Any] = {"reportFormat": "CTRF", "specVersion": SPEC_VERSION}
-    if run.get("id"):
-        head["runId"] = str(run["id"])
-    if run.get("finished_at") or run.get("started_at"):
-        head["timestamp"] = run.get("finished_at") or run.get("started_at")
-    head["generatedBy"] = f"pytest-hetero {run.get('tool_version') or ''}".strip()
-    return {**head,
+    run_id: RunId = {"runId": str(run["id"])} if run.get("id") else {}
+    when = run.get("finished_at") or run.get("started_at")
+    stamp: Stamp = {"timestamp": when} if when else {}
+    return {"reportFormat": "CTRF", "specVersion": SPEC_VERSION, **run_id, **stamp,
+            "generatedBy": f"pytest-hetero {run.get('tool_version') or ''}".strip(),
             "results": {"tool": {"name": "pytest-hetero", "version": str(run.get("tool_version") or "")},
                         "summary": summary, "tests": tests,
                         "environment": {"appName": ",".join(m["name"] for m in evidence["matrices"]),
@@ -99,7 +198,7 @@ def render_ctrf(evidence: EvidenceDocument, signoff: dict[str, Any] | None = Non
                                   **_verification(signoff)}}}
 
 
-def _verification(signoff: dict[str, Any] | None) -> dict[str, Any]:
+def _verification(signoff: SignoffView | None) -> Verified:
     if signoff is None:
         return {}
     state, by = verification(signoff)

@@ -50,6 +50,7 @@ from pytest_hetero.reporting.dossier_text import Lang, Text
 from pytest_hetero.reporting.view import heatgrid, matrix_of, printable, verification
 
 if TYPE_CHECKING:
+    from pytest_hetero.bundle.signoff import SignoffView
     from pytest_hetero.evidence.document import Entry, EvidenceDocument
     from pytest_hetero.evidence.records import CommunicationSize
     from pytest_hetero.reporting.dossier_rows import Cover, Proof, Role
@@ -60,7 +61,7 @@ PROVES_LIMIT = 8
 CHANGE_LIMIT = 12
 
 
-def render_dossier(evidence: EvidenceDocument, signoff: dict[str, Any], lang: Lang = "en") -> str:
+def render_dossier(evidence: EvidenceDocument, signoff: SignoffView, lang: Lang = "en") -> str:
     """The dossier as one self-contained HTML page (no script, no network; A4 print stylesheet).
 
     ``signoff`` has the shape of :func:`pytest_hetero.bundle.signoff.signoff_context` (roles may carry
@@ -92,7 +93,7 @@ def _css() -> str:
 # ---------------------------------------------------------------- cover
 
 
-def cover(f: Facts, t: Text, signoff: dict[str, Any], roles: list[Role]) -> Cover:
+def cover(f: Facts, t: Text, signoff: SignoffView, roles: list[Role]) -> Cover:
     """``{"verdict", "verdict_class", "verification" (sentence), "verification_state", "verified_by", "scope":
     [(label, [lines])], "change": [lines], "conditions": [lines]}``. The verdict of a bundle not verified
     with a trusted key is worded as an unproven claim (``verdict.unverified``)."""
@@ -159,7 +160,7 @@ def _pairs(mapping: dict[str, Any]) -> str:
     return ", ".join(f"{k}={v}" for k, v in sorted(mapping.items())) or "{}"
 
 
-def qualifications(f: Facts, t: Text, signoff: dict[str, Any]) -> list[str]:
+def qualifications(f: Facts, t: Text, signoff: SignoffView) -> list[str]:
     """What qualifies the verdict, in order: failures; layers not proven (not applicable on this backend,
     blocked, deselected, or otherwise); layers proven for only some resources; simulated nodes; parts of
     layers not proven; an interrupted run; an unsigned bundle."""
@@ -237,28 +238,27 @@ def change(f: Facts, t: Text) -> list[str]:
         return [t("change.error", error=diff["error"])]
     verification = str(diff.get("verification"))
     checked = t(f"change.{verification}") if f"change.{verification}" in _VERIFICATIONS else verification
-    lines = [t("change.baseline", run=diff.get("baseline", {}).get("run"), verification=checked)]
-    lines += [t("change.version", what=t(f"change.what.{c['what']}") if c.get("what") in _WHATS else c.get("what"),
-                name=c.get("name"), old=c.get("old"), new=c.get("new")) for c in diff.get("input_changes") or []]
-    counts = {k: n for k, n in (diff.get("counts") or {}).items() if n}
+    lines = [t("change.baseline", run=diff["baseline"]["run"], verification=checked)]
+    lines += [t("change.version", what=t(f"change.what.{c['what']}") if c["what"] in _WHATS else c["what"],
+                name=c["name"], old=c["old"], new=c["new"]) for c in diff.get("input_changes", [])]
+    counts = {k: n for k, n in diff["counts"].items() if n}
     if counts:
         lines.append(t("change.transitions", counts=t.join([t("count.status", count=n, status=t("t." + k))
                                                             for k, n in counts.items()])))
     for name in ("regression", "new_failure", "fixed", "newly_untested", "newly_covered"):
-        for e in (diff.get("transitions") or {}).get(name, [])[:CHANGE_LIMIT]:
+        for e in diff["transitions"].get(name, [])[:CHANGE_LIMIT]:
             lines.append(t("change.item", transition=t("t." + name), item=short(e["item"]),
                            old=t.status(e["old"]), new=t.status(e["new"])))
     lines += [t("change.metric", rule=m["rule"], item=short(m["item"]), old=m["old"], new=m["new"],
-                relative=f"{m['relative_change']:+.1%}") for m in (diff.get("metric_changes") or [])[:CHANGE_LIMIT]]
+                relative=f"{m['relative_change']:+.1%}") for m in diff["metric_changes"][:CHANGE_LIMIT]]
     lines += [t("change.target", backend=c["backend"], field=c["field"], old=cut(c["old"], 60), new=cut(c["new"], 60))
-              for c in (diff.get("target_changes") or [])[:CHANGE_LIMIT]]
+              for c in diff["target_changes"][:CHANGE_LIMIT]]
     if len(lines) == 1:
         lines.append(t("change.nothing"))
-    gate = diff.get("gate") or {}
-    if gate:
-        result = t("verdict.fail") + (": " + "; ".join(gate.get("reasons") or []) if gate.get("failed") else "") \
-            if gate.get("failed") else t("verdict.pass")
-        lines.append(t("change.gate", policy=gate.get("policy"), result=result))
+    gate = diff["gate"]
+    result = t("verdict.fail") + (": " + "; ".join(gate["reasons"]) if gate["failed"] else "") \
+        if gate["failed"] else t("verdict.pass")
+    lines.append(t("change.gate", policy=gate["policy"], result=result))
     return lines
 
 

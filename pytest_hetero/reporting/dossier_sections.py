@@ -9,7 +9,7 @@ for ``templates/dossier.html.j2``; lists are capped (failures first) and say how
 from __future__ import annotations
 
 import shlex
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from pytest_hetero import LAYERS
 from pytest_hetero.evidence.document import failure_of, matrix_of_item, owner_of
@@ -40,8 +40,9 @@ from pytest_hetero.reporting.dossier_text import Text
 from pytest_hetero.reporting.view import verification
 
 if TYPE_CHECKING:
+    from pytest_hetero.bundle.signoff import SignoffView
     from pytest_hetero.evidence.document import Entry, ItemDict, RuleResult, UntestedEntry
-    from pytest_hetero.evidence.records import UsageData
+    from pytest_hetero.evidence.records import ContainerStatus, UsageData
     from pytest_hetero.reporting.dossier_rows import (
         Chapter,
         Coverage,
@@ -110,7 +111,7 @@ def image_digest(f: Facts, item: Entry) -> str:
 # ---------------------------------------------------------------- sign-off
 
 
-def roles(signoff: dict[str, Any], t: Text) -> list[Role]:
+def roles(signoff: SignoffView, t: Text) -> list[Role]:
     """The sign-off view's roles with every field of the contract filled: ``{"role", "owner", "layers",
     "state", "state_text", "signed": [{"keyid", "names", "decision", "decision_text", "conditions" (list),
     "signed_at", "verified", "checked" (the view said whether it verified), "why_unverified"}]}``; decisions
@@ -124,11 +125,11 @@ def roles(signoff: dict[str, Any], t: Text) -> list[Role]:
             raw = str(claim.get("decision") or "signed")
             decision = DECISIONS.get(raw, raw)
             verified = claim.get("verified") is True
-            conditions = claim.get("conditions") or []
+            conditions = claim.get("conditions")
             signed.append({
                 "keyid": str(claim.get("keyid", "")), "names": [str(n) for n in claim.get("names") or []],
                 "decision": decision, "decision_text": t(f"state.{decision}") if decision in STATES else decision,
-                "conditions": [conditions] if isinstance(conditions, str) else [str(c) for c in conditions],
+                "conditions": [conditions] if conditions else [],
                 "signed_at": when(claim.get("signed_at")),
                 "verified": verified, "checked": "verified" in claim,
                 "why_unverified": None if verified else str(claim.get("why_unverified") or t("so.not_checked")),
@@ -203,7 +204,7 @@ def _fact(f: Facts, t: Text, layer: str, item: Entry) -> str:
         return t("fact.run", exit_code=run.get("exit_code"), duration=run.get("duration_s"),
                  rss="—" if run.get("peak_rss_mib") is None else run["peak_rss_mib"]) if run else ""
     results = [r for d in f.all(item, RULES) for r in d["results"]]
-    return t("fact.rules", passed=sum(r.get("verdict") == "pass" for r in results), total=len(results)) \
+    return t("fact.rules", passed=sum(r["verdict"] == "pass" for r in results), total=len(results)) \
         if results else ""
 
 
@@ -244,9 +245,9 @@ def _result_rows(f: Facts, t: Text, item: Entry) -> list[ResultRow]:
     for data in records:
         prefix = t("res.sample", run=data["run"]) + " · " if data.get("run") else ""
         for r in data["results"]:
-            rows.append({"where": place, "rule": prefix + str(r.get("name")), "threshold": str(r.get("expected") or ""),
-                         "observed": observed(t, r), "verdict": "passed" if r.get("verdict") == "pass" else "failed",
-                         "verdict_text": t("res.pass") if r.get("verdict") == "pass" else t("res.fail"),
+            rows.append({"where": place, "rule": prefix + str(r["name"]), "threshold": str(r["expected"] or ""),
+                         "observed": observed(t, r), "verdict": "passed" if r["verdict"] == "pass" else "failed",
+                         "verdict_text": t("res.pass") if r["verdict"] == "pass" else t("res.fail"),
                          "failing": _failing(r)})
     return rows
 
@@ -257,31 +258,31 @@ def observed(t: Text, result: RuleResult) -> str:
     shown = _observed(t, result)
     provenance = result.get("provenance")
     source = provenance.get("source") if provenance else None
-    if result.get("observed") is None or source not in ("computed", "measured", "measured_in_workload",
+    if result["observed"] is None or source not in ("computed", "measured", "measured_in_workload",
                                                                      "self_reported"):
         return shown
     return f"{shown} · {t(f'prov.{source}')}"
 
 
 def _observed(t: Text, result: RuleResult) -> str:
-    value = result.get("observed")
+    value = result["observed"]
     if value is None:
-        return cut(result.get("detail"), 200)
-    if result.get("kind") == "latency":
+        return cut(result["detail"], 200)
+    if result["kind"] == "latency":
         return t("unit.ms", value=number(value))
-    if result.get("kind") == "metric" and isinstance(value, (int, float)) and "accuracy" in str(result.get("expected")):
+    if result["kind"] == "metric" and isinstance(value, (int, float)) and "accuracy" in str(result["expected"]):
         return t("unit.share", value=number(value), percent=number(value * 100, 2))
     return number(value) if isinstance(value, (int, float)) else str(value)
 
 
 def _failing(result: RuleResult) -> str:
     """The failing golden sample indices (the rule's own, never sample content), else the rule's detail."""
-    if result.get("kind") != "golden" or result.get("verdict") == "pass":
+    if result["kind"] != "golden" or result["verdict"] == "pass":
         return ""
     indices = result.get("failing")
     if isinstance(indices, list):
         return ", ".join(map(str, indices))
-    return cut(result.get("detail"), 300)
+    return cut(result["detail"], 300)
 
 
 # ---------------------------------------------------------------- run-time operations
@@ -308,7 +309,9 @@ def operations(f: Facts, t: Text) -> Operations:
     queued = _sorted(f.with_kind[SUBMITTED.name])
     queue_rows = [_queue_row(f, t, i) for i in queued]
     note = "" if queue_rows else t("ops.no_queue", backends=", ".join(f.backends))
-    ledger = ((f.evidence.get("usage") or {}).get("queue") or {}).get("pools") or {}
+    usage = f.evidence.get("usage")
+    queue = usage.get("queue") if usage else None  # a bundle written before issue 33 has no queue
+    ledger = queue["pools"] if queue else {}
     return {"usage": usage_rows[:OPS_ROWS], "usage_more": max(0, len(usage_rows) - OPS_ROWS),
             "scopes": [t("ops.scope", scope=s) for s in scopes[:4]], "queue": queue_rows[:OPS_ROWS],
             "queue_more": max(0, len(queue_rows) - OPS_ROWS), "queue_note": note,
@@ -334,7 +337,7 @@ def _usage_rows(f: Facts, t: Text, item: Entry, data: UsageData) -> list[UsageRo
     return rows
 
 
-def _queue_times(f: Facts, item: Entry) -> tuple[float | None, float | None, float | None, list[Any]]:
+def _queue_times(f: Facts, item: Entry) -> tuple[float | None, float | None, float | None, list[ContainerStatus]]:
     """A queued item's submitted, placed and started times (epoch seconds, None when not recorded) and its
     startup pod's container statuses."""
     submitted = f.first(item, SUBMITTED)
@@ -377,7 +380,7 @@ def _coverage(t: Text, state: str, what: str, items: list[ItemDict], detail: str
             "more": max(0, len(ids) - 6), "detail": detail}
 
 
-def phases(f: Facts, t: Text, signoff: dict[str, Any]) -> list[Coverage]:
+def phases(f: Facts, t: Text, signoff: SignoffView) -> list[Coverage]:
     """The four acceptance phases, each covered / partly covered / not covered / contradicted, with its items."""
     disc = f.by_layer["discovery"]
     ok = [i for i in disc if i["status"] == "passed"]
@@ -392,14 +395,14 @@ def phases(f: Facts, t: Text, signoff: dict[str, Any]) -> list[Coverage]:
     signature = t("d.signed") if signed else t("d.signed_unverified") if signoff.get("run_signer") else t("d.unsigned")
     detail = t("d.evidence", signature=signature, digests=len(digests), images=len(images))
     out.append(_coverage(t, state, t("phase.evidence"), digests, detail))
-    diff = f.evidence.get("baseline_diff") or {}
-    counts = diff.get("counts") or {}
-    if not counts:
+    diff = f.evidence.get("baseline_diff")
+    if not diff or "error" in diff or not diff["counts"]:
         out.append(_coverage(t, "not_covered", t("phase.expansion"), [], t("d.no_baseline")))
     else:
+        counts = diff["counts"]  # every transition's count (a hand-made section may name fewer)
         bad = counts.get("regression", 0) + counts.get("new_failure", 0)
         out.append(_coverage(t, "against" if bad else "covered", t("phase.expansion"), [], t(
-            "d.expansion", run=(diff.get("baseline") or {}).get("run"), regressions=counts.get("regression", 0),
+            "d.expansion", run=diff["baseline"]["run"], regressions=counts.get("regression", 0),
             new=counts.get("new_failure", 0))))
     return out
 

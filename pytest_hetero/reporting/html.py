@@ -41,6 +41,7 @@ from pytest_hetero.reporting.view import (
 from pytest_hetero.usercache import cache_dir
 
 if TYPE_CHECKING:
+    from pytest_hetero.bundle.signoff import SignoffView
     from pytest_hetero.evidence.document import Entry, EvidenceDocument
 
 ITEM_DETAIL_LIMIT = 1500
@@ -130,12 +131,12 @@ def _details(items: list[Entry]) -> tuple[list[dict[str, Any]], set[int]]:
     return out, set(shown)
 
 
-def render_html(evidence: EvidenceDocument, signoff: dict[str, Any]) -> str:
+def render_html(evidence: EvidenceDocument, signoff: SignoffView) -> str:
     """Return report.html as text. ``signoff`` has the shape of :func:`pytest_hetero.bundle.signoff.signoff_context`."""
     return "".join(html_chunks(evidence, signoff))
 
 
-def html_chunks(evidence: EvidenceDocument, signoff: dict[str, Any]) -> Iterator[str]:
+def html_chunks(evidence: EvidenceDocument, signoff: SignoffView) -> Iterator[str]:
     """report.html as consecutive pieces of text (Jinja's ``generate``), so a writer need not hold the
     page: its whole text, the pieces joined, was about three times the page at 1,500 detailed items."""
     items = entries(evidence)
@@ -157,8 +158,10 @@ def _baseline_lines(evidence: EvidenceDocument) -> list[str]:
     """The ``baseline_diff`` section (added before evidence.json is written, see
     :mod:`pytest_hetero.bundle.baseline`) as lines; empty without one."""
     diff = evidence.get("baseline_diff")
-    if not diff or "gate" not in diff:
-        return [diff["error"]] if diff and "error" in diff else []
+    if not diff:
+        return []
+    if "error" in diff:
+        return [diff["error"]]
     from pytest_hetero.bundle.baseline import diff_lines
 
     return diff_lines(diff, limit=50)

@@ -34,6 +34,7 @@ from pytest_hetero.evidence.model import UNTESTED_STATUSES
 from pytest_hetero.reporting.view import entries, junit_properties, owner_shown, printable, rule_results, verification
 
 if TYPE_CHECKING:
+    from pytest_hetero.bundle.signoff import SignoffView
     from pytest_hetero.evidence.document import Entry, EvidenceDocument
 
 
@@ -101,7 +102,7 @@ def _open_tag(element: Any) -> str:
     return text[:-2].rstrip() + ">"
 
 
-def render_junit(evidence: EvidenceDocument, signoff: dict[str, Any] | None = None) -> bytes:
+def render_junit(evidence: EvidenceDocument, signoff: SignoffView | None = None) -> bytes:
     """Return the JUnit XML document as UTF-8 bytes (with XML declaration). With the sign-off view
     ``signoff``, each suite's properties say whether the bundle was verified and by which key
     (``verification``, ``verified_by``; see :func:`pytest_hetero.reporting.view.verification`).

@@ -17,6 +17,7 @@ from pytest_hetero.evidence.untested import NEVER_COVERED_LABELS
 from pytest_hetero.reporting.view import failures_by_owner, layer_counts, printable, verification
 
 if TYPE_CHECKING:
+    from pytest_hetero.bundle.signoff import SignoffView
     from pytest_hetero.evidence.document import EvidenceDocument
 
 MAX_LINES = 20
@@ -43,7 +44,7 @@ def code(text: Any, limit: int = 200) -> str:
     return f"`{line[: limit - 1] + '…' if len(line) > limit else line}`"
 
 
-def render_markdown(evidence: EvidenceDocument, signoff: dict[str, Any]) -> str:
+def render_markdown(evidence: EvidenceDocument, signoff: SignoffView) -> str:
     """Return the summary as Markdown text (GitHub-flavoured tables)."""
     run = evidence["run"]
     verdict = evidence["summary"]["verdict"].upper()
@@ -86,7 +87,7 @@ def _failures(evidence: EvidenceDocument) -> list[str]:
     return [*out, ""]
 
 
-def _signoff(signoff: dict[str, Any]) -> list[str]:
+def _signoff(signoff: SignoffView) -> list[str]:
     """``### Sign-off``: each role with its layers, state and who signed (none: no section). A
     view written at the end of the run (``source: run_end``) shows no state: sign-offs come later."""
     roles = signoff.get("roles", [])
@@ -112,7 +113,7 @@ def _signoff(signoff: dict[str, Any]) -> list[str]:
 def _baseline(evidence: EvidenceDocument) -> list[str]:
     """``### Baseline comparison`` when the run was compared with a baseline."""
     diff = evidence.get("baseline_diff")
-    if not diff or "gate" not in diff:
+    if not diff or "error" in diff:  # a baseline that could not be compared has no lines to list
         return []
     from pytest_hetero.bundle.baseline import diff_lines
 
@@ -150,26 +151,26 @@ def _untested(evidence: EvidenceDocument) -> list[str]:
 def _usage(evidence: EvidenceDocument) -> list[str]:
     """``### Usage ledger``: resource-seconds per namespace and project, and waste (nothing when the evidence
     has no ledger or the gate created no workload)."""
-    usage = evidence.get("usage") or {}
-    if not usage.get("workloads"):
+    usage = evidence.get("usage")
+    if not usage or not usage["workloads"]:
         return []
-    tables = usage.get("resource_seconds") or {}
+    tables = usage["resource_seconds"]
 
     def per(table: dict[str, dict[str, float]]) -> str:
         return "; ".join(f"{md(k)}: " + ", ".join(f"{md(r)} {v:g}" for r, v in amounts.items())
                          for k, amounts in list(table.items())[:MAX_LINES]) or "none"
 
-    waste = usage.get("waste") or {}
-    failed, retries, idle = waste.get("failed") or {}, waste.get("retries") or {}, waste.get("idle") or {}
+    waste = usage["waste"]
+    failed, retries, idle = waste["failed"], waste["retries"], waste["idle"]
     out = ["", "### Usage ledger",
-           f"{usage['workloads']} workloads ({usage.get('simulated') or 0} on simulated nodes); resource-seconds "
+           f"{usage['workloads']} workloads ({usage['simulated']} on simulated nodes); resource-seconds "
            "(request × seconds held)", "",
-           f"- by namespace: {per(tables.get('by_namespace') or {})}",
-           f"- by project: {per(tables.get('by_project') or {})}",
-           f"- by model: {per(tables.get('by_model') or {})}",
-           f"- waste: {failed.get('workloads', 0)} failed workloads, {retries.get('reruns', 0)} reruns, "
-           f"{retries.get('restarts', 0)} restarts, {idle.get('seconds', 0):g} s idle between placement and start"]
-    if (usage.get("incomplete") or {}).get("count"):
+           f"- by namespace: {per(tables['by_namespace'])}",
+           f"- by project: {per(tables['by_project'])}",
+           f"- by model: {per(tables['by_model'])}",
+           f"- waste: {failed['workloads']} failed workloads, {retries['reruns']} reruns, "
+           f"{retries['restarts']} restarts, {idle['seconds']:g} s idle between placement and start"]
+    if usage["incomplete"]["count"]:
         out.append(f"- incomplete: {usage['incomplete']['count']} workloads missing a time or quantity "
                    "(evidence.json names them)")
     return out

@@ -146,7 +146,7 @@ OBSERVED_ITEMS = 10
 def observed(result: RuleResult) -> str:
     """One rule's observed value with its unit, provenance and verdict, e.g. ``accuracy 0.96 computed (pass)``
     or ``latency-p95 3.1 ms self-reported, not verified (pass)``."""
-    value = result.get("observed")
+    value = result["observed"]
     shown = f"{value:g}" if isinstance(value, float) else str(value if value is not None else "—")
     unit = f" {result['unit']}" if result.get("unit") else ""
     return f"{result['name']} {shown}{unit}{provenance_text(result)} ({result['verdict']})"

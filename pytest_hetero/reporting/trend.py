@@ -22,7 +22,7 @@ import hashlib
 import json
 import math
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypedDict, TypeGuard
+from typing import TYPE_CHECKING, TypedDict, TypeGuard
 
 import jinja2
 
@@ -32,7 +32,7 @@ from pytest_hetero.evidence.records import RULES, data_of
 from pytest_hetero.vocab import FAILED
 
 if TYPE_CHECKING:
-    from pytest_hetero.evidence.document import Entry, EvidenceDocument, RuleResult
+    from pytest_hetero.evidence.document import Entry, EvidenceDocument, RuleBound, RuleResult
 
 SPARK = "▁▂▃▄▅▆▇█"
 
@@ -68,7 +68,7 @@ class MetricTrend(TypedDict):
     rule: str
     series: list[float | None]
     verdicts: list[str | None]
-    bound: dict[str, Any] | None
+    bound: RuleBound | None
     expected: str
 
 
@@ -135,7 +135,7 @@ def _night(evidence: EvidenceDocument) -> tuple[dict[str, tuple[str, str, str]],
         for record in item["records"] if item else []:
             judged = data_of(record, RULES)
             for result in judged["results"] if judged else []:
-                metrics[(key, str(result.get("name")))] = result
+                metrics[(key, str(result["name"]))] = result
     return statuses, metrics
 
 
@@ -154,7 +154,7 @@ def trend(nights: list[tuple[EvidenceDocument, str]]) -> Trend:
     keys = sorted({k for statuses, _ in per_night for k in statuses})
     items = [_item_trend(key, [statuses.get(key) for statuses, _ in per_night]) for key in keys]
     items.sort(key=lambda e: (e["failing_since"] is None, not e["flaky"], e["item"]))
-    metric_keys = sorted({k for _, metrics in per_night for k, r in metrics.items() if _numeric(r.get("observed"))})
+    metric_keys = sorted({k for _, metrics in per_night for k, r in metrics.items() if _numeric(r["observed"])})
     metrics = [_metric_trend(k, [m.get(k) for _, m in per_night]) for k in metric_keys]
     summary: TrendSummary = {"nights": len(ordered), "items": len(items),
                "failing_now": sum(1 for e in items if e["failing_since"] is not None),
@@ -191,10 +191,10 @@ def _item_trend(key: str, seen: list[tuple[str, str, str] | None]) -> ItemTrend:
 def _metric_trend(key: tuple[str, str], results: list[RuleResult | None]) -> MetricTrend:
     latest = next((r for r in reversed(results) if r), None)
     return {"item": key[0], "rule": key[1],
-            "series": [float(value) if r and _numeric(value := r.get("observed")) else None for r in results],
-            "verdicts": [r.get("verdict") if r else None for r in results],
+            "series": [float(value) if r and _numeric(value := r["observed"]) else None for r in results],
+            "verdicts": [r["verdict"] if r else None for r in results],
             "bound": next((r["bound"] for r in reversed(results) if r and isinstance(r.get("bound"), dict)), None),
-            "expected": str((latest.get("expected") if latest else None) or "")}
+            "expected": str((latest["expected"] if latest else None) or "")}
 
 
 def sparkline(series: list[float | None]) -> str:
@@ -246,7 +246,7 @@ def bound_text(metric: MetricTrend) -> str:
     return f"{bound['op']} {bound['value']:g}{tol}" + (f" {bound['unit']}" if bound.get("unit") else "")
 
 
-def svg_series(series: list[float | None], bound: dict[str, Any] | None, width: int = 240, height: int = 48) -> str:
+def svg_series(series: list[float | None], bound: RuleBound | None, width: int = 240, height: int = 48) -> str:
     """An inline SVG polyline of ``series`` with the bound as a dashed line (values scaled to include it)."""
     values = [v for v in series if v is not None]
     limit = bound.get("value") if bound and _numeric(bound.get("value")) else None

@@ -20,6 +20,7 @@ from pytest_hetero.evidence.model import STATUSES
 from pytest_hetero.evidence.records import RULES, data_of
 
 if TYPE_CHECKING:
+    from pytest_hetero.bundle.signoff import SignoffView
     from pytest_hetero.evidence.document import ArtifactDict, Entry, EvidenceDocument, FailureDict, RecordDict
 
 
@@ -142,7 +143,7 @@ _JUNIT_PROPERTY = re.compile("[\\[\\]%|]")
 _JUNIT_UNSAFE = re.compile(f"[\\[\\]%|\x00-\x1f\x85\u2028\u2029\ud800-\udfff{_INVISIBLE}]")
 
 
-def verification(signoff: dict[str, Any]) -> tuple[str, str | None]:
+def verification(signoff: SignoffView) -> tuple[str, str | None]:
     """(``verified`` | ``unverified`` | ``unsigned``, the trusted keyid it verified with or None) of a
     sign-off view (:func:`pytest_hetero.bundle.signoff.signoff_context`): what every rendering states
     before the verdict. A view without the field is read from ``run_signer``/``run_verified``/``source``
@@ -267,9 +268,9 @@ def rule_results(entry: Entry) -> list[RuleRow]:
         if data is None:
             continue
         for r in data["results"]:
-            out.append({"name": r.get("name"), "metric": r.get("metric") or r.get("kind"),
-                        "threshold": r.get("expected"), "observed": r.get("observed"), "unit": r.get("unit"),
-                        "provenance": (r.get("provenance") or {}).get("source"), "verdict": r.get("verdict"),
+            out.append({"name": r["name"], "metric": r.get("metric") or r["kind"],
+                        "threshold": r["expected"], "observed": r["observed"], "unit": r.get("unit"),
+                        "provenance": (r.get("provenance") or {}).get("source"), "verdict": r["verdict"],
                         "run": data.get("run")})
     return out
 

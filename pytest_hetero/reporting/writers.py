@@ -12,11 +12,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pytest_hetero.evidence.model import gc_paused
 
 if TYPE_CHECKING:
+    from pytest_hetero.bundle.signoff import SignoffView
     from pytest_hetero.evidence.document import EvidenceDocument
 
 FORMATS: dict[str, str] = {"html": "report.html", "md": "summary.md", "junit": "junit.xml", "ctrf": "ctrf.json"}
@@ -27,7 +28,7 @@ ON_DEMAND: tuple[str, ...] = ("dossier",)
 """Formats rendered only when asked for (``hetero render --format dossier``), never written by a run."""
 
 
-def render(fmt: str, evidence: EvidenceDocument, signoff: dict[str, Any], lang: str = "en") -> bytes:
+def render(fmt: str, evidence: EvidenceDocument, signoff: SignoffView, lang: str = "en") -> bytes:
     """Render ``evidence`` in ``fmt`` (a key of FORMATS, or ``dossier``) to bytes; ``signoff`` has the shape of
     :func:`pytest_hetero.bundle.signoff.signoff_context`; ``lang`` (``en``/``zh``) is the dossier's
     language. A character UTF-8 cannot carry (a lone surrogate from a model's outputs) becomes ``?``.
@@ -35,7 +36,7 @@ def render(fmt: str, evidence: EvidenceDocument, signoff: dict[str, Any], lang: 
     return b"".join(pieces(fmt, evidence, signoff, lang))
 
 
-def pieces(fmt: str, evidence: EvidenceDocument, signoff: dict[str, Any], lang: str = "en") -> Iterator[bytes]:
+def pieces(fmt: str, evidence: EvidenceDocument, signoff: SignoffView, lang: str = "en") -> Iterator[bytes]:
     """:func:`render` as consecutive pieces of bytes, for a writer that need not hold the whole rendering:
     report.html as the template yields it, :data:`HTML_BATCH` strings per piece (its whole text was about three
     times the page at 1,500 detailed items), every other format as one piece. Raises as :func:`render` does,
@@ -80,7 +81,7 @@ def pieces(fmt: str, evidence: EvidenceDocument, signoff: dict[str, Any], lang: 
         raise ValueError(f"unknown format {fmt!r}; choose from {', '.join(FORMATS)}")
 
 
-def write_renderings(evidence: EvidenceDocument, bundle_dir: Path, signoff: dict[str, Any]) -> list[Path]:
+def write_renderings(evidence: EvidenceDocument, bundle_dir: Path, signoff: SignoffView) -> list[Path]:
     """Write every rendering (FORMATS) of ``evidence`` into ``bundle_dir`` (each to a temporary name,
     then renamed); return their paths. ``signoff`` is the sign-off view (run signer or why unsigned,
     owner roles). Each is written piece by piece (:func:`pieces`: the same bytes as :func:`render`); a

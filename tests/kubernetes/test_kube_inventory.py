@@ -7,8 +7,10 @@ backend's own logic (kube_payload.inventory_check)."""
 from __future__ import annotations
 
 from support import FIXTURES
+from typing_extensions import Unpack
 
 from pytest_hetero.layers.startup import inventory_check
+from pytest_hetero.matrix.document import ExpectDoc
 from pytest_hetero.matrix.model import Resource
 from pytest_hetero.probes.payload import PayloadReport
 
@@ -24,9 +26,9 @@ T4 = PayloadReport(
 NODE = {"name": "gpu-1", "capacity": {"nvidia.com/gpu": "4"}, "allocatable": {"nvidia.com/gpu": "4"}}
 
 
-def gpu(count: str, **expect: object) -> Resource:
+def gpu(count: str, **expect: Unpack[ExpectDoc]) -> Resource:
     return Resource(
-        name="t4", type="gpu", vendor="nvidia", requests={"nvidia.com/gpu": count}, expect=dict(expect)
+        name="t4", type="gpu", vendor="nvidia", requests={"nvidia.com/gpu": count}, expect=expect
     )
 
 
