@@ -37,7 +37,7 @@ import re
 import time
 import uuid
 import weakref
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from kubernetes import client
 
