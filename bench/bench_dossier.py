@@ -32,8 +32,8 @@ from pytest_hetero.reporting.dossier import render_dossier
 from pytest_hetero.reporting.html import render_html
 
 if TYPE_CHECKING:
-    from pytest_hetero.bundle.signoff import SignoffView
     from pytest_hetero.evidence.document import EvidenceDocument, UntestedSection
+    from pytest_hetero.evidence.views import SignoffView
 
 TARGET = 3.0
 OWNERS = {"discovery": "infrastructure", "scheduling": "platform", "startup": "platform", "model": "algorithm",

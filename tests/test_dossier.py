@@ -15,9 +15,10 @@ import pytest
 from bundle_samples import EVIL, PREFIX, make_bundle, sample_evidence
 from test_bundle_verify import hetero
 
-from pytest_hetero.bundle.signoff import SignoffView, signoff_context
+from pytest_hetero.bundle.signoff import signoff_context
 from pytest_hetero.bundle.signoff_check import NO_POLICY, SignOff
 from pytest_hetero.evidence.document import as_document
+from pytest_hetero.evidence.views import SignoffView
 from pytest_hetero.reporting import dossier_sections as sections
 from pytest_hetero.reporting.dossier import cover, not_proves, proves, qualifications, render_dossier
 from pytest_hetero.reporting.dossier_facts import Facts

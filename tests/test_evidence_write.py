@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from pytest_hetero.bundle.signoff import SignoffView
 from pytest_hetero.evidence.recorder import write_evidence
+from pytest_hetero.evidence.views import SignoffView
 
 sys.path.insert(0, str(Path(__file__).parent))
 from bundle_samples import EVIL, sample_evidence  # noqa: E402

@@ -163,7 +163,7 @@ def test_publish_plan_labels_each_exercised_node_at_its_level_and_leaves_the_oth
 
 
 def test_catalog_lists_node_levels_and_unvalidated_nodes(tmp_path: Path) -> None:
-    from pytest_hetero.bundle.vsa import BundleStatus
+    from pytest_hetero.evidence.views import BundleStatus
     from pytest_hetero.reporting.catalog import catalog_rows, catalog_text
 
     [pool] = pool_status(matrix(tmp_path, None), run_items(False), "2026-12-02T10:00:00Z")

@@ -39,10 +39,11 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
-from typing import TYPE_CHECKING, TypedDict
+from typing import TYPE_CHECKING
 
 from pytest_hetero import LAYERS
 from pytest_hetero.errors import BundleError, MatrixError
+from pytest_hetero.evidence.views import RoleView, SignoffView
 from pytest_hetero.settings import SignCommand
 
 if TYPE_CHECKING:
@@ -52,53 +53,6 @@ if TYPE_CHECKING:
     from pytest_hetero.bundle.signoff_check import SignOff
     from pytest_hetero.evidence.document import EvidenceDocument
     from pytest_hetero.evidence.inputs import RunInputs
-
-class SignedView(TypedDict, total=False):
-    """One sign-off of a role in the sign-off view (:meth:`pytest_hetero.bundle.signoff_check.SignOff.view`
-    writes every field; a renderer reads each with a default, since a view may come from elsewhere)."""
-
-    keyid: str
-    names: list[str]
-    decision: str
-    conditions: str | None
-    signed_at: str | None
-    verified: bool
-    why_unverified: str | None
-    layers: list[str]
-
-
-class RoleView(TypedDict, total=False):
-    """One owner team of the sign-off view: its layers, its sign-offs and its state (one of :data:`STATES`)."""
-
-    role: str
-    layers: list[str]
-    owner: str
-    signed: list[SignedView]
-    state: str
-
-
-class PolicyView(TypedDict):
-    """The trust policy the sign-offs were checked against: its name, sha256 and who trusts it."""
-
-    name: str
-    sha256: str
-    trusted_by: str
-
-
-class SignoffView(TypedDict, total=False):
-    """The sign-off view (shape in the module docstring). :func:`signoff_context` writes every field; the
-    renderers take a view with any of them missing (read with defaults: never accepted unless it says so)."""
-
-    source: str
-    run_signer: str | None
-    run_verified: bool
-    signer_error: str | None
-    verification: str
-    verified_by: str | None
-    policy: PolicyView | None
-    note: str
-    roles: list[RoleView]
-
 
 STATES: tuple[str, ...] = ("pending", "accepted", "accepted_with_conditions", "accepted_with_known_failures",
                            "rejected")

@@ -29,7 +29,7 @@ from pytest_hetero.bundle.signing import PAYLOAD_TYPE, STATEMENT_TYPE, check_sig
 
 if TYPE_CHECKING:
     from pytest_hetero.bundle.policy import TrustPolicy
-    from pytest_hetero.bundle.signoff import SignedView
+    from pytest_hetero.evidence.views import SignedView
 
 NO_POLICY = "no trust policy given (--policy): who signed is not checked"
 

@@ -30,11 +30,12 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import TYPE_CHECKING, Any
 
 from pytest_hetero import __version__
 from pytest_hetero.bundle.manifest import STATEMENT, VALIDATION
 from pytest_hetero.errors import BundleError, Location
+from pytest_hetero.evidence.views import BundleStatus
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
@@ -230,20 +231,6 @@ def _vsa_problem(statement: dict[str, Any], digest: str, expected: dict[str, dic
         return (f"line {n}: verificationResult {str(predicate.get('verificationResult'))[:40]} or verifiedLevels "
                 f"differ from the signed statement's levels ({want})")
     return None
-
-
-class BundleStatus(TypedDict):
-    """The validation status a bundle signs (:func:`load_status`): its folder, the sha256 of its run statement,
-    how it verified, the signed ``validation`` section, its VSA statements, the signed predicate's ``run``
-    and the untested entries by pool (the resource they are keyed by)."""
-
-    bundle: Path
-    digest: str
-    verification: str
-    validation: ValidationSection
-    vsas: list[dict[str, Any]]
-    run: dict[str, Any]
-    untested: dict[str, list[UntestedEntry]]
 
 
 def load_status(path: Path, keys: list[Any] | None, *, allow_unsigned: bool = False) -> BundleStatus:

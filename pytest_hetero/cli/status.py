@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from pytest_hetero.errors import HeteroError
 
 if TYPE_CHECKING:
-    from pytest_hetero.bundle.vsa import BundleStatus
+    from pytest_hetero.evidence.views import BundleStatus
 
 
 def _statuses(args: argparse.Namespace, allow_unsigned: bool) -> list[BundleStatus]:

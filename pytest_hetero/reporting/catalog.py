@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any, TypedDict
 from pytest_hetero.status.compute import expired, parse_time
 
 if TYPE_CHECKING:
-    from pytest_hetero.bundle.vsa import BundleStatus
     from pytest_hetero.evidence.document import PoolStatus
+    from pytest_hetero.evidence.views import BundleStatus
 
 
 class Unvalidated(TypedDict):

@@ -25,8 +25,8 @@ from pytest_hetero.reporting.view import entries, owner_shown, rule_results, ver
 if TYPE_CHECKING:
     from typing_extensions import NotRequired
 
-    from pytest_hetero.bundle.signoff import SignoffView
     from pytest_hetero.evidence.document import EvidenceDocument
+    from pytest_hetero.evidence.views import SignoffView
     from pytest_hetero.reporting.view import RuleRow
 
 SPEC_VERSION = "0.1.0"

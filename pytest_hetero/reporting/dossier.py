@@ -50,9 +50,9 @@ from pytest_hetero.reporting.dossier_text import Lang, Text
 from pytest_hetero.reporting.view import heatgrid, matrix_of, printable, verification
 
 if TYPE_CHECKING:
-    from pytest_hetero.bundle.signoff import SignoffView
     from pytest_hetero.evidence.document import Entry, EvidenceDocument
     from pytest_hetero.evidence.records import CommunicationSize
+    from pytest_hetero.evidence.views import SignoffView
     from pytest_hetero.reporting.dossier_rows import Cover, Proof, Role
 
 TEMPLATES = Path(__file__).parent / "templates"

@@ -40,9 +40,9 @@ from pytest_hetero.reporting.dossier_text import Text
 from pytest_hetero.reporting.view import verification
 
 if TYPE_CHECKING:
-    from pytest_hetero.bundle.signoff import SignoffView
     from pytest_hetero.evidence.document import Entry, ItemDict, RuleResult, UntestedEntry
     from pytest_hetero.evidence.records import ContainerStatus, UsageData
+    from pytest_hetero.evidence.views import SignoffView
     from pytest_hetero.reporting.dossier_rows import (
         Chapter,
         Coverage,

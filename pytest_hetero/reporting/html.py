@@ -41,8 +41,8 @@ from pytest_hetero.reporting.view import (
 from pytest_hetero.usercache import cache_dir
 
 if TYPE_CHECKING:
-    from pytest_hetero.bundle.signoff import SignoffView
     from pytest_hetero.evidence.document import Entry, EvidenceDocument
+    from pytest_hetero.evidence.views import SignoffView
 
 ITEM_DETAIL_LIMIT = 1500
 UNTESTED_LIMIT = 1000

@@ -34,8 +34,8 @@ from pytest_hetero.evidence.model import UNTESTED_STATUSES
 from pytest_hetero.reporting.view import entries, junit_properties, owner_shown, printable, rule_results, verification
 
 if TYPE_CHECKING:
-    from pytest_hetero.bundle.signoff import SignoffView
     from pytest_hetero.evidence.document import Entry, EvidenceDocument
+    from pytest_hetero.evidence.views import SignoffView
 
 
 def _properties(entry: Entry) -> list[tuple[str, str]]:

@@ -17,8 +17,8 @@ from pytest_hetero.evidence.untested import NEVER_COVERED_LABELS
 from pytest_hetero.reporting.view import failures_by_owner, layer_counts, printable, verification
 
 if TYPE_CHECKING:
-    from pytest_hetero.bundle.signoff import SignoffView
     from pytest_hetero.evidence.document import EvidenceDocument
+    from pytest_hetero.evidence.views import SignoffView
 
 MAX_LINES = 20
 _SPECIAL = re.compile(r"([\\`*_\[\]|~])")

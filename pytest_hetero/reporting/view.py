@@ -20,8 +20,8 @@ from pytest_hetero.evidence.model import STATUSES
 from pytest_hetero.evidence.records import RULES, data_of
 
 if TYPE_CHECKING:
-    from pytest_hetero.bundle.signoff import SignoffView
     from pytest_hetero.evidence.document import ArtifactDict, Entry, EvidenceDocument, FailureDict, RecordDict
+    from pytest_hetero.evidence.views import SignoffView
 
 
 class RuleRow(TypedDict):

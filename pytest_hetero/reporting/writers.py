@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING
 from pytest_hetero.evidence.model import gc_paused
 
 if TYPE_CHECKING:
-    from pytest_hetero.bundle.signoff import SignoffView
     from pytest_hetero.evidence.document import EvidenceDocument
+    from pytest_hetero.evidence.views import SignoffView
 
 FORMATS: dict[str, str] = {"html": "report.html", "md": "summary.md", "junit": "junit.xml", "ctrf": "ctrf.json"}
 """Rendering format → file name in the bundle."""
