@@ -287,6 +287,7 @@ def test_local_run_time_rules_on_peak_memory_pass_and_fail(pytester: pytest.Pyte
 
 
 def test_docker_stats_working_set_on_cgroup_v1_and_v2_keys() -> None:
+    from pytest_hetero.backends.docker.api import StatsDocument
     from pytest_hetero.backends.docker.usage import cpu_ns, working_set_bytes
 
     # ContainerStatsResponse shapes (Docker Engine API): cgroup v1 memory_stats.stats has total_inactive_file
@@ -294,9 +295,11 @@ def test_docker_stats_working_set_on_cgroup_v1_and_v2_keys() -> None:
                                                            "total_inactive_file": 200 * 2**20}},
           "cpu_stats": {"cpu_usage": {"total_usage": 2_500_000_000}, "online_cpus": 2}}
     v2 = {"memory_stats": {"usage": 96 * 2**20, "stats": {"file": 40 * 2**20, "inactive_file": 32 * 2**20}}}
-    assert working_set_bytes(v1) == 100 * 2**20 and working_set_bytes(v2) == 64 * 2**20
-    assert working_set_bytes({"memory_stats": {}}) is None  # a stopped container: not read, never 0
-    assert cpu_ns(v1) == (2.5e9, 2) and cpu_ns(v2) == (None, None)
+    one, two = StatsDocument.parse(v1), StatsDocument.parse(v2)
+    assert working_set_bytes(one) == 100 * 2**20 and working_set_bytes(two) == 64 * 2**20
+    # a stopped container: not read, never 0
+    assert working_set_bytes(StatsDocument.parse({"memory_stats": {}})) is None
+    assert cpu_ns(one) == (2.5e9, 2) and cpu_ns(two) == (None, None)
 
 
 def _stream(docs: queue.Queue[Any]) -> Any:

@@ -24,6 +24,7 @@ import docker.errors
 
 from pytest_hetero.backends.docker import client as run
 from pytest_hetero.backends.docker import usage as docker_usage
+from pytest_hetero.backends.docker.api import HostConfig, inspect_container
 from pytest_hetero.backends.docker.errors import outcome
 from pytest_hetero.backends.docker.session import DockerSession
 from pytest_hetero.backends.docker.translate import ASCEND_CONTROL_DEVICES, EngineRequest, translate
@@ -87,9 +88,10 @@ def translate_or_fail(step: Step, target: dict[str, Any], local: bool) -> Engine
         raise ActionFailed(f"resource {step.resource.name}: {exc}", "bad_request") from None
 
 
-def allocated(host_config: dict[str, Any]) -> dict[str, Any]:
-    """The limits and devices the engine stored for a container (``HostConfig`` subset, engine JSON)."""
-    return {k: host_config.get(k) for k in ALLOCATED_FIELDS}
+def allocated(host_config: HostConfig) -> dict[str, Any]:
+    """The limits and devices the engine stored for a container (``HostConfig`` subset, engine JSON: a field it
+    left out is None)."""
+    return {k: host_config.document.get(k) for k in ALLOCATED_FIELDS}
 
 
 def _not_proven(ctx: Step, request: EngineRequest) -> None:
@@ -154,8 +156,7 @@ def place(ctx: Step, session: DockerSession) -> Placement:
     except docker.errors.APIError as exc:
         raise outcome(exc, f"{what}: engine refused the request", phase="start") from None
     try:
-        state = api.inspect_container(cid)
-        got = allocated(state["HostConfig"])
+        got = allocated(inspect_container(api, cid).host_config)
         try:
             api.start(cid)
             started = "started"
@@ -178,7 +179,7 @@ def _probe_usage(api: docker.APIClient, cid: str) -> UsageFacts:
     """Remove the placement probe ``cid``; return its usage facts (:mod:`.usage`; ``released`` when the
     engine confirmed the removal, epoch s), or {} when it could not be inspected."""
     try:
-        facts = docker_usage.container_facts(api.inspect_container(cid), "completed")
+        facts = docker_usage.container_facts(inspect_container(api, cid), "completed")
     except docker.errors.APIError:
         facts = UsageFacts()
     try:
