@@ -5,6 +5,8 @@ these shapes instead of guessing at keys. Sources (Docker Engine API reference, 
 
 * ``GET /containers/{id}/json`` (ContainerInspectResponse): ``Id``, ``Name``, ``Created`` (RFC 3339),
   ``RestartCount``, ``State`` (:class:`ContainerState`), ``HostConfig`` (:class:`HostConfig`);
+* ``GET /version`` and ``GET /info`` (SystemVersion, SystemInfo): the engine's identity and capacity
+  (:class:`EngineInfo`);
 * ``GET /images/{name}/json`` (ImageInspect): ``Id``, ``RepoDigests``, ``Created``, ``Size``, ``Config.User``
   (:class:`ImageInspect`);
 * ``GET /containers/{id}/stats`` (ContainerStatsResponse, one document per tick of the stream):
@@ -128,6 +130,41 @@ class StatsDocument:
                    inactive_file=_number(inner.get("total_inactive_file", inner.get("inactive_file"))),
                    cpu_total_ns=_number(_object(cpu.get("cpu_usage")).get("total_usage")),
                    online_cpus=_int(cpu.get("online_cpus")))
+
+
+@dataclass(frozen=True)
+class EngineInfo:
+    """The engine's ``/version`` (``Version``, ``ApiVersion``, ``KernelVersion``, ``Arch``) and ``/info`` (``ID``,
+    ``Name``, ``OperatingSystem``, the names of its ``Runtimes``, ``DefaultRuntime``, ``NCPU``, ``MemTotal``
+    bytes, ``CgroupVersion``, ``CgroupDriver``, storage ``Driver``); None where the engine did not say (every
+    field None before the session has connected)."""
+
+    version: str | None = None
+    api_version: str | None = None
+    kernel: str | None = None
+    arch: str | None = None
+    id: str | None = None
+    name: str | None = None
+    os: str | None = None
+    runtimes: tuple[str, ...] = ()
+    default_runtime: str | None = None
+    ncpu: int | None = None
+    mem_total: int | None = None
+    cgroup_version: str | None = None
+    cgroup_driver: str | None = None
+    storage_driver: str | None = None
+
+    @classmethod
+    def parse(cls, version: object, info: object) -> EngineInfo:
+        """The facts of the ``/version`` document ``version`` and the ``/info`` document ``info``."""
+        ver, inf = _object(version), _object(info)
+        return cls(version=_text(ver.get("Version")), api_version=_text(ver.get("ApiVersion")),
+                   kernel=_text(ver.get("KernelVersion")), arch=_text(ver.get("Arch")), id=_text(inf.get("ID")),
+                   name=_text(inf.get("Name")), os=_text(inf.get("OperatingSystem")),
+                   runtimes=tuple(str(r) for r in _object(inf.get("Runtimes"))),
+                   default_runtime=_text(inf.get("DefaultRuntime")), ncpu=_int(inf.get("NCPU")),
+                   mem_total=_int(inf.get("MemTotal")), cgroup_version=_text(inf.get("CgroupVersion")),
+                   cgroup_driver=_text(inf.get("CgroupDriver")), storage_driver=_text(inf.get("Driver")))
 
 
 @dataclass(frozen=True)

@@ -101,11 +101,11 @@ class DockerBackend(Backend):
     def fingerprint(self) -> dict[str, Any]:
         """Engine identity (``info.ID``/name), host, versions (engine, API, kernel, OS) and image digests."""
         s = self.session
-        version, info = s.engine.get("version", {}), s.engine.get("info", {})
-        return {"backend": self.name, "identity": info.get("ID") or s.conn.get("base_url", "DOCKER_HOST"),
-                "nodes": [info["Name"]] if info.get("Name") else [],
-                "versions": {"engine": version.get("Version"), "api": version.get("ApiVersion"),
-                             "kernel": version.get("KernelVersion"), "os": info.get("OperatingSystem")},
+        engine = s.engine
+        return {"backend": self.name, "identity": engine.id or s.conn.get("base_url", "DOCKER_HOST"),
+                "nodes": [engine.name] if engine.name else [],
+                "versions": {"engine": engine.version, "api": engine.api_version, "kernel": engine.kernel,
+                             "os": engine.os},
                 "images": dict(s.digests)}
 
     @outage.engine_guarded

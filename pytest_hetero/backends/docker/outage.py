@@ -57,7 +57,7 @@ def engine_guarded(verb: Verb) -> Verb:
     return guarded  # type: ignore[return-value]
 
 
-def wait_for_engine(conn: dict[str, Any], wait_s: float) -> float | None:
+def wait_for_engine(conn: run.ClientOptions, wait_s: float) -> float | None:
     """Ping the engine at ``conn`` (:func:`~pytest_hetero.backends.docker.client.connection` kwargs)
     until it answers or ``wait_s`` seconds pass; return the seconds waited, or None. Never raises."""
     start = time.monotonic()

@@ -52,22 +52,22 @@ def inventory(step: Step, session: DockerSession) -> Inventory:
     """The engine's facts (version, runtimes, capacity, device nodes of a local host), the resource's
     request in engine terms, and (engine on this host) the host's device probe."""
     session.api  # noqa: B018 - connects and reads version/info
-    version, info = session.engine["version"], session.engine["info"]
+    engine = session.engine
     res, local = step.resource, session.local
     vendor = res.probe_vendor
     nodes = device_nodes(vendor) if local else []
-    runtimes = sorted(info.get("Runtimes") or {})
-    facts = {"server_version": version.get("Version"), "api_version": version.get("ApiVersion"),
-             "os": info.get("OperatingSystem"), "kernel": version.get("KernelVersion"), "arch": version.get("Arch"),
-             "runtimes": runtimes, "default_runtime": info.get("DefaultRuntime"),
+    runtimes = sorted(engine.runtimes)
+    facts = {"server_version": engine.version, "api_version": engine.api_version,
+             "os": engine.os, "kernel": engine.kernel, "arch": engine.arch,
+             "runtimes": runtimes, "default_runtime": engine.default_runtime,
              "nvidia_runtime": "nvidia" in runtimes, "ascend_runtime": "ascend" in runtimes,
-             "ncpu": info.get("NCPU"), "mem_total_mib": (info.get("MemTotal") or 0) // 2**20,
-             "cgroup_version": info.get("CgroupVersion"), "cgroup_driver": info.get("CgroupDriver"),
-             "storage_driver": info.get("Driver"), "engine_host_local": local,
+             "ncpu": engine.ncpu, "mem_total_mib": (engine.mem_total or 0) // 2**20,
+             "cgroup_version": engine.cgroup_version, "cgroup_driver": engine.cgroup_driver,
+             "storage_driver": engine.storage_driver, "engine_host_local": local,
              "device_nodes": nodes if local else None}
     hook = local and bool(shutil.which("nvidia-container-runtime-hook"))
     view = EngineView(facts=facts, runtimes=runtimes, gpu_runtime="nvidia" in runtimes or hook,
-                      device_nodes=nodes if local else None, cpus=info.get("NCPU"), memory_bytes=info.get("MemTotal"),
+                      device_nodes=nodes if local else None, cpus=engine.ncpu, memory_bytes=engine.mem_total,
                       local=local)
     try:
         request = translate(res, step.matrix.target, host_visible=local)

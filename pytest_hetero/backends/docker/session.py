@@ -16,6 +16,7 @@ import docker
 import docker.errors
 
 from pytest_hetero.backends.docker import client as run
+from pytest_hetero.backends.docker.api import EngineInfo
 from pytest_hetero.backends.protocol import ActionFailed, EngineUnavailable, UsageFacts
 from pytest_hetero.settings import Settings
 
@@ -76,12 +77,12 @@ class DockerSession:
 
     target: dict[str, Any]
     settings: Settings
-    conn: dict[str, Any] = field(default_factory=dict)
+    conn: run.ClientOptions = field(default_factory=lambda: run.ClientOptions())
     conn_error: str = ""
     local: bool = True
     owner: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
     pull_policy: str = "if-not-present"
-    engine: dict[str, Any] = field(default_factory=dict)
+    engine: EngineInfo = field(default_factory=EngineInfo)
     workloads: dict[tuple[str, str], DockerWorkload] = field(default_factory=dict)
     digests: dict[str, str] = field(default_factory=dict)
     image_ids: dict[str, str] = field(default_factory=dict)
@@ -122,7 +123,7 @@ class DockerSession:
             self._api = api
             # the API version the first client negotiated: without it the second asks GET /version again
             self._long = run.make_client({**self.conn, "version": api.api_version}, None)
-            self.engine = {"version": api.version(), "info": api.info()}
+            self.engine = EngineInfo.parse(api.version(), api.info())
         return self._api
 
     @property

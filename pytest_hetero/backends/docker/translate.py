@@ -20,9 +20,13 @@ from __future__ import annotations
 import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
+from pytest_hetero.backends.docker.client import BindMount
 from pytest_hetero.matrix.model import Resource
+
+if TYPE_CHECKING:
+    import docker.types
 
 _SUFFIX: dict[str, float] = {
     "": 1.0, "m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12,
@@ -51,6 +55,28 @@ def quantity(value: str) -> float:
     return float(match.group(1)) * _SUFFIX[match.group(2) or ""]
 
 
+class DeviceRequestJson(TypedDict):
+    """A ``HostConfig.DeviceRequests`` entry as the engine stores it (Docker Engine API ``DeviceRequest``):
+    ``Driver`` ("" : the runtime's), ``Count`` (0 with ``DeviceIDs``; -1: all), ``DeviceIDs``, ``Capabilities``."""
+
+    Driver: str
+    Count: int
+    DeviceIDs: list[str]
+    Capabilities: list[list[str]]
+
+
+class HostConfigOptions(TypedDict, total=False):
+    """The device and limit keyword arguments of ``docker.APIClient.create_host_config`` an engine request sets
+    (:meth:`EngineRequest.host_config`; each only when the request has it)."""
+
+    nano_cpus: int
+    cpuset_cpus: str
+    mem_limit: int
+    memswap_limit: int | None
+    device_requests: list[docker.types.DeviceRequest]
+    devices: list[str]
+
+
 @dataclass
 class EngineRequest:
     """A resource request in engine terms. Units: ``nano_cpus`` 10⁻⁹ CPU, ``mem_limit`` bytes.
@@ -65,19 +91,19 @@ class EngineRequest:
     cpuset_cpus: str | None = None
     mem_limit: int | None = None
     memswap_limit: int | None = None
-    device_requests: list[dict[str, Any]] = field(default_factory=list)
+    device_requests: list[DeviceRequestJson] = field(default_factory=list)
     devices: list[str] = field(default_factory=list)
-    mounts: list[dict[str, Any]] = field(default_factory=list)
+    mounts: list[BindMount] = field(default_factory=list)
     environment: dict[str, str] = field(default_factory=dict)
     device_ids: list[str] = field(default_factory=list)
     device_count: int = 0
     untranslated: dict[str, str] = field(default_factory=dict)
 
-    def host_config(self) -> dict[str, Any]:
+    def host_config(self) -> HostConfigOptions:
         """Keyword arguments for ``docker.APIClient.create_host_config`` (devices and limits only)."""
         import docker.types
 
-        out: dict[str, Any] = {}
+        out: HostConfigOptions = {}
         if self.nano_cpus is not None:
             out["nano_cpus"] = self.nano_cpus
         if self.cpuset_cpus is not None:
