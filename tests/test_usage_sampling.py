@@ -40,7 +40,9 @@ def test_cpu_sampling_reads_this_processes_cgroup_while_work_runs() -> None:
     assert series["utilisation_pct"][0] is None
     later = [u for u in series["utilisation_pct"][1:] if u is not None]
     assert later and max(later) > 10  # this loop kept a core busy
-    assert dev["memory_high_water_mib"] == max(series["memory_used_mib"]) > 10
+    read = [m for m in series["memory_used_mib"] if m is not None]
+    assert len(read) == len(series["memory_used_mib"])  # every sample read the memory
+    assert dev["memory_high_water_mib"] == max(read) > 10
     assert "the harness included" in result["scope"]
 
 
@@ -79,6 +81,7 @@ def test_no_cgroup_accounting_is_not_available_never_zero(tmp_path: Path) -> Non
         pass
     result = sampler.result()
     assert result["available"] is False and result["devices"] == [] and result["samples"] == 0
+    assert result["unavailable"] is not None
     assert result["unavailable"].startswith("no readable cgroup memory or CPU accounting file under")
 
 
@@ -178,12 +181,13 @@ def test_nvml_shape_with_a_stand_in_module(monkeypatch: pytest.MonkeyPatch) -> N
 def test_nvml_absent_here_is_not_available() -> None:
     result = Sampler(usage.nvml_source()).result()
     assert result["available"] is False and result["devices"] == []
-    assert result["unavailable"].startswith(("NVML: ", "pynvml not importable"))
+    assert result["unavailable"] is not None and result["unavailable"].startswith(("NVML: ", "pynvml not importable"))
 
 
 def test_long_runs_are_bucketed_keeping_the_high_water_mark() -> None:
     values = iter(range(1000))
-    source = Source("test", "test", {"d": {"name": "d"}}, lambda: {"d": (float(next(values)), 50.0)})
+    source = Source("test", "test", {"d": {"name": "d", "memory_total_mib": None}},
+                    lambda: {"d": (float(next(values)), 50.0)})
     sampler = Sampler(source, interval_s=3600)
     sampler.start()
     for _ in range(998):
@@ -192,7 +196,9 @@ def test_long_runs_are_bucketed_keeping_the_high_water_mark() -> None:
     result = sampler.result()
     series = result["devices"][0]["series"]
     assert result["samples"] == 1000 and len(series["t_s"]) <= MAX_POINTS
-    assert max(series["memory_used_mib"]) == 999.0 == result["devices"][0]["memory_high_water_mib"]
+    read = [m for m in series["memory_used_mib"] if m is not None]
+    assert len(read) == len(series["memory_used_mib"]) and max(read) == 999.0 == \
+        result["devices"][0]["memory_high_water_mib"]
 
 
 def test_an_unknown_resource_type_is_not_available() -> None:

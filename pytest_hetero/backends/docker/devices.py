@@ -17,11 +17,14 @@ The sampler runs in the container's cgroup: the container's stats series (:mod:`
 from __future__ import annotations
 
 import shlex
-from typing import Any
+from typing import TYPE_CHECKING
 
 import docker
 
 from pytest_hetero.probes import inworkload as runtime
+
+if TYPE_CHECKING:
+    from pytest_hetero.probes.usage import UsageRecord
 
 WAIT_STEP_S = 0.5
 """Seconds between two looks of the sampler's child for the ``.stop`` file."""
@@ -58,7 +61,7 @@ def start(api: docker.APIClient, cid: str, user: str, python: str, run_dir: str,
     return ""
 
 
-def finish(api: docker.APIClient, cid: str, user: str, run_dir: str, usage: dict[str, Any], tool: str,
+def finish(api: docker.APIClient, cid: str, user: str, run_dir: str, usage: UsageRecord, tool: str,
            refused: str = "") -> None:
     """Stop the sampler of the run ``run_dir`` and add what it sampled to ``usage`` (the run's ``model.usage``
     record): its devices and ``device_sampling`` (why none, when ``refused`` (:func:`start`'s answer) or the

@@ -23,7 +23,7 @@ from typing import Any
 from pytest_hetero.backends.docker.api import ContainerInspect, HostConfig, StatsDocument
 from pytest_hetero.backends.protocol import UsageFacts
 from pytest_hetero.evidence.usage import epoch
-from pytest_hetero.probes.usage import Measured, Sampler, Source, _now, measured
+from pytest_hetero.probes.usage import Measured, Sampler, Source, UsageRecord, _now, measured
 
 
 def requests_of(host_config: HostConfig) -> dict[str, str | float]:
@@ -175,7 +175,7 @@ class StatsSampling:
         self.sampler.times.append(round(at - self._t0, 3))
         self.sampler.readings.append({"container": (None if ws is None else round(ws / 2**20, 1), util)})
 
-    def result(self) -> dict[str, Any]:
+    def result(self) -> UsageRecord:
         """The ``model.usage`` evidence of the samples taken (see :meth:`Sampler.result`)."""
         with self._lock:
             out = self.sampler.result()
