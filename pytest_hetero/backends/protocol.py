@@ -576,10 +576,28 @@ class GovernanceReport:
     ledger: ProbeLedger | None = None
 
 
-Measure = Callable[[list[str], float], dict[str, Any]]
+class WindowStats(TypedDict):
+    """The statistics of one load window of a reserved-inference probe (:data:`Measure`): ``requests`` sent, ``ok``
+    (2xx) and ``errors``, ``error_rate`` (0–1; 1.0 when nothing could be sent), ``status_counts`` (``{"200": n,
+    "transport": n}``), ``p50_ms``/``p95_ms``/``max_ms`` latencies of the successful requests (None without any),
+    the ``first_error`` (None: none) and ``unserved`` (no ready endpoint: the window only waited)."""
+
+    requests: int
+    ok: int
+    errors: int
+    error_rate: float
+    status_counts: dict[str, int]
+    p50_ms: float | None
+    p95_ms: float | None
+    max_ms: float | None
+    first_error: str | None
+    unserved: bool
+
+
+Measure = Callable[[list[str], float], WindowStats]
 """The reserved-inference probe's load (given by the layer): ``measure(base_urls, seconds)`` sends requests
 to the ready endpoints ``base_urls`` (``http://HOST:PORT``) for ``seconds`` and returns the window's
-statistics (plain data); with no endpoint it only waits."""
+statistics (:class:`WindowStats`); with no endpoint it only waits."""
 
 
 @dataclass

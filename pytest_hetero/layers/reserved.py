@@ -42,7 +42,7 @@ from typing import Any
 
 import httpx
 
-from pytest_hetero.backends.protocol import Measure, ReserveReport
+from pytest_hetero.backends.protocol import Measure, ReserveReport, WindowStats
 from pytest_hetero.layers import usage
 from pytest_hetero.layers.base import LayerBroken, LayerContext, LayerFailed
 from pytest_hetero.layers.serving import REQUEST_TIMEOUT_S, protocol_for, serving_request
@@ -64,7 +64,7 @@ def measure(requests: list[PreparedRequest], headers: dict[str, str], timeout_s:
     concurrency 1 each, cycling through ``requests``) for the window's seconds. Returns ``{"requests", "ok",
     "errors", "error_rate" (0–1; 1.0 when nothing could be sent), "status_counts", "p50_ms", "p95_ms", "max_ms"
     (successful requests; None without any), "first_error", "unserved" (no ready endpoint)}``."""
-    def run(bases: list[str], seconds: float) -> dict[str, Any]:
+    def run(bases: list[str], seconds: float) -> WindowStats:
         if not bases:
             time.sleep(seconds)
             return {"requests": 0, "ok": 0, "errors": 0, "error_rate": 1.0, "status_counts": {}, "p50_ms": None,
