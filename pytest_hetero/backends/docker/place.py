@@ -29,7 +29,15 @@ from pytest_hetero.backends.docker.errors import outcome
 from pytest_hetero.backends.docker.session import DockerSession
 from pytest_hetero.backends.docker.translate import ASCEND_CONTROL_DEVICES, EngineRequest, translate
 from pytest_hetero.backends.host import host_view
-from pytest_hetero.backends.protocol import ActionFailed, EngineView, Inventory, Placement, Step, UsageFacts
+from pytest_hetero.backends.protocol import (
+    ActionFailed,
+    EngineFacts,
+    EngineView,
+    Inventory,
+    Placement,
+    Step,
+    UsageFacts,
+)
 
 PROBE_PROGRAM = "/hetero-placement-probe"
 """Absent from the empty probe image: runc's ``exec: "/hetero-placement-probe": stat …`` is the success signal."""
@@ -57,7 +65,7 @@ def inventory(step: Step, session: DockerSession) -> Inventory:
     vendor = res.probe_vendor
     nodes = device_nodes(vendor) if local else []
     runtimes = sorted(engine.runtimes)
-    facts = {"server_version": engine.version, "api_version": engine.api_version,
+    facts: EngineFacts = {"server_version": engine.version, "api_version": engine.api_version,
              "os": engine.os, "kernel": engine.kernel, "arch": engine.arch,
              "runtimes": runtimes, "default_runtime": engine.default_runtime,
              "nvidia_runtime": "nvidia" in runtimes, "ascend_runtime": "ascend" in runtimes,
