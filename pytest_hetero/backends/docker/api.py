@@ -9,6 +9,7 @@ these shapes instead of guessing at keys. Sources (Docker Engine API reference, 
   (:class:`EngineInfo`);
 * ``GET /images/{name}/json`` (ImageInspect): ``Id``, ``RepoDigests``, ``Created``, ``Size``, ``Config.User``
   (:class:`ImageInspect`);
+* ``GET /exec/{id}/json`` (ExecInspectResponse): ``Running``, ``ExitCode`` (:class:`ExecInspect`);
 * ``GET /containers/{id}/stats`` (ContainerStatsResponse, one document per tick of the stream):
   ``memory_stats.usage``, ``memory_stats.stats.{total_inactive_file (cgroup v1), inactive_file (v2)}``,
   ``cpu_stats.cpu_usage.total_usage`` (ns), ``cpu_stats.online_cpus`` (:class:`StatsDocument`).
@@ -192,6 +193,26 @@ def inspect_image(api: docker.APIClient, ref: str) -> ImageInspect:
     """``GET /images/{ref}/json`` through ``api``, parsed. Raises the SDK's errors (``docker.errors.ImageNotFound``,
     ``APIError``) and KeyError for a document without ``Id``."""
     return ImageInspect.parse(api.inspect_image(ref))  # type: ignore[no-untyped-call]  # (untyped in types-docker)
+
+
+@dataclass(frozen=True)
+class ExecInspect:
+    """``GET /exec/{id}/json``: whether the exec is still ``running`` and its ``exit_code`` (None: not given)."""
+
+    running: bool
+    exit_code: int | None
+
+    @classmethod
+    def parse(cls, raw: object) -> ExecInspect:
+        """The exec inspect document ``raw`` (the SDK's ``exec_inspect`` answer)."""
+        doc = _object(raw)
+        return cls(running=bool(doc.get("Running")), exit_code=_int(doc.get("ExitCode")))
+
+
+def exec_inspect(api: docker.APIClient, exec_id: str) -> ExecInspect:
+    """``GET /exec/{exec_id}/json`` through ``api``, parsed. Raises the SDK's errors (``docker.errors.NotFound`` for
+    an exec the engine has forgotten, ``APIError``) and the connection errors of a lost engine."""
+    return ExecInspect.parse(api.exec_inspect(exec_id))
 
 
 def inspect_container(api: docker.APIClient, cid: str) -> ContainerInspect:

@@ -22,6 +22,7 @@ import docker.errors
 import docker.tls
 import requests.exceptions
 
+from pytest_hetero.backends.docker.api import exec_inspect
 from pytest_hetero.backends.labels import CREATED_AT, LABEL, OWNER, RUN_ID, utc_stamp
 from pytest_hetero.backends.protocol import ExecResult
 from pytest_hetero.backends.streams import CappedStream
@@ -317,7 +318,7 @@ def user_check(api: docker.APIClient, cid: str, user: str) -> str:
     Raises docker.errors.APIError when the engine refuses the exec."""
     ex = api.exec_create(cid, ["/bin/sh", "-c", ":"], user=user)
     out = (api.exec_start(ex["Id"]) or b"").decode("utf-8", "replace").strip()
-    code = api.exec_inspect(ex["Id"]).get("ExitCode")
+    code = exec_inspect(api, ex["Id"]).exit_code
     return "" if code == 0 else (out.splitlines() or [f"exit {code}"])[-1][:300]
 
 
@@ -337,7 +338,7 @@ def reset(api: docker.APIClient, cid: str, baseline: list[str], user: str = GATE
     """
     ex = api.exec_create(cid, ["/bin/sh", "-c", reset_script(baseline)], user=user)
     out = (api.exec_start(ex["Id"]) or b"").decode("utf-8", "replace").strip()
-    code = api.exec_inspect(ex["Id"]).get("ExitCode")
+    code = exec_inspect(api, ex["Id"]).exit_code
     return "" if code == 0 else (out.splitlines() or [f"reset exited with {code}"])[-1][:300]
 
 
@@ -407,7 +408,7 @@ def read_outputs(api: docker.APIClient, cid: str, path: str, max_bytes: int, use
         out, err = api.exec_start(ex["Id"], demux=True)
     finally:
         timer.cancel()
-    code = api.exec_inspect(ex["Id"]).get("ExitCode")
+    code = exec_inspect(api, ex["Id"]).exit_code
     why = (err or b"").decode("utf-8", "replace").strip()
     name = path.rsplit("/", 1)[-1]
     if fired.is_set():
@@ -492,14 +493,14 @@ def run_exec(api: docker.APIClient, long_api: docker.APIClient, cid: str, argv: 
                         details={"exec_id": ex["Id"], **out.facts("stdout"), **err.facts("stderr")})
     what = f"the model run (exec {ex['Id'][:12]} in container {cid[:12]})"
     try:
-        found = api.exec_inspect(ex["Id"])
+        found = exec_inspect(api, ex["Id"])
     except CONNECTION_LOST as exc:
         raise EngineLost(what, "the exec stream ended and the engine no longer answers", result) from exc
     except docker.errors.NotFound as exc:  # a restarted engine has forgotten its exec instances
         raise EngineLost(what, "the engine no longer knows the exec (it restarted)", result) from exc
-    if found.get("Running") and not fired.is_set():
+    if found.running and not fired.is_set():
         raise EngineLost(what, "the exec stream ended while the run was still going", result)
-    code = found.get("ExitCode")
+    code = found.exit_code
     result.exit_code = None if fired.is_set() else code
     result.details["raw_exit_code"] = code
     return result

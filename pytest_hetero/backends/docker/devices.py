@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 
 import docker
 
+from pytest_hetero.backends.docker.api import exec_inspect
 from pytest_hetero.probes import inworkload as runtime
 
 if TYPE_CHECKING:
@@ -74,7 +75,7 @@ def finish(api: docker.APIClient, cid: str, user: str, run_dir: str, usage: Usag
         try:
             ex = api.exec_create(cid, ["/bin/sh", "-c", script], user=user)
             out = (api.exec_start(ex["Id"]) or b"").decode("utf-8", "replace")
-            code = api.exec_inspect(ex["Id"]).get("ExitCode")
+            code = exec_inspect(api, ex["Id"]).exit_code
             files = runtime.parse_dump(out) if code == 0 else {}
             why = "" if code == 0 else f"its folder could not be read (exit {code})"
         except docker.errors.APIError as exc:

@@ -35,6 +35,7 @@ from pytest_hetero.backends.docker.api import (
     ContainerState,
     ImageInspect,
     container_state,
+    exec_inspect,
     inspect_container,
     inspect_image,
 )
@@ -203,7 +204,7 @@ class DockerBackend(Backend):
             ex = s.api.exec_create(workload["id"], argv, environment=env or {},
                                    user=workload["user"] or run.model_user(None))
             out, err = s.api.exec_start(ex["Id"], demux=True)
-            code = s.api.exec_inspect(ex["Id"]).get("ExitCode")
+            code = exec_inspect(s.api, ex["Id"]).exit_code
         except docker.errors.APIError as exc:
             # the container stopped under the startup checks (e.g. OOM-killed just after it started): that
             # fact, not the engine's refusal to exec into a stopped container; model code never runs here
