@@ -25,7 +25,7 @@ plan: they keep whatever an earlier bundle published until it expires (:func:`le
 from __future__ import annotations
 
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
 from pytest_hetero.errors import HeteroError
 from pytest_hetero.status.compute import LEVELS, expired, label_key, parse_time
@@ -41,12 +41,33 @@ class PublishRefused(HeteroError):
     """The status cannot be published: expired, nothing to publish (no pool with nodes), or a bad taint key."""
 
 
-def _condition(key: str, ok: bool, reason: str, message: str) -> dict[str, str]:
+class ConditionPatch(TypedDict):
+    """A node condition a plan sets: ``type`` (the label key), ``status`` (``True``/``False``), ``reason`` and
+    ``message`` (at most 1000 characters)."""
+
+    type: str
+    status: str
+    reason: str
+    message: str
+
+
+class NodeChange(TypedDict):
+    """One node's entry of a plan (module docstring): its ``labels`` and ``annotations`` (None: removed), the
+    ``conditions`` set and what becomes of the managed ``taint`` (None: no taint managed)."""
+
+    node: str
+    labels: dict[str, str | None]
+    annotations: dict[str, str | None]
+    conditions: list[ConditionPatch]
+    taint: Literal["add", "remove"] | None
+
+
+def _condition(key: str, ok: bool, reason: str, message: str) -> ConditionPatch:
     return {"type": key, "status": "True" if ok else "False", "reason": reason, "message": message[:1000]}
 
 
 def publish_plan(pools: list[PoolStatus], digest: str, now: datetime, taint: str | None = None,
-                 require: str = "business") -> list[dict[str, Any]]:
+                 require: str = "business") -> list[NodeChange]:
     """The node changes publishing ``pools`` (the signed ``validation.pools``) of the bundle whose run
     statement has sha256 ``digest``, as of ``now`` (aware). A task type's condition is ``True`` only when
     its level is at least ``require`` (a level of :data:`~pytest_hetero.status.compute.LEVELS` above
@@ -58,7 +79,7 @@ def publish_plan(pools: list[PoolStatus], digest: str, now: datetime, taint: str
     if late:
         raise PublishRefused(f"the validation status has expired: {', '.join(late)}", None,
                              "run the gate again and publish the new bundle")
-    nodes: dict[str, dict[str, Any]] = {}
+    nodes: dict[str, NodeChange] = {}
     for pool in pools:
         own = {str(e.get("node")): e.get("task_types") or {} for e in pool.get("node_status") or []}
         for node in pool.get("nodes") or []:
@@ -87,7 +108,7 @@ def publish_plan(pools: list[PoolStatus], digest: str, now: datetime, taint: str
     return plan
 
 
-def left_as_is(pools: list[PoolStatus], plan: list[dict[str, Any]]) -> list[dict[str, str]]:
+def left_as_is(pools: list[PoolStatus], plan: list[NodeChange]) -> list[dict[str, str]]:
     """The nodes of ``pools`` (the signed ``validation.pools``) that the run did not exercise and ``plan``
     does not touch: ``[{"node", "pool", "reason"}]``. Publishing leaves them as they are (a status an earlier
     bundle published holds until its own expiry); they are unvalidated by this bundle."""
@@ -102,7 +123,7 @@ def left_as_is(pools: list[PoolStatus], plan: list[dict[str, Any]]) -> list[dict
 
 
 def expiry_plan(nodes: list[dict[str, Any]], domain: str, now: datetime, taint: str | None = None
-                ) -> list[dict[str, Any]]:
+                ) -> list[NodeChange]:
     """The node changes that withdraw every status of ``domain`` whose ``<key>.expires-at`` annotation is
     at or before ``now``: label removed, condition ``False`` (reason ``Expired``), annotations removed;
     with ``taint``, the taint added back when no ``True`` condition of the domain is left on the node.
@@ -116,7 +137,7 @@ def expiry_plan(nodes: list[dict[str, Any]], domain: str, now: datetime, taint: 
                 if k.startswith(prefix) and k.endswith(EXPIRES) and parse_time(str(v)) <= now]
         if not gone:
             continue
-        entry: dict[str, Any] = {"node": node["name"], "labels": {k: None for k in gone},
+        entry: NodeChange = {"node": node["name"], "labels": {k: None for k in gone},
                                  "annotations": {a: None for k in gone for a in (k + EXPIRES, k + BUNDLE)},
                                  "conditions": [_condition(k, False, "Expired", f"validation status expired at "
                                                            f"{annotations[k + EXPIRES]}; run the gate again")
