@@ -642,6 +642,19 @@ class WindowStats(TypedDict):
     unserved: bool
 
 
+class ReserveWindow(WindowStats):
+    """One load window of a reserved-inference probe (:attr:`ReserveReport.windows`): its ``phase`` (``before`` /
+    ``burst``), ``from_s``/``to_s`` (seconds since the burst started), the ready ``endpoints`` the load was sent to
+    (pod names), ``ready_min`` (fewest serving pods Ready seen in it; None: no listing fell in it) and the
+    :class:`WindowStats` ``measure`` returned."""
+
+    phase: str
+    from_s: float
+    to_s: float
+    endpoints: list[str]
+    ready_min: int | None
+
+
 Measure = Callable[[list[str], float], WindowStats]
 """The reserved-inference probe's load (given by the layer): ``measure(base_urls, seconds)`` sends requests
 to the ready endpoints ``base_urls`` (``http://HOST:PORT``) for ``seconds`` and returns the window's
@@ -669,7 +682,7 @@ class ReserveReport:
 
     serving: dict[str, Any] = field(default_factory=dict)
     burst: dict[str, Any] = field(default_factory=dict)
-    windows: list[dict[str, Any]] = field(default_factory=list)
+    windows: list[ReserveWindow] = field(default_factory=list)
     timeline: list[dict[str, Any]] = field(default_factory=list)
     victims: list[dict[str, Any]] = field(default_factory=list)
     cleanup: list[dict[str, Any]] = field(default_factory=list)
