@@ -18,7 +18,7 @@ Everything else (other extended resources, ``ephemeral-storage``) is kept in
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict
 
@@ -77,6 +77,22 @@ class HostConfigOptions(TypedDict, total=False):
     devices: list[str]
 
 
+class EngineRequestDict(TypedDict):
+    """:meth:`EngineRequest.to_dict`: every field of the request, as evidence records it."""
+
+    nano_cpus: int | None
+    cpuset_cpus: str | None
+    mem_limit: int | None
+    memswap_limit: int | None
+    device_requests: list[DeviceRequestJson]
+    devices: list[str]
+    mounts: list[BindMount]
+    environment: dict[str, str]
+    device_ids: list[str]
+    device_count: int
+    untranslated: dict[str, str]
+
+
 @dataclass
 class EngineRequest:
     """A resource request in engine terms. Units: ``nano_cpus`` 10⁻⁹ CPU, ``mem_limit`` bytes.
@@ -118,9 +134,16 @@ class EngineRequest:
             out["devices"] = list(self.devices)
         return out
 
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready dict (evidence)."""
-        return asdict(self)
+    def to_dict(self) -> EngineRequestDict:
+        """JSON-ready dict (evidence): every field, in order, its lists and mappings copied."""
+        return {"nano_cpus": self.nano_cpus, "cpuset_cpus": self.cpuset_cpus, "mem_limit": self.mem_limit,
+                "memswap_limit": self.memswap_limit,
+                "device_requests": [{"Driver": r["Driver"], "Count": r["Count"], "DeviceIDs": list(r["DeviceIDs"]),
+                                     "Capabilities": [list(c) for c in r["Capabilities"]]}
+                                    for r in self.device_requests],
+                "devices": list(self.devices), "mounts": [m.copy() for m in self.mounts],
+                "environment": dict(self.environment), "device_ids": list(self.device_ids),
+                "device_count": self.device_count, "untranslated": dict(self.untranslated)}
 
 
 def _davinci_index(path: str) -> int:
