@@ -25,7 +25,7 @@ plan: they keep whatever an earlier bundle published until it expires (:func:`le
 from __future__ import annotations
 
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Literal, TypedDict
+from typing import TYPE_CHECKING, Literal, TypedDict
 
 from pytest_hetero.errors import HeteroError
 from pytest_hetero.status.compute import LEVELS, expired, label_key, parse_time
@@ -60,6 +60,35 @@ class NodeChange(TypedDict):
     annotations: dict[str, str | None]
     conditions: list[ConditionPatch]
     taint: Literal["add", "remove"] | None
+
+
+class ConditionSeen(TypedDict):
+    """A node condition as the cluster holds it: ``type``, ``status`` and its ``reason`` and ``message`` (None: not
+    given)."""
+
+    type: str
+    status: str
+    reason: str | None
+    message: str | None
+
+
+class TaintSeen(TypedDict):
+    """A node taint as the cluster holds it: ``key``, ``value`` (None: none) and ``effect``."""
+
+    key: str
+    value: str | None
+    effect: str
+
+
+class NodeSeen(TypedDict):
+    """A node as the cluster holds it now (what :func:`expiry_plan` reads): its ``name``, ``labels``,
+    ``annotations``, ``taints`` and ``conditions``."""
+
+    name: str
+    labels: dict[str, str]
+    annotations: dict[str, str]
+    taints: list[TaintSeen]
+    conditions: list[ConditionSeen]
 
 
 def _condition(key: str, ok: bool, reason: str, message: str) -> ConditionPatch:
@@ -122,17 +151,17 @@ def left_as_is(pools: list[PoolStatus], plan: list[NodeChange]) -> list[dict[str
     return out
 
 
-def expiry_plan(nodes: list[dict[str, Any]], domain: str, now: datetime, taint: str | None = None
+def expiry_plan(nodes: list[NodeSeen], domain: str, now: datetime, taint: str | None = None
                 ) -> list[NodeChange]:
     """The node changes that withdraw every status of ``domain`` whose ``<key>.expires-at`` annotation is
     at or before ``now``: label removed, condition ``False`` (reason ``Expired``), annotations removed;
     with ``taint``, the taint added back when no ``True`` condition of the domain is left on the node.
-    ``nodes`` are ``[{"name", "annotations": {}, "conditions": [{type, status}]}]`` (what the cluster
-    holds now); a node with nothing expired is left out of the plan."""
+    ``nodes`` are what the cluster holds now (:class:`NodeSeen`); a node with nothing expired is left out of the
+    plan."""
     prefix = f"validation.{domain}/"
     plan = []
     for node in nodes:
-        annotations = node.get("annotations") or {}
+        annotations = node["annotations"]
         gone = [k[: -len(EXPIRES)] for k, v in annotations.items()
                 if k.startswith(prefix) and k.endswith(EXPIRES) and parse_time(str(v)) <= now]
         if not gone:
@@ -143,8 +172,8 @@ def expiry_plan(nodes: list[dict[str, Any]], domain: str, now: datetime, taint: 
                                                            f"{annotations[k + EXPIRES]}; run the gate again")
                                                 for k in gone], "taint": None}
         if taint:
-            still = [c for c in node.get("conditions") or [] if str(c.get("type", "")).startswith(prefix)
-                     and c.get("status") == "True" and c.get("type") not in gone]
+            still = [c for c in node["conditions"] if c["type"].startswith(prefix) and c["status"] == "True"
+                     and c["type"] not in gone]
             entry["taint"] = "remove" if still else "add"
         plan.append(entry)
     return plan

@@ -19,7 +19,7 @@ from pytest_hetero.backends.labels import utc_stamp
 from pytest_hetero.backends.protocol import ActionFailed
 
 if TYPE_CHECKING:
-    from pytest_hetero.status.publish import NodeChange
+    from pytest_hetero.status.publish import NodeChange, NodeSeen
 
 TAINT_EFFECT = "NoSchedule"
 MERGE = "application/merge-patch+json"
@@ -32,7 +32,7 @@ def _core(kubeconfig: str | None, context: str | None) -> client.CoreV1Api:
     return client.CoreV1Api(api)
 
 
-def read_nodes(kubeconfig: str | None, context: str | None, names: list[str] | None = None) -> list[dict[str, Any]]:
+def read_nodes(kubeconfig: str | None, context: str | None, names: list[str] | None = None) -> list[NodeSeen]:
     """``[{"name", "labels", "annotations", "taints": [{key, value, effect}], "conditions": [{type, status,
     reason, message}]}]`` of ``names`` (every node when None). Raises ActionFailed (e.g. ``forbidden_rbac``)."""
     core = _core(kubeconfig, context)
