@@ -27,7 +27,6 @@ import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import docker
 import docker.types
@@ -42,6 +41,7 @@ from pytest_hetero.backends.docker import client as docker_run  # noqa: E402
 from pytest_hetero.backends.docker import devices  # noqa: E402
 from pytest_hetero.backends.labels import RUN_ID  # noqa: E402
 from pytest_hetero.matrix.load import load_matrix  # noqa: E402
+from pytest_hetero.probes.usage import unavailable  # noqa: E402
 
 MATRIX = ROOT / "matrices" / "example-docker.matrix.yaml"
 TARGET = 1.02
@@ -103,7 +103,7 @@ def main() -> int:
         start = time.perf_counter()
         refused = devices.start(api, cid, "0:0", "python3", run_dir, "nvidia-smi", 120)
         exec_once(argv, run_dir)
-        usage: dict[str, Any] = {"devices": []}
+        usage = unavailable("the container's cgroup is not sampled here: only its devices")
         devices.finish(api, cid, "0:0", run_dir, usage, "nvidia-smi", refused)
         seconds = time.perf_counter() - start
         if not usage["device_sampling"]["available"]:

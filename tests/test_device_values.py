@@ -10,13 +10,12 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from pytest_hetero.backends.kubernetes import runtime
 from pytest_hetero.probes.device_values import device_run_time
-from pytest_hetero.probes.usage import IN_WORKLOAD
+from pytest_hetero.probes.usage import IN_WORKLOAD, UsageDevice, UsageRecord
 
 REAL = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "real"
 sys.path.insert(0, str(Path(__file__).parent / "kubernetes"))
@@ -24,6 +23,19 @@ import realimages  # noqa: E402
 from test_kube_podwrap import run  # noqa: E402
 
 SETTLED = "import time; time.sleep(0.9)"
+
+
+def _record(source: str, devices: list[UsageDevice], scope: str = "", available: bool = True) -> UsageRecord:
+    """A ``usage`` record as every engine writes it (:meth:`~pytest_hetero.probes.usage.Sampler.result`'s keys)."""
+    return {"source": source, "scope": scope, "interval_s": None, "started_at": None, "finished_at": None,
+            "available": available, "unavailable": None, "samples": 0, "errors": [], "devices": devices}
+
+
+def _device(name: str, high: float | None = None, mean: float | None = None) -> UsageDevice:
+    """One device entry of a ``usage`` record: its id ``name``, memory high-water mark and utilisation mean."""
+    return {"id": name, "name": None, "memory_total_mib": None, "memory_high_water_mib": high,
+            "utilisation_mean_pct": mean, "utilisation_max_pct": mean,
+            "series": {"t_s": [], "memory_used_mib": [], "utilisation_pct": []}}
 
 
 def _real_npu_blocks() -> tuple[str, str]:
@@ -41,7 +53,7 @@ def test_npu_smi_samples_of_the_real_layout_give_hbm_used_and_aicore_of_the_allo
             "at": 1.7e9, "memory": {"1": [0, memory, ""]}}
     lines = [json.dumps([10.0, {"1": [0, usages, ""]}]), json.dumps([11.0, {"1": [0, busy, ""]}]),
              json.dumps([12.0, {"1": [1, "", "Error: the npu id 1 is invalid."]}])]
-    usage: dict[str, Any] = {"source": "pod-cgroup", "devices": [{"id": "container", "memory_high_water_mib": 80.0}]}
+    usage = _record("pod-cgroup", [_device("container", 80.0)])
     runtime.add_devices(usage, "\n".join([json.dumps(head), *lines]))
     container, npu = usage["devices"]
     assert (npu["id"], npu["name"], npu["source"], npu["memory_total_mib"]) == ("npu1", "NPU 1", "npu-smi", 32768.0)
@@ -59,16 +71,15 @@ def test_npu_smi_samples_of_the_real_layout_give_hbm_used_and_aicore_of_the_allo
 
 
 def test_a_missing_tool_or_no_device_is_stated_never_zero() -> None:
-    missing: dict[str, Any] = {"source": "pod-cgroup", "devices": []}
+    missing = _record("pod-cgroup", [])
     runtime.add_devices(missing, json.dumps({"tool": "npu-smi", "path": None, "visible": "0", "t": 0}))
     assert missing["device_sampling"]["unavailable"] == "npu-smi is not on PATH in the container"
     for got in device_run_time(missing, "npu", "kubernetes").values():
         assert (got["value"], got["unavailable"]) == (None, "npu-smi: npu-smi is not on PATH in the container")
-    none: dict[str, Any] = {"source": "pod-cgroup", "devices": []}
+    none = _record("pod-cgroup", [])
     runtime.add_devices(none, json.dumps({"tool": "npu-smi", "path": "/x/npu-smi", "visible": "", "memory": {}}))
     assert none["device_sampling"]["unavailable"] == "ASCEND_VISIBLE_DEVICES names no NPU in the container"
-    cpu = device_run_time({"source": "docker-stats", "available": True, "devices": [{"id": "container"}]}, "cpu",
-                          "docker")
+    cpu = device_run_time(_record("docker-stats", [_device("container")]), "cpu", "docker")
     assert cpu["device_utilisation_mean"] == {
         "value": None, "unit": "ratio", "source": "the docker engine's device sampling", "measured_by": IN_WORKLOAD,
         "in_workload": True,
@@ -78,7 +89,7 @@ def test_a_missing_tool_or_no_device_is_stated_never_zero() -> None:
 
 
 def test_every_sample_not_available_is_none_with_why() -> None:
-    usage: dict[str, Any] = {"source": "pod-cgroup", "devices": []}
+    usage = _record("pod-cgroup", [])
     head = {"tool": "nvidia-smi", "path": "/usr/local/bin/nvidia-smi", "visible": "GPU-a", "t": 0.0}
     na = "0, GPU-a, NVIDIA H100 80GB HBM3, [N/A], 81559, [N/A]\n"
     runtime.add_devices(usage, "\n".join([json.dumps(head), json.dumps([0.5, 0, na, ""])]))
@@ -89,9 +100,7 @@ def test_every_sample_not_available_is_none_with_why() -> None:
 
 
 def test_local_nvml_series_give_the_same_values() -> None:
-    usage = {"source": "nvml", "scope": "each GPU as a whole", "available": True, "devices": [
-        {"id": "0", "memory_high_water_mib": 30000.0, "utilisation_mean_pct": 40.0},
-        {"id": "1", "memory_high_water_mib": 12000.5, "utilisation_mean_pct": 90.0}]}
+    usage = _record("nvml", [_device("0", 30000.0, 40.0), _device("1", 12000.5, 90.0)], scope="each GPU as a whole")
     got = device_run_time(usage, "gpu", "local")
     assert (got["gpu_memory_peak_mib"]["value"], got["device_utilisation_mean"]["value"]) == (30000.0, 0.65)
     assert got["device_utilisation_mean"]["source"] == ("nvml: mean over device(s) 0, 1 of each one's mean "

@@ -16,13 +16,13 @@ from typing import Any
 from pytest_hetero.backends.kubernetes import runtime
 from pytest_hetero.backends.kubernetes.run import run_script
 from pytest_hetero.probes import inworkload
-from pytest_hetero.probes.usage import IN_WORKLOAD
+from pytest_hetero.probes.usage import IN_WORKLOAD, Measured, UsageRecord
 
 HOLD = "b = bytearray(96 * 2**20); b[::4096] = b'x' * (96 * 256); import time; time.sleep(0.7)"
 
 
 def run(tmp_path: Path, argv: list[str], python: str | None = sys.executable,
-        interval_s: float = 0.2, devices: str = "-") -> tuple[int, dict[str, Any], dict[str, Any]]:
+        interval_s: float = 0.2, devices: str = "-") -> tuple[int, UsageRecord, dict[str, Measured]]:
     """(exit status of the engine's script, ``model.usage``, ``model.run_time`` values) of ``argv``."""
     saved, inworkload.SAMPLE_INTERVAL_S = inworkload.SAMPLE_INTERVAL_S, interval_s
     try:
@@ -43,9 +43,9 @@ def test_the_run_is_measured_its_own_peak_rss_and_cpu_and_the_cgroup_series(tmp_
     rc, usage, values = run(tmp_path, [sys.executable, "-c", HOLD])
     assert rc == 0 and (tmp_path / "run" / ".rc").read_text().strip() == "0"
     peak, cpu = values["memory_peak_mib"], values["cpu_s"]
-    assert 96 < peak["value"] < 160 and "unavailable" not in peak  # the 96 MiB held + the interpreter
+    assert peak["value"] is not None and 96 < peak["value"] < 160 and "unavailable" not in peak  # the 96 MiB held + the interpreter
     assert peak["source"].endswith("taken inside the pod by the gate's wrapper") and peak["measured_by"] == IN_WORKLOAD and peak["in_workload"]
-    assert 0 < cpu["value"] < 5
+    assert cpu["value"] is not None and 0 < cpu["value"] < 5
     assert (usage["source"], usage["available"], usage["interval_s"], usage["errors"]) == ("pod-cgroup", True, 0.2, [])
     assert usage["samples"] >= 3  # at the start, every 0.2 s of the 0.7 s+ run, at its end
     (dev,) = usage["devices"]

@@ -12,7 +12,7 @@ import pytest
 
 from pytest_hetero.backends.local import run_measured
 from pytest_hetero.backends.sandbox import Confinement, Launch
-from pytest_hetero.probes.usage import sampling
+from pytest_hetero.probes.usage import UsageRecord, sampling
 
 
 def _plain(argv: list[str]) -> Launch:
@@ -57,7 +57,7 @@ def test_the_timeout_kills_a_silent_run_holding_its_pipes(tmp_path: Path) -> Non
 
 
 def test_one_sampling_thread_serves_every_run(thread_starts: list[str]) -> None:
-    results: list[dict[str, Any]] = []
+    results: list[UsageRecord] = []
     for _ in range(20):
         with sampling("cpu", interval_s=0.01) as sampler:
             time.sleep(0.06)

@@ -11,7 +11,7 @@ import pytest
 from kubernetes import client
 
 from pytest_hetero.backends.kubernetes.reserved import Watcher
-from pytest_hetero.backends.protocol import ReserveReport
+from pytest_hetero.backends.protocol import ReserveReport, ReserveWindow
 from pytest_hetero.layers.base import LayerBroken, LayerFailed
 from pytest_hetero.layers.reserved import judge
 from pytest_hetero.matrix.model import GovernanceProbe
@@ -31,9 +31,11 @@ def test_a_burst_window_without_a_listing_of_the_serving_pods_is_not_a_floor_tha
     watcher.poll()
     end = time.time()
     assert watcher.ready == [] and len(watcher.errors) == 1, watcher.errors
-    window = {"phase": "burst", "from_s": 0.0, "to_s": round(end - start, 3), "endpoints": ["x-1"],
-              "ready_min": watcher.ready_min(start, end), "requests": 12, "ok": 12, "errors": 0, "error_rate": 0.0,
-              "p95_ms": 5.0}
+    window: ReserveWindow = {
+        "phase": "burst", "from_s": 0.0, "to_s": round(end - start, 3), "endpoints": ["x-1"],
+        "ready_min": watcher.ready_min(start, end), "requests": 12, "ok": 12, "errors": 0, "error_rate": 0.0,
+        "status_counts": {"200": 12}, "p50_ms": 5.0, "p95_ms": 5.0, "max_ms": 5.0, "first_error": None,
+        "unserved": False}
     assert window["ready_min"] is None
     report = ReserveReport(serving={"deployment": "x", "priority_class": None},
                            burst={"priority_class": {"name": "training"}, "placed": 2, "asked_to_preempt": True,
@@ -56,11 +58,12 @@ def test_a_long_burst_window_without_a_listing_is_unobserved_even_without_a_watc
     probe = GovernanceProbe("floor", "reserved-inference", "pool", reserve={
         "model": "m", "replicas": 2, "burst": {"priority_class": "training", "pods": 4}, "p95_ms": 100})
 
-    def window(start: float, end: float, ready: int | None) -> dict[str, object]:
+    def window(start: float, end: float, ready: int | None) -> ReserveWindow:
         return {"phase": "burst", "from_s": start, "to_s": end, "endpoints": ["x-1"], "ready_min": ready,
-                "requests": 10, "ok": 10, "errors": 0, "error_rate": 0.0, "p95_ms": 5.0}
+                "requests": 10, "ok": 10, "errors": 0, "error_rate": 0.0, "status_counts": {"200": 10},
+                "p50_ms": 5.0, "p95_ms": 5.0, "max_ms": 5.0, "first_error": None, "unserved": False}
 
-    def report(*windows: dict[str, object]) -> ReserveReport:
+    def report(*windows: ReserveWindow) -> ReserveReport:
         return ReserveReport(serving={"deployment": "x", "priority_class": None, "watch_errors": []},
                              burst={"priority_class": {"name": "training"}, "placed": 2, "asked_to_preempt": True,
                                     "refused": []}, windows=list(windows))
@@ -78,8 +81,10 @@ def test_a_burst_window_where_nothing_succeeded_is_not_within_the_latency_bound(
     probe = GovernanceProbe("floor", "reserved-inference", "pool", reserve={
         "model": "m", "replicas": 2, "burst": {"priority_class": "training", "pods": 4}, "p95_ms": 100,
         "max_error_rate": 1})
-    window = {"phase": "burst", "from_s": 0.0, "to_s": 2.0, "endpoints": ["x-1", "x-2"], "ready_min": 2,
-              "requests": 4, "ok": 0, "errors": 4, "error_rate": 1.0, "p95_ms": None, "first_error": "HTTP 503"}
+    window: ReserveWindow = {"phase": "burst", "from_s": 0.0, "to_s": 2.0, "endpoints": ["x-1", "x-2"], "ready_min": 2,
+                             "requests": 4, "ok": 0, "errors": 4, "error_rate": 1.0, "status_counts": {"503": 4},
+                             "p50_ms": None, "p95_ms": None, "max_ms": None, "first_error": "HTTP 503",
+                             "unserved": False}
     report = ReserveReport(serving={"deployment": "x", "priority_class": None, "watch_errors": []},
                            burst={"priority_class": {"name": "training"}, "placed": 2, "asked_to_preempt": True,
                                   "refused": []}, windows=[window])

@@ -40,7 +40,9 @@ def test_cpu_sampling_reads_this_processes_cgroup_while_work_runs() -> None:
     assert series["utilisation_pct"][0] is None
     later = [u for u in series["utilisation_pct"][1:] if u is not None]
     assert later and max(later) > 10  # this loop kept a core busy
-    assert dev["memory_high_water_mib"] == max(series["memory_used_mib"]) > 10
+    read = [m for m in series["memory_used_mib"] if m is not None]
+    assert len(read) == len(series["memory_used_mib"])  # every sample read the memory
+    assert dev["memory_high_water_mib"] == max(read) > 10
     assert "the harness included" in result["scope"]
 
 
@@ -79,6 +81,7 @@ def test_no_cgroup_accounting_is_not_available_never_zero(tmp_path: Path) -> Non
         pass
     result = sampler.result()
     assert result["available"] is False and result["devices"] == [] and result["samples"] == 0
+    assert result["unavailable"] is not None
     assert result["unavailable"].startswith("no readable cgroup memory or CPU accounting file under")
 
 
@@ -178,12 +181,13 @@ def test_nvml_shape_with_a_stand_in_module(monkeypatch: pytest.MonkeyPatch) -> N
 def test_nvml_absent_here_is_not_available() -> None:
     result = Sampler(usage.nvml_source()).result()
     assert result["available"] is False and result["devices"] == []
-    assert result["unavailable"].startswith(("NVML: ", "pynvml not importable"))
+    assert result["unavailable"] is not None and result["unavailable"].startswith(("NVML: ", "pynvml not importable"))
 
 
 def test_long_runs_are_bucketed_keeping_the_high_water_mark() -> None:
     values = iter(range(1000))
-    source = Source("test", "test", {"d": {"name": "d"}}, lambda: {"d": (float(next(values)), 50.0)})
+    source = Source("test", "test", {"d": {"name": "d", "memory_total_mib": None}},
+                    lambda: {"d": (float(next(values)), 50.0)})
     sampler = Sampler(source, interval_s=3600)
     sampler.start()
     for _ in range(998):
@@ -192,7 +196,9 @@ def test_long_runs_are_bucketed_keeping_the_high_water_mark() -> None:
     result = sampler.result()
     series = result["devices"][0]["series"]
     assert result["samples"] == 1000 and len(series["t_s"]) <= MAX_POINTS
-    assert max(series["memory_used_mib"]) == 999.0 == result["devices"][0]["memory_high_water_mib"]
+    read = [m for m in series["memory_used_mib"] if m is not None]
+    assert len(read) == len(series["memory_used_mib"]) and max(read) == 999.0 == \
+        result["devices"][0]["memory_high_water_mib"]
 
 
 def test_an_unknown_resource_type_is_not_available() -> None:
@@ -287,6 +293,7 @@ def test_local_run_time_rules_on_peak_memory_pass_and_fail(pytester: pytest.Pyte
 
 
 def test_docker_stats_working_set_on_cgroup_v1_and_v2_keys() -> None:
+    from pytest_hetero.backends.docker.api import StatsDocument
     from pytest_hetero.backends.docker.usage import cpu_ns, working_set_bytes
 
     # ContainerStatsResponse shapes (Docker Engine API): cgroup v1 memory_stats.stats has total_inactive_file
@@ -294,9 +301,11 @@ def test_docker_stats_working_set_on_cgroup_v1_and_v2_keys() -> None:
                                                            "total_inactive_file": 200 * 2**20}},
           "cpu_stats": {"cpu_usage": {"total_usage": 2_500_000_000}, "online_cpus": 2}}
     v2 = {"memory_stats": {"usage": 96 * 2**20, "stats": {"file": 40 * 2**20, "inactive_file": 32 * 2**20}}}
-    assert working_set_bytes(v1) == 100 * 2**20 and working_set_bytes(v2) == 64 * 2**20
-    assert working_set_bytes({"memory_stats": {}}) is None  # a stopped container: not read, never 0
-    assert cpu_ns(v1) == (2.5e9, 2) and cpu_ns(v2) == (None, None)
+    one, two = StatsDocument.parse(v1), StatsDocument.parse(v2)
+    assert working_set_bytes(one) == 100 * 2**20 and working_set_bytes(two) == 64 * 2**20
+    # a stopped container: not read, never 0
+    assert working_set_bytes(StatsDocument.parse({"memory_stats": {}})) is None
+    assert cpu_ns(one) == (2.5e9, 2) and cpu_ns(two) == (None, None)
 
 
 def _stream(docs: queue.Queue[Any]) -> Any:

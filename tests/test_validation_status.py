@@ -20,7 +20,7 @@ from pytest_hetero.bundle.vsa import VSA_PREDICATE_TYPE, load_status
 from pytest_hetero.errors import BundleError, MatrixError
 from pytest_hetero.matrix.load import load_matrix
 from pytest_hetero.status.compute import RESOURCE_LAYERS, layer_summary, level_of, pool_status
-from pytest_hetero.status.publish import PublishRefused, expiry_plan, parse_now, publish_plan
+from pytest_hetero.status.publish import NodeSeen, PublishRefused, expiry_plan, parse_now, publish_plan
 
 if TYPE_CHECKING:
     from pytest_hetero.evidence.document import ItemDict, PoolStatus
@@ -216,9 +216,11 @@ def test_publish_plan_refuses_expired_and_nodeless_status() -> None:
         publish_plan([pool], "ab" * 32, parse_now("2026-01-02T00:00:00Z"))
     with pytest.raises(PublishRefused, match="nothing to publish"):
         publish_plan([cast("PoolStatus", {**pool, "nodes": []})], "ab" * 32, parse_now("2026-01-01T00:00:00Z"))
-    nodes = [{"name": "n1", "annotations": {"validation.d.example/training.expires-at": "2026-01-02T00:00:00Z",
-                                            "validation.d.example/serve.expires-at": "2026-02-01T00:00:00Z"},
-              "conditions": [{"type": "validation.d.example/serve", "status": "True"}]}]
+    nodes: list[NodeSeen] = [{
+        "name": "n1", "labels": {}, "taints": [],
+        "annotations": {"validation.d.example/training.expires-at": "2026-01-02T00:00:00Z",
+                        "validation.d.example/serve.expires-at": "2026-02-01T00:00:00Z"},
+        "conditions": [{"type": "validation.d.example/serve", "status": "True", "reason": "Validated", "message": None}]}]
     [expiry] = expiry_plan(nodes, "d.example", parse_now("2026-01-03T00:00:00Z"), "t")
     assert (expiry["labels"], expiry["taint"]) == ({"validation.d.example/training": None}, "remove")
     assert expiry_plan(nodes, "d.example", parse_now("2026-01-01T00:00:00Z"), "t") == []

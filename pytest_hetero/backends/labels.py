@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, Protocol
+from typing import Protocol, TypedDict
 
 LABEL = "pytest-hetero."
 RUN_ID = LABEL + "run-id"
@@ -40,14 +40,28 @@ class Criteria(Protocol):
     """Only objects older than this many seconds (None: any age)."""
 
 
+class CleanupEntry(TypedDict):
+    """One object a backend's cleanup selected: ``backend``, ``kind`` (``container``, ``pod``…), ``name``
+    (``namespace/name`` on Kubernetes), its ``run_id`` label and ``created_at`` value (None: not labelled),
+    ``age_s`` (seconds; None: unknown), ``removed`` (gone now) and the engine's ``error`` (None: none)."""
+
+    backend: str
+    kind: str
+    name: str
+    run_id: str | None
+    created_at: str | None
+    age_s: float | None
+    removed: bool
+    error: str | None
+
+
 @dataclass
 class CleanupReport:
-    """What one backend's cleanup did: ``entries`` (dicts with ``backend``, ``kind``, ``name``,
-    ``run_id``, ``created_at``, ``age_s``, ``removed``, ``error``), or ``error`` when the backend
+    """What one backend's cleanup did: ``entries`` (:class:`CleanupEntry`), or ``error`` when the backend
     could not be reached or listed (then ``entries`` holds what was done before)."""
 
     backend: str
-    entries: list[dict[str, Any]] = field(default_factory=list)
+    entries: list[CleanupEntry] = field(default_factory=list)
     error: str | None = None
 
 

@@ -27,7 +27,7 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypedDict
 
 from pytest_hetero.backends.host import host_view
 from pytest_hetero.backends.protocol import (
@@ -59,6 +59,9 @@ from pytest_hetero.probes.usage import peak_rss, rusage_run_time, sampling
 from pytest_hetero.truth.view import model_input
 from pytest_hetero.truth.withhold import WithholdError, answer_files, find_in
 
+if TYPE_CHECKING:  # annotations only (postponed): no run-time dependency on typing_extensions on 3.10
+    from typing_extensions import NotRequired
+
 ENV_SNIPPET = r"""
 import json, sys, hashlib
 from importlib import metadata
@@ -75,6 +78,20 @@ print(json.dumps(out))
 """
 
 
+class InterpreterAnswer(TypedDict):
+    """What :data:`ENV_SNIPPET` prints (JSON): the interpreter's ``python`` version and ``executable``, its
+    ``distributions`` count and ``distributions_sha256``; ``onnxruntime`` and ``providers`` when ONNX Runtime
+    imports, else ``onnxruntime_error``."""
+
+    python: str
+    executable: str
+    distributions: int
+    distributions_sha256: str
+    onnxruntime: NotRequired[str]
+    providers: NotRequired[list[str]]
+    onnxruntime_error: NotRequired[str]
+
+
 class LocalBackend(Backend):
     """The host pytest runs on; see module docstring for image references."""
 
@@ -83,7 +100,7 @@ class LocalBackend(Backend):
     def __init__(self, target: dict[str, Any], settings: Any) -> None:
         super().__init__(target, settings)
         self._images: dict[str, str] = {}
-        self._environments: dict[Path, dict[str, Any]] = {}
+        self._environments: dict[Path, InterpreterAnswer] = {}
         self._env_paths: dict[Path, list[Path]] = {}
         key = settings.sign_key if settings is not None and isinstance(settings.sign_key, Path) else None
         # the key and its folder (the folder is masked only where it holds no input: the key file still is)
@@ -142,7 +159,7 @@ class LocalBackend(Backend):
                              environment={"python": str(python), "providers": env.get("providers"),
                                           "onnxruntime_error": env.get("onnxruntime_error")})
 
-    def _ask(self, python: Path, step: Step) -> dict[str, Any]:
+    def _ask(self, python: Path, step: Step) -> InterpreterAnswer:
         """Run :data:`ENV_SNIPPET` in ``python``; its answer. Raises ActionFailed when it does not answer."""
         argv = [str(python), "-c", ENV_SNIPPET]
         with run_folder() as tmp:
@@ -160,7 +177,7 @@ class LocalBackend(Backend):
         if proc.exit_code != 0:
             raise ActionFailed(f"interpreter {python} failed: {proc.stderr.strip()[-300:]}", "start_failed")
         try:
-            answer: dict[str, Any] = json.loads(proc.stdout)
+            answer: InterpreterAnswer = json.loads(proc.stdout)
         except json.JSONDecodeError:
             raise ActionFailed(f"interpreter {python} answered no environment: {proc.stdout.strip()[-300:]}",
                                "start_failed") from None

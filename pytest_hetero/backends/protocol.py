@@ -253,6 +253,31 @@ class HostView:
     devices: DeviceInventory
 
 
+class EngineFacts(TypedDict, total=False):
+    """What evidence keeps of a container engine (``discovery.engine``; the Docker engine writes every key, another
+    engine what it knows): server and API version, OS, kernel, arch, the registered ``runtimes`` and the
+    ``default_runtime``, whether an NVIDIA/Ascend runtime is registered, ``ncpu``, ``mem_total_mib``, the cgroup
+    version and driver, the storage driver, whether the engine runs on this host, and its host's accelerator
+    ``device_nodes`` (None: a remote host)."""
+
+    server_version: str | None
+    api_version: str | None
+    os: str | None
+    kernel: str | None
+    arch: str | None
+    runtimes: list[str]
+    default_runtime: str | None
+    nvidia_runtime: bool
+    ascend_runtime: bool
+    ncpu: int | None
+    mem_total_mib: int
+    cgroup_version: str | None
+    cgroup_driver: str | None
+    storage_driver: str | None
+    engine_host_local: bool
+    device_nodes: list[str] | None
+
+
 @dataclass
 class EngineView:
     """A container engine's own facts (Docker ``/version`` + ``/info``), and the resource's request in
@@ -265,7 +290,7 @@ class EngineView:
     apply them; ``request_error``: why the request cannot be expressed to the engine (None: it can).
     """
 
-    facts: dict[str, Any]
+    facts: EngineFacts
     runtimes: list[str]
     gpu_runtime: bool
     device_nodes: list[str] | None
@@ -313,6 +338,29 @@ class NodeFacts(TypedDict):
     be listed."""
 
 
+class CapacityView(TypedDict):
+    """How a pool listing counted what the nodes' pods request (:attr:`NodeFacts.requested_by_pods`): the
+    ``pods_counted``, why they could not be (``unavailable``; None: they were) and the counting ``rule``."""
+
+    pods_counted: int
+    unavailable: str | None
+    rule: str
+
+
+class PoolSnapshot(TypedDict):
+    """How a node pool was read (:attr:`NodePool.snapshot`, recorded as ``discovery.snapshot``): the ``source``
+    (``kubernetes``; a third party's engine names its own) and, from an apiserver, the list's ``resource_version``,
+    when it was ``taken_at`` (UTC), the ``label_selector``, the resource names ``requested`` and the
+    ``capacity_view``."""
+
+    source: str
+    resource_version: NotRequired[str | None]
+    taken_at: NotRequired[str]
+    label_selector: NotRequired[str]
+    requested: NotRequired[list[str]]
+    capacity_view: NotRequired[CapacityView]
+
+
 @dataclass
 class NodePool:
     """The nodes of the resource's pool as an apiserver lists them.
@@ -326,7 +374,7 @@ class NodePool:
     """
 
     nodes: list[NodeFacts]
-    snapshot: dict[str, Any]
+    snapshot: PoolSnapshot
     selector: str
     wanted: list[str]
 
@@ -576,10 +624,41 @@ class GovernanceReport:
     ledger: ProbeLedger | None = None
 
 
-Measure = Callable[[list[str], float], dict[str, Any]]
+class WindowStats(TypedDict):
+    """The statistics of one load window of a reserved-inference probe (:data:`Measure`): ``requests`` sent, ``ok``
+    (2xx) and ``errors``, ``error_rate`` (0–1; 1.0 when nothing could be sent), ``status_counts`` (``{"200": n,
+    "transport": n}``), ``p50_ms``/``p95_ms``/``max_ms`` latencies of the successful requests (None without any),
+    the ``first_error`` (None: none) and ``unserved`` (no ready endpoint: the window only waited)."""
+
+    requests: int
+    ok: int
+    errors: int
+    error_rate: float
+    status_counts: dict[str, int]
+    p50_ms: float | None
+    p95_ms: float | None
+    max_ms: float | None
+    first_error: str | None
+    unserved: bool
+
+
+class ReserveWindow(WindowStats):
+    """One load window of a reserved-inference probe (:attr:`ReserveReport.windows`): its ``phase`` (``before`` /
+    ``burst``), ``from_s``/``to_s`` (seconds since the burst started), the ready ``endpoints`` the load was sent to
+    (pod names), ``ready_min`` (fewest serving pods Ready seen in it; None: no listing fell in it) and the
+    :class:`WindowStats` ``measure`` returned."""
+
+    phase: str
+    from_s: float
+    to_s: float
+    endpoints: list[str]
+    ready_min: int | None
+
+
+Measure = Callable[[list[str], float], WindowStats]
 """The reserved-inference probe's load (given by the layer): ``measure(base_urls, seconds)`` sends requests
 to the ready endpoints ``base_urls`` (``http://HOST:PORT``) for ``seconds`` and returns the window's
-statistics (plain data); with no endpoint it only waits."""
+statistics (:class:`WindowStats`); with no endpoint it only waits."""
 
 
 @dataclass
@@ -603,7 +682,7 @@ class ReserveReport:
 
     serving: dict[str, Any] = field(default_factory=dict)
     burst: dict[str, Any] = field(default_factory=dict)
-    windows: list[dict[str, Any]] = field(default_factory=list)
+    windows: list[ReserveWindow] = field(default_factory=list)
     timeline: list[dict[str, Any]] = field(default_factory=list)
     victims: list[dict[str, Any]] = field(default_factory=list)
     cleanup: list[dict[str, Any]] = field(default_factory=list)

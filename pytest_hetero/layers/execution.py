@@ -23,7 +23,7 @@ from pytest_hetero.layers.startup import verify_inputs
 from pytest_hetero.layers.usage import keep_run_time
 from pytest_hetero.layers.usage import record as record_usage
 from pytest_hetero.probes.device_values import device_run_time
-from pytest_hetero.probes.usage import unavailable
+from pytest_hetero.probes.usage import UsageRecord, unavailable
 from pytest_hetero.signals import interruptions_noticed
 from pytest_hetero.truth.view import RECORD as VIEW_RECORD
 from pytest_hetero.truth.view import ViewError
@@ -96,7 +96,7 @@ def _run_once(ctx: LayerContext, run: int) -> None:
     record_usage(ctx, started)  # started here: no startup item did
     ran_well = result.exit_code == 0 and not result.timed_out and result.failure is None
     record_usage(ctx, workload if isinstance(workload, dict) else None, None if ran_well else "failed", run=True)
-    usage = result.details.pop("usage", None)
+    usage: UsageRecord | None = result.details.pop("usage", None)
     ctx.record("model.usage", **(usage if isinstance(usage, dict) else unavailable(
         f"the {ctx.backend.name} engine does not sample device memory or utilisation during a run")))
     keep_run_time(ctx, result.details.pop("run_time", None), ctx.backend.name, run,  # + the devices' values

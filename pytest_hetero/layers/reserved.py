@@ -42,7 +42,7 @@ from typing import Any
 
 import httpx
 
-from pytest_hetero.backends.protocol import Measure, ReserveReport
+from pytest_hetero.backends.protocol import Measure, ReserveReport, WindowStats
 from pytest_hetero.layers import usage
 from pytest_hetero.layers.base import LayerBroken, LayerContext, LayerFailed
 from pytest_hetero.layers.serving import REQUEST_TIMEOUT_S, protocol_for, serving_request
@@ -64,7 +64,7 @@ def measure(requests: list[PreparedRequest], headers: dict[str, str], timeout_s:
     concurrency 1 each, cycling through ``requests``) for the window's seconds. Returns ``{"requests", "ok",
     "errors", "error_rate" (0–1; 1.0 when nothing could be sent), "status_counts", "p50_ms", "p95_ms", "max_ms"
     (successful requests; None without any), "first_error", "unserved" (no ready endpoint)}``."""
-    def run(bases: list[str], seconds: float) -> dict[str, Any]:
+    def run(bases: list[str], seconds: float) -> WindowStats:
         if not bases:
             time.sleep(seconds)
             return {"requests": 0, "ok": 0, "errors": 0, "error_rate": 1.0, "status_counts": {}, "p50_ms": None,
@@ -145,10 +145,10 @@ def judge(ctx: LayerContext, probe: GovernanceProbe, report: ReserveReport) -> N
             f"of {report.serving.get('deployment')} ({cls}): " + "; ".join(
                 f"{v['pod']} at {v['at_s']} s" + (f" for {v['by']}" if v.get("by") else "") for v in report.victims)
             + f" (first seen: {first['evidence'][0]})", "serving_floor_broken")
-    low = [w for w in during if w.get("ready_min") is not None and w["ready_min"] < floor]
+    low = [(w["ready_min"], w["from_s"]) for w in during if w["ready_min"] is not None and w["ready_min"] < floor]
     if low:
-        raise LayerFailed(f"{min(w['ready_min'] for w in low)} serving replica(s) Ready during the burst, below the "
-                          f"floor of {floor} ({cls}; first at {low[0]['from_s']} s)", "serving_floor_broken")
+        raise LayerFailed(f"{min(ready for ready, _ in low)} serving replica(s) Ready during the burst, below the "
+                          f"floor of {floor} ({cls}; first at {low[0][1]} s)", "serving_floor_broken")
     for w in during:
         if w["error_rate"] > allowed:
             raise LayerFailed(f"window {w['from_s']}–{w['to_s']} s of the burst: {w['errors']} of {w['requests']} "
@@ -159,7 +159,7 @@ def judge(ctx: LayerContext, probe: GovernanceProbe, report: ReserveReport) -> N
                               f"({w['errors']} of {w['requests']} failed; {w.get('first_error') or 'none sent'}), so "
                               f"its p95 is not within the bound {bound:g} ms: it was not measured",
                               "serving_latency_breached")
-        if w.get("p95_ms") is not None and w["p95_ms"] > bound:
+        if w["p95_ms"] is not None and w["p95_ms"] > bound:
             raise LayerFailed(f"window {w['from_s']}–{w['to_s']} s of the burst: p95 {w['p95_ms']} ms > the bound "
                               f"{bound:g} ms ({w['ok']} requests)", "serving_latency_breached")
     errors = "; ".join(report.serving.get("watch_errors") or [])

@@ -44,7 +44,7 @@ from pytest_hetero.layers.usage import record as record_usage
 from pytest_hetero.matrix.acceptance import AcceptanceRule, evaluate, load_rules
 from pytest_hetero.matrix.model import Model, Serving
 from pytest_hetero.probes.usage import Sampler, sampling, unavailable
-from pytest_hetero.serving.load import TRANSPORT_ERROR, LevelResult, run_levels, summarise
+from pytest_hetero.serving.load import TRANSPORT_ERROR, LevelResult, LevelSummary, run_levels, summarise
 from pytest_hetero.serving.protocol import (
     Answer,
     PreparedRequest,
@@ -333,7 +333,7 @@ def execute(ctx: LayerContext) -> None:
         rollback(ctx, proto, base, samples, outputs)
 
 
-def _judge(results: list[Any], summaries: list[dict[str, Any]], versions: dict[str, int],
+def _judge(results: list[Any], summaries: list[LevelSummary], versions: dict[str, int],
            malformed: list[str], serving: Serving, base: str) -> None:
     if not any(s["ok"] for s in summaries):
         every = [r for level in results for r in level.responses]

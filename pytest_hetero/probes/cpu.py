@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from pytest_hetero.probes.cgroup import CgroupLimits, cpulist_count, read_cgroup_limits
 from pytest_hetero.probes.model import Device, Inventory, _plain
@@ -32,6 +32,15 @@ ARM_PARTS: dict[tuple[str, str], str] = {
 """arm64 ``(CPU implementer, CPU part)`` → model name, for kernels that print no model name."""
 
 
+class NumaNode(TypedDict):
+    """One NUMA node (``/sys/devices/system/node/node<N>``): its ``node`` number, ``cpus`` (its cpulist's count;
+    None: unreadable) and ``memory_total_mib`` (its meminfo's; None: unreadable)."""
+
+    node: int
+    cpus: int | None
+    memory_total_mib: int | None
+
+
 @dataclass(frozen=True)
 class CpuFacts:
     """What the CPU probe read: counts, memory in MiB, CPU limits in (fractional) cores.
@@ -47,7 +56,7 @@ class CpuFacts:
     physical_cores: int | None = None
     logical_cpus: int | None = None
     numa_nodes: int | None = None
-    numa: tuple[dict[str, Any], ...] = ()
+    numa: tuple[NumaNode, ...] = ()
     memory_total_mib: int | None = None
     cgroup: CgroupLimits = field(default_factory=CgroupLimits)
     cpu_limit_cores: float | None = None
@@ -115,8 +124,8 @@ def _topology(root: Path, blocks: list[dict[str, str]]) -> tuple[set[str], set[t
     return sockets, cores
 
 
-def _numa(root: Path) -> list[dict[str, Any]]:
-    nodes: list[dict[str, Any]] = []
+def _numa(root: Path) -> list[NumaNode]:
+    nodes: list[NumaNode] = []
     base = root / "sys/devices/system/node"
     for node_dir in sorted(base.glob("node[0-9]*"), key=lambda p: int(p.name[4:])) if base.is_dir() else []:
         mem = re.search(r"MemTotal:\s*(\d+)\s*kB", _read(node_dir, "meminfo") or "")

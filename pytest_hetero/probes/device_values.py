@@ -17,10 +17,10 @@ process on it).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from pytest_hetero.probes.usage import Measured
+    from pytest_hetero.probes.usage import Measured, UsageDevice, UsageRecord
 
 DEVICE_RUN_TIME_UNITS: dict[str, str] = {"gpu_memory_peak_mib": "MiB", "device_utilisation_mean": "ratio"}
 """The device values of one model run, by name, with their unit (``ratio``: 0-1)."""
@@ -39,51 +39,47 @@ def value(name: str, number: float | None, source: str, why: str | None = None) 
     return out
 
 
-def _accelerators(usage: dict[str, Any]) -> list[dict[str, Any]]:
+def _accelerators(usage: UsageRecord) -> list[UsageDevice]:
     """The device entries of ``usage`` read by an accelerator tool (a device's own ``source`` first, else the
     record's)."""
-    default = usage.get("source")
-    return [d for d in usage.get("devices") or [] if isinstance(d, dict)
-            and d.get("source", default) in DEVICE_SOURCES]
+    default = usage["source"]
+    return [d for d in usage["devices"] if d.get("source", default) in DEVICE_SOURCES]
 
 
-def _why_none(usage: dict[str, Any], resource_type: str, engine: str) -> str:
-    """Why ``usage`` has no accelerator series, in words."""
-    sampling = usage.get("device_sampling")
-    if isinstance(sampling, dict) and sampling.get("unavailable"):
-        return f"{sampling.get('source')}: {sampling['unavailable']}"
-    if usage.get("source") in DEVICE_SOURCES and usage.get("unavailable"):
-        return f"{usage.get('source')}: {usage['unavailable']}"
+def _why_none(usage: UsageRecord | None, resource_type: str, engine: str) -> str:
+    """Why ``usage`` (None: no record) has no accelerator series, in words."""
+    sampling = usage.get("device_sampling") if usage is not None else None
+    if sampling is not None and sampling["unavailable"]:
+        return f"{sampling['source']}: {sampling['unavailable']}"
+    if usage is not None and usage["source"] in DEVICE_SOURCES and usage["unavailable"]:
+        return f"{usage['source']}: {usage['unavailable']}"
     if resource_type not in ("gpu", "npu"):
         return f"a {resource_type} resource: no accelerator device was allocated to the run"
-    if usage.get("available") is False and usage.get("unavailable"):
+    if usage is not None and usage["available"] is False and usage["unavailable"]:
         return f"no device was sampled during the run: {usage['unavailable']}"
     return f"the {engine} engine sampled no device of this {resource_type} resource during the run"
 
 
-def device_run_time(usage: dict[str, Any] | None, resource_type: str, engine: str) -> dict[str, Measured]:
+def device_run_time(usage: UsageRecord | None, resource_type: str, engine: str) -> dict[str, Measured]:
     """``{"gpu_memory_peak_mib", "device_utilisation_mean"}`` (:func:`value`) of a model run from its
     ``model.usage`` record (None: the engine recorded none); ``resource_type`` (``gpu``, ``npu``, ``cpu``) and
     ``engine`` (its name) only word the reason of a value that could not be measured. Never raises."""
-    usage = usage if isinstance(usage, dict) else {}
-    devices = _accelerators(usage)
+    devices = _accelerators(usage) if usage is not None else []
     from pytest_hetero.probes.usage import inside
 
     # Docker and Kubernetes sample the devices with the image's tool inside the model's container; locally the
     # gate's own process reads them (NVML / npu-smi on the host)
     marked = inside if engine in ("docker", "kubernetes") else (lambda values: values)
-    if not devices:
+    if usage is None or not devices:
         why = _why_none(usage, resource_type, engine)
         return marked({name: value(name, None, f"the {engine} engine's device sampling", why)
                        for name in DEVICE_RUN_TIME_UNITS})
-    tool = str(devices[0].get("source") or usage.get("source"))
+    tool = str(devices[0].get("source") or usage["source"])
     sampling = usage.get("device_sampling")
-    scope = str((sampling if isinstance(sampling, dict) else usage).get("scope") or "")
-    ids = ", ".join(str(d.get("id")) for d in devices)
-    peaks = [float(d["memory_high_water_mib"]) for d in devices
-             if isinstance(d.get("memory_high_water_mib"), (int, float))]
-    means = [float(d["utilisation_mean_pct"]) for d in devices
-             if isinstance(d.get("utilisation_mean_pct"), (int, float))]
+    scope = sampling["scope"] if sampling is not None else usage["scope"]
+    ids = ", ".join(d["id"] for d in devices)
+    peaks = [float(d["memory_high_water_mib"]) for d in devices if d["memory_high_water_mib"] is not None]
+    means = [float(d["utilisation_mean_pct"]) for d in devices if d["utilisation_mean_pct"] is not None]
     return marked({
         "gpu_memory_peak_mib": value(
             "gpu_memory_peak_mib", max(peaks) if peaks else None,

@@ -25,15 +25,18 @@ from __future__ import annotations
 
 import json
 import shlex
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from pytest_hetero.probes.usage import (
     RUN_TIME_UNITS,
+    DeviceFacts,
     Measured,
     Sampler,
     Source,
+    UsageRecord,
     cpu_seconds_of,
     inside,
     measured,
@@ -89,7 +92,8 @@ def parse_dump(stdout: str) -> dict[str, str]:
     return files
 
 
-def read_back(files: dict[str, str], why: str | None, run_s: float, pod: str) -> tuple[dict[str, Any], dict[str, Any]]:
+def read_back(files: dict[str, str], why: str | None, run_s: float, pod: str
+              ) -> tuple[UsageRecord, dict[str, Measured]]:
     """:func:`evidence` from the run dir's files (name → text; an absent file: ""), or unavailable
     because of ``why``."""
     nowrap = files.get(NO_WRAPPER, "").strip()
@@ -130,14 +134,39 @@ def _iso(epoch_s: Any) -> str:
     return datetime.fromtimestamp(epoch_s, timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def _series(text: str, pod: str) -> dict[str, Any]:
+@dataclass(frozen=True)
+class SamplesHeader:
+    """The first line of the wrapper's ``.samples`` (a JSON object, :mod:`.podwrap`): the cgroup ``memory`` and
+    ``cpu`` files it read (None: none readable), the ``cores`` the container may run on, the sampling
+    ``interval`` (s), the epoch ``at`` and monotonic ``t`` it began at. A field absent, or of another JSON
+    type, reads None (``cores``: 1)."""
+
+    memory: str | None
+    cpu: str | None
+    cores: float
+    interval: float | None
+    at: float | None
+    t: float
+
+    @classmethod
+    def parse(cls, line: str | None) -> SamplesHeader:
+        """The header of ``line`` (None or not a JSON object: every field unknown)."""
+        try:
+            raw = json.loads(line) if line else {}
+        except ValueError:
+            raw = {}
+        head = raw if isinstance(raw, dict) else {}
+        return cls(memory=_text(head.get("memory")), cpu=_text(head.get("cpu")),
+                   cores=_number_of(head.get("cores")) or 1, interval=_number_of(head.get("interval")),
+                   at=_number_of(head.get("at")),
+                   t=float(head.get("t") or 0.0))
+
+
+def _series(text: str, pod: str) -> UsageRecord:
     """The ``model.usage`` record of the wrapper's ``.samples`` text (see :mod:`.podwrap`)."""
     lines = text.splitlines()
-    try:
-        head = json.loads(lines[0]) if lines else {}
-    except ValueError:
-        head = {}
-    memory, cpu, cores = head.get("memory"), head.get("cpu"), head.get("cores") or 1
+    head = SamplesHeader.parse(lines[0] if lines else None)
+    memory, cpu, cores = head.memory, head.cpu, head.cores
     missing = [what for what, path in (("memory", memory), ("CPU", cpu)) if not path]
     scope = (f"the cgroup of pod {pod}'s workload container, read inside it ({memory or 'no memory file'}, "
              f"{cpu or 'no CPU file'}): every process in the container (the model run, the gate's wrapper "
@@ -146,11 +175,11 @@ def _series(text: str, pod: str) -> dict[str, Any]:
     source = Source(SOURCE, scope, {"container": {"name": f"{pod}/workload", "memory_total_mib": None}},
                     read=(lambda: {}) if lines else None,
                     unavailable=None if lines else "the wrapper wrote no samples (the run never started under it)")
-    sampler = Sampler(source, float(head.get("interval") or SAMPLE_INTERVAL_S))
-    sampler.started_at = _iso(head.get("at"))
+    sampler = Sampler(source, float(head.interval or SAMPLE_INTERVAL_S))
+    sampler.started_at = _iso(head.at)
     fmt = "usage_usec" if str(cpu).endswith("cpu.stat") else "ns"
     prev: tuple[float, float] | None = None
-    t0 = float(head.get("t") or 0.0)
+    t0 = head.t
     for line in lines[1:]:
         try:
             at, used, stat, cpu_text, *error = json.loads(line)
@@ -169,7 +198,7 @@ def _series(text: str, pod: str) -> dict[str, Any]:
             prev = (at, cpu_s)
         sampler.times.append(round(at - t0, 3))
         sampler.readings.append({"container": (None if ws is None else round(ws / 2**20, 1), util)})
-    began = head.get("at")
+    began = head.at
     sampler.finished_at = _iso(began + sampler.times[-1] if sampler.times and isinstance(began, float) else None)
     out = sampler.result()
     if missing and out["available"]:
@@ -181,26 +210,54 @@ DEVICE_FIELDS = ("index", "uuid", "name", "memory.used", "memory.total", "utiliz
 """The ``--query-gpu`` fields the wrapper asks ``nvidia-smi`` for (:mod:`.podwrap`), in order: MiB and %."""
 
 
-def add_devices(usage: dict[str, Any], text: str) -> None:
+@dataclass(frozen=True)
+class DevicesHeader:
+    """The first line of the wrapper's ``.devices`` (a JSON object, :mod:`.podwrap`): the ``tool``
+    (``nvidia-smi``, ``npu-smi``), its ``path`` in the container (None: not on PATH), the ``visible`` devices
+    variable (``NVIDIA_VISIBLE_DEVICES``/``ASCEND_VISIBLE_DEVICES``), the sampling ``interval`` (s), the epoch
+    ``at`` and monotonic ``t`` it began at, and (``npu-smi``) ``memory``: per NPU id the ``[exit code, stdout,
+    stderr]`` of its ``info -t memory`` (None: not asked). A field absent, or of another JSON type, reads None."""
+
+    tool: str
+    path: str | None
+    visible: str
+    interval: float | None
+    at: float | None
+    t: float
+    memory: dict[str, object] | None
+
+    @classmethod
+    def parse(cls, line: str) -> DevicesHeader:
+        """The header of ``line`` (not a JSON object: every field unknown, the tool ``nvidia-smi``)."""
+        try:
+            raw = json.loads(line)
+        except ValueError:
+            raw = {}
+        head = raw if isinstance(raw, dict) else {}
+        memory = head.get("memory")
+        return cls(tool=str(head.get("tool") or "nvidia-smi"), path=_text(head.get("path")),
+                   visible=str(head.get("visible") or ""), interval=_number_of(head.get("interval")),
+                   at=_number_of(head.get("at")), t=float(head.get("t") or 0.0),
+                   memory=(memory if isinstance(memory, dict) else {}) if "memory" in head else None)
+
+
+def add_devices(usage: UsageRecord, text: str) -> None:
     """Add the devices the wrapper's ``.devices`` text sampled (``nvidia-smi --query-gpu … --format=csv,
     noheader,nounits``: one line per device, :data:`DEVICE_FIELDS`) to ``usage`` (a ``model.usage`` record):
     each device's series in ``devices`` with ``source`` ``nvidia-smi``, only the devices allocated to the
     container (the UUIDs of ``NVIDIA_VISIBLE_DEVICES`` when it lists them), and ``device_sampling``: the
     tool's source, interval, sample count, errors, or why nothing could be sampled (never 0)."""
     lines = text.strip().splitlines()
-    try:
-        head = json.loads(lines[0])
-    except ValueError:
-        head = {}
-    tool = str(head.get("tool") or "nvidia-smi")
+    head = DevicesHeader.parse(lines[0])
+    tool = head.tool
     if tool == "npu-smi":
         add_npu_devices(usage, head, lines[1:])
         return
-    visible = str(head.get("visible") or "")
+    visible = head.visible
     allocated = {v.strip() for v in visible.split(",") if v.strip().startswith("GPU-")}
-    names: dict[str, dict[str, Any]] = {}
-    sampler = Sampler(Source(tool, ""), float(head.get("interval") or usage.get("interval_s") or SAMPLE_INTERVAL_S))
-    t0 = float(head.get("t") or 0.0)
+    names: dict[str, DeviceFacts] = {}
+    sampler = Sampler(Source(tool, ""), float(head.interval or usage["interval_s"] or SAMPLE_INTERVAL_S))
+    t0 = head.t
     for line in lines[1:]:
         try:
             at, rc, out, err = json.loads(line)
@@ -226,14 +283,11 @@ def add_devices(usage: dict[str, Any], text: str) -> None:
         _append(sampler, round(float(at) - t0, 3), reading)
     scope = (f"{tool} --query-gpu inside the container, every {sampler.interval_s:g} s: the devices allocated to it "
              f"(NVIDIA_VISIBLE_DEVICES={visible or 'unset'})")
-    why = (f"{tool} is not on PATH in the container" if not head.get("path") else
+    why = (f"{tool} is not on PATH in the container" if not head.path else
            None if sampler.readings else "no sample could be read: " + ("; ".join(sampler.errors) or "no answer"))
     sampler.source = Source(tool, scope, names, read=(lambda: {}) if why is None else None, unavailable=why)
-    sampler.started_at = _iso(head.get("at"))
-    got = sampler.result()
-    usage["devices"] = [*usage.get("devices", []), *got["devices"]]
-    usage["device_sampling"] = {k: got[k] for k in ("source", "scope", "interval_s", "available", "unavailable",
-                                                     "samples", "errors")}
+    sampler.started_at = _iso(head.at)
+    _merge(usage, sampler.result())
 
 
 def _append(sampler: Sampler, t_s: float, reading: dict[str, tuple[float | None, float | None]]) -> None:
@@ -246,7 +300,7 @@ def _append(sampler: Sampler, t_s: float, reading: dict[str, tuple[float | None,
         sampler.readings.append(reading)
 
 
-def add_npu_devices(usage: dict[str, Any], head: dict[str, Any], lines: list[str]) -> None:
+def add_npu_devices(usage: UsageRecord, head: DevicesHeader, lines: list[str]) -> None:
     """:func:`add_devices` for the wrapper's ``npu-smi`` samples (``head``: the ``.devices`` header, ``lines``:
     its sample lines, see :mod:`.podwrap`): per NPU of ``ASCEND_VISIBLE_DEVICES``, HBM used MiB = ``HBM Usage
     Rate(%)`` × ``HBM Capacity(MB)`` / 100 and utilisation = ``Aicore Usage Rate(%)`` of ``npu-smi info -t
@@ -258,17 +312,17 @@ def add_npu_devices(usage: dict[str, Any], head: dict[str, Any], lines: list[str
         chips = parse_npu_kv(str(text).splitlines()).chips()
         return chips[0].values if chips else {}
 
-    tool, visible = "npu-smi", str(head.get("visible") or "")
+    tool, visible = "npu-smi", head.visible
     errors: list[str] = []
     capacity: dict[str, float | None] = {}
-    for npu, got in (head.get("memory") or {}).items():
+    for npu, got in (head.memory or {}).items():
         if isinstance(got, list) and len(got) == 3 and got[0] == 0:
             capacity[npu] = _number(values(got[1]).get("HBM Capacity(MB)", ""))
         elif isinstance(got, list) and len(got) == 3 and len(errors) < 5:
             errors.append(f"npu-smi info -t memory -i {npu} exited {got[0]}: {str(got[2]).strip()[-200:]}")
-    names: dict[str, dict[str, Any]] = {}
-    sampler = Sampler(Source(tool, ""), float(head.get("interval") or usage.get("interval_s") or SAMPLE_INTERVAL_S))
-    t0 = float(head.get("t") or 0.0)
+    names: dict[str, DeviceFacts] = {}
+    sampler = Sampler(Source(tool, ""), float(head.interval or usage["interval_s"] or SAMPLE_INTERVAL_S))
+    t0 = head.t
     for line in lines:
         try:
             at, per = json.loads(line)
@@ -294,15 +348,30 @@ def add_npu_devices(usage: dict[str, Any], head: dict[str, Any], lines: list[str
     sampler.errors = errors
     scope = (f"npu-smi info -t usages -i N inside the container, every {sampler.interval_s:g} s: the NPUs allocated "
              f"to it (ASCEND_VISIBLE_DEVICES={visible or 'unset'}); HBM used = HBM Usage Rate × HBM Capacity")
-    why = ("npu-smi is not on PATH in the container" if not head.get("path") else
-           "ASCEND_VISIBLE_DEVICES names no NPU in the container" if "memory" in head and not head["memory"] else
+    why = ("npu-smi is not on PATH in the container" if not head.path else
+           "ASCEND_VISIBLE_DEVICES names no NPU in the container" if head.memory is not None and not head.memory else
            None if sampler.readings else "no sample could be read: " + ("; ".join(errors) or "no answer"))
     sampler.source = Source(tool, scope, names, read=(lambda: {}) if why is None else None, unavailable=why)
-    sampler.started_at = _iso(head.get("at"))
-    got = sampler.result()
-    usage["devices"] = [*usage.get("devices", []), *got["devices"]]
-    usage["device_sampling"] = {k: got[k] for k in ("source", "scope", "interval_s", "available", "unavailable",
-                                                     "samples", "errors")}
+    sampler.started_at = _iso(head.at)
+    _merge(usage, sampler.result())
+
+
+def _merge(usage: UsageRecord, got: UsageRecord) -> None:
+    """Add the devices a device tool sampled (``got``) to ``usage``, and how it sampled them (``device_sampling``)."""
+    usage["devices"] = [*usage["devices"], *got["devices"]]
+    usage["device_sampling"] = {"source": got["source"], "scope": got["scope"], "interval_s": got["interval_s"],
+                                "available": got["available"], "unavailable": got["unavailable"],
+                                "samples": got["samples"], "errors": got["errors"]}
+
+
+def _text(value: object) -> str | None:
+    """A header's text field: None when absent, empty or not text."""
+    return value if isinstance(value, str) and value else None
+
+
+def _number_of(value: object) -> float | None:
+    """A header's number field as the JSON held it (an int stays an int): None when absent or not a number."""
+    return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
 def _number(text: str) -> float | None:

@@ -58,6 +58,75 @@ class Measured(TypedDict):
     unavailable: NotRequired[str]
     in_workload: NotRequired[bool]
 
+
+class DeviceFacts(TypedDict):
+    """What a source knows of one device it reads (:attr:`Source.devices`): its ``name`` and
+    ``memory_total_mib`` (None: not known); ``cores`` (a cgroup: the cores it may use) and ``source`` (the tool
+    that read this device, where it is not the record's)."""
+
+    name: str | None
+    memory_total_mib: float | None
+    cores: NotRequired[float]
+    source: NotRequired[str]
+
+
+class UsageSummary(TypedDict):
+    """The summary of one device's samples: memory high-water mark (MiB), utilisation mean and max (%); None
+    when no sample read it."""
+
+    memory_high_water_mib: float | None
+    utilisation_mean_pct: float | None
+    utilisation_max_pct: float | None
+
+
+class UsageSeries(TypedDict):
+    """One device's samples: ``t_s`` (seconds since sampling began), ``memory_used_mib`` and ``utilisation_pct``
+    (None: not read in that sample), bucketed to :data:`MAX_POINTS`."""
+
+    t_s: list[float]
+    memory_used_mib: list[float | None]
+    utilisation_pct: list[float | None]
+
+
+class UsageDevice(DeviceFacts, UsageSummary):
+    """One device of a ``usage`` record: its ``id``, :class:`DeviceFacts`, :class:`UsageSummary` and ``series``."""
+
+    id: str
+    series: UsageSeries
+
+
+class DeviceSampling(TypedDict):
+    """How the devices of a ``model.usage`` record were sampled, beside its cgroup's (an in-workload device tool):
+    the :class:`UsageRecord` fields that say so."""
+
+    source: str
+    scope: str
+    interval_s: float | None
+    available: bool
+    unavailable: str | None
+    samples: int
+    errors: list[str]
+
+
+class UsageRecord(TypedDict):
+    """A ``usage`` record (:meth:`Sampler.result`, :func:`unavailable`; every key written): ``source``,
+    ``scope``, ``interval_s``, ``started_at``/``finished_at`` (RFC 3339; None or "" when unknown), ``available``
+    and why not (``unavailable``; None when available), ``samples``, ``errors`` and the ``devices``;
+    ``device_sampling`` when an in-workload device tool added its devices."""
+
+    source: str
+    scope: str
+    interval_s: float | None
+    started_at: str | None
+    finished_at: str | None
+    available: bool
+    unavailable: str | None
+    samples: int
+    errors: list[str]
+    devices: list[UsageDevice]
+    device_sampling: NotRequired[DeviceSampling]
+
+
 DEFAULT_INTERVAL_S = 0.5
 """Seconds between two samples."""
 MAX_POINTS = 240
@@ -80,7 +149,7 @@ class Source:
 
     name: str
     scope: str
-    devices: dict[str, dict[str, Any]] = field(default_factory=dict)
+    devices: dict[str, DeviceFacts] = field(default_factory=dict)
     read: Callable[[], Reading] | None = None
     close: Callable[[], None] = lambda: None
     unavailable: str | None = None
@@ -101,7 +170,7 @@ def nvml_source(module: str = "pynvml") -> Source:
     if not handles:
         nvml.nvmlShutdown()
         return Source("nvml", "", unavailable="NVML lists no GPU")
-    devices: dict[str, dict[str, Any]] = {}
+    devices: dict[str, DeviceFacts] = {}
     for i, handle in enumerate(handles):
         name = _nvml_value(nvml, nvml.nvmlDeviceGetName, handle)
         total = _nvml_value(nvml, lambda h: nvml.nvmlDeviceGetMemoryInfo(h).total, handle)
@@ -146,7 +215,7 @@ def npu_smi_source(ids: list[int] | None = None, runner: Callable[[list[str]], s
                 r"NPU ID\s*[:：]\s*(\d+)", runner(["npu-smi", "info", "-l"]))]
         if not ids:
             return Source("npu-smi", "", unavailable="npu-smi info -l lists no NPU")
-        devices: dict[str, dict[str, Any]] = {}
+        devices: dict[str, DeviceFacts] = {}
         for npu in ids:
             chips = parse_npu_kv(runner(["npu-smi", "info", "-t", "memory", "-i", str(npu)]).splitlines()).chips()
             capacity = _number(chips[0].values.get("HBM Capacity(MB)")) if chips else None
@@ -429,7 +498,7 @@ class Sampler:
         except Exception as exc:  # noqa: BLE001 - closing cannot change what was read
             self.errors.append(f"close: {exc}")
 
-    def result(self) -> dict[str, Any]:
+    def result(self) -> UsageRecord:
         """The ``usage`` evidence: ``{"source", "scope", "interval_s", "started_at", "finished_at",
         "available", "unavailable", "samples", "errors", "devices": [{"id", "name", "memory_total_mib",
         "memory_high_water_mib", "utilisation_mean_pct", "utilisation_max_pct", "series": {"t_s",
@@ -439,7 +508,7 @@ class Sampler:
         src = self.source
         available = src.read is not None and bool(self.readings)
         why = src.unavailable or (None if available else "no sample could be read: " + "; ".join(self.errors))
-        devices = []
+        devices: list[UsageDevice] = []
         for dev_id, facts in src.devices.items() if available else []:
             mem = [r.get(dev_id, (None, None))[0] for r in self.readings]
             util = [r.get(dev_id, (None, None))[1] for r in self.readings]
@@ -450,7 +519,7 @@ class Sampler:
                 "unavailable": why, "samples": len(self.readings), "errors": self.errors, "devices": devices}
 
 
-def _summary(mem: list[float | None], util: list[float | None]) -> dict[str, float | None]:
+def _summary(mem: list[float | None], util: list[float | None]) -> UsageSummary:
     m = [v for v in mem if v is not None]
     u = [v for v in util if v is not None]
     return {"memory_high_water_mib": max(m) if m else None,
@@ -458,11 +527,11 @@ def _summary(mem: list[float | None], util: list[float | None]) -> dict[str, flo
             "utilisation_max_pct": max(u) if u else None}
 
 
-def _bucketed(times: list[float], mem: list[float | None], util: list[float | None]) -> dict[str, list[Any]]:
+def _bucketed(times: list[float], mem: list[float | None], util: list[float | None]) -> UsageSeries:
     if len(times) <= MAX_POINTS:
         return {"t_s": list(times), "memory_used_mib": mem, "utilisation_pct": util}
     size = -(-len(times) // MAX_POINTS)
-    out: dict[str, list[Any]] = {"t_s": [], "memory_used_mib": [], "utilisation_pct": []}
+    out: UsageSeries = {"t_s": [], "memory_used_mib": [], "utilisation_pct": []}
     for start in range(0, len(times), size):
         m = [v for v in mem[start:start + size] if v is not None]
         u = [v for v in util[start:start + size] if v is not None]
@@ -489,7 +558,7 @@ def sampling(resource_type: str, interval_s: float = DEFAULT_INTERVAL_S,
         sampler.stop()
 
 
-def unavailable(why: str) -> dict[str, Any]:
+def unavailable(why: str) -> UsageRecord:
     """A ``usage`` record for work nobody sampled (an engine without sampling): ``available`` False and
     why, in the shape of :meth:`Sampler.result`."""
     return {"source": "none", "scope": "", "interval_s": None, "started_at": None, "finished_at": None,

@@ -16,7 +16,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TypedDict
 
 import httpx
 
@@ -135,7 +135,35 @@ def run_levels(base: str, requests: list[PreparedRequest], levels: list[int], co
     return asyncio.run(main())
 
 
-def _pcts(values_ms: list[float]) -> dict[str, float] | None:
+class Percentiles(TypedDict):
+    """Latency percentiles of one level (ms, 3 decimals): p50, p90, p95, p99, max and mean."""
+
+    p50: float
+    p90: float
+    p95: float
+    p99: float
+    max: float
+    mean: float
+
+
+class LevelSummary(TypedDict):
+    """:func:`summarise`: the statistics of one concurrency level (every key written)."""
+
+    concurrency: int
+    requests: int
+    ok: int
+    errors: int
+    error_rate: float
+    status_counts: dict[str, int]
+    wall_s: float
+    requests_per_s: float
+    samples_per_s: float
+    latency_ms: Percentiles | None
+    ttfb_ms: Percentiles | None
+    latencies_ms: list[float]
+
+
+def _pcts(values_ms: list[float]) -> Percentiles | None:
     if not values_ms:
         return None
     return {"p50": round(percentile(values_ms, 50), 3), "p90": round(percentile(values_ms, 90), 3),
@@ -143,7 +171,7 @@ def _pcts(values_ms: list[float]) -> dict[str, float] | None:
             "max": round(max(values_ms), 3), "mean": round(sum(values_ms) / len(values_ms), 3)}
 
 
-def summarise(level: LevelResult, requests: list[PreparedRequest]) -> dict[str, Any]:
+def summarise(level: LevelResult, requests: list[PreparedRequest]) -> LevelSummary:
     """Statistics of one level as plain data.
 
     ``{"concurrency", "requests", "ok", "errors", "error_rate" (0–1), "status_counts" ({"200": n,

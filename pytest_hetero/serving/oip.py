@@ -18,11 +18,36 @@ path, so the ``model_version`` of every response proves which version answered).
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import httpx
 
 from pytest_hetero.serving.protocol import Answer, Get, Identity, PreparedRequest, Sample, ServingProtocol
+
+if TYPE_CHECKING:  # annotations only (postponed): no run-time dependency on typing_extensions on 3.10
+    from typing_extensions import NotRequired
+
+
+class InferInput(TypedDict):
+    """One input tensor of an OIP inference request: ``name``, ``shape``, ``datatype`` and its ``data`` (row-major)."""
+
+    name: str
+    shape: list[int]
+    datatype: str
+    data: list[float]
+
+
+class RequestedOutput(TypedDict):
+    """An output an OIP inference request asks for by ``name``."""
+
+    name: str
+
+
+class InferRequest(TypedDict):
+    """``POST /v2/models/{name}[/versions/{v}]/infer`` body (Open Inference Protocol) as the gate sends it."""
+
+    inputs: list[InferInput]
+    outputs: NotRequired[list[RequestedOutput]]
 
 
 class OpenInferenceProtocol(ServingProtocol):
@@ -62,7 +87,7 @@ class OpenInferenceProtocol(ServingProtocol):
         for start in range(0, len(samples), batch):
             chunk = samples[start:start + batch]
             width = len(chunk[0].features)
-            doc: dict[str, Any] = {"inputs": [{
+            doc: InferRequest = {"inputs": [{
                 "name": opts.get("input_name", "predict"), "shape": [len(chunk), width],
                 "datatype": opts.get("datatype", "FP64"),
                 "data": [v for s in chunk for v in s.features]}]}

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any
+from typing import TypedDict
 
 from pytest_hetero.serving.protocol import Answer, Get, Identity, PreparedRequest, Sample, ServingProtocol
 
@@ -62,15 +62,16 @@ class OpenAICompatible(ServingProtocol):
         if self.task == "embeddings":
             for start in range(0, len(samples), batch):
                 chunk = samples[start:start + batch]
-                body = {"model": model, "input": [_text(s) for s in chunk]}
+                body: EmbeddingsRequest = {"model": model, "input": [_text(s) for s in chunk]}
                 out.append(PreparedRequest("/v1/embeddings", _encode(body),
                                            tuple(range(start, start + len(chunk)))))
             return out
         stream = bool(opts.get("stream", False))
         for pos, sample in enumerate(samples):
-            messages = ([{"role": "system", "content": str(opts["system"])}] if "system" in opts else [])
+            messages: list[ChatMessage] = [{"role": "system", "content": str(opts["system"])}] if "system" in opts \
+                else []
             messages.append({"role": "user", "content": _text(sample)})
-            chat: dict[str, Any] = {"model": model, "messages": messages, "temperature": 0,
+            chat: ChatRequest = {"model": model, "messages": messages, "temperature": 0,
                                     "max_tokens": int(opts.get("max_tokens", 16)), "stream": stream}
             out.append(PreparedRequest("/v1/chat/completions", _encode(chat), (pos,), stream=stream))
         return out
@@ -100,7 +101,31 @@ def _text(sample: Sample) -> str:
     return sample.text if sample.text is not None else " ".join(f"{v:g}" for v in sample.features)
 
 
-def _encode(doc: dict[str, Any]) -> bytes:
+class ChatMessage(TypedDict):
+    """One message of a chat completion request: ``role`` (``system``/``user``) and ``content``."""
+
+    role: str
+    content: str
+
+
+class ChatRequest(TypedDict):
+    """``POST /v1/chat/completions`` body (OpenAI API) as the gate sends it: deterministic, short, maybe streamed."""
+
+    model: str
+    messages: list[ChatMessage]
+    temperature: int
+    max_tokens: int
+    stream: bool
+
+
+class EmbeddingsRequest(TypedDict):
+    """``POST /v1/embeddings`` body (OpenAI API): the ``model`` and the texts to embed (``input``)."""
+
+    model: str
+    input: list[str]
+
+
+def _encode(doc: ChatRequest | EmbeddingsRequest) -> bytes:
     return json.dumps(doc, separators=(",", ":")).encode()
 
 

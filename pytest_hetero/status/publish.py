@@ -25,7 +25,7 @@ plan: they keep whatever an earlier bundle published until it expires (:func:`le
 from __future__ import annotations
 
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Literal, TypedDict
 
 from pytest_hetero.errors import HeteroError
 from pytest_hetero.status.compute import LEVELS, expired, label_key, parse_time
@@ -41,12 +41,62 @@ class PublishRefused(HeteroError):
     """The status cannot be published: expired, nothing to publish (no pool with nodes), or a bad taint key."""
 
 
-def _condition(key: str, ok: bool, reason: str, message: str) -> dict[str, str]:
+class ConditionPatch(TypedDict):
+    """A node condition a plan sets: ``type`` (the label key), ``status`` (``True``/``False``), ``reason`` and
+    ``message`` (at most 1000 characters)."""
+
+    type: str
+    status: str
+    reason: str
+    message: str
+
+
+class NodeChange(TypedDict):
+    """One node's entry of a plan (module docstring): its ``labels`` and ``annotations`` (None: removed), the
+    ``conditions`` set and what becomes of the managed ``taint`` (None: no taint managed)."""
+
+    node: str
+    labels: dict[str, str | None]
+    annotations: dict[str, str | None]
+    conditions: list[ConditionPatch]
+    taint: Literal["add", "remove"] | None
+
+
+class ConditionSeen(TypedDict):
+    """A node condition as the cluster holds it: ``type``, ``status`` and its ``reason`` and ``message`` (None: not
+    given)."""
+
+    type: str
+    status: str
+    reason: str | None
+    message: str | None
+
+
+class TaintSeen(TypedDict):
+    """A node taint as the cluster holds it: ``key``, ``value`` (None: none) and ``effect``."""
+
+    key: str
+    value: str | None
+    effect: str
+
+
+class NodeSeen(TypedDict):
+    """A node as the cluster holds it now (what :func:`expiry_plan` reads): its ``name``, ``labels``,
+    ``annotations``, ``taints`` and ``conditions``."""
+
+    name: str
+    labels: dict[str, str]
+    annotations: dict[str, str]
+    taints: list[TaintSeen]
+    conditions: list[ConditionSeen]
+
+
+def _condition(key: str, ok: bool, reason: str, message: str) -> ConditionPatch:
     return {"type": key, "status": "True" if ok else "False", "reason": reason, "message": message[:1000]}
 
 
 def publish_plan(pools: list[PoolStatus], digest: str, now: datetime, taint: str | None = None,
-                 require: str = "business") -> list[dict[str, Any]]:
+                 require: str = "business") -> list[NodeChange]:
     """The node changes publishing ``pools`` (the signed ``validation.pools``) of the bundle whose run
     statement has sha256 ``digest``, as of ``now`` (aware). A task type's condition is ``True`` only when
     its level is at least ``require`` (a level of :data:`~pytest_hetero.status.compute.LEVELS` above
@@ -58,7 +108,7 @@ def publish_plan(pools: list[PoolStatus], digest: str, now: datetime, taint: str
     if late:
         raise PublishRefused(f"the validation status has expired: {', '.join(late)}", None,
                              "run the gate again and publish the new bundle")
-    nodes: dict[str, dict[str, Any]] = {}
+    nodes: dict[str, NodeChange] = {}
     for pool in pools:
         own = {str(e.get("node")): e.get("task_types") or {} for e in pool.get("node_status") or []}
         for node in pool.get("nodes") or []:
@@ -87,7 +137,7 @@ def publish_plan(pools: list[PoolStatus], digest: str, now: datetime, taint: str
     return plan
 
 
-def left_as_is(pools: list[PoolStatus], plan: list[dict[str, Any]]) -> list[dict[str, str]]:
+def left_as_is(pools: list[PoolStatus], plan: list[NodeChange]) -> list[dict[str, str]]:
     """The nodes of ``pools`` (the signed ``validation.pools``) that the run did not exercise and ``plan``
     does not touch: ``[{"node", "pool", "reason"}]``. Publishing leaves them as they are (a status an earlier
     bundle published holds until its own expiry); they are unvalidated by this bundle."""
@@ -101,29 +151,29 @@ def left_as_is(pools: list[PoolStatus], plan: list[dict[str, Any]]) -> list[dict
     return out
 
 
-def expiry_plan(nodes: list[dict[str, Any]], domain: str, now: datetime, taint: str | None = None
-                ) -> list[dict[str, Any]]:
+def expiry_plan(nodes: list[NodeSeen], domain: str, now: datetime, taint: str | None = None
+                ) -> list[NodeChange]:
     """The node changes that withdraw every status of ``domain`` whose ``<key>.expires-at`` annotation is
     at or before ``now``: label removed, condition ``False`` (reason ``Expired``), annotations removed;
     with ``taint``, the taint added back when no ``True`` condition of the domain is left on the node.
-    ``nodes`` are ``[{"name", "annotations": {}, "conditions": [{type, status}]}]`` (what the cluster
-    holds now); a node with nothing expired is left out of the plan."""
+    ``nodes`` are what the cluster holds now (:class:`NodeSeen`); a node with nothing expired is left out of the
+    plan."""
     prefix = f"validation.{domain}/"
     plan = []
     for node in nodes:
-        annotations = node.get("annotations") or {}
+        annotations = node["annotations"]
         gone = [k[: -len(EXPIRES)] for k, v in annotations.items()
                 if k.startswith(prefix) and k.endswith(EXPIRES) and parse_time(str(v)) <= now]
         if not gone:
             continue
-        entry: dict[str, Any] = {"node": node["name"], "labels": {k: None for k in gone},
+        entry: NodeChange = {"node": node["name"], "labels": {k: None for k in gone},
                                  "annotations": {a: None for k in gone for a in (k + EXPIRES, k + BUNDLE)},
                                  "conditions": [_condition(k, False, "Expired", f"validation status expired at "
                                                            f"{annotations[k + EXPIRES]}; run the gate again")
                                                 for k in gone], "taint": None}
         if taint:
-            still = [c for c in node.get("conditions") or [] if str(c.get("type", "")).startswith(prefix)
-                     and c.get("status") == "True" and c.get("type") not in gone]
+            still = [c for c in node["conditions"] if c["type"].startswith(prefix) and c["status"] == "True"
+                     and c["type"] not in gone]
             entry["taint"] = "remove" if still else "add"
         plan.append(entry)
     return plan

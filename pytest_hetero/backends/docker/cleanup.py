@@ -13,10 +13,10 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
-from pytest_hetero.backends.labels import CREATED_AT, RUN_ID, CleanupError, selected
+from pytest_hetero.backends.labels import CREATED_AT, RUN_ID, CleanupEntry, CleanupError, selected
 
 
-def cleanup(args: argparse.Namespace) -> list[dict[str, Any]]:
+def cleanup(args: argparse.Namespace) -> list[CleanupEntry]:
     """Remove (or list, with ``args.dry_run``) the Docker containers, volumes, images and networks of
     pytest-hetero runs selected by ``args`` (``run_id``, ``older_than_s``, ``docker_host``).
 
@@ -51,7 +51,7 @@ def cleanup(args: argparse.Namespace) -> list[dict[str, Any]]:
             match, age = selected(labels, created, args, now)
             if not match:
                 continue
-            entry: dict[str, Any] = {"backend": "docker", "kind": kind, "name": name, "run_id": labels.get(RUN_ID),
+            entry: CleanupEntry = {"backend": "docker", "kind": kind, "name": name, "run_id": labels.get(RUN_ID),
                                      "created_at": labels.get(CREATED_AT),
                                      "age_s": None if age is None else round(age, 1), "removed": False,
                                      "error": None}

@@ -15,13 +15,14 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import docker
 import docker.errors
 import docker.tls
 import requests.exceptions
 
+from pytest_hetero.backends.docker.api import exec_inspect
 from pytest_hetero.backends.labels import CREATED_AT, LABEL, OWNER, RUN_ID, utc_stamp
 from pytest_hetero.backends.protocol import ExecResult
 from pytest_hetero.backends.streams import CappedStream
@@ -136,7 +137,20 @@ def reset_script(baseline: list[str]) -> str:
     return DESCRIBE + known + restore + RESET_BODY
 
 
-RESET_FACTS: dict[str, Any] = {
+class ResetFacts(TypedDict):
+    """What the reset between model runs guarantees (:data:`RESET_FACTS`): the ``mechanism``, the
+    ``root_filesystem``, what stays ``writable``, what happens ``between_runs``, the known ``gaps`` and how
+    ``pid_1`` is out of a run's reach."""
+
+    mechanism: str
+    root_filesystem: str
+    writable: list[str]
+    between_runs: list[str]
+    gaps: list[str]
+    pid_1: str
+
+
+RESET_FACTS: ResetFacts = {
     "mechanism": "docker container, read-only root file system; reset between runs",
     "root_filesystem": "read-only", "writable": [*WORK_TMPFS, "/dev/shm", "/dev"],
     "between_runs": ["kill -9 -1 until no process outside PID 1's session is left", "/tmp and /dev/shm emptied",
@@ -184,7 +198,26 @@ def safe_name(*parts: str) -> str:
     return name[:120]
 
 
-def connection(target: dict[str, Any]) -> dict[str, Any]:
+class ClientOptions(TypedDict, total=False):
+    """``docker.APIClient`` keyword arguments (:func:`connection`; each optional, as the SDK's are): ``base_url``
+    (``unix://…``/``tcp://…``; absent: the SDK's default socket), ``tls`` (the target's or the environment's
+    ``TLSConfig``) and ``version`` (the API version to speak; absent: negotiated); the read timeout is
+    :func:`make_client`'s."""
+
+    base_url: str | None
+    tls: docker.tls.TLSConfig
+    version: str
+
+
+class BindMount(TypedDict):
+    """A bind mount of a host path into a container (:func:`input_mounts`, an engine request's driver folders)."""
+
+    source: str
+    target: str
+    read_only: bool
+
+
+def connection(target: dict[str, Any]) -> ClientOptions:
     """``docker.APIClient`` keyword arguments from the target (``docker_host``, ``tls``) or the environment.
 
     ``tls``: ``{"ca_cert", "client_cert", "client_key", "verify"}`` (PEM paths; ``verify`` checks the
@@ -195,8 +228,14 @@ def connection(target: dict[str, Any]) -> dict[str, Any]:
     host = target.get("docker_host")
     tls = target.get("tls")
     if host is None and tls is None:
-        return dict(docker.utils.kwargs_from_env())  # type: ignore[attr-defined]  # (docker.utils is not re-exported in types-docker)
-    kwargs: dict[str, Any] = {"base_url": host or os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"}
+        env = docker.utils.kwargs_from_env()  # type: ignore[attr-defined]  # (docker.utils is not re-exported in types-docker)
+        found: ClientOptions = {}
+        if "base_url" in env:  # the SDK sets only what DOCKER_HOST / DOCKER_TLS_VERIFY / DOCKER_CERT_PATH give
+            found["base_url"] = str(env["base_url"])
+        if "tls" in env:
+            found["tls"] = env["tls"]
+        return found
+    kwargs: ClientOptions = {"base_url": host or os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"}
     if tls:
         cert = (str(tls["client_cert"]), str(tls["client_key"])) if tls.get("client_cert") else None
         kwargs["tls"] = docker.tls.TLSConfig(client_cert=cert, ca_cert=tls.get("ca_cert"),
@@ -247,16 +286,16 @@ class TlsEngineClient(EngineClient):
         pass
 
 
-def make_client(conn: dict[str, Any], timeout: float | None) -> docker.APIClient:
+def make_client(conn: ClientOptions, timeout: float | None) -> docker.APIClient:
     """An engine client for :func:`connection` kwargs with a read ``timeout`` (seconds, None: none).
 
     Raises docker.errors.DockerException when the engine does not answer the version request.
     """
     cls = TlsEngineClient if conn.get("tls") else EngineClient
-    return cls(**{**conn, "timeout": timeout})
+    return cls(**conn, timeout=timeout)  # type: ignore[arg-type]  # (types-docker says int; requests takes a float or None)
 
 
-def engine_is_local(kwargs: dict[str, Any]) -> bool:
+def engine_is_local(kwargs: ClientOptions) -> bool:
     """True when the engine runs on this host (unix socket, or TCP to this host's loopback)."""
     url = str(kwargs.get("base_url") or "unix://")
     if url.startswith(("unix:", "npipe:", "http+unix:", "/")):
@@ -284,7 +323,7 @@ def user_check(api: docker.APIClient, cid: str, user: str) -> str:
     Raises docker.errors.APIError when the engine refuses the exec."""
     ex = api.exec_create(cid, ["/bin/sh", "-c", ":"], user=user)
     out = (api.exec_start(ex["Id"]) or b"").decode("utf-8", "replace").strip()
-    code = api.exec_inspect(ex["Id"]).get("ExitCode")
+    code = exec_inspect(api, ex["Id"]).exit_code
     return "" if code == 0 else (out.splitlines() or [f"exit {code}"])[-1][:300]
 
 
@@ -304,7 +343,7 @@ def reset(api: docker.APIClient, cid: str, baseline: list[str], user: str = GATE
     """
     ex = api.exec_create(cid, ["/bin/sh", "-c", reset_script(baseline)], user=user)
     out = (api.exec_start(ex["Id"]) or b"").decode("utf-8", "replace").strip()
-    code = api.exec_inspect(ex["Id"]).get("ExitCode")
+    code = exec_inspect(api, ex["Id"]).exit_code
     return "" if code == 0 else (out.splitlines() or [f"reset exited with {code}"])[-1][:300]
 
 
@@ -374,7 +413,7 @@ def read_outputs(api: docker.APIClient, cid: str, path: str, max_bytes: int, use
         out, err = api.exec_start(ex["Id"], demux=True)
     finally:
         timer.cancel()
-    code = api.exec_inspect(ex["Id"]).get("ExitCode")
+    code = exec_inspect(api, ex["Id"]).exit_code
     why = (err or b"").decode("utf-8", "replace").strip()
     name = path.rsplit("/", 1)[-1]
     if fired.is_set():
@@ -459,14 +498,14 @@ def run_exec(api: docker.APIClient, long_api: docker.APIClient, cid: str, argv: 
                         details={"exec_id": ex["Id"], **out.facts("stdout"), **err.facts("stderr")})
     what = f"the model run (exec {ex['Id'][:12]} in container {cid[:12]})"
     try:
-        found = api.exec_inspect(ex["Id"])
+        found = exec_inspect(api, ex["Id"])
     except CONNECTION_LOST as exc:
         raise EngineLost(what, "the exec stream ended and the engine no longer answers", result) from exc
     except docker.errors.NotFound as exc:  # a restarted engine has forgotten its exec instances
         raise EngineLost(what, "the engine no longer knows the exec (it restarted)", result) from exc
-    if found.get("Running") and not fired.is_set():
+    if found.running and not fired.is_set():
         raise EngineLost(what, "the exec stream ended while the run was still going", result)
-    code = found.get("ExitCode")
+    code = found.exit_code
     result.exit_code = None if fired.is_set() else code
     result.details["raw_exit_code"] = code
     return result
@@ -480,13 +519,13 @@ def container_paths(model_name: str, model_path: Path, code: Path, dataset_name:
             "dataset": f"/hetero/datasets/{dataset_name}/{dataset_path.name}"}
 
 
-def input_mounts(models: list[tuple[str, Path, Path]], datasets: list[tuple[str, Path]]) -> list[dict[str, Any]]:
+def input_mounts(models: list[tuple[str, Path, Path]], datasets: list[tuple[str, Path]]) -> list[BindMount]:
     """Read-only bind mounts for ``(name, model file, code path)`` and ``(name, dataset file)``.
 
     A code file is mounted into its model's code folder; a code folder is the folder.
     Returns ``[{"source", "target", "read_only": True}]`` with host paths as sources.
     """
-    out: list[dict[str, Any]] = []
+    out: list[BindMount] = []
     for name, path, code in models:
         out.append({"source": str(path), "target": f"/hetero/models/{name}/{path.name}", "read_only": True})
         target = f"/hetero/code/{name}" + ("" if code.is_dir() else f"/{code.name}")

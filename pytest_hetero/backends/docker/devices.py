@@ -17,11 +17,15 @@ The sampler runs in the container's cgroup: the container's stats series (:mod:`
 from __future__ import annotations
 
 import shlex
-from typing import Any
+from typing import TYPE_CHECKING
 
 import docker
 
+from pytest_hetero.backends.docker.api import exec_inspect
 from pytest_hetero.probes import inworkload as runtime
+
+if TYPE_CHECKING:
+    from pytest_hetero.probes.usage import UsageRecord
 
 WAIT_STEP_S = 0.5
 """Seconds between two looks of the sampler's child for the ``.stop`` file."""
@@ -58,7 +62,7 @@ def start(api: docker.APIClient, cid: str, user: str, python: str, run_dir: str,
     return ""
 
 
-def finish(api: docker.APIClient, cid: str, user: str, run_dir: str, usage: dict[str, Any], tool: str,
+def finish(api: docker.APIClient, cid: str, user: str, run_dir: str, usage: UsageRecord, tool: str,
            refused: str = "") -> None:
     """Stop the sampler of the run ``run_dir`` and add what it sampled to ``usage`` (the run's ``model.usage``
     record): its devices and ``device_sampling`` (why none, when ``refused`` (:func:`start`'s answer) or the
@@ -71,7 +75,7 @@ def finish(api: docker.APIClient, cid: str, user: str, run_dir: str, usage: dict
         try:
             ex = api.exec_create(cid, ["/bin/sh", "-c", script], user=user)
             out = (api.exec_start(ex["Id"]) or b"").decode("utf-8", "replace")
-            code = api.exec_inspect(ex["Id"]).get("ExitCode")
+            code = exec_inspect(api, ex["Id"]).exit_code
             files = runtime.parse_dump(out) if code == 0 else {}
             why = "" if code == 0 else f"its folder could not be read (exit {code})"
         except docker.errors.APIError as exc:

@@ -22,7 +22,7 @@ import functools
 import sys
 import time
 import uuid
-from typing import Any
+from typing import Any, TypedDict
 
 import docker
 import docker.errors
@@ -33,8 +33,16 @@ from pytest_hetero.backends.docker import jobs as docker_jobs
 from pytest_hetero.backends.docker import outage, place
 from pytest_hetero.backends.docker import spread as docker_spread
 from pytest_hetero.backends.docker import usage as docker_usage
+from pytest_hetero.backends.docker.api import (
+    ContainerState,
+    ImageInspect,
+    container_state,
+    exec_inspect,
+    inspect_container,
+    inspect_image,
+)
 from pytest_hetero.backends.docker.errors import SETTLE_S, outcome, outcome_of_text, run_failure, stopped_after_run
-from pytest_hetero.backends.docker.session import DockerSession
+from pytest_hetero.backends.docker.session import DockerSession, DockerWorkload
 from pytest_hetero.backends.jobs import Job, JobSpec, RankExit
 from pytest_hetero.backends.labels import LABEL, OWNER
 from pytest_hetero.backends.protocol import (
@@ -73,6 +81,15 @@ def code_of(matrix: Matrix, model: Model) -> CodeView:
     except WithholdError as exc:
         raise ActionFailed(exc.message, "inputs_copy_failed") from None
 
+class StartedHere(TypedDict):
+    """A model run's ``details["image"]`` when its container had to be started for it (no startup item did): the
+    image as :meth:`DockerBackend.identify` resolved it."""
+
+    digest: str | None
+    known: list[str]
+    what: str
+
+
 USER_CHECK_SETTLE_S = 2.0
 """Seconds a failed start-as-the-image's-user check waits for the container's own stop to show (OOM at start)."""
 
@@ -88,11 +105,11 @@ class DockerBackend(Backend):
     def fingerprint(self) -> dict[str, Any]:
         """Engine identity (``info.ID``/name), host, versions (engine, API, kernel, OS) and image digests."""
         s = self.session
-        version, info = s.engine.get("version", {}), s.engine.get("info", {})
-        return {"backend": self.name, "identity": info.get("ID") or s.conn.get("base_url", "DOCKER_HOST"),
-                "nodes": [info["Name"]] if info.get("Name") else [],
-                "versions": {"engine": version.get("Version"), "api": version.get("ApiVersion"),
-                             "kernel": version.get("KernelVersion"), "os": info.get("OperatingSystem")},
+        engine = s.engine
+        return {"backend": self.name, "identity": engine.id or s.conn.get("base_url", "DOCKER_HOST"),
+                "nodes": [engine.name] if engine.name else [],
+                "versions": {"engine": engine.version, "api": engine.api_version, "kernel": engine.kernel,
+                             "os": engine.os},
                 "images": dict(s.digests)}
 
     @outage.engine_guarded
@@ -131,20 +148,19 @@ class DockerBackend(Backend):
             why = "pull_policy never" if policy == "never" else "the pull reported success"
             raise ActionFailed(f"image {ref} is not in the engine ({why}); no such image",
                                "image_not_found")
-        digests = [d.split("@", 1)[1] for d in found.get("RepoDigests") or []]
-        digest = digests[0] if digests else found["Id"]
+        digests = [d.split("@", 1)[1] for d in found.repo_digests]
+        digest = digests[0] if digests else found.id
         s.digests[step.image.name] = digest
-        s.image_ids[step.image.name] = str(found["Id"])
+        s.image_ids[step.image.name] = found.id
         step.record("startup.image", image=step.image.name, reference=ref, pull_policy=policy, pulled=pulled,
-                    id=found["Id"], digest=digest, repo_digests=digests, declared_digest=step.image.digest,
-                    created=found.get("Created"), size_bytes=found.get("Size"))
-        return ImageIdentity(digest=digest, known=(str(found["Id"]), *digests), what=f"image {ref}",
-                             handle=str(found["Id"]))
+                    id=found.id, digest=digest, repo_digests=digests, declared_digest=step.image.digest,
+                    created=found.created, size_bytes=found.size)
+        return ImageIdentity(digest=digest, known=(found.id, *digests), what=f"image {ref}", handle=found.id)
 
-    def _inspect_image(self, ref: str) -> dict[str, Any] | None:
+    def _inspect_image(self, ref: str) -> ImageInspect | None:
         s = self.session
         try:
-            return dict(s.api.inspect_image(ref))  # type: ignore[no-untyped-call]  # (untyped in types-docker)
+            return inspect_image(s.api, ref)
         except docker.errors.ImageNotFound:
             return None
         except docker.errors.APIError as exc:
@@ -164,11 +180,11 @@ class DockerBackend(Backend):
         return Started(name=workload["name"], handle=workload,
                        usage=self._usage(workload))
 
-    def _usage(self, workload: dict[str, Any], outcome: str | None = None) -> UsageFacts:
+    def _usage(self, workload: DockerWorkload, outcome: str | None = None) -> UsageFacts:
         """The container's usage facts (:func:`.usage.container_facts`), kept on ``workload`` for its
         model runs; what was last known when the engine cannot be asked."""
         try:
-            workload["usage"] = docker_usage.container_facts(self.session.api.inspect_container(workload["id"]),
+            workload["usage"] = docker_usage.container_facts(inspect_container(self.session.api, workload["id"]),
                                                              outcome)
         except docker.errors.APIError:
             pass
@@ -183,14 +199,15 @@ class DockerBackend(Backend):
         ``container_exited``, …: :meth:`ensure_running`), else EngineUnavailable (``engine_error``) when the
         engine refuses the exec.
         The container counts as used: the next model run resets it first."""
-        s, workload = self.session, started.handle
+        s = self.session
+        workload: DockerWorkload = started.handle
         workload["dirty"] = True
         begin = time.perf_counter()
         try:
             ex = s.api.exec_create(workload["id"], argv, environment=env or {},
-                                   user=str(workload.get("user") or run.model_user(None)))
+                                   user=workload["user"] or run.model_user(None))
             out, err = s.api.exec_start(ex["Id"], demux=True)
-            code = s.api.exec_inspect(ex["Id"]).get("ExitCode")
+            code = exec_inspect(s.api, ex["Id"]).exit_code
         except docker.errors.APIError as exc:
             # the container stopped under the startup checks (e.g. OOM-killed just after it started): that
             # fact, not the engine's refusal to exec into a stopped container; model code never runs here
@@ -212,14 +229,14 @@ class DockerBackend(Backend):
                           stdout=(out or b"").decode("utf-8", "replace"),
                           stderr=(err or b"").decode("utf-8", "replace"), outputs=None)
 
-    def _reset(self, workload: dict[str, Any]) -> str:
+    def _reset(self, workload: DockerWorkload) -> str:
         """Return the container to its started state (:func:`.client.reset`); "" when clean, else why not.
 
         A failure leaves ``workload["dirty"]`` set, so the next model run resets before it starts.
         """
         try:
             why = run.reset(self.session.api, workload["id"], workload.get("dev") or [],
-                            str(workload.get("user") or run.GATE_USER))
+                            workload["user"] or run.GATE_USER)
         except docker.errors.APIError as exc:
             why = f"the engine refused the reset exec: {exc}"
         workload["dirty"] = bool(why)
@@ -230,7 +247,7 @@ class DockerBackend(Backend):
         cid = started.handle["id"]
         return str(self.session.api.logs(cid, stdout=True, stderr=True).decode("utf-8", "replace"))
 
-    def launch(self, ctx: Step, image_id: str, alone: docker_spread.Slot | None = None) -> dict[str, Any]:
+    def launch(self, ctx: Step, image_id: str, alone: docker_spread.Slot | None = None) -> DockerWorkload:
         """Create and start the resource × image container; record it; return its workload dict.
 
         A previous container for the same key (a repeated startup) is removed first. ``alone``: the container of
@@ -249,7 +266,7 @@ class DockerBackend(Backend):
         mounts = run.input_mounts(models, model_inputs(m.datasets)) + request.mounts
         name, labels = self._marks(ctx, alone is not None)
         try:
-            image_user = (s.api.inspect_image(image_id).get("Config") or {}).get("User")  # type: ignore[no-untyped-call]  # (untyped in types-docker)
+            image_user = inspect_image(s.api, image_id).user
         except docker.errors.APIError as exc:
             raise outcome(exc, f"inspecting image {image_id}", phase="start") from None
         user = run.model_user(image_user)
@@ -275,21 +292,22 @@ class DockerBackend(Backend):
         except docker.errors.APIError as exc:
             raise outcome(exc, f"creating container {name}", phase="start") from None
         # a fresh container's cgroup has counted no OOM kill yet; read again only after an exit 137
-        workload = {"id": cid, "name": name, "labels": labels, "oom_kills": 0, "dirty": False, "user": user,
-                    "limit_bytes": request.mem_limit, "started_monotonic": time.monotonic()}
+        workload: DockerWorkload = {"id": cid, "name": name, "labels": labels, "oom_kills": 0, "dirty": False,
+                                    "user": user, "limit_bytes": request.mem_limit,
+                                    "started_monotonic": time.monotonic()}
         self._keep(key, workload, alone is not None)
         try:
             s.api.start(cid)
         except docker.errors.APIError as exc:
             raise outcome(exc, f"starting container {name} from {ctx.image.reference}",
                           phase="start") from None
-        state = s.api.inspect_container(cid)
+        state = inspect_container(s.api, cid)
         ctx.record("startup.container", id=cid, name=name, labels=labels, command=run.KEEP_ALIVE,
                    pid_1_user=keeper, run_user=user, cap_drop=list(run.CAP_DROP),
                    security_opt=list(run.SECURITY_OPT), pids_limit=run.PIDS_LIMIT, root_filesystem="read-only",
                    tmpfs=dict(run.WORK_TMPFS),
-                   mounts=mounts, environment=request.environment, state=state["State"],
-                   allocated=place.allocated(state["HostConfig"]))
+                   mounts=mounts, environment=request.environment, state=state.state.document,
+                   allocated=place.allocated(state.host_config))
         self.ensure_running(ctx, workload, "after start")
         try:
             said = run.user_check(s.api, cid, user)
@@ -308,7 +326,7 @@ class DockerBackend(Backend):
                                f"user {user!r}: {said}", "oci_runtime_error")
         return workload
 
-    def _keep(self, key: tuple[str, str], workload: dict[str, Any], alone: bool) -> None:
+    def _keep(self, key: tuple[str, str], workload: DockerWorkload, alone: bool) -> None:
         """Keep a created container as the resource × image's; a model run's own container (``alone``) is kept
         by its run, and removed at once when the gate is stopping (its close may have listed the run's containers
         before this one was created). Raises ActionFailed ``harness`` then."""
@@ -332,7 +350,7 @@ class DockerBackend(Backend):
         return (run.safe_name("hetero", s.settings.run_id, *key),
                 run.labels(s.settings.run_id, s.owner, "workload", matrix=m.name, resource=key[0], image=key[1]))
 
-    def ensure_running(self, ctx: Step, workload: dict[str, Any], when: str) -> None:
+    def ensure_running(self, ctx: Step, workload: DockerWorkload, when: str) -> None:
         """ActionFailed when the container is no longer running: ``oom_killed`` (exit 137 with
         OOMKilled; ``startup_oom_killed`` in startup), ``container_exited`` (non-zero exit; logs kept as
         artifact)."""
@@ -340,28 +358,28 @@ class DockerBackend(Backend):
         if fault is not None:
             raise fault
 
-    def _stopped(self, workload: dict[str, Any], when: str, layer: str, ctx: Step | None = None
+    def _stopped(self, workload: DockerWorkload, when: str, layer: str, ctx: Step | None = None
                  ) -> ActionFailed | None:
         """The fault of a container that is no longer running (see :meth:`ensure_running`), None while it
         runs; its logs become the ``container.log`` artifact of ``ctx`` when given."""
         s = self.session
         try:
-            state = s.api.inspect_container(workload["id"])["State"]
+            state = container_state(s.api, workload["id"])
         except docker.errors.NotFound:
             return ActionFailed(f"container {workload['name']} disappeared {when}", "container_removed")
-        if state.get("Running"):
+        if state.running:
             return None
         outage.raise_if_stopped_by_outage(s, workload, state, when)
         logs = s.api.logs(workload["id"], stdout=True, stderr=True).decode("utf-8", "replace")
         if ctx is not None:
             ctx.artifact("container.log", logs)
-        code = state.get("ExitCode")
-        if state.get("OOMKilled"):
+        code = state.exit_code
+        if state.oom_killed:
             return ActionFailed(f"container {workload['name']} was OOM-killed {when} (exit {code}, OOMKilled "
-                                f"true, memory limit {workload.get('limit_bytes')} bytes)",
+                                f"true, memory limit {workload['limit_bytes']} bytes)",
                                 "startup_oom_killed" if layer == "startup" else "oom_killed")
-        return ActionFailed(f"container {workload['name']} exited {when} with {code} ({state.get('Status')}"
-                            f"{', ' + state['Error'] if state.get('Error') else ''}): "
+        return ActionFailed(f"container {workload['name']} exited {when} with {code} ({state.status}"
+                            f"{', ' + state.error if state.error else ''}): "
                             f"{(logs.strip().splitlines() or ['(no output)'])[-1][:200]}",
                             "container_killed" if code in (137, 143) else "container_exited")
 
@@ -391,7 +409,7 @@ class DockerBackend(Backend):
         s = self.session
         key = (ctx.resource.name, ctx.image.name)
         workload = s.workloads.get(key)
-        started_here: dict[str, Any] | None = None
+        started_here: StartedHere | None = None
         note = "no container from a startup item in this session; started here"
         if workload is not None and not workload.get("stopped_by_run") and "dev" in workload:
             self._note_stopped_by_run(workload)
@@ -407,14 +425,14 @@ class DockerBackend(Backend):
             started_here = {"digest": identity.digest, "known": list(identity.known), "what": identity.what}
         self.ensure_running(ctx, workload, "before the model run")
         if "dev" not in workload:  # before any model ran in it: what the reset keeps of /dev
-            workload["dev"] = run.dev_baseline(s.api, workload["id"], str(workload.get("user") or run.GATE_USER))
-        reset_before = bool(workload.get("dirty"))
+            workload["dev"] = run.dev_baseline(s.api, workload["id"], workload["user"] or run.GATE_USER)
+        reset_before = workload["dirty"]
         if reset_before and (why := self._reset(workload)):
             raise ActionFailed(f"container {workload['name']} could not be returned to its started state before "
                                f"the model run: {why}", "container_not_reset")
         return self._run_in(ctx, workload, started_here, reset_before)
 
-    def _run_in(self, ctx: Step, workload: dict[str, Any], started_here: dict[str, Any] | None,
+    def _run_in(self, ctx: Step, workload: DockerWorkload, started_here: StartedHere | None,
                 reset_before: bool | None) -> ExecResult:
         """The model run in ``workload``'s running container (see :meth:`execute`); ``reset_before`` None: the
         container is the run's own (:meth:`_run_alone`), neither reset before nor after."""
@@ -427,7 +445,7 @@ class DockerBackend(Backend):
         values = {"python": str(s.target.get("python", "python3")), **paths,
                   "outputs": f"{run_dir}/outputs.json", "provider": provider}
         argv = render_entrypoint(model.entrypoint, values)
-        user = str(workload.get("user") or run.model_user(None))
+        user = workload["user"] or run.model_user(None)
         tool = docker_devices.tool_of(ctx.resource.type)  # GPU/NPU rows: the devices, sampled inside the container
         refused = docker_devices.start(s.api, workload["id"], user, values["python"], run_dir, tool,
                                        ctx.timeout_s) if tool else ""
@@ -466,7 +484,7 @@ class DockerBackend(Backend):
             found = docker_spread.slots_of({**res.requests, **res.limits},
                                            (s.target.get("device_ids") or {}).get(res.name),
                                            (s.target.get("cpuset") or {}).get(res.name),
-                                           s.engine["info"].get("NCPU"), docker_spread.host_devices(s.local))
+                                           s.engine.ncpu, docker_spread.host_devices(s.local))
         except ValueError as exc:
             raise ActionFailed(f"resource {res.name}: {exc}", "bad_request") from None
         shared = s.workloads.pop((res.name, ctx.image.name), None)
@@ -492,9 +510,9 @@ class DockerBackend(Backend):
         s = self.session
         slot, waited = slots.take()
         got = time.time()
-        workload: dict[str, Any] | None = None
+        workload: DockerWorkload | None = None
         try:
-            started_here: dict[str, Any] | None = None
+            started_here: StartedHere | None = None
             image_id = s.image_ids.get(ctx.image.name)
             if image_id is None:  # no startup item identified the image in this session: this item checks it
                 identity = self.identify(ctx)
@@ -526,7 +544,7 @@ class DockerBackend(Backend):
         }
         return result
 
-    def _finish_run(self, ctx: Step, workload: dict[str, Any], result: ExecResult, outputs: str,
+    def _finish_run(self, ctx: Step, workload: DockerWorkload, result: ExecResult, outputs: str,
                     reset_before: bool | None) -> None:
         """After a model exec: read its outputs (unless the container died), reset the container, record
         ``details["isolation"]``, then judge a container found stopped once the reset has ended (nothing of the
@@ -537,7 +555,7 @@ class DockerBackend(Backend):
                                                                         "container_stopped_by_run"):
             try:
                 result.outputs = run.read_outputs(s.api, workload["id"], outputs, run.MAX_OUTPUTS_BYTES,
-                                                str(workload.get("user") or run.GATE_USER))
+                                                workload["user"] or run.GATE_USER)
             except run.OutputsRefused as exc:
                 result.failure = {"category": exc.category, "message": exc.message}
             except docker.errors.APIError:
@@ -551,43 +569,43 @@ class DockerBackend(Backend):
         if result.failure is None or result.failure["category"] not in ("container_killed",
                                                                         "container_stopped_by_run"):
             state = self._state(workload)
-            if not state.get("Running"):
+            if not state.running:
                 outage.raise_if_stopped_by_outage(s, workload, state, "after the model run")
                 late = stopped_after_run(s.api, ctx, workload, result)
                 if late is not None:
                     result.failure, result.outputs = late, None
 
-    def _state(self, workload: dict[str, Any]) -> dict[str, Any]:
+    def _state(self, workload: DockerWorkload) -> ContainerState:
         """The container's engine ``State``; a removed one counts as running (the next run's
         :meth:`ensure_running` says it was removed)."""
         try:
-            return dict(self.session.api.inspect_container(workload["id"])["State"])
+            return container_state(self.session.api, workload["id"])
         except docker.errors.NotFound:
-            return {"Running": True}
+            return ContainerState.parse({"Running": True})
 
-    def _still_running(self, workload: dict[str, Any]) -> bool:
+    def _still_running(self, workload: DockerWorkload) -> bool:
         """True when the container runs :data:`.errors.SETTLE_S` seconds from now (a container being stopped
         kills its execs before the engine records it stopped); False as soon as it is found stopped."""
         deadline = time.monotonic() + SETTLE_S
-        while self._state(workload).get("Running"):
+        while self._state(workload).running:
             if time.monotonic() >= deadline:
                 return True
             time.sleep(0.05)
         return False
 
-    def _note_stopped_by_run(self, workload: dict[str, Any]) -> None:
+    def _note_stopped_by_run(self, workload: DockerWorkload) -> None:
         """Mark ``stopped_by_run`` a container a model run stopped just after it ended (exit 0, not OOM).
         A container an engine outage stopped since it started is not a run's doing: EngineUnavailable
         (``engine_restarted``, :func:`.outage.raise_if_stopped_by_outage`)."""
         s = self.session
-        state = s.api.inspect_container(workload["id"])["State"]
-        if state.get("Running"):
+        state = container_state(s.api, workload["id"])
+        if state.running:
             return
         outage.raise_if_stopped_by_outage(s, workload, state, "before the model run")
-        if state.get("ExitCode") == 0 and not state.get("OOMKilled"):
+        if state.exit_code == 0 and not state.oom_killed:
             workload["stopped_by_run"] = "a model run that ended as it stopped it"
 
-    def _exec_sampled(self, workload: dict[str, Any], argv: list[str], run_dir: str, env: dict[str, str],
+    def _exec_sampled(self, workload: DockerWorkload, argv: list[str], run_dir: str, env: dict[str, str],
                       workdir: str, timeout_s: float, user: str
                       ) -> tuple[ExecResult, docker_usage.StatsSampling | None]:
         """:func:`.client.run_exec` of ``argv`` in ``workload``'s container with its stats stream read meanwhile

@@ -15,10 +15,12 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import docker.errors
 
+from pytest_hetero.backends.docker.api import ContainerState, container_state
 from pytest_hetero.backends.docker.client import oom_kills
 from pytest_hetero.backends.protocol import ActionFailed, EngineFault, EngineUnavailable
 
 if TYPE_CHECKING:
+    from pytest_hetero.backends.docker.session import DockerWorkload
     from pytest_hetero.backends.protocol import ExecResult, RunFailure, Step
 
 Phase = Literal["start", "run"]
@@ -98,7 +100,7 @@ def outcome_of_text(text: str, what: str, *, phase: Phase, interpreter: str = ""
     return ActionFailed(f"{what}: {text}", category)
 
 
-def run_failure(api: Any, ctx: Step, workload: dict[str, Any], result: ExecResult,
+def run_failure(api: Any, ctx: Step, workload: DockerWorkload, result: ExecResult,
                 interpreter: str = "python3") -> RunFailure | None:
     """Classify a finished model exec (``api``: a ``docker.APIClient``) the exit code alone does not explain:
     ``oom_killed``, ``container_stopped_by_run`` (PID 1 exited 0 through its trap, i.e. the run signalled it;
@@ -110,7 +112,7 @@ def run_failure(api: Any, ctx: Step, workload: dict[str, Any], result: ExecResul
     :data:`SETTLE_S` seconds: the engine records a killed container's exit after the exec ends.
     """
     state = _state(api, workload)
-    if state.get("Running") and result.exit_code == 137 and not result.timed_out:
+    if state.running and result.exit_code == 137 and not result.timed_out:
         kills = oom_kills(api, workload["id"])
         if kills is not None and kills > workload["oom_kills"]:
             workload["oom_kills"] = kills
@@ -119,20 +121,20 @@ def run_failure(api: Any, ctx: Step, workload: dict[str, Any], result: ExecResul
                                f"container memory limit of {workload['limit_bytes']} bytes "
                                f"({ctx.resource.name})"}
         deadline = time.monotonic() + SETTLE_S
-        while state.get("Running") and time.monotonic() < deadline:
+        while state.running and time.monotonic() < deadline:
             time.sleep(0.05)
             state = _state(api, workload)
-    if not state.get("Running") and state.get("ExitCode") == 0 and not state.get("OOMKilled"):
+    if not state.running and state.exit_code == 0 and not state.oom_killed:
         workload["stopped_by_run"] = f"model {ctx.model.name} on dataset {ctx.dataset.name}"
         return {"category": "container_stopped_by_run",
                 "message": f"the model run stopped container {workload['name']}: its PID 1 exited 0 through its "
                            "TERM/INT trap, which only a signal sent from inside the container does during a run "
                            f"(the run ended with exit {result.exit_code}); the next model run gets a new container"}
-    if not state.get("Running"):
-        oom = ", OOMKilled" if state.get("OOMKilled") else ""
+    if not state.running:
+        oom = ", OOMKilled" if state.oom_killed else ""
         return {"category": "container_killed",
                 "message": f"container {workload['name']} stopped during the model run (status "
-                           f"{state.get('Status')}, exit {state.get('ExitCode')}{oom}); the run ended with "
+                           f"{state.status}, exit {state.exit_code}{oom}); the run ended with "
                            f"exit {result.exit_code}"}
     missing = re.search(r"exec: (.*): (not found|Permission denied)", result.stderr)
     if result.exit_code in (126, 127) and missing:
@@ -143,7 +145,7 @@ def run_failure(api: Any, ctx: Step, workload: dict[str, Any], result: ExecResul
                            f"{ctx.image.reference} (exit {result.exit_code})"}
     return None
 
-def stopped_after_run(api: Any, ctx: Step, workload: dict[str, Any], result: ExecResult) -> RunFailure | None:
+def stopped_after_run(api: Any, ctx: Step, workload: DockerWorkload, result: ExecResult) -> RunFailure | None:
     """``container_stopped_by_run`` for a model run whose container's PID 1 stopped *after* its exec returned,
     e.g. a child it left behind sent ``kill -TERM 1`` an instant later; None when the container still runs.
 
@@ -153,8 +155,7 @@ def stopped_after_run(api: Any, ctx: Step, workload: dict[str, Any], result: Exe
     ["stopped_by_run"]`` is set so the next run gets a new container and is judged on its own. The caller
     rules out an engine outage first (``outage.raise_if_stopped_by_outage``)."""
     state = _state(api, workload)
-    if state.get("Running") or state.get("Status") == "removed" or state.get("ExitCode") != 0 \
-            or state.get("OOMKilled"):
+    if state.running or state.status == "removed" or state.exit_code != 0 or state.oom_killed:
         return None
     workload["stopped_by_run"] = f"model {ctx.model.name} on dataset {ctx.dataset.name}"
     return {"category": "container_stopped_by_run",
@@ -164,8 +165,8 @@ def stopped_after_run(api: Any, ctx: Step, workload: dict[str, Any], result: Exe
                        "container"}
 
 
-def _state(api: Any, workload: dict[str, Any]) -> dict[str, Any]:
+def _state(api: Any, workload: DockerWorkload) -> ContainerState:
     try:
-        return dict(api.inspect_container(workload["id"])["State"])
+        return container_state(api, workload["id"])
     except docker.errors.NotFound:
-        return {"Running": False, "Status": "removed"}
+        return ContainerState.parse({"Running": False, "Status": "removed"})

@@ -15,13 +15,13 @@ from __future__ import annotations
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
 
 import docker
 import docker.errors
 
 from pytest_hetero.backends.docker import client as run
 from pytest_hetero.backends.docker import place
+from pytest_hetero.backends.docker.api import ContainerState, container_state, inspect_image
 from pytest_hetero.backends.docker.errors import outcome
 from pytest_hetero.backends.docker.session import DockerSession
 from pytest_hetero.backends.jobs import JOB_DIR, VOLUME_DIR, Job, JobSpec, RankExit
@@ -63,7 +63,7 @@ def start(session: DockerSession, step: Step, spec: JobSpec, image: str, python:
     try:
         api.create_network(base, driver="bridge", labels=labels)
         request = place.translate_or_fail(step, session.target, session.local)
-        user = run.model_user((api.inspect_image(image).get("Config") or {}).get("User"))  # type: ignore[no-untyped-call]  # (untyped in types-docker)
+        user = run.model_user(inspect_image(api, image).user)
         mounts = [docker.types.Mount(JOB_DIR, str(programs), type="bind", read_only=True)]
         if spec.volume:
             mounts.append(docker.types.Mount(VOLUME_DIR, spec.volume, type="bind", read_only=False))
@@ -98,7 +98,7 @@ def logs(session: DockerSession, job: Job, rank: int) -> str:
 
 def running(session: DockerSession, job: Job) -> list[int]:
     """The ranks whose containers are running now."""
-    return [r for r, cid in enumerate(job.handle["ids"]) if session.api.inspect_container(cid)["State"].get("Running")]
+    return [r for r, cid in enumerate(job.handle["ids"]) if container_state(session.api, cid).running]
 
 
 def kill(session: DockerSession, job: Job, rank: int) -> None:
@@ -119,12 +119,11 @@ def wait(session: DockerSession, job: Job, timeout_s: float, settle_s: float) ->
     settle_until: float | None = None
     stopped_after: set[int] = set()
     while True:
-        states = [api.inspect_container(cid)["State"] for cid in ids]
-        running = [r for r, st in enumerate(states) if st.get("Running")]
+        states = [container_state(api, cid) for cid in ids]
+        running = [r for r, st in enumerate(states) if st.running]
         if not running:
             break
-        failed = [r for r, st in enumerate(states) if not st.get("Running") and st.get("ExitCode")
-                  and r not in job.killed]
+        failed = [r for r, st in enumerate(states) if not st.running and st.exit_code and r not in job.killed]
         now = time.monotonic()
         if failed and settle_until is None:
             settle_until = now + settle_s
@@ -136,7 +135,7 @@ def wait(session: DockerSession, job: Job, timeout_s: float, settle_s: float) ->
         if now >= deadline:
             for r in running:
                 _kill_quietly(api, ids[r])
-            states = [api.inspect_container(cid)["State"] for cid in ids]
+            states = [container_state(api, cid) for cid in ids]
             return [_exit(session, job, r, st, timed_out=r in running) for r, st in enumerate(states)]
         time.sleep(POLL_S)
     return [_exit(session, job, r, st, stopped=r in stopped_after) for r, st in enumerate(states)]
@@ -159,20 +158,20 @@ def _epoch(text: str | None) -> float | None:
     return datetime.fromisoformat(head + "+00:00").timestamp() + (float("0." + frac[:6]) if frac else 0.0)
 
 
-def _exit(session: DockerSession, job: Job, rank: int, state: dict[str, Any], *, timed_out: bool = False,
+def _exit(session: DockerSession, job: Job, rank: int, state: ContainerState, *, timed_out: bool = False,
           stopped: bool = False) -> RankExit:
     api = session.api
     cid = job.handle["ids"][rank]
     out = bytes(api.logs(cid, stdout=True, stderr=False)[-LOG_LIMIT:]).decode("utf-8", "replace")
     err = bytes(api.logs(cid, stdout=False, stderr=True)[-LOG_LIMIT:]).decode("utf-8", "replace")
-    code = None if timed_out else state.get("ExitCode")
-    started, ended = _epoch(state.get("StartedAt")), _epoch(state.get("FinishedAt"))
+    code = None if timed_out else state.exit_code
+    started, ended = _epoch(state.started_at), _epoch(state.finished_at)
     usage: UsageFacts = {"workload": f"container/{cid}", "object": "container", "name": job.ranks[rank],
                          "namespace": "docker", "started": started, "ended": ended, "attempts": 1,
                          "outcome": "completed" if code == 0 else "failed"}
     return RankExit(rank=rank, name=job.ranks[rank], exit_code=code, stdout=out, stderr=err,
                     signal=(code - 128) if isinstance(code, int) and code > 128 else None,
-                    oom_killed=bool(state.get("OOMKilled")), killed_by_gate=rank in job.killed,
+                    oom_killed=state.oom_killed, killed_by_gate=rank in job.killed,
                     stopped_after_peer=stopped, started=started, ended=ended, usage=usage)
 
 

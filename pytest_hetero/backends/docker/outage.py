@@ -27,8 +27,10 @@ import docker
 import docker.errors
 
 from pytest_hetero.backends.docker import client as run
+from pytest_hetero.backends.docker.api import ContainerState
+from pytest_hetero.backends.docker.api import container_state as api_container_state
 from pytest_hetero.backends.docker.client import CONNECTION_LOST, EngineLost
-from pytest_hetero.backends.docker.session import DockerSession, Interruption
+from pytest_hetero.backends.docker.session import DockerSession, DockerWorkload, Interruption
 from pytest_hetero.backends.protocol import EngineUnavailable, Step
 from pytest_hetero.evidence.model import utc_now
 
@@ -55,7 +57,7 @@ def engine_guarded(verb: Verb) -> Verb:
     return guarded  # type: ignore[return-value]
 
 
-def wait_for_engine(conn: dict[str, Any], wait_s: float) -> float | None:
+def wait_for_engine(conn: run.ClientOptions, wait_s: float) -> float | None:
     """Ping the engine at ``conn`` (:func:`~pytest_hetero.backends.docker.client.connection` kwargs)
     until it answers or ``wait_s`` seconds pass; return the seconds waited, or None. Never raises."""
     start = time.monotonic()
@@ -106,7 +108,7 @@ def engine_lost(session: DockerSession, ctx: Step, exc: BaseException, what: str
     session.interruptions.append(outage)
     session.drop_clients()
     waited = wait_for_engine(session.conn, float(session.target.get("engine_wait_s", ENGINE_WAIT_S)))
-    state: dict[str, Any] | None = None
+    state: ContainerState | None = None
     # discovery and scheduling steps are keyed by resource only: they have no container of their own
     image = ctx.planned.keys.get("image")
     workload = session.workloads.get((ctx.resource.name, image)) if image is not None else None
@@ -116,34 +118,35 @@ def engine_lost(session: DockerSession, ctx: Step, exc: BaseException, what: str
             state = container_state(session, workload)
     ctx.record("engine.interruption", lost_at=outage.lost_at, back_at=outage.back_at, waited_s=outage.waited_s,
                during=what, error=error, engine=session.conn.get("base_url", "DOCKER_HOST"),
-               container=workload["name"] if workload else None, container_state=state)
+               container=workload["name"] if workload else None,
+               container_state=state.document if state is not None else None)
     message = outage.describe()
     if state is not None and workload is not None:
-        message += (f"; container {workload['name']} is now {state.get('Status')} (exit {state.get('ExitCode')}, "
-                    f"finished {state.get('FinishedAt')})")
+        message += (f"; container {workload['name']} is now {state.status} (exit {state.exit_code}, "
+                    f"finished {state.finished_at})")
     if waited is None:
         return EngineUnavailable(message, "engine_unreachable")
     return EngineUnavailable(message, "engine_restarted")
 
 
-def container_state(session: DockerSession, workload: dict[str, Any]) -> dict[str, Any] | None:
+def container_state(session: DockerSession, workload: DockerWorkload) -> ContainerState | None:
     """``State`` of the workload's container after an outage (``{"Status": "removed"}`` when gone), or None
     when the engine cannot say."""
     try:
-        return dict(session.api.inspect_container(workload["id"])["State"])
+        return api_container_state(session.api, workload["id"])
     except docker.errors.NotFound:
-        return {"Status": "removed", "Running": False}
+        return ContainerState.parse({"Status": "removed", "Running": False})
     except (docker.errors.DockerException, *CONNECTION_LOST):
         return None
 
 
-def raise_if_stopped_by_outage(session: DockerSession, workload: dict[str, Any], state: dict[str, Any],
+def raise_if_stopped_by_outage(session: DockerSession, workload: DockerWorkload, state: ContainerState,
                                when: str) -> None:
     """Raise EngineUnavailable (``engine_restarted``, infrastructure) when the workload's container, found
     not running (``state``: its engine ``State``), has seen an engine outage since it started."""
-    started = workload.get("started_monotonic", 0.0)
+    started = workload["started_monotonic"]
     lost = next((o for o in session.interruptions if o.monotonic >= started), None)
     if lost is not None:
         raise EngineUnavailable(f"container {workload['name']} was stopped {when}: {lost.describe()} "
-                          f"(status {state.get('Status')}, exit {state.get('ExitCode')}, finished "
-                          f"{state.get('FinishedAt')})", "engine_restarted")
+                          f"(status {state.status}, exit {state.exit_code}, finished "
+                          f"{state.finished_at})", "engine_restarted")

@@ -24,11 +24,20 @@ import docker.errors
 
 from pytest_hetero.backends.docker import client as run
 from pytest_hetero.backends.docker import usage as docker_usage
+from pytest_hetero.backends.docker.api import HostConfig, inspect_container
 from pytest_hetero.backends.docker.errors import outcome
 from pytest_hetero.backends.docker.session import DockerSession
 from pytest_hetero.backends.docker.translate import ASCEND_CONTROL_DEVICES, EngineRequest, translate
 from pytest_hetero.backends.host import host_view
-from pytest_hetero.backends.protocol import ActionFailed, EngineView, Inventory, Placement, Step, UsageFacts
+from pytest_hetero.backends.protocol import (
+    ActionFailed,
+    EngineFacts,
+    EngineView,
+    Inventory,
+    Placement,
+    Step,
+    UsageFacts,
+)
 
 PROBE_PROGRAM = "/hetero-placement-probe"
 """Absent from the empty probe image: runc's ``exec: "/hetero-placement-probe": stat …`` is the success signal."""
@@ -51,22 +60,22 @@ def inventory(step: Step, session: DockerSession) -> Inventory:
     """The engine's facts (version, runtimes, capacity, device nodes of a local host), the resource's
     request in engine terms, and (engine on this host) the host's device probe."""
     session.api  # noqa: B018 - connects and reads version/info
-    version, info = session.engine["version"], session.engine["info"]
+    engine = session.engine
     res, local = step.resource, session.local
     vendor = res.probe_vendor
     nodes = device_nodes(vendor) if local else []
-    runtimes = sorted(info.get("Runtimes") or {})
-    facts = {"server_version": version.get("Version"), "api_version": version.get("ApiVersion"),
-             "os": info.get("OperatingSystem"), "kernel": version.get("KernelVersion"), "arch": version.get("Arch"),
-             "runtimes": runtimes, "default_runtime": info.get("DefaultRuntime"),
+    runtimes = sorted(engine.runtimes)
+    facts: EngineFacts = {"server_version": engine.version, "api_version": engine.api_version,
+             "os": engine.os, "kernel": engine.kernel, "arch": engine.arch,
+             "runtimes": runtimes, "default_runtime": engine.default_runtime,
              "nvidia_runtime": "nvidia" in runtimes, "ascend_runtime": "ascend" in runtimes,
-             "ncpu": info.get("NCPU"), "mem_total_mib": (info.get("MemTotal") or 0) // 2**20,
-             "cgroup_version": info.get("CgroupVersion"), "cgroup_driver": info.get("CgroupDriver"),
-             "storage_driver": info.get("Driver"), "engine_host_local": local,
+             "ncpu": engine.ncpu, "mem_total_mib": (engine.mem_total or 0) // 2**20,
+             "cgroup_version": engine.cgroup_version, "cgroup_driver": engine.cgroup_driver,
+             "storage_driver": engine.storage_driver, "engine_host_local": local,
              "device_nodes": nodes if local else None}
     hook = local and bool(shutil.which("nvidia-container-runtime-hook"))
     view = EngineView(facts=facts, runtimes=runtimes, gpu_runtime="nvidia" in runtimes or hook,
-                      device_nodes=nodes if local else None, cpus=info.get("NCPU"), memory_bytes=info.get("MemTotal"),
+                      device_nodes=nodes if local else None, cpus=engine.ncpu, memory_bytes=engine.mem_total,
                       local=local)
     try:
         request = translate(res, step.matrix.target, host_visible=local)
@@ -87,9 +96,10 @@ def translate_or_fail(step: Step, target: dict[str, Any], local: bool) -> Engine
         raise ActionFailed(f"resource {step.resource.name}: {exc}", "bad_request") from None
 
 
-def allocated(host_config: dict[str, Any]) -> dict[str, Any]:
-    """The limits and devices the engine stored for a container (``HostConfig`` subset, engine JSON)."""
-    return {k: host_config.get(k) for k in ALLOCATED_FIELDS}
+def allocated(host_config: HostConfig) -> dict[str, Any]:
+    """The limits and devices the engine stored for a container (``HostConfig`` subset, engine JSON: a field it
+    left out is None)."""
+    return {k: host_config.document.get(k) for k in ALLOCATED_FIELDS}
 
 
 def _not_proven(ctx: Step, request: EngineRequest) -> None:
@@ -154,8 +164,7 @@ def place(ctx: Step, session: DockerSession) -> Placement:
     except docker.errors.APIError as exc:
         raise outcome(exc, f"{what}: engine refused the request", phase="start") from None
     try:
-        state = api.inspect_container(cid)
-        got = allocated(state["HostConfig"])
+        got = allocated(inspect_container(api, cid).host_config)
         try:
             api.start(cid)
             started = "started"
@@ -178,7 +187,7 @@ def _probe_usage(api: docker.APIClient, cid: str) -> UsageFacts:
     """Remove the placement probe ``cid``; return its usage facts (:mod:`.usage`; ``released`` when the
     engine confirmed the removal, epoch s), or {} when it could not be inspected."""
     try:
-        facts = docker_usage.container_facts(api.inspect_container(cid), "completed")
+        facts = docker_usage.container_facts(inspect_container(api, cid), "completed")
     except docker.errors.APIError:
         facts = UsageFacts()
     try:

@@ -10,15 +10,45 @@ from __future__ import annotations
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import docker
 import docker.errors
 
 from pytest_hetero.backends.docker import client as run
-from pytest_hetero.backends.protocol import ActionFailed, EngineUnavailable
+from pytest_hetero.backends.docker.api import EngineInfo
+from pytest_hetero.backends.protocol import ActionFailed, EngineUnavailable, UsageFacts
 from pytest_hetero.backends.spread import Spread
 from pytest_hetero.settings import Settings
+
+if TYPE_CHECKING:  # annotations only (postponed): no run-time dependency on typing_extensions on 3.10
+    from typing_extensions import NotRequired
+
+
+class DockerWorkload(TypedDict):
+    """The resource × image container a session started (:attr:`DockerSession.workloads`; the engine's
+    ``Started.handle``): written whole when it is created, then ``stopped_by_run`` (which run stopped it),
+    ``usage`` (its last :class:`~pytest_hetero.backends.protocol.UsageFacts`) and ``dev`` (its ``/dev`` entries
+    before the first model run, which the reset keeps) are added as the engine learns them.
+
+    ``id``/``name``: the container's; ``labels``: those it was created with; ``oom_kills``: the cgroup's OOM kill
+    count last read; ``dirty``: a run used it since its last reset; ``user``: the uid model runs exec as;
+    ``limit_bytes``: its memory limit (None: none); ``started_monotonic``: this process's monotonic clock when it
+    was created (ordered against engine outages)."""
+
+    id: str
+    name: str
+    labels: dict[str, str]
+    oom_kills: int
+    dirty: bool
+    user: str
+    limit_bytes: int | None
+    started_monotonic: float
+    stopped_by_run: NotRequired[str]
+    usage: NotRequired[UsageFacts]
+    dev: NotRequired[list[str]]
+    created_at: NotRequired[float]
+    """A model run's own container (``model_runs: per-run``, :mod:`.spread`): when it was created (epoch s)."""
 
 
 @dataclass
@@ -50,13 +80,13 @@ class DockerSession:
 
     target: dict[str, Any]
     settings: Settings
-    conn: dict[str, Any] = field(default_factory=dict)
+    conn: run.ClientOptions = field(default_factory=lambda: run.ClientOptions())
     conn_error: str = ""
     local: bool = True
     owner: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
     pull_policy: str = "if-not-present"
-    engine: dict[str, Any] = field(default_factory=dict)
-    workloads: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    engine: EngineInfo = field(default_factory=EngineInfo)
+    workloads: dict[tuple[str, str], DockerWorkload] = field(default_factory=dict)
     digests: dict[str, str] = field(default_factory=dict)
     image_ids: dict[str, str] = field(default_factory=dict)
     probe_image: str | None = None
@@ -98,7 +128,7 @@ class DockerSession:
             self._api = api
             # the API version the first client negotiated: without it the second asks GET /version again
             self._long = run.make_client({**self.conn, "version": api.api_version}, None)
-            self.engine = {"version": api.version(), "info": api.info()}
+            self.engine = EngineInfo.parse(api.version(), api.info())
         return self._api
 
     @property

@@ -18,11 +18,15 @@ Everything else (other extended resources, ``ephemeral-storage``) is kept in
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
+from pytest_hetero.backends.docker.client import BindMount
 from pytest_hetero.matrix.model import Resource
+
+if TYPE_CHECKING:
+    import docker.types
 
 _SUFFIX: dict[str, float] = {
     "": 1.0, "m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12,
@@ -51,6 +55,44 @@ def quantity(value: str) -> float:
     return float(match.group(1)) * _SUFFIX[match.group(2) or ""]
 
 
+class DeviceRequestJson(TypedDict):
+    """A ``HostConfig.DeviceRequests`` entry as the engine stores it (Docker Engine API ``DeviceRequest``):
+    ``Driver`` ("" : the runtime's), ``Count`` (0 with ``DeviceIDs``; -1: all), ``DeviceIDs``, ``Capabilities``."""
+
+    Driver: str
+    Count: int
+    DeviceIDs: list[str]
+    Capabilities: list[list[str]]
+
+
+class HostConfigOptions(TypedDict, total=False):
+    """The device and limit keyword arguments of ``docker.APIClient.create_host_config`` an engine request sets
+    (:meth:`EngineRequest.host_config`; each only when the request has it)."""
+
+    nano_cpus: int
+    cpuset_cpus: str
+    mem_limit: int
+    memswap_limit: int | None
+    device_requests: list[docker.types.DeviceRequest]
+    devices: list[str]
+
+
+class EngineRequestDict(TypedDict):
+    """:meth:`EngineRequest.to_dict`: every field of the request, as evidence records it."""
+
+    nano_cpus: int | None
+    cpuset_cpus: str | None
+    mem_limit: int | None
+    memswap_limit: int | None
+    device_requests: list[DeviceRequestJson]
+    devices: list[str]
+    mounts: list[BindMount]
+    environment: dict[str, str]
+    device_ids: list[str]
+    device_count: int
+    untranslated: dict[str, str]
+
+
 @dataclass
 class EngineRequest:
     """A resource request in engine terms. Units: ``nano_cpus`` 10⁻⁹ CPU, ``mem_limit`` bytes.
@@ -65,19 +107,19 @@ class EngineRequest:
     cpuset_cpus: str | None = None
     mem_limit: int | None = None
     memswap_limit: int | None = None
-    device_requests: list[dict[str, Any]] = field(default_factory=list)
+    device_requests: list[DeviceRequestJson] = field(default_factory=list)
     devices: list[str] = field(default_factory=list)
-    mounts: list[dict[str, Any]] = field(default_factory=list)
+    mounts: list[BindMount] = field(default_factory=list)
     environment: dict[str, str] = field(default_factory=dict)
     device_ids: list[str] = field(default_factory=list)
     device_count: int = 0
     untranslated: dict[str, str] = field(default_factory=dict)
 
-    def host_config(self) -> dict[str, Any]:
+    def host_config(self) -> HostConfigOptions:
         """Keyword arguments for ``docker.APIClient.create_host_config`` (devices and limits only)."""
         import docker.types
 
-        out: dict[str, Any] = {}
+        out: HostConfigOptions = {}
         if self.nano_cpus is not None:
             out["nano_cpus"] = self.nano_cpus
         if self.cpuset_cpus is not None:
@@ -92,9 +134,16 @@ class EngineRequest:
             out["devices"] = list(self.devices)
         return out
 
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready dict (evidence)."""
-        return asdict(self)
+    def to_dict(self) -> EngineRequestDict:
+        """JSON-ready dict (evidence): every field, in order, its lists and mappings copied."""
+        return {"nano_cpus": self.nano_cpus, "cpuset_cpus": self.cpuset_cpus, "mem_limit": self.mem_limit,
+                "memswap_limit": self.memswap_limit,
+                "device_requests": [{"Driver": r["Driver"], "Count": r["Count"], "DeviceIDs": list(r["DeviceIDs"]),
+                                     "Capabilities": [list(c) for c in r["Capabilities"]]}
+                                    for r in self.device_requests],
+                "devices": list(self.devices), "mounts": [m.copy() for m in self.mounts],
+                "environment": dict(self.environment), "device_ids": list(self.device_ids),
+                "device_count": self.device_count, "untranslated": dict(self.untranslated)}
 
 
 def _davinci_index(path: str) -> int:

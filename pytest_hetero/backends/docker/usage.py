@@ -20,32 +20,33 @@ import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from pytest_hetero.backends.docker.api import ContainerInspect, HostConfig, StatsDocument
 from pytest_hetero.backends.protocol import UsageFacts
 from pytest_hetero.evidence.usage import epoch
-from pytest_hetero.probes.usage import Measured, Sampler, Source, _now, measured
+from pytest_hetero.probes.usage import Measured, Sampler, Source, UsageRecord, _now, measured
 
 
-def requests_of(host_config: dict[str, Any]) -> dict[str, str | float]:
+def requests_of(host_config: HostConfig) -> dict[str, str | float]:
     """``{"cpu": cores, "memory": bytes}`` of a container's HostConfig (each only when limited)."""
     out: dict[str, str | float] = {}
-    if host_config.get("NanoCpus"):
-        out["cpu"] = int(host_config["NanoCpus"]) / 1e9
-    if host_config.get("Memory"):
-        out["memory"] = float(host_config["Memory"])
+    if host_config.nano_cpus:
+        out["cpu"] = host_config.nano_cpus / 1e9
+    if host_config.memory:
+        out["memory"] = host_config.memory
     return out
 
 
-def container_facts(inspect: dict[str, Any], outcome: str | None = None) -> UsageFacts:
+def container_facts(inspect: ContainerInspect, outcome: str | None = None) -> UsageFacts:
     """The usage facts of one container from its inspect document; ``outcome`` overrides its state's."""
-    state = inspect.get("State") or {}
-    created = epoch(inspect.get("Created"))
-    running = bool(state.get("Running"))
-    facts: UsageFacts = {"workload": f"container/{str(inspect.get('Id'))[:12]}", "object": "container",
-             "name": str(inspect.get("Name") or "").lstrip("/"), "namespace": "docker", "tenant": None,
-             "requests": requests_of(inspect.get("HostConfig") or {}), "submitted": created, "placed": created,
-             "started": epoch(state.get("StartedAt")), "ended": None if running else epoch(state.get("FinishedAt")),
-             "attempts": 1 + int(inspect.get("RestartCount") or 0),
-             "outcome": outcome or ("running" if running else "completed" if state.get("ExitCode") == 0 else "failed")}
+    state = inspect.state
+    created = epoch(inspect.created)
+    running = state.running
+    facts: UsageFacts = {"workload": f"container/{inspect.id[:12]}", "object": "container",
+             "name": inspect.name.lstrip("/"), "namespace": "docker", "tenant": None,
+             "requests": requests_of(inspect.host_config), "submitted": created, "placed": created,
+             "started": epoch(state.started_at), "ended": None if running else epoch(state.finished_at),
+             "attempts": 1 + inspect.restart_count,
+             "outcome": outcome or ("running" if running else "completed" if state.exit_code == 0 else "failed")}
     return facts
 
 
@@ -65,26 +66,20 @@ STATS_SOURCE = ("Docker Engine stats API (GET /containers/{id}/stats stream): th
                 "memory working set = usage − inactive_file")
 
 
-def working_set_bytes(stats: dict[str, Any]) -> float | None:
+def working_set_bytes(stats: StatsDocument) -> float | None:
     """The memory working set (bytes) of one stats document: ``memory_stats.usage`` less the inactive file
     pages (``stats.inactive_file`` on cgroup v2, ``stats.total_inactive_file`` on cgroup v1). None when the
     usage or the inactive file pages are absent (e.g. a stopped container's empty ``memory_stats``)."""
-    mem = stats.get("memory_stats") or {}
-    inner = mem.get("stats") or {}
-    usage = mem.get("usage")
-    inactive = inner.get("total_inactive_file", inner.get("inactive_file"))
-    if not isinstance(usage, (int, float)) or not isinstance(inactive, (int, float)):
+    if stats.memory_usage is None or stats.inactive_file is None:
         return None
-    return max(0.0, float(usage) - float(inactive))
+    return max(0.0, float(stats.memory_usage) - float(stats.inactive_file))
 
 
-def cpu_ns(stats: dict[str, Any]) -> tuple[float | None, int | None]:
+def cpu_ns(stats: StatsDocument) -> tuple[float | None, int | None]:
     """(``cpu_stats.cpu_usage.total_usage`` ns, ``cpu_stats.online_cpus``) of one stats document (None: absent)."""
-    cpu = stats.get("cpu_stats") or {}
-    total = (cpu.get("cpu_usage") or {}).get("total_usage")
-    online = cpu.get("online_cpus")
-    return (float(total) if isinstance(total, (int, float)) else None,
-            int(online) if isinstance(online, int) and online > 0 else None)
+    online = stats.online_cpus
+    return (float(stats.cpu_total_ns) if stats.cpu_total_ns is not None else None,
+            online if online is not None and online > 0 else None)
 
 
 def stream_opener(api: Any) -> Callable[[str], tuple[Iterator[Any], Callable[[], None]]]:
@@ -162,7 +157,8 @@ class StatsSampling:
         if not isinstance(doc, dict):
             self.sampler.errors.append(f"stats sent a {type(doc).__name__}, not a JSON object")
             return
-        ws, (ns, online) = working_set_bytes(doc), cpu_ns(doc)
+        parsed = StatsDocument.parse(doc)
+        ws, (ns, online) = working_set_bytes(parsed), cpu_ns(parsed)
         if ws is None and len(self.missed) < 5:
             self.missed.append("memory_stats has no usage or inactive file pages (container not running?)")
         util = None
@@ -179,7 +175,7 @@ class StatsSampling:
         self.sampler.times.append(round(at - self._t0, 3))
         self.sampler.readings.append({"container": (None if ws is None else round(ws / 2**20, 1), util)})
 
-    def result(self) -> dict[str, Any]:
+    def result(self) -> UsageRecord:
         """The ``model.usage`` evidence of the samples taken (see :meth:`Sampler.result`)."""
         with self._lock:
             out = self.sampler.result()

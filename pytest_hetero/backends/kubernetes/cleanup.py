@@ -23,7 +23,7 @@ from kubernetes.client.exceptions import ApiException
 
 from pytest_hetero.backends.kubernetes.client import connect
 from pytest_hetero.backends.kubernetes.objects import Meta, parse_meta
-from pytest_hetero.backends.labels import CREATED_AT, RUN_ID
+from pytest_hetero.backends.labels import CREATED_AT, RUN_ID, CleanupEntry
 from pytest_hetero.backends.protocol import EngineFault, Leftover
 from pytest_hetero.evidence.usage import epoch
 
@@ -197,7 +197,7 @@ def _message(exc: ApiException) -> str:
         return str(exc.reason)
 
 
-def cleanup(args: argparse.Namespace) -> list[dict[str, Any]]:
+def cleanup(args: argparse.Namespace) -> list[CleanupEntry]:
     """Remove (or list) the pods, Jobs and serving objects (Deployments, Services, Secrets) of
     pytest-hetero runs selected by ``args``
     (see :mod:`pytest_hetero.backends.labels`).
@@ -224,7 +224,8 @@ def cleanup(args: argparse.Namespace) -> list[dict[str, Any]]:
         raise CleanupError(exc.message) from None
     ns = None if args.kube_namespace in (None, "all") else args.kube_namespace
     selector = RUN_ID if args.run_id is None else f"{RUN_ID}={args.run_id}"
-    now, out = time.time(), []
+    now = time.time()
+    out: list[CleanupEntry] = []
     try:
         try:
             found = list(owned(api, ns, selector))
@@ -247,7 +248,7 @@ def cleanup(args: argparse.Namespace) -> list[dict[str, Any]]:
         match, age = selected(labels, epoch(meta.created), args, now)
         if not match:
             continue
-        entry = {
+        entry: CleanupEntry = {
             "backend": "kubernetes",
             "kind": kind,
             "name": f"{meta.namespace}/{meta.name}",

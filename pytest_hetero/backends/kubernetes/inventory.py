@@ -20,7 +20,7 @@ from kubernetes import client
 from pytest_hetero.backends.kubernetes.capacity import requested_on
 from pytest_hetero.backends.kubernetes.client import api_outcome
 from pytest_hetero.backends.kubernetes.objects import Node, find, parse_node
-from pytest_hetero.backends.protocol import NodeFacts, NodePool, Step
+from pytest_hetero.backends.protocol import NodeFacts, NodePool, PoolSnapshot, Step
 from pytest_hetero.evidence.model import utc_now
 
 
@@ -66,7 +66,7 @@ def pool(step: Step, api: client.ApiClient) -> NodePool:
     wanted = resource.device_resources
     if wanted and not selector:
         facts = [f for f in facts if any(f["capacity"].get(w) for w in wanted)]
-    snapshot = {"source": "kubernetes", "resource_version": body["metadata"].get("resourceVersion"),
+    snapshot: PoolSnapshot = {"source": "kubernetes", "resource_version": body["metadata"].get("resourceVersion"),
                 "taken_at": utc_now(), "label_selector": selector, "requested": names}
     held, pods, why = requested_on(api, [f["name"] for f in facts], names, step.timeout_s)
     for f in facts:

@@ -9,7 +9,7 @@ so the kubelet's own conditions are left as they are). Decides nothing: which no
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
@@ -17,6 +17,9 @@ from kubernetes.client.exceptions import ApiException
 from pytest_hetero.backends.kubernetes.client import api_outcome, connect
 from pytest_hetero.backends.labels import utc_stamp
 from pytest_hetero.backends.protocol import ActionFailed
+
+if TYPE_CHECKING:
+    from pytest_hetero.status.publish import NodeChange, NodeSeen
 
 TAINT_EFFECT = "NoSchedule"
 MERGE = "application/merge-patch+json"
@@ -29,7 +32,7 @@ def _core(kubeconfig: str | None, context: str | None) -> client.CoreV1Api:
     return client.CoreV1Api(api)
 
 
-def read_nodes(kubeconfig: str | None, context: str | None, names: list[str] | None = None) -> list[dict[str, Any]]:
+def read_nodes(kubeconfig: str | None, context: str | None, names: list[str] | None = None) -> list[NodeSeen]:
     """``[{"name", "labels", "annotations", "taints": [{key, value, effect}], "conditions": [{type, status,
     reason, message}]}]`` of ``names`` (every node when None). Raises ActionFailed (e.g. ``forbidden_rbac``)."""
     core = _core(kubeconfig, context)
@@ -45,7 +48,7 @@ def read_nodes(kubeconfig: str | None, context: str | None, names: list[str] | N
                             for c in n.status.conditions or []]} for n in nodes]
 
 
-def apply_plan(plan: list[dict[str, Any]], taint: str | None, kubeconfig: str | None = None,
+def apply_plan(plan: list[NodeChange], taint: str | None, kubeconfig: str | None = None,
                context: str | None = None) -> list[dict[str, Any]]:
     """Apply ``plan`` entries in order; return one record per node ``{"node", "labels", "conditions",
     "taint": "added" | "removed" | "unchanged" | None}``. Raises ActionFailed naming the node and the

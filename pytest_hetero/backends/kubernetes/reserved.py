@@ -52,6 +52,7 @@ from pytest_hetero.backends.protocol import (
     ServingRequest,
     Step,
     UsageFacts,
+    WindowStats,
 )
 from pytest_hetero.durations import parse_duration
 from pytest_hetero.matrix.model import GovernanceProbe, Image, Resource
@@ -461,7 +462,7 @@ def _run(session: KubeSession, step: Step, conf: ReserveSettings, report: Reserv
          measure: Measure) -> None:
     """The windows before the burst, the burst, the windows during it; fills ``report``."""
     api, window = session.api, conf["window_s"]
-    before: list[tuple[float, float, list[str], dict[str, Any]]] = []
+    before: list[tuple[float, float, list[str], WindowStats]] = []
     for _ in range(BEFORE_WINDOWS):
         before.append(_window(api, ns, name, window, measure))
     t0 = time.time()
@@ -495,7 +496,7 @@ def _run(session: KubeSession, step: Step, conf: ReserveSettings, report: Reserv
 
 
 def _window(api: client.ApiClient, ns: str, name: str, seconds: float, measure: Measure
-            ) -> tuple[float, float, list[str], dict[str, Any]]:
+            ) -> tuple[float, float, list[str], WindowStats]:
     start = time.time()
     try:
         found = ready_endpoints(api, ns, name)

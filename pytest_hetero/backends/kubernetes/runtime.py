@@ -13,8 +13,6 @@ An image without the interpreter runs the model unwrapped: both then say why (ne
 
 from __future__ import annotations
 
-from typing import Any
-
 from kubernetes import client
 
 from pytest_hetero.backends.kubernetes import podexec as kube_exec
@@ -57,10 +55,11 @@ from pytest_hetero.probes.inworkload import (
 from pytest_hetero.probes.inworkload import (
     wrapped as wrapped,
 )
+from pytest_hetero.probes.usage import Measured, UsageRecord
 
 
 def evidence(core: client.CoreV1Api, namespace: str, pod: str, run_dir: str, run_s: float,
-             dumped: dict[str, str] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+             dumped: dict[str, str] | None = None) -> tuple[UsageRecord, dict[str, Measured]]:
     """(``model.usage``, ``model.run_time`` values) of the run in ``run_dir`` of ``pod`` (``run_s``: the
     exec's wall time, seconds), from ``dumped`` (:func:`parse_dump` of an exec that already read them: the
     engine's exit-status check) or else read by one exec. Never raises: what cannot be read is unavailable

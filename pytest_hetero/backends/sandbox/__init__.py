@@ -49,9 +49,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
-from pytest_hetero.backends.sandbox.init import keyring_filter
+from pytest_hetero.backends.sandbox.init import RunLimits, keyring_filter
 from pytest_hetero.backends.sandbox.zygote import Zygote, run_root
 
 SANDBOX_USER = "hetero-sandbox"
@@ -125,8 +125,8 @@ class Limits:
                    processes=_size(source, "HETERO_SANDBOX_PIDS", 4096),
                    memory_bytes=_size(source, "HETERO_SANDBOX_MEMORY", max(total // 2, 1 << 30)))
 
-    def facts(self) -> dict[str, int]:
-        """The record's data."""
+    def facts(self) -> RunLimits:
+        """The record's data (and a run request's ``limits``)."""
         return {"tmpfs_bytes": self.tmpfs_bytes, "file_bytes": self.file_bytes, "processes": self.processes,
                 "memory_bytes": self.memory_bytes}
 
@@ -177,6 +177,23 @@ def etc_secrets(root: str = "/etc", limit: int = 20000) -> list[Path]:
     return sorted(found, key=lambda p: len(p.parts))
 
 
+class ConfinementFacts(TypedDict):
+    """:meth:`Confinement.facts`: a model run's ``isolation`` record (every key written; see :class:`Confinement`)."""
+
+    mechanism: str
+    identity: str
+    confined: bool
+    namespaces: list[str]
+    visible: list[str]
+    hidden: list[str]
+    writable: list[str]
+    network: str
+    limits: RunLimits | None
+    copied: list[str]
+    gaps: list[str]
+    reason: str
+
+
 @dataclass(frozen=True)
 class Confinement:
     """How one run of code under test was confined (recorded as ``model.isolation``).
@@ -204,7 +221,7 @@ class Confinement:
     copied: tuple[str, ...] = ()
     """Inputs the run saw as a readable copy made by the gate (its user could not read the original)."""
 
-    def facts(self) -> dict[str, Any]:
+    def facts(self) -> ConfinementFacts:
         """The record's data (JSON values)."""
         return {"mechanism": self.mechanism, "identity": self.identity, "confined": self.confined,
                 "namespaces": list(self.namespaces), "visible": list(self.visible), "hidden": list(self.hidden),

@@ -41,7 +41,7 @@ import signal
 import socket
 import sys
 import warnings  # noqa: F401 - os.execvpe imports it late, once the interpreter is unmounted
-from typing import Any
+from typing import Any, TypedDict
 
 CLONE_NEWNS = 0x00020000
 CLONE_NEWIPC = 0x08000000
@@ -95,14 +95,50 @@ def _mount(source: str | None, target: str, fstype: str | None, flags: int, data
                        flags, data.encode() if data else None), f"mount {fstype or source} on {target}")
 
 
-def _send(sock: socket.socket, message: dict[str, Any]) -> None:
+class RunLimits(TypedDict):
+    """A run request's ``limits`` (the gate's ``Limits.facts``): tmpfs size, ``RLIMIT_FSIZE``, ``RLIMIT_NPROC``,
+    ``RLIMIT_DATA`` (bytes, count; 0: none)."""
+
+    tmpfs_bytes: int
+    file_bytes: int
+    processes: int
+    memory_bytes: int
+
+
+class RunRequest(TypedDict):
+    """A run request (module docstring; the gate writes every key): ``argv``, ``env``, ``cwd``, the ``fresh``
+    (path, tmpfs mode) and ``keep`` (path, ``ro``/``rw``) pairs, ``user`` ([uid, gid]; None: uid 0), ``limits``."""
+
+    argv: list[str]
+    env: dict[str, str]
+    cwd: str
+    fresh: list[list[str]]
+    keep: list[list[str]]
+    user: list[int] | None
+    limits: RunLimits | None
+
+
+class Answer(TypedDict, total=False):
+    """A message to the gate (module docstring): ``ready`` or ``error`` on the control socket; on a run's link
+    its wait ``status``, ``utime``/``stime`` (s), ``maxrss`` and ``inherited_kib`` (KiB), or the ``error``."""
+
+    ready: bool
+    error: str
+    status: int
+    utime: float
+    stime: float
+    maxrss: int
+    inherited_kib: int
+
+
+def _send(sock: socket.socket, message: Answer) -> None:
     try:
         sock.send(json.dumps(message).encode())
     except OSError:
         pass  # the gate is gone: nobody to tell
 
 
-def _namespaces(request: dict[str, Any]) -> None:
+def _namespaces(request: RunRequest) -> None:
     """In the supervisor: new mount, IPC and PID namespaces; an empty tmpfs on each ``fresh`` path; each
     ``keep`` path (the inputs under them, then the run folder) bound back at its own path, read-only or
     writable, with what is mounted below it (protected paths stay hidden)."""
@@ -110,7 +146,8 @@ def _namespaces(request: dict[str, Any]) -> None:
     _mount(None, "/", None, MS_REC | MS_PRIVATE)
     keep = [(str(path), mode, os.open(path, os.O_PATH | os.O_CLOEXEC))  # reachable once hidden below
             for path, mode in request["keep"]]
-    size = int((request.get("limits") or {}).get("tmpfs_bytes") or 0)
+    limits = request["limits"]
+    size = limits["tmpfs_bytes"] if limits is not None else 0
     for path, mode in request["fresh"]:
         if os.path.isdir(path):
             _mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, f"mode={mode}" + (f",size={size}" if size else ""))
@@ -130,12 +167,13 @@ PROC_READ_ONLY = ("sys", "sysrq-trigger", "irq", "bus")
 """Parts of a run's ``/proc`` bound read-only over themselves (as bubblewrap's ``--proc`` does)."""
 
 
-def _limit(limits: dict[str, Any]) -> None:
-    """Set the run's resource limits (``Limits.facts`` of the gate): ``RLIMIT_FSIZE``, ``RLIMIT_NPROC``,
-    ``RLIMIT_DATA``, and no core files."""
-    for name, which in (("file_bytes", resource.RLIMIT_FSIZE), ("processes", resource.RLIMIT_NPROC),
-                        ("memory_bytes", resource.RLIMIT_DATA)):
-        value = int(limits.get(name) or 0)
+def _limit(limits: RunLimits | None) -> None:
+    """Set the run's resource limits (``Limits.facts`` of the gate; None: none of them): ``RLIMIT_FSIZE``,
+    ``RLIMIT_NPROC``, ``RLIMIT_DATA``, and no core files (always)."""
+    given = () if limits is None else ((limits["file_bytes"], resource.RLIMIT_FSIZE),
+                                       (limits["processes"], resource.RLIMIT_NPROC),
+                                       (limits["memory_bytes"], resource.RLIMIT_DATA))
+    for value, which in given:
         if value > 0:
             resource.setrlimit(which, (value, value))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
@@ -205,7 +243,7 @@ def _deny_keyrings() -> None:
            "install the seccomp filter denying the key ring calls")
 
 
-def _exec_run(request: dict[str, Any], out: int, err: int, report: int) -> None:
+def _exec_run(request: RunRequest, out: int, err: int, report: int) -> None:
     """In the run (PID 1 of its namespace): /proc, session, descriptors, working folder, exec. Never
     returns; a failure before the exec is written to ``report`` (close-on-exec)."""
     try:
@@ -217,7 +255,7 @@ def _exec_run(request: dict[str, Any], out: int, err: int, report: int) -> None:
             if os.path.exists(path):
                 _mount(path, path, None, MS_BIND | MS_REC)
                 _mount(None, path, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC)
-        _limit(request.get("limits") or {})
+        _limit(request["limits"])
         os.setsid()
         null = os.open("/dev/null", os.O_RDONLY)
         os.dup2(null, 0)
@@ -226,7 +264,7 @@ def _exec_run(request: dict[str, Any], out: int, err: int, report: int) -> None:
         os.closerange(3, report)
         os.closerange(report + 1, 1 << 16)
         os.chdir(str(request["cwd"]))
-        _drop_privileges(request.get("user"))
+        _drop_privileges(request["user"])
         _deny_keyrings()
         argv = [str(a) for a in request["argv"]]
         os.execvpe(argv[0], argv, {str(k): str(v) for k, v in request["env"].items()})
@@ -235,7 +273,7 @@ def _exec_run(request: dict[str, Any], out: int, err: int, report: int) -> None:
     os._exit(127)
 
 
-def _supervise(request: dict[str, Any], out: int, err: int, link: socket.socket) -> None:
+def _supervise(request: RunRequest, out: int, err: int, link: socket.socket) -> None:
     """In the supervisor: set up, start the run, wait for it (or a kill), answer on ``link``. Never returns."""
     try:
         _namespaces(request)
@@ -330,7 +368,7 @@ def main(control_fd: int, unmount: list[str]) -> None:
             control.close()
             link = socket.socket(fileno=link_fd)
             try:
-                request = json.loads(message)
+                request: RunRequest = json.loads(message)
             except ValueError as exc:
                 _send(link, {"error": f"bad request: {exc}"})
                 os._exit(0)

@@ -30,7 +30,10 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pytest_hetero.backends.sandbox.init import Answer, RunLimits, RunRequest
 
 INIT_SOURCE = Path(__file__).with_name("init.py")
 """The program PID 1 of the sandbox runs (its text is handed over with ``-c``: no file of the gate is read
@@ -139,7 +142,7 @@ class Zygote:
         return self.proc.stderr.read().decode("utf-8", "replace").strip()[-2000:]
 
     @staticmethod
-    def _receive(sock: socket.socket, timeout_s: float) -> dict[str, Any]:
+    def _receive(sock: socket.socket, timeout_s: float) -> Answer:
         """One JSON message from ``sock`` within ``timeout_s``; ``{}`` on EOF or timeout."""
         if not select.select([sock], [], [], timeout_s)[0]:
             return {}
@@ -149,7 +152,7 @@ class Zygote:
             return {}
         if not data:
             return {}
-        answer: dict[str, Any] = json.loads(data)
+        answer: Answer = json.loads(data)
         return answer
 
     def alive(self) -> bool:
@@ -169,7 +172,7 @@ class Zygote:
 
     def submit(self, argv: list[str], env: dict[str, str], cwd: Path, fresh: list[tuple[str, str]],
                keep: list[tuple[str, str]], user: tuple[int, int] | None,
-               limits: dict[str, int] | None = None) -> ZygoteRun:
+               limits: RunLimits | None = None) -> ZygoteRun:
         """Ask for one run of ``argv`` (environment ``env``, working folder ``cwd``), with an empty tmpfs on
         each ``fresh`` (path, mode) and each ``keep`` (path, ``ro``/``rw``) bound back above them, outermost
         first (the run folder, ``rw``, last), as ``user`` (uid, gid; None: uid 0), without any capability,
@@ -182,8 +185,9 @@ class Zygote:
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
         link, far = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        request = {"argv": argv, "env": env, "cwd": str(cwd), "fresh": fresh, "keep": keep,
-                   "user": list(user) if user is not None else None, "limits": limits}
+        request: RunRequest = {"argv": argv, "env": env, "cwd": str(cwd), "fresh": [[p, m] for p, m in fresh],
+                               "keep": [[p, m] for p, m in keep], "user": list(user) if user is not None else None,
+                               "limits": limits}
         try:
             socket.send_fds(self.control, [json.dumps(request).encode()], [out_w, err_w, far.fileno()])
         except OSError as exc:
@@ -263,7 +267,7 @@ class ZygoteRun:
         if not data:
             self.answer = RunAnswer(error=f"the run was lost: {why}", lost=True)
             return
-        got = json.loads(data)
+        got: Answer = json.loads(data)
         self.answer = RunAnswer(status=got.get("status"), utime=float(got.get("utime") or 0.0),
                                 stime=float(got.get("stime") or 0.0), maxrss=int(got.get("maxrss") or 0),
                                 inherited_kib=int(got.get("inherited_kib") or 0), error=str(got.get("error") or ""))

@@ -21,14 +21,32 @@ import os
 import sys
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, TypedDict
+
+
+class JoinFacts(TypedDict):
+    """What joining the collective tells of it (the result line's fields): the ``framework`` and its version, the
+    collective ``backend``, the ``devices`` in the collective, this rank's ``contributed`` share of the expected
+    sum, and ``init_s`` (seconds the join took)."""
+
+    framework: str
+    backend: str
+    devices: int
+    contributed: int
+    init_s: float
+
+
+if TYPE_CHECKING:  # an alias for annotations only: the image's interpreter may be older than the gate's
+    Run = Callable[[int], tuple[list[float], float, float]]
+    """``run(elements)``: the all-reduce of ``elements`` float32 timed per iteration, and the first and last
+    elements of a fresh reduction."""
 
 
 def _env(name: str, default: str = "") -> str:
     return os.environ.get(name, default)
 
 
-def _torch(rank: int, world: int, addr: str, port: int, timeout_s: float) -> tuple[dict[str, Any], Any]:
+def _torch(rank: int, world: int, addr: str, port: int, timeout_s: float) -> tuple[JoinFacts, Run]:
     """Join the torch.distributed process group; return (facts, run(elements) -> (seconds list, first, last))."""
     import datetime
 
@@ -59,8 +77,8 @@ def _torch(rank: int, world: int, addr: str, port: int, timeout_s: float) -> tup
     t0 = time.perf_counter()
     dist.init_process_group(backend, init_method=f"tcp://{addr}:{port}", rank=rank, world_size=world,
                             timeout=datetime.timedelta(seconds=timeout_s))
-    facts = {"framework": f"torch {torch.__version__}", "backend": backend, "devices": world, "contributed": rank + 1,
-             "init_s": time.perf_counter() - t0}
+    facts: JoinFacts = {"framework": f"torch {torch.__version__}", "backend": backend, "devices": world,
+                        "contributed": rank + 1, "init_s": time.perf_counter() - t0}
     iters, warmup = int(_env("HETERO_ITERATIONS", "5")), int(_env("HETERO_WARMUP", "1"))
 
     def run(elements: int) -> tuple[list[float], float, float]:
@@ -82,7 +100,7 @@ def _torch(rank: int, world: int, addr: str, port: int, timeout_s: float) -> tup
     return facts, run
 
 
-def _jax(rank: int, world: int, addr: str, port: int, timeout_s: float) -> tuple[dict[str, Any], Any]:
+def _jax(rank: int, world: int, addr: str, port: int, timeout_s: float) -> tuple[JoinFacts, Run]:
     """Join jax.distributed (gloo collectives on CPU); return (facts, run) like :func:`_torch`."""
     import jax  # type: ignore[import-not-found,unused-ignore]
     import numpy as np  # type: ignore[import-not-found,unused-ignore]
@@ -102,7 +120,7 @@ def _jax(rank: int, world: int, addr: str, port: int, timeout_s: float) -> tuple
     local_n = jax.local_device_count()
     platform = devices[0].platform
     backend = "gloo" if platform == "cpu" else "nccl" if platform == "gpu" else platform
-    facts = {"framework": f"jax {jax.__version__}", "backend": backend, "devices": len(devices),
+    facts: JoinFacts = {"framework": f"jax {jax.__version__}", "backend": backend, "devices": len(devices),
              "contributed": (rank + 1) * local_n, "init_s": time.perf_counter() - t0}
     reduce = jax.jit(shard_map(lambda a: jax.lax.psum(a, "x"), mesh=mesh, in_specs=P("x"), out_specs=P("x")))
     iters, warmup = int(_env("HETERO_ITERATIONS", "5")), int(_env("HETERO_WARMUP", "1"))
