@@ -57,6 +57,9 @@ its termination is the verdict: a real kubelet restarts it at once and, when it 
 ``CrashLoopBackOff`` (with the last exit kept in ``lastState``), which is the class reported then."""
 
 
+RESTARTED_UNEXPLAINED = frozenset({"container_exit_nonzero", "container_exited"})
+"""Categories of a stopped container that a restart can still turn into the kubelet's own verdict (a crash loop):
+:func:`stopped` waits up to :data:`RESTART_GRACE_S` for it."""
 STOP_SETTLE_S = 5.0
 """Seconds an exec into the workload pod that ended without an exit status waits for the pod's status to
 show why (the kubelet reports a container's stop within a relist or two, ~1–2 s here)."""
@@ -268,6 +271,7 @@ def stopped(session: KubeSession, name: str, when: str, settle_s: float = 0.0) -
     the pod is gone. None too when the pod cannot be read (the exec's own result then stands).
     """
     deadline = time.monotonic() + settle_s
+    first_stop: float | None = None
     while True:
         try:
             raw = session.core.read_namespaced_pod(name, session.namespace, _request_timeout=30)
@@ -286,10 +290,19 @@ def stopped(session: KubeSession, name: str, when: str, settle_s: float = 0.0) -
             time.sleep(0.5)
             continue
         reasons = ks.explain_pending([pod], ks.events_for(session.api, session.namespace, name), [], None)
+        category = startup_category(reasons) if reasons else "container_exited"
+        if category in RESTARTED_UNEXPLAINED and seen.restart_policy == "Always":
+            # a plain non-zero exit the kubelet will restart: its own verdict (CrashLoopBackOff, with the last
+            # exit) comes within the restart grace, as startup's wait gives it (the same fact, the same category,
+            # whether the exit came before startup saw the container running or during its check)
+            first_stop = time.monotonic() if first_stop is None else first_stop
+            if time.monotonic() - first_stop < RESTART_GRACE_S:
+                time.sleep(0.5)
+                continue
         if not reasons:
             return ActionFailed(f"pod {name}'s container stopped {when}: {state_text(seen)}", "container_exited")
         return ActionFailed(f"pod {name}'s container stopped {when}: {state_text(seen)} "
-                            f"({summarise(reasons, facts_only=True)})", startup_category(reasons))
+                            f"({summarise(reasons, facts_only=True)})", category)
 
 
 def startup_category(reasons: list[Reason]) -> str:
