@@ -15,7 +15,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import docker
 import docker.errors
@@ -26,6 +26,9 @@ from pytest_hetero.backends.docker.api import exec_inspect
 from pytest_hetero.backends.labels import CREATED_AT, LABEL, OWNER, RUN_ID, utc_stamp
 from pytest_hetero.backends.protocol import ExecResult
 from pytest_hetero.backends.streams import CappedStream
+
+if TYPE_CHECKING:
+    from pytest_hetero.backends.docker.translate import HostConfigOptions
 
 API_TIMEOUT_S = 120.0
 """Bound of every engine call except a model run's exec (which the layer timeout bounds)."""
@@ -54,6 +57,19 @@ PIDS_LIMIT = 4096
 ``pids.max``; the local sandbox's default, ``HETERO_SANDBOX_PIDS``): a model that forks without end fails in
 its own container (its fork gets EAGAIN) instead of taking the host's PIDs from the gate and from the runs
 beside it."""
+
+
+def confined_host_config(api: docker.APIClient, resources: HostConfigOptions, network: str,
+                         mounts: list[docker.types.Mount]) -> dict[str, Any]:
+    """The ``HostConfig`` of every container a model's code runs in (the resource × image workload, a per-run
+    model container, a job's ranks): the engine request's ``resources`` (:meth:`.translate.EngineRequest.host_config`),
+    ``network`` (``network_mode``), a read-only root file system with :data:`WORK_TMPFS`, :data:`CAP_DROP` dropped,
+    :data:`SECURITY_OPT`, at most :data:`PIDS_LIMIT` tasks, and ``mounts``."""
+    return api.create_host_config(**resources, network_mode=network, read_only=True, tmpfs=dict(WORK_TMPFS),
+                                  cap_drop=list(CAP_DROP), security_opt=list(SECURITY_OPT), pids_limit=PIDS_LIMIT,
+                                  mounts=mounts)
+
+
 EXEC_WRAPPER = 'mkdir -p "$1" && echo $$ > "$1/.pid" && shift && exec "$@"'
 """``sh -c`` script run as ``sh -c WRAPPER sh RUN_DIR ARGV…``: makes the run folder, then becomes ARGV."""
 KILL_ALL = ["/bin/sh", "-c", "kill -9 -1"]

@@ -271,12 +271,9 @@ class DockerBackend(Backend):
             raise outcome(exc, f"inspecting image {image_id}", phase="start") from None
         user = run.model_user(image_user)
         keeper = run.keeper_user(user)
-        host_config = s.api.create_host_config(
-            **request.host_config(), network_mode=str(s.target.get("network", "none")),
-            read_only=True, tmpfs=dict(run.WORK_TMPFS), cap_drop=list(run.CAP_DROP),
-            security_opt=list(run.SECURITY_OPT), pids_limit=run.PIDS_LIMIT,
-            mounts=[docker.types.Mount(x["target"], x["source"], type="bind", read_only=x["read_only"])
-                    for x in mounts])
+        host_config = run.confined_host_config(
+            s.api, request.host_config(), str(s.target.get("network", "none")),
+            [docker.types.Mount(x["target"], x["source"], type="bind", read_only=x["read_only"]) for x in mounts])
         try:
             try:
                 cid = s.api.create_container(image_id, command=run.KEEP_ALIVE, name=name, labels=labels,

@@ -69,10 +69,7 @@ def start(session: DockerSession, step: Step, spec: JobSpec, image: str, python:
             mounts.append(docker.types.Mount(VOLUME_DIR, spec.volume, type="bind", read_only=False))
         argv = [python if a == "{python}" else a for a in spec.argv]
         for rank, name in enumerate(job.ranks):
-            host_config = api.create_host_config(
-                **request.host_config(), network_mode=base, read_only=True, tmpfs=dict(run.WORK_TMPFS),
-                cap_drop=list(run.CAP_DROP), security_opt=list(run.SECURITY_OPT), pids_limit=run.PIDS_LIMIT,
-                mounts=mounts)
+            host_config = run.confined_host_config(api, request.host_config(), base, mounts)
             cid = api.create_container(image, command=argv, name=name, user=user, host_config=host_config,
                                        environment={**request.environment,
                                                     **spec.rank_env(rank, job.rendezvous_host)},
