@@ -20,12 +20,12 @@ if TYPE_CHECKING:  # annotations only (postponed): no run-time dependency on typ
         JournalSection,
         NotProvenEntry,
         SelectionCounts,
+        UntestedEntry,
         UntestedNode,
         ValidationSection,
     )
     from pytest_hetero.evidence.inputs import MatrixInputs
     from pytest_hetero.evidence.usage import GovernanceUsage, RetryWaste
-    from pytest_hetero.vocab import Layer, Status
 
 
 class DigestSet(TypedDict):
@@ -101,21 +101,11 @@ class PredicateCleanup(TypedDict):
     leftovers: list[PredicateLeftover]
 
 
-class PredicateUntestedEntry(TypedDict):
-    """An untested entry as the predicate states it (the evidence entry's six fields)."""
-
-    nodeid: str
-    layer: Layer
-    keys: dict[str, str]
-    status: Status
-    reason: str
-    blocked_by: str | None
-
-
 class PredicateUntested(TypedDict):
-    """The untested scope: entries, never-covered values, counts by status, parts not proven, untested nodes."""
+    """The untested scope: entries (each as the evidence holds it), never-covered values, counts by status, parts not
+    proven, untested nodes."""
 
-    items: list[PredicateUntestedEntry]
+    items: list[UntestedEntry]
     never_covered: dict[str, dict[str, list[str]]]
     by_status: dict[str, int]
     not_proven: list[NotProvenEntry]
