@@ -268,7 +268,10 @@ def stopped(session: KubeSession, name: str, when: str, settle_s: float = 0.0) -
     The pod is read from the apiserver until a stop shows or ``settle_s`` seconds passed. The fault's
     category is that of the pod's normalised reasons (:func:`startup_category`: an OOM kill is
     ``startup_oom_killed``), ``container_exited`` when none explains it, ``container_removed`` when
-    the pod is gone. None too when the pod cannot be read (the exec's own result then stands).
+    the pod is gone. None too when the pod cannot be read (the exec's own result then stands). A stop that only
+    says the container exited (:data:`RESTARTED_UNEXPLAINED`) in a pod the kubelet restarts is read again for up
+    to :data:`RESTART_GRACE_S` (the grace :func:`waiter` gives startup) so the kubelet's own verdict, a crash loop,
+    is the category whatever the timing.
     """
     deadline = time.monotonic() + settle_s
     first_stop: float | None = None
