@@ -5,6 +5,7 @@ NCCL/HCCL outputs of ../shared/fixtures/real and rank logs produced here by the 
 from __future__ import annotations
 
 import json
+import statistics
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -16,7 +17,7 @@ from pytest_hetero.cli import main
 from pytest_hetero.explain.read_collective import read_failure
 from pytest_hetero.judge.failures import TABLE, UNDETERMINED
 from pytest_hetero.layers.base import LayerFailed
-from pytest_hetero.layers.training import RankResult, measure, raise_first_failure
+from pytest_hetero.layers.training import RankResult, _result, measure, raise_first_failure
 from pytest_hetero.matrix.expand import expand
 from pytest_hetero.matrix.load import load_matrix
 from pytest_hetero.matrix.training import TASK_CHECKS, Training, checks_of
@@ -107,7 +108,8 @@ def rank(rank: int, times: dict[int, list[float]], value: float = 3.0, contribut
          world: int = 2) -> RankResult:
     return {"rank": rank, "world_size": world, "framework": "jax 0.10.2", "backend": "gloo", "devices": world,
             "contributed": rank + 1 if contributed is None else contributed, "init_s": 0.5 + rank,
-            "sizes": [{"bytes": b, "elements": b // 4, "times_s": t, "first": value, "last": value}
+            "sizes": [{"bytes": b, "elements": b // 4, "iterations": len(t), "median_s": statistics.median(t),
+                       "min_s": min(t), "max_s": max(t), "first": value, "last": value}
                       for b, t in times.items()]}
 
 
@@ -233,3 +235,30 @@ def test_the_heat_map_model_cell_never_hides_a_failure(run: str, comm: str, show
     (row,) = heatmap(cast("EvidenceDocument", ev))["rows"]
     model = row["cells"]["model"]
     assert model is not None and model["nodeid"].endswith(shown)
+
+
+def test_a_result_line_cut_or_garbled_is_the_images_failure_with_its_place_not_a_harness_error() -> None:
+    """A result line cut by a log reader (it held 100,000 raw times once) or rewritten by the image's Python is a
+    clean ``job_rank_failed`` naming the rank and where the JSON ends, never a JSONDecodeError."""
+    whole = json.dumps({"event": "result", **rank(1, {1024: [1e-4, 3e-4, 2e-4]})})
+    assert _result('{"event": "joined"}\n' + whole + "\n", 1)["sizes"][0]["median_s"] == 2e-4
+    with pytest.raises(LayerFailed) as cut:
+        _result(whole[:len(whole) // 2], 1)
+    assert cut.value.category == "job_rank_failed"
+    assert str(cut.value).startswith(f"rank 1's result line is not whole JSON ({len(whole) // 2} characters, ")
+    garbled = json.loads(whole)
+    garbled["sizes"][0]["median_s"] = "fast"
+    with pytest.raises(LayerFailed) as bad:
+        _result(json.dumps(garbled), 0)
+    assert str(bad.value) == "rank 0's result line is not the gate program's shape: sizes[0].median_s is str"
+    del garbled["world_size"]
+    with pytest.raises(LayerFailed) as missing:
+        _result(json.dumps(garbled))
+    assert str(missing.value).endswith("shape: world_size is missing")
+    with pytest.raises(LayerFailed) as deep:
+        _result('{"event": "result", "x": ' + "[" * 200_000 + "]" * 200_000 + "}", 3)
+    assert str(deep.value).startswith("rank 3's result line nests deeper than the JSON reader goes")
+    with pytest.raises(LayerFailed) as none:
+        _result('{"event": "joined"}\n', 2)
+    assert str(none.value) == "rank 2 ended 0 without its result line"
+

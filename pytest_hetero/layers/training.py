@@ -59,12 +59,15 @@ def check(ctx: LayerContext) -> None:
 
 
 class RankSize(TypedDict):
-    """One message size of a rank's result line: bytes, float32 elements, seconds per iteration, and the first and
-    last element after a fresh reduction."""
+    """One message size of a rank's result line: bytes, float32 elements, the timed iterations with the median,
+    fastest and slowest of their seconds, and the first and last element after a fresh reduction."""
 
     bytes: int
     elements: int
-    times_s: list[float]
+    iterations: int
+    median_s: float
+    min_s: float
+    max_s: float
     first: float
     last: float
 
@@ -133,7 +136,7 @@ def communication(ctx: LayerContext) -> None:
                        "HETERO_WARMUP": str(t.warmup), "HETERO_FRAMEWORK": t.framework, "HETERO_BACKEND": t.backend,
                        "HETERO_RENDEZVOUS_TIMEOUT_S": str(t.rendezvous_timeout_s), "PYTHONUNBUFFERED": "1"})
     exits = _run(ctx, spec)
-    results = [_result(e.stdout) for e in exits]
+    results = [_result(e.stdout, e.rank) for e in exits]
     facts = measure(results, t)
     ctx.record("training.communication", **facts)
     if facts["wrong"]:
@@ -167,16 +170,16 @@ def measure(results: list[RankResult], training: Training) -> CommunicationFacts
     sizes: list[SizeFacts] = []
     for i, first in enumerate(results[0]["sizes"]):
         nbytes = int(first["bytes"])
-        per_rank = [r["sizes"][i]["times_s"] for r in results]
         if any(r["sizes"][i]["bytes"] != nbytes for r in results):
             raise LayerFailed("ranks measured different message sizes", "job_rank_failed")
-        slowest = max(per_rank, key=statistics.median)
-        seconds = statistics.median(slowest)
+        slowest = max((r["sizes"][i] for r in results), key=lambda s: float(s["median_s"]))
+        seconds = float(slowest["median_s"])
         algbw = nbytes / seconds / 1e9 if seconds > 0 else 0.0
         busbw = algbw * 2 * (devices - 1) / devices if devices > 1 else 0.0
         sizes.append({"bytes": nbytes, "time_us": round(seconds * 1e6, 2), "algbw_gbps": round(algbw, 6),
-                      "busbw_gbps": round(busbw, 6), "spread_us": round((max(slowest) - min(slowest)) * 1e6, 2),
-                      "iterations": len(slowest)})
+                      "busbw_gbps": round(busbw, 6),
+                      "spread_us": round((float(slowest["max_s"]) - float(slowest["min_s"])) * 1e6, 2),
+                      "iterations": int(slowest["iterations"])})
     return {"world_size": len(results), "devices": devices, "framework": results[0]["framework"],
             "backend": results[0]["backend"], "init_s": round(max(r["init_s"] for r in results), 3),
             "expected": expected, "wrong": wrong[:10],
@@ -185,13 +188,56 @@ def measure(results: list[RankResult], training: Training) -> CommunicationFacts
             "judged_at_bytes": training.judged_at}
 
 
-def _result(stdout: str) -> RankResult:
-    """The rank's result line (its last ``{"event": "result", …}`` line of ``stdout``)."""
+def _result(stdout: str, rank: int | None = None) -> RankResult:
+    """The rank's result line (its last ``{"event": "result", …}`` line of ``stdout``). Raises LayerFailed
+    ``job_rank_failed`` when there is none, or when it is not a whole JSON object (cut or garbled: the program
+    is the gate's, the interpreter and its output stream the image's)."""
+    who = "a rank" if rank is None else f"rank {rank}"
     for line in reversed(stdout.splitlines()):
         if line.startswith('{"event": "result"'):
-            data: RankResult = json.loads(line)
+            try:
+                data: RankResult = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise LayerFailed(f"{who}'s result line is not whole JSON ({len(line)} characters, {exc.msg} at "
+                                  f"character {exc.pos}): cut or garbled on its way out of the image",
+                                  "job_rank_failed") from None
+            except RecursionError:
+                raise LayerFailed(f"{who}'s result line nests deeper than the JSON reader goes ({len(line)} "
+                                  "characters)", "job_rank_failed") from None
+            wrong = _result_shape(data)
+            if wrong:
+                raise LayerFailed(f"{who}'s result line is not the gate program's shape: {wrong}", "job_rank_failed")
             return data
-    raise LayerFailed("a rank ended 0 without its result line", "job_rank_failed")
+    raise LayerFailed(f"{who} ended 0 without its result line", "job_rank_failed")
+
+
+_NUMBER = (int, float)
+_RESULT_FIELDS: dict[str, tuple[type, ...]] = {"rank": (int,), "world_size": (int,), "framework": (str,),
+                                               "backend": (str,), "devices": (int,), "contributed": _NUMBER,
+                                               "init_s": _NUMBER}
+_SIZE_FIELDS: dict[str, tuple[type, ...]] = {"bytes": (int,), "elements": (int,), "iterations": (int,),
+                                             "median_s": _NUMBER, "min_s": _NUMBER, "max_s": _NUMBER,
+                                             "first": _NUMBER, "last": _NUMBER}
+
+
+def _result_shape(data: object) -> str:
+    """"" when ``data`` is a :class:`RankResult` (every field of the right JSON type, booleans refused), else the
+    first field that is not, named by its path."""
+    def bad(obj: object, fields: dict[str, tuple[type, ...]], where: str) -> str:
+        if not isinstance(obj, dict):
+            return f"{where or 'the line'} is not an object"
+        for key, types in fields.items():
+            value = obj.get(key)
+            if isinstance(value, bool) or not isinstance(value, types):
+                return f"{where}{key} is {type(value).__name__ if key in obj else 'missing'}"
+        return ""
+    top = bad(data, _RESULT_FIELDS, "")
+    if top or not isinstance(data, dict):
+        return top
+    sizes = data.get("sizes")
+    if not isinstance(sizes, list) or not sizes:
+        return "sizes is not a non-empty list"
+    return next((b for i, size in enumerate(sizes) if (b := bad(size, _SIZE_FIELDS, f"sizes[{i}]."))), "")
 
 
 # -- the job: run, read every rank ---------------------------------------------------------------------------

@@ -240,7 +240,9 @@ def test_crash_loop_back_off(realnode: RealNodeCluster, ns: str) -> None:
         assert st.last_state.terminated.exit_code == 3
         assert st.last_state.terminated.reason == "Error"
         assert st.restart_count >= 1
-        assert realnode.core.read_namespaced_pod_log(name, ns, previous=True) == "boom\n"
+        # the kubelet may answer "unable to retrieve container logs for <id>" while it replaces the instance
+        assert wait_for(lambda: realnode.core.read_namespaced_pod_log(name, ns, previous=True) == "boom\n", 30,
+                        "the previous instance's log")
         evs = events(realnode.core, ns, name)
         backoff = next(e for e in evs if e["reason"] == "BackOff")
         assert backoff["type"] == "Warning" and backoff["from"] == "kubelet"

@@ -99,6 +99,9 @@ KILL = ("import os, sys\nme = os.getpid()\nfor p in os.listdir('/proc'):\n"
 """Run by exec in a rank's pod: SIGKILL every process whose command line holds argv[1] (the job's folder)."""
 LOG_LIMIT = 256 * 1024
 """Bytes of each rank's log kept (the tail)."""
+TAIL_LINES = 4000
+"""Lines of each rank's log asked of the kubelet (it reads them from the log's end); :data:`LOG_LIMIT` bounds
+their bytes."""
 POLL_S = 0.5
 """Seconds between two looks at the rank pods while waiting."""
 PER_RANK = {"HETERO_RANK", "RANK", "HETERO_RENDEZVOUS_ADDR", "MASTER_ADDR"}
@@ -367,11 +370,30 @@ def logs(session: KubeSession, job: Job, rank: int) -> str:
     """Rank ``rank``'s log so far (stdout and stderr together, its last :data:`LOG_LIMIT` bytes); "" when
     there is none yet."""
     try:
-        text = str(session.core.read_namespaced_pod_log(job.ranks[rank], session.namespace, container="workload",
-                                                        limit_bytes=LOG_LIMIT, _request_timeout=30))
+        response = session.core.read_namespaced_pod_log(job.ranks[rank], session.namespace, container="workload",
+                                                        tail_lines=TAIL_LINES, _preload_content=False,
+                                                        _request_timeout=30)
     except Exception:  # noqa: BLE001 - no log yet (or any more): the caller polls
         return ""
-    return text
+    return tail_text(response, LOG_LIMIT)
+
+
+def tail_text(response: Any, limit: int) -> str:
+    """The last ``limit`` bytes of a streamed HTTP ``response`` (urllib3, ``_preload_content=False``), decoded
+    (UTF-8, bad bytes replaced); reads it to its end in 64 KiB chunks, holding at most ``limit`` + 64 KiB, and
+    releases the connection. The API's ``limitBytes`` keeps the head of a log, and a rank's result line is its
+    last one; ``tailLines`` alone bounds lines, not bytes. "" when the stream breaks."""
+    kept = bytearray()
+    try:
+        for chunk in response.stream(64 * 1024):
+            kept += chunk
+            if len(kept) > limit:
+                del kept[:len(kept) - limit]
+    except Exception:  # noqa: BLE001 - a broken stream is no log; the caller polls or records what it has
+        return ""
+    finally:
+        response.release_conn()
+    return bytes(kept).decode("utf-8", "replace")
 
 
 def running(session: KubeSession, job: Job) -> list[int]:

@@ -151,17 +151,36 @@ def image_identity(pod: Pod) -> ImageFacts:
     }
 
 
+KUBELET_NO_LOG = "unable to retrieve container logs for "
+"""How the kubelet's body begins when the runtime does not know the container asked for (kuberuntime
+``GetContainerLogs``)."""
+LOG_TRIES = 3
+LOG_RETRY_S = 1.0
+
+
 def read_logs(core: client.CoreV1Api, namespace: str, pod: str, previous: bool = False,
               container: str = "workload") -> str:
-    """The last 2,000 lines of ``container``'s log, or a line saying why there is none (never raises)."""
-    try:
-        return str(
-            core.read_namespaced_pod_log(
+    """The last 2,000 lines of ``container``'s log, or a line saying why there is none (never raises).
+
+    The kubelet answers 200 with the body ``unable to retrieve container logs for <id>`` when the runtime does not
+    know the container at that moment (a crash-looping container's previous instance being replaced): the read is
+    tried :data:`LOG_TRIES` times, :data:`LOG_RETRY_S` apart, and the kubelet's words are kept in the line saying
+    why there is no log, never passed off as the container's output."""
+    said = ""
+    for attempt in range(LOG_TRIES):
+        if attempt:
+            time.sleep(LOG_RETRY_S)
+        try:
+            text = core.read_namespaced_pod_log(
                 pod, namespace, container=container, previous=previous, tail_lines=2000, _request_timeout=30
             )
-        )
-    except Exception as exc:  # noqa: BLE001 - logs are evidence, not a verdict
-        return f"(logs unavailable: {getattr(exc, 'status', '')} {getattr(exc, 'reason', exc)})"
+        except Exception as exc:  # noqa: BLE001 - logs are evidence, not a verdict
+            return f"(logs unavailable: {getattr(exc, 'status', '')} {getattr(exc, 'reason', exc)})"
+        text = "" if text is None else str(text)
+        if not text.startswith(KUBELET_NO_LOG):
+            return text
+        said = text.strip()[:300]
+    return f"(logs unavailable: the kubelet said {said!r} {LOG_TRIES} times)"
 
 
 def start(session: KubeSession, ctx: Step, pinned: str | None = None) -> Started:

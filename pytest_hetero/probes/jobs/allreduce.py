@@ -9,8 +9,11 @@ Environment (set by the gate): ``HETERO_RANK``, ``HETERO_WORLD_SIZE``, ``HETERO_
 Each rank contributes ``rank + 1`` from each of its devices (float32) and reduces with SUM. It prints one JSON
 line ``{"event": "result", ...}`` as its last stdout line: ``framework``, ``backend``, ``rank``, ``world_size``,
 ``devices`` (in the collective), ``contributed`` (this rank's share of the expected sum), ``init_s`` and
-``sizes``: ``[{"bytes", "elements", "times_s": [per iteration], "first", "last"}]`` where ``first``/``last`` are
-the first and last elements after a fresh reduction. It computes no bandwidth and judges nothing: the gate does.
+``sizes``: ``[{"bytes", "elements", "iterations", "median_s", "min_s", "max_s", "first", "last"}]``: the timed
+iterations and the median, fastest and slowest of their seconds, and the first and last elements after a fresh
+reduction. The line's size is bounded by the number of sizes, not of iterations (100,000 raw times per size made a
+multi-megabyte line that a log reader or the kubelet's log rotation could cut). It computes no bandwidth and
+judges nothing: the gate does.
 A failure is the framework's own exception text on stderr and a non-zero exit.
 """
 
@@ -180,7 +183,11 @@ def main() -> int:
     for size in sizes:
         elements = max(1, size // 4)
         times, first, last = run(elements)
-        measured.append({"bytes": elements * 4, "elements": elements, "times_s": times, "first": first,
+        ordered = sorted(times)
+        half = len(ordered) // 2
+        median = ordered[half] if len(ordered) % 2 else (ordered[half - 1] + ordered[half]) / 2
+        measured.append({"bytes": elements * 4, "elements": elements, "iterations": len(ordered),
+                         "median_s": median, "min_s": ordered[0], "max_s": ordered[-1], "first": first,
                          "last": last})
     print(json.dumps({"event": "result", "rank": rank, "world_size": world, **facts, "sizes": measured}),
           flush=True)
