@@ -351,25 +351,61 @@ those)."""
 def unreadable_inside(path: Path, uid: int, gids: Iterable[int], skip: Sequence[Path] = (),
                       limit: int = STAGE_SCAN_ENTRIES) -> Path | None:
     """The first entry of ``path`` (itself, then what is under a folder, at most ``limit`` entries; symbolic
-    links and ``skip`` paths not looked at) that user ``uid`` cannot read (:func:`readable_by`); None."""
-    if not readable_by(path, uid, gids):
+    links and ``skip`` paths not looked at) that user ``uid`` cannot read (:func:`readable_by`); None.
+
+    Folders are taken in :func:`os.walk`'s top-down order, each folder's sub-folders then its other entries;
+    one ``lstat`` per entry (``os.scandir``: the entry's type comes with the listing), not a ``Path`` and
+    three system calls: the interpreter's tree is scanned to the limit once per session."""
+    groups = set(gids)
+    if not readable_by(path, uid, groups):
         return path
     if not path.is_dir():
         return None
+    skipped = {os.fspath(p) for p in skip}
     seen = 0
-    for folder, dirs, files in os.walk(path):
-        here = Path(folder)
-        dirs[:] = [d for d in dirs if here / d not in skip and not (here / d).is_symlink()]
-        for name in [*dirs, *files]:
-            entry = here / name
+    pending = [os.fspath(path)]
+    while pending:
+        folder = pending.pop()
+        try:
+            with os.scandir(folder) as listing:
+                entries = list(listing)
+        except OSError:
+            continue  # as os.walk: a folder that cannot be listed is not walked
+        dirs: list[os.DirEntry[str]] = []
+        others: list[os.DirEntry[str]] = []
+        for entry in entries:
+            try:
+                is_dir = entry.is_dir()
+            except OSError:
+                is_dir = False
+            (dirs if is_dir else others).append(entry)
+        dirs = [d for d in dirs if d.path not in skipped and not d.is_symlink()]
+        for entry in (*dirs, *others):
             seen += 1
             if seen > limit:
                 return None
-            if entry in skip or entry.is_symlink():
+            if entry.path in skipped or entry.is_symlink():
                 continue
-            if not readable_by(entry, uid, gids):
-                return entry
+            if not _entry_readable(entry, uid, groups):
+                return Path(entry.path)
+        pending.extend(d.path for d in reversed(dirs))
     return None
+
+
+def _entry_readable(entry: os.DirEntry[str], uid: int, groups: set[int]) -> bool:
+    """:func:`readable_by` for a listed entry that is not a symbolic link (its ``lstat`` is its ``stat``)."""
+    try:
+        st = entry.stat(follow_symlinks=False)
+    except OSError:
+        return False
+    want = (stat.S_IROTH | stat.S_IXOTH) if stat.S_ISDIR(st.st_mode) else stat.S_IROTH
+    if st.st_uid == uid:
+        have = (st.st_mode >> 6) & 0o7
+    elif st.st_gid in groups:
+        have = (st.st_mode >> 3) & 0o7
+    else:
+        have = st.st_mode & 0o7
+    return have & want == want
 
 
 def stage_copy(source: Path, target: Path, skip: Sequence[Path], limit_bytes: int) -> int:
