@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pytest_hetero.errors import SettingsError
 
@@ -39,9 +39,11 @@ OPTIONS: tuple[tuple[str, dict[str, object]], ...] = (
                              "help": "every model run an exec in the shared workload (shared), or a workload of "
                                      "its own: a Pod placed by the scheduler on kubernetes, a container pinned to "
                                      "a device slot on docker (per-run); overrides resources[].model_runs"}),
-    ("--hetero-concurrency", {"type": int, "default": None, "metavar": "N",
+    ("--hetero-concurrency", {"default": None, "metavar": "N|free",
                               "help": "model runs of one resource x image at once with per-run model runs (docker: "
-                                      "at most one per device slot); overrides resources[].concurrency"}),
+                                      "at most one per device slot); free: as many as the pool holds now "
+                                      "(kubernetes: its nodes' allocatable less what their pods request; docker: "
+                                      "the device slots); overrides resources[].concurrency"}),
     ("--hetero-sign-key", {"default": None, "metavar": "PEM",
                            "help": "Ed25519 private key to sign the bundle (or $HETERO_SIGN_KEY)"}),
     ("--hetero-sign-command", {"default": None, "metavar": "CMD",
@@ -94,7 +96,8 @@ INI: tuple[tuple[str, str, str], ...] = (
     ("hetero_node_parallel", "nodes a node-coverage item checks at once", "8"),
     ("hetero_model_runs", "kubernetes and docker model runs when a resource says nothing: shared or per-run",
      "shared"),
-    ("hetero_concurrency", "per-run model runs of one resource x image at once when a resource says nothing", "4"),
+    ("hetero_concurrency", "per-run model runs of one resource x image at once when a resource says nothing "
+                           "(a number, or free)", "4"),
     ("hetero_timeout_scale", "multiply every layer timeout", "1.0"),
 )
 """Ini keys as ``(name, help, default)``."""
@@ -165,11 +168,11 @@ class Settings:
     """Nodes a node-coverage item checks at once (``--hetero-node-parallel``, ini ``hetero_node_parallel``)."""
     model_runs: str | None = None
     """``--hetero-model-runs`` (``shared`` | ``per-run``): overrides every resource's ``model_runs``; None: none."""
-    concurrency: int | None = None
+    concurrency: int | Literal["free"] | None = None
     """``--hetero-concurrency``: overrides every resource's ``concurrency``; None: not given."""
     default_model_runs: str = "shared"
     """Ini ``hetero_model_runs``: the model runs of a resource that names none."""
-    default_concurrency: int = 4
+    default_concurrency: int | Literal["free"] = 4
     """Ini ``hetero_concurrency``: the concurrency of a resource that names none."""
 
     @property
@@ -256,10 +259,22 @@ def build_settings(option: Callable[[str], Any], ini: Callable[[str], Any], root
         node_parallel=int(_number(node_parallel, "hetero_node_parallel", int, 1)),
         model_runs=option("--hetero-model-runs"),
         concurrency=None if option("--hetero-concurrency") is None
-        else int(_number(option("--hetero-concurrency"), "--hetero-concurrency", int, 1)),
+        else _concurrency(option("--hetero-concurrency"), "--hetero-concurrency"),
         default_model_runs=_model_runs(ini("hetero_model_runs")),
-        default_concurrency=int(_number(ini("hetero_concurrency"), "hetero_concurrency", int, 1)),
+        default_concurrency=_concurrency(ini("hetero_concurrency"), "hetero_concurrency"),
     )
+
+
+def _concurrency(value: object, name: str) -> int | Literal["free"]:
+    """A concurrency setting: ``free``, or a whole number ≥ 1 (SettingsError naming ``name`` otherwise)."""
+    if str(value).strip() == "free":
+        return "free"
+    try:
+        return int(_number(value, name, int, 1))
+    except SettingsError as exc:
+        example = f"{name} 8 or {name} free" if name.startswith("--") else f"{name} = 8 or {name} = free"
+        raise SettingsError(f"{name} must be a whole number of model runs at once (at least 1) or free, got "
+                            f"{value!r}", hint=example) from exc
 
 
 def _model_runs(value: object) -> str:

@@ -58,6 +58,7 @@ def test_accelerator_slots_are_device_indices() -> None:
 def test_runs_at_once_are_the_concurrency_at_most_one_per_slot() -> None:
     two = [Slot("cpuset", ("0",)), Slot("cpuset", ("1",))]
     assert (width(4, two), width(1, two), width(2, two), width(3, [Slot("unpinned", ())])) == (2, 1, 2, 1)
+    assert (width("free", two), width("free", [Slot("unpinned", ())])) == (2, 1)  # free: one per slot
 
 
 @pytest.mark.parametrize(("requests", "slot", "field", "expected"), [

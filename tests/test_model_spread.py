@@ -8,13 +8,13 @@ import json
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from support import matrix_text
 
-from pytest_hetero.backends.protocol import ActionFailed, ExecResult
-from pytest_hetero.backends.spread import Deferred, Plan, Spread, ahead, mode, wanted
+from pytest_hetero.backends.protocol import ActionFailed, ExecResult, NodeFacts
+from pytest_hetero.backends.spread import Concurrency, Deferred, Plan, Spread, ahead, mode, wanted
 from pytest_hetero.errors import MatrixError, SettingsError
 from pytest_hetero.matrix.expand import expand
 from pytest_hetero.matrix.load import load_matrix
@@ -79,8 +79,64 @@ def test_the_command_line_beats_the_matrix_which_beats_the_ini(tmp_path: Path) -
 def test_bad_run_settings_are_refused(tmp_path: Path) -> None:
     with pytest.raises(SettingsError, match="hetero_model_runs must be shared or per-run"):
         settings(tmp_path, ini={"hetero_model_runs": "parallel"})
-    with pytest.raises(SettingsError, match="--hetero-concurrency must be ≥ 1"):
-        settings(tmp_path, {"--hetero-concurrency": 0})
+    for bad in (0, "2.5", "all"):
+        with pytest.raises(SettingsError) as err:
+            settings(tmp_path, {"--hetero-concurrency": bad})
+        assert str(err.value) == ("--hetero-concurrency must be a whole number of model runs at once (at least 1) or "
+                                  f"free, got {bad!r}\n  hint: --hetero-concurrency 8 or --hetero-concurrency free")
+    with pytest.raises(SettingsError, match="hetero_concurrency must be a whole number"):
+        settings(tmp_path, ini={"hetero_concurrency": "-1"})
+
+
+def test_free_concurrency_is_a_setting_of_its_own_everywhere(tmp_path: Path) -> None:
+    """``free`` from the matrix, the command line or the ini reaches the engine as ``free`` (it counts the runs)."""
+    m = matrix(tmp_path, model_runs="per-run", concurrency="free")
+    assert m.resources[0].concurrency == "free"
+    assert mode(step(m, settings(tmp_path))) == ("per-run", "free")
+    assert mode(step(m, settings(tmp_path, {"--hetero-concurrency": "3"}))) == ("per-run", 3)
+    plain = matrix(tmp_path, model_runs="per-run")
+    assert mode(step(plain, settings(tmp_path, {"--hetero-concurrency": "free"}))) == ("per-run", "free")
+    assert mode(step(plain, settings(tmp_path, ini={"hetero_concurrency": "free"}))) == ("per-run", "free")
+    with pytest.raises(MatrixError) as err:
+        matrix(tmp_path, concurrency="all")
+    assert "concurrency" in err.value.render()
+
+
+def node(name: str, allocatable: dict[str, str], held: dict[str, float] | None, **facts: Any) -> NodeFacts:
+    return cast("NodeFacts", {"name": name, "ready": "True", "ready_reason": None, "ready_message": None,
+                              "unschedulable": False, "taints": [], "labels": {}, "capacity": allocatable,
+                              "allocatable": allocatable, "simulated": False, "requested_by_pods": held, **facts})
+
+
+def test_free_capacity_is_the_schedulers_arithmetic_per_node(tmp_path: Path) -> None:
+    """Per node the least over the requested names of floor((allocatable - requested) / request); a node not Ready,
+    cordoned, tainted against the resource, or whose pods could not be counted takes none."""
+    from pytest_hetero.backends.kubernetes.capacity import FREE_MAX, free_runs
+    from pytest_hetero.backends.kubernetes.governance import in_maintenance
+
+    res = matrix(tmp_path, requests={"nvidia.com/gpu": 2, "cpu": "3", "memory": "8Gi"}).resources[0]
+    pool = [node("a", {"nvidia.com/gpu": "8", "cpu": "32", "memory": "64Gi"}, {"nvidia.com/gpu": 3.0, "cpu": 4.0}),
+            node("b", {"nvidia.com/gpu": "8", "cpu": "7", "memory": "64Gi"}, {}),  # CPU bounds it: 7 // 3 = 2
+            node("c", {"nvidia.com/gpu": "8", "cpu": "32", "memory": "64Gi"}, {}, ready="False"),
+            node("d", {"nvidia.com/gpu": "8", "cpu": "32", "memory": "64Gi"}, {}, unschedulable=True),
+            node("e", {"nvidia.com/gpu": "8", "cpu": "32", "memory": "64Gi"}, {},
+                 taints=[{"key": "dedicated", "value": "x", "effect": "NoSchedule"}]),
+            node("f", {"nvidia.com/gpu": "8", "cpu": "32", "memory": "64Gi"}, None),
+            node("g", {"cpu": "32", "memory": "64Gi"}, {}),  # no GPU advertised
+            node("h", {"nvidia.com/gpu": "8", "cpu": "32", "memory": "20Gi"}, {"memory": 16 * 2**30})]
+    got = free_runs(pool, res.requests, lambda n: in_maintenance(n, res), None)
+    fits = {name: (f["fits"], f.get("bound_by") or f.get("why")) for name, f in got["nodes"].items()}
+    assert fits == {"a": (2, "nvidia.com/gpu"), "b": (2, "cpu"), "c": (0, "NotReady (Ready=False)"),
+                    "d": (0, "cordoned"), "e": (0, "taint dedicated=x:NoSchedule"),
+                    "f": (0, "its pods could not be counted"), "g": (0, "nvidia.com/gpu"), "h": (0, "memory")}
+    assert (got["total"], got["width"], got["unavailable"]) == (4, 4, None)
+    none = free_runs(pool[2:3], res.requests, lambda n: in_maintenance(n, res), "list pods: HTTP 403 Forbidden")
+    assert (none["total"], none["width"], none["unavailable"]) == (0, 1, "list pods: HTTP 403 Forbidden")
+    many = free_runs([node(f"n{i}", {"cpu": "64"}, {}) for i in range(10)], {"cpu": "1"}, lambda n: [], None)
+    assert (many["total"], many["width"]) == (640, FREE_MAX)
+    nothing_asked = free_runs([node("z", {"cpu": "1"}, {})], {}, lambda n: [], None)
+    assert nothing_asked["width"] == FREE_MAX
+
 
 
 def test_runs_ahead_are_the_group_from_this_item_on(tmp_path: Path) -> None:
@@ -134,7 +190,8 @@ def test_runs_go_at_most_width_at_once_and_each_item_joins_its_own(tmp_path: Pat
         return ExecResult(argv=[deferred.model.name], exit_code=0, duration_s=0.2, stdout=deferred.model.name,
                           stderr="", outputs=None)
 
-    def plan(concurrency: int) -> Plan:
+    def plan(concurrency: Concurrency) -> Plan:
+        assert concurrency != "free"
         return Plan(run=run, unexpected=lambda exc, _: ActionFailed(str(exc), "harness"), width=concurrency,
                     noun="container", facts={"slots": 2})
 

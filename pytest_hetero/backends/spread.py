@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from pytest_hetero.backends.protocol import ActionFailed, EngineFault, ExecResult, Step
 from pytest_hetero.evidence.model import Artifact
@@ -38,12 +38,17 @@ if TYPE_CHECKING:
     from pytest_hetero.settings import Settings
 
 
-def mode(step: Step) -> tuple[str, int]:
+Concurrency = int | Literal["free"]
+"""A group's concurrency as set: a number of runs at once (≥ 1), or ``free`` (as many as the pool holds now: the
+engine counts them when its group's first run is planned)."""
+
+
+def mode(step: Step) -> tuple[str, Concurrency]:
     """``(model_runs, concurrency)`` of the step's resource: the command line's, else the matrix's, else the ini's."""
     s, res = step.settings, step.resource
     runs = s.model_runs or res.model_runs or s.default_model_runs
     width = s.concurrency or res.concurrency or s.default_concurrency
-    return runs, max(1, int(width))
+    return runs, width if width == "free" else max(1, int(width))
 
 
 def wanted(step: Step) -> bool:
@@ -150,10 +155,11 @@ class Spread:
         self.stop = threading.Event()
         self.lock = threading.Lock()
 
-    def execute(self, step: Step, plan: Callable[[int], Plan]) -> ExecResult:
+    def execute(self, step: Step, plan: Callable[[Concurrency], Plan]) -> ExecResult:
         """The item's model run in a workload of its own (see the module docstring). On the group's first item,
-        ``plan(concurrency)`` says how the group's runs go, and the runs of the model items after it are launched
-        too (recorded as ``model.spread``). Raises what the run raised (an EngineFault), after writing the run's
+        ``plan(concurrency)`` says how the group's runs go (the engine turns ``free`` into a number and names the
+        setting in the plan's facts), and the runs of the model items after it are launched too (recorded as
+        ``model.spread``). Raises what the run raised (an EngineFault), after writing the run's
         records into ``step``."""
         runs, width = mode(step)
         key = (step.matrix.sha256, step.resource.name, step.image.name)

@@ -8,7 +8,7 @@ schema documents). Quantities and durations may be written as numbers or strings
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, TypedDict
+from typing import TYPE_CHECKING, Literal, TypedDict
 
 if TYPE_CHECKING:  # annotations only (postponed): no run-time dependency on typing_extensions on 3.10
     from typing_extensions import NotRequired
@@ -64,7 +64,7 @@ class ResourceDoc(TypedDict):
     priority_class: NotRequired[str]
     coverage: NotRequired[str | dict[str, float]]
     model_runs: NotRequired[str]
-    concurrency: NotRequired[int]
+    concurrency: NotRequired[int | Literal["free"]]
     expect: NotRequired[ExpectDoc]
     description: NotRequired[str]
 

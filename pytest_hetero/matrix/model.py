@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any, NamedTuple, Protocol, TypedDict, TypeVar
+from typing import Any, Literal, NamedTuple, Protocol, TypedDict, TypeVar
 
 from pytest_hetero.matrix.document import AuthDoc, ExpectDoc, MatrixDoc, RollbackDoc, TolerationDoc
 from pytest_hetero.matrix.taskqueues import TaskQueue
@@ -98,8 +98,9 @@ class Resource:
     """``shared`` (every model run an exec in the resource × image workload), ``per-run`` (a workload per model
     run: a Pod, :mod:`pytest_hetero.backends.kubernetes.spread`; a container pinned to a device slot,
     :mod:`pytest_hetero.backends.docker.spread`); None: the run's default (ini ``hetero_model_runs``)."""
-    concurrency: int | None = None
-    """Model runs of one resource × image at once (``per-run``; Docker: at most one per device slot); None: the
+    concurrency: int | Literal["free"] | None = None
+    """Model runs of one resource × image at once (``per-run``; Docker: at most one per device slot); ``free``: as
+    many as the pool holds now (the engine counts them: :func:`pytest_hetero.backends.spread.mode`); None: the
     run's default."""
 
     @property

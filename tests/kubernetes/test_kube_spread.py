@@ -46,3 +46,31 @@ def test_per_run_pods_on_kwok_nodes_say_the_exec_ran_on_the_host(
     assert len(pods) == 2  # a Pod per run
     # each run's inputs went to a folder of its own on the KWOK host (this host), removed after its run
     assert len(roots) == 2 and not [r for r in roots if Path(r).exists()], roots
+
+
+def test_free_concurrency_is_what_the_pools_nodes_hold_beside_their_pods(
+    pytester: pytest.Pytester, cluster: Cluster, run_id: str
+) -> None:
+    """``concurrency: free`` on the cpu pool (2 KWOK nodes of 32 CPUs), runs asking for 12 CPUs: 2 per node, 4 at once,
+    counted from the nodes' allocatable and what their pods request (the startup pod the gate deleted not
+    counted), recorded per node; 5 runs, so the fifth waits for a slot."""
+    doc = json.loads(kube_matrix(cluster.suffix, cluster.namespace,
+                                 [{"name": "cpu", "type": "cpu", "requests": {"cpu": "12"}, "pool": "cpu",
+                                   "model_runs": "per-run", "concurrency": "free"}]))
+    first = doc["spec"]["models"][0]
+    doc["spec"]["models"] = [{**first, "name": f"m{i}"} for i in range(1, 6)]
+    pytester.makefile(".matrix.yaml", k=json.dumps(doc))
+    result = pytester.runpytest("-p", "no:cacheprovider", "-p", "no:randomly", "--hetero-run-id", run_id,
+                                "--hetero-kube-context", "hetero", "-k", "not business")
+    ev = evidence_of(pytester)
+    models = {i["nodeid"].split("::", 1)[1]: i for i in ev["items"] if i["layer"] == "model"}
+    assert result.ret == 0, [i["failure"] for i in ev["items"] if i["failure"]]
+    [spread] = [r["data"] for r in models["cpu::py::m1@digits-test::model"]["records"] if r["kind"] == "model.spread"]
+    free = spread["free_capacity"]
+    assert (spread["concurrency_setting"], spread["concurrency"], spread["launched"]) == ("free", 4, 5)
+    assert {n: (f["fits"], f["bound_by"]) for n, f in free["nodes"].items()} == {
+        name: (2, "cpu") for name in cluster.nodes["cpu"]}
+    assert (free["total"], free["width"], free["unavailable"]) == (4, 4, None)
+    assert spread["startup_workload_released"]
+    runs = [next(r["data"] for r in i["records"] if r["kind"] == "model.run") for i in models.values()]
+    assert all(r["spread"]["concurrency"] == 4 and r["spread"]["node"] in cluster.nodes["cpu"] for r in runs)

@@ -60,7 +60,7 @@ from pytest_hetero.backends.protocol import (
     UsageFacts,
     render_entrypoint,
 )
-from pytest_hetero.backends.spread import Deferred, Plan, wanted
+from pytest_hetero.backends.spread import Concurrency, Deferred, Plan, wanted
 from pytest_hetero.matrix.model import Matrix, Model
 from pytest_hetero.probes.usage import RUN_TIME_UNITS, measured, unavailable
 from pytest_hetero.settings import Settings
@@ -470,7 +470,7 @@ class DockerBackend(Backend):
         self._finish_run(ctx, workload, result, values["outputs"], reset_before)
         return result
 
-    def _plan(self, ctx: Step, concurrency: int) -> Plan:
+    def _plan(self, ctx: Step, concurrency: Concurrency) -> Plan:
         """How the per-run model runs of ``ctx``'s resource × image go (:mod:`.spread`): the resource's device
         slots, at most ``concurrency`` runs at once, one per slot. The resource × image container (its startup
         is proven) is removed first, so what it holds serves the runs. Raises ActionFailed ``bad_request`` for a

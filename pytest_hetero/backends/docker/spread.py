@@ -30,9 +30,12 @@ import math
 import queue
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_hetero.backends.docker.translate import ASCEND_PREFIXES, NVIDIA_GPU, host_davinci_ids, quantity
+
+if TYPE_CHECKING:
+    from pytest_hetero.backends.spread import Concurrency
 
 PER_RUN_CONTAINER: dict[str, Any] = {
     "mechanism": "docker container of its own per model run, pinned to one device slot (device indices or a CPU "
@@ -154,9 +157,9 @@ def host_devices(local: bool) -> dict[str, list[str]]:
     return {"nvidia": [str(i) for i in nvidia], "ascend": host_davinci_ids()}
 
 
-def width(concurrency: int, slots: list[Slot]) -> int:
-    """How many runs go at once: the concurrency setting, at most one per slot."""
-    return max(1, min(concurrency, len(slots)))
+def width(concurrency: Concurrency, slots: list[Slot]) -> int:
+    """How many runs go at once: the concurrency setting, at most one per slot (``free``: one per slot)."""
+    return max(1, len(slots) if concurrency == "free" else min(concurrency, len(slots)))
 
 
 class Slots:

@@ -12,13 +12,17 @@ devices). One LIST of pods over all namespaces, bounded by the step's timeout.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
-from typing import Any
+import math
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
 
 from kubernetes import client
 
 from pytest_hetero.backends.kubernetes.objects import Pod, parse_pod
 from pytest_hetero.matrix.quantity import quantity_or_none
+
+if TYPE_CHECKING:
+    from pytest_hetero.backends.protocol import NodeFacts
 
 ENDED = ("Succeeded", "Failed")
 """Pod phases whose requests no longer hold a node's capacity."""
@@ -46,10 +50,12 @@ def pod_requests(pod: Pod, names: Iterable[str]) -> dict[str, float]:
 
 
 def requested_on(api: client.ApiClient, nodes: Iterable[str], names: Iterable[str],
-                 timeout_s: float) -> tuple[dict[str, dict[str, float]], int, str | None]:
+                 timeout_s: float, exclude: frozenset[tuple[str, str]] = frozenset()
+                 ) -> tuple[dict[str, dict[str, float]], int, str | None]:
     """Per node of ``nodes``: the summed effective requests of ``names`` of the pods bound to it and not
-    ended; the number of such pods; and None, or why nothing could be read (the LIST refused or failed:
-    e.g. the gate's identity may not list pods in every namespace). Never raises for an API answer."""
+    ended (but the ``(namespace, name)`` pods of ``exclude``: the gate's own pod it has just deleted); the number
+    of such pods; and None, or why nothing could be read (the LIST refused or failed: e.g. the gate's identity
+    may not list pods in every namespace). Never raises for an API answer."""
     wanted, names = set(nodes), list(names)
     try:
         resp: Any = client.CoreV1Api(api).list_pod_for_all_namespaces(
@@ -64,9 +70,64 @@ def requested_on(api: client.ApiClient, nodes: Iterable[str], names: Iterable[st
     counted = 0
     for pod in (parse_pod(item) for item in body.get("items") or []):
         node = pod.node_name
-        if node not in wanted or pod.phase in ENDED:
+        if node not in wanted or pod.phase in ENDED or (pod.namespace, pod.name) in exclude:
             continue
         counted += 1
         for name, value in pod_requests(pod, names).items():
             out[node][name] = out[node].get(name, 0.0) + value
     return out, counted, None
+
+
+FREE_MAX = 64
+"""Most model runs at once that ``concurrency: free`` gives (a pool of hundreds of free devices still gets a bounded
+number of threads, watches and API clients in the gate)."""
+
+
+class NodeFit(TypedDict):
+    """How many run Pods one node of the pool takes now (``fits``), or why none (``why``: not Ready, cordoned, an
+    untolerated taint, its pods not counted), and the resource name that bounds it (``bound_by``)."""
+
+    fits: int
+    why: NotRequired[str]
+    bound_by: NotRequired[str]
+
+
+class FreeCapacity(TypedDict):
+    """``model.spread``'s ``free_capacity`` (``concurrency: free``): the ``rule``, each pool node's :class:`NodeFit`,
+    their ``total``, the width taken (``width``: the total, at least 1, at most :data:`FREE_MAX`), and why the
+    pool's pods could not be counted (``unavailable``; None when they were)."""
+
+    rule: str
+    nodes: dict[str, NodeFit]
+    total: int
+    width: int
+    unavailable: str | None
+
+
+def free_runs(nodes: Iterable[NodeFacts], requests: Mapping[str, str | int | float],
+              unfit: Callable[[NodeFacts], list[str]], unavailable: str | None) -> FreeCapacity:
+    """How many Pods asking for ``requests`` (the resource's, quantity strings) the pool's ``nodes`` (facts of
+    :func:`.inventory.node_facts`, with ``requested_by_pods``) take now: per node, the least over the requested
+    names of ⌊(allocatable − requested by its pods) ÷ request⌋, 0 for a node ``unfit`` names a reason for (not
+    Ready, cordoned, an untolerated taint) or whose pods were not counted. A resource asking for nothing is bounded
+    by :data:`FREE_MAX` alone. Pure: the scheduler's arithmetic on the facts given, no API call."""
+    asked = {n: q for n, q in ((n, quantity_or_none(v)) for n, v in requests.items()) if q and q > 0}
+    fits: dict[str, NodeFit] = {}
+    for node in nodes:
+        why = unfit(node)
+        held = node.get("requested_by_pods")
+        if why or held is None:
+            fits[node["name"]] = {"fits": 0, "why": "; ".join(why) if why else "its pods could not be counted"}
+            continue
+        if not asked:
+            fits[node["name"]] = {"fits": FREE_MAX, "bound_by": "no request (at most the cap)"}
+            continue
+        room = {n: ((quantity_or_none(node["allocatable"].get(n)) or 0.0) - held.get(n, 0.0)) / q
+                for n, q in asked.items()}
+        name = min(room, key=lambda n: room[n])
+        fits[node["name"]] = {"fits": max(0, math.floor(room[name] + 1e-9)), "bound_by": name}
+    total = sum(f["fits"] for f in fits.values())
+    return {"rule": "per Ready, schedulable, tolerated node: the least over the requested resources of "
+                    "floor((allocatable - requested by its pods) / the run's request); the width is the sum, at "
+                    f"least 1, at most {FREE_MAX}",
+            "nodes": fits, "total": total, "width": max(1, min(total, FREE_MAX)), "unavailable": unavailable}

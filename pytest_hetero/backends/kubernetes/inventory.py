@@ -45,10 +45,11 @@ def node_facts(node: Node, names: list[str]) -> NodeFacts:
     }
 
 
-def pool(step: Step, api: client.ApiClient) -> NodePool:
+def pool(step: Step, api: client.ApiClient, exclude: frozenset[tuple[str, str]] = frozenset()) -> NodePool:
     """List the resource's nodes (one LIST, bounded by the layer timeout); their facts and how they
-    were read. Raises the :func:`~.client.api_outcome` of a refused or failed list (``forbidden_rbac``
-    without ``list nodes``; EngineUnavailable when the apiserver fails)."""
+    were read (the ``(namespace, name)`` pods of ``exclude`` not counted in what the nodes' pods request).
+    Raises the :func:`~.client.api_outcome` of a refused or failed list (``forbidden_rbac`` without ``list
+    nodes``; EngineUnavailable when the apiserver fails)."""
     resource = step.resource
     names = list(resource.requests)
     wants = {"cpu": "min_cpus" in resource.expect,
@@ -68,7 +69,7 @@ def pool(step: Step, api: client.ApiClient) -> NodePool:
         facts = [f for f in facts if any(f["capacity"].get(w) for w in wanted)]
     snapshot: PoolSnapshot = {"source": "kubernetes", "resource_version": body["metadata"].get("resourceVersion"),
                 "taken_at": utc_now(), "label_selector": selector, "requested": names}
-    held, pods, why = requested_on(api, [f["name"] for f in facts], names, step.timeout_s)
+    held, pods, why = requested_on(api, [f["name"] for f in facts], names, step.timeout_s, exclude)
     for f in facts:
         f["requested_by_pods"] = None if why else held.get(f["name"], {})
     snapshot["capacity_view"] = {"pods_counted": pods, "unavailable": why,

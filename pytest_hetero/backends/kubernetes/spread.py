@@ -18,7 +18,9 @@ outputs read back), and delete the Pod.
 **Concurrency and joining** are the engine-neutral :class:`~pytest_hetero.backends.spread.Spread`'s: the first
 model item of a resource × image launches the runs of itself and of the model items after it, at most
 ``concurrency`` (``--hetero-concurrency`` > ``resources[].concurrency`` > ini ``hetero_concurrency``, default 4)
-Pods at once; each model item joins its own run's result when it arrives.
+Pods at once; each model item joins its own run's result when it arrives. ``concurrency: free`` is counted from the
+pool when the first run is planned (:func:`free_capacity`: what the Ready, schedulable, tolerated nodes' allocatable
+leaves beside their pods' requests, per node, recorded as ``model.spread``'s ``free_capacity``).
 
 **The startup workload** (the resource × image pod the startup item proved) is deleted when the first run is
 launched, so the devices it held serve the model runs; when no startup item started one, each run's own Pod gives
@@ -42,16 +44,18 @@ from typing import TYPE_CHECKING
 from kubernetes import client
 
 from pytest_hetero.backends.kubernetes import client as kc
+from pytest_hetero.backends.kubernetes import inventory, startup
 from pytest_hetero.backends.kubernetes import podexec as kube_exec
 from pytest_hetero.backends.kubernetes import run as kube_model
 from pytest_hetero.backends.kubernetes import scheduling as ks
-from pytest_hetero.backends.kubernetes import startup
 from pytest_hetero.backends.kubernetes import usage as kube_usage
+from pytest_hetero.backends.kubernetes.capacity import FreeCapacity, free_runs
+from pytest_hetero.backends.kubernetes.governance import in_maintenance
 from pytest_hetero.backends.kubernetes.manifests import ServedPod, Workload
 from pytest_hetero.backends.kubernetes.objects import parse_pod
 from pytest_hetero.backends.kubernetes.submit import PULL, workload_key
 from pytest_hetero.backends.protocol import ActionFailed, EngineFault, ExecResult, Step
-from pytest_hetero.backends.spread import Deferred, Plan, Spread
+from pytest_hetero.backends.spread import Concurrency, Deferred, Plan, Spread
 
 if TYPE_CHECKING:
     from pytest_hetero.backends.kubernetes.session import KubeSession, WorkloadRecord
@@ -85,11 +89,29 @@ def execute(session: KubeSession, step: Step) -> ExecResult:
     with session.lock:
         spread = _SPREADS.setdefault(session, Spread())
 
-    def plan(width: int) -> Plan:
+    def plan(concurrency: Concurrency) -> Plan:
+        released = release_shared(session, step)
+        facts: dict[str, object] = {"startup_workload_released": released, "concurrency_setting": concurrency}
+        if concurrency == "free":
+            found = free_capacity(session, step, released)
+            facts["free_capacity"], width = found, found["width"]
+        else:
+            width = concurrency
         return Plan(run=functools.partial(one_run, session), unexpected=_unexpected, width=width, noun="Pod",
-                    facts={"startup_workload_released": release_shared(session, step)})
+                    facts=facts)
 
     return spread.execute(step, plan)
+
+
+def free_capacity(session: KubeSession, step: Step, released: str | None) -> FreeCapacity:
+    """``concurrency: free`` on this pool now (:func:`.capacity.free_runs`): the resource's nodes listed again
+    (:func:`.inventory.pool`), the startup pod the gate has just deleted (``released``) not counted, a node taking
+    no run for what :func:`.governance.in_maintenance` names. Raises the :func:`~.client.api_outcome` of a refused
+    or failed node list; pods that cannot be listed leave every node at 0 (one run at a time, said so)."""
+    exclude = frozenset({(session.namespace, released)}) if released else frozenset()
+    found = inventory.pool(step, session.api, exclude)
+    return free_runs(found.nodes, step.resource.requests, lambda node: in_maintenance(node, step.resource),
+                     found.snapshot["capacity_view"]["unavailable"])
 
 
 def _unexpected(exc: Exception, step: Deferred) -> EngineFault:
