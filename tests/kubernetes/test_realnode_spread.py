@@ -2,7 +2,7 @@
 
 The real kubelet, containerd and the test device plugin: each model run is a Pod of its own asking for one
 ``nvidia.com/gpu``, placed by the real scheduler, handed its device by the plugin's Allocate
-(``NVIDIA_VISIBLE_DEVICES``). Four model items with ``concurrency: 4`` run at once (their recorded run times
+(``NVIDIA_VISIBLE_DEVICES``). Four model items with ``concurrency: free`` (4 free GPUs) run at once (their recorded run times
 overlap), each on a different device; each item's outputs are its own model's; nothing of the run is left.
 """
 
@@ -69,7 +69,7 @@ def run_id(realnode: RealNodeCluster, ns: str) -> Iterator[str]:
 
 
 def spread_matrix(realnode: RealNodeCluster, ns: str, folder: Path, runs: int, model_runs: str,
-                  concurrency: int = 4, sleep_s: float = RUN_S, tag: str = "") -> str:
+                  concurrency: int | str = 4, sleep_s: float = RUN_S, tag: str = "") -> str:
     """A matrix of ``runs`` stand-in models (``m1``…) on one small dataset, each run asking for one GPU of the
     real node, with ``model_runs`` and ``concurrency``; its files written to ``folder``; ``tag``: a word in each
     model process's command line."""
@@ -105,7 +105,8 @@ def test_four_model_runs_share_out_the_four_gpus_at_once(
     pytester: pytest.Pytester, realnode: RealNodeCluster, ns: str, run_id: str
 ) -> None:
     with controls(realnode.info, exclusive=True):  # no device marked unhealthy, no other test's GPU pods held
-        got = run(pytester, spread_matrix(realnode, ns, pytester.path, 4, "per-run"), run_id)
+        # concurrency: free — the width counted from the node's allocatable GPUs beside what its pods hold
+        got = run(pytester, spread_matrix(realnode, ns, pytester.path, 4, "per-run", "free"), run_id)
     models = {f"gpu::acc::m{i}@d::model": i for i in range(1, 5)}
     assert {k: got[k]["status"] for k in models} == dict.fromkeys(models, "passed"), \
         {k: (v["status"], (v.get("failure") or {}).get("message")) for k, v in got.items()}
@@ -134,6 +135,9 @@ def test_four_model_runs_share_out_the_four_gpus_at_once(
     first = data(got["gpu::acc::m1@d::model"], "model.spread")
     assert (first["concurrency"], first["launched"], first["model_runs"]) == (4, 4, "per-run")
     assert first["startup_workload_released"]  # the startup pod gave its GPU back to the runs
+    # free: the device plugin's 4 allocatable GPUs, none held by another pod (the deleted startup pod not counted)
+    assert first["concurrency_setting"] == "free"
+    assert first["free_capacity"]["nodes"] == {realnode.info.node: {"fits": realnode.info.gpus, "bound_by": GPU}}
 
 
 def test_shared_model_runs_stay_in_one_pod_one_after_the_other(
