@@ -126,8 +126,8 @@ def test_free_capacity_is_the_schedulers_arithmetic_per_node(tmp_path: Path) -> 
             node("h", {"nvidia.com/gpu": "8", "cpu": "32", "memory": "20Gi"}, {"memory": 16 * 2**30})]
     got = free_runs(pool, res.requests, lambda n: in_maintenance(n, res), None)
     fits = {name: (f["fits"], f.get("bound_by") or f.get("why")) for name, f in got["nodes"].items()}
-    assert fits == {"a": (2, "nvidia.com/gpu"), "b": (2, "cpu"), "c": (0, "NotReady (Ready=False)"),
-                    "d": (0, "cordoned"), "e": (0, "taint dedicated=x:NoSchedule"),
+    assert fits == {"a": (2, "nvidia.com/gpu"), "b": (2, "cpu"), "c": (0, "not Ready (False)"),
+                    "d": (0, "cordoned (spec.unschedulable: true)"), "e": (0, "untolerated taint dedicated=x:NoSchedule"),
                     "f": (0, "its pods could not be counted"), "g": (0, "nvidia.com/gpu"), "h": (0, "memory")}
     assert (got["total"], got["width"], got["unavailable"]) == (4, 4, None)
     none = free_runs(pool[2:3], res.requests, lambda n: in_maintenance(n, res), "list pods: HTTP 403 Forbidden")

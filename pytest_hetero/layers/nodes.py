@@ -41,12 +41,12 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from pytest_hetero.backends.nodefit import blockers
 from pytest_hetero.backends.protocol import EngineFault, NodeFacts, Started
 from pytest_hetero.layers import usage
 from pytest_hetero.layers.base import LayerContext, LayerFailed, LayerOutcome, NotApplicable
 from pytest_hetero.matrix.expand import PlannedItem
 from pytest_hetero.matrix.model import Coverage, Resource
-from pytest_hetero.matrix.tolerations import untolerated
 from pytest_hetero.probes.payload import payload_script
 from pytest_hetero.signals import quiet_thread
 
@@ -60,15 +60,9 @@ COVERAGE_RECORD = "startup.coverage"
 
 
 def unschedulable_reason(resource: Resource, facts: NodeFacts) -> str | None:
-    """Why a pod of ``resource`` cannot land on the node (facts as ``NodePool.nodes`` holds them), or None."""
-    if facts["ready"] != "True":
-        return f"not Ready ({facts['ready_reason'] or facts['ready']})"
-    if facts["unschedulable"]:
-        return "cordoned (spec.unschedulable: true)"
-    taints = untolerated(facts["taints"], [dict(t) for t in resource.tolerations])
-    if taints:
-        return f"untolerated taint {', '.join(taints)}"
-    return None
+    """Why a pod of ``resource`` cannot land on the node (facts as ``NodePool.nodes`` holds them), or None: the first
+    of :func:`pytest_hetero.backends.nodefit.blockers`."""
+    return next(iter(blockers(facts, resource.tolerations)), None)
 
 
 def choose(coverage: Coverage, names: list[str], seed: str) -> list[str]:

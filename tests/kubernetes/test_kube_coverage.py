@@ -62,6 +62,14 @@ def make_pool(cluster: Cluster) -> Iterator[Callable[..., tuple[str, list[str]]]
         while not all(schedulable(cluster.core.read_node(n)) for n in names):
             assert time.monotonic() < deadline, f"nodes {names} not schedulable after 60 s"
             time.sleep(0.3)
+        # KWOK's node-initialize stage may write its default status over the patch above when it read the node
+        # before it (seen: the small node back at KWOK's default CPUs): patch again until every node says ours
+        for i, name in enumerate(names):
+            want = "500m" if i >= n - small else "32"
+            while (got := cluster.core.read_node(name).status.allocatable.get("cpu")) != want:  # type: ignore[union-attr]
+                assert time.monotonic() < deadline, f"node {name} allocatable cpu {got}, not {want}, after 60 s"
+                cluster.core.patch_node_status(name, {"status": {"allocatable": {"cpu": want}}})
+                time.sleep(0.3)
         return f"cov-{tag}", names
 
     yield make

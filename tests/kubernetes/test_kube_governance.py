@@ -133,16 +133,16 @@ def test_cordoned_tainted_and_notready_nodes_receive_no_workload_of_the_tenant(
     node = f"{cordoned}-{cluster.suffix}"
     got = attempt(cordoned)
     # the node lifecycle controller adds its own taint to a cordoned node: both are named
-    assert (got["facts"]["target_node"], got["facts"]["maintenance"][0]) == (node, "cordoned")
-    assert set(got["facts"]["maintenance"][1:]) <= {"taint node.kubernetes.io/unschedulable:NoSchedule"}
+    assert (got["facts"]["target_node"], got["facts"]["maintenance"][0]) == (node, "cordoned (spec.unschedulable: true)")
+    assert set(got["facts"]["maintenance"][1:]) <= {"untolerated taint node.kubernetes.io/unschedulable:NoSchedule"}
     assert "node_unschedulable" in [r["code"] for r in got["reasons"]]
     assert "1 node(s) were unschedulable" in got["message"]
     got = attempt("tainted")
-    assert got["facts"]["maintenance"] == ["taint dedicated=training:NoSchedule"]
+    assert got["facts"]["maintenance"] == ["untolerated taint dedicated=training:NoSchedule"]
     assert "untolerated_taint" in [r["code"] for r in got["reasons"]]
     assert "1 node(s) had untolerated taint(s)" in got["message"]
     got = attempt("notready")
-    assert got["facts"]["maintenance"][0] == "NotReady (Ready=False)"
+    assert got["facts"]["maintenance"][0].startswith("not Ready (")  # the node's reason, else its status
     assert {"node_not_ready", "untolerated_taint"} & {r["code"] for r in got["reasons"]}
     healthy = items["gpu"]  # nothing in maintenance: not proven, never a pass
     assert healthy["status"] == "not_applicable"

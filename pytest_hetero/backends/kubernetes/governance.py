@@ -51,9 +51,9 @@ from pytest_hetero.backends.kubernetes import scheduling as ks
 from pytest_hetero.backends.kubernetes.manifests import PodManifest, Workload
 from pytest_hetero.backends.kubernetes.objects import parse_event, parse_pod
 from pytest_hetero.backends.kubernetes.session import KubeSession
+from pytest_hetero.backends.nodefit import blockers
 from pytest_hetero.backends.protocol import Attempt, GovernanceReport, NodeFacts, ProbeLedger, ProbeWorkload, Step
 from pytest_hetero.matrix.model import GovernanceProbe, Resource, Tenant
-from pytest_hetero.matrix.tolerations import untolerated
 
 LOOK = ("for f in /dev/nvidia* /dev/davinci* /dev/dri/* /dev/accel/* /dev/kfd; do [ -e \"$f\" ] && "
         "echo \"DEV $f\"; done; env | grep -E '^[A-Z_]*VISIBLE_DEVICES=' | sed 's/^/ENV /'; echo END")
@@ -186,14 +186,9 @@ def ledger(attempts: list[Attempt], gone_at: float) -> ProbeLedger:
 
 
 def in_maintenance(node: NodeFacts, resource: Resource) -> list[str]:
-    """Why ``node`` (facts of :func:`.inventory.node_facts`) must receive no workload of ``resource``:
-    ``cordoned``, ``NotReady (<status>)``, ``taint <key=value:effect>`` per untolerated blocking taint;
-    [] when it may."""
-    why = ["cordoned"] if node["unschedulable"] else []
-    if node["ready"] != "True":
-        why.append(f"NotReady (Ready={node['ready']})")
-    why += [f"taint {t}" for t in untolerated(node["taints"], resource.tolerations)]
-    return why
+    """Why ``node`` (facts of :func:`.inventory.node_facts`) must receive no workload of ``resource``
+    (:func:`pytest_hetero.backends.nodefit.blockers`: not Ready, cordoned, untolerated taints); [] when it may."""
+    return blockers(node, resource.tolerations)
 
 
 def _maintenance(run: _Probe, tenant: Tenant | None) -> str:
