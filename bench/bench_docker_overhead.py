@@ -28,6 +28,15 @@ assertion rewriting over every installed pytest plugin); and the gate with only 
 installs beside it, hypothesis, anyio, xdist, randomly, rerunfailures, pytest-html, left out).
 ``--local`` does the same breakdown for a local one-row matrix (startup, model and business on
 ``python:current``; no plain baseline: the phases only).
+
+``--per-run N`` measures what one more model run costs (issue 32's Docker target: per model run ≤ 1.1× the plain
+SDK doing the same run, pytest's fixed start reported separately): the gate on a matrix of N copies of the example's
+model (``-k "startup or model"``) and on one, whole processes; the plain SDK process doing the same runs (one
+container, the payload, then per run: the model exec and ``outputs.json`` copied out) for N and for 1. Per run =
+(T(N) − T(1)) ÷ (N − 1) for each; fixed = T(1) − per run. ``--mode per-run`` gives the gate
+``--hetero-model-runs per-run --hetero-concurrency 1`` (a container of its own per run, one at a time) and the
+plain process a container created, started, exec'd, copied from and removed per run. Interleaved rounds, medians
+with their spread.
 """
 
 from __future__ import annotations
@@ -118,6 +127,117 @@ def direct_once(api: docker.APIClient, out: Path) -> float:
     finally:
         api.remove_container(cid, force=True, v=True)
     return time.perf_counter() - start
+
+
+def copies_matrix(folder: Path, n: int, per_run: bool) -> Path:
+    """The example matrix with ``n`` copies of its model (``m1``…, the same files), written in ``folder`` beside a
+    copy of the digits case; ``per_run``: its resource says ``model_runs: per-run``, ``concurrency: 1``."""
+    if not (folder / "digits").exists():
+        shutil.copytree(ROOT / "cases" / "digits", folder / "digits")
+    text = MATRIX.read_text().replace("../cases/digits", "digits")
+    head, _, rest = text.partition("  models:\n")
+    model, _, tail = rest.partition("  datasets:\n")
+    body = "".join(model.replace("name: digits-logreg", f"name: m{i}") for i in range(1, n + 1))
+    text = head + "  models:\n" + body + "  datasets:\n" + tail
+    if per_run:
+        text = text.replace("      expect:\n        min_cpus: 1\n",
+                            "      model_runs: per-run\n      concurrency: 1\n      expect:\n        min_cpus: 1\n")
+    path = folder / f"copies-{n}-{'per-run' if per_run else 'shared'}.matrix.yaml"
+    path.write_text(text)
+    return path
+
+
+def direct_runs(api: docker.APIClient, out: Path, n: int, per_run: bool) -> None:
+    """The plain SDK doing ``n`` model runs: one container (created, started, device payload exec'd) then per run
+    the model exec and ``outputs.json`` copied out; ``per_run``: a container per run (created, started, the model
+    exec'd, copied from, removed). Raises SystemExit when a run fails."""
+    matrix = load_matrix(MATRIX)
+    image, model, data = matrix.images[0], matrix.models[0], matrix.datasets[0]
+    code = model.code or MATRIX.parent
+    mounts = [docker.types.Mount(m["target"], m["source"], type="bind", read_only=True)
+              for m in docker_run.input_mounts([(model.name, model.path, code)], [(data.name, data.path)])]
+    memory = 512 * 2**20
+    paths = docker_run.container_paths(model.name, model.path, code, data.name, data.path)
+    argv = ["python3", f"{paths['code']}/infer.py", "--model", paths["model"], "--data", paths["dataset"],
+            "--out", "/tmp/outputs.json", "--provider", "CPUExecutionProvider"]
+    api.inspect_image(image.reference)  # type: ignore[no-untyped-call]  # (untyped in types-docker)
+
+    def container() -> str:
+        host = api.create_host_config(nano_cpus=2 * 10**9, mem_limit=memory, memswap_limit=memory,
+                                      network_mode="none", mounts=mounts)
+        cid = str(api.create_container(image.reference, command=docker_run.KEEP_ALIVE, host_config=host,
+                                       labels={RUN_ID: "bench-direct"})["Id"])
+        api.start(cid)
+        return cid
+
+    def one(cid: str, i: int) -> None:
+        ex = api.exec_create(cid, argv, workdir=paths["code"])
+        api.exec_start(ex["Id"], demux=True)
+        if api.exec_inspect(ex["Id"])["ExitCode"] != 0:
+            raise SystemExit(f"direct model run {i} failed")
+        stream, _ = api.get_archive(cid, "/tmp/outputs.json")
+        with tarfile.open(fileobj=io.BytesIO(b"".join(stream))) as tar:
+            member = tar.next()
+            fh = tar.extractfile(member) if member is not None else None
+            assert fh is not None
+            out.write_bytes(fh.read())
+
+    if per_run:
+        for i in range(n):
+            cid = container()
+            try:
+                one(cid, i)
+            finally:
+                api.remove_container(cid, force=True, v=True)
+        return
+    cid = container()
+    try:
+        api.exec_start(api.exec_create(cid, ["/bin/sh", "-c", payload_script()])["Id"])
+        for i in range(n):
+            one(cid, i)
+    finally:
+        api.remove_container(cid, force=True, v=True)
+
+
+def per_run_report(n: int, rounds: int, per_run: bool) -> int:
+    """The ``--per-run N`` report (module docstring); exit 0 when the per-run ratio is within 1.1."""
+    with tempfile.TemporaryDirectory(prefix="hetero-perrun-") as tmp:
+        folder = Path(tmp)
+        folder.chmod(0o755)
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        mode = ["--mode", "per-run"] if per_run else []
+        cmds = {f"gate {k}": [sys.executable, "-m", "pytest", str(copies_matrix(folder, k, per_run)), "-q",
+                              "-p", "no:cacheprovider", "-k", "startup or model",
+                              "--hetero-report-dir", str(folder / "reports")] for k in (1, n)}
+        cmds.update({f"plain {k}": [sys.executable, __file__, "--plain-runs", str(k), *mode,
+                                    str(folder / "outputs.json")] for k in (1, n)})
+        walls: dict[str, list[float]] = {name: [] for name in cmds}
+        cpus: dict[str, list[float]] = {name: [] for name in cmds}
+        for r in range(rounds + 1):  # round 0 warms the engine and the bytecode; not counted
+            for name, argv in cmds.items():
+                code, output, wall, cpu = run_measured(argv, env, ROOT)
+                if code != 0:
+                    raise SystemExit(f"{name} failed (exit {code}):\n{output[-3000:]}")
+                if r:
+                    walls[name].append(wall)
+                    cpus[name].append(cpu)
+            if r:
+                print(f"round {r}: " + "  ".join(f"{k} {v[-1]:.2f} s" for k, v in walls.items()), flush=True)
+    med = {k: statistics.median(v) for k, v in walls.items()}
+    per = {who: (med[f"{who} {n}"] - med[f"{who} 1"]) / (n - 1) for who in ("gate", "plain")}
+    each = {who: [(b - a) / (n - 1) for a, b in zip(walls[f"{who} 1"], walls[f"{who} {n}"], strict=True)]
+            for who in ("gate", "plain")}
+    print(f"docker, cpu-2c x py311-onnx, {'a container per run' if per_run else 'one container'}; {n} runs against "
+          f"1, {rounds} interleaved rounds; load average {os.getloadavg()[0]:.1f}")
+    for name in cmds:
+        print(f"{name:<10} {spread(walls[name])}, CPU {spread(cpus[name])}")
+    for who in ("gate", "plain"):
+        print(f"{who}: per run {per[who]:.3f} s (rounds {min(each[who]):.3f}-{max(each[who]):.3f}), fixed "
+              f"{med[f'{who} 1'] - per[who]:.3f} s")
+    ratio = per["gate"] / per["plain"]
+    print(f"ratio per model run gate/plain = {ratio:.2f} (target <= 1.1); fixed start gate/plain = "
+          f"{(med['gate 1'] - per['gate']) / (med['plain 1'] - per['plain']):.2f} (reported, no target)")
+    return 0 if ratio <= 1.1 else 1
 
 
 def spread(values: list[float]) -> str:
@@ -270,7 +390,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--plain-once", metavar="OUT", help=argparse.SUPPRESS)
     parser.add_argument("--breakdown", action="store_true", help="split the fixed cost by phase and environment")
     parser.add_argument("--local", action="store_true", help="the breakdown for a local one-row matrix")
+    parser.add_argument("--per-run", type=int, metavar="N", help="what one more model run costs, N runs against 1")
+    parser.add_argument("--mode", choices=("shared", "per-run"), default="shared",
+                        help="with --per-run: the runs in one container (shared) or a container each (per-run)")
+    parser.add_argument("--plain-runs", type=int, metavar="N", help=argparse.SUPPRESS)
+    parser.add_argument("out", nargs="?", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.plain_runs:
+        api = docker.APIClient(timeout=120, **docker.utils.kwargs_from_env())
+        direct_runs(api, Path(args.out), args.plain_runs, args.mode == "per-run")
+        return 0
+    if args.per_run:
+        if args.per_run < 2:
+            parser.error("--per-run needs N >= 2")
+        return per_run_report(args.per_run, args.rounds, args.mode == "per-run")
     if args.breakdown or args.local:
         return breakdown(args.rounds, args.local)
     if args.plain_once:

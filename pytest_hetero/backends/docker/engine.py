@@ -306,6 +306,8 @@ class DockerBackend(Backend):
                    mounts=mounts, environment=request.environment, state=state.state.document,
                    allocated=place.allocated(state.host_config))
         self.ensure_running(ctx, workload, "after start")
+        if alone is not None and (image_id, user) in s.user_started:
+            return workload  # a process started as this user in a container of this image already: the same answer
         try:
             said = run.user_check(s.api, cid, user)
         except docker.errors.APIError as exc:
@@ -321,6 +323,7 @@ class DockerBackend(Backend):
                 raise stopped
             raise ActionFailed(f"container {name} from {ctx.image.reference}: no process can start as the image's "
                                f"user {user!r}: {said}", "oci_runtime_error")
+        s.user_started.add((image_id, user))
         return workload
 
     def _keep(self, key: tuple[str, str], workload: DockerWorkload, alone: bool) -> None:

@@ -93,6 +93,9 @@ class DockerSession:
     interruptions: list[Interruption] = field(default_factory=list)
     spread: Spread = field(default_factory=Spread)
     """The per-run model runs of this session (``model_runs: per-run``, :mod:`.spread`)."""
+    user_started: set[tuple[str, str]] = field(default_factory=set)
+    """``(image id, user)`` a process was seen to start as in a container of this session (:func:`.client.user_check`):
+    a model run's own container of the same image and user is not asked again."""
     _api: docker.APIClient | None = None
     _long: docker.APIClient | None = None
     _stats: docker.APIClient | None = None
