@@ -40,6 +40,22 @@ def test_the_judge_words_every_gate() -> None:
     assert not_applicable("no scheduler here") == Gate("not_applicable", "not applicable: no scheduler here")
 
 
+def test_a_discovery_failed_on_some_nodes_only_blocks_nothing_above_it() -> None:
+    """A node-scoped discovery failure (its failure names the nodes; node-level coverage, the other nodes passed)
+    lets the pool's higher items run; the same failure for the whole pool, or a node list on another layer, blocks."""
+    scoped = {"nodeid": "m::gpu::discovery", "layer": "discovery", "status": "failed", "blocked_by": None,
+              "reason": None, "failure": {"message": "discovery failed on 1 of 4 node(s) of pool gpu (n3; …",
+                                          "nodes": ["n3"]}}
+    assert gating("scheduling", "m::gpu::discovery", scoped) is None
+    whole = {**scoped, "failure": {"message": "node n3: allocatable 7 < capacity 8"}}
+    assert gating("scheduling", "m::gpu::discovery", whole) == Gate(
+        "blocked", "blocked by m::gpu::discovery: node n3: allocatable 7 < capacity 8", "m::gpu::discovery")
+    elsewhere = {**scoped, "nodeid": "m::gpu::py::startup", "layer": "startup"}
+    assert gating("model", "m::gpu::py::startup", elsewhere) is not None
+    errored = {**scoped, "status": "error"}
+    assert gating("scheduling", "m::gpu::discovery", errored) is not None
+
+
 def test_a_real_run_gates_through_the_judge(pytester: pytest.Pytester) -> None:
     """A model whose entrypoint is missing fails; its business item is blocked with the judge's words."""
     pytester.makefile(".matrix.yaml", m=matrix_text().replace("{code}/infer.py", "{code}/no_such_program.py"))

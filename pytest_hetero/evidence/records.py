@@ -140,6 +140,16 @@ class CoverageData(TypedDict):
     not_exercised: list[NotExercised]
 
 
+class NodeScopeData(TypedDict):
+    """``discovery.nodes`` (:mod:`pytest_hetero.layers.discovery`): a pool with node-level coverage whose discovery
+    failed on some nodes only: the ``failed`` nodes (each with the categories of its differences) and the ``passed``
+    ones, on which the pool's higher layers go on (:func:`pytest_hetero.judge.verdict.gating`)."""
+
+    coverage: str
+    failed: dict[str, list[str]]
+    passed: list[str]
+
+
 class DeviceInitData(TypedDict, total=False):
     """``startup.device_init`` (:mod:`pytest_hetero.layers.startup`): the framework initialised (None or
     absent when none was) and the execution provider wanted."""
@@ -390,6 +400,7 @@ POD = Kind[ImageData]("startup.pod")
 SIMULATION = Kind[SimulationData]("startup.simulation")
 NODE_OUTCOME = Kind[NodeOutcomeData]("startup.node")
 COVERAGE = Kind[CoverageData]("startup.coverage")
+NODE_SCOPE = Kind[NodeScopeData]("discovery.nodes")
 DIGEST = Kind[DigestData]("artifact.digest")
 IDENTITY = Kind[IdentityData]("model.identity")
 RUN = Kind[RunData]("model.run")

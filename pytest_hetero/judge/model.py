@@ -28,10 +28,12 @@ class _FailureBase(TypedDict):
 
 class FailureDict(_FailureBase, total=False):
     """An item's ``failure`` as evidence.json holds it: ``owner`` is the team, ``owner_category`` the
-    failure table's category of it; ``causes`` only when the finding has several causes."""
+    failure table's category of it; ``causes`` only when the finding has several causes; ``nodes`` only when it holds
+    for some nodes of the pool, not the whole claim (a node-scoped discovery failure)."""
 
     owner_category: OwnerCategory
     causes: list[CauseDict]
+    nodes: list[str]
 
 
 @dataclass(frozen=True)
@@ -62,6 +64,7 @@ class Failure:
     owner: str
     owner_category: OwnerCategory | None = None
     causes: tuple[Cause, ...] = ()
+    nodes: tuple[str, ...] = ()
 
     def to_dict(self) -> FailureDict:
         """JSON-ready dict."""
@@ -71,4 +74,6 @@ class Failure:
             out["owner_category"] = self.owner_category
         if self.causes:
             out["causes"] = [c.to_dict() for c in self.causes]
+        if self.nodes:
+            out["nodes"] = list(self.nodes)
         return out

@@ -58,13 +58,22 @@ def gating(layer: Layer, dependency: str | None, outcome: Mapping[str, Any] | No
     if status == "not_applicable" and layer == "business":
         return Gate("not_applicable", f"not applicable: it judges the outputs of {outcome['nodeid']}, which is "
                                       "not applicable")
-    if status not in BLOCKING:
+    if status not in BLOCKING or _failed_on_some_nodes(outcome):
         return None
     root = str(outcome["blocked_by"] or outcome["nodeid"])
     short = str(outcome["reason"] if status == "blocked"
                 else (outcome["failure"] or {}).get("message", status)).split("\n")[0]
     short = short.split(": ", 1)[1] if short.startswith("blocked by ") else short
     return Gate("blocked", f"blocked by {root}: {short[:160]}", root)
+
+
+def _failed_on_some_nodes(outcome: Mapping[str, Any]) -> bool:
+    """True when ``outcome`` is a discovery item that failed on some nodes of a pool with node-level coverage only
+    (its failure names those ``nodes``; the others passed, its ``discovery.nodes`` record says which): the pool's
+    higher items run, on those nodes' behalf; the failed nodes keep discovery's failure in every status
+    (:mod:`pytest_hetero.status.compute`)."""
+    failure = outcome.get("failure") or {}
+    return outcome.get("layer") == "discovery" and outcome["status"] == "failed" and bool(failure.get("nodes"))
 
 
 def not_applicable(message: str) -> Gate:
@@ -79,10 +88,11 @@ def image_owner(matrix: Matrix) -> OwnerCategory:
 
 
 def item_failure(matrix: Matrix, layer: Layer, category: str, message: str, reported: FailureStatus,
-                 causes: Iterable[tuple[str, str]] = ()) -> tuple[FailureStatus, Failure]:
+                 causes: Iterable[tuple[str, str]] = (), nodes: tuple[str, ...] = ()
+                 ) -> tuple[FailureStatus, Failure]:
     """The status and Failure of an item of ``layer`` in ``matrix`` that ended in ``category``
     (``reported``: the outcome the check raised, used only for a category the table does not know; the
-    table's status may depend on ``layer``).
+    table's status may depend on ``layer``; ``nodes``: the nodes it holds for when not the whole claim).
     Owners come from the failure table, teams from the matrix's ``spec.owners``; each of ``causes``
     (``(category, message)``) keeps its own owner, and the item's owner is the first cause's."""
     images = image_owner(matrix)
@@ -91,7 +101,7 @@ def item_failure(matrix: Matrix, layer: Layer, category: str, message: str, repo
                  for c, m in causes for o in (owner_category(c, layer, image_owner=images),))
     status = status_of(category, reported, layer)
     return status, Failure(layer, category, message, matrix.team(owned, layer), owned,
-                           kept if len(kept) > 1 else ())
+                           kept if len(kept) > 1 else (), nodes)
 
 
 def run_verdict(totals: Mapping[str, int], leftovers: int, unconfined: bool, selection: SelectionCounts,

@@ -33,12 +33,16 @@ class LayerOutcome(Exception):
 
     status: ClassVar[Status] = "failed"
 
-    def __init__(self, message: str, category: str = "", *, causes: tuple[tuple[str, str], ...] = ()) -> None:
+    def __init__(self, message: str, category: str = "", *, causes: tuple[tuple[str, str], ...] = (),
+                 nodes: tuple[str, ...] = ()) -> None:
         self.message = message
         self.category = category or "unspecified"
         self.causes = causes
         """``(category, message)`` of each cause when a finding has several (each keeps its own owner);
         empty for a single cause, which is ``category`` itself."""
+        self.nodes = nodes
+        """The nodes the failure holds for when it holds for some nodes of the pool only (a node-scoped discovery
+        failure); empty: the whole claim."""
         super().__init__(message)
 
 

@@ -70,11 +70,15 @@ def check(ctx: LayerContext) -> None:
         problems += _judge_host(ctx, seen.host)
     elif seen.host_not_probed:
         ctx.record("discovery.host_probe", skipped=True, reason=seen.host_not_probed)
+    found: list[NodeDifference] = []
     if seen.pool is not None:
-        problems += _judge_pool(ctx, seen.pool)
+        pooled, found = _judge_pool(ctx, seen.pool)
+        problems += pooled
     record_shared_pool(ctx, seen.pool)
     if seen.pool is None:
         record_unread_labels(ctx)
+    if problems and seen.pool is not None and len(problems) == len(found):
+        _node_scoped(ctx, seen.pool, found)
     if problems:
         by_code: dict[str, list[str]] = {}
         for code, message in problems:
@@ -475,9 +479,38 @@ def node_health_differences(resource: Resource, facts: NodeFacts,
     return out
 
 
-def _judge_pool(ctx: LayerContext, pool: NodePool) -> list[tuple[str, str]]:
-    """Record ``discovery.snapshot`` of a node pool; ``[]``, ``no_nodes``, or every difference:
-    ``[(code, message)]``."""
+def _node_scoped(ctx: LayerContext, pool: NodePool, found: list[NodeDifference]) -> None:
+    """With node-level coverage (``coverage`` not ``one``), differences found on some nodes of the pool only fail
+    discovery on those nodes: raise LayerFailed naming them (the category of the first difference, each category a
+    cause), after recording ``discovery.nodes`` (the failed nodes with their categories, the passed ones), on which
+    the pool's higher layers go on. Returns (the caller raises for the whole pool) when coverage is ``one`` or
+    every node has a difference."""
+    coverage = ctx.resource.coverage
+    if coverage.describe() == "one":
+        return
+    failed: dict[str, list[str]] = {}
+    for d in found:
+        failed.setdefault(d["node"], [])
+        if d["code"] not in failed[d["node"]]:
+            failed[d["node"]].append(d["code"])
+    passed = [f["name"] for f in pool.nodes if f["name"] not in failed]
+    if not passed:
+        return
+    ctx.record("discovery.nodes", coverage=coverage.describe(), failed=failed, passed=passed)
+    by_code: dict[str, list[str]] = {}
+    for d in found:
+        by_code.setdefault(d["code"], []).append(d["message"])
+    raise LayerFailed(f"discovery failed on {len(failed)} of {len(pool.nodes)} node(s) of pool {ctx.resource.name} "
+                      f"({', '.join(sorted(failed))}; coverage {coverage.describe()}: the higher layers go on on the "
+                      f"other {len(passed)}, and no status of this run validates a failed node): "
+                      + "; ".join(d["message"] for d in found), found[0]["code"],
+                      causes=tuple((c, "; ".join(m)) for c, m in by_code.items()) if len(by_code) > 1 else (),
+                      nodes=tuple(sorted(failed)))
+
+
+def _judge_pool(ctx: LayerContext, pool: NodePool) -> tuple[list[tuple[str, str]], list[NodeDifference]]:
+    """Record ``discovery.snapshot`` of a node pool; ``([], [])``, ``no_nodes``, or every difference:
+    ``([(code, message)], differences)``."""
     resource = ctx.resource
     judged = judged_conditions(ctx.matrix.target)
     found = [d for f in pool.nodes
@@ -487,5 +520,5 @@ def _judge_pool(ctx: LayerContext, pool: NodePool) -> list[tuple[str, str]]:
                judged_conditions=list(judged) if judged is not None else "all but Ready")
     if not pool.nodes:
         how = f"label selector {pool.selector}" if pool.selector else f"capacity of {', '.join(pool.wanted)}"
-        return [("no_nodes", f"no node matches {how}")]
-    return [(d["code"], d["message"]) for d in found]
+        return [("no_nodes", f"no node matches {how}")], []
+    return [(d["code"], d["message"]) for d in found], found

@@ -256,7 +256,7 @@ class LayerItem(pytest.Item):
             pytest.skip(gate.reason)
         except LayerOutcome as exc:
             self._fail(evidence, started, ctx, "error" if exc.status == "error" else "failed", exc.category,
-                       exc.message, exc.causes)
+                       exc.message, exc.causes, exc.nodes)
         except HeteroError as exc:
             self._fail(evidence, started, ctx, "error", "configuration", exc.render())
         except OSError as exc:
@@ -273,11 +273,12 @@ class LayerItem(pytest.Item):
         self.finish(evidence, started, ctx)
 
     def _fail(self, evidence: ItemEvidence, started: float, ctx: LayerContext | None, reported: FailureStatus,
-              category: str, message: str, causes: tuple[tuple[str, str], ...] = ()) -> None:
+              category: str, message: str, causes: tuple[tuple[str, str], ...] = (),
+              nodes: tuple[str, ...] = ()) -> None:
         """Write the judge's status and failure (owner from the failure table) and raise LayerFailure."""
         redact = self.redactor().text
         status, failure = item_failure(self.matrix, self.planned.layer, category, redact(message), reported,
-                                       tuple((c, redact(m)) for c, m in causes))
+                                       tuple((c, redact(m)) for c, m in causes), nodes)
         team = self.config.hook.pytest_hetero_failure_owner(
             layer=self.planned.layer, category=category, default=failure.owner) or failure.owner
         evidence.status = status

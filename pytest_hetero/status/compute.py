@@ -4,7 +4,9 @@ A **pool** is a matrix resource. Its ``nodes`` are the nodes a workload of the p
 (``scheduling.placed``, ``startup.pod``, ``model.run`` records' ``node``, and each node of a node-coverage
 item's ``startup.node`` records), never the nodes that merely match its selector: a claim covers exactly
 what ran (empty on engines that place nothing, e.g. the local host). Each of them has its own level
-(``node_status``): discovery as the pool's (its check reads every node), scheduling where the pool's passed
+(``node_status``): discovery as the pool's (its check reads every node; with node-level coverage, a discovery that
+failed on some nodes only, ``discovery.nodes``, is failed on those and passed on the others), scheduling where the
+pool's passed
 and a workload was placed on the node, and startup, model and business from what ran **on that node**:
 every claim of the layer (startup: each image; model/business: each model × dataset of the task type) must
 have run there and passed (``not_run`` where it ran only on other nodes); a claim no record ties to a node
@@ -41,7 +43,7 @@ from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any
 
 from pytest_hetero import LAYERS
-from pytest_hetero.evidence.records import COVERAGE, NODE_OUTCOME, PLACED, SNAPSHOT, data_of
+from pytest_hetero.evidence.records import COVERAGE, NODE_OUTCOME, NODE_SCOPE, PLACED, SNAPSHOT, data_of
 
 if TYPE_CHECKING:
     from pytest_hetero.evidence.document import (
@@ -132,12 +134,18 @@ class _NodeFacts:
         self.claims: dict[tuple[str, tuple[Any, ...]], set[str]] = {}
         """(layer, claim) → statuses of every item of it (wherever, or nowhere, it ran)."""
         self.reasons: dict[str, str] = {}
+        self.discovery_failed: dict[str, list[str]] = {}
+        """Node → the categories discovery failed on it with, when it failed on some nodes only (``discovery.nodes``:
+        the other nodes' discovery passed)."""
+        self.discovery_passed: set[str] = set()
         model_node: dict[tuple[Any, ...], str] = {}
         for item in items:
             if item["layer"] == "model" and (node := _item_node(item)):
                 model_node[_claim(item)] = node
         for item in items:
             layer = item["layer"]
+            if layer == "discovery":
+                self._discovered(item)
             if layer not in ("scheduling", "startup", "model", "business") or "probe" in item["keys"]:
                 continue
             claim = (layer, _claim(item))
@@ -151,6 +159,16 @@ class _NodeFacts:
                 self._see(node)
                 if layer != "scheduling":
                     self.facts.setdefault(claim, {}).setdefault(node, set()).add(item["status"])
+
+    def _discovered(self, item: ItemDict) -> None:
+        """Take in a discovery item that failed on some nodes only (``discovery.nodes``): which failed, with what,
+        and which passed."""
+        for record in item["records"]:
+            if (scope := data_of(record, NODE_SCOPE)) is not None:
+                self.discovery_failed.update(scope["failed"])
+                self.discovery_passed.update(scope["passed"])
+                for node, codes in scope["failed"].items():
+                    self.reasons.setdefault(node, f"discovery failed on this node: {', '.join(codes)}")
 
     def _read(self, claim: tuple[str, tuple[Any, ...]], record: RecordDict) -> None:
         """Take in one record of an item of ``claim``: a placement, a node's outcome, the coverage choice."""
@@ -197,6 +215,10 @@ class _NodeFacts:
         scheduling passed where the pool's passed and a workload of it was placed on the node, the rest
         from what ran on the node (:meth:`statuses`)."""
         out = {"discovery": pool.get("discovery", "absent")}
+        if node in self.discovery_failed:  # discovery failed on this node: no higher pass stands in for it
+            out["discovery"] = "failed"
+        elif node in self.discovery_passed:  # it failed on other nodes only: passed here
+            out["discovery"] = "passed"
         sched = pool.get("scheduling", "absent")
         out["scheduling"] = sched if sched != "passed" else ("passed" if node in self.placed else NOT_RUN_HERE)
         out["startup"] = layer_summary(self.statuses("startup", node, None))

@@ -31,6 +31,8 @@ if TYPE_CHECKING:  # annotation only: 'conftest' names differ per folder at run 
 pytestmark = pytest.mark.usefixtures("outside_inputs")
 
 COMBO = "digits-logreg@digits-test"
+ACCEL = "example.com/accel"
+"""An extended resource a device plugin advertises (the kubelet lowers its allocatable for an Unhealthy device)."""
 
 
 def hetero(*argv: str) -> subprocess.CompletedProcess[str]:
@@ -46,12 +48,14 @@ def make_pool(cluster: Cluster) -> Iterator[Callable[..., tuple[str, list[str]]]
     500m allocatable, too small for the test's 1-CPU request), schedulable; returns (pool label, names)."""
     made: list[str] = []
 
-    def make(n: int, small: int = 0) -> tuple[str, list[str]]:
+    def make(n: int, small: int = 0, devices: int = 0, unhealthy: int = 0) -> tuple[str, list[str]]:
         tag = uuid.uuid4().hex[:5]
         names = [f"cov{i}-{cluster.suffix}-{tag}" for i in range(n)]
         for i, name in enumerate(names):
-            cap = {"cpu": "32", "memory": "128Gi", "pods": "110"}
-            alloc = {**cap, "cpu": "500m"} if i >= n - small else cap
+            cap = {"cpu": "32", "memory": "128Gi", "pods": "110", **({ACCEL: str(devices)} if devices else {})}
+            alloc = {**cap, "cpu": "500m"} if i >= n - small else dict(cap)
+            if devices and i >= n - unhealthy:  # its device plugin reported a device Unhealthy: the kubelet lowers it
+                alloc[ACCEL] = str(devices - 1)
             cluster.core.create_node({  # type: ignore[arg-type]  # a manifest dict, sent as it is
                 "metadata": {"name": name, "annotations": {"kwok.x-k8s.io/node": "fake"},
                              "labels": {POOL: f"cov-{tag}", SESSION: cluster.suffix, "kubernetes.io/hostname": name}},
@@ -65,10 +69,13 @@ def make_pool(cluster: Cluster) -> Iterator[Callable[..., tuple[str, list[str]]]
         # KWOK's node-initialize stage may write its default status over the patch above when it read the node
         # before it (seen: the small node back at KWOK's default CPUs): patch again until every node says ours
         for i, name in enumerate(names):
-            want = "500m" if i >= n - small else "32"
-            while (got := cluster.core.read_node(name).status.allocatable.get("cpu")) != want:  # type: ignore[union-attr]
-                assert time.monotonic() < deadline, f"node {name} allocatable cpu {got}, not {want}, after 60 s"
-                cluster.core.patch_node_status(name, {"status": {"allocatable": {"cpu": want}}})
+            want = {"cpu": "500m" if i >= n - small else "32"}
+            if devices:
+                want[ACCEL] = str(devices - 1 if i >= n - unhealthy else devices)
+            while (got := {k: cluster.core.read_node(name).status.allocatable.get(k)  # type: ignore[union-attr]
+                           for k in want}) != want:
+                assert time.monotonic() < deadline, f"node {name} allocatable {got}, not {want}, after 60 s"
+                cluster.core.patch_node_status(name, {"status": {"allocatable": want}})
                 time.sleep(0.3)
         return f"cov-{tag}", names
 
@@ -80,10 +87,12 @@ def make_pool(cluster: Cluster) -> Iterator[Callable[..., tuple[str, list[str]]]
             pass
 
 
-def run_gate(pytester: pytest.Pytester, cluster: Cluster, run_id: str, pool: str, coverage: Any) -> dict[str, Any]:
-    """The digits case on a CPU resource of ``pool`` (``coverage`` unless None), signed; its evidence."""
-    resource: dict[str, Any] = {"name": "cpu", "type": "cpu", "requests": {"cpu": "1", "memory": "256Mi"},
-                                "pool": pool}
+def run_gate(pytester: pytest.Pytester, cluster: Cluster, run_id: str, pool: str, coverage: Any,
+             resource: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The digits case on a CPU resource of ``pool`` (or ``resource``; ``coverage`` unless None), signed; its
+    evidence."""
+    resource = dict(resource or {"name": "cpu", "type": "cpu", "requests": {"cpu": "1", "memory": "256Mi"}},
+                    pool=pool)
     if coverage is not None:
         resource["coverage"] = coverage
     doc = json.loads(kube_matrix(cluster.suffix, cluster.namespace, [resource], name="cov"))
@@ -218,3 +227,40 @@ def test_a_node_that_cannot_hold_the_workload_fails_alone(
     key = "validation.cov.hetero.test/batch-inference"
     plan = {e["node"]: (e["labels"][key], e["conditions"][0]["status"]) for e in out["plan"]}
     assert plan[small] == ("discovery", "False") and plan[main] == ("business", "True")
+
+
+def test_every_node_on_a_pool_where_one_devices_plugin_reports_an_unhealthy_device(
+        pytester: pytest.Pytester, cluster: Cluster, run_id: str, make_pool: Callable[..., tuple[str, list[str]]]
+) -> None:
+    """Four nodes whose device plugin advertises 4 accelerators; on one it reported a device Unhealthy (allocatable
+    3 of 4). Discovery fails on that node only, the pool's higher layers go on on the other three, no status
+    validates the degraded node, and publish labels the nodes that passed, not it."""
+    pool, names = make_pool(4, devices=4, unhealthy=1)
+    degraded, healthy = names[-1], names[:-1]
+    accel = {"name": "cpu", "type": "cpu", "requests": {"cpu": "1", "memory": "256Mi", ACCEL: "1"}}
+    ev = run_gate(pytester, cluster, run_id, pool, "every", accel)
+    got = items(ev)
+    assert ev["_ret"] == 1  # a failure: the degraded node's
+    found = got["cpu::discovery"]
+    assert (found["status"], found["failure"]["category"], found["failure"]["owner_category"]) == (
+        "failed", "allocatable_below_capacity", "infrastructure")
+    assert found["failure"]["nodes"] == [degraded]
+    assert found["failure"]["message"].startswith(f"discovery failed on 1 of 4 node(s) of pool cpu ({degraded}; ")
+    assert f"node {degraded}: allocatable {ACCEL} 3 < capacity 4" in found["failure"]["message"]
+    assert records(found, "discovery.nodes") == [
+        {"coverage": "every", "failed": {degraded: ["allocatable_below_capacity"]}, "passed": healthy}]
+    # the higher layers went on: every item but discovery passed
+    assert {k: v["status"] for k, v in got.items() if k != "cpu::discovery"} == dict.fromkeys(
+        ["cpu::py::scheduling", "cpu::py::startup", "cpu::py::nodes::startup", f"cpu::py::{COMBO}::model",
+         f"cpu::py::{COMBO}::business"], "passed")
+    [status] = ev["validation"]["pools"]
+    levels = node_levels(status)
+    assert levels[degraded] == "none"  # whatever ran there: discovery failed on it
+    assert all(levels[n] in ("model", "business") for n in healthy), levels
+    assert status["task_types"]["batch-inference"]["level"] == "none"  # the pool as a whole: discovery failed
+    out = publish_dry_run(pytester)
+    key = "validation.cov.hetero.test/batch-inference"
+    plan = {e["node"]: (e["labels"].get(key), e["conditions"][0]["status"]) for e in out["plan"]}
+    assert plan[degraded] == (None, "False"), plan  # its level label removed, its condition False
+    assert {n: plan[n] for n in healthy} == {n: (levels[n], "True" if levels[n] == "business" else "False")
+                                             for n in healthy}, plan
