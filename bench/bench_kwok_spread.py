@@ -1,0 +1,166 @@
+"""Per-run model runs spread over a pool of KWOK nodes: the makespan against the ideal, the gate's CPU per item.
+
+Issue 32's scale target: N model runs of S seconds on a pool of M nodes finish within 1.2× of the ideal
+⌈N / width⌉ × S (the issue's figure: 2,000 runs of 10 s on 200 nodes, width 200, ideal 100 s), with the gate's
+CPU ≤ 5 ms per item. On the project's KWOK plane (``eval "$(bash tests/infra/kubeplane.sh env)"`` first; the plane
+is never started or changed here): ``--nodes`` KWOK CPU nodes (32 CPUs each) labelled for this run, a namespace
+with a KWOK ClusterExec, and a matrix of ``--runs`` stand-in models (each sleeps ``--run-s`` seconds, then writes
+its outputs) on one resource of that pool with ``model_runs: per-run`` and ``--hetero-concurrency``
+(``--width``, default: ``free``, which the gate counts from the pool: at most 64). The gate runs in a subprocess
+(``python -m pytest -k "startup or model"``).
+
+On KWOK a run Pod is placed by the real scheduler and its exec runs **on this host** (the KWOK ClusterExec): the
+runs' sleeps overlap for real, their copies of the inputs are real folders, but nothing runs in an image. So this
+measures the gate's fan-out (Pod create, watch, exec, inputs in, outputs out, delete) at width W on a 2-core
+machine, not a cluster's.
+
+Printed per round: the makespan of the model runs (the earliest run queued → the latest Pod deleted, from each
+run's ``spread`` record), the ideal ⌈N / W⌉ × S with W the width the gate used, their ratio, the gate process's
+CPU (user + system, children included: the per-run host processes are the KWOK exec's, not the gate's children)
+per model item, and the whole process's wall time. Medians with the spread over ``--rounds``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from kubernetes import client, config
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT))
+
+from support import matrix_text  # noqa: E402 - tests/ put on the path just above
+
+from bench.bench_node_coverage import make_namespace, make_nodes  # noqa: E402 - the repository root is on the path
+
+MODEL = '''"""Stand-in model: sleeps, then writes its outputs."""
+import argparse, json, time
+p = argparse.ArgumentParser()
+for a in ("--data", "--out", "--sleep"):
+    p.add_argument(a, required=True)
+a = p.parse_args()
+time.sleep(float(a.sleep))
+with open(a.out, "w") as fh:
+    json.dump({"ids": [0, 1], "predictions": [0, 1]}, fh)
+'''
+
+
+def write_matrix(folder: Path, tag: str, namespace: str, kubeconfig: str, runs: int, run_s: float) -> Path:
+    """The bench matrix in ``folder``: one CPU resource of the ``hetero-bench=<tag>`` pool, per-run, ``runs`` copies
+    of the stand-in model on a two-row dataset."""
+    (folder / "code").mkdir()
+    (folder / "code" / "model.py").write_text(MODEL)
+    (folder / "w.json").write_text("{}\n")
+    (folder / "data.csv").write_text("index,x\n0,0.1\n1,0.9\n")
+    sha = {n: hashlib.sha256((folder / n).read_bytes()).hexdigest() for n in ("w.json", "data.csv")}
+    resource = {"name": "cpu", "type": "cpu", "requests": {"cpu": "1", "memory": "64Mi"},
+                "node_selector": {"hetero-bench": tag}, "model_runs": "per-run"}
+    doc = json.loads(matrix_text(resources=[resource], backend="kubernetes", name="benchspread",
+                                 images=[{"name": "py", "reference": "python:3.11", "for": ["cpu"]}],
+                                 layers={"discovery": {"timeout": "60s"}, "scheduling": {"timeout": "60s"},
+                                         "startup": {"timeout": "120s"}, "model": {"timeout": "20m"}}))
+    doc["spec"]["target"] = {"backend": "kubernetes", "namespace": namespace, "kubeconfig": kubeconfig}
+    doc["spec"]["models"] = [{"name": f"m{i}", "version": "1", "uri": "w.json", "sha256": sha["w.json"],
+                              "code": "code", "entrypoint": ["{python}", "{code}/model.py", "--data", "{dataset}",
+                                                             "--out", "{outputs}", "--sleep", str(run_s)]}
+                             for i in range(1, runs + 1)]
+    doc["spec"]["datasets"] = [{"name": "d", "version": "1", "uri": "data.csv", "sha256": sha["data.csv"]}]
+    path = folder / "spread.matrix.yaml"
+    path.write_text(json.dumps(doc, indent=1))
+    return path
+
+
+def gate_round(folder: Path, matrix: Path, width: str, run_s: float) -> dict[str, float]:
+    """One gate process on ``matrix``: makespan, ideal, ratio, CPU per model item (ms), wall, width used. Raises
+    RuntimeError when a model item did not pass."""
+    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-k", "startup or model",
+            "--hetero-concurrency", width, "--hetero-report-dir", str(folder / "reports"), str(matrix)]
+    begun = time.monotonic()
+    proc = subprocess.Popen(argv, cwd=folder, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    out = proc.stdout.read() if proc.stdout else b""
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.monotonic() - begun
+    [bundle] = sorted((folder / "reports").iterdir())
+    ev = json.loads((bundle / "evidence.json").read_text())
+    models = [i for i in ev["items"] if i["layer"] == "model"]
+    bad = [(i["nodeid"], i["status"], i["failure"]) for i in models if i["status"] != "passed"]
+    if bad or not models:
+        raise RuntimeError(f"model items did not pass ({os.waitstatus_to_exitcode(status)}): {bad[:3]}\n"
+                           f"{out.decode(errors='replace')[-3000:]}")
+    runs: list[dict[str, Any]] = [r["data"]["spread"] for i in models for r in i["records"]
+                                  if r["kind"] == "model.run"]
+    [plan] = [r["data"] for i in models for r in i["records"] if r["kind"] == "model.spread"]
+    used = int(plan["concurrency"])
+    makespan = max(float(s["deleted_at"]) for s in runs) - min(float(s["queued_at"]) for s in runs)
+    ideal = math.ceil(len(runs) / used) * run_s
+    return {"makespan_s": makespan, "ideal_s": ideal, "ratio": makespan / ideal, "width": used,
+            "cpu_ms_per_item": (usage.ru_utime + usage.ru_stime) * 1000 / len(models), "wall_s": wall}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the benchmark; print each round and the medians with their spread."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--nodes", type=int, default=20, help="KWOK nodes in the pool (default 20)")
+    parser.add_argument("--runs", type=int, default=100, help="model runs (default 100)")
+    parser.add_argument("--run-s", type=float, default=10.0, help="seconds each run sleeps (default 10)")
+    parser.add_argument("--width", default="free", help="--hetero-concurrency given to the gate (default free)")
+    parser.add_argument("--rounds", type=int, default=2, help="gate runs (default 2)")
+    args = parser.parse_args(argv)
+    kubeconfig = os.environ.get("KUBECONFIG")
+    if not kubeconfig:
+        parser.error('KUBECONFIG is not set: eval "$(bash tests/infra/kubeplane.sh env)" first')
+    api = config.new_client_from_config(config_file=kubeconfig)  # type: ignore[no-untyped-call]
+    core = client.CoreV1Api(api)
+    tag = uuid.uuid4().hex[:6]
+    namespace = f"hetero-benchspread-{tag}"
+    nodes: list[str] = []
+    rounds: list[dict[str, float]] = []
+    try:
+        make_namespace(api, namespace)
+        nodes = make_nodes(core, tag, args.nodes)
+        for r in range(args.rounds):
+            with tempfile.TemporaryDirectory(prefix="hetero-benchspread-") as tmp:
+                folder = Path(tmp)
+                got = gate_round(folder, write_matrix(folder, tag, namespace, kubeconfig, args.runs, args.run_s),
+                                 args.width, args.run_s)
+            rounds.append(got)
+            print(f"round {r + 1}: width {got['width']:.0f}, makespan {got['makespan_s']:.1f} s against the ideal "
+                  f"{got['ideal_s']:.0f} s ({got['ratio']:.2f}x), gate CPU {got['cpu_ms_per_item']:.1f} ms per "
+                  f"model item, whole process {got['wall_s']:.1f} s", flush=True)
+    finally:
+        client.CustomObjectsApi(api).delete_cluster_custom_object("kwok.x-k8s.io", "v1alpha1", "clusterexecs",
+                                                                  namespace)
+        core.delete_namespace(namespace)
+        for name in nodes:
+            try:
+                core.delete_node(name)
+            except client.ApiException:
+                pass
+
+    def med(key: str) -> str:
+        values = [g[key] for g in rounds]
+        return f"{statistics.median(values):.2f} ({min(values):.2f}-{max(values):.2f})"
+
+    print(f"{args.runs} runs of {args.run_s:g} s on {args.nodes} KWOK nodes, --hetero-concurrency {args.width}, "
+          f"{args.rounds} rounds; load average {os.getloadavg()[0]:.1f}")
+    print(f"makespan/ideal {med('ratio')} (target <= 1.2); gate CPU per model item {med('cpu_ms_per_item')} ms "
+          "(target <= 5)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
