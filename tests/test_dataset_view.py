@@ -197,3 +197,33 @@ def test_the_kubernetes_input_tar_carries_the_view() -> None:
     model = matrix.models[0]
     assert input_paths("/r", model.name, model.path, REPO, dataset.name, model_input(dataset))["dataset"] == \
         "/r/datasets/digits-test/digits-test-1.0.0.csv"
+
+
+@pytest.mark.usefixtures("outside_inputs")  # the matrix in tmp_path names the repository's cases/
+def test_a_model_runs_own_pod_gets_its_model_and_dataset_only(tmp_path: Path) -> None:
+    """A per-run pod's tar (``only``) holds the run's model file, code and dataset view, none of the other models'
+    or datasets': the run sees its own inputs, and the tar does not grow with the matrix."""
+    import io
+    import json
+    import tarfile
+
+    from support import DIGITS, matrix_text
+
+    from pytest_hetero.backends.kubernetes.run import input_tar
+    from pytest_hetero.matrix.load import load_matrix
+
+    doc = json.loads(matrix_text(backend="kubernetes", name="o"))
+    first, data = doc["spec"]["models"][0], doc["spec"]["datasets"][0]
+    doc["spec"]["models"] = [first, {**first, "name": "other"}]
+    doc["spec"]["datasets"] = [data, {**data, "name": "second"}]
+    (tmp_path / "o.matrix.yaml").write_text(json.dumps(doc))
+    matrix = load_matrix(tmp_path / "o.matrix.yaml")
+    with tarfile.open(fileobj=io.BytesIO(input_tar(matrix))) as tar:
+        whole = {n.split("/")[0] + "/" + n.split("/")[1] for n in tar.getnames() if n.count("/") >= 1}
+    assert whole == {f"models/{first['name']}", "models/other", f"code/{first['name']}", "code/other",
+                     f"datasets/{data['name']}", "datasets/second"}
+    with tarfile.open(fileobj=io.BytesIO(input_tar(matrix, ("other", "second")))) as tar:
+        names = tar.getnames()
+    assert {n.split("/")[0] + "/" + n.split("/")[1] for n in names if n.count("/") >= 1} == {
+        "models/other", "code/other", "datasets/second"}
+    assert f"models/other/{matrix.models[1].path.name}" in names and DIGITS.is_dir()

@@ -46,14 +46,18 @@ if TYPE_CHECKING:
     from pytest_hetero.backends.kubernetes.session import KubeSession, WorkloadRecord
 
 
-def input_tar(matrix: Matrix) -> bytes:
+def input_tar(matrix: Matrix, only: tuple[str, str] | None = None) -> bytes:
     """A tar of every model file, model code and dataset file, laid out as in :func:`input_paths`: each code folder
     without the truth files of the matrix's datasets and their copies (:func:`code_of`), each dataset as the model
-    sees it (:func:`~pytest_hetero.truth.view.model_inputs`). Raises ActionFailed ``inputs_copy_failed`` when a
-    code folder cannot be searched or copied."""
+    sees it (:func:`~pytest_hetero.truth.view.model_inputs`); ``only`` (model name, dataset name): that model's
+    files and code and that dataset alone (a model run's own pod: it sees its inputs, not the other runs', and the
+    tar no longer grows with the matrix: N runs copied N × the whole matrix). Raises ActionFailed
+    ``inputs_copy_failed`` when a code folder cannot be searched or copied."""
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:
         for m in matrix.models:
+            if only is not None and m.name != only[0]:
+                continue
             if m.path.is_file():
                 tar.add(str(m.path), arcname=f"models/{m.name}/{m.path.name}")
             code = code_of(matrix, m).path
@@ -63,7 +67,8 @@ def input_tar(matrix: Matrix) -> bytes:
                 filter=lambda t: None if "__pycache__" in t.name else t,
             )
         for name, path in model_inputs(matrix.datasets):  # the truth column removed where it is inline
-            tar.add(str(path), arcname=f"datasets/{name}/{path.name}")
+            if only is None or name == only[1]:
+                tar.add(str(path), arcname=f"datasets/{name}/{path.name}")
     return buf.getvalue()
 
 
@@ -88,9 +93,11 @@ def input_paths(
 
 
 def copy_inputs(
-    core: client.CoreV1Api, namespace: str, pod: str, matrix: Matrix, root: str, timeout_s: float
+    core: client.CoreV1Api, namespace: str, pod: str, matrix: Matrix, root: str, timeout_s: float,
+    only: tuple[str, str] | None = None,
 ) -> None:
-    """Unpack :func:`input_tar` at ``root`` in the pod (``tar -x`` from exec stdin).
+    """Unpack :func:`input_tar` (of ``only``'s model and dataset when given) at ``root`` in the pod (``tar -x`` from
+    exec stdin).
 
     Raises ActionFailed ``inputs_copy_failed`` (platform) when tar fails (no ``tar`` in the image).
     """
@@ -101,7 +108,7 @@ def copy_inputs(
         "workload",
         ["/bin/sh", "-c", f"mkdir -p {shlex.quote(root)} && tar -x -f - -C {shlex.quote(root)}"],
         timeout_s,
-        stdin=input_tar(matrix),
+        stdin=input_tar(matrix, only),
     )
     if done.exit_code != 0:
         raise ActionFailed(
@@ -207,7 +214,7 @@ def execute(session: KubeSession, ctx: Step, given: WorkloadRecord | None = None
     pod, root = workload["pod"], str(workload.get("root") or f"/tmp/hetero-{session.owner}")
     node = node_of(session, workload)
     kube_node.ensure_ready(session, ctx, workload, node)
-    _ensure_inputs(session, ctx, workload, root)
+    _ensure_inputs(session, ctx, workload, root, alone=given is not None)
     m, d = ctx.model, ctx.dataset
     code = code_of(ctx.matrix, m)
     paths = input_paths(root, m.name, m.path, code.path, d.name, model_input(d))
@@ -335,12 +342,14 @@ def _workload(session: KubeSession, ctx: Step) -> tuple[WorkloadRecord, dict[str
     return session.workloads[key], started_here
 
 
-def _ensure_inputs(session: KubeSession, ctx: Step, workload: WorkloadRecord, root: str) -> None:
-    """Copy the matrix's inputs into the workload pod under ``root`` once per workload."""
+def _ensure_inputs(session: KubeSession, ctx: Step, workload: WorkloadRecord, root: str, alone: bool = False) -> None:
+    """Copy the matrix's inputs into the workload pod under ``root`` once per workload; ``alone`` (a model run's own
+    pod): the run's model and dataset only."""
     if workload.get("inputs"):
         return
+    only = (ctx.model.name, ctx.dataset.name) if alone else None
     try:
-        copy_inputs(session.core, session.namespace, workload["pod"], ctx.matrix, root, ctx.timeout_s)
+        copy_inputs(session.core, session.namespace, workload["pod"], ctx.matrix, root, ctx.timeout_s, only)
     except ActionFailed:
         raise
     except Exception as exc:  # noqa: BLE001 - translated
