@@ -95,37 +95,10 @@ def plain_once(out: Path) -> float:
 
 
 def direct_once(api: docker.APIClient, out: Path) -> float:
-    """The same container run/exec sequence with the docker SDK only, outputs written to ``out``; returns seconds."""
-    matrix = load_matrix(MATRIX)
-    image, model, data = matrix.images[0], matrix.models[0], matrix.datasets[0]
-    code = model.code or MATRIX.parent
-    mounts = [docker.types.Mount(m["target"], m["source"], type="bind", read_only=True)
-              for m in docker_run.input_mounts([(model.name, model.path, code)], [(data.name, data.path)])]
-    memory = 512 * 2**20  # the example's cpu-2c limits: cpu 2, memory 512Mi
+    """The same container run/exec sequence with the docker SDK only (:func:`direct_runs` of one run), outputs
+    written to ``out``; returns seconds."""
     start = time.perf_counter()
-    api.inspect_image(image.reference)  # type: ignore[no-untyped-call]  # (untyped in types-docker)
-    host = api.create_host_config(nano_cpus=2 * 10**9, mem_limit=memory, memswap_limit=memory,
-                                  network_mode="none", mounts=mounts)
-    cid = api.create_container(image.reference, command=docker_run.KEEP_ALIVE, host_config=host,
-                               labels={RUN_ID: "bench-direct"})["Id"]
-    try:
-        api.start(cid)
-        api.exec_start(api.exec_create(cid, ["/bin/sh", "-c", payload_script()])["Id"])
-        paths = docker_run.container_paths(model.name, model.path, code, data.name, data.path)
-        argv = ["python3", f"{paths['code']}/infer.py", "--model", paths["model"], "--data", paths["dataset"],
-                "--out", "/tmp/outputs.json", "--provider", "CPUExecutionProvider"]
-        ex = api.exec_create(cid, argv, workdir=paths["code"])
-        api.exec_start(ex["Id"], demux=True)
-        if api.exec_inspect(ex["Id"])["ExitCode"] != 0:
-            raise SystemExit("direct model run failed")
-        stream, _ = api.get_archive(cid, "/tmp/outputs.json")
-        with tarfile.open(fileobj=io.BytesIO(b"".join(stream))) as tar:
-            member = tar.next()
-            fh = tar.extractfile(member) if member is not None else None
-            assert fh is not None
-            out.write_bytes(fh.read())
-    finally:
-        api.remove_container(cid, force=True, v=True)
+    direct_runs(api, out, 1, False)
     return time.perf_counter() - start
 
 

@@ -44,7 +44,7 @@ sys.path.insert(0, str(ROOT))
 
 from support import matrix_text  # noqa: E402 - tests/ put on the path just above
 
-from bench.bench_node_coverage import make_namespace, make_nodes  # noqa: E402 - the repository root is on the path
+from bench.bench_node_coverage import make_namespace, make_nodes, remove  # noqa: E402 - the repository root is on the path
 
 MODEL = '''"""Stand-in model: sleeps, then writes its outputs."""
 import argparse, json, time
@@ -142,14 +142,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"{got['ideal_s']:.0f} s ({got['ratio']:.2f}x), gate CPU {got['cpu_ms_per_item']:.1f} ms per "
                   f"model item, whole process {got['wall_s']:.1f} s", flush=True)
     finally:
-        client.CustomObjectsApi(api).delete_cluster_custom_object("kwok.x-k8s.io", "v1alpha1", "clusterexecs",
-                                                                  namespace)
-        core.delete_namespace(namespace)
-        for name in nodes:
-            try:
-                core.delete_node(name)
-            except client.ApiException:
-                pass
+        remove(api, namespace, nodes)
 
     def med(key: str) -> str:
         values = [g[key] for g in rounds]

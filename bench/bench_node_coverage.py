@@ -70,6 +70,18 @@ def make_namespace(api: client.ApiClient, name: str) -> None:
         time.sleep(0.2)
 
 
+def remove(api: client.ApiClient, namespace: str, nodes: list[str]) -> None:
+    """Delete the bench's ClusterExec and namespace ``namespace`` and its KWOK ``nodes`` (already gone is fine)."""
+    core = client.CoreV1Api(api)
+    client.CustomObjectsApi(api).delete_cluster_custom_object("kwok.x-k8s.io", "v1alpha1", "clusterexecs", namespace)
+    core.delete_namespace(namespace)
+    for name in nodes:
+        try:
+            core.delete_node(name)
+        except client.ApiException:
+            pass
+
+
 def gate_run(tmp: Path, tag: str, namespace: str, kubeconfig: str, node_parallel: int) -> dict[str, float]:
     """One gate run; ``{"startup": s, "model": s, "coverage": s}`` (the items' ``duration_s``). Raises
     RuntimeError when one of them did not pass."""
@@ -129,14 +141,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"round {round_no + 1} node-parallel {p}: startup + model item {got['plain']:.2f} s, coverage "
                       f"item {got['coverage']:.2f} s ({got['coverage'] / got['plain']:.2f}x)", flush=True)
     finally:
-        client.CustomObjectsApi(api).delete_cluster_custom_object("kwok.x-k8s.io", "v1alpha1", "clusterexecs",
-                                                                  namespace)
-        core.delete_namespace(namespace)
-        for name in nodes:
-            try:
-                core.delete_node(name)
-            except client.ApiException:
-                pass
+        remove(api, namespace, nodes)
     print(f"ran: {args.nodes} KWOK nodes, coverage every, {args.rounds} rounds per value, interleaved")
     for p, runs in results.items():
         ratios = [r["coverage"] / r["plain"] for r in runs]

@@ -290,11 +290,16 @@ def readable_by(path: Path, uid: int, gids: Iterable[int]) -> bool:
     """True when user ``uid`` (groups ``gids``) can read ``path`` itself (and list and enter it, for a
     folder), judged from its mode bits (no ACLs). The folders above it do not count: a confined run sees
     an input at its own path under folders the sandbox makes (mode 0755), never the host's."""
-    groups = set(gids)
     try:
         st = path.stat()
     except OSError:
         return False
+    return _mode_readable(st, uid, set(gids))
+
+
+def _mode_readable(st: os.stat_result, uid: int, groups: set[int]) -> bool:
+    """Whether the mode bits of ``st`` let user ``uid`` (groups ``groups``) read it (and list and enter it, for a
+    folder): the owner's, else the group's, else the others' bits."""
     want = (stat.S_IROTH | stat.S_IXOTH) if stat.S_ISDIR(st.st_mode) else stat.S_IROTH
     if st.st_uid == uid:
         have = (st.st_mode >> 6) & 0o7
@@ -395,17 +400,9 @@ def unreadable_inside(path: Path, uid: int, gids: Iterable[int], skip: Sequence[
 def _entry_readable(entry: os.DirEntry[str], uid: int, groups: set[int]) -> bool:
     """:func:`readable_by` for a listed entry that is not a symbolic link (its ``lstat`` is its ``stat``)."""
     try:
-        st = entry.stat(follow_symlinks=False)
+        return _mode_readable(entry.stat(follow_symlinks=False), uid, groups)
     except OSError:
         return False
-    want = (stat.S_IROTH | stat.S_IXOTH) if stat.S_ISDIR(st.st_mode) else stat.S_IROTH
-    if st.st_uid == uid:
-        have = (st.st_mode >> 6) & 0o7
-    elif st.st_gid in groups:
-        have = (st.st_mode >> 3) & 0o7
-    else:
-        have = st.st_mode & 0o7
-    return have & want == want
 
 
 def stage_copy(source: Path, target: Path, skip: Sequence[Path], limit_bytes: int) -> int:
