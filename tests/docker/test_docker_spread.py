@@ -172,3 +172,44 @@ def test_a_cpu_listed_twice_is_never_two_slots(pytester: pytest.Pytester, run_id
         assert item["failure"]["category"] == "bad_request", item["failure"]
         assert "'0,0'" in item["failure"]["message"] and "twice" in item["failure"]["message"], item["failure"]
     assert leftovers(engine, run_id) == []
+
+
+def test_a_run_container_whose_start_fails_is_removed_at_once(pytester: pytest.Pytester, run_id: str,
+                                                              engine: Any) -> None:
+    """The matrix's network is taken away once startup passed (its container disconnected, the network removed): each
+    run's own container is created and then refused at start (``network … not found``). Each run fails, and its
+    container is gone before the next item starts, not kept until the engine's close."""
+    net = f"hetero-spread-{run_id}"
+    engine.create_network(net, labels={RUN_LABEL: run_id})
+    doc = json.loads(spread_matrix("per-run", concurrency=1))
+    doc["spec"]["target"]["network"] = net
+    pytester.makefile(".matrix.yaml", d=json.dumps(doc))
+    seen = pytester.path / "run-containers.txt"
+    pytester.makeconftest(f'''
+import subprocess
+def pytest_runtest_setup(item):
+    if item.nodeid.endswith("::model"):
+        for cid in subprocess.run(["docker", "ps", "-aq", "--filter", "network={net}"], capture_output=True,
+                                  text=True).stdout.split():
+            subprocess.run(["docker", "network", "disconnect", "-f", "{net}", cid], capture_output=True)
+        subprocess.run(["docker", "network", "rm", "{net}"], capture_output=True)
+def pytest_runtest_teardown(item):
+    if item.nodeid.endswith("::model"):
+        left = subprocess.run(["docker", "ps", "-aq", "--filter", "label=pytest-hetero.run-id={run_id}",
+                               "--filter", "label=pytest-hetero.role=model-run"], capture_output=True, text=True)
+        with open({str(seen)!r}, "a") as fh:
+            fh.write(str(len(left.stdout.split())) + "\\n")
+''')
+    try:
+        pytester.runpytest("-p", "no:cacheprovider", "-p", "no:randomly", "--hetero-run-id", run_id)
+    finally:
+        try:
+            engine.remove_network(net)
+        except docker.errors.DockerException:
+            pass
+    ev = evidence(pytester)
+    runs = {k: v for k, v in items(ev).items() if k.endswith("::model")}
+    assert len(runs) == RUNS and {v["status"] for v in runs.values()} == {"error"}, statuses(ev)  # the engine refused
+    assert all("not found" in v["failure"]["message"] for v in runs.values()), [v["failure"] for v in runs.values()]
+    assert seen.read_text().split() == ["0"] * RUNS  # no run's container left after its item
+    assert leftovers(engine, run_id) == []

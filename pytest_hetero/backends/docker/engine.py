@@ -22,6 +22,7 @@ import functools
 import sys
 import time
 import uuid
+from contextlib import suppress
 from typing import Any, TypedDict
 
 import docker
@@ -41,8 +42,10 @@ from pytest_hetero.backends.docker.api import (
     inspect_container,
     inspect_image,
 )
+from pytest_hetero.backends.docker.client import BindMount
 from pytest_hetero.backends.docker.errors import SETTLE_S, outcome, outcome_of_text, run_failure, stopped_after_run
 from pytest_hetero.backends.docker.session import DockerSession, DockerWorkload
+from pytest_hetero.backends.docker.translate import EngineRequest
 from pytest_hetero.backends.jobs import Job, JobSpec, RankExit
 from pytest_hetero.backends.labels import LABEL, OWNER
 from pytest_hetero.backends.protocol import (
@@ -293,6 +296,21 @@ class DockerBackend(Backend):
                                     "user": user, "limit_bytes": request.mem_limit,
                                     "started_monotonic": time.monotonic()}
         self._keep(key, workload, alone is not None)
+        if alone is None:
+            return self._started(ctx, workload, image_id, mounts, request, keeper, alone)
+        try:  # a model run's own container: nothing keeps it once its start failed (its run reports why)
+            return self._started(ctx, workload, image_id, mounts, request, keeper, alone)
+        except BaseException:
+            with suppress(docker.errors.DockerException):
+                self._remove(cid)
+            raise
+
+    def _started(self, ctx: Step, workload: DockerWorkload, image_id: str, mounts: list[BindMount],
+                 request: EngineRequest, keeper: str, alone: docker_spread.Slot | None) -> DockerWorkload:
+        """Start the created container of :meth:`launch`, record it, check it runs and that a process starts as the
+        run's user; return ``workload``. Raises ActionFailed classified by :mod:`.errors`."""
+        s = self.session
+        cid, name, labels, user = workload["id"], workload["name"], workload["labels"], workload["user"]
         try:
             s.api.start(cid)
         except docker.errors.APIError as exc:
