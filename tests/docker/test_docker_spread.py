@@ -178,7 +178,7 @@ def test_a_run_container_whose_start_fails_is_removed_at_once(pytester: pytest.P
                                                               engine: Any) -> None:
     """The matrix's network is taken away once startup passed (its container disconnected, the network removed): each
     run's own container is created and then refused at start (``network … not found``). Each run fails, and its
-    container is gone before the next item starts, not kept until the engine's close."""
+    container is removed then, not kept until the engine's close."""
     net = f"hetero-spread-{run_id}"
     engine.create_network(net, labels={RUN_LABEL: run_id})
     doc = json.loads(spread_matrix("per-run", concurrency=1))
@@ -211,5 +211,7 @@ def pytest_runtest_teardown(item):
     runs = {k: v for k, v in items(ev).items() if k.endswith("::model")}
     assert len(runs) == RUNS and {v["status"] for v in runs.values()} == {"error"}, statuses(ev)  # the engine refused
     assert all("not found" in v["failure"]["message"] for v in runs.values()), [v["failure"] for v in runs.values()]
-    assert seen.read_text().split() == ["0"] * RUNS  # no run's container left after its item
+    # after each item at most the next run's container, in flight (runs are launched ahead); after the last, none
+    counts = [int(c) for c in seen.read_text().split()]
+    assert len(counts) == RUNS and max(counts) <= 1 and counts[-1] == 0, counts
     assert leftovers(engine, run_id) == []
