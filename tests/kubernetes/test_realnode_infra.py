@@ -15,6 +15,7 @@ from __future__ import annotations
 import ipaddress
 import json
 import os
+import re
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -321,18 +322,24 @@ def test_a_one_gpu_pod_sees_exactly_its_device_env_and_nvidia_smi(realnode: Real
     try:
         running(realnode, ns, name)
         rc, listing, _ = exec_in(realnode, ns, name, ["sh", "-c", "ls /dev | grep nvidia"])
-        assert (rc, listing.split()) == (0, ["nvidia-uvm", "nvidia0", "nvidiactl"])
-        # the stand-in nodes carry NVIDIA's char major 195 (0xc3); no driver answers them
-        assert exec_in(realnode, ns, name, ["stat", "-c", "%F %t %T %a", "/dev/nvidia0"])[1] == \
-            "character special file c3 0 666\n"
-        rc, _, err = exec_in(realnode, ns, name, ["cat", "/dev/nvidia0"])
-        assert (rc, err) == (1, "cat: can't open '/dev/nvidia0': No such device or address\n")
+        # the kubelet hands out any free device (its device manager picks from an unordered set): exactly one
+        devices = [d for d in listing.split() if d[len("nvidia"):].isdigit()]
+        assert rc == 0 and len(devices) == 1 and sorted(set(listing.split()) - set(devices)) == [
+            "nvidia-uvm", "nvidiactl"], listing
+        i = int(devices[0][len("nvidia"):])
+        assert 0 <= i < realnode.info.gpus
+        # the stand-in nodes carry NVIDIA's char major 195 (0xc3) and the device's index as minor; no driver answers
+        assert exec_in(realnode, ns, name, ["stat", "-c", "%F %t %T %a", f"/dev/nvidia{i}"])[1] == \
+            f"character special file c3 {i:x} 666\n"
+        rc, _, err = exec_in(realnode, ns, name, ["cat", f"/dev/nvidia{i}"])
+        assert (rc, err) == (1, f"cat: can't open '/dev/nvidia{i}': No such device or address\n")
         env = exec_in(realnode, ns, name, ["sh", "-c", "echo $NVIDIA_VISIBLE_DEVICES"])[1]
-        assert env == "GPU-00000000-0000-4000-8000-000000000000\n"
+        assert env == f"GPU-00000000-0000-4000-8000-{i:012x}\n"  # the same device's ID, as its plugin names it
         rc, smi, _ = exec_in(realnode, ns, name, ["nvidia-smi"])
         capture = (REPLAY / "nvidia-smi-table-h100-8gpu.txt").read_text()
         assert rc == 0 and smi.splitlines()[:8] == capture.splitlines()[:8]
-        assert "|   0  NVIDIA H100 80GB HBM3" in smi and "|   1  NVIDIA H100" not in smi
+        rows = re.findall(r"^\|\s+(\d+)\s+NVIDIA H100 80GB HBM3", smi, re.MULTILINE)
+        assert len(rows) == 1, smi  # one GPU row: the one device the pod was handed
         assert smi.endswith(capture[capture.index("\n\n"):])  # the Processes table, verbatim
         assert exec_in(realnode, ns, name, ["nvidia-smi", "-q"])[0] == 2
     finally:
