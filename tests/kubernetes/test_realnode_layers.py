@@ -9,6 +9,7 @@ and by the kubelet's own words kept in evidence.
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 import uuid
@@ -136,8 +137,9 @@ def test_more_devices_visible_than_allocated_fails_startup(
     item = got["gpu::acc::startup"]
     assert failure(item) == ("failed", "devices_over_allocated", "infrastructure")
     devices = data(item, "startup.devices")
-    assert (devices["allocated"], devices["visible"], devices["device_nodes"]) == (
-        1, 2, ["/dev/nvidia0", "/dev/nvidia1"])
+    assert (devices["allocated"], devices["visible"], len(devices["device_nodes"])) == (1, 2, 2)
+    # which two: any the kubelet handed out (it picks from an unordered set), one asked for and one more
+    assert all(re.fullmatch(r"/dev/nvidia\d+", d) for d in devices["device_nodes"]), devices["device_nodes"]
     assert "the container sees 2 nvidia.com/gpu" in item["failure"]["message"]
     assert "but 1 was allocated" in item["failure"]["message"]
 
