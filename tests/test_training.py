@@ -303,3 +303,13 @@ def test_a_nan_the_devices_returned_is_a_wrong_sum_not_a_garbled_line() -> None:
     got = _result(json.dumps(line), 1)
     facts = measure([rank(0, {1024: [1e-4]}), got], Training())
     assert facts["wrong"] == ["rank 1 read nan/-inf at 1024 B, expected 3"]
+
+
+def test_ranks_that_measured_a_different_number_of_sizes_are_a_rank_failure_not_an_index_error() -> None:
+    """Every rank's result line passed the shape check, but one measured fewer sizes (its program was given other
+    sizes, or its line was rewritten): ``job_rank_failed``, whichever rank is first."""
+    short, full = {4096: [1e-4]}, {4096: [1e-4], 65536: [2e-4]}
+    for results in ([rank(0, full), rank(1, short)], [rank(0, short), rank(1, full)]):
+        with pytest.raises(LayerFailed) as exc:
+            measure(results, Training())
+        assert (exc.value.category, str(exc.value)) == ("job_rank_failed", "ranks measured different message sizes")

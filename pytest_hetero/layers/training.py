@@ -159,7 +159,7 @@ def measure(results: list[RankResult], training: Training) -> CommunicationFacts
     ``{"world_size", "devices", "framework", "backend", "init_s" (max), "expected" (Σ contributed), "wrong"
     (messages), "latency_us", "sizes": [{"bytes", "time_us", "algbw_gbps", "busbw_gbps", "spread_us"}]}``.
     ``time_us`` is the slowest rank's median (µs); ``spread_us`` the slowest rank's max − min. Raises LayerFailed
-    ``job_rank_failed`` when the ranks disagree on world size or sizes."""
+    ``job_rank_failed`` when the ranks disagree on world size or sizes (their number too)."""
     world = {r["world_size"] for r in results}
     if len(world) != 1 or len(results) != next(iter(world)):
         raise LayerFailed(f"ranks report world sizes {sorted(world)} for {len(results)} ranks", "job_rank_failed")
@@ -167,6 +167,8 @@ def measure(results: list[RankResult], training: Training) -> CommunicationFacts
     expected = float(sum(r["contributed"] for r in results))
     wrong = [f"rank {r['rank']} read {s['first']:g}/{s['last']:g} at {s['bytes']} B, expected {expected:g}"
              for r in results for s in r["sizes"] if s["first"] != expected or s["last"] != expected]
+    if len({len(r["sizes"]) for r in results}) != 1:
+        raise LayerFailed("ranks measured different message sizes", "job_rank_failed")
     sizes: list[SizeFacts] = []
     for i, first in enumerate(results[0]["sizes"]):
         nbytes = int(first["bytes"])
