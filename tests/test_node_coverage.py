@@ -248,3 +248,31 @@ def test_node_parallel_comes_from_the_option_else_the_ini_and_must_be_at_least_o
     assert (built(None), built(3), built(None, "12")) == (8, 3, 12)
     with pytest.raises(SettingsError, match="hetero_node_parallel must be ≥ 1"):
         built(0)
+
+
+def test_a_node_discovery_failed_on_that_nothing_ran_on_is_withdrawn_not_left_as_is(tmp_path: Path) -> None:
+    """Discovery failed on n4 only (node-level coverage: the higher layers went on on n1–n3), and nothing ran on n4
+    (cordoned, or a sample that did not choose it): its status is ``none`` like a failed node that ran something, so
+    ``hetero publish`` removes its level label and sets its condition False, never leaving an earlier bundle's
+    ``True`` on a node this run found degraded."""
+    m = matrix(tmp_path, {"sample": 1})
+    scoped = rec("discovery.nodes", coverage="sample 1", failed={"n4": ["allocatable_below_capacity"]},
+                 passed=["n1", "n2", "n3"])
+    items = run_items(False)
+    items[0] = item("discovery", "failed", rec("discovery.snapshot", nodes=[{"name": n} for n in POOL]), scoped)
+    items.append(item("startup", "passed", rec("startup.coverage", coverage="sample 1", pool=POOL, schedulable=POOL,
+                                                chosen=["n1"], not_exercised=[]),
+                      rec("scheduling.placed", node="n1", pod="p-n1"),
+                      rec("startup.node", node="n1", outcome="passed", proven=["scheduling", "startup"]),
+                      coverage="sample 1"))
+    [pool] = pool_status(m, items, "2026-12-02T10:00:00Z")
+    assert levels(pool) == {"n1": "business", "n4": "none"}
+    n4 = pool["node_status"][1]["task_types"]["batch-inference"]["layers"]
+    assert (n4["discovery"], n4["scheduling"], n4["startup"]) == ("failed", "not_run", "not_run")
+    assert [(u["node"], u["reason"]) for u in pool["unvalidated"]] == [
+        (n, "not exercised: coverage sample 1 ran the pool's workload on n1 only") for n in ("n2", "n3")]
+    plan = publish_plan([pool], "ab" * 32, parse_now("2026-12-02T11:00:00Z"))
+    key = f"validation.{pool['domain']}/batch-inference"
+    got = {e["node"]: (e["labels"][key], e["conditions"][0]["status"]) for e in plan}
+    assert got == {"n1": ("business", "True"), "n4": (None, "False")}
+    assert [e["node"] for e in left_as_is([pool], plan)] == ["n2", "n3"]

@@ -262,3 +262,54 @@ def test_a_result_line_cut_or_garbled_is_the_images_failure_with_its_place_not_a
         _result('{"event": "joined"}\n', 2)
     assert str(none.value) == "rank 2 ended 0 without its result line"
 
+
+
+@pytest.mark.parametrize(("change", "said"), [
+    ({"median_s": float("nan")}, "sizes[0].median_s is nan"),
+    ({"max_s": float("inf")}, "sizes[0].max_s is inf"),
+    ({"first": 10 ** 400}, "sizes[0].first is an integer beyond a float"),
+    ({"bytes": 10 ** 400}, "sizes[0].bytes is an integer beyond a float"),
+    ({"median_s": 0, "min_s": 0}, "sizes[0] times are not 0 <= min_s <= median_s <= max_s with median_s > 0 (min_s 0, "
+                                  "median_s 0, max_s 0.0003)"),
+    ({"min_s": -1.0}, "sizes[0] times are not 0 <= min_s <= median_s <= max_s with median_s > 0 (min_s -1.0, "
+                      "median_s 0.0002, max_s 0.0003)"),
+    ({"median_s": 5.0}, "sizes[0] times are not 0 <= min_s <= median_s <= max_s with median_s > 0 (min_s 0.0001, "
+                        "median_s 5.0, max_s 0.0003)"),
+    ({"iterations": 0}, "sizes[0].iterations is 0, not at least 1"),
+])
+def test_a_result_line_whose_numbers_no_measurement_gives_is_the_ranks_failure(change: dict[str, Any], said: str
+                                                                               ) -> None:
+    """JSON readers take NaN, Infinity and integers of any size: a result line whose times are not finite, negative,
+    zero or out of order (an image's Python rewrote it) is a clean ``job_rank_failed``, never a bandwidth from the
+    other ranks' times (max() skips a NaN key), a null time in the evidence or an OverflowError."""
+    line = json.loads(json.dumps({"event": "result", **rank(1, {1024: [1e-4, 3e-4, 2e-4]})}))
+    line["sizes"][0].update(change)
+    with pytest.raises(LayerFailed) as bad:
+        _result(json.dumps(line), 1)
+    assert (bad.value.category, str(bad.value)) == ("job_rank_failed",
+                                                    f"rank 1's result line is not the gate program's shape: {said}")
+    line = json.loads(json.dumps({"event": "result", **rank(1, {1024: [1e-4, 3e-4, 2e-4]})}))
+    line["init_s"] = -0.5
+    with pytest.raises(LayerFailed) as early:
+        _result(json.dumps(line), 1)
+    assert str(early.value).endswith("shape: init_s is negative (-0.5)")
+
+
+def test_a_nan_the_devices_returned_is_a_wrong_sum_not_a_garbled_line() -> None:
+    """``first``/``last`` are what the reduction returned: a NaN or an infinity there (a faulty device) is the
+    collective's wrong result, the platform's, as before; only the gate's own numbers must be finite."""
+    line = json.loads(json.dumps({"event": "result", **rank(1, {1024: [1e-4, 3e-4, 2e-4]})}))
+    line["sizes"][0].update(first=float("nan"), last=float("-inf"))
+    got = _result(json.dumps(line), 1)
+    facts = measure([rank(0, {1024: [1e-4]}), got], Training())
+    assert facts["wrong"] == ["rank 1 read nan/-inf at 1024 B, expected 3"]
+
+
+def test_ranks_that_measured_a_different_number_of_sizes_are_a_rank_failure_not_an_index_error() -> None:
+    """Every rank's result line passed the shape check, but one measured fewer sizes (its program was given other
+    sizes, or its line was rewritten): ``job_rank_failed``, whichever rank is first."""
+    short, full = {4096: [1e-4]}, {4096: [1e-4], 65536: [2e-4]}
+    for results in ([rank(0, full), rank(1, short)], [rank(0, short), rank(1, full)]):
+        with pytest.raises(LayerFailed) as exc:
+            measure(results, Training())
+        assert (exc.value.category, str(exc.value)) == ("job_rank_failed", "ranks measured different message sizes")

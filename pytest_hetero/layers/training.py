@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import shutil
 import statistics
 import tempfile
@@ -158,7 +159,7 @@ def measure(results: list[RankResult], training: Training) -> CommunicationFacts
     ``{"world_size", "devices", "framework", "backend", "init_s" (max), "expected" (Σ contributed), "wrong"
     (messages), "latency_us", "sizes": [{"bytes", "time_us", "algbw_gbps", "busbw_gbps", "spread_us"}]}``.
     ``time_us`` is the slowest rank's median (µs); ``spread_us`` the slowest rank's max − min. Raises LayerFailed
-    ``job_rank_failed`` when the ranks disagree on world size or sizes."""
+    ``job_rank_failed`` when the ranks disagree on world size or sizes (their number too)."""
     world = {r["world_size"] for r in results}
     if len(world) != 1 or len(results) != next(iter(world)):
         raise LayerFailed(f"ranks report world sizes {sorted(world)} for {len(results)} ranks", "job_rank_failed")
@@ -166,6 +167,8 @@ def measure(results: list[RankResult], training: Training) -> CommunicationFacts
     expected = float(sum(r["contributed"] for r in results))
     wrong = [f"rank {r['rank']} read {s['first']:g}/{s['last']:g} at {s['bytes']} B, expected {expected:g}"
              for r in results for s in r["sizes"] if s["first"] != expected or s["last"] != expected]
+    if len({len(r["sizes"]) for r in results}) != 1:
+        raise LayerFailed("ranks measured different message sizes", "job_rank_failed")
     sizes: list[SizeFacts] = []
     for i, first in enumerate(results[0]["sizes"]):
         nbytes = int(first["bytes"])
@@ -219,9 +222,25 @@ _SIZE_FIELDS: dict[str, tuple[type, ...]] = {"bytes": (int,), "elements": (int,)
                                              "first": _NUMBER, "last": _NUMBER}
 
 
+_READ_FIELDS = frozenset({"first", "last"})
+"""What the devices returned: a NaN or an infinity there is a wrong sum (``collective_wrong_result``), not a garbled
+line."""
+
+
+def _finite(value: float) -> bool:
+    """True when ``value`` is a finite float (JSON integers beyond a float's range are not)."""
+    try:
+        return math.isfinite(float(value))
+    except OverflowError:
+        return False
+
+
 def _result_shape(data: object) -> str:
-    """"" when ``data`` is a :class:`RankResult` (every field of the right JSON type, booleans refused), else the
-    first field that is not, named by its path."""
+    """"" when ``data`` is a :class:`RankResult` (every field of the right JSON type, booleans refused, every number
+    finite but the elements read back, which are what the devices returned: JSON readers take ``NaN``, ``Infinity``
+    and integers of any size; ``init_s`` and ``min_s`` ≥ 0,
+    ``median_s`` > 0 (the bandwidth divides by it), ``min_s`` ≤ ``median_s`` ≤ ``max_s``, ``iterations`` ≥ 1), else
+    the first field that is not, named by its path."""
     def bad(obj: object, fields: dict[str, tuple[type, ...]], where: str) -> str:
         if not isinstance(obj, dict):
             return f"{where or 'the line'} is not an object"
@@ -229,14 +248,32 @@ def _result_shape(data: object) -> str:
             value = obj.get(key)
             if isinstance(value, bool) or not isinstance(value, types):
                 return f"{where}{key} is {type(value).__name__ if key in obj else 'missing'}"
+            if isinstance(value, int) and not _finite(value):
+                return f"{where}{key} is an integer beyond a float"
+            if isinstance(value, float) and not _finite(value) and key not in _READ_FIELDS:
+                return f"{where}{key} is {value}"
         return ""
     top = bad(data, _RESULT_FIELDS, "")
     if top or not isinstance(data, dict):
         return top
+    if data["init_s"] < 0:
+        return f"init_s is negative ({data['init_s']})"
     sizes = data.get("sizes")
     if not isinstance(sizes, list) or not sizes:
         return "sizes is not a non-empty list"
-    return next((b for i, size in enumerate(sizes) if (b := bad(size, _SIZE_FIELDS, f"sizes[{i}]."))), "")
+    return next((b for i, size in enumerate(sizes)
+                 if (b := bad(size, _SIZE_FIELDS, f"sizes[{i}].") or _size_values(size, i))), "")
+
+
+def _size_values(size: dict[str, Any], i: int) -> str:
+    """"" when the well-typed ``sizes[i]`` measured something (``iterations`` ≥ 1, 0 ≤ ``min_s`` ≤ ``median_s`` ≤
+    ``max_s``, ``median_s`` > 0), else what it says instead."""
+    if size["iterations"] < 1:
+        return f"sizes[{i}].iterations is {size['iterations']}, not at least 1"
+    if not 0 <= size["min_s"] <= size["median_s"] <= size["max_s"] or size["median_s"] <= 0:
+        return (f"sizes[{i}] times are not 0 <= min_s <= median_s <= max_s with median_s > 0 (min_s "
+                f"{size['min_s']}, median_s {size['median_s']}, max_s {size['max_s']})")
+    return ""
 
 
 # -- the job: run, read every rank ---------------------------------------------------------------------------

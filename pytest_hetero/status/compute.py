@@ -3,7 +3,9 @@
 A **pool** is a matrix resource. Its ``nodes`` are the nodes a workload of the pool ran on
 (``scheduling.placed``, ``startup.pod``, ``model.run`` records' ``node``, and each node of a node-coverage
 item's ``startup.node`` records), never the nodes that merely match its selector: a claim covers exactly
-what ran (empty on engines that place nothing, e.g. the local host). Each of them has its own level
+what ran (empty on engines that place nothing, e.g. the local host); and the nodes a node-scoped discovery failure
+names (``discovery.nodes``), whatever ran on them, at level ``none``, so ``hetero publish`` withdraws what an
+earlier bundle said of them instead of leaving it. Each of them has its own level
 (``node_status``): discovery as the pool's (its check reads every node; with node-level coverage, a discovery that
 failed on some nodes only, ``discovery.nodes``, is failed on those and passed on the others), scheduling where the
 pool's passed
@@ -159,6 +161,10 @@ class _NodeFacts:
                 self._see(node)
                 if layer != "scheduling":
                     self.facts.setdefault(claim, {}).setdefault(node, set()).add(item["status"])
+        self.exercised = list(self.order)
+        """The nodes a workload of the pool ran on (:attr:`order` adds the nodes discovery failed on)."""
+        for node in self.discovery_failed:  # one nothing ran on too: its status is none, published as such
+            self._see(node)
 
     def _discovered(self, item: ItemDict) -> None:
         """Take in a discovery item that failed on some nodes only (``discovery.nodes``): which failed, with what,
@@ -236,8 +242,8 @@ def _unvalidated(items: list[ItemDict], facts: _NodeFacts, coverage: str) -> lis
         for record in item["records"]:
             if (snapshot := data_of(record, SNAPSHOT)) is not None:
                 listed += [str(n["name"]) for n in snapshot.get("nodes") or [] if n["name"] not in listed]
-    ran = ", ".join(facts.order) or "no node"
-    default = (f"not exercised: coverage {coverage} ran the pool's workload on {ran} only" if facts.order else
+    ran = ", ".join(facts.exercised) or "no node"
+    default = (f"not exercised: coverage {coverage} ran the pool's workload on {ran} only" if facts.exercised else
                "not exercised: no workload of the pool ran (see its failed or blocked items)")
     return [{"node": n, "status": "unvalidated", "reason": facts.reasons.get(n, default)}
             for n in listed if n not in facts.order]

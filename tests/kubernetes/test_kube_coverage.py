@@ -264,3 +264,27 @@ def test_every_node_on_a_pool_where_one_devices_plugin_reports_an_unhealthy_devi
     assert plan[degraded] == (None, "False"), plan  # its level label removed, its condition False
     assert {n: plan[n] for n in healthy} == {n: (levels[n], "True" if levels[n] == "business" else "False")
                                              for n in healthy}, plan
+
+
+def test_a_cordoned_node_discovery_failed_on_is_published_not_validated_though_nothing_ran_there(
+        pytester: pytest.Pytester, cluster: Cluster, run_id: str, make_pool: Callable[..., tuple[str, list[str]]]
+) -> None:
+    """Three nodes, one cordoned: discovery fails on it alone (coverage every), the higher layers go on on the
+    other two, and nothing runs on it (the scheduler and the coverage item leave it). It is still one of the pool's
+    nodes at level none, so publish removes its level label and sets its condition False instead of leaving what an
+    earlier bundle published there."""
+    pool, names = make_pool(3)
+    cordoned, healthy = names[-1], names[:-1]
+    cluster.core.patch_node(cordoned, {"spec": {"unschedulable": True}})
+    ev = run_gate(pytester, cluster, run_id, pool, "every")
+    found = items(ev)["cpu::discovery"]
+    assert (found["status"], found["failure"]["category"], found["failure"]["nodes"]) == (
+        "failed", "node_unschedulable", [cordoned])
+    [status] = ev["validation"]["pools"]
+    levels = node_levels(status)
+    assert levels[cordoned] == "none" and all(levels[n] in ("startup", "model", "business") for n in healthy), levels
+    assert [u["node"] for u in status["unvalidated"]] == []
+    out = publish_dry_run(pytester)
+    key = "validation.cov.hetero.test/batch-inference"
+    plan = {e["node"]: (e["labels"].get(key), e["conditions"][0]["status"]) for e in out["plan"]}
+    assert plan[cordoned] == (None, "False"), plan
