@@ -345,13 +345,13 @@ def _wait_pods(session: KubeSession, spec: JobSpec, name: str, deadline: float) 
 
 def _simulated(session: KubeSession, node: str) -> bool:
     """The node is simulated by KWOK (annotation ``kwok.x-k8s.io/node: fake``, as :mod:`.inventory` reads it)."""
-    if node not in session.nodes:
+    if not session.known(node):
         try:
             meta = session.core.read_node(node, _request_timeout=30).metadata
         except Exception:  # noqa: BLE001 - unreadable: treated as real; its pods' exits will say what happened
             return False
         return ((meta.annotations if meta else None) or {}).get("kwok.x-k8s.io/node") == "fake"
-    return bool(session.nodes[node].get("simulated"))
+    return session.simulated(node)
 
 
 def _pods(session: KubeSession, job: Job) -> dict[int, Pod]:

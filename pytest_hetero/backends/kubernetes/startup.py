@@ -209,8 +209,9 @@ def start(session: KubeSession, ctx: Step, pinned: str | None = None) -> Started
     pod: ServedPod = found[1] if found else (pods[-1] if pods else {"metadata": {"name": workload.get("pod", "")}})
     seen = parse_pod(pod)
     name = seen.name
-    node = session.nodes.get(seen.node_name, {})
-    simulated = bool(node.get("simulated"))
+    facts, why = session.nodes.get(seen.node_name), session.unread_nodes.get(seen.node_name)
+    node = seen.node_name if facts is not None or why is not None else None
+    simulated = session.simulated(seen.node_name)
     session.restarts[name] = restart_count(seen)
     ident = image_identity(seen)
     if ident["digest"]:
@@ -218,7 +219,7 @@ def start(session: KubeSession, ctx: Step, pinned: str | None = None) -> Started
     ctx.record(
         "startup.pod",
         pod=name,
-        node=node.get("name"),
+        node=node,
         phase=seen.phase,
         pinned_to=pinned,
         container_statuses=(pod.get("status") or {}).get("containerStatuses"),
@@ -228,7 +229,7 @@ def start(session: KubeSession, ctx: Step, pinned: str | None = None) -> Started
     if simulated:
         ctx.record(
             "startup.simulation",
-            node=node.get("name"),
+            node=node,
             simulated=[
                 "container state (KWOK stage)",
                 "image pull (none)",
@@ -242,7 +243,8 @@ def start(session: KubeSession, ctx: Step, pinned: str | None = None) -> Started
     where = "the KWOK host (simulated node: not inside the image)" if simulated else f"pod {name}"
     identity = ImageIdentity(digest=ident["digest"], known=(ident["digest"] or "",),
                              what=f"image {ctx.image.reference}")
-    return Started(name=name, handle=name, where=where, simulated=simulated, node=node, identity=identity)
+    return Started(name=name, handle=name, where=where, simulated=simulated, identity=identity,
+                   node=dict(facts) if facts is not None else {"name": node, "error": why} if why is not None else {})
 
 
 def startup_failed(
