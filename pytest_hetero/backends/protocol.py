@@ -655,6 +655,98 @@ class ReserveWindow(WindowStats):
     ready_min: int | None
 
 
+class PriorityFacts(TypedDict):
+    """A PriorityClass as a reserved-inference report keeps it: its ``name``, ``value``, ``preemption_policy``
+    (None: the API left it out) and whether it is the ``global_default``."""
+
+    name: str
+    value: int
+    preemption_policy: str | None
+    global_default: bool
+
+
+class ReserveServing(TypedDict):
+    """:attr:`ReserveReport.serving`: the serving Deployment's ``deployment`` name, ``namespace``, ``replicas``,
+    ``min_ready``, its ``priority_class`` (None without one), ``image`` reference and the ``identity`` that
+    deployed it; once it rolled out, what the rollout wait saw (``ready``); the watcher's errors
+    (``watch_errors``) once the burst ran, and when the cleanup began (``cleanup_began``, epoch s)."""
+
+    deployment: str
+    namespace: str
+    replicas: int
+    min_ready: int
+    priority_class: PriorityFacts | None
+    image: str
+    identity: str
+    ready: NotRequired[dict[str, Any]]
+    watch_errors: NotRequired[list[str]]
+    cleanup_began: NotRequired[float]
+
+
+class BurstPod(TypedDict):
+    """One burst pod's end state (:attr:`ReserveBurst.pods`): its ``name``, ``node`` (None: never placed),
+    whether it was ``placed``, the node it was ``nominated`` to, the scheduler's ``pending`` message and whether a
+    Preempted event named it (``preempted_for``)."""
+
+    name: str
+    node: str | None
+    placed: bool
+    nominated: str | None
+    pending: str | None
+    preempted_for: NotRequired[bool]
+
+
+class ReserveBurst(TypedDict):
+    """:attr:`ReserveReport.burst`: the burst's ``priority_class`` (None without one), the pods ``requested`` and
+    each pod's ``requests``; once it ran: when it ``started`` (epoch s), the pods the API ``refused``, each pod's
+    end state (``pods``), how many were ``placed`` and whether any ``asked_to_preempt``."""
+
+    priority_class: PriorityFacts | None
+    requested: int
+    requests: dict[str, str]
+    started: NotRequired[float]
+    refused: NotRequired[list[str]]
+    pods: NotRequired[list[BurstPod]]
+    placed: NotRequired[int]
+    asked_to_preempt: NotRequired[bool]
+
+
+class ReserveEvent(TypedDict):
+    """One change a reserved-inference probe saw (:attr:`ReserveReport.timeline`): ``t`` (epoch s; None: an event
+    without a time), the ``pod`` and its ``role`` (serving/burst), ``what`` happened, its ``source`` (``observed``
+    by the watcher, or an ``event`` of the cluster) and ``message``; ``at_s`` (seconds since the burst started)
+    once the burst's start is known. An observed change adds its facts (``priority`` and ``created_at`` of a
+    created pod, the ``node`` it was scheduled or nominated to, the ``disruption`` conditions of a deleted one); a
+    cluster event its time ``resolution_s``, ``count``, ``reporter`` and, for ``Preempted``, the burst pod it was
+    preempted ``by``."""
+
+    t: float | None
+    pod: str
+    role: str
+    what: str
+    source: str
+    message: str
+    at_s: NotRequired[float | None]
+    priority: NotRequired[int | None]
+    created_at: NotRequired[float | None]
+    node: NotRequired[str | None]
+    disruption: NotRequired[list[dict[str, str | None]]]
+    resolution_s: NotRequired[float]
+    count: NotRequired[int]
+    reporter: NotRequired[str]
+    by: NotRequired[str | None]
+
+
+class ReserveVictim(TypedDict):
+    """A serving pod removed during the burst (:attr:`ReserveReport.victims`): the ``pod``, the first sign's ``at_s``,
+    the burst pod it was preempted ``by`` (None: not named) and the ``evidence`` seen."""
+
+    pod: str
+    at_s: float | None
+    by: str | None
+    evidence: list[str]
+
+
 Measure = Callable[[list[str], float], WindowStats]
 """The reserved-inference probe's load (given by the layer): ``measure(base_urls, seconds)`` sends requests
 to the ready endpoints ``base_urls`` (``http://HOST:PORT``) for ``seconds`` and returns the window's
@@ -680,11 +772,11 @@ class ReserveReport:
     ``cleanup``/``leftovers`` as for a governance probe; ``usage``: :data:`USAGE_FACTS` of every pod the probe
     made (serving replicas and their replacements, burst pods) plus its ``role``, for the usage ledger."""
 
-    serving: dict[str, Any] = field(default_factory=dict)
-    burst: dict[str, Any] = field(default_factory=dict)
+    serving: ReserveServing
+    burst: ReserveBurst
     windows: list[ReserveWindow] = field(default_factory=list)
-    timeline: list[dict[str, Any]] = field(default_factory=list)
-    victims: list[dict[str, Any]] = field(default_factory=list)
+    timeline: list[ReserveEvent] = field(default_factory=list)
+    victims: list[ReserveVictim] = field(default_factory=list)
     cleanup: list[dict[str, Any]] = field(default_factory=list)
     leftovers: list[Leftover] = field(default_factory=list)
     usage: list[UsageFacts] = field(default_factory=list)
