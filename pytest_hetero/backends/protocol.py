@@ -48,7 +48,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, TypedDict
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, TypedDict, final
 
 if TYPE_CHECKING:  # annotations only (postponed): no run-time dependency on typing_extensions on 3.10
     from typing_extensions import NotRequired
@@ -604,12 +604,59 @@ class Attempt:
                 "facts": dict(self.facts)}
 
 
+@final
+class QuotaAccount(TypedDict):
+    """A ResourceQuota's account: its ``hard`` limits and what it counts as ``used`` (quantity strings)."""
+
+    hard: dict[str, str]
+    used: dict[str, str]
+
+
+@final
+class QueueAccount(TypedDict):
+    """A Kueue queue's account: ``usage`` and ``reservation`` (``<flavor>/<res>`` → quantity string), and its
+    ``admitted_workloads``/``reserving_workloads`` counts (None where its status has none)."""
+
+    usage: dict[str, str]
+    reservation: dict[str, str]
+    admitted_workloads: int | None
+    reserving_workloads: int | None
+
+
+@final
+class Unreadable(TypedDict):
+    """A queue whose status could not be read, and why."""
+
+    error: str
+
+
+Account = QuotaAccount | QueueAccount | Unreadable
+"""One account an attribution probe reads (:func:`pytest_hetero.backends.kubernetes.accounts.read`), keyed
+``resourcequota/<name>``, ``clusterqueue/<name>`` or ``localqueue/<ns>/<name>``."""
+
+
+class AttributionUsage(TypedDict):
+    """:attr:`GovernanceReport.usage` of an attribution probe: the tenant's ``namespace``, the resources its
+    workload ``requested`` (quantity strings), the accounts read ``before`` it, whether it was ``placed``, the
+    accounts read ``during`` it ({} when it was not placed) and ``after`` its cleanup (once it was placed, or {}
+    when it was not), with the seconds each read waited to settle (``during_waited_s``, ``after_waited_s``)."""
+
+    namespace: str
+    requested: dict[str, str]
+    before: dict[str, Account]
+    placed: bool
+    during: dict[str, Account]
+    during_waited_s: NotRequired[float]
+    after: NotRequired[dict[str, Account]]
+    after_waited_s: NotRequired[float]
+
+
 @dataclass
 class GovernanceReport:
     """What a governance probe did (:meth:`Backend.govern`): ``identity`` it acted as (``tenant``,
     ``subject`` the cluster confirmed, ``groups``, ``method``: how the credentials were obtained),
     ``observer`` (the identity that read the cluster's state), its ``attempts`` in order, ``usage``
-    (attribution: the accounts read ``before``, ``during`` and ``after``, and ``requested``),
+    (attribution: :class:`AttributionUsage`; None for the other kinds),
     ``cleanup`` (each object created and whether it is gone) and ``leftovers`` (what is still there).
     ``skipped``: why nothing could be attempted (e.g. no node of the pool is in maintenance).
     ``ledger``: what the probe cost the cluster (see :func:`pytest_hetero.backends.kubernetes.governance.ledger`)."""
@@ -617,7 +664,7 @@ class GovernanceReport:
     identity: dict[str, Any]
     observer: str
     attempts: list[Attempt] = field(default_factory=list)
-    usage: dict[str, Any] = field(default_factory=dict)
+    usage: AttributionUsage | None = None
     cleanup: list[dict[str, Any]] = field(default_factory=list)
     leftovers: list[Leftover] = field(default_factory=list)
     skipped: str = ""
