@@ -137,21 +137,21 @@ def framework_gaps(ctx: LayerContext, report: PayloadReport) -> list[tuple[str, 
     """What the matrix's models need from the image that it lacks: ``[(category, message)]``; first the
     interpreter their entrypoints run (``interpreter_missing``: an image defect, caught here rather than
     by every model run), then the framework."""
-    python = report.python or {}
+    python = report.interpreter()
     needing = interpreter_models(ctx)
-    if needing and not python.get("present"):
+    if needing and not python.present:
         return [("interpreter_missing", (f"image {ctx.image.reference} has no python3/python; the entrypoints of "
-                                         f"{', '.join(needing)} run {{python}} ({python.get('error')})"))]
+                                         f"{', '.join(needing)} run {{python}} ({python.error})"))]
     if not framework_models(ctx):
         return []
     wanted = EXECUTION_PROVIDERS[ctx.resource.type]
-    if not python.get("present"):
+    if not python.present:
         return [("framework_missing", (f"image {ctx.image.reference} has no python3/python; the models need "
-                 f"ONNX Runtime ({python.get('error')})"))]
+                 f"ONNX Runtime ({python.error})"))]
     ort = report.framework("onnxruntime")
     if not ort.available:
         return [("framework_missing", (f"ONNX Runtime not importable in image {ctx.image.reference}: "
-                 f"{ort.error or python.get('error')}"))]
+                 f"{ort.error or python.error}"))]
     if wanted not in (ort.providers or []):
         return [("framework_without_accelerator", (f"{wanted} not available in the image's ONNX Runtime "
                  f"{ort.version} (has {', '.join(ort.providers or [])})"))]
@@ -187,7 +187,7 @@ def judge_payload(ctx: LayerContext, started: Started, exit_code: int | None, st
     data.pop("raw", None)
     ort = report.framework("onnxruntime")
     ctx.record("startup.device_init", exit_code=exit_code, artifact=art.path,
-               shell_only=not (report.python or {}).get("present"),
+               shell_only=not report.interpreter().present,
                wanted_provider=EXECUTION_PROVIDERS[ctx.resource.type], providers=ort.providers,
                findings=findings, framework_gaps=[{"category": c, "message": m} for c, m in gaps], report=data,
                **placement)
