@@ -57,6 +57,7 @@ if TYPE_CHECKING:  # annotations only (postponed): no run-time dependency on typ
     from pytest_hetero.evidence.model import Artifact
     from pytest_hetero.matrix.expand import PlannedItem
     from pytest_hetero.matrix.model import Dataset, GovernanceProbe, Image, Matrix, Model, Resource
+    from pytest_hetero.pending.model import ReasonDict, ReasonRef
     from pytest_hetero.probes.model import Inventory as DeviceInventory
     from pytest_hetero.settings import Settings
 
@@ -405,7 +406,7 @@ class Placement:
     placed: bool
     requested: dict[str, Any] = field(default_factory=dict)
     allocated: dict[str, Any] = field(default_factory=dict)
-    decisive: dict[str, Any] | None = None
+    decisive: ReasonDict | None = None
     message: str = ""
     untranslatable: str = ""
     short_devices: str = ""
@@ -449,8 +450,8 @@ class JobPlacement:
     pods: list[dict[str, Any]] = field(default_factory=list)
     service: str | None = None
     rendezvous: list[dict[str, Any]] = field(default_factory=list)
-    decisive: dict[str, Any] | None = None
-    reasons: list[dict[str, Any]] = field(default_factory=list)
+    decisive: ReasonDict | None = None
+    reasons: list[ReasonDict] = field(default_factory=list)
     message: str = ""
     usage: list[UsageFacts] = field(default_factory=list)
     """:data:`USAGE_FACTS` of each pod of the job (none before admission)."""
@@ -565,7 +566,7 @@ class AttemptDict(TypedDict):
     action: str
     identity: str
     outcome: str
-    reasons: list[dict[str, Any]]
+    reasons: list[ReasonRef]
     message: str
     waited_s: float
     facts: dict[str, Any]
@@ -592,7 +593,7 @@ class Attempt:
     action: str
     identity: str
     outcome: str
-    reasons: list[dict[str, Any]] = field(default_factory=list)
+    reasons: list[ReasonRef] = field(default_factory=list)
     message: str = ""
     waited_s: float = 0.0
     facts: dict[str, Any] = field(default_factory=dict)

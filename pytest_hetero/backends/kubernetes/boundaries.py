@@ -59,6 +59,7 @@ from pytest_hetero.backends.kubernetes.manifests import (
 from pytest_hetero.backends.kubernetes.objects import SlicePort, parse_event, parse_pod, parse_ports, parse_slice
 from pytest_hetero.backends.protocol import Attempt
 from pytest_hetero.matrix.model import Resource, Tenant
+from pytest_hetero.pending.model import ReasonRef
 
 if TYPE_CHECKING:  # governance imports this module (lazily); the annotation only names its run object
     from pytest_hetero.backends.kubernetes.governance import _Probe
@@ -467,8 +468,7 @@ def _reach(run: _Probe, tenant: Tenant, target: Tenant | None, want: Target, see
         return Attempt(want.role, action, run.identity.subject, "not-attempted",
                        message=f"{address} did not answer the control from namespace {where} either "
                                f"({ctl['outcome']}: {ctl['detail']}): a refusal proves nothing", facts=facts)
-    reason = {"source": "probe pod", "code": f"network_{got['outcome']}",
-              "message": got["detail"]}
+    reason: ReasonRef = {"source": "probe pod", "code": f"network_{got['outcome']}", "message": got["detail"]}
     return Attempt(want.role, action, run.identity.subject, "refused", [reason], got["detail"], got["seconds"],
                    facts)
 
@@ -578,8 +578,8 @@ def _bind(run: _Probe, tenant: Tenant, target: Tenant, claim: str) -> Attempt:
                 if e.reason == "FailedBinding"]
         if said or time.monotonic() >= deadline:
             words = str(said[0].message or "") if said else ""
-            reasons = [{"source": "persistentvolume-controller", "code": "volume_binding", "message": words}] if said \
-                else []
+            reasons: list[ReasonRef] = [{"source": "persistentvolume-controller", "code": "volume_binding",
+                                         "message": words}] if said else []
             return Attempt(role, action, run.identity.subject, "pending", reasons, words, time.monotonic() - start,
                            facts)
         time.sleep(tenancy.POLL_S)
@@ -613,8 +613,7 @@ def _pull_by_name(run: _Probe, tenant: Tenant, secret: str) -> Attempt:
         if said:
             words = str(said[0].message or "")
             facts.update({"node": said[0].source_host, "event": PULL_EVENT})
-            reason = {"source": "kubelet", "code": "pull_secret_unavailable",
-                      "message": words}
+            reason: ReasonRef = {"source": "kubelet", "code": "pull_secret_unavailable", "message": words}
             return Attempt("pull-with-target-secret-by-name", action, run.identity.subject, "refused", [reason], words,
                            time.monotonic() - start, facts)
         try:

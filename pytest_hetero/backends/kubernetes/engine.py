@@ -198,7 +198,8 @@ class KubernetesBackend(Backend):
             try:
                 placed = submit.place(s, step, step.timeout_s, node)
                 if isinstance(placed, Placement):
-                    raise ActionFailed(placed.message, (placed.decisive or {}).get("code") or "scheduling_timeout")
+                    code = placed.decisive["code"] if placed.decisive else None
+                    raise ActionFailed(placed.message, code or "scheduling_timeout")
                 started = startup.start(s, step, node)
                 started.usage = kube_usage.workload_facts(s, s.workloads[key])
                 out.append(started)

@@ -247,7 +247,7 @@ def _refuse(session: KubeSession, step: Step, facts: dict[str, Any], name: str, 
     out = JobPlacement(admitted=workload is not None, service=name)
     gang.explain(session, out, name, workload, pods, what)
     facts.update(reasons=out.reasons, decisive=out.decisive)
-    raise ActionFailed(out.message, str((out.decisive or {}).get("code") or "scheduling_timeout"))
+    raise ActionFailed(out.message, (out.decisive["code"] if out.decisive else None) or "scheduling_timeout")
 
 
 def _start_ranks(session: KubeSession, job: Job, up: dict[int, dict[str, Any]], facts: dict[str, Any], python: str,

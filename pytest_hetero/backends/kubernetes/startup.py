@@ -202,7 +202,8 @@ def start(session: KubeSession, ctx: Step, pinned: str | None = None) -> Started
         session.pods()
         placed = submit.place(session, ctx, ctx.timeout_s, pinned)
         if isinstance(placed, Placement):
-            raise ActionFailed(placed.message, (placed.decisive or {}).get("code") or "scheduling_timeout")
+            code = placed.decisive["code"] if placed.decisive else None
+            raise ActionFailed(placed.message, code or "scheduling_timeout")
         workload = session.workloads[key]
     found = session.pods().wait(workload["probe"], waiter(), ctx.timeout_s)
     pods = session.pods().by_key(workload["probe"])
