@@ -559,6 +559,71 @@ class Leftover:
                 "detail": dict(self.detail), "remove": self.remove}
 
 
+class VictimFacts(TypedDict):
+    """What became of a preemption probe's low-priority pod once the high one was placed (:class:`AttemptFacts`
+    ``victim``): its ``pod``, whether it was ``evicted`` (deletion requested, or gone), its ``DisruptionTarget``
+    conditions (``disruption``: reason and message) and the messages of its ``Preempted`` ``events``."""
+
+    pod: str
+    evicted: bool
+    disruption: list[dict[str, str | None]]
+    events: list[str]
+
+
+class PolicyFacts(TypedDict):
+    """The NetworkPolicies bearing on a network attempt's address: those that isolate it on the tenant's side
+    (``egress``) and the target's (``ingress``), and those that admit it (``allowing``)."""
+
+    egress: list[str]
+    ingress: list[str]
+    allowing: list[str]
+
+
+class AttemptFacts(TypedDict, total=False):
+    """:attr:`Attempt.facts`: what the engine learnt beside the outcome; each role writes its own keys.
+
+    A submission (:meth:`pytest_hetero.backends.kubernetes.governance._Probe.submit`): the ``node`` it landed on,
+    its ``pods`` and Kueue ``workloads``, the ``requests`` it made, when it was placed (``placed_at``, epoch s;
+    taken out for the ledger); a read: what it ``returned``; a refusal: the ``http_status`` and the fault's
+    ``category``; ``maintenance``'s ``node``: the ``target_node`` and why it is in maintenance; ``no-request``'s:
+    the ``device_nodes`` and ``visible_env`` its pod saw, whether its ``log`` was complete (``log_complete``);
+    ``high``'s: the ``victim``. Network attempts: the ``address``, the ``target`` in words, the probe pod's
+    ``node``, the ``policies``, the ``control`` connection, and the ``result`` and ``seconds`` of the connection;
+    data attempts: the ``claim``, ``volume``, ``pull_secret``, the kubelet's ``event`` and ``events``; a
+    Service or claim the probe names that does not exist: which list it is ``absent`` from (``services``,
+    ``claims``), the ``service`` and the names ``present``."""
+
+    node: str | None
+    pods: list[str]
+    workloads: list[str]
+    requests: dict[str, str]
+    placed_at: float
+    returned: list[str]
+    http_status: int | None
+    category: str
+    target_node: str
+    maintenance: list[str]
+    device_nodes: list[str]
+    visible_env: dict[str, str]
+    log_complete: bool
+    log: str
+    victim: VictimFacts
+    address: str
+    target: str
+    policies: PolicyFacts
+    control: dict[str, object]
+    result: str
+    seconds: float
+    claim: str
+    volume: str | None
+    pull_secret: str
+    event: str
+    events: list[str]
+    absent: str
+    service: str
+    present: list[str]
+
+
 class AttemptDict(TypedDict):
     """:meth:`Attempt.to_dict`: an attempt as evidence records it and the layers judge it (every field)."""
 
@@ -569,7 +634,7 @@ class AttemptDict(TypedDict):
     reasons: list[ReasonRef]
     message: str
     waited_s: float
-    facts: dict[str, Any]
+    facts: AttemptFacts
 
 
 @dataclass
@@ -596,13 +661,13 @@ class Attempt:
     reasons: list[ReasonRef] = field(default_factory=list)
     message: str = ""
     waited_s: float = 0.0
-    facts: dict[str, Any] = field(default_factory=dict)
+    facts: AttemptFacts = field(default_factory=AttemptFacts)
 
     def to_dict(self) -> AttemptDict:
         """The attempt as a JSON-ready dict (every field)."""
         return {"role": self.role, "action": self.action, "identity": self.identity, "outcome": self.outcome,
                 "reasons": list(self.reasons), "message": self.message, "waited_s": round(self.waited_s, 3),
-                "facts": dict(self.facts)}
+                "facts": self.facts.copy()}
 
 
 @final

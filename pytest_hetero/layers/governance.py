@@ -47,7 +47,7 @@ from pytest_hetero.matrix.governance import DEFAULT_REASONS
 from pytest_hetero.matrix.model import GovernanceProbe
 
 if TYPE_CHECKING:
-    from pytest_hetero.backends.protocol import Account, AttemptDict, AttributionUsage
+    from pytest_hetero.backends.protocol import Account, AttemptDict, AttemptFacts, AttributionUsage
 
 MUST_REFUSE = ("submit-into-target", "list-target-pods", "list-target-workloads", "submit-to-target-queue",
                "submit-via-target-cluster-queue", "above", "node", "waiter")
@@ -160,14 +160,18 @@ def _refused(ctx: LayerContext, probe: GovernanceProbe, tenant: str, attempt: At
 def preempted(ctx: LayerContext, tenant: str, attempt: AttemptDict) -> None:
     """The high-priority workload was placed (checked before): the low one must have been evicted for it,
     with the eviction recorded by the cluster (DisruptionTarget condition or Preempted event)."""
-    victim = attempt["facts"].get("victim") or {}
-    ctx.record("governance.preemption", **victim)
-    if not victim.get("evicted"):
+    victim = attempt["facts"].get("victim")
+    if victim is None:
+        ctx.record("governance.preemption")
+    else:
+        ctx.record("governance.preemption", **victim)
+    if victim is None or not victim["evicted"]:
         raise LayerBroken(f"{tenant}: the high-priority workload was placed without evicting the low-priority one "
-                          f"({victim.get('pod')}): the pool had room for both, so preemption was not exercised; point "
-                          "the probe at a pool that holds one such workload", "preemption_not_exercised")
-    if not victim.get("disruption") and not victim.get("events"):
-        raise LayerFailed(f"{tenant}: the low-priority pod {victim.get('pod')} was removed without a recorded "
+                          f"({victim['pod'] if victim else None}): the pool had room for both, so preemption was not "
+                          "exercised; point the probe at a pool that holds one such workload",
+                          "preemption_not_exercised")
+    if not victim["disruption"] and not victim["events"]:
+        raise LayerFailed(f"{tenant}: the low-priority pod {victim['pod']} was removed without a recorded "
                           "preemption (no DisruptionTarget condition, no Preempted event)", "eviction_unrecorded")
 
 
@@ -176,7 +180,7 @@ NOT_GRANTING = frozenset({"", "void", "none", "-1", "NoDevFiles"})
 ``none``, empty; CUDA: ``-1``/empty hides every device)."""
 
 
-def breaches(facts: dict[str, Any]) -> list[str]:
+def breaches(facts: AttemptFacts) -> list[str]:
     """What a pod without an accelerator request must not see, from the device-isolation attempt's
     ``facts`` (``device_nodes``: paths; ``visible_env``: name → value): each device node, and each
     visible-devices variable whose value grants devices (not in :data:`NOT_GRANTING`)."""

@@ -55,12 +55,14 @@ from pytest_hetero.backends.nodefit import blockers
 from pytest_hetero.backends.protocol import (
     Account,
     Attempt,
+    AttemptFacts,
     AttributionUsage,
     GovernanceReport,
     NodeFacts,
     ProbeLedger,
     ProbeWorkload,
     Step,
+    VictimFacts,
 )
 from pytest_hetero.matrix.model import GovernanceProbe, Resource, Tenant
 
@@ -116,8 +118,8 @@ class _Probe:
         outcome, pods, loads, waited = tenancy.observe(s.api, s.served(), body, self.timeout_s, want, patient)
         seen = [parse_pod(p) for p in pods]
         node = next((p.node_name for p in seen if p.node_name), None)
-        facts: dict[str, Any] = {"node": node, "pods": [p.name for p in seen],
-                                 "workloads": [w["metadata"]["name"] for w in loads], "requests": requests_of(body)}
+        facts: AttemptFacts = {"node": node, "pods": [p.name for p in seen],
+                               "workloads": [w["metadata"]["name"] for w in loads], "requests": requests_of(body)}
         if outcome == "pending":
             reasons, words = tenancy.pending_reasons(self.session.api, pods, loads, meta["namespace"], meta["name"])
             return Attempt(role, action, self.identity.subject, "pending", reasons, words, waited, facts)
@@ -182,10 +184,12 @@ def ledger(attempts: list[Attempt], gone_at: float) -> ProbeLedger:
         seconds = max(0.0, gone_at - placed)
         ns = a.action.split(" in namespace ")[-1].split(" ")[0]
         kind, name = (a.action.split(" ") + ["", ""])[1:3]
-        for res, qty in (a.facts.get("requests") or {}).items():
+        requests = a.facts.get("requests")
+        for res, qty in (requests or {}).items():
             per = held.setdefault(ns, {})
             per[res] = round(per.get(res, 0.0) + float(parse_quantity(qty)) * seconds, 3)  # type: ignore[no-untyped-call]
-        workloads.append({"role": a.role, "namespace": ns, "requests": a.facts.get("requests"),
+        workloads.append({"role": a.role, "namespace": ns,
+                          "requests": None if requests is None else {k: v for k, v in requests.items()},
                           "held_s": round(seconds, 3), "workload": f"{kind.lower()}/{ns}/{name}",
                           "object": kind.lower(), "name": name, "placed": placed, "released": gone_at,
                           "outcome": a.outcome})
@@ -210,7 +214,7 @@ def _maintenance(run: _Probe, tenant: Tenant | None) -> str:
         body["spec"]["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
             "nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": [name]}]}]}}}
         attempt = run.submit("node", body)
-        attempt.facts.update({"target_node": name, "maintenance": why})
+        attempt.facts["target_node"], attempt.facts["maintenance"] = name, why
         run.attempts.append(attempt)
     if not run.attempts:
         return (f"no node of the pool ({len(nodes)} matching {pool.selector or 'the requested resources'}) is "
@@ -241,7 +245,7 @@ def _device_isolation(run: _Probe, tenant: Tenant | None) -> None:
     run.attempts.append(attempt)
 
 
-def _victim(run: _Probe, body: PodManifest, wait_s: float) -> dict[str, Any]:
+def _victim(run: _Probe, body: PodManifest, wait_s: float) -> VictimFacts:
     """What became of the low-priority pod once the high one was placed: ``evicted`` (deletion requested
     or gone), its ``DisruptionTarget`` condition, its ``Preempted`` events (the scheduler's words)."""
     from kubernetes import client
