@@ -483,11 +483,20 @@ class ImageIdentity:
     handle: Any = None
 
 
+@dataclass(frozen=True)
+class StartedOn:
+    """The node a workload started on, as the engine knows it (:attr:`Started.node`): its ``name`` and the
+    ``facts`` it listed of it (None: its listing failed)."""
+
+    name: str
+    facts: NodeFacts | None
+
+
 @dataclass
 class Started:
     """A started workload: ``name`` (container/pod, for messages), ``handle`` (engine-private),
     ``where`` (where commands run: ``pod x`` / the KWOK host), ``simulated`` (a KWOK node: commands
-    run on its host, not in the image), ``node`` (the node's facts, when the engine has nodes),
+    run on its host, not in the image), ``node`` (the node it started on, when the engine has nodes and knows it),
     ``identity`` (the image as it runs, when only known once started), ``usage`` (the workload's :data:`USAGE_FACTS`;
     empty where nothing was started: the local engine starts a process per model run)."""
 
@@ -495,7 +504,7 @@ class Started:
     handle: Any = None
     where: str = ""
     simulated: bool = False
-    node: dict[str, Any] = field(default_factory=dict)
+    node: StartedOn | None = None
     identity: ImageIdentity | None = None
     usage: UsageFacts = field(default_factory=UsageFacts)
 

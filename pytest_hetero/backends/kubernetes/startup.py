@@ -28,7 +28,7 @@ from pytest_hetero.backends.kubernetes import scheduling as ks
 from pytest_hetero.backends.kubernetes import submit
 from pytest_hetero.backends.kubernetes.manifests import ServedPod
 from pytest_hetero.backends.kubernetes.objects import NO_STATUS, Pod, parse_event, parse_pod
-from pytest_hetero.backends.protocol import ActionFailed, ImageIdentity, Placement, Started, Step
+from pytest_hetero.backends.protocol import ActionFailed, ImageIdentity, Placement, Started, StartedOn, Step
 from pytest_hetero.pending import summarise
 from pytest_hetero.pending.model import Reason
 from pytest_hetero.pending.startup import pull_category
@@ -245,7 +245,7 @@ def start(session: KubeSession, ctx: Step, pinned: str | None = None) -> Started
     identity = ImageIdentity(digest=ident["digest"], known=(ident["digest"] or "",),
                              what=f"image {ctx.image.reference}")
     return Started(name=name, handle=name, where=where, simulated=simulated, identity=identity,
-                   node=dict(facts) if facts is not None else {"name": node, "error": why} if why is not None else {})
+                   node=None if node is None else StartedOn(node, facts))
 
 
 def startup_failed(
