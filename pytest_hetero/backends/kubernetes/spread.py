@@ -186,7 +186,7 @@ def create(session: KubeSession, step: Step) -> WorkloadRecord:
                        resource=res.name, image=img.name, probe=probe)
     try:
         body = ks.manifest(session.submit_as, probe, session.namespace, labels, res, img.reference,
-                           PULL.get(str(session.target.get("pull_policy", ""))), kc.created_annotations())
+                           PULL.get(session.conf.pull_policy), kc.created_annotations())
     except ValueError as exc:
         raise ActionFailed(str(exc), "bad_target") from None
     deadline = int(2 * step.timeout_s + DEADLINE_MARGIN_S)
