@@ -22,7 +22,7 @@ from pytest_hetero.backends.kubernetes.boundaries import (
     selects,
 )
 from pytest_hetero.backends.kubernetes.manifests import LabelSelectorJSON, NetworkPolicySpec
-from pytest_hetero.backends.protocol import AttemptDict
+from pytest_hetero.backends.protocol import AttemptDict, PolicyFacts
 from pytest_hetero.errors import MatrixInvalid
 from pytest_hetero.layers.base import LayerBroken, LayerFailed
 from pytest_hetero.layers.boundaries import judge, proven
@@ -155,14 +155,14 @@ PROBE = GovernanceProbe(name="a-not-to-b", kind="network-isolation", resource="c
 ACCEPTED = DEFAULT_REASONS["network-isolation"]
 
 
-def _attempt(role: str, outcome: str, code: str = "", policies: dict[str, list[str]] | None = None
+def _attempt(role: str, outcome: str, code: str = "", policies: PolicyFacts | None = None
              ) -> AttemptDict:
     return {"role": role, "action": "connect to 10.0.0.7:8080 (pod team-b/model behind Service model) from a pod "
             "of tenant a in namespace team-a", "identity": "system:serviceaccount:team-a:hetero", "outcome": outcome,
             "message": "timed out after 3 s", "waited_s": 3.0,
             "reasons": [{"source": "probe pod", "code": code, "message": "timed out after 3 s"}] if code else [],
             "facts": {"address": "10.0.0.7:8080", "target": "pod team-b/model behind Service model", "node": "n1",
-                      "policies": policies or {"egress": [], "ingress": []}}}
+                      "policies": policies or {"egress": [], "ingress": [], "allowing": []}}}
 
 
 # The refusals below are what a running enforcer produces; none can run on this machine's kernel (no
@@ -170,13 +170,15 @@ def _attempt(role: str, outcome: str, code: str = "", policies: dict[str, list[s
 def test_a_timeout_passes_and_names_the_policies_that_isolate_the_address() -> None:
     ctx = _Recorder()
     judge(ctx, PROBE, "a", _attempt("reach-target-pod", "refused", "network_timeout",  # type: ignore[arg-type]
-                                    {"egress": ["team-a/egress-own"], "ingress": ["team-b/own-only"]}), ACCEPTED)
+                                    {"egress": ["team-a/egress-own"], "ingress": ["team-b/own-only"], "allowing": []}),
+          ACCEPTED)
     [(kind, data)] = ctx.records
     assert (kind, data["by"], data["codes"]) == ("governance.refused", "NetworkPolicy team-a/egress-own, "
                                                  "team-b/own-only", ["network_timeout"])
     ctx = _Recorder()  # an egress address: the target's ingress policies do not apply to it
     judge(ctx, PROBE, "a", _attempt("reach-egress", "refused", "network_refused",  # type: ignore[arg-type]
-                                    {"egress": ["team-a/egress-own"], "ingress": ["team-b/own-only"]}), ACCEPTED)
+                                    {"egress": ["team-a/egress-own"], "ingress": ["team-b/own-only"], "allowing": []}),
+          ACCEPTED)
     assert ctx.records[0][1]["policies"] == ["team-a/egress-own"]
 
 
@@ -198,7 +200,8 @@ def test_a_refusal_the_matrix_does_not_accept_is_unexpected() -> None:
 def test_traffic_through_a_declared_policy_is_not_enforced_and_without_one_not_governed() -> None:
     with pytest.raises(LayerFailed) as info:
         judge(_Recorder(), PROBE, "a", _attempt("reach-target-pod", "allowed",  # type: ignore[arg-type]
-                                                policies={"egress": [], "ingress": ["team-b/own-only"]}), ACCEPTED)
+                                                policies={"egress": [], "ingress": ["team-b/own-only"],
+                                                          "allowing": []}), ACCEPTED)
     assert info.value.category == "network_policy_not_enforced"
     assert info.value.message.startswith("tenant a's pod connected to 10.0.0.7:8080 (pod team-b/model behind "
                                          "Service model) on node n1 although NetworkPolicy team-b/own-only")

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from pytest_hetero.backends.docker.spread import PER_RUN_CONTAINER, Slot, Slots, cpu_list, isolation, slots_of, width
-from pytest_hetero.backends.docker.translate import translate
+from pytest_hetero.backends.docker.translate import DockerTarget, translate
 from pytest_hetero.matrix.model import Resource
 
 NO_DEVICES: dict[str, list[str]] = {"nvidia": [], "ascend": []}
@@ -70,10 +70,10 @@ def test_runs_at_once_are_the_concurrency_at_most_one_per_slot() -> None:
 ])
 def test_a_slot_pins_the_engine_request(requests: dict[str, str], slot: Slot, field: str, expected: Any) -> None:
     res = Resource(name="r", type="cpu", vendor="any", requests=requests)
-    target: dict[str, Any] = {"backend": "docker", "cpuset": {"other": "0"}}
+    target = DockerTarget.parse({"backend": "docker", "cpuset": {"other": "0"}})
     pinned = slot.target(target, "r")
     assert getattr(translate(res, pinned, host_visible=False), field) == expected
-    assert target == {"backend": "docker", "cpuset": {"other": "0"}}  # the target itself is left as it was
+    assert target == DockerTarget.parse({"backend": "docker", "cpuset": {"other": "0"}})  # left as it was
     assert Slot("unpinned", ()).target(target, "r") is target
 
 

@@ -18,10 +18,11 @@ from pytest_hetero.reporting.dossier_text import Text
 def charts_of(series: UsageSeries, available: bool = True) -> list[Chart]:
     """The charts of one model run whose sampler (NVML's shape) recorded one device with ``series``."""
     usage: UsageData = {"source": "nvml", "scope": "GPU 0", "interval_s": 1.0, "available": available, "samples": 4,
+                        "started_at": None, "finished_at": None, "errors": [],
                         "unavailable": None if available else "nvidia-smi not found in the image",
                         "devices": [{"id": "0", "name": "NVIDIA H200", "series": series,  # the charts read the series
-                                     "memory_high_water_mib": None, "utilisation_mean_pct": None,
-                                     "utilisation_max_pct": None}]}
+                                     "memory_total_mib": None, "memory_high_water_mib": None,
+                                     "utilisation_mean_pct": None, "utilisation_max_pct": None}]}
     return list(usage_charts(Text("en"), [("gpu::img::m@d::model", usage)])["charts"])
 
 

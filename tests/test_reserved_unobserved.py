@@ -11,7 +11,7 @@ import pytest
 from kubernetes import client
 
 from pytest_hetero.backends.kubernetes.reserved import Watcher
-from pytest_hetero.backends.protocol import ReserveReport, ReserveWindow
+from pytest_hetero.backends.protocol import ReserveBurst, ReserveReport, ReserveServing, ReserveWindow
 from pytest_hetero.layers.base import LayerBroken, LayerFailed
 from pytest_hetero.layers.reserved import judge
 from pytest_hetero.matrix.model import GovernanceProbe
@@ -22,6 +22,19 @@ def _closed_port_api() -> client.ApiClient:
     conf.host = "http://127.0.0.1:9"  # discard port: nothing listens, the connection is refused at once
     conf.retries = 0
     return client.ApiClient(conf)
+
+
+def _serving(watch_errors: list[str]) -> ReserveServing:
+    """The serving part of a report as the engine writes it (a Deployment without a PriorityClass)."""
+    return {"deployment": "x", "namespace": "ns", "replicas": 2, "min_ready": 2, "priority_class": None,
+            "image": "img", "identity": "tenant", "watch_errors": watch_errors}
+
+
+def _burst() -> ReserveBurst:
+    """The burst part of a report as the engine writes it: 2 pods placed, one of them asked to preempt."""
+    return {"priority_class": {"name": "training", "value": 100, "preemption_policy": "PreemptLowerPriority",
+                               "global_default": False}, "requested": 4, "requests": {"cpu": "1"}, "refused": [],
+            "placed": 2, "asked_to_preempt": True}
 
 
 def test_a_burst_window_without_a_listing_of_the_serving_pods_is_not_a_floor_that_held() -> None:
@@ -37,11 +50,7 @@ def test_a_burst_window_without_a_listing_of_the_serving_pods_is_not_a_floor_tha
         "status_counts": {"200": 12}, "p50_ms": 5.0, "p95_ms": 5.0, "max_ms": 5.0, "first_error": None,
         "unserved": False}
     assert window["ready_min"] is None
-    report = ReserveReport(serving={"deployment": "x", "priority_class": None},
-                           burst={"priority_class": {"name": "training"}, "placed": 2, "asked_to_preempt": True,
-                                  "refused": []},
-                           windows=[window])
-    report.serving["watch_errors"] = watcher.errors
+    report = ReserveReport(serving=_serving(watcher.errors), burst=_burst(), windows=[window])
     probe = GovernanceProbe("floor", "reserved-inference", "pool", reserve={
         "model": "m", "replicas": 2, "burst": {"priority_class": "training", "pods": 4}, "p95_ms": 100})
     with pytest.raises(LayerBroken) as info:
@@ -64,9 +73,7 @@ def test_a_long_burst_window_without_a_listing_is_unobserved_even_without_a_watc
                 "p50_ms": 5.0, "p95_ms": 5.0, "max_ms": 5.0, "first_error": None, "unserved": False}
 
     def report(*windows: ReserveWindow) -> ReserveReport:
-        return ReserveReport(serving={"deployment": "x", "priority_class": None, "watch_errors": []},
-                             burst={"priority_class": {"name": "training"}, "placed": 2, "asked_to_preempt": True,
-                                    "refused": []}, windows=list(windows))
+        return ReserveReport(serving=_serving([]), burst=_burst(), windows=list(windows))
 
     judge(None, probe, report(window(0.0, 2.0, 2), window(2.0, 2.5, None)))  # type: ignore[arg-type]
     with pytest.raises(LayerBroken) as info:
@@ -85,9 +92,7 @@ def test_a_burst_window_where_nothing_succeeded_is_not_within_the_latency_bound(
                              "requests": 4, "ok": 0, "errors": 4, "error_rate": 1.0, "status_counts": {"503": 4},
                              "p50_ms": None, "p95_ms": None, "max_ms": None, "first_error": "HTTP 503",
                              "unserved": False}
-    report = ReserveReport(serving={"deployment": "x", "priority_class": None, "watch_errors": []},
-                           burst={"priority_class": {"name": "training"}, "placed": 2, "asked_to_preempt": True,
-                                  "refused": []}, windows=[window])
+    report = ReserveReport(serving=_serving([]), burst=_burst(), windows=[window])
     with pytest.raises(LayerFailed) as info:
         judge(None, probe, report)  # type: ignore[arg-type]  # judge reads only the probe and the report
     assert info.value.category == "serving_latency_breached"

@@ -18,6 +18,7 @@ from pytest_hetero.layers.taskqueue import judge
 from pytest_hetero.matrix.expand import expand
 from pytest_hetero.matrix.load import load_matrix
 from pytest_hetero.matrix.taskqueues import TaskQueue
+from pytest_hetero.pending.model import make_reason
 from pytest_hetero.status.compute import pool_status
 
 if TYPE_CHECKING:
@@ -111,7 +112,8 @@ def test_verdicts_on_the_facts() -> None:
     broken.rendezvous[1] = {"index": 1, "ok": False, "error": "peer 0: 10.0.0.1:29500: timed out"}
     assert category(broken) == "gang_rendezvous_failed"
     # never admitted: Kueue's reason decides; past max_wait the bound does, the reason kept in the message
-    waiting = JobPlacement(admitted=False, workers=2, waited_s=3.0, decisive={"code": "queue_request_exceeds_max"},
+    waiting = JobPlacement(admitted=False, workers=2, waited_s=3.0, decisive=make_reason(
+                               "kueue", "queue_request_exceeds_max", "insufficient quota").to_dict(),
                            message="not admitted: insufficient quota")
     assert category(waiting) == "queue_request_exceeds_max"
     waiting.waited_s = 9.0

@@ -48,7 +48,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, TypedDict
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, TypedDict, final
 
 if TYPE_CHECKING:  # annotations only (postponed): no run-time dependency on typing_extensions on 3.10
     from typing_extensions import NotRequired
@@ -57,6 +57,7 @@ if TYPE_CHECKING:  # annotations only (postponed): no run-time dependency on typ
     from pytest_hetero.evidence.model import Artifact
     from pytest_hetero.matrix.expand import PlannedItem
     from pytest_hetero.matrix.model import Dataset, GovernanceProbe, Image, Matrix, Model, Resource
+    from pytest_hetero.pending.model import ReasonDict, ReasonRef
     from pytest_hetero.probes.model import Inventory as DeviceInventory
     from pytest_hetero.settings import Settings
 
@@ -405,7 +406,7 @@ class Placement:
     placed: bool
     requested: dict[str, Any] = field(default_factory=dict)
     allocated: dict[str, Any] = field(default_factory=dict)
-    decisive: dict[str, Any] | None = None
+    decisive: ReasonDict | None = None
     message: str = ""
     untranslatable: str = ""
     short_devices: str = ""
@@ -449,8 +450,8 @@ class JobPlacement:
     pods: list[dict[str, Any]] = field(default_factory=list)
     service: str | None = None
     rendezvous: list[dict[str, Any]] = field(default_factory=list)
-    decisive: dict[str, Any] | None = None
-    reasons: list[dict[str, Any]] = field(default_factory=list)
+    decisive: ReasonDict | None = None
+    reasons: list[ReasonDict] = field(default_factory=list)
     message: str = ""
     usage: list[UsageFacts] = field(default_factory=list)
     """:data:`USAGE_FACTS` of each pod of the job (none before admission)."""
@@ -482,11 +483,20 @@ class ImageIdentity:
     handle: Any = None
 
 
+@dataclass(frozen=True)
+class StartedOn:
+    """The node a workload started on, as the engine knows it (:attr:`Started.node`): its ``name`` and the
+    ``facts`` it listed of it (None: its listing failed)."""
+
+    name: str
+    facts: NodeFacts | None
+
+
 @dataclass
 class Started:
     """A started workload: ``name`` (container/pod, for messages), ``handle`` (engine-private),
     ``where`` (where commands run: ``pod x`` / the KWOK host), ``simulated`` (a KWOK node: commands
-    run on its host, not in the image), ``node`` (the node's facts, when the engine has nodes),
+    run on its host, not in the image), ``node`` (the node it started on, when the engine has nodes and knows it),
     ``identity`` (the image as it runs, when only known once started), ``usage`` (the workload's :data:`USAGE_FACTS`;
     empty where nothing was started: the local engine starts a process per model run)."""
 
@@ -494,7 +504,7 @@ class Started:
     handle: Any = None
     where: str = ""
     simulated: bool = False
-    node: dict[str, Any] = field(default_factory=dict)
+    node: StartedOn | None = None
     identity: ImageIdentity | None = None
     usage: UsageFacts = field(default_factory=UsageFacts)
 
@@ -558,6 +568,71 @@ class Leftover:
                 "detail": dict(self.detail), "remove": self.remove}
 
 
+class VictimFacts(TypedDict):
+    """What became of a preemption probe's low-priority pod once the high one was placed (:class:`AttemptFacts`
+    ``victim``): its ``pod``, whether it was ``evicted`` (deletion requested, or gone), its ``DisruptionTarget``
+    conditions (``disruption``: reason and message) and the messages of its ``Preempted`` ``events``."""
+
+    pod: str
+    evicted: bool
+    disruption: list[dict[str, str | None]]
+    events: list[str]
+
+
+class PolicyFacts(TypedDict):
+    """The NetworkPolicies bearing on a network attempt's address: those that isolate it on the tenant's side
+    (``egress``) and the target's (``ingress``), and those that admit it (``allowing``)."""
+
+    egress: list[str]
+    ingress: list[str]
+    allowing: list[str]
+
+
+class AttemptFacts(TypedDict, total=False):
+    """:attr:`Attempt.facts`: what the engine learnt beside the outcome; each role writes its own keys.
+
+    A submission (:meth:`pytest_hetero.backends.kubernetes.governance._Probe.submit`): the ``node`` it landed on,
+    its ``pods`` and Kueue ``workloads``, the ``requests`` it made, when it was placed (``placed_at``, epoch s;
+    taken out for the ledger); a read: what it ``returned``; a refusal: the ``http_status`` and the fault's
+    ``category``; ``maintenance``'s ``node``: the ``target_node`` and why it is in maintenance; ``no-request``'s:
+    the ``device_nodes`` and ``visible_env`` its pod saw, whether its ``log`` was complete (``log_complete``);
+    ``high``'s: the ``victim``. Network attempts: the ``address``, the ``target`` in words, the probe pod's
+    ``node``, the ``policies``, the ``control`` connection, and the ``result`` and ``seconds`` of the connection;
+    data attempts: the ``claim``, ``volume``, ``pull_secret``, the kubelet's ``event`` and ``events``; a
+    Service or claim the probe names that does not exist: which list it is ``absent`` from (``services``,
+    ``claims``), the ``service`` and the names ``present``."""
+
+    node: str | None
+    pods: list[str]
+    workloads: list[str]
+    requests: dict[str, str]
+    placed_at: float
+    returned: list[str]
+    http_status: int | None
+    category: str
+    target_node: str
+    maintenance: list[str]
+    device_nodes: list[str]
+    visible_env: dict[str, str]
+    log_complete: bool
+    log: str
+    victim: VictimFacts
+    address: str
+    target: str
+    policies: PolicyFacts
+    control: dict[str, object]
+    result: str
+    seconds: float
+    claim: str
+    volume: str | None
+    pull_secret: str
+    event: str
+    events: list[str]
+    absent: str
+    service: str
+    present: list[str]
+
+
 class AttemptDict(TypedDict):
     """:meth:`Attempt.to_dict`: an attempt as evidence records it and the layers judge it (every field)."""
 
@@ -565,10 +640,10 @@ class AttemptDict(TypedDict):
     action: str
     identity: str
     outcome: str
-    reasons: list[dict[str, Any]]
+    reasons: list[ReasonRef]
     message: str
     waited_s: float
-    facts: dict[str, Any]
+    facts: AttemptFacts
 
 
 @dataclass
@@ -592,16 +667,63 @@ class Attempt:
     action: str
     identity: str
     outcome: str
-    reasons: list[dict[str, Any]] = field(default_factory=list)
+    reasons: list[ReasonRef] = field(default_factory=list)
     message: str = ""
     waited_s: float = 0.0
-    facts: dict[str, Any] = field(default_factory=dict)
+    facts: AttemptFacts = field(default_factory=AttemptFacts)
 
     def to_dict(self) -> AttemptDict:
         """The attempt as a JSON-ready dict (every field)."""
         return {"role": self.role, "action": self.action, "identity": self.identity, "outcome": self.outcome,
                 "reasons": list(self.reasons), "message": self.message, "waited_s": round(self.waited_s, 3),
-                "facts": dict(self.facts)}
+                "facts": self.facts.copy()}
+
+
+@final
+class QuotaAccount(TypedDict):
+    """A ResourceQuota's account: its ``hard`` limits and what it counts as ``used`` (quantity strings)."""
+
+    hard: dict[str, str]
+    used: dict[str, str]
+
+
+@final
+class QueueAccount(TypedDict):
+    """A Kueue queue's account: ``usage`` and ``reservation`` (``<flavor>/<res>`` → quantity string), and its
+    ``admitted_workloads``/``reserving_workloads`` counts (None where its status has none)."""
+
+    usage: dict[str, str]
+    reservation: dict[str, str]
+    admitted_workloads: int | None
+    reserving_workloads: int | None
+
+
+@final
+class Unreadable(TypedDict):
+    """A queue whose status could not be read, and why."""
+
+    error: str
+
+
+Account = QuotaAccount | QueueAccount | Unreadable
+"""One account an attribution probe reads (:func:`pytest_hetero.backends.kubernetes.accounts.read`), keyed
+``resourcequota/<name>``, ``clusterqueue/<name>`` or ``localqueue/<ns>/<name>``."""
+
+
+class AttributionUsage(TypedDict):
+    """:attr:`GovernanceReport.usage` of an attribution probe: the tenant's ``namespace``, the resources its
+    workload ``requested`` (quantity strings), the accounts read ``before`` it, whether it was ``placed``, the
+    accounts read ``during`` it ({} when it was not placed) and ``after`` its cleanup (once it was placed, or {}
+    when it was not), with the seconds each read waited to settle (``during_waited_s``, ``after_waited_s``)."""
+
+    namespace: str
+    requested: dict[str, str]
+    before: dict[str, Account]
+    placed: bool
+    during: dict[str, Account]
+    during_waited_s: NotRequired[float]
+    after: NotRequired[dict[str, Account]]
+    after_waited_s: NotRequired[float]
 
 
 @dataclass
@@ -609,7 +731,7 @@ class GovernanceReport:
     """What a governance probe did (:meth:`Backend.govern`): ``identity`` it acted as (``tenant``,
     ``subject`` the cluster confirmed, ``groups``, ``method``: how the credentials were obtained),
     ``observer`` (the identity that read the cluster's state), its ``attempts`` in order, ``usage``
-    (attribution: the accounts read ``before``, ``during`` and ``after``, and ``requested``),
+    (attribution: :class:`AttributionUsage`; None for the other kinds),
     ``cleanup`` (each object created and whether it is gone) and ``leftovers`` (what is still there).
     ``skipped``: why nothing could be attempted (e.g. no node of the pool is in maintenance).
     ``ledger``: what the probe cost the cluster (see :func:`pytest_hetero.backends.kubernetes.governance.ledger`)."""
@@ -617,7 +739,7 @@ class GovernanceReport:
     identity: dict[str, Any]
     observer: str
     attempts: list[Attempt] = field(default_factory=list)
-    usage: dict[str, Any] = field(default_factory=dict)
+    usage: AttributionUsage | None = None
     cleanup: list[dict[str, Any]] = field(default_factory=list)
     leftovers: list[Leftover] = field(default_factory=list)
     skipped: str = ""
@@ -655,6 +777,98 @@ class ReserveWindow(WindowStats):
     ready_min: int | None
 
 
+class PriorityFacts(TypedDict):
+    """A PriorityClass as a reserved-inference report keeps it: its ``name``, ``value``, ``preemption_policy``
+    (None: the API left it out) and whether it is the ``global_default``."""
+
+    name: str
+    value: int
+    preemption_policy: str | None
+    global_default: bool
+
+
+class ReserveServing(TypedDict):
+    """:attr:`ReserveReport.serving`: the serving Deployment's ``deployment`` name, ``namespace``, ``replicas``,
+    ``min_ready``, its ``priority_class`` (None without one), ``image`` reference and the ``identity`` that
+    deployed it; once it rolled out, what the rollout wait saw (``ready``); the watcher's errors
+    (``watch_errors``) once the burst ran, and when the cleanup began (``cleanup_began``, epoch s)."""
+
+    deployment: str
+    namespace: str
+    replicas: int
+    min_ready: int
+    priority_class: PriorityFacts | None
+    image: str
+    identity: str
+    ready: NotRequired[dict[str, Any]]
+    watch_errors: NotRequired[list[str]]
+    cleanup_began: NotRequired[float]
+
+
+class BurstPod(TypedDict):
+    """One burst pod's end state (:attr:`ReserveBurst.pods`): its ``name``, ``node`` (None: never placed),
+    whether it was ``placed``, the node it was ``nominated`` to, the scheduler's ``pending`` message and whether a
+    Preempted event named it (``preempted_for``)."""
+
+    name: str
+    node: str | None
+    placed: bool
+    nominated: str | None
+    pending: str | None
+    preempted_for: NotRequired[bool]
+
+
+class ReserveBurst(TypedDict):
+    """:attr:`ReserveReport.burst`: the burst's ``priority_class`` (None without one), the pods ``requested`` and
+    each pod's ``requests``; once it ran: when it ``started`` (epoch s), the pods the API ``refused``, each pod's
+    end state (``pods``), how many were ``placed`` and whether any ``asked_to_preempt``."""
+
+    priority_class: PriorityFacts | None
+    requested: int
+    requests: dict[str, str]
+    started: NotRequired[float]
+    refused: NotRequired[list[str]]
+    pods: NotRequired[list[BurstPod]]
+    placed: NotRequired[int]
+    asked_to_preempt: NotRequired[bool]
+
+
+class ReserveEvent(TypedDict):
+    """One change a reserved-inference probe saw (:attr:`ReserveReport.timeline`): ``t`` (epoch s; None: an event
+    without a time), the ``pod`` and its ``role`` (serving/burst), ``what`` happened, its ``source`` (``observed``
+    by the watcher, or an ``event`` of the cluster) and ``message``; ``at_s`` (seconds since the burst started)
+    once the burst's start is known. An observed change adds its facts (``priority`` and ``created_at`` of a
+    created pod, the ``node`` it was scheduled or nominated to, the ``disruption`` conditions of a deleted one); a
+    cluster event its time ``resolution_s``, ``count``, ``reporter`` and, for ``Preempted``, the burst pod it was
+    preempted ``by``."""
+
+    t: float | None
+    pod: str
+    role: str
+    what: str
+    source: str
+    message: str
+    at_s: NotRequired[float | None]
+    priority: NotRequired[int | None]
+    created_at: NotRequired[float | None]
+    node: NotRequired[str | None]
+    disruption: NotRequired[list[dict[str, str | None]]]
+    resolution_s: NotRequired[float]
+    count: NotRequired[int]
+    reporter: NotRequired[str]
+    by: NotRequired[str | None]
+
+
+class ReserveVictim(TypedDict):
+    """A serving pod removed during the burst (:attr:`ReserveReport.victims`): the ``pod``, the first sign's ``at_s``,
+    the burst pod it was preempted ``by`` (None: not named) and the ``evidence`` seen."""
+
+    pod: str
+    at_s: float | None
+    by: str | None
+    evidence: list[str]
+
+
 Measure = Callable[[list[str], float], WindowStats]
 """The reserved-inference probe's load (given by the layer): ``measure(base_urls, seconds)`` sends requests
 to the ready endpoints ``base_urls`` (``http://HOST:PORT``) for ``seconds`` and returns the window's
@@ -680,11 +894,11 @@ class ReserveReport:
     ``cleanup``/``leftovers`` as for a governance probe; ``usage``: :data:`USAGE_FACTS` of every pod the probe
     made (serving replicas and their replacements, burst pods) plus its ``role``, for the usage ledger."""
 
-    serving: dict[str, Any] = field(default_factory=dict)
-    burst: dict[str, Any] = field(default_factory=dict)
+    serving: ReserveServing
+    burst: ReserveBurst
     windows: list[ReserveWindow] = field(default_factory=list)
-    timeline: list[dict[str, Any]] = field(default_factory=list)
-    victims: list[dict[str, Any]] = field(default_factory=list)
+    timeline: list[ReserveEvent] = field(default_factory=list)
+    victims: list[ReserveVictim] = field(default_factory=list)
     cleanup: list[dict[str, Any]] = field(default_factory=list)
     leftovers: list[Leftover] = field(default_factory=list)
     usage: list[UsageFacts] = field(default_factory=list)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypedDict, TypeVar, cast
 
 from pytest_hetero.evidence.document import RuleResult
+from pytest_hetero.probes.usage import UsageDevice, UsageRecord, UsageSeries
 
 if TYPE_CHECKING:  # annotations only (postponed): no run-time dependency on typing_extensions on 3.10
     from typing_extensions import NotRequired
@@ -224,40 +225,12 @@ class RunData(TypedDict, total=False):
     peak_rss_mib: float | None
 
 
-class UsageSeries(TypedDict):
-    """A sampled device's series (:meth:`pytest_hetero.probes.usage.Sampler.result`): seconds since the
-    start, memory used (MiB) and utilisation (%); None where no sample was read."""
-
-    t_s: list[float | None]
-    memory_used_mib: list[float | None]
-    utilisation_pct: list[float | None]
-
-
-class UsageDevice(TypedDict):
-    """One sampled device of a usage record: its id (and name when the source knows it), memory high-water
-    mark (MiB), mean and highest utilisation (%), None where no sample read them, and its series."""
-
-    id: str
-    name: NotRequired[str]
-    memory_high_water_mib: float | None
-    utilisation_mean_pct: float | None
-    utilisation_max_pct: float | None
-    series: UsageSeries
-
-
-class UsageData(TypedDict):
-    """``model.usage`` / ``serving.usage``: every sampler's record is :meth:`pytest_hetero.probes.usage.Sampler.result`
-    (the local, Docker, Kubernetes in-pod and serving samplers) or :func:`pytest_hetero.probes.usage.unavailable`
-    (an engine that does not sample), which write every field: the source and what it sampled (``scope``), the
-    interval (s), whether any sample was read and why not, the sample count and the devices."""
-
-    source: str
-    scope: str
-    interval_s: float | None
-    available: bool
-    unavailable: str | None
-    samples: int
-    devices: list[UsageDevice]
+UsageData = UsageRecord
+"""``model.usage`` / ``serving.usage``: one shape with its writer's, :class:`pytest_hetero.probes.usage.UsageRecord`
+(``UsageDevice`` and ``UsageSeries`` here are that module's too). Every sampler's record is
+:meth:`pytest_hetero.probes.usage.Sampler.result` (the local, Docker, Kubernetes in-pod and serving samplers) or
+:func:`pytest_hetero.probes.usage.unavailable` (an engine that does not sample), which write every field;
+``serving.usage`` adds the ``endpoint`` it sampled."""
 
 
 class CommunicationSize(TypedDict, total=False):

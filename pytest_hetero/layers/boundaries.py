@@ -68,8 +68,10 @@ def judge(ctx: LayerContext, probe: GovernanceProbe, tenant: str, attempt: Attem
 def _policies(attempt: AttemptDict) -> list[str]:
     """The NetworkPolicies that isolate a network attempt's address: egress ones of the tenant's namespace,
     and ingress ones of the target pod's namespace (not for ``reach-egress``)."""
-    found = attempt["facts"].get("policies") or {}
-    return [*(found.get("egress") or []), *(found.get("ingress") or [] if attempt["role"] != "reach-egress" else [])]
+    found = attempt["facts"].get("policies")
+    if found is None:  # an attempt that never reached the network (a Service that does not exist)
+        return []
+    return [*found["egress"], *(found["ingress"] if attempt["role"] != "reach-egress" else [])]
 
 
 def _reached(tenant: str, attempt: AttemptDict, policies: list[str]) -> None:
@@ -80,7 +82,8 @@ def _reached(tenant: str, attempt: AttemptDict, policies: list[str]) -> None:
         raise LayerFailed(f"{got} although NetworkPolicy {', '.join(policies)} isolates it: the policy is declared "
                           "but not enforced there (the network plugin does not enforce NetworkPolicy, or its "
                           "policy agent is not running on that node)", "network_policy_not_enforced")
-    allowing = (facts.get("policies") or {}).get("allowing") or []
+    found = facts.get("policies")
+    allowing = found["allowing"] if found else []
     if allowing:
         raise LayerFailed(f"{got}: no NetworkPolicy isolates it (NetworkPolicy {', '.join(allowing)} admits every "
                           "peer on that port, and policies add up)", "governance_not_enforced")

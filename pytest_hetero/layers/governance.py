@@ -47,7 +47,7 @@ from pytest_hetero.matrix.governance import DEFAULT_REASONS
 from pytest_hetero.matrix.model import GovernanceProbe
 
 if TYPE_CHECKING:
-    from pytest_hetero.backends.protocol import AttemptDict
+    from pytest_hetero.backends.protocol import Account, AttemptDict, AttemptFacts, AttributionUsage
 
 MUST_REFUSE = ("submit-into-target", "list-target-pods", "list-target-workloads", "submit-to-target-queue",
                "submit-via-target-cluster-queue", "above", "node", "waiter")
@@ -160,14 +160,18 @@ def _refused(ctx: LayerContext, probe: GovernanceProbe, tenant: str, attempt: At
 def preempted(ctx: LayerContext, tenant: str, attempt: AttemptDict) -> None:
     """The high-priority workload was placed (checked before): the low one must have been evicted for it,
     with the eviction recorded by the cluster (DisruptionTarget condition or Preempted event)."""
-    victim = attempt["facts"].get("victim") or {}
-    ctx.record("governance.preemption", **victim)
-    if not victim.get("evicted"):
+    victim = attempt["facts"].get("victim")
+    if victim is None:
+        ctx.record("governance.preemption")
+    else:
+        ctx.record("governance.preemption", **victim)
+    if victim is None or not victim["evicted"]:
         raise LayerBroken(f"{tenant}: the high-priority workload was placed without evicting the low-priority one "
-                          f"({victim.get('pod')}): the pool had room for both, so preemption was not exercised; point "
-                          "the probe at a pool that holds one such workload", "preemption_not_exercised")
-    if not victim.get("disruption") and not victim.get("events"):
-        raise LayerFailed(f"{tenant}: the low-priority pod {victim.get('pod')} was removed without a recorded "
+                          f"({victim['pod'] if victim else None}): the pool had room for both, so preemption was not "
+                          "exercised; point the probe at a pool that holds one such workload",
+                          "preemption_not_exercised")
+    if not victim["disruption"] and not victim["events"]:
+        raise LayerFailed(f"{tenant}: the low-priority pod {victim['pod']} was removed without a recorded "
                           "preemption (no DisruptionTarget condition, no Preempted event)", "eviction_unrecorded")
 
 
@@ -176,7 +180,7 @@ NOT_GRANTING = frozenset({"", "void", "none", "-1", "NoDevFiles"})
 ``none``, empty; CUDA: ``-1``/empty hides every device)."""
 
 
-def breaches(facts: dict[str, Any]) -> list[str]:
+def breaches(facts: AttemptFacts) -> list[str]:
     """What a pod without an accelerator request must not see, from the device-isolation attempt's
     ``facts`` (``device_nodes``: paths; ``visible_env``: name → value): each device node, and each
     visible-devices variable whose value grants devices (not in :data:`NOT_GRANTING`)."""
@@ -210,45 +214,53 @@ def _quantity(text: Any) -> Decimal:
     return Decimal(parse_quantity(str(text)))  # type: ignore[no-untyped-call]
 
 
-def expected_rises(key: str, account: dict[str, Any], requested: dict[str, str]) -> dict[str, Decimal]:
+def expected_rises(key: str, account: Account, requested: dict[str, str]) -> dict[str, Decimal]:
     """``{counter: rise}`` that one workload requesting ``requested`` must cause in ``account`` (one
     entry of the engine's accounts read, ``key`` its name): a ResourceQuota counts ``<res>``,
     ``requests.<res>``, ``limits.<res>`` (limits equal requests in the probe's workload) and one pod in
     ``pods``/``count/pods``; a Kueue queue counts the request under ``<flavor>/<res>`` (summed over
     flavors: the counter is ``*/<res>``)."""
-    if key.startswith("resourcequota/"):
-        hard = account.get("hard") or {}
+    if "hard" in account:  # a ResourceQuota's (``resourcequota/<name>``)
+        hard = account["hard"]
         out = {n: _quantity(q) for r, q in requested.items() for n in (r, f"requests.{r}", f"limits.{r}")
                if n in hard}
         out.update({n: Decimal(1) for n in ("pods", "count/pods") if n in hard})
         return out
-    names = {k.split("/", 1)[-1] for k in [*(account.get("usage") or {}), *(account.get("reservation") or {})]}
+    if "error" in account:  # a queue that could not be read counts nothing
+        return {}
+    names = {k.split("/", 1)[-1] for k in [*account["usage"], *account["reservation"]]}
     return {f"*/{r}": _quantity(q) for r, q in requested.items() if r in names}
 
 
-def _counter(key: str, account: dict[str, Any], counter: str) -> Decimal:
-    if key.startswith("resourcequota/"):
-        return _quantity((account.get("used") or {}).get(counter, "0"))
+def _counter(account: Account | None, counter: str) -> Decimal:
+    """The value of ``counter`` in ``account`` (None: the account was not read): a ResourceQuota's ``used``
+    entry, or a queue's usage summed over its flavors (``*/<res>``); 0 where it is not counted."""
+    if account is None or "error" in account:
+        return Decimal(0)
+    if "used" in account:
+        return _quantity(account["used"].get(counter, "0"))
     res = counter.split("/", 1)[1]
-    return sum((_quantity(v) for k, v in (account.get("usage") or {}).items() if k.split("/", 1)[-1] == res),
-               Decimal(0))
+    return sum((_quantity(v) for k, v in account["usage"].items() if k.split("/", 1)[-1] == res), Decimal(0))
 
 
-def attribution(ctx: LayerContext, tenant: str, usage: dict[str, Any]) -> None:
-    """Judge the accounts read before, during and after the probe workload (see the module docstring)."""
-    requested = usage.get("requested") or {}
-    before, during, after = usage.get("before") or {}, usage.get("during") or {}, usage.get("after") or {}
+def attribution(ctx: LayerContext, tenant: str, usage: AttributionUsage | None) -> None:
+    """Judge the accounts read before, during and after the probe workload (see the module docstring); ``usage``
+    None (the engine read no accounts) attributes nothing."""
+    requested = usage["requested"] if usage else {}
+    before, during = (usage["before"], usage["during"]) if usage else ({}, {})
+    after = (usage.get("after") if usage else None) or {}
     rises = {k: expected_rises(k, v, requested) for k, v in before.items()}
     rises = {k: v for k, v in rises.items() if v}
     if not rises:
-        raise LayerFailed(f"no ResourceQuota or queue of namespace {usage.get('namespace')} counts any of "
+        namespace = usage["namespace"] if usage else None
+        raise LayerFailed(f"no ResourceQuota or queue of namespace {namespace} counts any of "
                           f"{', '.join(requested)}: the tenant's usage is attributed nowhere", "attribution_untracked")
     wrong, kept = [], []
     for key, counters in rises.items():
         for counter, rise in counters.items():
-            b = _counter(key, before[key], counter)
-            d = _counter(key, during.get(key) or {}, counter)
-            a = _counter(key, after.get(key) or {}, counter)
+            b = _counter(before[key], counter)
+            d = _counter(during.get(key), counter)
+            a = _counter(after.get(key), counter)
             if d - b != rise:
                 wrong.append(f"{key} {counter} rose by {d - b} (from {b} to {d}), the workload requested {rise}")
             if a != b:

@@ -135,15 +135,16 @@ def judge(ctx: LayerContext, probe: GovernanceProbe, report: ReserveReport) -> N
     r = probe.reserve
     floor = int(r.get("min_ready", r["replicas"]))
     bound, allowed = float(r["p95_ms"]), float(r.get("max_error_rate", 0.0))
-    cls = (report.serving.get("priority_class") or {}).get("name") or "no PriorityClass"
-    burst_cls = (report.burst.get("priority_class") or {}).get("name")
+    serving_class, burst_class = report.serving["priority_class"], report.burst["priority_class"]
+    cls = (serving_class["name"] if serving_class else None) or "no PriorityClass"
+    burst_cls = burst_class["name"] if burst_class else None
     during = [w for w in report.windows if w["phase"] == "burst"]
     if report.victims:
         first = report.victims[0]
         raise LayerFailed(
             f"the training burst ({burst_cls}) removed {len(report.victims)} of {r['replicas']} serving replica(s) "
-            f"of {report.serving.get('deployment')} ({cls}): " + "; ".join(
-                f"{v['pod']} at {v['at_s']} s" + (f" for {v['by']}" if v.get("by") else "") for v in report.victims)
+            f"of {report.serving['deployment']} ({cls}): " + "; ".join(
+                f"{v['pod']} at {v['at_s']} s" + (f" for {v['by']}" if v["by"] else "") for v in report.victims)
             + f" (first seen: {first['evidence'][0]})", "serving_floor_broken")
     low = [(w["ready_min"], w["from_s"]) for w in during if w["ready_min"] is not None and w["ready_min"] < floor]
     if low:
@@ -153,17 +154,17 @@ def judge(ctx: LayerContext, probe: GovernanceProbe, report: ReserveReport) -> N
         if w["error_rate"] > allowed:
             raise LayerFailed(f"window {w['from_s']}–{w['to_s']} s of the burst: {w['errors']} of {w['requests']} "
                               f"requests failed (error rate {w['error_rate']} > {allowed}; "
-                              f"{w.get('first_error') or 'no answer'})", "serving_latency_breached")
-        if not w.get("ok"):
+                              f"{w['first_error'] or 'no answer'})", "serving_latency_breached")
+        if not w["ok"]:
             raise LayerFailed(f"window {w['from_s']}–{w['to_s']} s of the burst: no request succeeded "
-                              f"({w['errors']} of {w['requests']} failed; {w.get('first_error') or 'none sent'}), so "
+                              f"({w['errors']} of {w['requests']} failed; {w['first_error'] or 'none sent'}), so "
                               f"its p95 is not within the bound {bound:g} ms: it was not measured",
                               "serving_latency_breached")
         if w["p95_ms"] is not None and w["p95_ms"] > bound:
             raise LayerFailed(f"window {w['from_s']}–{w['to_s']} s of the burst: p95 {w['p95_ms']} ms > the bound "
                               f"{bound:g} ms ({w['ok']} requests)", "serving_latency_breached")
     errors = "; ".join(report.serving.get("watch_errors") or [])
-    unseen = [w for w in during if w.get("ready_min") is None and (errors or w["to_s"] - w["from_s"] >= UNSEEN_S)]
+    unseen = [w for w in during if w["ready_min"] is None and (errors or w["to_s"] - w["from_s"] >= UNSEEN_S)]
     if unseen:
         raise LayerBroken(f"the serving pods were not listed during {len(unseen)} of {len(during)} burst window(s) "
                           f"(first {unseen[0]['from_s']}–{unseen[0]['to_s']} s), so the floor of {floor} Ready "

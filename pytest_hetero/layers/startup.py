@@ -27,7 +27,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from pytest_hetero.backends.protocol import EXECUTION_PROVIDERS, ImageIdentity, InterpreterView, Started
+from pytest_hetero.backends.protocol import EXECUTION_PROVIDERS, ImageIdentity, InterpreterView, Started, StartedOn
 from pytest_hetero.errors import ParseError
 from pytest_hetero.layers import usage
 from pytest_hetero.layers.base import LayerContext, LayerFailed
@@ -137,21 +137,21 @@ def framework_gaps(ctx: LayerContext, report: PayloadReport) -> list[tuple[str, 
     """What the matrix's models need from the image that it lacks: ``[(category, message)]``; first the
     interpreter their entrypoints run (``interpreter_missing``: an image defect, caught here rather than
     by every model run), then the framework."""
-    python = report.python or {}
+    python = report.interpreter()
     needing = interpreter_models(ctx)
-    if needing and not python.get("present"):
+    if needing and not python.present:
         return [("interpreter_missing", (f"image {ctx.image.reference} has no python3/python; the entrypoints of "
-                                         f"{', '.join(needing)} run {{python}} ({python.get('error')})"))]
+                                         f"{', '.join(needing)} run {{python}} ({python.error})"))]
     if not framework_models(ctx):
         return []
     wanted = EXECUTION_PROVIDERS[ctx.resource.type]
-    if not python.get("present"):
+    if not python.present:
         return [("framework_missing", (f"image {ctx.image.reference} has no python3/python; the models need "
-                 f"ONNX Runtime ({python.get('error')})"))]
+                 f"ONNX Runtime ({python.error})"))]
     ort = report.framework("onnxruntime")
     if not ort.available:
         return [("framework_missing", (f"ONNX Runtime not importable in image {ctx.image.reference}: "
-                 f"{ort.error or python.get('error')}"))]
+                 f"{ort.error or python.error}"))]
     if wanted not in (ort.providers or []):
         return [("framework_without_accelerator", (f"{wanted} not available in the image's ONNX Runtime "
                  f"{ort.version} (has {', '.join(ort.providers or [])})"))]
@@ -173,7 +173,7 @@ def judge_payload(ctx: LayerContext, started: Started, exit_code: int | None, st
     art = ctx.artifact(artifact, stdout + ("\n--- stderr ---\n" + stderr if stderr else ""))
     where = f" (ran on {started.where})" if started.where else ""
     placement = {"ran_on": started.where or f"container {started.name}", "simulated": started.simulated,
-                 "node": started.node.get("name")}
+                 "node": started.node.name if started.node else None}
     try:
         report = parse_payload_output(stdout)
     except ParseError as exc:
@@ -187,7 +187,7 @@ def judge_payload(ctx: LayerContext, started: Started, exit_code: int | None, st
     data.pop("raw", None)
     ort = report.framework("onnxruntime")
     ctx.record("startup.device_init", exit_code=exit_code, artifact=art.path,
-               shell_only=not (report.python or {}).get("present"),
+               shell_only=not report.interpreter().present,
                wanted_provider=EXECUTION_PROVIDERS[ctx.resource.type], providers=ort.providers,
                findings=findings, framework_gaps=[{"category": c, "message": m} for c, m in gaps], report=data,
                **placement)
@@ -265,7 +265,7 @@ def visible_devices(resource: Resource, report: PayloadReport) -> dict[str, Any]
             "message": message}
 
 
-def inventory_check(resource: Resource, report: PayloadReport, node: dict[str, Any]) -> dict[str, Any] | None:
+def inventory_check(resource: Resource, report: PayloadReport, node: StartedOn | None) -> dict[str, Any] | None:
     """Compare the device inventory the payload read inside the workload (``nvidia-smi``/``npu-smi``)
     with what was allocated and the matrix expects; the ``startup.inventory`` record data
     (``differences``: ``[{"category", "message", "expected", "actual", "device"}]``, see
@@ -273,8 +273,8 @@ def inventory_check(resource: Resource, report: PayloadReport, node: dict[str, A
     image without the vendor tool: the payload findings already say what is missing).
 
     Expected inside: as many devices (MIG: matching instances) as the request of the resource's
-    first device resource, and ``expect``'s product/memory/driver/CUDA/CANN. ``node`` (node facts,
-    empty without nodes) gives the advertised capacity/allocatable, recorded beside it.
+    first device resource, and ``expect``'s product/memory/driver/CUDA/CANN. ``node`` (None without nodes) gives
+    the advertised capacity/allocatable (None where not listed), recorded beside it.
     """
     from pytest_hetero.probes.compare import compare
 
@@ -283,17 +283,18 @@ def inventory_check(resource: Resource, report: PayloadReport, node: dict[str, A
     inventory = tool_inventory(report, vendor) if vendor != "cpu" and names else None
     if inventory is None:
         return None
+    facts = node.facts if node else None
     exp = expectation(resource)
     exp["resource"] = names[0]
     exp["count"] = int(quantity_or_none(resource.requests[names[0]]) or 0)
     return {
-        "node": node.get("name"),
+        "node": node.name if node else None,
         "source": inventory.source,
         "resource": names[0],
         "allocated": exp["count"],
         "devices_seen": len(inventory.devices),
-        "node_capacity": (node.get("capacity") or {}).get(names[0]),
-        "node_allocatable": (node.get("allocatable") or {}).get(names[0]),
+        "node_capacity": facts["capacity"].get(names[0]) if facts else None,
+        "node_allocatable": facts["allocatable"].get(names[0]) if facts else None,
         "expected": exp,
         "differences": [d.to_dict() for d in compare(inventory, exp)],
     }

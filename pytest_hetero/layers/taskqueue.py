@@ -66,7 +66,7 @@ def judge(rule: TaskQueue, request: JobRequest, job: JobPlacement) -> None:
         if bound is not None and job.waited_s > bound:
             raise LayerFailed(f"{rule.task_type} job not admitted after {job.waited_s:.1f} s, over its max_wait of "
                               f"{bound:g} s (spec.task_queues line {rule.line}): {why}", "queue_wait_exceeded")
-        raise LayerFailed(why, (job.decisive or {}).get("code") or "scheduling_timeout")
+        raise LayerFailed(why, (job.decisive["code"] if job.decisive else None) or "scheduling_timeout")
     wrong = mismatches(rule, request, job.admission)
     if wrong:
         raise LayerFailed(f"{rule.task_type} job admitted against its rule (spec.task_queues line {rule.line}): "
@@ -77,7 +77,7 @@ def judge(rule: TaskQueue, request: JobRequest, job: JobPlacement) -> None:
                           f"{job.admission.get('workload')} conditions), over its max_wait of {bound:g} s "
                           f"(spec.task_queues line {rule.line})", "queue_wait_exceeded")
     if job.placed < job.workers:
-        raise LayerFailed(job.message, (job.decisive or {}).get("code") or "scheduling_timeout")
+        raise LayerFailed(job.message, (job.decisive["code"] if job.decisive else None) or "scheduling_timeout")
     broken = [r for r in job.rendezvous if not r.get("ok")]
     if job.workers > 1 and (broken or len(job.rendezvous) < job.workers):
         raise LayerFailed(f"the {job.workers} pods of the {rule.task_type} job did not all reach each other "

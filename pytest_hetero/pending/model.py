@@ -83,7 +83,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, get_args
+from typing import Any, TypedDict, get_args
 
 from pytest_hetero.judge.failures import OwnerRole, entry
 
@@ -156,6 +156,34 @@ CODES: Mapping[str, str] = {
 }
 
 
+class ReasonRef(TypedDict):
+    """What every reason an engine hands a layer carries (a governance attempt's ``reasons``): the ``source`` that
+    refused, the ``code`` and the source's ``message``; a normalised :class:`Reason` (:class:`ReasonDict`) carries
+    the rest of its fields too."""
+
+    source: str
+    code: str
+    message: str
+
+
+class ReasonDict(ReasonRef):
+    """A :class:`Reason` as plain JSON (:meth:`Reason.to_dict`; every key written): what engines hand the layers
+    (``Placement.decisive``, a job's ``reasons``) and what evidence records."""
+
+    category: str
+    owner: OwnerRole
+    cause: str | None
+    resource: str | None
+    nodes: int | None
+    total_nodes: int | None
+    node_names: list[str]
+    quantities: dict[str, str]
+    flavor: str | None
+    taint: str | None
+    preemption: bool
+    detail: dict[str, str]
+
+
 @dataclass(frozen=True)
 class Reason:
     """One normalised reason why a workload is not scheduled, admitted or started.
@@ -192,7 +220,7 @@ class Reason:
         the target's image owner. Looked up, never chosen by a reader."""
         return owner_role(self.cause or self.code)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> ReasonDict:
         """Return a JSON-ready dict: every field, ``node_names`` as a list, mappings as dicts, and
         ``owner`` (the failure table's, :attr:`owner`)."""
         return {

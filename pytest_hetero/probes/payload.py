@@ -42,6 +42,15 @@ def _text(value: object) -> str | None:
 
 
 @dataclass(frozen=True)
+class InterpreterFacts:
+    """payload.sh's ``python`` entry, read once by :meth:`PayloadReport.interpreter`: whether the image has an
+    interpreter (``present``) and why not (``error``, as text; None: not reported)."""
+
+    present: bool
+    error: str | None
+
+
+@dataclass(frozen=True)
 class FrameworkFacts:
     """One framework entry of payload.sh's python report (``torch``, ``onnxruntime``, ``torch_npu``), read
     once by :meth:`PayloadReport.framework`: ``available`` (importable), ``version``, ``error`` (why not),
@@ -91,6 +100,11 @@ class PayloadReport:
     arch: str | None = None
     warnings: tuple[str, ...] = ()
     raw: str = ""
+
+    def interpreter(self) -> InterpreterFacts:
+        """Whether the image has a python3/python and why not (absent or non-object entries: not present)."""
+        error = self.python.get("error")
+        return InterpreterFacts(present=bool(self.python.get("present")), error=None if error is None else str(error))
 
     def framework(self, name: str) -> FrameworkFacts:
         """The python report entry ``name`` (``torch``, ``onnxruntime``…); every field unset when the entry

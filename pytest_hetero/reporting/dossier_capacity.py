@@ -94,6 +94,6 @@ def capacity(f: Facts, t: Text) -> Capacity:
             for dev in data["devices"] if data["available"] else []:
                 series = [v for v in dev["series"]["utilisation_pct"] if v is not None]
                 if len(series) >= 2 and max(series) <= 0:
-                    idle.append({"item": short(item["nodeid"]), "device": str(dev.get("name") or dev["id"]),
+                    idle.append({"item": short(item["nodeid"]), "device": str(dev["name"] or dev["id"]),
                                  "samples": str(len(series))})
     return {"rows": rows[:ROWS], "more": max(0, len(rows) - ROWS), "notes": notes, "idle": idle}

@@ -102,7 +102,7 @@ def usage_charts(t: Text, records: Iterable[tuple[str, UsageData]]) -> UsageChar
         for dev in data["devices"]:
             series = dev["series"]
             times = series["t_s"]
-            where = {"item": item, "device": str(dev.get("name") or dev["id"]),
+            where = {"item": item, "device": str(dev["name"] or dev["id"]),
                      "source": str(data["source"]), "interval": number(data["interval_s"])}
             shown: tuple[tuple[str, list[float | None], float | None], ...] = (
                 ("memory", series["memory_used_mib"], None), ("util", series["utilisation_pct"], 100.0))

@@ -329,7 +329,7 @@ def _usage_rows(f: Facts, t: Text, item: Entry, data: UsageData) -> list[UsageRo
     rows: list[UsageRow] = []
     for dev in data["devices"]:
         high, mean, top = dev["memory_high_water_mib"], dev["utilisation_mean_pct"], dev["utilisation_max_pct"]
-        rows.append({"item": item_id, "source": source, "rss": rss, "device": str(dev.get("name") or dev["id"]),
+        rows.append({"item": item_id, "source": source, "rss": rss, "device": str(dev["name"] or dev["id"]),
                      "memory": t("ops.mib", value=number(high, 1)) if high is not None else t("ops.not_read"),
                      "util": t("ops.pct", mean=number(mean, 1), max=number(top, 1)) if mean is not None
                      else t("ops.not_read"),

@@ -9,6 +9,7 @@ from __future__ import annotations
 from support import FIXTURES
 from typing_extensions import Unpack
 
+from pytest_hetero.backends.protocol import StartedOn
 from pytest_hetero.layers.startup import inventory_check
 from pytest_hetero.matrix.document import ExpectDoc
 from pytest_hetero.matrix.model import Resource
@@ -23,7 +24,9 @@ T4 = PayloadReport(
         }
     }
 )
-NODE = {"name": "gpu-1", "capacity": {"nvidia.com/gpu": "4"}, "allocatable": {"nvidia.com/gpu": "4"}}
+NODE = StartedOn("gpu-1", {"name": "gpu-1", "ready": "True", "ready_reason": None, "ready_message": None,
+                           "unschedulable": False, "taints": [], "labels": {}, "capacity": {"nvidia.com/gpu": "4"},
+                           "allocatable": {"nvidia.com/gpu": "4"}, "simulated": True})
 
 
 def gpu(count: str, **expect: Unpack[ExpectDoc]) -> Resource:

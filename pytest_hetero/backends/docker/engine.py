@@ -262,7 +262,7 @@ class DockerBackend(Backend):
         key = (ctx.resource.name, ctx.image.name)
         if key in s.workloads and alone is None:
             self._remove(s.workloads.pop(key)["id"])
-        target = s.target if alone is None else alone.target(s.target, ctx.resource.name)
+        target = s.conf if alone is None else alone.target(s.conf, ctx.resource.name)
         request = place.translate_or_fail(ctx, target, s.local)
         m = ctx.matrix
         models = [(x.name, x.path, code_of(m, x).path) for x in m.models]  # without the truth files they may hold
@@ -275,7 +275,7 @@ class DockerBackend(Backend):
         user = run.model_user(image_user)
         keeper = run.keeper_user(user)
         host_config = run.confined_host_config(
-            s.api, request.host_config(), str(s.target.get("network", "none")),
+            s.api, request.host_config(), s.conf.network,
             [docker.types.Mount(x["target"], x["source"], type="bind", read_only=x["read_only"]) for x in mounts])
         try:
             try:
@@ -460,7 +460,7 @@ class DockerBackend(Backend):
         paths = run.container_paths(model.name, model.path, code.path, dataset.name, model_input(dataset))
         run_dir = f"/tmp/hetero-run/{run.safe_name(model.name, dataset.name)}-{uuid.uuid4().hex[:8]}"
         provider = EXECUTION_PROVIDERS[ctx.resource.type]
-        values = {"python": str(s.target.get("python", "python3")), **paths,
+        values = {"python": s.conf.python, **paths,
                   "outputs": f"{run_dir}/outputs.json", "provider": provider}
         argv = render_entrypoint(model.entrypoint, values)
         user = workload["user"] or run.model_user(None)
@@ -499,9 +499,8 @@ class DockerBackend(Backend):
         s, res = self.session, ctx.resource
         s.api  # noqa: B018 - connects and reads info: the engine's CPUs
         try:
-            found = docker_spread.slots_of({**res.requests, **res.limits},
-                                           (s.target.get("device_ids") or {}).get(res.name),
-                                           (s.target.get("cpuset") or {}).get(res.name),
+            found = docker_spread.slots_of({**res.requests, **res.limits}, s.conf.device_ids.get(res.name),
+                                           s.conf.cpuset.get(res.name),
                                            s.engine.ncpu, docker_spread.host_devices(s.local))
         except ValueError as exc:
             raise ActionFailed(f"resource {res.name}: {exc}", "bad_request") from None
@@ -539,7 +538,7 @@ class DockerBackend(Backend):
             workload = self.launch(ctx, image_id, alone=slot)
             running = time.time()
             result = self._run_in(ctx, workload, started_here, None)
-            result.details["isolation"] = docker_spread.isolation(slot, str(s.target.get("network", "none")), width)
+            result.details["isolation"] = docker_spread.isolation(slot, s.conf.network, width)
             facts = self._usage(workload, "completed" if result.exit_code == 0 else "failed")
         finally:
             removed = time.time()
@@ -655,7 +654,7 @@ class DockerBackend(Backend):
     def start_job(self, step: Step, spec: JobSpec) -> Job:
         """One container per rank of ``spec`` from the image as :meth:`identify` resolved it (:mod:`.jobs`)."""
         image_id = self.session.image_ids.get(step.image.name) or self.identify(step).handle
-        return docker_jobs.start(self.session, step, spec, str(image_id), str(self.target.get("python", "python3")))
+        return docker_jobs.start(self.session, step, spec, str(image_id), self.session.conf.python)
 
     def job_logs(self, job: Job, rank: int) -> str:
         """Rank ``rank``'s stdout so far."""

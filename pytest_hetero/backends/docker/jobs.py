@@ -62,7 +62,7 @@ def start(session: DockerSession, step: Step, spec: JobSpec, image: str, python:
                         resource=step.resource.name, image=step.image.name, job=spec.name)
     try:
         api.create_network(base, driver="bridge", labels=labels)
-        request = place.translate_or_fail(step, session.target, session.local)
+        request = place.translate_or_fail(step, session.conf, session.local)
         user = run.model_user(inspect_image(api, image).user)
         mounts = [docker.types.Mount(JOB_DIR, str(programs), type="bind", read_only=True)]
         if spec.volume:

@@ -107,7 +107,8 @@ def engine_lost(session: DockerSession, ctx: Step, exc: BaseException, what: str
     outage = Interruption(lost_at=utc_now(), what=what, error=error)
     session.interruptions.append(outage)
     session.drop_clients()
-    waited = wait_for_engine(session.conn, float(session.target.get("engine_wait_s", ENGINE_WAIT_S)))
+    wait_s = session.conf.engine_wait_s
+    waited = wait_for_engine(session.conn, ENGINE_WAIT_S if wait_s is None else wait_s)
     state: ContainerState | None = None
     # discovery and scheduling steps are keyed by resource only: they have no container of their own
     image = ctx.planned.keys.get("image")

@@ -27,7 +27,7 @@ from pytest_hetero.backends.docker import usage as docker_usage
 from pytest_hetero.backends.docker.api import HostConfig, inspect_container
 from pytest_hetero.backends.docker.errors import outcome
 from pytest_hetero.backends.docker.session import DockerSession
-from pytest_hetero.backends.docker.translate import ASCEND_CONTROL_DEVICES, EngineRequest, translate
+from pytest_hetero.backends.docker.translate import ASCEND_CONTROL_DEVICES, DockerTarget, EngineRequest, translate
 from pytest_hetero.backends.host import host_view
 from pytest_hetero.backends.protocol import (
     ActionFailed,
@@ -78,7 +78,7 @@ def inventory(step: Step, session: DockerSession) -> Inventory:
                       device_nodes=nodes if local else None, cpus=engine.ncpu, memory_bytes=engine.mem_total,
                       local=local)
     try:
-        request = translate(res, step.matrix.target, host_visible=local)
+        request = translate(res, session.conf, host_visible=local)
         view.requested_cpus = request.nano_cpus / 1e9 if request.nano_cpus else None
         view.requested_memory_bytes = request.mem_limit
     except ValueError as exc:
@@ -88,7 +88,7 @@ def inventory(step: Step, session: DockerSession) -> Inventory:
     return Inventory(engine=view, host_not_probed=REMOTE_HOST)
 
 
-def translate_or_fail(step: Step, target: dict[str, Any], local: bool) -> EngineRequest:
+def translate_or_fail(step: Step, target: DockerTarget, local: bool) -> EngineRequest:
     """:func:`translate` with a malformed request turned into ActionFailed (``bad_request``, platform)."""
     try:
         return translate(step.resource, target, host_visible=local)
@@ -140,7 +140,7 @@ def place(ctx: Step, session: DockerSession) -> Placement:
     and engine refusals classified by :mod:`.errors`.
     """
     res = ctx.resource
-    request = translate_or_fail(ctx, session.target, session.local)
+    request = translate_or_fail(ctx, session.conf, session.local)
     ctx.record("scheduling.translation", requested={"requests": res.requests, "limits": res.limits},
                engine=request.to_dict())
     _not_proven(ctx, request)

@@ -17,6 +17,7 @@ import docker.errors
 
 from pytest_hetero.backends.docker import client as run
 from pytest_hetero.backends.docker.api import EngineInfo
+from pytest_hetero.backends.docker.translate import DockerTarget
 from pytest_hetero.backends.protocol import ActionFailed, EngineUnavailable, UsageFacts
 from pytest_hetero.backends.spread import Spread
 from pytest_hetero.settings import Settings
@@ -80,6 +81,8 @@ class DockerSession:
 
     target: dict[str, Any]
     settings: Settings
+    conf: DockerTarget = field(default_factory=DockerTarget)
+    """What the engine reads of ``target``, parsed once (:meth:`DockerTarget.parse`)."""
     conn: run.ClientOptions = field(default_factory=lambda: run.ClientOptions())
     conn_error: str = ""
     local: bool = True
@@ -107,7 +110,8 @@ class DockerSession:
             conn, error = run.connection(target), ""
         except docker.errors.DockerException as exc:
             conn, error = {"base_url": target.get("docker_host")}, str(exc)
-        return cls(target=target, settings=settings, conn=conn, conn_error=error, local=run.engine_is_local(conn),
+        return cls(target=target, settings=settings, conf=DockerTarget.parse(target), conn=conn, conn_error=error,
+                   local=run.engine_is_local(conn),
                    pull_policy=str(target.get("pull_policy", "if-not-present")))
 
     @property

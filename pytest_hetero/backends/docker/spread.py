@@ -26,13 +26,21 @@ network their containers share (``target.network`` other than ``none``): not pro
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import queue
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from pytest_hetero.backends.docker.translate import ASCEND_PREFIXES, NVIDIA_GPU, host_davinci_ids, quantity
+from pytest_hetero.backends.docker.translate import (
+    ASCEND_PREFIXES,
+    NVIDIA_GPU,
+    DockerTarget,
+    host_davinci_ids,
+    quantity,
+)
 
 if TYPE_CHECKING:
     from pytest_hetero.backends.spread import Concurrency
@@ -77,13 +85,13 @@ class Slot:
     kind: str
     ids: tuple[str, ...]
 
-    def target(self, target: dict[str, Any], resource: str) -> dict[str, Any]:
+    def target(self, target: DockerTarget, resource: str) -> DockerTarget:
         """``target`` with this slot pinned for ``resource`` (``device_ids`` or ``cpuset``, as
         :func:`~pytest_hetero.backends.docker.translate.translate` reads them)."""
         if self.kind == "devices":
-            return {**target, "device_ids": {**(target.get("device_ids") or {}), resource: list(self.ids)}}
+            return dataclasses.replace(target, device_ids={**target.device_ids, resource: list(self.ids)})
         if self.kind == "cpuset":
-            return {**target, "cpuset": {**(target.get("cpuset") or {}), resource: ",".join(self.ids)}}
+            return dataclasses.replace(target, cpuset={**target.cpuset, resource: ",".join(self.ids)})
         return target
 
     def to_dict(self) -> dict[str, Any]:
@@ -126,7 +134,7 @@ def carve(ids: list[str], per_slot: int, kind: str) -> list[Slot]:
     return slots or [Slot("unpinned", ())]
 
 
-def slots_of(requests: dict[str, str], pinned_devices: list[str] | None, cpuset: str | None, ncpu: int | None,
+def slots_of(requests: dict[str, str], pinned_devices: Sequence[int | str] | None, cpuset: str | None, ncpu: int | None,
              host_devices: dict[str, list[str]]) -> list[Slot]:
     """The device slots of a resource whose merged requests/limits are ``requests`` (see the module docstring).
 

@@ -156,7 +156,30 @@ def host_davinci_ids(dev: Path = Path("/dev")) -> list[str]:
     return [str(i) for i in sorted(_davinci_index(n) for n in nodes)]
 
 
-def translate(resource: Resource, target: dict[str, Any], *, host_visible: bool,
+@dataclass(frozen=True)
+class DockerTarget:
+    """What this engine reads of the matrix's ``spec.target`` (:class:`pytest_hetero.matrix.document.TargetDoc`, the
+    schema checked its types), resolved once (:meth:`parse`): the containers' ``network`` mode (``none`` when
+    absent), the ``python`` the workload image runs (``python3``), the seconds to wait for a lost engine
+    (``engine_wait_s``; None: :data:`~pytest_hetero.backends.docker.outage.ENGINE_WAIT_S`), and per resource name
+    the ``device_ids`` its containers get (as written) and its ``cpuset``."""
+
+    network: str = "none"
+    python: str = "python3"
+    engine_wait_s: float | None = None
+    device_ids: dict[str, list[int | str]] = field(default_factory=dict)
+    cpuset: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def parse(cls, raw: dict[str, Any]) -> DockerTarget:
+        """The settings of a matrix target ``raw`` (as the backend receives it)."""
+        wait = raw.get("engine_wait_s")
+        return cls(network=str(raw.get("network", "none")), python=str(raw.get("python", "python3")),
+                   engine_wait_s=None if wait is None else float(wait), device_ids=dict(raw.get("device_ids") or {}),
+                   cpuset=dict(raw.get("cpuset") or {}))
+
+
+def translate(resource: Resource, target: DockerTarget, *, host_visible: bool,
               dev: Path = Path("/dev")) -> EngineRequest:
     """Translate ``resource``'s requests/limits into an :class:`EngineRequest`.
 
@@ -166,8 +189,8 @@ def translate(resource: Resource, target: dict[str, Any], *, host_visible: bool,
     """
     req = EngineRequest()
     merged = {**resource.requests, **resource.limits}
-    pinned = [str(i) for i in (target.get("device_ids") or {}).get(resource.name, [])]
-    cpuset = (target.get("cpuset") or {}).get(resource.name)
+    pinned = [str(i) for i in target.device_ids.get(resource.name, [])]
+    cpuset = target.cpuset.get(resource.name)
     for key, value in merged.items():
         if key == "cpu":
             req.nano_cpus = round(quantity(value) * 1e9)

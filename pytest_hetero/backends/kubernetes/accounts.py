@@ -17,44 +17,15 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any, TypedDict, final
+from typing import Any
 
 from kubernetes import client
 
 from pytest_hetero.backends.kubernetes import client as kc
 from pytest_hetero.backends.kubernetes import queues
 from pytest_hetero.backends.kubernetes.manifests import FlavorUsage, QueueStatus, ServedClusterQueue, ServedLocalQueue
+from pytest_hetero.backends.protocol import Account, QueueAccount, QuotaAccount, Unreadable
 from pytest_hetero.matrix.model import Tenant
-
-
-@final
-class QuotaAccount(TypedDict):
-    """A ResourceQuota's account: its ``hard`` limits and what it counts as ``used`` (quantity strings)."""
-
-    hard: dict[str, str]
-    used: dict[str, str]
-
-
-@final
-class QueueAccount(TypedDict):
-    """A Kueue queue's account: ``usage`` and ``reservation`` (``<flavor>/<res>`` → quantity string), and its
-    ``admitted_workloads``/``reserving_workloads`` counts (None where its status has none)."""
-
-    usage: dict[str, str]
-    reservation: dict[str, str]
-    admitted_workloads: int | None
-    reserving_workloads: int | None
-
-
-@final
-class Unreadable(TypedDict):
-    """A queue whose status could not be read, and why."""
-
-    error: str
-
-
-Account = QuotaAccount | QueueAccount | Unreadable
-"""One entry of :func:`read`."""
 
 
 def quota_accounts(api: client.ApiClient, namespace: str) -> dict[str, QuotaAccount]:

@@ -57,8 +57,9 @@ from pytest_hetero.backends.kubernetes.manifests import (
     Volume,
 )
 from pytest_hetero.backends.kubernetes.objects import SlicePort, parse_event, parse_pod, parse_ports, parse_slice
-from pytest_hetero.backends.protocol import Attempt
+from pytest_hetero.backends.protocol import Attempt, AttemptFacts
 from pytest_hetero.matrix.model import Resource, Tenant
+from pytest_hetero.pending.model import ReasonRef
 
 if TYPE_CHECKING:  # governance imports this module (lazily); the annotation only names its run object
     from pytest_hetero.backends.kubernetes.governance import _Probe
@@ -452,23 +453,22 @@ def _reach(run: _Probe, tenant: Tenant, target: Tenant | None, want: Target, see
                     if want.role != "reach-egress" else set()) + opening(*mine, "Egress", port)
     egress_policies = isolating(*mine, "Egress", port)
     where, ctl = control
-    facts: dict[str, Any] = {"address": address, "target": what, "node": seen.node,
-                             "policies": {"egress": egress_policies, "ingress": ingress, "allowing": opened},
-                             "control": {"from_namespace": where, **ctl}}
+    facts: AttemptFacts = {"address": address, "target": what, "node": seen.node,
+                           "policies": {"egress": egress_policies, "ingress": ingress, "allowing": opened},
+                           "control": {"from_namespace": where, **ctl}}
     got = seen.connections.get(address)
     if got is None:
         return Attempt(want.role, action, run.identity.subject, "not-attempted",
                        message=f"the probe pod did not report it: {seen.why or seen.outcome}",
                        facts=facts)
-    facts.update({"result": got["outcome"], "seconds": got["seconds"]})
+    facts["result"], facts["seconds"] = got["outcome"], got["seconds"]
     if got["outcome"] == "connected":
         return Attempt(want.role, action, run.identity.subject, "allowed", message=got["detail"], facts=facts)
     if ctl["outcome"] != "connected":
         return Attempt(want.role, action, run.identity.subject, "not-attempted",
                        message=f"{address} did not answer the control from namespace {where} either "
                                f"({ctl['outcome']}: {ctl['detail']}): a refusal proves nothing", facts=facts)
-    reason = {"source": "probe pod", "code": f"network_{got['outcome']}",
-              "message": got["detail"]}
+    reason: ReasonRef = {"source": "probe pod", "code": f"network_{got['outcome']}", "message": got["detail"]}
     return Attempt(want.role, action, run.identity.subject, "refused", [reason], got["detail"], got["seconds"],
                    facts)
 
@@ -487,7 +487,7 @@ def data(run: _Probe, tenant: Tenant | None) -> None:
         into = _pod(run, "claim", target.namespace, ["/bin/sh", "-c", "true"])
         into["spec"]["volumes"] = [volume]
         into["spec"]["containers"][0]["volumeMounts"] = [{"name": "data", "mountPath": "/data", "readOnly": True}]
-        run.attempts.append(_fact(run.submit("mount-target-claim", into), "claim", claim))
+        run.attempts.append(_claim(run.submit("mount-target-claim", into), claim))
         run.attempts.append(_bind(run, tenant, target, claim))
         if claim in own_claims:
             run.attempts.append(Attempt("mount-target-claim-by-name", f"mount claim {claim} from namespace "
@@ -497,7 +497,7 @@ def data(run: _Probe, tenant: Tenant | None) -> None:
         mine = _pod(run, "claim-by-name", tenant.namespace, ["/bin/sh", "-c", "true"])
         mine["spec"]["volumes"] = [volume]
         mine["spec"]["containers"][0]["volumeMounts"] = into["spec"]["containers"][0]["volumeMounts"]
-        run.attempts.append(_fact(run.submit("mount-target-claim-by-name", mine), "claim", claim))
+        run.attempts.append(_claim(run.submit("mount-target-claim-by-name", mine), claim))
     theirs = client.CoreV1Api(run.identity.api)
     for secret in run.probe.secrets:
         run.attempts.append(run.read("read-target-secret", f"get Secret {secret} in namespace {target.namespace}",
@@ -506,7 +506,7 @@ def data(run: _Probe, tenant: Tenant | None) -> None:
     for secret in run.probe.pull_secrets:
         into = _pod(run, "pull", target.namespace, ["/bin/sh", "-c", "true"])
         into["spec"]["imagePullSecrets"] = [{"name": secret}]
-        run.attempts.append(_fact(run.submit("pull-with-target-secret", into), "pull_secret", secret))
+        run.attempts.append(_pull_secret(run.submit("pull-with-target-secret", into), secret))
         run.attempts.append(_pull_by_name(run, tenant, secret))
 
 
@@ -559,12 +559,12 @@ def _bind(run: _Probe, tenant: Tenant, target: Tenant, claim: str) -> Attempt:
                  "storageClassName": spec.storage_class or "",
                  "resources": {"requests": spec.requests or {"storage": "1Mi"}}}}
     action = f"create PersistentVolumeClaim {name} in namespace {tenant.namespace} for volume {volume}"
-    facts: dict[str, Any] = {"claim": claim, "volume": volume}
+    facts: AttemptFacts = {"claim": claim, "volume": volume}
     try:
         client.CoreV1Api(run.identity.api).create_namespaced_persistent_volume_claim(
             tenant.namespace, body, _request_timeout=kc.API_TIMEOUT_S)  # type: ignore[arg-type]  # a manifest dict
     except Exception as exc:  # noqa: BLE001 - the refusal is the probe's answer
-        return _fact(tenancy.refused(role, action, run.identity, exc), "claim", claim)
+        return _claim(tenancy.refused(role, action, run.identity, exc), claim)
     run.created.add("pvc", tenant.namespace, name)
     start = time.monotonic()
     deadline = start + (run.probe.timeout_s or run.step.timeout_s)
@@ -578,15 +578,20 @@ def _bind(run: _Probe, tenant: Tenant, target: Tenant, claim: str) -> Attempt:
                 if e.reason == "FailedBinding"]
         if said or time.monotonic() >= deadline:
             words = str(said[0].message or "") if said else ""
-            reasons = [{"source": "persistentvolume-controller", "code": "volume_binding", "message": words}] if said \
-                else []
+            reasons: list[ReasonRef] = [{"source": "persistentvolume-controller", "code": "volume_binding",
+                                         "message": words}] if said else []
             return Attempt(role, action, run.identity.subject, "pending", reasons, words, time.monotonic() - start,
                            facts)
         time.sleep(tenancy.POLL_S)
 
 
-def _fact(attempt: Attempt, key: str, value: str) -> Attempt:
-    attempt.facts[key] = value
+def _claim(attempt: Attempt, claim: str) -> Attempt:
+    attempt.facts["claim"] = claim
+    return attempt
+
+
+def _pull_secret(attempt: Attempt, secret: str) -> Attempt:
+    attempt.facts["pull_secret"] = secret
     return attempt
 
 
@@ -600,21 +605,20 @@ def _pull_by_name(run: _Probe, tenant: Tenant, secret: str) -> Attempt:
     action = f"create Pod {meta['name']} in namespace {meta['namespace']} naming image pull Secret {secret}"
     error = tenancy.create(run.identity, body, run.created)
     if error is not None:
-        return _fact(tenancy.refused("pull-with-target-secret-by-name", action, run.identity, error), "pull_secret",
-                     secret)
+        return _pull_secret(tenancy.refused("pull-with-target-secret-by-name", action, run.identity, error),
+                            secret)
     core = client.CoreV1Api(run.session.api)
     start = time.monotonic()
     deadline = start + (run.probe.timeout_s or run.step.timeout_s)
     synced_at: float | None = None
-    facts: dict[str, Any] = {"pull_secret": secret, "requests": {}}
+    facts: AttemptFacts = {"pull_secret": secret, "requests": {}}
     while True:
         events = [parse_event(e) for e in ks.events_for(run.session.api, meta["namespace"], meta["name"])]
         said = [e for e in events if e.reason == PULL_EVENT]
         if said:
             words = str(said[0].message or "")
-            facts.update({"node": said[0].source_host, "event": PULL_EVENT})
-            reason = {"source": "kubelet", "code": "pull_secret_unavailable",
-                      "message": words}
+            facts["node"], facts["event"] = said[0].source_host, PULL_EVENT
+            reason: ReasonRef = {"source": "kubelet", "code": "pull_secret_unavailable", "message": words}
             return Attempt("pull-with-target-secret-by-name", action, run.identity.subject, "refused", [reason], words,
                            time.monotonic() - start, facts)
         try:

@@ -83,8 +83,9 @@ class KubernetesBackend(Backend):
             "backend": self.name,
             "identity": f"{host} (context {s.context}, namespace {s.namespace})",
             "nodes": sorted(s.seen_nodes),
-            "simulated_nodes": sorted(n for n in s.seen_nodes if s.nodes.get(n, {}).get("simulated")),
-            "versions": {"server": s.server.get("git_version"), "platform": s.server.get("platform")},
+            "simulated_nodes": sorted(n for n in s.seen_nodes if s.simulated(n)),
+            "versions": {"server": s.server.git_version if s.server else None,
+                         "platform": s.server.platform if s.server else None},
             "images": dict(s.digests),
         }
 
@@ -93,7 +94,7 @@ class KubernetesBackend(Backend):
         s = self.session
         pool = inventory.pool(step, s.api)
         for facts in pool.nodes:
-            s.nodes[facts["name"]] = dict(facts)
+            s.listed(facts.copy())
             s.seen_nodes.add(facts["name"])
         return Inventory(pool=pool)
 
@@ -197,7 +198,8 @@ class KubernetesBackend(Backend):
             try:
                 placed = submit.place(s, step, step.timeout_s, node)
                 if isinstance(placed, Placement):
-                    raise ActionFailed(placed.message, (placed.decisive or {}).get("code") or "scheduling_timeout")
+                    code = placed.decisive["code"] if placed.decisive else None
+                    raise ActionFailed(placed.message, code or "scheduling_timeout")
                 started = startup.start(s, step, node)
                 started.usage = kube_usage.workload_facts(s, s.workloads[key])
                 out.append(started)

@@ -52,7 +52,18 @@ from pytest_hetero.backends.kubernetes.manifests import PodManifest, Workload
 from pytest_hetero.backends.kubernetes.objects import parse_event, parse_pod
 from pytest_hetero.backends.kubernetes.session import KubeSession
 from pytest_hetero.backends.nodefit import blockers
-from pytest_hetero.backends.protocol import Attempt, GovernanceReport, NodeFacts, ProbeLedger, ProbeWorkload, Step
+from pytest_hetero.backends.protocol import (
+    Account,
+    Attempt,
+    AttemptFacts,
+    AttributionUsage,
+    GovernanceReport,
+    NodeFacts,
+    ProbeLedger,
+    ProbeWorkload,
+    Step,
+    VictimFacts,
+)
 from pytest_hetero.matrix.model import GovernanceProbe, Resource, Tenant
 
 LOOK = ("for f in /dev/nvidia* /dev/davinci* /dev/dri/* /dev/accel/* /dev/kfd; do [ -e \"$f\" ] && "
@@ -73,7 +84,7 @@ class _Probe:
     identity: tenancy.Identity
     created: tenancy.Created = dataclasses.field(default_factory=tenancy.Created)
     attempts: list[Attempt] = dataclasses.field(default_factory=list)
-    usage: dict[str, Any] = dataclasses.field(default_factory=dict)
+    usage: AttributionUsage | None = None
 
     @property
     def timeout_s(self) -> float:
@@ -107,8 +118,8 @@ class _Probe:
         outcome, pods, loads, waited = tenancy.observe(s.api, s.served(), body, self.timeout_s, want, patient)
         seen = [parse_pod(p) for p in pods]
         node = next((p.node_name for p in seen if p.node_name), None)
-        facts: dict[str, Any] = {"node": node, "pods": [p.name for p in seen],
-                                 "workloads": [w["metadata"]["name"] for w in loads], "requests": requests_of(body)}
+        facts: AttemptFacts = {"node": node, "pods": [p.name for p in seen],
+                               "workloads": [w["metadata"]["name"] for w in loads], "requests": requests_of(body)}
         if outcome == "pending":
             reasons, words = tenancy.pending_reasons(self.session.api, pods, loads, meta["namespace"], meta["name"])
             return Attempt(role, action, self.identity.subject, "pending", reasons, words, waited, facts)
@@ -173,10 +184,12 @@ def ledger(attempts: list[Attempt], gone_at: float) -> ProbeLedger:
         seconds = max(0.0, gone_at - placed)
         ns = a.action.split(" in namespace ")[-1].split(" ")[0]
         kind, name = (a.action.split(" ") + ["", ""])[1:3]
-        for res, qty in (a.facts.get("requests") or {}).items():
+        requests = a.facts.get("requests")
+        for res, qty in (requests or {}).items():
             per = held.setdefault(ns, {})
             per[res] = round(per.get(res, 0.0) + float(parse_quantity(qty)) * seconds, 3)  # type: ignore[no-untyped-call]
-        workloads.append({"role": a.role, "namespace": ns, "requests": a.facts.get("requests"),
+        workloads.append({"role": a.role, "namespace": ns,
+                          "requests": None if requests is None else {k: v for k, v in requests.items()},
                           "held_s": round(seconds, 3), "workload": f"{kind.lower()}/{ns}/{name}",
                           "object": kind.lower(), "name": name, "placed": placed, "released": gone_at,
                           "outcome": a.outcome})
@@ -201,7 +214,7 @@ def _maintenance(run: _Probe, tenant: Tenant | None) -> str:
         body["spec"]["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
             "nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": [name]}]}]}}}
         attempt = run.submit("node", body)
-        attempt.facts.update({"target_node": name, "maintenance": why})
+        attempt.facts["target_node"], attempt.facts["maintenance"] = name, why
         run.attempts.append(attempt)
     if not run.attempts:
         return (f"no node of the pool ({len(nodes)} matching {pool.selector or 'the requested resources'}) is "
@@ -232,7 +245,7 @@ def _device_isolation(run: _Probe, tenant: Tenant | None) -> None:
     run.attempts.append(attempt)
 
 
-def _victim(run: _Probe, body: PodManifest, wait_s: float) -> dict[str, Any]:
+def _victim(run: _Probe, body: PodManifest, wait_s: float) -> VictimFacts:
     """What became of the low-priority pod once the high one was placed: ``evicted`` (deletion requested
     or gone), its ``DisruptionTarget`` condition, its ``Preempted`` events (the scheduler's words)."""
     from kubernetes import client
@@ -349,7 +362,7 @@ def _quota(run: _Probe, tenant: Tenant | None) -> None:
         run.attempts.append(run.submit("within", within))
 
 
-def _reader(run: _Probe, tenant: Tenant | None) -> Callable[[], dict[str, accounts.Account]]:
+def _reader(run: _Probe, tenant: Tenant | None) -> Callable[[], dict[str, Account]]:
     """Reads the accounts the probe workload passes through: the namespace's ResourceQuotas, and the
     tenant's Kueue queues only when it is submitted through them (``kueue-job``)."""
     queued = tenant if _submit_as(run, tenant) == "kueue-job" else None
@@ -365,33 +378,35 @@ def _attribution(run: _Probe, tenant: Tenant | None) -> None:
     requested = requests_of(body)
     attempt = run.submit("workload", body)
     run.attempts.append(attempt)
-    run.usage = {"namespace": run.identity.namespace, "requested": requested, "before": before,
-                 "placed": attempt.outcome == "placed"}
+    ns = run.identity.namespace
     if attempt.outcome != "placed":
-        run.usage["during"], run.usage["after"] = {}, {}
+        run.usage = {"namespace": ns, "requested": requested, "before": before, "placed": False, "during": {},
+                     "after": {}}
         return
     watched = [k for k, v in before.items() if accounts.tracks(v, requested)]
     during, waited = accounts.settle(read, lambda got: all(_used(got).get(k) != _used(before).get(k)
                                                            for k in watched), SETTLE_S)
-    run.usage["during"], run.usage["during_waited_s"] = during, round(waited, 3)
+    run.usage = {"namespace": ns, "requested": requested, "before": before, "placed": True, "during": during,
+                 "during_waited_s": round(waited, 3)}
 
 
 def _after(run: _Probe, tenant: Tenant | None) -> None:
     """Read the accounts after cleanup until they equal ``before`` (at most :data:`SETTLE_S` seconds)."""
-    if not run.usage.get("placed"):
+    usage = run.usage
+    if usage is None or not usage["placed"]:
         return
-    before = run.usage["before"]
+    before = usage["before"]
     after, waited = accounts.settle(_reader(run, tenant), lambda got: _used(got) == _used(before), SETTLE_S)
-    run.usage["after"], run.usage["after_waited_s"] = after, round(waited, 3)
+    usage["after"], usage["after_waited_s"] = after, round(waited, 3)
 
 
-def _used(read: dict[str, accounts.Account]) -> dict[str, object]:
+def _used(read: dict[str, Account]) -> dict[str, object]:
     """The parts of an account read that follow usage (ResourceQuota used, queue usage/reservation; None
     for what an unreadable queue cannot say)."""
     return {k: _following(v) for k, v in read.items()}
 
 
-def _following(account: accounts.Account) -> object:
+def _following(account: Account) -> object:
     if "used" in account:
         return account["used"]
     if "error" in account:

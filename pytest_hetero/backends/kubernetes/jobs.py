@@ -247,7 +247,7 @@ def _refuse(session: KubeSession, step: Step, facts: dict[str, Any], name: str, 
     out = JobPlacement(admitted=workload is not None, service=name)
     gang.explain(session, out, name, workload, pods, what)
     facts.update(reasons=out.reasons, decisive=out.decisive)
-    raise ActionFailed(out.message, str((out.decisive or {}).get("code") or "scheduling_timeout"))
+    raise ActionFailed(out.message, (out.decisive["code"] if out.decisive else None) or "scheduling_timeout")
 
 
 def _start_ranks(session: KubeSession, job: Job, up: dict[int, dict[str, Any]], facts: dict[str, Any], python: str,
@@ -345,13 +345,13 @@ def _wait_pods(session: KubeSession, spec: JobSpec, name: str, deadline: float) 
 
 def _simulated(session: KubeSession, node: str) -> bool:
     """The node is simulated by KWOK (annotation ``kwok.x-k8s.io/node: fake``, as :mod:`.inventory` reads it)."""
-    if node not in session.nodes:
+    if not session.known(node):
         try:
             meta = session.core.read_node(node, _request_timeout=30).metadata
         except Exception:  # noqa: BLE001 - unreadable: treated as real; its pods' exits will say what happened
             return False
         return ((meta.annotations if meta else None) or {}).get("kwok.x-k8s.io/node") == "fake"
-    return bool(session.nodes[node].get("simulated"))
+    return session.simulated(node)
 
 
 def _pods(session: KubeSession, job: Job) -> dict[int, Pod]:

@@ -39,10 +39,11 @@ def record_placed(
 ) -> None:
     """Record ``scheduling.placed`` for ``pod`` (JSON dict); ``waited_s`` from submission to the verdict."""
     node = pod["spec"]["nodeName"]
-    known = session.nodes.get(node, {}).get("allocatable") or {}
+    listed = session.nodes.get(node)
+    known = (listed["allocatable"] if listed else None) or {}
     if any(n not in known for n in ctx.resource.requests):
         refresh_nodes(session, list(ctx.resource.requests), node)
-    facts = session.nodes.get(node, {})
+    facts = session.nodes.get(node)
     cond = find(parse_pod(pod).conditions, "PodScheduled")
     workload["pod"] = pod["metadata"]["name"]
     session.seen_nodes.add(node)
@@ -60,8 +61,8 @@ def record_placed(
         allocated={
             "node": node,
             "resources": pod["spec"]["containers"][0].get("resources"),
-            "node_allocatable": facts.get("allocatable"),
-            "node_simulated": facts.get("simulated"),
+            "node_allocatable": facts["allocatable"] if facts else None,
+            "node_simulated": facts["simulated"] if facts else None,
         },
     )
 
@@ -71,10 +72,11 @@ def refresh_nodes(session: KubeSession, names: list[str], wanted: str) -> None:
     try:
         resp: Any = session.core.list_node(_preload_content=False, _request_timeout=kc.API_TIMEOUT_S)
         for node in (parse_node(item) for item in json.loads(resp.data).get("items") or []):
-            known = session.nodes.get(node.name, {}).get("capacity") or {}
-            session.nodes[node.name] = dict(inventory.node_facts(node, sorted({*known, *names})))
+            listed = session.nodes.get(node.name)
+            known = (listed["capacity"] if listed else None) or {}
+            session.listed(inventory.node_facts(node, sorted({*known, *names})))
     except Exception as exc:  # noqa: BLE001 - allocation evidence is best effort
-        session.nodes[wanted] = {"name": wanted, "error": str(exc)}
+        session.unreadable(wanted, str(exc))
 
 
 def pool_nodes(session: KubeSession, ctx: Step) -> list[NodeFacts] | None:
@@ -196,7 +198,7 @@ def unscheduled(
         events += ks.events_for(api, ns, workload["name"])
     queue, note = queue_state(session, workload)
     events += [e for q in queue if q.get("kind") == "PodGroup" for e in ks.events_for(api, ns, q["metadata"]["name"])]
-    advertised = {n for f in session.nodes.values() for n, v in (f.get("capacity") or {}).items() if v}
+    advertised = {n for f in session.nodes.values() for n, v in f["capacity"].items() if v}
     pool, tolerations = pool_nodes(session, ctx), ctx.resource.tolerations
     reasons = ks.name_taints(
         ks.explain_pending(pods, events, queue, advertised or None), pool or [], tolerations

@@ -46,9 +46,13 @@ from pytest_hetero.backends.kubernetes.submit import PULL
 from pytest_hetero.backends.labels import LABEL
 from pytest_hetero.backends.protocol import (
     ActionFailed,
+    BurstPod,
     Leftover,
     Measure,
+    PriorityFacts,
+    ReserveEvent,
     ReserveReport,
+    ReserveVictim,
     ServingRequest,
     Step,
     UsageFacts,
@@ -109,15 +113,6 @@ def settings(probe: GovernanceProbe) -> ReserveSettings:
             "burst": {"priority_class": str(r["burst"]["priority_class"]), "pods": int(r["burst"]["pods"])},
             "p95_ms": float(r["p95_ms"]), "max_error_rate": float(r.get("max_error_rate", 0.0)),
             "window_s": parse_duration(r.get("window", "2s")), "duration_s": parse_duration(r.get("duration", "20s"))}
-
-
-class PriorityFacts(TypedDict):
-    """A PriorityClass as the probe's report keeps it."""
-
-    name: str
-    value: int
-    preemption_policy: str | None
-    global_default: bool
 
 
 def priority_class(api: client.ApiClient, name: str | None) -> PriorityFacts | None:
@@ -185,7 +180,7 @@ class Watcher(threading.Thread):
         self.state: dict[str, PodState] = {}
         self.roles: dict[str, str] = {}
         self.uids: dict[str, str] = {}
-        self.notes: list[dict[str, Any]] = []
+        self.notes: list[ReserveEvent] = []
         self.ready: list[tuple[float, int]] = []
         self.errors: list[str] = []
 
@@ -208,10 +203,12 @@ class Watcher(threading.Thread):
         self.join(timeout=30)
         self.poll()
 
-    def note(self, t: float, pod: str, what: str, message: str = "", **facts: Any) -> None:
-        """Add one observed change."""
-        self.notes.append({"t": round(t, 3), "pod": pod, "role": self.roles.get(pod, ""), "what": what,
-                           "source": "observed", "message": message, **facts})
+    def note(self, t: float, pod: str, what: str, message: str = "") -> ReserveEvent:
+        """Add one observed change; the entry (its facts are added to it)."""
+        entry: ReserveEvent = {"t": round(t, 3), "pod": pod, "role": self.roles.get(pod, ""), "what": what,
+                               "source": "observed", "message": message}
+        self.notes.append(entry)
+        return entry
 
     def poll(self) -> None:
         """One listing of every role's pods; notes the changes since the last one."""
@@ -247,13 +244,14 @@ class Watcher(threading.Thread):
         old = self.state.get(name)
         if old is None:
             made = pod.metadata.creation_timestamp
-            self.note(now, name, "created", priority=pod.spec.priority,
-                      created_at=made.timestamp() if isinstance(made, datetime) else None)
+            created = self.note(now, name, "created")
+            created["priority"] = pod.spec.priority
+            created["created_at"] = made.timestamp() if isinstance(made, datetime) else None
             old = PodState()
         if new.node and new.node != old.node:
-            self.note(now, name, "scheduled", node=new.node)
+            self.note(now, name, "scheduled")["node"] = new.node
         if new.nominated and new.nominated != old.nominated:
-            self.note(now, name, "nominated", node=new.nominated)
+            self.note(now, name, "nominated")["node"] = new.nominated
         if new.unschedulable and not old.unschedulable:
             self.note(now, name, "unschedulable", new.unschedulable)
         if new.ready != old.ready:
@@ -261,8 +259,8 @@ class Watcher(threading.Thread):
         if new.deleting and not old.deleting:
             cond = [{"reason": c.reason, "message": c.message} for c in pod.status.conditions or []
                     if c.type == "DisruptionTarget"]
-            self.note(now, name, "deleting", "; ".join(f"{c['reason']}: {c['message']}" for c in cond),
-                      disruption=cond)
+            message = "; ".join(f"{c['reason']}: {c['message']}" for c in cond)
+            self.note(now, name, "deleting", message)["disruption"] = cond
         self.state[name] = new
 
     def ready_min(self, start: float, end: float) -> int | None:
@@ -288,7 +286,7 @@ def ready_endpoints(api: client.ApiClient, namespace: str, name: str) -> list[tu
     return sorted(out)
 
 
-def events(api: client.ApiClient, namespace: str, pods: dict[str, str], uids: dict[str, str]) -> list[dict[str, Any]]:
+def events(api: client.ApiClient, namespace: str, pods: dict[str, str], uids: dict[str, str]) -> list[ReserveEvent]:
     """Timeline entries of the namespace's events (reasons in :data:`EVENT_REASONS`) about ``pods`` (name →
     role); a ``Preempted`` event's ``by`` is the pod whose UID (or name) its message names. ``resolution_s``: the
     event's time precision (the scheduler's events carry ``eventTime``, microseconds; the kubelet's ``Killing``,
@@ -305,11 +303,11 @@ def events(api: client.ApiClient, namespace: str, pods: dict[str, str], uids: di
             continue
         when = e.event_time or e.first_timestamp or e.last_timestamp
         t = when.timestamp() if isinstance(when, datetime) else _epoch(when)
-        entry: dict[str, Any] = {"t": round(t, 3) if t else None, "pod": obj.name, "role": pods[obj.name],
-                                 "resolution_s": 1e-6 if e.event_time else 1.0,
-                                 "what": e.reason, "source": "event", "message": str(e.message or ""),
-                                 "count": e.count or 1, "reporter": (e.reporting_component or
-                                                                     (e.source.component if e.source else "") or "")}
+        entry: ReserveEvent = {"t": round(t, 3) if t else None, "pod": obj.name, "role": pods[obj.name],
+                               "resolution_s": 1e-6 if e.event_time else 1.0,
+                               "what": e.reason, "source": "event", "message": str(e.message or ""),
+                               "count": e.count or 1, "reporter": (e.reporting_component or
+                                                                   (e.source.component if e.source else "") or "")}
         if e.reason == "Preempted":
             entry["by"] = next((n for u, n in uids.items() if u in entry["message"] or f"/{n} " in entry["message"]
                                 or entry["message"].endswith(f"/{n}")), None)
@@ -416,7 +414,7 @@ def probe(session: KubeSession, step: Step, probe: GovernanceProbe, request: Ser
         except kube_serving.NotReady as exc:
             kube_serving.keep_not_ready(step, exc)  # the kubelet's account and the server's log tail
             raise
-        report.serving.update(ready=facts)
+        report.serving["ready"] = facts
         watcher.start()
         _run(session, step, conf, report, watcher, identity, created, ns, name, group, image, measure)
     finally:
@@ -439,7 +437,7 @@ def held(watcher: Watcher, report: ReserveReport, namespace: str, requests: dict
     ``role``): submitted at its creationTimestamp, placed when seen scheduled, released when seen gone, else at
     ``gone_at`` (its deletion confirmed by the cleanup; None when it is a leftover); outcome ``refused`` (never
     placed), ``failed`` (a serving victim of the burst) or ``completed`` (held until the probe removed it)."""
-    first: dict[str, dict[str, float]] = {}
+    first: dict[str, dict[str, float | None]] = {}
     for note in watcher.notes:
         at = first.setdefault(note["pod"], {})
         at.setdefault(note["what"], note.get("created_at") or note["t"] if note["what"] == "created" else note["t"])
@@ -477,7 +475,7 @@ def _run(session: KubeSession, step: Step, conf: ReserveSettings, report: Reserv
         error = tenancy.create(identity, body, created)
         if error is not None:
             refused.append(f"{body['metadata']['name']}: {type(error).__name__}: {error}"[:500])
-    report.burst.update(started=round(t0, 3), refused=refused)
+    report.burst["started"], report.burst["refused"] = round(t0, 3), refused
     during = []
     while time.time() - t0 < conf["duration_s"]:
         during.append(_window(api, ns, name, min(window, max(0.5, conf["duration_s"] - (time.time() - t0))), measure))
@@ -488,7 +486,7 @@ def _run(session: KubeSession, step: Step, conf: ReserveSettings, report: Reserv
                                    "endpoints": pods, "ready_min": watcher.ready_min(start, end), **stats})
     timeline = [*watcher.notes, *events(api, ns, watcher.roles, watcher.uids)]
     for entry in timeline:
-        entry["at_s"] = round(entry["t"] - t0, 3) if entry.get("t") else None
+        entry["at_s"] = round(entry["t"] - t0, 3) if entry["t"] else None
     report.timeline = sorted(timeline, key=lambda e: (e["t"] is None, e["t"] or 0.0))
     report.serving["watch_errors"] = watcher.errors
     _burst_pods(report, watcher)
@@ -508,7 +506,7 @@ def _window(api: client.ApiClient, ns: str, name: str, seconds: float, measure: 
 
 def _burst_pods(report: ReserveReport, watcher: Watcher) -> None:
     """Each burst pod's end state and whether the burst asked to preempt (see :class:`ReserveReport`)."""
-    pods = []
+    pods: list[BurstPod] = []
     for pod, role in sorted(watcher.roles.items()):
         if role != "burst":
             continue
@@ -520,18 +518,19 @@ def _burst_pods(report: ReserveReport, watcher: Watcher) -> None:
                                                                                   "FailedScheduling")]
     for p in pods:
         p["preempted_for"] = p["name"] in preemptors
-    report.burst.update(pods=pods, placed=sum(1 for p in pods if p["placed"]),
-                        asked_to_preempt=bool(asked) or bool(preemptors - {None}))
+    report.burst["pods"] = pods
+    report.burst["placed"] = sum(1 for p in pods if p["placed"])
+    report.burst["asked_to_preempt"] = bool(asked) or bool(preemptors - {None})
 
 
-def victims(timeline: list[dict[str, Any]], t0: float) -> list[dict[str, Any]]:
+def victims(timeline: list[ReserveEvent], t0: float) -> list[ReserveVictim]:
     """Serving pods removed (deleting, gone) or reported ``Preempted`` after the burst started (epoch ``t0``):
     ``[{"pod", "at_s" (first sign), "by", "evidence": [what was seen]}]``, in order."""
-    out: dict[str, dict[str, Any]] = {}
+    out: dict[str, ReserveVictim] = {}
     for e in timeline:
-        if e["role"] != "serving" or e["what"] not in ("Preempted", "deleting", "gone") or (e.get("t") or 0) < t0:
+        if e["role"] != "serving" or e["what"] not in ("Preempted", "deleting", "gone") or (e["t"] or 0) < t0:
             continue
         v = out.setdefault(e["pod"], {"pod": e["pod"], "at_s": e["at_s"], "by": None, "evidence": []})
         v["by"] = v["by"] or e.get("by")
-        v["evidence"].append(f"{e['what']} at {e['at_s']} s" + (f": {e['message']}" if e.get("message") else ""))
+        v["evidence"].append(f"{e['what']} at {e['at_s']} s" + (f": {e['message']}" if e["message"] else ""))
     return list(out.values())

@@ -223,7 +223,7 @@ def execute(session: KubeSession, ctx: Step, given: WorkloadRecord | None = None
     values = {"python": session.conf.python, **paths,
               "outputs": f"{run_dir}/outputs.json", "provider": provider}
     argv = render_entrypoint(m.entrypoint, values)
-    simulated = bool(session.nodes.get(node, {}).get("simulated"))
+    simulated = session.simulated(node)
     begun = time.time()
     dumped: dict[str, str] = {}  # the wrapper's files, when the exit-status check read them too
     done, failure = _run_watched(session, ctx, workload, node, argv, run_dir, f"{root}/code/{m.name}",

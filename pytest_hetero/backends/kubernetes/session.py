@@ -22,7 +22,7 @@ from pytest_hetero.backends.kubernetes.nodes import ReadyCondition
 from pytest_hetero.backends.kubernetes.queues import Served, discover
 from pytest_hetero.backends.kubernetes.watch import PodWatch
 from pytest_hetero.backends.labels import OWNER
-from pytest_hetero.backends.protocol import EngineFault
+from pytest_hetero.backends.protocol import EngineFault, NodeFacts
 from pytest_hetero.settings import Settings
 
 
@@ -87,6 +87,15 @@ def parse_target(raw: dict[str, Any]) -> KubeTarget:
                       cleanup_wait_s=None if wait is None else float(wait))
 
 
+@dataclass(frozen=True)
+class ServerVersion:
+    """The apiserver's ``/version`` (``VersionInfo``) as the fingerprint keeps it: ``git_version`` and
+    ``platform`` (None where the apiserver left one out)."""
+
+    git_version: str | None
+    platform: str | None
+
+
 @dataclass
 class Deployed:
     """A serving Deployment this run deploys (:mod:`.serving`): for which ``(resource, image)``, and whether its
@@ -111,11 +120,15 @@ class KubeSession:
         self.submit_as = self.conf.submit_as
         self._api: client.ApiClient | None = None
         self.namespace = ""
-        self.server: dict[str, Any] = {}
+        self.server: ServerVersion | None = None
+        """The apiserver's version, once connected."""
         self.watch: PodWatch | None = None
         self.workloads: dict[tuple[str, ...], WorkloadRecord] = {}
         """Workloads by (resource, image), and node-coverage ones by (resource, image, node)."""
-        self.nodes: dict[str, dict[str, Any]] = {}
+        self.nodes: dict[str, NodeFacts] = {}
+        """Facts of the nodes listed so far (discovery's pool listing, placement's refresh), by name."""
+        self.unread_nodes: dict[str, str] = {}
+        """Nodes placement's refresh could not list (:func:`.placement.refresh_nodes`), by name: why."""
         self.seen_nodes: set[str] = set()
         """Nodes discovery listed or a workload was placed on (the fingerprint's ``nodes``)."""
         self.digests: dict[str, str] = {}
@@ -142,11 +155,31 @@ class KubeSession:
                 self.namespace = self.settings.kube_namespace or self.conf.namespace or namespace
                 self.context = self.context or context
                 try:
-                    self.server = client.VersionApi(api).get_code(_request_timeout=kc.API_TIMEOUT_S).to_dict()
+                    info = client.VersionApi(api).get_code(_request_timeout=kc.API_TIMEOUT_S)
+                    self.server = ServerVersion(git_version=info.git_version, platform=info.platform)
                 except Exception as exc:  # noqa: BLE001 - translated
                     raise kc.api_outcome(exc, f"reach the apiserver of context {self.context}") from None
                 self._api = api
             return self._api
+
+    def listed(self, facts: NodeFacts) -> None:
+        """Keep ``facts`` as what is known of its node (a listing of it that failed before is forgotten)."""
+        self.nodes[facts["name"]] = facts
+        self.unread_nodes.pop(facts["name"], None)
+
+    def unreadable(self, node: str, why: str) -> None:
+        """Note that node ``node`` could not be listed (``why``); facts listed of it before are dropped."""
+        self.nodes.pop(node, None)
+        self.unread_nodes[node] = why
+
+    def known(self, node: str) -> bool:
+        """True once node ``node`` was listed, or a listing of it failed."""
+        return node in self.nodes or node in self.unread_nodes
+
+    def simulated(self, node: str) -> bool:
+        """True when node ``node`` is listed and KWOK simulates it (one not listed, or unreadable, is not)."""
+        facts = self.nodes.get(node)
+        return facts is not None and facts["simulated"]
 
     def served(self) -> Served:
         """The API groups and versions the apiserver serves (API discovery, once per session; see

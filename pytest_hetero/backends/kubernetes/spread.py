@@ -149,7 +149,7 @@ def one_run(session: KubeSession, step: Deferred, width: int, queued: float) -> 
         running = time.time()
         node = seen.node_name
         workload["pod"] = name
-        simulated = bool(session.nodes.get(node, {}).get("simulated"))
+        simulated = session.simulated(node)
         devices = visible_devices(session, name)
         result = kube_model.execute(session, step, given=workload,
                                     isolation=PER_RUN_SIMULATED if simulated else PER_RUN_POD)
@@ -160,7 +160,7 @@ def one_run(session: KubeSession, step: Deferred, width: int, queued: float) -> 
                                        "what": f"image {step.image.reference}"}
         facts = kube_usage.workload_facts(session, workload, outcome="completed" if result.exit_code == 0 else "failed")
     finally:
-        if workload.pop("inputs", None) and session.nodes.get(node, {}).get("simulated"):
+        if workload.pop("inputs", None) and session.simulated(node):
             # on a KWOK node the copy is on the host (each run has a root of its own there): removed with the run
             kube_exec.try_run(session.core, session.namespace, name, ["rm", "-rf", workload["root"]], 5)
         deleted = _delete(session, workload["body"], workload["name"], workload.get("pod"))
@@ -186,7 +186,7 @@ def create(session: KubeSession, step: Step) -> WorkloadRecord:
                        resource=res.name, image=img.name, probe=probe)
     try:
         body = ks.manifest(session.submit_as, probe, session.namespace, labels, res, img.reference,
-                           PULL.get(str(session.target.get("pull_policy", ""))), kc.created_annotations())
+                           PULL.get(session.conf.pull_policy), kc.created_annotations())
     except ValueError as exc:
         raise ActionFailed(str(exc), "bad_target") from None
     deadline = int(2 * step.timeout_s + DEADLINE_MARGIN_S)

@@ -28,7 +28,7 @@ from pytest_hetero.backends.kubernetes import scheduling as ks
 from pytest_hetero.backends.kubernetes import submit
 from pytest_hetero.backends.kubernetes.manifests import ServedPod
 from pytest_hetero.backends.kubernetes.objects import NO_STATUS, Pod, parse_event, parse_pod
-from pytest_hetero.backends.protocol import ActionFailed, ImageIdentity, Placement, Started, Step
+from pytest_hetero.backends.protocol import ActionFailed, ImageIdentity, Placement, Started, StartedOn, Step
 from pytest_hetero.pending import summarise
 from pytest_hetero.pending.model import Reason
 from pytest_hetero.pending.startup import pull_category
@@ -202,15 +202,17 @@ def start(session: KubeSession, ctx: Step, pinned: str | None = None) -> Started
         session.pods()
         placed = submit.place(session, ctx, ctx.timeout_s, pinned)
         if isinstance(placed, Placement):
-            raise ActionFailed(placed.message, (placed.decisive or {}).get("code") or "scheduling_timeout")
+            code = placed.decisive["code"] if placed.decisive else None
+            raise ActionFailed(placed.message, code or "scheduling_timeout")
         workload = session.workloads[key]
     found = session.pods().wait(workload["probe"], waiter(), ctx.timeout_s)
     pods = session.pods().by_key(workload["probe"])
     pod: ServedPod = found[1] if found else (pods[-1] if pods else {"metadata": {"name": workload.get("pod", "")}})
     seen = parse_pod(pod)
     name = seen.name
-    node = session.nodes.get(seen.node_name, {})
-    simulated = bool(node.get("simulated"))
+    facts, why = session.nodes.get(seen.node_name), session.unread_nodes.get(seen.node_name)
+    node = seen.node_name if facts is not None or why is not None else None
+    simulated = session.simulated(seen.node_name)
     session.restarts[name] = restart_count(seen)
     ident = image_identity(seen)
     if ident["digest"]:
@@ -218,7 +220,7 @@ def start(session: KubeSession, ctx: Step, pinned: str | None = None) -> Started
     ctx.record(
         "startup.pod",
         pod=name,
-        node=node.get("name"),
+        node=node,
         phase=seen.phase,
         pinned_to=pinned,
         container_statuses=(pod.get("status") or {}).get("containerStatuses"),
@@ -228,7 +230,7 @@ def start(session: KubeSession, ctx: Step, pinned: str | None = None) -> Started
     if simulated:
         ctx.record(
             "startup.simulation",
-            node=node.get("name"),
+            node=node,
             simulated=[
                 "container state (KWOK stage)",
                 "image pull (none)",
@@ -242,7 +244,8 @@ def start(session: KubeSession, ctx: Step, pinned: str | None = None) -> Started
     where = "the KWOK host (simulated node: not inside the image)" if simulated else f"pod {name}"
     identity = ImageIdentity(digest=ident["digest"], known=(ident["digest"] or "",),
                              what=f"image {ctx.image.reference}")
-    return Started(name=name, handle=name, where=where, simulated=simulated, node=node, identity=identity)
+    return Started(name=name, handle=name, where=where, simulated=simulated, identity=identity,
+                   node=None if node is None else StartedOn(node, facts))
 
 
 def startup_failed(

@@ -34,6 +34,7 @@ from pytest_hetero.backends.kubernetes.manifests import ServedPod, ServedWorkloa
 from pytest_hetero.backends.kubernetes.objects import find
 from pytest_hetero.backends.protocol import ActionFailed, Attempt, Leftover
 from pytest_hetero.matrix.model import Tenant
+from pytest_hetero.pending.model import ReasonRef
 
 TOKEN_S = 600
 """Lifetime (seconds) of the token requested for a tenant's ServiceAccount (the API's minimum is 600)."""
@@ -208,7 +209,7 @@ def observe(observer: client.ApiClient, served: queues.Served, body: Workload, t
 
 
 def pending_reasons(observer: client.ApiClient, pods: list[ServedPod], loads: list[ServedWorkload],
-                    namespace: str, name: str) -> tuple[list[dict[str, Any]], str]:
+                    namespace: str, name: str) -> tuple[list[ReasonRef], str]:
     """Normalised reasons (dicts, decisive first) and the cluster's own words for a workload left pending:
     its pods' PodScheduled condition, the events of the pods and of ``name``, its Kueue Workloads."""
     events = ks.events_for(observer, namespace, name)

@@ -62,7 +62,7 @@ def pod_facts(session: KubeSession, seen: Pod, submitted: float | None = None,
             "ended": epoch(ended.finished_at if ended else None), "released": epoch(seen.deleting_since),
             "attempts": 1 + cstatus.restart_count,
             "outcome": PHASE_OUTCOME.get(str(seen.phase), "pending"), "node": node or None,
-            "simulated": bool(session.nodes.get(node, {}).get("simulated"))}
+            "simulated": session.simulated(node)}
 
 
 def workload_facts(session: KubeSession, workload: WorkloadRecord | None, pod: ServedPod | None = None,
