@@ -162,8 +162,9 @@ def read_logs(core: client.CoreV1Api, namespace: str, pod: str, previous: bool =
               container: str = "workload") -> str:
     """The last 2,000 lines of ``container``'s log, or a line saying why there is none (never raises).
 
-    The kubelet answers 200 with the body ``unable to retrieve container logs for <id>`` when the runtime does not
-    know the container at that moment (a crash-looping container's previous instance being replaced): the read is
+    The kubelet answers 200 with the body ``unable to retrieve container logs for <id>`` (that one line, nothing
+    else: a container's own log that begins with it is its log) when the runtime does not know the container at
+    that moment (a crash-looping container's previous instance being replaced): the read is
     tried :data:`LOG_TRIES` times, :data:`LOG_RETRY_S` apart, and the kubelet's words are kept in the line saying
     why there is no log, never passed off as the container's output."""
     said = ""
@@ -177,7 +178,8 @@ def read_logs(core: client.CoreV1Api, namespace: str, pod: str, previous: bool =
         except Exception as exc:  # noqa: BLE001 - logs are evidence, not a verdict
             return f"(logs unavailable: {getattr(exc, 'status', '')} {getattr(exc, 'reason', exc)})"
         text = "" if text is None else str(text)
-        if not text.startswith(KUBELET_NO_LOG):
+        said_only = text.strip()
+        if not (said_only.startswith(KUBELET_NO_LOG) and "\n" not in said_only):  # the kubelet's one line, alone
             return text
         said = text.strip()[:300]
     return f"(logs unavailable: the kubelet said {said!r} {LOG_TRIES} times)"
