@@ -136,6 +136,12 @@ def test_free_capacity_is_the_schedulers_arithmetic_per_node(tmp_path: Path) -> 
     assert (many["total"], many["width"]) == (640, FREE_MAX)
     nothing_asked = free_runs([node("z", {"cpu": "1"}, {})], {}, lambda n: [], None)
     assert nothing_asked["width"] == FREE_MAX
+    # each run is a pod: a node's pod capacity (allocatable pods less the pods bound to it) bounds it too
+    crowded = free_runs([node("p", {"cpu": "32", "pods": "110"}, {"cpu": 1.0, "pods": 108.0})], {"cpu": "1"},
+                        lambda n: [], None)
+    assert crowded["nodes"]["p"] == {"fits": 2, "bound_by": "pods"}
+    assert free_runs([node("q", {"pods": "110"}, {"pods": 10.0})], {}, lambda n: [], None)["nodes"]["q"] == {
+        "fits": 100, "bound_by": "pods"}
 
 
 

@@ -75,6 +75,8 @@ def requested_on(api: client.ApiClient, nodes: Iterable[str], names: Iterable[st
         counted += 1
         for name, value in pod_requests(pod, names).items():
             out[node][name] = out[node].get(name, 0.0) + value
+        if "pods" in names:  # the kubelet's pod capacity: every pod bound takes one
+            out[node]["pods"] = out[node].get("pods", 0.0) + 1
     return out, counted, None
 
 
@@ -108,10 +110,12 @@ def free_runs(nodes: Iterable[NodeFacts], requests: Mapping[str, str | int | flo
               unfit: Callable[[NodeFacts], list[str]], unavailable: str | None) -> FreeCapacity:
     """How many Pods asking for ``requests`` (the resource's, quantity strings) the pool's ``nodes`` (facts of
     :func:`.inventory.node_facts`, with ``requested_by_pods``) take now: per node, the least over the requested
-    names of ⌊(allocatable − requested by its pods) ÷ request⌋, 0 for a node ``unfit`` names a reason for (not
-    Ready, cordoned, an untolerated taint) or whose pods were not counted. A resource asking for nothing is bounded
-    by :data:`FREE_MAX` alone. Pure: the scheduler's arithmetic on the facts given, no API call."""
+    names and ``pods`` (one per run, against the node's pod capacity when its facts hold it) of ⌊(allocatable −
+    requested by its pods) ÷ request⌋, 0 for a node ``unfit`` names a reason for (not Ready, cordoned, an
+    untolerated taint) or whose pods were not counted. A node with nothing to bound it is bounded by
+    :data:`FREE_MAX` alone. Pure: the scheduler's arithmetic on the facts given, no API call."""
     asked = {n: q for n, q in ((n, quantity_or_none(v)) for n, v in requests.items()) if q and q > 0}
+    asked.setdefault("pods", 1.0)  # each run is one pod: a node's pod capacity bounds it too
     fits: dict[str, NodeFit] = {}
     for node in nodes:
         why = unfit(node)
@@ -119,11 +123,11 @@ def free_runs(nodes: Iterable[NodeFacts], requests: Mapping[str, str | int | flo
         if why or held is None:
             fits[node["name"]] = {"fits": 0, "why": "; ".join(why) if why else "its pods could not be counted"}
             continue
-        if not asked:
+        room = {n: ((quantity_or_none(node["allocatable"].get(n)) or 0.0) - held.get(n, 0.0)) / q
+                for n, q in asked.items() if n != "pods" or n in node["allocatable"]}
+        if not room:  # a request of nothing on a node that says nothing of its pod capacity
             fits[node["name"]] = {"fits": FREE_MAX, "bound_by": "no request (at most the cap)"}
             continue
-        room = {n: ((quantity_or_none(node["allocatable"].get(n)) or 0.0) - held.get(n, 0.0)) / q
-                for n, q in asked.items()}
         name = min(room, key=lambda n: room[n])
         fits[node["name"]] = {"fits": max(0, math.floor(room[name] + 1e-9)), "bound_by": name}
     total = sum(f["fits"] for f in fits.values())

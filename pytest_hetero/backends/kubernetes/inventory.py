@@ -45,13 +45,15 @@ def node_facts(node: Node, names: list[str]) -> NodeFacts:
     }
 
 
-def pool(step: Step, api: client.ApiClient, exclude: frozenset[tuple[str, str]] = frozenset()) -> NodePool:
+def pool(step: Step, api: client.ApiClient, exclude: frozenset[tuple[str, str]] = frozenset(),
+         also: tuple[str, ...] = ()) -> NodePool:
     """List the resource's nodes (one LIST, bounded by the layer timeout); their facts and how they
-    were read (the ``(namespace, name)`` pods of ``exclude`` not counted in what the nodes' pods request).
+    were read (the ``(namespace, name)`` pods of ``exclude`` not counted in what the nodes' pods request; ``also``:
+    resource names read besides the resource's requests, e.g. ``pods``, which counts each pod as 1).
     Raises the :func:`~.client.api_outcome` of a refused or failed list (``forbidden_rbac`` without ``list
     nodes``; EngineUnavailable when the apiserver fails)."""
     resource = step.resource
-    names = list(resource.requests)
+    names = list(resource.requests) + [n for n in also if n not in resource.requests]
     wants = {"cpu": "min_cpus" in resource.expect,
              "memory": bool({"min_memory_mib", "min_memory_total_mib"} & set(resource.expect))}
     facts_of = names + [n for n, wanted in wants.items() if wanted and resource.type == "cpu" and n not in names]

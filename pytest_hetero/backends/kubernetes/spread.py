@@ -109,7 +109,7 @@ def free_capacity(session: KubeSession, step: Step, released: str | None) -> Fre
     no run for what :func:`.governance.in_maintenance` names. Raises the :func:`~.client.api_outcome` of a refused
     or failed node list; pods that cannot be listed leave every node at 0 (one run at a time, said so)."""
     exclude = frozenset({(session.namespace, released)}) if released else frozenset()
-    found = inventory.pool(step, session.api, exclude)
+    found = inventory.pool(step, session.api, exclude, also=("pods",))
     return free_runs(found.nodes, step.resource.requests, lambda node: in_maintenance(node, step.resource),
                      found.snapshot["capacity_view"]["unavailable"])
 
