@@ -1,10 +1,11 @@
 """Where the bundle finish spends its CPU: each step of ``assemble`` + ``publish`` timed (process CPU
-time, median and min–max over the rounds) on bench_bundle's realistic run of 5,007 items, with
-``json.dump`` of the same document for scale. Steps are timed by wrapping the module functions in place:
-a diagnostic, not a benchmark with a target (bench_bundle.py prints the ratio).
+time, median and min–max over the rounds) on bench_bundle's realistic run of 5,007 items per resource
+(``--resources``, default 1; bench_bundle's default size is 4), with ``json.dump`` of the same document for
+scale. Steps are timed by wrapping the module functions in place: a diagnostic, not a benchmark with a target
+(bench_bundle.py prints the ratio).
 
-Usage: ``PYTHONPATH=CHECKOUT python bench/bundle_steps.py [--rounds 3]``; to compare two checkouts run it
-once per checkout, alternating.
+Usage: ``PYTHONPATH=CHECKOUT python bench/bundle_steps.py [--rounds 3] [--resources 1]``; to compare two
+checkouts run it once per checkout, alternating.
 """
 
 from __future__ import annotations
@@ -71,6 +72,8 @@ def main(argv: list[str] | None = None) -> int:
     """Build the run once, finish it ``--rounds`` times, print each step's median and spread."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--resources", type=int, default=1, help="resources in the matrix (5,007 items each; "
+                        "bench_bundle's default 20,028 items is 4)")
     args = parser.parse_args(argv)
     for module, names in STEPS:
         for name in names:
@@ -80,12 +83,12 @@ def main(argv: list[str] | None = None) -> int:
     writers.pieces = lambda fmt, *a, **k: iter(timed(f"render.{fmt}", lambda: list(pieces(fmt, *a, **k))))
     work = Path(tempfile.mkdtemp(prefix="hetero-steps-"))
     try:
-        matrix = bb.write_inputs(work, 1)
+        matrix = bb.write_inputs(work, args.resources)
         generate_keypair(work / "run.key", work / "run.pub")
         private = load_private_key(work / "run.key")
         bundle = work / "reports" / "bench-run"
         key = JournalKey.derived(private.sign, keyid(private.public_key()), bundle.name)
-        items = bb.write_run(bundle, matrix, 1, key)
+        items = bb.write_run(bundle, matrix, args.resources, key)
         hook = plugin_manager([]).hook
         settings = bundle_settings(bundle, work / "run.key")
         loaded = load_matrix(matrix)

@@ -1,4 +1,4 @@
-"""The finish writes evidence.json section by section and item by item, and report.html piece by piece
+"""The finish writes evidence.json section by section and a few items at a time, and report.html piece by piece
 (issue 20 item 3): the same bytes as one ``json.dumps`` / one ``render``, without holding the whole text."""
 
 from __future__ import annotations
@@ -51,6 +51,18 @@ def test_the_bytes_are_those_of_one_json_dumps(tmp_path: Path, items: int) -> No
     assert not (tmp_path / "evidence.json.tmp").exists()
 
 
+def test_items_of_mixed_sizes_encoded_several_per_call_give_the_same_bytes(tmp_path: Path) -> None:
+    """Items are encoded a few per call, as many as the last call's text says fit: small ones many at a time,
+    a large one after them alone; the bytes stay those of one ``json.dumps``."""
+    doc = _doc(300)
+    for n in (5, 6, 150, 299):
+        doc["items"][n]["records"][0]["data"]["text"] = "big ✓\n" * 20_000
+    digest, size = write_evidence(tmp_path, doc)
+    written = (tmp_path / "evidence.json").read_bytes()
+    assert written == _reference(doc)
+    assert (digest, size) == (hashlib.sha256(written).hexdigest(), len(written))
+
+
 def test_a_document_without_items_and_an_items_value_that_is_no_list(tmp_path: Path) -> None:
     for doc in ({"schema": "s"}, {"items": {"a": 1}, "b": 2}, {}):
         write_evidence(tmp_path, doc)
@@ -77,7 +89,8 @@ def test_the_documents_text_is_never_held_whole(tmp_path: Path) -> None:
     finally:
         tracemalloc.stop()
     assert size > 3_500_000
-    # one item's text (~30 KB, its str and bytes) at a time; one json.dumps would hold size twice
+    # one item's text (~30 KB, its str and bytes) at a time when items are that large; one json.dumps would hold
+    # size twice
     assert peak < size / 20, f"peak {peak} bytes while writing {size}"
 
 

@@ -22,7 +22,9 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass
+from json.encoder import encode_basestring
 from pathlib import Path
 from typing import TypedDict
 
@@ -66,13 +68,20 @@ def _sort_key(path: str) -> bytes:
     return path.encode("utf-8", "surrogateescape")
 
 
+def _sorted(paths: Iterable[str]) -> list[str]:
+    """``paths`` sorted by their UTF-8 bytes (:func:`_sort_key`); ASCII paths, whose order is their bytes',
+    without encoding each (50,000 encodings at 20k items)."""
+    listed = list(paths)
+    return sorted(listed) if "".join(listed).isascii() else sorted(listed, key=_sort_key)
+
+
 def bundle_files(bundle_dir: Path, ordered: bool = True) -> tuple[list[str], list[str]]:
     """Walk ``bundle_dir`` with ``os.scandir`` (file types from the directory entries, one ``lstat``
     only where the type is unknown; links never followed): (regular files to list, symlinks/special
     files found), both as sorted POSIX relative paths (the first in walk order when not ``ordered``);
     signature files at the top level are left out of the first list."""
     files, odd = _walk(bundle_dir, sizes=False)
-    return sorted(files, key=_sort_key) if ordered else list(files), odd
+    return _sorted(files) if ordered else list(files), odd
 
 
 def bundle_sizes(bundle_dir: Path) -> tuple[dict[str, int], list[str]]:
@@ -148,7 +157,7 @@ def recorded_manifest(bundle_dir: Path, recorded: dict[str, tuple[str, int]], be
     found, odd = bundle_sizes(bundle_dir)
     entries: list[ManifestFile] = []
     problems = [Problem(rel, "unrecorded", "a symlink or special file in the bundle folder") for rel in odd]
-    for rel in sorted(found, key=_sort_key):
+    for rel in _sorted(found):
         if rel in recorded:
             digest, size = recorded[rel]
             actual = found[rel]
@@ -186,7 +195,7 @@ def manifest_bytes(manifest: Manifest) -> bytes:
             and type(e.get("size")) is int for e in entries):
         return (json.dumps(manifest, sort_keys=True, indent=1, ensure_ascii=False, allow_nan=False)
                 + "\n").encode("utf-8")
-    dumps = json.JSONEncoder(ensure_ascii=False).encode
+    dumps = encode_basestring  # what JSONEncoder(ensure_ascii=False).encode does with a str, without its checks
     body = "\n  },\n  {\n".join(f'   "path": {dumps(e["path"])},\n   "sha256": {dumps(e["sha256"])},\n   "size": '
                                  f'{e["size"]}' for e in entries)
     return (f'{{\n "algorithm": {dumps(manifest["algorithm"])},\n "files": [\n  {{\n{body}\n  }}\n ],\n '

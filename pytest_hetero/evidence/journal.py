@@ -196,7 +196,8 @@ def _parse(raw: bytes) -> tuple[dict[str, Any] | None, bytes, str, str]:
         return None, b"", "", "torn or not JSON"
     except ValueError:  # int() of more digits than sys.get_int_max_str_digits(): no line the gate writes
         return None, b"", "", "not an entry: holds a number of more than 4300 digits"
-    if (b"\\ud" in raw or b"\\uD" in raw) and _MAYBE_SURROGATE.search(text):
+    # one scan for an escape at all (most lines have none), then the two for a surrogate's
+    if b"\\u" in raw and (b"\\ud" in raw or b"\\uD" in raw) and _MAYBE_SURROGATE.search(text):
         entry = without_surrogates(entry)
     if not isinstance(entry, dict):
         return None, b"", "", f"not an entry: a JSON {type(entry).__name__}, not an object"
@@ -291,49 +292,72 @@ def read_lines(path: Path, key: JournalKey | None = None, recover: Recover = no_
 
 
 def _read(fh: Any, key: JournalKey | None, recover: Recover, path: Path) -> JournalRead:
-    """Read the open journal ``fh`` line by line (never the whole file at once)."""
+    """Read the open journal ``fh`` line by line (never the whole file at once).
+
+    The digest of the accepted lines is the whole file's until a line is not accepted (then it is forked
+    from the file's digest as it stood before that line), so a whole journal is hashed once, not twice."""
     out = JournalRead()
-    check: JournalKey | None = None
-    seen: dict[int, bytes] = {}  # seq -> sha256 of what the line says (not the line: memory stays small)
-    digest, whole = hashlib.sha256(), hashlib.sha256()
+    check: list[JournalKey | None] = [None]  # the key, once the run line is read (see _accepted)
+    seen: dict[int, bytes | str] = {}  # seq -> what the line says: its verified MAC, else the sha256 of its bytes
+    whole = hashlib.sha256()
+    digest: Any = None  # the accepted lines' digest, once it differs from the whole file's
     last: tuple[int, bytes] | None = None
+    file_size = size = 0
     for number, raw in enumerate(_bounded_lines(fh), 1):
         last = (number, raw)
+        file_size += len(raw)
+        entry = None if raw.isspace() else _accepted(out, raw, number, check, key, recover, seen, path)
+        if entry is None:  # blank, lost or rejected: in the file, not among the accepted lines
+            if digest is None:
+                digest = whole.copy()
+            whole.update(raw)
+            continue
         whole.update(raw)
-        out.file_size += len(raw)
-        if not raw.strip():
-            continue
-        entry, body, mac, why = _parse(raw)
-        if entry is None and why.startswith("not an entry") and check is None:
-            # whole, readable JSON that is no entry: an edit, not a torn write; unauthenticated, refuse
-            raise BundleError(f"journal line is not a pytest-hetero entry: {why[len('not an entry: '):]}",
-                              Location(str(path), number), "the journal was edited or corrupted")
-        if entry is None:
-            (out.rejected if why.startswith("not an entry") else out.lost).append((number, why))
-            continue
-        if not out.entries and not out.rejected:
-            check = _start(out, entry, key, recover, Location(str(path), number))
-        said = hashlib.sha256(body or raw.rstrip(b"\r\n")).digest()
-        problem = _line_problem(entry, said, mac, check, seen, body) or (
-            "no MAC although every line of this journal carries one: not written by the gate"
-            if out.key and not mac else "")
-        if problem.startswith("conflict"):
-            raise BundleError(f"journal line {number} {problem[len('conflict: '):]}", Location(str(path), number),
-                              "the lines cannot be authenticated, so neither is picked: the journal was written "
-                              "to by another process; run the matrix again")
-        if problem:
-            out.rejected.append((number, problem))
-            continue
-        if isinstance(entry.get("seq"), int):
-            seen[entry["seq"]] = said
-        digest.update(raw)
-        out.size += len(raw)
+        if digest is not None:
+            digest.update(raw)
+        size += len(raw)
         out.numbers.append(number)
         out.entries.append(entry)
-    out.sha256, out.file_sha256 = digest.hexdigest(), whole.hexdigest()
+    out.file_size, out.size = file_size, size
+    out.file_sha256 = whole.hexdigest()
+    out.sha256 = (whole if digest is None else digest).hexdigest()
     out.missing = _missing(seen)
     out.torn = torn_tail(out, last)
     return out
+
+
+def _accepted(out: JournalRead, raw: bytes, number: int, check: list[JournalKey | None], key: JournalKey | None,
+              recover: Recover, seen: dict[int, bytes | str], path: Path) -> dict[str, Any] | None:
+    """The entry of the journal's line ``number`` (``raw``, not blank) when it is accepted; None when it is lost
+    or rejected (noted in ``out``). The first accepted line (the run line) sets ``check[0]``, the key its MACs
+    are checked with; ``seen`` gains the line's ``seq``. Raises BundleError as :func:`read_lines` says."""
+    entry, body, mac, why = _parse(raw)
+    if entry is None and why.startswith("not an entry") and check[0] is None:
+        # whole, readable JSON that is no entry: an edit, not a torn write; unauthenticated, refuse
+        raise BundleError(f"journal line is not a pytest-hetero entry: {why[len('not an entry: '):]}",
+                          Location(str(path), number), "the journal was edited or corrupted")
+    if entry is None:
+        (out.rejected if why.startswith("not an entry") else out.lost).append((number, why))
+        return None
+    if not out.entries and not out.rejected:
+        check[0] = _start(out, entry, key, recover, Location(str(path), number))
+    # with a key, a line's verified MAC stands for what it says (equal bodies, equal MACs); without, its sha256
+    said: bytes | str = mac if check[0] is not None and mac and body else \
+        hashlib.sha256(body or raw.rstrip(b"\r\n")).digest()
+    problem = _line_problem(entry, said, mac, check[0], seen, body) or (
+        "no MAC although every line of this journal carries one: not written by the gate"
+        if out.key and not mac else "")
+    if problem.startswith("conflict"):
+        raise BundleError(f"journal line {number} {problem[len('conflict: '):]}", Location(str(path), number),
+                          "the lines cannot be authenticated, so neither is picked: the journal was written "
+                          "to by another process; run the matrix again")
+    if problem:
+        out.rejected.append((number, problem))
+        return None
+    seq = entry.get("seq")
+    if isinstance(seq, int):
+        seen[seq] = said
+    return entry
 
 
 _TORN_NODEID = re.compile(rb'"nodeid":"((?:[^"\\]|\\.){1,2000})"')
@@ -381,14 +405,14 @@ def _start(out: JournalRead, first: dict[str, Any], key: JournalKey | None, reco
     return check
 
 
-def _missing(seen: dict[int, bytes]) -> list[int]:
+def _missing(seen: dict[int, bytes | str]) -> list[int]:
     """Sequence numbers absent below the highest one read."""
     return [n for n in range(max(seen)) if n not in seen] if seen else []
 
 
-def _line_problem(entry: dict[str, Any], said: bytes, mac: str, check: JournalKey | None,
-                  seen: dict[int, bytes], body: bytes) -> str:
-    """Why a parsed line is rejected (empty: accepted); ``said`` is the digest of what it says."""
+def _line_problem(entry: dict[str, Any], said: bytes | str, mac: str, check: JournalKey | None,
+                  seen: dict[int, bytes | str], body: bytes) -> str:
+    """Why a parsed line is rejected (empty: accepted); ``said`` stands for what it says (see :func:`_read`)."""
     if check is not None:
         if not mac:
             return "no MAC: not written by the gate"

@@ -153,22 +153,26 @@ def render_ctrf(evidence: EvidenceDocument, signoff: SignoffView | None = None) 
         summary[status] += 1
         item = item_of(entry)
         failure = failure_of(entry)
-        parts = entry["nodeid"].split("::")
+        nodeid, layer = entry["nodeid"], entry["layer"]
+        parts = nodeid.split("::")
+        owner = owner_shown(entry)
+        keys = entry["keys"]
+        labels = {"layer": layer, "owner": owner}
+        labels.update({str(k): str(keys[k]) for k in sorted(keys)})
         test: CtrfTest = {
-            "name": entry["nodeid"], "testId": entry["nodeid"], "status": status, "rawStatus": entry["status"],
+            "name": nodeid, "testId": nodeid, "status": status, "rawStatus": entry["status"],
             "duration": round(float((item.get("duration_s") if item else 0) or 0) * 1000),
-            "suite": parts[:-1] or [f"hetero.{entry['layer']}"], "filePath": parts[0],
-            "tags": [entry["layer"]],
-            "labels": {"layer": entry["layer"], "owner": owner_shown(entry),
-                       **{str(k): str(v) for k, v in sorted(entry["keys"].items())}},
-            "extra": {"owner": owner_shown(entry), "layer_owner": item["owner"] if item else None,
+            "suite": parts[:-1] or [f"hetero.{layer}"], "filePath": parts[0], "tags": [layer], "labels": labels,
+            "extra": {"owner": owner, "layer_owner": item["owner"] if item else None,
                       "blocked_by": entry.get("blocked_by")},
         }
-        rules = rule_results(entry)
-        if rules:
-            test["extra"]["rules"] = rules
-        if item and item.get("started_at") and item.get("finished_at"):
-            test["start"], test["stop"] = _epoch_ms(item.get("started_at")), _epoch_ms(item.get("finished_at"))
+        if item is not None:
+            rules = rule_results(entry)
+            if rules:
+                test["extra"]["rules"] = rules
+            started, finished = item.get("started_at"), item.get("finished_at")
+            if started and finished:
+                test["start"], test["stop"] = _epoch_ms(started), _epoch_ms(finished)
         if failure:
             test["message"] = str(failure["message"] or "")
             test["extra"]["category"] = failure["category"]

@@ -189,9 +189,10 @@ def json_text(obj: Any) -> str:
     # the encoder escapes every C0 control, so of what printable removes only an escape (\u00XX, \b, \f)
     # can be in ASCII text, and DEL; str.isascii is a flag lookup, so ASCII text (the common case) is
     # never scanned by the regular expression (one scan of a 3.5 MB ctrf.json cost ~40 ms); other text
-    # only when str.isprintable refuses it (see printable)
+    # only when str.isprintable refuses it (see printable); the escapes are looked for only when the text
+    # has a backslash at all (one scan, not three)
     suspect = ("\x7f" in text) if text.isascii() else not text.isprintable() and bool(_UNPRINTABLE.search(text))
-    if suspect or "\\u00" in text or "\\b" in text or "\\f" in text:
+    if suspect or "\\" in text and ("\\u00" in text or "\\b" in text or "\\f" in text):
         text = json.dumps(printable_data(obj), ensure_ascii=False, allow_nan=False)
     return text
 
@@ -302,14 +303,20 @@ def heatmap(evidence: EvidenceDocument, limit: int = HEATMAP_ROW_LIMIT) -> Heatm
     keysets: dict[str, set[tuple[str, ...]]] = {}
     for matrix, key in located:
         keysets.setdefault(matrix, set()).add(key)
-    rows_keys: list[tuple[str, tuple[str, ...]]] = []
-    for matrix in sorted(keysets):
-        keys = keysets[matrix]
-        prefixes = {k[:n] for k in keys for n in range(1, len(k))}
-        rows_keys.extend((matrix, k) for k in sorted(keys - prefixes))
-    summarised = len(rows_keys) > limit
-    rows = [] if summarised else _item_rows(items, located, rows_keys)
-    return {"summarised": summarised, "total_rows": len(rows_keys), "rows": rows}
+    leaves: dict[str, set[tuple[str, ...]]] = {}
+    for matrix, keys in keysets.items():
+        prefixes: set[tuple[str, ...]] = set()  # every proper prefix of a key; kept closed under prefixes, so a
+        for k in keys:                          # key's walk down stops at the first prefix already there
+            for n in range(len(k) - 1, 0, -1):
+                if k[:n] in prefixes:
+                    break
+                prefixes.add(k[:n])
+        leaves[matrix] = keys - prefixes
+    total = sum(len(keys) for keys in leaves.values())
+    if total > limit:  # no rows: only their count is shown
+        return {"summarised": True, "total_rows": total, "rows": []}
+    rows_keys = [(matrix, k) for matrix in sorted(leaves) for k in sorted(leaves[matrix])]
+    return {"summarised": False, "total_rows": total, "rows": _item_rows(items, located, rows_keys)}
 
 
 def _item_rows(items: list[Entry], located: list[tuple[str, tuple[str, ...]]],
@@ -379,11 +386,20 @@ def heatgrid(evidence: EvidenceDocument, reason_limit: int = GRID_REASONS) -> He
         matrix = matrix_of(entry)
         keys = entry["keys"]
         res, img = str(keys.get("resource", "")), str(keys.get("image", "*"))
-        per = images.setdefault(matrix, {}).setdefault(res, set())
+        # looked up before made: setdefault's default (a dict, a set, a Counter) was built for every item
+        resources = images.get(matrix)
+        if resources is None:
+            resources = images[matrix] = {}
+        per = resources.get(res)
+        if per is None:
+            per = resources[res] = set()
         if img != "*":
             per.add(img)
         cell = (matrix, res, img, entry["layer"])
-        tally.setdefault(cell, Counter())[entry["status"]] += 1
+        counts = tally.get(cell)
+        if counts is None:
+            counts = tally[cell] = Counter()
+        counts[entry["status"]] += 1
         if entry["status"] in NOTED:
             text = why(entry)
             found = reasons.setdefault(text, [len(reasons) + 1, 0])

@@ -124,6 +124,10 @@ def _item_node(item: ItemDict) -> str | None:
     return None
 
 
+_READ = frozenset({PLACED.name, NODE_OUTCOME.name, COVERAGE.name})
+"""Record kinds :meth:`_NodeFacts._read` takes in."""
+
+
 class _NodeFacts:
     """Per node of one pool: which claims of which layer ran there and how they ended, and where a
     workload of the pool was placed, from the pool's evidence items."""
@@ -178,6 +182,8 @@ class _NodeFacts:
 
     def _read(self, claim: tuple[str, tuple[Any, ...]], record: RecordDict) -> None:
         """Take in one record of an item of ``claim``: a placement, a node's outcome, the coverage choice."""
+        if record["kind"] not in _READ:  # most records (one set lookup, not three data_of calls)
+            return
         if (placed := data_of(record, PLACED)) is not None:
             self._see(placed["node"])
             self.placed.add(placed["node"])
