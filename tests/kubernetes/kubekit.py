@@ -299,6 +299,23 @@ def kube_matrix(
     return json.dumps(doc, indent=1)
 
 
+def keep_status(core: client.CoreV1Api, name: str, capacity: dict[str, str], allocatable: dict[str, str],
+                deadline: float) -> None:
+    """Patch node ``name``'s capacity and allocatable again until the node says ours (until ``deadline``,
+    monotonic): KWOK's node-initialize stage may write its default status (1k CPUs) over a patch made when it
+    read the node before it (seen in CI: the test's 32 CPUs came back as 1000)."""
+    want = {"capacity": capacity, "allocatable": allocatable}
+    while True:
+        status = core.read_node(name).status
+        got = {"capacity": {k: (status.capacity or {}).get(k) for k in capacity},  # type: ignore[union-attr]
+               "allocatable": {k: (status.allocatable or {}).get(k) for k in allocatable}}  # type: ignore[union-attr]
+        if got == want:
+            return
+        assert time.monotonic() < deadline, f"node {name} status {got}, not {want}"
+        core.patch_node_status(name, {"status": want})
+        time.sleep(0.3)
+
+
 def schedulable(node: Any) -> bool:
     """A node (kubernetes client V1Node) is Ready=True and carries no ``node.kubernetes.io/*`` taint:
     the node lifecycle controller taints every new node not-ready until it has seen it Ready, and a

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 import pytest
-from kubekit import POOL, SESSION, kube_matrix, schedulable
+from kubekit import POOL, SESSION, keep_status, kube_matrix, schedulable
 from kubernetes.client.exceptions import ApiException
 from support import evidence_of
 from test_kube_coverage import hetero
@@ -76,6 +76,7 @@ def gpu_node(cluster: Cluster) -> Iterator[tuple[str, str, str]]:
     while not schedulable(cluster.core.read_node(node)):
         assert time.monotonic() < deadline, f"node {node} not schedulable after 60 s"
         time.sleep(0.3)
+    keep_status(cluster.core, node, cap, {**cap, GPU: "7"}, deadline)
     try:
         yield pool, node, ns
     finally:

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from kubekit import POOL, SESSION, kube_matrix, schedulable
+from kubekit import POOL, SESSION, keep_status, kube_matrix, schedulable
 from kubernetes.client.exceptions import ApiException
 from support import REPO, evidence_of, statuses
 
@@ -51,6 +51,7 @@ def make_pool(cluster: Cluster) -> Iterator[Callable[..., tuple[str, list[str]]]
     def make(n: int, small: int = 0, devices: int = 0, unhealthy: int = 0) -> tuple[str, list[str]]:
         tag = uuid.uuid4().hex[:5]
         names = [f"cov{i}-{cluster.suffix}-{tag}" for i in range(n)]
+        statuses_of: dict[str, tuple[dict[str, str], dict[str, str]]] = {}
         for i, name in enumerate(names):
             cap = {"cpu": "32", "memory": "128Gi", "pods": "110", **({ACCEL: str(devices)} if devices else {})}
             alloc = {**cap, "cpu": "500m"} if i >= n - small else dict(cap)
@@ -61,22 +62,14 @@ def make_pool(cluster: Cluster) -> Iterator[Callable[..., tuple[str, list[str]]]
                              "labels": {POOL: f"cov-{tag}", SESSION: cluster.suffix, "kubernetes.io/hostname": name}},
                 "spec": {}})
             made.append(name)
+            statuses_of[name] = (cap, alloc)
             cluster.core.patch_node_status(name, {"status": {"capacity": cap, "allocatable": alloc, "conditions": []}})
         deadline = time.monotonic() + 60
         while not all(schedulable(cluster.core.read_node(n)) for n in names):
             assert time.monotonic() < deadline, f"nodes {names} not schedulable after 60 s"
             time.sleep(0.3)
-        # KWOK's node-initialize stage may write its default status over the patch above when it read the node
-        # before it (seen: the small node back at KWOK's default CPUs): patch again until every node says ours
-        for i, name in enumerate(names):
-            want = {"cpu": "500m" if i >= n - small else "32"}
-            if devices:
-                want[ACCEL] = str(devices - 1 if i >= n - unhealthy else devices)
-            while (got := {k: cluster.core.read_node(name).status.allocatable.get(k)  # type: ignore[union-attr]
-                           for k in want}) != want:
-                assert time.monotonic() < deadline, f"node {name} allocatable {got}, not {want}, after 60 s"
-                cluster.core.patch_node_status(name, {"status": {"allocatable": want}})
-                time.sleep(0.3)
+        for name, (cap, alloc) in statuses_of.items():  # KWOK may have written its default status over ours
+            keep_status(cluster.core, name, cap, alloc, deadline)
         return f"cov-{tag}", names
 
     yield make
