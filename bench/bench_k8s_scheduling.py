@@ -45,6 +45,7 @@ from kubernetes.watch.watch import iter_resp_lines
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.bench_node_coverage import delete_nodes  # (the repository root is on sys.path)
 from bench.loop_timer import LoopTimer  # (the repository root is on sys.path)
 from pytest_hetero.backends.kubernetes.scheduling import manifest
 from pytest_hetero.matrix.model import Resource
@@ -341,11 +342,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         for namespace in namespaces:
             core.delete_namespace(namespace)
-        for name in nodes:
-            try:
-                core.delete_node(name)
-            except client.ApiException:
-                pass
+        delete_nodes(core, nodes)
     ratio = statistics.median(plugin_s) / statistics.median(direct_s)
     print(f"ran: {args.probes} probes, {args.nodes} nodes, parallel {args.parallel}, {args.rounds} rounds")
     print(f"median plugin {statistics.median(plugin_s):.2f} s, direct {statistics.median(direct_s):.2f} s")

@@ -32,11 +32,8 @@ import subprocess
 import sys
 import tempfile
 import time
-import uuid
 from pathlib import Path
 from typing import Any
-
-from kubernetes import client, config
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
@@ -44,7 +41,7 @@ sys.path.insert(0, str(ROOT))
 
 from support import matrix_text  # noqa: E402 - tests/ put on the path just above
 
-from bench.bench_node_coverage import make_namespace, make_nodes, remove  # noqa: E402 - the repository root is on the path
+from bench.bench_node_coverage import kwok_pool  # noqa: E402 - the repository root is on the path
 
 MODEL = '''"""Stand-in model: sleeps, then writes its outputs."""
 import argparse, json, time
@@ -120,18 +117,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--width", default="free", help="--hetero-concurrency given to the gate (default free)")
     parser.add_argument("--rounds", type=int, default=2, help="gate runs (default 2)")
     args = parser.parse_args(argv)
-    kubeconfig = os.environ.get("KUBECONFIG")
-    if not kubeconfig:
-        parser.error('KUBECONFIG is not set: eval "$(bash tests/infra/kubeplane.sh env)" first')
-    api = config.new_client_from_config(config_file=kubeconfig)  # type: ignore[no-untyped-call]
-    core = client.CoreV1Api(api)
-    tag = uuid.uuid4().hex[:6]
-    namespace = f"hetero-benchspread-{tag}"
-    nodes: list[str] = []
     rounds: list[dict[str, float]] = []
-    try:
-        make_namespace(api, namespace)
-        nodes = make_nodes(core, tag, args.nodes)
+    with kwok_pool(parser, "hetero-benchspread", args.nodes) as (kubeconfig, tag, namespace):
         for r in range(args.rounds):
             with tempfile.TemporaryDirectory(prefix="hetero-benchspread-") as tmp:
                 folder = Path(tmp)
@@ -141,8 +128,6 @@ def main(argv: list[str] | None = None) -> int:
             print(f"round {r + 1}: width {got['width']:.0f}, makespan {got['makespan_s']:.1f} s against the ideal "
                   f"{got['ideal_s']:.0f} s ({got['ratio']:.2f}x), gate CPU {got['cpu_ms_per_item']:.1f} ms per "
                   f"model item, whole process {got['wall_s']:.1f} s", flush=True)
-    finally:
-        remove(api, namespace, nodes)
 
     def med(key: str) -> str:
         values = [g[key] for g in rounds]

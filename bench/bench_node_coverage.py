@@ -27,6 +27,8 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from kubernetes import client, config
@@ -70,16 +72,37 @@ def make_namespace(api: client.ApiClient, name: str) -> None:
         time.sleep(0.2)
 
 
-def remove(api: client.ApiClient, namespace: str, nodes: list[str]) -> None:
-    """Delete the bench's ClusterExec and namespace ``namespace`` and its KWOK ``nodes`` (already gone is fine)."""
-    core = client.CoreV1Api(api)
-    client.CustomObjectsApi(api).delete_cluster_custom_object("kwok.x-k8s.io", "v1alpha1", "clusterexecs", namespace)
-    core.delete_namespace(namespace)
+def delete_nodes(core: client.CoreV1Api, nodes: list[str]) -> None:
+    """Delete the bench's KWOK ``nodes`` (one already gone is fine)."""
     for name in nodes:
         try:
             core.delete_node(name)
         except client.ApiException:
             pass
+
+
+@contextmanager
+def kwok_pool(parser: argparse.ArgumentParser, stem: str, count: int) -> Iterator[tuple[str, str, str]]:
+    """The KWOK pool of a bench run on ``$KUBECONFIG``'s plane (``parser.error`` when it is not set): a namespace
+    ``<stem>-<tag>`` with a ClusterExec (:func:`make_namespace`) and ``count`` nodes labelled ``hetero-bench=<tag>``
+    (:func:`make_nodes`); yields ``(kubeconfig, tag, namespace)`` and deletes all of it afterwards."""
+    kubeconfig = os.environ.get("KUBECONFIG")
+    if not kubeconfig:
+        parser.error('KUBECONFIG is not set: eval "$(bash tests/infra/kubeplane.sh env)" first')
+    api = config.new_client_from_config(config_file=kubeconfig)  # type: ignore[no-untyped-call]
+    core = client.CoreV1Api(api)
+    tag = uuid.uuid4().hex[:6]
+    namespace = f"{stem}-{tag}"
+    nodes: list[str] = []
+    try:
+        make_namespace(api, namespace)
+        nodes = make_nodes(core, tag, count)
+        yield kubeconfig, tag, namespace
+    finally:
+        client.CustomObjectsApi(api).delete_cluster_custom_object("kwok.x-k8s.io", "v1alpha1", "clusterexecs",
+                                                                  namespace)
+        core.delete_namespace(namespace)
+        delete_nodes(core, nodes)
 
 
 def gate_run(tmp: Path, tag: str, namespace: str, kubeconfig: str, node_parallel: int) -> dict[str, float]:
@@ -119,18 +142,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="--hetero-node-parallel values compared (default 1 8)")
     parser.add_argument("--rounds", type=int, default=3, help="runs of each value, interleaved (default 3)")
     args = parser.parse_args(argv)
-    kubeconfig = os.environ.get("KUBECONFIG")
-    if not kubeconfig:
-        parser.error('KUBECONFIG is not set: eval "$(bash tests/infra/kubeplane.sh env)" first')
-    api = config.new_client_from_config(config_file=kubeconfig)  # type: ignore[no-untyped-call]
-    core = client.CoreV1Api(api)
-    tag = uuid.uuid4().hex[:6]
-    namespace = f"hetero-benchcov-{tag}"
-    nodes: list[str] = []
     results: dict[int, list[dict[str, float]]] = {p: [] for p in args.node_parallel}
-    try:
-        make_namespace(api, namespace)
-        nodes = make_nodes(core, tag, args.nodes)
+    with kwok_pool(parser, "hetero-benchcov", args.nodes) as (kubeconfig, tag, namespace):
         for round_no in range(args.rounds):
             order = args.node_parallel if round_no % 2 == 0 else list(reversed(args.node_parallel))
             for p in order:
@@ -140,8 +153,6 @@ def main(argv: list[str] | None = None) -> int:
                 results[p].append(got)
                 print(f"round {round_no + 1} node-parallel {p}: startup + model item {got['plain']:.2f} s, coverage "
                       f"item {got['coverage']:.2f} s ({got['coverage'] / got['plain']:.2f}x)", flush=True)
-    finally:
-        remove(api, namespace, nodes)
     print(f"ran: {args.nodes} KWOK nodes, coverage every, {args.rounds} rounds per value, interleaved")
     for p, runs in results.items():
         ratios = [r["coverage"] / r["plain"] for r in runs]
