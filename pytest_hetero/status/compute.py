@@ -177,8 +177,6 @@ class _NodeFacts:
             if (scope := data_of(record, NODE_SCOPE)) is not None:
                 self.discovery_failed.update(scope["failed"])
                 self.discovery_passed.update(scope["passed"])
-                for node, codes in scope["failed"].items():
-                    self.reasons.setdefault(node, f"discovery failed on this node: {', '.join(codes)}")
 
     def _read(self, claim: tuple[str, tuple[Any, ...]], record: RecordDict) -> None:
         """Take in one record of an item of ``claim``: a placement, a node's outcome, the coverage choice."""
