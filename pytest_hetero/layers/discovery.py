@@ -80,11 +80,16 @@ def check(ctx: LayerContext) -> None:
     if problems and seen.pool is not None and len(problems) == len(found):
         _node_scoped(ctx, seen.pool, found)
     if problems:
-        by_code: dict[str, list[str]] = {}
-        for code, message in problems:
-            by_code.setdefault(code, []).append(message)
-        raise LayerFailed("; ".join(message for _, message in problems), problems[0][0],
-                          causes=tuple((c, "; ".join(m)) for c, m in by_code.items()) if len(by_code) > 1 else ())
+        raise LayerFailed("; ".join(message for _, message in problems), problems[0][0], causes=_causes(problems))
+
+
+def _causes(problems: list[tuple[str, str]]) -> tuple[tuple[str, str], ...]:
+    """``(category, messages joined)`` per category of ``problems`` (``(category, message)``, in order), when there is
+    more than one category (each cause keeps its own owner); () for one."""
+    by_code: dict[str, list[str]] = {}
+    for code, message in problems:
+        by_code.setdefault(code, []).append(message)
+    return tuple((c, "; ".join(m)) for c, m in by_code.items()) if len(by_code) > 1 else ()
 
 
 class CpuDifference(TypedDict):
@@ -497,15 +502,11 @@ def _node_scoped(ctx: LayerContext, pool: NodePool, found: list[NodeDifference])
     if not passed:
         return
     ctx.record("discovery.nodes", coverage=coverage.describe(), failed=failed, passed=passed)
-    by_code: dict[str, list[str]] = {}
-    for d in found:
-        by_code.setdefault(d["code"], []).append(d["message"])
     raise LayerFailed(f"discovery failed on {len(failed)} of {len(pool.nodes)} node(s) of pool {ctx.resource.name} "
                       f"({', '.join(sorted(failed))}; coverage {coverage.describe()}: the higher layers go on on the "
                       f"other {len(passed)}, and no status of this run validates a failed node): "
                       + "; ".join(d["message"] for d in found), found[0]["code"],
-                      causes=tuple((c, "; ".join(m)) for c, m in by_code.items()) if len(by_code) > 1 else (),
-                      nodes=tuple(sorted(failed)))
+                      causes=_causes([(d["code"], d["message"]) for d in found]), nodes=tuple(sorted(failed)))
 
 
 def _judge_pool(ctx: LayerContext, pool: NodePool) -> tuple[list[tuple[str, str]], list[NodeDifference]]:
