@@ -374,7 +374,8 @@ PORTS
     --service-account-private-key-file "$pki/sa.key" --root-ca-file "$pki/ca.crt" \
     --cluster-signing-cert-file "$pki/ca.crt" --cluster-signing-key-file "$pki/ca.key" \
     --service-cluster-ip-range "$SERVICE_CIDR" \
-    --node-monitor-grace-period "${HETERO_NODE_GRACE:-20s}" --profiling=false
+    --node-monitor-grace-period "${HETERO_NODE_GRACE:-20s}" \
+    --node-monitor-period "${HETERO_NODE_MONITOR_PERIOD:-5s}" --profiling=false
 
   launch kube-scheduler --kubeconfig "$STATE/scheduler.kubeconfig" \
     --authentication-kubeconfig "$STATE/scheduler.kubeconfig" \

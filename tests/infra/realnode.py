@@ -169,7 +169,7 @@ def ensure_kueue(build_timeout_s: float = DEFAULT_BUILD_TIMEOUT_S,
 
 
 def stop_kubelet() -> None:
-    """Stop only the kubelet (the node turns NotReady after the plane's 20 s grace period);
+    """Stop only the kubelet (the node turns NotReady after the real node plane's 12 s grace period (realnode.sh));
     :func:`ensure_realnode` starts it again."""
     _run(REALNODE_SH, "stop-kubelet", timeout_s=120)
 

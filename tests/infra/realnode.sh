@@ -468,6 +468,7 @@ imageGCLowThresholdPercent: 99
 serializeImagePulls: false
 nodeStatusUpdateFrequency: 5s
 nodeStatusReportFrequency: 30s
+nodeLeaseDurationSeconds: 10
 syncFrequency: 10s
 maxPods: 30
 CFG
@@ -505,7 +506,14 @@ start_deviceplugin() {
 }
 
 # fds 6/7 (our locks) are closed: the plane's daemons must not inherit and hold them.
-plane() { HETERO_KUBE_STATE="$PLANE_STATE" bash "$KUBEPLANE" "$@" 6>&- 7>&-; }
+# The node's heartbeat: the kubelet renews its Lease every 2.5 s (a quarter of nodeLeaseDurationSeconds, 10 s),
+# and the plane's node lifecycle controller, checking every 2 s, marks the node Unknown 12 s after the last
+# renewal: four renewals may be missed under load before it does (with the defaults, renewals every 10 s against
+# the KWOK plane's 20 s grace, one late renewal was enough), and the tests that stop the kubelet wait 12 s, not 20.
+plane() {
+  HETERO_KUBE_STATE="$PLANE_STATE" HETERO_NODE_GRACE="${HETERO_REALNODE_GRACE:-12s}" HETERO_NODE_MONITOR_PERIOD=2s \
+    bash "$KUBEPLANE" "$@" 6>&- 7>&-
+}
 
 cmd_start() {
   if plane status >/dev/null 2>&1 && healthy_node; then

@@ -276,7 +276,7 @@ def test_model_run_oom_killed_by_the_memory_limit(
 
 def test_node_not_ready_mid_run(pytester: pytest.Pytester, realnode: RealNodeCluster, ns: str, run_id: str) -> None:
     """The kubelet stops while the model runs: the node lifecycle controller marks it Unknown after the
-    plane's 20 s grace; the watch abandons the run."""
+    real node plane's 12 s grace; the watch abandons the run."""
     cpu = {"name": "cpu", "type": "cpu", "requests": {"cpu": "100m"}}
     text = real_matrix(realnode.info, ns, [cpu], layers={"model": {"timeout": "3m"}, "startup": {"timeout": "90s"}})
     text = text.replace('"{code}/infer.py"', f'"-c", "import time; time.sleep(300)  # {run_id}", "{{code}}/infer.py"')
