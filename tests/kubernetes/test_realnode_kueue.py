@@ -40,11 +40,13 @@ def queues(realnode: RealNodeCluster, real_kueue: Any, realnode_images: dict[str
 
 
 def kueue_run(pytester: pytest.Pytester, realnode: RealNodeCluster, queues: dict[str, str], gpus: str,
-              *args: str) -> dict[str, dict[str, Any]]:
+              *args: str, wait: str = "30s") -> dict[str, dict[str, Any]]:
+    """The GPU row through LocalQueue ``lq`` asking for ``gpus``; ``wait`` is the scheduling layer's timeout (a
+    refusal is only recorded when it ends: the gate does not give up earlier on a queue's word)."""
     resource = {"name": "gpu", "type": "gpu", "vendor": "nvidia", "requests": {GPU: gpus}, "queue": queues["lq"]}
     text = real_matrix(realnode.info, queues["ns"], [resource], target={"submit_as": "kueue-job"},
                        images=[{"name": "acc", "reference": STANDIN, "for": ["gpu"]}],
-                       layers={"scheduling": {"timeout": "30s"}, "startup": {"timeout": "60s"}}, framework=False)
+                       layers={"scheduling": {"timeout": wait}, "startup": {"timeout": "60s"}}, framework=False)
     return run(pytester, text, "q" + uuid.uuid4().hex[:9], *args)
 
 
@@ -68,7 +70,8 @@ def test_an_admitted_job_records_cluster_queue_flavor_usage_and_wait(
 def test_a_job_above_the_queue_maximum_is_refused_in_kueues_words(
     pytester: pytest.Pytester, realnode: RealNodeCluster, queues: dict[str, str]
 ) -> None:
-    got = kueue_run(pytester, realnode, queues, "3", "-k", "scheduling")
+    # Kueue marks the Workload ExceedsMaxQuota within a second of its creation; 10 s leaves it ample time
+    got = kueue_run(pytester, realnode, queues, "3", "-k", "scheduling", wait="10s")
     item = got["gpu::acc::scheduling"]
     assert failure(item) == ("failed", "queue_request_exceeds_max", "platform")
     pending = data(item, "scheduling.pending")
