@@ -17,6 +17,15 @@ FIXTURES = REPO.parent / "shared" / "fixtures" / "real"
 """Real field outputs (nvidia-smi, npu-smi, kubectl…) with FACTS.md; read in place, never copied."""
 DIGITS = REPO / "cases" / "digits"
 
+TRAINING_FACTS: dict[str, tuple[str, str, str]] = {
+    "killed peer": ("failed", "collective_peer_killed", "infrastructure"),
+    "unreachable rendezvous": ("failed", "rendezvous_unreachable", "platform"),
+    "full volume": ("failed", "volume_full", "infrastructure"),
+}
+"""A training row's fact → ``(status, category, owner)``, the same on every engine (issue 27): asserted for Docker by
+tests/docker/test_docker_training.py and for the real node by tests/kubernetes/test_realnode_training.py, each with
+the message words its engine must give."""
+
 
 def outside_paths(factory: pytest.TempPathFactory) -> str:
     """The ``HETERO_ALLOW_PATHS`` value a test needs when its matrix sits in a temporary folder (outside any

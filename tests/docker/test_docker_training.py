@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from dockerkit import COMBO, docker_matrix, evidence, failure, items, leftovers, record, statuses
+from support import TRAINING_FACTS
 from trainkit import ensure_jax_image
 
 from pytest_hetero.evidence.document import as_document
@@ -117,7 +118,7 @@ def test_killed_peer_is_infrastructure(pytester: pytest.Pytester, run_id: str, e
     ev = run(pytester, run_id, jax_image, long, "-k", "communication")
     killer.join(5)
     status, category, owner, message = failure(items(ev)[COMM])
-    assert (status, category, owner) == ("failed", "collective_peer_killed", "infrastructure"), message
+    assert (status, category, owner) == TRAINING_FACTS["killed peer"], message
     assert "rank 1" in message and "rank 0 stopped by the gate after its peer failed" in message
     assert leftovers(engine, run_id) == [] and job_networks(engine, run_id) == []
 
@@ -138,7 +139,7 @@ def test_unreachable_rendezvous_is_platform(pytester: pytest.Pytester, run_id: s
     ev = run(pytester, run_id, jax_image, slow, "-k", "communication")
     cutter.join(5)
     status, category, owner, message = failure(items(ev)[COMM])
-    assert (status, category, owner) == ("failed", "rendezvous_unreachable", "platform"), message
+    assert (status, category, owner) == TRAINING_FACTS["unreachable rendezvous"], message
     assert "RegisterTask" in message
     assert leftovers(engine, run_id) == [] and job_networks(engine, run_id) == []
 
@@ -160,7 +161,7 @@ def test_full_volume_is_infrastructure(pytester: pytest.Pytester, run_id: str, e
     full = {"checkpoint": {"volume": str(small_volume), "steps": 3, "kill_after": 1, "size": "1Mi"}}
     ev = run(pytester, run_id, jax_image, full, "-k", "checkpoint")
     status, category, owner, message = failure(items(ev)[CKPT])
-    assert (status, category, owner) == ("failed", "volume_full", "infrastructure"), message
+    assert (status, category, owner) == TRAINING_FACTS["full volume"], message
     assert "No space left on device" in message
     assert leftovers(engine, run_id) == [] and job_networks(engine, run_id) == []
 

@@ -27,7 +27,7 @@ import realimages
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from realkit import COMBO, data, failure, kueue_queues, real_matrix, run
-from support import REPO, clear_reports, evidence_of
+from support import REPO, TRAINING_FACTS, evidence_of
 
 if TYPE_CHECKING:  # annotation only: 'conftest' names differ per folder at run time
     from conftest import RealNodeCluster
@@ -43,10 +43,6 @@ FAST: dict[str, Any] = {"world_size": 2,
         "communication": {"sizes": ["4Ki", "256Ki"], "iterations": 3, "rendezvous_timeout": "60s",
                           "min_busbw_gbps": 0.0001},
         "checkpoint": {"steps": 4, "kill_after": 2, "size": "64Ki", "step_pause": "0.3s"}}
-SAME_FACT = {"killed peer": ("failed", "collective_peer_killed", "infrastructure"),
-             "unreachable rendezvous": ("failed", "rendezvous_unreachable", "platform"),
-             "full volume": ("failed", "volume_full", "infrastructure")}
-"""What tests/docker/test_docker_training.py asserts for the same facts on Docker."""
 
 
 @pytest.fixture(scope="module")
@@ -249,7 +245,7 @@ def test_unreachable_rendezvous_is_platform_on_the_real_node(
     slow = {"world_size": 2, "communication": {"sizes": ["4Ki"], "iterations": 1, "rendezvous_timeout": "8s",
                                                "port": dropped_port}}
     got = training_run(pytester, realnode, queues, jax_image, slow, "-k", "communication")
-    assert failure(got[COMM]) == SAME_FACT["unreachable rendezvous"], got[COMM].get("failure")
+    assert failure(got[COMM]) == TRAINING_FACTS["unreachable rendezvous"], got[COMM].get("failure")
     assert "RegisterTask" in got[COMM]["failure"]["message"]
     assert leftovers(realnode, queues["ns"]) == []
 
@@ -313,77 +309,19 @@ def docker_api() -> Any:
     return docker.APIClient(**env, timeout=300)
 
 
-def docker_kit() -> Any:
-    """tests/docker/dockerkit.py (its folder is not on this folder's path)."""
-    sys.path.insert(0, str(REPO / "tests" / "docker"))
-    try:
-        import dockerkit
-    finally:
-        sys.path.remove(str(REPO / "tests" / "docker"))
-    return dockerkit
-
-
-def on_docker(pytester: pytest.Pytester, image: str, training: dict[str, Any], kill_rank_1: bool, *args: str
-              ) -> tuple[tuple[str, str, str], str]:
-    """The training row on the real Docker engine (as tests/docker/test_docker_training.py runs it), optionally
-    SIGKILLing rank 1's container from outside once it joined: ``((status, category, owner), message)``."""
-    kit = docker_kit()
-    api = docker_api()
-    run_id = "d" + uuid.uuid4().hex[:9]
-
-    def kill() -> None:
-        end = time.monotonic() + 120
-        while time.monotonic() < end:
-            found = api.containers(all=True, filters={"label": [f"pytest-hetero.run-id={run_id}",
-                                                                "pytest-hetero.rank=1"]})
-            if found and b'"event": "joined"' in api.logs(found[0]["Id"], stdout=True, stderr=False):
-                time.sleep(1.0)
-                api.kill(found[0]["Id"], signal="SIGKILL")
-                return
-            time.sleep(0.1)
-
-    doc = json.loads(kit.docker_matrix(image=image, layers={"startup": {"timeout": "60s"},
-                                                            "model": {"timeout": "120s"}},
-                                       resources=[{"name": "trainer", "type": "cpu",
-                                                   "requests": {"cpu": 1, "memory": "1Gi"}}]))
-    doc["spec"]["images"][0]["name"] = "jax"
-    doc["spec"]["models"][0].update(task_type="training", training=training)
-    killer = threading.Thread(target=kill, daemon=True)
-    if kill_rank_1:
-        killer.start()
-    pytester.makefile(".matrix.yaml", d=json.dumps(doc, indent=1))
-    clear_reports(pytester)
-    try:
-        pytester.runpytest("-p", "no:cacheprovider", "--hetero-run-id", run_id, *args)
-    finally:
-        (pytester.path / "d.matrix.yaml").unlink()
-    if kill_rank_1:
-        killer.join(5)
-    item = kit.items(kit.evidence(pytester))
-    assert kit.leftovers(api, run_id) == []
-    status, category, owner, message = kit.failure(item[COMM if kill_rank_1 else CKPT])
-    return (status, category, owner), message
-
-
 @pytest.mark.parametrize("fact", ["killed peer", "full volume"])
-def test_the_same_fact_gets_the_same_category_and_owner_on_docker_and_on_the_real_node(
+def test_the_same_fact_gets_the_docker_category_and_owner_on_the_real_node(
     pytester: pytest.Pytester, realnode: RealNodeCluster, jax_image: str, queues: dict[str, str],
     small_tmpfs: Path, fact: str
 ) -> None:
-    """A peer SIGKILLed from outside (Docker: the engine's kill; the node: containerd's), and a checkpoint volume
-    that fills (Docker: a bind-mounted 128 KiB tmpfs; the node: a PVC bound to a hostPath PV on the same tmpfs)."""
+    """A peer SIGKILLed from outside (containerd's kill on the node), and a checkpoint volume that fills (a PVC bound
+    to a hostPath PV on a 128 KiB tmpfs): the category, owner and message words tests/docker/test_docker_training.py
+    asserts for the same fact on Docker (the engine's kill; the same tmpfs bind-mounted), from one table
+    (``support.TRAINING_FACTS``)."""
     if fact == "killed peer":
-        training = {"world_size": 2, "communication": {"sizes": ["64Ki"], "iterations": 100000,
-                                                       "rendezvous_timeout": "60s"}}
-        killer = threading.Thread(target=kill_from_the_node, args=(realnode, queues["ns"], 1), daemon=True)
-        killer.start()
-        got = training_run(pytester, realnode, queues, jax_image, training, "-k", "communication")
-        killer.join(5)
-        kube, kube_message = failure(got[COMM]), got[COMM]["failure"]["message"]
-        (pytester.path / "k.matrix.yaml").unlink()
-        docker_found, docker_message = on_docker(pytester, jax_image, training, True, "-k", "communication")
-        for message in (kube_message, docker_message):
-            assert "rank 1" in message and "rank 0 stopped by the gate after its peer failed" in message, message
+        kube, kube_message = killed_peer_on_kubernetes(pytester, realnode, queues, jax_image)
+        assert "rank 1" in kube_message and "rank 0 stopped by the gate after its peer failed" in kube_message, \
+            kube_message
     else:
         name, remove = hostpath_claim(realnode, queues["ns"], small_tmpfs)
         ckpt = {"steps": 3, "kill_after": 1, "size": "1Mi"}
@@ -393,12 +331,6 @@ def test_the_same_fact_gets_the_same_category_and_owner_on_docker_and_on_the_rea
         finally:
             remove()
         kube, kube_message = failure(got[CKPT]), got[CKPT]["failure"]["message"]
-        (pytester.path / "k.matrix.yaml").unlink()
-        docker_found, docker_message = on_docker(pytester, jax_image,
-                                                 {"checkpoint": {**ckpt, "volume": str(small_tmpfs)}}, False,
-                                                 "-k", "checkpoint")
-        for message in (kube_message, docker_message):
-            assert "No space left on device" in message, message
-    assert kube == docker_found, (kube_message, docker_message)
-    assert kube == SAME_FACT[fact], kube_message
+        assert "No space left on device" in kube_message, kube_message
+    assert kube == TRAINING_FACTS[fact], kube_message
     assert leftovers(realnode, queues["ns"]) == []
