@@ -265,16 +265,26 @@ def build_settings(option: Callable[[str], Any], ini: Callable[[str], Any], root
     )
 
 
+MAX_CONCURRENCY = 1000
+"""The most model runs of one resource × image at once a setting may ask for: the matrix schema's
+``resources[].concurrency`` maximum, which the CLI and ini values are held to as well."""
+
+
 def _concurrency(value: object, name: str) -> int | Literal["free"]:
-    """A concurrency setting: ``free``, or a whole number ≥ 1 (SettingsError naming ``name`` otherwise)."""
+    """A concurrency setting: ``free``, or a whole number from 1 to :data:`MAX_CONCURRENCY` (SettingsError
+    naming ``name`` otherwise)."""
     if str(value).strip() == "free":
         return "free"
+    example = f"{name} 8 or {name} free" if name.startswith("--") else f"{name} = 8 or {name} = free"
     try:
-        return int(_number(value, name, int, 1))
+        number = int(_number(value, name, int, 1))
     except SettingsError as exc:
-        example = f"{name} 8 or {name} free" if name.startswith("--") else f"{name} = 8 or {name} = free"
         raise SettingsError(f"{name} must be a whole number of model runs at once (at least 1) or free, got "
                             f"{value!r}", hint=example) from exc
+    if number > MAX_CONCURRENCY:
+        raise SettingsError(f"{name} must be at most {MAX_CONCURRENCY} model runs at once (the matrix schema's "
+                            f"resources[].concurrency maximum), got {number}", hint=example)
+    return number
 
 
 def _model_runs(value: object) -> str:

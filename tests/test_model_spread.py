@@ -19,7 +19,7 @@ from pytest_hetero.errors import MatrixError, SettingsError
 from pytest_hetero.matrix.expand import expand
 from pytest_hetero.matrix.load import load_matrix
 from pytest_hetero.matrix.model import Matrix
-from pytest_hetero.settings import INI, Settings, build_settings
+from pytest_hetero.settings import INI, MAX_CONCURRENCY, Settings, build_settings
 
 pytestmark = pytest.mark.usefixtures("outside_inputs")
 
@@ -86,6 +86,40 @@ def test_bad_run_settings_are_refused(tmp_path: Path) -> None:
                                   f"free, got {bad!r}\n  hint: --hetero-concurrency 8 or --hetero-concurrency free")
     with pytest.raises(SettingsError, match="hetero_concurrency must be a whole number"):
         settings(tmp_path, ini={"hetero_concurrency": "-1"})
+    # above the matrix schema's maximum: refused on the command line and in the ini as in the matrix
+    schema = json.loads((Path(__file__).parents[1] / "pytest_hetero" / "matrix" / "schema.json").read_text())
+    limit = concurrency_int(schema)["maximum"]
+    assert limit == MAX_CONCURRENCY == 1000
+    assert mode(step(matrix(tmp_path), settings(tmp_path, {"--hetero-model-runs": "per-run",
+                                                          "--hetero-concurrency": str(limit)}))) == ("per-run", limit)
+    with pytest.raises(SettingsError) as err:
+        settings(tmp_path, {"--hetero-concurrency": str(limit + 1)})
+    assert str(err.value) == ("--hetero-concurrency must be at most 1000 model runs at once (the matrix schema's "
+                              "resources[].concurrency maximum), got 1001\n"
+                              "  hint: --hetero-concurrency 8 or --hetero-concurrency free")
+    with pytest.raises(SettingsError, match="hetero_concurrency must be at most 1000 model runs at once"):
+        settings(tmp_path, ini={"hetero_concurrency": "5000"})
+
+
+def walk(node: Any) -> list[dict[str, Any]]:
+    """Every JSON object in ``node``, depth first."""
+    found: list[dict[str, Any]] = []
+    if isinstance(node, dict):
+        found.append(node)
+        for value in node.values():
+            found += walk(value)
+    elif isinstance(node, list):
+        for value in node:
+            found += walk(value)
+    return found
+
+
+def concurrency_int(schema: dict[str, Any]) -> dict[str, Any]:
+    """The integer branch of the resources' ``concurrency`` (the one ``concurrency`` property that is a oneOf)."""
+    [prop] = [n["properties"]["concurrency"] for n in walk(schema)
+              if isinstance(n.get("properties"), dict) and "oneOf" in n["properties"].get("concurrency", {})]
+    [branch] = [b for b in prop["oneOf"] if b.get("type") == "integer"]
+    return cast(dict[str, Any], branch)
 
 
 def test_free_concurrency_is_a_setting_of_its_own_everywhere(tmp_path: Path) -> None:
