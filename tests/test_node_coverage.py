@@ -162,6 +162,25 @@ def test_publish_plan_labels_each_exercised_node_at_its_level_and_leaves_the_oth
     assert publish_plan([old], "ab" * 32, parse_now("2026-12-02T11:00:00Z"))[0]["labels"][key] == "business"
 
 
+def test_a_node_in_two_pools_gets_one_condition_per_task_type_at_the_lower_level(tmp_path: Path) -> None:
+    """Two pools of one bundle hold node n1 (two resource shapes on the same nodes): one label and one condition of
+    each type, at the lowest level its pools reached on it, expiring with the first; the message names both pools
+    (the plan had two conditions of the same type and the last pool's label)."""
+    [good] = pool_status(matrix(tmp_path, "every"), run_items(True, failed="n3"), "2026-12-02T10:00:00Z")
+    other = cast("PoolStatus", {**good, "pool": "second", "expires_at": "2026-12-02T12:00:00Z",
+                                "node_status": [{**e, "task_types": {t: {**v, "level": "startup"}
+                                                                     for t, v in e["task_types"].items()}}
+                                                for e in good["node_status"]]})
+    key = f"validation.{good['domain']}/batch-inference"
+    for pools in ([good, other], [other, good]):
+        [n1] = [e for e in publish_plan(pools, "ab" * 32, parse_now("2026-12-02T11:00:00Z")) if e["node"] == "n1"]
+        [condition] = n1["conditions"]
+        assert (n1["labels"][key], condition["type"], condition["status"]) == ("startup", key, "False")
+        assert n1["annotations"][key + ".expires-at"] == min(good["expires_at"], "2026-12-02T12:00:00Z")
+        assert f"on pool {good['matrix']}/{good['pool']}" in condition["message"]
+        assert f"on pool {good['matrix']}/second" in condition["message"]
+
+
 def test_catalog_lists_node_levels_and_unvalidated_nodes(tmp_path: Path) -> None:
     from pytest_hetero.evidence.views import BundleStatus
     from pytest_hetero.reporting.catalog import catalog_rows, catalog_text

@@ -20,6 +20,8 @@ A plan is ``[{"node", "labels": {key: value | None}, "annotations": {key: value 
 "conditions": [{type, status, reason, message}], "taint": "add" | "remove" | None}]``; ``None``
 removes a label/annotation. Nodes of a pool the run never exercised (``unvalidated``) are not in the
 plan: they keep whatever an earlier bundle published until it expires (:func:`left_as_is` names them).
+A node several pools of the bundle hold gets one label and one condition per task type, at the lowest
+level its pools reached on it, expiring with the first of them; the condition's message names each pool.
 """
 
 from __future__ import annotations
@@ -109,24 +111,33 @@ def publish_plan(pools: list[PoolStatus], digest: str, now: datetime, taint: str
         raise PublishRefused(f"the validation status has expired: {', '.join(late)}", None,
                              "run the gate again and publish the new bundle")
     nodes: dict[str, NodeChange] = {}
+    seen: dict[tuple[str, str], list[tuple[str, str, str]]] = {}  # (node, key) → [(level, text, expires_at)]
     for pool in pools:
         own = {str(e.get("node")): e.get("task_types") or {} for e in pool.get("node_status") or []}
         for node in pool.get("nodes") or []:
-            entry = nodes.setdefault(node, {"node": node, "labels": {}, "annotations": {}, "conditions": [],
-                                            "taint": None})
+            nodes.setdefault(node, {"node": node, "labels": {}, "annotations": {}, "conditions": [], "taint": None})
             for task_type, status in sorted(pool["task_types"].items()):
-                key = label_key(pool["domain"], task_type)
                 # the node's own level (what ran on it); a bundle written before node status: the pool's
                 level = str((own.get(node, {}).get(task_type) or status)["level"]) if own else str(status["level"])
                 ok = LEVELS.index(level) >= LEVELS.index(require)
-                entry["labels"][key] = level if level != "none" else None
-                entry["annotations"][key + EXPIRES] = pool["expires_at"]
-                entry["annotations"][key + BUNDLE] = digest
                 text = (f"{task_type} validated to level {level} on pool {pool['matrix']}/{pool['pool']} by bundle "
                         f"sha256:{digest[:16]}…, until {pool['expires_at']}" if ok else
                         f"{task_type} reached level {level} on pool {pool['matrix']}/{pool['pool']}, below the "
                         f"required {require}, by bundle sha256:{digest[:16]}…")
-                entry["conditions"].append(_condition(key, ok, "Validated" if ok else "NotValidated", text))
+                seen.setdefault((node, label_key(pool["domain"], task_type)), []).append(
+                    (level, text, pool["expires_at"]))
+    for (node, key), found in seen.items():
+        # a node in several pools of the bundle: one label and one condition per task type, at the lowest level
+        # any of its pools reached on it (a failure in one pool's shape is a failure of the node for that task
+        # type), expiring with the first of them; the condition's message names every pool
+        level = min((lv for lv, _, _ in found), key=LEVELS.index)
+        ok = LEVELS.index(level) >= LEVELS.index(require)
+        entry = nodes[node]
+        entry["labels"][key] = level if level != "none" else None
+        entry["annotations"][key + EXPIRES] = min((at for _, _, at in found), key=parse_time)
+        entry["annotations"][key + BUNDLE] = digest
+        entry["conditions"].append(_condition(key, ok, "Validated" if ok else "NotValidated",
+                                              "; ".join(text for _, text, _ in found)))
     if not nodes:
         raise PublishRefused("nothing to publish: no pool of the bundle recorded a node (not a Kubernetes run, or "
                              "discovery found no node)", None, "publish a bundle of a kubernetes-backend run")
