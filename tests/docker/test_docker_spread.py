@@ -18,9 +18,11 @@ pytestmark = pytest.mark.usefixtures("outside_inputs")
 
 SLEEP_S = 8  # longer than a container create under a CPU-bound CI (~3 s seen): the pairs overlap however slow
 # the digits model after a pause, then the container's host name (Docker's default: the container id's first 12
-# characters) written into its outputs, so each item's outputs say which container made them
+# characters) and the data sets it can see written into its outputs, so each item's outputs say which container made
+# them and what it was given
 SCRIPT = (f'sleep {SLEEP_S} && "$1" "$2/infer.py" --model "$3" --data "$4" --out "$5" --provider "$6" && "$1" -c '
-          '"import json, socket, sys; d = json.load(open(sys.argv[1])); d[\'host\'] = socket.gethostname(); '
+          '"import json, os, socket, sys; d = json.load(open(sys.argv[1])); d[\'host\'] = socket.gethostname(); '
+          'd[\'seen\'] = sorted(os.listdir(\'/hetero/datasets\')); '
           'json.dump(d, open(sys.argv[1], \'w\'))" "$5"')
 ENTRYPOINT = ["/bin/sh", "-c", SCRIPT, "sh", "{python}", "{code}", "{model}", "{dataset}", "{outputs}", "{provider}"]
 RUNS = 4
@@ -38,11 +40,18 @@ def model_runs(ev: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {k: record(v, "model.run") for k, v in items(ev).items() if k.endswith("::model")}
 
 
+def outputs_of(pytester: pytest.Pytester, ev: dict[str, Any], nodeid: str, bundle: Path | None = None
+               ) -> dict[str, Any]:
+    """The outputs the gate kept for ``nodeid`` (of the one bundle under ``reports/`` unless ``bundle``)."""
+    if bundle is None:
+        [bundle] = sorted((pytester.path / "reports").iterdir())
+    [art] = [a for a in items(ev)[nodeid]["artifacts"] if a["name"] == "outputs.json"]
+    return dict(json.loads((bundle / art["path"]).read_text()))
+
+
 def outputs_host(pytester: pytest.Pytester, ev: dict[str, Any], nodeid: str) -> str:
     """The host name the model wrote into the outputs the gate kept for ``nodeid``."""
-    [bundle] = sorted((pytester.path / "reports").iterdir())
-    [art] = [a for a in items(ev)[nodeid]["artifacts"] if a["name"] == "outputs.json"]
-    return str(json.loads((bundle / art["path"]).read_text())["host"])
+    return str(outputs_of(pytester, ev, nodeid)["host"])
 
 
 def test_per_run_containers_overlap_on_cpu_sets_of_their_own(pytester: pytest.Pytester, run_id: str,
@@ -65,8 +74,9 @@ def test_per_run_containers_overlap_on_cpu_sets_of_their_own(pytester: pytest.Py
         assert started["id"] == run["spread"]["container_id"] == run["container_id"]
         assert started["allocated"]["CpusetCpus"] == ",".join(run["spread"]["slot"]["ids"])
         assert run["isolation"]["shared_between_runs"] is False and "proven" in run["isolation"]["models_isolation"]
-        # the outputs joined to this item came from this item's container
+        # the outputs joined to this item came from this item's container, which was given its own data set only
         assert outputs_host(pytester, ev, nodeid) == run["container_id"][:12]
+        assert outputs_of(pytester, ev, nodeid)["seen"] == [nodeid.split("@", 1)[1].split("::", 1)[0]]
     # two runs at once: each run overlapped another (times), on different CPU sets
     windows = sorted((s["run_started_at"], s["run_ended_at"], s["slot"]["ids"][0]) for s in spreads)
     overlaps = [(a, b) for i, a in enumerate(windows) for b in windows[i + 1:] if b[0] < a[1]]
@@ -91,6 +101,9 @@ def test_per_run_containers_overlap_on_cpu_sets_of_their_own(pytester: pytest.Py
     assert again.ret == 0
     assert statuses(ev_shared) == statuses(ev)
     assert len({r["container_id"] for r in model_runs(ev_shared).values()}) == 1
+    # the shared container holds every run's data set (the runs there are not isolated from one another)
+    every = sorted(k.split("@", 1)[1].split("::", 1)[0] for k in model_runs(ev_shared))
+    assert all(outputs_of(pytester, ev_shared, k, bundle)["seen"] == every for k in model_runs(ev_shared))
     shared_runs = sum(r["duration_s"] for r in model_runs(ev_shared).values())
     sys.stderr.write(f"per-run: pytest {per_run_s:.1f} s, model runs {makespan:.1f} s (their own times {serial:.1f} s)"
                      f"; shared: pytest {shared_s:.1f} s, model runs {shared_runs:.1f} s; ideal "

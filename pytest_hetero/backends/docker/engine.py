@@ -255,8 +255,8 @@ class DockerBackend(Backend):
 
         A previous container for the same key (a repeated startup) is removed first. ``alone``: the container of
         one model run instead (:mod:`.spread`), pinned to that device slot, named and labelled per run, not kept
-        as the resource × image container. Raises ActionFailed classified by :mod:`.errors` (start refused,
-        exited, OOM-killed).
+        as the resource × image container, with that run's model, code and dataset mounted and no other's.
+        Raises ActionFailed classified by :mod:`.errors` (start refused, exited, OOM-killed).
         """
         s = self.session
         key = (ctx.resource.name, ctx.image.name)
@@ -265,8 +265,12 @@ class DockerBackend(Backend):
         target = s.conf if alone is None else alone.target(s.conf, ctx.resource.name)
         request = place.translate_or_fail(ctx, target, s.local)
         m = ctx.matrix
-        models = [(x.name, x.path, code_of(m, x).path) for x in m.models]  # without the truth files they may hold
-        mounts = run.input_mounts(models, model_inputs(m.datasets)) + request.mounts
+        # without the truth files they may hold; a run's own container sees its own model, code and dataset only
+        # (the other runs' inputs are not its to read: isolation between model runs)
+        chosen = m.models if alone is None else [ctx.model]
+        models = [(x.name, x.path, code_of(m, x).path) for x in chosen]
+        mounts = run.input_mounts(models, model_inputs(m.datasets if alone is None else [ctx.dataset])) \
+            + request.mounts
         name, labels = self._marks(ctx, alone is not None)
         try:
             image_user = inspect_image(s.api, image_id).user
