@@ -19,6 +19,7 @@ are written into that item's evidence. A run no item asked for ahead (a rerun, a
 
 from __future__ import annotations
 
+import concurrent.futures
 import hashlib
 import threading
 import time
@@ -118,6 +119,8 @@ class Group:
         self.width = plan.width
         self.pool = ThreadPoolExecutor(plan.width, thread_name_prefix="hetero-run")
         self.futures: dict[tuple[str, ...], list[Future[Outcome]]] = {}
+        self.launched: list[Future[Outcome]] = []
+        """Every run queued, joined or not (:meth:`Spread.wait`)."""
         self.lock = threading.Lock()
 
     def launch(self, step: Step, planned: PlannedItem) -> None:
@@ -126,6 +129,7 @@ class Group:
         future = self.pool.submit(self._guarded, deferred, time.time())
         with self.lock:
             self.futures.setdefault(planned.parts, []).append(future)
+            self.launched.append(future)
 
     def take(self, planned: PlannedItem) -> Future[Outcome] | None:
         """The first queued run of ``planned`` not yet joined, or None."""
@@ -192,6 +196,13 @@ class Spread:
         self.stop.set()
         for group in list(self.groups.values()):
             group.pool.shutdown(wait=False, cancel_futures=True)
+
+    def wait(self, timeout_s: float) -> int:
+        """Wait up to ``timeout_s`` seconds for every run launched to end (after :meth:`shutdown`, once the engine
+        has stopped the running ones); how many had not ended by then."""
+        with self.lock:
+            launched = [f for group in self.groups.values() for f in group.launched]
+        return len(concurrent.futures.wait(launched, timeout=timeout_s).not_done)
 
 
 def ahead(step: Step) -> list[PlannedItem]:
