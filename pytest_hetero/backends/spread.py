@@ -3,9 +3,11 @@
 With ``per-run`` (``--hetero-model-runs`` overrides the matrix, ini ``hetero_model_runs`` is the default) every
 model × dataset run of a resource × image runs in a workload of its own, which the engine makes and removes: a Pod
 on Kubernetes (:mod:`pytest_hetero.backends.kubernetes.spread`), a container pinned to one device slot on Docker
-(:mod:`pytest_hetero.backends.docker.spread`). This module holds what every engine shares: the setting's
-precedence (:func:`mode`), which steps it applies to (:func:`wanted`), the step a run in a helper thread is handed
-(:class:`Deferred`), and the launching and joining of the runs (:class:`Spread`).
+(:mod:`pytest_hetero.backends.docker.spread`), a sandbox pinned to one device slot locally
+(:mod:`pytest_hetero.backends.local.spread`; the slots: :mod:`pytest_hetero.backends.slots`). This module holds
+what every engine shares: the setting's precedence (:func:`mode`), which steps it applies to (:func:`wanted`), the
+step a run in a helper thread is handed (:class:`Deferred`), and the launching and joining of the runs
+(:class:`Spread`).
 
 **Concurrency and joining.** pytest items stay the units of report, run one after the other. The first model item
 of a matrix × resource × image to run (its startup passed: gating is the items', unchanged) launches the runs of
