@@ -235,7 +235,7 @@ def test_ctrl_c_or_a_kill_mid_run_leaves_no_process(tmp_path: Path, sig: signal.
     assert ev["run"]["interrupted"] is True
     assert {k: v for k, v in statuses(ev).items() if k.endswith("::model")} == {
         "cpu::py::m1@digits-test::model": "not_run", "cpu::py::m2@digits-test::model": "not_run"}
-    assert ev.get("leftovers", []) == [], ev.get("leftovers")
+    assert ev["cleanup"]["leftovers"] == []  # every run ended when killed: none left to the cleanup ledger
 
 
 # -- the pinning decisions, without a run ------------------------------------------------------------------------
