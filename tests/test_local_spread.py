@@ -34,7 +34,7 @@ from pytest_hetero.matrix.model import Resource
 
 pytestmark = pytest.mark.usefixtures("outside_inputs")
 
-SLEEP_S = 4.0  # longer than a sandbox start on a loaded 2-core machine: two runs at once overlap however slow
+SLEEP_S = 6.0  # longer than a sandbox start on a loaded 2-core machine: two runs at once overlap however slow
 # the model: sleeps, then writes when it began and ended, its CPU affinity, the kernel's Cpus_allowed_list of itself
 # and of a child it starts, and the device variables it saw (no braces: the entrypoint's placeholders use them)
 PROBE = f"""
