@@ -668,9 +668,15 @@ class _Reaper:
             self.kill()
 
     def kill(self) -> None:
-        """SIGKILL the process group (a no-op once reaped)."""
+        """SIGKILL the launcher's children, then its process group (a no-op once reaped). A child first: a
+        bubblewrap's run is PID 1 of its own PID namespace in a session of its own, and once it switched to the
+        sandbox user (gate running as root) the kernel refuses bubblewrap's parent-death signal to it (bubblewrap
+        keeps no CAP_KILL): killed with its launcher only, it would go on. Killing it ends its whole namespace."""
         with self._lock:
             if self._status is None:
+                for child in children(self.pid):
+                    with suppress(ProcessLookupError, PermissionError):
+                        os.kill(child, signal.SIGKILL)
                 with suppress(ProcessLookupError, PermissionError):
                     os.killpg(self.pid, signal.SIGKILL)
 
@@ -706,6 +712,22 @@ class _Reaper:
 
 RUNS_END_S = 10.0
 """How long :meth:`LocalBackend.close` waits for killed per-run model runs to end (their folders removed)."""
+def children(pid: int) -> list[int]:
+    """The pids of process ``pid``'s children (``/proc/PID/task/*/children``, Linux ≥ 3.5 with
+    ``CONFIG_PROC_CHILDREN``); ``[]`` when they cannot be read (the process is gone, or the kernel lacks it)."""
+    out: list[int] = []
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return out
+    for task in tasks:
+        try:
+            out += [int(c) for c in Path(f"/proc/{pid}/task/{task}/children").read_text().split()]
+        except (OSError, ValueError):
+            continue
+    return out
+
+
 DRAIN_AFTER_EXIT_S = 0.2
 """How long output is still read after the run's main process exited (its children may hold the pipes)."""
 POLL_S = 0.05
