@@ -22,6 +22,9 @@ Baselines, each a fresh ``python -m pytest`` of one test function parametrised N
 
 ``--only gate,gate-per-run`` compares the gate with itself starting a bubblewrap per run
 (``HETERO_SANDBOX_SHARED=off``): what the session sandbox saves (``ratio_gate_per_run``).
+``--per-run`` (or ``--only gate,gate-spread``) compares the gate with itself under ``--hetero-model-runs per-run
+--hetero-concurrency free`` (issue 32: each model run a sandbox of its own pinned to a CPU of this host, as many
+at once as it has CPUs): ``spread_over_gate`` is its per-item time over the shared mode's (> 1: slower).
 
 Rounds alternate the runs (interleaved) at each size. Reported per size: wall
 (median and min–max over rounds), peak RSS of the pytest process (its own VmHWM, MiB: ``wait4``'s
@@ -59,7 +62,7 @@ from pytest_hetero.backends.sandbox import (
 )
 
 TARGET = 1.3
-RUNS = ("gate", "plain+session-sandbox", "plain", "plain+sandbox", "gate-per-run")
+RUNS = ("gate", "plain+session-sandbox", "plain", "plain+sandbox", "gate-per-run", "gate-spread")
 SCRIPT = "printf '{\"metrics\": {\"accuracy\": 1}}' > \"$1\""
 DATA = ROOT / "cases" / "digits" / "data" / "digits-test-1.0.0.csv"
 MODEL = ROOT / "cases" / "digits" / "model" / "digits-logreg-1.0.0.onnx"
@@ -195,7 +198,8 @@ def one_size(n: int, rounds: int, only: tuple[str, ...] = RUNS) -> dict[str, obj
         common = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly"]
         gate_argv = [*common, str(matrix), "-m", "model", "--hetero-report-dir", str(folder / "reports")]
         commands = {"gate": gate_argv, "plain": [*common, str(plain)], "plain+sandbox": [*common, str(sandboxed)],
-                    "plain+session-sandbox": [*common, str(session)], "gate-per-run": gate_argv}
+                    "plain+session-sandbox": [*common, str(session)], "gate-per-run": gate_argv,
+                    "gate-spread": [*gate_argv, "--hetero-model-runs", "per-run", "--hetero-concurrency", "free"]}
         for r in range(rounds):
             for name in only:
                 argv = commands[name]
@@ -220,6 +224,9 @@ def one_size(n: int, rounds: int, only: tuple[str, ...] = RUNS) -> dict[str, obj
         if name in runs:
             out[key] = round(gate / statistics.median(w for w, _, _ in runs[name]), 2)
             out["cpu_" + key] = round(gate_cpu / statistics.median(c for _, _, c in runs[name]), 2)
+    if "gate-spread" in runs:  # the other way round: per-run model runs' cost over the shared mode's
+        out["spread_over_gate"] = round(statistics.median(w for w, _, _ in runs["gate-spread"]) / gate, 2)
+        out["cpu_spread_over_gate"] = round(statistics.median(c for _, _, c in runs["gate-spread"]) / gate_cpu, 2)
     out["load_average"] = round(os.getloadavg()[0], 1)
     return out
 
@@ -277,6 +284,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="runs to make (gate always), comma-separated; gate-per-run: the gate with a bubblewrap "
                              "per run (HETERO_SANDBOX_SHARED=off), the A/B of the session sandbox")
     parser.add_argument("--item-phases", action="store_true", help="one gate run timed by function (item_clock)")
+    parser.add_argument("--per-run", action="store_true",
+                        help="the gate against itself with --hetero-model-runs per-run (gate,gate-spread)")
     args = parser.parse_args(argv)
     if args.spawn:
         spawn_cost()
@@ -288,18 +297,24 @@ def main(argv: list[str] | None = None) -> int:
     rounds += [rounds[-1]] * (len(sizes) - len(rounds))
     results = []
     only = tuple(dict.fromkeys(["gate", *(x for x in args.only.split(",") if x in RUNS)]))
+    if args.per_run:
+        only = ("gate", "gate-spread")
     for n, r in zip(sizes, rounds, strict=True):
         results.append(one_size(n, r, only))
         print(json.dumps(results[-1]), flush=True)
     print("size   gate ms/item  plain+session-sandbox ms/item  plain ms/item  gate/plain+session-sandbox  "
-          "gate/plain  gate/plain+sandbox  gate peak MiB  CPU gate/plain+session-sandbox  gate/gate-per-run")
+          "gate/plain  gate/plain+sandbox  gate peak MiB  CPU gate/plain+session-sandbox  gate/gate-per-run  "
+          "gate-spread ms/item  gate-spread/gate")
     for res in results:
-        g, z, p = (res.get(k) or {} for k in RUNS[:3])
-        assert isinstance(g, dict) and isinstance(z, dict) and isinstance(p, dict)
+        g, z, p, sp = (res.get(k) or {} for k in (*RUNS[:3], "gate-spread"))
+        assert isinstance(g, dict) and isinstance(z, dict) and isinstance(p, dict) and isinstance(sp, dict)
         print(f"{res['n']:>6} {g['per_item_ms']:>12} {z.get('per_item_ms', '-'):>30} {p.get('per_item_ms', '-'):>14} "
               f"{res.get('ratio_plain_session_sandbox', '-'):>27} {res.get('ratio_plain', '-'):>11} "
               f"{res.get('ratio_plain_sandbox', '-'):>19} {g['peak_mib']:>14} "
-              f"{res.get('cpu_ratio_plain_session_sandbox', '-'):>31} {res.get('ratio_gate_per_run', '-'):>18}")
+              f"{res.get('cpu_ratio_plain_session_sandbox', '-'):>31} {res.get('ratio_gate_per_run', '-'):>18} "
+              f"{sp.get('per_item_ms', '-'):>20} {res.get('spread_over_gate', '-'):>17}")
+    if args.per_run:  # no target of its own: the figure is reported
+        return 0
     big = [r for r in results if int(str(r["n"])) >= 1000 and "ratio_plain_session_sandbox" in r]
     ok = bool(big) and all(float(str(r["ratio_plain_session_sandbox"])) <= TARGET for r in big)
     print(f"target gate/plain+session-sandbox <= {TARGET} at 1k and 10k: {'met' if ok else 'MISSED'}")

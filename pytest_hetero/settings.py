@@ -38,12 +38,13 @@ OPTIONS: tuple[tuple[str, dict[str, object]], ...] = (
     ("--hetero-model-runs", {"default": None, "choices": ("shared", "per-run"),
                              "help": "every model run an exec in the shared workload (shared), or a workload of "
                                      "its own: a Pod placed by the scheduler on kubernetes, a container pinned to "
-                                     "a device slot on docker (per-run); overrides resources[].model_runs"}),
+                                     "a device slot on docker, a sandbox pinned to a device slot on local "
+                                     "(per-run); overrides resources[].model_runs"}),
     ("--hetero-concurrency", {"default": None, "metavar": "N|free",
-                              "help": "model runs of one resource x image at once with per-run model runs (docker: "
-                                      "at most one per device slot); free: as many as the pool holds now "
-                                      "(kubernetes: its nodes' allocatable less what their pods request; docker: "
-                                      "the device slots); overrides resources[].concurrency"}),
+                              "help": "model runs of one resource x image at once with per-run model runs (docker, "
+                                      "local: at most one per device slot); free: as many as the pool holds now "
+                                      "(kubernetes: its nodes' allocatable less what their pods request; docker, "
+                                      "local: the device slots); overrides resources[].concurrency"}),
     ("--hetero-sign-key", {"default": None, "metavar": "PEM",
                            "help": "Ed25519 private key to sign the bundle (or $HETERO_SIGN_KEY)"}),
     ("--hetero-sign-command", {"default": None, "metavar": "CMD",
@@ -94,7 +95,7 @@ INI: tuple[tuple[str, str, str], ...] = (
     ("hetero_report_dir", "folder for evidence bundles", "reports"),
     ("hetero_parallel", "concurrent scheduling/startup probes per backend", "4"),
     ("hetero_node_parallel", "nodes a node-coverage item checks at once", "8"),
-    ("hetero_model_runs", "kubernetes and docker model runs when a resource says nothing: shared or per-run",
+    ("hetero_model_runs", "model runs when a resource says nothing: shared or per-run",
      "shared"),
     ("hetero_concurrency", "per-run model runs of one resource x image at once when a resource says nothing "
                            "(a number, or free)", "4"),

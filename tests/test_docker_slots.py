@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from pytest_hetero.backends.docker.spread import PER_RUN_CONTAINER, Slot, Slots, cpu_list, isolation, slots_of, width
+from pytest_hetero.backends.docker.spread import pinned as spread_pinned
 from pytest_hetero.backends.docker.translate import DockerTarget, translate
 from pytest_hetero.matrix.model import Resource
 
@@ -71,10 +72,10 @@ def test_runs_at_once_are_the_concurrency_at_most_one_per_slot() -> None:
 def test_a_slot_pins_the_engine_request(requests: dict[str, str], slot: Slot, field: str, expected: Any) -> None:
     res = Resource(name="r", type="cpu", vendor="any", requests=requests)
     target = DockerTarget.parse({"backend": "docker", "cpuset": {"other": "0"}})
-    pinned = slot.target(target, "r")
+    pinned = spread_pinned(slot, target, "r")
     assert getattr(translate(res, pinned, host_visible=False), field) == expected
     assert target == DockerTarget.parse({"backend": "docker", "cpuset": {"other": "0"}})  # left as it was
-    assert Slot("unpinned", ()).target(target, "r") is target
+    assert spread_pinned(Slot("unpinned", ()), target, "r") is target
 
 
 def test_a_run_waits_for_a_free_slot() -> None:

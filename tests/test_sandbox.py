@@ -221,10 +221,15 @@ def test_a_model_cannot_read_the_key_write_the_bundle_or_see_the_gate(pytester: 
     assert verify.returncode == 0, verify.stdout + verify.stderr
 
 
+@pytest.mark.parametrize("shared", ["on", "off"])
 @pytest.mark.parametrize("ending", ["pass", "hang"])
-def test_no_child_of_the_model_survives_its_item(pytester: pytest.Pytester, ending: str) -> None:
+def test_no_child_of_the_model_survives_its_item(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
+                                                 ending: str, shared: str) -> None:
     """Forked, setsid and SIGTERM-ignoring children die when the model passes and when it is killed
-    at its timeout."""
+    at its timeout: in the session's sandbox and with a bubblewrap per run (``HETERO_SANDBOX_SHARED=off``; as
+    root the run, switched to the sandbox user, outlived its killed bubblewrap until the gate killed the run
+    itself)."""
+    monkeypatch.setenv("HETERO_SANDBOX_SHARED", shared)
     marker = f"hetero-child-{uuid.uuid4().hex}"
     bundle = pytester.path / "reports" / "r1"
     write_matrix(pytester.path, [model("attack", ["{python}", "{code}/attack.py", "{outputs}", str(bundle),

@@ -3,9 +3,11 @@
 With ``per-run`` (``--hetero-model-runs`` overrides the matrix, ini ``hetero_model_runs`` is the default) every
 model × dataset run of a resource × image runs in a workload of its own, which the engine makes and removes: a Pod
 on Kubernetes (:mod:`pytest_hetero.backends.kubernetes.spread`), a container pinned to one device slot on Docker
-(:mod:`pytest_hetero.backends.docker.spread`). This module holds what every engine shares: the setting's
-precedence (:func:`mode`), which steps it applies to (:func:`wanted`), the step a run in a helper thread is handed
-(:class:`Deferred`), and the launching and joining of the runs (:class:`Spread`).
+(:mod:`pytest_hetero.backends.docker.spread`), a sandbox pinned to one device slot locally
+(:mod:`pytest_hetero.backends.local.spread`; the slots: :mod:`pytest_hetero.backends.slots`). This module holds
+what every engine shares: the setting's precedence (:func:`mode`), which steps it applies to (:func:`wanted`), the
+step a run in a helper thread is handed (:class:`Deferred`), and the launching and joining of the runs
+(:class:`Spread`).
 
 **Concurrency and joining.** pytest items stay the units of report, run one after the other. The first model item
 of a matrix × resource × image to run (its startup passed: gating is the items', unchanged) launches the runs of
@@ -19,6 +21,7 @@ are written into that item's evidence. A run no item asked for ahead (a rerun, a
 
 from __future__ import annotations
 
+import concurrent.futures
 import hashlib
 import threading
 import time
@@ -118,6 +121,8 @@ class Group:
         self.width = plan.width
         self.pool = ThreadPoolExecutor(plan.width, thread_name_prefix="hetero-run")
         self.futures: dict[tuple[str, ...], list[Future[Outcome]]] = {}
+        self.launched: list[Future[Outcome]] = []
+        """Every run queued, joined or not (:meth:`Spread.wait`)."""
         self.lock = threading.Lock()
 
     def launch(self, step: Step, planned: PlannedItem) -> None:
@@ -126,6 +131,7 @@ class Group:
         future = self.pool.submit(self._guarded, deferred, time.time())
         with self.lock:
             self.futures.setdefault(planned.parts, []).append(future)
+            self.launched.append(future)
 
     def take(self, planned: PlannedItem) -> Future[Outcome] | None:
         """The first queued run of ``planned`` not yet joined, or None."""
@@ -192,6 +198,13 @@ class Spread:
         self.stop.set()
         for group in list(self.groups.values()):
             group.pool.shutdown(wait=False, cancel_futures=True)
+
+    def wait(self, timeout_s: float) -> int:
+        """Wait up to ``timeout_s`` seconds for every run launched to end (after :meth:`shutdown`, once the engine
+        has stopped the running ones); how many had not ended by then."""
+        with self.lock:
+            launched = [f for group in self.groups.values() for f in group.launched]
+        return len(concurrent.futures.wait(launched, timeout=timeout_s).not_done)
 
 
 def ahead(step: Step) -> list[PlannedItem]:

@@ -97,11 +97,12 @@ class Resource:
     model_runs: str | None = None
     """``shared`` (every model run an exec in the resource × image workload), ``per-run`` (a workload per model
     run: a Pod, :mod:`pytest_hetero.backends.kubernetes.spread`; a container pinned to a device slot,
-    :mod:`pytest_hetero.backends.docker.spread`); None: the run's default (ini ``hetero_model_runs``)."""
+    :mod:`pytest_hetero.backends.docker.spread`; a sandbox pinned to a device slot,
+    :mod:`pytest_hetero.backends.local.spread`); None: the run's default (ini ``hetero_model_runs``)."""
     concurrency: int | Literal["free"] | None = None
-    """Model runs of one resource × image at once (``per-run``; Docker: at most one per device slot); ``free``: as
-    many as the pool holds now (the engine counts them: :func:`pytest_hetero.backends.spread.mode`); None: the
-    run's default."""
+    """Model runs of one resource × image at once (``per-run``; Docker, local: at most one per device slot);
+    ``free``: as many as the pool holds now (the engine counts them: :func:`pytest_hetero.backends.spread.mode`);
+    None: the run's default."""
 
     @property
     def device_resources(self) -> list[str]:

@@ -1,7 +1,7 @@
 """The model items a model item's engine may start ahead (``resources[].model_runs: per-run``).
 
 pytest runs items one after the other; an engine that spreads model runs over a pool's capacity
-(:mod:`pytest_hetero.backends.spread`: Kubernetes and Docker) launches, at the first model item of a
+(:mod:`pytest_hetero.backends.spread`: Kubernetes, Docker and local) launches, at the first model item of a
 matrix × resource × image, the runs of the model items after it, and each item joins its own result when it
 runs. This glue tells it which items those are: the session's items (after deselection: ``-k``, profiles,
 shards), in run order, grouped by matrix × resource × image; a task type's checks are left out (they are not

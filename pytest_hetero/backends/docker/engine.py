@@ -262,7 +262,7 @@ class DockerBackend(Backend):
         key = (ctx.resource.name, ctx.image.name)
         if key in s.workloads and alone is None:
             self._remove(s.workloads.pop(key)["id"])
-        target = s.conf if alone is None else alone.target(s.conf, ctx.resource.name)
+        target = s.conf if alone is None else docker_spread.pinned(alone, s.conf, ctx.resource.name)
         request = place.translate_or_fail(ctx, target, s.local)
         m = ctx.matrix
         # without the truth files they may hold; a run's own container sees its own model, code and dataset only

@@ -27,23 +27,15 @@ network their containers share (``target.network`` other than ``none``): not pro
 from __future__ import annotations
 
 import dataclasses
-import math
-import queue
-import time
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from pytest_hetero.backends.docker.translate import (
-    ASCEND_PREFIXES,
-    NVIDIA_GPU,
-    DockerTarget,
-    host_davinci_ids,
-    quantity,
-)
+from pytest_hetero.backends import slots as neutral
+from pytest_hetero.backends.docker.translate import DockerTarget
+from pytest_hetero.backends.slots import Slot, Slots, cpu_list, distinct, width
 
-if TYPE_CHECKING:
-    from pytest_hetero.backends.spread import Concurrency
+__all__ = ["PER_RUN_CONTAINER", "Slot", "Slots", "cpu_list", "distinct", "host_devices", "isolation", "pinned",
+           "slots_of", "width"]
 
 PER_RUN_CONTAINER: dict[str, Any] = {
     "mechanism": "docker container of its own per model run, pinned to one device slot (device indices or a CPU "
@@ -77,114 +69,28 @@ def isolation(slot: Slot, network: str, width: int) -> dict[str, Any]:
                       "none, or concurrency 1, keeps them apart)"}
 
 
-@dataclass(frozen=True)
-class Slot:
-    """A device slot one model run's container is pinned to: ``kind`` ``devices`` (accelerator indices),
-    ``cpuset`` (CPU numbers) or ``unpinned`` (no index known: the engine places the request), and the ``ids``."""
-
-    kind: str
-    ids: tuple[str, ...]
-
-    def target(self, target: DockerTarget, resource: str) -> DockerTarget:
-        """``target`` with this slot pinned for ``resource`` (``device_ids`` or ``cpuset``, as
-        :func:`~pytest_hetero.backends.docker.translate.translate` reads them)."""
-        if self.kind == "devices":
-            return dataclasses.replace(target, device_ids={**target.device_ids, resource: list(self.ids)})
-        if self.kind == "cpuset":
-            return dataclasses.replace(target, cpuset={**target.cpuset, resource: ",".join(self.ids)})
-        return target
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready dict (evidence)."""
-        return {"kind": self.kind, "ids": list(self.ids)}
-
-
-def cpu_list(text: str) -> list[str]:
-    """The CPU numbers of a cpuset list (``"0-3,6"`` → ``["0", "1", "2", "3", "6"]``, the kernel's
-    ``cpuset.cpus`` format). Raises ValueError naming the text when it is not one, or names a CPU twice (two slots
-    would share it: :func:`distinct`)."""
-    out: list[str] = []
-    for part in str(text).replace(" ", "").split(","):
-        if not part:
-            continue
-        low, _, high = part.partition("-")
-        if not low.isdecimal() or (high and not high.isdecimal()) or (high and int(high) < int(low)):
-            raise ValueError(f"{text!r} is not a CPU list (e.g. 0-3,6)")
-        out += [str(i) for i in range(int(low), int(high or low) + 1)]
-    return distinct(out, f"target.cpuset {text!r}", "CPU")
-
-
-def distinct(ids: list[str], source: str, noun: str) -> list[str]:
-    """``ids`` when none is listed twice; else ValueError naming ``source`` and the id: slots carved from them
-    would share that CPU or device while each run is recorded pinned to a slot of its own."""
-    seen: set[str] = set()
-    for i in ids:
-        if i in seen:
-            raise ValueError(f"{source} names {noun} {i} twice: a {noun} may be in one slot only (runs at once "
-                             f"would share it)")
-        seen.add(i)
-    return ids
-
-
-def carve(ids: list[str], per_slot: int, kind: str) -> list[Slot]:
-    """``ids`` cut in order into slots of ``per_slot`` (≥ 1) ids each (what is left over is unused); one unpinned
-    slot when fewer than ``per_slot`` ids are known."""
-    per_slot = max(1, per_slot)
-    slots = [Slot(kind, tuple(ids[i:i + per_slot])) for i in range(0, len(ids) - per_slot + 1, per_slot)]
-    return slots or [Slot("unpinned", ())]
+def pinned(slot: Slot, target: DockerTarget, resource: str) -> DockerTarget:
+    """``target`` with ``slot`` pinned for ``resource`` (``device_ids`` or ``cpuset``, as
+    :func:`~pytest_hetero.backends.docker.translate.translate` reads them); ``target`` itself for an unpinned
+    slot."""
+    if slot.kind == "devices":
+        return dataclasses.replace(target, device_ids={**target.device_ids, resource: list(slot.ids)})
+    if slot.kind == "cpuset":
+        return dataclasses.replace(target, cpuset={**target.cpuset, resource: ",".join(slot.ids)})
+    return target
 
 
 def slots_of(requests: dict[str, str], pinned_devices: Sequence[int | str] | None, cpuset: str | None, ncpu: int | None,
              host_devices: dict[str, list[str]]) -> list[Slot]:
-    """The device slots of a resource whose merged requests/limits are ``requests`` (see the module docstring).
-
-    ``pinned_devices``: ``target.device_ids[<resource>]`` (None: not given); ``cpuset``: ``target.cpuset[<resource>]``;
-    ``ncpu``: the engine's CPUs; ``host_devices``: the device indices the host has by vendor (``nvidia``,
-    ``ascend``; empty when not known). Raises ValueError for a malformed quantity or CPU list, or a CPU or device
-    index listed twice."""
-    for key, value in requests.items():
-        if key == NVIDIA_GPU or key.startswith(ASCEND_PREFIXES):
-            vendor = "nvidia" if key == NVIDIA_GPU else "ascend"
-            known = distinct([str(i) for i in pinned_devices], f"target.device_ids {list(pinned_devices)!r}",
-                             "device") if pinned_devices else host_devices.get(vendor, [])
-            return carve(known, int(quantity(value)), "devices")
-    cpus = cpu_list(cpuset) if cpuset is not None else [str(i) for i in range(ncpu or 0)]
-    per = math.ceil(quantity(requests["cpu"])) if "cpu" in requests else 1
-    return carve(cpus, per, "cpuset")
+    """The device slots of a resource whose merged requests/limits are ``requests``
+    (:func:`pytest_hetero.backends.slots.slots_of`), the engine's CPUs being ``0 … ncpu-1``. Raises ValueError for
+    a malformed quantity or CPU list, or a CPU or device index listed twice."""
+    return neutral.slots_of(requests, pinned_devices, cpuset, [str(i) for i in range(ncpu or 0)], host_devices)
 
 
 def host_devices(local: bool) -> dict[str, list[str]]:
-    """Indices of this host's accelerators by vendor (``/dev/nvidia<i>``, ``/dev/davinci<i>``), numerically sorted;
-    empty lists when the engine is not on this host (its devices cannot be listed from here)."""
+    """Indices of this host's accelerators by vendor (:func:`pytest_hetero.backends.slots.host_devices`); empty
+    lists when the engine is not on this host (its devices cannot be listed from here)."""
     if not local:
         return {"nvidia": [], "ascend": []}
-    from pytest_hetero.backends.docker.place import device_nodes
-
-    nvidia = sorted(int(p.rsplit("nvidia", 1)[1]) for p in device_nodes("nvidia")
-                     if p.rsplit("nvidia", 1)[1].isdecimal())
-    return {"nvidia": [str(i) for i in nvidia], "ascend": host_davinci_ids()}
-
-
-def width(concurrency: Concurrency, slots: list[Slot]) -> int:
-    """How many runs go at once: the concurrency setting, at most one per slot (``free``: one per slot)."""
-    return max(1, len(slots) if concurrency == "free" else min(concurrency, len(slots)))
-
-
-class Slots:
-    """The free device slots of one resource × image's runs: :meth:`take` blocks until one is free."""
-
-    def __init__(self, slots: list[Slot]) -> None:
-        self.all = list(slots)
-        self.free: queue.Queue[Slot] = queue.Queue()
-        for slot in slots:
-            self.free.put(slot)
-
-    def take(self) -> tuple[Slot, float]:
-        """A free slot and the seconds waited for it."""
-        begun = time.monotonic()
-        slot = self.free.get()
-        return slot, time.monotonic() - begun
-
-    def give(self, slot: Slot) -> None:
-        """Free ``slot`` again (its container was removed)."""
-        self.free.put(slot)
+    return neutral.host_devices()

@@ -45,6 +45,7 @@ import stat
 import subprocess
 import sys
 import tempfile
+import threading
 from collections.abc import Iterable, Mapping, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, field, replace
@@ -257,6 +258,8 @@ class Launch:
     """(uid, gid) the run switches to (zygote runs: the gate runs as root, so it is always set)."""
     limits: Limits | None = None
     """The resource limits the run sets before its exec (zygote runs)."""
+    single: bool = False
+    """The zygote serves this run only (a per-run model run's sandbox of its own): closed after the run."""
 
 
 @dataclass
@@ -497,6 +500,7 @@ class Sandbox:
         ``HETERO_SANDBOX_SHARED=off``): a bubblewrap per run."""
         self.passed = passed_environment()
         """What every confined run inherits of the gate's environment (read once)."""
+        self._lock = threading.Lock()
 
     def _probe(self) -> None:
         """Find bwrap and check it can build the namespaces here (once)."""
@@ -556,15 +560,28 @@ class Sandbox:
         return list(self._system)
 
     def prepare(self, argv: Sequence[str], *, cwd: Path, run_dir: Path, inputs: Sequence[Path],
-                env: Mapping[str, str], network: bool = False, hide: Sequence[Path] = ()) -> Launch:
+                env: Mapping[str, str], network: bool = False, hide: Sequence[Path] = (), alone: bool = False
+                ) -> Launch:
         """How to start ``argv`` confined: working folder ``cwd``; ``run_dir`` its only writable
         folder (made owned by the sandbox user when the gate runs as root); ``inputs`` the paths it must
         read (bound read-only); ``env`` its environment (see :func:`child_environment`); ``network``: the
         matrix grants the run the host's network (else loopback only); ``hide``: files of this run it must not
         read (the gate's truth files), masked where the view would show them (inside an input or a system
-        folder; elsewhere they are not visible anyway). Raises :class:`SandboxRefused` when the gate runs as root
-        and the run's unprivileged user cannot read ``cwd`` or an input, or when a ``hide`` file is itself an
-        input (it cannot be both given and withheld)."""
+        folder; elsewhere they are not visible anyway); ``alone``: a sandbox of this run's own, never the
+        session's (a per-run model run: its network and UTS namespaces its own too): as root, a sandbox that
+        forks it (:mod:`.zygote`, whatever ``HETERO_SANDBOX_SHARED`` says) started for this run only and closed
+        after it (:attr:`Launch.single`); otherwise a bubblewrap of its own.
+
+        Raises :class:`SandboxRefused` when the gate runs as root and the run's unprivileged user cannot read
+        ``cwd`` or an input, or when a ``hide`` file is itself an input (it cannot be both given and withheld).
+        Safe to call from several threads at once (per-run model runs): one prepares at a time."""
+        with self._lock:
+            return self._prepare(argv, cwd=cwd, run_dir=run_dir, inputs=inputs, env=env, network=network, hide=hide,
+                                 alone=alone)
+
+    def _prepare(self, argv: Sequence[str], *, cwd: Path, run_dir: Path, inputs: Sequence[Path],
+                 env: Mapping[str, str], network: bool, hide: Sequence[Path], alone: bool) -> Launch:
+        """:meth:`prepare` under the launcher's lock."""
         self._probe()
         if self._bwrap is None:
             return self._plain(argv, env)
@@ -587,9 +604,11 @@ class Sandbox:
             visible=tuple([*SYSTEM_READ_ONLY, *(str(p) for p in bound)]),
             hidden=tuple(str(p) for p in [*etc_secrets(), *protected]), writable=(str(run_dir),),
             gaps=tuple(gaps), network=network_fact, limits=self.limits, copied=tuple(copied))
-        if self.shared and run_dir.parent == run_root():  # run folders of backends.local.run_folder
+        # a run of its own as root is always forked by a sandbox of its own: in a bubblewrap per run, the run (as the
+        # sandbox user) outlives a killed bubblewrap, whose parent-death signal to it the kernel refuses (no CAP_KILL)
+        if (self.shared or (alone and os.geteuid() == 0)) and run_dir.parent == run_root():  # local.run_folder's
             return self._forked(argv, user, confinement, cwd=cwd, bound=bound, run_dir=run_dir,
-                                protected=protected, env=env, network=network)
+                                protected=protected, env=env, network=network, alone=alone)
         # the root of the view is bubblewrap's tmpfs, without a size: in a user namespace it is the run's own
         # (writable, unbounded RAM), and so is its /dev: both are made read-only once everything is mounted
         args = [*self._view(bound, run_dir, protected, network), "--remount-ro", "/", "--remount-ro", "/dev", "--chdir",
@@ -603,12 +622,18 @@ class Sandbox:
 
     def _forked(self, argv: Sequence[str], user: tuple[int, int] | None, confinement: Confinement, *,
                 cwd: Path, bound: Sequence[Path], run_dir: Path, protected: Sequence[Path],
-                env: Mapping[str, str], network: bool) -> Launch:
+                env: Mapping[str, str], network: bool, alone: bool = False) -> Launch:
         """The launch of a run forked by the session's sandbox for this view (started on first use by
         ``backends.local``): its mount, IPC and PID namespaces are its own (the network namespace is the
         sandbox's: loopback only unless granted); it runs as ``user``, without any capability (the sandbox's
         PID 1 keeps ``CAP_SYS_ADMIN`` to set each run up; the run's process drops everything before its
-        exec)."""
+        exec). ``alone``: a sandbox of this run's own instead, never kept for another run (:attr:`Launch.single`:
+        the network and UTS namespaces are the run's own too)."""
+        if alone:
+            fresh, keep = self._fresh_and_kept(bound)
+            return Launch(argv=list(argv), env=dict(env), confinement=confinement,
+                          zygote=self._zygote(bound, protected, network), fresh=fresh,
+                          keep=[*keep, (str(run_dir), "rw")], user=user, limits=self.limits, single=True)
         zkey = (tuple(bound), tuple(protected), network)
         zygote = self._zygotes.get(zkey)
         if zygote is not None and zygote.alive() and zygote.stale():

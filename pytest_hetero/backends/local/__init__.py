@@ -2,12 +2,15 @@
 
 Image references: ``python:current`` (the interpreter running pytest), ``python:/abs/python``
 (another interpreter), ``venv:PATH`` (a virtual environment, relative to the matrix file).
-Scheduling is not applicable here (nothing places work on a single host).
+Scheduling is not applicable here (nothing places work on a single host). Target keys (``spec.target``) read
+with ``model_runs: per-run`` (:mod:`.spread`): ``device_ids`` / ``cpuset`` (``{resource: …}``: the device indices
+and CPUs the runs are pinned to).
 """
 
 from __future__ import annotations
 
 import errno
+import functools
 import json
 import os
 import platform
@@ -25,15 +28,17 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager, nullcontext, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypedDict
 
 from pytest_hetero.backends.host import host_view
+from pytest_hetero.backends.local import spread as local_spread
 from pytest_hetero.backends.protocol import (
     EXECUTION_PROVIDERS,
     ActionFailed,
     Backend,
+    EngineFault,
     EngineUnavailable,
     ExecResult,
     ImageIdentity,
@@ -53,7 +58,9 @@ from pytest_hetero.backends.sandbox import (
     child_environment,
     remove_tree,
 )
-from pytest_hetero.backends.sandbox.zygote import ZygoteFailed, args_pipe, run_root
+from pytest_hetero.backends.sandbox.zygote import Zygote, ZygoteFailed, args_pipe, run_root
+from pytest_hetero.backends.slots import Slots, width
+from pytest_hetero.backends.spread import Concurrency, Deferred, Plan, Spread, wanted
 from pytest_hetero.backends.streams import MAX_OUTPUTS_BYTES, CappedStream
 from pytest_hetero.probes.usage import peak_rss, rusage_run_time, sampling
 from pytest_hetero.truth.view import model_input
@@ -106,13 +113,25 @@ class LocalBackend(Backend):
         # the key and its folder (the folder is masked only where it holds no input: the key file still is)
         self.sandbox = Sandbox([settings.report_dir, *((key, key.parent) if key else ())] if settings is not None
                                else [])
+        self.spread = Spread()
+        """The per-run model runs of this session (``model_runs: per-run``, :mod:`.spread`)."""
+        self.running = local_spread.Running()
+        """Those of them in flight, killed at :meth:`close`."""
         sweep_run_folders()
 
     def close(self) -> list[Leftover]:
-        """End the session's sandboxes (:meth:`Sandbox.close`); one that had to be killed is a leftover."""
-        return [Leftover(kind="process", name="bubblewrap sandbox", reason=why,
-                         remove="kill -9 the pid named in the reason (it also dies with pytest)")
-                for why in self.sandbox.close()]
+        """Stop the per-run model runs (those queued cancelled, those running killed with their process trees,
+        then waited for up to :data:`RUNS_END_S`), then end the session's sandboxes (:meth:`Sandbox.close`); a
+        sandbox that had to be killed, or a run still going, is a leftover."""
+        self.spread.shutdown()
+        self.running.stop()
+        left = self.spread.wait(RUNS_END_S)
+        out = [Leftover(kind="process", name="per-run model run", reason=f"{left} per-run model run(s) did not end "
+                        f"within {RUNS_END_S:g} s of being killed", remove="they die with pytest (bubblewrap's "
+                        "parent-death signal); else kill -9 the bwrap processes of this pytest")] if left else []
+        return out + [Leftover(kind="process", name="bubblewrap sandbox", reason=why,
+                               remove="kill -9 the pid named in the reason (it also dies with pytest)")
+                      for why in self.sandbox.close()]
 
     def fingerprint(self) -> dict[str, Any]:
         """Host name, OS/kernel, Python, and the environment digests seen by startup."""
@@ -194,6 +213,58 @@ class LocalBackend(Backend):
         return Started(name=str(self.interpreter(step)), where="this host")
 
     def execute(self, step: Step) -> ExecResult:
+        """Run the entrypoint confined (:meth:`run_model`); with ``model_runs: per-run``, in a sandbox of its own
+        pinned to a device slot, the runs of the model items after it launched ahead (:meth:`_run_alone`,
+        :mod:`.spread`)."""
+        if wanted(step):
+            return self.spread.execute(step, functools.partial(self._plan, step))
+        return self.run_model(step)
+
+    def _plan(self, step: Step, concurrency: Concurrency) -> Plan:
+        """How the per-run model runs of ``step``'s resource × image go (:mod:`.spread`): the resource's device
+        slots on this host, at most ``concurrency`` runs at once, one per slot. Raises ActionFailed
+        ``bad_request`` for a malformed request, ``target.cpuset`` or ``target.device_ids``."""
+        res = step.resource
+        try:
+            found = local_spread.local_slots(res, self.target)
+        except ValueError as exc:
+            raise ActionFailed(f"resource {res.name}: {exc}", "bad_request") from None
+        return Plan(run=functools.partial(self._run_alone, Slots(found)), unexpected=self._unexpected,
+                    width=width(concurrency, found), noun="sandbox",
+                    facts={"concurrency_setting": concurrency, "slots": [x.to_dict() for x in found]})
+
+    @staticmethod
+    def _unexpected(exc: Exception, step: Deferred) -> EngineFault:
+        """Any other exception of a per-run model run: a bug of the gate (``harness``), as it is in shared mode."""
+        return ActionFailed(f"{type(exc).__name__}: {exc} (the model run of {'::'.join(step.planned.parts)} in a "
+                            "sandbox of its own)", "harness")
+
+    def _run_alone(self, slots: Slots, step: Deferred, width: int, queued: float) -> ExecResult:
+        """One model run (in a helper thread) in a sandbox of its own pinned to a free slot of ``slots`` (waited
+        for); the result with ``details["spread"]`` and the per-run ``details["isolation"]`` (see :mod:`.spread`).
+        Raises what :meth:`run_model` raises, and ActionFailed ``harness`` when the gate stopped meanwhile."""
+        slot, waited = slots.take()
+        got = time.time()
+        try:
+            if self.running.stopped:
+                raise ActionFailed("the gate stopped before this model run's sandbox was started", "harness")
+            run = local_spread.pin(slot, step.resource, width)
+            result = self.run_model(step, run)
+        finally:
+            ended = time.time()
+            slots.give(slot)
+        result.details["isolation"] = local_spread.isolation(result.details.get("isolation") or {}, run,
+                                                             step.model.network)
+        ran = result.details.get("workload") or {}
+        result.details["spread"] = {
+            "process": ran.get("workload"), "slot": slot.to_dict(), "concurrency": width, "queued_at": queued,
+            "slot_at": got, "created_at": ran.get("started"), "running_at": ran.get("started"),
+            "run_started_at": ran.get("started"), "run_ended_at": ran.get("ended"), "removed_at": ended,
+            "waited_for_slot_s": round(got - queued, 3), "slot_wait_s": round(waited, 3),
+        }
+        return result
+
+    def run_model(self, step: Step, run: local_spread.Pin | None = None) -> ExecResult:
         """Run the entrypoint confined (:mod:`~pytest_hetero.backends.sandbox`; cwd: matrix folder) with the
         layer timeout; how it was confined is ``details["isolation"]`` (``Confinement.facts``); the
         resource type's device or cgroup is sampled meanwhile (``details["usage"]``,
@@ -203,7 +274,8 @@ class LocalBackend(Backend):
         :data:`~pytest_hetero.backends.streams.STREAM_CAP_BYTES` (full size and sha256 in ``details``);
         an outputs file over :data:`~pytest_hetero.backends.streams.MAX_OUTPUTS_BYTES`, or not a plain
         file, is refused by its metadata without being read (``failure`` ``outputs_too_large`` /
-        ``bad_outputs``)."""
+        ``bad_outputs``). ``run``: a per-run model run's pinning (:mod:`.spread`): a sandbox of its own, its
+        device variable, its CPU affinity, killed at :meth:`close`; None: the session's sandbox."""
         python = self.interpreter(step)
         model = step.model
         code = model.code or step.matrix.path.parent
@@ -214,8 +286,8 @@ class LocalBackend(Backend):
                       "dataset": str(dataset), "outputs": str(outputs),
                       "provider": EXECUTION_PROVIDERS[step.resource.type]}
             argv = render_entrypoint(model.entrypoint, values)
-            env = child_environment({"HETERO_EXECUTION_PROVIDER": values["provider"]}, tmp,
-                                    passed=self.sandbox.passed)
+            env = child_environment({"HETERO_EXECUTION_PROVIDER": values["provider"], **(run.env if run else {})},
+                                    tmp, passed=self.sandbox.passed)
             check_program(argv, env)
             cwd = step.matrix.path.parent
             inputs = [code, model.path, dataset, *self._paths_of(python)]
@@ -224,7 +296,8 @@ class LocalBackend(Backend):
             with sampling(step.resource.type) as usage:
                 launch, result = run_confined(self.sandbox, argv, cwd=cwd, run_dir=tmp, env=env, inputs=inputs,
                                               timeout_s=step.timeout_s, network=model.network,
-                                              hide=[Path(w["path"]) for w in withheld])
+                                              hide=[Path(w["path"]) for w in withheld],
+                                              pinned=None if run is None else (run.cpus, self.running))
             if step.matrix.datasets and answer_files(step.matrix.datasets):
                 result.details["truth_withheld"] = {
                     "how": "masked in the sandbox where the run could see them (opening one fails)"
@@ -297,8 +370,9 @@ def sandbox_refused(launch: Launch, result: ExecResult) -> bool:
 
 
 def run_confined(sandbox: Sandbox, argv: list[str], *, cwd: Path, run_dir: Path, env: dict[str, str],
-                 inputs: list[Path], timeout_s: float, network: bool = False,
-                 hide: list[Path] | None = None) -> tuple[Launch, ExecResult]:
+                 inputs: list[Path], timeout_s: float, network: bool = False, hide: list[Path] | None = None,
+                 pinned: tuple[frozenset[int] | None, local_spread.Running] | None = None
+                 ) -> tuple[Launch, ExecResult]:
     """Prepare ``argv`` with ``sandbox`` and :func:`run_measured` it; when bubblewrap could not set the
     sandbox up (:func:`sandbox_refused`; e.g. ``--ro-bind / /`` met a container's mount that vanished
     while it was copied) start it again, up to :data:`SANDBOX_ATTEMPTS` times. When it never started,
@@ -306,11 +380,14 @@ def run_confined(sandbox: Sandbox, argv: list[str], *, cwd: Path, run_dir: Path,
     did not run, so its owner is not blamed. ``details["sandbox_attempts"]`` counts the starts. When no
     unprivileged identity can read an input (:class:`~pytest_hetero.backends.sandbox.SandboxRefused`) the run
     is never started either: ``sandbox_setup_failed`` with the path and the fix. ``network``: the matrix
-    grants the run the host's network; ``hide``: files masked where the run could see them (the truth files)."""
+    grants the run the host's network; ``hide``: files masked where the run could see them (the truth files).
+    ``pinned``: a per-run model run's (CPU affinity or None, the runs in flight it is held in while it runs): a
+    sandbox of its own (never the session's: ``Sandbox.prepare(alone=True)``), started on those CPUs
+    (:func:`run_measured`)."""
     for attempt in range(1, SANDBOX_ATTEMPTS + 1):
         try:
             launch = sandbox.prepare(argv, cwd=cwd, run_dir=run_dir, inputs=inputs, env=env, network=network,
-                                     hide=hide or ())
+                                     hide=hide or (), alone=pinned is not None)
         except SandboxRefused as exc:
             refused = Launch(argv=list(argv), env=dict(env), confinement=Confinement(
                 mechanism="bubblewrap", identity="none: the run was not started", confined=True, reason=str(exc)))
@@ -318,7 +395,7 @@ def run_confined(sandbox: Sandbox, argv: list[str], *, cwd: Path, run_dir: Path,
             result.failure = {"category": "sandbox_setup_failed", "status": "error",
                               "message": f"the entrypoint never ran: {exc}"}
             return refused, result
-        result = run_measured(argv, launch, cwd, timeout_s)
+        result = run_measured(argv, launch, cwd, timeout_s, *(pinned or ()))
         result.details["sandbox_attempts"] = attempt
         if not sandbox_refused(launch, result):
             return launch, result
@@ -441,17 +518,20 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def run_measured(argv: list[str], launch: Launch, cwd: Path, timeout_s: float) -> ExecResult:
+def run_measured(argv: list[str], launch: Launch, cwd: Path, timeout_s: float, cpus: frozenset[int] | None = None,
+                 running: local_spread.Running | None = None) -> ExecResult:
     """Start ``launch`` (see :meth:`Sandbox.prepare`); return its ExecResult: ``argv`` as rendered,
     exit code (None when killed at ``timeout_s``), wall duration (s), peak RSS (MiB, wait4 of the
     launcher and what it reaped: :func:`peak_rss`), CPU-seconds (``details["cpu_s"]``, the same rusage),
     stdout/stderr through pipes, capped (never written to disk).
 
     The confined run's whole process tree dies with it (its PID namespace); an unconfined one is
-    killed as a process group. Raises EngineUnavailable when the launcher cannot be started.
+    killed as a process group. ``cpus``: the CPU affinity the launcher is started with (its process tree inherits
+    it; None: the gate's); ``running``: the runs in flight this one is held in while it runs (killed by
+    :meth:`~.spread.Running.stop`). Raises EngineUnavailable when the launcher cannot be started.
     """
     if launch.zygote is not None:
-        return _run_forked(argv, launch, cwd, timeout_s)
+        return _run_forked(argv, launch, cwd, timeout_s, cpus, running)
     seccomp = args_pipe(launch.seccomp)  # bwrap's --seccomp program, when the launch has one
     blob = launch.args.replace(b"\0" + SECCOMP_FD.encode() + b"\0", f"\0{seccomp.read}\0".encode()) \
         if seccomp.read >= 0 else launch.args
@@ -461,8 +541,10 @@ def run_measured(argv: list[str], launch: Launch, cwd: Path, timeout_s: float) -
     inherited_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # what the child's ru_maxrss starts from
     start = time.perf_counter()
     try:
-        proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                env=launch.env, cwd=cwd, start_new_session=True, pass_fds=(*fds.fds, *seccomp.fds))
+        with local_spread.affinity(cpus):
+            proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, env=launch.env, cwd=cwd, start_new_session=True,
+                                    pass_fds=(*fds.fds, *seccomp.fds))
     except OSError as exc:
         raise EngineUnavailable(f"cannot start {command[0]}: {exc.strerror}", "spawn_failed") from None
     finally:
@@ -471,8 +553,9 @@ def run_measured(argv: list[str], launch: Launch, cwd: Path, timeout_s: float) -
                 os.close(fd)
     reaper = _Reaper(proc.pid, timeout_s)
     try:
-        _drain(proc, out, err, reaper)
-        status, usage = reaper.wait()
+        with running.hold(reaper) if running is not None else nullcontext():
+            _drain(proc, out, err, reaper)
+            status, usage = reaper.wait()
     except BaseException:
         # Ctrl-C / SIGTERM reach pytest, not the run's own session: stop it, then go on unwinding
         reaper.kill()
@@ -498,19 +581,32 @@ def _ended(argv: list[str], status: int, fired: bool, start: float, out: CappedS
                       details={**out.facts("stdout"), **err.facts("stderr"), **rss_note, "cpu_s": round(cpu_s, 4)})
 
 
-def _run_forked(argv: list[str], launch: Launch, cwd: Path, timeout_s: float) -> ExecResult:
+def _run_forked(argv: list[str], launch: Launch, cwd: Path, timeout_s: float, cpus: frozenset[int] | None = None,
+                running: local_spread.Running | None = None) -> ExecResult:
     """:func:`run_measured` for a run the session's sandbox forks (``launch.zygote``, started here on first
     use): the same result, with CPU and peak RSS from the supervisor's ``wait4`` of the run. When the
     sandbox cannot start or cannot set the run up, the result says so in ``details["sandbox_error"]``
     (exit 1, the reason on stderr; :func:`sandbox_refused`): the code under test never ran. When the
     sandbox itself ends during the run, ``failure`` is ``sandbox_lost`` (status error),
-    never retried: the run may have done part of its work."""
+    never retried: the run may have done part of its work. A sandbox of the run's own (``launch.single``) is
+    started on ``cpus`` (its runs inherit them) and closed after the run."""
     zygote = launch.zygote
     assert zygote is not None
+    try:
+        return _forked_run(argv, launch, zygote, cwd, timeout_s, cpus, running)
+    finally:
+        if launch.single:
+            zygote.close()
+
+
+def _forked_run(argv: list[str], launch: Launch, zygote: Zygote, cwd: Path, timeout_s: float,
+                cpus: frozenset[int] | None, running: local_spread.Running | None) -> ExecResult:
+    """:func:`_run_forked`'s run in ``zygote``, held in ``running`` while it runs."""
     start = time.perf_counter()
     try:
         if not zygote.alive():
-            zygote.start()
+            with local_spread.affinity(cpus):
+                zygote.start()
         run = zygote.submit(launch.argv, launch.env, cwd, launch.fresh, launch.keep, launch.user,
                             launch.limits.facts() if launch.limits is not None else None)
     except ZygoteFailed as exc:
@@ -518,8 +614,9 @@ def _run_forked(argv: list[str], launch: Launch, cwd: Path, timeout_s: float) ->
     run.arm(timeout_s)
     out, err = CappedStream(), CappedStream()
     try:
-        _drain_fds((run.stdout, run.stderr), out, err, run)
-        answer = run.wait(POLL_S)
+        with running.hold(run) if running is not None else nullcontext():
+            _drain_fds((run.stdout, run.stderr), out, err, run)
+            answer = run.wait(POLL_S)
     except BaseException:
         run.kill()
         run.wait(POLL_S)
@@ -531,8 +628,9 @@ def _run_forked(argv: list[str], launch: Launch, cwd: Path, timeout_s: float) ->
         return ExecResult(argv=argv, exit_code=None, duration_s=time.perf_counter() - start, stdout=out.text(),
                           stderr=err.text(), outputs=None, details={**out.facts("stdout"), **err.facts("stderr")},
                           failure={"category": "sandbox_lost", "status": "error",
-                                   "message": f"the session's sandbox ended during the run ({answer.error}); the "
-                                              "run was killed with it and its result is unknown"})
+                                   "message": f"the {'run' if launch.single else 'session'}'s sandbox ended during the "
+                                              f"run ({answer.error}); the run was killed with it and its result is "
+                                              "unknown"})
     if answer.error or answer.status is None:
         return _not_started(argv, answer.error or "no wait status", start)
     return _ended(argv, answer.status, run.fired, start, out, err, answer.maxrss, answer.inherited_kib,
@@ -570,9 +668,15 @@ class _Reaper:
             self.kill()
 
     def kill(self) -> None:
-        """SIGKILL the process group (a no-op once reaped)."""
+        """SIGKILL the launcher's children, then its process group (a no-op once reaped). A child first: a
+        bubblewrap's run is PID 1 of its own PID namespace in a session of its own, and once it switched to the
+        sandbox user (gate running as root) the kernel refuses bubblewrap's parent-death signal to it (bubblewrap
+        keeps no CAP_KILL): killed with its launcher only, it would go on. Killing it ends its whole namespace."""
         with self._lock:
             if self._status is None:
+                for child in children(self.pid):
+                    with suppress(ProcessLookupError, PermissionError):
+                        os.kill(child, signal.SIGKILL)
                 with suppress(ProcessLookupError, PermissionError):
                     os.killpg(self.pid, signal.SIGKILL)
 
@@ -604,6 +708,24 @@ class _Reaper:
         with suppress(ProcessLookupError, PermissionError):
             os.killpg(self.pid, signal.SIGKILL)  # what an unconfined run left in its group
         return self._status
+
+
+RUNS_END_S = 10.0
+"""How long :meth:`LocalBackend.close` waits for killed per-run model runs to end (their folders removed)."""
+def children(pid: int) -> list[int]:
+    """The pids of process ``pid``'s children (``/proc/PID/task/*/children``, Linux ≥ 3.5 with
+    ``CONFIG_PROC_CHILDREN``); ``[]`` when they cannot be read (the process is gone, or the kernel lacks it)."""
+    out: list[int] = []
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return out
+    for task in tasks:
+        try:
+            out += [int(c) for c in Path(f"/proc/{pid}/task/{task}/children").read_text().split()]
+        except (OSError, ValueError):
+            continue
+    return out
 
 
 DRAIN_AFTER_EXIT_S = 0.2

@@ -1,0 +1,193 @@
+"""Model runs spread over this host's device slots: a bubblewrap sandbox of its own per model run
+(``model_runs: per-run`` on the local engine).
+
+With ``per-run`` each model × dataset run of a resource × image is a confined process of its own: a bubblewrap of
+its own (new PID, mount, IPC, UTS and network namespaces, its own run folder and private ``/tmp``), never a fork
+of the session's shared sandbox, ended with its whole process tree and its folder removed after the run. Each is
+pinned to one **device slot** of the host (:mod:`pytest_hetero.backends.slots`):
+
+- a resource that requests accelerators (``nvidia.com/gpu: N``, ``huawei.com/Ascend*: N``) gets N device indices
+  per slot, taken in order from ``target.device_ids[<resource>]`` when given, else from the devices the gate was
+  given (its own ``CUDA_VISIBLE_DEVICES`` / ``ASCEND_RT_VISIBLE_DEVICES`` when set), else from the host's device
+  nodes (``/dev/nvidia<i>``, ``/dev/davinci<i>``). The run gets them as ``CUDA_VISIBLE_DEVICES`` (NVIDIA) or
+  ``ASCEND_RT_VISIBLE_DEVICES`` (Ascend). Without known indices there is one unpinned slot: the runs go one at a
+  time, with the gate's own device selection;
+- a CPU resource gets ⌈``cpu``⌉ CPUs per slot (1 when it requests none), taken in order from
+  ``target.cpuset[<resource>]`` when given, else from the CPUs this process may run on (its affinity). The run is
+  started with that CPU affinity (:func:`affinity`): its process and every child inherit it.
+
+The runs go at most ``min(concurrency, slots)`` at once (:func:`~pytest_hetero.backends.slots.width`; ``free``: one
+per slot): the engine-neutral :class:`~pytest_hetero.backends.spread.Spread` launches them at the group's first
+model item (its startup passed) and joins each result to its item. Ctrl-C and SIGTERM reach the engine's close,
+which cancels the runs not started and kills those running (:class:`Running`); a killed gate takes them with it
+(bubblewrap's parent-death signal).
+
+Evidence per run: ``details["spread"]`` (the run's process, its device slot, when it was queued, got its slot,
+ran, its sandbox ended, how long it waited for a slot, the concurrency: Docker's keys) and ``details["isolation"]``
+(:func:`isolation`): the run's confinement with ``shared_between_runs`` False and ``models_isolation`` proven, unless
+runs went at once on the host's network (``models[].network``), or the run was not confined.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from pytest_hetero.backends.slots import Slot, accelerator, host_devices, slots_of
+from pytest_hetero.matrix.model import Resource
+
+VISIBLE: dict[str, str] = {"nvidia": "CUDA_VISIBLE_DEVICES", "ascend": "ASCEND_RT_VISIBLE_DEVICES"}
+"""Vendor → the environment variable its runtime reads the devices a process may use from (CUDA runtime; Ascend
+CANN runtime)."""
+
+PER_RUN_SANDBOX = ("bubblewrap sandbox of its own per model run (its own PID, mount, IPC, UTS and network "
+                   "namespaces, run folder and private /tmp, /var/tmp and /dev/shm), pinned to one device slot "
+                   "(device indices or CPU affinity), ended with its whole process tree after the run, its run "
+                   "folder removed")
+"""``per_run`` of a per-run model run's ``isolation`` (:func:`isolation`)."""
+
+
+def host_accelerators(environ: Mapping[str, str] | None = None, dev: Path = Path("/dev")) -> dict[str, list[str]]:
+    """The accelerator indices (by vendor: ``nvidia``, ``ascend``) the gate may hand to runs: its own
+    :data:`VISIBLE` variable's list when set (what the gate itself was given; an empty value gives none), else the
+    host's device nodes under ``dev`` (:func:`~pytest_hetero.backends.slots.host_devices`)."""
+    environ = os.environ if environ is None else environ
+    found = host_devices(dev)
+    for vendor, name in VISIBLE.items():
+        given = environ.get(name)
+        if given is not None:
+            found[vendor] = [i.strip() for i in given.split(",") if i.strip()]
+    return found
+
+
+def local_slots(resource: Resource, target: Mapping[str, Any], cpus: list[int] | None = None,
+                environ: Mapping[str, str] | None = None, dev: Path = Path("/dev")) -> list[Slot]:
+    """The device slots of ``resource``'s per-run model runs on this host (see the module docstring): ``target``
+    is the matrix's ``spec.target`` (``device_ids``, ``cpuset``: ``{resource: …}``); ``cpus`` the CPUs this process
+    may run on (default: its affinity). Raises ValueError for a malformed request or CPU list, an index listed
+    twice, or a ``target.cpuset`` CPU this process may not run on (a run pinned there could never start)."""
+    allowed = sorted(os.sched_getaffinity(0)) if cpus is None else list(cpus)
+    cpuset = (target.get("cpuset") or {}).get(resource.name)
+    found = slots_of({**resource.requests, **resource.limits}, (target.get("device_ids") or {}).get(resource.name),
+                     cpuset, [str(c) for c in allowed], host_accelerators(environ, dev))
+    outside = [i for s in found if s.kind == "cpuset" for i in s.ids if int(i) not in allowed]
+    if outside:
+        raise ValueError(f"target.cpuset {cpuset!r} names CPU {outside[0]}, which this process may not run on "
+                         f"(its CPUs: {','.join(str(c) for c in allowed)})")
+    return found
+
+
+@dataclass(frozen=True)
+class Pin:
+    """How one run is pinned to its ``slot``: ``env`` added to its environment (the :data:`VISIBLE` variable of a
+    device slot), ``cpus`` its CPU affinity (a CPU slot; None: unchanged), ``width`` the runs at once."""
+
+    slot: Slot
+    env: dict[str, str] = field(default_factory=dict)
+    cpus: frozenset[int] | None = None
+    width: int = 1
+
+
+def pin(slot: Slot, resource: Resource, width: int) -> Pin:
+    """The :class:`Pin` of a run of ``resource`` on ``slot`` with ``width`` runs at once: a device slot sets the
+    vendor's :data:`VISIBLE` variable to its indices (comma-separated), a CPU slot the CPU affinity; an unpinned
+    slot changes neither."""
+    vendor = accelerator({**resource.requests, **resource.limits})
+    if slot.kind == "devices" and vendor is not None:
+        return Pin(slot, env={VISIBLE[vendor]: ",".join(slot.ids)}, width=width)
+    if slot.kind == "cpuset":
+        return Pin(slot, cpus=frozenset(int(i) for i in slot.ids), width=width)
+    return Pin(slot, width=width)
+
+
+@contextmanager
+def affinity(cpus: frozenset[int] | None) -> Iterator[None]:
+    """Within the block, the calling thread runs on ``cpus`` (``sched_setaffinity(0)`` is the calling thread's on
+    Linux): a process it starts meanwhile inherits them, and so do its children. Restored after; None: unchanged.
+    Raises OSError when no CPU of ``cpus`` is one the process may run on."""
+    if cpus is None:
+        yield
+        return
+    before = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, cpus)
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, before)
+
+
+def isolation(confinement: Mapping[str, Any], run: Pin, network: bool) -> dict[str, Any]:
+    """``details["isolation"]`` of a per-run model run: its ``confinement`` facts (the sandbox's record) with
+    ``per_run`` (:data:`PER_RUN_SANDBOX`), the ``slot`` it was pinned to, and whether other model runs could reach
+    it. Proven (``shared_between_runs`` False, ``models_isolation``) when it was confined and the runs had no network
+    of the host they shared at once (``network``: the matrix granted the model the host's network; ``run.width``
+    runs at once); else not proven, with the ``reason``. The pinning's own limits are listed in ``gaps``."""
+    facts = {**confinement, "per_run": PER_RUN_SANDBOX, "slot": run.slot.to_dict()}
+    gaps = list(confinement.get("gaps") or [])
+    if run.cpus is not None:
+        gaps.append("its CPUs are an affinity mask (sched_setaffinity), not a cpuset cgroup: the run could widen it")
+    if run.env:
+        gaps.append(f"its devices are chosen by {', '.join(run.env)}: a run that ignores it can open any device "
+                    "node it sees")
+    if run.width > 1:
+        gaps.append("runs at once share the sandbox user's process limit (RLIMIT_NPROC counts every process of "
+                    "that uid) and the host's memory")
+    facts["gaps"] = gaps
+    if not confinement.get("confined"):
+        return {**facts, "shared_between_runs": True,
+                "reason": "the run was not confined "
+                          f"({confinement.get('reason') or 'no sandbox'}): it shared the host's file system and "
+                          "processes with the other model runs"}
+    if network and run.width > 1:
+        return {**facts, "shared_between_runs": True,
+                "reason": f"model runs went {run.width} at once on the host's network (granted by the matrix: "
+                          "models[].network), which they share: a run could reach another run's ports or take one "
+                          "it needs (concurrency 1, or no network grant, keeps them apart)"}
+    return {**facts, "shared_between_runs": False,
+            "models_isolation": "proven: no other model run used this run's sandbox (file system view, processes, "
+                                "network namespace)"}
+
+
+class Killable(Protocol):
+    """A run in flight that can be killed (``backends.local``'s reaper, a forked run's link)."""
+
+    def kill(self) -> None:
+        """SIGKILL the run (its whole process tree)."""
+
+
+class Running:
+    """The per-run model runs in flight in helper threads: the engine's close kills them (:meth:`stop`), and a run
+    started after that is killed as soon as it is held."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._runs: list[Killable] = []
+        self.stopped = False
+
+    @contextmanager
+    def hold(self, run: Killable) -> Iterator[None]:
+        """Keep ``run`` while the block runs (it waits for the run); killed at once when :meth:`stop` came first."""
+        with self._lock:
+            self._runs.append(run)
+            stopped = self.stopped
+        if stopped:
+            run.kill()
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._runs.remove(run)
+
+    def stop(self) -> int:
+        """Kill every run held now and any held later; how many were killed now."""
+        with self._lock:
+            self.stopped = True
+            runs = list(self._runs)
+        for run in runs:
+            run.kill()
+        return len(runs)

@@ -1,0 +1,152 @@
+"""Device slots of a host, engine-neutral part (``resources[].model_runs: per-run`` on an engine whose host holds
+the devices: Docker, local).
+
+A **slot** is what one model run is pinned to while it runs beside others:
+
+- a resource that requests accelerators (``nvidia.com/gpu: N``, ``huawei.com/Ascend*: N``) gets N device indices
+  per slot, taken in order from the engine's pinned list (``target.device_ids[<resource>]``) when given, else from
+  the host's devices the engine knows (:func:`host_devices`). Without known indices there is one unpinned slot:
+  the runs go one at a time;
+- a CPU resource gets ⌈``cpu``⌉ CPUs per slot (1 when it requests none), taken in order from
+  ``target.cpuset[<resource>]`` when given, else from the CPUs the engine may use.
+
+The runs of a resource × image go at most ``min(concurrency, slots)`` at once (:func:`width`); a run takes a free
+slot (:class:`Slots`) and gives it back once its workload is gone. How a slot pins a run is the engine's: a
+container's ``CpusetCpus``/``DeviceIDs`` on Docker, a process's CPU affinity or ``CUDA_VISIBLE_DEVICES`` /
+``ASCEND_RT_VISIBLE_DEVICES`` locally.
+"""
+
+from __future__ import annotations
+
+import math
+import queue
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pytest_hetero.matrix.quantity import quantity
+
+if TYPE_CHECKING:
+    from pytest_hetero.backends.spread import Concurrency
+
+NVIDIA_GPU = "nvidia.com/gpu"
+"""The extended resource name of an NVIDIA GPU (the device plugin's)."""
+ASCEND_PREFIXES: tuple[str, ...] = ("huawei.com/Ascend", "huawei.com/npu")
+"""Prefixes of the extended resource names of an Ascend NPU (``huawei.com/Ascend910``, …)."""
+
+
+@dataclass(frozen=True)
+class Slot:
+    """A device slot one model run is pinned to: ``kind`` ``devices`` (accelerator indices), ``cpuset`` (CPU
+    numbers) or ``unpinned`` (no index known: the run is not pinned), and the ``ids``."""
+
+    kind: str
+    ids: tuple[str, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict (evidence)."""
+        return {"kind": self.kind, "ids": list(self.ids)}
+
+
+def accelerator(requests: dict[str, str]) -> str | None:
+    """The vendor of the accelerator ``requests`` (a resource's merged requests/limits) asks for: ``nvidia``,
+    ``ascend``, or None (a CPU resource)."""
+    for key in requests:
+        if key == NVIDIA_GPU:
+            return "nvidia"
+        if key.startswith(ASCEND_PREFIXES):
+            return "ascend"
+    return None
+
+
+def cpu_list(text: str) -> list[str]:
+    """The CPU numbers of a cpuset list (``"0-3,6"`` → ``["0", "1", "2", "3", "6"]``, the kernel's
+    ``cpuset.cpus`` format). Raises ValueError naming the text when it is not one, or names a CPU twice (two slots
+    would share it: :func:`distinct`)."""
+    out: list[str] = []
+    for part in str(text).replace(" ", "").split(","):
+        if not part:
+            continue
+        low, _, high = part.partition("-")
+        if not low.isdecimal() or (high and not high.isdecimal()) or (high and int(high) < int(low)):
+            raise ValueError(f"{text!r} is not a CPU list (e.g. 0-3,6)")
+        out += [str(i) for i in range(int(low), int(high or low) + 1)]
+    return distinct(out, f"target.cpuset {text!r}", "CPU")
+
+
+def distinct(ids: list[str], source: str, noun: str) -> list[str]:
+    """``ids`` when none is listed twice; else ValueError naming ``source`` and the id: slots carved from them
+    would share that CPU or device while each run is recorded pinned to a slot of its own."""
+    seen: set[str] = set()
+    for i in ids:
+        if i in seen:
+            raise ValueError(f"{source} names {noun} {i} twice: a {noun} may be in one slot only (runs at once "
+                             f"would share it)")
+        seen.add(i)
+    return ids
+
+
+def carve(ids: list[str], per_slot: int, kind: str) -> list[Slot]:
+    """``ids`` cut in order into slots of ``per_slot`` (≥ 1) ids each (what is left over is unused); one unpinned
+    slot when fewer than ``per_slot`` ids are known."""
+    per_slot = max(1, per_slot)
+    slots = [Slot(kind, tuple(ids[i:i + per_slot])) for i in range(0, len(ids) - per_slot + 1, per_slot)]
+    return slots or [Slot("unpinned", ())]
+
+
+def slots_of(requests: dict[str, str], pinned_devices: Sequence[int | str] | None, cpuset: str | None,
+             cpus: list[str], host_devices: dict[str, list[str]]) -> list[Slot]:
+    """The device slots of a resource whose merged requests/limits are ``requests`` (see the module docstring).
+
+    ``pinned_devices``: ``target.device_ids[<resource>]`` (None: not given); ``cpuset``: ``target.cpuset[<resource>]``;
+    ``cpus``: the CPUs the engine may use, in order (carved when no ``cpuset`` is given); ``host_devices``: the
+    device indices the host has by vendor (``nvidia``, ``ascend``; empty when not known). Raises ValueError for a
+    malformed quantity or CPU list, or a CPU or device index listed twice."""
+    vendor = accelerator(requests)
+    if vendor is not None:
+        key = next(k for k in requests if k == NVIDIA_GPU or k.startswith(ASCEND_PREFIXES))
+        known = distinct([str(i) for i in pinned_devices], f"target.device_ids {list(pinned_devices)!r}",
+                         "device") if pinned_devices else host_devices.get(vendor, [])
+        return carve(known, int(quantity(requests[key])), "devices")
+    found = cpu_list(cpuset) if cpuset is not None else list(cpus)
+    per = math.ceil(quantity(requests["cpu"])) if "cpu" in requests else 1
+    return carve(found, per, "cpuset")
+
+
+def device_indices(prefix: str, dev: Path = Path("/dev")) -> list[str]:
+    """Indices of the ``/dev/<prefix><N>`` nodes under ``dev``, numerically sorted (``[]`` when none)."""
+    found = [int(p.name[len(prefix):]) for p in dev.glob(f"{prefix}[0-9]*") if p.name[len(prefix):].isdecimal()]
+    return [str(i) for i in sorted(found)]
+
+
+def host_devices(dev: Path = Path("/dev")) -> dict[str, list[str]]:
+    """Indices of this host's accelerators by vendor, from their device nodes (``/dev/nvidia<i>``,
+    ``/dev/davinci<i>``, numerically sorted)."""
+    return {"nvidia": device_indices("nvidia", dev), "ascend": device_indices("davinci", dev)}
+
+
+def width(concurrency: Concurrency, slots: list[Slot]) -> int:
+    """How many runs go at once: the concurrency setting, at most one per slot (``free``: one per slot)."""
+    return max(1, len(slots) if concurrency == "free" else min(concurrency, len(slots)))
+
+
+class Slots:
+    """The free device slots of one resource × image's runs: :meth:`take` blocks until one is free."""
+
+    def __init__(self, slots: list[Slot]) -> None:
+        self.all = list(slots)
+        self.free: queue.Queue[Slot] = queue.Queue()
+        for slot in slots:
+            self.free.put(slot)
+
+    def take(self) -> tuple[Slot, float]:
+        """A free slot and the seconds waited for it."""
+        begun = time.monotonic()
+        slot = self.free.get()
+        return slot, time.monotonic() - begun
+
+    def give(self, slot: Slot) -> None:
+        """Free ``slot`` again (its workload is gone)."""
+        self.free.put(slot)
