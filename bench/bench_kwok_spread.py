@@ -80,11 +80,13 @@ def write_matrix(folder: Path, tag: str, namespace: str, kubeconfig: str, runs: 
     return path
 
 
-def gate_round(folder: Path, matrix: Path, width: str, run_s: float) -> dict[str, float]:
-    """One gate process on ``matrix``: makespan, ideal, ratio, CPU per model item (ms), wall, width used. Raises
+def gate_round(folder: Path, matrix: Path, width: str, run_s: float, profile: str | None = None) -> dict[str, float]:
+    """One gate process on ``matrix``: makespan, ideal, ratio, CPU per model item (ms), peak RSS (MiB), wall, width
+    used; ``profile``: a py-spy raw profile of the gate written there (its CPU then counts py-spy's too). Raises
     RuntimeError when a model item did not pass."""
     env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
-    argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-k", "startup or model",
+    spy = ["py-spy", "record", "--gil", "-r", "100", "-f", "raw", "-o", profile, "--"] if profile else []
+    argv = [*spy, sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-k", "startup or model",
             "--hetero-concurrency", width, "--hetero-report-dir", str(folder / "reports"), str(matrix)]
     begun = time.monotonic()
     proc = subprocess.Popen(argv, cwd=folder, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
@@ -105,7 +107,8 @@ def gate_round(folder: Path, matrix: Path, width: str, run_s: float) -> dict[str
     makespan = max(float(s["deleted_at"]) for s in runs) - min(float(s["queued_at"]) for s in runs)
     ideal = math.ceil(len(runs) / used) * run_s
     return {"makespan_s": makespan, "ideal_s": ideal, "ratio": makespan / ideal, "width": used,
-            "cpu_ms_per_item": (usage.ru_utime + usage.ru_stime) * 1000 / len(models), "wall_s": wall}
+            "cpu_ms_per_item": (usage.ru_utime + usage.ru_stime) * 1000 / len(models), "wall_s": wall,
+            "peak_rss_mib": usage.ru_maxrss / 1024}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -116,6 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--run-s", type=float, default=10.0, help="seconds each run sleeps (default 10)")
     parser.add_argument("--width", default="free", help="--hetero-concurrency given to the gate (default free)")
     parser.add_argument("--rounds", type=int, default=2, help="gate runs (default 2)")
+    parser.add_argument("--py-spy", metavar="FILE", help="profile the gate with py-spy (raw stacks to FILE.<round>)")
     args = parser.parse_args(argv)
     rounds: list[dict[str, float]] = []
     with kwok_pool(parser, "hetero-benchspread", args.nodes) as (kubeconfig, tag, namespace):
@@ -123,11 +127,12 @@ def main(argv: list[str] | None = None) -> int:
             with tempfile.TemporaryDirectory(prefix="hetero-benchspread-") as tmp:
                 folder = Path(tmp)
                 got = gate_round(folder, write_matrix(folder, tag, namespace, kubeconfig, args.runs, args.run_s),
-                                 args.width, args.run_s)
+                                 args.width, args.run_s, args.py_spy and f"{args.py_spy}.{r + 1}")
             rounds.append(got)
             print(f"round {r + 1}: width {got['width']:.0f}, makespan {got['makespan_s']:.1f} s against the ideal "
                   f"{got['ideal_s']:.0f} s ({got['ratio']:.2f}x), gate CPU {got['cpu_ms_per_item']:.1f} ms per "
-                  f"model item, whole process {got['wall_s']:.1f} s", flush=True)
+                  f"model item, peak RSS {got['peak_rss_mib']:.0f} MiB, whole process {got['wall_s']:.1f} s",
+                  flush=True)
 
     def med(key: str) -> str:
         values = [g[key] for g in rounds]

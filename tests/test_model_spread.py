@@ -145,7 +145,7 @@ def node(name: str, allocatable: dict[str, str], held: dict[str, float] | None, 
 def test_free_capacity_is_the_schedulers_arithmetic_per_node(tmp_path: Path) -> None:
     """Per node the least over the requested names of floor((allocatable - requested) / request); a node not Ready,
     cordoned, tainted against the resource, or whose pods could not be counted takes none."""
-    from pytest_hetero.backends.kubernetes.capacity import FREE_MAX, free_runs
+    from pytest_hetero.backends.kubernetes.capacity import free_runs
     from pytest_hetero.backends.kubernetes.governance import in_maintenance
 
     res = matrix(tmp_path, requests={"nvidia.com/gpu": 2, "cpu": "3", "memory": "8Gi"}).resources[0]
@@ -166,10 +166,12 @@ def test_free_capacity_is_the_schedulers_arithmetic_per_node(tmp_path: Path) -> 
     assert (got["total"], got["width"], got["unavailable"]) == (4, 4, None)
     none = free_runs(pool[2:3], res.requests, lambda n: in_maintenance(n, res), "list pods: HTTP 403 Forbidden")
     assert (none["total"], none["width"], none["unavailable"]) == (0, 1, "list pods: HTTP 403 Forbidden")
-    many = free_runs([node(f"n{i}", {"cpu": "64"}, {}) for i in range(10)], {"cpu": "1"}, lambda n: [], None)
-    assert (many["total"], many["width"]) == (640, FREE_MAX)
-    nothing_asked = free_runs([node("z", {"cpu": "1"}, {})], {}, lambda n: [], None)
-    assert nothing_asked["width"] == FREE_MAX
+    many = free_runs([node(f"n{i}", {"cpu": "64"}, {}) for i in range(10)], {"cpu": "1"}, lambda n: [], None, 1000)
+    assert (many["total"], many["width"]) == (640, 640)  # 200 nodes' worth fits under the cap (was 64)
+    over = free_runs([node(f"n{i}", {"cpu": "64"}, {}) for i in range(20)], {"cpu": "1"}, lambda n: [], None, 1000)
+    assert (over["total"], over["width"]) == (1280, 1000) and over["rule"].endswith("at least 1, at most 1000")
+    nothing_asked = free_runs([node("z", {"cpu": "1"}, {})], {}, lambda n: [], None, 448)
+    assert (nothing_asked["width"], nothing_asked["nodes"]["z"]["fits"]) == (448, 448)
     # each run is a pod: a node's pod capacity (allocatable pods less the pods bound to it) bounds it too
     crowded = free_runs([node("p", {"cpu": "32", "pods": "110"}, {"cpu": 1.0, "pods": 108.0})], {"cpu": "1"},
                         lambda n: [], None)
@@ -254,3 +256,20 @@ def test_runs_go_at_most_width_at_once_and_each_item_joins_its_own(tmp_path: Pat
     late = step(matrix(other, models=2), s)  # another matrix: a group of its own, after the engine's close
     with pytest.raises(ActionFailed, match="the gate stopped before this model run's container was created"):
         spread.execute(late, plan)
+
+
+def test_free_cap_is_the_schema_bound_or_what_the_open_file_limit_holds() -> None:
+    """``free`` takes at most 1,000 runs (the schema's bound on a number), fewer where the soft open-file limit would
+    not hold 2 descriptors per run beside 128 for the rest of the gate."""
+    import resource
+
+    from pytest_hetero.backends.kubernetes.capacity import FREE_MAX, free_cap
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    assert FREE_MAX == 1000
+    assert free_cap() == (1000 if soft == resource.RLIM_INFINITY else min(1000, (soft - 128) // 2))
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(1024, hard), hard))
+        assert free_cap() == (min(1024, hard) - 128) // 2  # 448 under the common default of 1,024
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))

@@ -14,8 +14,8 @@ image (``<resource>::<image>::nodes::startup``, a startup item). Its check, once
    its workload (image digest, device payload: :func:`pytest_hetero.layers.startup.judge_payload`). The pods
    are created together, so placement and container start overlap; the nodes are then checked concurrently,
    at most ``--hetero-node-parallel`` (ini ``hetero_node_parallel``, default 8) at a time, each in a thread of
-   its own (on Kubernetes each exec opens on its own API client: :func:`~pytest_hetero.backends.kubernetes.
-   podexec.own_client`): the item takes about ⌈nodes / N⌉ payload times, not one per node. Records of
+   its own (on Kubernetes each exec opens a websocket of its own: :func:`~pytest_hetero.backends.kubernetes.
+   podexec.open_exec`): the item takes about ⌈nodes / N⌉ payload times, not one per node. Records of
    different nodes interleave in time; each names its node;
 4. on each node whose startup passed, a **smoke model run**: the first model × dataset the plan has for this
    resource × image (:func:`smoke_combo`; a served model is skipped) runs once in that node's pinned pod

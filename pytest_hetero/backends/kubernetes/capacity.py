@@ -80,9 +80,30 @@ def requested_on(api: client.ApiClient, nodes: Iterable[str], names: Iterable[st
     return out, counted, None
 
 
-FREE_MAX = 64
-"""Most model runs at once that ``concurrency: free`` gives (a pool of hundreds of free devices still gets a bounded
-number of threads, watches and API clients in the gate)."""
+FREE_MAX = 1000
+"""Most model runs at once that ``concurrency: free`` gives: the schema's bound on a ``concurrency`` set as a number
+(``free`` never asks for more than a number could). What a run in flight holds in the gate is a thread and its exec
+websocket (the pod and node watches are the session's, shared), so the bound is the process's, not the cluster's:
+:func:`free_cap`."""
+FDS_PER_RUN = 2
+"""File descriptors a model run in flight may hold in the gate: its exec websocket, and an API connection at times."""
+FDS_KEPT = 128
+"""File descriptors :func:`free_cap` leaves to the rest of the gate (watches, the API pool, journal, reports)."""
+
+
+def free_cap() -> int:
+    """The most runs ``concurrency: free`` takes in this process: :data:`FREE_MAX`, fewer where the open-file limit
+    (``RLIMIT_NOFILE``, soft) would not hold :data:`FDS_PER_RUN` descriptors per run beside :data:`FDS_KEPT`: at
+    least 1. (A soft limit of 1,024 gives 448; 20,000 gives 1,000.)"""
+    try:
+        import resource  # noqa: PLC0415 - POSIX only
+
+        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    except (ImportError, ValueError, OSError):
+        return FREE_MAX
+    if soft == resource.RLIM_INFINITY:
+        return FREE_MAX
+    return max(1, min(FREE_MAX, (soft - FDS_KEPT) // FDS_PER_RUN))
 
 
 class NodeFit(TypedDict):
@@ -96,7 +117,7 @@ class NodeFit(TypedDict):
 
 class FreeCapacity(TypedDict):
     """``model.spread``'s ``free_capacity`` (``concurrency: free``): the ``rule``, each pool node's :class:`NodeFit`,
-    their ``total``, the width taken (``width``: the total, at least 1, at most :data:`FREE_MAX`), and why the
+    their ``total``, the width taken (``width``: the total, at least 1, at most :func:`free_cap`), and why the
     pool's pods could not be counted (``unavailable``; None when they were)."""
 
     rule: str
@@ -107,13 +128,16 @@ class FreeCapacity(TypedDict):
 
 
 def free_runs(nodes: Iterable[NodeFacts], requests: Mapping[str, str | int | float],
-              unfit: Callable[[NodeFacts], list[str]], unavailable: str | None) -> FreeCapacity:
+              unfit: Callable[[NodeFacts], list[str]], unavailable: str | None, cap: int | None = None
+              ) -> FreeCapacity:
     """How many Pods asking for ``requests`` (the resource's, quantity strings) the pool's ``nodes`` (facts of
     :func:`.inventory.node_facts`, with ``requested_by_pods``) take now: per node, the least over the requested
     names and ``pods`` (one per run, against the node's pod capacity when its facts hold it) of ⌊(allocatable −
     requested by its pods) ÷ request⌋, 0 for a node ``unfit`` names a reason for (not Ready, cordoned, an
-    untolerated taint) or whose pods were not counted. A node with nothing to bound it is bounded by
-    :data:`FREE_MAX` alone. Pure: the scheduler's arithmetic on the facts given, no API call."""
+    untolerated taint) or whose pods were not counted. A node with nothing to bound it, and the width, are bounded by
+    ``cap`` (default :func:`free_cap`). Pure but for that default: the scheduler's arithmetic on the facts given, no
+    API call."""
+    cap = free_cap() if cap is None else cap
     asked = {n: q for n, q in ((n, quantity_or_none(v)) for n, v in requests.items()) if q and q > 0}
     asked.setdefault("pods", 1.0)  # each run is one pod: a node's pod capacity bounds it too
     fits: dict[str, NodeFit] = {}
@@ -126,12 +150,12 @@ def free_runs(nodes: Iterable[NodeFacts], requests: Mapping[str, str | int | flo
         room = {n: ((quantity_or_none(node["allocatable"].get(n)) or 0.0) - held.get(n, 0.0)) / q
                 for n, q in asked.items() if n != "pods" or n in node["allocatable"]}
         if not room:  # a request of nothing on a node that says nothing of its pod capacity
-            fits[node["name"]] = {"fits": FREE_MAX, "bound_by": "no request (at most the cap)"}
+            fits[node["name"]] = {"fits": cap, "bound_by": "no request (at most the cap)"}
             continue
         name = min(room, key=lambda n: room[n])
         fits[node["name"]] = {"fits": max(0, math.floor(room[name] + 1e-9)), "bound_by": name}
     total = sum(f["fits"] for f in fits.values())
     return {"rule": "per Ready, schedulable, tolerated node: the least over the requested resources of "
                     "floor((allocatable - requested by its pods) / the run's request); the width is the sum, at "
-                    f"least 1, at most {FREE_MAX}",
-            "nodes": fits, "total": total, "width": max(1, min(total, FREE_MAX)), "unavailable": unavailable}
+                    f"least 1, at most {cap}",
+            "nodes": fits, "total": total, "width": max(1, min(total, cap)), "unavailable": unavailable}

@@ -8,6 +8,7 @@ account is used. Every object the backend creates carries :func:`labels`.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from typing import Any
@@ -99,6 +100,27 @@ def api_retries(total: int = 4, backoff_s: float = 0.5) -> Retry:
     response. The last answer then reaches the caller as usual (ApiException → layer outcome)."""
     return Retry(total=total, connect=total, read=1, status=total, backoff_factor=backoff_s,
                  status_forcelist=RETRY_STATUSES, respect_retry_after_header=True, raise_on_status=False)
+
+
+def raw_request(api: client.ApiClient, method: str, path: str, body: object = None,
+                query: list[tuple[str, str]] | None = None, timeout_s: float = API_TIMEOUT_S) -> Any:
+    """One API request as the generated methods send it (``api``'s host, credentials, token refresh, retries), but
+    without their argument validation and without building models of the answer: the answer's JSON as
+    ``json.loads`` decodes it (None for an empty body). ``path`` is the request path (its names already valid
+    DNS names), ``body`` a manifest dict sent as JSON. What the caller asked per model run (create a Pod, delete
+    it, read its Node) cost more in the client's validation of a Pod than in the request itself. Raises
+    ApiException (the status's subclass, as the client raises it) for an answer outside 2xx, urllib3 errors
+    when there is no answer."""
+    headers = {"Accept": "application/json"}
+    if body is not None:
+        headers["Content-Type"] = "application/json"
+    resp: Any = api.call_api(*api.param_serialize(method, path, query_params=query or [], header_params=headers,
+                                                  body=body, auth_settings=["BearerToken"]),
+                             _request_timeout=timeout_s)
+    data: bytes = resp.read()
+    if not 200 <= resp.status <= 299:
+        raise ApiException.from_response(http_resp=resp, body=data.decode("utf-8", "replace"), data=None)
+    return json.loads(data) if data else None
 
 
 def api_outcome(exc: BaseException, action: str) -> EngineFault:

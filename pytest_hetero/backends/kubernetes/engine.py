@@ -309,6 +309,8 @@ class KubernetesBackend(Backend):
         s.pool.shutdown(wait=True, cancel_futures=True)
         if s.watch is not None:
             s.watch.stop()
+        if s.node_feed is not None:
+            s.node_feed.stop()
         if not s.connected:
             return []
         from pytest_hetero.backends.kubernetes.cleanup import CLEANUP_WAIT_S, delete_owned

@@ -3,12 +3,12 @@
 A node whose ``Ready`` condition is ``False`` or ``Unknown`` (kubelet stopped, container runtime or
 network plugin down, the node lifecycle controller lost its heartbeat) cannot be trusted to finish a
 run, nor to answer for one. Before startup's payload and before each model run the node is read once
-(``GET /api/v1/nodes/<name>``); during a model run one :class:`NodeWatch` (``watch`` on nodes with
-field selector ``metadata.name=<node>``) signals the exec loop to abandon the run as soon as Ready
-leaves ``True``. Either way the item ends ``error``, category ``node_not_ready``, owner
-``infrastructure``, naming the node and its condition; the workload is marked lost
-(``workload["node_lost"]``) so later items of the same resource × image fail fast without touching
-the pod. A node that cannot be read (RBAC, apiserver down) is noted, never turned into a verdict.
+(``GET /api/v1/nodes/<name>``); during a model run a :class:`NodeWatch`, fed by the session's one watch of
+every node (:class:`NodeReadiness`), signals the exec loop to abandon the run as soon as Ready leaves
+``True``. Either way the item ends ``error``, category ``node_not_ready``, owner ``infrastructure``, naming
+the node and its condition; the workload is marked lost (``workload["node_lost"]``) so later items of the same
+resource × image fail fast without touching the pod. A node that cannot be read (RBAC, apiserver down) is
+noted, never turned into a verdict.
 Condition fields follow the Kubernetes ``NodeCondition`` (``type``, ``status``, ``reason``,
 ``message``, ``lastTransitionTime``, ``lastHeartbeatTime``).
 """
@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 
 CATEGORY = "node_not_ready"
 WATCH_TIMEOUT_S = 60
-"""Server-side timeout of one node watch request (seconds); the thread then re-lists and watches again."""
+"""Server-side timeout of one node watch request (seconds); the thread then watches again from where it was."""
 
 
 class ReadyCondition(TypedDict):
@@ -100,9 +100,9 @@ class Transition(TypedDict):
 
 
 def read(core: client.CoreV1Api, name: str) -> ServedNode:
-    """The Node ``name`` as served (one GET). Raises ApiException / urllib3 errors as the client does."""
-    resp: Any = core.read_node(name, _preload_content=False, _request_timeout=kc.API_TIMEOUT_S)
-    node: ServedNode = json.loads(resp.data)
+    """The Node ``name`` as served (one GET, :func:`.client.raw_request`). Raises ApiException / urllib3 errors as
+    the client does."""
+    node: ServedNode = kc.raw_request(core.api_client, "GET", f"/api/v1/nodes/{name}")
     return node
 
 
@@ -150,37 +150,161 @@ def ensure_ready(session: KubeSession, ctx: Step, workload: WorkloadRecord, node
         CATEGORY)
 
 
-class NodeWatch:
-    """Watches one node's Ready condition in a daemon thread (list, then watch from its resourceVersion;
-    re-lists after a dropped connection or a watch timeout).
+class NodeReadiness:
+    """Every node's Ready condition, kept by one watch of the session (list, then watch from its resourceVersion;
+    resumes after a dropped connection, re-lists after ``410 Gone``), fed to the :class:`NodeWatch` of each model
+    run in flight: one list and one watch stream per gate process however many runs watch nodes (a list + watch
+    per run held a thread and an API connection each, and 64 runs at once overflowed the client's pool).
 
-    ``turned`` is set once Ready is not ``True`` (or the node is deleted); ``condition`` is that
-    condition (None before), ``seen_at`` the UTC time (RFC 3339) the watch saw it; ``transitions`` lists every change
-    of the Ready status the watch saw, in order, as ``{"status", "reason", "message",
-    "lastTransitionTime", "seen_at"}``; ``error`` the last watch failure (it retries with backoff).
-    """
+    Only each node's Ready condition is kept (not the Node). ``error`` is the last watch failure (it retries with
+    backoff), ``failures`` counts them; ``tried`` is set once the first list answered or failed."""
 
-    def __init__(self, api: client.ApiClient, name: str) -> None:
-        self.core, self.name = client.CoreV1Api(api), name
-        self.turned = threading.Event()
-        self.condition: ReadyCondition | None = None
-        self.seen_at = ""
-        self.transitions: list[Transition] = []
+    def __init__(self, api: client.ApiClient) -> None:
+        self.core = client.CoreV1Api(api)
+        self.conditions: dict[str, ReadyCondition] = {}
+        self.subscribers: dict[str, list[NodeWatch]] = {}
+        self.lock = threading.Lock()
+        self.tried = threading.Event()
         self.error: str | None = None
+        self.failures = 0
+        self._rv: str | None = None
         self._stop = threading.Event()
         self._resp: Any = None
+        self._thread: threading.Thread | None = None
 
-    def start(self) -> NodeWatch:
-        """Start the watch thread; return self. Never raises (failures land in ``error``)."""
-        threading.Thread(target=self._loop, name=f"hetero-node-watch-{self.name}", daemon=True).start()
+    def start(self) -> NodeReadiness:
+        """Start the watch thread (once); return self. Never raises (failures land in ``error``)."""
+        with self.lock:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._loop, name="hetero-node-watch", daemon=True)
+                self._thread.start()
         return self
+
+    def watch(self, name: str) -> NodeWatch:
+        """A started :class:`NodeWatch` of node ``name``, seeded with its condition now: the watch's when it holds
+        the node, else one GET of it (a node added since the list, or the list failed; 404: deleted). Waits for
+        the first list to answer up to :data:`~.client.API_TIMEOUT_S` seconds. Never raises."""
+        self.start()
+        self.tried.wait(kc.API_TIMEOUT_S)
+        sub = NodeWatch(self, name)
+        with self.lock:
+            self.subscribers.setdefault(name, []).append(sub)
+            cond = self.conditions.get(name)
+            if cond is not None:
+                sub.observe(cond)
+        if cond is None:
+            try:
+                seen = ready_condition(read(self.core, name))
+            except ApiException as exc:
+                if exc.status != 404:
+                    sub.own_error = f"HTTP {exc.status}: {exc.reason}"[:300]
+                    return sub
+                seen = unknown("NodeDeleted", "the Node object was deleted")
+            except Exception as exc:  # noqa: BLE001 - no answer: the watch may still tell
+                sub.own_error = f"{type(exc).__name__}: {exc}"[:300]
+                return sub
+            with self.lock:
+                if not sub.transitions:  # a watch event of the node came first: it is newer
+                    sub.observe(seen)
+        return sub
+
+    def forget(self, sub: NodeWatch) -> None:
+        """Stop feeding ``sub``."""
+        with self.lock:
+            subs = self.subscribers.get(sub.name) or []
+            if sub in subs:
+                subs.remove(sub)
+            if not subs:
+                self.subscribers.pop(sub.name, None)
+
+    def _seen(self, name: str, cond: ReadyCondition) -> None:
+        """Keep node ``name``'s condition and tell its watchers (under the lock)."""
+        self.conditions[name] = cond
+        for sub in self.subscribers.get(name) or ():
+            sub.observe(cond)
+
+    def _list(self) -> None:
+        listed: Any = self.core.list_node(_preload_content=False, _request_timeout=kc.API_TIMEOUT_S)
+        body = json.loads(listed.data)
+        with self.lock:
+            names = set()
+            for node in body.get("items") or []:
+                name = str(node["metadata"]["name"])
+                names.add(name)
+                self._seen(name, ready_condition(node))
+            for gone in [n for n in self.conditions if n not in names]:
+                self._seen(gone, ready_condition({"deleted": True}))
+            self._rv = body["metadata"].get("resourceVersion")
+        self.tried.set()
+
+    def _loop(self) -> None:
+        quiet_thread()
+        backoff = 0.2
+        while not self._stop.is_set():
+            try:
+                if self._rv is None:
+                    self._list()
+                events = watch_events(self.core.list_node, resource_version=self._rv, timeout_s=WATCH_TIMEOUT_S,
+                                      on_response=self._keep)
+                with closing(events):  # releases the connection on break and return too
+                    for kind, obj in events:
+                        if kind == "ERROR":
+                            self._rv = None  # e.g. 410 Gone: re-list
+                            break
+                        with self.lock:
+                            self._rv = (obj.get("metadata") or {}).get("resourceVersion") or self._rv
+                            if kind in ("ADDED", "MODIFIED", "DELETED"):
+                                seen: ServedNode = obj
+                                self._seen(str(obj["metadata"]["name"]),
+                                           ready_condition({**seen, "deleted": True} if kind == "DELETED" else seen))
+                        if self._stop.is_set():
+                            return
+                backoff = 0.2
+            except Exception as exc:  # noqa: BLE001 - dropped or refused: retried, the runs go on meanwhile
+                if self._stop.is_set():
+                    return
+                with self.lock:
+                    self.error, self.failures = f"{type(exc).__name__}: {exc}"[:300], self.failures + 1
+                self.tried.set()
+                self._stop.wait(backoff)
+                backoff = min(backoff * 2, 5.0)
 
     def _keep(self, resp: Any) -> None:
         """Hold the open watch response so :meth:`stop` can close it."""
         self._resp = resp
 
-    def _observe(self, node: ServedNode) -> None:
-        cond = ready_condition(node)
+    def stop(self) -> None:
+        """Stop the watch (closes its stream). Never raises."""
+        self._stop.set()
+        close_watch(self._resp)
+
+
+class NodeWatch:
+    """One model run's watch of one node's Ready condition, fed by the session's :class:`NodeReadiness`.
+
+    ``turned`` is set once Ready is not ``True`` (or the node is deleted); ``condition`` is that
+    condition (None before), ``seen_at`` the UTC time (RFC 3339) the watch saw it; ``transitions`` lists every change
+    of the Ready status the watch saw from its start (the first: the status then), in order, as ``{"status",
+    "reason", "message", "lastTransitionTime", "seen_at"}``; ``error`` the last failure of the watch or of the
+    node's read since this watch began (None when there was none).
+    """
+
+    def __init__(self, feed: NodeReadiness, name: str) -> None:
+        self.feed, self.name = feed, name
+        self.turned = threading.Event()
+        self.condition: ReadyCondition | None = None
+        self.seen_at = ""
+        self.transitions: list[Transition] = []
+        self.own_error: str | None = None
+        self._failures = feed.failures
+
+    @property
+    def error(self) -> str | None:
+        """The last failure of the session's node watch since this watch began, else of the node's own read."""
+        return self.feed.error if self.feed.failures > self._failures else self.own_error
+
+    def observe(self, cond: ReadyCondition) -> None:
+        """Note the node's Ready condition ``cond`` (from the feed, under its lock)."""
         status = cond["status"]
         if not self.transitions or self.transitions[-1]["status"] != status:
             self.transitions.append(
@@ -196,43 +320,9 @@ class NodeWatch:
             self.condition, self.seen_at = cond, self.transitions[-1]["seen_at"]
             self.turned.set()
 
-    def _loop(self) -> None:
-        quiet_thread()
-        backoff = 0.2
-        selector = f"metadata.name={self.name}"
-        while not self._stop.is_set() and not self.turned.is_set():
-            try:
-                listed: Any = self.core.list_node(
-                    field_selector=selector, _preload_content=False, _request_timeout=kc.API_TIMEOUT_S
-                )
-                body = json.loads(listed.data)
-                for node in body.get("items") or []:
-                    self._observe(node)
-                if not body.get("items"):
-                    self._observe({"deleted": True})
-                events = watch_events(self.core.list_node, resource_version=body["metadata"].get("resourceVersion"),
-                                      timeout_s=WATCH_TIMEOUT_S, on_response=self._keep, field_selector=selector)
-                with closing(events):  # releases the connection on break and return too
-                    for kind, obj in events:
-                        if kind == "ERROR":
-                            break  # e.g. 410 Gone: re-list
-                        if kind in ("ADDED", "MODIFIED", "DELETED"):
-                            seen: ServedNode = obj
-                            self._observe({**seen, "deleted": True} if kind == "DELETED" else seen)
-                        if self._stop.is_set() or self.turned.is_set():
-                            return
-                backoff = 0.2
-            except Exception as exc:  # noqa: BLE001 - dropped or refused: retried, the run goes on meanwhile
-                if self._stop.is_set():
-                    return
-                self.error = f"{type(exc).__name__}: {exc}"[:300]
-                self._stop.wait(backoff)
-                backoff = min(backoff * 2, 5.0)
-
     def stop(self) -> None:
-        """Stop the watch (closes its stream). Never raises."""
-        self._stop.set()
-        close_watch(self._resp)
+        """Stop watching (the session's watch goes on). Never raises."""
+        self.feed.forget(self)
 
 
 def abandoned(

@@ -5,11 +5,10 @@ The exit code comes from the error channel's Status: ``Success`` → 0; ``ExitCo
 that outlives ``timeout_s`` is left to the caller to kill (it knows the process); the stream is closed.
 So is one abandoned when the caller's ``stop`` event is set (its node turned NotReady): within 0.5 s.
 
-Each exec opens on its own ApiClient (:func:`own_client`, built from the caller's configuration and default
-headers): ``kubernetes.stream.stream`` swaps ``call_api`` on the ApiClient it is given while it opens the
-websocket, so a REST call made meanwhile on a shared client (a pending reason read, a ``--hetero-parallel``
-submit, another exec) would be sent as a websocket request (``Handshake status 200``), and two execs
-overlapping on one client could leave it swapped for good. Execs may thus run concurrently.
+Each exec opens its websocket from the request the shared ApiClient serialises (:func:`open_exec`), not through
+``kubernetes.stream.stream``, which swaps ``call_api`` on the ApiClient it is given while it opens the websocket (a
+REST call made meanwhile on that client would be sent as a websocket request: ``Handshake status 200``) and runs
+the generated method's argument validation on every exec. Execs and REST calls may thus run concurrently.
 """
 
 from __future__ import annotations
@@ -19,9 +18,10 @@ import re
 import threading
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 from kubernetes import client
-from kubernetes.stream import stream
+from kubernetes.stream import ws_client
 from kubernetes.stream.ws_client import ERROR_CHANNEL, STDIN_CHANNEL
 from websocket import WebSocketConnectionClosedException
 
@@ -67,14 +67,22 @@ def exit_code(status_text: str) -> int | None:
     return int(found.group(1)) if found else None
 
 
-def own_client(core: client.CoreV1Api) -> client.CoreV1Api:
-    """A CoreV1Api on a new ApiClient with ``core``'s configuration (host, credentials, TLS, proxy: the
-    object itself, read only), default headers (impersonation, user agent) and cookie; close its
-    ``api_client`` when done (its connection pool)."""
-    shared = core.api_client
-    own = client.ApiClient(shared.configuration, cookie=shared.cookie)
-    own.default_headers = dict(shared.default_headers)
-    return client.CoreV1Api(own)
+def open_exec(core: client.CoreV1Api, namespace: str, pod: str, container: str, argv: list[str],
+              stdin: bool) -> Any:
+    """The exec websocket (a ``kubernetes.stream.ws_client.WSClient``) of ``argv`` in ``pod``/``container``
+    (stdout and stderr, ``stdin`` when asked, no tty), opened from the request the shared client serialises (its
+    configuration, credentials and token refresh, as :func:`.client.raw_request` sends), without the generated
+    method's argument validation nor ``kubernetes.stream.stream``'s swap of ``call_api`` on the client it is given:
+    execs and REST calls may share ``core``'s ApiClient, concurrently. Raises ApiException (status 0, the
+    handshake's answer in ``reason``, as ``stream`` raised it) when the apiserver refuses the exec or the
+    connection fails."""
+    api = core.api_client
+    query = [("container", container), *(("command", arg) for arg in argv), ("stdin", "true" if stdin else "false"),
+             ("stdout", "true"), ("stderr", "true"), ("tty", "false")]
+    _, url, headers, _, _ = api.param_serialize("GET", f"/api/v1/namespaces/{namespace}/pods/{pod}/exec",
+                                                query_params=query, auth_settings=["BearerToken"])
+    return ws_client.websocket_call(api.configuration, "GET", url, headers=headers,  # type: ignore[no-untyped-call]
+                                    _preload_content=False, capture_all=False)
 
 
 def run(
@@ -87,7 +95,7 @@ def run(
     stdin: bytes | None = None,
     stop: threading.Event | None = None,
 ) -> ExecOutcome:
-    """Run ``argv`` in ``pod``/``container`` (an exec on its own client: :func:`own_client`); feed ``stdin``
+    """Run ``argv`` in ``pod``/``container`` (an exec websocket of its own: :func:`open_exec`); feed ``stdin``
     (then close it); wait up to ``timeout_s`` seconds, or until ``stop`` is set (then ``abandoned``; the
     process is left to the caller).
 
@@ -95,22 +103,7 @@ def run(
     400 when the container is not running) and websocket errors when the connection fails.
     """
     start = time.perf_counter()
-    own = own_client(core)
-    try:
-        ws = stream(
-            own.connect_get_namespaced_pod_exec,
-            pod,
-            namespace,
-            container=container,
-            command=argv,
-            stdin=stdin is not None,
-            stdout=True,
-            stderr=True,
-            tty=False,
-            _preload_content=False,
-        )
-    finally:
-        own.api_client.close()  # the websocket has its own connection; the client made no REST call
+    ws = open_exec(core, namespace, pod, container, argv, stdin is not None)
     out, err = CappedStream(), CappedStream()
     status = ""
     try:

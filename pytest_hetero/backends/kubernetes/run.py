@@ -94,19 +94,21 @@ def input_paths(
 
 def copy_inputs(
     core: client.CoreV1Api, namespace: str, pod: str, matrix: Matrix, root: str, timeout_s: float,
-    only: tuple[str, str] | None = None,
-) -> None:
+    only: tuple[str, str] | None = None, env: bool = False,
+) -> str:
     """Unpack :func:`input_tar` (of ``only``'s model and dataset when given) at ``root`` in the pod (``tar -x`` from
-    exec stdin).
+    exec stdin); with ``env``, the same exec then prints the container's environment (``env``; nothing when it
+    cannot), returned as text (a model run's own pod reads the devices it was handed there: one exec less per run).
 
     Raises ActionFailed ``inputs_copy_failed`` (platform) when tar fails (no ``tar`` in the image).
     """
+    then = " && { env 2>/dev/null || true; }" if env else ""
     done = kube_exec.run(
         core,
         namespace,
         pod,
         "workload",
-        ["/bin/sh", "-c", f"mkdir -p {shlex.quote(root)} && tar -x -f - -C {shlex.quote(root)}"],
+        ["/bin/sh", "-c", f"mkdir -p {shlex.quote(root)} && tar -x -f - -C {shlex.quote(root)}{then}"],
         timeout_s,
         stdin=input_tar(matrix, only),
     )
@@ -115,6 +117,7 @@ def copy_inputs(
             f"copying model/dataset inputs into {pod}:{root} failed (exit {done.exit_code}): "
             f"{done.stderr.strip()[-300:] or done.status[-300:]}",
             "inputs_copy_failed")
+    return done.stdout if env else ""
 
 
 def run_model(
@@ -179,8 +182,11 @@ TOO_LARGE_EXIT = 42
 """Exit code of :func:`read_outputs`' script when the file is larger than the limit (its size on stderr)."""
 
 
-def read_outputs(core: client.CoreV1Api, namespace: str, pod: str, path: str) -> bytes | None:
-    """The outputs file's bytes (``cat`` by exec), or None when it does not exist.
+def read_outputs(core: client.CoreV1Api, namespace: str, pod: str, path: str, remove: str | None = None
+                 ) -> bytes | None:
+    """The outputs file's bytes (``cat`` by exec), or None when it does not exist; ``remove``: a folder the same
+    exec then deletes, whatever it read (a per-run pod's inputs on a KWOK host: one exec less per run; removed by an
+    exec of its own, best effort, when that exec gave no exit status).
 
     Raises ActionFailed ``outputs_too_large`` (algorithm) when it has more than :data:`MAX_OUTPUTS_BYTES`
     bytes (measured with ``wc -c`` in the pod before anything is copied).
@@ -188,7 +194,11 @@ def read_outputs(core: client.CoreV1Api, namespace: str, pod: str, path: str) ->
     quoted = shlex.quote(path)
     script = (f"[ -f {quoted} ] || exit 1; n=$(wc -c < {quoted}); "
               f"if [ \"$n\" -gt {MAX_OUTPUTS_BYTES} ]; then echo \"$n\" >&2; exit {TOO_LARGE_EXIT}; fi; cat {quoted}")
+    if remove is not None:
+        script = f"( {script} ); rc=$?; rm -rf {shlex.quote(remove)}; exit $rc"
     done = kube_exec.run(core, namespace, pod, "workload", ["/bin/sh", "-c", script], 60)
+    if remove is not None and done.exit_code is None:
+        kube_exec.try_run(core, namespace, pod, ["rm", "-rf", remove], 5)
     if done.exit_code == TOO_LARGE_EXIT:
         raise ActionFailed(f"entrypoint wrote a {done.stderr.strip()}-byte outputs file ({path}), more than the "
                           f"{MAX_OUTPUTS_BYTES} bytes read back", "outputs_too_large")
@@ -238,12 +248,16 @@ def execute(session: KubeSession, ctx: Step, given: WorkloadRecord | None = None
         failure = oom_failure(session, workload, str(ctx.resource.limits.get("memory", "none")))
     outputs = None
     if not (done.timed_out or failure):
+        # a per-run pod on a KWOK node: its inputs on the host go with the same exec (else the caller removes them)
+        remove = root if given is not None and simulated and workload.get("inputs") == root else None
         try:
-            outputs = read_outputs(session.core, session.namespace, pod, values["outputs"])
+            outputs = read_outputs(session.core, session.namespace, pod, values["outputs"], remove)
         except ActionFailed as exc:
             failure = {"category": exc.category, "message": exc.message}
         except Exception as exc:  # noqa: BLE001 - translated (e.g. the pod was deleted during the run)
             raise kc.api_outcome(exc, f"read the outputs of the model run in pod {pod}") from None
+        if remove is not None:  # removed by that exec
+            workload.pop("inputs", None)
     return ExecResult(
         argv=argv, exit_code=done.exit_code, duration_s=done.duration_s, stdout=done.stdout,
         stderr=done.stderr, timed_out=done.timed_out, outputs=outputs, failure=failure,
@@ -344,17 +358,20 @@ def _workload(session: KubeSession, ctx: Step) -> tuple[WorkloadRecord, dict[str
 
 def _ensure_inputs(session: KubeSession, ctx: Step, workload: WorkloadRecord, root: str, alone: bool = False) -> None:
     """Copy the matrix's inputs into the workload pod under ``root`` once per workload; ``alone`` (a model run's own
-    pod): the run's model and dataset only."""
+    pod): the run's model and dataset only, and the container's environment kept as ``workload["env"]``."""
     if workload.get("inputs"):
         return
     only = (ctx.model.name, ctx.dataset.name) if alone else None
     try:
-        copy_inputs(session.core, session.namespace, workload["pod"], ctx.matrix, root, ctx.timeout_s, only)
+        env = copy_inputs(session.core, session.namespace, workload["pod"], ctx.matrix, root, ctx.timeout_s, only,
+                          env=alone)
     except ActionFailed:
         raise
     except Exception as exc:  # noqa: BLE001 - translated
         raise kc.api_outcome(exc, f"copy the inputs into pod {workload['pod']}") from None
     workload["inputs"] = root
+    if alone:
+        workload["env"] = env
 
 
 def _run_watched(
@@ -366,7 +383,7 @@ def _run_watched(
     outcome and, when the node turned NotReady, the abandoned run's ``failure`` dict. ``dumped`` receives
     the wrapper's evidence files when the exit-status check read them (:func:`exit_confirmed`)."""
     pod = workload["pod"]
-    watch = kube_node.NodeWatch(session.api, node).start() if node else None
+    watch = session.node_watch().watch(node) if node else None
     started_at, started = utc_now(), time.perf_counter()
     try:
         done = run_model(session.core, session.namespace, pod, argv, run_dir, workdir, env, ctx.timeout_s,

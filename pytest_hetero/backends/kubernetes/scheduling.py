@@ -20,6 +20,7 @@ from typing import Any, Literal, overload
 
 from kubernetes import client
 
+from pytest_hetero.backends.kubernetes import client as kc
 from pytest_hetero.backends.kubernetes.manifests import (
     Affinity,
     Container,
@@ -196,12 +197,13 @@ def _manifest(
 
 
 def create(api: client.ApiClient, body: Workload) -> None:
-    """Create ``body`` in its namespace. Raises ApiException (403 quota/RBAC, 404 missing CRD…)."""
+    """Create ``body`` in its namespace (a Pod or a batch/v1 Job by :func:`.client.raw_request`: the manifest sent
+    as it is, the answer not made into models). Raises ApiException (403 quota/RBAC, 404 missing CRD…)."""
     ns = body["metadata"]["namespace"]
     if body["kind"] == "Pod":
-        client.CoreV1Api(api).create_namespaced_pod(ns, body, _request_timeout=30)  # type: ignore[arg-type]
+        kc.raw_request(api, "POST", f"/api/v1/namespaces/{ns}/pods", body, timeout_s=30)
     elif body["apiVersion"] == "batch/v1":
-        client.BatchV1Api(api).create_namespaced_job(ns, body, _request_timeout=30)  # type: ignore[arg-type]
+        kc.raw_request(api, "POST", f"/apis/batch/v1/namespaces/{ns}/jobs", body, timeout_s=30)
     else:
         client.CustomObjectsApi(api).create_namespaced_custom_object(
             "batch.volcano.sh", "v1alpha1", ns, "jobs", body, _request_timeout=30  # type: ignore[arg-type]

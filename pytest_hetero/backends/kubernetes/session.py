@@ -18,7 +18,7 @@ from kubernetes import client
 
 from pytest_hetero.backends.kubernetes import client as kc
 from pytest_hetero.backends.kubernetes.manifests import Workload
-from pytest_hetero.backends.kubernetes.nodes import ReadyCondition
+from pytest_hetero.backends.kubernetes.nodes import NodeReadiness, ReadyCondition
 from pytest_hetero.backends.kubernetes.queues import Served, discover
 from pytest_hetero.backends.kubernetes.watch import PodWatch
 from pytest_hetero.backends.labels import OWNER
@@ -42,7 +42,8 @@ class WorkloadRecord(TypedDict):
     None when it was created), the ``node`` it is pinned to (None: not pinned); ``created`` (set once the create
     call answered), the manifest ``body`` and ``submitted_at`` (epoch s) once submitted; then what the layers
     learn: its ``pod``, ``node_lost``, ``released`` (epoch s), ``oom_kills`` seen, the ``inputs`` folder copied
-    into it and the ``root`` folder of a model run's pod."""
+    into it and the ``root`` folder of a model run's pod, and that pod's container environment (``env``, as ``env``
+    printed it when its inputs were copied)."""
 
     probe: str
     name: str
@@ -58,6 +59,7 @@ class WorkloadRecord(TypedDict):
     released: NotRequired[float]
     oom_kills: NotRequired[int]
     inputs: NotRequired[str]
+    env: NotRequired[str]
 
 
 @dataclass(frozen=True)
@@ -123,6 +125,8 @@ class KubeSession:
         self.server: ServerVersion | None = None
         """The apiserver's version, once connected."""
         self.watch: PodWatch | None = None
+        self.node_feed: NodeReadiness | None = None
+        """The watch of every node's Ready condition that model runs watch their node through (:meth:`node_watch`)."""
         self.workloads: dict[tuple[str, ...], WorkloadRecord] = {}
         """Workloads by (resource, image), and node-coverage ones by (resource, image, node)."""
         self.nodes: dict[str, NodeFacts] = {}
@@ -205,3 +209,12 @@ class KubeSession:
                     raise kc.api_outcome(exc, f"list pods in namespace {self.namespace}") from None
                 self.watch = watch
             return self.watch
+
+    def node_watch(self) -> NodeReadiness:
+        """The session's watch of every node's Ready condition (:class:`.nodes.NodeReadiness`), started on first
+        use. Never raises for an API answer (its failures are the watch's ``error``)."""
+        api = self.api
+        with self.lock:
+            if self.node_feed is None:
+                self.node_feed = NodeReadiness(api).start()
+            return self.node_feed

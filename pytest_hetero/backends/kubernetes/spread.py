@@ -10,10 +10,10 @@ which deletes every object the run created (what it cannot delete is reported as
 
 How a run goes (:func:`one_run`, in a thread of the group's pool): create the Pod, wait on the run's pod watch
 until its container runs (placement and start, up to the model timeout; a Pod that will not start fails with
-the category :func:`.startup.startup_failed` gives it), read the devices the device plugin handed it (every
-``*_VISIBLE_DEVICES`` variable in the container's environment), then run the model in it exactly as in the
-shared pod (:func:`.run.execute`: inputs copied in, the entrypoint under the gate's wrapper, node watched,
-outputs read back), and delete the Pod.
+the category :func:`.startup.startup_failed` gives it), then run the model in it exactly as in the shared pod
+(:func:`.run.execute`: inputs copied in, the entrypoint under the gate's wrapper, node watched, outputs read
+back), read the devices the device plugin handed it (every ``*_VISIBLE_DEVICES`` variable in the container's
+environment, printed by the exec that copied the inputs), and delete the Pod (and forget it in the pod watch).
 
 **Concurrency and joining** are the engine-neutral :class:`~pytest_hetero.backends.spread.Spread`'s: the first
 model item of a resource × image launches the runs of itself and of the model items after it, at most
@@ -40,8 +40,6 @@ import time
 import uuid
 import weakref
 from typing import TYPE_CHECKING
-
-from kubernetes import client
 
 from pytest_hetero.backends.kubernetes import client as kc
 from pytest_hetero.backends.kubernetes import inventory, startup
@@ -150,9 +148,9 @@ def one_run(session: KubeSession, step: Deferred, width: int, queued: float) -> 
         node = seen.node_name
         workload["pod"] = name
         simulated = session.simulated(node)
-        devices = visible_devices(session, name)
         result = kube_model.execute(session, step, given=workload,
                                     isolation=PER_RUN_SIMULATED if simulated else PER_RUN_POD)
+        devices = visible_devices(workload.pop("env", ""))
         ran = result.details.get("workload") or {}  # the exec's own times (.usage.exec_facts)
         ident = startup.image_identity(seen)
         if "pod" not in (session.workloads.get(workload_key(step.resource.name, step.image.name)) or {}):
@@ -164,6 +162,8 @@ def one_run(session: KubeSession, step: Deferred, width: int, queued: float) -> 
             # on a KWOK node the copy is on the host (each run has a root of its own there): removed with the run
             kube_exec.try_run(session.core, session.namespace, name, ["rm", "-rf", workload["root"]], 5)
         deleted = _delete(session, workload["body"], workload["name"], workload.get("pod"))
+        if session.watch is not None:
+            session.watch.forget(workload["probe"])  # read for the last time above: thousands of runs keep none
     facts["released"] = deleted
     result.details["workload"] = facts
     result.details["spread"] = {
@@ -205,27 +205,25 @@ def create(session: KubeSession, step: Step) -> WorkloadRecord:
     return workload
 
 
-def visible_devices(session: KubeSession, pod: str) -> dict[str, str]:
-    """Every ``*_VISIBLE_DEVICES`` variable of the pod's container environment (what the device plugin handed it);
-    empty when there is none or it cannot be read."""
-    try:
-        done = kube_exec.run(session.core, session.namespace, pod, "workload", ["/bin/sh", "-c", "env"], 30)
-    except Exception:  # noqa: BLE001 - evidence, not a verdict
-        return {}
-    return dict(VISIBLE.findall(done.stdout))
+def visible_devices(env: str) -> dict[str, str]:
+    """Every ``*_VISIBLE_DEVICES`` variable of a container environment as ``env`` prints it (what the device plugin
+    handed the run's container, printed by the exec that copied its inputs: :func:`.run.copy_inputs`); empty when
+    there is none or it could not be read."""
+    return dict(VISIBLE.findall(env))
 
 
 def _delete(session: KubeSession, body: Workload | None, name: str, pod: str | None) -> float:
-    """Delete the run's object (``body`` None: a pod; grace 0; a Job with its pods), never raising; epoch
-    seconds of the request."""
+    """Delete the run's object (``body`` None: a pod; grace 0; a Job with its pods; :func:`.client.raw_request`),
+    never raising; epoch seconds of the request."""
     when = time.time()
+    ns = session.namespace
     try:
         if body is None or body["kind"] == "Pod":
-            session.core.delete_namespaced_pod(pod or name, session.namespace, grace_period_seconds=0,
-                                               _request_timeout=30)
+            kc.raw_request(session.api, "DELETE", f"/api/v1/namespaces/{ns}/pods/{pod or name}",
+                           query=[("gracePeriodSeconds", "0")], timeout_s=30)
         elif body["apiVersion"] == "batch/v1":
-            client.BatchV1Api(session.api).delete_namespaced_job(
-                name, session.namespace, grace_period_seconds=0, propagation_policy="Background", _request_timeout=30)
+            kc.raw_request(session.api, "DELETE", f"/apis/batch/v1/namespaces/{ns}/jobs/{name}",
+                           query=[("gracePeriodSeconds", "0"), ("propagationPolicy", "Background")], timeout_s=30)
     except Exception:  # noqa: BLE001, S110 - gone already, or left to the engine's close (owner label)
         pass
     return when

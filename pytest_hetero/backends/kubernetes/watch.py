@@ -34,13 +34,18 @@ T = TypeVar("T")
 class PodWatch:
     """Pods labelled ``selector`` in ``namespace``, as JSON dicts, updated by a background watch.
 
-    ``pods``: name → latest pod dict; ``seen_at``: name → ``time.perf_counter()`` of its last event.
+    ``pods``: name → latest pod dict; ``seen_at``: name → ``time.perf_counter()`` of its last event; ``keyed``:
+    probe key → {name → pod} (what :meth:`by_key` reads, so a wait does not scan every pod of the run). A key
+    :meth:`forget` dropped is no longer kept (a per-run model run's pod, once read back and deleted).
     """
 
     def __init__(self, api: client.ApiClient, namespace: str, selector: str) -> None:
         self.core = client.CoreV1Api(api)
         self.namespace, self.selector = namespace, selector
         self.pods: dict[str, Pod] = {}
+        self.keyed: dict[str, dict[str, Pod]] = {}
+        self.forgotten: set[str] = set()
+        """Keys :meth:`forget` dropped while one of their pods was not yet seen deleted."""
         self.seen_at: dict[str, float] = {}
         self.bound_at: dict[str, float] = {}
         """name → wall time (``time.time()``) the watch first saw the pod with ``spec.nodeName``."""
@@ -72,14 +77,19 @@ class PodWatch:
 
     def _store(self, pod: Pod, now: float, deleted: bool = False) -> None:
         name = pod["metadata"]["name"]
+        key = _labels(pod).get(PROBE)
+        if key is not None and key in self.forgotten:
+            if deleted:
+                self.forgotten.discard(key)
+            return
         if deleted:
             pod = {**pod, "deleted": True}
         self.pods[name] = pod
         self.seen_at[name] = now
         if name not in self.bound_at and (pod.get("spec") or {"containers": []}).get("nodeName"):
             self.bound_at[name] = time.time()
-        key = _labels(pod).get(PROBE)
         if key is not None:
+            self.keyed.setdefault(key, {})[name] = pod
             self.events.setdefault(key, threading.Event()).set()
 
     def _loop(self) -> None:
@@ -147,9 +157,24 @@ class PodWatch:
             event.wait(min(left, 5.0))
 
     def by_key(self, key: str) -> list[Pod]:
-        """Current pods carrying probe label ``key`` (deleted ones included, marked ``deleted``)."""
+        """Current pods carrying probe label ``key`` (deleted ones included, marked ``deleted``), in the order
+        the watch first saw them."""
         with self.lock:
-            return [p for p in self.pods.values() if _labels(p).get(PROBE) == key]
+            return list((self.keyed.get(key) or {}).values())
+
+    def forget(self, key: str) -> None:
+        """Drop the pods of probe label ``key`` and keep none of its later events (its last: the pod's deletion), so
+        a gate of thousands of per-run pods holds the ones in flight only. Called once nothing reads ``key``
+        again."""
+        with self.lock:
+            pods = self.keyed.pop(key, None) or {}
+            self.events.pop(key, None)
+            for name, pod in pods.items():
+                self.pods.pop(name, None)
+                self.seen_at.pop(name, None)
+                self.bound_at.pop(name, None)
+                if not pod.get("deleted"):
+                    self.forgotten.add(key)
 
     def stop(self) -> None:
         """Stop the watch thread (closes the stream). Never raises."""
