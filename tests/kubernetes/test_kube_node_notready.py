@@ -291,3 +291,39 @@ def test_ready_condition_and_its_description() -> None:
         "Ready=Unknown, NoReadyCondition: the node reports no Ready condition"
     )
     assert ready_condition({**node, "deleted": True})["reason"] == "NodeDeleted"
+
+
+def test_one_node_watch_feeds_each_runs_watch_of_its_own_node(cluster: Cluster, lost_node: tuple[str, str]) -> None:
+    """The session's one watch of every node (:class:`NodeReadiness`: one list, one watch stream) feeds a
+    :class:`NodeWatch` per model run: two runs' watches of the lost node and one of a Ready pool node start at
+    ``Ready=True``; when the lost node turns NotReady both of its watches turn, with KWOK's condition, and the other
+    does not; a watch stopped before is fed no more; a node the watch does not hold is read once (here one that
+    does not exist: ``NodeDeleted``)."""
+    from pytest_hetero.backends.kubernetes.nodes import NodeReadiness
+
+    _, name = lost_node
+    other = cluster.nodes["cpu"][0]
+    feed = NodeReadiness(cluster.api).start()
+    try:
+        a, b, c, stopped = feed.watch(name), feed.watch(name), feed.watch(other), feed.watch(name)
+        stopped.stop()
+        assert [[t["status"] for t in w.transitions] for w in (a, b, c, stopped)] == [["True"]] * 4
+        assert not any(w.turned.is_set() for w in (a, b, c, stopped))
+        turn_not_ready(cluster, name)
+        assert a.turned.wait(60) and b.turned.wait(5)
+        for w in (a, b):
+            assert w.condition is not None
+            assert (w.condition["status"], w.condition.get("reason"), w.condition.get("message")) == (
+                "False", REASON, MESSAGE)
+            assert [t["status"] for t in w.transitions] == ["True", "False"]
+            assert w.seen_at == w.transitions[-1]["seen_at"] and w.error is None
+        assert not c.turned.is_set() and [t["status"] for t in c.transitions] == ["True"]
+        assert not stopped.turned.is_set() and [t["status"] for t in stopped.transitions] == ["True"]
+        absent = f"absent-{uuid.uuid4().hex[:6]}"
+        gone = feed.watch(absent)
+        assert gone.turned.is_set() and gone.condition is not None
+        assert (gone.condition["status"], gone.condition.get("reason")) == ("Unknown", "NodeDeleted")
+        assert (feed.failures, feed.error) == (0, None)
+        assert {n: len(s) for n, s in feed.subscribers.items()} == {name: 2, other: 1, absent: 1}
+    finally:
+        feed.stop()

@@ -5,12 +5,16 @@ stated not proven there (the real node's case, where it is proven, is tests/kube
 from __future__ import annotations
 
 import json
+import threading
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 from kubekit import kube_matrix
 from support import evidence_of
+
+from pytest_hetero.backends.labels import RUN_ID
 
 if TYPE_CHECKING:  # annotation only: 'conftest' names differ per folder at run time
     from conftest import Cluster
@@ -74,3 +78,57 @@ def test_free_concurrency_is_what_the_pools_nodes_hold_beside_their_pods(
     assert spread["startup_workload_released"]
     runs = [next(r["data"] for r in i["records"] if r["kind"] == "model.run") for i in models.values()]
     assert all(r["spread"]["concurrency"] == 4 and r["spread"]["node"] in cluster.nodes["cpu"] for r in runs)
+
+
+def test_a_run_pod_deleted_by_someone_else_fails_that_run_only_and_no_pod_is_left(
+    pytester: pytest.Pytester, cluster: Cluster, run_id: str
+) -> None:
+    """Three per-run models at once; someone else deletes the ``victim`` run's Pod while its model runs (a thread of
+    this test, with the admin client): that item reports ``pod_deleted`` (owner infrastructure), naming the pod; the
+    other two pass with their own pods; no pod of the run is left in the namespace (but going)."""
+    doc = json.loads(kube_matrix(cluster.suffix, cluster.namespace,
+                                 [{"name": "cpu", "type": "cpu", "requests": {"cpu": "1"}, "pool": "cpu"}]))
+    first = doc["spec"]["models"][0]
+    victim = {**first, "name": "victim", "entrypoint": ["{python}", "-c", "import time; time.sleep(8)"]}
+    doc["spec"]["models"] = [first, victim, {**first, "name": "second"}]
+    pytester.makefile(".matrix.yaml", k=json.dumps(doc))
+    deleted: list[str] = []
+    stop = threading.Event()
+
+    def delete_the_victims_pod() -> None:
+        while not stop.is_set():
+            pods: Any = cluster.core.list_namespaced_pod(cluster.namespace, label_selector=f"{RUN_ID}={run_id}")
+            running = [p.metadata.name for p in pods.items
+                       if p.metadata.name.startswith("run-cpu-victim") and p.status.phase == "Running"]
+            if running:
+                time.sleep(2)  # its inputs copied, its model started
+                cluster.core.delete_namespaced_pod(running[0], cluster.namespace, grace_period_seconds=0)
+                deleted.append(running[0])
+                return
+            stop.wait(0.2)
+
+    killer = threading.Thread(target=delete_the_victims_pod, daemon=True)
+    killer.start()
+    try:
+        pytester.runpytest("-p", "no:cacheprovider", "--hetero-run-id", run_id, "--hetero-kube-context", "hetero",
+                           "--hetero-model-runs", "per-run", "--hetero-concurrency", "3", "-k", "not business")
+    finally:
+        stop.set()
+        killer.join(10)
+    ev = evidence_of(pytester)
+    models = {i["nodeid"].split("::", 1)[1]: i for i in ev["items"] if i["layer"] == "model"}
+    [pod] = deleted
+    hit = models["cpu::py::victim@digits-test::model"]
+    assert (hit["status"], hit["failure"]["category"], hit["failure"]["owner"]) == ("error", "pod_deleted",
+                                                                                    "infrastructure")
+    assert pod in hit["failure"]["message"]
+    pods = set()
+    for nodeid in ("cpu::py::digits-logreg@digits-test::model", "cpu::py::second@digits-test::model"):
+        item = models[nodeid]
+        assert item["status"] == "passed", item["failure"]
+        [run] = [r["data"] for r in item["records"] if r["kind"] == "model.run"]
+        assert run["exit_code"] == 0 and run["spread"]["concurrency"] == 3 and run["spread"]["pod"] != pod
+        pods.add(run["spread"]["pod"])
+    assert len(pods) == 2
+    left: Any = cluster.core.list_namespaced_pod(cluster.namespace, label_selector=f"{RUN_ID}={run_id}")
+    assert [p.metadata.name for p in left.items if not p.metadata.deletion_timestamp] == []
