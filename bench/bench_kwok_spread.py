@@ -55,15 +55,17 @@ with open(a.out, "w") as fh:
 '''
 
 
-def write_matrix(folder: Path, tag: str, namespace: str, kubeconfig: str, runs: int, run_s: float) -> Path:
-    """The bench matrix in ``folder``: one CPU resource of the ``hetero-bench=<tag>`` pool, per-run, ``runs`` copies
-    of the stand-in model on a two-row dataset."""
+def write_matrix(folder: Path, tag: str, namespace: str, kubeconfig: str, runs: int, run_s: float,
+                 per_node: int = 32) -> Path:
+    """The bench matrix in ``folder``: one CPU resource of the ``hetero-bench=<tag>`` pool asking for 32 ÷
+    ``per_node`` CPUs (a node of 32 CPUs takes ``per_node`` runs at once), per-run, ``runs`` copies of the
+    stand-in model on a two-row dataset."""
     (folder / "code").mkdir()
     (folder / "code" / "model.py").write_text(MODEL)
     (folder / "w.json").write_text("{}\n")
     (folder / "data.csv").write_text("index,x\n0,0.1\n1,0.9\n")
     sha = {n: hashlib.sha256((folder / n).read_bytes()).hexdigest() for n in ("w.json", "data.csv")}
-    resource = {"name": "cpu", "type": "cpu", "requests": {"cpu": "1", "memory": "64Mi"},
+    resource = {"name": "cpu", "type": "cpu", "requests": {"cpu": f"{32 / per_node:g}", "memory": "64Mi"},
                 "node_selector": {"hetero-bench": tag}, "model_runs": "per-run"}
     doc = json.loads(matrix_text(resources=[resource], backend="kubernetes", name="benchspread",
                                  images=[{"name": "py", "reference": "python:3.11", "for": ["cpu"]}],
@@ -119,6 +121,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--run-s", type=float, default=10.0, help="seconds each run sleeps (default 10)")
     parser.add_argument("--width", default="free", help="--hetero-concurrency given to the gate (default free)")
     parser.add_argument("--rounds", type=int, default=2, help="gate runs (default 2)")
+    parser.add_argument("--per-node", type=int, default=32,
+                        help="runs a node takes at once (each run asks for 32 / this many CPUs; default 32: 1 CPU; "
+                             "1: one run per node, free's width is then the node count, the issue's shape)")
     parser.add_argument("--py-spy", metavar="FILE", help="profile the gate with py-spy (raw stacks to FILE.<round>)")
     args = parser.parse_args(argv)
     rounds: list[dict[str, float]] = []
@@ -126,7 +131,8 @@ def main(argv: list[str] | None = None) -> int:
         for r in range(args.rounds):
             with tempfile.TemporaryDirectory(prefix="hetero-benchspread-") as tmp:
                 folder = Path(tmp)
-                got = gate_round(folder, write_matrix(folder, tag, namespace, kubeconfig, args.runs, args.run_s),
+                got = gate_round(folder, write_matrix(folder, tag, namespace, kubeconfig, args.runs, args.run_s,
+                                                      args.per_node),
                                  args.width, args.run_s, args.py_spy and f"{args.py_spy}.{r + 1}")
             rounds.append(got)
             print(f"round {r + 1}: width {got['width']:.0f}, makespan {got['makespan_s']:.1f} s against the ideal "
