@@ -6,8 +6,10 @@ CPU ≤ 5 ms per item. On the project's KWOK plane (``eval "$(bash tests/infra/k
 is never started or changed here): ``--nodes`` KWOK CPU nodes (32 CPUs each) labelled for this run, a namespace
 with a KWOK ClusterExec, and a matrix of ``--runs`` stand-in models (each sleeps ``--run-s`` seconds, then writes
 its outputs) on one resource of that pool with ``model_runs: per-run`` and ``--hetero-concurrency``
-(``--width``, default: ``free``, which the gate counts from the pool: at most 64). The gate runs in a subprocess
-(``python -m pytest -k "startup or model"``).
+(``--width``, default: ``free``, which the gate counts from the pool: at most 1,000, fewer where the open-file
+limit would not hold them: ``capacity.free_cap``). ``--per-node`` sets how many runs a node takes at once (each run
+asks for 32 ÷ that many CPUs): 1 is the issue's shape, where ``free`` counts one run per node and the width is the
+node count. The gate runs in a subprocess (``python -m pytest -k "startup or model"``).
 
 On KWOK a run Pod is placed by the real scheduler and its exec runs **on this host** (the KWOK ClusterExec): the
 runs' sleeps overlap for real, their copies of the inputs are real folders, but nothing runs in an image. So this
@@ -17,7 +19,9 @@ machine, not a cluster's.
 Printed per round: the makespan of the model runs (the earliest run queued → the latest Pod deleted, from each
 run's ``spread`` record), the ideal ⌈N / W⌉ × S with W the width the gate used, their ratio, the gate process's
 CPU (user + system, children included: the per-run host processes are the KWOK exec's, not the gate's children)
-per model item, and the whole process's wall time. Medians with the spread over ``--rounds``.
+per model item, its peak RSS (``ru_maxrss`` of the gate's process tree), and the whole process's wall time. Medians
+with the spread over ``--rounds``. ``--py-spy FILE`` records the gate with py-spy (``--gil``: the samples holding
+the GIL, raw stacks in ``FILE.<round>``; its CPU then counts py-spy's too).
 """
 
 from __future__ import annotations

@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -145,6 +146,47 @@ def test_watch_resumes_after_a_drop_and_relists_when_too_old(cluster: Cluster) -
         assert {"a", "b", "c"} <= set(stale.pods)
     finally:
         stale.stop()
+
+
+def test_a_forgotten_key_is_dropped_and_its_later_events_not_kept(cluster: Cluster) -> None:
+    """A per-run pod, once read back and deleted, is forgotten: its pods leave the watch at once, and the events that
+    follow (here the pod's deletion) are not kept, so a gate of thousands of runs holds the ones in flight only;
+    another key is untouched and by_key still reads it."""
+    ns = cluster.new_namespace("hetero-watch")
+    watch = PodWatch(cluster.api, ns, "pytest-hetero.owner=watchtest")
+    watch.start()
+    try:
+        for name in ("gone", "kept"):
+            cluster.core.create_namespaced_pod(ns, _pod(name))  # type: ignore[arg-type]  # a manifest dict
+            assert watch.wait(name, lambda pods: pods, 10)
+        watch.forget("gone")
+        assert ("gone" in watch.pods, watch.by_key("gone"), watch.forgotten) == (False, [], {"gone"})
+        cluster.core.delete_namespaced_pod("gone", ns, grace_period_seconds=0)
+        cluster.core.delete_namespaced_pod("kept", ns, grace_period_seconds=0)
+        assert watch.wait("kept", lambda pods: [p for p in pods if p.get("deleted")], 10)
+        deadline = time.monotonic() + 10
+        while watch.forgotten and time.monotonic() < deadline:  # the deletion of "gone" came before or comes soon
+            time.sleep(0.1)
+        assert (watch.forgotten, "gone" in watch.pods, "gone" in watch.keyed) == (set(), False, False)
+        assert [p["metadata"]["name"] for p in watch.by_key("kept")] == ["kept"]
+    finally:
+        watch.stop()
+
+
+def test_a_stopped_watch_wakes_its_waiters_at_once(cluster: Cluster) -> None:
+    """The engine's close stops the pod watch: a run still waiting for its pod (model timeout: minutes) gets None
+    at once instead of holding an interrupted gate's exit until then."""
+    ns = cluster.new_namespace("hetero-watch")
+    watch = PodWatch(cluster.api, ns, "pytest-hetero.owner=watchtest")
+    watch.start()
+    got: list[object] = []
+    waiter = threading.Thread(target=lambda: got.append(watch.wait("never", lambda pods: pods, 600)), daemon=True)
+    waiter.start()
+    time.sleep(0.5)
+    begun = time.monotonic()
+    watch.stop()
+    waiter.join(10)
+    assert (got, waiter.is_alive()) == ([None], False) and time.monotonic() - begun < 2
 
 
 def test_cleanup_without_a_namespace_finds_the_runs_namespace(

@@ -142,7 +142,9 @@ class PodWatch:
 
     def wait(self, key: str, done: Callable[[list[Pod]], T], timeout_s: float) -> T | None:
         """Block until ``done(pods with probe label key)`` is truthy; return that value, or None after
-        ``timeout_s`` seconds. ``done`` runs on the waiting thread after each change of those pods."""
+        ``timeout_s`` seconds or once the watch is stopped (the engine closing: a per-run model run waiting for its
+        pod must not hold the interrupted gate's exit for the model timeout). ``done`` runs on the waiting thread
+        after each change of those pods."""
         deadline = time.monotonic() + timeout_s
         with self.lock:
             event = self.events.setdefault(key, threading.Event())
@@ -152,7 +154,7 @@ class PodWatch:
             if found:
                 return found
             left = deadline - time.monotonic()
-            if left <= 0:
+            if left <= 0 or self._stop.is_set():
                 return None
             event.wait(min(left, 5.0))
 
@@ -177,9 +179,12 @@ class PodWatch:
                     self.forgotten.add(key)
 
     def stop(self) -> None:
-        """Stop the watch thread (closes the stream). Never raises."""
+        """Stop the watch thread (closes the stream) and wake every :meth:`wait`. Never raises."""
         self._stop.set()
         close_watch(self._resp)
+        with self.lock:
+            for event in self.events.values():
+                event.set()
 
 
 def _labels(pod: Pod) -> dict[str, str]:
