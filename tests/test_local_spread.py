@@ -30,6 +30,7 @@ from pytest_hetero.backends.local.spread import (
     pin,
 )
 from pytest_hetero.backends.slots import Slot
+from pytest_hetero.evidence.untested import CONTENTION_PART, MODELS_ISOLATION_PART
 from pytest_hetero.matrix.model import Resource
 
 pytestmark = pytest.mark.usefixtures("outside_inputs")
@@ -115,10 +116,14 @@ def test_two_runs_overlap_each_pinned_to_a_cpu_of_its_own(pytester: pytest.Pytes
         iso = run["isolation"]
         assert (iso["mechanism"], iso["confined"], iso["shared_between_runs"]) == ("bubblewrap", True, False), iso
         assert iso["models_isolation"].startswith("proven") and iso["slot"] == run["spread"]["slot"]
+        # two at once as one sandbox user: its process limit and the host's memory are shared, listed as not proven
+        assert "RLIMIT_NPROC" in iso["contention"]
+        assert [r["data"]["reason"] for r in items(ev)[nodeid]["records"] if r["kind"] == "scope.not_proven"
+                and r["data"]["part"] == CONTENTION_PART] == [iso["contention"]]
         assert "net" in iso["namespaces"] and "uts" in iso["namespaces"]  # a bubblewrap of its own, not a fork
         assert any("affinity mask" in g for g in iso["gaps"]), iso["gaps"]
         assert not [r for r in items(ev)[nodeid]["records"] if r["kind"] == "scope.not_proven"
-                    and "between model runs" in r["data"]["part"]]
+                    and r["data"]["part"] == MODELS_ISOLATION_PART]
         seen[name] = (out["begun"], out["ended"], cpu)
     (b1, e1, c1), (b2, e2, c2) = seen["m1"], seen["m2"]
     assert b2 < e1 and b1 < e2, seen  # the two runs overlapped in time
@@ -313,20 +318,24 @@ def test_affinity_is_the_calling_threads_and_reaches_a_child() -> None:
         assert os.sched_getaffinity(0) == mine
 
 
-def test_isolation_is_proven_only_for_a_confined_run_without_a_network_shared_at_once() -> None:
+def test_isolation_is_proven_for_a_confined_run_and_runs_at_once_name_what_they_share() -> None:
     confined = {"mechanism": "bubblewrap", "confined": True, "gaps": [], "reason": ""}
-    cpu = Pin(Slot("cpuset", ("0",)), cpus=frozenset({0}), width=2)
-    proven = isolation(confined, cpu, network=False)
-    assert (proven["shared_between_runs"], proven["slot"]) == (False, {"kind": "cpuset", "ids": ["0"]})
-    assert proven["models_isolation"].startswith("proven") and "per_run" in proven
+    alone = isolation(confined, Pin(Slot("cpuset", ("0",)), cpus=frozenset({0}), width=1), network=False)
+    assert (alone["shared_between_runs"], alone["slot"]) == (False, {"kind": "cpuset", "ids": ["0"]})
+    assert alone["models_isolation"].startswith("proven") and "per_run" in alone
     assert isolation(confined, Pin(Slot("cpuset", ("0",)), width=1), network=True)["shared_between_runs"] is False
+    assert "contention" not in alone
+    cpu = Pin(Slot("cpuset", ("0",)), cpus=frozenset({0}), width=2)
+    together = isolation(confined, cpu, network=False)  # one uid's process limit and the host's memory, shared
+    assert together["shared_between_runs"] is False and together["models_isolation"].startswith("proven")
+    assert "2 at once as one sandbox user" in together["contention"] and "RLIMIT_NPROC" in together["contention"]
     shared = isolation(confined, cpu, network=True)
     assert shared["shared_between_runs"] is True and "models_isolation" not in shared
     assert "2 at once on the host's network" in shared["reason"]
     loose = isolation({"mechanism": "none", "confined": False, "gaps": ["x"], "reason": "HETERO_SANDBOX=off"}, cpu,
                       network=False)
     assert loose["shared_between_runs"] is True and "not confined (HETERO_SANDBOX=off)" in loose["reason"]
-    assert loose["gaps"][0] == "x" and any("RLIMIT_NPROC" in g for g in loose["gaps"])
+    assert loose["gaps"][0] == "x"
 
 
 def test_a_run_held_after_the_stop_is_killed_at_once() -> None:

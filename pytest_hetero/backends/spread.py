@@ -12,7 +12,9 @@ step a run in a helper thread is handed (:class:`Deferred`), and the launching a
 **Concurrency and joining.** pytest items stay the units of report, run one after the other. The first model item
 of a matrix × resource × image to run (its startup passed: gating is the items', unchanged) launches the runs of
 itself and of the model items after it in this session (``state["upcoming"]``, set by the pytest glue
-:mod:`pytest_hetero.pytest_plugin.spread`), at most the group's width at once (the engine's answer to
+:mod:`pytest_hetero.pytest_plugin.spread`, less the items whose model or dataset file fails its declared digest or
+whose dataset view cannot be made: :func:`pytest_hetero.layers.execution.launchable`), at most the group's width at
+once (the engine's answer to
 ``concurrency``: ``--hetero-concurrency`` > ``resources[].concurrency`` > ini ``hetero_concurrency``, default 4);
 each model item then waits for its own run's result, joined to it when it arrives, and the records the run made
 are written into that item's evidence. A run no item asked for ahead (a rerun, a repeat) runs when asked.
@@ -182,7 +184,8 @@ class Spread:
                 group.launch(step, planned)
         future = group.take(step.planned)
         if future is None:
-            step.record("model.note", message="this model run was not launched ahead (a rerun or a repeat): run now")
+            step.record("model.note", message="this model run was not launched ahead (a rerun, a repeat, or its "
+                        "inputs did not verify when its group's runs were launched): run now")
             group.launch(step, step.planned)
             future = group.take(step.planned)
             assert future is not None  # noqa: S101 - launched on the line above

@@ -11,17 +11,19 @@ when the engine samples nothing), the run's own peak memory and CPU-seconds as t
 from __future__ import annotations
 
 import json
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from pytest_hetero.backends.protocol import UsageFacts
 from pytest_hetero.errors import HeteroError
 from pytest_hetero.evidence.inputs import USED, code_digest
 from pytest_hetero.evidence.model import bounded, sha256_text
-from pytest_hetero.evidence.untested import ISOLATION_PART, MODELS_ISOLATION_PART, NOT_PROVEN
+from pytest_hetero.evidence.untested import CONTENTION_PART, ISOLATION_PART, MODELS_ISOLATION_PART, NOT_PROVEN
 from pytest_hetero.layers.base import LayerBroken, LayerContext, LayerFailed, keep_outputs
 from pytest_hetero.layers.startup import verify_inputs
 from pytest_hetero.layers.usage import keep_run_time
 from pytest_hetero.layers.usage import record as record_usage
+from pytest_hetero.matrix.references import file_sha256
 from pytest_hetero.probes.device_values import device_run_time
 from pytest_hetero.probes.usage import UsageRecord, unavailable
 from pytest_hetero.signals import interruptions_noticed
@@ -29,6 +31,9 @@ from pytest_hetero.truth.view import RECORD as VIEW_RECORD
 from pytest_hetero.truth.view import ViewError
 from pytest_hetero.truth.view import view as dataset_view
 from pytest_hetero.truth.withhold import RECORD as WITHHELD_RECORD
+
+if TYPE_CHECKING:
+    from pytest_hetero.matrix.expand import PlannedItem
 
 
 def check(ctx: LayerContext) -> None:
@@ -39,6 +44,8 @@ def check(ctx: LayerContext) -> None:
     service instead: :func:`pytest_hetero.layers.serving.execute` writes the same outputs file.
     """
     verify_inputs(ctx)  # this combination's own files: a wrong one fails here, not the image's startup
+    if ctx.state.get("upcoming"):  # per-run: only runs whose own inputs verify may be launched ahead of their item
+        ctx.state["upcoming"] = launchable(ctx, ctx.state["upcoming"])
     if ctx.model.code is not None:  # digested as used: the bundle's copy, taken at the finish, is checked against it
         try:
             ctx.record(USED, input="code", path=str(ctx.model.code), sha256=code_digest(ctx.model.code))
@@ -55,6 +62,58 @@ def check(ctx: LayerContext) -> None:
         if repeat > 1:
             ctx.record("model.repeat", run=run, of=repeat)
         _run_once(ctx, run if repeat > 1 else 0)
+
+
+def launchable(ctx: LayerContext, upcoming: list[PlannedItem]) -> list[PlannedItem]:
+    """The model items of ``upcoming`` (``state["upcoming"]``: this item's group in run order) whose runs an engine
+    may launch ahead of their items (``model_runs: per-run``): this item's, and each later one whose model and
+    dataset files have their declared sha256 and whose dataset view (the file without its inline truth) can be
+    made now. A run launched ahead starts before its own item's checks; without this, a model file that fails its
+    digest ran anyway and its item then said ``digest_mismatch`` with no run recorded. An item left out runs its
+    own checks when its turn comes (and fails them, or runs then). The same list object is returned when every
+    item qualifies. Reads each distinct file once (a file shared by several items is hashed once here)."""
+    digests: dict[Path, str | None] = {}
+
+    def matches(path: Path, expected: str) -> bool:
+        if path not in digests:
+            try:
+                digests[path] = file_sha256(path) if path.is_file() else None
+            except OSError:
+                digests[path] = None
+        return digests[path] == expected
+
+    kept: list[PlannedItem] = []
+    for planned in upcoming:
+        if planned.parts == ctx.planned.parts:  # this item's own inputs were verified just before
+            kept.append(planned)
+            continue
+        try:
+            model, dataset = ctx.matrix.model(planned.keys["model"]), ctx.matrix.dataset(planned.keys["dataset"])
+        except (KeyError, HeteroError):
+            continue
+        if (model.sha256 and not matches(model.path, model.sha256)) or not matches(dataset.path, dataset.sha256):
+            continue
+        try:
+            dataset_view(dataset)
+        except ViewError:
+            continue
+        kept.append(planned)
+    return upcoming if len(kept) == len(upcoming) else kept
+
+
+def _not_proven_isolation(ctx: LayerContext, isolation: dict[str, Any]) -> None:
+    """The ``scope.not_proven`` records an engine's ``isolation`` facts call for: the run unconfined, its workload
+    shared with other runs, or resources it shared with runs at once (``contention``)."""
+    if not isolation.get("confined", True):
+        ctx.record(NOT_PROVEN, layer="model", part=ISOLATION_PART,
+                   reason=f"the code under test ran unconfined ({isolation.get('reason') or 'no sandbox'}): it "
+                          "could have read the signing key and altered this run's evidence")
+    if isolation.get("contention"):
+        ctx.record(NOT_PROVEN, layer="model", part=CONTENTION_PART, reason=str(isolation["contention"]))
+    if isolation.get("shared_between_runs"):
+        ctx.record(NOT_PROVEN, layer="model", part=MODELS_ISOLATION_PART,
+                   reason=f"{isolation.get('reason') or 'the workload is shared between model runs'}: an earlier "
+                          "run could have changed this run's result")
 
 
 def run_once(ctx: LayerContext) -> None:
@@ -112,14 +171,8 @@ def _run_once(ctx: LayerContext, run: int) -> None:
         judge_digest(ctx, ImageIdentity(digest=started_here["digest"], known=tuple(started_here["known"]),
                                         what=started_here["what"]))
     isolation = result.details.get("isolation")
-    if isinstance(isolation, dict) and not isolation.get("confined", True):
-        ctx.record(NOT_PROVEN, layer="model", part=ISOLATION_PART,
-                   reason=f"the code under test ran unconfined ({isolation.get('reason') or 'no sandbox'}): it "
-                          "could have read the signing key and altered this run's evidence")
-    if isinstance(isolation, dict) and isolation.get("shared_between_runs"):
-        ctx.record(NOT_PROVEN, layer="model", part=MODELS_ISOLATION_PART,
-                   reason=f"{isolation.get('reason') or 'the workload is shared between model runs'}: an earlier "
-                          "run could have changed this run's result")
+    if isinstance(isolation, dict):
+        _not_proven_isolation(ctx, isolation)
     # secrets out before any cut: a token cut at a head/tail boundary would keep its prefix
     result.stdout, result.stderr = ctx.redactor.text(result.stdout), ctx.redactor.text(result.stderr)
     if sensitive:  # logs may echo samples: keep sizes and digests only

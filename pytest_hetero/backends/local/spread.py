@@ -25,7 +25,8 @@ which cancels the runs not started and kills those running (:class:`Running`); a
 Evidence per run: ``details["spread"]`` (the run's process, its device slot, when it was queued, got its slot,
 ran, its sandbox ended, how long it waited for a slot, the concurrency: Docker's keys) and ``details["isolation"]``
 (:func:`isolation`): the run's confinement with ``shared_between_runs`` False and ``models_isolation`` proven, unless
-runs went at once on the host's network (``models[].network``), or the run was not confined.
+runs went at once on the host's network (``models[].network``), or the run was not confined; runs at once share the
+sandbox user's process limit and the host's memory (``contention``: listed as not proven).
 """
 
 from __future__ import annotations
@@ -126,7 +127,9 @@ def isolation(confinement: Mapping[str, Any], run: Pin, network: bool) -> dict[s
     ``per_run`` (:data:`PER_RUN_SANDBOX`), the ``slot`` it was pinned to, and whether other model runs could reach
     it. Proven (``shared_between_runs`` False, ``models_isolation``) when it was confined and the runs had no network
     of the host they shared at once (``network``: the matrix granted the model the host's network; ``run.width``
-    runs at once); else not proven, with the ``reason``. The pinning's own limits are listed in ``gaps``."""
+    runs at once); else not proven, with the ``reason``. Runs at once also share the sandbox user's process limit
+    and the host's memory: ``contention`` says so (one run could make another fail, never pass: the model layer
+    lists it as not proven without holding back the verdict). The pinning's own limits are listed in ``gaps``."""
     facts = {**confinement, "per_run": PER_RUN_SANDBOX, "slot": run.slot.to_dict()}
     gaps = list(confinement.get("gaps") or [])
     if run.cpus is not None:
@@ -134,9 +137,6 @@ def isolation(confinement: Mapping[str, Any], run: Pin, network: bool) -> dict[s
     if run.env:
         gaps.append(f"its devices are chosen by {', '.join(run.env)}: a run that ignores it can open any device "
                     "node it sees")
-    if run.width > 1:
-        gaps.append("runs at once share the sandbox user's process limit (RLIMIT_NPROC counts every process of "
-                    "that uid) and the host's memory")
     facts["gaps"] = gaps
     if not confinement.get("confined"):
         return {**facts, "shared_between_runs": True,
@@ -148,7 +148,12 @@ def isolation(confinement: Mapping[str, Any], run: Pin, network: bool) -> dict[s
                 "reason": f"model runs went {run.width} at once on the host's network (granted by the matrix: "
                           "models[].network), which they share: a run could reach another run's ports or take one "
                           "it needs (concurrency 1, or no network grant, keeps them apart)"}
-    return {**facts, "shared_between_runs": False,
+    contention = {"contention": f"model runs went {run.width} at once as one sandbox user, whose process limit "
+                                "(RLIMIT_NPROC counts every process of that uid, in every sandbox) and the host's "
+                                "memory they share: a run could make another fail (its fork or allocation refused), "
+                                "which that run's item would report as its own failure (concurrency 1 runs them one "
+                                "after the other)"} if run.width > 1 else {}
+    return {**facts, **contention, "shared_between_runs": False,
             "models_isolation": "proven: no other model run used this run's sandbox (file system view, processes, "
                                 "network namespace)"}
 
