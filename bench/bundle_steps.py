@@ -39,6 +39,7 @@ from pytest_hetero.hooks.registry import plugin_manager  # noqa: E402
 from pytest_hetero.matrix.expand import expand  # noqa: E402
 from pytest_hetero.matrix.load import load_matrix  # noqa: E402
 from pytest_hetero.reporting import writers  # noqa: E402
+from pytest_hetero.reporting.itemtexts import ItemTexts  # noqa: E402
 from pytest_hetero.settings import bundle_settings  # noqa: E402
 
 TIMES: dict[str, list[float]] = {}
@@ -88,7 +89,8 @@ def main(argv: list[str] | None = None) -> int:
         private = load_private_key(work / "run.key")
         bundle = work / "reports" / "bench-run"
         key = JournalKey.derived(private.sign, keyid(private.public_key()), bundle.name)
-        items = bb.write_run(bundle, matrix, args.resources, key)
+        texts = ItemTexts()  # rendered as items are journaled, as the controller's recorder does
+        items = bb.write_run(bundle, matrix, args.resources, key, texts=texts)
         hook = plugin_manager([]).hook
         settings = bundle_settings(bundle, work / "run.key")
         loaded = load_matrix(matrix)
@@ -99,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
             with open(work / "plain.json", "w", encoding="utf-8") as fh:
                 timed("json.dump (scale)", lambda: json.dump(doc, fh))  # noqa: B023 - called at once
             bb.clean(bundle)
-            inputs = RunInputs(held)
+            inputs = RunInputs(held, texts)
             built = timed("assemble", lambda: assemble(bundle, inputs, key=key))  # noqa: B023
             timed("publish", lambda: finish.publish(hook, built, settings, inputs))  # noqa: B023
         print(f"{items} items, {args.rounds} rounds, CPU seconds: median (min-max)")

@@ -23,6 +23,9 @@ def test_bench_reports_medians_spreads_and_ratios(capsys: pytest.CaptureFixture[
                      re.MULTILINE)
     assert re.search(r"^ratio bundle_in_process: \d+\.\d\dx json\.dumps \(median of rounds \d+\.\d\dx; reported\)$",
                      out, re.MULTILINE)
+    during = re.search(r"^during the run \(not in B\): the items' JUnit and CTRF texts, cpu (\d+\.\d\d) s \((\d+) us per "
+                       r"item\)$", out, re.MULTILINE)
+    assert during and 0 < int(during.group(2)) < 5000  # each of the 94 items rendered once, in microseconds
     ratio = re.search(r"^ratio bundle_finish_over_floor: (\d+\.\d\d)x \(target <= 2x\) (ok|MISSED)$", out,
                       re.MULTILINE)
     assert ratio and code == (0 if ratio.group(2) == "ok" else 1)

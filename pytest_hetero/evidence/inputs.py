@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from pytest_hetero.evidence.recorder import MatrixLine
     from pytest_hetero.matrix.expand import Plan
     from pytest_hetero.matrix.model import Matrix
+    from pytest_hetero.reporting.itemtexts import ItemTexts
 
 INPUTS = "inputs"
 """Bundle folder holding a copy of each matrix file and of the inputs it names (secrets redacted)."""
@@ -215,10 +216,15 @@ class RunInputs:
     ``held`` maps a nodeid prefix to the (Matrix, Plan) the caller already has; it answers for an
     entry with the same prefix, path and sha256. Anything else is loaded from the entry's path
     once (a file that no longer loads raises the same MatrixError each time it is asked for).
+    ``texts`` are the items' CTRF and JUnit texts rendered while the run went on (the recorder's), which
+    assembly binds to the lines it read and the writers join; None renders every item at the finish.
     """
 
-    def __init__(self, held: Mapping[str, tuple[Matrix, Plan]] | None = None) -> None:
+    def __init__(self, held: Mapping[str, tuple[Matrix, Plan]] | None = None, texts: ItemTexts | None = None
+                 ) -> None:
         self._held = dict(held or {})
+        self.texts = texts
+        """The items' texts rendered during the run (see above), or None."""
         self._loaded: dict[str, Matrix | MatrixError] = {}
         self.kept: list[tuple[str, str]] = []
         """``[(bundle path, statement digest)]`` of the matrix copies :meth:`keep` wrote."""

@@ -168,10 +168,19 @@ class JournalRead:
     file_size: int = 0
     numbers: list[int] = field(default_factory=list)
     """File line number (1-based) of each accepted entry."""
+    said: dict[int, bytes | str] = field(default_factory=dict)
+    """``seq`` → what its accepted line says: the line's MAC (hex) when it was authenticated, else the sha256 of
+    its bytes (see :func:`_read`)."""
     torn: TornLine | None = None
     """The journal's last line when it is torn (no newline, not JSON: the run was killed or the disk filled
     mid-write): ``{"line", "bytes", "nodeid", "paths"}`` — the item and artifact paths its surviving bytes
     name (None, [] when cut before them). A crash, not tampering: see :func:`torn_tail`."""
+
+    def mac_of(self, seq: int) -> str | None:
+        """The verified MAC (hex) of the accepted line numbered ``seq``; None when lines were not authenticated
+        or no accepted line has that number."""
+        said = self.said.get(seq) if self.authenticated else None
+        return said if isinstance(said, str) else None
 
     def section(self) -> JournalSection:
         """The ``journal`` section of evidence.json (and of the signed predicate)."""
@@ -184,8 +193,10 @@ class JournalRead:
                 "missing_seq": self.missing}
 
 
-def _parse(raw: bytes) -> tuple[dict[str, Any] | None, bytes, str, str]:
-    """(entry without mac, authenticated body, mac hex, why unreadable) of one raw line."""
+def parse_line(raw: bytes) -> tuple[dict[str, Any] | None, bytes, str, str]:
+    """(entry without ``mac``, authenticated body, MAC hex, why unreadable) of one raw journal line, as
+    :func:`read_lines` parses it (the MAC is not checked here): entry None with the reason when the line is not
+    UTF-8 JSON or not an object; body and MAC empty when the line has no ``mac`` tail."""
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -322,6 +333,7 @@ def _read(fh: Any, key: JournalKey | None, recover: Recover, path: Path) -> Jour
     out.file_sha256 = whole.hexdigest()
     out.sha256 = (whole if digest is None else digest).hexdigest()
     out.missing = _missing(seen)
+    out.said = seen
     out.torn = torn_tail(out, last)
     return out
 
@@ -331,7 +343,7 @@ def _accepted(out: JournalRead, raw: bytes, number: int, check: list[JournalKey 
     """The entry of the journal's line ``number`` (``raw``, not blank) when it is accepted; None when it is lost
     or rejected (noted in ``out``). The first accepted line (the run line) sets ``check[0]``, the key its MACs
     are checked with; ``seen`` gains the line's ``seq``. Raises BundleError as :func:`read_lines` says."""
-    entry, body, mac, why = _parse(raw)
+    entry, body, mac, why = parse_line(raw)
     if entry is None and why.startswith("not an entry") and check[0] is None:
         # whole, readable JSON that is no entry: an edit, not a torn write; unauthenticated, refuse
         raise BundleError(f"journal line is not a pytest-hetero entry: {why[len('not an entry: '):]}",

@@ -47,6 +47,7 @@ if TYPE_CHECKING:
     from pytest_hetero.evidence.inputs import RunInputs
     from pytest_hetero.matrix.expand import Plan
     from pytest_hetero.matrix.model import Matrix
+    from pytest_hetero.reporting.itemtexts import ItemTexts
 
 JOURNAL = "journal.jsonl"
 EVIDENCE = "evidence.json"
@@ -205,14 +206,18 @@ class Recorder:
     ``run`` is the run's metadata, or a function returning it, called once when the first line
     is written (so a run that writes no bundle pays for none of it, e.g. ``git rev-parse``).
     ``key`` authenticates every line; a fresh ephemeral key when not given. It is never written,
-    and never leaves this process.
+    and never leaves this process. ``texts``, when given, is handed every item line once it is written, to render
+    the item's CTRF and JUnit texts while the run goes on (the finish joins them: :func:`assemble` with
+    ``RunInputs(texts=recorder.texts)``).
     """
 
     def __init__(self, bundle_dir: Path, run: dict[str, Any] | Callable[[], dict[str, Any]],
-                 key: JournalKey | None = None) -> None:
+                 key: JournalKey | None = None, texts: ItemTexts | None = None) -> None:
         self.bundle_dir = bundle_dir
         self._run = run
         self.key = key or JournalKey.ephemeral()
+        self.texts = texts
+        """Renders each item line written (see above); None when nothing is rendered during the run."""
         self._fd: int | None = None
         self._seq = 0
         self._pending = 0
@@ -277,14 +282,18 @@ class Recorder:
         the group commit says, fsync; on an OSError note why in ``broken`` and write no more."""
         if self.broken or self._fd is None or not entries:
             return
-        data = b"".join(seal(e, self._seq + n, self.key) for n, e in enumerate(entries))
+        lines = [seal(e, self._seq + n, self.key) for n, e in enumerate(entries)]
         try:
-            view = memoryview(data)
+            view = memoryview(b"".join(lines))
             while view:
                 view = view[os.write(self._fd, view):]
         except OSError as exc:
             self._broke(exc)
             return
+        if self.texts is not None:
+            for entry, line in zip(entries, lines, strict=True):
+                if entry.get("type") == "item":
+                    self.texts.add(line)
         self._seq += len(entries)
         self._pending += len(entries)
         if self._pending >= SYNC_EVERY_LINES or time.monotonic() - self._last_sync >= SYNC_INTERVAL_S:
@@ -559,8 +568,10 @@ def _assemble(bundle_dir: Path, inputs: RunInputs | None, key: JournalKey | None
     run = _single([e for e in entries if e["type"] == "run"], "run", path)
     end = _single([e for e in entries if e["type"] == "end"], "end", path)
     interrupted = end is None or end["interrupted"]
-    items = {k: e["evidence"] for k, e in _by_key([e for e in entries if e["type"] == "item"], "item",
-                                                  lambda e: e["evidence"]["nodeid"], path).items()}
+    chosen = _by_key([e for e in entries if e["type"] == "item"], "item", lambda e: e["evidence"]["nodeid"], path)
+    items = {k: e["evidence"] for k, e in chosen.items()}
+    if inputs.texts is not None:  # the items' texts rendered during the run, for the lines assembly took
+        inputs.texts.bind(read, ((k, e.get("seq", -1)) for k, e in chosen.items()))
     deselected = {e["nodeid"]: e["reason"] for e in entries if e["type"] == "deselected"}
     warnings = _journal_warnings(read)
     plans: list[tuple[Matrix, str, Plan]] = []

@@ -146,11 +146,13 @@ def _profiles(evidence: EvidenceDocument, name: str | None, inputs: RunInputs) -
 def pytest_hetero_write_reports(evidence: EvidenceDocument, bundle_dir: Path, settings: Settings,
                                 inputs: RunInputs) -> list[Path]:
     """report.html, summary.md, junit.xml and ctrf.json, with the sign-off section naming the run
-    key's keyid (or saying UNSIGNED and why)."""
+    key's keyid (or saying UNSIGNED and why); the items' JUnit and CTRF texts rendered during the run
+    (``inputs.texts``) are joined, not rendered again."""
     from pytest_hetero.bundle.signoff import matrix_owners, run_signoff
     from pytest_hetero.reporting.writers import write_renderings
 
-    return write_renderings(evidence, bundle_dir, run_signoff(matrix_owners(evidence, inputs), settings.sign_key))
+    return write_renderings(evidence, bundle_dir, run_signoff(matrix_owners(evidence, inputs), settings.sign_key),
+                            inputs.texts)
 
 
 @hookimpl(trylast=True)

@@ -131,6 +131,7 @@ def _recorder(config: pytest.Config, settings: Settings) -> Recorder:
     subprocess) is made when the first line is written: a session that writes no bundle pays nothing."""
     from pytest_hetero.evidence.model import utc_now
     from pytest_hetero.evidence.recorder import Recorder
+    from pytest_hetero.reporting.itemtexts import ItemTexts
 
     run = {"id": settings.run_id, "tool": "pytest-hetero", "tool_version": __version__, "started_at": utc_now(),
            "host": socket.gethostname(), "python": sys.version.split()[0], "pytest": pytest.__version__,
@@ -143,7 +144,8 @@ def _recorder(config: pytest.Config, settings: Settings) -> Recorder:
         line: dict[str, Any] = Redactor().data({**run, "git_commit": _git_commit(settings.rootdir)})
         return line
 
-    return Recorder(settings.bundle_dir, run_line, _journal_key(settings))
+    # each item's JUnit and CTRF texts are rendered as it is journaled: the finish joins them
+    return Recorder(settings.bundle_dir, run_line, _journal_key(settings), ItemTexts())
 
 
 def _journal_key(settings: Settings) -> Any:
@@ -684,16 +686,21 @@ def _finish(session: pytest.Session, settings: Settings, recorder: Recorder) -> 
     config = session.config
     ahead: dict[str, tuple[Matrix, Plan]] = config.stash.get(AHEAD, {})
     collected: dict[str, tuple[Matrix, Plan]] = config.stash.get(PLANS, {})
-    inputs = RunInputs({**ahead, **collected})  # what was collected here wins over what was loaded ahead
+    # what was collected here wins over what was loaded ahead
+    inputs = RunInputs({**ahead, **collected}, recorder.texts)
     try:
-        evidence = assemble(settings.bundle_dir, inputs, key=recorder.key)
-    except HeteroError as exc:  # two journal lines that disagree: refuse, never pick
-        raise _Refused(exc.render()) from None
-    try:
-        failed = publish(config.hook, evidence, settings, inputs)
-    except OSError as exc:
-        recorder.broken = f"cannot write {settings.bundle_dir / EVIDENCE} ({exc.strerror})"
-        return None
+        try:
+            evidence = assemble(settings.bundle_dir, inputs, key=recorder.key)
+        except HeteroError as exc:  # two journal lines that disagree: refuse, never pick
+            raise _Refused(exc.render()) from None
+        try:
+            failed = publish(config.hook, evidence, settings, inputs)
+        except OSError as exc:
+            recorder.broken = f"cannot write {settings.bundle_dir / EVIDENCE} ({exc.strerror})"
+            return None
+    finally:
+        if recorder.texts is not None:  # their spool file is removed with them
+            recorder.texts.close()
     for name, error in failed:
         if isinstance(error, HeteroError):
             sys.stderr.write(f"pytest-hetero: {error.render()}\n")

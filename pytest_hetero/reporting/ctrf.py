@@ -16,6 +16,7 @@ summary's and each test's ``start``/``stop`` are Unix epoch milliseconds.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from datetime import datetime
 from typing import TYPE_CHECKING, TypedDict
 
@@ -25,8 +26,9 @@ from pytest_hetero.reporting.view import entries, owner_shown, rule_results, ver
 if TYPE_CHECKING:
     from typing_extensions import NotRequired
 
-    from pytest_hetero.evidence.document import EvidenceDocument
+    from pytest_hetero.evidence.document import Entry, EvidenceDocument
     from pytest_hetero.evidence.views import SignoffView
+    from pytest_hetero.reporting.itemtexts import ItemTexts
     from pytest_hetero.reporting.view import RuleRow
 
 SPEC_VERSION = "0.1.0"
@@ -139,53 +141,69 @@ def _epoch_ms(stamp: str | None) -> int:
     return int(datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp() * 1000)
 
 
+def ctrf_test(entry: Entry) -> CtrfTest:
+    """One entry of :func:`pytest_hetero.reporting.view.entries` (an item or an untested-only entry) as its CTRF
+    test, built from that entry alone (its nodeid, status, keys, records, failure, artifacts): the same test
+    whether rendered at the finish or as the item is journaled (:mod:`pytest_hetero.reporting.itemtexts`)."""
+    item = item_of(entry)
+    failure = failure_of(entry)
+    nodeid, layer = entry["nodeid"], entry["layer"]
+    owner = owner_shown(entry)
+    keys = entry["keys"]
+    labels = {"layer": layer, "owner": owner}
+    labels.update({str(k): str(keys[k]) for k in sorted(keys)})
+    test: CtrfTest = {
+        "name": nodeid, "testId": nodeid, "status": _CTRF_STATUS.get(entry["status"], "other"),
+        "rawStatus": entry["status"], "duration": round(float((item.get("duration_s") if item else 0) or 0) * 1000),
+        "suite": _suite(nodeid, layer), "filePath": nodeid.split("::", 1)[0], "tags": [layer], "labels": labels,
+        "extra": {"owner": owner, "layer_owner": item["owner"] if item else None,
+                  "blocked_by": entry.get("blocked_by")},
+    }
+    if item is not None:
+        rules = rule_results(entry)
+        if rules:
+            test["extra"]["rules"] = rules
+        started, finished = item.get("started_at"), item.get("finished_at")
+        if started and finished:
+            test["start"], test["stop"] = _epoch_ms(started), _epoch_ms(finished)
+    if failure:
+        test["message"] = str(failure["message"] or "")
+        test["extra"]["category"] = failure["category"]
+    elif entry.get("reason"):
+        test["message"] = str(entry.get("reason"))
+    if item and item["artifacts"]:
+        test["attachments"] = [{"name": str(a["name"]), "contentType": str(a.get("media_type") or "text/plain"),
+                                "path": str(a["path"])} for a in item["artifacts"]]
+    return test
+
+
+def _suite(nodeid: str, layer: str) -> list[str]:
+    """A test's ``suite``: the parts of ``nodeid`` above its last (``hetero.<layer>`` when it has one part)."""
+    return nodeid.split("::")[:-1] or [f"hetero.{layer}"]
+
+
 def render_ctrf(evidence: EvidenceDocument, signoff: SignoffView | None = None) -> CtrfReport:
     """Return the CTRF document as a JSON-ready dict whose key order is deterministic (every dict
     is built in a fixed order), so it can be serialised without ``sort_keys``. With the sign-off view
     ``signoff``, ``results.extra`` says whether the bundle was verified and by which key
     (``verification``, ``verified_by``; see :func:`pytest_hetero.reporting.view.verification`)."""
+    tests = [ctrf_test(entry) for entry in entries(evidence)]
+    return _report(evidence, signoff, tests, [t["rawStatus"] for t in tests], {tuple(t["suite"]) for t in tests})
+
+
+def _report(evidence: EvidenceDocument, signoff: SignoffView | None, tests: list[CtrfTest], statuses: list[str],
+            suites: set[tuple[str, ...]]) -> CtrfReport:
+    """The CTRF document around ``tests``; its summary counts ``statuses`` (each test's raw status) and
+    ``suites`` (the distinct suites)."""
     run = evidence["run"]
-    tests: list[CtrfTest] = []
     summary = {"tests": 0, "passed": 0, "failed": 0, "pending": 0, "skipped": 0, "other": 0}
-    for entry in entries(evidence):
-        status = _CTRF_STATUS.get(entry["status"], "other")
+    for raw in statuses:
         summary["tests"] += 1
-        summary[status] += 1
-        item = item_of(entry)
-        failure = failure_of(entry)
-        nodeid, layer = entry["nodeid"], entry["layer"]
-        parts = nodeid.split("::")
-        owner = owner_shown(entry)
-        keys = entry["keys"]
-        labels = {"layer": layer, "owner": owner}
-        labels.update({str(k): str(keys[k]) for k in sorted(keys)})
-        test: CtrfTest = {
-            "name": nodeid, "testId": nodeid, "status": status, "rawStatus": entry["status"],
-            "duration": round(float((item.get("duration_s") if item else 0) or 0) * 1000),
-            "suite": parts[:-1] or [f"hetero.{layer}"], "filePath": parts[0], "tags": [layer], "labels": labels,
-            "extra": {"owner": owner, "layer_owner": item["owner"] if item else None,
-                      "blocked_by": entry.get("blocked_by")},
-        }
-        if item is not None:
-            rules = rule_results(entry)
-            if rules:
-                test["extra"]["rules"] = rules
-            started, finished = item.get("started_at"), item.get("finished_at")
-            if started and finished:
-                test["start"], test["stop"] = _epoch_ms(started), _epoch_ms(finished)
-        if failure:
-            test["message"] = str(failure["message"] or "")
-            test["extra"]["category"] = failure["category"]
-        elif entry.get("reason"):
-            test["message"] = str(entry.get("reason"))
-        if item and item["artifacts"]:
-            test["attachments"] = [{"name": str(a["name"]), "contentType": str(a.get("media_type") or "text/plain"),
-                                    "path": str(a["path"])} for a in item["artifacts"]]
-        tests.append(test)
+        summary[_CTRF_STATUS.get(raw, "other")] += 1
     summary["start"] = _epoch_ms(run.get("started_at"))
     summary["stop"] = _epoch_ms(run.get("finished_at")) or summary["start"]
     summary["duration"] = max(0, summary["stop"] - summary["start"])
-    summary["suites"] = len({tuple(t["suite"]) for t in tests})
+    summary["suites"] = len(suites)
     run_id: RunId = {"runId": str(run["id"])} if run.get("id") else {}
     when = run.get("finished_at") or run.get("started_at")
     stamp: Stamp = {"timestamp": when} if when else {}
@@ -200,6 +218,55 @@ def render_ctrf(evidence: EvidenceDocument, signoff: SignoffView | None = None) 
                                                                                   sort_keys=True))}},
                         "extra": {"verdict": evidence["summary"]["verdict"], "run_id": run.get("id"),
                                   **_verification(signoff)}}}
+
+
+_TESTS_HOLE = '"tests": []'
+"""The empty ``tests`` list as :func:`~pytest_hetero.reporting.view.json_text` writes it: where
+:func:`ctrf_text` puts the tests' texts."""
+TEXT_BATCH = 512
+"""Tests rendered at the finish encoded in one call of :func:`ctrf_text` (bounded memory, few calls)."""
+
+
+def ctrf_text(evidence: EvidenceDocument, signoff: SignoffView | None = None,
+              texts: ItemTexts | None = None) -> Iterator[str]:
+    """``json_text(render_ctrf(evidence, signoff)) + "\n"`` (ctrf.json's text) as consecutive pieces, an
+    item's test taken from ``texts`` when it was rendered as the item was journaled (its text is then joined,
+    not built again), every other test built here, :data:`TEXT_BATCH` per encoding.
+
+    The pieces join to exactly that text: a test's compact text inside the document is its own compact text
+    (one encoder, one set of separators), and :func:`~pytest_hetero.reporting.view.json_text` changes a string
+    only where the string itself holds what :func:`~pytest_hetero.reporting.view.printable` removes, so
+    applying it part by part changes the same strings as applying it to the whole."""
+    from pytest_hetero.reporting.view import json_text
+
+    statuses: list[str] = []
+    suites: set[tuple[str, ...]] = set()
+    listed = entries(evidence)
+    for entry in listed:
+        statuses.append(entry["status"])
+        suites.add(tuple(_suite(entry["nodeid"], entry["layer"])))
+    head = json_text(_report(evidence, signoff, [], statuses, suites))
+    cut = head.index(_TESTS_HOLE) + len(_TESTS_HOLE) - 1  # the summary comes first and holds no list
+    yield head[:cut]
+    batch: list[CtrfTest] = []
+    first = True
+    for entry in listed:
+        ready = texts.ctrf(entry) if texts is not None else None
+        if ready is None:
+            batch.append(ctrf_test(entry))
+            if len(batch) < TEXT_BATCH:
+                continue
+            ready = json_text(batch)[1:-1]
+            batch = []
+        elif batch:
+            yield ("" if first else ", ") + json_text(batch)[1:-1]
+            first = False
+            batch = []
+        yield ("" if first else ", ") + ready
+        first = False
+    if batch:
+        yield ("" if first else ", ") + json_text(batch)[1:-1]
+    yield head[cut:] + "\n"
 
 
 def _verification(signoff: SignoffView | None) -> Verified:

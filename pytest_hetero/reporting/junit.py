@@ -36,6 +36,7 @@ from pytest_hetero.reporting.view import entries, junit_properties, owner_shown,
 if TYPE_CHECKING:
     from pytest_hetero.evidence.document import Entry, EvidenceDocument
     from pytest_hetero.evidence.views import SignoffView
+    from pytest_hetero.reporting.itemtexts import ItemTexts
 
 
 def _properties(entry: Entry) -> list[tuple[str, str]]:
@@ -67,8 +68,10 @@ def junit_identity(nodeid: str) -> tuple[str, str]:
     return ".".join(names[:-1]), names[-1]
 
 
-def _case_xml(entry: Entry, tally: dict[str, int]) -> str:
-    """One ``<testcase>`` element as text, children in schema order; counts it into ``tally``."""
+def case_xml(entry: Entry) -> str:
+    """One ``<testcase>`` element as text, children in schema order, from ``entry`` alone (an item or an
+    untested-only entry): the same text whether rendered at the finish or as the item is journaled
+    (:mod:`pytest_hetero.reporting.itemtexts`)."""
     status = entry["status"]
     failure = failure_of(entry)
     classname, name = junit_identity(printable(entry["nodeid"]))
@@ -80,12 +83,14 @@ def _case_xml(entry: Entry, tally: dict[str, int]) -> str:
         kind = "failure" if status == "failed" else "error"
         category = printable(failure["category"] if failure else status)
         result = f"<{kind} message={quoteattr(message)} type={quoteattr(category)} />"
-        tally["failures" if status == "failed" else "errors"] += 1
     elif status in UNTESTED_STATUSES:
         result = f"<skipped>{escape(printable(f'{status}: ' + str(entry.get('reason') or ''))[:2000])}</skipped>"
-        tally["skipped"] += 1
     props = junit_properties(_properties(entry))
     return f"{head}{result}<system-out>{escape(props)}</system-out></testcase>"
+
+
+_TALLIED = {"failed": "failures", "error": "errors", **{s: "skipped" for s in UNTESTED_STATUSES}}
+"""Status → the suite statistic its testcase counts in (beside ``tests``)."""
 
 
 def _seconds(entry: Entry) -> float:
@@ -102,13 +107,15 @@ def _open_tag(element: Any) -> str:
     return text[:-2].rstrip() + ">"
 
 
-def render_junit(evidence: EvidenceDocument, signoff: SignoffView | None = None) -> bytes:
+def render_junit(evidence: EvidenceDocument, signoff: SignoffView | None = None,
+                 texts: ItemTexts | None = None) -> bytes:
     """Return the JUnit XML document as UTF-8 bytes (with XML declaration). With the sign-off view
     ``signoff``, each suite's properties say whether the bundle was verified and by which key
-    (``verification``, ``verified_by``; see :func:`pytest_hetero.reporting.view.verification`).
+    (``verification``, ``verified_by``; see :func:`pytest_hetero.reporting.view.verification`). An item's
+    testcase rendered as the item was journaled is taken from ``texts`` (the same text :func:`case_xml` gives).
 
     junitparser builds and serialises the document (``<testsuites>``, each ``<testsuite>`` with
-    its statistics and ``<properties>``); the testcases are written as text by :func:`_case_xml`
+    its statistics and ``<properties>``); the testcases are written as text by :func:`case_xml`
     (escaped with ``xml.sax.saxutils``), because junitparser's per-element objects and
     ElementTree's pure-Python serialiser cost more than the whole bundle budget at 50,000 items.
     """
@@ -120,15 +127,18 @@ def render_junit(evidence: EvidenceDocument, signoff: SignoffView | None = None)
         layer: str = entry["layer"]
         tally = counts.setdefault(layer, {"tests": 0, "failures": 0, "errors": 0, "skipped": 0})
         tally["tests"] += 1
+        if entry["status"] in _TALLIED:
+            tally[_TALLIED[entry["status"]]] += 1
         times[layer] = times.get(layer, 0.0) + _seconds(entry)
-        cases.setdefault(layer, []).append(_case_xml(entry, tally))
+        ready = texts.junit(entry) if texts is not None else None
+        cases.setdefault(layer, []).append(case_xml(entry) if ready is None else ready)
     root: Any = JUnitXml(f"pytest-hetero {evidence['run'].get('id', '')}")
     root.tests = sum(c["tests"] for c in counts.values())
     root.failures = sum(c["failures"] for c in counts.values())
     root.errors = sum(c["errors"] for c in counts.values())
     root.time = round(sum(times.values()), 3)
     out = ['<?xml version="1.0" encoding="UTF-8"?>\n', _open_tag(root)]
-    for layer, texts in cases.items():
+    for layer, case_texts in cases.items():
         suite: Any = TestSuite(printable(f"hetero.{layer}"))
         tally = counts.get(layer, {"tests": 0, "failures": 0, "errors": 0, "skipped": 0})
         suite.tests, suite.failures = tally["tests"], tally["failures"]
@@ -143,6 +153,6 @@ def render_junit(evidence: EvidenceDocument, signoff: SignoffView | None = None)
         text = bytes(suite.tostring()).decode("utf-8")
         if not text.endswith("</testsuite>"):
             raise ValueError(f"unexpected junitparser output {text[-80:]!r}")
-        out += [text[: -len("</testsuite>")], *texts, "</testsuite>"]
+        out += [text[: -len("</testsuite>")], *case_texts, "</testsuite>"]
     out.append("</testsuites>")
     return "".join(out).encode("utf-8")

@@ -19,11 +19,13 @@ from pytest_hetero.evidence.model import gc_paused
 if TYPE_CHECKING:
     from pytest_hetero.evidence.document import EvidenceDocument
     from pytest_hetero.evidence.views import SignoffView
+    from pytest_hetero.reporting.itemtexts import ItemTexts
 
 FORMATS: dict[str, str] = {"html": "report.html", "md": "summary.md", "junit": "junit.xml", "ctrf": "ctrf.json"}
 """Rendering format → file name in the bundle."""
 HTML_BATCH = 1024
-"""Template strings of report.html joined into one piece of :func:`pieces` (bounded memory, few writes)."""
+"""Template strings of report.html (texts of ctrf.json) joined into one piece of :func:`pieces` (bounded
+memory, few writes)."""
 ON_DEMAND: tuple[str, ...] = ("dossier",)
 """Formats rendered only when asked for (``hetero render --format dossier``), never written by a run."""
 
@@ -36,11 +38,13 @@ def render(fmt: str, evidence: EvidenceDocument, signoff: SignoffView, lang: str
     return b"".join(pieces(fmt, evidence, signoff, lang))
 
 
-def pieces(fmt: str, evidence: EvidenceDocument, signoff: SignoffView, lang: str = "en") -> Iterator[bytes]:
+def pieces(fmt: str, evidence: EvidenceDocument, signoff: SignoffView, lang: str = "en",
+           texts: ItemTexts | None = None) -> Iterator[bytes]:
     """:func:`render` as consecutive pieces of bytes, for a writer that need not hold the whole rendering:
     report.html as the template yields it, :data:`HTML_BATCH` strings per piece (its whole text was about three
-    times the page at 1,500 detailed items), every other format as one piece. Raises as :func:`render` does,
-    when iterated."""
+    times the page at 1,500 detailed items), ctrf.json a batch of tests per piece, every other format as one
+    piece. ``texts`` are the items' JUnit and CTRF texts rendered during the run (joined, not rendered again:
+    the bytes are the same). Raises as :func:`render` does, when iterated."""
     if fmt == "dossier":
         from pytest_hetero.reporting.dossier import render_dossier
         from pytest_hetero.reporting.dossier_text import LANGS
@@ -55,14 +59,7 @@ def pieces(fmt: str, evidence: EvidenceDocument, signoff: SignoffView, lang: str
         from pytest_hetero.reporting.html import html_chunks
 
         # the template yields ~20 strings per item: encoded and written BATCH at a time, not one by one
-        batch: list[str] = []
-        for piece in html_chunks(evidence, signoff):
-            batch.append(piece)
-            if len(batch) >= HTML_BATCH:
-                yield "".join(batch).encode("utf-8", "replace")
-                batch.clear()
-        if batch:
-            yield "".join(batch).encode("utf-8", "replace")
+        yield from _joined(html_chunks(evidence, signoff))
     elif fmt == "md":
         from pytest_hetero.reporting.markdown import render_markdown
 
@@ -70,29 +67,42 @@ def pieces(fmt: str, evidence: EvidenceDocument, signoff: SignoffView, lang: str
     elif fmt == "junit":
         from pytest_hetero.reporting.junit import render_junit
 
-        yield render_junit(evidence, signoff)
+        yield render_junit(evidence, signoff, texts)
     elif fmt == "ctrf":
-        from pytest_hetero.reporting.ctrf import render_ctrf
-        from pytest_hetero.reporting.view import json_text
+        from pytest_hetero.reporting.ctrf import ctrf_text
 
-        # compact, keys in the fixed order render_ctrf builds them: the C encoder's fastest path
-        yield (json_text(render_ctrf(evidence, signoff)) + "\n").encode("utf-8", "replace")
+        # keys in the fixed order render_ctrf builds them (no sort_keys: the C encoder's fastest path)
+        yield from _joined(ctrf_text(evidence, signoff, texts))
     else:
         raise ValueError(f"unknown format {fmt!r}; choose from {', '.join(FORMATS)}")
 
 
-def write_renderings(evidence: EvidenceDocument, bundle_dir: Path, signoff: SignoffView) -> list[Path]:
+def _joined(strings: Iterator[str]) -> Iterator[bytes]:
+    """``strings`` encoded as UTF-8 (``?`` for what it cannot carry), :data:`HTML_BATCH` joined per piece."""
+    batch: list[str] = []
+    for text in strings:
+        batch.append(text)
+        if len(batch) >= HTML_BATCH:
+            yield "".join(batch).encode("utf-8", "replace")
+            batch.clear()
+    if batch:
+        yield "".join(batch).encode("utf-8", "replace")
+
+
+def write_renderings(evidence: EvidenceDocument, bundle_dir: Path, signoff: SignoffView,
+                     texts: ItemTexts | None = None) -> list[Path]:
     """Write every rendering (FORMATS) of ``evidence`` into ``bundle_dir`` (each to a temporary name,
     then renamed); return their paths. ``signoff`` is the sign-off view (run signer or why unsigned,
-    owner roles). Each is written piece by piece (:func:`pieces`: the same bytes as :func:`render`); a
-    rendering that fails half-way leaves no file behind for the manifest to list."""
+    owner roles); ``texts`` the items' texts rendered during the run (see :func:`pieces`). Each is written
+    piece by piece (:func:`pieces`: the same bytes as :func:`render`); a rendering that fails half-way leaves
+    no file behind for the manifest to list."""
     written = []
     with gc_paused():
         for fmt, name in FORMATS.items():
             tmp = bundle_dir / f".hetero-tmp-{name}"
             try:
                 with open(tmp, "wb") as fh:
-                    for piece in pieces(fmt, evidence, signoff):
+                    for piece in pieces(fmt, evidence, signoff, texts=texts):
                         fh.write(piece)
             except BaseException:
                 tmp.unlink(missing_ok=True)  # half a rendering is none: nothing is left to list

@@ -1,0 +1,129 @@
+"""Each item's CTRF test and JUnit testcase, rendered while the run goes on, so the finish only joins them.
+
+The controller's :class:`~pytest_hetero.evidence.recorder.Recorder` hands every item line it writes to the
+journal (sealed: its bytes and MAC) to :meth:`ItemTexts.add`, which parses the line exactly as assembly will
+read it back (:func:`pytest_hetero.evidence.journal.parse_line`) and renders the item's CTRF test
+(:func:`pytest_hetero.reporting.ctrf.ctrf_test` through :func:`~pytest_hetero.reporting.view.json_text`) and
+JUnit testcase (:func:`pytest_hetero.reporting.junit.case_xml`). The texts go to an anonymous temporary file
+(no name any other process could open; removed when closed), so memory holds one offset per item, not its
+texts.
+
+A text is used at the finish only for an item whose journal line was authenticated with the run's key and
+whose MAC is the one this process sealed (:meth:`ItemTexts.bind`): the text was rendered from exactly those
+bytes, so it is the text the finish would render from the assembled item. Anything else (an item journaled by
+another process, a journal read without the key, a line that failed to render here) is rendered at the finish
+as before. ``hetero report --from-journal`` has no texts and renders everything.
+"""
+
+from __future__ import annotations
+
+import mmap
+import struct
+import tempfile
+from collections.abc import Iterable
+from typing import IO, TYPE_CHECKING, cast
+
+if TYPE_CHECKING:
+    from pytest_hetero.evidence.document import Entry
+    from pytest_hetero.evidence.journal import JournalRead
+
+_HEAD = struct.Struct("<II")
+"""A record's head in the spool: the byte lengths of its CTRF text and its JUnit text (UTF-8), which follow."""
+
+
+class ItemTexts:
+    """The rendered texts of the items this process journaled (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self._spool: IO[bytes] | None = None
+        self._size = 0
+        self._at: dict[str, int] = {}  # line MAC -> offset of the item's record in the spool
+        self._bound: dict[str, int] = {}  # nodeid -> offset, for the items assembly took from those lines
+        self._view: mmap.mmap | None = None
+        self.rendered = 0
+        """Items rendered by :meth:`add`."""
+        self.bound = 0
+        """Assembled items the last :meth:`bind` found texts for (the rest are rendered at the finish)."""
+        self.broken = ""
+        """Why texts are no longer kept (the spool could not be written, a rendering failed); empty while they
+        are. The finish then renders every item itself."""
+
+    def add(self, line: bytes) -> None:
+        """Render the item of ``line`` (one item line as the recorder wrote it, newline included) and keep its
+        texts under the line's MAC. Never raises: a failure is noted in :attr:`broken`, every text is dropped
+        and the finish renders them all (it raises there, where a rendering error is reported)."""
+        if self.broken:
+            return
+        from pytest_hetero.evidence.journal import parse_line
+        from pytest_hetero.reporting.ctrf import ctrf_test
+        from pytest_hetero.reporting.junit import case_xml
+        from pytest_hetero.reporting.view import json_text
+
+        try:
+            entry, _body, mac, why = parse_line(line)
+            if entry is None or not mac:
+                raise ValueError(why or "the line has no MAC")
+            item = cast("Entry", entry["evidence"])
+            ctrf = json_text(ctrf_test(item)).encode("utf-8", "surrogatepass")
+            junit = case_xml(item).encode("utf-8", "surrogatepass")
+            if self._spool is None:
+                self._spool = tempfile.TemporaryFile()  # O_TMPFILE / unlinked at once: no name to open
+            self._spool.write(_HEAD.pack(len(ctrf), len(junit)) + ctrf + junit)
+        except Exception as exc:  # noqa: BLE001 - the run goes on; the finish renders (and reports) it
+            self.broken = f"{type(exc).__name__}: {exc}"
+            self.close()
+            return
+        self._at[mac] = self._size
+        self._size += _HEAD.size + len(ctrf) + len(junit)
+        self.rendered += 1
+
+    def bind(self, read: JournalRead, lines: Iterable[tuple[str, int]]) -> None:
+        """Note which journal line each assembled item came from: ``lines`` are ``(nodeid, seq)`` of the item
+        lines assembly took; an item is bound to its texts only when ``read`` authenticated its line and the
+        line's MAC is one :meth:`add` kept. Binding again replaces what was bound."""
+        self._bound, self.bound = {}, 0
+        if self.broken or self._spool is None or not read.authenticated:
+            return
+        for nodeid, seq in lines:
+            at = self._at.get(read.mac_of(seq) or "")
+            if at is not None:
+                self._bound[nodeid] = at
+        self.bound = len(self._bound)
+        self._spool.flush()
+        if self._view is not None:
+            self._view.close()
+        self._view = mmap.mmap(self._spool.fileno(), 0, access=mmap.ACCESS_READ) if self._size else None
+
+    def _record(self, entry: Entry) -> tuple[int, int, int] | None:
+        """(offset of the texts, CTRF length, JUnit length) of the item ``entry``; None when not kept."""
+        at = self._bound.get(entry["nodeid"])
+        if at is None or self._view is None or "records" not in entry:  # an untested-only entry: no item
+            return None
+        ctrf, junit = _HEAD.unpack_from(self._view, at)
+        return at + _HEAD.size, ctrf, junit
+
+    def ctrf(self, entry: Entry) -> str | None:
+        """The CTRF test text of the item ``entry`` (``json_text(ctrf_test(entry))``), None when not kept."""
+        found = self._record(entry)
+        if found is None or self._view is None:
+            return None
+        start, ctrf, _ = found
+        return self._view[start:start + ctrf].decode("utf-8", "surrogatepass")
+
+    def junit(self, entry: Entry) -> str | None:
+        """The JUnit testcase text of the item ``entry`` (``case_xml(entry)``), None when not kept."""
+        found = self._record(entry)
+        if found is None or self._view is None:
+            return None
+        start, ctrf, junit = found
+        return self._view[start + ctrf:start + ctrf + junit].decode("utf-8", "surrogatepass")
+
+    def close(self) -> None:
+        """Drop every text (the spool file goes with it); idempotent."""
+        if self._view is not None:
+            self._view.close()
+            self._view = None
+        if self._spool is not None:
+            self._spool.close()
+            self._spool = None
+        self._at, self._bound = {}, {}
