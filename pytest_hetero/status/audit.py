@@ -43,6 +43,7 @@ from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any, TypedDict, cast
 
 from pytest_hetero.errors import HeteroError, Location
+from pytest_hetero.status.snapshots import ClusterSnapshot
 
 if TYPE_CHECKING:
     from typing_extensions import NotRequired
@@ -383,22 +384,17 @@ def managed_changes(objects: list[dict[str, Any]], since: datetime, until: datet
     return window
 
 
-def _cluster_queue_of(snapshot: dict[str, Any], namespace: str, queue: str) -> str | None:
-    spec = ((snapshot.get("kueue") or {}).get("localqueues") or {}).get(f"{namespace}/{queue}")
-    return str(spec["clusterQueue"]) if isinstance(spec, dict) and spec.get("clusterQueue") else None
-
-
-def pool_members(matrix: Matrix, snapshots: list[dict[str, Any]]) -> dict[str, set[str]]:
+def pool_members(matrix: Matrix, snapshots: list[ClusterSnapshot]) -> dict[str, set[str]]:
     """{resource: its pool's node names in any of ``snapshots``} (drift's pool membership), computed once."""
     from pytest_hetero.status.drift import _pool_nodes
 
     return {res.name: _pool_nodes(res, snapshots) for res in matrix.resources}
 
 
-def pools_of(what: What, matrix: Matrix, snapshots: list[dict[str, Any]], namespace: str | None,
+def pools_of(what: What, matrix: Matrix, snapshots: list[ClusterSnapshot], namespace: str | None,
              members: dict[str, set[str]] | None = None) -> list[str]:
     """The resources (pools) of ``matrix`` whose objects the change ``what`` touched (module docstring);
-    ``snapshots``: the earlier and the current snapshot (pool membership, LocalQueue → ClusterQueue),
+    ``snapshots``: the earlier and the current snapshot, parsed (pool membership, LocalQueue → ClusterQueue),
     ``namespace``: the target namespace, ``members``: :func:`pool_members` when already computed. A
     ``deletecollection`` (no name) touches every pool that has objects of that kind. Empty: not a pool object."""
     members = members if members is not None else pool_members(matrix, snapshots)
@@ -417,7 +413,8 @@ def pools_of(what: What, matrix: Matrix, snapshots: list[dict[str, Any]], namesp
             if resource == "localqueues":
                 hit = ns == namespace and (every or name == res.queue)
             elif resource == "clusterqueues":
-                named = {_cluster_queue_of(s, namespace, res.queue) for s in snapshots} - {None} if namespace else set()
+                feeds = f"{namespace}/{res.queue}"
+                named = {s.cluster_queues.get(feeds) for s in snapshots} - {None} if namespace else set()
                 hit = every or not named or name in named
             else:
                 hit = resource in ("resourceflavors", "cohorts", "topologies")
@@ -437,10 +434,11 @@ def classify(window: Window, matrix: Matrix, snapshots: list[dict[str, Any]], na
     change to a pool object by anyone but the control plane whose pools ``intended`` does not all name."""
     listed: list[ListedChange] = []
     findings: list[Finding] = []
-    members = pool_members(matrix, snapshots)
+    seen = [ClusterSnapshot.parse(s) for s in snapshots]
+    members = pool_members(matrix, seen)
     actors: set[str] = set()
     for change in window.changes:
-        pools = pools_of(change["what"], matrix, snapshots, namespace, members)
+        pools = pools_of(change["what"], matrix, seen, namespace, members)
         undeclared = [p for p in pools if p not in intended]
         own = control_plane(change["who"])
         entry: ListedChange = {**change, "pools": pools, "undeclared_pools": undeclared, "control_plane": own}
