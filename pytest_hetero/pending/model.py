@@ -83,7 +83,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypedDict, get_args
+from typing import Any, NamedTuple, TypedDict, get_args
 
 from pytest_hetero.judge.failures import OwnerRole, entry
 
@@ -287,3 +287,30 @@ def as_map(value: Any, what: str) -> Mapping[str, Any]:
     if not isinstance(value, Mapping):
         raise ParseError(f"{what} is a {type(value).__name__}, expected a mapping", Location(field=what))
     return value
+
+
+def as_text(value: object) -> str | None:
+    """A scalar of a pasted object as text (None when absent or null)."""
+    return None if value is None else str(value)
+
+
+class Condition(NamedTuple):
+    """A ``status.conditions[]`` entry of a Kubernetes object (Pod, Kueue Workload, Volcano PodGroup): ``type``,
+    ``status``, ``reason`` and ``message``, each as text (None when absent or null)."""
+
+    type: str | None
+    status: str | None
+    reason: str | None
+    message: str | None
+
+    @classmethod
+    def parse(cls, raw: Mapping[str, Any]) -> Condition:
+        """The fields of the condition mapping ``raw``."""
+        return cls(as_text(raw.get("type")), as_text(raw.get("status")), as_text(raw.get("reason")),
+                   as_text(raw.get("message")))
+
+
+def conditions_of(value: Any, what: str) -> list[Condition]:
+    """The mapping entries of the conditions list ``value`` (other entries skipped; ``[]`` for None), parsed;
+    raises :class:`ParseError` naming ``what`` when ``value`` is not a list (:func:`as_list`)."""
+    return [Condition.parse(c) for c in as_list(value, what) if isinstance(c, Mapping)]
