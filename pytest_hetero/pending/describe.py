@@ -24,7 +24,7 @@ from typing import Any
 
 from pytest_hetero.pending.admission import parse_admission_message
 from pytest_hetero.pending.kueue import parse_kueue_message
-from pytest_hetero.pending.model import Reason, as_list, as_map, make_reason
+from pytest_hetero.pending.model import Reason, as_list, as_map, conditions_of, make_reason
 from pytest_hetero.pending.scheduler import parse_hami_message, parse_scheduler_message
 from pytest_hetero.pending.startup import (
     PULL,
@@ -319,15 +319,11 @@ def parse_pod(obj: Mapping[str, Any]) -> list[Reason]:
     status = as_map(obj.get("status"), "status")
     spec = as_map(obj.get("spec"), "spec")
     reasons: list[Reason] = []
-    for cond in as_list(status.get("conditions"), "status.conditions"):
-        if (
-            not isinstance(cond, Mapping)
-            or cond.get("type") != "PodScheduled"
-            or cond.get("status") == "True"
-        ):
+    for cond in conditions_of(status.get("conditions"), "status.conditions"):
+        if cond.type != "PodScheduled" or cond.status == "True":
             continue
-        message = str(cond.get("message", ""))
-        if cond.get("reason") == "SchedulingGated":
+        message = cond.message or ""
+        if cond.reason == "SchedulingGated":
             gates = ",".join(
                 str(g.get("name"))
                 for g in as_list(spec.get("schedulingGates"), "spec.schedulingGates")
