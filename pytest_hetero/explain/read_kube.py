@@ -496,8 +496,8 @@ class TableRow(NamedTuple):
 
 def _quota_row(ctx: Ctx, piece: Piece, i: int, row: TableRow, used_text: str, hard_text: str) -> Finding:
     """A ``kubectl get resourcequota`` row: used/hard per resource, those at the limit named."""
-    used = dict(re.findall(r"([\w./-]+):(\S+?)(?=[\s\]])", used_text))
-    hard = dict(re.findall(r"([\w./-]+):(\S+?)(?=[\s\]])", hard_text))
+    used: dict[str, str] = dict(re.findall(r"([\w./-]+):(\S+?)(?=[\s\]])", used_text))
+    hard: dict[str, str] = dict(re.findall(r"([\w./-]+):(\S+?)(?=[\s\]])", hard_text))
     full = [k for k in hard if used.get(k) == hard[k]]
     ns = row.namespace
     usage = ", ".join(f"{k} {used.get(k, '?')}/{v}" for k, v in hard.items())
