@@ -141,6 +141,18 @@ class Finding(TypedDict):
     message: str
 
 
+class ManagedObject(TypedDict):
+    """A pool object as :func:`pytest_hetero.backends.kubernetes.managed.managed_objects` lists it (every key
+    written): its ``resource`` (plural), ``apiGroup`` ("" for the core group), ``namespace`` and ``name`` (None
+    where the object has none) and its ``metadata.managedFields`` entries as the apiserver served them."""
+
+    resource: str
+    apiGroup: str
+    namespace: str | None
+    name: str | None
+    managedFields: list[dict[str, object]]
+
+
 class FileRead(TypedDict):
     """The audit log file as read: its path, size in bytes and sha256."""
 
@@ -262,12 +274,14 @@ def _event(raw: bytes, path: str, number: int) -> AuditEvent:
         raise _refuse(path, number, f"not a JSON audit event: {str(exc)[:200]}") from None
     if not isinstance(event, dict):
         raise _refuse(path, number, f"a JSON {type(event).__name__}, not an audit Event object")
-    if event.get("kind") != "Event" or event.get("apiVersion") != AUDIT_API_VERSION:
-        raise _refuse(path, number, f"kind {str(event.get('kind'))[:40]!r} apiVersion "
-                                    f"{str(event.get('apiVersion'))[:40]!r}, not an {AUDIT_API_VERSION} Event",
+    fields: dict[str, object] = event  # a JSON object's keys are text; each value is checked before it is trusted
+    object_kind, version = fields.get("kind"), fields.get("apiVersion")
+    if object_kind != "Event" or version != AUDIT_API_VERSION:
+        raise _refuse(path, number, f"kind {str(object_kind)[:40]!r} apiVersion "
+                                    f"{str(version)[:40]!r}, not an {AUDIT_API_VERSION} Event",
                       "give an audit log written with --audit-log-version audit.k8s.io/v1 (the default)")
     for key, kind in (("verb", str), ("user", dict), ("stageTimestamp", str), ("stage", str)):
-        if not isinstance(event.get(key), kind):
+        if not isinstance(fields.get(key), kind):
             raise _refuse(path, number, f"field '{key}' missing or not a {kind.__name__}")
     return cast(AuditEvent, event)  # the checks above are what the type requires; the rest stays untrusted
 
@@ -280,12 +294,10 @@ def _text(value: object, most: int = 253) -> str | None:
 def change_of(event: AuditEvent) -> ChangeEntry:
     """The change entry (module docstring) of an audit Event (one :func:`read_audit_log` accepted)."""
     user = event["user"]
-    ref = event.get("objectRef")
-    ref = ref if isinstance(ref, dict) else {}
-    status = event.get("responseStatus")
+    raw_ref, status, as_user = event.get("objectRef"), event.get("responseStatus"), event.get("impersonatedUser")
+    ref: dict[str, object] = raw_ref if isinstance(raw_ref, dict) else {}
     code = status.get("code") if isinstance(status, dict) else None
-    as_user = event.get("impersonatedUser")
-    who = as_user if isinstance(as_user, dict) else user
+    who: dict[str, object] = as_user if isinstance(as_user, dict) else user
     raw_groups = who.get("groups")
     groups: list[object] = raw_groups if isinstance(raw_groups, list) else []
     return {"who": {"user": _text(who.get("username")), "groups": [str(g)[:253] for g in groups[:50]],
@@ -361,13 +373,12 @@ def _take(window: Window, event: AuditEvent, path: str, number: int, since: date
     window.changes.append(change)
 
 
-def managed_changes(objects: list[dict[str, Any]], since: datetime, until: datetime) -> Window:
-    """The changes ``managedFields`` show in ``[since, until)``: ``objects`` are ``{"resource", "apiGroup",
-    "namespace", "name", "managedFields": [...]}`` as listed; status subresource entries are left out (as
-    the audit policy leaves status writes out)."""
+def managed_changes(objects: list[ManagedObject], since: datetime, until: datetime) -> Window:
+    """The changes ``managedFields`` show in ``[since, until)`` of ``objects`` (as listed); status subresource
+    entries are left out (as the audit policy leaves status writes out)."""
     window = Window()
     for obj in objects:
-        for entry in obj.get("managedFields") or []:
+        for entry in obj["managedFields"]:
             if not isinstance(entry, dict) or entry.get("subresource"):
                 continue
             when = parse_time(entry.get("time"))
@@ -378,7 +389,7 @@ def managed_changes(objects: list[dict[str, Any]], since: datetime, until: datet
             window.changes.append({
                 "who": {"user": None, "groups": None, "via": None, "manager": _text(entry.get("manager"))},
                 "what": {"verb": _text(entry.get("operation")), "resource": obj["resource"], "subresource": None,
-                         "namespace": obj.get("namespace"), "name": obj.get("name"), "apiGroup": obj["apiGroup"]},
+                         "namespace": obj["namespace"], "name": obj["name"], "apiGroup": obj["apiGroup"]},
                 "when": _text(entry.get("time"), 40), "code": None, "audit_id": None})
     window.changes.sort(key=lambda c: str(c["when"]))
     return window
