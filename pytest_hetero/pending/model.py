@@ -267,8 +267,9 @@ def make_reason(source: str, code: str, message: str, *, cause: str | None = Non
     return Reason(source=source, code=code, category=CODES[code], message=message, cause=cause, **fields)
 
 
-def as_list(value: Any, what: str) -> list[Any]:
-    """``value`` if it is a list, ``[]`` for None; raises :class:`ParseError` naming ``what`` otherwise."""
+def as_list(value: Any, what: str) -> list[object]:
+    """``value`` if it is a list, ``[]`` for None; raises :class:`ParseError` naming ``what`` otherwise. Its
+    entries are ``object``: a reader narrows each one it uses."""
     from pytest_hetero.errors import Location, ParseError
 
     if value is None:
@@ -278,8 +279,9 @@ def as_list(value: Any, what: str) -> list[Any]:
     return value
 
 
-def as_map(value: Any, what: str) -> Mapping[str, Any]:
-    """``value`` if it is a mapping, ``{}`` for None; raises :class:`ParseError` naming ``what`` otherwise."""
+def as_map(value: Any, what: str) -> Mapping[str, object]:
+    """``value`` if it is a mapping, ``{}`` for None; raises :class:`ParseError` naming ``what`` otherwise. Its
+    values are ``object``: a reader narrows each field it uses."""
     from pytest_hetero.errors import Location, ParseError
 
     if value is None:
