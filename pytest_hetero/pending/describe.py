@@ -20,7 +20,6 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from pytest_hetero.pending.admission import parse_admission_message
 from pytest_hetero.pending.kueue import parse_kueue_message
@@ -290,7 +289,7 @@ def parse_events_table(text: str) -> list[Reason]:
     return reasons
 
 
-def parse_event_object(obj: Mapping[str, Any]) -> list[Reason]:
+def parse_event_object(obj: Mapping[str, object]) -> list[Reason]:
     """Reasons from one core/v1 or events.k8s.io/v1 Event dict. A Normal event is read as an event
     row is (:func:`pytest_hetero.pending.events.classify_row`): ``[]`` unless it carries a refusal, as
     Volcano's ``queue resource quota insufficient`` / ``resource in cluster is overused`` do."""
@@ -314,7 +313,7 @@ def parse_event_object(obj: Mapping[str, Any]) -> list[Reason]:
     return found or ([unknown] if message.strip() else [])
 
 
-def parse_pod(obj: Mapping[str, Any]) -> list[Reason]:
+def parse_pod(obj: Mapping[str, object]) -> list[Reason]:
     """Reasons from a Pod dict: PodScheduled=False, kubelet rejections, container statuses."""
     status = as_map(obj.get("status"), "status")
     spec = as_map(obj.get("spec"), "spec")

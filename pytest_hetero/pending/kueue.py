@@ -32,7 +32,6 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from pytest_hetero.errors import ParseError
 from pytest_hetero.pending.model import Condition, Reason, as_list, as_map, as_text, conditions_of, make_reason
@@ -154,7 +153,7 @@ def _reason(
     )
 
 
-def _requests(status: Mapping[str, Any]) -> dict[str, str]:
+def _requests(status: Mapping[str, object]) -> dict[str, str]:
     out: dict[str, str] = {}
     for entry in as_list(status.get("resourceRequests"), "status.resourceRequests"):
         if isinstance(entry, Mapping):
@@ -195,7 +194,7 @@ class WorkloadFacts:
     local_queue: str
 
     @classmethod
-    def parse(cls, obj: Mapping[str, Any]) -> WorkloadFacts:
+    def parse(cls, obj: Mapping[str, object]) -> WorkloadFacts:
         """The facts of ``obj``. Raises :class:`ParseError` when ``status``, ``status.conditions``,
         ``status.resourceRequests``, ``metadata`` or ``spec`` has the wrong shape (the first of them that has)."""
         status = obj.get("status", obj)
@@ -207,7 +206,7 @@ class WorkloadFacts:
         return cls(conditions, requests, name, as_text(as_map(obj.get("spec"), "spec").get("queueName")) or "")
 
 
-def parse_workload(obj: Mapping[str, Any]) -> list[Reason]:
+def parse_workload(obj: Mapping[str, object]) -> list[Reason]:
     """Reasons from a Kueue Workload object (dict from YAML/JSON) or its ``status`` alone.
 
     Reads conditions ``QuotaReserved``/``Admitted`` with status ``False``, ``Evicted``/``Preempted``

@@ -306,7 +306,7 @@ class Condition(NamedTuple):
     message: str | None
 
     @classmethod
-    def parse(cls, raw: Mapping[str, Any]) -> Condition:
+    def parse(cls, raw: Mapping[str, object]) -> Condition:
         """The fields of the condition mapping ``raw``."""
         return cls(as_text(raw.get("type")), as_text(raw.get("status")), as_text(raw.get("reason")),
                    as_text(raw.get("message")))

@@ -214,7 +214,7 @@ def _score(reasons: list[Reason]) -> tuple[int, int]:
     return known, -(len(reasons) - known)
 
 
-_KINDS: dict[str, Callable[[Mapping[str, Any]], list[Reason]]] = {
+_KINDS: dict[str, Callable[[Mapping[str, object]], list[Reason]]] = {
     "Workload": parse_workload,
     "PodGroup": parse_podgroup,
     "Pod": parse_pod,
@@ -238,7 +238,7 @@ class ObjectShape:
     spec_keys: frozenset[str]
 
     @classmethod
-    def parse(cls, obj: Mapping[str, Any]) -> ObjectShape:
+    def parse(cls, obj: Mapping[str, object]) -> ObjectShape:
         """The shape of ``obj``. Never raises."""
         items, message, status, spec = obj.get("items"), obj.get("message"), obj.get("status", obj), obj.get("spec")
         status = status if isinstance(status, Mapping) else {}
@@ -252,7 +252,7 @@ class ObjectShape:
                    status_keys=frozenset(str(k) for k in status), spec_keys=frozenset(str(k) for k in spec))
 
 
-def _from_object(obj: Mapping[str, Any]) -> list[Reason]:
+def _from_object(obj: Mapping[str, object]) -> list[Reason]:
     shape = ObjectShape.parse(obj)
     if shape.items is not None:
         return [r for item in shape.items for r in _dispatch(item)]
@@ -267,7 +267,7 @@ def _from_object(obj: Mapping[str, Any]) -> list[Reason]:
     return [r for m in messages if m.strip() for r in _scan(m)]
 
 
-def _guess(shape: ObjectShape) -> Callable[[Mapping[str, Any]], list[Reason]] | None:
+def _guess(shape: ObjectShape) -> Callable[[Mapping[str, object]], list[Reason]] | None:
     """Kind of an object whose ``kind`` is missing (trimmed captures), from its fields."""
     if shape.event_like:
         return parse_event_object

@@ -18,7 +18,6 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from pytest_hetero.errors import ParseError
 from pytest_hetero.pending.model import Condition, Reason, as_map, as_text, conditions_of, make_reason
@@ -129,7 +128,7 @@ class PodGroupFacts:
     queue: str
 
     @classmethod
-    def parse(cls, obj: Mapping[str, Any]) -> PodGroupFacts:
+    def parse(cls, obj: Mapping[str, object]) -> PodGroupFacts:
         """The facts of ``obj``. Raises :class:`ParseError` when ``status``, ``status.conditions``, ``metadata``
         or ``spec`` has the wrong shape (the first of them that has)."""
         status = obj.get("status", obj)
@@ -141,7 +140,7 @@ class PodGroupFacts:
                    as_text(as_map(obj.get("spec"), "spec").get("queue")) or "")
 
 
-def parse_podgroup(obj: Mapping[str, Any]) -> list[Reason]:
+def parse_podgroup(obj: Mapping[str, object]) -> list[Reason]:
     """Reasons from a PodGroup object (dict from YAML/JSON) or its ``status`` alone.
 
     Reads every condition whose ``type`` is ``Unschedulable`` or ``Uninqueueable`` (v1.9+), or is
