@@ -10,9 +10,9 @@ text). The field names and meanings are the Kubernetes API's (core/v1 Node, Even
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from pytest_hetero.explain.model import Value
 from pytest_hetero.pending.events import EventRow
@@ -25,8 +25,30 @@ def scalar(value: object) -> Value:
 
 
 def _texts(block: object) -> dict[str, str]:
-    """A mapping's entries as text (``{}`` when ``block`` is not a mapping): resource lists, labels."""
+    """A mapping's entries as text (``{}`` when ``block`` is not a mapping): labels, optional resource blocks."""
     return {str(k): str(v) for k, v in block.items()} if isinstance(block, Mapping) else {}
+
+
+def _resources(value: object) -> dict[str, str]:
+    """A resource list (``capacity``, ``allocatable``, a pod set's ``flavors``…) as text: ``{}`` when absent or
+    empty. Raises AttributeError, as the readers always did, for a value that is not a mapping (the explain core
+    reports such a block as unread)."""
+    if not value:
+        return {}
+    if not isinstance(value, Mapping):
+        raise AttributeError(f"'{type(value).__name__}' object has no attribute 'items'")
+    return {str(k): str(v) for k, v in value.items()}
+
+
+def _objects(value: object) -> list[Mapping[str, object]]:
+    """The mapping entries of a list field (``conditions``, ``addresses``, ``taints``…): none when absent or empty
+    (any other entry skipped). Raises TypeError, as the readers always did, for a value that cannot be iterated
+    (the explain core reports such a block as unread)."""
+    if not value:
+        return []
+    if not isinstance(value, Iterable):
+        raise TypeError(f"'{type(value).__name__}' object is not iterable")
+    return [entry for entry in value if isinstance(entry, Mapping)]
 
 
 @dataclass(frozen=True)
@@ -40,25 +62,25 @@ class KubeObject:
     kind: str
     api: str
     name: str | None
-    metadata: Mapping[str, Any]
-    spec: Mapping[str, Any]
-    status: Mapping[str, Any] | None
-    items: list[Any] | None
-    whole: Mapping[str, Any]
+    metadata: Mapping[str, object]
+    spec: Mapping[str, object]
+    status: Mapping[str, object] | None
+    items: list[object] | None
+    whole: Mapping[str, object]
 
     @classmethod
-    def parse(cls, obj: Mapping[str, Any]) -> KubeObject:
+    def parse(cls, obj: Mapping[str, object]) -> KubeObject:
         """Read ``obj``'s kind, apiVersion, metadata (and its name), spec, status and items. Never raises."""
         meta, spec, status, items = obj.get("metadata"), obj.get("spec"), obj.get("status"), obj.get("items")
-        meta = meta if isinstance(meta, Mapping) else {}
-        name = meta.get("name")
+        metadata: Mapping[str, object] = meta if isinstance(meta, Mapping) else {}
+        name = metadata.get("name")
         return cls(kind=str(obj.get("kind", "")), api=str(obj.get("apiVersion", "")),
-                   name=None if name is None else str(name), metadata=meta,
+                   name=None if name is None else str(name), metadata=metadata,
                    spec=spec if isinstance(spec, Mapping) else {},
                    status=status if isinstance(status, Mapping) else None,
                    items=items if isinstance(items, list) else None, whole=obj)
 
-    def status_or_empty(self) -> Mapping[str, Any]:
+    def status_or_empty(self) -> Mapping[str, object]:
         """The status mapping, empty when the object has none."""
         return self.status if self.status is not None else {}
 
@@ -73,10 +95,11 @@ class KubeCondition(NamedTuple):
     message: object
 
 
-def conditions(status: Mapping[str, Any]) -> tuple[KubeCondition, ...]:
-    """The mapping entries of ``status.conditions`` (none when absent, null or empty), in order."""
+def conditions(status: Mapping[str, object]) -> tuple[KubeCondition, ...]:
+    """The mapping entries of ``status.conditions`` (none when absent, null or empty), in order; raises as
+    :func:`_objects` does."""
     return tuple(KubeCondition(str(c.get("type")), c.get("status"), c.get("reason"), c.get("message", ""))
-                 for c in status.get("conditions", []) or [] if isinstance(c, Mapping))
+                 for c in _objects(status.get("conditions")))
 
 
 @dataclass(frozen=True)
@@ -100,16 +123,14 @@ class NodeObject:
         """Read the node fields of ``obj``. Raises AttributeError/TypeError as the readers always did when
         ``capacity``/``allocatable`` is not a mapping or ``addresses`` not iterable."""
         status = obj.status if obj.status is not None else obj.whole
-        addresses = {str(a.get("type")): str(a.get("address")) for a in status.get("addresses", []) or []
-                     if isinstance(a, Mapping)}
+        addresses = {str(a.get("type")): str(a.get("address")) for a in _objects(status.get("addresses"))}
         taints = tuple(f"{t.get('key')}{'=' + str(t['value']) if t.get('value') else ''}:{t.get('effect')}"
-                       for t in obj.spec.get("taints", []) or [] if isinstance(t, Mapping))
+                       for t in _objects(obj.spec.get("taints")))
         ann = obj.metadata.get("annotations")
         registers = tuple(str(value) for key, value in (ann.items() if isinstance(ann, Mapping) else ())
                           if str(key).startswith("hami.io/node-") and str(key).endswith("-register"))
         return cls(name=obj.name or addresses.get("Hostname") or None, addresses=addresses,
-                   capacity={str(k): str(v) for k, v in (status.get("capacity") or {}).items()},
-                   allocatable={str(k): str(v) for k, v in (status.get("allocatable") or {}).items()},
+                   capacity=_resources(status.get("capacity")), allocatable=_resources(status.get("allocatable")),
                    labels=_texts(obj.metadata.get("labels")), taints=taints, conditions=conditions(status),
                    hami_registers=registers)
 
@@ -136,11 +157,10 @@ class WorkloadObject:
         """Read the workload fields of ``obj``. Raises AttributeError as the reader always did when a pod set's
         ``flavors``/``resourceUsage`` is not a mapping."""
         status = obj.status_or_empty()
-        admission = status.get("admission")
-        admission = admission if isinstance(admission, Mapping) else {}
-        assignments = tuple(PodSetAssignment({str(k): str(v) for k, v in (ps.get("flavors") or {}).items()},
-                                             {str(k): str(v) for k, v in (ps.get("resourceUsage") or {}).items()})
-                            for ps in admission.get("podSetAssignments", []) or [] if isinstance(ps, Mapping))
+        found = status.get("admission")
+        admission: Mapping[str, object] = found if isinstance(found, Mapping) else {}
+        assignments = tuple(PodSetAssignment(_resources(ps.get("flavors")), _resources(ps.get("resourceUsage")))
+                            for ps in _objects(admission.get("podSetAssignments")))
         return cls({c.type: c for c in conditions(status)}, scalar(admission.get("clusterQueue")), assignments)
 
 
@@ -177,8 +197,9 @@ class VcJobObject:
     def parse(cls, obj: KubeObject) -> VcJobObject:
         """Read the Job fields of ``obj``."""
         spec, status = obj.spec, obj.status_or_empty()
-        state = status.get("state")
-        phase = str(state.get("phase", "")) if isinstance(state, Mapping) else ""
+        found = status.get("state")
+        state: Mapping[str, object] = found if isinstance(found, Mapping) else {}
+        phase = str(state.get("phase", ""))
         return cls(phase, scalar(status.get("minAvailable") or spec.get("minAvailable")),
                    scalar(status.get("pending")), scalar(status.get("running")), scalar(spec.get("queue")))
 
@@ -222,12 +243,13 @@ class KubeEvent:
     timestamps: tuple[str, ...]
 
     @classmethod
-    def parse(cls, item: Mapping[str, Any]) -> KubeEvent:
+    def parse(cls, item: Mapping[str, object]) -> KubeEvent:
         """Read the event fields of ``item``. Never raises."""
         involved = item.get("involvedObject") or item.get("regarding") or {}
-        inv: Mapping[str, Any] = involved if isinstance(involved, Mapping) else {}
-        source, count = item.get("source"), item.get("count")
-        component = source.get("component") if isinstance(source, Mapping) else None
+        inv: Mapping[str, object] = involved if isinstance(involved, Mapping) else {}
+        found, count = item.get("source"), item.get("count")
+        source: Mapping[str, object] = found if isinstance(found, Mapping) else {}
+        component = source.get("component")
         row = EventRow(str(item.get("type", "Warning")), str(item.get("reason", "")),
                        str(item.get("message") or item.get("note") or ""),
                        count=count if isinstance(count, int) else None,
