@@ -156,8 +156,9 @@ def _reason(
 def _requests(status: Mapping[str, object]) -> dict[str, str]:
     out: dict[str, str] = {}
     for entry in as_list(status.get("resourceRequests"), "status.resourceRequests"):
-        if isinstance(entry, Mapping):
-            for name, value in as_map(entry.get("resources"), "status.resourceRequests[].resources").items():
+        request: Mapping[str, object] = entry if isinstance(entry, Mapping) else {}
+        if request:
+            for name, value in as_map(request.get("resources"), "status.resourceRequests[].resources").items():
                 out.setdefault(str(name), str(value))
     return out
 
@@ -197,9 +198,10 @@ class WorkloadFacts:
     def parse(cls, obj: Mapping[str, object]) -> WorkloadFacts:
         """The facts of ``obj``. Raises :class:`ParseError` when ``status``, ``status.conditions``,
         ``status.resourceRequests``, ``metadata`` or ``spec`` has the wrong shape (the first of them that has)."""
-        status = obj.get("status", obj)
-        if not isinstance(status, Mapping):
+        found = obj.get("status", obj)
+        if not isinstance(found, Mapping):
             raise ParseError("Workload status is not a mapping", hint="pass the Workload object or its status")
+        status: Mapping[str, object] = found
         conditions = conditions_of(status.get("conditions"), "status.conditions")
         requests = _requests(status)
         name = as_text(as_map(obj.get("metadata"), "metadata").get("name")) or ""

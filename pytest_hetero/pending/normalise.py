@@ -240,9 +240,9 @@ class ObjectShape:
     @classmethod
     def parse(cls, obj: Mapping[str, object]) -> ObjectShape:
         """The shape of ``obj``. Never raises."""
-        items, message, status, spec = obj.get("items"), obj.get("message"), obj.get("status", obj), obj.get("spec")
-        status = status if isinstance(status, Mapping) else {}
-        spec = spec if isinstance(spec, Mapping) else {}
+        items, message, found, given = obj.get("items"), obj.get("message"), obj.get("status", obj), obj.get("spec")
+        status: Mapping[str, object] = found if isinstance(found, Mapping) else {}
+        spec: Mapping[str, object] = given if isinstance(given, Mapping) else {}
         conditions = status.get("conditions")
         return cls(kind=str(obj.get("kind", "")), items=items if isinstance(items, list) else None,
                    conditions=[Condition.parse(c) for c in (conditions if isinstance(conditions, list) else [])

@@ -131,9 +131,10 @@ class PodGroupFacts:
     def parse(cls, obj: Mapping[str, object]) -> PodGroupFacts:
         """The facts of ``obj``. Raises :class:`ParseError` when ``status``, ``status.conditions``, ``metadata``
         or ``spec`` has the wrong shape (the first of them that has)."""
-        status = obj.get("status", obj)
-        if not isinstance(status, Mapping):
+        found = obj.get("status", obj)
+        if not isinstance(found, Mapping):
             raise ParseError("PodGroup status is not a mapping", hint="pass the PodGroup object or its status")
+        status: Mapping[str, object] = found
         conditions = conditions_of(status.get("conditions"), "status.conditions")
         name = as_text(as_map(obj.get("metadata"), "metadata").get("name")) or ""
         return cls(conditions, as_text(status.get("phase")) or "", name,
