@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 from pytest_hetero.pending.admission import parse_admission_message
 from pytest_hetero.pending.kueue import parse_kueue_message
-from pytest_hetero.pending.model import Reason, as_list, as_map, conditions_of, make_reason
+from pytest_hetero.pending.model import Reason, as_map, conditions_of, make_reason, mappings_of
 from pytest_hetero.pending.scheduler import parse_hami_message, parse_scheduler_message
 from pytest_hetero.pending.startup import (
     PULL,
@@ -324,9 +324,7 @@ def parse_pod(obj: Mapping[str, object]) -> list[Reason]:
         message = cond.message or ""
         if cond.reason == "SchedulingGated":
             gates = ",".join(
-                str(g.get("name"))
-                for g in as_list(spec.get("schedulingGates"), "spec.schedulingGates")
-                if isinstance(g, Mapping)
+                str(g.get("name")) for g in mappings_of(spec.get("schedulingGates"), "spec.schedulingGates")
             )
             reasons.append(
                 make_reason(
@@ -357,12 +355,11 @@ def parse_pod(obj: Mapping[str, object]) -> list[Reason]:
     if kubelet is not None:
         reasons.append(kubelet)
     for key in ("initContainerStatuses", "containerStatuses"):
-        for entry in as_list(status.get(key), f"status.{key}"):
-            if isinstance(entry, Mapping):
-                reasons += container_reasons(
-                    str(entry.get("name", "")) or None,
-                    container_state(as_map(entry.get("state"), f"status.{key}[].state")),
-                    container_state(as_map(entry.get("lastState"), f"status.{key}[].lastState")),
-                    image=str(entry.get("image", "")) or None,
-                )
+        for entry in mappings_of(status.get(key), f"status.{key}"):
+            reasons += container_reasons(
+                str(entry.get("name", "")) or None,
+                container_state(as_map(entry.get("state"), f"status.{key}[].state")),
+                container_state(as_map(entry.get("lastState"), f"status.{key}[].lastState")),
+                image=str(entry.get("image", "")) or None,
+            )
     return reasons

@@ -312,7 +312,13 @@ class Condition(NamedTuple):
                    as_text(raw.get("message")))
 
 
+def mappings_of(value: Any, what: str) -> list[Mapping[str, object]]:
+    """The mapping entries of the list ``value`` (other entries skipped; ``[]`` for None); raises
+    :class:`ParseError` naming ``what`` when ``value`` is not a list (:func:`as_list`)."""
+    return [entry for entry in as_list(value, what) if isinstance(entry, Mapping)]
+
+
 def conditions_of(value: Any, what: str) -> list[Condition]:
     """The mapping entries of the conditions list ``value`` (other entries skipped; ``[]`` for None), parsed;
     raises :class:`ParseError` naming ``what`` when ``value`` is not a list (:func:`as_list`)."""
-    return [Condition.parse(c) for c in as_list(value, what) if isinstance(c, Mapping)]
+    return [Condition.parse(c) for c in mappings_of(value, what)]
