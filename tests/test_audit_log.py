@@ -24,6 +24,7 @@ from pytest_hetero.matrix.load import load_matrix
 from pytest_hetero.status.audit import (
     MAX_LINE_BYTES,
     AuditLogError,
+    ManagedObject,
     Window,
     classify,
     describe_change,
@@ -114,7 +115,7 @@ def test_a_quota_of_another_namespace_is_not_a_pool_object(matrix: Any) -> None:
 
 
 def test_managed_fields_name_a_manager_not_a_user(matrix: Any) -> None:
-    objects = [{"resource": "resourcequotas", "apiGroup": "", "namespace": "team-a", "name": "gpu-quota",
+    objects: list[ManagedObject] = [{"resource": "resourcequotas", "apiGroup": "", "namespace": "team-a", "name": "gpu-quota",
                 "managedFields": [
                     {"manager": "kubectl-patch", "operation": "Update", "time": "2026-12-02T13:47:02Z"},
                     {"manager": "kube-controller-manager", "operation": "Update", "time": "2026-12-02T13:47:02Z",

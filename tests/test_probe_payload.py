@@ -296,6 +296,7 @@ def test_inline_python_probe_with_real_interpreter(tmp_path: Path) -> None:
     (bin_dir / "python3").symlink_to(sys.executable)
     report = parse_payload_output(run_payload(bin_dir, tmp_path / "root"))
     py = report.python["report"]
+    assert isinstance(py, dict)
     assert py["version"] == platform.python_version()
     for name in ("onnxruntime", "torch", "torch_npu"):
         assert py[name]["available"] is (importlib.util.find_spec(name) is not None)

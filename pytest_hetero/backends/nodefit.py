@@ -9,16 +9,17 @@ the three say the same thing in the same words about the same node.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from pytest_hetero.matrix.tolerations import untolerated
 
 if TYPE_CHECKING:
     from pytest_hetero.backends.protocol import NodeFacts
+    from pytest_hetero.matrix.document import TolerationDoc
 
 
-def blockers(node: NodeFacts, tolerations: Sequence[Mapping[str, Any]]) -> list[str]:
+def blockers(node: NodeFacts, tolerations: Sequence[TolerationDoc]) -> list[str]:
     """Why a pod tolerating ``tolerations`` (core/v1 Toleration shapes) cannot land on ``node``, in this order:
     ``not Ready (<reason or status>)``, ``cordoned (spec.unschedulable: true)``, ``untolerated taint k=v:Effect,
     …`` (each NoSchedule/NoExecute taint no toleration tolerates, :func:`~pytest_hetero.matrix.tolerations
@@ -29,7 +30,7 @@ def blockers(node: NodeFacts, tolerations: Sequence[Mapping[str, Any]]) -> list[
         why.append(f"not Ready ({node['ready_reason'] or node['ready']})")
     if node["unschedulable"]:
         why.append("cordoned (spec.unschedulable: true)")
-    taints = untolerated(node["taints"], [dict(t) for t in tolerations])
+    taints = untolerated(node["taints"], tolerations)
     if taints:
         why.append(f"untolerated taint {', '.join(taints)}")
     return why

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import yaml
@@ -15,6 +14,15 @@ import yaml
 from pytest_hetero.explain import fast_yaml
 from pytest_hetero.explain.blocks import Piece
 from pytest_hetero.explain.context import Ctx, make
+from pytest_hetero.explain.kube_objects import (
+    KubeEvent,
+    KubeObject,
+    NodeObject,
+    PodGroupObject,
+    QueueObject,
+    VcJobObject,
+    WorkloadObject,
+)
 from pytest_hetero.explain.model import Finding, SourceLine, Value
 from pytest_hetero.explain.read_text import _reason_hit, reason_failure
 from pytest_hetero.pending.describe import parse_describe
@@ -488,8 +496,8 @@ class TableRow(NamedTuple):
 
 def _quota_row(ctx: Ctx, piece: Piece, i: int, row: TableRow, used_text: str, hard_text: str) -> Finding:
     """A ``kubectl get resourcequota`` row: used/hard per resource, those at the limit named."""
-    used = dict(re.findall(r"([\w./-]+):(\S+?)(?=[\s\]])", used_text))
-    hard = dict(re.findall(r"([\w./-]+):(\S+?)(?=[\s\]])", hard_text))
+    used: dict[str, str] = dict(re.findall(r"([\w./-]+):(\S+?)(?=[\s\]])", used_text))
+    hard: dict[str, str] = dict(re.findall(r"([\w./-]+):(\S+?)(?=[\s\]])", hard_text))
     full = [k for k in hard if used.get(k) == hard[k]]
     ns = row.namespace
     usage = ", ".join(f"{k} {used.get(k, '?')}/{v}" for k, v in hard.items())
@@ -577,101 +585,45 @@ def read_table(ctx: Ctx, piece: Piece) -> list[Finding]:
 # --- objects -----------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class KubeObject:
-    """A parsed YAML/JSON mapping read as a Kubernetes object (``kubectl get -o yaml|json``), once, at the edge:
-    ``kind`` and ``api`` (``apiVersion``) as text ("" when absent), its ``metadata`` and ``spec`` mappings (empty
-    when absent or not a mapping), its ``status`` mapping (None when absent or not a mapping: a kind-less node
-    status is the object itself) and the ``whole`` mapping."""
-
-    kind: str
-    api: str
-    metadata: Mapping[str, Any]
-    spec: Mapping[str, Any]
-    status: Mapping[str, Any] | None
-    whole: Mapping[str, Any]
-
-    @classmethod
-    def parse(cls, obj: Mapping[str, Any]) -> KubeObject:
-        """Read ``obj``'s kind, apiVersion, metadata, spec and status. Never raises."""
-        meta, spec, status = obj.get("metadata"), obj.get("spec"), obj.get("status")
-        return cls(kind=str(obj.get("kind", "")), api=str(obj.get("apiVersion", "")),
-                   metadata=meta if isinstance(meta, Mapping) else {}, spec=spec if isinstance(spec, Mapping) else {},
-                   status=status if isinstance(status, Mapping) else None, whole=obj)
-
-
-class KubeCondition(NamedTuple):
-    """A ``status.conditions[]`` entry as written: ``type`` as text (``str`` of the value: "None" when absent),
-    ``status`` and ``reason`` as written (None when absent), ``message`` as written ("" when absent)."""
-
-    type: str
-    status: object
-    reason: object
-    message: object
-
-
-def _conditions(status: Mapping[str, Any]) -> list[KubeCondition]:
-    """The mapping entries of ``status.conditions`` (none when absent, null or empty), in order."""
-    return [KubeCondition(str(c.get("type")), c.get("status"), c.get("reason"), c.get("message", ""))
-            for c in status.get("conditions", []) or [] if isinstance(c, Mapping)]
-
-
 def _node_object(ctx: Ctx, piece: Piece, obj: KubeObject) -> list[Finding]:
-    status = obj.status if obj.status is not None else obj.whole
-    meta = obj.metadata
-    addresses = {str(a.get("type")): str(a.get("address")) for a in status.get("addresses", []) or []
-                 if isinstance(a, Mapping)}
-    name = str(meta.get("name") or addresses.get("Hostname") or "") or None
-    cap = {str(k): str(v) for k, v in (status.get("capacity") or {}).items()}
-    alloc = {str(k): str(v) for k, v in (status.get("allocatable") or {}).items()}
-    out = _resources_finding(ctx, piece, cap, alloc, [0], "yaml", name)
+    node = NodeObject.parse(obj)
+    name = node.name
+    out = _resources_finding(ctx, piece, node.capacity, node.allocatable, [0], "yaml", name)
     f = out[0]
     q = dict(f.quantities)
-    q.update({f"address.{k}": v for k, v in addresses.items()})
+    q.update({f"address.{k}": v for k, v in node.addresses.items()})
     out[0] = make(f.kind, f.code, category=f.category, severity="ok", meaning=f.meaning,
                   lines=ctx.span(piece), entity=f.entity, quantities=q)
-    labels = meta.get("labels")
-    if isinstance(labels, Mapping) and labels:
-        out += label_findings(ctx, piece, {str(k): str(v) for k, v in labels.items()}, [0], "yaml", name)
-    spec = obj.spec
-    taints = [f"{t.get('key')}{'=' + str(t['value']) if t.get('value') else ''}:{t.get('effect')}"
-              for t in spec.get("taints", []) or [] if isinstance(t, Mapping)]
-    if taints:
-        out += _taint_finding(ctx, piece, taints, [0], name, "yaml")
-    for cond in _conditions(status):
+    if node.labels:
+        out += label_findings(ctx, piece, node.labels, [0], "yaml", name)
+    if node.taints:
+        out += _taint_finding(ctx, piece, list(node.taints), [0], name, "yaml")
+    for cond in node.conditions:
         ctype, cstat = cond.type, str(cond.status)
         if (ctype == "Ready" and cstat != "True") or (ctype != "Ready" and cstat == "True" and "Pressure" in ctype):
             code = "node_not_ready" if ctype == "Ready" else "node_pressure"
             out.append(make("yaml", code, category="node-health", failure=code, severity="error",
                             meaning=f"condition {ctype}={cstat}: {cond.message}",
                             lines=ctx.span(piece, 1), entity={"node": name}))
-    ann = meta.get("annotations")
-    if isinstance(ann, Mapping):
-        for key, value in ann.items():
-            if str(key).startswith("hami.io/node-") and str(key).endswith("-register"):
-                out += _hami_findings(ctx, piece, parse_hami_register(str(value)), [0], "yaml", name)
+    for register in node.hami_registers:
+        out += _hami_findings(ctx, piece, parse_hami_register(register), [0], "yaml", name)
     return out
 
 
 def _workload(ctx: Ctx, piece: Piece, obj: KubeObject) -> list[Finding]:
     reasons = pending_explain(dict(obj.whole))
     span = ctx.span(piece)
-    name = str(obj.metadata.get("name", "")) or None
+    name = obj.name or None
     out = [reason_finding("yaml", r, _lines_for(ctx, piece, r.message) or span[:1], entity={"workload": name or ""})
            for r in reasons]
     if out:
         return out
-    status = obj.status or {}
-    conds = {c.type: c for c in _conditions(status)}
-    admission = status.get("admission") if isinstance(status.get("admission"), Mapping) else {}
-    assert isinstance(admission, Mapping)
-    q: dict[str, Value] = {"cluster_queue": admission.get("clusterQueue")}
-    for ps in admission.get("podSetAssignments", []) or []:
-        if isinstance(ps, Mapping):
-            for res, flavor in (ps.get("flavors") or {}).items():
-                q[f"flavor.{res}"] = str(flavor)
-            for res, used in (ps.get("resourceUsage") or {}).items():
-                q[f"usage.{res}"] = str(used)
+    workload = WorkloadObject.parse(obj)
+    q: dict[str, Value] = {"cluster_queue": workload.cluster_queue}
+    for ps in workload.assignments:
+        q.update({f"flavor.{res}": flavor for res, flavor in ps.flavors.items()})
+        q.update({f"usage.{res}": used for res, used in ps.usage.items()})
+    conds = workload.conditions
     finished, admitted, quota = conds.get("Finished"), conds.get("Admitted"), conds.get("QuotaReserved")
     if finished is not None and finished.status == "True":
         code, meaning = "workload_finished", f"Workload finished: {finished.reason} {finished.message}".strip()
@@ -693,19 +645,17 @@ def _lines_for(ctx: Ctx, piece: Piece, message: str) -> tuple[SourceLine, ...]:
 
 def _podgroup(ctx: Ctx, piece: Piece, obj: KubeObject) -> list[Finding]:
     reasons = pending_explain(dict(obj.whole))
-    meta, spec, status = obj.metadata, obj.spec, obj.status or {}
-    entity = {"podgroup": str(meta.get("name", "")), "queue": str(spec.get("queue", ""))}
+    group = PodGroupObject.parse(obj)
+    entity = {"podgroup": obj.name or "", "queue": group.queue}
     out = []
     for r in reasons:
         out.append(reason_finding("yaml", r, _lines_for(ctx, piece, r.message) or ctx.span(piece, 1), entity=entity))
     if out:
         return out
-    phase = str(status.get("phase", ""))
-    mins = spec.get("minResources") if isinstance(spec.get("minResources"), Mapping) else {}
-    assert isinstance(mins, Mapping)
-    q: dict[str, Value] = {"phase": phase, "min_member": spec.get("minMember"),
-                           **{f"min.{k}": str(v) for k, v in mins.items()
-                              if not str(k).startswith(("requests.", "limits."))}}
+    phase = group.phase
+    q: dict[str, Value] = {"phase": phase, "min_member": group.min_member,
+                           **{f"min.{k}": v for k, v in group.min_resources.items()
+                              if not k.startswith(("requests.", "limits."))}}
     if phase in ("Pending", "Inqueue"):
         return [make("yaml", "podgroup_pending", category="gang", severity="error",
                      meaning=f"PodGroup {phase} with no condition: the reason is only in its events "
@@ -716,41 +666,30 @@ def _podgroup(ctx: Ctx, piece: Piece, obj: KubeObject) -> list[Finding]:
 
 
 def _vcjob(ctx: Ctx, piece: Piece, obj: KubeObject) -> list[Finding]:
-    meta, spec, status = obj.metadata, obj.spec, obj.status or {}
-    state = status.get("state") if isinstance(status.get("state"), Mapping) else {}
-    assert isinstance(state, Mapping)
-    phase = str(state.get("phase", ""))
-    q: dict[str, Value] = {"phase": phase, "min_available": status.get("minAvailable") or spec.get("minAvailable"),
-                           "pending": status.get("pending"), "running": status.get("running"),
-                           "queue": spec.get("queue")}
+    job = VcJobObject.parse(obj)
+    phase = job.phase
+    q: dict[str, Value] = {"phase": phase, "min_available": job.min_available, "pending": job.pending,
+                           "running": job.running, "queue": job.queue}
     bad = phase in ("Pending", "Aborted", "Failed", "Terminated")
     return [make("yaml", "vcjob_pending" if phase == "Pending" else "vcjob", category="gang",
                  severity="error" if bad else "ok",
-                 meaning=f"Volcano Job {meta.get('name')} {phase}" + (" (the reason is in its PodGroup and events)"
-                                                                     if phase == "Pending" else ""),
+                 meaning=f"Volcano Job {obj.name} {phase}" + (" (the reason is in its PodGroup and events)"
+                                                             if phase == "Pending" else ""),
                  lines=_lines_for(ctx, piece, "phase: " + phase) or ctx.span(piece, 1),
-                 entity={"workload": str(meta.get("name", "")), "queue": str(spec.get("queue", ""))}, quantities=q)]
+                 entity={"workload": obj.name or "", "queue": "" if job.queue is None else str(job.queue)},
+                 quantities=q)]
 
 
 def _queue(ctx: Ctx, piece: Piece, obj: KubeObject) -> list[Finding]:
-    meta, spec, status = obj.metadata, obj.spec, obj.status or {}
-    q: dict[str, Value] = {"weight": spec.get("weight"), "reclaimable": spec.get("reclaimable"),
-                           "state": status.get("state")}
-    for part in ("capability", "guarantee", "deserved"):
-        block = spec.get(part)
-        if isinstance(block, Mapping):
-            q.update({f"{part}.{k}": str(v) for k, v in block.items()})
-            if part == "guarantee" and not block:
-                q["guarantee"] = "{}"
-    for part in ("allocated", "reservation"):
-        block = status.get(part)
-        if isinstance(block, Mapping):
-            q.update({f"{part}.{k}": str(v) for k, v in block.items()})
-    for counter in ("pending", "running", "inqueue", "completed", "unknown"):
-        if counter in status:
-            q[counter] = status.get(counter)
-    name = str(meta.get("name", "")) or None
-    state = str(status.get("state", ""))
+    queue = QueueObject.parse(obj)
+    q: dict[str, Value] = {"weight": queue.weight, "reclaimable": queue.reclaimable, "state": queue.state}
+    for part, block in queue.blocks.items():
+        q.update({f"{part}.{k}": v for k, v in block.items()})
+        if part == "guarantee" and not block:
+            q["guarantee"] = "{}"
+    q.update(queue.counters)
+    name = obj.name or None
+    state = "" if queue.state is None else str(queue.state)
     closed = state.lower() in ("closed", "closing")
     capped = any(k.startswith("capability.") for k in q)
     return [_volcano_queue("yaml", closed, capped, q.get("inqueue"), f"Volcano queue {name} {state}",
@@ -789,16 +728,8 @@ def _events_list(ctx: Ctx, piece: Piece, items: list[Any]) -> list[Finding]:
     for number, item in enumerate(items):
         if not isinstance(item, Mapping):
             continue
-        involved = item.get("involvedObject") or item.get("regarding") or {}
-        inv: Mapping[str, Any] = involved if isinstance(involved, Mapping) else {}
-        source = item.get("source") if isinstance(item.get("source"), Mapping) else {}
-        assert isinstance(source, Mapping)
-        row = EventRow(str(item.get("type", "Warning")), str(item.get("reason", "")),
-                       str(item.get("message") or item.get("note") or ""),
-                       count=item.get("count") if isinstance(item.get("count"), int) else None,
-                       source=str(source.get("component") or item.get("reportingComponent") or ""),
-                       object=f"{str(inv.get('kind', '')).lower()}/{inv.get('name', '')}" if inv else "",
-                       namespace=str(inv.get("namespace", "")))
+        event = KubeEvent.parse(item)
+        row = event.row
         reasons = classify_row(row)
         if not reasons:
             normal += 1
@@ -813,8 +744,7 @@ def _events_list(ctx: Ctx, piece: Piece, items: list[Any]) -> list[Finding]:
         else:
             idx = _lines_for(ctx, piece, row.message)
         for reason in reasons:
-            stamps = tuple(str(t) for t in (item.get("firstTimestamp"), item.get("lastTimestamp")) if t)
-            f = reason_finding("yaml", reason, idx[:3], count=row.count, timestamps=stamps,
+            f = reason_finding("yaml", reason, idx[:3], count=row.count, timestamps=event.timestamps,
                                entity={"object": row.object, "namespace": row.namespace})
             q = dict(f.quantities)
             q.update({"event_type": row.type, "event_reason": row.reason})
@@ -884,9 +814,8 @@ def _dcgm_document(ctx: Ctx, piece: Piece, obj: KubeObject) -> list[Finding]:
 
 def _item_list(ctx: Ctx, piece: Piece, obj: KubeObject) -> list[Finding]:
     """A ``kind: …List`` with ``items``: an event list as one, anything else item by item."""
-    items = obj.whole["items"]
-    if obj.kind == "EventList" or all(isinstance(x, Mapping) and x.get("kind") == "Event"
-                                                       for x in items):
+    items = obj.items or []
+    if obj.kind == "EventList" or all(isinstance(x, Mapping) and KubeObject.parse(x).kind == "Event" for x in items):
         return _events_list(ctx, piece, items)
     out: list[Finding] = []
     for item in items:
@@ -932,7 +861,7 @@ def _single_event(ctx: Ctx, piece: Piece, obj: KubeObject) -> list[Finding]:
 
 _OBJECT_SHAPES: tuple[tuple[Callable[[KubeObject], bool], ObjectReader], ...] = (
     (lambda obj: is_dcgm_json(obj.whole), _dcgm_document),
-    (lambda obj: isinstance(obj.whole.get("items"), list), _item_list),
+    (lambda obj: obj.items is not None, _item_list),
     (_is_node, _node_object),
     (_is_workload, _workload),
     (lambda obj: obj.kind == "PodGroup", _podgroup),

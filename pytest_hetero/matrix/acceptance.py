@@ -221,18 +221,20 @@ def _rule_problems(rule: Any, i: int, pos: Positions, where: str) -> list[CaseEr
         problems.append(CaseError(
             f"unknown key '{key}'", key_loc,
             f"did you mean '{close[0]}'?" if close else f"allowed keys: {', '.join(RULE_KEYS)}"))
-    if not isinstance(rule, dict) or not isinstance(rule.get("name"), str):
+    name = rule.get("name") if isinstance(rule, dict) else None
+    if not isinstance(rule, dict) or not isinstance(name, str):
         return [*problems, CaseError("each rule needs a name", loc, "add name: <short-id>")]
-    kinds = [k for k in KINDS if k in rule]
+    fields: dict[str, object] = rule  # a YAML mapping's keys are checked against RULE_KEYS above
+    kinds = [k for k in KINDS if k in fields]
     if len(kinds) != 1:
         if kinds or not unknown:  # no kind but a misspelt key: the unknown-key hint says it all
             problems.append(CaseError(
-                f"rule '{rule['name']}' must have exactly one of metric, golden, latency", loc,
+                f"rule '{name}' must have exactly one of metric, golden, latency", loc,
                 "split it into separate rules (inference services also take service_latency, error_rate, "
                 "throughput)"))
         return problems
     try:
-        _check_rule(rule, kinds[0], loc)
+        _check_rule(fields, name, kinds[0], loc)
     except CaseError as exc:
         problems.append(exc)
     return problems
@@ -254,18 +256,18 @@ def _check_metric_name(name: str, expr: str, self_reported: bool, loc: Location)
                     "self_reported: true, and is then shown as 'self-reported, not verified'")
 
 
-def _check_common(rule: dict[str, Any], kind: str, loc: Location) -> None:
+def _check_common(rule: dict[str, object], name: str, kind: str, loc: Location) -> None:
     """``self_reported`` is a boolean on a metric or latency rule only."""
     if "self_reported" in rule and (not isinstance(rule["self_reported"], bool) or kind not in ("metric", "latency")):
-        raise CaseError(f"rule '{rule['name']}': self_reported is true or false, on a metric or latency rule",
+        raise CaseError(f"rule '{name}': self_reported is true or false, on a metric or latency rule",
                         loc, "drop it, or write self_reported: true on a rule over a value the model reports")
     if kind == "latency" and rule.get("self_reported") is not True:
-        raise CaseError(f"rule '{rule['name']}': a latency rule reads latencies the model timed itself", loc,
+        raise CaseError(f"rule '{name}': a latency rule reads latencies the model timed itself", loc,
                         "mark it self_reported: true (shown as 'self-reported, not verified'), or use the gate's "
                         "measurement: metric: per_sample_ms (or wall_s, throughput_sps)")
 
 
-def _check_slice(rule: dict[str, Any], loc: Location) -> None:
+def _check_slice(rule: dict[str, object], name: str, loc: Location) -> None:
     """``slice`` is one ``column: value`` pair (value text or a number), on a metric the gate computes."""
     if "slice" not in rule:
         return
@@ -273,45 +275,48 @@ def _check_slice(rule: dict[str, Any], loc: Location) -> None:
     if not (isinstance(found, dict) and len(found) == 1 and all(
             isinstance(k, str) and isinstance(v, (str, int, float)) and not isinstance(v, bool)
             for k, v in found.items())):
-        raise CaseError(f"rule '{rule['name']}': slice is one column: value pair ({found!r})", loc,
+        raise CaseError(f"rule '{name}': slice is one column: value pair ({found!r})", loc,
                         "e.g. slice: {region: eu} (the column listed in the dataset's truth.slices)")
     if rule.get("self_reported") or gate_metrics.task_of(str(rule["metric"])) is None:
-        raise CaseError(f"rule '{rule['name']}': slice applies to a metric the gate computes from truth, not to "
+        raise CaseError(f"rule '{name}': slice applies to a metric the gate computes from truth, not to "
                         f"{rule['metric']!r}", loc, "drop slice, or judge a computed metric such as accuracy")
 
 
-def _check_rule(rule: dict[str, Any], kind: str, loc: Location) -> None:
+def _check_rule(rule: dict[str, object], name: str, kind: str, loc: Location) -> None:
+    """Raise :class:`CaseError` for the first problem of rule ``name`` of ``kind`` (its body, op, value, metric,
+    slice, tolerance, then ``self_reported``)."""
     if kind in SERVICE_CHECKS:
-        _check_service_rule(rule["name"], kind, rule[kind], loc)
+        _check_service_rule(name, kind, rule[kind], loc)
     if kind == "metric":
-        if rule.get("op") not in OPS:
-            raise CaseError(f"rule '{rule['name']}': op {rule.get('op')!r} unknown", loc,
+        op, value = rule.get("op"), rule.get("value")
+        if op not in OPS:
+            raise CaseError(f"rule '{name}': op {op!r} unknown", loc,
                             f"use one of {' '.join(OPS)}")
-        if not isinstance(rule.get("value"), (int, float)) or isinstance(rule.get("value"), bool):
-            raise CaseError(f"rule '{rule['name']}': value must be a number", loc, "e.g. value: 0.95")
+        if not isinstance(value, (int, float)) or isinstance(value, bool):
+            raise CaseError(f"rule '{name}': value must be a number", loc, "e.g. value: 0.95")
         expr = rule["metric"]
         if not isinstance(expr, str) or not (_AGG.match(expr) or _NAME.match(expr)
                                              or gate_metrics.PER_CLASS_NAME.match(expr)
                                              or _AT.match(expr)):
-            raise CaseError(f"rule '{rule['name']}': metric {expr!r} is neither a metric name nor "
+            raise CaseError(f"rule '{name}': metric {expr!r} is neither a metric name nor "
                             "mean(field), min(field), max(field) or count(field)", loc,
                             "e.g. metric: accuracy (computed by the gate from the dataset's truth)")
-        _check_metric_name(rule["name"], expr, bool(rule.get("self_reported")), loc)
-        _check_slice(rule, loc)
-        if "tolerance" in rule and (rule["op"] not in ("==", "!=") or not _number(rule["tolerance"])):
-            raise CaseError(f"rule '{rule['name']}': tolerance applies to op == and != only, as a number "
-                            f"(op {rule['op']}, tolerance {rule['tolerance']!r})", loc,
+        _check_metric_name(name, expr, bool(rule.get("self_reported")), loc)
+        _check_slice(rule, name, loc)
+        if "tolerance" in rule and (op not in ("==", "!=") or not _number(rule["tolerance"])):
+            raise CaseError(f"rule '{name}': tolerance applies to op == and != only, as a number "
+                            f"(op {op}, tolerance {rule['tolerance']!r})", loc,
                             "drop tolerance, or use op: '==' with tolerance: 0.03")
     if kind == "latency":
         lat = rule["latency"]
         pct = lat.get("percentile") if isinstance(lat, dict) else None
         if not isinstance(lat, dict) or not isinstance(lat.get("max_ms"), (int, float)) \
                 or not isinstance(pct, (int, float)) or not 0 <= pct <= 100:
-            raise CaseError(f"rule '{rule['name']}': latency needs percentile (0-100) and max_ms",
+            raise CaseError(f"rule '{name}': latency needs percentile (0-100) and max_ms",
                             loc, "e.g. latency: {percentile: 95, max_ms: 20}")
     if kind == "golden":
-        _check_golden(rule["name"], rule["golden"], loc)
-    _check_common(rule, kind, loc)
+        _check_golden(name, rule["golden"], loc)
+    _check_common(rule, name, kind, loc)
 
 
 def _check_golden(name: str, gold: Any, loc: Location) -> None:

@@ -8,14 +8,26 @@ taint's key, or (``operator: Equal``, the default) key and value equal. Only ``N
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
+from typing import TypedDict
+
+from pytest_hetero.matrix.document import TolerationDoc
 
 BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
 
 
-def tolerates(toleration: Mapping[str, Any], taint: Mapping[str, Any]) -> bool:
-    """True when ``toleration`` (a pod toleration dict) tolerates ``taint`` (a node taint dict)."""
+class NodeTaint(TypedDict, total=False):
+    """A node's ``spec.taints[]`` entry (core/v1 Taint): ``key``, ``value`` (absent: none), ``effect`` and, as the
+    API serves it, ``timeAdded`` (:class:`pytest_hetero.backends.protocol.Taint` has the same shape)."""
+
+    key: str
+    value: str
+    effect: str
+    timeAdded: str
+
+
+def tolerates(toleration: TolerationDoc, taint: NodeTaint) -> bool:
+    """True when ``toleration`` (a pod toleration) tolerates ``taint`` (a node taint)."""
     if toleration.get("effect") and toleration["effect"] != taint.get("effect"):
         return False
     if toleration.get("operator") == "Exists":
@@ -24,13 +36,13 @@ def tolerates(toleration: Mapping[str, Any], taint: Mapping[str, Any]) -> bool:
                 and str(toleration.get("value", "")) == str(taint.get("value", "")))
 
 
-def taint_text(taint: Mapping[str, Any]) -> str:
+def taint_text(taint: NodeTaint) -> str:
     """``key=value:effect`` (``key:effect`` without a value), as ``kubectl describe node`` prints it."""
     value = f"={taint['value']}" if taint.get("value") else ""
     return f"{taint.get('key')}{value}:{taint.get('effect')}"
 
 
-def untolerated(taints: Sequence[Mapping[str, Any]], tolerations: Sequence[Mapping[str, Any]]) -> list[str]:
+def untolerated(taints: Sequence[NodeTaint], tolerations: Sequence[TolerationDoc]) -> list[str]:
     """``key=value:effect`` of each NoSchedule/NoExecute taint that no toleration tolerates."""
     return [taint_text(t) for t in taints
             if t.get("effect") in BLOCKING_EFFECTS and not any(tolerates(x, t) for x in tolerations)]

@@ -20,11 +20,10 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from pytest_hetero.pending.admission import parse_admission_message
 from pytest_hetero.pending.kueue import parse_kueue_message
-from pytest_hetero.pending.model import Reason, as_list, as_map, make_reason
+from pytest_hetero.pending.model import Reason, as_map, conditions_of, make_reason, mappings_of
 from pytest_hetero.pending.scheduler import parse_hami_message, parse_scheduler_message
 from pytest_hetero.pending.startup import (
     PULL,
@@ -290,7 +289,7 @@ def parse_events_table(text: str) -> list[Reason]:
     return reasons
 
 
-def parse_event_object(obj: Mapping[str, Any]) -> list[Reason]:
+def parse_event_object(obj: Mapping[str, object]) -> list[Reason]:
     """Reasons from one core/v1 or events.k8s.io/v1 Event dict. A Normal event is read as an event
     row is (:func:`pytest_hetero.pending.events.classify_row`): ``[]`` unless it carries a refusal, as
     Volcano's ``queue resource quota insufficient`` / ``resource in cluster is overused`` do."""
@@ -314,24 +313,18 @@ def parse_event_object(obj: Mapping[str, Any]) -> list[Reason]:
     return found or ([unknown] if message.strip() else [])
 
 
-def parse_pod(obj: Mapping[str, Any]) -> list[Reason]:
+def parse_pod(obj: Mapping[str, object]) -> list[Reason]:
     """Reasons from a Pod dict: PodScheduled=False, kubelet rejections, container statuses."""
     status = as_map(obj.get("status"), "status")
     spec = as_map(obj.get("spec"), "spec")
     reasons: list[Reason] = []
-    for cond in as_list(status.get("conditions"), "status.conditions"):
-        if (
-            not isinstance(cond, Mapping)
-            or cond.get("type") != "PodScheduled"
-            or cond.get("status") == "True"
-        ):
+    for cond in conditions_of(status.get("conditions"), "status.conditions"):
+        if cond.type != "PodScheduled" or cond.status == "True":
             continue
-        message = str(cond.get("message", ""))
-        if cond.get("reason") == "SchedulingGated":
+        message = cond.message or ""
+        if cond.reason == "SchedulingGated":
             gates = ",".join(
-                str(g.get("name"))
-                for g in as_list(spec.get("schedulingGates"), "spec.schedulingGates")
-                if isinstance(g, Mapping)
+                str(g.get("name")) for g in mappings_of(spec.get("schedulingGates"), "spec.schedulingGates")
             )
             reasons.append(
                 make_reason(
@@ -362,12 +355,11 @@ def parse_pod(obj: Mapping[str, Any]) -> list[Reason]:
     if kubelet is not None:
         reasons.append(kubelet)
     for key in ("initContainerStatuses", "containerStatuses"):
-        for entry in as_list(status.get(key), f"status.{key}"):
-            if isinstance(entry, Mapping):
-                reasons += container_reasons(
-                    str(entry.get("name", "")) or None,
-                    container_state(as_map(entry.get("state"), f"status.{key}[].state")),
-                    container_state(as_map(entry.get("lastState"), f"status.{key}[].lastState")),
-                    image=str(entry.get("image", "")) or None,
-                )
+        for entry in mappings_of(status.get(key), f"status.{key}"):
+            reasons += container_reasons(
+                str(entry.get("name", "")) or None,
+                container_state(as_map(entry.get("state"), f"status.{key}[].state")),
+                container_state(as_map(entry.get("lastState"), f"status.{key}[].lastState")),
+                image=str(entry.get("image", "")) or None,
+            )
     return reasons

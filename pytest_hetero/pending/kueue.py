@@ -31,10 +31,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Any
+from dataclasses import dataclass
 
 from pytest_hetero.errors import ParseError
-from pytest_hetero.pending.model import Reason, as_list, as_map, make_reason
+from pytest_hetero.pending.model import Condition, Reason, as_list, as_map, as_text, conditions_of, make_reason
 
 _R = r"(?P<res>[\w./-]+)"
 _F = r"(?P<flavor>[\w.-]+)"
@@ -153,11 +153,12 @@ def _reason(
     )
 
 
-def _requests(status: Mapping[str, Any]) -> dict[str, str]:
+def _requests(status: Mapping[str, object]) -> dict[str, str]:
     out: dict[str, str] = {}
     for entry in as_list(status.get("resourceRequests"), "status.resourceRequests"):
-        if isinstance(entry, Mapping):
-            for name, value in as_map(entry.get("resources"), "status.resourceRequests[].resources").items():
+        request: Mapping[str, object] = entry if isinstance(entry, Mapping) else {}
+        if request:
+            for name, value in as_map(request.get("resources"), "status.resourceRequests[].resources").items():
                 out.setdefault(str(name), str(value))
     return out
 
@@ -182,7 +183,32 @@ _BLOCKING_TYPES = {"QuotaReserved", "Admitted", "BlockedOnPreemptionGates"}
 _EVICTION_TYPES = {"Evicted", "Preempted", "Requeued"}
 
 
-def parse_workload(obj: Mapping[str, Any]) -> list[Reason]:
+@dataclass(frozen=True)
+class WorkloadFacts:
+    """What the pending reader uses of a Kueue Workload (or its ``status`` alone): its ``conditions``, the
+    ``requests`` of its pod sets (``status.resourceRequests[].resources``, resource -> quantity, the first pod
+    set's first), its ``name`` (metadata.name) and ``local_queue`` (spec.queueName), "" when absent."""
+
+    conditions: list[Condition]
+    requests: dict[str, str]
+    name: str
+    local_queue: str
+
+    @classmethod
+    def parse(cls, obj: Mapping[str, object]) -> WorkloadFacts:
+        """The facts of ``obj``. Raises :class:`ParseError` when ``status``, ``status.conditions``,
+        ``status.resourceRequests``, ``metadata`` or ``spec`` has the wrong shape (the first of them that has)."""
+        found = obj.get("status", obj)
+        if not isinstance(found, Mapping):
+            raise ParseError("Workload status is not a mapping", hint="pass the Workload object or its status")
+        status: Mapping[str, object] = found
+        conditions = conditions_of(status.get("conditions"), "status.conditions")
+        requests = _requests(status)
+        name = as_text(as_map(obj.get("metadata"), "metadata").get("name")) or ""
+        return cls(conditions, requests, name, as_text(as_map(obj.get("spec"), "spec").get("queueName")) or "")
+
+
+def parse_workload(obj: Mapping[str, object]) -> list[Reason]:
     """Reasons from a Kueue Workload object (dict from YAML/JSON) or its ``status`` alone.
 
     Reads conditions ``QuotaReserved``/``Admitted`` with status ``False``, ``Evicted``/``Preempted``
@@ -191,18 +217,10 @@ def parse_workload(obj: Mapping[str, Any]) -> list[Reason]:
     matches no known wording becomes ``unknown``. Raises :class:`ParseError` when ``status`` or
     ``status.conditions`` has the wrong shape.
     """
-    status = obj.get("status", obj)
-    if not isinstance(status, Mapping):
-        raise ParseError("Workload status is not a mapping", hint="pass the Workload object or its status")
-    conditions = as_list(status.get("conditions"), "status.conditions")
-    requests = _requests(status)
-    meta = as_map(obj.get("metadata"), "metadata")
-    spec = as_map(obj.get("spec"), "spec")
+    workload = WorkloadFacts.parse(obj)
     reasons: list[Reason] = []
-    for cond in conditions:
-        if not isinstance(cond, Mapping):
-            continue
-        ctype, cstatus = str(cond.get("type", "")), str(cond.get("status", ""))
+    for cond in workload.conditions:
+        ctype, cstatus, reason = cond.type or "", cond.status or "", cond.reason or ""
         blocking = (ctype in _BLOCKING_TYPES and cstatus != "True") or (
             ctype in _EVICTION_TYPES and cstatus != "False"
         )
@@ -213,16 +231,16 @@ def parse_workload(obj: Mapping[str, Any]) -> list[Reason]:
         detail = {
             k: v
             for k, v in {
-                "workload": str(meta.get("name", "")),
-                "local_queue": str(spec.get("queueName", "")),
+                "workload": workload.name,
+                "local_queue": workload.local_queue,
                 "condition_type": ctype,
-                "condition_reason": str(cond.get("reason", "")),
+                "condition_reason": reason,
             }.items()
             if v
         }
-        message = str(cond.get("message", ""))
-        found = _granular(parse_kueue_message(message, requests=requests, detail=detail),
-                          str(cond.get("reason", "")), message, detail)
+        message = cond.message or ""
+        found = _granular(parse_kueue_message(message, requests=workload.requests, detail=detail), reason, message,
+                          detail)
         if found is None:
             continue
         if not found and ctype in _EVICTION_TYPES:

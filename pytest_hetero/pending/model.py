@@ -83,7 +83,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypedDict, get_args
+from typing import Any, NamedTuple, TypedDict, get_args
 
 from pytest_hetero.judge.failures import OwnerRole, entry
 
@@ -267,8 +267,9 @@ def make_reason(source: str, code: str, message: str, *, cause: str | None = Non
     return Reason(source=source, code=code, category=CODES[code], message=message, cause=cause, **fields)
 
 
-def as_list(value: Any, what: str) -> list[Any]:
-    """``value`` if it is a list, ``[]`` for None; raises :class:`ParseError` naming ``what`` otherwise."""
+def as_list(value: Any, what: str) -> list[object]:
+    """``value`` if it is a list, ``[]`` for None; raises :class:`ParseError` naming ``what`` otherwise. Its
+    entries are ``object``: a reader narrows each one it uses."""
     from pytest_hetero.errors import Location, ParseError
 
     if value is None:
@@ -278,8 +279,9 @@ def as_list(value: Any, what: str) -> list[Any]:
     return value
 
 
-def as_map(value: Any, what: str) -> Mapping[str, Any]:
-    """``value`` if it is a mapping, ``{}`` for None; raises :class:`ParseError` naming ``what`` otherwise."""
+def as_map(value: Any, what: str) -> Mapping[str, object]:
+    """``value`` if it is a mapping, ``{}`` for None; raises :class:`ParseError` naming ``what`` otherwise. Its
+    values are ``object``: a reader narrows each field it uses."""
     from pytest_hetero.errors import Location, ParseError
 
     if value is None:
@@ -287,3 +289,36 @@ def as_map(value: Any, what: str) -> Mapping[str, Any]:
     if not isinstance(value, Mapping):
         raise ParseError(f"{what} is a {type(value).__name__}, expected a mapping", Location(field=what))
     return value
+
+
+def as_text(value: object) -> str | None:
+    """A scalar of a pasted object as text (None when absent or null)."""
+    return None if value is None else str(value)
+
+
+class Condition(NamedTuple):
+    """A ``status.conditions[]`` entry of a Kubernetes object (Pod, Kueue Workload, Volcano PodGroup): ``type``,
+    ``status``, ``reason`` and ``message``, each as text (None when absent or null)."""
+
+    type: str | None
+    status: str | None
+    reason: str | None
+    message: str | None
+
+    @classmethod
+    def parse(cls, raw: Mapping[str, object]) -> Condition:
+        """The fields of the condition mapping ``raw``."""
+        return cls(as_text(raw.get("type")), as_text(raw.get("status")), as_text(raw.get("reason")),
+                   as_text(raw.get("message")))
+
+
+def mappings_of(value: Any, what: str) -> list[Mapping[str, object]]:
+    """The mapping entries of the list ``value`` (other entries skipped; ``[]`` for None); raises
+    :class:`ParseError` naming ``what`` when ``value`` is not a list (:func:`as_list`)."""
+    return [entry for entry in as_list(value, what) if isinstance(entry, Mapping)]
+
+
+def conditions_of(value: Any, what: str) -> list[Condition]:
+    """The mapping entries of the conditions list ``value`` (other entries skipped; ``[]`` for None), parsed;
+    raises :class:`ParseError` naming ``what`` when ``value`` is not a list (:func:`as_list`)."""
+    return [Condition.parse(c) for c in mappings_of(value, what)]

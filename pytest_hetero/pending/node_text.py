@@ -203,11 +203,12 @@ def parse_hami_register(value: str | list[object]) -> list[HamiDevice]:
     out = []
     for item in data if isinstance(data, list) else []:
         if isinstance(item, dict):
-            health = item.get("health")
-            out.append(HamiDevice(str(item.get("id", "")), _int(item.get("count")), _int(item.get("devmem")),
-                                  _int(item.get("devcore")), str(item.get("type", "")),
+            fields: dict[str, object] = item  # a JSON object: text keys, each value narrowed below
+            health, mode = fields.get("health"), fields.get("mode")
+            out.append(HamiDevice(str(fields.get("id", "")), _int(fields.get("count")), _int(fields.get("devmem")),
+                                  _int(fields.get("devcore")), str(fields.get("type", "")),
                                   health if isinstance(health, bool) else None,
-                                  mode=item.get("mode") and str(item.get("mode")), numa=_int(item.get("numa"))))
+                                  mode=str(mode) if mode or mode == "" else None, numa=_int(fields.get("numa"))))
     return out
 
 

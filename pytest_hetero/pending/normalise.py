@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Collection, Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import yaml
@@ -24,7 +24,7 @@ from pytest_hetero.pending.describe import (
     parse_pod,
 )
 from pytest_hetero.pending.kueue import parse_workload
-from pytest_hetero.pending.model import Reason, make_reason
+from pytest_hetero.pending.model import Condition, Reason, make_reason
 from pytest_hetero.pending.scheduler import parse_scheduler_message
 from pytest_hetero.pending.startup import _DEVICE_RUNTIME, classify_startup
 from pytest_hetero.pending.volcano import parse_podgroup, parse_podgroup_text
@@ -214,7 +214,7 @@ def _score(reasons: list[Reason]) -> tuple[int, int]:
     return known, -(len(reasons) - known)
 
 
-_KINDS: dict[str, Callable[[Mapping[str, Any]], list[Reason]]] = {
+_KINDS: dict[str, Callable[[Mapping[str, object]], list[Reason]]] = {
     "Workload": parse_workload,
     "PodGroup": parse_podgroup,
     "Pod": parse_pod,
@@ -222,36 +222,58 @@ _KINDS: dict[str, Callable[[Mapping[str, Any]], list[Reason]]] = {
 }
 
 
-def _from_object(obj: Mapping[str, Any]) -> list[Reason]:
-    kind = str(obj.get("kind", ""))
-    if isinstance(obj.get("items"), list):
-        return [r for item in obj["items"] for r in _dispatch(item)]
-    if kind in _KINDS:
-        return _KINDS[kind](obj)
-    guessed = _guess(obj)
+@dataclass(frozen=True)
+class ObjectShape:
+    """What tells the pending readers what a pasted mapping is: its ``kind`` ("" when absent), its ``items`` (a
+    ``…List``'s; None when not a list), the conditions of its ``status`` (or of the mapping itself, a status
+    pasted alone; none when not a list), its top-level ``message`` (when text), whether it reads like an Event
+    (``involvedObject``/``regarding``, or a ``type`` of Warning/Normal) and the keys of its status and spec."""
+
+    kind: str
+    items: list[Any] | None
+    conditions: list[Condition]
+    message: str | None
+    event_like: bool
+    status_keys: frozenset[str]
+    spec_keys: frozenset[str]
+
+    @classmethod
+    def parse(cls, obj: Mapping[str, object]) -> ObjectShape:
+        """The shape of ``obj``. Never raises."""
+        items, message, found, given = obj.get("items"), obj.get("message"), obj.get("status", obj), obj.get("spec")
+        status: Mapping[str, object] = found if isinstance(found, Mapping) else {}
+        spec: Mapping[str, object] = given if isinstance(given, Mapping) else {}
+        conditions = status.get("conditions")
+        return cls(kind=str(obj.get("kind", "")), items=items if isinstance(items, list) else None,
+                   conditions=[Condition.parse(c) for c in (conditions if isinstance(conditions, list) else [])
+                               if isinstance(c, Mapping)],
+                   message=message if isinstance(message, str) else None,
+                   event_like="involvedObject" in obj or "regarding" in obj or obj.get("type") in ("Warning", "Normal"),
+                   status_keys=frozenset(str(k) for k in status), spec_keys=frozenset(str(k) for k in spec))
+
+
+def _from_object(obj: Mapping[str, object]) -> list[Reason]:
+    shape = ObjectShape.parse(obj)
+    if shape.items is not None:
+        return [r for item in shape.items for r in _dispatch(item)]
+    if shape.kind in _KINDS:
+        return _KINDS[shape.kind](obj)
+    guessed = _guess(shape)
     if guessed is not None:
         return guessed(obj)
-    messages = [str(c.get("message", "")) for c in _conditions(obj) if isinstance(c, Mapping)]
-    if isinstance(obj.get("message"), str):
-        messages.append(str(obj["message"]))
+    messages = [c.message or "" for c in shape.conditions]
+    if shape.message is not None:
+        messages.append(shape.message)
     return [r for m in messages if m.strip() for r in _scan(m)]
 
 
-def _conditions(obj: Mapping[str, Any]) -> list[Any]:
-    status = obj.get("status", obj)
-    conditions = status.get("conditions") if isinstance(status, Mapping) else None
-    return conditions if isinstance(conditions, list) else []
-
-
-def _guess(obj: Mapping[str, Any]) -> Callable[[Mapping[str, Any]], list[Reason]] | None:
+def _guess(shape: ObjectShape) -> Callable[[Mapping[str, object]], list[Reason]] | None:
     """Kind of an object whose ``kind`` is missing (trimmed captures), from its fields."""
-    if "involvedObject" in obj or "regarding" in obj or obj.get("type") in ("Warning", "Normal"):
+    if shape.event_like:
         return parse_event_object
-    raw_status, raw_spec = obj.get("status", obj), obj.get("spec")
-    status: Mapping[str, Any] = raw_status if isinstance(raw_status, Mapping) else {}
-    spec: Mapping[str, Any] = raw_spec if isinstance(raw_spec, Mapping) else {}
-    types = {str(c.get("type", "")) for c in _conditions(obj) if isinstance(c, Mapping)}
-    messages = " ".join(str(c.get("message", "")) for c in _conditions(obj) if isinstance(c, Mapping))
+    status, spec = shape.status_keys, shape.spec_keys
+    types = {c.type or "" for c in shape.conditions}
+    messages = " ".join(c.message or "" for c in shape.conditions)
     if (
         "resourceRequests" in status
         or "admission" in status

@@ -17,10 +17,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Any
+from dataclasses import dataclass
 
 from pytest_hetero.errors import ParseError
-from pytest_hetero.pending.model import Reason, as_list, as_map, make_reason
+from pytest_hetero.pending.model import Condition, Reason, as_map, as_text, conditions_of, make_reason
 from pytest_hetero.pending.scheduler import parse_scheduler_message
 
 _GANG = re.compile(
@@ -117,7 +117,31 @@ def parse_volcano_message(message: str) -> list[Reason]:
     return parse_gang_message(message) or classify_queue_text(message)
 
 
-def parse_podgroup(obj: Mapping[str, Any]) -> list[Reason]:
+@dataclass(frozen=True)
+class PodGroupFacts:
+    """What the pending reader uses of a Volcano PodGroup (or its ``status`` alone): its ``conditions``, its
+    ``phase`` (status.phase), ``name`` (metadata.name) and ``queue`` (spec.queue), "" when absent."""
+
+    conditions: list[Condition]
+    phase: str
+    name: str
+    queue: str
+
+    @classmethod
+    def parse(cls, obj: Mapping[str, object]) -> PodGroupFacts:
+        """The facts of ``obj``. Raises :class:`ParseError` when ``status``, ``status.conditions``, ``metadata``
+        or ``spec`` has the wrong shape (the first of them that has)."""
+        found = obj.get("status", obj)
+        if not isinstance(found, Mapping):
+            raise ParseError("PodGroup status is not a mapping", hint="pass the PodGroup object or its status")
+        status: Mapping[str, object] = found
+        conditions = conditions_of(status.get("conditions"), "status.conditions")
+        name = as_text(as_map(obj.get("metadata"), "metadata").get("name")) or ""
+        return cls(conditions, as_text(status.get("phase")) or "", name,
+                   as_text(as_map(obj.get("spec"), "spec").get("queue")) or "")
+
+
+def parse_podgroup(obj: Mapping[str, object]) -> list[Reason]:
     """Reasons from a PodGroup object (dict from YAML/JSON) or its ``status`` alone.
 
     Reads every condition whose ``type`` is ``Unschedulable`` or ``Uninqueueable`` (v1.9+), or is
@@ -125,25 +149,15 @@ def parse_podgroup(obj: Mapping[str, Any]) -> list[Reason]:
     no readable message still yields ``gang_unschedulable``. Raises :class:`ParseError` when
     ``status.conditions`` is not a list.
     """
-    status = obj.get("status", obj)
-    if not isinstance(status, Mapping):
-        raise ParseError("PodGroup status is not a mapping", hint="pass the PodGroup object or its status")
-    conditions = as_list(status.get("conditions"), "status.conditions")
-    meta = as_map(obj.get("metadata"), "metadata")
-    spec = as_map(obj.get("spec"), "spec")
-    base = {
-        "phase": str(status.get("phase", "")),
-        "podgroup": str(meta.get("name", "")),
-        "queue": str(spec.get("queue", "")),
-    }
+    group = PodGroupFacts.parse(obj)
+    base = {"phase": group.phase, "podgroup": group.name, "queue": group.queue}
     reasons: list[Reason] = []
-    for cond in conditions:
-        if not isinstance(cond, Mapping) or str(cond.get("status", "True")) == "False":
+    for cond in group.conditions:
+        if cond.status == "False" or (cond.type if cond.type is not None else "Unschedulable") not in (
+                "Unschedulable", "Uninqueueable"):
             continue
-        if str(cond.get("type", "Unschedulable")) not in ("Unschedulable", "Uninqueueable"):
-            continue
-        detail = {k: v for k, v in {**base, "condition_reason": str(cond.get("reason", ""))}.items() if v}
-        reasons += _condition(str(cond.get("message", "")), detail)
+        detail = {k: v for k, v in {**base, "condition_reason": cond.reason or ""}.items() if v}
+        reasons += _condition(cond.message or "", detail)
     return reasons
 
 

@@ -256,9 +256,10 @@ def parse_dcgm_json(obj: Mapping[str, object]) -> DcgmDiag:
         results = raw.get("results")
         test = DcgmTest(category, str(raw.get("name", "")), "Pass", "")
         statuses: list[str] = []
-        for result in results if isinstance(results, list) else []:
-            if not isinstance(result, Mapping):
+        for entry_of_results in results if isinstance(results, list) else []:
+            if not isinstance(entry_of_results, Mapping):
                 continue
+            result: Mapping[str, object] = entry_of_results
             status = str(result.get("status", "")).strip().title()
             statuses.append(status)
             ids = result.get("gpu_ids", result.get("entity_id"))
@@ -267,14 +268,16 @@ def parse_dcgm_json(obj: Mapping[str, object]) -> DcgmDiag:
             warnings = result.get("warnings")
             entries = warnings if isinstance(warnings, list) else ([warnings] if warnings else [])
             for entry in entries:
-                text = str(entry.get("warning", "")) if isinstance(entry, Mapping) else str(entry)
-                if isinstance(entry, Mapping) and isinstance(entry.get("error_id"), int):
-                    test.error_ids.append(int(str(entry.get("error_id"))))
+                warning: Mapping[str, object] = entry if isinstance(entry, Mapping) else {}
+                text = str(warning.get("warning", "")) if isinstance(entry, Mapping) else str(entry)
+                error_id = warning.get("error_id")
+                if isinstance(error_id, int):
+                    test.error_ids.append(int(str(error_id)))
                 gpu = next(iter(re.findall(r"\d+", str(ids))), None) if ids is not None else None
                 test.messages.append(DcgmMessage("Warning", text, int(gpu) if gpu is not None else _gpu_of(text)))
             info = result.get("info")
-            for text in info if isinstance(info, list) else ([info] if info else []):
-                test.messages.append(DcgmMessage("Info", str(text), _gpu_of(str(text))))
+            for line in info if isinstance(info, list) else ([info] if info else []):
+                test.messages.append(DcgmMessage("Info", str(line), _gpu_of(str(line))))
         summary = raw.get("test_summary")
         if isinstance(summary, Mapping) and summary.get("status"):
             statuses.append(str(summary["status"]).title())

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import shlex
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -155,11 +156,11 @@ class SamplesHeader:
             raw = json.loads(line) if line else {}
         except ValueError:
             raw = {}
-        head = raw if isinstance(raw, dict) else {}
+        head: Mapping[str, object] = raw if isinstance(raw, dict) else {}
         return cls(memory=_text(head.get("memory")), cpu=_text(head.get("cpu")),
                    cores=_number_of(head.get("cores")) or 1, interval=_number_of(head.get("interval")),
                    at=_number_of(head.get("at")),
-                   t=float(head.get("t") or 0.0))
+                   t=float(_number_of(head.get("t")) or 0.0))
 
 
 def _series(text: str, pod: str) -> UsageRecord:
@@ -233,11 +234,11 @@ class DevicesHeader:
             raw = json.loads(line)
         except ValueError:
             raw = {}
-        head = raw if isinstance(raw, dict) else {}
+        head: Mapping[str, object] = raw if isinstance(raw, dict) else {}
         memory = head.get("memory")
         return cls(tool=str(head.get("tool") or "nvidia-smi"), path=_text(head.get("path")),
                    visible=str(head.get("visible") or ""), interval=_number_of(head.get("interval")),
-                   at=_number_of(head.get("at")), t=float(head.get("t") or 0.0),
+                   at=_number_of(head.get("at")), t=float(_number_of(head.get("t")) or 0.0),
                    memory=(memory if isinstance(memory, dict) else {}) if "memory" in head else None)
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
@@ -88,14 +89,16 @@ class PayloadReport:
 
     ``tools`` maps ``nvidia-smi``/``npu-smi`` to ``{"present", "rc", "output", "error"}``;
     ``python`` is ``{"present", "path", "rc", "report", "error"}`` where ``report`` holds
-    ``version``, ``onnxruntime``, ``torch``, ``torch_npu`` dicts; ``warnings`` are reading notes.
+    ``version``, ``onnxruntime``, ``torch``, ``torch_npu`` dicts; ``warnings`` are reading notes. The
+    ``tools`` and ``python`` documents are kept as the container wrote them (evidence holds them); their
+    fields are read through :meth:`tool`, :meth:`interpreter` and :meth:`framework`, which narrow each one.
     """
 
     device_nodes: tuple[str, ...] = ()
     env: dict[str, str | None] = field(default_factory=dict)
     libraries: tuple[dict[str, str], ...] = ()
-    tools: dict[str, dict[str, Any]] = field(default_factory=dict)
-    python: dict[str, Any] = field(default_factory=dict)
+    tools: Mapping[str, object] = field(default_factory=dict)
+    python: Mapping[str, object] = field(default_factory=dict)
     hostname: str | None = None
     arch: str | None = None
     warnings: tuple[str, ...] = ()
@@ -109,9 +112,9 @@ class PayloadReport:
     def framework(self, name: str) -> FrameworkFacts:
         """The python report entry ``name`` (``torch``, ``onnxruntime``…); every field unset when the entry
         is absent or not an object."""
-        report = self.python.get("report") or {}
-        value = report.get(name)
-        entry: dict[str, Any] = value if isinstance(value, dict) else {}
+        report = self.python.get("report")
+        value = report.get(name) if isinstance(report, dict) else None
+        entry: Mapping[str, object] = value if isinstance(value, dict) else {}
         providers = entry.get("providers")
         cuda, npu = entry.get("cuda_available"), entry.get("npu_available")
         return FrameworkFacts(available=bool(entry.get("available")), version=_text(entry.get("version")),
@@ -124,7 +127,7 @@ class PayloadReport:
     def tool(self, name: str) -> ToolRun:
         """The payload's run of vendor tool ``name``; not present when the report has no such entry."""
         value = self.tools.get(name)
-        run: dict[str, Any] = value if isinstance(value, dict) else {}
+        run: Mapping[str, object] = value if isinstance(value, dict) else {}
         rc = run.get("rc")
         return ToolRun(present=bool(run.get("present")), rc=rc if isinstance(rc, int) else None,
                        output=_text(run.get("output")), error=_text(run.get("error")))

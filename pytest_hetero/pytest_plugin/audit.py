@@ -15,6 +15,7 @@ from pytest_hetero.errors import SettingsError
 
 if TYPE_CHECKING:
     from pytest_hetero.evidence.document import EvidenceDocument
+    from pytest_hetero.status.audit import ManagedObject
 
 MANAGED = "managed-fields"
 WHO_USER = "user: the authenticated identity the apiserver recorded (impersonation: the user acted as, 'via' who did)"
@@ -94,7 +95,7 @@ def _stamp(when: Any) -> str | None:
     return None if when is None else str(when.isoformat()).replace("+00:00", "Z")
 
 
-def _managed(settings: Any, matrix: Any, namespace: str | None) -> tuple[list[dict[str, Any]], list[str]]:
+def _managed(settings: Any, matrix: Any, namespace: str | None) -> tuple[list[ManagedObject], list[str]]:
     from pytest_hetero.backends.kubernetes.client import connect
     from pytest_hetero.backends.kubernetes.managed import managed_objects
     from pytest_hetero.backends.protocol import EngineFault

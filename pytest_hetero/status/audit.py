@@ -43,6 +43,7 @@ from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any, TypedDict, cast
 
 from pytest_hetero.errors import HeteroError, Location
+from pytest_hetero.status.snapshots import ClusterSnapshot
 
 if TYPE_CHECKING:
     from typing_extensions import NotRequired
@@ -138,6 +139,18 @@ class Finding(TypedDict):
     pools: list[str]
     change: ListedChange
     message: str
+
+
+class ManagedObject(TypedDict):
+    """A pool object as :func:`pytest_hetero.backends.kubernetes.managed.managed_objects` lists it (every key
+    written): its ``resource`` (plural), ``apiGroup`` ("" for the core group), ``namespace`` and ``name`` (None
+    where the object has none) and its ``metadata.managedFields`` entries as the apiserver served them."""
+
+    resource: str
+    apiGroup: str
+    namespace: str | None
+    name: str | None
+    managedFields: list[dict[str, object]]
 
 
 class FileRead(TypedDict):
@@ -261,12 +274,14 @@ def _event(raw: bytes, path: str, number: int) -> AuditEvent:
         raise _refuse(path, number, f"not a JSON audit event: {str(exc)[:200]}") from None
     if not isinstance(event, dict):
         raise _refuse(path, number, f"a JSON {type(event).__name__}, not an audit Event object")
-    if event.get("kind") != "Event" or event.get("apiVersion") != AUDIT_API_VERSION:
-        raise _refuse(path, number, f"kind {str(event.get('kind'))[:40]!r} apiVersion "
-                                    f"{str(event.get('apiVersion'))[:40]!r}, not an {AUDIT_API_VERSION} Event",
+    fields: dict[str, object] = event  # a JSON object's keys are text; each value is checked before it is trusted
+    object_kind, version = fields.get("kind"), fields.get("apiVersion")
+    if object_kind != "Event" or version != AUDIT_API_VERSION:
+        raise _refuse(path, number, f"kind {str(object_kind)[:40]!r} apiVersion "
+                                    f"{str(version)[:40]!r}, not an {AUDIT_API_VERSION} Event",
                       "give an audit log written with --audit-log-version audit.k8s.io/v1 (the default)")
     for key, kind in (("verb", str), ("user", dict), ("stageTimestamp", str), ("stage", str)):
-        if not isinstance(event.get(key), kind):
+        if not isinstance(fields.get(key), kind):
             raise _refuse(path, number, f"field '{key}' missing or not a {kind.__name__}")
     return cast(AuditEvent, event)  # the checks above are what the type requires; the rest stays untrusted
 
@@ -279,12 +294,10 @@ def _text(value: object, most: int = 253) -> str | None:
 def change_of(event: AuditEvent) -> ChangeEntry:
     """The change entry (module docstring) of an audit Event (one :func:`read_audit_log` accepted)."""
     user = event["user"]
-    ref = event.get("objectRef")
-    ref = ref if isinstance(ref, dict) else {}
-    status = event.get("responseStatus")
+    raw_ref, status, as_user = event.get("objectRef"), event.get("responseStatus"), event.get("impersonatedUser")
+    ref: dict[str, object] = raw_ref if isinstance(raw_ref, dict) else {}
     code = status.get("code") if isinstance(status, dict) else None
-    as_user = event.get("impersonatedUser")
-    who = as_user if isinstance(as_user, dict) else user
+    who: dict[str, object] = as_user if isinstance(as_user, dict) else user
     raw_groups = who.get("groups")
     groups: list[object] = raw_groups if isinstance(raw_groups, list) else []
     return {"who": {"user": _text(who.get("username")), "groups": [str(g)[:253] for g in groups[:50]],
@@ -360,13 +373,12 @@ def _take(window: Window, event: AuditEvent, path: str, number: int, since: date
     window.changes.append(change)
 
 
-def managed_changes(objects: list[dict[str, Any]], since: datetime, until: datetime) -> Window:
-    """The changes ``managedFields`` show in ``[since, until)``: ``objects`` are ``{"resource", "apiGroup",
-    "namespace", "name", "managedFields": [...]}`` as listed; status subresource entries are left out (as
-    the audit policy leaves status writes out)."""
+def managed_changes(objects: list[ManagedObject], since: datetime, until: datetime) -> Window:
+    """The changes ``managedFields`` show in ``[since, until)`` of ``objects`` (as listed); status subresource
+    entries are left out (as the audit policy leaves status writes out)."""
     window = Window()
     for obj in objects:
-        for entry in obj.get("managedFields") or []:
+        for entry in obj["managedFields"]:
             if not isinstance(entry, dict) or entry.get("subresource"):
                 continue
             when = parse_time(entry.get("time"))
@@ -377,28 +389,23 @@ def managed_changes(objects: list[dict[str, Any]], since: datetime, until: datet
             window.changes.append({
                 "who": {"user": None, "groups": None, "via": None, "manager": _text(entry.get("manager"))},
                 "what": {"verb": _text(entry.get("operation")), "resource": obj["resource"], "subresource": None,
-                         "namespace": obj.get("namespace"), "name": obj.get("name"), "apiGroup": obj["apiGroup"]},
+                         "namespace": obj["namespace"], "name": obj["name"], "apiGroup": obj["apiGroup"]},
                 "when": _text(entry.get("time"), 40), "code": None, "audit_id": None})
     window.changes.sort(key=lambda c: str(c["when"]))
     return window
 
 
-def _cluster_queue_of(snapshot: dict[str, Any], namespace: str, queue: str) -> str | None:
-    spec = ((snapshot.get("kueue") or {}).get("localqueues") or {}).get(f"{namespace}/{queue}")
-    return str(spec["clusterQueue"]) if isinstance(spec, dict) and spec.get("clusterQueue") else None
-
-
-def pool_members(matrix: Matrix, snapshots: list[dict[str, Any]]) -> dict[str, set[str]]:
+def pool_members(matrix: Matrix, snapshots: list[ClusterSnapshot]) -> dict[str, set[str]]:
     """{resource: its pool's node names in any of ``snapshots``} (drift's pool membership), computed once."""
     from pytest_hetero.status.drift import _pool_nodes
 
     return {res.name: _pool_nodes(res, snapshots) for res in matrix.resources}
 
 
-def pools_of(what: What, matrix: Matrix, snapshots: list[dict[str, Any]], namespace: str | None,
+def pools_of(what: What, matrix: Matrix, snapshots: list[ClusterSnapshot], namespace: str | None,
              members: dict[str, set[str]] | None = None) -> list[str]:
     """The resources (pools) of ``matrix`` whose objects the change ``what`` touched (module docstring);
-    ``snapshots``: the earlier and the current snapshot (pool membership, LocalQueue → ClusterQueue),
+    ``snapshots``: the earlier and the current snapshot, parsed (pool membership, LocalQueue → ClusterQueue),
     ``namespace``: the target namespace, ``members``: :func:`pool_members` when already computed. A
     ``deletecollection`` (no name) touches every pool that has objects of that kind. Empty: not a pool object."""
     members = members if members is not None else pool_members(matrix, snapshots)
@@ -417,7 +424,8 @@ def pools_of(what: What, matrix: Matrix, snapshots: list[dict[str, Any]], namesp
             if resource == "localqueues":
                 hit = ns == namespace and (every or name == res.queue)
             elif resource == "clusterqueues":
-                named = {_cluster_queue_of(s, namespace, res.queue) for s in snapshots} - {None} if namespace else set()
+                feeds = f"{namespace}/{res.queue}"
+                named = {s.cluster_queues.get(feeds) for s in snapshots} - {None} if namespace else set()
                 hit = every or not named or name in named
             else:
                 hit = resource in ("resourceflavors", "cohorts", "topologies")
@@ -437,10 +445,11 @@ def classify(window: Window, matrix: Matrix, snapshots: list[dict[str, Any]], na
     change to a pool object by anyone but the control plane whose pools ``intended`` does not all name."""
     listed: list[ListedChange] = []
     findings: list[Finding] = []
-    members = pool_members(matrix, snapshots)
+    seen = [ClusterSnapshot.parse(s) for s in snapshots]
+    members = pool_members(matrix, seen)
     actors: set[str] = set()
     for change in window.changes:
-        pools = pools_of(change["what"], matrix, snapshots, namespace, members)
+        pools = pools_of(change["what"], matrix, seen, namespace, members)
         undeclared = [p for p in pools if p not in intended]
         own = control_plane(change["who"])
         entry: ListedChange = {**change, "pools": pools, "undeclared_pools": undeclared, "control_plane": own}

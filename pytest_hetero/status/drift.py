@@ -30,7 +30,10 @@ advertise every requested extended resource, in the old or the new snapshot.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, TypedDict
+
+from pytest_hetero.status.snapshots import ClusterSnapshot, SnapshotNode
 
 if TYPE_CHECKING:
     from pytest_hetero.evidence.document import EvidenceDocument
@@ -56,34 +59,32 @@ class Change(TypedDict):
     new: Any
 
 
-def _flat(prefix: str, old: dict[str, Any], new: dict[str, Any], kind: str, name: str) -> list[Change]:
+def _flat(prefix: str, old: Mapping[str, object], new: Mapping[str, object], kind: str, name: str) -> list[Change]:
     return [{"kind": kind, "name": name, "field": f"{prefix}.{k}" if prefix else k, "old": old.get(k),
              "new": new.get(k)} for k in sorted(set(old) | set(new)) if old.get(k) != new.get(k)]
 
 
-def _node_changes(old: dict[str, Any], new: dict[str, Any]) -> list[Change]:
+def _node_changes(old: dict[str, SnapshotNode], new: dict[str, SnapshotNode]) -> list[Change]:
     out: list[Change] = []
     for name in sorted(set(old) | set(new)):
         a, b = old.get(name), new.get(name)
         if a is None or b is None:
-            out.append({"kind": "node", "name": name, "field": "node", "old": "present" if a else None,
-                        "new": "present" if b else None})
+            out.append({"kind": "node", "name": name, "field": "node",
+                        "old": "present" if a is not None and a.present else None,
+                        "new": "present" if b is not None and b.present else None})
             continue
-        if a == b:
+        if a.whole == b.whole:
             continue
-        for part in ("labels", "conditions", "allocatable"):
-            out += _flat(part, a.get(part) or {}, b.get(part) or {}, "node", name)
-        for part in ("taints", "unschedulable"):
-            if a.get(part) != b.get(part):
-                out.append({"kind": "node", "name": name, "field": part, "old": a.get(part), "new": b.get(part)})
+        out += _flat("labels", a.labels or {}, b.labels or {}, "node", name)
+        out += _flat("conditions", a.conditions, b.conditions, "node", name)
+        out += _flat("allocatable", a.allocatable, b.allocatable, "node", name)
+        for part, was, now in (("taints", a.taints, b.taints), ("unschedulable", a.unschedulable, b.unschedulable)):
+            if was != now:
+                out.append({"kind": "node", "name": name, "field": part, "old": was, "new": now})
     return out
 
 
-SECTIONS = (("daemonsets", "daemonset"), ("runtimeclasses", "runtimeclass"), ("priorityclasses", "priorityclass"),
-            ("resourcequotas", "resourcequota"), ("limitranges", "limitrange"))
-
-
-def _marker(section: Any) -> str | None:
+def _marker(section: object) -> str | None:
     """``not served`` / ``forbidden`` when a snapshot section is the lister's marker, else None."""
     if isinstance(section, dict) and set(section) == {"served"}:
         return "not served"
@@ -92,28 +93,25 @@ def _marker(section: Any) -> str | None:
     return None
 
 
-def _section(old: Any, new: Any, kind: str) -> list[Change]:
+def _section(old: object, new: object, kind: str) -> list[Change]:
     a, b = _marker(old), _marker(new)
     if a or b:
         return [] if a == b else [{"kind": kind, "name": "*", "field": "listing", "old": a or "listed",
                                    "new": b or "listed"}]
-    changes = _flat("", old or {}, new or {}, kind, "")
+    changes = _flat("", old if isinstance(old, dict) else {}, new if isinstance(new, dict) else {}, kind, "")
     for change in changes:
         change["name"], change["field"] = change["field"], "spec"
     return changes
 
 
 def diff_snapshots(old: dict[str, Any], new: dict[str, Any]) -> list[Change]:
-    """Every change from snapshot ``old`` to ``new`` (module docstring), nodes first, each list sorted. A
-    kind that became (or stopped being) not served / forbidden is one change, name ``*``, field ``listing``."""
-    changes = _node_changes(old.get("nodes") or {}, new.get("nodes") or {})
-    for section, kind in SECTIONS:
-        changes += _section(old.get(section), new.get(section), kind)
-    for plural in ("resourceflavors", "clusterqueues", "localqueues"):
-        changes += _section((old.get("kueue") or {}).get(plural), (new.get("kueue") or {}).get(plural),
-                            f"kueue.{plural}")
-    changes += _section((old.get("volcano") or {}).get("queues"), (new.get("volcano") or {}).get("queues"),
-                        "volcano.queues")
+    """Every change from snapshot ``old`` to ``new`` (module docstring; each parsed by
+    :meth:`ClusterSnapshot.parse`), nodes first, each list sorted. A kind that became (or stopped being) not
+    served / forbidden is one change, name ``*``, field ``listing``."""
+    was, now = ClusterSnapshot.parse(old), ClusterSnapshot.parse(new)
+    changes = _node_changes(was.nodes, now.nodes)
+    for kind, section in was.sections.items():
+        changes += _section(section, now.sections[kind], kind)
     return changes
 
 
@@ -122,16 +120,16 @@ def describe(change: Change) -> str:
     return f"{change['kind']} {change['name']}: {change['field']} {change['old']} → {change['new']}"
 
 
-def _pool_nodes(resource: Resource, snapshots: list[dict[str, Any]]) -> set[str]:
+def _pool_nodes(resource: Resource, snapshots: list[ClusterSnapshot]) -> set[str]:
     out: set[str] = set()
     for snap in snapshots:
-        for name, node in (snap.get("nodes") or {}).items():
-            if not isinstance(node, dict) or "labels" not in node:
+        for name, node in snap.nodes.items():
+            if node.labels is None:
                 continue
             if resource.node_selector:
-                if all(node["labels"].get(k) == v for k, v in resource.node_selector.items()):
+                if all(node.labels.get(k) == v for k, v in resource.node_selector.items()):
                     out.add(name)
-            elif all(k in (node.get("allocatable") or {}) for k in resource.device_resources):
+            elif all(k in node.allocatable for k in resource.device_resources):
                 out.add(name)
     return out
 
@@ -173,7 +171,8 @@ def affected_items(changes: list[Change], matrix: Matrix, plan: Plan, old: dict[
                    new: dict[str, Any]) -> dict[str, str]:
     """``{item id: "changed in the cluster: <first change>"}`` of the items of ``plan`` that ``changes``
     can affect (module docstring); ``old``/``new`` are the snapshots (for pool membership)."""
-    pools = {r.name: _pool_nodes(r, [old, new]) for r in matrix.resources}
+    snapshots = [ClusterSnapshot.parse(old), ClusterSnapshot.parse(new)]
+    pools = {r.name: _pool_nodes(r, snapshots) for r in matrix.resources}
     hits: dict[str, str] = {}
     for change in changes:
         for resource in matrix.resources:

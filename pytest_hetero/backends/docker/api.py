@@ -21,6 +21,7 @@ engine's document is never trusted to hold a key. The documents the evidence kee
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -28,8 +29,9 @@ if TYPE_CHECKING:
     import docker
 
 
-def _object(value: object) -> dict[Any, Any]:
-    """``value`` when it is a JSON object, else an empty one (a field the engine left out or sent otherwise)."""
+def _object(value: object) -> Mapping[str, object]:
+    """``value`` when it is a JSON object (its keys are text: JSON's are), else an empty one (a field the engine left
+    out or sent otherwise). Its values are ``object``: each field is narrowed by the parser that reads it."""
     return value if isinstance(value, dict) else {}
 
 
@@ -84,7 +86,7 @@ class HostConfig:
     def parse(cls, raw: object) -> HostConfig:
         """The limits of a ``HostConfig`` object (absent ones 0)."""
         doc = _object(raw)
-        return cls(nano_cpus=int(doc.get("NanoCpus") or 0), memory=float(doc.get("Memory") or 0),
+        return cls(nano_cpus=int(_number(doc.get("NanoCpus")) or 0), memory=float(_number(doc.get("Memory")) or 0),
                    document=dict(doc))
 
 
@@ -105,8 +107,8 @@ class ContainerInspect:
         """The inspect document ``raw`` (the SDK's ``inspect_container`` answer)."""
         doc = _object(raw)
         return cls(id=str(doc.get("Id")), name=str(doc.get("Name") or ""), created=_text(doc.get("Created")),
-                   restart_count=int(doc.get("RestartCount") or 0), state=ContainerState.parse(doc.get("State")),
-                   host_config=HostConfig.parse(doc.get("HostConfig")))
+                   restart_count=int(_number(doc.get("RestartCount")) or 0),
+                   state=ContainerState.parse(doc.get("State")), host_config=HostConfig.parse(doc.get("HostConfig")))
 
 
 @dataclass(frozen=True)

@@ -18,12 +18,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING
 
 from kubernetes import client
 
 from pytest_hetero.backends.kubernetes.manifests import Listed, ObjectMeta
 from pytest_hetero.backends.kubernetes.snapshot import Lister
+
+if TYPE_CHECKING:
+    from pytest_hetero.status.audit import ManagedObject
 
 _KINDS: tuple[tuple[str, str, list[str]], ...] = (
     ("nodes", "", ["/api/v1/nodes"]),
@@ -34,20 +37,20 @@ _KINDS: tuple[tuple[str, str, list[str]], ...] = (
 )
 
 
-def _entry(item: Listed, resource: str, group: str) -> dict[str, Any]:
+def _entry(item: Listed, resource: str, group: str) -> ManagedObject:
     meta: ObjectMeta = item.get("metadata") or {}
     return {"resource": resource, "apiGroup": group, "namespace": meta.get("namespace"), "name": meta.get("name"),
             "managedFields": list(meta.get("managedFields") or [])}
 
 
 def managed_objects(api: client.ApiClient, namespaces: list[str],
-                    keep_configmap: Callable[[str], bool]) -> tuple[list[dict[str, Any]], list[str]]:
+                    keep_configmap: Callable[[str], bool]) -> tuple[list[ManagedObject], list[str]]:
     """``(objects, problems)``: each pool-relevant object as ``{"resource", "apiGroup", "namespace", "name",
     "managedFields"}`` (module docstring), and ``"<kind>: not served"`` / ``"<kind>: forbidden: …"`` for
     a kind that could not be listed; a ConfigMap only when ``keep_configmap(name)``. Raises ApiException
     for anything but 403/404."""
     lister = Lister(api)
-    objects: list[dict[str, Any]] = []
+    objects: list[ManagedObject] = []
     problems: list[str] = []
     paths = [*_KINDS, *(("resourcequotas", "", [f"/api/v1/namespaces/{ns}/resourcequotas"])
                         for ns in sorted(set(namespaces)))]

@@ -1,0 +1,260 @@
+"""Kubernetes objects pasted as YAML/JSON (``kubectl get -o yaml|json``), parsed once, at the edge, into frozen
+shapes holding the fields the explain readers use: :class:`KubeObject` (any object), then by kind
+:class:`NodeObject`, :class:`WorkloadObject` (Kueue), :class:`PodGroupObject`, :class:`VcJobObject` and
+:class:`QueueObject` (Volcano), and :class:`KubeEvent` (a ``core/v1`` or ``events.k8s.io/v1`` Event).
+
+The pasted text is untrusted: a field that is absent, null or of another type than the API's takes the default
+each shape documents; values recorded as finding quantities keep their scalar as written (any other value as its
+text). The field names and meanings are the Kubernetes API's (core/v1 Node, Event), Kueue's
+(kueue.x-k8s.io/v1beta1 Workload) and Volcano's (scheduling.volcano.sh PodGroup/Queue, batch.volcano.sh Job)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import NamedTuple
+
+from pytest_hetero.explain.model import Value
+from pytest_hetero.pending.events import EventRow
+
+
+def scalar(value: object) -> Value:
+    """``value`` when it is a JSON scalar (text, number, bool, null), else its text (a pasted list or mapping
+    where the API has a scalar)."""
+    return value if value is None or isinstance(value, (str, int, float, bool)) else str(value)
+
+
+def _texts(block: object) -> dict[str, str]:
+    """A mapping's entries as text (``{}`` when ``block`` is not a mapping): labels, optional resource blocks."""
+    return {str(k): str(v) for k, v in block.items()} if isinstance(block, Mapping) else {}
+
+
+def _resources(value: object) -> dict[str, str]:
+    """A resource list (``capacity``, ``allocatable``, a pod set's ``flavors``…) as text: ``{}`` when absent or
+    empty. Raises AttributeError, as the readers always did, for a value that is not a mapping (the explain core
+    reports such a block as unread)."""
+    if not value:
+        return {}
+    if not isinstance(value, Mapping):
+        raise AttributeError(f"'{type(value).__name__}' object has no attribute 'items'")
+    return {str(k): str(v) for k, v in value.items()}
+
+
+def _objects(value: object) -> list[Mapping[str, object]]:
+    """The mapping entries of a list field (``conditions``, ``addresses``, ``taints``…): none when absent or empty
+    (any other entry skipped). Raises TypeError, as the readers always did, for a value that cannot be iterated
+    (the explain core reports such a block as unread)."""
+    if not value:
+        return []
+    if not isinstance(value, Iterable):
+        raise TypeError(f"'{type(value).__name__}' object is not iterable")
+    return [entry for entry in value if isinstance(entry, Mapping)]
+
+
+@dataclass(frozen=True)
+class KubeObject:
+    """A parsed YAML/JSON mapping read as a Kubernetes object: ``kind`` and ``api`` (``apiVersion``) as text ("" when
+    absent), ``name`` (``metadata.name`` as text; None when absent or null), its ``metadata`` and ``spec`` mappings
+    (empty when absent or not a mapping), its ``status`` mapping (None when absent or not a mapping: a kind-less
+    node status is the object itself), ``items`` (the list of a ``…List``; None when not a list) and the ``whole``
+    mapping."""
+
+    kind: str
+    api: str
+    name: str | None
+    metadata: Mapping[str, object]
+    spec: Mapping[str, object]
+    status: Mapping[str, object] | None
+    items: list[object] | None
+    whole: Mapping[str, object]
+
+    @classmethod
+    def parse(cls, obj: Mapping[str, object]) -> KubeObject:
+        """Read ``obj``'s kind, apiVersion, metadata (and its name), spec, status and items. Never raises."""
+        meta, spec, status, items = obj.get("metadata"), obj.get("spec"), obj.get("status"), obj.get("items")
+        metadata: Mapping[str, object] = meta if isinstance(meta, Mapping) else {}
+        name = metadata.get("name")
+        return cls(kind=str(obj.get("kind", "")), api=str(obj.get("apiVersion", "")),
+                   name=None if name is None else str(name), metadata=metadata,
+                   spec=spec if isinstance(spec, Mapping) else {},
+                   status=status if isinstance(status, Mapping) else None,
+                   items=items if isinstance(items, list) else None, whole=obj)
+
+    def status_or_empty(self) -> Mapping[str, object]:
+        """The status mapping, empty when the object has none."""
+        return self.status if self.status is not None else {}
+
+
+class KubeCondition(NamedTuple):
+    """A ``status.conditions[]`` entry as written: ``type`` as text (``str`` of the value: "None" when absent),
+    ``status`` and ``reason`` as written (None when absent), ``message`` as written ("" when absent)."""
+
+    type: str
+    status: object
+    reason: object
+    message: object
+
+
+def conditions(status: Mapping[str, object]) -> tuple[KubeCondition, ...]:
+    """The mapping entries of ``status.conditions`` (none when absent, null or empty), in order; raises as
+    :func:`_objects` does."""
+    return tuple(KubeCondition(str(c.get("type")), c.get("status"), c.get("reason"), c.get("message", ""))
+                 for c in _objects(status.get("conditions")))
+
+
+@dataclass(frozen=True)
+class NodeObject:
+    """A core/v1 Node (or a kind-less node status): ``name`` (metadata.name, else the ``Hostname`` address; None when
+    neither), ``addresses`` (type -> address), ``capacity`` / ``allocatable`` (resource -> quantity as text),
+    ``labels``, ``taints`` (``key[=value]:effect``), ``conditions`` and the values of its HAMi
+    ``hami.io/node-*-register`` annotations (``hami_registers``), in order."""
+
+    name: str | None
+    addresses: dict[str, str]
+    capacity: dict[str, str]
+    allocatable: dict[str, str]
+    labels: dict[str, str]
+    taints: tuple[str, ...]
+    conditions: tuple[KubeCondition, ...]
+    hami_registers: tuple[str, ...]
+
+    @classmethod
+    def parse(cls, obj: KubeObject) -> NodeObject:
+        """Read the node fields of ``obj``. Raises AttributeError/TypeError as the readers always did when
+        ``capacity``/``allocatable`` is not a mapping or ``addresses`` not iterable."""
+        status = obj.status if obj.status is not None else obj.whole
+        addresses = {str(a.get("type")): str(a.get("address")) for a in _objects(status.get("addresses"))}
+        taints = tuple(f"{t.get('key')}{'=' + str(t['value']) if t.get('value') else ''}:{t.get('effect')}"
+                       for t in _objects(obj.spec.get("taints")))
+        ann = obj.metadata.get("annotations")
+        registers = tuple(str(value) for key, value in (ann.items() if isinstance(ann, Mapping) else ())
+                          if str(key).startswith("hami.io/node-") and str(key).endswith("-register"))
+        return cls(name=obj.name or addresses.get("Hostname") or None, addresses=addresses,
+                   capacity=_resources(status.get("capacity")), allocatable=_resources(status.get("allocatable")),
+                   labels=_texts(obj.metadata.get("labels")), taints=taints, conditions=conditions(status),
+                   hami_registers=registers)
+
+
+class PodSetAssignment(NamedTuple):
+    """A Kueue ``status.admission.podSetAssignments[]`` entry: ``flavors`` (resource -> ResourceFlavor) and
+    ``usage`` (``resourceUsage``: resource -> quantity), as text."""
+
+    flavors: dict[str, str]
+    usage: dict[str, str]
+
+
+@dataclass(frozen=True)
+class WorkloadObject:
+    """A Kueue Workload: ``conditions`` by type (the last of a type wins), the admitting ClusterQueue
+    (``status.admission.clusterQueue``; None when not admitted) and the pod sets' flavor assignments."""
+
+    conditions: dict[str, KubeCondition]
+    cluster_queue: Value
+    assignments: tuple[PodSetAssignment, ...]
+
+    @classmethod
+    def parse(cls, obj: KubeObject) -> WorkloadObject:
+        """Read the workload fields of ``obj``. Raises AttributeError as the reader always did when a pod set's
+        ``flavors``/``resourceUsage`` is not a mapping."""
+        status = obj.status_or_empty()
+        found = status.get("admission")
+        admission: Mapping[str, object] = found if isinstance(found, Mapping) else {}
+        assignments = tuple(PodSetAssignment(_resources(ps.get("flavors")), _resources(ps.get("resourceUsage")))
+                            for ps in _objects(admission.get("podSetAssignments")))
+        return cls({c.type: c for c in conditions(status)}, scalar(admission.get("clusterQueue")), assignments)
+
+
+@dataclass(frozen=True)
+class PodGroupObject:
+    """A Volcano PodGroup: ``queue`` (spec.queue as text, "" when absent), ``phase`` (status.phase as text, ""
+    when absent), ``min_member`` (spec.minMember as written) and ``min_resources`` (spec.minResources, as text)."""
+
+    queue: str
+    phase: str
+    min_member: Value
+    min_resources: dict[str, str]
+
+    @classmethod
+    def parse(cls, obj: KubeObject) -> PodGroupObject:
+        """Read the PodGroup fields of ``obj``."""
+        spec, status = obj.spec, obj.status_or_empty()
+        return cls(str(spec.get("queue", "")), str(status.get("phase", "")), scalar(spec.get("minMember")),
+                   _texts(spec.get("minResources")))
+
+
+@dataclass(frozen=True)
+class VcJobObject:
+    """A Volcano Job (batch.volcano.sh): ``phase`` (status.state.phase as text, "" when absent), ``min_available``
+    (status's, else spec's), the ``pending`` and ``running`` counters and ``queue`` (spec.queue), as written."""
+
+    phase: str
+    min_available: Value
+    pending: Value
+    running: Value
+    queue: Value
+
+    @classmethod
+    def parse(cls, obj: KubeObject) -> VcJobObject:
+        """Read the Job fields of ``obj``."""
+        spec, status = obj.spec, obj.status_or_empty()
+        found = status.get("state")
+        state: Mapping[str, object] = found if isinstance(found, Mapping) else {}
+        phase = str(state.get("phase", ""))
+        return cls(phase, scalar(status.get("minAvailable") or spec.get("minAvailable")),
+                   scalar(status.get("pending")), scalar(status.get("running")), scalar(spec.get("queue")))
+
+
+_QUEUE_SPEC_BLOCKS = ("capability", "guarantee", "deserved")
+_QUEUE_STATUS_BLOCKS = ("allocated", "reservation")
+_QUEUE_COUNTERS = ("pending", "running", "inqueue", "completed", "unknown")
+
+
+@dataclass(frozen=True)
+class QueueObject:
+    """A Volcano Queue: spec ``weight`` and ``reclaimable`` and status ``state`` as written; the resource blocks
+    present as mappings (spec capability/guarantee/deserved, then status allocated/reservation: name -> resource
+    -> quantity as text, in that order) and the status counters present (pending, running, inqueue, completed,
+    unknown), as written."""
+
+    weight: Value
+    reclaimable: Value
+    state: Value
+    blocks: dict[str, dict[str, str]]
+    counters: dict[str, Value]
+
+    @classmethod
+    def parse(cls, obj: KubeObject) -> QueueObject:
+        """Read the Queue fields of ``obj``."""
+        spec, status = obj.spec, obj.status_or_empty()
+        blocks = {part: _texts(block) for part, source in [(p, spec) for p in _QUEUE_SPEC_BLOCKS]
+                  + [(p, status) for p in _QUEUE_STATUS_BLOCKS]
+                  for block in [source.get(part)] if isinstance(block, Mapping)}
+        return cls(scalar(spec.get("weight")), scalar(spec.get("reclaimable")), scalar(status.get("state")), blocks,
+                   {c: scalar(status[c]) for c in _QUEUE_COUNTERS if c in status})
+
+
+@dataclass(frozen=True)
+class KubeEvent:
+    """An Event (core/v1 or events.k8s.io/v1) as an :class:`EventRow` (type, default Warning; reason; message or
+    note; an integer count; the reporting component; ``kind/name`` and namespace of the involved/regarding object)
+    and its first/last timestamps as written (absent or empty ones left out)."""
+
+    row: EventRow
+    timestamps: tuple[str, ...]
+
+    @classmethod
+    def parse(cls, item: Mapping[str, object]) -> KubeEvent:
+        """Read the event fields of ``item``. Never raises."""
+        involved = item.get("involvedObject") or item.get("regarding") or {}
+        inv: Mapping[str, object] = involved if isinstance(involved, Mapping) else {}
+        found, count = item.get("source"), item.get("count")
+        source: Mapping[str, object] = found if isinstance(found, Mapping) else {}
+        component = source.get("component")
+        row = EventRow(str(item.get("type", "Warning")), str(item.get("reason", "")),
+                       str(item.get("message") or item.get("note") or ""),
+                       count=count if isinstance(count, int) else None,
+                       source=str(component or item.get("reportingComponent") or ""),
+                       object=f"{str(inv.get('kind', '')).lower()}/{inv.get('name', '')}" if inv else "",
+                       namespace=str(inv.get("namespace", "")))
+        stamps = tuple(str(t) for t in (item.get("firstTimestamp"), item.get("lastTimestamp")) if t)
+        return cls(row, stamps)
