@@ -70,7 +70,9 @@ def local_slots(resource: Resource, target: Mapping[str, Any], cpus: list[int] |
     """The device slots of ``resource``'s per-run model runs on this host (see the module docstring): ``target``
     is the matrix's ``spec.target`` (``device_ids``, ``cpuset``: ``{resource: …}``); ``cpus`` the CPUs this process
     may run on (default: its affinity). Raises ValueError for a malformed request or CPU list, an index listed
-    twice, or a ``target.cpuset`` CPU this process may not run on (a run pinned there could never start)."""
+    twice, a ``target.device_ids`` entry that is not one device index, a pinned list too short for one slot
+    (:func:`~pytest_hetero.backends.slots.slots_of`), or a ``target.cpuset`` CPU this process may not run on (a run
+    pinned there could never start)."""
     allowed = sorted(os.sched_getaffinity(0)) if cpus is None else list(cpus)
     cpuset = (target.get("cpuset") or {}).get(resource.name)
     found = slots_of({**resource.requests, **resource.limits}, (target.get("device_ids") or {}).get(resource.name),
