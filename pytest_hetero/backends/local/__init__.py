@@ -268,7 +268,8 @@ class LocalBackend(Backend):
         """Run the entrypoint confined (:mod:`~pytest_hetero.backends.sandbox`; cwd: matrix folder) with the
         layer timeout; how it was confined is ``details["isolation"]`` (``Confinement.facts``); the
         resource type's device or cgroup is sampled meanwhile (``details["usage"]``,
-        :mod:`pytest_hetero.probes.usage`); the run's own process tree's peak RSS and CPU-seconds (wait4
+        :mod:`pytest_hetero.probes.usage`; a per-run model run pinned to devices: only its slot's devices); the run's
+        own process tree's peak RSS and CPU-seconds (wait4
         rusage) are ``details["run_time"]`` (:func:`~pytest_hetero.probes.usage.rusage_run_time`). Streams
         are kept within
         :data:`~pytest_hetero.backends.streams.STREAM_CAP_BYTES` (full size and sha256 in ``details``);
@@ -293,7 +294,7 @@ class LocalBackend(Backend):
             inputs = [code, model.path, dataset, *self._paths_of(python)]
             withheld = truth_withheld(step, [cwd, code], given=[dataset, model.path])
             begun = time.time()
-            with sampling(step.resource.type) as usage:
+            with sampling(step.resource.type, devices=local_spread.sampled_devices(run)) as usage:
                 launch, result = run_confined(self.sandbox, argv, cwd=cwd, run_dir=tmp, env=env, inputs=inputs,
                                               timeout_s=step.timeout_s, network=model.network,
                                               hide=[Path(w["path"]) for w in withheld],

@@ -22,6 +22,9 @@ model item (its startup passed) and joins each result to its item. Ctrl-C and SI
 which cancels the runs not started and kills those running (:class:`Running`); a killed gate takes them with it
 (bubblewrap's parent-death signal).
 
+A run pinned to accelerators has only its slot's devices sampled (``model.usage``, hence ``gpu_memory_peak_mib`` and
+``device_utilisation_mean``: :func:`sampled_devices`), never another run's.
+
 Evidence per run: ``details["spread"]`` (the run's process, its device slot, when it was queued, got its slot,
 ran, its sandbox ended, how long it waited for a slot, the concurrency: Docker's keys) and ``details["isolation"]``
 (:func:`isolation`): the run's confinement with ``shared_between_runs`` False and ``models_isolation`` proven, unless
@@ -105,6 +108,13 @@ def pin(slot: Slot, resource: Resource, width: int) -> Pin:
     if slot.kind == "cpuset":
         return Pin(slot, cpus=frozenset(int(i) for i in slot.ids), width=width)
     return Pin(slot, width=width)
+
+
+def sampled_devices(run: Pin | None) -> list[str] | None:
+    """The accelerator indices a run's device sampling reads (``model.usage``, hence ``gpu_memory_peak_mib`` and
+    ``device_utilisation_mean``): a run pinned to a device slot, only its slot's (NVML / npu-smi index = the slot's
+    index); None (every device of the host, as in shared mode) for a CPU, unpinned or shared-mode run."""
+    return list(run.slot.ids) if run is not None and run.slot.kind == "devices" and run.env else None
 
 
 @contextmanager
