@@ -241,7 +241,9 @@ class LocalBackend(Backend):
 
     def _run_alone(self, slots: Slots, step: Deferred, width: int, queued: float) -> ExecResult:
         """One model run (in a helper thread) in a sandbox of its own pinned to a free slot of ``slots`` (waited
-        for); the result with ``details["spread"]`` and the per-run ``details["isolation"]`` (see :mod:`.spread`).
+        for); the result with ``details["spread"]`` and the per-run ``details["isolation"]`` (see :mod:`.spread`),
+        both with ``pinning`` when a CPU-pinned run used more CPU time than its slot could give
+        (:func:`.spread.pin_kept`: it widened its affinity).
         Raises what :meth:`run_model` raises, and ActionFailed ``harness`` when the gate stopped meanwhile."""
         slot, waited = slots.take()
         got = time.time()
@@ -262,6 +264,10 @@ class LocalBackend(Backend):
             "run_started_at": ran.get("started"), "run_ended_at": ran.get("ended"), "removed_at": ended,
             "waited_for_slot_s": round(got - queued, 3), "slot_wait_s": round(waited, 3),
         }
+        unkept = local_spread.pin_kept(run, ran.get("cpu_s"), result.duration_s)
+        if unkept is not None:  # it widened its CPU affinity: the pin did not hold
+            result.details["spread"]["pinning"] = unkept
+            result.details["isolation"] = local_spread.unkept(result.details["isolation"], unkept)
         return result
 
     def run_model(self, step: Step, run: local_spread.Pin | None = None) -> ExecResult:

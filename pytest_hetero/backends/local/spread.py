@@ -165,6 +165,41 @@ def isolation(confinement: Mapping[str, Any], run: Pin, network: bool) -> dict[s
                                 "network namespace)"}
 
 
+PIN_SLACK = (1.10, 0.2)
+"""``(factor, seconds)``: a CPU-pinned run's CPU-seconds may exceed its run time × its slot's CPU count by this much
+(``cpu_s ≤ wall × cpus × 1.10 + 0.2``) before :func:`pin_kept` says the run widened its affinity: rusage and the
+wall clock are read at slightly different moments, and the sandbox's start is counted in both."""
+
+
+def pin_kept(run: Pin, cpu_s: float | None, wall_s: float) -> str | None:
+    """None when a run pinned to CPUs (``run.cpus``) used no more CPU time than those CPUs could give it over its
+    run (``cpu_s``: its process tree's rusage; ``wall_s``: its run time, the sandbox's start included; within
+    :data:`PIN_SLACK`), or when there is nothing to check (not CPU-pinned, CPU time not measured); else why the
+    pinning was not kept (in words: the run widened its affinity, ``sched_setaffinity``, and ran on CPUs outside
+    its slot, which other runs at once were pinned to)."""
+    if run.cpus is None or cpu_s is None:
+        return None
+    factor, extra = PIN_SLACK
+    bound = wall_s * len(run.cpus) * factor + extra
+    if cpu_s <= bound:
+        return None
+    return (f"not kept: cpu_s {cpu_s:.2f} over {wall_s:.2f} s on {len(run.cpus)} pinned CPU(s), more than those "
+            f"CPUs can give ({bound:.2f} s with slack): the run widened its CPU affinity (sched_setaffinity) and ran "
+            "on CPUs outside its slot")
+
+
+def unkept(facts: Mapping[str, Any], why: str) -> dict[str, Any]:
+    """``facts`` (a per-run model run's ``isolation``, :func:`isolation`) for a run whose pinning was not kept
+    (:func:`pin_kept`'s ``why``): ``pinning`` says so, and ``per_run`` no longer claims the run stayed pinned to its
+    device slot."""
+    text = str(facts.get("per_run") or PER_RUN_SANDBOX)
+    claim = "pinned to one device slot (device indices or CPU affinity)"
+    per_run = text.replace(claim, "started pinned to one device slot (CPU affinity), which the run did not keep "
+                                  "(see pinning)") if claim in text else f"{text}; its CPU pinning was not kept "\
+                                                                         "(see pinning)"
+    return {**facts, "per_run": per_run, "pinning": why}
+
+
 class Killable(Protocol):
     """A run in flight that can be killed (``backends.local``'s reaper, a forked run's link)."""
 
