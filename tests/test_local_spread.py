@@ -401,3 +401,20 @@ def test_the_pin_is_kept_while_cpu_time_fits_the_pinned_cpus() -> None:
     facts = unkept(isolation({"mechanism": "bubblewrap", "confined": True, "gaps": []}, two, network=False), "why")
     assert facts["pinning"] == "why" and "started pinned to one device slot (CPU affinity), which the run did not " \
         "keep" in facts["per_run"]
+
+
+def test_an_unconfined_per_run_model_run_names_runs_at_the_same_time_as_able_to_change_it(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``HETERO_SANDBOX=off`` with ``per-run``: the run is not confined, so isolation between model runs is not
+    proven; the runs go at once, so the reason names another run earlier *or at the same time*, not only an earlier
+    one (shared mode's wording, where runs go one after the other)."""
+    monkeypatch.setenv("HETERO_SANDBOX", "off")
+    spread_matrix(pytester.path, CPU, runs=1, concurrency=1,
+                  entrypoint=["{python}", "{code}/infer.py", "--model", "{model}", "--data", "{dataset}", "--out",
+                              "{outputs}", "--provider", "{provider}"])
+    pytester.runpytest("-p", "no:cacheprovider", "-p", "no:randomly", "--hetero-run-id", "r1", "-k", "model")
+    ev = evidence_of(pytester)
+    [shared] = [p for p in ev["untested"]["not_proven"] if p["part"] == "isolation between model runs"]
+    assert shared["reason"].startswith("the run was not confined ("), shared
+    assert shared["reason"].endswith(": another run (earlier or at the same time) could have changed this run's "
+                                     "result"), shared

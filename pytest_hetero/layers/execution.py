@@ -14,6 +14,7 @@ import json
 from typing import Any
 
 from pytest_hetero.backends.protocol import UsageFacts
+from pytest_hetero.backends.spread import wanted as spread_wanted
 from pytest_hetero.errors import HeteroError
 from pytest_hetero.evidence.inputs import USED, code_digest
 from pytest_hetero.evidence.model import bounded, sha256_text
@@ -117,9 +118,11 @@ def _run_once(ctx: LayerContext, run: int) -> None:
                    reason=f"the code under test ran unconfined ({isolation.get('reason') or 'no sandbox'}): it "
                           "could have read the signing key and altered this run's evidence")
     if isinstance(isolation, dict) and isolation.get("shared_between_runs"):
+        # per-run model runs go at once: the run that could reach this one may be running beside it
+        who = "another run (earlier or at the same time)" if spread_wanted(ctx) else "an earlier run"
         ctx.record(NOT_PROVEN, layer="model", part=MODELS_ISOLATION_PART,
-                   reason=f"{isolation.get('reason') or 'the workload is shared between model runs'}: an earlier "
-                          "run could have changed this run's result")
+                   reason=f"{isolation.get('reason') or 'the workload is shared between model runs'}: {who} "
+                          "could have changed this run's result")
     # secrets out before any cut: a token cut at a head/tail boundary would keep its prefix
     result.stdout, result.stderr = ctx.redactor.text(result.stdout), ctx.redactor.text(result.stderr)
     if sensitive:  # logs may echo samples: keep sizes and digests only
