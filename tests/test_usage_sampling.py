@@ -191,6 +191,10 @@ def test_nvml_reads_only_a_runs_slot_devices_when_told(monkeypatch: pytest.Monke
     assert (absent["available"], absent["unavailable"]) == (
         False, "NVML lists 2 GPU(s): no GPU of index 2 (the run's device slot)")
     assert usage.slot_source("cpu", ["0"]) is None
+    uuid = usage.slot_source("gpu", ["GPU-8c2f"])  # the gate's own CUDA_VISIBLE_DEVICES may name a GPU by UUID
+    assert uuid is not None and (uuid.read, uuid.unavailable) == (None, "the run's device slot names 'GPU-8c2f', not "
+                                                                       "a device index: its devices cannot be read "
+                                                                       "apart from the host's others")
 
 
 def test_nvml_absent_here_is_not_available() -> None:

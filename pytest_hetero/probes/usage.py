@@ -554,7 +554,16 @@ def _bucketed(times: list[float], mem: list[float | None], util: list[float | No
 def slot_source(resource_type: str, devices: list[str]) -> Source | None:
     """The source that reads only ``devices`` (a model run's device slot: the accelerator indices it was given)
     for ``resource_type``: NVML for ``gpu`` (:func:`nvml_source`), ``npu-smi -i`` for ``npu``
-    (:func:`npu_smi_source`); None for another type (a cgroup is not a device). Never raises."""
+    (:func:`npu_smi_source`); None for another type (a cgroup is not a device). A slot id that is not a device
+    index (a UUID the gate was given in its own ``CUDA_VISIBLE_DEVICES``) gives an unavailable source, never every
+    device of the host read in its place. Never raises."""
+    if resource_type not in ("gpu", "npu"):
+        return None
+    odd = [i for i in devices if not (i.isascii() and i.isdecimal())]
+    if odd:
+        return Source("nvml" if resource_type == "gpu" else "npu-smi", "",
+                      unavailable=f"the run's device slot names {odd[0]!r}, not a device index: its devices cannot "
+                                  "be read apart from the host's others")
     indices = [int(i) for i in devices]
     if resource_type == "gpu":
         return nvml_source(indices=indices)
