@@ -349,18 +349,19 @@ def test_a_run_held_after_the_stop_is_killed_at_once() -> None:
 
 
 # widens its CPU affinity to every CPU of the host, burns two CPUs at once (two children that spin) until they used
-# clearly more CPU time than its one pinned CPU could give over the run (or 30 s pass), then infers honestly
+# clearly more CPU time than its one pinned CPU could give over the run (or 20 s pass), then infers honestly
 WIDEN = """
 import os, subprocess, sys, time
 code, model, data, out, prov = sys.argv[1:6]
 os.sched_setaffinity(0, range(os.cpu_count()))
+sys.stderr.write('widened to %d CPU(s)\\n' % len(os.sched_getaffinity(0)))
 kids = [subprocess.Popen([sys.executable, '-c', 'while True: pass']) for _ in range(2)]
 tick = os.sysconf('SC_CLK_TCK')
 def cpu(pid):
     f = open('/proc/%d/stat' % pid).read().rsplit(')', 1)[1].split()
     return (int(f[11]) + int(f[12])) / tick
 begun = time.monotonic()
-while time.monotonic() - begun < 30:
+while time.monotonic() - begun < 20:
     time.sleep(0.1)
     if sum(cpu(k.pid) for k in kids) >= 1.6 * (time.monotonic() - begun) + 1.5:
         break
@@ -375,17 +376,28 @@ subprocess.run([sys.executable, code + '/infer.py', '--model', model, '--data', 
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="widening a one-CPU pin needs a second CPU")
 def test_a_run_that_widens_its_cpu_affinity_is_recorded_as_not_keeping_its_pin(pytester: pytest.Pytester) -> None:
     """``cpu: 1``: the run is pinned to one CPU, widens its affinity (``sched_setaffinity``, which an affinity mask
-    cannot forbid) and spins two CPUs at once: its CPU-seconds exceed what one CPU gives over its run, so its
-    ``spread`` and ``isolation`` say the pinning was not kept (cpu_s over the run time on 1 pinned CPU), and
-    ``per_run`` no longer says it stayed pinned to its slot."""
+    cannot forbid) and spins two CPUs at once. The model sees its affinity widened; the record follows the rule on
+    the run's measured figures: CPU-seconds beyond what one CPU gives over the run (+10 % + 0.2 s) → ``spread`` and
+    ``isolation`` say the pinning was not kept (cpu_s over the run time on 1 pinned CPU) and ``per_run`` no longer
+    says it stayed pinned. On an idle second CPU the run exceeds the bound (seen at 16.6 s over 9.5 s); a machine so
+    loaded that the two spinners never got more than one CPU between them cannot show a breach by CPU time, and then
+    nothing may be claimed either way but that no breach is recorded (the exact rule: the next test)."""
     spread_matrix(pytester.path, CPU, runs=1, concurrency=1,
                   entrypoint=["{python}", "-c", WIDEN, "{code}", "{model}", "{dataset}", "{outputs}", "{provider}"])
     pytester.runpytest("-p", "no:cacheprovider", "-p", "no:randomly", "--hetero-run-id", "r1", "-k", "model")
-    run = record(items(evidence_of(pytester))["cpu::py::m1@digits-test::model"], "model.run")
+    item = items(evidence_of(pytester))["cpu::py::m1@digits-test::model"]
+    run, cpu_s = record(item, "model.run"), record(item, "model.run_time")["values"]["cpu_s"]["value"]
+    assert [ln for ln in run["stderr"]["text"].splitlines() if ln.startswith("widened")] == [
+        f"widened to {len(os.sched_getaffinity(0))} CPU(s)"], run["stderr"]
+    bound = run["duration_s"] * 1.10 + 0.2
     kept, iso = run["spread"].get("pinning"), run["isolation"]
-    assert kept is not None and kept.startswith("not kept: cpu_s ") and "on 1 pinned CPU(s)" in kept, run["spread"]
-    assert iso["pinning"] == kept and "which the run did not keep" in iso["per_run"], iso
-    assert "pinned to one device slot (device" not in iso["per_run"]
+    if cpu_s > bound + 0.01:
+        assert kept is not None and kept.startswith(f"not kept: cpu_s {cpu_s:.2f} over ") and \
+            "on 1 pinned CPU(s)" in kept, (cpu_s, run["duration_s"], run["spread"])
+        assert iso["pinning"] == kept and "which the run did not keep" in iso["per_run"], iso
+        assert "pinned to one device slot (device" not in iso["per_run"]
+    elif cpu_s < bound - 0.01:
+        assert kept is None and "pinning" not in iso, (cpu_s, run["duration_s"], kept)
 
 
 def test_the_pin_is_kept_while_cpu_time_fits_the_pinned_cpus() -> None:
