@@ -113,3 +113,35 @@ def test_a_cpu_or_device_listed_twice_is_refused() -> None:
         slots_of({"nvidia.com/gpu": "1"}, ["0", "1", "0"], None, 8, NO_DEVICES)
     assert ids(slots_of({"nvidia.com/gpu": "1"}, ["1", "0"], None, 8, NO_DEVICES)) == [("devices", ("1",)),
                                                                                       ("devices", ("0",))]
+
+
+@pytest.mark.parametrize(("devices", "asked", "why"), [
+    (["0,1", "1"], "1", "entry '0,1' is not a device index"),
+    (["GPU-1a2b"], "1", "entry 'GPU-1a2b' is not a device index"),
+    ([" "], "1", "entry ' ' is not a device index"),
+    ([-1], "1", "entry -1 is not a device index"),
+    ([True], "1", "entry True is not a device index"),
+    (["1", "01"], "1", "names device 1 twice"),
+    ([], "1", "names no device"),
+    (["0", "1", "2"], "2", r"holds 3 device\(s\), fewer than the 4 one run .* \(nvidia.com/gpu: 4\)"),
+])
+def test_pinned_device_ids_must_be_one_device_index_each_and_hold_a_slot(devices: list[Any], asked: str,
+                                                                        why: str) -> None:
+    """The per-run slots of Docker and local read ``target.device_ids`` through this one function: an entry that is
+    not one whole number ≥ 0, a device named twice (``1`` and ``01``), an empty list (it would fall back to the
+    host's devices) or a list too short for one slot (runs unpinned, on every device) is refused by name."""
+    request = {"nvidia.com/gpu": "4" if "fewer" in why else asked}
+    with pytest.raises(ValueError, match=f"target.device_ids .*{why}"):
+        slots_of(request, devices, None, 8, {"nvidia": ["0", "1", "2", "3"], "ascend": []})
+    # the same indices written as numbers, as strings or zero-padded are the same slots
+    assert ids(slots_of({"nvidia.com/gpu": "1"}, [2, " 3", "01"], None, 8, NO_DEVICES)) == [
+        ("devices", ("2",)), ("devices", ("3",)), ("devices", ("1",))]
+
+
+@pytest.mark.parametrize("cpuset", ["0", " , ", ""])
+def test_a_pinned_cpuset_too_small_for_one_slot_is_refused(cpuset: str) -> None:
+    """``cpu: 2`` with ``target.cpuset`` ``"0"`` (or none at all): not an unpinned slot on every CPU of the engine,
+    a refusal naming the cpuset and the fix; the engine's own CPUs too few for a slot stay one unpinned slot."""
+    with pytest.raises(ValueError, match=r"target.cpuset .* fewer than the 2 one run .* \(cpu: 2\): list at least 2"):
+        slots_of({"cpu": "2"}, None, cpuset, 8, NO_DEVICES)
+    assert ids(slots_of({"cpu": "2"}, None, None, 1, NO_DEVICES)) == [("unpinned", ())]

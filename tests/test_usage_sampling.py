@@ -178,6 +178,25 @@ def test_nvml_shape_with_a_stand_in_module(monkeypatch: pytest.MonkeyPatch) -> N
     assert gpu1["utilisation_mean_pct"] is None and gpu1["memory_high_water_mib"] == 700.0
 
 
+def test_nvml_reads_only_a_runs_slot_devices_when_told(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A per-run model run on GPU 1 (its device slot): only GPU 1 is read, and the scope says so; a slot index
+    NVML does not list is not available (never another GPU read in its place)."""
+    monkeypatch.setitem(sys.modules, "fake_pynvml", _stand_in_nvml([0, 600, 700]))
+    with sampling("gpu", interval_s=10, source=usage.nvml_source("fake_pynvml", indices=[1])) as sampler:
+        pass
+    result = sampler.result()
+    assert [(d["id"], d["series"]["memory_used_mib"]) for d in result["devices"]] == [("1", [600.0, 700.0])]
+    assert result["scope"].startswith("only GPU(s) 1 of this host, the run's device slot")
+    absent = Sampler(usage.nvml_source("fake_pynvml", indices=[0, 2])).result()
+    assert (absent["available"], absent["unavailable"]) == (
+        False, "NVML lists 2 GPU(s): no GPU of index 2 (the run's device slot)")
+    assert usage.slot_source("cpu", ["0"]) is None
+    uuid = usage.slot_source("gpu", ["GPU-8c2f"])  # the gate's own CUDA_VISIBLE_DEVICES may name a GPU by UUID
+    assert uuid is not None and (uuid.read, uuid.unavailable) == (None, "the run's device slot names 'GPU-8c2f', not "
+                                                                       "a device index: its devices cannot be read "
+                                                                       "apart from the host's others")
+
+
 def test_nvml_absent_here_is_not_available() -> None:
     result = Sampler(usage.nvml_source()).result()
     assert result["available"] is False and result["devices"] == []

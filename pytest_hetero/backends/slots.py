@@ -10,6 +10,10 @@ A **slot** is what one model run is pinned to while it runs beside others:
 - a CPU resource gets ⌈``cpu``⌉ CPUs per slot (1 when it requests none), taken in order from
   ``target.cpuset[<resource>]`` when given, else from the CPUs the engine may use.
 
+A list the matrix pins (``target.device_ids``: one whole-number device index ≥ 0 per entry, :func:`device_list`;
+``target.cpuset``) must hold at least one slot (:func:`enough`): it is refused (ValueError, the engine's
+``bad_request``), never turned into an unpinned slot on devices or CPUs the matrix did not give.
+
 The runs of a resource × image go at most ``min(concurrency, slots)`` at once (:func:`width`); a run takes a free
 slot (:class:`Slots`) and gives it back once its workload is gone. How a slot pins a run is the engine's: a
 container's ``CpusetCpus``/``DeviceIDs`` on Docker, a process's CPU affinity or ``CUDA_VISIBLE_DEVICES`` /
@@ -96,6 +100,37 @@ def carve(ids: list[str], per_slot: int, kind: str) -> list[Slot]:
     return slots or [Slot("unpinned", ())]
 
 
+def device_list(given: Sequence[int | str], source: str = "target.device_ids") -> list[str]:
+    """The device indices of a pinned list (``target.device_ids[<resource>]``) as decimal strings (``["03", 1]`` →
+    ``["3", "1"]``). Raises ValueError naming ``source`` and the fix when the list is empty (given, so it must name
+    a device: an empty list would fall back to devices the matrix did not give), or an entry is not one whole number
+    ≥ 0 (``"0,1"``, ``"abc"``, ``""``, ``"-1"``: put into ``CUDA_VISIBLE_DEVICES`` they hide every device, or give
+    one run two), or names a device twice (``"1"`` and ``"01"``: :func:`distinct`)."""
+    shown = f"{source} {list(given)!r}"
+    if not given:
+        raise ValueError(f"{shown} names no device: list one device index per entry (e.g. [0, 1]), or leave the "
+                         "resource out of target.device_ids to use the host's devices")
+    out: list[str] = []
+    for entry in given:
+        text = entry.strip() if isinstance(entry, str) else entry
+        if isinstance(text, bool) or not (isinstance(text, int) and text >= 0
+                                          or isinstance(text, str) and text.isascii() and text.isdecimal()):
+            raise ValueError(f"{shown}: entry {entry!r} is not a device index: each entry must be one whole number "
+                             "≥ 0 (e.g. [0, 1], never \"0,1\" in one entry)")
+        out.append(str(int(text)))
+    return distinct(out, shown, "device")
+
+
+def enough(ids: list[str], per_slot: int, source: str, noun: str, asked: str) -> list[str]:
+    """``ids`` (a list the matrix pinned, named by ``source``) when it holds at least one slot of ``per_slot``; else
+    ValueError naming ``source`` and the fix: fewer would leave the runs unpinned, on every CPU or device of the
+    host, which the matrix did not give them."""
+    if len(ids) < per_slot:
+        raise ValueError(f"{source} holds {len(ids)} {noun}(s), fewer than the {per_slot} one run of this resource "
+                         f"asks for ({asked}): list at least {per_slot} {noun}(s) there, or lower the request")
+    return ids
+
+
 def slots_of(requests: dict[str, str], pinned_devices: Sequence[int | str] | None, cpuset: str | None,
              cpus: list[str], host_devices: dict[str, list[str]]) -> list[Slot]:
     """The device slots of a resource whose merged requests/limits are ``requests`` (see the module docstring).
@@ -103,16 +138,22 @@ def slots_of(requests: dict[str, str], pinned_devices: Sequence[int | str] | Non
     ``pinned_devices``: ``target.device_ids[<resource>]`` (None: not given); ``cpuset``: ``target.cpuset[<resource>]``;
     ``cpus``: the CPUs the engine may use, in order (carved when no ``cpuset`` is given); ``host_devices``: the
     device indices the host has by vendor (``nvidia``, ``ascend``; empty when not known). Raises ValueError for a
-    malformed quantity or CPU list, or a CPU or device index listed twice."""
+    malformed quantity or CPU list, a CPU or device index listed twice, a ``target.device_ids`` entry that is not
+    one device index (:func:`device_list`), or a pinned list too short for one slot (:func:`enough`)."""
     vendor = accelerator(requests)
     if vendor is not None:
         key = next(k for k in requests if k == NVIDIA_GPU or k.startswith(ASCEND_PREFIXES))
-        known = distinct([str(i) for i in pinned_devices], f"target.device_ids {list(pinned_devices)!r}",
-                         "device") if pinned_devices else host_devices.get(vendor, [])
-        return carve(known, int(quantity(requests[key])), "devices")
-    found = cpu_list(cpuset) if cpuset is not None else list(cpus)
-    per = math.ceil(quantity(requests["cpu"])) if "cpu" in requests else 1
-    return carve(found, per, "cpuset")
+        count = max(1, int(quantity(requests[key])))
+        if pinned_devices is None:
+            return carve(host_devices.get(vendor, []), count, "devices")
+        known = enough(device_list(pinned_devices), count, f"target.device_ids {list(pinned_devices)!r}", "device",
+                       f"{key}: {requests[key]}")
+        return carve(known, count, "devices")
+    per = max(1, math.ceil(quantity(requests["cpu"]))) if "cpu" in requests else 1
+    if cpuset is None:
+        return carve(list(cpus), per, "cpuset")
+    asked = f"cpu: {requests['cpu']}" if "cpu" in requests else "one CPU when it requests none"
+    return carve(enough(cpu_list(cpuset), per, f"target.cpuset {cpuset!r}", "CPU", asked), per, "cpuset")
 
 
 def device_indices(prefix: str, dev: Path = Path("/dev")) -> list[str]:

@@ -204,9 +204,11 @@ class Spread:
 
     def wait(self, timeout_s: float) -> int:
         """Wait up to ``timeout_s`` seconds for every run launched to end (after :meth:`shutdown`, once the engine
-        has stopped the running ones); how many had not ended by then."""
+        has stopped the running ones); how many had not ended by then. A run cancelled before it started (queued
+        at :meth:`shutdown`) has ended: ``concurrent.futures.wait`` never counts a future cancelled by
+        ``shutdown(cancel_futures=True)`` as done (it is never notified), so it is left out of the wait."""
         with self.lock:
-            launched = [f for group in self.groups.values() for f in group.launched]
+            launched = [f for group in self.groups.values() for f in group.launched if not f.cancelled()]
         return len(concurrent.futures.wait(launched, timeout=timeout_s).not_done)
 
 

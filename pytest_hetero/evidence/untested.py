@@ -68,7 +68,8 @@ test could have read the signing key and altered the evidence, so the run's verd
 MODELS_ISOLATION_PART = "isolation between model runs"
 """``part`` of the ``scope.not_proven`` record of a model run that shared a writable workload with other runs
 not reset in between (an engine's ``isolation.shared_between_runs``): an earlier run could have changed this
-run's result (a ``.pth`` file, a process left running), so the run's verdict cannot be ``pass``."""
+run's result (a ``.pth`` file, a process left running), or, with ``model_runs: per-run``, another run (earlier or at
+the same time), so the run's verdict cannot be ``pass``."""
 CONTENTION_PART = "resources between model runs at once"
 """``part`` of the ``scope.not_proven`` record of a model run that went beside others sharing a limit no workload of
 its own holds (an engine's ``isolation.contention``: one sandbox user's process limit, the host's memory): another

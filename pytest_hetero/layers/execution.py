@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_hetero.backends.protocol import UsageFacts
+from pytest_hetero.backends.spread import wanted as spread_wanted
 from pytest_hetero.errors import HeteroError
 from pytest_hetero.evidence.inputs import USED, code_digest
 from pytest_hetero.evidence.model import bounded, sha256_text
@@ -111,9 +112,11 @@ def _not_proven_isolation(ctx: LayerContext, isolation: dict[str, Any]) -> None:
     if isolation.get("contention"):
         ctx.record(NOT_PROVEN, layer="model", part=CONTENTION_PART, reason=str(isolation["contention"]))
     if isolation.get("shared_between_runs"):
+        # per-run model runs go at once: the run that could reach this one may be running beside it
+        who = "another run (earlier or at the same time)" if spread_wanted(ctx) else "an earlier run"
         ctx.record(NOT_PROVEN, layer="model", part=MODELS_ISOLATION_PART,
-                   reason=f"{isolation.get('reason') or 'the workload is shared between model runs'}: an earlier "
-                          "run could have changed this run's result")
+                   reason=f"{isolation.get('reason') or 'the workload is shared between model runs'}: {who} "
+                          "could have changed this run's result")
 
 
 def run_once(ctx: LayerContext) -> None:

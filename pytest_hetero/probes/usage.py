@@ -155,8 +155,10 @@ class Source:
     unavailable: str | None = None
 
 
-def nvml_source(module: str = "pynvml") -> Source:
-    """NVML: every GPU NVML lists (the devices visible to this process). Never raises."""
+def nvml_source(module: str = "pynvml", indices: list[int] | None = None) -> Source:
+    """NVML: every GPU NVML lists (the devices visible to this process), or only those of NVML index ``indices``
+    (a model run's device slot: the indices it was given in ``CUDA_VISIBLE_DEVICES``; an index NVML does not list
+    makes the source unavailable, never another GPU read in its place). Never raises."""
     try:
         nvml: Any = importlib.import_module(module)
     except ImportError as exc:
@@ -164,14 +166,20 @@ def nvml_source(module: str = "pynvml") -> Source:
     try:
         nvml.nvmlInit()
         count = int(nvml.nvmlDeviceGetCount())
-        handles = [nvml.nvmlDeviceGetHandleByIndex(i) for i in range(count)]
+        missing = [i for i in indices or [] if not 0 <= i < count]
+        if missing:
+            nvml.nvmlShutdown()
+            return Source("nvml", "", unavailable=f"NVML lists {count} GPU(s): no GPU of index {missing[0]} (the "
+                                                  "run's device slot)")
+        picked = list(range(count)) if indices is None else list(indices)
+        handles = {i: nvml.nvmlDeviceGetHandleByIndex(i) for i in picked}
     except Exception as exc:  # noqa: BLE001 - NVMLError, or OSError from a broken libnvidia-ml
         return Source("nvml", "", unavailable=f"NVML: {exc}")
     if not handles:
         nvml.nvmlShutdown()
         return Source("nvml", "", unavailable="NVML lists no GPU")
     devices: dict[str, DeviceFacts] = {}
-    for i, handle in enumerate(handles):
+    for i, handle in handles.items():
         name = _nvml_value(nvml, nvml.nvmlDeviceGetName, handle)
         total = _nvml_value(nvml, lambda h: nvml.nvmlDeviceGetMemoryInfo(h).total, handle)
         devices[str(i)] = {"name": name.decode() if isinstance(name, bytes) else name,
@@ -179,14 +187,16 @@ def nvml_source(module: str = "pynvml") -> Source:
 
     def read() -> Reading:
         out: Reading = {}
-        for i, handle in enumerate(handles):
+        for i, handle in handles.items():
             used = _nvml_value(nvml, lambda h: nvml.nvmlDeviceGetMemoryInfo(h).used, handle)
             util = _nvml_value(nvml, lambda h: nvml.nvmlDeviceGetUtilizationRates(h).gpu, handle)
             out[str(i)] = (None if used is None else round(used / 2**20, 1), None if util is None else float(util))
         return out
 
-    return Source("nvml", "each GPU as a whole (every process on it), read through NVML", devices, read,
-                  close=lambda: _nvml_value(nvml, nvml.nvmlShutdown))
+    scope = "each GPU as a whole (every process on it), read through NVML" if indices is None else (
+        f"only GPU(s) {', '.join(str(i) for i in picked)} of this host, the run's device slot (NVML index = the index "
+        "given to the run in CUDA_VISIBLE_DEVICES), each as a whole (every process on it), read through NVML")
+    return Source("nvml", scope, devices, read, close=lambda: _nvml_value(nvml, nvml.nvmlShutdown))
 
 
 def _nvml_value(nvml: Any, call: Callable[..., Any], *args: Any) -> Any:
@@ -541,12 +551,37 @@ def _bucketed(times: list[float], mem: list[float | None], util: list[float | No
     return out
 
 
+def slot_source(resource_type: str, devices: list[str]) -> Source | None:
+    """The source that reads only ``devices`` (a model run's device slot: the accelerator indices it was given)
+    for ``resource_type``: NVML for ``gpu`` (:func:`nvml_source`), ``npu-smi -i`` for ``npu``
+    (:func:`npu_smi_source`); None for another type (a cgroup is not a device). A slot id that is not a device
+    index (a UUID the gate was given in its own ``CUDA_VISIBLE_DEVICES``) gives an unavailable source, never every
+    device of the host read in its place. Never raises."""
+    if resource_type not in ("gpu", "npu"):
+        return None
+    odd = [i for i in devices if not (i.isascii() and i.isdecimal())]
+    if odd:
+        return Source("nvml" if resource_type == "gpu" else "npu-smi", "",
+                      unavailable=f"the run's device slot names {odd[0]!r}, not a device index: its devices cannot "
+                                  "be read apart from the host's others")
+    indices = [int(i) for i in devices]
+    if resource_type == "gpu":
+        return nvml_source(indices=indices)
+    if resource_type == "npu":
+        return npu_smi_source(indices)
+    return None
+
+
 @contextlib.contextmanager
 def sampling(resource_type: str, interval_s: float = DEFAULT_INTERVAL_S,
-             source: Source | None = None) -> Iterator[Sampler]:
+             source: Source | None = None, devices: list[str] | None = None) -> Iterator[Sampler]:
     """Sample the source of ``resource_type`` (``gpu``, ``npu``, ``cpu``; see :data:`SOURCES`) while the
     ``with`` body runs; after it, ``sampler.result()`` is the evidence. ``source`` replaces the default
-    one. An unknown type yields a sampler whose result says it is not available. Never raises."""
+    one; ``devices`` (accelerator indices: a per-run model run's device slot) reads only those devices
+    (:func:`slot_source`) in place of every device of the host. An unknown type yields a sampler whose result
+    says it is not available. Never raises."""
+    if source is None and devices is not None:
+        source = slot_source(resource_type, devices)
     if source is None:
         make = SOURCES.get(resource_type)
         source = make() if make else Source("none", "", unavailable=f"no sampler for resource type {resource_type!r}")

@@ -499,7 +499,8 @@ class DockerBackend(Backend):
         """How the per-run model runs of ``ctx``'s resource × image go (:mod:`.spread`): the resource's device
         slots, at most ``concurrency`` runs at once, one per slot. The resource × image container (its startup
         is proven) is removed first, so what it holds serves the runs. Raises ActionFailed ``bad_request`` for a
-        malformed request or ``target.cpuset``."""
+        malformed request, ``target.cpuset`` or ``target.device_ids`` (:func:`~pytest_hetero.backends.slots.slots_of`:
+        an entry that is not one device index, a device or CPU listed twice, a list too short for one slot)."""
         s, res = self.session, ctx.resource
         s.api  # noqa: B018 - connects and reads info: the engine's CPUs
         try:

@@ -241,7 +241,9 @@ class LocalBackend(Backend):
 
     def _run_alone(self, slots: Slots, step: Deferred, width: int, queued: float) -> ExecResult:
         """One model run (in a helper thread) in a sandbox of its own pinned to a free slot of ``slots`` (waited
-        for); the result with ``details["spread"]`` and the per-run ``details["isolation"]`` (see :mod:`.spread`).
+        for); the result with ``details["spread"]`` and the per-run ``details["isolation"]`` (see :mod:`.spread`),
+        both with ``pinning`` when a CPU-pinned run used more CPU time than its slot could give
+        (:func:`.spread.pin_kept`: it widened its affinity).
         Raises what :meth:`run_model` raises, and ActionFailed ``harness`` when the gate stopped meanwhile."""
         slot, waited = slots.take()
         got = time.time()
@@ -262,13 +264,18 @@ class LocalBackend(Backend):
             "run_started_at": ran.get("started"), "run_ended_at": ran.get("ended"), "removed_at": ended,
             "waited_for_slot_s": round(got - queued, 3), "slot_wait_s": round(waited, 3),
         }
+        unkept = local_spread.pin_kept(run, ran.get("cpu_s"), result.duration_s)
+        if unkept is not None:  # it widened its CPU affinity: the pin did not hold
+            result.details["spread"]["pinning"] = unkept
+            result.details["isolation"] = local_spread.unkept(result.details["isolation"], unkept)
         return result
 
     def run_model(self, step: Step, run: local_spread.Pin | None = None) -> ExecResult:
         """Run the entrypoint confined (:mod:`~pytest_hetero.backends.sandbox`; cwd: matrix folder) with the
         layer timeout; how it was confined is ``details["isolation"]`` (``Confinement.facts``); the
         resource type's device or cgroup is sampled meanwhile (``details["usage"]``,
-        :mod:`pytest_hetero.probes.usage`); the run's own process tree's peak RSS and CPU-seconds (wait4
+        :mod:`pytest_hetero.probes.usage`; a per-run model run pinned to devices: only its slot's devices); the run's
+        own process tree's peak RSS and CPU-seconds (wait4
         rusage) are ``details["run_time"]`` (:func:`~pytest_hetero.probes.usage.rusage_run_time`). Streams
         are kept within
         :data:`~pytest_hetero.backends.streams.STREAM_CAP_BYTES` (full size and sha256 in ``details``);
@@ -293,7 +300,7 @@ class LocalBackend(Backend):
             inputs = [code, model.path, dataset, *self._paths_of(python)]
             withheld = truth_withheld(step, [cwd, code], given=[dataset, model.path])
             begun = time.time()
-            with sampling(step.resource.type) as usage:
+            with sampling(step.resource.type, devices=local_spread.sampled_devices(run)) as usage:
                 launch, result = run_confined(self.sandbox, argv, cwd=cwd, run_dir=tmp, env=env, inputs=inputs,
                                               timeout_s=step.timeout_s, network=model.network,
                                               hide=[Path(w["path"]) for w in withheld],

@@ -22,6 +22,9 @@ model item (its startup passed) and joins each result to its item. Ctrl-C and SI
 which cancels the runs not started and kills those running (:class:`Running`); a killed gate takes them with it
 (bubblewrap's parent-death signal).
 
+A run pinned to accelerators has only its slot's devices sampled (``model.usage``, hence ``gpu_memory_peak_mib`` and
+``device_utilisation_mean``: :func:`sampled_devices`), never another run's.
+
 Evidence per run: ``details["spread"]`` (the run's process, its device slot, when it was queued, got its slot,
 ran, its sandbox ended, how long it waited for a slot, the concurrency: Docker's keys) and ``details["isolation"]``
 (:func:`isolation`): the run's confinement with ``shared_between_runs`` False and ``models_isolation`` proven, unless
@@ -71,7 +74,9 @@ def local_slots(resource: Resource, target: Mapping[str, Any], cpus: list[int] |
     """The device slots of ``resource``'s per-run model runs on this host (see the module docstring): ``target``
     is the matrix's ``spec.target`` (``device_ids``, ``cpuset``: ``{resource: …}``); ``cpus`` the CPUs this process
     may run on (default: its affinity). Raises ValueError for a malformed request or CPU list, an index listed
-    twice, or a ``target.cpuset`` CPU this process may not run on (a run pinned there could never start)."""
+    twice, a ``target.device_ids`` entry that is not one device index, a pinned list too short for one slot
+    (:func:`~pytest_hetero.backends.slots.slots_of`), or a ``target.cpuset`` CPU this process may not run on (a run
+    pinned there could never start)."""
     allowed = sorted(os.sched_getaffinity(0)) if cpus is None else list(cpus)
     cpuset = (target.get("cpuset") or {}).get(resource.name)
     found = slots_of({**resource.requests, **resource.limits}, (target.get("device_ids") or {}).get(resource.name),
@@ -104,6 +109,13 @@ def pin(slot: Slot, resource: Resource, width: int) -> Pin:
     if slot.kind == "cpuset":
         return Pin(slot, cpus=frozenset(int(i) for i in slot.ids), width=width)
     return Pin(slot, width=width)
+
+
+def sampled_devices(run: Pin | None) -> list[str] | None:
+    """The accelerator indices a run's device sampling reads (``model.usage``, hence ``gpu_memory_peak_mib`` and
+    ``device_utilisation_mean``): a run pinned to a device slot, only its slot's (NVML / npu-smi index = the slot's
+    index); None (every device of the host, as in shared mode) for a CPU, unpinned or shared-mode run."""
+    return list(run.slot.ids) if run is not None and run.slot.kind == "devices" and run.env else None
 
 
 @contextmanager
@@ -156,6 +168,41 @@ def isolation(confinement: Mapping[str, Any], run: Pin, network: bool) -> dict[s
     return {**facts, **contention, "shared_between_runs": False,
             "models_isolation": "proven: no other model run used this run's sandbox (file system view, processes, "
                                 "network namespace)"}
+
+
+PIN_SLACK = (1.10, 0.2)
+"""``(factor, seconds)``: a CPU-pinned run's CPU-seconds may exceed its run time × its slot's CPU count by this much
+(``cpu_s ≤ wall × cpus × 1.10 + 0.2``) before :func:`pin_kept` says the run widened its affinity: rusage and the
+wall clock are read at slightly different moments, and the sandbox's start is counted in both."""
+
+
+def pin_kept(run: Pin, cpu_s: float | None, wall_s: float) -> str | None:
+    """None when a run pinned to CPUs (``run.cpus``) used no more CPU time than those CPUs could give it over its
+    run (``cpu_s``: its process tree's rusage; ``wall_s``: its run time, the sandbox's start included; within
+    :data:`PIN_SLACK`), or when there is nothing to check (not CPU-pinned, CPU time not measured); else why the
+    pinning was not kept (in words: the run widened its affinity, ``sched_setaffinity``, and ran on CPUs outside
+    its slot, which other runs at once were pinned to)."""
+    if run.cpus is None or cpu_s is None:
+        return None
+    factor, extra = PIN_SLACK
+    bound = wall_s * len(run.cpus) * factor + extra
+    if cpu_s <= bound:
+        return None
+    return (f"not kept: cpu_s {cpu_s:.2f} over {wall_s:.2f} s on {len(run.cpus)} pinned CPU(s), more than those "
+            f"CPUs can give ({bound:.2f} s with slack): the run widened its CPU affinity (sched_setaffinity) and ran "
+            "on CPUs outside its slot")
+
+
+def unkept(facts: Mapping[str, Any], why: str) -> dict[str, Any]:
+    """``facts`` (a per-run model run's ``isolation``, :func:`isolation`) for a run whose pinning was not kept
+    (:func:`pin_kept`'s ``why``): ``pinning`` says so, and ``per_run`` no longer claims the run stayed pinned to its
+    device slot."""
+    text = str(facts.get("per_run") or PER_RUN_SANDBOX)
+    claim = "pinned to one device slot (device indices or CPU affinity)"
+    per_run = text.replace(claim, "started pinned to one device slot (CPU affinity), which the run did not keep "
+                                  "(see pinning)") if claim in text else f"{text}; its CPU pinning was not kept "\
+                                                                         "(see pinning)"
+    return {**facts, "per_run": per_run, "pinning": why}
 
 
 class Killable(Protocol):
