@@ -128,7 +128,7 @@ def test_a_cpu_or_device_listed_twice_is_refused() -> None:
 def test_pinned_device_ids_must_be_one_device_index_each_and_hold_a_slot(devices: list[Any], asked: str,
                                                                         why: str) -> None:
     """The per-run slots of Docker and local read ``target.device_ids`` through this one function: an entry that is
-    not one whole number ≥ 0, a device named twice (``1`` and ``01``), an empty list (it would fall back to the
+    neither one whole number ≥ 0 nor one GPU/MIG UUID, a device named twice (``1`` and ``01``), an empty list (it would fall back to the
     host's devices) or a list too short for one slot (runs unpinned, on every device) is refused by name."""
     request = {"nvidia.com/gpu": "4" if "fewer" in why else asked}
     with pytest.raises(ValueError, match=f"target.device_ids .*{why}"):
@@ -136,6 +136,19 @@ def test_pinned_device_ids_must_be_one_device_index_each_and_hold_a_slot(devices
     # the same indices written as numbers, as strings or zero-padded are the same slots
     assert ids(slots_of({"nvidia.com/gpu": "1"}, [2, " 3", "01"], None, 8, NO_DEVICES)) == [
         ("devices", ("2",)), ("devices", ("3",)), ("devices", ("1",))]
+
+
+def test_a_gpu_or_mig_instance_named_by_its_uuid_is_one_device() -> None:
+    """A MIG instance can only be named by its UUID (``nvidia-smi -L``): each UUID is one device slot, as written;
+    one named twice is refused like an index named twice."""
+    mig = ["MIG-4f3c2a1b-0000-1111-2222-333344445555", "MIG-4f3c2a1b-0000-1111-2222-333344446666"]
+    gpu = "GPU-a1b2c3d4-e5f6-0718-293a-4b5c6d7e8f90"
+    assert ids(slots_of({"nvidia.com/gpu": "1"}, [*mig, gpu, 3], None, 8, NO_DEVICES)) == [
+        ("devices", (mig[0],)), ("devices", (mig[1],)), ("devices", (gpu,)), ("devices", ("3",))]
+    with pytest.raises(ValueError, match="twice"):
+        slots_of({"nvidia.com/gpu": "1"}, [gpu, f" {gpu}"], None, 8, NO_DEVICES)
+    with pytest.raises(ValueError, match="is not a device index"):
+        slots_of({"nvidia.com/gpu": "1"}, [f"{gpu},{mig[0]}"], None, 8, NO_DEVICES)
 
 
 @pytest.mark.parametrize("cpuset", ["0", " , ", ""])

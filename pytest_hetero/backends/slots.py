@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 import queue
+import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -100,11 +101,17 @@ def carve(ids: list[str], per_slot: int, kind: str) -> list[Slot]:
     return slots or [Slot("unpinned", ())]
 
 
+DEVICE_UUID = re.compile(r"(?:GPU|MIG)-[0-9A-Fa-f]{8}(?:-[0-9A-Fa-f]{4}){3}-[0-9A-Fa-f]{12}")
+"""An NVIDIA device UUID as ``nvidia-smi -L`` prints it: a GPU's (``GPU-…``) or a MIG instance's (``MIG-…``, the only
+way to name one instance to Docker's device requests and ``CUDA_VISIBLE_DEVICES``)."""
+
+
 def device_list(given: Sequence[int | str], source: str = "target.device_ids") -> list[str]:
     """The device indices of a pinned list (``target.device_ids[<resource>]``) as decimal strings (``["03", 1]`` →
-    ``["3", "1"]``). Raises ValueError naming ``source`` and the fix when the list is empty (given, so it must name
-    a device: an empty list would fall back to devices the matrix did not give), or an entry is not one whole number
-    ≥ 0 (``"0,1"``, ``"abc"``, ``""``, ``"-1"``: put into ``CUDA_VISIBLE_DEVICES`` they hide every device, or give
+    ``["3", "1"]``; a GPU or MIG UUID, :data:`DEVICE_UUID`, is kept as written). Raises ValueError naming
+    ``source`` and the fix when the list is empty (given, so it must name a device: an empty list would fall back to
+    devices the matrix did not give), or an entry is neither one whole number ≥ 0 nor one UUID
+    (``"0,1"``, ``"abc"``, ``""``, ``"-1"``: put into ``CUDA_VISIBLE_DEVICES`` they hide every device, or give
     one run two), or names a device twice (``"1"`` and ``"01"``: :func:`distinct`)."""
     shown = f"{source} {list(given)!r}"
     if not given:
@@ -113,10 +120,13 @@ def device_list(given: Sequence[int | str], source: str = "target.device_ids") -
     out: list[str] = []
     for entry in given:
         text = entry.strip() if isinstance(entry, str) else entry
+        if isinstance(text, str) and DEVICE_UUID.fullmatch(text):  # one GPU or one MIG instance, by its UUID
+            out.append(text)
+            continue
         if isinstance(text, bool) or not (isinstance(text, int) and text >= 0
                                           or isinstance(text, str) and text.isascii() and text.isdecimal()):
             raise ValueError(f"{shown}: entry {entry!r} is not a device index: each entry must be one whole number "
-                             "≥ 0 (e.g. [0, 1], never \"0,1\" in one entry)")
+                             "≥ 0 or one NVIDIA GPU/MIG UUID (e.g. [0, 1] or [\"MIG-…\"], never \"0,1\" in one entry)")
         out.append(str(int(text)))
     return distinct(out, shown, "device")
 
