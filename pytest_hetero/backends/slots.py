@@ -26,7 +26,7 @@ import math
 import queue
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -201,3 +201,15 @@ class Slots:
     def give(self, slot: Slot) -> None:
         """Free ``slot`` again (its workload is gone)."""
         self.free.put(slot)
+
+
+def spread_facts(slot: Slot, width: int, queued: float, got: float, waited: float, created: object, running: object,
+                 ran: Mapping[str, Any], removed: float) -> dict[str, Any]:
+    """The timing part of a pinned per-run model run's ``details["spread"]``, the same keys on Docker and local (the
+    renderers read them alike): its ``slot`` and the ``concurrency`` (``width``); epoch seconds it was ``queued`` at,
+    ``got`` its slot at (after ``waited`` seconds in :meth:`Slots.take`), its workload was ``created`` and
+    ``running`` at, the run's own window (``ran``: the exec's ``started``/``ended``) and when the workload was
+    ``removed``; the seconds from queue to slot and the wait in the slot queue."""
+    return {"slot": slot.to_dict(), "concurrency": width, "queued_at": queued, "slot_at": got, "created_at": created,
+            "running_at": running, "run_started_at": ran.get("started"), "run_ended_at": ran.get("ended"),
+            "removed_at": removed, "waited_for_slot_s": round(got - queued, 3), "slot_wait_s": round(waited, 3)}

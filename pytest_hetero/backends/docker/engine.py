@@ -63,6 +63,7 @@ from pytest_hetero.backends.protocol import (
     UsageFacts,
     render_entrypoint,
 )
+from pytest_hetero.backends.slots import spread_facts
 from pytest_hetero.backends.spread import Concurrency, Deferred, Plan, wanted
 from pytest_hetero.matrix.model import Matrix, Model
 from pytest_hetero.probes.usage import RUN_TIME_UNITS, measured, unavailable
@@ -558,12 +559,8 @@ class DockerBackend(Backend):
         if facts:
             facts["released"] = removed
             result.details["workload"] = facts
-        result.details["spread"] = {
-            "container": workload["name"], "container_id": workload["id"], "slot": slot.to_dict(),
-            "concurrency": width, "queued_at": queued, "slot_at": got, "created_at": workload["created_at"],
-            "running_at": running, "run_started_at": ran.get("started"), "run_ended_at": ran.get("ended"),
-            "removed_at": removed, "waited_for_slot_s": round(got - queued, 3), "slot_wait_s": round(waited, 3),
-        }
+        result.details["spread"] = {"container": workload["name"], "container_id": workload["id"], **spread_facts(
+            slot, width, queued, got, waited, workload["created_at"], running, ran, removed)}
         return result
 
     def _finish_run(self, ctx: Step, workload: DockerWorkload, result: ExecResult, outputs: str,

@@ -59,7 +59,7 @@ from pytest_hetero.backends.sandbox import (
     remove_tree,
 )
 from pytest_hetero.backends.sandbox.zygote import Zygote, ZygoteFailed, args_pipe, run_root
-from pytest_hetero.backends.slots import Slots, width
+from pytest_hetero.backends.slots import Slots, spread_facts, width
 from pytest_hetero.backends.spread import Concurrency, Deferred, Plan, Spread, wanted
 from pytest_hetero.backends.streams import MAX_OUTPUTS_BYTES, CappedStream
 from pytest_hetero.probes.usage import peak_rss, rusage_run_time, sampling
@@ -258,12 +258,8 @@ class LocalBackend(Backend):
         result.details["isolation"] = local_spread.isolation(result.details.get("isolation") or {}, run,
                                                              step.model.network)
         ran = result.details.get("workload") or {}
-        result.details["spread"] = {
-            "process": ran.get("workload"), "slot": slot.to_dict(), "concurrency": width, "queued_at": queued,
-            "slot_at": got, "created_at": ran.get("started"), "running_at": ran.get("started"),
-            "run_started_at": ran.get("started"), "run_ended_at": ran.get("ended"), "removed_at": ended,
-            "waited_for_slot_s": round(got - queued, 3), "slot_wait_s": round(waited, 3),
-        }
+        result.details["spread"] = {"process": ran.get("workload"), **spread_facts(
+            slot, width, queued, got, waited, ran.get("started"), ran.get("started"), ran, ended)}
         unkept = local_spread.pin_kept(run, ran.get("cpu_s"), result.duration_s)
         if unkept is not None:  # it widened its CPU affinity: the pin did not hold
             result.details["spread"]["pinning"] = unkept
