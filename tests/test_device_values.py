@@ -20,9 +20,7 @@ from pytest_hetero.probes.usage import IN_WORKLOAD, UsageDevice, UsageRecord
 REAL = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "real"
 sys.path.insert(0, str(Path(__file__).parent / "kubernetes"))
 import realimages  # noqa: E402
-from test_kube_podwrap import run  # noqa: E402
-
-SETTLED = "import time; time.sleep(0.9)"
+from test_kube_podwrap import held_until, run  # noqa: E402
 
 
 def _record(source: str, devices: list[UsageDevice], scope: str = "", available: bool = True) -> UsageRecord:
@@ -127,7 +125,9 @@ def test_the_wrapper_samples_the_allocated_npus_with_npu_smi(tmp_path: Path, sta
     try:
         monkeypatch.setenv("PATH", f"{standin_tools}:{os.environ['PATH']}")
         monkeypatch.setenv("ASCEND_VISIBLE_DEVICES", "2")
-        rc, usage, _ = run(tmp_path, [sys.executable, "-c", SETTLED], devices="npu-smi")
+        # 0.9 s, and until 3 samples were written (.devices: the header, then a line per sample)
+        rc, usage, _ = run(tmp_path, [sys.executable, "-c", held_until(tmp_path / "run" / ".devices", 4, 0.9)],
+                           devices="npu-smi")
     finally:
         values_file.unlink()
     assert rc == 0
@@ -155,7 +155,9 @@ def test_the_wrapper_samples_gpus_with_one_looping_nvidia_smi(tmp_path: Path, mo
     try:
         monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
         monkeypatch.setenv("NVIDIA_VISIBLE_DEVICES", "GPU-a,GPU-b")
-        rc, usage, _ = run(tmp_path, [sys.executable, "-c", SETTLED], devices="nvidia-smi")
+        # 0.9 s, and until 3 blocks were written (.devices: the header, then a line per GPU line: 2 a block)
+        rc, usage, _ = run(tmp_path, [sys.executable, "-c", held_until(tmp_path / "run" / ".devices", 7, 0.9)],
+                           devices="nvidia-smi")
     finally:
         values_file.unlink()
     assert rc == 0

@@ -18,7 +18,22 @@ from pytest_hetero.backends.kubernetes.run import run_script
 from pytest_hetero.probes import inworkload
 from pytest_hetero.probes.usage import IN_WORKLOAD, Measured, UsageRecord
 
-HOLD = "b = bytearray(96 * 2**20); b[::4096] = b'x' * (96 * 256); import time; time.sleep(0.7)"
+
+def held_until(path: Path, lines: int, at_least_s: float) -> str:
+    """Python source of a model run that lasts ``at_least_s`` and until the wrapper's ``path`` (``.samples`` or
+    ``.devices``: a header line, then a line per sample or per device tool line) holds ``lines`` lines, 60 s at
+    most. The wrapper samples when each interval is due; a loaded machine may run a device tool or wake the
+    sampling thread later than that, so a run of fixed length may see fewer samples than its length suggests."""
+    return (f"import time\nend, cap = time.monotonic() + {at_least_s}, time.monotonic() + 60\n"
+            f"def lines():\n    try:\n        return open({str(path)!r}).read().count('\\n')\n"
+            "    except OSError:\n        return 0\n"
+            f"while time.monotonic() < end or (lines() < {lines} and time.monotonic() < cap):\n    time.sleep(0.02)\n")
+
+
+def hold(run_dir: Path) -> str:
+    """96 MiB held (touched pages) for 0.7 s and until the sampler wrote its first and one periodic sample
+    (``.samples``: header + 2 lines), so with the last one at the run's end it took at least 3."""
+    return "b = bytearray(96 * 2**20); b[::4096] = b'x' * (96 * 256)\n" + held_until(run_dir / ".samples", 3, 0.7)
 
 
 def run(tmp_path: Path, argv: list[str], python: str | None = sys.executable,
@@ -40,14 +55,14 @@ def files(run_dir: Path) -> dict[str, str]:
 
 
 def test_the_run_is_measured_its_own_peak_rss_and_cpu_and_the_cgroup_series(tmp_path: Path) -> None:
-    rc, usage, values = run(tmp_path, [sys.executable, "-c", HOLD])
+    rc, usage, values = run(tmp_path, [sys.executable, "-c", hold(tmp_path / "run")])
     assert rc == 0 and (tmp_path / "run" / ".rc").read_text().strip() == "0"
     peak, cpu = values["memory_peak_mib"], values["cpu_s"]
     assert peak["value"] is not None and 96 < peak["value"] < 160 and "unavailable" not in peak  # the 96 MiB held + the interpreter
     assert peak["source"].endswith("taken inside the pod by the gate's wrapper") and peak["measured_by"] == IN_WORKLOAD and peak["in_workload"]
     assert cpu["value"] is not None and 0 < cpu["value"] < 5
     assert (usage["source"], usage["available"], usage["interval_s"], usage["errors"]) == ("pod-cgroup", True, 0.2, [])
-    assert usage["samples"] >= 3  # at the start, every 0.2 s of the 0.7 s+ run, at its end
+    assert usage["samples"] >= 3  # at the start, every 0.2 s of the run (one at least: hold()), at its end
     (dev,) = usage["devices"]
     assert all(m is not None and m > 0 for m in dev["series"]["memory_used_mib"])
     assert dev["series"]["utilisation_pct"][0] is None and dev["series"]["utilisation_pct"][1] is not None
@@ -111,7 +126,9 @@ def test_devices_are_sampled_with_the_tool_only_those_allocated_or_say_why(tmp_p
     tool.chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
     monkeypatch.setenv("NVIDIA_VISIBLE_DEVICES", "GPU-a")
-    rc, usage, _ = run(tmp_path / "a", ["sleep", "0.5"], devices="nvidia-smi")
+    # 0.5 s, and until the wrapper wrote 2 samples (a call of the tool each, after the header)
+    rc, usage, _ = run(tmp_path / "a", [sys.executable, "-c", held_until(tmp_path / "a" / "run" / ".devices", 3, 0.5)],
+                       devices="nvidia-smi")
     assert rc == 0
     container, device = usage["devices"]
     assert (container["id"], device["id"], device["source"], device["memory_total_mib"]) == (

@@ -12,7 +12,7 @@ import pytest
 
 from pytest_hetero.backends.local import run_measured
 from pytest_hetero.backends.sandbox import Confinement, Launch
-from pytest_hetero.probes.usage import UsageRecord, sampling
+from pytest_hetero.probes.usage import Sampler, UsageRecord, sampling
 
 
 def _plain(argv: list[str]) -> Launch:
@@ -56,17 +56,29 @@ def test_the_timeout_kills_a_silent_run_holding_its_pipes(tmp_path: Path) -> Non
     assert result.timed_out is True and result.exit_code is None and result.stdout == "begun\n"
 
 
+def held_until_periodic(sampler: Sampler, at_least_s: float, timeout_s: float = 30.0) -> None:
+    """Keep ``sampler``'s section open ``at_least_s`` and until the sampling thread took one periodic sample
+    (the first is ``start``'s own): the thread wakes when the interval is due, which a loaded machine may
+    delay past a short section (20 runs of 60 ms each needing a wake-up within 50 ms is timing, not a rule)."""
+    deadline = time.monotonic() + timeout_s
+    time.sleep(at_least_s)
+    while len(sampler.readings) < 2:
+        assert time.monotonic() < deadline, f"no periodic sample within {timeout_s} s"
+        time.sleep(0.005)
+
+
 def test_one_sampling_thread_serves_every_run(thread_starts: list[str]) -> None:
     results: list[UsageRecord] = []
     for _ in range(20):
         with sampling("cpu", interval_s=0.01) as sampler:
-            time.sleep(0.06)
+            held_until_periodic(sampler, 0.06)
         results.append(sampler.result())
     assert len([n for n in thread_starts if n == "hetero-usage-sampler"]) <= 1
     for result in results:
         assert result["available"] is True and result["samples"] >= 3  # first, at least one periodic, last
         times = result["devices"][0]["series"]["t_s"]
         assert times == sorted(times) and times[0] == 0.0 and times[-1] >= 0.06
+        assert times[1] >= 0.01  # the periodic sample came when its interval was due, not before
 
 
 def test_item_evidence_as_a_dict_has_every_field_and_copies_what_records_hold() -> None:

@@ -25,9 +25,11 @@ USAGES = FIXTURES / "npu-smi-info-t-usages-and-t-memory-npu1-32gb-hbm.txt"
 
 def test_cpu_sampling_reads_this_processes_cgroup_while_work_runs() -> None:
     with sampling("cpu", interval_s=0.05) as sampler:
-        deadline = time.monotonic() + 0.5
+        deadline, cap = time.monotonic() + 0.5, time.monotonic() + 30
         total = 0
-        while time.monotonic() < deadline:
+        # 0.5 s of work, and on while fewer than 4 samples were taken (start's and the periodic ones; stop takes
+        # the fifth): on a loaded machine (this loop holding the GIL) the thread may wake later than each interval
+        while time.monotonic() < deadline or (len(sampler.readings) < 4 and time.monotonic() < cap):
             total += sum(range(1000))
     result = sampler.result()
     assert result["source"] == "cgroup" and result["available"] is True and result["unavailable"] is None
@@ -350,9 +352,12 @@ def _doc(mib: int, cpu_ns: int) -> dict[str, Any]:
 
 
 def _settle(stats: Any, docs: queue.Queue[Any], count: int) -> None:
-    deadline = time.monotonic() + 5
-    while (docs.qsize() or len(stats.sampler.readings) + len(stats.sampler.errors) < count) \
-            and time.monotonic() < deadline:
+    """Wait until the stream's thread has taken every document put so far (``count`` readings or errors in
+    all): the test flips ``during`` only then, so which documents fell during the run is the test's, not the
+    thread's timing (30 s: a loaded machine may leave the thread unscheduled a while, never this long)."""
+    deadline = time.monotonic() + 30
+    while docs.qsize() or len(stats.sampler.readings) + len(stats.sampler.errors) < count:
+        assert time.monotonic() < deadline, f"the stats thread took {len(stats.sampler.readings)} of {count} documents"
         time.sleep(0.01)
 
 
@@ -374,7 +379,7 @@ def test_docker_stats_stream_attributes_only_samples_during_the_run() -> None:
     _settle(stats, docs, 4)
     stats.stop()
     docs.put(_doc(999, 9_000_000_000))  # after stop: not this run's
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + 30  # the thread's next document closes the stream: soon, later when loaded
     while not closed and time.monotonic() < deadline:
         time.sleep(0.01)
     assert closed == [True]  # the thread closed the stream at its next document
