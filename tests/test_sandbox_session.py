@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support import gone
+from support import gone, survivors
 
 from pytest_hetero.backends.local import run_confined, run_folder
 from pytest_hetero.backends.sandbox import Launch, Sandbox, child_environment
@@ -114,7 +114,15 @@ def test_a_dead_sandbox_is_started_again_and_one_dying_mid_run_loses_only_that_r
         second, facts, _ = run(sandbox, "true", folder)
         assert (facts["exit"], facts["attempts"]) == (0, 1) and second.zygote is not first.zygote
         assert second.zygote is not None and second.zygote.proc is not None
-        killer = threading.Timer(1.0, os.kill, (second.zygote.proc.pid, signal.SIGKILL))
+        zygote = second.zygote.proc.pid
+
+        def kill_once_running() -> None:  # during the run: once its process exists (a fixed delay may come
+            deadline = time.monotonic() + 20  # before a loaded machine has started it)
+            while not survivors(marker) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            os.kill(zygote, signal.SIGKILL)
+
+        killer = threading.Thread(target=kill_once_running, daemon=True)
         killer.start()
         started = time.monotonic()
         _, facts, _ = run(sandbox, f"python3 -c 'import time; time.sleep(60)' {marker}", folder)
