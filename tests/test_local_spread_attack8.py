@@ -54,8 +54,9 @@ def test_a_queued_run_cancelled_at_close_counts_as_ended() -> None:
     spread.shutdown()
     release.set()  # the running one is killed and ends
     begun = time.monotonic()
-    left = spread.wait(3.0)
-    assert (left, time.monotonic() - begun < 2.0) == (0, True)
+    # ends as soon as the killed run has (a loaded machine may take a while to run its thread), not at the timeout
+    left = spread.wait(30.0)
+    assert (left, time.monotonic() - begun < 30.0) == (0, True)
 
 
 def res(requests: dict[str, str]) -> Resource:
