@@ -135,12 +135,32 @@ def test_ctrl_c_mid_run_removes_every_run_container(tmp_path: Path, run_id: str,
     assert {v for k, v in statuses(ev).items() if k.endswith("::model")} == {"not_run"}
 
 
+def loopback_port(seed: str) -> int:
+    """A TCP port of 127.0.0.1 that nothing holds now, below the kernel's ephemeral range (the local ports of
+    outgoing connections and their TIME_WAIT leftovers, which a busy suite has thousands of, come from there):
+    tried from a port derived from ``seed`` (each run its own), then the next ones."""
+    import socket
+
+    low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    span = low - 10000
+    start = int(seed.encode().hex()[-4:], 16) % span
+    for step in range(span):
+        port = 10000 + (start + step) % span
+        with socket.socket() as probe:
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise AssertionError(f"no free loopback port in 10000-{low - 1}")
+
+
 def test_runs_at_once_on_a_shared_network_are_not_proven_isolated(pytester: pytest.Pytester, run_id: str,
                                                                   engine: Any) -> None:
     """``target.network: host``: two runs at once share the host's network namespace, so one run can take the
     loopback port the other needs (each binds 127.0.0.1:PORT and holds it): one run's result is the other's doing,
     and no run may be recorded isolated from the others (``shared_between_runs``, ``scope.not_proven``)."""
-    port = 20000 + int(run_id.encode().hex()[-4:], 16) % 20000
+    port = loopback_port(run_id)
     hold = (f'"$1" -c "import socket, time; s = socket.socket(); s.bind((\'127.0.0.1\', {port})); s.listen(1); '
             f'time.sleep(10)" && "$1" "$2/infer.py" --model "$3" --data "$4" --out "$5" --provider "$6"')
     doc = json.loads(docker_matrix(datasets=2, target={"network": "host"},
