@@ -235,7 +235,7 @@ def test_model_timeout_kills_the_run_and_keeps_the_container(pytester: pytest.Py
         assert failure(model) == ("failed", "timeout", "algorithm", "model run exceeded the 2 s timeout")
         ran = record(model, "model.run")
         assert (ran["timed_out"], ran["exit_code"], ran["raw_exit_code"]) == (True, None, 137)
-        assert 2 <= ran["duration_s"] < 10
+        assert 2 <= ran["duration_s"] < 20  # killed at its 2 s timeout: well before the sleep's 30 s, however loaded
     # the second run found the container alive: kill -9 -1 spared its PID 1
     assert record(it["cpu::img::digits-logreg@digits-test1::model"], "model.run")["container"] == \
         f"hetero-{run_id}-cpu-img"

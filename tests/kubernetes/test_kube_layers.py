@@ -163,7 +163,7 @@ def test_model_timeout_kills_the_run(pytester: pytest.Pytester, cluster: Cluster
     )
     run = data(model, "model.run")
     assert (run["timed_out"], run["exit_code"], run["timeout_s"]) == (True, None, 3.0)
-    assert 3.0 <= run["duration_s"] < 10
+    assert 3.0 <= run["duration_s"] < 30  # killed at its 3 s timeout: well before the sleep's 60 s, however loaded
     # the exec ran on this host (KWOK): the killed process must be gone
     alive = []
     for cmdline in Path("/proc").glob("[0-9]*/cmdline"):

@@ -179,15 +179,17 @@ def test_node_turning_not_ready_mid_run_abandons_the_run(
     assert f"{REASON}: {MESSAGE}; seen at " in text and "run abandoned after " in text
     (run,) = data(model, "model.run")
     assert (run["abandoned"], run["timed_out"], run["exit_code"], run["node"]) == (True, False, None, node)
-    assert run["duration_s"] < 20 and model["duration_s"] < 25  # the entrypoint sleeps 60 s
+    # abandoned, not waited out: the entrypoint sleeps 60 s (the bounds leave a loaded machine's KWOK and watch
+    # their time; the gate reacts to the watch's event, KWOK's stage and the event's delivery are not the gate's)
+    assert run["duration_s"] < 45 and model["duration_s"] < 50
     (lost,) = data(model, "model.node_not_ready")
     assert (lost["node"], lost["condition"]["status"], lost["condition"]["reason"]) == (node, "False", REASON)
     assert lost["condition"]["message"] == MESSAGE and lost["process_killed"] is True
     assert [t["status"] for t in lost["transitions"]] == ["True", "False"]
     assert [(t["reason"], t["message"]) for t in lost["transitions"][1:]] == [(REASON, MESSAGE)]
     seen = stamp(lost["seen_at"])
-    assert stamp(lost["run_started_at"]) <= flipped[0] <= seen < flipped[0] + 10
-    assert lost["abandoned_after_s"] < 20
+    assert stamp(lost["run_started_at"]) <= flipped[0] <= seen < flipped[0] + 30
+    assert lost["abandoned_after_s"] < 45
     assert stamp(lost["transitions"][0]["seen_at"]) <= stamp(lost["transitions"][1]["seen_at"]) == seen
 
     assert got[f"lost::py::{STALL}::business"]["status"] == "blocked"
@@ -197,7 +199,7 @@ def test_node_turning_not_ready_mid_run_abandons_the_run(
     assert later["failure"]["message"].startswith(
         f"node {node} turned NotReady during lost::py::{STALL}::model (Ready=False since "
     )
-    assert "the model layer did not run" in later["failure"]["message"] and later["duration_s"] < 5
+    assert "the model layer did not run" in later["failure"]["message"] and later["duration_s"] < 15  # no run: a read
     assert data(later, "model.run") == []
     assert got[f"lost::py::{LOGREG}::business"]["status"] == "blocked"
 
@@ -266,7 +268,7 @@ def test_node_not_ready_before_the_model_run_fails_fast(
         "False",
         MESSAGE,
     )
-    assert data(model, "model.run") == [] and model["duration_s"] < 5
+    assert data(model, "model.run") == [] and model["duration_s"] < 15  # no run: a node read, however loaded
     assert got[f"lost::py::{LOGREG}::business"]["status"] == "blocked"
     assert pods_of(cluster, run_id) == []
 
