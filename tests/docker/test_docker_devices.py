@@ -31,6 +31,29 @@ pytestmark = pytest.mark.usefixtures("outside_inputs")
 
 GPU_ID = "GPU-00000000-0000-4000-8000-0000000000d0"
 
+HOLD = "time.sleep(2.5)\n"
+assert HOLD in realimages.SET_DEVICES
+SET_DEVICES_SAMPLED = realimages.SET_DEVICES.replace(HOLD, (
+    "import json\n"
+    "samples = os.path.dirname(sys.argv[sys.argv.index('--out') + 1]) + '-devices/.devices'\n"
+    "def lines():\n"
+    "    try:\n"
+    "        text = open(samples).read()\n"
+    "    except OSError:\n"
+    "        return 0\n"
+    "    head = text.split('\\n', 1)[0]\n"
+    "    if head.endswith('}') and json.loads(head).get('path') is None:\n"
+    "        return 1 << 30\n"
+    "    return text.count('\\n')\n"
+    "wanted = 1 + 3 * max(1, len(gpus))\n"
+    "end, cap = time.monotonic() + 2.5, time.monotonic() + 60\n"
+    "while time.monotonic() < end or (lines() < wanted and time.monotonic() < cap):\n"
+    "    time.sleep(0.05)\n"))
+"""The stand-ins' answers held 2.5 s as :data:`realimages.SET_DEVICES` holds them, and on until the engine's device
+sampler (``<run dir>-devices/.devices`` beside the outputs' run dir: a header, then a line per sample, ``nvidia-smi
+-lms`` a line per GPU) wrote 3 samples, 60 s at most; not when the header says the image has no tool. The sampler
+samples once a second, when its tool answers: on a loaded machine fewer than 3 may fall in a fixed 2.5 s."""
+
 
 @pytest.fixture
 def standin_image(run_id: str) -> Iterator[str]:
@@ -67,7 +90,7 @@ def test_device_rules_pass_and_fail_on_the_containers_devices_and_a_missing_tool
         {"name": "npu", "type": "npu", "vendor": "huawei", "requests": cpu_only}]))
     doc["spec"]["images"] = [{"name": "sa", "reference": standin_image, "for": ["gpu", "npu"]},
                              {"name": "plain", "reference": ONNX_IMAGE, "for": ["gpu"]}]
-    doc["spec"]["models"][0]["entrypoint"][1:1] = ["-c", realimages.SET_DEVICES]
+    doc["spec"]["models"][0]["entrypoint"][1:1] = ["-c", SET_DEVICES_SAMPLED]
     pytester.makefile(".matrix.yaml", d=json.dumps(doc))
     pytester.runpytest("-p", "no:cacheprovider", "--hetero-run-id", run_id, "-k", "model or business")
     it = items(evidence(pytester))
