@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 from kubekit import kube_matrix
-from support import evidence_of
+from support import evidence_of, survivors
 
 from pytest_hetero.backends.labels import RUN_ID
 
@@ -89,7 +88,8 @@ def test_a_run_pod_deleted_by_someone_else_fails_that_run_only_and_no_pod_is_lef
     doc = json.loads(kube_matrix(cluster.suffix, cluster.namespace,
                                  [{"name": "cpu", "type": "cpu", "requests": {"cpu": "1"}, "pool": "cpu"}]))
     first = doc["spec"]["models"][0]
-    victim = {**first, "name": "victim", "entrypoint": ["{python}", "-c", "import time; time.sleep(8)"]}
+    token = f"hetero-victim-{run_id}"  # KWOK runs the exec on this host: the model's process is seen here
+    victim = {**first, "name": "victim", "entrypoint": ["{python}", "-c", f"import time; time.sleep(8)  # {token}"]}
     doc["spec"]["models"] = [first, victim, {**first, "name": "second"}]
     pytester.makefile(".matrix.yaml", k=json.dumps(doc))
     deleted: list[str] = []
@@ -100,8 +100,7 @@ def test_a_run_pod_deleted_by_someone_else_fails_that_run_only_and_no_pod_is_lef
             pods: Any = cluster.core.list_namespaced_pod(cluster.namespace, label_selector=f"{RUN_ID}={run_id}")
             running = [p.metadata.name for p in pods.items
                        if p.metadata.name.startswith("run-cpu-victim") and p.status.phase == "Running"]
-            if running:
-                time.sleep(2)  # its inputs copied, its model started
+            if running and survivors(token):  # its inputs copied, its model started (not a fixed 2 s after Running)
                 cluster.core.delete_namespaced_pod(running[0], cluster.namespace, grace_period_seconds=0)
                 deleted.append(running[0])
                 return
