@@ -115,8 +115,9 @@ def test_workers_and_their_models_stop_when_the_controller_is_killed(pytester: p
         controller.wait()
         # with PR_SET_PDEATHSIG the models are gone at once and the workers within 0.25-2 s (pytest formats the
         # interrupt's traceback first, slower on a loaded machine); without it each worker ran on until its model
-        # ended (here a 97 s sleep), then xdist's own shutdown took 5 s more
-        deadline = time.monotonic() + 10
+        # ended (here a 97 s sleep), then xdist's own shutdown took 5 s more: 30 s tells the two apart on a machine
+        # loaded enough to slow the traceback (10 s was this machine's margin)
+        deadline = time.monotonic() + 30
         while any(_live(p) for p in workers + models) and time.monotonic() < deadline:
             time.sleep(0.1)
         assert [p for p in workers + models if _live(p)] == []
