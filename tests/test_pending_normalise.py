@@ -6,7 +6,7 @@ import json
 
 import pytest
 import yaml
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from pytest_hetero.errors import ParseError
@@ -235,6 +235,9 @@ def _check(reasons: object) -> None:
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.text(max_size=400))
+@example("{}").via("found by a CI run (JSON that is no object the readers know gave [])")
+@example("[]").via("the same for a list")
+@example('[{}, {"message": " "}]').via("the same nested")
 def test_any_text_gives_reasons_or_parse_error(text: str) -> None:
     try:
         reasons = explain(text)

@@ -96,14 +96,31 @@ def _dispatch(value: Any) -> list[Reason]:
 
 
 def _json_text(text: str, stripped: str) -> list[Reason] | None:
-    """A JSON object or list (read as objects), or None when the text is not JSON."""
+    """A JSON object or list (read as objects), or None when the text is not JSON, or is JSON in which no object
+    is one the readers know (``{}``, ``[]``, ``{"a": 1}``: not a capture that holds no failure, but text nobody
+    recognises, which :func:`_scan` returns as ``unknown``)."""
     if stripped[0] not in "{[":
         return None
     try:
         loaded = json.loads(stripped)
     except (json.JSONDecodeError, RecursionError):
         return None
-    return _dispatch(loaded) if isinstance(loaded, (dict, list)) else None
+    if not isinstance(loaded, (dict, list)):
+        return None
+    found = _dispatch(loaded)
+    return found if found or _known(loaded) else None
+
+
+def _known(value: object) -> bool:
+    """Whether ``value`` (decoded JSON) holds an object the readers know: a ``…List``, a kind they read, a shape
+    :func:`_guess` reads, or a message; a list when one of its items does."""
+    if isinstance(value, list):
+        return any(_known(item) for item in value)
+    if not isinstance(value, Mapping):
+        return False
+    shape = ObjectShape.parse(value)
+    return (shape.items is not None or shape.kind in _KINDS or _guess(shape) is not None
+            or bool(shape.message and shape.message.strip()) or bool(shape.conditions))
 
 
 def _yaml_text(text: str, stripped: str) -> list[Reason] | None:
