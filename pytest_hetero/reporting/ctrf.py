@@ -16,11 +16,13 @@ summary's and each test's ``start``/``stop`` are Unix epoch milliseconds.
 from __future__ import annotations
 
 import json
+import uuid
+from collections.abc import Iterator
 from datetime import datetime
 from typing import TYPE_CHECKING, TypedDict
 
 from pytest_hetero.evidence.document import failure_of, item_of
-from pytest_hetero.reporting.view import entries, owner_shown, rule_results, verification
+from pytest_hetero.reporting.view import entries, json_text, owner_shown, rule_results, verification
 
 if TYPE_CHECKING:
     from typing_extensions import NotRequired
@@ -144,13 +146,48 @@ def render_ctrf(evidence: EvidenceDocument, signoff: SignoffView | None = None) 
     is built in a fixed order), so it can be serialised without ``sort_keys``. With the sign-off view
     ``signoff``, ``results.extra`` says whether the bundle was verified and by which key
     (``verification``, ``verified_by``; see :func:`pytest_hetero.reporting.view.verification`)."""
-    run = evidence["run"]
-    tests: list[CtrfTest] = []
-    summary = {"tests": 0, "passed": 0, "failed": 0, "pending": 0, "skipped": 0, "other": 0}
+    summary = _Summary()
+    tests = [summary.count(test) for test in _tests(evidence)]
+    return _document(evidence, signoff, summary, tests)
+
+
+def ctrf_text(evidence: EvidenceDocument, signoff: SignoffView | None = None) -> Iterator[str]:
+    """``json_text(render_ctrf(evidence, signoff))`` (:func:`pytest_hetero.reporting.view.json_text`) as
+    consecutive pieces, without holding the document: each test is encoded as it is built (its text, not its
+    dicts, is kept until the summary that precedes the tests is known). The same characters: the encoder
+    writes a list's members as they are written alone, and :func:`~pytest_hetero.reporting.view.json_text`
+    cleans each test as it would the whole."""
+    summary = _Summary()
+    texts = [json_text(summary.count(test)) for test in _tests(evidence)]
+    marker = f"hetero-ctrf-tests-{uuid.uuid4().hex}"
+    head, found, tail = json_text(_document(evidence, signoff, summary, marker)).partition(json.dumps(marker))
+    if not found:
+        raise ValueError("the CTRF skeleton lost its tests marker")
+    yield head + "["
+    for n, text in enumerate(texts):
+        yield (", " if n else "") + text
+    yield "]" + tail
+
+
+class _Summary:
+    """The counts of the tests seen so far, and the suites they name."""
+
+    def __init__(self) -> None:
+        self.counts = {"tests": 0, "passed": 0, "failed": 0, "pending": 0, "skipped": 0, "other": 0}
+        self.suites: set[tuple[str, ...]] = set()
+
+    def count(self, test: CtrfTest) -> CtrfTest:
+        """Count ``test``; return it."""
+        self.counts["tests"] += 1
+        self.counts[test["status"]] += 1
+        self.suites.add(tuple(test["suite"]))
+        return test
+
+
+def _tests(evidence: EvidenceDocument) -> Iterator[CtrfTest]:
+    """Each entry's test (:func:`pytest_hetero.reporting.view.entries`' order), built when asked for."""
     for entry in entries(evidence):
         status = _CTRF_STATUS.get(entry["status"], "other")
-        summary["tests"] += 1
-        summary[status] += 1
         item = item_of(entry)
         failure = failure_of(entry)
         parts = entry["nodeid"].split("::")
@@ -177,18 +214,25 @@ def render_ctrf(evidence: EvidenceDocument, signoff: SignoffView | None = None) 
         if item and item["artifacts"]:
             test["attachments"] = [{"name": str(a["name"]), "contentType": str(a.get("media_type") or "text/plain"),
                                     "path": str(a["path"])} for a in item["artifacts"]]
-        tests.append(test)
+        yield test
+
+
+def _document(evidence: EvidenceDocument, signoff: SignoffView | None, counted: _Summary,
+              tests: list[CtrfTest] | str) -> CtrfReport:
+    """The CTRF document around ``tests`` (the tests, or a marker string :func:`ctrf_text` replaces)."""
+    run = evidence["run"]
+    summary = counted.counts
     summary["start"] = _epoch_ms(run.get("started_at"))
     summary["stop"] = _epoch_ms(run.get("finished_at")) or summary["start"]
     summary["duration"] = max(0, summary["stop"] - summary["start"])
-    summary["suites"] = len({tuple(t["suite"]) for t in tests})
+    summary["suites"] = len(counted.suites)
     run_id: RunId = {"runId": str(run["id"])} if run.get("id") else {}
     when = run.get("finished_at") or run.get("started_at")
     stamp: Stamp = {"timestamp": when} if when else {}
     return {"reportFormat": "CTRF", "specVersion": SPEC_VERSION, **run_id, **stamp,
             "generatedBy": f"pytest-hetero {run.get('tool_version') or ''}".strip(),
             "results": {"tool": {"name": "pytest-hetero", "version": str(run.get("tool_version") or "")},
-                        "summary": summary, "tests": tests,
+                        "summary": summary, "tests": tests,  # type: ignore[typeddict-item]  # the marker
                         "environment": {"appName": ",".join(m["name"] for m in evidence["matrices"]),
                                         "buildName": str(run.get("id") or ""),
                                         # canonical key order, so a re-render from evidence.json is identical

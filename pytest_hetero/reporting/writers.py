@@ -72,11 +72,11 @@ def pieces(fmt: str, evidence: EvidenceDocument, signoff: SignoffView, lang: str
 
         yield render_junit(evidence, signoff)
     elif fmt == "ctrf":
-        from pytest_hetero.reporting.ctrf import render_ctrf
-        from pytest_hetero.reporting.view import json_text
+        from pytest_hetero.reporting.ctrf import ctrf_text
 
-        # compact, keys in the fixed order render_ctrf builds them: the C encoder's fastest path
-        yield (json_text(render_ctrf(evidence, signoff)) + "\n").encode("utf-8", "replace")
+        # compact, keys in the fixed order render_ctrf builds them (the C encoder's fastest path), each test
+        # encoded as it is built: the document's dicts are never held whole
+        yield ("".join(ctrf_text(evidence, signoff)) + "\n").encode("utf-8", "replace")
     else:
         raise ValueError(f"unknown format {fmt!r}; choose from {', '.join(FORMATS)}")
 
