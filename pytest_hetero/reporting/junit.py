@@ -103,7 +103,13 @@ def _open_tag(element: Any) -> str:
 
 
 def render_junit(evidence: EvidenceDocument, signoff: SignoffView | None = None) -> bytes:
-    """Return the JUnit XML document as UTF-8 bytes (with XML declaration). With the sign-off view
+    """Return the JUnit XML document as UTF-8 bytes (with XML declaration): :func:`junit_text` joined."""
+    return "".join(junit_text(evidence, signoff)).encode("utf-8")
+
+
+def junit_text(evidence: EvidenceDocument, signoff: SignoffView | None = None) -> list[str]:
+    """The JUnit XML document as consecutive pieces of text (a writer need not join them: the whole text and
+    its bytes were twice the file on top of the pieces). With the sign-off view
     ``signoff``, each suite's properties say whether the bundle was verified and by which key
     (``verification``, ``verified_by``; see :func:`pytest_hetero.reporting.view.verification`).
 
@@ -145,4 +151,4 @@ def render_junit(evidence: EvidenceDocument, signoff: SignoffView | None = None)
             raise ValueError(f"unexpected junitparser output {text[-80:]!r}")
         out += [text[: -len("</testsuite>")], *texts, "</testsuite>"]
     out.append("</testsuites>")
-    return "".join(out).encode("utf-8")
+    return out

@@ -36,7 +36,7 @@ Times are ISO 8601 UTC ``YYYY-mm-ddTHH:MM:SSZ`` (or with fractional seconds, as 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any
 
@@ -276,8 +276,13 @@ def validation_status(matrices: list[tuple[Matrix, str]], items: Sequence[ItemDi
     """``{"pools": [...]}`` for ``matrices`` [(Matrix, its evidence prefix)] over the evidence ``items``."""
     pools: list[PoolStatus] = []
     for matrix, prefix in matrices:
-        pools += pool_status(matrix, where(items, lambda i, prefix=prefix: i["matrix"] == prefix), finished_at)
+        pools += pool_status(matrix, where(items, _of_matrix(prefix)), finished_at)
     return {"pools": pools}
+
+
+def _of_matrix(prefix: str) -> Callable[[ItemDict], bool]:
+    """Whether an item is of the matrix whose nodeid prefix is ``prefix``."""
+    return lambda item: item["matrix"] == prefix
 
 
 def expired(pool: PoolStatus, now: datetime) -> bool:
