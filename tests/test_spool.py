@@ -17,7 +17,8 @@ from pytest_hetero.evidence.spool import ItemSpool, Subset, encode_item, pick, w
 
 def _item(n: int, status: str = "passed", layer: str = "model") -> dict[str, Any]:
     return {"nodeid": f"m.matrix.yaml::r{n:03d}::{layer}", "matrix": "m.matrix.yaml", "layer": layer,
-            "keys": {"resource": f"r{n}", "image": "py"}, "owner": "infrastructure", "status": status,
+            "keys": {"resource": "cpu", "image": "py", "model": f"m{n}"}, "owner": "infrastructure",
+            "status": status,
             "records": [{"kind": "model.run", "at": "2026-12-03T00:00:00Z", "data": {"text": "é ☃ \u2028", "n": n}}],
             "artifacts": [], "duration_s": n / 7}
 
@@ -125,3 +126,37 @@ def test_a_bad_entry_is_refused_with_its_line(tmp_path: Path) -> None:
     with pytest.raises(BundleError, match="not a status") as caught:
         assemble(tmp_path / "r", key=rec.key)
     assert caught.value.location.line == 3
+
+
+def _finish_peak(folder: Path, n: int) -> int:
+    """Peak traced bytes of assembling a journal of ``n`` items that each hold a 20 KB record, writing
+    evidence.json and every rendering from it."""
+    import tracemalloc
+
+    from pytest_hetero.reporting.writers import write_renderings
+
+    rec = Recorder(folder, {"id": "r", "started_at": "2026-12-03T00:00:00Z"})
+    for i in range(n):
+        rec.item({**_item(i), "records": [{"kind": "model.run", "at": "2026-12-03T00:00:01Z",
+                                           "data": {"text": f"log {i} " * 2500}}]})
+    rec.end(0, False)
+    tracemalloc.start()
+    try:
+        doc = assemble(folder, key=rec.key)
+        write_evidence(folder, doc)
+        write_renderings(doc, folder, {"run_signer": None, "source": "run_end", "roles": [],
+                                       "signer_error": "unsigned"})
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_the_finish_does_not_hold_what_items_recorded(tmp_path: Path) -> None:
+    """Four times the items, each recording 20 KB: the finish's peak grows by a few KB per item (its stubs and
+    the renderings' per-test lines), not by what the items recorded (the document held it: ~40 KB each)."""
+    _finish_peak(tmp_path / "warm", 5)  # imports and the compiled template are not the items' doing
+    small, large = _finish_peak(tmp_path / "small", 100), _finish_peak(tmp_path / "large", 400)
+    per_item = (large - small) / 300
+    assert per_item < 10_000, f"{per_item:.0f} bytes per item (32 KB when the document held the items)"
+    evidence = json.loads((tmp_path / "large" / "evidence.json").read_bytes())
+    assert len(evidence["items"]) == 400 and len(evidence["items"][7]["records"][0]["data"]["text"]) == 15_000
