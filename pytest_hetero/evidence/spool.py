@@ -44,6 +44,7 @@ class ItemSpool(Sequence["ItemDict"]):
         self._sizes = array("q")
         self._nonfinite: set[int] = set()
         self._end = 0
+        self._nodeids: list[str] = []
 
     def add(self, item: ItemDict | dict[str, Any]) -> tuple[int, bytes]:
         """Append ``item``; return its number (0, 1, … in the order added) and its JSON text (ASCII bytes). An
@@ -58,6 +59,7 @@ class ItemSpool(Sequence["ItemDict"]):
         self._starts.append(self._end)
         self._sizes.append(len(data) - 1)
         self._end += len(data)
+        self._nodeids.append(str(item.get("nodeid", "")))
         return len(self._starts) - 1, data[:-1]
 
     def order(self, numbers: Iterable[int]) -> None:
@@ -65,9 +67,9 @@ class ItemSpool(Sequence["ItemDict"]):
         in that order, so iterating reads it front to back."""
         self._fh.flush()
         old, starts, sizes = self._fh, self._starts, self._sizes
-        nonfinite = self._nonfinite
-        self._fh, self._starts, self._sizes, self._nonfinite, self._end = (
-            tempfile.TemporaryFile(prefix="hetero-items-"), array("q"), array("q"), set(), 0)
+        nonfinite, nodeids = self._nonfinite, self._nodeids
+        self._fh, self._starts, self._sizes, self._nonfinite, self._end, self._nodeids = (
+            tempfile.TemporaryFile(prefix="hetero-items-"), array("q"), array("q"), set(), 0, [])
         fd = old.fileno()
         with old:
             for number in numbers:
@@ -77,13 +79,18 @@ class ItemSpool(Sequence["ItemDict"]):
                 self._fh.write(data)
                 self._starts.append(self._end)
                 self._sizes.append(sizes[number])
+                self._nodeids.append(nodeids[number])
                 self._end += len(data)
         self._fh.flush()
 
     def close(self) -> None:
         """Remove the file (the sequence is empty afterwards)."""
         self._fh.close()
-        self._starts, self._sizes, self._end = array("q"), array("q"), 0
+        self._starts, self._sizes, self._end, self._nodeids = array("q"), array("q"), 0, []
+
+    def nodeids(self) -> list[str]:
+        """Each item's nodeid, in order (kept in memory: a pass over the items need not read them for it)."""
+        return list(self._nodeids)
 
     def __len__(self) -> int:
         return len(self._starts)

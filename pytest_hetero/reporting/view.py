@@ -19,6 +19,7 @@ from pytest_hetero import LAYERS
 from pytest_hetero.evidence.document import failure_of
 from pytest_hetero.evidence.model import STATUSES
 from pytest_hetero.evidence.records import RULES, data_of
+from pytest_hetero.evidence.spool import ItemSpool
 
 if TYPE_CHECKING:
     from pytest_hetero.evidence.document import (
@@ -251,7 +252,7 @@ def entries(evidence: EvidenceDocument) -> Sequence[Entry]:
     the spool on each access and holds only the untested-only entries."""
     items = evidence["items"]
     if not isinstance(items, list):
-        reported = {i["nodeid"] for i in items}
+        reported = set(items.nodeids()) if isinstance(items, ItemSpool) else {i["nodeid"] for i in items}
         rest: list[Entry] = []
         for untested in evidence["untested"]["items"]:
             if untested["nodeid"] not in reported:
