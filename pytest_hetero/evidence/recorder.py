@@ -38,6 +38,7 @@ from pytest_hetero.errors import BundleError, Location, MatrixError
 from pytest_hetero.evidence.document import ItemDict, LeftoverDict, RunSection
 from pytest_hetero.evidence.journal import JournalKey, JournalRead, Recover, no_recovery, read_lines, seal
 from pytest_hetero.evidence.model import SCHEMA, utc_now
+from pytest_hetero.evidence.spool import ItemSpool
 from pytest_hetero.vocab import LAYERS, STATUSES
 
 if TYPE_CHECKING:
@@ -473,6 +474,83 @@ def _good_item(ev: Any) -> bool:
             and type(ev.get("artifacts")) is list)
 
 
+class _StubEvidence(TypedDict):
+    """What an item line's stub keeps of its evidence: the nodeid and the times :func:`_last_time` reads."""
+
+    nodeid: str
+    started_at: object
+    finished_at: object
+
+
+class _ItemStub(TypedDict):
+    """An item line as assembly keeps it (:class:`_Spooler`): its evidence is in the spool."""
+
+    type: Literal["item"]
+    seq: object
+    evidence: _StubEvidence
+    spooled: int
+    """The evidence's number in the spool."""
+    digest: bytes
+    """sha256 of the line's text without ``seq`` (two lines saying the same have the same digest)."""
+    rest: dict[str, Any]
+    """The line's fields but ``evidence`` and ``seq`` (``type``; others when a line carries more)."""
+
+
+class _Spooler:
+    """The journal reader's ``take`` (:func:`pytest_hetero.evidence.journal.read_lines`) for assembly: checks each
+    entry as :func:`read_checked` does (the first problem is kept in ``problem``: (line, why)) and moves an item
+    line's evidence to an :class:`~pytest_hetero.evidence.spool.ItemSpool`, keeping an :class:`_ItemStub`."""
+
+    def __init__(self) -> None:
+        self.spool = ItemSpool()
+        self.problem: tuple[int, str] | None = None
+        self.taken: list[tuple[str, int]] = []
+        """(nodeid, ``seq``; -1 when the line has none) of each item line :meth:`items` took, by nodeid (which line
+        each item came from: :meth:`pytest_hetero.reporting.itemtexts.ItemTexts.bind`)."""
+
+    def __call__(self, entry: dict[str, Any], number: int) -> dict[str, Any]:
+        """The entry to keep for ``entry`` (journal line ``number``)."""
+        if self.problem is not None:
+            return entry  # assembly refuses the journal: nothing read after matters
+        problem = entry_problem(entry)
+        if problem:
+            self.problem = (number, problem)
+            return entry
+        if entry["type"] != "item":
+            return entry
+        evidence = entry["evidence"]
+        spooled, text = self.spool.add(evidence)
+        rest = {k: v for k, v in entry.items() if k not in ("evidence", "seq")}
+        stub: _ItemStub = {"type": "item", "seq": entry.get("seq"), "spooled": spooled, "rest": rest,
+                           "evidence": {"nodeid": evidence["nodeid"], "started_at": evidence.get("started_at"),
+                                        "finished_at": evidence.get("finished_at")},
+                           "digest": hashlib.sha256(json.dumps(rest, sort_keys=True).encode() + b"\0" + text).digest()}
+        return cast("dict[str, Any]", stub)
+
+    def _line(self, stub: _ItemStub) -> dict[str, Any]:
+        """The whole entry ``stub`` stands for, read back (comparing two lines whose digests differ)."""
+        return {**stub["rest"], "evidence": self.spool[stub["spooled"]]}
+
+    def items(self, stubs: list[_ItemStub], path: Path) -> Sequence[ItemDict]:
+        """The spool holding one item per nodeid, ordered by nodeid; a repeated line that says the same is
+        dropped, one that differs is a conflict: BundleError naming both lines' sequence numbers (as
+        :func:`_by_key`); the first line of each nodeid is taken (:attr:`taken`)."""
+        chosen: dict[str, _ItemStub] = {}
+        for stub in stubs:
+            nodeid = stub["evidence"]["nodeid"]
+            first = chosen.get(nodeid)
+            if first is None:
+                chosen[nodeid] = stub
+            elif first["digest"] != stub["digest"] and not _same(self._line(first), self._line(stub)):
+                raise BundleError(f"two item lines for {nodeid} disagree (seq {first['seq']} and {stub['seq']})",
+                                  Location(str(path)), "refusing to pick one: a journal line was written by another "
+                                  "process, or the run was journaled twice; run the matrix again")
+        order = sorted(chosen)
+        self.taken = [(nodeid, seq if isinstance(seq := chosen[nodeid]["seq"], int) else -1) for nodeid in order]
+        self.spool.order(chosen[nodeid]["spooled"] for nodeid in order)
+        return self.spool
+
+
 def assemble(bundle_dir: Path, inputs: RunInputs | None = None, key: JournalKey | None = None,
              recover: Recover | None = None) -> EvidenceDocument:
     """Build the evidence document from the journal; see :func:`_assemble`. The cyclic garbage
@@ -563,15 +641,20 @@ def _assemble(bundle_dir: Path, inputs: RunInputs | None, key: JournalKey | None
 
     inputs = inputs if inputs is not None else RunInputs()
     path = bundle_dir / JOURNAL
-    entries, read = read_checked(bundle_dir, key, recover)
+    spooler = _Spooler()
+    read = read_lines(path, key, recover or no_recovery, take=spooler)
+    if spooler.problem is not None:
+        raise BundleError(f"journal line is not a pytest-hetero entry: {spooler.problem[1]}",
+                          Location(str(path), spooler.problem[0]), "the journal was edited or corrupted")
+    # every entry passed entry_problem (read_checked's check), an item line kept as a stub of its spooled evidence
+    entries = cast("list[JournalLine]", read.entries)
     inputs.journal = read
     run = _single([e for e in entries if e["type"] == "run"], "run", path)
     end = _single([e for e in entries if e["type"] == "end"], "end", path)
     interrupted = end is None or end["interrupted"]
-    chosen = _by_key([e for e in entries if e["type"] == "item"], "item", lambda e: e["evidence"]["nodeid"], path)
-    items = {k: e["evidence"] for k, e in chosen.items()}
+    item_list = spooler.items(cast("list[_ItemStub]", [e for e in entries if e["type"] == "item"]), path)
     if inputs.texts is not None:  # the items' texts rendered during the run, for the lines assembly took
-        inputs.texts.bind(read, ((k, e.get("seq", -1)) for k, e in chosen.items()))
+        inputs.texts.bind(read, spooler.taken)
     deselected = {e["nodeid"]: e["reason"] for e in entries if e["type"] == "deselected"}
     warnings = _journal_warnings(read)
     plans: list[tuple[Matrix, str, Plan]] = []
@@ -587,7 +670,6 @@ def _assemble(bundle_dir: Path, inputs: RunInputs | None, key: JournalKey | None
         if matrix.sha256 != e["sha256"]:
             warnings.append(f"matrix {e['prefix']} changed after the run (sha256 {matrix.sha256})")
         plans.append((matrix, e["prefix"], plan))
-    item_list = sorted(items.values(), key=lambda i: i["nodeid"])
     stopped = "" if end is None else str(end.get("stopped") or "")
     lost = (f"its result may be among the journal lines that could not be read "
             f"(lines {', '.join(str(n) for n, _ in read.lost[:10])})" if read.lost or read.missing else "")
@@ -631,8 +713,9 @@ def write_evidence(bundle_dir: Path, evidence: Mapping[str, object]) -> tuple[st
 
     The bytes are exactly ``json.dumps(evidence, sort_keys=True, separators=(",", ":"), allow_nan=False)``
     (ASCII), but written section by section and ``items`` a few at a time (:data:`ITEM_TEXT`), each through the
-    C encoder: the document's text is never held whole (at 16 KiB of logs per item it was twice the file's size
-    on top of the document). Raises OSError when the folder cannot be written, ValueError on a NaN or ±Infinity
+    C encoder (an :class:`~pytest_hetero.evidence.spool.ItemSpool`'s items as the spool holds their text, the
+    same): the document's text is never held whole (at 16 KiB of logs per item it was twice the file's size on
+    top of the document). Raises OSError when the folder cannot be written, ValueError on a NaN or ±Infinity
     (never written: the temporary file is removed), TypeError on a non-string top-level key."""
     if not all(isinstance(k, str) for k in evidence):
         raise TypeError("evidence.json's top-level keys must be strings")
@@ -641,17 +724,24 @@ def write_evidence(bundle_dir: Path, evidence: Mapping[str, object]) -> tuple[st
     digest, size = hashlib.sha256(), 0
     try:
         with open(tmp, "wb") as fh:
-            def put(text: str) -> None:
+            def put_bytes(data: bytes) -> None:
                 nonlocal size
-                data = text.encode("ascii")
                 digest.update(data)
                 size += len(data)
                 fh.write(data)
 
+            def put(text: str) -> None:
+                put_bytes(text.encode("ascii"))
+
             put("{")
             for n, (key, value) in enumerate(sorted(evidence.items())):
                 put(("," if n else "") + encode(key) + ":")
-                if key == "items" and isinstance(value, list):
+                if key == "items" and isinstance(value, ItemSpool):  # each item's text as the spool holds it
+                    put("[")
+                    for i, line in enumerate(value.lines(check=True)):
+                        put_bytes(b"," + line if i else line)
+                    put("]")
+                elif key == "items" and isinstance(value, list):
                     # several items per call (a list's compact text is its items' joined by "," in [ ]): one
                     # call's fixed cost (a new C encoder, a join, a write) per item was ~0.07 s of 0.4 at 20k
                     # items; as many as the last call's text says fit ITEM_TEXT, so large items go one by one
