@@ -16,8 +16,10 @@ read back), measured the same way in the same interleaved rounds; ``ratio run_me
 the gate's KB per item while items ran over plain pytest's, per model item (the gate has two items per
 model, plain pytest one).
 
-Said plainly: the finish holds the whole evidence document (assembled from the journal) to render it,
-so the whole run's peak grows with items (its cost is bench_bundle's).
+The finish no longer holds the evidence document's items: assembly keeps them in a spool file on disk
+(:mod:`pytest_hetero.evidence.spool`) and every writer reads them back one at a time, so the whole run's
+slope is what items leave while they run plus the finish's per-item residue (untested entries, the renderings'
+per-item lines: junit.xml's and ctrf.json's text).
 
 Usage: ``python bench/bench_run_memory.py [--sizes 100 400] [--kib 16] [--rounds 2]
 [--baseline-path /work/main] [--no-plain]``.
@@ -171,8 +173,7 @@ def main(argv: list[str] | None = None) -> int:
             grow = statistics.median(table[(name, large)]) - statistics.median(table[(name, small)])
             slopes[(name, phase)] = grow / (items_of[(name, large)] - items_of[(name, small)])
         print(f"{name:<8} slope: {slopes[(name, 'running')] / 1e3:.2f} KB per item while items ran, "
-              f"{slopes[(name, 'whole')] / 1e3:.2f} KB per item over the whole run"
-              + (" (the finish holds the evidence document)" if trees[name] is not None else ""))
+              f"{slopes[(name, 'whole')] / 1e3:.2f} KB per item over the whole run")
     if "plain" in trees:
         # per model: the gate runs two items per model (model, business), plain pytest one
         gate = slopes[("this", "running")] * 2

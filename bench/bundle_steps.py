@@ -97,7 +97,8 @@ def main(argv: list[str] | None = None) -> int:
         held = {matrix.name: (loaded, expand(loaded, scheduling_per_image=False))}
         for _ in range(args.rounds):
             bb.clean(bundle)
-            doc = assemble(bundle, RunInputs(held), key=key)
+            assembled = assemble(bundle, RunInputs(held), key=key)
+            doc = {**assembled, "items": list(assembled["items"])}  # plain JSON data: assembly keeps items on disk
             with open(work / "plain.json", "w", encoding="utf-8") as fh:
                 timed("json.dump (scale)", lambda: json.dump(doc, fh))  # noqa: B023 - called at once
             bb.clean(bundle)

@@ -478,3 +478,32 @@ def test_terminal_shows_observed_values_with_units_and_where_the_report_is(pytes
         "*resources never proven end to end (no business item passed) in t: cpu-host, cpu-huge",
         f"report: {bundle}/report.html"])
     assert "resource_without_business_pass" not in result.stdout.str()
+
+
+def test_a_failed_items_context_is_not_held_to_the_end_of_the_session(pytester: pytest.Pytester,
+                                                                      tmp_path: Path) -> None:
+    """A plugin keeping the failed call's exception (pytest-rerunfailures keeps every one until the session
+    ends) keeps no layer context through it: the gate clears the failure's frames once the item's protocol
+    is over (the report, logged before, still says why it failed)."""
+    strict = tmp_path / "strict.yaml"
+    strict.write_text("apiVersion: pytest-hetero/v1\nkind: AcceptanceRules\nrules:\n"
+                      "  - {name: accuracy-floor, metric: accuracy, op: '>=', value: 0.99}\n")
+    pytester.makefile(".matrix.yaml", m=matrix_text(acceptance=strict, truth=True))
+    pytester.makeconftest(
+        "import gc\n"
+        "import pytest\n"
+        "from pytest_hetero.layers.base import LayerContext\n"
+        "KEPT = []\n"
+        "@pytest.hookimpl(hookwrapper=True)\n"
+        "def pytest_runtest_makereport(item, call):\n"
+        "    outcome = yield\n"
+        "    if call.excinfo is not None and outcome.get_result().failed:\n"
+        "        KEPT.append(call.excinfo)  # as pytest-rerunfailures keeps it\n"
+        "def pytest_sessionfinish(session):\n"
+        "    gc.collect()\n"
+        "    alive = sum(isinstance(o, LayerContext) for o in gc.get_objects())\n"
+        "    print(f'KEPT {len(KEPT)} CONTEXTS {alive}')\n")
+    # a process of its own: an inline run's objects may be held by the calling session
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-s")
+    result.assert_outcomes(passed=3, failed=1, skipped=1)
+    result.stdout.fnmatch_lines(["*KEPT 1 CONTEXTS 0*", "*acceptance_failed*accuracy-floor*"])

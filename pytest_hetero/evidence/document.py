@@ -17,6 +17,7 @@ clear message, not later as a ``KeyError`` in a renderer.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, TypedDict, cast, final
 
 from pytest_hetero.judge.model import CauseDict, FailureDict
@@ -419,7 +420,10 @@ class EvidenceDocument(TypedDict):
     (the loader refuses one without them); the other sections were added over time, or by hooks
     (``validation``, ``selection``, ``baseline_diff``…), so a reader of an older bundle meets their absence."""
 
-    items: list[ItemDict]
+    items: Sequence[ItemDict]
+    """Every reported item, by nodeid: a list when loaded from evidence.json, an
+    :class:`~pytest_hetero.evidence.spool.ItemSpool` (read from disk item by item, read-only) when assembled from
+    the journal."""
     untested: UntestedSection
     schema: NotRequired[str]
     run: NotRequired[RunSection]

@@ -271,14 +271,21 @@ def key_for(origin: KeyOrigin, key: JournalKey | None, recover: Recover) -> tupl
     return derived, ""
 
 
-def read_lines(path: Path, key: JournalKey | None = None, recover: Recover = no_recovery) -> JournalRead:
+Take = Callable[[dict[str, Any], int], dict[str, Any]]
+"""What a reader does with each accepted entry (and its file line number) before keeping it: returns the entry
+to keep in :attr:`JournalRead.entries` (assembly keeps a stub of an item line, its evidence on disk)."""
+
+
+def read_lines(path: Path, key: JournalKey | None = None, recover: Recover = no_recovery,
+               take: Take | None = None) -> JournalRead:
     """Read the journal at ``path`` (see the module docstring).
 
     ``key`` is the live run's key; without it, ``recover`` may derive one from the run line's
     :class:`KeyOrigin` (``hetero report --from-journal --sign-key``). Raises BundleError when the file cannot be
     read, its first
     readable line is not the run line, or, unauthenticated, two different lines claim one ``seq``
-    (neither can be picked).
+    (neither can be picked). With ``take``, each accepted entry is kept as ``take(entry, file line number)``
+    returns it (its exceptions propagate).
     """
     from pytest_hetero.safeio import Unreadable, open_local, refusal
 
@@ -293,7 +300,7 @@ def read_lines(path: Path, key: JournalKey | None = None, recover: Recover = no_
                       "point at a report folder written by pytest-hetero" if exc.kind == "missing" else "") from None
     fh = os.fdopen(fd, "rb")
     try:
-        out = _read(fh, key, recover, path)
+        out = _read(fh, key, recover, path, take)
     finally:
         fh.close()
     if not out.entries:
@@ -302,7 +309,7 @@ def read_lines(path: Path, key: JournalKey | None = None, recover: Recover = no_
     return out
 
 
-def _read(fh: Any, key: JournalKey | None, recover: Recover, path: Path) -> JournalRead:
+def _read(fh: Any, key: JournalKey | None, recover: Recover, path: Path, take: Take | None = None) -> JournalRead:
     """Read the open journal ``fh`` line by line (never the whole file at once).
 
     The digest of the accepted lines is the whole file's until a line is not accepted (then it is forked
@@ -328,7 +335,7 @@ def _read(fh: Any, key: JournalKey | None, recover: Recover, path: Path) -> Jour
             digest.update(raw)
         size += len(raw)
         out.numbers.append(number)
-        out.entries.append(entry)
+        out.entries.append(entry if take is None else take(entry, number))
     out.file_size, out.size = file_size, size
     out.file_sha256 = whole.hexdigest()
     out.sha256 = (whole if digest is None else digest).hexdigest()

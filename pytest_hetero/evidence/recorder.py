@@ -30,6 +30,7 @@ import json
 import math
 import os
 import time
+from array import array
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypedDict, TypeVar, cast
@@ -38,6 +39,7 @@ from pytest_hetero.errors import BundleError, Location, MatrixError
 from pytest_hetero.evidence.document import ItemDict, LeftoverDict, RunSection
 from pytest_hetero.evidence.journal import JournalKey, JournalRead, Recover, no_recovery, read_lines, seal
 from pytest_hetero.evidence.model import SCHEMA, utc_now
+from pytest_hetero.evidence.spool import ItemSpool
 from pytest_hetero.vocab import LAYERS, STATUSES
 
 if TYPE_CHECKING:
@@ -473,6 +475,95 @@ def _good_item(ev: Any) -> bool:
             and type(ev.get("artifacts")) is list)
 
 
+_ITEM_LINE: dict[str, Any] = {"type": "item"}
+"""What assembly keeps in :attr:`JournalRead.entries` for every item line (one shared dict, never changed): the
+line's evidence is in the spool, the rest of what assembly reads of it in the :class:`_Spooler`."""
+
+
+class _Spooler:
+    """The journal reader's ``take`` (:func:`pytest_hetero.evidence.journal.read_lines`) for assembly: checks each
+    entry as :func:`read_checked` does (the first problem is kept in ``problem``: (line, why)) and moves an item
+    line's evidence to an :class:`~pytest_hetero.evidence.spool.ItemSpool`, keeping :data:`_ITEM_LINE` in its
+    place. Of each item line it keeps, in the order read (the spool's numbering), what assembly reads: its
+    ``seq``, a digest of what it says, its other fields when it has more than ``type``; and the latest time any
+    item states (:attr:`latest`). Memory per item line: a few dozen bytes besides the spool's nodeid."""
+
+    def __init__(self) -> None:
+        self.spool = ItemSpool()
+        self.problem: tuple[int, str] | None = None
+        self.taken: list[tuple[str, int]] = []
+        """(nodeid, ``seq``; -1 when the line has none) of each item line :meth:`items` took, by nodeid (which line
+        each item came from: :meth:`pytest_hetero.reporting.itemtexts.ItemTexts.bind`)."""
+        self.latest: str | None = None
+        """The latest ``started_at``/``finished_at`` of the items read (ISO 8601 UTC strings compare as times)."""
+        self._seqs = array("q")  # each line's seq; _NO_SEQ when it is not an int (then in _odd_seqs)
+        self._odd_seqs: dict[int, object] = {}
+        self._digests = bytearray()  # 32 bytes per line: sha256 of its text without seq
+        self._rests: dict[int, dict[str, Any]] = {}  # the line's fields but evidence and seq, when not just its type
+
+    def __call__(self, entry: dict[str, Any], number: int) -> dict[str, Any]:
+        """The entry to keep for ``entry`` (journal line ``number``)."""
+        if self.problem is not None:
+            return entry  # assembly refuses the journal: nothing read after matters
+        problem = entry_problem(entry)
+        if problem:
+            self.problem = (number, problem)
+            return entry
+        if entry["type"] != "item":
+            return entry
+        evidence = entry["evidence"]
+        spooled, text = self.spool.add(evidence)
+        rest = {k: v for k, v in entry.items() if k not in ("evidence", "seq")}
+        if rest != _ITEM_LINE:
+            self._rests[spooled] = rest
+        seq = entry.get("seq")
+        if type(seq) is int and seq != _NO_SEQ and -(1 << 63) <= seq < (1 << 63):
+            self._seqs.append(seq)
+        else:
+            self._seqs.append(_NO_SEQ)
+            self._odd_seqs[spooled] = seq
+        self._digests += hashlib.sha256(json.dumps(rest, sort_keys=True).encode() + b"\0" + text).digest()
+        for stated in (evidence.get("started_at"), evidence.get("finished_at")):
+            if isinstance(stated, str) and stated and (self.latest is None or stated > self.latest):
+                self.latest = stated
+        return _ITEM_LINE
+
+    def _seq(self, n: int) -> object:
+        """The ``seq`` of item line ``n`` (as written: None when it had none)."""
+        seq = self._seqs[n]
+        return self._odd_seqs.get(n) if seq == _NO_SEQ else seq
+
+    def _line(self, n: int) -> dict[str, Any]:
+        """The whole item line ``n`` but its ``seq``, read back (comparing two lines whose digests differ)."""
+        return {**self._rests.get(n, _ITEM_LINE), "evidence": self.spool[n]}
+
+    def items(self, path: Path) -> Sequence[ItemDict]:
+        """The spool holding one item per nodeid, ordered by nodeid; a repeated line that says the same is
+        dropped, one that differs is a conflict: BundleError naming both lines' sequence numbers (as
+        :func:`_by_key`); the first line of each nodeid is taken (:attr:`taken`). Call once, when every line
+        is read."""
+        chosen: dict[str, int] = {}
+        digests = self._digests
+        for n, nodeid in enumerate(self.spool.nodeids()):
+            first = chosen.get(nodeid)
+            if first is None:
+                chosen[nodeid] = n
+            elif (digests[32 * first:32 * first + 32] != digests[32 * n:32 * n + 32]
+                  and not _same(self._line(first), self._line(n))):
+                raise BundleError(f"two item lines for {nodeid} disagree (seq {self._seq(first)} and {self._seq(n)})",
+                                  Location(str(path)), "refusing to pick one: a journal line was written by another "
+                                  "process, or the run was journaled twice; run the matrix again")
+        order = sorted(chosen)
+        self.taken = [(nodeid, seq if isinstance(seq := self._seq(chosen[nodeid]), int) else -1) for nodeid in order]
+        self.spool.order(chosen[nodeid] for nodeid in order)
+        self._seqs, self._odd_seqs, self._digests, self._rests = array("q"), {}, bytearray(), {}
+        return self.spool
+
+
+_NO_SEQ = -(1 << 63)
+"""What :class:`_Spooler` stores for an item line whose ``seq`` is not a 64-bit int (its value is kept aside)."""
+
+
 def assemble(bundle_dir: Path, inputs: RunInputs | None = None, key: JournalKey | None = None,
              recover: Recover | None = None) -> EvidenceDocument:
     """Build the evidence document from the journal; see :func:`_assemble`. The cyclic garbage
@@ -525,17 +616,18 @@ def _journal_warnings(read: JournalRead) -> list[str]:
     return out
 
 
-def _last_time(entries: list[JournalLine]) -> str | None:
+def _last_time(entries: list[JournalLine], items_latest: str | None = None) -> str | None:
     """The latest time the journal ``entries`` state (the run's start, items' finish times, the end line's
-    ``at``): the finish time of a run that wrote no ``end`` line (killed), as far as its journal can tell.
+    ``at``) and ``items_latest`` (the latest an item states, for item lines assembly kept as :data:`_ITEM_LINE`):
+    the finish time of a run that wrote no ``end`` line (killed), as far as its journal can tell.
     ISO 8601 UTC strings of one format compare as times; None when no entry has one."""
-    times: list[str] = []
+    times: list[str] = [items_latest] if items_latest else []
     for e in entries:
         if e["type"] == "run":
             times += [str(e["started_at"])] if e.get("started_at") else []
         elif e["type"] == "end":
             times.append(e["at"])
-        elif e["type"] == "item":
+        elif e["type"] == "item" and "evidence" in e:
             evidence = e["evidence"]
             times += [t for t in (evidence.get("started_at"), evidence.get("finished_at")) if isinstance(t, str) and t]
     return max(times, default=None)
@@ -563,15 +655,20 @@ def _assemble(bundle_dir: Path, inputs: RunInputs | None, key: JournalKey | None
 
     inputs = inputs if inputs is not None else RunInputs()
     path = bundle_dir / JOURNAL
-    entries, read = read_checked(bundle_dir, key, recover)
+    spooler = _Spooler()
+    read = read_lines(path, key, recover or no_recovery, take=spooler)
+    if spooler.problem is not None:
+        raise BundleError(f"journal line is not a pytest-hetero entry: {spooler.problem[1]}",
+                          Location(str(path), spooler.problem[0]), "the journal was edited or corrupted")
+    # every entry passed entry_problem (read_checked's check), an item line kept as a stub of its spooled evidence
+    entries = cast("list[JournalLine]", read.entries)
     inputs.journal = read
     run = _single([e for e in entries if e["type"] == "run"], "run", path)
     end = _single([e for e in entries if e["type"] == "end"], "end", path)
     interrupted = end is None or end["interrupted"]
-    chosen = _by_key([e for e in entries if e["type"] == "item"], "item", lambda e: e["evidence"]["nodeid"], path)
-    items = {k: e["evidence"] for k, e in chosen.items()}
+    item_list = spooler.items(path)
     if inputs.texts is not None:  # the items' texts rendered during the run, for the lines assembly took
-        inputs.texts.bind(read, ((k, e.get("seq", -1)) for k, e in chosen.items()))
+        inputs.texts.bind(read, spooler.taken)
     deselected = {e["nodeid"]: e["reason"] for e in entries if e["type"] == "deselected"}
     warnings = _journal_warnings(read)
     plans: list[tuple[Matrix, str, Plan]] = []
@@ -587,7 +684,6 @@ def _assemble(bundle_dir: Path, inputs: RunInputs | None, key: JournalKey | None
         if matrix.sha256 != e["sha256"]:
             warnings.append(f"matrix {e['prefix']} changed after the run (sha256 {matrix.sha256})")
         plans.append((matrix, e["prefix"], plan))
-    item_list = sorted(items.values(), key=lambda i: i["nodeid"])
     stopped = "" if end is None else str(end.get("stopped") or "")
     lost = (f"its result may be among the journal lines that could not be read "
             f"(lines {', '.join(str(n) for n, _ in read.lost[:10])})" if read.lost or read.missing else "")
@@ -604,7 +700,7 @@ def _assemble(bundle_dir: Path, inputs: RunInputs | None, key: JournalKey | None
         "schema": SCHEMA,
         # the run line's fields but its own (type, seq, journal) are the RunSection fields the run wrote
         "run": cast("RunSection", {**{k: v for k, v in (run or {}).items() if k not in ("type", "seq", "journal")},
-                                   "finished_at": end["at"] if end else _last_time(entries),
+                                   "finished_at": end["at"] if end else _last_time(entries, spooler.latest),
                                    "finished_at_recovered": end is None,
                                    "exit_status": end["exit_status"] if end else None, "interrupted": interrupted,
                                    "stopped": stopped}),
@@ -631,8 +727,9 @@ def write_evidence(bundle_dir: Path, evidence: Mapping[str, object]) -> tuple[st
 
     The bytes are exactly ``json.dumps(evidence, sort_keys=True, separators=(",", ":"), allow_nan=False)``
     (ASCII), but written section by section and ``items`` a few at a time (:data:`ITEM_TEXT`), each through the
-    C encoder: the document's text is never held whole (at 16 KiB of logs per item it was twice the file's size
-    on top of the document). Raises OSError when the folder cannot be written, ValueError on a NaN or ±Infinity
+    C encoder (an :class:`~pytest_hetero.evidence.spool.ItemSpool`'s items as the spool holds their text, the
+    same): the document's text is never held whole (at 16 KiB of logs per item it was twice the file's size on
+    top of the document). Raises OSError when the folder cannot be written, ValueError on a NaN or ±Infinity
     (never written: the temporary file is removed), TypeError on a non-string top-level key."""
     if not all(isinstance(k, str) for k in evidence):
         raise TypeError("evidence.json's top-level keys must be strings")
@@ -641,17 +738,24 @@ def write_evidence(bundle_dir: Path, evidence: Mapping[str, object]) -> tuple[st
     digest, size = hashlib.sha256(), 0
     try:
         with open(tmp, "wb") as fh:
-            def put(text: str) -> None:
+            def put_bytes(data: bytes) -> None:
                 nonlocal size
-                data = text.encode("ascii")
                 digest.update(data)
                 size += len(data)
                 fh.write(data)
 
+            def put(text: str) -> None:
+                put_bytes(text.encode("ascii"))
+
             put("{")
             for n, (key, value) in enumerate(sorted(evidence.items())):
                 put(("," if n else "") + encode(key) + ":")
-                if key == "items" and isinstance(value, list):
+                if key == "items" and isinstance(value, ItemSpool):  # each item's text as the spool holds it
+                    put("[")
+                    for i, line in enumerate(value.lines(check=True)):
+                        put_bytes(b"," + line if i else line)
+                    put("]")
+                elif key == "items" and isinstance(value, list):
                     # several items per call (a list's compact text is its items' joined by "," in [ ]): one
                     # call's fixed cost (a new C encoder, a join, a write) per item was ~0.07 s of 0.4 at 20k
                     # items; as many as the last call's text says fit ITEM_TEXT, so large items go one by one

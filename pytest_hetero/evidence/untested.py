@@ -8,6 +8,7 @@ values that no passing item covered. Plus, per layer, what even a pass does not 
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
@@ -83,12 +84,13 @@ def _entry(nodeid: str, layer: Layer, keys: dict[str, str], status: Status, reas
             "reason": reason or "", "blocked_by": blocked_by}
 
 
-def untested_scope(plans: Iterable[tuple[Matrix, str, Plan]], items: list[ItemDict],
+def untested_scope(plans: Iterable[tuple[Matrix, str, Plan]], items: Iterable[ItemDict],
                    deselected: dict[str, str], interrupted: bool, stopped: str = "", lost: str = "") -> UntestedSection:
     """Compute the ``untested`` section of evidence.json.
 
     ``plans``: (matrix, matrix nodeid prefix such as ``matrices/x.matrix.yaml``, plan);
-    ``items``: ItemEvidence dicts that reached a report; ``deselected``: nodeid → reason
+    ``items``: ItemEvidence dicts that reached a report (read once, in order: a list or an
+    :class:`~pytest_hetero.evidence.spool.ItemSpool`); ``deselected``: nodeid → reason
     known from pytest (-k/-m, profile, shard); ``interrupted``: the session was interrupted
     (Ctrl-C, SIGTERM, crash); ``stopped``: pytest's reason for stopping early (-x, --maxfail);
     ``lost``: why results may be missing from the journal (lines that could not be read), which makes
@@ -98,11 +100,19 @@ def untested_scope(plans: Iterable[tuple[Matrix, str, Plan]], items: list[ItemDi
     proven, from ``scope.not_proven`` records), "does_not_prove": {layer: text}}``.
     """
     out: list[UntestedEntry] = []
-    reported = {i["nodeid"]: i for i in items}
-    for item in items:
+    reported: set[str] = set()
+    passed_all: list[tuple[str, dict[str, str], Layer]] = []  # (nodeid, keys, layer) of each passed item
+    not_proven: list[NotProvenEntry] = []
+    for item in items:  # one pass: on a lazy document (an ItemSpool) each pass reads every item from disk
+        reported.add(item["nodeid"])
         if item["status"] in UNTESTED_STATUSES:
             out.append(_entry(item["nodeid"], item["layer"], item["keys"], item["status"],
                               item.get("reason"), item.get("blocked_by")))
+        elif item["status"] == "passed":
+            passed_all.append((item["nodeid"], item["keys"], item["layer"]))
+        not_proven += [{"nodeid": item["nodeid"], "layer": r["data"].get("layer", item["layer"]),
+                        "part": r["data"].get("part", ""), "reason": r["data"].get("reason", "")}
+                       for r in item["records"] if r["kind"] == NOT_PROVEN]
     never: dict[str, dict[str, list[str]]] = {}
     for matrix, prefix, plan in plans:
         for omitted in plan.omitted:
@@ -125,23 +135,20 @@ def untested_scope(plans: Iterable[tuple[Matrix, str, Plan]], items: list[ItemDi
             else:
                 out.append(_entry(nodeid, planned.layer, planned.keys, "deselected",
                                   "deselected (not selected in this session)"))
-        passed = [i for i in items if i["status"] == "passed" and i["nodeid"].startswith(prefix + "::")]
+        passed = [(keys, layer) for nodeid, keys, layer in passed_all if nodeid.startswith(prefix + "::")]
         dims = {"resource": [r.name for r in matrix.resources], "image": [i.name for i in matrix.images],
                 "model": [m.name for m in matrix.models], "dataset": [d.name for d in matrix.datasets]}
-        proven = {dim: {p["keys"].get(dim) for p in passed} for dim in dims}  # one pass, not one per value
+        proven = {dim: {keys.get(dim) for keys, _ in passed} for dim in dims}  # one pass, not one per value
         gaps = {dim: [v for v in values if v not in proven[dim]] for dim, values in dims.items()}
-        end_to_end = {i["keys"].get("resource") for i in passed if i["layer"] == LAYERS[-1]}
+        end_to_end = {keys.get("resource") for keys, layer in passed if layer == LAYERS[-1]}
         gaps[NOT_END_TO_END] = [r for r in dims["resource"] if r not in end_to_end]
         never[matrix.name] = {k: v for k, v in gaps.items() if v}
     out.sort(key=lambda e: e["nodeid"])
-    not_proven: list[NotProvenEntry] = [
-        {"nodeid": i["nodeid"], "layer": r["data"].get("layer", i["layer"]), "part": r["data"].get("part", ""),
-         "reason": r["data"].get("reason", "")} for i in items for r in i["records"] if r["kind"] == NOT_PROVEN]
     return {"items": out, "never_covered": never, "not_proven": not_proven,
             "does_not_prove": dict(DOES_NOT_PROVE)}
 
 
-def summarise(items: list[ItemDict], untested: UntestedSection,
+def summarise(items: Iterable[ItemDict], untested: UntestedSection,
               leftovers: Sequence[object] | None = None, exit_status: int | None = None,
               collect_errors: int = 0, change_record: Status | None = None) -> SummarySection:
     """Per-layer status counts over reported and untested items, totals, and the gate verdict.
@@ -161,8 +168,11 @@ def summarise(items: list[ItemDict], untested: UntestedSection,
 
     by_layer: dict[str, dict[str, int]] = {layer: {} for layer in LAYERS}
     seen: set[str] = set()
-    both: list[Entry] = [*items, *untested["items"]]
+    both: Iterable[Entry] = itertools.chain(items, untested["items"])  # not a list: items may be read from disk
+    flaky: list[str] = []
     for entry in both:
+        if entry["status"] == "passed" and "records" in entry and entry.get("attempts"):
+            flaky.append(entry["nodeid"])
         if entry["nodeid"] in seen:
             continue
         seen.add(entry["nodeid"])
@@ -179,6 +189,6 @@ def summarise(items: list[ItemDict], untested: UntestedSection,
     more = [f"{len(reasons) - 5} more"] if len(reasons) > 5 else []
     selection: SelectionCounts = {"deselected": totals.get("deselected", 0), "by": reasons[:5] + more}
     verdict, why = run_verdict(totals, left, unconfined, selection, exit_status, collect_errors, change_record)
-    flaky = sorted(i["nodeid"] for i in items if i["status"] == "passed" and i.get("attempts"))
+    flaky.sort()
     return {"by_layer": by_layer, "totals": totals, "verdict": verdict, "verdict_reason": why,
             "selection": selection, "flaky": flaky, "clean": not left, "leftovers": left}

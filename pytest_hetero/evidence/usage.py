@@ -23,6 +23,8 @@ from typing import TYPE_CHECKING, Any, TypedDict, cast
 from pytest_hetero.matrix.quantity import quantity_or_none
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
     from typing_extensions import NotRequired
 
     from pytest_hetero.evidence.document import ItemDict, RecordDict
@@ -352,7 +354,7 @@ def _records(item: ItemDict | dict[str, Any]) -> list[tuple[RecordDict | dict[st
     return out
 
 
-def ledger(items: list[ItemDict] | list[dict[str, Any]], until: str | None) -> UsageSection:
+def ledger(items: Iterable[ItemDict] | Iterable[dict[str, Any]], until: str | None) -> UsageSection:
     """The evidence document's ``usage`` section from the run's ``items`` (evidence dicts, or any JSON objects
     with a ``nodeid``: the ledger takes what it finds in ``records``, each record's ``data`` untrusted), walked
     once.

@@ -84,6 +84,11 @@ def pytest_hetero_amend_evidence(evidence: EvidenceDocument, settings: Settings,
     (its only write): the built-ins add ``selection`` (profile, affected-only, shard) and
     ``baseline_diff`` (``--hetero-baseline``).
 
+    The document is lazy: ``evidence["items"]`` is a read-only sequence of item dicts read from disk one at
+    a time (an :class:`~pytest_hetero.evidence.spool.ItemSpool`; a list when the document was loaded from
+    evidence.json), each read a fresh dict, so a change to an item is not kept. Walk it once and keep what
+    you need of each item, not the items (the same holds for every hook given ``evidence`` below).
+
     Called once, on the controller (or by ``hetero report``/``merge``), after the journal is
     assembled. ``inputs`` holds the run's matrices, each read once: use ``inputs.matrix(entry)``
     for an entry of ``evidence["matrices"]`` instead of reading the file. Every implementation
@@ -94,16 +99,18 @@ def pytest_hetero_amend_evidence(evidence: EvidenceDocument, settings: Settings,
 @hookspec
 def pytest_hetero_write_reports(evidence: EvidenceDocument, bundle_dir: Path, settings: Settings,
                                 inputs: RunInputs) -> list[Path] | None:
-    """Render ``evidence`` (the evidence.json document, as written) into files under ``bundle_dir``;
-    return their paths. Called on the controller after evidence.json and the matrix copies
-    (``inputs/``) are written, before the manifest and the signature. Every implementation is
-    called; the built-in one (last) writes report.html, summary.md, junit.xml and ctrf.json."""
+    """Render ``evidence`` (the evidence.json document, as written; its ``items`` lazy, read-only: see
+    :func:`pytest_hetero_amend_evidence`) into files under ``bundle_dir``; return their paths. Called on
+    the controller after evidence.json and the matrix copies (``inputs/``) are written, before the manifest
+    and the signature. Every implementation is called; the built-in one (last) writes report.html,
+    summary.md, junit.xml and ctrf.json."""
 
 
 @hookspec
 def pytest_hetero_bundle_finished(evidence: EvidenceDocument, bundle_dir: Path, settings: Settings,
                                   inputs: RunInputs) -> None:
-    """Called after every writer; the built-in implementation, last of all, writes manifest.json,
+    """Called after every writer (``evidence`` as for :func:`pytest_hetero_write_reports`); the built-in
+    implementation, last of all, writes manifest.json,
     the in-toto statement and its DSSE envelope (signed with ``settings.sign_key`` when set).
     Files a plugin adds here are covered by the manifest. Exceptions are reported, not raised."""
 

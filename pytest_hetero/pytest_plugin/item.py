@@ -30,7 +30,17 @@ from pytest_hetero.matrix.expand import PlannedItem
 from pytest_hetero.matrix.model import Matrix
 from pytest_hetero.pytest_plugin.ordering import number
 from pytest_hetero.pytest_plugin.serving import TerminalProgress
-from pytest_hetero.pytest_plugin.stash import ATTEMPTS, BACKENDS, FINAL, HANDOFF, OUTCOME, PLANS, REDACTORS, SETTINGS
+from pytest_hetero.pytest_plugin.stash import (
+    ATTEMPTS,
+    BACKENDS,
+    FINAL,
+    HANDOFF,
+    OUTCOME,
+    PLANS,
+    RAISED,
+    REDACTORS,
+    SETTINGS,
+)
 from pytest_hetero.redact import Redactor
 
 if TYPE_CHECKING:
@@ -39,6 +49,24 @@ if TYPE_CHECKING:
 
 STORAGE_ERRORS = {errno.ENOSPC: "disk_full", errno.EDQUOT: "disk_full", errno.EROFS: "read_only_filesystem"}
 """errno of an OSError raised inside a layer → category (owner infrastructure): a disk the run writes to."""
+
+
+def release_frames(raised: BaseException) -> None:
+    """Clear the local variables of every finished frame ``raised`` and the exceptions it was raised from
+    (``__context__``, ``__cause__``) passed through (:func:`traceback.clear_frames`; a frame still running is left
+    as it is). A plugin may keep a failed call's exception until the session ends (pytest-rerunfailures 16 keeps
+    every one: ``item._rerun_condition_excinfos``); its frames held the layer's whole context (the evidence and
+    its records, the outputs, the engine's answers): kilobytes per failed item, for the rest of the run. Call
+    once nothing reads those frames any more: the item's protocol is over (its reports logged, a debugger
+    session ended)."""
+    seen: set[int] = set()
+    exc: BaseException | None = raised
+    pending: list[BaseException] = []
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        traceback.clear_frames(exc.__traceback__)
+        pending += [e for e in (exc.__context__, exc.__cause__) if e is not None]
+        exc = pending.pop() if pending else None
 
 
 class LayerFailure(Exception):
@@ -284,7 +312,9 @@ class LayerItem(pytest.Item):
         evidence.status = status
         evidence.failure = replace(failure, owner=team)
         self.finish(evidence, started, ctx)
-        raise LayerFailure(evidence.failure, status)
+        raised = LayerFailure(evidence.failure, status)
+        self.stash.setdefault(RAISED, []).append(raised)  # its frames are cleared after the protocol
+        raise raised
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:
         """``[failed|error] layer/category (owner): message`` for our failures; default otherwise."""

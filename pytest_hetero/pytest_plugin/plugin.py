@@ -37,6 +37,7 @@ from pytest_hetero.pytest_plugin.stash import (
     OUTCOME,
     PLANS,
     PREVIOUS_SIGTERM,
+    RAISED,
     RECORDER,
     SETTINGS,
     SlimEvidence,
@@ -351,6 +352,21 @@ def pytest_deselected(items: list[pytest.Item]) -> None:
         return
     for item in layer_items(items[0].config, items):
         item.config.stash[DESELECTED][item.claim_id] = "deselected (not selected by -k/-m/--lf in this session)"
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Generator[None, object, object]:
+    """Once an item's protocol is over (every attempt run, reported, any debugger session ended), clear the
+    frames of the failures its layer raised (:func:`~pytest_hetero.pytest_plugin.item.release_frames`): a plugin
+    keeping the exception until the session ends then keeps a few hundred bytes, not the layer's context."""
+    try:
+        return (yield)
+    finally:
+        from pytest_hetero.pytest_plugin.item import release_frames
+
+        for raised in item.stash.get(RAISED, []):
+            release_frames(raised)
+        item.stash[RAISED] = []
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -61,6 +61,9 @@ FINAL = pytest.StashKey[SlimEvidence]()
 """On an item: the evidence already attached to one of this attempt's reports (attached once per attempt)."""
 ATTEMPTS = pytest.StashKey[list[dict[str, Any]]]()
 """On an item a rerun plugin ran again: the evidence of its earlier attempts, artifacts moved to ``attempt-N/``."""
+RAISED = pytest.StashKey[list[BaseException]]()
+"""On an item: the failures its runs raised (:class:`~pytest_hetero.pytest_plugin.item.LayerFailure`), whose
+frames are cleared once its protocol is over (:func:`~pytest_hetero.pytest_plugin.item.release_frames`)."""
 
 
 EVIDENCE_PROPERTY = "hetero_evidence"

@@ -16,6 +16,7 @@ summary's and each test's ``start``/``stop`` are Unix epoch milliseconds.
 from __future__ import annotations
 
 import json
+from array import array
 from collections.abc import Iterator
 from datetime import datetime
 from typing import TYPE_CHECKING, TypedDict
@@ -241,27 +242,31 @@ def ctrf_text(evidence: EvidenceDocument, signoff: SignoffView | None = None,
 
     statuses: list[str] = []
     suites: set[tuple[str, ...]] = set()
+    refs = array("q")  # each test in order: >= 0 its record in texts, < 0 -1 - the entry's position (built below)
     listed = entries(evidence)
-    for entry in listed:
+    for position, entry in enumerate(listed):  # one read of the entries (an assembled document's are on disk)
         statuses.append(entry["status"])
         suites.add(tuple(_suite(entry["nodeid"], entry["layer"])))
+        kept = texts.kept(entry) if texts is not None else None
+        refs.append(-1 - position if kept is None else kept)
     head = json_text(_report(evidence, signoff, [], statuses, suites))
     cut = head.index(_TESTS_HOLE) + len(_TESTS_HOLE) - 1  # the summary comes first and holds no list
     yield head[:cut]
     batch: list[CtrfTest] = []
     first = True
-    for entry in listed:
-        ready = texts.ctrf(entry) if texts is not None else None
-        if ready is None:
-            batch.append(ctrf_test(entry))
+    for ref in refs:
+        if ref < 0 or texts is None:
+            batch.append(ctrf_test(listed[-1 - ref]))
             if len(batch) < TEXT_BATCH:
                 continue
             ready = json_text(batch)[1:-1]
             batch = []
-        elif batch:
-            yield ("" if first else ", ") + json_text(batch)[1:-1]
-            first = False
-            batch = []
+        else:
+            ready = texts.ctrf_at(ref)
+            if batch:
+                yield ("" if first else ", ") + json_text(batch)[1:-1]
+                first = False
+                batch = []
         yield ("" if first else ", ") + ready
         first = False
     if batch:

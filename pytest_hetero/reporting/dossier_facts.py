@@ -17,6 +17,8 @@ from pytest_hetero.evidence.records import IDENTITY, IdentityData, Kind, data_of
 from pytest_hetero.reporting.view import entries
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from pytest_hetero.evidence.document import Entry, EvidenceDocument, ItemDict, RecordDict, RunSection
 
 D = TypeVar("D")
@@ -49,7 +51,7 @@ class Facts:
     def __init__(self, evidence: EvidenceDocument) -> None:
         self.evidence = evidence
         self.run: RunSection = evidence.get("run", {})
-        self.items: list[ItemDict] = evidence["items"]
+        self.items: Sequence[ItemDict] = evidence["items"]
         self.entries = entries(evidence)
         self.by_layer: dict[str, list[ItemDict]] = {layer: [] for layer in LAYERS}
         self.records: dict[str, dict[str, list[RecordDict]]] = {}

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -118,17 +118,32 @@ def _record_text(data: Any) -> str:
     return text
 
 
-def _details(items: list[Entry]) -> tuple[list[dict[str, Any]], set[int]]:
-    order = sorted(range(len(items)), key=lambda i: (_PRIORITY.get(items[i]["status"], 5), i))[:ITEM_DETAIL_LIMIT]
+def _details(items: Sequence[Entry]) -> tuple[_Details, set[int]]:
+    """The items shown in detail (at most :data:`ITEM_DETAIL_LIMIT`: failures first, then untested, then
+    passed; in their order on the page) and the set of their indices."""
+    statuses = [entry["status"] for entry in items]  # one pass: the items may be read from disk
+    order = sorted(range(len(statuses)), key=lambda i: (_PRIORITY.get(statuses[i], 5), i))[:ITEM_DETAIL_LIMIT]
     shown = sorted(order)
-    out = []
-    for index in shown:
-        item = items[index]
-        reported = item_of(item)
-        out.append({"index": index, "item": item,
-                    "records": [{"kind": r["kind"], "at": r["at"], "text": _record_text(r["data"])}
-                                for r in (reported["records"] if reported else [])]})
-    return out, set(shown)
+    return _Details(items, shown), set(shown)
+
+
+class _Details:
+    """The detailed items, each (``{"index", "item", "records"}``, its records' texts) built as the page is
+    rendered, not held: up to :data:`ITEM_DETAIL_LIMIT` items and their record texts were held at once."""
+
+    def __init__(self, items: Sequence[Entry], shown: list[int]) -> None:
+        self._items, self._shown = items, shown
+
+    def __len__(self) -> int:
+        return len(self._shown)
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        for index in self._shown:
+            item = self._items[index]
+            reported = item_of(item)
+            yield {"index": index, "item": item,
+                   "records": [{"kind": r["kind"], "at": r["at"], "text": _record_text(r["data"])}
+                               for r in (reported["records"] if reported else [])]}
 
 
 def render_html(evidence: EvidenceDocument, signoff: SignoffView) -> str:

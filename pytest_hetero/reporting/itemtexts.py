@@ -94,29 +94,43 @@ class ItemTexts:
             self._view.close()
         self._view = mmap.mmap(self._spool.fileno(), 0, access=mmap.ACCESS_READ) if self._size else None
 
-    def _record(self, entry: Entry) -> tuple[int, int, int] | None:
-        """(offset of the texts, CTRF length, JUnit length) of the item ``entry``; None when not kept."""
+    def kept(self, entry: Entry) -> int | None:
+        """Where the texts of the item ``entry`` are kept (for :meth:`ctrf_at`, :meth:`junit_at`: a number that
+        holds nothing of the item); None when they are not (an untested-only entry, an item not bound)."""
         at = self._bound.get(entry["nodeid"])
         if at is None or self._view is None or "records" not in entry:  # an untested-only entry: no item
             return None
-        ctrf, junit = _HEAD.unpack_from(self._view, at)
-        return at + _HEAD.size, ctrf, junit
+        return at
 
     def ctrf(self, entry: Entry) -> str | None:
         """The CTRF test text of the item ``entry`` (``json_text(ctrf_test(entry))``), None when not kept."""
-        found = self._record(entry)
-        if found is None or self._view is None:
-            return None
-        start, ctrf, _ = found
-        return self._view[start:start + ctrf].decode("utf-8", "surrogatepass")
+        at = self.kept(entry)
+        return None if at is None else self.ctrf_at(at)
 
     def junit(self, entry: Entry) -> str | None:
         """The JUnit testcase text of the item ``entry`` (``case_xml(entry)``), None when not kept."""
-        found = self._record(entry)
-        if found is None or self._view is None:
-            return None
-        start, ctrf, junit = found
-        return self._view[start + ctrf:start + ctrf + junit].decode("utf-8", "surrogatepass")
+        at = self.kept(entry)
+        return None if at is None else self.junit_at(at)
+
+    def ctrf_at(self, at: int) -> str:
+        """The CTRF test text kept at ``at`` (:meth:`kept`'s answer)."""
+        view = self._bound_view()
+        ctrf, _ = _HEAD.unpack_from(view, at)
+        start = at + _HEAD.size
+        return view[start:start + ctrf].decode("utf-8", "surrogatepass")
+
+    def junit_at(self, at: int) -> str:
+        """The JUnit testcase text kept at ``at`` (:meth:`kept`'s answer)."""
+        view = self._bound_view()
+        ctrf, junit = _HEAD.unpack_from(view, at)
+        start = at + _HEAD.size + ctrf
+        return view[start:start + junit].decode("utf-8", "surrogatepass")
+
+    def _bound_view(self) -> mmap.mmap:
+        """The texts' file, mapped by :meth:`bind`; ValueError when nothing is bound (closed, or never bound)."""
+        if self._view is None:
+            raise ValueError("no item texts are bound")
+        return self._view
 
     def close(self) -> None:
         """Drop every text (the spool file goes with it); idempotent."""

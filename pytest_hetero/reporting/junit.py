@@ -23,6 +23,8 @@ readers understand (each on one line, brackets percent-encoded:
 from __future__ import annotations
 
 import re
+from array import array
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 from xml.sax.saxutils import escape, quoteattr
 
@@ -109,10 +111,22 @@ def _open_tag(element: Any) -> str:
 
 def render_junit(evidence: EvidenceDocument, signoff: SignoffView | None = None,
                  texts: ItemTexts | None = None) -> bytes:
-    """Return the JUnit XML document as UTF-8 bytes (with XML declaration). With the sign-off view
-    ``signoff``, each suite's properties say whether the bundle was verified and by which key
-    (``verification``, ``verified_by``; see :func:`pytest_hetero.reporting.view.verification`). An item's
-    testcase rendered as the item was journaled is taken from ``texts`` (the same text :func:`case_xml` gives).
+    """Return the JUnit XML document as UTF-8 bytes (with XML declaration): :func:`junit_text` joined."""
+    return "".join(junit_text(evidence, signoff, texts)).encode("utf-8")
+
+
+def junit_text(evidence: EvidenceDocument, signoff: SignoffView | None = None,
+               texts: ItemTexts | None = None) -> Iterator[str]:
+    """The JUnit XML document (with XML declaration) as consecutive pieces of text, a testcase at a time (a
+    writer need not join them). With the sign-off view ``signoff``, each suite's properties say whether the
+    bundle was verified and by which key (``verification``, ``verified_by``; see
+    :func:`pytest_hetero.reporting.view.verification`). An item's testcase rendered as the item was journaled is
+    taken from ``texts`` (the same text :func:`case_xml` gives).
+
+    Two passes over :func:`~pytest_hetero.reporting.view.entries`: the first counts each layer's suite (tests,
+    failures, errors, skipped, time) and notes where each testcase's text comes from (its place in ``texts``, or
+    the entry's position, rendered in the second pass); no testcase's text is held, nor its entry (on an
+    assembled document the items are read back from disk).
 
     junitparser builds and serialises the document (``<testsuites>``, each ``<testsuite>`` with
     its statistics and ``<properties>``); the testcases are written as text by :func:`case_xml`
@@ -120,25 +134,28 @@ def render_junit(evidence: EvidenceDocument, signoff: SignoffView | None = None,
     ElementTree's pure-Python serialiser cost more than the whole bundle budget at 50,000 items.
     """
     state, by = verification(signoff) if signoff is not None else (None, None)
-    cases: dict[str, list[str]] = {layer: [] for layer in LAYERS}
+    # per layer, each testcase in order: >= 0 its record in texts, < 0 -1 - the entry's position
+    cases: dict[str, array[int]] = {layer: array("q") for layer in LAYERS}
     counts: dict[str, dict[str, int]] = {}
     times: dict[str, float] = {}
-    for entry in entries(evidence):
+    listed = entries(evidence)
+    for position, entry in enumerate(listed):
         layer: str = entry["layer"]
         tally = counts.setdefault(layer, {"tests": 0, "failures": 0, "errors": 0, "skipped": 0})
         tally["tests"] += 1
         if entry["status"] in _TALLIED:
             tally[_TALLIED[entry["status"]]] += 1
         times[layer] = times.get(layer, 0.0) + _seconds(entry)
-        ready = texts.junit(entry) if texts is not None else None
-        cases.setdefault(layer, []).append(case_xml(entry) if ready is None else ready)
+        kept = texts.kept(entry) if texts is not None else None
+        cases.setdefault(layer, array("q")).append(-1 - position if kept is None else kept)
     root: Any = JUnitXml(f"pytest-hetero {evidence['run'].get('id', '')}")
     root.tests = sum(c["tests"] for c in counts.values())
     root.failures = sum(c["failures"] for c in counts.values())
     root.errors = sum(c["errors"] for c in counts.values())
     root.time = round(sum(times.values()), 3)
-    out = ['<?xml version="1.0" encoding="UTF-8"?>\n', _open_tag(root)]
-    for layer, case_texts in cases.items():
+    yield '<?xml version="1.0" encoding="UTF-8"?>\n'
+    yield _open_tag(root)
+    for layer, refs in cases.items():
         suite: Any = TestSuite(printable(f"hetero.{layer}"))
         tally = counts.get(layer, {"tests": 0, "failures": 0, "errors": 0, "skipped": 0})
         suite.tests, suite.failures = tally["tests"], tally["failures"]
@@ -153,6 +170,8 @@ def render_junit(evidence: EvidenceDocument, signoff: SignoffView | None = None,
         text = bytes(suite.tostring()).decode("utf-8")
         if not text.endswith("</testsuite>"):
             raise ValueError(f"unexpected junitparser output {text[-80:]!r}")
-        out += [text[: -len("</testsuite>")], *case_texts, "</testsuite>"]
-    out.append("</testsuites>")
-    return "".join(out).encode("utf-8")
+        yield text[: -len("</testsuite>")]
+        for ref in refs:
+            yield case_xml(listed[-1 - ref]) if ref < 0 or texts is None else texts.junit_at(ref)
+        yield "</testsuite>"
+    yield "</testsuites>"

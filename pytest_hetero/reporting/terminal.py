@@ -165,13 +165,16 @@ def _observed_lines(evidence: EvidenceDocument) -> list[str]:
     """``observed:`` then, per business item that judged outputs, each rule's observed value (first
     :data:`OBSERVED_ITEMS` items; a repeated sample shows its last run)."""
     lines = []
-    judged = [i for i in evidence["items"] if i["layer"] == "business"
-              and any(r["kind"] == "business.rules" for r in i["records"])]
-    for item in judged[:OBSERVED_ITEMS]:
-        results = [r for r in item["records"] if r["kind"] == "business.rules"][-1]["data"]["results"]
-        lines.append(f"  {item['nodeid']}: " + ", ".join(observed(r) for r in results))
-    if len(judged) > OBSERVED_ITEMS:
-        lines.append(f"  … {len(judged) - OBSERVED_ITEMS} more in report.html")
+    judged = 0  # counted, not held: the items may be read from disk one at a time
+    for item in evidence["items"]:
+        if item["layer"] != "business" or not any(r["kind"] == "business.rules" for r in item["records"]):
+            continue
+        judged += 1
+        if judged <= OBSERVED_ITEMS:
+            results = [r for r in item["records"] if r["kind"] == "business.rules"][-1]["data"]["results"]
+            lines.append(f"  {item['nodeid']}: " + ", ".join(observed(r) for r in results))
+    if judged > OBSERVED_ITEMS:
+        lines.append(f"  … {judged - OBSERVED_ITEMS} more in report.html")
     return ["observed business values:", *lines] if lines else []
 
 

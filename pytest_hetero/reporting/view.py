@@ -12,15 +12,24 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
-from typing import TYPE_CHECKING, Any, TypedDict
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Any, TypedDict, overload
 
 from pytest_hetero import LAYERS
 from pytest_hetero.evidence.document import failure_of
 from pytest_hetero.evidence.model import STATUSES
 from pytest_hetero.evidence.records import RULES, data_of
+from pytest_hetero.evidence.spool import ItemSpool
 
 if TYPE_CHECKING:
-    from pytest_hetero.evidence.document import ArtifactDict, Entry, EvidenceDocument, FailureDict, RecordDict
+    from pytest_hetero.evidence.document import (
+        ArtifactDict,
+        Entry,
+        EvidenceDocument,
+        FailureDict,
+        ItemDict,
+        RecordDict,
+    )
     from pytest_hetero.evidence.views import SignoffView
 
 
@@ -237,9 +246,20 @@ SEVERITY: tuple[str, ...] = ("failed", "error", "not_run", "blocked", "skipped",
 """Worst first: a summarised cell takes the colour of its worst status."""
 
 
-def entries(evidence: EvidenceDocument) -> list[Entry]:
+def entries(evidence: EvidenceDocument) -> Sequence[Entry]:
     """Every item once (reported items first, then untested-only entries); an entry's position is its
-    ``index`` (used as anchor ``item-N``)."""
+    ``index`` (used as anchor ``item-N``). A list for a loaded document; for an assembled one (its items an
+    :class:`~pytest_hetero.evidence.spool.ItemSpool`, one item per nodeid) a sequence that reads the items from
+    the spool on each access and holds only the untested-only entries."""
+    items = evidence["items"]
+    if not isinstance(items, list):
+        reported = set(items.nodeids()) if isinstance(items, ItemSpool) else {i["nodeid"] for i in items}
+        rest: list[Entry] = []
+        for untested in evidence["untested"]["items"]:
+            if untested["nodeid"] not in reported:
+                reported.add(untested["nodeid"])
+                rest.append(untested)
+        return _Entries(items, rest)
     out: list[Entry] = []
     seen: set[str] = set()
     both: list[Entry] = [*evidence["items"], *evidence["untested"]["items"]]
@@ -249,6 +269,32 @@ def entries(evidence: EvidenceDocument) -> list[Entry]:
         seen.add(entry["nodeid"])
         out.append(entry)
     return out
+
+
+class _Entries(Sequence["Entry"]):
+    """Items (read on each access) followed by untested-only entries (see :func:`entries`)."""
+
+    def __init__(self, items: Sequence[ItemDict], rest: list[Entry]) -> None:
+        self._items, self._rest = items, rest
+
+    def __len__(self) -> int:
+        return len(self._items) + len(self._rest)
+
+    @overload
+    def __getitem__(self, index: int) -> Entry: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[Entry]: ...
+
+    def __getitem__(self, index: int | slice) -> Entry | list[Entry]:
+        if isinstance(index, slice):
+            return [self[n] for n in range(*index.indices(len(self)))]
+        n = range(len(self))[index]
+        return self._items[n] if n < len(self._items) else self._rest[n - len(self._items)]
+
+    def __iter__(self) -> Iterator[Entry]:
+        yield from self._items
+        yield from self._rest
 
 
 def matrix_of(entry: Entry) -> str:
@@ -319,7 +365,7 @@ def heatmap(evidence: EvidenceDocument, limit: int = HEATMAP_ROW_LIMIT) -> Heatm
     return {"summarised": False, "total_rows": total, "rows": _item_rows(items, located, rows_keys)}
 
 
-def _item_rows(items: list[Entry], located: list[tuple[str, tuple[str, ...]]],
+def _item_rows(items: Sequence[Entry], located: list[tuple[str, tuple[str, ...]]],
                rows_keys: list[tuple[str, tuple[str, ...]]]) -> list[HeatRow]:
     """One heat-map row per combination; each layer's cell is the item keyed by the longest prefix."""
     by_prefix = {(matrix, entry["layer"], key): index

@@ -10,7 +10,7 @@ its format is rendered.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -24,8 +24,8 @@ if TYPE_CHECKING:
 FORMATS: dict[str, str] = {"html": "report.html", "md": "summary.md", "junit": "junit.xml", "ctrf": "ctrf.json"}
 """Rendering format → file name in the bundle."""
 HTML_BATCH = 1024
-"""Template strings of report.html (texts of ctrf.json) joined into one piece of :func:`pieces` (bounded
-memory, few writes)."""
+"""Strings of a rendering (report.html's template strings, junit.xml's testcases, ctrf.json's tests) joined into
+one piece of :func:`pieces` (bounded memory, few writes)."""
 ON_DEMAND: tuple[str, ...] = ("dossier",)
 """Formats rendered only when asked for (``hetero render --format dossier``), never written by a run."""
 
@@ -41,10 +41,11 @@ def render(fmt: str, evidence: EvidenceDocument, signoff: SignoffView, lang: str
 def pieces(fmt: str, evidence: EvidenceDocument, signoff: SignoffView, lang: str = "en",
            texts: ItemTexts | None = None) -> Iterator[bytes]:
     """:func:`render` as consecutive pieces of bytes, for a writer that need not hold the whole rendering:
-    report.html as the template yields it, :data:`HTML_BATCH` strings per piece (its whole text was about three
-    times the page at 1,500 detailed items), ctrf.json a batch of tests per piece, every other format as one
-    piece. ``texts`` are the items' JUnit and CTRF texts rendered during the run (joined, not rendered again:
-    the bytes are the same). Raises as :func:`render` does, when iterated."""
+    report.html as the template yields it (its whole text was about three times the page at 1,500 detailed
+    items), junit.xml and ctrf.json a test at a time (neither their documents nor their texts are held whole),
+    each :data:`HTML_BATCH` strings per piece; summary.md and the dossier as one piece. ``texts`` are the
+    items' JUnit and CTRF texts rendered during the run (joined, not rendered again: the bytes are the same). Raises as
+    :func:`render` does, when iterated."""
     if fmt == "dossier":
         from pytest_hetero.reporting.dossier import render_dossier
         from pytest_hetero.reporting.dossier_text import LANGS
@@ -59,34 +60,35 @@ def pieces(fmt: str, evidence: EvidenceDocument, signoff: SignoffView, lang: str
         from pytest_hetero.reporting.html import html_chunks
 
         # the template yields ~20 strings per item: encoded and written BATCH at a time, not one by one
-        yield from _joined(html_chunks(evidence, signoff))
+        yield from _batched(html_chunks(evidence, signoff), "replace")
     elif fmt == "md":
         from pytest_hetero.reporting.markdown import render_markdown
 
         yield render_markdown(evidence, signoff).encode("utf-8", "replace")
     elif fmt == "junit":
-        from pytest_hetero.reporting.junit import render_junit
+        from pytest_hetero.reporting.junit import junit_text
 
-        yield render_junit(evidence, signoff, texts)
+        yield from _batched(junit_text(evidence, signoff, texts), "strict")  # render_junit's bytes, piece by piece
     elif fmt == "ctrf":
         from pytest_hetero.reporting.ctrf import ctrf_text
 
         # keys in the fixed order render_ctrf builds them (no sort_keys: the C encoder's fastest path)
-        yield from _joined(ctrf_text(evidence, signoff, texts))
+        yield from _batched(ctrf_text(evidence, signoff, texts), "replace")
     else:
         raise ValueError(f"unknown format {fmt!r}; choose from {', '.join(FORMATS)}")
 
 
-def _joined(strings: Iterator[str]) -> Iterator[bytes]:
-    """``strings`` encoded as UTF-8 (``?`` for what it cannot carry), :data:`HTML_BATCH` joined per piece."""
+def _batched(texts: Iterable[str], errors: str) -> Iterator[bytes]:
+    """``texts`` encoded as UTF-8 (``errors`` as :meth:`str.encode` takes it), :data:`HTML_BATCH` of them joined
+    per piece: the same bytes as encoding their concatenation (UTF-8 encodes each character alone)."""
     batch: list[str] = []
-    for text in strings:
+    for text in texts:
         batch.append(text)
         if len(batch) >= HTML_BATCH:
-            yield "".join(batch).encode("utf-8", "replace")
+            yield "".join(batch).encode("utf-8", errors)
             batch.clear()
     if batch:
-        yield "".join(batch).encode("utf-8", "replace")
+        yield "".join(batch).encode("utf-8", errors)
 
 
 def write_renderings(evidence: EvidenceDocument, bundle_dir: Path, signoff: SignoffView,

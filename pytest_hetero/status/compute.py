@@ -40,12 +40,13 @@ Times are ISO 8601 UTC ``YYYY-mm-ddTHH:MM:SSZ`` (or with fractional seconds, as 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any
 
 from pytest_hetero import LAYERS
 from pytest_hetero.evidence.records import COVERAGE, NODE_OUTCOME, NODE_SCOPE, PLACED, SNAPSHOT, data_of
+from pytest_hetero.evidence.spool import pick, where
 
 if TYPE_CHECKING:
     from pytest_hetero.evidence.document import (
@@ -132,7 +133,7 @@ class _NodeFacts:
     """Per node of one pool: which claims of which layer ran there and how they ended, and where a
     workload of the pool was placed, from the pool's evidence items."""
 
-    def __init__(self, items: list[ItemDict]) -> None:
+    def __init__(self, items: Sequence[ItemDict]) -> None:
         self.order: list[str] = []
         self.placed: set[str] = set()
         self.facts: dict[tuple[str, tuple[Any, ...]], dict[str, set[str]]] = {}
@@ -237,7 +238,7 @@ class _NodeFacts:
         return out
 
 
-def _unvalidated(items: list[ItemDict], facts: _NodeFacts, coverage: str) -> list[UntestedNode]:
+def _unvalidated(items: Sequence[ItemDict], facts: _NodeFacts, coverage: str) -> list[UntestedNode]:
     """Nodes discovery listed in the pool that no workload of the run exercised, each with why."""
     listed: list[str] = []
     for item in items:
@@ -253,19 +254,20 @@ def _unvalidated(items: list[ItemDict], facts: _NodeFacts, coverage: str) -> lis
             for n in listed if n not in facts.order]
 
 
-def pool_status(matrix: Matrix, items: list[ItemDict], finished_at: str) -> list[PoolStatus]:
+def pool_status(matrix: Matrix, items: Sequence[ItemDict], finished_at: str) -> list[PoolStatus]:
     """The status entries of every resource of ``matrix``, from ``items`` (the evidence items of that
-    matrix, as dicts). ``finished_at`` (ISO) is when the status starts to hold."""
+    matrix, as dicts: a list, or items read back from disk on each pass). ``finished_at`` (ISO) is when the
+    status starts to hold."""
     types: dict[str, list[str]] = {}
     for model in matrix.models:
         types.setdefault(model.task_type, []).append(model.name)
     verified = parse_time(finished_at)
-    by_resource: dict[Any, list[ItemDict]] = {}
-    for item in items:  # one pass over the items, not one per resource × task type × layer
-        by_resource.setdefault(item["keys"].get("resource"), []).append(item)
+    by_resource: dict[Any, list[int]] = {}  # positions, not the items: they may be read from disk (an ItemSpool)
+    for n, item in enumerate(items):  # one pass over the items, not one per resource × task type × layer
+        by_resource.setdefault(item["keys"].get("resource"), []).append(n)
     out: list[PoolStatus] = []
     for resource in matrix.resources:
-        mine = by_resource.get(resource.name, [])
+        mine = pick(items, by_resource.get(resource.name, []))
         # (layer, model; None on the resource layers, which every task type shares) → statuses seen
         seen: dict[tuple[str, Any], set[str]] = {}
         for item in mine:
@@ -301,13 +303,18 @@ def pool_status(matrix: Matrix, items: list[ItemDict], finished_at: str) -> list
     return out
 
 
-def validation_status(matrices: list[tuple[Matrix, str]], items: list[ItemDict],
+def validation_status(matrices: list[tuple[Matrix, str]], items: Sequence[ItemDict],
                       finished_at: str) -> ValidationSection:
     """``{"pools": [...]}`` for ``matrices`` [(Matrix, its evidence prefix)] over the evidence ``items``."""
     pools: list[PoolStatus] = []
     for matrix, prefix in matrices:
-        pools += pool_status(matrix, [i for i in items if i["matrix"] == prefix], finished_at)
+        pools += pool_status(matrix, where(items, _of_matrix(prefix)), finished_at)
     return {"pools": pools}
+
+
+def _of_matrix(prefix: str) -> Callable[[ItemDict], bool]:
+    """Whether an item is of the matrix whose nodeid prefix is ``prefix``."""
+    return lambda item: item["matrix"] == prefix
 
 
 def expired(pool: PoolStatus, now: datetime) -> bool:
