@@ -102,8 +102,9 @@ class SignoffClaim:
     well_formed: bool
 
     @classmethod
-    def of(cls, predicate: dict[str, Any]) -> SignoffClaim:
-        """The claim of a sign-off statement's ``predicate`` (parsed JSON)."""
+    def of(cls, att: Attestation) -> SignoffClaim:
+        """The claim of the sign-off line ``att`` (its statement's predicate, untrusted)."""
+        predicate = att.predicate
         role, layers, decision = predicate.get("role"), predicate.get("layers"), predicate.get("decision")
         conditions, signed_at, chain = predicate.get("conditions"), predicate.get("signed_at"), predicate.get("chain")
         link: ChainLink | None = None
@@ -204,7 +205,7 @@ def check_signoffs(lines: list[Attestation], run_digest: str, run_statement: dic
     previous = run_line
     claim = RunClaim.of(run_statement)
     for sequence, att in enumerate(lines, 1):
-        signed = SignoffClaim.of(att.predicate)
+        signed = SignoffClaim.of(att)
         signoff = _signoff_of(att, signed)
         label = f"sign-off line {att.line} (role {signoff.role[:60]}, keyid {signoff.keyid[:16]}…)"
         why = _signoff_shape(att, signed, run_digest, claim)

@@ -119,11 +119,13 @@ class SignedPool:
     expires_at: object
 
     @classmethod
-    def of(cls, pool: dict[str, Any]) -> SignedPool:
-        """The pool entry ``pool`` (a JSON object of the signed predicate)."""
-        tasks = pool.get("task_types")
+    def of(cls, pool: object) -> SignedPool:
+        """The pool entry ``pool`` of the signed predicate (untrusted JSON; not an object: no task type, no
+        expiry)."""
+        entry = pool if isinstance(pool, dict) else {}
+        tasks = entry.get("task_types")
         tasks = tasks if isinstance(tasks, dict) else {}
-        return cls({t: e.get("level") for t, e in tasks.items() if isinstance(e, dict)}, pool.get("expires_at"))
+        return cls({t: e.get("level") for t, e in tasks.items() if isinstance(e, dict)}, entry.get("expires_at"))
 
 
 def check_vsas(bundle_dir: Path, keys: dict[str, Ed25519PublicKey] | None, predicate_validation: Any,
