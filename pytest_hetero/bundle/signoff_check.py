@@ -28,6 +28,7 @@ from pytest_hetero.bundle.manifest import STATEMENT, Problem
 from pytest_hetero.bundle.signing import PAYLOAD_TYPE, STATEMENT_TYPE, check_signature, envelope_bytes, pae
 
 if TYPE_CHECKING:
+    from pytest_hetero.bundle.intoto import ChainLink
     from pytest_hetero.bundle.policy import TrustPolicy
     from pytest_hetero.evidence.views import SignedView
 
@@ -82,19 +83,52 @@ def role_state(signed: list[SignOff]) -> str:
     return "pending"
 
 
-def _signoff_of(att: Attestation) -> SignOff:
-    pred = att.predicate
-    sigs = att.signatures
-    layers = pred.get("layers")
-    conditions = pred.get("conditions")
-    return SignOff(line=att.line, keyid=sigs[0].get("keyid", "") if sigs else "", role=str(pred.get("role", "")),
+@dataclass(frozen=True)
+class SignoffClaim:
+    """What a sign-off line's predicate says, parsed once from the untrusted statement (:meth:`of`): the ``role``
+    and ``decision`` as text (``""`` when absent), the ``layers`` that are text (``[]`` when not a list),
+    ``conditions`` and ``signed_at`` (None when absent or not text), the signed ``chain`` (None when it is not
+    ``{sequence: int, previous: text}``), and whether the predicate is ``well_formed``: ``{role, layers,
+    decision, conditions, signed_at}`` with a text role, a non-empty list of layers, a decision of
+    :data:`~pytest_hetero.bundle.attestation.DECISIONS`, text or null conditions and a text time (then ``role``,
+    ``layers`` and ``decision`` are exactly as written)."""
+
+    role: str
+    layers: list[str]
+    decision: str
+    conditions: str | None
+    signed_at: str | None
+    chain: ChainLink | None
+    well_formed: bool
+
+    @classmethod
+    def of(cls, att: Attestation) -> SignoffClaim:
+        """The claim of the sign-off line ``att`` (its statement's predicate, untrusted)."""
+        predicate = att.predicate
+        role, layers, decision = predicate.get("role"), predicate.get("layers"), predicate.get("decision")
+        conditions, signed_at, chain = predicate.get("conditions"), predicate.get("signed_at"), predicate.get("chain")
+        link: ChainLink | None = None
+        if isinstance(chain, dict) and isinstance(chain.get("sequence"), int) \
+                and isinstance(chain.get("previous"), str):
+            link = {"sequence": chain["sequence"], "previous": chain["previous"]}
+        well_formed = isinstance(role, str) and isinstance(layers, list) and bool(layers) \
+            and all(x in LAYERS for x in layers) and decision in DECISIONS \
+            and isinstance(conditions, (str, type(None))) and isinstance(signed_at, str)
+        return cls(role=str(role if "role" in predicate else ""),
                    layers=[x for x in layers if isinstance(x, str)] if isinstance(layers, list) else [],
-                   decision=str(pred.get("decision", "")),
+                   decision=str(decision if "decision" in predicate else ""),
                    conditions=conditions if isinstance(conditions, str) else None,
-                   signed_at=pred.get("signed_at") if isinstance(pred.get("signed_at"), str) else None)
+                   signed_at=signed_at if isinstance(signed_at, str) else None, chain=link, well_formed=well_formed)
 
 
-def _signoff_shape(att: Attestation, run_digest: str, claim: RunClaim) -> str | None:
+def _signoff_of(att: Attestation, claim: SignoffClaim) -> SignOff:
+    sigs = att.signatures
+    return SignOff(line=att.line, keyid=sigs[0].get("keyid", "") if sigs else "", role=claim.role,
+                   layers=list(claim.layers), decision=claim.decision, conditions=claim.conditions,
+                   signed_at=claim.signed_at)
+
+
+def _signoff_shape(att: Attestation, signed: SignoffClaim, run_digest: str, claim: RunClaim) -> str | None:
     """What makes a sign-off line wrong whatever key signed it (None when well-formed)."""
     if att.predicate_type != SIGNOFF_PREDICATE_TYPE or att.statement.get("_type") != STATEMENT_TYPE:
         return (f"not a sign-off statement (predicateType {att.predicate_type[:120]!r}); every line after the "
@@ -103,17 +137,13 @@ def _signoff_shape(att: Attestation, run_digest: str, claim: RunClaim) -> str | 
         return "its subject is not this run's statement.intoto.json (a sign-off of another run or statement)"
     if len(att.signatures) != 1:
         return f"{len(att.signatures)} signatures: a sign-off carries exactly its team's one"
-    pred = att.predicate
-    role = pred.get("role")
-    layers = pred.get("layers")
-    if not isinstance(role, str) or not isinstance(layers, list) or not layers \
-            or any(x not in LAYERS for x in layers) or pred.get("decision") not in DECISIONS \
-            or not isinstance(pred.get("conditions"), (str, type(None))) or not isinstance(pred.get("signed_at"), str):
+    if not signed.well_formed:
         return "the predicate is not {role, layers, decision, conditions, signed_at}"
+    role, layers = signed.role, signed.layers
     owned = role_layers(claim, role)
     if any(x not in owned for x in layers):
         return f"role {role!r} vouches for {', '.join(layers)} but owns {', '.join(owned) or 'no layer'}"
-    return decision_problem(pred["decision"], pred.get("conditions"), failing_counts(claim, layers))
+    return decision_problem(signed.decision, signed.conditions, failing_counts(claim, layers))
 
 
 def _bind(signoff: SignOff, att: Attestation, policy: TrustPolicy) -> str | None:
@@ -137,12 +167,11 @@ def _bind(signoff: SignOff, att: Attestation, policy: TrustPolicy) -> str | None
     return None
 
 
-def _chain_problem(att: Attestation, sequence: int, previous: bytes) -> str | None:
-    """Why ``att``, the ``sequence``-th sign-off line, breaks the chain of sign-offs (None when it holds):
-    its signed ``chain`` must name its own place and the sha256 of the line before it (``previous``)."""
-    chain = att.predicate.get("chain")
-    if not isinstance(chain, dict) or not isinstance(chain.get("sequence"), int) \
-            or not isinstance(chain.get("previous"), str):
+def _chain_problem(signed: SignoffClaim, sequence: int, previous: bytes) -> str | None:
+    """Why the ``sequence``-th sign-off line (its claim ``signed``) breaks the chain of sign-offs (None when it
+    holds): its signed ``chain`` must name its own place and the sha256 of the line before it (``previous``)."""
+    chain = signed.chain
+    if chain is None:
         return ("it carries no chain {sequence, previous}: a removed sign-off before it could not be told, so it "
                 "is not counted (sign again with this hetero)")
     said = chain["sequence"]
@@ -176,14 +205,15 @@ def check_signoffs(lines: list[Attestation], run_digest: str, run_statement: dic
     previous = run_line
     claim = RunClaim.of(run_statement)
     for sequence, att in enumerate(lines, 1):
-        signoff = _signoff_of(att)
+        signed = SignoffClaim.of(att)
+        signoff = _signoff_of(att, signed)
         label = f"sign-off line {att.line} (role {signoff.role[:60]}, keyid {signoff.keyid[:16]}…)"
-        why = _signoff_shape(att, run_digest, claim)
+        why = _signoff_shape(att, signed, run_digest, claim)
         kind = "signoff"
         if why is None and att.raw != envelope_bytes(att.envelope).rstrip(b"\n"):
             why = "the line is not byte for byte as hetero sign writes it (reformatted or edited)"
         if why is None and previous is not None:
-            why = _chain_problem(att, sequence, previous)
+            why = _chain_problem(signed, sequence, previous)
             kind = "signoff_chain" if why else kind
         previous = att.raw
         if why is None and policy is not None:

@@ -35,7 +35,7 @@ import stat
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from pytest_hetero.bundle.attestation import (
     MAX_ATTESTATION_BYTES,
@@ -92,18 +92,34 @@ _HEX64 = re.compile(r"[0-9a-f]{64}")
 _HEX = re.compile(r"[0-9a-f]*")
 
 
+class SignedRun(TypedDict):
+    """The run as the signed predicate states it (:func:`_check_statement`): its ``id``, ``verdict`` and
+    ``finished_at`` as written (untrusted JSON values; None when absent) and whether the finish time was
+    ``finished_at_recovered`` (true only when the predicate says exactly ``true``)."""
+
+    id: object
+    verdict: object
+    finished_at: object
+    finished_at_recovered: bool
+
+
+def _no_run() -> SignedRun:
+    """The run of a statement that states none (every field unknown)."""
+    return {"id": None, "verdict": None, "finished_at": None, "finished_at_recovered": False}
+
+
 @dataclass
 class Verification:
     """Result of :func:`verify_bundle`: ``problems`` (empty = verified); the trusted ``run_signers``;
     every ``signoffs`` line as checked; the run ``statement`` (None when unreadable); ``run``
-    ``{"id", "verdict", "finished_at", "finished_at_recovered"}`` from the signed predicate; the number of manifest
+    (:class:`SignedRun`) from the signed predicate (every field unknown when it states none); the number of manifest
     ``files`` checked; the ``policy`` sign-offs were checked against (None: not checked)."""
 
     problems: list[Problem] = field(default_factory=list)
     run_signers: list[str] = field(default_factory=list)
     signoffs: list[SignOff] = field(default_factory=list)
     statement: dict[str, Any] | None = None
-    run: dict[str, Any] = field(default_factory=dict)
+    run: SignedRun = field(default_factory=_no_run)
     files: int = 0
     policy: TrustPolicy | None = None
     payload_sha256: str = ""
@@ -473,7 +489,7 @@ def verify_bundle(bundle_dir: Path, public_keys: list[Ed25519PublicKey],
         result.problems.extend(_head_problems(lines, signoff_head))
     _require(result, require_roles)
     if max_age_s is not None:
-        problem = _age_problem(result.run.get("finished_at"), max_age_s, now or datetime.now(timezone.utc))
+        problem = _age_problem(result.run["finished_at"], max_age_s, now or datetime.now(timezone.utc))
         if problem:
             result.problems.append(problem)
     return result

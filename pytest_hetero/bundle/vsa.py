@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -108,6 +109,25 @@ def write_vsas(bundle_dir: Path, validation: ValidationSection, matrices: list[M
     return len(lines)
 
 
+@dataclass(frozen=True)
+class SignedPool:
+    """A pool of the signed statement's ``validation`` section, as its VSA must repeat it, read once from the
+    untrusted predicate (:meth:`of`): each task type's ``level`` as written (a task type whose entry is not an
+    object is left out; a missing level is None) and ``expires_at`` as written (None when absent)."""
+
+    levels: dict[str, object]
+    expires_at: object
+
+    @classmethod
+    def of(cls, pool: object) -> SignedPool:
+        """The pool entry ``pool`` of the signed predicate (untrusted JSON; not an object: no task type, no
+        expiry)."""
+        entry = pool if isinstance(pool, dict) else {}
+        tasks = entry.get("task_types")
+        tasks = tasks if isinstance(tasks, dict) else {}
+        return cls({t: e.get("level") for t, e in tasks.items() if isinstance(e, dict)}, entry.get("expires_at"))
+
+
 def check_vsas(bundle_dir: Path, keys: dict[str, Ed25519PublicKey] | None, predicate_validation: Any,
                statement_payload: bytes) -> tuple[list[dict[str, Any]], list[str]]:
     """Check ``validation.intoto.jsonl`` offline against the signed run statement; never raises for
@@ -138,7 +158,7 @@ def check_vsas(bundle_dir: Path, keys: dict[str, Ed25519PublicKey] | None, predi
     if not data.endswith(b"\n"):
         return [], ["edited: the last line has no newline, as every line is written: the file was truncated or edited"]
     digest = hashlib.sha256(statement_payload).hexdigest()
-    expected = {f"hetero-pool:{p.get('matrix')}/{p.get('pool')}": p for p in pools}
+    expected = {f"hetero-pool:{p.get('matrix')}/{p.get('pool')}": SignedPool.of(p) for p in pools}
     out: list[dict[str, Any]] = []
     problems: list[str] = []
     seen: set[str] = set()
@@ -156,7 +176,7 @@ def check_vsas(bundle_dir: Path, keys: dict[str, Ed25519PublicKey] | None, predi
 
 
 def _vsa_line(raw: bytes, n: int, keys: dict[str, Ed25519PublicKey] | None, digest: str,
-              expected: dict[str, dict[str, Any]], seen: set[str]) -> tuple[dict[str, Any] | None, str | None]:
+              expected: dict[str, SignedPool], seen: set[str]) -> tuple[dict[str, Any] | None, str | None]:
     """(the statement, None) of line ``n`` when it checks (its pool added to ``seen``), else (None, the problem)."""
     from pytest_hetero.bundle.attestation import parse_line
     from pytest_hetero.bundle.safeio import Unreadable
@@ -206,7 +226,7 @@ def read_vsas(bundle_dir: Path, keys: dict[str, Ed25519PublicKey] | None,
     return statements
 
 
-def _vsa_problem(statement: dict[str, Any], digest: str, expected: dict[str, dict[str, Any]], n: int) -> str | None:
+def _vsa_problem(statement: dict[str, Any], digest: str, expected: dict[str, SignedPool], n: int) -> str | None:
     predicate = statement.get("predicate")
     predicate = predicate if isinstance(predicate, dict) else {}
     inputs = predicate.get("inputAttestations")
@@ -220,13 +240,11 @@ def _vsa_problem(statement: dict[str, Any], digest: str, expected: dict[str, dic
         return f"line {n}: pool {str(predicate.get('resourceUri'))[:200]} is not in the signed statement"
     ext = predicate.get("pytestHetero")
     ext = ext if isinstance(ext, dict) else {}
-    tasks = pool.get("task_types")
-    tasks = tasks if isinstance(tasks, dict) else {}
-    levels = {t: e.get("level") for t, e in tasks.items() if isinstance(e, dict)}
-    if ext.get("taskTypes") != levels or ext.get("validUntil") != pool.get("expires_at"):
+    levels = pool.levels
+    if ext.get("taskTypes") != levels or ext.get("validUntil") != pool.expires_at:
         return f"line {n}: levels or expiry differ from the signed statement's"
     want = "PASSED" if any(v != "none" for v in levels.values()) else "FAILED"
-    wanted_levels = [verified_level(t, str(v)) for t, v in sorted(levels.items()) if v != "none"]
+    wanted_levels = [verified_level(t, str(v)) for t, v in sorted(levels.items(), key=lambda tv: tv[0]) if v != "none"]
     if predicate.get("verificationResult") != want or predicate.get("verifiedLevels") != wanted_levels:
         return (f"line {n}: verificationResult {str(predicate.get('verificationResult'))[:40]} or verifiedLevels "
                 f"differ from the signed statement's levels ({want})")

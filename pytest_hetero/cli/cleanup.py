@@ -21,11 +21,14 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_hetero.durations import EXAMPLES, parse_duration
 from pytest_hetero.errors import HeteroError
 from pytest_hetero.hooks.registry import plugin_manager
+
+if TYPE_CHECKING:
+    from pytest_hetero.backends.labels import CleanupEntry
 
 
 def build_parser(hook: Any) -> argparse.ArgumentParser:
@@ -76,7 +79,7 @@ def run(args: argparse.Namespace, hook: Any) -> int:
         sys.stderr.write(f"hetero cleanup: no installed plugin cleans up backend {args.backend!r} "
                          "(built in: docker, kubernetes)\n")
         return 2
-    entries: list[dict[str, Any]] = []
+    entries: list[CleanupEntry] = []
     unreachable = False
     for report in reports:
         entries += report.entries

@@ -175,9 +175,9 @@ def _verify(args: argparse.Namespace) -> int:
         return 1
     run = result.run
     recovered = " (recovered: the time of the journal's last line; the run ended without writing its end)" \
-        if run.get("finished_at_recovered") else ""
-    print(printable_name(f"OK {args.bundle}: run {run.get('id')}, verdict {str(run.get('verdict')).upper()}, "
-                         f"finished {run.get('finished_at')}{recovered}; {result.files} files match the manifest; "
+        if run["finished_at_recovered"] else ""
+    print(printable_name(f"OK {args.bundle}: run {run['id']}, verdict {str(run['verdict']).upper()}, "
+                         f"finished {run['finished_at']}{recovered}; {result.files} files match the manifest; "
                          "run signed by "
                          f"{', '.join(k[:16] + '…' for k in result.run_signers)}"))
     for line in _signoff_lines(result):

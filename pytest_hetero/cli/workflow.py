@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from pytest_hetero.evidence.document import EvidenceDocument
     from pytest_hetero.matrix.expand import Plan
     from pytest_hetero.matrix.model import Matrix
-    from pytest_hetero.status.drift import Change
+    from pytest_hetero.status.drift import Change, ChangeImpact
 
 
 def scheduling_per_image(matrix: Matrix, hook: Any, backend: str | None = None) -> bool:
@@ -112,7 +112,7 @@ class ClusterDrift(TypedDict):
     label: str
     changes: list[Change]
     affected: dict[str, str]
-    change_record: dict[str, Any] | None
+    change_record: ChangeImpact | None
 
 
 class PlannedMatrix(TypedDict):

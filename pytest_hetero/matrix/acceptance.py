@@ -518,7 +518,7 @@ def _slice(rule: AcceptanceRule) -> tuple[str, str] | None:
     return str(column), slice_text(value)
 
 
-def _self_reported(expr: str) -> dict[str, Any]:
+def _self_reported(expr: str) -> dict[str, str]:
     agg = _AGG.match(expr)
     return {"source": "self_reported", "field": f"outputs.{agg.group(2)}" if agg else f"outputs.metrics.{expr}",
             "note": SELF_REPORTED_NOTE}

@@ -14,10 +14,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import TypedDict
 
 from pytest_hetero.probes.cgroup import CgroupLimits, cpulist_count, read_cgroup_limits
-from pytest_hetero.probes.model import Device, Inventory, _plain
+from pytest_hetero.probes.model import Device, Inventory
 
 ARM_PARTS: dict[tuple[str, str], str] = {
     ("0x48", "0xd01"): "HiSilicon Kunpeng-920",
@@ -39,6 +39,34 @@ class NumaNode(TypedDict):
     node: int
     cpus: int | None
     memory_total_mib: int | None
+
+
+class CgroupDict(TypedDict):
+    """:class:`~pytest_hetero.probes.cgroup.CgroupLimits` as :meth:`CpuFacts.to_dict` writes it."""
+
+    version: int | None
+    path: str | None
+    cpu_quota_cores: float | None
+    cpuset_cpus: int | None
+    memory_limit_mib: int | None
+    warnings: list[str]
+
+
+class CpuFactsDict(TypedDict):
+    """:meth:`CpuFacts.to_dict`: the facts' fields, ``cgroup`` nested."""
+
+    model: str | None
+    sockets: int | None
+    physical_cores: int | None
+    logical_cpus: int | None
+    numa_nodes: int | None
+    numa: list[NumaNode]
+    memory_total_mib: int | None
+    cgroup: CgroupDict
+    cpu_limit_cores: float | None
+    memory_limit_mib: int | None
+    memory_effective_mib: int | None
+    warnings: list[str]
 
 
 @dataclass(frozen=True)
@@ -64,9 +92,17 @@ class CpuFacts:
     memory_effective_mib: int | None = None
     warnings: tuple[str, ...] = ()
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> CpuFactsDict:
         """Return the facts as a JSON-ready dict (``cgroup`` nested)."""
-        return dict(_plain(self))
+        cg = self.cgroup
+        return {"model": self.model, "sockets": self.sockets, "physical_cores": self.physical_cores,
+                "logical_cpus": self.logical_cpus, "numa_nodes": self.numa_nodes,
+                "numa": [node.copy() for node in self.numa], "memory_total_mib": self.memory_total_mib,
+                "cgroup": {"version": cg.version, "path": cg.path, "cpu_quota_cores": cg.cpu_quota_cores,
+                           "cpuset_cpus": cg.cpuset_cpus, "memory_limit_mib": cg.memory_limit_mib,
+                           "warnings": list(cg.warnings)},
+                "cpu_limit_cores": self.cpu_limit_cores, "memory_limit_mib": self.memory_limit_mib,
+                "memory_effective_mib": self.memory_effective_mib, "warnings": list(self.warnings)}
 
 
 def _read(root: Path, rel: str) -> str | None:
@@ -206,5 +242,5 @@ def probe_cpu(root: str = "/") -> Inventory:
         devices=devices,
         warnings=facts.warnings,
         attached_count=facts.sockets,
-        extra=facts.to_dict(),
+        extra=dict(facts.to_dict()),  # the facts, as the open extra of every inventory
     )

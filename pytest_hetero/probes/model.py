@@ -11,7 +11,10 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypedDict
+
+if TYPE_CHECKING:  # annotations only (postponed): no run-time dependency on typing_extensions on 3.10
+    from typing_extensions import NotRequired
 
 Health = Literal["ok", "warning", "critical", "unknown"]
 """Normalised device health: ``critical`` means the device must not receive work."""
@@ -57,9 +60,13 @@ class Partition:
     ecc_uncorrectable: int | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> PartitionDict:
         """Return the partition as a JSON-ready dict with exactly the field names above."""
-        return dict(_plain(self))
+        return {"kind": self.kind, "index": self.index, "profile": self.profile,
+                "gpu_instance_id": self.gpu_instance_id, "compute_instance_id": self.compute_instance_id,
+                "uuid": self.uuid, "memory_total_mib": self.memory_total_mib, "memory_used_mib": self.memory_used_mib,
+                "multiprocessors": self.multiprocessors, "ecc_uncorrectable": self.ecc_uncorrectable,
+                "extra": _plain(self.extra)}
 
 
 @dataclass(frozen=True)
@@ -74,9 +81,11 @@ class DeviceProcess:
     compute_instance_id: int | None = None
     chip: int | None = None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> ProcessDict:
         """Return the process as a JSON-ready dict."""
-        return dict(_plain(self))
+        return {"pid": self.pid, "name": self.name, "type": self.type, "used_memory_mib": self.used_memory_mib,
+                "gpu_instance_id": self.gpu_instance_id, "compute_instance_id": self.compute_instance_id,
+                "chip": self.chip}
 
 
 @dataclass(frozen=True)
@@ -115,9 +124,15 @@ class Device:
         ident = self.bus_id or (str(self.index) if self.index is not None else "?")
         return f"{kind} {ident}"
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> DeviceDict:
         """Return the device as a JSON-ready dict (partitions/processes as lists of dicts)."""
-        return dict(_plain(self))
+        return {"vendor": self.vendor, "index": self.index, "name": self.name, "uuid": self.uuid,
+                "serial": self.serial, "bus_id": self.bus_id, "memory_total_mib": self.memory_total_mib,
+                "memory_used_mib": self.memory_used_mib, "health": self.health, "health_raw": self.health_raw,
+                "temperature_c": self.temperature_c, "power_w": self.power_w, "power_limit_w": self.power_limit_w,
+                "utilisation_pct": self.utilisation_pct, "partitions": [p.to_dict() for p in self.partitions],
+                "processes": [p.to_dict() for p in self.processes], "errors": list(self.errors),
+                "extra": _plain(self.extra)}
 
 
 @dataclass(frozen=True)
@@ -156,13 +171,97 @@ class Inventory:
         """Return the devices whose health is ``critical``, in device order."""
         return [d for d in self.devices if d.health == "critical"]
 
-    def to_dict(self, *, include_raw: bool = True) -> dict[str, Any]:
+    def to_dict(self, *, include_raw: bool = True) -> InventoryDict:
         """Return the inventory as a JSON-ready dict; ``include_raw=False`` drops ``raw``."""
-        data = dict(_plain(self))
-        data["healthy"] = self.healthy
+        data: InventoryDict = {
+            "vendor": self.vendor, "source": self.source, "collected_at": self.collected_at,
+            "tool_version": self.tool_version, "driver_version": self.driver_version,
+            "cuda_version": self.cuda_version, "cann_version": self.cann_version,
+            "firmware_version": self.firmware_version, "timestamp": self.timestamp,
+            "attached_count": self.attached_count, "devices": [d.to_dict() for d in self.devices],
+            "global_errors": list(self.global_errors), "warnings": list(self.warnings), "raw": self.raw,
+            "extra": _plain(self.extra), "healthy": self.healthy}
         if not include_raw:
-            data.pop("raw")
+            del data["raw"]
         return data
+
+
+class PartitionDict(TypedDict):
+    """:meth:`Partition.to_dict`: the partition's fields, ``extra`` as plain JSON."""
+
+    kind: str
+    index: int | None
+    profile: str | None
+    gpu_instance_id: int | None
+    compute_instance_id: int | None
+    uuid: str | None
+    memory_total_mib: int | None
+    memory_used_mib: int | None
+    multiprocessors: int | None
+    ecc_uncorrectable: int | None
+    extra: dict[str, Any]
+    """Vendor specifics (vNPU ``vgroup_id``, ``container_id``, ``status``), open by design."""
+
+
+class ProcessDict(TypedDict):
+    """:meth:`DeviceProcess.to_dict`: the process's fields."""
+
+    pid: int | None
+    name: str | None
+    type: str | None
+    used_memory_mib: int | None
+    gpu_instance_id: int | None
+    compute_instance_id: int | None
+    chip: int | None
+
+
+class DeviceDict(TypedDict):
+    """:meth:`Device.to_dict`: the device's fields, partitions and processes as their dicts, ``extra`` as
+    plain JSON."""
+
+    vendor: str
+    index: int | None
+    name: str | None
+    uuid: str | None
+    serial: str | None
+    bus_id: str | None
+    memory_total_mib: int | None
+    memory_used_mib: int | None
+    health: Health
+    health_raw: str | None
+    temperature_c: float | None
+    power_w: float | None
+    power_limit_w: float | None
+    utilisation_pct: float | None
+    partitions: list[PartitionDict]
+    processes: list[ProcessDict]
+    errors: list[str]
+    extra: dict[str, Any]
+    """Vendor specifics (each probe's own), open by design."""
+
+
+class InventoryDict(TypedDict):
+    """:meth:`Inventory.to_dict`: the inventory's fields (``raw`` only when asked for), devices as their dicts,
+    ``extra`` as plain JSON, and ``healthy``; ``hetero probe --source`` adds the ``findings`` of the tools' text."""
+
+    vendor: str
+    source: str
+    collected_at: str
+    tool_version: str | None
+    driver_version: str | None
+    cuda_version: str | None
+    cann_version: str | None
+    firmware_version: str | None
+    timestamp: str | None
+    attached_count: int | None
+    devices: list[DeviceDict]
+    global_errors: list[str]
+    warnings: list[str]
+    raw: NotRequired[str]
+    extra: dict[str, Any]
+    """Probe specifics (device nodes, fallback reasons, CPU facts…), open by design."""
+    healthy: bool
+    findings: NotRequired[list[dict[str, object]]]
 
 
 def worst(*values: str) -> Health:

@@ -13,7 +13,6 @@ import os
 import shutil
 import subprocess
 from collections.abc import Callable
-from typing import Any
 
 from pytest_hetero.probes.model import Device, Inventory
 from pytest_hetero.probes.nvidia_common import global_errors, lost_gpus
@@ -144,7 +143,7 @@ def probe_nvidia(root: str = "/", *, use_nvml: bool = True, run: Runner = _run) 
                 inventory = parse_nvidia_smi(out)
                 if done.returncode != 0 and not inventory.global_errors:
                     reasons.append(f"nvidia-smi -q -x exited {done.returncode}: {done.stderr.strip()[:300]}")
-    extra: dict[str, Any] = {"device_nodes": _device_nodes(root), "fallback_reasons": reasons}
+    extra: dict[str, list[str]] = {"device_nodes": _device_nodes(root), "fallback_reasons": reasons}
     if inventory is None:
         return Inventory(
             vendor="nvidia",

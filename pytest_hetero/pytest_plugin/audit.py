@@ -36,7 +36,7 @@ def _window(baseline: EvidenceDocument, started: str) -> tuple[Any, Any]:
 
 def audited(settings: Any, plans: list[Any], baseline: EvidenceDocument | None, label: str,
             snapshots: list[dict[str, Any]], started: str, intended: list[str],
-            operator: str | None = None) -> dict[str, Any]:
+            operator: object = None) -> dict[str, Any]:
     """The ``audit`` part of the change record: ``{"source": "audit-log"|"managedFields", "who", "fallback",
     "file", "problems", "window": {"from", "to", "bundle"}, "lines", "torn_last_line", "log_span": {"first",
     "last"}, "covers_window" (:meth:`Window.covers`; None for managedFields), "outside",

@@ -24,6 +24,7 @@ from pytest_hetero.pytest_plugin.stash import SETTINGS
 
 if TYPE_CHECKING:
     from pytest_hetero.evidence.document import EvidenceDocument
+    from pytest_hetero.status.drift import ChangeImpact
 
 CLUSTER_HITS = pytest.StashKey["tuple[dict[str, dict[str, str]] | None, str]"]()
 """(matrix name → {item id: reason}, or None without a baseline; the baseline's label)."""
@@ -33,7 +34,7 @@ class ClusterRecord:
     """Session plugin holding the snapshots, the drift and the change record of the run."""
 
     def __init__(self, snapshots: list[dict[str, Any]], drift: list[dict[str, Any]] | None,
-                 change: dict[str, Any] | None) -> None:
+                 change: ChangeImpact | None) -> None:
         self.snapshots, self.drift, self.change = snapshots, drift, change
 
     def pytest_hetero_amend_evidence(self, evidence: EvidenceDocument) -> None:

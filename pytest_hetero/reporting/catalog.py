@@ -42,7 +42,7 @@ class CatalogRow(TypedDict):
     node_levels: dict[str, dict[str, str]]
     unvalidated: list[Unvalidated]
     coverage: str
-    requests: dict[str, Any]
+    requests: dict[str, str]
     labels: dict[str, str]
     queue: str | None
     task_types: dict[str, str]

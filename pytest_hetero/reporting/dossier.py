@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections import Counter
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import jinja2
 import markupsafe
@@ -156,7 +156,7 @@ def pools(f: Facts, t: Text, limit: int = 20) -> list[str]:
     return lines[:limit] + ([t("un.more", count=len(lines) - limit)] if len(lines) > limit else [])
 
 
-def _pairs(mapping: dict[str, Any]) -> str:
+def _pairs(mapping: dict[str, str]) -> str:
     return ", ".join(f"{k}={v}" for k, v in sorted(mapping.items())) or "{}"
 
 

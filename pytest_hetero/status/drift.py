@@ -35,7 +35,9 @@ from typing import TYPE_CHECKING, Any, TypedDict
 
 from pytest_hetero.status.snapshots import ClusterSnapshot, SnapshotNode
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # annotations only (postponed): no run-time dependency on typing_extensions on 3.10
+    from typing_extensions import NotRequired
+
     from pytest_hetero.evidence.document import EvidenceDocument
     from pytest_hetero.matrix.expand import Plan
     from pytest_hetero.matrix.model import Matrix, Resource
@@ -188,7 +190,30 @@ def affected_items(changes: list[Change], matrix: Matrix, plan: Plan, old: dict[
 CHANGE_KEYS = ("operator", "ticket", "reason", "intended")
 
 
-def parse_change(value: str) -> dict[str, Any]:
+class ChangeRecord(TypedDict):
+    """A declared change (``--hetero-change``, :func:`parse_change`): who made it, the ticket and the reason as
+    the record gives them (text, redacted; another YAML value as written; None when absent), and the resource
+    names it is meant to affect."""
+
+    operator: object
+    ticket: object
+    reason: object
+    intended: list[str]
+
+
+class ChangeImpact(ChangeRecord):
+    """A :class:`ChangeRecord` with its observed impact (:func:`impact`; each None when not measured): the
+    resources a drift affected, those of them not ``intended``, the intended ones not observed; and, with
+    ``--hetero-audit-log``, the ``audit`` of the changes actually made
+    (:func:`pytest_hetero.pytest_plugin.audit.audited`)."""
+
+    observed: list[str] | None
+    unintended: list[str] | None
+    not_observed: list[str] | None
+    audit: NotRequired[dict[str, Any]]
+
+
+def parse_change(value: str) -> ChangeRecord:
     """A change record from ``--hetero-change``: a YAML/JSON file (``@PATH`` or an existing path) holding a
     mapping, or inline ``key=value; key=value`` text. Keys: ``operator``, ``ticket``, ``reason`` (text),
     ``intended`` (resource names the change is meant to affect: a list, or comma-separated inline).
@@ -203,10 +228,15 @@ def parse_change(value: str) -> dict[str, Any]:
         record = _parse_change(value)
     except SettingsError as exc:
         raise SettingsError(redactor.text(exc.message), exc.location, redactor.text(exc.hint)) from None
-    return {key: redactor.text(text) if isinstance(text, str) else text for key, text in record.items()}
+
+    def clean(text: object) -> object:
+        return redactor.text(text) if isinstance(text, str) else text
+
+    return {"operator": clean(record["operator"]), "ticket": clean(record["ticket"]),
+            "reason": clean(record["reason"]), "intended": record["intended"]}
 
 
-def _parse_change(value: str) -> dict[str, Any]:
+def _parse_change(value: str) -> ChangeRecord:
     """:func:`parse_change` before redaction."""
     from pathlib import Path
 
@@ -245,15 +275,16 @@ def _parse_change(value: str) -> dict[str, Any]:
             "intended": list(intended)}
 
 
-def impact(change: dict[str, Any], observed: dict[str, list[str]] | None) -> dict[str, Any]:
+def impact(change: ChangeRecord, observed: dict[str, list[str]] | None) -> ChangeImpact:
     """The change record with its intended vs observed impact: ``observed`` is {resource: [change lines]}
     from a drift (None: not measured, no baseline). Adds ``observed`` (resource names), ``unintended``
     (observed, not intended) and ``not_observed`` (intended, not observed)."""
-    if observed is None:
-        return {**change, "observed": None, "unintended": None, "not_observed": None}
-    seen = sorted(observed)
-    return {**change, "observed": seen, "unintended": [r for r in seen if r not in change["intended"]],
-            "not_observed": [r for r in change["intended"] if r not in observed]}
+    intended = change["intended"]
+    seen = None if observed is None else sorted(observed)
+    return {"operator": change["operator"], "ticket": change["ticket"], "reason": change["reason"],
+            "intended": intended, "observed": seen,
+            "unintended": None if seen is None else [r for r in seen if r not in intended],
+            "not_observed": None if observed is None else [r for r in intended if r not in observed]}
 
 
 def observed_by_resource(hits: dict[str, str], plan: Plan) -> dict[str, list[str]]:

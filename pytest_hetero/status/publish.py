@@ -113,7 +113,7 @@ def publish_plan(pools: list[PoolStatus], digest: str, now: datetime, taint: str
     nodes: dict[str, NodeChange] = {}
     seen: dict[tuple[str, str], list[tuple[str, str, str]]] = {}  # (node, key) → [(level, text, expires_at)]
     for pool in pools:
-        own = {str(e.get("node")): e.get("task_types") or {} for e in pool.get("node_status") or []}
+        own = {e["node"]: e["task_types"] for e in pool.get("node_status") or []}  # pool_status writes both
         for node in pool.get("nodes") or []:
             nodes.setdefault(node, {"node": node, "labels": {}, "annotations": {}, "conditions": [], "taint": None})
             for task_type, status in sorted(pool["task_types"].items()):
