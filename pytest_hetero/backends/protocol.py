@@ -826,6 +826,28 @@ class AttributionUsage(TypedDict):
     after_waited_s: NotRequired[float]
 
 
+class IdentityFacts(TypedDict):
+    """Who a governance probe acted as (:attr:`GovernanceReport.identity`; no credential): the ``tenant`` (None: the
+    gate itself), the ``subject`` and ``groups`` the apiserver confirmed, the ``namespace`` it acted in by default
+    and the ``method`` the credentials were obtained by."""
+
+    tenant: str | None
+    subject: str
+    groups: list[str]
+    namespace: str
+    method: str
+
+
+class CleanupRecord(TypedDict):
+    """One object a probe created, once deleted (:attr:`GovernanceReport.cleanup`, :attr:`ReserveReport.cleanup`):
+    its ``kind``, ``namespace`` (None: cluster-scoped), ``name`` and whether it was ``gone`` within the wait."""
+
+    kind: str
+    namespace: str | None
+    name: str
+    gone: bool
+
+
 @dataclass
 class GovernanceReport:
     """What a governance probe did (:meth:`Backend.govern`): ``identity`` it acted as (``tenant``,
@@ -836,11 +858,11 @@ class GovernanceReport:
     ``skipped``: why nothing could be attempted (e.g. no node of the pool is in maintenance).
     ``ledger``: what the probe cost the cluster (see :func:`pytest_hetero.backends.kubernetes.governance.ledger`)."""
 
-    identity: dict[str, Any]
+    identity: IdentityFacts
     observer: str
     attempts: list[Attempt] = field(default_factory=list)
     usage: AttributionUsage | None = None
-    cleanup: list[dict[str, Any]] = field(default_factory=list)
+    cleanup: list[CleanupRecord] = field(default_factory=list)
     leftovers: list[Leftover] = field(default_factory=list)
     skipped: str = ""
     ledger: ProbeLedger | None = None
@@ -999,7 +1021,7 @@ class ReserveReport:
     windows: list[ReserveWindow] = field(default_factory=list)
     timeline: list[ReserveEvent] = field(default_factory=list)
     victims: list[ReserveVictim] = field(default_factory=list)
-    cleanup: list[dict[str, Any]] = field(default_factory=list)
+    cleanup: list[CleanupRecord] = field(default_factory=list)
     leftovers: list[Leftover] = field(default_factory=list)
     usage: list[UsageFacts] = field(default_factory=list)
 
