@@ -909,6 +909,34 @@ class PriorityFacts(TypedDict):
     global_default: bool
 
 
+class RolloutFacts(TypedDict):
+    """What a rollout wait saw once a Deployment served (Kubernetes, ``serving.k8s.ready``): the ``deployment``
+    (``namespace/name``), its ``revision``, current ``replicaset``, where the endpoint came from
+    (``endpoint_source``), the ready endpoint's ``pod_ip`` and ``port``, the ready ``pods`` and ``waited_s``."""
+
+    deployment: str
+    revision: str
+    replicaset: str
+    endpoint_source: str
+    pod_ip: str
+    port: int
+    pods: list[str]
+    waited_s: float
+
+
+class SwitchFacts(TypedDict, total=False):
+    """What :meth:`Backend.serving_switch` did: ``how`` it switched, the Deployment's ``revision_before`` and
+    ``revision_after``, the ``replicaset`` serving then, its ``endpoint`` URL and ``waited_s`` for the rollout
+    (each key optional: an engine says what it can tell; the Kubernetes engine says all)."""
+
+    how: str
+    revision_before: str
+    revision_after: str
+    replicaset: str
+    endpoint: str
+    waited_s: float
+
+
 class ReserveServing(TypedDict):
     """:attr:`ReserveReport.serving`: the serving Deployment's ``deployment`` name, ``namespace``, ``replicas``,
     ``min_ready``, its ``priority_class`` (None without one), ``image`` reference and the ``identity`` that
@@ -922,7 +950,7 @@ class ReserveServing(TypedDict):
     priority_class: PriorityFacts | None
     image: str
     identity: str
-    ready: NotRequired[dict[str, Any]]
+    ready: NotRequired[RolloutFacts]
     watch_errors: NotRequired[list[str]]
     cleanup_began: NotRequired[float]
 
@@ -1205,7 +1233,7 @@ class Backend(ABC):
         usage ledger counts); None where the engine cannot list them (evidence says so). Raises EngineFault."""
         return None
 
-    def serving_switch(self, step: Step, request: ServingRequest, version: str) -> dict[str, Any]:
+    def serving_switch(self, step: Step, request: ServingRequest, version: str) -> SwitchFacts:
         """Make ``request.deploy`` serve ``version`` and wait until the rollout is complete; return its
         facts (``{"how", "revision_before", "revision_after", ...}``, recorded as evidence).
 
