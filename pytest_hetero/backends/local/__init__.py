@@ -255,7 +255,7 @@ class LocalBackend(Backend):
         finally:
             ended = time.time()
             slots.give(slot)
-        result.details["isolation"] = local_spread.isolation(result.details.get("isolation") or {}, run,
+        result.details["isolation"] = local_spread.isolation(result.details.get("isolation"), run,
                                                              step.model.network)
         ran: UsageFacts = result.details.get("workload") or UsageFacts()
         result.details["spread"] = {"process": ran.get("workload"), **spread_facts(
