@@ -32,8 +32,10 @@ from pytest_hetero.backends.kubernetes import podexec, queues
 from pytest_hetero.backends.kubernetes import scheduling as ks
 from pytest_hetero.backends.kubernetes import usage as kube_usage
 from pytest_hetero.backends.kubernetes.manifests import (
+    EndpointSliceList,
     JobManifest,
     ObjectMeta,
+    PodList,
     ServedPod,
     ServedWorkload,
     ServiceManifest,
@@ -261,7 +263,8 @@ def list_pods(session: KubeSession, name: str) -> list[ServedPod]:
                                                      _preload_content=False, _request_timeout=kc.API_TIMEOUT_S)
     except Exception:  # noqa: BLE001 - the caller waits or explains with what it has
         return []
-    live = [(pod, raw) for pod, raw in ((parse_pod(raw), raw) for raw in json.loads(resp.data).get("items") or [])
+    listed: PodList = json.loads(resp.data)
+    live = [(pod, raw) for pod, raw in ((parse_pod(raw), raw) for raw in listed.get("items") or [])
             if not pod.deleting_since]
     return [raw for _, raw in sorted(live, key=lambda seen: int(seen[0].annotations.get(INDEX, 0)))]
 
@@ -306,7 +309,8 @@ def endpoint_addresses(session: KubeSession, service: str, workers: int, deadlin
             slices: Any = client.DiscoveryV1Api(session.api).list_namespaced_endpoint_slice(
                 session.namespace, label_selector=f"kubernetes.io/service-name={service}",
                 _preload_content=False, _request_timeout=kc.API_TIMEOUT_S)
-            items = [parse_slice(i) for i in json.loads(slices.data).get("items") or []]
+            found_slices: EndpointSliceList = json.loads(slices.data)
+            items = [parse_slice(i) for i in found_slices.get("items") or []]
         except Exception:  # noqa: BLE001 - waited for again; what is found by the deadline is used
             items = []
         for eps in items:

@@ -30,7 +30,7 @@ from kubernetes.client.exceptions import ApiException
 from pytest_hetero.backends.kubernetes import client as kc
 from pytest_hetero.backends.kubernetes import queues
 from pytest_hetero.backends.kubernetes import scheduling as ks
-from pytest_hetero.backends.kubernetes.manifests import ServedPod, ServedWorkload, Workload
+from pytest_hetero.backends.kubernetes.manifests import PodList, ServedPod, ServedWorkload, Workload
 from pytest_hetero.backends.kubernetes.objects import find
 from pytest_hetero.backends.protocol import ActionFailed, Attempt, CleanupRecord, IdentityFacts, Leftover
 from pytest_hetero.matrix.model import Tenant
@@ -141,7 +141,8 @@ def pods_of(api: client.ApiClient, namespace: str, selector: str) -> list[Served
     """The pods matching ``selector`` in ``namespace`` (JSON dicts); [] when none."""
     resp: Any = client.CoreV1Api(api).list_namespaced_pod(namespace, label_selector=selector, _preload_content=False,
                                                          _request_timeout=kc.API_TIMEOUT_S)
-    return list(json.loads(resp.data).get("items") or [])
+    listed: PodList = json.loads(resp.data)
+    return list(listed.get("items") or [])
 
 
 def job_uid(api: client.ApiClient, namespace: str, name: str) -> str:
